@@ -1,0 +1,190 @@
+#include "compiler/hlo/shape.h"
+
+#include <functional>
+
+#include <fmt/format.h>
+
+namespace xlens {
+
+std::string Layout::ToString() const {
+  std::string out = "{" + fmt::format("{}", fmt::join(minor_to_major, ","));
+  if (!suffix.empty()) out += ":" + suffix;
+  return out + "}";
+}
+
+Shape::Shape(PrimitiveType type, std::vector<int64_t> dimensions)
+    : element_type_(type),
+      dimensions_(std::move(dimensions)),
+      dynamic_(dimensions_.size(), false) {
+  for (size_t i = 0; i < dimensions_.size(); ++i) {
+    if (dimensions_[i] == kUnboundedSize) dynamic_[i] = true;
+  }
+}
+
+Shape Shape::Tuple(std::vector<Shape> elements) {
+  Shape s;
+  s.element_type_ = PrimitiveType::TUPLE;
+  s.tuple_shapes_ = std::move(elements);
+  return s;
+}
+
+bool Shape::is_static() const {
+  if (IsTuple()) {
+    for (const Shape& s : tuple_shapes_) {
+      if (!s.is_static()) return false;
+    }
+    return true;
+  }
+  for (bool d : dynamic_) {
+    if (d) return false;
+  }
+  return true;
+}
+
+int64_t Shape::num_elements() const {
+  int64_t n = 1;
+  for (int64_t d : dimensions_) n *= d < 0 ? 0 : d;
+  return n;
+}
+
+void Shape::SetDefaultLayout() {
+  if (IsTuple()) {
+    for (Shape& s : tuple_shapes_) s.SetDefaultLayout();
+    return;
+  }
+  if (!IsArray()) return;
+  layout_ = Layout{shape_util::DefaultMinorToMajor(rank()), ""};
+}
+
+void Shape::ClearLayouts() {
+  layout_.reset();
+  for (Shape& s : tuple_shapes_) s.ClearLayouts();
+}
+
+const Shape* Shape::Subshape(std::span<const int64_t> index) const {
+  const Shape* s = this;
+  for (int64_t i : index) {
+    if (!s->IsTuple() || i < 0 || i >= s->tuple_shapes_size()) return nullptr;
+    s = &s->tuple_shapes_[i];
+  }
+  return s;
+}
+
+void Shape::ForEachLeaf(
+    const std::function<void(const Shape&, const std::vector<int64_t>&)>& fn) const {
+  std::vector<int64_t> index;
+  std::function<void(const Shape&)> visit = [&](const Shape& s) {
+    if (s.IsTuple()) {
+      for (int64_t i = 0; i < s.tuple_shapes_size(); ++i) {
+        index.push_back(i);
+        visit(s.tuple_shapes_[i]);
+        index.pop_back();
+      }
+      return;
+    }
+    fn(s, index);
+  };
+  visit(*this);
+}
+
+std::string Shape::ToString(bool print_layout) const {
+  if (IsTuple()) {
+    std::string out = "(";
+    for (size_t i = 0; i < tuple_shapes_.size(); ++i) {
+      if (i > 0) out += ", ";
+      out += tuple_shapes_[i].ToString(print_layout);
+    }
+    return out + ")";
+  }
+  std::string out(PrimitiveTypeName(element_type_));
+  out += "[";
+  for (size_t i = 0; i < dimensions_.size(); ++i) {
+    if (i > 0) out += ",";
+    if (dimensions_[i] == kUnboundedSize) {
+      out += "?";
+    } else {
+      if (dynamic_[i]) out += "<=";
+      out += std::to_string(dimensions_[i]);
+    }
+  }
+  out += "]";
+  if (print_layout && layout_) out += layout_->ToString();
+  return out;
+}
+
+bool Shape::operator==(const Shape& other) const {
+  return element_type_ == other.element_type_ && dimensions_ == other.dimensions_ &&
+         dynamic_ == other.dynamic_ && tuple_shapes_ == other.tuple_shapes_ &&
+         layout_ == other.layout_;
+}
+
+namespace shape_util {
+
+bool Compatible(const Shape& a, const Shape& b) {
+  if (a.IsTuple() || b.IsTuple()) {
+    if (!a.IsTuple() || !b.IsTuple() || a.tuple_shapes_size() != b.tuple_shapes_size()) {
+      return false;
+    }
+    for (int64_t i = 0; i < a.tuple_shapes_size(); ++i) {
+      if (!Compatible(a.tuple_shapes(i), b.tuple_shapes(i))) return false;
+    }
+    return true;
+  }
+  return a.element_type() == b.element_type() && a.dimensions() == b.dimensions();
+}
+
+bool SameDimensions(const Shape& a, const Shape& b) { return a.dimensions() == b.dimensions(); }
+
+bool EqualIgnoringLayoutSuffix(const Shape& a, const Shape& b) {
+  if (!Compatible(a, b)) return false;
+  if (a.IsTuple()) {
+    for (int64_t i = 0; i < a.tuple_shapes_size(); ++i) {
+      if (!EqualIgnoringLayoutSuffix(a.tuple_shapes(i), b.tuple_shapes(i))) return false;
+    }
+    return true;
+  }
+  if (a.has_layout() && b.has_layout()) {
+    return a.layout().minor_to_major == b.layout().minor_to_major;
+  }
+  return true;
+}
+
+Shape ChangeElementType(const Shape& shape, PrimitiveType type) {
+  Shape out = shape;
+  if (out.IsTuple()) {
+    for (int64_t i = 0; i < out.tuple_shapes_size(); ++i) {
+      *out.mutable_tuple_shapes(i) = ChangeElementType(shape.tuple_shapes(i), type);
+    }
+    return out;
+  }
+  out.set_element_type(type);
+  return out;
+}
+
+std::vector<int64_t> RowMajorStrides(std::span<const int64_t> dims) {
+  std::vector<int64_t> strides(dims.size(), 1);
+  for (int64_t i = static_cast<int64_t>(dims.size()) - 2; i >= 0; --i) {
+    strides[i] = strides[i + 1] * dims[i + 1];
+  }
+  return strides;
+}
+
+int64_t ByteSizeOf(const Shape& shape) {
+  if (shape.IsTuple()) {
+    int64_t total = 0;
+    for (const Shape& s : shape.tuple_shapes()) total += ByteSizeOf(s);
+    return total;
+  }
+  if (!shape.IsArray()) return 0;
+  return shape.num_elements() * ByteWidth(shape.element_type());
+}
+
+std::vector<int64_t> DefaultMinorToMajor(int64_t rank) {
+  std::vector<int64_t> m2m(rank);
+  for (int64_t i = 0; i < rank; ++i) m2m[i] = rank - 1 - i;
+  return m2m;
+}
+
+}  // namespace shape_util
+
+}  // namespace xlens
