@@ -79,6 +79,9 @@ class HloInstruction {
   const std::vector<CalledComputationAttribute>& called_computation_attributes() const {
     return called_attrs_;
   }
+  std::vector<CalledComputationAttribute>& mutable_called_computation_attributes() {
+    return called_attrs_;
+  }
   std::vector<HloComputation*> called_computations() const;
   // Sets (or replaces) a called-computation attribute.
   void SetCalledComputation(const std::string& key, HloComputation* computation);

@@ -143,8 +143,7 @@ struct FloatDigits {
 
 FloatDigits DigitsOf(PrimitiveType type) {
   switch (type) {
-    case PrimitiveType::F16: return {3, 5};
-    case PrimitiveType::BF16: return {2, 4};
+    // Half-precision values print as the floats they convert to, as XLA's dumps show them.
     case PrimitiveType::F64: return {15, 17};
     default: return {6, 9};
   }
@@ -168,7 +167,8 @@ std::string FloatToHloString(double value, PrimitiveType type) {
   FloatDigits digits = DigitsOf(type);
   char buf[64];
   std::snprintf(buf, sizeof(buf), "%.*g", digits.digits10, value);
-  if (RoundToType(std::strtod(buf, nullptr), type) == value) return buf;
+  PrimitiveType check = type == PrimitiveType::F64 ? type : PrimitiveType::F32;
+  if (RoundToType(std::strtod(buf, nullptr), check) == value) return buf;
   std::snprintf(buf, sizeof(buf), "%.*g", digits.max_digits10, value);
   return buf;
 }

@@ -108,7 +108,10 @@ std::string Shape::ToString(bool print_layout) const {
     }
   }
   out += "]";
-  if (print_layout && layout_) out += layout_->ToString();
+  // Scalars print without a layout unless it carries tiling or a memory space (`{:T(128)}`).
+  if (print_layout && layout_ && (!dimensions_.empty() || !layout_->suffix.empty())) {
+    out += layout_->ToString();
+  }
   return out;
 }
 

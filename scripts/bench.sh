@@ -1,0 +1,8 @@
+#!/usr/bin/env bash
+# Builds and runs the benchmarks (by hand, not in CI). Extra arguments go to Google Benchmark,
+# e.g. scripts/bench.sh --benchmark_filter=Parse
+set -euo pipefail
+cd "$(dirname "$0")/.."
+scripts/setup.sh
+scripts/build.sh --target hlo_bench | tail -n 1
+./build/tests/bench/hlo_bench "$@"
