@@ -1,0 +1,45 @@
+// The `xlens` subcommands. Each Run* function returns the process exit code: 0 on success, 1 on a
+// user error (bad input, bad flags), after printing one clear message to stderr.
+#pragma once
+
+#include <cstdint>
+#include <string>
+
+namespace xlens::cli {
+
+struct PrintArgs {
+  std::string file;
+  bool short_form = false;
+  bool verify = true;
+};
+int RunPrint(const PrintArgs& args);
+
+struct VerifyArgs {
+  std::string file;
+};
+int RunVerify(const VerifyArgs& args);
+
+struct DotArgs {
+  std::string file;
+  std::string node;
+  int radius = -1;
+  int max_nodes = 300;
+  std::string output;  // empty: stdout
+};
+int RunDot(const DotArgs& args);
+
+struct EvalArgs {
+  std::string file;
+  std::string inputs;   // directory of arg0.npy, arg1.npy, ...; empty: random
+  std::string outputs;  // directory for out0.npy, ...; empty: print to stdout
+  uint64_t seed = 42;
+};
+int RunEval(const EvalArgs& args);
+
+struct DemoArgs {
+  std::string out_dir = "out/demo";
+  uint64_t seed = 42;
+};
+int RunDemo(const DemoArgs& args);
+
+}  // namespace xlens::cli

@@ -1,0 +1,63 @@
+// xlens: an XLA-style compiler you can see through. See `xlens --help`.
+#include <cstdio>
+
+#include <CLI/CLI.hpp>
+
+#include "compiler/cli/commands.h"
+
+int main(int argc, char** argv) {
+  using namespace xlens::cli;
+  CLI::App app{"xlens: an XLA-style compiler you can see through"};
+  app.require_subcommand(1);
+  app.set_version_flag("--version", "xlens 0.1");
+
+  PrintArgs print_args;
+  auto* print = app.add_subcommand("print", "Parse an HLO module and print it (long form by default)");
+  print->add_option("file", print_args.file, "HLO text file")->required();
+  print->add_flag("--short", print_args.short_form, "Print XLA's short parsable form");
+  print->add_flag("!--no-verify", print_args.verify, "Do not run the verifier");
+
+  VerifyArgs verify_args;
+  auto* verify = app.add_subcommand("verify", "Parse and verify an HLO module");
+  verify->add_option("file", verify_args.file, "HLO text file")->required();
+
+  DotArgs dot_args;
+  auto* dot = app.add_subcommand("dot", "Draw an HLO module as a Graphviz DOT graph");
+  dot->add_option("file", dot_args.file, "HLO text file")->required();
+  dot->add_option("--node", dot_args.node, "Center the graph on this instruction");
+  dot->add_option("--radius", dot_args.radius, "With --node: how many edges around it to show");
+  dot->add_option("--max-nodes", dot_args.max_nodes, "Above this, show only the neighbourhood")
+      ->check(CLI::PositiveNumber);
+  dot->add_option("-o,--output", dot_args.output, "Write here instead of stdout");
+
+  EvalArgs eval_args;
+  auto* eval = app.add_subcommand("eval", "Run an HLO module on the reference evaluator");
+  eval->add_option("file", eval_args.file, "HLO text file")->required();
+  eval->add_option("--inputs", eval_args.inputs,
+                   "Directory with arg0.npy, arg1.npy, ... in parameter order (default: random)");
+  eval->add_option("--outputs", eval_args.outputs,
+                   "Write out0.npy, out1.npy, ... (tuple leaves in order) here");
+  eval->add_option("--seed", eval_args.seed, "Seed of the random inputs");
+
+  DemoArgs demo_args;
+  auto* demo = app.add_subcommand(
+      "demo", "Parse, verify, evaluate and draw a built-in module: reduce_sum(x + y*z)");
+  demo->add_option("--out", demo_args.out_dir, "Directory for the files the demo writes");
+  demo->add_option("--seed", demo_args.seed, "Seed of the random inputs");
+
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::ParseError& e) {
+    // --help and --version exit 0; a bad flag is a user error: one line and exit 1.
+    if (e.get_exit_code() == 0) return app.exit(e);
+    std::fprintf(stderr, "xlens: %s\nRun 'xlens --help' for usage.\n", e.what());
+    return 1;
+  }
+
+  if (*print) return RunPrint(print_args);
+  if (*verify) return RunVerify(verify_args);
+  if (*dot) return RunDot(dot_args);
+  if (*eval) return RunEval(eval_args);
+  if (*demo) return RunDemo(demo_args);
+  return 1;
+}

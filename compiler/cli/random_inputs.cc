@@ -1,0 +1,44 @@
+#include "compiler/cli/random_inputs.h"
+
+#include <fmt/format.h>
+
+namespace xlens::cli {
+
+StatusOr<Literal> MakeRandomLiteral(const Shape& shape, std::mt19937_64& rng) {
+  if (shape.IsTuple()) {
+    std::vector<Literal> elements;
+    for (const Shape& s : shape.tuple_shapes()) {
+      ASSIGN_OR_RETURN(Literal e, MakeRandomLiteral(s, rng));
+      elements.push_back(std::move(e));
+    }
+    return Literal::MakeTuple(std::move(elements));
+  }
+  PrimitiveType type = shape.element_type();
+  if (!shape.IsArray() || !IsEvaluatorSupportedType(type)) {
+    return Error(fmt::format("cannot make a random input of shape {}", shape.ToString()));
+  }
+  if (!shape.is_static()) {
+    return Error(fmt::format("cannot make a random input of dynamic shape {}", shape.ToString()));
+  }
+  Literal lit(shape);
+  std::uniform_real_distribution<double> real(-1.0, 1.0);
+  std::uniform_int_distribution<int64_t> signed_int(-8, 7);
+  std::uniform_int_distribution<int64_t> unsigned_int(0, 15);
+  for (int64_t i = 0; i < lit.element_count(); ++i) {
+    if (type == PrimitiveType::PRED) {
+      lit.data<bool>()[i] = (rng() & 1) != 0;
+    } else if (IsSignedIntegralType(type)) {
+      lit.SetFromInt64(i, signed_int(rng));
+    } else if (IsUnsignedIntegralType(type)) {
+      lit.SetFromInt64(i, unsigned_int(rng));
+    } else if (IsComplexType(type)) {
+      double re = real(rng);
+      lit.SetFromComplex(i, {re, real(rng)});
+    } else {
+      lit.SetFromDouble(i, real(rng));
+    }
+  }
+  return lit;
+}
+
+}  // namespace xlens::cli

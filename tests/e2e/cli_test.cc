@@ -1,0 +1,200 @@
+// Runs the `xlens` binary as a user would and checks what it prints, writes and returns.
+#include <sys/wait.h>
+
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <string>
+
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
+#include "compiler/hlo/npy.h"
+#include "test_util.h"
+
+namespace xlens {
+namespace {
+
+using ::testing::HasSubstr;
+using ::testing::Not;
+
+struct RunResult {
+  int exit_code;
+  std::string output;  // stdout and stderr together
+};
+
+RunResult RunXlens(const std::string& args) {
+  std::string command = std::string(XLENS_BINARY_DIR) + "/compiler/cli/xlens " + args + " 2>&1";
+  FILE* pipe = popen(command.c_str(), "r");
+  RunResult result{-1, ""};
+  if (pipe == nullptr) return result;
+  char buffer[4096];
+  size_t n;
+  while ((n = fread(buffer, 1, sizeof(buffer), pipe)) > 0) result.output.append(buffer, n);
+  int status = pclose(pipe);
+  result.exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+  return result;
+}
+
+class CliTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    dir_ = std::filesystem::temp_directory_path() /
+           ("xlens_cli_test_" + std::to_string(::getpid()) + "_" +
+            ::testing::UnitTest::GetInstance()->current_test_info()->name());
+    std::filesystem::create_directories(dir_);
+  }
+  void TearDown() override { std::filesystem::remove_all(dir_); }
+
+  std::string Write(const std::string& name, const std::string& text) {
+    std::string path = (dir_ / name).string();
+    std::ofstream(path) << text;
+    return path;
+  }
+
+  std::filesystem::path dir_;
+};
+
+constexpr const char* kAxpy = R"(HloModule axpy
+ENTRY main {
+  a = f32[] parameter(0)
+  x = f32[4] parameter(1)
+  y = f32[4] parameter(2)
+  b = f32[4] broadcast(a), dimensions={}
+  m = f32[4] multiply(b, x)
+  ROOT r = f32[4] add(m, y)
+}
+)";
+
+TEST_F(CliTest, HelpForEverySubcommand) {
+  RunResult top = RunXlens("--help");
+  EXPECT_EQ(top.exit_code, 0);
+  for (const char* sub : {"print", "verify", "dot", "eval", "demo"}) {
+    EXPECT_THAT(top.output, HasSubstr(sub));
+    RunResult help = RunXlens(std::string(sub) + " --help");
+    EXPECT_EQ(help.exit_code, 0) << sub;
+    EXPECT_THAT(help.output, HasSubstr("Usage")) << sub;
+  }
+}
+
+TEST_F(CliTest, BadUsageIsOneLineAndExitOne) {
+  RunResult unknown = RunXlens("frobnicate");
+  EXPECT_EQ(unknown.exit_code, 1);
+  EXPECT_THAT(unknown.output, HasSubstr("xlens: "));
+  RunResult missing = RunXlens("print");
+  EXPECT_EQ(missing.exit_code, 1);
+  RunResult no_file = RunXlens("print /nonexistent/x.hlo");
+  EXPECT_EQ(no_file.exit_code, 1);
+  EXPECT_THAT(no_file.output, HasSubstr("/nonexistent/x.hlo: cannot open"));
+}
+
+TEST_F(CliTest, PrintLongAndShortForms) {
+  std::string file = Write("axpy.hlo", kAxpy);
+  RunResult long_form = RunXlens("print " + file);
+  ASSERT_EQ(long_form.exit_code, 0) << long_form.output;
+  EXPECT_THAT(long_form.output, HasSubstr("%m = f32[4]{0} multiply(f32[4]{0} %b, f32[4]{0} %x)"));
+  RunResult short_form = RunXlens("print --short " + file);
+  ASSERT_EQ(short_form.exit_code, 0);
+  EXPECT_THAT(short_form.output, HasSubstr("m = f32[4]{0} multiply(b, x)"));
+}
+
+TEST_F(CliTest, VerifyReportsLocationOfTheProblem) {
+  std::string good = Write("good.hlo", kAxpy);
+  RunResult ok = RunXlens("verify " + good);
+  EXPECT_EQ(ok.exit_code, 0);
+  EXPECT_THAT(ok.output, HasSubstr("OK"));
+  std::string bad = Write("bad.hlo", "HloModule m\nENTRY e {\n  p = f32[2] parameter(0)\n  ROOT n = f32[3] negate(p)\n}\n");
+  RunResult fail = RunXlens("verify " + bad);
+  EXPECT_EQ(fail.exit_code, 1);
+  EXPECT_THAT(fail.output, HasSubstr(bad + ":4:3:"));
+  EXPECT_THAT(fail.output, HasSubstr("ROOT n = f32[3] negate(p)"));
+}
+
+TEST_F(CliTest, EvalReadsAndWritesNpy) {
+  std::string file = Write("axpy.hlo", kAxpy);
+  std::filesystem::create_directories(dir_ / "in");
+  ASSERT_TRUE(WriteNpy((dir_ / "in/arg0.npy").string(), Literal::CreateR0<float>(PrimitiveType::F32, 2.0f)).ok());
+  ASSERT_TRUE(WriteNpy((dir_ / "in/arg1.npy").string(),
+                       Literal::CreateR1<float>(PrimitiveType::F32, {1, 2, 3, 4})).ok());
+  ASSERT_TRUE(WriteNpy((dir_ / "in/arg2.npy").string(),
+                       Literal::CreateR1<float>(PrimitiveType::F32, {10, 20, 30, 40})).ok());
+  RunResult run = RunXlens("eval " + file + " --inputs " + (dir_ / "in").string() + " --outputs " +
+                           (dir_ / "out").string());
+  ASSERT_EQ(run.exit_code, 0) << run.output;
+  auto out = ReadNpy((dir_ / "out/out0.npy").string());
+  ASSERT_TRUE(out.ok()) << out.status().message();
+  EXPECT_EQ(*out, Literal::CreateR1<float>(PrimitiveType::F32, {12, 24, 36, 48}));
+
+  RunResult printed = RunXlens("eval " + file + " --inputs " + (dir_ / "in").string());
+  ASSERT_EQ(printed.exit_code, 0);
+  EXPECT_THAT(printed.output, HasSubstr("out0: f32[4] {12, 24, 36, 48}"));
+}
+
+TEST_F(CliTest, EvalRefusesInputsOfTheWrongShape) {
+  std::string file = Write("axpy.hlo", kAxpy);
+  std::filesystem::create_directories(dir_ / "in");
+  ASSERT_TRUE(WriteNpy((dir_ / "in/arg0.npy").string(), Literal::CreateR0<float>(PrimitiveType::F32, 2.0f)).ok());
+  ASSERT_TRUE(WriteNpy((dir_ / "in/arg1.npy").string(),
+                       Literal::CreateR1<float>(PrimitiveType::F32, {1, 2, 3})).ok());
+  RunResult run = RunXlens("eval " + file + " --inputs " + (dir_ / "in").string());
+  EXPECT_EQ(run.exit_code, 1);
+  EXPECT_THAT(run.output, HasSubstr("arg1.npy: holds f32[3] but parameter 1 (%x) expects f32[4]"));
+  std::filesystem::remove(dir_ / "in/arg1.npy");
+  RunResult missing = RunXlens("eval " + file + " --inputs " + (dir_ / "in").string());
+  EXPECT_EQ(missing.exit_code, 1);
+  EXPECT_THAT(missing.output, HasSubstr("arg1.npy: missing"));
+}
+
+TEST_F(CliTest, EvalRandomInputsAreReproducible) {
+  std::string file = Write("axpy.hlo", kAxpy);
+  RunResult a = RunXlens("eval " + file + " --seed 7");
+  RunResult b = RunXlens("eval " + file + " --seed 7");
+  RunResult c = RunXlens("eval " + file + " --seed 8");
+  ASSERT_EQ(a.exit_code, 0) << a.output;
+  EXPECT_EQ(a.output, b.output);
+  EXPECT_NE(a.output, c.output);
+}
+
+TEST_F(CliTest, EvalNamesAnUnsupportedOpcode) {
+  std::string file = Write("ar.hlo", R"(HloModule m
+add { a = f32[] parameter(0) b = f32[] parameter(1) ROOT s = f32[] add(a, b) }
+ENTRY e {
+  p = f32[4] parameter(0)
+  ROOT r = f32[4] all-reduce(p), replica_groups={}, to_apply=add
+})");
+  RunResult run = RunXlens("eval " + file);
+  EXPECT_EQ(run.exit_code, 1);
+  EXPECT_THAT(run.output, HasSubstr("all-reduce"));
+}
+
+TEST_F(CliTest, DotRendersWithGraphviz) {
+  if (std::system("command -v dot >/dev/null 2>&1") != 0) GTEST_SKIP() << "graphviz is not installed";
+  std::string file = Write("axpy.hlo", kAxpy);
+  std::string dot = (dir_ / "axpy.dot").string();
+  RunResult run = RunXlens("dot " + file + " -o " + dot);
+  ASSERT_EQ(run.exit_code, 0) << run.output;
+  std::string svg = (dir_ / "axpy.svg").string();
+  EXPECT_EQ(std::system(("dot -Tsvg " + dot + " -o " + svg + " 2>/dev/null").c_str()), 0);
+  EXPECT_GT(std::filesystem::file_size(svg), 100u);
+  RunResult bad_node = RunXlens("dot " + file + " --node nosuch --radius 1");
+  EXPECT_EQ(bad_node.exit_code, 1);
+  EXPECT_THAT(bad_node.output, HasSubstr("nosuch"));
+}
+
+TEST_F(CliTest, DemoWalksTheExampleThroughTheCore) {
+  RunResult run = RunXlens("demo --out " + (dir_ / "demo").string());
+  ASSERT_EQ(run.exit_code, 0) << run.output;
+  for (const char* step : {"parse", "verify", "evaluate", "reduce_sum =", "draw"}) {
+    EXPECT_THAT(run.output, HasSubstr(step));
+  }
+  EXPECT_TRUE(std::filesystem::exists(dir_ / "demo/reduce_sum_xyz.dot"));
+  EXPECT_TRUE(std::filesystem::exists(dir_ / "demo/out0.npy"));
+  // The printed module is valid input for the other subcommands.
+  RunResult eval = RunXlens("eval " + (dir_ / "demo/reduce_sum_xyz.txt").string() + " --inputs " +
+                            (dir_ / "demo").string());
+  ASSERT_EQ(eval.exit_code, 0) << eval.output;
+  EXPECT_THAT(eval.output, HasSubstr("out0: f32[]"));
+}
+
+}  // namespace
+}  // namespace xlens
