@@ -95,7 +95,6 @@ class HloParser {
   std::vector<std::unique_ptr<ComputationState>> states_;
   std::unordered_map<std::string_view, std::pair<HloComputation*, size_t>> computations_;
   std::vector<PendingCalled> pending_called_;
-  std::unordered_map<const HloInstruction*, size_t> positions_;
   HloComputation* entry_ = nullptr;
 };
 
@@ -352,7 +351,6 @@ StatusOr<size_t> HloParser::ParseInstructionBody(ComputationState& state, std::s
     RETURN_IF_ERROR(ParseOperands(state, pending.operands, depth));
   }
   pending.instruction = state.computation->AddInstruction(std::move(instruction), false);
-  positions_[pending.instruction] = pos;
   state.instructions.push_back(std::move(pending));
   return state.instructions.size() - 1;
 }
