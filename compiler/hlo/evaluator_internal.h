@@ -1,0 +1,283 @@
+// Internals of the reference evaluator, shared by its evaluator_*.cc files (not a public API).
+//
+// Every handler receives the instruction and its operand values and returns the instruction's
+// value. Handlers check the shapes they index with instead of trusting the instruction's shape,
+// so a malformed module gives an error, never an out-of-bounds access.
+#pragma once
+
+#include <complex>
+#include <cstdint>
+#include <cstring>
+#include <memory>
+#include <span>
+#include <string>
+#include <type_traits>
+#include <unordered_map>
+#include <vector>
+
+#include <fmt/format.h>
+
+#include "compiler/hlo/computation.h"
+#include "compiler/hlo/instruction.h"
+#include "compiler/hlo/literal.h"
+#include "compiler/hlo/native_types.h"
+#include "compiler/support/status.h"
+
+namespace xlens::evaluator_internal {
+
+// ---------------------------------------------------------------------------------------------
+// Element type traits.
+
+template <typename T>
+inline constexpr bool kIsComplex = std::is_same_v<T, complex64> || std::is_same_v<T, complex128>;
+template <typename T>
+inline constexpr bool kIsFloat = std::is_same_v<T, half> || std::is_same_v<T, bfloat16> ||
+                                 std::is_same_v<T, float> || std::is_same_v<T, double>;
+template <typename T>
+inline constexpr bool kIsPred = std::is_same_v<T, bool>;
+template <typename T>
+inline constexpr bool kIsInteger = std::is_integral_v<T> && !kIsPred<T>;
+
+// The type arithmetic on T is carried out in: f16 and bf16 compute in f32 and round once per
+// operation, as XLA's CPU backend does.
+template <typename T>
+struct ComputeTypeOf {
+  using type = T;
+};
+template <>
+struct ComputeTypeOf<half> {
+  using type = float;
+};
+template <>
+struct ComputeTypeOf<bfloat16> {
+  using type = float;
+};
+template <typename T>
+using ComputeType = typename ComputeTypeOf<T>::type;
+
+template <typename T>
+inline ComputeType<T> ToCompute(T v) {
+  if constexpr (std::is_same_v<T, bfloat16>) {
+    return static_cast<float>(v);
+  } else {
+    return static_cast<ComputeType<T>>(v);
+  }
+}
+template <typename T, typename C>
+inline T FromCompute(C v) {
+  if constexpr (std::is_same_v<T, bfloat16>) {
+    return bfloat16(static_cast<float>(v));
+  } else {
+    return static_cast<T>(v);
+  }
+}
+
+// "unsupported element type f8e4m3fn" for any leaf of `shape` the evaluator cannot hold.
+Status CheckSupportedShape(const Shape& shape);
+
+// ---------------------------------------------------------------------------------------------
+// Index iteration and strided copies over dense row-major arrays.
+
+// Steps a multi-dimensional index through `dims` in row-major order.
+class IndexCounter {
+ public:
+  explicit IndexCounter(std::span<const int64_t> dims) : dims_(dims.begin(), dims.end()) {
+    index_.assign(dims_.size(), 0);
+  }
+  const std::vector<int64_t>& index() const { return index_; }
+  // Advances to the next index; false after the last one.
+  bool Next() {
+    for (int64_t d = static_cast<int64_t>(dims_.size()) - 1; d >= 0; --d) {
+      if (++index_[d] < dims_[d]) return true;
+      index_[d] = 0;
+    }
+    return false;
+  }
+
+ private:
+  std::vector<int64_t> dims_;
+  std::vector<int64_t> index_;
+};
+
+// For every index i of `dims` (row-major): dst[dst_base + i.dst_strides] = src[src_base +
+// i.src_strides], in elements of `element_size` bytes. Strides may be zero (broadcast) or
+// negative (reverse). The caller guarantees every addressed element is in bounds.
+void StridedCopy(int64_t element_size, std::span<const int64_t> dims, uint8_t* dst,
+                 int64_t dst_base, std::span<const int64_t> dst_strides, const uint8_t* src,
+                 int64_t src_base, std::span<const int64_t> src_strides);
+
+// Row-major strides of `shape`'s dimensions, in elements.
+std::vector<int64_t> StridesOf(const Shape& shape);
+
+// Error unless `shape` is an array with exactly `dims`.
+Status ExpectDimensions(const Shape& shape, std::span<const int64_t> dims, std::string_view what);
+
+// The output size of a window over a dimension of `size` (base and window dilation, padding,
+// stride), or an error for an invalid window.
+StatusOr<int64_t> WindowedSize(int64_t size, const WindowDimension& window);
+
+// The scalar at `linear_index` of an integer (or pred) literal, widened to int64.
+int64_t IndexValue(const Literal& literal, int64_t linear_index);
+
+// ---------------------------------------------------------------------------------------------
+// Typed elementwise kernels, chosen once per instruction.
+
+// out[i] = op(lhs[i], rhs[i]) for i in [0, n).
+using BinaryKernel = void (*)(const void* lhs, const void* rhs, void* out, int64_t n);
+// The kernel of a binary elementwise opcode (compare included) for operands of `operand_type`.
+StatusOr<BinaryKernel> SelectBinaryKernel(const HloInstruction& instruction,
+                                          PrimitiveType operand_type);
+
+// out[i] = op(in[i]) for i in [0, n).
+using UnaryKernel = void (*)(const void* in, void* out, int64_t n);
+// The kernel of a unary elementwise opcode for an operand of `operand_type`.
+StatusOr<UnaryKernel> SelectUnaryKernel(const HloInstruction& instruction,
+                                        PrimitiveType operand_type);
+// The kernel converting elements of type `from` to `to` with XLA's convert semantics.
+StatusOr<UnaryKernel> SelectConvertKernel(PrimitiveType from, PrimitiveType to);
+
+// Converts every element to `type` with XLA's convert semantics.
+StatusOr<Literal> ConvertLiteral(const Literal& literal, PrimitiveType type);
+
+// ---------------------------------------------------------------------------------------------
+// The evaluator proper.
+
+class HloEvaluator {
+ public:
+  // Runs `computation` on `arguments` (not copied; they must outlive the call).
+  StatusOr<Literal> Evaluate(const HloComputation& computation,
+                             std::span<const Literal* const> arguments);
+
+ private:
+  // Post order and use counts of a computation, computed once per computation.
+  struct Plan {
+    std::vector<const HloInstruction*> order;
+    std::vector<std::vector<int64_t>> operand_slots;  // per instruction, index into `order`
+    std::vector<int64_t> use_counts;
+    int64_t root_slot = -1;
+  };
+  StatusOr<const Plan*> GetPlan(const HloComputation& computation);
+  StatusOr<Literal> Visit(const HloInstruction& instruction,
+                          std::span<const Literal* const> operands);
+
+  std::unordered_map<const HloComputation*, std::unique_ptr<Plan>> plans_;
+};
+
+// Applies a called computation repeatedly to scalar arguments (reducers, comparators, combiners,
+// map). A computation made only of scalar elementwise instructions (the usual case) is compiled
+// once into a list of typed kernels over fixed slots; any other runs through the evaluator.
+class ScalarCaller {
+ public:
+  // `argument_types` and `result_types` are the scalar types the computation must take and
+  // return (a tuple of them when there are several results).
+  static StatusOr<ScalarCaller> Create(HloEvaluator& evaluator,
+                                       const HloComputation* computation,
+                                       std::vector<PrimitiveType> argument_types,
+                                       std::vector<PrimitiveType> result_types);
+
+  // Each argument and result points at one element of its type. Results may alias arguments:
+  // every argument is read before any result is written.
+  Status Call(std::span<const void* const> arguments, std::span<void* const> results);
+  // For a computation returning pred.
+  StatusOr<bool> CallPredicate(std::span<const void* const> arguments);
+
+ private:
+  // One scalar value of any supported type.
+  struct alignas(16) Slot {
+    uint8_t bytes[16];
+  };
+  struct Step {
+    UnaryKernel unary = nullptr;    // out = unary(a)
+    BinaryKernel binary = nullptr;  // out = binary(a, b)
+    bool is_select = false;         // out = a ? b : c (c in `third`)
+    int64_t a = 0, b = 0, third = 0, out = 0;
+    int64_t width = 0;  // of the result, for select
+  };
+  // Compiles the computation into steps_; false when it holds something else.
+  bool Compile();
+
+  HloEvaluator* evaluator_ = nullptr;
+  const HloComputation* computation_ = nullptr;
+  std::vector<PrimitiveType> argument_types_;
+  std::vector<PrimitiveType> result_types_;
+  // Compiled form.
+  bool compiled_ = false;
+  std::vector<Slot> slots_;
+  std::vector<Step> steps_;
+  std::vector<int64_t> argument_slots_;  // per parameter number; -1 when unused
+  std::vector<int64_t> result_slots_;
+  // General form: reused scalar argument literals.
+  std::vector<Literal> argument_literals_;
+  std::vector<const Literal*> argument_pointers_;
+};
+
+// ---------------------------------------------------------------------------------------------
+// Handlers, one per opcode family. Operands are the values of instruction.operands().
+
+// evaluator_elementwise.cc
+StatusOr<Literal> HandleIota(const HloInstruction& instruction);
+StatusOr<Literal> HandleUnary(const HloInstruction& instruction, const Literal& operand);
+StatusOr<Literal> HandleBinary(const HloInstruction& instruction, const Literal& lhs,
+                               const Literal& rhs);
+StatusOr<Literal> HandleSelect(const HloInstruction& instruction,
+                               std::span<const Literal* const> operands);
+StatusOr<Literal> HandleClamp(const HloInstruction& instruction,
+                              std::span<const Literal* const> operands);
+StatusOr<Literal> HandleConvert(const HloInstruction& instruction, const Literal& operand);
+StatusOr<Literal> HandleBitcastConvert(const HloInstruction& instruction, const Literal& operand);
+StatusOr<Literal> HandleReducePrecision(const HloInstruction& instruction,
+                                        const Literal& operand);
+StatusOr<Literal> HandleMap(HloEvaluator& evaluator, const HloInstruction& instruction,
+                            std::span<const Literal* const> operands);
+
+// evaluator_data_movement.cc
+StatusOr<Literal> HandleBroadcast(const HloInstruction& instruction, const Literal& operand);
+StatusOr<Literal> HandleReshape(const HloInstruction& instruction, const Literal& operand);
+StatusOr<Literal> HandleBitcast(const HloInstruction& instruction, const Literal& operand);
+StatusOr<Literal> HandleTranspose(const HloInstruction& instruction, const Literal& operand);
+StatusOr<Literal> HandleSlice(const HloInstruction& instruction, const Literal& operand);
+StatusOr<Literal> HandleDynamicSlice(const HloInstruction& instruction,
+                                     std::span<const Literal* const> operands);
+StatusOr<Literal> HandleDynamicUpdateSlice(const HloInstruction& instruction,
+                                           std::span<const Literal* const> operands);
+StatusOr<Literal> HandleConcatenate(const HloInstruction& instruction,
+                                    std::span<const Literal* const> operands);
+StatusOr<Literal> HandlePad(const HloInstruction& instruction, const Literal& operand,
+                            const Literal& padding_value);
+StatusOr<Literal> HandleReverse(const HloInstruction& instruction, const Literal& operand);
+
+// evaluator_reduction.cc
+StatusOr<Literal> HandleReduce(HloEvaluator& evaluator, const HloInstruction& instruction,
+                               std::span<const Literal* const> operands);
+StatusOr<Literal> HandleReduceWindow(HloEvaluator& evaluator, const HloInstruction& instruction,
+                                     std::span<const Literal* const> operands);
+StatusOr<Literal> HandleSelectAndScatter(HloEvaluator& evaluator,
+                                         const HloInstruction& instruction,
+                                         std::span<const Literal* const> operands);
+
+// evaluator_sort.cc
+StatusOr<Literal> HandleSort(HloEvaluator& evaluator, const HloInstruction& instruction,
+                             std::span<const Literal* const> operands);
+
+// evaluator_dot_conv.cc
+StatusOr<Literal> HandleDot(const HloInstruction& instruction, const Literal& lhs,
+                            const Literal& rhs);
+StatusOr<Literal> HandleConvolution(const HloInstruction& instruction, const Literal& lhs,
+                                    const Literal& rhs);
+
+// evaluator_gather_scatter.cc
+StatusOr<Literal> HandleGather(const HloInstruction& instruction, const Literal& operand,
+                               const Literal& start_indices);
+StatusOr<Literal> HandleScatter(HloEvaluator& evaluator, const HloInstruction& instruction,
+                                std::span<const Literal* const> operands);
+
+// evaluator_control_flow.cc
+StatusOr<Literal> HandleCall(HloEvaluator& evaluator, const HloInstruction& instruction,
+                             const HloComputation* computation,
+                             std::span<const Literal* const> operands);
+StatusOr<Literal> HandleWhile(HloEvaluator& evaluator, const HloInstruction& instruction,
+                              const Literal& init);
+StatusOr<Literal> HandleConditional(HloEvaluator& evaluator, const HloInstruction& instruction,
+                                    std::span<const Literal* const> operands);
+
+}  // namespace xlens::evaluator_internal

@@ -1,0 +1,152 @@
+// The reference evaluator on real XLA modules from the shared corpus, on deterministic
+// pseudo-random inputs: each module evaluates, or fails with an error that names the opcode it
+// does not support.
+#include "compiler/hlo/evaluator.h"
+
+#include <filesystem>
+#include <random>
+#include <set>
+#include <string>
+
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
+#include "compiler/hlo/parser.h"
+#include "evaluator_test_util.h"
+#include "test_util.h"
+
+namespace xlens {
+namespace {
+
+using ::testing::ElementsAre;
+using xlens::testing::Values;
+
+// The modules the corpus README lists as good first inputs for a single-device evaluator.
+const char* const kEvaluatorModules[] = {
+    "axpy_broadcast_long_form", "fibonacci_add_chain", "pred_add_not_fusion",
+    "map_mixed_input_types", "reduce_variadic_tuple_reducer", "reduce_c128_complex_literal",
+    "reduce_max_shape_omitted", "reduce_argmax_variadic_iota", "reduce_to_vector_and_scalar",
+    "reduce_transpose_bitcast_oneline", "dot_batch_bf16_algorithm", "dot_int_batch_jax_precision",
+    "dot_fused_batch_call_jaxpr", "conv3d_bias_relu", "reduce_window_variadic",
+    "reduce_window_s64_pytorch", "select_and_scatter_ge_add", "fused_concat_slices_kinput",
+    "concat_11_operands_f16", "transpose_reverse_diamond_f64", "tf_fully_connected_model",
+    "fft_transpose_c64", "gather_tf_v2_fused_add", "gather_nd_multiple_batch_dims",
+    "scatter_tf_add", "scatter_variadic_multioutput", "scatter_in_kinput_fusion",
+    "sort_two_dims_same_comparator", "sort_key_value_scheduled", "topk_of_transpose",
+    "while_scalar_s32", "while_jax_tpu_tiled_scalar", "conditional_tf_if_tuple",
+    "conditional_indexed_branches", "conditional_dot_pred", "multi_output_reduce_fusion_kinput",
+    "dot_add_fusion_koutput", "dus_fusion_bitcast_root_bf16", "fusion_tuple_operands",
+    "triton_gemm_kcustom_fusion", "composite_call_frontend_attributes", "cholesky_f64",
+    "batch_norm_training_literals", "nested_anonymous_operands", "while_complex_cholesky_c64",
+    "jax2tf_call_tf_cos_sin",
+};
+
+std::string CorpusPath(const std::string& name) {
+  return std::string(XLENS_SHARED_DIR) + "/corpus/hlo/" + name + ".hlo";
+}
+
+// Small values: integer parameters often index, count loop trips or select branches.
+Literal RandomLiteral(const Shape& shape, std::mt19937_64& rng) {
+  if (shape.IsTuple()) {
+    std::vector<Literal> elements;
+    for (const Shape& element : shape.tuple_shapes()) elements.push_back(RandomLiteral(element, rng));
+    return Literal::MakeTuple(std::move(elements));
+  }
+  Literal literal(shape);
+  const PrimitiveType type = shape.element_type();
+  std::uniform_real_distribution<double> real(-2.0, 2.0);
+  for (int64_t i = 0; i < literal.element_count(); ++i) {
+    if (type == PrimitiveType::PRED) {
+      literal.SetFromInt64(i, static_cast<int64_t>(rng() & 1));
+    } else if (IsIntegralType(type)) {
+      literal.SetFromInt64(i, static_cast<int64_t>(rng() % 8));
+    } else if (IsComplexType(type)) {
+      literal.SetFromComplex(i, complex128(real(rng), real(rng)));
+    } else {
+      literal.SetFromDouble(i, real(rng));
+    }
+  }
+  return literal;
+}
+
+// Opcodes in `module` that the evaluator refuses.
+std::set<std::string> RefusedOpcodes(const HloModule& module) {
+  std::set<std::string> refused;
+  for (const HloComputation* computation : module.computations()) {
+    for (const HloInstruction* instruction : computation->instructions()) {
+      const HloOpcode opcode = instruction->opcode();
+      if (!IsFullySupportedOpcode(opcode) || opcode == HloOpcode::kCustomCall ||
+          opcode == HloOpcode::kAllReduce || opcode == HloOpcode::kRngBitGenerator) {
+        refused.insert(std::string(HloOpcodeString(opcode)));
+      }
+    }
+  }
+  return refused;
+}
+
+class EvaluatorCorpusTest : public ::testing::TestWithParam<const char*> {};
+
+TEST_P(EvaluatorCorpusTest, EvaluatesOrNamesTheUnsupportedOpcode) {
+  const std::string path = CorpusPath(GetParam());
+  if (!std::filesystem::exists(path)) GTEST_SKIP() << "corpus file absent: " << path;
+  auto module = ParseHloModule(xlens::testing::ReadTestFile(path),
+                               ParseOptions{.verify = true, .filename = path});
+  ASSERT_TRUE(module.ok()) << module.status().message();
+  const HloComputation* entry = (*module)->entry_computation();
+  std::mt19937_64 rng(0x5eed);
+  std::vector<Literal> arguments;
+  for (const HloInstruction* parameter : entry->parameter_instructions()) {
+    arguments.push_back(RandomLiteral(parameter->shape(), rng));
+  }
+  StatusOr<Literal> result = EvaluateModule(**module, arguments);
+  const std::set<std::string> refused = RefusedOpcodes(**module);
+  if (result.ok()) {
+    EXPECT_TRUE(shape_util::Compatible(result->shape(), entry->root_instruction()->shape()));
+    return;
+  }
+  const std::string& message = result.status().message();
+  bool names_refused_opcode = false;
+  for (const std::string& opcode : refused) {
+    if (message.find("unsupported opcode " + opcode) != std::string::npos) {
+      names_refused_opcode = true;
+    }
+  }
+  EXPECT_TRUE(names_refused_opcode) << message;
+}
+
+INSTANTIATE_TEST_SUITE_P(Corpus, EvaluatorCorpusTest, ::testing::ValuesIn(kEvaluatorModules),
+                         [](const ::testing::TestParamInfo<const char*>& info) {
+                           return std::string(info.param);
+                         });
+
+// A few corpus modules whose results are known by hand.
+StatusOr<Literal> EvaluateCorpusModule(const std::string& name,
+                                       const std::vector<Literal>& arguments = {}) {
+  auto module = ParseHloModule(xlens::testing::ReadTestFile(CorpusPath(name)));
+  if (!module.ok()) return module.status();
+  return EvaluateModule(**module, arguments);
+}
+
+TEST(EvaluatorCorpusResultsTest, KnownResults) {
+  if (!std::filesystem::exists(CorpusPath("while_scalar_s32"))) {
+    GTEST_SKIP() << "corpus absent under " << XLENS_SHARED_DIR;
+  }
+  StatusOr<Literal> loop = EvaluateCorpusModule("while_scalar_s32");
+  ASSERT_TRUE(loop.ok()) << loop.status().message();
+  EXPECT_THAT(Values<int32_t>(*loop), ElementsAre(5));
+
+  StatusOr<Literal> branch = EvaluateCorpusModule("conditional_indexed_branches");
+  ASSERT_TRUE(branch.ok()) << branch.status().message();
+  EXPECT_THAT(Values<float>(*branch), ElementsAre(12));
+
+  // fib35 over fib0 = 0 and fib1 = 1 is the 35th Fibonacci number, exact in f32.
+  std::vector<Literal> inputs;
+  inputs.push_back(xlens::testing::MakeLiteral<float>(PrimitiveType::F32, {5}, {0, 0, 0, 0, 0}));
+  inputs.push_back(xlens::testing::MakeLiteral<float>(PrimitiveType::F32, {5}, {1, 1, 1, 1, 1}));
+  StatusOr<Literal> fibonacci = EvaluateCorpusModule("fibonacci_add_chain", inputs);
+  ASSERT_TRUE(fibonacci.ok()) << fibonacci.status().message();
+  EXPECT_THAT(Values<float>(*fibonacci), ::testing::Each(9227465.0f));
+}
+
+}  // namespace
+}  // namespace xlens
