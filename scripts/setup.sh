@@ -11,6 +11,18 @@ packages=(
   graphviz python3
 )
 
+# The peers the tests compare against (XLA's parser from jaxlib, NumPy). Optional: the tests that
+# need them skip with the reason when they cannot be installed.
+install_python_peers() {
+  command -v python3 >/dev/null || return 0
+  python3 -c "import jaxlib, numpy" 2>/dev/null && return 0
+  echo "setup: installing jax, jaxlib and numpy from PyPI (for the compatibility tests)"
+  python3 -m pip install --quiet --disable-pip-version-check jax jaxlib numpy 2>&1 | grep -v "as the 'root' user" ||
+    true
+  python3 -c "import jaxlib, numpy" 2>/dev/null ||
+    echo "setup: jaxlib/numpy unavailable; the XLA compatibility tests will be skipped" >&2
+}
+
 missing=()
 for p in "${packages[@]}"; do
   if ! dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed"; then
@@ -19,6 +31,7 @@ for p in "${packages[@]}"; do
 done
 
 if [ ${#missing[@]} -eq 0 ]; then
+  install_python_peers
   exit 0
 fi
 
@@ -28,4 +41,5 @@ echo "setup: installing ${missing[*]}"
 export DEBIAN_FRONTEND=noninteractive
 $sudo apt-get update -qq
 $sudo apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
+install_python_peers
 echo "setup: done"

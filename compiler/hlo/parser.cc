@@ -120,7 +120,9 @@ StatusOr<std::unique_ptr<HloModule>> HloParser::Parse() {
   for (auto& state : states_) {
     for (PendingInstruction& p : state->instructions) {
       if (p.anonymous) {
-        p.instruction->set_name(module_->UniqueInstructionName(HloOpcodeString(p.instruction->opcode())));
+        // XLA's parser names them "<opcode>.anon"; so do we, so both print the same module.
+        p.instruction->set_name(module_->UniqueInstructionName(
+            std::string(HloOpcodeString(p.instruction->opcode())) + ".anon"));
       }
     }
   }

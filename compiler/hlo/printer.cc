@@ -152,10 +152,9 @@ std::string HloInstruction::ToString(bool short_form) const {
     for (const HloInstruction* p : control_predecessors_) names.push_back(Name(p->name(), short_form));
     attrs.push_back(fmt::format("control-predecessors={{{}}}", fmt::join(names, ", ")));
   }
-  if (!short_form) {
-    if (!metadata.empty()) attrs.push_back("metadata={" + metadata.ToString() + "}");
-    if (backend_config != nullptr) attrs.push_back("backend_config=" + backend_config->value);
-  }
+  // XLA's short parsable form drops metadata but keeps backend_config, which changes codegen.
+  if (!short_form && !metadata.empty()) attrs.push_back("metadata={" + metadata.ToString() + "}");
+  if (backend_config != nullptr) attrs.push_back("backend_config=" + backend_config->value);
   for (const std::string& a : attrs) out += ", " + a;
   return out;
 }

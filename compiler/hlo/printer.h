@@ -1,6 +1,7 @@
 // Prints HLO as XLA's text format. The long form (the default) has % names, operand shapes,
 // computation signatures, metadata and backend_config; the short form is XLA's "short parsable"
-// one: bare names, untyped operands, no signatures, no metadata or backend_config.
+// one: bare names, untyped operands, no signatures, no metadata (backend_config stays: it can
+// change what the compiler emits).
 // HloModule::ToString, HloComputation::ToString and HloInstruction::ToString are defined here.
 #pragma once
 

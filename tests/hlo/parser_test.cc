@@ -55,7 +55,7 @@ ENTRY %axpy (alpha: f32[], x: f32[4], y: f32[4]) -> f32[4] {
   EXPECT_EQ(PrintModule(*module), text);
 }
 
-TEST(ParserTest, ShortFormHasBareNamesAndNoMetadata) {
+TEST(ParserTest, ShortFormHasBareNamesAndNoMetadataButKeepsBackendConfig) {
   auto module = ParseOrDie(R"(HloModule m
 ENTRY main {
   p = f32[2] parameter(0), metadata={op_name="p"}
@@ -64,7 +64,7 @@ ENTRY main {
   ASSERT_NE(module, nullptr);
   EXPECT_EQ(PrintModule(*module, PrintOptions{.short_form = true}),
             "HloModule m, entry_computation_layout={(f32[2]{0})->f32[2]{0}}\n\n"
-            "ENTRY main {\n  p = f32[2]{0} parameter(0)\n  ROOT n = f32[2]{0} negate(p)\n}\n");
+            "ENTRY main {\n  p = f32[2]{0} parameter(0)\n  ROOT n = f32[2]{0} negate(p), backend_config=\"x\"\n}\n");
 }
 
 TEST(ParserTest, DefaultLayoutsAreAddedAsXlaDoes) {
