@@ -500,10 +500,12 @@ Status HloParser::ParseAttribute(ComputationState& state, size_t instruction_ind
     if (key == "rhs_batch_dims") return read_dims_into(d.rhs_batch_dimensions);
     return read_dims_into(d.rhs_contracting_dimensions);
   }
-  bool gather_key = key == "offset_dims" || key == "collapsed_slice_dims" ||
-                    key == "start_index_map" || key == "operand_batching_dims" ||
-                    key == "start_indices_batching_dims" ||
-                    (key == "index_vector_dim" && op == HloOpcode::kGather);
+  // Gather and scatter share index_vector_dim, so their dimension numbers are typed only on
+  // their own opcodes; elsewhere they stay raw text like any attribute xlens does not act on.
+  bool gather_key = op == HloOpcode::kGather &&
+                    (key == "offset_dims" || key == "collapsed_slice_dims" ||
+                     key == "start_index_map" || key == "operand_batching_dims" ||
+                     key == "start_indices_batching_dims" || key == "index_vector_dim");
   if (gather_key) {
     if (!instr->gather_dimension_numbers) instr->gather_dimension_numbers.emplace();
     GatherDimensionNumbers& g = *instr->gather_dimension_numbers;
@@ -515,9 +517,10 @@ Status HloParser::ParseAttribute(ComputationState& state, size_t instruction_ind
     ASSIGN_OR_RETURN(g.index_vector_dim, cursor_.ReadInt64(key));
     return OkStatus();
   }
-  bool scatter_key = key == "update_window_dims" || key == "inserted_window_dims" ||
-                     key == "scatter_dims_to_operand_dims" || key == "input_batching_dims" ||
-                     key == "scatter_indices_batching_dims" || key == "index_vector_dim";
+  bool scatter_key = op == HloOpcode::kScatter &&
+                     (key == "update_window_dims" || key == "inserted_window_dims" ||
+                      key == "scatter_dims_to_operand_dims" || key == "input_batching_dims" ||
+                      key == "scatter_indices_batching_dims" || key == "index_vector_dim");
   if (scatter_key) {
     if (!instr->scatter_dimension_numbers) instr->scatter_dimension_numbers.emplace();
     ScatterDimensionNumbers& s = *instr->scatter_dimension_numbers;

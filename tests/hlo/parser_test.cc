@@ -216,6 +216,16 @@ ENTRY e {
   }
 }
 
+TEST(ParserTest, GatherAndScatterAttributesOnOtherOpcodesRoundTrip) {
+  // Found by the fuzzer: gather keys on a parameter used to print differently after a reparse.
+  ExpectRoundTrip(R"(HloModule m
+ENTRY main {
+  operand = s32[3,3] parameter(0)
+  ROOT indices = s32[2,2,2] parameter(1), offset_dims={}, collapsed_slice_dims={5,1},
+      start_index_map={0,1}, index_vector_dim=2, slice_sizes={1, 1}, update_window_dims={0}
+})", "gather_keys_on_parameter", /*short_form=*/false);
+}
+
 class CorpusTest : public ::testing::Test {
  protected:
   void SetUp() override {
