@@ -632,7 +632,7 @@ class DotDumper {
     }
   }
 
-  // One dashed stub per node and direction that lost edges to the cut.
+  // One dashed cut edge per node and direction that lost edges to the cut.
   void EmitCutStubs() {
     struct Lost {
       std::vector<std::string> operands;
@@ -647,7 +647,7 @@ class DotDumper {
         lost[edge.from].users.push_back(nodes_[edge.to]->name());
       }
     }
-    int stub = 0;
+    int cut_edge = 0;
     auto emit = [&](int node, const std::vector<std::string>& names, std::string_view noun,
                     bool into_node) {
       if (names.empty()) return;
@@ -657,14 +657,14 @@ class DotDumper {
       out_ += fmt::format(
           "  cut{} [label={}, shape=box, style=\"rounded,dashed\", color=\"{}\", "
           "fontcolor=\"#616161\", fontsize=9, class=\"cut\", tooltip={}];\n",
-          stub, Quote(fmt::format("{} more {}{}", names.size(), noun,
+          cut_edge, Quote(fmt::format("{} more {}{}", names.size(), noun,
                                   names.size() == 1 ? "" : "s")),
           kCutColor, Quote(fmt::format("not shown: {}", fmt::join(shown, ", "))));
-      out_ += into_node ? fmt::format("  cut{} -> i{} [style=dashed, color=\"{}\"];\n", stub,
+      out_ += into_node ? fmt::format("  cut{} -> i{} [style=dashed, color=\"{}\"];\n", cut_edge,
                                       node, kCutColor)
                         : fmt::format("  i{} -> cut{} [style=dashed, color=\"{}\"];\n", node,
-                                      stub, kCutColor);
-      ++stub;
+                                      cut_edge, kCutColor);
+      ++cut_edge;
     };
     for (size_t node = 0; node < nodes_.size(); ++node) {
       if (!included_[node]) continue;

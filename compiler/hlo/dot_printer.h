@@ -11,7 +11,7 @@
 // dotted edges.
 //
 // Large graphs are cut to the neighbourhood of one instruction: a note node says how many
-// instructions are not shown, and a dashed stub on each node with hidden neighbours says how
+// instructions are not shown, and a dashed cut edge on each node with hidden neighbours says how
 // many operands or users it lost.
 #pragma once
 

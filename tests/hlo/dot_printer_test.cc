@@ -127,14 +127,14 @@ std::vector<std::string> EdgesBetween(const std::string& dot, const std::string&
   return edges;
 }
 
-// The label of the dashed stub drawn into (or out of) `node`, or "" when it has none.
+// The label of the dashed cut edge drawn into (or out of) `node`, or "" when it has none.
 std::string Stub(const std::string& dot, const std::string& node, bool into) {
   std::smatch match;
   std::regex edge(into ? "\n  (cut[0-9]+) -> " + node + " \\[style=dashed"
                        : "\n  " + node + " -> (cut[0-9]+) \\[style=dashed");
   if (!std::regex_search(dot, match, edge)) return "";
-  std::regex stub("\n  " + match[1].str() + " \\[label=\"([^\"]*)\"");
-  if (!std::regex_search(dot, match, stub)) return "";
+  std::regex cut_edge("\n  " + match[1].str() + " \\[label=\"([^\"]*)\"");
+  if (!std::regex_search(dot, match, cut_edge)) return "";
   return match[1];
 }
 
@@ -405,7 +405,7 @@ TEST(DotPrinterTest, LargeGraphsShowTheNeighbourhoodOfTheRootAndSayWhatWasCut) {
   for (const char* name : {"n59", "n58", "x", "n57", "n56", "n55", "n54", "n53", "n52", "n51"}) {
     NodeId(cut, name);
   }
-  // Dashed stubs stand for the cut edges: n50 -> n51, and x's users but n53 and n56 and n59.
+  // Dashed cut-edge nodes stand for the cut edges: n50 -> n51, and x's users but n53 and n56 and n59.
   EXPECT_EQ(Stub(cut, NodeId(cut, "n51"), /*into=*/true), "1 more operand");
   EXPECT_EQ(Stub(cut, NodeId(cut, "x"), /*into=*/false), "18 more users");
   EXPECT_EQ(Stub(cut, NodeId(cut, "n59"), /*into=*/true), "");
