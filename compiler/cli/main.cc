@@ -1,5 +1,7 @@
 // xlens: an XLA-style compiler you can see through. See `xlens --help`.
 #include <cstdio>
+#include <new>
+#include <stdexcept>
 
 #include <CLI/CLI.hpp>
 
@@ -54,10 +56,18 @@ int main(int argc, char** argv) {
     return 1;
   }
 
-  if (*print) return RunPrint(print_args);
-  if (*verify) return RunVerify(verify_args);
-  if (*dot) return RunDot(dot_args);
-  if (*eval) return RunEval(eval_args);
-  if (*demo) return RunDemo(demo_args);
+  // A module can ask for more memory than the machine has (f32[1000000000000] is valid HLO):
+  // that is the user's input being too big, so it gets a message, not an abort.
+  try {
+    if (*print) return RunPrint(print_args);
+    if (*verify) return RunVerify(verify_args);
+    if (*dot) return RunDot(dot_args);
+    if (*eval) return RunEval(eval_args);
+    if (*demo) return RunDemo(demo_args);
+  } catch (const std::bad_alloc&) {
+    std::fprintf(stderr, "xlens: out of memory: the module's arrays do not fit in this machine\n");
+  } catch (const std::length_error&) {
+    std::fprintf(stderr, "xlens: out of memory: an array of the module is too large to allocate\n");
+  }
   return 1;
 }

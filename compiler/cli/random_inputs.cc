@@ -20,6 +20,21 @@ StatusOr<Literal> MakeRandomLiteral(const Shape& shape, std::mt19937_64& rng) {
   if (!shape.is_static()) {
     return Error(fmt::format("cannot make a random input of dynamic shape {}", shape.ToString()));
   }
+  // Refuse before allocating: an element count that overflows, or more than 64 GiB, is not a
+  // tensor this machine can hold.
+  constexpr int64_t kMaxBytes = int64_t{64} << 30;
+  int64_t elements = 1;
+  for (int64_t d : shape.dimensions()) {
+    if (d != 0 && elements > kMaxBytes / d) {
+      return Error(fmt::format("a random input of shape {} would not fit in memory",
+                               shape.ToString(false)));
+    }
+    elements *= d;
+  }
+  if (elements * ByteWidth(type) > kMaxBytes) {
+    return Error(fmt::format("a random input of shape {} would not fit in memory",
+                             shape.ToString(false)));
+  }
   Literal lit(shape);
   std::uniform_real_distribution<double> real(-1.0, 1.0);
   std::uniform_int_distribution<int64_t> signed_int(-8, 7);

@@ -338,7 +338,13 @@ StatusOr<size_t> HloParser::ParseInstructionBody(ComputationState& state, std::s
   if (*opcode == HloOpcode::kParameter) {
     RETURN_IF_ERROR(cursor_.Expect('(', "after parameter"));
     ASSIGN_OR_RETURN(int64_t number, cursor_.ReadInt64("a parameter number"));
-    if (number < 0) return cursor_.Error("a parameter number must not be negative");
+    // Parameters are numbered 0..n-1 and each takes a line of text, so a number beyond the text's
+    // length cannot be right (and must not size the computation's parameter table).
+    if (number < 0 || static_cast<uint64_t>(number) >= cursor_.text().size()) {
+      return cursor_.ErrorAt(pos, fmt::format("parameter number {} is out of range: a "
+                                              "computation's parameters are numbered 0..n-1",
+                                              number));
+    }
     RETURN_IF_ERROR(cursor_.Expect(')', "to close parameter(N)"));
     if (!shape) return cursor_.ErrorAt(pos, fmt::format("parameter {} needs a shape", name));
     instruction->set_parameter_number(number);

@@ -167,6 +167,19 @@ ENTRY e {
   EXPECT_THAT(run.output, HasSubstr("all-reduce"));
 }
 
+TEST_F(CliTest, EvalOfArraysLargerThanMemoryIsAUserError) {
+  std::string file = Write("huge.hlo", "HloModule m\nENTRY e {\n  p = f32[1000000,1000000,1000] "
+                                       "parameter(0)\n  ROOT n = f32[1000000,1000000,1000] negate(p)\n}\n");
+  RunResult run = RunXlens("eval " + file);
+  EXPECT_EQ(run.exit_code, 1);
+  EXPECT_THAT(run.output, HasSubstr("would not fit in memory"));
+  std::string broadcast = Write("broadcast.hlo", "HloModule m\nENTRY e {\n  c = f32[] constant(1)\n"
+                                                 "  ROOT b = f32[100000,100000,100000] broadcast(c), dimensions={}\n}\n");
+  RunResult out_of_memory = RunXlens("eval " + broadcast);
+  EXPECT_EQ(out_of_memory.exit_code, 1) << out_of_memory.output;
+  EXPECT_THAT(out_of_memory.output, HasSubstr("xlens: "));
+}
+
 TEST_F(CliTest, DotRendersWithGraphviz) {
   if (std::system("command -v dot >/dev/null 2>&1") != 0) GTEST_SKIP() << "graphviz is not installed";
   std::string file = Write("axpy.hlo", kAxpy);
