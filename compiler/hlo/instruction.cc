@@ -196,6 +196,28 @@ void HloInstruction::SetRawAttribute(std::string key, std::string value) {
   raw_attributes.push_back({std::move(key), std::move(value)});
 }
 
+std::unique_ptr<HloInstruction> HloInstruction::CloneWithNewOperands(
+    Shape shape, const std::vector<HloInstruction*>& operands) const {
+  auto clone = std::make_unique<HloInstruction>(opcode_, std::move(shape), name_);
+  static_cast<HloInstructionAttributes&>(*clone) = static_cast<const HloInstructionAttributes&>(*this);
+  clone->called_attrs_ = called_attrs_;
+  clone->literal_ = literal_;
+  clone->parameter_number_ = parameter_number_;
+  for (HloInstruction* operand : operands) clone->AppendOperand(operand);
+  return clone;
+}
+
+bool HloInstruction::Identical(const HloInstruction& other) const {
+  if (opcode_ != other.opcode_ || operands_ != other.operands_ || !(shape_ == other.shape_)) {
+    return false;
+  }
+  if (opcode_ == HloOpcode::kParameter && parameter_number_ != other.parameter_number_) return false;
+  if (literal_.has_value() != other.literal_.has_value()) return false;
+  if (literal_ && !(*literal_ == *other.literal_)) return false;
+  if (called_computations() != other.called_computations()) return false;
+  return AttributesToString() == other.AttributesToString();
+}
+
 bool HloInstruction::IsFused() const {
   return parent_ != nullptr && parent_->IsFusionComputation();
 }

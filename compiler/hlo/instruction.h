@@ -28,7 +28,39 @@ struct CalledComputationAttribute {
   bool is_list = false;  // printed as {...}
 };
 
-class HloInstruction {
+// The attributes of an instruction beyond its opcode, shape and operands: the typed ones xlens
+// acts on (set when present in the text or by a pass) and the raw ones it only carries. A base of
+// HloInstruction so that a clone copies all of them at once and no field can be forgotten.
+struct HloInstructionAttributes {
+  std::optional<int64_t> tuple_index_attr;      // index=
+  std::optional<int64_t> iota_dimension_attr;   // iota_dimension=
+  std::optional<std::vector<int64_t>> dimensions_attr;  // dimensions={...}
+  std::optional<std::vector<int64_t>> dynamic_slice_sizes_attr;  // dynamic_slice_sizes=
+  std::optional<std::vector<int64_t>> slice_sizes_attr;  // slice_sizes= (gather)
+  std::vector<int64_t> slice_starts, slice_limits, slice_strides;  // slice={[a:b:s], ...}
+  bool has_slice = false;
+  std::optional<PaddingConfig> padding_config;
+  std::optional<Window> window;
+  std::optional<ConvolutionDimensionNumbers> convolution_dimension_numbers;
+  std::optional<int64_t> feature_group_count_attr;
+  std::optional<int64_t> batch_group_count_attr;
+  std::optional<DotDimensionNumbers> dot_dimension_numbers;
+  std::optional<GatherDimensionNumbers> gather_dimension_numbers;
+  std::optional<ScatterDimensionNumbers> scatter_dimension_numbers;
+  std::optional<bool> indices_are_sorted_attr;
+  std::optional<bool> unique_indices_attr;
+  std::optional<ComparisonDirection> comparison_direction;
+  std::optional<ComparisonType> comparison_type;
+  std::optional<FusionKind> fusion_kind;
+  std::optional<bool> is_stable_attr;
+  std::optional<int64_t> exponent_bits_attr;
+  std::optional<int64_t> mantissa_bits_attr;
+  std::optional<std::string> custom_call_target;
+  OpMetadata metadata;
+  std::vector<RawAttribute> raw_attributes;
+};
+
+class HloInstruction : public HloInstructionAttributes {
  public:
   HloInstruction(HloOpcode opcode, Shape shape, std::string name = "");
   HloInstruction(const HloInstruction&) = delete;
@@ -99,7 +131,7 @@ class HloInstruction {
   // Replaces every reference to `from` by `to`.
   void ReplaceCalledComputation(HloComputation* from, HloComputation* to);
 
-  // --- Typed attributes ---
+  // --- Typed attributes (see also HloInstructionAttributes) ---
   const Literal& literal() const { return *literal_; }
   bool has_literal() const { return literal_.has_value(); }
   void set_literal(Literal literal) { literal_ = std::move(literal); }
@@ -107,32 +139,6 @@ class HloInstruction {
   int64_t parameter_number() const { return parameter_number_; }
   void set_parameter_number(int64_t n) { parameter_number_ = n; }
 
-  std::optional<int64_t> tuple_index_attr;      // index=
-  std::optional<int64_t> iota_dimension_attr;   // iota_dimension=
-  std::optional<std::vector<int64_t>> dimensions_attr;  // dimensions={...}
-  std::optional<std::vector<int64_t>> dynamic_slice_sizes_attr;  // dynamic_slice_sizes=
-  std::optional<std::vector<int64_t>> slice_sizes_attr;  // slice_sizes= (gather)
-  std::vector<int64_t> slice_starts, slice_limits, slice_strides;  // slice={[a:b:s], ...}
-  bool has_slice = false;
-  std::optional<PaddingConfig> padding_config;
-  std::optional<Window> window;
-  std::optional<ConvolutionDimensionNumbers> convolution_dimension_numbers;
-  std::optional<int64_t> feature_group_count_attr;
-  std::optional<int64_t> batch_group_count_attr;
-  std::optional<DotDimensionNumbers> dot_dimension_numbers;
-  std::optional<GatherDimensionNumbers> gather_dimension_numbers;
-  std::optional<ScatterDimensionNumbers> scatter_dimension_numbers;
-  std::optional<bool> indices_are_sorted_attr;
-  std::optional<bool> unique_indices_attr;
-  std::optional<ComparisonDirection> comparison_direction;
-  std::optional<ComparisonType> comparison_type;
-  std::optional<FusionKind> fusion_kind;
-  std::optional<bool> is_stable_attr;
-  std::optional<int64_t> exponent_bits_attr;
-  std::optional<int64_t> mantissa_bits_attr;
-  std::optional<std::string> custom_call_target;
-  OpMetadata metadata;
-  std::vector<RawAttribute> raw_attributes;
 
   // Convenience views with the defaults XLA applies when an attribute is absent.
   int64_t tuple_index() const { return tuple_index_attr.value_or(0); }
@@ -146,6 +152,20 @@ class HloInstruction {
   // The verbatim value of a raw attribute, or nullptr.
   const std::string* raw_attribute(std::string_view key) const;
   void SetRawAttribute(std::string key, std::string value);
+
+  // A copy with the same opcode, attributes, called computations, metadata and name (made unique
+  // when added to a computation), but `shape` and `operands` instead of this one's. Not yet in any
+  // computation; control dependencies are not copied.
+  std::unique_ptr<HloInstruction> CloneWithNewOperands(
+      Shape shape, const std::vector<HloInstruction*>& operands) const;
+
+  // Same opcode, shape, operands (the same instructions), literal or parameter number, attributes
+  // and called computations. Names and metadata do not matter. What CSE merges.
+  bool Identical(const HloInstruction& other) const;
+
+  // The attributes as the printer writes them after the operand list, without metadata and
+  // control-predecessors: "dimensions={0}, to_apply=%add". Defined in printer.cc.
+  std::string AttributesToString() const;
 
   // For instructions inside a fusion computation: the fusion instruction that calls it.
   bool IsFused() const;

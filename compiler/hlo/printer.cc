@@ -106,6 +106,26 @@ void AppendTypedAttributes(const HloInstruction& instr, std::vector<std::string>
   }
 }
 
+// Typed attributes, called computations, then the raw ones (backend_config is written last by the
+// callers, after metadata, as XLA does).
+void AppendAttributes(const HloInstruction& instr, bool short_form, std::vector<std::string>& out) {
+  AppendTypedAttributes(instr, out);
+  for (const CalledComputationAttribute& attr : instr.called_computation_attributes()) {
+    std::vector<std::string> names;
+    for (const HloComputation* c : attr.computations) {
+      names.push_back(Name(c != nullptr ? c->name() : "<null>", short_form));
+    }
+    if (attr.is_list) {
+      out.push_back(fmt::format("{}={{{}}}", attr.key, fmt::join(names, ", ")));
+    } else {
+      out.push_back(fmt::format("{}={}", attr.key, fmt::join(names, ", ")));
+    }
+  }
+  for (const RawAttribute& raw : instr.raw_attributes) {
+    if (raw.key != "backend_config") out.push_back(raw.key + "=" + raw.value);
+  }
+}
+
 }  // namespace
 
 std::string HloInstruction::ToString(bool short_form) const {
@@ -127,26 +147,7 @@ std::string HloInstruction::ToString(bool short_form) const {
   out += ")";
 
   std::vector<std::string> attrs;
-  AppendTypedAttributes(*this, attrs);
-  for (const CalledComputationAttribute& attr : called_attrs_) {
-    std::vector<std::string> names;
-    for (const HloComputation* c : attr.computations) {
-      names.push_back(Name(c != nullptr ? c->name() : "<null>", short_form));
-    }
-    if (attr.is_list) {
-      attrs.push_back(fmt::format("{}={{{}}}", attr.key, fmt::join(names, ", ")));
-    } else {
-      attrs.push_back(fmt::format("{}={}", attr.key, fmt::join(names, ", ")));
-    }
-  }
-  const RawAttribute* backend_config = nullptr;
-  for (const RawAttribute& raw : raw_attributes) {
-    if (raw.key == "backend_config") {
-      backend_config = &raw;
-      continue;
-    }
-    attrs.push_back(raw.key + "=" + raw.value);
-  }
+  AppendAttributes(*this, short_form, attrs);
   if (!control_predecessors_.empty()) {
     std::vector<std::string> names;
     for (const HloInstruction* p : control_predecessors_) names.push_back(Name(p->name(), short_form));
@@ -154,9 +155,20 @@ std::string HloInstruction::ToString(bool short_form) const {
   }
   // XLA's short parsable form drops metadata but keeps backend_config, which changes codegen.
   if (!short_form && !metadata.empty()) attrs.push_back("metadata={" + metadata.ToString() + "}");
-  if (backend_config != nullptr) attrs.push_back("backend_config=" + backend_config->value);
+  if (const std::string* config = raw_attribute("backend_config")) {
+    attrs.push_back("backend_config=" + *config);
+  }
   for (const std::string& a : attrs) out += ", " + a;
   return out;
+}
+
+std::string HloInstruction::AttributesToString() const {
+  std::vector<std::string> attrs;
+  AppendAttributes(*this, /*short_form=*/false, attrs);
+  if (const std::string* config = raw_attribute("backend_config")) {
+    attrs.push_back("backend_config=" + *config);
+  }
+  return fmt::format("{}", fmt::join(attrs, ", "));
 }
 
 std::string HloComputation::ToString(bool short_form) const {
