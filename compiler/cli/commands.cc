@@ -6,12 +6,12 @@
 
 #include <fmt/format.h>
 
-#include "compiler/cli/random_inputs.h"
 #include "compiler/hlo/dot_printer.h"
 #include "compiler/hlo/evaluator.h"
 #include "compiler/hlo/npy.h"
 #include "compiler/hlo/parser.h"
 #include "compiler/hlo/printer.h"
+#include "compiler/hlo/random_literal.h"
 #include "compiler/hlo/verifier.h"
 #include "compiler/support/file_io.h"
 

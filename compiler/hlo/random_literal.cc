@@ -1,8 +1,8 @@
-#include "compiler/cli/random_inputs.h"
+#include "compiler/hlo/random_literal.h"
 
 #include <fmt/format.h>
 
-namespace xlens::cli {
+namespace xlens {
 
 StatusOr<Literal> MakeRandomLiteral(const Shape& shape, std::mt19937_64& rng) {
   if (shape.IsTuple()) {
@@ -56,4 +56,4 @@ StatusOr<Literal> MakeRandomLiteral(const Shape& shape, std::mt19937_64& rng) {
   return lit;
 }
 
-}  // namespace xlens::cli
+}  // namespace xlens
