@@ -4,9 +4,7 @@
 
 namespace xlens {
 
-namespace {
-
-std::string Quote(const std::string& s) {
+std::string QuoteString(std::string_view s) {
   std::string out = "\"";
   for (char c : s) {
     if (c == '"' || c == '\\') out += '\\';
@@ -19,13 +17,11 @@ std::string Quote(const std::string& s) {
   return out + "\"";
 }
 
-}  // namespace
-
 std::string OpMetadata::ToString() const {
   std::vector<std::string> parts;
-  if (!op_type.empty()) parts.push_back("op_type=" + Quote(op_type));
-  if (!op_name.empty()) parts.push_back("op_name=" + Quote(op_name));
-  if (!source_file.empty()) parts.push_back("source_file=" + Quote(source_file));
+  if (!op_type.empty()) parts.push_back("op_type=" + QuoteString(op_type));
+  if (!op_name.empty()) parts.push_back("op_name=" + QuoteString(op_name));
+  if (!source_file.empty()) parts.push_back("source_file=" + QuoteString(source_file));
   if (source_line) parts.push_back(fmt::format("source_line={}", *source_line));
   for (const auto& [key, value] : other) parts.push_back(key + "=" + value);
   return fmt::format("{}", fmt::join(parts, " "));

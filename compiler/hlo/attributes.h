@@ -4,10 +4,14 @@
 #include <cstdint>
 #include <optional>
 #include <string>
+#include <string_view>
 #include <utility>
 #include <vector>
 
 namespace xlens {
+
+// `s` in double quotes with '"', '\\' and newlines escaped: how HLO text writes a string value.
+std::string QuoteString(std::string_view s);
 
 // metadata={op_type="..." op_name="..." source_file="..." source_line=N ...}. Keys xlens does not
 // act on (deduplicated_name, stack_frame_id, ...) are kept verbatim in `other`.

@@ -102,7 +102,7 @@ void AppendTypedAttributes(const HloInstruction& instr, std::vector<std::string>
   }
   if (instr.fusion_kind) out.push_back(fmt::format("kind={}", FusionKindString(*instr.fusion_kind)));
   if (instr.custom_call_target) {
-    out.push_back("custom_call_target=\"" + *instr.custom_call_target + "\"");
+    out.push_back("custom_call_target=" + QuoteString(*instr.custom_call_target));
   }
 }
 
@@ -190,7 +190,7 @@ std::string HloComputation::ToString(bool short_form) const {
     out += "\n";
   }
   out += "}";
-  if (!execution_thread_.empty()) out += ", execution_thread=\"" + execution_thread_ + "\"";
+  if (!execution_thread_.empty()) out += ", execution_thread=" + QuoteString(execution_thread_);
   return out;
 }
 

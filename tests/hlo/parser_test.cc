@@ -226,6 +226,15 @@ ENTRY main {
 })", "gather_keys_on_parameter", /*short_form=*/false);
 }
 
+TEST(ParserTest, StringsWithEscapesRoundTrip) {
+  // Found by the fuzzer: an escaped quote in custom_call_target was printed unescaped.
+  ExpectRoundTrip(R"(HloModule m
+ENTRY main {
+  p = f32[2] parameter(0)
+  ROOT c = f32[2] custom-call(p), custom_call_target="a\"b\\c", metadata={op_name="x\"y"}
+})", "escaped_strings", /*short_form=*/false);
+}
+
 class CorpusTest : public ::testing::Test {
  protected:
   void SetUp() override {
