@@ -435,6 +435,43 @@ StatusOr<Literal> HloEvaluator::Evaluate(const HloComputation& computation,
   return Literal(*values[root]);
 }
 
+StatusOr<Literal> HloEvaluator::EvaluateInstruction(const HloInstruction& instruction,
+                                                    std::span<const Literal* const> operands) {
+  if (static_cast<int64_t>(operands.size()) != instruction.operand_count()) {
+    return Error(fmt::format("%{} has {} operands, got {} values", instruction.name(),
+                             instruction.operand_count(), operands.size()));
+  }
+  StatusOr<Literal> result = [&]() -> StatusOr<Literal> {
+    switch (instruction.opcode()) {
+      case HloOpcode::kParameter:
+        return Error("a parameter has no value outside a call");
+      case HloOpcode::kTuple: {
+        std::vector<Literal> elements;
+        for (const Literal* operand : operands) elements.push_back(*operand);
+        return Literal::MakeTuple(std::move(elements));
+      }
+      case HloOpcode::kGetTupleElement: {
+        const Literal& tuple = *operands[0];
+        const int64_t index = instruction.tuple_index();
+        if (!tuple.shape().IsTuple() || index < 0 || index >= tuple.tuple_size()) {
+          return Error(fmt::format("index {} into a value of shape {}", index,
+                                   tuple.shape().ToString(false)));
+        }
+        return Literal(tuple.tuple_element(index));
+      }
+      default:
+        return Visit(instruction, operands);
+    }
+  }();
+  if (!result.ok()) return result.status().WithContext("evaluating %" + instruction.name());
+  if (!shape_util::Compatible(result->shape(), instruction.shape())) {
+    return Error(fmt::format("evaluating %{}: computed a value of shape {}, but the instruction "
+                             "has shape {}", instruction.name(), result->shape().ToString(false),
+                             instruction.shape().ToString(false)));
+  }
+  return result;
+}
+
 StatusOr<Literal> HloEvaluator::Visit(const HloInstruction& instruction,
                                       std::span<const Literal* const> operands) {
   const HloOpcode opcode = instruction.opcode();
@@ -576,6 +613,12 @@ StatusOr<Literal> EvaluateModule(const HloModule& module, std::span<const Litera
 StatusOr<Literal> EvaluateComputation(const HloComputation& computation,
                                       std::span<const Literal> arguments) {
   return EvaluateWithPointers(computation, arguments);
+}
+
+StatusOr<Literal> EvaluateInstruction(const HloInstruction& instruction,
+                                      std::span<const Literal* const> operands) {
+  evaluator_internal::HloEvaluator evaluator;
+  return evaluator.EvaluateInstruction(instruction, operands);
 }
 
 }  // namespace xlens

@@ -20,4 +20,10 @@ StatusOr<Literal> EvaluateModule(const HloModule& module, std::span<const Litera
 StatusOr<Literal> EvaluateComputation(const HloComputation& computation,
                                       std::span<const Literal> arguments);
 
+// Runs one instruction on the values of its operands (one literal per operand, in order), as the
+// evaluator would inside a computation; its called computations run as usual. Parameters have no
+// value of their own and give an error, as do the opcodes and types EvaluateModule refuses.
+StatusOr<Literal> EvaluateInstruction(const HloInstruction& instruction,
+                                      std::span<const Literal* const> operands);
+
 }  // namespace xlens

@@ -147,6 +147,9 @@ class HloEvaluator {
   // Runs `computation` on `arguments` (not copied; they must outlive the call).
   StatusOr<Literal> Evaluate(const HloComputation& computation,
                              std::span<const Literal* const> arguments);
+  // Runs one instruction (not a parameter) on its operand values.
+  StatusOr<Literal> EvaluateInstruction(const HloInstruction& instruction,
+                                        std::span<const Literal* const> operands);
 
  private:
   // Post order and use counts of a computation, computed once per computation.
