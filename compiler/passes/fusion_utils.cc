@@ -1,0 +1,463 @@
+#include "compiler/passes/fusion_utils.h"
+
+#include <algorithm>
+#include <deque>
+#include <unordered_map>
+#include <unordered_set>
+
+#include <fmt/format.h>
+
+namespace xlens {
+
+std::string FusionDecision::ToString() const {
+  if (fused) {
+    std::string line = fmt::format("fused {} into {} ({})", producer, consumer, kind);
+    if (!reason.empty()) line += ": " + reason;
+    return line;
+  }
+  return fmt::format("refused {} into {}: {}", producer, consumer, reason);
+}
+
+namespace {
+
+bool IsCheapOpcode(const HloInstruction& instruction) {
+  using H = HloOpcode;
+  switch (instruction.opcode()) {
+    case H::kAdd: case H::kAnd: case H::kBitcast: case H::kBitcastConvert: case H::kBroadcast:
+    case H::kCeil: case H::kClamp: case H::kClz: case H::kCompare: case H::kComplex:
+    case H::kConcatenate: case H::kConstant: case H::kConvert: case H::kCopy:
+    case H::kDynamicSlice: case H::kDynamicUpdateSlice: case H::kFloor:
+    case H::kGetTupleElement: case H::kImag: case H::kIota: case H::kIsFinite: case H::kMaximum:
+    case H::kMinimum: case H::kMultiply: case H::kNegate: case H::kNot: case H::kOr: case H::kXor:
+    case H::kPad: case H::kPopulationCount: case H::kReal: case H::kReducePrecision:
+    case H::kReshape: case H::kReverse: case H::kRoundNearestAfz: case H::kRoundNearestEven:
+    case H::kSelect: case H::kShiftLeft: case H::kShiftRightArithmetic:
+    case H::kShiftRightLogical: case H::kSign: case H::kSlice: case H::kSubtract:
+    case H::kTranspose: case H::kTuple: case H::kParameter:
+      return true;
+    case H::kAbs:
+      return !IsComplexType(instruction.shape().element_type());
+    default:
+      return false;
+  }
+}
+
+template <typename Pred>
+bool AnyInside(const HloInstruction& instruction, Pred pred) {
+  if (instruction.opcode() != HloOpcode::kFusion || instruction.fused_computation() == nullptr) {
+    return pred(instruction);
+  }
+  for (const HloInstruction* inner : instruction.fused_computation()->instructions()) {
+    if (AnyInside(*inner, pred)) return true;
+  }
+  return false;
+}
+
+bool IsMultiOutputFusion(const HloInstruction& instruction) {
+  if (instruction.opcode() != HloOpcode::kFusion || instruction.fused_computation() == nullptr ||
+      instruction.fused_computation()->root_instruction()->opcode() != HloOpcode::kTuple ||
+      instruction.users().empty()) {
+    return false;
+  }
+  return std::all_of(instruction.users().begin(), instruction.users().end(), [](auto* user) {
+    return user->opcode() == HloOpcode::kGetTupleElement;
+  });
+}
+
+}  // namespace
+
+bool IsExpensive(const HloInstruction& instruction) {
+  return AnyInside(instruction, [](const HloInstruction& i) { return !IsCheapOpcode(i); });
+}
+
+bool IsLoopFusible(const HloInstruction& instruction) {
+  using H = HloOpcode;
+  if (instruction.IsElementwise()) return true;
+  switch (instruction.opcode()) {
+    case H::kBitcast: case H::kBroadcast: case H::kReshape: case H::kTranspose: case H::kSlice:
+    case H::kDynamicSlice: case H::kConcatenate: case H::kPad: case H::kIota: case H::kReverse:
+    case H::kConstant: case H::kGather:
+      return instruction.shape().IsArray();
+    default:
+      return false;
+  }
+}
+
+bool HasReduction(const HloInstruction& instruction) {
+  return AnyInside(instruction,
+                   [](const HloInstruction& i) { return i.opcode() == HloOpcode::kReduce; });
+}
+
+bool HasDotOrConvolution(const HloInstruction& instruction) {
+  return AnyInside(instruction, [](const HloInstruction& i) {
+    return i.opcode() == HloOpcode::kDot || i.opcode() == HloOpcode::kConvolution;
+  });
+}
+
+bool HasOnlyRowReductions(const HloInstruction& instruction) {
+  return !AnyInside(instruction, [](const HloInstruction& i) {
+    if (i.opcode() != HloOpcode::kReduce) return false;
+    const int64_t rank = i.operand(0)->shape().rank();
+    std::vector<int64_t> dims = i.dimensions();
+    std::sort(dims.begin(), dims.end());
+    const int64_t kept = rank - static_cast<int64_t>(dims.size());
+    if (kept < 1) return true;
+    for (size_t k = 0; k < dims.size(); ++k) {
+      if (dims[k] != kept + static_cast<int64_t>(k)) return true;
+    }
+    return false;
+  });
+}
+
+int64_t UseCount(const HloInstruction& instruction) {
+  const bool is_root = instruction.parent() != nullptr &&
+                       instruction.parent()->root_instruction() == &instruction;
+  return instruction.user_count() + (is_root ? 1 : 0);
+}
+
+std::vector<HloComputation*> FusibleComputations(const HloModule& module) {
+  std::vector<HloComputation*> out;
+  if (module.entry_computation() == nullptr) return out;
+  std::unordered_set<const HloComputation*> seen = {module.entry_computation()};
+  std::deque<HloComputation*> work = {module.entry_computation()};
+  while (!work.empty()) {
+    HloComputation* computation = work.front();
+    work.pop_front();
+    out.push_back(computation);
+    for (const HloInstruction* instruction : computation->instructions()) {
+      const HloOpcode op = instruction->opcode();
+      if (op != HloOpcode::kWhile && op != HloOpcode::kConditional && op != HloOpcode::kCall) {
+        continue;
+      }
+      for (HloComputation* called : instruction->called_computations()) {
+        if (seen.insert(called).second) work.push_back(called);
+      }
+    }
+  }
+  return out;
+}
+
+bool CountsAsKernel(const HloInstruction& instruction) {
+  switch (instruction.opcode()) {
+    case HloOpcode::kParameter: case HloOpcode::kConstant: case HloOpcode::kTuple:
+    case HloOpcode::kGetTupleElement: case HloOpcode::kBitcast:
+      return false;
+    default:
+      return true;
+  }
+}
+
+int64_t CountKernels(const HloModule& module) {
+  if (module.entry_computation() == nullptr) return 0;
+  int64_t kernels = 0;
+  for (const HloInstruction* instruction : module.entry_computation()->instructions()) {
+    kernels += CountsAsKernel(*instruction) ? 1 : 0;
+  }
+  return kernels;
+}
+
+namespace {
+
+// The members with the get-tuple-element users of multi-output member fusions added: those read
+// a value the merged fusion computes inside.
+std::unordered_set<HloInstruction*> ExpandedMembers(const FusionPlan& plan,
+                                                    const std::unordered_set<HloInstruction*>& dup) {
+  std::unordered_set<HloInstruction*> members(plan.members.begin(), plan.members.end());
+  for (HloInstruction* member : plan.members) {
+    if (dup.count(member) || !IsMultiOutputFusion(*member)) continue;
+    for (HloInstruction* user : member->users()) members.insert(user);
+  }
+  return members;
+}
+
+bool HasOutsideUse(const HloInstruction& member, const std::unordered_set<HloInstruction*>& set) {
+  if (member.parent()->root_instruction() == &member) return true;
+  return std::any_of(member.users().begin(), member.users().end(),
+                     [&](HloInstruction* user) { return !set.count(user); });
+}
+
+std::vector<HloInstruction*> InPostOrder(const HloComputation& computation,
+                                         const std::unordered_set<HloInstruction*>& set) {
+  std::vector<HloInstruction*> order;
+  for (HloInstruction* instruction : computation.MakeInstructionPostOrder()) {
+    if (set.count(instruction)) order.push_back(instruction);
+  }
+  return order;
+}
+
+}  // namespace
+
+FusionFootprint EstimateFusion(const FusionPlan& plan) {
+  const std::unordered_set<HloInstruction*> dup(plan.duplicated.begin(), plan.duplicated.end());
+  const std::unordered_set<HloInstruction*> members = ExpandedMembers(plan, dup);
+  FusionFootprint footprint;
+  std::unordered_set<const HloInstruction*> operands;
+  for (HloInstruction* member : members) {
+    if (member->opcode() == HloOpcode::kGetTupleElement && members.count(member->operand(0))) {
+      continue;
+    }
+    if (member->opcode() == HloOpcode::kFusion && member->fused_computation() != nullptr) {
+      const HloComputation* fused = member->fused_computation();
+      footprint.instructions += fused->instruction_count() - fused->num_parameters();
+    } else {
+      footprint.instructions += 1;
+    }
+    for (const HloInstruction* operand : member->operands()) {
+      if (!members.count(const_cast<HloInstruction*>(operand))) operands.insert(operand);
+    }
+    if (!dup.count(member) && HasOutsideUse(*member, members)) ++footprint.outputs;
+  }
+  footprint.operands = static_cast<int64_t>(operands.size());
+  footprint.instructions += footprint.operands + (footprint.outputs > 1 ? 1 : 0);
+  return footprint;
+}
+
+const HloInstruction* FindCycleWitness(const FusionPlan& plan) {
+  const std::unordered_set<HloInstruction*> dup(plan.duplicated.begin(), plan.duplicated.end());
+  const std::unordered_set<HloInstruction*> members = ExpandedMembers(plan, dup);
+  for (HloInstruction* member : members) {
+    if (dup.count(member)) continue;
+    std::vector<HloInstruction*> starts;
+    for (HloInstruction* user : member->users()) {
+      if (!members.count(user)) starts.push_back(user);
+    }
+    for (HloInstruction* successor : member->control_successors()) {
+      if (!members.count(successor)) starts.push_back(successor);
+    }
+    for (HloInstruction* start : starts) {
+      std::unordered_set<const HloInstruction*> seen = {start};
+      std::vector<HloInstruction*> stack = {start};
+      while (!stack.empty()) {
+        HloInstruction* at = stack.back();
+        stack.pop_back();
+        auto visit = [&](HloInstruction* next) {
+          if (members.count(next)) return true;
+          if (seen.insert(next).second) stack.push_back(next);
+          return false;
+        };
+        for (HloInstruction* user : at->users()) {
+          if (visit(user)) return start;
+        }
+        for (HloInstruction* successor : at->control_successors()) {
+          if (visit(successor)) return start;
+        }
+      }
+    }
+  }
+  return nullptr;
+}
+
+FusionKind PlannedKind(const FusionPlan& plan) {
+  bool dot = false, reduction = false;
+  for (const HloInstruction* member : plan.members) {
+    dot = dot || HasDotOrConvolution(*member) ||
+          (member->fusion_kind == FusionKind::kOutput && member->opcode() == HloOpcode::kFusion);
+    reduction = reduction || HasReduction(*member) ||
+                (member->fusion_kind == FusionKind::kInput &&
+                 member->opcode() == HloOpcode::kFusion);
+  }
+  if (dot) return FusionKind::kOutput;
+  return reduction ? FusionKind::kInput : FusionKind::kLoop;
+}
+
+namespace {
+
+// Builds the fused computation's instructions. Names stay as written where they are free in the
+// fused computation, so `add.4` inside the kernel is the `add.4` the user saw before fusion.
+class FusedComputationBuilder {
+ public:
+  FusedComputationBuilder(HloModule& module, HloComputation& fused) : module_(module), fused_(fused) {}
+
+  // The inner value for an outer instruction: a member already cloned, or a new parameter.
+  HloInstruction* Value(HloInstruction* outer) {
+    if (auto it = value_.find(outer); it != value_.end()) return it->second;
+    const int64_t number = static_cast<int64_t>(operands_.size());
+    operands_.push_back(outer);
+    auto parameter = HloInstruction::CreateParameter(number, outer->shape(),
+                                                     fmt::format("param_{}", number));
+    return value_[outer] = Add(std::move(parameter));
+  }
+
+  HloInstruction* Add(std::unique_ptr<HloInstruction> instruction, bool fresh_name = false) {
+    std::string name = instruction->name();
+    if (fresh_name || !names_.insert(name).second) {
+      name = module_.UniqueInstructionName(name);
+      names_.insert(name);
+    }
+    instruction->set_name(name);
+    return fused_.AddInstruction(std::move(instruction), /*uniquify_name=*/false);
+  }
+
+  // Clones `member` (inlining a fusion) and records its inner value.
+  void CloneMember(HloInstruction* member, bool duplicated) {
+    if (member->opcode() == HloOpcode::kGetTupleElement) {
+      auto it = value_.find(member->operand(0));
+      if (it != value_.end() && it->second->opcode() == HloOpcode::kTuple) {
+        value_[member] = it->second->operand(member->tuple_index());
+        return;
+      }
+    }
+    if (member->opcode() != HloOpcode::kFusion || member->fused_computation() == nullptr) {
+      value_[member] = Add(member->CloneWithNewOperands(member->shape(), Operands(*member)),
+                           duplicated);
+      return;
+    }
+    const HloComputation* callee = member->fused_computation();
+    std::unordered_map<const HloInstruction*, HloInstruction*> inner;
+    for (HloInstruction* instruction : callee->MakeInstructionPostOrder()) {
+      if (instruction->opcode() == HloOpcode::kParameter) continue;
+      std::vector<HloInstruction*> operands;
+      for (HloInstruction* operand : instruction->operands()) {
+        operands.push_back(operand->opcode() == HloOpcode::kParameter
+                               ? Value(member->operand(operand->parameter_number()))
+                               : inner.at(operand));
+      }
+      inner[instruction] =
+          Add(instruction->CloneWithNewOperands(instruction->shape(), operands), duplicated);
+    }
+    const HloInstruction* root = callee->root_instruction();
+    value_[member] = root->opcode() == HloOpcode::kParameter
+                         ? Value(member->operand(root->parameter_number()))
+                         : inner.at(root);
+  }
+
+  HloInstruction* MakeTuple(const std::vector<HloInstruction*>& elements) {
+    std::vector<Shape> shapes;
+    for (const HloInstruction* element : elements) shapes.push_back(element->shape());
+    auto tuple = std::make_unique<HloInstruction>(HloOpcode::kTuple, Shape::Tuple(shapes), "tuple");
+    for (HloInstruction* element : elements) tuple->AppendOperand(element);
+    return Add(std::move(tuple));
+  }
+
+  const std::vector<HloInstruction*>& operands() const { return operands_; }
+  HloInstruction* ValueOf(HloInstruction* member) const { return value_.at(member); }
+
+ private:
+  std::vector<HloInstruction*> Operands(const HloInstruction& member) {
+    std::vector<HloInstruction*> operands;
+    for (HloInstruction* operand : member.operands()) operands.push_back(Value(operand));
+    return operands;
+  }
+
+  HloModule& module_;
+  HloComputation& fused_;
+  std::unordered_map<const HloInstruction*, HloInstruction*> value_;
+  std::vector<HloInstruction*> operands_;
+  std::unordered_set<std::string> names_;
+};
+
+// Every distinct op_name inside the fused computation (and of the inlined fusions), in order.
+std::string JoinedOpNames(const HloComputation& fused,
+                          const std::vector<HloInstruction*>& members) {
+  std::vector<std::string> names;
+  std::unordered_set<std::string> seen;
+  auto add = [&](const std::string& joined) {
+    size_t start = 0;
+    while (start <= joined.size()) {
+      size_t end = joined.find(';', start);
+      if (end == std::string::npos) end = joined.size();
+      std::string name = joined.substr(start, end - start);
+      if (!name.empty() && seen.insert(name).second) names.push_back(name);
+      start = end + 1;
+    }
+  };
+  for (const HloInstruction* instruction : fused.MakeInstructionPostOrder()) {
+    add(instruction->metadata.op_name);
+  }
+  for (const HloInstruction* member : members) add(member->metadata.op_name);
+  return fmt::format("{}", fmt::join(names, ";"));
+}
+
+void RemoveDeadInner(HloComputation& fused) {
+  std::vector<HloInstruction*> order = fused.MakeInstructionPostOrder();
+  for (auto it = order.rbegin(); it != order.rend(); ++it) {
+    HloInstruction* instruction = *it;
+    if (instruction->user_count() == 0 && instruction != fused.root_instruction() &&
+        instruction->opcode() != HloOpcode::kParameter) {
+      (void)fused.RemoveInstruction(instruction);
+    }
+  }
+}
+
+}  // namespace
+
+StatusOr<HloInstruction*> BuildFusion(const FusionPlan& plan) {
+  if (plan.members.empty()) return Error("a fusion needs at least one instruction");
+  HloComputation& computation = *plan.members.front()->parent();
+  HloModule& module = *computation.parent();
+  const std::unordered_set<HloInstruction*> dup(plan.duplicated.begin(), plan.duplicated.end());
+  const std::unordered_set<HloInstruction*> members = ExpandedMembers(plan, dup);
+  for (HloInstruction* member : members) {
+    if (member->parent() != &computation) {
+      return Error(fmt::format("%{} is not in %{}", member->name(), computation.name()));
+    }
+  }
+  const std::vector<HloInstruction*> order = InPostOrder(computation, members);
+  std::vector<HloInstruction*> outputs;
+  for (HloInstruction* member : order) {
+    if (!dup.count(member) && HasOutsideUse(*member, members)) outputs.push_back(member);
+  }
+  // Dead code (no use at all) still fuses: the fusion is as dead as the consumer it replaces.
+  if (outputs.empty()) outputs.push_back(order.back());
+  const FusionKind kind = PlannedKind(plan);
+
+  HloComputation* fused = module.AddComputationBefore(
+      std::make_unique<HloComputation>("fused_computation"), &computation);
+  FusedComputationBuilder builder(module, *fused);
+  for (HloInstruction* member : order) builder.CloneMember(member, dup.count(member) > 0);
+  std::vector<HloInstruction*> results;
+  for (HloInstruction* output : outputs) results.push_back(builder.ValueOf(output));
+  fused->set_root_instruction(results.size() == 1 ? results[0] : builder.MakeTuple(results));
+  RemoveDeadInner(*fused);
+
+  const HloInstruction* last = order.back();
+  const bool keep_name =
+      plan.keep_name_of != nullptr && plan.keep_name_of->fused_computation() != nullptr;
+  auto instruction = std::make_unique<HloInstruction>(
+      HloOpcode::kFusion, fused->root_instruction()->shape(),
+      keep_name ? plan.keep_name_of->name() : "fusion");
+  for (HloInstruction* operand : builder.operands()) instruction->AppendOperand(operand);
+  instruction->fusion_kind = kind;
+  instruction->SetCalledComputation("calls", fused);
+  instruction->metadata = last->metadata;
+  instruction->metadata.op_name = JoinedOpNames(*fused, order);
+  // A growing fusion keeps its name: the old one is removed below, before anyone looks.
+  HloInstruction* fusion = computation.AddInstruction(std::move(instruction), !keep_name);
+  fused->SetFusionInstruction(fusion);
+
+  for (size_t i = 0; i < outputs.size(); ++i) {
+    HloInstruction* output = outputs[i];
+    HloInstruction* replacement = fusion;
+    if (outputs.size() > 1) {
+      auto gte = std::make_unique<HloInstruction>(HloOpcode::kGetTupleElement, output->shape(),
+                                                  "get-tuple-element");
+      gte->AppendOperand(fusion);
+      gte->tuple_index_attr = static_cast<int64_t>(i);
+      replacement = computation.AddInstruction(std::move(gte));
+    }
+    for (HloInstruction* user : std::vector<HloInstruction*>(output->users())) {
+      if (members.count(user)) continue;
+      for (int64_t k = 0; k < user->operand_count(); ++k) {
+        if (user->operand(k) == output) user->ReplaceOperandWith(k, replacement);
+      }
+    }
+    if (computation.root_instruction() == output) computation.set_root_instruction(replacement);
+  }
+
+  const std::string kept_computation =
+      keep_name ? plan.keep_name_of->fused_computation()->name() : std::string();
+  std::vector<HloComputation*> dead_computations;
+  for (auto it = order.rbegin(); it != order.rend(); ++it) {
+    HloInstruction* member = *it;
+    if (dup.count(member)) continue;
+    if (member->opcode() == HloOpcode::kFusion && member->fused_computation() != nullptr) {
+      dead_computations.push_back(member->fused_computation());
+    }
+    RETURN_IF_ERROR(computation.RemoveInstruction(member));
+  }
+  for (HloComputation* dead : dead_computations) module.RemoveComputation(dead);
+  if (keep_name) fused->set_name(kept_computation);
+  return fusion;
+}
+
+}  // namespace xlens

@@ -1,0 +1,50 @@
+// multi-output-fusion: merges kernels that read the same data into one kernel with several
+// outputs (a tuple root, read back through get-tuple-elements), as XLA's MultiOutputFusion does.
+//
+//  * producer-consumer: a producer that a reduction kernel reads but that also has other users
+//    (typically an expensive one instruction fusion would not duplicate) moves into the
+//    reduction's fusion and becomes one of its outputs; its other users read that output.
+//  * siblings: two kernels that read the same array (two reductions of one input, a reduction and
+//    an elementwise consumer of one producer) become one fusion that reads it once.
+// Both need the same iteration space (a loop kernel's output shape, a reduction's input shape;
+// two reductions also reduce the same dimensions), no path between the merged kernels through
+// another instruction (that would make a cycle), and FusionLimits. Merged: fusions of kind kLoop
+// or kInput, unfused loop-fusible instructions and reduces. Left alone: dot and convolution
+// (kOutput) fusions, kCustom fusions, instructions with control dependencies, constants and
+// parameters. Reports a change when it merged anything; decisions() explains each merge and each
+// refusal.
+#pragma once
+
+#include <set>
+#include <string>
+#include <vector>
+
+#include "compiler/passes/fusion_utils.h"
+#include "compiler/passes/hlo_pass.h"
+
+namespace xlens {
+
+class MultiOutputFusion : public HloPass {
+ public:
+  explicit MultiOutputFusion(FusionLimits limits = {}) : limits_(limits) {}
+
+  std::string_view name() const override { return "multi-output-fusion"; }
+  StatusOr<bool> Run(HloModule& module) override;
+
+  // The decisions of the last Run, in the order they were taken.
+  const std::vector<FusionDecision>& decisions() const { return decisions_; }
+
+ private:
+  // One merge in `computation`, or false when none is left.
+  StatusOr<bool> MergeProducerIntoReduction(HloComputation& computation);
+  StatusOr<bool> MergeSiblings(HloComputation& computation);
+  // Checks limits and cycles; builds and records the fusion when they allow it.
+  StatusOr<bool> TryMerge(HloInstruction* into, HloInstruction* other, const std::string& note);
+  void Refuse(const HloInstruction& producer, const HloInstruction& consumer, std::string reason);
+
+  FusionLimits limits_;
+  std::vector<FusionDecision> decisions_;
+  std::set<std::string> refused_;  // "producer\nconsumer" already explained
+};
+
+}  // namespace xlens
