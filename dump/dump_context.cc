@@ -1,0 +1,388 @@
+#include "dump/dump_context.h"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <chrono>
+#include <filesystem>
+#include <iostream>
+#include <set>
+
+#include "compiler/hlo/dot_printer.h"
+#include "compiler/hlo/printer.h"
+#include "compiler/support/file_io.h"
+#include "dump/dump_names.h"
+#include "dump/graphviz.h"
+#include "dump/html_page.h"
+
+namespace xlens {
+namespace {
+
+// Module ids are handed out per dump directory across the whole process, so two contexts that
+// dump into one directory (two compilations in one program) never reuse an id.
+struct DirectoryIds {
+  int64_t next_id = 1;
+  std::set<int64_t> dumped;
+};
+
+std::mutex& RegistryMutex() {
+  static std::mutex mu;
+  return mu;
+}
+
+std::map<std::string, DirectoryIds>& Registry() {
+  static auto* registry = new std::map<std::string, DirectoryIds>();
+  return *registry;
+}
+
+std::string RegistryKey(const std::string& directory) {
+  if (directory.empty() || directory == "-") return directory;
+  std::error_code ec;
+  std::filesystem::path canonical = std::filesystem::weakly_canonical(directory, ec);
+  return ec ? directory : canonical.string();
+}
+
+// The module ids of the dump files already in `directory`.
+std::set<int64_t> IdsOnDisk(const std::string& directory) {
+  std::set<int64_t> ids;
+  std::error_code ec;
+  for (std::filesystem::directory_iterator it(directory, ec), end; !ec && it != end;
+       it.increment(ec)) {
+    int64_t id = ModuleIdFromFileName(it->path().filename().string());
+    if (id >= 0) ids.insert(id);
+  }
+  return ids;
+}
+
+std::optional<std::regex> CompileRegex(const std::string& pattern, std::string_view flag,
+                                       std::vector<std::string>& warnings) {
+  if (pattern.empty()) return std::nullopt;
+  try {
+    return std::regex(pattern);
+  } catch (const std::regex_error& e) {
+    warnings.push_back(fmt::format("--{}={} is not a regular expression ({}); it matches nothing",
+                                   flag, pattern, e.what()));
+    return std::regex("$.^");
+  }
+}
+
+int64_t NowMicros() {
+  return std::chrono::duration_cast<std::chrono::microseconds>(
+             std::chrono::system_clock::now().time_since_epoch())
+      .count();
+}
+
+}  // namespace
+
+DumpContext::DumpContext(DebugOptions options, DumpContextOptions context_options)
+    : options_(std::move(options)), context_options_(std::move(context_options)) {
+  const bool format_chosen = options_.xla_dump_hlo_as_text || options_.xla_dump_hlo_as_dot ||
+                             options_.xla_dump_hlo_as_html;
+  as_text_ = options_.xla_dump_hlo_as_text || !format_chosen;
+  dump_to_ = options_.xla_dump_to;
+  if (dump_to_.empty() && format_chosen) dump_to_.assign(1, '-');
+  module_re_ = CompileRegex(options_.xla_dump_hlo_module_re, "xla_dump_hlo_module_re", warnings_);
+  pass_re_ = CompileRegex(options_.xla_dump_hlo_pass_re, "xla_dump_hlo_pass_re", warnings_);
+  if (enabled() && !dumping_to_stdout()) manifest_.emplace(dump_to_);
+}
+
+DumpContext::~DumpContext() {
+  std::lock_guard lock(mu_);
+  WriteManifest();
+}
+
+bool DumpContext::ShouldDumpPass(std::string_view after_pass, std::string_view before_pass) const {
+  if (!enabled() || !pass_re_) return false;
+  auto matches = [&](std::string_view name) {
+    return std::regex_search(name.begin(), name.end(), *pass_re_);
+  };
+  return matches(after_pass) || matches(before_pass);
+}
+
+int64_t DumpContext::BeginModule(const HloModule& module) {
+  std::lock_guard lock(mu_);
+  return StateFor(module).id;
+}
+
+bool DumpContext::IsDumped(const HloModule& module) {
+  std::lock_guard lock(mu_);
+  return StateFor(module).dumped;
+}
+
+DumpContext::ModuleState& DumpContext::StateFor(const HloModule& module) {
+  auto it = modules_.find(&module);
+  if (it != modules_.end()) return it->second;
+  ModuleState& state = modules_[&module];
+  const std::string& name = module.name();
+  bool wanted = enabled() && (!module_re_ || std::regex_search(name, *module_re_));
+  bool over_limit = false;
+  {
+    std::lock_guard registry_lock(RegistryMutex());
+    DirectoryIds& ids = Registry()[RegistryKey(dump_to_)];
+    std::set<int64_t> on_disk;
+    if (!directory().empty()) on_disk = IdsOnDisk(directory());
+    if (!on_disk.empty()) ids.next_id = std::max(ids.next_id, *on_disk.rbegin() + 1);
+    state.id = ids.next_id++;
+    if (wanted && options_.xla_dump_max_hlo_modules >= 0) {
+      on_disk.insert(ids.dumped.begin(), ids.dumped.end());
+      over_limit = static_cast<int64_t>(on_disk.size()) >= options_.xla_dump_max_hlo_modules;
+    }
+    state.dumped = wanted && !over_limit;
+    if (state.dumped) ids.dumped.insert(state.id);
+  }
+  if (over_limit) {
+    Warn(
+        fmt::format("--xla_dump_max_hlo_modules={}: {} already holds that many modules; later "
+                    "modules are not dumped",
+                    options_.xla_dump_max_hlo_modules, dump_to_));
+  }
+  if (options_.xla_dump_include_timestamp) {
+    state.timestamp = TimestampPrefix(context_options_.fixed_timestamp_us.value_or(NowMicros()));
+  }
+  if (state.dumped && manifest_ && EnsureDirectory()) {
+    manifest_->AddModule(state.id, name);
+    manifest_dirty_ = true;
+  }
+  return state;
+}
+
+std::string DumpContext::NameFor(const HloModule& module, const ModuleState& state,
+                                 std::string_view suffix, bool timestamped) const {
+  return DumpFileName(state.id, module.name(), timestamped ? state.timestamp : "", suffix);
+}
+
+std::string DumpContext::FileNameFor(const HloModule& module, std::string_view suffix,
+                                     bool timestamped) {
+  std::lock_guard lock(mu_);
+  return NameFor(module, StateFor(module), suffix, timestamped);
+}
+
+bool DumpContext::EnsureDirectory() {
+  if (directory_ready_) return true;
+  if (directory_failed_) return false;
+  std::error_code ec;
+  std::filesystem::create_directories(dump_to_, ec);
+  if (!ec && !std::filesystem::is_directory(dump_to_, ec)) {
+    ec = std::make_error_code(std::errc::not_a_directory);
+  }
+  if (ec) {
+    directory_failed_ = true;
+    Warn(
+        fmt::format("cannot create the dump directory {} (--xla_dump_to): {}; nothing is "
+                    "dumped",
+                    dump_to_, ec.message()));
+    return false;
+  }
+  directory_ready_ = true;
+  return true;
+}
+
+std::optional<std::string> DumpContext::Emit(const std::string& file_name,
+                                             std::string_view contents, bool allowed_on_stdout) {
+  if (dumping_to_stdout()) {
+    if (!allowed_on_stdout) {
+      Warn("refusing to print .dot and .html dumps to stdout; pass --xla_dump_to=DIR to get them");
+      return std::nullopt;
+    }
+    std::ostream& out =
+        context_options_.stdout_stream ? *context_options_.stdout_stream : std::cout;
+    out << "*** Begin " << file_name << " ***\n"
+        << contents << "\n*** End " << file_name << " ***" << std::endl;
+    return std::nullopt;
+  }
+  if (!EnsureDirectory()) return std::nullopt;
+  Status status = WriteFileAtomic((std::filesystem::path(dump_to_) / file_name).string(), contents);
+  if (!status.ok()) {
+    if (failed_writes_++ == 0) first_write_error_ = status.message();
+    return std::nullopt;
+  }
+  return file_name;
+}
+
+std::vector<std::string> DumpContext::DumpFormats(const HloModule& module, const ModuleState& state,
+                                                  const std::string& base) {
+  std::vector<std::string> files;
+  auto emit = [&](const std::string& name, std::string_view contents, bool on_stdout) {
+    if (std::optional<std::string> written = Emit(name, contents, on_stdout)) {
+      files.push_back(*written);
+    }
+  };
+  std::string text = PrintModule(module);
+  if (options_.xla_dump_disable_metadata) text = StripHloMetadata(text);
+  if (as_text_) emit(base + ".txt", text, true);
+  if (!dump_as_dot() && !dump_as_html()) return files;
+  if (dumping_to_stdout()) {
+    Emit(base + ".dot", "", false);
+    return files;
+  }
+  StatusOr<std::string> dot = ModuleToDot(module);
+  if (!dot.ok()) {
+    Warn(
+        fmt::format("cannot draw module {} as a graph: {}", module.name(), dot.status().message()));
+    return files;
+  }
+  if (dump_as_dot()) emit(base + ".dot", *dot, false);
+  if (dump_as_html()) {
+    StatusOr<std::string> svg = RenderDotToSvg(*dot, context_options_.dot_program);
+    if (!svg.ok()) {
+      Warn(fmt::format("{}; .html dumps show the DOT source instead of a picture",
+                       svg.status().message()));
+    }
+    emit(base + ".html", HloHtmlPage(base, text, *dot, svg), false);
+  }
+  return files;
+}
+
+std::vector<std::string> DumpContext::DumpModule(
+    const HloModule& module, std::string_view name,
+    std::optional<std::string_view> buffer_assignment) {
+  std::lock_guard lock(mu_);
+  ModuleState& state = StateFor(module);
+  if (!state.dumped) return {};
+  // As XLA: the 255-character rule applies to the name before its extension.
+  std::string base = NameFor(module, state, name, /*timestamped=*/true);
+  std::vector<std::string> files = DumpFormats(module, state, base);
+  if (buffer_assignment && as_text_) {
+    std::string file = NameFor(module, state, BufferAssignmentSuffix(name), true);
+    if (std::optional<std::string> written = Emit(file, *buffer_assignment, true)) {
+      files.push_back(*written);
+    }
+  }
+  if (manifest_ && !files.empty()) {
+    for (const std::string& file : files) manifest_->AddModuleFile(state.id, file);
+    manifest_dirty_ = true;
+  }
+  return files;
+}
+
+std::vector<std::string> DumpContext::DumpPassBoundary(const HloModule& module, int64_t step,
+                                                       std::string_view pipeline,
+                                                       std::string_view after_pass,
+                                                       std::string_view before_pass) {
+  if (!ShouldDumpPass(after_pass, before_pass)) return {};
+  std::lock_guard lock(mu_);
+  ModuleState& state = StateFor(module);
+  if (!state.dumped) return {};
+  if (step < 0) step = state.next_step++;
+  std::string base =
+      NameFor(module, state, PassBoundaryName(step, pipeline, after_pass, before_pass), true);
+  return DumpFormats(module, state, base);
+}
+
+std::string DumpContext::DumpText(const HloModule& module, std::string_view suffix,
+                                  std::string_view text) {
+  std::lock_guard lock(mu_);
+  ModuleState& state = StateFor(module);
+  if (!state.dumped) return "";
+  std::optional<std::string> written = Emit(NameFor(module, state, suffix, false), text, true);
+  if (!written) return "";
+  if (manifest_) {
+    manifest_->AddModuleFile(state.id, *written);
+    manifest_dirty_ = true;
+  }
+  return *written;
+}
+
+void DumpContext::RecordStage(const HloModule& module, ManifestStage stage) {
+  std::lock_guard lock(mu_);
+  ModuleState& state = StateFor(module);
+  if (!state.dumped || !manifest_) return;
+  manifest_->AddStage(state.id, std::move(stage));
+  manifest_dirty_ = true;
+}
+
+void DumpContext::RecordKernel(const HloModule& module, ManifestKernel kernel) {
+  std::lock_guard lock(mu_);
+  ModuleState& state = StateFor(module);
+  if (!state.dumped || !manifest_) return;
+  manifest_->AddKernel(state.id, std::move(kernel));
+  manifest_dirty_ = true;
+}
+
+void DumpContext::EndModule(const HloModule& module) {
+  std::lock_guard lock(mu_);
+  auto it = modules_.find(&module);
+  if (it == modules_.end()) return;
+  if (it->second.dumped && manifest_) {
+    manifest_->AddModule(it->second.id, module.name());
+    manifest_dirty_ = true;
+  }
+  modules_.erase(it);
+  WriteManifest();
+}
+
+void DumpContext::FlushManifest() {
+  std::lock_guard lock(mu_);
+  WriteManifest();
+}
+
+void DumpContext::WriteManifest() {
+  if (!manifest_ || !manifest_dirty_ || !EnsureDirectory()) return;
+  manifest_dirty_ = false;
+  size_t known = manifest_->warnings().size();
+  Status status = manifest_->Write();
+  for (size_t i = known; i < manifest_->warnings().size(); ++i) Warn(manifest_->warnings()[i]);
+  if (!status.ok() && failed_writes_++ == 0) first_write_error_ = status.message();
+}
+
+void DumpContext::Warn(std::string message) {
+  if (std::find(warnings_.begin(), warnings_.end(), message) == warnings_.end()) {
+    warnings_.push_back(std::move(message));
+  }
+}
+
+std::vector<std::string> DumpContext::warnings() const {
+  std::lock_guard lock(mu_);
+  std::vector<std::string> out = warnings_;
+  if (failed_writes_ > 0) {
+    out.push_back(fmt::format("could not write {} dump file{} into {} (--xla_dump_to): {}",
+                              failed_writes_, failed_writes_ == 1 ? "" : "s", dump_to_,
+                              first_write_error_));
+  }
+  return out;
+}
+
+std::string StripHloMetadata(std::string_view hlo_text) {
+  constexpr std::string_view kKey = ", metadata={";
+  std::string out;
+  out.reserve(hlo_text.size());
+  size_t at = 0;
+  while (true) {
+    size_t found = hlo_text.find(kKey, at);
+    if (found == std::string_view::npos) break;
+    // Skip to the matching brace; braces inside quoted values do not count.
+    size_t i = found + kKey.size();
+    int depth = 1;
+    bool quoted = false;
+    for (; i < hlo_text.size() && depth > 0; ++i) {
+      char c = hlo_text[i];
+      if (quoted) {
+        if (c == '\\') {
+          ++i;
+        } else if (c == '"') {
+          quoted = false;
+        }
+      } else if (c == '"') {
+        quoted = true;
+      } else if (c == '{') {
+        ++depth;
+      } else if (c == '}') {
+        --depth;
+      } else if (c == '\n') {
+        break;
+      }
+    }
+    if (depth != 0) {
+      // Not metadata as the printer writes it; leave the text alone.
+      out.append(hlo_text.substr(at, i - at));
+      at = i;
+      continue;
+    }
+    out.append(hlo_text.substr(at, found - at));
+    at = i;
+  }
+  out.append(hlo_text.substr(at));
+  return out;
+}
+
+}  // namespace xlens

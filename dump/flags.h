@@ -1,0 +1,112 @@
+// XLA_FLAGS and TF_XLA_FLAGS, read as XLA and TensorFlow read them, plus the same flags on the
+// command line.
+//
+// An environment variable holds whitespace-separated flags: `--name`, `--name=value`,
+// `--name="a b"` or `--name='a b'` (a backslash escapes the next character inside double quotes
+// only). Booleans are `--name`, `--name=true|false|1|0`. As in XLA, a value that does not start
+// with `-` is the name of a file holding the flags. The later of two settings of one flag wins;
+// the order is TF_XLA_FLAGS, XLA_FLAGS, then the command line, so the command line wins.
+//
+// An unknown flag is an error naming it and the closest known flag; a bad value names the flag
+// and what it expects. XLA flags belong in XLA_FLAGS and tf_* flags in TF_XLA_FLAGS (the error
+// says so when they are swapped); the command line takes both.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "compiler/support/status.h"
+
+namespace xlens {
+
+// The typed value of every flag. Fields are named after their flags. The dump fields hold what
+// the user wrote; DumpContext derives XLA's implied settings from them (text is the format when
+// none is chosen; a format flag without --xla_dump_to dumps to stdout).
+struct DebugOptions {
+  std::string xla_dump_to;
+  bool xla_dump_hlo_as_text = false;
+  bool xla_dump_hlo_as_dot = false;
+  bool xla_dump_hlo_as_html = false;
+  std::string xla_dump_hlo_pass_re;
+  std::string xla_dump_hlo_module_re;
+  bool xla_dump_include_timestamp = false;
+  int64_t xla_dump_max_hlo_modules = -1;
+  bool xla_dump_disable_metadata = false;
+  bool xla_hlo_profile = false;
+  std::vector<std::string> xla_disable_hlo_passes;
+  std::vector<std::string> xla_enable_hlo_passes_only;
+  int64_t xla_backend_optimization_level = 3;
+  bool xla_gpu_dump_llvmir = false;
+
+  // --tf_xla_auto_jit: -1 off, 0 as the session config says, 1 and 2 on. "single-gpu(N)"
+  // applies level N to single-GPU graphs only; "fusible" is level 1 restricted to fusible ops.
+  std::string tf_xla_auto_jit = "0";
+  int64_t tf_xla_auto_jit_general = 0;
+  int64_t tf_xla_auto_jit_single_gpu = 0;
+  bool tf_xla_auto_jit_fusible_only = false;
+  bool tf_xla_cpu_global_jit = false;
+  int64_t tf_xla_min_cluster_size = 4;
+  int64_t tf_xla_max_cluster_size = 2147483647;
+  bool tf_xla_clustering_debug = false;
+
+  // $TF_DUMP_GRAPH_PREFIX: where clustering graphs are dumped; empty when unset.
+  std::string tf_dump_graph_prefix;
+
+  bool operator==(const DebugOptions&) const = default;
+};
+
+// One flag, for help text and tooling.
+struct FlagInfo {
+  std::string name;           // without the leading "--"
+  std::string type;           // "bool", "int", "string", "regex", "list"
+  std::string default_value;  // as it would be written after "="
+  std::string help;           // one line
+  bool tf = false;            // read from TF_XLA_FLAGS rather than XLA_FLAGS
+};
+
+// Every flag, in help order.
+const std::vector<FlagInfo>& AllFlags();
+
+// Every flag with its type, default and meaning, one per line, plus the environment variables.
+std::string FlagsHelp();
+
+// The environment the flags come from.
+struct FlagEnvironment {
+  std::string xla_flags;             // $XLA_FLAGS
+  std::string tf_xla_flags;          // $TF_XLA_FLAGS
+  std::string tf_dump_graph_prefix;  // $TF_DUMP_GRAPH_PREFIX
+};
+
+// Reads the three variables from the process environment (unset reads as empty).
+FlagEnvironment ReadFlagEnvironment();
+
+// Parses the environment, then `command_line_flags` (each one "--name[=value]"), over the
+// defaults. Errors name the flag and where it came from.
+StatusOr<DebugOptions> ParseDebugOptions(const FlagEnvironment& environment,
+                                         const std::vector<std::string>& command_line_flags = {});
+
+// ParseDebugOptions(ReadFlagEnvironment(), command_line_flags).
+StatusOr<DebugOptions> DebugOptionsFromEnvironment(
+    const std::vector<std::string>& command_line_flags = {});
+
+// Splits an XLA_FLAGS-style string into "--name[=value]" tokens with quotes removed. Fails on a
+// token that does not start with "-" and on an unterminated quote.
+StatusOr<std::vector<std::string>> SplitFlagString(std::string_view text);
+
+// True for "--xla_..." and "--tf_xla_..." arguments, so a command-line parser can hand them over.
+bool IsDebugFlag(std::string_view argument);
+
+// The flags that differ from the defaults, as a string XLA_FLAGS/TF_XLA_FLAGS would accept
+// (values quoted where needed); parsing it gives back `options` (for bug reports and bundles).
+struct FlagStrings {
+  std::string xla_flags;
+  std::string tf_xla_flags;
+};
+FlagStrings DebugOptionsToFlags(const DebugOptions& options);
+
+// Levenshtein distance, used for "did you mean".
+int EditDistance(std::string_view a, std::string_view b);
+
+}  // namespace xlens

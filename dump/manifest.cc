@@ -1,0 +1,326 @@
+#include "dump/manifest.h"
+
+#include <fcntl.h>
+#include <fmt/format.h>
+#include <sys/file.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
+#include <filesystem>
+#include <nlohmann/json.hpp>
+#include <optional>
+
+#include "compiler/support/file_io.h"
+
+namespace xlens {
+namespace {
+
+using Json = nlohmann::ordered_json;
+
+Json StringList(const std::vector<std::string>& items) {
+  Json out = Json::array();
+  for (const std::string& item : items) out.push_back(item);
+  return out;
+}
+
+Json ModuleToJson(const ManifestModule& module) {
+  Json stages = Json::array();
+  for (const ManifestStage& s : module.stages) {
+    stages.push_back(Json{{"step", s.step},
+                          {"pipeline", s.pipeline},
+                          {"pass", s.pass},
+                          {"changed", s.changed},
+                          {"wall_ns", s.wall_ns},
+                          {"files", StringList(s.files)}});
+  }
+  Json kernels = Json::array();
+  for (const ManifestKernel& k : module.kernels) {
+    kernels.push_back(Json{{"name", k.name},
+                           {"fusion_kind", k.fusion_kind},
+                           {"hlo_instruction", k.hlo_instruction},
+                           {"fusion_computation", k.fusion_computation},
+                           {"op_names", StringList(k.op_names)},
+                           {"created_by_pass", k.created_by_pass},
+                           {"files", StringList(k.files)}});
+  }
+  return Json{{"id", module.id},
+              {"name", module.name},
+              {"files", StringList(module.files)},
+              {"stages", std::move(stages)},
+              {"kernels", std::move(kernels)}};
+}
+
+const char* TypeName(const Json& value) {
+  if (value.is_number_integer()) return "an integer";
+  if (value.is_number()) return "a number";
+  if (value.is_string()) return "a string";
+  if (value.is_boolean()) return "a boolean";
+  if (value.is_array()) return "an array";
+  if (value.is_object()) return "an object";
+  return "null";
+}
+
+// Reads typed fields of one JSON object, naming the object's path in errors.
+class Fields {
+ public:
+  Fields(const Json& object, std::string path) : object_(object), path_(std::move(path)) {}
+
+  Status Check() const {
+    if (object_.is_object()) return OkStatus();
+    return Error(fmt::format("{}: expected an object, got {}", Where(), TypeName(object_)));
+  }
+
+  Status Int(const char* key, bool required, int64_t& out) const {
+    const Json* v = nullptr;
+    RETURN_IF_ERROR(Find(key, required, v));
+    if (v == nullptr) return OkStatus();
+    if (!v->is_number_integer()) return Wrong(key, "an integer", *v);
+    out = v->get<int64_t>();
+    return OkStatus();
+  }
+  Status Bool(const char* key, bool required, bool& out) const {
+    const Json* v = nullptr;
+    RETURN_IF_ERROR(Find(key, required, v));
+    if (v == nullptr) return OkStatus();
+    if (!v->is_boolean()) return Wrong(key, "a boolean", *v);
+    out = v->get<bool>();
+    return OkStatus();
+  }
+  Status String(const char* key, bool required, std::string& out) const {
+    const Json* v = nullptr;
+    RETURN_IF_ERROR(Find(key, required, v));
+    if (v == nullptr) return OkStatus();
+    if (!v->is_string()) return Wrong(key, "a string", *v);
+    out = v->get<std::string>();
+    return OkStatus();
+  }
+  Status Strings(const char* key, std::vector<std::string>& out) const {
+    const Json* v = nullptr;
+    RETURN_IF_ERROR(Find(key, false, v));
+    if (v == nullptr) return OkStatus();
+    if (!v->is_array()) return Wrong(key, "an array of strings", *v);
+    for (size_t i = 0; i < v->size(); ++i) {
+      const Json& item = (*v)[i];
+      if (!item.is_string()) {
+        return Error(
+            fmt::format("{}.{}[{}]: expected a string, got {}", Where(), key, i, TypeName(item)));
+      }
+      out.push_back(item.get<std::string>());
+    }
+    return OkStatus();
+  }
+  // An array of objects, each read by `read(fields_of_item, index)`.
+  template <typename ReadItem>
+  Status Objects(const char* key, bool required, ReadItem read) const {
+    const Json* v = nullptr;
+    RETURN_IF_ERROR(Find(key, required, v));
+    if (v == nullptr) return OkStatus();
+    if (!v->is_array()) return Wrong(key, "an array", *v);
+    for (size_t i = 0; i < v->size(); ++i) {
+      Fields item((*v)[i], fmt::format("{}{}{}[{}]", path_, path_.empty() ? "" : ".", key, i));
+      RETURN_IF_ERROR(item.Check());
+      RETURN_IF_ERROR(read(item));
+    }
+    return OkStatus();
+  }
+
+ private:
+  std::string Where() const { return path_.empty() ? "top level" : path_; }
+  Status Find(const char* key, bool required, const Json*& out) const {
+    auto it = object_.find(key);
+    if (it == object_.end()) {
+      if (required) return Error(fmt::format("{}: missing \"{}\"", Where(), key));
+      return OkStatus();
+    }
+    out = &*it;
+    return OkStatus();
+  }
+  Status Wrong(const char* key, const char* expected, const Json& got) const {
+    return Error(fmt::format("{}{}{}: expected {}, got {}", path_, path_.empty() ? "" : ".", key,
+                             expected, TypeName(got)));
+  }
+
+  const Json& object_;
+  std::string path_;
+};
+
+Status ReadStage(const Fields& f, ManifestStage& s) {
+  RETURN_IF_ERROR(f.Int("step", true, s.step));
+  RETURN_IF_ERROR(f.String("pipeline", true, s.pipeline));
+  RETURN_IF_ERROR(f.String("pass", true, s.pass));
+  RETURN_IF_ERROR(f.Bool("changed", true, s.changed));
+  RETURN_IF_ERROR(f.Int("wall_ns", false, s.wall_ns));
+  return f.Strings("files", s.files);
+}
+
+Status ReadKernel(const Fields& f, ManifestKernel& k) {
+  RETURN_IF_ERROR(f.String("name", true, k.name));
+  RETURN_IF_ERROR(f.String("fusion_kind", false, k.fusion_kind));
+  RETURN_IF_ERROR(f.String("hlo_instruction", false, k.hlo_instruction));
+  RETURN_IF_ERROR(f.String("fusion_computation", false, k.fusion_computation));
+  RETURN_IF_ERROR(f.Strings("op_names", k.op_names));
+  RETURN_IF_ERROR(f.String("created_by_pass", false, k.created_by_pass));
+  return f.Strings("files", k.files);
+}
+
+Status ReadModule(const Fields& f, ManifestModule& m) {
+  RETURN_IF_ERROR(f.Int("id", true, m.id));
+  RETURN_IF_ERROR(f.String("name", true, m.name));
+  RETURN_IF_ERROR(f.Strings("files", m.files));
+  RETURN_IF_ERROR(f.Objects("stages", false, [&](const Fields& item) {
+    return ReadStage(item, m.stages.emplace_back());
+  }));
+  return f.Objects("kernels", false,
+                   [&](const Fields& item) { return ReadKernel(item, m.kernels.emplace_back()); });
+}
+
+// nlohmann's parse errors read "[json.exception.parse_error.101] parse error at line 1, ...";
+// the bracketed id means nothing to a user.
+std::string CleanJsonError(const char* what) {
+  std::string message = what;
+  if (message.starts_with("[json.exception.")) {
+    size_t close = message.find("] ");
+    if (close != std::string::npos) message = message.substr(close + 2);
+  }
+  return message;
+}
+
+// Holds an exclusive flock on a directory for its lifetime. Failing to lock (a file system
+// without flock) only loses protection against concurrent writers, so it is not an error.
+class DirectoryLock {
+ public:
+  explicit DirectoryLock(const std::string& directory) {
+    fd_ = ::open(directory.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+    if (fd_ >= 0) {
+      while (::flock(fd_, LOCK_EX) != 0 && errno == EINTR) {
+      }
+    }
+  }
+  ~DirectoryLock() {
+    if (fd_ >= 0) ::close(fd_);
+  }
+  DirectoryLock(const DirectoryLock&) = delete;
+  DirectoryLock& operator=(const DirectoryLock&) = delete;
+
+ private:
+  int fd_ = -1;
+};
+
+}  // namespace
+
+const ManifestModule* Manifest::FindModule(int64_t id) const {
+  for (const ManifestModule& module : modules) {
+    if (module.id == id) return &module;
+  }
+  return nullptr;
+}
+
+std::string ManifestToJson(const Manifest& manifest) {
+  Json modules = Json::array();
+  for (const ManifestModule& module : manifest.modules) modules.push_back(ModuleToJson(module));
+  Json root{{"format", manifest.format}, {"modules", std::move(modules)}};
+  return root.dump(1) + "\n";
+}
+
+StatusOr<Manifest> ParseManifest(std::string_view text) {
+  Json root;
+  try {
+    root = Json::parse(text.begin(), text.end());
+  } catch (const Json::parse_error& e) {
+    return Error(fmt::format("not valid JSON: {}", CleanJsonError(e.what())));
+  }
+  Manifest manifest;
+  Fields top(root, "");
+  RETURN_IF_ERROR(top.Check());
+  int64_t format = 0;
+  RETURN_IF_ERROR(top.Int("format", true, format));
+  if (format < 1) return Error(fmt::format("format: {} is not a manifest format", format));
+  if (format > kManifestFormat) {
+    return Error(fmt::format("format {} is newer than this reader understands (up to {})", format,
+                             kManifestFormat));
+  }
+  manifest.format = static_cast<int>(format);
+  RETURN_IF_ERROR(top.Objects("modules", true, [&](const Fields& item) {
+    return ReadModule(item, manifest.modules.emplace_back());
+  }));
+  return manifest;
+}
+
+StatusOr<Manifest> ReadManifest(const std::string& path) {
+  ASSIGN_OR_RETURN(std::string text, ReadFile(path));
+  StatusOr<Manifest> manifest = ParseManifest(text);
+  if (!manifest.ok()) return manifest.status().WithContext(path);
+  return manifest;
+}
+
+ManifestWriter::ManifestWriter(std::string directory)
+    : directory_(std::move(directory)),
+      path_((std::filesystem::path(directory_) / kManifestFileName).string()) {}
+
+ManifestModule& ManifestWriter::ModuleWithId(int64_t id) {
+  for (ManifestModule& module : manifest_.modules) {
+    if (module.id == id) return module;
+  }
+  ManifestModule& module = manifest_.modules.emplace_back();
+  module.id = id;
+  return module;
+}
+
+ManifestModule& ManifestWriter::AddModule(int64_t id, std::string name) {
+  ManifestModule& module = ModuleWithId(id);
+  module.name = std::move(name);
+  return module;
+}
+
+void ManifestWriter::AddModuleFile(int64_t module_id, std::string file) {
+  ModuleWithId(module_id).files.push_back(std::move(file));
+}
+
+void ManifestWriter::AddStage(int64_t module_id, ManifestStage stage) {
+  ModuleWithId(module_id).stages.push_back(std::move(stage));
+}
+
+void ManifestWriter::AddKernel(int64_t module_id, ManifestKernel kernel) {
+  ModuleWithId(module_id).kernels.push_back(std::move(kernel));
+}
+
+Status ManifestWriter::Write() {
+  DirectoryLock lock(directory_);
+  Manifest merged;
+  std::error_code ec;
+  if (std::filesystem::exists(path_, ec)) {
+    StatusOr<Manifest> existing = ReadManifest(path_);
+    if (existing.ok()) {
+      merged = std::move(*existing);
+      merged.format = kManifestFormat;
+    } else {
+      std::string aside;
+      for (int n = 1;; ++n) {
+        aside = fmt::format("{}.corrupt.{}", path_, n);
+        if (!std::filesystem::exists(aside, ec)) break;
+      }
+      std::filesystem::rename(path_, aside, ec);
+      if (ec) {
+        return Error(fmt::format("{}: cannot read it ({}) nor move it aside: {}", path_,
+                                 existing.status().message(), ec.message()));
+      }
+      warnings_.push_back(fmt::format("{}; kept it as {} and started a new manifest",
+                                      existing.status().message(), aside));
+    }
+  }
+  for (const ManifestModule& ours : manifest_.modules) {
+    bool replaced = false;
+    for (ManifestModule& theirs : merged.modules) {
+      if (theirs.id == ours.id) {
+        theirs = ours;
+        replaced = true;
+        break;
+      }
+    }
+    if (!replaced) merged.modules.push_back(ours);
+  }
+  return WriteFileAtomic(path_, ManifestToJson(merged));
+}
+
+}  // namespace xlens

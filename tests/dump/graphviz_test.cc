@@ -1,0 +1,79 @@
+#include "dump/graphviz.h"
+
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+
+#include "dump/html_page.h"
+
+namespace xlens {
+namespace {
+
+using ::testing::HasSubstr;
+using ::testing::Not;
+using ::testing::StartsWith;
+
+bool HaveDot() { return std::system("dot -V >/dev/null 2>&1") == 0; }
+
+TEST(GraphvizTest, RendersSvgWithoutTheXmlProlog) {
+  if (!HaveDot()) GTEST_SKIP() << "Graphviz's dot is not installed";
+  StatusOr<std::string> svg = RenderDotToSvg("digraph g { a -> b; }");
+  ASSERT_TRUE(svg.ok()) << svg.status().message();
+  EXPECT_THAT(*svg, StartsWith("<svg"));
+  EXPECT_THAT(*svg, HasSubstr("</svg>"));
+}
+
+TEST(GraphvizTest, BrokenDotQuotesGraphvizsError) {
+  if (!HaveDot()) GTEST_SKIP() << "Graphviz's dot is not installed";
+  StatusOr<std::string> svg = RenderDotToSvg("digraph g { a -> ");
+  ASSERT_FALSE(svg.ok());
+  EXPECT_THAT(svg.status().message(), HasSubstr("Graphviz 'dot' failed: "));
+  EXPECT_THAT(svg.status().message(), HasSubstr("syntax error"));
+}
+
+TEST(GraphvizTest, MissingProgramIsAnErrorNotACrash) {
+  StatusOr<std::string> svg = RenderDotToSvg("digraph g {}", "/nonexistent/bin/dot");
+  ASSERT_FALSE(svg.ok());
+  EXPECT_THAT(svg.status().message(), HasSubstr("cannot run Graphviz '/nonexistent/bin/dot'"));
+}
+
+TEST(GraphvizTest, ARunawayProgramIsStopped) {
+  // A stand-in for a dot that never finishes on a huge graph.
+  std::string script = (std::filesystem::temp_directory_path() /
+                        ("xlens_slow_dot_" + std::to_string(::getpid()) + ".sh"))
+                           .string();
+  {
+    std::ofstream out(script);
+    out << "#!/bin/sh\nexec sleep 30\n";
+  }
+  std::filesystem::permissions(script, std::filesystem::perms::owner_all);
+  auto start = std::chrono::steady_clock::now();
+  StatusOr<std::string> svg = RenderDotToSvg("digraph g {}", script, /*timeout_ms=*/100);
+  auto elapsed = std::chrono::steady_clock::now() - start;
+  std::filesystem::remove(script);
+  ASSERT_FALSE(svg.ok());
+  EXPECT_THAT(svg.status().message(), HasSubstr("ran longer than 100 ms"));
+  EXPECT_LT(elapsed, std::chrono::seconds(10));
+}
+
+TEST(HtmlPageTest, EscapesTextAndFallsBackToDotSource) {
+  EXPECT_EQ(HtmlEscape("a<b>&\"'"), "a&lt;b&gt;&amp;&quot;&#39;");
+  std::string page =
+      HloHtmlPage("m <1>", "%x = f32[] parameter(0) <&>", "digraph { \"a\" -> \"b\" }",
+                  StatusOr<std::string>(Error("no dot")));
+  EXPECT_THAT(page, HasSubstr("<title>m &lt;1&gt;</title>"));
+  EXPECT_THAT(page, HasSubstr("parameter(0) &lt;&amp;&gt;"));
+  EXPECT_THAT(page, HasSubstr("could not be drawn (no dot)"));
+  EXPECT_THAT(page, HasSubstr("digraph { &quot;a&quot; -&gt; &quot;b&quot; }"));
+  std::string drawn = HloHtmlPage("m", "hlo", "digraph {}", StatusOr<std::string>("<svg></svg>"));
+  EXPECT_THAT(drawn, HasSubstr("<div class=\"graph\">\n<svg></svg>"));
+  EXPECT_THAT(drawn, Not(HasSubstr("could not be drawn")));
+}
+
+}  // namespace
+}  // namespace xlens

@@ -1,0 +1,204 @@
+#include "dump/manifest.h"
+
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+#include <stdlib.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <filesystem>
+
+#include "compiler/support/file_io.h"
+#include "test_util.h"
+
+namespace xlens {
+namespace {
+
+namespace fs = std::filesystem;
+using ::testing::ElementsAre;
+using ::testing::HasSubstr;
+using ::testing::StartsWith;
+
+class ManifestTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    std::string pattern = (fs::temp_directory_path() / "xlens_manifest_test_XXXXXX").string();
+    ASSERT_NE(::mkdtemp(pattern.data()), nullptr);
+    dir_ = pattern;
+  }
+  void TearDown() override { fs::remove_all(dir_); }
+  std::string ManifestPath() const { return (fs::path(dir_) / kManifestFileName).string(); }
+
+  std::string dir_;
+};
+
+ManifestModule SampleModule(int64_t id, const std::string& name) {
+  ManifestModule module;
+  module.id = id;
+  module.name = name;
+  module.files = {"module_0001." + name + ".before_optimizations.txt"};
+  module.stages.push_back(ManifestStage{0,
+                                        "simplification",
+                                        "algebraic-simplifier",
+                                        true,
+                                        1234,
+                                        {"module_0001.x.0000.simplification.txt"}});
+  module.stages.push_back(ManifestStage{1, "simplification", "dce", false, 99, {}});
+  module.kernels.push_back(ManifestKernel{"fusion_3",
+                                          "kLoop",
+                                          "fusion.3",
+                                          "fused_computation.3",
+                                          {"model/add", "model/mul"},
+                                          "instruction-fusion",
+                                          {"module_0001.x.ir-with-opt.ll"}});
+  return module;
+}
+
+TEST_F(ManifestTest, JsonRoundTrip) {
+  Manifest manifest;
+  manifest.modules.push_back(SampleModule(1, "cluster_0"));
+  manifest.modules.push_back(SampleModule(2, "cluster_1"));
+  std::string json = ManifestToJson(manifest);
+  EXPECT_THAT(json, HasSubstr("\"format\": 1"));
+  EXPECT_THAT(json, HasSubstr("\"created_by_pass\": \"instruction-fusion\""));
+  StatusOr<Manifest> parsed = ParseManifest(json);
+  ASSERT_TRUE(parsed.ok()) << parsed.status().message();
+  EXPECT_TRUE(*parsed == manifest);
+  ASSERT_NE(parsed->FindModule(2), nullptr);
+  EXPECT_EQ(parsed->FindModule(2)->name, "cluster_1");
+  EXPECT_EQ(parsed->FindModule(3), nullptr);
+}
+
+TEST_F(ManifestTest, OptionalFieldsDefaultAndUnknownFieldsAreIgnored) {
+  StatusOr<Manifest> parsed = ParseManifest(R"({"format": 1, "written_by": "future xlens",
+      "modules": [{"id": 4, "name": "m", "extra": {"a": 1},
+                   "stages": [{"step": 0, "pipeline": "p", "pass": "x", "changed": false}],
+                   "kernels": [{"name": "k"}]}]})");
+  ASSERT_TRUE(parsed.ok()) << parsed.status().message();
+  ASSERT_EQ(parsed->modules.size(), 1u);
+  const ManifestModule& module = parsed->modules[0];
+  EXPECT_TRUE(module.files.empty());
+  EXPECT_EQ(module.stages[0].wall_ns, 0);
+  EXPECT_EQ(module.kernels[0].fusion_kind, "");
+  EXPECT_TRUE(module.kernels[0].op_names.empty());
+}
+
+TEST_F(ManifestTest, WriterWritesAndReaderReads) {
+  ManifestWriter writer(dir_);
+  writer.AddModule(1, "cluster_0");
+  writer.AddModuleFile(1, "module_0001.cluster_0.before_optimizations.txt");
+  writer.AddStage(1, ManifestStage{0, "opt", "dce", true, 10, {"a.txt"}});
+  ManifestKernel kernel;
+  kernel.name = "fusion";
+  writer.AddKernel(1, kernel);
+  ASSERT_TRUE(writer.Write().ok());
+  StatusOr<Manifest> read = ReadManifest(ManifestPath());
+  ASSERT_TRUE(read.ok()) << read.status().message();
+  EXPECT_TRUE(*read == writer.manifest());
+  EXPECT_TRUE(writer.warnings().empty());
+  // Writing again after more records replaces this writer's module rather than duplicating it.
+  writer.AddStage(1, ManifestStage{1, "opt", "cse", false, 5, {}});
+  ASSERT_TRUE(writer.Write().ok());
+  read = ReadManifest(ManifestPath());
+  ASSERT_TRUE(read.ok()) << read.status().message();
+  ASSERT_EQ(read->modules.size(), 1u);
+  EXPECT_EQ(read->modules[0].stages.size(), 2u);
+  for (const auto& entry : fs::directory_iterator(dir_)) {
+    EXPECT_EQ(entry.path().filename(), "manifest.json") << "left behind: " << entry.path();
+  }
+}
+
+TEST_F(ManifestTest, TwoWritersAppend) {
+  ManifestWriter first(dir_);
+  first.AddModule(1, "a");
+  ASSERT_TRUE(first.Write().ok());
+  ManifestWriter second(dir_);
+  second.AddModule(2, "b");
+  ASSERT_TRUE(second.Write().ok());
+  // The first writer writing again keeps the second's module.
+  first.AddModuleFile(1, "module_0001.a.txt");
+  ASSERT_TRUE(first.Write().ok());
+  StatusOr<Manifest> read = ReadManifest(ManifestPath());
+  ASSERT_TRUE(read.ok()) << read.status().message();
+  ASSERT_EQ(read->modules.size(), 2u);
+  EXPECT_EQ(read->modules[0].name, "a");
+  EXPECT_THAT(read->modules[0].files, ElementsAre("module_0001.a.txt"));
+  EXPECT_EQ(read->modules[1].name, "b");
+}
+
+TEST_F(ManifestTest, ProcessesWritingAtOnceLoseNothing) {
+  constexpr int kProcesses = 8;
+  std::vector<pid_t> children;
+  for (int p = 0; p < kProcesses; ++p) {
+    pid_t pid = ::fork();
+    ASSERT_GE(pid, 0);
+    if (pid == 0) {
+      ManifestWriter writer(dir_);
+      writer.AddModule(100 + p, "m" + std::to_string(p));
+      ::_exit(writer.Write().ok() ? 0 : 1);
+    }
+    children.push_back(pid);
+  }
+  for (pid_t pid : children) {
+    int status = 0;
+    ASSERT_EQ(::waitpid(pid, &status, 0), pid);
+    EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0);
+  }
+  StatusOr<Manifest> read = ReadManifest(ManifestPath());
+  ASSERT_TRUE(read.ok()) << read.status().message();
+  EXPECT_EQ(read->modules.size(), static_cast<size_t>(kProcesses));
+}
+
+TEST_F(ManifestTest, CorruptManifestIsKeptAsideWithAWarning) {
+  ASSERT_TRUE(WriteFileAtomic(ManifestPath(), "{\"format\": 1, \"modules\": [").ok());
+  ASSERT_TRUE(WriteFileAtomic(ManifestPath() + ".corrupt.1", "older").ok());
+  ManifestWriter writer(dir_);
+  writer.AddModule(1, "m");
+  ASSERT_TRUE(writer.Write().ok());
+  ASSERT_EQ(writer.warnings().size(), 1u);
+  EXPECT_THAT(writer.warnings()[0], HasSubstr("not valid JSON"));
+  EXPECT_THAT(writer.warnings()[0], HasSubstr("manifest.json.corrupt.2"));
+  StatusOr<std::string> kept = ReadFile(ManifestPath() + ".corrupt.2");
+  ASSERT_TRUE(kept.ok());
+  EXPECT_EQ(*kept, "{\"format\": 1, \"modules\": [");
+  StatusOr<Manifest> read = ReadManifest(ManifestPath());
+  ASSERT_TRUE(read.ok()) << read.status().message();
+  EXPECT_EQ(read->modules.size(), 1u);
+}
+
+TEST_F(ManifestTest, UnwritableDirectoryIsAnErrorNotACrash) {
+  ManifestWriter writer(dir_ + "/does/not/exist");
+  writer.AddModule(1, "m");
+  Status status = writer.Write();
+  ASSERT_FALSE(status.ok());
+  EXPECT_THAT(status.message(), HasSubstr("does/not/exist/manifest.json"));
+}
+
+TEST_F(ManifestTest, MissingFileIsAClearError) {
+  StatusOr<Manifest> read = ReadManifest(dir_ + "/nothing.json");
+  ASSERT_FALSE(read.ok());
+  EXPECT_THAT(read.status().message(), HasSubstr("nothing.json: cannot open"));
+}
+
+// Every tests/dump/testdata/broken_manifests/NAME.json fails with the message in NAME.expected.
+TEST(BrokenManifestsTest, EachGivesItsError) {
+  fs::path dir = fs::path(XLENS_TESTDATA_DIR) / "broken_manifests";
+  int checked = 0;
+  for (const auto& entry : fs::directory_iterator(dir)) {
+    if (entry.path().extension() != ".json") continue;
+    fs::path expected_path = entry.path();
+    expected_path.replace_extension(".expected");
+    std::string expected = xlens::testing::ReadTestFile(expected_path.string());
+    while (!expected.empty() && expected.back() == '\n') expected.pop_back();
+    ASSERT_FALSE(expected.empty()) << "no " << expected_path;
+    StatusOr<Manifest> read = ReadManifest(entry.path().string());
+    ASSERT_FALSE(read.ok()) << entry.path() << " was accepted";
+    EXPECT_THAT(read.status().message(), StartsWith(entry.path().string() + ": "));
+    EXPECT_THAT(read.status().message(), HasSubstr(expected)) << entry.path();
+    ++checked;
+  }
+  EXPECT_GE(checked, 15);
+}
+
+}  // namespace
+}  // namespace xlens
