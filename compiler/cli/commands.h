@@ -4,6 +4,7 @@
 
 #include <cstdint>
 #include <string>
+#include <vector>
 
 namespace xlens::cli {
 
@@ -35,6 +36,21 @@ struct EvalArgs {
   uint64_t seed = 42;
 };
 int RunEval(const EvalArgs& args);
+
+struct OptArgs {
+  std::string file;
+  std::string backend = "cpu";
+  std::string passes;  // comma list; empty: the backend's pipeline
+  bool list_passes = false;
+  bool explain_fusion = false;
+  bool short_form = false;
+  bool verify_each_pass = false;
+  std::vector<std::string> extra_flags;  // --xla_* flags given on the command line
+};
+int RunOpt(const OptArgs& args);
+
+// Lists every flag (XLA_FLAGS and TF_XLA_FLAGS) with its default and meaning.
+int RunFlags();
 
 struct DemoArgs {
   std::string out_dir = "out/demo";

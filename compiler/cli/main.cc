@@ -41,6 +41,24 @@ int main(int argc, char** argv) {
                    "Write out0.npy, out1.npy, ... (tuple leaves in order) here");
   eval->add_option("--seed", eval_args.seed, "Seed of the random inputs");
 
+  OptArgs opt_args;
+  auto* opt = app.add_subcommand(
+      "opt", "Run the HLO pass pipeline (or --passes) and print the result; XLA dump flags work here");
+  opt->add_option("file", opt_args.file, "HLO text file");
+  opt->add_option("--backend", opt_args.backend, "cpu or gpu")->capture_default_str();
+  opt->add_option("--passes", opt_args.passes, "Run these passes (comma-separated) instead of the pipeline");
+  opt->add_flag("--list-passes", opt_args.list_passes, "List both pipelines and their passes");
+  opt->add_flag("--explain-fusion", opt_args.explain_fusion,
+                "Print every fusion decision (fused A into B / refused: why) instead of the module");
+  opt->add_flag("--short", opt_args.short_form, "Print XLA's short parsable form");
+  opt->add_flag("--verify-each-pass", opt_args.verify_each_pass,
+                "Verify after every pass and catch passes that change the module silently");
+  opt->allow_extras();
+  opt->footer("XLA flags (--xla_dump_to=DIR, --xla_dump_hlo_pass_re=.*, --xla_disable_hlo_passes=..., ...) "
+              "are read from XLA_FLAGS and from this command line; 'xlens flags' lists them.");
+
+  app.add_subcommand("flags", "List every XLA/TF flag xlens understands, with its default");
+
   DemoArgs demo_args;
   auto* demo = app.add_subcommand(
       "demo", "Parse, verify, evaluate and draw a built-in module: reduce_sum(x + y*z)");
@@ -64,6 +82,11 @@ int main(int argc, char** argv) {
     if (*dot) return RunDot(dot_args);
     if (*eval) return RunEval(eval_args);
     if (*demo) return RunDemo(demo_args);
+    if (*opt) {
+      opt_args.extra_flags = opt->remaining();
+      return RunOpt(opt_args);
+    }
+    if (app.got_subcommand("flags")) return RunFlags();
   } catch (const std::bad_alloc&) {
     std::fprintf(stderr, "xlens: out of memory: the module's arrays do not fit in this machine\n");
   } catch (const std::length_error&) {

@@ -21,26 +21,6 @@ namespace {
 using ::testing::ElementsAre;
 using xlens::testing::Values;
 
-// The modules the corpus README lists as good first inputs for a single-device evaluator.
-const char* const kEvaluatorModules[] = {
-    "axpy_broadcast_long_form", "fibonacci_add_chain", "pred_add_not_fusion",
-    "map_mixed_input_types", "reduce_variadic_tuple_reducer", "reduce_c128_complex_literal",
-    "reduce_max_shape_omitted", "reduce_argmax_variadic_iota", "reduce_to_vector_and_scalar",
-    "reduce_transpose_bitcast_oneline", "dot_batch_bf16_algorithm", "dot_int_batch_jax_precision",
-    "dot_fused_batch_call_jaxpr", "conv3d_bias_relu", "reduce_window_variadic",
-    "reduce_window_s64_pytorch", "select_and_scatter_ge_add", "fused_concat_slices_kinput",
-    "concat_11_operands_f16", "transpose_reverse_diamond_f64", "tf_fully_connected_model",
-    "fft_transpose_c64", "gather_tf_v2_fused_add", "gather_nd_multiple_batch_dims",
-    "scatter_tf_add", "scatter_variadic_multioutput", "scatter_in_kinput_fusion",
-    "sort_two_dims_same_comparator", "sort_key_value_scheduled", "topk_of_transpose",
-    "while_scalar_s32", "while_jax_tpu_tiled_scalar", "conditional_tf_if_tuple",
-    "conditional_indexed_branches", "conditional_dot_pred", "multi_output_reduce_fusion_kinput",
-    "dot_add_fusion_koutput", "dus_fusion_bitcast_root_bf16", "fusion_tuple_operands",
-    "triton_gemm_kcustom_fusion", "composite_call_frontend_attributes", "cholesky_f64",
-    "batch_norm_training_literals", "nested_anonymous_operands", "while_complex_cholesky_c64",
-    "jax2tf_call_tf_cos_sin",
-};
-
 std::string CorpusPath(const std::string& name) {
   return std::string(XLENS_SHARED_DIR) + "/corpus/hlo/" + name + ".hlo";
 }
@@ -84,7 +64,7 @@ std::set<std::string> RefusedOpcodes(const HloModule& module) {
   return refused;
 }
 
-class EvaluatorCorpusTest : public ::testing::TestWithParam<const char*> {};
+class EvaluatorCorpusTest : public ::testing::TestWithParam<std::string> {};
 
 TEST_P(EvaluatorCorpusTest, EvaluatesOrNamesTheUnsupportedOpcode) {
   const std::string path = CorpusPath(GetParam());
@@ -114,8 +94,8 @@ TEST_P(EvaluatorCorpusTest, EvaluatesOrNamesTheUnsupportedOpcode) {
   EXPECT_TRUE(names_refused_opcode) << message;
 }
 
-INSTANTIATE_TEST_SUITE_P(Corpus, EvaluatorCorpusTest, ::testing::ValuesIn(kEvaluatorModules),
-                         [](const ::testing::TestParamInfo<const char*>& info) {
+INSTANTIATE_TEST_SUITE_P(Corpus, EvaluatorCorpusTest, ::testing::ValuesIn(xlens::testing::EvaluatorCorpusModules()),
+                         [](const ::testing::TestParamInfo<std::string>& info) {
                            return std::string(info.param);
                          });
 

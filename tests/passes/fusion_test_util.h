@@ -1,6 +1,8 @@
 // Modules and helpers shared by the fusion pass tests.
 #pragma once
 
+#include "test_util.h"
+
 #include <string>
 #include <vector>
 
@@ -10,27 +12,6 @@
 namespace xlens::testing {
 
 // The modules the corpus README lists as good first inputs for the reference evaluator.
-inline const std::vector<std::string>& EvaluatorCorpusModules() {
-  static const std::vector<std::string> kModules = {
-      "axpy_broadcast_long_form", "fibonacci_add_chain", "pred_add_not_fusion",
-      "map_mixed_input_types", "reduce_variadic_tuple_reducer", "reduce_c128_complex_literal",
-      "reduce_max_shape_omitted", "reduce_argmax_variadic_iota", "reduce_to_vector_and_scalar",
-      "reduce_transpose_bitcast_oneline", "dot_batch_bf16_algorithm",
-      "dot_int_batch_jax_precision", "dot_fused_batch_call_jaxpr", "conv3d_bias_relu",
-      "reduce_window_variadic", "reduce_window_s64_pytorch", "select_and_scatter_ge_add",
-      "fused_concat_slices_kinput", "concat_11_operands_f16", "transpose_reverse_diamond_f64",
-      "tf_fully_connected_model", "fft_transpose_c64", "gather_tf_v2_fused_add",
-      "gather_nd_multiple_batch_dims", "scatter_tf_add", "scatter_variadic_multioutput",
-      "scatter_in_kinput_fusion", "sort_two_dims_same_comparator", "sort_key_value_scheduled",
-      "topk_of_transpose", "while_scalar_s32", "while_jax_tpu_tiled_scalar",
-      "conditional_tf_if_tuple", "conditional_indexed_branches", "conditional_dot_pred",
-      "multi_output_reduce_fusion_kinput", "dot_add_fusion_koutput",
-      "dus_fusion_bitcast_root_bf16", "fusion_tuple_operands", "triton_gemm_kcustom_fusion",
-      "composite_call_frontend_attributes", "cholesky_f64", "batch_norm_training_literals",
-      "nested_anonymous_operands", "while_complex_cholesky_c64", "jax2tf_call_tf_cos_sin",
-  };
-  return kModules;
-}
 
 inline std::string CorpusDir() { return std::string(XLENS_SHARED_DIR) + "/corpus/hlo"; }
 

@@ -1,0 +1,130 @@
+// `xlens opt`: runs a backend's HLO pipeline (or a list of passes) on a module and prints the
+// result, like XLA's hlo-opt. Dump flags (--xla_dump_to=DIR ...) work on its command line and in
+// XLA_FLAGS.
+#include <cstdio>
+
+#include <fmt/format.h>
+
+#include "compiler/cli/commands.h"
+#include "compiler/hlo/parser.h"
+#include "compiler/hlo/printer.h"
+#include "compiler/passes/hlo_optimizer.h"
+#include "compiler/support/file_io.h"
+#include "dump/flags.h"
+
+namespace xlens::cli {
+
+namespace {
+
+int Fail(const Status& status) {
+  std::fprintf(stderr, "xlens: %s\n", status.message().c_str());
+  return 1;
+}
+
+std::vector<std::string> SplitCommaList(const std::string& list) {
+  std::vector<std::string> out;
+  size_t start = 0;
+  while (start <= list.size()) {
+    size_t end = list.find(',', start);
+    std::string item = list.substr(start, end == std::string::npos ? end : end - start);
+    if (!item.empty()) out.push_back(item);
+    if (end == std::string::npos) break;
+    start = end + 1;
+  }
+  return out;
+}
+
+}  // namespace
+
+int RunOpt(const OptArgs& args) {
+  if (args.list_passes) {
+    for (Backend backend : {Backend::kCpu, Backend::kGpu}) {
+      std::printf("%s pipeline:\n", std::string(BackendName(backend)).c_str());
+      auto pipeline = MakeHloPipeline(backend);
+      for (const auto& stage : pipeline->passes()) {
+        const auto* stage_pipeline = static_cast<const HloPassPipeline*>(stage.get());
+        std::printf("  %-24s %s\n", std::string(stage->name()).c_str(),
+                    fmt::format("{}", fmt::join(stage_pipeline->LeafPassNames(), ", ")).c_str());
+      }
+    }
+    return 0;
+  }
+  if (args.file.empty()) return Fail(Error("opt: a module file is required (or --list-passes)"));
+
+  for (const std::string& extra : args.extra_flags) {
+    if (!IsDebugFlag(extra)) {
+      return Fail(Error(fmt::format("opt: unknown argument '{}' (see xlens opt --help)", extra)));
+    }
+  }
+  auto debug_options = DebugOptionsFromEnvironment(args.extra_flags);
+  if (!debug_options.ok()) return Fail(debug_options.status());
+
+  OptimizeOptions options;
+  if (args.backend == "cpu") {
+    options.backend = Backend::kCpu;
+  } else if (args.backend == "gpu") {
+    options.backend = Backend::kGpu;
+  } else {
+    return Fail(Error(fmt::format("--backend: expected cpu or gpu, found '{}'", args.backend)));
+  }
+  options.only_passes = SplitCommaList(args.passes);
+  Status names = CheckPassNames(options.only_passes, "--passes");
+  if (names.ok()) names = CheckPassNames(debug_options->xla_disable_hlo_passes, "--xla_disable_hlo_passes");
+  if (names.ok()) {
+    names = CheckPassNames(debug_options->xla_enable_hlo_passes_only, "--xla_enable_hlo_passes_only");
+  }
+  if (!names.ok()) return Fail(names);
+  options.filter.disabled = {debug_options->xla_disable_hlo_passes.begin(),
+                             debug_options->xla_disable_hlo_passes.end()};
+  options.filter.enabled_only = {debug_options->xla_enable_hlo_passes_only.begin(),
+                                 debug_options->xla_enable_hlo_passes_only.end()};
+  options.verify_each_pass = args.verify_each_pass;
+  options.check_changes = args.verify_each_pass;
+
+  auto text = ReadFile(args.file);
+  if (!text.ok()) return Fail(text.status());
+  auto module = ParseHloModule(*text, ParseOptions{.verify = true, .filename = args.file});
+  if (!module.ok()) return Fail(module.status());
+
+  std::optional<DumpContext> dump;
+  if (!debug_options->xla_dump_to.empty() || debug_options->xla_dump_hlo_as_text ||
+      debug_options->xla_dump_hlo_as_dot || debug_options->xla_dump_hlo_as_html) {
+    dump.emplace(*debug_options);
+    if (dump->enabled()) options.dump = &*dump;
+  }
+
+  auto result = OptimizeHloModule(**module, options);
+  if (!result.ok()) return Fail(result.status().WithContext(args.file));
+
+  if (args.explain_fusion) {
+    for (const FusionDecision& d : result->fusion_decisions) std::printf("%s\n", d.ToString().c_str());
+  } else if (options.dump == nullptr || !dump->dumping_to_stdout()) {
+    std::fputs(PrintModule(**module, PrintOptions{.short_form = args.short_form}).c_str(), stdout);
+  }
+  int64_t changed = 0;
+  for (const PassEvent& e : result->events) changed += e.changed;
+  std::fprintf(stderr, "xlens opt: %s pipeline: %zu passes ran, %lld changed the module; kernels %lld -> %lld; %.1f ms\n",
+               std::string(BackendName(options.backend)).c_str(), result->events.size(),
+               static_cast<long long>(changed), static_cast<long long>(result->kernels_before),
+               static_cast<long long>(result->kernels_after), result->wall_ns / 1e6);
+  if (result->buffers) {
+    std::fprintf(stderr, "xlens opt: buffers: %s allocated, peak live %s (all buffers together: %s)\n",
+                 HumanReadableBytes(result->buffers->total_allocated_bytes()).c_str(),
+                 HumanReadableBytes(result->buffers->peak_live_bytes()).c_str(),
+                 HumanReadableBytes(result->buffers->sum_of_buffer_sizes()).c_str());
+  }
+  if (dump && dump->enabled() && !dump->dumping_to_stdout()) {
+    dump->FlushManifest();
+    std::fprintf(stderr, "xlens opt: dumped to %s (manifest.json lists every file)\n",
+                 dump->directory().c_str());
+  }
+  for (const std::string& w : result->warnings) std::fprintf(stderr, "xlens opt: warning: %s\n", w.c_str());
+  return 0;
+}
+
+int RunFlags() {
+  std::fputs(FlagsHelp().c_str(), stdout);
+  return 0;
+}
+
+}  // namespace xlens::cli

@@ -1,0 +1,49 @@
+// Runs the HLO pipeline of a backend on a module, the way `xlens opt` and the compiler do: the
+// stage pipelines one after another with their instruments (verifier, change check, dumps), then
+// buffer assignment, with before_optimizations / *_after_optimizations dumps and the manifest.
+#pragma once
+
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "compiler/passes/buffer_assignment.h"
+#include "compiler/passes/hlo_pipelines.h"
+#include "dump/dump_context.h"
+
+namespace xlens {
+
+struct OptimizeOptions {
+  Backend backend = Backend::kCpu;
+  // --xla_disable_hlo_passes / --xla_enable_hlo_passes_only.
+  PassFilter filter;
+  // --passes=a,b: run exactly these passes, in this order, instead of the pipeline.
+  std::vector<std::string> only_passes;
+  // Verify after every pass, and fail a pass that changes the module while reporting no change.
+  bool verify_each_pass = false;
+  bool check_changes = false;
+  // Where dumps go; null for none.
+  DumpContext* dump = nullptr;
+};
+
+struct OptimizeResult {
+  std::vector<PassEvent> events;          // every pass that ran, in order
+  std::vector<std::string> warnings;      // fixed points that hit their cap, dump problems
+  std::vector<FusionDecision> fusion_decisions;
+  std::optional<BufferAssignment> buffers;
+  int64_t kernels_before = 0;
+  int64_t kernels_after = 0;
+  int64_t wall_ns = 0;
+};
+
+StatusOr<OptimizeResult> OptimizeHloModule(HloModule& module, const OptimizeOptions& options);
+
+// A new instance of the pass called `name` for `backend` (for --passes); an error lists the
+// known names.
+StatusOr<std::unique_ptr<HloPass>> MakePassByName(std::string_view name, Backend backend);
+
+// "cpu_after_optimizations" or "sm_9.0_gpu_after_optimizations" (the GPU name of an sm_90
+// device, the default target without one).
+std::string AfterOptimizationsName(Backend backend);
+
+}  // namespace xlens

@@ -1,0 +1,43 @@
+// The two HLO pipelines, named and ordered after XLA's CPU and GPU compilers:
+//
+//   optimization            call-inliner, dot-decomposer, conv-canonicalization (CPU),
+//     simplification        (fixed point) algebraic-simplifier, reshape-mover,
+//                           constant-folding, tuple-simplifier, dce
+//                           cse, dce
+//   layout-assignment       layout-assignment
+//   post-layout-assignment  (fixed point) algebraic-simplifier, cse, dce;
+//                           reduce-precision-insertion
+//   fusion                  fusion, multi-output-fusion, horizontal-loop-fusion (GPU), dce
+//   copy-insertion          copy-insertion
+//
+// Buffer assignment runs after the pipeline on the result (it is an analysis, not a pass).
+#pragma once
+
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "compiler/passes/fusion_utils.h"
+#include "compiler/passes/pass_pipeline.h"
+
+namespace xlens {
+
+enum class Backend { kCpu, kGpu };
+std::string_view BackendName(Backend backend);  // "cpu", "gpu"
+
+// The pipeline of `backend`. The fusion passes it holds are reachable through `fusion_passes`
+// (when not null) so that their decisions can be shown after a run.
+std::unique_ptr<HloPassPipeline> MakeHloPipeline(Backend backend,
+                                                 std::vector<const HloPass*>* fusion_passes = nullptr);
+
+// Every pass name either pipeline knows, sorted (for --list-passes and flag checking).
+std::vector<std::string> KnownPassNames();
+
+// Checks names given to --xla_disable_hlo_passes / --xla_enable_hlo_passes_only / --passes: an
+// unknown one is an error that names it, the closest known one, and lists them all.
+Status CheckPassNames(const std::vector<std::string>& names, std::string_view flag);
+
+// The decisions of the fusion passes among `passes`, in the order they ran.
+std::vector<FusionDecision> FusionDecisionsOf(const std::vector<const HloPass*>& passes);
+
+}  // namespace xlens
