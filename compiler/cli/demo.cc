@@ -1,6 +1,7 @@
 // `xlens demo`: the main job a new user runs first. A built-in module, reduce_sum(x + y*z), goes
 // through the HLO core: parsed, verified, evaluated on random inputs (checked against a direct
-// double-precision computation), printed and drawn. Later stages of xlens extend this walk.
+// double-precision computation), printed and drawn, then optimized by the CPU pipeline with every
+// pass dumped as XLA dumps it. Later stages of xlens extend this walk.
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
@@ -17,6 +18,8 @@
 #include "compiler/hlo/printer.h"
 #include "compiler/hlo/random_literal.h"
 #include "compiler/hlo/verifier.h"
+#include "compiler/passes/hlo_optimizer.h"
+#include "dump/manifest.h"
 #include "compiler/support/file_io.h"
 
 namespace xlens::cli {
@@ -107,9 +110,58 @@ int RunDemo(const DemoArgs& args) {
   std::printf("  draw      %s.dot", base.c_str());
   std::string render = fmt::format("dot -Tsvg '{0}.dot' -o '{0}.svg' 2>/dev/null", base);
   if (std::system(render.c_str()) == 0) std::printf(", %s.svg", base.c_str());
-  std::printf("\n  tensors   %s/arg0.npy arg1.npy arg2.npy (inputs), out0.npy (result)\n\n",
+  std::printf("\n  tensors   %s/arg0.npy arg1.npy arg2.npy (inputs), out0.npy (result)\n",
               args.out_dir.c_str());
-  std::printf("Try: xlens eval %s.txt --inputs %s\n", base.c_str(), args.out_dir.c_str());
+
+  // The CPU pipeline with every pass dumped, as XLA_FLAGS="--xla_dump_to=DIR
+  // --xla_dump_hlo_pass_re=.* --xla_dump_hlo_as_text --xla_dump_hlo_as_dot" would.
+  std::string dump_dir = args.out_dir + "/dump";
+  std::error_code ignored;
+  fs::remove_all(dump_dir, ignored);
+  DebugOptions flags;
+  flags.xla_dump_to = dump_dir;
+  flags.xla_dump_hlo_as_text = true;
+  flags.xla_dump_hlo_as_dot = true;
+  flags.xla_dump_hlo_pass_re = ".*";
+  OptimizeResult optimized;
+  {
+    DumpContext dump(flags);
+    auto result = OptimizeHloModule(module, OptimizeOptions{.backend = Backend::kCpu, .dump = &dump});
+    if (!result.ok()) return Fail(result.status());
+    optimized = std::move(*result);
+  }
+  int64_t changed = 0;
+  for (const PassEvent& e : optimized.events) changed += e.changed;
+  std::printf("  optimize  cpu pipeline: %zu passes, %lld changed the module; %lld kernels -> %lld\n",
+              optimized.events.size(), static_cast<long long>(changed),
+              static_cast<long long>(optimized.kernels_before),
+              static_cast<long long>(optimized.kernels_after));
+  for (const FusionDecision& d : optimized.fusion_decisions) {
+    std::printf("              %s\n", d.ToString().c_str());
+  }
+  auto fused = EvaluateModule(module, inputs);
+  if (!fused.ok()) return Fail(fused.status());
+  double fused_sum = fused->GetAsDouble(0);
+  std::printf("  check     the optimized module evaluates to %.6f (|difference| %.1e)\n", fused_sum,
+              std::fabs(fused_sum - evaluated));
+  if (std::fabs(fused_sum - evaluated) > 1e-3) {
+    return Fail(Error("the optimized module computes something else"));
+  }
+
+  auto manifest = ReadManifest(dump_dir + "/manifest.json");
+  if (!manifest.ok()) return Fail(manifest.status());
+  std::printf("  dump      %s/ (XLA's file names; manifest.json lists every file):\n", dump_dir.c_str());
+  const ManifestModule& dumped = manifest->modules.at(0);
+  for (const std::string& file : dumped.files) {
+    if (file.ends_with(".txt")) std::printf("              %s\n", file.c_str());
+  }
+  for (const ManifestStage& stage : dumped.stages) {
+    if (stage.pass == "fusion" && !stage.files.empty()) {
+      std::printf("            the fusion appears in %s\n", stage.files.front().c_str());
+    }
+  }
+  std::printf("\nTry: xlens eval %s.txt --inputs %s\n", base.c_str(), args.out_dir.c_str());
+  std::printf("     xlens opt %s.txt --explain-fusion\n", base.c_str());
   return 0;
 }
 

@@ -69,7 +69,7 @@ ENTRY main {
 TEST_F(CliTest, HelpForEverySubcommand) {
   RunResult top = RunXlens("--help");
   EXPECT_EQ(top.exit_code, 0);
-  for (const char* sub : {"print", "verify", "dot", "eval", "demo"}) {
+  for (const char* sub : {"print", "verify", "dot", "eval", "opt", "flags", "demo"}) {
     EXPECT_THAT(top.output, HasSubstr(sub));
     RunResult help = RunXlens(std::string(sub) + " --help");
     EXPECT_EQ(help.exit_code, 0) << sub;
@@ -197,7 +197,8 @@ TEST_F(CliTest, DotRendersWithGraphviz) {
 TEST_F(CliTest, DemoWalksTheExampleThroughTheCore) {
   RunResult run = RunXlens("demo --out " + (dir_ / "demo").string());
   ASSERT_EQ(run.exit_code, 0) << run.output;
-  for (const char* step : {"parse", "verify", "evaluate", "reduce_sum =", "draw"}) {
+  for (const char* step : {"parse", "verify", "evaluate", "reduce_sum =", "draw", "optimize",
+                           "3 kernels -> 1", "the fusion appears in module_0001.reduce_sum_xyz."}) {
     EXPECT_THAT(run.output, HasSubstr(step));
   }
   EXPECT_TRUE(std::filesystem::exists(dir_ / "demo/reduce_sum_xyz.dot"));
@@ -207,6 +208,69 @@ TEST_F(CliTest, DemoWalksTheExampleThroughTheCore) {
                             (dir_ / "demo").string());
   ASSERT_EQ(eval.exit_code, 0) << eval.output;
   EXPECT_THAT(eval.output, HasSubstr("out0: f32[]"));
+}
+
+constexpr const char* kReduceSum = R"(HloModule reduce_sum
+add { a = f32[] parameter(0) b = f32[] parameter(1) ROOT s = f32[] add(a, b) }
+ENTRY main {
+  x = f32[1024] parameter(0)
+  y = f32[1024] parameter(1)
+  z = f32[1024] parameter(2)
+  m = f32[1024] multiply(y, z), metadata={op_name="mul"}
+  s = f32[1024] add(x, m), metadata={op_name="add"}
+  zero = f32[] constant(0)
+  ROOT r = f32[] reduce(s, zero), dimensions={0}, to_apply=add, metadata={op_name="sum"}
+}
+)";
+
+TEST_F(CliTest, OptPrintsTheOptimizedModuleAndExplainsFusion) {
+  std::string file = Write("reduce_sum.hlo", kReduceSum);
+  RunResult opt = RunXlens("opt " + file);
+  ASSERT_EQ(opt.exit_code, 0) << opt.output;
+  EXPECT_THAT(opt.output, HasSubstr("fusion(f32[1024]{0} %"));
+  EXPECT_THAT(opt.output, HasSubstr("kind=kInput, calls=%fused_computation"));
+  EXPECT_THAT(opt.output, HasSubstr("op_name=\"mul;add;sum\""));
+  EXPECT_THAT(opt.output, HasSubstr("kernels 3 -> 1"));
+  RunResult explain = RunXlens("opt " + file + " --explain-fusion --backend=gpu");
+  ASSERT_EQ(explain.exit_code, 0) << explain.output;
+  EXPECT_THAT(explain.output, HasSubstr("fused s into r (kInput)"));
+  RunResult list = RunXlens("opt --list-passes");
+  ASSERT_EQ(list.exit_code, 0);
+  EXPECT_THAT(list.output, HasSubstr("horizontal-loop-fusion"));
+  EXPECT_THAT(list.output, HasSubstr("layout-assignment"));
+}
+
+TEST_F(CliTest, OptFlagsFromTheCommandLineAndTheEnvironment) {
+  std::string file = Write("reduce_sum.hlo", kReduceSum);
+  RunResult disabled = RunXlens("opt " + file + " --xla_disable_hlo_passes=fusion,multi-output-fusion");
+  ASSERT_EQ(disabled.exit_code, 0) << disabled.output;
+  EXPECT_THAT(disabled.output, HasSubstr("kernels 3 -> 3"));
+  RunResult unknown_pass = RunXlens("opt " + file + " --xla_disable_hlo_passes=fusoin");
+  EXPECT_EQ(unknown_pass.exit_code, 1);
+  EXPECT_THAT(unknown_pass.output, HasSubstr("unknown pass 'fusoin'; did you mean 'fusion'?"));
+  RunResult unknown_flag = RunXlens("opt " + file + " --xla_dump_too=/tmp/x");
+  EXPECT_EQ(unknown_flag.exit_code, 1);
+  EXPECT_THAT(unknown_flag.output, HasSubstr("did you mean --xla_dump_to?"));
+  std::string dump = (dir_ / "dump").string();
+  ::setenv("XLA_FLAGS", ("--xla_dump_to=" + dump + " --xla_dump_hlo_pass_re=.*").c_str(), 1);
+  RunResult from_env = RunXlens("opt " + file);
+  ::unsetenv("XLA_FLAGS");
+  ASSERT_EQ(from_env.exit_code, 0) << from_env.output;
+  EXPECT_TRUE(std::filesystem::exists(dir_ / "dump/manifest.json"));
+  EXPECT_TRUE(std::filesystem::exists(dir_ / "dump/module_0001.reduce_sum.cpu_after_optimizations.txt"));
+  EXPECT_TRUE(std::filesystem::exists(
+      dir_ / "dump/module_0001.reduce_sum.cpu_after_optimizations-buffer-assignment.txt"));
+  RunResult flags = RunXlens("flags");
+  ASSERT_EQ(flags.exit_code, 0);
+  EXPECT_THAT(flags.output, HasSubstr("xla_dump_hlo_pass_re"));
+}
+
+TEST_F(CliTest, OptToStdoutWritesXlaBeginEndMarkers) {
+  std::string file = Write("reduce_sum.hlo", kReduceSum);
+  RunResult run = RunXlens("opt " + file + " --xla_dump_to=-");
+  ASSERT_EQ(run.exit_code, 0) << run.output;
+  EXPECT_THAT(run.output, HasSubstr("*** Begin module_0001.reduce_sum.before_optimizations.txt ***"));
+  EXPECT_THAT(run.output, HasSubstr("*** End module_0001.reduce_sum.before_optimizations.txt ***"));
 }
 
 }  // namespace
