@@ -45,6 +45,7 @@ struct OptArgs {
   bool explain_fusion = false;
   bool short_form = false;
   bool verify_each_pass = false;
+  bool pass_timing = false;
   std::vector<std::string> extra_flags;  // --xla_* flags given on the command line
 };
 int RunOpt(const OptArgs& args);

@@ -53,6 +53,8 @@ int main(int argc, char** argv) {
   opt->add_flag("--short", opt_args.short_form, "Print XLA's short parsable form");
   opt->add_flag("--verify-each-pass", opt_args.verify_each_pass,
                 "Verify after every pass and catch passes that change the module silently");
+  opt->add_flag("--pass-timing", opt_args.pass_timing,
+                "Print every pass that ran with its pipeline, wall time and whether it changed the module");
   opt->allow_extras();
   opt->footer("XLA flags (--xla_dump_to=DIR, --xla_dump_hlo_pass_re=.*, --xla_disable_hlo_passes=..., ...) "
               "are read from XLA_FLAGS and from this command line; 'xlens flags' lists them.");

@@ -103,6 +103,12 @@ int RunOpt(const OptArgs& args) {
   }
   int64_t changed = 0;
   for (const PassEvent& e : result->events) changed += e.changed;
+  if (args.pass_timing) {
+    for (const PassEvent& e : result->events) {
+      std::fprintf(stderr, "  %04lld %-28s %-26s %9.3f ms%s\n", static_cast<long long>(e.step),
+                   e.pipeline.c_str(), e.pass.c_str(), e.wall_ns / 1e6, e.changed ? "  changed" : "");
+    }
+  }
   std::fprintf(stderr, "xlens opt: %s pipeline: %zu passes ran, %lld changed the module; kernels %lld -> %lld; %.1f ms\n",
                std::string(BackendName(options.backend)).c_str(), result->events.size(),
                static_cast<long long>(changed), static_cast<long long>(result->kernels_before),

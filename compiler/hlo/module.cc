@@ -75,8 +75,10 @@ std::string HloModule::UniqueInstructionName(std::string_view prefix) {
 std::string HloModule::UniqueComputationName(std::string_view prefix) {
   std::string base(prefix);
   if (GetComputationWithName(base) == nullptr) return base;
-  for (int64_t i = 1;; ++i) {
-    std::string candidate = fmt::format("{}.{}", base, i);
+  // Counting on from the last suffix handed out keeps a pass that creates thousands of fused
+  // computations linear in their number.
+  for (int64_t& i = next_computation_suffix_[base];;) {
+    std::string candidate = fmt::format("{}.{}", base, ++i);
     if (GetComputationWithName(candidate) == nullptr) return candidate;
   }
 }

@@ -72,6 +72,7 @@ class HloModule {
   std::vector<RawAttribute> header_attributes_;
   std::unordered_set<std::string> instruction_names_;
   std::unordered_map<std::string, int64_t> next_name_suffix_;
+  std::unordered_map<std::string, int64_t> next_computation_suffix_;
   int64_t next_unique_id_ = 0;
 };
 

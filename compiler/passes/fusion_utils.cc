@@ -176,11 +176,33 @@ bool HasOutsideUse(const HloInstruction& member, const std::unordered_set<HloIns
                      [&](HloInstruction* user) { return !set.count(user); });
 }
 
-std::vector<HloInstruction*> InPostOrder(const HloComputation& computation,
+// The members in an order where operands come before users, found by searching the members
+// alone: a post-order of the whole computation per fusion would make fusing a long chain
+// quadratic. Deterministic: the search starts from the plan's members in order.
+std::vector<HloInstruction*> InPostOrder(const FusionPlan& plan,
                                          const std::unordered_set<HloInstruction*>& set) {
+  std::vector<HloInstruction*> seeds = plan.members;
+  for (HloInstruction* member : plan.members) {
+    for (HloInstruction* user : member->users()) {
+      if (set.count(user)) seeds.push_back(user);
+    }
+  }
   std::vector<HloInstruction*> order;
-  for (HloInstruction* instruction : computation.MakeInstructionPostOrder()) {
-    if (set.count(instruction)) order.push_back(instruction);
+  std::unordered_set<const HloInstruction*> visited;
+  std::vector<std::pair<HloInstruction*, size_t>> stack;
+  for (HloInstruction* seed : seeds) {
+    if (!visited.insert(seed).second) continue;
+    stack.push_back({seed, 0});
+    while (!stack.empty()) {
+      auto& [instruction, next] = stack.back();
+      if (next < instruction->operands().size()) {
+        HloInstruction* operand = instruction->operand(static_cast<int64_t>(next++));
+        if (set.count(operand) && visited.insert(operand).second) stack.push_back({operand, 0});
+        continue;
+      }
+      order.push_back(instruction);
+      stack.pop_back();
+    }
   }
   return order;
 }
@@ -212,9 +234,36 @@ FusionFootprint EstimateFusion(const FusionPlan& plan) {
   return footprint;
 }
 
-const HloInstruction* FindCycleWitness(const FusionPlan& plan) {
+TopologicalPositions PostOrderPositions(const HloComputation& computation) {
+  TopologicalPositions positions;
+  int64_t i = 0;
+  for (const HloInstruction* instruction : computation.MakeInstructionPostOrder()) {
+    positions[instruction] = i++;
+  }
+  return positions;
+}
+
+const HloInstruction* FindCycleWitness(const FusionPlan& plan,
+                                       const TopologicalPositions* positions) {
   const std::unordered_set<HloInstruction*> dup(plan.duplicated.begin(), plan.duplicated.end());
   const std::unordered_set<HloInstruction*> members = ExpandedMembers(plan, dup);
+  // Paths only go forward in a topological numbering: past the last member nothing leads back.
+  int64_t limit = -1;
+  if (positions != nullptr) {
+    for (HloInstruction* member : members) {
+      auto it = positions->find(member);
+      if (it == positions->end()) {
+        limit = -1;
+        break;
+      }
+      limit = std::max(limit, it->second);
+    }
+  }
+  auto beyond_members = [&](const HloInstruction* instruction) {
+    if (limit < 0) return false;
+    auto it = positions->find(instruction);
+    return it != positions->end() && it->second > limit;
+  };
   for (HloInstruction* member : members) {
     if (dup.count(member)) continue;
     std::vector<HloInstruction*> starts;
@@ -225,6 +274,7 @@ const HloInstruction* FindCycleWitness(const FusionPlan& plan) {
       if (!members.count(successor)) starts.push_back(successor);
     }
     for (HloInstruction* start : starts) {
+      if (beyond_members(start)) continue;
       std::unordered_set<const HloInstruction*> seen = {start};
       std::vector<HloInstruction*> stack = {start};
       while (!stack.empty()) {
@@ -232,7 +282,7 @@ const HloInstruction* FindCycleWitness(const FusionPlan& plan) {
         stack.pop_back();
         auto visit = [&](HloInstruction* next) {
           if (members.count(next)) return true;
-          if (seen.insert(next).second) stack.push_back(next);
+          if (!beyond_members(next) && seen.insert(next).second) stack.push_back(next);
           return false;
         };
         for (HloInstruction* user : at->users()) {
@@ -392,7 +442,7 @@ StatusOr<HloInstruction*> BuildFusion(const FusionPlan& plan) {
       return Error(fmt::format("%{} is not in %{}", member->name(), computation.name()));
     }
   }
-  const std::vector<HloInstruction*> order = InPostOrder(computation, members);
+  const std::vector<HloInstruction*> order = InPostOrder(plan, members);
   std::vector<HloInstruction*> outputs;
   for (HloInstruction* member : order) {
     if (!dup.count(member) && HasOutsideUse(*member, members)) outputs.push_back(member);

@@ -13,6 +13,7 @@
 
 #include <cstdint>
 #include <string>
+#include <unordered_map>
 #include <vector>
 
 #include "compiler/hlo/module.h"
@@ -89,7 +90,16 @@ FusionFootprint EstimateFusion(const FusionPlan& plan);
 // Merging the members into one node would create a cycle when a path leaves a (non-duplicated)
 // member and comes back into the set through an outside instruction. Returns the first outside
 // instruction on such a path, or null.
-const HloInstruction* FindCycleWitness(const FusionPlan& plan);
+//
+// `positions`, when given, is a topological numbering of the computation (operands before users,
+// e.g. post-order indices) taken since the last change to it: a search then stops at instructions
+// numbered after every member, which cannot lead back into the set. Instructions without a
+// number are searched through, so a numbering taken before new instructions appeared stays safe.
+using TopologicalPositions = std::unordered_map<const HloInstruction*, int64_t>;
+const HloInstruction* FindCycleWitness(const FusionPlan& plan,
+                                       const TopologicalPositions* positions = nullptr);
+// The post-order positions of `computation`'s instructions, for FindCycleWitness.
+TopologicalPositions PostOrderPositions(const HloComputation& computation);
 // The fusion kind the members would make: kOutput with a dot or convolution, kInput with a
 // reduce (or a member fusion already kInput), kLoop otherwise.
 FusionKind PlannedKind(const FusionPlan& plan);

@@ -9,6 +9,26 @@ namespace xlens {
 
 namespace {
 
+// A copy of a producer reads the producer's operands. When an operand is itself a cheap value
+// computed in this computation, the copy gives it one more user, so it gets copied in turn: on a
+// graph where values have several users, the copies cascade and the kernels recompute ever more.
+// Copying stops at inputs (parameters, constants, iota, broadcasts of those) and at values that
+// are never copied (expensive or unfusible ones).
+bool PullsComputationAlong(const HloInstruction& producer) {
+  if (producer.opcode() == HloOpcode::kFusion) return true;
+  for (const HloInstruction* operand : producer.operands()) {
+    HloOpcode op = operand->opcode();
+    if (op == HloOpcode::kParameter || op == HloOpcode::kConstant || op == HloOpcode::kIota) continue;
+    if (op == HloOpcode::kBroadcast) {
+      HloOpcode source = operand->operand(0)->opcode();
+      if (source == HloOpcode::kParameter || source == HloOpcode::kConstant) continue;
+    }
+    if (IsExpensive(*operand) || !IsLoopFusible(*operand)) continue;
+    return true;
+  }
+  return false;
+}
+
 constexpr int64_t kMaxFusedConstantElements = 16;
 constexpr int kMaxRounds = 4;
 
@@ -196,6 +216,13 @@ InstructionFusion::Verdict InstructionFusion::ShouldFuse(HloInstruction& produce
                         Describe(producer), uses,
                         uses == 2 ? std::string("twice") : fmt::format("{} times", uses))};
   }
+  if (duplicate && PullsComputationAlong(producer)) {
+    return {false, false,
+            fmt::format("{} has {} users and reads values computed by other cheap ops; copying it "
+                        "into each consumer would copy those too, and on a graph that fans out the "
+                        "copies multiply",
+                        Describe(producer), uses)};
+  }
   if (Verdict sites = CheckUseSites(producer, consumer); !sites.fuse) return sites;
 
   FusionPlan plan;
@@ -212,10 +239,19 @@ InstructionFusion::Verdict InstructionFusion::ShouldFuse(HloInstruction& produce
             fmt::format("the fusion would take {} operands, over the limit of {}",
                         footprint.operands, limits_.max_operands)};
   }
-  if (const HloInstruction* witness = FindCycleWitness(plan)) {
-    return {false, false,
-            fmt::format("fusing would create a cycle: {} depends on it and feeds {}",
-                        witness->name(), consumer.name())};
+  // A path that leaves the pair and comes back must start at a user of the producer other than
+  // the consumer (the consumer's users lie downstream of both). A duplicated producer stays for
+  // those users, so only a producer with other users that moves into the fusion needs the search,
+  // which is linear in the computation: skipping it keeps fusion linear on long chains.
+  const bool producer_has_other_users =
+      producer.IsRoot() || std::any_of(producer.users().begin(), producer.users().end(),
+                                       [&](const HloInstruction* u) { return u != &consumer; });
+  if (!duplicate && producer_has_other_users) {
+    if (const HloInstruction* witness = FindCycleWitness(plan)) {
+      return {false, false,
+              fmt::format("fusing would create a cycle: {} depends on it and feeds {}",
+                          witness->name(), consumer.name())};
+    }
   }
   Verdict fuse{true, duplicate, ""};
   if (duplicate) {

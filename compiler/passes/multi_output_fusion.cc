@@ -104,13 +104,14 @@ void MultiOutputFusion::Refuse(const HloInstruction& producer, const HloInstruct
 }
 
 StatusOr<bool> MultiOutputFusion::TryMerge(HloInstruction* into, HloInstruction* other,
-                                           const std::string& note) {
+                                           const std::string& note,
+                                           const TopologicalPositions& positions) {
   FusionPlan plan;
   plan.members = {other, into};
   plan.keep_name_of = into->opcode() == HloOpcode::kFusion    ? into
                       : other->opcode() == HloOpcode::kFusion ? other
                                                               : nullptr;
-  if (const HloInstruction* witness = FindCycleWitness(plan)) {
+  if (const HloInstruction* witness = FindCycleWitness(plan, &positions)) {
     Refuse(*other, *into,
            fmt::format("merging would create a cycle: {} lies on a path from one to the other",
                        witness->name()));
@@ -135,6 +136,8 @@ StatusOr<bool> MultiOutputFusion::TryMerge(HloInstruction* into, HloInstruction*
 }
 
 StatusOr<bool> MultiOutputFusion::MergeProducerIntoReduction(HloComputation& computation) {
+  // Each call merges at most once and returns, so the numbering stays exact while it is used.
+  const TopologicalPositions positions = PostOrderPositions(computation);
   for (HloInstruction* consumer : computation.MakeInstructionPostOrder()) {
     if (!HasReduction(*consumer) || !IsMergeable(*consumer)) continue;
     std::vector<HloInstruction*> operands;
@@ -153,7 +156,8 @@ StatusOr<bool> MultiOutputFusion::MergeProducerIntoReduction(HloComputation& com
       ASSIGN_OR_RETURN(bool merged,
                        TryMerge(consumer, producer,
                                 fmt::format("its {} other users read it as an output",
-                                            UseCount(*producer) - 1)));
+                                            UseCount(*producer) - 1),
+                                positions));
       if (merged) return true;
     }
   }
@@ -161,6 +165,7 @@ StatusOr<bool> MultiOutputFusion::MergeProducerIntoReduction(HloComputation& com
 }
 
 StatusOr<bool> MultiOutputFusion::MergeSiblings(HloComputation& computation) {
+  const TopologicalPositions positions = PostOrderPositions(computation);
   for (HloInstruction* shared : computation.MakeInstructionPostOrder()) {
     // Sharing a scalar or a constant saves no memory traffic worth a merge.
     if (!shared->shape().IsArray() || shared->shape().num_elements() <= 1 ||
@@ -180,7 +185,8 @@ StatusOr<bool> MultiOutputFusion::MergeSiblings(HloComputation& computation) {
           continue;
         }
         ASSIGN_OR_RETURN(bool merged,
-                         TryMerge(a, b, fmt::format("siblings reading {}", shared->name())));
+                         TryMerge(a, b, fmt::format("siblings reading {}", shared->name()),
+                                  positions));
         if (merged) return true;
       }
     }

@@ -39,7 +39,8 @@ class MultiOutputFusion : public HloPass {
   StatusOr<bool> MergeProducerIntoReduction(HloComputation& computation);
   StatusOr<bool> MergeSiblings(HloComputation& computation);
   // Checks limits and cycles; builds and records the fusion when they allow it.
-  StatusOr<bool> TryMerge(HloInstruction* into, HloInstruction* other, const std::string& note);
+  StatusOr<bool> TryMerge(HloInstruction* into, HloInstruction* other, const std::string& note,
+                          const TopologicalPositions& positions);
   void Refuse(const HloInstruction& producer, const HloInstruction& consumer, std::string reason);
 
   FusionLimits limits_;

@@ -346,3 +346,51 @@ TEST(InstructionFusionTest, CorpusKeepsResultsAndNeverAddsKernels) {
 
 }  // namespace
 }  // namespace xlens
+
+namespace xlens {
+namespace {
+
+TEST(InstructionFusionTest, CopiesOfCheapProducersDoNotCascadeOnAGraphThatFansOut) {
+  // v_i = v_{i-1} op v_{i-3}, with a reduction every ten values cutting the graph into kernels:
+  // values have two users, often in different kernels. Copying a producer into both gives its
+  // own operands another user each, and so on: the kernels would recompute the graph many times
+  // over. The work inside all fusions must stay proportional to the module.
+  std::string text = "HloModule fan_out\n"
+                     "add { a = f32[] parameter(0) b = f32[] parameter(1) ROOT s = f32[] add(a, b) }\n"
+                     "ENTRY e {\n  v0 = f32[16,8] parameter(0)\n  v1 = f32[16,8] parameter(1)\n"
+                     "  v2 = f32[16,8] parameter(2)\n  zero = f32[] constant(0)\n";
+  constexpr int kCount = 300;
+  const char* ops[] = {"add", "multiply", "subtract", "maximum"};
+  int computed = 0;
+  for (int i = 3; i < kCount; ++i) {
+    std::string v = "v" + std::to_string(i);
+    if (i % 10 == 0) {
+      text += "  r" + std::to_string(i) + " = f32[16] reduce(v" + std::to_string(i - 1) +
+              ", zero), dimensions={1}, to_apply=add\n";
+      text += "  " + v + " = f32[16,8] broadcast(r" + std::to_string(i) + "), dimensions={0}\n";
+      computed += 2;
+      continue;
+    }
+    text += "  " + v + " = f32[16,8] " + ops[i % 4] + "(v" + std::to_string(i - 1) + ", v" +
+            std::to_string(i - 3) + ")\n";
+    ++computed;
+  }
+  text += "  ROOT out = f32[16,8] negate(v" + std::to_string(kCount - 1) + ")\n}\n";
+  auto module = xlens::testing::ParseModuleOrDie(text);
+  auto before = xlens::testing::CloneModule(*module);
+  InstructionFusion fusion(FusionBackend::kCpu);
+  auto changed = xlens::testing::RunPassChecked(fusion, *module);
+  ASSERT_TRUE(changed.ok()) << changed.status().message();
+  int64_t fused = 0;
+  for (const HloComputation* c : module->computations()) {
+    if (!c->IsFusionComputation()) continue;
+    for (const HloInstruction* i : c->instructions()) {
+      fused += i->opcode() != HloOpcode::kParameter && i->opcode() != HloOpcode::kConstant;
+    }
+  }
+  EXPECT_LE(fused, 2 * computed) << "copies cascaded: " << fused << " fused ops for " << computed;
+  EXPECT_TRUE(xlens::testing::SameResults(*before, *module));
+}
+
+}  // namespace
+}  // namespace xlens
