@@ -201,6 +201,11 @@ std::vector<FlagSpec> MakeSpecs() {
                "Comma-separated names of the only HLO passes to run."),
       IntFlag("xla_backend_optimization_level", &D::xla_backend_optimization_level,
               "LLVM optimization level for generated code, 0 to 3.", 0, false, 3),
+      StringFlag("xla_reduce_precision", &D::xla_reduce_precision,
+                 "Round the outputs of instructions to E exponent and M mantissa bits after layout "
+                 "assignment (reduce-precision-insertion): E,M for every floating-point op, or "
+                 "E,M:add,multiply for those opcodes.",
+                 "E,M[:OPCODES]"),
       BoolFlag("xla_gpu_dump_llvmir", &D::xla_gpu_dump_llvmir,
                "Dump the LLVM IR of GPU kernels (ir-no-opt.ll, ir-with-opt.ll)."),
       FlagSpec{{"tf_xla_auto_jit", "string", "",

@@ -38,6 +38,7 @@ struct DebugOptions {
   std::vector<std::string> xla_disable_hlo_passes;
   std::vector<std::string> xla_enable_hlo_passes_only;
   int64_t xla_backend_optimization_level = 3;
+  std::string xla_reduce_precision;  // "E,M" or "E,M:opcode,opcode"; empty: off
   bool xla_gpu_dump_llvmir = false;
 
   // --tf_xla_auto_jit: -1 off, 0 as the session config says, 1 and 2 on. "single-gpu(N)"

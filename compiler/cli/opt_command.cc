@@ -78,6 +78,11 @@ int RunOpt(const OptArgs& args) {
                              debug_options->xla_disable_hlo_passes.end()};
   options.filter.enabled_only = {debug_options->xla_enable_hlo_passes_only.begin(),
                                  debug_options->xla_enable_hlo_passes_only.end()};
+  if (!debug_options->xla_reduce_precision.empty()) {
+    auto reduce_precision = ParseReducePrecisionFlag(debug_options->xla_reduce_precision);
+    if (!reduce_precision.ok()) return Fail(reduce_precision.status());
+    options.reduce_precision = *reduce_precision;
+  }
   options.verify_each_pass = args.verify_each_pass;
   options.check_changes = args.verify_each_pass;
 

@@ -112,7 +112,7 @@ StatusOr<OptimizeResult> OptimizeHloModule(HloModule& module, const OptimizeOpti
   std::vector<const HloPass*> fusion_passes;
   std::unique_ptr<HloPassPipeline> pipeline;
   if (options.only_passes.empty()) {
-    pipeline = MakeHloPipeline(options.backend, &fusion_passes);
+    pipeline = MakeHloPipeline(options.backend, &fusion_passes, options.reduce_precision);
   } else {
     pipeline = std::make_unique<HloPassPipeline>("passes");
     for (const std::string& name : options.only_passes) {

@@ -22,6 +22,8 @@ struct OptimizeOptions {
   // Verify after every pass, and fail a pass that changes the module while reporting no change.
   bool verify_each_pass = false;
   bool check_changes = false;
+  // --xla_reduce_precision; unset: reduce-precision-insertion does nothing.
+  std::optional<ReducePrecisionConfig> reduce_precision;
   // Where dumps go; null for none.
   DumpContext* dump = nullptr;
 };

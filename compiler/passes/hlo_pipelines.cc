@@ -1,6 +1,7 @@
 #include "compiler/passes/hlo_pipelines.h"
 
 #include <algorithm>
+#include <charconv>
 #include <set>
 
 #include <fmt/format.h>
@@ -26,8 +27,44 @@ namespace xlens {
 
 std::string_view BackendName(Backend backend) { return backend == Backend::kCpu ? "cpu" : "gpu"; }
 
-std::unique_ptr<HloPassPipeline> MakeHloPipeline(Backend backend,
-                                                 std::vector<const HloPass*>* fusion_passes) {
+StatusOr<ReducePrecisionConfig> ParseReducePrecisionFlag(std::string_view value) {
+  auto bad = [&](std::string_view why) {
+    return Error(fmt::format("--xla_reduce_precision={}: {}; expected E,M or E,M:opcode,opcode "
+                             "(e.g. 5,10 or 8,7:add,multiply)", value, why));
+  };
+  ReducePrecisionConfig config;
+  std::string_view bits = value.substr(0, value.find(':'));
+  size_t comma = bits.find(',');
+  if (comma == std::string_view::npos) return bad("no ',' between exponent and mantissa bits");
+  auto to_int = [](std::string_view t, int64_t& out) {
+    auto [ptr, ec] = std::from_chars(t.data(), t.data() + t.size(), out);
+    return ec == std::errc() && ptr == t.data() + t.size();
+  };
+  if (!to_int(bits.substr(0, comma), config.exponent_bits) ||
+      !to_int(bits.substr(comma + 1), config.mantissa_bits)) {
+    return bad("the bit counts must be integers");
+  }
+  if (config.exponent_bits < 1 || config.exponent_bits > 11 || config.mantissa_bits < 0 ||
+      config.mantissa_bits > 52) {
+    return bad("exponent bits must be 1..11 and mantissa bits 0..52");
+  }
+  if (size_t colon = value.find(':'); colon != std::string_view::npos) {
+    std::string_view list = value.substr(colon + 1);
+    while (!list.empty()) {
+      size_t end = list.find(',');
+      std::string_view name = list.substr(0, end);
+      std::optional<HloOpcode> opcode = StringToHloOpcode(name);
+      if (!opcode) return bad(fmt::format("'{}' is not an opcode", name));
+      config.opcodes.insert(*opcode);
+      list = end == std::string_view::npos ? std::string_view() : list.substr(end + 1);
+    }
+  }
+  return config;
+}
+
+std::unique_ptr<HloPassPipeline> MakeHloPipeline(
+    Backend backend, std::vector<const HloPass*>* fusion_passes,
+    const std::optional<ReducePrecisionConfig>& reduce_precision) {
   auto pipeline = std::make_unique<HloPassPipeline>(std::string(BackendName(backend)) + "-compiler");
 
   auto optimization = std::make_unique<HloPassPipeline>("optimization");
@@ -58,7 +95,17 @@ std::unique_ptr<HloPassPipeline> MakeHloPipeline(Backend backend,
   cleanup->AddPass<HloCse>();
   cleanup->AddPass<HloDce>();
   post_layout->AddPass(std::make_unique<HloPassFix>(std::move(cleanup)));
-  post_layout->AddPass<ReducePrecisionInsertion>();
+  if (!reduce_precision) {
+    post_layout->AddPass<ReducePrecisionInsertion>();
+  } else if (reduce_precision->opcodes.empty()) {
+    post_layout->AddPass<ReducePrecisionInsertion>(reduce_precision->exponent_bits,
+                                                   reduce_precision->mantissa_bits,
+                                                   [](HloOpcode) { return true; });
+  } else {
+    post_layout->AddPass<ReducePrecisionInsertion>(reduce_precision->exponent_bits,
+                                                   reduce_precision->mantissa_bits,
+                                                   reduce_precision->opcodes);
+  }
   pipeline->AddPass(std::move(post_layout));
 
   FusionBackend fusion_backend = backend == Backend::kCpu ? FusionBackend::kCpu : FusionBackend::kGpu;

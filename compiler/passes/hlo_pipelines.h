@@ -14,6 +14,8 @@
 #pragma once
 
 #include <memory>
+#include <optional>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -23,12 +25,22 @@
 namespace xlens {
 
 enum class Backend { kCpu, kGpu };
+
+// --xla_reduce_precision=E,M[:opcode,...]: what reduce-precision-insertion rounds, if anything.
+struct ReducePrecisionConfig {
+  int64_t exponent_bits = 0;
+  int64_t mantissa_bits = 0;
+  std::set<HloOpcode> opcodes;  // empty: every instruction with a floating-point result
+};
+// Parses the flag's value; an error says what was expected.
+StatusOr<ReducePrecisionConfig> ParseReducePrecisionFlag(std::string_view value);
 std::string_view BackendName(Backend backend);  // "cpu", "gpu"
 
 // The pipeline of `backend`. The fusion passes it holds are reachable through `fusion_passes`
 // (when not null) so that their decisions can be shown after a run.
-std::unique_ptr<HloPassPipeline> MakeHloPipeline(Backend backend,
-                                                 std::vector<const HloPass*>* fusion_passes = nullptr);
+std::unique_ptr<HloPassPipeline> MakeHloPipeline(
+    Backend backend, std::vector<const HloPass*>* fusion_passes = nullptr,
+    const std::optional<ReducePrecisionConfig>& reduce_precision = std::nullopt);
 
 // Every pass name either pipeline knows, sorted (for --list-passes and flag checking).
 std::vector<std::string> KnownPassNames();

@@ -234,6 +234,36 @@ TEST(HloOptimizerTest, KernelsInTheManifestListTheOpNamesTheyHold) {
   fs::remove_all(dir);
 }
 
+TEST(HloOptimizerTest, ReducePrecisionIsControlledByItsFlag) {
+  auto config = ParseReducePrecisionFlag("5,10:multiply");
+  ASSERT_TRUE(config.ok()) << config.status().message();
+  EXPECT_EQ(config->exponent_bits, 5);
+  EXPECT_EQ(config->mantissa_bits, 10);
+  EXPECT_EQ(config->opcodes, std::set<HloOpcode>{HloOpcode::kMultiply});
+  for (const char* bad : {"5", "a,10", "5,10:mul", "0,10", "5,99"}) {
+    EXPECT_FALSE(ParseReducePrecisionFlag(bad).ok()) << bad;
+  }
+  EXPECT_THAT(ParseReducePrecisionFlag("5,10:mul").status().message(),
+              HasSubstr("'mul' is not an opcode"));
+
+  auto off = ParseModuleOrDie(xlens::testing::kReduceSumModule);
+  ASSERT_TRUE(OptimizeHloModule(*off, OptimizeOptions{}).ok());
+  auto on = ParseModuleOrDie(xlens::testing::kReduceSumModule);
+  auto before = CloneModule(*on);
+  ASSERT_TRUE(OptimizeHloModule(*on, OptimizeOptions{.reduce_precision = *config}).ok());
+  auto count = [](const HloModule& m) {
+    int64_t n = 0;
+    for (const HloComputation* c : m.computations()) {
+      for (const HloInstruction* i : c->instructions()) n += i->opcode() == HloOpcode::kReducePrecision;
+    }
+    return n;
+  };
+  EXPECT_EQ(count(*off), 0);
+  EXPECT_EQ(count(*on), 1) << "one multiply, one reduce-precision after it";
+  // f16 rounding of the product changes the sum a little, not a lot.
+  EXPECT_TRUE(xlens::testing::SameResults(*before, *on, 1, ErrorSpec{1e-2, 1e-2}));
+}
+
 TEST(HloOptimizerTest, AnUnwritableDumpDirectoryIsAWarningNotAFailure) {
   DebugOptions flags;
   flags.xla_dump_to = "/proc/xlens-cannot-write-here";
