@@ -633,7 +633,7 @@ class DotDumper {
   }
 
   // One dashed cut edge per node and direction that lost edges to the cut.
-  void EmitCutStubs() {
+  void EmitCutEdges() {
     struct Lost {
       std::vector<std::string> operands;
       std::vector<std::string> users;
@@ -737,7 +737,7 @@ class DotDumper {
     EmitComputation(&entry, "  ");
     EmitEdges();
     if (hidden_ > 0) {
-      EmitCutStubs();
+      EmitCutEdges();
       EmitCutNote();
     }
     EmitLegend();

@@ -17,18 +17,8 @@ using xlens::testing::SameResults;
 // `evaluable`: whether the module can be evaluated at all (to compare results).
 std::unique_ptr<HloModule> Fold(std::string_view text, bool expect_change = true,
                                 bool evaluable = true) {
-  auto module = ParseModuleOrDie(text);
-  if (module == nullptr) return nullptr;
-  auto before = CloneModule(*module);
   HloConstantFolding pass;
-  auto changed = RunPassChecked(pass, *module);
-  EXPECT_TRUE(changed.ok()) << changed.status().message();
-  if (!changed.ok()) return nullptr;
-  EXPECT_EQ(*changed, expect_change) << PrintModule(*module);
-  if (evaluable) EXPECT_TRUE(SameResults(*before, *module));
-  auto again = RunPassChecked(pass, *module);
-  EXPECT_TRUE(again.ok() && !*again) << PrintModule(*module);
-  return module;
+  return xlens::testing::RunPassOnText(pass, text, expect_change, evaluable);
 }
 
 TEST(ConstantFoldingTest, FoldsChainsInOneRunAndKeepsMetadata) {

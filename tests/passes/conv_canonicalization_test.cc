@@ -19,18 +19,8 @@ using xlens::testing::RunPassChecked;
 using xlens::testing::SameResults;
 
 std::unique_ptr<HloModule> Canonicalize(std::string_view text, bool expect_change = true) {
-  auto module = ParseModuleOrDie(text);
-  if (module == nullptr) return nullptr;
-  auto before = CloneModule(*module);
   ConvCanonicalization pass;
-  auto changed = RunPassChecked(pass, *module);
-  EXPECT_TRUE(changed.ok()) << changed.status().message();
-  if (!changed.ok()) return nullptr;
-  EXPECT_EQ(*changed, expect_change) << PrintModule(*module);
-  EXPECT_TRUE(SameResults(*before, *module));
-  auto again = RunPassChecked(pass, *module);
-  EXPECT_TRUE(again.ok() && !*again) << PrintModule(*module);
-  return module;
+  return xlens::testing::RunPassOnText(pass, text, expect_change);
 }
 
 const HloInstruction* OnlyConv(const HloModule& module) {

@@ -64,6 +64,24 @@ inline ::testing::AssertionResult SameResults(const HloModule& before, const Hlo
   return ::testing::AssertionSuccess();
 }
 
+// Parses `text`, runs `pass` on it with RunPassChecked, and checks what every pass test checks:
+// the first run reports `expect_change`, the result computes what the original did (when
+// `evaluable`), and a second run finds nothing left to do. Returns the rewritten module.
+inline std::unique_ptr<HloModule> RunPassOnText(HloPass& pass, std::string_view text,
+                                                bool expect_change = true, bool evaluable = true) {
+  auto module = ParseModuleOrDie(text);
+  if (module == nullptr) return nullptr;
+  auto before = CloneModule(*module);
+  auto changed = RunPassChecked(pass, *module);
+  EXPECT_TRUE(changed.ok()) << changed.status().message();
+  if (!changed.ok()) return nullptr;
+  EXPECT_EQ(*changed, expect_change) << PrintModule(*module);
+  if (evaluable) EXPECT_TRUE(SameResults(*before, *module, 1, ErrorSpec{1e-4, 1e-4}));
+  auto again = RunPassChecked(pass, *module);
+  EXPECT_TRUE(again.ok() && !*again) << PrintModule(*module);
+  return module;
+}
+
 // Counts the instructions of the entry computation with `opcode`.
 inline int64_t CountOpcode(const HloModule& module, HloOpcode opcode) {
   int64_t n = 0;
