@@ -97,6 +97,14 @@ bool FeedsOnlyFusibleUses(const HloInstruction& producer, const HloInstruction& 
 
 }  // namespace
 
+// A refused pair stays refused for the rest of the run: merges elsewhere only add paths (a cycle
+// stays a cycle), fusions only grow, and iteration spaces do not change. Skipping it saves the
+// cycle search each time the scan starts over after a merge.
+bool MultiOutputFusion::WasRefused(const HloInstruction& producer,
+                                   const HloInstruction& consumer) const {
+  return refused_.count(producer.name() + "\n" + consumer.name()) > 0;
+}
+
 void MultiOutputFusion::Refuse(const HloInstruction& producer, const HloInstruction& consumer,
                                std::string reason) {
   if (!refused_.insert(producer.name() + "\n" + consumer.name()).second) return;
@@ -153,6 +161,7 @@ StatusOr<bool> MultiOutputFusion::MergeProducerIntoReduction(HloComputation& com
       }
       if (!shape_util::SameDimensions(producer->shape(), IterationShape(*consumer))) continue;
       if (!FeedsOnlyFusibleUses(*producer, *consumer)) continue;
+      if (WasRefused(*producer, *consumer)) continue;
       ASSIGN_OR_RETURN(bool merged,
                        TryMerge(consumer, producer,
                                 fmt::format("its {} other users read it as an output",
@@ -180,6 +189,7 @@ StatusOr<bool> MultiOutputFusion::MergeSiblings(HloComputation& computation) {
       for (size_t j = i + 1; j < siblings.size(); ++j) {
         HloInstruction* a = siblings[i];
         HloInstruction* b = siblings[j];
+        if (WasRefused(*b, *a)) continue;
         if (std::string mismatch = IterationMismatch(*a, *b); !mismatch.empty()) {
           Refuse(*b, *a, mismatch);
           continue;

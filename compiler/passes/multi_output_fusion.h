@@ -45,6 +45,7 @@ class MultiOutputFusion : public HloPass {
 
   FusionLimits limits_;
   std::vector<FusionDecision> decisions_;
+  bool WasRefused(const HloInstruction& producer, const HloInstruction& consumer) const;
   std::set<std::string> refused_;  // "producer\nconsumer" already explained
 };
 
