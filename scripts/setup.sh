@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# Installs what the build and the tests need, from Debian's packages.
+# Installs what the build needs, from Debian's packages, and with --test-peers also the Python
+# packages some tests compare against (jax, jaxlib, numpy from PyPI).
 # Idempotent: quiet when everything is there; `apt-get update` only when something is missing.
 set -euo pipefail
 
@@ -13,7 +14,11 @@ packages=(
 
 # The peers the tests compare against (XLA's parser from jaxlib, NumPy). Optional: the tests that
 # need them skip with the reason when they cannot be installed.
+test_peers=false
+if [ "${1:-}" = "--test-peers" ]; then test_peers=true; fi
+
 install_python_peers() {
+  $test_peers || return 0
   command -v python3 >/dev/null || return 0
   python3 -c "import jaxlib, numpy" 2>/dev/null && return 0
   echo "setup: installing jax, jaxlib and numpy from PyPI (for the compatibility tests)"
