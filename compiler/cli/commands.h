@@ -60,3 +60,31 @@ struct DemoArgs {
 int RunDemo(const DemoArgs& args);
 
 }  // namespace xlens::cli
+
+namespace xlens::cli {
+
+struct RunArgs {
+  std::string file;
+  std::string backend = "cpu";
+  std::string inputs;   // directory of arg0.npy, ...; empty: random
+  std::string outputs;  // directory for out0.npy, ...; empty: print a summary
+  bool reference = false;
+  int iterations = 1;
+  uint64_t seed = 42;
+  double tolerance = 1e-3;
+  std::vector<std::string> extra_flags;  // --xla_* flags given on the command line
+};
+// Compiles and runs a module (xlens run); with --reference checks it against the evaluator.
+int RunRun(const RunArgs& args);
+
+struct CompileArgs {
+  std::string file;
+  std::string backend = "cpu";
+  std::string emit = "llvm";  // llvm, llvm-opt, ptx, obj
+  std::string output;         // empty: stdout
+  std::vector<std::string> extra_flags;
+};
+// Compiles a module and writes its LLVM IR (xlens compile).
+int RunCompile(const CompileArgs& args);
+
+}  // namespace xlens::cli

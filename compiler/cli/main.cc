@@ -59,6 +59,34 @@ int main(int argc, char** argv) {
   opt->footer("XLA flags (--xla_dump_to=DIR, --xla_dump_hlo_pass_re=.*, --xla_disable_hlo_passes=..., ...) "
               "are read from XLA_FLAGS and from this command line; 'xlens flags' lists them.");
 
+  RunArgs run_args;
+  auto* run = app.add_subcommand(
+      "run", "Compile a module for the CPU, run it and time it; --reference checks it against the evaluator");
+  run->add_option("file", run_args.file, "HLO text file")->required();
+  run->add_option("--backend", run_args.backend, "cpu or gpu")->capture_default_str();
+  run->add_option("--inputs", run_args.inputs,
+                  "Directory with arg0.npy, arg1.npy, ... in parameter order (default: random)");
+  run->add_option("--outputs", run_args.outputs, "Write out0.npy, out1.npy, ... here");
+  run->add_flag("--reference", run_args.reference,
+                "Compare every output with the reference evaluator; exit 1 beyond the tolerance");
+  run->add_option("--tolerance", run_args.tolerance, "Absolute and relative tolerance of --reference")
+      ->capture_default_str();
+  run->add_option("--iterations", run_args.iterations, "Runs to time (the median is printed)")
+      ->capture_default_str();
+  run->add_option("--seed", run_args.seed, "Seed of the random inputs");
+  run->allow_extras();
+  run->footer("XLA flags (--xla_dump_to=DIR, --xla_disable_hlo_passes=fusion, "
+              "--xla_backend_optimization_level=N, ...) are read from XLA_FLAGS and from this command line.");
+
+  CompileArgs compile_args;
+  auto* compile = app.add_subcommand("compile", "Compile a module and write its LLVM IR");
+  compile->add_option("file", compile_args.file, "HLO text file")->required();
+  compile->add_option("--emit", compile_args.emit, "llvm (before optimization) or llvm-opt (after)")
+      ->capture_default_str();
+  compile->add_option("--backend", compile_args.backend, "cpu or gpu")->capture_default_str();
+  compile->add_option("-o,--output", compile_args.output, "Write here instead of stdout");
+  compile->allow_extras();
+
   app.add_subcommand("flags", "List every XLA/TF flag xlens understands, with its default");
 
   DemoArgs demo_args;
@@ -87,6 +115,14 @@ int main(int argc, char** argv) {
     if (*opt) {
       opt_args.extra_flags = opt->remaining();
       return RunOpt(opt_args);
+    }
+    if (*run) {
+      run_args.extra_flags = run->remaining();
+      return RunRun(run_args);
+    }
+    if (*compile) {
+      compile_args.extra_flags = compile->remaining();
+      return RunCompile(compile_args);
     }
     if (app.got_subcommand("flags")) return RunFlags();
   } catch (const std::bad_alloc&) {

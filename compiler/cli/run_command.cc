@@ -1,0 +1,187 @@
+// `xlens run` and `xlens compile`: the compiler end to end, in the spirit of XLA's
+// run_hlo_module. run compiles a module for the CPU, runs it, times it and (with --reference)
+// proves every output against the reference evaluator.
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+
+#include <fmt/format.h>
+
+#include "compiler/cli/cli_util.h"
+#include "compiler/cli/commands.h"
+#include "compiler/hlo/evaluator.h"
+#include "compiler/hlo/literal_comparison.h"
+#include "compiler/hlo/parser.h"
+#include "compiler/hlo/printer.h"
+#include "compiler/runtime/compilation_cache.h"
+#include "compiler/runtime/cpu_compiler.h"
+#include "compiler/runtime/cuda_driver.h"
+#include "compiler/support/file_io.h"
+#include "dump/flags.h"
+
+namespace xlens::cli {
+namespace {
+
+// The compile options and dump context the XLA flags (XLA_FLAGS and the command line) ask for.
+struct FlagsSetup {
+  runtime::CompileOptions options;
+  std::optional<DumpContext> dump;
+};
+
+Status SetUpFromFlags(const std::vector<std::string>& extra_flags, std::string_view command,
+                      FlagsSetup& setup) {
+  for (const std::string& extra : extra_flags) {
+    if (!IsDebugFlag(extra)) {
+      return Error(fmt::format("{}: unknown argument '{}' (see xlens {} --help)", command, extra,
+                               command));
+    }
+  }
+  ASSIGN_OR_RETURN(DebugOptions debug, DebugOptionsFromEnvironment(extra_flags));
+  RETURN_IF_ERROR(CheckPassNames(debug.xla_disable_hlo_passes, "--xla_disable_hlo_passes"));
+  RETURN_IF_ERROR(CheckPassNames(debug.xla_enable_hlo_passes_only, "--xla_enable_hlo_passes_only"));
+  setup.options.optimize.filter.disabled = {debug.xla_disable_hlo_passes.begin(),
+                                            debug.xla_disable_hlo_passes.end()};
+  setup.options.optimize.filter.enabled_only = {debug.xla_enable_hlo_passes_only.begin(),
+                                                debug.xla_enable_hlo_passes_only.end()};
+  if (!debug.xla_reduce_precision.empty()) {
+    ASSIGN_OR_RETURN(setup.options.optimize.reduce_precision,
+                     ParseReducePrecisionFlag(debug.xla_reduce_precision));
+  }
+  if (debug.xla_backend_optimization_level < 0 || debug.xla_backend_optimization_level > 3) {
+    return Error(fmt::format("--xla_backend_optimization_level: expected 0 to 3, found {}",
+                             debug.xla_backend_optimization_level));
+  }
+  setup.options.opt_level = static_cast<int>(debug.xla_backend_optimization_level);
+  if (!debug.xla_dump_to.empty() || debug.xla_dump_hlo_as_text || debug.xla_dump_hlo_as_dot ||
+      debug.xla_dump_hlo_as_html) {
+    setup.dump.emplace(debug);
+    if (setup.dump->enabled()) setup.options.optimize.dump = &*setup.dump;
+  }
+  return OkStatus();
+}
+
+Status CheckBackend(const std::string& backend) {
+  if (backend == "cpu") return OkStatus();
+  if (backend != "gpu") return Error(fmt::format("--backend: expected cpu or gpu, found '{}'", backend));
+  RETURN_IF_ERROR(runtime::CheckCudaDevice());
+  return Error("--backend=gpu: running on a GPU is not supported yet; use --backend=cpu");
+}
+
+double Median(std::vector<double> v) {
+  std::sort(v.begin(), v.end());
+  return v.empty() ? 0 : v[v.size() / 2];
+}
+
+}  // namespace
+
+int RunRun(const RunArgs& args) {
+  if (Status s = CheckBackend(args.backend); !s.ok()) return Fail(s);
+  if (args.iterations < 1) return Fail(Error("--iterations: expected at least 1"));
+  FlagsSetup setup;
+  if (Status s = SetUpFromFlags(args.extra_flags, "run", setup); !s.ok()) return Fail(s);
+  auto module = LoadModule(args.file, /*verify=*/true);
+  if (!module.ok()) return Fail(module.status());
+  auto inputs = LoadInputs(*(*module)->entry_computation(), args.inputs, args.seed);
+  if (!inputs.ok()) return Fail(inputs.status());
+
+  runtime::CompilationCache cache;
+  auto executable = cache.GetOrCompile(**module, setup.options);
+  if (!executable.ok()) return Fail(executable.status().WithContext(args.file));
+  runtime::Executable& exe = **executable;
+  if (Status s = exe.SetArguments(*inputs); !s.ok()) return Fail(s.WithContext(args.file));
+
+  std::vector<double> run_ms;
+  std::vector<int64_t> thunk_ns;
+  for (int i = 0; i < args.iterations; ++i) {
+    const auto start = std::chrono::steady_clock::now();
+    if (Status s = exe.Run(&thunk_ns); !s.ok()) return Fail(s.WithContext(args.file));
+    run_ms.push_back(std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count());
+  }
+  auto result = exe.Results();
+  if (!result.ok()) return Fail(result.status());
+
+  std::vector<const Literal*> leaves;
+  CollectLeaves(*result, leaves);
+  if (!args.outputs.empty()) {
+    if (Status s = WriteOutputs(args.outputs, leaves); !s.ok()) return Fail(s);
+  } else {
+    for (size_t i = 0; i < leaves.size(); ++i) {
+      std::printf("out%zu: %s %s\n", i, leaves[i]->shape().ToString(false).c_str(),
+                  Summarize(*leaves[i]).c_str());
+    }
+  }
+  std::printf("compile %.1f ms; run median %.3f ms over %d iteration%s\n", exe.compile_ns() / 1e6,
+              Median(run_ms), args.iterations, args.iterations == 1 ? "" : "s");
+  // What ran, the slowest first: kernels, library calls and control flow.
+  std::vector<std::pair<int64_t, size_t>> order;
+  for (size_t i = 0; i < thunk_ns.size(); ++i) order.push_back({thunk_ns[i], i});
+  std::sort(order.rbegin(), order.rend());
+  int64_t total = 0;
+  for (int64_t ns : thunk_ns) total += ns;
+  std::printf("%zu thunks (%zu kernels):\n", exe.thunks().size(), exe.kernels().size());
+  for (size_t k = 0; k < order.size() && k < 10; ++k) {
+    const runtime::Thunk& thunk = *exe.thunks()[order[k].second];
+    std::string line = thunk.ToString(0);
+    if (!line.empty() && line.back() == '\n') line.pop_back();
+    if (auto nl = line.find('\n'); nl != std::string::npos) line = line.substr(0, nl);
+    std::printf("  %9.3f ms %5.1f%%  %s\n", order[k].first / 1e6 / args.iterations,
+                total ? 100.0 * order[k].first / total : 0.0, line.c_str());
+  }
+  if (order.size() > 10) std::printf("  ... %zu more\n", order.size() - 10);
+
+  int exit_code = 0;
+  if (args.reference) {
+    auto original = LoadModule(args.file, /*verify=*/true);
+    if (!original.ok()) return Fail(original.status());
+    auto expected = EvaluateModule(**original, *inputs);
+    if (!expected.ok()) return Fail(expected.status().WithContext("reference evaluator"));
+    LiteralDifference difference;
+    Status match = ExpectLiteralNear(*expected, *result, ErrorSpec{args.tolerance, args.tolerance},
+                                     &difference);
+    std::printf("reference: largest absolute error %.3g, largest relative error %.3g (tolerance %g): %s\n",
+                difference.max_abs_error, difference.max_rel_error, args.tolerance,
+                match.ok() ? "match" : "MISMATCH");
+    if (!match.ok()) {
+      std::fprintf(stderr, "xlens: %s: the compiled result differs from the reference evaluator: %s\n",
+                   args.file.c_str(), match.message().c_str());
+      exit_code = 1;
+    }
+  }
+  if (setup.dump && setup.dump->enabled() && !setup.dump->dumping_to_stdout()) {
+    setup.dump->FlushManifest();
+    std::fprintf(stderr, "xlens run: dumped to %s\n", setup.dump->directory().c_str());
+  }
+  for (const std::string& w : setup.dump ? setup.dump->warnings() : std::vector<std::string>{}) {
+    std::fprintf(stderr, "xlens run: warning: %s\n", w.c_str());
+  }
+  return exit_code;
+}
+
+int RunCompile(const CompileArgs& args) {
+  if (args.emit != "llvm" && args.emit != "llvm-opt" && args.emit != "ptx" && args.emit != "obj") {
+    return Fail(Error(fmt::format("--emit: expected llvm, llvm-opt, ptx or obj, found '{}'", args.emit)));
+  }
+  if (args.backend != "cpu" && args.backend != "gpu") {
+    return Fail(Error(fmt::format("--backend: expected cpu or gpu, found '{}'", args.backend)));
+  }
+  if (args.emit == "ptx" || args.emit == "obj" || args.backend == "gpu") {
+    return Fail(Error(fmt::format("--emit={} --backend={}: only LLVM IR for the CPU can be emitted so far",
+                                  args.emit, args.backend)));
+  }
+  FlagsSetup setup;
+  if (Status s = SetUpFromFlags(args.extra_flags, "compile", setup); !s.ok()) return Fail(s);
+  auto module = LoadModule(args.file, /*verify=*/true);
+  if (!module.ok()) return Fail(module.status());
+  setup.options.keep_llvm_ir = true;
+  auto exe = runtime::CompileForCpu(std::move(*module), setup.options);
+  if (!exe.ok()) return Fail(exe.status().WithContext(args.file));
+  const std::string& ir = args.emit == "llvm" ? (*exe)->llvm_ir().ir_no_opt : (*exe)->llvm_ir().ir_with_opt;
+  if (args.output.empty()) {
+    std::fputs(ir.c_str(), stdout);
+    return 0;
+  }
+  if (Status s = WriteFileAtomic(args.output, ir); !s.ok()) return Fail(s);
+  return 0;
+}
+
+}  // namespace xlens::cli

@@ -1,0 +1,145 @@
+#include "compiler/codegen/cpu/cpu_jit.h"
+
+#include <mutex>
+
+#include <fmt/format.h>
+#include <llvm/ExecutionEngine/Orc/ExecutionUtils.h>
+#include <llvm/ExecutionEngine/Orc/JITTargetMachineBuilder.h>
+#include <llvm/ExecutionEngine/Orc/LLJIT.h>
+#include <llvm/IR/LLVMContext.h>
+#include <llvm/IR/Module.h>
+#include <llvm/IR/Verifier.h>
+#include <llvm/Passes/PassBuilder.h>
+#include <llvm/Support/TargetSelect.h>
+#include <llvm/Support/raw_ostream.h>
+#include <llvm/Target/TargetMachine.h>
+#include <llvm/TargetParser/Host.h>
+
+#include "compiler/codegen/cpu/runtime_symbols.h"
+
+namespace xlens::codegen {
+namespace {
+
+void InitializeLlvmOnce() {
+  static std::once_flag once;
+  std::call_once(once, [] {
+    llvm::InitializeNativeTarget();
+    llvm::InitializeNativeTargetAsmPrinter();
+  });
+}
+
+std::string ErrorText(llvm::Error error) { return llvm::toString(std::move(error)); }
+
+std::string PrintModule(const llvm::Module& module) {
+  std::string text;
+  llvm::raw_string_ostream os(text);
+  module.print(os, nullptr);
+  return text;
+}
+
+Status RunPipeline(llvm::Module& module, llvm::TargetMachine* tm, int opt_level) {
+  llvm::LoopAnalysisManager lam;
+  llvm::FunctionAnalysisManager fam;
+  llvm::CGSCCAnalysisManager cgam;
+  llvm::ModuleAnalysisManager mam;
+  llvm::PipelineTuningOptions tuning;
+  tuning.LoopVectorization = opt_level >= 2;
+  tuning.SLPVectorization = opt_level >= 2;
+  llvm::PassBuilder pb(tm, tuning);
+  pb.registerModuleAnalyses(mam);
+  pb.registerCGSCCAnalyses(cgam);
+  pb.registerFunctionAnalyses(fam);
+  pb.registerLoopAnalyses(lam);
+  pb.crossRegisterProxies(lam, fam, cgam, mam);
+  llvm::OptimizationLevel level = opt_level <= 0   ? llvm::OptimizationLevel::O0
+                                  : opt_level == 1 ? llvm::OptimizationLevel::O1
+                                  : opt_level == 2 ? llvm::OptimizationLevel::O2
+                                                   : llvm::OptimizationLevel::O3;
+  llvm::ModulePassManager mpm = level == llvm::OptimizationLevel::O0
+                                    ? pb.buildO0DefaultPipeline(level)
+                                    : pb.buildPerModuleDefaultPipeline(level);
+  mpm.run(module, mam);
+  return OkStatus();
+}
+
+}  // namespace
+
+StatusOr<std::unique_ptr<CpuJit>> CpuJit::Create(const CpuJitOptions& options) {
+  InitializeLlvmOnce();
+  auto jtmb = llvm::orc::JITTargetMachineBuilder::detectHost();
+  if (!jtmb) return Error("cannot target the host CPU: " + ErrorText(jtmb.takeError()));
+  jtmb->setCodeGenOptLevel(options.opt_level >= 3 ? llvm::CodeGenOptLevel::Aggressive
+                           : options.opt_level == 0 ? llvm::CodeGenOptLevel::None
+                                                    : llvm::CodeGenOptLevel::Default);
+  std::unique_ptr<CpuJit> cpu_jit(new CpuJit());
+  cpu_jit->options_ = options;
+  cpu_jit->cpu_ = jtmb->getCPU();
+  cpu_jit->features_ = jtmb->getFeatures().getString();
+  cpu_jit->triple_ = jtmb->getTargetTriple().str();
+  cpu_jit->target_description_ = fmt::format("{}, cpu {}", cpu_jit->triple_, cpu_jit->cpu_);
+  auto jit = llvm::orc::LLJITBuilder().setJITTargetMachineBuilder(std::move(*jtmb)).create();
+  if (!jit) return Error("cannot create the CPU JIT: " + ErrorText(jit.takeError()));
+  cpu_jit->jit_ = std::move(*jit);
+  llvm::orc::JITDylib& dylib = cpu_jit->jit_->getMainJITDylib();
+  auto process = llvm::orc::DynamicLibrarySearchGenerator::GetForCurrentProcess(
+      cpu_jit->jit_->getDataLayout().getGlobalPrefix());
+  if (!process) return Error("cannot search the process's symbols: " + ErrorText(process.takeError()));
+  dylib.addGenerator(std::move(*process));
+  llvm::orc::SymbolMap symbols;
+  for (const auto& [name, address] : CpuRuntimeSymbols()) {
+    symbols[cpu_jit->jit_->mangleAndIntern(name)] = {llvm::orc::ExecutorAddr::fromPtr(address),
+                                                    llvm::JITSymbolFlags::Exported};
+  }
+  if (auto error = dylib.define(llvm::orc::absoluteSymbols(std::move(symbols)))) {
+    return Error("cannot define the runtime symbols: " + ErrorText(std::move(error)));
+  }
+  return cpu_jit;
+}
+
+CpuJit::~CpuJit() = default;
+
+StatusOr<CompiledIr> CpuJit::AddModule(std::unique_ptr<llvm::Module> module,
+                                       std::unique_ptr<llvm::LLVMContext> context, bool keep_ir) {
+  module->setDataLayout(jit_->getDataLayout());
+  module->setTargetTriple(triple_);
+  for (llvm::Function& f : *module) {
+    if (f.isDeclaration()) continue;
+    f.addFnAttr("target-cpu", cpu_);
+    f.addFnAttr("target-features", features_);
+  }
+  std::string verify_errors;
+  llvm::raw_string_ostream verify_os(verify_errors);
+  if (llvm::verifyModule(*module, &verify_os)) {
+    return Error("generated LLVM IR is invalid (a code generation bug): " + verify_errors);
+  }
+  CompiledIr ir;
+  if (keep_ir) ir.ir_no_opt = PrintModule(*module);
+  auto jtmb = llvm::orc::JITTargetMachineBuilder::detectHost();
+  if (!jtmb) return Error(ErrorText(jtmb.takeError()));
+  auto tm = jtmb->createTargetMachine();
+  if (!tm) return Error(ErrorText(tm.takeError()));
+  RETURN_IF_ERROR(RunPipeline(*module, tm->get(), options_.opt_level));
+  if (keep_ir) ir.ir_with_opt = PrintModule(*module);
+  if (auto error = jit_->addIRModule(
+          llvm::orc::ThreadSafeModule(std::move(module), std::move(context)))) {
+    return Error("cannot add the module to the JIT: " + ErrorText(std::move(error)));
+  }
+  return ir;
+}
+
+StatusOr<void*> CpuJit::Lookup(const std::string& name) {
+  auto symbol = jit_->lookup(name);
+  if (!symbol) return Error(fmt::format("cannot compile {}: {}", name, ErrorText(symbol.takeError())));
+  return symbol->toPtr<void*>();
+}
+
+Status OptimizeModuleForHost(llvm::Module& module, int opt_level) {
+  InitializeLlvmOnce();
+  auto jtmb = llvm::orc::JITTargetMachineBuilder::detectHost();
+  if (!jtmb) return Error(ErrorText(jtmb.takeError()));
+  auto tm = jtmb->createTargetMachine();
+  if (!tm) return Error(ErrorText(tm.takeError()));
+  return RunPipeline(module, tm->get(), opt_level);
+}
+
+}  // namespace xlens::codegen

@@ -1,0 +1,96 @@
+#include "compiler/codegen/ir_array.h"
+
+#include "compiler/codegen/llvm_ir_util.h"
+
+namespace xlens::codegen {
+
+std::vector<int64_t> MajorToMinor(const Shape& shape) {
+  std::vector<int64_t> order;
+  if (shape.has_layout() && static_cast<int64_t>(shape.layout().minor_to_major.size()) ==
+                                shape.rank()) {
+    order.assign(shape.layout().minor_to_major.rbegin(), shape.layout().minor_to_major.rend());
+  } else {
+    for (int64_t d = 0; d < shape.rank(); ++d) order.push_back(d);
+  }
+  return order;
+}
+
+std::vector<int64_t> LayoutStrides(const Shape& shape) {
+  std::vector<int64_t> strides(shape.rank(), 1);
+  int64_t stride = 1;
+  std::vector<int64_t> order = MajorToMinor(shape);
+  for (auto it = order.rbegin(); it != order.rend(); ++it) {
+    strides[*it] = stride;
+    stride *= shape.dimensions(*it);
+  }
+  return strides;
+}
+
+llvm::Value* IrArray::EmitLinearIndex(llvm::IRBuilder<>& b, const IrIndex& index) const {
+  std::vector<int64_t> strides = LayoutStrides(shape_);
+  llvm::Value* linear = b.getInt64(0);
+  for (size_t d = 0; d < index.size(); ++d) {
+    if (shape_.dimensions(d) == 1) continue;
+    linear = b.CreateAdd(linear, b.CreateMul(index[d], b.getInt64(strides[d]), "", true, true), "",
+                         true, true);
+  }
+  return linear;
+}
+
+llvm::Value* IrArray::EmitElementPointer(llvm::IRBuilder<>& b, const IrIndex& index) const {
+  llvm::Type* type = StorageType(shape_.element_type(), b.getContext()).value();
+  return b.CreateInBoundsGEP(type, base_, {EmitLinearIndex(b, index)});
+}
+
+StatusOr<llvm::Value*> IrArray::EmitRead(llvm::IRBuilder<>& b, const IrIndex& index) const {
+  ASSIGN_OR_RETURN(llvm::Type * type, StorageType(shape_.element_type(), b.getContext()));
+  llvm::Value* stored = b.CreateLoad(type, EmitElementPointer(b, index));
+  return StorageToValue(b, shape_.element_type(), stored);
+}
+
+Status IrArray::EmitWrite(llvm::IRBuilder<>& b, const IrIndex& index, llvm::Value* value) const {
+  RETURN_IF_ERROR(StorageType(shape_.element_type(), b.getContext()).status());
+  b.CreateStore(ValueToStorage(b, shape_.element_type(), value), EmitElementPointer(b, index));
+  return OkStatus();
+}
+
+IrIndex DelinearizePhysical(llvm::IRBuilder<>& b, llvm::Value* linear, const Shape& shape) {
+  IrIndex index(shape.rank(), nullptr);
+  std::vector<int64_t> order = MajorToMinor(shape);
+  for (auto it = order.rbegin(); it != order.rend(); ++it) {
+    int64_t size = shape.dimensions(*it);
+    if (it + 1 == order.rend()) {
+      index[*it] = linear;
+    } else {
+      index[*it] = b.CreateURem(linear, b.getInt64(size));
+      linear = b.CreateUDiv(linear, b.getInt64(size));
+    }
+  }
+  return index;
+}
+
+IrIndex DelinearizeRowMajor(llvm::IRBuilder<>& b, llvm::Value* linear,
+                            const std::vector<int64_t>& dims) {
+  IrIndex index(dims.size(), nullptr);
+  for (int64_t d = static_cast<int64_t>(dims.size()) - 1; d >= 0; --d) {
+    if (d == 0) {
+      index[d] = linear;
+    } else {
+      index[d] = b.CreateURem(linear, b.getInt64(dims[d]));
+      linear = b.CreateUDiv(linear, b.getInt64(dims[d]));
+    }
+  }
+  return index;
+}
+
+llvm::Value* LinearizeRowMajor(llvm::IRBuilder<>& b, const IrIndex& index,
+                               const std::vector<int64_t>& dims) {
+  llvm::Value* linear = b.getInt64(0);
+  for (size_t d = 0; d < dims.size(); ++d) {
+    linear = b.CreateAdd(b.CreateMul(linear, b.getInt64(dims[d]), "", true, true), index[d], "",
+                         true, true);
+  }
+  return linear;
+}
+
+}  // namespace xlens::codegen

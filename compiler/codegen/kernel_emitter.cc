@@ -1,0 +1,558 @@
+#include "compiler/codegen/kernel_emitter.h"
+
+#include <algorithm>
+#include <map>
+
+#include <fmt/format.h>
+
+#include "compiler/codegen/elemental_ir_emitter.h"
+#include "compiler/codegen/llvm_ir_util.h"
+#include "compiler/codegen/scalar_ops.h"
+#include "compiler/hlo/computation.h"
+
+namespace xlens::codegen {
+
+using llvm::Value;
+
+std::string SanitizeName(std::string_view name) {
+  std::string out;
+  for (char c : name) out += (std::isalnum(static_cast<unsigned char>(c)) || c == '_') ? c : '_';
+  if (out.empty() || std::isdigit(static_cast<unsigned char>(out[0]))) out = "k_" + out;
+  return out;
+}
+
+bool IsKernelInstruction(const HloInstruction& hlo) {
+  switch (hlo.opcode()) {
+    case HloOpcode::kParameter: case HloOpcode::kConstant: case HloOpcode::kTuple:
+    case HloOpcode::kGetTupleElement: case HloOpcode::kBitcast: case HloOpcode::kAddDependency:
+    case HloOpcode::kOptimizationBarrier: case HloOpcode::kDomain: case HloOpcode::kAfterAll:
+    case HloOpcode::kWhile: case HloOpcode::kConditional: case HloOpcode::kCall:
+    case HloOpcode::kSort: case HloOpcode::kCustomCall:
+      return false;
+    default:
+      return true;
+  }
+}
+
+namespace {
+
+bool IsExpensivePerElement(HloOpcode op) {
+  return op == HloOpcode::kReduce || op == HloOpcode::kReduceWindow || op == HloOpcode::kDot ||
+         op == HloOpcode::kConvolution;
+}
+
+// Work per element of an instruction's result: the length of its inner loops, roughly.
+int64_t WorkPerElement(const HloInstruction& hlo) {
+  switch (hlo.opcode()) {
+    case HloOpcode::kReduce: {
+      const Shape& in = hlo.operand(0)->shape();
+      return std::max<int64_t>(1, in.num_elements() / std::max<int64_t>(1, LeafCount(hlo.shape()) == 1 ? hlo.shape().num_elements() : hlo.shape().tuple_shapes(0).num_elements()));
+    }
+    case HloOpcode::kDot: {
+      int64_t k = 1;
+      for (int64_t d : hlo.dot_dimension_numbers->lhs_contracting_dimensions) {
+        k *= hlo.operand(0)->shape().dimensions(d);
+      }
+      return k;
+    }
+    case HloOpcode::kReduceWindow: case HloOpcode::kConvolution: {
+      int64_t k = 1;
+      for (const WindowDimension& w : hlo.window->dimensions) k *= w.size;
+      if (hlo.opcode() == HloOpcode::kConvolution) {
+        k *= hlo.operand(1)->shape().dimensions(
+            hlo.convolution_dimension_numbers->kernel_input_feature_dimension);
+      }
+      return k;
+    }
+    default:
+      return 1;
+  }
+}
+
+// Where one array lives in the buffer table.
+struct Binding {
+  const HloInstruction* hlo;
+  std::vector<int64_t> shape_index;
+  Shape shape;
+  int64_t slot;
+  int64_t scratch_offset = -1;  // >= 0: inside the scratch buffer
+};
+
+class KernelBuilder {
+ public:
+  KernelBuilder(const HloInstruction& hlo, const std::string& name, llvm::Module& module)
+      : hlo_(hlo), module_(module), b_(module.getContext()) {
+    spec_.name = name;
+  }
+
+  StatusOr<KernelSpec> Build();
+
+ private:
+  using Body = std::function<Status(ElementalIrEmitter&, const IrIndex&)>;
+
+  // A new phase function; the builder is left in its entry block with `buffers` set.
+  llvm::Function* NewPhase(bool sequential, int64_t tasks, int64_t work_per_task);
+  IrArray ArrayOf(const Binding& binding) const;
+  // An emitter with every binding made so far.
+  std::unique_ptr<ElementalIrEmitter> MakeEmitter();
+  Status EmitParallelLoop(const Shape& shape, int64_t work_per_element, const Body& body);
+  Status EmitOutputs();
+  Status EmitScatter(const HloInstruction* scatter);
+  Status EmitSelectAndScatter(const HloInstruction* sas);
+  IrArray OutputArray(int64_t leaf) const;
+  Status WriteLeaves(ElementalIrEmitter& e, const HloInstruction* x, int64_t first_leaf,
+                     const IrIndex& index);
+
+  const HloInstruction& hlo_;
+  llvm::Module& module_;
+  llvm::IRBuilder<> b_;
+  KernelSpec spec_;
+  const HloInstruction* root_ = nullptr;
+  std::vector<Binding> bindings_;
+  std::vector<Shape> output_shapes_;
+  // Output instructions of the root and the first output leaf each writes.
+  std::vector<std::pair<const HloInstruction*, int64_t>> outputs_;
+  std::map<const HloInstruction*, bool> written_;
+  Value* buffers_ = nullptr;
+};
+
+llvm::Function* KernelBuilder::NewPhase(bool sequential, int64_t tasks, int64_t work_per_task) {
+  llvm::LLVMContext& c = module_.getContext();
+  auto* type = llvm::FunctionType::get(
+      llvm::Type::getVoidTy(c),
+      {llvm::PointerType::get(c, 0), llvm::Type::getInt64Ty(c), llvm::Type::getInt64Ty(c)}, false);
+  const std::string fn_name = spec_.phases.empty()
+                                  ? spec_.name
+                                  : fmt::format("{}_phase{}", spec_.name, spec_.phases.size());
+  llvm::Function* f =
+      llvm::Function::Create(type, llvm::Function::ExternalLinkage, fn_name, module_);
+  f->getArg(0)->setName("buffers");
+  f->getArg(1)->setName("task_begin");
+  f->getArg(2)->setName("task_end");
+  f->addFnAttr(llvm::Attribute::NoUnwind);
+  f->addParamAttr(0, llvm::Attribute::NoAlias);
+  auto* entry = llvm::BasicBlock::Create(c, "entry", f);
+  b_.SetInsertPoint(entry);
+  buffers_ = f->getArg(0);
+  spec_.phases.push_back({fn_name, tasks, work_per_task, sequential});
+  return f;
+}
+
+IrArray KernelBuilder::ArrayOf(const Binding& binding) const {
+  auto& b = const_cast<llvm::IRBuilder<>&>(b_);
+  Value* slot = b.CreateInBoundsGEP(b.getPtrTy(), buffers_, {b.getInt64(binding.slot)});
+  Value* base = b.CreateLoad(b.getPtrTy(), slot);
+  if (binding.scratch_offset > 0) {
+    base = b.CreateInBoundsGEP(b.getInt8Ty(), base, {b.getInt64(binding.scratch_offset)});
+  }
+  return IrArray(base, binding.shape);
+}
+
+IrArray KernelBuilder::OutputArray(int64_t leaf) const {
+  return ArrayOf({nullptr, {}, output_shapes_[leaf], spec_.operand_leaves + leaf});
+}
+
+std::unique_ptr<ElementalIrEmitter> KernelBuilder::MakeEmitter() {
+  auto e = std::make_unique<ElementalIrEmitter>(b_);
+  for (const Binding& binding : bindings_) {
+    e->BindArray(binding.hlo, binding.shape_index, ArrayOf(binding));
+  }
+  return e;
+}
+
+Status KernelBuilder::EmitParallelLoop(const Shape& shape, int64_t work_per_element,
+                                       const Body& body) {
+  const int64_t elements = shape.num_elements();
+  std::vector<int64_t> order = MajorToMinor(shape);
+  if (shape.rank() == 0 || elements == 0) {
+    NewPhase(false, elements == 0 ? 0 : 1, work_per_element);
+    auto e = MakeEmitter();
+    if (elements != 0) {
+      RETURN_IF_ERROR(body(*e, {}));
+    }
+    b_.CreateRetVoid();
+    return OkStatus();
+  }
+  const int64_t minor = order.back();
+  const int64_t n = shape.dimensions(minor);
+  constexpr int64_t kBlock = 8192;
+  const int64_t block = std::min(n, kBlock);
+  const int64_t blocks = (n + block - 1) / block;
+  const int64_t rows = elements / n;
+  llvm::Function* f = NewPhase(false, rows * blocks, block * work_per_element);
+  auto e = MakeEmitter();
+  RETURN_IF_ERROR(e->EmitLoop(f->getArg(1), f->getArg(2), "task", [&](Value* task) -> Status {
+    Value* row = blocks == 1 ? task : b_.CreateUDiv(task, b_.getInt64(blocks));
+    Value* begin = b_.getInt64(0);
+    Value* end = b_.getInt64(n);
+    if (blocks != 1) {
+      begin = b_.CreateMul(b_.CreateURem(task, b_.getInt64(blocks)), b_.getInt64(block));
+      Value* stop = b_.CreateAdd(begin, b_.getInt64(block));
+      end = b_.CreateSelect(b_.CreateICmpSLT(stop, b_.getInt64(n)), stop, b_.getInt64(n));
+    }
+    IrIndex index(shape.rank(), nullptr);
+    for (auto it = order.rbegin() + 1; it != order.rend(); ++it) {
+      const int64_t size = shape.dimensions(*it);
+      if (it + 1 == order.rend()) {
+        index[*it] = row;
+      } else {
+        index[*it] = b_.CreateURem(row, b_.getInt64(size));
+        row = b_.CreateUDiv(row, b_.getInt64(size));
+      }
+    }
+    return e->EmitLoop(begin, end, "element", [&](Value* i) -> Status {
+      index[minor] = i;
+      return body(*e, index);
+    });
+  }));
+  b_.CreateRetVoid();
+  return OkStatus();
+}
+
+Status KernelBuilder::WriteLeaves(ElementalIrEmitter& e, const HloInstruction* x,
+                                  int64_t first_leaf, const IrIndex& index) {
+  ASSIGN_OR_RETURN(std::vector<Value*> leaves, e.EmitLeaves(x, index));
+  for (size_t j = 0; j < leaves.size(); ++j) {
+    RETURN_IF_ERROR(OutputArray(first_leaf + j).EmitWrite(b_, index, leaves[j]));
+  }
+  return OkStatus();
+}
+
+Status KernelBuilder::EmitOutputs() {
+  // Outputs of the same dimensions share one loop.
+  std::vector<std::vector<std::pair<const HloInstruction*, int64_t>>> groups;
+  for (const auto& out : outputs_) {
+    if (written_[out.first]) continue;
+    const Shape& s = output_shapes_[out.second];
+    bool placed = false;
+    for (auto& g : groups) {
+      if (output_shapes_[g[0].second].dimensions() == s.dimensions()) {
+        g.push_back(out);
+        placed = true;
+        break;
+      }
+    }
+    if (!placed) groups.push_back({out});
+  }
+  for (const auto& group : groups) {
+    int64_t work = 1;
+    for (const auto& out : group) work = std::max(work, WorkPerElement(*out.first));
+    RETURN_IF_ERROR(EmitParallelLoop(
+        output_shapes_[group[0].second], work,
+        [&](ElementalIrEmitter& e, const IrIndex& index) -> Status {
+          for (const auto& out : group) {
+            RETURN_IF_ERROR(WriteLeaves(e, out.first, out.second, index));
+          }
+          return OkStatus();
+        }));
+    for (const auto& out : group) written_[out.first] = true;
+  }
+  return OkStatus();
+}
+
+Status KernelBuilder::EmitScatter(const HloInstruction* scatter) {
+  const int64_t n = (scatter->operand_count() - 1) / 2;
+  const ScatterDimensionNumbers& dn = *scatter->scatter_dimension_numbers;
+  const Shape& operand_shape = scatter->operand(0)->shape();
+  const HloInstruction* indices = scatter->operand(n);
+  const Shape& indices_shape = indices->shape();
+  const Shape& update_shape = scatter->operand(n + 1)->shape();
+  // The operands are copied into the outputs in parallel, ...
+  RETURN_IF_ERROR(EmitParallelLoop(operand_shape, 1, [&](ElementalIrEmitter& e, const IrIndex& index) -> Status {
+    for (int64_t i = 0; i < n; ++i) {
+      ASSIGN_OR_RETURN(Value * v, e.EmitElement(scatter->operand(i), index));
+      RETURN_IF_ERROR(OutputArray(i).EmitWrite(b_, index, v));
+    }
+    return OkStatus();
+  }));
+  if (update_shape.num_elements() == 0) return OkStatus();
+  // ... then the updates are applied one after another.
+  NewPhase(true, 1, update_shape.num_elements());
+  auto e = MakeEmitter();
+  auto contains = [](const std::vector<int64_t>& v, int64_t x) {
+    return std::find(v.begin(), v.end(), x) != v.end();
+  };
+  std::vector<int64_t> window_dims;  // operand dimensions the update window spans
+  for (int64_t d = 0; d < operand_shape.rank(); ++d) {
+    if (!contains(dn.inserted_window_dims, d) && !contains(dn.input_batching_dims, d)) {
+      window_dims.push_back(d);
+    }
+  }
+  std::vector<int64_t> window_sizes(operand_shape.rank(), 1);
+  for (size_t j = 0; j < window_dims.size(); ++j) {
+    window_sizes[window_dims[j]] = update_shape.dimensions(dn.update_window_dims[j]);
+  }
+  std::vector<int64_t> scatter_dims;  // update dimensions that index the scatter positions
+  for (int64_t d = 0; d < update_shape.rank(); ++d) {
+    if (!contains(dn.update_window_dims, d)) scatter_dims.push_back(d);
+  }
+  const bool explicit_vector = dn.index_vector_dim < indices_shape.rank();
+  std::vector<int64_t> sizes(update_shape.dimensions().begin(), update_shape.dimensions().end());
+  std::function<Status(size_t, IrIndex&)> nest = [&](size_t d, IrIndex& u) -> Status {
+    if (d < sizes.size()) {
+      return e->EmitLoop(b_.getInt64(0), b_.getInt64(sizes[d]), "update", [&](Value* iv) {
+        u.push_back(iv);
+        Status s = nest(d + 1, u);
+        u.pop_back();
+        return s;
+      });
+    }
+    // The indices position of this update: its scatter dimensions, with the index vector
+    // dimension inserted.
+    IrIndex indices_index;
+    std::vector<int64_t> indices_dim_of_scatter;
+    size_t next = 0;
+    for (int64_t k = 0; k < indices_shape.rank(); ++k) {
+      if (explicit_vector && k == dn.index_vector_dim) {
+        indices_index.push_back(b_.getInt64(0));
+      } else {
+        indices_dim_of_scatter.push_back(k);
+        indices_index.push_back(u[scatter_dims[next++]]);
+      }
+    }
+    IrIndex start(operand_shape.rank(), b_.getInt64(0));
+    for (size_t k = 0; k < dn.scatter_dims_to_operand_dims.size(); ++k) {
+      if (explicit_vector) indices_index[dn.index_vector_dim] = b_.getInt64(k);
+      ASSIGN_OR_RETURN(Value * s, e->EmitElement(indices, indices_index));
+      ASSIGN_OR_RETURN(start[dn.scatter_dims_to_operand_dims[k]],
+                       EmitConvert(b_, indices_shape.element_type(), PrimitiveType::S64, s));
+    }
+    for (size_t i = 0; i < dn.input_batching_dims.size(); ++i) {
+      for (size_t j = 0; j < indices_dim_of_scatter.size(); ++j) {
+        if (indices_dim_of_scatter[j] == dn.scatter_indices_batching_dims[i]) {
+          start[dn.input_batching_dims[i]] = u[scatter_dims[j]];
+        }
+      }
+    }
+    // A window that does not fit whole is skipped.
+    Value* inside = b_.getTrue();
+    for (int64_t d = 0; d < operand_shape.rank(); ++d) {
+      inside = b_.CreateAnd(inside, b_.CreateICmpSGE(start[d], b_.getInt64(0)));
+      inside = b_.CreateAnd(inside, b_.CreateICmpSLE(start[d], b_.getInt64(operand_shape.dimensions(d) - window_sizes[d])));
+    }
+    return e->EmitIf(inside, "scatter.inside", [&]() -> Status {
+      IrIndex target = start;
+      for (size_t j = 0; j < window_dims.size(); ++j) {
+        target[window_dims[j]] = b_.CreateAdd(start[window_dims[j]], u[dn.update_window_dims[j]]);
+      }
+      std::vector<Value*> args;
+      for (int64_t i = 0; i < n; ++i) {
+        ASSIGN_OR_RETURN(Value * current, OutputArray(i).EmitRead(b_, target));
+        args.push_back(current);
+      }
+      for (int64_t i = 0; i < n; ++i) {
+        ASSIGN_OR_RETURN(Value * update, e->EmitElement(scatter->operand(n + 1 + i), u));
+        args.push_back(update);
+      }
+      ASSIGN_OR_RETURN(std::vector<Value*> results,
+                       e->EmitScalarComputation(*scatter->to_apply(), args));
+      for (int64_t i = 0; i < n; ++i) {
+        RETURN_IF_ERROR(OutputArray(i).EmitWrite(b_, target, results[i]));
+      }
+      return OkStatus();
+    });
+  };
+  IrIndex u;
+  RETURN_IF_ERROR(nest(0, u));
+  b_.CreateRetVoid();
+  return OkStatus();
+}
+
+Status KernelBuilder::EmitSelectAndScatter(const HloInstruction* sas) {
+  const HloInstruction* operand = sas->operand(0);
+  const HloInstruction* source = sas->operand(1);
+  const Shape& shape = operand->shape();
+  const Window& window = *sas->window;
+  RETURN_IF_ERROR(EmitParallelLoop(shape, 1, [&](ElementalIrEmitter& e, const IrIndex& index) -> Status {
+    ASSIGN_OR_RETURN(Value * init, e.EmitElement(sas->operand(2), {}));
+    return OutputArray(0).EmitWrite(b_, index, init);
+  }));
+  if (source->shape().num_elements() == 0) return OkStatus();
+  NewPhase(true, 1, source->shape().num_elements());
+  auto e = MakeEmitter();
+  const int64_t rank = shape.rank();
+  std::vector<llvm::AllocaInst*> selected;
+  for (int64_t d = 0; d < rank; ++d) selected.push_back(EmitEntryAlloca(b_, b_.getInt64Ty(), "selected"));
+  llvm::AllocaInst* found = EmitEntryAlloca(b_, b_.getInt1Ty(), "found");
+  std::vector<int64_t> source_sizes = source->shape().dimensions();
+  std::vector<int64_t> window_sizes;
+  for (const WindowDimension& w : window.dimensions) window_sizes.push_back(w.size);
+  std::function<Status(size_t, IrIndex&, const std::vector<int64_t>&,
+                       const std::function<Status(const IrIndex&)>&)>
+      nest = [&](size_t d, IrIndex& ivs, const std::vector<int64_t>& sizes,
+                 const std::function<Status(const IrIndex&)>& body) -> Status {
+    if (d == sizes.size()) return body(ivs);
+    return e->EmitLoop(b_.getInt64(0), b_.getInt64(sizes[d]), "sas", [&](Value* iv) {
+      ivs.push_back(iv);
+      Status s = nest(d + 1, ivs, sizes, body);
+      ivs.pop_back();
+      return s;
+    });
+  };
+  IrIndex s_index;
+  RETURN_IF_ERROR(nest(0, s_index, source_sizes, [&](const IrIndex& s) -> Status {
+    b_.CreateStore(b_.getFalse(), found);
+    IrIndex w_index;
+    RETURN_IF_ERROR(nest(0, w_index, window_sizes, [&](const IrIndex& w) -> Status {
+      Value* inside = b_.getTrue();
+      IrIndex candidate(rank);
+      for (int64_t d = 0; d < rank; ++d) {
+        const WindowDimension& wd = window.dimensions[d];
+        candidate[d] = b_.CreateSub(b_.CreateAdd(b_.CreateMul(s[d], b_.getInt64(wd.stride)), w[d]),
+                                    b_.getInt64(wd.padding_low));
+        inside = b_.CreateAnd(inside, b_.CreateICmpSGE(candidate[d], b_.getInt64(0)));
+        inside = b_.CreateAnd(inside, b_.CreateICmpSLT(candidate[d], b_.getInt64(shape.dimensions(d))));
+      }
+      return e->EmitIf(inside, "sas.inside", [&]() -> Status {
+        // The first candidate is selected; each later one replaces it unless select() keeps it.
+        IrIndex current(rank);
+        for (int64_t d = 0; d < rank; ++d) current[d] = b_.CreateLoad(b_.getInt64Ty(), selected[d]);
+        Value* have = b_.CreateLoad(b_.getInt1Ty(), found);
+        for (int64_t d = 0; d < rank; ++d) current[d] = b_.CreateSelect(have, current[d], candidate[d]);
+        ASSIGN_OR_RETURN(Value * a, e->EmitElement(operand, current));
+        ASSIGN_OR_RETURN(Value * c, e->EmitElement(operand, candidate));
+        ASSIGN_OR_RETURN(std::vector<Value*> keep, e->EmitScalarComputation(*sas->select(), {a, c}));
+        Value* take = b_.CreateOr(b_.CreateNot(have), b_.CreateNot(keep[0]));
+        for (int64_t d = 0; d < rank; ++d) {
+          b_.CreateStore(b_.CreateSelect(take, candidate[d], current[d]), selected[d]);
+        }
+        b_.CreateStore(b_.getTrue(), found);
+        return OkStatus();
+      });
+    }));
+    return e->EmitIf(b_.CreateLoad(b_.getInt1Ty(), found), "sas.found", [&]() -> Status {
+      IrIndex target(rank);
+      for (int64_t d = 0; d < rank; ++d) target[d] = b_.CreateLoad(b_.getInt64Ty(), selected[d]);
+      ASSIGN_OR_RETURN(Value * current, OutputArray(0).EmitRead(b_, target));
+      ASSIGN_OR_RETURN(Value * update, e->EmitElement(source, s));
+      ASSIGN_OR_RETURN(std::vector<Value*> r, e->EmitScalarComputation(*sas->scatter(), {current, update}));
+      return OutputArray(0).EmitWrite(b_, target, r[0]);
+    });
+  }));
+  b_.CreateRetVoid();
+  return OkStatus();
+}
+
+StatusOr<KernelSpec> KernelBuilder::Build() {
+  for (const HloInstruction* operand : hlo_.operands()) {
+    spec_.operand_leaves += LeafCount(operand->shape());
+  }
+  hlo_.shape().ForEachLeaf([&](const Shape& s, const std::vector<int64_t>&) {
+    output_shapes_.push_back(s);
+  });
+  for (const Shape& s : output_shapes_) {
+    if (!s.IsArray() || !IsCodegenSupportedType(s.element_type())) {
+      return Error(fmt::format("{}: result type {} is not supported by code generation",
+                               hlo_.name(), s.ToString()));
+    }
+  }
+  spec_.output_leaves = static_cast<int64_t>(output_shapes_.size());
+
+  // Operands: fused parameters (or the unfused op's operands) read from the buffer table.
+  const HloComputation* fused = hlo_.opcode() == HloOpcode::kFusion ? hlo_.fused_computation() : nullptr;
+  int64_t slot = 0;
+  for (int64_t i = 0; i < hlo_.operand_count(); ++i) {
+    const HloInstruction* bound = fused ? fused->parameter_instruction(i) : hlo_.operand(i);
+    hlo_.operand(i)->shape().ForEachLeaf([&](const Shape& s, const std::vector<int64_t>& index) {
+      bindings_.push_back({bound, index, s, slot++});
+    });
+  }
+  root_ = fused ? fused->root_instruction() : &hlo_;
+
+  if (root_->opcode() == HloOpcode::kTuple && fused) {
+    int64_t leaf = 0;
+    for (const HloInstruction* out : root_->operands()) {
+      outputs_.push_back({out, leaf});
+      leaf += LeafCount(out->shape());
+    }
+  } else {
+    outputs_.push_back({root_, 0});
+  }
+
+  // Materialise expensive fused values that other fused instructions read.
+  if (fused) {
+    int64_t scratch = 0;
+    for (const HloInstruction* x : fused->MakeInstructionPostOrder()) {
+      if (!IsExpensivePerElement(x->opcode()) || x == root_) continue;
+      bool read_inside = false;
+      for (const HloInstruction* user : x->users()) read_inside |= user != root_;
+      if (!read_inside) continue;
+      auto out = std::find_if(outputs_.begin(), outputs_.end(),
+                              [&](const auto& o) { return o.first == x; });
+      std::vector<Binding> materialized;
+      x->shape().ForEachLeaf([&](const Shape& s, const std::vector<int64_t>& index) {
+        if (out != outputs_.end()) {
+          const int64_t leaf = out->second + static_cast<int64_t>(materialized.size());
+          materialized.push_back({x, index, output_shapes_[leaf], spec_.operand_leaves + leaf});
+        } else {
+          Shape dense = s;
+          dense.SetDefaultLayout();
+          materialized.push_back({x, index, dense, spec_.operand_leaves + spec_.output_leaves, scratch});
+          scratch += (shape_util::ByteSizeOf(dense) + 63) / 64 * 64;
+        }
+      });
+      const Shape& loop_shape = materialized[0].shape;
+      RETURN_IF_ERROR(EmitParallelLoop(loop_shape, WorkPerElement(*x),
+                                       [&](ElementalIrEmitter& e, const IrIndex& index) -> Status {
+        ASSIGN_OR_RETURN(std::vector<Value*> leaves, e.EmitLeaves(x, index));
+        for (size_t j = 0; j < leaves.size(); ++j) {
+          RETURN_IF_ERROR(ArrayOf(materialized[j]).EmitWrite(b_, index, leaves[j]));
+        }
+        return OkStatus();
+      }));
+      bindings_.insert(bindings_.end(), materialized.begin(), materialized.end());
+      if (out != outputs_.end()) written_[x] = true;
+    }
+    spec_.scratch_bytes = scratch;
+  }
+
+  if (root_->opcode() == HloOpcode::kScatter) {
+    RETURN_IF_ERROR(EmitScatter(root_));
+  } else if (root_->opcode() == HloOpcode::kSelectAndScatter) {
+    RETURN_IF_ERROR(EmitSelectAndScatter(root_));
+  } else {
+    RETURN_IF_ERROR(EmitOutputs());
+  }
+  return spec_;
+}
+
+}  // namespace
+
+StatusOr<KernelSpec> EmitKernel(const HloInstruction& hlo, const std::string& name,
+                                llvm::Module& module) {
+  KernelBuilder builder(hlo, name, module);
+  return builder.Build();
+}
+
+}  // namespace xlens::codegen
+
+namespace xlens::codegen {
+
+Status EmitComparator(const HloComputation& computation,
+                      const std::vector<PrimitiveType>& operand_types, const std::string& name,
+                      llvm::Module& module) {
+  llvm::LLVMContext& c = module.getContext();
+  auto* type = llvm::FunctionType::get(
+      llvm::Type::getInt8Ty(c), {llvm::PointerType::get(c, 0), llvm::PointerType::get(c, 0)}, false);
+  llvm::Function* f = llvm::Function::Create(type, llvm::Function::ExternalLinkage, name, module);
+  f->addFnAttr(llvm::Attribute::NoUnwind);
+  llvm::IRBuilder<> b(llvm::BasicBlock::Create(c, "entry", f));
+  std::vector<Value*> args;
+  for (size_t i = 0; i < operand_types.size(); ++i) {
+    ASSIGN_OR_RETURN(llvm::Type * storage, StorageType(operand_types[i], c));
+    for (int side = 0; side < 2; ++side) {
+      Value* table = f->getArg(side);
+      Value* ptr = b.CreateLoad(b.getPtrTy(), b.CreateInBoundsGEP(b.getPtrTy(), table, {b.getInt64(i)}));
+      args.push_back(StorageToValue(b, operand_types[i], b.CreateLoad(storage, ptr)));
+    }
+  }
+  ElementalIrEmitter e(b);
+  ASSIGN_OR_RETURN(std::vector<Value*> result, e.EmitScalarComputation(computation, args));
+  if (result.size() != 1 || !result[0]->getType()->isIntegerTy(1)) {
+    return Error(fmt::format("comparator {} does not return one pred", computation.name()));
+  }
+  b.CreateRet(b.CreateZExt(result[0], b.getInt8Ty()));
+  return OkStatus();
+}
+
+}  // namespace xlens::codegen

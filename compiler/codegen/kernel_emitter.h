@@ -1,0 +1,65 @@
+// KernelEmitter: turns one HLO instruction of a scheduled computation (a fusion, or an unfused
+// op treated as a fusion of one) into CPU kernel functions in an LLVM module.
+//
+// A kernel is one or more phases, each a function
+//     void phase(void** buffers, int64_t task_begin, int64_t task_end)
+// that the runtime calls over [0, tasks) split across threads (or in one call when the phase is
+// sequential). `buffers` holds one pointer per array leaf of the instruction's operands, then one
+// per leaf of its result, then a scratch pointer. Phases run in order:
+//  - a reduction (or reduce-window, dot, convolution) inside a fusion whose result other fused
+//    instructions read is materialised first, into scratch or into its output, so that softmax's
+//    row max and row sum are computed once per row and not once per element;
+//  - then every output, outputs of one shape sharing a loop (and their common subexpressions);
+//  - scatter and select-and-scatter copy their operand, then apply updates in order in one
+//    sequential phase (updates to the same element must not race).
+// The loop of a phase walks its shape in physical order with the minor-most dimension innermost,
+// so that loads and stores are contiguous and LLVM's loop vectorizer can widen them.
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include <llvm/IR/Module.h>
+
+#include "compiler/hlo/instruction.h"
+#include "compiler/support/status.h"
+
+namespace xlens::codegen {
+
+struct KernelPhase {
+  std::string function_name;
+  int64_t tasks = 0;
+  // Elements computed per task (times the reduction length for reductions): the runtime's grain.
+  int64_t work_per_task = 1;
+  bool sequential = false;
+};
+
+struct KernelSpec {
+  std::string name;
+  std::vector<KernelPhase> phases;
+  int64_t operand_leaves = 0;
+  int64_t output_leaves = 0;
+  int64_t scratch_bytes = 0;
+};
+
+// Emits the kernel of `hlo` into `module`, its functions named after `name`.
+StatusOr<KernelSpec> EmitKernel(const HloInstruction& hlo, const std::string& name,
+                                llvm::Module& module);
+
+// Whether EmitKernel handles `hlo` (as opposed to control flow, library calls and no-ops).
+bool IsKernelInstruction(const HloInstruction& hlo);
+
+// A C-like name LLVM and ptxas accept ("fusion.3" -> "fusion_3").
+std::string SanitizeName(std::string_view name);
+
+}  // namespace xlens::codegen
+
+namespace xlens::codegen {
+
+// Emits `bool name(void** lhs, void** rhs)`: a sort comparator over one element of each operand
+// (lhs[i] and rhs[i] point at operand i's two elements), as `computation` compares them.
+Status EmitComparator(const HloComputation& computation,
+                      const std::vector<PrimitiveType>& operand_types, const std::string& name,
+                      llvm::Module& module);
+
+}  // namespace xlens::codegen

@@ -1,0 +1,38 @@
+// The scalar operations of HLO in LLVM IR, with XLA's semantics (the reference evaluator's):
+// wrapping integers, x/0 == -1, NaN-propagating max/min, saturating float->int converts,
+// f16/bf16 computed in f32 and rounded once per operation. Complex transcendental functions and
+// integer powers call small runtime functions (cpu/runtime_symbols.cc) so that they round as the
+// evaluator's std::complex code does.
+#pragma once
+
+#include <llvm/IR/IRBuilder.h>
+
+#include "compiler/hlo/instruction.h"
+#include "compiler/support/status.h"
+
+namespace xlens::codegen {
+
+// Operands and result are element values (see ValueType).
+StatusOr<llvm::Value*> EmitUnaryOp(llvm::IRBuilder<>& b, const HloInstruction& hlo,
+                                   llvm::Value* operand);
+StatusOr<llvm::Value*> EmitBinaryOp(llvm::IRBuilder<>& b, const HloInstruction& hlo,
+                                    llvm::Value* lhs, llvm::Value* rhs);
+StatusOr<llvm::Value*> EmitBinaryOpcode(llvm::IRBuilder<>& b, HloOpcode opcode, PrimitiveType type,
+                                        llvm::Value* lhs, llvm::Value* rhs);
+StatusOr<llvm::Value*> EmitCompare(llvm::IRBuilder<>& b, PrimitiveType type,
+                                   ComparisonDirection direction, ComparisonType comparison,
+                                   llvm::Value* lhs, llvm::Value* rhs);
+StatusOr<llvm::Value*> EmitConvert(llvm::IRBuilder<>& b, PrimitiveType from, PrimitiveType to,
+                                   llvm::Value* value);
+StatusOr<llvm::Value*> EmitBitcastConvert(llvm::IRBuilder<>& b, PrimitiveType from,
+                                          PrimitiveType to, llvm::Value* value);
+StatusOr<llvm::Value*> EmitReducePrecision(llvm::IRBuilder<>& b, PrimitiveType type,
+                                           int64_t exponent_bits, int64_t mantissa_bits,
+                                           llvm::Value* value);
+// A constant element of a literal (pred as i1).
+StatusOr<llvm::Value*> EmitLiteralElement(llvm::IRBuilder<>& b, const Literal& literal,
+                                          int64_t linear_index);
+// An integer value (i64) converted to an element of `type` (iota).
+StatusOr<llvm::Value*> EmitFromInt64(llvm::IRBuilder<>& b, PrimitiveType type, llvm::Value* v);
+
+}  // namespace xlens::codegen

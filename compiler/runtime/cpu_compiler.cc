@@ -1,0 +1,329 @@
+#include "compiler/runtime/cpu_compiler.h"
+
+#include <chrono>
+#include <cstdlib>
+#include <cstring>
+#include <map>
+#include <set>
+
+#include <fmt/format.h>
+#include <llvm/IR/LLVMContext.h>
+#include <llvm/IR/Module.h>
+
+#include "compiler/codegen/kernel_emitter.h"
+#include "compiler/runtime/control_flow_thunks.h"
+#include "compiler/runtime/library_thunks.h"
+
+namespace xlens::runtime {
+
+class ExecutableBuilder {
+ public:
+  ExecutableBuilder(std::unique_ptr<HloModule> module, const CompileOptions& options)
+      : options_(options) {
+    exe_.reset(new Executable());
+    exe_->module_ = std::move(module);
+  }
+
+  StatusOr<std::unique_ptr<Executable>> Build();
+
+ private:
+  // Pass A: code for every instruction of `computation` and of the computations it calls.
+  Status EmitComputation(const HloComputation& computation,
+                         const std::vector<const HloInstruction*>& order);
+  Status PlanNested(const HloComputation& computation);
+  // Pass B: the thunks of a computation over `plan`.
+  StatusOr<ThunkSequence> BuildThunks(const HloComputation& computation, const FramePlan& plan,
+                                      const std::vector<const HloInstruction*>& order,
+                                      std::vector<char*>& frame);
+  StatusOr<NestedComputation> BuildNested(const HloComputation& computation);
+  std::vector<char*> MakeFrame(const FramePlan& plan) const;
+  std::string UniqueSymbol(const std::string& hlo_name);
+
+  CompileOptions options_;
+  std::unique_ptr<Executable> exe_;
+  std::unique_ptr<llvm::LLVMContext> context_ = std::make_unique<llvm::LLVMContext>();
+  std::unique_ptr<llvm::Module> llvm_module_;
+  std::map<const HloInstruction*, codegen::KernelSpec> kernels_;
+  std::map<const HloInstruction*, std::string> comparators_;
+  std::map<const HloComputation*, std::unique_ptr<FramePlan>> nested_plans_;
+  std::set<std::string> symbols_;
+  int64_t arena_end_ = 0;
+  int64_t scratch_bytes_ = 0;
+};
+
+std::string ExecutableBuilder::UniqueSymbol(const std::string& hlo_name) {
+  std::string base = codegen::SanitizeName(hlo_name);
+  std::string name = base;
+  for (int i = 1; symbols_.count(name); ++i) name = fmt::format("{}_{}", base, i);
+  symbols_.insert(name);
+  return name;
+}
+
+Status ExecutableBuilder::EmitComputation(const HloComputation& computation,
+                                          const std::vector<const HloInstruction*>& order) {
+  for (const HloInstruction* hlo : order) {
+    switch (hlo->opcode()) {
+      case HloOpcode::kWhile:
+        RETURN_IF_ERROR(PlanNested(*hlo->while_condition()));
+        RETURN_IF_ERROR(PlanNested(*hlo->while_body()));
+        continue;
+      case HloOpcode::kConditional:
+        for (const HloComputation* branch : hlo->branch_computations()) {
+          RETURN_IF_ERROR(PlanNested(*branch));
+        }
+        continue;
+      case HloOpcode::kCall:
+        RETURN_IF_ERROR(PlanNested(*hlo->to_apply()));
+        continue;
+      case HloOpcode::kSort: {
+        std::vector<PrimitiveType> types;
+        for (const HloInstruction* operand : hlo->operands()) {
+          types.push_back(operand->shape().element_type());
+        }
+        const std::string name = UniqueSymbol(hlo->name() + "_comparator");
+        RETURN_IF_ERROR(codegen::EmitComparator(*hlo->to_apply(), types, name, *llvm_module_)
+                            .WithContext(hlo->name()));
+        comparators_[hlo] = name;
+        continue;
+      }
+      case HloOpcode::kCustomCall:
+        return Error(fmt::format("{}: custom-call \"{}\" cannot run on the CPU backend",
+                                 hlo->name(), hlo->custom_call_target.value_or("")));
+      default:
+        break;
+    }
+    if (!codegen::IsKernelInstruction(*hlo) || IsEigenDot(*hlo)) continue;
+    auto spec = codegen::EmitKernel(*hlo, UniqueSymbol(hlo->name()), *llvm_module_);
+    if (!spec.ok()) return spec.status().WithContext(hlo->name());
+    scratch_bytes_ = std::max(scratch_bytes_, spec->scratch_bytes);
+    kernels_[hlo] = std::move(*spec);
+  }
+  return OkStatus();
+}
+
+Status ExecutableBuilder::PlanNested(const HloComputation& computation) {
+  if (nested_plans_.count(&computation)) return OkStatus();
+  ASSIGN_OR_RETURN(FramePlan plan, FramePlan::ForNested(computation, arena_end_));
+  arena_end_ = plan.arena_end();
+  nested_plans_[&computation] = std::make_unique<FramePlan>(std::move(plan));
+  auto order = computation.MakeInstructionPostOrder();
+  return EmitComputation(computation, {order.begin(), order.end()});
+}
+
+std::vector<char*> ExecutableBuilder::MakeFrame(const FramePlan& plan) const {
+  std::vector<char*> frame(plan.slot_count(), nullptr);
+  for (int64_t s = 0; s < plan.slot_count(); ++s) {
+    if (plan.slot_offsets()[s] >= 0) frame[s] = exe_->arena_ + plan.slot_offsets()[s];
+  }
+  return frame;
+}
+
+StatusOr<NestedComputation> ExecutableBuilder::BuildNested(const HloComputation& computation) {
+  NestedComputation nested{*nested_plans_.at(&computation), {}, {}};
+  nested.frame = MakeFrame(nested.plan);
+  auto order = computation.MakeInstructionPostOrder();
+  ASSIGN_OR_RETURN(nested.thunks, BuildThunks(computation, nested.plan,
+                                              {order.begin(), order.end()}, nested.frame));
+  return nested;
+}
+
+StatusOr<ThunkSequence> ExecutableBuilder::BuildThunks(
+    const HloComputation& computation, const FramePlan& plan,
+    const std::vector<const HloInstruction*>& order, std::vector<char*>& frame) {
+  ThunkSequence thunks;
+  auto sizes_of = [](const HloInstruction* hlo) {
+    std::vector<int64_t> sizes;
+    hlo->shape().ForEachLeaf([&](const Shape& s, const std::vector<int64_t>&) {
+      if (s.IsArray()) sizes.push_back(shape_util::ByteSizeOf(s));
+    });
+    return sizes;
+  };
+  for (const HloInstruction* hlo : order) {
+    const std::string& name = hlo->name();
+    switch (hlo->opcode()) {
+      case HloOpcode::kConstant: {
+        // Constants are written into their buffers once, here.
+        const int64_t slot = plan.Slot(hlo);
+        if (slot >= 0 && frame[slot] != nullptr) {
+          if (hlo->literal().is_elided() || hlo->literal().is_text_only()) {
+            return Error(fmt::format("constant {} has no value in the text (elided)", name));
+          }
+          CopyToLayout(hlo->literal().untyped_data(), hlo->shape(), frame[slot]);
+        }
+        continue;
+      }
+      case HloOpcode::kWhile: {
+        ASSIGN_OR_RETURN(NestedComputation condition, BuildNested(*hlo->while_condition()));
+        ASSIGN_OR_RETURN(NestedComputation body, BuildNested(*hlo->while_body()));
+        thunks.push_back(std::make_unique<WhileThunk>(
+            name, std::move(condition), std::move(body), plan.LeafSlots(hlo->operand(0)),
+            plan.LeafSlots(hlo), sizes_of(hlo)));
+        continue;
+      }
+      case HloOpcode::kConditional: {
+        std::vector<NestedComputation> branches;
+        std::vector<std::vector<int64_t>> operand_slots;
+        int64_t i = 1;
+        for (const HloComputation* branch : hlo->branch_computations()) {
+          ASSIGN_OR_RETURN(NestedComputation nested, BuildNested(*branch));
+          branches.push_back(std::move(nested));
+          operand_slots.push_back(plan.LeafSlots(hlo->operand(i++)));
+        }
+        thunks.push_back(std::make_unique<ConditionalThunk>(
+            name, plan.Slot(hlo->operand(0)),
+            hlo->operand(0)->shape().element_type() == PrimitiveType::PRED, std::move(branches),
+            std::move(operand_slots), plan.LeafSlots(hlo), sizes_of(hlo)));
+        continue;
+      }
+      case HloOpcode::kCall: {
+        ASSIGN_OR_RETURN(NestedComputation callee, BuildNested(*hlo->to_apply()));
+        std::vector<int64_t> operand_slots;
+        for (const HloInstruction* operand : hlo->operands()) {
+          for (int64_t s : plan.LeafSlots(operand)) operand_slots.push_back(s);
+        }
+        thunks.push_back(std::make_unique<CallThunk>(name, std::move(callee), operand_slots,
+                                                     plan.LeafSlots(hlo), sizes_of(hlo)));
+        continue;
+      }
+      case HloOpcode::kSort: {
+        ASSIGN_OR_RETURN(void* fn, exe_->jit_->Lookup(comparators_.at(hlo)));
+        std::vector<Shape> shapes, output_shapes;
+        std::vector<int64_t> operand_slots;
+        for (const HloInstruction* operand : hlo->operands()) {
+          shapes.push_back(operand->shape());
+          operand_slots.push_back(plan.Slot(operand));
+        }
+        hlo->shape().ForEachLeaf([&](const Shape& s, const std::vector<int64_t>&) {
+          output_shapes.push_back(s);
+        });
+        thunks.push_back(std::make_unique<SortThunk>(
+            name, reinterpret_cast<SortThunk::Comparator>(fn), hlo->dimensions(0), shapes,
+            operand_slots, plan.LeafSlots(hlo), output_shapes));
+        continue;
+      }
+      default:
+        break;
+    }
+    if (IsEigenDot(*hlo)) {
+      thunks.push_back(std::make_unique<EigenDotThunk>(name, *hlo, plan.Slot(hlo->operand(0)),
+                                                       plan.Slot(hlo->operand(1)), plan.Slot(hlo)));
+      continue;
+    }
+    auto kernel = kernels_.find(hlo);
+    if (kernel == kernels_.end()) continue;  // an alias or a no-op
+    std::vector<KernelThunk::PhaseFn> phases;
+    for (const codegen::KernelPhase& phase : kernel->second.phases) {
+      ASSIGN_OR_RETURN(void* fn, exe_->jit_->Lookup(phase.function_name));
+      phases.push_back(reinterpret_cast<KernelThunk::PhaseFn>(fn));
+    }
+    std::vector<int64_t> operand_slots;
+    for (const HloInstruction* operand : hlo->operands()) {
+      for (int64_t s : plan.LeafSlots(operand)) operand_slots.push_back(s);
+    }
+    for (int64_t s : operand_slots) {
+      if (s < 0) return Error(fmt::format("{}: an operand has no buffer", name));
+    }
+    KernelInfo info{kernel->second.phases.empty() ? "" : kernel->second.phases[0].function_name,
+                    name, "", static_cast<int64_t>(kernel->second.phases.size()), 0};
+    if (hlo->opcode() == HloOpcode::kFusion && hlo->fusion_kind) {
+      static const char* kinds[] = {"kLoop", "kInput", "kOutput", "kCustom"};
+      info.fusion_kind = kinds[static_cast<int>(*hlo->fusion_kind)];
+    }
+    for (const auto& p : kernel->second.phases) info.tasks = std::max(info.tasks, p.tasks);
+    exe_->kernels_.push_back(info);
+    thunks.push_back(std::make_unique<KernelThunk>(name, kernel->second, std::move(phases),
+                                                   operand_slots, plan.LeafSlots(hlo)));
+  }
+  (void)computation;
+  return thunks;
+}
+
+StatusOr<std::unique_ptr<Executable>> ExecutableBuilder::Build() {
+  const auto start = std::chrono::steady_clock::now();
+  HloModule& module = *exe_->module_;
+  OptimizeOptions optimize = options_.optimize;
+  optimize.backend = Backend::kCpu;
+  ASSIGN_OR_RETURN(OptimizeResult optimized, OptimizeHloModule(module, optimize));
+  if (!optimized.buffers) return Error("buffer assignment did not run");
+  exe_->assignment_ = std::make_unique<BufferAssignment>(std::move(*optimized.buffers));
+  const BufferAssignment& assignment = *exe_->assignment_;
+
+  // The arena: the entry's allocations first, then nested frames, then kernel scratch.
+  std::vector<int64_t> allocation_offsets;
+  for (const BufferAllocation& allocation : assignment.allocations()) {
+    allocation_offsets.push_back(arena_end_);
+    arena_end_ += AlignedSize(allocation.size);
+  }
+  ASSIGN_OR_RETURN(FramePlan entry_plan, FramePlan::ForEntry(*module.entry_computation(),
+                                                              assignment, allocation_offsets));
+  exe_->entry_plan_ = std::make_unique<FramePlan>(std::move(entry_plan));
+
+  llvm_module_ = std::make_unique<llvm::Module>(module.name(), *context_);
+  RETURN_IF_ERROR(EmitComputation(*module.entry_computation(), assignment.schedule()));
+  exe_->scratch_offset_ = arena_end_;
+  arena_end_ += AlignedSize(scratch_bytes_);
+  exe_->arena_bytes_ = arena_end_;
+  exe_->arena_ = static_cast<char*>(std::aligned_alloc(64, std::max<int64_t>(64, arena_end_)));
+  if (exe_->arena_ == nullptr) {
+    return Error(fmt::format("cannot allocate {} for the module's buffers",
+                             HumanReadableBytes(arena_end_)));
+  }
+  std::memset(exe_->arena_, 0, arena_end_);
+
+  ASSIGN_OR_RETURN(exe_->jit_, codegen::CpuJit::Create({options_.opt_level}));
+  DumpContext* dump = options_.optimize.dump;
+  const bool dumping = dump != nullptr && dump->IsDumped(module);
+  ASSIGN_OR_RETURN(codegen::CompiledIr ir,
+                   exe_->jit_->AddModule(std::move(llvm_module_), std::move(context_),
+                                            dumping || options_.keep_llvm_ir));
+
+  exe_->frame_ = MakeFrame(*exe_->entry_plan_);
+  ASSIGN_OR_RETURN(exe_->thunks_,
+                   BuildThunks(*module.entry_computation(), *exe_->entry_plan_,
+                               assignment.schedule(), exe_->frame_));
+  exe_->compile_ns_ = std::chrono::duration_cast<std::chrono::nanoseconds>(
+                          std::chrono::steady_clock::now() - start).count();
+
+  if (options_.keep_llvm_ir) exe_->llvm_ir_ = ir;
+  if (dumping) {
+    std::vector<std::string> files;
+    for (auto [suffix, text] : {std::pair{"ir-no-opt.ll", &ir.ir_no_opt},
+                                std::pair{"ir-with-opt.ll", &ir.ir_with_opt}}) {
+      std::string file = dump->DumpText(module, suffix, *text);
+      if (!file.empty()) files.push_back(file);
+    }
+    std::string thunks_file = dump->DumpText(module, "thunk_sequence.txt", exe_->ThunkSequenceText());
+    if (!thunks_file.empty()) files.push_back(thunks_file);
+    for (const KernelInfo& k : exe_->kernels_) {
+      ManifestKernel kernel;
+      kernel.name = k.name;
+      kernel.fusion_kind = k.fusion_kind;
+      kernel.hlo_instruction = k.hlo_instruction;
+      const HloInstruction* hlo = module.entry_computation()->GetInstructionWithName(k.hlo_instruction);
+      if (hlo != nullptr && hlo->opcode() == HloOpcode::kFusion) {
+        kernel.fusion_computation = hlo->fused_computation()->name();
+      }
+      if (hlo != nullptr && !hlo->metadata.op_name.empty()) {
+        size_t begin = 0;
+        const std::string& names = hlo->metadata.op_name;
+        while (begin <= names.size()) {
+          size_t end = names.find(';', begin);
+          if (end == std::string::npos) end = names.size();
+          kernel.op_names.push_back(names.substr(begin, end - begin));
+          begin = end + 1;
+        }
+      }
+      kernel.files = files;
+      dump->RecordKernel(module, std::move(kernel));
+    }
+  }
+  return std::move(exe_);
+}
+
+StatusOr<std::unique_ptr<Executable>> CompileForCpu(std::unique_ptr<HloModule> module,
+                                                    const CompileOptions& options) {
+  ExecutableBuilder builder(std::move(module), options);
+  return builder.Build();
+}
+
+}  // namespace xlens::runtime

@@ -1,0 +1,135 @@
+#include "compiler/runtime/executable.h"
+
+#include <chrono>
+#include <cstdlib>
+#include <cstring>
+
+#include <fmt/format.h>
+
+#include "compiler/codegen/ir_array.h"
+
+namespace xlens::runtime {
+
+Executable::~Executable() {
+  // The thunks refer to code the JIT owns: drop them first.
+  thunks_.clear();
+  jit_.reset();
+  std::free(arena_);
+}
+
+namespace {
+
+bool IsRowMajor(const Shape& shape) {
+  return !shape.has_layout() ||
+         shape.layout().minor_to_major == shape_util::DefaultMinorToMajor(shape.rank());
+}
+
+// Calls fn(row-major element number, physical element number) for every element.
+template <typename Fn>
+void ForEachElement(const Shape& shape, Fn fn) {
+  const std::vector<int64_t> strides = codegen::LayoutStrides(shape);
+  const int64_t n = shape.num_elements();
+  std::vector<int64_t> index(shape.rank(), 0);
+  int64_t physical = 0;
+  for (int64_t i = 0; i < n; ++i) {
+    fn(i, physical);
+    for (int64_t d = shape.rank() - 1; d >= 0; --d) {
+      physical += strides[d];
+      if (++index[d] < shape.dimensions(d)) break;
+      physical -= strides[d] * index[d];
+      index[d] = 0;
+    }
+  }
+}
+
+}  // namespace
+
+void CopyToLayout(const uint8_t* row_major, const Shape& shape, char* destination) {
+  const int64_t width = ByteWidth(shape.element_type());
+  if (IsRowMajor(shape)) {
+    std::memcpy(destination, row_major, shape.num_elements() * width);
+    return;
+  }
+  ForEachElement(shape, [&](int64_t i, int64_t p) {
+    std::memcpy(destination + p * width, row_major + i * width, width);
+  });
+}
+
+void CopyFromLayout(const char* source, const Shape& shape, uint8_t* row_major) {
+  const int64_t width = ByteWidth(shape.element_type());
+  if (IsRowMajor(shape)) {
+    std::memcpy(row_major, source, shape.num_elements() * width);
+    return;
+  }
+  ForEachElement(shape, [&](int64_t i, int64_t p) {
+    std::memcpy(row_major + i * width, source + p * width, width);
+  });
+}
+
+Status Executable::SetArguments(std::span<const Literal> arguments) {
+  const HloComputation& entry = *module_->entry_computation();
+  if (static_cast<int64_t>(arguments.size()) != entry.num_parameters()) {
+    return Error(fmt::format("{} takes {} arguments, {} given", module_->name(),
+                             entry.num_parameters(), arguments.size()));
+  }
+  size_t slot = 0;
+  for (int64_t p = 0; p < entry.num_parameters(); ++p) {
+    const HloInstruction* param = entry.parameter_instruction(p);
+    if (!shape_util::Compatible(param->shape(), arguments[p].shape())) {
+      return Error(fmt::format("argument {} is {} but parameter {} is {}", p,
+                               arguments[p].shape().ToString(false), param->name(),
+                               param->shape().ToString(false)));
+    }
+    Status status = OkStatus();
+    param->shape().ForEachLeaf([&](const Shape& s, const std::vector<int64_t>& index) {
+      if (!s.IsArray() || !status.ok()) return;
+      const Literal* leaf = &arguments[p];
+      for (int64_t i : index) leaf = &leaf->tuple_element(i);
+      if (leaf->is_elided() || leaf->is_text_only()) {
+        status = Error(fmt::format("argument {} has no data", p));
+        return;
+      }
+      CopyToLayout(leaf->untyped_data(), s, frame_[entry_plan_->parameter_slots()[slot++]]);
+    });
+    RETURN_IF_ERROR(status);
+  }
+  return OkStatus();
+}
+
+Status Executable::Run(std::vector<int64_t>* thunk_ns) {
+  ExecuteContext context{&ThreadPool::Default(), arena_ + scratch_offset_};
+  if (thunk_ns == nullptr) return RunThunks(thunks_, frame_.data(), context);
+  thunk_ns->resize(thunks_.size(), 0);
+  for (size_t i = 0; i < thunks_.size(); ++i) {
+    const auto start = std::chrono::steady_clock::now();
+    Status status = thunks_[i]->Execute(frame_.data(), context);
+    (*thunk_ns)[i] += std::chrono::duration_cast<std::chrono::nanoseconds>(
+                          std::chrono::steady_clock::now() - start).count();
+    if (!status.ok()) return status.WithContext(thunks_[i]->hlo_name());
+  }
+  return OkStatus();
+}
+
+StatusOr<Literal> Executable::Results() const {
+  const HloInstruction* root = module_->entry_computation()->root_instruction();
+  Shape shape = root->shape();
+  Literal result(shape);
+  size_t leaf_number = 0;
+  shape.ForEachLeaf([&](const Shape& s, const std::vector<int64_t>& index) {
+    if (!s.IsArray()) return;
+    Literal* leaf = &result;
+    for (int64_t i : index) leaf = &leaf->tuple_element(i);
+    CopyFromLayout(frame_[entry_plan_->root_slots()[leaf_number++]], s, leaf->untyped_data());
+  });
+  return result;
+}
+
+StatusOr<Literal> Executable::Execute(std::span<const Literal> arguments) {
+  RETURN_IF_ERROR(SetArguments(arguments));
+  RETURN_IF_ERROR(Run());
+  return Results();
+}
+
+std::string Executable::ThunkSequenceText() const { return ThunkSequenceToString(thunks_); }
+
+}  // namespace xlens::runtime

@@ -1,0 +1,79 @@
+// Executable: a compiled module ready to run on the CPU. It holds the optimized module, its
+// buffer assignment, the JIT that owns the generated code, one arena with every buffer (entry
+// allocations, the frames of nested computations, kernel scratch) and the thunk sequence.
+// Running it allocates nothing: arguments are copied into their parameter buffers, the thunks
+// run, and the results are read back out.
+#pragma once
+
+#include <memory>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "compiler/codegen/cpu/cpu_jit.h"
+#include "compiler/hlo/literal.h"
+#include "compiler/hlo/module.h"
+#include "compiler/passes/buffer_assignment.h"
+#include "compiler/runtime/frame_plan.h"
+#include "compiler/runtime/thunk.h"
+
+namespace xlens::runtime {
+
+// One generated kernel, for logs, dumps and the profiler.
+struct KernelInfo {
+  std::string name;            // symbol of its first phase
+  std::string hlo_instruction;
+  std::string fusion_kind;     // "kLoop", ...; empty for an unfused op
+  int64_t phases = 0;
+  int64_t tasks = 0;           // of the widest phase
+};
+
+class Executable {
+ public:
+  ~Executable();
+
+  // Copies arguments (one literal per entry parameter, shapes as declared) into the arena,
+  // runs, and returns the result (a tuple for a tuple-shaped root).
+  StatusOr<Literal> Execute(std::span<const Literal> arguments);
+  // The three steps of Execute, for timing the run alone.
+  Status SetArguments(std::span<const Literal> arguments);
+  // With `thunk_ns`, the wall time of each top-level thunk is added to it (one entry per thunk).
+  Status Run(std::vector<int64_t>* thunk_ns = nullptr);
+  // The top-level thunks, in the order Run times them.
+  const ThunkSequence& thunks() const { return thunks_; }
+  StatusOr<Literal> Results() const;
+
+  const HloModule& module() const { return *module_; }
+  const BufferAssignment& buffer_assignment() const { return *assignment_; }
+  const std::vector<KernelInfo>& kernels() const { return kernels_; }
+  // XLA's thunk_sequence.txt: one line per thunk, control flow indented.
+  std::string ThunkSequenceText() const;
+  int64_t arena_bytes() const { return arena_bytes_; }
+  int64_t compile_ns() const { return compile_ns_; }
+  // The module's LLVM IR, when the compile options kept it.
+  const codegen::CompiledIr& llvm_ir() const { return llvm_ir_; }
+
+ private:
+  friend class ExecutableBuilder;
+  Executable() = default;
+
+  std::unique_ptr<HloModule> module_;
+  std::unique_ptr<BufferAssignment> assignment_;
+  std::unique_ptr<codegen::CpuJit> jit_;
+  char* arena_ = nullptr;
+  int64_t arena_bytes_ = 0;
+  int64_t scratch_offset_ = 0;
+  std::unique_ptr<FramePlan> entry_plan_;
+  std::vector<char*> frame_;
+  ThunkSequence thunks_;
+  std::vector<KernelInfo> kernels_;
+  int64_t compile_ns_ = 0;
+  codegen::CompiledIr llvm_ir_;
+};
+
+// Copies a row-major array (Literal storage) into `destination` laid out as `shape` says, and
+// back.
+void CopyToLayout(const uint8_t* row_major, const Shape& shape, char* destination);
+void CopyFromLayout(const char* source, const Shape& shape, uint8_t* row_major);
+
+}  // namespace xlens::runtime

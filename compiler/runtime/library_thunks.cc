@@ -1,0 +1,168 @@
+#include "compiler/runtime/library_thunks.h"
+
+#include <algorithm>
+#include <cstring>
+#include <numeric>
+
+#include <Eigen/Core>
+#include <fmt/format.h>
+
+#include "compiler/codegen/ir_array.h"
+#include "compiler/hlo/instruction.h"
+
+namespace xlens::runtime {
+
+SortThunk::SortThunk(std::string hlo_name, Comparator comparator, int64_t dimension,
+                     std::vector<Shape> shapes, std::vector<int64_t> operand_slots,
+                     std::vector<int64_t> output_slots, std::vector<Shape> output_shapes)
+    : Thunk(std::move(hlo_name)), comparator_(comparator), dimension_(dimension),
+      shapes_(std::move(shapes)), output_shapes_(std::move(output_shapes)),
+      operand_slots_(std::move(operand_slots)), output_slots_(std::move(output_slots)) {
+  permutation_.resize(shapes_[0].dimensions(dimension_));
+}
+
+Status SortThunk::Execute(char** frame, ExecuteContext&) const {
+  const Shape& shape = shapes_[0];
+  const int64_t n = shape.dimensions(dimension_);
+  const size_t count = shapes_.size();
+  std::vector<std::vector<int64_t>> strides, out_strides;
+  std::vector<int64_t> widths;
+  for (size_t i = 0; i < count; ++i) {
+    strides.push_back(codegen::LayoutStrides(shapes_[i]));
+    out_strides.push_back(codegen::LayoutStrides(output_shapes_[i]));
+    widths.push_back(ByteWidth(shapes_[i].element_type()));
+  }
+  std::vector<void*> lhs(count), rhs(count);
+  // Every slice along the sort dimension: iterate the other dimensions.
+  std::vector<int64_t> index(shape.rank(), 0);
+  const int64_t slices = shape.num_elements() / std::max<int64_t>(n, 1);
+  if (n == 0) return OkStatus();
+  for (int64_t s = 0; s < slices; ++s) {
+    auto offset = [&](size_t i, const std::vector<std::vector<int64_t>>& st, int64_t pos) {
+      int64_t o = 0;
+      for (int64_t d = 0; d < shape.rank(); ++d) o += (d == dimension_ ? pos : index[d]) * st[i][d];
+      return o;
+    };
+    std::iota(permutation_.begin(), permutation_.end(), 0);
+    // Merge sort stays in bounds even for a comparator that is not a strict weak order.
+    std::stable_sort(permutation_.begin(), permutation_.end(), [&](int64_t a, int64_t b) {
+      for (size_t i = 0; i < count; ++i) {
+        lhs[i] = frame[operand_slots_[i]] + offset(i, strides, a) * widths[i];
+        rhs[i] = frame[operand_slots_[i]] + offset(i, strides, b) * widths[i];
+      }
+      return comparator_(lhs.data(), rhs.data());
+    });
+    for (size_t i = 0; i < count; ++i) {
+      for (int64_t p = 0; p < n; ++p) {
+        std::memcpy(frame[output_slots_[i]] + offset(i, out_strides, p) * widths[i],
+                    frame[operand_slots_[i]] + offset(i, strides, permutation_[p]) * widths[i],
+                    widths[i]);
+      }
+    }
+    // Next slice: count over the dimensions other than the sort dimension, last fastest.
+    for (int64_t d = shape.rank() - 1; d >= 0; --d) {
+      if (d == dimension_) continue;
+      if (++index[d] < shape.dimensions(d)) break;
+      index[d] = 0;
+    }
+  }
+  return OkStatus();
+}
+
+std::string SortThunk::ToString(int indent) const {
+  return fmt::format("{:{}}sort {} (std::stable_sort, dimension {})\n", "", indent, hlo_name(),
+                     dimension_);
+}
+
+namespace {
+
+bool IsRowMajor(const Shape& s) {
+  return !s.has_layout() || s.layout().minor_to_major == shape_util::DefaultMinorToMajor(s.rank());
+}
+
+}  // namespace
+
+bool IsEigenDot(const HloInstruction& dot) {
+  if (dot.opcode() != HloOpcode::kDot || !dot.dot_dimension_numbers) return false;
+  const Shape& lhs = dot.operand(0)->shape();
+  const Shape& rhs = dot.operand(1)->shape();
+  const PrimitiveType t = dot.shape().element_type();
+  if ((t != PrimitiveType::F32 && t != PrimitiveType::F64) || lhs.element_type() != t ||
+      rhs.element_type() != t) {
+    return false;
+  }
+  if (!IsRowMajor(lhs) || !IsRowMajor(rhs) || !IsRowMajor(dot.shape())) return false;
+  const DotDimensionNumbers& dn = *dot.dot_dimension_numbers;
+  const int64_t nb = static_cast<int64_t>(dn.lhs_batch_dimensions.size());
+  for (int64_t i = 0; i < nb; ++i) {
+    if (dn.lhs_batch_dimensions[i] != i || dn.rhs_batch_dimensions[i] != i) return false;
+  }
+  if (dn.lhs_contracting_dimensions != std::vector<int64_t>{lhs.rank() - 1}) return false;
+  if (dn.rhs_contracting_dimensions != std::vector<int64_t>{nb}) return false;
+  return lhs.rank() <= nb + 2 && rhs.rank() <= nb + 2 && lhs.rank() >= nb + 1 &&
+         rhs.rank() >= nb + 1;
+}
+
+EigenDotThunk::EigenDotThunk(std::string hlo_name, const HloInstruction& dot, int64_t lhs_slot,
+                             int64_t rhs_slot, int64_t output_slot)
+    : Thunk(std::move(hlo_name)), lhs_slot_(lhs_slot), rhs_slot_(rhs_slot),
+      output_slot_(output_slot) {
+  const Shape& lhs = dot.operand(0)->shape();
+  const Shape& rhs = dot.operand(1)->shape();
+  const int64_t nb = static_cast<int64_t>(dot.dot_dimension_numbers->lhs_batch_dimensions.size());
+  is_f64_ = dot.shape().element_type() == PrimitiveType::F64;
+  for (int64_t i = 0; i < nb; ++i) batch_ *= lhs.dimensions(i);
+  k_ = lhs.dimensions(lhs.rank() - 1);
+  m_ = lhs.rank() == nb + 2 ? lhs.dimensions(nb) : 1;
+  n_ = rhs.rank() == nb + 2 ? rhs.dimensions(nb + 1) : 1;
+}
+
+namespace {
+
+template <typename T>
+void EigenProduct(const T* lhs, const T* rhs, T* out, int64_t batch, int64_t m, int64_t k,
+                  int64_t n, ThreadPool* pool) {
+  using Matrix = Eigen::Matrix<T, Eigen::Dynamic, Eigen::Dynamic, Eigen::RowMajor>;
+  // Tasks are (batch, block of rows) so that a single big matrix still uses every thread.
+  const int64_t row_block = std::max<int64_t>(16, m / (pool ? pool->parallelism() * 2 : 1));
+  const int64_t blocks = (m + row_block - 1) / row_block;
+  auto run = [&](int64_t begin, int64_t end) {
+    for (int64_t t = begin; t < end; ++t) {
+      const int64_t b = t / blocks, r0 = (t % blocks) * row_block;
+      const int64_t rows = std::min(row_block, m - r0);
+      Eigen::Map<const Matrix> a(lhs + (b * m + r0) * k, rows, k);
+      Eigen::Map<const Matrix> w(rhs + b * k * n, k, n);
+      Eigen::Map<Matrix> c(out + (b * m + r0) * n, rows, n);
+      c.noalias() = a * w;
+    }
+  };
+  const int64_t work = row_block * k * n;
+  if (pool == nullptr) {
+    run(0, batch * blocks);
+  } else {
+    pool->ParallelFor(batch * blocks, std::max<int64_t>(1, (int64_t{1} << 18) / std::max<int64_t>(1, work)), run);
+  }
+}
+
+}  // namespace
+
+Status EigenDotThunk::Execute(char** frame, ExecuteContext& context) const {
+  if (m_ == 0 || n_ == 0 || batch_ == 0) return OkStatus();
+  if (is_f64_) {
+    EigenProduct(reinterpret_cast<const double*>(frame[lhs_slot_]),
+                 reinterpret_cast<const double*>(frame[rhs_slot_]),
+                 reinterpret_cast<double*>(frame[output_slot_]), batch_, m_, k_, n_, context.pool);
+  } else {
+    EigenProduct(reinterpret_cast<const float*>(frame[lhs_slot_]),
+                 reinterpret_cast<const float*>(frame[rhs_slot_]),
+                 reinterpret_cast<float*>(frame[output_slot_]), batch_, m_, k_, n_, context.pool);
+  }
+  return OkStatus();
+}
+
+std::string EigenDotThunk::ToString(int indent) const {
+  return fmt::format("{:{}}library-call {} (Eigen matmul, batch {} [{}x{}] x [{}x{}])\n", "",
+                     indent, hlo_name(), batch_, m_, k_, k_, n_);
+}
+
+}  // namespace xlens::runtime

@@ -1,0 +1,68 @@
+// Thunks: the steps an Executable runs, in order. A thunk reads and writes the arrays of a frame
+// (an array of pointers, see frame_plan.h) and never allocates: every buffer it touches was
+// placed in the executable's arena when it was built.
+#pragma once
+
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "compiler/codegen/kernel_emitter.h"
+#include "compiler/support/status.h"
+#include "compiler/support/thread_pool.h"
+
+namespace xlens::runtime {
+
+struct ExecuteContext {
+  ThreadPool* pool = nullptr;
+  char* scratch = nullptr;  // kernel scratch, shared by all kernels (they run one at a time)
+};
+
+class Thunk {
+ public:
+  explicit Thunk(std::string hlo_name) : hlo_name_(std::move(hlo_name)) {}
+  virtual ~Thunk() = default;
+  virtual Status Execute(char** frame, ExecuteContext& context) const = 0;
+  // One line (and nested lines for control flow) of thunk_sequence.txt.
+  virtual std::string ToString(int indent) const = 0;
+  const std::string& hlo_name() const { return hlo_name_; }
+
+ private:
+  std::string hlo_name_;
+};
+
+using ThunkSequence = std::vector<std::unique_ptr<Thunk>>;
+
+Status RunThunks(const ThunkSequence& thunks, char** frame, ExecuteContext& context);
+std::string ThunkSequenceToString(const ThunkSequence& thunks, int indent = 0);
+
+// A generated kernel: its phases run one after another, each split over the thread pool.
+class KernelThunk : public Thunk {
+ public:
+  using PhaseFn = void (*)(void**, int64_t, int64_t);
+  KernelThunk(std::string hlo_name, codegen::KernelSpec spec, std::vector<PhaseFn> phases,
+              std::vector<int64_t> operand_slots, std::vector<int64_t> output_slots);
+  Status Execute(char** frame, ExecuteContext& context) const override;
+  std::string ToString(int indent) const override;
+  const codegen::KernelSpec& spec() const { return spec_; }
+
+ private:
+  codegen::KernelSpec spec_;
+  std::vector<PhaseFn> phases_;
+  std::vector<int64_t> slots_;  // operands, then outputs
+  mutable std::vector<void*> table_;
+};
+
+// Copies one array between slots (nothing when both are the same buffer).
+class CopyThunk : public Thunk {
+ public:
+  CopyThunk(std::string hlo_name, int64_t source, int64_t destination, int64_t bytes)
+      : Thunk(std::move(hlo_name)), source_(source), destination_(destination), bytes_(bytes) {}
+  Status Execute(char** frame, ExecuteContext& context) const override;
+  std::string ToString(int indent) const override;
+
+ private:
+  int64_t source_, destination_, bytes_;
+};
+
+}  // namespace xlens::runtime
