@@ -268,7 +268,6 @@ StatusOr<std::unique_ptr<Executable>> ExecutableBuilder::Build() {
     return Error(fmt::format("cannot allocate {} for the module's buffers",
                              HumanReadableBytes(arena_end_)));
   }
-  std::memset(exe_->arena_, 0, arena_end_);
 
   ASSIGN_OR_RETURN(exe_->jit_, codegen::CpuJit::Create({options_.opt_level}));
   DumpContext* dump = options_.optimize.dump;
