@@ -1,5 +1,6 @@
 #include "dump/manifest.h"
 
+#include <algorithm>
 #include <fcntl.h>
 #include <fmt/format.h>
 #include <sys/file.h>
@@ -42,6 +43,7 @@ Json ModuleToJson(const ManifestModule& module) {
                            {"fusion_computation", k.fusion_computation},
                            {"op_names", StringList(k.op_names)},
                            {"created_by_pass", k.created_by_pass},
+                           {"launch", k.launch},
                            {"files", StringList(k.files)}});
   }
   return Json{{"id", module.id},
@@ -161,6 +163,7 @@ Status ReadKernel(const Fields& f, ManifestKernel& k) {
   RETURN_IF_ERROR(f.String("fusion_computation", false, k.fusion_computation));
   RETURN_IF_ERROR(f.Strings("op_names", k.op_names));
   RETURN_IF_ERROR(f.String("created_by_pass", false, k.created_by_pass));
+  RETURN_IF_ERROR(f.String("launch", false, k.launch));
   return f.Strings("files", k.files);
 }
 
@@ -282,6 +285,21 @@ void ManifestWriter::AddStage(int64_t module_id, ManifestStage stage) {
 }
 
 void ManifestWriter::AddKernel(int64_t module_id, ManifestKernel kernel) {
+  // The pass pipeline records a kernel when fusion makes it, code generation again when it is
+  // emitted: one entry, the later record's non-empty fields winning and files accumulating.
+  for (ManifestKernel& k : ModuleWithId(module_id).kernels) {
+    if (kernel.hlo_instruction.empty() || k.hlo_instruction != kernel.hlo_instruction) continue;
+    if (!kernel.name.empty()) k.name = kernel.name;
+    if (!kernel.fusion_kind.empty()) k.fusion_kind = kernel.fusion_kind;
+    if (!kernel.fusion_computation.empty()) k.fusion_computation = kernel.fusion_computation;
+    if (!kernel.op_names.empty()) k.op_names = kernel.op_names;
+    if (!kernel.created_by_pass.empty()) k.created_by_pass = kernel.created_by_pass;
+    if (!kernel.launch.empty()) k.launch = kernel.launch;
+    for (std::string& f : kernel.files) {
+      if (std::find(k.files.begin(), k.files.end(), f) == k.files.end()) k.files.push_back(f);
+    }
+    return;
+  }
   ModuleWithId(module_id).kernels.push_back(std::move(kernel));
 }
 

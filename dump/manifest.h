@@ -5,7 +5,7 @@
 //   {"format": 1, "modules": [{"id": 1, "name": "m", "files": [...],
 //     "stages": [{"step", "pipeline", "pass", "changed", "wall_ns", "files"}, ...],
 //     "kernels": [{"name", "fusion_kind", "hlo_instruction", "fusion_computation",
-//                  "op_names", "created_by_pass", "files"}, ...]}]}
+//                  "op_names", "created_by_pass", "launch", "files"}, ...]}]}
 //
 // File names are relative to the manifest's directory. Required fields: format, modules; a
 // module's id and name; a stage's step, pipeline, pass and changed; a kernel's name. The rest
@@ -42,6 +42,9 @@ struct ManifestKernel {
   std::string fusion_computation;     // the fused computation ("fused_computation.3")
   std::vector<std::string> op_names;  // metadata op_name of every graph op inside
   std::string created_by_pass;        // the pass that made the fusion
+  // How the kernel is launched: "2 phases: 4096 tasks x 1000 elements, ..." on the CPU, grid and
+  // block on a GPU; empty before code generation.
+  std::string launch;
   std::vector<std::string> files;
   bool operator==(const ManifestKernel&) const = default;
 };

@@ -525,6 +525,12 @@ StatusOr<ElementalIrEmitter::Leaves> ElementalIrEmitter::EmitReduce(const HloIns
       ASSIGN_OR_RETURN(Value * x, EmitOperand(hlo, i, operand_index));
       args.push_back(x);
     }
+    // Float reductions may be reassociated, as XLA's CPU backend does, so that LLVM vectorizes
+    // them; the order of a sum is not part of reduce's semantics.
+    llvm::IRBuilder<>::FastMathFlagGuard guard(b_);
+    llvm::FastMathFlags flags;
+    flags.setAllowReassoc();
+    b_.setFastMathFlags(flags);
     ASSIGN_OR_RETURN(Leaves results, EmitScalarComputation(*hlo->to_apply(), args));
     for (int64_t i = 0; i < n; ++i) b_.CreateStore(results[i], accumulators[i]);
     return OkStatus();

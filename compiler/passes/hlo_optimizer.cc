@@ -162,7 +162,7 @@ StatusOr<OptimizeResult> OptimizeHloModule(HloModule& module, const OptimizeOpti
     std::string report = buffers.ToString();
     options.dump->DumpModule(module, AfterOptimizationsName(options.backend), report);
     RecordKernels(module, FusionCreators(fusion_passes), *options.dump);
-    options.dump->EndModule(module);
+    if (options.end_dump_module) options.dump->EndModule(module);
     for (const std::string& w : options.dump->warnings()) result.warnings.push_back(w);
   }
   result.buffers = std::move(buffers);

@@ -26,6 +26,9 @@ struct OptimizeOptions {
   std::optional<ReducePrecisionConfig> reduce_precision;
   // Where dumps go; null for none.
   DumpContext* dump = nullptr;
+  // End the module in the dump context when done (a compiler that dumps more, LLVM IR and the
+  // thunk sequence, ends it itself so that every file has the same module id).
+  bool end_dump_module = true;
 };
 
 struct OptimizeResult {

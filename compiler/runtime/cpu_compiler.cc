@@ -229,7 +229,14 @@ StatusOr<ThunkSequence> ExecutableBuilder::BuildThunks(
       static const char* kinds[] = {"kLoop", "kInput", "kOutput", "kCustom"};
       info.fusion_kind = kinds[static_cast<int>(*hlo->fusion_kind)];
     }
-    for (const auto& p : kernel->second.phases) info.tasks = std::max(info.tasks, p.tasks);
+    std::vector<std::string> launch;
+    for (const auto& p : kernel->second.phases) {
+      info.tasks = std::max(info.tasks, p.tasks);
+      launch.push_back(fmt::format("{} tasks x {} work{}", p.tasks, p.work_per_task,
+                                   p.sequential ? " (sequential)" : ""));
+    }
+    info.launch = fmt::format("{} phase{}: {}", launch.size(), launch.size() == 1 ? "" : "s",
+                              fmt::join(launch, ", "));
     exe_->kernels_.push_back(info);
     thunks.push_back(std::make_unique<KernelThunk>(name, kernel->second, std::move(phases),
                                                    operand_slots, plan.LeafSlots(hlo)));
@@ -243,6 +250,7 @@ StatusOr<std::unique_ptr<Executable>> ExecutableBuilder::Build() {
   HloModule& module = *exe_->module_;
   OptimizeOptions optimize = options_.optimize;
   optimize.backend = Backend::kCpu;
+  optimize.end_dump_module = false;
   ASSIGN_OR_RETURN(OptimizeResult optimized, OptimizeHloModule(module, optimize));
   if (!optimized.buffers) return Error("buffer assignment did not run");
   exe_->assignment_ = std::make_unique<BufferAssignment>(std::move(*optimized.buffers));
@@ -294,28 +302,18 @@ StatusOr<std::unique_ptr<Executable>> ExecutableBuilder::Build() {
     std::string thunks_file = dump->DumpText(module, "thunk_sequence.txt", exe_->ThunkSequenceText());
     if (!thunks_file.empty()) files.push_back(thunks_file);
     for (const KernelInfo& k : exe_->kernels_) {
+      // Merged with what the pipeline recorded for the same instruction (op_names, the pass
+      // that made the fusion).
       ManifestKernel kernel;
       kernel.name = k.name;
       kernel.fusion_kind = k.fusion_kind;
       kernel.hlo_instruction = k.hlo_instruction;
-      const HloInstruction* hlo = module.entry_computation()->GetInstructionWithName(k.hlo_instruction);
-      if (hlo != nullptr && hlo->opcode() == HloOpcode::kFusion) {
-        kernel.fusion_computation = hlo->fused_computation()->name();
-      }
-      if (hlo != nullptr && !hlo->metadata.op_name.empty()) {
-        size_t begin = 0;
-        const std::string& names = hlo->metadata.op_name;
-        while (begin <= names.size()) {
-          size_t end = names.find(';', begin);
-          if (end == std::string::npos) end = names.size();
-          kernel.op_names.push_back(names.substr(begin, end - begin));
-          begin = end + 1;
-        }
-      }
+      kernel.launch = k.launch;
       kernel.files = files;
       dump->RecordKernel(module, std::move(kernel));
     }
   }
+  if (dump != nullptr) dump->EndModule(module);
   return std::move(exe_);
 }
 

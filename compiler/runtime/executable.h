@@ -26,6 +26,7 @@ struct KernelInfo {
   std::string fusion_kind;     // "kLoop", ...; empty for an unfused op
   int64_t phases = 0;
   int64_t tasks = 0;           // of the widest phase
+  std::string launch;          // "1 phase: 2048 tasks x 8192 work"
 };
 
 class Executable {

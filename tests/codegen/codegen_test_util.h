@@ -1,0 +1,58 @@
+// Compiling HLO text for the CPU in tests, and checking the result against the evaluator.
+#pragma once
+
+#include <random>
+#include <string_view>
+#include <vector>
+
+#include <gtest/gtest.h>
+
+#include "compiler/hlo/evaluator.h"
+#include "compiler/hlo/literal_comparison.h"
+#include "compiler/hlo/parser.h"
+#include "compiler/hlo/random_literal.h"
+#include "compiler/runtime/cpu_compiler.h"
+
+namespace xlens::testing {
+
+// Compiles `text` with the CPU pipeline and runs it.
+inline StatusOr<Literal> CompileAndRun(std::string_view text, const std::vector<Literal>& arguments,
+                                       const runtime::CompileOptions& options = {}) {
+  auto module = ParseHloModule(text);
+  if (!module.ok()) return module.status();
+  auto executable = runtime::CompileForCpu(std::move(*module), options);
+  if (!executable.ok()) return executable.status();
+  return (*executable)->Execute(arguments);
+}
+
+// Random arguments (seeded) for the entry parameters of `text`.
+inline std::vector<Literal> RandomArguments(std::string_view text, uint64_t seed = 1) {
+  auto module = ParseHloModule(text);
+  std::vector<Literal> arguments;
+  if (!module.ok()) return arguments;
+  std::mt19937_64 rng(seed);
+  for (const HloInstruction* p : (*module)->entry_computation()->parameter_instructions()) {
+    arguments.push_back(MakeRandomLiteral(p->shape(), rng).value());
+  }
+  return arguments;
+}
+
+// The compiled result of `text`, which must equal (within `spec`) what the evaluator computes.
+inline Literal ExpectMatchesEvaluator(std::string_view text, std::vector<Literal> arguments = {},
+                                      ErrorSpec spec = {0, 0},
+                                      const runtime::CompileOptions& options = {}) {
+  if (arguments.empty()) arguments = RandomArguments(text);
+  auto module = ParseHloModule(text);
+  EXPECT_TRUE(module.ok()) << module.status().message();
+  if (!module.ok()) return Literal();
+  auto expected = EvaluateModule(**module, arguments);
+  EXPECT_TRUE(expected.ok()) << expected.status().message();
+  auto actual = CompileAndRun(text, arguments, options);
+  EXPECT_TRUE(actual.ok()) << actual.status().message();
+  if (!expected.ok() || !actual.ok()) return Literal();
+  Status match = ExpectLiteralNear(*expected, *actual, spec);
+  EXPECT_TRUE(match.ok()) << match.message();
+  return std::move(*actual);
+}
+
+}  // namespace xlens::testing

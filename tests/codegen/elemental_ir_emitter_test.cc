@@ -1,0 +1,234 @@
+// The elemental emitter, op by op, on the corners of XLA's semantics: every result is checked
+// against the reference evaluator (exactly, unless said otherwise) and against values known by
+// hand.
+#include "compiler/codegen/elemental_ir_emitter.h"
+
+#include <cmath>
+#include <limits>
+
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
+#include "codegen_test_util.h"
+#include "compiler/hlo/native_types.h"
+
+namespace xlens {
+namespace {
+
+using ::testing::ElementsAre;
+using testing::ExpectMatchesEvaluator;
+
+template <typename T>
+Literal R1(PrimitiveType type, std::vector<T> values) {
+  return Literal::CreateR1<T>(type, values);
+}
+template <typename T>
+std::vector<T> Values(const Literal& literal) {
+  auto d = literal.data<T>();
+  return {d.begin(), d.end()};
+}
+
+TEST(ElementalIrEmitterTest, IntegerDivisionByZeroAndOverflowFollowXla) {
+  const char* text = R"(HloModule m
+ENTRY e {
+  a = s32[4] parameter(0)
+  b = s32[4] parameter(1)
+  d = s32[4] divide(a, b)
+  r = s32[4] remainder(a, b)
+  ROOT t = (s32[4], s32[4]) tuple(d, r)
+})";
+  const int32_t min = std::numeric_limits<int32_t>::min();
+  std::vector<Literal> args;
+  args.push_back(R1<int32_t>(PrimitiveType::S32, {7, min, -7, 5}));
+  args.push_back(R1<int32_t>(PrimitiveType::S32, {0, -1, 2, -3}));
+  Literal out = ExpectMatchesEvaluator(text, std::move(args));
+  EXPECT_THAT(Values<int32_t>(out.tuple_element(0)), ElementsAre(-1, min, -3, -1));
+  EXPECT_THAT(Values<int32_t>(out.tuple_element(1)), ElementsAre(7, 0, -1, 2));
+}
+
+TEST(ElementalIrEmitterTest, ShiftsBeyondTheWidthShiftEverythingOut) {
+  const char* text = R"(HloModule m
+ENTRY e {
+  a = s32[3] parameter(0)
+  b = s32[3] parameter(1)
+  l = s32[3] shift-left(a, b)
+  r = s32[3] shift-right-arithmetic(a, b)
+  u = s32[3] shift-right-logical(a, b)
+  ROOT t = (s32[3], s32[3], s32[3]) tuple(l, r, u)
+})";
+  std::vector<Literal> args;
+  args.push_back(R1<int32_t>(PrimitiveType::S32, {1, -8, -8}));
+  args.push_back(R1<int32_t>(PrimitiveType::S32, {32, 40, 1}));
+  Literal out = ExpectMatchesEvaluator(text, std::move(args));
+  EXPECT_THAT(Values<int32_t>(out.tuple_element(0)), ElementsAre(0, 0, -16));
+  EXPECT_THAT(Values<int32_t>(out.tuple_element(1)), ElementsAre(0, -1, -4));
+  EXPECT_THAT(Values<int32_t>(out.tuple_element(2)), ElementsAre(0, 0, 0x7ffffffc));
+}
+
+TEST(ElementalIrEmitterTest, FloatToIntegerConvertSaturatesAndMapsNanToZero) {
+  const char* text = R"(HloModule m
+ENTRY e {
+  a = f32[5] parameter(0)
+  ROOT c = s32[5] convert(a)
+})";
+  std::vector<Literal> args;
+  args.push_back(R1<float>(PrimitiveType::F32, {std::nanf(""), 1e10f, -1e10f, 3.7f, -3.7f}));
+  Literal out = ExpectMatchesEvaluator(text, std::move(args));
+  EXPECT_THAT(Values<int32_t>(out), ElementsAre(0, std::numeric_limits<int32_t>::max(),
+                                                std::numeric_limits<int32_t>::min(), 3, -3));
+}
+
+TEST(ElementalIrEmitterTest, HalfAndBfloatRoundOncePerOperation) {
+  const char* text = R"(HloModule m
+ENTRY e {
+  a = f16[64] parameter(0)
+  b = bf16[64] parameter(1)
+  x = f16[64] multiply(a, a)
+  y = f16[64] add(x, a)
+  c = bf16[64] convert(y)
+  d = bf16[64] divide(c, b)
+  f = f64[64] convert(d)
+  g = f16[64] convert(f)
+  ROOT t = (f16[64], bf16[64], f16[64]) tuple(y, d, g)
+})";
+  ExpectMatchesEvaluator(text);
+}
+
+TEST(ElementalIrEmitterTest, ReducePrecisionAndTotalOrderCompare) {
+  const char* text = R"(HloModule m
+ENTRY e {
+  a = f32[6] parameter(0)
+  r = f32[6] reduce-precision(a), exponent_bits=5, mantissa_bits=2
+  z = f32[6] negate(a)
+  c = pred[6] compare(a, z), direction=LT, type=TOTALORDER
+  ROOT t = (f32[6], pred[6]) tuple(r, c)
+})";
+  std::vector<Literal> args;
+  args.push_back(R1<float>(PrimitiveType::F32, {0.0f, 1.3f, 1e6f, 1e-7f, std::nanf(""), -2.6f}));
+  Literal out = ExpectMatchesEvaluator(text, std::move(args));
+  EXPECT_EQ(Values<float>(out.tuple_element(0))[1], 1.25f);
+  EXPECT_TRUE(std::isinf(Values<float>(out.tuple_element(0))[2]));
+  // -0 < +0 in the total order.
+  EXPECT_EQ(out.tuple_element(1).data<bool>()[0], false);
+}
+
+TEST(ElementalIrEmitterTest, ComplexArithmeticAndFunctions) {
+  const char* text = R"(HloModule m
+ENTRY e {
+  a = c64[8] parameter(0)
+  b = c64[8] parameter(1)
+  m = c64[8] multiply(a, b)
+  d = c64[8] divide(m, b)
+  x = c64[8] exponential(d)
+  s = c64[8] sqrt(x)
+  n = f32[8] abs(s)
+  r = f32[8] real(s)
+  ROOT t = (c64[8], f32[8], f32[8]) tuple(s, n, r)
+})";
+  ExpectMatchesEvaluator(text);
+}
+
+TEST(ElementalIrEmitterTest, PadWithNegativeAndInteriorPadding) {
+  const char* text = R"(HloModule m
+ENTRY e {
+  a = f32[3,4] parameter(0)
+  z = f32[] constant(-9)
+  ROOT p = f32[6,6] pad(a, z), padding=1_0_1x-1_0_1
+})";
+  ExpectMatchesEvaluator(text);
+}
+
+TEST(ElementalIrEmitterTest, GatherDynamicSliceAndUpdateClampTheirStarts) {
+  const char* text = R"(HloModule m
+ENTRY e {
+  a = f32[5,6] parameter(0)
+  i = s32[3,2] parameter(1)
+  g = f32[3,2,2] gather(a, i), offset_dims={1,2}, collapsed_slice_dims={}, start_index_map={0,1}, index_vector_dim=1, slice_sizes={2,2}
+  s = s32[] constant(4)
+  t = s32[] constant(-3)
+  ds = f32[3,3] dynamic-slice(a, s, t), dynamic_slice_sizes={3,3}
+  u = f32[2,2] constant({{100, 101}, {102, 103}})
+  dus = f32[5,6] dynamic-update-slice(a, u, s, s)
+  ROOT r = (f32[3,2,2], f32[3,3], f32[5,6]) tuple(g, ds, dus)
+})";
+  std::vector<Literal> args;
+  std::mt19937_64 rng(3);
+  args.push_back(MakeRandomLiteral(Shape(PrimitiveType::F32, {5, 6}), rng).value());
+  args.push_back(R1<int32_t>(PrimitiveType::S32, {0, 0, 4, 5, -2, 9}));
+  args.back() = Literal(Shape(PrimitiveType::S32, {3, 2}));
+  auto idx = args.back().data<int32_t>();
+  const int32_t values[] = {0, 0, 4, 5, -2, 9};
+  for (int i = 0; i < 6; ++i) idx[i] = values[i];
+  Literal out = ExpectMatchesEvaluator(text, std::move(args));
+  // The update lands at the clamped start (3, 4).
+  EXPECT_EQ(out.tuple_element(2).data<float>()[3 * 6 + 4], 100.0f);
+}
+
+TEST(ElementalIrEmitterTest, ReduceWindowWithBaseDilationAndPadding) {
+  const char* text = R"(HloModule m
+add { a = f32[] parameter(0)  b = f32[] parameter(1)  ROOT r = f32[] add(a, b) }
+ENTRY e {
+  a = f32[4,5] parameter(0)
+  z = f32[] constant(0)
+  ROOT w = f32[4,5] reduce-window(a, z), window={size=2x3 stride=2x1 pad=1_1x1_1 lhs_dilate=2x1}, to_apply=add
+})";
+  ExpectMatchesEvaluator(text, {}, {1e-6, 1e-6});
+}
+
+TEST(ElementalIrEmitterTest, ConvolutionWithFeatureGroupsAndDilation) {
+  const char* text = R"(HloModule m
+ENTRY e {
+  x = f32[2,7,7,4] parameter(0)
+  k = f32[3,3,2,6] parameter(1)
+  ROOT c = f32[2,4,7,6] convolution(x, k), window={size=3x3 stride=2x1 pad=1_1x1_1 rhs_dilate=1x1}, dim_labels=b01f_01io->b01f, feature_group_count=2
+})";
+  ExpectMatchesEvaluator(text, {}, {1e-5, 1e-5});
+}
+
+TEST(ElementalIrEmitterTest, TransposeBitcastAndReshapeAcrossLayouts) {
+  const char* text = R"(HloModule m
+ENTRY e {
+  a = f32[4,6]{0,1} parameter(0)
+  t = f32[6,4]{1,0} transpose(a), dimensions={1,0}
+  r = f32[3,8]{1,0} reshape(t)
+  v = f32[2,3,4]{2,1,0} reshape(r)
+  ROOT c = f32[2,3,4]{0,1,2} copy(v)
+})";
+  ExpectMatchesEvaluator(text);
+}
+
+TEST(ElementalIrEmitterTest, VariadicReduceArgmax) {
+  const char* text = R"(HloModule m
+argmax {
+  av = f32[] parameter(0)
+  ai = s32[] parameter(1)
+  bv = f32[] parameter(2)
+  bi = s32[] parameter(3)
+  gt = pred[] compare(av, bv), direction=GE
+  v = f32[] select(gt, av, bv)
+  i = s32[] select(gt, ai, bi)
+  ROOT t = (f32[], s32[]) tuple(v, i)
+}
+ENTRY e {
+  a = f32[5,9] parameter(0)
+  i = s32[5,9] iota(), iota_dimension=1
+  lo = f32[] constant(-inf)
+  z = s32[] constant(0)
+  ROOT r = (f32[5], s32[5]) reduce(a, i, lo, z), dimensions={1}, to_apply=argmax
+})";
+  ExpectMatchesEvaluator(text);
+}
+
+TEST(ElementalIrEmitterTest, UnsupportedOpcodesAreNamedNotCrashed) {
+  const char* text = R"(HloModule m
+ENTRY e {
+  a = f32[8] parameter(0)
+  ROOT c = f32[8] custom-call(a), custom_call_target="my_op"
+})";
+  auto result = testing::CompileAndRun(text, testing::RandomArguments(text));
+  ASSERT_FALSE(result.ok());
+  EXPECT_THAT(result.status().message(), ::testing::HasSubstr("custom-call \"my_op\""));
+}
+
+}  // namespace
+}  // namespace xlens

@@ -1,0 +1,111 @@
+// What the kernel emitter makes of a fusion: its phases, their task counts, and valid IR.
+#include "compiler/codegen/kernel_emitter.h"
+
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+#include <llvm/IR/LLVMContext.h>
+#include <llvm/IR/Verifier.h>
+#include <llvm/Support/raw_ostream.h>
+
+#include "codegen_test_util.h"
+#include "compiler/hlo/parser.h"
+
+namespace xlens::codegen {
+namespace {
+
+// Emits the kernel of the instruction called `name` in the entry of `text`.
+StatusOr<KernelSpec> EmitFor(const std::string& text, const std::string& name,
+                             std::string* errors = nullptr) {
+  auto module = ParseHloModule(text);
+  if (!module.ok()) return module.status();
+  const HloInstruction* hlo = (*module)->entry_computation()->GetInstructionWithName(name);
+  if (hlo == nullptr) return Error("no instruction " + name);
+  llvm::LLVMContext context;
+  llvm::Module llvm_module("test", context);
+  auto spec = EmitKernel(*hlo, SanitizeName(name), llvm_module);
+  std::string verify;
+  llvm::raw_string_ostream os(verify);
+  if (llvm::verifyModule(llvm_module, &os)) return Error("invalid IR: " + verify);
+  if (errors) *errors = verify;
+  return spec;
+}
+
+constexpr const char* kSoftmax = R"(HloModule softmax
+max { a = f32[] parameter(0)  b = f32[] parameter(1)  ROOT r = f32[] maximum(a, b) }
+add { a = f32[] parameter(0)  b = f32[] parameter(1)  ROOT r = f32[] add(a, b) }
+fused {
+  x = f32[64,100] parameter(0)
+  lo = f32[] constant(-inf)
+  m = f32[64] reduce(x, lo), dimensions={1}, to_apply=max
+  mb = f32[64,100] broadcast(m), dimensions={0}
+  s = f32[64,100] subtract(x, mb)
+  e = f32[64,100] exponential(s)
+  z = f32[] constant(0)
+  sum = f32[64] reduce(e, z), dimensions={1}, to_apply=add
+  sb = f32[64,100] broadcast(sum), dimensions={0}
+  ROOT d = f32[64,100] divide(e, sb)
+}
+ENTRY e {
+  x = f32[64,100] parameter(0)
+  ROOT f = f32[64,100] fusion(x), kind=kLoop, calls=fused
+})";
+
+TEST(KernelEmitterTest, SoftmaxMaterialisesEachRowReductionOnce) {
+  auto spec = EmitFor(kSoftmax, "f");
+  ASSERT_TRUE(spec.ok()) << spec.status().message();
+  // Row max, row sum, then the output: the reductions are not recomputed per element.
+  ASSERT_EQ(spec->phases.size(), 3u);
+  EXPECT_EQ(spec->phases[0].tasks, 1);         // f32[64]: one row of 64
+  EXPECT_EQ(spec->phases[2].tasks, 64);        // one task per row of the output
+  EXPECT_EQ(spec->scratch_bytes, 2 * 256);     // two f32[64] rows, 64-byte aligned
+  testing::ExpectMatchesEvaluator(kSoftmax, {}, {1e-6, 1e-5});
+}
+
+TEST(KernelEmitterTest, ALongVectorIsSplitIntoBlocksForThreads) {
+  const char* text = R"(HloModule m
+ENTRY e {
+  a = f32[1000000] parameter(0)
+  ROOT n = f32[1000000] negate(a)
+})";
+  auto spec = EmitFor(text, "n");
+  ASSERT_TRUE(spec.ok()) << spec.status().message();
+  ASSERT_EQ(spec->phases.size(), 1u);
+  EXPECT_EQ(spec->phases[0].tasks, (1000000 + 8191) / 8192);
+  EXPECT_FALSE(spec->phases[0].sequential);
+}
+
+TEST(KernelEmitterTest, ScatterAppliesUpdatesInOneSequentialPhase) {
+  const char* text = R"(HloModule m
+add { a = f32[] parameter(0)  b = f32[] parameter(1)  ROOT r = f32[] add(a, b) }
+ENTRY e {
+  a = f32[8,3] parameter(0)
+  i = s32[4,1] parameter(1)
+  u = f32[4,3] parameter(2)
+  ROOT s = f32[8,3] scatter(a, i, u), update_window_dims={1}, inserted_window_dims={0}, scatter_dims_to_operand_dims={0}, index_vector_dim=1, to_apply=add
+})";
+  auto spec = EmitFor(text, "s");
+  ASSERT_TRUE(spec.ok()) << spec.status().message();
+  ASSERT_EQ(spec->phases.size(), 2u);
+  EXPECT_FALSE(spec->phases[0].sequential);
+  EXPECT_TRUE(spec->phases[1].sequential);
+  // Duplicate indices accumulate in order.
+  std::vector<Literal> args;
+  args.push_back(Literal(Shape(PrimitiveType::F32, {8, 3})));
+  Literal indices(Shape(PrimitiveType::S32, {4, 1}));
+  const int32_t idx[] = {2, 2, 7, 9};  // 9 is out of bounds: skipped
+  for (int k = 0; k < 4; ++k) indices.data<int32_t>()[k] = idx[k];
+  args.push_back(std::move(indices));
+  Literal updates(Shape(PrimitiveType::F32, {4, 3}));
+  for (int k = 0; k < 12; ++k) updates.data<float>()[k] = 1.0f + k;
+  args.push_back(std::move(updates));
+  Literal out = testing::ExpectMatchesEvaluator(text, std::move(args));
+  EXPECT_EQ(out.data<float>()[2 * 3 + 0], 1.0f + 4.0f);
+}
+
+TEST(KernelEmitterTest, SanitizedNamesAreValidSymbols) {
+  EXPECT_EQ(SanitizeName("fusion.3"), "fusion_3");
+  EXPECT_EQ(SanitizeName("0weird-name"), "k_0weird_name");
+}
+
+}  // namespace
+}  // namespace xlens::codegen

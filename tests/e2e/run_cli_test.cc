@@ -1,0 +1,101 @@
+// `xlens run` and `xlens compile` as a user runs them.
+#include <filesystem>
+#include <fstream>
+
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
+#include "cli_test_util.h"
+#include "test_util.h"
+
+namespace xlens {
+namespace {
+
+using ::testing::HasSubstr;
+using ::testing::MatchesRegex;
+
+constexpr const char* kChain = R"(HloModule chain
+ENTRY main {
+  x = f32[4096] parameter(0)
+  y = f32[4096] parameter(1)
+  m = f32[4096] multiply(x, y), metadata={op_name="mul"}
+  a = f32[4096] add(m, x), metadata={op_name="add"}
+  ROOT t = f32[4096] tanh(a), metadata={op_name="tanh"}
+}
+)";
+
+class RunCliTest : public CliTest {};
+
+TEST_F(RunCliTest, RunsComparesWithTheEvaluatorAndTimes) {
+  const std::string file = Write("chain.hlo", kChain);
+  RunResult r = RunXlens("run " + file + " --reference --iterations 5");
+  EXPECT_EQ(r.exit_code, 0) << r.output;
+  // tanh is vectorized through glibc's vector math library: a few ulps from the evaluator's.
+  EXPECT_THAT(r.output, ::testing::ContainsRegex(
+                            "reference: largest absolute error [0-9.e-]+, largest relative error "
+                            "[0-9.e-]+ \\(tolerance 0.001\\): match"));
+  EXPECT_THAT(r.output, ::testing::ContainsRegex("compile [0-9.]+ ms; run median [0-9.]+ ms over 5 iterations"));
+  EXPECT_THAT(r.output, HasSubstr("1 kernels"));
+}
+
+TEST_F(RunCliTest, WritesOutputsReadsInputsAndDumpsCodegenFiles) {
+  const std::string file = Write("chain.hlo", kChain);
+  const std::string dump = (dir_ / "dump").string();
+  RunResult eval = RunXlens("eval " + file + " --outputs " + (dir_ / "in").string());
+  ASSERT_EQ(eval.exit_code, 0) << eval.output;
+  // The evaluator's outputs are f32[4096]: feed out0 as both inputs.
+  std::filesystem::copy_file(dir_ / "in/out0.npy", dir_ / "in/arg0.npy");
+  std::filesystem::copy_file(dir_ / "in/out0.npy", dir_ / "in/arg1.npy");
+  RunResult r = RunXlens("run " + file + " --inputs " + (dir_ / "in").string() + " --outputs " +
+                         (dir_ / "out").string() + " --reference --xla_dump_to=" + dump);
+  EXPECT_EQ(r.exit_code, 0) << r.output;
+  EXPECT_TRUE(std::filesystem::exists(dir_ / "out/out0.npy"));
+  for (const char* suffix : {"ir-no-opt.ll", "ir-with-opt.ll", "thunk_sequence.txt",
+                             "cpu_after_optimizations.txt"}) {
+    EXPECT_TRUE(std::filesystem::exists(dump + "/module_0001.chain." + suffix)) << suffix;
+  }
+  const std::string manifest = testing::ReadTestFile(dump + "/manifest.json");
+  EXPECT_THAT(manifest, HasSubstr("\"kernels\""));
+  EXPECT_THAT(manifest, HasSubstr("\"fusion_kind\": \"kLoop\""));
+  EXPECT_THAT(manifest, HasSubstr("\"mul\""));
+  const std::string ir = testing::ReadTestFile(dump + "/module_0001.chain.ir-with-opt.ll");
+  EXPECT_THAT(ir, HasSubstr("define void @fusion"));
+  EXPECT_THAT(manifest, HasSubstr("\"launch\": \"1 phase: 1 tasks"));
+}
+
+TEST_F(RunCliTest, CompileEmitsLlvmIr) {
+  const std::string file = Write("chain.hlo", kChain);
+  RunResult r = RunXlens("compile " + file + " --emit=llvm");
+  EXPECT_EQ(r.exit_code, 0) << r.output;
+  EXPECT_THAT(r.output, HasSubstr("define void @fusion(ptr noalias %buffers"));
+  RunResult opt = RunXlens("compile " + file + " --emit=llvm-opt -o " + (dir_ / "k.ll").string());
+  EXPECT_EQ(opt.exit_code, 0) << opt.output;
+  EXPECT_THAT(testing::ReadTestFile((dir_ / "k.ll").string()), HasSubstr("tanhf"));
+}
+
+TEST_F(RunCliTest, UserErrorsAreOneLineAndExitOne) {
+  const std::string file = Write("chain.hlo", kChain);
+  RunResult gpu = RunXlens("run " + file + " --backend=gpu");
+  EXPECT_EQ(gpu.exit_code, 1);
+  if (!std::filesystem::exists("/dev/nvidia0")) {
+    EXPECT_THAT(gpu.output, HasSubstr("no CUDA driver found"));
+  }
+  RunResult flag = RunXlens("run " + file + " --xla_disable_hlo_passes=fusoin");
+  EXPECT_EQ(flag.exit_code, 1);
+  EXPECT_THAT(flag.output, HasSubstr("fusion"));
+  RunResult level = RunXlens("run " + file + " --xla_backend_optimization_level=9");
+  EXPECT_EQ(level.exit_code, 1);
+  const std::string custom = Write("custom.hlo", R"(HloModule c
+ENTRY e {
+  a = f32[8] parameter(0)
+  ROOT c = f32[8] custom-call(a), custom_call_target="my_kernel"
+})");
+  RunResult refused = RunXlens("run " + custom);
+  EXPECT_EQ(refused.exit_code, 1);
+  EXPECT_THAT(refused.output, HasSubstr("custom-call \"my_kernel\" cannot run on the CPU backend"));
+  RunResult emit = RunXlens("compile " + file + " --emit=wasm");
+  EXPECT_EQ(emit.exit_code, 1);
+}
+
+}  // namespace
+}  // namespace xlens
