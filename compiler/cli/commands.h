@@ -81,6 +81,7 @@ struct CompileArgs {
   std::string file;
   std::string backend = "cpu";
   std::string emit = "llvm";  // llvm, llvm-opt, ptx, obj
+  std::string gpu_arch = "sm_90";  // the GPU to compile for without a device
   std::string output;         // empty: stdout
   std::vector<std::string> extra_flags;
 };

@@ -16,6 +16,7 @@
 #include "compiler/runtime/compilation_cache.h"
 #include "compiler/runtime/cpu_compiler.h"
 #include "compiler/runtime/cuda_driver.h"
+#include "compiler/runtime/gpu_compiler.h"
 #include "compiler/support/file_io.h"
 #include "dump/flags.h"
 
@@ -168,12 +169,31 @@ int RunCompile(const CompileArgs& args) {
   if (args.backend != "cpu" && args.backend != "gpu") {
     return Fail(Error(fmt::format("--backend: expected cpu or gpu, found '{}'", args.backend)));
   }
-  if (args.emit == "ptx" || args.emit == "obj" || args.backend == "gpu") {
-    return Fail(Error(fmt::format("--emit={} --backend={}: only LLVM IR for the CPU can be emitted so far",
-                                  args.emit, args.backend)));
+  if (args.emit == "obj") {
+    return Fail(Error("--emit=obj: object files are not written yet; use llvm, llvm-opt or ptx"));
   }
   FlagsSetup setup;
   if (Status s = SetUpFromFlags(args.extra_flags, "compile", setup); !s.ok()) return Fail(s);
+  if (args.emit == "ptx" || args.backend == "gpu") {
+    // PTX needs the CUDA toolkit's libdevice, not a GPU: it compiles anywhere.
+    auto module = LoadModule(args.file, /*verify=*/true);
+    if (!module.ok()) return Fail(module.status());
+    runtime::GpuCompileOptions gpu;
+    gpu.optimize = setup.options.optimize;
+    gpu.nvptx.gpu_arch = args.gpu_arch;
+    gpu.nvptx.opt_level = setup.options.opt_level;
+    auto compiled = runtime::CompileForGpuToPtx(std::move(*module), gpu);
+    if (!compiled.ok()) return Fail(compiled.status().WithContext(args.file));
+    const std::string& text = args.emit == "ptx"        ? compiled->ptx
+                              : args.emit == "llvm-opt" ? compiled->ir_with_opt
+                                                        : compiled->ir_no_opt;
+    if (args.output.empty()) {
+      std::fputs(text.c_str(), stdout);
+      return 0;
+    }
+    if (Status s = WriteFileAtomic(args.output, text); !s.ok()) return Fail(s);
+    return 0;
+  }
   auto module = LoadModule(args.file, /*verify=*/true);
   if (!module.ok()) return Fail(module.status());
   setup.options.keep_llvm_ir = true;

@@ -4,6 +4,7 @@
 #include <map>
 
 #include <fmt/format.h>
+#include <llvm/IR/IntrinsicsNVPTX.h>
 
 #include "compiler/codegen/elemental_ir_emitter.h"
 #include "compiler/codegen/llvm_ir_util.h"
@@ -80,8 +81,9 @@ struct Binding {
 
 class KernelBuilder {
  public:
-  KernelBuilder(const HloInstruction& hlo, const std::string& name, llvm::Module& module)
-      : hlo_(hlo), module_(module), b_(module.getContext()) {
+  KernelBuilder(const HloInstruction& hlo, const std::string& name, llvm::Module& module,
+                KernelTarget target)
+      : hlo_(hlo), module_(module), b_(module.getContext()), target_(target) {
     spec_.name = name;
   }
 
@@ -106,6 +108,7 @@ class KernelBuilder {
   const HloInstruction& hlo_;
   llvm::Module& module_;
   llvm::IRBuilder<> b_;
+  KernelTarget target_;
   KernelSpec spec_;
   const HloInstruction* root_ = nullptr;
   std::vector<Binding> bindings_;
@@ -118,30 +121,50 @@ class KernelBuilder {
 
 llvm::Function* KernelBuilder::NewPhase(bool sequential, int64_t tasks, int64_t work_per_task) {
   llvm::LLVMContext& c = module_.getContext();
-  auto* type = llvm::FunctionType::get(
-      llvm::Type::getVoidTy(c),
-      {llvm::PointerType::get(c, 0), llvm::Type::getInt64Ty(c), llvm::Type::getInt64Ty(c)}, false);
   const std::string fn_name = spec_.phases.empty()
                                   ? spec_.name
                                   : fmt::format("{}_phase{}", spec_.name, spec_.phases.size());
-  llvm::Function* f =
-      llvm::Function::Create(type, llvm::Function::ExternalLinkage, fn_name, module_);
-  f->getArg(0)->setName("buffers");
-  f->getArg(1)->setName("task_begin");
-  f->getArg(2)->setName("task_end");
+  KernelPhase phase{fn_name, tasks, work_per_task, sequential};
+  llvm::Function* f;
+  if (target_ == KernelTarget::kGpu) {
+    // One pointer per buffer (operands, outputs, scratch), a kernel entry point.
+    std::vector<llvm::Type*> params(spec_.operand_leaves + spec_.output_leaves + 1,
+                                    llvm::PointerType::get(c, 0));
+    auto* type = llvm::FunctionType::get(llvm::Type::getVoidTy(c), params, false);
+    f = llvm::Function::Create(type, llvm::Function::ExternalLinkage, fn_name, module_);
+    llvm::NamedMDNode* annotations = module_.getOrInsertNamedMetadata("nvvm.annotations");
+    annotations->addOperand(llvm::MDNode::get(
+        c, {llvm::ValueAsMetadata::get(f), llvm::MDString::get(c, "kernel"),
+            llvm::ValueAsMetadata::get(llvm::ConstantInt::get(llvm::Type::getInt32Ty(c), 1))}));
+    phase.threads_per_block = sequential ? 1 : std::min<int64_t>(std::max<int64_t>(tasks, 1), 256);
+    phase.blocks = sequential ? 1 : (tasks + phase.threads_per_block - 1) / phase.threads_per_block;
+  } else {
+    auto* type = llvm::FunctionType::get(
+        llvm::Type::getVoidTy(c),
+        {llvm::PointerType::get(c, 0), llvm::Type::getInt64Ty(c), llvm::Type::getInt64Ty(c)}, false);
+    f = llvm::Function::Create(type, llvm::Function::ExternalLinkage, fn_name, module_);
+    f->getArg(0)->setName("buffers");
+    f->getArg(1)->setName("task_begin");
+    f->getArg(2)->setName("task_end");
+    f->addParamAttr(0, llvm::Attribute::NoAlias);
+  }
   f->addFnAttr(llvm::Attribute::NoUnwind);
-  f->addParamAttr(0, llvm::Attribute::NoAlias);
   auto* entry = llvm::BasicBlock::Create(c, "entry", f);
   b_.SetInsertPoint(entry);
-  buffers_ = f->getArg(0);
-  spec_.phases.push_back({fn_name, tasks, work_per_task, sequential});
+  buffers_ = target_ == KernelTarget::kGpu ? nullptr : f->getArg(0);
+  spec_.phases.push_back(phase);
   return f;
 }
 
 IrArray KernelBuilder::ArrayOf(const Binding& binding) const {
   auto& b = const_cast<llvm::IRBuilder<>&>(b_);
-  Value* slot = b.CreateInBoundsGEP(b.getPtrTy(), buffers_, {b.getInt64(binding.slot)});
-  Value* base = b.CreateLoad(b.getPtrTy(), slot);
+  Value* base;
+  if (target_ == KernelTarget::kGpu) {
+    base = b.GetInsertBlock()->getParent()->getArg(binding.slot);
+  } else {
+    Value* slot = b.CreateInBoundsGEP(b.getPtrTy(), buffers_, {b.getInt64(binding.slot)});
+    base = b.CreateLoad(b.getPtrTy(), slot);
+  }
   if (binding.scratch_offset > 0) {
     base = b.CreateInBoundsGEP(b.getInt8Ty(), base, {b.getInt64(binding.scratch_offset)});
   }
@@ -170,6 +193,20 @@ Status KernelBuilder::EmitParallelLoop(const Shape& shape, int64_t work_per_elem
     if (elements != 0) {
       RETURN_IF_ERROR(body(*e, {}));
     }
+    b_.CreateRetVoid();
+    return OkStatus();
+  }
+  if (target_ == KernelTarget::kGpu) {
+    // One thread per element: its physical position from the block and thread index.
+    NewPhase(false, elements, work_per_element);
+    auto e = MakeEmitter();
+    Value* block = b_.CreateZExt(b_.CreateIntrinsic(llvm::Intrinsic::nvvm_read_ptx_sreg_ctaid_x, {}, {}), b_.getInt64Ty());
+    Value* width = b_.CreateZExt(b_.CreateIntrinsic(llvm::Intrinsic::nvvm_read_ptx_sreg_ntid_x, {}, {}), b_.getInt64Ty());
+    Value* thread = b_.CreateZExt(b_.CreateIntrinsic(llvm::Intrinsic::nvvm_read_ptx_sreg_tid_x, {}, {}), b_.getInt64Ty());
+    Value* linear = b_.CreateAdd(b_.CreateMul(block, width), thread);
+    RETURN_IF_ERROR(e->EmitIf(b_.CreateICmpULT(linear, b_.getInt64(elements)), "in_bounds", [&]() {
+      return body(*e, DelinearizePhysical(b_, linear, shape));
+    }));
     b_.CreateRetVoid();
     return OkStatus();
   }
@@ -519,8 +556,8 @@ StatusOr<KernelSpec> KernelBuilder::Build() {
 }  // namespace
 
 StatusOr<KernelSpec> EmitKernel(const HloInstruction& hlo, const std::string& name,
-                                llvm::Module& module) {
-  KernelBuilder builder(hlo, name, module);
+                                llvm::Module& module, KernelTarget target) {
+  KernelBuilder builder(hlo, name, module, target);
   return builder.Build();
 }
 

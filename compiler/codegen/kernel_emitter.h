@@ -26,12 +26,20 @@
 
 namespace xlens::codegen {
 
+// Where a kernel runs: a CPU phase is called over a range of tasks with a table of buffer
+// pointers; a GPU phase is a PTX kernel taking one pointer per buffer, one thread per element.
+enum class KernelTarget { kCpu, kGpu };
+
 struct KernelPhase {
   std::string function_name;
+  // CPU: tasks the runtime splits over threads. GPU: threads (elements) of the launch.
   int64_t tasks = 0;
   // Elements computed per task (times the reduction length for reductions): the runtime's grain.
   int64_t work_per_task = 1;
   bool sequential = false;
+  // GPU launch dimensions (x only): blocks of threads_per_block threads.
+  int64_t blocks = 1;
+  int64_t threads_per_block = 1;
 };
 
 struct KernelSpec {
@@ -44,7 +52,7 @@ struct KernelSpec {
 
 // Emits the kernel of `hlo` into `module`, its functions named after `name`.
 StatusOr<KernelSpec> EmitKernel(const HloInstruction& hlo, const std::string& name,
-                                llvm::Module& module);
+                                llvm::Module& module, KernelTarget target = KernelTarget::kCpu);
 
 // Whether EmitKernel handles `hlo` (as opposed to control flow, library calls and no-ops).
 bool IsKernelInstruction(const HloInstruction& hlo);

@@ -84,7 +84,7 @@ TEST_P(EvaluatorCorpusTest, EvaluatesOrNamesTheUnsupportedOpcode) {
     EXPECT_TRUE(shape_util::Compatible(result->shape(), entry->root_instruction()->shape()));
     return;
   }
-  const std::string& message = result.status().message();
+  const std::string message = result.status().message();
   bool names_refused_opcode = false;
   for (const std::string& opcode : refused) {
     if (message.find("unsupported opcode " + opcode) != std::string::npos) {

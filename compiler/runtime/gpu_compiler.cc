@@ -1,0 +1,106 @@
+#include "compiler/runtime/gpu_compiler.h"
+
+#include <set>
+
+#include <fmt/format.h>
+#include <llvm/IR/LLVMContext.h>
+#include <llvm/IR/Module.h>
+#include <llvm/Support/raw_ostream.h>
+
+#include "compiler/codegen/kernel_emitter.h"
+
+namespace xlens::runtime {
+namespace {
+
+std::string PrintIr(const llvm::Module& module) {
+  std::string text;
+  llvm::raw_string_ostream os(text);
+  module.print(os, nullptr);
+  return text;
+}
+
+// Every computation whose instructions run as device kernels: the entry and, through control
+// flow, the computations it calls (fused and scalar computations are part of their kernels).
+void CollectDeviceComputations(const HloComputation* computation,
+                               std::vector<const HloComputation*>& out,
+                               std::set<const HloComputation*>& seen) {
+  if (!seen.insert(computation).second) return;
+  out.push_back(computation);
+  for (const HloInstruction* hlo : computation->MakeInstructionPostOrder()) {
+    const HloOpcode op = hlo->opcode();
+    if (op == HloOpcode::kWhile || op == HloOpcode::kConditional || op == HloOpcode::kCall) {
+      for (const HloComputation* callee : hlo->called_computations()) {
+        CollectDeviceComputations(callee, out, seen);
+      }
+    }
+  }
+}
+
+}  // namespace
+
+StatusOr<GpuCompilation> CompileForGpuToPtx(std::unique_ptr<HloModule> module,
+                                            const GpuCompileOptions& options) {
+  RETURN_IF_ERROR(codegen::CheckGpuArch(options.nvptx.gpu_arch));
+  OptimizeOptions optimize = options.optimize;
+  optimize.backend = Backend::kGpu;
+  optimize.end_dump_module = false;
+  ASSIGN_OR_RETURN(OptimizeResult optimized, OptimizeHloModule(*module, optimize));
+  (void)optimized;
+
+  llvm::LLVMContext context;
+  llvm::Module llvm_module(module->name(), context);
+  GpuCompilation result;
+  std::vector<const HloComputation*> computations;
+  std::set<const HloComputation*> seen;
+  CollectDeviceComputations(module->entry_computation(), computations, seen);
+  std::set<std::string> symbols;
+  for (const HloComputation* computation : computations) {
+    for (const HloInstruction* hlo : computation->MakeInstructionPostOrder()) {
+      if (hlo->opcode() == HloOpcode::kCustomCall) {
+        return Error(fmt::format("{}: custom-call \"{}\" cannot run on the GPU backend",
+                                 hlo->name(), hlo->custom_call_target.value_or("")));
+      }
+      if (hlo->opcode() == HloOpcode::kSort) {
+        return Error(fmt::format("{}: sort cannot run on the GPU backend yet (no GPU sort kernel)",
+                                 hlo->name()));
+      }
+      if (!codegen::IsKernelInstruction(*hlo)) continue;
+      std::string name = codegen::SanitizeName(hlo->name());
+      for (int i = 1; symbols.count(name); ++i) name = fmt::format("{}_{}", codegen::SanitizeName(hlo->name()), i);
+      symbols.insert(name);
+      auto spec = codegen::EmitKernel(*hlo, name, llvm_module, codegen::KernelTarget::kGpu);
+      if (!spec.ok()) return spec.status().WithContext(hlo->name());
+      for (const codegen::KernelPhase& phase : spec->phases) {
+        result.kernels.push_back({phase.function_name, hlo->name(), phase.blocks,
+                                  phase.threads_per_block});
+      }
+    }
+  }
+  DumpContext* dump = options.optimize.dump;
+  const bool dumping = dump != nullptr && dump->IsDumped(*module);
+  result.ir_no_opt = PrintIr(llvm_module);
+  ASSIGN_OR_RETURN(result.ptx, codegen::CompileToPtx(llvm_module, options.nvptx));
+  result.ir_with_opt = PrintIr(llvm_module);
+  if (dumping) {
+    std::vector<std::string> files;
+    for (auto [suffix, text] : {std::pair{"ir-no-opt.ll", &result.ir_no_opt},
+                                std::pair{"ir-with-opt.ll", &result.ir_with_opt},
+                                std::pair{"ptx", &result.ptx}}) {
+      std::string file = dump->DumpText(*module, suffix, *text);
+      if (!file.empty()) files.push_back(file);
+    }
+    for (const GpuKernelInfo& k : result.kernels) {
+      ManifestKernel kernel;
+      kernel.name = k.name;
+      kernel.hlo_instruction = k.hlo_instruction;
+      kernel.launch = fmt::format("grid {} block {}", k.blocks, k.threads_per_block);
+      kernel.files = files;
+      dump->RecordKernel(*module, std::move(kernel));
+    }
+  }
+  if (dump != nullptr) dump->EndModule(*module);
+  result.module = std::move(module);
+  return result;
+}
+
+}  // namespace xlens::runtime

@@ -1,0 +1,40 @@
+// GpuCompiler: HLO module -> PTX. Runs the GPU pass pipeline, emits one kernel per fusion (or
+// unfused op) of every computation that runs on the device, and compiles them with the NVPTX back
+// end for a compute capability. With dumping on, writes XLA's ir-no-opt.ll, ir-with-opt.ll and
+// .ptx and records each kernel's launch dimensions in manifest.json.
+// Running the PTX needs a GPU and the CUDA driver; compiling it needs neither.
+#pragma once
+
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "compiler/codegen/gpu/nvptx_backend.h"
+#include "compiler/passes/hlo_optimizer.h"
+
+namespace xlens::runtime {
+
+struct GpuCompileOptions {
+  OptimizeOptions optimize;  // backend is forced to GPU
+  codegen::NvptxOptions nvptx;
+};
+
+struct GpuKernelInfo {
+  std::string name;
+  std::string hlo_instruction;
+  int64_t blocks = 0;
+  int64_t threads_per_block = 0;
+};
+
+struct GpuCompilation {
+  std::unique_ptr<HloModule> module;  // optimized
+  std::string ptx;
+  std::string ir_no_opt;
+  std::string ir_with_opt;
+  std::vector<GpuKernelInfo> kernels;  // one per launch, in program order
+};
+
+StatusOr<GpuCompilation> CompileForGpuToPtx(std::unique_ptr<HloModule> module,
+                                            const GpuCompileOptions& options);
+
+}  // namespace xlens::runtime
