@@ -99,6 +99,11 @@ class KernelBuilder {
   std::unique_ptr<ElementalIrEmitter> MakeEmitter();
   Status EmitParallelLoop(const Shape& shape, int64_t work_per_element, const Body& body);
   Status EmitOutputs();
+  // A reduction that keeps its operand's minor-most dimension, emitted with the loops
+  // interchanged: each task owns a block of outputs and sweeps the reduced rows over it, so
+  // every load is contiguous and the sweep vectorizes across outputs.
+  Status EmitColumnReduction(const HloInstruction* reduce,
+                             const std::function<IrArray(int64_t leaf)>& destination);
   Status EmitScatter(const HloInstruction* scatter);
   Status EmitSelectAndScatter(const HloInstruction* sas);
   IrArray OutputArray(int64_t leaf) const;
@@ -246,6 +251,111 @@ Status KernelBuilder::EmitParallelLoop(const Shape& shape, int64_t work_per_elem
   return OkStatus();
 }
 
+bool IsColumnReduction(const HloInstruction* hlo, KernelTarget target) {
+  if (target != KernelTarget::kCpu || hlo->opcode() != HloOpcode::kReduce) return false;
+  const Shape& in = hlo->operand(0)->shape();
+  if (in.rank() < 2) return false;
+  const int64_t minor = MajorToMinor(in).back();
+  const auto& reduced = hlo->dimensions();
+  return std::find(reduced.begin(), reduced.end(), minor) == reduced.end();
+}
+
+Status KernelBuilder::EmitColumnReduction(const HloInstruction* reduce,
+                                          const std::function<IrArray(int64_t)>& destination) {
+  const int64_t count = reduce->operand_count() / 2;
+  const Shape& in = reduce->operand(0)->shape();
+  const Shape& out = reduce->shape().IsTuple() ? reduce->shape().tuple_shapes(0) : reduce->shape();
+  const std::vector<int64_t>& reduced = reduce->dimensions();
+  // Kept operand dimensions in order are the output's dimensions; the output's minor-most one
+  // is the operand's minor-most one.
+  std::vector<int64_t> kept;
+  for (int64_t d = 0; d < in.rank(); ++d) {
+    if (std::find(reduced.begin(), reduced.end(), d) == reduced.end()) kept.push_back(d);
+  }
+  const int64_t in_minor = MajorToMinor(in).back();
+  const int64_t minor = std::find(kept.begin(), kept.end(), in_minor) - kept.begin();
+  std::vector<int64_t> outer;  // the other output dimensions, major first
+  for (int64_t d : MajorToMinor(out)) {
+    if (d != minor) outer.push_back(d);
+  }
+  std::vector<int64_t> loop_dims;  // reduced dimensions, major first
+  int64_t reduce_length = 1;
+  for (int64_t d : MajorToMinor(in)) {
+    if (std::find(reduced.begin(), reduced.end(), d) != reduced.end()) {
+      loop_dims.push_back(d);
+      reduce_length *= in.dimensions(d);
+    }
+  }
+  const int64_t n = out.dimensions(minor);
+  const int64_t rows = out.num_elements() / std::max<int64_t>(n, 1);
+  // Blocks of up to 1024 outputs, smaller when that leaves fewer than 8 tasks for the threads.
+  int64_t block = std::min<int64_t>(n, 1024);
+  if (rows * ((n + block - 1) / block) < 8) block = std::max<int64_t>(16, (n / 8 + 15) / 16 * 16);
+  block = std::min(block, n);
+  const int64_t blocks = (n + block - 1) / block;
+  llvm::Function* f = NewPhase(false, rows * blocks, block * reduce_length);
+  auto e = MakeEmitter();
+  std::vector<IrArray> dest;
+  for (int64_t k = 0; k < count; ++k) dest.push_back(destination(k));
+  RETURN_IF_ERROR(e->EmitLoop(f->getArg(1), f->getArg(2), "task", [&](Value* task) -> Status {
+    Value* row = b_.CreateUDiv(task, b_.getInt64(blocks));
+    Value* begin = b_.CreateMul(b_.CreateURem(task, b_.getInt64(blocks)), b_.getInt64(block));
+    Value* stop = b_.CreateAdd(begin, b_.getInt64(block));
+    Value* end = b_.CreateSelect(b_.CreateICmpSLT(stop, b_.getInt64(n)), stop, b_.getInt64(n));
+    IrIndex index(out.rank(), nullptr);
+    for (auto it = outer.rbegin(); it != outer.rend(); ++it) {
+      if (it + 1 == outer.rend()) {
+        index[*it] = row;
+      } else {
+        index[*it] = b_.CreateURem(row, b_.getInt64(out.dimensions(*it)));
+        row = b_.CreateUDiv(row, b_.getInt64(out.dimensions(*it)));
+      }
+    }
+    RETURN_IF_ERROR(e->EmitLoop(begin, end, "init", [&](Value* i) -> Status {
+      index[minor] = i;
+      for (int64_t k = 0; k < count; ++k) {
+        ASSIGN_OR_RETURN(Value * init, e->EmitElement(reduce->operand(count + k), {}));
+        RETURN_IF_ERROR(dest[k].EmitWrite(b_, index, init));
+      }
+      return OkStatus();
+    }));
+    IrIndex ivs;
+    std::function<Status(size_t)> sweep = [&](size_t level) -> Status {
+      if (level < loop_dims.size()) {
+        return e->EmitLoop(b_.getInt64(0), b_.getInt64(in.dimensions(loop_dims[level])), "rows",
+                           [&](Value* iv) {
+                             ivs.push_back(iv);
+                             Status s = sweep(level + 1);
+                             ivs.pop_back();
+                             return s;
+                           });
+      }
+      return e->EmitLoop(begin, end, "column", [&](Value* i) -> Status {
+        index[minor] = i;
+        IrIndex operand_index(in.rank(), nullptr);
+        for (size_t j = 0; j < loop_dims.size(); ++j) operand_index[loop_dims[j]] = ivs[j];
+        for (size_t j = 0; j < kept.size(); ++j) operand_index[kept[j]] = index[j];
+        std::vector<Value*> args;
+        for (int64_t k = 0; k < count; ++k) {
+          ASSIGN_OR_RETURN(Value * acc, dest[k].EmitRead(b_, index));
+          args.push_back(acc);
+        }
+        for (int64_t k = 0; k < count; ++k) {
+          ASSIGN_OR_RETURN(Value * x, e->EmitElement(reduce->operand(k), operand_index));
+          args.push_back(x);
+        }
+        ASSIGN_OR_RETURN(std::vector<Value*> results,
+                         e->EmitScalarComputation(*reduce->to_apply(), args));
+        for (int64_t k = 0; k < count; ++k) RETURN_IF_ERROR(dest[k].EmitWrite(b_, index, results[k]));
+        return OkStatus();
+      });
+    };
+    return sweep(0);
+  }));
+  b_.CreateRetVoid();
+  return OkStatus();
+}
+
 Status KernelBuilder::WriteLeaves(ElementalIrEmitter& e, const HloInstruction* x,
                                   int64_t first_leaf, const IrIndex& index) {
   ASSIGN_OR_RETURN(std::vector<Value*> leaves, e.EmitLeaves(x, index));
@@ -260,6 +370,12 @@ Status KernelBuilder::EmitOutputs() {
   std::vector<std::vector<std::pair<const HloInstruction*, int64_t>>> groups;
   for (const auto& out : outputs_) {
     if (written_[out.first]) continue;
+    if (IsColumnReduction(out.first, target_)) {
+      const int64_t first = out.second;
+      RETURN_IF_ERROR(EmitColumnReduction(out.first, [&](int64_t k) { return OutputArray(first + k); }));
+      written_[out.first] = true;
+      continue;
+    }
     const Shape& s = output_shapes_[out.second];
     bool placed = false;
     for (auto& g : groups) {
@@ -529,7 +645,9 @@ StatusOr<KernelSpec> KernelBuilder::Build() {
         }
       });
       const Shape& loop_shape = materialized[0].shape;
-      RETURN_IF_ERROR(EmitParallelLoop(loop_shape, WorkPerElement(*x),
+      if (IsColumnReduction(x, target_)) {
+        RETURN_IF_ERROR(EmitColumnReduction(x, [&](int64_t k) { return ArrayOf(materialized[k]); }));
+      } else RETURN_IF_ERROR(EmitParallelLoop(loop_shape, WorkPerElement(*x),
                                        [&](ElementalIrEmitter& e, const IrIndex& index) -> Status {
         ASSIGN_OR_RETURN(std::vector<Value*> leaves, e.EmitLeaves(x, index));
         for (size_t j = 0; j < leaves.size(); ++j) {

@@ -183,6 +183,36 @@ void BM_LayerNorm(benchmark::State& state) {
 }
 BENCHMARK(BM_LayerNorm)->Unit(benchmark::kMillisecond);
 
+// A column reduction (dimension 0 of a row-major f32[4096,1024]) against the row reduction of the
+// same array, measured in the same run: both read 16 MiB once.
+constexpr const char* kColumnReduce = R"(HloModule column_reduce
+add { a = f32[] parameter(0)  b = f32[] parameter(1)  ROOT r = f32[] add(a, b) }
+ENTRY main {
+  x = f32[4096,1024] parameter(0)
+  z = f32[] constant(0)
+  ROOT r = f32[1024] reduce(x, z), dimensions={0}, to_apply=add
+})";
+constexpr const char* kRowReduce = R"(HloModule row_reduce
+add { a = f32[] parameter(0)  b = f32[] parameter(1)  ROOT r = f32[] add(a, b) }
+ENTRY main {
+  x = f32[4096,1024] parameter(0)
+  z = f32[] constant(0)
+  ROOT r = f32[4096] reduce(x, z), dimensions={1}, to_apply=add
+})";
+
+void BM_ColumnReduction(benchmark::State& state) {
+  Compiled column = Compile(kColumnReduce, true);
+  Compiled row = Compile(kRowReduce, true);
+  const double row_s = SecondsPerRun(*row.executable);
+  for (auto _ : state) (void)column.executable->Run();
+  const double column_s = SecondsPerRun(*column.executable);
+  state.counters["column_ms"] = column_s * 1e3;
+  state.counters["row_ms"] = row_s * 1e3;
+  state.counters["column_over_row"] = column_s / row_s;
+  state.counters["fraction_of_triad"] = 4096.0 * 1024 * 4 / column_s / TriadBytesPerSecond();
+}
+BENCHMARK(BM_ColumnReduction)->Unit(benchmark::kMillisecond);
+
 // Compile time of every corpus module the CPU backend compiles: median and max.
 void BM_CorpusCompileTime(benchmark::State& state) {
   const std::string dir = std::string(XLENS_SHARED_DIR) + "/corpus/hlo";

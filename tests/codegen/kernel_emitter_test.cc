@@ -102,6 +102,54 @@ ENTRY e {
   EXPECT_EQ(out.data<float>()[2 * 3 + 0], 1.0f + 4.0f);
 }
 
+TEST(KernelEmitterTest, ColumnReductionsSweepRowsOverBlocksOfOutputs) {
+  // Reducing dimension 0 of a row-major [512,300] keeps the contiguous dimension: each task owns
+  // a block of outputs (300 / 8 rounded up to 48: 7 tasks) and sweeps the 512 rows over it.
+  const char* text = R"(HloModule m
+add { a = f32[] parameter(0)  b = f32[] parameter(1)  ROOT r = f32[] add(a, b) }
+ENTRY e {
+  x = f32[512,300] parameter(0)
+  z = f32[] constant(0)
+  ROOT r = f32[300] reduce(x, z), dimensions={0}, to_apply=add
+})";
+  auto spec = EmitFor(text, "r");
+  ASSERT_TRUE(spec.ok()) << spec.status().message();
+  ASSERT_EQ(spec->phases.size(), 1u);
+  EXPECT_EQ(spec->phases[0].tasks, 7);
+  EXPECT_EQ(spec->phases[0].work_per_task, 48 * 512);
+  testing::ExpectMatchesEvaluator(text, {}, {1e-5, 1e-5});
+  // A variadic column reduction inside a fusion whose result other fused ops read.
+  const char* fused = R"(HloModule m
+argmax {
+  av = f32[] parameter(0)
+  ai = s32[] parameter(1)
+  bv = f32[] parameter(2)
+  bi = s32[] parameter(3)
+  gt = pred[] compare(av, bv), direction=GE
+  v = f32[] select(gt, av, bv)
+  i = s32[] select(gt, ai, bi)
+  ROOT t = (f32[], s32[]) tuple(v, i)
+}
+fused {
+  x = f32[64,33] parameter(0)
+  i = s32[64,33] iota(), iota_dimension=0
+  lo = f32[] constant(-inf)
+  z = s32[] constant(0)
+  r = (f32[33], s32[33]) reduce(x, i, lo, z), dimensions={0}, to_apply=argmax
+  m = f32[33] get-tuple-element(r), index=0
+  mb = f32[64,33] broadcast(m), dimensions={1}
+  ROOT d = f32[64,33] subtract(x, mb)
+}
+ENTRY e {
+  x = f32[64,33] parameter(0)
+  ROOT f = f32[64,33] fusion(x), kind=kLoop, calls=fused
+})";
+  auto fused_spec = EmitFor(fused, "f");
+  ASSERT_TRUE(fused_spec.ok()) << fused_spec.status().message();
+  EXPECT_EQ(fused_spec->phases.size(), 2u);
+  testing::ExpectMatchesEvaluator(fused);
+}
+
 TEST(KernelEmitterTest, SanitizedNamesAreValidSymbols) {
   EXPECT_EQ(SanitizeName("fusion.3"), "fusion_3");
   EXPECT_EQ(SanitizeName("0weird-name"), "k_0weird_name");
