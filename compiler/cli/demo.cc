@@ -1,7 +1,10 @@
 // `xlens demo`: the main job a new user runs first. A built-in module, reduce_sum(x + y*z), goes
 // through the HLO core: parsed, verified, evaluated on random inputs (checked against a direct
 // double-precision computation), printed and drawn, then optimized by the CPU pipeline with every
-// pass dumped as XLA dumps it. Later stages of xlens extend this walk.
+// pass dumped as XLA dumps it, compiled to CPU code that runs and is checked against the
+// evaluator, and compiled to PTX for an NVIDIA GPU.
+#include <algorithm>
+#include <chrono>
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
@@ -19,6 +22,9 @@
 #include "compiler/hlo/random_literal.h"
 #include "compiler/hlo/verifier.h"
 #include "compiler/passes/hlo_optimizer.h"
+#include "compiler/runtime/cpu_compiler.h"
+#include "compiler/runtime/cuda_driver.h"
+#include "compiler/runtime/gpu_compiler.h"
 #include "dump/manifest.h"
 #include "compiler/support/file_io.h"
 
@@ -123,12 +129,24 @@ int RunDemo(const DemoArgs& args) {
   flags.xla_dump_hlo_as_text = true;
   flags.xla_dump_hlo_as_dot = true;
   flags.xla_dump_hlo_pass_re = ".*";
+  // The decisions come from a run of the pipeline alone; the compilation below runs it again
+  // with every pass dumped, then generates and JIT-compiles the kernels.
   OptimizeResult optimized;
   {
-    DumpContext dump(flags);
-    auto result = OptimizeHloModule(module, OptimizeOptions{.backend = Backend::kCpu, .dump = &dump});
+    auto result = OptimizeHloModule(module, OptimizeOptions{.backend = Backend::kCpu});
     if (!result.ok()) return Fail(result.status());
     optimized = std::move(*result);
+  }
+  std::unique_ptr<runtime::Executable> executable;
+  {
+    DumpContext dump(flags);
+    auto fresh = ParseHloModule(kDemoModule, ParseOptions{.verify = true, .filename = "<demo>"});
+    if (!fresh.ok()) return Fail(fresh.status());
+    runtime::CompileOptions options;
+    options.optimize.dump = &dump;
+    auto compiled = runtime::CompileForCpu(std::move(*fresh), options);
+    if (!compiled.ok()) return Fail(compiled.status());
+    executable = std::move(*compiled);
   }
   int64_t changed = 0;
   for (const PassEvent& e : optimized.events) changed += e.changed;
@@ -139,7 +157,7 @@ int RunDemo(const DemoArgs& args) {
   for (const FusionDecision& d : optimized.fusion_decisions) {
     std::printf("              %s\n", d.ToString().c_str());
   }
-  auto fused = EvaluateModule(module, inputs);
+  auto fused = EvaluateModule(executable->module(), inputs);
   if (!fused.ok()) return Fail(fused.status());
   double fused_sum = fused->GetAsDouble(0);
   std::printf("  check     the optimized module evaluates to %.6f (|difference| %.1e)\n", fused_sum,
@@ -148,12 +166,68 @@ int RunDemo(const DemoArgs& args) {
     return Fail(Error("the optimized module computes something else"));
   }
 
+  // The compiled kernels, run on this machine's CPU and checked against the evaluator.
+  std::vector<std::string> kernel_names;
+  for (const runtime::KernelInfo& k : executable->kernels()) kernel_names.push_back(k.hlo_instruction);
+  std::printf("  compile   cpu: %zu kernel%s (%s), LLVM -O3 through the ORC JIT, %.1f ms\n",
+              executable->kernels().size(), executable->kernels().size() == 1 ? "" : "s",
+              fmt::format("{}", fmt::join(kernel_names, ", ")).c_str(), executable->compile_ns() / 1e6);
+  if (Status s = executable->SetArguments(inputs); !s.ok()) return Fail(s);
+  constexpr int kRuns = 100;
+  (void)executable->Run();
+  std::vector<int64_t> thunk_ns;
+  std::vector<double> run_us;
+  for (int i = 0; i < kRuns; ++i) {
+    const auto start = std::chrono::steady_clock::now();
+    if (Status s = executable->Run(&thunk_ns); !s.ok()) return Fail(s);
+    run_us.push_back(std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now() - start).count());
+  }
+  std::sort(run_us.begin(), run_us.end());
+  auto compiled_result = executable->Results();
+  if (!compiled_result.ok()) return Fail(compiled_result.status());
+  const double compiled_sum = compiled_result->GetAsDouble(0);
+  std::printf("  run       reduce_sum = %.6f on the CPU (|difference| from the evaluator %.1e); "
+              "median %.2f us over %d runs\n",
+              compiled_sum, std::fabs(compiled_sum - evaluated), run_us[kRuns / 2], kRuns);
+  if (std::fabs(compiled_sum - evaluated) > 1e-3) {
+    return Fail(Error("the compiled module computes something else than the evaluator"));
+  }
+  for (size_t i = 0; i < executable->thunks().size(); ++i) {
+    std::string line = executable->thunks()[i]->ToString(0);
+    if (!line.empty() && line.back() == '\n') line.pop_back();
+    std::printf("              %7.2f us  %s\n", thunk_ns[i] / 1e3 / kRuns, line.c_str());
+  }
+  // PTX needs no GPU; running it does.
+  {
+    auto fresh = ParseHloModule(kDemoModule, ParseOptions{.verify = true, .filename = "<demo>"});
+    if (!fresh.ok()) return Fail(fresh.status());
+    auto ptx = runtime::CompileForGpuToPtx(std::move(*fresh), {});
+    if (ptx.ok()) {
+      Status written = WriteFileAtomic(base + ".ptx", ptx->ptx);
+      if (!written.ok()) return Fail(written);
+      std::printf("  ptx       sm_90: %zu kernel%s (", ptx->kernels.size(), ptx->kernels.size() == 1 ? "" : "s");
+      for (size_t i = 0; i < ptx->kernels.size(); ++i) {
+        std::printf("%s%s: grid %lld, block %lld", i ? "; " : "", ptx->kernels[i].name.c_str(),
+                    static_cast<long long>(ptx->kernels[i].blocks),
+                    static_cast<long long>(ptx->kernels[i].threads_per_block));
+      }
+      std::printf(") -> %s.ptx\n", base.c_str());
+    } else {
+      std::printf("  ptx       not written: %s\n", ptx.status().message().c_str());
+    }
+  }
+  if (Status gpu = runtime::CheckCudaDevice(); !gpu.ok()) {
+    std::printf("  gpu       not run here: %s\n", gpu.message().c_str());
+  } else {
+    std::printf("  gpu       a GPU is present, but running on it is not supported yet\n");
+  }
+
   auto manifest = ReadManifest(dump_dir + "/manifest.json");
   if (!manifest.ok()) return Fail(manifest.status());
   std::printf("  dump      %s/ (XLA's file names; manifest.json lists every file):\n", dump_dir.c_str());
   const ManifestModule& dumped = manifest->modules.at(0);
   for (const std::string& file : dumped.files) {
-    if (file.ends_with(".txt")) std::printf("              %s\n", file.c_str());
+    if (file.ends_with(".txt") || file.ends_with(".ll")) std::printf("              %s\n", file.c_str());
   }
   for (const ManifestStage& stage : dumped.stages) {
     if (stage.pass == "fusion" && !stage.files.empty()) {
@@ -162,6 +236,8 @@ int RunDemo(const DemoArgs& args) {
   }
   std::printf("\nTry: xlens eval %s.txt --inputs %s\n", base.c_str(), args.out_dir.c_str());
   std::printf("     xlens opt %s.txt --explain-fusion\n", base.c_str());
+  std::printf("     xlens run %s.txt --inputs %s --reference --iterations 20\n", base.c_str(),
+              args.out_dir.c_str());
   return 0;
 }
 

@@ -162,8 +162,13 @@ TEST_F(CliTest, DemoWalksTheExampleThroughTheCore) {
   RunResult run = RunXlens("demo --out " + (dir_ / "demo").string());
   ASSERT_EQ(run.exit_code, 0) << run.output;
   for (const char* step : {"parse", "verify", "evaluate", "reduce_sum =", "draw", "optimize",
-                           "3 kernels -> 1", "the fusion appears in module_0001.reduce_sum_xyz."}) {
+                           "3 kernels -> 1", "the fusion appears in module_0001.reduce_sum_xyz.",
+                           "compile   cpu: 1 kernel (fusion)", "on the CPU (|difference| from the evaluator",
+                           "kernel fusion", "module_0001.reduce_sum_xyz.ir-with-opt.ll"}) {
     EXPECT_THAT(run.output, HasSubstr(step));
+  }
+  if (std::filesystem::exists("/usr/local/cuda/nvvm/libdevice/libdevice.10.bc")) {
+    EXPECT_TRUE(std::filesystem::exists(dir_ / "demo/reduce_sum_xyz.ptx")) << run.output;
   }
   EXPECT_TRUE(std::filesystem::exists(dir_ / "demo/reduce_sum_xyz.dot"));
   EXPECT_TRUE(std::filesystem::exists(dir_ / "demo/out0.npy"));
