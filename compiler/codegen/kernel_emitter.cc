@@ -217,8 +217,10 @@ Status KernelBuilder::EmitParallelLoop(const Shape& shape, int64_t work_per_elem
   }
   const int64_t minor = order.back();
   const int64_t n = shape.dimensions(minor);
-  constexpr int64_t kBlock = 8192;
-  const int64_t block = std::min(n, kBlock);
+  // Tasks of about 64K elements' worth of work (8192 elements of an elementwise loop, fewer
+  // outputs of a reduction), so that a short row of long reductions still spreads over threads.
+  const int64_t block = std::min(n, std::clamp<int64_t>((int64_t{1} << 16) / work_per_element,
+                                                       1, 8192));
   const int64_t blocks = (n + block - 1) / block;
   const int64_t rows = elements / n;
   llvm::Function* f = NewPhase(false, rows * blocks, block * work_per_element);
