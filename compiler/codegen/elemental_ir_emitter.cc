@@ -60,13 +60,14 @@ StatusOr<Value*> ElementalIrEmitter::EmitOperand(const HloInstruction* hlo, int6
 }
 
 Status ElementalIrEmitter::EmitLoop(Value* start, Value* end, std::string_view name,
-                                    const std::function<Status(Value*)>& body) {
+                                    const std::function<Status(Value*)>& body,
+                                    llvm::MDNode* parallel_access_group) {
   return EmitForLoop(b_, start, end, name, [&](Value* iv) {
     scopes_.emplace_back();
     Status status = body(iv);
     scopes_.pop_back();
     return status;
-  });
+  }, parallel_access_group);
 }
 
 Status ElementalIrEmitter::EmitIf(Value* condition, std::string_view name,

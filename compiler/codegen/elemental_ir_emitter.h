@@ -46,7 +46,8 @@ class ElementalIrEmitter {
 
   // A loop whose body may use the emitter; what the body computes is forgotten after it.
   Status EmitLoop(llvm::Value* start, llvm::Value* end, std::string_view name,
-                  const std::function<Status(llvm::Value*)>& body);
+                  const std::function<Status(llvm::Value*)>& body,
+                  llvm::MDNode* parallel_access_group = nullptr);
   // `if (condition) then()`; what `then` computes is forgotten after it.
   Status EmitIf(llvm::Value* condition, std::string_view name, const std::function<Status()>& then);
 

@@ -44,13 +44,16 @@ llvm::Value* IrArray::EmitElementPointer(llvm::IRBuilder<>& b, const IrIndex& in
 
 StatusOr<llvm::Value*> IrArray::EmitRead(llvm::IRBuilder<>& b, const IrIndex& index) const {
   ASSIGN_OR_RETURN(llvm::Type * type, StorageType(shape_.element_type(), b.getContext()));
-  llvm::Value* stored = b.CreateLoad(type, EmitElementPointer(b, index));
+  llvm::LoadInst* stored = b.CreateLoad(type, EmitElementPointer(b, index));
+  if (access_group_ != nullptr) stored->setMetadata(llvm::LLVMContext::MD_access_group, access_group_);
   return StorageToValue(b, shape_.element_type(), stored);
 }
 
 Status IrArray::EmitWrite(llvm::IRBuilder<>& b, const IrIndex& index, llvm::Value* value) const {
   RETURN_IF_ERROR(StorageType(shape_.element_type(), b.getContext()).status());
-  b.CreateStore(ValueToStorage(b, shape_.element_type(), value), EmitElementPointer(b, index));
+  llvm::StoreInst* store =
+      b.CreateStore(ValueToStorage(b, shape_.element_type(), value), EmitElementPointer(b, index));
+  if (access_group_ != nullptr) store->setMetadata(llvm::LLVMContext::MD_access_group, access_group_);
   return OkStatus();
 }
 

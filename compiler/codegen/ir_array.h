@@ -25,6 +25,12 @@ class IrArray {
   IrArray() = default;
   IrArray(llvm::Value* base, Shape shape) : base_(base), shape_(std::move(shape)) {}
 
+  // Tags every load and store with an access group (llvm.access.group), so that a loop marked
+  // llvm.loop.parallel_accesses over that group vectorizes without runtime alias checks: an
+  // output written in place over its operand (buffer assignment allows it for elementwise
+  // reads) would otherwise fail the check and fall back to scalar code.
+  void set_access_group(llvm::MDNode* group) { access_group_ = group; }
+
   llvm::Value* base() const { return base_; }
   const Shape& shape() const { return shape_; }
 
@@ -38,6 +44,7 @@ class IrArray {
  private:
   llvm::Value* base_ = nullptr;
   Shape shape_;
+  llvm::MDNode* access_group_ = nullptr;
 };
 
 // The multi-index of element `linear` of `shape` in physical (layout) order.

@@ -122,6 +122,8 @@ class KernelBuilder {
   std::vector<std::pair<const HloInstruction*, int64_t>> outputs_;
   std::map<const HloInstruction*, bool> written_;
   Value* buffers_ = nullptr;
+  // The access group of the current phase's buffers when its element loop is parallel.
+  llvm::MDNode* access_group_ = nullptr;
 };
 
 llvm::Function* KernelBuilder::NewPhase(bool sequential, int64_t tasks, int64_t work_per_task) {
@@ -157,6 +159,7 @@ llvm::Function* KernelBuilder::NewPhase(bool sequential, int64_t tasks, int64_t 
   auto* entry = llvm::BasicBlock::Create(c, "entry", f);
   b_.SetInsertPoint(entry);
   buffers_ = target_ == KernelTarget::kGpu ? nullptr : f->getArg(0);
+  access_group_ = sequential || target_ == KernelTarget::kGpu ? nullptr : llvm::MDNode::getDistinct(c, {});
   spec_.phases.push_back(phase);
   return f;
 }
@@ -173,7 +176,9 @@ IrArray KernelBuilder::ArrayOf(const Binding& binding) const {
   if (binding.scratch_offset > 0) {
     base = b.CreateInBoundsGEP(b.getInt8Ty(), base, {b.getInt64(binding.scratch_offset)});
   }
-  return IrArray(base, binding.shape);
+  IrArray array(base, binding.shape);
+  array.set_access_group(access_group_);
+  return array;
 }
 
 IrArray KernelBuilder::OutputArray(int64_t leaf) const {
@@ -244,10 +249,12 @@ Status KernelBuilder::EmitParallelLoop(const Shape& shape, int64_t work_per_elem
         row = b_.CreateUDiv(row, b_.getInt64(size));
       }
     }
+    // Iterations write distinct elements and read operands either elsewhere or (in place) at
+    // the element they write: independent, as the access group tells the vectorizer.
     return e->EmitLoop(begin, end, "element", [&](Value* i) -> Status {
       index[minor] = i;
       return body(*e, index);
-    });
+    }, access_group_);
   }));
   b_.CreateRetVoid();
   return OkStatus();
@@ -350,7 +357,7 @@ Status KernelBuilder::EmitColumnReduction(const HloInstruction* reduce,
                          e->EmitScalarComputation(*reduce->to_apply(), args));
         for (int64_t k = 0; k < count; ++k) RETURN_IF_ERROR(dest[k].EmitWrite(b_, index, results[k]));
         return OkStatus();
-      });
+      }, access_group_);
     };
     return sweep(0);
   }));

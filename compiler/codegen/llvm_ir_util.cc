@@ -90,7 +90,8 @@ llvm::Value* ComputeToFloat(llvm::IRBuilder<>& b, PrimitiveType type, llvm::Valu
 }
 
 Status EmitForLoop(llvm::IRBuilder<>& b, llvm::Value* start, llvm::Value* end,
-                   std::string_view name, const std::function<Status(llvm::Value*)>& body) {
+                   std::string_view name, const std::function<Status(llvm::Value*)>& body,
+                   llvm::MDNode* parallel_access_group) {
   llvm::Function* f = b.GetInsertBlock()->getParent();
   llvm::LLVMContext& c = b.getContext();
   llvm::BasicBlock* preheader = b.GetInsertBlock();
@@ -106,7 +107,15 @@ Status EmitForLoop(llvm::IRBuilder<>& b, llvm::Value* start, llvm::Value* end,
   RETURN_IF_ERROR(body(iv));
   llvm::Value* next = b.CreateAdd(iv, b.getInt64(1), "", /*HasNUW=*/true, /*HasNSW=*/true);
   iv->addIncoming(next, b.GetInsertBlock());
-  b.CreateBr(header);
+  llvm::BranchInst* latch = b.CreateBr(header);
+  if (parallel_access_group != nullptr) {
+    llvm::LLVMContext& c = b.getContext();
+    llvm::MDNode* parallel = llvm::MDNode::get(
+        c, {llvm::MDString::get(c, "llvm.loop.parallel_accesses"), parallel_access_group});
+    llvm::MDNode* loop_id = llvm::MDNode::getDistinct(c, {nullptr, parallel});
+    loop_id->replaceOperandWith(0, loop_id);
+    latch->setMetadata(llvm::LLVMContext::MD_loop, loop_id);
+  }
   b.SetInsertPoint(exit);
   return OkStatus();
 }

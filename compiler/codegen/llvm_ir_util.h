@@ -33,8 +33,11 @@ llvm::Type* FloatComputeType(PrimitiveType type, llvm::LLVMContext& context);
 
 // Emits `for (i = start; i < end; ++i) body(i)` at the builder's insertion point and leaves the
 // builder after the loop. `body` may emit blocks of its own.
+// With `parallel_access_group`, the loop is marked llvm.loop.parallel_accesses over it: its
+// iterations touch the group's memory independently.
 Status EmitForLoop(llvm::IRBuilder<>& b, llvm::Value* start, llvm::Value* end,
-                   std::string_view name, const std::function<Status(llvm::Value*)>& body);
+                   std::string_view name, const std::function<Status(llvm::Value*)>& body,
+                   llvm::MDNode* parallel_access_group = nullptr);
 
 // An alloca in the function's entry block (so that mem2reg promotes it), initialised to `init`.
 llvm::AllocaInst* EmitEntryAlloca(llvm::IRBuilder<>& b, llvm::Type* type, std::string_view name);

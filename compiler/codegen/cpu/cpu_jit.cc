@@ -2,6 +2,7 @@
 
 #include <dlfcn.h>
 
+#include <deque>
 #include <mutex>
 
 #include <fmt/format.h>
@@ -27,6 +28,41 @@ namespace {
 bool VectorMathLibraryLoaded() {
   static const bool loaded = dlopen("libmvec.so.1", RTLD_NOW | RTLD_GLOBAL) != nullptr;
   return loaded;
+}
+
+// libmvec's AVX-512 variants ("e" ISA): the C library name and the LLVM intrinsic of each
+// function, per lane count.
+const std::vector<llvm::VecDesc>& Avx512VectorMath() {
+  static const std::vector<llvm::VecDesc>* descs = [] {
+    auto* v = new std::vector<llvm::VecDesc>();
+    struct Fn { const char* name; const char* intrinsic; int args; };
+    static const Fn kFns[] = {{"exp", "llvm.exp", 1},   {"log", "llvm.log", 1},
+                              {"sin", "llvm.sin", 1},   {"cos", "llvm.cos", 1},
+                              {"tanh", nullptr, 1},     {"expm1", nullptr, 1},
+                              {"log1p", nullptr, 1},    {"cbrt", nullptr, 1},
+                              {"tan", nullptr, 1},      {"pow", "llvm.pow", 2},
+                              {"atan2", nullptr, 2}};
+    static std::deque<std::string> names;  // VecDesc keeps StringRefs: elements never move
+    for (const Fn& fn : kFns) {
+      for (bool is_float : {true, false}) {
+        const int lanes = is_float ? 16 : 8;
+        const std::string params(fn.args, 'v');
+        const std::string scalar = std::string(fn.name) + (is_float ? "f" : "");
+        names.push_back(fmt::format("_ZGVeN{}{}_{}", lanes, params, scalar));
+        const llvm::StringRef vector = names.back();
+        names.push_back(fmt::format("_ZGV_LLVM_N{}{}", lanes, params));
+        const llvm::StringRef prefix = names.back();
+        names.push_back(scalar);
+        v->push_back(llvm::VecDesc(names.back(), vector, llvm::ElementCount::getFixed(lanes), false, prefix));
+        if (fn.intrinsic != nullptr) {
+          names.push_back(fmt::format("{}.{}", fn.intrinsic, is_float ? "f32" : "f64"));
+          v->push_back(llvm::VecDesc(names.back(), vector, llvm::ElementCount::getFixed(lanes), false, prefix));
+        }
+      }
+    }
+    return v;
+  }();
+  return *descs;
 }
 
 void InitializeLlvmOnce() {
@@ -61,6 +97,11 @@ Status RunPipeline(llvm::Module& module, llvm::TargetMachine* tm, int opt_level)
   if (VectorMathLibraryLoaded()) {
     library_info.addVectorizableFunctionsFromVecLib(llvm::TargetLibraryInfoImpl::LIBMVEC_X86,
                                                     llvm::Triple(module.getTargetTriple()));
+    // LLVM knows libmvec's 4- and 8-lane functions; where the CPU has AVX-512, its 16-lane
+    // (float) and 8-lane (double) ones are there too.
+    if (tm != nullptr && tm->getTargetFeatureString().contains("+avx512f")) {
+      library_info.addVectorizableFunctions(Avx512VectorMath());
+    }
   }
   fam.registerPass([&] { return llvm::TargetLibraryAnalysis(library_info); });
   pb.registerModuleAnalyses(mam);
