@@ -92,7 +92,7 @@ Status ExecutableBuilder::EmitComputation(const HloComputation& computation,
       default:
         break;
     }
-    if (!codegen::IsKernelInstruction(*hlo) || IsEigenDot(*hlo)) continue;
+    if (!codegen::IsKernelInstruction(*hlo) || IsEigenDot(*hlo) || IsEigenConvolution(*hlo)) continue;
     auto spec = codegen::EmitKernel(*hlo, UniqueSymbol(hlo->name()), *llvm_module_);
     if (!spec.ok()) return spec.status().WithContext(hlo->name());
     scratch_bytes_ = std::max(scratch_bytes_, spec->scratch_bytes);
@@ -207,6 +207,12 @@ StatusOr<ThunkSequence> ExecutableBuilder::BuildThunks(
     if (IsEigenDot(*hlo)) {
       thunks.push_back(std::make_unique<EigenDotThunk>(name, *hlo, plan.Slot(hlo->operand(0)),
                                                        plan.Slot(hlo->operand(1)), plan.Slot(hlo)));
+      continue;
+    }
+    if (IsEigenConvolution(*hlo)) {
+      thunks.push_back(std::make_unique<EigenConvolutionThunk>(
+          name, *hlo, plan.Slot(hlo->operand(0)), plan.Slot(hlo->operand(1)), plan.Slot(hlo),
+          ThreadPool::Default().parallelism()));
       continue;
     }
     auto kernel = kernels_.find(hlo);

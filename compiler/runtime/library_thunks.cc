@@ -165,4 +165,159 @@ std::string EigenDotThunk::ToString(int indent) const {
                      indent, hlo_name(), batch_, m_, k_, k_, n_);
 }
 
+bool IsEigenConvolution(const HloInstruction& conv) {
+  if (conv.opcode() != HloOpcode::kConvolution || !conv.convolution_dimension_numbers || !conv.window) {
+    return false;
+  }
+  const Shape& in = conv.operand(0)->shape();
+  const Shape& kernel = conv.operand(1)->shape();
+  const Shape& out = conv.shape();
+  const PrimitiveType t = out.element_type();
+  if ((t != PrimitiveType::F32 && t != PrimitiveType::F64) || in.element_type() != t ||
+      kernel.element_type() != t) {
+    return false;
+  }
+  if (!IsRowMajor(in) || !IsRowMajor(kernel) || !IsRowMajor(out)) return false;
+  if (conv.feature_group_count() != 1 || conv.batch_group_count() != 1) return false;
+  const ConvolutionDimensionNumbers& dn = *conv.convolution_dimension_numbers;
+  const int64_t n = static_cast<int64_t>(dn.input_spatial_dimensions.size());
+  if (in.rank() != n + 2 || kernel.rank() != n + 2 || out.rank() != n + 2) return false;
+  if (static_cast<int64_t>(conv.window->dimensions.size()) != n) return false;
+  if (dn.input_batch_dimension != 0 || dn.input_feature_dimension != n + 1 ||
+      dn.output_batch_dimension != 0 || dn.output_feature_dimension != n + 1 ||
+      dn.kernel_input_feature_dimension != n || dn.kernel_output_feature_dimension != n + 1) {
+    return false;
+  }
+  for (int64_t i = 0; i < n; ++i) {
+    if (dn.input_spatial_dimensions[i] != i + 1 || dn.output_spatial_dimensions[i] != i + 1 ||
+        dn.kernel_spatial_dimensions[i] != i || conv.window->dimensions[i].window_reversal) {
+      return false;
+    }
+  }
+  return true;
+}
+
+EigenConvolutionThunk::EigenConvolutionThunk(std::string hlo_name, const HloInstruction& conv,
+                                             int64_t input_slot, int64_t kernel_slot,
+                                             int64_t output_slot, int threads)
+    : Thunk(std::move(hlo_name)), input_slot_(input_slot), kernel_slot_(kernel_slot),
+      output_slot_(output_slot) {
+  const Shape& in = conv.operand(0)->shape();
+  const Shape& out = conv.shape();
+  const int64_t n = in.rank() - 2;
+  is_f64_ = out.element_type() == PrimitiveType::F64;
+  batch_ = in.dimensions(0);
+  in_features_ = in.dimensions(n + 1);
+  out_features_ = out.dimensions(n + 1);
+  window_ = conv.window->dimensions;
+  rows_ = batch_;
+  patch_width_ = in_features_;
+  for (int64_t i = 0; i < n; ++i) {
+    in_spatial_.push_back(in.dimensions(i + 1));
+    out_spatial_.push_back(out.dimensions(i + 1));
+    rows_ *= out.dimensions(i + 1);
+    patch_width_ *= window_[i].size;
+  }
+  // Blocks of rows whose patches take about 1 MiB: they stay in cache for the product.
+  rows_per_block_ = std::clamp<int64_t>((int64_t{1} << 20) / 8 / std::max<int64_t>(1, patch_width_), 1,
+                                        std::max<int64_t>(1, rows_));
+  patches_.resize(std::max(1, threads));
+  for (auto& p : patches_) p.resize(static_cast<size_t>(rows_per_block_ * patch_width_));
+}
+
+template <typename T>
+void EigenConvolutionThunk::Run(const T* input, const T* kernel, T* output, ThreadPool* pool) const {
+  using Matrix = Eigen::Matrix<T, Eigen::Dynamic, Eigen::Dynamic, Eigen::RowMajor>;
+  const int64_t n = static_cast<int64_t>(in_spatial_.size());
+  const int64_t blocks = (rows_ + rows_per_block_ - 1) / rows_per_block_;
+  Eigen::Map<const Matrix> weights(kernel, patch_width_, out_features_);
+  std::vector<int64_t> in_strides(n + 1);  // elements per step of each spatial dim, then batch
+  {
+    int64_t stride = in_features_;
+    for (int64_t i = n - 1; i >= 0; --i) {
+      in_strides[i] = stride;
+      stride *= in_spatial_[i];
+    }
+    in_strides[n] = stride;  // one batch element
+  }
+  auto run_blocks = [&](int64_t worker, int64_t workers) {
+    T* patch = reinterpret_cast<T*>(patches_[worker].data());
+    std::vector<int64_t> position(n), kernel_index(n);
+    for (int64_t block = worker; block < blocks; block += workers) {
+      const int64_t r0 = block * rows_per_block_;
+      const int64_t rows = std::min(rows_per_block_, rows_ - r0);
+      for (int64_t r = 0; r < rows; ++r) {
+        // Row r0 + r: batch element and output position.
+        int64_t rest = r0 + r;
+        for (int64_t i = n - 1; i >= 0; --i) {
+          position[i] = rest % out_spatial_[i];
+          rest /= out_spatial_[i];
+        }
+        const T* base = input + rest * in_strides[n];
+        T* row = patch + r * patch_width_;
+        std::fill(kernel_index.begin(), kernel_index.end(), 0);
+        for (int64_t column = 0; column < patch_width_; column += in_features_) {
+          int64_t offset = 0;
+          bool inside = true;
+          for (int64_t i = 0; i < n && inside; ++i) {
+            const WindowDimension& w = window_[i];
+            const int64_t dilated = position[i] * w.stride - w.padding_low + kernel_index[i] * w.window_dilation;
+            if (dilated < 0 || dilated % w.base_dilation != 0) {
+              inside = false;
+              break;
+            }
+            const int64_t p = dilated / w.base_dilation;
+            if (p >= in_spatial_[i]) inside = false;
+            offset += p * in_strides[i];
+          }
+          if (inside) {
+            std::memcpy(row + column, base + offset, in_features_ * sizeof(T));
+          } else {
+            std::fill(row + column, row + column + in_features_, T(0));
+          }
+          for (int64_t i = n - 1; i >= 0; --i) {
+            if (++kernel_index[i] < window_[i].size) break;
+            kernel_index[i] = 0;
+          }
+        }
+      }
+      Eigen::Map<const Matrix> patches(patch, rows, patch_width_);
+      Eigen::Map<Matrix> result(output + r0 * out_features_, rows, out_features_);
+      result.noalias() = patches * weights;
+    }
+  };
+  const int64_t workers = std::min<int64_t>(static_cast<int64_t>(patches_.size()), blocks);
+  if (pool == nullptr || workers <= 1) {
+    run_blocks(0, 1);
+    return;
+  }
+  pool->ParallelFor(workers, 1, [&](int64_t begin, int64_t end) {
+    for (int64_t w = begin; w < end; ++w) run_blocks(w, workers);
+  });
+}
+
+Status EigenConvolutionThunk::Execute(char** frame, ExecuteContext& context) const {
+  if (rows_ == 0 || out_features_ == 0) return OkStatus();
+  if (patch_width_ == 0) {
+    std::memset(frame[output_slot_], 0, rows_ * out_features_ * (is_f64_ ? 8 : 4));
+    return OkStatus();
+  }
+  if (is_f64_) {
+    Run(reinterpret_cast<const double*>(frame[input_slot_]),
+        reinterpret_cast<const double*>(frame[kernel_slot_]),
+        reinterpret_cast<double*>(frame[output_slot_]), context.pool);
+  } else {
+    Run(reinterpret_cast<const float*>(frame[input_slot_]),
+        reinterpret_cast<const float*>(frame[kernel_slot_]),
+        reinterpret_cast<float*>(frame[output_slot_]), context.pool);
+  }
+  return OkStatus();
+}
+
+std::string EigenConvolutionThunk::ToString(int indent) const {
+  return fmt::format("{:{}}library-call {} (im2col + Eigen matmul, [{}x{}] x [{}x{}] in blocks of {} rows)\n",
+                     "", indent, hlo_name(), rows_, patch_width_, patch_width_, out_features_,
+                     rows_per_block_);
+}
+
 }  // namespace xlens::runtime

@@ -88,6 +88,50 @@ ENTRY e {
   EXPECT_THAT((*exe)->ThunkSequenceText(), ::testing::HasSubstr("kernel s"));
 }
 
+TEST(ExecutableTest, CanonicalConvolutionsRunAsIm2colAndEigen) {
+  // Strides, padding, input and kernel dilation in 2D, and a 1D case, each against the evaluator;
+  // a grouped convolution stays on the generated kernel.
+  const char* texts[] = {
+      R"(HloModule c
+ENTRY e {
+  x = f32[3,9,11,5] parameter(0)
+  k = f32[3,2,5,7] parameter(1)
+  ROOT c = f32[3,5,11,7] convolution(x, k), window={size=3x2 stride=2x1 pad=1_1x0_1 rhs_dilate=1x1}, dim_labels=b01f_01io->b01f
+})",
+      R"(HloModule c
+ENTRY e {
+  x = f32[2,6,6,4] parameter(0)
+  k = f32[2,2,4,3] parameter(1)
+  ROOT c = f32[2,10,5,3] convolution(x, k), window={size=2x2 pad=0_0x1_0 lhs_dilate=2x1 rhs_dilate=1x2}, dim_labels=b01f_01io->b01f
+})",
+      R"(HloModule c
+ENTRY e {
+  x = f64[4,20,3] parameter(0)
+  k = f64[5,3,2] parameter(1)
+  ROOT c = f64[4,16,2] convolution(x, k), window={size=5}, dim_labels=b0f_0io->b0f
+})"};
+  for (const char* text : texts) {
+    auto module = ParseHloModule(text);
+    ASSERT_TRUE(module.ok()) << module.status().message();
+    auto exe = CompileForCpu(std::move(*module), {});
+    ASSERT_TRUE(exe.ok()) << exe.status().message();
+    EXPECT_THAT((*exe)->ThunkSequenceText(), ::testing::HasSubstr("im2col + Eigen"));
+    testing::ExpectMatchesEvaluator(text, {}, {1e-5, 1e-5});
+  }
+  const char* grouped = R"(HloModule c
+ENTRY e {
+  x = f32[2,7,7,4] parameter(0)
+  k = f32[3,3,2,6] parameter(1)
+  ROOT c = f32[2,5,5,6] convolution(x, k), window={size=3x3}, dim_labels=b01f_01io->b01f, feature_group_count=2
+})";
+  auto module = ParseHloModule(grouped);
+  ASSERT_TRUE(module.ok());
+  auto exe = CompileForCpu(std::move(*module), {});
+  ASSERT_TRUE(exe.ok()) << exe.status().message();
+  EXPECT_THAT((*exe)->ThunkSequenceText(), ::testing::Not(::testing::HasSubstr("im2col")));
+  testing::ExpectMatchesEvaluator(grouped, {}, {1e-5, 1e-5});
+}
+
 TEST(ExecutableTest, FusionMakesFewerKernelsThanOpsAndTheSameResult) {
   const char* text = R"(HloModule chain
 ENTRY e {
