@@ -82,7 +82,8 @@ int main(int argc, char** argv) {
   auto* compile = app.add_subcommand("compile", "Compile a module and write its LLVM IR");
   compile->add_option("file", compile_args.file, "HLO text file")->required();
   compile->add_option("--emit", compile_args.emit,
-                      "llvm (before LLVM's optimization), llvm-opt (after) or ptx (implies --backend=gpu)")
+                      "llvm (before LLVM's optimization), llvm-opt (after), obj (an object file for this CPU) "
+                      "or ptx (implies --backend=gpu)")
       ->capture_default_str();
   compile->add_option("--gpu_arch", compile_args.gpu_arch, "The GPU to compile for: sm_80, sm_90, ...")
       ->capture_default_str();

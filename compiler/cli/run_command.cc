@@ -13,6 +13,7 @@
 #include "compiler/hlo/literal_comparison.h"
 #include "compiler/hlo/parser.h"
 #include "compiler/hlo/printer.h"
+#include "compiler/codegen/cpu/cpu_jit.h"
 #include "compiler/runtime/compilation_cache.h"
 #include "compiler/runtime/cpu_compiler.h"
 #include "compiler/runtime/cuda_driver.h"
@@ -169,9 +170,6 @@ int RunCompile(const CompileArgs& args) {
   if (args.backend != "cpu" && args.backend != "gpu") {
     return Fail(Error(fmt::format("--backend: expected cpu or gpu, found '{}'", args.backend)));
   }
-  if (args.emit == "obj") {
-    return Fail(Error("--emit=obj: object files are not written yet; use llvm, llvm-opt or ptx"));
-  }
   FlagsSetup setup;
   if (Status s = SetUpFromFlags(args.extra_flags, "compile", setup); !s.ok()) return Fail(s);
   if (args.emit == "ptx" || args.backend == "gpu") {
@@ -199,7 +197,13 @@ int RunCompile(const CompileArgs& args) {
   setup.options.keep_llvm_ir = true;
   auto exe = runtime::CompileForCpu(std::move(*module), setup.options);
   if (!exe.ok()) return Fail(exe.status().WithContext(args.file));
-  const std::string& ir = args.emit == "llvm" ? (*exe)->llvm_ir().ir_no_opt : (*exe)->llvm_ir().ir_with_opt;
+  std::string ir = args.emit == "llvm" ? (*exe)->llvm_ir().ir_no_opt : (*exe)->llvm_ir().ir_with_opt;
+  if (args.emit == "obj") {
+    if (args.output.empty()) return Fail(Error("--emit=obj writes a binary file: give -o FILE"));
+    auto object = codegen::CompileIrToHostObject(ir);
+    if (!object.ok()) return Fail(object.status());
+    ir = std::move(*object);
+  }
   if (args.output.empty()) {
     std::fputs(ir.c_str(), stdout);
     return 0;

@@ -93,6 +93,9 @@ ENTRY e {
   RunResult refused = RunXlens("run " + custom);
   EXPECT_EQ(refused.exit_code, 1);
   EXPECT_THAT(refused.output, HasSubstr("custom-call \"my_kernel\" cannot run on the CPU backend"));
+  RunResult obj = RunXlens("compile " + file + " --emit=obj -o " + (dir_ / "k.o").string());
+  EXPECT_EQ(obj.exit_code, 0) << obj.output;
+  EXPECT_EQ(testing::ReadTestFile((dir_ / "k.o").string()).substr(0, 4), "\x7f" "ELF");
   RunResult emit = RunXlens("compile " + file + " --emit=wasm");
   EXPECT_EQ(emit.exit_code, 1);
 }

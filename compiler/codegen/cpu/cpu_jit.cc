@@ -11,6 +11,9 @@
 #include <llvm/ExecutionEngine/Orc/JITTargetMachineBuilder.h>
 #include <llvm/ExecutionEngine/Orc/LLJIT.h>
 #include <llvm/IR/LLVMContext.h>
+#include <llvm/IR/LegacyPassManager.h>
+#include <llvm/IRReader/IRReader.h>
+#include <llvm/Support/SourceMgr.h>
 #include <llvm/IR/Module.h>
 #include <llvm/IR/Verifier.h>
 #include <llvm/Passes/PassBuilder.h>
@@ -190,6 +193,28 @@ StatusOr<void*> CpuJit::Lookup(const std::string& name) {
   auto symbol = jit_->lookup(name);
   if (!symbol) return Error(fmt::format("cannot compile {}: {}", name, ErrorText(symbol.takeError())));
   return symbol->toPtr<void*>();
+}
+
+StatusOr<std::string> CompileIrToHostObject(const std::string& ir_text) {
+  InitializeLlvmOnce();
+  llvm::LLVMContext context;
+  llvm::SMDiagnostic diagnostic;
+  std::unique_ptr<llvm::Module> module =
+      llvm::parseIR(llvm::MemoryBufferRef(ir_text, "kernels"), diagnostic, context);
+  if (module == nullptr) return Error("cannot read the generated IR: " + diagnostic.getMessage().str());
+  auto jtmb = llvm::orc::JITTargetMachineBuilder::detectHost();
+  if (!jtmb) return Error(ErrorText(jtmb.takeError()));
+  auto tm = jtmb->createTargetMachine();
+  if (!tm) return Error(ErrorText(tm.takeError()));
+  module->setDataLayout((*tm)->createDataLayout());
+  llvm::SmallString<0> object;
+  llvm::raw_svector_ostream os(object);
+  llvm::legacy::PassManager pm;
+  if ((*tm)->addPassesToEmitFile(pm, os, nullptr, llvm::CodeGenFileType::ObjectFile)) {
+    return Error("the host target cannot emit object files");
+  }
+  pm.run(*module);
+  return std::string(object.str());
 }
 
 Status OptimizeModuleForHost(llvm::Module& module, int opt_level) {

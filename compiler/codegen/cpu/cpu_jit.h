@@ -50,6 +50,10 @@ class CpuJit {
   std::string cpu_, features_, triple_;
 };
 
+// An ELF object file for the host CPU from optimized LLVM IR text (what `xlens compile
+// --emit=obj` writes).
+StatusOr<std::string> CompileIrToHostObject(const std::string& ir_text);
+
 // Optimizes `module` in place for the host CPU at `opt_level`.
 Status OptimizeModuleForHost(llvm::Module& module, int opt_level);
 
