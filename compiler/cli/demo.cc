@@ -25,6 +25,7 @@
 #include "compiler/runtime/cpu_compiler.h"
 #include "compiler/runtime/cuda_driver.h"
 #include "compiler/runtime/gpu_compiler.h"
+#include "compiler/runtime/gpu_executable.h"
 #include "dump/manifest.h"
 #include "compiler/support/file_io.h"
 
@@ -216,10 +217,20 @@ int RunDemo(const DemoArgs& args) {
       std::printf("  ptx       not written: %s\n", ptx.status().message().c_str());
     }
   }
-  if (Status gpu = runtime::CheckCudaDevice(); !gpu.ok()) {
-    std::printf("  gpu       not run here: %s\n", gpu.message().c_str());
+  if (auto device = runtime::OpenCudaDevice(); !device.ok()) {
+    std::printf("  gpu       not run here: %s\n", device.status().message().c_str());
   } else {
-    std::printf("  gpu       a GPU is present, but running on it is not supported yet\n");
+    auto fresh = ParseHloModule(kDemoModule, ParseOptions{.verify = true, .filename = "<demo>"});
+    if (!fresh.ok()) return Fail(fresh.status());
+    auto gpu = runtime::GpuExecutable::Create(std::move(*fresh), {}, **device);
+    auto gpu_result = gpu.ok() ? (*gpu)->Execute(inputs) : StatusOr<Literal>(gpu.status());
+    if (!gpu_result.ok()) return Fail(gpu_result.status().WithContext("gpu"));
+    const double gpu_sum = gpu_result->GetAsDouble(0);
+    std::printf("  gpu       reduce_sum = %.6f on %s (|difference| from the evaluator %.1e)\n", gpu_sum,
+                (*device)->arch().c_str(), std::fabs(gpu_sum - evaluated));
+    if (std::fabs(gpu_sum - evaluated) > 1e-3) {
+      return Fail(Error("the GPU computes something else than the evaluator"));
+    }
   }
 
   auto manifest = ReadManifest(dump_dir + "/manifest.json");

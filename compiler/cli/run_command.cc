@@ -3,6 +3,7 @@
 // proves every output against the reference evaluator.
 #include <algorithm>
 #include <chrono>
+#include <cstdarg>
 #include <cstdio>
 
 #include <fmt/format.h>
@@ -18,6 +19,7 @@
 #include "compiler/runtime/cpu_compiler.h"
 #include "compiler/runtime/cuda_driver.h"
 #include "compiler/runtime/gpu_compiler.h"
+#include "compiler/runtime/gpu_executable.h"
 #include "compiler/support/file_io.h"
 #include "dump/flags.h"
 
@@ -62,22 +64,96 @@ Status SetUpFromFlags(const std::vector<std::string>& extra_flags, std::string_v
   return OkStatus();
 }
 
-Status CheckBackend(const std::string& backend) {
-  if (backend == "cpu") return OkStatus();
-  if (backend != "gpu") return Error(fmt::format("--backend: expected cpu or gpu, found '{}'", backend));
-  RETURN_IF_ERROR(runtime::CheckCudaDevice());
-  return Error("--backend=gpu: running on a GPU is not supported yet; use --backend=cpu");
-}
-
 double Median(std::vector<double> v) {
   std::sort(v.begin(), v.end());
   return v.empty() ? 0 : v[v.size() / 2];
 }
 
+// printf into a string.
+__attribute__((format(printf, 2, 3))) void Appendf(std::string& out, const char* format, ...) {
+  va_list args;
+  va_start(args, format);
+  char buffer[1024];
+  std::vsnprintf(buffer, sizeof(buffer), format, args);
+  va_end(args);
+  out += buffer;
+}
+
+// Compiles for the GPU found by the driver and runs; the timing and the launches go to `report`.
+StatusOr<Literal> RunOnGpu(const RunArgs& args, FlagsSetup& setup, std::unique_ptr<HloModule> module,
+                           const std::vector<Literal>& inputs, std::string& report) {
+  ASSIGN_OR_RETURN(std::unique_ptr<runtime::GpuDevice> device, runtime::OpenCudaDevice());
+  runtime::GpuCompileOptions options;
+  options.optimize = setup.options.optimize;
+  options.nvptx.opt_level = setup.options.opt_level;
+  ASSIGN_OR_RETURN(auto exe, runtime::GpuExecutable::Create(std::move(module), options, *device));
+  RETURN_IF_ERROR(exe->SetArguments(inputs));
+  if (args.iterations > 1) RETURN_IF_ERROR(exe->Run());
+  std::vector<double> run_ms;
+  for (int i = 0; i < args.iterations; ++i) {
+    const auto start = std::chrono::steady_clock::now();
+    RETURN_IF_ERROR(exe->Run());
+    run_ms.push_back(std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count());
+  }
+  ASSIGN_OR_RETURN(Literal result, exe->Results());
+  Appendf(report, "compile %.1f ms for %s; run median %.3f ms over %d iteration%s\n", exe->compile_ns() / 1e6,
+              device->arch().c_str(), Median(run_ms), args.iterations, args.iterations == 1 ? "" : "s");
+  Appendf(report, "%zu kernel launches:\n", exe->launches().size());
+  for (const runtime::GpuLaunch& launch : exe->launches()) {
+    Appendf(report, "  %s (%s): grid %lld, block %lld\n", launch.kernel.c_str(), launch.hlo_instruction.c_str(),
+                static_cast<long long>(launch.dims.blocks), static_cast<long long>(launch.dims.threads_per_block));
+  }
+  return result;
+}
+
+// Compiles for the CPU (through the compilation cache) and runs; the timing of every thunk goes
+// to `report`.
+StatusOr<Literal> RunOnCpu(const RunArgs& args, FlagsSetup& setup, const HloModule& module,
+                           const std::vector<Literal>& inputs, std::string& report) {
+  runtime::CompilationCache cache;
+  ASSIGN_OR_RETURN(std::shared_ptr<runtime::Executable> executable, cache.GetOrCompile(module, setup.options));
+  runtime::Executable& exe = *executable;
+  RETURN_IF_ERROR(exe.SetArguments(inputs));
+  std::vector<double> run_ms;
+  std::vector<int64_t> thunk_ns;
+  // One untimed run first when timing several: it pays for the first touch of every buffer.
+  if (args.iterations > 1) RETURN_IF_ERROR(exe.Run());
+  for (int i = 0; i < args.iterations; ++i) {
+    const auto start = std::chrono::steady_clock::now();
+    RETURN_IF_ERROR(exe.Run(&thunk_ns));
+    run_ms.push_back(std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count());
+  }
+  ASSIGN_OR_RETURN(Literal result, exe.Results());
+  Appendf(report, "compile %.1f ms; run median %.3f ms over %d iteration%s\n", exe.compile_ns() / 1e6,
+              Median(run_ms), args.iterations, args.iterations == 1 ? "" : "s");
+  // What ran, the slowest first: kernels, library calls and control flow.
+  std::vector<std::pair<int64_t, size_t>> order;
+  for (size_t i = 0; i < thunk_ns.size(); ++i) order.push_back({thunk_ns[i], i});
+  std::sort(order.rbegin(), order.rend());
+  int64_t total = 0;
+  for (int64_t ns : thunk_ns) total += ns;
+  Appendf(report, "%zu thunks (%zu kernels), mean time per iteration:\n", exe.thunks().size(), exe.kernels().size());
+  for (size_t k = 0; k < order.size() && k < 10; ++k) {
+    const runtime::Thunk& thunk = *exe.thunks()[order[k].second];
+    std::string line = thunk.ToString(0);
+    if (!line.empty() && line.back() == '\n') line.pop_back();
+    if (auto nl = line.find('\n'); nl != std::string::npos) line = line.substr(0, nl);
+    Appendf(report, "  %9.3f ms %5.1f%%  %s\n", order[k].first / 1e6 / args.iterations,
+                total ? 100.0 * order[k].first / total : 0.0, line.c_str());
+  }
+  if (order.size() > 10) Appendf(report, "  ... %zu more\n", order.size() - 10);
+  return result;
+}
+
 }  // namespace
 
 int RunRun(const RunArgs& args) {
-  if (Status s = CheckBackend(args.backend); !s.ok()) return Fail(s);
+  if (args.backend != "cpu" && args.backend != "gpu") {
+    return Fail(Error(fmt::format("--backend: expected cpu or gpu, found '{}'", args.backend)));
+  }
+  if (args.backend == "gpu") {
+    if (Status s = runtime::CheckCudaDevice(); !s.ok()) return Fail(s);
+  }
   if (args.iterations < 1) return Fail(Error("--iterations: expected at least 1"));
   FlagsSetup setup;
   if (Status s = SetUpFromFlags(args.extra_flags, "run", setup); !s.ok()) return Fail(s);
@@ -85,26 +161,10 @@ int RunRun(const RunArgs& args) {
   if (!module.ok()) return Fail(module.status());
   auto inputs = LoadInputs(*(*module)->entry_computation(), args.inputs, args.seed);
   if (!inputs.ok()) return Fail(inputs.status());
-
-  runtime::CompilationCache cache;
-  auto executable = cache.GetOrCompile(**module, setup.options);
-  if (!executable.ok()) return Fail(executable.status().WithContext(args.file));
-  runtime::Executable& exe = **executable;
-  if (Status s = exe.SetArguments(*inputs); !s.ok()) return Fail(s.WithContext(args.file));
-
-  std::vector<double> run_ms;
-  std::vector<int64_t> thunk_ns;
-  // One untimed run first when timing several: it pays for the first touch of every buffer.
-  if (args.iterations > 1) {
-    if (Status s = exe.Run(); !s.ok()) return Fail(s.WithContext(args.file));
-  }
-  for (int i = 0; i < args.iterations; ++i) {
-    const auto start = std::chrono::steady_clock::now();
-    if (Status s = exe.Run(&thunk_ns); !s.ok()) return Fail(s.WithContext(args.file));
-    run_ms.push_back(std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count());
-  }
-  auto result = exe.Results();
-  if (!result.ok()) return Fail(result.status());
+  std::string report;
+  auto result = args.backend == "gpu" ? RunOnGpu(args, setup, std::move(*module), *inputs, report)
+                                      : RunOnCpu(args, setup, **module, *inputs, report);
+  if (!result.ok()) return Fail(result.status().WithContext(args.file));
 
   std::vector<const Literal*> leaves;
   CollectLeaves(*result, leaves);
@@ -116,24 +176,7 @@ int RunRun(const RunArgs& args) {
                   Summarize(*leaves[i]).c_str());
     }
   }
-  std::printf("compile %.1f ms; run median %.3f ms over %d iteration%s\n", exe.compile_ns() / 1e6,
-              Median(run_ms), args.iterations, args.iterations == 1 ? "" : "s");
-  // What ran, the slowest first: kernels, library calls and control flow.
-  std::vector<std::pair<int64_t, size_t>> order;
-  for (size_t i = 0; i < thunk_ns.size(); ++i) order.push_back({thunk_ns[i], i});
-  std::sort(order.rbegin(), order.rend());
-  int64_t total = 0;
-  for (int64_t ns : thunk_ns) total += ns;
-  std::printf("%zu thunks (%zu kernels), mean time per iteration:\n", exe.thunks().size(), exe.kernels().size());
-  for (size_t k = 0; k < order.size() && k < 10; ++k) {
-    const runtime::Thunk& thunk = *exe.thunks()[order[k].second];
-    std::string line = thunk.ToString(0);
-    if (!line.empty() && line.back() == '\n') line.pop_back();
-    if (auto nl = line.find('\n'); nl != std::string::npos) line = line.substr(0, nl);
-    std::printf("  %9.3f ms %5.1f%%  %s\n", order[k].first / 1e6 / args.iterations,
-                total ? 100.0 * order[k].first / total : 0.0, line.c_str());
-  }
-  if (order.size() > 10) std::printf("  ... %zu more\n", order.size() - 10);
+  std::fputs(report.c_str(), stdout);
 
   int exit_code = 0;
   if (args.reference) {

@@ -2,25 +2,197 @@
 
 #include <dlfcn.h>
 
+#include <algorithm>
+#include <map>
+
 #include <fmt/format.h>
 
+#include "compiler/runtime/gpu_device.h"
+
 namespace xlens::runtime {
+namespace {
+
+// The driver API's types, as <cuda.h> declares them (not included: the toolkit is optional).
+using CUresult = int;
+using CUdevice = int;
+using CUcontext = void*;
+using CUmodule = void*;
+using CUfunction = void*;
+using CUdeviceptr = unsigned long long;
+constexpr int kComputeCapabilityMajor = 75;  // CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR
+constexpr int kComputeCapabilityMinor = 76;
+
+// The driver's entry points, looked up once.
+struct CudaDriver {
+  void* library = nullptr;
+  CUresult (*cuInit)(unsigned) = nullptr;
+  CUresult (*cuDeviceGetCount)(int*) = nullptr;
+  CUresult (*cuDeviceGet)(CUdevice*, int) = nullptr;
+  CUresult (*cuDeviceGetAttribute)(int*, int, CUdevice) = nullptr;
+  CUresult (*cuDevicePrimaryCtxRetain)(CUcontext*, CUdevice) = nullptr;
+  CUresult (*cuDevicePrimaryCtxRelease)(CUdevice) = nullptr;
+  CUresult (*cuCtxSetCurrent)(CUcontext) = nullptr;
+  CUresult (*cuModuleLoadData)(CUmodule*, const void*) = nullptr;
+  CUresult (*cuModuleUnload)(CUmodule) = nullptr;
+  CUresult (*cuModuleGetFunction)(CUfunction*, CUmodule, const char*) = nullptr;
+  CUresult (*cuMemAlloc)(CUdeviceptr*, size_t) = nullptr;
+  CUresult (*cuMemFree)(CUdeviceptr) = nullptr;
+  CUresult (*cuMemcpyHtoD)(CUdeviceptr, const void*, size_t) = nullptr;
+  CUresult (*cuMemcpyDtoH)(void*, CUdeviceptr, size_t) = nullptr;
+  CUresult (*cuLaunchKernel)(CUfunction, unsigned, unsigned, unsigned, unsigned, unsigned, unsigned,
+                             unsigned, void*, void**, void**) = nullptr;
+  CUresult (*cuCtxSynchronize)() = nullptr;
+  CUresult (*cuGetErrorString)(CUresult, const char**) = nullptr;
+};
+
+StatusOr<const CudaDriver*> LoadDriver() {
+  static CudaDriver driver;
+  static std::string error;
+  static bool loaded = [] {
+    driver.library = dlopen("libcuda.so.1", RTLD_NOW | RTLD_LOCAL);
+    if (driver.library == nullptr) {
+      const char* why = dlerror();
+      error = fmt::format("no CUDA driver found ({})", why ? why : "libcuda.so.1 not loadable");
+      return false;
+    }
+    bool complete = true;
+    auto bind = [&](auto& fn, const char* name) {
+      fn = reinterpret_cast<std::remove_reference_t<decltype(fn)>>(dlsym(driver.library, name));
+      if (fn == nullptr) {
+        complete = false;
+        if (error.empty()) error = fmt::format("the CUDA driver lacks {}", name);
+      }
+    };
+    bind(driver.cuInit, "cuInit");
+    bind(driver.cuDeviceGetCount, "cuDeviceGetCount");
+    bind(driver.cuDeviceGet, "cuDeviceGet");
+    bind(driver.cuDeviceGetAttribute, "cuDeviceGetAttribute");
+    bind(driver.cuDevicePrimaryCtxRetain, "cuDevicePrimaryCtxRetain");
+    bind(driver.cuDevicePrimaryCtxRelease, "cuDevicePrimaryCtxRelease_v2");
+    bind(driver.cuCtxSetCurrent, "cuCtxSetCurrent");
+    bind(driver.cuModuleLoadData, "cuModuleLoadData");
+    bind(driver.cuModuleUnload, "cuModuleUnload");
+    bind(driver.cuModuleGetFunction, "cuModuleGetFunction");
+    bind(driver.cuMemAlloc, "cuMemAlloc_v2");
+    bind(driver.cuMemFree, "cuMemFree_v2");
+    bind(driver.cuMemcpyHtoD, "cuMemcpyHtoD_v2");
+    bind(driver.cuMemcpyDtoH, "cuMemcpyDtoH_v2");
+    bind(driver.cuLaunchKernel, "cuLaunchKernel");
+    bind(driver.cuCtxSynchronize, "cuCtxSynchronize");
+    bind(driver.cuGetErrorString, "cuGetErrorString");
+    return complete;
+  }();
+  if (!loaded) return Error(error);
+  return &driver;
+}
+
+Status Check(const CudaDriver& driver, CUresult rc, const char* what) {
+  if (rc == 0) return OkStatus();
+  const char* text = nullptr;
+  if (driver.cuGetErrorString) driver.cuGetErrorString(rc, &text);
+  return Error(fmt::format("{} failed: {} (CUDA error {})", what, text ? text : "unknown", rc));
+}
+
+class CudaDevice : public GpuDevice {
+ public:
+  CudaDevice(const CudaDriver& driver, CUdevice device, CUcontext context, std::string arch)
+      : driver_(driver), device_(device), context_(context), arch_(std::move(arch)) {}
+  ~CudaDevice() override {
+    driver_.cuCtxSetCurrent(context_);
+    for (CUmodule m : modules_) driver_.cuModuleUnload(m);
+    for (CUdeviceptr p : allocations_) driver_.cuMemFree(p);
+    driver_.cuDevicePrimaryCtxRelease(device_);
+  }
+
+  std::string arch() const override { return arch_; }
+
+  StatusOr<DevicePointer> Allocate(int64_t bytes) override {
+    CUdeviceptr p = 0;
+    RETURN_IF_ERROR(Check(driver_, driver_.cuMemAlloc(&p, std::max<int64_t>(bytes, 1)), "cuMemAlloc"));
+    allocations_.push_back(p);
+    return p;
+  }
+  Status Free(DevicePointer pointer) override {
+    allocations_.erase(std::remove(allocations_.begin(), allocations_.end(), pointer), allocations_.end());
+    return Check(driver_, driver_.cuMemFree(pointer), "cuMemFree");
+  }
+  Status CopyToDevice(DevicePointer destination, const void* source, int64_t bytes) override {
+    if (bytes == 0) return OkStatus();
+    return Check(driver_, driver_.cuMemcpyHtoD(destination, source, bytes), "cuMemcpyHtoD");
+  }
+  Status CopyFromDevice(void* destination, DevicePointer source, int64_t bytes) override {
+    if (bytes == 0) return OkStatus();
+    return Check(driver_, driver_.cuMemcpyDtoH(destination, source, bytes), "cuMemcpyDtoH");
+  }
+  Status LoadModule(const std::string& ptx) override {
+    CUmodule module = nullptr;
+    RETURN_IF_ERROR(Check(driver_, driver_.cuModuleLoadData(&module, ptx.c_str()), "cuModuleLoadData"));
+    modules_.push_back(module);
+    return OkStatus();
+  }
+  Status Launch(const std::string& name, const LaunchDimensions& dims,
+                const std::vector<DevicePointer>& arguments) override {
+    auto it = functions_.find(name);
+    if (it == functions_.end()) {
+      CUfunction fn = nullptr;
+      for (CUmodule m : modules_) {
+        if (driver_.cuModuleGetFunction(&fn, m, name.c_str()) == 0) break;
+        fn = nullptr;
+      }
+      if (fn == nullptr) return Error(fmt::format("kernel {} is in no loaded module", name));
+      it = functions_.emplace(name, fn).first;
+    }
+    if (dims.blocks == 0) return OkStatus();
+    std::vector<CUdeviceptr> values(arguments.begin(), arguments.end());
+    std::vector<void*> params;
+    for (CUdeviceptr& v : values) params.push_back(&v);
+    return Check(driver_,
+                 driver_.cuLaunchKernel(it->second, static_cast<unsigned>(dims.blocks), 1, 1,
+                                        static_cast<unsigned>(dims.threads_per_block), 1, 1, 0,
+                                        nullptr, params.data(), nullptr),
+                 "cuLaunchKernel");
+  }
+  Status Synchronize() override {
+    return Check(driver_, driver_.cuCtxSynchronize(), "cuCtxSynchronize");
+  }
+
+ private:
+  const CudaDriver& driver_;
+  CUdevice device_;
+  CUcontext context_;
+  std::string arch_;
+  std::vector<CUmodule> modules_;
+  std::vector<CUdeviceptr> allocations_;
+  std::map<std::string, CUfunction> functions_;
+};
+
+}  // namespace
 
 Status CheckCudaDevice() {
-  void* driver = dlopen("libcuda.so.1", RTLD_NOW | RTLD_LOCAL);
-  if (driver == nullptr) {
-    const char* why = dlerror();
-    return Error(fmt::format("no CUDA driver found ({})", why ? why : "libcuda.so.1 not loadable"));
-  }
-  using CuInit = int (*)(unsigned);
-  using CuDeviceGetCount = int (*)(int*);
-  auto init = reinterpret_cast<CuInit>(dlsym(driver, "cuInit"));
-  auto count_fn = reinterpret_cast<CuDeviceGetCount>(dlsym(driver, "cuDeviceGetCount"));
-  if (init == nullptr || count_fn == nullptr) return Error("no CUDA driver found (libcuda.so.1 lacks cuInit)");
-  if (int rc = init(0); rc != 0) return Error(fmt::format("the CUDA driver failed to start (cuInit error {})", rc));
+  ASSIGN_OR_RETURN(const CudaDriver* driver, LoadDriver());
+  RETURN_IF_ERROR(Check(*driver, driver->cuInit(0), "cuInit"));
   int count = 0;
-  if (count_fn(&count) != 0 || count == 0) return Error("the CUDA driver found no GPU");
+  RETURN_IF_ERROR(Check(*driver, driver->cuDeviceGetCount(&count), "cuDeviceGetCount"));
+  if (count == 0) return Error("the CUDA driver found no GPU");
   return OkStatus();
+}
+
+StatusOr<std::unique_ptr<GpuDevice>> OpenCudaDevice() {
+  RETURN_IF_ERROR(CheckCudaDevice());
+  ASSIGN_OR_RETURN(const CudaDriver* driver, LoadDriver());
+  CUdevice device = 0;
+  RETURN_IF_ERROR(Check(*driver, driver->cuDeviceGet(&device, 0), "cuDeviceGet"));
+  int major = 0, minor = 0;
+  RETURN_IF_ERROR(Check(*driver, driver->cuDeviceGetAttribute(&major, kComputeCapabilityMajor, device),
+                        "cuDeviceGetAttribute"));
+  RETURN_IF_ERROR(Check(*driver, driver->cuDeviceGetAttribute(&minor, kComputeCapabilityMinor, device),
+                        "cuDeviceGetAttribute"));
+  CUcontext context = nullptr;
+  RETURN_IF_ERROR(Check(*driver, driver->cuDevicePrimaryCtxRetain(&context, device),
+                        "cuDevicePrimaryCtxRetain"));
+  RETURN_IF_ERROR(Check(*driver, driver->cuCtxSetCurrent(context), "cuCtxSetCurrent"));
+  return std::unique_ptr<GpuDevice>(
+      new CudaDevice(*driver, device, context, fmt::format("sm_{}{}", major, minor)));
 }
 
 }  // namespace xlens::runtime

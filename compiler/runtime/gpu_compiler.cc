@@ -45,7 +45,6 @@ StatusOr<GpuCompilation> CompileForGpuToPtx(std::unique_ptr<HloModule> module,
   optimize.backend = Backend::kGpu;
   optimize.end_dump_module = false;
   ASSIGN_OR_RETURN(OptimizeResult optimized, OptimizeHloModule(*module, optimize));
-  (void)optimized;
 
   llvm::LLVMContext context;
   llvm::Module llvm_module(module->name(), context);
@@ -74,6 +73,7 @@ StatusOr<GpuCompilation> CompileForGpuToPtx(std::unique_ptr<HloModule> module,
         result.kernels.push_back({phase.function_name, hlo->name(), phase.blocks,
                                   phase.threads_per_block});
       }
+      result.specs[hlo] = std::move(*spec);
     }
   }
   DumpContext* dump = options.optimize.dump;
@@ -100,6 +100,7 @@ StatusOr<GpuCompilation> CompileForGpuToPtx(std::unique_ptr<HloModule> module,
   }
   if (dump != nullptr) dump->EndModule(*module);
   result.module = std::move(module);
+  if (optimized.buffers) result.buffers = std::make_unique<BufferAssignment>(std::move(*optimized.buffers));
   return result;
 }
 

@@ -9,7 +9,10 @@
 #include <string>
 #include <vector>
 
+#include <map>
+
 #include "compiler/codegen/gpu/nvptx_backend.h"
+#include "compiler/codegen/kernel_emitter.h"
 #include "compiler/passes/hlo_optimizer.h"
 
 namespace xlens::runtime {
@@ -28,6 +31,9 @@ struct GpuKernelInfo {
 
 struct GpuCompilation {
   std::unique_ptr<HloModule> module;  // optimized
+  std::unique_ptr<BufferAssignment> buffers;
+  // The kernel of each instruction that has one, its phases in launch order.
+  std::map<const HloInstruction*, codegen::KernelSpec> specs;
   std::string ptx;
   std::string ir_no_opt;
   std::string ir_with_opt;

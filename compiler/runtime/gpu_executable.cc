@@ -1,0 +1,151 @@
+#include "compiler/runtime/gpu_executable.h"
+
+#include <chrono>
+
+#include <fmt/format.h>
+
+#include "compiler/runtime/executable.h"
+
+namespace xlens::runtime {
+
+StatusOr<std::unique_ptr<GpuExecutable>> GpuExecutable::Create(std::unique_ptr<HloModule> module,
+                                                               const GpuCompileOptions& options,
+                                                               GpuDevice& device) {
+  const auto start = std::chrono::steady_clock::now();
+  std::unique_ptr<GpuExecutable> exe(new GpuExecutable(device));
+  GpuCompileOptions for_device = options;
+  for_device.nvptx.gpu_arch = device.arch();
+  ASSIGN_OR_RETURN(exe->compiled_, CompileForGpuToPtx(std::move(module), for_device));
+  const HloModule& optimized = *exe->compiled_.module;
+  if (!exe->compiled_.buffers) return Error("buffer assignment did not run");
+  const BufferAssignment& assignment = *exe->compiled_.buffers;
+
+  std::vector<int64_t> allocation_offsets;
+  int64_t arena_bytes = 0;
+  for (const BufferAllocation& allocation : assignment.allocations()) {
+    allocation_offsets.push_back(arena_bytes);
+    arena_bytes += AlignedSize(allocation.size);
+  }
+  ASSIGN_OR_RETURN(FramePlan plan, FramePlan::ForEntry(*optimized.entry_computation(), assignment,
+                                                       allocation_offsets));
+  exe->plan_ = std::make_unique<FramePlan>(std::move(plan));
+  int64_t scratch = 0;
+  for (const auto& [hlo, spec] : exe->compiled_.specs) scratch = std::max(scratch, spec.scratch_bytes);
+  exe->scratch_offset_ = arena_bytes;
+  arena_bytes += AlignedSize(scratch);
+
+  for (const HloInstruction* hlo : assignment.schedule()) {
+    auto spec = exe->compiled_.specs.find(hlo);
+    if (spec == exe->compiled_.specs.end()) {
+      switch (hlo->opcode()) {
+        case HloOpcode::kParameter: case HloOpcode::kConstant: case HloOpcode::kTuple:
+        case HloOpcode::kGetTupleElement: case HloOpcode::kBitcast:
+        case HloOpcode::kAddDependency: case HloOpcode::kOptimizationBarrier:
+          continue;
+        default:
+          return Error(fmt::format("{} ({}) runs on the CPU backend only so far", hlo->name(),
+                                   HloOpcodeString(hlo->opcode())));
+      }
+    }
+    std::vector<int64_t> slots;
+    for (const HloInstruction* operand : hlo->operands()) {
+      for (int64_t s : exe->plan_->LeafSlots(operand)) slots.push_back(s);
+    }
+    for (int64_t s : exe->plan_->LeafSlots(hlo)) slots.push_back(s);
+    for (const codegen::KernelPhase& phase : spec->second.phases) {
+      exe->launches_.push_back({phase.function_name, hlo->name(),
+                                {phase.blocks, phase.threads_per_block}, slots});
+    }
+  }
+
+  ASSIGN_OR_RETURN(exe->arena_, device.Allocate(arena_bytes));
+  RETURN_IF_ERROR(device.LoadModule(exe->compiled_.ptx));
+  for (const HloInstruction* hlo : optimized.entry_computation()->instructions()) {
+    if (hlo->opcode() != HloOpcode::kConstant) continue;
+    const int64_t slot = exe->plan_->Slot(hlo);
+    if (slot < 0) continue;
+    if (hlo->literal().is_elided() || hlo->literal().is_text_only()) {
+      return Error(fmt::format("constant {} has no value in the text (elided)", hlo->name()));
+    }
+    exe->staging_.resize(shape_util::ByteSizeOf(hlo->shape()));
+    CopyToLayout(hlo->literal().untyped_data(), hlo->shape(), reinterpret_cast<char*>(exe->staging_.data()));
+    RETURN_IF_ERROR(device.CopyToDevice(exe->SlotPointer(slot), exe->staging_.data(), exe->staging_.size()));
+  }
+  exe->compile_ns_ = std::chrono::duration_cast<std::chrono::nanoseconds>(
+                         std::chrono::steady_clock::now() - start).count();
+  return exe;
+}
+
+GpuExecutable::~GpuExecutable() {
+  if (arena_ != 0) (void)device_.Free(arena_);
+}
+
+DevicePointer GpuExecutable::SlotPointer(int64_t slot) const {
+  return arena_ + static_cast<DevicePointer>(plan_->slot_offsets()[slot]);
+}
+
+Status GpuExecutable::SetArguments(std::span<const Literal> arguments) {
+  const HloComputation& entry = *compiled_.module->entry_computation();
+  if (static_cast<int64_t>(arguments.size()) != entry.num_parameters()) {
+    return Error(fmt::format("{} takes {} arguments, {} given", compiled_.module->name(),
+                             entry.num_parameters(), arguments.size()));
+  }
+  size_t slot = 0;
+  for (int64_t p = 0; p < entry.num_parameters(); ++p) {
+    const HloInstruction* param = entry.parameter_instruction(p);
+    if (!shape_util::Compatible(param->shape(), arguments[p].shape())) {
+      return Error(fmt::format("argument {} is {} but parameter {} is {}", p,
+                               arguments[p].shape().ToString(false), param->name(),
+                               param->shape().ToString(false)));
+    }
+    Status status = OkStatus();
+    param->shape().ForEachLeaf([&](const Shape& s, const std::vector<int64_t>& index) {
+      if (!s.IsArray() || !status.ok()) return;
+      const Literal* leaf = &arguments[p];
+      for (int64_t i : index) leaf = &leaf->tuple_element(i);
+      staging_.resize(shape_util::ByteSizeOf(s));
+      CopyToLayout(leaf->untyped_data(), s, reinterpret_cast<char*>(staging_.data()));
+      status = device_.CopyToDevice(SlotPointer(plan_->parameter_slots()[slot++]), staging_.data(),
+                                    staging_.size());
+    });
+    RETURN_IF_ERROR(status);
+  }
+  return OkStatus();
+}
+
+Status GpuExecutable::Run() {
+  std::vector<DevicePointer> arguments;
+  for (const GpuLaunch& launch : launches_) {
+    arguments.clear();
+    for (int64_t s : launch.slots) arguments.push_back(SlotPointer(s));
+    arguments.push_back(arena_ + static_cast<DevicePointer>(scratch_offset_));
+    RETURN_IF_ERROR(device_.Launch(launch.kernel, launch.dims, arguments).WithContext(launch.hlo_instruction));
+  }
+  return device_.Synchronize();
+}
+
+StatusOr<Literal> GpuExecutable::Results() {
+  const HloInstruction* root = compiled_.module->entry_computation()->root_instruction();
+  Literal result(root->shape());
+  size_t leaf_number = 0;
+  Status status = OkStatus();
+  root->shape().ForEachLeaf([&](const Shape& s, const std::vector<int64_t>& index) {
+    if (!s.IsArray() || !status.ok()) return;
+    Literal* leaf = &result;
+    for (int64_t i : index) leaf = &leaf->tuple_element(i);
+    staging_.resize(shape_util::ByteSizeOf(s));
+    status = device_.CopyFromDevice(staging_.data(), SlotPointer(plan_->root_slots()[leaf_number++]),
+                                    staging_.size());
+    if (status.ok()) CopyFromLayout(reinterpret_cast<char*>(staging_.data()), s, leaf->untyped_data());
+  });
+  RETURN_IF_ERROR(status);
+  return result;
+}
+
+StatusOr<Literal> GpuExecutable::Execute(std::span<const Literal> arguments) {
+  RETURN_IF_ERROR(SetArguments(arguments));
+  RETURN_IF_ERROR(Run());
+  return Results();
+}
+
+}  // namespace xlens::runtime

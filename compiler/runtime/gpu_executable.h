@@ -1,0 +1,59 @@
+// GpuExecutable: a module compiled to PTX and loaded on a GpuDevice, ready to run. One device
+// allocation holds every buffer of the buffer assignment and the kernels' scratch; constants are
+// copied in once; each run copies the arguments in, launches the kernels in schedule order and
+// copies the results out. Entry computations of kernels only for now: control flow, sort and
+// library calls run on the CPU backend.
+#pragma once
+
+#include <memory>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "compiler/hlo/literal.h"
+#include "compiler/runtime/frame_plan.h"
+#include "compiler/runtime/gpu_compiler.h"
+#include "compiler/runtime/gpu_device.h"
+
+namespace xlens::runtime {
+
+struct GpuLaunch {
+  std::string kernel;
+  std::string hlo_instruction;
+  LaunchDimensions dims;
+  std::vector<int64_t> slots;  // operand leaves, output leaves (the scratch pointer follows)
+};
+
+class GpuExecutable {
+ public:
+  static StatusOr<std::unique_ptr<GpuExecutable>> Create(std::unique_ptr<HloModule> module,
+                                                         const GpuCompileOptions& options,
+                                                         GpuDevice& device);
+  ~GpuExecutable();
+
+  StatusOr<Literal> Execute(std::span<const Literal> arguments);
+  Status SetArguments(std::span<const Literal> arguments);
+  // Launches every kernel and waits for the device.
+  Status Run();
+  StatusOr<Literal> Results();
+
+  const std::vector<GpuLaunch>& launches() const { return launches_; }
+  const HloModule& module() const { return *compiled_.module; }
+  const std::string& ptx() const { return compiled_.ptx; }
+  int64_t compile_ns() const { return compile_ns_; }
+
+ private:
+  GpuExecutable(GpuDevice& device) : device_(device) {}
+  DevicePointer SlotPointer(int64_t slot) const;
+
+  GpuDevice& device_;
+  GpuCompilation compiled_;
+  std::unique_ptr<FramePlan> plan_;
+  DevicePointer arena_ = 0;
+  int64_t scratch_offset_ = 0;
+  std::vector<GpuLaunch> launches_;
+  std::vector<uint8_t> staging_;
+  int64_t compile_ns_ = 0;
+};
+
+}  // namespace xlens::runtime
