@@ -2,6 +2,7 @@
 #pragma once
 
 #include <algorithm>
+#include <cctype>
 #include <filesystem>
 #include <fstream>
 #include <sstream>
@@ -25,6 +26,25 @@ inline std::vector<std::string> HloFilesIn(const std::string& dir) {
   }
   std::sort(files.begin(), files.end());
   return files;
+}
+
+// The names (without .hlo) of the corpus modules, for parameterized tests; one placeholder name
+// when the corpus is absent, so that the test reports the skip instead of vanishing.
+inline std::vector<std::string> HloCorpusModuleNames() {
+  std::vector<std::string> names;
+  for (const std::string& path : HloFilesIn(HloCorpusDir())) {
+    names.push_back(std::filesystem::path(path).stem().string());
+  }
+  if (names.empty()) names.push_back("corpus_absent");
+  return names;
+}
+
+// A module name as a gtest parameter name (letters, digits and underscores).
+inline std::string TestNameOf(std::string name) {
+  for (char& c : name) {
+    if (!std::isalnum(static_cast<unsigned char>(c))) c = '_';
+  }
+  return name;
 }
 
 inline std::string ReadTestFile(const std::string& path) {

@@ -491,18 +491,31 @@ StatusOr<Value*> ElementalIrEmitter::EmitGather(const HloInstruction* hlo, const
   return EmitElement(operand, operand_index);
 }
 
+StatusOr<std::vector<llvm::AllocaInst*>> ElementalIrEmitter::EmitInitialAccumulators(
+    const HloInstruction* hlo, int64_t n) {
+  std::vector<llvm::AllocaInst*> accumulators;
+  for (int64_t i = 0; i < n; ++i) {
+    ASSIGN_OR_RETURN(Value * init, EmitOperand(hlo, n + i, {}));
+    llvm::AllocaInst* acc = EmitEntryAlloca(b_, init->getType(), "acc");
+    b_.CreateStore(init, acc);
+    accumulators.push_back(acc);
+  }
+  return accumulators;
+}
+
+ElementalIrEmitter::Leaves ElementalIrEmitter::LoadAccumulators(
+    const std::vector<llvm::AllocaInst*>& accumulators) {
+  Leaves values;
+  for (llvm::AllocaInst* acc : accumulators) values.push_back(b_.CreateLoad(acc->getAllocatedType(), acc));
+  return values;
+}
+
 StatusOr<ElementalIrEmitter::Leaves> ElementalIrEmitter::EmitReduce(const HloInstruction* hlo,
                                                                     const IrIndex& index) {
   const int64_t n = hlo->operand_count() / 2;
   const Shape& in = hlo->operand(0)->shape();
   const std::vector<int64_t>& reduced = hlo->dimensions();
-  std::vector<llvm::AllocaInst*> accumulators;
-  for (int64_t i = 0; i < n; ++i) {
-    ASSIGN_OR_RETURN(Value * init, EmitOperand(hlo, n + i, {}));
-    llvm::AllocaInst* acc = EmitEntryAlloca(b_, init->getType(), "reduce.acc");
-    b_.CreateStore(init, acc);
-    accumulators.push_back(acc);
-  }
+  ASSIGN_OR_RETURN(std::vector<llvm::AllocaInst*> accumulators, EmitInitialAccumulators(hlo, n));
   // Reduced dimensions in the operand's physical order, the minor-most innermost, so that a
   // row reduction walks memory contiguously.
   std::vector<int64_t> loop_dims;
@@ -518,10 +531,7 @@ StatusOr<ElementalIrEmitter::Leaves> ElementalIrEmitter::EmitReduce(const HloIns
     for (int64_t d = 0; d < in.rank(); ++d) {
       if (operand_index[d] == nullptr) operand_index[d] = index[next++];
     }
-    Leaves args;
-    for (int64_t i = 0; i < n; ++i) {
-      args.push_back(b_.CreateLoad(accumulators[i]->getAllocatedType(), accumulators[i]));
-    }
+    Leaves args = LoadAccumulators(accumulators);
     for (int64_t i = 0; i < n; ++i) {
       ASSIGN_OR_RETURN(Value * x, EmitOperand(hlo, i, operand_index));
       args.push_back(x);
@@ -536,11 +546,7 @@ StatusOr<ElementalIrEmitter::Leaves> ElementalIrEmitter::EmitReduce(const HloIns
     for (int64_t i = 0; i < n; ++i) b_.CreateStore(results[i], accumulators[i]);
     return OkStatus();
   }));
-  Leaves results;
-  for (int64_t i = 0; i < n; ++i) {
-    results.push_back(b_.CreateLoad(accumulators[i]->getAllocatedType(), accumulators[i]));
-  }
-  return results;
+  return LoadAccumulators(accumulators);
 }
 
 StatusOr<ElementalIrEmitter::Leaves> ElementalIrEmitter::EmitReduceWindow(
@@ -548,13 +554,7 @@ StatusOr<ElementalIrEmitter::Leaves> ElementalIrEmitter::EmitReduceWindow(
   const int64_t n = hlo->operand_count() / 2;
   const Shape& in = hlo->operand(0)->shape();
   const Window& window = *hlo->window;
-  std::vector<llvm::AllocaInst*> accumulators;
-  for (int64_t i = 0; i < n; ++i) {
-    ASSIGN_OR_RETURN(Value * init, EmitOperand(hlo, n + i, {}));
-    llvm::AllocaInst* acc = EmitEntryAlloca(b_, init->getType(), "reduce_window.acc");
-    b_.CreateStore(init, acc);
-    accumulators.push_back(acc);
-  }
+  ASSIGN_OR_RETURN(std::vector<llvm::AllocaInst*> accumulators, EmitInitialAccumulators(hlo, n));
   std::vector<int64_t> sizes;
   for (const WindowDimension& w : window.dimensions) sizes.push_back(w.size);
   RETURN_IF_ERROR(EmitLoopNest(sizes, "window", [&](const IrIndex& ivs) -> Status {
@@ -578,10 +578,7 @@ StatusOr<ElementalIrEmitter::Leaves> ElementalIrEmitter::EmitReduceWindow(
       operand_index[d] = pos;
     }
     return EmitIf(inside, "window.inside", [&]() -> Status {
-      Leaves args;
-      for (int64_t i = 0; i < n; ++i) {
-        args.push_back(b_.CreateLoad(accumulators[i]->getAllocatedType(), accumulators[i]));
-      }
+      Leaves args = LoadAccumulators(accumulators);
       for (int64_t i = 0; i < n; ++i) {
         ASSIGN_OR_RETURN(Value * x, EmitOperand(hlo, i, operand_index));
         args.push_back(x);
@@ -591,11 +588,7 @@ StatusOr<ElementalIrEmitter::Leaves> ElementalIrEmitter::EmitReduceWindow(
       return OkStatus();
     });
   }));
-  Leaves results;
-  for (int64_t i = 0; i < n; ++i) {
-    results.push_back(b_.CreateLoad(accumulators[i]->getAllocatedType(), accumulators[i]));
-  }
-  return results;
+  return LoadAccumulators(accumulators);
 }
 
 namespace {
@@ -617,16 +610,36 @@ PrimitiveType AccumulationType(PrimitiveType lhs, PrimitiveType rhs, PrimitiveTy
 
 }  // namespace
 
+StatusOr<llvm::AllocaInst*> ElementalIrEmitter::EmitZeroAccumulator(PrimitiveType type,
+                                                                    std::string_view name) {
+  ASSIGN_OR_RETURN(llvm::Type * llvm_type, ValueType(type, b_.getContext()));
+  ASSIGN_OR_RETURN(Value * zero, EmitConvert(b_, PrimitiveType::S32, type, b_.getInt32(0)));
+  llvm::AllocaInst* acc = EmitEntryAlloca(b_, llvm_type, name);
+  b_.CreateStore(zero, acc);
+  return acc;
+}
+
+Status ElementalIrEmitter::EmitMultiplyAccumulate(const HloInstruction* hlo, const IrIndex& lhs_index,
+                                                  const IrIndex& rhs_index, PrimitiveType acc_type,
+                                                  llvm::AllocaInst* acc) {
+  ASSIGN_OR_RETURN(Value * a, EmitOperand(hlo, 0, lhs_index));
+  ASSIGN_OR_RETURN(Value * c, EmitOperand(hlo, 1, rhs_index));
+  ASSIGN_OR_RETURN(a, EmitConvert(b_, hlo->operand(0)->shape().element_type(), acc_type, a));
+  ASSIGN_OR_RETURN(c, EmitConvert(b_, hlo->operand(1)->shape().element_type(), acc_type, c));
+  ASSIGN_OR_RETURN(Value * product, EmitBinaryOpcode(b_, HloOpcode::kMultiply, acc_type, a, c));
+  ASSIGN_OR_RETURN(Value * sum, EmitBinaryOpcode(b_, HloOpcode::kAdd, acc_type,
+                                                 b_.CreateLoad(acc->getAllocatedType(), acc), product));
+  b_.CreateStore(sum, acc);
+  return OkStatus();
+}
+
 StatusOr<Value*> ElementalIrEmitter::EmitDot(const HloInstruction* hlo, const IrIndex& index) {
   const DotDimensionNumbers& dn = *hlo->dot_dimension_numbers;
   const Shape& lhs = hlo->operand(0)->shape();
   const Shape& rhs = hlo->operand(1)->shape();
   const PrimitiveType acc_type = AccumulationType(lhs.element_type(), rhs.element_type(),
                                                   hlo->shape().element_type());
-  ASSIGN_OR_RETURN(llvm::Type * acc_llvm, ValueType(acc_type, b_.getContext()));
-  ASSIGN_OR_RETURN(Value * zero, EmitConvert(b_, PrimitiveType::S32, acc_type, b_.getInt32(0)));
-  llvm::AllocaInst* acc = EmitEntryAlloca(b_, acc_llvm, "dot.acc");
-  b_.CreateStore(zero, acc);
+  ASSIGN_OR_RETURN(llvm::AllocaInst * acc, EmitZeroAccumulator(acc_type, "dot.acc"));
   auto contains = [](const std::vector<int64_t>& v, int64_t x) {
     return std::find(v.begin(), v.end(), x) != v.end();
   };
@@ -655,17 +668,9 @@ StatusOr<Value*> ElementalIrEmitter::EmitDot(const HloInstruction* hlo, const Ir
       lhs_index[dn.lhs_contracting_dimensions[i]] = ivs[i];
       rhs_index[dn.rhs_contracting_dimensions[i]] = ivs[i];
     }
-    ASSIGN_OR_RETURN(Value * a, EmitOperand(hlo, 0, lhs_index));
-    ASSIGN_OR_RETURN(Value * c, EmitOperand(hlo, 1, rhs_index));
-    ASSIGN_OR_RETURN(a, EmitConvert(b_, lhs.element_type(), acc_type, a));
-    ASSIGN_OR_RETURN(c, EmitConvert(b_, rhs.element_type(), acc_type, c));
-    ASSIGN_OR_RETURN(Value * product, EmitBinaryOpcode(b_, HloOpcode::kMultiply, acc_type, a, c));
-    ASSIGN_OR_RETURN(Value * sum, EmitBinaryOpcode(b_, HloOpcode::kAdd, acc_type,
-                                                   b_.CreateLoad(acc_llvm, acc), product));
-    b_.CreateStore(sum, acc);
-    return OkStatus();
+    return EmitMultiplyAccumulate(hlo, lhs_index, rhs_index, acc_type, acc);
   }));
-  return EmitConvert(b_, acc_type, hlo->shape().element_type(), b_.CreateLoad(acc_llvm, acc));
+  return EmitConvert(b_, acc_type, hlo->shape().element_type(), b_.CreateLoad(acc->getAllocatedType(), acc));
 }
 
 StatusOr<Value*> ElementalIrEmitter::EmitConvolution(const HloInstruction* hlo,
@@ -677,10 +682,7 @@ StatusOr<Value*> ElementalIrEmitter::EmitConvolution(const HloInstruction* hlo,
   const Shape& shape = hlo->shape();
   const PrimitiveType acc_type = AccumulationType(lhs.element_type(), rhs.element_type(),
                                                   shape.element_type());
-  ASSIGN_OR_RETURN(llvm::Type * acc_llvm, ValueType(acc_type, b_.getContext()));
-  ASSIGN_OR_RETURN(Value * zero, EmitConvert(b_, PrimitiveType::S32, acc_type, b_.getInt32(0)));
-  llvm::AllocaInst* acc = EmitEntryAlloca(b_, acc_llvm, "conv.acc");
-  b_.CreateStore(zero, acc);
+  ASSIGN_OR_RETURN(llvm::AllocaInst * acc, EmitZeroAccumulator(acc_type, "conv.acc"));
 
   const int64_t feature_groups = hlo->feature_group_count();
   const int64_t batch_groups = hlo->batch_group_count();
@@ -730,18 +732,10 @@ StatusOr<Value*> ElementalIrEmitter::EmitConvolution(const HloInstruction* hlo,
         b_.CreateAdd(b_.CreateMul(feature_group, b_.getInt64(input_group_size)), iz);
     rhs_index[dn.kernel_input_feature_dimension] = iz;
     return EmitIf(inside, "conv.inside", [&]() -> Status {
-      ASSIGN_OR_RETURN(Value * a, EmitOperand(hlo, 0, lhs_index));
-      ASSIGN_OR_RETURN(Value * c, EmitOperand(hlo, 1, rhs_index));
-      ASSIGN_OR_RETURN(a, EmitConvert(b_, lhs.element_type(), acc_type, a));
-      ASSIGN_OR_RETURN(c, EmitConvert(b_, rhs.element_type(), acc_type, c));
-      ASSIGN_OR_RETURN(Value * product, EmitBinaryOpcode(b_, HloOpcode::kMultiply, acc_type, a, c));
-      ASSIGN_OR_RETURN(Value * sum, EmitBinaryOpcode(b_, HloOpcode::kAdd, acc_type,
-                                                     b_.CreateLoad(acc_llvm, acc), product));
-      b_.CreateStore(sum, acc);
-      return OkStatus();
+      return EmitMultiplyAccumulate(hlo, lhs_index, rhs_index, acc_type, acc);
     });
   }));
-  return EmitConvert(b_, acc_type, shape.element_type(), b_.CreateLoad(acc_llvm, acc));
+  return EmitConvert(b_, acc_type, shape.element_type(), b_.CreateLoad(acc->getAllocatedType(), acc));
 }
 
 }  // namespace xlens::codegen

@@ -73,8 +73,16 @@ class ElementalIrEmitter {
   StatusOr<llvm::Value*> EmitDynamicUpdateSlice(const HloInstruction* hlo, const IrIndex& index);
   StatusOr<llvm::Value*> EmitGather(const HloInstruction* hlo, const IrIndex& index);
   StatusOr<Leaves> EmitReduce(const HloInstruction* hlo, const IrIndex& index);
+  // Reduce and reduce-window: accumulators holding the n init values, and their current values.
+  StatusOr<std::vector<llvm::AllocaInst*>> EmitInitialAccumulators(const HloInstruction* hlo, int64_t n);
+  Leaves LoadAccumulators(const std::vector<llvm::AllocaInst*>& accumulators);
   StatusOr<Leaves> EmitReduceWindow(const HloInstruction* hlo, const IrIndex& index);
   StatusOr<llvm::Value*> EmitDot(const HloInstruction* hlo, const IrIndex& index);
+  // Dot and convolution: a zeroed accumulator, and acc += lhs * rhs in the accumulation type.
+  StatusOr<llvm::AllocaInst*> EmitZeroAccumulator(PrimitiveType type, std::string_view name);
+  Status EmitMultiplyAccumulate(const HloInstruction* hlo, const IrIndex& lhs_index,
+                                const IrIndex& rhs_index, PrimitiveType acc_type,
+                                llvm::AllocaInst* acc);
   StatusOr<llvm::Value*> EmitConvolution(const HloInstruction* hlo, const IrIndex& index);
   // Start indices of dynamic-slice / dynamic-update-slice, clamped so the window fits.
   StatusOr<IrIndex> EmitClampedStarts(const HloInstruction* hlo, int64_t first_operand,

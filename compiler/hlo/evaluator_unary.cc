@@ -3,6 +3,7 @@
 #include <cmath>
 #include <limits>
 
+#include "compiler/hlo/complex_math.h"
 #include "compiler/hlo/evaluator_internal.h"
 
 namespace xlens::evaluator_internal {
@@ -29,22 +30,6 @@ inline constexpr bool kIsFloatOrComplex = kIsFloat<T> || kIsComplex<T>;
     }                                                           \
   };
 
-template <typename T>
-T ComplexExpm1(T z) {
-  // exp(x)cos(y) - 1 = expm1(x)cos(y) - 2sin^2(y/2), without cancellation near 0.
-  using C = typename T::value_type;
-  const C x = z.real(), y = z.imag();
-  const C half_sin = std::sin(y / 2);
-  return T(std::expm1(x) * std::cos(y) - 2 * half_sin * half_sin, std::exp(x) * std::sin(y));
-}
-
-template <typename T>
-T ComplexLog1p(T z) {
-  // log|1+z| = log1p(x(2+x) + y^2)/2, without cancellation near 0.
-  using C = typename T::value_type;
-  const C x = z.real(), y = z.imag();
-  return T(std::log1p(x * (2 + x) + y * y) / 2, std::atan2(y, 1 + x));
-}
 
 XLENS_MATH_UNARY(ExpOp, std::exp(x), std::exp(z))
 XLENS_MATH_UNARY(Expm1Op, std::expm1(x), ComplexExpm1(z))

@@ -66,13 +66,14 @@ void CopyFromLayout(const char* source, const Shape& shape, uint8_t* row_major) 
   });
 }
 
-Status Executable::SetArguments(std::span<const Literal> arguments) {
-  const HloComputation& entry = *module_->entry_computation();
+Status ForEachArgumentLeaf(const HloModule& module, std::span<const Literal> arguments,
+                           const std::function<Status(const Shape&, const uint8_t*, size_t)>& fn) {
+  const HloComputation& entry = *module.entry_computation();
   if (static_cast<int64_t>(arguments.size()) != entry.num_parameters()) {
-    return Error(fmt::format("{} takes {} arguments, {} given", module_->name(),
+    return Error(fmt::format("{} takes {} arguments, {} given", module.name(),
                              entry.num_parameters(), arguments.size()));
   }
-  size_t slot = 0;
+  size_t leaf_number = 0;
   for (int64_t p = 0; p < entry.num_parameters(); ++p) {
     const HloInstruction* param = entry.parameter_instruction(p);
     if (!shape_util::Compatible(param->shape(), arguments[p].shape())) {
@@ -89,11 +90,18 @@ Status Executable::SetArguments(std::span<const Literal> arguments) {
         status = Error(fmt::format("argument {} has no data", p));
         return;
       }
-      CopyToLayout(leaf->untyped_data(), s, frame_[entry_plan_->parameter_slots()[slot++]]);
+      status = fn(s, leaf->untyped_data(), leaf_number++);
     });
     RETURN_IF_ERROR(status);
   }
   return OkStatus();
+}
+
+Status Executable::SetArguments(std::span<const Literal> arguments) {
+  return ForEachArgumentLeaf(*module_, arguments, [&](const Shape& s, const uint8_t* data, size_t leaf) {
+    CopyToLayout(data, s, frame_[entry_plan_->parameter_slots()[leaf]]);
+    return OkStatus();
+  });
 }
 
 Status Executable::Run(std::vector<int64_t>* thunk_ns) {

@@ -5,6 +5,7 @@
 // run, and the results are read back out.
 #pragma once
 
+#include <functional>
 #include <memory>
 #include <span>
 #include <string>
@@ -71,6 +72,11 @@ class Executable {
   int64_t compile_ns_ = 0;
   codegen::CompiledIr llvm_ir_;
 };
+
+// Checks `arguments` against the entry's parameters (count, shapes) and calls fn(leaf shape,
+// row-major data, leaf number) for each array leaf of each argument, in parameter order.
+Status ForEachArgumentLeaf(const HloModule& module, std::span<const Literal> arguments,
+                           const std::function<Status(const Shape&, const uint8_t*, size_t)>& fn);
 
 // Copies a row-major array (Literal storage) into `destination` laid out as `shape` says, and
 // back.

@@ -85,32 +85,13 @@ DevicePointer GpuExecutable::SlotPointer(int64_t slot) const {
 }
 
 Status GpuExecutable::SetArguments(std::span<const Literal> arguments) {
-  const HloComputation& entry = *compiled_.module->entry_computation();
-  if (static_cast<int64_t>(arguments.size()) != entry.num_parameters()) {
-    return Error(fmt::format("{} takes {} arguments, {} given", compiled_.module->name(),
-                             entry.num_parameters(), arguments.size()));
-  }
-  size_t slot = 0;
-  for (int64_t p = 0; p < entry.num_parameters(); ++p) {
-    const HloInstruction* param = entry.parameter_instruction(p);
-    if (!shape_util::Compatible(param->shape(), arguments[p].shape())) {
-      return Error(fmt::format("argument {} is {} but parameter {} is {}", p,
-                               arguments[p].shape().ToString(false), param->name(),
-                               param->shape().ToString(false)));
-    }
-    Status status = OkStatus();
-    param->shape().ForEachLeaf([&](const Shape& s, const std::vector<int64_t>& index) {
-      if (!s.IsArray() || !status.ok()) return;
-      const Literal* leaf = &arguments[p];
-      for (int64_t i : index) leaf = &leaf->tuple_element(i);
-      staging_.resize(shape_util::ByteSizeOf(s));
-      CopyToLayout(leaf->untyped_data(), s, reinterpret_cast<char*>(staging_.data()));
-      status = device_.CopyToDevice(SlotPointer(plan_->parameter_slots()[slot++]), staging_.data(),
-                                    staging_.size());
-    });
-    RETURN_IF_ERROR(status);
-  }
-  return OkStatus();
+  return ForEachArgumentLeaf(*compiled_.module, arguments,
+                             [&](const Shape& s, const uint8_t* data, size_t leaf) {
+    staging_.resize(shape_util::ByteSizeOf(s));
+    CopyToLayout(data, s, reinterpret_cast<char*>(staging_.data()));
+    return device_.CopyToDevice(SlotPointer(plan_->parameter_slots()[leaf]), staging_.data(),
+                                staging_.size());
+  });
 }
 
 Status GpuExecutable::Run() {

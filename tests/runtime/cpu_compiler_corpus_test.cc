@@ -21,14 +21,6 @@ namespace {
 // than this many multiply-adds would take minutes there.
 constexpr double kMaxEvaluatorWork = 4e9;
 
-std::vector<std::string> CorpusFiles() {
-  std::vector<std::string> names;
-  for (const std::string& path : testing::HloFilesIn(testing::HloCorpusDir())) {
-    names.push_back(std::filesystem::path(path).stem().string());
-  }
-  if (names.empty()) names.push_back("corpus_absent");
-  return names;
-}
 
 // Rough operation count of evaluating the module once (loops counted once).
 double EvaluatorWork(const HloModule& module) {
@@ -88,12 +80,8 @@ TEST_P(CpuCompilerCorpusTest, CompiledResultMatchesTheEvaluator) {
   EXPECT_TRUE(match.ok()) << match.message();
 }
 
-INSTANTIATE_TEST_SUITE_P(Corpus, CpuCompilerCorpusTest, ::testing::ValuesIn(CorpusFiles()),
-                         [](const ::testing::TestParamInfo<std::string>& info) {
-                           std::string name = info.param;
-                           for (char& c : name) if (!std::isalnum(static_cast<unsigned char>(c))) c = '_';
-                           return name;
-                         });
+INSTANTIATE_TEST_SUITE_P(Corpus, CpuCompilerCorpusTest, ::testing::ValuesIn(testing::HloCorpusModuleNames()),
+                         [](const ::testing::TestParamInfo<std::string>& info) { return testing::TestNameOf(info.param); });
 
 }  // namespace
 }  // namespace xlens

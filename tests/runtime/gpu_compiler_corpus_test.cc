@@ -26,14 +26,6 @@ std::string FindPtxas() {
   return "";
 }
 
-std::vector<std::string> CorpusFiles() {
-  std::vector<std::string> names;
-  for (const std::string& path : testing::HloFilesIn(testing::HloCorpusDir())) {
-    names.push_back(std::filesystem::path(path).stem().string());
-  }
-  if (names.empty()) names.push_back("corpus_absent");
-  return names;
-}
 
 // Runs `command`, returning its exit code and (in `output`) what it printed.
 int RunCommand(const std::string& command, std::string& output) {
@@ -76,12 +68,8 @@ TEST_P(GpuCompilerCorpusTest, PtxAssemblesForSm90) {
   EXPECT_EQ(rc, 0) << output;
 }
 
-INSTANTIATE_TEST_SUITE_P(Corpus, GpuCompilerCorpusTest, ::testing::ValuesIn(CorpusFiles()),
-                         [](const ::testing::TestParamInfo<std::string>& info) {
-                           std::string name = info.param;
-                           for (char& c : name) if (!std::isalnum(static_cast<unsigned char>(c))) c = '_';
-                           return name;
-                         });
+INSTANTIATE_TEST_SUITE_P(Corpus, GpuCompilerCorpusTest, ::testing::ValuesIn(testing::HloCorpusModuleNames()),
+                         [](const ::testing::TestParamInfo<std::string>& info) { return testing::TestNameOf(info.param); });
 
 TEST(GpuCompilerTest, ABadArchitectureIsAUserError) {
   auto module = ParseHloModule("HloModule m\nENTRY e {\n  a = f32[4] parameter(0)\n  ROOT n = f32[4] negate(a)\n}\n");

@@ -4,6 +4,7 @@
 #include <complex>
 #include <cstdint>
 
+#include "compiler/hlo/complex_math.h"
 #include "compiler/hlo/opcode.h"
 
 namespace xlens::codegen {
@@ -35,19 +36,6 @@ uint64_t PowiUnsigned(uint64_t a, uint64_t e) {
   return result;
 }
 
-template <typename C>
-C ComplexExpm1(C z) {
-  using R = typename C::value_type;
-  const R x = z.real(), y = z.imag();
-  const R half_sin = std::sin(y / 2);
-  return C(std::expm1(x) * std::cos(y) - 2 * half_sin * half_sin, std::exp(x) * std::sin(y));
-}
-template <typename C>
-C ComplexLog1p(C z) {
-  using R = typename C::value_type;
-  const R x = z.real(), y = z.imag();
-  return C(std::log1p(x * (2 + x) + y * y) / 2, std::atan2(y, 1 + x));
-}
 
 template <typename C>
 void ComplexUnary(int32_t op, C* z) {
