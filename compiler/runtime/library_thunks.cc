@@ -19,22 +19,28 @@ SortThunk::SortThunk(std::string hlo_name, Comparator comparator, int64_t dimens
       shapes_(std::move(shapes)), output_shapes_(std::move(output_shapes)),
       operand_slots_(std::move(operand_slots)), output_slots_(std::move(output_slots)) {
   permutation_.resize(shapes_[0].dimensions(dimension_));
+  for (size_t i = 0; i < shapes_.size(); ++i) {
+    strides_.push_back(codegen::LayoutStrides(shapes_[i]));
+    output_strides_.push_back(codegen::LayoutStrides(output_shapes_[i]));
+    widths_.push_back(ByteWidth(shapes_[i].element_type()));
+  }
+  lhs_.resize(shapes_.size());
+  rhs_.resize(shapes_.size());
+  index_.resize(shapes_[0].rank());
 }
 
 Status SortThunk::Execute(char** frame, ExecuteContext&) const {
   const Shape& shape = shapes_[0];
   const int64_t n = shape.dimensions(dimension_);
   const size_t count = shapes_.size();
-  std::vector<std::vector<int64_t>> strides, out_strides;
-  std::vector<int64_t> widths;
-  for (size_t i = 0; i < count; ++i) {
-    strides.push_back(codegen::LayoutStrides(shapes_[i]));
-    out_strides.push_back(codegen::LayoutStrides(output_shapes_[i]));
-    widths.push_back(ByteWidth(shapes_[i].element_type()));
-  }
-  std::vector<void*> lhs(count), rhs(count);
+  const auto& strides = strides_;
+  const auto& out_strides = output_strides_;
+  const auto& widths = widths_;
+  auto& lhs = lhs_;
+  auto& rhs = rhs_;
   // Every slice along the sort dimension: iterate the other dimensions.
-  std::vector<int64_t> index(shape.rank(), 0);
+  auto& index = index_;
+  std::fill(index.begin(), index.end(), 0);
   const int64_t slices = shape.num_elements() / std::max<int64_t>(n, 1);
   if (n == 0) return OkStatus();
   for (int64_t s = 0; s < slices; ++s) {
@@ -182,7 +188,7 @@ bool IsEigenConvolution(const HloInstruction& conv) {
   const ConvolutionDimensionNumbers& dn = *conv.convolution_dimension_numbers;
   const int64_t n = static_cast<int64_t>(dn.input_spatial_dimensions.size());
   if (in.rank() != n + 2 || kernel.rank() != n + 2 || out.rank() != n + 2) return false;
-  if (static_cast<int64_t>(conv.window->dimensions.size()) != n) return false;
+  if (static_cast<int64_t>(conv.window->dimensions.size()) != n || n > 8) return false;
   if (dn.input_batch_dimension != 0 || dn.input_feature_dimension != n + 1 ||
       dn.output_batch_dimension != 0 || dn.output_feature_dimension != n + 1 ||
       dn.kernel_input_feature_dimension != n || dn.kernel_output_feature_dimension != n + 1) {
@@ -221,6 +227,13 @@ EigenConvolutionThunk::EigenConvolutionThunk(std::string hlo_name, const HloInst
   // Blocks of rows whose patches take about 1 MiB: they stay in cache for the product.
   rows_per_block_ = std::clamp<int64_t>((int64_t{1} << 20) / 8 / std::max<int64_t>(1, patch_width_), 1,
                                         std::max<int64_t>(1, rows_));
+  in_strides_.resize(n + 1);
+  int64_t stride = in_features_;
+  for (int64_t i = n - 1; i >= 0; --i) {
+    in_strides_[i] = stride;
+    stride *= in_spatial_[i];
+  }
+  in_strides_[n] = stride;  // one batch element
   patches_.resize(std::max(1, threads));
   for (auto& p : patches_) p.resize(static_cast<size_t>(rows_per_block_ * patch_width_));
 }
@@ -231,18 +244,11 @@ void EigenConvolutionThunk::Run(const T* input, const T* kernel, T* output, Thre
   const int64_t n = static_cast<int64_t>(in_spatial_.size());
   const int64_t blocks = (rows_ + rows_per_block_ - 1) / rows_per_block_;
   Eigen::Map<const Matrix> weights(kernel, patch_width_, out_features_);
-  std::vector<int64_t> in_strides(n + 1);  // elements per step of each spatial dim, then batch
-  {
-    int64_t stride = in_features_;
-    for (int64_t i = n - 1; i >= 0; --i) {
-      in_strides[i] = stride;
-      stride *= in_spatial_[i];
-    }
-    in_strides[n] = stride;  // one batch element
-  }
+  const std::vector<int64_t>& in_strides = in_strides_;
   auto run_blocks = [&](int64_t worker, int64_t workers) {
     T* patch = reinterpret_cast<T*>(patches_[worker].data());
-    std::vector<int64_t> position(n), kernel_index(n);
+    // At most 8 spatial dimensions on the stack (the constructor refuses more).
+    int64_t position[8], kernel_index[8];
     for (int64_t block = worker; block < blocks; block += workers) {
       const int64_t r0 = block * rows_per_block_;
       const int64_t rows = std::min(rows_per_block_, rows_ - r0);
@@ -255,7 +261,7 @@ void EigenConvolutionThunk::Run(const T* input, const T* kernel, T* output, Thre
         }
         const T* base = input + rest * in_strides[n];
         T* row = patch + r * patch_width_;
-        std::fill(kernel_index.begin(), kernel_index.end(), 0);
+        std::fill(kernel_index, kernel_index + n, 0);
         for (int64_t column = 0; column < patch_width_; column += in_features_) {
           int64_t offset = 0;
           bool inside = true;

@@ -23,7 +23,11 @@ class SortThunk : public Thunk {
   int64_t dimension_;
   std::vector<Shape> shapes_, output_shapes_;
   std::vector<int64_t> operand_slots_, output_slots_;
-  mutable std::vector<int64_t> permutation_;
+  // Fixed at construction so that a run allocates nothing.
+  std::vector<std::vector<int64_t>> strides_, output_strides_;
+  std::vector<int64_t> widths_;
+  mutable std::vector<int64_t> permutation_, index_;
+  mutable std::vector<void*> lhs_, rhs_;
 };
 
 // Whether `dot` (an unfused dot in the canonical form dot-decomposer makes, f32 or f64,
@@ -66,6 +70,7 @@ class EigenConvolutionThunk : public Thunk {
   bool is_f64_ = false;
   int64_t batch_ = 0, in_features_ = 0, out_features_ = 0;
   std::vector<int64_t> in_spatial_, out_spatial_;
+  std::vector<int64_t> in_strides_;  // elements per step of each spatial dimension, then batch
   std::vector<WindowDimension> window_;
   int64_t rows_ = 0, patch_width_ = 0, rows_per_block_ = 1;
   int64_t input_slot_, kernel_slot_, output_slot_;
