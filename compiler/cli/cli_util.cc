@@ -50,7 +50,7 @@ StatusOr<std::vector<Literal>> LoadInputs(const HloComputation& entry, const std
   std::mt19937_64 rng(seed);
   for (int64_t i = 0; i < entry.num_parameters(); ++i) {
     const HloInstruction* param = entry.parameter_instruction(i);
-    if (dir.empty()) {
+    if (dir.empty() || dir == "random") {
       ASSIGN_OR_RETURN(Literal lit, MakeRandomLiteral(param->shape(), rng));
       args.push_back(std::move(lit));
       continue;

@@ -18,7 +18,8 @@ StatusOr<std::unique_ptr<HloModule>> LoadModule(const std::string& path, bool ve
 void CollectLeaves(const Literal& literal, std::vector<const Literal*>& leaves);
 // A literal for a terminal: whole when small, the first and last elements otherwise.
 std::string Summarize(const Literal& literal);
-// DIR/arg0.npy, arg1.npy, ... in parameter order, or random values (seeded) when `dir` is empty.
+// DIR/arg0.npy, arg1.npy, ... in parameter order, or random values (seeded) when `dir` is empty
+// or "random".
 StatusOr<std::vector<Literal>> LoadInputs(const HloComputation& entry, const std::string& dir,
                                           uint64_t seed);
 // Writes DIR/out0.npy, out1.npy, ... (creating DIR), printing each file.

@@ -28,7 +28,7 @@ class RunCliTest : public CliTest {};
 
 TEST_F(RunCliTest, RunsComparesWithTheEvaluatorAndTimes) {
   const std::string file = Write("chain.hlo", kChain);
-  RunResult r = RunXlens("run " + file + " --reference --iterations 5");
+  RunResult r = RunXlens("run " + file + " --inputs random --reference --iterations 5");
   EXPECT_EQ(r.exit_code, 0) << r.output;
   // tanh is vectorized through glibc's vector math library: a few ulps from the evaluator's.
   EXPECT_THAT(r.output, ::testing::ContainsRegex(
