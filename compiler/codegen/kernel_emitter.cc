@@ -107,8 +107,6 @@ class KernelBuilder {
   Status EmitScatter(const HloInstruction* scatter);
   Status EmitSelectAndScatter(const HloInstruction* sas);
   IrArray OutputArray(int64_t leaf) const;
-  Status WriteLeaves(ElementalIrEmitter& e, const HloInstruction* x, int64_t first_leaf,
-                     const IrIndex& index);
 
   const HloInstruction& hlo_;
   llvm::Module& module_;
@@ -365,15 +363,6 @@ Status KernelBuilder::EmitColumnReduction(const HloInstruction* reduce,
   return OkStatus();
 }
 
-Status KernelBuilder::WriteLeaves(ElementalIrEmitter& e, const HloInstruction* x,
-                                  int64_t first_leaf, const IrIndex& index) {
-  ASSIGN_OR_RETURN(std::vector<Value*> leaves, e.EmitLeaves(x, index));
-  for (size_t j = 0; j < leaves.size(); ++j) {
-    RETURN_IF_ERROR(OutputArray(first_leaf + j).EmitWrite(b_, index, leaves[j]));
-  }
-  return OkStatus();
-}
-
 Status KernelBuilder::EmitOutputs() {
   // Outputs of the same dimensions share one loop.
   std::vector<std::vector<std::pair<const HloInstruction*, int64_t>>> groups;
@@ -402,8 +391,17 @@ Status KernelBuilder::EmitOutputs() {
     RETURN_IF_ERROR(EmitParallelLoop(
         output_shapes_[group[0].second], work,
         [&](ElementalIrEmitter& e, const IrIndex& index) -> Status {
+          // Every output's element is computed before any is stored: an output written in place
+          // over an operand must not clobber what another output still reads at this index.
+          std::vector<std::pair<int64_t, std::vector<Value*>>> values;
           for (const auto& out : group) {
-            RETURN_IF_ERROR(WriteLeaves(e, out.first, out.second, index));
+            ASSIGN_OR_RETURN(std::vector<Value*> leaves, e.EmitLeaves(out.first, index));
+            values.push_back({out.second, std::move(leaves)});
+          }
+          for (const auto& [first_leaf, leaves] : values) {
+            for (size_t j = 0; j < leaves.size(); ++j) {
+              RETURN_IF_ERROR(OutputArray(first_leaf + j).EmitWrite(b_, index, leaves[j]));
+            }
           }
           return OkStatus();
         }));

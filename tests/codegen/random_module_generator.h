@@ -1,7 +1,8 @@
 // A generator of random, valid HLO modules for differential tests of the compiler against the
 // reference evaluator: elementwise chains, broadcasts, reductions over random dimensions,
-// transposes, slices, concatenates, pads, reverses, dots and converts between mixed element
-// types, ending in one array or a tuple. Values are kept bounded (inputs in [-1, 1], transcendental
+// transposes, slices, concatenates, pads, reverses, dots, converts between mixed element types,
+// dynamic-(update-)slices, reduce-windows, gathers, iotas, clamps and sorts, ending in one array
+// or a tuple. Values are kept bounded (inputs in [-1, 1], transcendental
 // functions only on bounded arguments) so that a correct compiler agrees within a tight
 // tolerance whatever order it sums in.
 #pragma once
@@ -76,7 +77,9 @@ class RandomModuleGenerator {
       "max_f32 { a = f32[] parameter(0)  b = f32[] parameter(1)  ROOT r = f32[] maximum(a, b) }\n"
       "add_s32 { a = s32[] parameter(0)  b = s32[] parameter(1)  ROOT r = s32[] add(a, b) }\n"
       "max_s32 { a = s32[] parameter(0)  b = s32[] parameter(1)  ROOT r = s32[] maximum(a, b) }\n"
-      "add_f64 { a = f64[] parameter(0)  b = f64[] parameter(1)  ROOT r = f64[] add(a, b) }\n\n";
+      "add_f64 { a = f64[] parameter(0)  b = f64[] parameter(1)  ROOT r = f64[] add(a, b) }\n"
+      "less_LT { a = f32[] parameter(0)  b = f32[] parameter(1)  ROOT r = pred[] compare(a, b), direction=LT }\n"
+      "less_GT { a = f32[] parameter(0)  b = f32[] parameter(1)  ROOT r = pred[] compare(a, b), direction=GT }\n\n";
 
   int Uniform(int lo, int hi) { return std::uniform_int_distribution<int>(lo, hi)(rng_); }
   bool Chance(double p) { return std::uniform_real_distribution<double>(0, 1)(rng_) < p; }
@@ -149,7 +152,7 @@ class RandomModuleGenerator {
     const Value v = PickOperand();
     const bool is_float = IsFloat(v.type);
     const bool is_pred = v.type == "pred";
-    switch (Uniform(0, 13)) {
+    switch (Uniform(0, 18)) {
       case 0: case 1: {  // unary
         static const char* kFloatOps[] = {"negate", "abs", "tanh", "sine", "cosine", "floor",
                                           "logistic", "round-nearest-even", "sign", "ceil"};
@@ -268,6 +271,81 @@ class RandomModuleGenerator {
         dims.push_back(n);
         Add(fmt::format("dot({}, {}), lhs_contracting_dims={{{}}}, rhs_contracting_dims={{0}}",
                         v.name, w.name, v.dims.size() - 1), v.type, dims);
+        return;
+      }
+      case 14: {  // dynamic-slice or dynamic-update-slice at constant starts (clamped if too far)
+        if (v.dims.empty()) return;
+        std::vector<std::string> starts;
+        std::vector<int64_t> sizes;
+        for (int64_t n : v.dims) {
+          starts.push_back(Add(fmt::format("constant({})", Uniform(-2, static_cast<int>(n) + 2)), "s32", {}).name);
+          sizes.push_back(Uniform(1, static_cast<int>(n)));
+        }
+        if (Chance(0.5)) {
+          Add(fmt::format("dynamic-slice({}, {}), dynamic_slice_sizes={{{}}}", v.name, fmt::join(starts, ", "),
+                          fmt::join(sizes, ",")), v.type, sizes);
+        } else {
+          const Value u = Coerce(values_[Uniform(0, static_cast<int>(values_.size()) - 1)], v.type, sizes);
+          Add(fmt::format("dynamic-update-slice({}, {}, {})", v.name, u.name, fmt::join(starts, ", ")),
+              v.type, v.dims);
+        }
+        return;
+      }
+      case 15: {  // reduce-window: sum or max over a random window, stride and padding
+        if (v.dims.empty() || is_pred) return;
+        Value x = v;
+        std::string type = v.type;
+        if (type != "f32" && type != "s32") {
+          type = IsFloat(type) ? "f32" : "s32";
+          x = Add(fmt::format("convert({})", v.name), type, v.dims);
+        }
+        std::vector<std::string> size, stride, pad;
+        std::vector<int64_t> dims;
+        for (int64_t n : v.dims) {
+          const int w = Uniform(1, std::min<int>(3, static_cast<int>(n) + 1));
+          const int s = Uniform(1, 2);
+          const int lo = Uniform(0, 1), hi = Uniform(0, 1);
+          const int64_t padded = n + lo + hi;
+          if (padded < w) return;
+          size.push_back(std::to_string(w));
+          stride.push_back(std::to_string(s));
+          pad.push_back(fmt::format("{}_{}", lo, hi));
+          dims.push_back((padded - w) / s + 1);
+        }
+        const bool max = Chance(0.5);
+        const std::string init = Add(fmt::format("constant({})", max ? "-1000" : "0"), type, {}).name;
+        Add(fmt::format("reduce-window({}, {}), window={{size={} stride={} pad={}}}, to_apply={}_{}", x.name, init,
+                        fmt::join(size, "x"), fmt::join(stride, "x"), fmt::join(pad, "x"), max ? "max" : "add", type),
+            type, dims);
+        return;
+      }
+      case 16: {  // gather rows of a matrix by constant indices (out-of-range ones clamped)
+        if (v.dims.size() != 2) return;
+        const int count = Uniform(1, 5);
+        std::vector<std::string> idx;
+        for (int i = 0; i < count; ++i) idx.push_back(std::to_string(Uniform(-1, static_cast<int>(v.dims[0]) + 1)));
+        const Value indices = Add(fmt::format("constant({{{}}})", fmt::join(idx, ", ")), "s32", {count});
+        Add(fmt::format("gather({}, {}), offset_dims={{1}}, collapsed_slice_dims={{0}}, start_index_map={{0}}, "
+                        "index_vector_dim=1, slice_sizes={{1,{}}}", v.name, indices.name, v.dims[1]),
+            v.type, {count, v.dims[1]});
+        return;
+      }
+      case 17: {  // iota along a random dimension, or a clamp between two constants
+        if (v.dims.empty() || is_pred) return;
+        if (Chance(0.5)) {
+          Add(fmt::format("iota(), iota_dimension={}", Uniform(0, static_cast<int>(v.dims.size()) - 1)), v.type, v.dims);
+        } else {
+          const Value lo = Add(v.type[0] == 'u' ? "constant(0)" : "constant(-1)", v.type, {});
+          const Value hi = Add("constant(1)", v.type, {});
+          Add(fmt::format("clamp({}, {}, {})", lo.name, v.name, hi.name), v.type, v.dims);
+        }
+        return;
+      }
+      case 18: {  // sort a float vector along its last dimension, ascending or descending
+        if (v.dims.empty() || v.type != "f32") return;
+        const std::string dir = Chance(0.5) ? "LT" : "GT";
+        Add(fmt::format("sort({}), dimensions={{{}}}, to_apply=less_{}", v.name, v.dims.size() - 1, dir),
+            v.type, v.dims);
         return;
       }
       default: {  // convert to another type, or reshape to a flat vector

@@ -5,6 +5,7 @@
 #include <gtest/gtest.h>
 
 #include "../codegen/codegen_test_util.h"
+#include "test_util.h"
 
 namespace xlens::runtime {
 namespace {
@@ -43,6 +44,14 @@ ENTRY e {
   // Three swaps: the second array.
   auto d = out.data<float>();
   EXPECT_THAT(std::vector<float>(d.begin(), d.end()), ElementsAre(4, 5, 6));
+}
+
+TEST(ExecutableTest, AnOutputWrittenInPlaceDoesNotClobberAnotherOutputsInput) {
+  const std::string text = testing::ReadTestFile(std::string(XLENS_SOURCE_DIR) +
+                                                 "/tests/runtime/testdata/in_place_multi_output.hlo");
+  for (uint64_t seed = 1; seed <= 8; ++seed) {
+    testing::ExpectMatchesEvaluator(text, testing::RandomArguments(text, seed));
+  }
 }
 
 TEST(ExecutableTest, AnOutOfRangeBranchIndexRunsTheLastBranch) {
