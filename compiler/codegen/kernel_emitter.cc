@@ -637,19 +637,14 @@ StatusOr<KernelSpec> KernelBuilder::Build() {
       bool read_inside = false;
       for (const HloInstruction* user : x->users()) read_inside |= user != root_;
       if (!read_inside) continue;
-      auto out = std::find_if(outputs_.begin(), outputs_.end(),
-                              [&](const auto& o) { return o.first == x; });
+      // Into scratch even when `x` is also an output: an output may share its buffer with an
+      // operand (in place), which later phases still read. The output phase copies it out.
       std::vector<Binding> materialized;
       x->shape().ForEachLeaf([&](const Shape& s, const std::vector<int64_t>& index) {
-        if (out != outputs_.end()) {
-          const int64_t leaf = out->second + static_cast<int64_t>(materialized.size());
-          materialized.push_back({x, index, output_shapes_[leaf], spec_.operand_leaves + leaf});
-        } else {
-          Shape dense = s;
-          dense.SetDefaultLayout();
-          materialized.push_back({x, index, dense, spec_.operand_leaves + spec_.output_leaves, scratch});
-          scratch += (shape_util::ByteSizeOf(dense) + 63) / 64 * 64;
-        }
+        Shape dense = s;
+        dense.SetDefaultLayout();
+        materialized.push_back({x, index, dense, spec_.operand_leaves + spec_.output_leaves, scratch});
+        scratch += (shape_util::ByteSizeOf(dense) + 63) / 64 * 64;
       });
       const Shape& loop_shape = materialized[0].shape;
       if (IsColumnReduction(x, target_)) {
@@ -663,7 +658,6 @@ StatusOr<KernelSpec> KernelBuilder::Build() {
         return OkStatus();
       }));
       bindings_.insert(bindings_.end(), materialized.begin(), materialized.end());
-      if (out != outputs_.end()) written_[x] = true;
     }
     spec_.scratch_bytes = scratch;
   }

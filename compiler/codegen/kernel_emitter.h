@@ -7,7 +7,7 @@
 // sequential). `buffers` holds one pointer per array leaf of the instruction's operands, then one
 // per leaf of its result, then a scratch pointer. Phases run in order:
 //  - a reduction (or reduce-window, dot, convolution) inside a fusion whose result other fused
-//    instructions read is materialised first, into scratch or into its output, so that softmax's
+//    instructions read is materialised first, into scratch, so that softmax's
 //    row max and row sum are computed once per row and not once per element;
 //  - then every output, outputs of one shape sharing a loop (and their common subexpressions);
 //  - scatter and select-and-scatter copy their operand, then apply updates in order in one
