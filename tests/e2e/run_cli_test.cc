@@ -73,6 +73,25 @@ TEST_F(RunCliTest, CompileEmitsLlvmIr) {
   EXPECT_THAT(testing::ReadTestFile((dir_ / "k.ll").string()), HasSubstr("tanhf"));
 }
 
+TEST_F(RunCliTest, PtxIsDumpedWithItsLaunchDimensions) {
+  if (!std::filesystem::exists("/usr/local/cuda/nvvm/libdevice/libdevice.10.bc")) {
+    GTEST_SKIP() << "the CUDA toolkit's libdevice is not installed";
+  }
+  const std::string file = Write("chain.hlo", kChain);
+  const std::string dump = (dir_ / "dump").string();
+  RunResult r = RunXlens("compile " + file + " --emit=ptx --gpu_arch=sm_80 -o " +
+                         (dir_ / "k.ptx").string() + " --xla_dump_to=" + dump);
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  EXPECT_THAT(testing::ReadTestFile((dir_ / "k.ptx").string()), HasSubstr(".target sm_80"));
+  EXPECT_TRUE(std::filesystem::exists(dump + "/module_0001.chain.ptx"));
+  EXPECT_TRUE(std::filesystem::exists(dump + "/module_0001.chain.sm_9.0_gpu_after_optimizations.txt"));
+  // f32[4096]: 16 blocks of 256 threads.
+  EXPECT_THAT(testing::ReadTestFile(dump + "/manifest.json"), HasSubstr("\"launch\": \"grid 16 block 256\""));
+  RunResult bad = RunXlens("compile " + file + " --emit=ptx --gpu_arch=volta");
+  EXPECT_EQ(bad.exit_code, 1);
+  EXPECT_THAT(bad.output, HasSubstr("expected an NVIDIA architecture"));
+}
+
 TEST_F(RunCliTest, UserErrorsAreOneLineAndExitOne) {
   const std::string file = Write("chain.hlo", kChain);
   RunResult gpu = RunXlens("run " + file + " --backend=gpu");
