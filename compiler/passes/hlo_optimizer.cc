@@ -27,8 +27,9 @@
 
 namespace xlens {
 
-std::string AfterOptimizationsName(Backend backend) {
-  return backend == Backend::kCpu ? CpuAfterOptimizationsName() : GpuAfterOptimizationsName(9, 0);
+std::string AfterOptimizationsName(Backend backend, int gpu_major, int gpu_minor) {
+  return backend == Backend::kCpu ? CpuAfterOptimizationsName()
+                                  : GpuAfterOptimizationsName(gpu_major, gpu_minor);
 }
 
 StatusOr<std::unique_ptr<HloPass>> MakePassByName(std::string_view name, Backend backend) {
@@ -160,7 +161,9 @@ StatusOr<OptimizeResult> OptimizeHloModule(HloModule& module, const OptimizeOpti
   ASSIGN_OR_RETURN(BufferAssignment buffers, AssignBuffers(module));
   if (options.dump != nullptr) {
     std::string report = buffers.ToString();
-    options.dump->DumpModule(module, AfterOptimizationsName(options.backend), report);
+    options.dump->DumpModule(module,
+                             AfterOptimizationsName(options.backend, options.gpu_major, options.gpu_minor),
+                             report);
     RecordKernels(module, FusionCreators(fusion_passes), *options.dump);
     if (options.end_dump_module) options.dump->EndModule(module);
     for (const std::string& w : options.dump->warnings()) result.warnings.push_back(w);

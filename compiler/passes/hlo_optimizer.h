@@ -29,6 +29,10 @@ struct OptimizeOptions {
   // End the module in the dump context when done (a compiler that dumps more, LLVM IR and the
   // thunk sequence, ends it itself so that every file has the same module id).
   bool end_dump_module = true;
+  // The GPU's compute capability, for the name of the optimized module's dump
+  // ("sm_8.0_gpu_after_optimizations").
+  int gpu_major = 9;
+  int gpu_minor = 0;
 };
 
 struct OptimizeResult {
@@ -49,6 +53,6 @@ StatusOr<std::unique_ptr<HloPass>> MakePassByName(std::string_view name, Backend
 
 // "cpu_after_optimizations" or "sm_9.0_gpu_after_optimizations" (the GPU name of an sm_90
 // device, the default target without one).
-std::string AfterOptimizationsName(Backend backend);
+std::string AfterOptimizationsName(Backend backend, int gpu_major = 9, int gpu_minor = 0);
 
 }  // namespace xlens

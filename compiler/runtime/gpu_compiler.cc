@@ -44,6 +44,10 @@ StatusOr<GpuCompilation> CompileForGpuToPtx(std::unique_ptr<HloModule> module,
   OptimizeOptions optimize = options.optimize;
   optimize.backend = Backend::kGpu;
   optimize.end_dump_module = false;
+  // "sm_80" -> 8.0, "sm_90a" -> 9.0: the digits are the major version and then the minor.
+  const std::string digits = options.nvptx.gpu_arch.substr(3, options.nvptx.gpu_arch.find_first_not_of("0123456789", 3) - 3);
+  optimize.gpu_major = std::stoi(digits.substr(0, digits.size() - 1));
+  optimize.gpu_minor = digits.back() - '0';
   ASSIGN_OR_RETURN(OptimizeResult optimized, OptimizeHloModule(*module, optimize));
 
   llvm::LLVMContext context;

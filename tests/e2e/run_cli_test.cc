@@ -84,7 +84,7 @@ TEST_F(RunCliTest, PtxIsDumpedWithItsLaunchDimensions) {
   ASSERT_EQ(r.exit_code, 0) << r.output;
   EXPECT_THAT(testing::ReadTestFile((dir_ / "k.ptx").string()), HasSubstr(".target sm_80"));
   EXPECT_TRUE(std::filesystem::exists(dump + "/module_0001.chain.ptx"));
-  EXPECT_TRUE(std::filesystem::exists(dump + "/module_0001.chain.sm_9.0_gpu_after_optimizations.txt"));
+  EXPECT_TRUE(std::filesystem::exists(dump + "/module_0001.chain.sm_8.0_gpu_after_optimizations.txt"));
   // f32[4096]: 16 blocks of 256 threads.
   EXPECT_THAT(testing::ReadTestFile(dump + "/manifest.json"), HasSubstr("\"launch\": \"grid 16 block 256\""));
   RunResult bad = RunXlens("compile " + file + " --emit=ptx --gpu_arch=volta");

@@ -13,6 +13,7 @@
 #include <gtest/gtest.h>
 
 #include "compiler/hlo/parser.h"
+#include "compiler/hlo/printer.h"
 #include "compiler/runtime/gpu_compiler.h"
 #include "test_util.h"
 
@@ -75,10 +76,14 @@ TEST(GpuCompilerTest, ABadArchitectureIsAUserError) {
   auto module = ParseHloModule("HloModule m\nENTRY e {\n  a = f32[4] parameter(0)\n  ROOT n = f32[4] negate(a)\n}\n");
   ASSERT_TRUE(module.ok());
   runtime::GpuCompileOptions options;
-  options.nvptx.gpu_arch = "volta";
-  auto compiled = runtime::CompileForGpuToPtx(std::move(*module), options);
-  ASSERT_FALSE(compiled.ok());
-  EXPECT_THAT(compiled.status().message(), ::testing::HasSubstr("expected an NVIDIA architecture such as sm_90"));
+  for (const char* arch : {"volta", "sm_9", "sm_a9", "sm_90b", "sm_", "sm_90aa"}) {
+    auto copy = ParseHloModule(PrintModule(**module));
+    ASSERT_TRUE(copy.ok());
+    options.nvptx.gpu_arch = arch;
+    auto compiled = runtime::CompileForGpuToPtx(std::move(*copy), options);
+    ASSERT_FALSE(compiled.ok()) << arch;
+    EXPECT_THAT(compiled.status().message(), ::testing::HasSubstr("expected an NVIDIA architecture such as sm_90"));
+  }
 }
 
 TEST(GpuCompilerTest, OneThreadPerElementInBlocksOf256) {

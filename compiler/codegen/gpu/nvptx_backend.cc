@@ -113,8 +113,11 @@ Status RewriteForLibdevice(llvm::Module& module) {
 }  // namespace
 
 Status CheckGpuArch(const std::string& arch) {
-  if (arch.rfind("sm_", 0) != 0 || arch.size() < 5 ||
-      arch.find_first_not_of("0123456789a", 3) != std::string::npos) {
+  // "sm_" and at least two digits (major, then minor), optionally an architecture-specific "a".
+  const size_t end = arch.find_first_not_of("0123456789", 3);
+  const size_t digits = (end == std::string::npos ? arch.size() : end) - 3;
+  const bool suffix_ok = end == std::string::npos || (end + 1 == arch.size() && arch[end] == 'a');
+  if (arch.rfind("sm_", 0) != 0 || digits < 2 || digits > 4 || !suffix_ok) {
     return Error(fmt::format("--gpu_arch: expected an NVIDIA architecture such as sm_90, found '{}'", arch));
   }
   return OkStatus();
