@@ -10,6 +10,7 @@
 #include "compiler/hlo/parser.h"
 #include "compiler/hlo/random_literal.h"
 #include "compiler/support/file_io.h"
+#include "dump/flags.h"
 
 namespace xlens::cli {
 
@@ -81,6 +82,39 @@ Status WriteOutputs(const std::string& dir, const std::vector<const Literal*>& l
     std::string path = fmt::format("{}/out{}.npy", dir, i);
     RETURN_IF_ERROR(WriteNpy(path, *leaves[i]));
     std::printf("wrote %s (%s)\n", path.c_str(), leaves[i]->shape().ToString(false).c_str());
+  }
+  return OkStatus();
+}
+
+Status SetUpFromFlags(const std::vector<std::string>& extra_flags, std::string_view command,
+                      FlagsSetup& setup) {
+  for (const std::string& extra : extra_flags) {
+    if (!IsDebugFlag(extra)) {
+      return Error(fmt::format("{}: unknown argument '{}' (see xlens {} --help)", command, extra,
+                               command));
+    }
+  }
+  ASSIGN_OR_RETURN(setup.debug, DebugOptionsFromEnvironment(extra_flags));
+  const DebugOptions& debug = setup.debug;
+  RETURN_IF_ERROR(CheckPassNames(debug.xla_disable_hlo_passes, "--xla_disable_hlo_passes"));
+  RETURN_IF_ERROR(CheckPassNames(debug.xla_enable_hlo_passes_only, "--xla_enable_hlo_passes_only"));
+  setup.optimize.filter.disabled = {debug.xla_disable_hlo_passes.begin(),
+                                    debug.xla_disable_hlo_passes.end()};
+  setup.optimize.filter.enabled_only = {debug.xla_enable_hlo_passes_only.begin(),
+                                        debug.xla_enable_hlo_passes_only.end()};
+  if (!debug.xla_reduce_precision.empty()) {
+    ASSIGN_OR_RETURN(setup.optimize.reduce_precision,
+                     ParseReducePrecisionFlag(debug.xla_reduce_precision));
+  }
+  if (debug.xla_backend_optimization_level < 0 || debug.xla_backend_optimization_level > 3) {
+    return Error(fmt::format("--xla_backend_optimization_level: expected 0 to 3, found {}",
+                             debug.xla_backend_optimization_level));
+  }
+  setup.opt_level = static_cast<int>(debug.xla_backend_optimization_level);
+  if (!debug.xla_dump_to.empty() || debug.xla_dump_hlo_as_text || debug.xla_dump_hlo_as_dot ||
+      debug.xla_dump_hlo_as_html) {
+    setup.dump.emplace(debug);
+    if (setup.dump->enabled()) setup.optimize.dump = &*setup.dump;
   }
   return OkStatus();
 }

@@ -2,10 +2,14 @@
 #pragma once
 
 #include <memory>
+#include <optional>
+#include <string_view>
 #include <string>
 #include <vector>
 
 #include "compiler/hlo/literal.h"
+#include "compiler/passes/hlo_optimizer.h"
+#include "dump/dump_context.h"
 #include "compiler/hlo/module.h"
 #include "compiler/support/status.h"
 
@@ -24,5 +28,19 @@ StatusOr<std::vector<Literal>> LoadInputs(const HloComputation& entry, const std
                                           uint64_t seed);
 // Writes DIR/out0.npy, out1.npy, ... (creating DIR), printing each file.
 Status WriteOutputs(const std::string& dir, const std::vector<const Literal*>& leaves);
+
+// What the XLA flags (XLA_FLAGS, then the command line's --xla_* arguments) ask of a
+// compilation: the pass filter, reduce-precision, LLVM's optimization level and the dump context
+// (optimize.dump points at `dump` when dumping, so a FlagsSetup stays where it was made).
+struct FlagsSetup {
+  DebugOptions debug;
+  OptimizeOptions optimize;
+  int opt_level = 3;
+  std::optional<DumpContext> dump;
+};
+// Fills `setup`; an argument that is no XLA flag, an unknown pass name or a bad value is an error
+// naming it ("COMMAND: unknown argument ...").
+Status SetUpFromFlags(const std::vector<std::string>& extra_flags, std::string_view command,
+                      FlagsSetup& setup);
 
 }  // namespace xlens::cli

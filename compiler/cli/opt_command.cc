@@ -5,6 +5,7 @@
 
 #include <fmt/format.h>
 
+#include "compiler/cli/cli_util.h"
 #include "compiler/cli/commands.h"
 #include "compiler/hlo/parser.h"
 #include "compiler/hlo/printer.h"
@@ -15,11 +16,6 @@
 namespace xlens::cli {
 
 namespace {
-
-int Fail(const Status& status) {
-  std::fprintf(stderr, "xlens: %s\n", status.message().c_str());
-  return 1;
-}
 
 std::vector<std::string> SplitCommaList(const std::string& list) {
   std::vector<std::string> out;
@@ -51,15 +47,9 @@ int RunOpt(const OptArgs& args) {
   }
   if (args.file.empty()) return Fail(Error("opt: a module file is required (or --list-passes)"));
 
-  for (const std::string& extra : args.extra_flags) {
-    if (!IsDebugFlag(extra)) {
-      return Fail(Error(fmt::format("opt: unknown argument '{}' (see xlens opt --help)", extra)));
-    }
-  }
-  auto debug_options = DebugOptionsFromEnvironment(args.extra_flags);
-  if (!debug_options.ok()) return Fail(debug_options.status());
-
-  OptimizeOptions options;
+  FlagsSetup setup;
+  if (Status s = SetUpFromFlags(args.extra_flags, "opt", setup); !s.ok()) return Fail(s);
+  OptimizeOptions& options = setup.optimize;
   if (args.backend == "cpu") {
     options.backend = Backend::kCpu;
   } else if (args.backend == "gpu") {
@@ -68,21 +58,7 @@ int RunOpt(const OptArgs& args) {
     return Fail(Error(fmt::format("--backend: expected cpu or gpu, found '{}'", args.backend)));
   }
   options.only_passes = SplitCommaList(args.passes);
-  Status names = CheckPassNames(options.only_passes, "--passes");
-  if (names.ok()) names = CheckPassNames(debug_options->xla_disable_hlo_passes, "--xla_disable_hlo_passes");
-  if (names.ok()) {
-    names = CheckPassNames(debug_options->xla_enable_hlo_passes_only, "--xla_enable_hlo_passes_only");
-  }
-  if (!names.ok()) return Fail(names);
-  options.filter.disabled = {debug_options->xla_disable_hlo_passes.begin(),
-                             debug_options->xla_disable_hlo_passes.end()};
-  options.filter.enabled_only = {debug_options->xla_enable_hlo_passes_only.begin(),
-                                 debug_options->xla_enable_hlo_passes_only.end()};
-  if (!debug_options->xla_reduce_precision.empty()) {
-    auto reduce_precision = ParseReducePrecisionFlag(debug_options->xla_reduce_precision);
-    if (!reduce_precision.ok()) return Fail(reduce_precision.status());
-    options.reduce_precision = *reduce_precision;
-  }
+  if (Status names = CheckPassNames(options.only_passes, "--passes"); !names.ok()) return Fail(names);
   options.verify_each_pass = args.verify_each_pass;
   options.check_changes = args.verify_each_pass;
 
@@ -91,12 +67,7 @@ int RunOpt(const OptArgs& args) {
   auto module = ParseHloModule(*text, ParseOptions{.verify = true, .filename = args.file});
   if (!module.ok()) return Fail(module.status());
 
-  std::optional<DumpContext> dump;
-  if (!debug_options->xla_dump_to.empty() || debug_options->xla_dump_hlo_as_text ||
-      debug_options->xla_dump_hlo_as_dot || debug_options->xla_dump_hlo_as_html) {
-    dump.emplace(*debug_options);
-    if (dump->enabled()) options.dump = &*dump;
-  }
+  std::optional<DumpContext>& dump = setup.dump;
 
   auto result = OptimizeHloModule(**module, options);
   if (!result.ok()) return Fail(result.status().WithContext(args.file));

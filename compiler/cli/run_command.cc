@@ -26,44 +26,6 @@
 namespace xlens::cli {
 namespace {
 
-// The compile options and dump context the XLA flags (XLA_FLAGS and the command line) ask for.
-struct FlagsSetup {
-  runtime::CompileOptions options;
-  std::optional<DumpContext> dump;
-};
-
-Status SetUpFromFlags(const std::vector<std::string>& extra_flags, std::string_view command,
-                      FlagsSetup& setup) {
-  for (const std::string& extra : extra_flags) {
-    if (!IsDebugFlag(extra)) {
-      return Error(fmt::format("{}: unknown argument '{}' (see xlens {} --help)", command, extra,
-                               command));
-    }
-  }
-  ASSIGN_OR_RETURN(DebugOptions debug, DebugOptionsFromEnvironment(extra_flags));
-  RETURN_IF_ERROR(CheckPassNames(debug.xla_disable_hlo_passes, "--xla_disable_hlo_passes"));
-  RETURN_IF_ERROR(CheckPassNames(debug.xla_enable_hlo_passes_only, "--xla_enable_hlo_passes_only"));
-  setup.options.optimize.filter.disabled = {debug.xla_disable_hlo_passes.begin(),
-                                            debug.xla_disable_hlo_passes.end()};
-  setup.options.optimize.filter.enabled_only = {debug.xla_enable_hlo_passes_only.begin(),
-                                                debug.xla_enable_hlo_passes_only.end()};
-  if (!debug.xla_reduce_precision.empty()) {
-    ASSIGN_OR_RETURN(setup.options.optimize.reduce_precision,
-                     ParseReducePrecisionFlag(debug.xla_reduce_precision));
-  }
-  if (debug.xla_backend_optimization_level < 0 || debug.xla_backend_optimization_level > 3) {
-    return Error(fmt::format("--xla_backend_optimization_level: expected 0 to 3, found {}",
-                             debug.xla_backend_optimization_level));
-  }
-  setup.options.opt_level = static_cast<int>(debug.xla_backend_optimization_level);
-  if (!debug.xla_dump_to.empty() || debug.xla_dump_hlo_as_text || debug.xla_dump_hlo_as_dot ||
-      debug.xla_dump_hlo_as_html) {
-    setup.dump.emplace(debug);
-    if (setup.dump->enabled()) setup.options.optimize.dump = &*setup.dump;
-  }
-  return OkStatus();
-}
-
 double Median(std::vector<double> v) {
   std::sort(v.begin(), v.end());
   return v.empty() ? 0 : v[v.size() / 2];
@@ -84,8 +46,8 @@ StatusOr<Literal> RunOnGpu(const RunArgs& args, FlagsSetup& setup, std::unique_p
                            const std::vector<Literal>& inputs, std::string& report) {
   ASSIGN_OR_RETURN(std::unique_ptr<runtime::GpuDevice> device, runtime::OpenCudaDevice());
   runtime::GpuCompileOptions options;
-  options.optimize = setup.options.optimize;
-  options.nvptx.opt_level = setup.options.opt_level;
+  options.optimize = setup.optimize;
+  options.nvptx.opt_level = setup.opt_level;
   ASSIGN_OR_RETURN(auto exe, runtime::GpuExecutable::Create(std::move(module), options, *device));
   RETURN_IF_ERROR(exe->SetArguments(inputs));
   if (args.iterations > 1) RETURN_IF_ERROR(exe->Run());
@@ -111,7 +73,10 @@ StatusOr<Literal> RunOnGpu(const RunArgs& args, FlagsSetup& setup, std::unique_p
 StatusOr<Literal> RunOnCpu(const RunArgs& args, FlagsSetup& setup, const HloModule& module,
                            const std::vector<Literal>& inputs, std::string& report) {
   runtime::CompilationCache cache;
-  ASSIGN_OR_RETURN(std::shared_ptr<runtime::Executable> executable, cache.GetOrCompile(module, setup.options));
+  runtime::CompileOptions options;
+  options.optimize = setup.optimize;
+  options.opt_level = setup.opt_level;
+  ASSIGN_OR_RETURN(std::shared_ptr<runtime::Executable> executable, cache.GetOrCompile(module, options));
   runtime::Executable& exe = *executable;
   RETURN_IF_ERROR(exe.SetArguments(inputs));
   std::vector<double> run_ms;
@@ -220,9 +185,9 @@ int RunCompile(const CompileArgs& args) {
     auto module = LoadModule(args.file, /*verify=*/true);
     if (!module.ok()) return Fail(module.status());
     runtime::GpuCompileOptions gpu;
-    gpu.optimize = setup.options.optimize;
+    gpu.optimize = setup.optimize;
     gpu.nvptx.gpu_arch = args.gpu_arch;
-    gpu.nvptx.opt_level = setup.options.opt_level;
+    gpu.nvptx.opt_level = setup.opt_level;
     auto compiled = runtime::CompileForGpuToPtx(std::move(*module), gpu);
     if (!compiled.ok()) return Fail(compiled.status().WithContext(args.file));
     const std::string& text = args.emit == "ptx"        ? compiled->ptx
@@ -237,8 +202,11 @@ int RunCompile(const CompileArgs& args) {
   }
   auto module = LoadModule(args.file, /*verify=*/true);
   if (!module.ok()) return Fail(module.status());
-  setup.options.keep_llvm_ir = true;
-  auto exe = runtime::CompileForCpu(std::move(*module), setup.options);
+  runtime::CompileOptions options;
+  options.optimize = setup.optimize;
+  options.opt_level = setup.opt_level;
+  options.keep_llvm_ir = true;
+  auto exe = runtime::CompileForCpu(std::move(*module), options);
   if (!exe.ok()) return Fail(exe.status().WithContext(args.file));
   std::string ir = args.emit == "llvm" ? (*exe)->llvm_ir().ir_no_opt : (*exe)->llvm_ir().ir_with_opt;
   if (args.emit == "obj") {
