@@ -130,14 +130,8 @@ int RunDemo(const DemoArgs& args) {
   flags.xla_dump_hlo_as_text = true;
   flags.xla_dump_hlo_as_dot = true;
   flags.xla_dump_hlo_pass_re = ".*";
-  // The decisions come from a run of the pipeline alone; the compilation below runs it again
-  // with every pass dumped, then generates and JIT-compiles the kernels.
-  OptimizeResult optimized;
-  {
-    auto result = OptimizeHloModule(module, OptimizeOptions{.backend = Backend::kCpu});
-    if (!result.ok()) return Fail(result.status());
-    optimized = std::move(*result);
-  }
+  // The CPU compiler runs the pipeline with every pass dumped, then generates and JIT-compiles
+  // the kernels.
   std::unique_ptr<runtime::Executable> executable;
   {
     DumpContext dump(flags);
@@ -149,6 +143,7 @@ int RunDemo(const DemoArgs& args) {
     if (!compiled.ok()) return Fail(compiled.status());
     executable = std::move(*compiled);
   }
+  const OptimizeResult& optimized = executable->optimize_result();
   int64_t changed = 0;
   for (const PassEvent& e : optimized.events) changed += e.changed;
   std::printf("  optimize  cpu pipeline: %zu passes, %lld changed the module; %lld kernels -> %lld\n",

@@ -22,6 +22,14 @@ std::string SanitizeName(std::string_view name) {
   return out;
 }
 
+std::string UniqueKernelName(std::string_view hlo_name, std::set<std::string>& taken) {
+  const std::string base = SanitizeName(hlo_name);
+  std::string name = base;
+  for (int i = 1; taken.count(name); ++i) name = fmt::format("{}_{}", base, i);
+  taken.insert(name);
+  return name;
+}
+
 bool IsKernelInstruction(const HloInstruction& hlo) {
   switch (hlo.opcode()) {
     case HloOpcode::kParameter: case HloOpcode::kConstant: case HloOpcode::kTuple:
@@ -46,8 +54,10 @@ bool IsExpensivePerElement(HloOpcode op) {
 int64_t WorkPerElement(const HloInstruction& hlo) {
   switch (hlo.opcode()) {
     case HloOpcode::kReduce: {
-      const Shape& in = hlo.operand(0)->shape();
-      return std::max<int64_t>(1, in.num_elements() / std::max<int64_t>(1, LeafCount(hlo.shape()) == 1 ? hlo.shape().num_elements() : hlo.shape().tuple_shapes(0).num_elements()));
+      // Input elements per output element (a variadic reduce's outputs share one shape).
+      const Shape& out = hlo.shape().IsTuple() ? hlo.shape().tuple_shapes(0) : hlo.shape();
+      return std::max<int64_t>(1, hlo.operand(0)->shape().num_elements() /
+                                      std::max<int64_t>(1, out.num_elements()));
     }
     case HloOpcode::kDot: {
       int64_t k = 1;
@@ -98,6 +108,15 @@ class KernelBuilder {
   // An emitter with every binding made so far.
   std::unique_ptr<ElementalIrEmitter> MakeEmitter();
   Status EmitParallelLoop(const Shape& shape, int64_t work_per_element, const Body& body);
+  // A task of a phase split into rows x blocks of the minor-most dimension `minor` (of size n):
+  // the row's index in every other dimension (`outer`, major first) and its block's [begin, end).
+  struct TaskRange {
+    IrIndex index;  // index[minor] is left for the caller's loop
+    Value* begin;
+    Value* end;
+  };
+  TaskRange EmitTaskRange(Value* task, const Shape& shape, const std::vector<int64_t>& outer,
+                          int64_t minor, int64_t block, int64_t blocks);
   Status EmitOutputs();
   // A reduction that keeps its operand's minor-most dimension, emitted with the loops
   // interchanged: each task owns a block of outputs and sweeps the reduced rows over it, so
@@ -229,24 +248,8 @@ Status KernelBuilder::EmitParallelLoop(const Shape& shape, int64_t work_per_elem
   llvm::Function* f = NewPhase(false, rows * blocks, block * work_per_element);
   auto e = MakeEmitter();
   RETURN_IF_ERROR(e->EmitLoop(f->getArg(1), f->getArg(2), "task", [&](Value* task) -> Status {
-    Value* row = blocks == 1 ? task : b_.CreateUDiv(task, b_.getInt64(blocks));
-    Value* begin = b_.getInt64(0);
-    Value* end = b_.getInt64(n);
-    if (blocks != 1) {
-      begin = b_.CreateMul(b_.CreateURem(task, b_.getInt64(blocks)), b_.getInt64(block));
-      Value* stop = b_.CreateAdd(begin, b_.getInt64(block));
-      end = b_.CreateSelect(b_.CreateICmpSLT(stop, b_.getInt64(n)), stop, b_.getInt64(n));
-    }
-    IrIndex index(shape.rank(), nullptr);
-    for (auto it = order.rbegin() + 1; it != order.rend(); ++it) {
-      const int64_t size = shape.dimensions(*it);
-      if (it + 1 == order.rend()) {
-        index[*it] = row;
-      } else {
-        index[*it] = b_.CreateURem(row, b_.getInt64(size));
-        row = b_.CreateUDiv(row, b_.getInt64(size));
-      }
-    }
+    const std::vector<int64_t> outer(order.begin(), order.end() - 1);
+    auto [index, begin, end] = EmitTaskRange(task, shape, outer, minor, block, blocks);
     // Iterations write distinct elements and read operands either elsewhere or (in place) at
     // the element they write: independent, as the access group tells the vectorizer.
     return e->EmitLoop(begin, end, "element", [&](Value* i) -> Status {
@@ -305,19 +308,7 @@ Status KernelBuilder::EmitColumnReduction(const HloInstruction* reduce,
   std::vector<IrArray> dest;
   for (int64_t k = 0; k < count; ++k) dest.push_back(destination(k));
   RETURN_IF_ERROR(e->EmitLoop(f->getArg(1), f->getArg(2), "task", [&](Value* task) -> Status {
-    Value* row = b_.CreateUDiv(task, b_.getInt64(blocks));
-    Value* begin = b_.CreateMul(b_.CreateURem(task, b_.getInt64(blocks)), b_.getInt64(block));
-    Value* stop = b_.CreateAdd(begin, b_.getInt64(block));
-    Value* end = b_.CreateSelect(b_.CreateICmpSLT(stop, b_.getInt64(n)), stop, b_.getInt64(n));
-    IrIndex index(out.rank(), nullptr);
-    for (auto it = outer.rbegin(); it != outer.rend(); ++it) {
-      if (it + 1 == outer.rend()) {
-        index[*it] = row;
-      } else {
-        index[*it] = b_.CreateURem(row, b_.getInt64(out.dimensions(*it)));
-        row = b_.CreateUDiv(row, b_.getInt64(out.dimensions(*it)));
-      }
-    }
+    auto [index, begin, end] = EmitTaskRange(task, out, outer, minor, block, blocks);
     RETURN_IF_ERROR(e->EmitLoop(begin, end, "init", [&](Value* i) -> Status {
       index[minor] = i;
       for (int64_t k = 0; k < count; ++k) {
@@ -361,6 +352,29 @@ Status KernelBuilder::EmitColumnReduction(const HloInstruction* reduce,
   }));
   b_.CreateRetVoid();
   return OkStatus();
+}
+
+KernelBuilder::TaskRange KernelBuilder::EmitTaskRange(Value* task, const Shape& shape,
+                                                      const std::vector<int64_t>& outer,
+                                                      int64_t minor, int64_t block,
+                                                      int64_t blocks) {
+  const int64_t n = shape.dimensions(minor);
+  Value* row = blocks == 1 ? task : b_.CreateUDiv(task, b_.getInt64(blocks));
+  TaskRange range{IrIndex(shape.rank(), nullptr), b_.getInt64(0), b_.getInt64(n)};
+  if (blocks != 1) {
+    range.begin = b_.CreateMul(b_.CreateURem(task, b_.getInt64(blocks)), b_.getInt64(block));
+    Value* stop = b_.CreateAdd(range.begin, b_.getInt64(block));
+    range.end = b_.CreateSelect(b_.CreateICmpSLT(stop, b_.getInt64(n)), stop, b_.getInt64(n));
+  }
+  for (auto it = outer.rbegin(); it != outer.rend(); ++it) {
+    if (it + 1 == outer.rend()) {
+      range.index[*it] = row;
+    } else {
+      range.index[*it] = b_.CreateURem(row, b_.getInt64(shape.dimensions(*it)));
+      row = b_.CreateUDiv(row, b_.getInt64(shape.dimensions(*it)));
+    }
+  }
+  return range;
 }
 
 Status KernelBuilder::EmitOutputs() {

@@ -16,6 +16,7 @@
 // so that loads and stores are contiguous and LLVM's loop vectorizer can widen them.
 #pragma once
 
+#include <set>
 #include <string>
 #include <vector>
 
@@ -59,6 +60,8 @@ bool IsKernelInstruction(const HloInstruction& hlo);
 
 // A C-like name LLVM and ptxas accept ("fusion.3" -> "fusion_3").
 std::string SanitizeName(std::string_view name);
+// SanitizeName(hlo_name), with "_1", "_2", ... added until it is not in `taken`; then taken.
+std::string UniqueKernelName(std::string_view hlo_name, std::set<std::string>& taken);
 
 }  // namespace xlens::codegen
 

@@ -37,7 +37,6 @@ class ExecutableBuilder {
                                       std::vector<char*>& frame);
   StatusOr<NestedComputation> BuildNested(const HloComputation& computation);
   std::vector<char*> MakeFrame(const FramePlan& plan) const;
-  std::string UniqueSymbol(const std::string& hlo_name);
 
   CompileOptions options_;
   std::unique_ptr<Executable> exe_;
@@ -50,14 +49,6 @@ class ExecutableBuilder {
   int64_t arena_end_ = 0;
   int64_t scratch_bytes_ = 0;
 };
-
-std::string ExecutableBuilder::UniqueSymbol(const std::string& hlo_name) {
-  std::string base = codegen::SanitizeName(hlo_name);
-  std::string name = base;
-  for (int i = 1; symbols_.count(name); ++i) name = fmt::format("{}_{}", base, i);
-  symbols_.insert(name);
-  return name;
-}
 
 Status ExecutableBuilder::EmitComputation(const HloComputation& computation,
                                           const std::vector<const HloInstruction*>& order) {
@@ -80,7 +71,7 @@ Status ExecutableBuilder::EmitComputation(const HloComputation& computation,
         for (const HloInstruction* operand : hlo->operands()) {
           types.push_back(operand->shape().element_type());
         }
-        const std::string name = UniqueSymbol(hlo->name() + "_comparator");
+        const std::string name = codegen::UniqueKernelName(hlo->name() + "_comparator", symbols_);
         RETURN_IF_ERROR(codegen::EmitComparator(*hlo->to_apply(), types, name, *llvm_module_)
                             .WithContext(hlo->name()));
         comparators_[hlo] = name;
@@ -93,7 +84,7 @@ Status ExecutableBuilder::EmitComputation(const HloComputation& computation,
         break;
     }
     if (!codegen::IsKernelInstruction(*hlo) || IsEigenDot(*hlo) || IsEigenConvolution(*hlo)) continue;
-    auto spec = codegen::EmitKernel(*hlo, UniqueSymbol(hlo->name()), *llvm_module_);
+    auto spec = codegen::EmitKernel(*hlo, codegen::UniqueKernelName(hlo->name(), symbols_), *llvm_module_);
     if (!spec.ok()) return spec.status().WithContext(hlo->name());
     scratch_bytes_ = std::max(scratch_bytes_, spec->scratch_bytes);
     kernels_[hlo] = std::move(*spec);
@@ -260,6 +251,8 @@ StatusOr<std::unique_ptr<Executable>> ExecutableBuilder::Build() {
   ASSIGN_OR_RETURN(OptimizeResult optimized, OptimizeHloModule(module, optimize));
   if (!optimized.buffers) return Error("buffer assignment did not run");
   exe_->assignment_ = std::make_unique<BufferAssignment>(std::move(*optimized.buffers));
+  optimized.buffers.reset();
+  exe_->optimize_result_ = std::move(optimized);
   const BufferAssignment& assignment = *exe_->assignment_;
 
   // The arena: the entry's allocations first, then nested frames, then kernel scratch.

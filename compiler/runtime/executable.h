@@ -15,6 +15,7 @@
 #include "compiler/hlo/literal.h"
 #include "compiler/hlo/module.h"
 #include "compiler/passes/buffer_assignment.h"
+#include "compiler/passes/hlo_optimizer.h"
 #include "compiler/runtime/frame_plan.h"
 #include "compiler/runtime/thunk.h"
 
@@ -47,6 +48,9 @@ class Executable {
 
   const HloModule& module() const { return *module_; }
   const BufferAssignment& buffer_assignment() const { return *assignment_; }
+  // What the pass pipeline did: the passes that ran, fusion decisions, kernel counts (the buffer
+  // assignment is buffer_assignment()).
+  const OptimizeResult& optimize_result() const { return optimize_result_; }
   const std::vector<KernelInfo>& kernels() const { return kernels_; }
   // XLA's thunk_sequence.txt: one line per thunk, control flow indented.
   std::string ThunkSequenceText() const;
@@ -61,6 +65,7 @@ class Executable {
 
   std::unique_ptr<HloModule> module_;
   std::unique_ptr<BufferAssignment> assignment_;
+  OptimizeResult optimize_result_;
   std::unique_ptr<codegen::CpuJit> jit_;
   char* arena_ = nullptr;
   int64_t arena_bytes_ = 0;

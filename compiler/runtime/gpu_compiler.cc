@@ -68,9 +68,7 @@ StatusOr<GpuCompilation> CompileForGpuToPtx(std::unique_ptr<HloModule> module,
                                  hlo->name()));
       }
       if (!codegen::IsKernelInstruction(*hlo)) continue;
-      std::string name = codegen::SanitizeName(hlo->name());
-      for (int i = 1; symbols.count(name); ++i) name = fmt::format("{}_{}", codegen::SanitizeName(hlo->name()), i);
-      symbols.insert(name);
+      const std::string name = codegen::UniqueKernelName(hlo->name(), symbols);
       auto spec = codegen::EmitKernel(*hlo, name, llvm_module, codegen::KernelTarget::kGpu);
       if (!spec.ok()) return spec.status().WithContext(hlo->name());
       for (const codegen::KernelPhase& phase : spec->phases) {
