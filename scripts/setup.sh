@@ -9,7 +9,7 @@ packages=(
   nlohmann-json3-dev libfmt-dev libcli11-dev
   googletest libgtest-dev libgmock-dev libbenchmark-dev
   llvm-19-dev clang-19 libclang-rt-19-dev
-  graphviz python3 libeigen3-dev
+  graphviz python3 libeigen3-dev zlib1g-dev
 )
 
 # The peers the tests compare against (XLA's parser from jaxlib, NumPy). Optional: the tests that

@@ -1,0 +1,40 @@
+// The per-HLO profile (--xla_hlo_profile): after a run, one row per kernel or library call,
+// sorted by time, with what each moved and computed and how close it came to the machine's
+// memory bandwidth. XLA prints the same kind of table ("Execution profile for ...").
+//
+// The profiler knows nothing of HLO: the runtime fills the rows with names, times and the costs
+// its cost analysis found.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+namespace xlens::profiler {
+
+struct HloProfileEntry {
+  std::string name;      // the HLO instruction the kernel or call runs ("fusion.3")
+  std::string kind;      // "kLoop fusion", "dot (Eigen)", "copy", "while", ...
+  int64_t total_ns = 0;  // over every run
+  // Per run, from the cost analysis of the optimized module; 0 when unknown.
+  double bytes_accessed = 0;
+  double flops = 0;
+  double transcendentals = 0;
+};
+
+struct HloProfile {
+  std::string module;
+  int64_t runs = 1;
+  std::vector<HloProfileEntry> entries;
+  // The bandwidth a copy loop reaches on this machine (GB/s); 0 leaves the %peak column out.
+  double peak_bandwidth_gbps = 0;
+};
+
+// The table, rows sorted by time, ending in a newline.
+std::string FormatHloProfile(const HloProfile& profile);
+
+// GB/s (bytes read plus bytes written) of a parallel copy of 64 MiB, the best of a few tries.
+// Measured on the first call and cached for the process.
+double PeakMemoryBandwidthGBps();
+
+}  // namespace xlens::profiler

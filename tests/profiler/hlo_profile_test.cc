@@ -1,0 +1,78 @@
+#include "profiler/hlo_profile.h"
+
+#include <sstream>
+
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
+namespace xlens::profiler {
+namespace {
+
+using ::testing::HasSubstr;
+
+std::vector<std::string> Lines(const std::string& text) {
+  std::vector<std::string> lines;
+  std::istringstream in(text);
+  for (std::string line; std::getline(in, line);) lines.push_back(line);
+  return lines;
+}
+
+TEST(HloProfile, RowsSortedByTimeWithSharesAndRates) {
+  HloProfile profile;
+  profile.module = "mnist";
+  profile.runs = 10;
+  profile.peak_bandwidth_gbps = 40;
+  // Totals over 10 runs: 1 ms, 3 ms and 6 ms -> 0.1, 0.3 and 0.6 ms per run.
+  profile.entries = {{"copy.1", "copy", 1'000'000, 8e6, 0, 0},
+                     {"fusion.3", "kLoop fusion", 6'000'000, 12e6, 3e6, 1e6},
+                     {"dot.2", "dot (Eigen)", 3'000'000, 3e6, 6e8, 0}};
+  std::string text = FormatHloProfile(profile);
+  std::vector<std::string> lines = Lines(text);
+  ASSERT_EQ(lines.size(), 7u) << text;
+  EXPECT_THAT(lines[0], HasSubstr("Execution profile for mnist: 1.000 ms per run over 10 runs, 3 kernels"));
+  EXPECT_THAT(lines[1], HasSubstr("40.0 GB/s"));
+  EXPECT_THAT(lines[2], HasSubstr("%peakBW"));
+  // fusion.3: 0.6 ms, 60%, 12 MB in 0.6 ms = 20 GB/s = 50% of peak; 4 MFLOP (flops +
+  // transcendentals) in 0.6 ms = 6.67 GFLOP/s.
+  EXPECT_THAT(lines[3], HasSubstr("fusion.3 (kLoop fusion)"));
+  EXPECT_THAT(lines[3], HasSubstr("60.0%"));
+  EXPECT_THAT(lines[3], HasSubstr("12.00 MB"));
+  EXPECT_THAT(lines[3], HasSubstr("20.00"));
+  EXPECT_THAT(lines[3], HasSubstr("6.67"));
+  EXPECT_THAT(lines[3], HasSubstr("50.0%"));
+  // dot.2 next, cumulative 90%.
+  EXPECT_THAT(lines[4], HasSubstr("dot.2"));
+  EXPECT_THAT(lines[4], HasSubstr("90.0%"));
+  EXPECT_THAT(lines[4], HasSubstr("2000.00"));  // 600 MFLOP in 0.3 ms
+  EXPECT_THAT(lines[5], HasSubstr("copy.1"));
+  EXPECT_THAT(lines[5], HasSubstr("100.0%"));
+  EXPECT_THAT(lines[6], HasSubstr("total"));
+  EXPECT_THAT(lines[6], HasSubstr("1.000 ms"));
+}
+
+TEST(HloProfile, WithoutPeakOrCostsShowsDashes) {
+  HloProfile profile;
+  profile.module = "m";
+  profile.entries = {{"while.1", "while", 5000, 0, 0, 0}};
+  std::string text = FormatHloProfile(profile);
+  EXPECT_THAT(text, ::testing::Not(HasSubstr("%peakBW")));
+  EXPECT_THAT(text, HasSubstr("while.1 (while)"));
+  EXPECT_THAT(text, HasSubstr("5.00 us"));
+}
+
+TEST(HloProfile, EmptyProfile) {
+  HloProfile profile;
+  profile.module = "empty";
+  std::string text = FormatHloProfile(profile);
+  EXPECT_THAT(text, HasSubstr("0 kernels"));
+}
+
+TEST(HloProfile, PeakBandwidthIsMeasuredOnceAndPlausible) {
+  double first = PeakMemoryBandwidthGBps();
+  EXPECT_GT(first, 0.5);    // any machine copies faster than 0.5 GB/s
+  EXPECT_LT(first, 50000);  // and slower than 50 TB/s
+  EXPECT_EQ(PeakMemoryBandwidthGBps(), first) << "cached for the process";
+}
+
+}  // namespace
+}  // namespace xlens::profiler
