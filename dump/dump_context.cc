@@ -112,6 +112,10 @@ bool DumpContext::IsDumped(const HloModule& module) {
 DumpContext::ModuleState& DumpContext::StateFor(const HloModule& module) {
   auto it = modules_.find(&module);
   if (it != modules_.end()) return it->second;
+  if (auto ended = ended_.find(&module);
+      ended != ended_.end() && ended->second.first == module.name()) {
+    return modules_[&module] = ended->second.second;
+  }
   ModuleState& state = modules_[&module];
   const std::string& name = module.name();
   bool wanted = enabled() && (!module_re_ || std::regex_search(name, *module_re_));
@@ -307,6 +311,7 @@ void DumpContext::EndModule(const HloModule& module) {
     manifest_->AddModule(it->second.id, module.name());
     manifest_dirty_ = true;
   }
+  ended_[&module] = {module.name(), it->second};
   modules_.erase(it);
   WriteManifest();
 }

@@ -116,6 +116,9 @@ class DumpContext {
   };
 
   ModuleState& StateFor(const HloModule& module);  // requires mu_
+  // Modules that ended, by address and name: a file dumped after the end (the per-HLO profile
+  // of a run) keeps the module's number.
+  std::map<const HloModule*, std::pair<std::string, ModuleState>> ended_;
   std::string NameFor(const HloModule& module, const ModuleState& state, std::string_view suffix,
                       bool timestamped) const;
   // Writes one file (or prints it in stdout mode); returns its name when it went to a file.

@@ -72,6 +72,7 @@ struct RunArgs {
   int iterations = 1;
   uint64_t seed = 42;
   double tolerance = 1e-3;
+  std::string trace;  // Chrome trace to write (.json or .json.gz); empty: none
   std::vector<std::string> extra_flags;  // --xla_* flags given on the command line
 };
 // Compiles and runs a module (xlens run); with --reference checks it against the evaluator.
@@ -87,5 +88,12 @@ struct CompileArgs {
 };
 // Compiles a module and writes its LLVM IR (xlens compile).
 int RunCompile(const CompileArgs& args);
+
+struct TraceSummaryArgs {
+  std::string file;
+  int top = 15;
+};
+// Prints the top kernels and the totals per category of a trace (xlens trace summary).
+int RunTraceSummary(const TraceSummaryArgs& args);
 
 }  // namespace xlens::cli

@@ -74,9 +74,13 @@ int main(int argc, char** argv) {
   run->add_option("--iterations", run_args.iterations, "Runs to time (the median is printed)")
       ->capture_default_str();
   run->add_option("--seed", run_args.seed, "Seed of the random inputs");
+  run->add_option("--trace", run_args.trace,
+                  "Write a Chrome trace of the compilation and every run (timeline.ctf.json; a name "
+                  "ending in .gz is compressed) for Perfetto UI or chrome://tracing");
   run->allow_extras();
   run->footer("XLA flags (--xla_dump_to=DIR, --xla_disable_hlo_passes=fusion, "
-              "--xla_backend_optimization_level=N, ...) are read from XLA_FLAGS and from this command line.");
+              "--xla_backend_optimization_level=N, --xla_hlo_profile, ...) are read from XLA_FLAGS and from this "
+              "command line. --xla_hlo_profile prints where the time went, kernel by kernel.");
 
   CompileArgs compile_args;
   auto* compile = app.add_subcommand("compile", "Compile a module and write its LLVM IR");
@@ -90,6 +94,15 @@ int main(int argc, char** argv) {
   compile->add_option("--backend", compile_args.backend, "cpu or gpu")->capture_default_str();
   compile->add_option("-o,--output", compile_args.output, "Write here instead of stdout");
   compile->allow_extras();
+
+  TraceSummaryArgs trace_summary_args;
+  auto* trace = app.add_subcommand("trace", "Read a Chrome trace (ours, PyTorch's, chrome://tracing's)");
+  trace->require_subcommand(1);
+  auto* trace_summary = trace->add_subcommand(
+      "summary", "Print the kernels that took the most time and the totals per category");
+  trace_summary->add_option("file", trace_summary_args.file, "timeline.ctf.json (or .json.gz)")
+      ->required();
+  trace_summary->add_option("--top", trace_summary_args.top, "Kernels to list")->capture_default_str();
 
   app.add_subcommand("flags", "List every XLA/TF flag xlens understands, with its default");
 
@@ -128,6 +141,7 @@ int main(int argc, char** argv) {
       compile_args.extra_flags = compile->remaining();
       return RunCompile(compile_args);
     }
+    if (*trace_summary) return RunTraceSummary(trace_summary_args);
     if (app.got_subcommand("flags")) return RunFlags();
   } catch (const std::bad_alloc&) {
     std::fprintf(stderr, "xlens: out of memory: the module's arrays do not fit in this machine\n");

@@ -22,6 +22,12 @@
 #include "compiler/runtime/gpu_executable.h"
 #include "compiler/support/file_io.h"
 #include "dump/flags.h"
+#include "profiler/chrome_trace_reader.h"
+#include "profiler/chrome_trace_writer.h"
+#include "profiler/cupti_collector.h"
+#include "profiler/hlo_profile.h"
+#include "profiler/host_tracer.h"
+#include "profiler/trace_summary.h"
 
 namespace xlens::cli {
 namespace {
@@ -42,22 +48,47 @@ __attribute__((format(printf, 2, 3))) void Appendf(std::string& out, const char*
 }
 
 // Compiles for the GPU found by the driver and runs; the timing and the launches go to `report`.
+// With `gpu_trace`, CUPTI records the GPU's activity during the runs into it; when CUPTI cannot
+// (absent, refused, another profiler attached) one warning says why and the run goes on.
 StatusOr<Literal> RunOnGpu(const RunArgs& args, FlagsSetup& setup, std::unique_ptr<HloModule> module,
-                           const std::vector<Literal>& inputs, std::string& report) {
+                           const std::vector<Literal>& inputs, std::string& report,
+                           profiler::Trace* gpu_trace) {
   ASSIGN_OR_RETURN(std::unique_ptr<runtime::GpuDevice> device, runtime::OpenCudaDevice());
   runtime::GpuCompileOptions options;
   options.optimize = setup.optimize;
   options.nvptx.opt_level = setup.opt_level;
   ASSIGN_OR_RETURN(auto exe, runtime::GpuExecutable::Create(std::move(module), options, *device));
+  std::unique_ptr<profiler::CuptiCollector> cupti;
+  if (gpu_trace != nullptr) {
+    // Started before the measured region: its buffers are allocated here, not during the runs.
+    auto started = profiler::CuptiCollector::Start();
+    if (started.ok()) {
+      cupti = std::move(*started);
+    } else {
+      std::fprintf(stderr, "xlens run: warning: the trace has no GPU activity: %s\n",
+                   started.status().message().c_str());
+    }
+  }
   RETURN_IF_ERROR(exe->SetArguments(inputs));
-  if (args.iterations > 1) RETURN_IF_ERROR(exe->Run());
+  if (args.iterations > 1) RETURN_IF_ERROR(exe->Run(cupti.get()));
   std::vector<double> run_ms;
   for (int i = 0; i < args.iterations; ++i) {
     const auto start = std::chrono::steady_clock::now();
-    RETURN_IF_ERROR(exe->Run());
+    RETURN_IF_ERROR(exe->Run(cupti.get()));
     run_ms.push_back(std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count());
   }
   ASSIGN_OR_RETURN(Literal result, exe->Results());
+  if (cupti != nullptr) {
+    *gpu_trace = cupti->Stop();
+    for (const char* counter : {"dropped_records", "kernels_before_launch"}) {
+      const profiler::TraceArg* value = gpu_trace->FindMetadata(counter);
+      const int64_t* count = value ? std::get_if<int64_t>(&value->value) : nullptr;
+      if (count != nullptr && *count > 0) {
+        std::fprintf(stderr, "xlens run: warning: CUPTI %s: %lld (written into the trace)\n", counter,
+                     static_cast<long long>(*count));
+      }
+    }
+  }
   Appendf(report, "compile %.1f ms for %s; run median %.3f ms over %d iteration%s\n", exe->compile_ns() / 1e6,
               device->arch().c_str(), Median(run_ms), args.iterations, args.iterations == 1 ? "" : "s");
   Appendf(report, "%zu kernel launches:\n", exe->launches().size());
@@ -68,8 +99,24 @@ StatusOr<Literal> RunOnGpu(const RunArgs& args, FlagsSetup& setup, std::unique_p
   return result;
 }
 
+// The per-HLO profile of `iterations` runs whose thunk times were summed into `thunk_ns`.
+std::string HloProfileText(const runtime::Executable& exe, const std::vector<int64_t>& thunk_ns,
+                           int iterations) {
+  profiler::HloProfile profile;
+  profile.module = exe.module().name();
+  profile.runs = iterations;
+  profile.peak_bandwidth_gbps = profiler::PeakMemoryBandwidthGBps();
+  for (size_t i = 0; i < exe.thunks().size() && i < thunk_ns.size(); ++i) {
+    const runtime::Thunk& thunk = *exe.thunks()[i];
+    const runtime::ThunkTraceInfo& info = thunk.trace_info();
+    profile.entries.push_back({thunk.hlo_name(), info.kind, thunk_ns[i], info.bytes_accessed,
+                               info.flops, info.transcendentals});
+  }
+  return profiler::FormatHloProfile(profile);
+}
+
 // Compiles for the CPU (through the compilation cache) and runs; the timing of every thunk goes
-// to `report`.
+// to `report`, and with --xla_hlo_profile the per-HLO profile too (also dumped when dumping).
 StatusOr<Literal> RunOnCpu(const RunArgs& args, FlagsSetup& setup, const HloModule& module,
                            const std::vector<Literal>& inputs, std::string& report) {
   runtime::CompilationCache cache;
@@ -91,6 +138,12 @@ StatusOr<Literal> RunOnCpu(const RunArgs& args, FlagsSetup& setup, const HloModu
   ASSIGN_OR_RETURN(Literal result, exe.Results());
   Appendf(report, "compile %.1f ms; run median %.3f ms over %d iteration%s\n", exe.compile_ns() / 1e6,
               Median(run_ms), args.iterations, args.iterations == 1 ? "" : "s");
+  if (setup.debug.xla_hlo_profile) {
+    std::string profile = HloProfileText(exe, thunk_ns, args.iterations);
+    report += profile;
+    if (setup.dump && setup.dump->enabled()) setup.dump->DumpText(exe.module(), "hlo_profile.txt", profile);
+    return result;
+  }
   // What ran, the slowest first: kernels, library calls and control flow.
   std::vector<std::pair<int64_t, size_t>> order;
   for (size_t i = 0; i < thunk_ns.size(); ++i) order.push_back({thunk_ns[i], i});
@@ -127,8 +180,23 @@ int RunRun(const RunArgs& args) {
   auto inputs = LoadInputs(*(*module)->entry_computation(), args.inputs, args.seed);
   if (!inputs.ok()) return Fail(inputs.status());
   std::string report;
-  auto result = args.backend == "gpu" ? RunOnGpu(args, setup, std::move(*module), *inputs, report)
-                                      : RunOnCpu(args, setup, **module, *inputs, report);
+  const bool tracing = !args.trace.empty();
+  if (tracing) {
+    profiler::SetCurrentThreadName("main");
+    if (!profiler::TracerSession::Start()) return Fail(Error("--trace: another trace is being recorded"));
+  }
+  profiler::Trace gpu_trace;
+  auto result = args.backend == "gpu"
+                    ? RunOnGpu(args, setup, std::move(*module), *inputs, report, tracing ? &gpu_trace : nullptr)
+                    : RunOnCpu(args, setup, **module, *inputs, report);
+  if (tracing) {
+    // Written even when the run failed: the timeline up to the failure is what the user needs.
+    profiler::Trace trace = profiler::TracerSession::Stop();
+    trace.Append(std::move(gpu_trace));
+    profiler::LinkExternalIds(trace);
+    if (Status s = profiler::WriteChromeTrace(trace, args.trace); !s.ok()) return Fail(s);
+    std::fprintf(stderr, "xlens run: wrote %zu trace events to %s\n", trace.events.size(), args.trace.c_str());
+  }
   if (!result.ok()) return Fail(result.status().WithContext(args.file));
 
   std::vector<const Literal*> leaves;
@@ -220,6 +288,17 @@ int RunCompile(const CompileArgs& args) {
     return 0;
   }
   if (Status s = WriteFileAtomic(args.output, ir); !s.ok()) return Fail(s);
+  return 0;
+}
+
+}  // namespace xlens::cli
+
+namespace xlens::cli {
+
+int RunTraceSummary(const TraceSummaryArgs& args) {
+  auto trace = profiler::ReadChromeTrace(args.file);
+  if (!trace.ok()) return Fail(trace.status());
+  std::fputs(profiler::SummarizeTrace(*trace, args.top).c_str(), stdout);
   return 0;
 }
 

@@ -1,8 +1,8 @@
 #include "compiler/passes/pass_pipeline.h"
 
-#include <chrono>
-
 #include <fmt/format.h>
+
+#include "profiler/host_tracer.h"
 
 namespace xlens {
 
@@ -12,15 +12,7 @@ bool PassFilter::Allows(std::string_view pass) const {
   return enabled_only.empty() || enabled_only.count(name) > 0;
 }
 
-namespace {
-
-int64_t NowNs() {
-  return std::chrono::duration_cast<std::chrono::nanoseconds>(
-             std::chrono::steady_clock::now().time_since_epoch())
-      .count();
-}
-
-}  // namespace
+using profiler::NowNs;  // pass times and trace spans share the profiler's clock
 
 StatusOr<bool> HloPassPipeline::Run(HloModule& module) {
   PipelineContext context;
@@ -28,6 +20,8 @@ StatusOr<bool> HloPassPipeline::Run(HloModule& module) {
 }
 
 StatusOr<bool> HloPassPipeline::Run(HloModule& module, PipelineContext& context) {
+  profiler::TraceSpan pipeline_span(name_, profiler::category::kPipeline);
+  pipeline_span.AddArg("module", module.name());
   for (PassInstrumentation* inst : context.instrumentation) {
     RETURN_IF_ERROR(inst->BeforePipeline(module, name_));
   }
@@ -54,6 +48,15 @@ StatusOr<bool> HloPassPipeline::Run(HloModule& module, PipelineContext& context)
     int64_t start = NowNs();
     StatusOr<bool> result = pass->Run(module);
     event.wall_ns = NowNs() - start;
+    if (profiler::TracingEnabled()) {
+      // The pass alone: the instruments (dumps, the verifier) run outside its span.
+      profiler::SpanArgs span = profiler::RecordSpan(event.pass, profiler::category::kPass, start,
+                                                     start + event.wall_ns);
+      span.AddArg("pipeline", name_);
+      span.AddArg("step", event.step);
+      span.AddArg("changed", result.ok() && *result);
+      if (!result.ok()) span.AddArg("error", result.status().message());
+    }
     if (!result.ok()) {
       for (PassInstrumentation* inst : context.instrumentation) {
         inst->PassFailed(module, event, result.status());

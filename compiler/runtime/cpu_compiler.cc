@@ -11,6 +11,7 @@
 #include <llvm/IR/Module.h>
 
 #include "compiler/codegen/kernel_emitter.h"
+#include "compiler/hlo/hlo_cost_analysis.h"
 #include "compiler/runtime/control_flow_thunks.h"
 #include "compiler/runtime/library_thunks.h"
 
@@ -37,6 +38,8 @@ class ExecutableBuilder {
                                       std::vector<char*>& frame);
   StatusOr<NestedComputation> BuildNested(const HloComputation& computation);
   std::vector<char*> MakeFrame(const FramePlan& plan) const;
+  // What each thunk's span and profile row show: its kind, the HLO it runs and its cost.
+  void AnnotateThunks(const std::vector<const HloInstruction*>& order, ThunkSequence& thunks);
 
   CompileOptions options_;
   std::unique_ptr<Executable> exe_;
@@ -48,6 +51,7 @@ class ExecutableBuilder {
   std::set<std::string> symbols_;
   int64_t arena_end_ = 0;
   int64_t scratch_bytes_ = 0;
+  HloCostAnalysis costs_;
 };
 
 Status ExecutableBuilder::EmitComputation(const HloComputation& computation,
@@ -239,12 +243,71 @@ StatusOr<ThunkSequence> ExecutableBuilder::BuildThunks(
                                                    operand_slots, plan.LeafSlots(hlo)));
   }
   (void)computation;
+  AnnotateThunks(order, thunks);
   return thunks;
+}
+
+void ExecutableBuilder::AnnotateThunks(const std::vector<const HloInstruction*>& order,
+                                       ThunkSequence& thunks) {
+  namespace category = profiler::category;
+  std::map<std::string_view, const HloInstruction*> by_name;
+  for (const HloInstruction* hlo : order) by_name[hlo->name()] = hlo;
+  for (auto& thunk : thunks) {
+    auto it = by_name.find(thunk->hlo_name());
+    if (it == by_name.end()) continue;
+    const HloInstruction& hlo = *it->second;
+    ThunkTraceInfo info;
+    info.category = category::kThunk;
+    info.kind = std::string(HloOpcodeString(hlo.opcode()));
+    std::string fusion_kind;
+    if (dynamic_cast<const KernelThunk*>(thunk.get()) != nullptr) {
+      info.category = category::kCpuKernel;
+      if (hlo.opcode() == HloOpcode::kFusion) {
+        fusion_kind = std::string(FusionKindString(hlo.fusion_kind.value_or(FusionKind::kLoop)));
+        info.kind = fusion_kind + " fusion";
+      }
+    } else if (dynamic_cast<const CopyThunk*>(thunk.get()) != nullptr) {
+      // Copies that layout assignment and copy insertion add are kernels like any other.
+      info.category = category::kCpuKernel;
+    } else if (dynamic_cast<const EigenDotThunk*>(thunk.get()) != nullptr) {
+      info.category = category::kLibrary;
+      info.kind = "dot (Eigen)";
+    } else if (dynamic_cast<const EigenConvolutionThunk*>(thunk.get()) != nullptr) {
+      info.category = category::kLibrary;
+      info.kind = "convolution (im2col + Eigen)";
+    } else if (dynamic_cast<const SortThunk*>(thunk.get()) != nullptr) {
+      info.category = category::kLibrary;
+      info.kind = "sort";
+    }
+    HloCost cost = costs_.InstructionCost(hlo);
+    info.bytes_accessed = static_cast<double>(cost.bytes_accessed);
+    info.flops = cost.flops;
+    info.transcendentals = cost.transcendentals;
+    info.args.push_back({"hlo_op", hlo.name()});
+    if (!fusion_kind.empty()) info.args.push_back({"fusion_kind", fusion_kind});
+    if (!hlo.metadata.op_name.empty()) info.args.push_back({"op_names", hlo.metadata.op_name});
+    info.args.push_back({"module", exe_->module_->name()});
+    info.args.push_back({"bytes_accessed", cost.bytes_accessed});
+    info.args.push_back({"flops", static_cast<int64_t>(cost.flops)});
+    if (cost.transcendentals > 0) {
+      info.args.push_back({"transcendentals", static_cast<int64_t>(cost.transcendentals)});
+    }
+    if (const auto* kernel = dynamic_cast<const KernelThunk*>(thunk.get());
+        kernel != nullptr && !kernel->spec().phases.empty()) {
+      info.args.push_back({"kernel", kernel->spec().phases.front().function_name});
+      info.args.push_back({"phases", static_cast<int64_t>(kernel->spec().phases.size())});
+    }
+    thunk->set_trace_info(std::move(info));
+  }
 }
 
 StatusOr<std::unique_ptr<Executable>> ExecutableBuilder::Build() {
   const auto start = std::chrono::steady_clock::now();
   HloModule& module = *exe_->module_;
+  profiler::TraceSpan compile_span(fmt::format("compile {}", module.name()),
+                                   profiler::category::kCompile);
+  compile_span.AddArg("module", module.name());
+  compile_span.AddArg("backend", "cpu");
   OptimizeOptions optimize = options_.optimize;
   optimize.backend = Backend::kCpu;
   optimize.end_dump_module = false;
@@ -266,7 +329,10 @@ StatusOr<std::unique_ptr<Executable>> ExecutableBuilder::Build() {
   exe_->entry_plan_ = std::make_unique<FramePlan>(std::move(entry_plan));
 
   llvm_module_ = std::make_unique<llvm::Module>(module.name(), *context_);
-  RETURN_IF_ERROR(EmitComputation(*module.entry_computation(), assignment.schedule()));
+  {
+    profiler::TraceSpan span("emit LLVM IR", profiler::category::kCodegen);
+    RETURN_IF_ERROR(EmitComputation(*module.entry_computation(), assignment.schedule()));
+  }
   exe_->scratch_offset_ = arena_end_;
   arena_end_ += AlignedSize(scratch_bytes_);
   exe_->arena_bytes_ = arena_end_;
@@ -276,17 +342,25 @@ StatusOr<std::unique_ptr<Executable>> ExecutableBuilder::Build() {
                              HumanReadableBytes(arena_end_)));
   }
 
-  ASSIGN_OR_RETURN(exe_->jit_, codegen::CpuJit::Create({options_.opt_level}));
   DumpContext* dump = options_.optimize.dump;
   const bool dumping = dump != nullptr && dump->IsDumped(module);
-  ASSIGN_OR_RETURN(codegen::CompiledIr ir,
-                   exe_->jit_->AddModule(std::move(llvm_module_), std::move(context_),
-                                            dumping || options_.keep_llvm_ir));
+  codegen::CompiledIr ir;
+  {
+    profiler::TraceSpan span("LLVM optimize and JIT", profiler::category::kCodegen);
+    span.AddArg("opt_level", options_.opt_level);
+    ASSIGN_OR_RETURN(exe_->jit_, codegen::CpuJit::Create({options_.opt_level}));
+    ASSIGN_OR_RETURN(ir, exe_->jit_->AddModule(std::move(llvm_module_), std::move(context_),
+                                               dumping || options_.keep_llvm_ir));
+  }
 
   exe_->frame_ = MakeFrame(*exe_->entry_plan_);
-  ASSIGN_OR_RETURN(exe_->thunks_,
-                   BuildThunks(*module.entry_computation(), *exe_->entry_plan_,
-                               assignment.schedule(), exe_->frame_));
+  {
+    profiler::TraceSpan span("build thunks", profiler::category::kCodegen);
+    ASSIGN_OR_RETURN(exe_->thunks_,
+                     BuildThunks(*module.entry_computation(), *exe_->entry_plan_,
+                                 assignment.schedule(), exe_->frame_));
+  }
+  exe_->execute_span_name_ = fmt::format("execute {}", module.name());
   exe_->compile_ns_ = std::chrono::duration_cast<std::chrono::nanoseconds>(
                           std::chrono::steady_clock::now() - start).count();
 

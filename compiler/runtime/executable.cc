@@ -98,19 +98,30 @@ Status ForEachArgumentLeaf(const HloModule& module, std::span<const Literal> arg
 }
 
 Status Executable::SetArguments(std::span<const Literal> arguments) {
-  return ForEachArgumentLeaf(*module_, arguments, [&](const Shape& s, const uint8_t* data, size_t leaf) {
+  profiler::TraceSpan span("arguments to arena", profiler::category::kCopy);
+  int64_t bytes = 0;
+  Status status = ForEachArgumentLeaf(*module_, arguments, [&](const Shape& s, const uint8_t* data, size_t leaf) {
     CopyToLayout(data, s, frame_[entry_plan_->parameter_slots()[leaf]]);
+    bytes += shape_util::ByteSizeOf(s);
     return OkStatus();
   });
+  span.AddArg("bytes", bytes);
+  return status;
 }
 
 Status Executable::Run(std::vector<int64_t>* thunk_ns) {
+  profiler::TraceSpan span(execute_span_name_, profiler::category::kExecute);
+  if (span.active()) {
+    span.AddArg("module", module_->name());
+    span.AddArg("run", runs_);
+  }
+  ++runs_;
   ExecuteContext context{&ThreadPool::Default(), arena_ + scratch_offset_};
   if (thunk_ns == nullptr) return RunThunks(thunks_, frame_.data(), context);
   thunk_ns->resize(thunks_.size(), 0);
   for (size_t i = 0; i < thunks_.size(); ++i) {
     const auto start = std::chrono::steady_clock::now();
-    Status status = thunks_[i]->Execute(frame_.data(), context);
+    Status status = thunks_[i]->Run(frame_.data(), context);
     (*thunk_ns)[i] += std::chrono::duration_cast<std::chrono::nanoseconds>(
                           std::chrono::steady_clock::now() - start).count();
     if (!status.ok()) return status.WithContext(thunks_[i]->hlo_name());
@@ -119,6 +130,7 @@ Status Executable::Run(std::vector<int64_t>* thunk_ns) {
 }
 
 StatusOr<Literal> Executable::Results() const {
+  profiler::TraceSpan span("results from arena", profiler::category::kCopy);
   const HloInstruction* root = module_->entry_computation()->root_instruction();
   Shape shape = root->shape();
   Literal result(shape);

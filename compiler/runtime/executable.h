@@ -76,6 +76,8 @@ class Executable {
   std::vector<KernelInfo> kernels_;
   int64_t compile_ns_ = 0;
   codegen::CompiledIr llvm_ir_;
+  std::string execute_span_name_;
+  int64_t runs_ = 0;
 };
 
 // Checks `arguments` against the entry's parameters (count, shapes) and calls fn(leaf shape,

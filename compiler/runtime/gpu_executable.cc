@@ -1,10 +1,14 @@
 #include "compiler/runtime/gpu_executable.h"
 
+#include <atomic>
 #include <chrono>
 
 #include <fmt/format.h>
 
+#include "compiler/hlo/hlo_cost_analysis.h"
 #include "compiler/runtime/executable.h"
+#include "profiler/cupti_collector.h"
+#include "profiler/host_tracer.h"
 
 namespace xlens::runtime {
 
@@ -34,6 +38,7 @@ StatusOr<std::unique_ptr<GpuExecutable>> GpuExecutable::Create(std::unique_ptr<H
   exe->scratch_offset_ = arena_bytes;
   arena_bytes += AlignedSize(scratch);
 
+  HloCostAnalysis costs;
   for (const HloInstruction* hlo : assignment.schedule()) {
     auto spec = exe->compiled_.specs.find(hlo);
     if (spec == exe->compiled_.specs.end()) {
@@ -52,9 +57,24 @@ StatusOr<std::unique_ptr<GpuExecutable>> GpuExecutable::Create(std::unique_ptr<H
       for (int64_t s : exe->plan_->LeafSlots(operand)) slots.push_back(s);
     }
     for (int64_t s : exe->plan_->LeafSlots(hlo)) slots.push_back(s);
+    std::vector<profiler::TraceArg> args = {{"hlo_op", hlo->name()}};
+    if (hlo->opcode() == HloOpcode::kFusion) {
+      args.push_back({"fusion_kind",
+                      std::string(FusionKindString(hlo->fusion_kind.value_or(FusionKind::kLoop)))});
+    }
+    if (!hlo->metadata.op_name.empty()) args.push_back({"op_names", hlo->metadata.op_name});
+    args.push_back({"module", optimized.name()});
+    // A multi-phase kernel's cost goes with its first phase.
+    HloCost cost = costs.InstructionCost(*hlo);
+    bool first_phase = true;
     for (const codegen::KernelPhase& phase : spec->second.phases) {
+      std::vector<profiler::TraceArg> phase_args = args;
+      phase_args.push_back({"bytes_accessed", first_phase ? cost.bytes_accessed : int64_t{0}});
+      phase_args.push_back({"flops", first_phase ? static_cast<int64_t>(cost.flops) : int64_t{0}});
+      first_phase = false;
       exe->launches_.push_back({phase.function_name, hlo->name(),
-                                {phase.blocks, phase.threads_per_block}, slots});
+                                {phase.blocks, phase.threads_per_block}, slots,
+                                std::move(phase_args)});
     }
   }
 
@@ -73,6 +93,7 @@ StatusOr<std::unique_ptr<GpuExecutable>> GpuExecutable::Create(std::unique_ptr<H
   }
   exe->compile_ns_ = std::chrono::duration_cast<std::chrono::nanoseconds>(
                          std::chrono::steady_clock::now() - start).count();
+  exe->execute_span_name_ = fmt::format("execute {}", optimized.name());
   return exe;
 }
 
@@ -89,19 +110,43 @@ Status GpuExecutable::SetArguments(std::span<const Literal> arguments) {
                              [&](const Shape& s, const uint8_t* data, size_t leaf) {
     staging_.resize(shape_util::ByteSizeOf(s));
     CopyToLayout(data, s, reinterpret_cast<char*>(staging_.data()));
+    profiler::TraceSpan span("copy to device", profiler::category::kCopy);
+    span.AddArg("bytes", static_cast<int64_t>(staging_.size()));
     return device_.CopyToDevice(SlotPointer(plan_->parameter_slots()[leaf]), staging_.data(),
                                 staging_.size());
   });
 }
 
-Status GpuExecutable::Run() {
+namespace {
+// External correlation ids, unique in the process so runs and executables never share one.
+std::atomic<uint64_t> g_next_external_id{1};
+}  // namespace
+
+Status GpuExecutable::Run(profiler::CuptiCollector* cupti) {
+  profiler::TraceSpan span(execute_span_name_, profiler::category::kExecute);
+  if (span.active()) {
+    span.AddArg("module", compiled_.module->name());
+    span.AddArg("run", runs_);
+  }
+  ++runs_;
   std::vector<DevicePointer> arguments;
   for (const GpuLaunch& launch : launches_) {
     arguments.clear();
     for (int64_t s : launch.slots) arguments.push_back(SlotPointer(s));
     arguments.push_back(arena_ + static_cast<DevicePointer>(scratch_offset_));
-    RETURN_IF_ERROR(device_.Launch(launch.kernel, launch.dims, arguments).WithContext(launch.hlo_instruction));
+    const uint64_t external_id = g_next_external_id.fetch_add(1, std::memory_order_relaxed);
+    profiler::ScopedExternalCorrelation correlation(cupti, external_id);
+    const int64_t start = profiler::TracingEnabled() ? profiler::NowNs() : 0;
+    Status launched = device_.Launch(launch.kernel, launch.dims, arguments);
+    if (profiler::TracingEnabled()) {
+      profiler::SpanArgs launch_span = profiler::RecordSpan(
+          launch.hlo_instruction, profiler::category::kThunk, start, profiler::NowNs(), launch.trace_args);
+      launch_span.AddArg("External id", static_cast<int64_t>(external_id));
+      launch_span.AddArg("kernel", launch.kernel);
+    }
+    RETURN_IF_ERROR(launched.WithContext(launch.hlo_instruction));
   }
+  profiler::TraceSpan sync("synchronize", profiler::category::kThunk);
   return device_.Synchronize();
 }
 
@@ -115,6 +160,8 @@ StatusOr<Literal> GpuExecutable::Results() {
     Literal* leaf = &result;
     for (int64_t i : index) leaf = &leaf->tuple_element(i);
     staging_.resize(shape_util::ByteSizeOf(s));
+    profiler::TraceSpan span("copy from device", profiler::category::kCopy);
+    span.AddArg("bytes", static_cast<int64_t>(staging_.size()));
     status = device_.CopyFromDevice(staging_.data(), SlotPointer(plan_->root_slots()[leaf_number++]),
                                     staging_.size());
     if (status.ok()) CopyFromLayout(reinterpret_cast<char*>(staging_.data()), s, leaf->untyped_data());

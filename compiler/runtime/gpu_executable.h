@@ -14,6 +14,11 @@
 #include "compiler/runtime/frame_plan.h"
 #include "compiler/runtime/gpu_compiler.h"
 #include "compiler/runtime/gpu_device.h"
+#include "profiler/trace.h"
+
+namespace xlens::profiler {
+class CuptiCollector;
+}
 
 namespace xlens::runtime {
 
@@ -22,6 +27,9 @@ struct GpuLaunch {
   std::string hlo_instruction;
   LaunchDimensions dims;
   std::vector<int64_t> slots;  // operand leaves, output leaves (the scratch pointer follows)
+  // What the launch's span carries (hlo_op, fusion_kind, op_names, module, bytes_accessed,
+  // flops); LinkExternalIds copies it onto the GPU kernel CUPTI records.
+  std::vector<profiler::TraceArg> trace_args;
 };
 
 class GpuExecutable {
@@ -33,8 +41,10 @@ class GpuExecutable {
 
   StatusOr<Literal> Execute(std::span<const Literal> arguments);
   Status SetArguments(std::span<const Literal> arguments);
-  // Launches every kernel and waits for the device.
-  Status Run();
+  // Launches every kernel and waits for the device. With a CUPTI collector, each launch is
+  // tagged with an external correlation id that its host span carries too, so every GPU kernel
+  // links back to the HLO instruction that launched it.
+  Status Run(profiler::CuptiCollector* cupti = nullptr);
   StatusOr<Literal> Results();
 
   const std::vector<GpuLaunch>& launches() const { return launches_; }
@@ -54,6 +64,8 @@ class GpuExecutable {
   std::vector<GpuLaunch> launches_;
   std::vector<uint8_t> staging_;
   int64_t compile_ns_ = 0;
+  std::string execute_span_name_;
+  int64_t runs_ = 0;
 };
 
 }  // namespace xlens::runtime

@@ -10,6 +10,7 @@
 #include "compiler/codegen/kernel_emitter.h"
 #include "compiler/support/status.h"
 #include "compiler/support/thread_pool.h"
+#include "profiler/host_tracer.h"
 
 namespace xlens::runtime {
 
@@ -18,17 +19,38 @@ struct ExecuteContext {
   char* scratch = nullptr;  // kernel scratch, shared by all kernels (they run one at a time)
 };
 
+// What a thunk's span on the timeline and its row in the per-HLO profile show, fixed when the
+// executable is built so that recording a span copies and computes nothing new.
+struct ThunkTraceInfo {
+  std::string category = profiler::category::kThunk;
+  std::string kind;  // "kLoop fusion", "dot (Eigen)", "copy", "while", ...
+  std::vector<profiler::TraceArg> args;  // hlo_op, fusion_kind, op_names, bytes_accessed, ...
+  double bytes_accessed = 0;             // per execution (cost analysis)
+  double flops = 0;
+  double transcendentals = 0;
+};
+
 class Thunk {
  public:
   explicit Thunk(std::string hlo_name) : hlo_name_(std::move(hlo_name)) {}
   virtual ~Thunk() = default;
   virtual Status Execute(char** frame, ExecuteContext& context) const = 0;
+  // Execute, recorded as a span when a trace session is running (one branch when not).
+  Status Run(char** frame, ExecuteContext& context) const {
+    if (!profiler::TracingEnabled()) return Execute(frame, context);
+    return ExecuteTraced(frame, context);
+  }
+  void set_trace_info(ThunkTraceInfo info) { trace_info_ = std::move(info); }
+  const ThunkTraceInfo& trace_info() const { return trace_info_; }
   // One line (and nested lines for control flow) of thunk_sequence.txt.
   virtual std::string ToString(int indent) const = 0;
   const std::string& hlo_name() const { return hlo_name_; }
 
  private:
+  Status ExecuteTraced(char** frame, ExecuteContext& context) const;
+
   std::string hlo_name_;
+  ThunkTraceInfo trace_info_;
 };
 
 using ThunkSequence = std::vector<std::unique_ptr<Thunk>>;

@@ -1,0 +1,211 @@
+// `xlens run --trace`, `--xla_hlo_profile` and `xlens trace summary` as a user runs them: the
+// timeline keeps the trace contract, shows the compile passes before the runs and one span per
+// kernel per run, and fusion shows as fewer kernels.
+#include <algorithm>
+#include <filesystem>
+#include <fstream>
+#include <map>
+#include <regex>
+#include <set>
+
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+#include <nlohmann/json.hpp>
+
+#include "cli_test_util.h"
+#include "profiler/trace_schema.h"
+
+namespace xlens {
+namespace {
+
+using ::testing::HasSubstr;
+using ::testing::IsEmpty;
+using json = nlohmann::json;
+
+const std::string kMnist = std::string(XLENS_SOURCE_DIR) + "/samples/mnist_softmax_train_step.hlo";
+
+json ReadJson(const std::string& path) {
+  std::ifstream in(path);
+  return json::parse(in);
+}
+
+struct Span {
+  std::string name, category;
+  double start, end;
+  json args;
+};
+
+std::vector<Span> Spans(const json& doc) {
+  std::vector<Span> spans;
+  for (const auto& e : doc["traceEvents"]) {
+    if (e["ph"] != "X") continue;
+    double ts = e["ts"], dur = e["dur"];
+    spans.push_back({e["name"], e["cat"], ts, ts + dur, e.value("args", json::object())});
+  }
+  return spans;
+}
+
+// Kernel and library-call spans inside each execute span, in run order.
+std::vector<std::vector<Span>> KernelsPerRun(const std::vector<Span>& spans) {
+  std::vector<std::vector<Span>> runs;
+  for (const Span& run : spans) {
+    if (run.category != "execute") continue;
+    std::vector<Span>& kernels = runs.emplace_back();
+    for (const Span& s : spans) {
+      if ((s.category == "cpu_kernel" || s.category == "library_call") && s.start >= run.start &&
+          s.end <= run.end) {
+        kernels.push_back(s);
+      }
+    }
+  }
+  return runs;
+}
+
+class TraceCliTest : public CliTest {};
+
+TEST_F(TraceCliTest, TimelineOfARunKeepsTheContract) {
+  std::string trace = (dir_ / "timeline.ctf.json").string();
+  RunResult r = RunXlens("run " + kMnist + " --iterations 3 --trace " + trace);
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  EXPECT_THAT(r.output, HasSubstr("trace events to " + trace));
+  json doc = ReadJson(trace);
+  EXPECT_THAT(testing::CheckTraceSchema(doc), IsEmpty());
+
+  std::vector<Span> spans = Spans(doc);
+  // One untimed run first, then the three timed ones.
+  std::vector<std::vector<Span>> runs = KernelsPerRun(spans);
+  ASSERT_EQ(runs.size(), 4u);
+  for (const auto& kernels : runs) {
+    ASSERT_FALSE(kernels.empty());
+    EXPECT_EQ(kernels.size(), runs[0].size()) << "every run launches the same kernels";
+    std::vector<std::string> names, first;
+    for (const Span& k : kernels) names.push_back(k.name);
+    for (const Span& k : runs[0]) first.push_back(k.name);
+    EXPECT_EQ(names, first);
+  }
+  int fusions = 0, with_op_names = 0;
+  for (const Span& k : runs[0]) {
+    EXPECT_EQ(k.args["module"], "mnist_softmax_train_step");
+    EXPECT_EQ(k.args["hlo_op"], k.name);
+    EXPECT_GT(k.args["bytes_accessed"].get<int64_t>(), 0) << k.name;
+    if (k.args.contains("fusion_kind")) {
+      ++fusions;
+      EXPECT_EQ(k.category, "cpu_kernel");
+      EXPECT_TRUE(k.args.contains("kernel")) << "the generated function's name";
+    }
+    if (k.args.contains("op_names")) ++with_op_names;
+    if (k.args.contains("achieved GB/s")) EXPECT_GT(k.args["achieved GB/s"].get<double>(), 0);
+  }
+  EXPECT_GT(fusions, 0);
+  EXPECT_GT(with_op_names, 0);
+  // The dots run as library calls, with their flops.
+  bool dot = false;
+  for (const Span& k : runs[0]) {
+    if (k.category == "library_call") {
+      dot = true;
+      EXPECT_GT(k.args["flops"].get<int64_t>(), 1'000'000) << k.name;
+    }
+  }
+  EXPECT_TRUE(dot);
+
+  // The compilation comes first: its passes (with `changed`) inside the compile span, before
+  // any run.
+  auto compile = std::find_if(spans.begin(), spans.end(), [](const Span& s) { return s.category == "compile"; });
+  ASSERT_NE(compile, spans.end());
+  double first_run = 1e300;
+  for (const Span& s : spans) {
+    if (s.category == "execute") first_run = std::min(first_run, s.start);
+  }
+  int passes = 0;
+  std::set<std::string> pipelines;
+  for (const Span& s : spans) {
+    if (s.category != "pass") continue;
+    ++passes;
+    EXPECT_TRUE(s.args.contains("changed")) << s.name;
+    EXPECT_GE(s.start, compile->start);
+    EXPECT_LE(s.end, compile->end);
+    EXPECT_LT(s.end, first_run);
+    pipelines.insert(s.args.value("pipeline", ""));
+  }
+  EXPECT_GT(passes, 10);
+  EXPECT_GT(pipelines.size(), 2u);
+  bool codegen = std::any_of(spans.begin(), spans.end(), [](const Span& s) {
+    return s.category == "codegen" && s.name == "LLVM optimize and JIT";
+  });
+  EXPECT_TRUE(codegen);
+}
+
+TEST_F(TraceCliTest, FusionTurnsManyKernelsIntoFew) {
+  std::string fused = (dir_ / "fused.json").string();
+  std::string unfused = (dir_ / "unfused.json.gz").string();
+  RunResult a = RunXlens("run " + kMnist + " --trace " + fused);
+  ASSERT_EQ(a.exit_code, 0) << a.output;
+  RunResult b = RunXlens("run " + kMnist + " --trace " + unfused +
+                         " --xla_disable_hlo_passes=fusion,multi-output-fusion");
+  ASSERT_EQ(b.exit_code, 0) << b.output;
+  size_t fused_kernels = KernelsPerRun(Spans(ReadJson(fused))).at(0).size();
+  // The .gz trace is read back through the command line.
+  RunResult summary = RunXlens("trace summary " + unfused);
+  ASSERT_EQ(summary.exit_code, 0) << summary.output;
+  EXPECT_THAT(summary.output, HasSubstr("Top kernels"));
+  EXPECT_THAT(summary.output, HasSubstr("cpu_kernel"));
+  std::smatch match;
+  ASSERT_TRUE(std::regex_search(summary.output, match, std::regex("Top kernels \\(([0-9]+) distinct")))
+      << summary.output;
+  size_t unfused_kernels = std::stoul(match[1]);
+  EXPECT_GE(unfused_kernels, 2 * fused_kernels) << "fused " << fused_kernels << ", unfused " << unfused_kernels;
+}
+
+TEST_F(TraceCliTest, HloProfileIsPrintedAndDumped) {
+  std::string dump = (dir_ / "dump").string();
+  RunResult r = RunXlens("run " + kMnist + " --iterations 5 --xla_hlo_profile --xla_dump_to=" + dump);
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  EXPECT_THAT(r.output, HasSubstr("Execution profile for mnist_softmax_train_step"));
+  EXPECT_THAT(r.output, HasSubstr("over 5 runs"));
+  EXPECT_THAT(r.output, HasSubstr("GB/s"));
+  EXPECT_THAT(r.output, HasSubstr("dot (Eigen)"));
+  EXPECT_THAT(r.output, ::testing::ContainsRegex("[0-9.]+ (us|ms) +[0-9.]+% +100.0% .* total"));
+  std::string profile_file;
+  for (const auto& entry : std::filesystem::directory_iterator(dump)) {
+    if (entry.path().string().ends_with(".mnist_softmax_train_step.hlo_profile.txt")) profile_file = entry.path().string();
+  }
+  ASSERT_FALSE(profile_file.empty());
+  EXPECT_THAT(profile_file, ::testing::ContainsRegex("module_[0-9]{4}\\.mnist"));
+  std::ifstream in(profile_file);
+  std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  EXPECT_THAT(text, HasSubstr("Execution profile for mnist_softmax_train_step"));
+  // The manifest lists it with the module's other files.
+  std::ifstream manifest(dump + "/manifest.json");
+  std::string manifest_text((std::istreambuf_iterator<char>(manifest)), std::istreambuf_iterator<char>());
+  EXPECT_THAT(manifest_text, HasSubstr("hlo_profile.txt"));
+}
+
+TEST_F(TraceCliTest, BadTracesAndPathsAreOneLineErrors) {
+  std::string broken = Write("broken.json", "{\"traceEvents\":[{\"ph\":\"X\",\"ts\":\"soon\"}]}");
+  RunResult r = RunXlens("trace summary " + broken);
+  EXPECT_EQ(r.exit_code, 1);
+  EXPECT_THAT(r.output, HasSubstr("broken.json: event 0: \"ts\" must be a number"));
+  RunResult missing = RunXlens("trace summary " + (dir_ / "missing.json").string());
+  EXPECT_EQ(missing.exit_code, 1);
+  EXPECT_THAT(missing.output, HasSubstr("cannot open"));
+  RunResult unwritable = RunXlens("run " + kMnist + " --trace /nonexistent-dir/t.json");
+  EXPECT_EQ(unwritable.exit_code, 1);
+  EXPECT_THAT(unwritable.output, HasSubstr("/nonexistent-dir/t.json"));
+}
+
+TEST_F(TraceCliTest, CorpusModuleTrace) {
+  std::string module = std::string(XLENS_SHARED_DIR) + "/corpus/hlo/tf_fully_connected_model.hlo";
+  if (!std::filesystem::exists(module)) GTEST_SKIP() << "the shared corpus is not beside the clone: " << module;
+  std::string trace = (dir_ / "corpus.json").string();
+  RunResult r = RunXlens("run " + module + " --iterations 2 --trace " + trace);
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  json doc = ReadJson(trace);
+  EXPECT_THAT(testing::CheckTraceSchema(doc), IsEmpty());
+  std::vector<std::vector<Span>> runs = KernelsPerRun(Spans(doc));
+  ASSERT_EQ(runs.size(), 3u);
+  EXPECT_EQ(runs[1].size(), runs[2].size());
+  EXPECT_GE(runs[1].size(), 2u);
+}
+
+}  // namespace
+}  // namespace xlens
