@@ -28,6 +28,7 @@ struct RawSpan {
   int64_t start_ns = 0;
   int64_t end_ns = -1;  // -1 while open
   StringRef name, category;
+  std::shared_ptr<const SpanInfo> info;  // when set, name, category and first args come from it
 };
 
 struct RawArg {
@@ -95,7 +96,7 @@ ThreadBuffer& SessionBuffer() {
   ThreadBuffer& buffer = CurrentBuffer();
   uint64_t generation = GetRegistry().generation.load(std::memory_order_relaxed);
   if (buffer.generation != generation) {
-    buffer.spans.clear();
+    buffer.spans.clear();  // drops the shared span descriptions too
     buffer.args.clear();
     buffer.strings.clear();
     buffer.generation = generation;
@@ -184,6 +185,16 @@ SpanArgs RecordSpan(std::string_view name, std::string_view category, int64_t st
   return SpanArgs(index);
 }
 
+SpanArgs RecordSpan(const std::shared_ptr<const SpanInfo>& info, int64_t start_ns, int64_t end_ns) {
+  if (!TracingEnabled() || info == nullptr) return SpanArgs();
+  ThreadBuffer& buffer = SessionBuffer();
+  RawSpan& span = buffer.spans.emplace_back();
+  span.start_ns = start_ns;
+  span.end_ns = std::max(start_ns, end_ns);
+  span.info = info;
+  return SpanArgs(static_cast<int32_t>(buffer.spans.size() - 1));
+}
+
 void SetCurrentThreadName(std::string_view name) {
   ThreadBuffer& buffer = CurrentBuffer();
   std::lock_guard lock(GetRegistry().mutex);  // Stop reads names under the lock
@@ -230,8 +241,14 @@ Trace TracerSession::Stop() {
     size_t first = trace.events.size();
     for (const RawSpan& raw : buffer->spans) {
       TraceEvent& event = trace.events.emplace_back();
-      event.name = std::string(buffer->View(raw.name));
-      event.category = std::string(buffer->View(raw.category));
+      if (raw.info != nullptr) {
+        event.name = raw.info->name;
+        event.category = raw.info->category;
+        event.args = raw.info->args;
+      } else {
+        event.name = std::string(buffer->View(raw.name));
+        event.category = std::string(buffer->View(raw.category));
+      }
       event.pid = kHostPid;
       event.tid = buffer->tid;
       event.start_ns = raw.start_ns;
@@ -248,6 +265,13 @@ Trace TracerSession::Stop() {
         case RawArg::kString: arg.value = std::string(buffer->View(raw.string_value)); break;
       }
       event.args.push_back(std::move(arg));
+    }
+  }
+  for (TraceEvent& event : trace.events) {
+    const TraceArg* bytes = FindArg(event, "bytes_accessed");
+    const int64_t* value = bytes ? std::get_if<int64_t>(&bytes->value) : nullptr;
+    if (value != nullptr && *value > 0 && event.duration_ns > 0) {
+      event.args.push_back({"achieved GB/s", static_cast<double>(*value) / event.duration_ns});
     }
   }
   // Parents before children: by start, the longer first when two start together.

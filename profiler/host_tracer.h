@@ -16,8 +16,10 @@
 
 #include <atomic>
 #include <cstdint>
+#include <memory>
 #include <string>
 #include <string_view>
+#include <vector>
 
 #include "profiler/trace.h"
 
@@ -80,9 +82,22 @@ class TraceSpan : public SpanArgs {
 };
 
 // Records a span whose times were measured elsewhere (a pass timed by the pipeline), on the
-// calling thread. Nothing happens when tracing is off.
+// calling thread; the strings are copied. Nothing happens when tracing is off.
 SpanArgs RecordSpan(std::string_view name, std::string_view category, int64_t start_ns,
-                int64_t end_ns, const std::vector<TraceArg>& args = {});
+                    int64_t end_ns, const std::vector<TraceArg>& args = {});
+
+// What a span that recurs every run shows (a kernel: its name, category and arguments), built
+// once. Recording it shares the description instead of copying it, so a kernel's span costs
+// the two clock reads and one record.
+struct SpanInfo {
+  std::string name;
+  std::string category;
+  std::vector<TraceArg> args;
+};
+SpanArgs RecordSpan(const std::shared_ptr<const SpanInfo>& info, int64_t start_ns, int64_t end_ns);
+
+// Spans whose arguments hold an integer "bytes_accessed" get "achieved GB/s" (bytes over their
+// duration) when the session stops, so the hot path never divides.
 
 // Names the calling thread's track ("main", "worker 3"). Cheap; may be called before any session.
 void SetCurrentThreadName(std::string_view name);

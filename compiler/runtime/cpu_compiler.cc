@@ -257,46 +257,50 @@ void ExecutableBuilder::AnnotateThunks(const std::vector<const HloInstruction*>&
     if (it == by_name.end()) continue;
     const HloInstruction& hlo = *it->second;
     ThunkTraceInfo info;
-    info.category = category::kThunk;
+    auto span = std::make_shared<profiler::SpanInfo>();
+    span->name = hlo.name();
+    span->category = category::kThunk;
     info.kind = std::string(HloOpcodeString(hlo.opcode()));
     std::string fusion_kind;
     if (dynamic_cast<const KernelThunk*>(thunk.get()) != nullptr) {
-      info.category = category::kCpuKernel;
+      span->category = category::kCpuKernel;
       if (hlo.opcode() == HloOpcode::kFusion) {
         fusion_kind = std::string(FusionKindString(hlo.fusion_kind.value_or(FusionKind::kLoop)));
         info.kind = fusion_kind + " fusion";
       }
     } else if (dynamic_cast<const CopyThunk*>(thunk.get()) != nullptr) {
       // Copies that layout assignment and copy insertion add are kernels like any other.
-      info.category = category::kCpuKernel;
+      span->category = category::kCpuKernel;
     } else if (dynamic_cast<const EigenDotThunk*>(thunk.get()) != nullptr) {
-      info.category = category::kLibrary;
+      span->category = category::kLibrary;
       info.kind = "dot (Eigen)";
     } else if (dynamic_cast<const EigenConvolutionThunk*>(thunk.get()) != nullptr) {
-      info.category = category::kLibrary;
+      span->category = category::kLibrary;
       info.kind = "convolution (im2col + Eigen)";
     } else if (dynamic_cast<const SortThunk*>(thunk.get()) != nullptr) {
-      info.category = category::kLibrary;
+      span->category = category::kLibrary;
       info.kind = "sort";
     }
     HloCost cost = costs_.InstructionCost(hlo);
     info.bytes_accessed = static_cast<double>(cost.bytes_accessed);
     info.flops = cost.flops;
     info.transcendentals = cost.transcendentals;
-    info.args.push_back({"hlo_op", hlo.name()});
-    if (!fusion_kind.empty()) info.args.push_back({"fusion_kind", fusion_kind});
-    if (!hlo.metadata.op_name.empty()) info.args.push_back({"op_names", hlo.metadata.op_name});
-    info.args.push_back({"module", exe_->module_->name()});
-    info.args.push_back({"bytes_accessed", cost.bytes_accessed});
-    info.args.push_back({"flops", static_cast<int64_t>(cost.flops)});
+    std::vector<profiler::TraceArg>& args = span->args;
+    args.push_back({"hlo_op", hlo.name()});
+    if (!fusion_kind.empty()) args.push_back({"fusion_kind", fusion_kind});
+    if (!hlo.metadata.op_name.empty()) args.push_back({"op_names", hlo.metadata.op_name});
+    args.push_back({"module", exe_->module_->name()});
+    args.push_back({"bytes_accessed", cost.bytes_accessed});
+    args.push_back({"flops", static_cast<int64_t>(cost.flops)});
     if (cost.transcendentals > 0) {
-      info.args.push_back({"transcendentals", static_cast<int64_t>(cost.transcendentals)});
+      args.push_back({"transcendentals", static_cast<int64_t>(cost.transcendentals)});
     }
     if (const auto* kernel = dynamic_cast<const KernelThunk*>(thunk.get());
         kernel != nullptr && !kernel->spec().phases.empty()) {
-      info.args.push_back({"kernel", kernel->spec().phases.front().function_name});
-      info.args.push_back({"phases", static_cast<int64_t>(kernel->spec().phases.size())});
+      args.push_back({"kernel", kernel->spec().phases.front().function_name});
+      args.push_back({"phases", static_cast<int64_t>(kernel->spec().phases.size())});
     }
+    info.span = std::move(span);
     thunk->set_trace_info(std::move(info));
   }
 }
@@ -346,7 +350,7 @@ StatusOr<std::unique_ptr<Executable>> ExecutableBuilder::Build() {
   const bool dumping = dump != nullptr && dump->IsDumped(module);
   codegen::CompiledIr ir;
   {
-    profiler::TraceSpan span("LLVM optimize and JIT", profiler::category::kCodegen);
+    profiler::TraceSpan span("LLVM IR optimization", profiler::category::kCodegen);
     span.AddArg("opt_level", options_.opt_level);
     ASSIGN_OR_RETURN(exe_->jit_, codegen::CpuJit::Create({options_.opt_level}));
     ASSIGN_OR_RETURN(ir, exe_->jit_->AddModule(std::move(llvm_module_), std::move(context_),
@@ -355,7 +359,9 @@ StatusOr<std::unique_ptr<Executable>> ExecutableBuilder::Build() {
 
   exe_->frame_ = MakeFrame(*exe_->entry_plan_);
   {
-    profiler::TraceSpan span("build thunks", profiler::category::kCodegen);
+    // ORC compiles a function to machine code when it is first looked up, which building the
+    // thunks does: this span is the back end's time.
+    profiler::TraceSpan span("machine code and thunks", profiler::category::kCodegen);
     ASSIGN_OR_RETURN(exe_->thunks_,
                      BuildThunks(*module.entry_computation(), *exe_->entry_plan_,
                                  assignment.schedule(), exe_->frame_));

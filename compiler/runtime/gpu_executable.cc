@@ -68,13 +68,16 @@ StatusOr<std::unique_ptr<GpuExecutable>> GpuExecutable::Create(std::unique_ptr<H
     HloCost cost = costs.InstructionCost(*hlo);
     bool first_phase = true;
     for (const codegen::KernelPhase& phase : spec->second.phases) {
-      std::vector<profiler::TraceArg> phase_args = args;
-      phase_args.push_back({"bytes_accessed", first_phase ? cost.bytes_accessed : int64_t{0}});
-      phase_args.push_back({"flops", first_phase ? static_cast<int64_t>(cost.flops) : int64_t{0}});
+      auto span = std::make_shared<profiler::SpanInfo>();
+      span->name = hlo->name();
+      span->category = profiler::category::kThunk;
+      span->args = args;
+      span->args.push_back({"bytes_accessed", first_phase ? cost.bytes_accessed : int64_t{0}});
+      span->args.push_back({"flops", first_phase ? static_cast<int64_t>(cost.flops) : int64_t{0}});
+      span->args.push_back({"kernel", phase.function_name});
       first_phase = false;
       exe->launches_.push_back({phase.function_name, hlo->name(),
-                                {phase.blocks, phase.threads_per_block}, slots,
-                                std::move(phase_args)});
+                                {phase.blocks, phase.threads_per_block}, slots, std::move(span)});
     }
   }
 
@@ -139,10 +142,8 @@ Status GpuExecutable::Run(profiler::CuptiCollector* cupti) {
     const int64_t start = profiler::TracingEnabled() ? profiler::NowNs() : 0;
     Status launched = device_.Launch(launch.kernel, launch.dims, arguments);
     if (profiler::TracingEnabled()) {
-      profiler::SpanArgs launch_span = profiler::RecordSpan(
-          launch.hlo_instruction, profiler::category::kThunk, start, profiler::NowNs(), launch.trace_args);
+      profiler::SpanArgs launch_span = profiler::RecordSpan(launch.span, start, profiler::NowNs());
       launch_span.AddArg("External id", static_cast<int64_t>(external_id));
-      launch_span.AddArg("kernel", launch.kernel);
     }
     RETURN_IF_ERROR(launched.WithContext(launch.hlo_instruction));
   }

@@ -14,7 +14,7 @@
 #include "compiler/runtime/frame_plan.h"
 #include "compiler/runtime/gpu_compiler.h"
 #include "compiler/runtime/gpu_device.h"
-#include "profiler/trace.h"
+#include "profiler/host_tracer.h"
 
 namespace xlens::profiler {
 class CuptiCollector;
@@ -27,9 +27,10 @@ struct GpuLaunch {
   std::string hlo_instruction;
   LaunchDimensions dims;
   std::vector<int64_t> slots;  // operand leaves, output leaves (the scratch pointer follows)
-  // What the launch's span carries (hlo_op, fusion_kind, op_names, module, bytes_accessed,
-  // flops); LinkExternalIds copies it onto the GPU kernel CUPTI records.
-  std::vector<profiler::TraceArg> trace_args;
+  // The launch's span: the HLO instruction, with hlo_op, fusion_kind, op_names, module,
+  // bytes_accessed, flops and the kernel; LinkExternalIds copies these onto the GPU kernel
+  // that CUPTI records for the launch.
+  std::shared_ptr<const profiler::SpanInfo> span;
 };
 
 class GpuExecutable {

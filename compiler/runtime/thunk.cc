@@ -7,15 +7,13 @@
 namespace xlens::runtime {
 
 Status Thunk::ExecuteTraced(char** frame, ExecuteContext& context) const {
-  // Timed here rather than by a scoped span so the achieved bandwidth can go into the args.
+  if (trace_info_.span == nullptr) {
+    profiler::TraceSpan span(hlo_name_, profiler::category::kThunk);
+    return Execute(frame, context);
+  }
   const int64_t start = profiler::NowNs();
   Status status = Execute(frame, context);
-  const int64_t end = profiler::NowNs();
-  profiler::SpanArgs span = profiler::RecordSpan(hlo_name_, trace_info_.category, start, end,
-                                                 trace_info_.args);
-  if (trace_info_.bytes_accessed > 0 && end > start) {
-    span.AddArg("achieved GB/s", trace_info_.bytes_accessed / static_cast<double>(end - start));
-  }
+  profiler::RecordSpan(trace_info_.span, start, profiler::NowNs());
   return status;
 }
 

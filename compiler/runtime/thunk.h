@@ -22,10 +22,11 @@ struct ExecuteContext {
 // What a thunk's span on the timeline and its row in the per-HLO profile show, fixed when the
 // executable is built so that recording a span copies and computes nothing new.
 struct ThunkTraceInfo {
-  std::string category = profiler::category::kThunk;
+  // The span's name (the HLO instruction), category and arguments (hlo_op, fusion_kind,
+  // op_names, module, bytes_accessed, flops, ...); none for a thunk built without annotation.
+  std::shared_ptr<const profiler::SpanInfo> span;
   std::string kind;  // "kLoop fusion", "dot (Eigen)", "copy", "while", ...
-  std::vector<profiler::TraceArg> args;  // hlo_op, fusion_kind, op_names, bytes_accessed, ...
-  double bytes_accessed = 0;             // per execution (cost analysis)
+  double bytes_accessed = 0;  // per execution (cost analysis)
   double flops = 0;
   double transcendentals = 0;
 };

@@ -130,7 +130,7 @@ TEST_F(TraceCliTest, TimelineOfARunKeepsTheContract) {
   EXPECT_GT(passes, 10);
   EXPECT_GT(pipelines.size(), 2u);
   bool codegen = std::any_of(spans.begin(), spans.end(), [](const Span& s) {
-    return s.category == "codegen" && s.name == "LLVM optimize and JIT";
+    return s.category == "codegen" && s.name == "machine code and thunks";
   });
   EXPECT_TRUE(codegen);
 }

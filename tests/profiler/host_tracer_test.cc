@@ -114,6 +114,24 @@ TEST(HostTracer, RecordSpanKeepsGivenTimesAndArgs) {
   EXPECT_EQ(std::get<int64_t>(FindArg(*event, "step")->value), 4);
 }
 
+TEST(HostTracer, SharedSpanDescriptionsAndAchievedBandwidth) {
+  auto info = std::make_shared<const SpanInfo>(SpanInfo{
+      "fusion.7", "cpu_kernel", {{"hlo_op", std::string("fusion.7")}, {"bytes_accessed", int64_t{4000}}}});
+  ASSERT_TRUE(TracerSession::Start());
+  SpanArgs span = RecordSpan(info, 1000, 3000);
+  span.AddArg("External id", int64_t{42});
+  Trace trace = TracerSession::Stop();
+  const TraceEvent* event = Find(trace, "fusion.7");
+  ASSERT_NE(event, nullptr);
+  EXPECT_EQ(event->category, "cpu_kernel");
+  EXPECT_EQ(event->duration_ns, 2000);
+  EXPECT_EQ(std::get<std::string>(FindArg(*event, "hlo_op")->value), "fusion.7");
+  EXPECT_EQ(std::get<int64_t>(FindArg(*event, "External id")->value), 42);
+  // 4000 bytes in 2000 ns: 2 GB/s, computed when the session stops.
+  ASSERT_NE(FindArg(*event, "achieved GB/s"), nullptr);
+  EXPECT_DOUBLE_EQ(std::get<double>(FindArg(*event, "achieved GB/s")->value), 2.0);
+}
+
 TEST(HostTracer, RecordSpanWhileDisabledIsInactive) {
   SpanArgs span = RecordSpan("x", "y", 0, 1);
   EXPECT_FALSE(span.active());
