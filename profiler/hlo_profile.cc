@@ -112,7 +112,7 @@ double PeakMemoryBandwidthGBps() {
     constexpr int64_t kChunks = 256;
     constexpr size_t kChunkBytes = kBytes / kChunks;
     double best = 0;
-    for (int attempt = 0; attempt < 5; ++attempt) {
+    for (int attempt = 0; attempt < 10; ++attempt) {
       int64_t start = NowNs();
       pool.ParallelFor(kChunks, 1, [&](int64_t begin, int64_t end) {
         std::memcpy(destination.get() + begin * kChunkBytes, source.get() + begin * kChunkBytes,

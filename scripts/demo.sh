@@ -15,7 +15,7 @@ echo "xlens demo: the MNIST softmax training step ($step), traced with fusion of
 run() {
   echo
   echo "\$ xlens $*"
-  $xlens "$@"
+  $xlens "$@" 2>&1
 }
 run run $step --iterations 20 --xla_disable_hlo_passes=fusion,multi-output-fusion \
   --trace out/demo/timeline_unfused.ctf.json | grep -v '^out'
