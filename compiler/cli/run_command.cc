@@ -54,6 +54,10 @@ StatusOr<Literal> RunOnGpu(const RunArgs& args, FlagsSetup& setup, std::unique_p
                            const std::vector<Literal>& inputs, std::string& report,
                            profiler::Trace* gpu_trace) {
   ASSIGN_OR_RETURN(std::unique_ptr<runtime::GpuDevice> device, runtime::OpenCudaDevice());
+  if (setup.debug.xla_hlo_profile) {
+    std::fprintf(stderr, "xlens run: --xla_hlo_profile times CPU kernels so far; on the GPU, --trace "
+                         "records every kernel's time (CUPTI) and `xlens trace summary` lists them\n");
+  }
   runtime::GpuCompileOptions options;
   options.optimize = setup.optimize;
   options.nvptx.opt_level = setup.opt_level;
