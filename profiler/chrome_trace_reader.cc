@@ -112,8 +112,9 @@ class EventReader {
     if (it->is_number_integer()) return it->get<int64_t>();
     if (it->is_number()) return static_cast<int64_t>(it->get<double>());
     if (it->is_string()) {
+      // Negative, so a named track never takes the number of a numbered one.
       auto [entry, inserted] =
-          named_ids.emplace(it->get<std::string>(), int64_t{1} << 40 | int64_t(named_ids.size()));
+          named_ids.emplace(it->get<std::string>(), -1 - static_cast<int64_t>(named_ids.size()));
       return entry->second;
     }
     return Fail(fmt::format("\"{}\" must be a number or a string, not {}", key, TypeName(*it)));

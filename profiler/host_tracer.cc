@@ -32,7 +32,7 @@ struct RawSpan {
 };
 
 struct RawArg {
-  int32_t span = 0;
+  int32_t span = 0;  // index in the buffer's spans
   enum Kind : uint8_t { kInt, kDouble, kString } kind = kInt;
   StringRef key;
   int64_t int_value = 0;
@@ -104,13 +104,27 @@ ThreadBuffer& SessionBuffer() {
   return buffer;
 }
 
+// The handle of the buffer's last span: its index and the buffer's session.
+internal::SpanHandle LastSpan(const ThreadBuffer& buffer) {
+  return static_cast<int64_t>(buffer.generation) << 32 |
+         static_cast<int64_t>(buffer.spans.size() - 1);
+}
+
+// The span a handle names, or nullptr when it belongs to an earlier session (whose records a
+// later session has cleared and reused).
+RawSpan* SpanOf(ThreadBuffer& buffer, internal::SpanHandle handle) {
+  if (static_cast<uint32_t>(handle >> 32) != static_cast<uint32_t>(buffer.generation)) return nullptr;
+  size_t index = static_cast<uint32_t>(handle);
+  return index < buffer.spans.size() ? &buffer.spans[index] : nullptr;
+}
+
 }  // namespace
 
 namespace internal {
 
 std::atomic<bool> g_tracing_enabled{false};
 
-int32_t BeginSpan(std::string_view name, std::string_view category) {
+SpanHandle BeginSpan(std::string_view name, std::string_view category) {
   ThreadBuffer& buffer = SessionBuffer();
   RawSpan span;
   span.name = buffer.Intern(name);
@@ -118,42 +132,40 @@ int32_t BeginSpan(std::string_view name, std::string_view category) {
   buffer.spans.push_back(span);
   // The clock is read last so the span's own bookkeeping is not inside it.
   buffer.spans.back().start_ns = NowNs();
-  return static_cast<int32_t>(buffer.spans.size() - 1);
+  return LastSpan(buffer);
 }
 
-void EndSpan(int32_t span) {
+void EndSpan(SpanHandle span) {
   int64_t now = NowNs();
-  ThreadBuffer& buffer = CurrentBuffer();
-  // A session that started after this span began has cleared the buffer: the span is gone.
-  if (static_cast<size_t>(span) < buffer.spans.size()) buffer.spans[span].end_ns = now;
+  if (RawSpan* raw = SpanOf(CurrentBuffer(), span)) raw->end_ns = now;
 }
 
 namespace {
-RawArg* NewArg(int32_t span, std::string_view key) {
+RawArg* NewArg(SpanHandle span, std::string_view key) {
   ThreadBuffer& buffer = CurrentBuffer();
-  if (static_cast<size_t>(span) >= buffer.spans.size()) return nullptr;
+  if (SpanOf(buffer, span) == nullptr) return nullptr;
   RawArg& arg = buffer.args.emplace_back();
-  arg.span = span;
+  arg.span = static_cast<int32_t>(static_cast<uint32_t>(span));
   arg.key = buffer.Intern(key);
   return &arg;
 }
 }  // namespace
 
-void AddIntArg(int32_t span, std::string_view key, int64_t value) {
+void AddIntArg(SpanHandle span, std::string_view key, int64_t value) {
   if (RawArg* arg = NewArg(span, key)) {
     arg->kind = RawArg::kInt;
     arg->int_value = value;
   }
 }
 
-void AddDoubleArg(int32_t span, std::string_view key, double value) {
+void AddDoubleArg(SpanHandle span, std::string_view key, double value) {
   if (RawArg* arg = NewArg(span, key)) {
     arg->kind = RawArg::kDouble;
     arg->double_value = value;
   }
 }
 
-void AddStringArg(int32_t span, std::string_view key, std::string_view value) {
+void AddStringArg(SpanHandle span, std::string_view key, std::string_view value) {
   if (RawArg* arg = NewArg(span, key)) {
     arg->kind = RawArg::kString;
     arg->string_value = t_buffer->Intern(value);
@@ -172,7 +184,7 @@ SpanArgs RecordSpan(std::string_view name, std::string_view category, int64_t st
   span.start_ns = start_ns;
   span.end_ns = std::max(start_ns, end_ns);
   buffer.spans.push_back(span);
-  int32_t index = static_cast<int32_t>(buffer.spans.size() - 1);
+  internal::SpanHandle index = LastSpan(buffer);
   for (const TraceArg& arg : args) {
     if (const auto* i = std::get_if<int64_t>(&arg.value)) {
       internal::AddIntArg(index, arg.key, *i);
@@ -192,7 +204,7 @@ SpanArgs RecordSpan(const std::shared_ptr<const SpanInfo>& info, int64_t start_n
   span.start_ns = start_ns;
   span.end_ns = std::max(start_ns, end_ns);
   span.info = info;
-  return SpanArgs(static_cast<int32_t>(buffer.spans.size() - 1));
+  return SpanArgs(LastSpan(buffer));
 }
 
 void SetCurrentThreadName(std::string_view name) {
@@ -268,6 +280,8 @@ Trace TracerSession::Stop() {
     }
   }
   for (TraceEvent& event : trace.events) {
+    // Kernels only: a launch span carries its kernel's bytes but not its kernel's time.
+    if (!IsKernelCategory(event.category)) continue;
     const TraceArg* bytes = FindArg(event, "bytes_accessed");
     const int64_t* value = bytes ? std::get_if<int64_t>(&bytes->value) : nullptr;
     if (value != nullptr && *value > 0 && event.duration_ns > 0) {

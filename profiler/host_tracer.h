@@ -30,12 +30,15 @@ int64_t NowNs();
 
 namespace internal {
 extern std::atomic<bool> g_tracing_enabled;
+// A recording span: its index in the thread's buffer and the session it belongs to, so a span
+// that outlives its session never writes into a later one's records. -1: not recording.
+using SpanHandle = int64_t;
 // The recording side, out of line so TraceSpan stays small where it is inlined.
-int32_t BeginSpan(std::string_view name, std::string_view category);
-void AddIntArg(int32_t span, std::string_view key, int64_t value);
-void AddDoubleArg(int32_t span, std::string_view key, double value);
-void AddStringArg(int32_t span, std::string_view key, std::string_view value);
-void EndSpan(int32_t span);
+SpanHandle BeginSpan(std::string_view name, std::string_view category);
+void AddIntArg(SpanHandle span, std::string_view key, int64_t value);
+void AddDoubleArg(SpanHandle span, std::string_view key, double value);
+void AddStringArg(SpanHandle span, std::string_view key, std::string_view value);
+void EndSpan(SpanHandle span);
 }  // namespace internal
 
 inline bool TracingEnabled() {
@@ -45,7 +48,7 @@ inline bool TracingEnabled() {
 // Adds arguments to a recorded span; does nothing for a span that is not recording.
 class SpanArgs {
  public:
-  explicit SpanArgs(int32_t span = -1) : span_(span) {}
+  explicit SpanArgs(internal::SpanHandle span = -1) : span_(span) {}
   // Whether this span records (build expensive arguments only then).
   bool active() const { return span_ >= 0; }
   void AddArg(std::string_view key, int64_t value) {
@@ -65,7 +68,7 @@ class SpanArgs {
   }
 
  protected:
-  int32_t span_ = -1;
+  internal::SpanHandle span_ = -1;
 };
 
 // A span from construction to destruction.
@@ -96,8 +99,8 @@ struct SpanInfo {
 };
 SpanArgs RecordSpan(const std::shared_ptr<const SpanInfo>& info, int64_t start_ns, int64_t end_ns);
 
-// Spans whose arguments hold an integer "bytes_accessed" get "achieved GB/s" (bytes over their
-// duration) when the session stops, so the hot path never divides.
+// Kernel spans (IsKernelCategory) whose arguments hold an integer "bytes_accessed" get "achieved
+// GB/s" (bytes over their duration) when the session stops, so the hot path never divides.
 
 // Names the calling thread's track ("main", "worker 3"). Cheap; may be called before any session.
 void SetCurrentThreadName(std::string_view name);

@@ -21,6 +21,11 @@ const TraceArg* Trace::FindMetadata(const std::string& key) const {
   return nullptr;
 }
 
+bool IsKernelCategory(const std::string& category) {
+  return category == category::kCpuKernel || category == category::kGpuKernel ||
+         category == category::kLibrary;
+}
+
 const TraceArg* FindArg(const TraceEvent& event, const std::string& key) {
   for (const TraceArg& arg : event.args) {
     if (arg.key == key) return &arg;

@@ -93,6 +93,10 @@ struct Trace {
   const TraceArg* FindMetadata(const std::string& key) const;
 };
 
+// Categories whose events are kernels: generated CPU kernels, library calls, GPU kernels. The
+// trace summary, the per-HLO profile and the derived "achieved GB/s" count these.
+bool IsKernelCategory(const std::string& category);
+
 // Finds an argument of an event by key; nullptr when absent.
 const TraceArg* FindArg(const TraceEvent& event, const std::string& key);
 

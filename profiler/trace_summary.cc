@@ -7,11 +7,6 @@
 
 namespace xlens::profiler {
 
-bool IsKernelCategory(const std::string& category) {
-  return category == category::kCpuKernel || category == category::kGpuKernel ||
-         category == category::kLibrary;
-}
-
 namespace {
 
 struct Totals {

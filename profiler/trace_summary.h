@@ -9,9 +9,6 @@
 
 namespace xlens::profiler {
 
-// Categories whose events are kernels for the summary and the per-HLO profile.
-bool IsKernelCategory(const std::string& category);
-
 std::string SummarizeTrace(const Trace& trace, int top_kernels = 15);
 
 }  // namespace xlens::profiler

@@ -22,12 +22,10 @@
 #include "compiler/runtime/gpu_executable.h"
 #include "compiler/support/file_io.h"
 #include "dump/flags.h"
-#include "profiler/chrome_trace_reader.h"
 #include "profiler/chrome_trace_writer.h"
 #include "profiler/cupti_collector.h"
 #include "profiler/hlo_profile.h"
 #include "profiler/host_tracer.h"
-#include "profiler/trace_summary.h"
 
 namespace xlens::cli {
 namespace {
@@ -185,6 +183,7 @@ int RunRun(const RunArgs& args) {
   if (!inputs.ok()) return Fail(inputs.status());
   std::string report;
   const bool tracing = !args.trace.empty();
+  Status trace_written;
   if (tracing) {
     profiler::SetCurrentThreadName("main");
     if (!profiler::TracerSession::Start()) return Fail(Error("--trace: another trace is being recorded"));
@@ -198,8 +197,10 @@ int RunRun(const RunArgs& args) {
     profiler::Trace trace = profiler::TracerSession::Stop();
     trace.Append(std::move(gpu_trace));
     profiler::LinkExternalIds(trace);
-    if (Status s = profiler::WriteChromeTrace(trace, args.trace); !s.ok()) return Fail(s);
-    std::fprintf(stderr, "xlens run: wrote %zu trace events to %s\n", trace.events.size(), args.trace.c_str());
+    trace_written = profiler::WriteChromeTrace(trace, args.trace);
+    if (trace_written.ok()) {
+      std::fprintf(stderr, "xlens run: wrote %zu trace events to %s\n", trace.events.size(), args.trace.c_str());
+    }
   }
   if (!result.ok()) return Fail(result.status().WithContext(args.file));
 
@@ -215,7 +216,8 @@ int RunRun(const RunArgs& args) {
   }
   std::fputs(report.c_str(), stdout);
 
-  int exit_code = 0;
+  // A trace that could not be written fails the command, after the outputs it computed.
+  int exit_code = trace_written.ok() ? 0 : Fail(trace_written);
   if (args.reference) {
     auto original = LoadModule(args.file, /*verify=*/true);
     if (!original.ok()) return Fail(original.status());
@@ -292,17 +294,6 @@ int RunCompile(const CompileArgs& args) {
     return 0;
   }
   if (Status s = WriteFileAtomic(args.output, ir); !s.ok()) return Fail(s);
-  return 0;
-}
-
-}  // namespace xlens::cli
-
-namespace xlens::cli {
-
-int RunTraceSummary(const TraceSummaryArgs& args) {
-  auto trace = profiler::ReadChromeTrace(args.file);
-  if (!trace.ok()) return Fail(trace.status());
-  std::fputs(profiler::SummarizeTrace(*trace, args.top).c_str(), stdout);
   return 0;
 }
 

@@ -1,6 +1,5 @@
 #include "compiler/passes/hlo_optimizer.h"
 
-#include <chrono>
 #include <map>
 #include <set>
 
@@ -24,6 +23,7 @@
 #include "compiler/passes/reshape_mover.h"
 #include "compiler/passes/tuple_simplifier.h"
 #include "dump/dump_names.h"
+#include "profiler/host_tracer.h"
 
 namespace xlens {
 
@@ -56,13 +56,9 @@ StatusOr<std::unique_ptr<HloPass>> MakePassByName(std::string_view name, Backend
   return Error(fmt::format("--passes: pass '{}' cannot run on its own", name));
 }
 
-namespace {
+using profiler::NowNs;  // the pipeline's times and the trace's spans share one clock
 
-int64_t NowNs() {
-  return std::chrono::duration_cast<std::chrono::nanoseconds>(
-             std::chrono::steady_clock::now().time_since_epoch())
-      .count();
-}
+namespace {
 
 // Which pass made (or last grew) each fusion, from the passes' decisions.
 std::map<std::string, std::string> FusionCreators(const std::vector<const HloPass*>& passes) {

@@ -191,6 +191,7 @@ TEST_F(TraceCliTest, BadTracesAndPathsAreOneLineErrors) {
   RunResult unwritable = RunXlens("run " + kMnist + " --trace /nonexistent-dir/t.json");
   EXPECT_EQ(unwritable.exit_code, 1);
   EXPECT_THAT(unwritable.output, HasSubstr("/nonexistent-dir/t.json"));
+  EXPECT_THAT(unwritable.output, HasSubstr("out2: f32[]")) << "the run's outputs are not lost";
 }
 
 TEST_F(TraceCliTest, CorpusModuleTrace) {

@@ -96,6 +96,10 @@ TEST(ChromeTraceReader, ReadsPyTorchProfilerTraces) {
   EXPECT_EQ(std::get<std::string>(FindArg(*Find(*trace, "aten::mm"), "Input Dims")->value),
             "[[64,128],[128,32]]");
   EXPECT_NE(Find(*trace, "Iteration Start: PyTorch Profiler"), nullptr) << "instant events";
+  // Kineto's "pid": "" names a track of its own, not the GPU's process 0.
+  const TraceEvent* window_end = Find(*trace, "Record Window End");
+  ASSERT_NE(window_end, nullptr);
+  EXPECT_NE(window_end->pid, kernel->pid);
   bool stream_named = false;
   for (const TraceThread& t : trace->threads) stream_named |= t.name == "stream 7 ";
   EXPECT_TRUE(stream_named);

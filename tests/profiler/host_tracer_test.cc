@@ -1,5 +1,6 @@
 #include "profiler/host_tracer.h"
 
+#include <memory>
 #include <thread>
 
 #include <gmock/gmock.h>
@@ -130,6 +131,34 @@ TEST(HostTracer, SharedSpanDescriptionsAndAchievedBandwidth) {
   // 4000 bytes in 2000 ns: 2 GB/s, computed when the session stops.
   ASSERT_NE(FindArg(*event, "achieved GB/s"), nullptr);
   EXPECT_DOUBLE_EQ(std::get<double>(FindArg(*event, "achieved GB/s")->value), 2.0);
+}
+
+TEST(HostTracer, ASpanThatOutlivesItsSessionLeavesTheNextOneAlone) {
+  ASSERT_TRUE(TracerSession::Start());
+  auto stale = std::make_unique<TraceSpan>("stale", "test");
+  TracerSession::Stop();
+  ASSERT_TRUE(TracerSession::Start());
+  int64_t now = NowNs();
+  RecordSpan("fresh", "test", now, now + 100);  // takes the stale span's slot in the buffer
+  stale->AddArg("late", int64_t{1});
+  stale.reset();  // ends after its session: must not touch "fresh"
+  Trace trace = TracerSession::Stop();
+  const TraceEvent* fresh = Find(trace, "fresh");
+  ASSERT_NE(fresh, nullptr);
+  EXPECT_EQ(fresh->duration_ns, 100);
+  EXPECT_EQ(FindArg(*fresh, "late"), nullptr);
+  EXPECT_EQ(Find(trace, "stale"), nullptr);
+}
+
+TEST(HostTracer, BandwidthIsDerivedForKernelsOnly) {
+  auto launch = std::make_shared<const SpanInfo>(
+      SpanInfo{"launch", "thunk", {{"bytes_accessed", int64_t{4000}}}});
+  ASSERT_TRUE(TracerSession::Start());
+  RecordSpan(launch, 0, 100);
+  Trace trace = TracerSession::Stop();
+  ASSERT_NE(Find(trace, "launch"), nullptr);
+  EXPECT_EQ(FindArg(*Find(trace, "launch"), "achieved GB/s"), nullptr)
+      << "a launch's time is not its kernel's";
 }
 
 TEST(HostTracer, RecordSpanWhileDisabledIsInactive) {
