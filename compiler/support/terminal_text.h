@@ -1,0 +1,24 @@
+// Text that came from a file (names in a trace, paths, flag values) reaches the terminal only
+// through here: control characters and invalid UTF-8 are escaped, so a NUL cannot cut a line
+// short and an escape sequence in a name cannot repaint the user's terminal.
+#pragma once
+
+#include <cstddef>
+#include <string>
+#include <string_view>
+
+namespace xlens {
+
+// Escapes C0 controls and DEL (\n, \t, \r, \\x1b...), C1 controls (U+0080..U+009F) and bytes
+// that are not valid UTF-8 (\xNN). Valid printable UTF-8 is kept as it is.
+std::string EscapeForTerminal(std::string_view text);
+
+// The longest prefix of `text` of at most `max_bytes` bytes that ends on a UTF-8 character
+// boundary (a character is never cut in half).
+std::string_view TruncateUtf8(std::string_view text, size_t max_bytes);
+
+// A path for a message: escaped, and past 200 bytes shortened to its start and end with "..." in
+// between (on character boundaries).
+std::string DisplayPath(std::string_view path);
+
+}  // namespace xlens
