@@ -10,6 +10,7 @@
 #include "compiler/hlo/parser.h"
 #include "compiler/hlo/random_literal.h"
 #include "compiler/support/file_io.h"
+#include "compiler/support/terminal_text.h"
 #include "dump/flags.h"
 
 namespace xlens::cli {
@@ -47,23 +48,41 @@ std::string Summarize(const Literal& literal) {
 
 StatusOr<std::vector<Literal>> LoadInputs(const HloComputation& entry, const std::string& dir,
                                           uint64_t seed) {
+  bool random = dir.empty() || dir == "random";
+  if (dir == "random" && GetPathKind(dir) == PathKind::kDirectory) {
+    // The keyword must not silently shadow a directory the user meant.
+    return Error(
+        "--inputs random is ambiguous: there is a directory named 'random' here; write --inputs ./random "
+        "for its files, or leave --inputs out for random values");
+  }
+  if (!random) {
+    std::string why;
+    switch (GetPathKind(dir, &why)) {
+      case PathKind::kDirectory: break;
+      case PathKind::kMissing: return Error(fmt::format("--inputs {}: no such directory", DisplayPath(dir)));
+      case PathKind::kRegular:
+        return Error(fmt::format("--inputs {}: is a file; expected a directory of arg0.npy, arg1.npy, ...",
+                                 DisplayPath(dir)));
+      default: return Error(fmt::format("--inputs {}", why));
+    }
+  }
   std::vector<Literal> args;
   std::mt19937_64 rng(seed);
   for (int64_t i = 0; i < entry.num_parameters(); ++i) {
     const HloInstruction* param = entry.parameter_instruction(i);
-    if (dir.empty() || dir == "random") {
+    if (random) {
       ASSIGN_OR_RETURN(Literal lit, MakeRandomLiteral(param->shape(), rng));
       args.push_back(std::move(lit));
       continue;
     }
     std::string path = fmt::format("{}/arg{}.npy", dir, i);
-    if (!std::filesystem::exists(path)) {
-      return Error(fmt::format("{}: missing: parameter {} (%{}: {}) needs it", path, i,
+    if (GetPathKind(path) == PathKind::kMissing) {
+      return Error(fmt::format("{}: missing: parameter {} (%{}: {}) needs it", DisplayPath(path), i,
                                param->name(), param->shape().ToString(false)));
     }
     ASSIGN_OR_RETURN(Literal lit, ReadNpy(path));
     if (!shape_util::Compatible(lit.shape(), param->shape())) {
-      return Error(fmt::format("{}: holds {} but parameter {} (%{}) expects {}", path,
+      return Error(fmt::format("{}: holds {} but parameter {} (%{}) expects {}", DisplayPath(path),
                                lit.shape().ToString(false), i, param->name(),
                                param->shape().ToString(false)));
     }
@@ -73,11 +92,8 @@ StatusOr<std::vector<Literal>> LoadInputs(const HloComputation& entry, const std
   return args;
 }
 
-
 Status WriteOutputs(const std::string& dir, const std::vector<const Literal*>& leaves) {
-  std::error_code ec;
-  std::filesystem::create_directories(dir, ec);
-  if (ec) return Error(fmt::format("{}: cannot create: {}", dir, ec.message()));
+  RETURN_IF_ERROR(CreateDirectories(dir));
   for (size_t i = 0; i < leaves.size(); ++i) {
     std::string path = fmt::format("{}/out{}.npy", dir, i);
     RETURN_IF_ERROR(WriteNpy(path, *leaves[i]));

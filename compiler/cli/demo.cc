@@ -26,6 +26,7 @@
 #include "compiler/runtime/cuda_driver.h"
 #include "compiler/runtime/gpu_compiler.h"
 #include "compiler/runtime/gpu_executable.h"
+#include "dump/graphviz.h"
 #include "dump/manifest.h"
 #include "compiler/support/file_io.h"
 
@@ -97,9 +98,7 @@ int RunDemo(const DemoArgs& args) {
     return Fail(Error(fmt::format("the evaluator disagrees with the direct sum by {}", error)));
   }
 
-  std::error_code ec;
-  fs::create_directories(args.out_dir, ec);
-  if (ec) return Fail(Error(fmt::format("{}: cannot create: {}", args.out_dir, ec.message())));
+  if (Status made = CreateDirectories(args.out_dir); !made.ok()) return Fail(made);
   std::string base = fmt::format("{}/{}", args.out_dir, module.name());
   Status status = WriteFileAtomic(base + ".txt", PrintModule(module));
   if (!status.ok()) return Fail(status);
@@ -115,8 +114,10 @@ int RunDemo(const DemoArgs& args) {
   if (!status.ok()) return Fail(status);
   std::printf("  print     %s.txt (HLO text, XLA's long form)\n", base.c_str());
   std::printf("  draw      %s.dot", base.c_str());
-  std::string render = fmt::format("dot -Tsvg '{0}.dot' -o '{0}.svg' 2>/dev/null", base);
-  if (std::system(render.c_str()) == 0) std::printf(", %s.svg", base.c_str());
+  // Graphviz is optional: without it the demo just has no picture.
+  if (auto svg = RenderDotToSvg(*dot); svg.ok() && WriteFile(base + ".svg", *svg).ok()) {
+    std::printf(", %s.svg", base.c_str());
+  }
   std::printf("\n  tensors   %s/arg0.npy arg1.npy arg2.npy (inputs), out0.npy (result)\n",
               args.out_dir.c_str());
 

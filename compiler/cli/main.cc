@@ -1,17 +1,77 @@
 // xlens: an XLA-style compiler you can see through. See `xlens --help`.
+#include <cerrno>
+#include <cmath>
+#include <cstdlib>
 #include <cstdio>
+#include <cstring>
+#include <exception>
 #include <new>
 #include <stdexcept>
+#include <string_view>
+#include <vector>
 
 #include <CLI/CLI.hpp>
 
 #include "compiler/cli/commands.h"
+#include "compiler/support/file_io.h"
+#include "compiler/support/terminal_text.h"
+#include "dump/flags.h"
+
+namespace {
+
+// A positive whole number, with a message that says so (CLI11's PositiveNumber prints the
+// range of a double).
+std::string PositiveWholeNumber(const std::string& text) {
+  char* end = nullptr;
+  errno = 0;
+  long long value = std::strtoll(text.c_str(), &end, 10);
+  if (text.empty() || *end != '\0' || errno == ERANGE || value <= 0 || value > (1LL << 31) - 1) {
+    return "expected a whole number from 1 to 2147483647, found '" + xlens::EscapeForTerminal(text) + "'";
+  }
+  return "";
+}
+
+// A tolerance: finite and not negative (NaN would make every comparison pass).
+std::string FiniteNonNegative(const std::string& text) {
+  char* end = nullptr;
+  double value = std::strtod(text.c_str(), &end);
+  if (text.empty() || *end != '\0' || !std::isfinite(value) || value < 0) {
+    return "expected a finite number >= 0, found '" + xlens::EscapeForTerminal(text) + "'";
+  }
+  return "";
+}
+
+// `xlens frobnicate` names the command it did not know and the closest one it does.
+int UnknownCommand(const CLI::App& app, std::string_view given) {
+  std::string names, closest;
+  int best = 1 << 30;
+  for (const CLI::App* sub : app.get_subcommands([](const CLI::App*) { return true; })) {
+    const std::string& name = sub->get_name();
+    names += (names.empty() ? "" : ", ") + name;
+    int d = xlens::EditDistance(given, name);
+    if (d < best) best = d, closest = name;
+  }
+  std::string hint = best <= 3 ? " (did you mean '" + closest + "'?)" : "";
+  if (given.empty()) {
+    std::fprintf(stderr, "xlens: no command given; the commands are %s (xlens --help)\n", names.c_str());
+  } else {
+    std::fprintf(stderr, "xlens: unknown command '%s'%s; the commands are %s\n",
+                 xlens::EscapeForTerminal(xlens::TruncateUtf8(given, 100)).c_str(), hint.c_str(),
+                 names.c_str());
+  }
+  return 1;
+}
+
+}  // namespace
 
 int main(int argc, char** argv) {
   using namespace xlens::cli;
   CLI::App app{"xlens: an XLA-style compiler you can see through"};
   app.require_subcommand(1);
   app.set_version_flag("--version", "xlens 0.1");
+  std::string max_input_size;
+  app.add_option("--max-input-size", max_input_size,
+                 "Largest input file read (default 2G; also XLENS_MAX_INPUT_SIZE): 512M, 4G, ...");
 
   PrintArgs print_args;
   auto* print = app.add_subcommand("print", "Parse an HLO module and print it (long form by default)");
@@ -29,7 +89,7 @@ int main(int argc, char** argv) {
   dot->add_option("--node", dot_args.node, "Center the graph on this instruction");
   dot->add_option("--radius", dot_args.radius, "With --node: how many edges around it to show");
   dot->add_option("--max-nodes", dot_args.max_nodes, "Above this, show only the neighbourhood")
-      ->check(CLI::PositiveNumber);
+      ->check(CLI::Validator(PositiveWholeNumber, "POSITIVE"));
   dot->add_option("-o,--output", dot_args.output, "Write here instead of stdout");
 
   EvalArgs eval_args;
@@ -70,8 +130,10 @@ int main(int argc, char** argv) {
   run->add_flag("--reference", run_args.reference,
                 "Compare every output with the reference evaluator; exit 1 beyond the tolerance");
   run->add_option("--tolerance", run_args.tolerance, "Absolute and relative tolerance of --reference")
+      ->check(CLI::Validator(FiniteNonNegative, "TOLERANCE"))
       ->capture_default_str();
   run->add_option("--iterations", run_args.iterations, "Runs to time (the median is printed)")
+      ->check(CLI::Validator(PositiveWholeNumber, "POSITIVE"))
       ->capture_default_str();
   run->add_option("--seed", run_args.seed, "Seed of the random inputs");
   run->add_option("--trace", run_args.trace,
@@ -112,13 +174,55 @@ int main(int argc, char** argv) {
   demo->add_option("--out", demo_args.out_dir, "Directory for the files the demo writes");
   demo->add_option("--seed", demo_args.seed, "Seed of the random inputs");
 
+  // --max-input-size applies to every command, before or after its name: taken out here so each
+  // command's own parser (some keep unknown --xla_* flags as extras) never sees it.
+  std::vector<char*> args(argv, argv + argc);
+  for (size_t i = 1; i < args.size();) {
+    std::string_view arg = args[i];
+    if (arg.rfind("--max-input-size=", 0) == 0) {
+      max_input_size = std::string(arg.substr(std::strlen("--max-input-size=")));
+      args.erase(args.begin() + static_cast<std::ptrdiff_t>(i));
+    } else if (arg == "--max-input-size" && i + 1 < args.size()) {
+      max_input_size = args[i + 1];
+      args.erase(args.begin() + static_cast<std::ptrdiff_t>(i), args.begin() + static_cast<std::ptrdiff_t>(i) + 2);
+    } else {
+      ++i;
+    }
+  }
+  argc = static_cast<int>(args.size());
+  argv = args.data();
+  // The first word that is not an option must be a command.
+  bool asked_for_help = false, found_command = false;
+  for (int i = 1; i < argc && !found_command; ++i) {
+    std::string_view arg = argv[i];
+    if (arg == "-h" || arg == "--help" || arg == "--version") asked_for_help = true;
+    if (!arg.empty() && arg[0] == '-') continue;
+    bool known = false;
+    for (const CLI::App* sub : app.get_subcommands([](const CLI::App*) { return true; })) {
+      known = known || sub->check_name(std::string(arg));
+    }
+    if (!known) return UnknownCommand(app, arg);
+    found_command = true;
+  }
+  if (!found_command && !asked_for_help) return UnknownCommand(app, "");
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
     // --help and --version exit 0; a bad flag is a user error: one line and exit 1.
     if (e.get_exit_code() == 0) return app.exit(e);
-    std::fprintf(stderr, "xlens: %s\nRun 'xlens --help' for usage.\n", e.what());
+    std::fprintf(stderr, "xlens: %s (run 'xlens --help' for usage)\n",
+                 xlens::EscapeForTerminal(xlens::TruncateUtf8(e.what(), 2000)).c_str());
     return 1;
+  }
+  if (!max_input_size.empty() || std::getenv("XLENS_MAX_INPUT_SIZE") != nullptr) {
+    std::string_view source = max_input_size.empty() ? "XLENS_MAX_INPUT_SIZE" : "--max-input-size";
+    auto bytes = xlens::ParseByteSize(max_input_size.empty() ? std::getenv("XLENS_MAX_INPUT_SIZE") : max_input_size);
+    if (!bytes.ok()) {
+      std::fprintf(stderr, "xlens: %.*s: %s\n", static_cast<int>(source.size()), source.data(),
+                   bytes.status().message().c_str());
+      return 1;
+    }
+    xlens::SetMaxInputBytes(*bytes);
   }
 
   // A module can ask for more memory than the machine has (f32[1000000000000] is valid HLO):
@@ -147,6 +251,11 @@ int main(int argc, char** argv) {
     std::fprintf(stderr, "xlens: out of memory: the module's arrays do not fit in this machine\n");
   } catch (const std::length_error&) {
     std::fprintf(stderr, "xlens: out of memory: an array of the module is too large to allocate\n");
+  } catch (const std::exception& e) {
+    // Every reader turns its failures into messages; this is the last line of defence, so a
+    // library's exception still ends in one line and exit 1, never an abort.
+    std::fprintf(stderr, "xlens: internal error: %s\n",
+                 xlens::EscapeForTerminal(xlens::TruncateUtf8(e.what(), 2000)).c_str());
   }
   return 1;
 }

@@ -1,7 +1,6 @@
 #include "compiler/codegen/gpu/nvptx_backend.h"
 
 #include <cstdlib>
-#include <filesystem>
 #include <map>
 #include <mutex>
 #include <set>
@@ -15,12 +14,17 @@
 #include <llvm/IR/Module.h>
 #include <llvm/IR/Verifier.h>
 #include <llvm/Linker/Linker.h>
+#include <llvm/Config/llvm-config.h>
+#include <llvm/MC/MCSubtargetInfo.h>
 #include <llvm/MC/TargetRegistry.h>
 #include <llvm/Passes/PassBuilder.h>
 #include <llvm/Support/MemoryBuffer.h>
 #include <llvm/Support/TargetSelect.h>
 #include <llvm/Support/raw_ostream.h>
 #include <llvm/Target/TargetMachine.h>
+
+#include "compiler/support/file_io.h"
+#include "compiler/support/terminal_text.h"
 
 namespace xlens::codegen {
 namespace {
@@ -42,7 +46,7 @@ std::string FindLibdevice(const std::string& given) {
   roots.push_back("/usr/local/cuda");
   for (const std::string& root : roots) {
     std::string path = root + "/nvvm/libdevice/libdevice.10.bc";
-    if (std::filesystem::exists(path)) return path;
+    if (GetPathKind(path) == PathKind::kRegular) return path;
   }
   return "";
 }
@@ -118,7 +122,27 @@ Status CheckGpuArch(const std::string& arch) {
   const size_t digits = (end == std::string::npos ? arch.size() : end) - 3;
   const bool suffix_ok = end == std::string::npos || (end + 1 == arch.size() && arch[end] == 'a');
   if (arch.rfind("sm_", 0) != 0 || digits < 2 || digits > 4 || !suffix_ok) {
-    return Error(fmt::format("--gpu_arch: expected an NVIDIA architecture such as sm_90, found '{}'", arch));
+    return Error(fmt::format("--gpu_arch: expected an NVIDIA architecture such as sm_90, found '{}'",
+                             EscapeForTerminal(TruncateUtf8(arch, 100))));
+  }
+  // Well-formed is not enough: LLVM would warn "not a recognized processor" once per kernel and
+  // emit PTX for a generic target. Ask the NVPTX back end which architectures it knows.
+  InitializeNvptxOnce();
+  std::string error;
+  const llvm::Target* target = llvm::TargetRegistry::lookupTarget("nvptx64-nvidia-cuda", error);
+  if (target == nullptr) return Error("LLVM has no NVPTX target: " + error);
+  std::unique_ptr<llvm::MCSubtargetInfo> info(
+      target->createMCSubtargetInfo("nvptx64-nvidia-cuda", "", ""));  // no CPU: no warning
+  if (info == nullptr || !info->isCPUStringValid(arch)) {
+    std::string known;
+    if (info != nullptr) {
+      for (const llvm::SubtargetSubTypeKV& cpu : info->getAllProcessorDescriptions()) {
+        std::string_view name = cpu.Key;
+        if (name.rfind("sm_", 0) == 0) known += (known.empty() ? "" : ", ") + std::string(name);
+      }
+    }
+    return Error(fmt::format("--gpu_arch: '{}' is not an architecture LLVM {} can target (known: {})", arch,
+                             LLVM_VERSION_MAJOR, known));
   }
   return OkStatus();
 }
