@@ -15,6 +15,7 @@
 #include "compiler/hlo/random_literal.h"
 #include "compiler/hlo/verifier.h"
 #include "compiler/support/file_io.h"
+#include "compiler/support/terminal_text.h"
 
 namespace xlens::cli {
 
@@ -29,7 +30,7 @@ int RunPrint(const PrintArgs& args) {
 int RunVerify(const VerifyArgs& args) {
   auto module = LoadModule(args.file, /*verify=*/true);
   if (!module.ok()) return Fail(module.status());
-  std::printf("%s: OK: module %s, %lld computations, %lld instructions\n", args.file.c_str(),
+  std::printf("%s: OK: module %s, %lld computations, %lld instructions\n", DisplayPath(args.file).c_str(),
               (*module)->name().c_str(), static_cast<long long>((*module)->computation_count()),
               static_cast<long long>((*module)->instruction_count()));
   return 0;

@@ -210,6 +210,10 @@ int main(int argc, char** argv) {
   } catch (const CLI::ParseError& e) {
     // --help and --version exit 0; a bad flag is a user error: one line and exit 1.
     if (e.get_exit_code() == 0) return app.exit(e);
+    if (std::string_view(e.what()) == "A subcommand is required" && *trace) {
+      std::fprintf(stderr, "xlens: 'xlens trace' needs a subcommand: summary (xlens trace --help)\n");
+      return 1;
+    }
     std::fprintf(stderr, "xlens: %s (run 'xlens --help' for usage)\n",
                  xlens::EscapeForTerminal(xlens::TruncateUtf8(e.what(), 2000)).c_str());
     return 1;
