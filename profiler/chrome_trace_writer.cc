@@ -5,10 +5,13 @@
 
 #include <cerrno>
 #include <cmath>
-#include <cstdio>
 #include <cstring>
+#include <optional>
 
 #include <fmt/format.h>
+
+#include "compiler/support/file_io.h"
+#include "compiler/support/terminal_text.h"
 
 namespace xlens::profiler {
 
@@ -18,18 +21,22 @@ bool EndsWith(std::string_view text, std::string_view suffix) {
   return text.size() >= suffix.size() && text.substr(text.size() - suffix.size()) == suffix;
 }
 
-// A buffered sink to a plain or gzip file. The first failure is kept and later writes are
-// dropped, so the writer checks once at the end.
+// A buffered sink to an OutputFile, through gzip when asked. The first failure is kept and later
+// writes are dropped, so the writer checks once at the end.
 class TraceSink {
  public:
   Status Open(const std::string& path, bool gzip) {
-    gzip_ = gzip;
+    ASSIGN_OR_RETURN(OutputFile file, OutputFile::Create(path));
+    file_.emplace(std::move(file));
     if (gzip) {
-      gz_ = gzopen(path.c_str(), "wb6");
-      if (gz_ == nullptr) return Error(fmt::format("{}: cannot create: {}", path, std::strerror(errno)));
-    } else {
-      file_ = std::fopen(path.c_str(), "wb");
-      if (file_ == nullptr) return Error(fmt::format("{}: cannot create: {}", path, std::strerror(errno)));
+      // zlib owns (and closes) a duplicate; the OutputFile keeps its own descriptor to commit.
+      int fd = ::dup(file_->fd());
+      if (fd < 0) return Error(fmt::format("{}: cannot write: {}", DisplayPath(path), std::strerror(errno)));
+      gz_ = gzdopen(fd, "wb6");
+      if (gz_ == nullptr) {
+        ::close(fd);
+        return Error(fmt::format("{}: cannot start compressing: out of memory", DisplayPath(path)));
+      }
     }
     buffer_.reserve(kFlushBytes + 4096);
     return OkStatus();
@@ -39,42 +46,44 @@ class TraceSink {
     if (buffer_.size() >= kFlushBytes) Flush();
   }
   void Flush() {
-    if (buffer_.empty() || failed_) return buffer_.clear();
-    if (gzip_) {
-      failed_ = gzwrite(gz_, buffer_.data(), static_cast<unsigned>(buffer_.size())) !=
-                static_cast<int>(buffer_.size());
+    if (buffer_.empty() || !status_.ok()) return buffer_.clear();
+    if (gz_ != nullptr) {
+      if (gzwrite(gz_, buffer_.data(), static_cast<unsigned>(buffer_.size())) != static_cast<int>(buffer_.size())) {
+        int code = 0;
+        const char* why = gzerror(gz_, &code);
+        status_ = Error(fmt::format("{}: write failed: {}", DisplayPath(file_->path()),
+                                    code == Z_ERRNO ? std::strerror(errno) : why));
+      }
     } else {
-      failed_ = std::fwrite(buffer_.data(), 1, buffer_.size(), file_) != buffer_.size();
+      status_ = file_->Write(buffer_);
     }
-    if (failed_) error_ = std::strerror(errno);
     buffer_.clear();
   }
-  // Flushes and closes; the error says why the file is incomplete.
+  // Flushes, finishes the gzip stream and commits the file (renamed into place, or written
+  // through to a device). On an error the file is left as it was.
   Status Close() {
     Flush();
-    int rc = 0;
-    if (gz_ != nullptr) rc = gzclose(gz_);
-    if (file_ != nullptr) rc = std::fclose(file_);
-    gz_ = nullptr;
-    file_ = nullptr;
-    if (failed_ || rc != 0) {
-      return Error(fmt::format("write failed: {}", failed_ ? error_ : std::strerror(errno)));
+    if (gz_ != nullptr) {
+      int rc = gzclose(gz_);
+      gz_ = nullptr;
+      if (rc != Z_OK && status_.ok()) {
+        status_ = Error(fmt::format("{}: write failed: {}", DisplayPath(file_->path()),
+                                    rc == Z_ERRNO ? std::strerror(errno) : "cannot finish the gzip stream"));
+      }
     }
-    return OkStatus();
+    if (!status_.ok()) return status_;  // the OutputFile's destructor removes its temporary
+    return file_->Commit();
   }
   ~TraceSink() {
     if (gz_ != nullptr) gzclose(gz_);
-    if (file_ != nullptr) std::fclose(file_);
   }
 
  private:
   static constexpr size_t kFlushBytes = 64 * 1024;
-  bool gzip_ = false;
+  std::optional<OutputFile> file_;
   gzFile gz_ = nullptr;
-  std::FILE* file_ = nullptr;
   std::string buffer_;
-  bool failed_ = false;
-  std::string error_;
+  Status status_;
 };
 
 void AppendString(std::string_view text, std::string& out) {
@@ -190,9 +199,8 @@ void AppendJsonEscaped(std::string_view text, std::string& out) {
 }
 
 Status WriteChromeTrace(const Trace& trace, const std::string& path) {
-  std::string tmp = fmt::format("{}.tmp.{}", path, ::getpid());
   TraceSink sink;
-  RETURN_IF_ERROR(sink.Open(tmp, EndsWith(path, ".gz")));
+  RETURN_IF_ERROR(sink.Open(path, EndsWith(path, ".gz")));
   std::string& out = sink.buffer();
 
   fmt::format_to(std::back_inserter(out),
@@ -250,17 +258,7 @@ Status WriteChromeTrace(const Trace& trace, const std::string& path) {
     sink.MaybeFlush();
   }
   out += "\n]}\n";
-  Status closed = sink.Close();
-  if (!closed.ok()) {
-    ::unlink(tmp.c_str());
-    return closed.WithContext(path);
-  }
-  if (::rename(tmp.c_str(), path.c_str()) != 0) {
-    std::string why = std::strerror(errno);
-    ::unlink(tmp.c_str());
-    return Error(fmt::format("{}: cannot rename into place: {}", path, why));
-  }
-  return OkStatus();
+  return sink.Close();
 }
 
 }  // namespace xlens::profiler

@@ -12,9 +12,11 @@
 // writes it: some older viewers let "ns" change how ts is read. distributedInfo is written as
 // HolisticTraceAnalysis looks for it ("rank": 0, with the space).
 //
-// The JSON is streamed through a small buffer (to gzip when the name ends in .gz) into a
-// temporary file beside the target, renamed over it at the end: a failed write never leaves a
-// half trace under the user's name.
+// The JSON is streamed through a small buffer (to gzip when the name ends in .gz) into an
+// OutputFile (compiler/support/file_io.h): a regular file is written beside the target and renamed
+// over it at the end, so a failed write never leaves a half trace under the user's name; a
+// symlink's target is replaced and the link kept; a device such as /dev/null or a FIFO is written
+// through, never replaced.
 #pragma once
 
 #include <string>

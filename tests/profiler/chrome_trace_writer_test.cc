@@ -113,7 +113,7 @@ TEST(ChromeTraceWriter, WritesTheContract) {
   EXPECT_EQ(flows, 1);
   // No temporary file is left beside it.
   for (const auto& entry : fs::directory_iterator(fs::path(path).parent_path())) {
-    EXPECT_THAT(entry.path().string(), ::testing::Not(::testing::HasSubstr(".tmp.")));
+    EXPECT_FALSE(IsTemporaryName(entry.path().filename().string())) << entry.path();
   }
 }
 
@@ -184,6 +184,48 @@ TEST(ChromeTraceWriter, UnwritablePathIsAnErrorAndLeavesNothing) {
   Status status = WriteChromeTrace(SampleTrace(), "/nonexistent-dir/timeline.ctf.json");
   ASSERT_FALSE(status.ok());
   EXPECT_THAT(status.message(), ::testing::HasSubstr("/nonexistent-dir/timeline.ctf.json"));
+}
+
+// A symlink's target is replaced and the link kept, as every writer does (file_io.h).
+TEST(ChromeTraceWriter, WritesThroughSymlinksToTheirTarget) {
+  for (const char* name : {"target.json", "target.json.gz"}) {
+    SCOPED_TRACE(name);
+    std::string target = TempPath(name);
+    std::string link = TempPath(std::string("link-to-") + name);
+    ASSERT_TRUE(WriteFile(target, "old").ok());
+    fs::remove(link);
+    fs::create_symlink(target, link);
+    ASSERT_TRUE(WriteChromeTrace(SampleTrace(), link).ok());
+    EXPECT_TRUE(fs::is_symlink(link)) << "the link is kept";
+    auto written = ReadFile(target);
+    ASSERT_TRUE(written.ok());
+    EXPECT_NE(*written, "old") << "the target holds the trace";
+    EXPECT_GT(written->size(), 100u);
+  }
+}
+
+// /dev/null (a character device) is written through, plain and gzip, and stays a device.
+TEST(ChromeTraceWriter, WritesThroughDevices) {
+  for (const char* path : {"/dev/null"}) {
+    ASSERT_TRUE(WriteChromeTrace(SampleTrace(), path).ok());
+    EXPECT_TRUE(fs::is_character_file(path));
+  }
+  // A name ending in .gz that is a link to /dev/null: gzip goes to the device.
+  std::string link = TempPath("null.json.gz");
+  fs::remove(link);
+  fs::create_symlink("/dev/null", link);
+  ASSERT_TRUE(WriteChromeTrace(SampleTrace(), link).ok());
+  EXPECT_TRUE(fs::is_character_file("/dev/null"));
+  EXPECT_TRUE(fs::is_symlink(link));
+}
+
+TEST(ChromeTraceWriter, ADirectoryIsRefusedAndLeftAlone) {
+  std::string dir = TempPath("a-directory.json");
+  fs::create_directories(dir);
+  Status status = WriteChromeTrace(SampleTrace(), dir);
+  ASSERT_FALSE(status.ok());
+  EXPECT_THAT(status.message(), ::testing::HasSubstr("is a directory"));
+  EXPECT_TRUE(fs::is_directory(dir));
 }
 
 TEST(ChromeTraceWriter, NonFiniteNumbersBecomeNull) {
