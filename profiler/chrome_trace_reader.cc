@@ -1,184 +1,125 @@
 #include "profiler/chrome_trace_reader.h"
 
-#include <zlib.h>
-
 #include <algorithm>
-#include <cerrno>
 #include <cmath>
-#include <cstring>
+#include <functional>
 #include <map>
+#include <utility>
 
 #include <fmt/format.h>
-#include <nlohmann/json.hpp>
+
+#include "compiler/support/terminal_text.h"
+#include "profiler/chrome_trace_parser.h"
+#include "profiler/trace_input_stream.h"
 
 namespace xlens::profiler {
 
 namespace {
 
-using json = nlohmann::json;
-
-// More than this, uncompressed, is not a trace we can show; it also stops a gzip bomb.
-constexpr size_t kMaxTraceBytes = size_t{4} << 30;
-
-// Reads a plain or gzip file (zlib reads plain files through unchanged).
-StatusOr<std::string> ReadMaybeGzip(const std::string& path) {
-  gzFile file = gzopen(path.c_str(), "rb");
-  if (file == nullptr) return Error(fmt::format("{}: cannot open: {}", path, std::strerror(errno)));
-  std::string text;
-  char chunk[1 << 16];
-  while (true) {
-    int n = gzread(file, chunk, sizeof(chunk));
-    if (n < 0) {
-      int code = 0;
-      std::string why = gzerror(file, &code);
-      gzclose(file);
-      return Error(fmt::format("{}: cannot read: {}", path, why));
-    }
-    if (n == 0) break;
-    text.append(chunk, static_cast<size_t>(n));
-    if (text.size() > kMaxTraceBytes) {
-      gzclose(file);
-      return Error(fmt::format("{}: larger than {} GiB uncompressed", path, kMaxTraceBytes >> 30));
-    }
-  }
-  // A gzip stream cut short reads as a clean end of file; zlib says so only here.
-  int code = 0;
-  const char* why = gzerror(file, &code);
-  std::string message = code != Z_OK ? why : "";
-  gzclose(file);
-  if (!message.empty()) return Error(fmt::format("{}: cannot read: {}", path, message));
-  return text;
-}
-
-std::pair<size_t, size_t> LineAndColumn(const std::string& text, size_t byte) {
-  byte = std::min(byte, text.size());
-  size_t line = 1, column = 1;
-  for (size_t i = 0; i < byte; ++i) {
-    if (text[i] == '\n') {
-      ++line;
-      column = 1;
-    } else {
-      ++column;
-    }
-  }
-  return {line, column};
-}
-
-const char* TypeName(const json& value) { return value.type_name(); }
+// |ts| and dur in microseconds, as they are written.
+constexpr double kMaxTraceTimeUs = static_cast<double>(kMaxTraceTimeNs / 1000);
 
 // Reads one event's fields with errors that say which event and which field.
-class EventReader {
+class EventFields {
  public:
-  EventReader(const std::string& source, size_t index, const json& event)
-      : source_(source), index_(index), event_(event) {}
+  EventFields(const std::string& source, const RawTraceEvent& event) : source_(source), event_(event) {}
 
   Status Fail(const std::string& what) const {
     std::string name;
-    auto it = event_.find("name");
-    if (it != event_.end() && it->is_string()) name = fmt::format(" (\"{}\")", it->get<std::string>().substr(0, 80));
-    return Error(fmt::format("{}: event {}{}: {}", source_, index_, name, what));
+    if (event_.name.kind == JsonKind::kString) {
+      std::string_view shown = TruncateUtf8(event_.name.text, 80);
+      name = fmt::format(" (\"{}{}\")", EscapeForTerminal(shown), shown.size() < event_.name.text.size() ? "..." : "");
+    }
+    return Error(fmt::format("{}: event {}{}: {}", source_, event_.index, name, what));
   }
 
-  StatusOr<std::string> String(const char* key, bool required) const {
-    auto it = event_.find(key);
-    if (it == event_.end()) {
-      if (required) return Fail(fmt::format("expected \"{}\" (a string)", key));
-      return std::string();
+  // OK when a required string field is there and is a string.
+  Status Required(const JsonScalar& field, const char* key) const {
+    if (!field.present()) return Fail(fmt::format("expected \"{}\" (a string)", key));
+    if (field.kind != JsonKind::kString) {
+      return Fail(fmt::format("\"{}\" must be a string, not {}", key, JsonKindName(field.kind)));
     }
-    if (!it->is_string()) {
-      return Fail(fmt::format("\"{}\" must be a string, not {}", key, TypeName(*it)));
-    }
-    return it->get<std::string>();
+    return OkStatus();
   }
 
-  // Microseconds (a JSON number) to nanoseconds.
-  StatusOr<int64_t> Micros(const char* key) const {
-    auto it = event_.find(key);
-    if (it == event_.end()) return Fail(fmt::format("expected \"{}\" (microseconds)", key));
-    if (!it->is_number()) {
-      return Fail(fmt::format("\"{}\" must be a number, not {}", key, TypeName(*it)));
+  // An optional string field into `out` (swapped in: buffers are reused from event to event).
+  Status String(JsonScalar& field, const char* key, std::string& out) const {
+    if (!field.present()) {
+      out.clear();
+      return OkStatus();
     }
-    double us = it->get<double>();
-    if (!std::isfinite(us) || std::fabs(us) > 9.0e15) {
-      return Fail(fmt::format("\"{}\" is out of range", key));
+    RETURN_IF_ERROR(Required(field, key));
+    out.swap(field.text);
+    return OkStatus();
+  }
+
+  // Microseconds (a JSON number) to nanoseconds, within ±kMaxTraceTimeNs.
+  StatusOr<int64_t> Micros(const JsonScalar& field, const char* key) const {
+    if (!field.present()) return Fail(fmt::format("expected \"{}\" (microseconds)", key));
+    if (!field.is_number()) {
+      return Fail(fmt::format("\"{}\" must be a number, not {}", key, JsonKindName(field.kind)));
     }
+    auto out_of_range = [&](const std::string& value) {
+      return Fail(fmt::format("\"{}\" is out of range: {} us is beyond the {} us (about 146 years) a trace may span",
+                              key, value, kMaxTraceTimeNs / 1000));
+    };
+    if (field.kind == JsonKind::kUnsigned) return out_of_range(std::to_string(field.unsigned_));
+    if (field.kind == JsonKind::kInteger) {
+      // Integers are converted exactly, without a double's rounding.
+      if (field.integer > kMaxTraceTimeNs / 1000 || field.integer < -(kMaxTraceTimeNs / 1000)) {
+        return out_of_range(std::to_string(field.integer));
+      }
+      return field.integer * 1000;
+    }
+    double us = field.number;
+    if (!std::isfinite(us) || std::fabs(us) > kMaxTraceTimeUs) return out_of_range(field.text);
     return static_cast<int64_t>(std::llround(us * 1000.0));
   }
 
   // A pid or tid: a number, or a string that names the track (Kineto writes some as strings).
-  StatusOr<int64_t> Id(const char* key, std::map<std::string, int64_t>& named_ids) const {
-    auto it = event_.find(key);
-    if (it == event_.end()) return int64_t{0};
-    if (it->is_number_integer()) return it->get<int64_t>();
-    if (it->is_number()) return static_cast<int64_t>(it->get<double>());
-    if (it->is_string()) {
-      // Negative, so a named track never takes the number of a numbered one.
-      auto [entry, inserted] =
-          named_ids.emplace(it->get<std::string>(), -1 - static_cast<int64_t>(named_ids.size()));
-      return entry->second;
+  StatusOr<int64_t> Id(JsonScalar& field, const char* key, std::map<std::string, int64_t>& named_ids) const {
+    switch (field.kind) {
+      case JsonKind::kAbsent: return int64_t{0};
+      case JsonKind::kInteger: return field.integer;
+      case JsonKind::kUnsigned: return static_cast<int64_t>(field.unsigned_);
+      case JsonKind::kFloat:
+        // Outside int64's range the conversion would be undefined.
+        if (!(std::fabs(field.number) < 9.2e18)) return Fail(fmt::format("\"{}\" is out of range: {}", key, field.text));
+        return static_cast<int64_t>(field.number);
+      case JsonKind::kString: {
+        // Negative, so a named track never takes the number of a numbered one.
+        auto [entry, inserted] =
+            named_ids.emplace(std::move(field.text), -1 - static_cast<int64_t>(named_ids.size()));
+        return entry->second;
+      }
+      default:
+        return Fail(fmt::format("\"{}\" must be a number or a string, not {}", key, JsonKindName(field.kind)));
     }
-    return Fail(fmt::format("\"{}\" must be a number or a string, not {}", key, TypeName(*it)));
   }
 
  private:
   const std::string& source_;
-  size_t index_;
-  const json& event_;
+  const RawTraceEvent& event_;
 };
 
-// Compact text of a nested value, cut off below a depth (a hostile file cannot recurse deep).
-void AppendNested(const json& value, int depth, std::string& out) {
-  if (depth > 16 && (value.is_array() || value.is_object())) {
-    out += "...";
-    return;
+const TraceArg* ArgNamed(const std::vector<TraceArg>& args, const char* key) {
+  for (const TraceArg& arg : args) {
+    if (arg.key == key) return &arg;
   }
-  if (value.is_array()) {
-    out += '[';
-    bool first = true;
-    for (const json& item : value) {
-      if (!first) out += ',';
-      first = false;
-      AppendNested(item, depth + 1, out);
-    }
-    out += ']';
-  } else if (value.is_object()) {
-    out += '{';
-    bool first = true;
-    for (const auto& [key, item] : value.items()) {
-      if (!first) out += ',';
-      first = false;
-      out += json(key).dump();
-      out += ':';
-      AppendNested(item, depth + 1, out);
-    }
-    out += '}';
-  } else {
-    out += value.dump();
-  }
+  return args.empty() ? nullptr : &args.front();
 }
 
-TraceArgValue ArgValue(const json& value) {
-  if (value.is_number_integer()) return value.get<int64_t>();
-  if (value.is_number_float()) return value.get<double>();
-  if (value.is_boolean()) return int64_t{value.get<bool>()};
-  if (value.is_string()) return value.get<std::string>();
-  if (value.is_array() && std::all_of(value.begin(), value.end(),
-                                      [](const json& v) { return v.is_number_integer(); })) {
-    std::vector<int64_t> list;
-    for (const json& v : value) list.push_back(v.get<int64_t>());
-    return list;
-  }
-  std::string text;  // objects, nested or mixed lists, null: kept readable as text
-  AppendNested(value, 0, text);
-  return text;
+std::string ArgString(const TraceArg* arg) {
+  if (arg == nullptr) return "";
+  if (const auto* s = std::get_if<std::string>(&arg->value)) return *s;
+  return "";
 }
 
-std::vector<TraceArg> Args(const json& event) {
-  std::vector<TraceArg> args;
-  auto it = event.find("args");
-  if (it == event.end() || !it->is_object()) return args;
-  for (const auto& [key, value] : it->items()) args.push_back({key, ArgValue(value)});
-  return args;
+int64_t ArgInt(const TraceArg* arg) {
+  if (arg == nullptr) return 0;
+  if (const auto* i = std::get_if<int64_t>(&arg->value)) return *i;
+  if (const auto* d = std::get_if<double>(&arg->value); d && std::fabs(*d) < 9.2e18) return static_cast<int64_t>(*d);
+  return 0;
 }
 
 struct FlowPoint {
@@ -190,222 +131,254 @@ struct FlowPoint {
 };
 
 // Binds each flow point to the innermost event on its track that contains it (a flow from a
-// launch starts at the launch; one into a kernel ends at the kernel's start).
-int64_t BindFlows(Trace& trace, const std::vector<FlowPoint>& points) {
-  std::map<std::pair<int32_t, int64_t>, std::vector<size_t>> tracks;
-  for (size_t i = 0; i < trace.events.size(); ++i) {
-    tracks[{trace.events[i].pid, trace.events[i].tid}].push_back(i);
+// launch starts at the launch; one into a kernel ends at the kernel's start). Keeps 24 bytes an
+// event: where it is, not what it is.
+class FlowBinder {
+ public:
+  void AddSpan(int32_t pid, int64_t tid, int64_t start_ns, int64_t duration_ns, size_t ordinal) {
+    std::pair<int32_t, int64_t> key{pid, tid};
+    if (last_ == nullptr || last_key_ != key) {
+      last_ = &tracks_[key];
+      last_key_ = key;
+    }
+    last_->push_back({start_ns, duration_ns, ordinal});
   }
-  for (auto& [key, indices] : tracks) {
-    std::stable_sort(indices.begin(), indices.end(), [&](size_t a, size_t b) {
-      return trace.events[a].start_ns < trace.events[b].start_ns;
-    });
-  }
-  int64_t unbound = 0;
-  for (const FlowPoint& point : points) {
-    auto it = tracks.find({point.pid, point.tid});
-    TraceEvent* best = nullptr;
-    if (it != tracks.end()) {
-      const std::vector<size_t>& indices = it->second;
-      // The innermost event containing the point is the one that started last before it; a few
-      // steps back reach it in nested host tracks.
-      auto after = std::upper_bound(indices.begin(), indices.end(), point.ts_ns,
-                                    [&](int64_t ts, size_t i) { return ts < trace.events[i].start_ns; });
-      for (int steps = 0; after != indices.begin() && steps < 64; ++steps) {
-        TraceEvent& event = trace.events[*--after];
-        if (point.ts_ns <= event.start_ns + event.duration_ns) {
-          best = &event;
-          break;
+  void AddPoint(const FlowPoint& point) { points_.push_back(point); }
+
+  // Calls `bind(ordinal, point)` for each bound point; returns how many found no event.
+  int64_t Bind(const std::function<void(size_t, const FlowPoint&)>& bind) {
+    if (points_.empty()) return 0;
+    for (auto& [key, spans] : tracks_) {
+      std::stable_sort(spans.begin(), spans.end(), [](const Span& a, const Span& b) { return a.start_ns < b.start_ns; });
+    }
+    int64_t unbound = 0;
+    for (const FlowPoint& point : points_) {
+      auto it = tracks_.find({point.pid, point.tid});
+      const Span* best = nullptr;
+      if (it != tracks_.end()) {
+        const std::vector<Span>& spans = it->second;
+        // The innermost event containing the point is the one that started last before it; a
+        // few steps back reach it in nested host tracks.
+        auto after = std::upper_bound(spans.begin(), spans.end(), point.ts_ns,
+                                      [](int64_t ts, const Span& span) { return ts < span.start_ns; });
+        for (int steps = 0; after != spans.begin() && steps < 64; ++steps) {
+          const Span& span = *--after;
+          // Both within ±2^62 ns: the difference cannot overflow.
+          if (point.ts_ns - span.start_ns <= span.duration_ns) {
+            best = &span;
+            break;
+          }
         }
       }
+      if (best == nullptr) {
+        ++unbound;
+        continue;
+      }
+      bind(best->ordinal, point);
     }
-    if (best == nullptr) {
-      ++unbound;
-      continue;
-    }
-    (point.is_start ? best->flow_out : best->flow_in) = point.id;
+    return unbound;
   }
-  return unbound;
+
+ private:
+  struct Span {
+    int64_t start_ns;
+    int64_t duration_ns;
+    size_t ordinal;
+  };
+  std::map<std::pair<int32_t, int64_t>, std::vector<Span>> tracks_;
+  std::vector<Span>* last_ = nullptr;
+  std::pair<int32_t, int64_t> last_key_;
+  std::vector<FlowPoint> points_;
+};
+
+// Gives the parser's raw events their meaning (phases, times, tracks) and hands them on.
+class EventInterpreter : public RawTraceConsumer {
+ public:
+  EventInterpreter(const std::string& source, ChromeTraceVisitor& visitor)
+      : source_(source), visitor_(visitor), wants_flows_(visitor.WantsFlows()) {}
+
+  bool WantsArgs() const override { return visitor_.WantsArgs(); }
+
+  Status OnBaseTime(const JsonScalar& value) override {
+    if (value.kind != JsonKind::kInteger) {
+      if (value.kind == JsonKind::kUnsigned) return BaseOutOfRange(std::to_string(value.unsigned_));
+      return Error(fmt::format("{}: \"baseTimeNanoseconds\" must be an integer, not {}", source_,
+                               value.kind == JsonKind::kFloat ? "a fraction" : JsonKindName(value.kind)));
+    }
+    if (value.integer >= kMaxTraceTimeNs || value.integer <= -kMaxTraceTimeNs) {
+      return BaseOutOfRange(std::to_string(value.integer));
+    }
+    header_.base_ns = value.integer;
+    return OkStatus();
+  }
+
+  void OnOtherData(TraceArg entry) override { header_.metadata.push_back(std::move(entry)); }
+
+  Status OnEvent(RawTraceEvent& raw) override;
+
+  ChromeTraceHeader Finish() {
+    for (auto& [key, process] : processes_) header_.processes.push_back(std::move(process));
+    for (auto& [key, thread] : threads_) header_.threads.push_back(std::move(thread));
+    int64_t unbound = flows_.Bind([&](size_t ordinal, const FlowPoint& point) {
+      visitor_.OnFlow(ordinal, point.id, point.is_start);
+    });
+    if (unbound > 0) header_.metadata.push_back({"unbound_flow_points", unbound});
+    return std::move(header_);
+  }
+
+ private:
+  Status BaseOutOfRange(const std::string& value) const {
+    return Error(fmt::format("{}: \"baseTimeNanoseconds\" is out of range: {} (at most {})", source_, value,
+                             kMaxTraceTimeNs - 1));
+  }
+  void Emit(TraceEvent& event) {
+    if (wants_flows_) flows_.AddSpan(event.pid, event.tid, event.start_ns, event.duration_ns, ordinal_++);
+    visitor_.OnEvent(event);
+  }
+
+  const std::string& source_;
+  ChromeTraceVisitor& visitor_;
+  const bool wants_flows_;
+  ChromeTraceHeader header_;
+  std::map<std::string, int64_t> named_ids_;
+  std::map<int32_t, TraceProcess> processes_;
+  std::map<std::pair<int32_t, int64_t>, TraceThread> threads_;
+  std::map<std::pair<int32_t, int64_t>, std::vector<TraceEvent>> open_spans_;  // "B" without "E"
+  FlowBinder flows_;
+  size_t ordinal_ = 0;
+  TraceEvent event_;
+};
+
+Status EventInterpreter::OnEvent(RawTraceEvent& raw) {
+  EventFields fields(source_, raw);
+  RETURN_IF_ERROR(fields.Required(raw.ph, "ph"));
+  const std::string& phase = raw.ph.text;
+  ASSIGN_OR_RETURN(int64_t pid64, fields.Id(raw.pid, "pid", named_ids_));
+  ASSIGN_OR_RETURN(int64_t tid, fields.Id(raw.tid, "tid", named_ids_));
+  int32_t pid = static_cast<int32_t>(pid64);
+  if (phase == "M") {
+    RETURN_IF_ERROR(fields.Required(raw.name, "name"));
+    const std::string& name = raw.name.text;
+    if (name == "process_name") {
+      processes_[pid].pid = pid;
+      processes_[pid].name = ArgString(ArgNamed(raw.args, "name"));
+    } else if (name == "process_sort_index") {
+      processes_[pid].pid = pid;
+      processes_[pid].sort_index = ArgInt(ArgNamed(raw.args, "sort_index"));
+    } else if (name == "thread_name" || name == "thread_sort_index") {
+      TraceThread& thread = threads_[{pid, tid}];
+      thread.pid = pid;
+      thread.tid = tid;
+      if (name == "thread_name") {
+        thread.name = ArgString(ArgNamed(raw.args, "name"));
+      } else {
+        thread.sort_index = ArgInt(ArgNamed(raw.args, "sort_index"));
+      }
+    }
+    return OkStatus();
+  }
+  if (phase == "X" || phase == "B" || phase == "i" || phase == "I") {
+    // One event reused: its strings keep their buffers from event to event.
+    TraceEvent& event = event_;
+    ASSIGN_OR_RETURN(event.start_ns, fields.Micros(raw.ts, "ts"));
+    event.duration_ns = 0;
+    if (phase == "X") {
+      ASSIGN_OR_RETURN(event.duration_ns, fields.Micros(raw.dur, "dur"));
+      if (event.duration_ns < 0) return fields.Fail("\"dur\" is negative");
+    }
+    // The name last: the messages above name the event by it.
+    RETURN_IF_ERROR(fields.String(raw.cat, "cat", event.category));
+    RETURN_IF_ERROR(fields.String(raw.name, "name", event.name));
+    event.pid = pid;
+    event.tid = tid;
+    event.args.swap(raw.args);
+    event.flow_out = event.flow_in = 0;
+    if (phase == "B") {
+      open_spans_[{pid, tid}].push_back(std::move(event));
+    } else {
+      Emit(event);
+    }
+    return OkStatus();
+  }
+  if (phase == "E") {
+    ASSIGN_OR_RETURN(int64_t ts, fields.Micros(raw.ts, "ts"));
+    auto it = open_spans_.find({pid, tid});
+    if (it == open_spans_.end() || it->second.empty()) return OkStatus();  // an end whose begin was cut off
+    TraceEvent event = std::move(it->second.back());
+    it->second.pop_back();
+    // Both within ±2^62 ns: the difference fits. An end before its begin is a span of 0.
+    event.duration_ns = std::max<int64_t>(0, ts - event.start_ns);
+    for (TraceArg& arg : raw.args) event.args.push_back(std::move(arg));
+    Emit(event);
+    return OkStatus();
+  }
+  if (phase == "s" || phase == "f") {
+    ASSIGN_OR_RETURN(int64_t ts, fields.Micros(raw.ts, "ts"));
+    int64_t flow_id;
+    if (raw.id.kind == JsonKind::kInteger) {
+      flow_id = raw.id.integer;
+    } else if (raw.id.kind == JsonKind::kUnsigned) {
+      flow_id = static_cast<int64_t>(raw.id.unsigned_);
+    } else if (raw.id.kind == JsonKind::kString) {
+      flow_id = static_cast<int64_t>(std::hash<std::string>{}(raw.id.text) >> 1);
+    } else {
+      return fields.Fail("a flow event needs an \"id\" (an integer or a string)");
+    }
+    if (wants_flows_) flows_.AddPoint({flow_id, pid, tid, ts, phase == "s"});
+    return OkStatus();
+  }
+  // Counters, async and object events: not shown by our tools, skipped.
+  return OkStatus();
+}
+
+// Keeps every event, for ReadChromeTrace.
+class TraceBuilder : public ChromeTraceVisitor {
+ public:
+  explicit TraceBuilder(Trace& trace) : trace_(trace) {}
+  void OnEvent(TraceEvent& event) override { trace_.events.push_back(std::move(event)); }
+  void OnFlow(size_t ordinal, int64_t id, bool is_start) override {
+    TraceEvent& event = trace_.events[ordinal];
+    (is_start ? event.flow_out : event.flow_in) = id;
+  }
+
+ private:
+  Trace& trace_;
+};
+
+StatusOr<Trace> BuildTrace(TraceInputStream& input) {
+  Trace trace;
+  TraceBuilder builder(trace);
+  ASSIGN_OR_RETURN(ChromeTraceHeader header, StreamChromeTrace(input, builder));
+  // Both within ±2^62 ns: the sum fits.
+  trace.base_ns = header.base_ns;
+  for (TraceEvent& event : trace.events) event.start_ns += header.base_ns;
+  trace.processes = std::move(header.processes);
+  trace.threads = std::move(header.threads);
+  trace.metadata = std::move(header.metadata);
+  return trace;
 }
 
 }  // namespace
 
-StatusOr<Trace> ParseChromeTrace(const std::string& text, const std::string& source) {
-  json document;
-  try {
-    document = json::parse(text);
-  } catch (const json::parse_error& error) {
-    // Chrome's array form may end without its "]" (a trace cut off while recording).
-    size_t first = text.find_first_not_of(" \t\r\n");
-    bool retried = false;
-    if (first != std::string::npos && text[first] == '[') {
-      std::string closed = text;
-      while (!closed.empty() && (std::isspace(static_cast<unsigned char>(closed.back())) ||
-                                 closed.back() == ',')) {
-        closed.pop_back();
-      }
-      closed += "]";
-      try {
-        document = json::parse(closed);
-        retried = true;
-      } catch (const json::parse_error&) {
-      }
-    }
-    if (!retried) {
-      auto [line, column] = LineAndColumn(text, error.byte == 0 ? 0 : error.byte - 1);
-      std::string what = error.what();
-      // nlohmann's text is "[json.exception.parse_error.101] parse error at line ..., column ...:
-      // syntax error while parsing value - invalid literal; last read: '...'": keep the reason.
-      size_t colon = what.find("syntax error");
-      if (colon == std::string::npos) colon = what.find(": ");
-      std::string reason = colon == std::string::npos ? what : what.substr(colon);
-      if (reason.size() > 200) reason = reason.substr(0, 200) + "...";
-      if (reason.rfind(": ", 0) == 0) reason = reason.substr(2);
-      return Error(fmt::format("{}:{}:{}: not valid JSON: {}", source, line, column, reason));
-    }
-  }
+StatusOr<ChromeTraceHeader> StreamChromeTrace(TraceInputStream& input, ChromeTraceVisitor& visitor) {
+  EventInterpreter interpreter(input.source(), visitor);
+  RETURN_IF_ERROR(ParseChromeTraceJson(input, interpreter));
+  return interpreter.Finish();
+}
 
-  const json* events = nullptr;
-  Trace trace;
-  if (document.is_array()) {
-    events = &document;
-  } else if (document.is_object()) {
-    auto it = document.find("traceEvents");
-    if (it == document.end()) {
-      return Error(fmt::format("{}: expected a \"traceEvents\" list in the top-level object", source));
-    }
-    if (!it->is_array()) {
-      return Error(fmt::format("{}: \"traceEvents\" must be a list, not {}", source, TypeName(*it)));
-    }
-    events = &*it;
-    auto base = document.find("baseTimeNanoseconds");
-    if (base != document.end()) {
-      if (!base->is_number_integer()) {
-        return Error(fmt::format("{}: \"baseTimeNanoseconds\" must be an integer, not {}", source,
-                                 TypeName(*base)));
-      }
-      trace.base_ns = base->get<int64_t>();
-    }
-    auto other = document.find("otherData");
-    if (other != document.end() && other->is_object()) {
-      for (const auto& [key, value] : other->items()) trace.metadata.push_back({key, ArgValue(value)});
-    }
-  } else {
-    return Error(fmt::format("{}: expected a JSON object with \"traceEvents\" or a list of events, "
-                             "not {}",
-                             source, TypeName(document)));
-  }
-
-  std::map<std::string, int64_t> named_ids;
-  std::map<int32_t, TraceProcess> processes;
-  std::map<std::pair<int32_t, int64_t>, TraceThread> threads;
-  std::map<std::pair<int32_t, int64_t>, std::vector<TraceEvent>> open_spans;  // "B" without "E"
-  std::vector<FlowPoint> flows;
-
-  for (size_t index = 0; index < events->size(); ++index) {
-    const json& raw = (*events)[index];
-    if (!raw.is_object()) {
-      return Error(fmt::format("{}: event {}: expected an object, not {}", source, index,
-                               TypeName(raw)));
-    }
-    EventReader reader(source, index, raw);
-    ASSIGN_OR_RETURN(std::string phase, reader.String("ph", /*required=*/true));
-    ASSIGN_OR_RETURN(int64_t pid64, reader.Id("pid", named_ids));
-    ASSIGN_OR_RETURN(int64_t tid, reader.Id("tid", named_ids));
-    int32_t pid = static_cast<int32_t>(pid64);
-    if (phase == "M") {
-      ASSIGN_OR_RETURN(std::string name, reader.String("name", true));
-      std::vector<TraceArg> args = Args(raw);
-      const TraceArg* value = args.empty() ? nullptr : &args.front();
-      auto as_string = [&]() -> std::string {
-        if (value == nullptr) return "";
-        if (const auto* s = std::get_if<std::string>(&value->value)) return *s;
-        return "";
-      };
-      auto as_int = [&]() -> int64_t {
-        if (value == nullptr) return 0;
-        if (const auto* i = std::get_if<int64_t>(&value->value)) return *i;
-        if (const auto* d = std::get_if<double>(&value->value)) return static_cast<int64_t>(*d);
-        return 0;
-      };
-      if (name == "process_name") {
-        processes[pid].pid = pid;
-        processes[pid].name = as_string();
-      } else if (name == "process_sort_index") {
-        processes[pid].pid = pid;
-        processes[pid].sort_index = as_int();
-      } else if (name == "thread_name") {
-        TraceThread& thread = threads[{pid, tid}];
-        thread.pid = pid;
-        thread.tid = tid;
-        thread.name = as_string();
-      } else if (name == "thread_sort_index") {
-        TraceThread& thread = threads[{pid, tid}];
-        thread.pid = pid;
-        thread.tid = tid;
-        thread.sort_index = as_int();
-      }
-      continue;
-    }
-    if (phase == "X" || phase == "B" || phase == "i" || phase == "I") {
-      TraceEvent event;
-      ASSIGN_OR_RETURN(event.name, reader.String("name", false));
-      ASSIGN_OR_RETURN(event.category, reader.String("cat", false));
-      ASSIGN_OR_RETURN(int64_t ts, reader.Micros("ts"));
-      event.pid = pid;
-      event.tid = tid;
-      event.start_ns = trace.base_ns + ts;
-      if (phase == "X") {
-        ASSIGN_OR_RETURN(event.duration_ns, reader.Micros("dur"));
-        if (event.duration_ns < 0) return reader.Fail("\"dur\" is negative");
-      }
-      event.args = Args(raw);
-      if (phase == "B") {
-        open_spans[{pid, tid}].push_back(std::move(event));
-      } else {
-        trace.events.push_back(std::move(event));
-      }
-      continue;
-    }
-    if (phase == "E") {
-      ASSIGN_OR_RETURN(int64_t ts, reader.Micros("ts"));
-      auto& stack = open_spans[{pid, tid}];
-      if (stack.empty()) continue;  // an end whose begin was cut off
-      TraceEvent event = std::move(stack.back());
-      stack.pop_back();
-      event.duration_ns = std::max<int64_t>(0, trace.base_ns + ts - event.start_ns);
-      for (TraceArg& arg : Args(raw)) event.args.push_back(std::move(arg));
-      trace.events.push_back(std::move(event));
-      continue;
-    }
-    if (phase == "s" || phase == "f") {
-      ASSIGN_OR_RETURN(int64_t ts, reader.Micros("ts"));
-      auto id = raw.find("id");
-      if (id == raw.end() || !(id->is_number_integer() || id->is_string())) {
-        return reader.Fail("a flow event needs an \"id\" (an integer or a string)");
-      }
-      int64_t flow_id = id->is_number_integer()
-                            ? id->get<int64_t>()
-                            : static_cast<int64_t>(std::hash<std::string>{}(id->get<std::string>()) >> 1);
-      flows.push_back({flow_id, pid, tid, trace.base_ns + ts, phase == "s"});
-      continue;
-    }
-    // Counters, async and object events: not shown by our tools, skipped.
-  }
-
-  for (auto& [key, process] : processes) trace.processes.push_back(std::move(process));
-  for (auto& [key, thread] : threads) trace.threads.push_back(std::move(thread));
-  int64_t unbound = BindFlows(trace, flows);
-  if (unbound > 0) trace.metadata.push_back({"unbound_flow_points", unbound});
-  return trace;
+StatusOr<ChromeTraceHeader> StreamChromeTrace(const std::string& path, ChromeTraceVisitor& visitor) {
+  ASSIGN_OR_RETURN(std::unique_ptr<TraceInputStream> input, TraceInputStream::Open(path));
+  return StreamChromeTrace(*input, visitor);
 }
 
 StatusOr<Trace> ReadChromeTrace(const std::string& path) {
-  ASSIGN_OR_RETURN(std::string text, ReadMaybeGzip(path));
-  if (text.find_first_not_of(" \t\r\n") == std::string::npos) {
-    return Error(fmt::format("{}: empty file, expected a Chrome trace (JSON)", path));
-  }
-  return ParseChromeTrace(text, path);
+  ASSIGN_OR_RETURN(std::unique_ptr<TraceInputStream> input, TraceInputStream::Open(path));
+  return BuildTrace(*input);
+}
+
+StatusOr<Trace> ParseChromeTrace(const std::string& text, const std::string& source) {
+  std::unique_ptr<TraceInputStream> input = TraceInputStream::FromMemory(text, source);
+  return BuildTrace(*input);
 }
 
 }  // namespace xlens::profiler

@@ -1,26 +1,76 @@
-// Reads a Chrome Trace Event file back into a Trace: what WriteChromeTrace writes, what PyTorch's
-// profiler (Kineto) writes, and Chrome's plain array form. Gzip is recognised by its magic bytes,
-// whatever the name.
+// Reads a Chrome Trace Event file: what WriteChromeTrace writes, what PyTorch's profiler (Kineto)
+// writes, and Chrome's plain array form. Gzip is recognised by its magic bytes, whatever the name.
 //
 // Complete events ("X"), begin/end pairs ("B"/"E"), instants ("i"), process and thread names and
 // sort indices ("M") and flows ("s"/"f", bound to the event that starts where the flow point is)
 // are read; counters and other phases are skipped. Times become baseTimeNanoseconds (0 when
-// absent) plus the event's ts, in nanoseconds: the reader's clock is the file's.
+// absent) plus the event's ts, in nanoseconds: the reader's clock is the file's. A ts or dur
+// beyond 2^62 ns (146 years) either way, or a negative dur, is an error naming the event, so no
+// sum of a time and a duration overflows. An "E" that comes before its "B"'s time closes a span of
+// duration 0; a "B" never closed and an "E" never opened are dropped.
 //
-// Broken input (not JSON, truncated, wrong types, events without a phase) is an error naming the
-// file and, for JSON errors, the line and column; for a bad event, its index and name.
+// The file is streamed (trace_input_stream.h, chrome_trace_parser.h): StreamChromeTrace hands on
+// one event at a time and keeps nothing of it (only where it is, 24 bytes, when flows are to be
+// bound), so a reader that aggregates (the trace summary) needs memory for what it keeps, not for
+// the file.
+// ReadChromeTrace keeps every event, for readers that need them all.
+//
+// Broken input (not JSON, truncated, wrong types, events without a phase, numbers beyond a
+// double, nesting deeper than 256 levels, a gzip stream cut short or larger than the input
+// limit) is a one-line error naming the file and, for JSON errors, the line and column; for a bad
+// event, its index, name and field. No exception escapes.
 #pragma once
 
+#include <cstddef>
+#include <cstdint>
 #include <string>
+#include <vector>
 
 #include "compiler/support/status.h"
 #include "profiler/trace.h"
 
 namespace xlens::profiler {
 
+class TraceInputStream;
+
+// The largest |ts| and dur the reader accepts, in nanoseconds.
+inline constexpr int64_t kMaxTraceTimeNs = int64_t{1} << 62;
+
+// What a streamed trace says besides its events; complete once the whole file is read.
+struct ChromeTraceHeader {
+  // baseTimeNanoseconds (0 when absent): add it to the events' start_ns.
+  int64_t base_ns = 0;
+  std::vector<TraceProcess> processes;
+  std::vector<TraceThread> threads;
+  // "otherData", and unbound_flow_points when some flow points found no event to bind to.
+  std::vector<TraceArg> metadata;
+};
+
+// Receives a trace as it is read.
+class ChromeTraceVisitor {
+ public:
+  virtual ~ChromeTraceVisitor() = default;
+  // Whether events need their args; without, they are skipped unread (faster, and a hostile
+  // file's args cost no memory). otherData's scalars are read either way.
+  virtual bool WantsArgs() const { return true; }
+  // Whether flows are bound to events (OnFlow, unbound_flow_points): that keeps 24 bytes an event.
+  virtual bool WantsFlows() const { return true; }
+  // A span ("X"), an instant ("i"/"I") or a "B"/"E" pair, in the order they complete, with
+  // start_ns on the file's clock *without* the base time (a file may give it after its events).
+  // Flow ids are left 0; OnFlow sets them. The visitor may move from `event`.
+  virtual void OnEvent(TraceEvent& event) = 0;
+  // After the last event: the `ordinal`-th event handed on (0-based) starts (or ends) flow `id`.
+  virtual void OnFlow(size_t ordinal, int64_t id, bool is_start) {}
+};
+
+// Streams the file at `path` into `visitor`.
+StatusOr<ChromeTraceHeader> StreamChromeTrace(const std::string& path, ChromeTraceVisitor& visitor);
+StatusOr<ChromeTraceHeader> StreamChromeTrace(TraceInputStream& input, ChromeTraceVisitor& visitor);
+
+// The whole trace in memory.
 StatusOr<Trace> ReadChromeTrace(const std::string& path);
 
-// The same from text already in memory; `source` names it in errors.
+// The same from text (or gzip bytes) already in memory; `source` names it in errors.
 StatusOr<Trace> ParseChromeTrace(const std::string& text, const std::string& source);
 
 }  // namespace xlens::profiler

@@ -1,17 +1,24 @@
 #include "profiler/trace_summary.h"
 
 #include <algorithm>
-#include <map>
+#include <climits>
+#include <string_view>
+#include <unordered_map>
 
 #include <fmt/format.h>
+
+#include "compiler/support/terminal_text.h"
+#include "profiler/chrome_trace_reader.h"
 
 namespace xlens::profiler {
 
 namespace {
 
+constexpr size_t kMaxShownNameBytes = 1000;
+
 struct Totals {
   int64_t count = 0;
-  int64_t total_ns = 0;
+  __int128 total_ns = 0;  // a sum of int64 durations: 128 bits never overflow
   int64_t min_ns = INT64_MAX;
   int64_t max_ns = 0;
   std::string category;
@@ -23,69 +30,121 @@ struct Totals {
   }
 };
 
-std::string Ms(int64_t ns) { return fmt::format("{:.3f}", ns / 1e6); }
+std::string Ms(__int128 ns) { return fmt::format("{:.3f}", static_cast<double>(ns) / 1e6); }
 std::string Us(double ns) { return fmt::format("{:.2f}", ns / 1e3); }
 
-}  // namespace
+// Text from the file, safe for a terminal and of a size a terminal can show.
+std::string Shown(std::string_view text) {
+  if (text.size() <= kMaxShownNameBytes) return EscapeForTerminal(text);
+  return fmt::format("{}... ({} bytes)", EscapeForTerminal(TruncateUtf8(text, kMaxShownNameBytes)), text.size());
+}
 
-std::string SummarizeTrace(const Trace& trace, int top_kernels) {
-  std::map<std::string, Totals> by_category;
-  std::map<std::string, Totals> by_kernel;
-  int64_t first = INT64_MAX, last = INT64_MIN, kernel_ns = 0;
-  for (const TraceEvent& event : trace.events) {
-    first = std::min(first, event.start_ns);
-    last = std::max(last, event.start_ns + event.duration_ns);
-    by_category[event.category.empty() ? "(none)" : event.category].Add(event.duration_ns);
+// Aggregates events one at a time: per category and per kernel name, never the events.
+class SummaryBuilder {
+ public:
+  void Add(const TraceEvent& event) {
+    ++events_;
+    first_ = std::min<__int128>(first_, event.start_ns);
+    last_ = std::max<__int128>(last_, static_cast<__int128>(event.start_ns) + event.duration_ns);
+    Totals& category = by_category_[event.category];
+    category.Add(event.duration_ns);
     if (IsKernelCategory(event.category)) {
-      Totals& totals = by_kernel[event.name];
+      Totals& totals = by_kernel_[event.name];
       totals.Add(event.duration_ns);
-      totals.category = event.category;
-      kernel_ns += event.duration_ns;
+      if (totals.category != event.category) totals.category = event.category;
+      kernel_ns_ += event.duration_ns;
     }
   }
+
+  std::string Render(size_t threads, size_t processes, const std::vector<TraceArg>& metadata, int top_kernels) const;
+
+ private:
+  int64_t events_ = 0;
+  __int128 first_ = INT64_MAX, last_ = INT64_MIN, kernel_ns_ = 0;
+  std::unordered_map<std::string, Totals> by_category_;
+  std::unordered_map<std::string, Totals> by_kernel_;
+};
+
+// The largest totals first; equal totals by name, so the output does not depend on hashing.
+std::vector<std::pair<std::string, Totals>> Sorted(const std::unordered_map<std::string, Totals>& map) {
+  std::vector<std::pair<std::string, Totals>> sorted(map.begin(), map.end());
+  std::sort(sorted.begin(), sorted.end(), [](const auto& a, const auto& b) {
+    if (a.second.total_ns != b.second.total_ns) return a.second.total_ns > b.second.total_ns;
+    return a.first < b.first;
+  });
+  return sorted;
+}
+
+std::string SummaryBuilder::Render(size_t threads, size_t processes, const std::vector<TraceArg>& metadata,
+                                   int top_kernels) const {
   std::string out;
-  out += fmt::format("{} events on {} tracks in {} processes, {} ms from first to last\n",
-                     trace.events.size(), trace.threads.size(), trace.processes.size(),
-                     trace.events.empty() ? "0.000" : Ms(last - first));
+  out += fmt::format("{} events on {} tracks in {} processes, {} ms from first to last\n", events_, threads,
+                     processes, events_ == 0 ? "0.000" : Ms(last_ - first_));
   for (const char* key : {"dropped_records", "kernels_before_launch", "unbound_flow_points"}) {
-    const TraceArg* counter = trace.FindMetadata(key);
-    if (counter == nullptr) continue;
-    if (const auto* value = std::get_if<int64_t>(&counter->value); value && *value != 0) {
-      out += fmt::format("warning: {} = {}\n", key, *value);
+    for (const TraceArg& counter : metadata) {
+      if (counter.key != key) continue;
+      if (const auto* value = std::get_if<int64_t>(&counter.value); value && *value != 0) {
+        out += fmt::format("warning: {} = {}\n", key, *value);
+      }
+      break;
     }
   }
 
   out += "\nBy category (durations of nested spans count in each):\n";
   out += fmt::format("  {:<16} {:>8} {:>12}\n", "category", "events", "total ms");
-  std::vector<std::pair<std::string, Totals>> categories(by_category.begin(), by_category.end());
-  std::stable_sort(categories.begin(), categories.end(),
-                   [](const auto& a, const auto& b) { return a.second.total_ns > b.second.total_ns; });
-  for (const auto& [name, totals] : categories) {
-    out += fmt::format("  {:<16} {:>8} {:>12}\n", name, totals.count, Ms(totals.total_ns));
+  for (const auto& [name, totals] : Sorted(by_category_)) {
+    out += fmt::format("  {:<16} {:>8} {:>12}\n", name.empty() ? "(none)" : Shown(name), totals.count,
+                       Ms(totals.total_ns));
   }
 
-  std::vector<std::pair<std::string, Totals>> kernels(by_kernel.begin(), by_kernel.end());
-  std::stable_sort(kernels.begin(), kernels.end(),
-                   [](const auto& a, const auto& b) { return a.second.total_ns > b.second.total_ns; });
-  if (kernels.empty()) {
+  if (by_kernel_.empty()) {
     out += "\nNo kernels (no events in categories cpu_kernel, library_call or kernel).\n";
     return out;
   }
-  out += fmt::format("\nTop kernels ({} distinct, {} ms in all):\n", kernels.size(), Ms(kernel_ns));
-  out += fmt::format("  {:>10} {:>7} {:>6} {:>10} {:>10} {:>10}  {:<12} {}\n", "total ms", "%",
-                     "calls", "avg us", "min us", "max us", "category", "name");
+  std::vector<std::pair<std::string, Totals>> kernels = Sorted(by_kernel_);
+  out += fmt::format("\nTop kernels ({} distinct, {} ms in all):\n", kernels.size(), Ms(kernel_ns_));
+  out += fmt::format("  {:>10} {:>7} {:>6} {:>10} {:>10} {:>10}  {:<12} {}\n", "total ms", "%", "calls", "avg us",
+                     "min us", "max us", "category", "name");
   int shown = 0;
   for (const auto& [name, totals] : kernels) {
     if (shown++ == top_kernels) {
-      out += fmt::format("  ... {} more\n", kernels.size() - top_kernels);
+      out += fmt::format("  ... {} more\n", kernels.size() - static_cast<size_t>(top_kernels));
       break;
     }
-    out += fmt::format("  {:>10} {:>6.1f}% {:>6} {:>10} {:>10} {:>10}  {:<12} {}\n",
-                       Ms(totals.total_ns), kernel_ns ? 100.0 * totals.total_ns / kernel_ns : 0.0,
-                       totals.count, Us(double(totals.total_ns) / totals.count), Us(totals.min_ns),
-                       Us(totals.max_ns), totals.category, name);
+    double share = kernel_ns_ != 0 ? 100.0 * static_cast<double>(totals.total_ns) / static_cast<double>(kernel_ns_) : 0.0;
+    out += fmt::format("  {:>10} {:>6.1f}% {:>6} {:>10} {:>10} {:>10}  {:<12} {}\n", Ms(totals.total_ns), share,
+                       totals.count, Us(static_cast<double>(totals.total_ns) / static_cast<double>(totals.count)),
+                       Us(static_cast<double>(totals.min_ns)), Us(static_cast<double>(totals.max_ns)),
+                       Shown(totals.category), Shown(name));
   }
   return out;
+}
+
+class SummaryVisitor : public ChromeTraceVisitor {
+ public:
+  explicit SummaryVisitor(SummaryBuilder& builder) : builder_(builder) {}
+  bool WantsArgs() const override { return false; }
+  // Flows would keep 24 bytes an event; the file's own counters are still shown.
+  bool WantsFlows() const override { return false; }
+  void OnEvent(TraceEvent& event) override { builder_.Add(event); }
+
+ private:
+  SummaryBuilder& builder_;
+};
+
+}  // namespace
+
+std::string SummarizeTrace(const Trace& trace, int top_kernels) {
+  SummaryBuilder builder;
+  for (const TraceEvent& event : trace.events) builder.Add(event);
+  return builder.Render(trace.threads.size(), trace.processes.size(), trace.metadata, top_kernels);
+}
+
+StatusOr<std::string> SummarizeChromeTrace(const std::string& path, int top_kernels) {
+  SummaryBuilder builder;
+  SummaryVisitor visitor(builder);
+  ASSIGN_OR_RETURN(ChromeTraceHeader header, StreamChromeTrace(path, visitor));
+  return builder.Render(header.threads.size(), header.processes.size(), header.metadata, top_kernels);
 }
 
 }  // namespace xlens::profiler

@@ -2,6 +2,7 @@
 // timeline keeps the trace contract, shows the compile passes before the runs and one span per
 // kernel per run, and fusion shows as fewer kernels.
 #include <algorithm>
+#include <cstdlib>
 #include <filesystem>
 #include <fstream>
 #include <map>
@@ -192,6 +193,54 @@ TEST_F(TraceCliTest, BadTracesAndPathsAreOneLineErrors) {
   EXPECT_EQ(unwritable.exit_code, 1);
   EXPECT_THAT(unwritable.output, HasSubstr("/nonexistent-dir/t.json"));
   EXPECT_THAT(unwritable.output, HasSubstr("out2: f32[]")) << "the run's outputs are not lost";
+}
+
+// Hostile traces: each is one line on stderr and exit 1, or a summary whose text is safe.
+TEST_F(TraceCliTest, HostileTracesNeverCrashOrReachTheTerminalRaw) {
+  std::string overflow = Write("overflow.json", "{\"traceEvents\":[{\"ph\":\"X\",\"name\":\"k\",\"ts\":1e400}]}");
+  RunResult r = RunXlens("trace summary " + overflow);
+  EXPECT_EQ(r.exit_code, 1) << r.output;
+  EXPECT_THAT(r.output, HasSubstr("overflow.json:1:"));
+  EXPECT_THAT(r.output, HasSubstr("event 0: \"ts\": number out of range: 1e400"));
+  EXPECT_EQ(std::count(r.output.begin(), r.output.end(), '\n'), 1) << r.output;
+
+  std::string names = Write("names.json",
+                            "[{\"ph\":\"X\",\"cat\":\"kernel\",\"name\":\"a\\u0000b\",\"ts\":1,\"dur\":3},"
+                            "{\"ph\":\"X\",\"cat\":\"kernel\",\"name\":\"a\\u0000c\",\"ts\":1,\"dur\":2},"
+                            "{\"ph\":\"X\",\"cat\":\"kernel\",\"name\":\"\\u001b[2Jred\",\"ts\":1,\"dur\":1}]");
+  RunResult summary = RunXlens("trace summary " + names);
+  EXPECT_EQ(summary.exit_code, 0) << summary.output;
+  EXPECT_THAT(summary.output, HasSubstr("Top kernels (3 distinct"));
+  EXPECT_THAT(summary.output, HasSubstr("a\\x00b"));
+  EXPECT_THAT(summary.output, HasSubstr("a\\x00c"));
+  EXPECT_THAT(summary.output, HasSubstr("\\x1b[2Jred"));
+  EXPECT_EQ(summary.output.find('\x1b'), std::string::npos);
+  EXPECT_EQ(summary.output.find('\0'), std::string::npos);
+
+  std::string deep = Write("deep.json", "{\"traceEvents\":[{\"args\":" + std::string(100000, '[') + "}]}");
+  RunResult nested = RunXlens("trace summary " + deep);
+  EXPECT_EQ(nested.exit_code, 1) << nested.output;
+  EXPECT_THAT(nested.output, HasSubstr("nested deeper than 256 levels"));
+
+  RunResult device = RunXlens("trace summary /dev/zero");
+  EXPECT_EQ(device.exit_code, 1);
+  EXPECT_THAT(device.output, HasSubstr("not a regular file"));
+}
+
+// A gzip bomb stops at the input limit with a message that says how to raise it.
+TEST_F(TraceCliTest, GzipBombStopsAtTheInputLimit) {
+  std::string text = "{\"traceEvents\":[";
+  for (int i = 0; i < 30000; ++i) text += "{\"ph\":\"X\",\"cat\":\"kernel\",\"name\":\"k\",\"ts\":1,\"dur\":2},";
+  text += "{\"ph\":\"i\",\"ts\":1}]}";
+  std::string plain = Write("bomb.json", text);
+  ASSERT_EQ(std::system(("gzip -9 -f " + plain).c_str()), 0);
+  RunResult limited = RunXlens("trace summary --max-input-size=1M " + plain + ".gz");
+  EXPECT_EQ(limited.exit_code, 1) << limited.output;
+  EXPECT_THAT(limited.output, HasSubstr("bomb.json.gz: uncompresses to more than 1 MiB, the limit on input files (raise it "
+                                        "with --max-input-size=SIZE or XLENS_MAX_INPUT_SIZE)"));
+  RunResult read = RunXlens("trace summary " + plain + ".gz");
+  EXPECT_EQ(read.exit_code, 0) << read.output;
+  EXPECT_THAT(read.output, HasSubstr("30001 events"));
 }
 
 TEST_F(TraceCliTest, CorpusModuleTrace) {

@@ -137,7 +137,15 @@ TEST(ChromeTraceReader, BrokenTracesGiveClearErrors) {
       {"base_time_not_integer.json", "\"baseTimeNanoseconds\" must be an integer, not string"},
       {"top_level_string.json", "expected a JSON object with \"traceEvents\" or a list of events, not string"},
       {"empty.json", "empty file"},
+      {"only_spaces.json", "empty file"},
       {"lone_surrogate.json", "not valid JSON"},
+      // A number beyond a double is an error at its place, not an exception.
+      {"number_overflow.json", "number_overflow.json:2:43: event 0: \"ts\": number out of range: 1e400"},
+      {"dur_out_of_range.json", "event 0 (\"k\"): \"dur\" is out of range: 1e17 us"},
+      {"ts_beyond_int64.json", "event 0 (\"k\"): \"ts\" is out of range: 18446744073709551615 us"},
+      {"pid_out_of_range.json", "event 0 (\"k\"): \"pid\" is out of range: 1e300"},
+      {"base_time_out_of_range.json", "\"baseTimeNanoseconds\" is out of range: 9223372036854775807"},
+      {"trailing_garbage.json", "trailing_garbage.json:1:20: not valid JSON: syntax error"},
   };
   int checked = 0;
   for (const auto& entry : fs::directory_iterator(Testdata("broken"))) {
@@ -161,35 +169,228 @@ TEST(ChromeTraceReader, MissingFile) {
   EXPECT_THAT(trace.status().message(), HasSubstr("/nonexistent/timeline.ctf.json: cannot open"));
 }
 
+std::string Gzip(const std::string& text, int level = 6) {
+  std::string out(compressBound(text.size()) + 64, '\0');
+  z_stream z{};
+  EXPECT_EQ(deflateInit2(&z, level, Z_DEFLATED, 16 + MAX_WBITS, 8, Z_DEFAULT_STRATEGY), Z_OK);
+  z.next_in = reinterpret_cast<Bytef*>(const_cast<char*>(text.data()));
+  z.avail_in = static_cast<uInt>(text.size());
+  z.next_out = reinterpret_cast<Bytef*>(out.data());
+  z.avail_out = static_cast<uInt>(out.size());
+  EXPECT_EQ(deflate(&z, Z_FINISH), Z_STREAM_END);
+  out.resize(z.total_out);
+  deflateEnd(&z);
+  return out;
+}
+
+std::string Event(const std::string& name, const std::string& rest = "") {
+  return "{\"ph\":\"X\",\"cat\":\"kernel\",\"name\":\"" + name + "\",\"pid\":0,\"tid\":1,\"ts\":1,\"dur\":2" + rest + "}";
+}
+
+std::string Events(const std::vector<std::string>& events) {
+  std::string text = "{\"traceEvents\":[";
+  for (size_t i = 0; i < events.size(); ++i) text += (i ? "," : "") + events[i];
+  return text + "]}";
+}
+
+// The longest token the reader holds is 16 MiB; longer ones are refused before they are held.
+TEST(ChromeTraceReader, HugeStringsAreReadUpToTheTokenLimit) {
+  auto trace = ParseChromeTrace(Events({Event(std::string(8 << 20, 'a'))}), "big.json");
+  ASSERT_TRUE(trace.ok()) << trace.status().message();
+  EXPECT_EQ(trace->events.at(0).name.size(), size_t{8} << 20);
+
+  auto huge = ParseChromeTrace(Events({Event(std::string(17 << 20, 'a'))}), "huge.json");
+  ASSERT_FALSE(huge.ok());
+  EXPECT_THAT(huge.status().message(), HasSubstr("huge.json:1:"));
+  EXPECT_THAT(huge.status().message(), HasSubstr("a string longer than 16 MiB"));
+  EXPECT_LT(huge.status().message().size(), 300u) << "the message does not quote the string";
+
+  std::string long_number = "{\"traceEvents\":[{\"ph\":\"X\",\"ts\":" + std::string(17 << 20, '1') + "}]}";
+  auto number = ParseChromeTrace(long_number, "number.json");
+  ASSERT_FALSE(number.ok());
+  EXPECT_THAT(number.status().message(), HasSubstr("a number or literal longer than 16 MiB"));
+
+  std::string spaces = "{\"traceEvents\":[" + std::string(17 << 20, ' ') + "]}";
+  auto blank = ParseChromeTrace(spaces, "spaces.json");
+  ASSERT_FALSE(blank.ok());
+  EXPECT_THAT(blank.status().message(), HasSubstr("white space and brackets longer than 16 MiB"));
+}
+
+// The parser keeps no stack per level beyond a bounded one: 100000 levels are refused with a
+// message, not a stack overflow; 200 levels of args are read and cut off as text.
+TEST(ChromeTraceReader, DeepNestingIsBoundedWithAMessage) {
+  std::string deep = Events({Event("a", ",\"args\":{\"x\":" + std::string(100000, '[') + std::string(100000, ']') + "}")});
+  auto nested = ParseChromeTrace(deep, "deep.json");
+  ASSERT_FALSE(nested.ok());
+  EXPECT_THAT(nested.status().message(), HasSubstr("deep.json:1:"));
+  EXPECT_THAT(nested.status().message(), HasSubstr("event 0: nested deeper than 256 levels"));
+
+  // Skipped values are bounded the same way.
+  std::string deep_top = "{\"skipped\":" + std::string(100000, '[');
+  auto top = ParseChromeTrace(deep_top, "top.json");
+  ASSERT_FALSE(top.ok());
+  EXPECT_THAT(top.status().message(), HasSubstr("nested deeper than 256 levels"));
+
+  std::string unclosed = "{\"traceEvents\":[" + std::string(100000, '{');
+  auto broken = ParseChromeTrace(unclosed, "unclosed.json");
+  ASSERT_FALSE(broken.ok());
+  EXPECT_THAT(broken.status().message(), HasSubstr("unclosed.json:1:"));
+
+  std::string fine = Events({Event("a", ",\"args\":{\"x\":" + std::string(200, '[') + std::string(200, ']') + "}")});
+  auto read = ParseChromeTrace(fine, "fine.json");
+  ASSERT_TRUE(read.ok()) << read.status().message();
+  const auto& text = std::get<std::string>(FindArg(read->events.at(0), "x")->value);
+  EXPECT_EQ(text, std::string(17, '[') + "..." + std::string(17, ']'));
+}
+
+// Names are kept byte for byte: a NUL (\u0000) does not cut them, escapes stay in the data (the
+// summary escapes them for the terminal).
+TEST(ChromeTraceReader, NamesWithNulAndControlsAreKeptWhole) {
+  auto trace = ParseChromeTrace(Events({Event("a\\u0000b"), Event("\\u001b[31mred\\u001b[0m")}), "nul.json");
+  ASSERT_TRUE(trace.ok()) << trace.status().message();
+  EXPECT_EQ(trace->events.at(0).name, std::string("a\0b", 3));
+  EXPECT_EQ(trace->events.at(1).name, "\x1b[31mred\x1b[0m");
+}
+
+TEST(ChromeTraceReader, ErrorsEscapeWhatTheyQuote) {
+  auto trace = ParseChromeTrace(Events({"{\"ph\":\"X\",\"name\":\"\\u001b[2J\",\"ts\":\"x\"}"}), "esc.json");
+  ASSERT_FALSE(trace.ok());
+  EXPECT_THAT(trace.status().message(), HasSubstr("(\"\\x1b[2J\")"));
+  EXPECT_EQ(trace.status().message().find('\x1b'), std::string::npos);
+}
+
+// ts and dur are exact for integers, refused beyond 2^62 ns, negative ts allowed (before the
+// base), an "E" before its "B" closes a span of 0.
+TEST(ChromeTraceReader, TimesAtTheEdges) {
+  auto trace = ParseChromeTrace(
+      "{\"baseTimeNanoseconds\":1000000,\"traceEvents\":["
+      "{\"ph\":\"X\",\"name\":\"early\",\"ts\":-5,\"dur\":0},"
+      "{\"ph\":\"X\",\"name\":\"late\",\"ts\":4611686018427387,\"dur\":4611686018427387},"
+      "{\"ph\":\"B\",\"name\":\"backwards\",\"ts\":10},{\"ph\":\"E\",\"ts\":9}]}",
+      "edges.json");
+  ASSERT_TRUE(trace.ok()) << trace.status().message();
+  EXPECT_EQ(Find(*trace, "early")->start_ns, 1000000 - 5000);
+  EXPECT_EQ(Find(*trace, "late")->start_ns, 1000000 + int64_t{4611686018427387} * 1000);
+  EXPECT_EQ(Find(*trace, "late")->duration_ns, int64_t{4611686018427387} * 1000);
+  EXPECT_EQ(Find(*trace, "backwards")->duration_ns, 0);
+
+  auto beyond = ParseChromeTrace("[{\"ph\":\"X\",\"name\":\"k\",\"ts\":4611686018427388,\"dur\":1}]", "b.json");
+  ASSERT_FALSE(beyond.ok());
+  EXPECT_THAT(beyond.status().message(), HasSubstr("b.json: event 0 (\"k\"): \"ts\" is out of range"));
+
+  auto negative = ParseChromeTrace("[{\"ph\":\"X\",\"name\":\"k\",\"ts\":1,\"dur\":-0.5}]", "n.json");
+  ASSERT_FALSE(negative.ok());
+  EXPECT_THAT(negative.status().message(), HasSubstr("n.json: event 0 (\"k\"): \"dur\" is negative"));
+}
+
+// baseTimeNanoseconds may come after the events (Kineto writes it last); M events find their
+// value by key whatever the order of args.
+TEST(ChromeTraceReader, OrderOfKeysDoesNotMatter) {
+  auto trace = ParseChromeTrace(
+      "{\"traceEvents\":[{\"ph\":\"M\",\"name\":\"process_name\",\"pid\":3,\"args\":{\"labels\":\"x\",\"name\":\"GPU 2\"}},"
+      "{\"dur\":2,\"ts\":1,\"name\":\"k\",\"ph\":\"X\",\"pid\":3}],\"baseTimeNanoseconds\":7000}",
+      "order.json");
+  ASSERT_TRUE(trace.ok()) << trace.status().message();
+  EXPECT_EQ(trace->base_ns, 7000);
+  EXPECT_EQ(Find(*trace, "k")->start_ns, 8000);
+  ASSERT_EQ(trace->processes.size(), 1u);
+  EXPECT_EQ(trace->processes[0].name, "GPU 2");
+
+  auto listed = ParseChromeTrace("{\"traceEvents\":[],\"baseTimeNanoseconds\":[1]}", "list.json");
+  ASSERT_FALSE(listed.ok());
+  EXPECT_THAT(listed.status().message(), HasSubstr("\"baseTimeNanoseconds\" must be an integer, not array"));
+}
+
 TEST(ChromeTraceReader, TruncatedGzip) {
   std::string path = TempPath("whole.json.gz");
   ASSERT_TRUE(WriteChromeTrace(Sample(), path).ok());
   auto bytes = ReadFile(path);
   ASSERT_TRUE(bytes.ok());
-  std::string cut = TempPath("cut.json.gz");
-  ASSERT_TRUE(WriteFileAtomic(cut, bytes->substr(0, bytes->size() / 2)).ok());
-  auto trace = ReadChromeTrace(cut);
+  // Cut inside the data, and cut only the trailer (the JSON is whole, the stream is not).
+  for (size_t keep : {bytes->size() / 2, bytes->size() - 4}) {
+    SCOPED_TRACE(keep);
+    std::string cut = TempPath("cut.json.gz");
+    ASSERT_TRUE(WriteFile(cut, bytes->substr(0, keep)).ok());
+    auto trace = ReadChromeTrace(cut);
+    ASSERT_FALSE(trace.ok());
+    EXPECT_THAT(trace.status().message(), HasSubstr("cut.json.gz: the gzip stream is cut short"));
+  }
+  std::string corrupt = *bytes;
+  for (size_t i = 20; i < 40 && i < corrupt.size(); ++i) corrupt[i] = static_cast<char>(~corrupt[i]);
+  auto trace = ParseChromeTrace(corrupt, "corrupt.json.gz");
   ASSERT_FALSE(trace.ok());
-  EXPECT_THAT(trace.status().message(), HasSubstr("cut.json.gz"));
+  EXPECT_THAT(trace.status().message(), HasSubstr("corrupt.json.gz: not a valid gzip stream"));
 }
 
-TEST(ChromeTraceReader, HugeStringsAndDeepNestingDoNotCrash) {
-  std::string huge = "{\"traceEvents\":[{\"ph\":\"X\",\"name\":\"" + std::string(64 << 20, 'a') +
-                     "\",\"pid\":0,\"tid\":1,\"ts\":1,\"dur\":1}]}";
-  auto trace = ParseChromeTrace(huge, "huge.json");
+TEST(ChromeTraceReader, ConcatenatedGzipMembersAreOneText) {
+  std::string text = Events({Event("first"), Event("second")});
+  size_t half = text.size() / 2;
+  auto trace = ParseChromeTrace(Gzip(text.substr(0, half)) + Gzip(text.substr(half)), "two.json.gz");
   ASSERT_TRUE(trace.ok()) << trace.status().message();
-  EXPECT_EQ(trace->events.at(0).name.size(), size_t{64} << 20);
+  EXPECT_EQ(trace->events.size(), 2u);
+}
 
-  std::string deep = "{\"traceEvents\":[{\"ph\":\"X\",\"name\":\"a\",\"pid\":0,\"tid\":1,\"ts\":1,"
-                     "\"dur\":1,\"args\":{\"x\":" +
-                     std::string(100000, '[') + std::string(100000, ']') + "}}]}";
-  auto nested = ParseChromeTrace(deep, "deep.json");
-  EXPECT_TRUE(nested.ok()) << nested.status().message();
+// A gzip bomb stops at the input limit (MaxInputBytes(), --max-input-size), uncompressed,
+// and the message says how to raise it; within the limit a large stream is read in bounded memory.
+TEST(ChromeTraceReader, GzipBombStopsAtTheInputLimit) {
+  std::string text = "{\"traceEvents\":[";
+  for (int i = 0; i < 40000; ++i) text += Event("k") + ",";
+  text += Event("last") + "]}";
+  std::string bomb = Gzip(text, 9);
+  ASSERT_LT(bomb.size(), text.size() / 50);
+  std::string path = TempPath("bomb.json.gz");
+  ASSERT_TRUE(WriteFile(path, bomb).ok());
 
-  std::string unclosed = "{\"traceEvents\":[" + std::string(100000, '[');
-  auto broken = ParseChromeTrace(unclosed, "unclosed.json");
-  ASSERT_FALSE(broken.ok());
-  EXPECT_THAT(broken.status().message(), HasSubstr("unclosed.json:1:"));
+  SetMaxInputBytes(1 << 20);
+  auto trace = ReadChromeTrace(path);
+  SetMaxInputBytes(-1);
+  ASSERT_FALSE(trace.ok());
+  EXPECT_THAT(trace.status().message(), HasSubstr("bomb.json.gz: uncompresses to more than 1 MiB, the limit on input files "
+                                                  "(raise it with --max-input-size=SIZE or XLENS_MAX_INPUT_SIZE)"));
+
+  auto whole = ReadChromeTrace(path);
+  ASSERT_TRUE(whole.ok()) << whole.status().message();
+  EXPECT_EQ(whole->events.size(), 40001u);
+}
+
+TEST(ChromeTraceReader, OnlyRegularFilesAreRead) {
+  auto dir = ReadChromeTrace(fs::temp_directory_path().string());
+  ASSERT_FALSE(dir.ok());
+  EXPECT_THAT(dir.status().message(), HasSubstr("is a directory"));
+  auto device = ReadChromeTrace("/dev/zero");
+  ASSERT_FALSE(device.ok());
+  EXPECT_THAT(device.status().message(), HasSubstr("not a regular file"));
+}
+
+// The streaming interface: events one at a time, relative to a base given after them, flows by
+// ordinal, and args only when wanted.
+TEST(ChromeTraceReader, StreamsEventsToAVisitor) {
+  struct Visitor : ChromeTraceVisitor {
+    bool WantsArgs() const override { return false; }
+    void OnEvent(TraceEvent& event) override {
+      names.push_back(event.name);
+      starts.push_back(event.start_ns);
+      args += event.args.size();
+    }
+    void OnFlow(size_t ordinal, int64_t id, bool is_start) override { flows.push_back({ordinal, id}); }
+    std::vector<std::string> names;
+    std::vector<int64_t> starts;
+    std::vector<std::pair<size_t, int64_t>> flows;
+    size_t args = 0;
+  } visitor;
+  std::string path = TempPath("stream.json");
+  ASSERT_TRUE(WriteFile(path, "{\"traceEvents\":[" + Event("a", ",\"args\":{\"k\":[1,2]}") + "," +
+                                  Event("b") + ",{\"ph\":\"s\",\"id\":5,\"pid\":0,\"tid\":1,\"ts\":2}],"
+                                  "\"baseTimeNanoseconds\":100}")
+                  .ok());
+  auto header = StreamChromeTrace(path, visitor);
+  ASSERT_TRUE(header.ok()) << header.status().message();
+  EXPECT_EQ(header->base_ns, 100);
+  EXPECT_EQ(visitor.names, (std::vector<std::string>{"a", "b"}));
+  EXPECT_EQ(visitor.starts, (std::vector<int64_t>{1000, 1000}));
+  EXPECT_EQ(visitor.args, 0u);
+  ASSERT_EQ(visitor.flows.size(), 1u);
+  EXPECT_EQ(visitor.flows[0].second, 5);
 }
 
 }  // namespace

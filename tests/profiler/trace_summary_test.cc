@@ -1,7 +1,15 @@
 #include "profiler/trace_summary.h"
 
+#include <unistd.h>
+
+#include <filesystem>
+
+#include <fmt/format.h>
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
+
+#include "compiler/support/file_io.h"
+#include "profiler/chrome_trace_writer.h"
 
 namespace xlens::profiler {
 namespace {
@@ -42,6 +50,81 @@ TEST(TraceSummary, NoKernels) {
   Trace trace;
   trace.events = {{"compile m", "compile", 0, 1, 0, 100, {}}};
   EXPECT_THAT(SummarizeTrace(trace), HasSubstr("No kernels"));
+}
+
+// Names from a file reach the terminal escaped: a NUL neither cuts the line nor merges two names,
+// an escape sequence shows as text.
+TEST(TraceSummary, NamesAreEscapedAndKeptWhole) {
+  Trace trace;
+  trace.events = {
+      {std::string("a\0b", 3), "kernel", 1, 7, 0, 3000, {}},
+      {std::string("a\0c", 3), "kernel", 1, 7, 0, 2000, {}},
+      {"\x1b[2J\x1b[31mred\x07", "kernel", 1, 7, 0, 1000, {}},
+      {"k", "cat\x1b]0;title\x07", 1, 7, 0, 1000, {}},
+  };
+  std::string text = SummarizeTrace(trace);
+  EXPECT_EQ(text.find('\0'), std::string::npos);
+  EXPECT_EQ(text.find('\x1b'), std::string::npos);
+  EXPECT_EQ(text.find('\x07'), std::string::npos);
+  EXPECT_THAT(text, HasSubstr("Top kernels (3 distinct"));
+  EXPECT_THAT(text, HasSubstr("a\\x00b"));
+  EXPECT_THAT(text, HasSubstr("a\\x00c"));
+  EXPECT_THAT(text, HasSubstr("\\x1b[2J\\x1b[31mred\\x07"));
+  EXPECT_THAT(text, HasSubstr("cat\\x1b]0;title\\x07"));
+}
+
+TEST(TraceSummary, VeryLongNamesAreShortenedWithTheirLength) {
+  Trace trace;
+  trace.events = {{std::string(5000, 'n'), "kernel", 1, 7, 0, 1000, {}}};
+  std::string text = SummarizeTrace(trace);
+  EXPECT_THAT(text, HasSubstr(std::string(1000, 'n') + "... (5000 bytes)"));
+  EXPECT_THAT(text, ::testing::Not(HasSubstr(std::string(1001, 'n'))));
+}
+
+// Durations are at most 2^62 ns each (the reader refuses more); their sums are 128-bit and
+// never wrap, and the span from first to last does not either.
+TEST(TraceSummary, SumsOfHugeDurationsDoNotOverflow) {
+  constexpr int64_t kHuge = (int64_t{1} << 62) - 1;
+  Trace trace;
+  for (int i = 0; i < 4; ++i) trace.events.push_back({"k", "kernel", 1, 7, -kHuge, kHuge, {}});
+  trace.events.push_back({"late", "kernel", 1, 7, kHuge, kHuge, {}});
+  std::string text = SummarizeTrace(trace);
+  // 4 * (2^62 - 1) ns = 18446744073709.551612 ms, more than INT64_MAX ns.
+  EXPECT_THAT(text, HasSubstr("18446744073709.55"));
+  // From -(2^62-1) to 2*(2^62-1): 13835058055282.163 ms.
+  EXPECT_THAT(text, HasSubstr("13835058055282.16"));
+  EXPECT_THAT(text, ::testing::Not(HasSubstr(" -")));
+}
+
+// The streamed summary of a file says what the summary of the same trace in memory says.
+TEST(TraceSummary, StreamedFromAFileAsInMemory) {
+  Trace trace;
+  trace.base_ns = 1'000'000;
+  trace.processes = {{0, "Host (CPU)", 0}};
+  trace.threads = {{0, 1, "main", 1}, {0, 2, "other", 2}};
+  trace.events = {
+      {"execute m", "execute", 0, 1, 1'000'000, 10'000'000, {}},
+      {"fusion.3", "cpu_kernel", 0, 1, 1'000'100, 3'000'000, {{"hlo_op", std::string("fusion.3")}}},
+      {"dot.1", "library_call", 0, 2, 7'000'000, 2'000'000, {}},
+  };
+  trace.metadata = {{"dropped_records", int64_t{2}}};
+  std::string path = (std::filesystem::temp_directory_path() / fmt::format("xlens_summary_{}.json.gz", ::getpid())).string();
+  ASSERT_TRUE(WriteChromeTrace(trace, path).ok());
+  auto streamed = SummarizeChromeTrace(path, 15);
+  std::filesystem::remove(path);
+  ASSERT_TRUE(streamed.ok()) << streamed.status().message();
+  EXPECT_EQ(*streamed, SummarizeTrace(trace, 15));
+  EXPECT_THAT(*streamed, HasSubstr("3 events on 2 tracks in 1 processes, 10.000 ms"));
+  EXPECT_THAT(*streamed, HasSubstr("warning: dropped_records = 2"));
+}
+
+TEST(TraceSummary, ErrorsComeFromTheReader) {
+  std::string path = (std::filesystem::temp_directory_path() / fmt::format("xlens_summary_{}.json", ::getpid())).string();
+  ASSERT_TRUE(WriteFile(path, "{\"traceEvents\":[{\"ph\":\"X\",\"ts\":1e400}]}").ok());
+  auto summary = SummarizeChromeTrace(path);
+  std::filesystem::remove(path);
+  ASSERT_FALSE(summary.ok());
+  EXPECT_THAT(summary.status().message(), HasSubstr("event 0: \"ts\": number out of range: 1e400"));
 }
 
 }  // namespace
