@@ -105,6 +105,24 @@ TEST(ChromeTraceReader, ReadsPyTorchProfilerTraces) {
   EXPECT_TRUE(stream_named);
 }
 
+TEST(ChromeTraceReader, GzipIsRecognisedByItsMagicBytes) {
+  auto plain = ReadChromeTrace(Testdata("pytorch_profiler_sample.json"));
+  auto gzip = ReadChromeTrace(Testdata("pytorch_profiler_sample.json.gz"));
+  ASSERT_TRUE(plain.ok()) << plain.status().message();
+  ASSERT_TRUE(gzip.ok()) << gzip.status().message();
+  ASSERT_EQ(gzip->events.size(), plain->events.size());
+  for (size_t i = 0; i < plain->events.size(); ++i) {
+    EXPECT_EQ(gzip->events[i].name, plain->events[i].name);
+    EXPECT_EQ(gzip->events[i].start_ns, plain->events[i].start_ns);
+  }
+  // Whatever the name says.
+  std::string renamed = TempPath("gzip-named.json");
+  ASSERT_TRUE(WriteFile(renamed, *ReadFile(Testdata("pytorch_profiler_sample.json.gz"))).ok());
+  auto read = ReadChromeTrace(renamed);
+  ASSERT_TRUE(read.ok()) << read.status().message();
+  EXPECT_EQ(read->events.size(), plain->events.size());
+}
+
 TEST(ChromeTraceReader, ArrayFormAndBeginEndPairs) {
   // Chrome's array form may lack its closing bracket (a trace cut off while recording).
   std::string text =
@@ -146,6 +164,7 @@ TEST(ChromeTraceReader, BrokenTracesGiveClearErrors) {
       {"pid_out_of_range.json", "event 0 (\"k\"): \"pid\" is out of range: 1e300"},
       {"base_time_out_of_range.json", "\"baseTimeNanoseconds\" is out of range: 9223372036854775807"},
       {"trailing_garbage.json", "trailing_garbage.json:1:20: not valid JSON: syntax error"},
+      {"truncated.json.gz", "truncated.json.gz: the gzip stream is cut short"},
   };
   int checked = 0;
   for (const auto& entry : fs::directory_iterator(Testdata("broken"))) {
