@@ -8,6 +8,7 @@
 
 #include <fmt/format.h>
 
+#include "compiler/support/file_io.h"
 #include "compiler/support/terminal_text.h"
 #include "profiler/chrome_trace_parser.h"
 #include "profiler/trace_input_stream.h"
@@ -18,6 +19,32 @@ namespace {
 
 // |ts| and dur in microseconds, as they are written.
 constexpr double kMaxTraceTimeUs = static_cast<double>(kMaxTraceTimeNs / 1000);
+
+// What the reader itself holds while it streams (track names, "B" spans waiting for their "E")
+// is bounded, so no file makes it hold without limit what it does not hand on: 256 MiB, or the
+// input limit when that is smaller.
+size_t MaxRetainedBytes() { return static_cast<size_t>(std::min<int64_t>(int64_t{256} << 20, MaxInputBytes())); }
+// Counted for each entry beside its strings: the nodes and fields around them.
+constexpr size_t kEntryBytes = 128;
+
+class RetainedBudget {
+ public:
+  bool Take(size_t bytes) {
+    if (bytes > limit_ - std::min(used_, limit_)) return false;
+    used_ += bytes;
+    return true;
+  }
+  void Give(size_t bytes) { used_ -= std::min(bytes, used_); }
+  std::string Exceeded() const {
+    return fmt::format("the trace makes the reader hold more than {} of track names and \"B\" events still open "
+                       "(without their \"E\"): more than any trace needs",
+                       FormatBytes(static_cast<int64_t>(limit_)));
+  }
+
+ private:
+  size_t limit_ = MaxRetainedBytes();
+  size_t used_ = 0;
+};
 
 // Reads one event's fields with errors that say which event and which field.
 class EventFields {
@@ -77,7 +104,8 @@ class EventFields {
   }
 
   // A pid or tid: a number, or a string that names the track (Kineto writes some as strings).
-  StatusOr<int64_t> Id(JsonScalar& field, const char* key, std::map<std::string, int64_t>& named_ids) const {
+  StatusOr<int64_t> Id(JsonScalar& field, const char* key, std::map<std::string, int64_t>& named_ids,
+                       RetainedBudget& budget) const {
     switch (field.kind) {
       case JsonKind::kAbsent: return int64_t{0};
       case JsonKind::kInteger: return field.integer;
@@ -88,9 +116,12 @@ class EventFields {
         return static_cast<int64_t>(field.number);
       case JsonKind::kString: {
         // Negative, so a named track never takes the number of a numbered one.
-        auto [entry, inserted] =
-            named_ids.emplace(std::move(field.text), -1 - static_cast<int64_t>(named_ids.size()));
-        return entry->second;
+        auto it = named_ids.find(field.text);
+        if (it != named_ids.end()) return it->second;
+        if (!budget.Take(field.text.size() + kEntryBytes)) return Fail(budget.Exceeded());
+        int64_t id = -1 - static_cast<int64_t>(named_ids.size());
+        named_ids.emplace(std::move(field.text), id);
+        return id;
       }
       default:
         return Fail(fmt::format("\"{}\" must be a number or a string, not {}", key, JsonKindName(field.kind)));
@@ -101,6 +132,12 @@ class EventFields {
   const std::string& source_;
   const RawTraceEvent& event_;
 };
+
+// What an open "B" span holds (its args only roughly: they are kept by a reader that wants them,
+// which keeps every event anyway).
+size_t OpenSpanBytes(const TraceEvent& event) {
+  return kEntryBytes + event.name.size() + event.category.size() + event.args.size() * 64;
+}
 
 const TraceArg* ArgNamed(const std::vector<TraceArg>& args, const char* key) {
   for (const TraceArg& arg : args) {
@@ -247,33 +284,43 @@ class EventInterpreter : public RawTraceConsumer {
   FlowBinder flows_;
   size_t ordinal_ = 0;
   TraceEvent event_;
+  RetainedBudget budget_;
 };
 
 Status EventInterpreter::OnEvent(RawTraceEvent& raw) {
   EventFields fields(source_, raw);
   RETURN_IF_ERROR(fields.Required(raw.ph, "ph"));
   const std::string& phase = raw.ph.text;
-  ASSIGN_OR_RETURN(int64_t pid64, fields.Id(raw.pid, "pid", named_ids_));
-  ASSIGN_OR_RETURN(int64_t tid, fields.Id(raw.tid, "tid", named_ids_));
+  ASSIGN_OR_RETURN(int64_t pid64, fields.Id(raw.pid, "pid", named_ids_, budget_));
+  ASSIGN_OR_RETURN(int64_t tid, fields.Id(raw.tid, "tid", named_ids_, budget_));
   int32_t pid = static_cast<int32_t>(pid64);
   if (phase == "M") {
     RETURN_IF_ERROR(fields.Required(raw.name, "name"));
     const std::string& name = raw.name.text;
-    if (name == "process_name") {
-      processes_[pid].pid = pid;
-      processes_[pid].name = ArgString(ArgNamed(raw.args, "name"));
-    } else if (name == "process_sort_index") {
-      processes_[pid].pid = pid;
-      processes_[pid].sort_index = ArgInt(ArgNamed(raw.args, "sort_index"));
-    } else if (name == "thread_name" || name == "thread_sort_index") {
-      TraceThread& thread = threads_[{pid, tid}];
-      thread.pid = pid;
-      thread.tid = tid;
-      if (name == "thread_name") {
-        thread.name = ArgString(ArgNamed(raw.args, "name"));
-      } else {
-        thread.sort_index = ArgInt(ArgNamed(raw.args, "sort_index"));
-      }
+    bool process = name == "process_name" || name == "process_sort_index";
+    bool thread = name == "thread_name" || name == "thread_sort_index";
+    if (!process && !thread) return OkStatus();
+    if (process ? !processes_.count(pid) : !threads_.count({pid, tid})) {
+      if (!budget_.Take(kEntryBytes)) return fields.Fail(budget_.Exceeded());
+    }
+    std::string* track_name = nullptr;
+    if (process) {
+      TraceProcess& entry = processes_[pid];
+      entry.pid = pid;
+      if (name == "process_sort_index") entry.sort_index = ArgInt(ArgNamed(raw.args, "sort_index"));
+      if (name == "process_name") track_name = &entry.name;
+    } else {
+      TraceThread& entry = threads_[{pid, tid}];
+      entry.pid = pid;
+      entry.tid = tid;
+      if (name == "thread_sort_index") entry.sort_index = ArgInt(ArgNamed(raw.args, "sort_index"));
+      if (name == "thread_name") track_name = &entry.name;
+    }
+    if (track_name != nullptr) {
+      std::string value = ArgString(ArgNamed(raw.args, "name"));
+      budget_.Give(track_name->size());
+      if (!budget_.Take(value.size())) return fields.Fail(budget_.Exceeded());
+      *track_name = std::move(value);
     }
     return OkStatus();
   }
@@ -294,6 +341,7 @@ Status EventInterpreter::OnEvent(RawTraceEvent& raw) {
     event.args.swap(raw.args);
     event.flow_out = event.flow_in = 0;
     if (phase == "B") {
+      if (!budget_.Take(OpenSpanBytes(event))) return fields.Fail(budget_.Exceeded());
       open_spans_[{pid, tid}].push_back(std::move(event));
     } else {
       Emit(event);
@@ -306,6 +354,7 @@ Status EventInterpreter::OnEvent(RawTraceEvent& raw) {
     if (it == open_spans_.end() || it->second.empty()) return OkStatus();  // an end whose begin was cut off
     TraceEvent event = std::move(it->second.back());
     it->second.pop_back();
+    budget_.Give(OpenSpanBytes(event));
     // Both within ±2^62 ns: the difference fits. An end before its begin is a span of 0.
     event.duration_ns = std::max<int64_t>(0, ts - event.start_ns);
     for (TraceArg& arg : raw.args) event.args.push_back(std::move(arg));

@@ -7,6 +7,7 @@
 
 #include <fmt/format.h>
 
+#include "compiler/support/file_io.h"
 #include "compiler/support/terminal_text.h"
 #include "profiler/chrome_trace_reader.h"
 
@@ -39,19 +40,25 @@ std::string Shown(std::string_view text) {
   return fmt::format("{}... ({} bytes)", EscapeForTerminal(TruncateUtf8(text, kMaxShownNameBytes)), text.size());
 }
 
-// Aggregates events one at a time: per category and per kernel name, never the events.
+// Aggregates events one at a time: per category and per kernel name, never the events. Names are
+// kept up to 64 MiB in all (or the input limit when smaller); events of names beyond are counted
+// together, and the summary says so.
+size_t MaxKeptBytes() { return static_cast<size_t>(std::min<int64_t>(int64_t{64} << 20, MaxInputBytes())); }
+constexpr size_t kEntryBytes = 128;  // the node and the totals beside a name
+constexpr const char* kOtherKernels = "(other kernels)";
+constexpr const char* kOtherCategories = "(other categories)";
+
 class SummaryBuilder {
  public:
   void Add(const TraceEvent& event) {
     ++events_;
     first_ = std::min<__int128>(first_, event.start_ns);
     last_ = std::max<__int128>(last_, static_cast<__int128>(event.start_ns) + event.duration_ns);
-    Totals& category = by_category_[event.category];
-    category.Add(event.duration_ns);
+    Find(by_category_, event.category, other_category_).Add(event.duration_ns);
     if (IsKernelCategory(event.category)) {
-      Totals& totals = by_kernel_[event.name];
+      Totals& totals = Find(by_kernel_, event.name, other_kernel_);
       totals.Add(event.duration_ns);
-      if (totals.category != event.category) totals.category = event.category;
+      if (&totals != &other_kernel_ && totals.category != event.category) totals.category = event.category;
       kernel_ns_ += event.duration_ns;
     }
   }
@@ -59,15 +66,32 @@ class SummaryBuilder {
   std::string Render(size_t threads, size_t processes, const std::vector<TraceArg>& metadata, int top_kernels) const;
 
  private:
+  Totals& Find(std::unordered_map<std::string, Totals>& map, const std::string& key, Totals& other) {
+    auto it = map.find(key);
+    if (it != map.end()) return it->second;
+    if (key.size() + kEntryBytes > max_kept_bytes_ - std::min(kept_bytes_, max_kept_bytes_)) {
+      ++folded_events_;
+      return other;
+    }
+    kept_bytes_ += key.size() + kEntryBytes;
+    return map.emplace(key, Totals{}).first->second;
+  }
+
   int64_t events_ = 0;
   __int128 first_ = INT64_MAX, last_ = INT64_MIN, kernel_ns_ = 0;
   std::unordered_map<std::string, Totals> by_category_;
   std::unordered_map<std::string, Totals> by_kernel_;
+  Totals other_category_, other_kernel_{.category = "(mixed)"};
+  const size_t max_kept_bytes_ = MaxKeptBytes();
+  size_t kept_bytes_ = 0;
+  int64_t folded_events_ = 0;
 };
 
 // The largest totals first; equal totals by name, so the output does not depend on hashing.
-std::vector<std::pair<std::string, Totals>> Sorted(const std::unordered_map<std::string, Totals>& map) {
+std::vector<std::pair<std::string, Totals>> Sorted(const std::unordered_map<std::string, Totals>& map,
+                                                   const char* other_name, const Totals& other) {
   std::vector<std::pair<std::string, Totals>> sorted(map.begin(), map.end());
+  if (other.count > 0) sorted.emplace_back(other_name, other);
   std::sort(sorted.begin(), sorted.end(), [](const auto& a, const auto& b) {
     if (a.second.total_ns != b.second.total_ns) return a.second.total_ns > b.second.total_ns;
     return a.first < b.first;
@@ -89,20 +113,27 @@ std::string SummaryBuilder::Render(size_t threads, size_t processes, const std::
       break;
     }
   }
+  if (folded_events_ > 0) {
+    out += fmt::format("warning: more distinct names than the summary keeps ({} of them): {} events are counted "
+                       "under {} and {}\n",
+                       FormatBytes(static_cast<int64_t>(max_kept_bytes_)), folded_events_, kOtherKernels,
+                       kOtherCategories);
+  }
 
   out += "\nBy category (durations of nested spans count in each):\n";
   out += fmt::format("  {:<16} {:>8} {:>12}\n", "category", "events", "total ms");
-  for (const auto& [name, totals] : Sorted(by_category_)) {
+  for (const auto& [name, totals] : Sorted(by_category_, kOtherCategories, other_category_)) {
     out += fmt::format("  {:<16} {:>8} {:>12}\n", name.empty() ? "(none)" : Shown(name), totals.count,
                        Ms(totals.total_ns));
   }
 
-  if (by_kernel_.empty()) {
+  if (by_kernel_.empty() && other_kernel_.count == 0) {
     out += "\nNo kernels (no events in categories cpu_kernel, library_call or kernel).\n";
     return out;
   }
-  std::vector<std::pair<std::string, Totals>> kernels = Sorted(by_kernel_);
-  out += fmt::format("\nTop kernels ({} distinct, {} ms in all):\n", kernels.size(), Ms(kernel_ns_));
+  std::vector<std::pair<std::string, Totals>> kernels = Sorted(by_kernel_, kOtherKernels, other_kernel_);
+  out += fmt::format("\nTop kernels ({} distinct{}, {} ms in all):\n", by_kernel_.size(),
+                     other_kernel_.count > 0 ? " and more" : "", Ms(kernel_ns_));
   out += fmt::format("  {:>10} {:>7} {:>6} {:>10} {:>10} {:>10}  {:<12} {}\n", "total ms", "%", "calls", "avg us",
                      "min us", "max us", "category", "name");
   int shown = 0;

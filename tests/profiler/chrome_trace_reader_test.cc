@@ -372,6 +372,27 @@ TEST(ChromeTraceReader, GzipBombStopsAtTheInputLimit) {
   EXPECT_EQ(whole->events.size(), 40001u);
 }
 
+// What the reader holds while streaming ("B" events waiting for their "E", names of tracks) is
+// bounded: 256 MiB, or the input limit when smaller.
+TEST(ChromeTraceReader, WhatTheReaderHoldsIsBounded) {
+  std::string open = "[";
+  for (int i = 0; i < 1500; ++i) open += "{\"ph\":\"B\",\"name\":\"x\",\"ts\":1},";
+  std::string named = "[";
+  for (int i = 0; i < 1500; ++i) named += fmt::format("{{\"ph\":\"i\",\"tid\":\"t{}\",\"ts\":1}},", i);
+  SetMaxInputBytes(64 << 10);
+  auto spans = ParseChromeTrace(open, "open.json");
+  auto tracks = ParseChromeTrace(named, "named.json");
+  SetMaxInputBytes(-1);
+  ASSERT_FALSE(spans.ok());
+  EXPECT_THAT(spans.status().message(), HasSubstr("open.json: event "));
+  EXPECT_THAT(spans.status().message(), HasSubstr("hold more than 64 KiB of track names and \"B\" events still open"));
+  ASSERT_FALSE(tracks.ok());
+  EXPECT_THAT(tracks.status().message(), HasSubstr("hold more than 64 KiB"));
+  // Without the small limit, both read (the cut-off array form).
+  EXPECT_TRUE(ParseChromeTrace(open, "open.json").ok());
+  EXPECT_TRUE(ParseChromeTrace(named, "named.json").ok());
+}
+
 TEST(ChromeTraceReader, OnlyRegularFilesAreRead) {
   auto dir = ReadChromeTrace(fs::temp_directory_path().string());
   ASSERT_FALSE(dir.ok());

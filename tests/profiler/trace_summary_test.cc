@@ -118,6 +118,21 @@ TEST(TraceSummary, StreamedFromAFileAsInMemory) {
   EXPECT_THAT(*streamed, HasSubstr("warning: dropped_records = 2"));
 }
 
+// Names are kept up to a budget (64 MiB, or the input limit when smaller); the events of names
+// beyond it are counted together, the totals stay whole and the summary says so.
+TEST(TraceSummary, DistinctNamesBeyondTheBudgetAreCountedTogether) {
+  Trace trace;
+  for (int i = 0; i < 500; ++i) trace.events.push_back({fmt::format("kernel_{}", i), "kernel", 1, 7, 0, 1'000'000, {}});
+  SetMaxInputBytes(16 << 10);
+  std::string text = SummarizeTrace(trace, 1000);
+  SetMaxInputBytes(-1);
+  EXPECT_THAT(text, HasSubstr("500 events"));
+  EXPECT_THAT(text, HasSubstr("distinct and more, 500.000 ms in all"));
+  EXPECT_THAT(text, HasSubstr("(other kernels)"));
+  EXPECT_THAT(text, HasSubstr("warning: more distinct names than the summary keeps (16 KiB of them)"));
+  EXPECT_THAT(SummarizeTrace(trace, 1000), ::testing::Not(HasSubstr("(other kernels)")));
+}
+
 TEST(TraceSummary, ErrorsComeFromTheReader) {
   std::string path = (std::filesystem::temp_directory_path() / fmt::format("xlens_summary_{}.json", ::getpid())).string();
   ASSERT_TRUE(WriteFile(path, "{\"traceEvents\":[{\"ph\":\"X\",\"ts\":1e400}]}").ok());
