@@ -102,7 +102,8 @@ class TraceInputStream {
   std::optional<InputFile> file_;
   std::string_view memory_;
 
-  // Compressed input, when gzip.
+  // The raw bytes: z_.next_in and avail_in are where the parse stands in raw_, for gzip and also
+  // for a plain file (what Open read to look for the magic bytes).
   bool gzip_ = false;
   bool inflating_ = false;  // z_ is initialised
   bool member_ended_ = false;
