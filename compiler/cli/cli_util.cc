@@ -1,7 +1,9 @@
 #include "compiler/cli/cli_util.h"
 
+#include <algorithm>
 #include <cstdio>
 #include <filesystem>
+#include <string>
 #include <random>
 
 #include <fmt/format.h>
@@ -94,10 +96,34 @@ StatusOr<std::vector<Literal>> LoadInputs(const HloComputation& entry, const std
 
 Status WriteOutputs(const std::string& dir, const std::vector<const Literal*>& leaves) {
   RETURN_IF_ERROR(CreateDirectories(dir));
+  // Every output is attempted: one that cannot be written is reported, and the others still are.
+  std::vector<std::string> failed;
+  std::vector<PrimitiveType> noted;  // widened types already explained
   for (size_t i = 0; i < leaves.size(); ++i) {
     std::string path = fmt::format("{}/out{}.npy", dir, i);
-    RETURN_IF_ERROR(WriteNpy(path, *leaves[i]));
-    std::printf("wrote %s (%s)\n", path.c_str(), leaves[i]->shape().ToString(false).c_str());
+    const Shape& shape = leaves[i]->shape();
+    if (Status written = WriteNpy(path, *leaves[i]); !written.ok()) {
+      std::fprintf(stderr, "xlens: %s\n", written.message().c_str());
+      failed.push_back(fmt::format("out{}.npy", i));
+      continue;
+    }
+    std::printf("wrote %s (%s)\n", path.c_str(), shape.ToString(false).c_str());
+    const PrimitiveType stored = NpyStoredType(shape.element_type());
+    if (shape.IsArray() && stored != shape.element_type() &&
+        std::find(noted.begin(), noted.end(), shape.element_type()) == noted.end()) {
+      noted.push_back(shape.element_type());
+      std::fprintf(stderr,
+                   "xlens: note: .npy has no dtype for %s: %s holds its values widened exactly to "
+                   "%s (numpy.load reads them; .astype(ml_dtypes.bfloat16) and the like give the "
+                   "original type back)\n",
+                   std::string(PrimitiveTypeName(shape.element_type())).c_str(), path.c_str(),
+                   std::string(PrimitiveTypeName(stored)).c_str());
+    }
+  }
+  if (!failed.empty()) {
+    return Error(fmt::format("{}: {} of {} outputs could not be written ({}){}", dir,
+                             failed.size(), leaves.size(), fmt::join(failed, ", "),
+                             failed.size() < leaves.size() ? "; the others were" : ""));
   }
   return OkStatus();
 }

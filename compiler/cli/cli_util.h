@@ -26,7 +26,10 @@ std::string Summarize(const Literal& literal);
 // or "random".
 StatusOr<std::vector<Literal>> LoadInputs(const HloComputation& entry, const std::string& dir,
                                           uint64_t seed);
-// Writes DIR/out0.npy, out1.npy, ... (creating DIR), printing each file.
+// Writes DIR/out0.npy, out1.npy, ... (creating DIR), printing each file. Every output is
+// attempted: one that fails is reported on stderr and named in the error returned after the
+// others were written. Types .npy lacks (bf16, ...) are widened exactly (see npy.h), said once on
+// stderr per type.
 Status WriteOutputs(const std::string& dir, const std::vector<const Literal*>& leaves);
 
 // What the XLA flags (XLA_FLAGS, then the command line's --xla_* arguments) ask of a

@@ -397,8 +397,7 @@ StatusOr<IrIndex> ElementalIrEmitter::EmitClampedStarts(const HloInstruction* hl
   for (int64_t d = 0; d < operand.rank(); ++d) {
     const HloInstruction* start_hlo = hlo->operand(first_operand + d);
     ASSIGN_OR_RETURN(Value * s, EmitElement(start_hlo, {}));
-    ASSIGN_OR_RETURN(Value * s64, EmitConvert(b_, start_hlo->shape().element_type(),
-                                              PrimitiveType::S64, s));
+    ASSIGN_OR_RETURN(Value * s64, EmitIndexToInt64(b_, start_hlo->shape().element_type(), s));
     Value* limit = b_.getInt64(operand.dimensions(d) - window.dimensions(d));
     s64 = b_.CreateSelect(b_.CreateICmpSLT(s64, b_.getInt64(0)), b_.getInt64(0), s64);
     s64 = b_.CreateSelect(b_.CreateICmpSGT(s64, limit), limit, s64);
@@ -469,7 +468,7 @@ StatusOr<Value*> ElementalIrEmitter::EmitGather(const HloInstruction* hlo, const
   for (size_t k = 0; k < g.start_index_map.size(); ++k) {
     if (explicit_vector) indices_index[g.index_vector_dim] = b_.getInt64(k);
     ASSIGN_OR_RETURN(Value * s, EmitElement(indices, indices_index));
-    ASSIGN_OR_RETURN(Value * s64, EmitConvert(b_, indices_shape.element_type(), PrimitiveType::S64, s));
+    ASSIGN_OR_RETURN(Value * s64, EmitIndexToInt64(b_, indices_shape.element_type(), s));
     const int64_t od = g.start_index_map[k];
     Value* limit = b_.getInt64(operand_shape.dimensions(od) - slice_sizes[od]);
     s64 = b_.CreateSelect(b_.CreateICmpSLT(s64, b_.getInt64(0)), b_.getInt64(0), s64);

@@ -489,7 +489,7 @@ Status KernelBuilder::EmitScatter(const HloInstruction* scatter) {
       if (explicit_vector) indices_index[dn.index_vector_dim] = b_.getInt64(k);
       ASSIGN_OR_RETURN(Value * s, e->EmitElement(indices, indices_index));
       ASSIGN_OR_RETURN(start[dn.scatter_dims_to_operand_dims[k]],
-                       EmitConvert(b_, indices_shape.element_type(), PrimitiveType::S64, s));
+                       EmitIndexToInt64(b_, indices_shape.element_type(), s));
     }
     for (size_t i = 0; i < dn.input_batching_dims.size(); ++i) {
       for (size_t j = 0; j < indices_dim_of_scatter.size(); ++j) {

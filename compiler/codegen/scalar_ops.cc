@@ -1,5 +1,7 @@
 #include "compiler/codegen/scalar_ops.h"
 
+#include <limits>
+
 #include <fmt/format.h>
 #include <llvm/IR/Intrinsics.h>
 #include <llvm/IR/Module.h>
@@ -530,6 +532,18 @@ StatusOr<Value*> EmitLiteralElement(llvm::IRBuilder<>& b, const Literal& literal
 
 StatusOr<Value*> EmitFromInt64(llvm::IRBuilder<>& b, PrimitiveType type, Value* v) {
   return EmitConvert(b, PrimitiveType::S64, type, v);
+}
+
+StatusOr<Value*> EmitIndexToInt64(llvm::IRBuilder<>& b, PrimitiveType type, Value* v) {
+  if (!IsIntegralType(type)) {
+    return Error(fmt::format("an index of type {} (expected an integer type)",
+                             PrimitiveTypeName(type)));
+  }
+  if (type == PrimitiveType::U64) {
+    Value* past_int64 = b.CreateICmpSLT(v, b.getInt64(0));
+    return b.CreateSelect(past_int64, b.getInt64(std::numeric_limits<int64_t>::max()), v);
+  }
+  return EmitConvert(b, type, PrimitiveType::S64, v);
 }
 
 }  // namespace xlens::codegen

@@ -34,5 +34,10 @@ StatusOr<llvm::Value*> EmitLiteralElement(llvm::IRBuilder<>& b, const Literal& l
                                           int64_t linear_index);
 // An integer value (i64) converted to an element of `type` (iota).
 StatusOr<llvm::Value*> EmitFromInt64(llvm::IRBuilder<>& b, PrimitiveType type, llvm::Value* v);
+// An index element of integer `type` (a dynamic-slice start, a gather or scatter index) as an
+// i64 to clamp or bounds-check: signed types sign-extend, unsigned ones zero-extend, and a u64
+// past INT64_MAX saturates there. Read as s64 it would turn negative: a start of 2^63 would clamp
+// to 0 instead of to the end, and a scatter index would wrap. The evaluator reads them the same.
+StatusOr<llvm::Value*> EmitIndexToInt64(llvm::IRBuilder<>& b, PrimitiveType type, llvm::Value* v);
 
 }  // namespace xlens::codegen

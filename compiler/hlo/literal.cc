@@ -17,7 +17,9 @@ Literal::Literal(const Shape& shape) : shape_(shape) {
     return;
   }
   if (shape.IsArray() && shape.is_static()) {
-    data_.assign(static_cast<size_t>(shape.num_elements()) * ByteWidth(shape.element_type()), 0);
+    // ByteSizeOf saturates instead of wrapping: an unrepresentable shape fails to allocate
+    // rather than getting a small buffer that its elements would overrun.
+    data_.assign(static_cast<size_t>(shape_util::ByteSizeOf(shape)), 0);
   }
 }
 

@@ -6,6 +6,7 @@
 #include <cstring>
 #include <limits>
 #include <optional>
+#include <span>
 #include <utility>
 #include <vector>
 
@@ -450,6 +451,21 @@ StatusOr<Literal> ReadNpy(const std::string& path) {
   return ParseNpy(bytes, path);
 }
 
+PrimitiveType NpyStoredType(PrimitiveType type) {
+  using P = PrimitiveType;
+  if (!TypeToDescr(type).empty()) return type;
+  switch (type) {
+    case P::BF16:
+      return P::F32;
+    case P::S1: case P::S2: case P::S4:
+      return P::S8;
+    case P::U1: case P::U2: case P::U4:
+      return P::U8;
+    default:
+      return P::PRIMITIVE_TYPE_INVALID;
+  }
+}
+
 StatusOr<std::string> SerializeNpy(const Literal& literal) {
   const Shape& shape = literal.shape();
   if (!shape.IsArray()) {
@@ -463,14 +479,11 @@ StatusOr<std::string> SerializeNpy(const Literal& literal) {
   if (!shape.is_static()) {
     return Error(fmt::format("cannot write the dynamic shape {} to .npy", shape.ToString(false)));
   }
-  std::string_view descr = TypeToDescr(shape.element_type());
+  const PrimitiveType stored = NpyStoredType(shape.element_type());
+  std::string_view descr = TypeToDescr(stored);
   if (descr.empty()) {
-    std::string hint = shape.element_type() == PrimitiveType::BF16
-                           ? "; convert it to f32 first"
-                           : "";
-    return Error(fmt::format("cannot write {} to .npy: the format has no dtype for {}{}",
-                             shape.ToString(false), PrimitiveTypeName(shape.element_type()),
-                             hint));
+    return Error(fmt::format("cannot write {} to .npy: the format has no dtype for {}",
+                             shape.ToString(false), PrimitiveTypeName(shape.element_type())));
   }
 
   // numpy.lib.format._write_array_header, so that files match numpy.save byte for byte.
@@ -497,7 +510,18 @@ StatusOr<std::string> SerializeNpy(const Literal& literal) {
   };
   std::optional<std::string> out = wrap(1, 2);
   if (!out) out = wrap(2, 4);
-  out->append(reinterpret_cast<const char*>(literal.untyped_data()), literal.size_bytes());
+  if (shape.element_type() == PrimitiveType::BF16) {
+    // A bf16 is the upper half of the float32 with the same value.
+    const std::span<const uint16_t> bits = literal.data<uint16_t>();
+    out->reserve(out->size() + bits.size() * sizeof(uint32_t));
+    for (uint16_t b : bits) {
+      const uint32_t widened = uint32_t{b} << 16;
+      out->append(reinterpret_cast<const char*>(&widened), sizeof(widened));
+    }
+  } else {
+    // Sub-byte integers are already held one per byte, sign- or zero-extended.
+    out->append(reinterpret_cast<const char*>(literal.untyped_data()), literal.size_bytes());
+  }
   return *std::move(out);
 }
 

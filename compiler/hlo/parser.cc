@@ -294,7 +294,7 @@ Status HloParser::ParseInstruction(ComputationState& state) {
   }
   std::optional<Shape> shape;
   if (text::AtShape(cursor_)) {
-    ASSIGN_OR_RETURN(Shape s, text::ReadShape(cursor_));
+    ASSIGN_OR_RETURN(Shape s, text::ReadShape(cursor_, "%" + std::string(name)));
     shape = std::move(s);
   }
   ASSIGN_OR_RETURN(size_t index, ParseInstructionBody(state, name, std::move(shape), pos, 0));
@@ -372,7 +372,7 @@ Status HloParser::ParseOperands(ComputationState& state, std::vector<PendingOper
     size_t pos = cursor_.Here();
     PendingOperand operand;
     if (text::AtShape(cursor_)) {
-      ASSIGN_OR_RETURN(Shape s, text::ReadShape(cursor_));
+      ASSIGN_OR_RETURN(Shape s, text::ReadShape(cursor_, "an operand"));
       operand.declared_shape = std::move(s);
     }
     size_t name_pos = cursor_.Here();

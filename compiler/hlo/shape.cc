@@ -1,6 +1,7 @@
 #include "compiler/hlo/shape.h"
 
 #include <functional>
+#include <limits>
 
 #include <fmt/format.h>
 
@@ -43,8 +44,12 @@ bool Shape::is_static() const {
 
 int64_t Shape::num_elements() const {
   int64_t n = 1;
-  for (int64_t d : dimensions_) n *= d < 0 ? 0 : d;
-  return n;
+  bool saturated = false;
+  for (int64_t d : dimensions_) {
+    if (d <= 0) return 0;
+    if (__builtin_mul_overflow(n, d, &n)) saturated = true;
+  }
+  return saturated ? std::numeric_limits<int64_t>::max() : n;
 }
 
 void Shape::SetDefaultLayout() {
@@ -173,13 +178,106 @@ std::vector<int64_t> RowMajorStrides(std::span<const int64_t> dims) {
 }
 
 int64_t ByteSizeOf(const Shape& shape) {
+  constexpr int64_t kMax = std::numeric_limits<int64_t>::max();
   if (shape.IsTuple()) {
     int64_t total = 0;
-    for (const Shape& s : shape.tuple_shapes()) total += ByteSizeOf(s);
+    for (const Shape& s : shape.tuple_shapes()) {
+      if (__builtin_add_overflow(total, ByteSizeOf(s), &total)) return kMax;
+    }
     return total;
   }
   if (!shape.IsArray()) return 0;
-  return shape.num_elements() * ByteWidth(shape.element_type());
+  int64_t bytes = 0;
+  if (__builtin_mul_overflow(shape.num_elements(), ByteWidth(shape.element_type()), &bytes)) {
+    return kMax;
+  }
+  return bytes;
+}
+
+std::optional<int64_t> CheckedElementCount(const Shape& shape) {
+  int64_t nonzero_product = 1;
+  bool has_zero = false;
+  for (int64_t d : shape.dimensions()) {
+    if (d <= 0) {
+      has_zero |= d == 0;
+      continue;
+    }
+    if (__builtin_mul_overflow(nonzero_product, d, &nonzero_product)) return std::nullopt;
+  }
+  return has_zero ? 0 : nonzero_product;
+}
+
+std::optional<int64_t> CheckedByteSize(const Shape& shape) {
+  // Iterative over tuple nesting: shapes built by passes are not bounded by the parser's depth.
+  int64_t total = 0;
+  std::vector<const Shape*> stack = {&shape};
+  while (!stack.empty()) {
+    const Shape* s = stack.back();
+    stack.pop_back();
+    if (s->IsTuple()) {
+      for (const Shape& element : s->tuple_shapes()) stack.push_back(&element);
+      continue;
+    }
+    if (!s->IsArray()) continue;
+    std::optional<int64_t> count = CheckedElementCount(*s);
+    if (!count) return std::nullopt;
+    // The byte size of the non-zero dimensions must fit too, for the same reason.
+    int64_t nonzero_product = 1;
+    for (int64_t d : s->dimensions()) {
+      if (d > 0) nonzero_product *= d;  // cannot overflow: CheckedElementCount checked it
+    }
+    int64_t bytes = 0;
+    if (__builtin_mul_overflow(nonzero_product, ByteWidth(s->element_type()), &bytes)) {
+      return std::nullopt;
+    }
+    if (__builtin_add_overflow(total, *count == 0 ? 0 : bytes, &total)) return std::nullopt;
+  }
+  return total;
+}
+
+namespace {
+
+std::string ToDecimal(unsigned __int128 v) {
+  std::string digits;
+  do {
+    digits.insert(digits.begin(), static_cast<char>('0' + static_cast<int>(v % 10)));
+    v /= 10;
+  } while (v != 0);
+  return digits;
+}
+
+}  // namespace
+
+Status CheckShapeSize(const Shape& shape) {
+  if (CheckedByteSize(shape)) return OkStatus();
+  // Name the first leaf at fault with its exact element count (computed in 128 bits).
+  std::string message;
+  shape.ForEachLeaf([&](const Shape& leaf, const std::vector<int64_t>&) {
+    if (!message.empty() || !leaf.IsArray() || CheckedByteSize(leaf)) return;
+    unsigned __int128 count = 1;
+    bool huge = false;
+    bool has_zero = false;
+    for (int64_t d : leaf.dimensions()) {
+      if (d > 0) huge |= __builtin_mul_overflow(count, static_cast<unsigned __int128>(d), &count);
+      has_zero |= d == 0;
+    }
+    const std::string figure = huge ? std::string("more than 2^128") : ToDecimal(count);
+    const std::string counted = has_zero
+                                    ? fmt::format("{}: its non-zero dimensions multiply to {}",
+                                                  leaf.ToString(false), figure)
+                                    : fmt::format("{} has {}", leaf.ToString(false), figure);
+    if (!CheckedElementCount(leaf)) {
+      message = counted + " elements: more than fit in 64 bits";
+    } else {
+      message = fmt::format("{} elements of {} bytes: more bytes than fit in 64 bits", counted,
+                            ByteWidth(leaf.element_type()));
+    }
+  });
+  if (message.empty()) {
+    message = fmt::format("the leaves of {} hold more bytes than fit in 64 bits",
+                          shape.ToString(false));
+  }
+  return Error(message);
 }
 
 std::vector<int64_t> DefaultMinorToMajor(int64_t rank) {

@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "compiler/hlo/primitive_type.h"
+#include "compiler/support/status.h"
 
 namespace xlens {
 
@@ -53,7 +54,9 @@ class Shape {
   void set_dynamic_dimension(int64_t i, bool dynamic) { dynamic_[i] = dynamic; }
   bool is_unbounded_dynamic_dimension(int64_t i) const { return dimensions_[i] == kUnboundedSize; }
   bool is_static() const;  // no dynamic dimension anywhere (tuples: recursively)
-  // Product of the dimensions (1 for a scalar). Only meaningful for static arrays.
+  // Product of the dimensions (1 for a scalar; unbounded dimensions count as 0). Only meaningful
+  // for static arrays. Never wraps: a product past INT64_MAX (a shape the parser and verifier
+  // refuse) saturates there, so that nothing is sized from a wrapped, small count.
   int64_t num_elements() const;
 
   bool has_layout() const { return layout_.has_value(); }
@@ -104,8 +107,20 @@ bool EqualIgnoringLayoutSuffix(const Shape& a, const Shape& b);
 Shape ChangeElementType(const Shape& shape, PrimitiveType type);
 // Row-major strides in elements for a dense array of `dims`.
 std::vector<int64_t> RowMajorStrides(std::span<const int64_t> dims);
-// Byte size of a dense array shape (sum over leaves for tuples), using ByteWidth.
+// Byte size of a dense array shape (sum over leaves for tuples), using ByteWidth. Saturates at
+// INT64_MAX like num_elements.
 int64_t ByteSizeOf(const Shape& shape);
+// The element count of an array shape (dimensions at their bound, unbounded ones ignored), or
+// nullopt when the product of its non-zero dimensions does not fit in int64. A zero dimension
+// does not excuse the others: [0, 2^40, 2^40] is refused, so that no size computed in any order
+// over a valid shape overflows.
+std::optional<int64_t> CheckedElementCount(const Shape& shape);
+// The byte size of a shape (tuples: the sum over leaves), nullopt under the same rule or when
+// the bytes do not fit in int64.
+std::optional<int64_t> CheckedByteSize(const Shape& shape);
+// An error naming `shape` when CheckedByteSize refuses it ("f32[4294967296,4294967296] has
+// 18446744073709551616 elements: more than fit in 64 bits").
+Status CheckShapeSize(const Shape& shape);
 // The default minor_to_major for a rank: {rank-1, ..., 0}.
 std::vector<int64_t> DefaultMinorToMajor(int64_t rank);
 

@@ -364,7 +364,18 @@ bool AtShape(TextCursor& cursor) {
   return is_shape;
 }
 
-StatusOr<Shape> ReadShape(TextCursor& cursor) { return ReadShapeImpl(cursor, 0); }
+StatusOr<Shape> ReadShape(TextCursor& cursor, std::string_view owner) {
+  cursor.SkipWhitespace();
+  const size_t start = cursor.Here();
+  ASSIGN_OR_RETURN(Shape shape, ReadShapeImpl(cursor, 0));
+  // Checked once for the whole shape: a tuple's leaves may each fit while their sum does not.
+  if (Status size = shape_util::CheckShapeSize(shape); !size.ok()) {
+    return cursor.ErrorAt(start, owner.empty() ? size.message()
+                                               : fmt::format("the shape of {}: {}", owner,
+                                                             size.message()));
+  }
+  return shape;
+}
 
 StatusOr<Literal> ReadLiteral(TextCursor& cursor, const Shape& shape) {
   return ReadLiteralImpl(cursor, shape, 0);

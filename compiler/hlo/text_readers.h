@@ -13,8 +13,10 @@ namespace xlens::text {
 
 // True when the cursor is at a shape: '(' (tuple) or a type name directly followed by '['.
 bool AtShape(TextCursor& cursor);
-// A shape; array shapes without a layout get the default one, as XLA's parser does.
-StatusOr<Shape> ReadShape(TextCursor& cursor);
+// A shape; array shapes without a layout get the default one, as XLA's parser does. A shape
+// whose element count or byte size does not fit in int64 is an error; `owner` ("%add.1"), when
+// given, is named in it.
+StatusOr<Shape> ReadShape(TextCursor& cursor, std::string_view owner = {});
 // A literal of `shape`: a scalar, nested {...} arrays, (re, im) complex values, (a, b) tuples,
 // or the elided form {...}.
 StatusOr<Literal> ReadLiteral(TextCursor& cursor, const Shape& shape);

@@ -198,6 +198,11 @@ class Verifier {
         }
       }
     }
+    // Sizes are computed everywhere without overflow checks: a shape whose element count or byte
+    // size does not fit in int64 must stop here.
+    if (Status s = shape_util::CheckShapeSize(instruction.shape()); !s.ok()) {
+      return InstructionError(computation, instruction, s.message());
+    }
     if (Status s = CheckLayouts(instruction.shape(), options_.layout_sensitive); !s.ok()) {
       return InstructionError(computation, instruction, s.message());
     }

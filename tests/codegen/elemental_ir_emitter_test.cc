@@ -164,6 +164,46 @@ ENTRY e {
   EXPECT_EQ(out.tuple_element(2).data<float>()[3 * 6 + 4], 100.0f);
 }
 
+// Unsigned starts and indices are unsigned: a u64 of 2^63 or more is past every end, so it clamps
+// to the end (dynamic-slice, dynamic-update-slice, gather) or is skipped (scatter), as the
+// evaluator and XLA do. Read as s64 it was negative: clamped to 0, or wrapped.
+TEST(ElementalIrEmitterTest, UnsignedStartsAndIndicesPastInt64MaxClampToTheEnd) {
+  const char* text = R"(HloModule m
+add {
+  x = f32[] parameter(0)
+  y = f32[] parameter(1)
+  ROOT s = f32[] add(x, y)
+}
+ENTRY e {
+  a = f32[8] parameter(0)
+  s = u64[] parameter(1)
+  i = u64[2,1] parameter(2)
+  w = u32[] parameter(3)
+  ds = f32[2] dynamic-slice(a, s), dynamic_slice_sizes={2}
+  ds32 = f32[2] dynamic-slice(a, w), dynamic_slice_sizes={2}
+  u = f32[2] constant({100, 101})
+  dus = f32[8] dynamic-update-slice(a, u, s)
+  g = f32[2,3] gather(a, i), offset_dims={1}, collapsed_slice_dims={}, start_index_map={0}, index_vector_dim=1, slice_sizes={3}
+  m = f32[2,2] constant({{1000, 1000}, {1000, 1000}})
+  sc = f32[8] scatter(a, i, m), update_window_dims={1}, inserted_window_dims={}, scatter_dims_to_operand_dims={0}, index_vector_dim=1, to_apply=add
+  ROOT r = (f32[2], f32[2], f32[8], f32[2,3], f32[8]) tuple(ds, ds32, dus, g, sc)
+})";
+  std::vector<Literal> args;
+  args.push_back(R1<float>(PrimitiveType::F32, {0, 1, 2, 3, 4, 5, 6, 7}));
+  args.push_back(Literal::CreateR0<uint64_t>(PrimitiveType::U64, uint64_t{1} << 63));
+  args.push_back(Literal(Shape(PrimitiveType::U64, {2, 1})));
+  args.back().data<uint64_t>()[0] = ~uint64_t{0};
+  args.back().data<uint64_t>()[1] = 1;
+  args.push_back(Literal::CreateR0<uint32_t>(PrimitiveType::U32, 0xffffffffu));
+  Literal out = ExpectMatchesEvaluator(text, std::move(args));
+  EXPECT_THAT(Values<float>(out.tuple_element(0)), ElementsAre(6, 7));
+  EXPECT_THAT(Values<float>(out.tuple_element(1)), ElementsAre(6, 7));
+  EXPECT_THAT(Values<float>(out.tuple_element(2)), ElementsAre(0, 1, 2, 3, 4, 5, 100, 101));
+  EXPECT_THAT(Values<float>(out.tuple_element(3)), ElementsAre(5, 6, 7, 1, 2, 3));
+  // Only index 1 is in range: the window at 2^64-1 is skipped.
+  EXPECT_THAT(Values<float>(out.tuple_element(4)), ElementsAre(0, 1001, 1002, 3, 4, 5, 6, 7));
+}
+
 TEST(ElementalIrEmitterTest, ReduceWindowWithBaseDilationAndPadding) {
   const char* text = R"(HloModule m
 add { a = f32[] parameter(0)  b = f32[] parameter(1)  ROOT r = f32[] add(a, b) }

@@ -1,8 +1,9 @@
 // A generator of random, valid HLO modules for differential tests of the compiler against the
 // reference evaluator: elementwise chains, broadcasts, reductions over random dimensions,
 // transposes, slices, concatenates, pads, reverses, dots, converts between mixed element types,
-// dynamic-(update-)slices, reduce-windows, gathers, iotas, clamps and sorts, ending in one array
-// or a tuple. Values are kept bounded (inputs in [-1, 1], transcendental
+// dynamic-(update-)slices, reduce-windows, gathers, scatters, iotas, clamps and sorts, ending in
+// one array or a tuple. Dynamic starts and gather/scatter indices come in signed and unsigned
+// types, past the ends too (u64 2^63 and 2^64-1 included: they clamp to the end, never wrap). Values are kept bounded (inputs in [-1, 1], transcendental
 // functions only on bounded arguments) so that a correct compiler agrees within a tight
 // tolerance whatever order it sums in.
 #pragma once
@@ -88,6 +89,25 @@ class RandomModuleGenerator {
     static const char* kTypes[] = {"f32", "f32", "f32", "f64", "s32", "f16", "bf16", "s64", "u8"};
     if (allow_pred && Chance(0.05)) return "pred";
     return kTypes[Uniform(0, 8)];
+  }
+  // The integer type of dynamic starts and gather/scatter indices.
+  std::string RandomIndexType() {
+    static const char* kIndexTypes[] = {"s32", "s32", "s64", "u32", "u64", "u8", "s8"};
+    return kIndexTypes[Uniform(0, 6)];
+  }
+  // An index into a dimension of `size`: mostly near its range, sometimes at the type's extremes
+  // (an unsigned one past INT64_MAX must clamp to the end, not read as negative).
+  std::string RandomIndex(const std::string& type, int64_t size) {
+    if (Chance(0.2)) {
+      if (type == "u64") return Chance(0.5) ? "9223372036854775808" : "18446744073709551615";
+      if (type == "s64") return Chance(0.5) ? "9223372036854775807" : "-9223372036854775808";
+      if (type == "u32") return "4294967295";
+      if (type == "s32") return Chance(0.5) ? "2147483647" : "-2147483648";
+      if (type == "u8") return "255";
+      if (type == "s8") return Chance(0.5) ? "127" : "-128";
+    }
+    const int lo = type[0] == 'u' ? 0 : -2;
+    return std::to_string(Uniform(lo, static_cast<int>(size) + 2));
   }
   std::vector<int64_t> RandomDims(int rank) {
     std::vector<int64_t> dims;
@@ -275,10 +295,11 @@ class RandomModuleGenerator {
       }
       case 14: {  // dynamic-slice or dynamic-update-slice at constant starts (clamped if too far)
         if (v.dims.empty()) return;
+        const std::string index_type = RandomIndexType();
         std::vector<std::string> starts;
         std::vector<int64_t> sizes;
         for (int64_t n : v.dims) {
-          starts.push_back(Add(fmt::format("constant({})", Uniform(-2, static_cast<int>(n) + 2)), "s32", {}).name);
+          starts.push_back(Add(fmt::format("constant({})", RandomIndex(index_type, n)), index_type, {}).name);
           sizes.push_back(Uniform(1, static_cast<int>(n)));
         }
         if (Chance(0.5)) {
@@ -319,15 +340,29 @@ class RandomModuleGenerator {
             type, dims);
         return;
       }
-      case 16: {  // gather rows of a matrix by constant indices (out-of-range ones clamped)
+      case 16: {  // gather rows of a matrix, or scatter-add rows into one, at constant indices
         if (v.dims.size() != 2) return;
         const int count = Uniform(1, 5);
+        const std::string index_type = RandomIndexType();
         std::vector<std::string> idx;
-        for (int i = 0; i < count; ++i) idx.push_back(std::to_string(Uniform(-1, static_cast<int>(v.dims[0]) + 1)));
-        const Value indices = Add(fmt::format("constant({{{}}})", fmt::join(idx, ", ")), "s32", {count});
-        Add(fmt::format("gather({}, {}), offset_dims={{1}}, collapsed_slice_dims={{0}}, start_index_map={{0}}, "
-                        "index_vector_dim=1, slice_sizes={{1,{}}}", v.name, indices.name, v.dims[1]),
-            v.type, {count, v.dims[1]});
+        for (int i = 0; i < count; ++i) idx.push_back(RandomIndex(index_type, v.dims[0]));
+        const Value indices =
+            Add(fmt::format("constant({{{}}})", fmt::join(idx, ", ")), index_type, {count});
+        if (Chance(0.5) || (v.type != "f32" && v.type != "s32")) {
+          // Out-of-range starts are clamped.
+          Add(fmt::format("gather({}, {}), offset_dims={{1}}, collapsed_slice_dims={{0}}, "
+                          "start_index_map={{0}}, index_vector_dim=1, slice_sizes={{1,{}}}",
+                          v.name, indices.name, v.dims[1]),
+              v.type, {count, v.dims[1]});
+        } else {
+          // Out-of-range rows are skipped.
+          const Value u = Coerce(values_[Uniform(0, static_cast<int>(values_.size()) - 1)], v.type,
+                                 {count, v.dims[1]});
+          Add(fmt::format("scatter({}, {}, {}), update_window_dims={{1}}, inserted_window_dims={{0}}, "
+                          "scatter_dims_to_operand_dims={{0}}, index_vector_dim=1, to_apply=add_{}",
+                          v.name, indices.name, u.name, v.type),
+              v.type, v.dims);
+        }
         return;
       }
       case 17: {  // iota along a random dimension, or a clamp between two constants

@@ -1,5 +1,6 @@
 #include "compiler/hlo/npy.h"
 
+#include <cmath>
 #include <complex>
 #include <cstdint>
 #include <cstdlib>
@@ -126,10 +127,9 @@ TEST(NpyTest, HeaderIsFormattedAndAlignedAsNumpyWritesIt) {
   }
 }
 
-TEST(NpyTest, RefusesLiteralsWithoutADtype) {
+TEST(NpyTest, RefusesLiteralsWithoutData) {
   const Literal refused[] = {
-      Literal(Shape(PrimitiveType::BF16, {2})),
-      Literal(Shape(PrimitiveType::S4, {2})),
+      Literal(Shape(PrimitiveType::F8E4M3FN, {2})),
       Literal::MakeTuple({Iota(PrimitiveType::F32, {1})}),
       Literal::CreateElided(Shape(PrimitiveType::F32, {1000})),
   };
@@ -137,13 +137,51 @@ TEST(NpyTest, RefusesLiteralsWithoutADtype) {
     StatusOr<std::string> bytes = SerializeNpy(literal);
     EXPECT_FALSE(bytes.ok()) << CaseName(literal);
   }
-  StatusOr<std::string> bf16 = SerializeNpy(refused[0]);
-  EXPECT_THAT(bf16.status().message(), HasSubstr("no dtype for bf16"));
+  StatusOr<std::string> f8 = SerializeNpy(refused[0]);
+  EXPECT_THAT(f8.status().message(), HasSubstr("no dtype for f8e4m3fn"));
   fs::path path = FreshTempDir("refused") / "t.npy";
-  Status write = WriteNpy(path.string(), refused[2]);
+  Status write = WriteNpy(path.string(), refused[1]);
   ASSERT_FALSE(write.ok());
   EXPECT_THAT(write.message(), HasSubstr("t.npy"));
   EXPECT_FALSE(fs::exists(path));
+}
+
+// .npy has no bfloat16 (ml_dtypes' '<V2' is unreadable without it) and no 4-bit integers: they
+// are written widened, exactly, so that plain numpy.load reads the same values.
+TEST(NpyTest, WidensTypesWithoutADtypeExactly) {
+  EXPECT_EQ(NpyStoredType(PrimitiveType::BF16), PrimitiveType::F32);
+  EXPECT_EQ(NpyStoredType(PrimitiveType::S4), PrimitiveType::S8);
+  EXPECT_EQ(NpyStoredType(PrimitiveType::U4), PrimitiveType::U8);
+  EXPECT_EQ(NpyStoredType(PrimitiveType::F32), PrimitiveType::F32);
+  EXPECT_EQ(NpyStoredType(PrimitiveType::F8E5M2), PrimitiveType::PRIMITIVE_TYPE_INVALID);
+
+  Literal bf16(Shape(PrimitiveType::BF16, {2, 3}));
+  const double values[] = {1.5, -2.0, 3.140625, 1e30, -0.0, 65536.0};
+  for (int i = 0; i < 6; ++i) bf16.SetFromDouble(i, values[i]);
+  StatusOr<std::string> bytes = SerializeNpy(bf16);
+  ASSERT_TRUE(bytes.ok()) << bytes.status().message();
+  EXPECT_THAT(*bytes, HasSubstr("'descr': '<f4', 'fortran_order': False, 'shape': (2, 3)"));
+  StatusOr<Literal> read = ParseNpy(*bytes, "bf16.npy");
+  ASSERT_TRUE(read.ok()) << read.status().message();
+  ASSERT_EQ(read->shape().element_type(), PrimitiveType::F32);
+  for (int i = 0; i < 6; ++i) {
+    EXPECT_EQ(read->GetAsDouble(i), bf16.GetAsDouble(i)) << i;
+  }
+  EXPECT_TRUE(std::signbit(read->data<float>()[4]));
+
+  Literal s4(Shape(PrimitiveType::S4, {3}));
+  // Sub-byte integers are held one per byte.
+  s4.data<int8_t>()[0] = -8;
+  s4.data<int8_t>()[1] = 7;
+  s4.data<int8_t>()[2] = -1;
+  bytes = SerializeNpy(s4);
+  ASSERT_TRUE(bytes.ok()) << bytes.status().message();
+  EXPECT_THAT(*bytes, HasSubstr("'descr': '|i1'"));
+  read = ParseNpy(*bytes, "s4.npy");
+  ASSERT_TRUE(read.ok()) << read.status().message();
+  EXPECT_EQ(read->GetAsInt64(0), -8);
+  EXPECT_EQ(read->GetAsInt64(1), 7);
+  EXPECT_EQ(read->GetAsInt64(2), -1);
 }
 
 // The fixtures were written by numpy.save (see testdata/npy/make_fixtures.py).

@@ -177,6 +177,35 @@ ENTRY e {
                                  "the shape of the operand instruction f32[2,2]{1,0}."));
 }
 
+TEST(ParserTest, ShapesWhoseSizeOverflowsAreErrorsNamingTheInstruction) {
+  // broadcast and iota of 2^64 elements once verified and then overran a wrapped-to-zero buffer.
+  std::string error = ParseError(R"(HloModule m
+ENTRY e {
+  c = f32[] constant(1)
+  ROOT b = f32[4294967296,4294967296] broadcast(c), dimensions={}
+})", /*verify=*/false);
+  EXPECT_THAT(error, HasSubstr("test.hlo:4:12: the shape of %b: f32[4294967296,4294967296] has "
+                               "18446744073709551616 elements: more than fit in 64 bits"));
+  error = ParseError("HloModule m\nENTRY e {\n  ROOT i = s32[4294967296,4294967296] iota(), "
+                     "iota_dimension=0\n}\n");
+  EXPECT_THAT(error, HasSubstr("the shape of %i: s32[4294967296,4294967296] has"));
+  // The bytes overflow although the element count fits.
+  error = ParseError("HloModule m\nENTRY e {\n  ROOT p = f64[1152921504606846976] parameter(0)\n}\n");
+  EXPECT_THAT(error, HasSubstr("1152921504606846976 elements of 8 bytes: more bytes than fit"));
+  // Each leaf fits; their sum does not.
+  error = ParseError(
+      "HloModule m\nENTRY e {\n  ROOT p = (f32[1152921504606846976], f32[1152921504606846976]) "
+      "parameter(0)\n}\n");
+  EXPECT_THAT(error, HasSubstr("hold more bytes than fit in 64 bits"));
+  // Operand shapes and a zero-sized dimension next to huge ones.
+  error = ParseError(
+      "HloModule m\nENTRY e {\n  p = f32[2] parameter(0)\n  ROOT n = f32[2] "
+      "negate(f32[0,4294967296,4294967296] p)\n}\n");
+  EXPECT_THAT(error, HasSubstr("its non-zero dimensions multiply to 18446744073709551616"));
+  // The largest sizes that fit still parse.
+  ParseOrDie("HloModule m\nENTRY e {\n  ROOT p = f32[2305843009213693951] parameter(0)\n}\n");
+}
+
 TEST(ParserTest, HundredMegabyteLineFailsQuicklyWithAShortMessage) {
   std::string text = "HloModule m\nENTRY e {\n  ROOT c = f32[2] constant({1, 2";
   text.append(100 * 1024 * 1024, ' ');

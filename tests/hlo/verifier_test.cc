@@ -18,6 +18,7 @@ namespace {
 
 namespace fs = std::filesystem;
 using ::testing::HasSubstr;
+using ::testing::Not;
 
 std::unique_ptr<HloModule> Parse(const std::string& text) {
   StatusOr<std::unique_ptr<HloModule>> module = ParseHloModule(text, ParseOptions{.verify = false});
@@ -194,6 +195,33 @@ TEST(VerifierTest, LayoutSensitiveRequiresLayouts) {
   EXPECT_THAT(status.message(), HasSubstr("shape f32[2,3] has no layout"));
   p->mutable_shape()->SetDefaultLayout();
   EXPECT_TRUE(VerifyModule(b.module(), VerifierOptions{.layout_sensitive = true}).ok());
+}
+
+// Element counts and byte sizes are computed without overflow checks everywhere after the
+// verifier, so a shape whose size does not fit in int64 is refused here, by name.
+TEST(VerifierTest, ShapesWhoseSizeOverflowsAreRefused) {
+  ModuleBuilder b;
+  HloInstruction* c =
+      b.Add(HloInstruction::CreateConstant(Literal(Shape::Scalar(PrimitiveType::F32)), "c"));
+  auto broadcast = std::make_unique<HloInstruction>(
+      HloOpcode::kBroadcast, Shape(PrimitiveType::F32, {4294967296, 4294967296}), "b");
+  broadcast->AppendOperand(c);
+  broadcast->dimensions_attr = std::vector<int64_t>{};
+  HloInstruction* root = b.Add(std::move(broadcast));
+  Status status = b.Verify(root);
+  EXPECT_THAT(status.message(), HasSubstr("%b = f32[4294967296,4294967296]"));
+  EXPECT_THAT(status.message(),
+              HasSubstr("has 18446744073709551616 elements: more than fit in 64 bits"));
+
+  // 2^61 elements fit, their 2^63 bytes do not.
+  root->set_shape(Shape(PrimitiveType::F32, {int64_t{1} << 61}));
+  EXPECT_THAT(b.Verify(root).message(),
+              HasSubstr("has 2305843009213693952 elements of 4 bytes: more bytes than fit"));
+  // A zero-sized dimension does not excuse the others.
+  root->set_shape(Shape(PrimitiveType::F32, {0, 4294967296, 4294967296}));
+  EXPECT_THAT(b.Verify(root).message(), HasSubstr("its non-zero dimensions multiply to"));
+  root->set_shape(Shape(PrimitiveType::F32, {int64_t{1} << 40}));
+  EXPECT_THAT(b.Verify(root).message(), Not(HasSubstr("64 bits")));
 }
 
 TEST(VerifierTest, GetTupleElementIndexInRange) {
