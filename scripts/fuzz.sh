@@ -1,12 +1,22 @@
 #!/usr/bin/env bash
-# Fuzzes the HLO parser with libFuzzer (clang, AddressSanitizer, UndefinedBehaviorSanitizer).
-#   scripts/fuzz.sh [SECONDS]      fuzz for SECONDS (default 300); findings go to out/fuzz/
-#   scripts/fuzz.sh --smoke        a short run for the test suite (20 s)
-# The seed corpus is every HLO file of the tests plus ../shared/corpus/hlo when it is there.
+# Fuzzes the readers with libFuzzer (clang, AddressSanitizer, UndefinedBehaviorSanitizer).
+#   scripts/fuzz.sh [SECONDS]                  fuzz the HLO parser for SECONDS (default 300)
+#   scripts/fuzz.sh --target npy [SECONDS]     fuzz the .npy reader instead (hlo, npy)
+#   scripts/fuzz.sh --smoke                    a short run of every target for the test suite
+# Findings go to out/fuzz/findings/. The HLO seeds are every HLO file of the tests plus
+# ../shared/corpus/hlo when it is there; the .npy seeds are the files of tests/hlo/testdata/npy.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 seconds=300
-if [ "${1:-}" = "--smoke" ]; then seconds=20; elif [ -n "${1:-}" ]; then seconds=$1; fi
+targets=hlo
+while [ $# -gt 0 ]; do
+  case "$1" in
+    --smoke) seconds=smoke; targets="hlo npy" ;;
+    --target) targets=$2; shift ;;
+    *) seconds=$1 ;;
+  esac
+  shift
+done
 
 clangxx=$(command -v clang++-19 || command -v clang++ || true)
 if [ -z "$clangxx" ]; then
@@ -21,17 +31,36 @@ if [ ! -f $build/build.ninja ]; then
     -DCMAKE_CXX_FLAGS="$flags" -DCMAKE_EXE_LINKER_FLAGS="-fsanitize=address,undefined" \
     -DXLENS_BUILD_TESTS=OFF -DXLENS_BUILD_FUZZERS=ON >/dev/null
 fi
-cmake --build $build --target hlo_parser_fuzz | tail -n 1
 
-seeds=out/fuzz/seeds
-mkdir -p $seeds out/fuzz/findings
-find tests -name '*.hlo' -exec cp {} $seeds/ \;
-if [ -d ../shared/corpus/hlo ]; then
-  find ../shared/corpus/hlo -maxdepth 2 -name '*.hlo' -size -64k -exec cp {} $seeds/ \;
-fi
-echo "fuzz: $(ls $seeds | wc -l) seeds, ${seconds}s"
-# -rss_limit_mb guards against inputs that make the parser allocate without bound.
-$build/tests/fuzz/hlo_parser_fuzz $seeds -max_total_time="$seconds" -max_len=65536 \
-  -rss_limit_mb=2048 -timeout=10 -artifact_prefix=out/fuzz/findings/ -print_final_stats=1 2>&1 |
-  grep -E "^(#[0-9]+ *DONE|stat::number_of_executed_units|stat::peak_rss_mb|==[0-9]+==ERROR|SUMMARY|fuzz:)" || true
-exit "${PIPESTATUS[0]}"
+status=0
+for target in $targets; do
+  case "$target" in
+    hlo) binary=hlo_parser_fuzz; smoke=20; max_len=65536 ;;
+    npy) binary=npy_reader_fuzz; smoke=10; max_len=4096 ;;
+    *) echo "fuzz: unknown target '$target' (expected hlo or npy)" >&2; exit 1 ;;
+  esac
+  time_limit=$seconds
+  if [ "$seconds" = smoke ]; then time_limit=$smoke; fi
+  cmake --build $build --target $binary | tail -n 1
+
+  seeds=out/fuzz/seeds/$target
+  mkdir -p $seeds out/fuzz/findings
+  if [ "$target" = hlo ]; then
+    find tests -name '*.hlo' -exec cp {} $seeds/ \;
+    if [ -d ../shared/corpus/hlo ]; then
+      find ../shared/corpus/hlo -maxdepth 2 -name '*.hlo' -size -64k -exec cp {} $seeds/ \;
+    fi
+  else
+    cp tests/hlo/testdata/npy/*.npy $seeds/
+  fi
+  echo "fuzz: $binary, $(ls $seeds | wc -l) seeds, ${time_limit}s"
+  # -rss_limit_mb guards against inputs that make the reader allocate without bound.
+  set +e
+  $build/tests/fuzz/$binary $seeds -max_total_time="$time_limit" -max_len=$max_len \
+    -rss_limit_mb=2048 -timeout=10 -artifact_prefix=out/fuzz/findings/$target- -print_final_stats=1 2>&1 |
+    grep -E "^(#[0-9]+ *DONE|stat::number_of_executed_units|stat::peak_rss_mb|==[0-9]+==ERROR|SUMMARY|fuzz:)|: (message|raw|literal|written|read)"
+  code=${PIPESTATUS[0]}
+  set -e
+  if [ "$code" -ne 0 ]; then status=$code; fi
+done
+exit $status
