@@ -1,18 +1,18 @@
 #!/usr/bin/env bash
 # Fuzzes the readers with libFuzzer (clang, AddressSanitizer, UndefinedBehaviorSanitizer).
 #   scripts/fuzz.sh [SECONDS]                  fuzz the HLO parser for SECONDS (default 300)
-#   scripts/fuzz.sh --target trace [SECONDS]   fuzz the Chrome trace reader instead (hlo, trace)
+#   scripts/fuzz.sh --target T [SECONDS]       fuzz another reader instead (hlo, trace, npy)
 #   scripts/fuzz.sh --smoke                    a short run of every target for the test suite
 # Findings go to out/fuzz/findings/. The HLO seeds are every HLO file of the tests plus
 # ../shared/corpus/hlo when it is there; the trace seeds are the traces of tests/profiler/testdata,
-# broken ones included.
+# broken ones included; the .npy seeds are the files of tests/hlo/testdata/npy.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 seconds=300
 targets=hlo
 while [ $# -gt 0 ]; do
   case "$1" in
-    --smoke) seconds=smoke; targets="hlo trace" ;;
+    --smoke) seconds=smoke; targets="hlo trace npy" ;;
     --target) targets=$2; shift ;;
     *) seconds=$1 ;;
   esac
@@ -38,7 +38,8 @@ for target in $targets; do
   case "$target" in
     hlo) binary=hlo_parser_fuzz; smoke=20; max_len=65536 ;;
     trace) binary=trace_reader_fuzz; smoke=20; max_len=65536 ;;
-    *) echo "fuzz: unknown target '$target' (expected hlo or trace)" >&2; exit 1 ;;
+    npy) binary=npy_reader_fuzz; smoke=10; max_len=4096 ;;
+    *) echo "fuzz: unknown target '$target' (expected hlo, trace or npy)" >&2; exit 1 ;;
   esac
   time_limit=$seconds
   if [ "$seconds" = smoke ]; then time_limit=$smoke; fi
@@ -51,8 +52,10 @@ for target in $targets; do
     if [ -d ../shared/corpus/hlo ]; then
       find ../shared/corpus/hlo -maxdepth 2 -name '*.hlo' -size -64k -exec cp {} $seeds/ \;
     fi
-  else
+  elif [ "$target" = trace ]; then
     find tests/profiler/testdata -type f -size -64k -exec cp {} $seeds/ \;
+  else
+    cp tests/hlo/testdata/npy/*.npy $seeds/
   fi
   echo "fuzz: $binary, $(ls $seeds | wc -l) seeds, ${time_limit}s"
   # -rss_limit_mb guards against inputs that make the reader allocate without bound.

@@ -13,6 +13,7 @@
 #include <fmt/format.h>
 
 #include "compiler/support/file_io.h"
+#include "compiler/support/terminal_text.h"
 
 namespace xlens {
 namespace {
@@ -238,6 +239,14 @@ class HeaderParser {
   size_t pos_ = 0;
 };
 
+// Text from the header as a message shows it: escaped (it reaches a terminal) and cut short (a
+// header may hold a megabyte-long dtype or key).
+std::string HeaderText(std::string_view text) {
+  constexpr size_t kShown = 64;
+  std::string_view shown = TruncateUtf8(text, kShown);
+  return EscapeForTerminal(shown) + (shown.size() < text.size() ? "..." : "");
+}
+
 // Maps a dtype descr to a PrimitiveType, or explains why it cannot.
 StatusOr<PrimitiveType> DescrToType(const std::string& descr) {
   for (const DtypeCode& code : kDtypeCodes) {
@@ -257,11 +266,11 @@ StatusOr<PrimitiveType> DescrToType(const std::string& descr) {
         return Error(fmt::format(
             "big-endian dtype '{}' is not supported; save the array as '<{}' "
             "(array.astype('<{}'))",
-            descr, body, body));
+            HeaderText(descr), body, body));
       }
       return Error(fmt::format(
-          "dtype '{}' has native byte order, which a file cannot state; expected '<{}'", descr,
-          body));
+          "dtype '{}' has native byte order, which a file cannot state; expected '<{}'",
+          HeaderText(descr), body));
     }
   }
   if (!body.empty() && body[0] == 'V') {
@@ -271,7 +280,8 @@ StatusOr<PrimitiveType> DescrToType(const std::string& descr) {
           "does any other two-byte extension type, so its elements cannot be read unambiguously; "
           "save bfloat16 arrays as float32 (array.astype('float32'))");
     }
-    return Error(fmt::format("dtype '{}' is an opaque (void) type, not a numeric one", descr));
+    return Error(
+        fmt::format("dtype '{}' is an opaque (void) type, not a numeric one", HeaderText(descr)));
   }
   if (!body.empty() && body[0] == 'O') {
     return Error("object arrays (pickled Python objects) are not supported");
@@ -281,7 +291,8 @@ StatusOr<PrimitiveType> DescrToType(const std::string& descr) {
     if (!supported.empty()) supported += ", ";
     supported += code.descr;
   }
-  return Error(fmt::format("unsupported dtype '{}' (expected one of {})", descr, supported));
+  return Error(
+      fmt::format("unsupported dtype '{}' (expected one of {})", HeaderText(descr), supported));
 }
 
 std::string ShapeToPython(const std::vector<int64_t>& dims) {
@@ -314,9 +325,9 @@ StatusOr<Header> InterpretHeader(const PyValue& dict) {
     if (slot == nullptr) {
       return Error(fmt::format(
           "unexpected header key '{}' (expected only 'descr', 'fortran_order' and 'shape')",
-          key.text));
+          HeaderText(key.text)));
     }
-    if (*slot != nullptr) return Error(fmt::format("header key '{}' appears twice", key.text));
+    if (*slot != nullptr) return Error(fmt::format("header key '{}' appears twice", HeaderText(key.text)));
     *slot = value;
   }
   for (auto [value, key] : {std::pair{descr, "descr"}, std::pair{fortran_order, "fortran_order"},
