@@ -335,32 +335,70 @@ class DotDumper {
 
  private:
   // Assigns nodes and clusters, depth first from the entry. A computation is drawn once, at its
-  // first caller; later callers only get the dashed edge.
-  void Walk(const HloComputation* computation) {
-    std::vector<HloInstruction*>& order = order_[computation];
-    order = computation->MakeInstructionPostOrder();
-    for (const HloInstruction* instr : order) {
+  // first caller; later callers only get the dashed edge. Iterative: calls nest as deep as the
+  // module says (100,000 is fine), the machine stack does not.
+  void Walk(const HloComputation* entry) {
+    struct Frame {
+      const HloComputation* computation;
+      size_t instr = 0;             // the next instruction of order_[computation]
+      bool in_callees = false;      // walking the callees of instruction `instr`
+      size_t attr = 0, callee = 0;  // the next callee: attribute, then position in it
+    };
+    std::vector<Frame> stack;
+    auto enter = [&](const HloComputation* computation) {
+      order_[computation] = computation->MakeInstructionPostOrder();
+      stack.push_back({computation});
+    };
+    enter(entry);
+    while (!stack.empty()) {
+      Frame& frame = stack.back();
+      const std::vector<HloInstruction*>& order = order_[frame.computation];
+      if (frame.in_callees) {
+        const HloInstruction* instr = order[frame.instr];
+        const std::vector<CalledComputationAttribute>& attrs =
+            instr->called_computation_attributes();
+        if (frame.attr == attrs.size()) {
+          frame.in_callees = false;
+          ++frame.instr;
+          continue;
+        }
+        const CalledComputationAttribute& attr = attrs[frame.attr];
+        if (frame.callee == attr.computations.size()) {
+          ++frame.attr;
+          frame.callee = 0;
+          continue;
+        }
+        const size_t i = frame.callee++;
+        const HloComputation* callee = attr.computations[i];
+        if (callee == nullptr) continue;
+        calls_.push_back({instr, callee, Role(attr, i)});
+        if (drawn_.insert(callee).second) {
+          callee_clusters_[frame.computation].push_back({callee, instr, Role(attr, i)});
+          enter(callee);  // `frame` is not used after this
+        }
+        continue;
+      }
+      if (frame.instr == order.size()) {
+        stack.pop_back();
+        continue;
+      }
+      const HloInstruction* instr = order[frame.instr];
       walk_order_.push_back(instr);
       const HloComputation* fused =
           instr->opcode() == HloOpcode::kFusion ? instr->fused_computation() : nullptr;
       if (fused != nullptr && drawn_.insert(fused).second) {
         fusion_clusters_[instr] = fused;
-        Walk(fused);
+        ++frame.instr;
+        enter(fused);
         continue;
       }
       node_index_[instr] = static_cast<int>(nodes_.size());
       nodes_.push_back(instr);
-      if (!DrawsCalleesAsClusters(instr->opcode())) continue;
-      for (const CalledComputationAttribute& attr : instr->called_computation_attributes()) {
-        for (size_t i = 0; i < attr.computations.size(); ++i) {
-          const HloComputation* callee = attr.computations[i];
-          if (callee == nullptr) continue;
-          calls_.push_back({instr, callee, Role(attr, i)});
-          if (drawn_.insert(callee).second) {
-            callee_clusters_[computation].push_back({callee, instr, Role(attr, i)});
-            Walk(callee);
-          }
-        }
+      if (DrawsCalleesAsClusters(instr->opcode())) {
+        frame.in_callees = true;
+        frame.attr = frame.callee = 0;
+      } else {
+        ++frame.instr;
       }
     }
   }
@@ -477,25 +515,46 @@ class DotDumper {
     return OkStatus();
   }
 
-  // Whether anything of `computation` (nested clusters included) is drawn.
-  bool HasIncludedNodes(const HloComputation* computation) {
-    auto memo = has_included_.find(computation);
-    if (memo != has_included_.end()) return memo->second;
-    bool any = false;
+  // The clusters drawn inside `computation`: its fusions', then its callees' computations.
+  std::vector<const HloComputation*> NestedClusters(const HloComputation* computation) {
+    std::vector<const HloComputation*> nested;
     for (const HloInstruction* instr : order_[computation]) {
       auto fused = fusion_clusters_.find(instr);
-      if (fused != fusion_clusters_.end()) {
-        any |= HasIncludedNodes(fused->second);
-      } else {
-        int node = NodeOf(instr);
-        any |= node >= 0 && included_[node];
-      }
+      if (fused != fusion_clusters_.end()) nested.push_back(fused->second);
     }
     for (const CalleeCluster& cluster : callee_clusters_[computation]) {
-      any |= HasIncludedNodes(cluster.computation);
+      nested.push_back(cluster.computation);
     }
-    has_included_[computation] = any;
-    return any;
+    return nested;
+  }
+
+  // Whether anything of `computation` (nested clusters included) is drawn. Memoized, and
+  // computed in an iterative post order over the clusters (a tree: each is drawn once).
+  bool HasIncludedNodes(const HloComputation* computation) {
+    if (auto memo = has_included_.find(computation); memo != has_included_.end()) {
+      return memo->second;
+    }
+    std::vector<std::pair<const HloComputation*, std::vector<const HloComputation*>>> stack;
+    stack.emplace_back(computation, NestedClusters(computation));
+    while (!stack.empty()) {
+      std::vector<const HloComputation*>& pending = stack.back().second;
+      if (!pending.empty()) {
+        const HloComputation* next = pending.back();
+        pending.pop_back();
+        if (!has_included_.contains(next)) stack.emplace_back(next, NestedClusters(next));
+        continue;
+      }
+      const HloComputation* done = stack.back().first;
+      stack.pop_back();
+      bool any = false;
+      for (const HloInstruction* instr : order_[done]) {
+        const int node = NodeOf(instr);
+        any |= node >= 0 && included_[node];
+      }
+      for (const HloComputation* nested : NestedClusters(done)) any |= has_included_.at(nested);
+      has_included_[done] = any;
+    }
+    return has_included_.at(computation);
   }
 
   std::string NodeLabel(const HloInstruction& instr) const {
@@ -558,23 +617,59 @@ class DotDumper {
     out_ += fmt::format("{}i{} [{}];\n", indent, node, attrs);
   }
 
+  // Emits the nodes of `computation` and, nested in them, the clusters it draws. Iterative, like
+  // Walk; the indentation stops growing past kMaxIndent so that deep nesting stays linear in size.
   void EmitComputation(const HloComputation* computation, const std::string& indent) {
-    for (const HloInstruction* instr : order_[computation]) {
-      auto fused = fusion_clusters_.find(instr);
-      if (fused != fusion_clusters_.end()) {
-        if (HasIncludedNodes(fused->second)) EmitFusionCluster(*instr, *fused->second, indent);
+    constexpr size_t kMaxIndent = 64;
+    struct Frame {
+      const HloComputation* computation;
+      std::string indent;
+      std::string closing;  // what ends its cluster
+      size_t instr = 0;
+      size_t callee = 0;
+    };
+    auto inner = [&](const std::string& outer) {
+      return outer.size() < kMaxIndent ? outer + "  " : outer;
+    };
+    std::vector<Frame> stack;
+    stack.push_back({computation, indent, ""});
+    while (!stack.empty()) {
+      Frame& frame = stack.back();
+      const std::vector<HloInstruction*>& order = order_[frame.computation];
+      if (frame.instr < order.size()) {
+        const HloInstruction* instr = order[frame.instr++];
+        auto fused = fusion_clusters_.find(instr);
+        if (fused != fusion_clusters_.end()) {
+          if (HasIncludedNodes(fused->second)) {
+            std::string nested_indent = inner(frame.indent);
+            std::string closing = frame.indent + "}\n";
+            OpenFusionCluster(*instr, *fused->second, frame.indent, nested_indent);
+            stack.push_back({fused->second, std::move(nested_indent), std::move(closing)});
+          }
+          continue;
+        }
+        const int node = NodeOf(instr);
+        if (node >= 0 && included_[node]) EmitNode(*instr, frame.indent);
         continue;
       }
-      int node = NodeOf(instr);
-      if (node >= 0 && included_[node]) EmitNode(*instr, indent);
-    }
-    for (const CalleeCluster& cluster : callee_clusters_[computation]) {
-      if (HasIncludedNodes(cluster.computation)) EmitCalleeCluster(cluster, indent);
+      const std::vector<CalleeCluster>& clusters = callee_clusters_[frame.computation];
+      if (frame.callee < clusters.size()) {
+        const CalleeCluster& cluster = clusters[frame.callee++];
+        if (HasIncludedNodes(cluster.computation)) {
+          std::string nested_indent = inner(frame.indent);
+          std::string closing = frame.indent + "}\n";
+          OpenCalleeCluster(cluster, frame.indent, nested_indent);
+          stack.push_back({cluster.computation, std::move(nested_indent), std::move(closing)});
+        }
+        continue;
+      }
+      out_ += frame.closing;
+      stack.pop_back();
     }
   }
 
-  void EmitFusionCluster(const HloInstruction& fusion, const HloComputation& fused,
-                         const std::string& indent) {
+  void OpenFusionCluster(const HloInstruction& fusion, const HloComputation& fused,
+                         const std::string& indent, const std::string& inner) {
     std::string kind = fusion.fusion_kind ? std::string(FusionKindString(*fusion.fusion_kind))
                                           : std::string("fusion");
     std::vector<std::string> lines = {
@@ -584,21 +679,18 @@ class DotDumper {
       lines.push_back(Small(Html(ShortenFront(fusion.metadata.op_name, 48))));
     }
     out_ += fmt::format("{}subgraph cluster_{} {{\n", indent, next_cluster_++);
-    std::string inner = indent + "  ";
     out_ += fmt::format("{}label=<{}>;\n", inner, fmt::join(lines, "<br/>"));
     out_ += fmt::format(
         "{}style=\"rounded,filled\"; fillcolor=\"{}\"; color=\"{}\"; class=\"fusion\"; "
         "tooltip={};\n",
         inner, kFusionFill, kFusionBorder,
         QuoteLines({fusion.name(), kind, "calls " + fused.name()}));
-    EmitComputation(&fused, inner);
-    out_ += indent + "}\n";
   }
 
-  void EmitCalleeCluster(const CalleeCluster& cluster, const std::string& indent) {
+  void OpenCalleeCluster(const CalleeCluster& cluster, const std::string& indent,
+                         const std::string& inner) {
     std::string role = fmt::format("{} of {}", cluster.role, cluster.caller->name());
     out_ += fmt::format("{}subgraph cluster_{} {{\n", indent, next_cluster_++);
-    std::string inner = indent + "  ";
     out_ += fmt::format("{}label=<<b>{}</b><br/>{}>;\n", inner,
                         Html(Shorten(cluster.computation->name(), 64)),
                         Small(Html(Shorten(role, 80))));
@@ -606,8 +698,6 @@ class DotDumper {
         "{}style=\"rounded,dashed\"; fillcolor=\"white\"; color=\"{}\"; class=\"computation\"; "
         "tooltip={};\n",
         inner, kCalledBorder, QuoteLines({cluster.computation->name(), role}));
-    EmitComputation(cluster.computation, inner);
-    out_ += indent + "}\n";
   }
 
   void EmitEdges() {

@@ -1,5 +1,6 @@
 // The evaluator's driver: walks a computation in post order, dispatches each instruction to its
-// handler, and frees every intermediate value as soon as its last user has run.
+// handler, and frees every intermediate value as soon as its last user has run. Called
+// computations (call, fusion, conditional, while) run on an explicit stack of frames.
 #include "compiler/hlo/evaluator.h"
 
 #include <algorithm>
@@ -112,199 +113,6 @@ int64_t IndexValue(const Literal& literal, int64_t linear_index) {
 }
 
 // ---------------------------------------------------------------------------------------------
-// ScalarCaller
-
-namespace {
-
-Status ExpectScalar(const Shape& shape, PrimitiveType type, std::string_view what) {
-  if (!shape.IsArray() || shape.rank() != 0 || shape.element_type() != type) {
-    return Error(fmt::format("{} has shape {}, expected {}[]", what, shape.ToString(false),
-                             PrimitiveTypeName(type)));
-  }
-  return OkStatus();
-}
-
-}  // namespace
-
-StatusOr<ScalarCaller> ScalarCaller::Create(HloEvaluator& evaluator,
-                                            const HloComputation* computation,
-                                            std::vector<PrimitiveType> argument_types,
-                                            std::vector<PrimitiveType> result_types) {
-  if (computation == nullptr) return Error("missing called computation");
-  const std::string where = "computation %" + computation->name();
-  if (computation->num_parameters() != static_cast<int64_t>(argument_types.size())) {
-    return Error(fmt::format("{} takes {} parameters, expected {}", where,
-                             computation->num_parameters(), argument_types.size()));
-  }
-  for (int64_t i = 0; i < computation->num_parameters(); ++i) {
-    const HloInstruction* parameter = computation->parameter_instruction(i);
-    if (parameter == nullptr) return Error(fmt::format("{} lacks parameter {}", where, i));
-    RETURN_IF_ERROR(ExpectScalar(parameter->shape(), argument_types[i],
-                                 fmt::format("parameter {} of {}", i, where)));
-  }
-  const HloInstruction* root = computation->root_instruction();
-  if (root == nullptr) return Error(where + " has no root");
-  const Shape& root_shape = root->shape();
-  if (root_shape.IsTuple()) {
-    if (root_shape.tuple_shapes_size() != static_cast<int64_t>(result_types.size())) {
-      return Error(fmt::format("{} returns {}, expected {} results", where,
-                               root_shape.ToString(false), result_types.size()));
-    }
-    for (size_t i = 0; i < result_types.size(); ++i) {
-      RETURN_IF_ERROR(ExpectScalar(root_shape.tuple_shapes(i), result_types[i],
-                                   fmt::format("result {} of {}", i, where)));
-    }
-  } else {
-    if (result_types.size() != 1) {
-      return Error(fmt::format("{} returns {}, expected a tuple of {} scalars", where,
-                               root_shape.ToString(false), result_types.size()));
-    }
-    RETURN_IF_ERROR(ExpectScalar(root_shape, result_types[0], "result of " + where));
-  }
-
-  ScalarCaller caller;
-  caller.evaluator_ = &evaluator;
-  caller.computation_ = computation;
-  caller.argument_types_ = std::move(argument_types);
-  caller.result_types_ = std::move(result_types);
-  caller.compiled_ = caller.Compile();
-  if (!caller.compiled_) {
-    for (PrimitiveType type : caller.argument_types_) {
-      caller.argument_literals_.emplace_back(Shape::Scalar(type));
-    }
-  }
-  return caller;
-}
-
-bool ScalarCaller::Compile() {
-  std::unordered_map<const HloInstruction*, int64_t> slot_of;
-  argument_slots_.assign(argument_types_.size(), -1);
-  const HloInstruction* root = computation_->root_instruction();
-  for (const HloInstruction* instruction : computation_->MakeInstructionPostOrder()) {
-    const HloOpcode opcode = instruction->opcode();
-    if (opcode == HloOpcode::kTuple && instruction == root) {
-      for (const HloInstruction* operand : instruction->operands()) {
-        result_slots_.push_back(slot_of.at(operand));
-      }
-      continue;
-    }
-    const Shape& shape = instruction->shape();
-    if (!shape.IsArray() || shape.rank() != 0 || !CheckSupportedShape(shape).ok()) return false;
-    for (const HloInstruction* operand : instruction->operands()) {
-      if (!operand->shape().IsArray() || operand->shape().rank() != 0) return false;
-    }
-    const int64_t slot = static_cast<int64_t>(slots_.size());
-    slots_.emplace_back();
-    slot_of[instruction] = slot;
-    auto operand_slot = [&](int64_t i) { return slot_of.at(instruction->operand(i)); };
-    Step step;
-    step.out = slot;
-    if (opcode == HloOpcode::kParameter) {
-      argument_slots_[instruction->parameter_number()] = slot;
-      continue;
-    } else if (opcode == HloOpcode::kConstant) {
-      if (!instruction->has_literal() || instruction->literal().is_elided() ||
-          instruction->literal().is_text_only() ||
-          !shape_util::Compatible(instruction->literal().shape(), shape)) {
-        return false;
-      }
-      std::memcpy(slots_[slot].bytes, instruction->literal().untyped_data(),
-                  ByteWidth(shape.element_type()));
-      continue;
-    } else if (opcode == HloOpcode::kSelect && instruction->operand_count() == 3) {
-      step.is_select = true;
-      step.a = operand_slot(0);
-      step.b = operand_slot(1);
-      step.third = operand_slot(2);
-      step.width = ByteWidth(shape.element_type());
-    } else if (opcode == HloOpcode::kConvert && instruction->operand_count() == 1) {
-      StatusOr<UnaryKernel> kernel =
-          SelectConvertKernel(instruction->operand(0)->shape().element_type(), shape.element_type());
-      if (!kernel.ok()) return false;
-      step.unary = *kernel;
-      step.a = operand_slot(0);
-    } else if ((IsElementwiseUnary(opcode) || opcode == HloOpcode::kCopy) &&
-               instruction->operand_count() == 1) {
-      if (opcode == HloOpcode::kCopy) {
-        StatusOr<UnaryKernel> kernel =
-            SelectConvertKernel(shape.element_type(), shape.element_type());
-        if (!kernel.ok()) return false;
-        step.unary = *kernel;
-      } else {
-        StatusOr<UnaryKernel> kernel =
-            SelectUnaryKernel(*instruction, instruction->operand(0)->shape().element_type());
-        if (!kernel.ok()) return false;
-        step.unary = *kernel;
-      }
-      step.a = operand_slot(0);
-    } else if (IsElementwiseBinary(opcode) && instruction->operand_count() == 2 &&
-               instruction->operand(0)->shape().element_type() ==
-                   instruction->operand(1)->shape().element_type()) {
-      StatusOr<BinaryKernel> kernel =
-          SelectBinaryKernel(*instruction, instruction->operand(0)->shape().element_type());
-      if (!kernel.ok()) return false;
-      step.binary = *kernel;
-      step.a = operand_slot(0);
-      step.b = operand_slot(1);
-    } else {
-      return false;
-    }
-    steps_.push_back(step);
-  }
-  if (result_slots_.empty()) result_slots_.push_back(slot_of.at(root));
-  return true;
-}
-
-Status ScalarCaller::Call(std::span<const void* const> arguments, std::span<void* const> results) {
-  if (compiled_) {
-    for (size_t i = 0; i < argument_slots_.size(); ++i) {
-      if (argument_slots_[i] >= 0) {
-        std::memcpy(slots_[argument_slots_[i]].bytes, arguments[i], ByteWidth(argument_types_[i]));
-      }
-    }
-    for (const Step& step : steps_) {
-      void* out = slots_[step.out].bytes;
-      if (step.binary != nullptr) {
-        step.binary(slots_[step.a].bytes, slots_[step.b].bytes, out, 1);
-      } else if (step.unary != nullptr) {
-        step.unary(slots_[step.a].bytes, out, 1);
-      } else {
-        const bool pred = slots_[step.a].bytes[0] != 0;
-        std::memcpy(out, slots_[pred ? step.b : step.third].bytes, step.width);
-      }
-    }
-    for (size_t i = 0; i < result_slots_.size(); ++i) {
-      std::memcpy(results[i], slots_[result_slots_[i]].bytes, ByteWidth(result_types_[i]));
-    }
-    return OkStatus();
-  }
-  // Pointers into argument_literals_ are taken here: the caller object may have been moved.
-  argument_pointers_.clear();
-  for (size_t i = 0; i < argument_literals_.size(); ++i) {
-    std::memcpy(argument_literals_[i].untyped_data(), arguments[i],
-                argument_literals_[i].size_bytes());
-    argument_pointers_.push_back(&argument_literals_[i]);
-  }
-  ASSIGN_OR_RETURN(Literal result, evaluator_->Evaluate(*computation_, argument_pointers_));
-  if (result.shape().IsTuple()) {
-    for (size_t i = 0; i < result_types_.size(); ++i) {
-      const Literal& element = result.tuple_element(i);
-      std::memcpy(results[i], element.untyped_data(), element.size_bytes());
-    }
-  } else {
-    std::memcpy(results[0], result.untyped_data(), result.size_bytes());
-  }
-  return OkStatus();
-}
-
-StatusOr<bool> ScalarCaller::CallPredicate(std::span<const void* const> arguments) {
-  bool out = false;
-  void* results[] = {&out};
-  RETURN_IF_ERROR(Call(arguments, results));
-  return out;
-}
-
-// ---------------------------------------------------------------------------------------------
 // HloEvaluator
 
 StatusOr<const HloEvaluator::Plan*> HloEvaluator::GetPlan(const HloComputation& computation) {
@@ -327,6 +135,8 @@ StatusOr<const HloEvaluator::Plan*> HloEvaluator::GetPlan(const HloComputation& 
   std::unordered_map<const HloInstruction*, int64_t> slot_of;
   for (const HloInstruction* instruction : computation.MakeInstructionPostOrder()) {
     if (!live.contains(instruction)) continue;
+    // Work that cannot finish is refused before anything runs, once per computation.
+    RETURN_IF_ERROR(CheckInstructionWork(*instruction, options_.max_work));
     slot_of[instruction] = static_cast<int64_t>(plan->order.size());
     plan->order.push_back(instruction);
   }
@@ -350,89 +160,276 @@ StatusOr<const HloEvaluator::Plan*> HloEvaluator::GetPlan(const HloComputation& 
   return result;
 }
 
-StatusOr<Literal> HloEvaluator::Evaluate(const HloComputation& computation,
-                                         std::span<const Literal* const> arguments) {
+// The values of one running computation, and where it is.
+struct HloEvaluator::Frame {
+  enum class Waiting : uint8_t {
+    kNothing,         // the instruction at `slot` has not started
+    kResult,          // it called a computation whose result is its value
+    kWhileCondition,  // it is a while whose condition runs
+    kWhileBody,       // it is a while whose body runs
+  };
+
+  const Plan* plan = nullptr;
+  std::vector<const Literal*> arguments;
+  std::vector<Literal> owned;
+  std::vector<const Literal*> values;
+  std::vector<int64_t> remaining_uses;
+  int64_t slot = 0;
+  Waiting waiting = Waiting::kNothing;
+  Literal loop_state;      // of the while at `slot`
+  int64_t iterations = 0;  // of the while at `slot`
+
+  const HloInstruction& instruction() const { return *plan->order[slot]; }
+  const std::vector<int64_t>& operand_slots() const { return plan->operand_slots[slot]; }
+  bool done() const { return slot == static_cast<int64_t>(plan->order.size()); }
+
+  std::vector<const Literal*> OperandValues() const {
+    std::vector<const Literal*> out;
+    for (int64_t operand_slot : operand_slots()) out.push_back(values[operand_slot]);
+    return out;
+  }
+  // The value of an operand used for the last time by the current instruction may be moved, not
+  // copied (loop states and multi-output fusions do not copy their buffers).
+  bool Stealable(int64_t operand_slot) const {
+    return values[operand_slot] == &owned[operand_slot] && remaining_uses[operand_slot] == 1 &&
+           operand_slot != plan->root_slot;
+  }
+  // Stores the current instruction's value (nullptr: an argument), frees the operands used for
+  // the last time and moves on.
+  void Advance(std::optional<Literal> value, const Literal* argument = nullptr) {
+    if (value) {
+      owned[slot] = std::move(*value);
+      values[slot] = &owned[slot];
+    } else {
+      values[slot] = argument;
+    }
+    for (int64_t operand_slot : operand_slots()) {
+      if (--remaining_uses[operand_slot] == 0 && operand_slot != plan->root_slot) {
+        owned[operand_slot] = Literal();
+      }
+    }
+    ++slot;
+    waiting = Waiting::kNothing;
+  }
+  Literal TakeRoot() {
+    const int64_t root = plan->root_slot;
+    if (values[root] == &owned[root]) return std::move(owned[root]);
+    return Literal(*values[root]);
+  }
+};
+
+Status HloEvaluator::PushFrame(FrameStack& stack, const HloComputation& computation,
+                               std::vector<const Literal*> arguments) {
   ASSIGN_OR_RETURN(const Plan* plan, GetPlan(computation));
   if (static_cast<int64_t>(arguments.size()) != computation.num_parameters()) {
     return Error(fmt::format("computation %{} takes {} arguments, got {}", computation.name(),
                              computation.num_parameters(), arguments.size()));
   }
-  const int64_t n = static_cast<int64_t>(plan->order.size());
-  std::vector<Literal> owned(n);
-  std::vector<const Literal*> values(n, nullptr);
-  std::vector<int64_t> remaining_uses = plan->use_counts;
-  std::vector<const Literal*> operand_values;
+  auto frame = std::make_unique<Frame>();
+  const size_t n = plan->order.size();
+  frame->plan = plan;
+  frame->arguments = std::move(arguments);
+  frame->owned.resize(n);
+  frame->values.assign(n, nullptr);
+  frame->remaining_uses = plan->use_counts;
+  stack.push_back(std::move(frame));
+  return OkStatus();
+}
 
-  for (int64_t slot = 0; slot < n; ++slot) {
-    const HloInstruction& instruction = *plan->order[slot];
-    const std::vector<int64_t>& operand_slots = plan->operand_slots[slot];
-    const std::string context = "evaluating %" + instruction.name();
+std::string HloEvaluator::Context(const FrameStack& stack) {
+  // A hundred thousand nested calls would make a message no one reads: the outermost and the
+  // innermost frames say where it happened.
+  constexpr size_t kShownAtEachEnd = 4;
+  std::vector<std::string> parts;
+  for (size_t i = 0; i < stack.size(); ++i) {
+    if (stack.size() > 2 * kShownAtEachEnd + 1 && i == kShownAtEachEnd) {
+      parts.push_back(fmt::format("... {} more nested calls ...",
+                                  stack.size() - 2 * kShownAtEachEnd));
+      i = stack.size() - kShownAtEachEnd - 1;
+      continue;
+    }
+    const Frame& frame = *stack[i];
+    if (frame.done()) continue;
+    std::string part = "evaluating %" + frame.instruction().name();
+    if (frame.waiting == Frame::Waiting::kWhileCondition ||
+        frame.waiting == Frame::Waiting::kWhileBody) {
+      part += fmt::format(" (iteration {})", frame.iterations);
+    }
+    parts.push_back(std::move(part));
+  }
+  return fmt::format("{}", fmt::join(parts, ": "));
+}
+
+StatusOr<bool> HloEvaluator::StartCall(FrameStack& stack) {
+  Frame& frame = *stack.back();
+  const HloInstruction& instruction = frame.instruction();
+  const HloOpcode opcode = instruction.opcode();
+  if (opcode != HloOpcode::kCall && opcode != HloOpcode::kFusion &&
+      opcode != HloOpcode::kConditional && opcode != HloOpcode::kWhile) {
+    return false;
+  }
+  RETURN_IF_ERROR(CheckSupportedShape(instruction.shape()));
+  std::vector<const Literal*> operands = frame.OperandValues();
+  switch (opcode) {
+    case HloOpcode::kCall:
+    case HloOpcode::kFusion: {
+      const HloComputation* callee = opcode == HloOpcode::kCall ? instruction.to_apply()
+                                                                : instruction.fused_computation();
+      if (callee == nullptr) return Error("missing called computation");
+      frame.waiting = Frame::Waiting::kResult;
+      RETURN_IF_ERROR(PushFrame(stack, *callee, std::move(operands)));
+      return true;
+    }
+    case HloOpcode::kConditional: {
+      ASSIGN_OR_RETURN(int64_t branch, SelectBranch(instruction, operands));
+      frame.waiting = Frame::Waiting::kResult;
+      RETURN_IF_ERROR(
+          PushFrame(stack, *instruction.branch_computations()[branch], {operands[1 + branch]}));
+      return true;
+    }
+    default: {  // kWhile
+      const HloComputation* condition = instruction.while_condition();
+      if (condition == nullptr || instruction.while_body() == nullptr) {
+        return Error("while needs a condition and a body");
+      }
+      if (operands.size() != 1) {
+        return Error(fmt::format("while takes 1 operand, got {}", operands.size()));
+      }
+      const int64_t init_slot = frame.operand_slots()[0];
+      frame.loop_state = frame.Stealable(init_slot) ? std::move(frame.owned[init_slot])
+                                                    : Literal(*operands[0]);
+      frame.iterations = 0;
+      frame.waiting = Frame::Waiting::kWhileCondition;
+      RETURN_IF_ERROR(PushFrame(stack, *condition, {&frame.loop_state}));
+      return true;
+    }
+  }
+}
+
+StatusOr<std::optional<Literal>> HloEvaluator::Resume(FrameStack& stack, Literal value) {
+  Frame& frame = *stack.back();
+  const HloInstruction& instruction = frame.instruction();
+  switch (frame.waiting) {
+    case Frame::Waiting::kWhileCondition:
+      RETURN_IF_ERROR(ExpectLoopCondition(value));
+      if (!value.data<bool>()[0]) return std::optional<Literal>(std::move(frame.loop_state));
+      frame.waiting = Frame::Waiting::kWhileBody;
+      RETURN_IF_ERROR(PushFrame(stack, *instruction.while_body(), {&frame.loop_state}));
+      return std::optional<Literal>();
+    case Frame::Waiting::kWhileBody:
+      frame.loop_state = std::move(value);
+      ++frame.iterations;
+      frame.waiting = Frame::Waiting::kWhileCondition;
+      RETURN_IF_ERROR(PushFrame(stack, *instruction.while_condition(), {&frame.loop_state}));
+      return std::optional<Literal>();
+    default:
+      return std::optional<Literal>(std::move(value));
+  }
+}
+
+StatusOr<Literal> HloEvaluator::Evaluate(const HloComputation& computation,
+                                         std::span<const Literal* const> arguments) {
+  // Calls nest on `stack` below; what nests here, on the machine stack, are computations applied
+  // element by element (a reducer whose reduce applies a reducer ...): bounded.
+  if (nesting_ >= kMaxNestedApplications) {
+    return Error(fmt::format(
+        "computations applied element by element (reducers, comparators, combiners, mapped "
+        "computations) nest more than {} deep here, at %{}",
+        kMaxNestedApplications, computation.name()));
+  }
+  struct NestingGuard {
+    int& nesting;
+    explicit NestingGuard(int& n) : nesting(++n) {}
+    ~NestingGuard() { --nesting; }
+  } guard(nesting_);
+
+  FrameStack stack;
+  RETURN_IF_ERROR(PushFrame(stack, computation, {arguments.begin(), arguments.end()}));
+  std::optional<Literal> returned;  // the result of the frame that just finished
+  while (true) {
+    if (returned) {
+      Literal value = std::move(*returned);
+      returned.reset();
+      StatusOr<std::optional<Literal>> resumed = Resume(stack, std::move(value));
+      if (!resumed.ok()) return resumed.status().WithContext(Context(stack));
+      if (!resumed->has_value()) continue;  // the while's next condition or body runs
+      Frame& frame = *stack.back();
+      const HloInstruction& instruction = frame.instruction();
+      if (!shape_util::Compatible((*resumed)->shape(), instruction.shape())) {
+        return Error(fmt::format("{}: computed a value of shape {}, but the instruction has "
+                                 "shape {}", Context(stack), (*resumed)->shape().ToString(false),
+                                 instruction.shape().ToString(false)));
+      }
+      frame.Advance(std::move(*resumed));
+      continue;
+    }
+    Frame& frame = *stack.back();
+    if (frame.done()) {
+      Literal result = frame.TakeRoot();
+      stack.pop_back();
+      if (stack.empty()) return result;
+      returned = std::move(result);
+      continue;
+    }
+    if (cancelled()) return CancelledError().WithContext(Context(stack));
+    const HloInstruction& instruction = frame.instruction();
     if (instruction.opcode() == HloOpcode::kParameter) {
       const int64_t number = instruction.parameter_number();
-      if (number < 0 || number >= static_cast<int64_t>(arguments.size())) {
-        return Error(fmt::format("{}: parameter number {} out of range", context, number));
+      if (number < 0 || number >= static_cast<int64_t>(frame.arguments.size())) {
+        return Error(fmt::format("{}: parameter number {} out of range", Context(stack), number));
       }
       if (Status supported = CheckSupportedShape(instruction.shape()); !supported.ok()) {
-        return supported.WithContext(context);
+        return supported.WithContext(Context(stack));
       }
-      const Literal& argument = *arguments[number];
+      const Literal& argument = *frame.arguments[number];
       if (argument.is_elided() || argument.is_text_only() ||
           !shape_util::Compatible(argument.shape(), instruction.shape())) {
-        return Error(fmt::format("{}: argument has shape {}, expected {}", context,
+        return Error(fmt::format("{}: argument has shape {}, expected {}", Context(stack),
                                  argument.shape().ToString(false),
                                  instruction.shape().ToString(false)));
       }
-      values[slot] = &argument;
-    } else {
-      // The value of an operand used for the last time by a tuple or get-tuple-element is moved,
-      // not copied, so that loop states and multi-output fusions do not copy their buffers.
-      auto stealable = [&](int64_t operand_slot) {
-        return values[operand_slot] == &owned[operand_slot] &&
-               remaining_uses[operand_slot] == 1 && operand_slot != plan->root_slot;
-      };
-      auto compute = [&]() -> StatusOr<Literal> {
-        if (instruction.opcode() == HloOpcode::kGetTupleElement && operand_slots.size() == 1) {
-          const int64_t operand_slot = operand_slots[0];
-          const Literal& tuple = *values[operand_slot];
-          const int64_t index = instruction.tuple_index();
-          if (!tuple.shape().IsTuple() || index < 0 || index >= tuple.tuple_size()) {
-            return Error(fmt::format("index {} into a value of shape {}", index,
-                                     tuple.shape().ToString(false)));
-          }
-          if (stealable(operand_slot)) return std::move(owned[operand_slot].tuple_element(index));
-          return Literal(tuple.tuple_element(index));
-        }
-        if (instruction.opcode() == HloOpcode::kTuple) {
-          std::vector<Literal> elements;
-          for (int64_t operand_slot : operand_slots) {
-            elements.push_back(stealable(operand_slot) ? std::move(owned[operand_slot])
-                                                       : Literal(*values[operand_slot]));
-          }
-          return Literal::MakeTuple(std::move(elements));
-        }
-        operand_values.clear();
-        for (int64_t operand_slot : operand_slots) operand_values.push_back(values[operand_slot]);
-        return Visit(instruction, operand_values);
-      };
-      StatusOr<Literal> result = compute();
-      if (!result.ok()) return result.status().WithContext(context);
-      if (!shape_util::Compatible(result->shape(), instruction.shape())) {
-        return Error(fmt::format("{}: computed a value of shape {}, but the instruction has shape {}",
-                                 context, result->shape().ToString(false),
-                                 instruction.shape().ToString(false)));
-      }
-      owned[slot] = std::move(*result);
-      values[slot] = &owned[slot];
+      frame.Advance(std::nullopt, &argument);
+      continue;
     }
-    for (int64_t operand_slot : operand_slots) {
-      if (--remaining_uses[operand_slot] == 0 && operand_slot != plan->root_slot) {
-        owned[operand_slot] = Literal();
+    StatusOr<bool> called = StartCall(stack);
+    if (!called.ok()) return called.status().WithContext(Context(stack));
+    if (*called) continue;
+
+    const std::vector<int64_t>& operand_slots = frame.operand_slots();
+    auto compute = [&]() -> StatusOr<Literal> {
+      if (instruction.opcode() == HloOpcode::kGetTupleElement && operand_slots.size() == 1) {
+        const int64_t operand_slot = operand_slots[0];
+        const Literal& tuple = *frame.values[operand_slot];
+        const int64_t index = instruction.tuple_index();
+        if (!tuple.shape().IsTuple() || index < 0 || index >= tuple.tuple_size()) {
+          return Error(fmt::format("index {} into a value of shape {}", index,
+                                   tuple.shape().ToString(false)));
+        }
+        if (frame.Stealable(operand_slot)) {
+          return std::move(frame.owned[operand_slot].tuple_element(index));
+        }
+        return Literal(tuple.tuple_element(index));
       }
+      if (instruction.opcode() == HloOpcode::kTuple) {
+        std::vector<Literal> elements;
+        for (int64_t operand_slot : operand_slots) {
+          elements.push_back(frame.Stealable(operand_slot)
+                                 ? std::move(frame.owned[operand_slot])
+                                 : Literal(*frame.values[operand_slot]));
+        }
+        return Literal::MakeTuple(std::move(elements));
+      }
+      return Visit(instruction, frame.OperandValues());
+    };
+    StatusOr<Literal> result = compute();
+    if (!result.ok()) return result.status().WithContext(Context(stack));
+    if (!shape_util::Compatible(result->shape(), instruction.shape())) {
+      return Error(fmt::format("{}: computed a value of shape {}, but the instruction has shape {}",
+                               Context(stack), result->shape().ToString(false),
+                               instruction.shape().ToString(false)));
     }
+    frame.Advance(std::move(*result));
   }
-  const int64_t root = plan->root_slot;
-  if (values[root] == &owned[root]) return std::move(owned[root]);
-  return Literal(*values[root]);
 }
 
 StatusOr<Literal> HloEvaluator::EvaluateInstruction(const HloInstruction& instruction,
@@ -442,6 +439,7 @@ StatusOr<Literal> HloEvaluator::EvaluateInstruction(const HloInstruction& instru
                              instruction.operand_count(), operands.size()));
   }
   StatusOr<Literal> result = [&]() -> StatusOr<Literal> {
+    RETURN_IF_ERROR(CheckInstructionWork(instruction, options_.max_work));
     switch (instruction.opcode()) {
       case HloOpcode::kParameter:
         return Error("a parameter has no value outside a call");
@@ -489,7 +487,6 @@ StatusOr<Literal> HloEvaluator::Visit(const HloInstruction& instruction,
     return Error(fmt::format("{} takes {} operands, got {}", HloOpcodeString(opcode), *arity,
                              operands.size()));
   }
-
   switch (opcode) {
     case HloOpcode::kConstant: {
       if (!instruction.has_literal()) return Error("constant without a literal");
@@ -595,29 +592,33 @@ StatusOr<Literal> HloEvaluator::Visit(const HloInstruction& instruction,
 namespace {
 
 StatusOr<Literal> EvaluateWithPointers(const HloComputation& computation,
-                                       std::span<const Literal> arguments) {
+                                       std::span<const Literal> arguments,
+                                       const EvaluatorOptions& options) {
   std::vector<const Literal*> pointers;
   for (const Literal& argument : arguments) pointers.push_back(&argument);
-  evaluator_internal::HloEvaluator evaluator;
+  evaluator_internal::HloEvaluator evaluator(options);
   return evaluator.Evaluate(computation, pointers);
 }
 
 }  // namespace
 
-StatusOr<Literal> EvaluateModule(const HloModule& module, std::span<const Literal> arguments) {
+StatusOr<Literal> EvaluateModule(const HloModule& module, std::span<const Literal> arguments,
+                                 const EvaluatorOptions& options) {
   const HloComputation* entry = module.entry_computation();
   if (entry == nullptr) return Error("module " + module.name() + " has no entry computation");
-  return EvaluateWithPointers(*entry, arguments);
+  return EvaluateWithPointers(*entry, arguments, options);
 }
 
 StatusOr<Literal> EvaluateComputation(const HloComputation& computation,
-                                      std::span<const Literal> arguments) {
-  return EvaluateWithPointers(computation, arguments);
+                                      std::span<const Literal> arguments,
+                                      const EvaluatorOptions& options) {
+  return EvaluateWithPointers(computation, arguments, options);
 }
 
 StatusOr<Literal> EvaluateInstruction(const HloInstruction& instruction,
-                                      std::span<const Literal* const> operands) {
-  evaluator_internal::HloEvaluator evaluator;
+                                      std::span<const Literal* const> operands,
+                                      const EvaluatorOptions& options) {
+  evaluator_internal::HloEvaluator evaluator(options);
   return evaluator.EvaluateInstruction(instruction, operands);
 }
 

@@ -1,39 +1,23 @@
-// Instructions that run other computations: call, fusion, while and conditional.
+// Instructions that run other computations: call, fusion, while and conditional. Inside a
+// computation the driver (evaluator.cc) runs them on its frame stack; these handlers serve
+// EvaluateInstruction, where the instruction stands alone.
 #include "compiler/hlo/evaluator_internal.h"
 
 namespace xlens::evaluator_internal {
 
-StatusOr<Literal> HandleCall(HloEvaluator& evaluator, const HloInstruction& instruction,
-                             const HloComputation* computation,
-                             std::span<const Literal* const> operands) {
-  if (computation == nullptr) return Error("missing called computation");
-  return evaluator.Evaluate(*computation, operands);
-}
+Status CancelledError() { return Error("cancelled"); }
 
-StatusOr<Literal> HandleWhile(HloEvaluator& evaluator, const HloInstruction& instruction,
-                              const Literal& init) {
-  const HloComputation* condition = instruction.while_condition();
-  const HloComputation* body = instruction.while_body();
-  if (condition == nullptr || body == nullptr) return Error("while needs a condition and a body");
-  Literal state(init);
-  while (true) {
-    const Literal* arguments[] = {&state};
-    ASSIGN_OR_RETURN(Literal keep_going, evaluator.Evaluate(*condition, arguments));
-    if (!keep_going.shape().IsArray() || keep_going.shape().element_type() != PrimitiveType::PRED ||
-        keep_going.element_count() != 1) {
-      return Error("while condition returned " + keep_going.shape().ToString(false) +
-                   ", expected pred[]");
-    }
-    if (!keep_going.data<bool>()[0]) break;
-    ASSIGN_OR_RETURN(state, evaluator.Evaluate(*body, arguments));
+Status ExpectLoopCondition(const Literal& value) {
+  if (!value.shape().IsArray() || value.shape().element_type() != PrimitiveType::PRED ||
+      value.element_count() != 1) {
+    return Error("while condition returned " + value.shape().ToString(false) +
+                 ", expected pred[]");
   }
-  return state;
+  return OkStatus();
 }
 
-// Operand 0 selects the branch: a pred picks branch 0 (true) or 1 (false); an integer index
-// outside [0, N) picks the last branch. Operand 1 + i is the argument of branch i.
-StatusOr<Literal> HandleConditional(HloEvaluator& evaluator, const HloInstruction& instruction,
-                                    std::span<const Literal* const> operands) {
+StatusOr<int64_t> SelectBranch(const HloInstruction& instruction,
+                               std::span<const Literal* const> operands) {
   const std::vector<HloComputation*> branches = instruction.branch_computations();
   if (branches.empty() || operands.size() != branches.size() + 1) {
     return Error(fmt::format("conditional with {} branches and {} operands", branches.size(),
@@ -56,8 +40,38 @@ StatusOr<Literal> HandleConditional(HloEvaluator& evaluator, const HloInstructio
                  selector.shape().ToString(false));
   }
   if (branches[branch] == nullptr) return Error(fmt::format("branch {} is missing", branch));
+  return branch;
+}
+
+StatusOr<Literal> HandleCall(HloEvaluator& evaluator, const HloInstruction& instruction,
+                             const HloComputation* computation,
+                             std::span<const Literal* const> operands) {
+  if (computation == nullptr) return Error("missing called computation");
+  return evaluator.Evaluate(*computation, operands);
+}
+
+StatusOr<Literal> HandleWhile(HloEvaluator& evaluator, const HloInstruction& instruction,
+                              const Literal& init) {
+  const HloComputation* condition = instruction.while_condition();
+  const HloComputation* body = instruction.while_body();
+  if (condition == nullptr || body == nullptr) return Error("while needs a condition and a body");
+  Literal state(init);
+  while (true) {
+    if (evaluator.cancelled()) return CancelledError();
+    const Literal* arguments[] = {&state};
+    ASSIGN_OR_RETURN(Literal keep_going, evaluator.Evaluate(*condition, arguments));
+    RETURN_IF_ERROR(ExpectLoopCondition(keep_going));
+    if (!keep_going.data<bool>()[0]) break;
+    ASSIGN_OR_RETURN(state, evaluator.Evaluate(*body, arguments));
+  }
+  return state;
+}
+
+StatusOr<Literal> HandleConditional(HloEvaluator& evaluator, const HloInstruction& instruction,
+                                    std::span<const Literal* const> operands) {
+  ASSIGN_OR_RETURN(int64_t branch, SelectBranch(instruction, operands));
   const Literal* arguments[] = {operands[1 + branch]};
-  return evaluator.Evaluate(*branches[branch], arguments);
+  return evaluator.Evaluate(*instruction.branch_computations()[branch], arguments);
 }
 
 }  // namespace xlens::evaluator_internal

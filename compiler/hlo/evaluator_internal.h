@@ -9,6 +9,7 @@
 #include <cstdint>
 #include <cstring>
 #include <memory>
+#include <optional>
 #include <span>
 #include <string>
 #include <type_traits>
@@ -18,6 +19,7 @@
 #include <fmt/format.h>
 
 #include "compiler/hlo/computation.h"
+#include "compiler/hlo/evaluator.h"
 #include "compiler/hlo/instruction.h"
 #include "compiler/hlo/literal.h"
 #include "compiler/hlo/native_types.h"
@@ -144,12 +146,21 @@ StatusOr<Literal> ConvertLiteral(const Literal& literal, PrimitiveType type);
 
 class HloEvaluator {
  public:
-  // Runs `computation` on `arguments` (not copied; they must outlive the call).
+  explicit HloEvaluator(const EvaluatorOptions& options = {}) : options_(options) {}
+
+  // Runs `computation` on `arguments` (not copied; they must outlive the call). Calls, fusions,
+  // conditionals and while loops inside it run on a heap-allocated stack of frames, so their
+  // nesting depth costs no machine stack.
   StatusOr<Literal> Evaluate(const HloComputation& computation,
                              std::span<const Literal* const> arguments);
   // Runs one instruction (not a parameter) on its operand values.
   StatusOr<Literal> EvaluateInstruction(const HloInstruction& instruction,
                                         std::span<const Literal* const> operands);
+
+  // Whether the caller's cancellation flag is set.
+  bool cancelled() const {
+    return options_.cancel != nullptr && options_.cancel->load(std::memory_order_relaxed);
+  }
 
  private:
   // Post order and use counts of a computation, computed once per computation.
@@ -159,11 +170,28 @@ class HloEvaluator {
     std::vector<int64_t> use_counts;
     int64_t root_slot = -1;
   };
+  // One running computation (evaluator.cc).
+  struct Frame;
+  using FrameStack = std::vector<std::unique_ptr<Frame>>;
+
   StatusOr<const Plan*> GetPlan(const HloComputation& computation);
+  // Pushes a frame running `computation` on `arguments`.
+  Status PushFrame(FrameStack& stack, const HloComputation& computation,
+                   std::vector<const Literal*> arguments);
+  // Starts the instruction at the top frame's slot when it calls a computation (pushing its
+  // frame); false when the instruction is of another kind.
+  StatusOr<bool> StartCall(FrameStack& stack);
+  // The called computation of the top frame's current instruction returned `value`: continues a
+  // while loop (pushing its next frame; nullopt), or gives the instruction's value.
+  StatusOr<std::optional<Literal>> Resume(FrameStack& stack, Literal value);
+  // Where the evaluation is: "evaluating %call.1: evaluating %while.2 (iteration 41): ...".
+  static std::string Context(const FrameStack& stack);
   StatusOr<Literal> Visit(const HloInstruction& instruction,
                           std::span<const Literal* const> operands);
 
+  EvaluatorOptions options_;
   std::unordered_map<const HloComputation*, std::unique_ptr<Plan>> plans_;
+  int nesting_ = 0;  // evaluations running on the machine stack (Evaluate within Evaluate)
 };
 
 // Applies a called computation repeatedly to scalar arguments (reducers, comparators, combiners,
@@ -282,5 +310,17 @@ StatusOr<Literal> HandleWhile(HloEvaluator& evaluator, const HloInstruction& ins
                               const Literal& init);
 StatusOr<Literal> HandleConditional(HloEvaluator& evaluator, const HloInstruction& instruction,
                                     std::span<const Literal* const> operands);
+// The branch a conditional runs: a pred selector picks branch 0 (true) or 1 (false); an integer
+// outside [0, N) picks the last branch.
+StatusOr<int64_t> SelectBranch(const HloInstruction& instruction,
+                               std::span<const Literal* const> operands);
+// Error unless `value` is the pred[] a while condition returns.
+Status ExpectLoopCondition(const Literal& value);
+// The error of an evaluation stopped by its cancellation flag.
+Status CancelledError();
+
+// evaluator_work.cc
+// Error naming `instruction` and its work when EvaluationWork is above `max_work` (0: no limit).
+Status CheckInstructionWork(const HloInstruction& instruction, double max_work);
 
 }  // namespace xlens::evaluator_internal

@@ -118,9 +118,17 @@ StatusOr<int64_t> WindowedSize(int64_t size, const WindowDimension& w) {
   if (w.size < 1 || w.stride < 1 || w.window_dilation < 1 || w.base_dilation < 1) {
     return Error("window sizes, strides and dilations must be positive");
   }
-  const int64_t dilated = size == 0 ? 0 : (size - 1) * w.base_dilation + 1;
-  const int64_t padded = dilated + w.padding_low + w.padding_high;
-  const int64_t extent = (w.size - 1) * w.window_dilation + 1;
+  int64_t dilated = 0, padded = 0, extent = 0;
+  bool overflow = false;
+  if (size > 0) {
+    overflow |= __builtin_mul_overflow(size - 1, w.base_dilation, &dilated);
+    overflow |= __builtin_add_overflow(dilated, 1, &dilated);
+  }
+  overflow |= __builtin_add_overflow(dilated, w.padding_low, &padded);
+  overflow |= __builtin_add_overflow(padded, w.padding_high, &padded);
+  overflow |= __builtin_mul_overflow(w.size - 1, w.window_dilation, &extent);
+  overflow |= __builtin_add_overflow(extent, 1, &extent);
+  if (overflow) return Error("the padded or dilated window overflows 64 bits");
   if (padded < extent) return 0;
   return (padded - extent) / w.stride + 1;
 }

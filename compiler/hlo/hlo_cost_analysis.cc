@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cctype>
 #include <cstdint>
+#include <limits>
 #include <string>
 #include <vector>
 
@@ -216,7 +217,10 @@ int64_t WindowSize(const HloInstruction& instruction) {
   int64_t size = 1;
   if (!instruction.window) return size;
   for (const WindowDimension& d : instruction.window->dimensions) {
-    size *= std::max<int64_t>(d.size, 0);
+    // Saturates: a window of 2^62 x 2^62 is valid text.
+    if (__builtin_mul_overflow(size, std::max<int64_t>(d.size, 0), &size)) {
+      return std::numeric_limits<int64_t>::max();
+    }
   }
   return size;
 }
@@ -316,13 +320,42 @@ HloCost HloCostAnalysis::ComputationCost(const HloComputation& computation) {
   auto it = computation_costs_.find(&computation);
   if (it != computation_costs_.end()) return it->second;
   if (!in_progress_.insert(&computation).second) return HloCost{};  // a call cycle
-  HloCost total;
-  for (const HloInstruction* instruction : computation.instructions()) {
-    total += InstructionCost(*instruction);
+  // Every computation this one reaches is costed first, callees before callers, in an iterative
+  // post order: a chain of 100,000 nested calls must not recurse 100,000 deep. When a computation
+  // is summed below, each of its callees is cached, or in progress (a cycle: it costs nothing).
+  auto callees_of = [](const HloComputation* c) {
+    std::vector<const HloComputation*> callees;
+    for (const HloInstruction* instruction : c->instructions()) {
+      for (const HloComputation* callee : instruction->called_computations()) {
+        if (callee != nullptr) callees.push_back(callee);
+      }
+    }
+    return callees;
+  };
+  std::vector<const HloComputation*> order;
+  std::vector<std::pair<const HloComputation*, std::vector<const HloComputation*>>> stack;
+  stack.emplace_back(&computation, callees_of(&computation));
+  while (!stack.empty()) {
+    std::vector<const HloComputation*>& pending = stack.back().second;
+    if (pending.empty()) {
+      order.push_back(stack.back().first);
+      stack.pop_back();
+      continue;
+    }
+    const HloComputation* next = pending.back();
+    pending.pop_back();
+    if (computation_costs_.contains(next) || !in_progress_.insert(next).second) continue;
+    stack.emplace_back(next, callees_of(next));
   }
-  in_progress_.erase(&computation);
-  computation_costs_.emplace(&computation, total);
-  return total;
+  for (const HloComputation* c : order) {
+    HloCost total;
+    for (const HloInstruction* instruction : c->instructions()) {
+      total += InstructionCost(*instruction);
+    }
+    in_progress_.erase(c);
+    computation_costs_.emplace(c, total);
+  }
+  return computation_costs_.at(&computation);
 }
 
 std::vector<std::pair<const HloInstruction*, HloCost>> HloCostAnalysis::InstructionCosts(

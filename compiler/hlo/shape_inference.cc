@@ -112,14 +112,30 @@ StatusOr<int64_t> WindowedDimensionSize(int64_t size, const WindowDimension& win
         dimension, window.size, window.stride, window.base_dilation, window.window_dilation));
   }
   if (size == Shape::kUnboundedSize) return Shape::kUnboundedSize;
-  const int64_t dilated_base = size == 0 ? 0 : (size - 1) * window.base_dilation + 1;
-  const int64_t padded = dilated_base + window.padding_low + window.padding_high;
+  // Sizes, dilations and paddings come from the text: every step is checked for overflow.
+  int64_t dilated_base = 0, padded = 0, dilated_window = 0;
+  bool overflow = false;
+  if (size > 0) {
+    overflow |= __builtin_mul_overflow(size - 1, window.base_dilation, &dilated_base);
+    overflow |= __builtin_add_overflow(dilated_base, 1, &dilated_base);
+  }
+  overflow |= __builtin_add_overflow(dilated_base, window.padding_low, &padded);
+  overflow |= __builtin_add_overflow(padded, window.padding_high, &padded);
+  if (window.size > 0) {
+    overflow |= __builtin_mul_overflow(window.size - 1, window.window_dilation, &dilated_window);
+    overflow |= __builtin_add_overflow(dilated_window, 1, &dilated_window);
+  }
+  if (overflow) {
+    return Error(fmt::format(
+        "window dimension {}: size {} with padding {}_{}, window size {} and dilations {} and {} "
+        "overflows 64 bits",
+        dimension, size, window.padding_low, window.padding_high, window.size,
+        window.base_dilation, window.window_dilation));
+  }
   if (padded < 0) {
     return Error(fmt::format("window dimension {}: padding {}_{} makes the size {} negative",
                              dimension, window.padding_low, window.padding_high, size));
   }
-  const int64_t dilated_window =
-      window.size == 0 ? 0 : (window.size - 1) * window.window_dilation + 1;
   if (padded < dilated_window) return 0;
   return (padded - dilated_window) / window.stride + 1;
 }

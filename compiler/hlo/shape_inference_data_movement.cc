@@ -256,8 +256,15 @@ StatusOr<Shape> InferPadShape(const HloInstruction& instruction) {
     }
     const int64_t size = operand.dimensions(i);
     if (size == Shape::kUnboundedSize) continue;
-    const int64_t padded = size + p.edge_padding_low + p.edge_padding_high +
-                           std::max<int64_t>(size - 1, 0) * p.interior_padding;
+    int64_t padded = 0, interior = 0;
+    if (__builtin_mul_overflow(std::max<int64_t>(size - 1, 0), p.interior_padding, &interior) ||
+        __builtin_add_overflow(size, interior, &padded) ||
+        __builtin_add_overflow(padded, p.edge_padding_low, &padded) ||
+        __builtin_add_overflow(padded, p.edge_padding_high, &padded)) {
+      return Error(fmt::format("padding {}_{}_{} of dimension {} of size {} overflows 64 bits",
+                               p.edge_padding_low, p.edge_padding_high, p.interior_padding, i,
+                               size));
+    }
     if (padded < 0) {
       return Error(fmt::format("padding {}_{}_{} makes dimension {} of size {} negative",
                                p.edge_padding_low, p.edge_padding_high, p.interior_padding, i,

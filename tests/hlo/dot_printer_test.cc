@@ -16,6 +16,7 @@
 
 #include "compiler/hlo/parser.h"
 #include "compiler/support/file_io.h"
+#include "nested_modules.h"
 
 namespace xlens {
 namespace {
@@ -509,6 +510,22 @@ TEST(DotPrinterTest, RendersEveryCorpusModule) {
     }
     ExpectRenders(dot, file.stem().string());
   }
+}
+
+// Walking, selecting and emitting are iterative: 100,000 nested calls overflowed the stack. The
+// nested clusters' indentation stops growing, so the graph stays linear in the module's size.
+TEST(DotPrinterTest, HundredThousandNestedCallsRenderInLinearSize) {
+  constexpr int kDepth = 100000;
+  auto module = ParseHloModule(testing::NestedCallsText(kDepth));
+  ASSERT_TRUE(module.ok()) << module.status().message();
+  StatusOr<std::string> dot = ModuleToDot(**module, DotOptions{.max_nodes = 0});
+  ASSERT_TRUE(dot.ok()) << dot.status().message();
+  EXPECT_LT(dot->size(), size_t{2000} * kDepth);
+  EXPECT_EQ(std::count(dot->begin(), dot->end(), '{'), std::count(dot->begin(), dot->end(), '}'));
+  EXPECT_THAT(*dot, HasSubstr("to_apply of r"));
+  // The neighbourhood of the root, as drawn by default, too.
+  StatusOr<std::string> near = ModuleToDot(**module, DotOptions{});
+  ASSERT_TRUE(near.ok()) << near.status().message();
 }
 
 TEST(DotPrinterTest, LargeModulesHitTheSizeLimitAndStillRender) {

@@ -2,15 +2,18 @@
 // the errors it must give instead of results.
 #include "compiler/hlo/evaluator.h"
 
+#include <atomic>
 #include <chrono>
 #include <cmath>
 #include <limits>
 #include <numbers>
+#include <thread>
 
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
 #include "evaluator_test_util.h"
+#include "nested_modules.h"
 
 namespace xlens {
 namespace {
@@ -669,6 +672,112 @@ ENTRY e {
   EXPECT_EQ(run(2), 3.0f);
   EXPECT_EQ(run(7), 3.0f);
   EXPECT_EQ(run(-1), 3.0f);
+}
+
+// --- Nesting, cancellation
+
+// Calls, fusions, conditionals and while loops run on the evaluator's own frame stack: 5,000
+// nested calls overflowed the machine stack when each level recursed.
+TEST(EvaluatorTest, HundredThousandNestedCallsEvaluate) {
+  auto module = ParseHloModule(testing::NestedCallsText(100000));
+  ASSERT_TRUE(module.ok()) << module.status().message();
+  std::vector<Literal> arguments;
+  arguments.push_back(Literal::CreateR0<float>(PrimitiveType::F32, 1.25f));
+  StatusOr<Literal> result = EvaluateModule(**module, arguments);
+  ASSERT_TRUE(result.ok()) << result.status().message();
+  EXPECT_THAT(Values<float>(*result), ElementsAre(2.5f));
+}
+
+TEST(EvaluatorTest, DeeplyNestedFusionsConditionalsAndWhileLoopsEvaluate) {
+  auto module = ParseHloModule(testing::NestedControlFlowText(30000));
+  ASSERT_TRUE(module.ok()) << module.status().message();
+  std::vector<Literal> arguments;
+  arguments.push_back(Literal::CreateR0<float>(PrimitiveType::F32, 2.0f));
+  StatusOr<Literal> result = EvaluateModule(**module, arguments);
+  ASSERT_TRUE(result.ok()) << result.status().message();
+  EXPECT_THAT(Values<float>(*result), ElementsAre(3.0f));
+}
+
+// An error deep inside names the outermost and innermost instructions, not all 100,000.
+TEST(EvaluatorTest, ErrorsDeepInsideNestedCallsAreShort) {
+  std::string text = testing::NestedCallsText(100000);
+  const std::string leaf = "ROOT r = f32[] add(p, p)";
+  text.replace(text.find(leaf), leaf.size(), "ROOT r = f32[] custom-call(p), custom_call_target=\"x\"");
+  std::string error = EvalError(text, {Literal::CreateR0<float>(PrimitiveType::F32, 1.0f)});
+  EXPECT_THAT(error, HasSubstr("more nested calls"));
+  EXPECT_THAT(error, HasSubstr("custom-call"));
+  EXPECT_LT(error.size(), 1000u);
+}
+
+// Computations applied element by element (map, reduce, sort, ...) nest on the machine stack:
+// bounded, with a message.
+TEST(EvaluatorTest, NestedApplicationsAreBoundedWithAMessage) {
+  std::vector<Literal> arguments;
+  arguments.push_back(MakeLiteral<float>(PrimitiveType::F32, {2}, {1, 2}));
+  Literal fine = Eval(testing::NestedMapsText(kMaxNestedApplications), arguments);
+  EXPECT_THAT(Values<float>(fine), ElementsAre(2, 4));
+  for (int depth : {kMaxNestedApplications + 1, 20000}) {
+    std::string error = EvalError(testing::NestedMapsText(depth), arguments);
+    EXPECT_THAT(error, HasSubstr(fmt::format("nest more than {} deep", kMaxNestedApplications)));
+  }
+}
+
+constexpr std::string_view kEndlessLoop = R"(HloModule m
+cond {
+  p = s32[] parameter(0)
+  ROOT t = pred[] constant(true)
+}
+body {
+  p = s32[] parameter(0)
+  one = s32[] constant(1)
+  ROOT a = s32[] add(p, one)
+}
+ENTRY e {
+  z = s32[] constant(0)
+  ROOT w = s32[] while(z), condition=cond, body=body
+})";
+
+TEST(EvaluatorTest, CancellationStopsAnEndlessLoopAndSaysWhere) {
+  auto module = ParseHloModule(kEndlessLoop);
+  ASSERT_TRUE(module.ok()) << module.status().message();
+  std::atomic<bool> cancel = false;
+  std::thread canceller([&] {
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+    cancel = true;
+  });
+  StatusOr<Literal> result = EvaluateModule(**module, {}, EvaluatorOptions{.cancel = &cancel});
+  canceller.join();
+  ASSERT_FALSE(result.ok());
+  EXPECT_THAT(result.status().message(), HasSubstr("evaluating %w (iteration "));
+  EXPECT_THAT(result.status().message(), HasSubstr("cancelled"));
+}
+
+// Reductions poll the flag for every application of their reducer, so even one long instruction
+// stops.
+TEST(EvaluatorTest, CancellationIsPolledInsideReductions) {
+  auto module = ParseHloModule(R"(HloModule m
+add {
+  x = f32[] parameter(0)
+  y = f32[] parameter(1)
+  ROOT s = f32[] add(x, y)
+}
+ENTRY e {
+  p = f32[1000] parameter(0)
+  z = f32[] constant(0)
+  ROOT r = f32[] reduce(p, z), dimensions={0}, to_apply=add
+})");
+  ASSERT_TRUE(module.ok()) << module.status().message();
+  const HloInstruction* reduce = (*module)->entry_computation()->root_instruction();
+  Literal input(Shape(PrimitiveType::F32, {1000}));
+  Literal zero(Shape::Scalar(PrimitiveType::F32));
+  const Literal* operands[] = {&input, &zero};
+  std::atomic<bool> cancel = true;
+  StatusOr<Literal> result =
+      EvaluateInstruction(*reduce, operands, EvaluatorOptions{.cancel = &cancel});
+  ASSERT_FALSE(result.ok());
+  EXPECT_THAT(result.status().message(), HasSubstr("evaluating %r: cancelled"));
+  cancel = false;
+  EXPECT_TRUE(EvaluateInstruction(*reduce, operands, EvaluatorOptions{.cancel = &cancel}).ok());
 }
 
 // --- Errors

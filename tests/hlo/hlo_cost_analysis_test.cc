@@ -9,6 +9,7 @@
 #include <gtest/gtest.h>
 
 #include "compiler/hlo/parser.h"
+#include "nested_modules.h"
 #include "test_util.h"
 
 namespace xlens {
@@ -434,6 +435,16 @@ bool Sane(const HloCost& cost) {
 }
 
 // Every opcode, even without the operands and attributes it needs, is costed without crashing.
+// Callees are costed before callers without recursion: 100,000 nested calls overflowed the stack.
+TEST(HloCostAnalysisTest, HundredThousandNestedCallsCostTheirInnermostAdd) {
+  auto module = ParseHloModule(testing::NestedCallsText(100000));
+  ASSERT_TRUE(module.ok()) << module.status().message();
+  HloCost cost = ModuleCost(**module);
+  EXPECT_EQ(cost.flops, 1);
+  HloCostAnalysis analysis;
+  EXPECT_EQ(analysis.InstructionCost(*(*module)->entry_computation()->root_instruction()).flops, 1);
+}
+
 TEST(HloCostAnalysisTest, EveryOpcodeWithoutOperandsOrAttributes) {
   const std::vector<HloOpcode> opcodes = {
 #define XLENS_LIST_OPCODE(e, name, arity) HloOpcode::e,
