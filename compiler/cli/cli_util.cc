@@ -24,7 +24,9 @@ int Fail(const Status& status) {
 
 StatusOr<std::unique_ptr<HloModule>> LoadModule(const std::string& path, bool verify) {
   ASSIGN_OR_RETURN(std::string text, ReadFile(path));
-  return ParseHloModule(text, ParseOptions{.verify = verify, .filename = path});
+  // The path is shown in messages only: escaped, so that a name with control characters stays
+  // one line and cannot drive the terminal.
+  return ParseHloModule(text, ParseOptions{.verify = verify, .filename = DisplayPath(path)});
 }
 
 // Every leaf of a (possibly tuple) literal, in order.
@@ -103,8 +105,7 @@ Status WriteOutputs(const std::string& dir, const std::vector<const Literal*>& l
     std::string path = fmt::format("{}/out{}.npy", dir, i);
     const Shape& shape = leaves[i]->shape();
     if (Status written = WriteNpy(path, *leaves[i]); !written.ok()) {
-      std::fprintf(stderr, "xlens: %s\n", written.message().c_str());
-      failed.push_back(fmt::format("out{}.npy", i));
+      failed.push_back(written.message());  // names the file and why
       continue;
     }
     std::printf("wrote %s (%s)\n", path.c_str(), shape.ToString(false).c_str());
@@ -121,8 +122,9 @@ Status WriteOutputs(const std::string& dir, const std::vector<const Literal*>& l
     }
   }
   if (!failed.empty()) {
-    return Error(fmt::format("{}: {} of {} outputs could not be written ({}){}", dir,
-                             failed.size(), leaves.size(), fmt::join(failed, ", "),
+    // One message for all of them, so that a failure is one line however many outputs failed.
+    return Error(fmt::format("{} of {} outputs could not be written ({}){}", failed.size(),
+                             leaves.size(), fmt::join(failed, "; "),
                              failed.size() < leaves.size() ? "; the others were" : ""));
   }
   return OkStatus();

@@ -16,8 +16,11 @@
 #include "compiler/hlo/verifier.h"
 #include "compiler/support/file_io.h"
 #include "compiler/support/terminal_text.h"
+#include "compiler/support/watchdog.h"
 
 namespace xlens::cli {
+
+static_assert(kDefaultMaxWork == kDefaultMaxEvaluatorWork);
 
 
 int RunPrint(const PrintArgs& args) {
@@ -59,7 +62,13 @@ int RunEval(const EvalArgs& args) {
   if (!module.ok()) return Fail(module.status());
   auto inputs = LoadInputs(*(*module)->entry_computation(), args.inputs, args.seed);
   if (!inputs.ok()) return Fail(inputs.status());
-  auto result = EvaluateModule(**module, *inputs);
+  Watchdog watchdog(args.timeout_seconds, "eval");
+  watchdog.SetActivity(fmt::format("evaluating module {}", (*module)->name()));
+  EvaluatorOptions options{.cancel = watchdog.cancel_flag(), .max_work = args.max_work};
+  auto result = EvaluateModule(**module, *inputs, options);
+  if (!result.ok() && watchdog.fired()) {
+    return Fail(Error(watchdog.StopMessage() + ": " + result.status().message()).WithContext(args.file));
+  }
   if (!result.ok()) return Fail(result.status().WithContext(args.file));
   std::vector<const Literal*> leaves;
   CollectLeaves(*result, leaves);

@@ -8,6 +8,10 @@
 
 namespace xlens::cli {
 
+// The default of --max-work, the scalar operations one instruction may need before eval and run
+// refuse it (kDefaultMaxEvaluatorWork; repeated here so this header stays light).
+inline constexpr double kDefaultMaxWork = 1e12;
+
 struct PrintArgs {
   std::string file;
   bool short_form = false;
@@ -34,6 +38,8 @@ struct EvalArgs {
   std::string inputs;   // directory of arg0.npy, arg1.npy, ...; empty: random
   std::string outputs;  // directory for out0.npy, ...; empty: print to stdout
   uint64_t seed = 42;
+  double timeout_seconds = 0;           // --timeout; 0: none
+  double max_work = kDefaultMaxWork;    // --max-work; 0: none
 };
 int RunEval(const EvalArgs& args);
 
@@ -73,6 +79,8 @@ struct RunArgs {
   uint64_t seed = 42;
   double tolerance = 1e-3;
   std::string trace;  // Chrome trace to write (.json or .json.gz); empty: none
+  double timeout_seconds = 0;         // --timeout; 0: none
+  double max_work = kDefaultMaxWork;  // --max-work; 0: none
   std::vector<std::string> extra_flags;  // --xla_* flags given on the command line
 };
 // Compiles and runs a module (xlens run); with --reference checks it against the evaluator.

@@ -101,6 +101,14 @@ int main(int argc, char** argv) {
                    "Write out0.npy, out1.npy, ... (tuple leaves in order) here; bf16 is written as "
                    "float32 and s4/u4 as int8/uint8, exactly, since .npy has no dtype for them");
   eval->add_option("--seed", eval_args.seed, "Seed of the random inputs");
+  eval->add_option("--timeout", eval_args.timeout_seconds,
+                   "Stop after this many seconds with exit 1, saying what was running (0: no limit)")
+      ->check(CLI::Validator(FiniteNonNegative, "SECONDS"));
+  eval->add_option("--max-work", eval_args.max_work,
+                   "Refuse, before running, an instruction needing more scalar operations than this "
+                   "(0: no limit)")
+      ->check(CLI::Validator(FiniteNonNegative, "OPERATIONS"))
+      ->capture_default_str();
 
   OptArgs opt_args;
   auto* opt = app.add_subcommand(
@@ -139,6 +147,14 @@ int main(int argc, char** argv) {
       ->check(CLI::Validator(PositiveWholeNumber, "POSITIVE"))
       ->capture_default_str();
   run->add_option("--seed", run_args.seed, "Seed of the random inputs");
+  run->add_option("--timeout", run_args.timeout_seconds,
+                   "Stop after this many seconds with exit 1, saying what was running (0: no limit)")
+      ->check(CLI::Validator(FiniteNonNegative, "SECONDS"));
+  run->add_option("--max-work", run_args.max_work,
+                   "Refuse, before running, an instruction needing more scalar operations than this "
+                   "(0: no limit)")
+      ->check(CLI::Validator(FiniteNonNegative, "OPERATIONS"))
+      ->capture_default_str();
   run->add_option("--trace", run_args.trace,
                   "Write a Chrome trace of the compilation and every run (timeline.ctf.json; a name "
                   "ending in .gz is compressed) for Perfetto UI or chrome://tracing");

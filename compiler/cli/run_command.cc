@@ -21,6 +21,7 @@
 #include "compiler/runtime/gpu_compiler.h"
 #include "compiler/runtime/gpu_executable.h"
 #include "compiler/support/file_io.h"
+#include "compiler/support/watchdog.h"
 #include "dump/flags.h"
 #include "profiler/chrome_trace_writer.h"
 #include "profiler/cupti_collector.h"
@@ -50,7 +51,8 @@ __attribute__((format(printf, 2, 3))) void Appendf(std::string& out, const char*
 // (absent, refused, another profiler attached) one warning says why and the run goes on.
 StatusOr<Literal> RunOnGpu(const RunArgs& args, FlagsSetup& setup, std::unique_ptr<HloModule> module,
                            const std::vector<Literal>& inputs, std::string& report,
-                           profiler::Trace* gpu_trace) {
+                           profiler::Trace* gpu_trace, Watchdog& watchdog) {
+  watchdog.SetActivity(fmt::format("compiling and running module {} on the GPU", module->name()));
   ASSIGN_OR_RETURN(std::unique_ptr<runtime::GpuDevice> device, runtime::OpenCudaDevice());
   if (setup.debug.xla_hlo_profile) {
     std::fprintf(stderr, "xlens run: --xla_hlo_profile times CPU kernels so far; on the GPU, --trace "
@@ -120,7 +122,8 @@ std::string HloProfileText(const runtime::Executable& exe, const std::vector<int
 // Compiles for the CPU (through the compilation cache) and runs; the timing of every thunk goes
 // to `report`, and with --xla_hlo_profile the per-HLO profile too (also dumped when dumping).
 StatusOr<Literal> RunOnCpu(const RunArgs& args, FlagsSetup& setup, const HloModule& module,
-                           const std::vector<Literal>& inputs, std::string& report) {
+                           const std::vector<Literal>& inputs, std::string& report, Watchdog& watchdog) {
+  watchdog.SetActivity(fmt::format("compiling module {} for the CPU", module.name()));
   runtime::CompilationCache cache;
   runtime::CompileOptions options;
   options.optimize = setup.optimize;
@@ -131,8 +134,13 @@ StatusOr<Literal> RunOnCpu(const RunArgs& args, FlagsSetup& setup, const HloModu
   std::vector<double> run_ms;
   std::vector<int64_t> thunk_ns;
   // One untimed run first when timing several: it pays for the first touch of every buffer.
-  if (args.iterations > 1) RETURN_IF_ERROR(exe.Run());
+  if (args.iterations > 1) {
+    watchdog.SetActivity(fmt::format("running module {} (the untimed first run)", module.name()));
+    RETURN_IF_ERROR(exe.Run());
+  }
   for (int i = 0; i < args.iterations; ++i) {
+    watchdog.SetActivity(fmt::format("running module {} (iteration {} of {})", module.name(), i + 1,
+                                     args.iterations));
     const auto start = std::chrono::steady_clock::now();
     RETURN_IF_ERROR(exe.Run(&thunk_ns));
     run_ms.push_back(std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count());
@@ -181,6 +189,12 @@ int RunRun(const RunArgs& args) {
   if (!module.ok()) return Fail(module.status());
   auto inputs = LoadInputs(*(*module)->entry_computation(), args.inputs, args.seed);
   if (!inputs.ok()) return Fail(inputs.status());
+  // Work that would never finish is refused before compiling; work that merely takes long is
+  // stopped by --timeout.
+  if (Status s = CheckEvaluationWork(**module, args.max_work); !s.ok()) {
+    return Fail(s.WithContext(args.file));
+  }
+  Watchdog watchdog(args.timeout_seconds, "run");
   std::string report;
   const bool tracing = !args.trace.empty();
   Status trace_written;
@@ -190,8 +204,9 @@ int RunRun(const RunArgs& args) {
   }
   profiler::Trace gpu_trace;
   auto result = args.backend == "gpu"
-                    ? RunOnGpu(args, setup, std::move(*module), *inputs, report, tracing ? &gpu_trace : nullptr)
-                    : RunOnCpu(args, setup, **module, *inputs, report);
+                    ? RunOnGpu(args, setup, std::move(*module), *inputs, report, tracing ? &gpu_trace : nullptr,
+                               watchdog)
+                    : RunOnCpu(args, setup, **module, *inputs, report, watchdog);
   if (tracing) {
     // Written even when the run failed: the timeline up to the failure is what the user needs.
     profiler::Trace trace = profiler::TracerSession::Stop();
@@ -221,7 +236,13 @@ int RunRun(const RunArgs& args) {
   if (args.reference) {
     auto original = LoadModule(args.file, /*verify=*/true);
     if (!original.ok()) return Fail(original.status());
-    auto expected = EvaluateModule(**original, *inputs);
+    watchdog.SetActivity(fmt::format("evaluating module {} for --reference", (*original)->name()));
+    EvaluatorOptions options{.cancel = watchdog.cancel_flag(), .max_work = args.max_work};
+    auto expected = EvaluateModule(**original, *inputs, options);
+    if (!expected.ok() && watchdog.fired()) {
+      return Fail(Error(watchdog.StopMessage() + ": " + expected.status().message())
+                      .WithContext("reference evaluator"));
+    }
     if (!expected.ok()) return Fail(expected.status().WithContext("reference evaluator"));
     LiteralDifference difference;
     Status match = ExpectLiteralNear(*expected, *result, ErrorSpec{args.tolerance, args.tolerance},
