@@ -198,6 +198,15 @@ def start(argv, cwd, env, out_prefix, memory_bytes):
 def wait(procs, timeout):
     """Waits for every process until `timeout` seconds from now; kills what is left (and its
     process group). Returns [(exit status, rusage, timed out, seconds)]."""
+    try:
+        return _wait(procs, timeout)
+    except BaseException:
+        for p in procs:  # interrupted: leave nothing running
+            _kill_group(p.pid)
+        raise
+
+
+def _wait(procs, timeout):
     t0 = time.monotonic()
     deadline = t0 + timeout
     results = [None] * len(procs)
