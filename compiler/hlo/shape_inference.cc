@@ -105,7 +105,8 @@ StatusOr<Shape> RootShape(const HloComputation& computation) {
 
 StatusOr<int64_t> WindowedDimensionSize(int64_t size, const WindowDimension& window,
                                         int64_t dimension) {
-  if (window.size < 0 || window.stride <= 0 || window.base_dilation <= 0 ||
+  // As XLA: a window covers at least one element (size 0 would reduce nothing into every output).
+  if (window.size <= 0 || window.stride <= 0 || window.base_dilation <= 0 ||
       window.window_dilation <= 0) {
     return Error(fmt::format(
         "window dimension {} is malformed: size={} stride={} lhs_dilate={} rhs_dilate={}",

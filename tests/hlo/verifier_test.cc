@@ -286,6 +286,27 @@ ENTRY main {
                  "parameter 0 of the reducer %add_vec must be f32[], not f32[2]");
 }
 
+TEST(VerifierTest, WindowsCoverAtLeastOneElement) {
+  // XLA refuses a window with a non-positive dimension; a size of 0 would give every output the
+  // init value without reading the operand.
+  ExpectRejected(R"(
+HloModule m
+
+add {
+  a = f32[] parameter(0)
+  b = f32[] parameter(1)
+  ROOT s = f32[] add(a, b)
+}
+
+ENTRY main {
+  p = f32[8] parameter(0)
+  z = f32[] constant(0)
+  ROOT r = f32[9] reduce-window(p, z), window={size=0}, to_apply=add
+}
+)",
+                 "window dimension 0 is malformed: size=0");
+}
+
 TEST(VerifierTest, WhileComputationsTakeTheLoopState) {
   ExpectRejected(R"(
 HloModule m
