@@ -18,7 +18,19 @@
 namespace xlens::cli {
 
 int Fail(const Status& status) {
-  std::fprintf(stderr, "xlens: %s\n", status.message().c_str());
+  // The last guard on what reaches the terminal: every line of a message is bounded, whatever
+  // name from the input it quotes.
+  constexpr size_t kMaxLineBytes = 1500;
+  std::string shown;
+  std::string_view message = status.message();
+  while (true) {
+    const size_t end = message.find('\n');
+    shown += ElideMiddle(message.substr(0, end), kMaxLineBytes);
+    if (end == std::string_view::npos) break;
+    shown += '\n';
+    message.remove_prefix(end + 1);
+  }
+  std::fprintf(stderr, "xlens: %s\n", shown.c_str());
   return 1;
 }
 

@@ -31,6 +31,18 @@ std::string PositiveWholeNumber(const std::string& text) {
   return "";
 }
 
+// A seed: a whole number that fits in 64 bits (CLI11 would wrap a larger one silently).
+std::string Seed(const std::string& text) {
+  char* end = nullptr;
+  errno = 0;
+  std::strtoull(text.c_str(), &end, 10);
+  if (text.empty() || text[0] == '-' || *end != '\0' || errno == ERANGE) {
+    return "expected a whole number from 0 to 18446744073709551615, found '" +
+           xlens::EscapeForTerminal(xlens::TruncateUtf8(text, 100)) + "'";
+  }
+  return "";
+}
+
 // A tolerance: finite and not negative (NaN would make every comparison pass).
 std::string FiniteNonNegative(const std::string& text) {
   char* end = nullptr;
@@ -100,7 +112,8 @@ int main(int argc, char** argv) {
   eval->add_option("--outputs", eval_args.outputs,
                    "Write out0.npy, out1.npy, ... (tuple leaves in order) here; bf16 is written as "
                    "float32 and s4/u4 as int8/uint8, exactly, since .npy has no dtype for them");
-  eval->add_option("--seed", eval_args.seed, "Seed of the random inputs");
+  eval->add_option("--seed", eval_args.seed, "Seed of the random inputs")
+      ->check(CLI::Validator(Seed, "SEED"));
   eval->add_option("--timeout", eval_args.timeout_seconds,
                    "Stop after this many seconds with exit 1, saying what was running (0: no limit)")
       ->check(CLI::Validator(FiniteNonNegative, "SECONDS"));
@@ -146,7 +159,8 @@ int main(int argc, char** argv) {
   run->add_option("--iterations", run_args.iterations, "Runs to time (the median is printed)")
       ->check(CLI::Validator(PositiveWholeNumber, "POSITIVE"))
       ->capture_default_str();
-  run->add_option("--seed", run_args.seed, "Seed of the random inputs");
+  run->add_option("--seed", run_args.seed, "Seed of the random inputs")
+      ->check(CLI::Validator(Seed, "SEED"));
   run->add_option("--timeout", run_args.timeout_seconds,
                    "Stop after this many seconds with exit 1, saying what was running (0: no limit)")
       ->check(CLI::Validator(FiniteNonNegative, "SECONDS"));
@@ -191,7 +205,8 @@ int main(int argc, char** argv) {
   auto* demo = app.add_subcommand(
       "demo", "Parse, verify, evaluate and draw a built-in module: reduce_sum(x + y*z)");
   demo->add_option("--out", demo_args.out_dir, "Directory for the files the demo writes");
-  demo->add_option("--seed", demo_args.seed, "Seed of the random inputs");
+  demo->add_option("--seed", demo_args.seed, "Seed of the random inputs")
+      ->check(CLI::Validator(Seed, "SEED"));
 
   // --max-input-size applies to every command, before or after its name: taken out here so each
   // command's own parser (some keep unknown --xla_* flags as extras) never sees it.
@@ -210,6 +225,18 @@ int main(int argc, char** argv) {
   }
   argc = static_cast<int>(args.size());
   argv = args.data();
+  // `--gpu_arch=` with nothing after '=' would make CLI11 take the next word as the value and
+  // then complain about something else. XLA flags may be empty (--xla_disable_hlo_passes=).
+  for (int i = 1; i < argc; ++i) {
+    std::string_view arg = argv[i];
+    if (arg == "--") break;
+    if (arg.size() > 3 && arg.starts_with("--") && arg.ends_with("=") && !arg.starts_with("--xla_") &&
+        !arg.starts_with("--tf_")) {
+      std::fprintf(stderr, "xlens: %s: expected a value after '='\n",
+                   xlens::EscapeForTerminal(xlens::TruncateUtf8(arg.substr(0, arg.size() - 1), 100)).c_str());
+      return 1;
+    }
+  }
   // The first word that is not an option must be a command.
   bool asked_for_help = false, found_command = false;
   for (int i = 1; i < argc && !found_command; ++i) {

@@ -10,6 +10,8 @@
 
 #include <fmt/format.h>
 
+#include "compiler/support/terminal_text.h"
+
 namespace xlens {
 namespace {
 
@@ -460,8 +462,8 @@ class DotDumper {
         if (named != nullptr) break;
       }
       if (named == nullptr) {
-        return Error(fmt::format("no instruction named '{}' in module {}", options_.center,
-                                 module_.name()));
+        return Error(fmt::format("no instruction named '{}' in module {}",
+                                 EscapeForTerminal(ElideMiddle(options_.center, 200)), module_.name()));
       }
       center_ = OutputNode(named);
       if (center_ < 0) {

@@ -5,6 +5,8 @@
 
 #include <fmt/format.h>
 
+#include "compiler/support/terminal_text.h"
+
 namespace xlens {
 
 bool TextCursor::IsNameChar(char c) {
@@ -215,6 +217,11 @@ std::string TextCursor::DescribeAt(size_t pos) const {
   return fmt::format("'{}'", static_cast<char>(c));
 }
 
+namespace {
+// Past this, the middle of an error message is elided (names can be megabytes long).
+constexpr size_t kMaxMessageBytes = 1000;
+}  // namespace
+
 Status TextCursor::ErrorAt(size_t pos, std::string_view message) const {
   pos = std::min(pos, text_.size());
   size_t line_start = pos;
@@ -235,7 +242,9 @@ Status TextCursor::ErrorAt(size_t pos, std::string_view message) const {
   std::string prefix = show_start > line_start ? "..." : "";
   std::string suffix = show_end < line_end ? "..." : "";
   std::string caret(prefix.size() + (pos - show_start), ' ');
-  return xlens::Error(fmt::format("{}:{}:{}: {}\n{}{}{}\n{}^", filename_, line, col, message, prefix,
+  // A message quoting a 1 MB name stays readable: its middle goes.
+  return xlens::Error(fmt::format("{}:{}:{}: {}\n{}{}{}\n{}^", filename_, line, col,
+                                  ElideMiddle(message, kMaxMessageBytes), prefix,
                                   shown, suffix, caret));
 }
 

@@ -76,14 +76,19 @@ std::string_view TruncateUtf8(std::string_view text, size_t max_bytes) {
   return text.substr(0, end);
 }
 
+std::string ElideMiddle(std::string_view text, size_t max_bytes) {
+  if (text.size() <= max_bytes) return std::string(text);
+  const size_t tail_bytes = max_bytes * 2 / 5;
+  std::string_view head = TruncateUtf8(text, max_bytes - tail_bytes);
+  size_t tail_start = text.size() - tail_bytes;
+  while (tail_start < text.size() && (static_cast<unsigned char>(text[tail_start]) & 0xC0) == 0x80) ++tail_start;
+  return fmt::format("{}... ({} bytes) ...{}", head, text.size(), text.substr(tail_start));
+}
+
 std::string DisplayPath(std::string_view path) {
   constexpr size_t kMax = 200;
   if (path.size() <= kMax) return EscapeForTerminal(path);
-  std::string_view head = TruncateUtf8(path, 100);
-  size_t tail_start = path.size() - 80;
-  while (tail_start < path.size() && (static_cast<unsigned char>(path[tail_start]) & 0xC0) == 0x80) ++tail_start;
-  return fmt::format("{}...{} ({} bytes)", EscapeForTerminal(head), EscapeForTerminal(path.substr(tail_start)),
-                     path.size());
+  return EscapeForTerminal(ElideMiddle(path, 180));
 }
 
 }  // namespace xlens

@@ -17,6 +17,11 @@ std::string EscapeForTerminal(std::string_view text);
 // boundary (a character is never cut in half).
 std::string_view TruncateUtf8(std::string_view text, size_t max_bytes);
 
+// Text for a message, not escaped: past `max_bytes` bytes, its start and end with
+// "... (N bytes) ..." in between, cut on character boundaries. A 1 MB name in an error stays a
+// readable line.
+std::string ElideMiddle(std::string_view text, size_t max_bytes);
+
 // A path for a message: escaped, and past 200 bytes shortened to its start and end with "..." in
 // between (on character boundaries).
 std::string DisplayPath(std::string_view path);

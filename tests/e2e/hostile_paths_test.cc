@@ -4,6 +4,7 @@
 #include <sys/sysmacros.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <filesystem>
 #include <string>
 
@@ -110,6 +111,27 @@ TEST_F(CliTest, NumericOptionsAreCheckedWithReadableMessages) {
   RunResult zero_nodes = RunXlens("dot " + module + " --max-nodes 0");
   ExpectOneLineError(zero_nodes, "expected a whole number from 1 to 2147483647, found '0'");
   EXPECT_LT(zero_nodes.output.size(), 300u);
+  ExpectOneLineError(RunXlens("eval " + module + " --seed 99999999999999999999999"),
+                     "--seed: expected a whole number from 0 to 18446744073709551615");
+  ExpectOneLineError(RunXlens("eval " + module + " --seed -1"), "--seed: expected a whole number");
+  // Nothing after '=': named as such, not "file is required" after the file was taken as the value.
+  ExpectOneLineError(RunXlens("compile --emit=ptx --gpu_arch= " + module), "--gpu_arch: expected a value after '='");
+}
+
+TEST_F(CliTest, NamesFromTheCommandLineOrTheFileReachTheTerminalEscapedAndBounded) {
+  std::string module = Write("add.hlo", kAdd);
+  ExpectOneLineError(RunXlens("dot " + module + " --node \"$(printf '\033[2J')\""),
+                     "no instruction named '\\x1b[2J'");
+  // A parse error quoting a 1 MB name: the line at fault and the caret, and a message of a few
+  // hundred bytes that keeps both ends of the name.
+  std::string long_name(1 << 20, 'n');
+  std::string bad = Write("long.hlo", "HloModule m\nENTRY e {\n  p = f32[] parameter(0)\n  ROOT r = f32[] add(p, " +
+                                          long_name + ")\n}\n");
+  RunResult result = RunXlens("verify " + bad);
+  EXPECT_EQ(result.exit_code, 1);
+  EXPECT_THAT(result.output, HasSubstr("bytes) ..."));
+  EXPECT_LT(result.output.size(), 2000u);
+  EXPECT_EQ(std::count(result.output.begin(), result.output.end(), '\n'), 3) << "message, line, caret";
 }
 
 TEST_F(CliTest, AnUnknownArchitectureIsRefusedOnceWithTheKnownOnes) {

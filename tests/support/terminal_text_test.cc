@@ -41,5 +41,16 @@ TEST(TerminalTextTest, LongPathsAreShortenedOnCharacterBoundaries) {
   EXPECT_NE(shown.find(".hlo"), std::string::npos) << "the end of the path is kept";
 }
 
+TEST(TerminalTextTest, ElideMiddleKeepsBothEndsAndSaysHowLongTheTextWas) {
+  EXPECT_EQ(ElideMiddle("short", 10), "short");
+  std::string name = "instruction does not exist: " + std::string(1 << 20, 'n') + "漢";
+  std::string shown = ElideMiddle(name, 100);
+  EXPECT_LT(shown.size(), 140u);
+  EXPECT_EQ(shown.rfind("instruction does not exist: ", 0), 0u);
+  EXPECT_NE(shown.find("(1048607 bytes)"), std::string::npos) << shown;
+  EXPECT_EQ(shown.substr(shown.size() - 3), "漢");
+  EXPECT_EQ(EscapeForTerminal(shown), shown) << "no character was cut in half";
+}
+
 }  // namespace
 }  // namespace xlens
