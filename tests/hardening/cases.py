@@ -173,9 +173,13 @@ def hlo_text_cases():
     cases.append(hlo_case("40gb-folded-constant", big_const, "opt", expect="either"))
 
     # Work without bound: an infinite while, a window of 2^62 elements.
-    for command in ("eval", "opt", "compile-llvm", "verify"):
+    for command in ("opt", "compile-llvm", "verify"):
         cases.append(hlo_case("infinite-while", craft.INFINITE_WHILE, command,
                               expect="either", quick=command == "opt"))
+    # Running it cannot end by itself: --timeout must end it, with a message, in both engines.
+    for command in ("eval", "run"):
+        cases.append(hlo_case("infinite-while-timeout", craft.INFINITE_WHILE, command,
+                              extra=["--timeout", "1"], names="--timeout", quick=command == "eval"))
     two62 = 1 << 62
     window = craft.huge_window(two62, two62, 0)
     for command in ("verify", "eval", "run", "opt", "compile-llvm"):
