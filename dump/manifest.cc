@@ -4,15 +4,18 @@
 #include <fcntl.h>
 #include <fmt/format.h>
 #include <sys/file.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <cerrno>
 #include <cstring>
 #include <filesystem>
 #include <nlohmann/json.hpp>
+#include <limits>
 #include <optional>
 
 #include "compiler/support/file_io.h"
+#include "compiler/support/terminal_text.h"
 
 namespace xlens {
 namespace {
@@ -78,6 +81,12 @@ class Fields {
     RETURN_IF_ERROR(Find(key, required, v));
     if (v == nullptr) return OkStatus();
     if (!v->is_number_integer()) return Wrong(key, "an integer", *v);
+    // An unsigned integer past int64's range would wrap to a negative id.
+    if (v->is_number_unsigned() &&
+        v->get<uint64_t>() > static_cast<uint64_t>(std::numeric_limits<int64_t>::max())) {
+      return Error(fmt::format("{}{}{}: {} is out of range", path_, path_.empty() ? "" : ".", key,
+                               v->get<uint64_t>()));
+    }
     out = v->get<int64_t>();
     return OkStatus();
   }
@@ -178,6 +187,25 @@ Status ReadModule(const Fields& f, ManifestModule& m) {
                    [&](const Fields& item) { return ReadKernel(item, m.kernels.emplace_back()); });
 }
 
+// The manifest a parsed document describes; errors name the field.
+StatusOr<Manifest> ManifestFromJson(const Json& root) {
+  Manifest manifest;
+  Fields top(root, "");
+  RETURN_IF_ERROR(top.Check());
+  int64_t format = 0;
+  RETURN_IF_ERROR(top.Int("format", true, format));
+  if (format < 1) return Error(fmt::format("format: {} is not a manifest format", format));
+  if (format > kManifestFormat) {
+    return Error(fmt::format("format {} is newer than this reader understands (up to {})", format,
+                             kManifestFormat));
+  }
+  manifest.format = static_cast<int>(format);
+  RETURN_IF_ERROR(top.Objects("modules", true, [&](const Fields& item) {
+    return ReadModule(item, manifest.modules.emplace_back());
+  }));
+  return manifest;
+}
+
 // nlohmann's parse errors read "[json.exception.parse_error.101] parse error at line 1, ...";
 // the bracketed id means nothing to a user.
 std::string CleanJsonError(const char* what) {
@@ -223,31 +251,23 @@ std::string ManifestToJson(const Manifest& manifest) {
   Json modules = Json::array();
   for (const ManifestModule& module : manifest.modules) modules.push_back(ModuleToJson(module));
   Json root{{"format", manifest.format}, {"modules", std::move(modules)}};
-  return root.dump(1) + "\n";
+  // Names and op_names come from user files and may hold bytes that are not UTF-8; dump() would
+  // throw on them.
+  return root.dump(1, ' ', false, Json::error_handler_t::replace) + "\n";
 }
 
 StatusOr<Manifest> ParseManifest(std::string_view text) {
-  Json root;
+  // Every nlohmann exception stops here: parse errors, but also out_of_range for a number past a
+  // double's range (1e400) and whatever a later version adds. A manifest is read while a user's
+  // compilation runs, and that must never end because of it.
   try {
-    root = Json::parse(text.begin(), text.end());
-  } catch (const Json::parse_error& e) {
+    Json root = Json::parse(text.begin(), text.end());
+    return ManifestFromJson(root);
+  } catch (const Json::exception& e) {
     return Error(fmt::format("not valid JSON: {}", CleanJsonError(e.what())));
+  } catch (const std::bad_alloc&) {
+    return Error(fmt::format("not readable: out of memory parsing {} of JSON", FormatBytes(text.size())));
   }
-  Manifest manifest;
-  Fields top(root, "");
-  RETURN_IF_ERROR(top.Check());
-  int64_t format = 0;
-  RETURN_IF_ERROR(top.Int("format", true, format));
-  if (format < 1) return Error(fmt::format("format: {} is not a manifest format", format));
-  if (format > kManifestFormat) {
-    return Error(fmt::format("format {} is newer than this reader understands (up to {})", format,
-                             kManifestFormat));
-  }
-  manifest.format = static_cast<int>(format);
-  RETURN_IF_ERROR(top.Objects("modules", true, [&](const Fields& item) {
-    return ReadModule(item, manifest.modules.emplace_back());
-  }));
-  return manifest;
 }
 
 StatusOr<Manifest> ReadManifest(const std::string& path) {
@@ -305,28 +325,73 @@ void ManifestWriter::AddKernel(int64_t module_id, ManifestKernel kernel) {
 
 Status ManifestWriter::Write() {
   DirectoryLock lock(directory_);
-  Manifest merged;
-  std::error_code ec;
-  if (std::filesystem::exists(path_, ec)) {
-    StatusOr<Manifest> existing = ReadManifest(path_);
-    if (existing.ok()) {
-      merged = std::move(*existing);
-      merged.format = kManifestFormat;
-    } else {
-      std::string aside;
-      for (int n = 1;; ++n) {
-        aside = fmt::format("{}.corrupt.{}", path_, n);
-        if (!std::filesystem::exists(aside, ec)) break;
-      }
-      std::filesystem::rename(path_, aside, ec);
-      if (ec) {
-        return Error(fmt::format("{}: cannot read it ({}) nor move it aside: {}", path_,
-                                 existing.status().message(), ec.message()));
-      }
-      warnings_.push_back(fmt::format("{}; kept it as {} and started a new manifest",
-                                      existing.status().message(), aside));
-    }
+  ASSIGN_OR_RETURN(Manifest on_disk, ReadLocked());
+  return WriteLocked(std::move(on_disk));
+}
+
+ManifestWriter::Claim ManifestWriter::ClaimModule(
+    std::string name, int64_t at_least, int64_t max_modules,
+    const std::function<std::set<int64_t>()>& ids_in_use) {
+  DirectoryLock lock(directory_);
+  Claim claim;
+  std::set<int64_t> present = ids_in_use();
+  StatusOr<Manifest> on_disk = ReadLocked();
+  if (on_disk.ok()) {
+    for (const ManifestModule& module : on_disk->modules) present.insert(module.id);
   }
+  for (const ManifestModule& module : manifest_.modules) present.insert(module.id);
+  claim.id = std::max<int64_t>(at_least, present.empty() ? 1 : *present.rbegin() + 1);
+  claim.modules_present = static_cast<int64_t>(present.size());
+  if (max_modules >= 0 && claim.modules_present >= max_modules) return claim;
+  AddModule(claim.id, std::move(name));
+  claim.recorded = true;
+  if (!on_disk.ok()) {
+    claim.problem = on_disk.status().message();
+    return claim;
+  }
+  // Written now, still under the lock: the next process to claim sees this id taken.
+  if (Status written = WriteLocked(std::move(*on_disk)); !written.ok()) {
+    claim.problem = written.message();
+  }
+  return claim;
+}
+
+StatusOr<Manifest> ManifestWriter::ReadLocked() {
+  std::string kind_error;
+  PathKind kind = GetPathKind(path_, &kind_error);
+  if (kind == PathKind::kMissing) return Manifest{};
+  if (kind != PathKind::kRegular) {
+    // A FIFO would block a reader, and replacing a directory or someone's special file is not
+    // ours to do: the dump goes on without a manifest.
+    if (kind == PathKind::kDirectory) kind_error = DisplayPath(path_) + ": is a directory";
+    if (kind == PathKind::kDirectory || kind == PathKind::kOther) kind_error += ", not a manifest file";
+    return Error(fmt::format("{}; the manifest is not written (the dump files are)", kind_error));
+  }
+  // Every write renames a new file into place, so an unchanged identity means nobody else wrote.
+  if (last_written_ && IdentityOf(path_) == last_identity_) return *last_written_;
+  StatusOr<Manifest> existing = ReadManifest(path_);
+  if (existing.ok()) {
+    existing->format = kManifestFormat;
+    return existing;
+  }
+  std::error_code ec;
+  std::string aside;
+  for (int n = 1;; ++n) {
+    aside = fmt::format("{}.corrupt.{}", path_, n);
+    if (GetPathKind(aside) == PathKind::kMissing || n == 1000) break;
+  }
+  std::filesystem::rename(path_, aside, ec);
+  if (ec) {
+    return Error(fmt::format("{}: cannot read it ({}) nor move it aside: {}; manifest.json is not written",
+                             DisplayPath(path_), EscapeForTerminal(existing.status().message()),
+                             ec.message()));
+  }
+  warnings_.push_back(fmt::format("{}; kept it as {} and started a new manifest",
+                                  EscapeForTerminal(existing.status().message()), DisplayPath(aside)));
+  return Manifest{};
+}
+
+Status ManifestWriter::WriteLocked(Manifest merged) {
   for (const ManifestModule& ours : manifest_.modules) {
     bool replaced = false;
     for (ManifestModule& theirs : merged.modules) {
@@ -338,7 +403,20 @@ Status ManifestWriter::Write() {
     }
     if (!replaced) merged.modules.push_back(ours);
   }
-  return WriteFileAtomic(path_, ManifestToJson(merged));
+  last_written_.reset();
+  RETURN_IF_ERROR(WriteFile(path_, ManifestToJson(merged)));
+  if (std::optional<FileIdentity> identity = IdentityOf(path_)) {
+    last_identity_ = *identity;
+    last_written_ = std::move(merged);
+  }
+  return OkStatus();
+}
+
+std::optional<ManifestWriter::FileIdentity> ManifestWriter::IdentityOf(const std::string& path) {
+  struct stat st;
+  if (::stat(path.c_str(), &st) != 0) return std::nullopt;
+  return FileIdentity{static_cast<uint64_t>(st.st_dev), static_cast<uint64_t>(st.st_ino), st.st_size,
+                      static_cast<int64_t>(st.st_mtim.tv_sec) * 1000000000 + st.st_mtim.tv_nsec};
 }
 
 }  // namespace xlens

@@ -14,6 +14,9 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
+#include <optional>
+#include <set>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -71,18 +74,23 @@ struct Manifest {
 std::string ManifestToJson(const Manifest& manifest);
 
 // Parses manifest JSON. Errors say where: "line 3, column 7: ..." for broken JSON,
-// "modules[0].stages[2]: missing \"pass\"" for a missing field, and so on.
+// "modules[0].stages[2]: missing \"pass\"" for a missing field, and so on. Any bytes give a
+// manifest or one error line: nothing throws (a number past the range of a double, 1e400, is an
+// error like any other).
 StatusOr<Manifest> ParseManifest(std::string_view text);
 
-// Reads and parses a manifest file; errors start with the path.
+// Reads and parses a manifest file; errors start with the path. Only a regular file within the
+// input size limit is read (file_io.h), so a FIFO or a huge file is refused, never waited on.
 StatusOr<Manifest> ReadManifest(const std::string& path);
 
 // Collects the records of one writer and writes them into `directory`/manifest.json. Writing
 // merges with what is already there (other modules, earlier processes): modules are keyed by
 // id, ours replace theirs, the rest are kept in order. An existing manifest that cannot be read
-// is moved aside to manifest.json.corrupt.N with a warning, never silently dropped. The
-// read-merge-write is done under a lock on the directory, so writers in several processes do
-// not lose each other's modules.
+// is moved aside to manifest.json.corrupt.N with a warning, never silently dropped. Something
+// other than a regular file at that path (a FIFO, a directory) is left alone: Write fails with a
+// reason and writes nothing. The read-merge-write is done under a lock on the directory, so
+// writers in several processes do not lose each other's modules; a manifest that has not changed
+// since this writer wrote it is not read again, so writing after every dumped file stays cheap.
 class ManifestWriter {
  public:
   explicit ManifestWriter(std::string directory);
@@ -98,6 +106,26 @@ class ManifestWriter {
   // Merges and writes atomically. An error means the file could not be written.
   Status Write();
 
+  // What ClaimModule found and did.
+  struct Claim {
+    int64_t id = 0;
+    // The module was recorded under `id` (and the manifest written); false when the directory
+    // already held `max_modules` modules.
+    bool recorded = false;
+    // The modules the directory held before this one.
+    int64_t modules_present = 0;
+    // Why the claim could not be recorded in the manifest, when it could not (it is still unique
+    // among this process's claims and the files present).
+    std::string problem;
+  };
+  // Gives a new module the next id of the directory and records it, under the directory's lock so
+  // that processes dumping into one directory at once never take the same id: one more than the
+  // highest of `at_least - 1`, the ids in the manifest and `ids_in_use()` (the ids of the dump
+  // files present, which a killed process may have left unlisted). When `max_modules` >= 0 and
+  // the directory already holds that many modules, the module is not recorded.
+  Claim ClaimModule(std::string name, int64_t at_least, int64_t max_modules,
+                    const std::function<std::set<int64_t>()>& ids_in_use);
+
   // What this writer's records are (not merged with the file).
   const Manifest& manifest() const { return manifest_; }
   const std::string& path() const { return path_; }
@@ -106,11 +134,26 @@ class ManifestWriter {
 
  private:
   ManifestModule& ModuleWithId(int64_t id);
+  // The manifest on disk (empty when there is none), for a caller holding the lock. A corrupt
+  // one is moved aside with a warning; an error means the path is not ours to write.
+  StatusOr<Manifest> ReadLocked();
+  // Merges our records into `on_disk` and writes it, for a caller holding the lock.
+  Status WriteLocked(Manifest on_disk);
 
   std::string directory_;
   std::string path_;
   Manifest manifest_;
   std::vector<std::string> warnings_;
+  // What this writer last wrote, and the identity of the file it wrote (device, inode, size,
+  // modification time): while the file is still that one, it holds `last_written_`.
+  std::optional<Manifest> last_written_;
+  struct FileIdentity {
+    uint64_t device = 0, inode = 0;
+    int64_t size = 0, mtime_ns = 0;
+    bool operator==(const FileIdentity&) const = default;
+  };
+  static std::optional<FileIdentity> IdentityOf(const std::string& path);
+  FileIdentity last_identity_;
 };
 
 }  // namespace xlens

@@ -3,10 +3,13 @@
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 #include <stdlib.h>
+#include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <chrono>
 #include <filesystem>
+#include <set>
 
 #include "compiler/support/file_io.h"
 #include "test_util.h"
@@ -178,6 +181,150 @@ TEST_F(ManifestTest, MissingFileIsAClearError) {
   StatusOr<Manifest> read = ReadManifest(dir_ + "/nothing.json");
   ASSERT_FALSE(read.ok());
   EXPECT_THAT(read.status().message(), HasSubstr("nothing.json: cannot open"));
+}
+
+// A corrupt manifest is read while a user's compilation runs: every input gives a manifest or one
+// error line, and nothing throws (nlohmann throws out_of_range for 1e400, not a parse_error).
+TEST(ParseManifestTest, NeverThrows) {
+  const std::vector<std::string> inputs = {
+      R"({"format": 1, "modules": [{"id": 1e400, "name": "x"}]})",
+      R"({"format": 1e400, "modules": []})",
+      R"({"format": 1, "modules": [{"id": 18446744073709551615, "name": "x"}]})",
+      R"({"format": 1, "modules": [{"id": -1e400, "name": "x"}]})",
+      R"({"format": "one", "modules": {"id": []}})",
+      std::string(100000, '['),
+      std::string("{\"format\": 1, \"modules\": [{\"id\": 1, \"name\": \"\xff\xfe\"}]}"),
+      std::string("\0\x01\x1b[2J", 5),
+  };
+  for (const std::string& input : inputs) {
+    StatusOr<Manifest> manifest = ParseManifest(input);
+    ASSERT_FALSE(manifest.ok()) << input.substr(0, 80);
+    EXPECT_EQ(manifest.status().message().find('\n'), std::string::npos)
+        << manifest.status().message();
+  }
+  StatusOr<Manifest> overflow = ParseManifest(inputs[0]);
+  EXPECT_THAT(overflow.status().message(), HasSubstr("1e400"));
+  StatusOr<Manifest> unsigned_id = ParseManifest(inputs[2]);
+  EXPECT_THAT(unsigned_id.status().message(), HasSubstr("modules[0].id"));
+}
+
+TEST(ParseManifestTest, NamesThatAreNotUtf8AreWrittenNotThrown) {
+  Manifest manifest;
+  ManifestModule module;
+  module.id = 1;
+  module.name = "bad\xff\xfename";
+  manifest.modules.push_back(module);
+  std::string json;
+  ASSERT_NO_THROW(json = ManifestToJson(manifest));
+  StatusOr<Manifest> read = ParseManifest(json);
+  ASSERT_TRUE(read.ok()) << read.status().message();
+  EXPECT_EQ(read->modules[0].id, 1);
+}
+
+TEST_F(ManifestTest, NumberOverflowIsSetAsideAndANewManifestWritten) {
+  const std::string corrupt = R"({"format": 1, "modules": [{"id": 1e400, "name": "x"}]})";
+  ASSERT_TRUE(WriteFile(ManifestPath(), corrupt).ok());
+  ManifestWriter writer(dir_);
+  writer.AddModule(1, "m");
+  ASSERT_TRUE(writer.Write().ok());
+  ASSERT_EQ(writer.warnings().size(), 1u);
+  EXPECT_THAT(writer.warnings()[0], HasSubstr(ManifestPath()));
+  EXPECT_THAT(writer.warnings()[0], HasSubstr("1e400"));
+  EXPECT_THAT(writer.warnings()[0], HasSubstr("manifest.json.corrupt.1"));
+  StatusOr<std::string> kept = ReadFile(ManifestPath() + ".corrupt.1");
+  ASSERT_TRUE(kept.ok());
+  EXPECT_EQ(*kept, corrupt);
+  StatusOr<Manifest> read = ReadManifest(ManifestPath());
+  ASSERT_TRUE(read.ok()) << read.status().message();
+  EXPECT_EQ(read->modules.size(), 1u);
+}
+
+TEST_F(ManifestTest, AManifestOverTheSizeLimitIsSetAside) {
+  ASSERT_TRUE(WriteFile(ManifestPath(), std::string(4096, ' ') + "{}").ok());
+  SetMaxInputBytes(1024);
+  ManifestWriter writer(dir_);
+  writer.AddModule(1, "m");
+  Status status = writer.Write();
+  SetMaxInputBytes(-1);
+  ASSERT_TRUE(status.ok()) << status.message();
+  ASSERT_EQ(writer.warnings().size(), 1u);
+  EXPECT_THAT(writer.warnings()[0], HasSubstr("limit"));
+  EXPECT_TRUE(fs::exists(ManifestPath() + ".corrupt.1"));
+}
+
+// A FIFO is never opened (that would wait for a writer) and never replaced: it is not ours.
+TEST_F(ManifestTest, AFifoOrDirectoryNamedManifestIsLeftAloneWithAReason) {
+  ASSERT_EQ(::mkfifo(ManifestPath().c_str(), 0644), 0);
+  ManifestWriter writer(dir_);
+  writer.AddModule(1, "m");
+  auto start = std::chrono::steady_clock::now();
+  Status status = writer.Write();
+  EXPECT_LT(std::chrono::steady_clock::now() - start, std::chrono::seconds(5));
+  ASSERT_FALSE(status.ok());
+  EXPECT_THAT(status.message(), HasSubstr("a FIFO"));
+  EXPECT_THAT(status.message(), HasSubstr("not written"));
+  struct stat st;
+  ASSERT_EQ(::lstat(ManifestPath().c_str(), &st), 0);
+  EXPECT_TRUE(S_ISFIFO(st.st_mode));
+  EXPECT_FALSE(fs::exists(ManifestPath() + ".corrupt.1"));
+
+  fs::remove(ManifestPath());
+  fs::create_directory(ManifestPath());
+  status = writer.Write();
+  ASSERT_FALSE(status.ok());
+  EXPECT_THAT(status.message(), HasSubstr("is a directory"));
+  EXPECT_TRUE(fs::is_directory(ManifestPath()));
+}
+
+// Processes claiming module ids in one directory at once each get their own, and the manifest
+// lists every one of them.
+TEST_F(ManifestTest, ProcessesClaimingAtOnceGetDistinctIds) {
+  constexpr int kProcesses = 8;
+  int gate[2];
+  ASSERT_EQ(::pipe(gate), 0);
+  std::vector<pid_t> children;
+  for (int p = 0; p < kProcesses; ++p) {
+    pid_t pid = ::fork();
+    ASSERT_GE(pid, 0);
+    if (pid == 0) {
+      ::close(gate[1]);
+      char c;
+      (void)!::read(gate[0], &c, 1);  // all start together
+      ManifestWriter writer(dir_);
+      ManifestWriter::Claim claim =
+          writer.ClaimModule("m" + std::to_string(p), 1, -1, [] { return std::set<int64_t>(); });
+      ::_exit(claim.recorded && claim.problem.empty() ? 0 : 1);
+    }
+    children.push_back(pid);
+  }
+  ::close(gate[0]);
+  ::close(gate[1]);
+  for (pid_t pid : children) {
+    int status = 0;
+    ASSERT_EQ(::waitpid(pid, &status, 0), pid);
+    EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0);
+  }
+  StatusOr<Manifest> read = ReadManifest(ManifestPath());
+  ASSERT_TRUE(read.ok()) << read.status().message();
+  std::set<int64_t> ids;
+  for (const ManifestModule& module : read->modules) ids.insert(module.id);
+  EXPECT_EQ(ids.size(), static_cast<size_t>(kProcesses));
+  EXPECT_EQ(*ids.begin(), 1);
+  EXPECT_EQ(*ids.rbegin(), kProcesses);
+}
+
+TEST_F(ManifestTest, ClaimSkipsIdsOfFilesPresentAndHonoursTheModuleLimit) {
+  ManifestWriter writer(dir_);
+  ManifestWriter::Claim first = writer.ClaimModule("a", 1, 2, [] { return std::set<int64_t>{4}; });
+  EXPECT_EQ(first.id, 5);
+  EXPECT_TRUE(first.recorded);
+  EXPECT_EQ(first.modules_present, 1);
+  ManifestWriter::Claim second = writer.ClaimModule("b", 1, 2, [] { return std::set<int64_t>{4}; });
+  EXPECT_FALSE(second.recorded) << "ids 4 and 5 already fill --xla_dump_max_hlo_modules=2";
+  StatusOr<Manifest> read = ReadManifest(ManifestPath());
+  ASSERT_TRUE(read.ok()) << read.status().message();
+  ASSERT_EQ(read->modules.size(), 1u);
+  EXPECT_EQ(read->modules[0].name, "a");
 }
 
 // Every tests/dump/testdata/broken_manifests/NAME.json fails with the message in NAME.expected.
