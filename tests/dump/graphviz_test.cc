@@ -61,6 +61,40 @@ TEST(GraphvizTest, ARunawayProgramIsStopped) {
   EXPECT_LT(elapsed, std::chrono::seconds(10));
 }
 
+// DOT goes to dot on a pipe and SVG comes back on one: a TMPDIR that does not exist (which makes
+// std::filesystem::temp_directory_path throw) changes nothing.
+TEST(GraphvizTest, RendersWithoutATemporaryDirectory) {
+  if (!HaveDot()) GTEST_SKIP() << "Graphviz's dot is not installed";
+  const char* old = std::getenv("TMPDIR");
+  std::string saved = old ? old : "";
+  ::setenv("TMPDIR", "/nonexistent/xlens-no-tmp", 1);
+  StatusOr<std::string> svg = RenderDotToSvg("digraph g { a -> b; }");
+  if (old) {
+    ::setenv("TMPDIR", saved.c_str(), 1);
+  } else {
+    ::unsetenv("TMPDIR");
+  }
+  ASSERT_TRUE(svg.ok()) << svg.status().message();
+  EXPECT_THAT(*svg, HasSubstr("</svg>"));
+}
+
+TEST(GraphvizTest, ALargeGraphGoesThroughThePipesWithoutDeadlock) {
+  if (!HaveDot()) GTEST_SKIP() << "Graphviz's dot is not installed";
+  // More than a pipe buffer each way.
+  std::string dot = "digraph g {\n";
+  for (int i = 0; i < 3000; ++i) dot += "  n" + std::to_string(i) + " -> n" + std::to_string(i + 1) + ";\n";
+  dot += "}\n";
+  StatusOr<std::string> svg = RenderDotToSvg(dot);
+  ASSERT_TRUE(svg.ok()) << svg.status().message();
+  EXPECT_THAT(*svg, HasSubstr("n2999"));
+}
+
+TEST(GraphvizTest, AProgramThatExitsWithoutReadingIsAnErrorNotSigpipe) {
+  StatusOr<std::string> svg = RenderDotToSvg(std::string(1 << 20, 'x'), "false");
+  ASSERT_FALSE(svg.ok());
+  EXPECT_THAT(svg.status().message(), HasSubstr("Graphviz 'false' failed"));
+}
+
 TEST(HtmlPageTest, EscapesTextAndFallsBackToDotSource) {
   EXPECT_EQ(HtmlEscape("a<b>&\"'"), "a&lt;b&gt;&amp;&quot;&#39;");
   std::string page =

@@ -53,7 +53,6 @@ ALLOWED = {
     "flags/opt/flags-file-with-errors": _DUMP + "an error in a flags file does not name the file",
     "flags/opt/regex-catastrophic-module-name": _DUMP + "std::regex backtracks exponentially",
     "flags/opt/regex-50000-char-module-name": _DUMP + "std::regex recurses per character",
-    "dump/opt/html-with-TMPDIR-missing": _DUMP + "the HTML dump throws when TMPDIR is missing",
 }
 
 
