@@ -83,15 +83,6 @@ std::string EscapeQuoted(std::string_view s) {
   return out;
 }
 
-std::string Quote(std::string_view s) { return "\"" + EscapeQuoted(s) + "\""; }
-
-// Lines of a tooltip, joined by Graphviz's newline escape.
-std::string QuoteLines(const std::vector<std::string>& lines) {
-  std::vector<std::string> escaped;
-  for (const std::string& line : lines) escaped.push_back(EscapeQuoted(line));
-  return "\"" + fmt::format("{}", fmt::join(escaped, "\\n")) + "\"";
-}
-
 bool IsContinuationByte(char c) { return (static_cast<unsigned char>(c) & 0xc0) == 0x80; }
 
 // At most `max` bytes of `s` (plus an ellipsis), cut on a character boundary.
@@ -100,6 +91,22 @@ std::string Shorten(std::string_view s, size_t max) {
   size_t cut = max;
   while (cut > 0 && IsContinuationByte(s[cut])) --cut;
   return std::string(s.substr(0, cut)) + std::string(kEllipsis);
+}
+
+// The longest quoted string (tooltip line, edge label, graph name) drawn whole. Names may be
+// any length (a 100,000-character instruction name parses); nobody reads that much in a tooltip,
+// and Graphviz's SVG grows with every one of them.
+constexpr size_t kMaxQuotedBytes = 256;
+
+std::string Quote(std::string_view s) {
+  return "\"" + EscapeQuoted(Shorten(s, kMaxQuotedBytes)) + "\"";
+}
+
+// Lines of a tooltip, joined by Graphviz's newline escape.
+std::string QuoteLines(const std::vector<std::string>& lines) {
+  std::vector<std::string> escaped;
+  for (const std::string& line : lines) escaped.push_back(EscapeQuoted(Shorten(line, kMaxQuotedBytes)));
+  return "\"" + fmt::format("{}", fmt::join(escaped, "\\n")) + "\"";
 }
 
 // The last `max` bytes of `s`: the informative end of a hierarchical op_name.
@@ -768,7 +775,7 @@ class DotDumper {
   void EmitCutNote() {
     int64_t shown = static_cast<int64_t>(nodes_.size()) - hidden_;
     bool capped = options_.max_nodes > 0 && shown >= options_.max_nodes;
-    const std::string& center = nodes_[center_]->name();
+    const std::string center = Shorten(nodes_[center_]->name(), 64);
     std::string which =
         options_.radius >= 0
             ? fmt::format("showing the {} within {} edges of {}{}", shown, options_.radius,
@@ -812,8 +819,9 @@ class DotDumper {
   }
 
   std::string Emit(const HloComputation& entry) {
-    std::string title = fmt::format("<b>HloModule {}</b><br/>ENTRY {}", Html(module_.name()),
-                                    Html(entry.name()));
+    std::string title = fmt::format("<b>HloModule {}</b><br/>ENTRY {}",
+                                    Html(Shorten(module_.name(), 128)),
+                                    Html(Shorten(entry.name(), 128)));
     if (int64_t uncalled = UncalledComputations(); uncalled > 0) {
       title += "<br/>" + Small(Html(fmt::format("{} computation{} not called from ENTRY not drawn",
                                                 uncalled, uncalled == 1 ? "" : "s")));

@@ -9,6 +9,8 @@
 #include <filesystem>
 #include <fstream>
 
+#include "compiler/hlo/dot_printer.h"
+#include "compiler/hlo/parser.h"
 #include "dump/html_page.h"
 
 namespace xlens {
@@ -93,6 +95,30 @@ TEST(GraphvizTest, AProgramThatExitsWithoutReadingIsAnErrorNotSigpipe) {
   StatusOr<std::string> svg = RenderDotToSvg(std::string(1 << 20, 'x'), "false");
   ASSERT_FALSE(svg.ok());
   EXPECT_THAT(svg.status().message(), HasSubstr("Graphviz 'false' failed"));
+}
+
+// A 100,000-character instruction name (HLO allows it) must still give DOT that Graphviz draws,
+// with a label cut to a readable length and node ids that stay short.
+TEST(GraphvizTest, AHugeInstructionNameGivesDotThatGraphvizDraws) {
+  const std::string name(100000, 'n');
+  const std::string text = "HloModule m\n\nENTRY %e (p: f32[4]) -> f32[4] {\n"
+                           "  %p = f32[4]{0} parameter(0)\n"
+                           "  ROOT %" + name + " = f32[4]{0} negate(f32[4]{0} %p)\n}\n";
+  auto module = ParseHloModule(text);
+  ASSERT_TRUE(module.ok()) << module.status().message().substr(0, 200);
+  StatusOr<std::string> dot = ModuleToDot(**module);
+  ASSERT_TRUE(dot.ok()) << dot.status().message().substr(0, 200);
+  // The label shows a prefix with an ellipsis; the full name is nowhere near a label's size.
+  EXPECT_THAT(*dot, HasSubstr("\xe2\x80\xa6"));
+  EXPECT_LT(dot->size(), 20000u) << "the name went into the DOT whole";
+  for (size_t at = dot->find("\n  i"); at != std::string::npos; at = dot->find("\n  i", at + 1)) {
+    size_t space = dot->find(' ', at + 3);
+    EXPECT_LT(space - at, 16u) << "a long node id";
+  }
+  if (!HaveDot()) GTEST_SKIP() << "Graphviz's dot is not installed";
+  StatusOr<std::string> svg = RenderDotToSvg(*dot);
+  ASSERT_TRUE(svg.ok()) << svg.status().message().substr(0, 400);
+  EXPECT_THAT(*svg, HasSubstr("</svg>"));
 }
 
 TEST(HtmlPageTest, EscapesTextAndFallsBackToDotSource) {
