@@ -1,18 +1,20 @@
 #!/usr/bin/env bash
 # Fuzzes the readers with libFuzzer (clang, AddressSanitizer, UndefinedBehaviorSanitizer).
 #   scripts/fuzz.sh [SECONDS]                  fuzz the HLO parser for SECONDS (default 300)
-#   scripts/fuzz.sh --target T [SECONDS]       fuzz another reader instead (hlo, trace, npy)
+#   scripts/fuzz.sh --target T [SECONDS]       fuzz another reader instead (hlo, trace, npy,
+#                                              manifest)
 #   scripts/fuzz.sh --smoke                    a short run of every target for the test suite
 # Findings go to out/fuzz/findings/. The HLO seeds are every HLO file of the tests plus
 # ../shared/corpus/hlo when it is there; the trace seeds are the traces of tests/profiler/testdata,
-# broken ones included; the .npy seeds are the files of tests/hlo/testdata/npy.
+# broken ones included; the .npy seeds are the files of tests/hlo/testdata/npy; the manifest seeds
+# are the broken manifests of tests/dump/testdata plus one good manifest.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 seconds=300
 targets=hlo
 while [ $# -gt 0 ]; do
   case "$1" in
-    --smoke) seconds=smoke; targets="hlo trace npy" ;;
+    --smoke) seconds=smoke; targets="hlo trace npy manifest" ;;
     --target) targets=$2; shift ;;
     *) seconds=$1 ;;
   esac
@@ -39,7 +41,8 @@ for target in $targets; do
     hlo) binary=hlo_parser_fuzz; smoke=20; max_len=65536 ;;
     trace) binary=trace_reader_fuzz; smoke=20; max_len=65536 ;;
     npy) binary=npy_reader_fuzz; smoke=10; max_len=4096 ;;
-    *) echo "fuzz: unknown target '$target' (expected hlo, trace or npy)" >&2; exit 1 ;;
+    manifest) binary=manifest_reader_fuzz; smoke=10; max_len=16384 ;;
+    *) echo "fuzz: unknown target '$target' (expected hlo, trace, npy or manifest)" >&2; exit 1 ;;
   esac
   time_limit=$seconds
   if [ "$seconds" = smoke ]; then time_limit=$smoke; fi
@@ -54,6 +57,13 @@ for target in $targets; do
     fi
   elif [ "$target" = trace ]; then
     find tests/profiler/testdata -type f -size -64k -exec cp {} $seeds/ \;
+  elif [ "$target" = manifest ]; then
+    cp tests/dump/testdata/broken_manifests/*.json $seeds/
+    cat > $seeds/good.json <<'JSON'
+{"format": 1, "modules": [{"id": 1, "name": "cluster_0", "files": ["module_0001.cluster_0.before_optimizations.txt"],
+  "stages": [{"step": 0, "pipeline": "simplification", "pass": "dce", "changed": true, "wall_ns": 12, "files": []}],
+  "kernels": [{"name": "fusion", "fusion_kind": "kLoop", "hlo_instruction": "fusion", "op_names": ["a/b"], "files": []}]}]}
+JSON
   else
     cp tests/hlo/testdata/npy/*.npy $seeds/
   fi
