@@ -11,6 +11,7 @@
 #include "compiler/hlo/dot_printer.h"
 #include "compiler/hlo/printer.h"
 #include "compiler/support/file_io.h"
+#include "compiler/support/terminal_text.h"
 #include "dump/dump_names.h"
 #include "dump/graphviz.h"
 #include "dump/html_page.h"
@@ -123,14 +124,30 @@ DumpContext::ModuleState& DumpContext::StateFor(const HloModule& module) {
   {
     std::lock_guard registry_lock(RegistryMutex());
     DirectoryIds& ids = Registry()[RegistryKey(dump_to_)];
-    std::set<int64_t> on_disk;
-    if (!directory().empty()) on_disk = IdsOnDisk(directory());
-    if (!on_disk.empty()) ids.next_id = std::max(ids.next_id, *on_disk.rbegin() + 1);
-    state.id = ids.next_id++;
-    if (wanted && options_.xla_dump_max_hlo_modules >= 0) {
-      on_disk.insert(ids.dumped.begin(), ids.dumped.end());
-      over_limit = static_cast<int64_t>(on_disk.size()) >= options_.xla_dump_max_hlo_modules;
+    if (wanted && manifest_ && EnsureDirectory()) {
+      // The id is taken under the directory's lock and recorded in the manifest before the lock
+      // is let go, so compilations in other processes dumping here at the same time take others.
+      ManifestWriter::Claim claim = manifest_->ClaimModule(
+          name, ids.next_id, options_.xla_dump_max_hlo_modules, [&] {
+            std::set<int64_t> in_use = IdsOnDisk(directory());
+            in_use.insert(ids.dumped.begin(), ids.dumped.end());
+            return in_use;
+          });
+      state.id = claim.id;
+      over_limit = !claim.recorded;
+      TakeManifestWarnings();
+      if (!claim.problem.empty()) ManifestProblem(claim.problem);
+    } else {
+      std::set<int64_t> on_disk;
+      if (!directory().empty()) on_disk = IdsOnDisk(directory());
+      if (!on_disk.empty()) ids.next_id = std::max(ids.next_id, *on_disk.rbegin() + 1);
+      state.id = ids.next_id;
+      if (wanted && options_.xla_dump_max_hlo_modules >= 0) {
+        on_disk.insert(ids.dumped.begin(), ids.dumped.end());
+        over_limit = static_cast<int64_t>(on_disk.size()) >= options_.xla_dump_max_hlo_modules;
+      }
     }
+    ids.next_id = std::max(ids.next_id, state.id + 1);
     state.dumped = wanted && !over_limit;
     if (state.dumped) ids.dumped.insert(state.id);
   }
@@ -142,10 +159,6 @@ DumpContext::ModuleState& DumpContext::StateFor(const HloModule& module) {
   }
   if (options_.xla_dump_include_timestamp) {
     state.timestamp = TimestampPrefix(context_options_.fixed_timestamp_us.value_or(NowMicros()));
-  }
-  if (state.dumped && manifest_ && EnsureDirectory()) {
-    manifest_->AddModule(state.id, name);
-    manifest_dirty_ = true;
   }
   return state;
 }
@@ -164,20 +177,16 @@ std::string DumpContext::FileNameFor(const HloModule& module, std::string_view s
 bool DumpContext::EnsureDirectory() {
   if (directory_ready_) return true;
   if (directory_failed_) return false;
-  std::error_code ec;
-  std::filesystem::create_directories(dump_to_, ec);
-  if (!ec && !std::filesystem::is_directory(dump_to_, ec)) {
-    ec = std::make_error_code(std::errc::not_a_directory);
-  }
-  if (ec) {
+  if (Status created = CreateDirectories(dump_to_); !created.ok()) {
     directory_failed_ = true;
-    Warn(
-        fmt::format("cannot create the dump directory {} (--xla_dump_to): {}; nothing is "
-                    "dumped",
-                    dump_to_, ec.message()));
+    Warn(fmt::format("cannot create the dump directory (--xla_dump_to): {}; nothing is dumped",
+                     created.message()));
     return false;
   }
   directory_ready_ = true;
+  // A compilation killed while writing left its temporaries here; they are no one's now. Only our
+  // own temporary names whose writing process is gone are removed.
+  RemoveStaleTemporaries(dump_to_);
   return true;
 }
 
@@ -195,11 +204,12 @@ std::optional<std::string> DumpContext::Emit(const std::string& file_name,
     return std::nullopt;
   }
   if (!EnsureDirectory()) return std::nullopt;
-  Status status = WriteFileAtomic((std::filesystem::path(dump_to_) / file_name).string(), contents);
+  Status status = WriteFile((std::filesystem::path(dump_to_) / file_name).string(), contents);
   if (!status.ok()) {
     if (failed_writes_++ == 0) first_write_error_ = status.message();
     return std::nullopt;
   }
+  ++written_files_;
   return file_name;
 }
 
@@ -255,6 +265,9 @@ std::vector<std::string> DumpContext::DumpModule(
   if (manifest_ && !files.empty()) {
     for (const std::string& file : files) manifest_->AddModuleFile(state.id, file);
     manifest_dirty_ = true;
+    // Listed as soon as they are on disk, so a compilation killed later leaves a manifest that
+    // lists what it wrote.
+    WriteManifest();
   }
   return files;
 }
@@ -283,6 +296,7 @@ std::string DumpContext::DumpText(const HloModule& module, std::string_view suff
   if (manifest_) {
     manifest_->AddModuleFile(state.id, *written);
     manifest_dirty_ = true;
+    WriteManifest();
   }
   return *written;
 }
@@ -291,8 +305,12 @@ void DumpContext::RecordStage(const HloModule& module, ManifestStage stage) {
   std::lock_guard lock(mu_);
   ModuleState& state = StateFor(module);
   if (!state.dumped || !manifest_) return;
+  // A stage with files is written now (its files are on disk already); one without waits for the
+  // next write, which keeps a pipeline without between-pass dumps to a few manifest writes.
+  const bool has_files = !stage.files.empty();
   manifest_->AddStage(state.id, std::move(stage));
   manifest_dirty_ = true;
+  if (has_files) WriteManifest();
 }
 
 void DumpContext::RecordKernel(const HloModule& module, ManifestKernel kernel) {
@@ -324,10 +342,22 @@ void DumpContext::FlushManifest() {
 void DumpContext::WriteManifest() {
   if (!manifest_ || !manifest_dirty_ || !EnsureDirectory()) return;
   manifest_dirty_ = false;
-  size_t known = manifest_->warnings().size();
   Status status = manifest_->Write();
-  for (size_t i = known; i < manifest_->warnings().size(); ++i) Warn(manifest_->warnings()[i]);
-  if (!status.ok() && failed_writes_++ == 0) first_write_error_ = status.message();
+  TakeManifestWarnings();
+  manifest_written_ = status.ok();
+  if (!status.ok()) ManifestProblem(status.message());
+}
+
+void DumpContext::TakeManifestWarnings() {
+  const std::vector<std::string>& all = manifest_->warnings();
+  for (; manifest_warnings_taken_ < all.size(); ++manifest_warnings_taken_) {
+    Warn(all[manifest_warnings_taken_]);
+  }
+}
+
+void DumpContext::ManifestProblem(const std::string& message) {
+  if (manifest_problem_.empty()) manifest_problem_ = message;
+  Warn(message);
 }
 
 void DumpContext::Warn(std::string message) {

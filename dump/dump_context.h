@@ -15,12 +15,18 @@
 // lines; .dot and .html are not written (XLA refuses too) and there is no manifest.
 //
 // Module ids number modules as XLA's unique ids do (module_0001, ...). They continue after the
-// highest id already in the directory, so a second process dumping into the same directory adds
-// modules instead of overwriting the first one's files.
+// highest id already in the directory (in the manifest or in a file name), and a new module's id is
+// taken and recorded in manifest.json under the directory's lock, so processes dumping into the
+// same directory at the same time add modules instead of overwriting each other's files.
 //
-// Dumping never fails a compilation: a directory that cannot be created or written is reported
-// once in warnings() (the caller prints them) and the rest of the dump is skipped or counted.
-// All methods are thread-safe.
+// The manifest is rewritten as each file lands (a module dump, a between-pass dump, a codegen
+// file), so a compilation killed half way leaves a manifest that lists what it wrote. The first
+// write into the directory removes the temporaries that killed writers left there.
+//
+// Dumping never fails a compilation: a directory that cannot be created or written, or a
+// manifest.json that is corrupt (it is moved aside) or not a regular file (it is left alone and no
+// manifest is written), is reported once in warnings() (the caller prints them) and the rest of
+// the dump is skipped or counted. All methods are thread-safe.
 #pragma once
 
 #include <cstdint>
@@ -128,6 +134,8 @@ class DumpContext {
                                        const std::string& base);  // requires mu_
   bool EnsureDirectory();                                         // requires mu_
   void WriteManifest();                                           // requires mu_
+  void ManifestProblem(const std::string& message);               // requires mu_
+  void TakeManifestWarnings();                                    // requires mu_
   void Warn(std::string message);                                 // requires mu_, once per message
 
   DebugOptions options_;
@@ -145,6 +153,12 @@ class DumpContext {
   bool directory_failed_ = false;
   std::string first_write_error_;
   int64_t failed_writes_ = 0;
+  int64_t written_files_ = 0;
+  // Why manifest.json could not be written, the first time it could not; and whether the last
+  // attempt wrote it.
+  std::string manifest_problem_;
+  bool manifest_written_ = false;
+  size_t manifest_warnings_taken_ = 0;
   std::vector<std::string> warnings_;
 };
 

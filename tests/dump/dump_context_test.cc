@@ -3,6 +3,9 @@
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 #include <stdlib.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
 
 #include <filesystem>
 #include <set>
@@ -419,6 +422,184 @@ TEST_F(DumpContextTest, ThreadsDumpingAtOnceGetDistinctIdsAndOneManifest) {
     EXPECT_EQ(module.files.size(), 2u) << module.name;
   }
   EXPECT_EQ(ids.size(), static_cast<size_t>(kThreads));
+}
+
+// Compilations in several processes dumping into one directory at once: each module gets its own
+// number (module_0001, module_0002, ...), and the manifest lists every module of every process.
+TEST_F(DumpContextTest, ProcessesDumpingAtOnceGetDistinctNumbersAndOneManifest) {
+  constexpr int kProcesses = 6;
+  int gate[2];
+  ASSERT_EQ(::pipe(gate), 0);
+  std::vector<pid_t> children;
+  for (int p = 0; p < kProcesses; ++p) {
+    pid_t pid = ::fork();
+    ASSERT_GE(pid, 0);
+    if (pid == 0) {
+      ::close(gate[1]);
+      char c;
+      (void)!::read(gate[0], &c, 1);  // all start together
+      std::unique_ptr<HloModule> module = ParseOrDie("m" + std::to_string(p));
+      DumpContext context(DumpTo(dir_));
+      bool ok = context.DumpModule(*module, kBeforeOptimizations).size() == 1;
+      context.EndModule(*module);
+      ::_exit(ok && context.warnings().empty() ? 0 : 1);
+    }
+    children.push_back(pid);
+  }
+  ::close(gate[0]);
+  ::close(gate[1]);
+  for (pid_t pid : children) {
+    int status = 0;
+    ASSERT_EQ(::waitpid(pid, &status, 0), pid);
+    EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0);
+  }
+  std::set<int64_t> numbers;
+  for (const std::string& file : Files()) {
+    if (file != "manifest.json") numbers.insert(ModuleIdFromFileName(file));
+  }
+  EXPECT_EQ(numbers.size(), static_cast<size_t>(kProcesses)) << ::testing::PrintToString(Files());
+  StatusOr<Manifest> manifest = ReadManifest(dir_ + "/manifest.json");
+  ASSERT_TRUE(manifest.ok()) << manifest.status().message();
+  std::set<int64_t> listed;
+  for (const ManifestModule& module : manifest->modules) {
+    listed.insert(module.id);
+    EXPECT_EQ(module.files.size(), 1u) << module.name;
+  }
+  EXPECT_EQ(listed, numbers);
+}
+
+// Two contexts in one process (two compilations in one program) dumping at once.
+TEST_F(DumpContextTest, ContextsInThreadsDumpingAtOnceGetDistinctNumbers) {
+  constexpr int kThreads = 6;
+  std::vector<std::unique_ptr<HloModule>> modules;
+  for (int i = 0; i < kThreads; ++i) modules.push_back(ParseOrDie("m" + std::to_string(i)));
+  std::vector<std::thread> threads;
+  for (int i = 0; i < kThreads; ++i) {
+    threads.emplace_back([&, i] {
+      DumpContext context(DumpTo(dir_));
+      context.DumpModule(*modules[i], kBeforeOptimizations);
+      context.EndModule(*modules[i]);
+    });
+  }
+  for (std::thread& thread : threads) thread.join();
+  StatusOr<Manifest> manifest = ReadManifest(dir_ + "/manifest.json");
+  ASSERT_TRUE(manifest.ok()) << manifest.status().message();
+  std::set<int64_t> ids;
+  for (const ManifestModule& module : manifest->modules) ids.insert(module.id);
+  EXPECT_EQ(ids.size(), static_cast<size_t>(kThreads));
+  EXPECT_EQ(Files().size(), static_cast<size_t>(kThreads) + 1);
+}
+
+// A compilation killed half way leaves a manifest that lists what it wrote: the manifest is
+// updated as each file lands, not only when the module ends.
+TEST_F(DumpContextTest, TheManifestListsEachFileAsItIsWritten) {
+  DebugOptions options = DumpTo(dir_);
+  options.xla_dump_hlo_pass_re = ".*";
+  DumpContext context(options);
+  context.DumpModule(*module_, kBeforeOptimizations);
+  StatusOr<Manifest> manifest = ReadManifest(dir_ + "/manifest.json");
+  ASSERT_TRUE(manifest.ok()) << manifest.status().message();
+  ASSERT_EQ(manifest->modules.size(), 1u);
+  EXPECT_THAT(manifest->modules[0].files,
+              ElementsAre("module_0001.cluster_0.before_optimizations.txt"));
+
+  ManifestStage stage;
+  stage.step = 0;
+  stage.pipeline = "simplification";
+  stage.pass = "dce";
+  stage.changed = true;
+  stage.files = context.DumpPassBoundary(*module_, -1, "simplification", "dce", "cse");
+  ASSERT_EQ(stage.files.size(), 1u);
+  context.RecordStage(*module_, stage);
+  manifest = ReadManifest(dir_ + "/manifest.json");
+  ASSERT_TRUE(manifest.ok()) << manifest.status().message();
+  ASSERT_EQ(manifest->modules[0].stages.size(), 1u);
+  EXPECT_EQ(manifest->modules[0].stages[0].files, stage.files);
+
+  context.DumpText(*module_, kPtxSuffix, "ptx");
+  manifest = ReadManifest(dir_ + "/manifest.json");
+  ASSERT_TRUE(manifest.ok()) << manifest.status().message();
+  EXPECT_EQ(manifest->modules[0].files.size(), 2u);
+}
+
+TEST_F(DumpContextTest, StaleTemporariesOfDeadWritersAreRemovedOnStart) {
+  fs::create_directories(dir_);
+  // No process has pid 999999999 (pid_max is at most 2^22); this process is alive.
+  const std::string stale = "module_0001.m.before_optimizations.txt.xlens-tmp.999999999.0";
+  const std::string live =
+      "module_0001.m.ptx.xlens-tmp." + std::to_string(::getpid()) + ".12345";
+  const std::string not_ours = "notes.tmp.999999999.0";
+  for (const std::string& name : {stale, live, not_ours}) {
+    ASSERT_TRUE(WriteFile(dir_ + "/" + name, "x").ok());
+  }
+  DumpContext context(DumpTo(dir_));
+  context.DumpModule(*module_, kBeforeOptimizations);
+  std::set<std::string> files = Files();
+  EXPECT_FALSE(files.count(stale)) << "a dead writer's temporary was kept";
+  EXPECT_TRUE(files.count(live));
+  EXPECT_TRUE(files.count(not_ours));
+}
+
+TEST_F(DumpContextTest, ACorruptManifestIsSetAsideWithOneWarningAndTheDumpGoesOn) {
+  fs::create_directories(dir_);
+  ASSERT_TRUE(WriteFile(dir_ + "/manifest.json",
+                        R"({"format": 1, "modules": [{"id": 1e400, "name": "x"}]})")
+                  .ok());
+  {
+    DumpContext context(DumpTo(dir_));
+    EXPECT_EQ(context.DumpModule(*module_, kBeforeOptimizations).size(), 1u);
+    context.EndModule(*module_);
+    std::vector<std::string> warnings = context.warnings();
+    ASSERT_EQ(warnings.size(), 1u) << ::testing::PrintToString(warnings);
+    EXPECT_THAT(warnings[0], HasSubstr("manifest.json"));
+    EXPECT_THAT(warnings[0], HasSubstr("1e400"));
+    EXPECT_THAT(warnings[0], HasSubstr("manifest.json.corrupt.1"));
+  }
+  EXPECT_TRUE(fs::exists(dir_ + "/manifest.json.corrupt.1"));
+  StatusOr<Manifest> manifest = ReadManifest(dir_ + "/manifest.json");
+  ASSERT_TRUE(manifest.ok()) << manifest.status().message();
+  EXPECT_EQ(manifest->modules.size(), 1u);
+}
+
+TEST_F(DumpContextTest, AFifoNamedManifestIsLeftAloneAndTheDumpGoesOn) {
+  fs::create_directories(dir_);
+  ASSERT_EQ(::mkfifo((dir_ + "/manifest.json").c_str(), 0644), 0);
+  DumpContext context(DumpTo(dir_));
+  EXPECT_EQ(context.DumpModule(*module_, kBeforeOptimizations).size(), 1u);
+  context.EndModule(*module_);
+  context.FlushManifest();
+  std::vector<std::string> warnings = context.warnings();
+  ASSERT_EQ(warnings.size(), 1u) << ::testing::PrintToString(warnings);
+  EXPECT_THAT(warnings[0], HasSubstr("a FIFO"));
+  EXPECT_THAT(warnings[0], HasSubstr("manifest is not written"));
+  struct stat st;
+  ASSERT_EQ(::lstat((dir_ + "/manifest.json").c_str(), &st), 0);
+  EXPECT_TRUE(S_ISFIFO(st.st_mode));
+}
+
+// An HTML dump renders through pipes: no temporary directory is needed, so a TMPDIR that does
+// not exist (std::filesystem::temp_directory_path throws then) changes nothing.
+TEST_F(DumpContextTest, HtmlDumpsDoNotNeedTmpdir) {
+  const char* old = std::getenv("TMPDIR");
+  std::string saved = old ? old : "";
+  ::setenv("TMPDIR", (root_ + "/no-such-tmp").c_str(), 1);
+  DebugOptions options = DumpTo(dir_);
+  options.xla_dump_hlo_as_html = true;
+  std::string html;
+  {
+    DumpContext context(options);
+    EXPECT_EQ(context.DumpModule(*module_, kBeforeOptimizations).size(), 1u);
+    html = Read("module_0001.cluster_0.before_optimizations.html");
+    if (std::system("dot -V >/dev/null 2>&1") == 0) {
+      EXPECT_THAT(html, HasSubstr("<svg"));
+      EXPECT_THAT(context.warnings(), IsEmpty());
+    }
+  }
+  if (old) {
+    ::setenv("TMPDIR", saved.c_str(), 1);
+  } else {
+    ::unsetenv("TMPDIR");
+  }
 }
 
 TEST(StripHloMetadataTest, BracesInsideQuotesDoNotEndIt) {

@@ -1,4 +1,5 @@
 // Runs the `xlens` binary as a user would and checks what it prints, writes and returns.
+#include <sys/stat.h>
 #include <sys/wait.h>
 
 #include <cstdio>
@@ -8,6 +9,8 @@
 
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
+#include <nlohmann/json.hpp>
+#include <set>
 
 #include "compiler/hlo/npy.h"
 #include "cli_test_util.h"
@@ -232,6 +235,45 @@ TEST_F(CliTest, OptFlagsFromTheCommandLineAndTheEnvironment) {
   RunResult flags = RunXlens("flags");
   ASSERT_EQ(flags.exit_code, 0);
   EXPECT_THAT(flags.output, HasSubstr("xla_dump_hlo_pass_re"));
+}
+
+// Four compilations dumping into one directory at once, as a build running tests in parallel
+// does: each gets its own module number and the manifest lists all four.
+TEST_F(CliTest, ConcurrentCompilesShareOneDumpDirectory) {
+  std::string file = Write("reduce_sum.hlo", kReduceSum);
+  std::string dump = (dir_ / "dump").string();
+  std::string xlens = std::string(XLENS_BINARY_DIR) + "/compiler/cli/xlens";
+  std::string command = "for i in 1 2 3 4; do XLA_FLAGS='--xla_dump_to=" + dump +
+                        " --xla_dump_hlo_pass_re=.*' " + xlens + " opt " + file +
+                        " >/dev/null 2>&1 & done; wait";
+  ASSERT_EQ(std::system(command.c_str()), 0);
+  std::set<std::string> numbers;
+  for (const auto& entry : std::filesystem::directory_iterator(dump)) {
+    std::string name = entry.path().filename().string();
+    if (name.ends_with(".before_optimizations.txt")) numbers.insert(name.substr(0, name.find('.')));
+  }
+  EXPECT_EQ(numbers.size(), 4u);
+  std::ifstream in(dump + "/manifest.json");
+  nlohmann::json manifest = nlohmann::json::parse(in, nullptr, /*allow_exceptions=*/false);
+  ASSERT_TRUE(manifest.is_object());
+  EXPECT_EQ(manifest["modules"].size(), 4u);
+}
+
+TEST_F(CliTest, HtmlDumpWithoutTmpdir) {
+  std::string file = Write("reduce_sum.hlo", kReduceSum);
+  std::string dump = (dir_ / "dump").string();
+  const char* old = std::getenv("TMPDIR");
+  std::string saved = old ? old : "";
+  ::setenv("TMPDIR", (dir_ / "no-such-tmp").c_str(), 1);
+  RunResult html = RunXlens("opt " + file + " --xla_dump_to=" + dump + " --xla_dump_hlo_as_html");
+  if (old) {
+    ::setenv("TMPDIR", saved.c_str(), 1);
+  } else {
+    ::unsetenv("TMPDIR");
+  }
+  ASSERT_EQ(html.exit_code, 0) << html.output;
+  EXPECT_THAT(html.output, Not(HasSubstr("filesystem error")));
+  EXPECT_TRUE(std::filesystem::exists(dump + "/module_0001.reduce_sum.before_optimizations.html"));
 }
 
 TEST_F(CliTest, OptToStdoutWritesXlaBeginEndMarkers) {
