@@ -377,6 +377,33 @@ std::vector<std::string> DumpContext::warnings() const {
   return out;
 }
 
+std::string DumpContext::Summary() const {
+  std::lock_guard lock(mu_);
+  const std::string dir = DisplayPath(dump_to_);
+  if (directory_failed_) return fmt::format("nothing dumped: the directory {} could not be created", dir);
+  if (written_files_ == 0 && failed_writes_ == 0) {
+    return fmt::format(
+        "nothing dumped to {}: no module was selected (--xla_dump_hlo_module_re, "
+        "--xla_dump_max_hlo_modules)",
+        dir);
+  }
+  if (written_files_ == 0) {
+    return fmt::format("nothing dumped to {}: none of the {} file{} could be written", dir,
+                       failed_writes_, failed_writes_ == 1 ? "" : "s");
+  }
+  std::string files = fmt::format("{} file{}", written_files_, written_files_ == 1 ? "" : "s");
+  std::string failed = failed_writes_ == 0
+                           ? ""
+                           : fmt::format("; {} more could not be written", failed_writes_);
+  const bool listed = manifest_written_ && !manifest_dirty_;
+  if (!listed) {
+    return fmt::format("dumped {} to {}{}; manifest.json was not written, so nothing lists them",
+                       files, dir, failed);
+  }
+  return fmt::format("dumped {} to {}{} (manifest.json lists {})", files, dir, failed,
+                     failed_writes_ == 0 ? "every file" : "the files written");
+}
+
 std::string StripHloMetadata(std::string_view hlo_text) {
   constexpr std::string_view kKey = ", metadata={";
   std::string out;

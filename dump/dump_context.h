@@ -25,8 +25,8 @@
 //
 // Dumping never fails a compilation: a directory that cannot be created or written, or a
 // manifest.json that is corrupt (it is moved aside) or not a regular file (it is left alone and no
-// manifest is written), is reported once in warnings() (the caller prints them) and the rest of
-// the dump is skipped or counted. All methods are thread-safe.
+// manifest is written), is reported once in warnings() (the caller prints them), the rest of the
+// dump is skipped or counted, and Summary() says what was written. All methods are thread-safe.
 #pragma once
 
 #include <cstdint>
@@ -112,6 +112,10 @@ class DumpContext {
 
   // What went wrong, each problem once; the compilation goes on regardless.
   std::vector<std::string> warnings() const;
+  // What the dump directory got, in one line for the command line: "dumped 12 files to DIR
+  // (manifest.json lists every file)", or what was not written when something was not. Call it
+  // after FlushManifest.
+  std::string Summary() const;
 
  private:
   struct ModuleState {

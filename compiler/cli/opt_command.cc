@@ -97,8 +97,7 @@ int RunOpt(const OptArgs& args) {
   }
   if (dump && dump->enabled() && !dump->dumping_to_stdout()) {
     dump->FlushManifest();
-    std::fprintf(stderr, "xlens opt: dumped to %s (manifest.json lists every file)\n",
-                 dump->directory().c_str());
+    std::fprintf(stderr, "xlens opt: %s\n", dump->Summary().c_str());
   }
   for (const std::string& w : result->warnings) std::fprintf(stderr, "xlens opt: warning: %s\n", w.c_str());
   return 0;

@@ -258,7 +258,7 @@ int RunRun(const RunArgs& args) {
   }
   if (setup.dump && setup.dump->enabled() && !setup.dump->dumping_to_stdout()) {
     setup.dump->FlushManifest();
-    std::fprintf(stderr, "xlens run: dumped to %s\n", setup.dump->directory().c_str());
+    std::fprintf(stderr, "xlens run: %s\n", setup.dump->Summary().c_str());
   }
   for (const std::string& w : setup.dump ? setup.dump->warnings() : std::vector<std::string>{}) {
     std::fprintf(stderr, "xlens run: warning: %s\n", w.c_str());

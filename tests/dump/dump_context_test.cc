@@ -554,6 +554,7 @@ TEST_F(DumpContextTest, ACorruptManifestIsSetAsideWithOneWarningAndTheDumpGoesOn
     EXPECT_THAT(warnings[0], HasSubstr("manifest.json"));
     EXPECT_THAT(warnings[0], HasSubstr("1e400"));
     EXPECT_THAT(warnings[0], HasSubstr("manifest.json.corrupt.1"));
+    EXPECT_THAT(context.Summary(), HasSubstr("manifest.json lists every file"));
   }
   EXPECT_TRUE(fs::exists(dir_ + "/manifest.json.corrupt.1"));
   StatusOr<Manifest> manifest = ReadManifest(dir_ + "/manifest.json");
@@ -572,9 +573,50 @@ TEST_F(DumpContextTest, AFifoNamedManifestIsLeftAloneAndTheDumpGoesOn) {
   ASSERT_EQ(warnings.size(), 1u) << ::testing::PrintToString(warnings);
   EXPECT_THAT(warnings[0], HasSubstr("a FIFO"));
   EXPECT_THAT(warnings[0], HasSubstr("manifest is not written"));
+  EXPECT_THAT(context.Summary(), HasSubstr("dumped 1 file to"));
+  EXPECT_THAT(context.Summary(), HasSubstr("manifest.json was not written"));
   struct stat st;
   ASSERT_EQ(::lstat((dir_ + "/manifest.json").c_str(), &st), 0);
   EXPECT_TRUE(S_ISFIFO(st.st_mode));
+}
+
+TEST_F(DumpContextTest, TheSummarySaysWhatWasAndWasNotWritten) {
+  {
+    DumpContext context(DumpTo(dir_));
+    context.DumpModule(*module_, kBeforeOptimizations);
+    context.DumpText(*module_, kPtxSuffix, "ptx");
+    context.FlushManifest();
+    EXPECT_THAT(context.Summary(), HasSubstr("dumped 2 files to"));
+    EXPECT_THAT(context.Summary(), HasSubstr("(manifest.json lists every file)"));
+  }
+  {
+    DebugOptions options = DumpTo(root_ + "/other");
+    options.xla_dump_hlo_module_re = "no_such_module";
+    DumpContext context(options);
+    context.DumpModule(*module_, kBeforeOptimizations);
+    context.FlushManifest();
+    EXPECT_THAT(context.Summary(), HasSubstr("nothing dumped"));
+  }
+  {
+    ASSERT_TRUE(WriteFile(root_ + "/a_file", "x").ok());
+    DumpContext context(DumpTo(root_ + "/a_file/dump"));
+    context.DumpModule(*module_, kBeforeOptimizations);
+    EXPECT_THAT(context.Summary(), HasSubstr("nothing dumped"));
+    EXPECT_THAT(context.Summary(), HasSubstr("could not be created"));
+  }
+  {
+    const std::string third = root_ + "/third";
+    DumpContext context(DumpTo(third));
+    std::unique_ptr<HloModule> module = ParseOrDie("m3");
+    ASSERT_EQ(context.BeginModule(*module), 1);
+    fs::create_directories(third + "/module_0001.m3.ptx");
+    context.DumpModule(*module, kBeforeOptimizations);
+    context.DumpText(*module, kPtxSuffix, "ptx");
+    context.FlushManifest();
+    EXPECT_THAT(context.Summary(), HasSubstr("dumped 1 file to"));
+    EXPECT_THAT(context.Summary(), HasSubstr("1 more could not be written"));
+    EXPECT_THAT(context.Summary(), Not(HasSubstr("every file")));
+  }
 }
 
 // An HTML dump renders through pipes: no temporary directory is needed, so a TMPDIR that does

@@ -259,6 +259,26 @@ TEST_F(CliTest, ConcurrentCompilesShareOneDumpDirectory) {
   EXPECT_EQ(manifest["modules"].size(), 4u);
 }
 
+TEST_F(CliTest, OptSaysWhatItDumped) {
+  std::string file = Write("reduce_sum.hlo", kReduceSum);
+  std::string dump = (dir_ / "dump").string();
+  RunResult ok = RunXlens("opt " + file + " --xla_dump_to=" + dump);
+  ASSERT_EQ(ok.exit_code, 0) << ok.output;
+  EXPECT_THAT(ok.output, ::testing::ContainsRegex("dumped [0-9]+ files to "));
+  EXPECT_THAT(ok.output, HasSubstr(dump + " (manifest.json lists every file)"));
+  RunResult none = RunXlens("opt " + file + " --xla_dump_to=" + dump + " --xla_dump_hlo_module_re=nothing");
+  ASSERT_EQ(none.exit_code, 0) << none.output;
+  EXPECT_THAT(none.output, HasSubstr("nothing dumped to " + dump));
+  // A FIFO where the manifest goes: the dump goes on without one, and says so.
+  std::string fifo_dump = (dir_ / "fifo").string();
+  std::filesystem::create_directories(fifo_dump);
+  ASSERT_EQ(::mkfifo((fifo_dump + "/manifest.json").c_str(), 0644), 0);
+  RunResult fifo = RunXlens("opt " + file + " --xla_dump_to=" + fifo_dump);
+  ASSERT_EQ(fifo.exit_code, 0) << fifo.output;
+  EXPECT_THAT(fifo.output, HasSubstr("manifest.json was not written"));
+  EXPECT_THAT(fifo.output, HasSubstr("is a FIFO"));
+}
+
 TEST_F(CliTest, HtmlDumpWithoutTmpdir) {
   std::string file = Write("reduce_sum.hlo", kReduceSum);
   std::string dump = (dir_ / "dump").string();
