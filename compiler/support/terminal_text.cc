@@ -91,4 +91,9 @@ std::string DisplayPath(std::string_view path) {
   return EscapeForTerminal(ElideMiddle(path, 180));
 }
 
+std::string DisplayText(std::string_view text, size_t max_bytes) {
+  if (text.size() <= max_bytes) return EscapeForTerminal(text);
+  return fmt::format("{}... ({} bytes)", EscapeForTerminal(TruncateUtf8(text, max_bytes)), text.size());
+}
+
 }  // namespace xlens

@@ -26,4 +26,9 @@ std::string ElideMiddle(std::string_view text, size_t max_bytes);
 // between (on character boundaries).
 std::string DisplayPath(std::string_view path);
 
+// A value for a message (a flag's value, a pattern, a word from a file): escaped, and past
+// `max_bytes` cut on a character boundary and marked "... (N bytes)", so one bad value cannot
+// turn a one-line message into megabytes.
+std::string DisplayText(std::string_view text, size_t max_bytes = 100);
+
 }  // namespace xlens

@@ -52,5 +52,13 @@ TEST(TerminalTextTest, ElideMiddleKeepsBothEndsAndSaysHowLongTheTextWas) {
   EXPECT_EQ(EscapeForTerminal(shown), shown) << "no character was cut in half";
 }
 
+TEST(TerminalTextTest, LongValuesAreCutAndSayHowLongTheyWere) {
+  EXPECT_EQ(DisplayText("short\x1b[2J"), "short\\x1b[2J");
+  EXPECT_EQ(DisplayText(std::string("a\nb")), "a\\nb");
+  std::string shown = DisplayText("ab漢字" + std::string(5000, 'x'), 4);
+  EXPECT_EQ(shown, "ab... (5008 bytes)");
+  EXPECT_EQ(DisplayText(std::string(10, 'm'), 10), std::string(10, 'm'));
+}
+
 }  // namespace
 }  // namespace xlens
