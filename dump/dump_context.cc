@@ -55,16 +55,15 @@ std::set<int64_t> IdsOnDisk(const std::string& directory) {
   return ids;
 }
 
-std::optional<std::regex> CompileRegex(const std::string& pattern, std::string_view flag,
-                                       std::vector<std::string>& warnings) {
+std::optional<DumpRegex> CompileRegex(const std::string& pattern, std::string_view flag,
+                                      std::vector<std::string>& warnings) {
   if (pattern.empty()) return std::nullopt;
-  try {
-    return std::regex(pattern);
-  } catch (const std::regex_error& e) {
-    warnings.push_back(fmt::format("--{}={} is not a regular expression ({}); it matches nothing",
-                                   flag, pattern, e.what()));
-    return std::regex("$.^");
-  }
+  StatusOr<DumpRegex> regex = DumpRegex::Compile(pattern);
+  if (regex.ok()) return *regex;
+  warnings.push_back(fmt::format("--{}={} is not a regular expression ({}); it matches nothing",
+                                 flag, DisplayText(pattern), regex.status().message()));
+  // "[^\x00-\x{10FFFF}]" matches no character, so it matches no name.
+  return *DumpRegex::Compile("[^\\x00-\\x{10FFFF}]");
 }
 
 int64_t NowMicros() {
@@ -95,7 +94,7 @@ DumpContext::~DumpContext() {
 bool DumpContext::ShouldDumpPass(std::string_view after_pass, std::string_view before_pass) const {
   if (!enabled() || !pass_re_) return false;
   auto matches = [&](std::string_view name) {
-    return std::regex_search(name.begin(), name.end(), *pass_re_);
+    return pass_re_->PartialMatch(name);
   };
   return matches(after_pass) || matches(before_pass);
 }
@@ -119,7 +118,7 @@ DumpContext::ModuleState& DumpContext::StateFor(const HloModule& module) {
   }
   ModuleState& state = modules_[&module];
   const std::string& name = module.name();
-  bool wanted = enabled() && (!module_re_ || std::regex_search(name, *module_re_));
+  bool wanted = enabled() && (!module_re_ || module_re_->PartialMatch(name));
   bool over_limit = false;
   {
     std::lock_guard registry_lock(RegistryMutex());

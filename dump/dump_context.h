@@ -5,7 +5,9 @@
 // XLA's implied settings, from the flags as written:
 //   - no format flag: text is the format;
 //   - a format flag without --xla_dump_to: dump to stdout, as --xla_dump_to=- does;
-//   - --xla_dump_hlo_module_re: only modules whose name it partially matches;
+//   - --xla_dump_hlo_module_re: only modules whose name it partially matches (RE2, as in XLA;
+//     dump_regex.h). The flag parser refuses a bad pattern; one set in DebugOptions directly is
+//     reported in warnings() and matches nothing;
 //   - --xla_dump_hlo_pass_re: between-pass dumps where the pass before or after matches. The
 //     pipeline calls DumpPassBoundary at its start and after each pass that changed the module,
 //     so --xla_dump_hlo_pass_re=.* dumps only the passes that changed something;
@@ -34,12 +36,12 @@
 #include <mutex>
 #include <optional>
 #include <ostream>
-#include <regex>
 #include <string>
 #include <string_view>
 #include <vector>
 
 #include "compiler/hlo/module.h"
+#include "dump/dump_regex.h"
 #include "dump/flags.h"
 #include "dump/manifest.h"
 
@@ -146,8 +148,8 @@ class DumpContext {
   DumpContextOptions context_options_;
   std::string dump_to_;
   bool as_text_ = false;
-  std::optional<std::regex> module_re_;
-  std::optional<std::regex> pass_re_;
+  std::optional<DumpRegex> module_re_;
+  std::optional<DumpRegex> pass_re_;
 
   mutable std::mutex mu_;
   std::map<const HloModule*, ModuleState> modules_;

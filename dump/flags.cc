@@ -8,9 +8,9 @@
 #include <cstdlib>
 #include <functional>
 #include <optional>
-#include <regex>
 
 #include "compiler/support/file_io.h"
+#include "dump/dump_regex.h"
 
 namespace xlens {
 namespace {
@@ -115,15 +115,17 @@ FlagSpec StringFlag(std::string name, std::string DebugOptions::*field, std::str
       [field](const DebugOptions& o) { return o.*field; }};
 }
 
-// XLA matches with RE2; std::regex ECMAScript agrees on the patterns people write for names.
+// An RE2 pattern, as XLA takes it. A pattern RE2 refuses is an error here, with RE2's reason,
+// rather than a dump that silently matches nothing.
 FlagSpec RegexFlag(std::string name, std::string DebugOptions::*field, std::string help) {
   return FlagSpec{{name, "regex", "", std::move(help), false},
                   [name, field](DebugOptions& o, std::optional<std::string_view> v) -> Status {
                     if (!v) return BadValue(name, v, "REGEX");
-                    try {
-                      std::regex check{std::string(*v)};
-                    } catch (const std::regex_error& e) {
-                      return BadValue(name, v, fmt::format("a regular expression ({})", e.what()));
+                    StatusOr<DumpRegex> check = DumpRegex::Compile(*v);
+                    if (!check.ok()) {
+                      return BadValue(name, v,
+                                      fmt::format("a regular expression (RE2 syntax): {}",
+                                                  check.status().message()));
                     }
                     o.*field = std::string(*v);
                     return OkStatus();

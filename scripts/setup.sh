@@ -10,6 +10,7 @@ packages=(
   googletest libgtest-dev libgmock-dev libbenchmark-dev
   llvm-19-dev clang-19 libclang-rt-19-dev
   graphviz python3 libeigen3-dev zlib1g-dev
+  libre2-dev
 )
 
 # The peers the tests compare against (XLA's parser from jaxlib, NumPy). Optional: the tests that

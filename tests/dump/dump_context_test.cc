@@ -217,6 +217,34 @@ TEST_F(DumpContextTest, ModuleRegexSelectsModules) {
               ElementsAre("module_0002.cluster_0.before_optimizations.txt"));
 }
 
+// XLA matches with RE2: linear in the name, so neither a 50,000-character module name (std::regex
+// recursed per character and overflowed the stack) nor a pattern that backtracks exponentially
+// holds up a compilation.
+TEST_F(DumpContextTest, RegexesMatchLongNamesInLinearTime) {
+  DebugOptions options = DumpTo(dir_);
+  options.xla_dump_hlo_module_re = "m+$";
+  options.xla_dump_hlo_pass_re = "(.*.*)*x";
+  DumpContext context(options);
+  auto long_module = ParseOrDie(std::string(50000, 'm'));
+  EXPECT_TRUE(context.IsDumped(*long_module));
+  EXPECT_FALSE(context.IsDumped(*module_));
+  EXPECT_FALSE(context.ShouldDumpPass(std::string(50000, 'a'), "dce"));
+  EXPECT_TRUE(context.ShouldDumpPass("simplify", "fusion-x"));
+  EXPECT_THAT(context.warnings(), IsEmpty());
+}
+
+// The flag parser refuses a bad pattern; one set in DebugOptions directly cannot fail the
+// compilation, so it is one warning and matches nothing.
+TEST_F(DumpContextTest, ABadRegexSetDirectlyWarnsAndMatchesNothing) {
+  DebugOptions options = DumpTo(dir_);
+  options.xla_dump_hlo_module_re = "(\x1b";
+  DumpContext context(options);
+  EXPECT_FALSE(context.IsDumped(*module_));
+  EXPECT_THAT(context.warnings(),
+              ElementsAre("--xla_dump_hlo_module_re=(\\x1b is not a regular expression (missing "
+                          ")); it matches nothing"));
+}
+
 TEST_F(DumpContextTest, IdsContinueAfterWhatIsInTheDirectory) {
   fs::create_directories(dir_);
   ASSERT_TRUE(WriteFileAtomic(dir_ + "/module_0007.old.before_optimizations.txt", "x").ok());

@@ -212,6 +212,22 @@ TEST(FlagsTest, AValueThatIsNotAFlagNamesAFileOfFlags) {
               HasSubstr("XLA_FLAGS=/nonexistent/flags.txt: /nonexistent/flags.txt: cannot open"));
 }
 
+TEST(FlagsTest, RegexFlagsTakeRe2PatternsAndSayWhyOneIsBad) {
+  EXPECT_EQ(ErrorOf(FromXlaFlags("--xla_dump_hlo_module_re=(a)\\1")),
+            "XLA_FLAGS: --xla_dump_hlo_module_re=(a)\\1: expected a regular expression (RE2 "
+            "syntax): invalid escape sequence: \\1");
+  EXPECT_EQ(ErrorOf(ParseDebugOptions(FlagEnvironment{}, {"--xla_dump_hlo_pass_re=("})),
+            "command line: --xla_dump_hlo_pass_re=(: expected a regular expression (RE2 syntax): "
+            "missing )");
+  // RE2 syntax that std::regex refused.
+  StatusOr<DebugOptions> options = FromXlaFlags("--xla_dump_hlo_pass_re=(?P<p>fusion)|\\pL+-inliner");
+  ASSERT_TRUE(options.ok()) << options.status().message();
+  // Deep nesting is checked without recursion (std::regex overflowed the stack here).
+  std::string nested = std::string(20000, '(') + "a" + std::string(20000, ')');
+  StatusOr<DebugOptions> deep = ParseDebugOptions(FlagEnvironment{}, {"--xla_dump_hlo_pass_re=" + nested});
+  if (!deep.ok()) EXPECT_LT(deep.status().message().size(), 400u);
+}
+
 TEST(FlagsTest, ReadsTheProcessEnvironment) {
   ::setenv("XLA_FLAGS", "--xla_dump_to=/tmp/env_dump --xla_dump_include_timestamp", 1);
   ::setenv("TF_XLA_FLAGS", "--tf_xla_auto_jit=1", 1);
