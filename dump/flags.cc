@@ -10,6 +10,7 @@
 #include <optional>
 
 #include "compiler/support/file_io.h"
+#include "compiler/support/terminal_text.h"
 #include "dump/dump_regex.h"
 
 namespace xlens {
@@ -27,7 +28,7 @@ struct FlagSpec {
 Status BadValue(std::string_view name, std::optional<std::string_view> value,
                 std::string_view expected) {
   if (!value) return Error(fmt::format("--{} needs a value: --{}={}", name, name, expected));
-  return Error(fmt::format("--{}={}: expected {}", name, *value, expected));
+  return Error(fmt::format("--{}={}: expected {}", name, DisplayText(*value), expected));
 }
 
 std::string Lower(std::string_view s) {
@@ -288,7 +289,7 @@ std::string UnknownFlag(std::string_view name, Source source) {
       best_distance = d;
     }
   }
-  std::string message = fmt::format("unknown flag --{}", name);
+  std::string message = fmt::format("unknown flag --{}", DisplayText(name));
   // A suggestion further away than this is noise, not a typo.
   if (best != nullptr && best_distance <= static_cast<int>(name.size()) / 2 + 1) {
     message += fmt::format("; did you mean --{}?", best->name);
@@ -298,17 +299,20 @@ std::string UnknownFlag(std::string_view name, Source source) {
   return message;
 }
 
-Status ApplyFlag(std::string_view token, Source source, DebugOptions& options) {
+// `where` starts the message: the variable or "command line", or FILE:LINE for a flags file.
+Status ApplyFlag(std::string_view token, Source source, std::string_view where,
+                 DebugOptions& options) {
   auto fail = [&](const std::string& message) {
-    return Error(fmt::format("{}: {}", SourceName(source), message));
+    return Error(fmt::format("{}: {}", where, message));
   };
   std::string_view body = token;
   if (!body.starts_with("--")) {
     std::string_view bare = body.substr(body.find_first_not_of('-') == std::string_view::npos
                                             ? body.size()
                                             : body.find_first_not_of('-'));
-    return fail(fmt::format("expected --name or --name=value, got '{}'{}", token,
-                            bare.empty() ? "" : fmt::format("; did you mean --{}?", bare)));
+    return fail(fmt::format("expected --name or --name=value, got '{}'{}", DisplayText(token),
+                            bare.empty() ? ""
+                                         : fmt::format("; did you mean --{}?", DisplayText(bare))));
   }
   body.remove_prefix(2);
   size_t eq = body.find('=');
@@ -319,40 +323,124 @@ Status ApplyFlag(std::string_view token, Source source, DebugOptions& options) {
   const FlagSpec* spec = FindSpec(name);
   if (spec == nullptr) {
     if (std::optional<std::string> hint = UnsupportedHint(name)) {
-      return fail(fmt::format("--{} is not supported by xlens: {}", name, *hint));
+      return fail(fmt::format("--{} is not supported by xlens: {}", DisplayText(name), *hint));
     }
     return fail(UnknownFlag(name, source));
   }
   if (!Accepts(source, spec->info)) {
     return fail(
-        fmt::format("--{} belongs in {}", name, spec->info.tf ? "TF_XLA_FLAGS" : "XLA_FLAGS"));
+        fmt::format("--{} belongs in {}", DisplayText(name),
+                    spec->info.tf ? "TF_XLA_FLAGS" : "XLA_FLAGS"));
   }
   Status status = spec->set(options, value);
   if (!status.ok()) return fail(status.message());
   return OkStatus();
 }
 
-// The tokens of an environment variable. As XLA does, a value that does not start with "-" names
-// a file holding the flags.
-StatusOr<std::vector<std::string>> TokensFromEnvironment(std::string_view value,
-                                                         std::string_view variable) {
+// One flag as written, and the line of the flags file it starts on (1 for a variable's value).
+struct FlagToken {
+  std::string text;
+  int64_t line = 1;
+};
+
+// Splits XLA_FLAGS-style text into flags with quotes removed. On an error, `error_line` is the
+// line where the offending flag or word starts.
+Status SplitFlagText(std::string_view text, std::vector<FlagToken>& tokens,
+                     int64_t& error_line) {
+  // Lines are counted as the scan moves on, so a long file costs one pass.
+  int64_t line = 1;
+  size_t counted = 0;
+  auto line_at = [&](size_t offset) {
+    line += std::count(text.begin() + counted, text.begin() + offset, '\n');
+    counted = offset;
+    return line;
+  };
+  size_t i = text.find_first_not_of(kWhitespace);
+  while (i != std::string_view::npos && i < text.size()) {
+    error_line = line_at(i);
+    if (text[i] != '-') {
+      size_t end = text.find_first_of(kWhitespace, i);
+      return Error(fmt::format("expected a flag starting with --, got '{}'",
+                               DisplayText(text.substr(i, end == std::string_view::npos ? end
+                                                                                       : end - i))));
+    }
+    size_t eq = i;
+    while (eq < text.size() && text[eq] != '=' &&
+           kWhitespace.find(text[eq]) == std::string_view::npos) {
+      ++eq;
+    }
+    std::string token(text.substr(i, eq - i));
+    size_t next = eq;
+    if (eq + 1 < text.size() && text[eq] == '=' && (text[eq + 1] == '"' || text[eq + 1] == '\'')) {
+      // As XLA: a value is quoted only when the quote follows "=" directly; a backslash escapes
+      // the next character inside double quotes, and is literal inside single quotes.
+      const char quote = text[eq + 1];
+      token += '=';
+      size_t close = eq + 2;
+      while (close < text.size() && text[close] != quote) {
+        if (quote == '"' && text[close] == '\\' && close + 1 < text.size()) ++close;
+        token += text[close];
+        ++close;
+      }
+      if (close >= text.size()) {
+        return Error(fmt::format("unterminated {} quote in '{}'",
+                                 quote == '"' ? "double" : "single", DisplayText(text.substr(i))));
+      }
+      next = close + 1;
+      if (next < text.size() && kWhitespace.find(text[next]) == std::string_view::npos) {
+        return Error(
+            fmt::format("expected a space after the closing quote in '{}'",
+                        DisplayText(text.substr(i, text.find_first_of(kWhitespace, next) - i))));
+      }
+    } else {
+      next = std::min(text.find_first_of(kWhitespace, eq), text.size());
+      token = std::string(text.substr(i, next - i));
+    }
+    tokens.push_back(FlagToken{std::move(token), line});
+    i = text.find_first_not_of(kWhitespace, next);
+  }
+  return OkStatus();
+}
+
+// The flags of an environment variable, and the file they came from (empty when they are the
+// value itself).
+struct EnvironmentFlags {
+  std::string file;
+  std::vector<FlagToken> tokens;
+
+  // Where a message about `token` starts: the variable, or FILE:LINE so that an editor can jump
+  // to it.
+  std::string Where(std::string_view variable, const FlagToken& token) const {
+    if (file.empty()) return std::string(variable);
+    return fmt::format("{}:{}", DisplayPath(file), token.line);
+  }
+};
+
+// As XLA does, a value that does not start with "-" names a file holding the flags. XLA stops
+// when it cannot open the file; so do we, and, unlike fopen, ReadFile also refuses what is not a
+// regular file (a directory would otherwise read as no flags at all, a FIFO would wait for a
+// writer, /dev/zero would never end).
+StatusOr<EnvironmentFlags> FlagsFromEnvironment(std::string_view value,
+                                                std::string_view variable) {
+  EnvironmentFlags out;
   size_t first = value.find_first_not_of(kWhitespace);
-  if (first == std::string_view::npos) return std::vector<std::string>{};
+  if (first == std::string_view::npos) return out;
   std::string text(value);
   if (value[first] != '-') {
-    std::string path(value.substr(first, value.find_last_not_of(kWhitespace) - first + 1));
-    StatusOr<std::string> contents = ReadFile(path);
+    out.file = std::string(value.substr(first, value.find_last_not_of(kWhitespace) - first + 1));
+    StatusOr<std::string> contents = ReadFile(out.file);
     if (!contents.ok()) {
       return Error(
           fmt::format("{}={}: {}; a value that does not start with \"--\" is read as "
                       "the name of a file of flags",
-                      variable, path, contents.status().message()));
+                      variable, DisplayPath(out.file), contents.status().message()));
     }
-    text = *contents;
+    text = *std::move(contents);
   }
-  StatusOr<std::vector<std::string>> tokens = SplitFlagString(text);
-  if (!tokens.ok()) return tokens.status().WithContext(std::string(variable));
-  return tokens;
+  int64_t error_line = 1;
+  Status status = SplitFlagText(text, out.tokens, error_line);
+  if (!status.ok()) return status.WithContext(out.Where(variable, FlagToken{"", error_line}));
+  return out;
 }
 
 std::string QuoteIfNeeded(const std::string& value) {
@@ -414,49 +502,13 @@ std::string FlagsHelp() {
 }
 
 StatusOr<std::vector<std::string>> SplitFlagString(std::string_view text) {
-  std::vector<std::string> tokens;
-  size_t i = text.find_first_not_of(kWhitespace);
-  while (i != std::string_view::npos && i < text.size()) {
-    if (text[i] != '-') {
-      size_t end = text.find_first_of(kWhitespace, i);
-      return Error(fmt::format("expected a flag starting with --, got '{}'",
-                               text.substr(i, end == std::string_view::npos ? end : end - i)));
-    }
-    size_t eq = i;
-    while (eq < text.size() && text[eq] != '=' &&
-           kWhitespace.find(text[eq]) == std::string_view::npos) {
-      ++eq;
-    }
-    std::string token(text.substr(i, eq - i));
-    size_t next = eq;
-    if (eq + 1 < text.size() && text[eq] == '=' && (text[eq + 1] == '"' || text[eq + 1] == '\'')) {
-      // As XLA: a value is quoted only when the quote follows "=" directly; a backslash escapes
-      // the next character inside double quotes, and is literal inside single quotes.
-      const char quote = text[eq + 1];
-      token += '=';
-      size_t close = eq + 2;
-      while (close < text.size() && text[close] != quote) {
-        if (quote == '"' && text[close] == '\\' && close + 1 < text.size()) ++close;
-        token += text[close];
-        ++close;
-      }
-      if (close >= text.size()) {
-        return Error(fmt::format("unterminated {} quote in '{}'",
-                                 quote == '"' ? "double" : "single", text.substr(i)));
-      }
-      next = close + 1;
-      if (next < text.size() && kWhitespace.find(text[next]) == std::string_view::npos) {
-        return Error(fmt::format("expected a space after the closing quote in '{}'",
-                                 text.substr(i, text.find_first_of(kWhitespace, next) - i)));
-      }
-    } else {
-      next = std::min(text.find_first_of(kWhitespace, eq), text.size());
-      token = std::string(text.substr(i, next - i));
-    }
-    tokens.push_back(std::move(token));
-    i = text.find_first_not_of(kWhitespace, next);
-  }
-  return tokens;
+  std::vector<FlagToken> tokens;
+  int64_t error_line = 1;
+  RETURN_IF_ERROR(SplitFlagText(text, tokens, error_line));
+  std::vector<std::string> out;
+  out.reserve(tokens.size());
+  for (FlagToken& token : tokens) out.push_back(std::move(token.text));
+  return out;
 }
 
 bool IsDebugFlag(std::string_view argument) {
@@ -475,18 +527,18 @@ StatusOr<DebugOptions> ParseDebugOptions(const FlagEnvironment& environment,
                                          const std::vector<std::string>& command_line_flags) {
   DebugOptions options;
   options.tf_dump_graph_prefix = environment.tf_dump_graph_prefix;
-  ASSIGN_OR_RETURN(std::vector<std::string> tf_tokens,
-                   TokensFromEnvironment(environment.tf_xla_flags, "TF_XLA_FLAGS"));
-  for (const std::string& token : tf_tokens) {
-    RETURN_IF_ERROR(ApplyFlag(token, Source::kTfXlaFlags, options));
-  }
-  ASSIGN_OR_RETURN(std::vector<std::string> xla_tokens,
-                   TokensFromEnvironment(environment.xla_flags, "XLA_FLAGS"));
-  for (const std::string& token : xla_tokens) {
-    RETURN_IF_ERROR(ApplyFlag(token, Source::kXlaFlags, options));
+  for (Source source : {Source::kTfXlaFlags, Source::kXlaFlags}) {
+    std::string_view variable = SourceName(source);
+    ASSIGN_OR_RETURN(EnvironmentFlags flags,
+                     FlagsFromEnvironment(source == Source::kXlaFlags ? environment.xla_flags
+                                                                      : environment.tf_xla_flags,
+                                          variable));
+    for (const FlagToken& token : flags.tokens) {
+      RETURN_IF_ERROR(ApplyFlag(token.text, source, flags.Where(variable, token), options));
+    }
   }
   for (const std::string& token : command_line_flags) {
-    RETURN_IF_ERROR(ApplyFlag(token, Source::kCommandLine, options));
+    RETURN_IF_ERROR(ApplyFlag(token, Source::kCommandLine, SourceName(Source::kCommandLine), options));
   }
   if (!options.xla_disable_hlo_passes.empty() && !options.xla_enable_hlo_passes_only.empty()) {
     return Error(

@@ -4,12 +4,16 @@
 // An environment variable holds whitespace-separated flags: `--name`, `--name=value`,
 // `--name="a b"` or `--name='a b'` (a backslash escapes the next character inside double quotes
 // only). Booleans are `--name`, `--name=true|false|1|0`. As in XLA, a value that does not start
-// with `-` is the name of a file holding the flags. The later of two settings of one flag wins;
-// the order is TF_XLA_FLAGS, XLA_FLAGS, then the command line, so the command line wins.
+// with `-` is the name of a file holding the flags; one that cannot be read as a regular file (a
+// directory, a FIFO, a device, a missing file) is an error, as XLA stops when it cannot open it.
+// The later of two settings of one flag wins; the order is TF_XLA_FLAGS, XLA_FLAGS, then the
+// command line, so the command line wins. The regex flags take RE2 patterns, as XLA's do.
 //
 // An unknown flag is an error naming it and the closest known flag; a bad value names the flag
 // and what it expects. XLA flags belong in XLA_FLAGS and tf_* flags in TF_XLA_FLAGS (the error
-// says so when they are swapped); the command line takes both.
+// says so when they are swapped); the command line takes both. Every error is one line: it starts
+// with the variable, "command line", or FILE:LINE for a flags file, and what the user wrote is
+// escaped and, when long, cut (terminal_text.h).
 #pragma once
 
 #include <cstdint>

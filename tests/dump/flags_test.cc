@@ -3,6 +3,7 @@
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 #include <stdlib.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <filesystem>
@@ -210,6 +211,84 @@ TEST(FlagsTest, AValueThatIsNotAFlagNamesAFileOfFlags) {
   EXPECT_TRUE(options->xla_dump_hlo_as_dot);
   EXPECT_THAT(ErrorOf(FromXlaFlags("/nonexistent/flags.txt")),
               HasSubstr("XLA_FLAGS=/nonexistent/flags.txt: /nonexistent/flags.txt: cannot open"));
+}
+
+// A flags file in a fresh temporary directory, removed with it.
+class FlagsFileTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    std::string pattern =
+        (std::filesystem::temp_directory_path() / "xlens_flags_file_XXXXXX").string();
+    ASSERT_NE(::mkdtemp(pattern.data()), nullptr);
+    dir_ = pattern;
+  }
+  void TearDown() override { std::filesystem::remove_all(dir_); }
+  std::string Write(const std::string& name, const std::string& contents) {
+    std::string path = dir_ + "/" + name;
+    std::ofstream(path, std::ios::binary) << contents;
+    return path;
+  }
+  std::string dir_;
+};
+
+TEST_F(FlagsFileTest, ErrorsNameTheFileAndTheLine) {
+  std::string path = Write("flags.txt", "--xla_dump_to=d\n\n  --xla_dump_hlo_as_txt --xla_hlo_profile\n");
+  EXPECT_EQ(ErrorOf(FromXlaFlags(path)),
+            path + ":3: unknown flag --xla_dump_hlo_as_txt; did you mean --xla_dump_hlo_as_text?");
+  path = Write("words.txt", "--xla_dump_to=d\nnot-a-flag\n--xla_nope=1\n");
+  EXPECT_EQ(ErrorOf(FromXlaFlags(path)),
+            path + ":2: expected a flag starting with --, got 'not-a-flag'");
+  path = Write("value.txt", "--xla_hlo_profile\r\n--xla_dump_max_hlo_modules=many\r\n");
+  EXPECT_EQ(ErrorOf(FromXlaFlags(path)),
+            path + ":2: --xla_dump_max_hlo_modules=many: expected an integer");
+  // A quoted value may span lines; the error names the line its flag starts on.
+  path = Write("quote.txt", "--xla_hlo_profile\n--xla_dump_to=\"a\nb\n");
+  EXPECT_THAT(ErrorOf(FromXlaFlags(path)), HasSubstr(path + ":2: unterminated double quote"));
+  path = Write("tf.txt", "--tf_xla_auto_jit=2\n--tf_xla_frobnicate=1\n");
+  EXPECT_THAT(ErrorOf(ParseDebugOptions(Env("", path))),
+              HasSubstr(path + ":2: unknown flag --tf_xla_frobnicate"));
+  // In the variable itself there are no lines to count.
+  EXPECT_EQ(ErrorOf(FromXlaFlags("--xla_hlo_profile\n--xla_nope")),
+            "XLA_FLAGS: unknown flag --xla_nope (the flags are listed by --help)");
+}
+
+// XLA stops when it cannot open the file XLA_FLAGS names; what fopen opens but is no file of
+// flags (a directory reads as nothing, a FIFO waits for a writer, /dev/zero never ends) is
+// refused too, before anything blocks.
+TEST_F(FlagsFileTest, APathThatIsNotARegularFileIsAnError) {
+  std::filesystem::create_directory(dir_ + "/flagsdir");
+  EXPECT_THAT(ErrorOf(FromXlaFlags(dir_ + "/flagsdir")),
+              HasSubstr("XLA_FLAGS=" + dir_ + "/flagsdir: " + dir_ + "/flagsdir: is a directory"));
+  ASSERT_EQ(::mkfifo((dir_ + "/fifo").c_str(), 0600), 0);
+  EXPECT_THAT(ErrorOf(FromXlaFlags(dir_ + "/fifo")), HasSubstr("not a regular file"));
+  EXPECT_THAT(ErrorOf(FromXlaFlags("/dev/zero")), HasSubstr("not a regular file"));
+  EXPECT_THAT(ErrorOf(ParseDebugOptions(Env("", dir_))), HasSubstr("TF_XLA_FLAGS=" + dir_ + ": "));
+  // Every one says why a path was read at all.
+  EXPECT_THAT(ErrorOf(FromXlaFlags(dir_)),
+              HasSubstr("a value that does not start with \"--\" is read as the name of a file"));
+}
+
+TEST_F(FlagsFileTest, ValuesInMessagesAreEscapedAndCutToOneLine) {
+  EXPECT_EQ(ErrorOf(FromXlaFlags("--xla_dump_max_hlo_modules=\x1b[2J")),
+            "XLA_FLAGS: --xla_dump_max_hlo_modules=\\x1b[2J: expected an integer");
+  EXPECT_THAT(ErrorOf(FromXlaFlags("--xla_\x07nope")),
+              HasSubstr("XLA_FLAGS: unknown flag --xla_\\x07nope"));
+  std::string path = Write("escape.txt", "--xla_hlo_profile=\xff\x9b" "1m\n");
+  EXPECT_EQ(ErrorOf(FromXlaFlags(path)),
+            path + ":1: --xla_hlo_profile=\\xff\\x9b1m: expected true, false, 1 or 0");
+  for (const std::string& flags :
+       {"--xla_hlo_profile=" + std::string(100000, 'y'),
+        "--xla_dump_to=\"" + std::string(100000, 'q'), std::string(100000, 'z'),
+        "--" + std::string(100000, 'n'), "--xla_dump_hlo_pass_re=" + std::string(50000, '(')}) {
+    std::string message = ErrorOf(FromXlaFlags(flags));
+    // A path is shown as its start and end (DisplayPath), a value as its start.
+    EXPECT_LT(message.size(), 700u) << message.substr(0, 700);
+    EXPECT_EQ(message.find('\n'), std::string::npos);
+  }
+  std::string long_name = Write(std::string(200, 'f') + ".txt", "\n--xla_dump_to\x1b=d --xla_x\n");
+  std::string message = ErrorOf(FromXlaFlags(long_name));
+  EXPECT_THAT(message, HasSubstr(":2: unknown flag --xla_dump_to\\x1b"));
+  EXPECT_LT(message.size(), 400u) << message;
 }
 
 TEST(FlagsTest, RegexFlagsTakeRe2PatternsAndSayWhyOneIsBad) {
