@@ -50,9 +50,6 @@ _DUMP = "dump directory: "
 _TRACE = "trace reader: "
 _FILES = "file I/O: "
 ALLOWED = {
-    "flags/opt/flags-file-with-errors": _DUMP + "an error in a flags file does not name the file",
-    "flags/opt/regex-catastrophic-module-name": _DUMP + "std::regex backtracks exponentially",
-    "flags/opt/regex-50000-char-module-name": _DUMP + "std::regex recurses per character",
 }
 
 
