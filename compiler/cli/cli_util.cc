@@ -146,8 +146,8 @@ Status SetUpFromFlags(const std::vector<std::string>& extra_flags, std::string_v
                       FlagsSetup& setup) {
   for (const std::string& extra : extra_flags) {
     if (!IsDebugFlag(extra)) {
-      return Error(fmt::format("{}: unknown argument '{}' (see xlens {} --help)", command, extra,
-                               command));
+      return Error(fmt::format("{}: unknown argument '{}' (see xlens {} --help)", command,
+                               DisplayText(extra), command));
     }
   }
   ASSIGN_OR_RETURN(setup.debug, DebugOptionsFromEnvironment(extra_flags));

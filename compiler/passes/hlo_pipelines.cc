@@ -21,6 +21,7 @@
 #include "compiler/passes/reduce_precision_insertion.h"
 #include "compiler/passes/reshape_mover.h"
 #include "compiler/passes/tuple_simplifier.h"
+#include "compiler/support/terminal_text.h"
 #include "dump/flags.h"
 
 namespace xlens {
@@ -30,7 +31,7 @@ std::string_view BackendName(Backend backend) { return backend == Backend::kCpu 
 StatusOr<ReducePrecisionConfig> ParseReducePrecisionFlag(std::string_view value) {
   auto bad = [&](std::string_view why) {
     return Error(fmt::format("--xla_reduce_precision={}: {}; expected E,M or E,M:opcode,opcode "
-                             "(e.g. 5,10 or 8,7:add,multiply)", value, why));
+                             "(e.g. 5,10 or 8,7:add,multiply)", DisplayText(value), why));
   };
   ReducePrecisionConfig config;
   std::string_view bits = value.substr(0, value.find(':'));
@@ -54,7 +55,7 @@ StatusOr<ReducePrecisionConfig> ParseReducePrecisionFlag(std::string_view value)
       size_t end = list.find(',');
       std::string_view name = list.substr(0, end);
       std::optional<HloOpcode> opcode = StringToHloOpcode(name);
-      if (!opcode) return bad(fmt::format("'{}' is not an opcode", name));
+      if (!opcode) return bad(fmt::format("'{}' is not an opcode", DisplayText(name)));
       config.opcodes.insert(*opcode);
       list = end == std::string_view::npos ? std::string_view() : list.substr(end + 1);
     }
@@ -144,7 +145,7 @@ Status CheckPassNames(const std::vector<std::string>& names, std::string_view fl
       if (EditDistance(name, k) < EditDistance(name, *closest)) closest = &k;
     }
     return Error(fmt::format("{}: unknown pass '{}'; did you mean '{}'? Known passes: {}", flag,
-                             name, *closest, fmt::join(known, ", ")));
+                             DisplayText(name), *closest, fmt::join(known, ", ")));
   }
   return OkStatus();
 }

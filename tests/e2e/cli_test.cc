@@ -296,6 +296,31 @@ TEST_F(CliTest, HtmlDumpWithoutTmpdir) {
   EXPECT_TRUE(std::filesystem::exists(dump + "/module_0001.reduce_sum.before_optimizations.html"));
 }
 
+// XLA_FLAGS may name a file of flags, as in XLA: its errors say where, and a path that is no
+// file of flags is one line and exit 1, never silently no flags.
+TEST_F(CliTest, AFlagsFileNamedByXlaFlags) {
+  std::string file = Write("reduce_sum.hlo", kReduceSum);
+  std::string flags = Write("flags.txt", "--xla_dump_to=" + (dir_ / "dump").string() +
+                                             "\n--xla_dump_hlo_pass_re=.*\n--xla_dump_hlo_as_txt\n");
+  ::setenv("XLA_FLAGS", flags.c_str(), 1);
+  RunResult bad_line = RunXlens("opt " + file);
+  ::setenv("XLA_FLAGS", dir_.c_str(), 1);
+  RunResult directory = RunXlens("opt " + file);
+  ::setenv("XLA_FLAGS", "--xla_dump_to=d --xla_dump_hlo_module_re=(", 1);
+  RunResult bad_regex = RunXlens("opt " + file);
+  ::unsetenv("XLA_FLAGS");
+  EXPECT_EQ(bad_line.exit_code, 1);
+  EXPECT_EQ(bad_line.output, "xlens: " + flags +
+                                 ":3: unknown flag --xla_dump_hlo_as_txt; did you mean "
+                                 "--xla_dump_hlo_as_text?\n");
+  EXPECT_EQ(directory.exit_code, 1);
+  EXPECT_THAT(directory.output, HasSubstr("is a directory"));
+  EXPECT_EQ(bad_regex.exit_code, 1);
+  EXPECT_EQ(bad_regex.output,
+            "xlens: XLA_FLAGS: --xla_dump_hlo_module_re=(: expected a regular expression (RE2 "
+            "syntax): missing )\n");
+}
+
 TEST_F(CliTest, OptToStdoutWritesXlaBeginEndMarkers) {
   std::string file = Write("reduce_sum.hlo", kReduceSum);
   RunResult run = RunXlens("opt " + file + " --xla_dump_to=-");

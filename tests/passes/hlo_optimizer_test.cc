@@ -135,6 +135,16 @@ TEST(HloOptimizerTest, PassFlagsSelectPassesAndUnknownNamesAreErrors) {
   ASSERT_FALSE(unknown.ok());
   EXPECT_THAT(unknown.message(), HasSubstr("unknown pass 'fusoin'; did you mean 'fusion'?"));
   EXPECT_THAT(unknown.message(), HasSubstr("algebraic-simplifier"));
+
+  // Pass names and opcodes come from XLA_FLAGS or a flags file: they reach the message escaped
+  // and, when long, cut.
+  Status escaped = CheckPassNames({"cse\x1b[2J" + std::string(5000, 'x')}, "--xla_disable_hlo_passes");
+  EXPECT_THAT(escaped.message(), HasSubstr("unknown pass 'cse\\x1b[2Jxxx"));
+  EXPECT_LT(escaped.message().size(), 1000u);
+  StatusOr<ReducePrecisionConfig> precision = ParseReducePrecisionFlag("5,10:add,\x07" "bad");
+  ASSERT_FALSE(precision.ok());
+  EXPECT_THAT(precision.status().message(),
+              HasSubstr("--xla_reduce_precision=5,10:add,\\x07bad: '\\x07bad' is not an opcode"));
 }
 
 TEST(HloOptimizerTest, DumpsEveryChangedPassWithXlaNamesAndTheManifestListsThemAll) {
