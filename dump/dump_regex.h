@@ -9,6 +9,7 @@
 // pattern comes back as an error value with RE2's reason, for the caller to word.
 #pragma once
 
+#include <cstdint>
 #include <memory>
 #include <string>
 #include <string_view>
