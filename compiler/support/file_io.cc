@@ -408,7 +408,7 @@ Status CreateDirectories(const std::string& directory) {
     case PathKind::kMissing: break;
     case PathKind::kRegular: return Error(fmt::format("{}: is a file, expected a directory", Shown(directory)));
     case PathKind::kError: break;  // e.g. a component is a file: create_directories says which
-    default: return Error(error);
+    default: return Error(error + ", expected a directory");
   }
   std::error_code ec;
   std::filesystem::create_directories(directory, ec);

@@ -257,6 +257,10 @@ TEST_F(FileIoTest, CreateDirectoriesSaysWhatIsInTheWay) {
   status = CreateDirectories(dir_ + "/file/sub");
   ASSERT_FALSE(status.ok());
   EXPECT_THAT(status.message(), Not(HasSubstr("filesystem error")));
+  ASSERT_EQ(::mkfifo((dir_ + "/fifo").c_str(), 0644), 0);
+  status = CreateDirectories(dir_ + "/fifo");
+  ASSERT_FALSE(status.ok());
+  EXPECT_THAT(status.message(), HasSubstr("fifo: is a FIFO, expected a directory"));
 }
 
 TEST(ByteSizeTest, ParsesUnitsAndRefusesNonsense) {
