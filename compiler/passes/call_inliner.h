@@ -20,6 +20,8 @@ class CallInliner : public HloPass {
   StatusOr<bool> Run(HloModule& module) override;
 
  private:
+  bool Inlinable(const HloInstruction& call) const;
+
   bool preserve_composites_;
 };
 

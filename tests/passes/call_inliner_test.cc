@@ -2,6 +2,9 @@
 
 #include <gtest/gtest.h>
 
+#include <fmt/format.h>
+
+#include "compiler/hlo/evaluator.h"
 #include "compiler/passes/dce.h"
 #include "corpus_pass_check.h"
 #include "pass_test_util.h"
@@ -113,6 +116,34 @@ ENTRY e {
   const HloInstruction* root = module->entry_computation()->root_instruction();
   ASSERT_EQ(root->control_predecessors().size(), 1u);
   EXPECT_EQ(root->control_predecessors()[0]->opcode(), HloOpcode::kExp);
+}
+
+// A chain of nested calls is inlined into the entry once: the dead callees are not inlined into
+// themselves level by level, which made 5,000 levels N^2 instructions (gigabytes).
+TEST(CallInlinerTest, DeepCallChainsInlineInLinearSize) {
+  constexpr int kDepth = 5000;
+  std::string text = "HloModule chain\n";
+  text += fmt::format("c{} {{ p = f32[] parameter(0) one = f32[] constant(1) ROOT r = f32[] add(p, one) }}\n",
+                      kDepth - 1);
+  for (int i = kDepth - 2; i >= 0; --i) {
+    text += fmt::format(
+        "c{} {{ p = f32[] parameter(0) one = f32[] constant(1) x = f32[] call(p), to_apply=c{} "
+        "ROOT r = f32[] add(x, one) }}\n", i, i + 1);
+  }
+  text += "ENTRY main { p = f32[] parameter(0) ROOT r = f32[] call(p), to_apply=c0 }\n";
+  auto module = ParseModuleOrDie(text);
+  ASSERT_NE(module, nullptr);
+  const int64_t before = module->instruction_count();
+  auto changed = CallInliner().Run(*module);
+  ASSERT_TRUE(changed.ok() && *changed);
+  EXPECT_EQ(CountOpcode(*module, HloOpcode::kCall), 0);
+  // The entry holds two instructions per level plus its parameter; nothing else grew.
+  EXPECT_EQ(module->entry_computation()->instruction_count(), 1 + 2 * kDepth);
+  EXPECT_LE(module->instruction_count(), before + 2 * kDepth + 1);
+  Literal x = Literal::CreateR0(PrimitiveType::F32, 2.0f);
+  auto result = EvaluateModule(*module, std::span<const Literal>(&x, 1));
+  ASSERT_TRUE(result.ok()) << result.status().message();
+  EXPECT_EQ(result->GetAsDouble(0), 2.0 + kDepth);
 }
 
 TEST(CallInlinerTest, CorpusModulesComputeTheSame) {
