@@ -65,7 +65,7 @@ export UBSAN_OPTIONS="print_stacktrace=1:halt_on_error=1${UBSAN_OPTIONS:+:$UBSAN
 has_exclude=0
 for a in "${ctest_args[@]}"; do [ "$a" = -E ] && has_exclude=1; done
 if [ $has_exclude = 0 ]; then
-  ctest_args+=(-E "^(xla_parses_xlens_output|xla_differential_evaluator|trace_loads_in_perfetto_and_hta|fuzz_hlo_parser_smoke)$")
+  ctest_args+=(-E "^(xla_parses_xlens_output|xla_differential_evaluator|trace_loads_in_perfetto_and_hta|fuzz_readers_smoke)$")
 fi
 
 log=$build/sanitize-ctest.log

@@ -46,6 +46,7 @@ void ForEachElement(const Shape& shape, Fn fn) {
 
 void CopyToLayout(const uint8_t* row_major, const Shape& shape, char* destination) {
   const int64_t width = ByteWidth(shape.element_type());
+  if (shape.num_elements() == 0) return;  // as in CopyFromLayout
   if (IsRowMajor(shape)) {
     std::memcpy(destination, row_major, shape.num_elements() * width);
     return;
@@ -57,6 +58,8 @@ void CopyToLayout(const uint8_t* row_major, const Shape& shape, char* destinatio
 
 void CopyFromLayout(const char* source, const Shape& shape, uint8_t* row_major) {
   const int64_t width = ByteWidth(shape.element_type());
+  // An empty array may have no buffer (null): memcpy must not see it, even for zero bytes.
+  if (shape.num_elements() == 0) return;
   if (IsRowMajor(shape)) {
     std::memcpy(row_major, source, shape.num_elements() * width);
     return;
