@@ -26,8 +26,67 @@ HloInstruction* HloComputation::AddInstruction(std::unique_ptr<HloInstruction> i
     if (n >= static_cast<int64_t>(parameters_.size())) parameters_.resize(n + 1, nullptr);
     parameters_[n] = instr;
   }
+  instr->index_in_parent_ = static_cast<int64_t>(instructions_.size());
   instructions_.push_back(std::move(instruction));
   return instr;
+}
+
+void HloComputation::Compact() {
+  if (removed_ == 0) return;
+  std::erase_if(instructions_, [](const auto& p) { return p == nullptr; });
+  for (size_t i = 0; i < instructions_.size(); ++i) {
+    instructions_[i]->index_in_parent_ = static_cast<int64_t>(i);
+  }
+  removed_ = 0;
+}
+
+void HloComputation::MoveInstructionToEnd(HloInstruction* instruction) {
+  const int64_t index = instruction->index_in_parent_;
+  if (index + 1 == static_cast<int64_t>(instructions_.size())) return;
+  std::unique_ptr<HloInstruction> owned = std::move(instructions_[index]);
+  ++removed_;
+  instruction->index_in_parent_ = static_cast<int64_t>(instructions_.size());
+  instructions_.push_back(std::move(owned));
+  if (removed_ > 16 && 2 * removed_ > static_cast<int64_t>(instructions_.size())) Compact();
+}
+
+Status HloComputation::ReorderInstructions(const std::vector<HloInstruction*>& order) {
+  Compact();
+  if (order.size() != instructions_.size()) {
+    return Error(fmt::format("reordering %{}: {} instructions given for {}", name_, order.size(),
+                             instructions_.size()));
+  }
+  std::vector<std::unique_ptr<HloInstruction>> reordered(order.size());
+  int64_t parameters = 0;
+  for (size_t i = 0; i < order.size(); ++i) {
+    HloInstruction* instr = order[i];
+    if (instr->parent() != this || instructions_[instr->index_in_parent_].get() != instr) {
+      return Error(fmt::format("reordering %{}: %{} is not in it or given twice", name_,
+                               instr->name()));
+    }
+    reordered[i] = std::move(instructions_[instr->index_in_parent_]);
+    if (instr->opcode() == HloOpcode::kParameter) ++parameters;
+  }
+  instructions_ = std::move(reordered);
+  parameters_.assign(parameters, nullptr);
+  for (size_t i = 0; i < instructions_.size(); ++i) {
+    HloInstruction* instr = instructions_[i].get();
+    instr->index_in_parent_ = static_cast<int64_t>(i);
+    if (instr->opcode() != HloOpcode::kParameter) continue;
+    const int64_t n = instr->parameter_number();
+    if (n < 0 || n >= parameters || parameters_[n] != nullptr) {
+      return Error(fmt::format("reordering %{}: parameter numbers are not 0..{}", name_,
+                               parameters - 1));
+    }
+    parameters_[n] = instr;
+  }
+  for (const auto& instr : instructions_) instr->users_.clear();
+  for (const auto& instr : instructions_) {
+    for (HloInstruction* operand : instr->operands_) {
+      if (operand->parent_ == this) operand->AddUser(instr.get());
+    }
+  }
+  return OkStatus();
 }
 
 Status HloComputation::RemoveInstruction(HloInstruction* instruction) {
@@ -46,12 +105,15 @@ Status HloComputation::RemoveInstruction(HloInstruction* instruction) {
       if (slot == instruction) slot = nullptr;
     }
   }
-  auto it = std::find_if(instructions_.begin(), instructions_.end(),
-                         [&](const auto& p) { return p.get() == instruction; });
-  if (it == instructions_.end()) {
+  const int64_t index = instruction->index_in_parent_;
+  if (instruction->parent() != this || index < 0 ||
+      index >= static_cast<int64_t>(instructions_.size()) ||
+      instructions_[index].get() != instruction) {
     return Error(fmt::format("%{} is not in computation %{}", instruction->name(), name_));
   }
-  instructions_.erase(it);
+  instructions_[index].reset();
+  ++removed_;
+  if (removed_ > 16 && 2 * removed_ > static_cast<int64_t>(instructions_.size())) Compact();
   return OkStatus();
 }
 
@@ -80,21 +142,24 @@ Status HloComputation::ReplaceInstruction(HloInstruction* old, HloInstruction* r
 
 std::vector<HloInstruction*> HloComputation::instructions() const {
   std::vector<HloInstruction*> out;
-  out.reserve(instructions_.size());
-  for (const auto& i : instructions_) out.push_back(i.get());
+  out.reserve(instructions_.size() - removed_);
+  for (const auto& i : instructions_) {
+    if (i != nullptr) out.push_back(i.get());
+  }
   return out;
 }
 
 std::vector<HloInstruction*> HloComputation::MakeInstructionPostOrder() const {
   std::vector<HloInstruction*> order;
   order.reserve(instructions_.size());
-  std::unordered_set<const HloInstruction*> visited;
+  // Visited marks by slot: a hash set here costs more than the walk itself.
+  std::vector<bool> visited(instructions_.size(), false);
   // Iterative DFS: deep chains (100k instructions) must not overflow the stack.
   std::vector<std::pair<HloInstruction*, size_t>> stack;
   for (const auto& start : instructions_) {
-    if (visited.count(start.get())) continue;
+    if (start == nullptr || visited[start->index_in_parent_]) continue;
     stack.push_back({start.get(), 0});
-    visited.insert(start.get());
+    visited[start->index_in_parent_] = true;
     while (!stack.empty()) {
       auto& [instr, next] = stack.back();
       size_t n_ops = instr->operands().size();
@@ -103,8 +168,8 @@ std::vector<HloInstruction*> HloComputation::MakeInstructionPostOrder() const {
         HloInstruction* dep =
             next < n_ops ? instr->operand(next) : instr->control_predecessors()[next - n_ops];
         ++next;
-        if (dep->parent() == this && !visited.count(dep)) {
-          visited.insert(dep);
+        if (dep->parent() == this && !visited[dep->index_in_parent_]) {
+          visited[dep->index_in_parent_] = true;
           stack.push_back({dep, 0});
         }
         continue;
@@ -118,7 +183,7 @@ std::vector<HloInstruction*> HloComputation::MakeInstructionPostOrder() const {
 
 HloInstruction* HloComputation::GetInstructionWithName(std::string_view name) const {
   for (const auto& i : instructions_) {
-    if (i->name() == name) return i.get();
+    if (i != nullptr && i->name() == name) return i.get();
   }
   return nullptr;
 }

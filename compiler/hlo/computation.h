@@ -20,7 +20,8 @@ class HloComputation {
   HloComputation& operator=(const HloComputation&) = delete;
 
   const std::string& name() const { return name_; }
-  void set_name(std::string name) { name_ = std::move(name); }
+  // Renames; the module's name index follows (defined in module.cc).
+  void set_name(std::string name);
   HloModule* parent() const { return parent_; }
   void set_parent(HloModule* module) { parent_ = module; }
 
@@ -43,9 +44,25 @@ class HloComputation {
   HloInstruction* parameter_instruction(int64_t i) const { return parameters_[i]; }
   const std::vector<HloInstruction*>& parameter_instructions() const { return parameters_; }
 
-  int64_t instruction_count() const { return static_cast<int64_t>(instructions_.size()); }
+  int64_t instruction_count() const {
+    return static_cast<int64_t>(instructions_.size()) - removed_;
+  }
   // Instructions in insertion order.
   std::vector<HloInstruction*> instructions() const;
+  // Whether `pred` holds for any instruction, asked in insertion order without copying the list.
+  template <typename Pred>
+  bool AnyInstruction(Pred pred) const {
+    for (const auto& i : instructions_) {
+      if (i != nullptr && pred(*i)) return true;
+    }
+    return false;
+  }
+  // Moves `instruction` to the end of the insertion order, where AddInstruction puts a new one.
+  void MoveInstructionToEnd(HloInstruction* instruction);
+  // Makes `order` (every instruction of the computation exactly once) the insertion order,
+  // rebuilds the parameter list from the parameters' numbers (a caller may renumber them first)
+  // and lists every instruction's users in that order, as adding them in it would have.
+  Status ReorderInstructions(const std::vector<HloInstruction*>& order);
   // Operands (and control predecessors) before users; unreachable instructions included; stable
   // for an already-ordered computation, so printing is a fixed point.
   std::vector<HloInstruction*> MakeInstructionPostOrder() const;
@@ -68,7 +85,14 @@ class HloComputation {
  private:
   std::string name_;
   HloModule* parent_ = nullptr;
+  // Drops the empty slots removed instructions left, renumbering the others' slots.
+  void Compact();
+
+  // In insertion order. A removed instruction leaves an empty slot (removal by a search and an
+  // erase would make a pass that removes many instructions quadratic); the slots are compacted
+  // once they are half of the list.
   std::vector<std::unique_ptr<HloInstruction>> instructions_;
+  int64_t removed_ = 0;  // empty slots in instructions_
   std::vector<HloInstruction*> parameters_;
   HloInstruction* root_ = nullptr;
   HloInstruction* fusion_instruction_ = nullptr;

@@ -184,6 +184,8 @@ class HloInstruction : public HloInstructionAttributes {
   Shape shape_;
   int64_t unique_id_ = -1;
   HloComputation* parent_ = nullptr;
+  // Slot in the parent's instruction list, so that removal and lookups need no search.
+  int64_t index_in_parent_ = -1;
   std::vector<HloInstruction*> operands_;
   std::vector<HloInstruction*> users_;
   std::vector<HloInstruction*> control_predecessors_;

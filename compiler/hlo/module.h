@@ -35,6 +35,8 @@ class HloModule {
                                        const HloComputation* before);
   // Removes a computation nobody calls.
   void RemoveComputation(HloComputation* computation);
+  // Moves `computation` to just before `before` in print order.
+  void MoveComputationBefore(HloComputation* computation, const HloComputation* before);
 
   HloComputation* entry_computation() const { return entry_; }
   void set_entry_computation(HloComputation* entry) { entry_ = entry; }
@@ -60,6 +62,8 @@ class HloModule {
   void ReserveInstructionName(const std::string& name) { instruction_names_.insert(name); }
   std::string UniqueComputationName(std::string_view prefix);
   int64_t NextUniqueId() { return next_unique_id_++; }
+  // Keeps the computation name index in step with HloComputation::set_name.
+  void OnComputationRenamed(const std::string& old_name, const std::string& new_name);
 
   // The module as HLO text. Defined in printer.cc.
   std::string ToString(bool short_form = false) const;
@@ -73,6 +77,9 @@ class HloModule {
   std::unordered_set<std::string> instruction_names_;
   std::unordered_map<std::string, int64_t> next_name_suffix_;
   std::unordered_map<std::string, int64_t> next_computation_suffix_;
+  // How many computations bear each name: a fusion pass asks for a fresh name per fusion, and a
+  // search through every computation each time made it quadratic.
+  std::unordered_map<std::string, int64_t> computation_names_;
   int64_t next_unique_id_ = 0;
 };
 
