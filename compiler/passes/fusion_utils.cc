@@ -47,10 +47,8 @@ bool AnyInside(const HloInstruction& instruction, Pred pred) {
   if (instruction.opcode() != HloOpcode::kFusion || instruction.fused_computation() == nullptr) {
     return pred(instruction);
   }
-  for (const HloInstruction* inner : instruction.fused_computation()->instructions()) {
-    if (AnyInside(*inner, pred)) return true;
-  }
-  return false;
+  return instruction.fused_computation()->AnyInstruction(
+      [&](const HloInstruction& inner) { return AnyInside(inner, pred); });
 }
 
 bool IsMultiOutputFusion(const HloInstruction& instruction) {
@@ -396,26 +394,36 @@ class FusedComputationBuilder {
   std::unordered_set<std::string> names_;
 };
 
-// Every distinct op_name inside the fused computation (and of the inlined fusions), in order.
-std::string JoinedOpNames(const HloComputation& fused,
-                          const std::vector<HloInstruction*>& members) {
-  std::vector<std::string> names;
-  std::unordered_set<std::string> seen;
-  auto add = [&](const std::string& joined) {
+// Collects the distinct names of ';'-joined op_name lists, in order of first appearance.
+class OpNameJoiner {
+ public:
+  void Add(const std::string& joined) {
     size_t start = 0;
     while (start <= joined.size()) {
       size_t end = joined.find(';', start);
       if (end == std::string::npos) end = joined.size();
       std::string name = joined.substr(start, end - start);
-      if (!name.empty() && seen.insert(name).second) names.push_back(name);
+      if (!name.empty() && seen_.insert(name).second) names_.push_back(name);
       start = end + 1;
     }
-  };
+  }
+  std::string Joined() const { return fmt::format("{}", fmt::join(names_, ";")); }
+
+ private:
+  std::vector<std::string> names_;
+  std::unordered_set<std::string> seen_;
+};
+
+// Every distinct op_name inside the fused computation (and of the inlined fusions), in order.
+std::string JoinedOpNames(const HloComputation& fused,
+                          const std::vector<HloInstruction*>& members) {
+  OpNameJoiner joiner;
+  auto add = [&](const std::string& joined) { joiner.Add(joined); };
   for (const HloInstruction* instruction : fused.MakeInstructionPostOrder()) {
     add(instruction->metadata.op_name);
   }
   for (const HloInstruction* member : members) add(member->metadata.op_name);
-  return fmt::format("{}", fmt::join(names, ";"));
+  return joiner.Joined();
 }
 
 void RemoveDeadInner(HloComputation& fused) {
@@ -507,6 +515,118 @@ StatusOr<HloInstruction*> BuildFusion(const FusionPlan& plan) {
   }
   for (HloComputation* dead : dead_computations) module.RemoveComputation(dead);
   if (keep_name) fused->set_name(kept_computation);
+  return fusion;
+}
+
+bool InPlaceFusionKeepsForm(const HloInstruction& producer) {
+  return producer.opcode() != HloOpcode::kFusion && producer.name().rfind("param_", 0) != 0;
+}
+
+StatusOr<HloInstruction*> FuseProducerInPlace(HloInstruction* producer, HloInstruction* fusion,
+                                              bool duplicate) {
+  HloComputation& computation = *fusion->parent();
+  HloModule& module = *computation.parent();
+  HloComputation& fused = *fusion->fused_computation();
+  if (!InPlaceFusionKeepsForm(*producer) || producer->parent() != &computation ||
+      fused.root_instruction()->opcode() == HloOpcode::kTuple ||
+      fused.root_instruction()->opcode() == HloOpcode::kParameter) {
+    return Error(fmt::format("%{} cannot grow in place by %{}", fusion->name(), producer->name()));
+  }
+  const FusionKind kind = PlannedKind(FusionPlan{.members = {producer, fusion}});
+  // In this form the insertion order is the post-order BuildFusion walks.
+  const std::vector<HloInstruction*> inner = fused.instructions();
+  const std::vector<HloInstruction*> old_params = fused.parameter_instructions();
+
+  // The outer values in the order a rebuild meets them (the producer's operands, then the
+  // fusion's as its instructions read them) give the new parameter numbers; `sequence` is the new
+  // instruction order: a parameter number, or an instruction (null for the producer's clone).
+  std::vector<HloInstruction*> outer;
+  std::unordered_map<const HloInstruction*, int64_t> number;
+  std::vector<std::pair<HloInstruction*, int64_t>> sequence;
+  auto number_of = [&](HloInstruction* value) {
+    auto [it, added] = number.try_emplace(value, static_cast<int64_t>(outer.size()));
+    if (added) {
+      outer.push_back(value);
+      sequence.push_back({nullptr, it->second});
+    }
+    return it->second;
+  };
+  for (HloInstruction* operand : producer->operands()) number_of(operand);
+  sequence.push_back({nullptr, -1});
+  // Operands that are parameters, as (user, operand index, new number or -1 for the producer),
+  // read while the parameters still carry their old numbers.
+  struct Rewire {
+    HloInstruction* user;
+    int64_t index;
+    int64_t number;
+  };
+  std::vector<Rewire> rewires;
+  for (HloInstruction* instruction : inner) {
+    if (instruction->opcode() == HloOpcode::kParameter) continue;
+    for (int64_t i = 0; i < instruction->operand_count(); ++i) {
+      const HloInstruction* operand = instruction->operand(i);
+      if (operand->opcode() != HloOpcode::kParameter) continue;
+      HloInstruction* value = fusion->operand(operand->parameter_number());
+      rewires.push_back({instruction, i, value == producer ? -1 : number_of(value)});
+    }
+    sequence.push_back({instruction, -1});
+  }
+
+  // Each parameter reading the same outer value as before stays; the others are new.
+  std::vector<HloInstruction*> params(outer.size(), nullptr);
+  for (int64_t k = 0; k < fusion->operand_count(); ++k) {
+    auto it = number.find(fusion->operand(k));
+    if (it != number.end() && params[it->second] == nullptr) params[it->second] = old_params[k];
+  }
+  for (size_t n = 0; n < outer.size(); ++n) {
+    const std::string name = fmt::format("param_{}", n);
+    if (params[n] == nullptr) {
+      params[n] = fused.AddInstruction(
+          HloInstruction::CreateParameter(static_cast<int64_t>(n), outer[n]->shape(), name),
+          /*uniquify_name=*/false);
+      continue;
+    }
+    params[n]->set_parameter_number(static_cast<int64_t>(n));
+    params[n]->set_name(name);
+    params[n]->set_shape(outer[n]->shape());
+    module.ReserveInstructionName(name);
+  }
+  std::vector<HloInstruction*> clone_operands;
+  for (HloInstruction* operand : producer->operands()) clone_operands.push_back(params[number.at(operand)]);
+  auto clone = producer->CloneWithNewOperands(producer->shape(), clone_operands);
+  if (duplicate) clone->set_name(module.UniqueInstructionName(producer->name()));
+  HloInstruction* cloned = fused.AddInstruction(std::move(clone), /*uniquify_name=*/false);
+  for (const Rewire& r : rewires) {
+    r.user->ReplaceOperandWith(r.index, r.number < 0 ? cloned : params[r.number]);
+  }
+  for (HloInstruction* old : old_params) {
+    if (old != nullptr && old->user_count() == 0 &&
+        std::find(params.begin(), params.end(), old) == params.end()) {
+      RETURN_IF_ERROR(fused.RemoveInstruction(old));
+    }
+  }
+  std::vector<HloInstruction*> order;
+  order.reserve(sequence.size());
+  for (const auto& [instruction, n] : sequence) {
+    order.push_back(instruction != nullptr ? instruction : n < 0 ? cloned : params[n]);
+  }
+  RETURN_IF_ERROR(fused.ReorderInstructions(order));
+
+  // The fusion instruction, as a rebuild makes it: the fused computation's op_names (the
+  // producer's first), the new operands, placed last in its computation and its fused computation
+  // just before it. A rebuild would have asked for a fresh computation name before taking the old
+  // one back; asking too keeps the names of later fusions the same.
+  OpNameJoiner op_names;
+  op_names.Add(producer->metadata.op_name);
+  op_names.Add(fusion->metadata.op_name);
+  fusion->metadata.op_name = op_names.Joined();
+  fusion->fusion_kind = kind;
+  fusion->DetachOperands();
+  for (HloInstruction* value : outer) fusion->AppendOperand(value);
+  (void)module.UniqueComputationName("fused_computation");
+  module.MoveComputationBefore(&fused, &computation);
+  computation.MoveInstructionToEnd(fusion);
+  if (!duplicate) RETURN_IF_ERROR(computation.RemoveInstruction(producer));
   return fusion;
 }
 

@@ -110,4 +110,18 @@ FusionKind PlannedKind(const FusionPlan& plan);
 // users join the set). The caller has checked FindCycleWitness and control dependencies.
 StatusOr<HloInstruction*> BuildFusion(const FusionPlan& plan);
 
+// Fuses `producer` (not a fusion) into `fusion` in place: the module comes out exactly as
+// BuildFusion({producer, fusion}, duplicated, keep_name_of=fusion) leaves it (names, parameter
+// numbers, instruction and computation order, user lists, metadata), but only the producer is
+// cloned, so growing a fusion one producer at a time stays linear in its size. `fusion` must be
+// in the form BuildFusion gives a fusion of plain instructions, and InPlaceFusionKeepsForm must
+// hold: its computation lists its instructions in post-order with each parameter placed before
+// its first user, every parameter is used, its operands are distinct, its root is no tuple and
+// its op_name joins those inside it. The result keeps that form.
+StatusOr<HloInstruction*> FuseProducerInPlace(HloInstruction* producer, HloInstruction* fusion,
+                                              bool duplicate);
+// Whether fusing `producer` keeps a fusion in the form FuseProducerInPlace needs: a plain
+// instruction whose name cannot be taken for a fused parameter's (`param_N`).
+bool InPlaceFusionKeepsForm(const HloInstruction& producer);
+
 }  // namespace xlens

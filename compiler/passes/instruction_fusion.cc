@@ -323,7 +323,21 @@ StatusOr<bool> InstructionFusion::GrowConsumer(HloInstruction* consumer,
       // Record before building: the producer and consumer may be gone afterwards.
       Record(*producer, *consumer, true, verdict.reason, kind);
       const size_t record = decisions_.size() - 1;
-      ASSIGN_OR_RETURN(HloInstruction* fusion, BuildFusion(plan));
+      // A fusion growing by one producer at a time is grown in place: rebuilding it each time
+      // clones every instruction inside, quadratic in the fusion's size.
+      const bool in_place = in_place_form_.count(consumer) > 0 && InPlaceFusionKeepsForm(*producer);
+      const bool plain_pair = consumer->opcode() != HloOpcode::kFusion &&
+                              InPlaceFusionKeepsForm(*producer) &&
+                              InPlaceFusionKeepsForm(*consumer);
+      in_place_form_.erase(producer);
+      in_place_form_.erase(consumer);
+      HloInstruction* fusion = nullptr;
+      if (in_place) {
+        ASSIGN_OR_RETURN(fusion, FuseProducerInPlace(producer, consumer, verdict.duplicate));
+      } else {
+        ASSIGN_OR_RETURN(fusion, BuildFusion(plan));
+      }
+      if (in_place || plain_pair) in_place_form_.insert(fusion);
       decisions_[record].fusion = fusion->name();
       group_[fusion->name()] = group;
       live.insert(fusion);
@@ -356,6 +370,7 @@ StatusOr<bool> InstructionFusion::Run(HloModule& module) {
   decisions_.clear();
   refusal_index_.clear();
   group_.clear();
+  in_place_form_.clear();
   bool changed = false;
   for (HloComputation* computation : FusibleComputations(module)) {
     ASSIGN_OR_RETURN(bool fused, FuseComputation(*computation));
@@ -363,6 +378,7 @@ StatusOr<bool> InstructionFusion::Run(HloModule& module) {
   }
   std::erase_if(decisions_, [](const FusionDecision& d) { return d.consumer.empty(); });
   refusal_index_.clear();
+  in_place_form_.clear();
   return changed;
 }
 

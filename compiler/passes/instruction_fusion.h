@@ -76,6 +76,9 @@ class InstructionFusion : public HloPass {
   // A fusion's name -> the name of the instruction it grew from, so that a refusal recorded
   // against `add.4` is withdrawn when the producer later joins `fusion.2` (which grew from add.4).
   std::unordered_map<std::string, std::string> group_;
+  // The fusions of this run that FuseProducerInPlace can grow: made from plain instructions, or
+  // grown in place since. Growing any other fusion rebuilds it.
+  std::unordered_set<const HloInstruction*> in_place_form_;
 };
 
 }  // namespace xlens

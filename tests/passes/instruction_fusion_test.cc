@@ -392,5 +392,73 @@ TEST(InstructionFusionTest, CopiesOfCheapProducersDoNotCascadeOnAGraphThatFansOu
   EXPECT_TRUE(xlens::testing::SameResults(*before, *module));
 }
 
+// Everything the printer leaves out that later passes read: each instruction's users, in order.
+std::string UserLists(const HloModule& module) {
+  std::string out;
+  for (const HloComputation* computation : module.computations()) {
+    for (const HloInstruction* instruction : computation->instructions()) {
+      out += computation->name() + "/" + instruction->name() + ":";
+      for (const HloInstruction* user : instruction->users()) out += " " + user->name();
+      out += "\n";
+    }
+  }
+  return out;
+}
+
+// Growing a fusion in place must leave the module exactly as rebuilding it does: names, parameter
+// numbers, instruction and computation order, metadata and user lists; with producers that move
+// in, producers that are copied (a has a user outside), and operands the producer shares with the
+// fusion (parameters merge).
+TEST(InstructionFusionTest, GrowingInPlaceLeavesWhatARebuildLeaves) {
+  constexpr char kModule[] = R"(HloModule grow
+ENTRY %e {
+  %p0 = f32[8]{0} parameter(0)
+  %p1 = f32[8]{0} parameter(1)
+  %a = f32[8]{0} add(%p0, %p1), metadata={op_type="Add" op_name="l/a"}
+  %b = f32[8]{0} multiply(%a, %p0), metadata={op_type="Mul" op_name="l/b"}
+  %c = f32[8]{0} subtract(%b, %a), metadata={op_type="Sub" op_name="l/c"}
+  %d = f32[8]{0} negate(%c), metadata={op_type="Neg" op_name="l/c"}
+  %e = f32[8]{0} add(%d, %p1), metadata={op_type="Add" op_name="l/e;l/x"}
+  %f = f32[8]{0} maximum(%e, %b), metadata={op_type="Max" op_name="l/f"}
+  %g = f32[8]{0} negate(%a)
+  ROOT %t = (f32[8]{0}, f32[8]{0}) tuple(%f, %g)
+})";
+  auto in_place = ParseModuleOrDie(kModule);
+  auto rebuilt = ParseModuleOrDie(kModule);
+  auto named = [](HloModule& module, const std::string& name) {
+    return module.entry_computation()->GetInstructionWithName(name);
+  };
+  HloInstruction* fusion_a = nullptr;
+  HloInstruction* fusion_b = nullptr;
+  for (HloModule* module : {in_place.get(), rebuilt.get()}) {
+    auto fusion = BuildFusion(FusionPlan{.members = {named(*module, "e"), named(*module, "f")}});
+    ASSERT_TRUE(fusion.ok()) << fusion.status().message();
+    (module == in_place.get() ? fusion_a : fusion_b) = *fusion;
+  }
+  for (int step = 0; step < 8; ++step) {
+    HloInstruction* producer = nullptr;
+    for (HloInstruction* operand : fusion_a->operands()) {
+      if (operand->opcode() != HloOpcode::kParameter) producer = operand;
+    }
+    if (producer == nullptr) break;
+    const bool duplicate = UseCount(*producer) > 1;
+    const std::string name = producer->name();
+    auto grown = FuseProducerInPlace(producer, fusion_a, duplicate);
+    ASSERT_TRUE(grown.ok()) << grown.status().message();
+    fusion_a = *grown;
+    FusionPlan plan{.members = {named(*rebuilt, name), fusion_b}, .keep_name_of = fusion_b};
+    if (duplicate) plan.duplicated = {named(*rebuilt, name)};
+    auto built = BuildFusion(plan);
+    ASSERT_TRUE(built.ok()) << built.status().message();
+    fusion_b = *built;
+    SCOPED_TRACE("after fusing " + name);
+    EXPECT_EQ(PrintModule(*in_place), PrintModule(*rebuilt));
+    EXPECT_EQ(UserLists(*in_place), UserLists(*rebuilt));
+    EXPECT_TRUE(VerifyModule(*in_place).ok());
+  }
+  EXPECT_EQ(CountOpcode(*in_place, HloOpcode::kFusion), 1);
+  EXPECT_NE(named(*in_place, "a"), nullptr);  // copied for %g, not moved
+}
+
 }  // namespace
 }  // namespace xlens
