@@ -53,6 +53,18 @@ std::string FiniteNonNegative(const std::string& text) {
   return "";
 }
 
+// --timeout and --max-work, the same for every command that runs a module.
+void AddWorkLimits(CLI::App& command, double& timeout_seconds, double& max_work) {
+  command.add_option("--timeout", timeout_seconds,
+                     "Stop after this many seconds with exit 1, saying what was running (0: no limit)")
+      ->check(CLI::Validator(FiniteNonNegative, "SECONDS"));
+  command.add_option("--max-work", max_work,
+                     "Refuse, before running, an instruction needing more scalar operations than this "
+                     "(0: no limit)")
+      ->check(CLI::Validator(FiniteNonNegative, "OPERATIONS"))
+      ->capture_default_str();
+}
+
 // `xlens frobnicate` names the command it did not know and the closest one it does.
 int UnknownCommand(const CLI::App& app, std::string_view given) {
   std::string names, closest;
@@ -114,14 +126,7 @@ int main(int argc, char** argv) {
                    "float32 and s4/u4 as int8/uint8, exactly, since .npy has no dtype for them");
   eval->add_option("--seed", eval_args.seed, "Seed of the random inputs")
       ->check(CLI::Validator(Seed, "SEED"));
-  eval->add_option("--timeout", eval_args.timeout_seconds,
-                   "Stop after this many seconds with exit 1, saying what was running (0: no limit)")
-      ->check(CLI::Validator(FiniteNonNegative, "SECONDS"));
-  eval->add_option("--max-work", eval_args.max_work,
-                   "Refuse, before running, an instruction needing more scalar operations than this "
-                   "(0: no limit)")
-      ->check(CLI::Validator(FiniteNonNegative, "OPERATIONS"))
-      ->capture_default_str();
+  AddWorkLimits(*eval, eval_args.timeout_seconds, eval_args.max_work);
 
   OptArgs opt_args;
   auto* opt = app.add_subcommand(
@@ -161,14 +166,7 @@ int main(int argc, char** argv) {
       ->capture_default_str();
   run->add_option("--seed", run_args.seed, "Seed of the random inputs")
       ->check(CLI::Validator(Seed, "SEED"));
-  run->add_option("--timeout", run_args.timeout_seconds,
-                   "Stop after this many seconds with exit 1, saying what was running (0: no limit)")
-      ->check(CLI::Validator(FiniteNonNegative, "SECONDS"));
-  run->add_option("--max-work", run_args.max_work,
-                   "Refuse, before running, an instruction needing more scalar operations than this "
-                   "(0: no limit)")
-      ->check(CLI::Validator(FiniteNonNegative, "OPERATIONS"))
-      ->capture_default_str();
+  AddWorkLimits(*run, run_args.timeout_seconds, run_args.max_work);
   run->add_option("--trace", run_args.trace,
                   "Write a Chrome trace of the compilation and every run (timeline.ctf.json; a name "
                   "ending in .gz is compressed) for Perfetto UI or chrome://tracing");
