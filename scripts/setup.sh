@@ -11,6 +11,7 @@ packages=(
   llvm-19-dev clang-19 libclang-rt-19-dev
   graphviz python3 libeigen3-dev zlib1g-dev
   libre2-dev
+  libprotobuf-dev protobuf-compiler
 )
 
 # The peers the tests compare against (XLA's parser from jaxlib, NumPy). Optional: the tests that

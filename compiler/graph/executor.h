@@ -1,0 +1,57 @@
+// The op-by-op executor: runs a graph whose inputs are _Arg nodes and whose results are _Retval
+// nodes (what Session and function calls hand it), one kernel per node as soon as its inputs are
+// ready, honouring control dependencies and v1 control flow: Switch/Merge propagate deadness,
+// Enter/Exit/NextIteration/LoopCond run loops in frames and iterations, as TensorFlow's executor
+// does. Each kernel is a span on the profiler's trace (category "tf_op": name, op, shapes), the
+// "without XLA" timeline.
+#pragma once
+
+#include <map>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "compiler/graph/graph.h"
+#include "compiler/graph/op_kernel.h"
+#include "compiler/graph/resource_mgr.h"
+#include "compiler/graph/tensor.h"
+#include "compiler/support/status.h"
+
+namespace xlens {
+class ThreadPool;
+}
+
+namespace xlens::graph {
+
+inline constexpr std::string_view kTfOpCategory = "tf_op";
+
+struct ExecutorOptions {
+  ResourceMgr* resources = nullptr;  // required when the graph has variables
+  ThreadPool* pool = nullptr;        // null: ThreadPool::Default()
+  // Per-node state across runs, by node name, shared by every signature of a session as
+  // TensorFlow shares stateful kernels (OpSegment); null: state lives for one run.
+  std::map<std::string, KernelState>* kernel_state = nullptr;
+  // Largest tensor one kernel may allocate, so a hostile graph cannot exhaust memory.
+  int64_t max_tensor_bytes = int64_t{1} << 34;
+  // Largest number of iterations of one loop frame (a runaway loop is an error, not a hang).
+  int64_t max_loop_iterations = int64_t{1} << 31;
+};
+
+class Executor {
+ public:
+  // Checks the graph can run: every node has a kernel, the graph is acyclic except for loop
+  // back edges. Keeps a pointer to `graph`, which must outlive the executor.
+  static StatusOr<std::unique_ptr<Executor>> Create(const Graph* graph, ExecutorOptions options);
+  ~Executor();
+
+  // Runs once: `args[i]` is the value of the _Arg node with index i; the result holds one tensor
+  // per _Retval index. A fetch that is dead (on an untaken branch) is an error naming it.
+  StatusOr<std::vector<Tensor>> Run(const std::vector<Tensor>& args);
+
+ private:
+  Executor(const Graph* graph, ExecutorOptions options);
+  struct Impl;
+  std::unique_ptr<Impl> impl_;
+};
+
+}  // namespace xlens::graph

@@ -1,0 +1,76 @@
+// What a CPU kernel of the op-by-op executor sees: its node, its input tensors, its outputs to
+// set, the session's variables, the thread pool, and state kept per node across runs (the
+// generator of a stateful random op).
+#pragma once
+
+#include <any>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "compiler/graph/attr_value.h"
+#include "compiler/graph/graph.h"
+#include "compiler/graph/resource_mgr.h"
+#include "compiler/graph/tensor.h"
+#include "compiler/support/status.h"
+
+namespace xlens {
+class ThreadPool;
+}
+
+namespace xlens::graph {
+
+// Per-node state that survives between runs of the same session.
+struct KernelState {
+  std::any value;
+};
+
+class OpKernelContext {
+ public:
+  OpKernelContext(const Node& node, std::vector<Tensor> inputs, std::vector<bool> input_is_dead,
+                  ResourceMgr* resources, KernelState* state, ThreadPool* pool);
+
+  const Node& node() const { return node_; }
+  const std::string& name() const { return node_.name(); }
+  const std::string& op() const { return node_.type_string(); }
+  const AttrMap& attrs() const { return node_.attrs(); }
+
+  int num_inputs() const { return static_cast<int>(inputs_.size()); }
+  const Tensor& input(int i) const { return inputs_[i]; }
+  Tensor& mutable_input(int i) { return inputs_[i]; }  // to move from it
+  // Only Merge sees dead inputs (every other kernel is skipped when one is dead).
+  bool input_is_dead(int i) const { return input_is_dead_[i]; }
+
+  int num_outputs() const { return static_cast<int>(outputs_.size()); }
+  void set_output(int i, Tensor t) { outputs_[i] = std::move(t); }
+  // Allocates output i with `dims` of the node's output type (zeroed). Refuses sizes past the
+  // executor's limit with a message naming the node.
+  StatusOr<Tensor*> allocate_output(int i, std::vector<int64_t> dims);
+  Tensor& output(int i) { return outputs_[i]; }
+  std::vector<Tensor>& outputs() { return outputs_; }
+  // Marks output i dead (Switch's untaken branch).
+  void set_output_dead(int i) { output_is_dead_[i] = true; }
+  bool output_is_dead(int i) const { return output_is_dead_[i]; }
+
+  ResourceMgr* resources() const { return resources_; }
+  KernelState* state() const { return state_; }
+  ThreadPool* pool() const { return pool_; }
+
+  template <typename T>
+  StatusOr<T> GetAttr(const std::string& name) const;
+
+  // "node 'x' (Op): message": the one form every kernel error takes.
+  Status Error(const std::string& message) const;
+
+ private:
+  const Node& node_;
+  std::vector<Tensor> inputs_;
+  std::vector<bool> input_is_dead_;
+  std::vector<Tensor> outputs_;
+  std::vector<bool> output_is_dead_;
+  ResourceMgr* resources_;
+  KernelState* state_;
+  ThreadPool* pool_;
+};
+
+}  // namespace xlens::graph

@@ -1,0 +1,40 @@
+// The resources of a session: its variables, by (container, name), as TensorFlow's ResourceMgr
+// holds them for VarHandleOp (resource variables) and VariableV2 (reference variables). A
+// variable keeps its tensor between Session::Run calls.
+#pragma once
+
+#include <map>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <utility>
+
+#include "compiler/graph/tensor.h"
+
+namespace xlens::graph {
+
+struct Variable {
+  std::mutex mu;
+  Tensor value;  // not initialised until the first assignment
+  DataType dtype = DT_INVALID;
+  PartialShape shape;
+  bool is_initialized() const { return value.IsInitialized(); }
+};
+
+class ResourceMgr {
+ public:
+  // The variable named by the handle, created (uninitialised) on first use.
+  std::shared_ptr<Variable> LookupOrCreate(const std::string& container, const std::string& name,
+                                           DataType dtype, const PartialShape& shape);
+  // nullptr when no such variable exists.
+  std::shared_ptr<Variable> Lookup(const std::string& container, const std::string& name) const;
+  // Every variable, by "container/name" (container empty: the name alone).
+  std::map<std::string, std::shared_ptr<Variable>> variables() const;
+  void Clear();
+
+ private:
+  mutable std::mutex mu_;
+  std::map<std::pair<std::string, std::string>, std::shared_ptr<Variable>> variables_;
+};
+
+}  // namespace xlens::graph

@@ -1,0 +1,72 @@
+// A TensorFlow-style Session over a graph: Run(feeds, fetches, targets) with variables that keep
+// their state between runs. Each distinct signature of Run is rewritten (feeds as _Arg, fetches as
+// _Retval, pruned) once and cached with its executor, as TensorFlow's DirectSession does; the
+// clustering of the next stage works on exactly those per-signature graphs.
+#pragma once
+
+#include <map>
+#include <memory>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "compiler/graph/executor.h"
+#include "compiler/graph/graph.h"
+#include "compiler/graph/resource_mgr.h"
+#include "compiler/graph/subgraph.h"
+#include "compiler/support/status.h"
+
+namespace xlens::graph {
+
+// OptimizerOptions.GlobalJitLevel of TensorFlow's ConfigProto.
+enum class GlobalJitLevel { kDefault = 0, kOff = -1, kOn1 = 1, kOn2 = 2 };
+std::string_view GlobalJitLevelName(GlobalJitLevel level);  // "DEFAULT", "OFF", "ON_1", "ON_2"
+StatusOr<GlobalJitLevel> ParseGlobalJitLevel(std::string_view text);
+
+struct SessionOptions {
+  // config.graph_options.optimizer_options.global_jit_level (the clustering acts on it).
+  GlobalJitLevel global_jit_level = GlobalJitLevel::kDefault;
+  ThreadPool* pool = nullptr;
+  int64_t max_tensor_bytes = int64_t{1} << 34;
+};
+
+class Session {
+ public:
+  // The session keeps its own copy of the graph.
+  static StatusOr<std::unique_ptr<Session>> Create(const GraphDef& graph_def,
+                                                   SessionOptions options = {});
+  ~Session();
+
+  // Runs the nodes `fetches` and `targets` need, with `feeds` replacing the fed tensors. Returns
+  // one tensor per fetch, in order.
+  StatusOr<std::vector<Tensor>> Run(const std::vector<std::pair<std::string, Tensor>>& feeds,
+                                    const std::vector<std::string>& fetches,
+                                    const std::vector<std::string>& targets = {});
+
+  // Adds nodes (a GraphDef whose nodes may refer to the session's).
+  Status Extend(const GraphDef& more);
+
+  const Graph& graph() const { return *graph_; }
+  ResourceMgr& resources() { return resources_; }
+  const SessionOptions& options() const { return options_; }
+  // The rewritten graph of every signature run so far, by RunSignature::Key().
+  std::vector<std::pair<std::string, const Graph*>> ExecutedGraphs() const;
+
+ private:
+  Session(SessionOptions options);
+  struct Prepared {
+    RunSignature signature;
+    std::unique_ptr<Graph> graph;
+    std::unique_ptr<Executor> executor;
+  };
+  StatusOr<Prepared*> Prepare(const RunSignature& signature);
+
+  SessionOptions options_;
+  std::unique_ptr<Graph> graph_;
+  ResourceMgr resources_;
+  std::map<std::string, KernelState> kernel_state_;
+  std::vector<std::unique_ptr<Prepared>> prepared_;  // in first-run order
+  std::map<std::string, Prepared*> by_key_;
+};
+
+}  // namespace xlens::graph
