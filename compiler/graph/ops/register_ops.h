@@ -1,0 +1,21 @@
+// The op library, one registration function per family (TensorFlow's array_ops, math_ops, ...);
+// OpRegistry::Global() calls every one of them once.
+#pragma once
+
+namespace xlens::graph {
+
+class OpRegistry;
+
+void RegisterArrayOps(OpRegistry& registry);
+void RegisterMathOps(OpRegistry& registry);
+void RegisterNnOps(OpRegistry& registry);
+void RegisterStateOps(OpRegistry& registry);
+void RegisterRandomOps(OpRegistry& registry);
+void RegisterStringOps(OpRegistry& registry);
+void RegisterControlFlowOps(OpRegistry& registry);
+void RegisterFunctionOps(OpRegistry& registry);
+void RegisterTrainingOps(OpRegistry& registry);
+// Gradients are attached after every op is registered.
+void RegisterGradients(OpRegistry& registry);
+
+}  // namespace xlens::graph
