@@ -40,6 +40,8 @@ class Node {
   // The NodeDef as imported (its `input` list is rewritten from the edges on export).
   const NodeDef& def() const { return def_; }
   const OpDef& op_def() const { return registration_->op_def; }
+  // Whether the registry knows the op (graphs loaded with allow_unknown_ops may hold others).
+  bool has_kernel() const { return static_cast<bool>(registration_->kernel); }
   const OpRegistration& registration() const { return *registration_; }
 
   int num_inputs() const { return static_cast<int>(input_types_.size()); }
@@ -154,6 +156,8 @@ class Graph {
   VersionDef versions_;
   std::string unmodeled_fields_;
   std::unordered_map<std::string, int> name_counters_;
+  // Signatures made up for ops the registry does not know (GraphConstructorOptions).
+  std::vector<std::unique_ptr<OpRegistration>> unknown_registrations_;
 };
 
 }  // namespace xlens::graph

@@ -55,6 +55,8 @@ class OpKernelContext {
   ResourceMgr* resources() const { return resources_; }
   KernelState* state() const { return state_; }
   ThreadPool* pool() const { return pool_; }
+  int64_t max_tensor_bytes() const { return max_tensor_bytes_; }
+  void set_max_tensor_bytes(int64_t bytes) { max_tensor_bytes_ = bytes; }
 
   template <typename T>
   StatusOr<T> GetAttr(const std::string& name) const;
@@ -71,6 +73,10 @@ class OpKernelContext {
   ResourceMgr* resources_;
   KernelState* state_;
   ThreadPool* pool_;
+  int64_t max_tensor_bytes_ = int64_t{1} << 34;
 };
+
+// GetAttr is defined for DataType, int64_t, float, bool, std::string, PartialShape, Tensor,
+// std::vector<int64_t> and std::vector<DataType>.
 
 }  // namespace xlens::graph

@@ -96,7 +96,8 @@ class Tensor {
   const std::vector<ResourceHandle>& handles() const { return *handles_; }
   const ResourceHandle& handle() const { return (*handles_)[0]; }
 
-  // The elements as a Literal (numeric tensors only): shared, not copied.
+  // The elements as a Literal (numeric tensors only), shared, for element access by linear
+  // index: after Reshaped its own shape may be the old one (ToLiteral has the tensor's dims).
   const Literal& literal() const { return *literal_; }
   // A copy as an HLO literal (for .npy files and for XLA).
   StatusOr<Literal> ToLiteral() const;

@@ -1,0 +1,566 @@
+#include "compiler/graph/executor.h"
+
+#include <deque>
+#include <map>
+#include <optional>
+#include <set>
+
+#include "compiler/support/thread_pool.h"
+#include "profiler/host_tracer.h"
+
+namespace xlens::graph {
+namespace {
+
+// A value flowing along an edge: a tensor, or the mark that it is dead (on an untaken branch).
+struct Entry {
+  Tensor value;
+  bool has_value = false;
+  bool is_dead = false;
+};
+
+struct FrameState;
+
+// One iteration of one frame: for every node of the frame, what has arrived.
+struct IterationState {
+  std::vector<int> pending;           // inputs (data and control) still to arrive
+  std::vector<int> dead_inputs;       // data or control inputs that arrived dead
+  std::vector<char> fired;            // the node has been scheduled in this iteration
+  std::vector<std::vector<Entry>> inputs;
+  int outstanding = 0;                // nodes of this iteration scheduled and not yet finished
+};
+
+struct FrameState {
+  std::string name;
+  FrameState* parent = nullptr;
+  int64_t parent_iter = 0;
+  int frame_index = 0;  // into Impl::frames_ (static frame info)
+  std::map<int64_t, std::unique_ptr<IterationState>> iterations;
+  int64_t last_iteration = 0;
+  int pending_enters = 0;  // Enter nodes of this frame that have not fired yet
+  int outstanding = 0;     // scheduled ops in every iteration of this frame
+  // Values of constant Enters, delivered to every iteration.
+  std::vector<std::pair<const Node*, Entry>> loop_invariants;
+  // Exits that produced a dead value in the last iteration: their deadness reaches the parent
+  // when the frame is done.
+  std::vector<const Node*> dead_exits;
+  std::map<std::pair<int64_t, std::string>, std::unique_ptr<FrameState>> children;
+};
+
+struct ReadyNode {
+  const Node* node;
+  FrameState* frame;
+  int64_t iter;
+};
+
+std::string FrameNameOf(const Node& enter) {
+  const AttrValue* v = FindAttr(enter.attrs(), "frame_name");
+  return v ? v->s() : "";
+}
+
+bool IsConstantEnter(const Node& enter) {
+  const AttrValue* v = FindAttr(enter.attrs(), "is_constant");
+  return v && v->kind() == AttrValue::Kind::kBool && v->b();
+}
+
+}  // namespace
+
+struct Executor::Impl {
+  const Graph* graph;
+  ExecutorOptions options;
+
+  // Static control-flow info: the frame every node runs in, as TensorFlow's BuildControlFlowInfo
+  // computes it. frames_[0] is the root frame.
+  struct StaticFrame {
+    std::string name;
+    std::vector<const Node*> nodes;
+    int num_enters = 0;
+  };
+  std::vector<StaticFrame> frames;
+  std::vector<int> frame_of;     // node id -> static frame index
+  std::vector<int> local_index;  // node id -> index within its frame
+  std::vector<int> num_in_edges;
+  std::vector<char> is_loop_merge;  // a Merge fed by a NextIteration
+
+  // Per run.
+  std::deque<ReadyNode> ready;
+  std::unique_ptr<FrameState> root;
+  std::vector<Entry> retvals;
+  const std::vector<Tensor>* args = nullptr;
+  Status status;
+
+  Status Build();
+  Status RunLoop();
+  IterationState* GetIteration(FrameState* frame, int64_t iter);
+  void Deliver(const Edge* e, const Entry& entry, FrameState* frame, int64_t iter);
+  void Propagate(const Node* n, FrameState* frame, int64_t iter, std::vector<Entry>& outputs);
+  void Activate(const Node* n, FrameState* frame, int64_t iter);
+  Status Process(const ReadyNode& r);
+  void MaybeFinishFrame(FrameState* frame);
+  FrameState* ChildFrame(FrameState* parent, int64_t iter, const Node* enter);
+  std::string DescribeStuckNodes() const;
+};
+
+Executor::Executor(const Graph* graph, ExecutorOptions options) : impl_(std::make_unique<Impl>()) {
+  impl_->graph = graph;
+  impl_->options = options;
+}
+
+Executor::~Executor() = default;
+
+StatusOr<std::unique_ptr<Executor>> Executor::Create(const Graph* graph, ExecutorOptions options) {
+  std::unique_ptr<Executor> executor(new Executor(graph, options));
+  RETURN_IF_ERROR(executor->impl_->Build());
+  return executor;
+}
+
+Status Executor::Impl::Build() {
+  RETURN_IF_ERROR(graph->TopologicalOrder().status());
+  int n = graph->num_node_ids();
+  frame_of.assign(n, -1);
+  local_index.assign(n, -1);
+  num_in_edges.assign(n, 0);
+  is_loop_merge.assign(n, 0);
+  frames.push_back({"", {}, 0});
+  std::map<std::pair<int, std::string>, int> frame_ids;  // (parent frame, name) -> frame
+  std::vector<int> parent_of{-1};
+
+  // Breadth-first from the nodes without inputs, as TensorFlow does: an Enter's consumers are in
+  // the frame it names, an Exit's consumers in the parent of its frame.
+  std::deque<const Node*> queue;
+  for (Node* node : graph->op_nodes()) {
+    int data_and_control = 0;
+    for (const Edge* e : node->in_edges()) data_and_control += e->src->IsOp() ? 1 : 0;
+    num_in_edges[node->id()] = data_and_control;
+    if (data_and_control == 0) {
+      frame_of[node->id()] = 0;
+      queue.push_back(node);
+    }
+    for (const Edge* e : node->in_edges()) {
+      if (node->IsMerge() && e->src->IsNextIteration()) is_loop_merge[node->id()] = 1;
+    }
+  }
+  while (!queue.empty()) {
+    const Node* node = queue.front();
+    queue.pop_front();
+    int frame = frame_of[node->id()];
+    int out_frame = frame;
+    if (node->IsEnter()) {
+      auto key = std::make_pair(frame, FrameNameOf(*node));
+      auto it = frame_ids.find(key);
+      if (it == frame_ids.end()) {
+        it = frame_ids.emplace(key, static_cast<int>(frames.size())).first;
+        frames.push_back({key.second, {}, 0});
+        parent_of.push_back(frame);
+      }
+      out_frame = it->second;
+      ++frames[out_frame].num_enters;
+    } else if (node->IsExit()) {
+      out_frame = parent_of[frame];
+      if (out_frame < 0) {
+        return Status::Error("node '" + node->name() + "' (Exit) is not inside a loop frame");
+      }
+    }
+    for (const Edge* e : node->out_edges()) {
+      const Node* dst = e->dst;
+      if (!dst->IsOp()) continue;
+      if (frame_of[dst->id()] < 0) {
+        frame_of[dst->id()] = out_frame;
+        queue.push_back(dst);
+      } else if (frame_of[dst->id()] != out_frame) {
+        return Status::Error("node '" + dst->name() + "' (" + dst->type_string() +
+                             ") has inputs from two different loop frames ('" +
+                             frames[frame_of[dst->id()]].name + "' and '" + frames[out_frame].name +
+                             "')");
+      }
+    }
+  }
+  for (Node* node : graph->op_nodes()) {
+    int f = frame_of[node->id()];
+    if (f < 0) f = frame_of[node->id()] = 0;  // unreachable from any root: never runs
+    local_index[node->id()] = static_cast<int>(frames[f].nodes.size());
+    frames[f].nodes.push_back(node);
+    const std::string& op = node->type_string();
+    if (!node->registration().kernel && op != "_Arg" && op != "_Retval" && !node->IsControlFlow() &&
+        op != "NoOp") {
+      if (node->op_def().name.empty() || (!graph->registry().Find(op))) {
+        return Status::Error("node '" + node->name() + "': unknown op '" + op +
+                             "' cannot be executed");
+      }
+      // Kept: the error is reported only if the node is actually reached.
+    }
+  }
+  return OkStatus();
+}
+
+IterationState* Executor::Impl::GetIteration(FrameState* frame, int64_t iter) {
+  auto& slot = frame->iterations[iter];
+  if (!slot) {
+    slot = std::make_unique<IterationState>();
+    const StaticFrame& sf = frames[frame->frame_index];
+    size_t count = sf.nodes.size();
+    slot->pending.resize(count);
+    slot->dead_inputs.assign(count, 0);
+    slot->fired.assign(count, 0);
+    slot->inputs.resize(count);
+    for (size_t i = 0; i < count; ++i) {
+      const Node* node = sf.nodes[i];
+      slot->pending[i] = num_in_edges[node->id()];
+      slot->inputs[i].resize(node->num_inputs());
+    }
+    if (iter > frame->last_iteration) frame->last_iteration = iter;
+    if (iter > 0) {
+      // A new iteration sees every loop invariant.
+      auto invariants = frame->loop_invariants;
+      for (auto& [enter, entry] : invariants) {
+        for (const Edge* e : enter->out_edges()) {
+          if (e->dst->IsOp()) Deliver(e, entry, frame, iter);
+        }
+      }
+    }
+  }
+  return slot.get();
+}
+
+FrameState* Executor::Impl::ChildFrame(FrameState* parent, int64_t iter, const Node* enter) {
+  auto key = std::make_pair(iter, FrameNameOf(*enter));
+  auto& slot = parent->children[key];
+  if (!slot) {
+    slot = std::make_unique<FrameState>();
+    slot->name = key.second;
+    slot->parent = parent;
+    slot->parent_iter = iter;
+    // The static frame of the Enter's consumers.
+    int f = -1;
+    for (const Edge* e : enter->out_edges()) {
+      if (e->dst->IsOp()) f = frame_of[e->dst->id()];
+    }
+    slot->frame_index = f < 0 ? 0 : f;
+    slot->pending_enters = frames[slot->frame_index].num_enters;
+  }
+  return slot.get();
+}
+
+// An input (data or control) of e->dst arrives in (frame, iter).
+void Executor::Impl::Deliver(const Edge* e, const Entry& entry, FrameState* frame, int64_t iter) {
+  const Node* dst = e->dst;
+  IterationState* it = GetIteration(frame, iter);
+  int li = local_index[dst->id()];
+  if (it->fired[li]) return;  // a Merge that already fired with a live input
+  if (!e->IsControlEdge()) it->inputs[li][e->dst_input] = entry;
+  --it->pending[li];
+  if (entry.is_dead) ++it->dead_inputs[li];
+
+  if (dst->IsMerge()) {
+    // Merge fires on its first live data input once its control inputs are in, or dead when
+    // every input is dead. In a loop the back edge does not exist in iteration 0, nor the
+    // entry edge in later iterations: those count as arrived dead.
+    int controls_pending = 0, data_total = 0, data_dead = 0, data_live = 0;
+    for (const Edge* in : dst->in_edges()) {
+      if (!in->src->IsOp()) continue;
+      if (in->IsControlEdge()) continue;
+      ++data_total;
+      const Entry& got = it->inputs[li][in->dst_input];
+      bool absent_here = is_loop_merge[dst->id()] &&
+                         ((iter == 0 && in->src->IsNextIteration()) ||
+                          (iter > 0 && !in->src->IsNextIteration()));
+      if (absent_here || got.is_dead) {
+        ++data_dead;
+      } else if (got.has_value) {
+        ++data_live;
+      }
+    }
+    int arrived_controls = 0, total_controls = 0;
+    for (const Edge* in : dst->in_edges()) {
+      if (in->IsControlEdge() && in->src->IsOp()) ++total_controls;
+    }
+    // Control arrivals = all arrivals minus data arrivals (live or dead).
+    int arrivals = num_in_edges[dst->id()] - it->pending[li];
+    int data_arrivals = 0;
+    for (const Entry& got : it->inputs[li]) data_arrivals += got.has_value || got.is_dead;
+    arrived_controls = arrivals - data_arrivals;
+    controls_pending = total_controls - arrived_controls;
+    if (controls_pending > 0) return;
+    if (data_live > 0 || data_dead == data_total) Activate(dst, frame, iter);
+    return;
+  }
+  if (it->pending[li] == 0) Activate(dst, frame, iter);
+}
+
+void Executor::Impl::Activate(const Node* n, FrameState* frame, int64_t iter) {
+  IterationState* it = GetIteration(frame, iter);
+  int li = local_index[n->id()];
+  if (it->fired[li]) return;
+  it->fired[li] = 1;
+  ++it->outstanding;
+  ++frame->outstanding;
+  ready.push_back({n, frame, iter});
+}
+
+void Executor::Impl::Propagate(const Node* n, FrameState* frame, int64_t iter,
+                               std::vector<Entry>& outputs) {
+  FrameState* dst_frame = frame;
+  int64_t dst_iter = iter;
+  bool node_dead = false;
+  for (const Entry& o : outputs) node_dead |= o.is_dead;
+  if (n->num_outputs() == 0) node_dead = false;
+
+  if (n->IsEnter()) {
+    dst_frame = ChildFrame(frame, iter, n);
+    dst_iter = 0;
+    --dst_frame->pending_enters;
+    if (IsConstantEnter(*n)) {
+      dst_frame->loop_invariants.emplace_back(n, outputs[0]);
+      // Iterations that already started see it too.
+      for (auto& [i, state] : dst_frame->iterations) {
+        if (i == 0) continue;
+        for (const Edge* e : n->out_edges()) {
+          if (e->dst->IsOp()) Deliver(e, e->IsControlEdge() ? Entry{{}, false, outputs[0].is_dead}
+                                                              : outputs[0],
+                                      dst_frame, i);
+        }
+      }
+    }
+  } else if (n->IsExit()) {
+    if (outputs[0].is_dead) {
+      if (iter == frame->last_iteration) frame->dead_exits.push_back(n);
+      return;
+    }
+    dst_frame = frame->parent;
+    dst_iter = frame->parent_iter;
+  } else if (n->IsNextIteration()) {
+    if (outputs[0].is_dead) return;  // a dead NextIteration ends the loop's deadness here
+    if (iter + 1 > options.max_loop_iterations) {
+      if (status.ok()) {
+        status = Status::Error("loop frame '" + frame->name + "' ran more than " +
+                               std::to_string(options.max_loop_iterations) + " iterations");
+      }
+      return;
+    }
+    dst_iter = iter + 1;
+  }
+  for (const Edge* e : n->out_edges()) {
+    if (!e->dst->IsOp()) continue;
+    if (e->IsControlEdge()) {
+      Deliver(e, Entry{{}, false, node_dead}, dst_frame, dst_iter);
+    } else {
+      Deliver(e, outputs[e->src_output], dst_frame, dst_iter);
+    }
+  }
+}
+
+void Executor::Impl::MaybeFinishFrame(FrameState* frame) {
+  while (frame && frame != root.get() && frame->outstanding == 0 && frame->pending_enters == 0) {
+    FrameState* parent = frame->parent;
+    int64_t parent_iter = frame->parent_iter;
+    // Dead exits of the final iteration carry their deadness to the parent.
+    for (const Node* exit : frame->dead_exits) {
+      for (const Edge* e : exit->out_edges()) {
+        if (e->dst->IsOp()) Deliver(e, Entry{{}, false, true}, parent, parent_iter);
+      }
+    }
+    frame->dead_exits.clear();
+    // The frame is finished; its memory goes with it (its parent may finish next).
+    auto key = std::make_pair(parent_iter, frame->name);
+    parent->children.erase(key);
+    frame = parent;
+    if (frame->outstanding != 0) break;
+  }
+}
+
+Status Executor::Impl::Process(const ReadyNode& r) {
+  const Node* n = r.node;
+  IterationState* it = GetIteration(r.frame, r.iter);
+  int li = local_index[n->id()];
+  std::vector<Entry>& in = it->inputs[li];
+  std::vector<Entry> outputs(n->num_outputs());
+  const std::string& op = n->type_string();
+
+  bool any_dead_input = it->dead_inputs[li] > 0;
+  if (n->IsMerge()) {
+    // Output 0: the live input; output 1: its index. Dead when every input is dead.
+    int chosen = -1;
+    for (int i = 0; i < static_cast<int>(in.size()); ++i) {
+      if (in[i].has_value && !in[i].is_dead) {
+        chosen = i;
+        break;
+      }
+    }
+    if (chosen < 0) {
+      for (Entry& o : outputs) o.is_dead = true;
+    } else {
+      outputs[0] = in[chosen];
+      if (outputs.size() > 1) {
+        outputs[1].value = Tensor::Scalar<int32_t>(DT_INT32, chosen);
+        outputs[1].has_value = true;
+      }
+    }
+  } else if (any_dead_input) {
+    for (Entry& o : outputs) o.is_dead = true;
+  } else if (n->IsSwitch()) {
+    // Switch(data, pred): output 0 on false, output 1 on true; the other is dead.
+    bool pred = in[1].value.GetAsInt64(0) != 0;
+    outputs[pred ? 1 : 0] = in[0];
+    outputs[pred ? 0 : 1].is_dead = true;
+  } else if (n->IsEnter() || n->IsExit() || n->IsNextIteration() || n->IsLoopCond() ||
+             op == "Identity" && false) {
+    outputs[0] = in[0];
+  } else if (op == "_Arg") {
+    int64_t index = n->attrs().at("index").i();
+    if (!args || index < 0 || index >= static_cast<int64_t>(args->size())) {
+      return Status::Error("node '" + n->name() + "' (_Arg): no argument " + std::to_string(index) +
+                           " was given");
+    }
+    outputs[0].value = (*args)[index];
+    outputs[0].has_value = true;
+  } else if (op == "_Retval") {
+    int64_t index = n->attrs().at("index").i();
+    if (index >= 0 && index < static_cast<int64_t>(retvals.size())) retvals[index] = in[0];
+  } else if (op == "NoOp" && !n->registration().kernel) {
+    // Nothing to do: it exists for its control edges.
+  } else {
+    if (!n->registration().kernel) {
+      return Status::Error("node '" + n->name() + "' (" + op + "): no CPU kernel for this op");
+    }
+    std::vector<Tensor> inputs;
+    inputs.reserve(in.size());
+    for (Entry& e : in) inputs.push_back(std::move(e.value));
+    in.clear();
+    KernelState scratch;
+    KernelState* state = &scratch;
+    if (options.kernel_state) state = &(*options.kernel_state)[n->name()];
+    OpKernelContext ctx(*n, std::move(inputs), {}, options.resources, state,
+                        options.pool ? options.pool : &ThreadPool::Default());
+    ctx.set_max_tensor_bytes(options.max_tensor_bytes);
+    {
+      profiler::TraceSpan span(n->name(), kTfOpCategory);
+      if (span.active()) {
+        span.AddArg("op", op);
+        std::string shapes;
+        for (int i = 0; i < ctx.num_inputs(); ++i) {
+          if (i) shapes += ";";
+          shapes += DimsToString(ctx.input(i).dims());
+        }
+        span.AddArg("input_shapes", shapes);
+      }
+      RETURN_IF_ERROR(n->registration().kernel(ctx));
+    }
+    for (int i = 0; i < n->num_outputs(); ++i) {
+      if (ctx.output_is_dead(i)) {
+        outputs[i].is_dead = true;
+        continue;
+      }
+      if (!ctx.output(i).IsInitialized()) {
+        return Status::Error("node '" + n->name() + "' (" + op + "): the kernel did not set output " +
+                             std::to_string(i));
+      }
+      outputs[i].value = std::move(ctx.output(i));
+      outputs[i].has_value = true;
+    }
+  }
+  if (!n->IsMerge() && !any_dead_input) {
+    for (Entry& o : outputs) {
+      if (!o.is_dead) o.has_value = true;
+    }
+  }
+  Propagate(n, r.frame, r.iter, outputs);
+  --it->outstanding;
+  --r.frame->outstanding;
+  // Iterations before the last one that have nothing outstanding are finished.
+  if (r.frame != root.get()) MaybeFinishFrame(r.frame);
+  return OkStatus();
+}
+
+std::string Executor::Impl::DescribeStuckNodes() const {
+  std::string out;
+  int shown = 0;
+  std::function<void(const FrameState*)> walk = [&](const FrameState* f) {
+    for (const auto& [iter, state] : f->iterations) {
+      const StaticFrame& sf = frames[f->frame_index];
+      for (size_t i = 0; i < sf.nodes.size() && shown < 5; ++i) {
+        if (!state->fired[i] && state->pending[i] < num_in_edges[sf.nodes[i]->id()] &&
+            state->pending[i] > 0) {
+          const Node* n = sf.nodes[i];
+          std::string waits;
+          for (const Edge* e : n->in_edges()) {
+            if (!e->src->IsOp()) continue;
+            bool got = !e->IsControlEdge() && state->inputs[i][e->dst_input].has_value;
+            if (!got && !e->IsControlEdge() && !state->inputs[i][e->dst_input].is_dead) {
+              waits = e->src->name();
+              break;
+            }
+          }
+          out += (shown ? "; " : "") + ("'" + n->name() + "'") +
+                 (waits.empty() ? "" : " waits for '" + waits + "'");
+          ++shown;
+        }
+      }
+    }
+    for (const auto& [key, child] : f->children) walk(child.get());
+  };
+  walk(root.get());
+  return out;
+}
+
+StatusOr<std::vector<Tensor>> Executor::Run(const std::vector<Tensor>& args) {
+  Impl& s = *impl_;
+  s.ready.clear();
+  s.status = OkStatus();
+  s.args = &args;
+  int num_retvals = 0;
+  for (Node* n : s.graph->op_nodes()) {
+    if (n->type_string() == "_Retval") {
+      num_retvals = std::max<int>(num_retvals, static_cast<int>(n->attrs().at("index").i()) + 1);
+    }
+  }
+  s.retvals.assign(num_retvals, Entry{});
+  s.root = std::make_unique<FrameState>();
+  s.root->frame_index = 0;
+  s.GetIteration(s.root.get(), 0);
+  for (const Node* n : s.frames[0].nodes) {
+    if (s.num_in_edges[n->id()] == 0) s.Activate(n, s.root.get(), 0);
+  }
+  while (!s.ready.empty()) {
+    ReadyNode r = s.ready.front();
+    s.ready.pop_front();
+    Status st = s.Process(r);
+    if (!st.ok()) {
+      s.ready.clear();
+      s.root.reset();
+      return st;
+    }
+    if (!s.status.ok()) {
+      s.ready.clear();
+      s.root.reset();
+      return s.status;
+    }
+  }
+  std::vector<Tensor> out;
+  out.reserve(num_retvals);
+  for (int i = 0; i < num_retvals; ++i) {
+    const Entry& e = s.retvals[i];
+    std::string name;
+    for (Node* n : s.graph->op_nodes()) {
+      if (n->type_string() == "_Retval" && n->attrs().at("index").i() == i) {
+        auto [src, idx] = n->input_node(0);
+        name = src ? TensorId{src->name(), idx}.ToString() : n->name();
+      }
+    }
+    if (e.is_dead) {
+      s.root.reset();
+      return Status::Error("fetch '" + name +
+                           "' is dead: it is on a branch of a Switch that was not taken");
+    }
+    if (!e.has_value) {
+      std::string stuck = s.DescribeStuckNodes();
+      s.root.reset();
+      return Status::Error("fetch '" + name + "' was never computed" +
+                           (stuck.empty() ? std::string()
+                                          : ": the run stopped with nodes waiting for inputs: " + stuck));
+    }
+    out.push_back(e.value);
+  }
+  s.root.reset();
+  return out;
+}
+
+}  // namespace xlens::graph

@@ -1,0 +1,94 @@
+// TensorFlow's v1 control-flow primitives. Their semantics (deadness, frames, iterations) live
+// in the executor; here are their signatures and shapes. XLA_CPU_JIT has no kernel for any of
+// them, which is why TensorFlow's clustering never crosses a loop or cond boundary.
+#include "compiler/graph/op_registry.h"
+#include "compiler/graph/ops/register_ops.h"
+#include "compiler/graph/shape_inference.h"
+
+namespace xlens::graph {
+namespace {
+
+Status SwitchShape(InferenceContext& c) {
+  c.set_output(0, c.input(0));
+  c.set_output(1, c.input(0));
+  if (c.input_handle_shape(0)) {
+    for (int i = 0; i < 2; ++i) {
+      c.set_output_handle_shape(i, c.input_handle_shape(0)->first, c.input_handle_shape(0)->second);
+    }
+  }
+  return OkStatus();
+}
+
+Status MergeShape(InferenceContext& c) {
+  // The inputs' common shape where they agree, unknown dimensions where they differ.
+  PartialShape out = c.input(0);
+  for (int i = 1; i < c.num_inputs(); ++i) {
+    const PartialShape& s = c.input(i);
+    if (out.unknown_rank() || s.unknown_rank() || out.rank() != s.rank()) {
+      out = PartialShape::UnknownRank();
+      break;
+    }
+    for (int64_t d = 0; d < out.rank(); ++d) {
+      if (out.dim(d) != s.dim(d)) out.set_dim(d, PartialShape::kUnknownDim);
+    }
+  }
+  c.set_output(0, out);
+  c.set_output(1, PartialShape::Scalar());
+  return OkStatus();
+}
+
+}  // namespace
+
+void RegisterControlFlowOps(OpRegistry& r) {
+  for (const char* name : {"Switch", "RefSwitch"}) {
+    bool ref = name[0] == 'R';
+    REGISTER_OP(r, name)
+        .Input(ref ? "data: Ref(T)" : "data: T")
+        .Input("pred: bool")
+        .Output(ref ? "output_false: Ref(T)" : "output_false: T")
+        .Output(ref ? "output_true: Ref(T)" : "output_true: T")
+        .Attr("T: type")
+        .SetShapeFn(SwitchShape)
+        .NoXlaKernel();
+  }
+  for (const char* name : {"Merge", "RefMerge"}) {
+    bool ref = name[0] == 'R';
+    REGISTER_OP(r, name)
+        .Input(ref ? "inputs: Ref(N * T)" : "inputs: N * T")
+        .Output(ref ? "output: Ref(T)" : "output: T")
+        .Output("value_index: int32")
+        .Attr("T: type")
+        .Attr("N: int >= 1")
+        .SetShapeFn(MergeShape)
+        .NoXlaKernel();
+  }
+  for (const char* name : {"Enter", "RefEnter"}) {
+    bool ref = name[0] == 'R';
+    REGISTER_OP(r, name)
+        .Input(ref ? "data: Ref(T)" : "data: T")
+        .Output(ref ? "output: Ref(T)" : "output: T")
+        .Attr("T: type")
+        .Attr("frame_name: string")
+        .Attr("is_constant: bool = false")
+        .Attr("parallel_iterations: int = 10")
+        .SetShapeFn(shape_fn::UnchangedShape)
+        .NoXlaKernel();
+  }
+  for (const char* name : {"Exit", "RefExit", "NextIteration", "RefNextIteration"}) {
+    bool ref = name[0] == 'R';
+    REGISTER_OP(r, name)
+        .Input(ref ? "data: Ref(T)" : "data: T")
+        .Output(ref ? "output: Ref(T)" : "output: T")
+        .Attr("T: type")
+        .SetShapeFn(shape_fn::UnchangedShape)
+        .NoXlaKernel();
+  }
+  REGISTER_OP(r, "LoopCond")
+      .Input("input: bool")
+      .Output("output: bool")
+      .SetShapeFn(shape_fn::UnchangedShape)
+      .NoXlaKernel();
+  REGISTER_OP(r, "ControlTrigger").SetShapeFn(shape_fn::NoOutputs).NoXlaKernel();
+}
+
+}  // namespace xlens::graph

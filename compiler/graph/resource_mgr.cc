@@ -1,0 +1,39 @@
+#include "compiler/graph/resource_mgr.h"
+
+namespace xlens::graph {
+
+std::shared_ptr<Variable> ResourceMgr::LookupOrCreate(const std::string& container,
+                                                      const std::string& name, DataType dtype,
+                                                      const PartialShape& shape) {
+  std::lock_guard<std::mutex> lock(mu_);
+  auto& slot = variables_[{container, name}];
+  if (!slot) {
+    slot = std::make_shared<Variable>();
+    slot->dtype = dtype;
+    slot->shape = shape;
+  }
+  return slot;
+}
+
+std::shared_ptr<Variable> ResourceMgr::Lookup(const std::string& container,
+                                              const std::string& name) const {
+  std::lock_guard<std::mutex> lock(mu_);
+  auto it = variables_.find({container, name});
+  return it == variables_.end() ? nullptr : it->second;
+}
+
+std::map<std::string, std::shared_ptr<Variable>> ResourceMgr::variables() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  std::map<std::string, std::shared_ptr<Variable>> out;
+  for (const auto& [key, var] : variables_) {
+    out[key.first.empty() ? key.second : key.first + "/" + key.second] = var;
+  }
+  return out;
+}
+
+void ResourceMgr::Clear() {
+  std::lock_guard<std::mutex> lock(mu_);
+  variables_.clear();
+}
+
+}  // namespace xlens::graph

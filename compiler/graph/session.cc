@@ -1,0 +1,113 @@
+#include "compiler/graph/session.h"
+
+namespace xlens::graph {
+
+std::string_view GlobalJitLevelName(GlobalJitLevel level) {
+  switch (level) {
+    case GlobalJitLevel::kDefault: return "DEFAULT";
+    case GlobalJitLevel::kOff: return "OFF";
+    case GlobalJitLevel::kOn1: return "ON_1";
+    case GlobalJitLevel::kOn2: return "ON_2";
+  }
+  return "DEFAULT";
+}
+
+StatusOr<GlobalJitLevel> ParseGlobalJitLevel(std::string_view text) {
+  if (text == "DEFAULT" || text == "0") return GlobalJitLevel::kDefault;
+  if (text == "OFF" || text == "-1") return GlobalJitLevel::kOff;
+  if (text == "ON_1" || text == "1") return GlobalJitLevel::kOn1;
+  if (text == "ON_2" || text == "2") return GlobalJitLevel::kOn2;
+  return Status::Error("unknown global_jit_level '" + std::string(text) +
+                       "': expected DEFAULT, OFF, ON_1 or ON_2");
+}
+
+Session::Session(SessionOptions options) : options_(options) {}
+Session::~Session() = default;
+
+StatusOr<std::unique_ptr<Session>> Session::Create(const GraphDef& graph_def,
+                                                   SessionOptions options) {
+  std::unique_ptr<Session> session(new Session(options));
+  ASSIGN_OR_RETURN(session->graph_, Graph::FromGraphDef(graph_def));
+  return session;
+}
+
+Status Session::Extend(const GraphDef& more) {
+  GraphDef all = graph_->ToGraphDef();
+  for (const NodeDef& n : more.node) all.node.push_back(n);
+  for (const FunctionDef& f : more.library.function) all.library.function.push_back(f);
+  ASSIGN_OR_RETURN(std::unique_ptr<Graph> g, Graph::FromGraphDef(all));
+  graph_ = std::move(g);
+  prepared_.clear();
+  by_key_.clear();
+  return OkStatus();
+}
+
+StatusOr<Session::Prepared*> Session::Prepare(const RunSignature& signature) {
+  std::string key = signature.Key();
+  auto it = by_key_.find(key);
+  if (it != by_key_.end()) return it->second;
+  auto prepared = std::make_unique<Prepared>();
+  prepared->signature = signature;
+  ASSIGN_OR_RETURN(prepared->graph, RewriteGraphForExecution(*graph_, signature));
+  ExecutorOptions eo;
+  eo.resources = &resources_;
+  eo.pool = options_.pool;
+  eo.kernel_state = &kernel_state_;
+  eo.max_tensor_bytes = options_.max_tensor_bytes;
+  ASSIGN_OR_RETURN(prepared->executor, Executor::Create(prepared->graph.get(), eo));
+  Prepared* raw = prepared.get();
+  by_key_[key] = raw;
+  prepared_.push_back(std::move(prepared));
+  return raw;
+}
+
+StatusOr<std::vector<Tensor>> Session::Run(
+    const std::vector<std::pair<std::string, Tensor>>& feeds,
+    const std::vector<std::string>& fetches, const std::vector<std::string>& targets) {
+  RunSignature signature;
+  std::vector<Tensor> args;
+  for (const auto& [name, tensor] : feeds) {
+    signature.feeds.push_back(name);
+    args.push_back(tensor);
+  }
+  signature.fetches = fetches;
+  signature.targets = targets;
+  // The cache key sorts feeds; the _Arg indices follow the first run's order, so map the
+  // arguments onto the prepared graph's order.
+  ASSIGN_OR_RETURN(Prepared * prepared, Prepare(signature));
+  std::vector<Tensor> ordered(args.size());
+  for (size_t i = 0; i < prepared->signature.feeds.size(); ++i) {
+    for (size_t j = 0; j < signature.feeds.size(); ++j) {
+      if (signature.feeds[j] == prepared->signature.feeds[i]) ordered[i] = args[j];
+    }
+  }
+  // Feeds must match what the graph declares (dtype; a Placeholder's shape).
+  for (size_t i = 0; i < prepared->signature.feeds.size(); ++i) {
+    auto id = ParseTensorName(prepared->signature.feeds[i]);
+    Node* n = id.ok() ? graph_->FindNode(id->node) : nullptr;
+    if (!n) continue;
+    DataType want = RemoveRefType(n->output_type(id->index));
+    if (ordered[i].dtype() != want) {
+      return Status::Error("feed '" + prepared->signature.feeds[i] + "' is " +
+                           DataTypeName(ordered[i].dtype()) + ", the graph expects " +
+                           DataTypeName(want));
+    }
+    if (n->type_string() == "Placeholder") {
+      if (const AttrValue* s = FindAttr(n->attrs(), "shape");
+          s && s->kind() == AttrValue::Kind::kShape && !s->shape().IsCompatibleWith(ordered[i].dims())) {
+        return Status::Error("feed '" + prepared->signature.feeds[i] + "' has shape " +
+                             DimsToString(ordered[i].dims()) + ", the placeholder's shape is " +
+                             s->shape().ToString());
+      }
+    }
+  }
+  return prepared->executor->Run(ordered);
+}
+
+std::vector<std::pair<std::string, const Graph*>> Session::ExecutedGraphs() const {
+  std::vector<std::pair<std::string, const Graph*>> out;
+  for (const auto& p : prepared_) out.emplace_back(p->signature.Key(), p->graph.get());
+  return out;
+}
+
+}  // namespace xlens::graph
