@@ -294,7 +294,7 @@ class GraphDotWriter {
 
   const Graph& graph_;
   const GraphDotOptions& options_;
-  const Node* center_ = nullptr;
+  Node* center_ = nullptr;
   std::set<int> shown_;
   int hidden_ = 0;
   std::unordered_map<int, int> cut_inputs_, cut_users_;
