@@ -42,7 +42,8 @@ struct FrameState {
   std::vector<std::pair<const Node*, Entry>> loop_invariants;
   // Exits that produced a dead value in the last iteration: their deadness reaches the parent
   // when the frame is done.
-  std::vector<const Node*> dead_exits;
+  std::set<const Node*> dead_exits;
+  std::set<const Node*> live_exits;  // Exits that produced their value (once, at the end)
   std::map<std::pair<int64_t, std::string>, std::unique_ptr<FrameState>> children;
 };
 
@@ -92,7 +93,8 @@ struct Executor::Impl {
   Status RunLoop();
   IterationState* GetIteration(FrameState* frame, int64_t iter);
   void Deliver(const Edge* e, const Entry& entry, FrameState* frame, int64_t iter);
-  void Propagate(const Node* n, FrameState* frame, int64_t iter, std::vector<Entry>& outputs);
+  void Propagate(const Node* n, FrameState* frame, int64_t iter, std::vector<Entry>& outputs,
+                 bool node_is_dead);
   void Activate(const Node* n, FrameState* frame, int64_t iter);
   Status Process(const ReadyNode& r);
   void MaybeFinishFrame(FrameState* frame);
@@ -296,13 +298,14 @@ void Executor::Impl::Activate(const Node* n, FrameState* frame, int64_t iter) {
   ready.push_back({n, frame, iter});
 }
 
+// `node_is_dead`: the node did not run because an input was dead (a Merge: every input was).
+// Its control edges then carry deadness; a Switch that ran sends live control edges even though
+// one of its outputs is dead, as in TensorFlow.
 void Executor::Impl::Propagate(const Node* n, FrameState* frame, int64_t iter,
-                               std::vector<Entry>& outputs) {
+                               std::vector<Entry>& outputs, bool node_is_dead) {
   FrameState* dst_frame = frame;
   int64_t dst_iter = iter;
-  bool node_dead = false;
-  for (const Entry& o : outputs) node_dead |= o.is_dead;
-  if (n->num_outputs() == 0) node_dead = false;
+  const bool node_dead = node_is_dead;
 
   if (n->IsEnter()) {
     dst_frame = ChildFrame(frame, iter, n);
@@ -314,17 +317,18 @@ void Executor::Impl::Propagate(const Node* n, FrameState* frame, int64_t iter,
       for (auto& [i, state] : dst_frame->iterations) {
         if (i == 0) continue;
         for (const Edge* e : n->out_edges()) {
-          if (e->dst->IsOp()) Deliver(e, e->IsControlEdge() ? Entry{{}, false, outputs[0].is_dead}
-                                                              : outputs[0],
-                                      dst_frame, i);
+          if (e->dst->IsOp()) {
+            Deliver(e, e->IsControlEdge() ? Entry{{}, false, node_dead} : outputs[0], dst_frame, i);
+          }
         }
       }
     }
   } else if (n->IsExit()) {
     if (outputs[0].is_dead) {
-      if (iter == frame->last_iteration) frame->dead_exits.push_back(n);
+      frame->dead_exits.insert(n);
       return;
     }
+    frame->live_exits.insert(n);
     dst_frame = frame->parent;
     dst_iter = frame->parent_iter;
   } else if (n->IsNextIteration()) {
@@ -352,8 +356,10 @@ void Executor::Impl::MaybeFinishFrame(FrameState* frame) {
   while (frame && frame != root.get() && frame->outstanding == 0 && frame->pending_enters == 0) {
     FrameState* parent = frame->parent;
     int64_t parent_iter = frame->parent_iter;
-    // Dead exits of the final iteration carry their deadness to the parent.
+    // An Exit that never produced a value (the whole loop was dead) carries its deadness to
+    // the parent once the frame is done.
     for (const Node* exit : frame->dead_exits) {
+      if (frame->live_exits.count(exit)) continue;
       for (const Edge* e : exit->out_edges()) {
         if (e->dst->IsOp()) Deliver(e, Entry{{}, false, true}, parent, parent_iter);
       }
@@ -376,6 +382,7 @@ Status Executor::Impl::Process(const ReadyNode& r) {
   const std::string& op = n->type_string();
 
   bool any_dead_input = it->dead_inputs[li] > 0;
+  bool node_is_dead = false;
   if (n->IsMerge()) {
     // Output 0: the live input; output 1: its index. Dead when every input is dead.
     int chosen = -1;
@@ -387,6 +394,7 @@ Status Executor::Impl::Process(const ReadyNode& r) {
     }
     if (chosen < 0) {
       for (Entry& o : outputs) o.is_dead = true;
+      node_is_dead = true;
     } else {
       outputs[0] = in[chosen];
       if (outputs.size() > 1) {
@@ -396,13 +404,13 @@ Status Executor::Impl::Process(const ReadyNode& r) {
     }
   } else if (any_dead_input) {
     for (Entry& o : outputs) o.is_dead = true;
+    node_is_dead = true;
   } else if (n->IsSwitch()) {
     // Switch(data, pred): output 0 on false, output 1 on true; the other is dead.
     bool pred = in[1].value.GetAsInt64(0) != 0;
     outputs[pred ? 1 : 0] = in[0];
     outputs[pred ? 0 : 1].is_dead = true;
-  } else if (n->IsEnter() || n->IsExit() || n->IsNextIteration() || n->IsLoopCond() ||
-             op == "Identity" && false) {
+  } else if (n->IsEnter() || n->IsExit() || n->IsNextIteration() || n->IsLoopCond()) {
     outputs[0] = in[0];
   } else if (op == "_Arg") {
     int64_t index = n->attrs().at("index").i();
@@ -462,7 +470,7 @@ Status Executor::Impl::Process(const ReadyNode& r) {
       if (!o.is_dead) o.has_value = true;
     }
   }
-  Propagate(n, r.frame, r.iter, outputs);
+  Propagate(n, r.frame, r.iter, outputs, node_is_dead);
   --it->outstanding;
   --r.frame->outstanding;
   // Iterations before the last one that have nothing outstanding are finished.

@@ -57,6 +57,12 @@ class Scope {
   std::string GetUniqueNameForOp(const std::string& default_name) const;
   const std::string& name_prefix() const { return prefix_; }
 
+  // Opens the name scope a TensorFlow Python op wrapper opens: `default_name` made unique as a
+  // sub-scope ("Reshape", "Reshape_1"). Nodes made for the op's constant inputs go in
+  // `*inputs_scope` ("Reshape/shape"); the returned scope names its next node exactly the
+  // sub-scope ("Reshape"). WithOpName's name, when set, is used instead of `default_name`.
+  Scope NewOpScope(const std::string& default_name, Scope* inputs_scope) const;
+
   // Adds a node of `op` with `inputs` wired to its inputs in order (list inputs flattened) and
   // `attrs`; attrs the op derives from its inputs (T, N, Tidx, ...) are inferred when not given.
   // On error records it in the scope and returns nullptr.
@@ -65,12 +71,21 @@ class Scope {
 
  private:
   Scope() = default;
+  struct NameTable;  // names and scopes in use, shared by every scope of a graph
   std::shared_ptr<Graph> owned_graph_;
   Graph* graph_ = nullptr;
   std::shared_ptr<Status> status_;
   std::string prefix_;      // "gradients/Mean_grad"
+  std::shared_ptr<NameTable> names_;
   std::string op_name_;     // from WithOpName (applies to the next node only)
-  std::vector<Node*> control_deps_;
+  std::string exact_name_;  // from NewOpScope: already unique
+  // Each WithControlDependencies call opens a frame, as Python's control_dependencies does: a
+  // node gets a frame's dependencies unless one of its inputs was made inside that frame.
+  struct ControlFrame {
+    int id = 0;
+    std::vector<Node*> deps;
+  };
+  std::vector<ControlFrame> control_frames_;
   std::string device_;
   bool has_xla_scope_ = false;
   bool xla_compile_ = false;

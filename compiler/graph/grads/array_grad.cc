@@ -1,0 +1,166 @@
+// Gradients of the array ops, after tensorflow/python/ops/array_grad.py.
+#include "compiler/graph/grads/grad_util.h"
+
+namespace xlens::graph::grad {
+
+namespace {
+
+using GradOutputs = std::vector<Output>;
+
+Status IdentityGrad(const Scope& s, const Node& op, const GradOutputs& g, GradOutputs* out) {
+  out->assign(op.num_inputs(), NoGradient());
+  (*out)[0] = g[0];
+  return s.status();
+}
+
+// _ReshapeToInput: the gradient reshaped to the input's shape (Reshape, ExpandDims, Squeeze).
+Status ReshapeToInputGrad(const Scope& s, const Node& op, const GradOutputs& g,
+                          GradOutputs* out) {
+  Output shape = ShapeOf(s, In(op, 0));
+  out->assign(op.num_inputs(), NoGradient());
+  (*out)[0] = ops::Reshape(s, g[0], shape);
+  return s.status();
+}
+
+Status TransposeGrad(const Scope& s, const Node& op, const GradOutputs& g, GradOutputs* out) {
+  Output inverse = ops::InvertPermutation(s, In(op, 1));
+  *out = {ops::Transpose(s, g[0], inverse), NoGradient()};
+  return s.status();
+}
+
+Status PackGrad(const Scope& s, const Node& op, const GradOutputs& g, GradOutputs* out) {
+  int64_t axis = 0;
+  if (const AttrValue* v = FindAttr(op.attrs(), "axis")) axis = v->i();
+  *out = ops::Unpack(s, g[0], op.num_inputs(), axis);
+  return s.status();
+}
+
+Status UnpackGrad(const Scope& s, const Node& op, const GradOutputs& g, GradOutputs* out) {
+  int64_t axis = 0;
+  if (const AttrValue* v = FindAttr(op.attrs(), "axis")) axis = v->i();
+  std::vector<ops::Input> values(g.begin(), g.end());
+  *out = {ops::Pack(s, values, axis)};
+  return s.status();
+}
+
+// ConcatV2: each input's slice of the gradient, at the offset the inputs before it take up
+// along the axis.
+Status ConcatV2Grad(const Scope& s, const Node& op, const GradOutputs& g, GradOutputs* out) {
+  const int n = op.num_inputs() - 1;
+  Output axis = In(op, n);
+  Output grad = g[0];
+  Output rank = ops::Rank(s, grad);
+  Output norm_axis = ops::FloorMod(s, ops::Add(s, axis, rank), rank);
+  // One-hot of the axis over the dimensions, to place an offset in a begin vector.
+  Output onehot = ops::Cast(
+      s, ops::Equal(s, ops::Range(s, ops::Input(0), rank, ops::Input(1)), norm_axis), DT_INT32);
+  Output offset = ops::Const(s, 0);
+  out->clear();
+  for (int i = 0; i < n; ++i) {
+    Output shape = ops::Shape(s, In(op, i));
+    Output begin = ops::Mul(s, onehot, offset);
+    out->push_back(ops::Slice(s, grad, begin, shape));
+    offset = ops::Add(s, offset, ops::GatherV2(s, shape, norm_axis, ops::Input(0)));
+  }
+  out->push_back(NoGradient());
+  return s.status();
+}
+
+Status FillGrad(const Scope& s, const Node& op, const GradOutputs& g, GradOutputs* out) {
+  // reduce_sum(grad) over every axis; the axes are a Const when the rank is known.
+  const PartialShape shape = StaticShape(s, g[0]);
+  Output axes;
+  if (!shape.unknown_rank()) {
+    std::vector<int32_t> r(shape.rank());
+    for (size_t i = 0; i < r.size(); ++i) r[i] = static_cast<int32_t>(i);
+    axes = ops::Const(s.WithOpName("Const"), r);
+  } else {
+    axes = ops::Range(s, ops::Input(0), ops::Rank(s, g[0]), ops::Input(1));
+  }
+  (void)op;
+  *out = {NoGradient(), ops::Sum(s, g[0], axes)};
+  return s.status();
+}
+
+// Tile: the gradient reshaped to [m0, d0, m1, d1, ...] and summed over the multiples' axes.
+Status TileGrad(const Scope& s, const Node& op, const GradOutputs& g, GradOutputs* out) {
+  Output multiples = In(op, 1);
+  Output input_shape = ops::Shape(s, In(op, 0), RemoveRefType(multiples.type()));
+  Output split_shape = ops::Reshape(
+      s, ops::Transpose(s, ops::Pack(s, {multiples, input_shape}), ops::Input({1, 0})),
+      ops::Input({-1}));
+  Output axes = ops::Range(s, ops::Input(0), ops::Size(s, split_shape), ops::Input(2));
+  Output input_grad = ops::Sum(s, ops::Reshape(s, g[0], split_shape), axes);
+  *out = {input_grad, NoGradient()};
+  return s.status();
+}
+
+Status StridedSliceGradFn(const Scope& s, const Node& op, const GradOutputs& g,
+                          GradOutputs* out) {
+  ops::StridedSliceAttrs a;
+  auto get = [&](const char* name, int64_t* v) {
+    if (const AttrValue* x = FindAttr(op.attrs(), name)) *v = x->i();
+  };
+  get("begin_mask", &a.begin_mask);
+  get("end_mask", &a.end_mask);
+  get("ellipsis_mask", &a.ellipsis_mask);
+  get("new_axis_mask", &a.new_axis_mask);
+  get("shrink_axis_mask", &a.shrink_axis_mask);
+  Output begin = In(op, 1);
+  Output shape = ops::Shape(s, In(op, 0), RemoveRefType(begin.type()));
+  *out = {ops::StridedSliceGrad(s, shape, begin, In(op, 2), In(op, 3), g[0], a), NoGradient(),
+          NoGradient(), NoGradient()};
+  return s.status();
+}
+
+// GatherV2 along axis 0 (batch_dims 0): the gradient rows scattered back to the rows they
+// came from, summed where an index repeats. The scatter is a one-hot matrix product, so only
+// ops every back end has are needed.
+Status GatherV2Grad(const Scope& s, const Node& op, const GradOutputs& g, GradOutputs* out) {
+  auto axis = ConstantValue(In(op, 2));
+  int64_t batch_dims = 0;
+  if (const AttrValue* v = FindAttr(op.attrs(), "batch_dims")) batch_dims = v->i();
+  if (!axis || axis->num_elements() != 1 || axis->GetAsInt64(0) != 0 || batch_dims != 0) {
+    return Error("node '" + op.name() +
+                 "' (GatherV2): the gradient is only built for a constant axis 0 and "
+                 "batch_dims 0");
+  }
+  Output params = In(op, 0), indices = In(op, 1), grad = g[0];
+  const DataType dtype = RemoveRefType(grad.type());
+  Output params_shape = ops::Shape(s, params);
+  Output rows = ops::GatherV2(s, params_shape, ops::Input(0), ops::Input(0));
+  Output flat_indices = ops::Cast(s, ops::Reshape(s, indices, ops::Input({-1})), DT_INT32);
+  // The gradient as a [num_indices, inner elements] matrix.
+  Output values = ops::Reshape(
+      s, grad, ops::Pack(s, {ops::Size(s, flat_indices), ops::Input(-1)}));
+  Output onehot = ops::Cast(
+      s,
+      ops::Equal(s, ops::ExpandDims(s, flat_indices, ops::Input(1)),
+                 ops::ExpandDims(s, ops::Range(s, ops::Input(0), rows, ops::Input(1)),
+                                 ops::Input(0))),
+      dtype);
+  Output dense = ops::MatMul(s, onehot, values, ops::MatMulAttrs{}.TransposeA(true));
+  *out = {ops::Reshape(s, dense, params_shape), NoGradient(), NoGradient()};
+  return s.status();
+}
+
+}  // namespace
+
+void RegisterArrayGradients(OpRegistry& r) {
+  Set(r, "Identity", IdentityGrad);
+  Set(r, "ReadVariableOp", IdentityGrad);
+  Set(r, "Snapshot", IdentityGrad);
+  Set(r, "Reshape", ReshapeToInputGrad);
+  Set(r, "ExpandDims", ReshapeToInputGrad);
+  Set(r, "Squeeze", ReshapeToInputGrad);
+  Set(r, "Transpose", TransposeGrad);
+  Set(r, "Pack", PackGrad);
+  Set(r, "Unpack", UnpackGrad);
+  Set(r, "ConcatV2", ConcatV2Grad);
+  Set(r, "Fill", FillGrad);
+  Set(r, "Tile", TileGrad);
+  Set(r, "StridedSlice", StridedSliceGradFn);
+  Set(r, "GatherV2", GatherV2Grad);
+}
+
+}  // namespace xlens::graph::grad

@@ -1,0 +1,152 @@
+#include "compiler/graph/grads/grad_util.h"
+
+#include <map>
+
+#include "compiler/graph/gradients.h"
+
+namespace xlens::graph::grad {
+
+namespace {
+// Shapes the running gradient computation set on gradient tensors; see RefineShape.
+thread_local std::map<std::pair<const Node*, int>, PartialShape>* refined_shapes = nullptr;
+}  // namespace
+
+// Installed by AddSymbolicGradients for the length of one call.
+void SetRefinedShapeTable(std::map<std::pair<const Node*, int>, PartialShape>* table) {
+  refined_shapes = table;
+}
+
+PartialShape StaticShape(const Scope& scope, const Output& t) {
+  if (!t.valid()) return PartialShape();
+  if (t.node->output_shapes().size() <= static_cast<size_t>(t.index)) {
+    // Nodes added since shape inference last ran: run it again (errors leave shapes unknown).
+    (void)scope.graph()->InferShapes();
+  }
+  PartialShape shape;
+  if (t.node->output_shapes().size() > static_cast<size_t>(t.index)) {
+    shape = t.node->output_shapes()[t.index];
+  }
+  if (refined_shapes != nullptr) {
+    auto it = refined_shapes->find({t.node, t.index});
+    if (it != refined_shapes->end() && it->second.IsCompatibleWith(shape)) {
+      shape = it->second.Merge(shape);
+    }
+  }
+  return shape;
+}
+
+void RefineShape(const Output& t, const PartialShape& shape) {
+  if (refined_shapes == nullptr || !t.valid()) return;
+  auto [it, inserted] = refined_shapes->emplace(std::make_pair(t.node, t.index), shape);
+  if (!inserted && it->second.IsCompatibleWith(shape)) it->second = it->second.Merge(shape);
+}
+
+std::optional<Tensor> ConstantValue(const Output& t) {
+  if (!t.valid() || t.node->type_string() != "Const") return std::nullopt;
+  const AttrValue* v = FindAttr(t.node->attrs(), "value");
+  if (v == nullptr || v->kind() != AttrValue::Kind::kTensor) return std::nullopt;
+  return v->tensor();
+}
+
+bool IsZerosTensor(const Output& t) {
+  if (!t.valid()) return false;
+  const std::string& op = t.node->type_string();
+  if (op == "ZerosLike") return true;
+  if (op == "Const" && t.node->name().ends_with("zeros")) {
+    auto value = ConstantValue(t);
+    if (!value) return false;
+    for (int64_t i = 0; i < value->num_elements(); ++i) {
+      if (value->GetAsDouble(i) != 0) return false;
+    }
+    return true;
+  }
+  return false;
+}
+
+Output ShapeOf(const Scope& scope, const Output& x) {
+  PartialShape shape = StaticShape(scope, x);
+  if (shape.IsFullyDefined()) return ops::ShapeConst(scope.WithOpName("Shape"), shape.dims());
+  return ops::Shape(scope, x);
+}
+
+Output SizeOf(const Scope& scope, const Output& x) {
+  PartialShape shape = StaticShape(scope, x);
+  if (shape.IsFullyDefined()) {
+    return ops::Const(scope.WithOpName("Size"), static_cast<int32_t>(shape.num_elements()));
+  }
+  return ops::Size(scope, x);
+}
+
+Output ReduceSum(const Scope& scope, const Output& x, const ops::Input& axes, bool keep_dims) {
+  return ops::Sum(scope, x, axes, keep_dims);
+}
+
+Output CastTo(const Scope& scope, const Output& x, DataType dtype) {
+  if (x.valid() && RemoveRefType(x.type()) == dtype) return x;
+  return ops::Cast(scope, x, dtype);
+}
+
+namespace {
+Output Named(Node* n) { return n == nullptr ? Output() : Output(n, 0); }
+}  // namespace
+
+Output MulOp(const Scope& s, const ops::Input& x, const ops::Input& y) {
+  return Named(ops::BuildOp(s, "Mul", {x, y}, {}, "mul"));
+}
+Output AddOp(const Scope& s, const ops::Input& x, const ops::Input& y) {
+  return Named(ops::BuildOp(s, "AddV2", {x, y}, {}, "add"));
+}
+Output SubOp(const Scope& s, const ops::Input& x, const ops::Input& y) {
+  return Named(ops::BuildOp(s, "Sub", {x, y}, {}, "sub"));
+}
+Output TrueDivOp(const Scope& s, const ops::Input& x, const ops::Input& y) {
+  return Named(ops::BuildOp(s, "RealDiv", {x, y}, {}, "truediv"));
+}
+
+ops::Input Int32s(const std::vector<int64_t>& values) {
+  Tensor t(DT_INT32, {static_cast<int64_t>(values.size())});
+  for (size_t i = 0; i < values.size(); ++i) t.SetFromInt64(static_cast<int64_t>(i), values[i]);
+  return ops::Input(t);
+}
+
+Output ReducedShape(const Scope& scope, const Output& input_shape, const Output& axes) {
+  // math_ops.reduced_shape: DynamicStitch([range(rank), axes], [input_shape, ones]). Without
+  // DynamicStitch in the op set, the same vector is built as
+  //   input_shape * (1 - sum_k onehot(axes_k mod rank)) + sum_k onehot(...)
+  // i.e. input_shape where no axis is reduced, 1 where one is.
+  Scope s = scope.NewSubScope("reduced_shape");
+  Output shape = CastTo(s, input_shape, DT_INT32);
+  Output rank = ops::Size(s, shape);
+  Output ax = ops::Reshape(s, CastTo(s, axes, DT_INT32), ops::Input({-1}));
+  ax = ops::FloorMod(s, ops::Add(s, ax, rank), rank);
+  Output positions = ops::Range(s, ops::Input(0), rank, ops::Input(1));
+  // [num_axes, rank] matches, summed into a per-dimension "reduced" mask.
+  Output eq = ops::Equal(s, ops::ExpandDims(s, ax, ops::Input(1)),
+                         ops::ExpandDims(s, positions, ops::Input(0)));
+  Output mask = ops::Minimum(s, ops::Sum(s, ops::Cast(s, eq, DT_INT32), ops::Input(0)),
+                             ops::Input(1));
+  Output one_minus = ops::Sub(s, ops::Input(1), mask);
+  return ops::Add(s, ops::Mul(s, shape, one_minus), mask);
+}
+
+Output ZerosLikeOf(const Scope& scope, const Output& x) {
+  // array_ops.zeros_like: a constant when the shape is known (and small), else ZerosLike.
+  PartialShape shape = StaticShape(scope, x);
+  if (shape.IsFullyDefined() && shape.num_elements() < 1000) {
+    return ops::Const(scope.WithOpName("zeros_like"), Tensor(RemoveRefType(x.type()), shape.dims()));
+  }
+  return ops::AsOutput(ops::BuildOp(scope, "ZerosLike", {x}, {}, "zeros_like"));
+}
+
+Output In(const Node& op, int i) {
+  auto [node, index] = op.input_node(i);
+  return Output(node, index);
+}
+Output Out(const Node& op, int i) { return Output(const_cast<Node*>(&op), i); }
+
+void Set(OpRegistry& registry, const std::string& op, GradFn fn) {
+  // Ops another family has not registered (yet) simply have no gradient.
+  if (registry.Find(op) != nullptr) SetGradient(registry, op, std::move(fn));
+}
+
+}  // namespace xlens::graph::grad

@@ -1,0 +1,240 @@
+#include "compiler/graph/executor.h"
+
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
+#include "compiler/graph/session.h"
+#include "graph/graph_test_util.h"
+
+namespace xlens::graph {
+namespace {
+
+using ::testing::HasSubstr;
+using testing::BinaryNode;
+using testing::ConstNode;
+using testing::FloatConst;
+using testing::MakeNode;
+using testing::PlaceholderNode;
+using testing::UnaryNode;
+
+NodeDef IntConst(std::string name, int32_t v, std::vector<std::string> control = {}) {
+  NodeDef n = ConstNode(std::move(name), Tensor::Scalar<int32_t>(DT_INT32, v));
+  n.input = std::move(control);
+  return n;
+}
+
+NodeDef Enter(std::string name, std::string input, DataType t, bool is_constant = false) {
+  return MakeNode(std::move(name), "Enter", {std::move(input)},
+                  {{"T", AttrValue::Type(t)},
+                   {"frame_name", AttrValue::String("while/while_context")},
+                   {"is_constant", AttrValue::Bool(is_constant)}});
+}
+
+NodeDef Merge(std::string name, std::string a, std::string b, DataType t) {
+  return MakeNode(std::move(name), "Merge", {std::move(a), std::move(b)},
+                  {{"T", AttrValue::Type(t)}, {"N", AttrValue::Int(2)}});
+}
+
+NodeDef Switch(std::string name, std::string data, std::string pred, DataType t) {
+  return MakeNode(std::move(name), "Switch", {std::move(data), std::move(pred)},
+                  {{"T", AttrValue::Type(t)}});
+}
+
+float Scalar(const Tensor& t) { return static_cast<float>(t.GetAsDouble(0)); }
+
+StatusOr<std::vector<Tensor>> RunGraph(const GraphDef& def,
+                                       const std::vector<std::pair<std::string, Tensor>>& feeds,
+                                       const std::vector<std::string>& fetches) {
+  ASSIGN_OR_RETURN(auto session, Session::Create(def));
+  return session->Run(feeds, fetches);
+}
+
+// if (pred) y = x * 2 else y = -x, built as TensorFlow 1 builds tf.cond.
+GraphDef CondGraph() {
+  GraphDef def;
+  def.node.push_back(PlaceholderNode("x", DT_FLOAT, PartialShape::Scalar()));
+  def.node.push_back(PlaceholderNode("pred", DT_BOOL, PartialShape::Scalar()));
+  def.node.push_back(Switch("cond/Switch", "x", "pred", DT_FLOAT));
+  def.node.push_back(UnaryNode("cond/switch_t", "Identity", "cond/Switch:1"));
+  NodeDef two = FloatConst("cond/two", 2.0f);
+  two.input = {"^cond/switch_t"};
+  def.node.push_back(two);
+  def.node.push_back(BinaryNode("cond/mul", "Mul", "cond/Switch:1", "cond/two"));
+  def.node.push_back(UnaryNode("cond/neg", "Neg", "cond/Switch"));
+  def.node.push_back(Merge("cond/Merge", "cond/neg", "cond/mul", DT_FLOAT));
+  return def;
+}
+
+TEST(ExecutorTest, CondTakesOneBranch) {
+  for (bool pred : {true, false}) {
+    auto out = RunGraph(CondGraph(),
+                        {{"x", Tensor::Scalar<float>(DT_FLOAT, 3.0f)},
+                         {"pred", Tensor::Scalar<bool>(DT_BOOL, pred)}},
+                        {"cond/Merge", "cond/Merge:1"});
+    ASSERT_TRUE(out.ok()) << out.status().message();
+    EXPECT_EQ(Scalar((*out)[0]), pred ? 6.0f : -3.0f);
+    EXPECT_EQ((*out)[1].GetAsInt64(0), pred ? 1 : 0);
+  }
+}
+
+TEST(ExecutorTest, FetchingTheUntakenBranchIsAnError) {
+  auto out = RunGraph(CondGraph(),
+                      {{"x", Tensor::Scalar<float>(DT_FLOAT, 3.0f)},
+                       {"pred", Tensor::Scalar<bool>(DT_BOOL, false)}},
+                      {"cond/mul"});
+  ASSERT_FALSE(out.ok());
+  EXPECT_THAT(out.status().message(), HasSubstr("'cond/mul' is dead"));
+}
+
+// i = 0; acc = a; while i < n: i += 1; acc *= c   (c a loop invariant), as tf.while_loop lowers.
+GraphDef LoopGraph() {
+  GraphDef def;
+  def.node.push_back(PlaceholderNode("a", DT_FLOAT, PartialShape::Scalar()));
+  def.node.push_back(PlaceholderNode("n", DT_INT32, PartialShape::Scalar()));
+  def.node.push_back(FloatConst("c", 2.0f));
+  def.node.push_back(IntConst("i0", 0));
+  def.node.push_back(Enter("while/Enter", "i0", DT_INT32));
+  def.node.push_back(Enter("while/Enter_1", "a", DT_FLOAT));
+  def.node.push_back(Enter("while/Enter_c", "c", DT_FLOAT, /*is_constant=*/true));
+  def.node.push_back(Enter("while/Enter_n", "n", DT_INT32, /*is_constant=*/true));
+  def.node.push_back(Merge("while/Merge", "while/Enter", "while/NextIteration", DT_INT32));
+  def.node.push_back(Merge("while/Merge_1", "while/Enter_1", "while/NextIteration_1", DT_FLOAT));
+  def.node.push_back(BinaryNode("while/Less", "Less", "while/Merge", "while/Enter_n", DT_INT32));
+  def.node.push_back(MakeNode("while/LoopCond", "LoopCond", {"while/Less"}));
+  def.node.push_back(Switch("while/Switch", "while/Merge", "while/LoopCond", DT_INT32));
+  def.node.push_back(Switch("while/Switch_1", "while/Merge_1", "while/LoopCond", DT_FLOAT));
+  def.node.push_back(UnaryNode("while/Identity", "Identity", "while/Switch:1", DT_INT32));
+  def.node.push_back(IntConst("while/one", 1, {"^while/Identity"}));
+  def.node.push_back(BinaryNode("while/add", "AddV2", "while/Identity", "while/one", DT_INT32));
+  def.node.push_back(BinaryNode("while/mul", "Mul", "while/Switch_1:1", "while/Enter_c"));
+  def.node.push_back(UnaryNode("while/NextIteration", "NextIteration", "while/add", DT_INT32));
+  def.node.push_back(UnaryNode("while/NextIteration_1", "NextIteration", "while/mul"));
+  def.node.push_back(UnaryNode("while/Exit", "Exit", "while/Switch", DT_INT32));
+  def.node.push_back(UnaryNode("while/Exit_1", "Exit", "while/Switch_1"));
+  def.node.push_back(BinaryNode("result", "AddV2", "while/Exit_1", "c"));
+  return def;
+}
+
+TEST(ExecutorTest, WhileLoopRunsItsIterations) {
+  for (int n : {0, 1, 10}) {
+    auto out = RunGraph(LoopGraph(),
+                        {{"a", Tensor::Scalar<float>(DT_FLOAT, 1.5f)},
+                         {"n", Tensor::Scalar<int32_t>(DT_INT32, n)}},
+                        {"while/Exit", "result"});
+    ASSERT_TRUE(out.ok()) << out.status().message();
+    EXPECT_EQ((*out)[0].GetAsInt64(0), n);
+    EXPECT_EQ(Scalar((*out)[1]), 1.5f * static_cast<float>(1 << n) + 2.0f);
+  }
+}
+
+TEST(ExecutorTest, RunawayLoopIsStopped) {
+  auto g = Graph::FromGraphDef(LoopGraph());
+  ASSERT_TRUE(g.ok());
+  RunSignature sig{{"a", "n"}, {"result"}, {}};
+  auto rewritten = RewriteGraphForExecution(**g, sig);
+  ASSERT_TRUE(rewritten.ok()) << rewritten.status().message();
+  ExecutorOptions options;
+  options.max_loop_iterations = 100;
+  auto executor = Executor::Create(rewritten->get(), options);
+  ASSERT_TRUE(executor.ok());
+  auto out = (*executor)->Run({Tensor::Scalar<float>(DT_FLOAT, 1.0f),
+                               Tensor::Scalar<int32_t>(DT_INT32, 1000)});
+  ASSERT_FALSE(out.ok());
+  EXPECT_THAT(out.status().message(), HasSubstr("more than 100 iterations"));
+}
+
+TEST(ExecutorTest, LoopInsideAnUntakenBranchIsDead) {
+  // The loop's input comes from the untaken side of a Switch: the whole frame is dead, and so
+  // is its Exit, which a Merge then skips.
+  GraphDef def = LoopGraph();
+  def.node.push_back(PlaceholderNode("p", DT_BOOL, PartialShape::Scalar()));
+  def.node.push_back(Switch("gate", "a", "p", DT_FLOAT));
+  for (NodeDef& n : def.node) {
+    if (n.name == "while/Enter_1") n.input = {"gate:1"};
+  }
+  def.node.push_back(UnaryNode("other", "Neg", "gate"));
+  def.node.push_back(Merge("joined", "other", "while/Exit_1", DT_FLOAT));
+  auto out = RunGraph(def,
+                      {{"a", Tensor::Scalar<float>(DT_FLOAT, 4.0f)},
+                       {"n", Tensor::Scalar<int32_t>(DT_INT32, 3)},
+                       {"p", Tensor::Scalar<bool>(DT_BOOL, false)}},
+                      {"joined"});
+  ASSERT_TRUE(out.ok()) << out.status().message();
+  EXPECT_EQ(Scalar((*out)[0]), -4.0f);
+}
+
+TEST(ExecutorTest, ControlDependenciesOrderSideEffects) {
+  // A variable assigned, then read after a control edge: the read sees the new value.
+  GraphDef def;
+  def.node.push_back(MakeNode("v", "VarHandleOp", {},
+                              {{"dtype", AttrValue::Type(DT_FLOAT)},
+                               {"shape", AttrValue::Shape(PartialShape::Scalar())},
+                               {"shared_name", AttrValue::String("v")}}));
+  def.node.push_back(FloatConst("init_value", 5.0f));
+  def.node.push_back(MakeNode("assign", "AssignVariableOp", {"v", "init_value"},
+                              {{"dtype", AttrValue::Type(DT_FLOAT)}}));
+  def.node.push_back(MakeNode("read", "ReadVariableOp", {"v", "^assign"},
+                              {{"dtype", AttrValue::Type(DT_FLOAT)}}));
+  auto session = Session::Create(def);
+  ASSERT_TRUE(session.ok()) << session.status().message();
+  auto out = (*session)->Run({}, {"read"});
+  ASSERT_TRUE(out.ok()) << out.status().message();
+  EXPECT_EQ(Scalar((*out)[0]), 5.0f);
+}
+
+TEST(ExecutorTest, VariablesKeepTheirValueAcrossRuns) {
+  GraphDef def;
+  def.node.push_back(MakeNode("v", "VarHandleOp", {},
+                              {{"dtype", AttrValue::Type(DT_FLOAT)},
+                               {"shape", AttrValue::Shape(PartialShape::Scalar())},
+                               {"shared_name", AttrValue::String("v")}}));
+  def.node.push_back(FloatConst("zero", 0.0f));
+  def.node.push_back(FloatConst("one", 1.0f));
+  def.node.push_back(MakeNode("init", "AssignVariableOp", {"v", "zero"},
+                              {{"dtype", AttrValue::Type(DT_FLOAT)}}));
+  def.node.push_back(MakeNode("inc", "AssignAddVariableOp", {"v", "one"},
+                              {{"dtype", AttrValue::Type(DT_FLOAT)}}));
+  def.node.push_back(MakeNode("read", "ReadVariableOp", {"v"},
+                              {{"dtype", AttrValue::Type(DT_FLOAT)}}));
+  auto session = Session::Create(def);
+  ASSERT_TRUE(session.ok()) << session.status().message();
+  auto before = (*session)->Run({}, {"read"});
+  ASSERT_FALSE(before.ok());  // not initialised yet
+  ASSERT_TRUE((*session)->Run({}, {}, {"init"}).ok());
+  for (int i = 0; i < 3; ++i) ASSERT_TRUE((*session)->Run({}, {}, {"inc"}).ok());
+  auto out = (*session)->Run({}, {"read"});
+  ASSERT_TRUE(out.ok()) << out.status().message();
+  EXPECT_EQ(Scalar((*out)[0]), 3.0f);
+  // Three signatures were run, each rewritten once.
+  EXPECT_EQ((*session)->ExecutedGraphs().size(), 3u);
+}
+
+TEST(ExecutorTest, RewriteNamesArgsAndRetvalsAsTensorFlow) {
+  auto g = Graph::FromGraphDef(CondGraph());
+  ASSERT_TRUE(g.ok());
+  auto rewritten = RewriteGraphForExecution(**g, {{"x", "pred"}, {"cond/Merge"}, {}});
+  ASSERT_TRUE(rewritten.ok()) << rewritten.status().message();
+  EXPECT_NE((*rewritten)->FindNode("_arg_x_0_0"), nullptr);
+  EXPECT_NE((*rewritten)->FindNode("_arg_pred_0_1"), nullptr);
+  EXPECT_NE((*rewritten)->FindNode("_retval_cond/Merge_0_0"), nullptr);
+  // The placeholders are no longer needed.
+  EXPECT_EQ((*rewritten)->FindNode("x"), nullptr);
+}
+
+TEST(ExecutorTest, BadFeedsAndFetchesAreNamed) {
+  auto session = Session::Create(CondGraph());
+  ASSERT_TRUE(session.ok());
+  auto missing = (*session)->Run({}, {"nope"});
+  ASSERT_FALSE(missing.ok());
+  EXPECT_THAT(missing.status().message(), HasSubstr("no node named 'nope'"));
+  auto wrong_type = (*session)->Run({{"x", Tensor::Scalar<int32_t>(DT_INT32, 1)},
+                                     {"pred", Tensor::Scalar<bool>(DT_BOOL, true)}},
+                                    {"cond/Merge"});
+  ASSERT_FALSE(wrong_type.ok());
+  EXPECT_THAT(wrong_type.status().message(), HasSubstr("feed 'x' is int32"));
+  auto unfed = (*session)->Run({}, {"cond/Merge"});
+  ASSERT_FALSE(unfed.ok());
+}
+
+}  // namespace
+}  // namespace xlens::graph
