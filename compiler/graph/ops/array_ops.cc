@@ -3,6 +3,7 @@
 // Cumsum, ...). Ops that move elements are in array_copy_ops.cc.
 #include <algorithm>
 #include <cmath>
+#include <cstdio>
 #include <unordered_map>
 
 #include "compiler/graph/op_kernel.h"
@@ -65,7 +66,7 @@ Status PlaceholderKernel(OpKernelContext& c) {
   std::string message = "You must feed a value for placeholder tensor '" + c.name() +
                         "' with dtype " + DataTypeName(dtype);
   if (!shape.unknown_rank()) message += " and shape " + shape.ToString();
-  return Status::Error(message);
+  return c.Error(message);
 }
 
 Status PlaceholderWithDefaultShape(InferenceContext& c) {
@@ -347,9 +348,12 @@ Status SqueezeKernel(OpKernelContext& c) {
 // TensorFlow's element count of a range; the values are start + i * delta.
 StatusOr<int64_t> RangeSize(DataType type, double start, double limit, double delta) {
   if (delta == 0) return Status::Error("Requires delta != 0: 0");
-  auto num = [](double v) {
-    std::string s = std::to_string(v);
-    return s;
+  // TensorFlow prints the bounds as the op's type does.
+  auto num = [type](double v) {
+    if (DataTypeIsInteger(type)) return std::to_string(static_cast<int64_t>(v));
+    char buf[32];
+    std::snprintf(buf, sizeof(buf), "%g", v);
+    return std::string(buf);
   };
   if (delta > 0 && start > limit) {
     return Status::Error("Requires start <= limit when delta > 0: " + num(start) + "/" +
@@ -682,9 +686,13 @@ Status BroadcastArgsShape(InferenceContext& c) {
   RETURN_IF_ERROR(c.WithRank(1, 1, &s1));
   int64_t n = PartialShape::kUnknownDim;
   if (s0.dim(0) >= 0 && s1.dim(0) >= 0) n = std::max(s0.dim(0), s1.dim(0));
-  c.set_output(0, PartialShape({n}));
-  if (c.num_outputs() > 1) c.set_output(1, PartialShape::UnknownOfRank(1));
-  if (c.num_outputs() > 1) c.set_output(0, PartialShape::UnknownOfRank(1));
+  if (c.num_outputs() == 1) {
+    c.set_output(0, PartialShape({n}));  // BroadcastArgs: the broadcast shape
+  } else {
+    // BroadcastGradientArgs: the reduction indices, of data-dependent length.
+    c.set_output(0, PartialShape::UnknownOfRank(1));
+    c.set_output(1, PartialShape::UnknownOfRank(1));
+  }
   return OkStatus();
 }
 
@@ -709,7 +717,8 @@ Status BroadcastGradientArgsKernel(OpKernelContext& c) {
   const std::vector<int64_t> x = c.input(0).AsInt64Vector(), y = c.input(1).AsInt64Vector();
   const size_t n = std::max(x.size(), y.size());
   std::vector<int64_t> rx, ry;
-  for (size_t i = 0; i < n; ++i) {
+  // Identical shapes reduce nothing (BCast's fast path), even along dimensions of size 1.
+  for (size_t i = 0; i < n && x != y; ++i) {
     const int64_t xi = i < n - x.size() ? 1 : x[i - (n - x.size())];
     const int64_t yi = i < n - y.size() ? 1 : y[i - (n - y.size())];
     const int64_t index = static_cast<int64_t>(i);
@@ -747,10 +756,12 @@ void RegisterArrayOps(OpRegistry& r) {
       .Attr("T: type")
       .SetShapeFn(UnchangedShape)
       .SetKernel(ForwardInput);
+  // XLA has no Placeholder kernel: fed values enter a cluster as arguments.
   REGISTER_OP(r, "Placeholder")
       .Output("output: dtype")
       .Attr("dtype: type")
       .Attr("shape: shape = { unknown_rank: true }")
+      .NoXlaKernel()
       .SetShapeFn(PlaceholderShape)
       .SetKernel(PlaceholderKernel);
   REGISTER_OP(r, "PlaceholderWithDefault")
@@ -957,6 +968,8 @@ void RegisterArrayOps(OpRegistry& r) {
       .Input("s1: T")
       .Output("r0: T")
       .Attr("T: {int32, int64} = DT_INT32")
+      .CompileTimeConstInput("s0")
+      .CompileTimeConstInput("s1")
       .SetShapeFn(BroadcastArgsShape)
       .SetKernel(BroadcastArgsKernel);
   REGISTER_OP(r, "BroadcastGradientArgs")
@@ -965,6 +978,8 @@ void RegisterArrayOps(OpRegistry& r) {
       .Output("r0: T")
       .Output("r1: T")
       .Attr("T: {int32, int64} = DT_INT32")
+      .CompileTimeConstInput("s0")
+      .CompileTimeConstInput("s1")
       .SetShapeFn(BroadcastArgsShape)
       .SetKernel(BroadcastGradientArgsKernel);
 

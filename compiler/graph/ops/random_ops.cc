@@ -100,7 +100,8 @@ Status RandomUniformIntKernel(OpKernelContext& c) {
   if (out->num_elements() == 0) return OkStatus();
   const int64_t a = lo.GetAsInt64(0), b = hi.GetAsInt64(0);
   if (a >= b) {
-    return c.Error("Need minval < maxval: " + std::to_string(a) + " >= " + std::to_string(b));
+    return c.Error("Need minval < maxval, got " + std::to_string(a) + " >= " +
+                   std::to_string(b));
   }
   ASSIGN_OR_RETURN(PhiloxRandom gen, ReserveStateful(c, out->num_elements()));
   if (out->dtype() == DT_INT32) {

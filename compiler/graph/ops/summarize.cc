@@ -41,7 +41,7 @@ std::string Element(const Tensor& t, int64_t i, bool print_v2) {
       return print_v2 ? "\"" + s + "\"" : s;
     }
     case DT_BOOL:
-      return print_v2 ? (t.flat<bool>()[i] ? "True" : "False") : (t.flat<bool>()[i] ? "1" : "0");
+      return t.flat<bool>()[i] ? "1" : "0";
     case DT_FLOAT:
       return FloatToString(t.flat<float>()[i]);
     case DT_DOUBLE:
