@@ -1,0 +1,157 @@
+#include "compiler/graph/training.h"
+
+#include <cmath>
+
+#include "compiler/graph/cc_ops.h"
+#include "compiler/graph/gradients.h"
+#include "compiler/graph/grads/grad_util.h"
+
+namespace xlens::graph {
+
+namespace {
+
+AttrValue Colocate(const std::string& name) {
+  AttrListValue list;
+  list.s.push_back("loc:@" + name);
+  return AttrValue::List(std::move(list));
+}
+
+// tf.keras/compat initializers' _compute_fans.
+std::pair<double, double> ComputeFans(const std::vector<int64_t>& shape) {
+  if (shape.empty()) return {1, 1};
+  if (shape.size() == 1) return {double(shape[0]), double(shape[0])};
+  if (shape.size() == 2) return {double(shape[0]), double(shape[1])};
+  double receptive = 1;
+  for (size_t i = 0; i + 2 < shape.size(); ++i) receptive *= double(shape[i]);
+  return {double(shape[shape.size() - 2]) * receptive, double(shape.back()) * receptive};
+}
+
+void Colocated(Node* node, const std::string& var) {
+  if (node != nullptr) node->mutable_attrs()["_class"] = Colocate(var);
+}
+
+}  // namespace
+
+Output Variable::Value(const Scope& scope) const {
+  if (!is_resource) return read;
+  return ops::ReadVariableOp(scope, handle, dtype);
+}
+
+StatusOr<Variable> CreateVariable(const Scope& scope, const std::string& name, DataType dtype,
+                                  const std::vector<int64_t>& shape,
+                                  const VariableOptions& options) {
+  RETURN_IF_ERROR(scope.status());
+  Variable var;
+  var.dtype = dtype;
+  var.shape = PartialShape(shape);
+  var.is_resource = options.use_resource;
+  // The variable's node is named exactly its scope ("weights"); everything else lies inside.
+  Scope inner = scope;
+  Scope named = scope.WithOpName(name).NewOpScope(name, &inner);
+  var.name = inner.name_prefix();
+  const Scope init = inner.NewSubScope("Initializer");
+  if (options.initial_value) {
+    var.initial_value = ops::Const(init.WithOpName("Const"), *options.initial_value);
+  } else {
+    // random_uniform(shape, -limit, limit): shape, min, max, RandomUniform, sub, mul, and the
+    // AddV2 named after the scope.
+    auto [fan_in, fan_out] = ComputeFans(shape);
+    const double limit = std::sqrt(6.0 / (fan_in + fan_out));
+    Scope ru_inner = init;
+    Scope ru = init.NewOpScope("random_uniform", &ru_inner);
+    Output shape_t = ops::ShapeConst(ru_inner.WithOpName("shape"), shape);
+    Output min = ops::ScalarConst(ru_inner.WithOpName("min"), dtype, -limit);
+    Output max = ops::ScalarConst(ru_inner.WithOpName("max"), dtype, limit);
+    Output rnd = ops::RandomUniform(ru_inner, shape_t, dtype, options.seed, options.seed2);
+    Output range = grad::SubOp(ru_inner, max, min);
+    Output scaled = grad::MulOp(ru_inner, rnd, range);
+    var.initial_value = ops::AsOutput(ru.AddNode("AddV2", {scaled, min}, {}));
+    for (const Output& o : {shape_t, min, max, rnd, range, scaled, var.initial_value}) {
+      Colocated(o.node, var.name);
+    }
+  }
+  if (Node* n = var.initial_value.node; n != nullptr && options.initial_value) {
+    Colocated(n, var.name);
+  }
+  AttrMap attrs;
+  attrs["dtype"] = AttrValue::Type(dtype);
+  attrs["shape"] = AttrValue::Shape(var.shape);
+  attrs["container"] = AttrValue::String("");
+  attrs["shared_name"] = AttrValue::String(options.use_resource ? var.name : "");
+  attrs["_class"] = Colocate(var.name);
+  if (options.use_resource) {
+    var.handle = ops::AsOutput(named.AddNode("VarHandleOp", {}, std::move(attrs)));
+    if (scope.graph()->registry().Find("VarIsInitializedOp") != nullptr) {
+      ops::BuildOp(inner.NewSubScope("IsInitialized"), "VarIsInitializedOp", {var.handle});
+    }
+    var.initializer = ops::AssignVariableOp(inner.WithOpName("Assign"), var.handle,
+                                            var.initial_value);
+    var.read = ops::ReadVariableOp(inner.NewSubScope("Read"), var.handle, dtype);
+  } else {
+    var.handle = ops::AsOutput(named.AddNode("VariableV2", {}, std::move(attrs)));
+    Output assign = ops::Assign(inner.WithOpName("Assign"), var.handle, var.initial_value);
+    Colocated(assign.node, var.name);
+    var.initializer = assign.node;
+    var.read = ops::Identity(inner.WithOpName("read"), var.handle);
+    Colocated(var.read.node, var.name);
+  }
+  RETURN_IF_ERROR(scope.status());
+  return var;
+}
+
+StatusOr<std::vector<Output>> GradientDescentOptimizer::ComputeGradients(
+    const Scope& scope, const Output& loss, const std::vector<Variable>& var_list) const {
+  std::vector<Output> xs;
+  for (const Variable& v : var_list) xs.push_back(v.handle);
+  GradientsOptions options;
+  options.gate_gradients = true;  // Optimizer.GATE_OP
+  std::vector<Output> grads;
+  RETURN_IF_ERROR(AddSymbolicGradients(scope, {loss}, xs, {}, options, &grads));
+  bool any = false;
+  for (const Output& g : grads) any |= g.valid();
+  if (!any) {
+    std::string names;
+    for (const Variable& v : var_list) names += (names.empty() ? "" : ", ") + v.name;
+    return Error("No gradients provided for any variable, check your graph for ops that do "
+                 "not support gradients, between variables [" + names + "] and loss '" +
+                 loss.name() + "'");
+  }
+  return grads;
+}
+
+StatusOr<Node*> GradientDescentOptimizer::ApplyGradients(
+    const Scope& scope, const std::vector<Output>& grads,
+    const std::vector<Variable>& var_list) const {
+  if (grads.size() != var_list.size()) {
+    return Error("apply_gradients: " + std::to_string(grads.size()) + " gradients for " +
+                 std::to_string(var_list.size()) + " variables");
+  }
+  Scope inner = scope;
+  Scope named = scope.NewOpScope(name_, &inner);
+  std::vector<Node*> updates;
+  Output lr;
+  for (size_t i = 0; i < var_list.size(); ++i) {
+    if (!grads[i].valid()) continue;  // variables without a gradient are not updated
+    const Variable& v = var_list[i];
+    if (!lr.valid()) {
+      lr = ops::ScalarConst(inner.WithOpName("learning_rate"), v.dtype, learning_rate_);
+    }
+    Scope update = inner.NewSubScope("update_" + v.name);
+    Node* n = v.is_resource
+                  ? ops::ResourceApplyGradientDescent(update, v.handle, lr, grads[i])
+                  : ops::ApplyGradientDescent(update, v.handle, lr, grads[i]).node;
+    Colocated(n, v.name);
+    updates.push_back(n);
+  }
+  Node* train = ops::NoOp(named.WithControlDependencies(updates));
+  RETURN_IF_ERROR(scope.status());
+  return train;
+}
+
+StatusOr<Node*> GradientDescentOptimizer::Minimize(const Scope& scope, const Output& loss,
+                                                   const std::vector<Variable>& var_list) const {
+  ASSIGN_OR_RETURN(std::vector<Output> grads, ComputeGradients(scope, loss, var_list));
+  return ApplyGradients(scope, grads, var_list);
+}
+
+}  // namespace xlens::graph

@@ -1,0 +1,343 @@
+// Every differentiable op's symbolic gradient against central finite differences of the op
+// itself, both run by the Session: for y = f(x1, ..., xn) and a random cotangent dy, the
+// gradient of sum(y * dy) with respect to each element of each xi.
+#include "compiler/graph/gradients.h"
+
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <functional>
+#include <string>
+#include <vector>
+
+#include "compiler/graph/cc_ops.h"
+#include "compiler/graph/session.h"
+
+namespace xlens::graph {
+namespace {
+
+using Build = std::function<Output(const Scope&, const std::vector<Output>&)>;
+
+struct Arg {
+  std::vector<int64_t> dims;
+  double lo = -2, hi = 2;
+  // The placeholder's declared shape; unset: the dims (a fully known static shape).
+  std::optional<PartialShape> declared;
+};
+
+struct Case {
+  std::string name;
+  std::vector<Arg> args;
+  Build build;
+  DataType dtype = DT_DOUBLE;
+};
+
+// A deterministic spread of values in [lo, hi] (distinct, so Max and Maximum have no ties).
+Tensor Values(DataType dtype, const Arg& arg, uint64_t seed) {
+  Tensor t(dtype, arg.dims);
+  uint64_t state = seed * 6364136223846793005ULL + 1442695040888963407ULL;
+  for (int64_t i = 0; i < t.num_elements(); ++i) {
+    state = state * 6364136223846793005ULL + 1442695040888963407ULL;
+    double u = static_cast<double>(state >> 11) / static_cast<double>(1ULL << 53);
+    t.SetFromDouble(i, arg.lo + (arg.hi - arg.lo) * u);
+  }
+  return t;
+}
+
+double Dot(const Tensor& a, const Tensor& b) {
+  double s = 0;
+  for (int64_t i = 0; i < a.num_elements(); ++i) s += a.GetAsDouble(i) * b.GetAsDouble(i);
+  return s;
+}
+
+void CheckGradient(const Case& c) {
+  SCOPED_TRACE(c.name);
+  Scope root = Scope::NewRootScope();
+  std::vector<Output> xs;
+  for (size_t i = 0; i < c.args.size(); ++i) {
+    PartialShape shape = c.args[i].declared ? *c.args[i].declared : PartialShape(c.args[i].dims);
+    xs.push_back(ops::Placeholder(root.WithOpName("x" + std::to_string(i)), c.dtype, shape));
+  }
+  Output y = c.build(root, xs);
+  ASSERT_TRUE(root.ok()) << root.status().message();
+  Output dy = ops::Placeholder(root.WithOpName("dy"), y.type());
+  std::vector<Output> grads;
+  Status st = AddSymbolicGradients(root, {y}, xs, {dy}, &grads);
+  ASSERT_TRUE(st.ok()) << st.message();
+  ASSERT_EQ(grads.size(), xs.size());
+  auto session = Session::Create(root.graph()->ToGraphDef());
+  ASSERT_TRUE(session.ok()) << session.status().message();
+
+  std::vector<std::pair<std::string, Tensor>> feeds;
+  for (size_t i = 0; i < xs.size(); ++i) {
+    feeds.push_back({xs[i].name(), Values(c.dtype, c.args[i], i + 1)});
+  }
+  auto y0 = (*session)->Run(feeds, {y.name()});
+  ASSERT_TRUE(y0.ok()) << y0.status().message();
+  Arg dy_arg{(*y0)[0].dims(), -1, 1};
+  Tensor dy_value = Values((*y0)[0].dtype(), dy_arg, 99);
+  auto f = [&](const std::vector<std::pair<std::string, Tensor>>& fd) {
+    auto with_dy = fd;
+    auto out = (*session)->Run(with_dy, {y.name()});
+    EXPECT_TRUE(out.ok()) << out.status().message();
+    return out.ok() ? Dot((*out)[0], dy_value) : NAN;
+  };
+  std::vector<std::string> fetches;
+  for (const Output& g : grads) {
+    ASSERT_TRUE(g.valid()) << "no gradient for an input";
+    fetches.push_back(g.name());
+  }
+  auto all = feeds;
+  all.push_back({dy.name(), dy_value});
+  auto symbolic = (*session)->Run(all, fetches);
+  ASSERT_TRUE(symbolic.ok()) << symbolic.status().message();
+
+  const bool is_double = c.dtype == DT_DOUBLE;
+  const double h = is_double ? 1e-6 : 1e-2;
+  const double tol = is_double ? 1e-6 : 2e-2;
+  for (size_t i = 0; i < xs.size(); ++i) {
+    const Tensor& g = (*symbolic)[i];
+    ASSERT_EQ(g.dims(), feeds[i].second.dims()) << "gradient " << i << " has the wrong shape";
+    for (int64_t k = 0; k < g.num_elements(); ++k) {
+      auto plus = feeds, minus = feeds;
+      plus[i].second = feeds[i].second.Clone();
+      minus[i].second = feeds[i].second.Clone();
+      const double v = feeds[i].second.GetAsDouble(k);
+      plus[i].second.SetFromDouble(k, v + h);
+      minus[i].second.SetFromDouble(k, v - h);
+      const double numeric = (f(plus) - f(minus)) / (2 * h);
+      const double got = g.GetAsDouble(k);
+      EXPECT_NEAR(got, numeric, tol * std::max(1.0, std::abs(numeric)))
+          << "d/d x" << i << "[" << k << "]";
+    }
+  }
+}
+
+Output Bin(const char* op, const Scope& s, const std::vector<Output>& x) {
+  return ops::AsOutput(ops::BuildOp(s, op, {x[0], x[1]}));
+}
+Output Un(const char* op, const Scope& s, const std::vector<Output>& x) {
+  return ops::AsOutput(ops::BuildOp(s, op, {x[0]}));
+}
+
+Case Binary(const char* op, std::vector<int64_t> a, std::vector<int64_t> b, double lo = -2,
+            double hi = 2, double blo = -2, double bhi = 2) {
+  return {std::string(op) + " " + DimsToString(a) + " " + DimsToString(b),
+          {{a, lo, hi}, {b, blo, bhi}},
+          [op](const Scope& s, const std::vector<Output>& x) { return Bin(op, s, x); }};
+}
+Case Unary(const char* op, double lo = -2, double hi = 2) {
+  return {op, {{{2, 3}, lo, hi}},
+          [op](const Scope& s, const std::vector<Output>& x) { return Un(op, s, x); }};
+}
+
+TEST(GradientsTest, BroadcastingBinaryOps) {
+  for (const char* op : {"AddV2", "Sub", "Mul", "Maximum", "Minimum", "SquaredDifference"}) {
+    CheckGradient(Binary(op, {2, 3}, {2, 3}));
+    CheckGradient(Binary(op, {2, 3}, {3}));
+    CheckGradient(Binary(op, {2, 1}, {1, 3}));
+    CheckGradient(Binary(op, {}, {2, 3}));
+  }
+  for (const char* op : {"RealDiv", "DivNoNan"}) {
+    CheckGradient(Binary(op, {2, 3}, {2, 3}, -2, 2, 0.5, 2));
+    CheckGradient(Binary(op, {2, 3}, {3}, -2, 2, 0.5, 2));
+  }
+  CheckGradient(Binary("Pow", {2, 3}, {2, 3}, 0.5, 2, -1, 2));
+  CheckGradient(Binary("Pow", {2, 3}, {}, 0.5, 2, -1, 2));
+}
+
+TEST(GradientsTest, BroadcastingWithUnknownDims) {
+  // The shapes are only known at run time: BroadcastGradientArgs decides the reductions.
+  Case c = Binary("Mul", {4, 3}, {3});
+  c.args[0].declared = PartialShape({-1, 3});
+  CheckGradient(c);
+  Case d = Binary("Sub", {4}, {4});
+  d.args[0].declared = PartialShape({-1});
+  d.args[1].declared = PartialShape({-1});
+  CheckGradient(d);
+}
+
+TEST(GradientsTest, UnaryOps) {
+  for (const char* op : {"Square", "Neg", "Exp", "Tanh", "Sigmoid", "Sin", "Cos", "Identity"}) {
+    CheckGradient(Unary(op));
+  }
+  for (const char* op : {"Sqrt", "Rsqrt", "Log", "Reciprocal"}) CheckGradient(Unary(op, 0.5, 3));
+  // Away from the kinks.
+  CheckGradient(Unary("Relu", 0.1, 2));
+  CheckGradient(Unary("Relu", -2, -0.1));
+  CheckGradient(Unary("Abs", 0.1, 2));
+  CheckGradient(Unary("Abs", -2, -0.1));
+}
+
+TEST(GradientsTest, CastBetweenFloatTypes) {
+  Case c{"Cast", {{{2, 3}}}, [](const Scope& s, const std::vector<Output>& x) {
+           return ops::Cast(s, ops::Square(s, ops::Cast(s, x[0], DT_FLOAT)), DT_DOUBLE);
+         }};
+  c.dtype = DT_DOUBLE;
+  // The float square in the middle limits the precision of the finite differences.
+  Case f = c;
+  f.dtype = DT_FLOAT;
+  f.build = [](const Scope& s, const std::vector<Output>& x) {
+    return ops::Cast(s, ops::Square(s, ops::Cast(s, x[0], DT_DOUBLE)), DT_FLOAT);
+  };
+  CheckGradient(f);
+}
+
+TEST(GradientsTest, SelectOps) {
+  Tensor cond(DT_BOOL, {2, 3});
+  for (int i = 0; i < 6; ++i) cond.flat<bool>()[i] = (i % 2) == 0;
+  CheckGradient({"Select", {{{2, 3}}, {{2, 3}}}, [cond](const Scope& s, const std::vector<Output>& x) {
+                   return ops::Select(s, ops::Const(s, cond), x[0], x[1]);
+                 }});
+  Tensor row(DT_BOOL, {3});
+  for (int i = 0; i < 3; ++i) row.flat<bool>()[i] = i != 1;
+  CheckGradient({"SelectV2", {{{2, 3}}, {{3}}}, [row](const Scope& s, const std::vector<Output>& x) {
+                   return ops::SelectV2(s, ops::Const(s, row), x[0], x[1]);
+                 }});
+}
+
+TEST(GradientsTest, MatMulAndBatchMatMul) {
+  for (bool ta : {false, true}) {
+    for (bool tb : {false, true}) {
+      std::vector<int64_t> a = ta ? std::vector<int64_t>{3, 2} : std::vector<int64_t>{2, 3};
+      std::vector<int64_t> b = tb ? std::vector<int64_t>{4, 3} : std::vector<int64_t>{3, 4};
+      CheckGradient({"MatMul", {{a}, {b}}, [ta, tb](const Scope& s, const std::vector<Output>& x) {
+                       return ops::MatMul(s, x[0], x[1], ops::MatMulAttrs{ta, tb});
+                     }});
+    }
+  }
+  CheckGradient({"BatchMatMulV2", {{{2, 2, 3}}, {{3, 2}}},
+                 [](const Scope& s, const std::vector<Output>& x) {
+                   return ops::BatchMatMulV2(s, x[0], x[1]);
+                 }});
+  CheckGradient({"BatchMatMulV2 adj", {{{2, 3, 2}}, {{2, 2, 3}}},
+                 [](const Scope& s, const std::vector<Output>& x) {
+                   return ops::BatchMatMulV2(s, x[0], x[1], {true, true});
+                 }});
+}
+
+TEST(GradientsTest, Reductions) {
+  auto reduce = [](const char* op, std::vector<int32_t> axes, bool keep) {
+    return [op, axes, keep](const Scope& s, const std::vector<Output>& x) {
+      AttrMap m;
+      m["keep_dims"] = AttrValue::Bool(keep);
+      return ops::AsOutput(ops::BuildOp(s, op, {x[0], ops::Const(s, axes)}, m));
+    };
+  };
+  for (const char* op : {"Sum", "Mean", "Max", "Prod"}) {
+    const double lo = std::string(op) == "Prod" ? 0.5 : -2;
+    CheckGradient({std::string(op) + " all", {{{2, 3}, lo, 2}}, reduce(op, {0, 1}, false)});
+    CheckGradient({std::string(op) + " axis 1", {{{2, 3}, lo, 2}}, reduce(op, {1}, false)});
+    CheckGradient({std::string(op) + " axis -2 keep", {{{2, 3}, lo, 2}}, reduce(op, {-2}, true)});
+    Case dyn{std::string(op) + " unknown dims", {{{4, 3}, lo, 2, PartialShape({-1, 3})}},
+             reduce(op, {0}, false)};
+    CheckGradient(dyn);
+  }
+}
+
+TEST(GradientsTest, ShapeOps) {
+  CheckGradient({"Reshape", {{{2, 3}}}, [](const Scope& s, const std::vector<Output>& x) {
+                   return ops::Reshape(s, x[0], ops::Input({3, 2}));
+                 }});
+  CheckGradient({"Transpose", {{{2, 3, 2}}}, [](const Scope& s, const std::vector<Output>& x) {
+                   return ops::Transpose(s, x[0], ops::Input({2, 0, 1}));
+                 }});
+  CheckGradient({"ExpandDims", {{{2, 3}}}, [](const Scope& s, const std::vector<Output>& x) {
+                   return ops::ExpandDims(s, x[0], ops::Input(1));
+                 }});
+  CheckGradient({"Squeeze", {{{2, 1, 3}}}, [](const Scope& s, const std::vector<Output>& x) {
+                   return ops::Squeeze(s, x[0], {1});
+                 }});
+  CheckGradient({"ConcatV2", {{{2, 3}}, {{2, 2}}}, [](const Scope& s, const std::vector<Output>& x) {
+                   return ops::ConcatV2(s, {x[0], x[1]}, ops::Input(-1));
+                 }});
+  CheckGradient({"Pack", {{{2, 3}}, {{2, 3}}}, [](const Scope& s, const std::vector<Output>& x) {
+                   return ops::Pack(s, {x[0], x[1]}, 1);
+                 }});
+  CheckGradient({"Fill", {{{}}}, [](const Scope& s, const std::vector<Output>& x) {
+                   return ops::Fill(s, ops::Input({2, 3}), x[0]);
+                 }});
+  CheckGradient({"Tile", {{{2, 3}}}, [](const Scope& s, const std::vector<Output>& x) {
+                   return ops::Tile(s, x[0], ops::Input({2, 1}));
+                 }});
+  CheckGradient({"StridedSlice", {{{4, 3}}}, [](const Scope& s, const std::vector<Output>& x) {
+                   return ops::StridedSlice(s, x[0], ops::Input({1, 0}), ops::Input({4, 3}),
+                                            ops::Input({2, 1}));
+                 }});
+  CheckGradient({"GatherV2", {{{4, 3}}}, [](const Scope& s, const std::vector<Output>& x) {
+                   return ops::GatherV2(s, x[0], ops::Input({2, 0, 2}), ops::Input(0));
+                 }});
+}
+
+TEST(GradientsTest, NnOps) {
+  CheckGradient({"BiasAdd", {{{2, 3}}, {{3}}}, [](const Scope& s, const std::vector<Output>& x) {
+                   return ops::BiasAdd(s, x[0], x[1]);
+                 }});
+  CheckGradient({"Softmax", {{{2, 3}}}, [](const Scope& s, const std::vector<Output>& x) {
+                   return ops::Softmax(s, x[0]);
+                 }});
+  CheckGradient({"LogSoftmax", {{{2, 3}}}, [](const Scope& s, const std::vector<Output>& x) {
+                   return ops::LogSoftmax(s, x[0]);
+                 }});
+  CheckGradient({"SoftmaxCrossEntropyWithLogits", {{{2, 3}}, {{2, 3}, 0.1, 1}},
+                 [](const Scope& s, const std::vector<Output>& x) {
+                   return ops::SoftmaxCrossEntropyWithLogitsOp(s, x[0], x[1]).loss;
+                 }});
+  CheckGradient({"SparseSoftmaxCrossEntropyWithLogits", {{{3, 4}}},
+                 [](const Scope& s, const std::vector<Output>& x) {
+                   return ops::SparseSoftmaxCrossEntropyWithLogitsOp(s, x[0], ops::Input({1, 3, 0}))
+                       .loss;
+                 }});
+  ops::ConvAttrs conv;
+  conv.padding = "SAME";
+  CheckGradient({"Conv2D", {{{1, 4, 4, 2}}, {{3, 3, 2, 2}}},
+                 [conv](const Scope& s, const std::vector<Output>& x) {
+                   return ops::Conv2D(s, x[0], x[1], conv);
+                 },
+                 DT_FLOAT});
+  CheckGradient({"MaxPool", {{{1, 4, 4, 1}}}, [](const Scope& s, const std::vector<Output>& x) {
+                   return ops::MaxPool(s, x[0], ops::PoolAttrs{});
+                 },
+                 DT_FLOAT});
+}
+
+TEST(GradientsTest, SharedTensorsSumTheirGradients) {
+  // x feeds three consumers: the gradients are summed with AddN.
+  CheckGradient({"x*x + sin(x)", {{{2, 3}}}, [](const Scope& s, const std::vector<Output>& x) {
+                   return ops::Add(s, ops::Mul(s, x[0], x[0]), ops::Sin(s, x[0]));
+                 }});
+}
+
+TEST(GradientsTest, DefaultOutputGradientIsOnesNamedAsTensorFlowDoes) {
+  Scope root = Scope::NewRootScope();
+  Output x = ops::Placeholder(root.WithOpName("x"), DT_FLOAT, PartialShape({3}));
+  Output y = ops::Sum(root, ops::Square(root, x), ops::Input({0}));
+  std::vector<Output> grads;
+  Status st = AddSymbolicGradients(root, {y}, {x}, {}, &grads);
+  ASSERT_TRUE(st.ok()) << st.message();
+  Graph* g = root.graph();
+  ASSERT_NE(g->FindNode("gradients/grad_ys_0"), nullptr);
+  EXPECT_EQ(g->FindNode("gradients/grad_ys_0")->type_string(), "Fill");
+  EXPECT_EQ(g->FindNode("gradients/Shape")->type_string(), "Const");
+  EXPECT_NE(g->FindNode("gradients/grad_ys_0/Const"), nullptr);
+  EXPECT_NE(g->FindNode("gradients/Sum_grad/Reshape/shape"), nullptr);
+  EXPECT_NE(g->FindNode("gradients/Square_grad/Mul_1"), nullptr);
+  // A second call gets its own scope.
+  std::vector<Output> again;
+  ASSERT_TRUE(AddSymbolicGradients(root, {y}, {x}, {}, &again).ok());
+  EXPECT_NE(g->FindNode("gradients_1/grad_ys_0"), nullptr);
+}
+
+TEST(GradientsTest, UnreachableInputHasNoGradientAndNonDifferentiableOpIsAnError) {
+  Scope root = Scope::NewRootScope();
+  Output x = ops::Placeholder(root.WithOpName("x"), DT_FLOAT, PartialShape({3}));
+  Output z = ops::Placeholder(root.WithOpName("z"), DT_FLOAT, PartialShape({3}));
+  Output y = ops::Square(root, x);
+  std::vector<Output> grads;
+  ASSERT_TRUE(AddSymbolicGradients(root, {y}, {x, z}, {}, &grads).ok());
+  EXPECT_TRUE(grads[0].valid());
+  EXPECT_FALSE(grads[1].valid());
+}
+
+}  // namespace
+}  // namespace xlens::graph
