@@ -27,7 +27,7 @@ class TrainingOpsTest : public ::testing::Test {
 
   Tensor Vec(std::vector<float> v) { return Tensor::Vector<float>(DT_FLOAT, v); }
   Tensor Scalar(float v) { return Tensor::Scalar<float>(DT_FLOAT, v); }
-  std::shared_ptr<Variable> NewVariable(const std::string& name, std::vector<float> v) {
+  std::shared_ptr<Var> NewVariable(const std::string& name, std::vector<float> v) {
     auto var = resources_.LookupOrCreate("", name, DT_FLOAT, PartialShape({3}));
     var->value = Vec(v);
     return var;

@@ -5,9 +5,9 @@
 // How a kernel finds the variable it updates. Reference tensors are not pointers here: the
 // executor hands a Ref(T) input the variable's current tensor, which a kernel cannot write
 // through. So an Apply* kernel walks from its `var` input (and `accum`, `m`, `v`) back to the
-// VariableV2 node that produces it, through any Identity in between, and looks the variable up in
-// the session's ResourceMgr under ("", that node's name), where VariableV2 keeps it (falling back
-// to the node's container and shared_name attrs when those are set). A ResourceApply* kernel gets
+// VariableV2 node that produces it, through the ops that forward a reference, and looks the
+// variable up in the session's ResourceMgr where VariableV2 keeps it: (container, shared_name,
+// or the node's name when shared_name is empty). A ResourceApply* kernel gets
 // the variable from the handle its resource input carries. Either way the update happens in place
 // under the variable's mutex, after MakeUnique, so a tensor read from the variable earlier keeps
 // its value; Apply* outputs the updated value, as TensorFlow's `out` ref does.
@@ -28,36 +28,42 @@ using cwise::Data;
 using cwise::Dispatch;
 using cwise::MutableData;
 
-// The VariableV2 behind a ref input, through Identity nodes.
-StatusOr<std::shared_ptr<Variable>> RefVariable(const OpKernelContext& ctx, int input) {
+// The VariableV2 behind a ref input, through the ops that forward a reference (RefIdentity,
+// Identity of a ref, ...), looked up as state_ops' VariableV2 keeps it: (container, shared_name
+// or else the node name).
+StatusOr<std::shared_ptr<Var>> RefVariable(const OpKernelContext& ctx, int input) {
   if (ctx.resources() == nullptr) return ctx.Error("no session resources to find variables in");
   auto [node, slot] = ctx.node().input_node(input);
-  while (node != nullptr && (node->type_string() == "Identity" ||
-                             node->type_string() == "RefIdentity")) {
+  for (int hops = 0; node != nullptr && hops < 1000; ++hops) {
+    const std::string& op = node->type_string();
+    if (op == "VariableV2" || op == "Variable" || op == "TemporaryVariable") break;
+    if (!IsRefType(node->output_type(slot)) || node->num_inputs() == 0) {
+      node = nullptr;
+      break;
+    }
     std::tie(node, slot) = node->input_node(0);
   }
-  if (node == nullptr)
-    return ctx.Error("input " + std::to_string(input) + " is not connected to a variable");
-  std::shared_ptr<Variable> var = ctx.resources()->Lookup("", node->name());
-  if (var == nullptr) {
-    const AttrValue* container = FindAttr(node->attrs(), "container");
-    const AttrValue* shared = FindAttr(node->attrs(), "shared_name");
-    const std::string name = shared && !shared->s().empty() ? shared->s() : node->name();
-    var = ctx.resources()->Lookup(container ? container->s() : "", name);
+  if (node == nullptr) {
+    return ctx.Error("input " + std::to_string(input) +
+                     " is not a reference to a variable (no VariableV2 found behind it)");
   }
+  const AttrValue* container = FindAttr(node->attrs(), "container");
+  const AttrValue* shared = FindAttr(node->attrs(), "shared_name");
+  const std::string name = shared && !shared->s().empty() ? shared->s() : node->name();
+  std::shared_ptr<Var> var = ctx.resources()->Lookup(container ? container->s() : "", name);
   if (var == nullptr || !var->is_initialized())
     return ctx.Error("Attempting to use uninitialized value " + node->name());
   return var;
 }
 
 // The variable a resource input's handle names.
-StatusOr<std::shared_ptr<Variable>> ResourceVariable(const OpKernelContext& ctx, int input) {
+StatusOr<std::shared_ptr<Var>> ResourceVariable(const OpKernelContext& ctx, int input) {
   if (ctx.resources() == nullptr) return ctx.Error("no session resources to find variables in");
   const Tensor& t = ctx.input(input);
   if (t.dtype() != DT_RESOURCE || t.num_elements() != 1)
     return ctx.Error("input " + std::to_string(input) + " is not a resource handle");
   const ResourceHandle& h = t.handle();
-  std::shared_ptr<Variable> var = ctx.resources()->Lookup(h.container, h.name);
+  std::shared_ptr<Var> var = ctx.resources()->Lookup(h.container, h.name);
   if (var == nullptr || !var->is_initialized()) {
     return ctx.Error("Error while reading resource variable " + h.name + " from Container: " +
                      (h.container.empty() ? "localhost" : h.container) +
@@ -67,11 +73,11 @@ StatusOr<std::shared_ptr<Variable>> ResourceVariable(const OpKernelContext& ctx,
 }
 
 // The variables an update op writes: `num_vars` leading inputs, by reference or by handle.
-StatusOr<std::vector<std::shared_ptr<Variable>>> UpdatedVariables(const OpKernelContext& ctx,
+StatusOr<std::vector<std::shared_ptr<Var>>> UpdatedVariables(const OpKernelContext& ctx,
                                                                   bool resource, int num_vars) {
-  std::vector<std::shared_ptr<Variable>> vars;
+  std::vector<std::shared_ptr<Var>> vars;
   for (int i = 0; i < num_vars; ++i) {
-    ASSIGN_OR_RETURN(std::shared_ptr<Variable> v,
+    ASSIGN_OR_RETURN(std::shared_ptr<Var> v,
                      resource ? ResourceVariable(ctx, i) : RefVariable(ctx, i));
     vars.push_back(std::move(v));
   }
@@ -79,7 +85,7 @@ StatusOr<std::vector<std::shared_ptr<Variable>>> UpdatedVariables(const OpKernel
 }
 
 // Locks the variables' mutexes in address order (no deadlock between two updates).
-std::vector<std::unique_lock<std::mutex>> LockAll(std::vector<std::shared_ptr<Variable>> vars) {
+std::vector<std::unique_lock<std::mutex>> LockAll(std::vector<std::shared_ptr<Var>> vars) {
   std::sort(vars.begin(), vars.end());
   vars.erase(std::unique(vars.begin(), vars.end()), vars.end());
   std::vector<std::unique_lock<std::mutex>> locks;
