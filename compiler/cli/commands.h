@@ -105,3 +105,42 @@ struct TraceSummaryArgs {
 int RunTraceSummary(const TraceSummaryArgs& args);
 
 }  // namespace xlens::cli
+
+namespace xlens::cli {
+
+// xlens graph print|verify FILE: a TensorFlow GraphDef (.pb or .pbtxt).
+struct GraphFileArgs {
+  std::string file;
+};
+// Every node in order (name, op, attrs, inputs, device, inferred output types and shapes) and a
+// summary line of node and op counts.
+int RunGraphPrint(const GraphFileArgs& args);
+// Loads, builds and shape-infers the graph: "OK: N nodes, shapes inferred for M of N".
+int RunGraphVerify(const GraphFileArgs& args);
+
+struct GraphDotArgs {
+  std::string file;
+  std::string node;
+  int radius = -1;
+  int max_nodes = 300;
+  std::string output;  // empty: stdout
+};
+// The graph as DOT in TensorBoard's node styles (graph_dot.h).
+int RunGraphDot(const GraphDotArgs& args);
+
+struct GraphRunArgs {
+  std::string file;
+  std::vector<std::string> feeds;    // NAME=FILE.npy
+  std::vector<std::string> fetches;  // NAME or NAME:i
+  std::vector<std::string> targets;  // nodes run for their effect each step
+  std::vector<std::string> init;     // targets run once before the steps (TF1's `init`)
+  std::vector<std::string> assigns;  // VAR=FILE.npy: a variable's value before the steps
+  int steps = 1;
+  std::string outputs;  // directory for out0.npy, ...; empty: print the fetches
+  std::string trace;    // Chrome trace of every op (category tf_op); empty: none
+  double timeout_seconds = 0;
+};
+// Runs the graph op by op through a Session, `steps` times with the variables carried over.
+int RunGraphRun(const GraphRunArgs& args);
+
+}  // namespace xlens::cli

@@ -197,6 +197,56 @@ int main(int argc, char** argv) {
       ->required();
   trace_summary->add_option("--top", trace_summary_args.top, "Kernels to list")->capture_default_str();
 
+  // xlens graph: TensorFlow GraphDefs, op by op.
+  auto* graph_cmd = app.add_subcommand("graph", "TensorFlow GraphDefs (.pb, .pbtxt): print, dot, verify, run op by op");
+  graph_cmd->require_subcommand(1);
+  GraphFileArgs graph_print_args;
+  auto* graph_print = graph_cmd->add_subcommand(
+      "print", "Every node in order (op, inputs, device, attrs, inferred output types and shapes) and the op counts");
+  graph_print->add_option("file", graph_print_args.file, "GraphDef (.pb or .pbtxt)")->required();
+  GraphFileArgs graph_verify_args;
+  auto* graph_verify = graph_cmd->add_subcommand(
+      "verify", "Load the graph, check every node and edge, infer shapes; exit 1 with the first error");
+  graph_verify->add_option("file", graph_verify_args.file, "GraphDef (.pb or .pbtxt)")->required();
+  GraphDotArgs graph_dot_args;
+  auto* graph_dot = graph_cmd->add_subcommand("dot", "Draw the graph as Graphviz DOT, in TensorBoard's node styles");
+  graph_dot->add_option("file", graph_dot_args.file, "GraphDef (.pb or .pbtxt)")->required();
+  graph_dot->add_option("--node", graph_dot_args.node, "Center the drawing on this node");
+  graph_dot->add_option("--radius", graph_dot_args.radius, "With --node: how many edges around it to show");
+  graph_dot->add_option("--max-nodes", graph_dot_args.max_nodes, "Above this, show only the neighbourhood")
+      ->check(CLI::Validator(PositiveWholeNumber, "POSITIVE"))
+      ->capture_default_str();
+  graph_dot->add_option("-o,--output", graph_dot_args.output, "Write here instead of stdout");
+  GraphRunArgs graph_run_args;
+  auto* graph_run = graph_cmd->add_subcommand(
+      "run", "Run the graph op by op (TensorFlow without XLA) through a Session");
+  graph_run->add_option("file", graph_run_args.file, "GraphDef (.pb or .pbtxt)")->required();
+  graph_run->add_option("--feed", graph_run_args.feeds, "NAME=FILE.npy: the value of a placeholder (repeat)")
+      ->allow_extra_args(false);
+  graph_run->add_option("--fetch", graph_run_args.fetches, "NAME or NAME:INDEX to compute (repeat; in order)")
+      ->allow_extra_args(false);
+  graph_run->add_option("--target", graph_run_args.targets, "A node run for its effect every step (repeat)")
+      ->allow_extra_args(false);
+  graph_run->add_option("--init", graph_run_args.init,
+                        "A node run once before the steps, such as TF1's 'init' (repeat)")
+      ->allow_extra_args(false);
+  graph_run->add_option("--assign", graph_run_args.assigns,
+                        "VAR=FILE.npy: the value of a variable (its VarHandleOp/VariableV2 node) after --init, "
+                        "before the steps (repeat)")
+      ->allow_extra_args(false);
+  graph_run->add_option("--steps", graph_run_args.steps,
+                        "Run the fetches and targets this many times, variables carried over; scalar fetches "
+                        "are printed per step")
+      ->check(CLI::Validator(PositiveWholeNumber, "POSITIVE"))
+      ->capture_default_str();
+  graph_run->add_option("--outputs", graph_run_args.outputs,
+                        "Write the last step's fetches as out0.npy, out1.npy, ... (fetch order) here");
+  graph_run->add_option("--trace", graph_run_args.trace,
+                        "Write a Chrome trace with one span per op (category tf_op) for Perfetto UI");
+  graph_run->add_option("--timeout", graph_run_args.timeout_seconds,
+                        "Stop after this many seconds with exit 1, saying what was running (0: no limit)")
+      ->check(CLI::Validator(FiniteNonNegative, "SECONDS"));
+
   app.add_subcommand("flags", "List every XLA/TF flag xlens understands, with its default");
 
   DemoArgs demo_args;
@@ -254,6 +304,10 @@ int main(int argc, char** argv) {
   } catch (const CLI::ParseError& e) {
     // --help and --version exit 0; a bad flag is a user error: one line and exit 1.
     if (e.get_exit_code() == 0) return app.exit(e);
+    if (std::string_view(e.what()) == "A subcommand is required" && *graph_cmd) {
+      std::fprintf(stderr, "xlens: 'xlens graph' needs a subcommand: print, dot, verify or run (xlens graph --help)\n");
+      return 1;
+    }
     if (std::string_view(e.what()) == "A subcommand is required" && *trace) {
       std::fprintf(stderr, "xlens: 'xlens trace' needs a subcommand: summary (xlens trace --help)\n");
       return 1;
@@ -294,6 +348,10 @@ int main(int argc, char** argv) {
       return RunCompile(compile_args);
     }
     if (*trace_summary) return RunTraceSummary(trace_summary_args);
+    if (*graph_print) return RunGraphPrint(graph_print_args);
+    if (*graph_verify) return RunGraphVerify(graph_verify_args);
+    if (*graph_dot) return RunGraphDot(graph_dot_args);
+    if (*graph_run) return RunGraphRun(graph_run_args);
     if (app.got_subcommand("flags")) return RunFlags();
   } catch (const std::bad_alloc&) {
     std::fprintf(stderr, "xlens: out of memory: the module's arrays do not fit in this machine\n");

@@ -810,9 +810,141 @@ def cli_cases():
     return cases
 
 
+# ----------------------------------------------------------------------------------------------
+# TensorFlow GraphDefs: `xlens graph print|verify|dot|run`.
+
+GRAPH_COMMANDS = {
+    "print": ["graph", "print"],
+    "verify": ["graph", "verify"],
+    "dot": ["graph", "dot"],
+    "run": ["graph", "run"],
+}
+
+
+def _graph_node(name, op, inputs=(), attrs=""):
+    ins = "".join(f' input: "{i}"' for i in inputs)
+    return f'node {{ name: "{name}" op: "{op}"{ins} {attrs}}}\n'
+
+
+_F32 = 'attr { key: "T" value { type: DT_FLOAT } } '
+GRAPH_PLACEHOLDER = _graph_node("x", "Placeholder", (), 'attr { key: "dtype" value { type: DT_FLOAT } } '
+                                'attr { key: "shape" value { shape { dim { size: 3 } } } } ')
+GRAPH_SQUARE = GRAPH_PLACEHOLDER + _graph_node("y", "Square", ("x",), _F32)
+
+
+def _graph_chain(n, op="Identity"):
+    """x -> op -> op -> ... n deep (recursion in any walk over the graph would overflow)."""
+    nodes = [GRAPH_PLACEHOLDER]
+    prev = "x"
+    for i in range(n):
+        nodes.append(_graph_node(f"n{i}", op, (prev,), _F32))
+        prev = f"n{i}"
+    return "".join(nodes)
+
+
+def graph_cases():
+    cases = []
+
+    def graph(name, data=None, command="verify", expect="error", quick=False, extra=(), file="g.pbtxt",
+              setup=None, **kw):
+        files = {} if data is None else {file: data if isinstance(data, bytes) else data.encode()}
+        if command == "run" and not extra:
+            extra = ["--fetch", "y"]
+        cases.append(Case(id=f"graphdef/{command}/{name}", reader="graphdef",
+                          args=GRAPH_COMMANDS[command] + [file] + list(extra),
+                          setup=_then(_files(**files), *([setup] if setup else [])), expect=expect,
+                          names=kw.pop("names", None if expect == "ok" else file), quick=quick,
+                          check=kw.pop("check", _clean_stdout), **kw))
+
+    broken = {
+        "empty-text": ("", "g.pbtxt"),
+        "empty-binary": (b"", "g.pb"),
+        "binary-junk": (craft.junk(4096), "g.pb"),
+        "nul-bytes": (b'node { name: "a\0b" op: "NoOp" }', "g.pbtxt"),
+        "truncated-text": (GRAPH_SQUARE[:-20], "g.pbtxt"),
+        "unterminated-string": ('node { name: "x', "g.pbtxt"),
+        "unknown-field": ('node { name: "x" op: "NoOp" frob: 1 }', "g.pbtxt"),
+        "bad-enum": (GRAPH_PLACEHOLDER.replace("DT_FLOAT", "DT_NOPE"), "g.pbtxt"),
+        "deep-nesting": ('node { name: "x" op: "NoOp" attr { key: "f" value { func { name: "g" '
+                         + 'attr { key: "a" value { func { name: "g" ' * 100000 + "}", "g.pbtxt"),
+        "varint-overflow": (b"\x0a\xff\xff\xff\xff\xff\xff\xff\xff\xff\xff\x01", "g.pb"),
+        "length-past-end": (b"\x0a\xff\xff\xff\x7f" + b"\x0a" * 10, "g.pb"),
+        "dangling-input": (GRAPH_PLACEHOLDER + _graph_node("y", "Square", ("nope",), _F32), "g.pbtxt"),
+        "dangling-escape": (GRAPH_PLACEHOLDER + _graph_node("y", "Square", ("\\033[2J",), _F32), "g.pbtxt"),
+        "cycle": (GRAPH_PLACEHOLDER + _graph_node("a", "AddV2", ("x", "b"), _F32)
+                  + _graph_node("b", "AddV2", ("a", "x"), _F32) + _graph_node("y", "Square", ("b",), _F32), "g.pbtxt"),
+        "self-loop": (GRAPH_PLACEHOLDER + _graph_node("y", "Square", ("y",), _F32), "g.pbtxt"),
+        "unknown-op": (GRAPH_PLACEHOLDER + _graph_node("y", "Frobnicate", ("x",), _F32), "g.pbtxt"),
+        "attr-wrong-type": (GRAPH_PLACEHOLDER + _graph_node("y", "Square", ("x",),
+                            'attr { key: "T" value { s: "float" } } '), "g.pbtxt"),
+        "too-many-inputs": (GRAPH_PLACEHOLDER + _graph_node("y", "Square", ("x", "x"), _F32), "g.pbtxt"),
+        "output-index-huge": (GRAPH_PLACEHOLDER + _graph_node("y", "Square", ("x:99999999999",), _F32), "g.pbtxt"),
+        "const-shape-2^80": (_graph_node("y", "Const", (), 'attr { key: "dtype" value { type: DT_FLOAT } } '
+                             'attr { key: "value" value { tensor { dtype: DT_FLOAT tensor_shape { dim { size: 1099511627776 } '
+                             'dim { size: 1099511627776 } } float_val: 1 } } } '), "g.pbtxt"),
+        "const-shape-negative": (_graph_node("y", "Const", (), 'attr { key: "dtype" value { type: DT_FLOAT } } '
+                                 'attr { key: "value" value { tensor { dtype: DT_FLOAT tensor_shape { dim { size: -5 } } '
+                                 'float_val: 1 } } } '), "g.pbtxt"),
+        "fill-4tb": (_graph_node("d", "Const", (), 'attr { key: "dtype" value { type: DT_INT32 } } '
+                     'attr { key: "value" value { tensor { dtype: DT_INT32 tensor_shape { dim { size: 2 } } '
+                     'int_val: 1048576 int_val: 1048576 } } } ')
+                     + _graph_node("v", "Const", (), 'attr { key: "dtype" value { type: DT_FLOAT } } '
+                     'attr { key: "value" value { tensor { dtype: DT_FLOAT tensor_shape { } float_val: 1 } } } ')
+                     + _graph_node("y", "Fill", ("d", "v"), 'attr { key: "T" value { type: DT_FLOAT } } '
+                     'attr { key: "index_type" value { type: DT_INT32 } } '), "g.pbtxt"),
+    }
+    quick_ones = {("empty-text", "verify"), ("binary-junk", "print"), ("deep-nesting", "verify"),
+                  ("cycle", "run"), ("dangling-escape", "print"), ("const-shape-2^80", "verify"),
+                  ("unknown-op", "run"), ("fill-4tb", "run"), ("length-past-end", "dot")}
+    for name, (data, file) in broken.items():
+        for command in GRAPH_COMMANDS:
+            # print and dot draw graphs with ops the registry lacks; run must refuse Fill's 4 TB.
+            expect = "either" if (name == "unknown-op" and command in ("print", "dot")) else "error"
+            if name == "fill-4tb" and command != "run":
+                expect = "either"
+            graph(name, data, command, expect=expect, file=file, quick=(name, command) in quick_ones)
+    # Long chains: every walk over the graph must be iterative.
+    for n in (100000,):
+        for command in GRAPH_COMMANDS:
+            graph(f"chain-{n}", _graph_chain(n), command, expect="either",
+                  extra=["--feed", "x=x.npy", "--fetch", f"n{n - 1}"] if command == "run" else (),
+                  setup=_files(**{"x.npy": craft.npy_f32([1, 2, 3])}), timeout=60,
+                  quick=command == "verify")
+    good = _files(**{"x.npy": craft.npy_f32([1, 2, 3])})
+    graph("run-known-answer", GRAPH_SQUARE, "run", expect="ok", extra=["--feed", "x=x.npy", "--fetch", "y"],
+          setup=good, check=_answer(r"y: float \[3\] \[1, 4, 9\]"), quick=True)
+    graph("verify-known-answer", GRAPH_SQUARE, "verify", expect="ok", check=_answer(r"OK: 2 nodes"), quick=True)
+    for name, extra, names in [
+        ("feed-wrong-dtype", ["--feed", "x=i.npy", "--fetch", "y"], "i.npy"),
+        ("feed-wrong-shape", ["--feed", "x=s.npy", "--fetch", "y"], "s.npy"),
+        ("feed-missing-file", ["--feed", "x=nowhere.npy", "--fetch", "y"], "nowhere.npy"),
+        ("feed-no-equals", ["--feed", "x", "--fetch", "y"], "--feed"),
+        ("feed-unknown-node", ["--feed", "nope=x.npy", "--fetch", "y"], "nope"),
+        ("fetch-unknown", ["--feed", "x=x.npy", "--fetch", "nope"], "nope"),
+        ("fetch-escape", ["--feed", "x=x.npy", "--fetch", "\x1b[2J"], "g.pbtxt"),
+        ("fetch-bad-index", ["--feed", "x=x.npy", "--fetch", "y:99999999999999999999"], "g.pbtxt"),
+        ("placeholder-not-fed", ["--fetch", "y"], "g.pbtxt"),
+        ("steps-0", ["--feed", "x=x.npy", "--fetch", "y", "--steps", "0"], "--steps"),
+        ("assign-not-variable", ["--feed", "x=x.npy", "--fetch", "y", "--assign", "x=x.npy"], "g.pbtxt"),
+        ("nothing-to-run", ["--feed", "x=x.npy"], "g.pbtxt"),
+    ]:
+        setup = _then(good, _files(**{"i.npy": craft.npy("<i4", (3,), struct.pack("<3i", 1, 2, 3)),
+                                      "s.npy": craft.npy_f32([1, 2])}))
+        graph(name, GRAPH_SQUARE, "run", extra=extra, setup=setup, names=names,
+              quick=name in ("feed-wrong-dtype", "fetch-unknown", "placeholder-not-fed"))
+    graph("dot-node-missing", GRAPH_SQUARE, "dot", extra=["--node", "nope"], names="nope")
+    graph("dot-to-file", GRAPH_SQUARE, "dot", expect="ok", extra=["-o", "g.dot"], outputs=("g.dot",),
+          must_exist=("g.dot",))
+    graph("run-outputs", GRAPH_SQUARE, "run", expect="ok", extra=["--feed", "x=x.npy", "--fetch", "y",
+          "--outputs", "out"], setup=good, outputs=("out", "out/*"), must_exist=("out/out0.npy",))
+    graph("run-trace", GRAPH_SQUARE, "run", expect="ok", extra=["--feed", "x=x.npy", "--fetch", "y",
+          "--trace", "t.json"], setup=good, outputs=("t.json",), must_exist=("t.json",), quick=True)
+    return cases
+
+
 def all_cases(shared, root_user):
     cases = (hlo_text_cases() + module_path_cases(root_user) + npy_cases() + outputs_cases()
-             + output_path_cases() + flags_cases() + dump_cases() + trace_cases(shared) + cli_cases())
+             + output_path_cases() + flags_cases() + dump_cases() + trace_cases(shared) + cli_cases() + graph_cases())
     seen = set()
     for case in cases:
         assert case.id not in seen, f"duplicate case id {case.id}"

@@ -58,7 +58,7 @@ def parse_args():
     p.add_argument("--xlens", required=True, help="the xlens binary to sweep")
     p.add_argument("--quick", action="store_true", help="the fast subset; exit 1 on a finding")
     p.add_argument("--only", action="append", default=[],
-                   help="only this reader (hlo-text, module-path, npy, outputs, output-path, flags, "
+                   help="only this reader (hlo-text, module-path, npy, outputs, output-path, flags, graphdef, "
                         "dump, trace, cli); repeatable")
     p.add_argument("--case", action="append", default=[], help="only cases whose id matches this glob")
     p.add_argument("--json", help="write every case's outcome here")

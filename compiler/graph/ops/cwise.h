@@ -95,6 +95,21 @@ T* MutableData(Tensor& t) {
   return reinterpret_cast<T*>(t.raw_data());
 }
 
+// The elements of `t` (element type T) converted to C, and back: kernels that compute in float
+// for the 16-bit floats (convolutions, softmax) work on these.
+template <typename C, typename T>
+std::vector<C> LoadAs(const Tensor& t) {
+  const T* d = Data<T>(t);
+  std::vector<C> v(t.num_elements());
+  for (size_t i = 0; i < v.size(); ++i) v[i] = static_cast<C>(d[i]);
+  return v;
+}
+template <typename T, typename C>
+void StoreAs(const std::vector<C>& v, Tensor& t) {
+  T* d = MutableData<T>(t);
+  for (size_t i = 0; i < v.size(); ++i) d[i] = T(v[i]);
+}
+
 // How the operands of an elementwise op map onto its output under NumPy broadcasting.
 struct Broadcast {
   std::vector<int64_t> out_dims;

@@ -1,0 +1,413 @@
+// `xlens graph print|dot|verify|run`: TensorFlow GraphDefs (.pb or .pbtxt, as TensorFlow writes
+// them) loaded into the graph front end, shown, checked, and run op by op through a Session the
+// way TensorFlow runs them without XLA.
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <map>
+
+#include <fmt/format.h>
+
+#include "compiler/cli/cli_util.h"
+#include "compiler/cli/commands.h"
+#include "compiler/graph/graph.h"
+#include "compiler/graph/graph_def_io.h"
+#include "compiler/graph/graph_dot.h"
+#include "compiler/graph/session.h"
+#include "compiler/hlo/npy.h"
+#include "compiler/support/file_io.h"
+#include "compiler/support/terminal_text.h"
+#include "compiler/support/watchdog.h"
+#include "profiler/chrome_trace_writer.h"
+#include "profiler/host_tracer.h"
+
+namespace xlens::cli {
+namespace {
+
+using graph::DataType;
+using graph::Graph;
+using graph::GraphDef;
+using graph::Node;
+using graph::PartialShape;
+using graph::Tensor;
+
+// A message that does not start with the file yet gets it, so every failure names the file.
+Status InFile(const Status& status, const std::string& shown) {
+  if (status.ok() || status.message().starts_with(shown + ":")) return status;
+  return status.WithContext(shown);
+}
+
+// A name from the command line or the file, as a message shows it: quoted, escaped, bounded.
+std::string Q(std::string_view name) {
+  return "'" + EscapeForTerminal(TruncateUtf8(name, 200)) + "'";
+}
+
+struct LoadedGraph {
+  GraphDef def;
+  std::unique_ptr<Graph> graph;
+  std::string shown;  // the path as messages show it
+};
+
+// Reads, builds and (with infer_shapes) shape-infers a GraphDef; every error names the file.
+StatusOr<LoadedGraph> LoadGraph(const std::string& path, bool allow_unknown_ops,
+                                bool infer_shapes = true) {
+  LoadedGraph loaded;
+  loaded.shown = DisplayPath(path);
+  auto def = graph::ReadGraphDef(path);
+  if (!def.ok()) return InFile(def.status(), loaded.shown);
+  loaded.def = std::move(*def);
+  graph::GraphConstructorOptions options;
+  options.allow_unknown_ops = allow_unknown_ops;
+  options.source_name = loaded.shown;
+  auto built = Graph::FromGraphDef(loaded.def, options);
+  if (!built.ok()) return InFile(built.status(), loaded.shown);
+  loaded.graph = std::move(*built);
+  if (infer_shapes) RETURN_IF_ERROR(InFile(loaded.graph->InferShapes(), loaded.shown));
+  return loaded;
+}
+
+std::string TypeAndShape(DataType type, const PartialShape& shape) {
+  return graph::DataTypeName(type) + shape.ToString();
+}
+
+std::string OutputsText(const Node& n) {
+  std::vector<std::string> outs;
+  for (int i = 0; i < n.num_outputs(); ++i) {
+    const PartialShape shape = i < static_cast<int>(n.output_shapes().size())
+                                   ? n.output_shapes()[i]
+                                   : PartialShape::UnknownRank();
+    outs.push_back(TypeAndShape(n.output_type(i), shape));
+  }
+  return fmt::format("{}", fmt::join(outs, ", "));
+}
+
+// TensorFlow's SummarizeNodeDef, with the inferred outputs: `name = Op[attrs](inputs) -> types`.
+// Attrs that start with '_' are TensorFlow's bookkeeping (_class, _output_shapes) and left out.
+std::string NodeLine(const Node& n) {
+  constexpr size_t kMaxAttrText = 80;
+  std::vector<std::string> attrs;
+  for (const auto& [name, value] : n.attrs()) {
+    if (name.starts_with("_")) continue;
+    std::string text;
+    if (value.kind() == graph::AttrValue::Kind::kTensor && value.tensor().IsInitialized()) {
+      text = value.tensor().DebugString(4);
+    } else {
+      text = value.DebugString();
+    }
+    attrs.push_back(name + "=" + EscapeForTerminal(TruncateUtf8(text, kMaxAttrText)));
+  }
+  std::vector<std::string> inputs;
+  for (const std::string& input : n.def().input) inputs.push_back(EscapeForTerminal(input));
+  std::string line = EscapeForTerminal(n.name()) + " = " + EscapeForTerminal(n.type_string());
+  if (!attrs.empty()) line += fmt::format("[{}]", fmt::join(attrs, ", "));
+  line += fmt::format("({})", fmt::join(inputs, ", "));
+  if (!n.requested_device().empty()) line += " @" + EscapeForTerminal(n.requested_device());
+  if (n.num_outputs() > 0) line += " -> " + OutputsText(n);
+  if (!n.has_kernel()) line += "  (no kernel)";
+  return line;
+}
+
+// "12 nodes, 7 ops: Const 4, Mul 2, ..." the most frequent first.
+std::string Summary(const Graph& g) {
+  std::map<std::string, int> counts;
+  for (const Node* n : g.op_nodes()) ++counts[n->type_string()];
+  std::vector<std::pair<int, std::string>> order;
+  for (const auto& [op, count] : counts) order.push_back({-count, op});
+  std::sort(order.begin(), order.end());
+  std::vector<std::string> parts;
+  for (const auto& [count, op] : order) parts.push_back(fmt::format("{} {}", op, -count));
+  return fmt::format("{} nodes, {} ops: {}", g.num_op_nodes(), counts.size(),
+                     EscapeForTerminal(fmt::format("{}", fmt::join(parts, ", "))));
+}
+
+// Whether shape inference found the rank of every output (a node without outputs counts).
+bool ShapesInferred(const Node& n) {
+  for (const PartialShape& s : n.output_shapes()) {
+    if (s.unknown_rank()) return false;
+  }
+  return static_cast<int>(n.output_shapes().size()) == n.num_outputs();
+}
+
+// "name=path" from --feed and --assign.
+StatusOr<std::pair<std::string, std::string>> SplitAssignment(const std::string& flag,
+                                                              const std::string& text) {
+  const size_t eq = text.find('=');
+  if (eq == std::string::npos || eq == 0 || eq + 1 == text.size()) {
+    return Error(fmt::format("{} {}: expected NAME=FILE.npy", flag, Q(text)));
+  }
+  return std::make_pair(text.substr(0, eq), text.substr(eq + 1));
+}
+
+// The node (and output) a --fetch/--feed/--target names, or an error naming the flag and file.
+StatusOr<std::pair<Node*, int>> FindTensor(const LoadedGraph& g, const std::string& flag,
+                                           const std::string& name, bool output_required) {
+  auto id = graph::ParseTensorName(name);
+  if (!id.ok() || id->IsControl()) {
+    return Error(fmt::format("{}: {} {}: not a tensor name (NODE or NODE:INDEX)", g.shown, flag,
+                             Q(name)));
+  }
+  Node* n = g.graph->FindNode(id->node);
+  if (n == nullptr) {
+    return Error(fmt::format("{}: {} {}: the graph has no node named {}", g.shown, flag, Q(name),
+                             Q(id->node)));
+  }
+  if (output_required && id->index >= n->num_outputs()) {
+    return Error(fmt::format("{}: {} {}: node {} ({}) has {} output{}", g.shown, flag, Q(name),
+                             Q(n->name()), EscapeForTerminal(n->type_string()), n->num_outputs(),
+                             n->num_outputs() == 1 ? "" : "s"));
+  }
+  return std::make_pair(n, id->index);
+}
+
+StatusOr<Tensor> ReadTensor(const std::string& path) {
+  ASSIGN_OR_RETURN(Literal literal, ReadNpy(path));
+  auto tensor = Tensor::FromLiteral(std::move(literal));
+  if (!tensor.ok()) return tensor.status().WithContext(DisplayPath(path));
+  return tensor;
+}
+
+// A feed must have the type of the output it replaces and fit a Placeholder's declared shape.
+Status CheckFeed(const LoadedGraph& g, const Node& n, int index, const Tensor& t,
+                 const std::string& file) {
+  const DataType want = graph::RemoveRefType(n.output_type(index));
+  std::string declared = TypeAndShape(want, n.output_shapes().size() > static_cast<size_t>(index)
+                                                ? n.output_shapes()[index]
+                                                : PartialShape::UnknownRank());
+  if (n.type_string() == "Placeholder") {
+    if (const graph::AttrValue* s = graph::FindAttr(n.attrs(), "shape");
+        s != nullptr && s->kind() == graph::AttrValue::Kind::kShape) {
+      declared = TypeAndShape(want, s->shape());
+      if (!s->shape().IsCompatibleWith(t.dims())) {
+        return Error(fmt::format("{}: feed {} ({}): {} holds {}, the graph expects {}", g.shown,
+                                 Q(n.name()), n.type_string(), DisplayPath(file),
+                                 TypeAndShape(t.dtype(), t.shape()), declared));
+      }
+    }
+  }
+  if (t.dtype() != want) {
+    return Error(fmt::format("{}: feed {} ({}): {} holds {}, the graph expects {}", g.shown,
+                             Q(n.name()), EscapeForTerminal(n.type_string()), DisplayPath(file),
+                             TypeAndShape(t.dtype(), t.shape()), declared));
+  }
+  return OkStatus();
+}
+
+// --assign VAR=FILE.npy: the value the variable of node VAR (VarHandleOp, VariableV2) holds
+// before the steps, so a run can start from the initial values TensorFlow recorded. The variable
+// is the one the node's kernel opens: (container, shared_name), the node's name when shared_name
+// is empty, as TensorFlow's ResourceMgr names it in graph mode.
+Status AssignVariable(const LoadedGraph& g, graph::Session& session, const std::string& name,
+                      const std::string& file) {
+  Node* n = g.graph->FindNode(name);
+  if (n == nullptr) {
+    return Error(fmt::format("{}: --assign {}: the graph has no node named {}", g.shown, Q(name),
+                             Q(name)));
+  }
+  const std::string& op = n->type_string();
+  if (op != "VarHandleOp" && op != "VariableV2" && op != "Variable") {
+    return Error(fmt::format("{}: --assign {}: node {} is a {}, not a variable (VarHandleOp, "
+                             "VariableV2)",
+                             g.shown, Q(name), Q(name), EscapeForTerminal(op)));
+  }
+  ASSIGN_OR_RETURN(Tensor value, ReadTensor(file));
+  auto dtype = graph::GetTypeAttr(n->attrs(), "dtype", n->name());
+  if (!dtype.ok()) return InFile(dtype.status(), g.shown);
+  PartialShape shape = PartialShape::UnknownRank();
+  if (const graph::AttrValue* s = graph::FindAttr(n->attrs(), "shape");
+      s != nullptr && s->kind() == graph::AttrValue::Kind::kShape) {
+    shape = s->shape();
+  }
+  if (value.dtype() != *dtype || !shape.IsCompatibleWith(value.dims())) {
+    return Error(fmt::format("{}: --assign {}: {} holds {}, the variable is {}", g.shown, Q(name),
+                             DisplayPath(file), TypeAndShape(value.dtype(), value.shape()),
+                             TypeAndShape(*dtype, shape)));
+  }
+  std::string container, shared_name;
+  if (const graph::AttrValue* c = graph::FindAttr(n->attrs(), "container")) container = c->s();
+  if (const graph::AttrValue* s = graph::FindAttr(n->attrs(), "shared_name")) shared_name = s->s();
+  if (shared_name.empty()) shared_name = n->name();
+  auto variable = session.resources().LookupOrCreate(container, shared_name, *dtype, shape);
+  std::lock_guard<std::mutex> lock(variable->mu);
+  variable->value = std::move(value);
+  return OkStatus();
+}
+
+// One line for a fetched tensor: "loss: float[] 13.3413".
+std::string FetchLine(const std::string& name, const Tensor& t) {
+  if (!t.IsInitialized()) return EscapeForTerminal(name) + ": (no value)";
+  return EscapeForTerminal(name) + ": " + EscapeForTerminal(t.DebugString(16));
+}
+
+bool IsNumericScalar(const Tensor& t) {
+  return t.IsInitialized() && t.rank() == 0 && graph::DataTypeIsNumeric(t.dtype());
+}
+
+}  // namespace
+
+int RunGraphPrint(const GraphFileArgs& args) {
+  auto g = LoadGraph(args.file, /*allow_unknown_ops=*/true);
+  if (!g.ok()) return Fail(g.status());
+  for (const Node* n : g->graph->op_nodes()) std::printf("%s\n", NodeLine(*n).c_str());
+  std::printf("%s\n", Summary(*g->graph).c_str());
+  return 0;
+}
+
+int RunGraphVerify(const GraphFileArgs& args) {
+  auto g = LoadGraph(args.file, /*allow_unknown_ops=*/false);
+  if (!g.ok()) return Fail(g.status());
+  // A cycle the constructor let through (it wires edges, it does not order them) is an error here.
+  if (auto order = g->graph->TopologicalOrder(); !order.ok()) {
+    return Fail(InFile(order.status(), g->shown));
+  }
+  int inferred = 0;
+  const std::vector<Node*> nodes = g->graph->op_nodes();
+  for (const Node* n : nodes) inferred += ShapesInferred(*n) ? 1 : 0;
+  std::printf("OK: %zu nodes, shapes inferred for %d of %zu\n", nodes.size(), inferred,
+              nodes.size());
+  return 0;
+}
+
+int RunGraphDot(const GraphDotArgs& args) {
+  auto g = LoadGraph(args.file, /*allow_unknown_ops=*/true);
+  if (!g.ok()) return Fail(g.status());
+  graph::GraphDotOptions options;
+  options.center = args.node;
+  options.radius = args.radius;
+  options.max_nodes = args.max_nodes;
+  options.title = g->shown;
+  auto dot = graph::GraphToDot(*g->graph, options);
+  if (!dot.ok()) return Fail(InFile(dot.status(), g->shown));
+  if (args.output.empty()) {
+    std::fputs(dot->c_str(), stdout);
+    return 0;
+  }
+  if (Status s = WriteFileAtomic(args.output, *dot); !s.ok()) return Fail(s);
+  return 0;
+}
+
+int RunGraphRun(const GraphRunArgs& args) {
+  if (args.steps < 1) return Fail(Error("--steps: expected at least 1"));
+  if (args.fetches.empty() && args.targets.empty() && args.init.empty()) {
+    return Fail(Error(fmt::format("{}: nothing to run: give --fetch NAME or --target NAME",
+                                  DisplayPath(args.file))));
+  }
+  auto loaded = LoadGraph(args.file, /*allow_unknown_ops=*/false);
+  if (!loaded.ok()) return Fail(loaded.status());
+  const LoadedGraph& g = *loaded;
+
+  // Everything the command line names is checked before anything runs.
+  std::vector<std::pair<std::string, Tensor>> feeds;
+  for (const std::string& feed : args.feeds) {
+    auto parts = SplitAssignment("--feed", feed);
+    if (!parts.ok()) return Fail(parts.status());
+    auto target = FindTensor(g, "--feed", parts->first, /*output_required=*/true);
+    if (!target.ok()) return Fail(target.status());
+    auto tensor = ReadTensor(parts->second);
+    if (!tensor.ok()) return Fail(tensor.status());
+    if (Status s = CheckFeed(g, *target->first, target->second, *tensor, parts->second); !s.ok()) {
+      return Fail(s);
+    }
+    feeds.emplace_back(parts->first, std::move(*tensor));
+  }
+  for (const std::string& fetch : args.fetches) {
+    if (auto t = FindTensor(g, "--fetch", fetch, /*output_required=*/true); !t.ok()) {
+      return Fail(t.status());
+    }
+  }
+  for (const auto& [flag, names] : {std::pair{"--target", &args.targets}, {"--init", &args.init}}) {
+    for (const std::string& name : *names) {
+      if (g.graph->FindNode(name) == nullptr) {
+        return Fail(Error(fmt::format("{}: {} {}: the graph has no node named {}", g.shown, flag,
+                                      Q(name), Q(name))));
+      }
+    }
+  }
+
+  auto session = graph::Session::Create(g.def);
+  if (!session.ok()) return Fail(InFile(session.status(), g.shown));
+  Watchdog watchdog(args.timeout_seconds, "graph run");
+  const bool tracing = !args.trace.empty();
+  if (tracing) {
+    profiler::SetCurrentThreadName("main");
+    if (!profiler::TracerSession::Start()) return Fail(Error("--trace: another trace is being recorded"));
+  }
+  std::vector<Tensor> results;
+  std::vector<double> step_ms;
+  Status status = [&]() -> Status {
+    if (!args.init.empty()) {
+      watchdog.SetActivity("running the --init targets");
+      auto ran = (*session)->Run({}, {}, args.init);
+      if (!ran.ok()) return InFile(ran.status(), g.shown).WithContext("--init");
+    }
+    for (const std::string& assign : args.assigns) {
+      ASSIGN_OR_RETURN(auto parts, SplitAssignment("--assign", assign));
+      RETURN_IF_ERROR(AssignVariable(g, **session, parts.first, parts.second));
+    }
+    if (args.fetches.empty() && args.targets.empty()) return OkStatus();
+    for (int step = 1; step <= args.steps; ++step) {
+      watchdog.SetActivity(fmt::format("running step {} of {}", step, args.steps));
+      const auto start = std::chrono::steady_clock::now();
+      auto ran = (*session)->Run(feeds, args.fetches, args.targets);
+      step_ms.push_back(
+          std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count());
+      if (!ran.ok()) {
+        Status s = InFile(ran.status(), g.shown);
+        return args.steps > 1 ? Error(fmt::format("{} (step {})", s.message(), step)) : s;
+      }
+      results = std::move(*ran);
+      if (args.steps > 1) {
+        // A scalar fetch (the loss) is shown per step: the training curve.
+        std::vector<std::string> scalars;
+        for (size_t i = 0; i < results.size(); ++i) {
+          if (IsNumericScalar(results[i])) {
+            scalars.push_back(fmt::format("{} = {:.6g}", EscapeForTerminal(args.fetches[i]),
+                                          results[i].GetAsDouble(0)));
+          }
+        }
+        if (!scalars.empty()) std::printf("step %d: %s\n", step, fmt::format("{}", fmt::join(scalars, ", ")).c_str());
+      }
+    }
+    return OkStatus();
+  }();
+  Status trace_written;
+  if (tracing) {
+    // Written even when a step failed: the timeline up to the failure is what the user needs.
+    profiler::Trace trace = profiler::TracerSession::Stop();
+    trace_written = profiler::WriteChromeTrace(trace, args.trace);
+    if (trace_written.ok()) {
+      std::fprintf(stderr, "xlens graph run: wrote %zu trace events to %s\n", trace.events.size(),
+                   DisplayPath(args.trace).c_str());
+    }
+  }
+  if (!status.ok()) {
+    if (watchdog.fired()) return Fail(Error(watchdog.StopMessage() + ": " + status.message()));
+    return Fail(status);
+  }
+
+  if (!args.outputs.empty()) {
+    std::vector<Literal> literals;
+    for (size_t i = 0; i < results.size(); ++i) {
+      auto literal = results[i].ToLiteral();
+      if (!literal.ok()) {
+        return Fail(literal.status().WithContext(fmt::format("--fetch {}", Q(args.fetches[i]))));
+      }
+      literals.push_back(std::move(*literal));
+    }
+    std::vector<const Literal*> leaves;
+    for (const Literal& l : literals) leaves.push_back(&l);
+    if (Status s = WriteOutputs(args.outputs, leaves); !s.ok()) return Fail(s);
+  } else {
+    for (size_t i = 0; i < results.size(); ++i) {
+      std::printf("%s\n", FetchLine(args.fetches[i], results[i]).c_str());
+    }
+  }
+  if (!step_ms.empty()) {
+    std::vector<double> sorted = step_ms;
+    std::sort(sorted.begin(), sorted.end());
+    std::printf("%zu step%s, median %.3f ms per step (first %.3f ms)\n", step_ms.size(),
+                step_ms.size() == 1 ? "" : "s", sorted[sorted.size() / 2], step_ms.front());
+  }
+  return trace_written.ok() ? 0 : Fail(trace_written);
+}
+
+}  // namespace xlens::cli

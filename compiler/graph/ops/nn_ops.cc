@@ -1,0 +1,1086 @@
+// TensorFlow's neural-network ops (tensorflow/core/ops/nn_ops.cc): activations and their
+// gradients, Softmax and LogSoftmax, BiasAdd, the softmax cross-entropy losses, Conv2D and its two
+// backprops, max and average pooling with their gradients, L2Loss and InTopKV2. Kernels compute as
+// TensorFlow's CPU kernels do: in the element type, 16-bit floats in float; softmax and the
+// losses subtract the row maximum first; convolutions are one matrix product per image
+// (im2col), and only the NHWC layout runs on the CPU, as in TensorFlow.
+#include <algorithm>
+#include <cmath>
+#include <limits>
+
+#include <Eigen/Dense>
+
+#include "compiler/graph/op_registry.h"
+#include "compiler/graph/ops/cwise.h"
+#include "compiler/graph/ops/math_ops_kernels.h"
+#include "compiler/graph/ops/register_ops.h"
+#include "compiler/graph/shape_inference.h"
+
+namespace xlens::graph {
+namespace {
+
+using cwise::ComputeType;
+using cwise::Data;
+using cwise::Dispatch;
+using cwise::LoadAs;
+using cwise::MutableData;
+using cwise::StoreAs;
+using cwise::UnaryOp;
+
+template <typename C>
+using Matrix = Eigen::Matrix<C, Eigen::Dynamic, Eigen::Dynamic, Eigen::RowMajor>;
+
+constexpr double kSeluScale = 1.0507009873554804934193349852946;
+constexpr double kSeluScaleAlpha = 1.7580993408473768599402175208123;
+
+// ----- Activations ------------------------------------------------------------------------------
+
+// Relu and Relu6 also run on integers.
+template <bool kSix>
+Status ReluKernel(OpKernelContext& ctx) {
+  const DataType dtype = ctx.input(0).dtype();
+  if (DataTypeIsFloating(dtype)) return cwise::FloatUnaryKernel(ctx, kSix ? "Relu6" : "Relu");
+  return Dispatch<cwise::kIntegers>(ctx, dtype, [&](auto tag) -> Status {
+    using T = typename decltype(tag)::type;
+    return UnaryOp<T, T>(ctx, [](T x) {
+      T r = x > T(0) ? x : T(0);
+      if (kSix && r > T(6)) r = T(6);
+      return r;
+    });
+  });
+}
+
+Status LeakyReluKernel(OpKernelContext& ctx) {
+  ASSIGN_OR_RETURN(float alpha, GetFloatAttr(ctx.attrs(), "alpha", ctx.name()));
+  return Dispatch<cwise::kFloating>(ctx, ctx.input(0).dtype(), [&](auto tag) -> Status {
+    using T = typename decltype(tag)::type;
+    const T a = T(alpha);
+    return UnaryOp<T, T>(ctx, [a](T x) { return x > T(0) ? x : x * a; });
+  });
+}
+
+// The activation gradients: f(gradients, features-or-outputs) of two same-shape operands.
+enum class ActGrad { kRelu, kRelu6, kElu, kSelu, kLeakyRelu, kSoftplus };
+
+template <ActGrad kGrad>
+Status ActivationGradKernel(OpKernelContext& ctx) {
+  const Tensor& g = ctx.input(0);
+  const Tensor& f = ctx.input(1);
+  if (g.dims() != f.dims()) {
+    return ctx.Error("gradients and features must have the same shape: " +
+                     DimsToString(g.dims()) + " vs. " + DimsToString(f.dims()));
+  }
+  float alpha = 0;
+  if constexpr (kGrad == ActGrad::kLeakyRelu) {
+    ASSIGN_OR_RETURN(alpha, GetFloatAttr(ctx.attrs(), "alpha", ctx.name()));
+  }
+  constexpr unsigned kSet = kGrad == ActGrad::kRelu || kGrad == ActGrad::kRelu6
+                                ? cwise::kReal
+                                : cwise::kFloating;
+  return Dispatch<kSet>(ctx, g.dtype(), [&](auto tag) -> Status {
+    using T = typename decltype(tag)::type;
+    ASSIGN_OR_RETURN(Tensor * out, ctx.allocate_output(0, g.dims()));
+    const T* gd = Data<T>(g);
+    const T* fd = Data<T>(f);
+    T* o = MutableData<T>(*out);
+    const T a = T(alpha);
+    for (int64_t i = 0; i < g.num_elements(); ++i) {
+      const T x = fd[i], dy = gd[i];
+      if constexpr (kGrad == ActGrad::kRelu) {
+        o[i] = x > T(0) ? dy : T(0);
+      } else if constexpr (kGrad == ActGrad::kRelu6) {
+        o[i] = (x > T(0) && x < T(6)) ? dy : T(0);
+      } else if constexpr (kGrad == ActGrad::kElu) {
+        o[i] = x < T(0) ? (x + T(1)) * dy : dy;
+      } else if constexpr (kGrad == ActGrad::kSelu) {
+        o[i] = x < T(0) ? dy * (x + T(kSeluScaleAlpha)) : dy * T(kSeluScale);
+      } else if constexpr (kGrad == ActGrad::kLeakyRelu) {
+        o[i] = x > T(0) ? dy : dy * a;
+      } else {
+        using C = ComputeType<T>;
+        o[i] = T(static_cast<C>(dy) / (std::exp(-static_cast<C>(x)) + C(1)));
+      }
+    }
+    return OkStatus();
+  });
+}
+
+// ----- Softmax and the losses -------------------------------------------------------------------
+
+template <bool kLog>
+Status SoftmaxKernel(OpKernelContext& ctx) {
+  const Tensor& x = ctx.input(0);
+  if (x.rank() < 1) return ctx.Error("logits must have >= 1 dimension, got " +
+                                     DimsToString(x.dims()));
+  return Dispatch<cwise::kFloating>(ctx, x.dtype(), [&](auto tag) -> Status {
+    using T = typename decltype(tag)::type;
+    using C = ComputeType<T>;
+    ASSIGN_OR_RETURN(Tensor * out, ctx.allocate_output(0, x.dims()));
+    const int64_t classes = x.dim(x.rank() - 1);
+    if (classes == 0) return OkStatus();
+    const int64_t rows = x.num_elements() / classes;
+    std::vector<C> v = LoadAs<C, T>(x);
+    for (int64_t r = 0; r < rows; ++r) {
+      C* row = v.data() + r * classes;
+      const C max = *std::max_element(row, row + classes);
+      for (int64_t j = 0; j < classes; ++j) row[j] -= max;
+      if constexpr (kLog) {
+        std::vector<C> e(classes);
+        for (int64_t j = 0; j < classes; ++j) e[j] = std::exp(row[j]);
+        const C log_sum = std::log(cwise::PairwiseSum(e.data(), classes));
+        for (int64_t j = 0; j < classes; ++j) row[j] -= log_sum;
+      } else {
+        for (int64_t j = 0; j < classes; ++j) row[j] = std::exp(row[j]);
+        // TensorFlow multiplies by the reciprocal of the sum.
+        const C inv = C(1) / cwise::PairwiseSum(row, classes);
+        for (int64_t j = 0; j < classes; ++j) row[j] *= inv;
+      }
+    }
+    StoreAs<T>(v, *out);
+    return OkStatus();
+  });
+}
+
+Status SoftmaxXentKernel(OpKernelContext& ctx) {
+  const Tensor& logits_in = ctx.input(0);
+  const Tensor& labels_in = ctx.input(1);
+  // Logits and labels broadcast against each other (both rank 2 after broadcasting).
+  auto bc = cwise::MakeBroadcast({logits_in.dims(), labels_in.dims()});
+  if (!bc.ok() || bc->out_dims.size() != 2 || logits_in.rank() > 2 || labels_in.rank() > 2) {
+    return ctx.Error("logits and labels must be broadcastable to a 2-D shape: logits_size=" +
+                     DimsToString(logits_in.dims()) + " labels_size=" +
+                     DimsToString(labels_in.dims()));
+  }
+  const int64_t batch = bc->out_dims[0], classes = bc->out_dims[1];
+  return Dispatch<cwise::kFloating>(ctx, logits_in.dtype(), [&](auto tag) -> Status {
+    using T = typename decltype(tag)::type;
+    using C = ComputeType<T>;
+    std::vector<C> logits(batch * classes), labels(batch * classes);
+    const T* ld = Data<T>(logits_in);
+    const T* yd = Data<T>(labels_in);
+    cwise::ForEachBroadcast<2>(*bc, [&](int64_t i, const std::array<int64_t, 2>& off) {
+      logits[i] = static_cast<C>(ld[off[0]]);
+      labels[i] = static_cast<C>(yd[off[1]]);
+    });
+    ASSIGN_OR_RETURN(Tensor * loss_t, ctx.allocate_output(0, {batch}));
+    std::vector<C> loss(batch), backprop(batch * classes);
+    std::vector<C> terms(classes);
+    for (int64_t b = 0; b < batch && classes > 0; ++b) {
+      const C* row = logits.data() + b * classes;
+      const C* y = labels.data() + b * classes;
+      C* bp = backprop.data() + b * classes;
+      const C max = *std::max_element(row, row + classes);
+      for (int64_t j = 0; j < classes; ++j) bp[j] = row[j] - max;
+      for (int64_t j = 0; j < classes; ++j) terms[j] = std::exp(bp[j]);
+      const C sum = cwise::PairwiseSum(terms.data(), classes);
+      const C log_sum = std::log(sum);
+      // loss = sum(labels * (log(sum(exp(shifted))) - shifted)), as TensorFlow's xent functor.
+      for (int64_t j = 0; j < classes; ++j) terms[j] = y[j] * (log_sum - bp[j]);
+      loss[b] = cwise::PairwiseSum(terms.data(), classes);
+      for (int64_t j = 0; j < classes; ++j) bp[j] = std::exp(bp[j]) / sum - y[j];
+    }
+    StoreAs<T>(loss, *loss_t);
+    ASSIGN_OR_RETURN(Tensor * bp_t, ctx.allocate_output(1, {batch, classes}));
+    StoreAs<T>(backprop, *bp_t);
+    return OkStatus();
+  });
+}
+
+Status SparseSoftmaxXentKernel(OpKernelContext& ctx) {
+  const Tensor& logits_in = ctx.input(0);
+  const Tensor& labels_in = ctx.input(1);
+  if (logits_in.rank() != 2)
+    return ctx.Error("logits must be 2-D, but got shape " + DimsToString(logits_in.dims()));
+  if (labels_in.rank() != 1)
+    return ctx.Error("labels must be 1-D, but got shape " + DimsToString(labels_in.dims()));
+  const int64_t batch = logits_in.dim(0), classes = logits_in.dim(1);
+  if (labels_in.dim(0) != batch) {
+    return ctx.Error("logits and labels must have the same first dimension, got logits shape " +
+                     DimsToString(logits_in.dims()) + " and labels shape " +
+                     DimsToString(labels_in.dims()));
+  }
+  if (classes == 0 && batch > 0)
+    return ctx.Error("Must have at least one class, but got logits shape " +
+                     DimsToString(logits_in.dims()));
+  const std::vector<int64_t> labels = labels_in.AsInt64Vector();
+  for (int64_t label : labels) {
+    if (label < 0 || label >= classes) {
+      std::string values;
+      for (int64_t l : labels) values += (values.empty() ? "" : " ") + std::to_string(l);
+      return ctx.Error("Received a label value of " + std::to_string(label) +
+                       " which is outside the valid range of [0, " + std::to_string(classes) +
+                       ").  Label values: " + values);
+    }
+  }
+  return Dispatch<cwise::kFloating>(ctx, logits_in.dtype(), [&](auto tag) -> Status {
+    using T = typename decltype(tag)::type;
+    using C = ComputeType<T>;
+    std::vector<C> bp = LoadAs<C, T>(logits_in);
+    std::vector<C> loss(batch), terms(classes);
+    for (int64_t b = 0; b < batch; ++b) {
+      C* row = bp.data() + b * classes;
+      const C max = *std::max_element(row, row + classes);
+      for (int64_t j = 0; j < classes; ++j) row[j] -= max;
+      for (int64_t j = 0; j < classes; ++j) terms[j] = std::exp(row[j]);
+      const C sum = cwise::PairwiseSum(terms.data(), classes);
+      loss[b] = std::log(sum) - row[labels[b]];
+      for (int64_t j = 0; j < classes; ++j)
+        row[j] = std::exp(row[j]) / sum - (j == labels[b] ? C(1) : C(0));
+    }
+    ASSIGN_OR_RETURN(Tensor * loss_t, ctx.allocate_output(0, {batch}));
+    StoreAs<T>(loss, *loss_t);
+    ASSIGN_OR_RETURN(Tensor * bp_t, ctx.allocate_output(1, {batch, classes}));
+    StoreAs<T>(bp, *bp_t);
+    return OkStatus();
+  });
+}
+
+// ----- BiasAdd ---------------------------------------------------------------------------------
+
+// The channel axis of a data_format ("NHWC": last, "NCHW": 1 for rank >= 3).
+StatusOr<int64_t> ChannelAxis(const AttrMap& attrs, const std::string& node, int64_t rank) {
+  ASSIGN_OR_RETURN(std::string format, GetStringAttr(attrs, "data_format", node));
+  if (format == "NCHW" && rank >= 3) return int64_t{1};
+  return rank - 1;
+}
+
+Status BiasAddKernel(OpKernelContext& ctx) {
+  const Tensor& value = ctx.input(0);
+  const Tensor& bias = ctx.input(1);
+  if (value.rank() < 2)
+    return ctx.Error("Input tensor must be at least 2D: " + DimsToString(value.dims()));
+  if (bias.rank() != 1) return ctx.Error("Biases must be 1D: " + DimsToString(bias.dims()));
+  ASSIGN_OR_RETURN(int64_t axis, ChannelAxis(ctx.attrs(), ctx.name(), value.rank()));
+  const int64_t channels = value.dim(axis);
+  if (bias.dim(0) != channels) {
+    return ctx.Error("Must provide as many biases as the channel dimension of the input tensor: " +
+                     DimsToString(bias.dims()) + " vs. " + DimsToString(value.dims()));
+  }
+  int64_t inner = 1;
+  for (int64_t d = axis + 1; d < value.rank(); ++d) inner *= value.dim(d);
+  return Dispatch<cwise::kNumeric>(ctx, value.dtype(), [&](auto tag) -> Status {
+    using T = typename decltype(tag)::type;
+    ASSIGN_OR_RETURN(Tensor * out, ctx.allocate_output(0, value.dims()));
+    const T* v = Data<T>(value);
+    const T* b = Data<T>(bias);
+    T* o = MutableData<T>(*out);
+    for (int64_t i = 0; i < value.num_elements(); ++i) o[i] = v[i] + b[(i / inner) % channels];
+    return OkStatus();
+  });
+}
+
+Status BiasAddGradKernel(OpKernelContext& ctx) {
+  const Tensor& dy = ctx.input(0);
+  if (dy.rank() < 2)
+    return ctx.Error("Input tensor must be at least 2D: " + DimsToString(dy.dims()));
+  ASSIGN_OR_RETURN(int64_t axis, ChannelAxis(ctx.attrs(), ctx.name(), dy.rank()));
+  std::vector<int64_t> axes;
+  for (int64_t d = 0; d < dy.rank(); ++d)
+    if (d != axis) axes.push_back(d);
+  ASSIGN_OR_RETURN(cwise::Reduction r, cwise::MakeReduction(dy.dims(), axes));
+  return Dispatch<cwise::kNumeric>(ctx, dy.dtype(), [&](auto tag) -> Status {
+    using T = typename decltype(tag)::type;
+    ASSIGN_OR_RETURN(Tensor * out, ctx.allocate_output(0, {dy.dim(axis)}));
+    T* o = MutableData<T>(*out);
+    cwise::ForEachReduction(r, Data<T>(dy), [&](int64_t i, const T* v, int64_t n) {
+      if constexpr (cwise::kIsHalf<T>) {
+        std::vector<float> f(n);
+        for (int64_t k = 0; k < n; ++k) f[k] = static_cast<float>(v[k]);
+        o[i] = T(cwise::PairwiseSum(f.data(), n));
+      } else {
+        o[i] = cwise::PairwiseSum(v, n);
+      }
+    });
+    return OkStatus();
+  });
+}
+
+// ----- Convolution and pooling geometry -----------------------------------------------------------
+
+// One spatial dimension of a sliding window: TensorFlow's GetWindowedOutputSizeVerbose. Unknown
+// input sizes (-1) give an unknown output size.
+struct Window {
+  int64_t out = -1, pad_before = 0, pad_after = 0;
+};
+
+StatusOr<Window> WindowedOutputSize(int64_t in, int64_t k, int64_t dilation, int64_t stride,
+                                    const std::string& padding, int64_t explicit_before,
+                                    int64_t explicit_after) {
+  if (stride <= 0) return Status::Error("Stride must be > 0, but got " + std::to_string(stride));
+  if (dilation <= 0)
+    return Status::Error("Dilation rate must be >= 1, but got " + std::to_string(dilation));
+  Window w;
+  if (in < 0 || k < 0) return w;
+  const int64_t effective = (k - 1) * dilation + 1;
+  if (padding == "VALID") {
+    w.out = (in - effective + stride) / stride;
+  } else if (padding == "SAME") {
+    w.out = (in + stride - 1) / stride;
+    const int64_t needed = std::max<int64_t>(0, (w.out - 1) * stride + effective - in);
+    w.pad_before = needed / 2;
+    w.pad_after = needed - w.pad_before;
+  } else {
+    w.out = (in + explicit_before + explicit_after - effective + stride) / stride;
+    w.pad_before = explicit_before;
+    w.pad_after = explicit_after;
+  }
+  if (w.out < 0) {
+    return Status::Error("Computed output size would be negative: " + std::to_string(w.out) +
+                         " [input_size: " + std::to_string(in) +
+                         ", effective_filter_size: " + std::to_string(effective) +
+                         ", stride: " + std::to_string(stride) + "]");
+  }
+  return w;
+}
+
+// The attrs of a 2-D convolution or pooling in NHWC, checked as TensorFlow checks them.
+struct Conv2DParams {
+  int64_t stride_rows = 1, stride_cols = 1, dil_rows = 1, dil_cols = 1;
+  int64_t ksize_rows = 1, ksize_cols = 1;  // pooling only
+  std::string padding;
+  std::vector<int64_t> explicit_paddings;
+};
+
+StatusOr<Conv2DParams> GetConv2DParams(const AttrMap& attrs, const std::string& node,
+                                       bool pooling) {
+  Conv2DParams p;
+  ASSIGN_OR_RETURN(std::string format, GetStringAttr(attrs, "data_format", node));
+  if (format != "NHWC") {
+    return Status::Error("only the NHWC data_format runs on the CPU (as in TensorFlow), got " +
+                         format);
+  }
+  ASSIGN_OR_RETURN(std::vector<int64_t> strides, GetIntListAttr(attrs, "strides", node));
+  if (strides.size() != 4)
+    return Status::Error("Sliding window strides field must specify 4 dimensions");
+  if (strides[0] != 1 || strides[3] != 1) {
+    return Status::Error(
+        "Current implementation does not yet support strides in the batch and depth "
+        "dimensions.");
+  }
+  p.stride_rows = strides[1];
+  p.stride_cols = strides[2];
+  if (pooling) {
+    ASSIGN_OR_RETURN(std::vector<int64_t> ksize, GetIntListAttr(attrs, "ksize", node));
+    if (ksize.size() != 4)
+      return Status::Error("Sliding window ksize field must specify 4 dimensions");
+    if (ksize[0] != 1 || ksize[3] != 1)
+      return Status::Error("Pooling is not yet supported on the batch nor depth dimension.");
+    p.ksize_rows = ksize[1];
+    p.ksize_cols = ksize[2];
+    for (int64_t k : ksize)
+      if (k <= 0) return Status::Error("Sliding window ksize must be positive.");
+  } else if (FindAttr(attrs, "dilations") != nullptr) {
+    ASSIGN_OR_RETURN(std::vector<int64_t> dilations, GetIntListAttr(attrs, "dilations", node));
+    if (dilations.size() != 4)
+      return Status::Error("Sliding window dilations field must specify 4 dimensions");
+    if (dilations[0] != 1 || dilations[3] != 1) {
+      return Status::Error(
+          "Current implementation does not yet support dilations in the batch and depth "
+          "dimensions.");
+    }
+    p.dil_rows = dilations[1];
+    p.dil_cols = dilations[2];
+  }
+  ASSIGN_OR_RETURN(p.padding, GetStringAttr(attrs, "padding", node));
+  if (p.padding == "EXPLICIT") {
+    ASSIGN_OR_RETURN(p.explicit_paddings, GetIntListAttr(attrs, "explicit_paddings", node));
+    if (p.explicit_paddings.size() != 8) {
+      return Status::Error("explicit_paddings attribute must contain 8 values, but got: " +
+                           std::to_string(p.explicit_paddings.size()));
+    }
+    for (int64_t v : p.explicit_paddings)
+      if (v < 0) return Status::Error("All elements of explicit_paddings must be nonnegative");
+  } else {
+    p.explicit_paddings.assign(8, 0);
+  }
+  return p;
+}
+
+// The full geometry of one convolution or pooling: NHWC input, HWIO filter.
+struct Conv2DDims {
+  int64_t batch, in_rows, in_cols, in_depth;
+  int64_t k_rows, k_cols, out_depth;
+  Window rows, cols;
+};
+
+StatusOr<Conv2DDims> ComputeConv2DDims(const Conv2DParams& p, const std::vector<int64_t>& input,
+                                       int64_t k_rows, int64_t k_cols, int64_t out_depth) {
+  if (input.size() != 4)
+    return Status::Error("input must be 4-dimensional " + DimsToString(input));
+  Conv2DDims d{input[0], input[1], input[2], input[3], k_rows, k_cols, out_depth, {}, {}};
+  ASSIGN_OR_RETURN(d.rows, WindowedOutputSize(d.in_rows, k_rows, p.dil_rows, p.stride_rows,
+                                              p.padding, p.explicit_paddings[2],
+                                              p.explicit_paddings[3]));
+  ASSIGN_OR_RETURN(d.cols, WindowedOutputSize(d.in_cols, k_cols, p.dil_cols, p.stride_cols,
+                                              p.padding, p.explicit_paddings[4],
+                                              p.explicit_paddings[5]));
+  return d;
+}
+
+StatusOr<Conv2DDims> ConvDimsFromFilter(const Conv2DParams& p, const std::vector<int64_t>& input,
+                                        const std::vector<int64_t>& filter) {
+  if (filter.size() != 4)
+    return Status::Error("filter must be 4-dimensional: " + DimsToString(filter));
+  if (input.size() == 4 && filter[2] != input[3]) {
+    return Status::Error("input depth must be evenly divisible by filter depth: " +
+                         std::to_string(input[3]) + " vs " + std::to_string(filter[2]) +
+                         " (grouped convolutions do not run on the CPU here)");
+  }
+  return ComputeConv2DDims(p, input, filter[0], filter[1], filter[3]);
+}
+
+// Patches of one image: row (oy, ox), column (ky, kx, c); zero where the window is in padding.
+template <typename C>
+void Im2Col(const Conv2DDims& d, const Conv2DParams& p, const C* image, C* cols) {
+  const int64_t patch = d.k_rows * d.k_cols * d.in_depth;
+  for (int64_t oy = 0; oy < d.rows.out; ++oy) {
+    for (int64_t ox = 0; ox < d.cols.out; ++ox) {
+      C* row = cols + (oy * d.cols.out + ox) * patch;
+      for (int64_t ky = 0; ky < d.k_rows; ++ky) {
+        const int64_t iy = oy * p.stride_rows + ky * p.dil_rows - d.rows.pad_before;
+        for (int64_t kx = 0; kx < d.k_cols; ++kx, row += d.in_depth) {
+          const int64_t ix = ox * p.stride_cols + kx * p.dil_cols - d.cols.pad_before;
+          if (iy < 0 || iy >= d.in_rows || ix < 0 || ix >= d.in_cols) {
+            std::fill(row, row + d.in_depth, C(0));
+          } else {
+            std::copy_n(image + (iy * d.in_cols + ix) * d.in_depth, d.in_depth, row);
+          }
+        }
+      }
+    }
+  }
+}
+
+// The inverse scatter: adds each patch element back onto the image position it came from.
+template <typename C>
+void Col2ImAdd(const Conv2DDims& d, const Conv2DParams& p, const C* cols, C* image) {
+  const int64_t patch = d.k_rows * d.k_cols * d.in_depth;
+  for (int64_t oy = 0; oy < d.rows.out; ++oy) {
+    for (int64_t ox = 0; ox < d.cols.out; ++ox) {
+      const C* row = cols + (oy * d.cols.out + ox) * patch;
+      for (int64_t ky = 0; ky < d.k_rows; ++ky) {
+        const int64_t iy = oy * p.stride_rows + ky * p.dil_rows - d.rows.pad_before;
+        for (int64_t kx = 0; kx < d.k_cols; ++kx, row += d.in_depth) {
+          const int64_t ix = ox * p.stride_cols + kx * p.dil_cols - d.cols.pad_before;
+          if (iy < 0 || iy >= d.in_rows || ix < 0 || ix >= d.in_cols) continue;
+          C* dst = image + (iy * d.in_cols + ix) * d.in_depth;
+          for (int64_t c = 0; c < d.in_depth; ++c) dst[c] += row[c];
+        }
+      }
+    }
+  }
+}
+
+enum class ConvPass { kForward, kBackpropInput, kBackpropFilter };
+
+template <ConvPass kPass>
+Status Conv2DKernel(OpKernelContext& ctx) {
+  auto params = GetConv2DParams(ctx.attrs(), ctx.name(), /*pooling=*/false);
+  if (!params.ok()) return ctx.Error(params.status().message());
+  const Conv2DParams& p = *params;
+  std::vector<int64_t> input_dims, filter_dims;
+  const Tensor* input = nullptr;
+  const Tensor* filter = nullptr;
+  const Tensor* dy = nullptr;
+  if constexpr (kPass == ConvPass::kForward) {
+    input = &ctx.input(0);
+    filter = &ctx.input(1);
+    input_dims = input->dims();
+    filter_dims = filter->dims();
+  } else if constexpr (kPass == ConvPass::kBackpropInput) {
+    input_dims = ctx.input(0).AsInt64Vector();
+    filter = &ctx.input(1);
+    filter_dims = filter->dims();
+    dy = &ctx.input(2);
+  } else {
+    input = &ctx.input(0);
+    input_dims = input->dims();
+    filter_dims = ctx.input(1).AsInt64Vector();
+    dy = &ctx.input(2);
+  }
+  auto dims = ConvDimsFromFilter(p, input_dims, filter_dims);
+  if (!dims.ok()) return ctx.Error(dims.status().message());
+  const Conv2DDims& d = *dims;
+  const std::vector<int64_t> out_dims = {d.batch, d.rows.out, d.cols.out, d.out_depth};
+  if (dy != nullptr && dy->dims() != out_dims) {
+    return ctx.Error("out_backprop has shape " + DimsToString(dy->dims()) + ", expected " +
+                     DimsToString(out_dims));
+  }
+  const int64_t patch = d.k_rows * d.k_cols * d.in_depth;
+  const int64_t positions = d.rows.out * d.cols.out;
+  const int64_t image_size = d.in_rows * d.in_cols * d.in_depth;
+  return Dispatch<cwise::kFloating | cwise::kSignedTypes>(
+      ctx, ctx.input(kPass == ConvPass::kBackpropInput ? 1 : 0).dtype(), [&](auto tag) -> Status {
+        using T = typename decltype(tag)::type;
+        using C = ComputeType<T>;
+        std::vector<C> cols(positions * patch);
+        Eigen::Map<Matrix<C>> col_m(cols.data(), positions, patch);
+        if constexpr (kPass == ConvPass::kForward) {
+          std::vector<C> x = LoadAs<C, T>(*input), f = LoadAs<C, T>(*filter);
+          std::vector<C> y(d.batch * positions * d.out_depth);
+          Eigen::Map<const Matrix<C>> f_m(f.data(), patch, d.out_depth);
+          for (int64_t n = 0; n < d.batch; ++n) {
+            Im2Col(d, p, x.data() + n * image_size, cols.data());
+            Eigen::Map<Matrix<C>>(y.data() + n * positions * d.out_depth, positions, d.out_depth)
+                .noalias() = col_m * f_m;
+          }
+          ASSIGN_OR_RETURN(Tensor * out, ctx.allocate_output(0, out_dims));
+          StoreAs<T>(y, *out);
+        } else if constexpr (kPass == ConvPass::kBackpropInput) {
+          std::vector<C> f = LoadAs<C, T>(*filter), g = LoadAs<C, T>(*dy);
+          std::vector<C> dx(d.batch * image_size, C(0));
+          Eigen::Map<const Matrix<C>> f_m(f.data(), patch, d.out_depth);
+          for (int64_t n = 0; n < d.batch; ++n) {
+            Eigen::Map<const Matrix<C>> g_m(g.data() + n * positions * d.out_depth, positions,
+                                            d.out_depth);
+            col_m.noalias() = g_m * f_m.transpose();
+            Col2ImAdd(d, p, cols.data(), dx.data() + n * image_size);
+          }
+          ASSIGN_OR_RETURN(Tensor * out, ctx.allocate_output(0, input_dims));
+          StoreAs<T>(dx, *out);
+        } else {
+          std::vector<C> x = LoadAs<C, T>(*input), g = LoadAs<C, T>(*dy);
+          Matrix<C> df = Matrix<C>::Zero(patch, d.out_depth);
+          for (int64_t n = 0; n < d.batch; ++n) {
+            Im2Col(d, p, x.data() + n * image_size, cols.data());
+            Eigen::Map<const Matrix<C>> g_m(g.data() + n * positions * d.out_depth, positions,
+                                            d.out_depth);
+            df.noalias() += col_m.transpose() * g_m;
+          }
+          ASSIGN_OR_RETURN(Tensor * out, ctx.allocate_output(0, filter_dims));
+          StoreAs<T>(std::vector<C>(df.data(), df.data() + df.size()), *out);
+        }
+        return OkStatus();
+      });
+}
+
+// Calls fn(n, oy, ox, y0, y1, x0, x1) for every pooling window, clipped to the image.
+template <typename Fn>
+void ForEachPoolWindow(const Conv2DDims& d, const Conv2DParams& p, Fn&& fn) {
+  for (int64_t n = 0; n < d.batch; ++n)
+    for (int64_t oy = 0; oy < d.rows.out; ++oy)
+      for (int64_t ox = 0; ox < d.cols.out; ++ox) {
+        const int64_t ys = oy * p.stride_rows - d.rows.pad_before;
+        const int64_t xs = ox * p.stride_cols - d.cols.pad_before;
+        fn(n, oy, ox, std::max<int64_t>(ys, 0), std::min(ys + p.ksize_rows, d.in_rows),
+           std::max<int64_t>(xs, 0), std::min(xs + p.ksize_cols, d.in_cols));
+      }
+}
+
+StatusOr<std::pair<Conv2DParams, Conv2DDims>> PoolGeometry(const OpKernelContext& ctx,
+                                                          const std::vector<int64_t>& input) {
+  auto params = GetConv2DParams(ctx.attrs(), ctx.name(), /*pooling=*/true);
+  if (!params.ok()) return ctx.Error(params.status().message());
+  if (input.size() != 4)
+    return ctx.Error("input must be 4-dimensional " + DimsToString(input));
+  auto dims = ComputeConv2DDims(*params, input, params->ksize_rows, params->ksize_cols, input[3]);
+  if (!dims.ok()) return ctx.Error(dims.status().message());
+  return std::make_pair(*params, *dims);
+}
+
+// MaxPool (kGrad false) and MaxPoolGrad: the gradient goes to the first maximum of each window
+// in row-major order, as TensorFlow's CPU kernel picks it.
+template <bool kGrad>
+Status MaxPoolKernel(OpKernelContext& ctx) {
+  const Tensor& x = ctx.input(0);
+  ASSIGN_OR_RETURN(auto geometry, PoolGeometry(ctx, x.dims()));
+  const auto& [p, d] = geometry;
+  const std::vector<int64_t> out_dims = {d.batch, d.rows.out, d.cols.out, d.in_depth};
+  if (kGrad && ctx.input(2).dims() != out_dims) {
+    return ctx.Error("grad has shape " + DimsToString(ctx.input(2).dims()) + ", expected " +
+                     DimsToString(out_dims));
+  }
+  return Dispatch<cwise::kReal>(ctx, x.dtype(), [&](auto tag) -> Status {
+    using T = typename decltype(tag)::type;
+    const T* in = Data<T>(x);
+    const int64_t depth = d.in_depth;
+    ASSIGN_OR_RETURN(Tensor * out, ctx.allocate_output(0, kGrad ? x.dims() : out_dims));
+    T* o = MutableData<T>(*out);
+    const T* g = kGrad ? Data<T>(ctx.input(2)) : nullptr;
+    ForEachPoolWindow(d, p, [&](int64_t n, int64_t oy, int64_t ox, int64_t y0, int64_t y1,
+                                int64_t x0, int64_t x1) {
+      const int64_t out_base = ((n * d.rows.out + oy) * d.cols.out + ox) * depth;
+      for (int64_t c = 0; c < depth; ++c) {
+        int64_t best = -1;
+        T best_value = Eigen::NumTraits<T>::lowest();
+        for (int64_t iy = y0; iy < y1; ++iy)
+          for (int64_t ix = x0; ix < x1; ++ix) {
+            const int64_t i = ((n * d.in_rows + iy) * d.in_cols + ix) * depth + c;
+            if (best < 0 || in[i] > best_value || (in[i] != in[i] && best_value == best_value)) {
+              best = i;
+              best_value = in[i];
+            }
+          }
+        if constexpr (kGrad) {
+          if (best >= 0) o[best] += g[out_base + c];
+        } else {
+          o[out_base + c] = best_value;
+        }
+      }
+    });
+    return OkStatus();
+  });
+}
+
+// AvgPool and AvgPoolGrad: windows average over their elements inside the image (padding is not
+// counted), as TensorFlow's SAME padding does.
+template <bool kGrad>
+Status AvgPoolKernel(OpKernelContext& ctx) {
+  const std::vector<int64_t> in_dims =
+      kGrad ? ctx.input(0).AsInt64Vector() : ctx.input(0).dims();
+  const Tensor& src = ctx.input(kGrad ? 1 : 0);
+  ASSIGN_OR_RETURN(auto geometry, PoolGeometry(ctx, in_dims));
+  const auto& [p, d] = geometry;
+  const std::vector<int64_t> out_dims = {d.batch, d.rows.out, d.cols.out, d.in_depth};
+  if (kGrad && src.dims() != out_dims) {
+    return ctx.Error("grad has shape " + DimsToString(src.dims()) + ", expected " +
+                     DimsToString(out_dims));
+  }
+  return Dispatch<cwise::kFloating>(ctx, src.dtype(), [&](auto tag) -> Status {
+    using T = typename decltype(tag)::type;
+    using C = ComputeType<T>;
+    std::vector<C> in = LoadAs<C, T>(src);
+    const int64_t depth = d.in_depth;
+    std::vector<C> result(kGrad ? d.batch * d.in_rows * d.in_cols * depth
+                                : d.batch * d.rows.out * d.cols.out * depth,
+                          C(0));
+    ForEachPoolWindow(d, p, [&](int64_t n, int64_t oy, int64_t ox, int64_t y0, int64_t y1,
+                                int64_t x0, int64_t x1) {
+      const int64_t out_base = ((n * d.rows.out + oy) * d.cols.out + ox) * depth;
+      const C count = C((y1 - y0) * (x1 - x0));
+      for (int64_t iy = y0; iy < y1; ++iy)
+        for (int64_t ix = x0; ix < x1; ++ix) {
+          const int64_t in_base = ((n * d.in_rows + iy) * d.in_cols + ix) * depth;
+          for (int64_t c = 0; c < depth; ++c) {
+            if constexpr (kGrad) result[in_base + c] += in[out_base + c] / count;
+            else result[out_base + c] += in[in_base + c];
+          }
+        }
+      if constexpr (!kGrad)
+        for (int64_t c = 0; c < depth; ++c) result[out_base + c] /= count;
+    });
+    ASSIGN_OR_RETURN(Tensor * out, ctx.allocate_output(0, kGrad ? in_dims : out_dims));
+    StoreAs<T>(result, *out);
+    return OkStatus();
+  });
+}
+
+Status L2LossKernel(OpKernelContext& ctx) {
+  const Tensor& t = ctx.input(0);
+  return Dispatch<cwise::kFloating>(ctx, t.dtype(), [&](auto tag) -> Status {
+    using T = typename decltype(tag)::type;
+    using C = ComputeType<T>;
+    // TensorFlow: sum(t * t * 0.5).
+    std::vector<C> v = LoadAs<C, T>(t);
+    for (C& x : v) x = x * x * C(0.5);
+    ASSIGN_OR_RETURN(Tensor * out, ctx.allocate_output(0, {}));
+    MutableData<T>(*out)[0] = T(cwise::PairwiseSum(v.data(), static_cast<int64_t>(v.size())));
+    return OkStatus();
+  });
+}
+
+Status InTopKV2Kernel(OpKernelContext& ctx) {
+  const Tensor& predictions = ctx.input(0);
+  const Tensor& targets = ctx.input(1);
+  const Tensor& k_t = ctx.input(2);
+  if (predictions.rank() != 2)
+    return ctx.Error("predictions must be 2-dimensional, got " +
+                     DimsToString(predictions.dims()));
+  if (targets.rank() != 1)
+    return ctx.Error("targets must be 1-dimensional, got " + DimsToString(targets.dims()));
+  if (predictions.dim(0) != targets.dim(0)) {
+    return ctx.Error("First dimension of predictions " + std::to_string(predictions.dim(0)) +
+                     " must match length of targets " + std::to_string(targets.dim(0)));
+  }
+  if (k_t.num_elements() != 1) return ctx.Error("k must be a scalar");
+  const int64_t k = k_t.GetAsInt64(0);
+  const int64_t batch = predictions.dim(0), classes = predictions.dim(1);
+  const float* pred = Data<float>(predictions);
+  const std::vector<int64_t> target = targets.AsInt64Vector();
+  ASSIGN_OR_RETURN(Tensor * out, ctx.allocate_output(0, {batch}));
+  bool* o = MutableData<bool>(*out);
+  for (int64_t b = 0; b < batch; ++b) {
+    const int64_t t = target[b];
+    // An out-of-range target, or a non-finite prediction for it, is never in the top k.
+    if (t < 0 || t >= classes || !std::isfinite(pred[b * classes + t])) {
+      o[b] = false;
+      continue;
+    }
+    const float value = pred[b * classes + t];
+    int64_t more_probable = 0;
+    for (int64_t j = 0; j < classes; ++j)
+      if (pred[b * classes + j] > value) ++more_probable;
+    o[b] = more_probable < k;
+  }
+  return OkStatus();
+}
+
+// ----- Shape functions ---------------------------------------------------------------------------
+
+Status BiasAddShape(InferenceContext& c) {
+  PartialShape value;
+  RETURN_IF_ERROR(c.WithRankAtLeast(0, 2, &value));
+  if (value.unknown_rank()) {
+    c.set_output(0, value);
+    return OkStatus();
+  }
+  ASSIGN_OR_RETURN(int64_t axis, ChannelAxis(c.attrs(), c.node_name(), value.rank()));
+  const PartialShape& bias = c.input(1);
+  std::vector<int64_t> dims = value.dims();
+  if (!bias.unknown_rank()) {
+    if (bias.rank() != 1) return c.Error("Biases must be 1D: " + bias.ToString());
+    const int64_t b = bias.dim(0);
+    if (b >= 0 && dims[axis] >= 0 && b != dims[axis]) {
+      return c.Error("Dimensions must be equal, but are " + std::to_string(dims[axis]) +
+                     " and " + std::to_string(b) + " for BiasAdd with input shapes: " +
+                     value.ToString() + ", " + bias.ToString());
+    }
+    if (dims[axis] < 0) dims[axis] = b;
+  }
+  c.set_output(0, PartialShape(dims));
+  return OkStatus();
+}
+
+Status BiasAddGradShape(InferenceContext& c) {
+  PartialShape dy;
+  RETURN_IF_ERROR(c.WithRankAtLeast(0, 2, &dy));
+  if (dy.unknown_rank()) {
+    c.set_output(0, PartialShape::UnknownOfRank(1));
+    return OkStatus();
+  }
+  ASSIGN_OR_RETURN(int64_t axis, ChannelAxis(c.attrs(), c.node_name(), dy.rank()));
+  c.set_output(0, PartialShape({dy.dim(axis)}));
+  return OkStatus();
+}
+
+// Softmax cross entropy: loss [batch], backprop [batch, classes].
+Status XentShape(InferenceContext& c) {
+  auto both = shape_fn::BroadcastShapes(c.input(0), c.input(1));
+  if (!both.ok()) return c.Error(both.status().message());
+  if (both->unknown_rank()) {
+    c.set_output(0, PartialShape::UnknownOfRank(1));
+    c.set_output(1, PartialShape::UnknownOfRank(2));
+    return OkStatus();
+  }
+  if (both->rank() != 2)
+    return c.Error("logits and labels must be 2-D, broadcast shape " + both->ToString());
+  c.set_output(0, PartialShape({both->dim(0)}));
+  c.set_output(1, *both);
+  return OkStatus();
+}
+
+Status SparseXentShape(InferenceContext& c) {
+  PartialShape logits, labels;
+  RETURN_IF_ERROR(c.WithRank(0, 2, &logits));
+  RETURN_IF_ERROR(c.WithRank(1, 1, &labels));
+  int64_t batch = logits.dim(0);
+  if (batch >= 0 && labels.dim(0) >= 0 && batch != labels.dim(0)) {
+    return c.Error("Dimensions must be equal, but are " + std::to_string(batch) + " and " +
+                   std::to_string(labels.dim(0)) + " for SparseSoftmaxCrossEntropyWithLogits");
+  }
+  if (batch < 0) batch = labels.dim(0);
+  c.set_output(0, PartialShape({batch}));
+  c.set_output(1, PartialShape({batch, logits.dim(1)}));
+  return OkStatus();
+}
+
+// Conv2D / pooling output shapes; unknown dims stay unknown.
+Status ConvOrPoolShape(InferenceContext& c, bool pooling) {
+  PartialShape in;
+  RETURN_IF_ERROR(c.WithRank(0, 4, &in));
+  auto params = GetConv2DParams(c.attrs(), c.node_name(), pooling);
+  if (!params.ok()) return c.Error(params.status().message());
+  int64_t k_rows = params->ksize_rows, k_cols = params->ksize_cols, depth = in.dim(3);
+  if (!pooling) {
+    PartialShape filter;
+    RETURN_IF_ERROR(c.WithRank(1, 4, &filter));
+    k_rows = filter.dim(0);
+    k_cols = filter.dim(1);
+    depth = filter.dim(3);
+    if (in.dim(3) >= 0 && filter.dim(2) >= 0 && in.dim(3) != filter.dim(2)) {
+      return c.Error("Depth of input (" + std::to_string(in.dim(3)) +
+                     ") is not a multiple of input depth of filter (" +
+                     std::to_string(filter.dim(2)) + ")");
+    }
+  }
+  auto dims = ComputeConv2DDims(*params, in.dims(), k_rows, k_cols, depth);
+  if (!dims.ok()) return c.Error(dims.status().message());
+  c.set_output(0, PartialShape({in.dim(0), dims->rows.out, dims->cols.out, depth}));
+  return OkStatus();
+}
+Status Conv2DShape(InferenceContext& c) { return ConvOrPoolShape(c, false); }
+Status PoolShape(InferenceContext& c) { return ConvOrPoolShape(c, true); }
+
+// The backprops' output shape is the value of their shape input (input_sizes, filter_sizes,
+// orig_input_shape) when it is known.
+Status ShapeFromInput(InferenceContext& c, int input) {
+  auto shape = c.MakeShapeFromShapeTensor(input);
+  if (!shape.ok()) return c.Error(shape.status().message());
+  c.set_output(0, *shape);
+  return OkStatus();
+}
+Status ShapeFromInput0(InferenceContext& c) { return ShapeFromInput(c, 0); }
+Status ShapeFromInput1(InferenceContext& c) { return ShapeFromInput(c, 1); }
+
+Status InTopKShape(InferenceContext& c) {
+  PartialShape predictions, targets;
+  RETURN_IF_ERROR(c.WithRank(0, 2, &predictions));
+  RETURN_IF_ERROR(c.WithRank(1, 1, &targets));
+  int64_t batch = predictions.dim(0) >= 0 ? predictions.dim(0) : targets.dim(0);
+  c.set_output(0, PartialShape({batch}));
+  return OkStatus();
+}
+
+Status MergeTwoInputsShape(InferenceContext& c) {
+  if (!c.input(0).IsCompatibleWith(c.input(1))) {
+    return c.Error("Shapes must be equal, but are " + c.input(0).ToString() + " and " +
+                   c.input(1).ToString());
+  }
+  c.set_output(0, c.input(0).Merge(c.input(1)));
+  return OkStatus();
+}
+
+Status SoftmaxShape(InferenceContext& c) {
+  PartialShape logits;
+  RETURN_IF_ERROR(c.WithRankAtLeast(0, 1, &logits));
+  c.set_output(0, logits);
+  return OkStatus();
+}
+
+KernelFn FloatUnary(std::string op) {
+  return [op](OpKernelContext& ctx) { return cwise::FloatUnaryKernel(ctx, op); };
+}
+
+}  // namespace
+
+void RegisterNnOps(OpRegistry& r) {
+  REGISTER_OP(r, "Relu")
+      .Input("features: T")
+      .Output("activations: T")
+      .Attr("T: {float, double, int32, uint8, int16, int8, int64, bfloat16, uint16, half, uint32, uint64, qint8}")
+      .SetShapeFn(shape_fn::UnchangedShape)
+      .SetKernel(ReluKernel<false>);
+  REGISTER_OP(r, "Relu6")
+      .Input("features: T")
+      .Output("activations: T")
+      .Attr("T: {float, double, int32, uint8, int16, int8, int64, bfloat16, uint16, half, uint32, uint64}")
+      .SetShapeFn(shape_fn::UnchangedShape)
+      .SetKernel(ReluKernel<true>);
+  REGISTER_OP(r, "ReluGrad")
+      .Input("gradients: T")
+      .Input("features: T")
+      .Output("backprops: T")
+      .Attr("T: {float, double, int32, uint8, int16, int8, int64, bfloat16, uint16, half, uint32, uint64}")
+      .SetShapeFn(MergeTwoInputsShape)
+      .SetKernel(ActivationGradKernel<ActGrad::kRelu>);
+  REGISTER_OP(r, "Relu6Grad")
+      .Input("gradients: T")
+      .Input("features: T")
+      .Output("backprops: T")
+      .Attr("T: {float, double, int32, uint8, int16, int8, int64, bfloat16, uint16, half, uint32, uint64}")
+      .SetShapeFn(MergeTwoInputsShape)
+      .SetKernel(ActivationGradKernel<ActGrad::kRelu6>);
+  REGISTER_OP(r, "Elu")
+      .Input("features: T")
+      .Output("activations: T")
+      .Attr("T: {half, bfloat16, float, double}")
+      .SetShapeFn(shape_fn::UnchangedShape)
+      .SetKernel(FloatUnary("Elu"));
+  REGISTER_OP(r, "EluGrad")
+      .Input("gradients: T")
+      .Input("outputs: T")
+      .Output("backprops: T")
+      .Attr("T: {half, bfloat16, float, double}")
+      .SetShapeFn(MergeTwoInputsShape)
+      .SetKernel(ActivationGradKernel<ActGrad::kElu>);
+  REGISTER_OP(r, "Selu")
+      .Input("features: T")
+      .Output("activations: T")
+      .Attr("T: {half, bfloat16, float, double}")
+      .SetShapeFn(shape_fn::UnchangedShape)
+      .SetKernel(FloatUnary("Selu"));
+  REGISTER_OP(r, "SeluGrad")
+      .Input("gradients: T")
+      .Input("outputs: T")
+      .Output("backprops: T")
+      .Attr("T: {half, bfloat16, float, double}")
+      .SetShapeFn(MergeTwoInputsShape)
+      .SetKernel(ActivationGradKernel<ActGrad::kSelu>);
+  REGISTER_OP(r, "LeakyRelu")
+      .Input("features: T")
+      .Output("activations: T")
+      .Attr("alpha: float = 0.2")
+      .Attr("T: {half, bfloat16, float, double} = DT_FLOAT")
+      .SetShapeFn(shape_fn::UnchangedShape)
+      .SetKernel(LeakyReluKernel);
+  REGISTER_OP(r, "LeakyReluGrad")
+      .Input("gradients: T")
+      .Input("features: T")
+      .Output("backprops: T")
+      .Attr("alpha: float = 0.2")
+      .Attr("T: {half, bfloat16, float, double} = DT_FLOAT")
+      .SetShapeFn(MergeTwoInputsShape)
+      .SetKernel(ActivationGradKernel<ActGrad::kLeakyRelu>);
+  REGISTER_OP(r, "Softplus")
+      .Input("features: T")
+      .Output("activations: T")
+      .Attr("T: {half, bfloat16, float, double}")
+      .SetShapeFn(shape_fn::UnchangedShape)
+      .SetKernel(FloatUnary("Softplus"));
+  REGISTER_OP(r, "SoftplusGrad")
+      .Input("gradients: T")
+      .Input("features: T")
+      .Output("backprops: T")
+      .Attr("T: {half, bfloat16, float, double}")
+      .SetShapeFn(MergeTwoInputsShape)
+      .SetKernel(ActivationGradKernel<ActGrad::kSoftplus>);
+  REGISTER_OP(r, "Softmax")
+      .Input("logits: T")
+      .Output("softmax: T")
+      .Attr("T: {half, bfloat16, float, double}")
+      .SetShapeFn(SoftmaxShape)
+      .SetKernel(SoftmaxKernel<false>);
+  REGISTER_OP(r, "LogSoftmax")
+      .Input("logits: T")
+      .Output("logsoftmax: T")
+      .Attr("T: {half, bfloat16, float, double}")
+      .SetShapeFn(SoftmaxShape)
+      .SetKernel(SoftmaxKernel<true>);
+  REGISTER_OP(r, "BiasAdd")
+      .Input("value: T")
+      .Input("bias: T")
+      .Output("output: T")
+      .Attr("T: {float, double, int32, uint8, int16, int8, complex64, int64, qint8, quint8, qint32, bfloat16, qint16, quint16, uint16, complex128, half, uint32, uint64}")
+      .Attr("data_format: {'NHWC', 'NCHW'} = 'NHWC'")
+      .SetShapeFn(BiasAddShape)
+      .SetKernel(BiasAddKernel);
+  REGISTER_OP(r, "BiasAddGrad")
+      .Input("out_backprop: T")
+      .Output("output: T")
+      .Attr("T: {float, double, int32, uint8, int16, int8, complex64, int64, qint8, quint8, qint32, bfloat16, qint16, quint16, uint16, complex128, half, uint32, uint64}")
+      .Attr("data_format: {'NHWC', 'NCHW'} = 'NHWC'")
+      .SetShapeFn(BiasAddGradShape)
+      .SetKernel(BiasAddGradKernel);
+  REGISTER_OP(r, "SoftmaxCrossEntropyWithLogits")
+      .Input("features: T")
+      .Input("labels: T")
+      .Output("loss: T")
+      .Output("backprop: T")
+      .Attr("T: {half, bfloat16, float, double}")
+      .SetShapeFn(XentShape)
+      .SetKernel(SoftmaxXentKernel);
+  REGISTER_OP(r, "SparseSoftmaxCrossEntropyWithLogits")
+      .Input("features: T")
+      .Input("labels: Tlabels")
+      .Output("loss: T")
+      .Output("backprop: T")
+      .Attr("T: {half, bfloat16, float, double}")
+      .Attr("Tlabels: {int32, int64} = DT_INT64")
+      .SetShapeFn(SparseXentShape)
+      .SetKernel(SparseSoftmaxXentKernel);
+  REGISTER_OP(r, "Conv2D")
+      .Input("input: T")
+      .Input("filter: T")
+      .Output("output: T")
+      .Attr("T: {half, bfloat16, float, double, int32}")
+      .Attr("strides: list(int)")
+      .Attr("use_cudnn_on_gpu: bool = true")
+      .Attr("padding: {'SAME', 'VALID', 'EXPLICIT'}")
+      .Attr("explicit_paddings: list(int) = []")
+      .Attr("data_format: {'NHWC', 'NCHW'} = 'NHWC'")
+      .Attr("dilations: list(int) = [1, 1, 1, 1]")
+      .SetShapeFn(Conv2DShape)
+      .SetKernel(Conv2DKernel<ConvPass::kForward>);
+  REGISTER_OP(r, "Conv2DBackpropInput")
+      .Input("input_sizes: int32")
+      .Input("filter: T")
+      .Input("out_backprop: T")
+      .Output("output: T")
+      .Attr("T: {half, bfloat16, float, double, int32}")
+      .Attr("strides: list(int)")
+      .Attr("use_cudnn_on_gpu: bool = true")
+      .Attr("padding: {'SAME', 'VALID', 'EXPLICIT'}")
+      .Attr("explicit_paddings: list(int) = []")
+      .Attr("data_format: {'NHWC', 'NCHW'} = 'NHWC'")
+      .Attr("dilations: list(int) = [1, 1, 1, 1]")
+      .SetShapeFn(ShapeFromInput0)
+      .SetKernel(Conv2DKernel<ConvPass::kBackpropInput>)
+      .CompileTimeConstInput("input_sizes");
+  REGISTER_OP(r, "Conv2DBackpropFilter")
+      .Input("input: T")
+      .Input("filter_sizes: int32")
+      .Input("out_backprop: T")
+      .Output("output: T")
+      .Attr("T: {half, bfloat16, float, double}")
+      .Attr("strides: list(int)")
+      .Attr("use_cudnn_on_gpu: bool = true")
+      .Attr("padding: {'SAME', 'VALID', 'EXPLICIT'}")
+      .Attr("explicit_paddings: list(int) = []")
+      .Attr("data_format: {'NHWC', 'NCHW'} = 'NHWC'")
+      .Attr("dilations: list(int) = [1, 1, 1, 1]")
+      .SetShapeFn(ShapeFromInput1)
+      .SetKernel(Conv2DKernel<ConvPass::kBackpropFilter>)
+      .CompileTimeConstInput("filter_sizes");
+  REGISTER_OP(r, "MaxPool")
+      .Input("input: T")
+      .Output("output: T")
+      .Attr("T: {half, bfloat16, float, double, int32, int64, uint8, int16, int8, uint16, qint8} = DT_FLOAT")
+      .Attr("ksize: list(int) >= 4")
+      .Attr("strides: list(int) >= 4")
+      .Attr("padding: {'SAME', 'VALID', 'EXPLICIT'}")
+      .Attr("explicit_paddings: list(int) = []")
+      .Attr("data_format: {'NHWC', 'NCHW', 'NCHW_VECT_C'} = 'NHWC'")
+      .SetShapeFn(PoolShape)
+      .SetKernel(MaxPoolKernel<false>);
+  REGISTER_OP(r, "MaxPoolGrad")
+      .Input("orig_input: T")
+      .Input("orig_output: T")
+      .Input("grad: T")
+      .Output("output: T")
+      .Attr("ksize: list(int) >= 4")
+      .Attr("strides: list(int) >= 4")
+      .Attr("padding: {'SAME', 'VALID', 'EXPLICIT'}")
+      .Attr("explicit_paddings: list(int) = []")
+      .Attr("data_format: {'NHWC', 'NCHW'} = 'NHWC'")
+      .Attr("T: {float, double, int32, uint8, int16, int8, int64, bfloat16, uint16, half, uint32, uint64} = DT_FLOAT")
+      .SetShapeFn(shape_fn::UnchangedShape)
+      .SetKernel(MaxPoolKernel<true>);
+  REGISTER_OP(r, "AvgPool")
+      .Input("value: T")
+      .Output("output: T")
+      .Attr("ksize: list(int) >= 4")
+      .Attr("strides: list(int) >= 4")
+      .Attr("padding: {'SAME', 'VALID'}")
+      .Attr("data_format: {'NHWC', 'NCHW'} = 'NHWC'")
+      .Attr("T: {half, bfloat16, float, double}")
+      .SetShapeFn(PoolShape)
+      .SetKernel(AvgPoolKernel<false>);
+  REGISTER_OP(r, "AvgPoolGrad")
+      .Input("orig_input_shape: int32")
+      .Input("grad: T")
+      .Output("output: T")
+      .Attr("ksize: list(int) >= 4")
+      .Attr("strides: list(int) >= 4")
+      .Attr("padding: {'SAME', 'VALID'}")
+      .Attr("data_format: {'NHWC', 'NCHW'} = 'NHWC'")
+      .Attr("T: {half, bfloat16, float, double}")
+      .SetShapeFn(ShapeFromInput0)
+      .SetKernel(AvgPoolKernel<true>)
+      .CompileTimeConstInput("orig_input_shape");
+  REGISTER_OP(r, "L2Loss")
+      .Input("t: T")
+      .Output("output: T")
+      .Attr("T: {half, bfloat16, float, double}")
+      .SetShapeFn(shape_fn::ScalarShape)
+      .SetKernel(L2LossKernel);
+  REGISTER_OP(r, "InTopKV2")
+      .Input("predictions: float")
+      .Input("targets: T")
+      .Input("k: T")
+      .Output("precision: bool")
+      .Attr("T: {int32, int64} = DT_INT32")
+      .SetShapeFn(InTopKShape)
+      .SetKernel(InTopKV2Kernel);
+}
+
+}  // namespace xlens::graph
