@@ -32,16 +32,16 @@ void Colocated(Node* node, const std::string& var) {
 
 }  // namespace
 
-Output Variable::Value(const Scope& scope) const {
+Output GraphVariable::Value(const Scope& scope) const {
   if (!is_resource) return read;
   return ops::ReadVariableOp(scope, handle, dtype);
 }
 
-StatusOr<Variable> CreateVariable(const Scope& scope, const std::string& name, DataType dtype,
+StatusOr<GraphVariable> CreateVariable(const Scope& scope, const std::string& name, DataType dtype,
                                   const std::vector<int64_t>& shape,
                                   const VariableOptions& options) {
   RETURN_IF_ERROR(scope.status());
-  Variable var;
+  GraphVariable var;
   var.dtype = dtype;
   var.shape = PartialShape(shape);
   var.is_resource = options.use_resource;
@@ -100,9 +100,9 @@ StatusOr<Variable> CreateVariable(const Scope& scope, const std::string& name, D
 }
 
 StatusOr<std::vector<Output>> GradientDescentOptimizer::ComputeGradients(
-    const Scope& scope, const Output& loss, const std::vector<Variable>& var_list) const {
+    const Scope& scope, const Output& loss, const std::vector<GraphVariable>& var_list) const {
   std::vector<Output> xs;
-  for (const Variable& v : var_list) xs.push_back(v.handle);
+  for (const GraphVariable& v : var_list) xs.push_back(v.handle);
   GradientsOptions options;
   options.gate_gradients = true;  // Optimizer.GATE_OP
   std::vector<Output> grads;
@@ -111,7 +111,7 @@ StatusOr<std::vector<Output>> GradientDescentOptimizer::ComputeGradients(
   for (const Output& g : grads) any |= g.valid();
   if (!any) {
     std::string names;
-    for (const Variable& v : var_list) names += (names.empty() ? "" : ", ") + v.name;
+    for (const GraphVariable& v : var_list) names += (names.empty() ? "" : ", ") + v.name;
     return Error("No gradients provided for any variable, check your graph for ops that do "
                  "not support gradients, between variables [" + names + "] and loss '" +
                  loss.name() + "'");
@@ -121,7 +121,7 @@ StatusOr<std::vector<Output>> GradientDescentOptimizer::ComputeGradients(
 
 StatusOr<Node*> GradientDescentOptimizer::ApplyGradients(
     const Scope& scope, const std::vector<Output>& grads,
-    const std::vector<Variable>& var_list) const {
+    const std::vector<GraphVariable>& var_list) const {
   if (grads.size() != var_list.size()) {
     return Error("apply_gradients: " + std::to_string(grads.size()) + " gradients for " +
                  std::to_string(var_list.size()) + " variables");
@@ -132,7 +132,7 @@ StatusOr<Node*> GradientDescentOptimizer::ApplyGradients(
   Output lr;
   for (size_t i = 0; i < var_list.size(); ++i) {
     if (!grads[i].valid()) continue;  // variables without a gradient are not updated
-    const Variable& v = var_list[i];
+    const GraphVariable& v = var_list[i];
     if (!lr.valid()) {
       lr = ops::ScalarConst(inner.WithOpName("learning_rate"), v.dtype, learning_rate_);
     }
@@ -149,7 +149,7 @@ StatusOr<Node*> GradientDescentOptimizer::ApplyGradients(
 }
 
 StatusOr<Node*> GradientDescentOptimizer::Minimize(const Scope& scope, const Output& loss,
-                                                   const std::vector<Variable>& var_list) const {
+                                                   const std::vector<GraphVariable>& var_list) const {
   ASSIGN_OR_RETURN(std::vector<Output> grads, ComputeGradients(scope, loss, var_list));
   return ApplyGradients(scope, grads, var_list);
 }

@@ -27,7 +27,8 @@ struct VariableOptions {
   bool use_resource = true;
 };
 
-struct Variable {
+// A variable as TF1 lays it out in the graph (the runtime Variable is resource_mgr.h's).
+struct GraphVariable {
   std::string name;
   DataType dtype = DT_INVALID;
   PartialShape shape;
@@ -41,7 +42,7 @@ struct Variable {
   Output Value(const Scope& scope) const;
 };
 
-StatusOr<Variable> CreateVariable(const Scope& scope, const std::string& name, DataType dtype,
+StatusOr<GraphVariable> CreateVariable(const Scope& scope, const std::string& name, DataType dtype,
                                   const std::vector<int64_t>& shape,
                                   const VariableOptions& options = {});
 
@@ -54,11 +55,11 @@ class GradientDescentOptimizer {
   // the NoOp that runs every update. A variable the loss does not depend on is an error, as
   // in TensorFlow ("No gradients provided for any variable" when none has one).
   StatusOr<Node*> Minimize(const Scope& scope, const Output& loss,
-                           const std::vector<Variable>& var_list) const;
+                           const std::vector<GraphVariable>& var_list) const;
   StatusOr<std::vector<Output>> ComputeGradients(const Scope& scope, const Output& loss,
-                                                 const std::vector<Variable>& var_list) const;
+                                                 const std::vector<GraphVariable>& var_list) const;
   StatusOr<Node*> ApplyGradients(const Scope& scope, const std::vector<Output>& grads,
-                                 const std::vector<Variable>& var_list) const;
+                                 const std::vector<GraphVariable>& var_list) const;
 
  private:
   float learning_rate_;

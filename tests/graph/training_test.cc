@@ -54,7 +54,7 @@ std::set<std::pair<std::string, std::string>> UnderTraining(
 
 struct Linreg {
   Scope root = Scope::NewRootScope();
-  Variable w, b;
+  GraphVariable w, b;
   Output loss;
   Node* train = nullptr;
 };

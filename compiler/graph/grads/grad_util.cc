@@ -26,6 +26,13 @@ PartialShape StaticShape(const Scope& scope, const Output& t) {
   if (t.node->output_shapes().size() > static_cast<size_t>(t.index)) {
     shape = t.node->output_shapes()[t.index];
   }
+  if (shape.unknown_rank() && t.node->type_string() == "ReadVariableOp") {
+    // The value of a resource variable has the variable's declared shape.
+    auto [handle, unused] = t.node->input_node(0);
+    if (handle != nullptr && handle->type_string() == "VarHandleOp") {
+      if (const AttrValue* v = FindAttr(handle->attrs(), "shape")) shape = v->shape();
+    }
+  }
   if (refined_shapes != nullptr) {
     auto it = refined_shapes->find({t.node, t.index});
     if (it != refined_shapes->end() && it->second.IsCompatibleWith(shape)) {
