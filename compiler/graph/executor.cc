@@ -439,6 +439,7 @@ Status Executor::Impl::Process(const ReadyNode& r) {
     OpKernelContext ctx(*n, std::move(inputs), {}, options.resources, state,
                         options.pool ? options.pool : &ThreadPool::Default());
     ctx.set_max_tensor_bytes(options.max_tensor_bytes);
+    ctx.set_graph(graph);
     {
       profiler::TraceSpan span(n->name(), kTfOpCategory);
       if (span.active()) {

@@ -57,6 +57,11 @@ class OpKernelContext {
   ThreadPool* pool() const { return pool_; }
   int64_t max_tensor_bytes() const { return max_tensor_bytes_; }
   void set_max_tensor_bytes(int64_t bytes) { max_tensor_bytes_ = bytes; }
+  // The graph the node runs in: its function library is where the kernels of function calls
+  // (If, While, PartitionedCall kept by the lowering) find their functions. Null outside an
+  // executor.
+  const Graph* graph() const { return graph_; }
+  void set_graph(const Graph* graph) { graph_ = graph; }
 
   template <typename T>
   StatusOr<T> GetAttr(const std::string& name) const;
@@ -74,6 +79,7 @@ class OpKernelContext {
   KernelState* state_;
   ThreadPool* pool_;
   int64_t max_tensor_bytes_ = int64_t{1} << 34;
+  const Graph* graph_ = nullptr;
 };
 
 // GetAttr is defined for DataType, int64_t, float, bool, std::string, PartialShape, Tensor,

@@ -1,5 +1,7 @@
 #include "compiler/graph/session.h"
 
+#include "compiler/graph/lower_functional_ops.h"
+
 namespace xlens::graph {
 
 std::string_view GlobalJitLevelName(GlobalJitLevel level) {
@@ -48,7 +50,19 @@ StatusOr<Session::Prepared*> Session::Prepare(const RunSignature& signature) {
   if (it != by_key_.end()) return it->second;
   auto prepared = std::make_unique<Prepared>();
   prepared->signature = signature;
-  ASSIGN_OR_RETURN(prepared->graph, RewriteGraphForExecution(*graph_, signature));
+  // TF2 control flow and function calls become v1 control flow and inlined bodies first, as
+  // TensorFlow's pre-placement LowerFunctionalOpsPass does before any XLA pass: the per-signature
+  // graph the executor and the clustering see has no If, While or call left (but those kept on
+  // purpose).
+  const Graph* source = graph_.get();
+  std::unique_ptr<Graph> lowered;
+  if (HasFunctionalOpsToLower(*graph_)) {
+    lowered = std::make_unique<Graph>(&graph_->registry());
+    RETURN_IF_ERROR(CopyGraph(*graph_, lowered.get()));
+    RETURN_IF_ERROR(LowerFunctionalOps(lowered.get()));
+    source = lowered.get();
+  }
+  ASSIGN_OR_RETURN(prepared->graph, RewriteGraphForExecution(*source, signature));
   ExecutorOptions eo;
   eo.resources = &resources_;
   eo.pool = options_.pool;

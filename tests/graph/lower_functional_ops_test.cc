@@ -1,0 +1,248 @@
+// The lowering of TF2 control flow and function calls, checked against TensorFlow: the graphs of
+// testdata/functions were written by the installed TensorFlow (generate.py) with its results for
+// recorded inputs, and with TensorFlow's own lowered graph of each function (its
+// before_mark_for_compilation dump, grappler off).
+#include "compiler/graph/lower_functional_ops.h"
+
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
+#include <set>
+
+#include "compiler/graph/graph_def_io.h"
+#include "compiler/graph/session.h"
+#include "compiler/graph/subgraph.h"
+#include "graph/function_test_util.h"
+#include "graph/graph_test_util.h"
+
+namespace xlens::graph {
+namespace {
+
+using ::testing::HasSubstr;
+using testing::FunctionsDir;
+using testing::LoadRuns;
+using testing::TensorsClose;
+
+// Sin and Tanh may differ from TensorFlow's Eigen kernels by one ulp; the rest is exact.
+constexpr int64_t kMaxUlps = 1;
+
+GraphDef Load(const std::string& name) {
+  auto def = ReadGraphDef(FunctionsDir() + name + ".pbtxt");
+  EXPECT_TRUE(def.ok()) << def.status().message();
+  return def.ok() ? *def : GraphDef{};
+}
+
+class TensorFlowCaseTest : public ::testing::TestWithParam<std::string> {};
+
+// Every recorded run of the function, through a Session (which lowers before running), gives
+// TensorFlow's result.
+TEST_P(TensorFlowCaseTest, SessionReproducesTensorFlow) {
+  const std::string name = GetParam();
+  GraphDef def = Load(name);
+  auto session = Session::Create(def);
+  ASSERT_TRUE(session.ok()) << session.status().message();
+  auto runs = LoadRuns(FunctionsDir(), name);
+  ASSERT_TRUE(runs.ok()) << runs.status().message();
+  ASSERT_FALSE(runs->empty());
+  for (const auto& run : *runs) {
+    auto got = (*session)->Run(run.feeds, run.fetch_names);
+    ASSERT_TRUE(got.ok()) << got.status().message();
+    for (size_t i = 0; i < got->size(); ++i) {
+      EXPECT_TRUE(TensorsClose((*got)[i], run.expected[i], kMaxUlps)) << run.fetch_names[i];
+    }
+  }
+  // The executed graph has no functional op left.
+  for (const auto& [key, g] : (*session)->ExecutedGraphs()) {
+    for (const Node* n : g->op_nodes()) {
+      EXPECT_THAT(n->type_string(), ::testing::Not(::testing::AnyOf(
+                                        "If", "StatelessIf", "While", "StatelessWhile",
+                                        "PartitionedCall", "StatefulPartitionedCall")))
+          << n->name();
+    }
+  }
+}
+
+// The function as TensorFlow instantiates it (_Arg per input, _Retval per output), lowered: the
+// nodes it creates have TensorFlow's names and ops, node for node.
+TEST_P(TensorFlowCaseTest, LoweredGraphHasTensorFlowsNodes) {
+  const std::string name = GetParam();
+  GraphDef def = Load(name);
+  auto graph = Graph::FromGraphDef(def);
+  ASSERT_TRUE(graph.ok()) << graph.status().message();
+  auto runs = LoadRuns(FunctionsDir(), name);
+  ASSERT_TRUE(runs.ok()) << runs.status().message();
+  RunSignature sig;
+  for (const auto& [feed, t] : (*runs)[0].feeds) sig.feeds.push_back(feed);
+  sig.fetches = (*runs)[0].fetch_names;
+  auto rewritten = RewriteGraphForExecution(**graph, sig);
+  ASSERT_TRUE(rewritten.ok()) << rewritten.status().message();
+  ASSERT_TRUE(LowerFunctionalOps(rewritten->get()).ok());
+
+  auto tf_def = ReadGraphDef(FunctionsDir() + name + "_lowered.pbtxt");
+  ASSERT_TRUE(tf_def.ok()) << tf_def.status().message();
+  std::set<std::pair<std::string, std::string>> want, got;
+  for (const NodeDef& n : tf_def->node) {
+    if (n.op != "_Arg" && n.op != "_Retval") want.emplace(n.name, n.op);
+  }
+  for (const Node* n : (*rewritten)->op_nodes()) {
+    if (n->type_string() != "_Arg" && n->type_string() != "_Retval") {
+      got.emplace(n->name(), n->type_string());
+    }
+  }
+  std::vector<std::pair<std::string, std::string>> missing, extra;
+  for (const auto& p : want) if (!got.count(p)) missing.push_back(p);
+  for (const auto& p : got) if (!want.count(p)) extra.push_back(p);
+  std::string report;
+  for (const auto& [n, op] : missing) report += "\n  missing " + n + " (" + op + ")";
+  for (const auto& [n, op] : extra) report += "\n  extra   " + n + " (" + op + ")";
+  EXPECT_TRUE(missing.empty() && extra.empty()) << report;
+
+  // And the edges between them are TensorFlow's (inputs in order, control inputs as a set).
+  GraphDef ours = (*rewritten)->ToGraphDef();
+  std::map<std::string, std::vector<std::string>> our_inputs;
+  for (const NodeDef& n : ours.node) our_inputs[n.name] = n.input;
+  for (const NodeDef& n : tf_def->node) {
+    if (n.op == "_Arg" || n.op == "_Retval" || !our_inputs.count(n.name)) continue;
+    std::vector<std::string> a = n.input, b = our_inputs[n.name];
+    bool feeds_arg = false;
+    for (const std::string& in : a) {
+      for (const NodeDef& m : tf_def->node) {
+        if (m.op == "_Arg" && (in == m.name || in == m.name + ":0")) feeds_arg = true;
+      }
+    }
+    if (feeds_arg) continue;  // our _Arg nodes are named as the session names them
+    std::sort(a.begin(), a.end());
+    std::sort(b.begin(), b.end());
+    EXPECT_EQ(a, b) << "inputs of " << n.name;
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(Functions, TensorFlowCaseTest,
+                         ::testing::Values("cond", "while", "nested", "call", "stateful"));
+
+TEST(LowerFunctionalOpsTest, SessionGraphKeepsTheLoweredNodeFetchable) {
+  // A TF1-style graph (no _Arg/_Retval): the node named as the If is an IdentityN of its
+  // outputs, so "cond:0" can still be fetched, as in TensorFlow.
+  GraphDef def = Load("cond");
+  auto graph = Graph::FromGraphDef(def);
+  ASSERT_TRUE(graph.ok());
+  ASSERT_TRUE(LowerFunctionalOps(graph->get()).ok());
+  Node* cond = (*graph)->FindNode("cond");
+  ASSERT_NE(cond, nullptr);
+  EXPECT_EQ(cond->type_string(), "IdentityN");
+  auto session = Session::Create((*graph)->ToGraphDef());
+  ASSERT_TRUE(session.ok());
+  auto runs = LoadRuns(FunctionsDir(), "cond");
+  ASSERT_TRUE(runs.ok());
+  auto got = (*session)->Run((*runs)[0].feeds, {"cond:0"});
+  ASSERT_TRUE(got.ok()) << got.status().message();
+  EXPECT_TRUE(TensorsClose((*got)[0], (*runs)[0].expected[0], 0));
+}
+
+TEST(LowerFunctionalOpsTest, WhileFrameIsNamedAfterTheNode) {
+  auto graph = Graph::FromGraphDef(Load("while"));
+  ASSERT_TRUE(graph.ok());
+  ASSERT_TRUE(LowerFunctionalOps(graph->get()).ok());
+  int enters = 0;
+  for (const Node* n : (*graph)->op_nodes()) {
+    if (!n->IsEnter()) continue;
+    ++enters;
+    EXPECT_EQ(n->attrs().at("frame_name").s(), "while");
+    EXPECT_EQ(n->attrs().at("parallel_iterations").i(), 10);
+    EXPECT_FALSE(n->attrs().at("is_constant").b());
+  }
+  EXPECT_EQ(enters, 5);  // loop counter, maximum iterations, i, v and the captured y
+}
+
+TEST(LowerFunctionalOpsTest, CallsMarkedNoInlineOrMustCompileAreKeptAndStillRun) {
+  for (const char* attr : {"_noinline", "_XlaMustCompile"}) {
+    GraphDef def = Load("call");
+    bool marked = false;
+    for (NodeDef& n : def.node) {
+      if (n.op == "PartitionedCall" || n.op == "StatefulPartitionedCall") {
+        n.attr[attr] = AttrValue::Bool(true);
+        marked = true;
+      }
+    }
+    ASSERT_TRUE(marked);
+    auto graph = Graph::FromGraphDef(def);
+    ASSERT_TRUE(graph.ok());
+    EXPECT_FALSE(HasFunctionalOpsToLower(**graph));
+    ASSERT_TRUE(LowerFunctionalOps(graph->get()).ok());
+    EXPECT_NE((*graph)->FindNode("PartitionedCall"), nullptr);
+    EXPECT_EQ((*graph)->FindNode("PartitionedCall")->type_string(), "PartitionedCall");
+    // The kept call runs its function through the call kernel: TensorFlow's numbers.
+    auto session = Session::Create(def);
+    ASSERT_TRUE(session.ok());
+    auto runs = LoadRuns(FunctionsDir(), "call");
+    ASSERT_TRUE(runs.ok());
+    auto got = (*session)->Run((*runs)[0].feeds, (*runs)[0].fetch_names);
+    ASSERT_TRUE(got.ok()) << got.status().message();
+    EXPECT_TRUE(TensorsClose((*got)[0], (*runs)[0].expected[0], 0)) << attr;
+  }
+}
+
+TEST(LowerFunctionalOpsTest, UnloweredIfAndWhileRunThroughTheirKernels) {
+  // Without _lower_using_switch_merge TensorFlow leaves If/While alone; their kernels run the
+  // branches and the body on a nested executor and give the same numbers.
+  for (const char* name : {"cond", "while", "nested"}) {
+    GraphDef def = Load(name);
+    std::function<void(std::vector<NodeDef>&)> strip = [](std::vector<NodeDef>& nodes) {
+      for (NodeDef& n : nodes) n.attr.erase("_lower_using_switch_merge");
+    };
+    strip(def.node);
+    for (FunctionDef& f : def.library.function) strip(f.node_def);
+    auto graph = Graph::FromGraphDef(def);
+    ASSERT_TRUE(graph.ok());
+    EXPECT_FALSE(HasFunctionalOpsToLower(**graph)) << name;
+    auto session = Session::Create(def);
+    ASSERT_TRUE(session.ok());
+    auto runs = LoadRuns(FunctionsDir(), name);
+    ASSERT_TRUE(runs.ok());
+    for (const auto& run : *runs) {
+      auto got = (*session)->Run(run.feeds, run.fetch_names);
+      ASSERT_TRUE(got.ok()) << name << ": " << got.status().message();
+      EXPECT_TRUE(TensorsClose((*got)[0], run.expected[0], kMaxUlps)) << name;
+    }
+  }
+}
+
+TEST(LowerFunctionalOpsTest, MissingBranchFunctionIsNamed) {
+  GraphDef def = Load("cond");
+  for (auto it = def.library.function.begin(); it != def.library.function.end(); ++it) {
+    if (it->signature.name.find("true") != std::string::npos) {
+      def.library.function.erase(it);
+      break;
+    }
+  }
+  auto graph = Graph::FromGraphDef(def);
+  ASSERT_TRUE(graph.ok());
+  Status st = LowerFunctionalOps(graph->get());
+  ASSERT_FALSE(st.ok());
+  EXPECT_THAT(st.message(), HasSubstr("cond/then/_0"));
+  EXPECT_THAT(st.message(), HasSubstr("is not in the graph's function library"));
+}
+
+// TensorFlow 1's v1 control flow straight from the corpus: a while loop, a cond and a tail, run
+// through the executor's frames with both predicate values.
+TEST(LowerFunctionalOpsTest, CorpusControlFlowTf1RunsInTheExecutor) {
+  const std::string dir = std::string(XLENS_SHARED_DIR) + "/corpus/tf/control_flow_tf1/jit/";
+  auto def = ReadGraphDef(dir + "graph.pbtxt");
+  if (!def.ok()) GTEST_SKIP() << "corpus case control_flow_tf1/jit not available";
+  auto session = Session::Create(*def);
+  ASSERT_TRUE(session.ok()) << session.status().message();
+  auto x = testing::LoadNpy(dir + "inputs/x.npy");
+  ASSERT_TRUE(x.ok());
+  for (bool pred : {false, true}) {
+    auto want = testing::LoadNpy(dir + "outputs/pred_" + (pred ? "True" : "False") + ".npy");
+    ASSERT_TRUE(want.ok());
+    auto got = (*session)->Run({{"x", *x}, {"pred", Tensor::Scalar<bool>(DT_BOOL, pred)}}, {"out"});
+    ASSERT_TRUE(got.ok()) << got.status().message();
+    // TensorFlow ran this graph with its clusters compiled by XLA: transcendental functions
+    // there are XLA's polynomial approximations, a few ulp from the kernels' results.
+    EXPECT_TRUE(TensorsClose((*got)[0], *want, 8)) << "pred=" << pred;
+  }
+}
+
+}  // namespace
+}  // namespace xlens::graph
