@@ -2,20 +2,22 @@
 # Fuzzes the readers with libFuzzer (clang, AddressSanitizer, UndefinedBehaviorSanitizer).
 #   scripts/fuzz.sh [SECONDS]                  fuzz the HLO parser for SECONDS (default 300)
 #   scripts/fuzz.sh --target T [SECONDS]       fuzz another reader instead (hlo, trace, npy,
-#                                              manifest, flags)
+#                                              manifest, flags, graphdef)
 #   scripts/fuzz.sh --smoke                    a short run of every target for the test suite
 # Findings go to out/fuzz/findings/. The HLO seeds are every HLO file of the tests plus
 # ../shared/corpus/hlo when it is there; the trace seeds are the traces of tests/profiler/testdata,
 # broken ones included; the .npy seeds are the files of tests/hlo/testdata/npy; the manifest seeds
 # are the broken manifests of tests/dump/testdata plus one good manifest; the flags seeds are
-# written below (the first byte says where the flags go: see tests/fuzz/flags_parser_fuzz.cc).
+# written below (the first byte says where the flags go: see tests/fuzz/flags_parser_fuzz.cc); the
+# GraphDef seeds are the small TensorFlow graphs of ../shared/corpus/tf and the broken GraphDefs of
+# tests/graph/testdata (the first byte says binary or text: see tests/fuzz/graphdef_fuzz.cc).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 seconds=300
 targets=hlo
 while [ $# -gt 0 ]; do
   case "$1" in
-    --smoke) seconds=smoke; targets="hlo trace npy manifest flags" ;;
+    --smoke) seconds=smoke; targets="hlo trace npy manifest flags graphdef" ;;
     --target) targets=$2; shift ;;
     *) seconds=$1 ;;
   esac
@@ -44,7 +46,8 @@ for target in $targets; do
     npy) binary=npy_reader_fuzz; smoke=10; max_len=4096 ;;
     manifest) binary=manifest_reader_fuzz; smoke=10; max_len=16384 ;;
     flags) binary=flags_parser_fuzz; smoke=10; max_len=4096 ;;
-    *) echo "fuzz: unknown target '$target' (expected hlo, trace, npy, manifest or flags)" >&2; exit 1 ;;
+    graphdef) binary=graphdef_fuzz; smoke=20; max_len=65536 ;;
+    *) echo "fuzz: unknown target '$target' (expected hlo, trace, npy, manifest, flags or graphdef)" >&2; exit 1 ;;
   esac
   time_limit=$seconds
   if [ "$seconds" = smoke ]; then time_limit=$smoke; fi
@@ -71,6 +74,16 @@ JSON
     printf '1--xla_dump_to="a b"\n--xla_disable_hlo_passes=cse,dce\n  --xla_dump_hlo_module_re=^cluster\n' >$seeds/file
     printf "2--tf_xla_auto_jit=single-gpu(2) --tf_xla_min_cluster_size=2 --tf_xla_clustering_debug" >$seeds/tf
     printf "3--xla_backend_optimization_level=1\n--xla_reduce_precision=5,10:add\n--xla_dump_to='x\\y'" >$seeds/cli
+  elif [ "$target" = graphdef ]; then
+    for f in tests/graph/testdata/broken_graphdefs/*; do
+      case "$f" in *.pb) prefix=0 ;; *) prefix=1 ;; esac
+      { printf '%s' "$prefix"; cat "$f"; } >"$seeds/broken_$(basename "$f")"
+    done
+    if [ -d ../shared/corpus/tf ]; then
+      find ../shared/corpus/tf -name 'graph*.pbtxt' -size -16k | sort | head -n 8 | while read -r f; do
+        { printf 1; cat "$f"; } >"$seeds/$(echo "$f" | tr / _)"
+      done
+    fi
   else
     cp tests/hlo/testdata/npy/*.npy $seeds/
   fi

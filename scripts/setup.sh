@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Installs what the build needs, from Debian's packages, and with --test-peers also the Python
-# packages some tests compare against (jax, jaxlib, numpy from PyPI).
+# packages some tests compare against (jax, jaxlib, numpy, tensorflow-cpu from PyPI).
 # Idempotent: quiet when everything is there; `apt-get update` only when something is missing.
 set -euo pipefail
 
@@ -14,7 +14,7 @@ packages=(
   libprotobuf-dev protobuf-compiler
 )
 
-# The peers the tests compare against (XLA's parser from jaxlib, NumPy). Optional: the tests that
+# The peers the tests compare against (XLA's parser from jaxlib, NumPy, TensorFlow). Optional: the tests that
 # need them skip with the reason when they cannot be installed.
 test_peers=false
 if [ "${1:-}" = "--test-peers" ]; then test_peers=true; fi
@@ -22,12 +22,20 @@ if [ "${1:-}" = "--test-peers" ]; then test_peers=true; fi
 install_python_peers() {
   $test_peers || return 0
   command -v python3 >/dev/null || return 0
-  python3 -c "import jaxlib, numpy" 2>/dev/null && return 0
-  echo "setup: installing jax, jaxlib and numpy from PyPI (for the compatibility tests)"
-  python3 -m pip install --quiet --disable-pip-version-check jax jaxlib numpy 2>&1 | grep -v "as the 'root' user" ||
-    true
-  python3 -c "import jaxlib, numpy" 2>/dev/null ||
-    echo "setup: jaxlib/numpy unavailable; the XLA compatibility tests will be skipped" >&2
+  if ! python3 -c "import jaxlib, numpy" 2>/dev/null; then
+    echo "setup: installing jax, jaxlib and numpy from PyPI (for the compatibility tests)"
+    python3 -m pip install --quiet --disable-pip-version-check jax jaxlib numpy 2>&1 | grep -v "as the 'root' user" ||
+      true
+    python3 -c "import jaxlib, numpy" 2>/dev/null ||
+      echo "setup: jaxlib/numpy unavailable; the XLA compatibility tests will be skipped" >&2
+  fi
+  if ! python3 -c "import tensorflow" 2>/dev/null; then
+    echo "setup: installing tensorflow-cpu 2.21 from PyPI (for the TensorFlow compatibility tests)"
+    python3 -m pip install --quiet --disable-pip-version-check "tensorflow-cpu==2.21.*" 2>&1 |
+      grep -v "as the 'root' user" || true
+    python3 -c "import tensorflow" 2>/dev/null ||
+      echo "setup: tensorflow unavailable; the TensorFlow compatibility tests will be skipped" >&2
+  fi
 }
 
 missing=()

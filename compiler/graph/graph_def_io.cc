@@ -141,14 +141,19 @@ Status ParseMessage(std::string_view bytes, GraphDefFormat format, const std::st
   return OkStatus();
 }
 
+// Map entries in key order, so the same message always gives the same bytes.
+bool SerializeDeterministic(const pb::Message& message, std::string* out) {
+  pb::io::StringOutputStream stream(out);
+  pb::io::CodedOutputStream coded(&stream);
+  coded.SetSerializationDeterministic(true);
+  return message.SerializeToCodedStream(&coded);
+}  // the streams trim `out` to what was written when they go
+
 StatusOr<std::string> PrintMessage(const pb::Message& message, GraphDefFormat format) {
   std::string out;
   LogCapture log;
   if (format == GraphDefFormat::kBinary) {
-    pb::io::StringOutputStream stream(&out);
-    pb::io::CodedOutputStream coded(&stream);
-    coded.SetSerializationDeterministic(true);
-    if (!message.SerializeToCodedStream(&coded)) {
+    if (!SerializeDeterministic(message, &out)) {
       return Error("cannot serialize the " + message.GetDescriptor()->name() + ": " +
                    TensorFlowNames(log.text()));
     }
@@ -189,7 +194,7 @@ void ShapeToProto(const PartialShape& shape, tfp::TensorShapeProto* proto) {
 
 // Element storage of a Tensor for a DataType, for the copies below.
 bool HasElementStorage(DataType t) {
-  return t == DT_STRING || t == DT_RESOURCE || ToPrimitiveType(t) != PrimitiveType::PRIMITIVE_TYPE_INVALID;
+  return t == DT_STRING || t == DT_RESOURCE || t == DT_VARIANT || ToPrimitiveType(t) != PrimitiveType::PRIMITIVE_TYPE_INVALID;
 }
 
 // TensorFlow's FromProtoField: the first n values of `values`; a shorter list repeats its last
@@ -264,7 +269,7 @@ StatusOr<Tensor> TensorFromMessage(const tfp::TensorProto& proto, const std::str
                  ") is larger than the " + FormatBytes(options.max_constant_bytes) +
                  " a constant may have");
   }
-  if (!HasElementStorage(dtype)) return Tensor();  // variant, quantized, float8, int4: kept as proto
+  if (!HasElementStorage(dtype)) return Tensor();  // quantized, float8, int4: kept as the proto
   ASSIGN_OR_RETURN(Tensor t, Tensor::Create(dtype, dims, options.max_constant_bytes));
 
   if (!proto.tensor_content().empty()) {
@@ -273,7 +278,9 @@ StatusOr<Tensor> TensorFromMessage(const tfp::TensorProto& proto, const std::str
       RETURN_IF_ERROR(DecodeStringContent(content, &t.strings(), context));
       return t;
     }
-    if (dtype == DT_RESOURCE) return Error(context + ": a resource tensor cannot have tensor_content");
+    if (dtype == DT_RESOURCE || dtype == DT_VARIANT) {
+      return Error(context + ": a " + DataTypeName(dtype) + " tensor cannot have tensor_content");
+    }
     if (static_cast<int64_t>(content.size()) != n * DataTypeSize(dtype)) {
       return Error(context + ": tensor_content has " + std::to_string(content.size()) +
                    " bytes but shape " + DimsToString(dims) + " of " + DataTypeName(dtype) + " needs " +
@@ -304,6 +311,7 @@ StatusOr<Tensor> TensorFromMessage(const tfp::TensorProto& proto, const std::str
       for (int64_t i = 0; have > 0 && i < n; ++i) out[i] = proto.string_val(std::min<int64_t>(i, have - 1));
       break;
     }
+    case DT_VARIANT: break;  // its values stay in the TensorProto the attr keeps
     case DT_RESOURCE: {
       auto& out = t.handles();
       const int have = proto.resource_handle_val_size();
@@ -351,6 +359,7 @@ Status TensorToMessage(const Tensor& t, tfp::TensorProto* proto) {
   // of more than one element as raw bytes for the types it lists in _TENSOR_CONTENT_TYPES; a
   // single element, and bool, uint16 and complex tensors, in the typed field.
   const DataType dt = t.dtype();
+  if (dt == DT_VARIANT) return Error("cannot write the elements of a variant tensor");
   const bool content_type = dt != DT_BOOL && dt != DT_UINT16 && dt != DT_COMPLEX64 && dt != DT_COMPLEX128;
   if (n > 1 && content_type) {
     proto->set_tensor_content(std::string(static_cast<const char*>(t.raw_data()), t.byte_size()));
@@ -520,10 +529,7 @@ Status AttrMapToProto(const AttrMap& attrs, pb::Map<std::string, tfp::AttrValue>
 std::string Remainder(const pb::Message& message) {
   if (message.ByteSizeLong() == 0) return "";
   std::string out;
-  pb::io::StringOutputStream stream(&out);
-  pb::io::CodedOutputStream coded(&stream);
-  coded.SetSerializationDeterministic(true);
-  message.SerializeToCodedStream(&coded);
+  SerializeDeterministic(message, &out);
   return out;
 }
 

@@ -1,0 +1,3 @@
+
+
+badÿnameNoOp

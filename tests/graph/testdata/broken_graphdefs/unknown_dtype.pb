@@ -1,0 +1,4 @@
+
+
+cPlaceholder*
+dtype0ç
