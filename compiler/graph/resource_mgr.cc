@@ -2,29 +2,29 @@
 
 namespace xlens::graph {
 
-std::shared_ptr<Variable> ResourceMgr::LookupOrCreate(const std::string& container,
+std::shared_ptr<Var> ResourceMgr::LookupOrCreate(const std::string& container,
                                                       const std::string& name, DataType dtype,
                                                       const PartialShape& shape) {
   std::lock_guard<std::mutex> lock(mu_);
   auto& slot = variables_[{container, name}];
   if (!slot) {
-    slot = std::make_shared<Variable>();
+    slot = std::make_shared<Var>();
     slot->dtype = dtype;
     slot->shape = shape;
   }
   return slot;
 }
 
-std::shared_ptr<Variable> ResourceMgr::Lookup(const std::string& container,
+std::shared_ptr<Var> ResourceMgr::Lookup(const std::string& container,
                                               const std::string& name) const {
   std::lock_guard<std::mutex> lock(mu_);
   auto it = variables_.find({container, name});
   return it == variables_.end() ? nullptr : it->second;
 }
 
-std::map<std::string, std::shared_ptr<Variable>> ResourceMgr::variables() const {
+std::map<std::string, std::shared_ptr<Var>> ResourceMgr::variables() const {
   std::lock_guard<std::mutex> lock(mu_);
-  std::map<std::string, std::shared_ptr<Variable>> out;
+  std::map<std::string, std::shared_ptr<Var>> out;
   for (const auto& [key, var] : variables_) {
     out[key.first.empty() ? key.second : key.first + "/" + key.second] = var;
   }

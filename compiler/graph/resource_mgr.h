@@ -13,7 +13,8 @@
 
 namespace xlens::graph {
 
-struct Variable {
+// A variable's runtime state (TensorFlow's Var resource).
+struct Var {
   std::mutex mu;
   Tensor value;  // not initialised until the first assignment
   DataType dtype = DT_INVALID;
@@ -24,17 +25,17 @@ struct Variable {
 class ResourceMgr {
  public:
   // The variable named by the handle, created (uninitialised) on first use.
-  std::shared_ptr<Variable> LookupOrCreate(const std::string& container, const std::string& name,
+  std::shared_ptr<Var> LookupOrCreate(const std::string& container, const std::string& name,
                                            DataType dtype, const PartialShape& shape);
   // nullptr when no such variable exists.
-  std::shared_ptr<Variable> Lookup(const std::string& container, const std::string& name) const;
+  std::shared_ptr<Var> Lookup(const std::string& container, const std::string& name) const;
   // Every variable, by "container/name" (container empty: the name alone).
-  std::map<std::string, std::shared_ptr<Variable>> variables() const;
+  std::map<std::string, std::shared_ptr<Var>> variables() const;
   void Clear();
 
  private:
   mutable std::mutex mu_;
-  std::map<std::pair<std::string, std::string>, std::shared_ptr<Variable>> variables_;
+  std::map<std::pair<std::string, std::string>, std::shared_ptr<Var>> variables_;
 };
 
 }  // namespace xlens::graph

@@ -50,7 +50,7 @@ StatusOr<const Node*> RefSource(const OpKernelContext& c, int input) {
                  " is not a reference to a variable (no VariableV2 found behind it)");
 }
 
-StatusOr<std::shared_ptr<Variable>> RefVariable(const OpKernelContext& c, int input) {
+StatusOr<std::shared_ptr<Var>> RefVariable(const OpKernelContext& c, int input) {
   if (c.resources() == nullptr) return c.Error("no resource manager to hold variables");
   ASSIGN_OR_RETURN(const Node* var_node, RefSource(c, input));
   ASSIGN_OR_RETURN(VariableName n, NameOfVariableNode(*var_node));
@@ -97,7 +97,7 @@ Status AddInPlace(Tensor& dst, const Tensor& v, bool subtract) {
 }
 
 // The variable's tensor plus/minus `value`, as the variable's new tensor.
-Status UpdateVariable(const OpKernelContext& c, Variable& var, const Tensor& value,
+Status UpdateVariable(const OpKernelContext& c, Var& var, const Tensor& value,
                       bool subtract, const std::string& uninitialized_message) {
   if (!var.is_initialized()) return c.Error(uninitialized_message);
   if (var.value.dims() != value.dims()) {
@@ -136,7 +136,7 @@ Status VariableV2Kernel(OpKernelContext& c) {
   ASSIGN_OR_RETURN(VariableName n, NameOfVariableNode(c.node()));
   ASSIGN_OR_RETURN(DataType dtype, GetTypeAttr(c.attrs(), "dtype", c.name()));
   ASSIGN_OR_RETURN(PartialShape shape, GetShapeAttr(c.attrs(), "shape", c.name()));
-  std::shared_ptr<Variable> var = c.resources()->LookupOrCreate(n.container, n.name, dtype, shape);
+  std::shared_ptr<Var> var = c.resources()->LookupOrCreate(n.container, n.name, dtype, shape);
   std::lock_guard<std::mutex> lock(var->mu);
   if (var->is_initialized()) {
     c.set_output(0, var->value);
@@ -151,7 +151,7 @@ Status VariableV2Kernel(OpKernelContext& c) {
 }
 
 Status AssignKernel(OpKernelContext& c) {
-  ASSIGN_OR_RETURN(std::shared_ptr<Variable> var, RefVariable(c, 0));
+  ASSIGN_OR_RETURN(std::shared_ptr<Var> var, RefVariable(c, 0));
   ASSIGN_OR_RETURN(bool validate_shape, GetBoolAttr(c.attrs(), "validate_shape", c.name()));
   const Tensor& value = c.input(1);
   std::lock_guard<std::mutex> lock(var->mu);
@@ -172,7 +172,7 @@ Status AssignKernel(OpKernelContext& c) {
 }
 
 Status AssignUpdateKernel(OpKernelContext& c, bool subtract) {
-  ASSIGN_OR_RETURN(std::shared_ptr<Variable> var, RefVariable(c, 0));
+  ASSIGN_OR_RETURN(std::shared_ptr<Var> var, RefVariable(c, 0));
   ASSIGN_OR_RETURN(const Node* source, RefSource(c, 0));
   std::lock_guard<std::mutex> lock(var->mu);
   RETURN_IF_ERROR(UpdateVariable(c, *var, c.input(1), subtract,
@@ -182,7 +182,7 @@ Status AssignUpdateKernel(OpKernelContext& c, bool subtract) {
 }
 
 Status IsVariableInitializedKernel(OpKernelContext& c) {
-  ASSIGN_OR_RETURN(std::shared_ptr<Variable> var, RefVariable(c, 0));
+  ASSIGN_OR_RETURN(std::shared_ptr<Var> var, RefVariable(c, 0));
   std::lock_guard<std::mutex> lock(var->mu);
   c.set_output(0, Tensor::Scalar<bool>(DT_BOOL, var->is_initialized()));
   return OkStatus();
@@ -231,14 +231,14 @@ std::string NotFoundMessage(const ResourceHandle& h) {
 }
 
 // The initialised variable `h` names, or TensorFlow's error.
-StatusOr<std::shared_ptr<Variable>> InitializedVariable(const OpKernelContext& c,
+StatusOr<std::shared_ptr<Var>> InitializedVariable(const OpKernelContext& c,
                                                         const ResourceHandle& h) {
-  std::shared_ptr<Variable> var = c.resources()->Lookup(h.container, h.name);
+  std::shared_ptr<Var> var = c.resources()->Lookup(h.container, h.name);
   if (var == nullptr || !var->is_initialized()) return c.Error(NotFoundMessage(h));
   return var;
 }
 
-Status CheckDtype(const OpKernelContext& c, const Variable& var, DataType want) {
+Status CheckDtype(const OpKernelContext& c, const Var& var, DataType want) {
   const DataType have = var.is_initialized() ? var.value.dtype() : var.dtype;
   if (have != DT_INVALID && have != want) {
     return c.Error("Trying to read variable with wrong dtype. Expected " + DataTypeName(have) +
@@ -255,7 +255,7 @@ Status ReadVariableShape(InferenceContext& c) {
 
 Status ReadVariableKernel(OpKernelContext& c) {
   ASSIGN_OR_RETURN(const ResourceHandle* h, HandleInput(c));
-  ASSIGN_OR_RETURN(std::shared_ptr<Variable> var, InitializedVariable(c, *h));
+  ASSIGN_OR_RETURN(std::shared_ptr<Var> var, InitializedVariable(c, *h));
   ASSIGN_OR_RETURN(DataType dtype, GetTypeAttr(c.attrs(), "dtype", c.name()));
   std::lock_guard<std::mutex> lock(var->mu);
   RETURN_IF_ERROR(CheckDtype(c, *var, dtype));
@@ -268,7 +268,7 @@ Status AssignVariableKernel(OpKernelContext& c) {
   ASSIGN_OR_RETURN(DataType dtype, GetTypeAttr(c.attrs(), "dtype", c.name()));
   ASSIGN_OR_RETURN(bool validate_shape, GetBoolAttr(c.attrs(), "validate_shape", c.name()));
   const Tensor& value = c.input(1);
-  std::shared_ptr<Variable> var =
+  std::shared_ptr<Var> var =
       c.resources()->LookupOrCreate(h->container, h->name, dtype, h->shape);
   std::lock_guard<std::mutex> lock(var->mu);
   if (var->dtype != DT_INVALID && var->dtype != dtype) {
@@ -286,14 +286,14 @@ Status AssignVariableKernel(OpKernelContext& c) {
 
 Status AssignUpdateVariableKernel(OpKernelContext& c, bool subtract) {
   ASSIGN_OR_RETURN(const ResourceHandle* h, HandleInput(c));
-  ASSIGN_OR_RETURN(std::shared_ptr<Variable> var, InitializedVariable(c, *h));
+  ASSIGN_OR_RETURN(std::shared_ptr<Var> var, InitializedVariable(c, *h));
   std::lock_guard<std::mutex> lock(var->mu);
   return UpdateVariable(c, *var, c.input(1), subtract, NotFoundMessage(*h));
 }
 
 Status VarIsInitializedKernel(OpKernelContext& c) {
   ASSIGN_OR_RETURN(const ResourceHandle* h, HandleInput(c));
-  std::shared_ptr<Variable> var = c.resources()->Lookup(h->container, h->name);
+  std::shared_ptr<Var> var = c.resources()->Lookup(h->container, h->name);
   c.set_output(0, Tensor::Scalar<bool>(DT_BOOL, var != nullptr && var->is_initialized()));
   return OkStatus();
 }
@@ -303,7 +303,7 @@ Status VarIsInitializedKernel(OpKernelContext& c) {
 Status DestroyResourceKernel(OpKernelContext& c) {
   ASSIGN_OR_RETURN(const ResourceHandle* h, HandleInput(c));
   ASSIGN_OR_RETURN(bool ignore, GetBoolAttr(c.attrs(), "ignore_lookup_error", c.name()));
-  std::shared_ptr<Variable> var = c.resources()->Lookup(h->container, h->name);
+  std::shared_ptr<Var> var = c.resources()->Lookup(h->container, h->name);
   if (var == nullptr || !var->is_initialized()) {
     if (ignore) return OkStatus();
     return c.Error("Resource " + ContainerName(h->container) + "/" + h->name +
@@ -332,7 +332,7 @@ Status ResourceGatherShape(InferenceContext& c) {
 
 Status ResourceGatherKernel(OpKernelContext& c) {
   ASSIGN_OR_RETURN(const ResourceHandle* h, HandleInput(c));
-  ASSIGN_OR_RETURN(std::shared_ptr<Variable> var, InitializedVariable(c, *h));
+  ASSIGN_OR_RETURN(std::shared_ptr<Var> var, InitializedVariable(c, *h));
   ASSIGN_OR_RETURN(int64_t batch_dims, IntAttr(c, "batch_dims"));
   Tensor params;
   {
