@@ -87,7 +87,7 @@ StatusOr<OpDef::AttrDef> ParseAttrSpec(const std::string& spec) {
   attr.name = std::string(Trim(std::string_view(spec).substr(0, colon)));
   std::string_view rest = Trim(std::string_view(spec).substr(colon + 1));
   std::string_view default_text;
-  // The default follows the first '=' that is not the '=' of a ">= N" minimum.
+  // The default follows the first '=' that is not part of a minimum (">= 1").
   size_t eq = rest.find('=');
   while (eq != std::string_view::npos && eq > 0 && rest[eq - 1] == '>') eq = rest.find('=', eq + 1);
   if (eq != std::string_view::npos) {

@@ -137,8 +137,12 @@ KernelFn DivisionKernel() {
           if (yd[i] == T(0)) return ctx.Error("Integer division by zero");
         return BinaryOp<T, T>(ctx, [](T a, T b) -> T {
           if constexpr (std::is_signed_v<T>) {
-            // The one overflowing quotient: min / -1 wraps as on two's complement hardware.
-            if (b == T(-1)) return static_cast<T>(-static_cast<std::make_unsigned_t<T>>(a));
+            // The one overflowing quotient: min / -1 wraps as on two's complement hardware; any
+            // value modulo -1 is 0.
+            if (b == T(-1)) {
+              if (kKind == IntDivKind::kFloorMod) return T(0);
+              return static_cast<T>(-static_cast<std::make_unsigned_t<T>>(a));
+            }
           }
           if constexpr (kKind == IntDivKind::kTruncate) {
             return a / b;

@@ -701,16 +701,16 @@ Status InTopKV2Kernel(OpKernelContext& ctx) {
   bool* o = MutableData<bool>(*out);
   for (int64_t b = 0; b < batch; ++b) {
     const int64_t t = target[b];
-    // An out-of-range target, or a non-finite prediction for it, is never in the top k.
-    if (t < 0 || t >= classes || !std::isfinite(pred[b * classes + t])) {
-      o[b] = false;
-      continue;
-    }
-    const float value = pred[b * classes + t];
+    // An out-of-range target, or any non-finite prediction in the row, is never in the top k
+    // (TensorFlow "cannot say").
+    bool cannot_say = t < 0 || t >= classes;
     int64_t more_probable = 0;
-    for (int64_t j = 0; j < classes; ++j)
-      if (pred[b * classes + j] > value) ++more_probable;
-    o[b] = more_probable < k;
+    for (int64_t j = 0; j < classes && !cannot_say; ++j) {
+      const float p = pred[b * classes + j];
+      if (!std::isfinite(p)) cannot_say = true;
+      else if (p > pred[b * classes + t]) ++more_probable;
+    }
+    o[b] = !cannot_say && more_probable < k;
   }
   return OkStatus();
 }
