@@ -29,7 +29,7 @@ using cwise::Dispatch;
 using cwise::MutableData;
 
 // The VariableV2 behind a ref input, through Identity nodes.
-StatusOr<std::shared_ptr<Variable>> RefVariable(const OpKernelContext& ctx, int input) {
+StatusOr<std::shared_ptr<Var>> RefVariable(const OpKernelContext& ctx, int input) {
   if (ctx.resources() == nullptr) return ctx.Error("no session resources to find variables in");
   auto [node, slot] = ctx.node().input_node(input);
   while (node != nullptr && (node->type_string() == "Identity" ||
@@ -38,7 +38,7 @@ StatusOr<std::shared_ptr<Variable>> RefVariable(const OpKernelContext& ctx, int 
   }
   if (node == nullptr)
     return ctx.Error("input " + std::to_string(input) + " is not connected to a variable");
-  std::shared_ptr<Variable> var = ctx.resources()->Lookup("", node->name());
+  std::shared_ptr<Var> var = ctx.resources()->Lookup("", node->name());
   if (var == nullptr) {
     const AttrValue* container = FindAttr(node->attrs(), "container");
     const AttrValue* shared = FindAttr(node->attrs(), "shared_name");
@@ -51,13 +51,13 @@ StatusOr<std::shared_ptr<Variable>> RefVariable(const OpKernelContext& ctx, int 
 }
 
 // The variable a resource input's handle names.
-StatusOr<std::shared_ptr<Variable>> ResourceVariable(const OpKernelContext& ctx, int input) {
+StatusOr<std::shared_ptr<Var>> ResourceVariable(const OpKernelContext& ctx, int input) {
   if (ctx.resources() == nullptr) return ctx.Error("no session resources to find variables in");
   const Tensor& t = ctx.input(input);
   if (t.dtype() != DT_RESOURCE || t.num_elements() != 1)
     return ctx.Error("input " + std::to_string(input) + " is not a resource handle");
   const ResourceHandle& h = t.handle();
-  std::shared_ptr<Variable> var = ctx.resources()->Lookup(h.container, h.name);
+  std::shared_ptr<Var> var = ctx.resources()->Lookup(h.container, h.name);
   if (var == nullptr || !var->is_initialized()) {
     return ctx.Error("Error while reading resource variable " + h.name + " from Container: " +
                      (h.container.empty() ? "localhost" : h.container) +
@@ -67,11 +67,11 @@ StatusOr<std::shared_ptr<Variable>> ResourceVariable(const OpKernelContext& ctx,
 }
 
 // The variables an update op writes: `num_vars` leading inputs, by reference or by handle.
-StatusOr<std::vector<std::shared_ptr<Variable>>> UpdatedVariables(const OpKernelContext& ctx,
+StatusOr<std::vector<std::shared_ptr<Var>>> UpdatedVariables(const OpKernelContext& ctx,
                                                                   bool resource, int num_vars) {
-  std::vector<std::shared_ptr<Variable>> vars;
+  std::vector<std::shared_ptr<Var>> vars;
   for (int i = 0; i < num_vars; ++i) {
-    ASSIGN_OR_RETURN(std::shared_ptr<Variable> v,
+    ASSIGN_OR_RETURN(std::shared_ptr<Var> v,
                      resource ? ResourceVariable(ctx, i) : RefVariable(ctx, i));
     vars.push_back(std::move(v));
   }
@@ -79,7 +79,7 @@ StatusOr<std::vector<std::shared_ptr<Variable>>> UpdatedVariables(const OpKernel
 }
 
 // Locks the variables' mutexes in address order (no deadlock between two updates).
-std::vector<std::unique_lock<std::mutex>> LockAll(std::vector<std::shared_ptr<Variable>> vars) {
+std::vector<std::unique_lock<std::mutex>> LockAll(std::vector<std::shared_ptr<Var>> vars) {
   std::sort(vars.begin(), vars.end());
   vars.erase(std::unique(vars.begin(), vars.end()), vars.end());
   std::vector<std::unique_lock<std::mutex>> locks;
