@@ -31,6 +31,10 @@ using graph::Node;
 using graph::PartialShape;
 using graph::Tensor;
 
+// Fail, with the whole message escaped: the graph core quotes node names and inputs from the
+// file as they are, and a name may hold an escape sequence or a newline. One line, always.
+int GraphFail(const Status& status) { return Fail(Error(EscapeForTerminal(status.message()))); }
+
 // A message that does not start with the file yet gets it, so every failure names the file.
 Status InFile(const Status& status, const std::string& shown) {
   if (status.ok() || status.message().starts_with(shown + ":")) return status;
@@ -81,6 +85,25 @@ std::string OutputsText(const Node& n) {
   return fmt::format("{}", fmt::join(outs, ", "));
 }
 
+// The node's inputs as a NodeDef writes them, from its edges (the Graph keeps no input list):
+// data inputs in order ("src", "src:1"), then control inputs ("^src").
+std::vector<std::string> InputNames(const Node& n) {
+  std::vector<std::string> names;
+  for (int i = 0; i < n.num_inputs(); ++i) {
+    const graph::Edge* e = n.input_edge(i);
+    if (e == nullptr) {
+      names.push_back("?");
+      continue;
+    }
+    names.push_back(e->src_output == 0 ? e->src->name()
+                                       : e->src->name() + ":" + std::to_string(e->src_output));
+  }
+  for (const graph::Edge* e : n.in_edges()) {
+    if (e->IsControlEdge() && e->src->IsOp()) names.push_back("^" + e->src->name());
+  }
+  return names;
+}
+
 // TensorFlow's SummarizeNodeDef, with the inferred outputs: `name = Op[attrs](inputs) -> types`.
 // Attrs that start with '_' are TensorFlow's bookkeeping (_class, _output_shapes) and left out.
 std::string NodeLine(const Node& n) {
@@ -91,13 +114,15 @@ std::string NodeLine(const Node& n) {
     std::string text;
     if (value.kind() == graph::AttrValue::Kind::kTensor && value.tensor().IsInitialized()) {
       text = value.tensor().DebugString(4);
+    } else if (value.kind() == graph::AttrValue::Kind::kType) {
+      text = graph::DataTypeName(value.type());
     } else {
       text = value.DebugString();
     }
     attrs.push_back(name + "=" + EscapeForTerminal(TruncateUtf8(text, kMaxAttrText)));
   }
   std::vector<std::string> inputs;
-  for (const std::string& input : n.def().input) inputs.push_back(EscapeForTerminal(input));
+  for (const std::string& input : InputNames(n)) inputs.push_back(EscapeForTerminal(input));
   std::string line = EscapeForTerminal(n.name()) + " = " + EscapeForTerminal(n.type_string());
   if (!attrs.empty()) line += fmt::format("[{}]", fmt::join(attrs, ", "));
   line += fmt::format("({})", fmt::join(inputs, ", "));
@@ -246,7 +271,7 @@ bool IsNumericScalar(const Tensor& t) {
 
 int RunGraphPrint(const GraphFileArgs& args) {
   auto g = LoadGraph(args.file, /*allow_unknown_ops=*/true);
-  if (!g.ok()) return Fail(g.status());
+  if (!g.ok()) return GraphFail(g.status());
   for (const Node* n : g->graph->op_nodes()) std::printf("%s\n", NodeLine(*n).c_str());
   std::printf("%s\n", Summary(*g->graph).c_str());
   return 0;
@@ -254,10 +279,10 @@ int RunGraphPrint(const GraphFileArgs& args) {
 
 int RunGraphVerify(const GraphFileArgs& args) {
   auto g = LoadGraph(args.file, /*allow_unknown_ops=*/false);
-  if (!g.ok()) return Fail(g.status());
+  if (!g.ok()) return GraphFail(g.status());
   // A cycle the constructor let through (it wires edges, it does not order them) is an error here.
   if (auto order = g->graph->TopologicalOrder(); !order.ok()) {
-    return Fail(InFile(order.status(), g->shown));
+    return GraphFail(InFile(order.status(), g->shown));
   }
   int inferred = 0;
   const std::vector<Node*> nodes = g->graph->op_nodes();
@@ -269,67 +294,67 @@ int RunGraphVerify(const GraphFileArgs& args) {
 
 int RunGraphDot(const GraphDotArgs& args) {
   auto g = LoadGraph(args.file, /*allow_unknown_ops=*/true);
-  if (!g.ok()) return Fail(g.status());
+  if (!g.ok()) return GraphFail(g.status());
   graph::GraphDotOptions options;
   options.center = args.node;
   options.radius = args.radius;
   options.max_nodes = args.max_nodes;
   options.title = g->shown;
   auto dot = graph::GraphToDot(*g->graph, options);
-  if (!dot.ok()) return Fail(InFile(dot.status(), g->shown));
+  if (!dot.ok()) return GraphFail(InFile(dot.status(), g->shown));
   if (args.output.empty()) {
     std::fputs(dot->c_str(), stdout);
     return 0;
   }
-  if (Status s = WriteFileAtomic(args.output, *dot); !s.ok()) return Fail(s);
+  if (Status s = WriteFileAtomic(args.output, *dot); !s.ok()) return GraphFail(s);
   return 0;
 }
 
 int RunGraphRun(const GraphRunArgs& args) {
-  if (args.steps < 1) return Fail(Error("--steps: expected at least 1"));
+  if (args.steps < 1) return GraphFail(Error("--steps: expected at least 1"));
   if (args.fetches.empty() && args.targets.empty() && args.init.empty()) {
-    return Fail(Error(fmt::format("{}: nothing to run: give --fetch NAME or --target NAME",
+    return GraphFail(Error(fmt::format("{}: nothing to run: give --fetch NAME or --target NAME",
                                   DisplayPath(args.file))));
   }
   auto loaded = LoadGraph(args.file, /*allow_unknown_ops=*/false);
-  if (!loaded.ok()) return Fail(loaded.status());
+  if (!loaded.ok()) return GraphFail(loaded.status());
   const LoadedGraph& g = *loaded;
 
   // Everything the command line names is checked before anything runs.
   std::vector<std::pair<std::string, Tensor>> feeds;
   for (const std::string& feed : args.feeds) {
     auto parts = SplitAssignment("--feed", feed);
-    if (!parts.ok()) return Fail(parts.status());
+    if (!parts.ok()) return GraphFail(parts.status());
     auto target = FindTensor(g, "--feed", parts->first, /*output_required=*/true);
-    if (!target.ok()) return Fail(target.status());
+    if (!target.ok()) return GraphFail(target.status());
     auto tensor = ReadTensor(parts->second);
-    if (!tensor.ok()) return Fail(tensor.status());
+    if (!tensor.ok()) return GraphFail(tensor.status());
     if (Status s = CheckFeed(g, *target->first, target->second, *tensor, parts->second); !s.ok()) {
-      return Fail(s);
+      return GraphFail(s);
     }
     feeds.emplace_back(parts->first, std::move(*tensor));
   }
   for (const std::string& fetch : args.fetches) {
     if (auto t = FindTensor(g, "--fetch", fetch, /*output_required=*/true); !t.ok()) {
-      return Fail(t.status());
+      return GraphFail(t.status());
     }
   }
   for (const auto& [flag, names] : {std::pair{"--target", &args.targets}, {"--init", &args.init}}) {
     for (const std::string& name : *names) {
       if (g.graph->FindNode(name) == nullptr) {
-        return Fail(Error(fmt::format("{}: {} {}: the graph has no node named {}", g.shown, flag,
+        return GraphFail(Error(fmt::format("{}: {} {}: the graph has no node named {}", g.shown, flag,
                                       Q(name), Q(name))));
       }
     }
   }
 
   auto session = graph::Session::Create(g.def);
-  if (!session.ok()) return Fail(InFile(session.status(), g.shown));
+  if (!session.ok()) return GraphFail(InFile(session.status(), g.shown));
   Watchdog watchdog(args.timeout_seconds, "graph run");
   const bool tracing = !args.trace.empty();
   if (tracing) {
     profiler::SetCurrentThreadName("main");
-    if (!profiler::TracerSession::Start()) return Fail(Error("--trace: another trace is being recorded"));
+    if (!profiler::TracerSession::Start()) return GraphFail(Error("--trace: another trace is being recorded"));
   }
   std::vector<Tensor> results;
   std::vector<double> step_ms;
@@ -380,8 +405,8 @@ int RunGraphRun(const GraphRunArgs& args) {
     }
   }
   if (!status.ok()) {
-    if (watchdog.fired()) return Fail(Error(watchdog.StopMessage() + ": " + status.message()));
-    return Fail(status);
+    if (watchdog.fired()) return GraphFail(Error(watchdog.StopMessage() + ": " + status.message()));
+    return GraphFail(status);
   }
 
   if (!args.outputs.empty()) {
@@ -389,25 +414,25 @@ int RunGraphRun(const GraphRunArgs& args) {
     for (size_t i = 0; i < results.size(); ++i) {
       auto literal = results[i].ToLiteral();
       if (!literal.ok()) {
-        return Fail(literal.status().WithContext(fmt::format("--fetch {}", Q(args.fetches[i]))));
+        return GraphFail(literal.status().WithContext(fmt::format("--fetch {}", Q(args.fetches[i]))));
       }
       literals.push_back(std::move(*literal));
     }
     std::vector<const Literal*> leaves;
     for (const Literal& l : literals) leaves.push_back(&l);
-    if (Status s = WriteOutputs(args.outputs, leaves); !s.ok()) return Fail(s);
+    if (Status s = WriteOutputs(args.outputs, leaves); !s.ok()) return GraphFail(s);
   } else {
     for (size_t i = 0; i < results.size(); ++i) {
       std::printf("%s\n", FetchLine(args.fetches[i], results[i]).c_str());
     }
   }
-  if (!step_ms.empty()) {
+  if (step_ms.size() > 1) {
     std::vector<double> sorted = step_ms;
     std::sort(sorted.begin(), sorted.end());
     std::printf("%zu step%s, median %.3f ms per step (first %.3f ms)\n", step_ms.size(),
                 step_ms.size() == 1 ? "" : "s", sorted[sorted.size() / 2], step_ms.front());
   }
-  return trace_written.ok() ? 0 : Fail(trace_written);
+  return trace_written.ok() ? 0 : GraphFail(trace_written);
 }
 
 }  // namespace xlens::cli

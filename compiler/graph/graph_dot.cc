@@ -21,7 +21,9 @@ std::string Quote(std::string_view s) {
       out += "...";
       break;
     }
-    if (c == '"' || c == '\\') {
+    if (c == '\n') {
+      out += "\\n";  // DOT's line break inside a label
+    } else if (c == '"' || c == '\\') {
       out += '\\';
       out += static_cast<char>(c);
     } else if (c < 0x20 || c == 0x7f) {
