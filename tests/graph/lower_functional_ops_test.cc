@@ -23,8 +23,9 @@ using testing::FunctionsDir;
 using testing::LoadRuns;
 using testing::TensorsClose;
 
-// Sin and Tanh may differ from TensorFlow's Eigen kernels by one ulp; the rest is exact.
-constexpr int64_t kMaxUlps = 1;
+// Sin and Tanh may differ from TensorFlow's Eigen kernels by one ulp per call, and the nested
+// case applies tanh three times in a loop (2 ulp seen); everything else is exact.
+constexpr int64_t kMaxUlps = 3;
 
 GraphDef Load(const std::string& name) {
   auto def = ReadGraphDef(FunctionsDir() + name + ".pbtxt");
