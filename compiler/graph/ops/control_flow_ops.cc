@@ -40,17 +40,24 @@ Status MergeShape(InferenceContext& c) {
 }  // namespace
 
 void RegisterControlFlowOps(OpRegistry& r) {
-  for (const char* name : {"Switch", "RefSwitch"}) {
-    bool ref = name[0] == 'R';
-    REGISTER_OP(r, name)
-        .Input(ref ? "data: Ref(T)" : "data: T")
-        .Input("pred: bool")
-        .Output(ref ? "output_false: Ref(T)" : "output_false: T")
-        .Output(ref ? "output_true: Ref(T)" : "output_true: T")
-        .Attr("T: type")
-        .SetShapeFn(SwitchShape)
-        .NoXlaKernel();
-  }
+  REGISTER_OP(r, "Switch")
+      .Input("data: T")
+      .Input("pred: bool")
+      .Output("output_false: T")
+      .Output("output_true: T")
+      .Attr("T: type")
+      .SetShapeFn(SwitchShape)
+      .NoXlaKernel();
+  // A ref may be switched before the variable it points to is initialised.
+  REGISTER_OP(r, "RefSwitch")
+      .Input("data: Ref(T)")
+      .Input("pred: bool")
+      .Output("output_false: Ref(T)")
+      .Output("output_true: Ref(T)")
+      .Attr("T: type")
+      .SetAllowsUninitializedInput()
+      .SetShapeFn(SwitchShape)
+      .NoXlaKernel();
   for (const char* name : {"Merge", "RefMerge"}) {
     bool ref = name[0] == 'R';
     REGISTER_OP(r, name)
