@@ -156,6 +156,65 @@ TEST(TrainingTest, LinregTrainsToTensorFlowsLossCurve) {
               1e-5 * std::abs(final_loss.GetAsDouble(0)));
 }
 
+// The softmax regression of the corpus (mnist_softmax_tf1): x [None, 784], W [784, 10] and
+// b [10] resource variables initialised with zeros, logits = x @ W + b,
+// tf.compat.v1.losses.sparse_softmax_cross_entropy(y_, logits) minimised by
+// GradientDescentOptimizer(0.5). Its loss, gradient and update nodes must be the ones
+// TensorFlow's Python wrote.
+TEST(TrainingTest, MnistSoftmaxGradientGraphHasTensorFlowsNodes) {
+  const std::string dir = std::string(XLENS_SHARED_DIR) + "/corpus/tf/mnist_softmax_tf1/nojit";
+  if (!std::filesystem::exists(dir + "/graph.pbtxt")) GTEST_SKIP() << "no corpus at " << dir;
+  Scope root = Scope::NewRootScope();
+  Output x = ops::Placeholder(root.WithOpName("x"), DT_FLOAT, PartialShape({-1, 784}));
+  VariableOptions zeros;
+  zeros.initial_value = Tensor(DT_FLOAT, {784, 10});
+  auto w = CreateVariable(root, "w", DT_FLOAT, {784, 10}, zeros);
+  ASSERT_TRUE(w.ok()) << w.status().message();
+  zeros.initial_value = Tensor(DT_FLOAT, {10});
+  auto b = CreateVariable(root, "b", DT_FLOAT, {10}, zeros);
+  ASSERT_TRUE(b.ok()) << b.status().message();
+  // x @ W and `+ b` read their variable inside their own name scope.
+  Scope mm_inputs = root;
+  Scope mm = root.NewOpScope("MatMul", &mm_inputs);
+  Output w_read = ops::ReadVariableOp(mm_inputs, w->handle, DT_FLOAT);
+  Output matmul = ops::AsOutput(mm.AddNode("MatMul", {x, w_read}, {}));
+  Scope add_inputs = root;
+  Scope add = root.NewOpScope("add", &add_inputs);
+  Output b_read = ops::ReadVariableOp(add_inputs, b->handle, DT_FLOAT);
+  Output logits = ops::AsOutput(add.AddNode("AddV2", {matmul, b_read}, {}));
+  Output labels = ops::Placeholder(root.WithOpName("y_"), DT_INT64, PartialShape({-1}));
+  auto loss = SparseSoftmaxCrossEntropyLoss(root, labels, logits);
+  ASSERT_TRUE(loss.ok()) << loss.status().message();
+  GradientDescentOptimizer opt(0.5f);
+  auto train = opt.Minimize(root, *loss, {*w, *b});
+  ASSERT_TRUE(train.ok()) << train.status().message();
+  ASSERT_TRUE(root.ok()) << root.status().message();
+
+  auto keep = [](const std::set<std::pair<std::string, std::string>>& nodes) {
+    std::set<std::pair<std::string, std::string>> out;
+    for (const auto& [name, op] : nodes) {
+      if (name.rfind("gradients/", 0) == 0 || name.rfind("GradientDescent", 0) == 0 ||
+          name.rfind("sparse_softmax_cross_entropy_loss/", 0) == 0) {
+        out.insert({name, op});
+      }
+    }
+    return out;
+  };
+  std::set<std::pair<std::string, std::string>> ours;
+  for (const NodeDef& n : root.graph()->ToGraphDef().node) ours.insert({n.name, n.op});
+  auto expected = keep(NodesOfPbtxt(dir + "/graph.pbtxt"));
+  auto got = keep(ours);
+  ASSERT_GT(expected.size(), 80u);
+  std::ostringstream diff;
+  for (const auto& e : expected) {
+    if (!got.count(e)) diff << "missing " << e.first << " (" << e.second << ")\n";
+  }
+  for (const auto& g : got) {
+    if (!expected.count(g)) diff << "extra " << g.first << " (" << g.second << ")\n";
+  }
+  EXPECT_EQ(diff.str(), "");
+}
+
 TEST(TrainingTest, ScopeNamesFollowPython) {
   Scope root = Scope::NewRootScope();
   Output a = ops::Const(root, 1.0f);
