@@ -81,6 +81,10 @@ Scope Scope::ForGraph(Graph* graph) {
   scope.status_ = std::make_shared<Status>();
   scope.names_ = std::make_shared<NameTable>();
   for (Node* node : graph->op_nodes()) scope.names_->Reserve(node->name());
+  // The nodes already there get their static shapes, as an imported graph has them in Python;
+  // nodes added later are inferred one by one from these. A graph shape inference rejects
+  // keeps unknown shapes: running it reports the error.
+  (void)graph->InferShapes();
   return scope;
 }
 
