@@ -405,6 +405,10 @@ Status Executor::Impl::Process(const ReadyNode& r) {
   } else if (any_dead_input) {
     for (Entry& o : outputs) o.is_dead = true;
     node_is_dead = true;
+    if (op == "_Retval") {
+      int64_t index = n->attrs().at("index").i();
+      if (index >= 0 && index < static_cast<int64_t>(retvals.size())) retvals[index].is_dead = true;
+    }
   } else if (n->IsSwitch()) {
     // Switch(data, pred): output 0 on false, output 1 on true; the other is dead.
     bool pred = in[1].value.GetAsInt64(0) != 0;

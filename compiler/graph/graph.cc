@@ -415,6 +415,19 @@ Status Graph::InferNodeShapes(Node* n) {
     if (e->src_output < static_cast<int>(h.size())) in_handles[e->dst_input] = h[e->src_output];
   }
   for (const Tensor* t : in_tensors) all_constant &= t != nullptr;
+  if (n->IsMerge()) {
+    // A loop's back edge (from NextIteration) has no shape yet: the Merge takes the shape of
+    // the value entering the loop, as TensorFlow's shape refiner does on import.
+    const PartialShape* entering = nullptr;
+    for (const Edge* e : n->in_edges_) {
+      if (!e->IsControlEdge() && !e->src->IsNextIteration()) entering = &in_shapes[e->dst_input];
+    }
+    for (const Edge* e : n->in_edges_) {
+      if (!e->IsControlEdge() && e->src->IsNextIteration() && entering) {
+        in_shapes[e->dst_input] = *entering;
+      }
+    }
+  }
 
   n->output_shapes_.assign(n->num_outputs(), PartialShape::UnknownRank());
   auto& constants = shape_constants_[n->id_];

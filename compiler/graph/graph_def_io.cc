@@ -138,6 +138,14 @@ Status ParseMessage(std::string_view bytes, GraphDefFormat format, const std::st
                                               : "not a text " + what;
     return Error(name + ":" + TensorFlowNames(why));
   }
+  // Text escapes ("\377") can put bytes that are not UTF-8 into a string field, which the binary
+  // format (and TensorFlow) refuses: what was read must read back from its binary form.
+  std::string binary;
+  std::unique_ptr<pb::Message> check(message->New());
+  if (!message->SerializeToString(&binary) || !check->ParseFromString(binary)) {
+    return Error(name + ": a string field is not valid UTF-8" +
+                 (log.text().empty() ? std::string() : ": " + TensorFlowNames(log.text())));
+  }
   return OkStatus();
 }
 
@@ -159,7 +167,12 @@ StatusOr<std::string> PrintMessage(const pb::Message& message, GraphDefFormat fo
     }
   } else {
     // TensorFlow's WriteTextProto: TextFormat's default printer (map entries sorted by key).
-    if (!pb::TextFormat::PrintToString(message, &out)) {
+    // Fields no schema knows (a .pb from a newer TensorFlow) have no text form the parser can
+    // read back (they print as bare field numbers), so text output leaves them out; a binary
+    // output keeps them.
+    pb::TextFormat::Printer printer;
+    printer.SetHideUnknownFields(true);
+    if (!printer.PrintToString(message, &out)) {
       return Error("cannot print the " + message.GetDescriptor()->name() + " as text");
     }
   }

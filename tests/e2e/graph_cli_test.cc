@@ -118,7 +118,7 @@ TEST(GraphCliTest, DotDrawsTensorBoardStylesAndLabelsEdgesWithTypes) {
   ASSERT_EQ(r.exit_code, 0) << r.output;
   EXPECT_NE(r.output.find("shape=invhouse"), std::string::npos) << r.output;  // the placeholder
   EXPECT_NE(r.output.find("class=\"const\""), std::string::npos) << r.output;
-  EXPECT_NE(r.output.find("label=\"float[2]\""), std::string::npos) << r.output;
+  EXPECT_NE(r.output.find("label=\"float [2]\""), std::string::npos) << r.output;
   RunResult cut = RunXlens("graph dot " + kGraphTestdata + "/add.pbtxt --node c --radius 1");
   ASSERT_EQ(cut.exit_code, 0) << cut.output;
   EXPECT_NE(cut.output.find("2 nodes not shown"), std::string::npos) << cut.output;

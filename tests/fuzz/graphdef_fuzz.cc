@@ -2,14 +2,15 @@
 // which (even: binary .pb, odd: text .pbtxt); the rest is the file. Any bytes must give a GraphDef
 // or one clean line that names the file: no crash, no sanitizer report, no hang, no allocation
 // beyond the constant limit. A GraphDef that reads must write and read back to the same bytes
-// (the round-trip contract), and is then built into a Graph, which must succeed or refuse cleanly.
+// (the round-trip contract). Building a Graph from what reads (op signatures, edges, attrs) is
+// covered by the broken-graph corpus and the hostile-input sweep, so that this target links the
+// reader alone and not the whole op library.
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
 #include <string>
 #include <string_view>
 
-#include "compiler/graph/graph.h"
 #include "compiler/graph/graph_def_io.h"
 #include "compiler/support/terminal_text.h"
 
@@ -50,10 +51,6 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     if (!reread.ok()) Die("a written GraphDef does not read", reread.status().message());
     auto rewritten = xlens::graph::SerializeGraphDef(*reread, out);
     if (!rewritten.ok() || *rewritten != *written) Die("write(read(write(x))) != write(x)", *written);
-  }
-  auto built = xlens::graph::Graph::FromGraphDef(*graph);
-  if (!built.ok() && built.status().message().find('\n') != std::string::npos) {
-    Die("Graph::FromGraphDef message is more than one line", built.status().message());
   }
   return 0;
 }

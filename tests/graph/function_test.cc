@@ -206,7 +206,8 @@ TEST(FunctionTest, GraphToFunctionDefRoundTrips) {
   for (const NodeDef& n : fdef->node_def) {
     for (const std::string& in : n.input) {
       // Node outputs in FunctionDef form, arguments by name.
-      EXPECT_TRUE(in[0] == '^' || in.find(':') != std::string::npos || in == "x") << in;
+      bool is_arg = in == fdef->signature.input_arg[0].name;
+      EXPECT_TRUE(in[0] == '^' || in.find(':') != std::string::npos || is_arg) << in;
     }
   }
   FunctionDefLibrary lib;

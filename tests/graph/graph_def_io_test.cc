@@ -305,6 +305,7 @@ TEST(GraphDefIoTest, BrokenInputsGiveOneClearLine) {
       {"content_size_mismatch.pbtxt",
        {"node 'weights' (Const)", "tensor_content has 8 bytes", "[3]", "needs 12"}},
       {"deep_nesting.pbtxt", {"deep_nesting.pbtxt:"}},
+      {"escaped_invalid_utf8_attr_key.pbtxt", {"not valid UTF-8", "AttrEntry.key"}},
   };
   for (const auto& c : cases) {
     SCOPED_TRACE(c.file);
@@ -338,6 +339,29 @@ TEST(GraphDefIoTest, EmptyInputIsAnEmptyGraph) {
   auto g = ParseGraphDef("", GraphDefFormat::kAuto, "empty");
   ASSERT_TRUE(g.ok());
   EXPECT_TRUE(g->node.empty());
+}
+
+}  // namespace
+}  // namespace xlens::graph
+
+namespace xlens::graph {
+namespace {
+
+// A .pb may carry fields no schema here knows (written by a newer TensorFlow). Binary output keeps
+// them; text output leaves them out, since text has no form for them that reads back (found by
+// the GraphDef fuzzer: they printed as bare field numbers).
+TEST(GraphDefIoTest, UnknownFieldsSurviveBinaryAndAreLeftOutOfText) {
+  const std::string pb("\x6a\x03\x61\x62\x63", 5);  // field 13, length-delimited "abc"
+  auto def = ParseGraphDef(pb, GraphDefFormat::kBinary, "newer.pb");
+  ASSERT_TRUE(def.ok()) << def.status().message();
+  auto binary = SerializeGraphDef(*def, GraphDefFormat::kBinary);
+  ASSERT_TRUE(binary.ok());
+  EXPECT_NE(binary->find("abc"), std::string::npos);
+  auto text = SerializeGraphDef(*def, GraphDefFormat::kText);
+  ASSERT_TRUE(text.ok());
+  EXPECT_EQ(text->find("13"), std::string::npos) << *text;
+  auto reread = ParseGraphDef(*text, GraphDefFormat::kText, "written.pbtxt");
+  EXPECT_TRUE(reread.ok()) << reread.status().message();
 }
 
 }  // namespace

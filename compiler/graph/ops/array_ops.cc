@@ -743,6 +743,28 @@ Status BroadcastGradientArgsKernel(OpKernelContext& c) {
 
 }  // namespace
 
+namespace {
+
+// An _Arg knows its shape from the `_output_shapes` attr TensorFlow puts on function
+// arguments (and its variable's shape and type from `_handle_shapes`/`_handle_dtypes`).
+Status ArgShape(InferenceContext& c) {
+  c.set_output(0, PartialShape::UnknownRank());
+  const AttrValue* shapes = FindAttr(c.attrs(), "_output_shapes");
+  if (shapes && shapes->kind() == AttrValue::Kind::kList && shapes->list().shape.size() == 1) {
+    c.set_output(0, shapes->list().shape[0]);
+  }
+  const AttrValue* handle_shapes = FindAttr(c.attrs(), "_handle_shapes");
+  const AttrValue* handle_dtypes = FindAttr(c.attrs(), "_handle_dtypes");
+  if (handle_shapes && handle_dtypes && handle_shapes->kind() == AttrValue::Kind::kList &&
+      handle_dtypes->kind() == AttrValue::Kind::kList && handle_shapes->list().shape.size() == 1 &&
+      handle_dtypes->list().type.size() == 1) {
+    c.set_output_handle_shape(0, handle_shapes->list().shape[0], handle_dtypes->list().type[0]);
+  }
+  return OkStatus();
+}
+
+}  // namespace
+
 void RegisterArrayOps(OpRegistry& r) {
   REGISTER_OP(r, "Const")
       .Output("output: dtype")
@@ -801,7 +823,7 @@ void RegisterArrayOps(OpRegistry& r) {
       .Attr("T: type")
       .Attr("index: int >= 0")
       .SetIsStateful()
-      .SetShapeFn(shape_fn::UnknownShape);
+      .SetShapeFn(ArgShape);
   REGISTER_OP(r, "_Retval")
       .Input("input: T")
       .Attr("T: type")
