@@ -54,14 +54,10 @@ class ScopedShapeTable {
   std::map<std::pair<const Node*, int>, PartialShape> table_;
 };
 
-// The zeros for an output nobody sent a gradient to (control_flow_state.ZerosLike): a
-// constant "zeros" when the shape is known and small, else ZerosLike.
+// The zeros for an output nobody sent a gradient to: control_flow_state.ZerosLike, which
+// calls array_ops.zeros_like(optimize=False), so always a ZerosLike node "zeros_like" in the
+// gradients scope, whatever is known of the shape.
 Output ZerosForOutput(const Scope& scope, const Output& t) {
-  PartialShape shape = grad::StaticShape(scope, t);
-  if (shape.IsFullyDefined() && shape.num_elements() < 1000 && t.type() != DT_RESOURCE) {
-    Tensor zeros(RemoveRefType(t.type()), shape.dims());
-    return ops::Const(scope.WithOpName("zeros"), zeros);
-  }
   return ops::AsOutput(ops::BuildOp(scope, "ZerosLike", {t}, {}, "zeros_like"));
 }
 

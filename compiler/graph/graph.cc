@@ -384,99 +384,106 @@ bool CanEvaluateForShapes(const Node& n) {
 
 Status Graph::InferShapes() {
   ASSIGN_OR_RETURN(std::vector<Node*> order, TopologicalOrder());
-  using HandleShape = std::optional<std::pair<PartialShape, DataType>>;
-  std::vector<std::vector<std::optional<Tensor>>> constants(nodes_.size());
-  std::vector<std::vector<HandleShape>> handles(nodes_.size());
-  for (Node* n : order) {
-    int num_in = n->num_inputs();
-    std::vector<PartialShape> in_shapes(num_in, PartialShape::UnknownRank());
-    std::vector<const Tensor*> in_tensors(num_in, nullptr);
-    std::vector<HandleShape> in_handles(num_in);
-    bool all_constant = true;
+  shape_constants_.assign(nodes_.size(), {});
+  shape_handles_.assign(nodes_.size(), {});
+  for (Node* n : order) RETURN_IF_ERROR(InferNodeShapes(n));
+  return OkStatus();
+}
+
+Status Graph::InferNodeShapes(Node* n) {
+  if (shape_constants_.size() < nodes_.size()) {
+    shape_constants_.resize(nodes_.size());
+    shape_handles_.resize(nodes_.size());
+  }
+  int num_in = n->num_inputs();
+  std::vector<PartialShape> in_shapes(num_in, PartialShape::UnknownRank());
+  std::vector<const Tensor*> in_tensors(num_in, nullptr);
+  std::vector<HandleShape> in_handles(num_in);
+  bool all_constant = true;
+  for (const Edge* e : n->in_edges_) {
+    if (e->IsControlEdge()) continue;
+    Node* src = e->src;
+    if (e->dst_input >= num_in) continue;
+    if (e->src_output < static_cast<int>(src->output_shapes_.size())) {
+      in_shapes[e->dst_input] = src->output_shapes_[e->src_output];
+    }
+    auto& c = shape_constants_[src->id_];
+    if (e->src_output < static_cast<int>(c.size()) && c[e->src_output]) {
+      in_tensors[e->dst_input] = &*c[e->src_output];
+    }
+    auto& h = shape_handles_[src->id_];
+    if (e->src_output < static_cast<int>(h.size())) in_handles[e->dst_input] = h[e->src_output];
+  }
+  for (const Tensor* t : in_tensors) all_constant &= t != nullptr;
+  if (n->IsMerge()) {
+    // A loop's back edge (from NextIteration) has no shape yet: the Merge takes the shape of
+    // the value entering the loop, as TensorFlow's shape refiner does on import.
+    const PartialShape* entering = nullptr;
     for (const Edge* e : n->in_edges_) {
-      if (e->IsControlEdge()) continue;
-      Node* src = e->src;
-      if (e->dst_input >= num_in) continue;
-      if (e->src_output < static_cast<int>(src->output_shapes_.size())) {
-        in_shapes[e->dst_input] = src->output_shapes_[e->src_output];
-      }
-      auto& c = constants[src->id_];
-      if (e->src_output < static_cast<int>(c.size()) && c[e->src_output]) {
-        in_tensors[e->dst_input] = &*c[e->src_output];
-      }
-      auto& h = handles[src->id_];
-      if (e->src_output < static_cast<int>(h.size())) in_handles[e->dst_input] = h[e->src_output];
+      if (!e->IsControlEdge() && !e->src->IsNextIteration()) entering = &in_shapes[e->dst_input];
     }
-    for (const Tensor* t : in_tensors) all_constant &= t != nullptr;
-    if (n->IsMerge()) {
-      // A loop's back edge (from NextIteration) has no shape yet: the Merge takes the shape of
-      // the value entering the loop, as TensorFlow's shape refiner does on import.
-      const PartialShape* entering = nullptr;
-      for (const Edge* e : n->in_edges_) {
-        if (!e->IsControlEdge() && !e->src->IsNextIteration()) entering = &in_shapes[e->dst_input];
-      }
-      for (const Edge* e : n->in_edges_) {
-        if (!e->IsControlEdge() && e->src->IsNextIteration() && entering) {
-          in_shapes[e->dst_input] = *entering;
-        }
+    for (const Edge* e : n->in_edges_) {
+      if (!e->IsControlEdge() && e->src->IsNextIteration() && entering) {
+        in_shapes[e->dst_input] = *entering;
       }
     }
+  }
 
-    n->output_shapes_.assign(n->num_outputs(), PartialShape::UnknownRank());
-    constants[n->id_].assign(n->num_outputs(), std::nullopt);
-    handles[n->id_].assign(n->num_outputs(), std::nullopt);
-    if (n->registration().shape_fn) {
-      InferenceContext ctx(n, &n->def_.attr, in_shapes, n->input_types_, n->output_types_,
-                           in_tensors);
-      ctx.set_input_handle_shapes(in_handles);
-      RETURN_IF_ERROR(n->registration().shape_fn(ctx));
-      for (int i = 0; i < n->num_outputs(); ++i) {
-        n->output_shapes_[i] = ctx.output(i);
-        handles[n->id_][i] = ctx.output_handle_shape(i);
-      }
-    }
-
-    // Constant values for the shape functions downstream.
-    const std::string& op = n->type_string();
-    if (op == "Const") {
-      if (const AttrValue* v = FindAttr(n->def_.attr, "value");
-          v && v->kind() == AttrValue::Kind::kTensor &&
-          v->tensor().num_elements() <= kMaxConstantElements) {
-        constants[n->id_][0] = v->tensor();
-      }
-      continue;
-    }
-    if ((op == "Shape" || op == "Size" || op == "Rank") && num_in == 1 &&
-        n->num_outputs() == 1) {
-      const PartialShape& s = in_shapes[0];
-      DataType out = n->output_type(0);
-      if (op == "Rank" && !s.unknown_rank()) {
-        Tensor t(out, {});
-        t.SetFromInt64(0, s.rank());
-        constants[n->id_][0] = t;
-      } else if (op == "Shape" && s.IsFullyDefined()) {
-        Tensor t(out, {s.rank()});
-        for (int64_t i = 0; i < s.rank(); ++i) t.SetFromInt64(i, s.dim(i));
-        constants[n->id_][0] = t;
-      } else if (op == "Size" && s.IsFullyDefined()) {
-        Tensor t(out, {});
-        t.SetFromInt64(0, s.num_elements());
-        constants[n->id_][0] = t;
-      }
-      continue;
-    }
-    if (!all_constant || num_in == 0 || !CanEvaluateForShapes(*n)) continue;
-    std::vector<Tensor> inputs;
-    for (const Tensor* t : in_tensors) inputs.push_back(*t);
-    OpKernelContext ctx(*n, std::move(inputs), {}, nullptr, nullptr, nullptr);
-    ctx.set_max_tensor_bytes(kMaxConstantElements * 16);
-    if (!n->registration().kernel(ctx).ok()) continue;  // the executor reports it when it runs
+  n->output_shapes_.assign(n->num_outputs(), PartialShape::UnknownRank());
+  auto& constants = shape_constants_[n->id_];
+  auto& handles = shape_handles_[n->id_];
+  constants.assign(n->num_outputs(), std::nullopt);
+  handles.assign(n->num_outputs(), std::nullopt);
+  if (n->registration().shape_fn) {
+    InferenceContext ctx(n, &n->def_.attr, in_shapes, n->input_types_, n->output_types_,
+                         in_tensors);
+    ctx.set_input_handle_shapes(in_handles);
+    RETURN_IF_ERROR(n->registration().shape_fn(ctx));
     for (int i = 0; i < n->num_outputs(); ++i) {
-      const Tensor& t = ctx.output(i);
-      if (t.IsInitialized() && t.num_elements() <= kMaxConstantElements) {
-        constants[n->id_][i] = t;
-        if (n->output_shapes_[i].IsCompatibleWith(t.dims())) n->output_shapes_[i] = t.shape();
-      }
+      n->output_shapes_[i] = ctx.output(i);
+      handles[i] = ctx.output_handle_shape(i);
+    }
+  }
+
+  // Constant values for the shape functions downstream.
+  const std::string& op = n->type_string();
+  if (op == "Const") {
+    if (const AttrValue* v = FindAttr(n->def_.attr, "value");
+        v && v->kind() == AttrValue::Kind::kTensor &&
+        v->tensor().num_elements() <= kMaxConstantElements) {
+      constants[0] = v->tensor();
+    }
+    return OkStatus();
+  }
+  if ((op == "Shape" || op == "Size" || op == "Rank") && num_in == 1 && n->num_outputs() == 1) {
+    const PartialShape& s = in_shapes[0];
+    DataType out = n->output_type(0);
+    if (op == "Rank" && !s.unknown_rank()) {
+      Tensor t(out, {});
+      t.SetFromInt64(0, s.rank());
+      constants[0] = t;
+    } else if (op == "Shape" && s.IsFullyDefined()) {
+      Tensor t(out, {s.rank()});
+      for (int64_t i = 0; i < s.rank(); ++i) t.SetFromInt64(i, s.dim(i));
+      constants[0] = t;
+    } else if (op == "Size" && s.IsFullyDefined()) {
+      Tensor t(out, {});
+      t.SetFromInt64(0, s.num_elements());
+      constants[0] = t;
+    }
+    return OkStatus();
+  }
+  if (!all_constant || num_in == 0 || !CanEvaluateForShapes(*n)) return OkStatus();
+  std::vector<Tensor> inputs;
+  for (const Tensor* t : in_tensors) inputs.push_back(*t);
+  OpKernelContext ctx(*n, std::move(inputs), {}, nullptr, nullptr, nullptr);
+  ctx.set_max_tensor_bytes(kMaxConstantElements * 16);
+  if (!n->registration().kernel(ctx).ok()) return OkStatus();  // the executor reports it
+  for (int i = 0; i < n->num_outputs(); ++i) {
+    const Tensor& t = ctx.output(i);
+    if (t.IsInitialized() && t.num_elements() <= kMaxConstantElements) {
+      constants[i] = t;
+      if (n->output_shapes_[i].IsCompatibleWith(t.dims())) n->output_shapes_[i] = t.shape();
     }
   }
   return OkStatus();

@@ -4,12 +4,16 @@
 #pragma once
 
 #include <memory>
+#include <optional>
 #include <string>
 #include <unordered_map>
+#include <utility>
 #include <vector>
 
 #include "compiler/graph/graph_def.h"
 #include "compiler/graph/op_registry.h"
+#include "compiler/graph/partial_shape.h"
+#include "compiler/graph/tensor.h"
 #include "compiler/graph/types.h"
 #include "compiler/support/status.h"
 
@@ -136,6 +140,11 @@ class Graph {
   // Infers every node's output shapes (Node::output_shapes) in topological order, evaluating
   // small constant subexpressions as TensorFlow's shape refiner does. Errors name the node.
   Status InferShapes();
+  // Infers the output shapes of one node from what its inputs' shapes and constant values are
+  // now, as TensorFlow's shape refiner does when Python adds an op: the builder calls it for
+  // each node it adds, so gradient code sees static shapes at graph-construction time. The
+  // inputs must have been wired (and inferred) first.
+  Status InferNodeShapes(Node* node);
 
   // A name not used by any node: `prefix`, or `prefix_1`, `prefix_2`, ...
   std::string NewName(const std::string& prefix);
@@ -158,6 +167,11 @@ class Graph {
   std::unordered_map<std::string, int> name_counters_;
   // Signatures made up for ops the registry does not know (GraphConstructorOptions).
   std::vector<std::unique_ptr<OpRegistration>> unknown_registrations_;
+  // What shape inference knows beyond shapes, per node id and output: small constant values
+  // (for the shape functions of nodes downstream) and the shapes of resource handles.
+  using HandleShape = std::optional<std::pair<PartialShape, DataType>>;
+  std::vector<std::vector<std::optional<Tensor>>> shape_constants_;
+  std::vector<std::vector<HandleShape>> shape_handles_;
 };
 
 }  // namespace xlens::graph

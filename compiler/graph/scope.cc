@@ -81,6 +81,10 @@ Scope Scope::ForGraph(Graph* graph) {
   scope.status_ = std::make_shared<Status>();
   scope.names_ = std::make_shared<NameTable>();
   for (Node* node : graph->op_nodes()) scope.names_->Reserve(node->name());
+  // The nodes already there get their static shapes, as an imported graph has them in Python;
+  // nodes added later are inferred one by one from these. A graph shape inference rejects
+  // keeps unknown shapes: running it reports the error.
+  (void)graph->InferShapes();
   return scope;
 }
 
@@ -268,6 +272,11 @@ Node* Scope::AddNode(const std::string& op, const std::vector<Output>& inputs, A
   for (size_t i = 0; i < inputs.size(); ++i) {
     graph_->AddEdge(inputs[i].node, inputs[i].index, node, static_cast<int>(i));
   }
+  // The node's static shapes, known from here on as Python knows them once it has added an op
+  // (gradient functions choose their constant paths by them). A shape function's complaint
+  // leaves the shapes unknown: the graph is still what the caller built, and running it
+  // reports the error with the values in hand.
+  (void)graph_->InferNodeShapes(node);
   // Control dependencies as Python adds them: a frame is skipped when an input was made inside
   // it (that input already waits for the frame's nodes), and a node that is already a data
   // input is not added again.

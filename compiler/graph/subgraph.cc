@@ -102,12 +102,22 @@ StatusOr<std::unique_ptr<Graph>> RewriteGraphForExecution(const Graph& graph,
     arg.attr["index"] = AttrValue::Int(static_cast<int64_t>(k));
     ASSIGN_OR_RETURN(Node * arg_node, g->AddNode(std::move(arg)));
     std::vector<const Edge*> outs(n->out_edges().begin(), n->out_edges().end());
+    const bool is_placeholder =
+        n->type_string() == "Placeholder" || n->type_string() == "PlaceholderV2";
     for (const Edge* e : outs) {
       if (!e->IsControlEdge() && e->src_output == id.index) {
         Node* dst = e->dst;
         int input = e->dst_input;
         g->RemoveEdge(e);
         g->AddEdge(arg_node, 0, dst, input);
+      } else if (e->IsControlEdge() && is_placeholder && e->dst->IsOp()) {
+        // A fed Placeholder's control edges wait for the fed value instead, as TensorFlow's
+        // FeedInputs rewrites them: otherwise the Placeholder itself would have to run (and
+        // fail for want of a value) for the ops that waited for it (gradient code puts
+        // control dependencies on the incoming gradient, which may be a fed placeholder).
+        Node* dst = e->dst;
+        g->RemoveEdge(e);
+        g->AddControlEdge(arg_node, dst);
       }
     }
   }

@@ -99,6 +99,94 @@ StatusOr<GraphVariable> CreateVariable(const Scope& scope, const std::string& na
   return var;
 }
 
+namespace {
+
+// weights_broadcast_ops.assert_broadcastable for scalar weights: the static shapes and ranks
+// of both, then the NoOp "static_scalar_check_success" everything after waits for.
+Node* AssertBroadcastableScalar(const Scope& scope, const Output& weights, const Output& values) {
+  const Scope s = scope.NewSubScope("assert_broadcastable");
+  const Scope w = s.NewSubScope("weights");
+  (void)ops::ShapeConst(w.WithOpName("shape"), {});
+  (void)ops::Const(w.WithOpName("rank"), int32_t{0});
+  const Scope v = s.NewSubScope("values");
+  const PartialShape vs = grad::StaticShape(v, values);
+  if (vs.IsFullyDefined()) {
+    (void)ops::ShapeConst(v.WithOpName("shape"), vs.dims());
+  } else {
+    (void)ops::Shape(v.WithOpName("shape"), values);
+  }
+  (void)ops::Const(v.WithOpName("rank"), static_cast<int32_t>(vs.rank()));
+  (void)weights;
+  return ops::NoOp(s.WithOpName("static_scalar_check_success"));
+}
+
+// array_ops.ones_like(x): Fill of the shape (a Const "Shape/shape_as_tensor" when fully known)
+// with a Const 1, named "ones_like".
+Output OnesLikeOf(const Scope& scope, const Output& x) {
+  Scope inner = scope;
+  Scope fill = scope.NewOpScope("ones_like", &inner);
+  const PartialShape shape = grad::StaticShape(inner, x);
+  Output dims = shape.IsFullyDefined()
+                    ? ops::ShapeConst(inner.NewSubScope("Shape").WithOpName("shape_as_tensor"),
+                                      shape.dims())
+                    : ops::Shape(inner, x);
+  Output one = ops::ScalarConst(inner.WithOpName("Const"), RemoveRefType(x.type()), 1.0);
+  return ops::Fill(fill, dims, one);
+}
+
+}  // namespace
+
+StatusOr<Output> SparseSoftmaxCrossEntropyLoss(const Scope& scope, const Output& labels,
+                                               const Output& logits) {
+  RETURN_IF_ERROR(scope.status());
+  const PartialShape label_shape = grad::StaticShape(scope, labels);
+  const PartialShape logit_shape = grad::StaticShape(scope, logits);
+  if (label_shape.unknown_rank() || logit_shape.unknown_rank() ||
+      logit_shape.rank() != label_shape.rank() + 1) {
+    return Error("sparse_softmax_cross_entropy: labels " + labels.name() + " and logits " +
+                 logits.name() + " need known ranks, the logits' one more than the labels'");
+  }
+  const Scope s = scope.NewSubScope("sparse_softmax_cross_entropy_loss");
+  const DataType dtype = RemoveRefType(logits.type());
+  Output weights = ops::ScalarConst(s.WithOpName("Const"), dtype, 1.0);
+  // nn.sparse_softmax_cross_entropy_with_logits(name="xentropy").
+  const Scope xs = s.NewSubScope("xentropy");
+  (void)ops::Shape(xs, labels);
+  Output losses = ops::AsOutput(xs.WithOpName("xentropy").AddNode(
+      "SparseSoftmaxCrossEntropyWithLogits", {logits, labels}, {}));
+  RETURN_IF_ERROR(s.status());
+
+  // compute_weighted_loss, under the static check.
+  Node* check = AssertBroadcastableScalar(s, weights, losses);
+  const Scope c = s.WithControlDependencies(std::vector<Node*>{check});
+  Output weighted = ops::Mul(c, losses, weights);
+  Output sum = ops::Sum(c, weighted, grad::ReductionDims(c, weighted));
+
+  // _num_present: how many weights are not 0, broadcast to the losses.
+  Scope np_inner = c;
+  Scope np = c.NewOpScope("num_present", &np_inner);
+  Output is_zero = ops::Equal(np_inner, weights, ops::Input::Like(0.0));
+  Output zeros = ops::ScalarConst(np_inner.WithOpName("zeros_like"), dtype, 0.0);
+  Output ones = OnesLikeOf(np_inner, weights);
+  Output present = ops::Select(np_inner, is_zero, zeros, ones);
+  // broadcast_weights(present, losses): the shapes are not both fully known, so it checks
+  // and multiplies by ones_like(losses).
+  Scope bw_inner = np_inner;
+  Scope bw = np_inner.NewOpScope("broadcast_weights", &bw_inner);
+  Node* bw_check = AssertBroadcastableScalar(bw_inner, present, losses);
+  Output loss_ones =
+      OnesLikeOf(bw_inner.WithControlDependencies(std::vector<Node*>{bw_check}), losses);
+  // Its inputs were made under both checks, so the product waits for neither directly.
+  Output broadcast = ops::Mul(bw, present, loss_ones);
+  Output num_present = ops::Sum(np, broadcast, grad::ReductionDims(np_inner, broadcast));
+
+  // _safe_mean.
+  Output total = ops::Sum(c, sum, grad::ReductionDims(c, sum));
+  Output value = ops::DivNoNan(c.WithOpName("value"), total, num_present);
+  RETURN_IF_ERROR(scope.status());
+  return value;
+}
+
 StatusOr<std::vector<Output>> GradientDescentOptimizer::ComputeGradients(
     const Scope& scope, const Output& loss, const std::vector<GraphVariable>& var_list) const {
   std::vector<Output> xs;

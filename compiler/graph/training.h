@@ -46,6 +46,15 @@ StatusOr<GraphVariable> CreateVariable(const Scope& scope, const std::string& na
                                   const std::vector<int64_t>& shape,
                                   const VariableOptions& options = {});
 
+// tf.compat.v1.losses.sparse_softmax_cross_entropy(labels, logits) with its defaults (weights
+// 1.0, Reduction.SUM_BY_NONZERO_WEIGHTS), laid out as losses_impl lays it out in the name scope
+// "sparse_softmax_cross_entropy_loss": the "xentropy" op, the static weights checks
+// (assert_broadcastable), the weighted sum and num_present, and the mean as DivNoNan "value".
+// The ranks of `labels` and `logits` must be known and differ by one (what Python's static
+// _remove_squeezable_dimensions path needs to add no nodes).
+StatusOr<Output> SparseSoftmaxCrossEntropyLoss(const Scope& scope, const Output& labels,
+                                               const Output& logits);
+
 class GradientDescentOptimizer {
  public:
   explicit GradientDescentOptimizer(float learning_rate, std::string name = "GradientDescent")

@@ -279,9 +279,14 @@ TEST(GradientsTest, NnOps) {
   CheckGradient({"LogSoftmax", {{{2, 3}}}, [](const Scope& s, const std::vector<Output>& x) {
                    return ops::LogSoftmax(s, x[0]);
                  }});
-  CheckGradient({"SoftmaxCrossEntropyWithLogits", {{{2, 3}}, {{2, 3}, 0.1, 1}},
+  // The labels must be distributions: the op's backprop (its gradient for the logits) is
+  // softmax - labels, the derivative only where each row of labels sums to 1 (TensorFlow's
+  // gradient disagrees with finite differences otherwise too). Softmax makes them so under
+  // every perturbation, and its gradient carries the labels' gradient back to x1.
+  CheckGradient({"SoftmaxCrossEntropyWithLogits", {{{2, 3}}, {{2, 3}}},
                  [](const Scope& s, const std::vector<Output>& x) {
-                   return ops::SoftmaxCrossEntropyWithLogitsOp(s, x[0], x[1]).loss;
+                   return ops::SoftmaxCrossEntropyWithLogitsOp(s, x[0], ops::Softmax(s, x[1]))
+                       .loss;
                  }});
   CheckGradient({"SparseSoftmaxCrossEntropyWithLogits", {{{3, 4}}},
                  [](const Scope& s, const std::vector<Output>& x) {

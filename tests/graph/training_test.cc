@@ -7,6 +7,8 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
+#include <cmath>
 #include <filesystem>
 #include <fstream>
 #include <set>
@@ -154,6 +156,125 @@ TEST(TrainingTest, LinregTrainsToTensorFlowsLossCurve) {
   EXPECT_NEAR((*end)[1].GetAsDouble(0), b_final.GetAsDouble(0), 1e-5 * std::abs(b_final.GetAsDouble(0)));
   EXPECT_NEAR((*end)[2].GetAsDouble(0), final_loss.GetAsDouble(0),
               1e-5 * std::abs(final_loss.GetAsDouble(0)));
+}
+
+// The softmax regression of the corpus (mnist_softmax_tf1): x [None, 784], W [784, 10] and
+// b [10] resource variables initialised with zeros, logits = x @ W + b,
+// tf.compat.v1.losses.sparse_softmax_cross_entropy(y_, logits) minimised by
+// GradientDescentOptimizer(0.5).
+const std::string kMnist = std::string(XLENS_SHARED_DIR) + "/corpus/tf/mnist_softmax_tf1/nojit";
+
+struct Mnist {
+  Scope root = Scope::NewRootScope();
+  GraphVariable w, b;
+  Output x, labels, loss;
+  Node* train = nullptr;
+};
+
+Status BuildMnist(Mnist* m) {
+  Scope& root = m->root;
+  m->x = ops::Placeholder(root.WithOpName("x"), DT_FLOAT, PartialShape({-1, 784}));
+  VariableOptions zeros;
+  zeros.initial_value = Tensor(DT_FLOAT, {784, 10});
+  ASSIGN_OR_RETURN(m->w, CreateVariable(root, "w", DT_FLOAT, {784, 10}, zeros));
+  zeros.initial_value = Tensor(DT_FLOAT, {10});
+  ASSIGN_OR_RETURN(m->b, CreateVariable(root, "b", DT_FLOAT, {10}, zeros));
+  // x @ W and `+ b` read their variable inside their own name scope.
+  Scope mm_inputs = root;
+  Scope mm = root.NewOpScope("MatMul", &mm_inputs);
+  Output w_read = ops::ReadVariableOp(mm_inputs, m->w.handle, DT_FLOAT);
+  Output matmul = ops::AsOutput(mm.AddNode("MatMul", {m->x, w_read}, {}));
+  Scope add_inputs = root;
+  Scope add = root.NewOpScope("add", &add_inputs);
+  Output b_read = ops::ReadVariableOp(add_inputs, m->b.handle, DT_FLOAT);
+  Output logits = ops::AsOutput(add.AddNode("AddV2", {matmul, b_read}, {}));
+  m->labels = ops::Placeholder(root.WithOpName("y_"), DT_INT64, PartialShape({-1}));
+  RETURN_IF_ERROR(root.status());
+  ASSIGN_OR_RETURN(m->loss, SparseSoftmaxCrossEntropyLoss(root, m->labels, logits));
+  GradientDescentOptimizer opt(0.5f);
+  ASSIGN_OR_RETURN(m->train, opt.Minimize(root, m->loss, {m->w, m->b}));
+  return root.status();
+}
+
+// Its loss, gradient and update nodes must be the ones TensorFlow's Python wrote.
+TEST(TrainingTest, MnistSoftmaxGradientGraphHasTensorFlowsNodes) {
+  if (!std::filesystem::exists(kMnist + "/graph.pbtxt")) GTEST_SKIP() << "no corpus at " << kMnist;
+  Mnist m;
+  Status st = BuildMnist(&m);
+  ASSERT_TRUE(st.ok()) << st.message();
+  Scope& root = m.root;
+  const std::string& dir = kMnist;
+  auto keep = [](const std::set<std::pair<std::string, std::string>>& nodes) {
+    std::set<std::pair<std::string, std::string>> out;
+    for (const auto& [name, op] : nodes) {
+      if (name.rfind("gradients/", 0) == 0 || name.rfind("GradientDescent", 0) == 0 ||
+          name.rfind("sparse_softmax_cross_entropy_loss/", 0) == 0) {
+        out.insert({name, op});
+      }
+    }
+    return out;
+  };
+  std::set<std::pair<std::string, std::string>> ours;
+  for (const NodeDef& n : root.graph()->ToGraphDef().node) ours.insert({n.name, n.op});
+  auto expected = keep(NodesOfPbtxt(dir + "/graph.pbtxt"));
+  auto got = keep(ours);
+  ASSERT_GT(expected.size(), 80u);
+  std::ostringstream diff;
+  for (const auto& e : expected) {
+    if (!got.count(e)) diff << "missing " << e.first << " (" << e.second << ")\n";
+  }
+  for (const auto& g : got) {
+    if (!expected.count(g)) diff << "extra " << g.first << " (" << g.second << ")\n";
+  }
+  EXPECT_EQ(diff.str(), "");
+}
+
+// 20 steps on batches of 100 (x = images_u8 / 255) follow TensorFlow's loss curve and end at
+// its W and b.
+TEST(TrainingTest, MnistSoftmaxTrainsToTensorFlowsLossCurve) {
+  if (!std::filesystem::exists(kMnist + "/outputs/loss_curve.npy")) {
+    GTEST_SKIP() << "no corpus at " << kMnist;
+  }
+  Mnist m;
+  Status st = BuildMnist(&m);
+  ASSERT_TRUE(st.ok()) << st.message();
+  auto load = [](const std::string& p) {
+    auto t = Npy(kMnist + p);
+    EXPECT_TRUE(t.ok()) << p << ": " << t.status().message();
+    return t.ok() ? *t : Tensor();
+  };
+  Tensor images = load("/inputs/images_u8.npy"), labels = load("/inputs/labels.npy");
+  Tensor curve = load("/outputs/loss_curve.npy");
+  Tensor w_final = load("/outputs/w_final.npy"), b_final = load("/outputs/b_final.npy");
+  ASSERT_FALSE(HasFailure());
+  auto session = Session::Create(m.root.graph()->ToGraphDef());
+  ASSERT_TRUE(session.ok()) << session.status().message();
+  auto init = (*session)->Run({}, {}, {m.w.initializer->name(), m.b.initializer->name()});
+  ASSERT_TRUE(init.ok()) << init.status().message();
+  constexpr int64_t kBatch = 100;
+  for (int64_t step = 0; step < curve.num_elements(); ++step) {
+    Tensor x(DT_FLOAT, {kBatch, 784});
+    Tensor y(DT_INT64, {kBatch});
+    for (int64_t i = 0; i < kBatch * 784; ++i) {
+      x.flat<float>()[i] = static_cast<float>(images.GetAsDouble(step * kBatch * 784 + i)) / 255.0f;
+    }
+    for (int64_t i = 0; i < kBatch; ++i) y.SetFromInt64(i, labels.GetAsInt64(step * kBatch + i));
+    auto out = (*session)->Run({{"x", x}, {"y_", y}}, {m.loss.name()}, {m.train->name()});
+    ASSERT_TRUE(out.ok()) << "step " << step << ": " << out.status().message();
+    const double want = curve.GetAsDouble(step);
+    EXPECT_NEAR((*out)[0].GetAsDouble(0), want, 1e-5 * std::abs(want)) << "step " << step;
+  }
+  auto end = (*session)->Run({}, {m.w.read.name(), m.b.read.name()});
+  ASSERT_TRUE(end.ok()) << end.status().message();
+  double w_err = 0, b_err = 0;
+  for (int64_t i = 0; i < w_final.num_elements(); ++i) {
+    w_err = std::max(w_err, std::abs((*end)[0].GetAsDouble(i) - w_final.GetAsDouble(i)));
+  }
+  for (int64_t i = 0; i < b_final.num_elements(); ++i) {
+    b_err = std::max(b_err, std::abs((*end)[1].GetAsDouble(i) - b_final.GetAsDouble(i)));
+  }
+  EXPECT_LT(w_err, 1e-5);
+  EXPECT_LT(b_err, 1e-5);
 }
 
 TEST(TrainingTest, ScopeNamesFollowPython) {

@@ -66,19 +66,9 @@ Status ConcatV2Grad(const Scope& s, const Node& op, const GradOutputs& g, GradOu
   return s.status();
 }
 
-Status FillGrad(const Scope& s, const Node& op, const GradOutputs& g, GradOutputs* out) {
-  // reduce_sum(grad) over every axis; the axes are a Const when the rank is known.
-  const PartialShape shape = StaticShape(s, g[0]);
-  Output axes;
-  if (!shape.unknown_rank()) {
-    std::vector<int32_t> r(shape.rank());
-    for (size_t i = 0; i < r.size(); ++i) r[i] = static_cast<int32_t>(i);
-    axes = ops::Const(s.WithOpName("Const"), r);
-  } else {
-    axes = ops::Range(s, ops::Input(0), ops::Rank(s, g[0]), ops::Input(1));
-  }
-  (void)op;
-  *out = {NoGradient(), ops::Sum(s, g[0], axes)};
+Status FillGrad(const Scope& s, const Node&, const GradOutputs& g, GradOutputs* out) {
+  // math_ops.reduce_sum(grad): every axis.
+  *out = {NoGradient(), ops::Sum(s, g[0], ReductionDims(s, g[0]))};
   return s.status();
 }
 
@@ -113,9 +103,10 @@ Status StridedSliceGradFn(const Scope& s, const Node& op, const GradOutputs& g,
   return s.status();
 }
 
-// GatherV2 along axis 0 (batch_dims 0): the gradient rows scattered back to the rows they
-// came from, summed where an index repeats. The scatter is a one-hot matrix product, so only
-// ops every back end has are needed.
+// _GatherV2Grad along axis 0 (batch_dims 0): Python returns IndexedSlices(values = grad
+// reshaped to [size(indices)] + params_shape[1:], indices flattened, params_shape), which it
+// makes dense with unsorted_segment_sum(values, indices, params_shape[0]) where a dense tensor
+// is needed; without IndexedSlices here, the gradient is made dense at once, the same way.
 Status GatherV2Grad(const Scope& s, const Node& op, const GradOutputs& g, GradOutputs* out) {
   auto axis = ConstantValue(In(op, 2));
   int64_t batch_dims = 0;
@@ -126,21 +117,22 @@ Status GatherV2Grad(const Scope& s, const Node& op, const GradOutputs& g, GradOu
                  "batch_dims 0");
   }
   Output params = In(op, 0), indices = In(op, 1), grad = g[0];
-  const DataType dtype = RemoveRefType(grad.type());
-  Output params_shape = ops::Shape(s, params);
-  Output rows = ops::GatherV2(s, params_shape, ops::Input(0), ops::Input(0));
-  Output flat_indices = ops::Cast(s, ops::Reshape(s, indices, ops::Input({-1})), DT_INT32);
-  // The gradient as a [num_indices, inner elements] matrix.
-  Output values = ops::Reshape(
-      s, grad, ops::Pack(s, {ops::Size(s, flat_indices), ops::Input(-1)}));
-  Output onehot = ops::Cast(
-      s,
-      ops::Equal(s, ops::ExpandDims(s, flat_indices, ops::Input(1)),
-                 ops::ExpandDims(s, ops::Range(s, ops::Input(0), rows, ops::Input(1)),
-                                 ops::Input(0))),
-      dtype);
-  Output dense = ops::MatMul(s, onehot, values, ops::MatMulAttrs{}.TransposeA(true));
-  *out = {ops::Reshape(s, dense, params_shape), NoGradient(), NoGradient()};
+  Output params_shape = ShapeOf(s, params);
+  Output indices_size = ops::ExpandDims(s, SizeOf(s, indices), ops::Input(0));
+  ops::StridedSliceAttrs tail_attrs;
+  tail_attrs.end_mask = 1;
+  Output tail = ops::StridedSlice(s, params_shape, ops::Input({1}), ops::Input({0}),
+                                  ops::Input({1}), tail_attrs);
+  Output values_shape = ops::ConcatV2(s, {indices_size, tail}, ops::Input(0));
+  Output values = ops::Reshape(s, grad, values_shape);
+  Output flat_indices = ops::Reshape(s, indices, indices_size);
+  ops::StridedSliceAttrs first;
+  first.shrink_axis_mask = 1;
+  Output rows = ops::StridedSlice(s, params_shape, ops::Input({0}), ops::Input({1}),
+                                  ops::Input({1}), first);
+  Output dense = ops::AsOutput(
+      ops::BuildOp(s, "UnsortedSegmentSum", {values, flat_indices, rows}));
+  *out = {dense, NoGradient(), NoGradient()};
   return s.status();
 }
 

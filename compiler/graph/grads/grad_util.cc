@@ -49,10 +49,60 @@ void RefineShape(const Output& t, const PartialShape& shape) {
 }
 
 std::optional<Tensor> ConstantValue(const Output& t) {
-  if (!t.valid() || t.node->type_string() != "Const") return std::nullopt;
-  const AttrValue* v = FindAttr(t.node->attrs(), "value");
-  if (v == nullptr || v->kind() != AttrValue::Kind::kTensor) return std::nullopt;
-  return v->tensor();
+  // tensor_util.constant_value: a Const's value, and what Python folds from constants and
+  // static shapes (Shape, Size, Rank, Range, Cast, Identity).
+  if (!t.valid()) return std::nullopt;
+  const Node& n = *t.node;
+  const std::string& op = n.type_string();
+  if (op == "Const") {
+    const AttrValue* v = FindAttr(n.attrs(), "value");
+    if (v == nullptr || v->kind() != AttrValue::Kind::kTensor) return std::nullopt;
+    return v->tensor();
+  }
+  if (op == "Identity" || op == "StopGradient") return ConstantValue(In(n, 0));
+  const DataType out = RemoveRefType(n.output_type(0));
+  if (op == "Shape" || op == "Size" || op == "Rank") {
+    const Output in = In(n, 0);
+    PartialShape shape;
+    if (in.valid() && static_cast<size_t>(in.index) < in.node->output_shapes().size()) {
+      shape = in.node->output_shapes()[in.index];
+    }
+    if (op == "Rank") {
+      if (shape.unknown_rank()) return std::nullopt;
+      Tensor r(out, {});
+      r.SetFromInt64(0, shape.rank());
+      return r;
+    }
+    if (!shape.IsFullyDefined()) return std::nullopt;
+    if (op == "Size") {
+      Tensor r(out, {});
+      r.SetFromInt64(0, shape.num_elements());
+      return r;
+    }
+    Tensor r(out, {shape.rank()});
+    for (int64_t i = 0; i < shape.rank(); ++i) r.SetFromInt64(i, shape.dim(i));
+    return r;
+  }
+  if (op == "Range") {
+    auto start = ConstantValue(In(n, 0)), limit = ConstantValue(In(n, 1)),
+         delta = ConstantValue(In(n, 2));
+    if (!start || !limit || !delta || !DataTypeIsInteger(out)) return std::nullopt;
+    const int64_t a = start->GetAsInt64(0), b = limit->GetAsInt64(0), d = delta->GetAsInt64(0);
+    if (d == 0) return std::nullopt;
+    std::vector<int64_t> values;
+    for (int64_t v = a; d > 0 ? v < b : v > b; v += d) values.push_back(v);
+    Tensor r(out, {static_cast<int64_t>(values.size())});
+    for (size_t i = 0; i < values.size(); ++i) r.SetFromInt64(static_cast<int64_t>(i), values[i]);
+    return r;
+  }
+  if (op == "Cast" && DataTypeIsInteger(out)) {
+    auto in = ConstantValue(In(n, 0));
+    if (!in || !DataTypeIsInteger(in->dtype())) return std::nullopt;
+    Tensor r(out, in->dims());
+    for (int64_t i = 0; i < in->num_elements(); ++i) r.SetFromInt64(i, in->GetAsInt64(i));
+    return r;
+  }
+  return std::nullopt;
 }
 
 bool IsZerosTensor(const Output& t) {
@@ -86,6 +136,20 @@ Output SizeOf(const Scope& scope, const Output& x) {
 
 Output ReduceSum(const Scope& scope, const Output& x, const ops::Input& axes, bool keep_dims) {
   return ops::Sum(scope, x, axes, keep_dims);
+}
+
+Output ReductionDims(const Scope& scope, const Output& x) {
+  const PartialShape shape = StaticShape(scope, x);
+  if (!shape.unknown_rank() && shape.rank() > 0) {
+    std::vector<int32_t> all(shape.rank());
+    for (size_t i = 0; i < all.size(); ++i) all[i] = static_cast<int32_t>(i);
+    return ops::Const(scope.WithOpName("Const"), all);
+  }
+  // Python's fast path tests `if x_rank:`, so a scalar takes the Range path too.
+  Output rank = shape.unknown_rank() ? ops::Rank(scope, x)
+                                     : ops::Const(scope.WithOpName("Rank"), int32_t{0});
+  return ops::AsOutput(
+      ops::BuildOp(scope, "Range", {ops::Input(0), rank, ops::Input(1)}, {}, "range"));
 }
 
 Output CastTo(const Scope& scope, const Output& x, DataType dtype) {

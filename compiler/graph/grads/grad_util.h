@@ -29,6 +29,9 @@ Output ShapeOf(const Scope& scope, const Output& x);
 Output SizeOf(const Scope& scope, const Output& x);
 // math_ops.reduce_sum(x, axes, keepdims) with Python's constant axes ("Sum/reduction_indices").
 Output ReduceSum(const Scope& scope, const Output& x, const ops::Input& axes, bool keep_dims);
+// math_ops._ReductionDims(x, axis=None): every axis of `x`, as a Const "Const" when the rank is
+// known and not 0, else range(0, rank(x)) ("Rank" folded to a Const when known, "range").
+Output ReductionDims(const Scope& scope, const Output& x);
 // math_ops.cast: no node when the type already matches.
 Output CastTo(const Scope& scope, const Output& x, DataType dtype);
 // Python's operators (x * y is "mul", x + y "add", x - y "sub", -x "Neg", x / y "truediv").

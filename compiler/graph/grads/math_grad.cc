@@ -377,7 +377,18 @@ Output SumGradOf(const Scope& s, const Node& op, const Output& grad_in) {
       std::vector<int64_t> all(rank);
       std::iota(all.begin(), all.end(), 0);
       if (a == all) {  // Reduce all dims: Reshape to ones and Tile.
-        grad = ops::Reshape(s, grad, Int32s(std::vector<int64_t>(rank, 1)));
+        if (rank == 0) {
+          // reshape(grad, []): Python converts the empty list first as a float tensor, which
+          // Reshape's Tshape rejects, leaving that Const "Reshape/shape" behind, and then as
+          // int32 ("Reshape/shape_1").
+          Scope consts = s;
+          Scope reshape = s.NewOpScope("Reshape", &consts);
+          (void)ops::Const(consts.WithOpName("shape"), Tensor(DT_FLOAT, {0}));
+          Output shape = ops::Const(consts.WithOpName("shape_1"), Tensor(DT_INT32, {0}));
+          grad = ops::AsOutput(reshape.AddNode("Reshape", {grad, shape}, {}));
+        } else {
+          grad = ops::Reshape(s, grad, Int32s(std::vector<int64_t>(rank, 1)));
+        }
         Output input_shape;
         if (in_shape.IsFullyDefined()) {
           input_shape = ops::ShapeConst(s.WithOpName("Const"), in_shape.dims());
@@ -429,16 +440,8 @@ Status MeanGrad(const Scope& s, const Node& op, const GradOutputs& g, GradOutput
     Output axes = CastTo(s, In(op, 1), input_rank.type());
     axes = ops::FloorMod(s.WithOpName("mod"), AddOp(s, axes, input_rank), input_rank);
     Output gathered = ops::GatherV2(s, input_shape, axes, ops::Input(0));
-    // reduce_prod with axis=None: the axes Const is made outside the op's scope.
-    const PartialShape gs = StaticShape(s, gathered);
-    Output all_axes;
-    if (!gs.unknown_rank()) {
-      std::vector<int32_t> r(gs.rank());
-      std::iota(r.begin(), r.end(), 0);
-      all_axes = ops::Const(s.WithOpName("Const"), r);
-    } else {
-      all_axes = ops::Range(s, ops::Input(0), ops::Rank(s, gathered), ops::Input(1));
-    }
+    // reduce_prod with axis=None.
+    Output all_axes = ReductionDims(s, gathered);
     factor = ops::Prod(s, gathered, all_axes);
   }
   *out = {TrueDivOp(s, sum_grad, CastTo(s, factor, dtype)), NoGradient()};

@@ -434,6 +434,45 @@ Status StridedSliceKernel(OpKernelContext& c) {
   return OkStatus();
 }
 
+// StridedSliceGrad: dy scattered into zeros of `shape` at the elements StridedSlice of that
+// shape with the same spec reads (the gradient of StridedSlice).
+Status StridedSliceGradShape(InferenceContext& c) {
+  ASSIGN_OR_RETURN(PartialShape shape, c.MakeShapeFromShapeTensor(0));
+  c.set_output(0, shape);
+  return OkStatus();
+}
+
+Status StridedSliceGradKernel(OpKernelContext& c) {
+  ASSIGN_OR_RETURN(StridedSliceMasks masks, MasksOf(c.attrs(), c.name()));
+  const Tensor& shape_t = c.input(0);
+  if (shape_t.rank() != 1) {
+    return c.Error("shape must be a vector, got shape " + DimsToString(shape_t.dims()));
+  }
+  const std::vector<int64_t> dims = shape_t.AsInt64Vector();
+  for (int64_t d : dims) {
+    if (d < 0) return c.Error("shape " + DimsToString(dims) + " has a negative dimension");
+  }
+  auto spec = ValidateStridedSlice(PartialShape(dims), c.input(1).AsInt64Vector(),
+                                   c.input(2).AsInt64Vector(), c.input(3).AsInt64Vector(), masks);
+  if (!spec.ok()) return c.Error(spec.status().message());
+  const Tensor& dy = c.input(4);
+  if (dy.dims() != spec->final_shape.dims()) {
+    return c.Error("shape of dy was " + DimsToString(dy.dims()) + " instead of " +
+                   spec->final_shape.ToString());
+  }
+  ASSIGN_OR_RETURN(Tensor * out, c.allocate_output(0, dims));  // zeros
+  const std::vector<int64_t> out_strides = RowMajorStrides(dims);
+  const std::vector<int64_t>& view = spec->processing_shape.dims();
+  std::vector<int64_t> strides(dims.size());
+  int64_t offset = 0;
+  for (size_t i = 0; i < dims.size(); ++i) {
+    strides[i] = spec->strides[i] * out_strides[i];
+    if (view[i] > 0) offset += spec->begin[i] * out_strides[i];
+  }
+  StridedCopy(dy, 0, RowMajorStrides(view), *out, offset, strides, view);
+  return OkStatus();
+}
+
 Status SliceShape(InferenceContext& c) {
   const PartialShape& in = c.input(0);
   const Tensor *b = c.input_tensor(1), *s = c.input_tensor(2);
@@ -881,6 +920,26 @@ void RegisterArrayCopyOps(OpRegistry& r) {
       .CompileTimeConstInput("strides")
       .SetShapeFn(StridedSliceShape)
       .SetKernel(StridedSliceKernel);
+  REGISTER_OP(r, "StridedSliceGrad")
+      .Input("shape: Index")
+      .Input("begin: Index")
+      .Input("end: Index")
+      .Input("strides: Index")
+      .Input("dy: T")
+      .Output("output: T")
+      .Attr("T: type")
+      .Attr("Index: {int32, int64}")
+      .Attr("begin_mask: int = 0")
+      .Attr("end_mask: int = 0")
+      .Attr("ellipsis_mask: int = 0")
+      .Attr("new_axis_mask: int = 0")
+      .Attr("shrink_axis_mask: int = 0")
+      .CompileTimeConstInput("shape")
+      .CompileTimeConstInput("begin")
+      .CompileTimeConstInput("end")
+      .CompileTimeConstInput("strides")
+      .SetShapeFn(StridedSliceGradShape)
+      .SetKernel(StridedSliceGradKernel);
   REGISTER_OP(r, "Slice")
       .Input("input: T")
       .Input("begin: Index")

@@ -866,6 +866,7 @@ Status SelectV2Shape(InferenceContext& c) {
 }  // namespace
 
 void RegisterMathOps(OpRegistry& r) {
+  RegisterSegmentOps(r);
   REGISTER_OP(r, "AddV2")
       .Input("x: T")
       .Input("y: T")

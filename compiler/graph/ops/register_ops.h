@@ -8,6 +8,8 @@ class OpRegistry;
 
 void RegisterArrayOps(OpRegistry& registry);
 void RegisterMathOps(OpRegistry& registry);
+// Segment reductions (segment_ops.cc), registered by RegisterMathOps.
+void RegisterSegmentOps(OpRegistry& registry);
 void RegisterNnOps(OpRegistry& registry);
 void RegisterStateOps(OpRegistry& registry);
 void RegisterRandomOps(OpRegistry& registry);

@@ -16,7 +16,7 @@ AddV2 Add AddN Sub Mul RealDiv Div DivNoNan FloorDiv FloorMod Maximum Minimum Po
 SquaredDifference Square Sqrt Rsqrt Reciprocal Neg Abs Sign Exp Log Log1p Tanh Sigmoid Sin Cos
 Floor Ceil Round Erf IsFinite IsNan LogicalAnd LogicalOr LogicalNot Cast Equal NotEqual Less
 LessEqual Greater GreaterEqual Select SelectV2 MatMul BatchMatMulV2 Sum Mean Max Min Prod All Any
-ArgMax ArgMin _UnaryOpsComposition SigmoidGrad TanhGrad RsqrtGrad SqrtGrad ReciprocalGrad
+ArgMax ArgMin UnsortedSegmentSum _UnaryOpsComposition SigmoidGrad TanhGrad RsqrtGrad SqrtGrad ReciprocalGrad
 Relu Relu6 ReluGrad Relu6Grad Elu EluGrad Selu SeluGrad LeakyRelu LeakyReluGrad Softplus
 SoftplusGrad Softmax LogSoftmax BiasAdd BiasAddGrad SoftmaxCrossEntropyWithLogits
 SparseSoftmaxCrossEntropyWithLogits Conv2D Conv2DBackpropInput Conv2DBackpropFilter MaxPool
