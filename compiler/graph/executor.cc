@@ -81,6 +81,8 @@ struct Executor::Impl {
   std::vector<int> local_index;  // node id -> index within its frame
   std::vector<int> num_in_edges;
   std::vector<char> is_loop_merge;  // a Merge fed by a NextIteration
+  // What each _Retval index returns ("node:1"), for messages; its size is the number of results.
+  std::vector<std::string> retval_names;
 
   // Per run.
   std::deque<ReadyNode> ready;
@@ -182,6 +184,12 @@ Status Executor::Impl::Build() {
     local_index[node->id()] = static_cast<int>(frames[f].nodes.size());
     frames[f].nodes.push_back(node);
     const std::string& op = node->type_string();
+    if (op == "_Retval") {
+      int64_t index = node->attrs().at("index").i();
+      if (index >= static_cast<int64_t>(retval_names.size())) retval_names.resize(index + 1);
+      auto [src, idx] = node->input_node(0);
+      retval_names[index] = src ? TensorId{src->name(), idx}.ToString() : node->name();
+    }
     if (!node->registration().kernel && op != "_Arg" && op != "_Retval" && !node->IsControlFlow() &&
         op != "NoOp") {
       if (node->op_def().name.empty() || (!graph->registry().Find(op))) {
@@ -519,12 +527,7 @@ StatusOr<std::vector<Tensor>> Executor::Run(const std::vector<Tensor>& args) {
   s.ready.clear();
   s.status = OkStatus();
   s.args = &args;
-  int num_retvals = 0;
-  for (Node* n : s.graph->op_nodes()) {
-    if (n->type_string() == "_Retval") {
-      num_retvals = std::max<int>(num_retvals, static_cast<int>(n->attrs().at("index").i()) + 1);
-    }
-  }
+  const int num_retvals = static_cast<int>(s.retval_names.size());
   s.retvals.assign(num_retvals, Entry{});
   s.root = std::make_unique<FrameState>();
   s.root->frame_index = 0;
@@ -551,13 +554,7 @@ StatusOr<std::vector<Tensor>> Executor::Run(const std::vector<Tensor>& args) {
   out.reserve(num_retvals);
   for (int i = 0; i < num_retvals; ++i) {
     const Entry& e = s.retvals[i];
-    std::string name;
-    for (Node* n : s.graph->op_nodes()) {
-      if (n->type_string() == "_Retval" && n->attrs().at("index").i() == i) {
-        auto [src, idx] = n->input_node(0);
-        name = src ? TensorId{src->name(), idx}.ToString() : n->name();
-      }
-    }
+    const std::string& name = s.retval_names[i];
     if (e.is_dead) {
       s.root.reset();
       return Status::Error("fetch '" + name +
