@@ -105,9 +105,9 @@ FlagSpec IntFlag(std::string name, int64_t DebugOptions::*field, std::string hel
 }
 
 FlagSpec StringFlag(std::string name, std::string DebugOptions::*field, std::string help,
-                    std::string value_name) {
+                    std::string value_name, bool tf = false) {
   return FlagSpec{
-      {name, "string", "", std::move(help), false},
+      {name, "string", "", std::move(help), tf},
       [name, field, value_name](DebugOptions& o, std::optional<std::string_view> v) -> Status {
         if (!v) return BadValue(name, v, value_name);
         o.*field = std::string(*v);
@@ -154,6 +154,8 @@ Status SetAutoJit(DebugOptions& o, std::optional<std::string_view> v) {
     o.tf_xla_auto_jit_general = 1;
     o.tf_xla_auto_jit_single_gpu = 1;
     o.tf_xla_auto_jit_fusible_only = true;
+    // As in TensorFlow, "fusible" restricts auto-clustering to the fusible op groups.
+    o.tf_xla_ops_to_cluster = "FUSIBLE";
   } else if (text.starts_with("single-gpu(") && text.ends_with(")")) {
     std::optional<int64_t> level = ParseInt(text.substr(11, text.size() - 12));
     if (!level || *level < -1 || *level > 2) return BadValue("tf_xla_auto_jit", v, kExpected);
@@ -226,6 +228,28 @@ std::vector<FlagSpec> MakeSpecs() {
       BoolFlag("tf_xla_clustering_debug", &D::tf_xla_clustering_debug,
                "Dump the graph before and after each clustering pass under "
                "$TF_DUMP_GRAPH_PREFIX.",
+               true),
+      StringFlag("tf_xla_ops_to_cluster", &D::tf_xla_ops_to_cluster,
+                 "Comma-separated ops or op groups (PW, RED, PWRED, REDUCEWINDOW, "
+                 "REDUCEWINDOWPW, BN, Conv, SORT, MISC, FUSIBLE) that auto-clustering may take; "
+                 "empty for all.",
+                 "OPS", true),
+      StringFlag("tf_xla_cluster_exclude_ops", &D::tf_xla_cluster_exclude_ops,
+                 "Comma-separated ops auto-clustering leaves out (only Where is accepted).", "OPS",
+                 true),
+      IntFlag("tf_xla_clustering_fuel", &D::tf_xla_clustering_fuel,
+              "Stop making nodes clustering candidates after this many (to bisect a bad "
+              "cluster).",
+              0, true),
+      BoolFlag("tf_xla_deterministic_cluster_names", &D::tf_xla_deterministic_cluster_names,
+               "Name clusters after a fingerprint of the graph, stable from run to run.", true),
+      BoolFlag("tf_xla_disable_deadness_safety_checks_for_debugging",
+               &D::tf_xla_disable_deadness_safety_checks_for_debugging,
+               "Cluster across control-flow deadness (unsafe; for debugging).", true),
+      BoolFlag("tf_xla_disable_resource_variable_safety_checks_for_debugging",
+               &D::tf_xla_disable_resource_variable_safety_checks_for_debugging,
+               "Cluster resource variable operations without keeping their order (unsafe; for "
+               "debugging).",
                true),
   };
   DebugOptions defaults;
@@ -324,6 +348,11 @@ Status ApplyFlag(std::string_view token, Source source, std::string_view where,
   if (spec == nullptr) {
     if (std::optional<std::string> hint = UnsupportedHint(name)) {
       return fail(fmt::format("--{} is not supported by xlens: {}", DisplayText(name), *hint));
+    }
+    if (source == Source::kTfXlaFlags && where == "TF_XLA_FLAGS") {
+      // TensorFlow's own words (parse_flags_from_env.cc), so a search for them finds this too.
+      return Error(fmt::format("Unknown flag in TF_XLA_FLAGS: {} ({})", DisplayText(token),
+                               UnknownFlag(name, source)));
     }
     return fail(UnknownFlag(name, source));
   }

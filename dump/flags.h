@@ -55,6 +55,18 @@ struct DebugOptions {
   int64_t tf_xla_min_cluster_size = 4;
   int64_t tf_xla_max_cluster_size = 2147483647;
   bool tf_xla_clustering_debug = false;
+  // Comma-separated ops (or the groups PW, RED, PWRED, REDUCEWINDOW, REDUCEWINDOWPW, BN, Conv,
+  // SORT, MISC, FUSIBLE) auto-clustering may take; empty: every op XLA compiles. "fusible" auto
+  // jit sets FUSIBLE.
+  std::string tf_xla_ops_to_cluster;
+  // Comma-separated ops auto-clustering leaves out (TensorFlow accepts only Where).
+  std::string tf_xla_cluster_exclude_ops;
+  // How many nodes auto-clustering may make candidates before it stops (bisects a bad cluster).
+  int64_t tf_xla_clustering_fuel = 9223372036854775807;
+  // Name clusters cluster_<graph fingerprint>_<n>, stable from run to run.
+  bool tf_xla_deterministic_cluster_names = false;
+  bool tf_xla_disable_deadness_safety_checks_for_debugging = false;
+  bool tf_xla_disable_resource_variable_safety_checks_for_debugging = false;
 
   // $TF_DUMP_GRAPH_PREFIX: where clustering graphs are dumped; empty when unset.
   std::string tf_dump_graph_prefix;

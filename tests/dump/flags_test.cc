@@ -114,6 +114,29 @@ TEST(FlagsTest, UnknownFlagNamesTheClosestOne) {
               HasSubstr("unknown flag --completely_different (the flags are listed by --help)"));
 }
 
+TEST(FlagsTest, UnknownTfXlaFlagGetsTensorFlowsMessage) {
+  // TensorFlow 2.21 stops with "Unknown flag in TF_XLA_FLAGS: --tf_xla_no_such_flag=1" (the
+  // corpus's flag_probe); the hint follows in parentheses.
+  EXPECT_EQ(ErrorOf(ParseDebugOptions(Env("", "--tf_xla_no_such_flag=1"))),
+            "Unknown flag in TF_XLA_FLAGS: --tf_xla_no_such_flag=1 (unknown flag "
+            "--tf_xla_no_such_flag (the flags are listed by --help))");
+}
+
+TEST(FlagsTest, ClusteringFlagsOfTensorFlow) {
+  auto options = ParseDebugOptions(
+      Env("", "--tf_xla_auto_jit=fusible --tf_xla_clustering_fuel=3 "
+              "--tf_xla_deterministic_cluster_names --tf_xla_cluster_exclude_ops=Where"));
+  ASSERT_TRUE(options.ok()) << options.status().message();
+  EXPECT_EQ(options->tf_xla_auto_jit_general, 1);
+  EXPECT_EQ(options->tf_xla_ops_to_cluster, "FUSIBLE");  // what "fusible" means in TensorFlow
+  EXPECT_EQ(options->tf_xla_clustering_fuel, 3);
+  EXPECT_TRUE(options->tf_xla_deterministic_cluster_names);
+  EXPECT_EQ(options->tf_xla_cluster_exclude_ops, "Where");
+  options = ParseDebugOptions(Env("", "--tf_xla_ops_to_cluster=Sin,AddV2,Exp"));
+  ASSERT_TRUE(options.ok());
+  EXPECT_EQ(options->tf_xla_ops_to_cluster, "Sin,AddV2,Exp");
+}
+
 TEST(FlagsTest, XlaFlagsThatXlensDoesNotImplementSayWhatToUse) {
   EXPECT_THAT(ErrorOf(FromXlaFlags("--xla_dump_hlo_as_proto")),
               HasSubstr("--xla_dump_hlo_as_proto is not supported by xlens"));

@@ -1,0 +1,106 @@
+#include "compiler/cluster/compilability_check.h"
+
+#include <fmt/format.h>
+
+#include "compiler/cluster/xla_cluster_util.h"
+#include "compiler/graph/function.h"
+
+namespace xlens::cluster {
+
+using graph::DataType;
+using graph::Node;
+
+OperationFilter OperationFilter::ForAutoClustering() { return OperationFilter{}; }
+
+OperationFilter OperationFilter::ForMustCompile() {
+  OperationFilter filter;
+  filter.allow_unique_op = true;
+  filter.allow_stateful_rng_ops = true;
+  filter.allow_dummy_ops = true;
+  filter.allow_control_trigger = true;
+  filter.allow_top_level_args = true;
+  return filter;
+}
+
+namespace {
+
+bool IsStatefulRandomOp(const std::string& op) {
+  return op == "RandomUniform" || op == "RandomShuffle" || op == "RandomUniformInt" ||
+         op == "RandomStandardNormal" || op == "TruncatedNormal" || op == "Multinomial";
+}
+
+bool IsDummyImplOp(const std::string& op) { return op == "Assert" || op == "CheckNumerics"; }
+
+std::string NoKernel(const Node& node) {
+  return fmt::format(
+      "No registered '{}' OpKernel for {} devices compatible with node {{{{node {}}}}}",
+      node.type_string(), kXlaCpuJitDevice, node.name());
+}
+
+// Types no XLA kernel takes: strings (but a string Const is its own rule) and variants.
+bool HasUnsupportedType(const Node& node) {
+  // XLA kernels are registered for value types only: a reference-typed input or output (the
+  // VariableV2 family) has none.
+  auto bad = [](DataType t) {
+    return graph::IsRefType(t) || t == graph::DT_STRING || t == graph::DT_VARIANT;
+  };
+  for (DataType t : node.input_types()) {
+    if (bad(t)) return true;
+  }
+  for (DataType t : node.output_types()) {
+    if (bad(t)) return true;
+  }
+  return false;
+}
+
+}  // namespace
+
+bool HasForwardedRefInput(const Node& node) {
+  if (!IsIdentity(node)) return false;
+  for (const graph::Edge* e : node.in_edges()) {
+    if (e->IsControlEdge()) continue;
+    if (graph::IsRefType(e->src->output_type(e->src_output))) return true;
+  }
+  return false;
+}
+
+std::string UncompilableReason(const Node& node, const graph::Graph& graph,
+                               const OperationFilter& filter, int depth) {
+  const std::string& op = node.type_string();
+  if ((op == "_Arg" || op == "_Retval") && depth == 0 && !filter.allow_top_level_args) {
+    return "top level _Arg or _Retval";
+  }
+  if (const graph::FunctionDef* fdef = graph.library().Find(op)) {
+    if (depth > 10) return "function depth limit exceeded";
+    graph::NameAttrList call;
+    call.name = op;
+    *call.attr = node.attrs();
+    auto body = graph::InstantiateFunction(graph.library(), call, &graph.registry());
+    if (!body.ok()) return "could not instantiate: " + body.status().message();
+    for (Node* inner : (*body)->graph->op_nodes()) {
+      std::string reason = UncompilableReason(*inner, *(*body)->graph, filter, depth + 1);
+      if (!reason.empty()) return fmt::format("unsupported op {}: {}", inner->name(), reason);
+    }
+    (void)fdef;
+    return "";
+  }
+  if (op == "Unique" && !filter.allow_unique_op) return "Unique op";
+  if (op == "Where" && !filter.allow_where_op) return "Where op";
+  if (IsStatefulRandomOp(op) && !filter.allow_stateful_rng_ops) return "stateful random op";
+  if (IsDummyImplOp(op) && !filter.allow_dummy_ops) return "Assert or CheckNumerics";
+  if (op == "ControlTrigger" && !filter.allow_control_trigger) return "not allowed ControlTrigger";
+  if (op == "SymbolicGradient") return NoKernel(node);
+  if (IsConstant(node)) {
+    const graph::AttrValue* dtype = graph::FindAttr(node.attrs(), "dtype");
+    if (dtype != nullptr && dtype->type() == graph::DT_STRING) {
+      return filter.allow_string_consts ? "" : NoKernel(node);
+    }
+  }
+  if (HasForwardedRefInput(node)) return "Identity with unsafe cast.";
+  if (!node.registration().has_xla_kernel || !node.has_kernel() || HasUnsupportedType(node)) {
+    return NoKernel(node);
+  }
+  return "";
+}
+
+}  // namespace xlens::cluster
