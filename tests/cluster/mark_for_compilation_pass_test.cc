@@ -1,0 +1,227 @@
+// mark_for_compilation on small graphs, one decision each, with the reason a user reads for every
+// node left out. (Parity with TensorFlow on its own graphs: mark_for_compilation_parity_test.)
+#include "compiler/cluster/mark_for_compilation_pass.h"
+
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
+#include "compiler/cluster/partially_decluster_pass.h"
+#include "compiler/graph/graph_def_io.h"
+
+namespace xlens::cluster {
+namespace {
+
+using ::testing::HasSubstr;
+using graph::Graph;
+
+// A node of a GraphDef in text form.
+std::string NodeText(const std::string& name, const std::string& op,
+                     const std::vector<std::string>& inputs, const std::string& attrs = "") {
+  std::string text = "node { name: \"" + name + "\" op: \"" + op + "\" ";
+  for (const std::string& in : inputs) text += "input: \"" + in + "\" ";
+  return text + attrs + " }\n";
+}
+const char kF32[] = "attr { key: \"T\" value { type: DT_FLOAT } }";
+const char kPlaceholder[] = "attr { key: \"dtype\" value { type: DT_FLOAT } }";
+
+std::unique_ptr<Graph> Load(const std::string& text) {
+  auto def = graph::ParseGraphDef(text, graph::GraphDefFormat::kText, "test.pbtxt");
+  EXPECT_TRUE(def.ok()) << def.status().message();
+  auto g = Graph::FromGraphDef(*def);
+  EXPECT_TRUE(g.ok()) << g.status().message();
+  return std::move(*g);
+}
+
+MarkForCompilationOptions AutoJit(int64_t min_cluster_size = 4) {
+  MarkForCompilationOptions options;
+  options.global_jit_level = graph::GlobalJitLevel::kOn2;
+  options.cpu_global_jit_flag = true;
+  options.min_cluster_size = min_cluster_size;
+  return options;
+}
+
+ClusteringResult Cluster(Graph* g, const MarkForCompilationOptions& options) {
+  auto result = MarkForCompilationPass(options).Run(g);
+  EXPECT_TRUE(result.ok()) << result.status().message();
+  return result.ok() ? *result : ClusteringResult{};
+}
+
+std::string Chain(int n) {
+  std::string text = NodeText("x", "Placeholder", {}, kPlaceholder);
+  const char* ops[] = {"Sin", "Cos", "Exp", "Tanh", "Neg", "Abs"};
+  std::string prev = "x";
+  for (int i = 0; i < n; ++i) {
+    std::string name = "op" + std::to_string(i);
+    text += NodeText(name, ops[i], {prev}, kF32);
+    prev = name;
+  }
+  return text;
+}
+
+TEST(MarkForCompilationPassTest, ClustersAChainAndSaysWhyThePlaceholderStaysOut) {
+  auto g = Load(Chain(4));
+  ClusteringResult r = Cluster(g.get(), AutoJit());
+  ASSERT_EQ(r.clusters.size(), 1u);
+  EXPECT_EQ(r.clusters.begin()->second,
+            (std::vector<std::string>{"op0", "op1", "op2", "op3"}));
+  EXPECT_THAT(r.unclustered["x"],
+              HasSubstr("No registered 'Placeholder' OpKernel for XLA_CPU_JIT devices compatible "
+                        "with node {{node x}}"));
+  // The attrs TensorFlow sets.
+  const graph::Node* op0 = g->FindNode("op0");
+  EXPECT_EQ(graph::FindAttr(op0->attrs(), "_XlaCluster")->s(), r.clusters.begin()->first);
+  EXPECT_TRUE(graph::FindAttr(op0->attrs(), "_XlaAlreadyClustered")->b());
+}
+
+TEST(MarkForCompilationPassTest, TooSmallAClusterIsDroppedWithItsSize) {
+  auto g = Load(Chain(3) + NodeText("c", "Const", {},
+                                    "attr { key: \"dtype\" value { type: DT_FLOAT } } attr { key: "
+                                    "\"value\" value { tensor { dtype: DT_FLOAT float_val: 1 } } }") +
+                NodeText("add", "AddV2", {"op2", "c"}, kF32));
+  // Sin, Cos, Exp, AddV2 and a Const: four that count. With min 5 it is too small, and the Const
+  // does not count.
+  ClusteringResult r = Cluster(g.get(), AutoJit(5));
+  EXPECT_TRUE(r.clusters.empty());
+  EXPECT_THAT(r.unclustered["op0"],
+              HasSubstr("cluster too small (4 < --tf_xla_min_cluster_size=5; Const and Identity "
+                        "do not count)"));
+  g = Load(Chain(3) + NodeText("c", "Const", {},
+                               "attr { key: \"dtype\" value { type: DT_FLOAT } } attr { key: "
+                               "\"value\" value { tensor { dtype: DT_FLOAT float_val: 1 } } }") +
+           NodeText("add", "AddV2", {"op2", "c"}, kF32));
+  EXPECT_EQ(Cluster(g.get(), AutoJit(4)).clusters.size(), 1u);
+}
+
+TEST(MarkForCompilationPassTest, ACycleThroughAnUncompilableNodeSplitsTheCluster) {
+  // a -> AsString -> StringToNumber -> c and a -> c: a and c cannot be one cluster.
+  std::string text = NodeText("x", "Placeholder", {}, kPlaceholder) +
+                     NodeText("a", "Sin", {"x"}, kF32) +
+                     NodeText("s", "AsString", {"a"}, kF32) +
+                     NodeText("n", "StringToNumber", {"s"},
+                              "attr { key: \"out_type\" value { type: DT_FLOAT } }") +
+                     NodeText("c", "AddV2", {"a", "n"}, kF32);
+  auto g = Load(text);
+  ClusteringResult r = Cluster(g.get(), AutoJit(1));
+  EXPECT_EQ(r.clusters.size(), 2u);
+  EXPECT_THAT(r.unclustered["s"], HasSubstr("No registered 'AsString' OpKernel"));
+  // Both clusters of one node are kept with min 1; with min 2 each says why it did not grow.
+  g = Load(text);
+  r = Cluster(g.get(), AutoJit(2));
+  EXPECT_THAT(r.unclustered["a"],
+              HasSubstr("contracting the edge would create a cycle via [s,n]"));
+}
+
+TEST(MarkForCompilationPassTest, UniqueIsRefusedByNameAsInTensorFlow) {
+  auto g = Load(NodeText("x", "Placeholder", {}, kPlaceholder) +
+                NodeText("u", "Unique", {"x"},
+                         "attr { key: \"T\" value { type: DT_FLOAT } } attr { key: \"out_idx\" "
+                         "value { type: DT_INT32 } }"));
+  ClusteringResult r = Cluster(g.get(), AutoJit(1));
+  EXPECT_EQ(r.unclustered["u"], "uncompilable: Unique op");
+}
+
+TEST(MarkForCompilationPassTest, OnTheCpuAutoJitNeedsTheCpuGlobalJitFlag) {
+  auto g = Load(Chain(4));
+  MarkForCompilationOptions options = AutoJit();
+  options.cpu_global_jit_flag = false;
+  ClusteringResult r = Cluster(g.get(), options);
+  EXPECT_TRUE(r.clusters.empty());
+  EXPECT_FALSE(r.had_candidates);
+  EXPECT_THAT(r.unclustered["op0"], HasSubstr("--tf_xla_cpu_global_jit"));
+  // With the jit level off, it says so.
+  options.global_jit_level = graph::GlobalJitLevel::kOff;
+  g = Load(Chain(4));
+  EXPECT_THAT(Cluster(g.get(), options).unclustered["op0"], HasSubstr("the jit level is OFF"));
+}
+
+TEST(MarkForCompilationPassTest, JitScopesCompileWithAutoJitOffAndNeverMerge) {
+  auto scoped = [](const std::string& scope) {
+    return std::string(kF32) + " attr { key: \"_XlaCompile\" value { b: true } } attr { key: "
+                               "\"_XlaScope\" value { s: \"" + scope + "\" } }";
+  };
+  auto g = Load(NodeText("x", "Placeholder", {}, kPlaceholder) +
+                NodeText("a", "Sin", {"x"}, scoped("jit_scope_0")) +
+                NodeText("b", "Cos", {"a"}, scoped("jit_scope_1")) +
+                NodeText("c", "Exp", {"b"}, kF32));
+  MarkForCompilationOptions options;  // auto-jit off
+  ClusteringResult r = Cluster(g.get(), options);
+  // One cluster per scope, each kept below the minimum size because it was asked for.
+  EXPECT_EQ(r.clusters.size(), 2u);
+  EXPECT_THAT(r.unclustered["c"], HasSubstr("not in a jit_scope"));
+}
+
+TEST(MarkForCompilationPassTest, FlagsExcludeOpsAndStopOnFuel) {
+  MarkForCompilationOptions options = AutoJit(1);
+  options.ops_to_cluster = "Sin,Exp";
+  auto g = Load(Chain(4));
+  ClusteringResult r = Cluster(g.get(), options);
+  EXPECT_EQ(r.unclustered["op1"],
+            "Rejecting TF operation Cos as it is not listed in --tf_xla_ops_to_cluster.");
+  options = AutoJit(1);
+  options.fuel->store(2);
+  g = Load(Chain(4));
+  r = Cluster(g.get(), options);
+  EXPECT_THAT(r.unclustered["op3"], HasSubstr("--tf_xla_clustering_fuel"));
+  options = AutoJit(1);
+  options.ops_to_cluster = "NoSuchOp";
+  g = Load(Chain(4));
+  auto bad = MarkForCompilationPass(options).Run(g.get());
+  ASSERT_FALSE(bad.ok());
+  EXPECT_EQ(bad.status().message(),
+            "The operation 'NoSuchOp' passed to --tf_xla_ops_to_cluster is not supported by XLA.");
+}
+
+TEST(MarkForCompilationPassTest, XlaCompileFalseKeepsANodeOut) {
+  auto g = Load(Chain(3) + NodeText("d", "Tanh", {"op2"},
+                                    std::string(kF32) +
+                                        " attr { key: \"_XlaCompile\" value { b: false } }"));
+  ClusteringResult r = Cluster(g.get(), AutoJit(1));
+  EXPECT_EQ(r.unclustered["d"], "kXlaCompileAttr(_XlaCompile) is false.");
+}
+
+TEST(MarkForCompilationPassTest, BranchesOfASwitchAreNotMerged) {
+  auto g = Load(NodeText("x", "Placeholder", {}, kPlaceholder) +
+                NodeText("p", "Placeholder", {}, "attr { key: \"dtype\" value { type: DT_BOOL } }") +
+                NodeText("sw", "Switch", {"x", "p"}, kF32) +
+                NodeText("f", "Sin", {"sw"}, kF32) + NodeText("t", "Cos", {"sw:1"}, kF32) +
+                NodeText("f2", "Exp", {"f"}, kF32) + NodeText("t2", "Exp", {"t"}, kF32) +
+                NodeText("m", "Merge", {"f2", "t2"},
+                         std::string(kF32) + " attr { key: \"N\" value { i: 2 } }"));
+  ClusteringResult r = Cluster(g.get(), AutoJit(1));
+  ASSERT_EQ(r.clusters.size(), 2u);
+  for (const auto& [name, nodes] : r.clusters) EXPECT_EQ(nodes.size(), 2u);
+}
+
+TEST(MarkForCompilationPassTest, AGraphWithACycleOutsideLoopsIsAnError) {
+  graph::GraphDef def;
+  auto parsed = graph::ParseGraphDef(NodeText("a", "Sin", {"b"}, kF32) +
+                                         NodeText("b", "Cos", {"a"}, kF32),
+                                     graph::GraphDefFormat::kText, "test.pbtxt");
+  ASSERT_TRUE(parsed.ok());
+  auto g = Graph::FromGraphDef(*parsed);
+  ASSERT_TRUE(g.ok());
+  auto r = MarkForCompilationPass(AutoJit(1)).Run(g->get());
+  ASSERT_FALSE(r.ok());
+  EXPECT_THAT(r.status().message(), HasSubstr("cycle"));
+}
+
+TEST(PartiallyDeclusterPassTest, AMustBeConstantShapeFromOutsideLeavesTheCluster) {
+  // shape = Shape(x) feeds Reshape's shape inside the cluster; computed from x alone, it is
+  // taken out so the cluster gets it as a constant.
+  auto g = Load(NodeText("x", "Placeholder", {}, kPlaceholder) +
+                NodeText("shape", "Shape", {"x"},
+                         std::string(kF32) + " attr { key: \"out_type\" value { type: DT_INT32 } }") +
+                NodeText("s", "Sin", {"x"}, kF32) +
+                NodeText("r", "Reshape", {"s", "shape"},
+                         std::string(kF32) + " attr { key: \"Tshape\" value { type: DT_INT32 } }") +
+                NodeText("e", "Exp", {"r"}, kF32));
+  ClusteringResult r = Cluster(g.get(), AutoJit(1));
+  ASSERT_EQ(r.clusters.size(), 1u);
+  ASSERT_TRUE(PartiallyDeclusterPass().Run(g.get(), &r).ok());
+  EXPECT_THAT(r.declustered["shape"], HasSubstr("must-be-constant"));
+  EXPECT_EQ(graph::FindAttr(g->FindNode("shape")->attrs(), "_XlaCluster"), nullptr);
+  EXPECT_EQ(r.ReasonFor("shape"), r.declustered["shape"]);
+}
+
+}  // namespace
+}  // namespace xlens::cluster
