@@ -65,6 +65,8 @@ struct DemoArgs {
 };
 int RunDemo(const DemoArgs& args);
 
+
+
 }  // namespace xlens::cli
 
 namespace xlens::cli {
@@ -104,6 +106,8 @@ struct TraceSummaryArgs {
 // Prints the top kernels and the totals per category of a trace (xlens trace summary).
 int RunTraceSummary(const TraceSummaryArgs& args);
 
+
+
 }  // namespace xlens::cli
 
 namespace xlens::cli {
@@ -142,5 +146,15 @@ struct GraphRunArgs {
 };
 // Runs the graph op by op through a Session, `steps` times with the variables carried over.
 int RunGraphRun(const GraphRunArgs& args);
+
+struct ClusterArgs {
+  std::string file;
+  std::string jit_level = "DEFAULT";  // the session's global_jit_level: DEFAULT, OFF, ON_1, ON_2
+  std::string json;                   // write {"clusters", "unclustered", "declustered"} here
+  bool verbose = false;               // list every clustered node
+  std::vector<std::string> extra_flags;  // --tf_xla_* (and --xla_*) flags
+};
+// TensorFlow's auto-clustering of a GraphDef: clusters, then every node left out with its reason.
+int RunCluster(const ClusterArgs& args);
 
 }  // namespace xlens::cli

@@ -247,6 +247,22 @@ int main(int argc, char** argv) {
                         "Stop after this many seconds with exit 1, saying what was running (0: no limit)")
       ->check(CLI::Validator(FiniteNonNegative, "SECONDS"));
 
+  ClusterArgs cluster_args;
+  auto* cluster_cmd = app.add_subcommand(
+      "cluster",
+      "TensorFlow's auto-clustering of a GraphDef (TF_XLA_FLAGS and --tf_xla_* flags): the clusters, "
+      "then every node left out with the reason");
+  cluster_cmd->add_option("file", cluster_args.file, "GraphDef (.pb or .pbtxt)")->required();
+  cluster_cmd->add_option("--jit-level", cluster_args.jit_level,
+                          "The session's global_jit_level: DEFAULT (OFF), OFF, ON_1 or ON_2; "
+                          "--tf_xla_auto_jit overrides it, as in TensorFlow")
+      ->capture_default_str();
+  cluster_cmd->add_option("--json", cluster_args.json,
+                          "Write {\"clusters\": {...}, \"unclustered\": {node: reason}, "
+                          "\"declustered\": {node: reason}} here");
+  cluster_cmd->add_flag("-v,--verbose", cluster_args.verbose, "List every node of every cluster");
+  cluster_cmd->allow_extras();
+
   app.add_subcommand("flags", "List every XLA/TF flag xlens understands, with its default");
 
   DemoArgs demo_args;
@@ -352,6 +368,10 @@ int main(int argc, char** argv) {
     if (*graph_verify) return RunGraphVerify(graph_verify_args);
     if (*graph_dot) return RunGraphDot(graph_dot_args);
     if (*graph_run) return RunGraphRun(graph_run_args);
+    if (*cluster_cmd) {
+      cluster_args.extra_flags = cluster_cmd->remaining();
+      return RunCluster(cluster_args);
+    }
     if (app.got_subcommand("flags")) return RunFlags();
   } catch (const std::bad_alloc&) {
     std::fprintf(stderr, "xlens: out of memory: the module's arrays do not fit in this machine\n");

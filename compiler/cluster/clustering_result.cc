@@ -8,4 +8,14 @@ std::string ClusteringResult::ReasonFor(const std::string& node) const {
   return "";
 }
 
+std::string ClusteringResult::FinalClusterOf(const std::string& node) const {
+  if (declustered.count(node)) return "";
+  for (const auto& [name, nodes] : clusters) {
+    for (const std::string& n : nodes) {
+      if (n == node) return name;
+    }
+  }
+  return "";
+}
+
 }  // namespace xlens::cluster

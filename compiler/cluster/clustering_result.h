@@ -23,7 +23,8 @@ inline constexpr char kXlaNumConstantArgsAttr[] = "_XlaNumConstantArgs";
 inline constexpr char kXlaNumResourceArgsAttr[] = "_XlaNumResourceArgs";
 
 struct ClusteringResult {
-  // Cluster name -> its nodes' names, in node id order, as mark_for_compilation assigned them.
+  // Cluster name -> its nodes' names, in node id order, as mark_for_compilation assigned them
+  // (TensorFlow's mark_for_compilation dump). Those in `declustered` left afterwards.
   std::map<std::string, std::vector<std::string>> clusters;
   // Op node left out of every cluster -> why ("no XLA kernel for Unique on XLA_CPU_JIT: Unique
   // op", "cluster too small (3 < 4)", ...).
@@ -36,6 +37,8 @@ struct ClusteringResult {
 
   // The reason for `node` when it is outside every cluster (declustered first), else "".
   std::string ReasonFor(const std::string& node) const;
+  // The cluster `node` ends up in after partially_decluster, "" for none.
+  std::string FinalClusterOf(const std::string& node) const;
 };
 
 }  // namespace xlens::cluster

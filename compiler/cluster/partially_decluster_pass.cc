@@ -64,10 +64,8 @@ std::vector<Node*> ReversePostOrderByName(const Graph& graph) {
 
 void Decluster(Node* n, const std::string& cluster, const std::string& reason,
                ClusteringResult* result) {
+  (void)cluster;
   RemoveFromXlaCluster(n);
-  auto& members = result->clusters[cluster];
-  members.erase(std::remove(members.begin(), members.end(), n->name()), members.end());
-  if (members.empty()) result->clusters.erase(cluster);
   result->declustered[n->name()] = reason;
 }
 

@@ -18,8 +18,8 @@ namespace xlens::cluster {
 
 class PartiallyDeclusterPass {
  public:
-  // Removes `_XlaCluster` from the nodes it takes out, moves them from `result->clusters` to
-  // `result->declustered` with the reason.
+  // Removes `_XlaCluster` from the nodes it takes out and lists them in `result->declustered`
+  // with the reason (`result->clusters` keeps mark_for_compilation's partition).
   Status Run(graph::Graph* graph, ClusteringResult* result) const;
 };
 

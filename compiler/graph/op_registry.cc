@@ -152,4 +152,13 @@ void SetGradient(OpRegistry& registry, const std::string& op, GradFn fn) {
   reg->gradient = std::move(fn);
 }
 
+void SetKernel(const OpRegistry& registry, const std::string& op, KernelFn fn) {
+  OpRegistration* reg = const_cast<OpRegistration*>(registry.Find(op));
+  if (!reg) {
+    std::fprintf(stderr, "xlens: kernel for unregistered op %s\n", op.c_str());
+    std::abort();
+  }
+  reg->kernel = std::move(fn);
+}
+
 }  // namespace xlens::graph

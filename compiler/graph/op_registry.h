@@ -88,5 +88,8 @@ class OpRegistrationBuilder {
 
 // Attaches a gradient to an op registered earlier (gradients live beside the other gradients).
 void SetGradient(OpRegistry& registry, const std::string& op, GradFn fn);
+// Attaches a kernel to an op registered earlier: the XLA launch ops (_XlaCompile, _XlaRun) get
+// theirs from the clustering library, which sits above the graph front end.
+void SetKernel(const OpRegistry& registry, const std::string& op, KernelFn fn);
 
 }  // namespace xlens::graph

@@ -36,4 +36,18 @@ void ResourceMgr::Clear() {
   variables_.clear();
 }
 
+std::shared_ptr<ResourceBase> ResourceMgr::LookupOrCreateResource(
+    const std::string& name, const std::function<std::shared_ptr<ResourceBase>()>& create) {
+  std::lock_guard<std::mutex> lock(mu_);
+  auto& slot = resources_[name];
+  if (!slot) slot = create();
+  return slot;
+}
+
+std::shared_ptr<ResourceBase> ResourceMgr::LookupResource(const std::string& name) const {
+  std::lock_guard<std::mutex> lock(mu_);
+  auto it = resources_.find(name);
+  return it == resources_.end() ? nullptr : it->second;
+}
+
 }  // namespace xlens::graph

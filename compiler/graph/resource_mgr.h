@@ -3,6 +3,7 @@
 // variable keeps its tensor between Session::Run calls.
 #pragma once
 
+#include <functional>
 #include <map>
 #include <memory>
 #include <mutex>
@@ -22,8 +23,19 @@ struct Var {
   bool is_initialized() const { return value.IsInitialized(); }
 };
 
+// Any other per-session state a kernel needs (TensorFlow's ResourceBase): the XLA launch keeps
+// its compilation cache here, as TensorFlow's device does.
+class ResourceBase {
+ public:
+  virtual ~ResourceBase() = default;
+};
+
 class ResourceMgr {
  public:
+  // The resource named `name`, made by `create` on first use.
+  std::shared_ptr<ResourceBase> LookupOrCreateResource(
+      const std::string& name, const std::function<std::shared_ptr<ResourceBase>()>& create);
+  std::shared_ptr<ResourceBase> LookupResource(const std::string& name) const;
   // The variable named by the handle, created (uninitialised) on first use.
   std::shared_ptr<Var> LookupOrCreate(const std::string& container, const std::string& name,
                                            DataType dtype, const PartialShape& shape);
@@ -36,6 +48,7 @@ class ResourceMgr {
  private:
   mutable std::mutex mu_;
   std::map<std::pair<std::string, std::string>, std::shared_ptr<Var>> variables_;
+  std::map<std::string, std::shared_ptr<ResourceBase>> resources_;
 };
 
 }  // namespace xlens::graph

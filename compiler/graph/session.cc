@@ -63,6 +63,9 @@ StatusOr<Session::Prepared*> Session::Prepare(const RunSignature& signature) {
     source = lowered.get();
   }
   ASSIGN_OR_RETURN(prepared->graph, RewriteGraphForExecution(*source, signature));
+  for (const GraphOptimizationPass& pass : options_.post_rewrite_passes) {
+    RETURN_IF_ERROR(pass(prepared->graph.get(), &resources_));
+  }
   ExecutorOptions eo;
   eo.resources = &resources_;
   eo.pool = options_.pool;

@@ -4,6 +4,7 @@
 // clustering of the next stage works on exactly those per-signature graphs.
 #pragma once
 
+#include <functional>
 #include <map>
 #include <memory>
 #include <string>
@@ -23,9 +24,20 @@ enum class GlobalJitLevel { kDefault = 0, kOff = -1, kOn1 = 1, kOn2 = 2 };
 std::string_view GlobalJitLevelName(GlobalJitLevel level);  // "DEFAULT", "OFF", "ON_1", "ON_2"
 StatusOr<GlobalJitLevel> ParseGlobalJitLevel(std::string_view text);
 
+class ResourceMgr;
+
+// A pass over each signature's rewritten graph before it runs (TensorFlow's
+// POST_REWRITE_FOR_EXEC optimization passes, where the XLA clustering runs). It may rewrite the
+// graph and keep state in the session's resources.
+using GraphOptimizationPass = std::function<Status(Graph* graph, ResourceMgr* resources)>;
+
 struct SessionOptions {
   // config.graph_options.optimizer_options.global_jit_level (the clustering acts on it).
   GlobalJitLevel global_jit_level = GlobalJitLevel::kDefault;
+  // config.graph_options.optimizer_options.cpu_global_jit.
+  bool cpu_global_jit = false;
+  // Run in order on every per-signature graph (cluster::EnableXlaJit installs the clustering).
+  std::vector<GraphOptimizationPass> post_rewrite_passes;
   ThreadPool* pool = nullptr;
   int64_t max_tensor_bytes = int64_t{1} << 34;
 };

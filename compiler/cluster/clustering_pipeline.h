@@ -1,0 +1,33 @@
+// The clustering passes in TensorFlow's order on one graph, with their dumps:
+// mark_for_compilation, partially_decluster, encapsulate_subgraphs, build_xla_ops. The session's
+// JIT (xla_jit.h) runs this on every per-signature graph; `xlens cluster` runs it on a file.
+#pragma once
+
+#include <memory>
+#include <string>
+
+#include "compiler/cluster/clustering_result.h"
+#include "compiler/cluster/mark_for_compilation_pass.h"
+#include "compiler/graph/graph.h"
+#include "compiler/support/status.h"
+
+namespace xlens::cluster {
+
+class GraphDumper;
+
+struct ClusteringPipelineOptions {
+  MarkForCompilationOptions mark;
+  // Where TensorFlow's clustering graphs go (TF_DUMP_GRAPH_PREFIX with
+  // --tf_xla_clustering_debug); null: nowhere.
+  GraphDumper* dumper = nullptr;
+  // Stop after partially_decluster (what `xlens cluster` reports without rewriting the graph).
+  bool mark_only = false;
+};
+
+// Runs the passes on `graph` in place. The result's partition is mark_for_compilation's, with
+// what partially_decluster took out in `declustered`. A dump that cannot be written is reported
+// on stderr and never fails the clustering.
+StatusOr<ClusteringResult> RunClusteringPasses(graph::Graph* graph,
+                                               const ClusteringPipelineOptions& options);
+
+}  // namespace xlens::cluster
