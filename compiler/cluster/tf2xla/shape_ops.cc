@@ -204,7 +204,7 @@ void RegisterShapeXlaOps(XlaOpRegistry& registry) {
   registry.Register("InvertPermutation", LowerConstantOnly);
   registry.Register("Const", LowerConst);
   for (const char* op : {"Identity", "IdentityN", "StopGradient", "Snapshot", "PreventGradient",
-                         "PlaceholderWithDefault"}) {
+                         "PlaceholderWithDefault", "_EagerConst"}) {
     registry.Register(op, LowerIdentity);
   }
   registry.Register("Reshape", LowerReshape);

@@ -3,6 +3,7 @@
 #include <fmt/format.h>
 
 #include <map>
+#include <set>
 #include <utility>
 
 #include "compiler/cluster/tf2xla/hlo_builder.h"
@@ -401,7 +402,22 @@ StatusOr<std::unique_ptr<graph::FunctionBody>> FunctionBodyForCompilation(
 
 StatusOr<std::unique_ptr<graph::FunctionBody>> FunctionBodyForCompilation(
     const graph::FunctionDef& fdef) {
-  return graph::InstantiateFunctionDef(fdef, {}, graph::FunctionDefLibrary{});
+  // A control input from an argument ("^cond_switch_1_arg", which encapsulation writes when a
+  // node inside the cluster waited on a node outside it) orders nothing once every argument is
+  // an entry parameter, available before any instruction runs. The instantiation only resolves
+  // control inputs that name body nodes, so they are dropped here.
+  graph::FunctionDef copy = fdef;
+  std::set<std::string> arg_names;
+  for (const auto& arg : copy.signature.input_arg) arg_names.insert(arg.name);
+  for (graph::NodeDef& node : copy.node_def) {
+    std::vector<std::string> inputs;
+    for (const std::string& input : node.input) {
+      if (!input.empty() && input[0] == '^' && arg_names.count(input.substr(1)) > 0) continue;
+      inputs.push_back(input);
+    }
+    node.input = std::move(inputs);
+  }
+  return graph::InstantiateFunctionDef(copy, {}, graph::FunctionDefLibrary{});
 }
 
 }  // namespace xlens::cluster

@@ -61,7 +61,8 @@ StatusOr<XlaCompilationResult> CompileGraphToHlo(const graph::Graph& body,
 // graph front end's instantiation), ready for CompileGraphToHlo.
 StatusOr<std::unique_ptr<graph::FunctionBody>> FunctionBodyForCompilation(
     const graph::FunctionDefLibrary& library, const std::string& name);
-// The same for a FunctionDef at hand (an encapsulate_fdef_cluster_N.pbtxt dump).
+// The same for a FunctionDef at hand (an encapsulate_fdef_cluster_N.pbtxt dump); control inputs
+// from arguments are dropped (they order nothing in a compiled function).
 StatusOr<std::unique_ptr<graph::FunctionBody>> FunctionBodyForCompilation(
     const graph::FunctionDef& fdef);
 
