@@ -162,6 +162,20 @@ StatusOr<HloInstruction*> SoftplusGrad(HloBuilder& b, HloInstruction* g, HloInst
   return Mul(b, g, s);
 }
 
+// outputs > 0 ? gradients * scale : gradients * (outputs + scale * alpha)
+StatusOr<HloInstruction*> SeluGrad(HloBuilder& b, HloInstruction* g, HloInstruction* out) {
+  constexpr double kScale = 1.0507009873554804934193349852946;
+  constexpr double kScaleAlpha = 1.7580993408473768599402175208123;
+  ASSIGN_OR_RETURN(HloInstruction * zero, Full(b, out, 0));
+  ASSIGN_OR_RETURN(HloInstruction * scale, Full(b, out, kScale));
+  ASSIGN_OR_RETURN(HloInstruction * scale_alpha, Full(b, out, kScaleAlpha));
+  ASSIGN_OR_RETURN(HloInstruction * positive, b.Compare(out, zero, ComparisonDirection::kGt));
+  ASSIGN_OR_RETURN(HloInstruction * gs, Mul(b, g, scale));
+  ASSIGN_OR_RETURN(HloInstruction * shifted, b.Binary(HloOpcode::kAdd, out, scale_alpha));
+  ASSIGN_OR_RETURN(HloInstruction * gn, Mul(b, g, shifted));
+  return b.Select(positive, gs, gn);
+}
+
 Status LowerBinary(XlaOpKernelContext& ctx, const BinaryFn& fn) {
   ASSIGN_OR_RETURN(HloInstruction * x, ctx.Input(0));
   ASSIGN_OR_RETURN(HloInstruction * y, ctx.Input(1));
@@ -230,12 +244,25 @@ void RegisterBinaryXlaOps(XlaOpRegistry& registry) {
       {"Relu6Grad", Relu6Grad},
       {"EluGrad", EluGrad},
       {"SoftplusGrad", SoftplusGrad},
+      {"SeluGrad", SeluGrad},
   };
   for (const auto& [op, fn] : ops) {
     BinaryFn f = fn;
     registry.Register(op, [f](XlaOpKernelContext& ctx) { return LowerBinary(ctx, f); });
   }
   registry.Register("AddN", LowerAddN);
+  // features > 0 ? gradients : alpha * gradients
+  registry.Register("LeakyReluGrad", [](XlaOpKernelContext& ctx) -> Status {
+    ASSIGN_OR_RETURN(float alpha, ctx.GetFloatAttr("alpha"));
+    return LowerBinary(ctx, [alpha](HloBuilder& b, HloInstruction* g, HloInstruction* f)
+                                -> StatusOr<HloInstruction*> {
+      ASSIGN_OR_RETURN(HloInstruction * zero, Full(b, f, 0));
+      ASSIGN_OR_RETURN(HloInstruction * a, Full(b, g, alpha));
+      ASSIGN_OR_RETURN(HloInstruction * positive, b.Compare(f, zero, ComparisonDirection::kGt));
+      ASSIGN_OR_RETURN(HloInstruction * scaled, Mul(b, g, a));
+      return b.Select(positive, g, scaled);
+    });
+  });
 }
 
 }  // namespace xlens::cluster

@@ -397,6 +397,111 @@ Status LowerSelect(XlaOpKernelContext& ctx, bool v2) {
   return OkStatus();
 }
 
+// The gradient of StridedSlice: dy placed where the slice took its elements, zeros elsewhere.
+// Each sliced dimension is a pad of dy (low = the first index, interior = stride - 1), reversed
+// first where the stride is negative.
+Status LowerStridedSliceGrad(XlaOpKernelContext& ctx) {
+  ASSIGN_OR_RETURN(std::vector<int64_t> dims, ctx.ConstantInputAsIntVector(0));
+  ASSIGN_OR_RETURN(std::vector<int64_t> begin, ctx.ConstantInputAsIntVector(1));
+  ASSIGN_OR_RETURN(std::vector<int64_t> end, ctx.ConstantInputAsIntVector(2));
+  ASSIGN_OR_RETURN(std::vector<int64_t> strides, ctx.ConstantInputAsIntVector(3));
+  ASSIGN_OR_RETURN(HloInstruction * dy, ctx.Input(4));
+  ASSIGN_OR_RETURN(int64_t begin_mask, ctx.GetIntAttr("begin_mask"));
+  ASSIGN_OR_RETURN(int64_t end_mask, ctx.GetIntAttr("end_mask"));
+  ASSIGN_OR_RETURN(int64_t ellipsis_mask, ctx.GetIntAttr("ellipsis_mask"));
+  ASSIGN_OR_RETURN(int64_t new_axis_mask, ctx.GetIntAttr("new_axis_mask"));
+  ASSIGN_OR_RETURN(int64_t shrink_mask, ctx.GetIntAttr("shrink_axis_mask"));
+  if (ellipsis_mask != 0 || new_axis_mask != 0) {
+    return ctx.Error("ellipsis_mask and new_axis_mask are not supported by this lowering");
+  }
+  const size_t rank = dims.size();
+  if (begin.size() > rank || end.size() != begin.size() || strides.size() != begin.size()) {
+    return ctx.Error("begin, end and strides must have the same length, at most the rank");
+  }
+  std::vector<int64_t> sliced(rank);
+  PaddingConfig pad;
+  pad.dimensions.resize(rank);
+  std::vector<int64_t> reversed;
+  for (size_t i = 0; i < rank; ++i) {
+    const int64_t d = dims[i];
+    if (i >= begin.size()) {
+      sliced[i] = d;
+      continue;
+    }
+    const int64_t s = strides[i];
+    if (s == 0) return ctx.Error(fmt::format("strides[{}] must be non-zero", i));
+    auto norm = [d](int64_t v) { return v < 0 ? v + d : v; };
+    int64_t b = norm(begin[i]), e = norm(end[i]);
+    int64_t start = 0, limit = 0, step = 1;
+    if ((shrink_mask >> i) & 1) {
+      if (s < 0) return ctx.Error("shrink_axis with a negative stride is not supported");
+      start = b;
+      limit = b + 1;
+    } else if (s > 0) {
+      start = ((begin_mask >> i) & 1) ? 0 : std::clamp<int64_t>(b, 0, d);
+      limit = std::max(start, ((end_mask >> i) & 1) ? d : std::clamp<int64_t>(e, 0, d));
+      step = s;
+    } else {
+      b = ((begin_mask >> i) & 1) ? d - 1 : std::clamp<int64_t>(b, -1, d - 1);
+      e = ((end_mask >> i) & 1) ? -1 : std::clamp<int64_t>(e, -1, d - 1);
+      start = d - 1 - b;
+      limit = std::max(start, d - 1 - e);
+      step = -s;
+      reversed.push_back(static_cast<int64_t>(i));
+    }
+    const int64_t n = (limit - start + step - 1) / step;
+    sliced[i] = n;
+    if (n == 0) {
+      pad.dimensions[i].edge_padding_low = d;
+    } else {
+      pad.dimensions[i].edge_padding_low = start;
+      pad.dimensions[i].interior_padding = step - 1;
+      pad.dimensions[i].edge_padding_high = d - (start + (n - 1) * step + 1);
+    }
+  }
+  HloBuilder& builder = ctx.builder();
+  LOWER_OR_RETURN(HloInstruction * full, ctx, builder.Reshape(dy, sliced));
+  LOWER_OR_RETURN(HloInstruction * zero, ctx,
+                  builder.ScalarConstant(dy->shape().element_type(), 0));
+  LOWER_OR_RETURN(HloInstruction * y, ctx, builder.Pad(full, zero, pad));
+  if (!reversed.empty()) {
+    LOWER_OR_RETURN(y, ctx, builder.Reverse(y, reversed));
+  }
+  ctx.SetOutput(0, y);
+  return OkStatus();
+}
+
+// Sums the rows of `data` into the segments `segment_ids` names (a scatter-add into zeros; ids
+// outside [0, num_segments) are dropped, as TensorFlow drops negative ones).
+Status LowerUnsortedSegmentSum(XlaOpKernelContext& ctx) {
+  ASSIGN_OR_RETURN(HloInstruction * data, ctx.Input(0));
+  ASSIGN_OR_RETURN(HloInstruction * ids, ctx.Input(1));
+  ASSIGN_OR_RETURN(std::vector<int64_t> num, ctx.ConstantInputAsIntVector(2));
+  if (num.size() != 1 || num[0] < 0) return ctx.Error("num_segments must be a non-negative scalar");
+  const std::vector<int64_t>& d = data->shape().dimensions();
+  const int64_t id_rank = ids->shape().rank();
+  if (id_rank > static_cast<int64_t>(d.size()) ||
+      !std::equal(ids->shape().dimensions().begin(), ids->shape().dimensions().end(),
+                  d.begin())) {
+    return ctx.Error("segment_ids must be a prefix of data's shape");
+  }
+  std::vector<int64_t> out_dims = {num[0]};
+  out_dims.insert(out_dims.end(), d.begin() + id_rank, d.end());
+  ScatterDimensionNumbers dnums;
+  for (int64_t i = id_rank; i < static_cast<int64_t>(d.size()); ++i) {
+    dnums.update_window_dims.push_back(i);
+  }
+  dnums.inserted_window_dims = {0};
+  dnums.scatter_dims_to_operand_dims = {0};
+  dnums.index_vector_dim = id_rank;
+  HloBuilder& b = ctx.builder();
+  LOWER_OR_RETURN(HloInstruction * zeros, ctx,
+                  b.FullConstant(data->shape().element_type(), 0, out_dims));
+  LOWER_OR_RETURN(HloInstruction * y, ctx, b.Scatter(zeros, ids, data, dnums, HloOpcode::kAdd));
+  ctx.SetOutput(0, y);
+  return OkStatus();
+}
+
 Status LowerConstantInputsOnly(XlaOpKernelContext& ctx) {
   for (int i = 0; i < ctx.num_inputs(); ++i) RETURN_IF_ERROR(ctx.ConstantInput(i).status());
   return ctx.Error("expected every input to be a compile-time constant");
@@ -422,6 +527,8 @@ void RegisterDataMovementXlaOps(XlaOpRegistry& registry) {
   registry.Register("Select", [](XlaOpKernelContext& ctx) { return LowerSelect(ctx, false); });
   registry.Register("SelectV2", [](XlaOpKernelContext& ctx) { return LowerSelect(ctx, true); });
   registry.Register("Range", LowerConstantInputsOnly);
+  registry.Register("StridedSliceGrad", LowerStridedSliceGrad);
+  registry.Register("UnsortedSegmentSum", LowerUnsortedSegmentSum);
 }
 
 }  // namespace xlens::cluster

@@ -304,6 +304,68 @@ StatusOr<HloInstruction*> HloBuilder::ArgMinMax(HloInstruction* operand, int64_t
   return Select(none, zero, first);
 }
 
+HloComputation* HloBuilder::ComparatorComputation(ComparisonDirection direction,
+                                                  PrimitiveType type) {
+  auto computation = std::make_unique<HloComputation>(module_->UniqueComputationName(
+      fmt::format("{}_{}_", ComparisonDirectionString(direction), PrimitiveTypeName(type))));
+  Shape scalar = Shape::Scalar(type);
+  scalar.SetDefaultLayout();
+  HloInstruction* x =
+      computation->AddInstruction(HloInstruction::CreateParameter(0, scalar, "x"));
+  HloInstruction* y =
+      computation->AddInstruction(HloInstruction::CreateParameter(1, scalar, "y"));
+  Shape pred = Shape::Scalar(PrimitiveType::PRED);
+  pred.SetDefaultLayout();
+  auto compare = HloInstruction::CreateBinary(HloOpcode::kCompare, pred, x, y);
+  compare->comparison_direction = direction;
+  computation->set_root_instruction(computation->AddInstruction(std::move(compare)));
+  return module_->AddComputationBefore(std::move(computation), computation_);
+}
+
+StatusOr<HloInstruction*> HloBuilder::ReduceWindow(HloInstruction* operand, HloInstruction* init,
+                                                   const Window& window, HloOpcode combiner) {
+  auto instr = Make(HloOpcode::kReduceWindow, {operand, init});
+  instr->window = window;
+  instr->SetCalledComputation("to_apply",
+                              ScalarComputation(combiner, operand->shape().element_type()));
+  return Add(std::move(instr));
+}
+
+StatusOr<HloInstruction*> HloBuilder::SelectAndScatter(HloInstruction* operand,
+                                                       HloInstruction* source,
+                                                       HloInstruction* init,
+                                                       const Window& window) {
+  auto instr = Make(HloOpcode::kSelectAndScatter, {operand, source, init});
+  instr->window = window;
+  instr->SetCalledComputation(
+      "select", ComparatorComputation(ComparisonDirection::kGe, operand->shape().element_type()));
+  instr->SetCalledComputation("scatter",
+                              ScalarComputation(HloOpcode::kAdd, source->shape().element_type()));
+  return Add(std::move(instr));
+}
+
+StatusOr<HloInstruction*> HloBuilder::Convolution(HloInstruction* lhs, HloInstruction* rhs,
+                                                  const Window& window,
+                                                  const ConvolutionDimensionNumbers& dnums,
+                                                  int64_t feature_group_count) {
+  auto instr = Make(HloOpcode::kConvolution, {lhs, rhs});
+  instr->window = window;
+  instr->convolution_dimension_numbers = dnums;
+  if (feature_group_count != 1) instr->feature_group_count_attr = feature_group_count;
+  return Add(std::move(instr));
+}
+
+StatusOr<HloInstruction*> HloBuilder::Scatter(HloInstruction* operand, HloInstruction* indices,
+                                              HloInstruction* updates,
+                                              const ScatterDimensionNumbers& dnums,
+                                              HloOpcode combiner) {
+  auto instr = Make(HloOpcode::kScatter, {operand, indices, updates});
+  instr->scatter_dimension_numbers = dnums;
+  instr->SetCalledComputation("to_apply",
+                              ScalarComputation(combiner, operand->shape().element_type()));
+  return Add(std::move(instr));
+}
+
 StatusOr<HloInstruction*> HloBuilder::Tuple(const std::vector<HloInstruction*>& elements) {
   return Add(Make(HloOpcode::kTuple, elements));
 }

@@ -80,6 +80,21 @@ class HloBuilder {
   // ties: a reduce to the extreme value, then a reduce to the smallest index holding it.
   StatusOr<HloInstruction*> ArgMinMax(HloInstruction* operand, int64_t dimension,
                                       PrimitiveType index_type, bool is_max);
+  // Reduces each window of `operand` with `combiner` from `init` (pooling, cumulative sums).
+  StatusOr<HloInstruction*> ReduceWindow(HloInstruction* operand, HloInstruction* init,
+                                         const Window& window, HloOpcode combiner);
+  // Scatters `source` onto the positions of `operand` that a `select` comparison (GE: the first
+  // maximum of each window) picks, adding where windows overlap (max-pool gradients).
+  StatusOr<HloInstruction*> SelectAndScatter(HloInstruction* operand, HloInstruction* source,
+                                             HloInstruction* init, const Window& window);
+  StatusOr<HloInstruction*> Convolution(HloInstruction* lhs, HloInstruction* rhs,
+                                        const Window& window,
+                                        const ConvolutionDimensionNumbers& dnums,
+                                        int64_t feature_group_count);
+  // Scatters `updates` into `operand` at `indices`, combining with `combiner` (add for sums).
+  StatusOr<HloInstruction*> Scatter(HloInstruction* operand, HloInstruction* indices,
+                                    HloInstruction* updates, const ScatterDimensionNumbers& dnums,
+                                    HloOpcode combiner);
   StatusOr<HloInstruction*> Tuple(const std::vector<HloInstruction*>& elements);
   StatusOr<HloInstruction*> GetTupleElement(HloInstruction* tuple, int64_t index);
   StatusOr<HloInstruction*> Copy(HloInstruction* operand);
@@ -88,6 +103,8 @@ class HloBuilder {
   // A computation `(x, y) -> combiner(x, y)` of scalars of `type`, added to the module before
   // the computation being built; one per (combiner, type), reused.
   HloComputation* ScalarComputation(HloOpcode combiner, PrimitiveType type);
+  // `(x, y) -> compare(x, y, direction)` on scalars of `type` (select-and-scatter's select).
+  HloComputation* ComparatorComputation(ComparisonDirection direction, PrimitiveType type);
 
   HloModule* module_;
   HloComputation* computation_;

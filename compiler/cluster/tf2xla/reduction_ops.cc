@@ -149,6 +149,50 @@ Status LowerL2Loss(XlaOpKernelContext& ctx) {
   return OkStatus();
 }
 
+// A running sum along a constant axis: a reduce-window whose window covers the whole axis,
+// padded on the side the sum comes from; `exclusive` shifts it by one element.
+Status LowerCumsum(XlaOpKernelContext& ctx) {
+  ASSIGN_OR_RETURN(HloInstruction * x, ctx.Input(0));
+  const std::vector<int64_t> dims = x->shape().dimensions();
+  const int64_t rank = static_cast<int64_t>(dims.size());
+  ASSIGN_OR_RETURN(std::vector<int64_t> axis_v, ctx.ConstantInputAsIntVector(1));
+  if (axis_v.size() != 1) return ctx.Error("axis must be a scalar");
+  int64_t axis = axis_v[0];
+  if (axis < -rank || axis >= rank) {
+    return ctx.Error(fmt::format("axis {} is out of range for rank {}", axis, rank));
+  }
+  if (axis < 0) axis += rank;
+  ASSIGN_OR_RETURN(bool exclusive, ctx.GetBoolAttr("exclusive"));
+  ASSIGN_OR_RETURN(bool reverse, ctx.GetBoolAttr("reverse"));
+  const int64_t n = dims[axis];
+  Window window;
+  for (int64_t i = 0; i < rank; ++i) {
+    WindowDimension d;
+    if (i == axis) {
+      d.size = n;
+      (reverse ? d.padding_high : d.padding_low) = n - 1;
+    }
+    window.dimensions.push_back(d);
+  }
+  HloBuilder& b = ctx.builder();
+  LOWER_OR_RETURN(HloInstruction * zero, ctx, b.ScalarConstant(x->shape().element_type(), 0));
+  LOWER_OR_RETURN(HloInstruction * y, ctx, b.ReduceWindow(x, zero, window, HloOpcode::kAdd));
+  if (exclusive && n > 0) {
+    PaddingConfig pad;
+    pad.dimensions.resize(rank);
+    (reverse ? pad.dimensions[axis].edge_padding_high : pad.dimensions[axis].edge_padding_low) = 1;
+    LOWER_OR_RETURN(HloInstruction * padded, ctx, b.Pad(y, zero, pad));
+    std::vector<int64_t> starts(rank, 0), limits = dims, strides(rank, 1);
+    if (reverse) {
+      starts[axis] = 1;
+      limits[axis] = n + 1;
+    }
+    LOWER_OR_RETURN(y, ctx, b.Slice(padded, starts, limits, strides));
+  }
+  ctx.SetOutput(0, y);
+  return OkStatus();
+}
+
 }  // namespace
 
 void RegisterReductionXlaOps(XlaOpRegistry& registry) {
@@ -163,6 +207,7 @@ void RegisterReductionXlaOps(XlaOpRegistry& registry) {
   registry.Register("ArgMax", [](XlaOpKernelContext& ctx) { return LowerArgMinMax(ctx, true); });
   registry.Register("ArgMin", [](XlaOpKernelContext& ctx) { return LowerArgMinMax(ctx, false); });
   registry.Register("L2Loss", LowerL2Loss);
+  registry.Register("Cumsum", LowerCumsum);
 }
 
 }  // namespace xlens::cluster

@@ -53,15 +53,17 @@ Status LowerConstantOnly(XlaOpKernelContext& ctx) {
   return ctx.Error("expected every input to be a compile-time constant");
 }
 
+// Any constant, strings included (an Assert's message): it becomes HLO only where a numeric
+// value is needed.
 Status LowerConst(XlaOpKernelContext& ctx) {
   ASSIGN_OR_RETURN(Tensor value, graph::GetTensorAttr(ctx.attrs(), "value", ctx.name()));
-  if (graph::ToPrimitiveType(value.dtype()) == PrimitiveType::PRIMITIVE_TYPE_INVALID) {
-    return ctx.Error(fmt::format("a {} constant has no XLA form",
-                                 graph::DataTypeName(value.dtype())));
-  }
   ctx.SetConstantOutput(0, std::move(value));
   return OkStatus();
 }
+
+// Ops with no effect on a compiled computation: NoOp and ControlTrigger only order, and XLA
+// does not check assertions (TensorFlow's XLA Assert kernel is empty too).
+Status LowerNothing(XlaOpKernelContext& ctx) { return OkStatus(); }
 
 Status LowerIdentity(XlaOpKernelContext& ctx) {
   for (int i = 0; i < ctx.num_inputs(); ++i) {
@@ -203,8 +205,11 @@ void RegisterShapeXlaOps(XlaOpRegistry& registry) {
   registry.Register("BroadcastArgs", LowerConstantOnly);
   registry.Register("InvertPermutation", LowerConstantOnly);
   registry.Register("Const", LowerConst);
+  registry.Register("NoOp", LowerNothing);
+  registry.Register("ControlTrigger", LowerNothing);
+  registry.Register("Assert", LowerNothing);
   for (const char* op : {"Identity", "IdentityN", "StopGradient", "Snapshot", "PreventGradient",
-                         "PlaceholderWithDefault", "_EagerConst"}) {
+                         "PlaceholderWithDefault", "_EagerConst", "CheckNumerics"}) {
     registry.Register(op, LowerIdentity);
   }
   registry.Register("Reshape", LowerReshape);

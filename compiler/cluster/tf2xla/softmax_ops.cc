@@ -161,6 +161,55 @@ Status LowerBiasAddGrad(XlaOpKernelContext& ctx) {
   return OkStatus();
 }
 
+// Whether each row's target class is among its k largest predictions: fewer than k classes
+// score strictly higher than the target (ties count in its favour, as TensorFlow's kernel
+// counts them), and the target's score is finite and the target in range.
+Status LowerInTopK(XlaOpKernelContext& ctx) {
+  ASSIGN_OR_RETURN(HloInstruction * predictions, ctx.Input(0));
+  ASSIGN_OR_RETURN(HloInstruction * targets, ctx.Input(1));
+  ASSIGN_OR_RETURN(std::vector<int64_t> k, ctx.ConstantInputAsIntVector(2));
+  if (k.size() != 1) return ctx.Error("k must be a scalar");
+  const std::vector<int64_t> dims = predictions->shape().dimensions();
+  if (dims.size() != 2 || targets->shape().rank() != 1 ||
+      targets->shape().dimensions(0) != dims[0]) {
+    return ctx.Error("predictions must be [batch, classes] and targets [batch]");
+  }
+  HloBuilder& b = ctx.builder();
+  const PrimitiveType type = predictions->shape().element_type();
+  const PrimitiveType index_type = targets->shape().element_type();
+  LOWER_OR_RETURN(HloInstruction * targets_b, ctx, b.Broadcast(targets, dims, {0}));
+  LOWER_OR_RETURN(HloInstruction * iota, ctx, b.Iota(index_type, dims, 1));
+  LOWER_OR_RETURN(HloInstruction * is_target, ctx,
+                  b.Compare(targets_b, iota, ComparisonDirection::kEq));
+  LOWER_OR_RETURN(HloInstruction * zeros, ctx, b.FullConstant(type, 0, dims));
+  LOWER_OR_RETURN(HloInstruction * masked, ctx, b.Select(is_target, predictions, zeros));
+  LOWER_OR_RETURN(HloInstruction * zero, ctx, b.ScalarConstant(type, 0));
+  LOWER_OR_RETURN(HloInstruction * target_score, ctx,
+                  b.Reduce(masked, zero, {1}, HloOpcode::kAdd));
+  LOWER_OR_RETURN(HloInstruction * score_b, ctx, b.Broadcast(target_score, dims, {0}));
+  LOWER_OR_RETURN(HloInstruction * higher, ctx,
+                  b.Compare(predictions, score_b, ComparisonDirection::kGt));
+  LOWER_OR_RETURN(HloInstruction * one_i, ctx, b.FullConstant(PrimitiveType::S32, 1, dims));
+  LOWER_OR_RETURN(HloInstruction * zero_i, ctx, b.FullConstant(PrimitiveType::S32, 0, dims));
+  LOWER_OR_RETURN(HloInstruction * counts, ctx, b.Select(higher, one_i, zero_i));
+  LOWER_OR_RETURN(HloInstruction * zero_s, ctx, b.ScalarConstant(PrimitiveType::S32, 0));
+  LOWER_OR_RETURN(HloInstruction * rank, ctx, b.Reduce(counts, zero_s, {1}, HloOpcode::kAdd));
+  LOWER_OR_RETURN(HloInstruction * kk, ctx,
+                  b.FullConstant(PrimitiveType::S32, static_cast<double>(k[0]), {dims[0]}));
+  LOWER_OR_RETURN(HloInstruction * in_top, ctx, b.Compare(rank, kk, ComparisonDirection::kLt));
+  LOWER_OR_RETURN(HloInstruction * finite, ctx, b.Unary(HloOpcode::kIsFinite, target_score));
+  LOWER_OR_RETURN(HloInstruction * lo, ctx, b.FullConstant(index_type, 0, {dims[0]}));
+  LOWER_OR_RETURN(HloInstruction * hi, ctx,
+                  b.FullConstant(index_type, static_cast<double>(dims[1]), {dims[0]}));
+  LOWER_OR_RETURN(HloInstruction * ge, ctx, b.Compare(targets, lo, ComparisonDirection::kGe));
+  LOWER_OR_RETURN(HloInstruction * lt, ctx, b.Compare(targets, hi, ComparisonDirection::kLt));
+  LOWER_OR_RETURN(HloInstruction * valid, ctx, b.Binary(HloOpcode::kAnd, ge, lt));
+  LOWER_OR_RETURN(HloInstruction * ok, ctx, b.Binary(HloOpcode::kAnd, in_top, finite));
+  LOWER_OR_RETURN(HloInstruction * y, ctx, b.Binary(HloOpcode::kAnd, ok, valid));
+  ctx.SetOutput(0, y);
+  return OkStatus();
+}
+
 }  // namespace
 
 void RegisterNnXlaOps(XlaOpRegistry& registry) {
@@ -171,6 +220,7 @@ void RegisterNnXlaOps(XlaOpRegistry& registry) {
   registry.Register("BiasAdd", LowerBiasAdd);
   registry.Register("BiasAddV1", LowerBiasAdd);
   registry.Register("BiasAddGrad", LowerBiasAddGrad);
+  registry.Register("InTopKV2", LowerInTopK);
 }
 
 }  // namespace xlens::cluster

@@ -169,6 +169,20 @@ Status LowerUnaryOpsComposition(XlaOpKernelContext& ctx) {
   return OkStatus();
 }
 
+// x > 0 ? x : alpha * x
+Status LowerLeakyRelu(XlaOpKernelContext& ctx) {
+  ASSIGN_OR_RETURN(HloInstruction * x, ctx.Input(0));
+  ASSIGN_OR_RETURN(float alpha, ctx.GetFloatAttr("alpha"));
+  HloBuilder& b = ctx.builder();
+  LOWER_OR_RETURN(HloInstruction * zero, ctx, Full(b, x, 0));
+  LOWER_OR_RETURN(HloInstruction * a, ctx, Full(b, x, alpha));
+  LOWER_OR_RETURN(HloInstruction * positive, ctx, b.Compare(x, zero, ComparisonDirection::kGt));
+  LOWER_OR_RETURN(HloInstruction * scaled, ctx, b.Binary(HloOpcode::kMultiply, x, a));
+  LOWER_OR_RETURN(HloInstruction * y, ctx, b.Select(positive, x, scaled));
+  ctx.SetOutput(0, y);
+  return OkStatus();
+}
+
 }  // namespace
 
 void RegisterUnaryXlaOps(XlaOpRegistry& registry) {
@@ -178,6 +192,7 @@ void RegisterUnaryXlaOps(XlaOpRegistry& registry) {
   }
   registry.Register("Cast", LowerCast);
   registry.Register("_UnaryOpsComposition", LowerUnaryOpsComposition);
+  registry.Register("LeakyRelu", LowerLeakyRelu);
 }
 
 }  // namespace xlens::cluster

@@ -221,19 +221,18 @@ Status GraphLowering::LowerNode(const Node& node) {
     outputs[0] = arg_values_[index];
     return OkStatus();
   }
-  if (op == "NoOp" || op == "ControlTrigger") return OkStatus();
 
   // Constant folding: every input known on the host.
   bool all_constant = true;
   for (const XlaExpression& e : inputs) {
     all_constant &= e.kind() == XlaExpression::Kind::kConstant;
   }
+  if (op == "Const") {
+    ASSIGN_OR_RETURN(Tensor value, graph::GetTensorAttr(node.attrs(), "value", node.name()));
+    outputs[0] = XlaExpression::Constant(std::move(value));
+    return OkStatus();
+  }
   if (all_constant && CanFold(node)) {
-    if (op == "Const") {
-      ASSIGN_OR_RETURN(Tensor value, graph::GetTensorAttr(node.attrs(), "value", node.name()));
-      outputs[0] = XlaExpression::Constant(std::move(value));
-      return OkStatus();
-    }
     ASSIGN_OR_RETURN(std::vector<Tensor> folded, FoldWithCpuKernel(node, inputs));
     bool small = true;
     for (const Tensor& t : folded) small &= t.num_elements() <= kMaxFoldedElements;

@@ -201,6 +201,7 @@ const XlaOpRegistry& XlaOpRegistry::Global() {
     RegisterDataMovementXlaOps(*r);
     RegisterMatMulXlaOps(*r);
     RegisterNnXlaOps(*r);
+    RegisterPoolingXlaOps(*r);
     RegisterVariableXlaOps(*r);
     RegisterTrainingXlaOps(*r);
     return r;

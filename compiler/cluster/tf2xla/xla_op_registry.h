@@ -135,6 +135,7 @@ void RegisterShapeXlaOps(XlaOpRegistry& registry);
 void RegisterDataMovementXlaOps(XlaOpRegistry& registry);
 void RegisterMatMulXlaOps(XlaOpRegistry& registry);
 void RegisterNnXlaOps(XlaOpRegistry& registry);
+void RegisterPoolingXlaOps(XlaOpRegistry& registry);
 void RegisterVariableXlaOps(XlaOpRegistry& registry);
 void RegisterTrainingXlaOps(XlaOpRegistry& registry);
 
