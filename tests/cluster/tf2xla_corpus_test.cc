@@ -22,6 +22,7 @@
 #include "compiler/hlo/evaluator.h"
 #include "compiler/hlo/literal_comparison.h"
 #include "compiler/hlo/parser.h"
+#include "compiler/runtime/cpu_compiler.h"
 
 namespace xlens::cluster {
 namespace {
@@ -202,6 +203,16 @@ void CheckModule(const CorpusModule& m, int* compared, int* skipped) {
     ASSERT_TRUE(got.ok()) << got.status().message();
     Status same = ExpectLiteralNear(*want, *got, ErrorSpec{1e-5, 1e-4});
     EXPECT_TRUE(same.ok()) << same.message() << "\n" << ours->module->ToString();
+
+    // The module is what the rest of the compiler takes: the CPU backend compiles and runs it.
+    auto again = CompileGraphToHlo(*(*body)->graph, args, options);
+    ASSERT_TRUE(again.ok());
+    auto executable = runtime::CompileForCpu(std::move(again->module), {});
+    ASSERT_TRUE(executable.ok()) << executable.status().message();
+    auto ran = (*executable)->Execute(params);
+    ASSERT_TRUE(ran.ok()) << ran.status().message();
+    Status same_on_cpu = ExpectLiteralNear(*want, *ran, ErrorSpec{1e-5, 1e-4});
+    EXPECT_TRUE(same_on_cpu.ok()) << "CPU backend: " << same_on_cpu.message();
     ++*compared;
   }
 }
@@ -212,7 +223,7 @@ TEST(Tf2XlaCorpusTest, ClustersMatchTensorFlowsModules) {
   ASSERT_FALSE(modules.empty());
   int compared = 0, skipped = 0;
   for (const CorpusModule& m : modules) CheckModule(m, &compared, &skipped);
-  std::cout << compared << " cluster modules match TensorFlow's; " << skipped
+  std::cout << compared << " cluster modules match TensorFlow's (evaluator and CPU backend); " << skipped
             << " skipped for ops left out on purpose (" << *kUnsupportedOps.begin() << ")\n";
   EXPECT_GE(compared, 30);
 }

@@ -15,6 +15,8 @@
 #include "compiler/graph/gradients.h"
 #include "compiler/graph/scope.h"
 #include "compiler/hlo/evaluator.h"
+#include "compiler/hlo/literal_comparison.h"
+#include "compiler/runtime/cpu_compiler.h"
 
 namespace xlens::cluster {
 namespace {
@@ -87,6 +89,18 @@ class Body {
     auto result = EvaluateModule(*compiled->module, params);
     ASSERT_TRUE(result.ok()) << result.status().message() << "\n"
                              << compiled->module->ToString();
+    // The CPU backend runs the same module to the same result (the evaluator is its oracle).
+    {
+      auto again = Compile();
+      ASSERT_TRUE(again.ok());
+      auto executable = runtime::CompileForCpu(std::move(again->module), {});
+      ASSERT_TRUE(executable.ok()) << executable.status().message();
+      auto ran = (*executable)->Execute(params);
+      ASSERT_TRUE(ran.ok()) << ran.status().message();
+      Status same = ExpectLiteralNear(*result, *ran, ErrorSpec{1e-5, 1e-5});
+      EXPECT_TRUE(same.ok()) << "CPU backend: " << same.message() << "\n"
+                             << compiled->module->ToString();
+    }
     std::vector<Literal> outputs;
     if (expected->size() == 1) {
       outputs.push_back(std::move(*result));
