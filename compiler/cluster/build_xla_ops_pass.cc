@@ -39,6 +39,13 @@ struct Launch {
   std::string Name(const std::string& op_name) const { return scope + "/" + op_name; }
 };
 
+// Whether an int32 output lives in device memory on the CPU: everywhere but the outputs CPU
+// kernels declare HostMemory, which for int32 are those of the shape ops.
+bool Int32OutputInDeviceMemory(const Node& src) {
+  const std::string& op = src.type_string();
+  return !(op == "Shape" || op == "ShapeN" || op == "Size" || op == "Rank");
+}
+
 }  // namespace
 
 StatusOr<GraphWithFunctions> BuildXlaOpsPass::Run(const graph::Graph& g) {
@@ -227,8 +234,23 @@ StatusOr<GraphWithFunctions> BuildXlaOpsPass::Run(const graph::Graph& g) {
     trigger.attr["T"] = AttrValue::Type(graph::DT_STRING);
     def.node.push_back(trigger);
 
+    // TensorFlow's PredicateInt32Inputs: a PartitionedCall takes int32 arguments in host memory,
+    // so one produced in device memory would be copied even when the fallback does not run;
+    // an IdentityN that is dead exactly when the fallback is keeps that copy from happening.
+    NodeDef int32_id_n = node("int32_id_n", "IdentityN");
+    std::vector<DataType> int32_types;
+    std::vector<std::string> fallback_inputs = inputs;
+    for (int i = 0; i < num_inputs; ++i) {
+      auto [src, out] = n->input_node(i);
+      if (src->output_type(out) != graph::DT_INT32 || !Int32OutputInDeviceMemory(*src)) continue;
+      fallback_inputs[i] =
+          TensorId{int32_id_n.name, static_cast<int>(int32_types.size())}.ToString();
+      int32_id_n.input.push_back(inputs[i]);
+      int32_types.push_back(graph::DT_INT32);
+    }
+
     NodeDef fallback = node("stateful_partitioned_call", "StatefulPartitionedCall");
-    fallback.input = inputs;
+    fallback.input = fallback_inputs;
     fallback.input.push_back("^" + l.Name(fallback_trigger));
     fallback.attr["Tin"] = TypeList(n->input_types());
     fallback.attr["Tout"] = TypeList(n->output_types());
@@ -237,6 +259,11 @@ StatusOr<GraphWithFunctions> BuildXlaOpsPass::Run(const graph::Graph& g) {
     fallback.attr["config_proto"] = AttrValue::String(options_.config_proto);
     fallback.attr["executor_type"] = AttrValue::String("");
     def.node.push_back(std::move(fallback));
+    if (!int32_types.empty()) {
+      int32_id_n.input.push_back("^" + l.Name(fallback_trigger));
+      int32_id_n.attr["T"] = TypeList(int32_types);
+      def.node.push_back(std::move(int32_id_n));
+    }
   }
 
   ASSIGN_OR_RETURN(GraphWithFunctions result, GraphFromGraphDefWithFunctions(def));

@@ -8,6 +8,8 @@
 //   merge_oidx_<i>              _XlaMerge(fallback:i, xla_run:i), one per output that is used
 //   data_as_ctrl                Identity(key if not compiled), a control input of the fallback
 //   stateful_partitioned_call   StatefulPartitionedCall of the function: the op-by-op fallback
+//   int32_id_n                  IdentityN of the fallback's int32 arguments held in device memory
+//                               (all but the shape ops' outputs), dead when the fallback is
 //
 // That is TensorFlow's lazy compilation for auto-clustering (`must_compile: false`): a signature
 // seen for the first time may run the fallback while the cluster is compiled later. With lazy
