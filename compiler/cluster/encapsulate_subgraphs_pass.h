@@ -11,6 +11,11 @@
 // `_XlaNumConstantArgs`, `_XlaNumResourceArgs`. Control edges into the cluster become control
 // inputs of the call; members whose completion is awaited outside (a control edge leaving the
 // cluster, or a node TensorFlow's graph joins to its sink) become the function's control outputs.
+// Before a body becomes a function it is optimized as TensorFlow's OptimizeGraph does it, in the
+// two steps that change TensorFlow's dumps: Identity nodes are bypassed and common subexpressions
+// folded (which takes back the constants clone_constants_for_better_clustering copied).
+// TensorFlow's constant folding of the body is not done: no corpus graph shows it, and XLA
+// folds those constants itself.
 // After the graph is rewritten every node gets `_XlaHasReferenceVars` (whether the graph holds a
 // reference variable), which TensorFlow sets after its `encapsulate_subgraphs_after` dump.
 #pragma once
