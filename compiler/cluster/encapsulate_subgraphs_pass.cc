@@ -403,7 +403,7 @@ void EncapsulateSubgraphsPass::DumpOrNote(StatusOr<std::string> written) {
 
 StatusOr<GraphWithFunctions> EncapsulateSubgraphsPass::Run(const graph::Graph& g) {
   dump_errors_.clear();
-  if (dumper_) DumpOrNote(dumper_->Dump("encapsulate_subgraphs_before", g));
+  if (dumper_) DumpOrNote(dumper_->Dump("encapsulate_subgraphs_before", g, result_));
 
   // The clusters, in the order their first members appear.
   std::vector<Subgraph> subgraphs;

@@ -35,8 +35,11 @@ class EncapsulateSubgraphsPass {
   // encapsulate_subgraphs_before, per cluster encapsulate_subgraphs_subgraph_<cluster>,
   // encapsulate_fdef_graph_<cluster> and encapsulate_fdef_<cluster>, then
   // encapsulate_subgraphs_after. A dump that fails is reported through `dump_errors`, never
-  // as the pass's error.
-  explicit EncapsulateSubgraphsPass(GraphDumper* dumper = nullptr) : dumper_(dumper) {}
+  // as the pass's error. `result`, when given, puts the clustering's reasons into the .dot of the
+  // before dump.
+  explicit EncapsulateSubgraphsPass(GraphDumper* dumper = nullptr,
+                                    const ClusteringResult* result = nullptr)
+      : dumper_(dumper), result_(result) {}
 
   // The rewritten graph (a new one; `graph` is left as it was), its library holding the
   // graph's functions and one per cluster. A graph without clusters comes back as a copy.
@@ -49,6 +52,7 @@ class EncapsulateSubgraphsPass {
   void DumpOrNote(StatusOr<std::string> written);
 
   GraphDumper* dumper_;
+  const ClusteringResult* result_;
   std::vector<std::string> dump_errors_;
 };
 

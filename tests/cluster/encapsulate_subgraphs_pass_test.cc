@@ -294,6 +294,64 @@ TEST(EncapsulateSubgraphsPassTest, ControlEdgesAcrossTheClusterBoundary) {
   EXPECT_EQ(f->ret.at("b_0_retval"), "b:y:0");
 }
 
+TEST(EncapsulateSubgraphsPassTest, AClusterNamedAsAnOpIsAnError) {
+  GraphDef def;
+  NodeDef x;
+  x.name = "x";
+  x.op = "Placeholder";
+  x.attr["dtype"] = graph::AttrValue::Type(graph::DT_FLOAT);
+  x.attr[kXlaClusterAttr] = graph::AttrValue::String("Neg");
+  def.node.push_back(x);
+  auto g = graph::Graph::FromGraphDef(def);
+  ASSERT_TRUE(g.ok()) << g.status().message();
+  auto out = EncapsulateSubgraphsPass().Run(**g);
+  ASSERT_FALSE(out.ok());
+  EXPECT_NE(out.status().message().find("'x'"), std::string::npos) << out.status().message();
+}
+
+TEST(EncapsulateSubgraphsPassTest, IdenticalConstantsInsideAClusterAreFoldedIntoTheFirst) {
+  // c and c/clone_0 hold the same value; TensorFlow's body optimization keeps c only.
+  GraphDef def;
+  auto constant = [&](const std::string& name) {
+    NodeDef n;
+    n.name = name;
+    n.op = "Const";
+    n.attr["dtype"] = graph::AttrValue::Type(graph::DT_FLOAT);
+    n.attr["value"] = graph::AttrValue::TensorValue(graph::Tensor::Scalar(graph::DT_FLOAT, 2.0f));
+    n.attr[kXlaClusterAttr] = graph::AttrValue::String("cluster_0");
+    def.node.push_back(n);
+  };
+  constant("c");
+  constant("c/clone_0");
+  NodeDef x;
+  x.name = "x";
+  x.op = "Placeholder";
+  x.attr["dtype"] = graph::AttrValue::Type(graph::DT_FLOAT);
+  def.node.push_back(x);
+  NodeDef m;
+  m.name = "m";
+  m.op = "Mul";
+  m.input = {"x", "c/clone_0"};
+  m.attr["T"] = graph::AttrValue::Type(graph::DT_FLOAT);
+  m.attr[kXlaClusterAttr] = graph::AttrValue::String("cluster_0");
+  def.node.push_back(m);
+  NodeDef a = m;
+  a.name = "a";
+  a.op = "AddV2";
+  a.input = {"m", "c"};
+  def.node.push_back(a);
+  auto g = graph::Graph::FromGraphDef(def);
+  ASSERT_TRUE(g.ok()) << g.status().message();
+  auto out = EncapsulateSubgraphsPass().Run(**g);
+  ASSERT_TRUE(out.ok()) << out.status().message();
+  const graph::FunctionDef* f = out->graph->library().Find("cluster_0");
+  ASSERT_NE(f, nullptr);
+  std::vector<std::string> names;
+  for (const NodeDef& n : f->node_def) names.push_back(n.name);
+  EXPECT_EQ(names, (std::vector<std::string>{"c", "m", "a"}));
+  EXPECT_EQ(f->node_def[1].input, (std::vector<std::string>{"x_0_arg", "c:output:0"}));
+}
+
 TEST(EncapsulateSubgraphsPassTest, NormalizesArgumentNamesAsTensorFlow) {
   EXPECT_EQ(NormalizeFunctionArgName("_arg_x_observed_0_0_0_arg"), "arg_x_observed_0_0_0_arg");
   EXPECT_EQ(NormalizeFunctionArgName("gradients/sub_grad/Shape_1_0_arg"),
