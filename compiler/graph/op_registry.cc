@@ -20,6 +20,7 @@ const OpRegistry& OpRegistry::Global() {
     RegisterControlFlowOps(*r);
     RegisterFunctionOps(*r);
     RegisterTrainingOps(*r);
+    RegisterXlaOps(*r);
     RegisterGradients(*r);
     return r;
   }();

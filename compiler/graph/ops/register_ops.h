@@ -17,6 +17,8 @@ void RegisterStringOps(OpRegistry& registry);
 void RegisterControlFlowOps(OpRegistry& registry);
 void RegisterFunctionOps(OpRegistry& registry);
 void RegisterTrainingOps(OpRegistry& registry);
+// _XlaCompile, _XlaRun, _XlaMerge: what build_xla_ops launches a cluster with.
+void RegisterXlaOps(OpRegistry& registry);
 // Gradients are attached after every op is registered.
 void RegisterGradients(OpRegistry& registry);
 

@@ -1,0 +1,284 @@
+// Pooling and 2-D convolutions with their gradients, as TensorFlow's pooling_ops.cc and
+// conv_ops.cc lower them: MaxPool and AvgPool are reduce-windows (AvgPool divides by the number
+// of input elements each window covers, so SAME padding does not count), MaxPoolGrad a
+// select-and-scatter, Conv2D one convolution, and its two gradients convolutions with the
+// roles of the operands exchanged.
+#include <fmt/format.h>
+
+#include <limits>
+
+#include "compiler/cluster/tf2xla/xla_op_registry.h"
+
+namespace xlens::cluster {
+
+namespace {
+
+struct Padding {
+  int64_t low = 0, high = 0;
+};
+
+// TensorFlow's GetWindowedOutputSize padding for one dimension: VALID pads nothing; SAME pads so
+// that the output has ceil(in / stride) elements, the odd element at the end.
+StatusOr<Padding> WindowPadding(const std::string& padding, int64_t in, int64_t window,
+                                int64_t stride, int64_t dilation) {
+  const int64_t effective = (window - 1) * dilation + 1;
+  if (padding == "VALID") return Padding{};
+  if (padding == "SAME") {
+    const int64_t out = (in + stride - 1) / stride;
+    const int64_t total = std::max<int64_t>((out - 1) * stride + effective - in, 0);
+    return Padding{total / 2, total - total / 2};
+  }
+  return Error(fmt::format("padding '{}' is not supported by this lowering", padding));
+}
+
+struct Layout2D {
+  int64_t batch, feature, spatial[2];
+};
+
+StatusOr<Layout2D> DataLayout(const XlaOpKernelContext& ctx) {
+  std::string format = "NHWC";
+  if (const graph::AttrValue* a = graph::FindAttr(ctx.attrs(), "data_format")) format = a->s();
+  if (format == "NHWC") return Layout2D{0, 3, {1, 2}};
+  if (format == "NCHW") return Layout2D{0, 1, {2, 3}};
+  return ctx.Error(fmt::format("data_format '{}' is not supported", format));
+}
+
+StatusOr<std::string> PaddingAttr(const XlaOpKernelContext& ctx) {
+  return graph::GetStringAttr(ctx.attrs(), "padding", ctx.name());
+}
+
+// The window of a pooling op over a rank-4 input in `layout`.
+StatusOr<Window> PoolWindow(const XlaOpKernelContext& ctx, const std::vector<int64_t>& dims) {
+  ASSIGN_OR_RETURN(std::vector<int64_t> ksize, ctx.GetIntListAttr("ksize"));
+  ASSIGN_OR_RETURN(std::vector<int64_t> strides, ctx.GetIntListAttr("strides"));
+  ASSIGN_OR_RETURN(std::string padding, PaddingAttr(ctx));
+  if (dims.size() != 4 || ksize.size() != 4 || strides.size() != 4) {
+    return ctx.Error("pooling needs a rank-4 input and 4 ksize and strides");
+  }
+  Window window;
+  for (int i = 0; i < 4; ++i) {
+    WindowDimension d;
+    d.size = ksize[i];
+    d.stride = strides[i];
+    auto p = WindowPadding(padding, dims[i], ksize[i], strides[i], 1);
+    if (!p.ok()) return ctx.Error(p.status().message());
+    d.padding_low = p->low;
+    d.padding_high = p->high;
+    window.dimensions.push_back(d);
+  }
+  return window;
+}
+
+double LowestValue(PrimitiveType type) {
+  if (IsFloatingPointType(type)) return -std::numeric_limits<double>::infinity();
+  if (IsSignedIntegralType(type)) return -std::ldexp(1.0, BitWidth(type) - 1);
+  return 0;
+}
+
+Status LowerMaxPool(XlaOpKernelContext& ctx) {
+  ASSIGN_OR_RETURN(HloInstruction * x, ctx.Input(0));
+  ASSIGN_OR_RETURN(Window window, PoolWindow(ctx, x->shape().dimensions()));
+  HloBuilder& b = ctx.builder();
+  const PrimitiveType type = x->shape().element_type();
+  LOWER_OR_RETURN(HloInstruction * init, ctx, b.ScalarConstant(type, LowestValue(type)));
+  LOWER_OR_RETURN(HloInstruction * y, ctx, b.ReduceWindow(x, init, window, HloOpcode::kMaximum));
+  ctx.SetOutput(0, y);
+  return OkStatus();
+}
+
+// Sum over each window divided by how many input elements the window covers.
+StatusOr<HloInstruction*> AveragePool(HloBuilder& b, HloInstruction* x, const Window& window) {
+  const PrimitiveType type = x->shape().element_type();
+  ASSIGN_OR_RETURN(HloInstruction * zero, b.ScalarConstant(type, 0));
+  ASSIGN_OR_RETURN(HloInstruction * sum, b.ReduceWindow(x, zero, window, HloOpcode::kAdd));
+  ASSIGN_OR_RETURN(HloInstruction * ones, b.FullConstant(type, 1, x->shape().dimensions()));
+  ASSIGN_OR_RETURN(HloInstruction * counts, b.ReduceWindow(ones, zero, window, HloOpcode::kAdd));
+  return b.Binary(HloOpcode::kDivide, sum, counts);
+}
+
+Status LowerAvgPool(XlaOpKernelContext& ctx) {
+  ASSIGN_OR_RETURN(HloInstruction * x, ctx.Input(0));
+  ASSIGN_OR_RETURN(Window window, PoolWindow(ctx, x->shape().dimensions()));
+  LOWER_OR_RETURN(HloInstruction * y, ctx, AveragePool(ctx.builder(), x, window));
+  ctx.SetOutput(0, y);
+  return OkStatus();
+}
+
+Status LowerMaxPoolGrad(XlaOpKernelContext& ctx) {
+  ASSIGN_OR_RETURN(HloInstruction * input, ctx.Input(0));
+  ASSIGN_OR_RETURN(HloInstruction * grad, ctx.Input(2));
+  ASSIGN_OR_RETURN(Window window, PoolWindow(ctx, input->shape().dimensions()));
+  HloBuilder& b = ctx.builder();
+  LOWER_OR_RETURN(HloInstruction * zero, ctx, b.ScalarConstant(grad->shape().element_type(), 0));
+  LOWER_OR_RETURN(HloInstruction * y, ctx, b.SelectAndScatter(input, grad, zero, window));
+  ctx.SetOutput(0, y);
+  return OkStatus();
+}
+
+struct ConvParams {
+  Layout2D layout;
+  std::vector<int64_t> strides, dilations;
+  std::string padding;
+};
+
+StatusOr<ConvParams> GetConvParams(const XlaOpKernelContext& ctx) {
+  ConvParams p;
+  ASSIGN_OR_RETURN(p.layout, DataLayout(ctx));
+  ASSIGN_OR_RETURN(p.strides, ctx.GetIntListAttr("strides"));
+  ASSIGN_OR_RETURN(p.dilations, ctx.GetIntListAttr("dilations"));
+  ASSIGN_OR_RETURN(p.padding, PaddingAttr(ctx));
+  if (p.strides.size() != 4 || p.dilations.size() != 4) {
+    return ctx.Error("strides and dilations must have 4 elements");
+  }
+  if (p.strides[p.layout.batch] != 1 || p.strides[p.layout.feature] != 1 ||
+      p.dilations[p.layout.batch] != 1 || p.dilations[p.layout.feature] != 1) {
+    return ctx.Error("strides and dilations in the batch and depth dimensions must be 1");
+  }
+  return p;
+}
+
+// Input in `layout`, filter HWIO, output in `layout`.
+ConvolutionDimensionNumbers ForwardDimensions(const Layout2D& l) {
+  ConvolutionDimensionNumbers d;
+  d.input_batch_dimension = l.batch;
+  d.input_feature_dimension = l.feature;
+  d.input_spatial_dimensions = {l.spatial[0], l.spatial[1]};
+  d.kernel_spatial_dimensions = {0, 1};
+  d.kernel_input_feature_dimension = 2;
+  d.kernel_output_feature_dimension = 3;
+  d.output_batch_dimension = l.batch;
+  d.output_feature_dimension = l.feature;
+  d.output_spatial_dimensions = {l.spatial[0], l.spatial[1]};
+  return d;
+}
+
+Status LowerConv2D(XlaOpKernelContext& ctx) {
+  ASSIGN_OR_RETURN(HloInstruction * input, ctx.Input(0));
+  ASSIGN_OR_RETURN(HloInstruction * filter, ctx.Input(1));
+  ASSIGN_OR_RETURN(ConvParams p, GetConvParams(ctx));
+  const std::vector<int64_t>& in = input->shape().dimensions();
+  const std::vector<int64_t>& f = filter->shape().dimensions();
+  if (in.size() != 4 || f.size() != 4) return ctx.Error("input and filter must be 4-dimensional");
+  if (f[2] == 0 || in[p.layout.feature] % f[2] != 0) {
+    return ctx.Error(fmt::format("input depth {} is not a multiple of the filter depth {}",
+                                 in[p.layout.feature], f[2]));
+  }
+  Window window;
+  for (int i = 0; i < 2; ++i) {
+    const int64_t dim = p.layout.spatial[i];
+    WindowDimension w;
+    w.size = f[i];
+    w.stride = p.strides[dim];
+    w.window_dilation = p.dilations[dim];
+    auto pad = WindowPadding(p.padding, in[dim], f[i], p.strides[dim], p.dilations[dim]);
+    if (!pad.ok()) return ctx.Error(pad.status().message());
+    w.padding_low = pad->low;
+    w.padding_high = pad->high;
+    window.dimensions.push_back(w);
+  }
+  LOWER_OR_RETURN(HloInstruction * y, ctx,
+                  ctx.builder().Convolution(input, filter, window, ForwardDimensions(p.layout),
+                                            in[p.layout.feature] / f[2]));
+  ctx.SetOutput(0, y);
+  return OkStatus();
+}
+
+// d(input) = the convolution of out_backprop, dilated by the strides, with the filter flipped
+// spatially and its in/out features exchanged.
+Status LowerConv2DBackpropInput(XlaOpKernelContext& ctx) {
+  ASSIGN_OR_RETURN(std::vector<int64_t> in, ctx.ConstantInputAsIntVector(0));
+  ASSIGN_OR_RETURN(HloInstruction * filter, ctx.Input(1));
+  ASSIGN_OR_RETURN(HloInstruction * dy, ctx.Input(2));
+  ASSIGN_OR_RETURN(ConvParams p, GetConvParams(ctx));
+  const std::vector<int64_t>& f = filter->shape().dimensions();
+  const std::vector<int64_t>& out = dy->shape().dimensions();
+  if (in.size() != 4 || f.size() != 4 || out.size() != 4) {
+    return ctx.Error("input_sizes, filter and out_backprop must describe 4-dimensional tensors");
+  }
+  if (f[2] != in[p.layout.feature]) {
+    return ctx.Error("grouped convolutions are not supported by this gradient lowering");
+  }
+  Window window;
+  for (int i = 0; i < 2; ++i) {
+    const int64_t dim = p.layout.spatial[i];
+    const int64_t stride = p.strides[dim], dilation = p.dilations[dim];
+    const int64_t effective = (f[i] - 1) * dilation + 1;
+    auto pad = WindowPadding(p.padding, in[dim], f[i], stride, dilation);
+    if (!pad.ok()) return ctx.Error(pad.status().message());
+    WindowDimension w;
+    w.size = f[i];
+    w.window_dilation = dilation;
+    w.base_dilation = stride;
+    w.padding_low = effective - 1 - pad->low;
+    // Whatever the forward convolution's last window left out of the input gets no gradient.
+    const int64_t covered = (out[dim] - 1) * stride + effective;
+    w.padding_high = effective - 1 - pad->high + (in[dim] + pad->low + pad->high - covered);
+    window.dimensions.push_back(w);
+  }
+  HloBuilder& b = ctx.builder();
+  LOWER_OR_RETURN(HloInstruction * flipped, ctx, b.Reverse(filter, {0, 1}));
+  ConvolutionDimensionNumbers d = ForwardDimensions(p.layout);
+  d.kernel_input_feature_dimension = 3;
+  d.kernel_output_feature_dimension = 2;
+  LOWER_OR_RETURN(HloInstruction * y, ctx, b.Convolution(dy, flipped, window, d, 1));
+  ctx.SetOutput(0, y);
+  return OkStatus();
+}
+
+// d(filter) = the convolution of the input (batch as the contracted feature) with out_backprop
+// as the kernel, the forward strides becoming the kernel's dilation.
+Status LowerConv2DBackpropFilter(XlaOpKernelContext& ctx) {
+  ASSIGN_OR_RETURN(HloInstruction * input, ctx.Input(0));
+  ASSIGN_OR_RETURN(std::vector<int64_t> f, ctx.ConstantInputAsIntVector(1));
+  ASSIGN_OR_RETURN(HloInstruction * dy, ctx.Input(2));
+  ASSIGN_OR_RETURN(ConvParams p, GetConvParams(ctx));
+  const std::vector<int64_t>& in = input->shape().dimensions();
+  const std::vector<int64_t>& out = dy->shape().dimensions();
+  if (in.size() != 4 || f.size() != 4 || out.size() != 4) {
+    return ctx.Error("input, filter_sizes and out_backprop must describe 4-dimensional tensors");
+  }
+  if (f[2] != in[p.layout.feature]) {
+    return ctx.Error("grouped convolutions are not supported by this gradient lowering");
+  }
+  Window window;
+  for (int i = 0; i < 2; ++i) {
+    const int64_t dim = p.layout.spatial[i];
+    const int64_t stride = p.strides[dim], dilation = p.dilations[dim];
+    auto pad = WindowPadding(p.padding, in[dim], f[i], stride, dilation);
+    if (!pad.ok()) return ctx.Error(pad.status().message());
+    WindowDimension w;
+    w.size = out[dim];
+    w.stride = dilation;
+    w.window_dilation = stride;
+    w.padding_low = pad->low;
+    // Sized so that exactly f[i] window positions fit: the rest of the input is unused.
+    w.padding_high = (f[i] - 1) * dilation + (out[dim] - 1) * stride + 1 - in[dim] - pad->low;
+    window.dimensions.push_back(w);
+  }
+  ConvolutionDimensionNumbers d;
+  d.input_batch_dimension = p.layout.feature;
+  d.input_feature_dimension = p.layout.batch;
+  d.input_spatial_dimensions = {p.layout.spatial[0], p.layout.spatial[1]};
+  d.kernel_input_feature_dimension = p.layout.batch;
+  d.kernel_output_feature_dimension = p.layout.feature;
+  d.kernel_spatial_dimensions = {p.layout.spatial[0], p.layout.spatial[1]};
+  d.output_batch_dimension = 2;
+  d.output_feature_dimension = 3;
+  d.output_spatial_dimensions = {0, 1};
+  LOWER_OR_RETURN(HloInstruction * y, ctx, ctx.builder().Convolution(input, dy, window, d, 1));
+  ctx.SetOutput(0, y);
+  return OkStatus();
+}
+
+}  // namespace
+
+void RegisterPoolingXlaOps(XlaOpRegistry& registry) {
+  registry.Register("MaxPool", LowerMaxPool);
+  registry.Register("AvgPool", LowerAvgPool);
+  registry.Register("MaxPoolGrad", LowerMaxPoolGrad);
+  registry.Register("Conv2D", LowerConv2D);
+  registry.Register("Conv2DBackpropInput", LowerConv2DBackpropInput);
+  registry.Register("Conv2DBackpropFilter", LowerConv2DBackpropFilter);
+}
+
+}  // namespace xlens::cluster
