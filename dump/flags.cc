@@ -229,6 +229,10 @@ std::vector<FlagSpec> MakeSpecs() {
                "Dump the graph before and after each clustering pass under "
                "$TF_DUMP_GRAPH_PREFIX.",
                true),
+      StringFlag("tf_dump_graph_prefix", &D::tf_dump_graph_prefix,
+                 "Directory for the clustering graphs (as $TF_DUMP_GRAPH_PREFIX, which it "
+                 "overrides; written with --tf_xla_clustering_debug).",
+                 "DIR", true),
       StringFlag("tf_xla_ops_to_cluster", &D::tf_xla_ops_to_cluster,
                  "Comma-separated ops or op groups (PW, RED, PWRED, REDUCEWINDOW, "
                  "REDUCEWINDOWPW, BN, Conv, SORT, MISC, FUSIBLE) that auto-clustering may take; "
@@ -541,7 +545,8 @@ StatusOr<std::vector<std::string>> SplitFlagString(std::string_view text) {
 }
 
 bool IsDebugFlag(std::string_view argument) {
-  return argument.starts_with("--xla_") || argument.starts_with("--tf_xla_");
+  return argument.starts_with("--xla_") || argument.starts_with("--tf_xla_") ||
+         argument.starts_with("--tf_dump_graph_prefix");
 }
 
 FlagEnvironment ReadFlagEnvironment() {

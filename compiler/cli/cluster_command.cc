@@ -10,6 +10,7 @@
 #include "compiler/cli/cli_util.h"
 #include "compiler/cli/commands.h"
 #include "compiler/cluster/clustering_pipeline.h"
+#include "compiler/cluster/graph_dumper.h"
 #include "compiler/cluster/mark_for_compilation_pass.h"
 #include "compiler/graph/graph.h"
 #include "compiler/graph/graph_def_io.h"
@@ -49,9 +50,18 @@ int RunCluster(const ClusterArgs& args) {
 
   cluster::ClusteringPipelineOptions options;
   options.mark = cluster::MarkForCompilationOptionsFor(*flags, *level);
-  options.mark_only = true;
-  auto result = cluster::RunClusteringPasses(g->get(), options);
-  if (!result.ok()) return ClusterFail(result.status().WithContext(shown));
+  // With TensorFlow's dump settings every stage runs and is dumped; otherwise the partition is
+  // all that is asked for.
+  std::unique_ptr<cluster::GraphDumper> dumper;
+  if (flags->tf_xla_clustering_debug && !flags->tf_dump_graph_prefix.empty()) {
+    dumper = std::make_unique<cluster::GraphDumper>(flags->tf_dump_graph_prefix);
+    options.dumper = dumper.get();
+  } else {
+    options.mark_only = true;
+  }
+  auto outcome = cluster::RunClusteringPasses(g->get(), options);
+  if (!outcome.ok()) return ClusterFail(outcome.status().WithContext(shown));
+  const cluster::ClusteringResult* result = &outcome->result;
 
   std::map<std::string, std::string> op_of;
   for (graph::Node* n : (*g)->op_nodes()) op_of[n->name()] = n->type_string();
@@ -98,6 +108,9 @@ int RunCluster(const ClusterArgs& args) {
     j["declustered"] = result->declustered;
     Status written = WriteFile(args.json, j.dump(1) + "\n");
     if (!written.ok()) return ClusterFail(written.WithContext("--json"));
+  }
+  if (dumper != nullptr) {
+    std::printf("clustering graphs dumped under %s\n", DisplayPath(dumper->prefix()).c_str());
   }
   return 0;
 }

@@ -7,6 +7,7 @@
 #include <string>
 
 #include "compiler/cluster/clustering_result.h"
+#include "compiler/cluster/function_library_registry.h"
 #include "compiler/cluster/mark_for_compilation_pass.h"
 #include "compiler/graph/graph.h"
 #include "compiler/support/status.h"
@@ -14,6 +15,13 @@
 namespace xlens::cluster {
 
 class GraphDumper;
+
+struct ClusteringOutcome {
+  ClusteringResult result;
+  // The graph after build_xla_ops (with its registry of library functions); empty with
+  // mark_only.
+  GraphWithFunctions rewritten;
+};
 
 struct ClusteringPipelineOptions {
   MarkForCompilationOptions mark;
@@ -24,10 +32,11 @@ struct ClusteringPipelineOptions {
   bool mark_only = false;
 };
 
-// Runs the passes on `graph` in place. The result's partition is mark_for_compilation's, with
-// what partially_decluster took out in `declustered`. A dump that cannot be written is reported
-// on stderr and never fails the clustering.
-StatusOr<ClusteringResult> RunClusteringPasses(graph::Graph* graph,
-                                               const ClusteringPipelineOptions& options);
+// Runs the passes: mark_for_compilation and partially_decluster on `graph` in place (they only
+// set attrs), then encapsulate_subgraphs and build_xla_ops into a new graph. The result's
+// partition is mark_for_compilation's, with what partially_decluster took out in `declustered`.
+// A dump that cannot be written is reported on stderr and never fails the clustering.
+StatusOr<ClusteringOutcome> RunClusteringPasses(graph::Graph* graph,
+                                                const ClusteringPipelineOptions& options);
 
 }  // namespace xlens::cluster

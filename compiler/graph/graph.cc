@@ -49,7 +49,8 @@ std::pair<Node*, int> Node::input_node(int i) const {
 }
 
 bool Node::IsSwitch() const { return IsOpOneOf(*this, {"Switch", "RefSwitch"}); }
-bool Node::IsMerge() const { return IsOpOneOf(*this, {"Merge", "RefMerge"}); }
+// TensorFlow classes _XlaMerge (the join of a cluster's launch and its fallback) as a Merge too.
+bool Node::IsMerge() const { return IsOpOneOf(*this, {"Merge", "RefMerge", "_XlaMerge"}); }
 bool Node::IsEnter() const { return IsOpOneOf(*this, {"Enter", "RefEnter"}); }
 bool Node::IsExit() const { return IsOpOneOf(*this, {"Exit", "RefExit"}); }
 bool Node::IsNextIteration() const {

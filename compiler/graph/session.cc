@@ -64,7 +64,7 @@ StatusOr<Session::Prepared*> Session::Prepare(const RunSignature& signature) {
   }
   ASSIGN_OR_RETURN(prepared->graph, RewriteGraphForExecution(*source, signature));
   for (const GraphOptimizationPass& pass : options_.post_rewrite_passes) {
-    RETURN_IF_ERROR(pass(prepared->graph.get(), &resources_));
+    RETURN_IF_ERROR(pass(&prepared->graph, &resources_));
   }
   ExecutorOptions eo;
   eo.resources = &resources_;

@@ -28,8 +28,9 @@ class ResourceMgr;
 
 // A pass over each signature's rewritten graph before it runs (TensorFlow's
 // POST_REWRITE_FOR_EXEC optimization passes, where the XLA clustering runs). It may rewrite the
-// graph and keep state in the session's resources.
-using GraphOptimizationPass = std::function<Status(Graph* graph, ResourceMgr* resources)>;
+// graph in place or replace it, and keep state in the session's resources.
+using GraphOptimizationPass =
+    std::function<Status(std::unique_ptr<Graph>* graph, ResourceMgr* resources)>;
 
 struct SessionOptions {
   // config.graph_options.optimizer_options.global_jit_level (the clustering acts on it).

@@ -1,0 +1,184 @@
+#include "compiler/cluster/xla_launch_ops.h"
+
+#include <mutex>
+
+#include <fmt/format.h>
+
+#include "compiler/graph/op_kernel.h"
+#include "compiler/graph/op_registry.h"
+#include "profiler/host_tracer.h"
+#include "profiler/trace.h"
+
+namespace xlens::cluster {
+
+using graph::OpKernelContext;
+using graph::Tensor;
+
+namespace {
+
+StatusOr<XlaDeviceCompiler*> CompilerFor(OpKernelContext& ctx) {
+  std::shared_ptr<graph::ResourceBase> r =
+      ctx.resources() ? ctx.resources()->LookupResource(kXlaDeviceCompilerResource) : nullptr;
+  auto* compiler = dynamic_cast<XlaDeviceCompiler*>(r.get());
+  if (compiler == nullptr) {
+    return ctx.Error("the XLA launch ops run only in a session with the XLA JIT enabled");
+  }
+  return compiler;
+}
+
+size_t ListSize(OpKernelContext& ctx, const std::string& attr) {
+  const graph::AttrValue* v = graph::FindAttr(ctx.attrs(), attr);
+  if (v == nullptr) return 0;
+  if (v->kind() == graph::AttrValue::Kind::kInt) return static_cast<size_t>(v->i());
+  return v->kind() == graph::AttrValue::Kind::kList ? v->list().type.size() : 0;
+}
+
+StatusOr<std::shared_ptr<graph::Var>> VariableOf(OpKernelContext& ctx, const Tensor& handle) {
+  if (handle.dtype() != graph::DT_RESOURCE || handle.handles().empty()) {
+    return ctx.Error("expected a resource handle");
+  }
+  const graph::ResourceHandle& h = handle.handle();
+  // A variable not assigned yet exists uninitialized, as TensorFlow's resource does: a cluster
+  // may be the one that initializes it.
+  return ctx.resources()->LookupOrCreate(h.container, h.name, h.dtype, h.shape);
+}
+
+Status XlaCompileKernel(OpKernelContext& ctx) {
+  ASSIGN_OR_RETURN(XlaDeviceCompiler * compiler, CompilerFor(ctx));
+  const graph::AttrValue* function = graph::FindAttr(ctx.attrs(), "function");
+  if (function == nullptr || function->kind() != graph::AttrValue::Kind::kFunc) {
+    return ctx.Error("missing attr 'function'");
+  }
+  ASSIGN_OR_RETURN(bool must_compile, ctx.GetAttr<bool>("must_compile"));
+  const size_t num_constants = ListSize(ctx, "Tconstants");
+  const size_t num_args = ListSize(ctx, "Targs");
+  const size_t num_resources = ListSize(ctx, "Nresources");
+  if (static_cast<size_t>(ctx.num_inputs()) != num_constants + num_args + num_resources) {
+    return ctx.Error("the input count does not match Tconstants, Targs and Nresources");
+  }
+  std::vector<XlaArgument> args;
+  for (int i = 0; i < ctx.num_inputs(); ++i) {
+    XlaArgument arg;
+    const Tensor& t = ctx.input(i);
+    if (static_cast<size_t>(i) < num_constants) {
+      arg.kind = XlaArgument::Kind::kConstant;
+      arg.constant_value = t;
+      arg.dtype = t.dtype();
+      arg.shape = t.dims();
+    } else if (static_cast<size_t>(i) < num_constants + num_args) {
+      arg.kind = XlaArgument::Kind::kParameter;
+      arg.dtype = t.dtype();
+      arg.shape = t.dims();
+    } else {
+      ASSIGN_OR_RETURN(std::shared_ptr<graph::Var> var, VariableOf(ctx, t));
+      std::lock_guard<std::mutex> lock(var->mu);
+      arg.kind = XlaArgument::Kind::kResource;
+      arg.dtype = var->dtype;
+      arg.initialized = var->is_initialized();
+      if (arg.initialized) {
+        arg.dtype = var->value.dtype();
+        arg.shape = var->value.dims();
+      }
+    }
+    args.push_back(std::move(arg));
+  }
+  const graph::Graph* g = ctx.graph();
+  if (g == nullptr) return ctx.Error("no function library to compile from");
+  auto compiled = compiler->Compile(g->library(), function->func(), args, /*lazy=*/!must_compile);
+  if (!compiled.ok()) {
+    if (must_compile) return ctx.Error(compiled.status().message());
+    // An auto-clustered cluster that cannot be compiled runs op by op, and says so.
+    std::fprintf(stderr, "xlens: %s cannot be compiled, running it op by op: %s\n",
+                 function->func().name.c_str(), compiled.status().message().c_str());
+    ctx.set_output(0, Tensor::StringScalar(""));
+    ctx.set_output(1, Tensor::Scalar<bool>(graph::DT_BOOL, false));
+    return OkStatus();
+  }
+  const bool ok = *compiled != nullptr;
+  ctx.set_output(0, Tensor::StringScalar(ok ? (*compiled)->signature : ""));
+  ctx.set_output(1, Tensor::Scalar<bool>(graph::DT_BOOL, ok));
+  return OkStatus();
+}
+
+Status XlaRunKernel(OpKernelContext& ctx) {
+  ASSIGN_OR_RETURN(XlaDeviceCompiler * compiler, CompilerFor(ctx));
+  const int key_index = ctx.num_inputs() - 1;
+  const Tensor& key = ctx.input(key_index);
+  if (key.dtype() != graph::DT_STRING || key.strings().empty()) {
+    return ctx.Error("the compilation key must be a string scalar");
+  }
+  std::shared_ptr<XlaCompiledCluster> cluster = compiler->Lookup(key.strings()[0]);
+  if (cluster == nullptr) {
+    return ctx.Error("no compiled cluster for key '" + key.strings()[0] + "'");
+  }
+  // _XlaRun's inputs are the launch's arguments after the constants.
+  const int num_constants = static_cast<int>(std::count(
+      cluster->arg_kinds.begin(), cluster->arg_kinds.end(), XlaArgument::Kind::kConstant));
+  auto input_of_arg = [&](int arg) { return arg - num_constants; };
+
+  profiler::TraceSpan span(cluster->function_name, profiler::category::kExecute);
+  span.AddArg("module", cluster->module_name);
+  std::vector<Literal> literals;
+  std::vector<std::shared_ptr<graph::Var>> vars(cluster->arg_kinds.size());
+  for (int arg : cluster->input_mapping) {
+    int input = input_of_arg(arg);
+    if (input < 0 || input >= key_index) return ctx.Error("argument mapping out of range");
+    const Tensor& t = ctx.input(input);
+    if (cluster->arg_kinds[arg] == XlaArgument::Kind::kResource) {
+      ASSIGN_OR_RETURN(vars[arg], VariableOf(ctx, t));
+      std::lock_guard<std::mutex> lock(vars[arg]->mu);
+      ASSIGN_OR_RETURN(Literal l, vars[arg]->value.ToLiteral());
+      literals.push_back(std::move(l));
+    } else {
+      ASSIGN_OR_RETURN(Literal l, t.ToLiteral());
+      literals.push_back(std::move(l));
+    }
+  }
+  Literal result;
+  {
+    std::lock_guard<std::mutex> lock(cluster->run_mu);
+    ASSIGN_OR_RETURN(result, cluster->executable->Execute(literals));
+  }
+  const int num_outputs = cluster->num_retvals + static_cast<int>(cluster->resource_updates.size());
+  std::vector<Literal> outputs;
+  if (num_outputs == 1 && !result.shape().IsTuple()) {
+    outputs.push_back(std::move(result));
+  } else {
+    outputs = std::move(result.tuple_elements());
+  }
+  if (static_cast<int>(outputs.size()) != num_outputs) {
+    return ctx.Error(fmt::format("the compiled cluster returned {} values, expected {}",
+                                 outputs.size(), num_outputs));
+  }
+  for (int i = 0; i < cluster->num_retvals; ++i) {
+    if (i >= ctx.num_outputs()) break;
+    ASSIGN_OR_RETURN(Tensor t, Tensor::FromLiteral(std::move(outputs[i])));
+    ctx.set_output(i, std::move(t));
+  }
+  for (size_t k = 0; k < cluster->resource_updates.size(); ++k) {
+    int arg = cluster->resource_updates[k];
+    std::shared_ptr<graph::Var> var = vars[arg];
+    if (var == nullptr) {
+      ASSIGN_OR_RETURN(var, VariableOf(ctx, ctx.input(input_of_arg(arg))));
+    }
+    ASSIGN_OR_RETURN(Tensor t,
+                     Tensor::FromLiteral(std::move(outputs[cluster->num_retvals + k])));
+    std::lock_guard<std::mutex> lock(var->mu);
+    if (var->dtype == graph::DT_INVALID) var->dtype = t.dtype();
+    var->value = std::move(t);
+  }
+  return OkStatus();
+}
+
+}  // namespace
+
+void RegisterXlaLaunchKernels() {
+  static std::once_flag once;
+  std::call_once(once, [] {
+    const graph::OpRegistry& registry = graph::OpRegistry::Global();
+    graph::SetKernel(registry, "_XlaCompile", XlaCompileKernel);
+    graph::SetKernel(registry, "_XlaRun", XlaRunKernel);
+  });
+}
+
+}  // namespace xlens::cluster
