@@ -133,8 +133,9 @@ void OrderArgs(Subgraph* s) {
 }
 
 // The cluster's body as a graph of _Arg/_Retval form: its nodes (without `_XlaCluster`), then the
-// interface nodes in the order they were made, as TensorFlow's subgraph dump has them.
-GraphDef SubgraphDef(const Subgraph& s, const graph::Graph& g) {
+// interface nodes in the order they were made, as TensorFlow's subgraph dump has them. The _Arg
+// indices are the order of the edges, or with `permuted` the launch's order (constants first).
+GraphDef SubgraphDef(const Subgraph& s, const graph::Graph& g, bool permuted) {
   GraphDef def;
   def.versions = g.versions();
   for (const Node* n : s.nodes) {
@@ -162,7 +163,7 @@ GraphDef SubgraphDef(const Subgraph& s, const graph::Graph& g) {
       nd.name = a.name;
       nd.op = "_Arg";
       nd.attr["T"] = AttrValue::Type(a.type);
-      nd.attr["index"] = AttrValue::Int(s.permutation[index]);
+      nd.attr["index"] = AttrValue::Int(permuted ? s.permutation[index] : index);
     } else {
       const Subgraph::Arg& r = s.results[index];
       nd.name = r.name;
@@ -463,16 +464,27 @@ StatusOr<GraphWithFunctions> EncapsulateSubgraphsPass::Run(const graph::Graph& g
     }
   }
 
+  // TensorFlow converts the clusters and appends their call nodes in the iteration order of a
+  // hash map of clusters, which is not the same from one process to the next (the corpus has
+  // clusters 3 and 4 in both orders); the order the clusters first appear in is ours.
+  std::vector<int> conversion_order;
+  for (size_t ci = 0; ci < subgraphs.size(); ++ci) conversion_order.push_back(static_cast<int>(ci));
+
   GraphDef out_def;
   out_def.versions = g.versions();
   out_def.library = g.library();
   if (!subgraphs.empty()) {
     ASSIGN_OR_RETURN(std::vector<Node*> topo, g.TopologicalOrder());
-    for (Subgraph& s : subgraphs) {
+    for (int ci : conversion_order) {
+      Subgraph& s = subgraphs[ci];
       RETURN_IF_ERROR(AnalyzeConstArgs(topo, &s));
       OrderArgs(&s);
-      GraphDef body_def = SubgraphDef(s, g);
-      if (dumper_) DumpOrNote(dumper_->Dump("encapsulate_subgraphs_subgraph_" + s.name, body_def));
+      // TensorFlow dumps the body before it reorders the arguments and optimizes it.
+      if (dumper_) {
+        DumpOrNote(dumper_->Dump("encapsulate_subgraphs_subgraph_" + s.name,
+                                 SubgraphDef(s, g, /*permuted=*/false)));
+      }
+      GraphDef body_def = SubgraphDef(s, g, /*permuted=*/true);
       RemoveIdentityNodes(&body_def, g);
       EliminateCommonSubexpressions(&body_def, g.registry());
       auto body = graph::Graph::FromGraphDef(body_def);
@@ -485,7 +497,11 @@ StatusOr<GraphWithFunctions> EncapsulateSubgraphsPass::Run(const graph::Graph& g
       RestoreArgControlInputs(body_def, &*fdef);
       NormalizeSignatureNames(&*fdef);
       if (dumper_) {
-        DumpOrNote(dumper_->Dump("encapsulate_fdef_graph_" + s.name, body_def));
+        // TensorFlow dumps the optimized body with the library as it stands: the graph's own
+        // functions and those of the clusters converted before this one.
+        GraphDef with_library = body_def;
+        with_library.library = out_def.library;
+        DumpOrNote(dumper_->Dump("encapsulate_fdef_graph_" + s.name, with_library));
         DumpOrNote(dumper_->DumpFunctionDef("encapsulate_fdef_" + s.name, *fdef));
       }
       out_def.library.function.push_back(std::move(*fdef));
@@ -520,7 +536,7 @@ StatusOr<GraphWithFunctions> EncapsulateSubgraphsPass::Run(const graph::Graph& g
     }
     out_def.node.push_back(std::move(nd));
   }
-  for (size_t ci = 0; ci < subgraphs.size(); ++ci) {
+  for (int ci : conversion_order) {
     const Subgraph& s = subgraphs[ci];
     NodeDef call;
     call.name = s.name;

@@ -51,7 +51,13 @@ StatusOr<std::string> GraphDumper::Dump(const std::string& name,
   const std::string what = "dumping " + name + " to " + base + ".pbtxt";
   Status dir = CreateDirectories(prefix_);
   if (!dir.ok()) return dir.WithContext(what);
-  auto text = graph::SerializeGraphDef(graph_def, graph::GraphDefFormat::kText);
+  // TensorFlow's DumpGraphToFile always writes the function library, `library {}` when empty:
+  // an empty message field marks it present.
+  graph::GraphDef with_library = graph_def;
+  if (with_library.library.function.empty() && with_library.library.gradient.empty()) {
+    with_library.unmodeled_fields += std::string("\x12\x00", 2);
+  }
+  auto text = graph::SerializeGraphDef(with_library, graph::GraphDefFormat::kText);
   if (!text.ok()) return text.status().WithContext(what);
   Status written = WriteFile(base + ".pbtxt", *text);
   if (!written.ok()) return written.WithContext(what);
