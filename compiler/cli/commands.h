@@ -143,8 +143,15 @@ struct GraphRunArgs {
   std::string outputs;  // directory for out0.npy, ...; empty: print the fetches
   std::string trace;    // Chrome trace of every op (category tf_op); empty: none
   double timeout_seconds = 0;
+  // off: op by op; auto: TensorFlow's JIT (the jit level and TF_XLA_FLAGS decide what is
+  // clustered); compile: the whole graph as one must-compile function (jit_compile=True).
+  std::string jit = "off";
+  std::string jit_level = "DEFAULT";     // the session's global_jit_level, with --jit=auto
+  std::string function_name;             // with --jit=compile; default from the file name
+  std::vector<std::string> extra_flags;  // --tf_xla_* and --xla_* flags
 };
-// Runs the graph op by op through a Session, `steps` times with the variables carried over.
+// Runs the graph through a Session, `steps` times with the variables carried over: op by op, or
+// with TensorFlow's JIT.
 int RunGraphRun(const GraphRunArgs& args);
 
 struct ClusterArgs {

@@ -4,12 +4,15 @@
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
+#include <filesystem>
 #include <map>
 
 #include <fmt/format.h>
 
 #include "compiler/cli/cli_util.h"
 #include "compiler/cli/commands.h"
+#include "compiler/cluster/xla_device_compiler.h"
+#include "compiler/cluster/xla_jit.h"
 #include "compiler/graph/graph.h"
 #include "compiler/graph/graph_def_io.h"
 #include "compiler/graph/graph_dot.h"
@@ -310,6 +313,31 @@ int RunGraphDot(const GraphDotArgs& args) {
   return 0;
 }
 
+// What the JIT did, on stderr: per graph the session prepared, its clusters, and how many
+// executables were compiled.
+void PrintJitSummary(const cluster::XlaJit& jit) {
+  cluster::XlaJitRecord record = jit.record();
+  for (const auto& g : record.graphs) {
+    std::vector<std::string> clusters;
+    for (const auto& [name, nodes] : g.result.clusters) {
+      size_t kept = 0;
+      for (const std::string& n : nodes) kept += g.result.declustered.count(n) == 0;
+      clusters.push_back(fmt::format("{} ({} nodes)", name, kept));
+    }
+    std::fprintf(stderr, "xlens graph run: graph %lld: %s; %zu nodes left to TensorFlow's executor\n",
+                 static_cast<long long>(g.graph_index),
+                 clusters.empty() ? "no clusters" : fmt::format("{}", fmt::join(clusters, ", ")).c_str(),
+                 g.result.unclustered.size() + g.result.declustered.size());
+  }
+  if (auto compiler = jit.compiler()) {
+    std::fprintf(stderr, "xlens graph run: %lld compilation%s, %lld launch%s run op by op (lazy compilation)\n",
+                 static_cast<long long>(compiler->compilations()),
+                 compiler->compilations() == 1 ? "" : "s",
+                 static_cast<long long>(compiler->lazy_fallbacks()),
+                 compiler->lazy_fallbacks() == 1 ? "" : "es");
+  }
+}
+
 int RunGraphRun(const GraphRunArgs& args) {
   if (args.steps < 1) return GraphFail(Error("--steps: expected at least 1"));
   if (args.fetches.empty() && args.targets.empty() && args.init.empty()) {
@@ -348,7 +376,29 @@ int RunGraphRun(const GraphRunArgs& args) {
     }
   }
 
-  auto session = graph::Session::Create(g.def);
+  for (const std::string& extra : args.extra_flags) {
+    if (!IsDebugFlag(extra)) {
+      return GraphFail(Error(fmt::format("graph run: unknown argument {} (see xlens graph run --help)",
+                                         Q(extra))));
+    }
+  }
+  graph::SessionOptions session_options;
+  std::unique_ptr<cluster::XlaJit> jit;
+  if (args.jit != "off") {
+    auto flags = DebugOptionsFromEnvironment(args.extra_flags);
+    if (!flags.ok()) return GraphFail(flags.status());
+    auto level = graph::ParseGlobalJitLevel(args.jit_level);
+    if (!level.ok()) return GraphFail(level.status().WithContext("--jit-level"));
+    session_options.global_jit_level = *level;
+    jit = std::make_unique<cluster::XlaJit>(*flags);
+    if (args.jit == "compile") {
+      std::string name = args.function_name;
+      if (name.empty()) name = std::filesystem::path(args.file).stem().string();
+      jit->set_must_compile_function(name);
+    }
+    jit->Install(&session_options);
+  }
+  auto session = graph::Session::Create(g.def, session_options);
   if (!session.ok()) return GraphFail(InFile(session.status(), g.shown));
   Watchdog watchdog(args.timeout_seconds, "graph run");
   const bool tracing = !args.trace.empty();
@@ -408,6 +458,7 @@ int RunGraphRun(const GraphRunArgs& args) {
     if (watchdog.fired()) return GraphFail(Error(watchdog.StopMessage() + ": " + status.message()));
     return GraphFail(status);
   }
+  if (jit != nullptr) PrintJitSummary(*jit);
 
   if (!args.outputs.empty()) {
     std::vector<Literal> literals;

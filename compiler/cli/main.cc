@@ -246,6 +246,19 @@ int main(int argc, char** argv) {
   graph_run->add_option("--timeout", graph_run_args.timeout_seconds,
                         "Stop after this many seconds with exit 1, saying what was running (0: no limit)")
       ->check(CLI::Validator(FiniteNonNegative, "SECONDS"));
+  graph_run->add_option("--jit", graph_run_args.jit,
+                        "off: op by op; auto: TensorFlow's JIT, clusters compiled and launched as the "
+                        "jit level and TF_XLA_FLAGS say; compile: the whole graph as one must-compile "
+                        "function (tf.function(jit_compile=True))")
+      ->check(CLI::IsMember({"off", "auto", "compile"}))
+      ->capture_default_str();
+  graph_run->add_option("--jit-level", graph_run_args.jit_level,
+                        "With --jit=auto: the session's global_jit_level (DEFAULT, OFF, ON_1, ON_2); "
+                        "--tf_xla_auto_jit overrides it, as in TensorFlow")
+      ->capture_default_str();
+  graph_run->add_option("--function", graph_run_args.function_name,
+                        "With --jit=compile: the function's name (default: the file's name)");
+  graph_run->allow_extras();
 
   ClusterArgs cluster_args;
   auto* cluster_cmd = app.add_subcommand(
@@ -367,7 +380,10 @@ int main(int argc, char** argv) {
     if (*graph_print) return RunGraphPrint(graph_print_args);
     if (*graph_verify) return RunGraphVerify(graph_verify_args);
     if (*graph_dot) return RunGraphDot(graph_dot_args);
-    if (*graph_run) return RunGraphRun(graph_run_args);
+    if (*graph_run) {
+      graph_run_args.extra_flags = graph_run->remaining();
+      return RunGraphRun(graph_run_args);
+    }
     if (*cluster_cmd) {
       cluster_args.extra_flags = cluster_cmd->remaining();
       return RunCluster(cluster_args);

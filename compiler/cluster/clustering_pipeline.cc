@@ -2,7 +2,11 @@
 
 #include <cstdio>
 
+#include <fmt/format.h>
+
 #include "compiler/cluster/build_xla_ops_pass.h"
+#include "compiler/cluster/compilability_check.h"
+#include "compiler/cluster/xla_cluster_util.h"
 #include "compiler/cluster/encapsulate_subgraphs_pass.h"
 #include "compiler/cluster/graph_dumper.h"
 #include "compiler/cluster/partially_decluster_pass.h"
@@ -29,18 +33,63 @@ void ReportDumpErrors(const std::vector<std::string>& errors) {
 
 }  // namespace
 
+std::string MustCompileError(const graph::Graph& graph, const std::string& function_name) {
+  OperationFilter filter = OperationFilter::ForMustCompile();
+  std::vector<std::string> unsupported;
+  for (graph::Node* node : graph.op_nodes()) {
+    const std::string& op = node->type_string();
+    if (op == "_Arg" || op == "_Retval") continue;
+    std::string reason;
+    if (op == "Unique" || op == "UniqueV2" || op == "Where") {
+      // TensorFlow 2.21 compiles these with a bounded dynamic shape; xlens's pipeline has only
+      // static shapes, so it refuses them for the reason the XLA documentation gives.
+      reason = fmt::format(
+          "its output shape is not known before it runs, and XLA must infer every dimension at "
+          "compile time {{{{node {}}}}}",
+          node->name());
+    } else {
+      reason = UncompilableReason(*node, graph, filter);
+    }
+    if (!reason.empty()) {
+      unsupported.push_back(
+          fmt::format("{} ({}){{{{node {}}}}}", op, reason, node->name()));
+    }
+  }
+  if (unsupported.empty()) return "";
+  std::string joined;
+  for (const std::string& u : unsupported) joined += (joined.empty() ? "" : ", ") + u;
+  return fmt::format(
+      "Detected unsupported operations when trying to compile graph "
+      "{}[_XlaMustCompile=true] on {}: {}",
+      function_name, kXlaCpuJitDevice, joined);
+}
+
 StatusOr<ClusteringOutcome> RunClusteringPasses(graph::Graph* graph,
                                                 const ClusteringPipelineOptions& options) {
   ClusteringOutcome outcome;
   MarkForCompilationOptions mark = options.mark;
   GraphDumper* dumper = options.dumper;
+  if (!options.must_compile_function.empty()) {
+    // jit_compile: no clustering decisions, one cluster of everything or TensorFlow's error.
+    std::string error = MustCompileError(*graph, options.must_compile_function);
+    if (!error.empty()) return Error(error);
+    for (graph::Node* node : graph->op_nodes()) {
+      if (node->type_string() == "_Arg" || node->type_string() == "_Retval") {
+        outcome.result.unclustered[node->name()] = "the function's arguments and results";
+        continue;
+      }
+      node->mutable_attrs()["_XlaCluster"] = graph::AttrValue::String(options.must_compile_function);
+      outcome.result.clusters[options.must_compile_function].push_back(node->name());
+    }
+    outcome.result.had_candidates = true;
+  }
   if (dumper != nullptr) {
     // TensorFlow dumps the graph as its pass saw it, only when there is something to cluster.
     mark.before_create_clusters = [dumper](const graph::Graph& g) {
       ReportDump(dumper->Dump("before_mark_for_compilation", g));
     };
   }
-  {
+  if (options.must_compile_function.empty()) {
     profiler::TraceSpan span("mark_for_compilation", profiler::category::kClustering);
     ASSIGN_OR_RETURN(outcome.result, MarkForCompilationPass(mark).Run(graph));
   }
@@ -49,7 +98,7 @@ StatusOr<ClusteringOutcome> RunClusteringPasses(graph::Graph* graph,
     ReportDump(dumper->Dump("mark_for_compilation_annotated",
                             AnnotateForDump(*graph, &outcome.result), &outcome.result));
   }
-  {
+  if (options.must_compile_function.empty()) {
     profiler::TraceSpan span("partially_decluster", profiler::category::kClustering);
     RETURN_IF_ERROR(PartiallyDeclusterPass().Run(graph, &outcome.result));
   }
@@ -57,13 +106,16 @@ StatusOr<ClusteringOutcome> RunClusteringPasses(graph::Graph* graph,
   GraphWithFunctions encapsulated;
   {
     profiler::TraceSpan span("encapsulate_subgraphs", profiler::category::kClustering);
-    EncapsulateSubgraphsPass encapsulate(dumper);
+    EncapsulateSubgraphsPass encapsulate(dumper, &outcome.result);
     ASSIGN_OR_RETURN(encapsulated, encapsulate.Run(*graph));
     ReportDumpErrors(encapsulate.dump_errors());
   }
   {
     profiler::TraceSpan span("build_xla_ops", profiler::category::kClustering);
-    BuildXlaOpsPass build({}, dumper);
+    BuildXlaOpsOptions build_options;
+    build_options.lazy_compilation =
+        options.lazy_compilation && options.must_compile_function.empty();
+    BuildXlaOpsPass build(build_options, dumper);
     ASSIGN_OR_RETURN(outcome.rewritten, build.Run(*encapsulated.graph));
     ReportDumpErrors(build.dump_errors());
   }

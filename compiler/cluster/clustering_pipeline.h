@@ -30,7 +30,16 @@ struct ClusteringPipelineOptions {
   GraphDumper* dumper = nullptr;
   // Stop after partially_decluster (what `xlens cluster` reports without rewriting the graph).
   bool mark_only = false;
+  // TensorFlow's lazy compilation of auto-clustered launches (off: must_compile launches).
+  bool lazy_compilation = true;
+  // A must-compile function (TensorFlow's jit_compile=True): the whole graph is one cluster
+  // named so; every op must compile, or the error is TensorFlow's "Detected unsupported
+  // operations when trying to compile graph NAME[_XlaMustCompile=true] on XLA_CPU_JIT: ...".
+  std::string must_compile_function;
 };
+
+// The must-compile check: "" when XLA can compile every op of `graph`, else TensorFlow's error.
+std::string MustCompileError(const graph::Graph& graph, const std::string& function_name);
 
 // Runs the passes: mark_for_compilation and partially_decluster on `graph` in place (they only
 // set attrs), then encapsulate_subgraphs and build_xla_ops into a new graph. The result's

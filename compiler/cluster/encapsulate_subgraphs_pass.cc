@@ -491,7 +491,12 @@ StatusOr<GraphWithFunctions> EncapsulateSubgraphsPass::Run(const graph::Graph& g
       if (!body.ok()) {
         return Status::Error("cluster '" + s.name + "': " + body.status().message());
       }
-      std::vector<std::string> control_outputs(s.control_outputs.begin(), s.control_outputs.end());
+      // A control output the body's optimization removed (a bypassed Identity, a folded
+      // duplicate) has nothing left to wait for.
+      std::vector<std::string> control_outputs;
+      for (const std::string& name : s.control_outputs) {
+        if ((*body)->FindNode(name) != nullptr) control_outputs.push_back(name);
+      }
       auto fdef = graph::GraphToFunctionDef(**body, s.name, control_outputs);
       if (!fdef.ok()) return Status::Error("cluster '" + s.name + "': " + fdef.status().message());
       RestoreArgControlInputs(body_def, &*fdef);

@@ -59,6 +59,9 @@ std::string ModuleNameForFunction(const graph::NameAttrList& function) {
   for (char& c : canonical) {
     if (!std::isalnum(static_cast<unsigned char>(c)) && c != '_' && c != '.' && c != '-') c = '_';
   }
+  // An HLO module name starts with a letter: TensorFlow's "__inference_f_7" module is
+  // "a_inference_f_7...".
+  if (!canonical.empty() && canonical[0] == '_') canonical[0] = 'a';
   return canonical;
 }
 

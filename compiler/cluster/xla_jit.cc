@@ -39,6 +39,7 @@ Status XlaJit::Run(std::unique_ptr<graph::Graph>* graph, graph::ResourceMgr* res
   options.mark = MarkForCompilationOptionsFor(flags_, session_level, session_cpu_global_jit);
   options.mark.fuel = fuel_;
   options.dumper = dumper_.get();
+  options.must_compile_function = must_compile_function_;
   std::lock_guard<std::mutex> lock(mu_);
   compiler_ = std::dynamic_pointer_cast<XlaDeviceCompiler>(base);
   ASSIGN_OR_RETURN(ClusteringOutcome outcome, RunClusteringPasses(graph->get(), options));

@@ -7,6 +7,7 @@
 // CPU without --tf_xla_cpu_global_jit) only jit_scope'd nodes are compiled.
 #pragma once
 
+#include <atomic>
 #include <functional>
 #include <memory>
 #include <mutex>
@@ -39,6 +40,9 @@ class XlaJit {
 
   // Installs the clustering into `options` (keep this object alive as long as the session).
   void Install(graph::SessionOptions* options);
+  // Compile every graph whole as the must-compile function `name` (TensorFlow's
+  // tf.function(jit_compile=True)) instead of auto-clustering it.
+  void set_must_compile_function(std::string name) { must_compile_function_ = std::move(name); }
 
   // Every graph clustered so far, with its clusters and reasons.
   XlaJitRecord record() const;
@@ -50,6 +54,7 @@ class XlaJit {
              graph::GlobalJitLevel session_level, bool session_cpu_global_jit);
 
   DebugOptions flags_;
+  std::string must_compile_function_;
   std::function<void(const std::string&)> log_;
   std::unique_ptr<GraphDumper> dumper_;
   // Shared by every graph, as TensorFlow's fuel is by the process.

@@ -6,6 +6,7 @@
 
 #include <cmath>
 #include <filesystem>
+#include <set>
 
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
@@ -140,6 +141,147 @@ TEST(XlaJitTest, WithoutTheCpuFlagNothingIsCompiled) {
   ASSERT_TRUE(s.session->Run({}, {}, {"init"}).ok());
   for (const auto& g : s.jit->record().graphs) EXPECT_TRUE(g.result.clusters.empty());
   EXPECT_EQ(s.jit->compiler()->compilations(), 0);
+}
+
+TEST(XlaJitTest, MnistSoftmaxTrainingWithTheJitFollowsTensorFlowsJit) {
+  SKIP_WITHOUT_CORPUS();
+  std::string dir = CorpusDir() + "/mnist_softmax_tf1/jit";
+  JitSession s = OpenJitSession(dir + "/graph.pbtxt", graph::GlobalJitLevel::kOn1,
+                                "--tf_xla_cpu_global_jit");
+  ASSERT_NE(s.session, nullptr);
+  ASSERT_TRUE(s.session->Run({}, {}, {"init"}).ok());
+  Tensor images = LoadNpy(dir + "/inputs/images_u8.npy");
+  Tensor labels = LoadNpy(dir + "/inputs/labels.npy");
+  // x = images_u8 / 255 in float64 (NumPy), fed to a float32 placeholder.
+  auto batch = [&](int i, Tensor* x, Tensor* y) {
+    *x = Tensor(graph::DT_FLOAT, {100, 784});
+    *y = Tensor(labels.dtype(), {100});
+    for (int64_t r = 0; r < 100; ++r) {
+      for (int64_t c = 0; c < 784; ++c) {
+        x->flat<float>()[r * 784 + c] =
+            static_cast<float>(images.GetAsDouble((100 * i + r) * 784 + c) / 255.0);
+      }
+      y->SetFromInt64(r, labels.GetAsInt64(100 * i + r));
+    }
+  };
+  Tensor curve = LoadNpy(dir + "/outputs/loss_curve.npy");
+  for (int step = 0; step < curve.num_elements(); ++step) {
+    Tensor x, y;
+    batch(step, &x, &y);
+    auto out = s.session->Run({{"x", x}, {"y_", y}}, {"sparse_softmax_cross_entropy_loss/value"},
+                              {"GradientDescent"});
+    ASSERT_TRUE(out.ok()) << out.status().message();
+    double got = (*out)[0].GetAsDouble(0), want = curve.GetAsDouble(step);
+    ASSERT_LE(std::fabs(got - want), 1e-5 * std::fabs(want)) << "step " << step + 1;
+  }
+  // One cluster holds the matmul, the loss, its gradient and both updates, as TensorFlow's.
+  bool found = false;
+  for (const auto& g : s.jit->record().graphs) {
+    for (const auto& [name, nodes] : g.result.clusters) {
+      auto has = [&](const std::string& n) {
+        return std::find(nodes.begin(), nodes.end(), n) != nodes.end();
+      };
+      found |= has("MatMul") && has("GradientDescent/update_w/ResourceApplyGradientDescent") &&
+               has("GradientDescent/update_b/ResourceApplyGradientDescent");
+    }
+  }
+  EXPECT_TRUE(found);
+}
+
+TEST(XlaJitTest, ANewShapeRunsOpByOpOnceThenRecompilesAndSaysWhyOnce) {
+  SKIP_WITHOUT_CORPUS();
+  // TensorFlow's recompile/autojit_dynamic_signature run (input_signature [1, None]): `a + b`
+  // with [1,10], then [1,100] twice, then [1,10].
+  std::string dir = CorpusDir() + "/recompile/autojit_dynamic_signature";
+  JitSession s = OpenJitSession(dir + "/graph.pbtxt", graph::GlobalJitLevel::kDefault,
+                                "--tf_xla_auto_jit=2 --tf_xla_cpu_global_jit "
+                                "--tf_xla_min_cluster_size=1");
+  ASSERT_NE(s.session, nullptr);
+  auto ones = [](int64_t n) {
+    Tensor t(graph::DT_FLOAT, {1, n});
+    for (int64_t i = 0; i < n; ++i) t.flat<float>()[i] = 1.0f + i;
+    return t;
+  };
+  auto run = [&](int64_t n) {
+    auto out = s.session->Run({{"a", ones(n)}, {"b", ones(n)}}, {"Identity"});
+    EXPECT_TRUE(out.ok()) << out.status().message();
+    if (out.ok()) {
+      EXPECT_EQ((*out)[0].dims(), (std::vector<int64_t>{1, n}));
+      EXPECT_EQ((*out)[0].GetAsDouble(n - 1), 2.0 * n);
+    }
+  };
+  run(10);
+  EXPECT_EQ(s.jit->compiler()->compilations(), 1);
+  run(100);  // lazily not compiled: TensorFlow's fallback runs it op by op
+  EXPECT_EQ(s.jit->compiler()->compilations(), 1);
+  EXPECT_EQ(s.jit->compiler()->lazy_fallbacks(), 1);
+  run(100);  // seen again: compiled
+  EXPECT_EQ(s.jit->compiler()->compilations(), 2);
+  run(10);   // cached
+  EXPECT_EQ(s.jit->compiler()->compilations(), 2);
+  int recompiles = 0;
+  for (const std::string& line : s.log) {
+    if (line.find("recompiling") == std::string::npos) continue;
+    ++recompiles;
+    EXPECT_THAT(line, HasSubstr("argument shapes changed from (f32[1,10], f32[1,10]) to "
+                                "(f32[1,100], f32[1,100])"));
+  }
+  EXPECT_EQ(recompiles, 1);
+}
+
+TEST(XlaJitTest, JitScopesCompileWithAutoJitOffEachScopeItsOwnCluster) {
+  SKIP_WITHOUT_CORPUS();
+  // TensorFlow's jit_scope run with grappler's arithmetic optimizer off (the graph as Python
+  // built it): scope 0 (`x + x`) and scope 1 (`exp(a) + 1`) are two clusters, the rest runs op by
+  // op, and the result is TensorFlow's.
+  std::string dir = CorpusDir() + "/jit_scope/autojit_off_no_arith_opt";
+  JitSession s = OpenJitSession(dir + "/graph.pbtxt", graph::GlobalJitLevel::kDefault, "");
+  ASSERT_NE(s.session, nullptr);
+  Tensor x = LoadNpy(dir + "/inputs/x.npy");
+  auto out = s.session->Run({{"x", x}}, {"out"});
+  ASSERT_TRUE(out.ok()) << out.status().message();
+  Tensor want = LoadNpy(dir + "/outputs/out.npy");
+  ASSERT_EQ((*out)[0].num_elements(), want.num_elements());
+  for (int64_t i = 0; i < want.num_elements(); ++i) {
+    EXPECT_NEAR((*out)[0].GetAsDouble(i), want.GetAsDouble(i), 1e-5 * std::fabs(want.GetAsDouble(i)) + 1e-6);
+  }
+  XlaJitRecord record = s.jit->record();
+  ASSERT_EQ(record.graphs.size(), 1u);
+  std::set<std::set<std::string>> partition;
+  for (const auto& [name, nodes] : record.graphs[0].result.clusters) {
+    partition.insert(std::set<std::string>(nodes.begin(), nodes.end()));
+  }
+  EXPECT_EQ(partition, (std::set<std::set<std::string>>{{"add"}, {"add_2/y", "b_exp", "add_2"}}));
+  EXPECT_EQ(record.graphs[0].result.unclustered.at("c_nocompile"),
+            "kXlaCompileAttr(_XlaCompile) is false.");
+  EXPECT_EQ(s.jit->compiler()->compilations(), 2);
+}
+
+TEST(XlaJitTest, AMustCompileFunctionThatCannotCompileFailsWithTensorFlowsMessage) {
+  SKIP_WITHOUT_CORPUS();
+  std::string dir = CorpusDir() + "/not_compilable/jit_compile";
+  for (const auto& [file, op] : std::vector<std::pair<std::string, std::string>>{
+           {"graph_unique_with_counts.pbtxt", "UniqueWithCounts"},
+           {"graph_as_string.pbtxt", "AsString"},
+           {"graph_print.pbtxt", "StringFormat"}}) {
+    auto def = graph::ReadGraphDef(dir + "/" + file);
+    ASSERT_TRUE(def.ok()) << def.status().message();
+    XlaJit jit(Flags(""));
+    jit.set_must_compile_function("__inference_f");
+    graph::SessionOptions options;
+    jit.Install(&options);
+    auto session = graph::Session::Create(*def, options);
+    ASSERT_TRUE(session.ok());
+    auto out = (*session)->Run({{"x", LoadNpy(dir + "/inputs/x.npy")}}, {"Identity"});
+    ASSERT_FALSE(out.ok()) << file;
+    // TensorFlow's words, up to the attrs it hashes (config_proto, executor_type).
+    EXPECT_THAT(out.status().message(),
+                HasSubstr("Detected unsupported operations when trying to compile graph "
+                          "__inference_f[_XlaMustCompile=true"));
+    EXPECT_THAT(out.status().message(),
+                HasSubstr("on XLA_CPU_JIT: " + op + " (No registered '" + op +
+                          "' OpKernel for XLA_CPU_JIT devices compatible with node {{node "));
+  }
 }
 
 }  // namespace
