@@ -1,6 +1,7 @@
 #include "compiler/cluster/mark_for_compilation_pass.h"
 
 #include <algorithm>
+#include <cstdio>
 #include <map>
 #include <mutex>
 #include <optional>
@@ -169,6 +170,20 @@ struct Cluster {
   }
 };
 
+// TensorFlow's one-time notice when auto-jit is asked for on the CPU without enabling XLA:CPU.
+void WarnOnceCpuNotClustered() {
+  static std::once_flag once;
+  std::call_once(once, [] {
+    std::fprintf(stderr,
+                 "(One-time warning): Not using XLA:CPU for cluster.\n\n"
+                 "If you want XLA:CPU, do one of the following:\n\n"
+                 " - set the TF_XLA_FLAGS to include \"--tf_xla_cpu_global_jit\", or\n"
+                 " - set cpu_global_jit to true on this session's OptimizerOptions, or\n"
+                 " - use experimental_jit_scope, or\n"
+                 " - use tf.function(jit_compile=True).\n");
+  });
+}
+
 class Impl {
  public:
   Impl(const MarkForCompilationOptions& options, Graph* graph)
@@ -296,6 +311,7 @@ Status Impl::FindCompilationCandidates() {
                              GetBoolAttr(*node, "_XlaMustCompile"));
     if (!ShouldCompile(xla_compile_true)) {
       reasons_[node->name()] = NotCompiledReason();
+      if (options_.global_jit_level != GlobalJitLevel::kOff) WarnOnceCpuNotClustered();
       continue;
     }
     std::string why = UncompilableReason(*node, *graph_, filter);
