@@ -75,7 +75,7 @@ int RunCluster(const ClusterArgs& args) {
     for (const auto& [op, count] : ops) {
       histogram.push_back(count > 1 ? fmt::format("{} x{}", op, count) : op);
     }
-    std::printf("%s: %zu nodes (%s)\n", name.c_str(), nodes.size(),
+    std::printf("%s: %zu node%s (%s)\n", name.c_str(), nodes.size(), nodes.size() == 1 ? "" : "s",
                 fmt::format("{}", fmt::join(histogram, ", ")).c_str());
     if (args.verbose) {
       for (const std::string& n : nodes) {
