@@ -9,7 +9,10 @@
 #include <string>
 #include <vector>
 
+#include <unistd.h>
+
 #include <gtest/gtest.h>
+#include <nlohmann/json.hpp>
 
 #include "compiler/hlo/npy.h"
 #include "e2e/cli_test_util.h"
@@ -144,6 +147,59 @@ TEST(GraphCliTest, LinregTrainsLikeTensorFlow) {
     double want = curve->GetAsDouble(step - 1);
     EXPECT_NEAR(loss, want, 1e-4 * std::abs(want)) << "step " << step;
   }
+}
+
+// With the JIT, the training step is one launch of its cluster: the trace holds a span named
+// after the cluster with the compiled kernels inside it, beside the tf_op spans of the nodes the
+// executor still runs; and the losses are TensorFlow's.
+TEST(GraphCliTest, LinregWithTheJitLaunchesItsClusterAsOneSpanWithTheKernelsInside) {
+  const std::string dir = kSamples + "/linreg_tf1";
+  const std::string trace =
+      (std::filesystem::temp_directory_path() /
+       ("xlens_graph_jit_trace_" + std::to_string(::getpid()) + ".json"))
+          .string();
+  RunResult r = RunXlens("graph run " + dir + "/graph.pbtxt --init init --feed x_observed=" + dir +
+                         "/x_observed.npy --feed y_observed=" + dir +
+                         "/y_observed.npy --fetch Mean --target GradientDescent --steps 50"
+                         " --jit=auto --jit-level=ON_1 --tf_xla_cpu_global_jit --trace " + trace);
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  EXPECT_NE(r.output.find("xlens graph run: graph 1: cluster_"), std::string::npos) << r.output;
+  auto curve = ReadNpy(dir + "/loss_curve.npy");
+  ASSERT_TRUE(curve.ok());
+  for (int step : {1, 50}) {
+    std::string prefix = "step " + std::to_string(step) + ": Mean = ";
+    size_t at = r.output.find(prefix);
+    ASSERT_NE(at, std::string::npos) << r.output;
+    EXPECT_NEAR(std::stod(r.output.substr(at + prefix.size())), curve->GetAsDouble(step - 1),
+                1e-4 * std::abs(curve->GetAsDouble(step - 1)));
+  }
+  std::ifstream in(trace);
+  ASSERT_TRUE(in) << trace;
+  nlohmann::json j = nlohmann::json::parse(in);
+  struct Span {
+    std::string name, cat;
+    double ts, dur;
+  };
+  std::vector<Span> spans;
+  for (const auto& e : j["traceEvents"]) {
+    if (e.value("ph", "") != "X") continue;
+    spans.push_back({e.value("name", ""), e.value("cat", ""), e.value("ts", 0.0), e.value("dur", 0.0)});
+  }
+  int launches = 0, kernels_inside = 0, tf_ops = 0;
+  for (const Span& launch : spans) {
+    if (launch.cat != "execute" || launch.name.rfind("cluster_", 0) != 0) continue;
+    ++launches;
+    for (const Span& k : spans) {
+      if (k.cat == "cpu_kernel" && k.ts >= launch.ts && k.ts + k.dur <= launch.ts + launch.dur + 1e-3) {
+        ++kernels_inside;
+      }
+    }
+  }
+  for (const Span& s : spans) tf_ops += s.cat == "tf_op";
+  EXPECT_GE(launches, 50);  // one per training step, plus the init's
+  EXPECT_GE(kernels_inside, 50);
+  EXPECT_GT(tf_ops, 0);  // what stays outside the clusters runs op by op
+  std::filesystem::remove(trace);
 }
 
 }  // namespace
