@@ -159,7 +159,14 @@ StatusOr<std::unique_ptr<DeadnessAnalysis>> DeadnessAnalysis::Run(
       std::vector<const Predicate*> inputs;
       for (const Edge* e : node->in_edges()) inputs.push_back(input_pred(e));
       alive = f.And(inputs);
+      // The predicate's symbol is the tensor it comes from: an Identity forwards the same value
+      // (TF1's cond switches on `cond/pred_id`, an Identity of the predicate), so it is looked
+      // through and both switches agree.
       const Edge* pred_edge = node->input_edge(1);
+      while (pred_edge != nullptr && pred_edge->src->type_string() == "Identity" &&
+             pred_edge->src->num_inputs() == 1 && pred_edge->src->input_edge(0) != nullptr) {
+        pred_edge = pred_edge->src->input_edge(0);
+      }
       std::string tensor =
           pred_edge ? pred_edge->src->name() + ":" + std::to_string(pred_edge->src_output) : "?";
       const Predicate* symbol = f.Symbol(tensor);

@@ -244,6 +244,13 @@ StatusOr<std::unique_ptr<FunctionBody>> InstantiateFunctionDef(const FunctionDef
       if (!input.empty() && input[0] == '^') {
         auto it = nodes.find(input.substr(1));
         if (it == nodes.end()) {
+          // A control input may name an argument (TensorFlow writes `^x_0_arg` when a body node
+          // waits for a value it does not read): it waits for that argument's _Arg node.
+          auto arg = args.find(input.substr(1));
+          if (arg != args.end() && arg->second.count > 0) {
+            g->AddControlEdge(body->arg_nodes[arg->second.start], dst);
+            continue;
+          }
           return Status::Error(FunctionError(fname, "node '" + nd->name + "': control input '" +
                                                         input + "' names no node of the body"));
         }

@@ -205,6 +205,34 @@ TEST(MarkForCompilationPassTest, AGraphWithACycleOutsideLoopsIsAnError) {
   EXPECT_THAT(r.status().message(), HasSubstr("cycle"));
 }
 
+TEST(MarkForCompilationPassTest, TfOneCondBranchesSwitchOnAnIdentityOfThePredicateAndStillCluster) {
+  // TensorFlow 2.21's TF1 while/cond graph as Python built it (before grappler): each branch
+  // switches on cond/pred_id, an Identity of the predicate, while its constants wait on
+  // Switch(pred, pred). Both are the same condition: each branch is one cluster, as TensorFlow
+  // makes of its runtime graph (five clusters: before the loop, the body, two branches, after).
+  std::string path = std::string(XLENS_SHARED_DIR) + "/corpus/tf/control_flow_tf1/jit/graph.pbtxt";
+  auto def = graph::ReadGraphDef(path);
+  if (!def.ok()) GTEST_SKIP() << "the TF corpus is absent: " << path;
+  auto g = Graph::FromGraphDef(*def);
+  ASSERT_TRUE(g.ok()) << g.status().message();
+  MarkForCompilationOptions options = AutoJit();
+  options.global_jit_level = graph::GlobalJitLevel::kOn1;
+  ClusteringResult r = Cluster(g->get(), options);
+  EXPECT_EQ(r.clusters.size(), 5u);
+  auto same_cluster = [&](const std::string& a, const std::string& b) {
+    for (const auto& [name, nodes] : r.clusters) {
+      bool has_a = std::find(nodes.begin(), nodes.end(), a) != nodes.end();
+      bool has_b = std::find(nodes.begin(), nodes.end(), b) != nodes.end();
+      if (has_a || has_b) return has_a && has_b;
+    }
+    return false;
+  };
+  EXPECT_TRUE(same_cluster("cond/Sin", "cond/mul/y"));
+  EXPECT_TRUE(same_cluster("cond/Tanh", "cond/mul_1/y"));
+  EXPECT_FALSE(same_cluster("cond/Sin", "cond/Tanh"));
+  EXPECT_TRUE(same_cluster("while/Sin", "while/mul_2"));
+}
+
 TEST(PartiallyDeclusterPassTest, AMustBeConstantShapeFromOutsideLeavesTheCluster) {
   // shape = Shape(x) feeds Reshape's shape inside the cluster; computed from x alone, it is
   // taken out so the cluster gets it as a constant.

@@ -202,5 +202,34 @@ TEST(GraphCliTest, LinregWithTheJitLaunchesItsClusterAsOneSpanWithTheKernelsInsi
   std::filesystem::remove(trace);
 }
 
+// TensorFlow's TF1 while/cond graph under the JIT: the loop body and the taken branch run as
+// compiled clusters inside the loop and cond frames, and the result is TensorFlow's for both
+// values of the predicate.
+TEST(GraphCliTest, WhileAndCondRunWithTheJitAsInTensorFlow) {
+  const std::string dir = std::string(XLENS_SHARED_DIR) + "/corpus/tf/control_flow_tf1/jit";
+  if (!std::filesystem::exists(dir)) GTEST_SKIP() << "the TF corpus is absent: " << dir;
+  const std::string tmp =
+      (std::filesystem::temp_directory_path() / ("xlens_cf_jit_" + std::to_string(::getpid())))
+          .string();
+  std::filesystem::create_directories(tmp);
+  for (bool pred : {true, false}) {
+    Literal p = Literal::CreateR0<bool>(PrimitiveType::PRED, pred);
+    ASSERT_TRUE(WriteNpy(tmp + "/pred.npy", p).ok());
+    RunResult r = RunXlens("graph run " + dir + "/graph.pbtxt --jit=auto --jit-level=ON_1"
+                           " --tf_xla_cpu_global_jit --feed x=" + dir + "/inputs/x.npy --feed pred=" +
+                           tmp + "/pred.npy --fetch out --outputs " + tmp);
+    ASSERT_EQ(r.exit_code, 0) << r.output;
+    EXPECT_NE(r.output.find("cluster_4"), std::string::npos) << r.output;  // five clusters
+    auto got = ReadNpy(tmp + "/out0.npy");
+    auto want = ReadNpy(dir + std::string("/outputs/pred_") + (pred ? "True" : "False") + ".npy");
+    ASSERT_TRUE(got.ok() && want.ok());
+    ASSERT_EQ(got->element_count(), want->element_count());
+    for (int64_t i = 0; i < want->element_count(); ++i) {
+      EXPECT_NEAR(got->GetAsDouble(i), want->GetAsDouble(i), 1e-5) << "pred " << pred << " at " << i;
+    }
+  }
+  std::filesystem::remove_all(tmp);
+}
+
 }  // namespace
 }  // namespace xlens
