@@ -1,0 +1,44 @@
+#include "compiler/cluster/compilability_check.h"
+
+#include <gtest/gtest.h>
+
+#include "tests/cluster/cluster_test_util.h"
+
+namespace xlens::cluster {
+namespace {
+
+using testing::LoadGraph;
+
+TEST(CompilabilityCheckTest, ReasonsInTensorFlowsWords) {
+  auto g = LoadGraph(R"(
+node { name: "x" op: "Placeholder" attr { key: "dtype" value { type: DT_FLOAT } } }
+node { name: "s" op: "AsString" input: "x" attr { key: "T" value { type: DT_FLOAT } } }
+node { name: "u" op: "Unique" input: "x" attr { key: "T" value { type: DT_FLOAT } } attr { key: "out_idx" value { type: DT_INT32 } } }
+node { name: "shape" op: "Const" attr { key: "dtype" value { type: DT_INT32 } } attr { key: "value" value { tensor { dtype: DT_INT32 tensor_shape { dim { size: 1 } } int_val: 2 } } } }
+node { name: "r" op: "RandomUniform" input: "shape" attr { key: "T" value { type: DT_INT32 } } attr { key: "dtype" value { type: DT_FLOAT } } }
+node { name: "sin" op: "Sin" input: "x" attr { key: "T" value { type: DT_FLOAT } } }
+node { name: "str" op: "Const" attr { key: "dtype" value { type: DT_STRING } } attr { key: "value" value { tensor { dtype: DT_STRING string_val: "a" } } } }
+)");
+  ASSERT_NE(g, nullptr);
+  OperationFilter auto_clustering = OperationFilter::ForAutoClustering();
+  auto reason = [&](const char* n) {
+    return UncompilableReason(*g->FindNode(n), *g, auto_clustering);
+  };
+  EXPECT_EQ(reason("sin"), "");
+  EXPECT_EQ(reason("s"),
+            "No registered 'AsString' OpKernel for XLA_CPU_JIT devices compatible with node "
+            "{{node s}}");
+  EXPECT_EQ(reason("u"), "Unique op");
+  EXPECT_EQ(reason("r"), "stateful random op");
+  EXPECT_EQ(reason("str"),
+            "No registered 'Const' OpKernel for XLA_CPU_JIT devices compatible with node "
+            "{{node str}}");
+  // A must-compile function may hold what auto-clustering leaves out.
+  OperationFilter must = OperationFilter::ForMustCompile();
+  EXPECT_EQ(UncompilableReason(*g->FindNode("r"), *g, must), "");
+  EXPECT_EQ(UncompilableReason(*g->FindNode("u"), *g, must), "");
+  EXPECT_NE(UncompilableReason(*g->FindNode("s"), *g, must), "");
+}
+
+}  // namespace
+}  // namespace xlens::cluster
