@@ -360,10 +360,11 @@ StatusOr<std::vector<Node*>> Graph::TopologicalOrder() const {
   }
   std::string cycle;
   if (cur) {
+    // The path runs backwards along inputs; forwards, it closes on its last node.
     for (size_t i = path.size(); i-- > position[cur];) {
       cycle += "'" + path[i]->name() + "' -> ";
     }
-    cycle += "'" + cur->name() + "'";
+    cycle += "'" + path.back()->name() + "'";
   }
   return Status::Error("the graph has a cycle: " + cycle +
                        " (only NextIteration may feed a loop's Merge back)");
