@@ -171,6 +171,32 @@ TEST(MarkForCompilationPassTest, FlagsExcludeOpsAndStopOnFuel) {
             "The operation 'NoSuchOp' passed to --tf_xla_ops_to_cluster is not supported by XLA.");
 }
 
+TEST(MarkForCompilationPassTest, JitLevelComesFromTheFlagsOverTheSessionAsInTensorFlow) {
+  auto level = [](const std::string& tf_xla_flags, graph::GlobalJitLevel session) {
+    FlagEnvironment env;
+    env.tf_xla_flags = tf_xla_flags;
+    auto flags = ParseDebugOptions(env);
+    EXPECT_TRUE(flags.ok()) << flags.status().message();
+    return EffectiveJitLevel(*flags, session);
+  };
+  using L = graph::GlobalJitLevel;
+  EXPECT_EQ(level("", L::kDefault), L::kOff);  // DEFAULT means off
+  EXPECT_EQ(level("", L::kOn1), L::kOn1);
+  EXPECT_EQ(level("--tf_xla_auto_jit=2", L::kDefault), L::kOn2);
+  EXPECT_EQ(level("--tf_xla_auto_jit=-1", L::kOn1), L::kOff);  // the flag wins
+  EXPECT_EQ(level("--tf_xla_auto_jit=0", L::kOn2), L::kOn2);    // 0: as the session says
+  EXPECT_EQ(level("--tf_xla_auto_jit=fusible", L::kDefault), L::kOn1);
+  // "fusible" restricts the ops, as TensorFlow's FUSIBLE list does.
+  FlagEnvironment env;
+  env.tf_xla_flags = "--tf_xla_auto_jit=fusible --tf_xla_cpu_global_jit";
+  MarkForCompilationOptions options =
+      MarkForCompilationOptionsFor(*ParseDebugOptions(env), L::kDefault);
+  EXPECT_EQ(options.ops_to_cluster, "FUSIBLE");
+  auto g = Load(Chain(4));
+  options.min_cluster_size = 1;
+  EXPECT_EQ(Cluster(g.get(), options).clusters.size(), 1u);
+}
+
 TEST(MarkForCompilationPassTest, XlaCompileFalseKeepsANodeOut) {
   auto g = Load(Chain(3) + NodeText("d", "Tanh", {"op2"},
                                     std::string(kF32) +
