@@ -586,6 +586,20 @@ TEST(Tf2XlaOpsTest, PoolingMatchesTheKernels) {
                                                 return l;
                                               }())},
                                              {"padding", AttrValue::String(padding)}})));
+        body.Ret(ops::AsOutput(ops::BuildOp(
+            body.root, "AvgPoolGrad",
+            {ops::Const(body.root, std::vector<int32_t>{2, 5, 6, 3}), grad},
+            {{"ksize", AttrValue::List([&] {
+                graph::AttrListValue l;
+                l.i = k;
+                return l;
+              }())},
+             {"strides", AttrValue::List([&] {
+                graph::AttrListValue l;
+                l.i = st;
+                return l;
+              }())},
+             {"padding", AttrValue::String(padding)}})));
         body.Check(1e-5);
       }
     }
@@ -713,9 +727,7 @@ TEST(Tf2XlaOpsTest, EveryCompilableOpHasALowering) {
       "StatelessRandomNormalV2", "StatelessRandomUniform", "StatelessRandomUniformV2",
       "StatelessTruncatedNormal", "StatelessTruncatedNormalV2",
       // Dynamic shapes (bounded dynamic dimensions), and resource deletion.
-      "Unique", "Where", "DestroyResourceOp",
-      // Not yet lowered.
-      "AvgPoolGrad"};
+      "Unique", "Where", "DestroyResourceOp"};
   std::vector<std::string> missing;
   const auto& registry = graph::OpRegistry::Global();
   for (const std::string& op : registry.OpNames()) {

@@ -221,6 +221,24 @@ TEST(XlaCompilerTest, ACompileTimeConstantInputThatIsNotConstantIsNamed) {
   EXPECT_EQ(ok->output_shapes, (std::vector<std::vector<int64_t>>{{2}}));
 }
 
+TEST(XlaCompilerTest, ConstantsTooLargeToFoldAreBuiltInHlo) {
+  // 2^22 elements: past what the host folds, so Fill becomes a broadcast in the module.
+  Scope root = Scope::NewRootScope();
+  Output big = ops::Fill(root.WithOpName("big"), {1024, 4096}, ops::Const(root, 0.5f));
+  Ret(root, 0, ops::Sum(root.WithOpName("total"), big, {0, 1}));
+  ASSERT_TRUE(root.ok()) << root.status().message();
+  auto compiled = CompileGraphToHlo(*root.graph(), {}, {});
+  ASSERT_TRUE(compiled.ok()) << compiled.status().message();
+  bool broadcast = false;
+  for (const HloInstruction* i : compiled->module->entry_computation()->instructions()) {
+    broadcast |= i->opcode() == HloOpcode::kBroadcast && i->metadata.op_name == "big";
+  }
+  EXPECT_TRUE(broadcast) << compiled->module->ToString();
+  auto result = EvaluateModule(*compiled->module, {});
+  ASSERT_TRUE(result.ok()) << result.status().message();
+  EXPECT_EQ(result->GetAsDouble(0), 0.5 * 1024 * 4096);
+}
+
 TEST(XlaCompilerTest, ArgumentsThatDoNotFitTheBodyAreErrors) {
   Scope root = Scope::NewRootScope();
   Ret(root, 0, ops::Neg(root, Arg(root, 0, graph::DT_FLOAT)));

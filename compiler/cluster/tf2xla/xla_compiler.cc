@@ -233,15 +233,20 @@ Status GraphLowering::LowerNode(const Node& node) {
     return OkStatus();
   }
   if (all_constant && CanFold(node)) {
-    ASSIGN_OR_RETURN(std::vector<Tensor> folded, FoldWithCpuKernel(node, inputs));
-    bool small = true;
-    for (const Tensor& t : folded) small &= t.num_elements() <= kMaxFoldedElements;
+    StatusOr<std::vector<Tensor>> folded = FoldWithCpuKernel(node, inputs);
+    bool small = folded.ok();
+    if (folded.ok()) {
+      for (const Tensor& t : *folded) small &= t.num_elements() <= kMaxFoldedElements;
+    }
     if (small) {
-      for (size_t i = 0; i < folded.size(); ++i) {
-        outputs[i] = XlaExpression::Constant(std::move(folded[i]));
+      for (size_t i = 0; i < folded->size(); ++i) {
+        outputs[i] = XlaExpression::Constant(std::move((*folded)[i]));
       }
       return OkStatus();
     }
+    // Too large to hold on the host, or refused by the kernel: the lowering builds it (and
+    // reports what is wrong with the inputs in its own words). Without one, the kernel's error.
+    if (!folded.ok() && XlaOpRegistry::Global().Find(op) == nullptr) return folded.status();
   }
 
   const XlaOpLowering* lowering = XlaOpRegistry::Global().Find(op);
