@@ -1,5 +1,6 @@
 // Ops that move data without arithmetic: Transpose, Tile, Pack, Unpack, ConcatV2, Slice,
-// StridedSlice, Pad, ReverseV2, Split, SplitV, GatherV2, OneHot, Select, SelectV2 and Range.
+// StridedSlice and its gradient, Pad, ReverseV2, Split, SplitV, GatherV2, OneHot, Select,
+// SelectV2 and UnsortedSegmentSum.
 // Their index arguments are compile-time constants (TensorFlow's compile_time_const_inputs), so
 // each lowers to static HLO (slice, concatenate, broadcast + reshape, gather, ...).
 #include <fmt/format.h>
@@ -502,11 +503,6 @@ Status LowerUnsortedSegmentSum(XlaOpKernelContext& ctx) {
   return OkStatus();
 }
 
-Status LowerConstantInputsOnly(XlaOpKernelContext& ctx) {
-  for (int i = 0; i < ctx.num_inputs(); ++i) RETURN_IF_ERROR(ctx.ConstantInput(i).status());
-  return ctx.Error("expected every input to be a compile-time constant");
-}
-
 }  // namespace
 
 void RegisterDataMovementXlaOps(XlaOpRegistry& registry) {
@@ -526,7 +522,6 @@ void RegisterDataMovementXlaOps(XlaOpRegistry& registry) {
   registry.Register("OneHot", LowerOneHot);
   registry.Register("Select", [](XlaOpKernelContext& ctx) { return LowerSelect(ctx, false); });
   registry.Register("SelectV2", [](XlaOpKernelContext& ctx) { return LowerSelect(ctx, true); });
-  registry.Register("Range", LowerConstantInputsOnly);
   registry.Register("StridedSliceGrad", LowerStridedSliceGrad);
   registry.Register("UnsortedSegmentSum", LowerUnsortedSegmentSum);
 }
