@@ -265,10 +265,12 @@ TEST(Tf2XlaOpsTest, BinaryOpsBroadcastAsTensorFlow) {
   const std::vector<std::pair<std::vector<int64_t>, std::vector<int64_t>>> shapes = {
       {{2, 3}, {2, 3}}, {{2, 3}, {3}}, {{4, 1}, {1, 5}}, {{}, {2, 2}}, {{3, 1, 2}, {4, 1}},
   };
-  for (DataType dtype : {graph::DT_FLOAT, graph::DT_INT32}) {
+  for (DataType dtype : {graph::DT_FLOAT, graph::DT_INT32, graph::DT_DOUBLE, graph::DT_HALF,
+                         graph::DT_INT64}) {
     for (const auto& c : cases) {
-      if (c.name == "Pow" && dtype == graph::DT_INT32) continue;  // negative exponents
-      if (c.name == "DivNoNan" && dtype == graph::DT_INT32) continue;  // float only in TF
+      const bool is_int = graph::DataTypeIsInteger(dtype);
+      if (c.name == "Pow" && is_int) continue;       // negative exponents
+      if (c.name == "DivNoNan" && is_int) continue;  // float only in TF
       for (const auto& [xs, ys] : shapes) {
         SCOPED_TRACE(c.name + " " + graph::DataTypeName(dtype) + " [" +
                      std::to_string(xs.size()) + "] vs [" + std::to_string(ys.size()) + "]");
@@ -280,7 +282,7 @@ TEST(Tf2XlaOpsTest, BinaryOpsBroadcastAsTensorFlow) {
         if (c.name == "DivNoNan") yv.SetFromDouble(0, 0);  // the case it exists for
         Output y = body.Arg(yv);
         body.Ret(c.build(body.root.WithOpName(c.name), x, y));
-        body.Check(2e-6);
+        body.Check(dtype == graph::DT_HALF ? 2e-3 : 2e-6);
       }
     }
   }
