@@ -658,17 +658,21 @@ TEST(Tf2XlaOpsTest, CumsumInEveryDirection) {
   }
 }
 
-TEST(Tf2XlaOpsTest, StridedSliceGradPlacesTheGradient) {
+TEST(Tf2XlaOpsTest, StridedSliceAndItsGradient) {
   struct SliceCase {
     std::vector<int32_t> begin, end, strides;
-    ops::StridedSliceAttrs attrs;
+    ops::StridedSliceAttrs attrs;  // begin, end, ellipsis, new_axis, shrink masks
   };
   const std::vector<SliceCase> cases = {
-      {{1, 0}, {4, 3}, {2, 1}, {}},
-      {{0, 1}, {1, 3}, {1, 1}, {0, 0, 0, 0, 1}},
-      {{-1, 0}, {0, 3}, {-1, 1}, {0, 1, 0, 0, 0}},
-      {{3, 2}, {0, 0}, {-2, -1}, {}},
-      {{0, 0}, {0, 0}, {1, 2}, {3, 3, 0, 0, 0}},
+      {{1, 0}, {4, 3}, {2, 1}, {}},                      // x[1:4:2, 0:3]
+      {{0, 1}, {1, 3}, {1, 1}, {0, 0, 0, 0, 1}},         // x[0, 1:3]
+      {{-1, 0}, {0, 3}, {-1, 1}, {0, 1, 0, 0, 0}},       // x[::-1] from the last row
+      {{3, 2}, {0, 0}, {-2, -1}, {}},                    // x[3:0:-2, 2:0:-1]
+      {{0, 0}, {0, 0}, {1, 2}, {3, 3, 0, 0, 0}},         // x[:, ::2]
+      {{0, 1}, {0, 2}, {1, 1}, {0, 0, 1, 0, 2}},         // x[..., 1]
+      {{0, 0, 1}, {0, 0, 3}, {1, 1, 1}, {1, 1, 0, 2, 0}},  // x[:, None, 1:3]
+      {{0, 0, 0}, {0, 0, 0}, {1, 1, -1}, {5, 5, 2, 1, 0}},  // x[None, ..., ::-1]
+      {{2}, {4}, {1}, {}},                               // x[2:4] (the rest implied)
   };
   for (size_t i = 0; i < cases.size(); ++i) {
     SCOPED_TRACE(i);
