@@ -222,15 +222,15 @@ Status GraphLowering::LowerNode(const Node& node) {
     return OkStatus();
   }
 
-  // Constant folding: every input known on the host.
-  bool all_constant = true;
-  for (const XlaExpression& e : inputs) {
-    all_constant &= e.kind() == XlaExpression::Kind::kConstant;
-  }
   if (op == "Const") {
     ASSIGN_OR_RETURN(Tensor value, graph::GetTensorAttr(node.attrs(), "value", node.name()));
     outputs[0] = XlaExpression::Constant(std::move(value));
     return OkStatus();
+  }
+  // Constant folding: every input known on the host.
+  bool all_constant = true;
+  for (const XlaExpression& e : inputs) {
+    all_constant &= e.kind() == XlaExpression::Kind::kConstant;
   }
   if (all_constant && CanFold(node)) {
     StatusOr<std::vector<Tensor>> folded = FoldWithCpuKernel(node, inputs);
@@ -255,7 +255,7 @@ Status GraphLowering::LowerNode(const Node& node) {
         fmt::format("no XLA lowering for op '{}' (node '{}')", op, node.name()));
   }
   // Inputs the op needs at compile time must be constants (tf2xla's compile-time constant
-  // inputs); the lowering checks them when it reads them, with the input named.
+  // inputs); checked before the lowering runs, so the message names the input and its source.
   builder_->SetMetadata(MetadataFor(node), InstructionNameFor(node.name()));
   XlaOpKernelContext ctx(node, std::move(inputs), builder_.get());
   for (const std::string& arg : node.registration().compile_time_const_inputs) {
