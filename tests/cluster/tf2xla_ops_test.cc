@@ -265,10 +265,12 @@ TEST(Tf2XlaOpsTest, BinaryOpsBroadcastAsTensorFlow) {
   const std::vector<std::pair<std::vector<int64_t>, std::vector<int64_t>>> shapes = {
       {{2, 3}, {2, 3}}, {{2, 3}, {3}}, {{4, 1}, {1, 5}}, {{}, {2, 2}}, {{3, 1, 2}, {4, 1}},
   };
-  for (DataType dtype : {graph::DT_FLOAT, graph::DT_INT32}) {
+  for (DataType dtype : {graph::DT_FLOAT, graph::DT_INT32, graph::DT_DOUBLE, graph::DT_HALF,
+                         graph::DT_INT64}) {
     for (const auto& c : cases) {
-      if (c.name == "Pow" && dtype == graph::DT_INT32) continue;  // negative exponents
-      if (c.name == "DivNoNan" && dtype == graph::DT_INT32) continue;  // float only in TF
+      const bool is_int = graph::DataTypeIsInteger(dtype);
+      if (c.name == "Pow" && is_int) continue;       // negative exponents
+      if (c.name == "DivNoNan" && is_int) continue;  // float only in TF
       for (const auto& [xs, ys] : shapes) {
         SCOPED_TRACE(c.name + " " + graph::DataTypeName(dtype) + " [" +
                      std::to_string(xs.size()) + "] vs [" + std::to_string(ys.size()) + "]");
@@ -280,7 +282,7 @@ TEST(Tf2XlaOpsTest, BinaryOpsBroadcastAsTensorFlow) {
         if (c.name == "DivNoNan") yv.SetFromDouble(0, 0);  // the case it exists for
         Output y = body.Arg(yv);
         body.Ret(c.build(body.root.WithOpName(c.name), x, y));
-        body.Check(2e-6);
+        body.Check(dtype == graph::DT_HALF ? 2e-3 : 2e-6);
       }
     }
   }
@@ -586,6 +588,20 @@ TEST(Tf2XlaOpsTest, PoolingMatchesTheKernels) {
                                                 return l;
                                               }())},
                                              {"padding", AttrValue::String(padding)}})));
+        body.Ret(ops::AsOutput(ops::BuildOp(
+            body.root, "AvgPoolGrad",
+            {ops::Const(body.root, std::vector<int32_t>{2, 5, 6, 3}), grad},
+            {{"ksize", AttrValue::List([&] {
+                graph::AttrListValue l;
+                l.i = k;
+                return l;
+              }())},
+             {"strides", AttrValue::List([&] {
+                graph::AttrListValue l;
+                l.i = st;
+                return l;
+              }())},
+             {"padding", AttrValue::String(padding)}})));
         body.Check(1e-5);
       }
     }
@@ -642,17 +658,21 @@ TEST(Tf2XlaOpsTest, CumsumInEveryDirection) {
   }
 }
 
-TEST(Tf2XlaOpsTest, StridedSliceGradPlacesTheGradient) {
+TEST(Tf2XlaOpsTest, StridedSliceAndItsGradient) {
   struct SliceCase {
     std::vector<int32_t> begin, end, strides;
-    ops::StridedSliceAttrs attrs;
+    ops::StridedSliceAttrs attrs;  // begin, end, ellipsis, new_axis, shrink masks
   };
   const std::vector<SliceCase> cases = {
-      {{1, 0}, {4, 3}, {2, 1}, {}},
-      {{0, 1}, {1, 3}, {1, 1}, {0, 0, 0, 0, 1}},
-      {{-1, 0}, {0, 3}, {-1, 1}, {0, 1, 0, 0, 0}},
-      {{3, 2}, {0, 0}, {-2, -1}, {}},
-      {{0, 0}, {0, 0}, {1, 2}, {3, 3, 0, 0, 0}},
+      {{1, 0}, {4, 3}, {2, 1}, {}},                      // x[1:4:2, 0:3]
+      {{0, 1}, {1, 3}, {1, 1}, {0, 0, 0, 0, 1}},         // x[0, 1:3]
+      {{-1, 0}, {0, 3}, {-1, 1}, {0, 1, 0, 0, 0}},       // x[::-1] from the last row
+      {{3, 2}, {0, 0}, {-2, -1}, {}},                    // x[3:0:-2, 2:0:-1]
+      {{0, 0}, {0, 0}, {1, 2}, {3, 3, 0, 0, 0}},         // x[:, ::2]
+      {{0, 1}, {0, 2}, {1, 1}, {0, 0, 1, 0, 2}},         // x[..., 1]
+      {{0, 0, 1}, {0, 0, 3}, {1, 1, 1}, {1, 1, 0, 2, 0}},  // x[:, None, 1:3]
+      {{0, 0, 0}, {0, 0, 0}, {1, 1, -1}, {5, 5, 2, 1, 0}},  // x[None, ..., ::-1]
+      {{2}, {4}, {1}, {}},                               // x[2:4] (the rest implied)
   };
   for (size_t i = 0; i < cases.size(); ++i) {
     SCOPED_TRACE(i);
@@ -713,9 +733,7 @@ TEST(Tf2XlaOpsTest, EveryCompilableOpHasALowering) {
       "StatelessRandomNormalV2", "StatelessRandomUniform", "StatelessRandomUniformV2",
       "StatelessTruncatedNormal", "StatelessTruncatedNormalV2",
       // Dynamic shapes (bounded dynamic dimensions), and resource deletion.
-      "Unique", "Where", "DestroyResourceOp",
-      // Not yet lowered.
-      "AvgPoolGrad"};
+      "Unique", "Where", "DestroyResourceOp"};
   std::vector<std::string> missing;
   const auto& registry = graph::OpRegistry::Global();
   for (const std::string& op : registry.OpNames()) {

@@ -140,6 +140,109 @@ TEST(XlaCompilerTest, ResourceUpdatesAreExtraOutputsAndMatchTheExecutor) {
   ExpectNear(result->tuple_element(2), var_b->value);
 }
 
+// Runs a body whose arguments are values and variables both ways: the executor with the
+// variables in a ResourceMgr, the module on the evaluator; compares the results and every
+// variable the body updated.
+void CheckWithVariables(const graph::Graph& g, const std::vector<Tensor>& values,
+                        const std::vector<bool>& is_variable, double tol = 1e-6) {
+  std::vector<XlaArgument> args;
+  graph::ResourceMgr resources;
+  std::vector<Tensor> executor_args;
+  std::vector<std::shared_ptr<graph::Var>> vars(values.size());
+  for (size_t i = 0; i < values.size(); ++i) {
+    if (is_variable[i]) {
+      args.push_back(Resource(values[i].dtype(), values[i].dims()));
+      const std::string name = "v" + std::to_string(i);
+      vars[i] = resources.LookupOrCreate("", name, values[i].dtype(), values[i].shape());
+      vars[i]->value = values[i].Clone();
+      graph::ResourceHandle h;
+      h.name = name;
+      executor_args.push_back(Tensor::ResourceScalar(h));
+    } else {
+      args.push_back(Param(values[i].dtype(), values[i].dims()));
+      executor_args.push_back(values[i]);
+    }
+  }
+  auto compiled = CompileGraphToHlo(g, args, {});
+  ASSERT_TRUE(compiled.ok()) << compiled.status().message();
+  graph::ExecutorOptions options;
+  options.resources = &resources;
+  auto executor = graph::Executor::Create(&g, options);
+  ASSERT_TRUE(executor.ok()) << executor.status().message();
+  auto expected = (*executor)->Run(executor_args);
+  ASSERT_TRUE(expected.ok()) << expected.status().message();
+
+  std::vector<Literal> params;
+  for (int arg : compiled->input_mapping) params.push_back(*values[arg].ToLiteral());
+  auto result = EvaluateModule(*compiled->module, params);
+  ASSERT_TRUE(result.ok()) << result.status().message();
+  const size_t num_outputs = expected->size() + compiled->resource_updates.size();
+  std::vector<const Literal*> outputs;
+  if (num_outputs == 1) {
+    outputs.push_back(&*result);
+  } else {
+    for (const Literal& l : result->tuple_elements()) outputs.push_back(&l);
+  }
+  ASSERT_EQ(outputs.size(), num_outputs);
+  for (size_t i = 0; i < expected->size(); ++i) {
+    SCOPED_TRACE("output " + std::to_string(i));
+    ExpectNear(*outputs[i], (*expected)[i], tol);
+  }
+  for (size_t k = 0; k < compiled->resource_updates.size(); ++k) {
+    const int arg = compiled->resource_updates[k];
+    SCOPED_TRACE("variable " + std::to_string(arg));
+    ASSERT_TRUE(is_variable[arg]);
+    ExpectNear(*outputs[expected->size() + k], vars[arg]->value, tol);
+  }
+}
+
+TEST(XlaCompilerTest, OptimizerUpdatesMatchTheKernels) {
+  std::mt19937 rng(5);
+  for (bool nesterov : {false, true}) {
+    SCOPED_TRACE(nesterov ? "nesterov" : "plain");
+    // Momentum: var, accum, then lr, grad, momentum.
+    Scope root = Scope::NewRootScope();
+    Output var = Arg(root, 0, graph::DT_RESOURCE), accum = Arg(root, 1, graph::DT_RESOURCE);
+    Output grad = Arg(root, 2, graph::DT_FLOAT);
+    ops::BuildOp(root.WithOpName("momentum"), "ResourceApplyMomentum",
+                 {var, accum, ops::Const(root, 0.1f), grad, ops::Const(root, 0.9f)},
+                 {{"use_nesterov", AttrValue::Bool(nesterov)}});
+    ASSERT_TRUE(root.ok()) << root.status().message();
+    CheckWithVariables(*root.graph(), {Random({3, 2}, rng), Random({3, 2}, rng), Random({3, 2}, rng)},
+                       {true, true, false});
+
+    // Adam: var, m, v, then beta1_power, beta2_power, lr, beta1, beta2, epsilon, grad.
+    Scope adam = Scope::NewRootScope();
+    std::vector<ops::Input> inputs = {Arg(adam, 0, graph::DT_RESOURCE),
+                                      Arg(adam, 1, graph::DT_RESOURCE),
+                                      Arg(adam, 2, graph::DT_RESOURCE)};
+    for (float c : {0.81f, 0.998f, 0.01f, 0.9f, 0.999f, 1e-7f}) inputs.push_back(ops::Const(adam, c));
+    inputs.push_back(Arg(adam, 3, graph::DT_FLOAT));
+    ops::BuildOp(adam.WithOpName("adam"), "ResourceApplyAdam", inputs,
+                 {{"use_nesterov", AttrValue::Bool(nesterov)}});
+    ASSERT_TRUE(adam.ok()) << adam.status().message();
+    Tensor v = Random({4}, rng);
+    for (auto& x : v.flat<float>()) x = x * x;  // a second moment is not negative
+    CheckWithVariables(*adam.graph(), {Random({4}, rng), Random({4}, rng), v, Random({4}, rng)},
+                       {true, true, true, false}, 1e-5);
+  }
+}
+
+TEST(XlaCompilerTest, GathersAndInitializationChecksOnVariables) {
+  std::mt19937 rng(9);
+  Scope root = Scope::NewRootScope();
+  Output table = Arg(root, 0, graph::DT_RESOURCE);
+  Output ids = Arg(root, 1, graph::DT_INT32);
+  Ret(root, 0, ops::AsOutput(ops::BuildOp(root.WithOpName("gather"), "ResourceGather", {table, ids},
+                                          {{"dtype", AttrValue::Type(graph::DT_FLOAT)}})));
+  Ret(root, 1, ops::AsOutput(ops::BuildOp(root.WithOpName("initialized"), "VarIsInitializedOp",
+                                          {table})));
+  ASSERT_TRUE(root.ok()) << root.status().message();
+  CheckWithVariables(*root.graph(),
+                     {Random({5, 3}, rng), Tensor::Vector<int32_t>(graph::DT_INT32, {4, 0, 4})},
+                     {true, false});
+}
+
 TEST(XlaCompilerTest, AssignsAndReadsSeeTheLatestValue) {
   Scope root = Scope::NewRootScope();
   Output v = Arg(root, 0, graph::DT_RESOURCE);
@@ -219,6 +322,24 @@ TEST(XlaCompilerTest, ACompileTimeConstantInputThatIsNotConstantIsNamed) {
   auto ok = CompileGraphToHlo(*root.graph(), {Param(graph::DT_FLOAT, {2, 3}), axes_arg}, {});
   ASSERT_TRUE(ok.ok()) << ok.status().message();
   EXPECT_EQ(ok->output_shapes, (std::vector<std::vector<int64_t>>{{2}}));
+}
+
+TEST(XlaCompilerTest, ConstantsTooLargeToFoldAreBuiltInHlo) {
+  // 2^22 elements: past what the host folds, so Fill becomes a broadcast in the module.
+  Scope root = Scope::NewRootScope();
+  Output big = ops::Fill(root.WithOpName("big"), {1024, 4096}, ops::Const(root, 0.5f));
+  Ret(root, 0, ops::Sum(root.WithOpName("total"), big, {0, 1}));
+  ASSERT_TRUE(root.ok()) << root.status().message();
+  auto compiled = CompileGraphToHlo(*root.graph(), {}, {});
+  ASSERT_TRUE(compiled.ok()) << compiled.status().message();
+  bool broadcast = false;
+  for (const HloInstruction* i : compiled->module->entry_computation()->instructions()) {
+    broadcast |= i->opcode() == HloOpcode::kBroadcast && i->metadata.op_name == "big";
+  }
+  EXPECT_TRUE(broadcast) << compiled->module->ToString();
+  auto result = EvaluateModule(*compiled->module, {});
+  ASSERT_TRUE(result.ok()) << result.status().message();
+  EXPECT_EQ(result->GetAsDouble(0), 0.5 * 1024 * 4096);
 }
 
 TEST(XlaCompilerTest, ArgumentsThatDoNotFitTheBodyAreErrors) {

@@ -1,5 +1,6 @@
-// Ops that move data without arithmetic: Transpose, Tile, Pack, Unpack, ConcatV2, Slice,
-// StridedSlice, Pad, ReverseV2, Split, SplitV, GatherV2, OneHot, Select, SelectV2 and Range.
+// Ops that move data without arithmetic: Transpose, Tile, Pack, Unpack, ConcatV2, Slice, Pad,
+// ReverseV2, Split, SplitV, GatherV2, OneHot, Select, SelectV2 and UnsortedSegmentSum
+// (StridedSlice has its own file).
 // Their index arguments are compile-time constants (TensorFlow's compile_time_const_inputs), so
 // each lowers to static HLO (slice, concatenate, broadcast + reshape, gather, ...).
 #include <fmt/format.h>
@@ -197,75 +198,6 @@ Status LowerSlice(XlaOpKernelContext& ctx) {
   return OkStatus();
 }
 
-Status LowerStridedSlice(XlaOpKernelContext& ctx) {
-  ASSIGN_OR_RETURN(HloInstruction * x, ctx.Input(0));
-  ASSIGN_OR_RETURN(std::vector<int64_t> begin, ctx.ConstantInputAsIntVector(1));
-  ASSIGN_OR_RETURN(std::vector<int64_t> end, ctx.ConstantInputAsIntVector(2));
-  ASSIGN_OR_RETURN(std::vector<int64_t> strides, ctx.ConstantInputAsIntVector(3));
-  ASSIGN_OR_RETURN(int64_t begin_mask, ctx.GetIntAttr("begin_mask"));
-  ASSIGN_OR_RETURN(int64_t end_mask, ctx.GetIntAttr("end_mask"));
-  ASSIGN_OR_RETURN(int64_t ellipsis_mask, ctx.GetIntAttr("ellipsis_mask"));
-  ASSIGN_OR_RETURN(int64_t new_axis_mask, ctx.GetIntAttr("new_axis_mask"));
-  ASSIGN_OR_RETURN(int64_t shrink_mask, ctx.GetIntAttr("shrink_axis_mask"));
-  if (ellipsis_mask != 0 || new_axis_mask != 0) {
-    return ctx.Error("ellipsis_mask and new_axis_mask are not supported by this lowering");
-  }
-  const std::vector<int64_t> dims = x->shape().dimensions();
-  const size_t rank = dims.size();
-  if (begin.size() > rank || end.size() != begin.size() || strides.size() != begin.size()) {
-    return ctx.Error("begin, end and strides must have the same length, at most the rank");
-  }
-  std::vector<int64_t> starts(rank, 0), limits = dims, steps(rank, 1), reversed;
-  std::vector<int64_t> out_dims;
-  for (size_t i = 0; i < rank; ++i) {
-    const int64_t d = dims[i];
-    if (i >= begin.size()) {
-      out_dims.push_back(d);
-      continue;
-    }
-    const int64_t s = strides[i];
-    if (s == 0) return ctx.Error(fmt::format("strides[{}] must be non-zero", i));
-    const bool shrink = (shrink_mask >> i) & 1;
-    auto norm = [d](int64_t v) { return v < 0 ? v + d : v; };
-    int64_t b = norm(begin[i]), e = norm(end[i]);
-    if (shrink) {
-      if (b < 0 || b >= d) {
-        return ctx.Error(fmt::format("slice index {} of dimension {} out of bounds", begin[i], i));
-      }
-      e = b + 1;
-      if (s < 0) return ctx.Error("shrink_axis with a negative stride is not supported");
-    } else if (s > 0) {
-      b = ((begin_mask >> i) & 1) ? 0 : std::clamp<int64_t>(b, 0, d);
-      e = ((end_mask >> i) & 1) ? d : std::clamp<int64_t>(e, 0, d);
-    } else {
-      b = ((begin_mask >> i) & 1) ? d - 1 : std::clamp<int64_t>(b, -1, d - 1);
-      e = ((end_mask >> i) & 1) ? -1 : std::clamp<int64_t>(e, -1, d - 1);
-    }
-    if (s > 0) {
-      starts[i] = b;
-      limits[i] = std::max(b, e);
-      steps[i] = s;
-    } else {
-      // Slice the reversed dimension: index j there is d - 1 - j here.
-      reversed.push_back(static_cast<int64_t>(i));
-      starts[i] = d - 1 - b;
-      limits[i] = std::max(starts[i], d - 1 - e);
-      steps[i] = -s;
-    }
-    const int64_t n = (limits[i] - starts[i] + steps[i] - 1) / steps[i];
-    if (!shrink) out_dims.push_back(n);
-  }
-  HloBuilder& b = ctx.builder();
-  HloInstruction* source = x;
-  if (!reversed.empty()) {
-    LOWER_OR_RETURN(source, ctx, b.Reverse(x, reversed));
-  }
-  LOWER_OR_RETURN(HloInstruction * sliced, ctx, b.Slice(source, starts, limits, steps));
-  LOWER_OR_RETURN(HloInstruction * y, ctx, b.Reshape(sliced, out_dims));
-  ctx.SetOutput(0, y);
-  return OkStatus();
-}
-
 Status LowerPad(XlaOpKernelContext& ctx) {
   ASSIGN_OR_RETURN(HloInstruction * x, ctx.Input(0));
   ASSIGN_OR_RETURN(std::vector<int64_t> paddings, ctx.ConstantInputAsIntVector(1));
@@ -397,80 +329,6 @@ Status LowerSelect(XlaOpKernelContext& ctx, bool v2) {
   return OkStatus();
 }
 
-// The gradient of StridedSlice: dy placed where the slice took its elements, zeros elsewhere.
-// Each sliced dimension is a pad of dy (low = the first index, interior = stride - 1), reversed
-// first where the stride is negative.
-Status LowerStridedSliceGrad(XlaOpKernelContext& ctx) {
-  ASSIGN_OR_RETURN(std::vector<int64_t> dims, ctx.ConstantInputAsIntVector(0));
-  ASSIGN_OR_RETURN(std::vector<int64_t> begin, ctx.ConstantInputAsIntVector(1));
-  ASSIGN_OR_RETURN(std::vector<int64_t> end, ctx.ConstantInputAsIntVector(2));
-  ASSIGN_OR_RETURN(std::vector<int64_t> strides, ctx.ConstantInputAsIntVector(3));
-  ASSIGN_OR_RETURN(HloInstruction * dy, ctx.Input(4));
-  ASSIGN_OR_RETURN(int64_t begin_mask, ctx.GetIntAttr("begin_mask"));
-  ASSIGN_OR_RETURN(int64_t end_mask, ctx.GetIntAttr("end_mask"));
-  ASSIGN_OR_RETURN(int64_t ellipsis_mask, ctx.GetIntAttr("ellipsis_mask"));
-  ASSIGN_OR_RETURN(int64_t new_axis_mask, ctx.GetIntAttr("new_axis_mask"));
-  ASSIGN_OR_RETURN(int64_t shrink_mask, ctx.GetIntAttr("shrink_axis_mask"));
-  if (ellipsis_mask != 0 || new_axis_mask != 0) {
-    return ctx.Error("ellipsis_mask and new_axis_mask are not supported by this lowering");
-  }
-  const size_t rank = dims.size();
-  if (begin.size() > rank || end.size() != begin.size() || strides.size() != begin.size()) {
-    return ctx.Error("begin, end and strides must have the same length, at most the rank");
-  }
-  std::vector<int64_t> sliced(rank);
-  PaddingConfig pad;
-  pad.dimensions.resize(rank);
-  std::vector<int64_t> reversed;
-  for (size_t i = 0; i < rank; ++i) {
-    const int64_t d = dims[i];
-    if (i >= begin.size()) {
-      sliced[i] = d;
-      continue;
-    }
-    const int64_t s = strides[i];
-    if (s == 0) return ctx.Error(fmt::format("strides[{}] must be non-zero", i));
-    auto norm = [d](int64_t v) { return v < 0 ? v + d : v; };
-    int64_t b = norm(begin[i]), e = norm(end[i]);
-    int64_t start = 0, limit = 0, step = 1;
-    if ((shrink_mask >> i) & 1) {
-      if (s < 0) return ctx.Error("shrink_axis with a negative stride is not supported");
-      start = b;
-      limit = b + 1;
-    } else if (s > 0) {
-      start = ((begin_mask >> i) & 1) ? 0 : std::clamp<int64_t>(b, 0, d);
-      limit = std::max(start, ((end_mask >> i) & 1) ? d : std::clamp<int64_t>(e, 0, d));
-      step = s;
-    } else {
-      b = ((begin_mask >> i) & 1) ? d - 1 : std::clamp<int64_t>(b, -1, d - 1);
-      e = ((end_mask >> i) & 1) ? -1 : std::clamp<int64_t>(e, -1, d - 1);
-      start = d - 1 - b;
-      limit = std::max(start, d - 1 - e);
-      step = -s;
-      reversed.push_back(static_cast<int64_t>(i));
-    }
-    const int64_t n = (limit - start + step - 1) / step;
-    sliced[i] = n;
-    if (n == 0) {
-      pad.dimensions[i].edge_padding_low = d;
-    } else {
-      pad.dimensions[i].edge_padding_low = start;
-      pad.dimensions[i].interior_padding = step - 1;
-      pad.dimensions[i].edge_padding_high = d - (start + (n - 1) * step + 1);
-    }
-  }
-  HloBuilder& builder = ctx.builder();
-  LOWER_OR_RETURN(HloInstruction * full, ctx, builder.Reshape(dy, sliced));
-  LOWER_OR_RETURN(HloInstruction * zero, ctx,
-                  builder.ScalarConstant(dy->shape().element_type(), 0));
-  LOWER_OR_RETURN(HloInstruction * y, ctx, builder.Pad(full, zero, pad));
-  if (!reversed.empty()) {
-    LOWER_OR_RETURN(y, ctx, builder.Reverse(y, reversed));
-  }
-  ctx.SetOutput(0, y);
-  return OkStatus();
-}
-
 // Sums the rows of `data` into the segments `segment_ids` names (a scatter-add into zeros; ids
 // outside [0, num_segments) are dropped, as TensorFlow drops negative ones).
 Status LowerUnsortedSegmentSum(XlaOpKernelContext& ctx) {
@@ -502,11 +360,6 @@ Status LowerUnsortedSegmentSum(XlaOpKernelContext& ctx) {
   return OkStatus();
 }
 
-Status LowerConstantInputsOnly(XlaOpKernelContext& ctx) {
-  for (int i = 0; i < ctx.num_inputs(); ++i) RETURN_IF_ERROR(ctx.ConstantInput(i).status());
-  return ctx.Error("expected every input to be a compile-time constant");
-}
-
 }  // namespace
 
 void RegisterDataMovementXlaOps(XlaOpRegistry& registry) {
@@ -518,7 +371,6 @@ void RegisterDataMovementXlaOps(XlaOpRegistry& registry) {
   registry.Register("Split", LowerSplit);
   registry.Register("SplitV", LowerSplitV);
   registry.Register("Slice", LowerSlice);
-  registry.Register("StridedSlice", LowerStridedSlice);
   registry.Register("Pad", LowerPad);
   registry.Register("PadV2", LowerPad);
   registry.Register("ReverseV2", LowerReverse);
@@ -526,8 +378,6 @@ void RegisterDataMovementXlaOps(XlaOpRegistry& registry) {
   registry.Register("OneHot", LowerOneHot);
   registry.Register("Select", [](XlaOpKernelContext& ctx) { return LowerSelect(ctx, false); });
   registry.Register("SelectV2", [](XlaOpKernelContext& ctx) { return LowerSelect(ctx, true); });
-  registry.Register("Range", LowerConstantInputsOnly);
-  registry.Register("StridedSliceGrad", LowerStridedSliceGrad);
   registry.Register("UnsortedSegmentSum", LowerUnsortedSegmentSum);
 }
 

@@ -115,6 +115,41 @@ Status LowerMaxPoolGrad(XlaOpKernelContext& ctx) {
   return OkStatus();
 }
 
+// Each output gradient shared evenly by the input elements its window covered: the gradient
+// divided by the window's count, spread back by a sum over windows of the stride-dilated,
+// padded gradient (the transpose of the forward reduce-window).
+Status LowerAvgPoolGrad(XlaOpKernelContext& ctx) {
+  ASSIGN_OR_RETURN(std::vector<int64_t> dims, ctx.ConstantInputAsIntVector(0));
+  ASSIGN_OR_RETURN(HloInstruction * grad, ctx.Input(1));
+  ASSIGN_OR_RETURN(Window window, PoolWindow(ctx, dims));
+  const std::vector<int64_t>& out = grad->shape().dimensions();
+  HloBuilder& b = ctx.builder();
+  const PrimitiveType type = grad->shape().element_type();
+  LOWER_OR_RETURN(HloInstruction * zero, ctx, b.ScalarConstant(type, 0));
+  LOWER_OR_RETURN(HloInstruction * ones, ctx, b.FullConstant(type, 1, dims));
+  LOWER_OR_RETURN(HloInstruction * counts, ctx, b.ReduceWindow(ones, zero, window, HloOpcode::kAdd));
+  LOWER_OR_RETURN(HloInstruction * shared, ctx, b.Binary(HloOpcode::kDivide, grad, counts));
+  PaddingConfig pad;
+  Window spread;
+  for (size_t i = 0; i < dims.size(); ++i) {
+    const WindowDimension& w = window.dimensions[i];
+    const int64_t covered = (out[i] - 1) * w.stride + w.size;
+    PaddingDimension p;
+    p.interior_padding = w.stride - 1;
+    p.edge_padding_low = w.size - 1 - w.padding_low;
+    p.edge_padding_high =
+        w.size - 1 - w.padding_high + (dims[i] + w.padding_low + w.padding_high - covered);
+    pad.dimensions.push_back(p);
+    WindowDimension s;
+    s.size = w.size;
+    spread.dimensions.push_back(s);
+  }
+  LOWER_OR_RETURN(HloInstruction * padded, ctx, b.Pad(shared, zero, pad));
+  LOWER_OR_RETURN(HloInstruction * y, ctx, b.ReduceWindow(padded, zero, spread, HloOpcode::kAdd));
+  ctx.SetOutput(0, y);
+  return OkStatus();
+}
+
 struct ConvParams {
   Layout2D layout;
   std::vector<int64_t> strides, dilations;
@@ -276,6 +311,7 @@ void RegisterPoolingXlaOps(XlaOpRegistry& registry) {
   registry.Register("MaxPool", LowerMaxPool);
   registry.Register("AvgPool", LowerAvgPool);
   registry.Register("MaxPoolGrad", LowerMaxPoolGrad);
+  registry.Register("AvgPoolGrad", LowerAvgPoolGrad);
   registry.Register("Conv2D", LowerConv2D);
   registry.Register("Conv2DBackpropInput", LowerConv2DBackpropInput);
   registry.Register("Conv2DBackpropFilter", LowerConv2DBackpropFilter);

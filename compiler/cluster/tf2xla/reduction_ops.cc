@@ -94,6 +94,12 @@ Status LowerReduction(XlaOpKernelContext& ctx, Reduction r) {
   const int64_t rank = static_cast<int64_t>(dims.size());
   ASSIGN_OR_RETURN(std::vector<int64_t> axes, ReductionAxes(ctx, 1, rank));
   ASSIGN_OR_RETURN(bool keep_dims, ctx.GetBoolAttr("keep_dims"));
+  if (axes.empty()) {
+    // Nothing to reduce (a gradient's Sum over the dimensions BroadcastGradientArgs found none
+    // of): the input itself, with no instruction, as TensorFlow's lowering gives it.
+    ctx.SetOutput(0, x);
+    return OkStatus();
+  }
   HloBuilder& b = ctx.builder();
   const PrimitiveType type = x->shape().element_type();
   ASSIGN_OR_RETURN(HloInstruction * init, ScalarInit(b, type, InitValue(r, type)));

@@ -1,7 +1,8 @@
 // Ops about shapes: Shape, ShapeN, Size and Rank are compile-time constants (every shape is
 // static), so gradient graphs (Shape -> BroadcastGradientArgs -> Sum(axes) -> Reshape(shape))
 // fold to static HLO; Reshape, ExpandDims, Squeeze, Fill, BroadcastTo, ZerosLike, OnesLike and
-// the identities that only forward a value.
+// the identities that only forward a value. BroadcastGradientArgs, BroadcastArgs,
+// InvertPermutation and Range need every input at compile time and so always fold on the host.
 #include <fmt/format.h>
 
 #include <algorithm>
@@ -204,6 +205,7 @@ void RegisterShapeXlaOps(XlaOpRegistry& registry) {
   registry.Register("BroadcastGradientArgs", LowerConstantOnly);
   registry.Register("BroadcastArgs", LowerConstantOnly);
   registry.Register("InvertPermutation", LowerConstantOnly);
+  registry.Register("Range", LowerConstantOnly);
   registry.Register("Const", LowerConst);
   registry.Register("NoOp", LowerNothing);
   registry.Register("ControlTrigger", LowerNothing);

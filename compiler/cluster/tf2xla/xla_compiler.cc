@@ -222,26 +222,31 @@ Status GraphLowering::LowerNode(const Node& node) {
     return OkStatus();
   }
 
-  // Constant folding: every input known on the host.
-  bool all_constant = true;
-  for (const XlaExpression& e : inputs) {
-    all_constant &= e.kind() == XlaExpression::Kind::kConstant;
-  }
   if (op == "Const") {
     ASSIGN_OR_RETURN(Tensor value, graph::GetTensorAttr(node.attrs(), "value", node.name()));
     outputs[0] = XlaExpression::Constant(std::move(value));
     return OkStatus();
   }
+  // Constant folding: every input known on the host.
+  bool all_constant = true;
+  for (const XlaExpression& e : inputs) {
+    all_constant &= e.kind() == XlaExpression::Kind::kConstant;
+  }
   if (all_constant && CanFold(node)) {
-    ASSIGN_OR_RETURN(std::vector<Tensor> folded, FoldWithCpuKernel(node, inputs));
-    bool small = true;
-    for (const Tensor& t : folded) small &= t.num_elements() <= kMaxFoldedElements;
+    StatusOr<std::vector<Tensor>> folded = FoldWithCpuKernel(node, inputs);
+    bool small = folded.ok();
+    if (folded.ok()) {
+      for (const Tensor& t : *folded) small &= t.num_elements() <= kMaxFoldedElements;
+    }
     if (small) {
-      for (size_t i = 0; i < folded.size(); ++i) {
-        outputs[i] = XlaExpression::Constant(std::move(folded[i]));
+      for (size_t i = 0; i < folded->size(); ++i) {
+        outputs[i] = XlaExpression::Constant(std::move((*folded)[i]));
       }
       return OkStatus();
     }
+    // Too large to hold on the host, or refused by the kernel: the lowering builds it (and
+    // reports what is wrong with the inputs in its own words). Without one, the kernel's error.
+    if (!folded.ok() && XlaOpRegistry::Global().Find(op) == nullptr) return folded.status();
   }
 
   const XlaOpLowering* lowering = XlaOpRegistry::Global().Find(op);
@@ -250,7 +255,7 @@ Status GraphLowering::LowerNode(const Node& node) {
         fmt::format("no XLA lowering for op '{}' (node '{}')", op, node.name()));
   }
   // Inputs the op needs at compile time must be constants (tf2xla's compile-time constant
-  // inputs); the lowering checks them when it reads them, with the input named.
+  // inputs); checked before the lowering runs, so the message names the input and its source.
   builder_->SetMetadata(MetadataFor(node), InstructionNameFor(node.name()));
   XlaOpKernelContext ctx(node, std::move(inputs), builder_.get());
   for (const std::string& arg : node.registration().compile_time_const_inputs) {

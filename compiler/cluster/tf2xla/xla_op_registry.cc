@@ -199,6 +199,7 @@ const XlaOpRegistry& XlaOpRegistry::Global() {
     RegisterReductionXlaOps(*r);
     RegisterShapeXlaOps(*r);
     RegisterDataMovementXlaOps(*r);
+    RegisterStridedSliceXlaOps(*r);
     RegisterMatMulXlaOps(*r);
     RegisterNnXlaOps(*r);
     RegisterPoolingXlaOps(*r);

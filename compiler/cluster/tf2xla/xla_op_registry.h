@@ -133,6 +133,7 @@ void RegisterBinaryXlaOps(XlaOpRegistry& registry);
 void RegisterReductionXlaOps(XlaOpRegistry& registry);
 void RegisterShapeXlaOps(XlaOpRegistry& registry);
 void RegisterDataMovementXlaOps(XlaOpRegistry& registry);
+void RegisterStridedSliceXlaOps(XlaOpRegistry& registry);
 void RegisterMatMulXlaOps(XlaOpRegistry& registry);
 void RegisterNnXlaOps(XlaOpRegistry& registry);
 void RegisterPoolingXlaOps(XlaOpRegistry& registry);
