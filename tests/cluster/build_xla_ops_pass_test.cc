@@ -21,6 +21,7 @@
 #include "compiler/cluster/build_xla_ops_pass.h"
 #include "compiler/cluster/encapsulate_subgraphs_pass.h"
 #include "compiler/graph/graph_def_io.h"
+#include "tests/cluster/cluster_test_util.h"
 
 namespace xlens::cluster {
 namespace {
@@ -30,32 +31,15 @@ using graph::AttrValue;
 using graph::GraphDef;
 using graph::NodeDef;
 
-std::string CorpusDir() {
-  std::string dir = std::string(XLENS_SHARED_DIR) + "/corpus/tf";
-  return fs::is_directory(dir) ? dir : "";
-}
 
 // (tf_dump dir, suffix) of every build_xla_ops dump with its encapsulate dumps beside it.
 std::vector<std::pair<std::string, std::string>> Dumps() {
   std::vector<std::pair<std::string, std::string>> out;
-  std::string root = CorpusDir();
-  if (root.empty()) return out;
-  for (const auto& c : fs::directory_iterator(root)) {
-    if (!c.is_directory()) continue;
-    for (const auto& v : fs::directory_iterator(c.path())) {
-      fs::path dump = v.path() / "tf_dump";
-      if (!fs::is_directory(dump)) continue;
-      for (const auto& f : fs::directory_iterator(dump)) {
-        std::string name = f.path().filename().string();
-        const std::string prefix = "build_xla_ops";
-        if (name.rfind(prefix, 0) != 0 || f.path().extension() != ".pbtxt") continue;
-        std::string suffix = name.substr(prefix.size(), name.size() - prefix.size() - 6);
-        if (!fs::exists(dump / ("encapsulate_subgraphs_after" + suffix + ".pbtxt"))) continue;
-        out.emplace_back(dump.string(), suffix);
-      }
+  for (const auto& [dump, suffix] : cluster_testing::TfDumpsNamed("build_xla_ops")) {
+    if (fs::exists(fs::path(dump) / ("encapsulate_subgraphs_after" + suffix + ".pbtxt"))) {
+      out.emplace_back(dump, suffix);
     }
   }
-  std::sort(out.begin(), out.end());
   return out;
 }
 

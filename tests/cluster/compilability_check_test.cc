@@ -7,7 +7,7 @@
 namespace xlens::cluster {
 namespace {
 
-using testing::LoadGraph;
+using cluster_testing::LoadGraph;
 
 TEST(CompilabilityCheckTest, ReasonsInTensorFlowsWords) {
   auto g = LoadGraph(R"(

@@ -7,9 +7,9 @@
 namespace xlens::cluster {
 namespace {
 
-using testing::kF32;
-using testing::LoadGraph;
-using testing::NodeText;
+using cluster_testing::kF32;
+using cluster_testing::LoadGraph;
+using cluster_testing::NodeText;
 
 std::unique_ptr<DeadnessAnalysis> Analyze(const graph::Graph& g) {
   auto frames = BuildControlFlowInfo(g);

@@ -21,6 +21,7 @@
 #include "compiler/cluster/build_xla_ops_pass.h"
 #include "compiler/cluster/encapsulate_subgraphs_pass.h"
 #include "compiler/graph/graph_def_io.h"
+#include "tests/cluster/cluster_test_util.h"
 
 namespace xlens::cluster {
 namespace {
@@ -29,32 +30,10 @@ namespace fs = std::filesystem;
 using graph::GraphDef;
 using graph::NodeDef;
 
-std::string CorpusDir() {
-  std::string dir = std::string(XLENS_SHARED_DIR) + "/corpus/tf";
-  return fs::is_directory(dir) ? dir : "";
-}
 
 // (variant dir, suffix "" or "_N") of every encapsulate_subgraphs_before dump.
 std::vector<std::pair<std::string, std::string>> BeforeDumps() {
-  std::vector<std::pair<std::string, std::string>> out;
-  std::string root = CorpusDir();
-  if (root.empty()) return out;
-  for (const auto& c : fs::directory_iterator(root)) {
-    if (!c.is_directory()) continue;
-    for (const auto& v : fs::directory_iterator(c.path())) {
-      fs::path dump = v.path() / "tf_dump";
-      if (!fs::is_directory(dump)) continue;
-      for (const auto& f : fs::directory_iterator(dump)) {
-        std::string name = f.path().filename().string();
-        const std::string prefix = "encapsulate_subgraphs_before";
-        if (name.rfind(prefix, 0) != 0 || f.path().extension() != ".pbtxt") continue;
-        std::string suffix = name.substr(prefix.size(), name.size() - prefix.size() - 6);
-        out.emplace_back(dump.string(), suffix);
-      }
-    }
-  }
-  std::sort(out.begin(), out.end());
-  return out;
+  return cluster_testing::TfDumpsNamed("encapsulate_subgraphs_before");
 }
 
 const NodeDef* FindNode(const GraphDef& g, const std::string& name) {
@@ -227,7 +206,7 @@ TEST(EncapsulateSubgraphsPassTest, MatchesTensorFlowOnEveryCorpusGraph) {
 }
 
 TEST(EncapsulateSubgraphsPassTest, ConstantsFirstResourcesLastOnLinearRegression) {
-  std::string root = CorpusDir();
+  std::string root = cluster_testing::TfCorpusDir();
   if (root.empty()) GTEST_SKIP() << "the TensorFlow corpus (../shared/corpus/tf) is absent";
   auto before =
       graph::ReadGraphDef(root + "/linreg_tf1/jit/tf_dump/encapsulate_subgraphs_before_2.pbtxt");

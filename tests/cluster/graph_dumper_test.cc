@@ -17,6 +17,7 @@
 #include "compiler/cluster/encapsulate_subgraphs_pass.h"
 #include "compiler/cluster/graph_dumper.h"
 #include "compiler/graph/graph_def_io.h"
+#include "tests/cluster/cluster_test_util.h"
 
 namespace xlens::cluster {
 namespace {
@@ -25,10 +26,6 @@ namespace fs = std::filesystem;
 using graph::GraphDef;
 using graph::NodeDef;
 
-std::string CorpusDir() {
-  std::string dir = std::string(XLENS_SHARED_DIR) + "/corpus/tf";
-  return fs::is_directory(dir) ? dir : "";
-}
 
 class GraphDumperTest : public ::testing::Test {
  protected:
@@ -173,33 +170,24 @@ TEST_F(GraphDumperTest, ReasonsAreCutInLabelsButWholeInTooltips) {
 }
 
 TEST_F(GraphDumperTest, AnnotatedDumpMatchesTensorFlow) {
-  std::string root = CorpusDir();
+  std::string root = cluster_testing::TfCorpusDir();
   if (root.empty()) GTEST_SKIP() << "the TensorFlow corpus (../shared/corpus/tf) is absent";
   int graphs = 0, nodes = 0;
-  for (const auto& c : fs::directory_iterator(root)) {
-    if (!c.is_directory()) continue;
-    for (const auto& v : fs::directory_iterator(c.path())) {
-      fs::path dump = v.path() / "tf_dump";
-      if (!fs::is_directory(dump)) continue;
-      for (const auto& f : fs::directory_iterator(dump)) {
-        std::string name = f.path().filename().string();
-        const std::string prefix = "mark_for_compilation_annotated";
-        if (name.rfind(prefix, 0) != 0) continue;
-        std::string suffix = name.substr(prefix.size());
-        auto tf = graph::ReadGraphDef(f.path().string());
-        auto marked = graph::ReadGraphDef((dump / ("mark_for_compilation" + suffix)).string());
-        ASSERT_TRUE(tf.ok() && marked.ok()) << f.path();
-        GraphDef ours = AnnotateForDump(*marked);
-        ASSERT_EQ(ours.node.size(), tf->node.size()) << f.path();
-        for (size_t i = 0; i < ours.node.size(); ++i) {
-          EXPECT_EQ(ours.node[i].name, tf->node[i].name) << f.path();
-          EXPECT_EQ(ours.node[i].input, tf->node[i].input) << f.path() << ": " << tf->node[i].name;
-          EXPECT_EQ(ours.node[i].attr, tf->node[i].attr) << f.path() << ": " << tf->node[i].name;
-          ++nodes;
-        }
-        ++graphs;
-      }
+  for (const auto& [dir, suffix] : cluster_testing::TfDumpsNamed("mark_for_compilation_annotated")) {
+    const fs::path dump(dir);
+    const fs::path file = dump / ("mark_for_compilation_annotated" + suffix + ".pbtxt");
+    auto tf = graph::ReadGraphDef(file.string());
+    auto marked = graph::ReadGraphDef((dump / ("mark_for_compilation" + suffix + ".pbtxt")).string());
+    ASSERT_TRUE(tf.ok() && marked.ok()) << file;
+    GraphDef ours = AnnotateForDump(*marked);
+    ASSERT_EQ(ours.node.size(), tf->node.size()) << file;
+    for (size_t i = 0; i < ours.node.size(); ++i) {
+      EXPECT_EQ(ours.node[i].name, tf->node[i].name) << file;
+      EXPECT_EQ(ours.node[i].input, tf->node[i].input) << file << ": " << tf->node[i].name;
+      EXPECT_EQ(ours.node[i].attr, tf->node[i].attr) << file << ": " << tf->node[i].name;
+      ++nodes;
     }
+    ++graphs;
   }
   std::cout << "[ parity   ] " << graphs << " annotated graphs, " << nodes << " nodes\n";
   EXPECT_GT(graphs, 40);
@@ -218,7 +206,7 @@ TEST_F(GraphDumperTest, AnnotationFallsBackOnTheClusteringResult) {
 }
 
 TEST_F(GraphDumperTest, EncapsulationDumpsAreTensorFlows) {
-  std::string root = CorpusDir();
+  std::string root = cluster_testing::TfCorpusDir();
   if (root.empty()) GTEST_SKIP() << "the TensorFlow corpus (../shared/corpus/tf) is absent";
   const std::string tf_dir = root + "/linreg_tf1/jit/tf_dump";
   auto before = graph::ReadGraphDef(tf_dir + "/encapsulate_subgraphs_before_2.pbtxt");
@@ -286,7 +274,7 @@ TEST_F(GraphDumperTest, EncapsulationDumpsAreTensorFlows) {
 // Running both passes over every graph of a run, in the run's order, with one dumper writes the
 // files TensorFlow wrote: the same names, the same `_N` numbering.
 TEST_F(GraphDumperTest, EveryRunDumpsTensorFlowsFileNames) {
-  std::string root = CorpusDir();
+  std::string root = cluster_testing::TfCorpusDir();
   if (root.empty()) GTEST_SKIP() << "the TensorFlow corpus (../shared/corpus/tf) is absent";
   int runs = 0, files = 0, identical = 0, differing = 0;
   for (const auto& c : fs::directory_iterator(root)) {

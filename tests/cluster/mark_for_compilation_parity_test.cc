@@ -21,6 +21,7 @@
 #include "compiler/cluster/partially_decluster_pass.h"
 #include "compiler/cluster/xla_cluster_util.h"
 #include "compiler/graph/graph_def_io.h"
+#include "tests/cluster/cluster_test_util.h"
 
 namespace xlens::cluster {
 namespace {
@@ -28,7 +29,6 @@ namespace {
 namespace fs = std::filesystem;
 using graph::Graph;
 
-std::string CorpusDir() { return std::string(XLENS_SHARED_DIR) + "/corpus/tf"; }
 
 std::string ReadText(const fs::path& path) {
   std::ifstream in(path);
@@ -66,23 +66,10 @@ struct Case {
 
 std::vector<Case> CasesWithClusteringDumps() {
   std::vector<Case> cases;
-  if (!fs::exists(CorpusDir())) return cases;
-  std::regex name(R"(before_mark_for_compilation(_\d+)?\.pbtxt)");
-  for (const auto& c : fs::directory_iterator(CorpusDir())) {
-    if (!c.is_directory()) continue;
-    for (const auto& v : fs::directory_iterator(c.path())) {
-      fs::path dump = v.path() / "tf_dump";
-      if (!fs::exists(dump)) continue;
-      for (const auto& f : fs::directory_iterator(dump)) {
-        std::smatch m;
-        std::string file = f.path().filename().string();
-        if (std::regex_match(file, m, name)) cases.push_back({v.path(), m[1].str()});
-      }
-    }
+  for (const auto& [dump, suffix] :
+       cluster_testing::TfDumpsNamed("before_mark_for_compilation")) {
+    cases.push_back({fs::path(dump).parent_path(), suffix});
   }
-  std::sort(cases.begin(), cases.end(), [](const Case& a, const Case& b) {
-    return std::tie(a.variant, a.suffix) < std::tie(b.variant, b.suffix);
-  });
   return cases;
 }
 
@@ -215,7 +202,7 @@ INSTANTIATE_TEST_SUITE_P(Corpus, MarkForCompilationParityTest,
 GTEST_ALLOW_UNINSTANTIATED_PARAMETERIZED_TEST(MarkForCompilationParityTest);
 
 TEST(MarkForCompilationParityCorpus, IsThereOrSkips) {
-  if (!fs::exists(CorpusDir())) GTEST_SKIP() << "the TF corpus is absent: " << CorpusDir();
+  if (cluster_testing::TfCorpusDir().empty()) GTEST_SKIP() << "the TF corpus is absent";
   EXPECT_GE(CasesWithClusteringDumps().size(), 40u);
 }
 

@@ -7,6 +7,7 @@
 
 #include "compiler/cluster/partially_decluster_pass.h"
 #include "compiler/graph/graph_def_io.h"
+#include "tests/cluster/cluster_test_util.h"
 
 namespace xlens::cluster {
 namespace {
@@ -14,23 +15,11 @@ namespace {
 using ::testing::HasSubstr;
 using graph::Graph;
 
-// A node of a GraphDef in text form.
-std::string NodeText(const std::string& name, const std::string& op,
-                     const std::vector<std::string>& inputs, const std::string& attrs = "") {
-  std::string text = "node { name: \"" + name + "\" op: \"" + op + "\" ";
-  for (const std::string& in : inputs) text += "input: \"" + in + "\" ";
-  return text + attrs + " }\n";
-}
-const char kF32[] = "attr { key: \"T\" value { type: DT_FLOAT } }";
-const char kPlaceholder[] = "attr { key: \"dtype\" value { type: DT_FLOAT } }";
+using cluster_testing::kF32;
+using cluster_testing::NodeText;
+const char* const kPlaceholder = cluster_testing::kPlaceholderF32;
 
-std::unique_ptr<Graph> Load(const std::string& text) {
-  auto def = graph::ParseGraphDef(text, graph::GraphDefFormat::kText, "test.pbtxt");
-  EXPECT_TRUE(def.ok()) << def.status().message();
-  auto g = Graph::FromGraphDef(*def);
-  EXPECT_TRUE(g.ok()) << g.status().message();
-  return std::move(*g);
-}
+std::unique_ptr<Graph> Load(const std::string& text) { return cluster_testing::LoadGraph(text); }
 
 MarkForCompilationOptions AutoJit(int64_t min_cluster_size = 4) {
   MarkForCompilationOptions options;
