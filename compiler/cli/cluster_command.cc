@@ -40,7 +40,8 @@ int RunCluster(const ClusterArgs& args) {
 
   const std::string shown = DisplayPath(args.file);
   auto def = graph::ReadGraphDef(args.file);
-  if (!def.ok()) return ClusterFail(def.status().WithContext(shown));
+  // The reader's message names the file already.
+  if (!def.ok()) return ClusterFail(def.status());
   graph::GraphConstructorOptions load;
   load.source_name = shown;
   // A graph TensorFlow wrote may hold ops xlens does not run: they are simply not clusterable.
@@ -64,7 +65,8 @@ int RunCluster(const ClusterArgs& args) {
   const cluster::ClusteringResult* result = &outcome->result;
 
   std::map<std::string, std::string> op_of;
-  for (graph::Node* n : (*g)->op_nodes()) op_of[n->name()] = n->type_string();
+  // Op names come from the file like node names: shown escaped.
+  for (graph::Node* n : (*g)->op_nodes()) op_of[n->name()] = Shown(n->type_string());
   // The clusters as mark_for_compilation left them: declustered nodes are listed in their
   // cluster and again below with why they were taken out.
   const std::map<std::string, std::vector<std::string>>& clusters = result->clusters;
@@ -75,7 +77,8 @@ int RunCluster(const ClusterArgs& args) {
     for (const auto& [op, count] : ops) {
       histogram.push_back(count > 1 ? fmt::format("{} x{}", op, count) : op);
     }
-    std::printf("%s: %zu node%s (%s)\n", name.c_str(), nodes.size(), nodes.size() == 1 ? "" : "s",
+    std::printf("%s: %zu node%s (%s)\n", Shown(name).c_str(), nodes.size(),
+                nodes.size() == 1 ? "" : "s",
                 fmt::format("{}", fmt::join(histogram, ", ")).c_str());
     if (args.verbose) {
       for (const std::string& n : nodes) {

@@ -81,8 +81,9 @@ struct Subgraph {
 };
 
 // TensorFlow's BackwardsConstAnalysis restricted to one cluster: which of its arguments must be
-// known at compile time.
-Status AnalyzeConstArgs(const std::vector<Node*>& topo, Subgraph* s) {
+// known at compile time. `topo_position` is each node id's place in a topological order; only the
+// cluster's own nodes are walked, so that encapsulating many clusters stays linear in the graph.
+Status AnalyzeConstArgs(const std::vector<int>& topo_position, Subgraph* s) {
   s->const_args.assign(s->args.size(), false);
   std::set<const Node*> must_be_const;
   auto want = [&](const Edge* e) {
@@ -93,9 +94,11 @@ Status AnalyzeConstArgs(const std::vector<Node*>& topo, Subgraph* s) {
       if (it != s->arg_by_src.end()) s->const_args[it->second] = true;
     }
   };
-  for (auto it = topo.rbegin(); it != topo.rend(); ++it) {
-    Node* n = *it;
-    if (!s->members.count(n)) continue;
+  std::vector<Node*> consumers_first = s->nodes;
+  std::sort(consumers_first.begin(), consumers_first.end(), [&](const Node* a, const Node* b) {
+    return topo_position[a->id()] > topo_position[b->id()];
+  });
+  for (Node* n : consumers_first) {
     if (must_be_const.count(n)) {
       if (IsMetadataOp(*n)) continue;
       for (const Edge* e : n->in_edges()) {
@@ -475,9 +478,11 @@ StatusOr<GraphWithFunctions> EncapsulateSubgraphsPass::Run(const graph::Graph& g
   out_def.library = g.library();
   if (!subgraphs.empty()) {
     ASSIGN_OR_RETURN(std::vector<Node*> topo, g.TopologicalOrder());
+    std::vector<int> topo_position(g.num_node_ids(), -1);
+    for (size_t i = 0; i < topo.size(); ++i) topo_position[topo[i]->id()] = static_cast<int>(i);
     for (int ci : conversion_order) {
       Subgraph& s = subgraphs[ci];
-      RETURN_IF_ERROR(AnalyzeConstArgs(topo, &s));
+      RETURN_IF_ERROR(AnalyzeConstArgs(topo_position, &s));
       OrderArgs(&s);
       // TensorFlow dumps the body before it reorders the arguments and optimizes it.
       if (dumper_) {

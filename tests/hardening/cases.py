@@ -945,9 +945,126 @@ def graph_cases():
     return cases
 
 
+# ----------------------------------------------------------------------------------------------
+# TensorFlow's auto-clustering on a GraphDef: `xlens cluster GRAPH [--tf_xla_* flags] [--json F]`.
+
+_CLUSTER_ON = ["--jit-level=ON_1", "--tf_xla_cpu_global_jit"]
+# Four compilable ops: one cluster at the default --tf_xla_min_cluster_size.
+GRAPH_CLUSTERABLE = (GRAPH_PLACEHOLDER + _graph_node("a", "AddV2", ("x", "x"), _F32)
+                     + _graph_node("b", "Mul", ("a", "x"), _F32) + _graph_node("c", "Sub", ("b", "a"), _F32)
+                     + _graph_node("y", "AddV2", ("c", "b"), _F32))
+
+
+def cluster_cases():
+    cases = []
+
+    def cluster(name, data=GRAPH_CLUSTERABLE, extra=(), expect="error", file="g.pbtxt", quick=False,
+                env=None, setup=None, **kw):
+        files = {} if data is None else {file: data if isinstance(data, bytes) else data.encode()}
+        cases.append(Case(id=f"cluster/{name}", reader="cluster", args=["cluster", file] + list(extra),
+                          env=env or {}, setup=_then(_files(**files), *([setup] if setup else [])),
+                          expect=expect, names=kw.pop("names", None if expect == "ok" else file),
+                          quick=quick, check=kw.pop("check", _clean_stdout), **kw))
+
+    # Graphs that cannot be read or are not graphs: one line naming the file.
+    broken = {
+        "binary-junk": (craft.junk(4096), "g.pb"),
+        "truncated-text": (GRAPH_CLUSTERABLE[:-30], "g.pbtxt"),
+        "truncated-binary": (b"\x0a\x20\x0a\x01x\x12\x0bPlaceholder", "g.pb"),
+        "unterminated-string": ('node { name: "x', "g.pbtxt"),
+        "nul-bytes": (b'node { name: "a\0b" op: "NoOp" }', "g.pbtxt"),
+        "deep-nesting": ('node { name: "x" op: "NoOp" attr { key: "f" value { func { name: "g" '
+                         + 'attr { key: "a" value { func { name: "g" ' * 100000 + "}", "g.pbtxt"),
+        "varint-overflow": (b"\x0a\xff\xff\xff\xff\xff\xff\xff\xff\xff\xff\x01", "g.pb"),
+        "length-past-end": (b"\x0a\xff\xff\xff\x7f" + b"\x0a" * 10, "g.pb"),
+        "dangling-input": (GRAPH_PLACEHOLDER + _graph_node("y", "Square", ("nope",), _F32), "g.pbtxt"),
+        "cycle": (GRAPH_PLACEHOLDER + _graph_node("a", "AddV2", ("x", "b"), _F32)
+                  + _graph_node("b", "Mul", ("a", "x"), _F32) + _graph_node("y", "Square", ("b",), _F32), "g.pbtxt"),
+        "self-loop": (GRAPH_PLACEHOLDER + _graph_node("y", "Square", ("y",), _F32), "g.pbtxt"),
+        # A loop's Merge fed back by something other than NextIteration.
+        "merge-cycle-without-nextiteration": (
+            GRAPH_PLACEHOLDER + _graph_node("m", "Merge", ("x", "y"), _F32 + 'attr { key: "N" value { i: 2 } } ')
+            + _graph_node("y", "Square", ("m",), _F32), "g.pbtxt"),
+        "attr-wrong-type": (GRAPH_PLACEHOLDER + _graph_node("y", "Square", ("x",),
+                            'attr { key: "T" value { s: "float" } } '), "g.pbtxt"),
+        "too-many-inputs": (GRAPH_PLACEHOLDER + _graph_node("y", "Square", ("x", "x"), _F32), "g.pbtxt"),
+        "output-index-huge": (GRAPH_PLACEHOLDER + _graph_node("y", "Square", ("x:99999999999",), _F32), "g.pbtxt"),
+    }
+    for name, (data, file) in broken.items():
+        cluster(name, data, _CLUSTER_ON, file=file,
+                quick=name in ("binary-junk", "cycle", "truncated-text", "merge-cycle-without-nextiteration"))
+    # Graphs that are odd but valid: a result, or a line; never a crash, a hang or raw bytes.
+    cluster("empty-text", "", _CLUSTER_ON, expect="either")
+    cluster("unknown-op", GRAPH_PLACEHOLDER + _graph_node("y", "Frobnicate", ("x",), _F32), _CLUSTER_ON,
+            expect="either", quick=True)
+    cluster("huge-node-name", GRAPH_CLUSTERABLE.replace('"b"', '"' + "b" * 1000000 + '"'), _CLUSTER_ON,
+            expect="either", check=_all(_clean_stdout, lambda ctx, run: None if len(run.stdout) < 100000 else
+                                        ("bad-message", f"{len(run.stdout)} bytes of output for one long name")))
+    cluster("escape-in-node-name", GRAPH_CLUSTERABLE.replace('"c"', '"\\033[2J\\007c"'), _CLUSTER_ON + ["-v"],
+            expect="either", quick=True)
+    cluster("escape-in-op-name", GRAPH_PLACEHOLDER + _graph_node("y", "\\033]0;pwned\\007", ("x",), _F32),
+            _CLUSTER_ON, expect="either", quick=True)
+    cluster("chain-100000", _graph_chain(100000, "Square"), _CLUSTER_ON, expect="either", timeout=60, quick=True,
+            check=_all(_clean_stdout, _answer(r"cluster_0: 100000 nodes", "one cluster of the whole chain")))
+    cluster("known-answer", GRAPH_CLUSTERABLE, _CLUSTER_ON, expect="ok",
+            check=_answer(r"cluster_0: 4 nodes \(AddV2 x2, Mul, Sub\)"), quick=True)
+    cluster("jit-off-known-answer", GRAPH_CLUSTERABLE, [], expect="ok", check=_answer(r"no clusters"))
+    # Flags with values TensorFlow would refuse: one line naming the flag.
+    for name, extra, names in [
+        ("min-cluster-size-abc", ["--tf_xla_min_cluster_size=abc"], "--tf_xla_min_cluster_size"),
+        ("min-cluster-size-20-digits", ["--tf_xla_min_cluster_size=99999999999999999999"],
+         "--tf_xla_min_cluster_size"),
+        ("max-cluster-size-empty", ["--tf_xla_max_cluster_size="], "--tf_xla_max_cluster_size"),
+        ("auto-jit-banana", ["--tf_xla_auto_jit=banana"], "--tf_xla_auto_jit"),
+        ("fuel-abc", ["--tf_xla_clustering_fuel=abc"], "--tf_xla_clustering_fuel"),
+        ("cpu-global-jit-maybe", ["--tf_xla_cpu_global_jit=maybe"], "--tf_xla_cpu_global_jit"),
+        ("ops-to-cluster-unknown-op", _CLUSTER_ON + ["--tf_xla_ops_to_cluster=NoSuchOp"], "NoSuchOp"),
+        ("ops-to-cluster-escape", _CLUSTER_ON + ["--tf_xla_ops_to_cluster=\x1b[2J"], "--tf_xla_ops_to_cluster"),
+        ("unknown-tf-xla-flag", ["--tf_xla_no_such_flag=1"], "--tf_xla_no_such_flag"),
+        ("jit-level-ON_9", ["--jit-level=ON_9"], "--jit-level"),
+        ("jit-level-empty", ["--jit-level="], "--jit-level"),
+        ("jit-level-escape", ["--jit-level=\x1b[2J"], "--jit-level"),
+        ("unknown-option", ["--frob"], "--frob"),
+        ("extra-positional", ["other.pbtxt"], "other.pbtxt"),
+    ]:
+        cluster(name, extra=extra, names=names,
+                quick=name in ("min-cluster-size-abc", "ops-to-cluster-unknown-op", "jit-level-ON_9"))
+    cluster("unknown-flag-in-TF_XLA_FLAGS", extra=_CLUSTER_ON, env={"TF_XLA_FLAGS": "--tf_xla_no_such_flag=1"},
+            names="Unknown flag in TF_XLA_FLAGS: --tf_xla_no_such_flag=1", quick=True)
+    cluster("min-cluster-size-abc-in-TF_XLA_FLAGS", extra=_CLUSTER_ON,
+            env={"TF_XLA_FLAGS": "--tf_xla_min_cluster_size=abc"}, names="--tf_xla_min_cluster_size")
+    # Odd values TensorFlow takes: a result or one line.
+    for name, flag in [("min-cluster-size-0", "--tf_xla_min_cluster_size=0"),
+                       ("min-cluster-size-negative", "--tf_xla_min_cluster_size=-5"),
+                       ("max-cluster-size-0", "--tf_xla_max_cluster_size=0"),
+                       ("max-cluster-size-1", "--tf_xla_max_cluster_size=1"),
+                       ("fuel-negative", "--tf_xla_clustering_fuel=-5"),
+                       ("auto-jit-7", "--tf_xla_auto_jit=7"),
+                       ("ops-to-cluster-empty-items", "--tf_xla_ops_to_cluster=,,,"),
+                       ("exclude-ops-unknown", "--tf_xla_cluster_exclude_ops=NoSuchOp")]:
+        cluster(name, extra=_CLUSTER_ON + [flag], expect="either", names=flag.split("=")[0])
+    # Reading and writing files.
+    cluster("missing-file", None, _CLUSTER_ON, file="nope.pbtxt", quick=True)
+    cluster("directory", None, _CLUSTER_ON, file="gdir", setup=lambda ctx: os.mkdir(ctx.path("gdir")))
+    cluster("fifo", None, _CLUSTER_ON, file="gfifo", setup=lambda ctx: craft.fifo(ctx.path("gfifo")))
+    cluster("json-into-missing-directory", extra=_CLUSTER_ON + ["--json", "no/such/c.json"], names="--json")
+    cluster("json-onto-directory", extra=_CLUSTER_ON + ["--json", "jdir"], names="--json",
+            setup=lambda ctx: os.mkdir(ctx.path("jdir")))
+    cluster("json", extra=_CLUSTER_ON + ["--json", "c.json"], expect="ok", outputs=("c.json",),
+            must_exist=("c.json",), quick=True)
+    cluster("dump", extra=_CLUSTER_ON + ["--tf_xla_clustering_debug"], expect="ok",
+            env={"TF_DUMP_GRAPH_PREFIX": "{work}/d"}, outputs=("d", "d/*"),
+            must_exist=("d/mark_for_compilation.pbtxt", "d/build_xla_ops.pbtxt"), quick=True)
+    # A dump that cannot be written is a warning, never the clustering's failure (as in TensorFlow).
+    cluster("dump-prefix-is-a-file", extra=_CLUSTER_ON + ["--tf_xla_clustering_debug"], expect="either",
+            env={"TF_DUMP_GRAPH_PREFIX": "{work}/dfile"}, setup=_files(dfile="not a directory"))
+    return cases
+
+
 def all_cases(shared, root_user):
     cases = (hlo_text_cases() + module_path_cases(root_user) + npy_cases() + outputs_cases()
-             + output_path_cases() + flags_cases() + dump_cases() + trace_cases(shared) + cli_cases() + graph_cases())
+             + output_path_cases() + flags_cases() + dump_cases() + trace_cases(shared) + cli_cases() + graph_cases()
+             + cluster_cases())
     seen = set()
     for case in cases:
         assert case.id not in seen, f"duplicate case id {case.id}"
