@@ -320,6 +320,21 @@ void DumpContext::RecordKernel(const HloModule& module, ManifestKernel kernel) {
   manifest_dirty_ = true;
 }
 
+void DumpContext::RecordClusteringGraph(ManifestGraph graph) {
+  std::lock_guard lock(mu_);
+  if (!manifest_) return;
+  manifest_->AddGraph(std::move(graph));
+  manifest_dirty_ = true;
+  WriteManifest();
+}
+
+void DumpContext::RecordClusterModule(const std::string& cluster, const std::string& module_name) {
+  std::lock_guard lock(mu_);
+  if (!manifest_ || !manifest_->AddClusterModule(cluster, module_name)) return;
+  manifest_dirty_ = true;
+  WriteManifest();
+}
+
 void DumpContext::EndModule(const HloModule& module) {
   std::lock_guard lock(mu_);
   auto it = modules_.find(&module);

@@ -107,6 +107,10 @@ class DumpContext {
   // Records a stage or kernel of a dumped module in the manifest.
   void RecordStage(const HloModule& module, ManifestStage stage);
   void RecordKernel(const HloModule& module, ManifestKernel kernel);
+  // Records a TensorFlow graph the clustering saw (its stages, clusters and reasons), and later
+  // the HLO module a cluster compiled to; written with the manifest.
+  void RecordClusteringGraph(ManifestGraph graph);
+  void RecordClusterModule(const std::string& cluster, const std::string& module_name);
   // Writes the manifest and forgets the module (its address may be reused by a new module).
   void EndModule(const HloModule& module);
   // Writes the manifest now.

@@ -56,6 +56,27 @@ Json ModuleToJson(const ManifestModule& module) {
               {"kernels", std::move(kernels)}};
 }
 
+Json GraphToJson(const ManifestGraph& graph) {
+  Json stages = Json::array();
+  for (const ManifestGraphStage& s : graph.stages) {
+    stages.push_back(Json{{"name", s.name}, {"files", StringList(s.files)}});
+  }
+  Json clusters = Json::array();
+  for (const ManifestCluster& c : graph.clusters) {
+    clusters.push_back(Json{{"name", c.name},
+                            {"nodes", StringList(c.nodes)},
+                            {"declustered", StringList(c.declustered)},
+                            {"modules", StringList(c.modules)}});
+  }
+  Json unclustered = Json::object(), declustered = Json::object();
+  for (const auto& [node, reason] : graph.unclustered) unclustered[node] = reason;
+  for (const auto& [node, reason] : graph.declustered) declustered[node] = reason;
+  return Json{{"process", graph.process},       {"id", graph.id},
+              {"name", graph.name},             {"stages", std::move(stages)},
+              {"clusters", std::move(clusters)}, {"unclustered", std::move(unclustered)},
+              {"declustered", std::move(declustered)}};
+}
+
 const char* TypeName(const Json& value) {
   if (value.is_number_integer()) return "an integer";
   if (value.is_number()) return "a number";
@@ -118,6 +139,22 @@ class Fields {
             fmt::format("{}.{}[{}]: expected a string, got {}", Where(), key, i, TypeName(item)));
       }
       out.push_back(item.get<std::string>());
+    }
+    return OkStatus();
+  }
+  // An object of strings (node -> reason).
+  Status StringMap(const char* key, std::map<std::string, std::string>& out) const {
+    const Json* v = nullptr;
+    RETURN_IF_ERROR(Find(key, false, v));
+    if (v == nullptr) return OkStatus();
+    if (!v->is_object()) return Wrong(key, "an object of strings", *v);
+    for (auto it = v->begin(); it != v->end(); ++it) {
+      if (!it.value().is_string()) {
+        return Error(fmt::format("{}.{}[\"{}\"]: expected a string, got {}", Where(), key,
+                                 EscapeForTerminal(TruncateUtf8(it.key(), 200)),
+                                 TypeName(it.value())));
+      }
+      out[it.key()] = it.value().get<std::string>();
     }
     return OkStatus();
   }
@@ -187,6 +224,26 @@ Status ReadModule(const Fields& f, ManifestModule& m) {
                    [&](const Fields& item) { return ReadKernel(item, m.kernels.emplace_back()); });
 }
 
+Status ReadGraph(const Fields& f, ManifestGraph& g) {
+  RETURN_IF_ERROR(f.Int("process", false, g.process));
+  RETURN_IF_ERROR(f.Int("id", true, g.id));
+  RETURN_IF_ERROR(f.String("name", false, g.name));
+  RETURN_IF_ERROR(f.Objects("stages", false, [&](const Fields& item) {
+    ManifestGraphStage& s = g.stages.emplace_back();
+    RETURN_IF_ERROR(item.String("name", true, s.name));
+    return item.Strings("files", s.files);
+  }));
+  RETURN_IF_ERROR(f.Objects("clusters", false, [&](const Fields& item) {
+    ManifestCluster& c = g.clusters.emplace_back();
+    RETURN_IF_ERROR(item.String("name", true, c.name));
+    RETURN_IF_ERROR(item.Strings("nodes", c.nodes));
+    RETURN_IF_ERROR(item.Strings("declustered", c.declustered));
+    return item.Strings("modules", c.modules);
+  }));
+  RETURN_IF_ERROR(f.StringMap("unclustered", g.unclustered));
+  return f.StringMap("declustered", g.declustered);
+}
+
 // The manifest a parsed document describes; errors name the field.
 StatusOr<Manifest> ManifestFromJson(const Json& root) {
   Manifest manifest;
@@ -202,6 +259,9 @@ StatusOr<Manifest> ManifestFromJson(const Json& root) {
   manifest.format = static_cast<int>(format);
   RETURN_IF_ERROR(top.Objects("modules", true, [&](const Fields& item) {
     return ReadModule(item, manifest.modules.emplace_back());
+  }));
+  RETURN_IF_ERROR(top.Objects("graphs", false, [&](const Fields& item) {
+    return ReadGraph(item, manifest.graphs.emplace_back());
   }));
   return manifest;
 }
@@ -251,6 +311,11 @@ std::string ManifestToJson(const Manifest& manifest) {
   Json modules = Json::array();
   for (const ManifestModule& module : manifest.modules) modules.push_back(ModuleToJson(module));
   Json root{{"format", manifest.format}, {"modules", std::move(modules)}};
+  if (!manifest.graphs.empty()) {
+    Json graphs = Json::array();
+    for (const ManifestGraph& graph : manifest.graphs) graphs.push_back(GraphToJson(graph));
+    root["graphs"] = std::move(graphs);
+  }
   // Names and op_names come from user files and may hold bytes that are not UTF-8; dump() would
   // throw on them.
   return root.dump(1, ' ', false, Json::error_handler_t::replace) + "\n";
@@ -321,6 +386,29 @@ void ManifestWriter::AddKernel(int64_t module_id, ManifestKernel kernel) {
     return;
   }
   ModuleWithId(module_id).kernels.push_back(std::move(kernel));
+}
+
+void ManifestWriter::AddGraph(ManifestGraph graph) {
+  for (ManifestGraph& g : manifest_.graphs) {
+    if (g.process == graph.process && g.id == graph.id) {
+      g = std::move(graph);
+      return;
+    }
+  }
+  manifest_.graphs.push_back(std::move(graph));
+}
+
+bool ManifestWriter::AddClusterModule(const std::string& cluster, const std::string& module) {
+  for (auto g = manifest_.graphs.rbegin(); g != manifest_.graphs.rend(); ++g) {
+    for (ManifestCluster& c : g->clusters) {
+      if (c.name != cluster) continue;
+      if (std::find(c.modules.begin(), c.modules.end(), module) == c.modules.end()) {
+        c.modules.push_back(module);
+      }
+      return true;
+    }
+  }
+  return false;
 }
 
 Status ManifestWriter::Write() {
@@ -402,6 +490,17 @@ Status ManifestWriter::WriteLocked(Manifest merged) {
       }
     }
     if (!replaced) merged.modules.push_back(ours);
+  }
+  for (const ManifestGraph& ours : manifest_.graphs) {
+    bool replaced = false;
+    for (ManifestGraph& theirs : merged.graphs) {
+      if (theirs.process == ours.process && theirs.id == ours.id) {
+        theirs = ours;
+        replaced = true;
+        break;
+      }
+    }
+    if (!replaced) merged.graphs.push_back(ours);
   }
   last_written_.reset();
   RETURN_IF_ERROR(WriteFile(path_, ManifestToJson(merged)));

@@ -5,7 +5,17 @@
 //   {"format": 1, "modules": [{"id": 1, "name": "m", "files": [...],
 //     "stages": [{"step", "pipeline", "pass", "changed", "wall_ns", "files"}, ...],
 //     "kernels": [{"name", "fusion_kind", "hlo_instruction", "fusion_computation",
-//                  "op_names", "created_by_pass", "launch", "files"}, ...]}]}
+//                  "op_names", "created_by_pass", "launch", "files"}, ...]}],
+//    "graphs": [{"process", "id", "name",
+//                "stages": [{"name": "mark_for_compilation", "files": [...]}, ...],
+//                "clusters": [{"name": "cluster_0", "nodes": [...], "declustered": [...],
+//                              "modules": ["cluster_0__XlaCompiledKernel_true_..._.1"]}],
+//                "unclustered": {"node": "reason"}, "declustered": {"node": "reason"}}]}
+//
+// "graphs" (optional) are the TensorFlow graphs the clustering saw: a graph op -> its cluster ->
+// the HLO modules the cluster compiled to (by name, as in "modules") -> their kernels (whose
+// op_names are graph ops) is one chain, followable both ways. A graph is keyed by the writing
+// process and its index there, so writers in several processes keep each other's graphs.
 //
 // File names are relative to the manifest's directory. Required fields: format, modules; a
 // module's id and name; a stage's step, pipeline, pass and changed; a kernel's name. The rest
@@ -15,6 +25,7 @@
 
 #include <cstdint>
 #include <functional>
+#include <map>
 #include <optional>
 #include <set>
 #include <string>
@@ -61,9 +72,35 @@ struct ManifestModule {
   bool operator==(const ManifestModule&) const = default;
 };
 
+struct ManifestGraphStage {
+  std::string name;  // the clustering pass ("mark_for_compilation", "build_xla_ops", ...)
+  std::vector<std::string> files;
+  bool operator==(const ManifestGraphStage&) const = default;
+};
+
+struct ManifestCluster {
+  std::string name;
+  std::vector<std::string> nodes;        // as mark_for_compilation assigned them
+  std::vector<std::string> declustered;  // of those, the ones taken out afterwards
+  std::vector<std::string> modules;      // HLO modules it compiled to
+  bool operator==(const ManifestCluster&) const = default;
+};
+
+struct ManifestGraph {
+  int64_t process = 0;  // the writer's process id
+  int64_t id = 0;       // the graph's index in that process
+  std::string name;
+  std::vector<ManifestGraphStage> stages;
+  std::vector<ManifestCluster> clusters;
+  std::map<std::string, std::string> unclustered;  // node -> why
+  std::map<std::string, std::string> declustered;  // node -> why
+  bool operator==(const ManifestGraph&) const = default;
+};
+
 struct Manifest {
   int format = kManifestFormat;
   std::vector<ManifestModule> modules;
+  std::vector<ManifestGraph> graphs;
   bool operator==(const Manifest&) const = default;
 
   // The module with this id, or nullptr.
@@ -102,6 +139,11 @@ class ManifestWriter {
   void AddModuleFile(int64_t module_id, std::string file);
   void AddStage(int64_t module_id, ManifestStage stage);
   void AddKernel(int64_t module_id, ManifestKernel kernel);
+  // Adds (or replaces) a clustered graph, keyed by process and id.
+  void AddGraph(ManifestGraph graph);
+  // Records that `cluster` compiled to `module`, in the latest graph of ours holding the cluster;
+  // false when none does.
+  bool AddClusterModule(const std::string& cluster, const std::string& module);
 
   // Merges and writes atomically. An error means the file could not be written.
   Status Write();

@@ -64,8 +64,20 @@ std::string MustCompileError(const graph::Graph& graph, const std::string& funct
       function_name, kXlaCpuJitDevice, joined);
 }
 
-StatusOr<ClusteringOutcome> RunClusteringPasses(graph::Graph* graph,
-                                                const ClusteringPipelineOptions& options) {
+namespace {
+
+// The clustering stage a dump belongs to.
+std::string StageOfDump(const std::string& name) {
+  for (const char* stage : {"mark_for_compilation", "encapsulate_subgraphs", "build_xla_ops"}) {
+    if (name.find(stage) != std::string::npos) return stage;
+  }
+  if (name.rfind("encapsulate_fdef", 0) == 0) return "encapsulate_subgraphs";
+  return name;
+}
+
+// The passes themselves; RunClusteringPasses adds which files each stage wrote.
+StatusOr<ClusteringOutcome> RunPasses(graph::Graph* graph,
+                                      const ClusteringPipelineOptions& options) {
   ClusteringOutcome outcome;
   MarkForCompilationOptions mark = options.mark;
   GraphDumper* dumper = options.dumper;
@@ -118,6 +130,24 @@ StatusOr<ClusteringOutcome> RunClusteringPasses(graph::Graph* graph,
     BuildXlaOpsPass build(build_options, dumper);
     ASSIGN_OR_RETURN(outcome.rewritten, build.Run(*encapsulated.graph));
     ReportDumpErrors(build.dump_errors());
+  }
+  return outcome;
+}
+
+}  // namespace
+
+StatusOr<ClusteringOutcome> RunClusteringPasses(graph::Graph* graph,
+                                                const ClusteringPipelineOptions& options) {
+  const size_t first = options.dumper ? options.dumper->written().size() : 0;
+  ASSIGN_OR_RETURN(ClusteringOutcome outcome, RunPasses(graph, options));
+  if (options.dumper == nullptr) return outcome;
+  const auto& written = options.dumper->written();
+  for (size_t i = first; i < written.size(); ++i) {
+    const std::string stage = StageOfDump(written[i].name);
+    if (outcome.stage_files.empty() || outcome.stage_files.back().first != stage) {
+      outcome.stage_files.push_back({stage, {}});
+    }
+    outcome.stage_files.back().second.push_back(written[i].path);
   }
   return outcome;
 }

@@ -5,6 +5,8 @@
 
 #include <memory>
 #include <string>
+#include <utility>
+#include <vector>
 
 #include "compiler/cluster/clustering_result.h"
 #include "compiler/cluster/function_library_registry.h"
@@ -21,6 +23,10 @@ struct ClusteringOutcome {
   // The graph after build_xla_ops (with its registry of library functions); empty with
   // mark_only.
   GraphWithFunctions rewritten;
+  // The dump files written for this graph, by clustering stage (TensorFlow's dump name with the
+  // cluster dropped: "encapsulate_subgraphs_subgraph_cluster_0" is stage
+  // "encapsulate_subgraphs"), in the order written.
+  std::vector<std::pair<std::string, std::vector<std::string>>> stage_files;
 };
 
 struct ClusteringPipelineOptions {

@@ -61,10 +61,12 @@ StatusOr<std::string> GraphDumper::Dump(const std::string& name,
   if (!text.ok()) return text.status().WithContext(what);
   Status written = WriteFile(base + ".pbtxt", *text);
   if (!written.ok()) return written.WithContext(what);
+  written_.push_back({name, base + ".pbtxt"});
   ClusterGraphDotOptions options;
   options.title = BaseName(base) + ".pbtxt";
   Status dot = WriteFile(base + ".dot", ClusterGraphToDot(graph_def, result, options));
   if (!dot.ok()) return dot.WithContext("dumping " + name + " to " + base + ".dot");
+  written_.push_back({name, base + ".dot"});
   return base + ".pbtxt";
 }
 
@@ -78,6 +80,7 @@ StatusOr<std::string> GraphDumper::DumpFunctionDef(const std::string& name,
   if (!text.ok()) return text.status().WithContext(what);
   Status written = WriteFile(base + ".pbtxt", *text);
   if (!written.ok()) return written.WithContext(what);
+  written_.push_back({name, base + ".pbtxt"});
   return base + ".pbtxt";
 }
 

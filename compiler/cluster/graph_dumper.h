@@ -10,6 +10,7 @@
 
 #include <map>
 #include <string>
+#include <vector>
 
 #include "compiler/cluster/clustering_result.h"
 #include "compiler/graph/graph.h"
@@ -38,12 +39,21 @@ class GraphDumper {
   // The path the next dump of `name` gets, without taking it (for messages).
   std::string PeekPath(const std::string& name) const;
 
+  // Every file written so far, with the dump's name ("mark_for_compilation", ...), in order (for
+  // the manifest).
+  struct WrittenFile {
+    std::string name;
+    std::string path;
+  };
+  const std::vector<WrittenFile>& written() const { return written_; }
+
  private:
   // `<prefix>/<name>[_N]` (no suffix), counting `name`.
   std::string TakeBasePath(const std::string& name);
 
   std::string prefix_;
   std::map<std::string, int> dumped_;  // name -> how many times it was dumped
+  std::vector<WrittenFile> written_;
 };
 
 // The `mark_for_compilation_annotated` form of a clustered graph: every node renamed

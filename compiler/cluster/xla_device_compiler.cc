@@ -157,6 +157,10 @@ StatusOr<std::shared_ptr<XlaCompiledCluster>> XlaDeviceCompiler::Compile(
                    runtime::CompileForCpu(std::move(lowered.module), compile_options_));
   cluster->executable = std::move(exe);
 
+  // The manifest links the cluster of the graph to the module it became.
+  if (DumpContext* dump = dump_context()) {
+    dump->RecordClusterModule(function.name, cluster->module_name);
+  }
   std::lock_guard<std::mutex> lock(mu_);
   compiled_[signature] = cluster;
   modules_[function.name].push_back(cluster->module_name);

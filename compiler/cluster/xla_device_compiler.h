@@ -56,6 +56,9 @@ class XlaDeviceCompiler : public graph::ResourceBase {
 
   int64_t compilations() const;
   int64_t lazy_fallbacks() const;
+  // The XLA dump of the compiled modules (null when --xla_dump_to is not set): the clustering
+  // records its graphs in its manifest.
+  DumpContext* dump_context() const { return dump_ && dump_->enabled() ? dump_.get() : nullptr; }
   // Every module compiled so far, per cluster function ("cluster_0" -> module names).
   std::map<std::string, std::vector<std::string>> modules_by_cluster() const;
 

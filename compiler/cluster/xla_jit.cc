@@ -1,5 +1,9 @@
 #include "compiler/cluster/xla_jit.h"
 
+#include <unistd.h>
+
+#include <filesystem>
+
 #include "compiler/cluster/clustering_pipeline.h"
 #include "compiler/cluster/graph_dumper.h"
 #include "compiler/cluster/mark_for_compilation_pass.h"
@@ -7,6 +11,44 @@
 #include "compiler/cluster/xla_launch_ops.h"
 
 namespace xlens::cluster {
+
+namespace {
+
+// A path as the manifest lists it: relative to the manifest's directory when below it.
+std::string ManifestPath(const std::string& path, const std::string& directory) {
+  std::error_code ec;
+  std::filesystem::path rel = std::filesystem::relative(path, directory, ec);
+  if (ec || rel.empty() || rel.string().rfind("..", 0) == 0) {
+    return std::filesystem::absolute(path, ec).string();
+  }
+  return rel.string();
+}
+
+ManifestGraph ManifestGraphFor(int64_t index, const ClusteringOutcome& outcome,
+                               const std::string& directory) {
+  ManifestGraph g;
+  g.process = static_cast<int64_t>(::getpid());
+  g.id = index;
+  g.name = "graph_" + std::to_string(index);
+  for (const auto& [stage, files] : outcome.stage_files) {
+    ManifestGraphStage& s = g.stages.emplace_back();
+    s.name = stage;
+    for (const std::string& f : files) s.files.push_back(ManifestPath(f, directory));
+  }
+  for (const auto& [name, nodes] : outcome.result.clusters) {
+    ManifestCluster& c = g.clusters.emplace_back();
+    c.name = name;
+    c.nodes = nodes;
+    for (const std::string& n : nodes) {
+      if (outcome.result.declustered.count(n)) c.declustered.push_back(n);
+    }
+  }
+  g.unclustered = outcome.result.unclustered;
+  g.declustered = outcome.result.declustered;
+  return g;
+}
+
+}  // namespace
 
 XlaJit::XlaJit(DebugOptions flags, std::function<void(const std::string&)> log)
     : flags_(std::move(flags)),
@@ -43,6 +85,10 @@ Status XlaJit::Run(std::unique_ptr<graph::Graph>* graph, graph::ResourceMgr* res
   std::lock_guard<std::mutex> lock(mu_);
   compiler_ = std::dynamic_pointer_cast<XlaDeviceCompiler>(base);
   ASSIGN_OR_RETURN(ClusteringOutcome outcome, RunClusteringPasses(graph->get(), options));
+  if (DumpContext* dump = compiler_->dump_context()) {
+    dump->RecordClusteringGraph(ManifestGraphFor(static_cast<int64_t>(record_.graphs.size()),
+                                                 outcome, dump->directory()));
+  }
   record_.graphs.push_back(
       {static_cast<int64_t>(record_.graphs.size()), std::move(outcome.result)});
   if (outcome.rewritten.graph != nullptr) {

@@ -4,6 +4,8 @@
 // carry the launch ops.
 #include "compiler/cluster/xla_jit.h"
 
+#include <unistd.h>
+
 #include <cmath>
 #include <filesystem>
 #include <set>
@@ -15,6 +17,7 @@
 #include "compiler/graph/graph_def_io.h"
 #include "compiler/graph/session.h"
 #include "compiler/hlo/npy.h"
+#include "dump/manifest.h"
 
 namespace xlens::cluster {
 namespace {
@@ -131,6 +134,70 @@ TEST(XlaJitTest, LinearRegressionWithAutoJitFromTheFlagsFollowsTensorFlowsJit) {
   SKIP_WITHOUT_CORPUS();
   RunLinearRegressionWithJit("autojit_env", graph::GlobalJitLevel::kDefault,
                              "--tf_xla_auto_jit=2 --tf_xla_cpu_global_jit");
+}
+
+// With XLA's dump on, manifest.json holds the clustered graphs: their stages' files, each
+// cluster's nodes and the HLO modules it compiled to, whose kernels name (op_names) nodes of that
+// cluster: graph op -> cluster -> module -> kernel, followable both ways.
+TEST(XlaJitTest, TheManifestChainsGraphOpsToClustersToModulesToKernels) {
+  SKIP_WITHOUT_CORPUS();
+  const fs::path tmp =
+      fs::temp_directory_path() / ("xlens_jit_manifest_" + std::to_string(::getpid()));
+  fs::remove_all(tmp);
+  const std::string dir = CorpusDir() + "/linreg_tf1/jit";
+  std::vector<std::string> log;
+  DebugOptions flags = Flags("--tf_xla_cpu_global_jit --tf_xla_clustering_debug");
+  flags.xla_dump_to = (tmp / "xla").string();
+  flags.tf_dump_graph_prefix = (tmp / "tf").string();
+  {
+    XlaJit jit(flags, [&](const std::string& line) { log.push_back(line); });
+    auto def = graph::ReadGraphDef(dir + "/graph.pbtxt");
+    ASSERT_TRUE(def.ok());
+    graph::SessionOptions options;
+    options.global_jit_level = graph::GlobalJitLevel::kOn1;
+    jit.Install(&options);
+    auto session = graph::Session::Create(*def, options);
+    ASSERT_TRUE(session.ok());
+    ASSERT_TRUE((*session)->Run({}, {}, {"init"}).ok());
+    Tensor x = ToFloat(LoadNpy(dir + "/inputs/x_observed.npy"));
+    Tensor y = ToFloat(LoadNpy(dir + "/inputs/y_observed.npy"));
+    ASSERT_TRUE((*session)->Run({{"x_observed", x}, {"y_observed", y}}, {"Mean"}, {"GradientDescent"}).ok());
+  }
+  auto manifest = ReadManifest((tmp / "xla" / "manifest.json").string());
+  ASSERT_TRUE(manifest.ok()) << manifest.status().message();
+  ASSERT_GE(manifest->graphs.size(), 2u);
+  bool found_train = false;
+  for (const ManifestGraph& g : manifest->graphs) {
+    for (const ManifestGraphStage& stage : g.stages) {
+      for (const std::string& f : stage.files) {
+        fs::path p = fs::path(f).is_absolute() ? fs::path(f) : tmp / "xla" / f;
+        EXPECT_TRUE(fs::exists(p)) << f;
+      }
+    }
+    for (const ManifestCluster& c : g.clusters) {
+      std::set<std::string> nodes(c.nodes.begin(), c.nodes.end());
+      if (!nodes.count("GradientDescent/update_weights/ResourceApplyGradientDescent")) continue;
+      found_train = true;
+      EXPECT_EQ(c.declustered, std::vector<std::string>{"gradients/sub_grad/Shape_1"});
+      ASSERT_EQ(c.modules.size(), 1u);
+      const ManifestModule* module = nullptr;
+      for (const ManifestModule& m : manifest->modules) {
+        if (m.name == c.modules[0]) module = &m;
+      }
+      ASSERT_NE(module, nullptr) << c.modules[0];
+      int kernels_with_ops = 0;
+      for (const ManifestKernel& k : module->kernels) {
+        for (const std::string& op : k.op_names) {
+          EXPECT_TRUE(nodes.count(op)) << k.name << " names " << op << ", not of " << c.name;
+        }
+        kernels_with_ops += !k.op_names.empty();
+      }
+      EXPECT_GT(kernels_with_ops, 0);
+    }
+    EXPECT_FALSE(g.unclustered.empty());
+  }
+  EXPECT_TRUE(found_train);
+  fs::remove_all(tmp);
 }
 
 TEST(XlaJitTest, WithoutTheCpuFlagNothingIsCompiled) {

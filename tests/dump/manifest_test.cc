@@ -328,6 +328,47 @@ TEST_F(ManifestTest, ClaimSkipsIdsOfFilesPresentAndHonoursTheModuleLimit) {
 }
 
 // Every tests/dump/testdata/broken_manifests/NAME.json fails with the message in NAME.expected.
+ManifestGraph SampleGraph(int64_t process, int64_t id) {
+  ManifestGraph g;
+  g.process = process;
+  g.id = id;
+  g.name = "graph_" + std::to_string(id);
+  g.stages.push_back({"mark_for_compilation", {"before_mark_for_compilation.pbtxt"}});
+  g.clusters.push_back({"cluster_0", {"mul", "add", "shape"}, {"shape"}, {}});
+  g.unclustered["x"] = "uncompilable: top level _Arg or _Retval";
+  g.declustered["shape"] = "root shape consumer";
+  return g;
+}
+
+TEST_F(ManifestTest, ClusteredGraphsRoundTripAndLinkTheirClustersToModules) {
+  ManifestWriter writer(dir_);
+  writer.AddModule(1, "cluster_0__XlaCompiledKernel_true_.1");
+  writer.AddGraph(SampleGraph(100, 0));
+  // A module compiled later attaches to the latest graph holding its cluster.
+  EXPECT_TRUE(writer.AddClusterModule("cluster_0", "cluster_0__XlaCompiledKernel_true_.1"));
+  EXPECT_FALSE(writer.AddClusterModule("cluster_9", "m"));
+  ASSERT_TRUE(writer.Write().ok());
+  auto read = ReadManifest(ManifestPath());
+  ASSERT_TRUE(read.ok()) << read.status().message();
+  ASSERT_EQ(read->graphs.size(), 1u);
+  ManifestGraph want = SampleGraph(100, 0);
+  want.clusters[0].modules = {"cluster_0__XlaCompiledKernel_true_.1"};
+  EXPECT_EQ(read->graphs[0], want);
+  // A second writer (another process) keeps the first one's graphs; its own replace by key.
+  ManifestWriter other(dir_);
+  other.AddGraph(SampleGraph(200, 0));
+  ASSERT_TRUE(other.Write().ok());
+  read = ReadManifest(ManifestPath());
+  ASSERT_TRUE(read.ok());
+  ASSERT_EQ(read->graphs.size(), 2u);
+  EXPECT_EQ(read->graphs[0].process, 100);
+  EXPECT_EQ(read->graphs[1].process, 200);
+  // A manifest without graphs (older writers) still reads.
+  auto plain = ParseManifest(R"({"format": 1, "modules": []})");
+  ASSERT_TRUE(plain.ok());
+  EXPECT_TRUE(plain->graphs.empty());
+}
+
 TEST(BrokenManifestsTest, EachGivesItsError) {
   fs::path dir = fs::path(XLENS_TESTDATA_DIR) / "broken_manifests";
   int checked = 0;
