@@ -12,6 +12,7 @@ packages=(
   graphviz python3 libeigen3-dev zlib1g-dev
   libre2-dev
   libprotobuf-dev protobuf-compiler
+  qt6-base-dev qt6-svg-dev libgraphviz-dev fonts-dejavu-core
 )
 
 # The peers the tests compare against (XLA's parser from jaxlib, NumPy, TensorFlow). Optional: the tests that
