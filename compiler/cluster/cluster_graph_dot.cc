@@ -85,6 +85,9 @@ std::string ClusterGraphToDot(const graph::GraphDef& def, const ClusteringResult
 
   std::map<std::string, int> id_of;
   for (size_t i = 0; i < def.node.size(); ++i) id_of[def.node[i].name] = static_cast<int>(i);
+  // A node's DOT id is its name, so a reader of the .dot (the viewer, a script) finds a graph op
+  // by the name its HLO op_name metadata carries.
+  auto node_id = [&](size_t i) { return "\"" + Escape(def.node[i].name) + "\""; };
 
   std::ostringstream os;
   os << "digraph G {\n";
@@ -121,7 +124,7 @@ std::string ClusterGraphToDot(const graph::GraphDef& def, const ClusteringResult
         extra = ", color=\"#c62828\", fontcolor=\"#7f0000\"";
       }
     }
-    os << "  n" << i << " [label=\"" << Escape(label) << "\", tooltip=\"" << Escape(tooltip)
+    os << "  " << node_id(i) << " [label=\"" << Escape(label) << "\", tooltip=\"" << Escape(tooltip)
        << "\", shape=" << shape << ", fillcolor=\"" << color << "\"" << extra << "];\n";
     if (!box.empty()) {
       if (!boxes.count(box)) box_order.push_back(box);
@@ -132,7 +135,7 @@ std::string ClusterGraphToDot(const graph::GraphDef& def, const ClusteringResult
     os << "  subgraph \"cluster_" << Escape(box) << "\" {\n";
     os << "    label=\"" << Escape(box) << " (" << boxes[box].size() << " nodes)\";\n";
     os << "    style=\"rounded,filled\"; fillcolor=\"#f1f8ff\"; color=\"#1565c0\";\n";
-    for (int i : boxes[box]) os << "    n" << i << ";\n";
+    for (int i : boxes[box]) os << "    " << node_id(i) << ";\n";
     os << "  }\n";
   }
   for (size_t i = 0; i < def.node.size(); ++i) {
@@ -141,7 +144,7 @@ std::string ClusterGraphToDot(const graph::GraphDef& def, const ClusteringResult
       if (!id.ok()) continue;
       auto src = id_of.find(id->node);
       if (src == id_of.end()) continue;
-      os << "  n" << src->second << " -> n" << i;
+      os << "  " << node_id(src->second) << " -> " << node_id(i);
       if (id->IsControl()) {
         os << " [style=dashed, color=\"#999999\"]";
       } else if (id->index > 0) {
