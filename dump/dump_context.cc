@@ -320,6 +320,19 @@ void DumpContext::RecordKernel(const HloModule& module, ManifestKernel kernel) {
   manifest_dirty_ = true;
 }
 
+void DumpContext::RecordFusionDecision(const HloModule& module, ManifestFusionDecision decision) {
+  std::lock_guard lock(mu_);
+  ModuleState& state = StateFor(module);
+  if (!state.dumped || !manifest_) return;
+  manifest_->AddFusionDecision(state.id, std::move(decision));
+  manifest_dirty_ = true;
+}
+
+bool DumpContext::RecordsManifest(const HloModule& module) {
+  std::lock_guard lock(mu_);
+  return manifest_.has_value() && StateFor(module).dumped;
+}
+
 void DumpContext::RecordClusteringGraph(ManifestGraph graph) {
   std::lock_guard lock(mu_);
   if (!manifest_) return;

@@ -107,6 +107,10 @@ class DumpContext {
   // Records a stage or kernel of a dumped module in the manifest.
   void RecordStage(const HloModule& module, ManifestStage stage);
   void RecordKernel(const HloModule& module, ManifestKernel kernel);
+  void RecordFusionDecision(const HloModule& module, ManifestFusionDecision decision);
+  // Whether records of this module reach a manifest (a dump directory, the module dumped): what
+  // only the manifest needs is not computed otherwise.
+  bool RecordsManifest(const HloModule& module);
   // Records a TensorFlow graph the clustering saw (its stages, clusters and reasons), and later
   // the HLO module a cluster compiled to; written with the manifest.
   void RecordClusteringGraph(ManifestGraph graph);

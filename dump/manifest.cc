@@ -28,15 +28,22 @@ Json StringList(const std::vector<std::string>& items) {
   return out;
 }
 
+Json ChangesToJson(const ManifestStageChanges& changes) {
+  Json fused_into = Json::object();
+  for (const auto& [instruction, fusion] : changes.fused_into) fused_into[instruction] = fusion;
+  return Json{{"added", StringList(changes.added)},
+              {"removed", StringList(changes.removed)},
+              {"modified", StringList(changes.modified)},
+              {"fused_into", std::move(fused_into)}};
+}
+
 Json ModuleToJson(const ManifestModule& module) {
   Json stages = Json::array();
   for (const ManifestStage& s : module.stages) {
-    stages.push_back(Json{{"step", s.step},
-                          {"pipeline", s.pipeline},
-                          {"pass", s.pass},
-                          {"changed", s.changed},
-                          {"wall_ns", s.wall_ns},
-                          {"files", StringList(s.files)}});
+    Json stage{{"step", s.step},         {"pipeline", s.pipeline}, {"pass", s.pass},
+               {"changed", s.changed},   {"wall_ns", s.wall_ns},   {"files", StringList(s.files)}};
+    if (!s.changes.empty()) stage["changes"] = ChangesToJson(s.changes);
+    stages.push_back(std::move(stage));
   }
   Json kernels = Json::array();
   for (const ManifestKernel& k : module.kernels) {
@@ -49,11 +56,26 @@ Json ModuleToJson(const ManifestModule& module) {
                            {"launch", k.launch},
                            {"files", StringList(k.files)}});
   }
-  return Json{{"id", module.id},
-              {"name", module.name},
-              {"files", StringList(module.files)},
-              {"stages", std::move(stages)},
-              {"kernels", std::move(kernels)}};
+  Json out{{"id", module.id},
+           {"name", module.name},
+           {"files", StringList(module.files)},
+           {"stages", std::move(stages)},
+           {"kernels", std::move(kernels)}};
+  if (!module.fusion_decisions.empty()) {
+    Json decisions = Json::array();
+    for (const ManifestFusionDecision& d : module.fusion_decisions) {
+      decisions.push_back(Json{{"step", d.step},
+                               {"pass", d.pass},
+                               {"producer", d.producer},
+                               {"consumer", d.consumer},
+                               {"fused", d.fused},
+                               {"kind", d.kind},
+                               {"fusion", d.fusion},
+                               {"reason", d.reason}});
+    }
+    out["fusion_decisions"] = std::move(decisions);
+  }
+  return out;
 }
 
 Json GraphToJson(const ManifestGraph& graph) {
@@ -158,6 +180,16 @@ class Fields {
     }
     return OkStatus();
   }
+  // An object, read by `read(fields_of_it)`; nothing when absent.
+  template <typename ReadObject>
+  Status Object(const char* key, ReadObject read) const {
+    const Json* v = nullptr;
+    RETURN_IF_ERROR(Find(key, false, v));
+    if (v == nullptr) return OkStatus();
+    Fields object(*v, fmt::format("{}{}{}", path_, path_.empty() ? "" : ".", key));
+    RETURN_IF_ERROR(object.Check());
+    return read(object);
+  }
   // An array of objects, each read by `read(fields_of_item, index)`.
   template <typename ReadItem>
   Status Objects(const char* key, bool required, ReadItem read) const {
@@ -199,7 +231,24 @@ Status ReadStage(const Fields& f, ManifestStage& s) {
   RETURN_IF_ERROR(f.String("pass", true, s.pass));
   RETURN_IF_ERROR(f.Bool("changed", true, s.changed));
   RETURN_IF_ERROR(f.Int("wall_ns", false, s.wall_ns));
-  return f.Strings("files", s.files);
+  RETURN_IF_ERROR(f.Strings("files", s.files));
+  return f.Object("changes", [&](const Fields& c) {
+    RETURN_IF_ERROR(c.Strings("added", s.changes.added));
+    RETURN_IF_ERROR(c.Strings("removed", s.changes.removed));
+    RETURN_IF_ERROR(c.Strings("modified", s.changes.modified));
+    return c.StringMap("fused_into", s.changes.fused_into);
+  });
+}
+
+Status ReadFusionDecision(const Fields& f, ManifestFusionDecision& d) {
+  RETURN_IF_ERROR(f.Int("step", true, d.step));
+  RETURN_IF_ERROR(f.String("pass", true, d.pass));
+  RETURN_IF_ERROR(f.String("producer", true, d.producer));
+  RETURN_IF_ERROR(f.String("consumer", true, d.consumer));
+  RETURN_IF_ERROR(f.Bool("fused", true, d.fused));
+  RETURN_IF_ERROR(f.String("kind", false, d.kind));
+  RETURN_IF_ERROR(f.String("fusion", false, d.fusion));
+  return f.String("reason", false, d.reason);
 }
 
 Status ReadKernel(const Fields& f, ManifestKernel& k) {
@@ -220,8 +269,12 @@ Status ReadModule(const Fields& f, ManifestModule& m) {
   RETURN_IF_ERROR(f.Objects("stages", false, [&](const Fields& item) {
     return ReadStage(item, m.stages.emplace_back());
   }));
-  return f.Objects("kernels", false,
-                   [&](const Fields& item) { return ReadKernel(item, m.kernels.emplace_back()); });
+  RETURN_IF_ERROR(f.Objects("kernels", false, [&](const Fields& item) {
+    return ReadKernel(item, m.kernels.emplace_back());
+  }));
+  return f.Objects("fusion_decisions", false, [&](const Fields& item) {
+    return ReadFusionDecision(item, m.fusion_decisions.emplace_back());
+  });
 }
 
 Status ReadGraph(const Fields& f, ManifestGraph& g) {
@@ -386,6 +439,10 @@ void ManifestWriter::AddKernel(int64_t module_id, ManifestKernel kernel) {
     return;
   }
   ModuleWithId(module_id).kernels.push_back(std::move(kernel));
+}
+
+void ManifestWriter::AddFusionDecision(int64_t module_id, ManifestFusionDecision decision) {
+  ModuleWithId(module_id).fusion_decisions.push_back(std::move(decision));
 }
 
 void ManifestWriter::AddGraph(ManifestGraph graph) {

@@ -3,9 +3,13 @@
 // file names.
 //
 //   {"format": 1, "modules": [{"id": 1, "name": "m", "files": [...],
-//     "stages": [{"step", "pipeline", "pass", "changed", "wall_ns", "files"}, ...],
+//     "stages": [{"step", "pipeline", "pass", "changed", "wall_ns", "files",
+//                 "changes": {"added": [...], "removed": [...], "modified": [...],
+//                             "fused_into": {"multiply.2": "fusion.3"}}}, ...],
 //     "kernels": [{"name", "fusion_kind", "hlo_instruction", "fusion_computation",
-//                  "op_names", "created_by_pass", "launch", "files"}, ...]}],
+//                  "op_names", "created_by_pass", "launch", "files"}, ...],
+//     "fusion_decisions": [{"step", "pass", "producer", "consumer", "fused", "kind",
+//                           "fusion", "reason"}, ...]}],
 //    "graphs": [{"process", "id", "name",
 //                "stages": [{"name": "mark_for_compilation", "files": [...]}, ...],
 //                "clusters": [{"name": "cluster_0", "nodes": [...], "declustered": [...],
@@ -17,10 +21,16 @@
 // op_names are graph ops) is one chain, followable both ways. A graph is keyed by the writing
 // process and its index there, so writers in several processes keep each other's graphs.
 //
+// A stage's "changes" say what the pass did to the module's top-level instructions (those of
+// every computation that is not a fused computation, keyed by name); see ManifestStageChanges.
+// It is left out when the stage changed nothing. "fusion_decisions" are the decisions of the
+// fusion passes, as `xlens opt --explain-fusion` prints them, each with the step of the stage
+// that took it.
+//
 // File names are relative to the manifest's directory. Required fields: format, modules; a
-// module's id and name; a stage's step, pipeline, pass and changed; a kernel's name. The rest
-// default to empty or zero when absent. Unknown fields are ignored, so newer writers stay
-// readable.
+// module's id and name; a stage's step, pipeline, pass and changed; a kernel's name; a fusion
+// decision's step, pass, producer, consumer and fused. The rest default to empty or zero when
+// absent. Unknown fields are ignored, so newer writers stay readable.
 #pragma once
 
 #include <cstdint>
@@ -39,6 +49,24 @@ namespace xlens {
 inline constexpr int kManifestFormat = 1;
 inline constexpr std::string_view kManifestFileName = "manifest.json";
 
+// What one stage did to the module's top-level instructions, by instruction name (each list
+// sorted). The viewer computes the same from the stage's dumps (stage_diff.h), so the definitions
+// are shared:
+//   added      top-level only after the stage;
+//   removed    top-level only before it, and not fused;
+//   fused_into top-level before, not after, and inside the fused computation of the top-level
+//              fusion named as the value (through nested fusions; of several, the smallest name);
+//   modified   top-level before and after, printed differently (the text without "ROOT "; for a
+//              fusion, its fused computation's text too).
+struct ManifestStageChanges {
+  std::vector<std::string> added, removed, modified;
+  std::map<std::string, std::string> fused_into;  // instruction -> fusion
+  bool empty() const {
+    return added.empty() && removed.empty() && modified.empty() && fused_into.empty();
+  }
+  bool operator==(const ManifestStageChanges&) const = default;
+};
+
 struct ManifestStage {
   int64_t step = 0;  // order of the stage within its module
   std::string pipeline;
@@ -46,7 +74,21 @@ struct ManifestStage {
   bool changed = false;
   int64_t wall_ns = 0;
   std::vector<std::string> files;
+  ManifestStageChanges changes;  // empty when the stage changed nothing
   bool operator==(const ManifestStage&) const = default;
+};
+
+// One decision of a fusion pass (FusionDecision in compiler/passes/fusion_utils.h).
+struct ManifestFusionDecision {
+  int64_t step = 0;      // the step of the stage (the pass run) that took it
+  std::string pass;      // "fusion", "multi-output-fusion", ...
+  std::string producer;  // the instruction fused in (for sibling fusion: the one merged in)
+  std::string consumer;  // the consumer, as named when decided
+  bool fused = false;
+  std::string kind;      // for a fusion: "kLoop", "kInput" or "kOutput"
+  std::string fusion;    // for a fusion: the fusion instruction it made or grew
+  std::string reason;    // why it was refused; for a fusion, a note (may be empty)
+  bool operator==(const ManifestFusionDecision&) const = default;
 };
 
 struct ManifestKernel {
@@ -69,6 +111,7 @@ struct ManifestModule {
   std::vector<std::string> files;
   std::vector<ManifestStage> stages;
   std::vector<ManifestKernel> kernels;
+  std::vector<ManifestFusionDecision> fusion_decisions;
   bool operator==(const ManifestModule&) const = default;
 };
 
@@ -139,6 +182,7 @@ class ManifestWriter {
   void AddModuleFile(int64_t module_id, std::string file);
   void AddStage(int64_t module_id, ManifestStage stage);
   void AddKernel(int64_t module_id, ManifestKernel kernel);
+  void AddFusionDecision(int64_t module_id, ManifestFusionDecision decision);
   // Adds (or replaces) a clustered graph, keyed by process and id.
   void AddGraph(ManifestGraph graph);
   // Records that `cluster` compiled to `module`, in the latest graph of ours holding the cluster;

@@ -1,8 +1,29 @@
 #include "compiler/passes/dump_instrumentation.h"
 
+#include "compiler/passes/hlo_pipelines.h"
 #include "dump/dump_names.h"
 
 namespace xlens {
+
+std::shared_ptr<const ModuleSnapshot> DumpInstrumentation::Current(const HloModule& module) {
+  if (current_ == nullptr) current_ = std::make_shared<const ModuleSnapshot>(TakeModuleSnapshot(module));
+  return current_;
+}
+
+void DumpInstrumentation::RecordFusionDecisions(const HloModule& module, const PassEvent& event,
+                                                int64_t step) {
+  if (event.pass_object == nullptr) return;
+  for (const FusionDecision& d : FusionDecisionsOf({event.pass_object})) {
+    dump_.RecordFusionDecision(module, ManifestFusionDecision{.step = step,
+                                                              .pass = event.pass,
+                                                              .producer = d.producer,
+                                                              .consumer = d.consumer,
+                                                              .fused = d.fused,
+                                                              .kind = d.kind,
+                                                              .fusion = d.fusion,
+                                                              .reason = d.reason});
+  }
+}
 
 void DumpInstrumentation::Flush(const HloModule& module, Frame& frame, std::string_view next) {
   if (frame.start_pending) {
@@ -31,14 +52,21 @@ void DumpInstrumentation::Flush(const HloModule& module, Frame& frame, std::stri
 
 Status DumpInstrumentation::BeforePipeline(const HloModule& module, std::string_view pipeline) {
   if (!frames_.empty()) Flush(module, frames_.back(), pipeline);
+  if (frames_.empty()) {
+    // Between top-level pipelines the module is the caller's: look at it afresh.
+    recording_ = dump_.RecordsManifest(module);
+    current_.reset();
+  }
   Frame frame;
   frame.pipeline = std::string(pipeline);
+  if (recording_) frame.at_start = Current(module);
   frames_.push_back(std::move(frame));
   return OkStatus();
 }
 
 Status DumpInstrumentation::BeforePass(const HloModule& module, const PassEvent& event) {
   if (!frames_.empty()) Flush(module, frames_.back(), event.pass);
+  if (recording_) Current(module);
   return OkStatus();
 }
 
@@ -50,6 +78,14 @@ Status DumpInstrumentation::AfterPass(const HloModule& module, const PassEvent& 
   stage.pass = event.pass;
   stage.changed = event.changed;
   stage.wall_ns = event.wall_ns;
+  if (recording_) {
+    if (event.changed) {
+      std::shared_ptr<const ModuleSnapshot> before = Current(module);
+      current_ = std::make_shared<const ModuleSnapshot>(TakeModuleSnapshot(module));
+      stage.changes = CompareSnapshots(*before, *current_);
+    }
+    RecordFusionDecisions(module, event, stage.step);
+  }
   frames_.back().last = std::move(stage);
   for (Frame& frame : frames_) {
     frame.changed |= event.changed;
@@ -71,6 +107,9 @@ Status DumpInstrumentation::AfterPipeline(const HloModule& module, std::string_v
     stage.pass = done.pipeline;
     stage.changed = done.changed;
     stage.wall_ns = done.wall_ns;
+    if (recording_ && done.changed && done.at_start != nullptr) {
+      stage.changes = CompareSnapshots(*done.at_start, *Current(module));
+    }
     frames_.back().last = std::move(stage);
   }
   return OkStatus();

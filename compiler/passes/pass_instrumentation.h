@@ -11,6 +11,8 @@
 
 namespace xlens {
 
+class HloPass;
+
 // What the pipeline knows about one run of one pass.
 struct PassEvent {
   std::string pipeline;   // the innermost named pipeline ("simplification")
@@ -18,6 +20,8 @@ struct PassEvent {
   int64_t step = 0;       // per-module step counter, as in dump file names
   bool changed = false;   // after the pass
   int64_t wall_ns = 0;    // after the pass
+  // The pass itself, for instruments that read what it reports (a fusion pass's decisions).
+  const HloPass* pass_object = nullptr;
 };
 
 class PassInstrumentation {

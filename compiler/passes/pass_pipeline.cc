@@ -42,6 +42,7 @@ StatusOr<bool> HloPassPipeline::Run(HloModule& module, PipelineContext& context)
     event.pipeline = name_;
     event.pass = std::string(pass->name());
     event.step = context.next_step++;
+    event.pass_object = pass.get();
     for (PassInstrumentation* inst : context.instrumentation) {
       RETURN_IF_ERROR(inst->BeforePass(module, event));
     }

@@ -286,9 +286,12 @@ void ExecutableBuilder::AnnotateThunks(const std::vector<const HloInstruction*>&
     info.flops = cost.flops;
     info.transcendentals = cost.transcendentals;
     std::vector<profiler::TraceArg>& args = span->args;
+    // Every span has the same keys, empty where there is nothing to say (no fusion, no
+    // metadata), so a reader links each one to its HLO without guessing from a missing key.
+    // op_names is the metadata op_name: the graph ops joined by ";" (fusion_utils.h).
     args.push_back({"hlo_op", hlo.name()});
-    if (!fusion_kind.empty()) args.push_back({"fusion_kind", fusion_kind});
-    if (!hlo.metadata.op_name.empty()) args.push_back({"op_names", hlo.metadata.op_name});
+    args.push_back({"fusion_kind", fusion_kind});
+    args.push_back({"op_names", hlo.metadata.op_name});
     args.push_back({"module", exe_->module_->name()});
     args.push_back({"bytes_accessed", cost.bytes_accessed});
     args.push_back({"flops", static_cast<int64_t>(cost.flops)});

@@ -57,12 +57,13 @@ StatusOr<std::unique_ptr<GpuExecutable>> GpuExecutable::Create(std::unique_ptr<H
       for (int64_t s : exe->plan_->LeafSlots(operand)) slots.push_back(s);
     }
     for (int64_t s : exe->plan_->LeafSlots(hlo)) slots.push_back(s);
+    // The same keys on every launch, empty for a non-fusion or an instruction without metadata.
     std::vector<profiler::TraceArg> args = {{"hlo_op", hlo->name()}};
-    if (hlo->opcode() == HloOpcode::kFusion) {
-      args.push_back({"fusion_kind",
-                      std::string(FusionKindString(hlo->fusion_kind.value_or(FusionKind::kLoop)))});
-    }
-    if (!hlo->metadata.op_name.empty()) args.push_back({"op_names", hlo->metadata.op_name});
+    args.push_back({"fusion_kind", hlo->opcode() == HloOpcode::kFusion
+                                       ? std::string(FusionKindString(
+                                             hlo->fusion_kind.value_or(FusionKind::kLoop)))
+                                       : std::string()});
+    args.push_back({"op_names", hlo->metadata.op_name});
     args.push_back({"module", optimized.name()});
     // A multi-phase kernel's cost goes with its first phase.
     HloCost cost = costs.InstructionCost(*hlo);

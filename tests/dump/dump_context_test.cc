@@ -319,7 +319,7 @@ TEST_F(DumpContextTest, StagesAndKernelsGoIntoTheManifest) {
     DumpContext context(options);
     std::vector<std::string> files =
         context.DumpPassBoundary(*module_, 0, "opt", "dce", kPipelineEnd);
-    context.RecordStage(*module_, ManifestStage{0, "opt", "dce", true, 42, files});
+    context.RecordStage(*module_, ManifestStage{0, "opt", "dce", true, 42, files, {}});
     context.RecordKernel(*module_, ManifestKernel{"fusion",
                                                   "kLoop",
                                                   "fusion",

@@ -11,6 +11,8 @@
 #include <filesystem>
 #include <set>
 
+#include <nlohmann/json.hpp>
+
 #include "compiler/support/file_io.h"
 #include "test_util.h"
 
@@ -45,8 +47,9 @@ ManifestModule SampleModule(int64_t id, const std::string& name) {
                                         "algebraic-simplifier",
                                         true,
                                         1234,
-                                        {"module_0001.x.0000.simplification.txt"}});
-  module.stages.push_back(ManifestStage{1, "simplification", "dce", false, 99, {}});
+                                        {"module_0001.x.0000.simplification.txt"},
+                                        {}});
+  module.stages.push_back(ManifestStage{1, "simplification", "dce", false, 99, {}, {}});
   module.kernels.push_back(ManifestKernel{"fusion_3",
                                           "kLoop",
                                           "fusion.3",
@@ -72,6 +75,46 @@ TEST_F(ManifestTest, JsonRoundTrip) {
   EXPECT_EQ(parsed->FindModule(3), nullptr);
 }
 
+// A stage's changes and the fusion decisions, in the exact JSON the viewer reads.
+TEST_F(ManifestTest, StageChangesAndFusionDecisionsRoundTripInTheirDocumentedForm) {
+  Manifest manifest;
+  ManifestModule module = SampleModule(1, "m");
+  module.stages[0].changes.added = {"fusion.3"};
+  module.stages[0].changes.removed = {"constant.1"};
+  module.stages[0].changes.modified = {"tuple.9"};
+  module.stages[0].changes.fused_into = {{"add.4", "fusion.3"}, {"multiply.2", "fusion.3"}};
+  module.fusion_decisions.push_back({7, "fusion", "multiply.2", "add.4", true, "kLoop", "fusion.3", ""});
+  module.fusion_decisions.push_back(
+      {7, "fusion", "exponential.1", "add.4", false, "", "", "expensive producer with 2 users"});
+  manifest.modules.push_back(module);
+  std::string json = ManifestToJson(manifest);
+  nlohmann::json doc = nlohmann::json::parse(json);
+  const nlohmann::json& stages = doc["modules"][0]["stages"];
+  EXPECT_EQ(stages[0]["changes"], nlohmann::json::parse(R"({"added": ["fusion.3"],
+      "removed": ["constant.1"], "modified": ["tuple.9"],
+      "fused_into": {"add.4": "fusion.3", "multiply.2": "fusion.3"}})"));
+  // A stage that changed nothing carries no record at all.
+  EXPECT_FALSE(stages[1].contains("changes"));
+  EXPECT_EQ(doc["modules"][0]["fusion_decisions"], nlohmann::json::parse(R"([
+      {"step": 7, "pass": "fusion", "producer": "multiply.2", "consumer": "add.4", "fused": true,
+       "kind": "kLoop", "fusion": "fusion.3", "reason": ""},
+      {"step": 7, "pass": "fusion", "producer": "exponential.1", "consumer": "add.4",
+       "fused": false, "kind": "", "fusion": "", "reason": "expensive producer with 2 users"}])"));
+  StatusOr<Manifest> parsed = ParseManifest(json);
+  ASSERT_TRUE(parsed.ok()) << parsed.status().message();
+  EXPECT_TRUE(*parsed == manifest);
+  // Without decisions the key is left out, as older manifests had it.
+  manifest.modules[0].fusion_decisions.clear();
+  EXPECT_FALSE(nlohmann::json::parse(ManifestToJson(manifest))["modules"][0].contains("fusion_decisions"));
+  // Parts of a change record may be absent; they read as empty.
+  StatusOr<Manifest> partial = ParseManifest(R"({"format": 1, "modules": [{"id": 1, "name": "m",
+      "stages": [{"step": 0, "pipeline": "p", "pass": "dce", "changed": true,
+                  "changes": {"removed": ["x"]}}]}]})");
+  ASSERT_TRUE(partial.ok()) << partial.status().message();
+  EXPECT_THAT(partial->modules[0].stages[0].changes.removed, ElementsAre("x"));
+  EXPECT_TRUE(partial->modules[0].stages[0].changes.fused_into.empty());
+}
+
 TEST_F(ManifestTest, OptionalFieldsDefaultAndUnknownFieldsAreIgnored) {
   StatusOr<Manifest> parsed = ParseManifest(R"({"format": 1, "written_by": "future xlens",
       "modules": [{"id": 4, "name": "m", "extra": {"a": 1},
@@ -90,7 +133,7 @@ TEST_F(ManifestTest, WriterWritesAndReaderReads) {
   ManifestWriter writer(dir_);
   writer.AddModule(1, "cluster_0");
   writer.AddModuleFile(1, "module_0001.cluster_0.before_optimizations.txt");
-  writer.AddStage(1, ManifestStage{0, "opt", "dce", true, 10, {"a.txt"}});
+  writer.AddStage(1, ManifestStage{0, "opt", "dce", true, 10, {"a.txt"}, {}});
   ManifestKernel kernel;
   kernel.name = "fusion";
   writer.AddKernel(1, kernel);
@@ -100,7 +143,7 @@ TEST_F(ManifestTest, WriterWritesAndReaderReads) {
   EXPECT_TRUE(*read == writer.manifest());
   EXPECT_TRUE(writer.warnings().empty());
   // Writing again after more records replaces this writer's module rather than duplicating it.
-  writer.AddStage(1, ManifestStage{1, "opt", "cse", false, 5, {}});
+  writer.AddStage(1, ManifestStage{1, "opt", "cse", false, 5, {}, {}});
   ASSERT_TRUE(writer.Write().ok());
   read = ReadManifest(ManifestPath());
   ASSERT_TRUE(read.ok()) << read.status().message();

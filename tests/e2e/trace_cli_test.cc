@@ -86,15 +86,22 @@ TEST_F(TraceCliTest, TimelineOfARunKeepsTheContract) {
   }
   int fusions = 0, with_op_names = 0;
   for (const Span& k : runs[0]) {
+    // The viewer's link from a kernel to its HLO: the same four keys on every kernel and library
+    // call, empty strings where there is no fusion or no metadata.
+    for (const char* key : {"hlo_op", "op_names", "fusion_kind"}) {
+      ASSERT_TRUE(k.args.contains(key) && k.args[key].is_string()) << k.name << " " << key;
+    }
+    ASSERT_TRUE(k.args.contains("bytes_accessed") && k.args["bytes_accessed"].is_number_integer())
+        << k.name;
     EXPECT_EQ(k.args["module"], "mnist_softmax_train_step");
     EXPECT_EQ(k.args["hlo_op"], k.name);
     EXPECT_GT(k.args["bytes_accessed"].get<int64_t>(), 0) << k.name;
-    if (k.args.contains("fusion_kind")) {
+    if (!k.args["fusion_kind"].get<std::string>().empty()) {
       ++fusions;
       EXPECT_EQ(k.category, "cpu_kernel");
       EXPECT_TRUE(k.args.contains("kernel")) << "the generated function's name";
     }
-    if (k.args.contains("op_names")) ++with_op_names;
+    if (!k.args["op_names"].get<std::string>().empty()) ++with_op_names;
     if (k.args.contains("achieved GB/s")) EXPECT_GT(k.args["achieved GB/s"].get<double>(), 0);
   }
   EXPECT_GT(fusions, 0);
@@ -134,6 +141,39 @@ TEST_F(TraceCliTest, TimelineOfARunKeepsTheContract) {
     return s.category == "codegen" && s.name == "machine code and thunks";
   });
   EXPECT_TRUE(codegen);
+}
+
+// A dot without metadata still carries every key of the link to its HLO, empty where the HLO has
+// nothing to say.
+TEST_F(TraceCliTest, KernelsWithoutMetadataHaveEmptyOpNamesAndFusionKind) {
+  std::string module = Write("nometa.hlo", R"(HloModule nometa
+ENTRY main {
+  x = f32[64,64] parameter(0)
+  y = f32[64,64] parameter(1)
+  d = f32[64,64] dot(x, y), lhs_contracting_dims={1}, rhs_contracting_dims={0}
+  ROOT t = f32[64,64] tanh(d), metadata={op_name="model/Tanh"}
+})");
+  std::string trace = (dir_ / "nometa.json").string();
+  RunResult r = RunXlens("run " + module + " --trace " + trace);
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  json doc = ReadJson(trace);
+  EXPECT_THAT(testing::CheckTraceSchema(doc), IsEmpty());
+  std::vector<std::vector<Span>> runs = KernelsPerRun(Spans(doc));
+  ASSERT_FALSE(runs.empty());
+  bool dot = false, tanh = false;
+  for (const Span& k : runs[0]) {
+    if (k.name == "d") {
+      dot = true;
+      EXPECT_EQ(k.category, "library_call");
+      EXPECT_EQ(k.args["op_names"], "");
+      EXPECT_EQ(k.args["fusion_kind"], "");
+    } else {
+      tanh = true;
+      EXPECT_EQ(k.args["op_names"], "model/Tanh") << k.name;
+    }
+  }
+  EXPECT_TRUE(dot);
+  EXPECT_TRUE(tanh);
 }
 
 TEST_F(TraceCliTest, FusionTurnsManyKernelsIntoFew) {

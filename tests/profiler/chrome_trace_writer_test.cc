@@ -35,6 +35,7 @@ Trace SampleTrace() {
   TraceEvent kernel{"fusion.3", category::kCpuKernel, kHostPid, 1, trace.base_ns + 2000, 1500,
                     {{"hlo_op", std::string("fusion.3")},
                      {"fusion_kind", std::string("kLoop")},
+                     {"op_names", std::string("dense/MatMul;dense/BiasAdd")},
                      {"module", std::string("m")},
                      {"bytes_accessed", int64_t{4096}},
                      {"flops", int64_t{1024}},
@@ -51,6 +52,8 @@ Trace SampleTrace() {
                   {"registers per thread", int64_t{32}},
                   {"shared memory", int64_t{0}},
                   {"hlo_op", std::string("fusion.3")},
+                  {"fusion_kind", std::string("kLoop")},
+                  {"op_names", std::string("dense/MatMul;dense/BiasAdd")},
                   {"module", std::string("m")},
                   {"bytes_accessed", int64_t{4096}},
                   {"flops", int64_t{1024}}}};
@@ -153,7 +156,9 @@ TEST(ChromeTraceWriter, HostileStringsStayValidJson) {
   Trace trace = SampleTrace();
   std::string hostile = "\"}],{\\\n\x02\xff" + std::string(1 << 20, 'x');
   trace.events[1].name = hostile;
-  trace.events[1].args.push_back({"op_names", hostile});
+  for (TraceArg& arg : trace.events[1].args) {
+    if (arg.key == "op_names") arg.value = hostile;
+  }
   trace.threads[0].name = "quote\"thread";
   std::string path = TempPath("hostile.json");
   ASSERT_TRUE(WriteChromeTrace(trace, path).ok());
@@ -161,6 +166,22 @@ TEST(ChromeTraceWriter, HostileStringsStayValidJson) {
   ASSERT_TRUE(text.ok());
   nlohmann::json doc = nlohmann::json::parse(*text);
   EXPECT_THAT(testing::CheckTraceSchema(doc), ::testing::IsEmpty());
+}
+
+// The schema check itself: a kernel that lost a key of its link to the HLO is reported.
+TEST(ChromeTraceWriter, SchemaCheckNamesAKernelWithoutItsHloKeys) {
+  for (const char* key : {"op_names", "fusion_kind", "hlo_op", "bytes_accessed"}) {
+    Trace trace = SampleTrace();
+    std::vector<TraceArg>& args = trace.events[1].args;
+    std::erase_if(args, [&](const TraceArg& a) { return a.key == key; });
+    std::string path = TempPath(std::string("without_") + key + ".json");
+    ASSERT_TRUE(WriteChromeTrace(trace, path).ok());
+    auto text = ReadFile(path);
+    ASSERT_TRUE(text.ok());
+    std::vector<std::string> problems = testing::CheckTraceSchema(nlohmann::json::parse(*text));
+    EXPECT_THAT(problems, ::testing::Contains(::testing::HasSubstr(std::string("args.") + key)))
+        << key;
+  }
 }
 
 TEST(ChromeTraceWriter, LargeTracesStreamAndStayValid) {

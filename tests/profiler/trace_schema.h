@@ -1,5 +1,6 @@
 // Checks a Chrome trace as xlens writes it against the contract in DESIGN.md (Trace): every
-// event's fields and types, categories, kernel arguments, process and thread names for every
+// event's fields and types, categories, kernel arguments (hlo_op, module, op_names, fusion_kind,
+// bytes_accessed, flops on every kernel and library call), process and thread names for every
 // track, paired flows and strictly nested spans per track. Shared by the writer's tests and the
 // end-to-end tests of `xlens run --trace`.
 #pragma once
@@ -90,13 +91,18 @@ inline std::vector<std::string> CheckTraceSchema(const nlohmann::json& doc) {
       if (e.contains("args") && !e["args"].is_object()) fail(where + ": args not an object");
       if (cat == "cpu_kernel" || cat == "kernel" || cat == "library_call") {
         const auto& args = e.contains("args") ? e["args"] : nlohmann::json::object();
-        for (const char* key : {"hlo_op", "module"}) {
+        // The link from a kernel to its HLO: every key on every kernel, empty strings where there
+        // is no fusion (fusion_kind) or no metadata (op_names, the op_names joined by ";").
+        for (const char* key : {"hlo_op", "module", "op_names", "fusion_kind"}) {
           if (!args.contains(key) || !args[key].is_string()) fail(where + ": no string args." + key);
+        }
+        if (args.contains("hlo_op") && args["hlo_op"].is_string() &&
+            args["hlo_op"].get<std::string>().empty()) {
+          fail(where + ": empty args.hlo_op");
         }
         for (const char* key : {"bytes_accessed", "flops"}) {
           if (!args.contains(key) || !args[key].is_number_integer()) fail(where + ": no integer args." + key);
         }
-        if (args.contains("fusion_kind") && !args["fusion_kind"].is_string()) fail(where + ": fusion_kind");
         if (cat == "kernel") {
           for (const char* key : {"device", "stream", "correlation", "registers per thread", "shared memory"}) {
             if (!args.contains(key)) fail(where + ": GPU kernel without args." + key);
