@@ -228,6 +228,15 @@ StatusOr<HloInstruction*> HloBuilder::Gather(HloInstruction* operand, HloInstruc
   return Add(std::move(instr));
 }
 
+void HloBuilder::UniquifyNames(HloComputation& computation) {
+  // Instruction names are unique in the whole module, as XLA's builder makes them ("x.8",
+  // "add.10"): readers that key instructions by name (the dump's change records, the viewer,
+  // XLA's own tools) must never see a reducer's "add" and a graph op's "add" as one.
+  for (HloInstruction* instruction : computation.instructions()) {
+    instruction->set_name(module_->UniqueInstructionName(instruction->name()));
+  }
+}
+
 HloComputation* HloBuilder::ScalarComputation(HloOpcode combiner, PrimitiveType type) {
   auto key = std::make_pair(combiner, type);
   auto it = scalar_computations_.find(key);
@@ -248,6 +257,7 @@ HloComputation* HloBuilder::ScalarComputation(HloOpcode combiner, PrimitiveType 
       computation->AddInstruction(HloInstruction::CreateBinary(combiner, scalar, x, y));
   computation->set_root_instruction(root);
   HloComputation* added = module_->AddComputationBefore(std::move(computation), computation_);
+  UniquifyNames(*added);
   scalar_computations_[key] = added;
   return added;
 }
@@ -319,7 +329,9 @@ HloComputation* HloBuilder::ComparatorComputation(ComparisonDirection direction,
   auto compare = HloInstruction::CreateBinary(HloOpcode::kCompare, pred, x, y);
   compare->comparison_direction = direction;
   computation->set_root_instruction(computation->AddInstruction(std::move(compare)));
-  return module_->AddComputationBefore(std::move(computation), computation_);
+  HloComputation* added = module_->AddComputationBefore(std::move(computation), computation_);
+  UniquifyNames(*added);
+  return added;
 }
 
 StatusOr<HloInstruction*> HloBuilder::ReduceWindow(HloInstruction* operand, HloInstruction* init,

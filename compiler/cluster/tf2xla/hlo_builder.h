@@ -109,6 +109,8 @@ class HloBuilder {
   HloModule* module_;
   HloComputation* computation_;
   OpMetadata metadata_;
+  // Gives the instructions of a computation just added module-unique names.
+  void UniquifyNames(HloComputation& computation);
   std::string name_;
   std::map<std::pair<HloOpcode, PrimitiveType>, HloComputation*> scalar_computations_;
 };
