@@ -52,6 +52,7 @@ TimelineView::~TimelineView() = default;
 void TimelineView::SetModel(std::shared_ptr<const TraceModel> model) {
   model_ = std::move(model);
   colors_.clear();
+  merged_colors_.clear();
   folded_.clear();
   selected_ = kNoSpan;
   highlighted_.clear();
@@ -175,7 +176,7 @@ void TimelineView::RevealTrack(int track) {
   }
 }
 
-QColor TimelineView::ColorOf(uint32_t name) const {
+const QColor& TimelineView::ColorOf(uint32_t name) const {
   if (name >= colors_.size()) colors_.resize(model_ ? model_->interned_count() : name + 1);
   if (name >= colors_.size()) colors_.resize(name + 1);
   QColor& color = colors_[name];
@@ -186,6 +187,13 @@ QColor TimelineView::ColorOf(uint32_t name) const {
     color = QColor::fromHsl(static_cast<int>(hash % 360), 110 + static_cast<int>((hash >> 9) % 60),
                             120 + static_cast<int>((hash >> 17) % 50));
   }
+  return color;
+}
+
+const QColor& TimelineView::MergedColorOf(uint32_t name) const {
+  if (name >= merged_colors_.size()) merged_colors_.resize(std::max<size_t>(name + 1, colors_.size()));
+  QColor& color = merged_colors_[name];
+  if (!color.isValid()) color = ColorOf(name).lighter(125);
   return color;
 }
 
@@ -375,8 +383,8 @@ void TimelineView::PaintSlices(QPainter& painter, const Row& row, int top) {
     double x1 = std::min(right, XOf(static_cast<double>(box.end_ns)));
     double width = std::max(1.0, x1 - x0);
     int y = top + kTrackPadding + box.depth * kSpanHeight;
-    QColor fill = ColorOf(box.name);
-    if (box.count > 1) fill = fill.lighter(125);  // merged: paler, labelled with the count
+    // Merged boxes are paler, and labelled with their count.
+    const QColor& fill = box.count > 1 ? MergedColorOf(box.name) : ColorOf(box.name);
     QRectF rect(x0, y, width, kSpanHeight - 1);
     painter.fillRect(rect, fill);
     if (box.span == selected_ && box.count == 1) {

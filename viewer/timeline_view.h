@@ -126,7 +126,9 @@ class TimelineView : public QAbstractScrollArea {
   int RowAt(int y) const;
   int RowOfTrack(int track) const;
   int RowTop(const Row& row) const;  // in viewport coordinates
-  QColor ColorOf(uint32_t name) const;
+  // A name's colour (stable, from its text), and the paler one of merged boxes.
+  const QColor& ColorOf(uint32_t name) const;
+  const QColor& MergedColorOf(uint32_t name) const;
   void RevealTrack(int track);
   void PaintSlices(QPainter& painter, const Row& row, int top);
   void PaintCounter(QPainter& painter, const Row& row, int top);
@@ -157,6 +159,7 @@ class TimelineView : public QAbstractScrollArea {
   bool moved_ = false;
   QPoint hover_;
   mutable std::vector<QColor> colors_;  // by interned name
+  mutable std::vector<QColor> merged_colors_;
   std::vector<SpanBox> boxes_;          // reused from frame to frame
   std::vector<CounterPoint> points_;
   int64_t last_boxes_ = 0;

@@ -130,16 +130,20 @@ class TraceModelBuilder : public profiler::ChromeTraceVisitor {
     kernel.hlo_op = kernel.module = kernel.op_names = kernel.fusion_kind = empty;
     kernel.bytes_accessed = kernel.flops = -1;
     bool any = false;
+    auto intern = [&](const profiler::TraceArgValue& value) {
+      const auto* text = std::get_if<std::string>(&value);
+      return text != nullptr ? model_.Intern(*text) : model_.Intern(ArgText(value));
+    };
     for (const profiler::TraceArg& arg : event.args) {
       const std::string& key = arg.key;
       if (key == "hlo_op") {
-        kernel.hlo_op = model_.Intern(ArgText(arg.value));
+        kernel.hlo_op = intern(arg.value);
       } else if (key == "module") {
-        kernel.module = model_.Intern(ArgText(arg.value));
+        kernel.module = intern(arg.value);
       } else if (key == "op_names") {
-        kernel.op_names = model_.Intern(ArgText(arg.value));
+        kernel.op_names = intern(arg.value);
       } else if (key == "fusion_kind") {
-        kernel.fusion_kind = model_.Intern(ArgText(arg.value));
+        kernel.fusion_kind = intern(arg.value);
       } else if (key == "bytes_accessed") {
         kernel.bytes_accessed = ArgInt(arg.value);
       } else if (key == "flops") {
@@ -250,11 +254,22 @@ void TraceModelBuilder::OrderSpans() {
     span.depth = static_cast<uint16_t>(std::min<size_t>(open_ends.size(), kMaxDepth));
     open_ends.push_back(span.start_ns + span.duration_ns);
   }
-  std::sort(spans.begin(), spans.end(), [&](const TraceModel::SpanRecord& a, const TraceModel::SpanRecord& b) {
-    if (a.track != b.track) return a.track < b.track;
-    if (a.depth != b.depth) return a.depth < b.depth;
-    return by_start(a, b);
-  });
+  // Then by (track, depth), keeping the start order within each level: a counting sort, one
+  // track at a time, as the records are already grouped by track.
+  {
+    std::vector<TraceModel::SpanRecord> ordered(spans.size());
+    std::vector<size_t> at;
+    for (size_t begin = 0; begin < spans.size();) {
+      size_t end = begin;
+      at.assign(kMaxDepth + 2, 0);
+      while (end < spans.size() && spans[end].track == spans[begin].track) ++at[spans[end++].depth + 1];
+      at[0] = begin;
+      for (size_t d = 1; d < at.size(); ++d) at[d] += at[d - 1];
+      for (size_t i = begin; i < end; ++i) ordered[at[spans[i].depth]++] = spans[i];
+      begin = end;
+    }
+    spans.swap(ordered);
+  }
 
   model_.index_.assign(model_.tracks_.size(), {});
   model_.max_end_.resize(spans.size());
@@ -375,7 +390,7 @@ StatusOr<std::unique_ptr<TraceModel>> TraceModel::Load(const std::string& path) 
 }
 
 uint32_t TraceModel::Intern(std::string_view text) {
-  auto it = interned_.find(std::string(text));
+  auto it = interned_.find(text);
   if (it != interned_.end()) return it->second;
   auto [added, ok] = interned_.emplace(std::string(text), static_cast<uint32_t>(strings_.size()));
   strings_.push_back(added->first);

@@ -14,6 +14,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <string>
 #include <string_view>
@@ -185,7 +186,12 @@ class TraceModel {
   std::vector<TraceFlow> flows_by_from_;
   std::vector<TraceFlow> flows_by_to_;
   std::vector<std::string_view> strings_;
-  std::unordered_map<std::string, uint32_t> interned_;
+  // Looked up by string_view without making a string.
+  struct StringHash {
+    using is_transparent = void;
+    size_t operator()(std::string_view text) const { return std::hash<std::string_view>{}(text); }
+  };
+  std::unordered_map<std::string, uint32_t, StringHash, std::equal_to<>> interned_;
   std::vector<std::pair<std::string, std::string>> metadata_;
   int64_t base_ns_ = 0;
   int64_t start_ns_ = 0;
