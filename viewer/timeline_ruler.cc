@@ -1,5 +1,6 @@
 #include "viewer/timeline_ruler.h"
 
+#include <algorithm>
 #include <cmath>
 
 namespace xlens::viewer {
@@ -25,9 +26,20 @@ std::vector<RulerTick> RulerTicks(double t0, double t1, double width_px, double 
     if (t >= t1 || k > 10000) break;
     double steps = (t - origin_ns) / step;
     bool major = std::fabs(steps - std::round(steps)) < 1e-6;
-    ticks.push_back({t, major, major ? FormatDuration(std::round(steps) * step) : QString()});
+    ticks.push_back({t, major, major ? FormatTimeOffset(std::round(steps) * step, step) : QString()});
   }
   return ticks;
+}
+
+QString FormatTimeOffset(double ns, double resolution_ns) {
+  if (!std::isfinite(ns) || !(resolution_ns > 0)) return QStringLiteral("?");
+  double magnitude = std::fabs(ns);
+  if (magnitude < 1e3) return QStringLiteral("%1 ns").arg(std::round(ns));
+  double unit = magnitude >= 1e9 ? 1e9 : magnitude >= 1e6 ? 1e6 : 1e3;
+  const char* name = unit == 1e9 ? "s" : unit == 1e6 ? "ms" : "us";
+  // Enough decimals that neighbouring ticks differ, no more.
+  int decimals = std::clamp(static_cast<int>(std::ceil(std::log10(unit / resolution_ns) - 1e-9)), 0, 9);
+  return QStringLiteral("%1 %2").arg(QString::number(ns / unit, 'f', decimals), QLatin1String(name));
 }
 
 QString FormatDuration(double ns) {

@@ -18,6 +18,10 @@ struct RulerTick {
 // 1, 2, 5 x 10^n ns step, four unlabelled between; labels count from `origin_ns`.
 std::vector<RulerTick> RulerTicks(double t0, double t1, double width_px, double origin_ns, double min_label_px = 90);
 
+// A time on the ruler, in the unit its size asks for with the decimals `resolution_ns` needs:
+// 150.123 ms at a 1 us resolution, 150 ms at 10 ms.
+QString FormatTimeOffset(double ns, double resolution_ns);
+
 // "850 ns", "12.5 us", "3.25 ms", "1.5 s": three significant digits in the largest unit that
 // keeps the number at least 1.
 QString FormatDuration(double ns);

@@ -444,6 +444,8 @@ void TimelineView::PaintHighlights(QPainter& painter) {
   double last_x = -1e9;
   double last_y = -1e9;
   for (SpanId id : highlighted_) {
+    SpanInfo span = model_->Span(id);
+    if (static_cast<double>(span.start_ns + span.duration_ns) < t0_ || static_cast<double>(span.start_ns) > t1_) continue;
     QRectF rect = SpanRect(id);
     if (rect.isNull() || rect.right() < kGutterWidth || rect.left() > viewport()->width()) continue;
     if (rect.bottom() < kRulerHeight || rect.top() > viewport()->height()) continue;

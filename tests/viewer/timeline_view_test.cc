@@ -375,6 +375,20 @@ class TimelineViewTest : public QObject {
     for (const RulerTick& tick : ticks) major += tick.major;
     QVERIFY(major >= 5 && major <= 12);
     QCOMPARE(ticks.front().label, QStringLiteral("0 ns"));
+    // Deep in a trace, labels keep the digits that tell neighbouring ticks apart.
+    QCOMPARE(FormatTimeOffset(150'123'000, 1000), QStringLiteral("150.123 ms"));
+    QCOMPARE(FormatTimeOffset(150'000'000, 1e7), QStringLiteral("150 ms"));
+    QCOMPARE(FormatTimeOffset(2'500'000'000, 5e8), QStringLiteral("2.5 s"));
+    ticks = RulerTicks(150e6, 150e6 + 20'000, 1000, 0);
+    QSet<QString> labels;
+    int labelled = 0;
+    for (const RulerTick& tick : ticks) {
+      if (!tick.major) continue;
+      ++labelled;
+      labels.insert(tick.label);
+    }
+    QVERIFY(labelled >= 5);
+    QCOMPARE(labels.size(), labelled);
   }
 
  private:
