@@ -113,8 +113,9 @@ void TimelineView::SetVisibleRange(double t0_ns, double t1_ns) {
     t0_ns = middle - 0.5;
     t1_ns = middle + 0.5;
   }
-  // Not beyond a trace's times (±2^62 ns), so the arithmetic stays exact enough.
-  constexpr double kLimit = 4.6e18;
+  // Within int64 nanoseconds (a trace's times are within ±2^62, its ends within ±2^63), so the
+  // range converts to the model's integers.
+  constexpr double kLimit = 9.2e18;
   t0_ = std::clamp(t0_ns, -kLimit, kLimit - 1);
   t1_ = std::clamp(t1_ns, t0_ + 1, kLimit);
   viewport()->update();
@@ -126,7 +127,8 @@ void TimelineView::ZoomToFit() {
     SetVisibleRange(model_ ? model_->start_ns() : 0, (model_ ? model_->start_ns() : 0) + 1000);
     return;
   }
-  double span = static_cast<double>(model_->end_ns() - model_->start_ns());
+  // In doubles: a trace may span more than int64 holds (from -2^62 to 2^63).
+  double span = static_cast<double>(model_->end_ns()) - static_cast<double>(model_->start_ns());
   SetVisibleRange(model_->start_ns() - span * 0.01, model_->end_ns() + span * 0.01);
 }
 
@@ -205,7 +207,7 @@ SpanId TimelineView::SpanAtPoint(QPoint p) const {
   int depth = (p.y() - RowTop(row) - kTrackPadding) / kSpanHeight;
   if (p.y() - RowTop(row) - kTrackPadding < 0) return kNoSpan;
   double t = TimeAt(p.x());
-  int64_t slack = static_cast<int64_t>(std::ceil(2 * NsPerPixel()));
+  int64_t slack = static_cast<int64_t>(std::ceil(std::min(2 * NsPerPixel(), 1e18)));
   return model_->SpanAt(row.track, depth, static_cast<int64_t>(std::llround(t)), slack);
 }
 
@@ -546,7 +548,7 @@ void TimelineView::PaintAggregate(QPainter& painter) {
   painter.setPen(QColor(20, 20, 20));
   int y = panel.top() + 4;
   painter.drawText(QRect(panel.left() + 6, y, width - 12, line), Qt::AlignVCenter | Qt::AlignLeft,
-                   tr("Range %1: %2 spans, %3 names").arg(FormatDuration(static_cast<double>(range_t1_ - range_t0_)))
+                   tr("Range %1: %2 spans, %3 names").arg(FormatDuration(static_cast<double>(range_t1_) - static_cast<double>(range_t0_)))
                        .arg(count)
                        .arg(range_stats_.size()));
   y += line;
@@ -660,7 +662,7 @@ void TimelineView::wheelEvent(QWheelEvent* event) {
 void TimelineView::mousePressEvent(QMouseEvent* event) {
   if (event->button() != Qt::LeftButton) return QAbstractScrollArea::mousePressEvent(event);
   press_pos_ = last_pos_ = event->position().toPoint();
-  press_t_ = TimeAt(press_pos_.x());
+  press_t_ = std::clamp(TimeAt(press_pos_.x()), -9.2e18, 9.2e18);
   moved_ = false;
   bool on_ruler = press_pos_.y() < kRulerHeight;
   drag_ = (on_ruler || (event->modifiers() & Qt::ShiftModifier)) && press_pos_.x() >= TimeAreaLeft() ? Drag::kRange
@@ -680,7 +682,8 @@ void TimelineView::mouseMoveEvent(QMouseEvent* event) {
     SetVisibleRange(t0_ + shift, t1_ + shift);
     verticalScrollBar()->setValue(verticalScrollBar()->value() - step.y());
   } else {
-    double t = TimeAt(pos.x());
+    // A drag may leave the widget: the range stays within int64 nanoseconds.
+    double t = std::clamp(TimeAt(pos.x()), -9.2e18, 9.2e18);
     range_t0_ = static_cast<int64_t>(std::llround(std::min(press_t_, t)));
     range_t1_ = static_cast<int64_t>(std::llround(std::max(press_t_, t)));
     range_stats_.clear();  // computed on release

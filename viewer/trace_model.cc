@@ -28,6 +28,9 @@ constexpr size_t kMaxFlowEndsPerId = 16;
 // Nanoseconds per pixel within what the arithmetic below handles (times are within ±2^62).
 double ClampPixel(double ns_per_pixel) { return std::clamp(ns_per_pixel, 1e-6, 1e17); }
 
+// a + b for b >= 0, at most INT64_MAX (a span's end can reach 2^63 - 1 at the reader's limits).
+int64_t SaturatingAdd(int64_t a, int64_t b) { return a > INT64_MAX - b ? INT64_MAX : a + b; }
+
 // The end of the merge cell holding `t`, clamped to a time int64 holds.
 int64_t CellEnd(int64_t t, double cell) {
   double end = (std::floor(static_cast<double>(t) / cell) + 1) * cell;
@@ -436,7 +439,7 @@ void TraceModel::SpansIn(int track, int64_t t0, int64_t t1, double ns_per_pixel,
         if (j >= level_end || spans_[j].start_ns >= stop) break;
         // Every span starting within a pixel of the box joins it; on a nested level all but the
         // last of them end before the next starts, so they are narrow: take them at once.
-        const int64_t limit = std::min(stop, box.end_ns + px_ceil);
+        const int64_t limit = std::min(stop, SaturatingAdd(box.end_ns, px_ceil));
         auto k = std::partition_point(spans_.begin() + j, spans_.begin() + level_end,
                                       [limit](const SpanRecord& s) { return s.start_ns < limit; }) -
                  spans_.begin();
@@ -446,7 +449,7 @@ void TraceModel::SpansIn(int track, int64_t t0, int64_t t1, double ns_per_pixel,
           j = k - 1;
         }
         if (j >= level_end || spans_[j].start_ns >= stop) break;
-        if (static_cast<double>(spans_[j].start_ns - box.end_ns) >= px) break;
+        if (static_cast<double>(spans_[j].start_ns) - static_cast<double>(box.end_ns) >= px) break;
         if (static_cast<double>(spans_[j].duration_ns) >= px) break;
       }
       out.push_back(box);
@@ -459,12 +462,15 @@ SpanId TraceModel::SpanAt(int track, int depth, int64_t t, int64_t slack_ns) con
   if (track < 0 || track >= static_cast<int>(tracks_.size())) return kNoSpan;
   const std::vector<int64_t>& levels = index_[track].levels;
   if (depth < 0 || depth + 1 >= static_cast<int>(levels.size())) return kNoSpan;
+  // Differences in 128 bits: a hostile trace's times reach ±2^62 and its ends 2^63.
+  using Wide = __int128;
+  slack_ns = std::clamp<int64_t>(slack_ns, 0, int64_t{1} << 62);
   int64_t end = levels[depth + 1];
-  int64_t i = FirstEndingAfter(levels[depth], end, t - slack_ns);
+  int64_t i = FirstEndingAfter(levels[depth], end, static_cast<int64_t>(std::max<Wide>(Wide{t} - slack_ns, INT64_MIN)));
   SpanId best = kNoSpan;
-  int64_t best_distance = slack_ns + 1;
-  for (int steps = 0; i < end && spans_[i].start_ns <= t + slack_ns && steps < 256; ++i, ++steps) {
-    int64_t distance = t < spans_[i].start_ns ? spans_[i].start_ns - t : std::max<int64_t>(0, t - SpanEnd(i));
+  Wide best_distance = Wide{slack_ns} + 1;
+  for (int steps = 0; i < end && Wide{spans_[i].start_ns} <= Wide{t} + slack_ns && steps < 256; ++i, ++steps) {
+    Wide distance = t < spans_[i].start_ns ? Wide{spans_[i].start_ns} - t : std::max<Wide>(0, Wide{t} - SpanEnd(i));
     // Inside a span beats near one; among those inside, the shortest (the most specific).
     if (distance < best_distance ||
         (distance == 0 && best_distance == 0 && spans_[i].duration_ns < spans_[best].duration_ns)) {
@@ -487,7 +493,7 @@ void TraceModel::CounterIn(int track, int64_t t0, int64_t t1, double ns_per_pixe
     out.push_back({t0, series.values[i - 1], series.values[i - 1]});
   }
   while (i < series.ts.size() && series.ts[i] < t1) {
-    int64_t bucket_end = series.ts[i] + static_cast<int64_t>(std::ceil(px));
+    int64_t bucket_end = SaturatingAdd(series.ts[i], static_cast<int64_t>(std::ceil(px)));
     CounterPoint point{series.ts[i], series.values[i], series.values[i]};
     size_t j = i + 1;
     for (; j < series.ts.size() && series.ts[j] < bucket_end; ++j) point.max = std::max(point.max, series.values[j]);

@@ -11,6 +11,7 @@
 #include <QSignalSpy>
 #include <QtTest/QtTest>
 
+#include "compiler/support/file_io.h"
 #include "profiler/chrome_trace_reader.h"
 #include "profiler/chrome_trace_writer.h"
 #include "profiler/trace.h"
@@ -361,6 +362,47 @@ class TimelineViewTest : public QObject {
     QVERIFY(!dark_near(view_->viewport()->grab().toImage()));
     view_->SelectSpan(from, false);
     QVERIFY(dark_near(view_->viewport()->grab().toImage()));
+    fs::remove(path);
+  }
+
+  // Counters are drawn as a filled step chart in their row; a trace at the edges of time paints.
+  void CountersAndExtremeTimesPaint() {
+    std::string path = (fs::temp_directory_path() / ("xlens_timeline_counter_" + std::to_string(::getpid()) + ".json")).string();
+    QVERIFY(WriteFile(path, R"({"traceEvents":[
+      {"ph":"C","name":"memory","pid":0,"ts":0,"args":{"used":10}},
+      {"ph":"C","name":"memory","pid":0,"ts":5,"args":{"used":300}},
+      {"ph":"C","name":"memory","pid":0,"ts":9,"args":{"used":50}}]})")
+                .ok());
+    view_->SetModel(MustLoad(path));
+    QImage image = view_->viewport()->grab().toImage();
+    int blue = 0;
+    for (int y = 26; y < image.height(); ++y) {
+      for (int x = 230; x < image.width(); ++x) {
+        QColor c = image.pixelColor(x, y);
+        blue += c.blue() > c.red() + 40;
+      }
+    }
+    QVERIFY2(blue > 1000, qPrintable(QString::number(blue)));
+
+    QVERIFY(WriteFile(path, R"({"traceEvents":[
+      {"ph":"X","name":"late","pid":0,"tid":1,"ts":4611686018427387,"dur":4611686018427387},
+      {"ph":"X","name":"early","pid":0,"tid":1,"ts":-4611686018427387,"dur":1}]})")
+                .ok());
+    auto extreme = MustLoad(path);
+    view_->SetModel(extreme);
+    view_->viewport()->grab();
+    QVERIFY2(view_->lastPaintSpans() == 2,
+             qPrintable(QStringLiteral("%1 spans painted; view %2..%3, trace %4..%5")
+                            .arg(view_->lastPaintSpans())
+                            .arg(view_->visibleStart())
+                            .arg(view_->visibleEnd())
+                            .arg(extreme->start_ns())
+                            .arg(extreme->end_ns())));
+    for (int i = 0; i < 80; ++i) QTest::keyClick(view_.get(), Qt::Key_W);
+    view_->viewport()->grab();
+    for (int i = 0; i < 200; ++i) QTest::keyClick(view_.get(), Qt::Key_S);
+    view_->viewport()->grab();
+    QVERIFY(view_->visibleEnd() > view_->visibleStart());
     fs::remove(path);
   }
 

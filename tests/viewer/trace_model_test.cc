@@ -420,6 +420,40 @@ class TraceModelTest : public QObject {
     QVERIFY(missing.status().message().find("no_such_trace.json") != std::string::npos);
   }
 
+  // An empty trace, and one at the edges of the times the reader accepts, load and answer.
+  void EmptyAndExtremeTraces() {
+    std::string empty = TempPath("no_events.json");
+    QVERIFY(WriteFile(empty, R"({"traceEvents":[]})").ok());
+    auto none = MustLoad(empty);
+    QCOMPARE(none->span_count(), int64_t{0});
+    QVERIFY(none->tracks().empty());
+    QVERIFY(none->Aggregate(0, 1000).empty());
+    QVERIFY(none->Search("a").empty());
+    QVERIFY(none->SpansOfHloOp("", "a").empty());
+    QCOMPARE(none->Span(0).id, kNoSpan);
+    QVERIFY(none->FlowsOf(0).empty());
+    std::vector<SpanBox> out;
+    none->SpansIn(0, 0, 1000, 1.0, out);
+    QVERIFY(out.empty());
+
+    std::string edges = TempPath("edges.json");
+    QVERIFY(WriteFile(edges, R"({"traceEvents":[
+      {"ph":"X","name":"late","pid":0,"tid":1,"ts":4611686018427387,"dur":4611686018427387},
+      {"ph":"X","name":"early","pid":0,"tid":1,"ts":-4611686018427387,"dur":1},
+      {"ph":"i","name":"now","pid":0,"tid":1,"ts":0}]})")
+                .ok());
+    auto model = MustLoad(edges);
+    QCOMPARE(model->span_count(), int64_t{3});
+    for (double ns_per_pixel : {1e-9, 1.0, 1e6, 1e12, 1e18, 1e300}) {
+      out.clear();
+      model->SpansIn(0, INT64_MIN / 2, INT64_MAX, ns_per_pixel, out);
+      int64_t counted = 0;
+      for (const SpanBox& box : out) counted += box.count;
+      QCOMPARE(counted, int64_t{3});
+    }
+    QCOMPARE(model->Aggregate(INT64_MIN / 2, INT64_MAX).size(), size_t{3});
+  }
+
   // Overlapping spans that do not nest still each land in one box and one level.
   void OverlappingSpansAreKept() {
     profiler::Trace trace;
