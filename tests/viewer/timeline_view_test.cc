@@ -317,6 +317,14 @@ class TimelineViewTest : public QObject {
     view_->viewport()->grab();
     QCOMPARE(view_->lastPaintBoxes(), view_->lastPaintSpans());
     QVERIFY(view_->lastPaintBoxes() >= 40 && view_->lastPaintBoxes() <= 42);
+    // A click on the process's title folds its threads away, and another unfolds them.
+    Click(view_->viewport(), QPoint(60, 26 + 11));
+    view_->viewport()->grab();
+    QCOMPARE(view_->lastPaintSpans(), int64_t{0});
+    Click(view_->viewport(), QPoint(60, 26 + 11));
+    view_->viewport()->grab();
+    QCOMPARE(view_->lastPaintBoxes(), view_->lastPaintSpans());
+    QVERIFY(view_->lastPaintSpans() >= 40);
     fs::remove(path);
   }
 
