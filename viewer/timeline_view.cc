@@ -88,6 +88,10 @@ void TimelineView::BuildRows() {
     }
   }
   content_height_ = y;
+  track_rows_.assign(model_ ? model_->tracks().size() : 0, -1);
+  for (size_t r = 0; r < rows_.size(); ++r) {
+    if (rows_[r].kind != Row::Kind::kProcess) track_rows_[rows_[r].track] = static_cast<int>(r);
+  }
   UpdateScrollBar();
 }
 
@@ -143,10 +147,7 @@ void TimelineView::Pan(double fraction) {
 }
 
 int TimelineView::RowOfTrack(int track) const {
-  for (size_t r = 0; r < rows_.size(); ++r) {
-    if (rows_[r].kind != Row::Kind::kProcess && rows_[r].track == track) return static_cast<int>(r);
-  }
-  return -1;
+  return track >= 0 && track < static_cast<int>(track_rows_.size()) ? track_rows_[track] : -1;
 }
 
 int TimelineView::RowTop(const Row& row) const { return kRulerHeight + row.y - verticalScrollBar()->value(); }

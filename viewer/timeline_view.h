@@ -141,6 +141,7 @@ class TimelineView : public QAbstractScrollArea {
 
   std::shared_ptr<const TraceModel> model_;
   std::vector<Row> rows_;
+  std::vector<int> track_rows_;  // the row of each track, -1 when folded away
   QHash<int32_t, bool> folded_;
   int content_height_ = 0;
   double t0_ = 0;
