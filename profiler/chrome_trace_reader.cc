@@ -284,6 +284,7 @@ class EventInterpreter : public RawTraceConsumer {
   FlowBinder flows_;
   size_t ordinal_ = 0;
   TraceEvent event_;
+  TraceCounterSample counter_;
   RetainedBudget budget_;
 };
 
@@ -376,7 +377,33 @@ Status EventInterpreter::OnEvent(RawTraceEvent& raw) {
     if (wants_flows_) flows_.AddPoint({flow_id, pid, tid, ts, phase == "s"});
     return OkStatus();
   }
-  // Counters, async and object events: not shown by our tools, skipped.
+  if (phase == "C") {
+    if (!visitor_.WantsCounters()) return OkStatus();
+    ASSIGN_OR_RETURN(counter_.ts_ns, fields.Micros(raw.ts, "ts"));
+    RETURN_IF_ERROR(fields.String(raw.cat, "cat", counter_.category));
+    RETURN_IF_ERROR(fields.Required(raw.name, "name"));
+    counter_.name.swap(raw.name.text);
+    // Chrome keeps counters with different ids apart: "name id".
+    if (raw.id.kind == JsonKind::kString) {
+      counter_.name += " " + raw.id.text;
+    } else if (raw.id.kind == JsonKind::kInteger) {
+      counter_.name += " " + std::to_string(raw.id.integer);
+    } else if (raw.id.kind == JsonKind::kUnsigned) {
+      counter_.name += " " + std::to_string(raw.id.unsigned_);
+    }
+    counter_.pid = pid;
+    counter_.values.clear();
+    for (TraceArg& arg : raw.args) {
+      if (const auto* i = std::get_if<int64_t>(&arg.value)) {
+        counter_.values.emplace_back(std::move(arg.key), static_cast<double>(*i));
+      } else if (const auto* d = std::get_if<double>(&arg.value); d && std::isfinite(*d)) {
+        counter_.values.emplace_back(std::move(arg.key), *d);
+      }
+    }
+    visitor_.OnCounter(counter_);
+    return OkStatus();
+  }
+  // Async and object events: not shown by our tools, skipped.
   return OkStatus();
 }
 

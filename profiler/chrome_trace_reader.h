@@ -2,8 +2,8 @@
 // writes, and Chrome's plain array form. Gzip is recognised by its magic bytes, whatever the name.
 //
 // Complete events ("X"), begin/end pairs ("B"/"E"), instants ("i"), process and thread names and
-// sort indices ("M") and flows ("s"/"f", bound to the event that starts where the flow point is)
-// are read; counters and other phases are skipped. Times become baseTimeNanoseconds (0 when
+// sort indices ("M"), flows ("s"/"f", bound to the event that starts where the flow point is) and
+// counters ("C", handed to visitors that ask for them) are read; other phases are skipped. Times become baseTimeNanoseconds (0 when
 // absent) plus the event's ts, in nanoseconds: the reader's clock is the file's. A ts or dur
 // beyond 2^62 ns (146 years) either way, or a negative dur, is an error naming the event, so no
 // sum of a time and a duration overflows. An "E" that comes before its "B"'s time closes a span of
@@ -24,6 +24,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "compiler/support/status.h"
@@ -32,6 +33,17 @@
 namespace xlens::profiler {
 
 class TraceInputStream;
+
+// One sample of a counter ("ph":"C"): Chrome draws one track per process and name (with " id"
+// appended when the event has an id), and one series per numeric member of its args.
+struct TraceCounterSample {
+  std::string name;
+  std::string category;
+  int32_t pid = kHostPid;
+  int64_t ts_ns = 0;  // on the file's clock without the base time, as TraceEvent's start_ns
+  // The numeric args in file order: {"bytes": 12, "ops": 3.5}; the others are dropped.
+  std::vector<std::pair<std::string, double>> values;
+};
 
 // The largest |ts| and dur the reader accepts, in nanoseconds.
 inline constexpr int64_t kMaxTraceTimeNs = int64_t{1} << 62;
@@ -61,6 +73,12 @@ class ChromeTraceVisitor {
   virtual void OnEvent(TraceEvent& event) = 0;
   // After the last event: the `ordinal`-th event handed on (0-based) starts (or ends) flow `id`.
   virtual void OnFlow(size_t ordinal, int64_t id, bool is_start) {}
+  // Whether counters are read (OnCounter); without, "C" events are skipped unread, so readers that
+  // do not show counters accept whatever a file puts in them.
+  virtual bool WantsCounters() const { return false; }
+  // A counter sample, in file order. Its values are its args, so a visitor that does not want
+  // args gets none. The visitor may move from `sample`.
+  virtual void OnCounter(TraceCounterSample& sample) {}
 };
 
 // Streams the file at `path` into `visitor`.

@@ -433,5 +433,47 @@ TEST(ChromeTraceReader, StreamsEventsToAVisitor) {
   EXPECT_EQ(visitor.flows[0].second, 5);
 }
 
+// Counters reach visitors that ask for them: one sample per "C" event with its numeric args, a
+// name that keeps ids apart as Chrome does, and times relative to the base like events. Visitors
+// that do not ask (ReadChromeTrace) skip them, even broken ones, as before.
+TEST(ChromeTraceReader, CountersReachVisitorsThatAskForThem) {
+  struct Visitor : ChromeTraceVisitor {
+    bool WantsCounters() const override { return true; }
+    void OnEvent(TraceEvent& event) override { ++events; }
+    void OnCounter(TraceCounterSample& sample) override { samples.push_back(std::move(sample)); }
+    int events = 0;
+    std::vector<TraceCounterSample> samples;
+  } visitor;
+  std::string path = TempPath("counters.json");
+  ASSERT_TRUE(WriteFile(path, "{\"traceEvents\":[" + Event("a") +
+                                  ",{\"ph\":\"C\",\"name\":\"mem\",\"cat\":\"m\",\"pid\":3,\"ts\":1.5,"
+                                  "\"args\":{\"bytes\":1024,\"ratio\":0.25,\"note\":\"x\"}},"
+                                  "{\"ph\":\"C\",\"name\":\"mem\",\"id\":7,\"pid\":3,\"ts\":2,\"args\":{\"bytes\":4}}],"
+                                  "\"baseTimeNanoseconds\":100}")
+                  .ok());
+  auto header = StreamChromeTrace(path, visitor);
+  ASSERT_TRUE(header.ok()) << header.status().message();
+  EXPECT_EQ(visitor.events, 1);
+  ASSERT_EQ(visitor.samples.size(), 2u);
+  EXPECT_EQ(visitor.samples[0].name, "mem");
+  EXPECT_EQ(visitor.samples[0].category, "m");
+  EXPECT_EQ(visitor.samples[0].pid, 3);
+  EXPECT_EQ(visitor.samples[0].ts_ns, 1500);
+  using Values = std::vector<std::pair<std::string, double>>;
+  EXPECT_EQ(visitor.samples[0].values, (Values{{"bytes", 1024.0}, {"ratio", 0.25}}));
+  EXPECT_EQ(visitor.samples[1].name, "mem 7");
+  EXPECT_EQ(visitor.samples[1].values, (Values{{"bytes", 4.0}}));
+
+  // A counter without a time is an error for a reader of counters, and skipped by the others.
+  std::string broken = Events({Event("a"), "{\"ph\":\"C\",\"name\":\"mem\",\"pid\":3,\"args\":{\"b\":1}}"});
+  ASSERT_TRUE(WriteFile(path, broken).ok());
+  auto refused = StreamChromeTrace(path, visitor);
+  ASSERT_FALSE(refused.ok());
+  EXPECT_THAT(refused.status().message(), HasSubstr("event 1 (\"mem\"): expected \"ts\""));
+  auto skipped = ReadChromeTrace(path);
+  ASSERT_TRUE(skipped.ok()) << skipped.status().message();
+  EXPECT_EQ(skipped->events.size(), 1u);
+}
+
 }  // namespace
 }  // namespace xlens::profiler
