@@ -12,6 +12,7 @@
 #include <QWheelEvent>
 #include <algorithm>
 #include <cmath>
+#include <set>
 
 #include "viewer/graph_minimap.h"
 #include "viewer/layout_service.h"
@@ -158,10 +159,14 @@ void GraphView::Clear() {
   BuildScene();
 }
 
+const HloOutlineComputation* GraphView::ShownComputation() const {
+  if (!outline_) return nullptr;
+  return computation_.isEmpty() ? outline_->entry() : outline_->FindComputation(computation_.toStdString());
+}
+
 void GraphView::Relayout() {
   if (!outline_) return;
-  const HloOutlineComputation* computation =
-      computation_.isEmpty() ? outline_->entry() : outline_->FindComputation(computation_.toStdString());
+  const HloOutlineComputation* computation = ShownComputation();
   if (computation == nullptr) {
     ShowError(tr("The module has no computation named '%1'").arg(computation_));
     return;
@@ -302,7 +307,23 @@ void GraphView::BuildScene() {
   minimap_->Refresh();
   PlaceOverlays();
   QString last = search_edit_->property("searched").toString();
-  if (!last.isEmpty()) Search(last);
+  QString pending_hit = pending_hit_;
+  pending_hit_.clear();
+  if (!last.isEmpty()) {
+    // Search again in the new drawing, but stay where the layout put the view.
+    CollectHits(last);
+    // Walking the hits moved the neighbourhood: carry on from the hit it moved to.
+    for (size_t i = 0; i < hits_.size() && !pending_hit.isEmpty(); ++i) {
+      if (hits_[i].name != pending_hit) continue;
+      if (hits_[i].index >= 0) {
+        SetCurrentHit(static_cast<int>(i));
+      } else {
+        current_hit_ = static_cast<int>(i);
+        ApplyMarks();
+      }
+      break;
+    }
+  }
 }
 
 NodeItem* GraphView::FindNodeItem(const QString& name) const {
@@ -316,15 +337,14 @@ ClusterItem* GraphView::FindClusterItem(const QString& id) const {
   return it == cluster_by_id_.end() ? nullptr : cluster_items_[static_cast<size_t>(*it)];
 }
 
-QString GraphView::NameOfHit(const Hit& hit) const {
-  if (hit.cluster) return layout_->clusters[static_cast<size_t>(hit.index)].id;
-  return layout_->nodes[static_cast<size_t>(hit.index)].name;
-}
+QString GraphView::NameOfHit(const Hit& hit) const { return hit.name; }
 
 void GraphView::ApplyMarks() {
   if (!layout_) return;
   QSet<int> hit_nodes, hit_clusters;
-  for (const Hit& hit : hits_) (hit.cluster ? hit_clusters : hit_nodes).insert(hit.index);
+  for (const Hit& hit : hits_) {
+    if (hit.index >= 0) (hit.cluster ? hit_clusters : hit_nodes).insert(hit.index);
+  }
   const Hit* current = current_hit_ >= 0 ? &hits_[static_cast<size_t>(current_hit_)] : nullptr;
   for (size_t i = 0; i < node_items_.size(); ++i) {
     const GraphNode& node = layout_->nodes[i];
@@ -354,6 +374,12 @@ void GraphView::ApplyMarks() {
 }
 
 int GraphView::Search(const QString& regex) {
+  int found = CollectHits(regex);
+  if (found > 0) SetCurrentHit(0);
+  return found;
+}
+
+int GraphView::CollectHits(const QString& regex) {
   QRegularExpression expression(regex, QRegularExpression::CaseInsensitiveOption);
   if (!expression.isValid()) return -1;
   hits_.clear();
@@ -363,31 +389,72 @@ int GraphView::Search(const QString& regex) {
     ApplyMarks();
     return 0;
   }
-  for (size_t i = 0; i < layout_->nodes.size(); ++i) {
-    const GraphNode& node = layout_->nodes[i];
-    bool match = expression.match(node.name).hasMatch() || expression.match(node.id).hasMatch() ||
-                 (!node.opcode.isEmpty() && expression.match(node.opcode).hasMatch());
-    for (const QString& op_name : node.op_names) match = match || expression.match(op_name).hasMatch();
-    for (const QString& line : node.label) match = match || expression.match(line).hasMatch();
-    if (match) hits_.push_back({false, static_cast<int>(i)});
+  if (neighbourhood_ && outline_) {
+    SearchOutline(expression);
+  } else {
+    for (size_t i = 0; i < layout_->nodes.size(); ++i) {
+      const GraphNode& node = layout_->nodes[i];
+      bool match = expression.match(node.name).hasMatch() || expression.match(node.id).hasMatch() ||
+                   (!node.opcode.isEmpty() && expression.match(node.opcode).hasMatch());
+      for (const QString& op_name : node.op_names) match = match || expression.match(op_name).hasMatch();
+      for (const QString& line : node.label) match = match || expression.match(line).hasMatch();
+      if (match) hits_.push_back({false, static_cast<int>(i), node.name, node.name});
+    }
+    for (size_t i = 0; i < layout_->clusters.size(); ++i) {
+      const GraphCluster& cluster = layout_->clusters[i];
+      if (expression.match(cluster.id).hasMatch() || expression.match(cluster.title).hasMatch()) {
+        hits_.push_back({true, static_cast<int>(i), cluster.id, cluster.id});
+      }
+    }
+    // Top to bottom, so n walks the graph the way it reads.
+    auto position = [&](const Hit& hit) {
+      QRectF box = hit.cluster ? layout_->clusters[static_cast<size_t>(hit.index)].box
+                               : layout_->nodes[static_cast<size_t>(hit.index)].box;
+      return std::make_pair(box.top(), box.left());
+    };
+    std::stable_sort(hits_.begin(), hits_.end(), [&](const Hit& a, const Hit& b) { return position(a) < position(b); });
   }
-  for (size_t i = 0; i < layout_->clusters.size(); ++i) {
-    const GraphCluster& cluster = layout_->clusters[i];
-    if (expression.match(cluster.id).hasMatch() || expression.match(cluster.title).hasMatch()) {
-      hits_.push_back({true, static_cast<int>(i)});
+  ApplyMarks();
+  return static_cast<int>(hits_.size());
+}
+
+void GraphView::SearchOutline(const QRegularExpression& expression) {
+  // The whole computation, fused bodies included, in the module's order: the order stays the same
+  // as the neighbourhood moves, so n keeps walking forwards.
+  const HloOutlineComputation* computation = ShownComputation();
+  if (computation == nullptr) return;
+  auto matches = [&](const HloOutlineInstruction& instruction) {
+    if (expression.match(QString::fromStdString(instruction.name)).hasMatch() ||
+        expression.match(QString::fromStdString(instruction.opcode)).hasMatch()) {
+      return true;
+    }
+    for (const std::string& op_name : instruction.op_names) {
+      if (expression.match(QString::fromStdString(op_name)).hasMatch()) return true;
+    }
+    for (const std::string& line : LabelForInstruction(instruction)) {
+      if (expression.match(QString::fromStdString(line)).hasMatch()) return true;
+    }
+    return false;
+  };
+  for (const HloOutlineInstruction& top : computation->instructions) {
+    QString target = QString::fromStdString(top.name);
+    int drawn = node_by_name_.value(target, -1);
+    if (matches(top)) hits_.push_back({false, drawn, target, target});
+    if (top.opcode != "fusion") continue;
+    std::vector<std::string> pending(top.called.rbegin(), top.called.rend());
+    std::set<std::string> seen;
+    while (!pending.empty()) {
+      std::string name = pending.back();
+      pending.pop_back();
+      if (!seen.insert(name).second) continue;
+      const HloOutlineComputation* fused = outline_->FindComputation(name);
+      if (fused == nullptr) continue;
+      for (const HloOutlineInstruction& inner : fused->instructions) {
+        if (matches(inner)) hits_.push_back({false, drawn, QString::fromStdString(inner.name), target});
+        if (inner.opcode == "fusion") pending.insert(pending.end(), inner.called.rbegin(), inner.called.rend());
+      }
     }
   }
-  auto position = [&](const Hit& hit) {
-    QRectF box = hit.cluster ? layout_->clusters[static_cast<size_t>(hit.index)].box : layout_->nodes[static_cast<size_t>(hit.index)].box;
-    return std::make_pair(box.top(), box.left());
-  };
-  std::stable_sort(hits_.begin(), hits_.end(), [&](const Hit& a, const Hit& b) { return position(a) < position(b); });
-  if (hits_.empty()) {
-    ApplyMarks();
-  } else {
-    SetCurrentHit(0);
-  }
-  return static_cast<int>(hits_.size());
 }
 
 QStringList GraphView::hits() const {
@@ -398,10 +465,18 @@ QStringList GraphView::hits() const {
 
 void GraphView::SetCurrentHit(int index) {
   if (hits_.empty()) return;
-  current_hit_ = (index % static_cast<int>(hits_.size()) + static_cast<int>(hits_.size())) % static_cast<int>(hits_.size());
+  int count = static_cast<int>(hits_.size());
+  current_hit_ = (index % count + count) % count;
+  const Hit hit = hits_[static_cast<size_t>(current_hit_)];
+  if (hit.index < 0) {
+    // Outside the neighbourhood: move the neighbourhood there; BuildScene carries on from it.
+    pending_hit_ = hit.name;
+    SelectNode(hit.target, true);
+    return;
+  }
   ApplyMarks();
-  const Hit& hit = hits_[static_cast<size_t>(current_hit_)];
-  QRectF box = hit.cluster ? layout_->clusters[static_cast<size_t>(hit.index)].box : layout_->nodes[static_cast<size_t>(hit.index)].box;
+  QRectF box = hit.cluster ? layout_->clusters[static_cast<size_t>(hit.index)].box
+                           : layout_->nodes[static_cast<size_t>(hit.index)].box;
   centerOn(box.center());
   emit viewChanged();
 }

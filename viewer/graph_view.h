@@ -20,6 +20,7 @@
 #include "viewer/hlo_outline.h"
 
 class QLabel;
+class QRegularExpression;
 class QLineEdit;
 class QPushButton;
 class QFrame;
@@ -112,11 +113,18 @@ class GraphView : public QGraphicsView {
   void scrollContentsBy(int dx, int dy) override;
 
  private:
+  // A search hit: a drawn node or cluster (index >= 0), or in neighbourhood mode an instruction
+  // outside the drawn part (index -1), reached by re-centring the neighbourhood on `target` (the
+  // instruction itself, or the collapsed fusion holding it).
   struct Hit {
     bool cluster = false;
-    int index = 0;
+    int index = -1;
+    QString name, target;
   };
   void Relayout();
+  const HloOutlineComputation* ShownComputation() const;
+  void SearchOutline(const QRegularExpression& expression);
+  int CollectHits(const QString& regex);  // finds and marks the hits, moves nothing
   void RequestLayout(std::string dot, int node_count);
   void OnLayoutReady(quint64 ticket, std::shared_ptr<const GraphLayout> layout, QString error);
   void BuildScene();
@@ -159,6 +167,7 @@ class GraphView : public QGraphicsView {
   std::vector<Hit> hits_;
   int current_hit_ = -1;
   QString pending_select_;
+  QString pending_hit_;  // the hidden hit a re-centred neighbourhood is being laid out for
 
   // Overlays.
   GraphMinimap* minimap_;

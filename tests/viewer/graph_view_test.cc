@@ -6,6 +6,7 @@
 #include <QFile>
 #include <QPushButton>
 #include <QRegularExpression>
+#include <QScrollBar>
 #include <QSettings>
 #include <QSignalSpy>
 #include <QtTest>
@@ -140,6 +141,7 @@ class GraphViewTest : public QObject {
   void MinimapAndFitMoveTheView();
   void BigGraphOpensAsANeighbourhood();
   void DiffViewPansBothSides();
+  void DrawsTheClusteringGraphsOfTheDump();
   void LayoutKeepsTheEventLoopTurning();
 
  private:
@@ -435,6 +437,22 @@ void GraphViewTest::BigGraphOpensAsANeighbourhood() {
   QVERIFY(WaitForLayout(view));
   QVERIFY(view.FindNodeItem(far) != nullptr);
   QCOMPARE(view.FindNodeItem(far)->mark(), Mark::kCurrent);
+
+  // Search covers the hidden part too, and walking to a hidden hit moves the neighbourhood there.
+  view.ShowComputation(outline, {}, QString::fromStdString(outline->entry()->root()->name));
+  QVERIFY(WaitForLayout(view));
+  QVERIFY(view.FindNodeItem("x") == nullptr && view.FindNodeItem("y") == nullptr);
+  QCOMPARE(view.Search("^(x|y)$"), 2);
+  QCOMPARE(view.hits(), (QStringList{"x", "y"}));  // the module's order
+  QVERIFY(WaitForLayout(view));
+  QCOMPARE(view.current_hit(), 0);
+  QVERIFY(view.FindNodeItem("x") != nullptr);
+  QCOMPARE(view.FindNodeItem("x")->mark(), Mark::kCurrent);
+  QTest::keyClick(&view, Qt::Key_N);
+  QVERIFY(WaitForLayout(view));
+  QCOMPARE(view.current_hit(), 1);
+  QVERIFY(view.FindNodeItem("y") != nullptr);
+  QCOMPARE(view.FindNodeItem("y")->mark(), Mark::kCurrent);
 }
 
 void GraphViewTest::DiffViewPansBothSides() {
@@ -460,6 +478,43 @@ void GraphViewTest::DiffViewPansBothSides() {
   diff_view.after_view()->SetViewState(diff_view.after_view()->scene()->sceneRect().center(), 1.3);
   emit diff_view.after_view()->viewChanged();
   QCOMPARE(diff_view.before_view()->ViewScale(), 1.3);
+}
+
+void GraphViewTest::DrawsTheClusteringGraphsOfTheDump() {
+  if (dump_.isEmpty()) QSKIP("XLENS_VIEWER_TEST_DUMP is not a dump directory");
+  QStringList dots = QDir(dump_ + "/graphs").entryList({"mark_for_compilation*.dot"}, QDir::Files);
+  if (dots.isEmpty()) QSKIP("the dump has no clustering graphs");
+  for (const QString& name : dots) {
+    QFile file(dump_ + "/graphs/" + name);
+    QVERIFY(file.open(QIODevice::ReadOnly));
+    QString dot = QString::fromUtf8(file.readAll());
+    // What the file declares, read with regular expressions: nodes with their fill, clusters.
+    QRegularExpression node_line(R"re(^\s*"([^"]+)" \[label="([^"\\]*)\\n[^\]]*fillcolor="(#[0-9a-fA-F]{6})")re",
+                                 QRegularExpression::MultilineOption);
+    std::map<QString, std::pair<QString, QColor>> declared;
+    for (auto it = node_line.globalMatch(dot); it.hasNext();) {
+      auto m = it.next();
+      declared[m.captured(1)] = {m.captured(2), QColor(m.captured(3))};
+    }
+    int clusters = static_cast<int>(dot.count(QRegularExpression(R"(subgraph\s+"?cluster)")));
+    QVERIFY(!declared.empty());
+    GraphView view;
+    view.resize(800, 600);
+    view.show();
+    view.ShowDot(dot);
+    QVERIFY2(WaitForLayout(view), qPrintable(view.error()));
+    const GraphLayout& layout = *view.graph_layout();
+    QCOMPARE(static_cast<int>(layout.nodes.size()), static_cast<int>(declared.size()));
+    QCOMPARE(static_cast<int>(layout.clusters.size()), clusters);
+    for (const auto& [id, expected] : declared) {
+      NodeItem* item = view.FindNodeItem(id);
+      QVERIFY2(item != nullptr, qPrintable(id));
+      QCOMPARE(item->node().label.front(), expected.first);
+      QCOMPARE(item->node().fill, expected.second);
+    }
+    // A search by a TensorFlow op type finds the nodes whose label names it.
+    QVERIFY(view.Search("^MatMul$") >= 0);
+  }
 }
 
 void GraphViewTest::LayoutKeepsTheEventLoopTurning() {
@@ -497,6 +552,26 @@ void GraphViewTest::LayoutKeepsTheEventLoopTurning() {
   // The UI thread kept turning: at least a third of the ticks a free loop would get.
   QVERIFY2(ticks >= ms / 10 / 3, qPrintable(QString("%1 ticks in %2 ms").arg(ticks).arg(ms)));
   if (ms > 1500) QVERIFY2(note_seen.contains("Laying out 5,000 nodes") || note_seen.contains("Laying out 5000 nodes"), qPrintable(note_seen));
+  // Panning a 5,000-node graph: each step repaints only what scrolled in, from cached pixels.
+  view.SetViewState(view.scene()->sceneRect().center(), 0.5);
+  view.viewport()->repaint();
+  QElapsedTimer pan;
+  pan.start();
+  const int steps = 30;
+  for (int i = 0; i < steps; ++i) {
+    view.horizontalScrollBar()->setValue(view.horizontalScrollBar()->value() + (i % 2 ? -40 : 40));
+    view.verticalScrollBar()->setValue(view.verticalScrollBar()->value() + 25);
+    view.viewport()->repaint();
+  }
+  double per_step = pan.elapsed() / double(steps);
+  view.ZoomToFit();
+  QElapsedTimer whole;
+  whole.start();
+  view.viewport()->repaint();
+  qint64 whole_ms = whole.elapsed();
+  qInfo("pan step: %.1f ms at 1:2; the whole graph at once: %lld ms", per_step, whole_ms);
+  QVERIFY2(per_step < 50, qPrintable(QString::number(per_step)));
+  QVERIFY2(whole_ms < 500, qPrintable(QString::number(whole_ms)));
   // A second request of the same graph is a cache hit: no new layout.
   view.ShowComputation(outline);
   QVERIFY(WaitForLayout(view, 1000));
