@@ -135,8 +135,10 @@ class DotWriter {
       bool boundary = dashed != nullptr && dashed->count(instruction.name);
       bool fused_scope = !scope.empty();
       ColorScheme scheme = SchemeForInstruction(instruction, fused_scope);
-      NodeColors colors = ColorsForScheme(boundary ? ColorScheme::kDashedBorder : scheme);
-      if (boundary) colors.fill = ColorsForScheme(scheme).fill;
+      NodeColors colors = ColorsForScheme(scheme);
+      // A node with hidden neighbours keeps its colours (they say what it is) and gets XLA's
+      // dashed grey outline for "some operands omitted".
+      if (boundary) colors.stroke = ColorsForScheme(ColorScheme::kDashedBorder).stroke;
       std::vector<std::string> label = LabelForInstruction(instruction);
       QSizeF size = measure_.Size(label);
       std::string op_names;
@@ -512,6 +514,11 @@ StatusOr<GraphLayout> LayoutDot(const std::string& dot) {
         agset(node, const_cast<char*>(name), const_cast<char*>(""));
       }
     }
+  }
+  // A "layout" attribute would pick another engine (neato on a big graph runs for hours); this
+  // reader understands dot's clusters only.
+  if (agattr(graph, AGRAPH, const_cast<char*>("layout"), nullptr) != nullptr) {
+    agset(graph, const_cast<char*>("layout"), const_cast<char*>("dot"));
   }
   if (gvLayout(context, graph, "dot") != 0) return error("Graphviz could not lay the graph out");
   close.laid_out = true;

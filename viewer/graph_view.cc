@@ -120,6 +120,7 @@ int GraphView::NodeThreshold() {
 void GraphView::ShowComputation(std::shared_ptr<const HloOutline> outline, const QString& computation,
                                 const QString& focus) {
   bool same = outline_ == outline && computation_ == computation;
+  if (outline_ != outline) computation_stack_.clear();
   if (!same) {
     radius_ = 3;
     show_all_ = false;
@@ -601,6 +602,11 @@ void GraphView::keyPressEvent(QKeyEvent* event) {
     PlaceOverlays();
     search_edit_->setFocus();
     search_edit_->selectAll();
+  } else if (event->key() == Qt::Key_Backspace && !computation_stack_.isEmpty() && outline_) {
+    QString back = computation_stack_.takeLast();
+    std::shared_ptr<const HloOutline> outline = outline_;
+    ShowComputation(outline, back);
+    emit computationShown(computation_);
   } else if (event->key() == Qt::Key_Escape) {
     search_edit_->hide();
     search_edit_->setProperty("searched", QString());
@@ -631,6 +637,32 @@ void GraphView::mouseReleaseEvent(QMouseEvent* event) {
   if (event->button() == Qt::LeftButton && (event->position().toPoint() - press_position_).manhattanLength() < 4) {
     SelectItemAt(event->position().toPoint());
   }
+}
+
+void GraphView::mouseDoubleClickEvent(QMouseEvent* event) {
+  for (QGraphicsItem* item : items(event->position().toPoint())) {
+    if (item->type() == kNodeItemType && OpenCalledComputation(static_cast<NodeItem*>(item)->node().name)) {
+      event->accept();
+      return;
+    }
+  }
+  QGraphicsView::mouseDoubleClickEvent(event);
+}
+
+bool GraphView::OpenCalledComputation(const QString& instruction) {
+  if (!outline_) return false;
+  const HloOutlineInstruction* found = outline_->FindInstruction(instruction.toStdString()).second;
+  if (found == nullptr) return false;
+  for (const std::string& called : found->called) {
+    const HloOutlineComputation* computation = outline_->FindComputation(called);
+    if (computation == nullptr || outline_->IsFusedComputation(*computation)) continue;
+    computation_stack_.push_back(computation_);
+    std::shared_ptr<const HloOutline> outline = outline_;
+    ShowComputation(outline, QString::fromStdString(called));
+    emit computationShown(computation_);
+    return true;
+  }
+  return false;
 }
 
 void GraphView::SelectItemAt(const QPoint& position) {
@@ -667,8 +699,12 @@ void GraphView::PlaceOverlays() {
   }
   int note_width = std::min(area.width() - 2 * margin, 640);
   if (scope_frame_->isVisible()) {
-    scope_frame_->setFixedWidth(std::max(note_width, 200));
-    scope_frame_->adjustSize();
+    // The label wraps: size the note to the height its text needs at this width.
+    int width = std::max(note_width, 200);
+    scope_frame_->setFixedWidth(width);
+    int height = scope_frame_->layout()->hasHeightForWidth() ? scope_frame_->layout()->heightForWidth(width)
+                                                             : scope_frame_->sizeHint().height();
+    scope_frame_->setFixedHeight(std::max(height + 6, scope_frame_->minimumSizeHint().height()));
     scope_frame_->move(area.left() + margin, area.top() + margin);
     scope_frame_->raise();
   }

@@ -62,6 +62,11 @@ class GraphView : public QGraphicsView {
   // false when no such node exists. Does not emit nodeSelected.
   bool SelectNode(const QString& name, bool centre = true);
   QString selected() const { return selected_; }
+  // The computation shown (empty for the entry one, or for a DOT graph).
+  QString computation() const { return computation_; }
+  // Opens the computation `instruction` calls (not a fused one: fusions are drawn inline), as a
+  // double click does; false when it calls none.
+  bool OpenCalledComputation(const QString& instruction);
 
   // Diff borders by node name (and fusion cluster name); replaces the previous set.
   void SetBorders(const QHash<QString, BorderRole>& borders);
@@ -103,12 +108,16 @@ class GraphView : public QGraphicsView {
   void layoutFailed(QString error);
   // The visible part changed (pan or zoom).
   void viewChanged();
+  // The view switched to another computation of the module (double click on a while, call,
+  // conditional or reduce opens the computation it calls; Backspace goes back).
+  void computationShown(QString computation);
 
  protected:
   void keyPressEvent(QKeyEvent* event) override;
   void wheelEvent(QWheelEvent* event) override;
   void mousePressEvent(QMouseEvent* event) override;
   void mouseReleaseEvent(QMouseEvent* event) override;
+  void mouseDoubleClickEvent(QMouseEvent* event) override;
   void resizeEvent(QResizeEvent* event) override;
   void scrollContentsBy(int dx, int dy) override;
 
@@ -140,6 +149,7 @@ class GraphView : public QGraphicsView {
   // What is shown.
   std::shared_ptr<const HloOutline> outline_;
   QString computation_;
+  QStringList computation_stack_;  // the computations double clicks came from
   QString focus_;
   std::string dot_;  // the DOT of a foreign graph (ShowDot)
   bool neighbourhood_ = false;

@@ -161,6 +161,10 @@ void GraphViewTest::LayoutDotRejectsBrokenDot() {
     QVERIFY2(QString::fromStdString(layout.status().message()).startsWith("DOT: "), layout.status().message().c_str());
   }
   // An image attribute is never opened (a FIFO would hang the layout), and a good graph lays out.
+  // A "layout" attribute cannot switch Graphviz to another engine.
+  auto neato = LayoutDot("digraph { layout=neato; subgraph cluster_a { a } a -> b }");
+  QVERIFY(neato.ok());
+  QCOMPARE(static_cast<int>(neato->clusters.size()), 1);
   auto good = LayoutDot("digraph g { a [image=\"/dev/zero\", label=\"A\\nsecond\"]; a -> b; subgraph cluster_x { label=\"X\"; b } }");
   QVERIFY2(good.ok(), good.status().message().c_str());
   QCOMPARE(static_cast<int>(good->nodes.size()), 2);
@@ -330,6 +334,26 @@ void GraphViewTest::SearchFindsOpNamesAndNWalksThem() {
   QVERIFY(view.Search("^dot$") >= 1);
   QCOMPARE(view.Search(QString::fromStdString(outline->entry()->root()->name) + "$") >= 1, true);
   QCOMPARE(view.Search("(unclosed"), -1);
+  // A reduce opens the computation it applies; Backspace comes back.
+  QString reducer;
+  for (const HloOutlineInstruction* instruction : drawn) {
+    if (instruction->opcode == "reduce") {
+      reducer = QString::fromStdString(instruction->name);
+      break;
+    }
+  }
+  QSignalSpy shown(&view, &GraphView::computationShown);
+  QVERIFY(view.OpenCalledComputation(reducer));
+  QVERIFY(WaitForLayout(view));
+  QString applied = QString::fromStdString(outline->FindInstruction(reducer.toStdString()).second->called.front());
+  QCOMPARE(view.computation(), applied);
+  QCOMPARE(static_cast<int>(view.graph_layout()->nodes.size()),
+           static_cast<int>(outline->FindComputation(applied.toStdString())->instructions.size()));
+  QTest::keyClick(&view, Qt::Key_Backspace);
+  QVERIFY(WaitForLayout(view));
+  QCOMPARE(view.computation(), QString());
+  QCOMPARE(shown.count(), 2);
+  QVERIFY(!view.OpenCalledComputation(QString::fromStdString(outline->entry()->root()->name)));
   QCOMPARE(view.Search("no-such-thing-anywhere"), 0);
 }
 
@@ -420,6 +444,7 @@ void GraphViewTest::BigGraphOpensAsANeighbourhood() {
   QVERIFY2(note.contains(QString("Showing %1 of %2 nodes").arg(shown).arg(total)), qPrintable(note));
   QVERIFY(note.contains("hidden"));
   QVERIFY(view.widen_button()->isVisibleTo(&view));
+  QVERIFY(view.grab().toImage().save(QString(XLENS_BINARY_DIR) + "/viewer_graph_view_neighbourhood.png"));
   // Widening with a higher threshold shows more.
   {
     ThresholdSetting wider(30);
@@ -570,6 +595,7 @@ void GraphViewTest::LayoutKeepsTheEventLoopTurning() {
   view.viewport()->repaint();
   qint64 whole_ms = whole.elapsed();
   qInfo("pan step: %.1f ms at 1:2; the whole graph at once: %lld ms", per_step, whole_ms);
+  QVERIFY(view.grab().toImage().save(QString(XLENS_BINARY_DIR) + "/viewer_graph_view_5000.png"));
   QVERIFY2(per_step < 50, qPrintable(QString::number(per_step)));
   QVERIFY2(whole_ms < 500, qPrintable(QString::number(whole_ms)));
   // A second request of the same graph is a cache hit: no new layout.
