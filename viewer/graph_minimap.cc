@@ -83,4 +83,6 @@ void GraphMinimap::mouseMoveEvent(QMouseEvent* event) {
   event->accept();
 }
 
+void GraphMinimap::mouseReleaseEvent(QMouseEvent* event) { event->accept(); }
+
 }  // namespace xlens::viewer

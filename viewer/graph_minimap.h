@@ -27,6 +27,7 @@ class GraphMinimap : public QWidget {
   void paintEvent(QPaintEvent* event) override;
   void mousePressEvent(QMouseEvent* event) override;
   void mouseMoveEvent(QMouseEvent* event) override;
+  void mouseReleaseEvent(QMouseEvent* event) override;
 
  private:
   QRectF ImageRect() const;  // where the thumbnail sits inside the widget

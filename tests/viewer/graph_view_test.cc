@@ -9,6 +9,7 @@
 #include <QScrollBar>
 #include <QSettings>
 #include <QSignalSpy>
+#include <QThread>
 #include <QtTest>
 #include <map>
 #include <set>
@@ -134,6 +135,7 @@ class GraphViewTest : public QObject {
  private slots:
   void initTestCase();
   void LayoutDotRejectsBrokenDot();
+  void LayoutServiceLaysEachGraphOutOnce();
   void DrawsARealStageInXlaColours();
   void SelectNodeCentresAndClickSelects();
   void SearchFindsOpNamesAndNWalksThem();
@@ -194,6 +196,36 @@ void GraphViewTest::LayoutDotRejectsBrokenDot() {
   QVERIFY(view.graph_layout() == nullptr);
 }
 
+void GraphViewTest::LayoutServiceLaysEachGraphOutOnce() {
+  LayoutService& service = LayoutService::Instance();
+  QVERIFY(service.worker()->isRunning());
+  QVERIFY(service.worker() != QThread::currentThread());
+  QSignalSpy ready(&service, &LayoutService::layoutReady);
+  uint64_t runs = service.layouts_run();
+  std::string dot = "digraph once { a -> b -> c; a -> c }";
+  quint64 first = service.Request(dot), second = service.Request(dot), dropped = service.Request(dot);
+  service.Cancel(dropped);
+  QTRY_COMPARE_WITH_TIMEOUT(ready.count(), 2, 20000);
+  QCOMPARE(service.layouts_run(), runs + 1);  // three requests, one layout
+  QSet<quint64> tickets{ready[0][0].value<quint64>(), ready[1][0].value<quint64>()};
+  QCOMPARE(tickets, (QSet<quint64>{first, second}));
+  QVERIFY(ready[0][1].value<std::shared_ptr<const GraphLayout>>() != nullptr);
+  // A cache hit answers from the event loop, never from inside Request.
+  ready.clear();
+  quint64 hit = service.Request(dot);
+  QCOMPARE(ready.count(), 0);
+  QTRY_COMPARE_WITH_TIMEOUT(ready.count(), 1, 5000);
+  QCOMPARE(ready[0][0].value<quint64>(), hit);
+  QCOMPARE(service.layouts_run(), runs + 1);
+  QVERIFY(service.Cached(dot) != nullptr);
+  // A failure is cached and answered too, with the reason.
+  ready.clear();
+  service.Request("digraph { -> }");
+  QTRY_COMPARE_WITH_TIMEOUT(ready.count(), 1, 20000);
+  QVERIFY(ready[0][1].value<std::shared_ptr<const GraphLayout>>() == nullptr);
+  QVERIFY(ready[0][2].toString().startsWith("DOT: "));
+}
+
 void GraphViewTest::DrawsARealStageInXlaColours() {
   if (dump_.isEmpty()) QSKIP("XLENS_VIEWER_TEST_DUMP is not a dump directory");
   auto [before_path, after_path] = FusionPair(dump_);
@@ -232,6 +264,14 @@ void GraphViewTest::DrawsARealStageInXlaColours() {
   QCOMPARE(view.FindNodeItem(QString::fromStdString(reduce->name))->node().fill, kPurple);
   QCOMPARE(view.FindNodeItem(QString::fromStdString(big_param->name))->node().fill, kDarkOrange);
   QCOMPARE(view.FindNodeItem(QString::fromStdString(small_param->name))->node().fill, kOrange);
+  // Highlighting (a kernel's instructions, say) marks exactly those nodes.
+  view.SetHighlighted({QString::fromStdString(dot->name), QString::fromStdString(reduce->name)});
+  int marked = 0;
+  for (const GraphNode& node : layout.nodes) marked += view.FindNodeItem(node.id)->mark() == Mark::kHighlighted;
+  QCOMPARE(marked, 2);
+  QCOMPARE(dot_item->mark(), Mark::kHighlighted);
+  view.SetHighlighted({});
+  QCOMPARE(dot_item->mark(), Mark::kNone);
   for (const HloOutlineInstruction& instruction : outline->entry()->instructions) {
     if (instruction.opcode != "fusion") continue;
     ClusterItem* cluster = view.FindClusterItem(QString::fromStdString(instruction.name));
