@@ -1,0 +1,105 @@
+// A graph in scene coordinates: what Graphviz's "dot" layout placed, read back from its C API
+// (node centres and sizes, edge splines, cluster boxes), with y pointing down as Qt's does. The
+// DOT it lays out is either written here from an HLO outline, in XLA's dumper style, or read
+// from a dump (the clustering stages' TensorFlow graphs).
+#pragma once
+
+#include <QColor>
+#include <QFont>
+#include <QPainterPath>
+#include <QRectF>
+#include <QString>
+#include <QStringList>
+#include <string>
+#include <vector>
+
+#include "compiler/support/status.h"
+#include "viewer/graph_style.h"
+#include "viewer/hlo_outline.h"
+
+namespace xlens::viewer {
+
+struct GraphNode {
+  QString id;          // unique in the graph: the instruction name, or fusion/name when repeated
+  QString name;        // the instruction's name (the DOT node name for foreign DOT)
+  QString opcode;      // empty for foreign DOT
+  QStringList label;   // lines drawn inside
+  QRectF box;          // in scene coordinates (points, y down)
+  QColor fill, stroke, text;
+  NodeShape shape = NodeShape::kBox;
+  bool dashed = false;  // some neighbours are hidden (neighbourhood mode)
+  QString tooltip;
+  QStringList op_names;
+  QString cluster;  // the innermost cluster holding it, empty at top level
+};
+
+struct GraphEdge {
+  QString from, to;     // node ids
+  QPainterPath path;    // Graphviz's bezier spline
+  bool has_arrow = false;
+  QPointF arrow_base, arrow_tip;
+  bool dashed = false;
+};
+
+struct GraphCluster {
+  QString id;     // for a fusion, the fusion instruction's name
+  QString title;  // lines joined with '\n'
+  QRectF box;
+  QColor fill, stroke;
+  bool rounded = false;
+  int depth = 0;  // nesting depth, 0 for a cluster of the root graph
+};
+
+struct GraphLayout {
+  std::vector<GraphNode> nodes;
+  std::vector<GraphEdge> edges;
+  std::vector<GraphCluster> clusters;  // outer clusters before the ones inside them
+  QRectF bounds;
+
+  // Index of the node with this id, else of the first with this name; -1 when absent.
+  int FindNode(const QString& id_or_name) const;
+  // Index of the cluster with this id, or -1.
+  int FindCluster(const QString& id) const;
+};
+
+// How HloComputationToDot draws a computation.
+struct DotOptions {
+  bool collapse_fusions = false;  // a fusion is one node instead of a cluster of its body
+  std::string focus;              // when set: only the neighbourhood of this instruction
+  int radius = 3;                 // ... within this many edges (operands and users)
+  int max_nodes = 0;              // when > 0: stop growing the neighbourhood at this many nodes
+};
+
+// What HloComputationToDot left out, for the note the view shows.
+struct DotSummary {
+  int total_nodes = 0;         // nodes of the whole computation drawn as the options say
+  int shown_nodes = 0;         // nodes in the DOT
+  int collapsed_fusions = 0;   // fusions drawn as one node
+  int boundary_nodes = 0;      // shown nodes with hidden neighbours (drawn dashed)
+  std::string focus;           // the instruction the neighbourhood was grown from
+};
+
+// DOT for one computation in XLA's dumper style: nodes coloured by opcode, sized to their
+// labels (measured with the font GraphItems draw in), fusions as clusters holding their fused
+// computations (nested fusions nested) unless collapsed; operand -> user edges.
+std::string HloComputationToDot(const HloOutline& outline, const HloOutlineComputation& computation,
+                                const DotOptions& options, DotSummary* summary = nullptr);
+
+// The number of nodes HloComputationToDot draws for the whole computation.
+int CountGraphNodes(const HloOutline& outline, const HloOutlineComputation& computation,
+                    bool collapse_fusions);
+
+// Lays DOT out with Graphviz's "dot" engine and reads the result. Bad DOT (agmemread fails),
+// a failed layout, or a graph over the size limits is an error with Graphviz's own message.
+// Images and shape files named in the DOT are never opened. Graphviz is not thread safe: calls
+// are serialised by a lock, and the viewer makes them all on LayoutService's one thread.
+xlens::StatusOr<GraphLayout> LayoutDot(const std::string& dot);
+
+// The size limits LayoutDot enforces before laying out.
+inline constexpr int kMaxLayoutNodes = 20000;
+inline constexpr int kMaxLayoutEdges = 100000;
+
+// The font node labels are measured and drawn with.
+QFont GraphLabelFont();
+
+}  // namespace xlens::viewer
