@@ -13,5 +13,5 @@ S=$src/samples/graphs/linreg_tf1
 TF_DUMP_GRAPH_PREFIX="$out/graphs" "$xlens" graph run "$S/graph.pbtxt" --init init \
   --feed x_observed="$S/x_observed.npy" --feed y_observed="$S/y_observed.npy" --fetch Mean \
   --target GradientDescent --steps 2 --jit=auto --jit-level=ON_1 --tf_xla_cpu_global_jit \
-  --xla_dump_to="$out" --tf_xla_clustering_debug >/dev/null
+  --xla_dump_to="$out" --xla_dump_hlo_pass_re='.*' --tf_xla_clustering_debug >/dev/null
 test -s "$out/manifest.json"

@@ -1,0 +1,261 @@
+#include "viewer/dump_model.h"
+
+#include <algorithm>
+#include <filesystem>
+#include <set>
+
+#include "compiler/support/file_io.h"
+
+namespace xlens::viewer {
+namespace {
+
+bool EndsWith(const std::string& text, std::string_view suffix) {
+  return text.size() >= suffix.size() && text.compare(text.size() - suffix.size(), suffix.size(), suffix) == 0;
+}
+
+// Files the manifest names that should be there; a missing one is a problem worth saying once.
+void CheckFilesPresent(const DumpModel& model, const std::vector<std::string>& files,
+                       std::set<std::string>& reported, std::vector<std::string>& problems) {
+  for (const std::string& file : files) {
+    if (!reported.insert(file).second) continue;
+    StatusOr<std::string> path = model.PathOf(file);
+    if (!path.ok()) {
+      problems.push_back(path.status().message());
+      continue;
+    }
+    std::string why;
+    PathKind kind = GetPathKind(*path, &why);
+    if (kind == PathKind::kMissing) {
+      problems.push_back(*path + ": named by manifest.json but missing");
+    } else if (kind != PathKind::kRegular) {
+      problems.push_back(*path + ": named by manifest.json but not a regular file" +
+                         (why.empty() ? "" : " (" + why + ")"));
+    }
+  }
+}
+
+}  // namespace
+
+std::unique_ptr<DumpModel> DumpModel::Open(const std::string& directory, std::string trace_path) {
+  std::unique_ptr<DumpModel> model(new DumpModel());
+  model->directory_ = directory;
+  while (model->directory_.size() > 1 && model->directory_.back() == '/') model->directory_.pop_back();
+
+  std::string why;
+  PathKind kind = GetPathKind(model->directory_, &why);
+  if (kind != PathKind::kDirectory) {
+    model->problems_.push_back(model->directory_ + ": " +
+                               (kind == PathKind::kMissing ? std::string("no such directory")
+                                                           : "not a directory" + (why.empty() ? "" : " (" + why + ")")));
+  } else {
+    const std::string manifest_path = model->directory_ + "/" + std::string(kManifestFileName);
+    StatusOr<Manifest> manifest = ReadManifest(manifest_path);
+    if (manifest.ok()) {
+      model->manifest_ = std::move(*manifest);
+      model->has_manifest_ = true;
+    } else {
+      model->problems_.push_back(manifest.status().message());
+    }
+  }
+
+  if (trace_path.empty() && kind == PathKind::kDirectory) {
+    for (const char* name : {"timeline.ctf.json", "timeline.ctf.json.gz", "timeline.json", "timeline.json.gz"}) {
+      std::string candidate = model->directory_ + "/" + name;
+      if (GetPathKind(candidate) == PathKind::kRegular) {
+        trace_path = candidate;
+        break;
+      }
+    }
+  }
+  model->trace_path_ = std::move(trace_path);
+
+  // Say up front what the manifest names but the directory lacks, so a user sees it before
+  // clicking through to an empty pane.
+  std::set<std::string> reported;
+  for (const ManifestModule& module : model->manifest_.modules) {
+    CheckFilesPresent(*model, module.files, reported, model->problems_);
+    for (const ManifestStage& stage : module.stages) CheckFilesPresent(*model, stage.files, reported, model->problems_);
+    for (const ManifestKernel& kernel : module.kernels) CheckFilesPresent(*model, kernel.files, reported, model->problems_);
+  }
+  for (const ManifestGraph& graph : model->manifest_.graphs) {
+    for (const ManifestGraphStage& stage : graph.stages) CheckFilesPresent(*model, stage.files, reported, model->problems_);
+  }
+  return model;
+}
+
+void DumpModel::AddProblem(std::string problem) { problems_.push_back(std::move(problem)); }
+
+StatusOr<std::string> DumpModel::PathOf(const std::string& relative) const {
+  std::filesystem::path path(relative);
+  bool escapes = relative.empty() || path.is_absolute();
+  for (const auto& part : path) {
+    if (part == "..") escapes = true;
+  }
+  if (escapes) {
+    return Error(directory_ + "/manifest.json: the file name \"" + relative +
+                 "\" leaves the dump directory; not read");
+  }
+  return directory_ + "/" + relative;
+}
+
+StatusOr<std::string> DumpModel::ReadDumpFile(const std::string& relative) const {
+  StatusOr<std::string> path = PathOf(relative);
+  if (!path.ok()) return path.status();
+  return ReadFile(*path);
+}
+
+const ManifestModule* DumpModel::FindModuleByName(const std::string& name) const {
+  const ManifestModule* found = nullptr;
+  for (const ManifestModule& module : manifest_.modules) {
+    if (module.name == name) found = &module;
+  }
+  return found;
+}
+
+std::string DumpModel::HloFileOf(const ManifestStage& stage) {
+  for (const std::string& file : stage.files) {
+    if (EndsWith(file, ".txt")) return file;
+  }
+  return "";
+}
+
+int DumpModel::BeforeOptimizationsFile(const ManifestModule& module) {
+  for (int i = 0; i < static_cast<int>(module.files.size()); ++i) {
+    if (EndsWith(module.files[i], ".before_optimizations.txt")) return i;
+  }
+  return -1;
+}
+
+int DumpModel::AfterOptimizationsFile(const ManifestModule& module) {
+  for (int i = 0; i < static_cast<int>(module.files.size()); ++i) {
+    if (EndsWith(module.files[i], "after_optimizations.txt")) return i;
+  }
+  return -1;
+}
+
+std::optional<StageRef> DumpModel::OptimizedStage(const ManifestModule& module) {
+  if (int file = AfterOptimizationsFile(module); file >= 0) {
+    return StageRef{StageRef::Kind::kModuleFile, module.id, -1, file};
+  }
+  if (int stage = PreviousStageWithFile(module, static_cast<int>(module.stages.size())); stage >= 0) {
+    return StageRef{StageRef::Kind::kPass, module.id, -1, stage};
+  }
+  if (int file = BeforeOptimizationsFile(module); file >= 0) {
+    return StageRef{StageRef::Kind::kModuleFile, module.id, -1, file};
+  }
+  return std::nullopt;
+}
+
+std::string DumpModel::HloFileOf(const ManifestModule& module, const StageRef& ref) {
+  if (ref.kind == StageRef::Kind::kPass && ref.index >= 0 && ref.index < static_cast<int>(module.stages.size())) {
+    return HloFileOf(module.stages[ref.index]);
+  }
+  if (ref.kind == StageRef::Kind::kModuleFile && ref.index >= 0 && ref.index < static_cast<int>(module.files.size())) {
+    return module.files[ref.index];
+  }
+  return "";
+}
+
+std::string DumpModel::PreviousHloFile(const ManifestModule& module, const StageRef& ref) {
+  int before = BeforeOptimizationsFile(module);
+  if (ref.kind == StageRef::Kind::kPass) {
+    int previous = PreviousStageWithFile(module, FirstStageOfRun(module, ref.index));
+    if (previous >= 0) return HloFileOf(module.stages[previous]);
+    return before >= 0 ? module.files[before] : "";
+  }
+  if (ref.kind == StageRef::Kind::kModuleFile && ref.index == AfterOptimizationsFile(module)) {
+    int previous = PreviousStageWithFile(module, static_cast<int>(module.stages.size()));
+    if (previous >= 0) return HloFileOf(module.stages[previous]);
+    return before >= 0 ? module.files[before] : "";
+  }
+  return "";
+}
+
+std::string DumpModel::DotFileOf(const ManifestGraphStage& stage) {
+  for (const std::string& file : stage.files) {
+    if (EndsWith(file, ".dot")) return file;
+  }
+  return "";
+}
+
+int DumpModel::PreviousStageWithFile(const ManifestModule& module, int index) {
+  for (int i = std::min<int>(index, module.stages.size()) - 1; i >= 0; --i) {
+    if (!HloFileOf(module.stages[i]).empty()) return i;
+  }
+  return -1;
+}
+
+int DumpModel::FirstStageOfRun(const ManifestModule& module, int index) {
+  if (index <= 0 || index >= static_cast<int>(module.stages.size())) return index;
+  const std::string& name = module.stages[index].pass;
+  if (name == module.stages[index].pipeline) return index;
+  int first = index;
+  while (first > 0 && module.stages[first - 1].pipeline == name) --first;
+  return first;
+}
+
+std::vector<int> DumpModel::ChangedStages(const ManifestModule& module) {
+  std::vector<int> changed;
+  for (int i = 0; i < static_cast<int>(module.stages.size()); ++i) {
+    if (module.stages[i].changed) changed.push_back(i);
+  }
+  return changed;
+}
+
+const ManifestKernel* DumpModel::KernelOf(const ManifestModule& module, const std::string& instruction) {
+  for (const ManifestKernel& kernel : module.kernels) {
+    if (kernel.hlo_instruction == instruction) return &kernel;
+  }
+  return nullptr;
+}
+
+int DumpModel::CreatingStage(const ManifestModule& module, const std::string& instruction) {
+  // The last stage that added it: a fusion that grows in place keeps its name, and a later pass
+  // (multi-output fusion) may make a new one under a name an earlier pass used and dropped.
+  int creating = -1;
+  for (int i = 0; i < static_cast<int>(module.stages.size()); ++i) {
+    const std::vector<std::string>& added = module.stages[i].changes.added;
+    if (std::find(added.begin(), added.end(), instruction) != added.end()) creating = i;
+  }
+  if (creating >= 0) return creating;
+  const ManifestKernel* kernel = KernelOf(module, instruction);
+  if (kernel == nullptr || kernel->created_by_pass.empty()) return -1;
+  for (int i = 0; i < static_cast<int>(module.stages.size()); ++i) {
+    if (module.stages[i].pass == kernel->created_by_pass && module.stages[i].changed) return i;
+  }
+  return -1;
+}
+
+std::vector<std::pair<int64_t, std::string>> DumpModel::KernelsWithOpName(const std::string& op_name) const {
+  std::vector<std::pair<int64_t, std::string>> found;
+  for (const ManifestModule& module : manifest_.modules) {
+    for (const ManifestKernel& kernel : module.kernels) {
+      for (const std::string& name : kernel.op_names) {
+        // A graph op inside a function body is named "outer/inner" in op_name; a node of the
+        // graph is the whole name or its last components.
+        if (name == op_name || EndsWith(name, "/" + op_name)) {
+          found.emplace_back(module.id, kernel.hlo_instruction);
+          break;
+        }
+      }
+    }
+  }
+  return found;
+}
+
+std::vector<StageRef> DumpModel::StagesOf(int64_t module_id) const {
+  std::vector<StageRef> refs;
+  const ManifestModule* module = FindModule(module_id);
+  if (module == nullptr) return refs;
+  if (int file = BeforeOptimizationsFile(*module); file >= 0) refs.push_back({StageRef::Kind::kModuleFile, module_id, -1, file});
+  for (int i = 0; i < static_cast<int>(module->stages.size()); ++i) {
+    refs.push_back({StageRef::Kind::kPass, module_id, -1, i});
+  }
+  if (int file = AfterOptimizationsFile(*module); file >= 0) refs.push_back({StageRef::Kind::kModuleFile, module_id, -1, file});
+  for (int i = 0; i < static_cast<int>(module->kernels.size()); ++i) {
+    refs.push_back({StageRef::Kind::kKernel, module_id, -1, i});
+  }
+  return refs;
+}
+
+}  // namespace xlens::viewer

@@ -1,0 +1,73 @@
+// xlens-viewer: see viewer_options.h for the command line and main_window.h for the window.
+#include <QApplication>
+#include <QImage>
+#include <QPixmap>
+#include <cstdio>
+#include <cstdlib>
+
+#include "viewer/main_window.h"
+#include "viewer/viewer_options.h"
+
+int main(int argc, char** argv) {
+  QStringList arguments;
+  for (int i = 1; i < argc; ++i) arguments << QString::fromLocal8Bit(argv[i]);
+  auto options = xlens::viewer::ParseViewerOptions(arguments);
+  if (!options.ok()) {
+    std::fprintf(stderr, "%s\n", options.status().message().c_str());
+    return 1;
+  }
+  if (options->help) {
+    std::printf("%s", options->help_text.toLocal8Bit().constData());
+    return 0;
+  }
+  // A screenshot needs no display: render offscreen unless the user chose a platform. (The
+  // "minimal" platform draws text as boxes; "offscreen" draws it.)
+  if (!options->screenshot.isEmpty() && std::getenv("QT_QPA_PLATFORM") == nullptr) {
+    setenv("QT_QPA_PLATFORM", "offscreen", 1);
+  }
+  QApplication app(argc, argv);
+  QApplication::setOrganizationName("xlens");
+  QApplication::setApplicationName("xlens-viewer");
+
+  xlens::viewer::MainWindow window;
+  if (!options->screenshot.isEmpty()) window.resize(options->size);
+  if (!options->dump_dir.isEmpty()) {
+    window.OpenDump(options->dump_dir, options->trace);
+  } else if (!options->trace.isEmpty()) {
+    window.OpenTrace(options->trace);
+  }
+  window.show();
+
+  // The selectors apply in order, each to what the one before opened. What names nothing is an
+  // error for a screenshot (it would show the wrong thing) and a status-bar message otherwise.
+  bool selector_failed = false;
+  auto apply = [&](bool ok, const std::string& error) {
+    if (ok) return;
+    selector_failed = true;
+    std::fprintf(stderr, "xlens-viewer: %s\n", error.c_str());
+  };
+  std::string error;
+  if (options->module >= 0) apply(window.SelectModule(options->module, &error), error);
+  if (!options->stage.isEmpty()) apply(window.SelectStageByName(options->stage, &error), error);
+  if (options->diff) window.SetDiffMode(true);
+  if (!options->select.isEmpty()) {
+    window.WaitUntilIdle(60000);
+    apply(window.SelectByName(options->select, &error), error);
+  }
+
+  if (options->screenshot.isEmpty()) return app.exec();
+  if (selector_failed) return 1;
+  if (!window.WaitUntilIdle(120000)) {
+    std::fprintf(stderr, "xlens-viewer: gave up waiting for the layout and the trace after 120 s\n");
+    return 1;
+  }
+  QImage image = window.grab().toImage();
+  if (image.isNull() || !image.save(options->screenshot, "PNG")) {
+    std::fprintf(stderr, "xlens-viewer: %s: could not write the screenshot\n",
+                 options->screenshot.toLocal8Bit().constData());
+    return 1;
+  }
+  std::printf("xlens-viewer: wrote %s (%dx%d)\n", options->screenshot.toLocal8Bit().constData(), image.width(),
+              image.height());
+  return 0;
+}
