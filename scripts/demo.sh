@@ -6,6 +6,12 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 scripts/setup.sh
 scripts/build.sh --target xlens | tail -n 1
+# The viewer is built where Qt 6 and Graphviz are (XLENS_WITH_VIEWER=auto).
+viewer=""
+if grep -q '^build viewer/xlens-viewer:' build/build.ninja 2>/dev/null; then
+  scripts/build.sh --target xlens-viewer | tail -n 1
+  viewer=./build/viewer/xlens-viewer
+fi
 xlens=./build/compiler/cli/xlens
 $xlens demo --out out/demo
 
@@ -20,9 +26,30 @@ run() {
 run run $step --iterations 20 --xla_disable_hlo_passes=fusion,multi-output-fusion \
   --trace out/demo/timeline_unfused.ctf.json | grep -v '^out'
 run trace summary out/demo/timeline_unfused.ctf.json --top 5
-run run $step --iterations 20 --xla_hlo_profile --trace out/demo/timeline.ctf.json | grep -v '^out'
-run trace summary out/demo/timeline.ctf.json --top 5
+rm -rf out/demo/step
+run run $step --iterations 20 --xla_hlo_profile --xla_dump_to=out/demo/step --xla_dump_hlo_pass_re='.*' \
+  --trace out/demo/step/timeline.ctf.json | grep -v '^out'
+run trace summary out/demo/step/timeline.ctf.json --top 5
 echo
-echo "Open out/demo/timeline_unfused.ctf.json and out/demo/timeline.ctf.json in Perfetto UI"
+echo "Open out/demo/timeline_unfused.ctf.json and out/demo/step/timeline.ctf.json in Perfetto UI"
 echo "(https://ui.perfetto.dev, 'Open trace file') or chrome://tracing ('Load'): each run is one"
 echo "'execute' span; under it, one span per kernel: many small ones without fusion, a few with."
+
+if [ -n "$viewer" ]; then
+  echo
+  echo "xlens-viewer: the fused step's dump (every pass, the kernels, the timeline) in one window"
+  run_viewer() {
+    echo
+    echo "\$ xlens-viewer $*"
+    $viewer "$@" 2>&1 | grep -v -e 'propagateSizeHints' -e 'XDG_RUNTIME_DIR'
+  }
+  run_viewer out/demo/step --stage fusion --diff --screenshot out/demo/viewer_fusion_diff.png
+  run_viewer out/demo/step --select fusion.5 --screenshot out/demo/viewer_kernel.png
+  echo
+  echo "Look through it yourself (d: diff, ]/[: next/previous changed pass, ./,: fusion decisions,"
+  echo "f: fit, /: search; W/A/S/D on the timeline):"
+  echo "  $viewer out/demo/step"
+else
+  echo
+  echo "(xlens-viewer was not built: scripts/setup.sh installs Qt 6 and Graphviz, then rerun.)"
+fi
