@@ -1,6 +1,7 @@
 #include "viewer/details_pane.h"
 
 #include <QFontDatabase>
+#include <algorithm>
 #include <QScrollArea>
 #include <QVBoxLayout>
 
@@ -61,6 +62,7 @@ void DetailsPane::Clear() {
     tabs_->removeTab(0);
     page->deleteLater();
   }
+  tabs_->setVisible(false);  // the summary takes the whole pane until there is code to show
 }
 
 QStringList DetailsPane::TabTitles() const {
@@ -77,6 +79,7 @@ void DetailsPane::AddCodeTab(const QString& title, const QString& text, SourceLa
   new SyntaxHighlighter(view->document(), language);
   view->setPlainText(text);
   tabs_->addTab(view, title);
+  tabs_->setVisible(true);
 }
 
 void DetailsPane::AddFileTab(const DumpModel& model, const std::string& file) {
@@ -189,6 +192,48 @@ void DetailsPane::ShowGraphNode(const DumpModel& model, const ManifestGraph* gra
   html += "</table>";
   summary_->setText(html);
   (void)model;
+}
+
+void DetailsPane::ShowModule(const ManifestModule& module, const std::vector<KernelTiming>& timings) {
+  Clear();
+  int changed = 0;
+  int64_t wall = 0;
+  for (const ManifestStage& stage : module.stages) {
+    changed += stage.changed ? 1 : 0;
+    wall += stage.pass == stage.pipeline ? 0 : stage.wall_ns;
+  }
+  int fused = 0, refused = 0;
+  for (const ManifestFusionDecision& d : module.fusion_decisions) (d.fused ? fused : refused) += 1;
+  QString html = QString("<h3 style='margin:0'>module_%1</h3><table>").arg(module.id, 4, 10, QChar('0'));
+  html += Row("name", Escape(module.name));
+  html += Row("passes", QString("%1 run, %2 changed the module").arg(module.stages.size()).arg(changed));
+  if (!module.fusion_decisions.empty()) {
+    html += Row("fusion decisions", QString("%1 fused, %2 refused").arg(fused).arg(refused));
+  }
+  html += Row("kernels", QString::number(module.kernels.size()));
+  html += "</table>";
+  if (!module.kernels.empty()) {
+    std::vector<int> order(module.kernels.size());
+    for (size_t i = 0; i < order.size(); ++i) order[i] = static_cast<int>(i);
+    const bool timed = timings.size() == module.kernels.size();
+    if (timed) {
+      std::stable_sort(order.begin(), order.end(),
+                       [&](int a, int b) { return timings[a].mean_ns() > timings[b].mean_ns(); });
+    }
+    html += "<p><b>Kernels</b>" + QString(timed ? " (time per run, from the trace)" : "") +
+            "</p><table cellspacing=0 cellpadding=2>";
+    for (int i : order) {
+      const ManifestKernel& kernel = module.kernels[i];
+      const std::string& instruction = kernel.hlo_instruction.empty() ? kernel.name : kernel.hlo_instruction;
+      QString time = timed && timings[i].count > 0 ? FormatDuration(timings[i].mean_ns()) : QString();
+      html += QString("<tr><td><a href='instruction:%1:%2'>%3</a></td><td style='color:#666'>%4</td>"
+                      "<td align=right>%5</td></tr>")
+                  .arg(module.id)
+                  .arg(Escape(instruction), Escape(instruction), Escape(kernel.fusion_kind), time);
+    }
+    html += "</table>";
+  }
+  summary_->setText(html);
 }
 
 void DetailsPane::ShowStage(const ManifestModule& module, int stage_index) {

@@ -51,6 +51,9 @@ class DetailsPane : public QWidget {
   // A node of a clustering-stage graph.
   void ShowGraphNode(const DumpModel& model, const ManifestGraph* graph, const QString& node, const QString& label,
                      const std::vector<std::pair<int64_t, std::string>>& kernels);
+  // A module as compiled: its pipeline in numbers, and its kernels with their time per run from
+  // the trace (`timings` parallel to module.kernels; empty without a trace), slowest first.
+  void ShowModule(const ManifestModule& module, const std::vector<KernelTiming>& timings);
   // A pass: what it changed and the fusion decisions it made.
   void ShowStage(const ManifestModule& module, int stage_index);
   // A span of the timeline that names no HLO instruction.

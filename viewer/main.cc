@@ -61,6 +61,13 @@ int main(int argc, char** argv) {
     std::fprintf(stderr, "xlens-viewer: gave up waiting for the layout and the trace after 120 s\n");
     return 1;
   }
+  // A picture of nothing is no picture: a dump without a readable manifest and without a trace
+  // is an error (the messages above say why); one that opened in part is pictured with its banner.
+  const bool opened_nothing = (window.model() == nullptr || !window.model()->has_manifest()) && window.trace() == nullptr;
+  if (opened_nothing) {
+    std::fprintf(stderr, "xlens-viewer: nothing could be opened; no screenshot written\n");
+    return 1;
+  }
   QImage image = window.grab().toImage();
   if (image.isNull() || !image.save(options->screenshot, "PNG")) {
     std::fprintf(stderr, "xlens-viewer: %s: could not write the screenshot\n",

@@ -112,6 +112,17 @@ void MainWindow::BuildUi() {
 
   connect(stages_, &StagesPane::stageActivated, this, &MainWindow::ShowStage);
   connect(graph_, &GraphView::nodeSelected, this, &MainWindow::OnNodeSelected);
+  // A graph that only fits at a scale where its labels cannot be read opens readable instead,
+  // at its top (where the parameters are), as one reads a dumped graph.
+  connect(graph_, &GraphView::layoutFinished, this, [this] {
+    const GraphLayout* layout = graph_->graph_layout();
+    if (layout == nullptr || !graph_->selected().isEmpty()) return;
+    constexpr double kReadableScale = 0.75;
+    if (graph_->ViewScale() >= kReadableScale * 0.8) return;
+    const QRectF bounds = layout->bounds;
+    const QSizeF visible = QSizeF(graph_->viewport()->size()) / kReadableScale;
+    graph_->SetViewState(QPointF(bounds.center().x(), bounds.top() + visible.height() / 2), kReadableScale);
+  });
   connect(diff_, &DiffView::nodeSelected, this, &MainWindow::OnNodeSelected);
   connect(timeline_, &TimelineView::spanSelected, this, &MainWindow::OnSpanSelected);
   connect(details_, &DetailsPane::linkActivated, this, &MainWindow::OnDetailsLink);
@@ -248,6 +259,11 @@ void MainWindow::OpenTrace(const QString& path) {
                                      .arg(model->span_count())
                                      .arg(model->tracks().size()),
                                  5000);
+        if (selected_node_.isEmpty() && current_ && current_->kind == StageRef::Kind::kModuleFile) {
+          if (const ManifestModule* module = model_ ? model_->FindModule(current_->module_id) : nullptr) {
+            ShowModuleDetails(*module);
+          }
+        }
         if (!selected_node_.isEmpty() && current_ && current_->kind != StageRef::Kind::kGraphStage) {
           if (const ManifestModule* module = model_ ? model_->FindModule(current_->module_id) : nullptr) {
             HighlightSpansOf(*module, selected_node_);
@@ -441,7 +457,11 @@ void MainWindow::ShowHloStage(const ManifestModule& module, const StageRef& ref)
     graph_->ShowComputation(outline_, QString(), selected_node_);
     centre_->setCurrentWidget(graph_);
   }
-  if (is_pass) details_->ShowStage(module, ref.index);
+  if (is_pass) {
+    details_->ShowStage(module, ref.index);
+  } else {
+    ShowModuleDetails(module);
+  }
   if (!selected_node_.isEmpty() && outline_->FindInstruction(selected_node_.toStdString()).second != nullptr) {
     SelectInView(selected_node_);
   }
@@ -604,6 +624,17 @@ void MainWindow::HighlightSpansOf(const ManifestModule& module, const QString& i
   } else {
     statusBar()->showMessage(instruction + ": no kernel spans in the trace");
   }
+}
+
+void MainWindow::ShowModuleDetails(const ManifestModule& module) {
+  std::vector<KernelTiming> timings;
+  if (trace_) {
+    for (const ManifestKernel& kernel : module.kernels) {
+      SpanStats stats = trace_->Stats(trace_->SpansOfHloOp(module.name, kernel.hlo_instruction));
+      timings.push_back(KernelTiming{stats.count, stats.total_ns, 0, 0});
+    }
+  }
+  details_->ShowModule(module, timings);
 }
 
 void MainWindow::RevealHighlightedSpans() {

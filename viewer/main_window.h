@@ -101,6 +101,8 @@ class MainWindow : public QMainWindow {
   // Selects (and centres) `name` in the graph, or on both sides in diff mode.
   void SelectInView(const QString& name);
   void HighlightSpansOf(const ManifestModule& module, const QString& instruction);
+  // The module as compiled in Details: its numbers and its kernels' times.
+  void ShowModuleDetails(const ManifestModule& module);
   // Brings the lit spans into view when they are out of it or too thin to see.
   void RevealHighlightedSpans();
   void AddProblem(const QString& problem);

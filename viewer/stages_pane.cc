@@ -190,7 +190,7 @@ void StagesPane::SelectStage(const StageRef& ref) {
   selecting_ = true;
   if (item->isHidden()) filter_->clear();
   tree_->setCurrentItem(item);
-  tree_->scrollToItem(item);
+  tree_->scrollToItem(item, QAbstractItemView::PositionAtCenter);
   selecting_ = false;
 }
 

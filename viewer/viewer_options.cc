@@ -29,6 +29,7 @@ StatusOr<ViewerOptions> ParseViewerOptions(const QStringList& arguments) {
   if (parser.isSet("help")) {
     options.help = true;
     options.help_text = parser.helpText();
+    options.help_text.replace("<executable_name>", "xlens-viewer");
     return options;
   }
   const QStringList positional = parser.positionalArguments();

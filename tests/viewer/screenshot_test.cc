@@ -125,6 +125,22 @@ class ScreenshotTest : public QObject {
     QVERIFY2(run.output.contains("no-such-flag"), qPrintable(run.output));
     QVERIFY(!QFile::exists(out));
   }
+
+  // A dump that cannot be opened at all fails; one that opens in part is pictured, and what was
+  // wrong is on stderr.
+  void brokenDumps() {
+    const QString broken = QString(XLENS_TESTDATA_DIR) + "/broken_dumps";
+    const QString out = OutDir() + "/broken.png";
+    QFile::remove(out);
+    Run run = RunViewer({broken + "/bad_json", "--screenshot", out});
+    QCOMPARE(run.exit_code, 1);
+    QVERIFY2(run.output.contains("bad_json/manifest.json") && run.output.contains("line 1"), qPrintable(run.output));
+    QVERIFY(!QFile::exists(out));
+    run = RunViewer({broken + "/escaping_path", "--screenshot", out});
+    QCOMPARE(run.exit_code, 0);
+    QVERIFY2(run.output.contains("leaves the dump directory"), qPrintable(run.output));
+    QVERIFY(QFile::exists(out));
+  }
 };
 
 QTEST_MAIN(ScreenshotTest)
