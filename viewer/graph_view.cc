@@ -181,7 +181,8 @@ void GraphView::Relayout() {
     QString focus = !focus_.isEmpty() ? focus_ : selected_;
     options.focus = focus.isEmpty() ? std::string("\x01") : focus.toStdString();  // "\x01": no such name, so the root
     options.radius = radius_;
-    options.max_nodes = threshold;
+    // Each Widen doubles the radius and the node budget with it, so widening always shows more.
+    options.max_nodes = threshold * std::max(1, radius_ / 3);
   }
   std::string dot = HloComputationToDot(*outline_, *computation, options, &summary_);
   RequestLayout(std::move(dot), summary_.shown_nodes);

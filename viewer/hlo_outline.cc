@@ -178,9 +178,10 @@ std::vector<std::string> SplitOpNames(const std::string& joined) {
   return names;
 }
 
-// Parses one instruction line (without leading indentation; `offset` is its column - 1).
+// Parses one instruction from the start of `line` (`offset` is its column - 1) and says in
+// `consumed` where it ended.
 std::optional<LineError> ParseInstruction(std::string_view line, size_t offset,
-                                          HloOutlineInstruction& out) {
+                                          HloOutlineInstruction& out, size_t* consumed) {
   size_t i = 0;
   auto col = [&](size_t at) { return offset + at + 1; };
   if (line.substr(0, 5) == "ROOT " || line.substr(0, 5) == "ROOT\t") {
@@ -188,7 +189,7 @@ std::optional<LineError> ParseInstruction(std::string_view line, size_t offset,
     i = 5;
     while (i < line.size() && IsSpace(line[i])) ++i;
   }
-  out.text = std::string(Trim(line.substr(i)));
+  size_t text_start = i;
   if (i < line.size() && line[i] == '%') ++i;
   size_t name_start = i;
   while (i < line.size() && IsNameChar(line[i])) ++i;
@@ -233,53 +234,50 @@ std::optional<LineError> ParseInstruction(std::string_view line, size_t offset,
     }
   }
   i = *close + 1;
-  std::string_view rest = Trim(line.substr(i));
-  if (rest.empty() || rest.substr(0, 2) == "//") return std::nullopt;
-  if (rest.front() != ',') {
-    return LineError{col(line.size() - rest.size()),
-                     "expected ',' and attributes or the end of the line after the operands"};
-  }
-  // The attributes must be balanced too, or a later split would cut through a string. Strings
-  // first, so an unterminated one is reported as such rather than as the bracket around it.
-  for (size_t k = 0; k < rest.size(); ++k) {
-    if (rest[k] != '"') continue;
+  // Strings first, over the rest of the line, so an unterminated one is reported as such rather
+  // than as the bracket around it.
+  for (size_t k = i; k < line.size(); ++k) {
+    if (line[k] != '"') continue;
     size_t j = k + 1;
-    for (; j < rest.size() && rest[j] != '"'; ++j) {
-      if (rest[j] == '\\') ++j;
+    for (; j < line.size() && line[j] != '"'; ++j) {
+      if (line[j] == '\\') ++j;
     }
-    if (j >= rest.size()) {
-      return LineError{col(line.size() - rest.size() + k), "unterminated string; expected '\"'"};
-    }
+    if (j >= line.size()) return LineError{col(k), "unterminated string; expected '\"'"};
     k = j;
   }
-  for (size_t k = 0; k < rest.size(); ++k) {
-    char c = rest[k];
-    if (c == '"' || c == '(' || c == '[' || c == '{') {
+  // Attributes: ", name=value" for as long as commas follow; the statement ends where none does
+  // (the end of the line, '}', or the next instruction of a one-line computation).
+  size_t end = i;
+  for (;;) {
+    size_t k = end;
+    while (k < line.size() && IsSpace(line[k])) ++k;
+    if (k >= line.size() || line[k] != ',') break;
+    ++k;
+    while (k < line.size() && IsSpace(line[k])) ++k;
+    size_t key_start = k;
+    while (k < line.size() && IsNameChar(line[k])) ++k;
+    std::string_view key = line.substr(key_start, k - key_start);
+    if (key.empty() || k >= line.size() || line[k] != '=') {
+      return LineError{col(key_start), "expected an attribute 'name=value' after ','"};
+    }
+    ++k;
+    size_t value_start = k;
+    while (k < line.size() && !IsSpace(line[k]) && line[k] != ',' && line[k] != '}') {
+      char c = line[k];
       if (c == '"') {
-        size_t j = k + 1;
-        for (; j < rest.size() && rest[j] != '"'; ++j) {
-          if (rest[j] == '\\') ++j;
+        for (++k; k < line.size() && line[k] != '"'; ++k) {
+          if (line[k] == '\\') ++k;
         }
-        if (j >= rest.size()) {
-          return LineError{col(line.size() - rest.size() + k), "unterminated string; expected '\"'"};
-        }
-        k = j;
+        ++k;
+      } else if (c == '(' || c == '[' || c == '{') {
+        std::optional<size_t> closing = FindClosing(line, k);
+        if (!closing) return LineError{col(k), std::string("unbalanced '") + c + "' in the attributes"};
+        k = *closing + 1;
       } else {
-        std::optional<size_t> end = FindClosing(rest, k);
-        if (!end) {
-          return LineError{col(line.size() - rest.size() + k),
-                           std::string("unbalanced '") + c + "' in the attributes"};
-        }
-        k = *end;
+        ++k;
       }
     }
-  }
-  for (std::string_view attribute : SplitTopLevel(rest.substr(1))) {
-    attribute = Trim(attribute);
-    size_t eq = attribute.find('=');
-    if (eq == std::string_view::npos) continue;
-    std::string_view key = Trim(attribute.substr(0, eq));
-    std::string_view value = Trim(attribute.substr(eq + 1));
+    std::string_view value = line.substr(value_start, std::min(k, line.size()) - value_start);
     if (key == "kind" && out.opcode == "fusion") {
       out.fusion_kind = std::string(value);
     } else if (key == "calls" || key == "to_apply" || key == "body" || key == "condition" ||
@@ -292,8 +290,53 @@ std::optional<LineError> ParseInstruction(std::string_view line, size_t offset,
       out.op_type = fields["op_type"];
       out.op_names = SplitOpNames(fields["op_name"]);
     }
+    end = std::min(k, line.size());
   }
+  out.text = std::string(Trim(line.substr(text_start, end - text_start)));
+  *consumed = end;
   return std::nullopt;
+}
+
+// True when `s` starts an instruction: "[ROOT] [%]name =".
+bool StartsInstruction(std::string_view s) {
+  size_t i = 0;
+  if (s.substr(0, 5) == "ROOT " || s.substr(0, 5) == "ROOT\t") {
+    i = 5;
+    while (i < s.size() && IsSpace(s[i])) ++i;
+  }
+  if (i < s.size() && s[i] == '%') ++i;
+  size_t name_start = i;
+  while (i < s.size() && IsNameChar(s[i])) ++i;
+  if (i == name_start) return false;
+  while (i < s.size() && IsSpace(s[i])) ++i;
+  return i < s.size() && s[i] == '=';
+}
+
+// Where a computation header's body opens: the first '{' outside parentheses that is not a
+// layout (a layout follows its shape's ']' directly); npos when there is none.
+size_t BodyBrace(std::string_view s) {
+  int depth = 0;
+  for (size_t i = 0; i < s.size(); ++i) {
+    char c = s[i];
+    if (c == '"') {
+      for (++i; i < s.size() && s[i] != '"'; ++i) {
+        if (s[i] == '\\') ++i;
+      }
+    } else if (c == '(') {
+      ++depth;
+    } else if (c == ')') {
+      --depth;
+    } else if (c == '{' && depth == 0) {
+      if (i > 0 && s[i - 1] == ']') {
+        std::optional<size_t> layout_end = FindClosing(s, i);
+        if (!layout_end) return std::string_view::npos;
+        i = *layout_end;
+        continue;
+      }
+      return i;
+    }
+  }
+  return std::string_view::npos;
 }
 
 }  // namespace
@@ -390,70 +433,79 @@ StatusOr<HloOutline> ParseHloOutline(std::string_view text, const std::string& s
       if (line.find("*/", 2) == std::string_view::npos) in_block_comment = true;
       continue;
     }
-    if (open == nullptr) {
-      if (line.substr(0, 9) == "HloModule") {
-        if (!outline.module_name.empty() || !outline.computations.empty()) {
-          return error(line_number, indent + 1, "a second HloModule header; expected one module");
+    // A line holds statements: one in what dumps write, but a computation may sit on one line.
+    std::string_view rest = line;
+    while (!rest.empty() && rest.substr(0, 2) != "//") {
+      const size_t offset = indent + static_cast<size_t>(rest.data() - line.data());  // column - 1
+      if (open == nullptr) {
+        if (rest.substr(0, 9) == "HloModule") {
+          if (!outline.module_name.empty() || !outline.computations.empty()) {
+            return error(line_number, offset + 1, "a second HloModule header; expected one module");
+          }
+          std::string_view name = Trim(rest.substr(9));
+          size_t stop = 0;
+          while (stop < name.size() && name[stop] != ',' && !IsSpace(name[stop])) ++stop;
+          outline.module_name = std::string(name.substr(0, stop));
+          if (outline.module_name.empty()) {
+            return error(line_number, offset + 10, "expected a module name after 'HloModule'");
+          }
+          break;
         }
-        std::string_view rest = Trim(line.substr(9));
-        size_t stop = 0;
-        while (stop < rest.size() && rest[stop] != ',' && !IsSpace(rest[stop])) ++stop;
-        outline.module_name = std::string(rest.substr(0, stop));
-        if (outline.module_name.empty()) {
-          return error(line_number, indent + 10, "expected a module name after 'HloModule'");
+        size_t brace = BodyBrace(rest);
+        if (brace == std::string_view::npos) {
+          return error(line_number, offset + 1, "expected 'HloModule' or a computation header ending in '{'");
         }
+        HloOutlineComputation computation;
+        size_t i = 0;
+        if (rest.substr(0, 6) == "ENTRY " || rest.substr(0, 6) == "ENTRY\t") {
+          computation.is_entry = true;
+          i = 6;
+          while (i < rest.size() && IsSpace(rest[i])) ++i;
+        }
+        if (i < rest.size() && rest[i] == '%') ++i;
+        size_t name_start = i;
+        while (i < rest.size() && IsNameChar(rest[i])) ++i;
+        if (i == name_start) return error(line_number, offset + i + 1, "expected a computation name");
+        computation.name = std::string(rest.substr(name_start, i - name_start));
+        if (outline.FindComputation(computation.name) != nullptr) {
+          return error(line_number, offset + name_start + 1,
+                       "computation '" + computation.name + "' is defined twice");
+        }
+        outline.computations.push_back(std::move(computation));
+        open = &outline.computations.back();
+        open_line = line_number;
+        rest = Trim(rest.substr(brace + 1));
         continue;
       }
-      if (line.back() != '{') {
-        return error(line_number, indent + 1,
-                     "expected 'HloModule' or a computation header ending in '{'");
+      if (rest.front() == '}') {
+        open = nullptr;
+        rest = Trim(rest.substr(1));
+        continue;
       }
-      HloOutlineComputation computation;
-      size_t i = 0;
-      if (line.substr(0, 6) == "ENTRY " || line.substr(0, 6) == "ENTRY\t") {
-        computation.is_entry = true;
-        i = 6;
-        while (i < line.size() && IsSpace(line[i])) ++i;
+      if (rest.back() == '{' && rest.find('=') > rest.find('(')) {
+        return error(line_number, offset + 1,
+                     "computation '" + open->name + "' (line " + std::to_string(open_line) +
+                         ") is not closed before the next one; expected '}'");
       }
-      if (i < line.size() && line[i] == '%') ++i;
-      size_t name_start = i;
-      while (i < line.size() && IsNameChar(line[i])) ++i;
-      if (i == name_start) return error(line_number, indent + i + 1, "expected a computation name");
-      computation.name = std::string(line.substr(name_start, i - name_start));
-      if (outline.FindComputation(computation.name) != nullptr) {
-        return error(line_number, indent + name_start + 1,
-                     "computation '" + computation.name + "' is defined twice");
+      HloOutlineInstruction instruction;
+      instruction.line = static_cast<int>(line_number);
+      size_t consumed = 0;
+      if (std::optional<LineError> failure = ParseInstruction(rest, offset, instruction, &consumed)) {
+        return error(line_number, failure->column, failure->what);
       }
-      outline.computations.push_back(std::move(computation));
-      open = &outline.computations.back();
-      open_line = line_number;
-      continue;
-    }
-    if (line.front() == '}') {
-      std::string_view rest = Trim(line.substr(1));
-      if (!rest.empty() && rest.substr(0, 2) != "//") {
-        return error(line_number, indent + 2, "expected the end of the line after '}'");
+      if (open->index.count(instruction.name) > 0) {
+        return error(line_number, offset + 1,
+                     "instruction '" + instruction.name + "' is defined twice in computation '" +
+                         open->name + "'");
       }
-      open = nullptr;
-      continue;
+      open->index.emplace(instruction.name, open->instructions.size());
+      open->instructions.push_back(std::move(instruction));
+      rest = Trim(rest.substr(consumed));
+      if (!rest.empty() && rest.front() != '}' && rest.substr(0, 2) != "//" && !StartsInstruction(rest)) {
+        return error(line_number, indent + static_cast<size_t>(rest.data() - line.data()) + 1,
+                     "expected ',' and attributes or the end of the line after the operands");
+      }
     }
-    if (line.back() == '{' && line.find('=') > line.find('(')) {
-      return error(line_number, indent + 1,
-                   "computation '" + open->name + "' (line " + std::to_string(open_line) +
-                       ") is not closed before the next one; expected '}'");
-    }
-    HloOutlineInstruction instruction;
-    instruction.line = static_cast<int>(line_number);
-    if (std::optional<LineError> failure = ParseInstruction(line, indent, instruction)) {
-      return error(line_number, failure->column, failure->what);
-    }
-    if (open->index.count(instruction.name) > 0) {
-      return error(line_number, indent + 1,
-                   "instruction '" + instruction.name + "' is defined twice in computation '" +
-                       open->name + "'");
-    }
-    open->index.emplace(instruction.name, open->instructions.size());
-    open->instructions.push_back(std::move(instruction));
   }
   if (open != nullptr) {
     return error(line_number, 1,

@@ -485,16 +485,16 @@ void GraphViewTest::BigGraphOpensAsANeighbourhood() {
   QVERIFY(note.contains("hidden"));
   QVERIFY(view.widen_button()->isVisibleTo(&view));
   QVERIFY(view.grab().toImage().save(QString(XLENS_BINARY_DIR) + "/viewer_graph_view_neighbourhood.png"));
-  // Widening with a higher threshold shows more.
-  {
-    ThresholdSetting wider(30);
-    view.widen_button()->click();
-    QVERIFY(WaitForLayout(view));
-    QVERIFY(static_cast<int>(view.graph_layout()->nodes.size()) > shown);
-  }
-  // Selecting a node outside the neighbourhood moves the neighbourhood to it.
-  ThresholdSetting back(12);
+  // Widening doubles the radius and the node budget: more is shown.
+  view.widen_button()->click();
+  QVERIFY(WaitForLayout(view));
+  QCOMPARE(view.radius(), 6);
+  QVERIFY(static_cast<int>(view.graph_layout()->nodes.size()) > shown);
+  // Selecting a node outside the neighbourhood moves the neighbourhood to it. (Another module
+  // starts again at the first radius; the same one keeps its widening.)
+  outline = std::make_shared<const HloOutline>(*outline);
   view.ShowComputation(outline, {}, QString::fromStdString(outline->entry()->root()->name));
+  QCOMPARE(view.radius(), 3);
   QVERIFY(WaitForLayout(view));
   QString far = "x";  // the first parameter, far from the root
   QVERIFY(view.FindNodeItem(far) == nullptr);

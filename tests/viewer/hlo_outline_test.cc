@@ -149,6 +149,24 @@ ENTRY main {
   QCOMPARE(parsed->entry()->Find("k")->called, (std::vector<std::string>{"cond", "fused_computation"}));
   QVERIFY(parsed->entry()->Find("k")->is_root);
   QCOMPARE(parsed->entry()->root()->name, std::string("k"));
+
+  // HLO is not line based: a computation written on one line reads the same.
+  const char* one_line = "HloModule compact\n"
+                         "add { a = f32[] parameter(0) b = f32[] parameter(1) ROOT s = f32[] add(a, b) }\n"
+                         "ENTRY %main (p: f32[8]) -> f32[] { %p = f32[8]{0} parameter(0), metadata={op_name=\"in\"}"
+                         " %z = f32[] constant(0) ROOT %r = f32[] reduce(f32[8]{0} %p, f32[] %z), dimensions={0}, to_apply=add }\n";
+  auto compact = ParseHloOutline(one_line, "compact.hlo");
+  QVERIFY2(compact.ok(), compact.status().message().c_str());
+  QCOMPARE(static_cast<int>(compact->computations.size()), 2);
+  QCOMPARE(static_cast<int>(compact->FindComputation("add")->instructions.size()), 3);
+  QCOMPARE(compact->FindComputation("add")->Find("s")->operands, (std::vector<std::string>{"a", "b"}));
+  QCOMPARE(compact->FindComputation("add")->Find("s")->text, std::string("s = f32[] add(a, b)"));
+  QCOMPARE(compact->entry()->name, std::string("main"));
+  QCOMPARE(compact->entry()->Find("p")->op_names, std::vector<std::string>{"in"});
+  QCOMPARE(compact->entry()->Find("r")->called, std::vector<std::string>{"add"});
+  QCOMPARE(compact->entry()->Find("r")->text,
+           std::string("%r = f32[] reduce(f32[8]{0} %p, f32[] %z), dimensions={0}, to_apply=add"));
+  QVERIFY(compact->entry()->Find("r")->is_root);
 }
 
 void HloOutlineTest::ParsesEveryDumpedStage() {
