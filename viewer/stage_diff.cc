@@ -76,7 +76,10 @@ StageDiff ComputeStageDiff(const HloOutline& before, const HloOutline& after) {
         for (const HloOutlineComputation* fused : FusedClosure(after, called)) {
           for (const HloOutlineInstruction& inner : fused->instructions) {
             if (old_top.count(inner.name) && !new_top.count(inner.name)) {
-              diff.fused_into.emplace(inner.name, fusion.name);
+              // A producer duplicated into several fusions: the fusion whose name sorts first,
+              // so the choice does not depend on the order anything is visited in.
+              auto [it, inserted] = diff.fused_into.emplace(inner.name, fusion.name);
+              if (!inserted && fusion.name < it->second) it->second = fusion.name;
             }
           }
         }

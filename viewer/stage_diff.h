@@ -8,8 +8,8 @@
 //   removed     top-level names only in `before` that were not fused (not in fused_into).
 //   fused_into  X -> F when X is top-level in `before`, not top-level in `after`, and the fused
 //               computation called by the top-level fusion F in `after` contains an instruction
-//               named X, directly or through fusions nested inside it (the first such F in the
-//               order of the computations and their instructions).
+//               named X, directly or through fusions nested inside it (when several F do, a
+//               producer duplicated into each, the one whose name sorts first).
 //   modified    top-level names in both whose text differs (the line without "ROOT "), or, for a
 //               fusion in both, whose fused computation's text differs: the texts of all its
 //               instructions in order, then those of the fused computations they call, recursively.

@@ -22,6 +22,19 @@ void AddFusedMembers(const HloComputation& fused, const std::string& fusion,
   }
 }
 
+// Appends the text of `fused` and of every fused computation nested in it, each once.
+void AppendFusedBodies(const HloComputation& fused, std::set<const HloComputation*>& printed,
+                       std::string& text) {
+  if (!printed.insert(&fused).second) return;
+  text += "\n";
+  text += fused.ToString();
+  for (const HloInstruction* instr : fused.instructions()) {
+    if (instr->opcode() == HloOpcode::kFusion && instr->fused_computation() != nullptr) {
+      AppendFusedBodies(*instr->fused_computation(), printed, text);
+    }
+  }
+}
+
 }  // namespace
 
 ModuleSnapshot TakeModuleSnapshot(const HloModule& module) {
@@ -42,8 +55,10 @@ ModuleSnapshot TakeModuleSnapshot(const HloModule& module) {
       const bool is_fusion =
           instr->opcode() == HloOpcode::kFusion && instr->fused_computation() != nullptr;
       if (is_fusion) {
-        text += "\n";
-        text += instr->fused_computation()->ToString();
+        // The whole body, nested fusions' bodies included: a fusion whose inner fusion changed
+        // is modified, as the viewer's diff (stage_diff.h) says.
+        std::set<const HloComputation*> printed;
+        AppendFusedBodies(*instr->fused_computation(), printed, text);
         std::set<const HloComputation*> visited;
         AddFusedMembers(*instr->fused_computation(), instr->name(), visited, snapshot);
       }

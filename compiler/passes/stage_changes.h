@@ -5,7 +5,7 @@
 //   top level   every instruction of every computation that is not a fused computation (one a
 //               fusion calls), keyed by its name;
 //   text        the instruction as printed, without "ROOT "; for a fusion, followed by its fused
-//               computation as printed;
+//               computation and every fused computation nested in it, as printed;
 //   fused into  an instruction that left the top level and sits inside the fused computation of a
 //               top-level fusion, directly or through nested fusions (inside several: the
 //               fusion whose name sorts first).

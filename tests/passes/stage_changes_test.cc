@@ -93,6 +93,30 @@ ENTRY e {
                                                        Pair("z", "fusion.7")));
 }
 
+// A fusion whose nested fusion's body changed is modified, though its own body reads the same.
+TEST(StageChangesTest, AFusionIsModifiedWhenANestedFusedComputationChanges) {
+  const char* text = R"(HloModule m
+inner {
+  param_0.1 = f32[4] parameter(0)
+  ROOT x = f32[4] OP(param_0.1)
+}
+outer {
+  param_0 = f32[4] parameter(0)
+  ROOT f.inner = f32[4] fusion(param_0), kind=kLoop, calls=inner
+}
+ENTRY e {
+  p = f32[4] parameter(0)
+  ROOT fusion.7 = f32[4] fusion(p), kind=kLoop, calls=outer
+})";
+  std::string before = text, after = text;
+  before.replace(before.find("OP"), 2, "negate");
+  after.replace(after.find("OP"), 2, "abs");
+  ManifestStageChanges changes = Compare(before.c_str(), after.c_str());
+  EXPECT_THAT(changes.modified, ElementsAre("fusion.7"));
+  EXPECT_THAT(changes.added, IsEmpty());
+  EXPECT_THAT(changes.removed, IsEmpty());
+}
+
 // A producer copied into two fusions is fused into the one whose name sorts first, whatever the
 // order of the module.
 TEST(StageChangesTest, ADuplicatedProducerIsFusedIntoTheSmallestName) {

@@ -114,6 +114,8 @@ class StageDiffTest : public QObject {
   void FollowsTheDefinitions();
   void AFusionWhoseBodyChangedIsModified();
   void AStageAgainstItselfIsEmpty();
+  void ADuplicatedProducerIsFusedIntoTheSmallestName();
+  void ANestedBodyChangeModifiesTheOuterFusion();
   void RealFusionPassFusesInstructions();
 };
 
@@ -151,6 +153,61 @@ void StageDiffTest::AFusionWhoseBodyChangedIsModified() {
 void StageDiffTest::AStageAgainstItselfIsEmpty() {
   QVERIFY(ComputeStageDiff(Parse(kBefore, "a"), Parse(kBefore, "a")).empty());
   QVERIFY(ComputeStageDiff(Parse(kAfter, "a"), Parse(kAfter, "a")).empty());
+}
+
+// The compiler's record (compiler/passes/stage_changes.h) breaks the tie the same way.
+void StageDiffTest::ADuplicatedProducerIsFusedIntoTheSmallestName() {
+  const std::string before = R"(HloModule m
+ENTRY e {
+  p = f32[4] parameter(0)
+  c = f32[4] negate(p)
+  u = f32[4] abs(c)
+  v = f32[4] sine(c)
+  ROOT t = (f32[4], f32[4]) tuple(u, v)
+})";
+  const std::string after = R"(HloModule m
+f1 {
+  param_0 = f32[4] parameter(0)
+  c = f32[4] negate(param_0)
+  ROOT u = f32[4] abs(c)
+}
+f2 {
+  param_0.1 = f32[4] parameter(0)
+  c.1 = f32[4] negate(param_0.1)
+  c = f32[4] negate(c.1)
+  ROOT v = f32[4] sine(c)
+}
+ENTRY e {
+  p = f32[4] parameter(0)
+  fusion.9 = f32[4] fusion(p), kind=kLoop, calls=f2
+  fusion.10 = f32[4] fusion(p), kind=kLoop, calls=f1
+  ROOT t = (f32[4], f32[4]) tuple(fusion.10, fusion.9)
+})";
+  StageDiff diff = ComputeStageDiff(Parse(before, "before"), Parse(after, "after"));
+  // "fusion.10" sorts before "fusion.9" although fusion.9 comes first in the module.
+  QCOMPARE(diff.fused_into.at("c"), std::string("fusion.10"));
+}
+
+void StageDiffTest::ANestedBodyChangeModifiesTheOuterFusion() {
+  const std::string text = R"(HloModule m
+inner {
+  param_0.1 = f32[4] parameter(0)
+  ROOT x = f32[4] OP(param_0.1)
+}
+outer {
+  param_0 = f32[4] parameter(0)
+  ROOT f.inner = f32[4] fusion(param_0), kind=kLoop, calls=inner
+}
+ENTRY e {
+  p = f32[4] parameter(0)
+  ROOT fusion.7 = f32[4] fusion(p), kind=kLoop, calls=outer
+})";
+  std::string before = text, after = text;
+  before.replace(before.find("OP"), 2, "negate");
+  after.replace(after.find("OP"), 2, "abs");
+  StageDiff diff = ComputeStageDiff(Parse(before, "before"), Parse(after, "after"));
+  QCOMPARE(diff.modified, Names{"fusion.7"});
+  QVERIFY(diff.added.empty() && diff.removed.empty() && diff.fused_into.empty());
 }
 
 void StageDiffTest::RealFusionPassFusesInstructions() {
