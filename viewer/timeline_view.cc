@@ -307,6 +307,28 @@ void TimelineView::ShowHit() {
 
 // --- Painting ---------------------------------------------------------------------------------
 
+bool TimelineView::event(QEvent* event) {
+  if (event->type() == QEvent::ShortcutOverride) {
+    auto* key = static_cast<QKeyEvent*>(event);
+    switch (key->key()) {
+      case Qt::Key_W:
+      case Qt::Key_A:
+      case Qt::Key_S:
+      case Qt::Key_D:
+      case Qt::Key_F:
+      case Qt::Key_Escape:
+        if ((key->modifiers() & ~Qt::ShiftModifier) == Qt::NoModifier) {
+          event->accept();
+          return true;
+        }
+        break;
+      default:
+        break;
+    }
+  }
+  return QAbstractScrollArea::event(event);
+}
+
 void TimelineView::paintEvent(QPaintEvent*) {
   QPainter painter(viewport());
   PaintTimeline(painter);

@@ -96,6 +96,9 @@ class TimelineView : public QAbstractScrollArea {
   void searchMoved(int index, int count);
 
  protected:
+  // Keeps its keys (W/A/S/D/F, Escape) when it has focus, before the window's one-key shortcuts
+  // (d is the window's diff toggle) can take them.
+  bool event(QEvent* event) override;
   void paintEvent(QPaintEvent* event) override;
   void resizeEvent(QResizeEvent* event) override;
   void keyPressEvent(QKeyEvent* event) override;

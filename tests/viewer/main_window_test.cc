@@ -311,6 +311,28 @@ class MainWindowTest : public QObject {
     QCOMPARE(visited, want);
   }
 
+  // One-key shortcuts belong to the window, except where the focused pane uses the key: d toggles
+  // diff mode from the graph, and pans the timeline when the timeline has focus.
+  void keysGoWhereTheFocusIs() {
+    MainWindow window;
+    window.OpenDump(DumpDir());
+    window.show();
+    QVERIFY(QTest::qWaitForWindowActive(&window));
+    QVERIFY(window.WaitUntilIdle(60000));
+    window.graph()->setFocus();
+    QTest::keyClick(window.graph(), Qt::Key_D);
+    QVERIFY(window.diff_mode());
+    QTest::keyClick(window.graph(), Qt::Key_D);
+    QVERIFY(!window.diff_mode());
+    window.timeline()->setFocus();
+    window.timeline()->SetVisibleRange(window.trace()->start_ns(),
+                                       window.trace()->start_ns() + (window.trace()->end_ns() - window.trace()->start_ns()) / 4);
+    const double before = window.timeline()->visibleStart();
+    QTest::keyClick(window.timeline(), Qt::Key_D);
+    QVERIFY(!window.diff_mode());
+    QVERIFY(window.timeline()->visibleStart() > before);
+  }
+
   // A broken dump opens what can be opened and says what was wrong.
   void brokenDumpsSayWhatIsWrong() {
     const QString broken = QString(XLENS_TESTDATA_DIR) + "/broken_dumps";
