@@ -2,7 +2,7 @@
 # Fuzzes the readers with libFuzzer (clang, AddressSanitizer, UndefinedBehaviorSanitizer).
 #   scripts/fuzz.sh [SECONDS]                  fuzz the HLO parser for SECONDS (default 300)
 #   scripts/fuzz.sh --target T [SECONDS]       fuzz another reader instead (hlo, trace, npy,
-#                                              manifest, flags, graphdef)
+#                                              manifest, flags, graphdef, outline)
 #   scripts/fuzz.sh --smoke                    a short run of every target for the test suite
 # Findings go to out/fuzz/findings/. The HLO seeds are every HLO file of the tests plus
 # ../shared/corpus/hlo when it is there; the trace seeds are the traces of tests/profiler/testdata,
@@ -10,14 +10,15 @@
 # are the broken manifests of tests/dump/testdata plus one good manifest; the flags seeds are
 # written below (the first byte says where the flags go: see tests/fuzz/flags_parser_fuzz.cc); the
 # GraphDef seeds are the small TensorFlow graphs of ../shared/corpus/tf and the broken GraphDefs of
-# tests/graph/testdata (the first byte says binary or text: see tests/fuzz/graphdef_fuzz.cc).
+# tests/graph/testdata (the first byte says binary or text: see tests/fuzz/graphdef_fuzz.cc); the
+# outline seeds (the viewer's HLO reader) are the HLO files and the viewer's broken HLO.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 seconds=300
 targets=hlo
 while [ $# -gt 0 ]; do
   case "$1" in
-    --smoke) seconds=smoke; targets="hlo trace npy manifest flags graphdef" ;;
+    --smoke) seconds=smoke; targets="hlo trace npy manifest flags graphdef outline" ;;
     --target) targets=$2; shift ;;
     *) seconds=$1 ;;
   esac
@@ -47,7 +48,8 @@ for target in $targets; do
     manifest) binary=manifest_reader_fuzz; smoke=10; max_len=16384 ;;
     flags) binary=flags_parser_fuzz; smoke=10; max_len=4096 ;;
     graphdef) binary=graphdef_fuzz; smoke=20; max_len=65536 ;;
-    *) echo "fuzz: unknown target '$target' (expected hlo, trace, npy, manifest, flags or graphdef)" >&2; exit 1 ;;
+    outline) binary=hlo_outline_fuzz; smoke=10; max_len=65536 ;;
+    *) echo "fuzz: unknown target '$target' (expected hlo, trace, npy, manifest, flags, graphdef or outline)" >&2; exit 1 ;;
   esac
   time_limit=$seconds
   if [ "$seconds" = smoke ]; then time_limit=$smoke; fi
@@ -55,7 +57,10 @@ for target in $targets; do
 
   seeds=out/fuzz/seeds/$target
   mkdir -p $seeds out/fuzz/findings
-  if [ "$target" = hlo ]; then
+  if [ "$target" = outline ]; then
+    find tests -name '*.hlo' -size -64k -exec cp {} $seeds/ \;
+    cp tests/viewer/testdata/broken_hlo/* $seeds/
+  elif [ "$target" = hlo ]; then
     find tests -name '*.hlo' -exec cp {} $seeds/ \;
     if [ -d ../shared/corpus/hlo ]; then
       find ../shared/corpus/hlo -maxdepth 2 -name '*.hlo' -size -64k -exec cp {} $seeds/ \;
