@@ -41,7 +41,7 @@ if [ -n "$viewer" ]; then
   run_viewer() {
     echo
     echo "\$ xlens-viewer $*"
-    $viewer "$@" 2>&1 | grep -v -e 'propagateSizeHints' -e 'XDG_RUNTIME_DIR'
+    $viewer "$@" 2>&1
   }
   run_viewer out/demo/step --stage fusion --diff --screenshot out/demo/viewer_fusion_diff.png
   run_viewer out/demo/step --select fusion.5 --screenshot out/demo/viewer_kernel.png

@@ -14,8 +14,7 @@ viewer=./build/viewer/xlens-viewer
 shot() {
   local name=$1
   shift
-  $viewer "$dump" "$@" --size 1600x1000 --screenshot "$out/$name" 2>&1 |
-    grep -v -e 'propagateSizeHints' -e 'XDG_RUNTIME_DIR'
+  $viewer "$dump" "$@" --size 1600x1000 --screenshot "$out/$name"
 }
 shot viewer_stages_graph.png
 shot viewer_diff_fusion.png --stage fusion --diff

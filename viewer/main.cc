@@ -8,6 +8,17 @@
 #include "viewer/main_window.h"
 #include "viewer/viewer_options.h"
 
+namespace {
+
+// Qt's offscreen platform warns about what it cannot do for a window (size hints) and about a
+// missing runtime directory; neither matters to a screenshot, and both would bury real messages.
+void FilterQtNoise(QtMsgType type, const QMessageLogContext& context, const QString& message) {
+  if (message.contains("propagateSizeHints") || message.startsWith("QStandardPaths: XDG_RUNTIME_DIR")) return;
+  std::fprintf(stderr, "%s\n", qPrintable(qFormatLogMessage(type, context, message)));
+}
+
+}  // namespace
+
 int main(int argc, char** argv) {
   QStringList arguments;
   for (int i = 1; i < argc; ++i) arguments << QString::fromLocal8Bit(argv[i]);
@@ -25,6 +36,7 @@ int main(int argc, char** argv) {
   if (!options->screenshot.isEmpty() && std::getenv("QT_QPA_PLATFORM") == nullptr) {
     setenv("QT_QPA_PLATFORM", "offscreen", 1);
   }
+  if (!options->screenshot.isEmpty()) qInstallMessageHandler(FilterQtNoise);
   QApplication app(argc, argv);
   QApplication::setOrganizationName("xlens");
   QApplication::setApplicationName("xlens-viewer");
