@@ -3,6 +3,11 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 scripts/setup.sh --test-peers
+# Chromium and the Python consumers of our traces (Perfetto UI's local copy, HolisticTraceAnalysis),
+# so that every run checks our timelines in tools that are not ours; the test skips, saying so,
+# where they cannot be installed.
+scripts/install_trace_consumers.sh ||
+  echo "test: the trace consumers could not be installed; trace_loads_in_perfetto_and_hta will skip" >&2
 scripts/build.sh | tail -n 1
 cd build
 ctest --output-on-failure -j2 "$@"
