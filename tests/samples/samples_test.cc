@@ -32,10 +32,12 @@ struct Ran {
   std::string output;  // stdout and stderr together
 };
 
-// Runs build/samples/NAME with `args` in `dir`.
-Ran RunSample(const std::string& name, const std::string& args, const fs::path& dir) {
+// Runs build/samples/NAME with `args` in `dir`, with only the flag variables in `env` ("NAME=value
+// ..." as a shell writes them) set.
+Ran RunSample(const std::string& name, const std::string& args, const fs::path& dir,
+              const std::string& env = "") {
   const std::string command = "cd '" + dir.string() + "' && env -u XLA_FLAGS -u TF_XLA_FLAGS " +
-                              "-u TF_DUMP_GRAPH_PREFIX " + std::string(XLENS_BINARY_DIR) +
+                              "-u TF_DUMP_GRAPH_PREFIX " + env + " " + std::string(XLENS_BINARY_DIR) +
                               "/samples/" + name + " " + args + " 2>&1";
   Ran ran;
   FILE* pipe = popen(command.c_str(), "r");
@@ -174,6 +176,22 @@ TEST_F(SamplesTest, FusionDemoUnderAutoClusteringIsLeftAloneAsTensorFlowLeftIt) 
   Ran min1 = RunSample("fusion_demo", "--jit=auto --tf_xla_min_cluster_size=1", dir_);
   ASSERT_EQ(min1.exit_code, 0) << min1.output;
   EXPECT_THAT(min1.output, HasSubstr("with the JIT (--jit=auto): 1 kernel: fusion (cpu_kernel)"));
+}
+
+TEST_F(SamplesTest, FlagsComeFromTheEnvironmentAsTensorFlowReadsThem) {
+  // A default session with auto-jit turned on by TF_XLA_FLAGS clusters as --jit=auto does, and
+  // XLA_FLAGS and TF_DUMP_GRAPH_PREFIX say where the dumps go.
+  Ran ran = RunSample("fusion_demo", "--jit=default", dir_,
+                      "TF_XLA_FLAGS='--tf_xla_auto_jit=2 --tf_xla_cpu_global_jit "
+                      "--tf_xla_min_cluster_size=1 --tf_xla_clustering_debug' "
+                      "XLA_FLAGS=--xla_dump_to=xla TF_DUMP_GRAPH_PREFIX=tf");
+  ASSERT_EQ(ran.exit_code, 0) << ran.output;
+  EXPECT_THAT(ran.output, HasSubstr("with the JIT (--jit=default): 1 kernel: fusion (cpu_kernel)"));
+  EXPECT_TRUE(fs::exists(dir_ / "xla/manifest.json"));
+  EXPECT_TRUE(fs::exists(dir_ / "tf/mark_for_compilation.pbtxt"));
+  Ran bad = RunSample("fusion_demo", "", dir_, "TF_XLA_FLAGS=--tf_xla_no_such_flag=1");
+  EXPECT_EQ(bad.exit_code, 1);
+  EXPECT_THAT(bad.output, HasSubstr("tf_xla_no_such_flag"));
 }
 
 TEST_F(SamplesTest, JitScopeCompilesTheScopesAsTensorFlowDidAndSaysWhyNotTheRest) {
