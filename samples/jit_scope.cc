@@ -13,7 +13,6 @@
 // compared with TensorFlow's own.
 #include <cmath>
 #include <cstdio>
-#include <map>
 
 #include <fmt/format.h>
 
@@ -90,27 +89,7 @@ int Main(int argc, char** argv) {
     std::printf("no JIT: every op ran op by op, the scopes were ignored\n");
     return 0;
   }
-  const auto record = (*s)->jit()->record();
-  for (const auto& g : record.graphs) {
-    for (const auto& [cluster, nodes] : g.result.clusters) {
-      std::printf("compiled: %s = {%s}\n", cluster.c_str(),
-                  fmt::format("{}", fmt::join(nodes, ", ")).c_str());
-    }
-    // Nodes left out for the same reason, together; the feed and the fetch (_Arg, _Retval) are
-    // never compiled and left out.
-    std::map<std::string, std::vector<std::string>> by_reason;
-    for (const auto& [node, reason] : g.result.unclustered) {
-      if (node.starts_with("_arg_") || node.starts_with("_retval_")) continue;
-      by_reason[reason].push_back(node);
-    }
-    for (const auto& [reason, nodes] : by_reason) {
-      std::printf("not compiled: {%s}: %s\n", fmt::format("{}", fmt::join(nodes, ", ")).c_str(),
-                  reason.c_str());
-    }
-    for (const auto& [node, reason] : g.result.declustered) {
-      std::printf("declustered: %s: %s\n", node.c_str(), reason.c_str());
-    }
-  }
+  PrintClustering((*s)->jit()->record());
   std::printf("%lld compilation%s\n", static_cast<long long>((*s)->compilations()),
               (*s)->compilations() == 1 ? "" : "s");
   return 0;

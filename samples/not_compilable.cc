@@ -77,14 +77,10 @@ int Main(int argc, char** argv) {
   std::printf("  y = %s\n  idx = %s\n", (*out)[0].DebugString(kN).c_str(),
               (*out)[1].DebugString(kN).c_str());
   if ((*s)->jit() != nullptr) {
+    PrintClustering((*s)->jit()->record());
     for (const auto& g : (*s)->jit()->record().graphs) {
-      for (const auto& [cluster, nodes] : g.result.clusters) {
-        std::printf("compiled: %s = {%s}\n", cluster.c_str(),
-                    fmt::format("{}", fmt::join(nodes, ", ")).c_str());
-      }
-      for (const auto& [node, reason] : g.result.unclustered) {
-        if (node.starts_with("_arg_") || node.starts_with("_retval_")) continue;
-        std::printf("left out of the cluster: %s: %s\n", node.c_str(), reason.c_str());
+      if (g.result.unclustered.count(op) > 0) {
+        std::printf("%s ran op by op in TensorFlow's executor, outside the cluster\n", op.c_str());
       }
     }
     std::printf("%lld compilation%s\n", static_cast<long long>((*s)->compilations()),

@@ -168,7 +168,7 @@ TEST_F(SamplesTest, FusionDemoUnderAutoClusteringIsLeftAloneAsTensorFlowLeftIt) 
   Ran ran = RunSample("fusion_demo", "--jit=auto", dir_);
   ASSERT_EQ(ran.exit_code, 0) << ran.output;
   EXPECT_THAT(ran.output, HasSubstr("with the JIT (--jit=auto): 3 kernels"));
-  EXPECT_THAT(ran.output, HasSubstr("not compiled: mul: cluster too small (3 < --tf_xla_min_cluster_size=4"));
+  EXPECT_THAT(ran.output, HasSubstr("left out: {Const, Identity, Sum, add, mul}: cluster too small (3 < --tf_xla_min_cluster_size=4"));
 
   nlohmann::json tf_min1 = ReadJson(CorpusDir() + "/fusion_demo/autojit_min1/clusters.json");
   auto partition = TfPartition(tf_min1, [](const nlohmann::json&) { return true; });
@@ -205,7 +205,7 @@ TEST_F(SamplesTest, JitScopeCompilesTheScopesAsTensorFlowDidAndSaysWhyNotTheRest
             TfPartition(ReadJson(tf / "clusters.json"), [](const nlohmann::json&) { return true; }));
   const std::string tf_reason = Capture(ReadText(tf / "log.txt"), R"(Rejecting c_nocompile: (.*))");
   ASSERT_FALSE(tf_reason.empty());
-  EXPECT_THAT(ran.output, HasSubstr("not compiled: {c_nocompile, c_nocompile/y}: " + tf_reason));
+  EXPECT_THAT(ran.output, HasSubstr("left out: {c_nocompile, c_nocompile/y}: " + tf_reason));
   EXPECT_THAT(ran.output, HasSubstr("not in a jit_scope"));
   EXPECT_THAT(ran.output, HasSubstr("2 compilations"));
   const double worst = std::stod(Capture(ran.output, R"(largest difference from float64: (\S+))"));
@@ -224,7 +224,7 @@ TEST_F(SamplesTest, JitScopeCompilesTheScopesAsTensorFlowDidAndSaysWhyNotTheRest
   EXPECT_EQ(ours, TfPartition(tf_on, [](const nlohmann::json& n) {
               return n.value("in_runtime_graph", false);
             }));
-  EXPECT_THAT(on.output, HasSubstr("not compiled: {out}: "));
+  EXPECT_THAT(on.output, HasSubstr("left out: {out}: "));
   EXPECT_THAT(on.output, HasSubstr("would create a cycle"));
 }
 
@@ -276,7 +276,7 @@ TEST_F(SamplesTest, NotCompilableRunsWithUniqueLeftOutOfTheClusterWithoutMustCom
   ASSERT_EQ(tf_reason, "Unique op");
   Ran ran = RunSample("not_compilable", "--jit=auto", dir_);
   ASSERT_EQ(ran.exit_code, 0) << ran.output;
-  EXPECT_THAT(ran.output, HasSubstr("left out of the cluster: Unique: uncompilable: " + tf_reason));
+  EXPECT_THAT(ran.output, HasSubstr("left out: {Unique}: uncompilable: " + tf_reason));
   EXPECT_EQ(CompiledPartition(ran.output),
             (std::set<std::set<std::string>>{{"mul/y", "mul", "add/y", "add", "Abs", "sub/y", "sub"}}));
   // unique(abs(x*3 + 1) - 2) of x = [1,2,1,3,2,5,1,7], computed here.
