@@ -353,6 +353,44 @@ TEST_F(SamplesTest, CommittedGraphsAreWhatTheProgramsBuild) {
   }
 }
 
+// `xlens` run on a committed graph, in `dir`.
+Ran RunXlens(const std::string& args, const fs::path& dir) {
+  const std::string command = "cd '" + dir.string() + "' && env -u XLA_FLAGS -u TF_XLA_FLAGS " +
+                              "-u TF_DUMP_GRAPH_PREFIX " + std::string(XLENS_BINARY_DIR) +
+                              "/compiler/cli/xlens " + args + " 2>&1";
+  Ran ran;
+  FILE* pipe = popen(command.c_str(), "r");
+  if (pipe == nullptr) return ran;
+  char buffer[4096];
+  size_t n;
+  while ((n = fread(buffer, 1, sizeof(buffer), pipe)) > 0) ran.output.append(buffer, n);
+  const int status = pclose(pipe);
+  ran.exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+  return ran;
+}
+
+TEST_F(SamplesTest, TheCommandLineTellsTheSameStoryFromTheCommittedGraphs) {
+  SKIP_WITHOUT_CORPUS();
+  const std::string graphs = std::string(XLENS_SOURCE_DIR) + "/samples/graphs/";
+  // The jit_scope graph clusters in `xlens cluster` as in the sample: the two scopes.
+  Ran cluster = RunXlens("cluster -v " + graphs + "jit_scope/graph.pbtxt", dir_);
+  ASSERT_EQ(cluster.exit_code, 0) << cluster.output;
+  Ran sample = RunSample("jit_scope", "", dir_);
+  for (const auto& nodes : CompiledPartition(sample.output)) {
+    for (const std::string& node : nodes) EXPECT_THAT(cluster.output, HasSubstr("  " + node + " ("));
+  }
+  EXPECT_THAT(cluster.output, HasSubstr("c_nocompile (Mul): kXlaCompileAttr(_XlaCompile) is false."));
+  // The not_compilable graph fails under `xlens graph run --jit=compile` with the sample's error,
+  // fed TensorFlow's own input.
+  Ran run = RunXlens("graph run " + graphs + "not_compilable/graph.pbtxt --jit=compile "
+                     "--function=__inference_f --fetch Identity --feed x=" + CorpusDir() +
+                     "/not_compilable/jit_compile/inputs/x.npy", dir_);
+  EXPECT_EQ(run.exit_code, 1);
+  Ran failed = RunSample("not_compilable", "", dir_);
+  const std::string error = failed.output.substr(failed.output.find("Detected"));
+  EXPECT_THAT(run.output, HasSubstr(error)) << run.output;
+}
+
 TEST_F(SamplesTest, BadArgumentsAreOneLineAndExitOne) {
   for (const std::string name : {"fusion_demo", "jit_scope", "not_compilable", "recompile"}) {
     for (const std::string args : {"--jit=maybe", "--frobnicate", "--xla_dump_tu=x", "--trace"}) {
