@@ -18,18 +18,20 @@ std::pair<graph::Tensor, graph::Tensor> MakeBatch(const ImageSet& set, int64_t f
   return {std::move(x), std::move(y)};
 }
 
-std::pair<graph::Tensor, graph::Tensor> MakeBatch(std::span<const uint8_t> pixels,
-                                                  std::span<const int64_t> labels,
-                                                  int64_t pixels_per_image, int64_t first,
+std::pair<graph::Tensor, graph::Tensor> MakeBatch(const graph::Tensor& images,
+                                                  const graph::Tensor& labels, int64_t first,
                                                   int64_t size) {
-  const int64_t n = pixels_per_image;
+  const int64_t n = images.dims().empty() || images.dims()[0] == 0
+                        ? 0
+                        : images.num_elements() / images.dims()[0];
   graph::Tensor x(graph::DT_FLOAT, {size, n});
-  graph::Tensor y(graph::DT_INT64, {size});
+  graph::Tensor y(labels.dtype(), {size});
   auto xs = x.flat<float>();
-  auto ys = y.flat<int64_t>();
   for (int64_t r = 0; r < size; ++r) {
-    for (int64_t c = 0; c < n; ++c) xs[r * n + c] = static_cast<float>(pixels[(first + r) * n + c] / 255.0);
-    ys[r] = labels[first + r];
+    for (int64_t c = 0; c < n; ++c) {
+      xs[r * n + c] = static_cast<float>(images.GetAsDouble((first + r) * n + c) / 255.0);
+    }
+    y.SetFromInt64(r, labels.GetAsInt64(first + r));
   }
   return {std::move(x), std::move(y)};
 }
