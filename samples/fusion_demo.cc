@@ -152,15 +152,10 @@ int Main(int argc, char** argv) {
     std::printf("  result %.6f, %lld compilation%s\n", jitted->value,
                 static_cast<long long>(jitted->compilations), jitted->compilations == 1 ? "" : "s");
     if (jitted->compilations == 0 && jitted->session->jit() != nullptr) {
-      // Auto-clustering may leave the graph alone: say why, node by node (TensorFlow's reasons).
-      for (const auto& g : jitted->session->jit()->record().graphs) {
-        for (const auto& [node, reason] : g.result.unclustered) {
-          if (reason.ends_with("top level _Arg or _Retval")) continue;  // the feeds and fetch
-          std::printf("  not compiled: %s: %s\n", node.c_str(), reason.c_str());
-        }
-      }
-      std::printf("  (TensorFlow 2.21 leaves this graph alone too; --tf_xla_min_cluster_size=1 "
-                  "clusters it)\n");
+      // Auto-clustering may leave the graph alone: say why (TensorFlow's reasons).
+      PrintClustering(jitted->session->jit()->record());
+      std::printf("note: TensorFlow 2.21 leaves this graph alone too; --tf_xla_min_cluster_size=1 "
+                  "clusters it\n");
     }
   }
   if (Status s = MaybeWriteTrace(options, *traced); !s.ok()) return Fail(options, s);

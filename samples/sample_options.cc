@@ -3,6 +3,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <filesystem>
+#include <map>
 #include <set>
 #include <variant>
 
@@ -64,6 +65,9 @@ std::string Usage(const std::string& program, const std::string& description, Ji
 SampleOptions ParseSampleOptions(int argc, char** argv, const std::string& program,
                                  const std::string& description, JitMode default_jit,
                                  const std::vector<SampleFlag>& extra) {
+  // Line-buffered even into a pipe or a file, so the story and the JIT's lines on stderr stay in
+  // the order they happened.
+  std::setvbuf(stdout, nullptr, _IOLBF, 0);
   SampleOptions options;
   options.program = program;
   options.jit = default_jit;
@@ -172,6 +176,26 @@ int64_t SampleSession::compilations() const {
   if (jit_ == nullptr) return 0;
   auto compiler = jit_->compiler();
   return compiler == nullptr ? 0 : compiler->compilations();
+}
+
+void PrintClustering(const cluster::XlaJitRecord& record) {
+  auto list = [](const std::vector<std::string>& nodes) {
+    return EscapeForTerminal(fmt::format("{{{}}}", fmt::join(nodes, ", ")));
+  };
+  for (const auto& g : record.graphs) {
+    for (const auto& [cluster, nodes] : g.result.clusters) {
+      std::printf("compiled: %s = %s\n", cluster.c_str(), list(nodes).c_str());
+    }
+    std::map<std::string, std::vector<std::string>> by_reason;
+    for (const auto& [node, reason] : g.result.unclustered) {
+      if (node.starts_with("_arg_") || node.starts_with("_retval_")) continue;
+      by_reason[reason].push_back(node);
+    }
+    for (const auto& [node, reason] : g.result.declustered) by_reason[reason].push_back(node);
+    for (const auto& [reason, nodes] : by_reason) {
+      std::printf("left out: %s: %s\n", list(nodes).c_str(), EscapeForTerminal(reason).c_str());
+    }
+  }
 }
 
 Status StartTrace() {

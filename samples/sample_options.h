@@ -86,6 +86,11 @@ class SampleSession {
   std::unique_ptr<graph::Session> session_;
 };
 
+// Prints what the JIT's clustering decided, graph by graph: "compiled: cluster_0 = {a, b}" per
+// cluster, then "left out: {c, d}: REASON" for the op nodes left out for the same reason (the
+// feeds and fetches, _Arg and _Retval, are never compiled and not listed).
+void PrintClustering(const cluster::XlaJitRecord& record);
+
 // Host tracing around a sample's run. Start fails when another trace is recording.
 Status StartTrace();
 // Stops recording and returns the trace, so the sample can count what it holds.

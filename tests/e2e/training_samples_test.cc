@@ -9,6 +9,8 @@
 #include <cmath>
 #include <cstdlib>
 #include <filesystem>
+#include <fstream>
+#include <iterator>
 #include <map>
 #include <regex>
 #include <string>
@@ -197,6 +199,33 @@ TEST_F(TrainingSamplesTest, WithoutTheDataSetTheSampleSaysHowToGetIt) {
   EXPECT_THAT(r.output, HasSubstr("mnist_softmax: no Fashion-MNIST at"));
   EXPECT_THAT(r.output, HasSubstr("apt-get install dataset-fashion-mnist"));
   EXPECT_EQ(std::count(r.output.begin(), r.output.end(), '\n'), 1) << r.output;
+}
+
+TEST_F(TrainingSamplesTest, CommittedGraphsAreWhatTheProgramsBuild) {
+  for (const std::string name : {"linear_regression", "mnist_softmax", "mlp_training"}) {
+    const std::string args = name == "linear_regression" ? "--steps 1" : "--tiny --steps 1";
+    RunResult r = RunSample(name, args + " --jit=off --write-graph " + (dir_ / name).string());
+    ASSERT_EQ(r.exit_code, 0) << name << ": " << r.output;
+    auto read = [](const fs::path& p) {
+      std::ifstream in(p);
+      return std::string(std::istreambuf_iterator<char>(in), {});
+    };
+    const std::string written = read(dir_ / name / "graph.pbtxt");
+    EXPECT_FALSE(written.empty()) << name;
+    EXPECT_EQ(written, read(fs::path(XLENS_SOURCE_DIR) / "samples/graphs" / name / "graph.pbtxt"))
+        << name << ": run it with --write-graph samples/graphs/" << name;
+  }
+}
+
+TEST_F(TrainingSamplesTest, BadCountsAreOneLineAndExitOne) {
+  for (const auto& [name, args] : std::vector<std::pair<std::string, std::string>>{
+           {"linear_regression", "--steps 0"}, {"mnist_softmax", "--tiny --steps x"},
+           {"mnist_softmax", "--tiny --learning-rate -1"}, {"mlp_training", "--tiny --log-every 0"}}) {
+    RunResult r = RunSample(name, args);
+    EXPECT_EQ(r.exit_code, 1) << name << " " << args;
+    EXPECT_EQ(std::count(r.output.begin(), r.output.end(), '\n'), 1) << name << " " << args << ": " << r.output;
+    EXPECT_THAT(r.output, HasSubstr(name + ": --")) << args;
+  }
 }
 
 }  // namespace
