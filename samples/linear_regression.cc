@@ -183,7 +183,9 @@ void PrintDumpStory(const std::string& dir) {
       }
       std::printf("  %s: %d pass run%s, %d changed the module%s\n", phase.title, runs,
                   runs == 1 ? "" : "s", changed,
-                  runs > 0 && files.empty() ? " (--xla_dump_hlo_pass_re=.* writes a file per pass)" : "");
+                  runs == 0 || !files.empty() ? ""
+                  : changed == 0 ? "; no file (a pass that changes nothing writes none, as in XLA)"
+                                 : " (--xla_dump_hlo_pass_re=.* writes a file per pass)");
       for (const std::string& f : files) std::printf("    %s\n", f.c_str());
     }
     std::vector<std::string> ir;
