@@ -18,6 +18,8 @@
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
+#include <nlohmann/json.hpp>
+
 #include "tests/e2e/cli_test_util.h"
 
 namespace xlens {
@@ -178,8 +180,27 @@ TEST_F(TrainingSamplesTest, MnistSoftmaxFollowsTheSameLossWithAndWithoutTheJit) 
   EXPECT_GE(on_compiled, 1);
   EXPECT_LE(on_total, off_total / 3);
   EXPECT_THAT(on.output, HasSubstr("(cpu_kernel)"));
-  EXPECT_TRUE(fs::exists(dir_ / "off.json"));
-  EXPECT_TRUE(fs::exists(dir_ / "on.json"));
+  // The timelines as a trace viewer shows them: op by op, MatMul among the executor's ops and no
+  // launch; with the JIT, the cluster's _XlaRun and, under it, the compiled kernels.
+  auto spans = [](const fs::path& path) {
+    std::ifstream in(path);
+    nlohmann::json trace = nlohmann::json::parse(in, nullptr, /*allow_exceptions=*/false);
+    std::vector<std::pair<std::string, std::string>> out;  // (name, cat) of complete events
+    if (!trace.is_object() || !trace.contains("traceEvents")) return out;
+    for (const auto& e : trace["traceEvents"]) {
+      if (e.value("ph", "") == "X") out.emplace_back(e.value("name", ""), e.value("cat", ""));
+    }
+    return out;
+  };
+  auto has = [](const auto& list, auto pred) { return std::any_of(list.begin(), list.end(), pred); };
+  const auto off_spans = spans(dir_ / "off.json"), on_spans = spans(dir_ / "on.json");
+  ASSERT_FALSE(off_spans.empty());
+  ASSERT_FALSE(on_spans.empty());
+  EXPECT_TRUE(has(off_spans, [](const auto& e) { return e.first == "MatMul"; }));
+  EXPECT_FALSE(has(off_spans, [](const auto& e) { return e.first.ends_with("/xla_run"); }));
+  EXPECT_TRUE(has(on_spans, [](const auto& e) { return e.first.ends_with("/xla_run"); }));
+  EXPECT_TRUE(has(on_spans, [](const auto& e) { return e.second == "cpu_kernel"; }));
+  EXPECT_LT(on_spans.size(), off_spans.size() / 2);
 }
 
 TEST_F(TrainingSamplesTest, MlpTrainingFollowsTheSameLossWithAndWithoutTheJit) {
