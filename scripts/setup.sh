@@ -13,6 +13,7 @@ packages=(
   libre2-dev
   libprotobuf-dev protobuf-compiler
   qt6-base-dev qt6-svg-dev libgraphviz-dev fonts-dejavu-core
+  dataset-fashion-mnist  # the samples' training images (IDX files under /usr/share/datasets)
 )
 
 # The peers the tests compare against (XLA's parser from jaxlib, NumPy, TensorFlow). Optional: the tests that

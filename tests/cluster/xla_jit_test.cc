@@ -18,6 +18,7 @@
 #include "compiler/graph/session.h"
 #include "compiler/hlo/npy.h"
 #include "dump/manifest.h"
+#include "samples/data/mnist_batch.h"
 
 namespace xlens::cluster {
 namespace {
@@ -219,22 +220,10 @@ TEST(XlaJitTest, MnistSoftmaxTrainingWithTheJitFollowsTensorFlowsJit) {
   ASSERT_TRUE(s.session->Run({}, {}, {"init"}).ok());
   Tensor images = LoadNpy(dir + "/inputs/images_u8.npy");
   Tensor labels = LoadNpy(dir + "/inputs/labels.npy");
-  // x = images_u8 / 255 in float64 (NumPy), fed to a float32 placeholder.
-  auto batch = [&](int i, Tensor* x, Tensor* y) {
-    *x = Tensor(graph::DT_FLOAT, {100, 784});
-    *y = Tensor(labels.dtype(), {100});
-    for (int64_t r = 0; r < 100; ++r) {
-      for (int64_t c = 0; c < 784; ++c) {
-        x->flat<float>()[r * 784 + c] =
-            static_cast<float>(images.GetAsDouble((100 * i + r) * 784 + c) / 255.0);
-      }
-      y->SetFromInt64(r, labels.GetAsInt64(100 * i + r));
-    }
-  };
   Tensor curve = LoadNpy(dir + "/outputs/loss_curve.npy");
   for (int step = 0; step < curve.num_elements(); ++step) {
-    Tensor x, y;
-    batch(step, &x, &y);
+    // x = images_u8 / 255 in float64 (NumPy), fed to a float32 placeholder.
+    auto [x, y] = samples::MakeBatch(images, labels, 100 * step, 100);
     auto out = s.session->Run({{"x", x}, {"y_", y}}, {"sparse_softmax_cross_entropy_loss/value"},
                               {"GradientDescent"});
     ASSERT_TRUE(out.ok()) << out.status().message();

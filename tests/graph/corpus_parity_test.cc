@@ -13,6 +13,7 @@
 #include "compiler/graph/graph_def_io.h"
 #include "compiler/graph/session.h"
 #include "compiler/hlo/npy.h"
+#include "samples/data/mnist_batch.h"
 
 namespace xlens::graph {
 namespace {
@@ -193,23 +194,11 @@ TEST(CorpusParityTest, MnistSoftmaxStepFollowsTensorFlow) {
   ASSERT_TRUE(session->Run({}, {}, {"init"}).ok());
   Tensor images = LoadNpy(dir + "/inputs/images_u8.npy");
   Tensor labels = LoadNpy(dir + "/inputs/labels.npy");
-  // x = images_u8 / 255 in float64 (NumPy), fed to a float32 placeholder.
-  auto batch = [&](int i, Tensor* x, Tensor* y) {
-    *x = Tensor(DT_FLOAT, {100, 784});
-    *y = Tensor(labels.dtype(), {100});
-    for (int64_t r = 0; r < 100; ++r) {
-      for (int64_t c = 0; c < 784; ++c) {
-        x->flat<float>()[r * 784 + c] =
-            static_cast<float>(images.GetAsDouble((100 * i + r) * 784 + c) / 255.0);
-      }
-      y->SetFromInt64(r, labels.GetAsInt64(100 * i + r));
-    }
-  };
   Tensor curve = LoadNpy(dir + "/outputs/loss_curve.npy");
   ASSERT_EQ(curve.num_elements(), 20);
   for (int step = 0; step < 20; ++step) {
-    Tensor x, y;
-    batch(step, &x, &y);
+    // x = images_u8 / 255 in float64 (NumPy), fed to a float32 placeholder.
+    auto [x, y] = samples::MakeBatch(images, labels, 100 * step, 100);
     auto out = session->Run({{"x", x}, {"y_", y}}, {"sparse_softmax_cross_entropy_loss/value"},
                             {"GradientDescent"});
     ASSERT_TRUE(out.ok()) << out.status().message();

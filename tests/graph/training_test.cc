@@ -20,6 +20,7 @@
 #include "compiler/graph/grads/grad_util.h"
 #include "compiler/graph/session.h"
 #include "compiler/hlo/npy.h"
+#include "samples/data/mnist_batch.h"
 
 namespace xlens::graph {
 namespace {
@@ -253,12 +254,7 @@ TEST(TrainingTest, MnistSoftmaxTrainsToTensorFlowsLossCurve) {
   ASSERT_TRUE(init.ok()) << init.status().message();
   constexpr int64_t kBatch = 100;
   for (int64_t step = 0; step < curve.num_elements(); ++step) {
-    Tensor x(DT_FLOAT, {kBatch, 784});
-    Tensor y(DT_INT64, {kBatch});
-    for (int64_t i = 0; i < kBatch * 784; ++i) {
-      x.flat<float>()[i] = static_cast<float>(images.GetAsDouble(step * kBatch * 784 + i)) / 255.0f;
-    }
-    for (int64_t i = 0; i < kBatch; ++i) y.SetFromInt64(i, labels.GetAsInt64(step * kBatch + i));
+    auto [x, y] = samples::MakeBatch(images, labels, step * kBatch, kBatch);
     auto out = (*session)->Run({{"x", x}, {"y_", y}}, {m.loss.name()}, {m.train->name()});
     ASSERT_TRUE(out.ok()) << "step " << step << ": " << out.status().message();
     const double want = curve.GetAsDouble(step);
