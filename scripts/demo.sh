@@ -12,6 +12,7 @@ if grep -q '^build viewer/xlens-viewer:' build/build.ninja 2>/dev/null; then
   scripts/build.sh --target xlens-viewer | tail -n 1
   viewer=./build/viewer/xlens-viewer
 fi
+scripts/build.sh --target mnist_softmax | tail -n 1
 xlens=./build/compiler/cli/xlens
 $xlens demo --out out/demo
 
@@ -35,6 +36,29 @@ echo "Open out/demo/timeline_unfused.ctf.json and out/demo/step/timeline.ctf.jso
 echo "(https://ui.perfetto.dev, 'Open trace file') or chrome://tracing ('Load'): each run is one"
 echo "'execute' span; under it, one span per kernel: many small ones without fusion, a few with."
 
+echo
+echo "xlens demo: the same story from a TensorFlow graph (the tutorial's mnist_softmax_xla, samples/mnist_softmax.cc),"
+echo "100 training steps on Fashion-MNIST op by op, then with TensorFlow's auto-clustering and the JIT"
+sample=./build/samples/mnist_softmax
+data=()
+if [ ! -d /usr/share/datasets/fashion-mnist ]; then data=(--tiny); fi
+rm -rf out/demo/tf
+echo
+echo "\$ mnist_softmax --jit=off --steps 100 --trace out/demo/tf_op_by_op.ctf.json"
+$sample "${data[@]}" --jit=off --steps 100 --trace out/demo/tf_op_by_op.ctf.json 2>&1 |
+  grep -E '^(mnist_softmax: /|test accuracy|time per step|last step)'
+echo
+echo "\$ TF_DUMP_GRAPH_PREFIX=out/demo/tf/graphs mnist_softmax --jit=auto --steps 100 --xla_dump_to=out/demo/tf --xla_dump_hlo_pass_re=.* --trace out/demo/tf/timeline.ctf.json"
+TF_DUMP_GRAPH_PREFIX=out/demo/tf/graphs $sample "${data[@]}" --jit=auto --steps 100 --xla_dump_to=out/demo/tf \
+  --xla_dump_hlo_pass_re='.*' --trace out/demo/tf/timeline.ctf.json 2>&1 |
+  grep -E '^(test accuracy|time per step|last step|  .*\((cpu_kernel|library_call)\))'
+run cluster samples/graphs/mnist_softmax/graph.pbtxt --jit-level=ON_1 --tf_xla_cpu_global_jit | sed -n 1,6p
+echo "  ..."
+echo
+echo "The clustering graphs are in out/demo/tf/graphs/, the cluster's module after every pass, its LLVM IR"
+echo "and manifest.json in out/demo/tf/; the timelines are out/demo/tf_op_by_op.ctf.json (many op-by-op"
+echo "boxes) and out/demo/tf/timeline.ctf.json (one cluster launch holding a few fused kernels)."
+
 if [ -n "$viewer" ]; then
   echo
   echo "xlens-viewer: the fused step's dump (every pass, the kernels, the timeline) in one window"
@@ -45,10 +69,12 @@ if [ -n "$viewer" ]; then
   }
   run_viewer out/demo/step --stage fusion --diff --screenshot out/demo/viewer_fusion_diff.png
   run_viewer out/demo/step --select fusion.5 --screenshot out/demo/viewer_kernel.png
+  run_viewer out/demo/tf --stage fusion --diff --screenshot out/demo/viewer_tf_fusion.png
   echo
-  echo "Look through it yourself (d: diff, ]/[: next/previous changed pass, ./,: fusion decisions,"
+  echo "Look through them yourself (d: diff, ]/[: next/previous changed pass, ./,: fusion decisions,"
   echo "f: fit, /: search; W/A/S/D on the timeline):"
   echo "  $viewer out/demo/step"
+  echo "  $viewer out/demo/tf"
 else
   echo
   echo "(xlens-viewer was not built: scripts/setup.sh installs Qt 6 and Graphviz, then rerun.)"
