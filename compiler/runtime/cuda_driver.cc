@@ -124,23 +124,24 @@ class CudaDevice : public GpuDevice {
     if (bytes == 0) return OkStatus();
     return Check(driver_, driver_.cuMemcpyDtoH(destination, source, bytes), "cuMemcpyDtoH");
   }
-  Status LoadModule(const std::string& ptx) override {
+  StatusOr<GpuModuleHandle> LoadModule(const std::string& ptx) override {
     CUmodule module = nullptr;
     RETURN_IF_ERROR(Check(driver_, driver_.cuModuleLoadData(&module, ptx.c_str()), "cuModuleLoadData"));
     modules_.push_back(module);
-    return OkStatus();
+    return static_cast<GpuModuleHandle>(modules_.size() - 1);
   }
-  Status Launch(const std::string& name, const LaunchDimensions& dims,
+  Status Launch(GpuModuleHandle module, const std::string& name, const LaunchDimensions& dims,
                 const std::vector<DevicePointer>& arguments) override {
-    auto it = functions_.find(name);
+    if (module < 0 || module >= static_cast<GpuModuleHandle>(modules_.size())) {
+      return Error(fmt::format("kernel {}: module {} was never loaded", name, module));
+    }
+    auto it = functions_.find({module, name});
     if (it == functions_.end()) {
       CUfunction fn = nullptr;
-      for (CUmodule m : modules_) {
-        if (driver_.cuModuleGetFunction(&fn, m, name.c_str()) == 0) break;
-        fn = nullptr;
+      if (driver_.cuModuleGetFunction(&fn, modules_[module], name.c_str()) != 0 || fn == nullptr) {
+        return Error(fmt::format("kernel {} is not in its executable's module", name));
       }
-      if (fn == nullptr) return Error(fmt::format("kernel {} is in no loaded module", name));
-      it = functions_.emplace(name, fn).first;
+      it = functions_.emplace(std::make_pair(module, name), fn).first;
     }
     if (dims.blocks == 0) return OkStatus();
     std::vector<CUdeviceptr> values(arguments.begin(), arguments.end());
@@ -163,7 +164,7 @@ class CudaDevice : public GpuDevice {
   std::string arch_;
   std::vector<CUmodule> modules_;
   std::vector<CUdeviceptr> allocations_;
-  std::map<std::string, CUfunction> functions_;
+  std::map<std::pair<GpuModuleHandle, std::string>, CUfunction> functions_;
 };
 
 }  // namespace

@@ -13,6 +13,8 @@
 namespace xlens::runtime {
 
 using DevicePointer = uint64_t;
+// A module loaded into a device (LoadModule); valid for the device's lifetime.
+using GpuModuleHandle = int64_t;
 
 struct LaunchDimensions {
   int64_t blocks = 1;
@@ -28,10 +30,12 @@ class GpuDevice {
   virtual Status Free(DevicePointer pointer) = 0;
   virtual Status CopyToDevice(DevicePointer destination, const void* source, int64_t bytes) = 0;
   virtual Status CopyFromDevice(void* destination, DevicePointer source, int64_t bytes) = 0;
-  // Loads PTX text; kernels are then found by name.
-  virtual Status LoadModule(const std::string& ptx) = 0;
-  // Launches kernel `name` with one pointer argument per entry of `arguments`.
-  virtual Status Launch(const std::string& name, const LaunchDimensions& dims,
+  // Loads PTX text and returns its handle. Kernels are found by name within one module only:
+  // every executable names its kernels alike ("fusion", "fusion_1", ...), so a lookup across the
+  // modules of a device would launch another executable's kernel.
+  virtual StatusOr<GpuModuleHandle> LoadModule(const std::string& ptx) = 0;
+  // Launches kernel `name` of `module` with one pointer argument per entry of `arguments`.
+  virtual Status Launch(GpuModuleHandle module, const std::string& name, const LaunchDimensions& dims,
                         const std::vector<DevicePointer>& arguments) = 0;
   virtual Status Synchronize() = 0;
 };

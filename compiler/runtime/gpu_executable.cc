@@ -83,7 +83,7 @@ StatusOr<std::unique_ptr<GpuExecutable>> GpuExecutable::Create(std::unique_ptr<H
   }
 
   ASSIGN_OR_RETURN(exe->arena_, device.Allocate(arena_bytes));
-  RETURN_IF_ERROR(device.LoadModule(exe->compiled_.ptx));
+  ASSIGN_OR_RETURN(exe->module_, device.LoadModule(exe->compiled_.ptx));
   for (const HloInstruction* hlo : optimized.entry_computation()->instructions()) {
     if (hlo->opcode() != HloOpcode::kConstant) continue;
     const int64_t slot = exe->plan_->Slot(hlo);
@@ -141,7 +141,7 @@ Status GpuExecutable::Run(profiler::CuptiCollector* cupti) {
     const uint64_t external_id = g_next_external_id.fetch_add(1, std::memory_order_relaxed);
     profiler::ScopedExternalCorrelation correlation(cupti, external_id);
     const int64_t start = profiler::TracingEnabled() ? profiler::NowNs() : 0;
-    Status launched = device_.Launch(launch.kernel, launch.dims, arguments);
+    Status launched = device_.Launch(module_, launch.kernel, launch.dims, arguments);
     if (profiler::TracingEnabled()) {
       profiler::SpanArgs launch_span = profiler::RecordSpan(launch.span, start, profiler::NowNs());
       launch_span.AddArg("External id", static_cast<int64_t>(external_id));

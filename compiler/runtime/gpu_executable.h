@@ -58,6 +58,7 @@ class GpuExecutable {
   DevicePointer SlotPointer(int64_t slot) const;
 
   GpuDevice& device_;
+  GpuModuleHandle module_ = -1;  // this executable's kernels, in device_
   GpuCompilation compiled_;
   std::unique_ptr<FramePlan> plan_;
   DevicePointer arena_ = 0;

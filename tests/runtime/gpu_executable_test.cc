@@ -31,6 +31,7 @@ class RecordingDevice : public GpuDevice {
     std::string name;
     LaunchDimensions dims;
     std::vector<DevicePointer> arguments;
+    GpuModuleHandle module = -1;
   };
 
   std::string arch() const override { return "sm_90"; }
@@ -51,13 +52,13 @@ class RecordingDevice : public GpuDevice {
     std::memcpy(destination, memory.data() + (source - kBase), bytes);
     return OkStatus();
   }
-  Status LoadModule(const std::string& ptx) override {
+  StatusOr<GpuModuleHandle> LoadModule(const std::string& ptx) override {
     loaded_ptx += ptx;
-    return OkStatus();
+    return static_cast<GpuModuleHandle>(modules_loaded++);
   }
-  Status Launch(const std::string& name, const LaunchDimensions& dims,
+  Status Launch(GpuModuleHandle module, const std::string& name, const LaunchDimensions& dims,
                 const std::vector<DevicePointer>& arguments) override {
-    launches.push_back({name, dims, arguments});
+    launches.push_back({name, dims, arguments, module});
     return OkStatus();
   }
   Status Synchronize() override { ++synchronizations; return OkStatus(); }
@@ -65,7 +66,7 @@ class RecordingDevice : public GpuDevice {
   std::vector<uint8_t> memory;
   std::string loaded_ptx;
   std::vector<Recorded> launches;
-  int allocations = 0, frees = 0, synchronizations = 0;
+  int allocations = 0, frees = 0, synchronizations = 0, modules_loaded = 0;
 };
 
 constexpr const char* kTwoKernels = R"(HloModule two
@@ -130,6 +131,31 @@ TEST(GpuExecutableTest, CopiesArgumentsLaunchesInOrderAndReadsResults) {
   EXPECT_EQ(result->tuple_element(1).data<float>()[0], marker);
   exe->reset();
   EXPECT_EQ(device.frees, 1);
+}
+
+// Two executables on one device name their kernels alike; each must launch its own module's.
+// (On a real GPU the second one ran the first one's "fusion", with its arguments: wrong results,
+// then a crash.)
+TEST(GpuExecutableTest, EachExecutableLaunchesTheKernelsOfItsOwnModule) {
+  RecordingDevice device;
+  auto first_module = ParseHloModule(kTwoKernels);
+  auto second_module = ParseHloModule(kTwoKernels);
+  ASSERT_TRUE(first_module.ok() && second_module.ok());
+  auto first = GpuExecutable::Create(std::move(*first_module), {}, device);
+  auto second = GpuExecutable::Create(std::move(*second_module), {}, device);
+  ASSERT_TRUE(first.ok() && second.ok());
+  ASSERT_EQ(device.modules_loaded, 2);
+  std::vector<Literal> args;
+  args.push_back(Literal::CreateR1<float>(PrimitiveType::F32, std::vector<float>(300, 1.0f)));
+  args.push_back(Literal::CreateR1<float>(PrimitiveType::F32, std::vector<float>(300, 2.0f)));
+  ASSERT_TRUE((*second)->Execute(args).ok());
+  const size_t second_launches = device.launches.size();
+  ASSERT_GT(second_launches, 0u);
+  for (const auto& launch : device.launches) EXPECT_EQ(launch.module, 1) << launch.name;
+  ASSERT_TRUE((*first)->Execute(args).ok());
+  for (size_t i = second_launches; i < device.launches.size(); ++i) {
+    EXPECT_EQ(device.launches[i].module, 0) << device.launches[i].name;
+  }
 }
 
 TEST(GpuExecutableTest, ControlFlowIsRefusedByName) {
