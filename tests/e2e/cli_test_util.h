@@ -18,10 +18,11 @@ struct RunResult {
   std::string output;  // stdout and stderr together
 };
 
-inline RunResult RunXlens(const std::string& args) {
-  std::string command = std::string(XLENS_BINARY_DIR) + "/compiler/cli/xlens " + args + " 2>&1";
-  FILE* pipe = popen(command.c_str(), "r");
+// Runs a shell command line, collecting its stdout and stderr (append "2>&1" for the latter) and
+// its exit code (128 + the signal when a signal ended it).
+inline RunResult RunShellCommand(const std::string& command) {
   RunResult result{-1, ""};
+  FILE* pipe = popen(command.c_str(), "r");
   if (pipe == nullptr) return result;
   char buffer[4096];
   size_t n;
@@ -29,6 +30,10 @@ inline RunResult RunXlens(const std::string& args) {
   int status = pclose(pipe);
   result.exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
   return result;
+}
+
+inline RunResult RunXlens(const std::string& args) {
+  return RunShellCommand(std::string(XLENS_BINARY_DIR) + "/compiler/cli/xlens " + args + " 2>&1");
 }
 
 class CliTest : public ::testing::Test {

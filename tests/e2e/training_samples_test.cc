@@ -33,16 +33,7 @@ using ::testing::HasSubstr;
 constexpr double kLossTolerance = 1e-5;
 
 RunResult RunSample(const std::string& name, const std::string& args, const std::string& env = "") {
-  std::string command = env + " " + std::string(XLENS_BINARY_DIR) + "/samples/" + name + " " + args + " 2>&1";
-  FILE* pipe = popen(command.c_str(), "r");
-  RunResult result{-1, ""};
-  if (pipe == nullptr) return result;
-  char buffer[4096];
-  size_t n;
-  while ((n = fread(buffer, 1, sizeof(buffer), pipe)) > 0) result.output.append(buffer, n);
-  int status = pclose(pipe);
-  result.exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
-  return result;
+  return RunShellCommand(env + " " + std::string(XLENS_BINARY_DIR) + "/samples/" + name + " " + args + " 2>&1");
 }
 
 double Number(const std::string& text, const std::string& pattern) {

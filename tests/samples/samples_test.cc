@@ -17,6 +17,8 @@
 #include <gtest/gtest.h>
 #include <nlohmann/json.hpp>
 
+#include "tests/e2e/cli_test_util.h"
+
 namespace xlens {
 namespace {
 
@@ -27,27 +29,15 @@ std::string CorpusDir() { return std::string(XLENS_SHARED_DIR) + "/corpus/tf"; }
 #define SKIP_WITHOUT_CORPUS() \
   if (!fs::exists(CorpusDir())) GTEST_SKIP() << "the TF corpus is absent: " << CorpusDir()
 
-struct Ran {
-  int exit_code = -1;
-  std::string output;  // stdout and stderr together
-};
+using Ran = RunResult;
 
 // Runs build/samples/NAME with `args` in `dir`, with only the flag variables in `env` ("NAME=value
 // ..." as a shell writes them) set.
 Ran RunSample(const std::string& name, const std::string& args, const fs::path& dir,
               const std::string& env = "") {
-  const std::string command = "cd '" + dir.string() + "' && env -u XLA_FLAGS -u TF_XLA_FLAGS " +
-                              "-u TF_DUMP_GRAPH_PREFIX " + env + " " + std::string(XLENS_BINARY_DIR) +
-                              "/samples/" + name + " " + args + " 2>&1";
-  Ran ran;
-  FILE* pipe = popen(command.c_str(), "r");
-  if (pipe == nullptr) return ran;
-  char buffer[4096];
-  size_t n;
-  while ((n = fread(buffer, 1, sizeof(buffer), pipe)) > 0) ran.output.append(buffer, n);
-  const int status = pclose(pipe);
-  ran.exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
-  return ran;
+  return RunShellCommand("cd '" + dir.string() + "' && env -u XLA_FLAGS -u TF_XLA_FLAGS " +
+                         "-u TF_DUMP_GRAPH_PREFIX " + env + " " + std::string(XLENS_BINARY_DIR) +
+                         "/samples/" + name + " " + args + " 2>&1");
 }
 
 std::string ReadText(const fs::path& path) {
@@ -355,18 +345,9 @@ TEST_F(SamplesTest, CommittedGraphsAreWhatTheProgramsBuild) {
 
 // `xlens` run on a committed graph, in `dir`.
 Ran RunXlens(const std::string& args, const fs::path& dir) {
-  const std::string command = "cd '" + dir.string() + "' && env -u XLA_FLAGS -u TF_XLA_FLAGS " +
-                              "-u TF_DUMP_GRAPH_PREFIX " + std::string(XLENS_BINARY_DIR) +
-                              "/compiler/cli/xlens " + args + " 2>&1";
-  Ran ran;
-  FILE* pipe = popen(command.c_str(), "r");
-  if (pipe == nullptr) return ran;
-  char buffer[4096];
-  size_t n;
-  while ((n = fread(buffer, 1, sizeof(buffer), pipe)) > 0) ran.output.append(buffer, n);
-  const int status = pclose(pipe);
-  ran.exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
-  return ran;
+  return RunShellCommand("cd '" + dir.string() + "' && env -u XLA_FLAGS -u TF_XLA_FLAGS " +
+                         "-u TF_DUMP_GRAPH_PREFIX " + std::string(XLENS_BINARY_DIR) +
+                         "/compiler/cli/xlens " + args + " 2>&1");
 }
 
 TEST_F(SamplesTest, TheCommandLineTellsTheSameStoryFromTheCommittedGraphs) {
