@@ -194,13 +194,6 @@ int DumpModel::FirstStageOfRun(const ManifestModule& module, int index) {
   return first;
 }
 
-std::vector<int> DumpModel::ChangedStages(const ManifestModule& module) {
-  std::vector<int> changed;
-  for (int i = 0; i < static_cast<int>(module.stages.size()); ++i) {
-    if (module.stages[i].changed) changed.push_back(i);
-  }
-  return changed;
-}
 
 const ManifestKernel* DumpModel::KernelOf(const ManifestModule& module, const std::string& instruction) {
   for (const ManifestKernel& kernel : module.kernels) {
@@ -243,19 +236,5 @@ std::vector<std::pair<int64_t, std::string>> DumpModel::KernelsWithOpName(const 
   return found;
 }
 
-std::vector<StageRef> DumpModel::StagesOf(int64_t module_id) const {
-  std::vector<StageRef> refs;
-  const ManifestModule* module = FindModule(module_id);
-  if (module == nullptr) return refs;
-  if (int file = BeforeOptimizationsFile(*module); file >= 0) refs.push_back({StageRef::Kind::kModuleFile, module_id, -1, file});
-  for (int i = 0; i < static_cast<int>(module->stages.size()); ++i) {
-    refs.push_back({StageRef::Kind::kPass, module_id, -1, i});
-  }
-  if (int file = AfterOptimizationsFile(*module); file >= 0) refs.push_back({StageRef::Kind::kModuleFile, module_id, -1, file});
-  for (int i = 0; i < static_cast<int>(module->kernels.size()); ++i) {
-    refs.push_back({StageRef::Kind::kKernel, module_id, -1, i});
-  }
-  return refs;
-}
 
 }  // namespace xlens::viewer

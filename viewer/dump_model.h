@@ -82,8 +82,6 @@ class DumpModel {
   // change is the net change of the whole run. The index of the first stage of that run (its
   // inner stages come just before it), or `index` itself for a plain pass.
   static int FirstStageOfRun(const ManifestModule& module, int index);
-  // The stages that changed the module, in order (indices).
-  static std::vector<int> ChangedStages(const ManifestModule& module);
 
   // The kernel that implements `instruction` in `module`, or nullptr.
   static const ManifestKernel* KernelOf(const ManifestModule& module, const std::string& instruction);
@@ -95,8 +93,6 @@ class DumpModel {
   // name): how a clustering-stage node links to the HLO it became.
   std::vector<std::pair<int64_t, std::string>> KernelsWithOpName(const std::string& op_name) const;
 
-  // Every stage of the Stages pane for `module_id` in pipeline order: passes, then kernels.
-  std::vector<StageRef> StagesOf(int64_t module_id) const;
 
  private:
   DumpModel() = default;

@@ -1,10 +1,12 @@
 // xlens-viewer: see viewer_options.h for the command line and main_window.h for the window.
 #include <QApplication>
+#include <QBuffer>
 #include <QImage>
 #include <QPixmap>
 #include <cstdio>
 #include <cstdlib>
 
+#include "compiler/support/file_io.h"
 #include "viewer/main_window.h"
 #include "viewer/viewer_options.h"
 
@@ -80,10 +82,20 @@ int main(int argc, char** argv) {
     std::fprintf(stderr, "xlens-viewer: nothing could be opened; no screenshot written\n");
     return 1;
   }
+  // Encoded in memory, written by the project's one writer: atomically for a regular file, never
+  // into a directory, and a failure names the path and why.
   QImage image = window.grab().toImage();
-  if (image.isNull() || !image.save(options->screenshot, "PNG")) {
-    std::fprintf(stderr, "xlens-viewer: %s: could not write the screenshot\n",
-                 options->screenshot.toLocal8Bit().constData());
+  QByteArray png;
+  QBuffer buffer(&png);
+  buffer.open(QIODevice::WriteOnly);
+  if (image.isNull() || !image.save(&buffer, "PNG")) {
+    std::fprintf(stderr, "xlens-viewer: the window could not be rendered to PNG\n");
+    return 1;
+  }
+  if (xlens::Status written = xlens::WriteFile(options->screenshot.toStdString(),
+                                               std::string_view(png.constData(), png.size()));
+      !written.ok()) {
+    std::fprintf(stderr, "xlens-viewer: %s\n", written.message().c_str());
     return 1;
   }
   std::printf("xlens-viewer: wrote %s (%dx%d)\n", options->screenshot.toLocal8Bit().constData(), image.width(),

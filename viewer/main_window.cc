@@ -38,7 +38,9 @@ MainWindow::MainWindow(QWidget* parent) : QMainWindow(parent) {
   UpdateTitle();
 }
 
-MainWindow::~MainWindow() = default;
+MainWindow::~MainWindow() {
+  if (trace_reader_) trace_reader_->wait();
+}
 
 void MainWindow::BuildUi() {
   auto* central = new QWidget(this);
@@ -197,8 +199,6 @@ void MainWindow::BuildActions() {
   diff_toggle->setToolTip("Before and after the selected pass, side by side (d)");
 }
 
-void MainWindow::keyPressEvent(QKeyEvent* event) { QMainWindow::keyPressEvent(event); }
-
 std::vector<std::string> MainWindow::OpenDump(const QString& directory, const QString& trace) {
   problems_.clear();
   banner_->setVisible(false);
@@ -274,6 +274,8 @@ void MainWindow::OpenTrace(const QString& path) {
     });
   });
   connect(reader, &QThread::finished, reader, &QObject::deleteLater);
+  if (trace_reader_) trace_reader_->wait();  // one reader at a time; the older result is dropped
+  trace_reader_ = reader;
   reader->start();
 }
 

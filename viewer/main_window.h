@@ -15,6 +15,8 @@
 #include <QLabel>
 #include <QLineEdit>
 #include <QMainWindow>
+#include <QPointer>
+#include <QThread>
 #include <QSplitter>
 #include <QStackedWidget>
 #include <map>
@@ -82,7 +84,6 @@ class MainWindow : public QMainWindow {
 
  protected:
   void closeEvent(QCloseEvent* event) override;
-  void keyPressEvent(QKeyEvent* event) override;
 
  private:
   void BuildUi();
@@ -118,6 +119,9 @@ class MainWindow : public QMainWindow {
   std::unique_ptr<DumpModel> model_;
   std::shared_ptr<const TraceModel> trace_;
   bool trace_loading_ = false;
+  // The thread reading the trace; the window waits for it before it goes, so the reader never
+  // posts its result to a window that is gone.
+  QPointer<QThread> trace_reader_;
   QString trace_path_;
 
   StagesPane* stages_ = nullptr;

@@ -120,6 +120,10 @@ class ScreenshotTest : public QObject {
     QVERIFY2(run.output.contains("--module"), qPrintable(run.output));
     run = RunViewer({DumpDir(), "--size", "12", "--screenshot", out});
     QCOMPARE(run.exit_code, 1);
+    // A directory is no place for a picture: the writer refuses it and names it.
+    run = RunViewer({DumpDir(), "--screenshot", OutDir()});
+    QCOMPARE(run.exit_code, 1);
+    QVERIFY2(run.output.contains(OutDir()), qPrintable(run.output));
     run = RunViewer({DumpDir(), "--no-such-flag"});
     QCOMPARE(run.exit_code, 1);
     QVERIFY2(run.output.contains("no-such-flag"), qPrintable(run.output));
