@@ -41,9 +41,10 @@ graph::Output AddAccuracy(const graph::Scope& scope, const graph::Output& logits
 }
 
 std::vector<SampleFlag> TrainingFlags::AsSampleFlags() {
+  const std::string steps_default =
+      default_steps > 0 ? std::to_string(default_steps) : std::string("one epoch");
   return {{"data", "the Fashion-MNIST directory (default " + std::string(kDebianFashionMnistDir) + ")", &data},
-          {"steps", "training steps of batch 100 (default: one epoch); --tiny: the generated set",
-           &steps},
+          {"steps", "training steps of batch 100 (default: " + steps_default + "; with --tiny one epoch)", &steps},
           {"log-every", "print the loss every N steps (default 100)", &log_every}};
 }
 
@@ -68,7 +69,7 @@ StatusOr<TrainingRun> TrainClassifier(const SampleOptions& options, const Traini
     ASSIGN_OR_RETURN(data, LoadFashionMnist(flags.data));
   }
   const int64_t epoch = std::max<int64_t>(1, data.train.count / batch);
-  int64_t steps = epoch;
+  int64_t steps = flags.default_steps > 0 && !flags.tiny ? flags.default_steps : epoch;
   if (!flags.steps.empty()) {
     ASSIGN_OR_RETURN(steps, ParseCount("steps", flags.steps));
   }

@@ -31,7 +31,9 @@ graph::Output AddAccuracy(const graph::Scope& scope, const graph::Output& logits
 // The data and loop flags; parse them with ParseSampleOptions (ExtractTiny first).
 struct TrainingFlags {
   std::string data = kDebianFashionMnistDir;
-  std::string steps;  // empty: one epoch
+  std::string steps;  // empty: default_steps
+  // Steps when --steps is not given; 0 (and always with --tiny): one epoch.
+  int64_t default_steps = 0;
   std::string log_every = "100";
   bool tiny = false;
   std::vector<SampleFlag> AsSampleFlags();
@@ -49,7 +51,7 @@ struct TrainingRun {
 };
 
 // Loads the data (--tiny: the generated set), trains `graph` under `jit` with batches of
-// `batch` for the steps the flags ask (one epoch when none), printing "step N: loss L" every
+// `batch` for the steps the flags ask (default_steps, or one epoch, when none), printing "step N: loss L" every
 // --log-every steps, then evaluates the test accuracy.
 StatusOr<TrainingRun> TrainClassifier(const SampleOptions& options, const TrainingFlags& flags,
                                       const ClassifierGraph& graph, int64_t batch);

@@ -58,6 +58,8 @@ StatusOr<ClassifierGraph> BuildGraph(float learning_rate) {
 
 int Main(int argc, char** argv) {
   TrainingFlags flags;
+  // The tutorial's loop: `for i in range(1000): batch_xs, batch_ys = mnist.train.next_batch(100)`.
+  flags.default_steps = 1000;
   ExtractTiny(&argc, argv, &flags);
   std::string rate_text = "0.5";
   std::vector<SampleFlag> extra = flags.AsSampleFlags();
@@ -66,7 +68,7 @@ int Main(int argc, char** argv) {
   SampleOptions options = ParseSampleOptions(
       argc, argv, "mnist_softmax",
       "The tutorial's mnist_softmax_xla: softmax regression on Fashion-MNIST, batch 100, gradient "
-      "descent 0.5, one epoch (--tiny: a small generated set instead).",
+      "descent 0.5, 1000 steps as the tutorial's loop (--tiny: a small generated set instead).",
       JitMode::kAuto, extra);
   // 0.5 is the tutorial's rate for MNIST; Fashion-MNIST's brighter images make it large enough
   // that the loss jumps about, and float rounding then grows from step to step (the runs with and

@@ -54,10 +54,23 @@ TF_DUMP_GRAPH_PREFIX=out/demo/tf/graphs $sample "${data[@]}" --jit=auto --steps 
   grep -E '^(test accuracy|time per step|last step|  .*\((cpu_kernel|library_call)\))'
 run cluster samples/graphs/mnist_softmax/graph.pbtxt --jit-level=ON_1 --tf_xla_cpu_global_jit | sed -n 1,6p
 echo "  ..."
+# The training step's cluster (the one that applies the gradient), as the JIT compiled it: its
+# per-HLO profile, and the same module for an NVIDIA GPU: compiling
+# needs no GPU, and the dump holds the GPU pipeline's module, its LLVM IR and the PTX.
+train=$(grep -l ResourceApplyGradientDescent out/demo/tf/module_*.before_optimizations.txt | head -n 1)
+rm -rf out/demo/tf/gpu
+run run "$train" --iterations 20 --xla_hlo_profile | sed -n '/^Execution profile/,$p'
 echo
-echo "The clustering graphs are in out/demo/tf/graphs/, the cluster's module after every pass, its LLVM IR"
-echo "and manifest.json in out/demo/tf/; the timelines are out/demo/tf_op_by_op.ctf.json (many op-by-op"
-echo "boxes) and out/demo/tf/timeline.ctf.json (one cluster launch holding a few fused kernels)."
+echo "\$ xlens compile out/demo/tf/${train##*/} --emit=ptx --gpu_arch=sm_90 --xla_dump_to=out/demo/tf/gpu -o out/demo/tf/gpu/train_step.ptx"
+$xlens compile "$train" --emit=ptx --gpu_arch=sm_90 --xla_dump_to=out/demo/tf/gpu -o out/demo/tf/gpu/train_step.ptx
+echo "  $(grep -c '^.visible .entry' out/demo/tf/gpu/train_step.ptx) GPU kernels:" \
+  "$(sed -n 's/^.visible .entry \([A-Za-z0-9_]*\)(.*/\1/p' out/demo/tf/gpu/train_step.ptx | tr '\n' ' ')"
+echo
+echo "The clustering graphs are in out/demo/tf/graphs/; the cluster's module after every pass, its LLVM IR"
+echo "(*.ir-no-opt.ll, *.ir-with-opt.ll) and manifest.json in out/demo/tf/; the same"
+echo "module through the GPU pipeline, its LLVM IR and its PTX (*.ptx) in out/demo/tf/gpu/; the timelines"
+echo "are out/demo/tf_op_by_op.ctf.json (many op-by-op boxes) and out/demo/tf/timeline.ctf.json (one"
+echo "cluster launch holding a few fused kernels)."
 
 if [ -n "$viewer" ]; then
   echo
