@@ -135,6 +135,9 @@ StatusOr<OptimizeResult> OptimizeHloModule(HloModule& module, const OptimizeOpti
   context.instrumentation.push_back(&recorder);
   if (options.check_changes) context.instrumentation.push_back(&change_check);
   if (options.verify_each_pass) context.instrumentation.push_back(&verifier);
+  for (PassInstrumentation* extra : options.extra_instrumentation) {
+    context.instrumentation.push_back(extra);
+  }
   if (options.dump != nullptr) {
     options.dump->BeginModule(module);
     options.dump->DumpModule(module, kBeforeOptimizations);

@@ -36,6 +36,9 @@ struct OptimizeOptions {
   int gpu_minor = 0;
   // Test-only faults (hidden --xla_test_miscompile_* flags); the compilers read the kernel one.
   PlantedBugs planted;
+  // More instruments to run around every pass (after the recorder, before dumping), not owned:
+  // how `xlens bisect` evaluates the module after each pass.
+  std::vector<PassInstrumentation*> extra_instrumentation;
 };
 
 struct OptimizeResult {
