@@ -122,6 +122,14 @@ StatusOr<OptimizeResult> OptimizeHloModule(HloModule& module, const OptimizeOpti
       pipeline->AddPass(std::move(pass));
     }
   }
+  if (options.fusion_fuel >= 0) {
+    for (const HloPass* pass : fusion_passes) {
+      // The pipeline owns its passes; the list only points at them, hence the cast.
+      if (auto* fusion = dynamic_cast<InstructionFusion*>(const_cast<HloPass*>(pass))) {
+        fusion->set_fuel(options.fusion_fuel);
+      }
+    }
+  }
   if (!options.planted.miscompile_after_pass.empty()) {
     RETURN_IF_ERROR(PlantMiscompileAfter(*pipeline, options.planted.miscompile_after_pass));
   }

@@ -34,6 +34,8 @@ struct OptimizeOptions {
   // ("sm_8.0_gpu_after_optimizations").
   int gpu_major = 9;
   int gpu_minor = 0;
+  // At most this many fusions by the fusion pass (-1: no limit); see InstructionFusion::set_fuel.
+  int64_t fusion_fuel = -1;
   // Test-only faults (hidden --xla_test_miscompile_* flags); the compilers read the kernel one.
   PlantedBugs planted;
   // More instruments to run around every pass (after the recorder, before dumping), not owned:

@@ -134,6 +134,57 @@ struct ProbeOutput {
   int64_t tuple_index = -1;
 };
 
+// With the fusion pass among the passes whose disabling makes the result agree: the smallest
+// fuel (number of fusions) at which it departs, the other passes of the set still disabled, and
+// the decision that fuel last allowed.
+void FindFusionDecision(const HloModule& module, std::span<const Literal> arguments,
+                        const Literal& reference, const BisectOptions& options,
+                        BisectResult& result) {
+  CompileSettings settings = options.compile;
+  for (const std::string& pass : result.disabled) {
+    if (pass != "fusion") settings.optimize.filter.disabled.insert(pass);
+  }
+  auto run_with = [&](int64_t fuel) -> StatusOr<CompiledRun> {
+    CompileSettings fueled = settings;
+    fueled.optimize.fusion_fuel = fuel;
+    ++result.compilations;
+    return CompileAndRun(module, arguments, fueled);
+  };
+  auto departs = [&](int64_t fuel) {
+    StatusOr<CompiledRun> run = run_with(fuel);
+    const bool d = run.ok() && !ExpectLiteralNear(reference, run->result, options.tolerance).ok();
+    if (options.progress) {
+      options.progress(fmt::format("  fusion limited to {} fusions: {}", fuel,
+                                   !run.ok() ? "does not compile" : d ? "departs" : "agrees"));
+    }
+    return d;
+  };
+  StatusOr<CompiledRun> unlimited = run_with(-1);
+  if (!unlimited.ok()) return;
+  int64_t hi = 0;
+  for (const FusionDecision& d : unlimited->fusion_decisions) hi += d.fused ? 1 : 0;
+  if (hi == 0 || !departs(hi) || departs(0)) return;
+  int64_t lo = 1;  // departs(hi), agrees(lo - 1)
+  while (lo < hi) {
+    const int64_t mid = lo + (hi - lo) / 2;
+    if (departs(mid)) {
+      hi = mid;
+    } else {
+      lo = mid + 1;
+    }
+  }
+  StatusOr<CompiledRun> run = run_with(hi);
+  if (!run.ok()) return;
+  int64_t seen = 0;
+  for (const FusionDecision& d : run->fusion_decisions) {
+    if (!d.fused || ++seen < hi) continue;
+    result.fusion_fuel = hi;
+    result.fusion_decision = fmt::format("fusing %{} into %{} ({}, making %{}), fusion {} of the pass",
+                                         d.producer, d.consumer, d.kind, d.fusion, hi);
+    return;
+  }
+}
+
 // The optimized module with every kernel's result as an output, in program order.
 StatusOr<std::unique_ptr<HloModule>> KernelProbe(const HloModule& optimized,
                                                  std::vector<ProbeOutput>& names) {
@@ -285,6 +336,10 @@ StatusOr<BisectResult> BisectModule(const HloModule& module, std::span<const Lit
                   run->changed_passes.size(), fmt::join(run->changed_passes, ", ")));
   result.disabled = SmallestDisabledSet(module, arguments, reference, options, run->changed_passes,
                                         result);
+  if (std::find(result.disabled.begin(), result.disabled.end(), "fusion") != result.disabled.end()) {
+    say("looking for the fusion decision: a binary search over the fusion pass's fuel");
+    FindFusionDecision(module, arguments, reference, options, result);
+  }
   result.after_text = PrintModule(*run->optimized);
   if (!result.disabled.empty()) {
     CompileSettings settings = options.compile;
@@ -293,10 +348,13 @@ StatusOr<BisectResult> BisectModule(const HloModule& module, std::span<const Lit
       result.before_text = PrintModule(*without->optimized);
     }
   }
-  const std::string avoided =
+  std::string avoided =
       result.disabled.empty()
           ? "no set of passes avoids it"
           : fmt::format("disabling {} avoids it", fmt::join(result.disabled, ", "));
+  if (!result.fusion_decision.empty()) {
+    avoided += fmt::format("; the fusion decision after which it departs: {}", result.fusion_decision);
+  }
   if (kernel) {
     result.kind = CulpritKind::kCodegen;
     result.summary = fmt::format(

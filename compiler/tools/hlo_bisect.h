@@ -12,7 +12,9 @@
 //       its operands agree is the wrong one;
 //     - the smallest set of passes whose disabling makes the compiled result agree, found by
 //       halving the passes that changed the module and then dropping passes one by one (a
-//       handful of compilations, not one per subset).
+//       handful of compilations, not one per subset);
+//     - when fusion is in that set, the one fusion decision that matters: a binary search over
+//       the fusion pass's fuel for the first N fusions after which the result departs.
 //     A wrong kernel is a code generation fault (kCodegen); a compiled result that departs with
 //     no kernel to blame, but agrees without some pass, is that pass doing something the
 //     evaluator cannot see, such as layouts (kPassInvisible).
@@ -66,6 +68,10 @@ struct BisectResult {
   std::string kernel_difference;
   // The smallest set of passes found whose disabling makes the compiled result agree.
   std::vector<std::string> disabled;
+  // When the fusion pass is in that set: the one fusion decision after which the result
+  // departs, found by a binary search over the pass's fuel (at most N fusions), and that N.
+  std::string fusion_decision;
+  int64_t fusion_fuel = -1;
   // kCompileError: the error.
   std::string error;
   // Work done, for the report.

@@ -74,6 +74,7 @@ StatusOr<CompiledRun> CompileAndRun(const HloModule& module, std::span<const Lit
     ASSIGN_OR_RETURN(run.optimized, CloneModule(module));
     optimize.backend = Backend::kGpu;
     ASSIGN_OR_RETURN(OptimizeResult result, OptimizeHloModule(*run.optimized, optimize));
+    run.fusion_decisions = result.fusion_decisions;
     for (const PassEvent& e : result.events) {
       if (e.changed && std::find(run.changed_passes.begin(), run.changed_passes.end(), e.pass) ==
                            run.changed_passes.end()) {
@@ -82,6 +83,7 @@ StatusOr<CompiledRun> CompileAndRun(const HloModule& module, std::span<const Lit
     }
     return run;
   }
+  run.fusion_decisions = optimized->fusion_decisions;
   for (const PassEvent& e : optimized->events) {
     if (e.changed && std::find(run.changed_passes.begin(), run.changed_passes.end(), e.pass) ==
                          run.changed_passes.end()) {

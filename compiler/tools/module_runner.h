@@ -39,6 +39,7 @@ struct CompiledRun {
   Literal result;
   std::unique_ptr<HloModule> optimized;
   std::vector<std::string> changed_passes;  // unique names, in the order they first changed it
+  std::vector<FusionDecision> fusion_decisions;  // of every fusion pass, in the order taken
 };
 
 // Compiles a copy of `module` with `settings` and runs it once on `arguments`.

@@ -56,6 +56,7 @@ TEST_F(BisectReduceCliTest, BisectSaysCodeGenerationForAWrongKernel) {
   ASSERT_EQ(r.exit_code, 0) << r.output;
   EXPECT_THAT(r.output, HasSubstr("culprit: code generation: kernel fusion computes wrong values"));
   EXPECT_THAT(r.output, HasSubstr("disabling fusion avoids it"));
+  EXPECT_THAT(r.output, HasSubstr("the fusion decision after which it departs: fusing %"));
   EXPECT_THAT(r.output, HasSubstr("--reference --tolerance 0.001 --xla_disable_hlo_passes=fusion"));
   EXPECT_TRUE(std::filesystem::exists(dir_ / "xlens-bisect" / "kernel.hlo"));
 }

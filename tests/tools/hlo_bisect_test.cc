@@ -105,6 +105,11 @@ TEST(HloBisectTest, AWrongKernelIsFoundDownstreamOfARightOne) {
   ASSERT_TRUE(result.ok());
   EXPECT_EQ(result->kernel, "fusion.1");
   EXPECT_THAT(result->kernel_text, HasSubstr("exponential"));
+  // Disabling fusion avoids it; of the fusion pass's decisions, the one that makes %fusion.1 is
+  // the first after which the result departs (the fuel search).
+  EXPECT_THAT(result->disabled, ElementsAre("fusion"));
+  EXPECT_THAT(result->fusion_decision, HasSubstr("making %fusion.1"));
+  EXPECT_GT(result->fusion_fuel, 0);
 }
 
 TEST(HloBisectTest, ACleanModuleIsNotReproduced) {
