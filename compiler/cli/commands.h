@@ -165,3 +165,36 @@ struct ClusterArgs {
 int RunCluster(const ClusterArgs& args);
 
 }  // namespace xlens::cli
+
+namespace xlens::cli {
+
+struct BisectArgs {
+  std::string file;
+  std::string inputs;   // DIR of arg0.npy, ... or of a snapshot's NAME.arg0.npy, ...; empty: random
+  std::string backend = "cpu";
+  std::string pipeline;  // comma list of passes to run instead of the backend's pipeline
+  std::string output_dir = "xlens-bisect";
+  double tolerance = 1e-3;
+  uint64_t seed = 42;
+  bool passes_only = false;  // check the passes with the evaluator only; do not compile
+  std::vector<std::string> extra_flags;
+};
+// Finds the pass, or the kernel's code, that makes a module compute something else (xlens bisect):
+// exit 0 with the culprit, 2 when nothing departs, 1 on a user error.
+int RunBisect(const BisectArgs& args);
+
+struct ReduceArgs {
+  std::string file;
+  std::string test;  // crash, miscompare, bisect, or a shell command given the candidate's path
+  double timeout_seconds = 60;      // per test command
+  double time_limit_seconds = 300;  // the whole reduction
+  std::string output;               // empty: NAME.reduced.hlo here
+  std::string backend = "cpu";
+  double tolerance = 1e-3;
+  uint64_t seed = 42;
+  std::vector<std::string> extra_flags;
+};
+// Shrinks a module while the test keeps failing (xlens reduce).
+int RunReduce(const ReduceArgs& args);
+
+}  // namespace xlens::cli

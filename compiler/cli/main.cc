@@ -188,6 +188,48 @@ int main(int argc, char** argv) {
   compile->add_option("-o,--output", compile_args.output, "Write here instead of stdout");
   compile->allow_extras();
 
+  BisectArgs bisect_args;
+  auto* bisect = app.add_subcommand(
+      "bisect", "Find the pass, or the kernel's code, that makes a module compute something else");
+  bisect->add_option("file", bisect_args.file, "HLO text file")->required();
+  bisect->add_option("--inputs", bisect_args.inputs,
+                     "Directory with arg0.npy, ... (or a snapshot's NAME.arg0.npy, ...); default: random");
+  bisect->add_option("--backend", bisect_args.backend, "cpu, gpu or gpu-sim")->capture_default_str();
+  bisect->add_option("--pipeline", bisect_args.pipeline,
+                     "Comma-separated passes to run instead of the backend's pipeline");
+  bisect->add_option("-o,--output", bisect_args.output_dir,
+                     "Directory for the modules before and after the culprit, their diff and the inputs")
+      ->capture_default_str();
+  bisect->add_option("--tolerance", bisect_args.tolerance, "Absolute and relative tolerance")
+      ->check(CLI::Validator(FiniteNonNegative, "TOLERANCE"))
+      ->capture_default_str();
+  bisect->add_option("--seed", bisect_args.seed, "Seed of the random inputs")->check(CLI::Validator(Seed, "SEED"));
+  bisect->add_flag("--passes-only", bisect_args.passes_only,
+                   "Check every pass with the evaluator, but do not compile");
+  bisect->allow_extras();
+
+  ReduceArgs reduce_args;
+  auto* reduce = app.add_subcommand("reduce", "Shrink a module while a test keeps failing on it");
+  reduce->add_option("file", reduce_args.file, "HLO text file")->required();
+  reduce->add_option("--test", reduce_args.test,
+                     "crash, miscompare, bisect, or a shell command that gets the candidate's path "
+                     "({} in it, else appended) and exits non-zero while the bug is there")
+      ->required();
+  reduce->add_option("--timeout", reduce_args.timeout_seconds, "Seconds one run of a test command may take")
+      ->check(CLI::Validator(FiniteNonNegative, "SECONDS"))
+      ->capture_default_str();
+  reduce->add_option("--time-limit", reduce_args.time_limit_seconds,
+                     "Seconds the whole reduction may take (the smallest module so far is the result)")
+      ->check(CLI::Validator(FiniteNonNegative, "SECONDS"))
+      ->capture_default_str();
+  reduce->add_option("-o,--output", reduce_args.output, "Where to write the reduced module (default NAME.reduced.hlo)");
+  reduce->add_option("--backend", reduce_args.backend, "cpu or gpu, for the built-in tests")->capture_default_str();
+  reduce->add_option("--tolerance", reduce_args.tolerance, "Tolerance of --test=miscompare and bisect")
+      ->check(CLI::Validator(FiniteNonNegative, "TOLERANCE"))
+      ->capture_default_str();
+  reduce->add_option("--seed", reduce_args.seed, "Seed of the random inputs")->check(CLI::Validator(Seed, "SEED"));
+  reduce->allow_extras();
+
   TraceSummaryArgs trace_summary_args;
   auto* trace = app.add_subcommand("trace", "Read a Chrome trace (ours, PyTorch's, chrome://tracing's)");
   trace->require_subcommand(1);
@@ -375,6 +417,14 @@ int main(int argc, char** argv) {
     if (*compile) {
       compile_args.extra_flags = compile->remaining();
       return RunCompile(compile_args);
+    }
+    if (*bisect) {
+      bisect_args.extra_flags = bisect->remaining();
+      return RunBisect(bisect_args);
+    }
+    if (*reduce) {
+      reduce_args.extra_flags = reduce->remaining();
+      return RunReduce(reduce_args);
     }
     if (*trace_summary) return RunTraceSummary(trace_summary_args);
     if (*graph_print) return RunGraphPrint(graph_print_args);

@@ -122,6 +122,17 @@ StatusOr<OptimizeResult> OptimizeHloModule(HloModule& module, const OptimizeOpti
       pipeline->AddPass(std::move(pass));
     }
   }
+  if (options.fusion_fuel >= 0) {
+    for (const HloPass* pass : fusion_passes) {
+      // The pipeline owns its passes; the list only points at them, hence the cast.
+      if (auto* fusion = dynamic_cast<InstructionFusion*>(const_cast<HloPass*>(pass))) {
+        fusion->set_fuel(options.fusion_fuel);
+      }
+    }
+  }
+  if (!options.planted.miscompile_after_pass.empty()) {
+    RETURN_IF_ERROR(PlantMiscompileAfter(*pipeline, options.planted.miscompile_after_pass));
+  }
 
   PassRecorder recorder;
   VerifierInstrumentation verifier;
@@ -132,6 +143,9 @@ StatusOr<OptimizeResult> OptimizeHloModule(HloModule& module, const OptimizeOpti
   context.instrumentation.push_back(&recorder);
   if (options.check_changes) context.instrumentation.push_back(&change_check);
   if (options.verify_each_pass) context.instrumentation.push_back(&verifier);
+  for (PassInstrumentation* extra : options.extra_instrumentation) {
+    context.instrumentation.push_back(extra);
+  }
   if (options.dump != nullptr) {
     options.dump->BeginModule(module);
     options.dump->DumpModule(module, kBeforeOptimizations);

@@ -304,6 +304,11 @@ StatusOr<bool> InstructionFusion::GrowConsumer(HloInstruction* consumer,
         if (!verdict.reason.empty()) Record(*producer, *consumer, false, verdict.reason);
         continue;
       }
+      if (fuel_ >= 0 && fused_ >= fuel_) {
+        Record(*producer, *consumer, false, fmt::format("out of fuel (at most {} fusions)", fuel_));
+        continue;
+      }
+      ++fused_;
       FusionPlan plan;
       plan.members = {producer, consumer};
       if (verdict.duplicate) plan.duplicated = {producer};
@@ -368,6 +373,7 @@ StatusOr<bool> InstructionFusion::FuseComputation(HloComputation& computation) {
 
 StatusOr<bool> InstructionFusion::Run(HloModule& module) {
   decisions_.clear();
+  fused_ = 0;
   refusal_index_.clear();
   group_.clear();
   in_place_form_.clear();

@@ -47,6 +47,10 @@ class InstructionFusion : public HloPass {
 
   // The decisions of the last Run, in the order they were taken.
   const std::vector<FusionDecision>& decisions() const { return decisions_; }
+  // At most `fuel` fusions per Run (-1: no limit), as XLA's --xla_fuel gives a pass: a search
+  // over it finds the one fusion decision after which a module goes wrong. Out of fuel, a
+  // fusion is refused with that reason.
+  void set_fuel(int64_t fuel) { fuel_ = fuel; }
 
  private:
   struct Verdict {
@@ -71,6 +75,8 @@ class InstructionFusion : public HloPass {
   FusionBackend backend_;
   FusionLimits limits_;
   std::vector<FusionDecision> decisions_;
+  int64_t fuel_ = -1;
+  int64_t fused_ = 0;  // fusions made in this Run, against fuel_
   // "producer\nconsumer group" -> index in decisions_ of the refusal to replace or withdraw.
   std::unordered_map<std::string, size_t> refusal_index_;
   // A fusion's name -> the name of the instruction it grew from, so that a refusal recorded
