@@ -145,6 +145,11 @@ FlagSpec ListFlag(std::string name, std::vector<std::string> DebugOptions::*fiel
                   [field](const DebugOptions& o) { return JoinList(o.*field); }};
 }
 
+FlagSpec Hidden(FlagSpec spec) {
+  spec.info.hidden = true;
+  return spec;
+}
+
 // TensorFlow's --tf_xla_auto_jit: a level, "single-gpu(N)" or "fusible".
 Status SetAutoJit(DebugOptions& o, std::optional<std::string_view> v) {
   constexpr std::string_view kExpected = "-1, 0, 1, 2, single-gpu(N) or fusible";
@@ -221,6 +226,14 @@ std::vector<FlagSpec> MakeSpecs() {
                  "E,M[:OPCODES]"),
       BoolFlag("xla_gpu_dump_llvmir", &D::xla_gpu_dump_llvmir,
                "Dump the LLVM IR of GPU kernels (ir-no-opt.ll, ir-with-opt.ll)."),
+      Hidden(StringFlag("xla_test_miscompile_after_pass", &D::xla_test_miscompile_after_pass,
+                        "Test only: insert the planted-miscompile pass (adds 1 to the entry's "
+                        "first numeric output) right after the named pass.",
+                        "PASS")),
+      Hidden(StringFlag("xla_test_miscompile_kernel", &D::xla_test_miscompile_kernel,
+                        "Test only: the CPU/GPU kernel of the named HLO instruction adds 1 to "
+                        "every value it stores.",
+                        "HLO_NAME")),
       FlagSpec{{"tf_xla_auto_jit", "string", "",
                 "Auto-clustering: -1 off, 0 as the session config says, 1 on for likely wins, 2 "
                 "on for everything; single-gpu(N) or fusible.",
@@ -317,7 +330,7 @@ std::string UnknownFlag(std::string_view name, Source source) {
   const FlagInfo* best = nullptr;
   int best_distance = 0;
   for (const FlagSpec& spec : Specs()) {
-    if (!Accepts(source, spec.info)) continue;
+    if (!Accepts(source, spec.info) || spec.info.hidden) continue;
     int d = EditDistance(name, spec.info.name);
     if (best == nullptr || d < best_distance) {
       best = &spec.info;
@@ -513,7 +526,9 @@ int EditDistance(std::string_view a, std::string_view b) {
 const std::vector<FlagInfo>& AllFlags() {
   static const std::vector<FlagInfo> flags = [] {
     std::vector<FlagInfo> out;
-    for (const FlagSpec& spec : Specs()) out.push_back(spec.info);
+    for (const FlagSpec& spec : Specs()) {
+      if (!spec.info.hidden) out.push_back(spec.info);
+    }
     return out;
   }();
   return flags;

@@ -49,6 +49,10 @@ struct DebugOptions {
   int64_t xla_backend_optimization_level = 3;
   std::string xla_reduce_precision;  // "E,M" or "E,M:opcode,opcode"; empty: off
   bool xla_gpu_dump_llvmir = false;
+  // Hidden, test-only: plant a known bug so that bisect and reduce can be tested. Insert the
+  // planted-miscompile pass right after this pass; make this kernel's code store wrong values.
+  std::string xla_test_miscompile_after_pass;
+  std::string xla_test_miscompile_kernel;
 
   // --tf_xla_auto_jit: -1 off, 0 as the session config says, 1 and 2 on. "single-gpu(N)"
   // applies level N to single-GPU graphs only; "fusible" is level 1 restricted to fusible ops.
@@ -86,9 +90,10 @@ struct FlagInfo {
   std::string default_value;  // as it would be written after "="
   std::string help;           // one line
   bool tf = false;            // read from TF_XLA_FLAGS rather than XLA_FLAGS
+  bool hidden = false;        // test-only: accepted, but not in help nor suggested
 };
 
-// Every flag, in help order.
+// Every flag users see (hidden test-only flags left out), in help order.
 const std::vector<FlagInfo>& AllFlags();
 
 // Every flag with its type, default and meaning, one per line, plus the environment variables.

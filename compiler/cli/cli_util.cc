@@ -158,6 +158,11 @@ Status SetUpFromFlags(const std::vector<std::string>& extra_flags, std::string_v
                                     debug.xla_disable_hlo_passes.end()};
   setup.optimize.filter.enabled_only = {debug.xla_enable_hlo_passes_only.begin(),
                                         debug.xla_enable_hlo_passes_only.end()};
+  if (!debug.xla_test_miscompile_after_pass.empty()) {
+    RETURN_IF_ERROR(CheckPassNames({debug.xla_test_miscompile_after_pass},
+                                   "--xla_test_miscompile_after_pass"));
+  }
+  setup.optimize.planted = {debug.xla_test_miscompile_after_pass, debug.xla_test_miscompile_kernel};
   if (!debug.xla_reduce_precision.empty()) {
     ASSIGN_OR_RETURN(setup.optimize.reduce_precision,
                      ParseReducePrecisionFlag(debug.xla_reduce_precision));

@@ -122,6 +122,9 @@ StatusOr<OptimizeResult> OptimizeHloModule(HloModule& module, const OptimizeOpti
       pipeline->AddPass(std::move(pass));
     }
   }
+  if (!options.planted.miscompile_after_pass.empty()) {
+    RETURN_IF_ERROR(PlantMiscompileAfter(*pipeline, options.planted.miscompile_after_pass));
+  }
 
   PassRecorder recorder;
   VerifierInstrumentation verifier;

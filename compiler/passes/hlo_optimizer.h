@@ -9,6 +9,7 @@
 
 #include "compiler/passes/buffer_assignment.h"
 #include "compiler/passes/hlo_pipelines.h"
+#include "compiler/passes/planted_miscompile.h"
 #include "dump/dump_context.h"
 
 namespace xlens {
@@ -33,6 +34,8 @@ struct OptimizeOptions {
   // ("sm_8.0_gpu_after_optimizations").
   int gpu_major = 9;
   int gpu_minor = 0;
+  // Test-only faults (hidden --xla_test_miscompile_* flags); the compilers read the kernel one.
+  PlantedBugs planted;
 };
 
 struct OptimizeResult {

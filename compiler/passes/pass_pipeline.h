@@ -52,6 +52,8 @@ class HloPassPipeline : public HloPass {
   StatusOr<bool> Run(HloModule& module, PipelineContext& context);
 
   const std::vector<std::unique_ptr<HloPass>>& passes() const { return passes_; }
+  // For inserting a pass into a built pipeline (test-only planted passes).
+  std::vector<std::unique_ptr<HloPass>>& mutable_passes() { return passes_; }
   // The names of every leaf pass, in order, nested pipelines flattened (for --list-passes).
   std::vector<std::string> LeafPassNames() const;
 

@@ -29,9 +29,10 @@ StatusOr<std::shared_ptr<Executable>> CompilationCache::GetOrCompile(const HloMo
   const std::string shapes = ArgumentShapes(module);
   const auto& filter = options.optimize.filter;
   const std::string flags = fmt::format(
-      "O{} disabled={} only={}", options.opt_level,
+      "O{} disabled={} only={} planted={}/{}", options.opt_level,
       fmt::join(filter.disabled.begin(), filter.disabled.end(), ","),
-      fmt::join(filter.enabled_only.begin(), filter.enabled_only.end(), ","));
+      fmt::join(filter.enabled_only.begin(), filter.enabled_only.end(), ","),
+      options.optimize.planted.miscompile_after_pass, options.optimize.planted.miscompile_kernel);
   const std::string key = fmt::format("{:016x}|{}|{}", std::hash<std::string>()(text), shapes, flags);
   if (auto it = executables_.find(key); it != executables_.end()) {
     ++hits_;

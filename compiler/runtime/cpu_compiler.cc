@@ -11,6 +11,7 @@
 #include <llvm/IR/Module.h>
 
 #include "compiler/codegen/kernel_emitter.h"
+#include "compiler/codegen/planted_kernel_fault.h"
 #include "compiler/hlo/hlo_cost_analysis.h"
 #include "compiler/runtime/control_flow_thunks.h"
 #include "compiler/runtime/library_thunks.h"
@@ -90,6 +91,9 @@ Status ExecutableBuilder::EmitComputation(const HloComputation& computation,
     if (!codegen::IsKernelInstruction(*hlo) || IsEigenDot(*hlo) || IsEigenConvolution(*hlo)) continue;
     auto spec = codegen::EmitKernel(*hlo, codegen::UniqueKernelName(hlo->name(), symbols_), *llvm_module_);
     if (!spec.ok()) return spec.status().WithContext(hlo->name());
+    if (codegen::IsPlantedKernel(options_.optimize.planted.miscompile_kernel, *hlo, *spec)) {
+      codegen::PlantKernelFault(*hlo, *spec, *llvm_module_);
+    }
     scratch_bytes_ = std::max(scratch_bytes_, spec->scratch_bytes);
     kernels_[hlo] = std::move(*spec);
   }

@@ -8,6 +8,7 @@
 #include <llvm/Support/raw_ostream.h>
 
 #include "compiler/codegen/kernel_emitter.h"
+#include "compiler/codegen/planted_kernel_fault.h"
 
 namespace xlens::runtime {
 namespace {
@@ -71,6 +72,9 @@ StatusOr<GpuCompilation> CompileForGpuToPtx(std::unique_ptr<HloModule> module,
       const std::string name = codegen::UniqueKernelName(hlo->name(), symbols);
       auto spec = codegen::EmitKernel(*hlo, name, llvm_module, codegen::KernelTarget::kGpu);
       if (!spec.ok()) return spec.status().WithContext(hlo->name());
+      if (codegen::IsPlantedKernel(options.optimize.planted.miscompile_kernel, *hlo, *spec)) {
+        codegen::PlantKernelFault(*hlo, *spec, llvm_module);
+      }
       for (const codegen::KernelPhase& phase : spec->phases) {
         result.kernels.push_back({phase.function_name, hlo->name(), phase.blocks,
                                   phase.threads_per_block});
