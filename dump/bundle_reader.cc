@@ -128,7 +128,18 @@ StatusOr<UnpackedBundle> UnpackBundle(const std::string& path, const std::string
   const std::string shown = DisplayPath(path);
   std::set<std::string> names, made_directories;
   std::vector<std::string> files;
-  auto check = [&](const TarHeader& header) -> Status {
+  // `tar czf B -C DIR .` names members ./manifest.json, and the root "./": a bundle repacked by
+  // hand reads like one written by xlens.
+  auto normalized = [](std::string name) {
+    while (name.starts_with("./")) name.erase(0, 2);
+    return name;
+  };
+  auto check = [&](const TarHeader& original) -> Status {
+    TarHeader header = original;
+    header.name = normalized(header.name);
+    if (header.kind == TarMemberKind::kDirectory && (header.name.empty() || header.name == ".")) {
+      return OkStatus();
+    }
     const std::string why = CheckBundleMemberName(header.name);
     if (!why.empty()) {
       return Error(fmt::format("{}: member {} refused: {}", shown, DisplayPath(header.name), why));
@@ -147,16 +158,14 @@ StatusOr<UnpackedBundle> UnpackBundle(const std::string& path, const std::string
       return Error(fmt::format("{}: member {} refused: a second member of the same name", shown,
                                DisplayPath(header.name)));
     }
-    if (header.kind == TarMemberKind::kDirectory) {
-      // Made when a file inside needs it; a later file of the same name is then refused.
-      return OkStatus();
-    }
+    // A directory is made when a file inside needs it; a later file of its name is refused above.
     return OkStatus();
   };
   auto take = [&](const TarHeader& header, std::string contents) -> Status {
-    Status written = WriteMember(directory.path(), header.name, contents, made_directories);
+    const std::string name = normalized(header.name);
+    Status written = WriteMember(directory.path(), name, contents, made_directories);
     if (!written.ok()) return written.WithContext(shown);
-    files.push_back(header.name);
+    files.push_back(name);
     return OkStatus();
   };
   TarReadLimits limits;
@@ -167,8 +176,10 @@ StatusOr<UnpackedBundle> UnpackBundle(const std::string& path, const std::string
     return Error(fmt::format("{}: not an xlens bundle: it has no manifest.json", shown));
   }
   UnpackedBundle bundle{std::move(directory), {}, std::move(files), false, {}};
-  StatusOr<Manifest> manifest =
-      ReadManifest(bundle.directory.path() + "/" + std::string(kManifestFileName));
+  // Parsed from the text, so that messages name the bundle's member rather than the private copy.
+  ASSIGN_OR_RETURN(std::string manifest_text,
+                   ReadFile(bundle.directory.path() + "/" + std::string(kManifestFileName)));
+  StatusOr<Manifest> manifest = ParseManifest(manifest_text);
   if (!manifest.ok()) {
     return Error(fmt::format("{}: its manifest.json: {}", shown, manifest.status().message()));
   }

@@ -134,7 +134,7 @@ Status ReadTarGz(const std::string& path, const TarReadLimits& limits,
   archive_read_support_filter_none(a);
   archive_read_support_format_tar(a);
   if (archive_read_open_fd(a, file.fd(), 64 * 1024) != ARCHIVE_OK) {
-    return Error(fmt::format("{}: not a .tar.gz: {}", shown, ArchiveError(a)));
+    return Error(fmt::format("{}: cannot be read as a .tar.gz: {}", shown, ArchiveError(a)));
   }
   int64_t total = 0, count = 0;
   std::string last = "the start";

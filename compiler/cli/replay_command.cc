@@ -149,12 +149,12 @@ Comparison Compare(const std::vector<const Literal*>& expected,
   return out;
 }
 
+// "out0", "out0 (and 2 other outputs)": the subject of the verdict.
 std::string Where(const Comparison& c) {
-  std::string more = c.leaves_differing > 1
-                         ? fmt::format(" (and {} more outputs)", c.leaves_differing - 1)
-                         : "";
   if (c.first_leaf < 0) return "the outputs (" + c.detail + ")";
-  return fmt::format("out{}{}", c.first_leaf, more);
+  const int64_t others = c.leaves_differing - 1;
+  if (others == 0) return fmt::format("out{}", c.first_leaf);
+  return fmt::format("out{} (and {} other output{})", c.first_leaf, others, others == 1 ? "" : "s");
 }
 
 }  // namespace
