@@ -141,9 +141,13 @@ StatusOr<Bundle> MakeBundle(const BundleOptions& options) {
   std::set<std::string> members;
   // Manifest path -> member name; absent: left out.
   std::map<std::string, std::string> kept;
+  // Files the manifest lists more than once (every kernel names the module's IR) are taken, or
+  // reported, once.
+  std::set<std::string> seen;
   auto add_file = [&](const std::string& listed, const std::filesystem::path& source,
                       const std::string& member, Part part) {
-    if (kept.count(listed) || members.count(member)) {
+    if (!seen.insert(listed).second) return;
+    if (members.count(member)) {
       kept[listed] = member;
       return;
     }
@@ -165,6 +169,7 @@ StatusOr<Bundle> MakeBundle(const BundleOptions& options) {
   };
   auto add_listed = [&](const std::string& listed, Part part) {
     if (!IsPlainRelative(listed)) {
+      if (!seen.insert(listed).second) return;
       bundle.dropped.push_back(fmt::format(
           "{} (the manifest names a file outside the dump directory)", DisplayPath(listed)));
       return;

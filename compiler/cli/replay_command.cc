@@ -34,11 +34,10 @@ namespace {
 constexpr int kReproduced = 0;
 constexpr int kNotReproduced = 2;
 
-// 0.031 -> "3.1e-2".
+// 0.031 -> "3.1e-2", 0.25 -> "0.25", 1 -> "1": differences as the examples write them.
 std::string Magnitude(double value) {
-  std::string text = fmt::format("{:.2g}", value);
-  if (text.find('e') == std::string::npos && (value >= 1e-3 || value == 0)) return text;
-  text = fmt::format("{:.1e}", value);
+  if (value == 0 || (value >= 0.1 && value < 1000)) return fmt::format("{:.2g}", value);
+  std::string text = fmt::format("{:.1e}", value);
   const size_t e = text.find('e');
   std::string mantissa = text.substr(0, e), exponent = text.substr(e + 1);
   const bool negative = exponent[0] == '-';

@@ -171,6 +171,9 @@ TEST_F(BundleReaderTest, TheWriterTakesOnlyFilesInsideTheDumpDirectory) {
   module.name = "m";
   module.files = {"module_0001.m.before_optimizations.txt", "../secret.txt",
                   (root_ / "secret.txt").string(), "missing.txt"};
+  // Every kernel lists the module's files again: they are taken, or reported, once.
+  module.kernels.push_back({"k1", "", "", "", {}, "", "", {"missing.txt", "../secret.txt"}});
+  module.kernels.push_back({"k2", "", "", "", {}, "", "", {"missing.txt"}});
   std::ofstream(dump / "manifest.json") << ManifestToJson(manifest);
   BundleOptions options;
   options.dump_dir = dump.string();
@@ -185,6 +188,7 @@ TEST_F(BundleReaderTest, TheWriterTakesOnlyFilesInsideTheDumpDirectory) {
   EXPECT_NE(dropped.find("../secret.txt (the manifest names a file outside"), std::string::npos)
       << dropped;
   EXPECT_NE(dropped.find("missing.txt"), std::string::npos) << dropped;
+  EXPECT_EQ(bundle->dropped.size(), 3u) << "each once:\n" << dropped;
   // The bundle's manifest lists what it holds, nothing else.
   const std::string path = WriteBytes("b.tar.gz", bundle->bytes);
   auto unpacked = UnpackBundle(path, parent_.string());
