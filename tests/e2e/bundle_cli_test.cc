@@ -297,6 +297,40 @@ TEST_F(BundleCliTest, AWrongRecordingIsNotReproducedAndADamagedOneIsRefused) {
       << r.output;
 }
 
+TEST_F(BundleCliTest, TheClusteringGraphsComeWithGraphsAndTheManifestPointsAtThem) {
+  const std::string sample = std::string(XLENS_SOURCE_DIR) + "/samples/graphs/linreg_tf1";
+  const std::string graphs = (dir_ / "graphs").string();
+  RunResult run = RunXlens("graph run " + sample + "/graph.pbtxt --init init --feed x_observed=" +
+                           sample + "/x_observed.npy --feed y_observed=" + sample +
+                           "/y_observed.npy --fetch Mean --target GradientDescent --steps 1"
+                           " --jit=auto --jit-level=ON_1 --tf_xla_cpu_global_jit --xla_dump_to=" +
+                           dump_ + " --tf_dump_graph_prefix=" + graphs + " --tf_xla_clustering_debug");
+  ASSERT_EQ(run.exit_code, 0) << run.output;
+  // Without --graphs the graphs outside the dump are named as left out, with the way to add them.
+  RunResult r = Bundle((dir_ / "without.tar.gz").string());
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  EXPECT_NE(r.output.find("add its directory with --graphs DIR"), std::string::npos) << r.output;
+  const std::string bundle = (dir_ / "with.tar.gz").string();
+  r = Bundle(bundle, "--graphs " + graphs);
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  std::set<std::string> names = TarListing(bundle);
+  for (const auto& entry : fs::directory_iterator(graphs)) {
+    EXPECT_TRUE(names.count("graphs/" + entry.path().filename().string())) << entry.path();
+  }
+  json manifest = json::parse(TarMember(bundle, "manifest.json"));
+  ASSERT_FALSE(manifest["graphs"].empty());
+  int listed = 0;
+  for (const json& graph : manifest["graphs"]) {
+    for (const json& stage : graph["stages"]) {
+      for (const json& file : stage["files"]) {
+        EXPECT_TRUE(names.count(file.get<std::string>())) << file;
+        ++listed;
+      }
+    }
+  }
+  EXPECT_GE(listed, 6);
+}
+
 TEST_F(BundleCliTest, UserErrorsAreOneLineAndExitOne) {
   RunResult r = RunXlens("bundle " + (dir_ / "nowhere").string());
   EXPECT_EQ(r.exit_code, 1) << r.output;
