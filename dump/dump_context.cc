@@ -14,6 +14,7 @@
 #include "compiler/support/terminal_text.h"
 #include "dump/dump_names.h"
 #include "dump/graphviz.h"
+#include "dump/hlo_snapshot.h"
 #include "dump/html_page.h"
 
 namespace xlens {
@@ -64,6 +65,16 @@ std::optional<DumpRegex> CompileRegex(const std::string& pattern, std::string_vi
                                  flag, DisplayText(pattern), regex.status().message()));
   // "[^\x00-\x{10FFFF}]" matches no character, so it matches no name.
   return *DumpRegex::Compile("[^\\x00-\\x{10FFFF}]");
+}
+
+std::mutex& CommandLineMutex() {
+  static std::mutex mu;
+  return mu;
+}
+
+std::vector<std::string>& CommandLine() {
+  static auto* command_line = new std::vector<std::string>();
+  return *command_line;
 }
 
 int64_t NowMicros() {
@@ -148,6 +159,19 @@ DumpContext::ModuleState& DumpContext::StateFor(const HloModule& module) {
     }
     ids.next_id = std::max(ids.next_id, state.id + 1);
     state.dumped = wanted && !over_limit;
+    if (state.dumped && manifest_) {
+      ManifestInvocation invocation;
+      {
+        std::lock_guard command_line_lock(CommandLineMutex());
+        invocation.command_line = CommandLine();
+      }
+      invocation.backend = backend_;
+      FlagStrings flags = DebugOptionsToFlags(options_);
+      invocation.xla_flags = std::move(flags.xla_flags);
+      invocation.tf_xla_flags = std::move(flags.tf_xla_flags);
+      manifest_->SetInvocation(state.id, std::move(invocation));
+      manifest_dirty_ = true;
+    }
     if (state.dumped) ids.dumped.insert(state.id);
   }
   if (over_limit) {
@@ -300,6 +324,53 @@ std::string DumpContext::DumpText(const HloModule& module, std::string_view suff
   return *written;
 }
 
+void DumpContext::SetBackend(std::string backend) {
+  std::lock_guard lock(mu_);
+  backend_ = std::move(backend);
+}
+
+bool DumpContext::WantsExecution(const HloModule& module) {
+  if (!options_.xla_dump_hlo_snapshots || !enabled() || dumping_to_stdout()) return false;
+  std::lock_guard lock(mu_);
+  const ModuleState& state = StateFor(module);
+  const int64_t limit = options_.xla_dump_max_hlo_snapshots;
+  return state.dumped && (limit < 0 || state.executions < limit);
+}
+
+std::vector<std::string> DumpContext::DumpExecution(const HloModule& module,
+                                                    const std::vector<Literal>& arguments,
+                                                    const Literal& result) {
+  if (!WantsExecution(module)) return {};
+  std::lock_guard lock(mu_);
+  ModuleState& state = StateFor(module);
+  const int64_t execution = ++state.executions;
+  StatusOr<std::vector<SnapshotTensor>> tensors = SerializeExecution(execution, arguments, result);
+  if (!tensors.ok()) {
+    Warn(fmt::format("no snapshot of module {} (--xla_dump_hlo_snapshots): {}", module.name(),
+                     tensors.status().message()));
+    return {};
+  }
+  ManifestExecution record;
+  record.execution = execution;
+  std::vector<std::string> files;
+  for (const SnapshotTensor& tensor : *tensors) {
+    std::optional<std::string> written =
+        Emit(NameFor(module, state, tensor.suffix, false), tensor.npy, false);
+    if (!written) return files;  // counted and reported by Emit; the manifest lists none of them
+    files.push_back(*written);
+    ManifestTensor entry{*written, tensor.shape, SnapshotChecksum(tensor.npy),
+                         static_cast<int64_t>(tensor.npy.size())};
+    const bool is_result = tensor.suffix.find(".out") != std::string::npos;
+    (is_result ? record.results : record.arguments).push_back(std::move(entry));
+  }
+  if (manifest_) {
+    manifest_->AddExecution(state.id, std::move(record));
+    manifest_dirty_ = true;
+    WriteManifest();
+  }
+  return files;
+}
+
 void DumpContext::RecordStage(const HloModule& module, ManifestStage stage) {
   std::lock_guard lock(mu_);
   ModuleState& state = StateFor(module);
@@ -429,6 +500,11 @@ std::string DumpContext::Summary() const {
   }
   return fmt::format("dumped {} to {}{} (manifest.json lists {})", files, dir, failed,
                      failed_writes_ == 0 ? "every file" : "the files written");
+}
+
+void SetDumpCommandLine(std::vector<std::string> arguments) {
+  std::lock_guard lock(CommandLineMutex());
+  CommandLine() = std::move(arguments);
 }
 
 std::string StripHloMetadata(std::string_view hlo_text) {

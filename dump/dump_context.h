@@ -104,6 +104,20 @@ class DumpContext {
   // module_0001.NAME.SUFFIX. Returns the file name, or empty when nothing was written to a file.
   std::string DumpText(const HloModule& module, std::string_view suffix, std::string_view text);
 
+  // The backend the modules are compiled for ("cpu", "gpu"), recorded with each module's
+  // invocation in the manifest; call it before the first module begins.
+  void SetBackend(std::string backend);
+  // --xla_dump_hlo_snapshots: whether the next execution of `module` is to be recorded (snapshots
+  // on, the module dumped to a directory, fewer than --xla_dump_max_hlo_snapshots recorded), so a
+  // caller fetches the results only when they are wanted.
+  bool WantsExecution(const HloModule& module);
+  // Writes the arguments and results of one execution as .npy beside the module's dumps
+  // (hlo_snapshot.h) and lists them in the manifest with their shapes and checksums. Does nothing
+  // when WantsExecution is false; a snapshot that cannot be written is a warning. Returns the files.
+  std::vector<std::string> DumpExecution(const HloModule& module,
+                                         const std::vector<Literal>& arguments,
+                                         const Literal& result);
+
   // Records a stage or kernel of a dumped module in the manifest.
   void RecordStage(const HloModule& module, ManifestStage stage);
   void RecordKernel(const HloModule& module, ManifestKernel kernel);
@@ -133,6 +147,7 @@ class DumpContext {
     bool dumped = false;
     std::string timestamp;
     int64_t next_step = 0;
+    int64_t executions = 0;  // snapshots written
   };
 
   ModuleState& StateFor(const HloModule& module);  // requires mu_
@@ -154,6 +169,7 @@ class DumpContext {
 
   DebugOptions options_;
   DumpContextOptions context_options_;
+  std::string backend_;
   std::string dump_to_;
   bool as_text_ = false;
   std::optional<DumpRegex> module_re_;
@@ -175,6 +191,10 @@ class DumpContext {
   size_t manifest_warnings_taken_ = 0;
   std::vector<std::string> warnings_;
 };
+
+// The process's command line, recorded with every module dumped afterwards (the manifest's
+// "invocation"), so a bug bundle says how its modules were compiled. main() sets it once.
+void SetDumpCommandLine(std::vector<std::string> arguments);
 
 // Removes the ", metadata={...}" attributes from HLO text (for --xla_dump_disable_metadata).
 std::string StripHloMetadata(std::string_view hlo_text);

@@ -201,6 +201,14 @@ std::vector<FlagSpec> MakeSpecs() {
                "Prefix HLO dump file names with the module's compile time in microseconds."),
       IntFlag("xla_dump_max_hlo_modules", &D::xla_dump_max_hlo_modules,
               "Dump at most this many modules into the directory; -1 means no limit.", -1),
+      BoolFlag("xla_dump_hlo_snapshots", &D::xla_dump_hlo_snapshots,
+               "Write the arguments and results of every execution of a dumped module as .npy "
+               "beside its dumps (module_0001.NAME.execution_0001.arg0.npy, ...), listed in "
+               "manifest.json."),
+      IntFlag("xla_dump_max_hlo_snapshots", &D::xla_dump_max_hlo_snapshots,
+              "With --xla_dump_hlo_snapshots: at most this many executions per module; -1 means "
+              "no limit.",
+              -1),
       BoolFlag("xla_dump_disable_metadata", &D::xla_dump_disable_metadata,
                "Leave metadata={...} out of dumped HLO text."),
       BoolFlag("xla_hlo_profile", &D::xla_hlo_profile,
@@ -291,7 +299,6 @@ std::optional<std::string> UnsupportedHint(std::string_view name) {
   static const std::pair<std::string_view, std::string_view> kHints[] = {
       {"xla_dump_hlo_as_proto", "HLO protos are not written; use --xla_dump_hlo_as_text"},
       {"xla_dump_hlo_as_url", "there is no graph server; use --xla_dump_hlo_as_html"},
-      {"xla_dump_hlo_snapshots", "snapshots are not written; dumped .txt modules replay"},
       {"xla_dump_hlo_as_long_text", "the .txt dump is always the long form"},
       {"xla_generate_hlo_graph",
        "it was removed from XLA; use --xla_dump_to=DIR --xla_dump_hlo_as_dot "
@@ -599,6 +606,12 @@ StatusOr<DebugOptions> ParseDebugOptions(const FlagEnvironment& environment,
 StatusOr<DebugOptions> DebugOptionsFromEnvironment(
     const std::vector<std::string>& command_line_flags) {
   return ParseDebugOptions(ReadFlagEnvironment(), command_line_flags);
+}
+
+std::vector<std::pair<std::string, std::string>> DebugOptionsValues(const DebugOptions& options) {
+  std::vector<std::pair<std::string, std::string>> out;
+  for (const FlagSpec& spec : Specs()) out.emplace_back(spec.info.name, spec.get(options));
+  return out;
 }
 
 FlagStrings DebugOptionsToFlags(const DebugOptions& options) {

@@ -19,6 +19,7 @@
 #include <cstdint>
 #include <string>
 #include <string_view>
+#include <utility>
 #include <vector>
 
 #include "compiler/support/status.h"
@@ -37,6 +38,10 @@ struct DebugOptions {
   std::string xla_dump_hlo_module_re;
   bool xla_dump_include_timestamp = false;
   int64_t xla_dump_max_hlo_modules = -1;
+  // Every execution of a dumped module writes its arguments and results as .npy beside its dumps,
+  // up to xla_dump_max_hlo_snapshots executions per module (-1: all).
+  bool xla_dump_hlo_snapshots = false;
+  int64_t xla_dump_max_hlo_snapshots = 4;
   bool xla_dump_disable_metadata = false;
   bool xla_hlo_profile = false;
   std::vector<std::string> xla_disable_hlo_passes;
@@ -127,6 +132,10 @@ struct FlagStrings {
   std::string tf_xla_flags;
 };
 FlagStrings DebugOptionsToFlags(const DebugOptions& options);
+
+// Every flag and its value in `options`, in help order, as it would be written after "=" (for
+// the environment of a bug bundle: every flag in effect, defaults included).
+std::vector<std::pair<std::string, std::string>> DebugOptionsValues(const DebugOptions& options);
 
 // Levenshtein distance, used for "did you mean".
 int EditDistance(std::string_view a, std::string_view b);

@@ -75,6 +75,30 @@ Json ModuleToJson(const ManifestModule& module) {
     }
     out["fusion_decisions"] = std::move(decisions);
   }
+  if (!module.invocation.empty()) {
+    const ManifestInvocation& i = module.invocation;
+    out["invocation"] = Json{{"command_line", StringList(i.command_line)},
+                             {"backend", i.backend},
+                             {"xla_flags", i.xla_flags},
+                             {"tf_xla_flags", i.tf_xla_flags}};
+  }
+  if (!module.executions.empty()) {
+    auto tensors = [](const std::vector<ManifestTensor>& list) {
+      Json out = Json::array();
+      for (const ManifestTensor& t : list) {
+        out.push_back(Json{{"file", t.file}, {"shape", t.shape}, {"checksum", t.checksum},
+                           {"bytes", t.bytes}});
+      }
+      return out;
+    };
+    Json executions = Json::array();
+    for (const ManifestExecution& e : module.executions) {
+      executions.push_back(Json{{"execution", e.execution},
+                                {"arguments", tensors(e.arguments)},
+                                {"results", tensors(e.results)}});
+    }
+    out["executions"] = std::move(executions);
+  }
   return out;
 }
 
@@ -272,8 +296,29 @@ Status ReadModule(const Fields& f, ManifestModule& m) {
   RETURN_IF_ERROR(f.Objects("kernels", false, [&](const Fields& item) {
     return ReadKernel(item, m.kernels.emplace_back());
   }));
-  return f.Objects("fusion_decisions", false, [&](const Fields& item) {
+  RETURN_IF_ERROR(f.Objects("fusion_decisions", false, [&](const Fields& item) {
     return ReadFusionDecision(item, m.fusion_decisions.emplace_back());
+  }));
+  RETURN_IF_ERROR(f.Object("invocation", [&](const Fields& i) {
+    RETURN_IF_ERROR(i.Strings("command_line", m.invocation.command_line));
+    RETURN_IF_ERROR(i.String("backend", false, m.invocation.backend));
+    RETURN_IF_ERROR(i.String("xla_flags", false, m.invocation.xla_flags));
+    return i.String("tf_xla_flags", false, m.invocation.tf_xla_flags);
+  }));
+  return f.Objects("executions", false, [&](const Fields& item) {
+    ManifestExecution& e = m.executions.emplace_back();
+    RETURN_IF_ERROR(item.Int("execution", true, e.execution));
+    auto tensors = [](std::vector<ManifestTensor>& list) {
+      return [&list](const Fields& t) {
+        ManifestTensor& tensor = list.emplace_back();
+        RETURN_IF_ERROR(t.String("file", true, tensor.file));
+        RETURN_IF_ERROR(t.String("shape", false, tensor.shape));
+        RETURN_IF_ERROR(t.String("checksum", false, tensor.checksum));
+        return t.Int("bytes", false, tensor.bytes);
+      };
+    };
+    RETURN_IF_ERROR(item.Objects("arguments", false, tensors(e.arguments)));
+    return item.Objects("results", false, tensors(e.results));
   });
 }
 
@@ -439,6 +484,14 @@ void ManifestWriter::AddKernel(int64_t module_id, ManifestKernel kernel) {
     return;
   }
   ModuleWithId(module_id).kernels.push_back(std::move(kernel));
+}
+
+void ManifestWriter::SetInvocation(int64_t module_id, ManifestInvocation invocation) {
+  ModuleWithId(module_id).invocation = std::move(invocation);
+}
+
+void ManifestWriter::AddExecution(int64_t module_id, ManifestExecution execution) {
+  ModuleWithId(module_id).executions.push_back(std::move(execution));
 }
 
 void ManifestWriter::AddFusionDecision(int64_t module_id, ManifestFusionDecision decision) {

@@ -9,7 +9,10 @@
 //     "kernels": [{"name", "fusion_kind", "hlo_instruction", "fusion_computation",
 //                  "op_names", "created_by_pass", "launch", "files"}, ...],
 //     "fusion_decisions": [{"step", "pass", "producer", "consumer", "fused", "kind",
-//                           "fusion", "reason"}, ...]}],
+//                           "fusion", "reason"}, ...],
+//     "invocation": {"command_line": [...], "backend", "xla_flags", "tf_xla_flags"},
+//     "executions": [{"execution": 1, "arguments": [{"file", "shape", "checksum", "bytes"}],
+//                     "results": [...]}]}],
 //    "graphs": [{"process", "id", "name",
 //                "stages": [{"name": "mark_for_compilation", "files": [...]}, ...],
 //                "clusters": [{"name": "cluster_0", "nodes": [...], "declustered": [...],
@@ -105,6 +108,33 @@ struct ManifestKernel {
   bool operator==(const ManifestKernel&) const = default;
 };
 
+// One tensor of an execution snapshot (--xla_dump_hlo_snapshots): a .npy file beside the dumps.
+struct ManifestTensor {
+  std::string file;
+  std::string shape;     // "f32[2,3]", as the HLO printer writes it (without the layout)
+  std::string checksum;  // "crc32:0a1b2c3d" of the file's bytes
+  int64_t bytes = 0;     // the file's size
+  bool operator==(const ManifestTensor&) const = default;
+};
+
+// One execution of a module: its arguments and results (tuple leaves in order).
+struct ManifestExecution {
+  int64_t execution = 0;  // 1 for the first execution of the module
+  std::vector<ManifestTensor> arguments;
+  std::vector<ManifestTensor> results;
+  bool operator==(const ManifestExecution&) const = default;
+};
+
+// How the module was compiled: what a replay needs to compile it the same way.
+struct ManifestInvocation {
+  std::vector<std::string> command_line;  // the process's arguments
+  std::string backend;                    // "cpu", "gpu", ...; empty when unknown
+  std::string xla_flags;                  // the XLA flags in effect that differ from defaults
+  std::string tf_xla_flags;               // the same for TF_XLA_FLAGS
+  bool empty() const { return command_line.empty() && backend.empty() && xla_flags.empty() && tf_xla_flags.empty(); }
+  bool operator==(const ManifestInvocation&) const = default;
+};
+
 struct ManifestModule {
   int64_t id = 0;
   std::string name;
@@ -112,6 +142,8 @@ struct ManifestModule {
   std::vector<ManifestStage> stages;
   std::vector<ManifestKernel> kernels;
   std::vector<ManifestFusionDecision> fusion_decisions;
+  ManifestInvocation invocation;              // "invocation"; absent when empty
+  std::vector<ManifestExecution> executions;  // "executions"; absent when empty
   bool operator==(const ManifestModule&) const = default;
 };
 
@@ -183,6 +215,8 @@ class ManifestWriter {
   void AddStage(int64_t module_id, ManifestStage stage);
   void AddKernel(int64_t module_id, ManifestKernel kernel);
   void AddFusionDecision(int64_t module_id, ManifestFusionDecision decision);
+  void SetInvocation(int64_t module_id, ManifestInvocation invocation);
+  void AddExecution(int64_t module_id, ManifestExecution execution);
   // Adds (or replaces) a clustered graph, keyed by process and id.
   void AddGraph(ManifestGraph graph);
   // Records that `cluster` compiled to `module`, in the latest graph of ours holding the cluster;

@@ -2,7 +2,7 @@
 # Fuzzes the readers with libFuzzer (clang, AddressSanitizer, UndefinedBehaviorSanitizer).
 #   scripts/fuzz.sh [SECONDS]                  fuzz the HLO parser for SECONDS (default 300)
 #   scripts/fuzz.sh --target T [SECONDS]       fuzz another reader instead (hlo, trace, npy,
-#                                              manifest, flags, graphdef, outline)
+#                                              manifest, flags, graphdef, outline, bundle)
 #   scripts/fuzz.sh --smoke                    a short run of every target for the test suite
 # Findings go to out/fuzz/findings/. The HLO seeds are every HLO file of the tests plus
 # ../shared/corpus/hlo when it is there; the trace seeds are the traces of tests/profiler/testdata,
@@ -11,14 +11,15 @@
 # written below (the first byte says where the flags go: see tests/fuzz/flags_parser_fuzz.cc); the
 # GraphDef seeds are the small TensorFlow graphs of ../shared/corpus/tf and the broken GraphDefs of
 # tests/graph/testdata (the first byte says binary or text: see tests/fuzz/graphdef_fuzz.cc); the
-# outline seeds (the viewer's HLO reader) are the HLO files and the viewer's broken HLO.
+# outline seeds (the viewer's HLO reader) are the HLO files and the viewer's broken HLO; the bundle
+# seeds are the broken bundles of tests/dump/testdata/broken_bundles plus two good ones.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 seconds=300
 targets=hlo
 while [ $# -gt 0 ]; do
   case "$1" in
-    --smoke) seconds=smoke; targets="hlo trace npy manifest flags graphdef outline" ;;
+    --smoke) seconds=smoke; targets="hlo trace npy manifest flags graphdef outline bundle" ;;
     --target) targets=$2; shift ;;
     *) seconds=$1 ;;
   esac
@@ -49,7 +50,8 @@ for target in $targets; do
     flags) binary=flags_parser_fuzz; smoke=10; max_len=4096 ;;
     graphdef) binary=graphdef_fuzz; smoke=20; max_len=65536 ;;
     outline) binary=hlo_outline_fuzz; smoke=10; max_len=65536 ;;
-    *) echo "fuzz: unknown target '$target' (expected hlo, trace, npy, manifest, flags, graphdef or outline)" >&2; exit 1 ;;
+    bundle) binary=bundle_reader_fuzz; smoke=10; max_len=65536 ;;
+    *) echo "fuzz: unknown target '$target' (expected hlo, trace, npy, manifest, flags, graphdef, outline or bundle)" >&2; exit 1 ;;
   esac
   time_limit=$seconds
   if [ "$seconds" = smoke ]; then time_limit=$smoke; fi
@@ -79,6 +81,23 @@ JSON
     printf '1--xla_dump_to="a b"\n--xla_disable_hlo_passes=cse,dce\n  --xla_dump_hlo_module_re=^cluster\n' >$seeds/file
     printf "2--tf_xla_auto_jit=single-gpu(2) --tf_xla_min_cluster_size=2 --tf_xla_clustering_debug" >$seeds/tf
     printf "3--xla_backend_optimization_level=1\n--xla_reduce_precision=5,10:add\n--xla_dump_to='x\\y'" >$seeds/cli
+  elif [ "$target" = bundle ]; then
+    cp tests/dump/testdata/broken_bundles/*.tar.gz $seeds/
+    # Two good bundles: what `xlens bundle` writes, and a hand-packed one with ./ names.
+    python3 - "$seeds" <<'PY'
+import gzip, io, sys, tarfile
+def pack(members, prefix=""):
+    raw = io.BytesIO()
+    with tarfile.open(fileobj=raw, mode="w", format=tarfile.PAX_FORMAT) as tar:
+        for name, data in members:
+            info = tarfile.TarInfo(prefix + name); info.size = len(data); tar.addfile(info, io.BytesIO(data))
+    return gzip.compress(raw.getvalue(), mtime=0)
+members = [("manifest.json", b'{"format": 1, "modules": [{"id": 1, "name": "m", "files": ["module_0001.m.before_optimizations.txt"]}]}'),
+           ("environment.json", b'{"bundle": {"strip_constants": false}}'),
+           ("module_0001.m.before_optimizations.txt", b"HloModule m\n\nENTRY e {\n  ROOT p = f32[] parameter(0)\n}\n")]
+open(sys.argv[1] + "/good.tar.gz", "wb").write(pack(members))
+open(sys.argv[1] + "/good_dot_slash.tar.gz", "wb").write(pack(members, "./"))
+PY
   elif [ "$target" = graphdef ]; then
     for f in tests/graph/testdata/broken_graphdefs/*; do
       case "$f" in *.pb) prefix=0 ;; *) prefix=1 ;; esac

@@ -12,9 +12,11 @@
 
 #include <CLI/CLI.hpp>
 
+#include "compiler/cli/bug_report_commands.h"
 #include "compiler/cli/commands.h"
 #include "compiler/support/file_io.h"
 #include "compiler/support/terminal_text.h"
+#include "dump/dump_context.h"
 #include "dump/flags.h"
 
 namespace {
@@ -320,12 +322,43 @@ int main(int argc, char** argv) {
 
   app.add_subcommand("flags", "List every XLA/TF flag xlens understands, with its default");
 
+  BundleArgs bundle_args;
+  auto* bundle = app.add_subcommand(
+      "bundle", "Pack a dump directory (--xla_dump_to) into one .tar.gz for a bug report");
+  bundle->add_option("dump_dir", bundle_args.dump_dir, "The dump directory (it has manifest.json)")
+      ->required();
+  bundle->add_option("-o,--output", bundle_args.output, "The bundle to write (default: DIR.bundle.tar.gz)");
+  bundle->add_option("--trace", bundle_args.trace, "A Chrome trace to include (xlens run --trace)");
+  bundle->add_option("--graphs", bundle_args.graphs,
+                     "The clustering graph dumps to include ($TF_DUMP_GRAPH_PREFIX)");
+  bundle->add_option("--max-size", bundle_args.max_size,
+                     "Largest bundle (64K, 10M, ...): the per-pass dumps, then the trace, are left out to fit");
+  bundle->add_flag("--strip-constants", bundle_args.strip_constants,
+                   "Elide large constants as {...} and leave out LLVM IR, PTX, .dot and .html, so private "
+                   "weights are not attached (such a bundle cannot be replayed)");
+
+  ReplayArgs replay_args;
+  auto* replay = app.add_subcommand(
+      "replay", "Recompile and rerun a bundle's module on its recorded arguments; say whether the "
+                "failure is reproduced (exit 0), not reproduced (exit 2)");
+  replay->add_option("bundle", replay_args.bundle, "The bundle (.tar.gz from xlens bundle)")->required();
+  replay->add_option("--backend", replay_args.backend, "cpu or gpu (default: the recorded backend)");
+  replay->add_option("--iterations", replay_args.iterations, "Runs to compare (a flaky failure shows in some)")
+      ->check(CLI::Validator(PositiveWholeNumber, "POSITIVE"))
+      ->capture_default_str();
+  replay->add_option("--tolerance", replay_args.tolerance, "Absolute and relative tolerance of the comparisons")
+      ->check(CLI::Validator(FiniteNonNegative, "TOLERANCE"))
+      ->capture_default_str();
+
   DemoArgs demo_args;
   auto* demo = app.add_subcommand(
       "demo", "Parse, verify, evaluate and draw a built-in module: reduce_sum(x + y*z)");
   demo->add_option("--out", demo_args.out_dir, "Directory for the files the demo writes");
   demo->add_option("--seed", demo_args.seed, "Seed of the random inputs")
       ->check(CLI::Validator(Seed, "SEED"));
+
+  // Recorded with every dumped module, so a bug bundle says how its modules were compiled.
+  xlens::SetDumpCommandLine(std::vector<std::string>(argv, argv + argc));
 
   // --max-input-size applies to every command, before or after its name: taken out here so each
   // command's own parser (some keep unknown --xla_* flags as extras) never sees it.
@@ -426,6 +459,8 @@ int main(int argc, char** argv) {
       reduce_args.extra_flags = reduce->remaining();
       return RunReduce(reduce_args);
     }
+    if (*bundle) return RunBundle(bundle_args, std::vector<std::string>(argv, argv + argc));
+    if (*replay) return RunReplay(replay_args);
     if (*trace_summary) return RunTraceSummary(trace_summary_args);
     if (*graph_print) return RunGraphPrint(graph_print_args);
     if (*graph_verify) return RunGraphVerify(graph_verify_args);

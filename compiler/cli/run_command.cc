@@ -74,12 +74,23 @@ StatusOr<Literal> RunOnGpu(const RunArgs& args, FlagsSetup& setup, std::unique_p
     }
   }
   RETURN_IF_ERROR(exe->SetArguments(inputs));
-  if (args.iterations > 1) RETURN_IF_ERROR(exe->Run(cupti.get()));
+  // --xla_dump_hlo_snapshots: each execution's arguments and results, fetched only when wanted.
+  auto snapshot = [&]() -> Status {
+    if (!setup.dump || !setup.dump->WantsExecution(exe->module())) return OkStatus();
+    ASSIGN_OR_RETURN(Literal result, exe->Results());
+    setup.dump->DumpExecution(exe->module(), inputs, result);
+    return OkStatus();
+  };
+  if (args.iterations > 1) {
+    RETURN_IF_ERROR(exe->Run(cupti.get()));
+    RETURN_IF_ERROR(snapshot());
+  }
   std::vector<double> run_ms;
   for (int i = 0; i < args.iterations; ++i) {
     const auto start = std::chrono::steady_clock::now();
     RETURN_IF_ERROR(exe->Run(cupti.get()));
     run_ms.push_back(std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count());
+    RETURN_IF_ERROR(snapshot());
   }
   ASSIGN_OR_RETURN(Literal result, exe->Results());
   if (cupti != nullptr) {
@@ -131,12 +142,20 @@ StatusOr<Literal> RunOnCpu(const RunArgs& args, FlagsSetup& setup, const HloModu
   ASSIGN_OR_RETURN(std::shared_ptr<runtime::Executable> executable, cache.GetOrCompile(module, options));
   runtime::Executable& exe = *executable;
   RETURN_IF_ERROR(exe.SetArguments(inputs));
+  // --xla_dump_hlo_snapshots: each execution's arguments and results, fetched only when wanted.
+  auto snapshot = [&]() -> Status {
+    if (!setup.dump || !setup.dump->WantsExecution(exe.module())) return OkStatus();
+    ASSIGN_OR_RETURN(Literal result, exe.Results());
+    setup.dump->DumpExecution(exe.module(), inputs, result);
+    return OkStatus();
+  };
   std::vector<double> run_ms;
   std::vector<int64_t> thunk_ns;
   // One untimed run first when timing several: it pays for the first touch of every buffer.
   if (args.iterations > 1) {
     watchdog.SetActivity(fmt::format("running module {} (the untimed first run)", module.name()));
     RETURN_IF_ERROR(exe.Run());
+    RETURN_IF_ERROR(snapshot());
   }
   for (int i = 0; i < args.iterations; ++i) {
     watchdog.SetActivity(fmt::format("running module {} (iteration {} of {})", module.name(), i + 1,
@@ -144,6 +163,7 @@ StatusOr<Literal> RunOnCpu(const RunArgs& args, FlagsSetup& setup, const HloModu
     const auto start = std::chrono::steady_clock::now();
     RETURN_IF_ERROR(exe.Run(&thunk_ns));
     run_ms.push_back(std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count());
+    RETURN_IF_ERROR(snapshot());
   }
   ASSIGN_OR_RETURN(Literal result, exe.Results());
   Appendf(report, "compile %.1f ms; run median %.3f ms over %d iteration%s\n", exe.compile_ns() / 1e6,
@@ -185,6 +205,7 @@ int RunRun(const RunArgs& args) {
   if (args.iterations < 1) return Fail(Error("--iterations: expected at least 1"));
   FlagsSetup setup;
   if (Status s = SetUpFromFlags(args.extra_flags, "run", setup); !s.ok()) return Fail(s);
+  if (setup.dump) setup.dump->SetBackend(args.backend);
   auto module = LoadModule(args.file, /*verify=*/true);
   if (!module.ok()) return Fail(module.status());
   auto inputs = LoadInputs(*(*module)->entry_computation(), args.inputs, args.seed);

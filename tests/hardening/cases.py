@@ -1061,10 +1061,41 @@ def cluster_cases():
     return cases
 
 
+def bundle_cases():
+    """`xlens replay` of hostile bundles: the corpus of tests/dump/testdata/broken_bundles (made
+    with Python's tarfile), and bundle paths that are not regular files. Nothing may be written
+    into the working directory (a member that escaped would land there)."""
+    cases = []
+    corpus = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "dump", "testdata",
+                          "broken_bundles")
+    quick_ones = {"absolute_path", "dotdot", "symlink", "bomb", "truncated"}
+    for name in sorted(os.listdir(corpus)):
+        if not name.endswith(".tar.gz"):
+            continue
+        stem = name[: -len(".tar.gz")]
+        with open(os.path.join(corpus, name), "rb") as f:
+            data = f.read()
+        with open(os.path.join(corpus, stem + ".expected")) as f:
+            expected = f.read().strip()
+        cases.append(Case(id=f"bundle/replay/{stem}", reader="bundle", args=["replay", "b.tar.gz"],
+                          setup=_files(**{"b.tar.gz": data}), env={"XLENS_MAX_INPUT_SIZE": "1M"},
+                          expect="error", names="b.tar.gz", mentions=re.escape(expected),
+                          quick=stem in quick_ones))
+    cases.append(Case(id="bundle/replay/path-is-a-fifo", reader="bundle", args=["replay", "b.tar.gz"],
+                      setup=lambda ctx: craft.fifo(ctx.path("b.tar.gz")), expect="error", names="b.tar.gz",
+                      quick=True))
+    cases.append(Case(id="bundle/replay/path-is-a-directory", reader="bundle", args=["replay", "b.tar.gz"],
+                      setup=lambda ctx: os.mkdir(ctx.path("b.tar.gz")), expect="error", names="b.tar.gz"))
+    cases.append(Case(id="bundle/replay/gzip-bomb", reader="bundle", args=["replay", "b.tar.gz"],
+                      setup=lambda ctx: craft.gzip_bomb(ctx.path("b.tar.gz"), 64 << 20),
+                      env={"XLENS_MAX_INPUT_SIZE": "1M"}, expect="error", names="b.tar.gz"))
+    return cases
+
+
 def all_cases(shared, root_user):
     cases = (hlo_text_cases() + module_path_cases(root_user) + npy_cases() + outputs_cases()
              + output_path_cases() + flags_cases() + dump_cases() + trace_cases(shared) + cli_cases() + graph_cases()
-             + cluster_cases())
+             + cluster_cases() + bundle_cases())
     seen = set()
     for case in cases:
         assert case.id not in seen, f"duplicate case id {case.id}"

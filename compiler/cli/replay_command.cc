@@ -1,0 +1,335 @@
+// `xlens replay BUNDLE`: recompiles a bundle's module from before_optimizations with the flags it
+// was compiled with, runs it on the recorded arguments, and compares the results with the recorded
+// ones and with the reference evaluator. One line says what happened:
+//   reproduced: out0 differs from the recorded result by 3.1e-2 (max abs), the evaluator agrees
+//               with the recorded result
+//   reproduced: out0 differs from the evaluator by 0.5 (max abs), as in the recorded run
+//   reproduced: compilation fails at pass X with ...
+//   not reproduced: all outputs match
+// Exit 0 when a failure is reproduced, 2 when it is not, 1 on an error (a bad bundle included).
+#include <cstdio>
+#include <regex>
+
+#include <fmt/format.h>
+
+#include "compiler/cli/bug_report_commands.h"
+#include "compiler/cli/cli_util.h"
+#include "compiler/cli/commands.h"
+#include "compiler/hlo/evaluator.h"
+#include "compiler/hlo/literal_comparison.h"
+#include "compiler/hlo/npy.h"
+#include "compiler/runtime/cpu_compiler.h"
+#include "compiler/runtime/cuda_driver.h"
+#include "compiler/runtime/gpu_compiler.h"
+#include "compiler/runtime/gpu_executable.h"
+#include "compiler/support/file_io.h"
+#include "compiler/support/terminal_text.h"
+#include "dump/bundle_reader.h"
+#include "dump/flags.h"
+#include "dump/hlo_snapshot.h"
+
+namespace xlens::cli {
+namespace {
+
+constexpr int kReproduced = 0;
+constexpr int kNotReproduced = 2;
+
+// 0.031 -> "3.1e-2", 0.25 -> "0.25", 1 -> "1": differences as the issue's examples write them.
+std::string Magnitude(double value) {
+  if (value == 0 || (value >= 0.1 && value < 1000)) return fmt::format("{:.2g}", value);
+  std::string text = fmt::format("{:.1e}", value);
+  const size_t e = text.find('e');
+  std::string mantissa = text.substr(0, e), exponent = text.substr(e + 1);
+  const bool negative = exponent[0] == '-';
+  exponent = exponent.substr(1);
+  exponent.erase(0, std::min(exponent.find_first_not_of('0'), exponent.size() - 1));
+  return mantissa + "e" + (negative ? "-" : "") + exponent;
+}
+
+// The recorded flags that say how to compile: dump and profile flags are left out, so a replay
+// never writes where the recording wrote.
+StatusOr<std::vector<std::string>> CompileFlags(const ManifestInvocation& invocation) {
+  std::vector<std::string> out;
+  for (const std::string* text : {&invocation.tf_xla_flags, &invocation.xla_flags}) {
+    auto tokens = SplitFlagString(*text);
+    if (!tokens.ok()) return tokens.status().WithContext("the recorded flags");
+    for (std::string& token : *tokens) {
+      if (token.starts_with("--xla_dump") || token.starts_with("--tf_dump_graph_prefix") ||
+          token.starts_with("--xla_hlo_profile") || token.starts_with("--tf_xla_clustering_debug")) {
+        continue;
+      }
+      out.push_back(std::move(token));
+    }
+  }
+  return out;
+}
+
+// A recorded tensor, checked against its checksum.
+StatusOr<Literal> ReadRecorded(const std::string& directory, const ManifestTensor& tensor) {
+  const std::string path = directory + "/" + tensor.file;
+  if (!CheckBundleMemberName(tensor.file).empty()) {
+    return Error(fmt::format("the manifest names {}, which is not a file of the bundle",
+                             DisplayPath(tensor.file)));
+  }
+  auto bytes = ReadFile(path);
+  if (!bytes.ok()) {
+    return Error(fmt::format("{} is listed in the manifest but missing from the bundle",
+                             DisplayPath(tensor.file)));
+  }
+  if (!tensor.checksum.empty() && SnapshotChecksum(*bytes) != tensor.checksum) {
+    return Error(fmt::format("{}: checksum {} does not match the manifest's {}: the bundle is "
+                             "damaged",
+                             DisplayPath(tensor.file), SnapshotChecksum(*bytes), tensor.checksum));
+  }
+  return ParseNpy(*bytes, DisplayPath(tensor.file));
+}
+
+StatusOr<Literal> CompileAndRun(const std::string& backend, FlagsSetup& setup,
+                                std::unique_ptr<HloModule> module, const std::vector<Literal>& args,
+                                int iterations, std::vector<Literal>& runs) {
+  if (backend == "gpu") {
+    RETURN_IF_ERROR(runtime::CheckCudaDevice());
+    ASSIGN_OR_RETURN(auto device, runtime::OpenCudaDevice());
+    runtime::GpuCompileOptions options;
+    options.optimize = setup.optimize;
+    options.nvptx.opt_level = setup.opt_level;
+    ASSIGN_OR_RETURN(auto exe, runtime::GpuExecutable::Create(std::move(module), options, *device));
+    RETURN_IF_ERROR(exe->SetArguments(args));
+    for (int i = 0; i < iterations; ++i) {
+      RETURN_IF_ERROR(exe->Run());
+      ASSIGN_OR_RETURN(Literal result, exe->Results());
+      runs.push_back(std::move(result));
+    }
+    return Literal();
+  }
+  runtime::CompileOptions options;
+  options.optimize = setup.optimize;
+  options.opt_level = setup.opt_level;
+  ASSIGN_OR_RETURN(auto exe, runtime::CompileForCpu(std::move(module), options));
+  RETURN_IF_ERROR(exe->SetArguments(args));
+  for (int i = 0; i < iterations; ++i) {
+    RETURN_IF_ERROR(exe->Run());
+    ASSIGN_OR_RETURN(Literal result, exe->Results());
+    runs.push_back(std::move(result));
+  }
+  return Literal();
+}
+
+// The largest difference between two results, leaf by leaf; the first leaf beyond tolerance.
+struct Comparison {
+  bool match = true;
+  int64_t first_leaf = -1;
+  int64_t leaves_differing = 0;
+  double max_abs = 0;  // of the first differing leaf
+  std::string detail;  // ExpectLiteralNear's message for it
+};
+
+Comparison Compare(const std::vector<const Literal*>& expected,
+                   const std::vector<const Literal*>& actual, double tolerance) {
+  Comparison out;
+  if (expected.size() != actual.size()) {
+    out.match = false;
+    out.detail = fmt::format("{} outputs, not {}", actual.size(), expected.size());
+    return out;
+  }
+  for (size_t i = 0; i < expected.size(); ++i) {
+    LiteralDifference difference;
+    Status near = ExpectLiteralNear(*expected[i], *actual[i], ErrorSpec{tolerance, tolerance},
+                                    &difference);
+    if (near.ok()) continue;
+    ++out.leaves_differing;
+    if (out.match) {
+      out.match = false;
+      out.first_leaf = static_cast<int64_t>(i);
+      out.max_abs = difference.max_abs_error;
+      out.detail = near.message();
+    }
+  }
+  return out;
+}
+
+// "out0", "out0 (and 2 other outputs)": the subject of the verdict.
+std::string Where(const Comparison& c) {
+  if (c.first_leaf < 0) return "the outputs (" + c.detail + ")";
+  const int64_t others = c.leaves_differing - 1;
+  if (others == 0) return fmt::format("out{}", c.first_leaf);
+  return fmt::format("out{} (and {} other output{})", c.first_leaf, others, others == 1 ? "" : "s");
+}
+
+}  // namespace
+
+int RunReplay(const ReplayArgs& args) {
+  if (args.iterations < 1) return Fail(Error("--iterations: expected at least 1"));
+  if (!args.backend.empty() && args.backend != "cpu" && args.backend != "gpu") {
+    return Fail(Error(fmt::format("--backend: expected cpu or gpu, found '{}'",
+                                  DisplayText(args.backend))));
+  }
+  auto unpacked = UnpackBundle(args.bundle);
+  if (!unpacked.ok()) return Fail(unpacked.status());
+  const std::string& dir = unpacked->directory.path();
+  const std::string shown = DisplayPath(args.bundle);
+  if (unpacked->strip_constants) {
+    return Fail(Error(fmt::format(
+        "{}: made with --strip-constants: its large constants are elided, so it cannot be "
+        "replayed (ask for a bundle without --strip-constants)",
+        shown)));
+  }
+  // The module with a recorded execution, else the first one with its unoptimized dump.
+  const ManifestModule* chosen = nullptr;
+  std::string before;
+  for (int pass = 0; pass < 2 && chosen == nullptr; ++pass) {
+    for (const ManifestModule& module : unpacked->manifest.modules) {
+      if (pass == 0 && module.executions.empty()) continue;
+      for (const std::string& file : module.files) {
+        if (file.ends_with(".before_optimizations.txt") && CheckBundleMemberName(file).empty()) {
+          chosen = &module;
+          before = file;
+          break;
+        }
+      }
+      if (chosen != nullptr) break;
+    }
+  }
+  if (chosen == nullptr) {
+    return Fail(Error(fmt::format("{}: no module in the bundle has a before_optimizations dump",
+                                  shown)));
+  }
+  const std::string backend = !args.backend.empty()            ? args.backend
+                              : !chosen->invocation.backend.empty() ? chosen->invocation.backend
+                                                                    : "cpu";
+  if (backend != "cpu" && backend != "gpu") {
+    return Fail(Error(fmt::format("{}: recorded on backend '{}', which this xlens cannot run; pick "
+                                  "one with --backend",
+                                  shown, DisplayText(backend))));
+  }
+  auto flags = CompileFlags(chosen->invocation);
+  if (!flags.ok()) return Fail(flags.status().WithContext(shown));
+  FlagsSetup setup;
+  if (Status s = SetUpFromFlags(*flags, "replay", setup); !s.ok()) {
+    return Fail(s.WithContext(shown + ": the recorded flags"));
+  }
+  auto module = LoadModule(dir + "/" + before, /*verify=*/true);
+  if (!module.ok()) return Fail(module.status().WithContext(shown));
+  auto original = LoadModule(dir + "/" + before, /*verify=*/true);
+  if (!original.ok()) return Fail(original.status().WithContext(shown));
+
+  std::vector<Literal> arguments;
+  std::vector<Literal> recorded;
+  const ManifestExecution* execution =
+      chosen->executions.empty() ? nullptr : &chosen->executions.front();
+  if (execution != nullptr) {
+    const HloComputation& entry = *(*module)->entry_computation();
+    if (static_cast<int64_t>(execution->arguments.size()) != entry.num_parameters()) {
+      return Fail(Error(fmt::format("{}: execution {} recorded {} arguments, the module takes {}",
+                                    shown, execution->execution, execution->arguments.size(),
+                                    entry.num_parameters())));
+    }
+    for (size_t i = 0; i < execution->arguments.size(); ++i) {
+      auto literal = ReadRecorded(dir, execution->arguments[i]);
+      if (!literal.ok()) return Fail(literal.status().WithContext(shown));
+      const Shape& shape = entry.parameter_instruction(static_cast<int64_t>(i))->shape();
+      if (!shape_util::Compatible(literal->shape(), shape)) {
+        return Fail(Error(fmt::format("{}: recorded argument {} is {}, the parameter is {}", shown,
+                                      i, literal->shape().ToString(false), shape.ToString(false))));
+      }
+      if (shape.has_layout()) literal->set_layout(shape.layout());
+      arguments.push_back(*std::move(literal));
+    }
+    for (const ManifestTensor& tensor : execution->results) {
+      auto literal = ReadRecorded(dir, tensor);
+      if (!literal.ok()) return Fail(literal.status().WithContext(shown));
+      recorded.push_back(*std::move(literal));
+    }
+  } else {
+    auto random = LoadInputs(*(*module)->entry_computation(), "", 42);
+    if (!random.ok()) return Fail(random.status().WithContext(shown));
+    arguments = *std::move(random);
+  }
+  std::fprintf(stderr, "xlens replay: module %s on %s%s, %s\n", (*module)->name().c_str(),
+               backend.c_str(),
+               flags->empty() ? "" : fmt::format(" with {}", fmt::join(*flags, " ")).c_str(),
+               execution ? fmt::format("the arguments of recorded execution {}",
+                                       execution->execution).c_str()
+                         : "no recorded execution: random arguments (seed 42)");
+
+  std::vector<Literal> runs;
+  auto ran = CompileAndRun(backend, setup, std::move(*module), arguments, args.iterations, runs);
+  if (!ran.ok()) {
+    const std::string message = ran.status().message();
+    std::smatch match;
+    static const std::regex kPass(R"(pass ([A-Za-z0-9_.-]+) \(pipeline [^)]*\): )");
+    if (std::regex_search(message, match, kPass)) {
+      std::printf("reproduced: compilation fails at pass %s with %s\n", match[1].str().c_str(),
+                  message.substr(static_cast<size_t>(match.position(0) + match.length(0))).c_str());
+    } else {
+      std::printf("reproduced: compilation or execution fails with %s\n", message.c_str());
+    }
+    return kReproduced;
+  }
+
+  EvaluatorOptions evaluator_options{.max_work = kDefaultMaxWork};
+  auto evaluated = EvaluateModule(**original, arguments, evaluator_options);
+  std::vector<const Literal*> evaluator_leaves;
+  if (evaluated.ok()) CollectLeaves(*evaluated, evaluator_leaves);
+  std::vector<const Literal*> recorded_leaves;
+  for (const Literal& r : recorded) recorded_leaves.push_back(&r);
+
+  // The worst run decides: a failure seen in any iteration is reproduced.
+  for (size_t i = 0; i < runs.size(); ++i) {
+    std::vector<const Literal*> leaves;
+    CollectLeaves(runs[i], leaves);
+    const std::string in_run =
+        runs.size() > 1 ? fmt::format(" in run {} of {}", i + 1, runs.size()) : "";
+    Comparison vs_evaluator, vs_recorded;
+    if (evaluated.ok()) vs_evaluator = Compare(evaluator_leaves, leaves, args.tolerance);
+    if (execution != nullptr) vs_recorded = Compare(recorded_leaves, leaves, args.tolerance);
+    if (!vs_recorded.match) {
+      std::string evaluator_says;
+      if (!evaluated.ok()) {
+        evaluator_says = fmt::format("the evaluator could not run ({})", evaluated.status().message());
+      } else if (Compare(evaluator_leaves, recorded_leaves, args.tolerance).match) {
+        evaluator_says = "the evaluator agrees with the recorded result";
+      } else if (vs_evaluator.match) {
+        // The recording was wrong and this run is right: the failure is gone here.
+        continue;
+      } else {
+        evaluator_says = fmt::format("the evaluator agrees with neither (it differs from this run "
+                                     "by {})",
+                                     Magnitude(vs_evaluator.max_abs));
+      }
+      std::printf("reproduced: %s differs from the recorded result by %s (max abs)%s, %s\n",
+                  Where(vs_recorded).c_str(), Magnitude(vs_recorded.max_abs).c_str(),
+                  in_run.c_str(), evaluator_says.c_str());
+      return kReproduced;
+    }
+    if (!vs_evaluator.match) {
+      std::printf("reproduced: %s differs from the evaluator by %s (max abs)%s, %s\n",
+                  Where(vs_evaluator).c_str(), Magnitude(vs_evaluator.max_abs).c_str(),
+                  in_run.c_str(),
+                  execution ? "as in the recorded run" : "with random arguments");
+      return kReproduced;
+    }
+  }
+  if (execution != nullptr) {
+    Comparison recorded_vs_evaluator;
+    if (evaluated.ok()) recorded_vs_evaluator = Compare(evaluator_leaves, recorded_leaves, args.tolerance);
+    if (!recorded_vs_evaluator.match) {
+      std::printf("not reproduced: every output agrees with the evaluator here; the recorded %s "
+                  "differed from it by %s (max abs)\n",
+                  Where(recorded_vs_evaluator).c_str(),
+                  Magnitude(recorded_vs_evaluator.max_abs).c_str());
+      return kNotReproduced;
+    }
+  }
+  if (!evaluated.ok()) {
+    std::printf("not reproduced: all outputs match the recorded result (the evaluator could not "
+                "run: %s)\n",
+                evaluated.status().message().c_str());
+    return kNotReproduced;
+  }
+  std::printf("not reproduced: all outputs match%s\n",
+              execution ? "" : " the evaluator (no recorded execution; random arguments)");
+  return kNotReproduced;
+}
+
+}  // namespace xlens::cli

@@ -1,0 +1,332 @@
+#include "dump/bug_bundle.h"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <filesystem>
+#include <map>
+#include <nlohmann/json.hpp>
+#include <set>
+
+#include "compiler/support/file_io.h"
+#include "compiler/support/terminal_text.h"
+#include "dump/flags.h"
+#include "dump/manifest.h"
+#include "dump/tar_archive.h"
+
+namespace xlens {
+namespace {
+
+using Json = nlohmann::ordered_json;
+
+// The parts of a bundle, in the order they are left out when it is too big.
+enum class Part { kRequired, kPassDumps, kTrace };
+
+struct Candidate {
+  std::string member;  // name in the archive
+  std::string contents;
+  Part part = Part::kRequired;
+};
+
+// A manifest path that names a file inside the dump directory, or why it does not.
+bool IsPlainRelative(const std::string& name) {
+  if (name.empty() || name.front() == '/' || name.find('\\') != std::string::npos) return false;
+  for (const auto& component : std::filesystem::path(name)) {
+    if (component == ".." || component == "." || component.empty()) return false;
+  }
+  return true;
+}
+
+bool HoldsConstants(const std::string& name) {
+  for (std::string_view suffix : {".ll", ".ptx", ".dot", ".html"}) {
+    if (name.ends_with(suffix)) return true;
+  }
+  return false;
+}
+
+// Flags as a replay would parse them; recorded flags that no longer parse are kept as text.
+Json FlagsInEffect(const ManifestInvocation& invocation) {
+  std::vector<std::string> tokens;
+  for (const std::string* text : {&invocation.tf_xla_flags, &invocation.xla_flags}) {
+    StatusOr<std::vector<std::string>> split = SplitFlagString(*text);
+    if (!split.ok()) return Json{{"error", split.status().message()}};
+    tokens.insert(tokens.end(), split->begin(), split->end());
+  }
+  StatusOr<DebugOptions> options = ParseDebugOptions(FlagEnvironment{}, tokens);
+  if (!options.ok()) return Json{{"error", options.status().message()}};
+  Json out = Json::object();
+  for (const auto& [name, value] : DebugOptionsValues(*options)) out[name] = value;
+  return out;
+}
+
+Json PairsToJson(const std::vector<std::pair<std::string, std::string>>& pairs) {
+  Json out = Json::object();
+  for (const auto& [key, value] : pairs) out[key] = value;
+  return out;
+}
+
+}  // namespace
+
+std::string ElideLargeConstants(std::string_view text, int64_t max_elements) {
+  constexpr std::string_view kOpen = " constant(";
+  std::string out;
+  size_t at = 0;
+  while (true) {
+    size_t found = text.find(kOpen, at);
+    if (found == std::string_view::npos) break;
+    // Only the opcode of an instruction: after " = " on its line, outside quoted metadata.
+    const size_t line_start = text.rfind('\n', found) == std::string_view::npos
+                                  ? 0
+                                  : text.rfind('\n', found) + 1;
+    std::string_view head = text.substr(line_start, found - line_start);
+    const size_t begin = found + kOpen.size();
+    if (head.find(" = ") == std::string_view::npos || head.find('"') != std::string_view::npos) {
+      out.append(text.substr(at, begin - at));
+      at = begin;
+      continue;
+    }
+    // The literal runs to the parenthesis that closes "constant(".
+    int depth = 1;
+    int64_t elements = 1;
+    size_t i = begin;
+    for (; i < text.size() && depth > 0; ++i) {
+      const char c = text[i];
+      if (c == '(') ++depth;
+      if (c == ')') --depth;
+      if (c == '\n') break;
+      if (c == ',' && depth == 1) ++elements;
+    }
+    if (depth != 0) {  // not a literal as the printer writes it: left alone
+      out.append(text.substr(at, i - at));
+      at = i;
+      continue;
+    }
+    const size_t close = i - 1;
+    std::string_view literal = text.substr(begin, close - begin);
+    out.append(text.substr(at, begin - at));
+    if (elements > max_elements && literal.starts_with('{')) {
+      out.append("{...}");
+    } else {
+      out.append(literal);
+    }
+    at = close;
+  }
+  out.append(text.substr(at));
+  return out;
+}
+
+StatusOr<Bundle> MakeBundle(const BundleOptions& options) {
+  if (!HaveTarGz()) return WriteTarGz({}).status();
+  const std::filesystem::path dir(options.dump_dir);
+  std::string kind_error;
+  switch (GetPathKind(options.dump_dir, &kind_error)) {
+    case PathKind::kDirectory: break;
+    case PathKind::kMissing:
+      return Error(fmt::format("{}: no such directory", DisplayPath(options.dump_dir)));
+    case PathKind::kRegular:
+      return Error(fmt::format("{}: is a file; expected a dump directory (--xla_dump_to)",
+                               DisplayPath(options.dump_dir)));
+    default: return Error(kind_error);
+  }
+  const std::string manifest_path = (dir / kManifestFileName).string();
+  if (GetPathKind(manifest_path) == PathKind::kMissing) {
+    return Error(fmt::format(
+        "{}: no manifest.json: not a dump directory (make one with XLA_FLAGS=--xla_dump_to={})",
+        DisplayPath(options.dump_dir), DisplayPath(options.dump_dir)));
+  }
+  ASSIGN_OR_RETURN(Manifest manifest, ReadManifest(manifest_path));
+
+  Bundle bundle;
+  std::vector<Candidate> candidates;
+  std::set<std::string> members;
+  // Manifest path -> member name; absent: left out.
+  std::map<std::string, std::string> kept;
+  // Files the manifest lists more than once (every kernel names the module's IR) are taken, or
+  // reported, once.
+  std::set<std::string> seen;
+  auto add_file = [&](const std::string& listed, const std::filesystem::path& source,
+                      const std::string& member, Part part) {
+    if (!seen.insert(listed).second) return;
+    if (members.count(member)) {
+      kept[listed] = member;
+      return;
+    }
+    StatusOr<std::string> contents = ReadFile(source.string());
+    if (!contents.ok()) {
+      bundle.dropped.push_back(fmt::format("{}: {}", DisplayPath(listed), contents.status().message()));
+      return;
+    }
+    if (options.strip_constants && HoldsConstants(member)) {
+      bundle.dropped.push_back(
+          fmt::format("{} (--strip-constants: it holds the constants' values)", member));
+      return;
+    }
+    std::string text = *std::move(contents);
+    if (options.strip_constants && member.ends_with(".txt")) text = ElideLargeConstants(text);
+    kept[listed] = member;
+    members.insert(member);
+    candidates.push_back({member, std::move(text), part});
+  };
+  auto add_listed = [&](const std::string& listed, Part part) {
+    if (!IsPlainRelative(listed)) {
+      if (!seen.insert(listed).second) return;
+      bundle.dropped.push_back(fmt::format(
+          "{} (the manifest names a file outside the dump directory)", DisplayPath(listed)));
+      return;
+    }
+    add_file(listed, dir / listed, listed, part);
+  };
+  for (const ManifestModule& module : manifest.modules) {
+    for (const std::string& file : module.files) add_listed(file, Part::kRequired);
+    for (const ManifestKernel& kernel : module.kernels) {
+      for (const std::string& file : kernel.files) add_listed(file, Part::kRequired);
+    }
+    for (const ManifestExecution& execution : module.executions) {
+      for (const auto* list : {&execution.arguments, &execution.results}) {
+        for (const ManifestTensor& tensor : *list) add_listed(tensor.file, Part::kRequired);
+      }
+    }
+  }
+  for (const ManifestModule& module : manifest.modules) {
+    for (const ManifestStage& stage : module.stages) {
+      for (const std::string& file : stage.files) add_listed(file, Part::kPassDumps);
+    }
+  }
+  // Clustering graphs: those inside the dump directory as listed; those under --graphs by name.
+  std::string graphs_canonical;
+  if (!options.graphs_dir.empty()) {
+    if (GetPathKind(options.graphs_dir) != PathKind::kDirectory) {
+      return Error(fmt::format("--graphs {}: not a directory", DisplayPath(options.graphs_dir)));
+    }
+    graphs_canonical = std::filesystem::weakly_canonical(options.graphs_dir).string();
+  }
+  for (const ManifestGraph& graph : manifest.graphs) {
+    for (const ManifestGraphStage& stage : graph.stages) {
+      for (const std::string& file : stage.files) {
+        std::filesystem::path path(file);
+        if (path.is_absolute() && !graphs_canonical.empty() &&
+            std::filesystem::weakly_canonical(path.parent_path()).string() == graphs_canonical) {
+          add_file(file, path, "graphs/" + path.filename().string(), Part::kRequired);
+        } else if (path.is_absolute()) {
+          bundle.dropped.push_back(fmt::format("{} (a clustering graph outside the dump; add "
+                                               "its directory with --graphs DIR)",
+                                               DisplayPath(file)));
+        } else {
+          add_listed(file, Part::kRequired);
+        }
+      }
+    }
+  }
+  if (!graphs_canonical.empty()) {
+    std::vector<std::filesystem::path> found;
+    std::error_code ec;
+    for (std::filesystem::directory_iterator it(options.graphs_dir, ec), end; !ec && it != end;
+         it.increment(ec)) {
+      const std::string name = it->path().filename().string();
+      if (name.ends_with(".pbtxt") || name.ends_with(".pb") || name.ends_with(".dot")) {
+        found.push_back(it->path());
+      }
+    }
+    std::sort(found.begin(), found.end());
+    for (const auto& path : found) {
+      add_file(path.string(), path, "graphs/" + path.filename().string(), Part::kRequired);
+    }
+  }
+  if (!options.trace.empty()) {
+    const std::string member = "trace/" + std::filesystem::path(options.trace).filename().string();
+    StatusOr<std::string> trace = ReadFile(options.trace);
+    if (!trace.ok()) return trace.status().WithContext("--trace");
+    candidates.push_back({member, *std::move(trace), Part::kTrace});
+  }
+
+  // Leaves out the optional parts in order until the bundle fits.
+  std::set<Part> left_out;
+  for (Part next : {Part::kPassDumps, Part::kTrace, Part::kRequired}) {
+    Manifest kept_manifest = manifest;
+    auto keep = [&](std::vector<std::string>& files, Part part) {
+      std::vector<std::string> out;
+      for (const std::string& file : files) {
+        auto it = kept.find(file);
+        if (it != kept.end() && !left_out.count(part)) out.push_back(it->second);
+      }
+      files = std::move(out);
+    };
+    for (ManifestModule& module : kept_manifest.modules) {
+      keep(module.files, Part::kRequired);
+      for (ManifestStage& stage : module.stages) keep(stage.files, Part::kPassDumps);
+      for (ManifestKernel& kernel : module.kernels) keep(kernel.files, Part::kRequired);
+      std::vector<ManifestExecution> executions;
+      for (const ManifestExecution& execution : module.executions) {
+        bool whole = true;
+        for (const auto* list : {&execution.arguments, &execution.results}) {
+          for (const ManifestTensor& tensor : *list) whole = whole && kept.count(tensor.file);
+        }
+        if (whole) executions.push_back(execution);
+      }
+      module.executions = std::move(executions);
+    }
+    for (ManifestGraph& graph : kept_manifest.graphs) {
+      for (ManifestGraphStage& stage : graph.stages) keep(stage.files, Part::kRequired);
+    }
+
+    Json environment = Json::object();
+    environment["xlens"] = PairsToJson(options.xlens);
+    environment["host"] = PairsToJson(options.host);
+    Json recorded = Json::array();
+    for (const ManifestModule& module : manifest.modules) {
+      if (module.invocation.empty()) continue;
+      const ManifestInvocation& i = module.invocation;
+      Json command_line = Json::array();
+      for (const std::string& arg : i.command_line) command_line.push_back(arg);
+      recorded.push_back(Json{{"module", module.id},
+                              {"name", module.name},
+                              {"command_line", std::move(command_line)},
+                              {"backend", i.backend},
+                              {"xla_flags", i.xla_flags},
+                              {"tf_xla_flags", i.tf_xla_flags},
+                              {"flags", FlagsInEffect(i)}});
+    }
+    environment["compilations"] = std::move(recorded);
+    Json command_line = Json::array();
+    for (const std::string& arg : options.command_line) command_line.push_back(arg);
+    Json dropped = Json::array();
+    std::vector<std::string> dropped_now = bundle.dropped;
+    if (left_out.count(Part::kPassDumps)) {
+      dropped_now.push_back("the per-pass dumps (over --max-size)");
+    }
+    if (left_out.count(Part::kTrace)) dropped_now.push_back("the trace (over --max-size)");
+    for (const std::string& line : dropped_now) dropped.push_back(line);
+    environment["bundle"] = Json{{"command_line", std::move(command_line)},
+                                 {"strip_constants", options.strip_constants},
+                                 {"dropped", std::move(dropped)}};
+
+    std::vector<TarMember> tar;
+    tar.push_back({std::string(kManifestFileName), ManifestToJson(kept_manifest)});
+    tar.push_back({std::string(kBundleEnvironmentFile), environment.dump(2) + "\n"});
+    for (const Candidate& c : candidates) {
+      if (!left_out.count(c.part)) tar.push_back({c.member, c.contents});
+    }
+    ASSIGN_OR_RETURN(std::string bytes, WriteTarGz(tar));
+    const int64_t size = static_cast<int64_t>(bytes.size());
+    if (options.max_bytes < 0 || size <= options.max_bytes || next == Part::kRequired) {
+      if (options.max_bytes >= 0 && size > options.max_bytes) {
+        return Error(fmt::format(
+            "the bundle is {} even without the per-pass dumps and the trace, over --max-size {}",
+            FormatBytes(size), FormatBytes(options.max_bytes)));
+      }
+      bundle.bytes = std::move(bytes);
+      bundle.dropped = std::move(dropped_now);
+      for (const TarMember& m : tar) {
+        bundle.entries.push_back({m.name, static_cast<int64_t>(m.contents.size())});
+      }
+      return bundle;
+    }
+    // Only a part that is there counts as left out.
+    bool present = false;
+    for (const Candidate& c : candidates) present = present || c.part == next;
+    if (present) left_out.insert(next);
+  }
+  return Error("unreachable");
+}
+
+}  // namespace xlens

@@ -1,0 +1,213 @@
+#include "dump/bundle_reader.h"
+
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <cstdlib>
+#include <cstring>
+#include <filesystem>
+#include <nlohmann/json.hpp>
+#include <set>
+
+#include "compiler/support/file_io.h"
+#include "compiler/support/terminal_text.h"
+#include "dump/bug_bundle.h"
+#include "dump/tar_archive.h"
+
+namespace xlens {
+namespace {
+
+// Writes one member below `root`, making its directories; never follows a link, never replaces.
+Status WriteMember(const std::string& root, const std::string& name, std::string_view contents,
+                   std::set<std::string>& directories) {
+  std::string path = root;
+  size_t start = 0;
+  while (true) {
+    const size_t slash = name.find('/', start);
+    if (slash == std::string::npos) break;
+    path += "/" + name.substr(start, slash - start);
+    if (!directories.count(path)) {
+      if (::mkdir(path.c_str(), 0700) != 0) {
+        return Error(fmt::format("cannot make the directory of {}: {}", DisplayPath(name),
+                                 std::strerror(errno)));
+      }
+      directories.insert(path);
+    }
+    start = slash + 1;
+  }
+  path += "/" + name.substr(start);
+  const int fd = ::open(path.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600);
+  if (fd < 0) {
+    return Error(fmt::format("cannot unpack {}: {}", DisplayPath(name), std::strerror(errno)));
+  }
+  size_t written = 0;
+  while (written < contents.size()) {
+    const ssize_t n = ::write(fd, contents.data() + written, contents.size() - written);
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) {
+      const int saved = errno;
+      ::close(fd);
+      return Error(fmt::format("cannot unpack {}: {}", DisplayPath(name), std::strerror(saved)));
+    }
+    written += static_cast<size_t>(n);
+  }
+  if (::close(fd) != 0) {
+    return Error(fmt::format("cannot unpack {}: {}", DisplayPath(name), std::strerror(errno)));
+  }
+  return OkStatus();
+}
+
+}  // namespace
+
+StatusOr<TemporaryDirectory> TemporaryDirectory::Create(const std::string& parent) {
+  std::string base = parent;
+  if (base.empty()) {
+    std::error_code ec;
+    base = std::filesystem::temp_directory_path(ec).string();
+    if (ec) base = "/tmp";
+  }
+  std::string pattern = base + "/xlens-replay-XXXXXX";
+  if (::mkdtemp(pattern.data()) == nullptr) {
+    return Error(fmt::format("cannot make a private directory in {}: {}", DisplayPath(base),
+                             std::strerror(errno)));
+  }
+  return TemporaryDirectory(std::move(pattern));
+}
+
+TemporaryDirectory::TemporaryDirectory(TemporaryDirectory&& other) noexcept
+    : path_(std::move(other.path_)) {
+  other.path_.clear();
+}
+
+TemporaryDirectory& TemporaryDirectory::operator=(TemporaryDirectory&& other) noexcept {
+  if (this != &other) {
+    this->~TemporaryDirectory();
+    path_ = std::move(other.path_);
+    other.path_.clear();
+  }
+  return *this;
+}
+
+TemporaryDirectory::~TemporaryDirectory() {
+  if (path_.empty()) return;
+  std::error_code ec;
+  // remove_all does not follow symbolic links, and the reader makes none.
+  std::filesystem::remove_all(path_, ec);
+}
+
+std::string CheckBundleMemberName(const std::string& name) {
+  if (name.empty()) return "an empty name";
+  if (name.size() > 1024) return "a name longer than 1024 bytes";
+  if (name.front() == '/') return "an absolute path";
+  for (unsigned char c : name) {
+    if (c < 0x20 || c == 0x7f) return "a control character in its name";
+    if (c == '\\') return "a backslash in its name";
+  }
+  size_t start = 0;
+  while (start <= name.size()) {
+    size_t slash = name.find('/', start);
+    if (slash == std::string::npos) slash = name.size();
+    std::string_view component(name.data() + start, slash - start);
+    if (component == "..") return "a '..' component, which points outside the bundle";
+    if (component == ".") return "a '.' component";
+    // A trailing slash is how tar names a directory; an empty component elsewhere is not.
+    if (component.empty() && slash != name.size()) return "an empty path component";
+    if (component.size() > 255) return "a path component longer than 255 bytes";
+    start = slash + 1;
+  }
+  return "";
+}
+
+StatusOr<UnpackedBundle> UnpackBundle(const std::string& path, const std::string& parent) {
+  ASSIGN_OR_RETURN(TemporaryDirectory directory, TemporaryDirectory::Create(parent));
+  const std::string shown = DisplayPath(path);
+  std::set<std::string> names, made_directories;
+  std::vector<std::string> files;
+  // `tar czf B -C DIR .` names members ./manifest.json, and the root "./": a bundle repacked by
+  // hand reads like one written by xlens.
+  auto normalized = [](std::string name) {
+    while (name.starts_with("./")) name.erase(0, 2);
+    return name;
+  };
+  auto check = [&](const TarHeader& original) -> Status {
+    TarHeader header = original;
+    header.name = normalized(header.name);
+    if (header.kind == TarMemberKind::kDirectory && (header.name.empty() || header.name == ".")) {
+      return OkStatus();
+    }
+    const std::string why = CheckBundleMemberName(header.name);
+    if (!why.empty()) {
+      return Error(fmt::format("{}: member {} refused: {}", shown, DisplayPath(header.name), why));
+    }
+    if (header.kind != TarMemberKind::kRegular && header.kind != TarMemberKind::kDirectory) {
+      return Error(fmt::format("{}: member {} refused: it is {}{}; a bundle holds regular files "
+                               "only",
+                               shown, DisplayPath(header.name), TarMemberKindName(header.kind),
+                               header.link_target.empty()
+                                   ? ""
+                                   : " to " + DisplayPath(header.link_target)));
+    }
+    std::string key = header.name;
+    while (key.ends_with('/')) key.pop_back();
+    if (!names.insert(key).second) {
+      return Error(fmt::format("{}: member {} refused: a second member of the same name", shown,
+                               DisplayPath(header.name)));
+    }
+    // A directory is made when a file inside needs it; a later file of its name is refused above.
+    return OkStatus();
+  };
+  auto take = [&](const TarHeader& header, std::string contents) -> Status {
+    const std::string name = normalized(header.name);
+    Status written = WriteMember(directory.path(), name, contents, made_directories);
+    if (!written.ok()) return written.WithContext(shown);
+    files.push_back(name);
+    return OkStatus();
+  };
+  TarReadLimits limits;
+  limits.max_total_bytes = MaxInputBytes();
+  limits.max_members = 100000;
+  RETURN_IF_ERROR(ReadTarGz(path, limits, check, take));
+  if (std::find(files.begin(), files.end(), std::string(kManifestFileName)) == files.end()) {
+    return Error(fmt::format("{}: not an xlens bundle: it has no manifest.json", shown));
+  }
+  UnpackedBundle bundle{std::move(directory), {}, std::move(files), false, {}};
+  // Parsed from the text, so that messages name the bundle's member rather than the private copy.
+  ASSIGN_OR_RETURN(std::string manifest_text,
+                   ReadFile(bundle.directory.path() + "/" + std::string(kManifestFileName)));
+  StatusOr<Manifest> manifest = ParseManifest(manifest_text);
+  if (!manifest.ok()) {
+    return Error(fmt::format("{}: its manifest.json: {}", shown, manifest.status().message()));
+  }
+  bundle.manifest = *std::move(manifest);
+  const std::string environment_path =
+      bundle.directory.path() + "/" + std::string(kBundleEnvironmentFile);
+  if (GetPathKind(environment_path) == PathKind::kRegular) {
+    ASSIGN_OR_RETURN(std::string text, ReadFile(environment_path));
+    nlohmann::json environment = nlohmann::json::parse(text, nullptr, /*allow_exceptions=*/false);
+    if (environment.is_discarded() || !environment.is_object()) {
+      return Error(fmt::format("{}: its environment.json is not a JSON object", shown));
+    }
+    auto it = environment.find("bundle");
+    if (it != environment.end() && it->is_object()) {
+      auto strip = it->find("strip_constants");
+      bundle.strip_constants = strip != it->end() && strip->is_boolean() && strip->get<bool>();
+    }
+    for (const char* section : {"xlens", "host"}) {
+      auto s = environment.find(section);
+      if (s == environment.end() || !s->is_object()) continue;
+      for (auto item = s->begin(); item != s->end(); ++item) {
+        if (item.value().is_string()) {
+          bundle.recorded_host.emplace_back(item.key(), item.value().get<std::string>());
+        }
+      }
+    }
+  }
+  return bundle;
+}
+
+}  // namespace xlens

@@ -1,0 +1,56 @@
+// Reads a bug bundle (bug_bundle.h) that someone else made: it is hostile input. Every member is
+// checked before anything is written, and only into a new private directory:
+//   - names must be relative, without `..` or `.` components, backslashes or control characters,
+//     and each at most once (a second member of one name is refused, not merged);
+//   - only regular files and directories: symbolic links, hard links, devices and FIFOs are
+//     refused, as are members with the same name as a directory made for another;
+//   - the data, counted as it expands, stops at the input size limit (MaxInputBytes():
+//     --max-input-size, XLENS_MAX_INPUT_SIZE), so a compression bomb is refused early;
+//   - a damaged or truncated archive is one message naming the bundle and where it broke.
+// Files are created with O_EXCL|O_NOFOLLOW below the private directory, which this reader made
+// (mode 0700) and into which nothing else writes.
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include "compiler/support/status.h"
+#include "dump/manifest.h"
+
+namespace xlens {
+
+// A private temporary directory, removed with everything in it when this goes.
+class TemporaryDirectory {
+ public:
+  // Makes a new directory with mode 0700 under `parent` (the system's temporary directory, as
+  // $TMPDIR says, when empty).
+  static StatusOr<TemporaryDirectory> Create(const std::string& parent = "");
+  TemporaryDirectory(TemporaryDirectory&& other) noexcept;
+  TemporaryDirectory& operator=(TemporaryDirectory&& other) noexcept;
+  TemporaryDirectory(const TemporaryDirectory&) = delete;
+  TemporaryDirectory& operator=(const TemporaryDirectory&) = delete;
+  ~TemporaryDirectory();
+  const std::string& path() const { return path_; }
+
+ private:
+  explicit TemporaryDirectory(std::string path) : path_(std::move(path)) {}
+  std::string path_;
+};
+
+struct UnpackedBundle {
+  TemporaryDirectory directory;
+  Manifest manifest;
+  std::vector<std::string> files;  // member names, in archive order
+  bool strip_constants = false;    // environment.json says the constants were elided
+  // environment.json's "xlens" and "host" entries, as key and value.
+  std::vector<std::pair<std::string, std::string>> recorded_host;
+};
+
+// Why a member name is refused, or empty when it is acceptable.
+std::string CheckBundleMemberName(const std::string& name);
+
+// Unpacks `path` into a new private directory under `parent` and reads its manifest. Errors
+// start with the bundle's path.
+StatusOr<UnpackedBundle> UnpackBundle(const std::string& path, const std::string& parent = "");
+
+}  // namespace xlens
