@@ -12,6 +12,7 @@ packages=(
   graphviz python3 libeigen3-dev zlib1g-dev
   libre2-dev
   libarchive-dev  # bug bundles (xlens bundle, xlens replay)
+  libboost-context-dev  # the GPU simulator's fibers (optional at build time)
   libprotobuf-dev protobuf-compiler
   qt6-base-dev qt6-svg-dev libgraphviz-dev fonts-dejavu-core
   dataset-fashion-mnist  # the samples' training images (IDX files under /usr/share/datasets)
