@@ -34,17 +34,20 @@ bool IsRegionOpcode(HloOpcode op) {
   switch (op) {
     case HloOpcode::kAdd: case HloOpcode::kSubtract: case HloOpcode::kMultiply:
     case HloOpcode::kDivide: case HloOpcode::kMaximum: case HloOpcode::kMinimum:
-    case HloOpcode::kTanh: case HloOpcode::kErf: case HloOpcode::kExp:
+    case HloOpcode::kTanh: case HloOpcode::kExp:
     case HloOpcode::kNegate: case HloOpcode::kSqrt: case HloOpcode::kRsqrt:
-    case HloOpcode::kPower: case HloOpcode::kLogistic:
+    case HloOpcode::kPower: case HloOpcode::kLogistic: case HloOpcode::kAbs:
+    case HloOpcode::kSign: case HloOpcode::kCompare: case HloOpcode::kSelect:
+    case HloOpcode::kClamp:
       return true;
     default:
       return false;
   }
 }
 
-double Apply(HloOpcode op, double a, double b) {
-  switch (op) {
+// One element of `instruction` given its operands' elements (a pred as 0 or 1).
+double Apply(const HloInstruction& instruction, double a, double b, double c) {
+  switch (instruction.opcode()) {
     case HloOpcode::kAdd: return a + b;
     case HloOpcode::kSubtract: return a - b;
     case HloOpcode::kMultiply: return a * b;
@@ -52,7 +55,20 @@ double Apply(HloOpcode op, double a, double b) {
     case HloOpcode::kMaximum: return std::max(a, b);
     case HloOpcode::kMinimum: return std::min(a, b);
     case HloOpcode::kTanh: return std::tanh(a);
-    case HloOpcode::kErf: return std::erf(a);
+    case HloOpcode::kAbs: return std::abs(a);
+    case HloOpcode::kSign: return a > 0 ? 1 : a < 0 ? -1 : a;
+    case HloOpcode::kSelect: return a != 0 ? b : c;
+    case HloOpcode::kClamp: return std::min(std::max(b, a), c);
+    case HloOpcode::kCompare:
+      switch (instruction.comparison_direction.value_or(ComparisonDirection::kEq)) {
+        case ComparisonDirection::kEq: return a == b;
+        case ComparisonDirection::kNe: return a != b;
+        case ComparisonDirection::kGe: return a >= b;
+        case ComparisonDirection::kGt: return a > b;
+        case ComparisonDirection::kLe: return a <= b;
+        case ComparisonDirection::kLt: return a < b;
+      }
+      return NAN;
     case HloOpcode::kExp: return std::exp(a);
     case HloOpcode::kNegate: return -a;
     case HloOpcode::kSqrt: return std::sqrt(a);
@@ -98,7 +114,7 @@ std::optional<OneDnnPostOp> Classify(const std::function<double(double)>& f) {
     if (!matches([&](double x) { return a * x + b; })) return std::nullopt;
     op.kind = OneDnnPostOp::Kind::kLinear;
     op.alpha = a;
-    op.beta = b;
+    op.beta = b == 0 ? 0.0 : b;  // no "-0" in listings
   }
   return op;
 }
@@ -136,13 +152,22 @@ std::optional<ChainStep> FindAdd(HloInstruction* v) {
     step.addend = other;
     return step;
   }
+  // The broadcast operand's elements are contiguous either way: one, or n along a dimension
+  // that lands on the minor one (a [n] bias, or JAX's [1, n] reshape of it).
   HloInstruction* x = other->operand(0);
   const int64_t rank = v->shape().rank();
   if (!IsRowMajorF32(x->shape())) return std::nullopt;
-  if (x->shape().rank() == 1 && other->dimensions() == std::vector<int64_t>{rank - 1}) {
-    step.op.addend = OneDnnPostOp::Addend::kLastDimension;
-  } else if (x->shape().rank() == 0) {
+  int64_t spread = -1;
+  for (int64_t d = 0; d < x->shape().rank(); ++d) {
+    if (x->shape().dimensions(d) == 1) continue;
+    if (spread >= 0) return std::nullopt;
+    spread = d;
+  }
+  if (spread < 0) {
     step.op.addend = OneDnnPostOp::Addend::kScalar;
+  } else if (other->dimensions(spread) == rank - 1 &&
+             x->shape().dimensions(spread) == v->shape().dimensions(rank - 1)) {
+    step.op.addend = OneDnnPostOp::Addend::kLastDimension;
   } else {
     return std::nullopt;
   }
@@ -156,13 +181,21 @@ std::optional<ChainStep> FindAdd(HloInstruction* v) {
 std::optional<ChainStep> FindActivation(HloInstruction* v, const std::vector<HloInstruction*>& order,
                                         const Positions& positions) {
   if (v->IsRoot() || v->users().empty()) return std::nullopt;
-  constexpr size_t kMaxRegion = 64;
+  constexpr size_t kMaxRegion = 256;  // JAX's erf alone is about 90 instructions
   std::unordered_set<const HloInstruction*> in_set{v};
   std::vector<HloInstruction*> set;
   for (size_t p = positions.at(v) + 1; p < order.size() && set.size() < kMaxRegion; ++p) {
     HloInstruction* i = order[p];
-    if (!IsRegionOpcode(i->opcode()) || i->shape().dimensions() != v->shape().dimensions() ||
-        !IsRowMajorF32(i->shape())) {
+    // Floating-point compares (pred) and selects are how JAX spells erf (piecewise rational
+    // approximations); a compare of anything but f32 values is not a function of `v` we know.
+    const Shape& shape = i->shape();
+    const bool pred = shape.IsArray() && shape.element_type() == PrimitiveType::PRED;
+    if (!IsRegionOpcode(i->opcode()) || !shape.IsArray() || shape.dimensions() != v->shape().dimensions() ||
+        !(IsRowMajorF32(shape) || (pred && i->opcode() == HloOpcode::kCompare))) {
+      continue;
+    }
+    if (i->opcode() == HloOpcode::kCompare &&
+        i->operand(0)->shape().element_type() != PrimitiveType::F32) {
       continue;
     }
     bool fed = false, only = true;
@@ -207,7 +240,6 @@ std::optional<ChainStep> FindActivation(HloInstruction* v, const std::vector<Hlo
     auto f = [&](double x) {
       std::unordered_map<const HloInstruction*, double> value{{v, x}};
       for (const HloInstruction* m : members) {
-        double a = 0, b = 0;
         auto operand = [&](int64_t k) {
           double c = 0;
           const HloInstruction* o = m->operand(k);
@@ -215,9 +247,11 @@ std::optional<ChainStep> FindActivation(HloInstruction* v, const std::vector<Hlo
           ScalarConstant(o, &c);
           return c;
         };
-        a = operand(0);
-        if (m->operand_count() > 1) b = operand(1);
-        value[m] = Apply(m->opcode(), a, b);
+        const double a = operand(0);
+        const double b = m->operand_count() > 1 ? operand(1) : 0;
+        const double c = m->operand_count() > 2 ? operand(2) : 0;
+        // The region computes in f32: round each value as the kernel would.
+        value[m] = static_cast<float>(Apply(*m, a, b, c));
       }
       return value.at(*r);
     };
@@ -420,8 +454,7 @@ StatusOr<bool> OneDnnRewriter::RewriteComputation(HloComputation& computation) {
       plan.members.push_back(m);
       // Shared constants, broadcasts and transposes are cloned into the call and stay outside;
       // the chain's own values have no outside use but the last (FindChain sees to that).
-      const bool helper = m->opcode() == HloOpcode::kConstant || m->opcode() == HloOpcode::kBroadcast ||
-                          m->opcode() == HloOpcode::kTranspose;
+      const bool helper = m->opcode() == HloOpcode::kBroadcast || m->opcode() == HloOpcode::kTranspose;
       if (helper && UseCount(*m) > 1) plan.duplicated.push_back(m);
       if (!note.empty()) absorbed.push_back({m->name(), note});
     };
@@ -437,6 +470,15 @@ StatusOr<bool> OneDnnRewriter::RewriteComputation(HloComputation& computation) {
                             (m->opcode() == HloOpcode::kBroadcast && m->operand(0)->opcode() == HloOpcode::kConstant);
         add(m, helper ? "" : "oneDNN post-op " + OneDnnPostOpName(step.op));
       }
+    }
+    // A constant stays outside too when anything outside, or a broadcast that stays, reads it.
+    const std::unordered_set<const HloInstruction*> kept(plan.duplicated.begin(), plan.duplicated.end());
+    for (HloInstruction* m : plan.members) {
+      if (m->opcode() != HloOpcode::kConstant) continue;
+      const bool outside = m->IsRoot() || std::any_of(m->users().begin(), m->users().end(), [&](const HloInstruction* u) {
+                             return !seen.count(u) || kept.count(u);
+                           });
+      if (outside) plan.duplicated.push_back(m);
     }
     if (const HloInstruction* witness = FindCycleWitness(plan); witness != nullptr) {
       decisions_.push_back({core_name, "", false,
