@@ -194,8 +194,12 @@ StatusOr<std::unique_ptr<OneDnnThunk>> OneDnnThunk::Create(std::string hlo_name,
         impl.parts.clear();
         impl.split_rows = split_rows;
         const int64_t extent = split_rows ? m : n;
-        const int64_t per_batch = std::clamp<int64_t>((parallelism + impl.batch - 1) / impl.batch,
-                                                      1, std::max<int64_t>(1, extent / 16));
+        // Parts of at least 16 rows or columns and 2^16 multiply-adds: a small product is not
+        // worth waking a thread for.
+        const int64_t worth = std::max<int64_t>(1, impl.batch * m * n * k / (int64_t{1} << 16));
+        const int64_t per_batch = std::clamp<int64_t>(
+            (std::min<int64_t>(parallelism, worth) + impl.batch - 1) / impl.batch, 1,
+            std::max<int64_t>(1, extent / 16));
         impl.total = extent;
         impl.block = (extent + per_batch - 1) / per_batch;
         impl.blocks = (extent + impl.block - 1) / impl.block;

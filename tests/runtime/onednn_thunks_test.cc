@@ -12,6 +12,7 @@
 
 #include "../codegen/codegen_test_util.h"
 #include "compiler/runtime/cpu_compiler.h"
+#include "compiler/support/thread_pool.h"
 #include "test_util.h"
 
 namespace xlens::runtime {
@@ -19,14 +20,17 @@ namespace {
 
 using ::testing::HasSubstr;
 
-// Compiles `text`, expects `expected_call` in its thunk listing, and compares with the evaluator.
-void ExpectOneDnnMatchesEvaluator(const std::string& text, const std::string& expected_call) {
+// Compiles `text`, expects `expected_call` in its thunk listing (and `parts`, when given), and
+// compares with the evaluator.
+void ExpectOneDnnMatchesEvaluator(const std::string& text, const std::string& expected_call,
+                                  const std::string& parts = "") {
   SCOPED_TRACE(text);
   auto module = ParseHloModule(text);
   ASSERT_TRUE(module.ok()) << module.status().message();
   auto exe = CompileForCpu(std::move(*module), {});
   ASSERT_TRUE(exe.ok()) << exe.status().message();
   EXPECT_THAT((*exe)->ThunkSequenceText(), HasSubstr("oneDNN " + expected_call));
+  EXPECT_THAT((*exe)->ThunkSequenceText(), HasSubstr(parts));
   // oneDNN's GELU and the evaluator's libm tanh/erf agree to a few ulps of the sums.
   testing::ExpectMatchesEvaluator(text, {}, {2e-5, 2e-5});
 }
@@ -136,27 +140,28 @@ TEST_F(OneDnnThunkTest, JaxErfGeluAfterABias) {
 TEST_F(OneDnnThunkTest, CallsSplitOverThePoolAgreeAtEveryOffset) {
   // Large enough to be split into parts on a machine with two or more threads: columns for a
   // wide product (bias offsets), rows for a tall one (residual and transposed-operand offsets).
+  const std::string parts = ThreadPool::Default().parallelism() >= 2 ? "; 2 parts on the pool" : "";
   ExpectOneDnnMatchesEvaluator(R"(HloModule m
 ENTRY e {
-  a = f32[40,24] parameter(0)
-  b = f32[72,24] parameter(1)
+  a = f32[40,64] parameter(0)
+  b = f32[72,64] parameter(1)
   bias = f32[72] parameter(2)
-  tb = f32[24,72] transpose(b), dimensions={1,0}
+  tb = f32[64,72] transpose(b), dimensions={1,0}
   d = f32[40,72] dot(a, tb), lhs_contracting_dims={1}, rhs_contracting_dims={0}
   bb = f32[40,72] broadcast(bias), dimensions={1}
   ROOT r = f32[40,72] add(d, bb)
 })",
-                               "matmul(lhs, rhs^T) + binary_add[bias]");
+                               "matmul(lhs, rhs^T) + binary_add[bias]", parts);
   ExpectOneDnnMatchesEvaluator(R"(HloModule m
 ENTRY e {
-  a = f32[3,24,72] parameter(0)
-  b = f32[3,24,40] parameter(1)
-  res = f32[3,72,40] parameter(2)
-  ta = f32[3,72,24] transpose(a), dimensions={0,2,1}
-  d = f32[3,72,40] dot(ta, b), lhs_batch_dims={0}, lhs_contracting_dims={2}, rhs_batch_dims={0}, rhs_contracting_dims={1}
-  ROOT r = f32[3,72,40] add(d, res)
+  a = f32[24,144] parameter(0)
+  b = f32[24,40] parameter(1)
+  res = f32[144,40] parameter(2)
+  ta = f32[144,24] transpose(a), dimensions={1,0}
+  d = f32[144,40] dot(ta, b), lhs_contracting_dims={1}, rhs_contracting_dims={0}
+  ROOT r = f32[144,40] add(d, res)
 })",
-                               "matmul(lhs^T, rhs) + binary_add");
+                               "matmul(lhs^T, rhs) + binary_add", parts);
 }
 
 TEST_F(OneDnnThunkTest, ConvolutionsWithBiasAndActivation) {
