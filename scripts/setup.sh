@@ -13,6 +13,7 @@ packages=(
   libre2-dev
   libarchive-dev  # bug bundles (xlens bundle, xlens replay)
   libboost-context-dev  # the GPU simulator's fibers (optional at build time)
+  libdnnl-dev  # oneDNN: dots and convolutions with kernels chosen for the CPU at run time (optional)
   libprotobuf-dev protobuf-compiler
   qt6-base-dev qt6-svg-dev libgraphviz-dev fonts-dejavu-core
   dataset-fashion-mnist  # the samples' training images (IDX files under /usr/share/datasets)

@@ -18,6 +18,7 @@
 #include "compiler/passes/instruction_fusion.h"
 #include "compiler/passes/layout_assignment.h"
 #include "compiler/passes/multi_output_fusion.h"
+#include "compiler/passes/onednn_rewriter.h"
 #include "compiler/passes/planted_miscompile.h"
 #include "compiler/passes/reduce_precision_insertion.h"
 #include "compiler/passes/reshape_mover.h"
@@ -112,6 +113,12 @@ std::unique_ptr<HloPassPipeline> MakeHloPipeline(
 
   FusionBackend fusion_backend = backend == Backend::kCpu ? FusionBackend::kCpu : FusionBackend::kGpu;
   auto fusion = std::make_unique<HloPassPipeline>("fusion");
+  // Dots and convolutions become oneDNN calls with their epilogues before the loop fusions take
+  // those epilogues (XLA's CPU pipeline runs its oneDNN rewriter before fusion too).
+  const HloPass* onednn = nullptr;
+#ifdef XLENS_HAVE_ONEDNN
+  if (backend == Backend::kCpu) onednn = &fusion->AddPass<OneDnnRewriter>();
+#endif
   const HloPass* instruction_fusion = &fusion->AddPass<InstructionFusion>(fusion_backend);
   const HloPass* multi_output = &fusion->AddPass<MultiOutputFusion>();
   const HloPass* horizontal = nullptr;
@@ -121,6 +128,7 @@ std::unique_ptr<HloPassPipeline> MakeHloPipeline(
   if (fusion_passes != nullptr) {
     *fusion_passes = {instruction_fusion, multi_output};
     if (horizontal != nullptr) fusion_passes->push_back(horizontal);
+    if (onednn != nullptr) fusion_passes->insert(fusion_passes->begin(), onednn);
   }
 
   auto copies = std::make_unique<HloPassPipeline>("copy-insertion");
@@ -160,6 +168,7 @@ std::vector<FusionDecision> FusionDecisionsOf(const std::vector<const HloPass*>&
     if (const auto* f = dynamic_cast<const InstructionFusion*>(pass)) d = &f->decisions();
     if (const auto* f = dynamic_cast<const MultiOutputFusion*>(pass)) d = &f->decisions();
     if (const auto* f = dynamic_cast<const HorizontalLoopFusion*>(pass)) d = &f->decisions();
+    if (const auto* f = dynamic_cast<const OneDnnRewriter*>(pass)) d = &f->decisions();
     if (d != nullptr) decisions.insert(decisions.end(), d->begin(), d->end());
   }
   return decisions;

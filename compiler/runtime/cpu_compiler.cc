@@ -15,6 +15,7 @@
 #include "compiler/hlo/hlo_cost_analysis.h"
 #include "compiler/runtime/control_flow_thunks.h"
 #include "compiler/runtime/library_thunks.h"
+#include "compiler/runtime/onednn_thunks.h"
 
 namespace xlens::runtime {
 
@@ -88,7 +89,10 @@ Status ExecutableBuilder::EmitComputation(const HloComputation& computation,
       default:
         break;
     }
-    if (!codegen::IsKernelInstruction(*hlo) || IsEigenDot(*hlo) || IsEigenConvolution(*hlo)) continue;
+    if (!codegen::IsKernelInstruction(*hlo) || IsEigenDot(*hlo) || IsEigenConvolution(*hlo) ||
+        IsOneDnnFusion(*hlo)) {
+      continue;
+    }
     auto spec = codegen::EmitKernel(*hlo, codegen::UniqueKernelName(hlo->name(), symbols_), *llvm_module_);
     if (!spec.ok()) return spec.status().WithContext(hlo->name());
     if (codegen::IsPlantedKernel(options_.optimize.planted.miscompile_kernel, *hlo, *spec)) {
@@ -203,6 +207,14 @@ StatusOr<ThunkSequence> ExecutableBuilder::BuildThunks(
       default:
         break;
     }
+    if (IsOneDnnFusion(*hlo)) {
+      std::vector<int64_t> operand_slots;
+      for (const HloInstruction* operand : hlo->operands()) operand_slots.push_back(plan.Slot(operand));
+      ASSIGN_OR_RETURN(std::unique_ptr<OneDnnThunk> thunk,
+                       OneDnnThunk::Create(name, *hlo, std::move(operand_slots), plan.Slot(hlo)));
+      thunks.push_back(std::move(thunk));
+      continue;
+    }
     if (IsEigenDot(*hlo)) {
       thunks.push_back(std::make_unique<EigenDotThunk>(name, *hlo, plan.Slot(hlo->operand(0)),
                                                        plan.Slot(hlo->operand(1)), plan.Slot(hlo)));
@@ -275,6 +287,10 @@ void ExecutableBuilder::AnnotateThunks(const std::vector<const HloInstruction*>&
     } else if (dynamic_cast<const CopyThunk*>(thunk.get()) != nullptr) {
       // Copies that layout assignment and copy insertion add are kernels like any other.
       span->category = category::kCpuKernel;
+    } else if (const auto* onednn = dynamic_cast<const OneDnnThunk*>(thunk.get())) {
+      span->category = category::kLibrary;
+      fusion_kind = "kCustom";
+      info.kind = "oneDNN " + onednn->description();
     } else if (dynamic_cast<const EigenDotThunk*>(thunk.get()) != nullptr) {
       span->category = category::kLibrary;
       info.kind = "dot (Eigen)";

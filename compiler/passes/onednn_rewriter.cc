@@ -1,0 +1,506 @@
+#include "compiler/passes/onednn_rewriter.h"
+
+#include <algorithm>
+#include <cmath>
+#include <functional>
+#include <unordered_map>
+#include <unordered_set>
+
+#include <fmt/format.h>
+
+namespace xlens {
+namespace {
+
+using Positions = std::unordered_map<const HloInstruction*, int64_t>;
+
+bool IsRowMajorF32(const Shape& s) {
+  return s.IsArray() && s.element_type() == PrimitiveType::F32 && s.is_static() &&
+         (!s.has_layout() || s.layout().minor_to_major == shape_util::DefaultMinorToMajor(s.rank()));
+}
+
+// A rank-0 constant, or a broadcast of one; its value.
+bool ScalarConstant(const HloInstruction* i, double* value) {
+  if (i->opcode() == HloOpcode::kBroadcast && i->operand_count() == 1) i = i->operand(0);
+  if (i->opcode() != HloOpcode::kConstant || !i->has_literal() || !i->shape().IsArray() ||
+      i->shape().rank() != 0) {
+    return false;
+  }
+  *value = i->literal().GetAsDouble(0);
+  return true;
+}
+
+// Elementwise operations an activation region may be built of.
+bool IsRegionOpcode(HloOpcode op) {
+  switch (op) {
+    case HloOpcode::kAdd: case HloOpcode::kSubtract: case HloOpcode::kMultiply:
+    case HloOpcode::kDivide: case HloOpcode::kMaximum: case HloOpcode::kMinimum:
+    case HloOpcode::kTanh: case HloOpcode::kExp:
+    case HloOpcode::kNegate: case HloOpcode::kSqrt: case HloOpcode::kRsqrt:
+    case HloOpcode::kPower: case HloOpcode::kLogistic: case HloOpcode::kAbs:
+    case HloOpcode::kSign: case HloOpcode::kCompare: case HloOpcode::kSelect:
+    case HloOpcode::kClamp:
+      return true;
+    default:
+      return false;
+  }
+}
+
+// One element of `instruction` given its operands' elements (a pred as 0 or 1).
+double Apply(const HloInstruction& instruction, double a, double b, double c) {
+  switch (instruction.opcode()) {
+    case HloOpcode::kAdd: return a + b;
+    case HloOpcode::kSubtract: return a - b;
+    case HloOpcode::kMultiply: return a * b;
+    case HloOpcode::kDivide: return a / b;
+    case HloOpcode::kMaximum: return std::max(a, b);
+    case HloOpcode::kMinimum: return std::min(a, b);
+    case HloOpcode::kTanh: return std::tanh(a);
+    case HloOpcode::kAbs: return std::abs(a);
+    case HloOpcode::kSign: return a > 0 ? 1 : a < 0 ? -1 : a;
+    case HloOpcode::kSelect: return a != 0 ? b : c;
+    case HloOpcode::kClamp: return std::min(std::max(b, a), c);
+    case HloOpcode::kCompare:
+      switch (instruction.comparison_direction.value_or(ComparisonDirection::kEq)) {
+        case ComparisonDirection::kEq: return a == b;
+        case ComparisonDirection::kNe: return a != b;
+        case ComparisonDirection::kGe: return a >= b;
+        case ComparisonDirection::kGt: return a > b;
+        case ComparisonDirection::kLe: return a <= b;
+        case ComparisonDirection::kLt: return a < b;
+      }
+      return NAN;
+    case HloOpcode::kExp: return std::exp(a);
+    case HloOpcode::kNegate: return -a;
+    case HloOpcode::kSqrt: return std::sqrt(a);
+    case HloOpcode::kRsqrt: return 1 / std::sqrt(a);
+    case HloOpcode::kPower: return std::pow(a, b);
+    case HloOpcode::kLogistic: return 1 / (1 + std::exp(-a));
+    default: return NAN;
+  }
+}
+
+double GeluTanh(double x) {
+  return 0.5 * x * (1 + std::tanh(0.7978845608028654 * (x + 0.044715 * x * x * x)));
+}
+double GeluErf(double x) { return 0.5 * x * (1 + std::erf(x / std::sqrt(2.0))); }
+
+// Which post-op the scalar function `f` is, judged at sample points (f32 constants make it
+// differ from the exact function by a few ulps; the two GELUs differ by up to 5e-4).
+std::optional<OneDnnPostOp> Classify(const std::function<double(double)>& f) {
+  std::vector<double> xs;
+  for (int i = -64; i <= 64; ++i) xs.push_back(i / 8.0);
+  for (double x : {-30.0, -12.0, 12.0, 30.0, 1e-3, -1e-3}) xs.push_back(x);
+  std::vector<double> ys;
+  for (double x : xs) {
+    ys.push_back(f(x));
+    if (!std::isfinite(ys.back())) return std::nullopt;
+  }
+  auto matches = [&](const std::function<double(double)>& g) {
+    for (size_t i = 0; i < xs.size(); ++i) {
+      const double want = g(xs[i]);
+      if (std::abs(ys[i] - want) > 1e-5 * std::max(1.0, std::abs(want))) return false;
+    }
+    return true;
+  };
+  OneDnnPostOp op;
+  if (matches([](double x) { return std::max(x, 0.0); })) {
+    op.kind = OneDnnPostOp::Kind::kRelu;
+  } else if (matches(GeluTanh)) {
+    op.kind = OneDnnPostOp::Kind::kGeluTanh;
+  } else if (matches(GeluErf)) {
+    op.kind = OneDnnPostOp::Kind::kGeluErf;
+  } else {
+    const double b = f(0), a = f(1) - b;
+    if (!matches([&](double x) { return a * x + b; })) return std::nullopt;
+    op.kind = OneDnnPostOp::Kind::kLinear;
+    op.alpha = a;
+    op.beta = b == 0 ? 0.0 : b;  // no "-0" in listings
+  }
+  return op;
+}
+
+// One step of the chain on top of the product: the instructions it absorbs and where the value
+// continues.
+struct ChainStep {
+  OneDnnPostOp op;
+  std::vector<HloInstruction*> members;  // including scalar constants and broadcasts
+  HloInstruction* addend = nullptr;      // kAdd: the tensor added (outside the members)
+  HloInstruction* result = nullptr;
+};
+
+// `v` + bias (broadcast along the minor dimension), + a tensor of its shape, or + a broadcast
+// scalar that is not a constant (constants are the affine map's).
+std::optional<ChainStep> FindAdd(HloInstruction* v) {
+  if (UseCount(*v) != 1 || v->users().size() != 1) return std::nullopt;
+  HloInstruction* u = v->users()[0];
+  if (u->opcode() != HloOpcode::kAdd || u->operand(0) == u->operand(1) ||
+      !IsRowMajorF32(u->shape())) {
+    return std::nullopt;
+  }
+  HloInstruction* other = u->operand(0) == v ? u->operand(1) : u->operand(0);
+  double ignored;
+  if (ScalarConstant(other, &ignored)) return std::nullopt;
+  ChainStep step;
+  step.op.kind = OneDnnPostOp::Kind::kAdd;
+  step.result = u;
+  step.members = {u};
+  if (other->opcode() != HloOpcode::kBroadcast) {
+    if (!IsRowMajorF32(other->shape()) || other->shape().dimensions() != v->shape().dimensions()) {
+      return std::nullopt;
+    }
+    step.op.addend = OneDnnPostOp::Addend::kFull;
+    step.addend = other;
+    return step;
+  }
+  // The broadcast operand's elements are contiguous either way: one, or n along a dimension
+  // that lands on the minor one (a [n] bias, or JAX's [1, n] reshape of it).
+  HloInstruction* x = other->operand(0);
+  const int64_t rank = v->shape().rank();
+  if (!IsRowMajorF32(x->shape())) return std::nullopt;
+  int64_t spread = -1;
+  for (int64_t d = 0; d < x->shape().rank(); ++d) {
+    if (x->shape().dimensions(d) == 1) continue;
+    if (spread >= 0) return std::nullopt;
+    spread = d;
+  }
+  if (spread < 0) {
+    step.op.addend = OneDnnPostOp::Addend::kScalar;
+  } else if (other->dimensions(spread) == rank - 1 &&
+             x->shape().dimensions(spread) == v->shape().dimensions(rank - 1)) {
+    step.op.addend = OneDnnPostOp::Addend::kLastDimension;
+  } else {
+    return std::nullopt;
+  }
+  step.addend = x;
+  step.members.push_back(other);
+  return step;
+}
+
+// The largest region of elementwise instructions fed only by `v` and scalar constants, holding
+// every user of `v`, read outside only through its root, that computes a post-op.
+std::optional<ChainStep> FindActivation(HloInstruction* v, const std::vector<HloInstruction*>& order,
+                                        const Positions& positions) {
+  if (v->IsRoot() || v->users().empty()) return std::nullopt;
+  constexpr size_t kMaxRegion = 256;  // JAX's erf alone is about 90 instructions
+  std::unordered_set<const HloInstruction*> in_set{v};
+  std::vector<HloInstruction*> set;
+  for (size_t p = positions.at(v) + 1; p < order.size() && set.size() < kMaxRegion; ++p) {
+    HloInstruction* i = order[p];
+    // Floating-point compares (pred) and selects are how JAX spells erf (piecewise rational
+    // approximations); a compare of anything but f32 values is not a function of `v` we know.
+    const Shape& shape = i->shape();
+    const bool pred = shape.IsArray() && shape.element_type() == PrimitiveType::PRED;
+    if (!IsRegionOpcode(i->opcode()) || !shape.IsArray() || shape.dimensions() != v->shape().dimensions() ||
+        !(IsRowMajorF32(shape) || (pred && i->opcode() == HloOpcode::kCompare))) {
+      continue;
+    }
+    if (i->opcode() == HloOpcode::kCompare &&
+        i->operand(0)->shape().element_type() != PrimitiveType::F32) {
+      continue;
+    }
+    bool fed = false, only = true;
+    for (const HloInstruction* o : i->operands()) {
+      double c;
+      if (in_set.count(o)) {
+        fed = true;
+      } else if (!ScalarConstant(o, &c)) {
+        only = false;
+      }
+    }
+    if (fed && only) {
+      in_set.insert(i);
+      set.push_back(i);
+    }
+  }
+  for (auto r = set.rbegin(); r != set.rend(); ++r) {
+    // The region of candidate root *r: its ancestors in the set.
+    std::unordered_set<const HloInstruction*> region{*r};
+    std::vector<HloInstruction*> stack{*r}, members;
+    while (!stack.empty()) {
+      HloInstruction* i = stack.back();
+      stack.pop_back();
+      members.push_back(i);
+      for (HloInstruction* o : i->operands()) {
+        if (o != v && in_set.count(o) && region.insert(o).second) stack.push_back(o);
+      }
+    }
+    auto inside = [&](const HloInstruction* i) {
+      return std::all_of(i->users().begin(), i->users().end(),
+                         [&](const HloInstruction* u) { return region.count(u) > 0; }) &&
+             !i->IsRoot();
+    };
+    if (!inside(v)) continue;
+    if (!std::all_of(members.begin(), members.end(),
+                     [&](const HloInstruction* m) { return m == *r || inside(m); })) {
+      continue;
+    }
+    std::sort(members.begin(), members.end(), [&](const HloInstruction* a, const HloInstruction* b) {
+      return positions.at(a) < positions.at(b);
+    });
+    auto f = [&](double x) {
+      std::unordered_map<const HloInstruction*, double> value{{v, x}};
+      for (const HloInstruction* m : members) {
+        auto operand = [&](int64_t k) {
+          double c = 0;
+          const HloInstruction* o = m->operand(k);
+          if (auto it = value.find(o); it != value.end()) return it->second;
+          ScalarConstant(o, &c);
+          return c;
+        };
+        const double a = operand(0);
+        const double b = m->operand_count() > 1 ? operand(1) : 0;
+        const double c = m->operand_count() > 2 ? operand(2) : 0;
+        // The region computes in f32: round each value as the kernel would.
+        value[m] = static_cast<float>(Apply(*m, a, b, c));
+      }
+      return value.at(*r);
+    };
+    std::optional<OneDnnPostOp> op = Classify(f);
+    if (!op) continue;
+    ChainStep step;
+    step.op = *op;
+    step.result = *r;
+    for (HloInstruction* m : members) {
+      step.members.push_back(m);
+      for (HloInstruction* o : m->operands()) {
+        double c;
+        if (o == v || region.count(o) || !ScalarConstant(o, &c)) continue;
+        step.members.push_back(o);
+        if (o->opcode() == HloOpcode::kBroadcast) step.members.push_back(o->operand(0));
+      }
+    }
+    return step;
+  }
+  return std::nullopt;
+}
+
+// The post-ops on top of `core`, greedily, and where the value ends.
+std::vector<ChainStep> FindChain(HloInstruction* core, HloInstruction** end) {
+  HloComputation* computation = core->parent();
+  std::vector<HloInstruction*> order = computation->MakeInstructionPostOrder();
+  Positions positions;
+  for (size_t i = 0; i < order.size(); ++i) positions[order[i]] = static_cast<int64_t>(i);
+  std::vector<ChainStep> chain;
+  HloInstruction* v = core;
+  while (true) {
+    std::optional<ChainStep> step = FindAdd(v);
+    if (!step) step = FindActivation(v, order, positions);
+    if (!step) break;
+    v = step->result;
+    chain.push_back(std::move(*step));
+  }
+  *end = v;
+  return chain;
+}
+
+// A transpose swapping the two minor dimensions of a row-major f32 array: read in place.
+bool IsMinorTranspose(const HloInstruction& i) {
+  if (i.opcode() != HloOpcode::kTranspose || !IsRowMajorF32(i.operand(0)->shape())) return false;
+  const std::vector<int64_t>& p = i.dimensions();
+  const int64_t rank = static_cast<int64_t>(p.size());
+  if (rank < 2) return false;
+  for (int64_t d = 0; d < rank - 2; ++d) {
+    if (p[d] != d) return false;
+  }
+  return p[rank - 2] == rank - 1 && p[rank - 1] == rank - 2;
+}
+
+// Why oneDNN cannot take `core` (empty when it can).
+std::string RefusalReason(const HloInstruction& core) {
+  const Shape& lhs = core.operand(0)->shape();
+  const Shape& rhs = core.operand(1)->shape();
+  if (!IsRowMajorF32(lhs) || !IsRowMajorF32(rhs) || !IsRowMajorF32(core.shape())) {
+    return "oneDNN calls take f32 row-major arrays only";
+  }
+  if (core.opcode() == HloOpcode::kDot) {
+    if (!core.dot_dimension_numbers) return "no dimension numbers";
+    const DotDimensionNumbers& dn = *core.dot_dimension_numbers;
+    const int64_t nb = static_cast<int64_t>(dn.lhs_batch_dimensions.size());
+    for (int64_t i = 0; i < nb; ++i) {
+      if (dn.lhs_batch_dimensions[i] != i || dn.rhs_batch_dimensions[i] != i) {
+        return "not in dot-decomposer's canonical form";
+      }
+    }
+    if (lhs.rank() != nb + 2 || rhs.rank() != nb + 2 ||
+        dn.lhs_contracting_dimensions != std::vector<int64_t>{nb + 1} ||
+        dn.rhs_contracting_dimensions != std::vector<int64_t>{nb}) {
+      return "not a (batched) matrix-matrix product in canonical form";
+    }
+    return "";
+  }
+  if (!core.convolution_dimension_numbers || !core.window) return "no dimension numbers";
+  if (core.feature_group_count() != 1 || core.batch_group_count() != 1) {
+    return "grouped convolutions stay with Eigen";
+  }
+  const ConvolutionDimensionNumbers& dn = *core.convolution_dimension_numbers;
+  const int64_t n = static_cast<int64_t>(dn.input_spatial_dimensions.size());
+  if (n < 1 || n > 3) return "oneDNN takes 1 to 3 spatial dimensions";
+  if (lhs.rank() != n + 2 || rhs.rank() != n + 2 || static_cast<int64_t>(core.window->dimensions.size()) != n ||
+      dn.input_batch_dimension != 0 || dn.input_feature_dimension != n + 1 ||
+      dn.output_batch_dimension != 0 || dn.output_feature_dimension != n + 1 ||
+      dn.kernel_input_feature_dimension != n || dn.kernel_output_feature_dimension != n + 1) {
+    return "not in conv-canonicalization's b01f_01io->b01f form";
+  }
+  for (int64_t i = 0; i < n; ++i) {
+    const WindowDimension& w = core.window->dimensions[i];
+    if (dn.input_spatial_dimensions[i] != i + 1 || dn.output_spatial_dimensions[i] != i + 1 ||
+        dn.kernel_spatial_dimensions[i] != i) {
+      return "not in conv-canonicalization's b01f_01io->b01f form";
+    }
+    if (w.window_reversal || w.base_dilation != 1 || w.padding_low < 0 || w.padding_high < 0 ||
+        w.stride < 1 || w.window_dilation < 1) {
+      return "window reversal, base dilation or negative padding";
+    }
+  }
+  if (core.shape().num_elements() == 0 || lhs.num_elements() == 0 || rhs.num_elements() == 0) {
+    return "empty arrays";
+  }
+  return "";
+}
+
+}  // namespace
+
+std::string OneDnnPostOpName(const OneDnnPostOp& op) {
+  switch (op.kind) {
+    case OneDnnPostOp::Kind::kAdd:
+      return op.addend == OneDnnPostOp::Addend::kFull          ? "binary_add"
+             : op.addend == OneDnnPostOp::Addend::kLastDimension ? "binary_add[bias]"
+                                                                 : "binary_add[scalar]";
+    case OneDnnPostOp::Kind::kRelu: return "relu";
+    case OneDnnPostOp::Kind::kGeluTanh: return "gelu_tanh";
+    case OneDnnPostOp::Kind::kGeluErf: return "gelu_erf";
+    case OneDnnPostOp::Kind::kLinear: return fmt::format("linear({:g}x{:+g})", op.alpha, op.beta);
+  }
+  return "";
+}
+
+std::string OneDnnCall::ToString() const {
+  std::string s = is_convolution ? "convolution" : fmt::format("matmul({}{}, {}{})", "lhs",
+                                                               lhs_transposed ? "^T" : "", "rhs",
+                                                               rhs_transposed ? "^T" : "");
+  for (const OneDnnPostOp& op : post_ops) s += " + " + OneDnnPostOpName(op);
+  return s;
+}
+
+std::optional<OneDnnCall> MatchOneDnnCall(const HloInstruction& fusion) {
+  if (fusion.opcode() != HloOpcode::kFusion || fusion.fusion_kind != FusionKind::kCustom ||
+      fusion.fused_computation() == nullptr) {
+    return std::nullopt;
+  }
+  const HloComputation& computation = *fusion.fused_computation();
+  HloInstruction* core = nullptr;
+  for (HloInstruction* i : computation.instructions()) {
+    if (i->opcode() != HloOpcode::kDot && i->opcode() != HloOpcode::kConvolution) continue;
+    if (core != nullptr) return std::nullopt;
+    core = i;
+  }
+  if (core == nullptr || !RefusalReason(*core).empty()) return std::nullopt;
+  OneDnnCall call;
+  call.core = core;
+  call.is_convolution = core->opcode() == HloOpcode::kConvolution;
+  auto operand = [&](const HloInstruction* o, int64_t* parameter, bool* transposed) {
+    if (!call.is_convolution && IsMinorTranspose(*o)) {
+      *transposed = true;
+      o = o->operand(0);
+    }
+    if (o->opcode() != HloOpcode::kParameter) return false;
+    *parameter = o->parameter_number();
+    return true;
+  };
+  if (!operand(core->operand(0), &call.lhs_parameter, &call.lhs_transposed) ||
+      !operand(core->operand(1), &call.rhs_parameter, &call.rhs_transposed)) {
+    return std::nullopt;
+  }
+  HloInstruction* end = nullptr;
+  for (ChainStep& step : FindChain(core, &end)) {
+    if (step.op.kind == OneDnnPostOp::Kind::kAdd) {
+      if (step.addend->opcode() != HloOpcode::kParameter) return std::nullopt;
+      step.op.parameter = step.addend->parameter_number();
+    }
+    call.post_ops.push_back(step.op);
+  }
+  if (end != computation.root_instruction()) return std::nullopt;
+  return call;
+}
+
+StatusOr<bool> OneDnnRewriter::Run(HloModule& module) {
+  decisions_.clear();
+  bool changed = false;
+  for (HloComputation* computation : FusibleComputations(module)) {
+    ASSIGN_OR_RETURN(bool c, RewriteComputation(*computation));
+    changed |= c;
+  }
+  return changed;
+}
+
+StatusOr<bool> OneDnnRewriter::RewriteComputation(HloComputation& computation) {
+  std::vector<HloInstruction*> cores;
+  for (HloInstruction* i : computation.MakeInstructionPostOrder()) {
+    if (i->opcode() == HloOpcode::kDot || i->opcode() == HloOpcode::kConvolution) cores.push_back(i);
+  }
+  bool changed = false;
+  for (HloInstruction* core : cores) {
+    const std::string core_name = core->name();
+    if (std::string why = RefusalReason(*core); !why.empty()) {
+      decisions_.push_back({core_name, "", false, why + "; left to Eigen", "", ""});
+      continue;
+    }
+    FusionPlan plan;
+    std::vector<std::pair<std::string, std::string>> absorbed;  // name, what it became
+    plan.members.push_back(core);
+    std::unordered_set<const HloInstruction*> seen{core};
+    auto add = [&](HloInstruction* m, const std::string& note) {
+      if (!seen.insert(m).second) return;
+      plan.members.push_back(m);
+      // Shared constants, broadcasts and transposes are cloned into the call and stay outside;
+      // the chain's own values have no outside use but the last (FindChain sees to that).
+      const bool helper = m->opcode() == HloOpcode::kBroadcast || m->opcode() == HloOpcode::kTranspose;
+      if (helper && UseCount(*m) > 1) plan.duplicated.push_back(m);
+      if (!note.empty()) absorbed.push_back({m->name(), note});
+    };
+    if (core->opcode() == HloOpcode::kDot) {
+      for (HloInstruction* o : core->operands()) {
+        if (IsMinorTranspose(*o)) add(o, "operand read in place through strides (no transpose)");
+      }
+    }
+    HloInstruction* end = nullptr;
+    for (const ChainStep& step : FindChain(core, &end)) {
+      for (HloInstruction* m : step.members) {
+        const bool helper = m->opcode() == HloOpcode::kConstant ||
+                            (m->opcode() == HloOpcode::kBroadcast && m->operand(0)->opcode() == HloOpcode::kConstant);
+        add(m, helper ? "" : "oneDNN post-op " + OneDnnPostOpName(step.op));
+      }
+    }
+    // A constant stays outside too when anything outside, or a broadcast that stays, reads it.
+    const std::unordered_set<const HloInstruction*> kept(plan.duplicated.begin(), plan.duplicated.end());
+    for (HloInstruction* m : plan.members) {
+      if (m->opcode() != HloOpcode::kConstant) continue;
+      const bool outside = m->IsRoot() || std::any_of(m->users().begin(), m->users().end(), [&](const HloInstruction* u) {
+                             return !seen.count(u) || kept.count(u);
+                           });
+      if (outside) plan.duplicated.push_back(m);
+    }
+    if (const HloInstruction* witness = FindCycleWitness(plan); witness != nullptr) {
+      decisions_.push_back({core_name, "", false,
+                            fmt::format("absorbing its epilogue would form a cycle through %{}",
+                                        witness->name()),
+                            "", ""});
+      continue;
+    }
+    ASSIGN_OR_RETURN(HloInstruction* fusion, BuildFusion(plan));
+    fusion->fusion_kind = FusionKind::kCustom;
+    std::optional<OneDnnCall> call = MatchOneDnnCall(*fusion);
+    if (!call) {
+      return Error(fmt::format("onednn-rewriter: %{} does not read back as a oneDNN call", fusion->name()));
+    }
+    decisions_.push_back({core_name, core_name, true, "oneDNN " + call->ToString(), "kCustom",
+                          fusion->name()});
+    for (const auto& [name, note] : absorbed) {
+      decisions_.push_back({name, core_name, true, note, "kCustom", fusion->name()});
+    }
+    changed = true;
+  }
+  return changed;
+}
+
+}  // namespace xlens

@@ -1,0 +1,75 @@
+// Hands matrix products and convolutions to oneDNN together with what oneDNN can apply to their
+// results in the same call, as XLA's CPU oneDNN rewriter does: a bias or residual add, ReLU, GELU
+// (tanh and erf forms), scaling (x * c + d). Transposed operands (a transpose swapping the two
+// minor dimensions, as dot-decomposer leaves before a `x^T y` product) are read in place through
+// strides instead of being materialised, and batch dimensions make one batched call.
+//
+// The call is a kCustom fusion, so its provenance stays where users look for it: the fused
+// computation holds every absorbed instruction with its own metadata, the fusion's op_name joins
+// theirs, the decisions say what was absorbed and why a dot or convolution was left alone, and
+// the runtime runs a kCustom fusion that MatchOneDnnCall recognises through oneDNN (any other
+// kCustom fusion is compiled as before).
+//
+// Activations are recognised by what they compute, not by how they are spelled: a region of
+// elementwise instructions fed only by the product and scalar constants is evaluated as a scalar
+// function at sample points and compared with ReLU, both GELUs and the affine maps, so that JAX's,
+// TensorFlow's and hand-written forms all match. Only f32, row-major operands and results.
+#pragma once
+
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "compiler/passes/fusion_utils.h"
+#include "compiler/passes/hlo_pass.h"
+
+namespace xlens {
+
+// One operation oneDNN applies to the result of the product, in order.
+struct OneDnnPostOp {
+  enum class Kind { kAdd, kRelu, kGeluTanh, kGeluErf, kLinear };
+  // How an added tensor is laid over the result.
+  enum class Addend { kFull, kLastDimension, kScalar };
+  Kind kind = Kind::kLinear;
+  double alpha = 1, beta = 0;    // kLinear: alpha * x + beta
+  int64_t parameter = -1;        // kAdd: the fusion operand added
+  Addend addend = Addend::kFull;  // kAdd
+};
+
+// What a oneDNN fusion computes, read from its fused computation.
+struct OneDnnCall {
+  bool is_convolution = false;
+  const HloInstruction* core = nullptr;  // the dot or convolution inside the fused computation
+  int64_t lhs_parameter = -1, rhs_parameter = -1;  // fusion operands of the product
+  // The operand is stored with its two minor dimensions swapped ([.., k, m] for the lhs,
+  // [.., n, k] for the rhs) and read in place.
+  bool lhs_transposed = false, rhs_transposed = false;
+  std::vector<OneDnnPostOp> post_ops;
+
+  // "matmul(lhs^T) + add[last dim] + gelu_tanh", as thunk listings and decisions show it.
+  std::string ToString() const;
+};
+
+// The post-op's name as oneDNN calls its algorithm ("gelu_tanh", "binary_add", "linear", ...).
+std::string OneDnnPostOpName(const OneDnnPostOp& op);
+
+// What `fusion` computes when it is a kCustom fusion this pass makes (and oneDNN can run);
+// nullopt otherwise.
+std::optional<OneDnnCall> MatchOneDnnCall(const HloInstruction& fusion);
+
+class OneDnnRewriter : public HloPass {
+ public:
+  std::string_view name() const override { return "onednn-rewriter"; }
+  StatusOr<bool> Run(HloModule& module) override;
+
+  // The decisions of the last Run: each absorbed instruction (fused, kind kCustom, the post-op
+  // as note) and each dot or convolution left to Eigen with the reason.
+  const std::vector<FusionDecision>& decisions() const { return decisions_; }
+
+ private:
+  StatusOr<bool> RewriteComputation(HloComputation& computation);
+
+  std::vector<FusionDecision> decisions_;
+};
+
+}  // namespace xlens

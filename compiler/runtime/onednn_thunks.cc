@@ -1,0 +1,389 @@
+#include "compiler/runtime/onednn_thunks.h"
+
+#include <fmt/format.h>
+
+#include "compiler/passes/onednn_rewriter.h"
+
+#ifdef XLENS_HAVE_ONEDNN
+#include <atomic>
+#include <map>
+#include <mutex>
+#include <unordered_map>
+
+#include <oneapi/dnnl/dnnl.hpp>
+#if DNNL_CPU_RUNTIME == DNNL_RUNTIME_OMP
+#include <omp.h>
+#endif
+
+#include "compiler/support/thread_pool.h"
+#endif
+
+namespace xlens::runtime {
+
+#ifndef XLENS_HAVE_ONEDNN
+
+bool OneDnnAvailable() { return false; }
+bool IsOneDnnFusion(const HloInstruction&) { return false; }
+struct OneDnnThunk::Impl {};
+OneDnnThunk::OneDnnThunk(std::string hlo_name) : Thunk(std::move(hlo_name)) {}
+OneDnnThunk::~OneDnnThunk() = default;
+StatusOr<std::unique_ptr<OneDnnThunk>> OneDnnThunk::Create(std::string hlo_name,
+                                                           const HloInstruction&,
+                                                           std::vector<int64_t>, int64_t) {
+  return Error(hlo_name + ": this build has no oneDNN");
+}
+Status OneDnnThunk::Execute(char**, ExecuteContext&) const { return Error("no oneDNN"); }
+std::string OneDnnThunk::ToString(int) const { return ""; }
+
+#else
+
+namespace {
+
+using dims = dnnl::memory::dims;
+using dt = dnnl::memory::data_type;
+
+dims RowMajorStrides(const dims& d) {
+  dims s(d.size(), 1);
+  for (int64_t i = static_cast<int64_t>(d.size()) - 2; i >= 0; --i) s[i] = s[i + 1] * d[i + 1];
+  return s;
+}
+
+dnnl::memory::format_tag ChannelsLast(size_t rank) {
+  using tag = dnnl::memory::format_tag;
+  return rank == 3 ? tag::nwc : rank == 4 ? tag::nhwc : tag::ndhwc;
+}
+
+dnnl::memory::format_tag KernelChannelsLast(size_t rank) {
+  using tag = dnnl::memory::format_tag;
+  return rank == 3 ? tag::wio : rank == 4 ? tag::hwio : tag::dhwio;
+}
+
+const dnnl::engine& CpuEngine() {
+  static const dnnl::engine* engine = new dnnl::engine(dnnl::engine::kind::cpu, 0);
+  return *engine;
+}
+
+// Each thread of the runtime's pool runs its part of a call on its own stream, and oneDNN stays
+// on that thread: Debian builds oneDNN with OpenMP, whose own team would compete with the pool
+// for the same cores (its spinning waits cost a scheduler tick per call on a busy machine).
+dnnl::stream& ThreadStream() {
+  thread_local dnnl::stream stream = [] {
+#if DNNL_CPU_RUNTIME == DNNL_RUNTIME_OMP
+    omp_set_num_threads(1);
+#endif
+    return dnnl::stream(CpuEngine());
+  }();
+  return stream;
+}
+
+}  // namespace
+
+bool OneDnnAvailable() { return true; }
+
+bool IsOneDnnFusion(const HloInstruction& fusion) { return MatchOneDnnCall(fusion).has_value(); }
+
+// The call is split into parts that the pool runs in parallel: blocks of rows of each batch
+// element for a matmul, blocks of images for a convolution. Parts of the same size share one
+// primitive (at most two sizes: the block and the remainder).
+struct OneDnnThunk::Impl {
+  struct Part {
+    dnnl::primitive primitive;
+    dnnl::memory::desc src, weights, dst, scratchpad;
+    std::vector<dnnl::memory::desc> addends;  // one per kAdd post-op
+  };
+  bool is_convolution = false;
+  std::map<int64_t, Part> parts;  // by rows (matmul) or images (convolution)
+  int64_t lhs_slot = -1, rhs_slot = -1, output_slot = -1;
+  std::vector<int> addend_post_ops;      // the post-op index of each addend
+  std::vector<int64_t> addend_slots;
+  std::vector<OneDnnPostOp::Addend> addend_kinds;
+  // Matmul: batch x blocks of `block` rows out of m (or columns out of n); element offsets per
+  // batch element, row and column.
+  // Convolution: blocks of `block` images out of `total`.
+  int64_t batch = 1, total = 0, block = 0, blocks = 1;
+  bool split_rows = true;  // matmul: parts are blocks of rows (else of columns)
+  int64_t src_step = 0, src_row_step = 0, weights_step = 0, weights_column_step = 0;
+  int64_t dst_step = 0, dst_row_step = 0;
+  // Convolution weights come as 01io; oneDNN may want them blocked: reordered once per call
+  // into a buffer made with the thunk (the weights may change between calls).
+  bool reorder_weights = false;
+  dnnl::memory::desc user_weights_md;
+  mutable dnnl::memory weights_buffer;
+  std::string implementation;
+};
+
+OneDnnThunk::OneDnnThunk(std::string hlo_name) : Thunk(std::move(hlo_name)) {}
+OneDnnThunk::~OneDnnThunk() = default;
+
+StatusOr<std::unique_ptr<OneDnnThunk>> OneDnnThunk::Create(std::string hlo_name,
+                                                           const HloInstruction& fusion,
+                                                           std::vector<int64_t> operand_slots,
+                                                           int64_t output_slot) {
+  std::optional<OneDnnCall> call = MatchOneDnnCall(fusion);
+  if (!call) return Error(hlo_name + ": not a oneDNN fusion");
+  std::unique_ptr<OneDnnThunk> thunk(new OneDnnThunk(std::move(hlo_name)));
+  thunk->impl_ = std::make_unique<Impl>();
+  Impl& impl = *thunk->impl_;
+  impl.is_convolution = call->is_convolution;
+  impl.lhs_slot = operand_slots.at(call->lhs_parameter);
+  impl.rhs_slot = operand_slots.at(call->rhs_parameter);
+  impl.output_slot = output_slot;
+  const HloInstruction& core = *call->core;
+  const Shape& out = core.shape();
+  const int64_t parallelism = ThreadPool::Default().parallelism();
+
+  dnnl::post_ops post_ops;
+  for (size_t i = 0; i < call->post_ops.size(); ++i) {
+    const OneDnnPostOp& op = call->post_ops[i];
+    switch (op.kind) {
+      case OneDnnPostOp::Kind::kAdd:
+        impl.addend_post_ops.push_back(static_cast<int>(i));
+        impl.addend_slots.push_back(operand_slots.at(op.parameter));
+        impl.addend_kinds.push_back(op.addend);
+        break;
+      case OneDnnPostOp::Kind::kRelu:
+      case OneDnnPostOp::Kind::kGeluTanh:
+      case OneDnnPostOp::Kind::kGeluErf:
+      case OneDnnPostOp::Kind::kLinear:
+        break;
+    }
+  }
+  // The post-ops for a part whose addends are `addends` (in post-op order).
+  auto attributes = [&](const std::vector<dnnl::memory::desc>& addends) {
+    dnnl::post_ops po;
+    size_t next = 0;
+    for (const OneDnnPostOp& op : call->post_ops) {
+      switch (op.kind) {
+        case OneDnnPostOp::Kind::kAdd:
+          po.append_binary(dnnl::algorithm::binary_add, addends[next++]);
+          break;
+        case OneDnnPostOp::Kind::kRelu:
+          po.append_eltwise(1.f, dnnl::algorithm::eltwise_relu, 0.f, 0.f);
+          break;
+        case OneDnnPostOp::Kind::kGeluTanh:
+          po.append_eltwise(1.f, dnnl::algorithm::eltwise_gelu_tanh, 0.f, 0.f);
+          break;
+        case OneDnnPostOp::Kind::kGeluErf:
+          po.append_eltwise(1.f, dnnl::algorithm::eltwise_gelu_erf, 0.f, 0.f);
+          break;
+        case OneDnnPostOp::Kind::kLinear:
+          po.append_eltwise(1.f, dnnl::algorithm::eltwise_linear, static_cast<float>(op.alpha),
+                            static_cast<float>(op.beta));
+          break;
+      }
+    }
+    dnnl::primitive_attr attr;
+    attr.set_post_ops(po);
+    // Parts run at once on several threads; oneDNN's own scratchpad is one global buffer unless
+    // built for concurrent execution, so each thread passes its own.
+    attr.set_scratchpad_mode(dnnl::scratchpad_mode::user);
+    return attr;
+  };
+  try {
+    if (!call->is_convolution) {
+      const Shape& lhs = core.operand(0)->shape();  // [batch..., m, k] as the dot reads it
+      const Shape& rhs = core.operand(1)->shape();  // [batch..., k, n]
+      const int64_t rank = lhs.rank();
+      for (int64_t i = 0; i < rank - 2; ++i) impl.batch *= lhs.dimensions(i);
+      const int64_t m = lhs.dimensions(rank - 2), k = lhs.dimensions(rank - 1);
+      const int64_t n = rhs.dimensions(rank - 1);
+      // Enough parts for every thread, split along the larger of m and n so that each part
+      // reads as little as it can (a split of rows reads all of the rhs in every part). A
+      // column block is a strided matrix, which some oneDNN kernels refuse: then rows.
+      auto build = [&](bool split_rows) {
+        impl.parts.clear();
+        impl.split_rows = split_rows;
+        const int64_t extent = split_rows ? m : n;
+        // Parts of at least 16 rows or columns and 2^16 multiply-adds: a small product is not
+        // worth waking a thread for.
+        const int64_t worth = std::max<int64_t>(1, impl.batch * m * n * k / (int64_t{1} << 16));
+        const int64_t per_batch = std::clamp<int64_t>(
+            (std::min<int64_t>(parallelism, worth) + impl.batch - 1) / impl.batch, 1,
+            std::max<int64_t>(1, extent / 16));
+        impl.total = extent;
+        impl.block = (extent + per_batch - 1) / per_batch;
+        impl.blocks = (extent + impl.block - 1) / impl.block;
+        bool reference = false;
+        for (int64_t count : {impl.block, extent - (impl.blocks - 1) * impl.block}) {
+          if (impl.parts.count(count)) continue;
+          const int64_t rows = split_rows ? count : m, cols = split_rows ? n : count;
+          Impl::Part part;
+          // A transposed operand is stored [.., k, m] (or [.., n, k]): the same logical matrix
+          // with swapped strides; a part keeps the full matrices' leading dimensions.
+          part.src = dnnl::memory::desc({rows, k}, dt::f32, call->lhs_transposed ? dims{1, m} : dims{k, 1});
+          part.weights = dnnl::memory::desc({k, cols}, dt::f32, call->rhs_transposed ? dims{1, k} : dims{n, 1});
+          part.dst = dnnl::memory::desc({rows, cols}, dt::f32, dims{n, 1});
+          for (OneDnnPostOp::Addend a : impl.addend_kinds) {
+            if (a == OneDnnPostOp::Addend::kFull) {
+              part.addends.push_back(dnnl::memory::desc({rows, cols}, dt::f32, dims{n, 1}));
+            } else if (a == OneDnnPostOp::Addend::kLastDimension) {
+              part.addends.push_back(dnnl::memory::desc({1, cols}, dt::f32, dims{cols, 1}));
+            } else {
+              part.addends.push_back(dnnl::memory::desc({1, 1}, dt::f32, dims{1, 1}));
+            }
+          }
+          dnnl::matmul::desc desc(part.src, part.weights, part.dst);
+          dnnl::matmul::primitive_desc pd(desc, attributes(part.addends), CpuEngine());
+          part.primitive = dnnl::matmul(pd);
+          part.scratchpad = pd.scratchpad_desc();
+          impl.implementation = pd.impl_info_str();
+          reference |= impl.implementation.rfind("ref", 0) == 0;
+          impl.parts.emplace(count, std::move(part));
+        }
+        return !reference;
+      };
+      if (!build(m >= n)) build(true);
+      impl.src_step = m * k;
+      impl.src_row_step = call->lhs_transposed ? 1 : k;
+      impl.weights_step = k * n;
+      impl.weights_column_step = call->rhs_transposed ? k : 1;
+      impl.dst_step = m * n;
+      impl.dst_row_step = n;
+    } else {
+      const Shape& in = core.operand(0)->shape();
+      const Shape& kernel = core.operand(1)->shape();
+      const int64_t spatial = in.rank() - 2;
+      const int64_t images = in.dimensions(0);
+      dims src{0, in.dimensions(spatial + 1)};
+      dims weights{kernel.dimensions(spatial + 1), kernel.dimensions(spatial)};
+      dims dst{0, out.dimensions(spatial + 1)};
+      dims strides, dilates, padding_l, padding_r;
+      impl.src_step = in.dimensions(spatial + 1);
+      impl.dst_step = out.dimensions(spatial + 1);
+      for (int64_t i = 0; i < spatial; ++i) {
+        const WindowDimension& w = core.window->dimensions[i];
+        src.push_back(in.dimensions(i + 1));
+        weights.push_back(kernel.dimensions(i));
+        dst.push_back(out.dimensions(i + 1));
+        impl.src_step *= in.dimensions(i + 1);
+        impl.dst_step *= out.dimensions(i + 1);
+        strides.push_back(w.stride);
+        dilates.push_back(w.window_dilation - 1);
+        padding_l.push_back(w.padding_low);
+        padding_r.push_back(w.padding_high);
+      }
+      impl.total = images;
+      impl.block = (images + parallelism - 1) / parallelism;
+      impl.blocks = (images + impl.block - 1) / impl.block;
+      impl.user_weights_md = dnnl::memory::desc(weights, dt::f32, KernelChannelsLast(weights.size()));
+      for (int64_t count : {impl.block, images - (impl.blocks - 1) * impl.block}) {
+        if (impl.parts.count(count)) continue;
+        Impl::Part part;
+        src[0] = dst[0] = count;
+        part.src = dnnl::memory::desc(src, dt::f32, ChannelsLast(src.size()));
+        part.dst = dnnl::memory::desc(dst, dt::f32, ChannelsLast(dst.size()));
+        const dnnl::memory::desc any_weights(weights, dt::f32, dnnl::memory::format_tag::any);
+        for (OneDnnPostOp::Addend a : impl.addend_kinds) {
+          dims d(dst.size(), 1);
+          if (a == OneDnnPostOp::Addend::kFull) d = dst;
+          if (a == OneDnnPostOp::Addend::kLastDimension) d[1] = dst[1];
+          part.addends.push_back(dnnl::memory::desc(d, dt::f32, ChannelsLast(d.size())));
+        }
+        dnnl::convolution_forward::desc desc(dnnl::prop_kind::forward_inference,
+                                             dnnl::algorithm::convolution_direct, part.src,
+                                             any_weights, part.dst, strides, dilates, padding_l,
+                                             padding_r);
+        dnnl::convolution_forward::primitive_desc pd(desc, attributes(part.addends), CpuEngine());
+        part.primitive = dnnl::convolution_forward(pd);
+        part.scratchpad = pd.scratchpad_desc();
+        part.weights = pd.weights_desc();
+        impl.implementation = pd.impl_info_str();
+        impl.parts.emplace(count, std::move(part));
+      }
+      // Every part must agree on the weights' layout, as they share one reordered copy.
+      const dnnl::memory::desc& chosen = impl.parts.begin()->second.weights;
+      for (const auto& [count, part] : impl.parts) {
+        if (part.weights != chosen) return Error(thunk->hlo_name() + ": oneDNN parts disagree on the weights' layout");
+      }
+      impl.reorder_weights = chosen != impl.user_weights_md;
+      if (impl.reorder_weights) impl.weights_buffer = dnnl::memory(chosen, CpuEngine());
+    }
+  } catch (const dnnl::error& e) {
+    return Error(fmt::format("{}: oneDNN refused {}: {}", thunk->hlo_name(), call->ToString(), e.what()));
+  }
+  thunk->description_ = call->ToString();
+  thunk->implementation_ = impl.implementation;
+  return thunk;
+}
+
+Status OneDnnThunk::Execute(char** frame, ExecuteContext& context) const {
+  const Impl& impl = *impl_;
+  const int64_t tasks = impl.is_convolution ? impl.blocks : impl.batch * impl.blocks;
+  std::atomic<bool> failed{false};
+  std::string failure;
+  std::mutex failure_mu;
+  float* lhs = reinterpret_cast<float*>(frame[impl.lhs_slot]);
+  float* rhs = reinterpret_cast<float*>(frame[impl.rhs_slot]);
+  float* output = reinterpret_cast<float*>(frame[impl.output_slot]);
+  try {
+    if (impl.reorder_weights) {
+      dnnl::memory user(impl.user_weights_md, CpuEngine(), rhs);
+      dnnl::reorder(user, impl.weights_buffer).execute(ThreadStream(), user, impl.weights_buffer);
+      ThreadStream().wait();
+      rhs = static_cast<float*>(impl.weights_buffer.get_data_handle());
+    }
+  } catch (const dnnl::error& e) {
+    return Error(fmt::format("{}: oneDNN: {}", hlo_name(), e.what()));
+  }
+  auto run = [&](int64_t begin, int64_t end) {
+    for (int64_t t = begin; t < end; ++t) {
+      int64_t src_offset, weights_offset = 0, dst_offset, count, bias_offset = 0;
+      if (impl.is_convolution) {
+        const int64_t first = t * impl.block;
+        count = std::min(impl.block, impl.total - first);
+        src_offset = first * impl.src_step;
+        dst_offset = first * impl.dst_step;
+      } else {
+        const int64_t b = t / impl.blocks, first = (t % impl.blocks) * impl.block;
+        count = std::min(impl.block, impl.total - first);
+        const int64_t r0 = impl.split_rows ? first : 0, c0 = impl.split_rows ? 0 : first;
+        src_offset = b * impl.src_step + r0 * impl.src_row_step;
+        weights_offset = b * impl.weights_step + c0 * impl.weights_column_step;
+        dst_offset = b * impl.dst_step + r0 * impl.dst_row_step + c0;
+        bias_offset = c0;
+      }
+      const Impl::Part& part = impl.parts.at(count);
+      try {
+        std::unordered_map<int, dnnl::memory> args;
+        args[DNNL_ARG_SRC] = dnnl::memory(part.src, CpuEngine(), lhs + src_offset);
+        args[DNNL_ARG_WEIGHTS] = dnnl::memory(part.weights, CpuEngine(), rhs + weights_offset);
+        args[DNNL_ARG_DST] = dnnl::memory(part.dst, CpuEngine(), output + dst_offset);
+        for (size_t a = 0; a < impl.addend_slots.size(); ++a) {
+          float* addend = reinterpret_cast<float*>(frame[impl.addend_slots[a]]);
+          if (impl.addend_kinds[a] == OneDnnPostOp::Addend::kFull) addend += dst_offset;
+          if (impl.addend_kinds[a] == OneDnnPostOp::Addend::kLastDimension) addend += bias_offset;
+          args[DNNL_ARG_ATTR_MULTIPLE_POST_OP(impl.addend_post_ops[a]) | DNNL_ARG_SRC_1] =
+              dnnl::memory(part.addends[a], CpuEngine(), addend);
+        }
+        thread_local std::vector<char> scratchpad;
+        if (scratchpad.size() < part.scratchpad.get_size()) scratchpad.resize(part.scratchpad.get_size());
+        args[DNNL_ARG_SCRATCHPAD] = dnnl::memory(part.scratchpad, CpuEngine(), scratchpad.data());
+        dnnl::stream& stream = ThreadStream();
+        part.primitive.execute(stream, args);
+        stream.wait();
+      } catch (const dnnl::error& e) {
+        std::lock_guard<std::mutex> lock(failure_mu);
+        failed = true;
+        failure = e.what();
+      }
+    }
+  };
+  if (context.pool == nullptr || tasks == 1) {
+    run(0, tasks);
+  } else {
+    context.pool->ParallelFor(tasks, 1, run);
+  }
+  if (failed) return Error(fmt::format("{}: oneDNN: {}", hlo_name(), failure));
+  return OkStatus();
+}
+
+std::string OneDnnThunk::ToString(int indent) const {
+  return fmt::format("{:{}}library-call {} (oneDNN {}; kernel {}; {} part{} on the pool)\n", "",
+                     indent, hlo_name(), description_, implementation_,
+                     impl_->is_convolution ? impl_->blocks : impl_->batch * impl_->blocks,
+                     (impl_->is_convolution ? impl_->blocks : impl_->batch * impl_->blocks) == 1 ? "" : "s");
+}
+
+#endif
+
+}  // namespace xlens::runtime

@@ -1,0 +1,46 @@
+// The thunk that runs a oneDNN fusion (compiler/passes/onednn_rewriter.h): one oneDNN matmul or
+// convolution primitive with its post-ops, built once with the executable. oneDNN picks its
+// kernels for the CPU it runs on (AVX-512, AVX2, ... at run time), which the rest of the project,
+// compiled for generic x86-64, cannot. Without oneDNN in the build, nothing here runs and the
+// pipeline never makes such fusions.
+#pragma once
+
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "compiler/hlo/instruction.h"
+#include "compiler/runtime/thunk.h"
+
+namespace xlens::runtime {
+
+// Whether this build runs oneDNN calls.
+bool OneDnnAvailable();
+
+// Whether `fusion` runs as a oneDNN call: a fusion MatchOneDnnCall reads, in a build with oneDNN.
+bool IsOneDnnFusion(const HloInstruction& fusion);
+
+class OneDnnThunk : public Thunk {
+ public:
+  // Builds the primitive for `fusion` (IsOneDnnFusion holds); `operand_slots` are the fusion's
+  // operands in order.
+  static StatusOr<std::unique_ptr<OneDnnThunk>> Create(std::string hlo_name,
+                                                       const HloInstruction& fusion,
+                                                       std::vector<int64_t> operand_slots,
+                                                       int64_t output_slot);
+  ~OneDnnThunk() override;
+  Status Execute(char** frame, ExecuteContext& context) const override;
+  std::string ToString(int indent) const override;
+  // "matmul(lhs, rhs^T) + binary_add[bias] + gelu_tanh" and oneDNN's kernel ("brg:avx512_core").
+  const std::string& description() const { return description_; }
+  const std::string& implementation() const { return implementation_; }
+
+ private:
+  struct Impl;
+  explicit OneDnnThunk(std::string hlo_name);
+
+  std::unique_ptr<Impl> impl_;
+  std::string description_, implementation_;
+};
+
+}  // namespace xlens::runtime

@@ -1,0 +1,245 @@
+#include "compiler/passes/onednn_rewriter.h"
+
+#include <fstream>
+#include <sstream>
+
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
+#include "pass_test_util.h"
+
+namespace xlens {
+namespace {
+
+using ::testing::HasSubstr;
+using xlens::testing::CountOpcode;
+
+std::string ReadTestFile(const std::string& path) {
+  std::ifstream in(path);
+  EXPECT_TRUE(in.good()) << path;
+  std::stringstream text;
+  text << in.rdbuf();
+  return text.str();
+}
+
+std::unique_ptr<HloModule> Rewrite(OneDnnRewriter& pass, std::string_view text,
+                                   bool expect_change = true) {
+  return xlens::testing::RunPassOnText(pass, text, expect_change);
+}
+
+std::vector<const HloInstruction*> CustomFusions(const HloModule& module) {
+  std::vector<const HloInstruction*> out;
+  for (const HloInstruction* i : module.entry_computation()->MakeInstructionPostOrder()) {
+    if (i->opcode() == HloOpcode::kFusion && i->fusion_kind == FusionKind::kCustom) out.push_back(i);
+  }
+  return out;
+}
+
+std::string Calls(const HloModule& module) {
+  std::string s;
+  for (const HloInstruction* f : CustomFusions(module)) {
+    std::optional<OneDnnCall> call = MatchOneDnnCall(*f);
+    s += (call ? call->ToString() : "NOT A ONEDNN CALL") + "\n";
+  }
+  return s;
+}
+
+// The GELU MLP as JAX lowers it (jax.nn.gelu(x @ w1, approximate=True) @ w2), with op_names.
+constexpr char kGeluMlp[] = R"(HloModule m
+ENTRY e {
+  x = f32[8,16]{1,0} parameter(0)
+  w1 = f32[16,32]{1,0} parameter(1)
+  d = f32[8,32]{1,0} dot(x, w1), lhs_contracting_dims={1}, rhs_contracting_dims={0}, metadata={op_name="jit(f)/dot_general"}
+  p2 = f32[8,32]{1,0} multiply(d, d), metadata={op_name="jit(f)/integer_pow"}
+  p3 = f32[8,32]{1,0} multiply(p2, d), metadata={op_name="jit(f)/integer_pow"}
+  c7 = f32[] constant(0.044715)
+  b7 = f32[8,32]{1,0} broadcast(c7), dimensions={}
+  m10 = f32[8,32]{1,0} multiply(p3, b7), metadata={op_name="jit(f)/mul"}
+  a4 = f32[8,32]{1,0} add(d, m10), metadata={op_name="jit(f)/add"}
+  c6 = f32[] constant(0.797884583)
+  b6 = f32[8,32]{1,0} broadcast(c6), dimensions={}
+  m11 = f32[8,32]{1,0} multiply(a4, b6), metadata={op_name="jit(f)/mul"}
+  t = f32[8,32]{1,0} tanh(m11), metadata={op_name="jit(f)/tanh"}
+  c5 = f32[] constant(1)
+  b5 = f32[8,32]{1,0} broadcast(c5), dimensions={}
+  a5 = f32[8,32]{1,0} add(t, b5), metadata={op_name="jit(f)/add"}
+  c4 = f32[] constant(0.5)
+  b4 = f32[8,32]{1,0} broadcast(c4), dimensions={}
+  m12 = f32[8,32]{1,0} multiply(a5, b4), metadata={op_name="jit(f)/mul"}
+  g = f32[8,32]{1,0} multiply(d, m12), metadata={op_name="jit(f)/mul"}
+  w2 = f32[32,4]{1,0} parameter(2)
+  ROOT y = f32[8,4]{1,0} dot(g, w2), lhs_contracting_dims={1}, rhs_contracting_dims={0}, metadata={op_name="jit(f)/dot_general_2"}
+})";
+
+TEST(OneDnnRewriterTest, TanhGeluIsFusedAndItsProvenanceKept) {
+  OneDnnRewriter checked;
+  Rewrite(checked, kGeluMlp);
+  // Once more, to read the decisions of the run that rewrote the module.
+  OneDnnRewriter pass;
+  auto module = xlens::testing::ParseModuleOrDie(kGeluMlp);
+  ASSERT_NE(module, nullptr);
+  ASSERT_TRUE(xlens::testing::RunPassChecked(pass, *module).ok());
+  ASSERT_NE(module, nullptr);
+  EXPECT_EQ(Calls(*module), "matmul(lhs, rhs) + gelu_tanh\nmatmul(lhs, rhs)\n");
+  EXPECT_EQ(CountOpcode(*module, HloOpcode::kTanh), 0);
+  const HloInstruction* first = CustomFusions(*module)[0];
+  // Every absorbed instruction is in the fused computation with its own name and metadata, and
+  // the call's op_name names every graph op inside it.
+  const HloInstruction* tanh = nullptr;
+  for (const HloInstruction* i : first->fused_computation()->instructions()) {
+    if (i->name() == "t") tanh = i;
+  }
+  ASSERT_NE(tanh, nullptr);
+  EXPECT_EQ(tanh->metadata.op_name, "jit(f)/tanh");
+  EXPECT_EQ(first->metadata.op_name,
+            "jit(f)/dot_general;jit(f)/integer_pow;jit(f)/mul;jit(f)/add;jit(f)/tanh");
+  // The decisions name what went in and why, and which fusion it went into.
+  bool tanh_decided = false;
+  for (const FusionDecision& d : pass.decisions()) {
+    if (d.producer == "t") {
+      tanh_decided = d.fused && d.kind == "kCustom" && d.fusion == first->name() &&
+                     d.reason == "oneDNN post-op gelu_tanh";
+    }
+  }
+  EXPECT_TRUE(tanh_decided);
+}
+
+TEST(OneDnnRewriterTest, BiasReluAndScalingChainInOrder) {
+  OneDnnRewriter pass;
+  auto module = Rewrite(pass, R"(HloModule m
+ENTRY e {
+  x = f32[8,16]{1,0} parameter(0)
+  w = f32[16,32]{1,0} parameter(1)
+  b = f32[32]{0} parameter(2)
+  d = f32[8,32]{1,0} dot(x, w), lhs_contracting_dims={1}, rhs_contracting_dims={0}
+  bb = f32[8,32]{1,0} broadcast(b), dimensions={1}
+  a = f32[8,32]{1,0} add(bb, d)
+  z = f32[] constant(0)
+  zb = f32[8,32]{1,0} broadcast(z), dimensions={}
+  r = f32[8,32]{1,0} maximum(a, zb)
+  two = f32[] constant(2)
+  tb = f32[8,32]{1,0} broadcast(two), dimensions={}
+  s = f32[8,32]{1,0} multiply(tb, r)
+  ROOT n = f32[8,32]{1,0} negate(s)
+})");
+  ASSERT_NE(module, nullptr);
+  // The negation after the scaling is an affine map too: it joins the same region.
+  EXPECT_EQ(Calls(*module), "matmul(lhs, rhs) + binary_add[bias] + relu + linear(-2x+0)\n");
+  EXPECT_EQ(module->entry_computation()->instruction_count(), 4);  // 3 parameters, the call
+}
+
+TEST(OneDnnRewriterTest, MinorTransposesAreReadInPlace) {
+  OneDnnRewriter pass;
+  auto module = Rewrite(pass, R"(HloModule m
+ENTRY e {
+  a = f32[16,8]{1,0} parameter(0)
+  b = f32[4,32,16]{2,1,0} parameter(1)
+  ta = f32[8,16]{1,0} transpose(a), dimensions={1,0}
+  w = f32[16,32]{1,0} parameter(2)
+  d = f32[8,32]{1,0} dot(ta, w), lhs_contracting_dims={1}, rhs_contracting_dims={0}
+  q = f32[4,8,16]{2,1,0} broadcast(ta), dimensions={1,2}
+  tb = f32[4,16,32]{2,1,0} transpose(b), dimensions={0,2,1}
+  bd = f32[4,8,32]{2,1,0} dot(q, tb), lhs_batch_dims={0}, lhs_contracting_dims={2}, rhs_batch_dims={0}, rhs_contracting_dims={1}
+  ROOT t = (f32[8,32]{1,0}, f32[4,8,32]{2,1,0}) tuple(d, bd)
+})");
+  ASSERT_NE(module, nullptr);
+  EXPECT_EQ(Calls(*module), "matmul(lhs^T, rhs)\nmatmul(lhs, rhs^T)\n");
+  // ta has another user (the broadcast): it stays for that one and is cloned into the call; tb
+  // is gone.
+  EXPECT_EQ(CountOpcode(*module, HloOpcode::kTranspose), 1);
+}
+
+TEST(OneDnnRewriterTest, AValueUsedOutsideEndsTheChain) {
+  OneDnnRewriter pass;
+  // The bias add's result also feeds the ReLU mask of a backward pass: the add is fused, the
+  // ReLU stays outside so that both read the call's result.
+  auto module = Rewrite(pass, R"(HloModule m
+ENTRY e {
+  x = f32[8,16]{1,0} parameter(0)
+  w = f32[16,32]{1,0} parameter(1)
+  b = f32[32]{0} parameter(2)
+  d = f32[8,32]{1,0} dot(x, w), lhs_contracting_dims={1}, rhs_contracting_dims={0}
+  bb = f32[8,32]{1,0} broadcast(b), dimensions={1}
+  a = f32[8,32]{1,0} add(d, bb)
+  z = f32[] constant(0)
+  zb = f32[8,32]{1,0} broadcast(z), dimensions={}
+  r = f32[8,32]{1,0} maximum(a, zb)
+  m = pred[8,32]{1,0} compare(a, zb), direction=GT
+  ROOT t = (f32[8,32]{1,0}, pred[8,32]{1,0}) tuple(r, m)
+})");
+  ASSERT_NE(module, nullptr);
+  EXPECT_EQ(Calls(*module), "matmul(lhs, rhs) + binary_add[bias]\n");
+  EXPECT_EQ(CountOpcode(*module, HloOpcode::kMaximum), 1);
+}
+
+TEST(OneDnnRewriterTest, LookAlikesAreNotTakenForActivations) {
+  OneDnnRewriter pass;
+  // x * sigmoid(1.702 x) (the sigmoid approximation of GELU) and max(x, 0.1) are neither GELU
+  // nor ReLU nor affine: the product is called alone and they stay outside.
+  auto module = Rewrite(pass, R"(HloModule m
+ENTRY e {
+  x = f32[8,16]{1,0} parameter(0)
+  w = f32[16,32]{1,0} parameter(1)
+  d = f32[8,32]{1,0} dot(x, w), lhs_contracting_dims={1}, rhs_contracting_dims={0}
+  k = f32[] constant(1.702)
+  kb = f32[8,32]{1,0} broadcast(k), dimensions={}
+  s = f32[8,32]{1,0} multiply(d, kb)
+  l = f32[8,32]{1,0} logistic(s)
+  g = f32[8,32]{1,0} multiply(d, l)
+  d2 = f32[8,32]{1,0} dot(x, w), lhs_contracting_dims={1}, rhs_contracting_dims={0}
+  c = f32[] constant(0.1)
+  cb = f32[8,32]{1,0} broadcast(c), dimensions={}
+  r = f32[8,32]{1,0} maximum(d2, cb)
+  ROOT t = (f32[8,32]{1,0}, f32[8,32]{1,0}) tuple(g, r)
+})");
+  ASSERT_NE(module, nullptr);
+  EXPECT_EQ(Calls(*module), "matmul(lhs, rhs)\nmatmul(lhs, rhs)\n");
+  EXPECT_EQ(CountOpcode(*module, HloOpcode::kLogistic), 1);
+  EXPECT_EQ(CountOpcode(*module, HloOpcode::kMaximum), 1);
+}
+
+TEST(OneDnnRewriterTest, ConvolutionWithBiasAndRelu) {
+  OneDnnRewriter pass;
+  auto module = Rewrite(pass, R"(HloModule m
+ENTRY e {
+  x = f32[2,6,6,3]{3,2,1,0} parameter(0)
+  k = f32[3,3,3,4]{3,2,1,0} parameter(1)
+  b = f32[4]{0} parameter(2)
+  c = f32[2,6,6,4]{3,2,1,0} convolution(x, k), window={size=3x3 pad=1_1x1_1}, dim_labels=b01f_01io->b01f
+  bb = f32[2,6,6,4]{3,2,1,0} broadcast(b), dimensions={3}
+  a = f32[2,6,6,4]{3,2,1,0} add(c, bb)
+  z = f32[] constant(0)
+  zb = f32[2,6,6,4]{3,2,1,0} broadcast(z), dimensions={}
+  ROOT r = f32[2,6,6,4]{3,2,1,0} maximum(zb, a)
+})");
+  ASSERT_NE(module, nullptr);
+  EXPECT_EQ(Calls(*module), "convolution + binary_add[bias] + relu\n");
+}
+
+TEST(OneDnnRewriterTest, JaxErfGeluIsRecognised) {
+  // jax.nn.gelu(x @ w + b, approximate=False) as JAX lowers it: erf spelled as piecewise
+  // rational approximations with compares and selects.
+  OneDnnRewriter pass;
+  auto text = ReadTestFile(std::string(XLENS_SOURCE_DIR) + "/tests/runtime/testdata/dense_bias_gelu_erf.hlo");
+  auto module = Rewrite(pass, text);
+  ASSERT_NE(module, nullptr);
+  EXPECT_EQ(Calls(*module), "matmul(lhs, rhs) + binary_add[bias] + gelu_erf\n");
+}
+
+TEST(OneDnnRewriterTest, WhatOneDnnCannotTakeIsLeftWithAReason) {
+  OneDnnRewriter pass;
+  auto module = Rewrite(pass, R"(HloModule m
+ENTRY e {
+  x = f64[8,16]{1,0} parameter(0)
+  w = f64[16,32]{1,0} parameter(1)
+  ROOT d = f64[8,32]{1,0} dot(x, w), lhs_contracting_dims={1}, rhs_contracting_dims={0}
+})",
+                        /*expect_change=*/false);
+  ASSERT_NE(module, nullptr);
+  ASSERT_EQ(pass.decisions().size(), 1u);
+  EXPECT_FALSE(pass.decisions()[0].fused);
+  EXPECT_THAT(pass.decisions()[0].reason, HasSubstr("f32 row-major arrays only"));
+}
+
+}  // namespace
+}  // namespace xlens

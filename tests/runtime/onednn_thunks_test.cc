@@ -1,0 +1,208 @@
+// oneDNN calls against the reference evaluator: every post-op the rewriter fuses and every
+// layout it accepts (plain, transposed lhs, transposed rhs, both, batched; convolutions in 1, 2
+// and 3 spatial dimensions with strides, dilation and asymmetric padding). Each module is also
+// checked to have run through oneDNN, so a case that silently fell back to Eigen fails.
+#include "compiler/runtime/onednn_thunks.h"
+
+#include <fstream>
+#include <sstream>
+
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
+#include "../codegen/codegen_test_util.h"
+#include "compiler/runtime/cpu_compiler.h"
+#include "compiler/support/thread_pool.h"
+#include "test_util.h"
+
+namespace xlens::runtime {
+namespace {
+
+using ::testing::HasSubstr;
+
+// Compiles `text`, expects `expected_call` in its thunk listing (and `parts`, when given), and
+// compares with the evaluator.
+void ExpectOneDnnMatchesEvaluator(const std::string& text, const std::string& expected_call,
+                                  const std::string& parts = "") {
+  SCOPED_TRACE(text);
+  auto module = ParseHloModule(text);
+  ASSERT_TRUE(module.ok()) << module.status().message();
+  auto exe = CompileForCpu(std::move(*module), {});
+  ASSERT_TRUE(exe.ok()) << exe.status().message();
+  EXPECT_THAT((*exe)->ThunkSequenceText(), HasSubstr("oneDNN " + expected_call));
+  EXPECT_THAT((*exe)->ThunkSequenceText(), HasSubstr(parts));
+  // oneDNN's GELU and the evaluator's libm tanh/erf agree to a few ulps of the sums.
+  testing::ExpectMatchesEvaluator(text, {}, {2e-5, 2e-5});
+}
+
+std::string DotModule(const std::string& lhs, const std::string& rhs, const std::string& out,
+                      const std::string& operands, const std::string& dims,
+                      const std::string& epilogue, const std::string& extra_params = "") {
+  return "HloModule m\nENTRY e {\n  a = " + lhs + " parameter(0)\n  b = " + rhs +
+         " parameter(1)\n" + extra_params + operands + "  d = " + out + " dot(" +
+         (operands.find(" ta ") != std::string::npos ? "ta" : "a") + ", " +
+         (operands.find(" tb ") != std::string::npos ? "tb" : "b") + "), " + dims + "\n" +
+         epilogue + "}\n";
+}
+
+class OneDnnThunkTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    if (!OneDnnAvailable()) GTEST_SKIP() << "built without oneDNN (libdnnl-dev)";
+  }
+};
+
+TEST_F(OneDnnThunkTest, MatmulLayoutsReadTransposedOperandsInPlace) {
+  const std::string dims = "lhs_contracting_dims={1}, rhs_contracting_dims={0}";
+  const std::string root = "  ROOT r = f32[5,7] negate(d)\n";
+  // Plain.
+  ExpectOneDnnMatchesEvaluator(DotModule("f32[5,9]", "f32[9,7]", "f32[5,7]", "", dims, root),
+                               "matmul(lhs, rhs)");
+  // lhs stored [k, m], rhs stored [n, k], both.
+  ExpectOneDnnMatchesEvaluator(
+      DotModule("f32[9,5]", "f32[9,7]", "f32[5,7]",
+                "  ta = f32[5,9] transpose(a), dimensions={1,0}\n", dims, root),
+      "matmul(lhs^T, rhs)");
+  ExpectOneDnnMatchesEvaluator(
+      DotModule("f32[5,9]", "f32[7,9]", "f32[5,7]",
+                "  tb = f32[9,7] transpose(b), dimensions={1,0}\n", dims, root),
+      "matmul(lhs, rhs^T)");
+  ExpectOneDnnMatchesEvaluator(
+      DotModule("f32[9,5]", "f32[7,9]", "f32[5,7]",
+                "  ta = f32[5,9] transpose(a), dimensions={1,0}\n"
+                "  tb = f32[9,7] transpose(b), dimensions={1,0}\n",
+                dims, root),
+      "matmul(lhs^T, rhs^T)");
+  // Batched (two batch dimensions, as one call), rhs transposed, as attention's q k^T.
+  ExpectOneDnnMatchesEvaluator(
+      DotModule("f32[2,3,6,4]", "f32[2,3,5,4]", "f32[2,3,6,5]",
+                "  tb = f32[2,3,4,5] transpose(b), dimensions={0,1,3,2}\n",
+                "lhs_batch_dims={0,1}, lhs_contracting_dims={3}, rhs_batch_dims={0,1}, "
+                "rhs_contracting_dims={2}",
+                "  ROOT r = f32[2,3,6,5] negate(d)\n"),
+      "matmul(lhs, rhs^T)");
+  // A dot written in a non-canonical form reaches oneDNN through dot-decomposer's transpose.
+  ExpectOneDnnMatchesEvaluator(
+      DotModule("f32[9,5]", "f32[9,7]", "f32[5,7]", "",
+                "lhs_contracting_dims={0}, rhs_contracting_dims={0}", root),
+      "matmul(lhs^T, rhs)");
+}
+
+TEST_F(OneDnnThunkTest, EveryPostOpMatchesTheEvaluator) {
+  const std::string dims = "lhs_contracting_dims={1}, rhs_contracting_dims={0}";
+  const std::string out = "f32[6,8]";
+  struct Case {
+    std::string params, epilogue, call;
+  };
+  const std::string half = "  h = f32[] constant(0.5)\n  hb = f32[6,8] broadcast(h), dimensions={}\n";
+  const std::string one = "  o = f32[] constant(1)\n  ob = f32[6,8] broadcast(o), dimensions={}\n";
+  const std::vector<Case> cases = {
+      {"  bias = f32[8] parameter(2)\n",
+       "  bb = f32[6,8] broadcast(bias), dimensions={1}\n  ROOT r = f32[6,8] add(d, bb)\n",
+       "matmul(lhs, rhs) + binary_add[bias]"},
+      {"  res = f32[6,8] parameter(2)\n", "  ROOT r = f32[6,8] add(res, d)\n",
+       "matmul(lhs, rhs) + binary_add"},
+      {"  s = f32[] parameter(2)\n",
+       "  sb = f32[6,8] broadcast(s), dimensions={}\n  ROOT r = f32[6,8] add(d, sb)\n",
+       "matmul(lhs, rhs) + binary_add[scalar]"},
+      {"", "  z = f32[] constant(0)\n  zb = f32[6,8] broadcast(z), dimensions={}\n"
+           "  ROOT r = f32[6,8] maximum(d, zb)\n",
+       "matmul(lhs, rhs) + relu"},
+      {"", "  c = f32[] constant(0.125)\n  cb = f32[6,8] broadcast(c), dimensions={}\n"
+           "  m = f32[6,8] multiply(d, cb)\n  ROOT r = f32[6,8] subtract(m, ob)\n" + one,
+       "matmul(lhs, rhs) + linear(0.125x-1)"},
+      // tanh GELU as JAX writes it.
+      {"", half + one +
+               "  k = f32[] constant(0.044715)\n  kb = f32[6,8] broadcast(k), dimensions={}\n"
+               "  s = f32[] constant(0.797884583)\n  sb = f32[6,8] broadcast(s), dimensions={}\n"
+               "  x2 = f32[6,8] multiply(d, d)\n  x3 = f32[6,8] multiply(x2, d)\n"
+               "  a3 = f32[6,8] multiply(x3, kb)\n  in = f32[6,8] add(d, a3)\n"
+               "  sc = f32[6,8] multiply(in, sb)\n  t = f32[6,8] tanh(sc)\n"
+               "  t1 = f32[6,8] add(t, ob)\n  th = f32[6,8] multiply(t1, hb)\n"
+               "  ROOT r = f32[6,8] multiply(d, th)\n",
+       "matmul(lhs, rhs) + gelu_tanh"},
+  };
+  for (const Case& c : cases) {
+    ExpectOneDnnMatchesEvaluator(DotModule("f32[6,10]", "f32[10,8]", out, "", dims, c.epilogue, c.params),
+                                 c.call);
+  }
+}
+
+TEST_F(OneDnnThunkTest, JaxErfGeluAfterABias) {
+  // jax.nn.gelu(x @ w + b, approximate=False), lowered by JAX (erf as rational approximations).
+  std::ifstream in(XLENS_TESTDATA_DIR "/dense_bias_gelu_erf.hlo");
+  std::stringstream text;
+  text << in.rdbuf();
+  ASSERT_FALSE(text.str().empty());
+  ExpectOneDnnMatchesEvaluator(text.str(), "matmul(lhs, rhs) + binary_add[bias] + gelu_erf");
+}
+
+TEST_F(OneDnnThunkTest, CallsSplitOverThePoolAgreeAtEveryOffset) {
+  // Large enough to be split into parts on a machine with two or more threads: columns for a
+  // wide product (bias offsets), rows for a tall one (residual and transposed-operand offsets).
+  const std::string parts = ThreadPool::Default().parallelism() >= 2 ? "; 2 parts on the pool" : "";
+  ExpectOneDnnMatchesEvaluator(R"(HloModule m
+ENTRY e {
+  a = f32[40,64] parameter(0)
+  b = f32[72,64] parameter(1)
+  bias = f32[72] parameter(2)
+  tb = f32[64,72] transpose(b), dimensions={1,0}
+  d = f32[40,72] dot(a, tb), lhs_contracting_dims={1}, rhs_contracting_dims={0}
+  bb = f32[40,72] broadcast(bias), dimensions={1}
+  ROOT r = f32[40,72] add(d, bb)
+})",
+                               "matmul(lhs, rhs^T) + binary_add[bias]", parts);
+  ExpectOneDnnMatchesEvaluator(R"(HloModule m
+ENTRY e {
+  a = f32[24,144] parameter(0)
+  b = f32[24,40] parameter(1)
+  res = f32[144,40] parameter(2)
+  ta = f32[144,24] transpose(a), dimensions={1,0}
+  d = f32[144,40] dot(ta, b), lhs_contracting_dims={1}, rhs_contracting_dims={0}
+  ROOT r = f32[144,40] add(d, res)
+})",
+                               "matmul(lhs^T, rhs) + binary_add", parts);
+}
+
+TEST_F(OneDnnThunkTest, ConvolutionsWithBiasAndActivation) {
+  ExpectOneDnnMatchesEvaluator(R"(HloModule c
+ENTRY e {
+  x = f32[2,9,11,5] parameter(0)
+  k = f32[3,2,5,7] parameter(1)
+  bias = f32[7] parameter(2)
+  c = f32[2,5,11,7] convolution(x, k), window={size=3x2 stride=2x1 pad=1_1x0_1}, dim_labels=b01f_01io->b01f
+  bb = f32[2,5,11,7] broadcast(bias), dimensions={3}
+  a = f32[2,5,11,7] add(c, bb)
+  z = f32[] constant(0)
+  zb = f32[2,5,11,7] broadcast(z), dimensions={}
+  ROOT r = f32[2,5,11,7] maximum(a, zb)
+})",
+                               "convolution + binary_add[bias] + relu");
+  // Kernel dilation, asymmetric padding, a residual added.
+  ExpectOneDnnMatchesEvaluator(R"(HloModule c
+ENTRY e {
+  x = f32[2,8,8,3] parameter(0)
+  k = f32[3,3,3,4] parameter(1)
+  res = f32[2,7,6,4] parameter(2)
+  c = f32[2,7,6,4] convolution(x, k), window={size=3x3 pad=2_1x0_2 rhs_dilate=2x2}, dim_labels=b01f_01io->b01f
+  ROOT r = f32[2,7,6,4] add(c, res)
+})",
+                               "convolution + binary_add");
+  ExpectOneDnnMatchesEvaluator(R"(HloModule c
+ENTRY e {
+  x = f32[3,20,4] parameter(0)
+  k = f32[5,4,2] parameter(1)
+  ROOT c = f32[3,8,2] convolution(x, k), window={size=5 stride=2}, dim_labels=b0f_0io->b0f
+})",
+                               "convolution");
+  ExpectOneDnnMatchesEvaluator(R"(HloModule c
+ENTRY e {
+  x = f32[1,5,6,4,3] parameter(0)
+  k = f32[2,3,2,3,2] parameter(1)
+  ROOT c = f32[1,4,6,3,2] convolution(x, k), window={size=2x3x2 pad=0_0x1_1x0_0}, dim_labels=b012f_012io->b012f
+})",
+                               "convolution");
+}
+
+}  // namespace
+}  // namespace xlens::runtime
