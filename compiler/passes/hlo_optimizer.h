@@ -33,6 +33,8 @@ struct OptimizeOptions {
   // ("sm_8.0_gpu_after_optimizations").
   int gpu_major = 9;
   int gpu_minor = 0;
+  // --xla_gpu_xlens_naive_emitters: read by the GPU compiler's kernel emitters, not by passes.
+  bool gpu_naive_emitters = false;
 };
 
 struct OptimizeResult {

@@ -1,0 +1,90 @@
+#include "compiler/codegen/gpu/gpu_primitives.h"
+
+#include <fmt/format.h>
+#include <llvm/IR/IntrinsicsNVPTX.h>
+#include <llvm/IR/Module.h>
+
+namespace xlens::codegen::gpu {
+
+using llvm::Value;
+
+llvm::Value* EmitThreadIdx(llvm::IRBuilder<>& b) {
+  return b.CreateZExt(b.CreateIntrinsic(llvm::Intrinsic::nvvm_read_ptx_sreg_tid_x, {}, {}),
+                      b.getInt64Ty(), "tid");
+}
+
+llvm::Value* EmitBlockIdx(llvm::IRBuilder<>& b) {
+  return b.CreateZExt(b.CreateIntrinsic(llvm::Intrinsic::nvvm_read_ptx_sreg_ctaid_x, {}, {}),
+                      b.getInt64Ty(), "bid");
+}
+
+void EmitBarrier(llvm::IRBuilder<>& b) { b.CreateIntrinsic(llvm::Intrinsic::nvvm_barrier0, {}, {}); }
+
+namespace {
+
+Value* ShuffleI32(llvm::IRBuilder<>& b, Value* v, int64_t lane_mask) {
+  // c = 0x1f: the whole warp is one segment; butterfly partners stay inside it.
+  return b.CreateIntrinsic(llvm::Intrinsic::nvvm_shfl_sync_bfly_i32, {},
+                           {b.getInt32(0xffffffffu), v, b.getInt32(static_cast<uint32_t>(lane_mask)),
+                            b.getInt32(0x1f)});
+}
+
+}  // namespace
+
+StatusOr<Value*> EmitShuffleXor(llvm::IRBuilder<>& b, Value* value, int64_t lane_mask) {
+  llvm::Type* type = value->getType();
+  const unsigned bits = type->getPrimitiveSizeInBits().getFixedValue();
+  if (!(type->isIntegerTy() || type->isFloatingPointTy()) || bits == 0 || bits > 64) {
+    return Error("a warp shuffle of this value type is not supported by the GPU emitters");
+  }
+  llvm::Type* int_type = b.getIntNTy(bits);
+  Value* as_int = type->isIntegerTy() ? value : b.CreateBitCast(value, int_type);
+  Value* shuffled;
+  if (bits <= 32) {
+    Value* wide = bits == 32 ? as_int : b.CreateZExt(as_int, b.getInt32Ty());
+    Value* s = ShuffleI32(b, wide, lane_mask);
+    shuffled = bits == 32 ? s : b.CreateTrunc(s, int_type);
+  } else {
+    Value* lo = ShuffleI32(b, b.CreateTrunc(as_int, b.getInt32Ty()), lane_mask);
+    Value* hi = ShuffleI32(b, b.CreateTrunc(b.CreateLShr(as_int, 32), b.getInt32Ty()), lane_mask);
+    shuffled = b.CreateOr(b.CreateZExt(lo, int_type), b.CreateShl(b.CreateZExt(hi, int_type), 32));
+  }
+  return type->isIntegerTy() ? shuffled : b.CreateBitCast(shuffled, type);
+}
+
+llvm::GlobalVariable* CreateSharedArray(llvm::Module& module, llvm::Type* type, int64_t count,
+                                        std::string_view name) {
+  auto* array_type = llvm::ArrayType::get(type, static_cast<uint64_t>(count));
+  auto* global = new llvm::GlobalVariable(
+      module, array_type, /*isConstant=*/false, llvm::GlobalValue::InternalLinkage,
+      llvm::UndefValue::get(array_type), std::string(name), nullptr,
+      llvm::GlobalValue::NotThreadLocal, /*AddressSpace=*/3);
+  global->setAlignment(llvm::Align(16));
+  return global;
+}
+
+llvm::Value* SharedElementPointer(llvm::IRBuilder<>& b, llvm::GlobalVariable* array, Value* index) {
+  return b.CreateInBoundsGEP(array->getValueType(), array, {b.getInt64(0), index});
+}
+
+StatusOr<std::vector<Value*>> EmitWarpReduce(ElementalIrEmitter& e, const HloComputation& reducer,
+                                             std::vector<Value*> values, int64_t width) {
+  llvm::IRBuilder<>& b = e.builder();
+  for (int64_t offset = width / 2; offset >= 1; offset /= 2) {
+    std::vector<Value*> args = values;
+    for (Value* v : values) {
+      ASSIGN_OR_RETURN(Value * other, EmitShuffleXor(b, v, offset));
+      args.push_back(other);
+    }
+    ASSIGN_OR_RETURN(values, e.EmitScalarComputation(reducer, args));
+  }
+  return values;
+}
+
+int64_t PowerOfTwoCeil(int64_t n) {
+  int64_t p = 1;
+  while (p < n) p *= 2;
+  return p;
+}
+
+}  // namespace xlens::codegen::gpu
