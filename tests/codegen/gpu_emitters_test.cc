@@ -7,6 +7,9 @@
 // --xla_gpu_xlens_naive_emitters.
 #include <unistd.h>
 
+#include <chrono>
+#include <iostream>
+
 #include <filesystem>
 #include <fstream>
 #include <random>
@@ -21,6 +24,8 @@
 #include "compiler/hlo/random_literal.h"
 #include "compiler/runtime/gpu_compiler.h"
 #include "compiler/runtime/gpu_executable.h"
+#include "compiler/runtime/gpu_sim_device.h"
+#include "gpu_memory_counts.h"
 #include "gpu_test_device.h"
 
 namespace xlens {
@@ -28,6 +33,9 @@ namespace {
 
 using ::testing::HasSubstr;
 using ::testing::Not;
+
+struct Case;
+void PrintTo(const Case& c, std::ostream* os);
 
 struct Case {
   std::string name;
@@ -37,6 +45,8 @@ struct Case {
   int64_t threads;      // of the first launch
   std::vector<std::string> ptx;  // what the tuned PTX contains
 };
+
+void PrintTo(const Case& c, std::ostream* os) { *os << c.name; }
 
 const char* kReducers = R"(
 add { a = f32[] parameter(0)  b = f32[] parameter(1)  ROOT r = f32[] add(a, b) }
@@ -270,7 +280,7 @@ TEST_P(GpuEmittersTest, PtxAssemblesForSm90) {
   EXPECT_EQ(status, 0) << output;
 }
 
-TEST_P(GpuEmittersTest, AgreesWithTheEvaluatorOnADevice) {
+TEST_P(GpuEmittersTest, AgreesWithTheEvaluator) {
   auto device = testing::OpenTestGpuDevice();
   if (!device.ok()) GTEST_SKIP() << device.status().message();
   const Case& c = GetParam();
@@ -293,6 +303,80 @@ TEST_P(GpuEmittersTest, AgreesWithTheEvaluatorOnADevice) {
     ASSERT_TRUE(actual.ok()) << actual.status().message();
     Status match = ExpectLiteralNear(*expected, *actual, ErrorSpec{1e-4, 1e-4});
     EXPECT_TRUE(match.ok()) << match.message();
+  }
+}
+
+// The memory traffic of each kernel as the simulator reports it: the new kernels read and write
+// whole sectors (coalesced) and hit no shared-memory bank twice; the one-thread-per-element
+// reductions and transposes touch several times the sectors they need. Prints the figures.
+TEST(GpuEmittersMemoryTest, CoalescedAndFreeOfBankConflicts) {
+  auto opened = runtime::OpenSimulatedGpuDevice();
+  if (!opened.ok()) GTEST_SKIP() << opened.status().message();
+  runtime::GpuSimDevice& device = **opened;
+  struct Expectation {
+    std::string name;
+    std::string hlo;
+    double naive_at_least;  // sectors over ideal of the one-thread-per-element kernels
+  };
+  const std::vector<Expectation> cases = {
+      {"elementwise f32[256,256]",
+       Module("ew", "x = f32[256,256] parameter(0)\n y = f32[256,256] parameter(1)\n"
+                    " ROOT a = f32[256,256] add(x, y)"), 1},
+      {"row reduce f32[512,1024]", RowReduce(512, 1024), 4},
+      {"softmax f32[256,1024]", Softmax(256, 1024), 2},
+      {"layer norm f32[256,1024]", LayerNorm(256, 1024), 2},
+      {"column reduce f32[1024,256]",
+       Module("cr", "x = f32[1024,256] parameter(0)\n z = f32[] constant(0)\n"
+                    " ROOT r = f32[256] reduce(x, z), dimensions={0}, to_apply=add"), 1},
+      {"transpose f32[512,256]", Transpose("512,256", "256,512", "1,0"), 4},
+      {"gemm+bias+relu 128x128x128", Gemm(128, 128, 128), 0},
+  };
+  std::cout << "case | kernels naive/tuned | sectors per request naive/tuned (over ideal) | "
+               "shared wavefronts per request | simulator ms naive/tuned\n";
+  for (const Expectation& c : cases) {
+    SCOPED_TRACE(c.name);
+    testing::KernelMemoryCounts totals[2];
+    size_t kernels[2];
+    double ms[2];
+    for (int naive = 0; naive < 2; ++naive) {
+      auto module = ParseHloModule(c.hlo);
+      ASSERT_TRUE(module.ok());
+      std::mt19937_64 rng(3);
+      std::vector<Literal> args;
+      for (const HloInstruction* p : (*module)->entry_computation()->parameter_instructions()) {
+        args.push_back(MakeRandomLiteral(p->shape(), rng).value());
+      }
+      runtime::GpuCompileOptions options;
+      options.optimize.gpu_naive_emitters = naive == 1;
+      auto exe = runtime::GpuExecutable::Create(std::move(*module), options, device);
+      ASSERT_TRUE(exe.ok()) << exe.status().message();
+      auto start = std::chrono::steady_clock::now();
+      ASSERT_TRUE((*exe)->Execute(args).ok());  // warm: the kernels compiled for the host
+      ms[naive] = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count();
+      testing::MemoryCounter counter;
+      device.SetObserver(&counter);
+      auto result = (*exe)->Execute(args);
+      device.SetObserver(nullptr);
+      ASSERT_TRUE(result.ok()) << result.status().message();
+      kernels[naive] = counter.kernels().size();
+      for (const testing::KernelMemoryCounts& k : counter.kernels()) {
+        totals[naive].global_requests += k.global_requests;
+        totals[naive].global_sectors += k.global_sectors;
+        totals[naive].global_ideal_sectors += k.global_ideal_sectors;
+        totals[naive].shared_requests += k.shared_requests;
+        totals[naive].shared_wavefronts += k.shared_wavefronts;
+      }
+    }
+    const testing::KernelMemoryCounts& tuned = totals[0];
+    const testing::KernelMemoryCounts& naive = totals[1];
+    std::cout << fmt::format("{} | {}/{} | {:.2f} ({:.2f}) / {:.2f} ({:.2f}) | {:.2f} | {:.0f}/{:.0f}\n", c.name,
+                             kernels[1], kernels[0], naive.SectorsPerRequest(), naive.SectorsOverIdeal(),
+                             tuned.SectorsPerRequest(), tuned.SectorsOverIdeal(),
+                             tuned.SharedWavefrontsPerRequest(), ms[1], ms[0]);
+    EXPECT_LE(tuned.SectorsOverIdeal(), 1.3);
+    EXPECT_GE(naive.SectorsOverIdeal(), c.naive_at_least);
+    if (tuned.shared_requests > 0) EXPECT_LE(tuned.SharedWavefrontsPerRequest(), 1.01);
+    EXPECT_EQ(kernels[0], 1u);
   }
 }
 

@@ -15,9 +15,9 @@ Status KernelBuilder::EmitGpuLoop(const Shape& shape, int64_t work_per_element, 
   // Each thread takes `vector` consecutive elements of one row: 16 bytes of the loop's element
   // type, fewer when the row length does not divide by that. Its first element's byte offset
   // is then a multiple of the group's size and every buffer starts 64-byte aligned, so the
-  // load-store vectorizer turns the group's loads and stores of same-layout arrays into one
-  // 128-bit access; consecutive threads take consecutive groups, so a warp touches one
-  // contiguous 512-byte span (coalesced).
+  // load-store vectorizer (run on the kernel right here) turns the group's loads and stores of
+  // same-layout arrays into one 128-bit access; consecutive threads take consecutive groups, so
+  // a warp touches one contiguous 512-byte span (coalesced).
   int64_t vector = std::clamp<int64_t>(16 / std::max(1, ByteWidth(shape.element_type())), 1, 8);
   while (vector > 1 && n % vector != 0) vector /= 2;
   const int64_t groups = elements / vector;
@@ -54,6 +54,7 @@ Status KernelBuilder::EmitGpuLoop(const Shape& shape, int64_t work_per_element, 
     return OkStatus();
   }));
   b_.CreateRetVoid();
+  if (vector > 1) gpu::VectorizeAccesses(*b_.GetInsertBlock()->getParent());
   return OkStatus();
 }
 

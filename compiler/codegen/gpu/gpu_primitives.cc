@@ -3,6 +3,9 @@
 #include <fmt/format.h>
 #include <llvm/IR/IntrinsicsNVPTX.h>
 #include <llvm/IR/Module.h>
+#include <llvm/Passes/PassBuilder.h>
+#include <llvm/Transforms/Scalar/InferAlignment.h>
+#include <llvm/Transforms/Vectorize/LoadStoreVectorizer.h>
 
 namespace xlens::codegen::gpu {
 
@@ -68,17 +71,51 @@ llvm::Value* SharedElementPointer(llvm::IRBuilder<>& b, llvm::GlobalVariable* ar
 }
 
 StatusOr<std::vector<Value*>> EmitWarpReduce(ElementalIrEmitter& e, const HloComputation& reducer,
-                                             std::vector<Value*> values, int64_t width) {
+                                             std::vector<Value*> values, int64_t width, Value* lane,
+                                             int64_t valid_lanes) {
   llvm::IRBuilder<>& b = e.builder();
   for (int64_t offset = width / 2; offset >= 1; offset /= 2) {
     std::vector<Value*> args = values;
+    std::vector<Value*> partner;
     for (Value* v : values) {
       ASSIGN_OR_RETURN(Value * other, EmitShuffleXor(b, v, offset));
       args.push_back(other);
+      partner.push_back(other);
     }
-    ASSIGN_OR_RETURN(values, e.EmitScalarComputation(reducer, args));
+    ASSIGN_OR_RETURN(std::vector<Value*> combined, e.EmitScalarComputation(reducer, args));
+    if (valid_lanes < width) {
+      // Before this step a lane holds its group's lanes that agree with it below bit 2*offset;
+      // the group holds a value when its lowest lane, (lane mod 2*offset), is a valid one.
+      Value* mask = b.getInt64(2 * offset - 1);
+      Value* limit = b.getInt64(valid_lanes);
+      Value* mine = b.CreateICmpULT(b.CreateAnd(lane, mask), limit);
+      Value* theirs = b.CreateICmpULT(b.CreateAnd(b.CreateXor(lane, b.getInt64(offset)), mask), limit);
+      for (size_t k = 0; k < values.size(); ++k) {
+        combined[k] = b.CreateSelect(mine, b.CreateSelect(theirs, combined[k], values[k]), partner[k]);
+      }
+    }
+    values = std::move(combined);
   }
   return values;
+}
+
+void VectorizeAccesses(llvm::Function& function) {
+  llvm::LoopAnalysisManager lam;
+  llvm::FunctionAnalysisManager fam;
+  llvm::CGSCCAnalysisManager cgam;
+  llvm::ModuleAnalysisManager mam;
+  llvm::PassBuilder pb;
+  pb.registerModuleAnalyses(mam);
+  pb.registerCGSCCAnalyses(cgam);
+  pb.registerFunctionAnalyses(fam);
+  pb.registerLoopAnalyses(lam);
+  pb.crossRegisterProxies(lam, fam, cgam, mam);
+  llvm::FunctionPassManager fpm;
+  // The vectorizer merges only accesses whose alignment is already known to be the vector's:
+  // infer it first from the 16-byte aligned kernel arguments and the offsets.
+  fpm.addPass(llvm::InferAlignmentPass());
+  fpm.addPass(llvm::LoadStoreVectorizerPass());
+  fpm.run(function, fam);
 }
 
 int64_t PowerOfTwoCeil(int64_t n) {

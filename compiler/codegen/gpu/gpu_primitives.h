@@ -35,10 +35,18 @@ llvm::Value* SharedElementPointer(llvm::IRBuilder<>& b, llvm::GlobalVariable* ar
 
 // Combines the values of `width` consecutive lanes (a power of two up to 32) with `reducer`, by
 // butterfly shuffles: afterwards every one of those lanes holds the same result (the reducer is
-// commutative, as XLA requires of reducers). Every lane of the warp must execute it.
+// commutative, as XLA requires of reducers). Every lane of the warp must execute it. Only the
+// first `valid_lanes` lanes of each group of `width` hold values (`lane`: the lane's index in its
+// group); the others are skipped, so no identity of the reducer is needed.
 StatusOr<std::vector<llvm::Value*>> EmitWarpReduce(ElementalIrEmitter& e,
                                                    const HloComputation& reducer,
-                                                   std::vector<llvm::Value*> values, int64_t width);
+                                                   std::vector<llvm::Value*> values, int64_t width,
+                                                   llvm::Value* lane, int64_t valid_lanes);
+
+// Merges adjacent loads and stores of `function` into vector accesses (LLVM's load-store
+// vectorizer, here rather than only in the NVPTX back end): 128-bit accesses are then in the IR
+// itself, which the GPU simulator runs and counts as the hardware would see them.
+void VectorizeAccesses(llvm::Function& function);
 
 // The smallest power of two >= n (at least 1).
 int64_t PowerOfTwoCeil(int64_t n);

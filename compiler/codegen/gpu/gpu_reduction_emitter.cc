@@ -213,14 +213,17 @@ StatusOr<bool> KernelBuilder::TryEmitGpuRowKernel(const std::vector<RowOutput>& 
   // This lane's elements of the row: lane, lane + lanes, ... (consecutive lanes read consecutive
   // elements: coalesced).
   Value* trips = b_.CreateUDiv(b_.CreateSub(b_.getInt64(length + lanes - 1), lane), b_.getInt64(lanes));
-  auto for_each_element = [&](const std::function<Status(const IrIndex&)>& body) -> Status {
+  auto for_each_element = [&](const std::function<Status(const IrIndex&)>& body,
+                              int64_t first_trip = 0) -> Status {
     return e->EmitIf(valid, "row.valid", [&]() -> Status {
-      return e->EmitLoop(b_.getInt64(0), trips, "row.element", [&](Value* i) -> Status {
+      return e->EmitLoop(b_.getInt64(first_trip), trips, "row.element", [&](Value* i) -> Status {
         Value* j = b_.CreateAdd(lane, b_.CreateMul(i, b_.getInt64(lanes), "", true, true), "", true, true);
         return body(DelinearizePhysical(b_, b_.CreateAdd(row_start, j, "", true, true), row_shape));
       });
     });
   };
+  // Lanes past the row's end (tiny rows only) hold no element.
+  Value* lane_has_elements = lanes <= length ? b_.getTrue() : b_.CreateICmpULT(lane, b_.getInt64(length));
 
   int max_level = 0;
   for (const HloInstruction* r : analysis.reductions()) max_level = std::max(max_level, analysis.Level(r));
@@ -230,19 +233,35 @@ StatusOr<bool> KernelBuilder::TryEmitGpuRowKernel(const std::vector<RowOutput>& 
     for (const HloInstruction* r : analysis.reductions()) {
       if (analysis.Level(r) == level) group.push_back(r);
     }
-    // Accumulators start at the init values; each lane folds its elements into them.
+    // Each lane folds its elements, starting from its first one: the init value is applied once
+    // per row, at the end, as the evaluator applies it (it need not be the reducer's identity).
     std::vector<std::vector<llvm::AllocaInst*>> accumulators;
+    std::vector<std::vector<Value*>> inits;
     for (const HloInstruction* r : group) {
       const int64_t n = r->operand_count() / 2;
       std::vector<llvm::AllocaInst*> accs;
+      std::vector<Value*> init;
       for (int64_t k = 0; k < n; ++k) {
-        ASSIGN_OR_RETURN(Value * init, e->EmitElement(r->operand(n + k), {}));
-        llvm::AllocaInst* acc = EmitEntryAlloca(b_, init->getType(), "row.acc");
-        b_.CreateStore(init, acc);
+        ASSIGN_OR_RETURN(Value * v, e->EmitElement(r->operand(n + k), {}));
+        llvm::AllocaInst* acc = EmitEntryAlloca(b_, v->getType(), "row.acc");
+        b_.CreateStore(v, acc);  // a defined value for lanes without elements
         accs.push_back(acc);
+        init.push_back(v);
       }
       accumulators.push_back(std::move(accs));
+      inits.push_back(std::move(init));
     }
+    RETURN_IF_ERROR(e->EmitIf(b_.CreateAnd(valid, lane_has_elements), "row.first", [&]() -> Status {
+      IrIndex index = DelinearizePhysical(b_, b_.CreateAdd(row_start, lane, "", true, true), row_shape);
+      for (size_t g = 0; g < group.size(); ++g) {
+        const int64_t n = group[g]->operand_count() / 2;
+        for (int64_t k = 0; k < n; ++k) {
+          ASSIGN_OR_RETURN(Value * x, e->EmitElement(group[g]->operand(k), index));
+          b_.CreateStore(x, accumulators[g][k]);
+        }
+      }
+      return OkStatus();
+    }));
     RETURN_IF_ERROR(for_each_element([&](const IrIndex& index) -> Status {
       for (size_t g = 0; g < group.size(); ++g) {
         const HloInstruction* r = group[g];
@@ -257,14 +276,14 @@ StatusOr<bool> KernelBuilder::TryEmitGpuRowKernel(const std::vector<RowOutput>& 
         for (int64_t k = 0; k < n; ++k) b_.CreateStore(results[k], accumulators[g][k]);
       }
       return OkStatus();
-    }));
+    }, /*first_trip=*/1));
     // Lanes of a row combine by shuffles; the warps of a block through shared memory.
     for (size_t g = 0; g < group.size(); ++g) {
       const HloInstruction* r = group[g];
       std::vector<Value*> values;
       for (llvm::AllocaInst* acc : accumulators[g]) values.push_back(b_.CreateLoad(acc->getAllocatedType(), acc));
       ASSIGN_OR_RETURN(values, gpu::EmitWarpReduce(*e, *r->to_apply(), values,
-                                                   std::min<int64_t>(lanes, gpu::kWarpSize)));
+                                                   std::min<int64_t>(lanes, gpu::kWarpSize), lane, length));
       if (lanes > gpu::kWarpSize) {
         const int64_t warps = lanes / gpu::kWarpSize;
         const std::vector<PrimitiveType> types = LeafTypes(r->shape());
@@ -301,6 +320,11 @@ StatusOr<bool> KernelBuilder::TryEmitGpuRowKernel(const std::vector<RowOutput>& 
           for (Value* v : load_partial(w)) args.push_back(v);
           ASSIGN_OR_RETURN(values, e->EmitScalarComputation(*r->to_apply(), args));
         }
+      }
+      {
+        std::vector<Value*> args = inits[g];
+        args.insert(args.end(), values.begin(), values.end());
+        ASSIGN_OR_RETURN(values, e->EmitScalarComputation(*r->to_apply(), args));
       }
       e->BindValues(r, values);
     }
@@ -395,22 +419,38 @@ Status KernelBuilder::EmitGpuColumnReduction(const HloInstruction* reduce, const
     }
   }
   std::vector<llvm::AllocaInst*> accs;
+  std::vector<Value*> inits;
   for (int64_t k = 0; k < count; ++k) {
     ASSIGN_OR_RETURN(Value * init, e->EmitElement(reduce->operand(count + k), {}));
     accs.push_back(EmitEntryAlloca(b_, init->getType(), "column.acc"));
-    b_.CreateStore(init, accs.back());
+    b_.CreateStore(init, accs.back());  // a defined value for warps without rows
+    inits.push_back(init);
   }
   Value* in_bounds = b_.CreateICmpULT(column, b_.getInt64(columns));
+  auto operand_index_of_row = [&](Value* r) {
+    IrIndex reduced_index = DelinearizeRowMajor(b_, r, loop_sizes);
+    IrIndex operand_index(in.rank(), nullptr);
+    for (size_t j = 0; j < loop_dims.size(); ++j) operand_index[loop_dims[j]] = reduced_index[j];
+    for (size_t j = 0; j < kept.size(); ++j) operand_index[kept[j]] = index[j];
+    return operand_index;
+  };
+  // Each warp starts from its first row: the init value is applied once, at the end.
+  Value* has_rows = b_.CreateAnd(in_bounds, b_.CreateICmpULT(ty, b_.getInt64(reduce_length)));
+  RETURN_IF_ERROR(e->EmitIf(has_rows, "column.first", [&]() -> Status {
+    IrIndex operand_index = operand_index_of_row(ty);
+    for (int64_t k = 0; k < count; ++k) {
+      ASSIGN_OR_RETURN(Value * x, e->EmitElement(reduce->operand(k), operand_index));
+      b_.CreateStore(x, accs[k]);
+    }
+    return OkStatus();
+  }));
   // Warp ty reads rows ty, ty + 16, ...: 32 consecutive elements of a row per access.
   Value* trips = b_.CreateUDiv(b_.CreateSub(b_.getInt64(reduce_length + kRowsInFlight - 1), ty),
                                b_.getInt64(kRowsInFlight));
   RETURN_IF_ERROR(e->EmitIf(in_bounds, "column.valid", [&]() -> Status {
-    return e->EmitLoop(b_.getInt64(0), trips, "column.row", [&](Value* i) -> Status {
+    return e->EmitLoop(b_.getInt64(1), trips, "column.row", [&](Value* i) -> Status {
       Value* r = b_.CreateAdd(ty, b_.CreateMul(i, b_.getInt64(kRowsInFlight), "", true, true), "", true, true);
-      IrIndex reduced_index = DelinearizeRowMajor(b_, r, loop_sizes);
-      IrIndex operand_index(in.rank(), nullptr);
-      for (size_t j = 0; j < loop_dims.size(); ++j) operand_index[loop_dims[j]] = reduced_index[j];
-      for (size_t j = 0; j < kept.size(); ++j) operand_index[kept[j]] = index[j];
+      IrIndex operand_index = operand_index_of_row(r);
       std::vector<Value*> args;
       for (llvm::AllocaInst* acc : accs) args.push_back(b_.CreateLoad(acc->getAllocatedType(), acc));
       for (int64_t k = 0; k < count; ++k) {
@@ -443,8 +483,8 @@ Status KernelBuilder::EmitGpuColumnReduction(const HloInstruction* reduce, const
       }
       return v;
     };
-    std::vector<Value*> values = load(0);
-    for (int64_t w = 1; w < kRowsInFlight; ++w) {
+    std::vector<Value*> values = inits;
+    for (int64_t w = 0; w < std::min(kRowsInFlight, reduce_length); ++w) {
       std::vector<Value*> args = values;
       for (Value* v : load(w)) args.push_back(v);
       ASSIGN_OR_RETURN(values, e->EmitScalarComputation(*reduce->to_apply(), args));
