@@ -234,6 +234,10 @@ std::vector<FlagSpec> MakeSpecs() {
                         "Test only: the CPU/GPU kernel of the named HLO instruction adds 1 to "
                         "every value it stores.",
                         "HLO_NAME")),
+      BoolFlag("xla_gpu_xlens_naive_emitters", &D::xla_gpu_xlens_naive_emitters,
+               "GPU kernels one thread per output element (reductions, transposes and dots "
+               "included) instead of warp reductions, shared-memory tiles and the tiled GEMM: "
+               "the kernels before and after, to compare."),
       FlagSpec{{"tf_xla_auto_jit", "string", "",
                 "Auto-clustering: -1 off, 0 as the session config says, 1 on for likely wins, 2 "
                 "on for everything; single-gpu(N) or fusible.",

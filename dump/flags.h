@@ -53,6 +53,9 @@ struct DebugOptions {
   // planted-miscompile pass right after this pass; make this kernel's code store wrong values.
   std::string xla_test_miscompile_after_pass;
   std::string xla_test_miscompile_kernel;
+  // The GPU backend's one-thread-per-element kernels instead of its warp, shared-memory and tiled
+  // ones (to compare the two).
+  bool xla_gpu_xlens_naive_emitters = false;
 
   // --tf_xla_auto_jit: -1 off, 0 as the session config says, 1 and 2 on. "single-gpu(N)"
   // applies level N to single-GPU graphs only; "fusible" is level 1 restricted to fusible ops.

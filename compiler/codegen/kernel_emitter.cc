@@ -1,5 +1,7 @@
 #include "compiler/codegen/kernel_emitter.h"
 
+#include "compiler/codegen/kernel_builder.h"
+
 #include <algorithm>
 #include <map>
 
@@ -80,68 +82,7 @@ int64_t WorkPerElement(const HloInstruction& hlo) {
   }
 }
 
-// Where one array lives in the buffer table.
-struct Binding {
-  const HloInstruction* hlo;
-  std::vector<int64_t> shape_index;
-  Shape shape;
-  int64_t slot;
-  int64_t scratch_offset = -1;  // >= 0: inside the scratch buffer
-};
-
-class KernelBuilder {
- public:
-  KernelBuilder(const HloInstruction& hlo, const std::string& name, llvm::Module& module,
-                KernelTarget target)
-      : hlo_(hlo), module_(module), b_(module.getContext()), target_(target) {
-    spec_.name = name;
-  }
-
-  StatusOr<KernelSpec> Build();
-
- private:
-  using Body = std::function<Status(ElementalIrEmitter&, const IrIndex&)>;
-
-  // A new phase function; the builder is left in its entry block with `buffers` set.
-  llvm::Function* NewPhase(bool sequential, int64_t tasks, int64_t work_per_task);
-  IrArray ArrayOf(const Binding& binding) const;
-  // An emitter with every binding made so far.
-  std::unique_ptr<ElementalIrEmitter> MakeEmitter();
-  Status EmitParallelLoop(const Shape& shape, int64_t work_per_element, const Body& body);
-  // A task of a phase split into rows x blocks of the minor-most dimension `minor` (of size n):
-  // the row's index in every other dimension (`outer`, major first) and its block's [begin, end).
-  struct TaskRange {
-    IrIndex index;  // index[minor] is left for the caller's loop
-    Value* begin;
-    Value* end;
-  };
-  TaskRange EmitTaskRange(Value* task, const Shape& shape, const std::vector<int64_t>& outer,
-                          int64_t minor, int64_t block, int64_t blocks);
-  Status EmitOutputs();
-  // A reduction that keeps its operand's minor-most dimension, emitted with the loops
-  // interchanged: each task owns a block of outputs and sweeps the reduced rows over it, so
-  // every load is contiguous and the sweep vectorizes across outputs.
-  Status EmitColumnReduction(const HloInstruction* reduce,
-                             const std::function<IrArray(int64_t leaf)>& destination);
-  Status EmitScatter(const HloInstruction* scatter);
-  Status EmitSelectAndScatter(const HloInstruction* sas);
-  IrArray OutputArray(int64_t leaf) const;
-
-  const HloInstruction& hlo_;
-  llvm::Module& module_;
-  llvm::IRBuilder<> b_;
-  KernelTarget target_;
-  KernelSpec spec_;
-  const HloInstruction* root_ = nullptr;
-  std::vector<Binding> bindings_;
-  std::vector<Shape> output_shapes_;
-  // Output instructions of the root and the first output leaf each writes.
-  std::vector<std::pair<const HloInstruction*, int64_t>> outputs_;
-  std::map<const HloInstruction*, bool> written_;
-  Value* buffers_ = nullptr;
-  // The access group of the current phase's buffers when its element loop is parallel.
-  llvm::MDNode* access_group_ = nullptr;
-};
+}  // namespace
 
 llvm::Function* KernelBuilder::NewPhase(bool sequential, int64_t tasks, int64_t work_per_task) {
   llvm::LLVMContext& c = module_.getContext();
@@ -156,6 +97,11 @@ llvm::Function* KernelBuilder::NewPhase(bool sequential, int64_t tasks, int64_t 
                                     llvm::PointerType::get(c, 0));
     auto* type = llvm::FunctionType::get(llvm::Type::getVoidTy(c), params, false);
     f = llvm::Function::Create(type, llvm::Function::ExternalLinkage, fn_name, module_);
+    // Every buffer starts on a 64-byte boundary (buffer assignment and the runtime's arena), so
+    // 16-byte vector accesses at multiples of 16 bytes from it are aligned.
+    for (size_t i = 0; i < params.size(); ++i) {
+      f->addParamAttr(static_cast<unsigned>(i), llvm::Attribute::getWithAlignment(c, llvm::Align(16)));
+    }
     llvm::NamedMDNode* annotations = module_.getOrInsertNamedMetadata("nvvm.annotations");
     annotations->addOperand(llvm::MDNode::get(
         c, {llvm::ValueAsMetadata::get(f), llvm::MDString::get(c, "kernel"),
@@ -178,6 +124,13 @@ llvm::Function* KernelBuilder::NewPhase(bool sequential, int64_t tasks, int64_t 
   buffers_ = target_ == KernelTarget::kGpu ? nullptr : f->getArg(0);
   access_group_ = sequential || target_ == KernelTarget::kGpu ? nullptr : llvm::MDNode::getDistinct(c, {});
   spec_.phases.push_back(phase);
+  return f;
+}
+
+llvm::Function* KernelBuilder::NewGpuPhase(int64_t blocks, int64_t threads, int64_t work_per_thread) {
+  llvm::Function* f = NewPhase(false, blocks * threads, work_per_thread);
+  spec_.phases.back().blocks = blocks;
+  spec_.phases.back().threads_per_block = threads;
   return f;
 }
 
@@ -223,6 +176,7 @@ Status KernelBuilder::EmitParallelLoop(const Shape& shape, int64_t work_per_elem
     b_.CreateRetVoid();
     return OkStatus();
   }
+  if (GpuTuned()) return EmitGpuLoop(shape, work_per_element, body);
   if (target_ == KernelTarget::kGpu) {
     // One thread per element: its physical position from the block and thread index.
     NewPhase(false, elements, work_per_element);
@@ -261,8 +215,10 @@ Status KernelBuilder::EmitParallelLoop(const Shape& shape, int64_t work_per_elem
   return OkStatus();
 }
 
-bool IsColumnReduction(const HloInstruction* hlo, KernelTarget target) {
-  if (target != KernelTarget::kCpu || hlo->opcode() != HloOpcode::kReduce) return false;
+bool KernelBuilder::IsColumnReduction(const HloInstruction* hlo) const {
+  if ((target_ != KernelTarget::kCpu && !GpuTuned()) || hlo->opcode() != HloOpcode::kReduce) {
+    return false;
+  }
   const Shape& in = hlo->operand(0)->shape();
   if (in.rank() < 2) return false;
   const int64_t minor = MajorToMinor(in).back();
@@ -271,7 +227,8 @@ bool IsColumnReduction(const HloInstruction* hlo, KernelTarget target) {
 }
 
 Status KernelBuilder::EmitColumnReduction(const HloInstruction* reduce,
-                                          const std::function<IrArray(int64_t)>& destination) {
+                                          const Destination& destination) {
+  if (GpuTuned()) return EmitGpuColumnReduction(reduce, destination);
   const int64_t count = reduce->operand_count() / 2;
   const Shape& in = reduce->operand(0)->shape();
   const Shape& out = reduce->shape().IsTuple() ? reduce->shape().tuple_shapes(0) : reduce->shape();
@@ -382,7 +339,16 @@ Status KernelBuilder::EmitOutputs() {
   std::vector<std::vector<std::pair<const HloInstruction*, int64_t>>> groups;
   for (const auto& out : outputs_) {
     if (written_[out.first]) continue;
-    if (IsColumnReduction(out.first, target_)) {
+    if (GpuTuned() && out.first->opcode() == HloOpcode::kReduce && !IsColumnReduction(out.first)) {
+      const int64_t first = out.second;
+      ASSIGN_OR_RETURN(bool done, TryEmitGpuRowKernel(
+                                      {{out.first, [&](int64_t k) { return OutputArray(first + k); }}}));
+      if (done) {
+        written_[out.first] = true;
+        continue;
+      }
+    }
+    if (IsColumnReduction(out.first)) {
       const int64_t first = out.second;
       RETURN_IF_ERROR(EmitColumnReduction(out.first, [&](int64_t k) { return OutputArray(first + k); }));
       written_[out.first] = true;
@@ -643,11 +609,26 @@ StatusOr<KernelSpec> KernelBuilder::Build() {
     outputs_.push_back({root_, 0});
   }
 
+  const bool special_root =
+      root_->opcode() == HloOpcode::kScatter || root_->opcode() == HloOpcode::kSelectAndScatter;
+  const HloInstruction* gemm = nullptr;
+  if (GpuTuned() && !special_root) {
+    // The whole kernel as one row kernel when it is a row fusion (a reduction, softmax, layer
+    // norm, sibling reductions and their elementwise outputs).
+    std::vector<RowOutput> row_outputs;
+    for (const auto& [out, first] : outputs_) {
+      row_outputs.push_back({out, [this, first = first](int64_t k) { return OutputArray(first + k); }});
+    }
+    ASSIGN_OR_RETURN(bool done, TryEmitGpuRowKernel(row_outputs));
+    if (done) return spec_;
+    gemm = FindGemmWithEpilogue();
+  }
+
   // Materialise expensive fused values that other fused instructions read.
   if (fused) {
     int64_t scratch = 0;
     for (const HloInstruction* x : fused->MakeInstructionPostOrder()) {
-      if (!IsExpensivePerElement(x->opcode()) || x == root_) continue;
+      if (!IsExpensivePerElement(x->opcode()) || x == root_ || x == gemm) continue;
       bool read_inside = false;
       for (const HloInstruction* user : x->users()) read_inside |= user != root_;
       if (!read_inside) continue;
@@ -661,7 +642,15 @@ StatusOr<KernelSpec> KernelBuilder::Build() {
         scratch += (shape_util::ByteSizeOf(dense) + 63) / 64 * 64;
       });
       const Shape& loop_shape = materialized[0].shape;
-      if (IsColumnReduction(x, target_)) {
+      auto to_scratch = [&](int64_t k) { return ArrayOf(materialized[k]); };
+      bool done = false;
+      if (GpuTuned() && x->opcode() == HloOpcode::kReduce && !IsColumnReduction(x)) {
+        ASSIGN_OR_RETURN(done, TryEmitGpuRowKernel({{x, to_scratch}}));
+      } else if (GpuTuned() && x->opcode() == HloOpcode::kDot) {
+        ASSIGN_OR_RETURN(done, TryEmitGpuGemm(x, nullptr, to_scratch));
+      }
+      if (done) {
+      } else if (IsColumnReduction(x)) {
         RETURN_IF_ERROR(EmitColumnReduction(x, [&](int64_t k) { return ArrayOf(materialized[k]); }));
       } else RETURN_IF_ERROR(EmitParallelLoop(loop_shape, WorkPerElement(*x),
                                        [&](ElementalIrEmitter& e, const IrIndex& index) -> Status {
@@ -681,16 +670,21 @@ StatusOr<KernelSpec> KernelBuilder::Build() {
   } else if (root_->opcode() == HloOpcode::kSelectAndScatter) {
     RETURN_IF_ERROR(EmitSelectAndScatter(root_));
   } else {
-    RETURN_IF_ERROR(EmitOutputs());
+    bool done = false;
+    if (gemm != nullptr) {
+      ASSIGN_OR_RETURN(done, TryEmitGpuGemm(gemm, root_, [this](int64_t k) { return OutputArray(k); }));
+    } else if (GpuTuned()) {
+      ASSIGN_OR_RETURN(done, TryEmitGpuTranspose());
+    }
+    if (!done) RETURN_IF_ERROR(EmitOutputs());
   }
   return spec_;
 }
 
-}  // namespace
-
 StatusOr<KernelSpec> EmitKernel(const HloInstruction& hlo, const std::string& name,
-                                llvm::Module& module, KernelTarget target) {
-  KernelBuilder builder(hlo, name, module, target);
+                                llvm::Module& module, KernelTarget target,
+                                const KernelOptions& options) {
+  KernelBuilder builder(hlo, name, module, target, options);
   return builder.Build();
 }
 

@@ -28,12 +28,13 @@
 namespace xlens::codegen {
 
 // Where a kernel runs: a CPU phase is called over a range of tasks with a table of buffer
-// pointers; a GPU phase is a PTX kernel taking one pointer per buffer, one thread per element.
+// pointers; a GPU phase is a PTX kernel taking one pointer per buffer (launch shapes: see
+// kernel_builder.h).
 enum class KernelTarget { kCpu, kGpu };
 
 struct KernelPhase {
   std::string function_name;
-  // CPU: tasks the runtime splits over threads. GPU: threads (elements) of the launch.
+  // CPU: tasks the runtime splits over threads. GPU: threads of the launch.
   int64_t tasks = 0;
   // Elements computed per task (times the reduction length for reductions): the runtime's grain.
   int64_t work_per_task = 1;
@@ -51,9 +52,17 @@ struct KernelSpec {
   int64_t scratch_bytes = 0;
 };
 
+struct KernelOptions {
+  // GPU: the one-thread-per-element emitters (a reduction is one thread per output, a transpose
+  // and a dot are elementwise loops) instead of the warp, shared-memory and tiled ones, so that
+  // both can be compared (--xla_gpu_xlens_naive_emitters).
+  bool gpu_naive_emitters = false;
+};
+
 // Emits the kernel of `hlo` into `module`, its functions named after `name`.
 StatusOr<KernelSpec> EmitKernel(const HloInstruction& hlo, const std::string& name,
-                                llvm::Module& module, KernelTarget target = KernelTarget::kCpu);
+                                llvm::Module& module, KernelTarget target = KernelTarget::kCpu,
+                                const KernelOptions& options = {});
 
 // Whether EmitKernel handles `hlo` (as opposed to control flow, library calls and no-ops).
 bool IsKernelInstruction(const HloInstruction& hlo);

@@ -41,6 +41,8 @@ struct OptimizeOptions {
   // More instruments to run around every pass (after the recorder, before dumping), not owned:
   // how `xlens bisect` evaluates the module after each pass.
   std::vector<PassInstrumentation*> extra_instrumentation;
+  // --xla_gpu_xlens_naive_emitters: read by the GPU compiler's kernel emitters, not by passes.
+  bool gpu_naive_emitters = false;
 };
 
 struct OptimizeResult {

@@ -70,7 +70,10 @@ StatusOr<GpuCompilation> CompileForGpuToPtx(std::unique_ptr<HloModule> module,
       }
       if (!codegen::IsKernelInstruction(*hlo)) continue;
       const std::string name = codegen::UniqueKernelName(hlo->name(), symbols);
-      auto spec = codegen::EmitKernel(*hlo, name, llvm_module, codegen::KernelTarget::kGpu);
+      codegen::KernelOptions kernel_options;
+      kernel_options.gpu_naive_emitters = options.optimize.gpu_naive_emitters;
+      auto spec = codegen::EmitKernel(*hlo, name, llvm_module, codegen::KernelTarget::kGpu,
+                                      kernel_options);
       if (!spec.ok()) return spec.status().WithContext(hlo->name());
       if (codegen::IsPlantedKernel(options.optimize.planted.miscompile_kernel, *hlo, *spec)) {
         codegen::PlantKernelFault(*hlo, *spec, llvm_module);

@@ -41,9 +41,15 @@ TEST_F(GpuSimCliTest, RunsTheGpuKernelsOnTheSimulatorAndMatchesTheEvaluator) {
   if (r.output.find("the GPU simulator is unavailable") != std::string::npos) GTEST_SKIP() << r.output;
   ASSERT_EQ(r.exit_code, 0) << r.output;
   EXPECT_THAT(r.output, ::testing::ContainsRegex("compile [0-9.]+ ms for sm_90 \\(simulated\\); run median"));
-  EXPECT_THAT(r.output, HasSubstr("fusion_phase2 (fusion): grid 250, block 256"));
+  // Softmax is one kernel: a block of 256 threads per row of 1000 (few rows).
+  EXPECT_THAT(r.output, HasSubstr("1 kernel launches:\n  fusion (fusion): grid 64, block 256"));
   EXPECT_THAT(r.output, ::testing::ContainsRegex("reference: .*: match"));
-  EXPECT_THAT(xlens::testing::ReadTestFile(trace), HasSubstr("\"kernel\":\"fusion_phase2\""));
+  EXPECT_THAT(xlens::testing::ReadTestFile(trace), HasSubstr("\"kernel\":\"fusion\""));
+  // The one-thread-per-element kernels: two reduction phases, then the elementwise one.
+  RunResult naive = RunXlens("run " + file + " --backend=gpu-sim --reference --xla_gpu_xlens_naive_emitters");
+  ASSERT_EQ(naive.exit_code, 0) << naive.output;
+  EXPECT_THAT(naive.output, HasSubstr("fusion_phase2 (fusion): grid 250, block 256"));
+  EXPECT_THAT(naive.output, ::testing::ContainsRegex("reference: .*: match"));
   RunResult checked = RunXlens("run " + file + " --backend=gpu-sim --gpu_sim_race_check --reference");
   EXPECT_EQ(checked.exit_code, 0) << checked.output;
 }

@@ -86,10 +86,12 @@ TEST(GpuCompilerTest, ABadArchitectureIsAUserError) {
   }
 }
 
-TEST(GpuCompilerTest, OneThreadPerElementInBlocksOf256) {
+TEST(GpuCompilerTest, NaiveEmittersUseOneThreadPerElementInBlocksOf256) {
   auto module = ParseHloModule("HloModule m\nENTRY e {\n  a = f32[1000] parameter(0)\n  ROOT n = f32[1000] exponential(a)\n}\n");
   ASSERT_TRUE(module.ok());
-  auto compiled = runtime::CompileForGpuToPtx(std::move(*module), {});
+  runtime::GpuCompileOptions options;
+  options.optimize.gpu_naive_emitters = true;
+  auto compiled = runtime::CompileForGpuToPtx(std::move(*module), options);
   ASSERT_TRUE(compiled.ok()) << compiled.status().message();
   ASSERT_EQ(compiled->kernels.size(), 1u);
   EXPECT_EQ(compiled->kernels[0].threads_per_block, 256);
@@ -97,6 +99,18 @@ TEST(GpuCompilerTest, OneThreadPerElementInBlocksOf256) {
   // exp comes from libdevice, inlined: no call is left in the kernel.
   EXPECT_THAT(compiled->ptx, ::testing::HasSubstr(".entry n("));
   EXPECT_THAT(compiled->ptx, ::testing::Not(::testing::HasSubstr("call.uni")));
+}
+
+TEST(GpuCompilerTest, ByDefaultEachThreadTakesFourFloatsIn128BitAccesses) {
+  auto module = ParseHloModule("HloModule m\nENTRY e {\n  a = f32[1000] parameter(0)\n  ROOT n = f32[1000] exponential(a)\n}\n");
+  ASSERT_TRUE(module.ok());
+  auto compiled = runtime::CompileForGpuToPtx(std::move(*module), {});
+  ASSERT_TRUE(compiled.ok()) << compiled.status().message();
+  ASSERT_EQ(compiled->kernels.size(), 1u);
+  EXPECT_EQ(compiled->kernels[0].threads_per_block, 256);  // 250 groups of 4, rounded to warps
+  EXPECT_EQ(compiled->kernels[0].blocks, 1);
+  EXPECT_THAT(compiled->ptx, ::testing::HasSubstr("ld.global.v4.f32"));
+  EXPECT_THAT(compiled->ptx, ::testing::HasSubstr("st.global.v4.f32"));
 }
 
 }  // namespace

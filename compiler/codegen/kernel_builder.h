@@ -1,0 +1,132 @@
+// KernelBuilder: the state EmitKernel (kernel_emitter.h) keeps while it emits one kernel: the
+// buffer table's bindings, the phases made so far and the IR builder. Internal to codegen: its
+// CPU and one-thread-per-element emitters live in kernel_emitter.cc; the GPU emitters that use
+// warps, shared memory and tiles (row reductions, column reductions, transposes, GEMM) live in
+// gpu/*_emitter.cc, each a few member functions of this class.
+#pragma once
+
+#include <functional>
+#include <map>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include <llvm/IR/IRBuilder.h>
+#include <llvm/IR/Module.h>
+
+#include "compiler/codegen/elemental_ir_emitter.h"
+#include "compiler/codegen/ir_array.h"
+#include "compiler/codegen/kernel_emitter.h"
+
+namespace xlens::codegen {
+
+// Where one array lives in the buffer table.
+struct Binding {
+  const HloInstruction* hlo;
+  std::vector<int64_t> shape_index;
+  Shape shape;
+  int64_t slot;
+  int64_t scratch_offset = -1;  // >= 0: inside the scratch buffer
+};
+
+class KernelBuilder {
+ public:
+  KernelBuilder(const HloInstruction& hlo, const std::string& name, llvm::Module& module,
+                KernelTarget target, const KernelOptions& options)
+      : hlo_(hlo), module_(module), b_(module.getContext()), target_(target), options_(options) {
+    spec_.name = name;
+  }
+
+  StatusOr<KernelSpec> Build();
+
+ private:
+  using Body = std::function<Status(ElementalIrEmitter&, const IrIndex&)>;
+  // Where the leaves of an emitted value go (a fusion output or scratch).
+  using Destination = std::function<IrArray(int64_t leaf)>;
+
+  // Whether the GPU emitters of gpu/ apply (a GPU kernel, not the one-thread-per-element ones).
+  bool GpuTuned() const { return target_ == KernelTarget::kGpu && !options_.gpu_naive_emitters; }
+  // A new phase function; the builder is left in its entry block with `buffers` set.
+  llvm::Function* NewPhase(bool sequential, int64_t tasks, int64_t work_per_task);
+  // A GPU phase of `blocks` blocks of `threads` threads.
+  llvm::Function* NewGpuPhase(int64_t blocks, int64_t threads, int64_t work_per_thread);
+  IrArray ArrayOf(const Binding& binding) const;
+  // An emitter with every binding made so far.
+  std::unique_ptr<ElementalIrEmitter> MakeEmitter();
+  Status EmitParallelLoop(const Shape& shape, int64_t work_per_element, const Body& body);
+  // A task of a phase split into rows x blocks of the minor-most dimension `minor` (of size n):
+  // the row's index in every other dimension (`outer`, major first) and its block's [begin, end).
+  struct TaskRange {
+    IrIndex index;  // index[minor] is left for the caller's loop
+    llvm::Value* begin;
+    llvm::Value* end;
+  };
+  TaskRange EmitTaskRange(llvm::Value* task, const Shape& shape, const std::vector<int64_t>& outer,
+                          int64_t minor, int64_t block, int64_t blocks);
+  Status EmitOutputs();
+  bool IsColumnReduction(const HloInstruction* hlo) const;
+  // A reduction that keeps its operand's minor-most dimension, emitted with the loops
+  // interchanged: each task owns a block of outputs and sweeps the reduced rows over it, so
+  // every load is contiguous and the sweep vectorizes across outputs.
+  Status EmitColumnReduction(const HloInstruction* reduce, const Destination& destination);
+  Status EmitScatter(const HloInstruction* scatter);
+  Status EmitSelectAndScatter(const HloInstruction* sas);
+  IrArray OutputArray(int64_t leaf) const;
+
+  // --- GPU emitters (gpu/gpu_loop_emitter.cc) ---
+  // The GPU element loop: each thread computes a 16-byte group of consecutive elements (so that
+  // the load-store vectorizer makes 128-bit accesses) where the minor dimension allows it, one
+  // element otherwise; consecutive threads take consecutive groups, so every warp access is
+  // coalesced.
+  Status EmitGpuLoop(const Shape& shape, int64_t work_per_element, const Body& body);
+
+  // --- Row reductions and their epilogues (gpu/gpu_reduction_emitter.cc) ---
+  // A row fusion: every reduction reduces the minor-most dimensions of one operand shape, and
+  // every other value is either per element of that shape or per row. One kernel: a warp (or a
+  // part of one, or a whole block) per row reduces with shuffles (and shared memory across warps),
+  // the results feed later reductions and the per-element outputs of the same row.
+  struct RowOutput {
+    const HloInstruction* hlo;
+    Destination destination;
+  };
+  // Emits `outputs` (reductions or values computed from them) as one row kernel; false when
+  // they do not form a row fusion (nothing is emitted then).
+  StatusOr<bool> TryEmitGpuRowKernel(const std::vector<RowOutput>& outputs);
+  // A column reduction: tiles of 32 output columns, each warp reading 32 consecutive elements of
+  // a row, partial results combined through shared memory.
+  Status EmitGpuColumnReduction(const HloInstruction* reduce, const Destination& destination);
+
+  // --- Transpose (gpu/gpu_transpose_emitter.cc) ---
+  // A root transpose (or layout-changing copy) tiled through shared memory: 32x32 tiles padded
+  // to 33 columns, read along the operand's minor dimension and written along the output's.
+  StatusOr<bool> TryEmitGpuTranspose();
+
+  // --- GEMM (gpu/gpu_gemm_emitter.cc) ---
+  // The dot whose result the fusion's single output is an elementwise function of (the dot
+  // itself when unfused or alone): the GEMM kernel computes it and applies that epilogue.
+  const HloInstruction* FindGemmWithEpilogue() const;
+  // A tiled GEMM: 64x64 output tiles per block of 256 threads, 4x4 outputs per thread, K in steps
+  // of 16 through shared memory. With `epilogue`, each output is epilogue(dot) at its index.
+  // False (nothing emitted) for what it does not handle (element types, several contracting
+  // dimensions).
+  StatusOr<bool> TryEmitGpuGemm(const HloInstruction* dot, const HloInstruction* epilogue,
+                                const Destination& destination);
+
+  const HloInstruction& hlo_;
+  llvm::Module& module_;
+  llvm::IRBuilder<> b_;
+  KernelTarget target_;
+  KernelOptions options_;
+  KernelSpec spec_;
+  const HloInstruction* root_ = nullptr;
+  std::vector<Binding> bindings_;
+  std::vector<Shape> output_shapes_;
+  // Output instructions of the root and the first output leaf each writes.
+  std::vector<std::pair<const HloInstruction*, int64_t>> outputs_;
+  std::map<const HloInstruction*, bool> written_;
+  llvm::Value* buffers_ = nullptr;
+  // The access group of the current phase's buffers when its element loop is parallel.
+  llvm::MDNode* access_group_ = nullptr;
+};
+
+}  // namespace xlens::codegen
