@@ -9,6 +9,7 @@
 #include <fmt/format.h>
 #include <llvm/IR/LLVMContext.h>
 #include <llvm/IR/Module.h>
+#include <llvm/TargetParser/Host.h>
 
 #include "compiler/codegen/kernel_emitter.h"
 #include "compiler/hlo/hlo_cost_analysis.h"
@@ -336,6 +337,8 @@ StatusOr<std::unique_ptr<Executable>> ExecutableBuilder::Build() {
   exe_->entry_plan_ = std::make_unique<FramePlan>(std::move(entry_plan));
 
   llvm_module_ = std::make_unique<llvm::Module>(module.name(), *context_);
+  // The host triple from the start: the emitters choose CPU code (inline transcendentals) by it.
+  llvm_module_->setTargetTriple(llvm::sys::getProcessTriple());
   {
     profiler::TraceSpan span("emit LLVM IR", profiler::category::kCodegen);
     RETURN_IF_ERROR(EmitComputation(*module.entry_computation(), assignment.schedule()));
