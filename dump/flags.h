@@ -44,6 +44,8 @@ struct DebugOptions {
   int64_t xla_backend_optimization_level = 3;
   std::string xla_reduce_precision;  // "E,M" or "E,M:opcode,opcode"; empty: off
   bool xla_gpu_dump_llvmir = false;
+  // Where compiled CPU kernels are kept across processes (empty: in memory only).
+  std::string xla_xlens_persistent_cache_dir;
 
   // --tf_xla_auto_jit: -1 off, 0 as the session config says, 1 and 2 on. "single-gpu(N)"
   // applies level N to single-GPU graphs only; "fusible" is level 1 restricted to fusible ops.

@@ -105,15 +105,16 @@ INSTANTIATE_TEST_SUITE_P(Functions, FastMathTest,
                                            Case{"erf", -5.0f, 5.0f, 4}),
                          [](const auto& info) { return std::string(info.param.opcode); });
 
+// (Large enough to be compiled at the full optimization level: smaller kernels get O1.)
 TEST(FastMathVectorTest, SoftmaxAndGeluLoopsVectorizeWithoutCalls) {
   const char* text = R"(HloModule m
 ENTRY e {
-  p = f32[4096] parameter(0)
-  e = f32[4096] exponential(p)
-  t = f32[4096] tanh(e)
-  s = f32[4096] logistic(t)
-  l = f32[4096] log(s)
-  ROOT r = f32[4096] erf(l)
+  p = f32[65536] parameter(0)
+  e = f32[65536] exponential(p)
+  t = f32[65536] tanh(e)
+  s = f32[65536] logistic(t)
+  l = f32[65536] log(s)
+  ROOT r = f32[65536] erf(l)
 })";
   auto module = ParseHloModule(text);
   ASSERT_TRUE(module.ok());
