@@ -224,6 +224,10 @@ std::vector<FlagSpec> MakeSpecs() {
                  "assignment (reduce-precision-insertion): E,M for every floating-point op, or "
                  "E,M:add,multiply for those opcodes.",
                  "E,M[:OPCODES]"),
+      StringFlag("xla_xlens_persistent_cache_dir", &D::xla_xlens_persistent_cache_dir,
+                 "Keep compiled CPU kernels in this directory and reuse them in later runs "
+                 "(as JAX's persistent compilation cache); a corrupt entry is recompiled.",
+                 "DIR"),
       BoolFlag("xla_gpu_dump_llvmir", &D::xla_gpu_dump_llvmir,
                "Dump the LLVM IR of GPU kernels (ir-no-opt.ll, ir-with-opt.ll)."),
       Hidden(StringFlag("xla_test_miscompile_after_pass", &D::xla_test_miscompile_after_pass,

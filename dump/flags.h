@@ -56,6 +56,8 @@ struct DebugOptions {
   // The GPU backend's one-thread-per-element kernels instead of its warp, shared-memory and tiled
   // ones (to compare the two).
   bool xla_gpu_xlens_naive_emitters = false;
+  // Where compiled CPU kernels are kept across processes (empty: in memory only).
+  std::string xla_xlens_persistent_cache_dir;
 
   // --tf_xla_auto_jit: -1 off, 0 as the session config says, 1 and 2 on. "single-gpu(N)"
   // applies level N to single-GPU graphs only; "fusible" is level 1 restricted to fusible ops.

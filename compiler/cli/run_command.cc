@@ -153,6 +153,7 @@ StatusOr<Literal> RunOnCpu(const RunArgs& args, FlagsSetup& setup, const HloModu
   runtime::CompileOptions options;
   options.optimize = setup.optimize;
   options.opt_level = setup.opt_level;
+  options.persistent_cache_dir = setup.debug.xla_xlens_persistent_cache_dir;
   ASSIGN_OR_RETURN(std::shared_ptr<runtime::Executable> executable, cache.GetOrCompile(module, options));
   runtime::Executable& exe = *executable;
   RETURN_IF_ERROR(exe.SetArguments(inputs));
@@ -338,6 +339,7 @@ int RunCompile(const CompileArgs& args) {
   runtime::CompileOptions options;
   options.optimize = setup.optimize;
   options.opt_level = setup.opt_level;
+  options.persistent_cache_dir = setup.debug.xla_xlens_persistent_cache_dir;
   options.keep_llvm_ir = true;
   auto exe = runtime::CompileForCpu(std::move(*module), options);
   if (!exe.ok()) return Fail(exe.status().WithContext(args.file));

@@ -6,6 +6,7 @@
 #include <llvm/IR/Intrinsics.h>
 #include <llvm/IR/Module.h>
 
+#include "compiler/codegen/fast_math.h"
 #include "compiler/codegen/llvm_ir_util.h"
 
 namespace xlens::codegen {
@@ -84,6 +85,19 @@ StatusOr<Value*> EmitFloatUnary(llvm::IRBuilder<>& b, HloOpcode op, PrimitiveTyp
   Value* x = FloatToCompute(b, type, v);
   Value* r = nullptr;
   llvm::Type* t = x->getType();
+  // f32 (and f16/bf16, which compute in f32) on a CPU: inline polynomials that vectorize with
+  // the loop around them (fast_math.h); f64 and GPUs keep the C library's and libdevice's.
+  if (t->isFloatTy() && UseInlineTranscendentals(b)) {
+    switch (op) {
+      case HloOpcode::kExp: r = EmitFastExpF32(b, x); break;
+      case HloOpcode::kLog: r = EmitFastLogF32(b, x); break;
+      case HloOpcode::kTanh: r = EmitFastTanhF32(b, x); break;
+      case HloOpcode::kLogistic: r = EmitFastLogisticF32(b, x); break;
+      case HloOpcode::kErf: r = EmitFastErfF32(b, x); break;
+      default: break;
+    }
+    if (r != nullptr) return ComputeToFloat(b, type, r);
+  }
   switch (op) {
     case HloOpcode::kAbs: r = Intrinsic(b, llvm::Intrinsic::fabs, {x}); break;
     case HloOpcode::kNegate: r = b.CreateFNeg(x); break;
@@ -97,6 +111,7 @@ StatusOr<Value*> EmitFloatUnary(llvm::IRBuilder<>& b, HloOpcode op, PrimitiveTyp
       break;
     case HloOpcode::kCbrt: r = LibmCall(b, "cbrt", {x}); break;
     case HloOpcode::kTanh: r = LibmCall(b, "tanh", {x}); break;
+    case HloOpcode::kErf: r = LibmCall(b, "erf", {x}); break;
     case HloOpcode::kLogistic:
       r = b.CreateFDiv(llvm::ConstantFP::get(t, 1.0),
                        b.CreateFAdd(llvm::ConstantFP::get(t, 1.0),

@@ -504,7 +504,7 @@ StatusOr<Literal> HloEvaluator::Visit(const HloInstruction& instruction,
     case HloOpcode::kAbs: case HloOpcode::kNegate: case HloOpcode::kExp:
     case HloOpcode::kExpm1: case HloOpcode::kLog: case HloOpcode::kLog1p:
     case HloOpcode::kSqrt: case HloOpcode::kRsqrt: case HloOpcode::kCbrt:
-    case HloOpcode::kTanh: case HloOpcode::kLogistic: case HloOpcode::kSin:
+    case HloOpcode::kTanh: case HloOpcode::kLogistic: case HloOpcode::kSin: case HloOpcode::kErf:
     case HloOpcode::kCos: case HloOpcode::kFloor: case HloOpcode::kCeil:
     case HloOpcode::kRoundNearestEven: case HloOpcode::kRoundNearestAfz:
     case HloOpcode::kSign: case HloOpcode::kNot: case HloOpcode::kIsFinite:

@@ -56,6 +56,7 @@ XLENS_MATH_UNARY(CosOp, std::cos(x), std::cos(z))
   };
 
 XLENS_FLOAT_UNARY(CbrtOp, std::cbrt(x))
+XLENS_FLOAT_UNARY(ErfOp, std::erf(x))
 XLENS_FLOAT_UNARY(FloorOp, std::floor(x))
 XLENS_FLOAT_UNARY(CeilOp, std::ceil(x))
 XLENS_FLOAT_UNARY(RoundNearestEvenOp, std::nearbyint(x))  // the default mode rounds to even
@@ -211,6 +212,7 @@ StatusOr<UnaryKernel> SelectUnaryKernel(const HloInstruction& instruction, Primi
     case HloOpcode::kRsqrt: kernel = UnaryKernelFor<RsqrtOp>(type); break;
     case HloOpcode::kCbrt: kernel = UnaryKernelFor<CbrtOp>(type); break;
     case HloOpcode::kTanh: kernel = UnaryKernelFor<TanhOp>(type); break;
+    case HloOpcode::kErf: kernel = UnaryKernelFor<ErfOp>(type); break;
     case HloOpcode::kLogistic: kernel = UnaryKernelFor<LogisticOp>(type); break;
     case HloOpcode::kSin: kernel = UnaryKernelFor<SinOp>(type); break;
     case HloOpcode::kCos: kernel = UnaryKernelFor<CosOp>(type); break;

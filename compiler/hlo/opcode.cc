@@ -81,7 +81,7 @@ bool IsFullySupportedOpcode(HloOpcode op) {
   switch (op) {
     case H::kParameter: case H::kConstant: case H::kIota:
     case H::kAbs: case H::kNegate: case H::kExp: case H::kExpm1: case H::kLog: case H::kLog1p:
-    case H::kSqrt: case H::kRsqrt: case H::kCbrt: case H::kTanh: case H::kLogistic:
+    case H::kSqrt: case H::kRsqrt: case H::kCbrt: case H::kTanh: case H::kLogistic: case H::kErf:
     case H::kSin: case H::kCos: case H::kFloor: case H::kCeil: case H::kRoundNearestEven:
     case H::kRoundNearestAfz: case H::kSign: case H::kNot: case H::kIsFinite:
     case H::kPopulationCount:

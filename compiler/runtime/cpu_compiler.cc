@@ -1,6 +1,7 @@
 #include "compiler/runtime/cpu_compiler.h"
 
 #include <chrono>
+#include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <map>
@@ -9,6 +10,7 @@
 #include <fmt/format.h>
 #include <llvm/IR/LLVMContext.h>
 #include <llvm/IR/Module.h>
+#include <llvm/TargetParser/Host.h>
 
 #include "compiler/codegen/kernel_emitter.h"
 #include "compiler/codegen/planted_kernel_fault.h"
@@ -18,6 +20,10 @@
 #include "compiler/runtime/onednn_thunks.h"
 
 namespace xlens::runtime {
+
+// Kernels below both bounds are compiled at O1 (see Build).
+constexpr int64_t kSmallKernelBytes = 64 << 10;
+constexpr double kSmallKernelFlops = 64 << 10;
 
 class ExecutableBuilder {
  public:
@@ -356,6 +362,8 @@ StatusOr<std::unique_ptr<Executable>> ExecutableBuilder::Build() {
   exe_->entry_plan_ = std::make_unique<FramePlan>(std::move(entry_plan));
 
   llvm_module_ = std::make_unique<llvm::Module>(module.name(), *context_);
+  // The host triple from the start: the emitters choose CPU code (inline transcendentals) by it.
+  llvm_module_->setTargetTriple(llvm::sys::getProcessTriple());
   {
     profiler::TraceSpan span("emit LLVM IR", profiler::category::kCodegen);
     RETURN_IF_ERROR(EmitComputation(*module.entry_computation(), assignment.schedule()));
@@ -373,17 +381,40 @@ StatusOr<std::unique_ptr<Executable>> ExecutableBuilder::Build() {
   const bool dumping = dump != nullptr && dump->IsDumped(module);
   codegen::CompiledIr ir;
   {
+    // Optimization and machine code, partition by partition on the thread pool (the span keeps
+    // its name for the readers of traces).
     profiler::TraceSpan span("LLVM IR optimization", profiler::category::kCodegen);
     span.AddArg("opt_level", options_.opt_level);
-    ASSIGN_OR_RETURN(exe_->jit_, codegen::CpuJit::Create({options_.opt_level}));
-    ASSIGN_OR_RETURN(ir, exe_->jit_->AddModule(std::move(llvm_module_), std::move(context_),
-                                               dumping || options_.keep_llvm_ir));
+    ASSIGN_OR_RETURN(exe_->jit_, codegen::CpuJit::Create(
+                                     {options_.opt_level, options_.persistent_cache_dir}));
+    // The optimization level of each kernel, by what it gains: a kernel that touches little
+    // memory and does little arithmetic runs in microseconds whatever LLVM does with it, so it
+    // gets O1 (no vectorizer, the cheapest pipeline); the others get the level asked for.
+    std::map<std::string, int> levels;
+    for (const auto& [hlo, spec] : kernels_) {
+      const HloCost cost = costs_.InstructionCost(*hlo);
+      const bool small = cost.bytes_accessed < kSmallKernelBytes && cost.flops < kSmallKernelFlops;
+      const int level = small ? std::min(options_.opt_level, 1) : options_.opt_level;
+      for (const codegen::KernelPhase& phase : spec.phases) levels[phase.function_name] = level;
+    }
+    ASSIGN_OR_RETURN(ir, exe_->jit_->AddModule(
+                             std::move(llvm_module_), std::move(context_),
+                             dumping || options_.keep_llvm_ir, [&](const llvm::Function& f) {
+                               auto it = levels.find(f.getName().str());
+                               return it == levels.end() ? options_.opt_level : it->second;
+                             }));
+    span.AddArg("partitions", static_cast<int64_t>(ir.partitions));
+    span.AddArg("cached_partitions", static_cast<int64_t>(ir.cached_partitions));
+    for (const std::string& warning : ir.warnings) {
+      std::fprintf(stderr, "xlens: %s\n", warning.c_str());
+    }
   }
 
   exe_->frame_ = MakeFrame(*exe_->entry_plan_);
   {
-    // ORC compiles a function to machine code when it is first looked up, which building the
-    // thunks does: this span is the back end's time.
+    // The kernels are machine code already (the span above optimizes and compiles them, in
+    // parallel partitions); ORC links their objects when a function is first looked up, which
+    // building the thunks does.
     profiler::TraceSpan span("machine code and thunks", profiler::category::kCodegen);
     ASSIGN_OR_RETURN(exe_->thunks_,
                      BuildThunks(*module.entry_computation(), *exe_->entry_plan_,

@@ -20,6 +20,8 @@ struct CompileOptions {
   int opt_level = 3;
   // Keep the LLVM IR before and after optimization in the executable (always kept when dumping).
   bool keep_llvm_ir = false;
+  // --xla_xlens_persistent_cache_dir: compiled kernels are reused from (and saved to) here.
+  std::string persistent_cache_dir;
 };
 
 StatusOr<std::unique_ptr<Executable>> CompileForCpu(std::unique_ptr<HloModule> module,

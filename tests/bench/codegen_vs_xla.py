@@ -1,25 +1,76 @@
 #!/usr/bin/env python3
-"""Run time of xlens' CPU code against XLA's CPU backend (jaxlib) on the same computations.
+"""xlens' CPU code against XLA's CPU backend (jaxlib) on the very same HLO, workload by workload.
 
-For each module of tests/bench/modules (an 8-op elementwise chain on f32[16M], softmax on
-f32[4096,1000], layer-norm on f32[4096,1024], row and column sums), times `xlens run
---iterations N` (the median of the runs, after a warm-up) and the same computation written in
-jax.numpy, jitted by XLA, on the same machine in the same run (median of N calls after a warm-up,
-each waited for). Prints one row per module and the ratio xlens / XLA (below 1: xlens is faster).
+Each workload is a JAX function and its arguments. JAX lowers it to HLO text
+(`jax.jit(f).lower(*args).as_text(dialect="hlo")`), so both compilers get the identical module;
+the arguments go to `xlens run --inputs DIR` as .npy files and to the jitted function as arrays.
+In the same run, on the same inputs, the script times XLA's compiled call (the median of N calls
+after a warm-up, each waited for) and `xlens run --iterations N` (its printed run median), checks
+that the outputs agree, and prints per workload both times, the ratio XLA / xlens (above 1:
+xlens is faster), both compile times (XLA: `Lowered.compile()`; xlens: the `compile ... ms` that
+`xlens run` prints), and the geometric mean of the ratios. The chain's bandwidth is also printed
+as a share of the triad's (a[i] = b[i] + 3 c[i], compiled by xlens), the bar for memory-bound
+code.
+
 Usage: tests/bench/codegen_vs_xla.py --xlens build/compiler/cli/xlens [--iterations 20]
+                                     [--only REGEX] [--keep DIR]
+Exit status: 0 when every output agrees, 1 otherwise, 77 without jax.
 """
 import argparse
+import math
 import os
 import re
 import statistics
 import subprocess
 import sys
+import tempfile
 import time
 
-MODULES = os.path.join(os.path.dirname(os.path.abspath(__file__)), "modules")
 
+def workloads(jax, jnp):
+    """name -> (function, [argument specs]); a spec is (shape, kind) with kind 'f' (uniform
+    [-1, 1]), 'p' (uniform (0, 1], for square roots) or 'onehot' (rows of a one-hot matrix)."""
+    lax = jax.lax
 
-def jax_functions(jnp):
+    def gelu_tanh(x):
+        return 0.5 * x * (1.0 + jnp.tanh(0.7978845608 * (x + 0.044715 * x * x * x)))
+
+    def gelu_mlp(x, w1, w2):
+        return jnp.dot(gelu_tanh(jnp.dot(x, w1)), w2)
+
+    def conv_relu(x, w):
+        y = lax.conv_general_dilated(x, w, (1, 1), "SAME",
+                                     dimension_numbers=("NHWC", "HWIO", "NHWC"))
+        return jnp.maximum(y, 0.0)
+
+    def cross_entropy(logits, labels):
+        return -jnp.mean(jnp.sum(labels * jax.nn.log_softmax(logits), axis=1))
+
+    def mlp_loss(params, x, labels):
+        w1, b1, w2, b2 = params
+        h = jnp.maximum(jnp.dot(x, w1) + b1, 0.0)
+        return cross_entropy(jnp.dot(h, w2) + b2, labels)
+
+    def mlp_train_step(w1, b1, w2, b2, x, labels):
+        params = (w1, b1, w2, b2)
+        grads = jax.grad(mlp_loss)(params, x, labels)
+        return tuple(p - 0.1 * g for p, g in zip(params, grads))
+
+    def attention(q, k, v):
+        s = jnp.einsum("hqd,hkd->hqk", q, k) / 8.0
+        return jnp.einsum("hqk,hkd->hqd", jax.nn.softmax(s, axis=-1), v)
+
+    def bias_erf_gelu(x, b):
+        return jax.nn.gelu(x + b, approximate=False)
+
+    def softmax(x):
+        m = jnp.max(x, axis=1, keepdims=True)
+        e = jnp.exp(x - m)
+        return e / jnp.sum(e, axis=1, keepdims=True)
+
+    def log_softmax(x):
+        return jax.nn.log_softmax(x, axis=1)
+
     def chain8(x, y):
         a = x * y
         b = a + x
@@ -30,65 +81,197 @@ def jax_functions(jnp):
         g = f + a
         return -g
 
-    def softmax(x):
-        m = jnp.max(x, axis=1, keepdims=True)
-        e = jnp.exp(x - m)
-        return e / jnp.sum(e, axis=1, keepdims=True)
+    def triad(b, c):
+        return b + 3.0 * c
+
+    def sigmoid_chain(x):
+        return jax.nn.sigmoid(x) * jnp.tanh(x) + jnp.exp(-x * x)
 
     def layer_norm(x, gamma, beta):
-        mean = jnp.sum(x, axis=1, keepdims=True) / 1024.0
+        mean = jnp.mean(x, axis=1, keepdims=True)
         c = x - mean
-        var = jnp.sum(c * c, axis=1, keepdims=True) / 1024.0
-        return c * (1.0 / jnp.sqrt(var + 1e-5)) * gamma + beta
+        var = jnp.mean(c * c, axis=1, keepdims=True)
+        return c * lax.rsqrt(var + 1e-5) * gamma + beta
 
+    def rms_norm_residual(x, r, g):
+        y = x + r
+        return y * lax.rsqrt(jnp.mean(y * y, axis=1, keepdims=True) + 1e-6) * g, y
+
+    def adam(p, g, m, v):
+        m = 0.9 * m + 0.1 * g
+        v = 0.999 * v + 0.001 * g * g
+        return p - 1e-3 * (m / (1 - 0.9)) / (jnp.sqrt(v / (1 - 0.999)) + 1e-8), m, v
+
+    def mnist_softmax_step(w, b, x, labels):
+        def loss(w, b):
+            return cross_entropy(jnp.dot(x, w) + b, labels)
+        gw, gb = jax.grad(loss, argnums=(0, 1))(w, b)
+        return w - 0.5 * gw, b - 0.5 * gb
+
+    def convnet_loss(params, x, labels):
+        k1, k2, w = params
+        dn = ("NHWC", "HWIO", "NHWC")
+        h = jnp.maximum(lax.conv_general_dilated(x, k1, (1, 1), "SAME", dimension_numbers=dn), 0)
+        h = jnp.maximum(lax.conv_general_dilated(h, k2, (2, 2), "SAME", dimension_numbers=dn), 0)
+        return cross_entropy(jnp.dot(h.reshape(h.shape[0], -1), w), labels)
+
+    def convnet_train_step(k1, k2, w, x, labels):
+        params = (k1, k2, w)
+        grads = jax.grad(convnet_loss)(params, x, labels)
+        return tuple(p - 0.05 * g for p, g in zip(params, grads))
+
+    F = "f"
     return {
-        "chain8": (chain8, [(16777216,), (16777216,)]),
-        "softmax": (softmax, [(4096, 1000)]),
-        "layer_norm": (layer_norm, [(4096, 1024), (1024,), (1024,)]),
-        "row_reduce": (lambda x: jnp.sum(x, axis=1), [(4096, 1024)]),
-        "column_reduce": (lambda x: jnp.sum(x, axis=0), [(4096, 1024)]),
+        "gelu_mlp": (gelu_mlp, [((256, 512), F), ((512, 2048), F), ((2048, 512), F)]),
+        "conv3x3_relu": (conv_relu, [((8, 32, 32, 64), F), ((3, 3, 64, 64), F)]),
+        "mlp_train_step": (mlp_train_step, [((784, 256), F), ((256,), F), ((256, 10), F),
+                                            ((10,), F), ((128, 784), F), ((128, 10), "onehot")]),
+        "attention_8x256x64": (attention, [((8, 256, 64), F)] * 3),
+        "attention_8x1024x64": (attention, [((8, 1024, 64), F)] * 3),
+        "bias_erf_gelu": (bias_erf_gelu, [((4096, 1024), F), ((1024,), F)]),
+        "softmax": (softmax, [((4096, 1000), F)]),
+        "log_softmax": (log_softmax, [((4096, 1000), F)]),
+        "sigmoid_tanh_exp": (sigmoid_chain, [((4096, 1024), F)]),
+        "chain8": (chain8, [((16777216,), F), ((16777216,), F)]),
+        "triad": (triad, [((16777216,), F), ((16777216,), F)]),
+        "layer_norm": (layer_norm, [((4096, 1024), F), ((1024,), F), ((1024,), F)]),
+        "rms_norm_residual": (rms_norm_residual, [((4096, 1024), F), ((4096, 1024), F),
+                                                  ((1024,), F)]),
+        "row_reduce": (lambda x: jnp.sum(x, axis=1), [((4096, 1024), F)]),
+        "column_reduce": (lambda x: jnp.sum(x, axis=0), [((4096, 1024), F)]),
+        "transpose": (lambda x: jnp.transpose(x), [((2048, 4096), F)]),
+        "adam": (adam, [((4194304,), F), ((4194304,), F), ((4194304,), F), ((4194304,), "p")]),
+        "mnist_softmax_step": (mnist_softmax_step, [((784, 10), F), ((10,), F), ((100, 784), F),
+                                                    ((100, 10), "onehot")]),
+        "convnet_train_step": (convnet_train_step, [((3, 3, 1, 8), F), ((3, 3, 8, 16), F),
+                                                    ((14 * 14 * 16, 10), F),
+                                                    ((32, 28, 28, 1), F), ((32, 10), "onehot")]),
     }
 
 
-def xlens_ms(xlens, name, iterations):
-    out = subprocess.run([xlens, "run", os.path.join(MODULES, name + ".hlo"), "--iterations",
-                          str(iterations)], capture_output=True, text=True, check=True).stdout
-    match = re.search(r"run median ([0-9.]+) ms", out)
-    return float(match.group(1))
+def make_arguments(np, specs, seed):
+    rng = np.random.default_rng(seed)
+    args = []
+    for shape, kind in specs:
+        if kind == "onehot":
+            a = np.zeros(shape, np.float32)
+            a[np.arange(shape[0]), rng.integers(0, shape[1], shape[0])] = 1.0
+        elif kind == "p":
+            a = rng.uniform(1e-3, 1.0, shape).astype(np.float32)
+        else:
+            a = rng.uniform(-1.0, 1.0, shape).astype(np.float32)
+        args.append(a)
+    return args
 
 
-def xla_ms(jax, fn, shapes, iterations):
-    import numpy as np
-    rng = np.random.default_rng(1)
-    args = [jax.device_put(rng.uniform(-1, 1, s).astype(np.float32)) for s in shapes]
-    jitted = jax.jit(fn)
-    jitted(*args).block_until_ready()
+def run_xlens(xlens, hlo_file, inputs_dir, outputs_dir, iterations):
+    proc = subprocess.run([xlens, "run", hlo_file, "--inputs", inputs_dir, "--outputs",
+                           outputs_dir, "--iterations", str(iterations), "--max-work", "0"],
+                          capture_output=True, text=True)
+    if proc.returncode != 0:
+        raise RuntimeError(proc.stderr.strip() or proc.stdout.strip())
+    match = re.search(r"compile ([0-9.]+) ms; run median ([0-9.]+) ms", proc.stdout)
+    if match is None:
+        raise RuntimeError("no timing line in: " + proc.stdout[-500:])
+    return float(match.group(1)), float(match.group(2))
+
+
+def time_xla(jax, jitted, args, iterations):
+    jitted(*args)  # warm-up (the compilation is timed separately)
     times = []
     for _ in range(iterations):
         start = time.perf_counter()
-        jitted(*args).block_until_ready()
+        jax.block_until_ready(jitted(*args))
         times.append(time.perf_counter() - start)
     return statistics.median(times) * 1e3
 
 
+def outputs_agree(np, expected, outputs_dir):
+    leaves = expected if isinstance(expected, (tuple, list)) else [expected]
+    worst = 0.0
+    for i, want in enumerate(leaves):
+        got = np.load(os.path.join(outputs_dir, f"out{i}.npy"))
+        want = np.asarray(want)
+        if got.shape != want.shape:
+            return False, f"out{i}: shape {got.shape}, XLA {want.shape}"
+        scale = max(1.0, float(np.max(np.abs(want))) if want.size else 1.0)
+        err = float(np.max(np.abs(got.astype(np.float64) - want.astype(np.float64)))) / scale \
+            if want.size else 0.0
+        worst = max(worst, err)
+        if not np.allclose(got, want, rtol=2e-3, atol=2e-3 * scale, equal_nan=True):
+            return False, f"out{i}: max error {err:.3g} (relative to the largest |value|)"
+    return True, f"{worst:.1e}"
+
+
 def main():
-    parser = argparse.ArgumentParser()
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--xlens", required=True)
     parser.add_argument("--iterations", type=int, default=20)
+    parser.add_argument("--only", default="", help="run the workloads whose name matches")
+    parser.add_argument("--keep", default="", help="keep the HLO, inputs and outputs here")
     args = parser.parse_args()
     try:
         import jax
         import jax.numpy as jnp
+        import numpy as np
     except ImportError:
         print("jax is not installed (scripts/setup.sh --test-peers installs it)", file=sys.stderr)
         return 77
     jax.config.update("jax_platforms", "cpu")
-    print(f"{'module':<15}{'xlens ms':>10}{'XLA ms':>10}{'xlens/XLA':>11}")
-    for name, (fn, shapes) in jax_functions(jnp).items():
-        ours = xlens_ms(args.xlens, name, args.iterations)
-        theirs = xla_ms(jax, fn, shapes, args.iterations)
-        print(f"{name:<15}{ours:>10.3f}{theirs:>10.3f}{ours / theirs:>11.2f}")
-    return 0
+    work = args.keep or tempfile.mkdtemp(prefix="codegen_vs_xla.")
+    print(f"jax {jax.__version__}, {os.cpu_count()} CPUs; times are medians of "
+          f"{args.iterations} runs (ms)")
+    header = (f"{'workload':<22}{'XLA ms':>9}{'xlens ms':>10}{'XLA/xlens':>10}"
+              f"{'XLA comp':>10}{'xlens comp':>11}  agree")
+    print(header)
+    ratios, failures, results = [], 0, {}
+    for seed, (name, (fn, specs)) in enumerate(workloads(jax, jnp).items()):
+        if args.only and not re.search(args.only, name):
+            continue
+        host_args = make_arguments(np, specs, seed)
+        device_args = [jax.device_put(a) for a in host_args]
+        directory = os.path.join(work, name)
+        os.makedirs(os.path.join(directory, "inputs"), exist_ok=True)
+        os.makedirs(os.path.join(directory, "outputs"), exist_ok=True)
+        lowered = jax.jit(fn).lower(*device_args)
+        hlo_file = os.path.join(directory, name + ".hlo")
+        with open(hlo_file, "w") as f:
+            f.write(lowered.as_text(dialect="hlo"))
+        for i, a in enumerate(host_args):
+            np.save(os.path.join(directory, "inputs", f"arg{i}.npy"), a)
+        start = time.perf_counter()
+        compiled = lowered.compile()
+        xla_compile_ms = (time.perf_counter() - start) * 1e3
+        xla_ms = time_xla(jax, compiled, device_args, args.iterations)
+        expected = compiled(*device_args)
+        try:
+            ours_compile_ms, ours_ms = run_xlens(args.xlens, hlo_file,
+                                                 os.path.join(directory, "inputs"),
+                                                 os.path.join(directory, "outputs"),
+                                                 args.iterations)
+        except RuntimeError as e:
+            print(f"{name:<22}{xla_ms:>9.3f}  xlens failed: {str(e).splitlines()[0][:200]}")
+            failures += 1
+            continue
+        ok, detail = outputs_agree(np, expected, os.path.join(directory, "outputs"))
+        failures += 0 if ok else 1
+        ratio = xla_ms / ours_ms
+        ratios.append(ratio)
+        results[name] = (xla_ms, ours_ms)
+        print(f"{name:<22}{xla_ms:>9.3f}{ours_ms:>10.3f}{ratio:>9.2f}x"
+              f"{xla_compile_ms:>10.1f}{ours_compile_ms:>11.1f}  {'yes' if ok else 'NO'} {detail}",
+              flush=True)
+    if ratios:
+        geomean = math.exp(sum(math.log(r) for r in ratios) / len(ratios))
+        print(f"geometric mean XLA/xlens over {len(ratios)} workloads: {geomean:.2f}x")
+    if "chain8" in results and "triad" in results:
+        # Both move 3 x 64 MiB (two reads, one write) per run.
+        share = results["triad"][1] / results["chain8"][1]
+        gbs = 3 * 16777216 * 4 / (results["chain8"][1] * 1e-3) / 1e9
+        print(f"chain8: {gbs:.1f} GB/s, {share * 100:.0f}% of the triad's bandwidth (xlens)")
+    if not args.keep:
+        subprocess.run(["rm", "-rf", work])
+    return 1 if failures else 0
 
 
 if __name__ == "__main__":

@@ -2,6 +2,7 @@
 // pipeline at the chosen level, and the runtime symbols generated code calls.
 #pragma once
 
+#include <functional>
 #include <memory>
 #include <string>
 #include <utility>
@@ -10,6 +11,7 @@
 #include "compiler/support/status.h"
 
 namespace llvm {
+class Function;
 class LLVMContext;
 class Module;
 namespace orc {
@@ -21,12 +23,20 @@ namespace xlens::codegen {
 
 struct CpuJitOptions {
   int opt_level = 3;  // 0..3, as --xla_backend_optimization_level
+  // --xla_xlens_persistent_cache_dir: compiled partitions are kept here across processes
+  // (object_cache.h); empty: in memory only.
+  std::string persistent_cache_dir;
 };
 
-// What compiling a module produced besides the code: its IR before and after optimization.
+// What compiling a module produced besides the code: its IR before and after optimization, and
+// how much of it came from the object cache.
 struct CompiledIr {
   std::string ir_no_opt;
   std::string ir_with_opt;
+  int partitions = 0;
+  int cached_partitions = 0;
+  // Cache entries that were corrupt or could not be written (the compilation went on).
+  std::vector<std::string> warnings;
 };
 
 class CpuJit {
@@ -34,10 +44,13 @@ class CpuJit {
   static StatusOr<std::unique_ptr<CpuJit>> Create(const CpuJitOptions& options = {});
   ~CpuJit();
 
-  // Optimizes `module` for the host, adds it to the JIT and returns its IR text before and after
-  // optimization (only when `keep_ir`).
+  // Optimizes `module` for the host, compiles it and adds it to the JIT; returns its IR text
+  // before and after optimization (only when `keep_ir`). The module is split into partitions
+  // (module_partition.h) that are optimized and compiled to machine code in parallel on the
+  // default thread pool, each function at the level `level_of` gives it (unset: the JIT's).
   StatusOr<CompiledIr> AddModule(std::unique_ptr<llvm::Module> module,
-                                 std::unique_ptr<llvm::LLVMContext> context, bool keep_ir);
+                                 std::unique_ptr<llvm::LLVMContext> context, bool keep_ir,
+                                 const std::function<int(const llvm::Function&)>& level_of = {});
   // Makes host functions callable by the modules added later (name -> address).
   Status DefineSymbols(const std::vector<std::pair<std::string, void*>>& symbols);
   // The address of a function of an added module.

@@ -1,0 +1,160 @@
+#include "compiler/codegen/fast_math.h"
+
+#include <initializer_list>
+
+#include <llvm/IR/Intrinsics.h>
+#include <llvm/IR/Module.h>
+#include <llvm/TargetParser/Triple.h>
+
+namespace xlens::codegen {
+namespace {
+
+using llvm::Value;
+
+Value* F(llvm::IRBuilder<>& b, double v) { return llvm::ConstantFP::get(b.getFloatTy(), v); }
+Value* I(llvm::IRBuilder<>& b, int32_t v) { return b.getInt32(static_cast<uint32_t>(v)); }
+
+Value* Call(llvm::IRBuilder<>& b, llvm::Intrinsic::ID id, std::initializer_list<Value*> args) {
+  return b.CreateIntrinsic(id, {b.getFloatTy()}, args);
+}
+
+// c[0] * z^(n-1) + ... + c[n-1], by Horner's rule with fused multiply-adds where the target has
+// them.
+Value* Polynomial(llvm::IRBuilder<>& b, Value* z, std::initializer_list<double> c) {
+  auto it = c.begin();
+  Value* p = F(b, *it++);
+  for (; it != c.end(); ++it) p = Call(b, llvm::Intrinsic::fmuladd, {p, z, F(b, *it)});
+  return p;
+}
+
+Value* IsNan(llvm::IRBuilder<>& b, Value* x) { return b.CreateFCmpUNO(x, x); }
+
+// 2^n for an i32 n in [-252, 254] as the product of two normal powers of two, so that `y * 2^n`
+// rounds once even when the result is denormal or n is 128.
+Value* ScaleByPowerOfTwo(llvm::IRBuilder<>& b, Value* y, Value* n) {
+  Value* n1 = b.CreateAShr(n, I(b, 1));
+  Value* n2 = b.CreateSub(n, n1);
+  auto power = [&](Value* k) {
+    return b.CreateBitCast(b.CreateShl(b.CreateAdd(k, I(b, 127)), I(b, 23)), b.getFloatTy());
+  };
+  return b.CreateFMul(b.CreateFMul(y, power(n1)), power(n2));
+}
+
+}  // namespace
+
+bool UseInlineTranscendentals(llvm::IRBuilder<>& b) {
+  const llvm::Module* module = b.GetInsertBlock()->getModule();
+  const llvm::Triple triple(module->getTargetTriple());
+  return triple.getArch() != llvm::Triple::UnknownArch && !triple.isNVPTX() &&
+         !triple.isAMDGPU();
+}
+
+Value* EmitFastExpF32(llvm::IRBuilder<>& b, Value* x) {
+  llvm::IRBuilder<>::FastMathFlagGuard guard(b);
+  b.clearFastMathFlags();
+  // Beyond [-110, 89] the result is 0 or inf already; minnum/maxnum also turn NaN into a finite
+  // number, so the integer conversion below is always defined (NaN is put back at the end).
+  Value* xc = Call(b, llvm::Intrinsic::minnum,
+                   {Call(b, llvm::Intrinsic::maxnum, {x, F(b, -110.0)}), F(b, 89.0)});
+  // x = n ln2 + r, |r| <= ln2 / 2, with ln2 in two parts so that n * ln2_hi is exact.
+  Value* n = Call(b, llvm::Intrinsic::roundeven, {b.CreateFMul(xc, F(b, 1.44269504088896341))});
+  Value* r = b.CreateFSub(xc, b.CreateFMul(n, F(b, 0.693359375)));
+  r = b.CreateFAdd(r, b.CreateFMul(n, F(b, 2.12194440e-4)));
+  // e^r = 1 + r + r^2 P(r): a minimax polynomial on [-ln2/2, ln2/2] (Cephes' expf).
+  Value* p = Polynomial(b, r, {1.9875691500e-4, 1.3981999507e-3, 8.3334519073e-3,
+                               4.1665795894e-2, 1.6666665459e-1, 5.0000001201e-1});
+  Value* y = b.CreateFAdd(Call(b, llvm::Intrinsic::fmuladd, {p, b.CreateFMul(r, r), r}), F(b, 1.0));
+  Value* result = ScaleByPowerOfTwo(b, y, b.CreateFPToSI(n, b.getInt32Ty()));
+  return b.CreateSelect(IsNan(b, x), x, result);
+}
+
+Value* EmitFastLogF32(llvm::IRBuilder<>& b, Value* x) {
+  llvm::IRBuilder<>::FastMathFlagGuard guard(b);
+  b.clearFastMathFlags();
+  // Denormals are scaled into the normal range first.
+  Value* denormal = b.CreateFCmpOLT(x, F(b, 1.17549435e-38));
+  Value* xs = b.CreateSelect(denormal, b.CreateFMul(x, F(b, 8388608.0)), x);
+  Value* bits = b.CreateBitCast(xs, b.getInt32Ty());
+  // x = m 2^e with m in [sqrt(1/2), sqrt(2)).
+  Value* e = b.CreateSub(b.CreateAnd(b.CreateLShr(bits, I(b, 23)), I(b, 0xff)), I(b, 126));
+  e = b.CreateSub(e, b.CreateSelect(denormal, I(b, 23), I(b, 0)));
+  Value* m = b.CreateBitCast(b.CreateOr(b.CreateAnd(bits, I(b, 0x007fffff)), I(b, 0x3f000000)),
+                             b.getFloatTy());
+  Value* below = b.CreateFCmpOLT(m, F(b, 0.707106781186547524));
+  e = b.CreateSub(e, b.CreateZExt(below, b.getInt32Ty()));
+  m = b.CreateFSub(b.CreateSelect(below, b.CreateFAdd(m, m), m), F(b, 1.0));
+  // log(1 + m) = m - m^2/2 + m^3 P(m) (Cephes' logf), plus e ln2 in two parts.
+  Value* z = b.CreateFMul(m, m);
+  Value* p = Polynomial(b, m, {7.0376836292e-2, -1.1514610310e-1, 1.1676998740e-1,
+                               -1.2420140846e-1, 1.4249322787e-1, -1.6668057665e-1,
+                               2.0000714765e-1, -2.4999993993e-1, 3.3333331174e-1});
+  Value* fe = b.CreateSIToFP(e, b.getFloatTy());
+  Value* y = b.CreateFMul(b.CreateFMul(m, z), p);
+  y = b.CreateFAdd(y, b.CreateFMul(fe, F(b, -2.12194440e-4)));
+  y = b.CreateFSub(y, b.CreateFMul(z, F(b, 0.5)));
+  Value* result = b.CreateFAdd(b.CreateFAdd(m, y), b.CreateFMul(fe, F(b, 0.693359375)));
+  const auto inf = llvm::ConstantFP::getInfinity(b.getFloatTy());
+  result = b.CreateSelect(b.CreateFCmpOEQ(x, inf), inf, result);
+  result = b.CreateSelect(b.CreateFCmpOEQ(x, F(b, 0.0)),
+                          llvm::ConstantFP::getInfinity(b.getFloatTy(), /*Negative=*/true), result);
+  result = b.CreateSelect(b.CreateFCmpOLT(x, F(b, 0.0)),
+                          llvm::ConstantFP::getQNaN(b.getFloatTy()), result);
+  return b.CreateSelect(IsNan(b, x), x, result);
+}
+
+Value* EmitFastTanhF32(llvm::IRBuilder<>& b, Value* x) {
+  llvm::IRBuilder<>::FastMathFlagGuard guard(b);
+  b.clearFastMathFlags();
+  Value* ax = Call(b, llvm::Intrinsic::fabs, {x});
+  // Small |x|: the odd Taylor series to x^17 (its terms fall by (2x/pi)^2 < 0.16 each).
+  Value* z = b.CreateFMul(x, x);
+  Value* p = Polynomial(b, z, {6404582.0 / 10854718875.0, -929569.0 / 638512875.0,
+                               21844.0 / 6081075.0, -1382.0 / 155925.0, 62.0 / 2835.0,
+                               -17.0 / 315.0, 2.0 / 15.0, -1.0 / 3.0, 1.0});
+  Value* small = b.CreateFMul(p, x);
+  // Otherwise 1 - 2 / (e^2|x| + 1), which goes to 1 without cancellation (and is 1 at inf).
+  Value* e = EmitFastExpF32(b, b.CreateFAdd(ax, ax));
+  Value* large = b.CreateFSub(F(b, 1.0), b.CreateFDiv(F(b, 2.0), b.CreateFAdd(e, F(b, 1.0))));
+  large = Call(b, llvm::Intrinsic::copysign, {large, x});
+  // NaN: the compare is false and `large` carries the NaN through exp.
+  return b.CreateSelect(b.CreateFCmpOLT(ax, F(b, 0.625)), small, large);
+}
+
+Value* EmitFastLogisticF32(llvm::IRBuilder<>& b, Value* x) {
+  llvm::IRBuilder<>::FastMathFlagGuard guard(b);
+  b.clearFastMathFlags();
+  Value* e = EmitFastExpF32(b, b.CreateFNeg(x));
+  return b.CreateFDiv(F(b, 1.0), b.CreateFAdd(F(b, 1.0), e));
+}
+
+Value* EmitFastErfF32(llvm::IRBuilder<>& b, Value* x) {
+  llvm::IRBuilder<>::FastMathFlagGuard guard(b);
+  b.clearFastMathFlags();
+  // |x| < 1: x T(x^2); otherwise 1 - erfc(|x|) with erfc(a) = e^(-a^2) / a * P(1/a^2) on
+  // [1, 2) and R(1/a^2) beyond (Cephes' erff and erfcf). Past 10, erf is 1 in f32.
+  Value* ax = Call(b, llvm::Intrinsic::minnum, {Call(b, llvm::Intrinsic::fabs, {x}), F(b, 10.0)});
+  Value* z = b.CreateFMul(x, x);
+  Value* small = b.CreateFMul(
+      x, Polynomial(b, z, {7.853861353153693e-5, -8.010193625184903e-4, 5.188327685732524e-3,
+                           -2.685381193529856e-2, 1.128358514861418e-1, -3.761262582423300e-1,
+                           1.128379165726710e+0}));
+  Value* a2 = b.CreateFMul(ax, ax);
+  Value* q = b.CreateFDiv(F(b, 1.0), a2);
+  Value* p = Polynomial(b, q, {2.326819970068386e-2, -1.387039388740657e-1,
+                               3.687424674597105e-1, -5.824733027278666e-1,
+                               6.210004621745983e-1, -4.944515323274145e-1,
+                               3.404879937665872e-1, -2.741127028184656e-1,
+                               5.638259427386472e-1});
+  Value* r = Polynomial(b, q, {-1.047766399936249e+1, 1.297719955372516e+1,
+                               -7.495518717768503e+0, 2.921019019210786e+0,
+                               -1.015265279202700e+0, 4.218463358204948e-1,
+                               -2.820767439740514e-1, 5.641895067754075e-1});
+  Value* pr = b.CreateSelect(b.CreateFCmpOLT(ax, F(b, 2.0)), p, r);
+  Value* erfc = b.CreateFMul(b.CreateFDiv(EmitFastExpF32(b, b.CreateFNeg(a2)), ax), pr);
+  Value* large = Call(b, llvm::Intrinsic::copysign, {b.CreateFSub(F(b, 1.0), erfc), x});
+  Value* result = b.CreateSelect(b.CreateFCmpOLT(Call(b, llvm::Intrinsic::fabs, {x}), F(b, 1.0)),
+                                 small, large);
+  return b.CreateSelect(IsNan(b, x), x, result);
+}
+
+}  // namespace xlens::codegen

@@ -1,0 +1,33 @@
+// Transcendental functions of f32 as straight-line LLVM IR (range reduction, a polynomial, a few
+// selects for the special values) instead of calls to the C library. A loop of them vectorizes at
+// the target's full width and inlines into its fusion, so softmax, GELU and sigmoid run at memory
+// speed rather than at the speed of a libm or libmvec call per element or vector.
+//
+// Accuracy, measured against the reference evaluator (the C library) by
+// tests/codegen/fast_math_test.cc over the whole float range: exp and log within 2 ulp, tanh
+// within 3, logistic and erf within 4 (the evaluator's own logistic, 1 / (1 + exp(-x)) in f32,
+// rounds three times). Special values are exact: exp(-inf) = 0, exp(inf) = inf,
+// log(0) = -inf, log(x < 0) = NaN, tanh(+-inf) = +-1, NaN in gives NaN out; denormal inputs and
+// results are computed, not flushed.
+#pragma once
+
+#include <llvm/IR/IRBuilder.h>
+
+namespace xlens::codegen {
+
+// Whether the module being emitted is for a CPU (its target triple is set and not NVPTX): there
+// the functions below replace the C library's; GPU code keeps libdevice's.
+bool UseInlineTranscendentals(llvm::IRBuilder<>& b);
+
+// e^x of a float `x`.
+llvm::Value* EmitFastExpF32(llvm::IRBuilder<>& b, llvm::Value* x);
+// The natural logarithm of a float `x`.
+llvm::Value* EmitFastLogF32(llvm::IRBuilder<>& b, llvm::Value* x);
+// tanh of a float `x`.
+llvm::Value* EmitFastTanhF32(llvm::IRBuilder<>& b, llvm::Value* x);
+// 1 / (1 + e^-x) of a float `x`.
+llvm::Value* EmitFastLogisticF32(llvm::IRBuilder<>& b, llvm::Value* x);
+// The error function of a float `x`.
+llvm::Value* EmitFastErfF32(llvm::IRBuilder<>& b, llvm::Value* x);
+
+}  // namespace xlens::codegen
