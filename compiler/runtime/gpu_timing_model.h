@@ -1,17 +1,23 @@
 // The timing model: a kernel launch's counts (from GpuMemoryAnalysis and the cost analysis) and
 // its resources (registers, shared memory) to a predicted time on a named GPU, and what bounds
-// it. A roofline with three corrections that explain most slow kernels without a GPU:
+// it. A roofline with the corrections that explain most slow kernels without a GPU:
 //
-//   memory  = max(DRAM bytes / copy bandwidth, L2<->SM sector bytes / L2 bandwidth) / parallelism
-//   compute = flops / (FP32 peak * SM use)      shared = wavefronts / (SMs * clock)
+//   memory  = max(DRAM bytes / copy bandwidth,                      (streaming)
+//                 L2<->SM sector bytes / L2 bandwidth,              (wasted sectors)
+//                 L2<->SM sector bytes / (resident warps * per-warp bandwidth))  (too few warps)
+//   compute = flops / (FP32 peak * issue use)      shared = wavefronts / (SMs used * clock)
 //   time    = max(memory, compute, shared) + launch overhead
 //
-// parallelism is the fraction of the warps needed to keep DRAM busy that the launch can keep
-// resident (Little's law, as a rule of thumb: kWarpsToSaturatePerSm per SM), so a launch of too
-// few warps is latency bound. The bound names the largest term: "memory", "compute", "shared"
-// (bank conflicts), "uncoalesced" (the L2 sector term exceeds the DRAM term because requests
-// touch more sectors than their bytes need), or "latency" (too few warps: parallelism < 1/2 and
-// memory the largest term), and "launch" when the overhead exceeds everything else.
+// The per-warp bandwidth is Little's law folded into one figure: the bytes a warp keeps in flight
+// over the memory latency (a few requests, as unrolled loops issue them). The bound names the
+// largest term: "memory", "uncoalesced" (the L2 sector term, requests touching more sectors than
+// their bytes need), "latency" (the warp term), "compute", "shared" (bank conflicts), or "launch"
+// when the overhead exceeds everything else.
+//
+// Two figures are not on any datasheet and were calibrated on the lent H100 with the old
+// one-thread-per-element kernels (PTX timed with CUDA events and Nsight Compute): the L2 figure
+// on the transpose (every load a 32-sector request), the per-warp figure on the row reduction
+// (one thread per row, 8 warps on each of 16 SMs).
 #pragma once
 
 #include <cstdint>
@@ -31,6 +37,7 @@ struct GpuTarget {
   double dram_peak_gbps = 0;       // datasheet HBM bandwidth
   double dram_copy_gbps = 0;       // what a device-to-device copy reaches
   double l2_gbps = 0;              // L2 <-> SM bandwidth
+  double warp_gbps = 0;            // what one resident warp sustains (bytes in flight / latency)
   double fp32_tflops = 0;          // non-tensor FP32 (the SIMT kernels' arithmetic)
   double bf16_tensor_tflops = 0;   // dense, for reference (no kernel uses tensor cores yet)
   int max_warps_per_sm = 64;
@@ -75,9 +82,10 @@ struct KernelWorkload {
 
 struct KernelPrediction {
   GpuOccupancy occupancy;
-  double parallelism = 0;  // resident warps over the warps needed to saturate DRAM, at most 1
+  int64_t resident_warps = 0;  // warps of the launch resident at once, machine-wide
   double dram_ns = 0;
   double l2_ns = 0;
+  double latency_ns = 0;  // the sector bytes at what the resident warps can keep in flight
   double memory_ns = 0;
   double compute_ns = 0;
   double shared_ns = 0;
@@ -87,8 +95,6 @@ struct KernelPrediction {
   // DRAM bytes over the predicted time, as a fraction of the target's copy bandwidth.
   double copy_bandwidth_fraction = 0;
 };
-
-inline constexpr int kWarpsToSaturatePerSm = 32;
 
 KernelPrediction PredictKernelTime(const GpuTarget& target, const KernelWorkload& workload);
 
