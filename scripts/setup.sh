@@ -11,6 +11,7 @@ packages=(
   llvm-19-dev clang-19 libclang-rt-19-dev
   graphviz python3 libeigen3-dev zlib1g-dev
   libre2-dev
+  libboost-context-dev  # the GPU simulator's fibers (optional at build time)
   libprotobuf-dev protobuf-compiler
   qt6-base-dev qt6-svg-dev libgraphviz-dev fonts-dejavu-core
   dataset-fashion-mnist  # the samples' training images (IDX files under /usr/share/datasets)

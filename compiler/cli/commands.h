@@ -83,6 +83,7 @@ struct RunArgs {
   std::string trace;  // Chrome trace to write (.json or .json.gz); empty: none
   double timeout_seconds = 0;         // --timeout; 0: none
   double max_work = kDefaultMaxWork;  // --max-work; 0: none
+  bool gpu_sim_race_check = false;    // --gpu_sim_race_check (with --backend=gpu-sim)
   std::vector<std::string> extra_flags;  // --xla_* flags given on the command line
   // The GPU simulator's memory analysis and timing model (--backend=gpu-sim).
   bool gpu_sim_analysis = false;

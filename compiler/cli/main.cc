@@ -132,7 +132,7 @@ int main(int argc, char** argv) {
   auto* opt = app.add_subcommand(
       "opt", "Run the HLO pass pipeline (or --passes) and print the result; XLA dump flags work here");
   opt->add_option("file", opt_args.file, "HLO text file");
-  opt->add_option("--backend", opt_args.backend, "cpu or gpu")->capture_default_str();
+  opt->add_option("--backend", opt_args.backend, "cpu, gpu or gpu-sim")->capture_default_str();
   opt->add_option("--passes", opt_args.passes, "Run these passes (comma-separated) instead of the pipeline");
   opt->add_flag("--list-passes", opt_args.list_passes, "List both pipelines and their passes");
   opt->add_flag("--explain-fusion", opt_args.explain_fusion,
@@ -150,7 +150,11 @@ int main(int argc, char** argv) {
   auto* run = app.add_subcommand(
       "run", "Compile a module for the CPU, run it and time it; --reference checks it against the evaluator");
   run->add_option("file", run_args.file, "HLO text file")->required();
-  run->add_option("--backend", run_args.backend, "cpu or gpu")->capture_default_str();
+  run->add_option("--backend", run_args.backend,
+                  "cpu, gpu (a CUDA GPU) or gpu-sim (the GPU backend's kernels on the GPU simulator, no GPU needed)")
+      ->capture_default_str();
+  run->add_flag("--gpu_sim_race_check", run_args.gpu_sim_race_check,
+                "With --backend=gpu-sim: fail a kernel whose threads race on shared or global memory");
   run->add_option("--inputs", run_args.inputs,
                   "Directory with arg0.npy, arg1.npy, ... in parameter order (default: random)");
   run->add_option("--outputs", run_args.outputs,
@@ -193,7 +197,7 @@ int main(int argc, char** argv) {
       ->capture_default_str();
   compile->add_option("--gpu_arch", compile_args.gpu_arch, "The GPU to compile for: sm_80, sm_90, ...")
       ->capture_default_str();
-  compile->add_option("--backend", compile_args.backend, "cpu or gpu")->capture_default_str();
+  compile->add_option("--backend", compile_args.backend, "cpu, gpu or gpu-sim (as gpu)")->capture_default_str();
   compile->add_option("-o,--output", compile_args.output, "Write here instead of stdout");
   compile->allow_extras();
 

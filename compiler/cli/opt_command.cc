@@ -52,10 +52,10 @@ int RunOpt(const OptArgs& args) {
   OptimizeOptions& options = setup.optimize;
   if (args.backend == "cpu") {
     options.backend = Backend::kCpu;
-  } else if (args.backend == "gpu") {
+  } else if (args.backend == "gpu" || args.backend == "gpu-sim") {
     options.backend = Backend::kGpu;
   } else {
-    return Fail(Error(fmt::format("--backend: expected cpu or gpu, found '{}'", args.backend)));
+    return Fail(Error(fmt::format("--backend: expected cpu, gpu or gpu-sim, found '{}'", args.backend)));
   }
   options.only_passes = SplitCommaList(args.passes);
   if (Status names = CheckPassNames(options.only_passes, "--passes"); !names.ok()) return Fail(names);

@@ -20,6 +20,7 @@
 #include "compiler/runtime/cuda_driver.h"
 #include "compiler/runtime/gpu_compiler.h"
 #include "compiler/runtime/gpu_executable.h"
+#include "compiler/runtime/gpu_sim_device.h"
 #include "compiler/support/file_io.h"
 #include "compiler/support/watchdog.h"
 #include "dump/flags.h"
@@ -46,14 +47,27 @@ __attribute__((format(printf, 2, 3))) void Appendf(std::string& out, const char*
   out += buffer;
 }
 
-// Compiles for the GPU found by the driver and runs; the timing and the launches go to `report`.
-// With `gpu_trace`, CUPTI records the GPU's activity during the runs into it; when CUPTI cannot
-// (absent, refused, another profiler attached) one warning says why and the run goes on.
+// The device of --backend: the GPU found by the driver, or the GPU simulator.
+StatusOr<std::unique_ptr<runtime::GpuDevice>> OpenGpuDevice(const RunArgs& args, int opt_level) {
+  if (args.backend != "gpu-sim") return runtime::OpenCudaDevice();
+  runtime::GpuSimOptions options;
+  options.race_check = args.gpu_sim_race_check;
+  options.opt_level = opt_level;
+  ASSIGN_OR_RETURN(std::unique_ptr<runtime::GpuSimDevice> device, runtime::OpenSimulatedGpuDevice(options));
+  return std::unique_ptr<runtime::GpuDevice>(std::move(device));
+}
+
+// Compiles for the GPU found by the driver (or the simulator) and runs; the timing and the
+// launches go to `report`. With `gpu_trace`, CUPTI records the GPU's activity during the runs
+// into it; when CUPTI cannot (absent, refused, another profiler attached, the simulator) one
+// warning says why and the run goes on.
 StatusOr<Literal> RunOnGpu(const RunArgs& args, FlagsSetup& setup, std::unique_ptr<HloModule> module,
                            const std::vector<Literal>& inputs, std::string& report,
                            profiler::Trace* gpu_trace, Watchdog& watchdog) {
-  watchdog.SetActivity(fmt::format("compiling and running module {} on the GPU", module->name()));
-  ASSIGN_OR_RETURN(std::unique_ptr<runtime::GpuDevice> device, runtime::OpenCudaDevice());
+  const bool simulated = args.backend == "gpu-sim";
+  watchdog.SetActivity(fmt::format("compiling and running module {} on the {}", module->name(),
+                                   simulated ? "GPU simulator" : "GPU"));
+  ASSIGN_OR_RETURN(std::unique_ptr<runtime::GpuDevice> device, OpenGpuDevice(args, setup.opt_level));
   if (setup.debug.xla_hlo_profile) {
     std::fprintf(stderr, "xlens run: --xla_hlo_profile times CPU kernels so far; on the GPU, --trace "
                          "records every kernel's time (CUPTI) and `xlens trace summary` lists them\n");
@@ -63,7 +77,7 @@ StatusOr<Literal> RunOnGpu(const RunArgs& args, FlagsSetup& setup, std::unique_p
   options.nvptx.opt_level = setup.opt_level;
   ASSIGN_OR_RETURN(auto exe, runtime::GpuExecutable::Create(std::move(module), options, *device));
   std::unique_ptr<profiler::CuptiCollector> cupti;
-  if (gpu_trace != nullptr) {
+  if (gpu_trace != nullptr && !simulated) {
     // Started before the measured region: its buffers are allocated here, not during the runs.
     auto started = profiler::CuptiCollector::Start();
     if (started.ok()) {
@@ -93,8 +107,8 @@ StatusOr<Literal> RunOnGpu(const RunArgs& args, FlagsSetup& setup, std::unique_p
       }
     }
   }
-  Appendf(report, "compile %.1f ms for %s; run median %.3f ms over %d iteration%s\n", exe->compile_ns() / 1e6,
-              device->arch().c_str(), Median(run_ms), args.iterations, args.iterations == 1 ? "" : "s");
+  Appendf(report, "compile %.1f ms for %s%s; run median %.3f ms over %d iteration%s\n", exe->compile_ns() / 1e6,
+              device->arch().c_str(), simulated ? " (simulated)" : "", Median(run_ms), args.iterations, args.iterations == 1 ? "" : "s");
   Appendf(report, "%zu kernel launches:\n", exe->launches().size());
   for (const runtime::GpuLaunch& launch : exe->launches()) {
     Appendf(report, "  %s (%s): grid %lld, block %lld\n", launch.kernel.c_str(), launch.hlo_instruction.c_str(),
@@ -176,8 +190,11 @@ StatusOr<Literal> RunOnCpu(const RunArgs& args, FlagsSetup& setup, const HloModu
 }  // namespace
 
 int RunRun(const RunArgs& args) {
-  if (args.backend != "cpu" && args.backend != "gpu") {
-    return Fail(Error(fmt::format("--backend: expected cpu or gpu, found '{}'", args.backend)));
+  if (args.backend != "cpu" && args.backend != "gpu" && args.backend != "gpu-sim") {
+    return Fail(Error(fmt::format("--backend: expected cpu, gpu or gpu-sim, found '{}'", args.backend)));
+  }
+  if (args.gpu_sim_race_check && args.backend != "gpu-sim") {
+    return Fail(Error("--gpu_sim_race_check: the race check needs --backend=gpu-sim"));
   }
   if (args.backend == "gpu") {
     if (Status s = runtime::CheckCudaDevice(); !s.ok()) return Fail(s);
@@ -203,7 +220,7 @@ int RunRun(const RunArgs& args) {
     if (!profiler::TracerSession::Start()) return Fail(Error("--trace: another trace is being recorded"));
   }
   profiler::Trace gpu_trace;
-  auto result = args.backend == "gpu"
+  auto result = args.backend != "cpu"
                     ? RunOnGpu(args, setup, std::move(*module), *inputs, report, tracing ? &gpu_trace : nullptr,
                                watchdog)
                     : RunOnCpu(args, setup, **module, *inputs, report, watchdog);
@@ -270,12 +287,12 @@ int RunCompile(const CompileArgs& args) {
   if (args.emit != "llvm" && args.emit != "llvm-opt" && args.emit != "ptx" && args.emit != "obj") {
     return Fail(Error(fmt::format("--emit: expected llvm, llvm-opt, ptx or obj, found '{}'", args.emit)));
   }
-  if (args.backend != "cpu" && args.backend != "gpu") {
-    return Fail(Error(fmt::format("--backend: expected cpu or gpu, found '{}'", args.backend)));
+  if (args.backend != "cpu" && args.backend != "gpu" && args.backend != "gpu-sim") {
+    return Fail(Error(fmt::format("--backend: expected cpu, gpu or gpu-sim, found '{}'", args.backend)));
   }
   FlagsSetup setup;
   if (Status s = SetUpFromFlags(args.extra_flags, "compile", setup); !s.ok()) return Fail(s);
-  if (args.emit == "ptx" || args.backend == "gpu") {
+  if (args.emit == "ptx" || args.backend != "cpu") {
     // PTX needs the CUDA toolkit's libdevice, not a GPU: it compiles anywhere.
     auto module = LoadModule(args.file, /*verify=*/true);
     if (!module.ok()) return Fail(module.status());

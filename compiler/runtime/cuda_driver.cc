@@ -124,9 +124,9 @@ class CudaDevice : public GpuDevice {
     if (bytes == 0) return OkStatus();
     return Check(driver_, driver_.cuMemcpyDtoH(destination, source, bytes), "cuMemcpyDtoH");
   }
-  StatusOr<GpuModuleHandle> LoadModule(const std::string& ptx) override {
+  StatusOr<GpuModuleHandle> LoadModule(const GpuModuleImage& image) override {
     CUmodule module = nullptr;
-    RETURN_IF_ERROR(Check(driver_, driver_.cuModuleLoadData(&module, ptx.c_str()), "cuModuleLoadData"));
+    RETURN_IF_ERROR(Check(driver_, driver_.cuModuleLoadData(&module, image.ptx.c_str()), "cuModuleLoadData"));
     modules_.push_back(module);
     return static_cast<GpuModuleHandle>(modules_.size() - 1);
   }
@@ -149,7 +149,8 @@ class CudaDevice : public GpuDevice {
     for (CUdeviceptr& v : values) params.push_back(&v);
     return Check(driver_,
                  driver_.cuLaunchKernel(it->second, static_cast<unsigned>(dims.blocks), 1, 1,
-                                        static_cast<unsigned>(dims.threads_per_block), 1, 1, 0,
+                                        static_cast<unsigned>(dims.threads_per_block), 1, 1,
+                                        static_cast<unsigned>(dims.shared_memory_bytes),
                                         nullptr, params.data(), nullptr),
                  "cuLaunchKernel");
   }

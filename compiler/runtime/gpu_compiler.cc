@@ -81,13 +81,20 @@ StatusOr<GpuCompilation> CompileForGpuToPtx(std::unique_ptr<HloModule> module,
   DumpContext* dump = options.optimize.dump;
   const bool dumping = dump != nullptr && dump->IsDumped(*module);
   result.ir_no_opt = PrintIr(llvm_module);
-  ASSIGN_OR_RETURN(result.ptx, codegen::CompileToPtx(llvm_module, options.nvptx));
-  result.ir_with_opt = PrintIr(llvm_module);
+  if (options.keep_nvvm_ir) {
+    RETURN_IF_ERROR(codegen::PrepareForNvptx(llvm_module, options.nvptx));
+    result.nvvm_ir = PrintIr(llvm_module);
+  }
+  if (options.emit_ptx) {
+    ASSIGN_OR_RETURN(result.ptx, codegen::CompileToPtx(llvm_module, options.nvptx));
+    result.ir_with_opt = PrintIr(llvm_module);
+  }
   if (dumping) {
     std::vector<std::string> files;
     for (auto [suffix, text] : {std::pair{"ir-no-opt.ll", &result.ir_no_opt},
                                 std::pair{"ir-with-opt.ll", &result.ir_with_opt},
                                 std::pair{"ptx", &result.ptx}}) {
+      if (text->empty()) continue;
       std::string file = dump->DumpText(*module, suffix, *text);
       if (!file.empty()) files.push_back(file);
     }

@@ -20,6 +20,9 @@ namespace xlens::runtime {
 struct GpuCompileOptions {
   OptimizeOptions optimize;  // backend is forced to GPU
   codegen::NvptxOptions nvptx;
+  // PTX for a real device (needs libdevice); the NVVM IR for the simulator (needs neither).
+  bool emit_ptx = true;
+  bool keep_nvvm_ir = false;
 };
 
 struct GpuKernelInfo {
@@ -35,6 +38,9 @@ struct GpuCompilation {
   // The kernel of each instruction that has one, its phases in launch order.
   std::map<const HloInstruction*, codegen::KernelSpec> specs;
   std::string ptx;
+  // The kernels targeted at NVPTX with libdevice calls unresolved, before optimization
+  // (keep_nvvm_ir): what the GPU simulator runs.
+  std::string nvvm_ir;
   std::string ir_no_opt;
   std::string ir_with_opt;
   std::vector<GpuKernelInfo> kernels;  // one per launch, in program order

@@ -19,6 +19,16 @@ using GpuModuleHandle = int64_t;
 struct LaunchDimensions {
   int64_t blocks = 1;
   int64_t threads_per_block = 1;
+  // Dynamic shared memory of each block (an `extern` address space 3 array), bytes.
+  int64_t shared_memory_bytes = 0;
+};
+
+// What a device loads: PTX for a real GPU, the kernels' LLVM IR before target lowering (NVVM,
+// libdevice calls unresolved) for the simulator. A device reads what it needs (needs_ptx,
+// needs_llvm_ir) and the compiler fills only that.
+struct GpuModuleImage {
+  std::string ptx;
+  std::string llvm_ir;
 };
 
 class GpuDevice {
@@ -30,10 +40,13 @@ class GpuDevice {
   virtual Status Free(DevicePointer pointer) = 0;
   virtual Status CopyToDevice(DevicePointer destination, const void* source, int64_t bytes) = 0;
   virtual Status CopyFromDevice(void* destination, DevicePointer source, int64_t bytes) = 0;
-  // Loads PTX text and returns its handle. Kernels are found by name within one module only:
+  // What LoadModule reads of a GpuModuleImage.
+  virtual bool needs_ptx() const { return true; }
+  virtual bool needs_llvm_ir() const { return false; }
+  // Loads a module image and returns its handle. Kernels are found by name within one module only:
   // every executable names its kernels alike ("fusion", "fusion_1", ...), so a lookup across the
   // modules of a device would launch another executable's kernel.
-  virtual StatusOr<GpuModuleHandle> LoadModule(const std::string& ptx) = 0;
+  virtual StatusOr<GpuModuleHandle> LoadModule(const GpuModuleImage& image) = 0;
   // Launches kernel `name` of `module` with one pointer argument per entry of `arguments`.
   virtual Status Launch(GpuModuleHandle module, const std::string& name, const LaunchDimensions& dims,
                         const std::vector<DevicePointer>& arguments) = 0;

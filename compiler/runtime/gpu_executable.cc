@@ -19,6 +19,8 @@ StatusOr<std::unique_ptr<GpuExecutable>> GpuExecutable::Create(std::unique_ptr<H
   std::unique_ptr<GpuExecutable> exe(new GpuExecutable(device));
   GpuCompileOptions for_device = options;
   for_device.nvptx.gpu_arch = device.arch();
+  for_device.emit_ptx = device.needs_ptx();
+  for_device.keep_nvvm_ir = device.needs_llvm_ir();
   ASSIGN_OR_RETURN(exe->compiled_, CompileForGpuToPtx(std::move(module), for_device));
   const HloModule& optimized = *exe->compiled_.module;
   if (!exe->compiled_.buffers) return Error("buffer assignment did not run");
@@ -83,7 +85,7 @@ StatusOr<std::unique_ptr<GpuExecutable>> GpuExecutable::Create(std::unique_ptr<H
   }
 
   ASSIGN_OR_RETURN(exe->arena_, device.Allocate(arena_bytes));
-  ASSIGN_OR_RETURN(exe->module_, device.LoadModule(exe->compiled_.ptx));
+  ASSIGN_OR_RETURN(exe->module_, device.LoadModule({exe->compiled_.ptx, exe->compiled_.nvvm_ir}));
   for (const HloInstruction* hlo : optimized.entry_computation()->instructions()) {
     if (hlo->opcode() != HloOpcode::kConstant) continue;
     const int64_t slot = exe->plan_->Slot(hlo);

@@ -52,8 +52,8 @@ class RecordingDevice : public GpuDevice {
     std::memcpy(destination, memory.data() + (source - kBase), bytes);
     return OkStatus();
   }
-  StatusOr<GpuModuleHandle> LoadModule(const std::string& ptx) override {
-    loaded_ptx += ptx;
+  StatusOr<GpuModuleHandle> LoadModule(const GpuModuleImage& image) override {
+    loaded_ptx += image.ptx;
     return static_cast<GpuModuleHandle>(modules_loaded++);
   }
   Status Launch(GpuModuleHandle module, const std::string& name, const LaunchDimensions& dims,

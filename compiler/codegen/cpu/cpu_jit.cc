@@ -189,6 +189,18 @@ StatusOr<CompiledIr> CpuJit::AddModule(std::unique_ptr<llvm::Module> module,
   return ir;
 }
 
+Status CpuJit::DefineSymbols(const std::vector<std::pair<std::string, void*>>& symbols) {
+  llvm::orc::SymbolMap map;
+  for (const auto& [name, address] : symbols) {
+    map[jit_->mangleAndIntern(name)] = {llvm::orc::ExecutorAddr::fromPtr(address),
+                                        llvm::JITSymbolFlags::Exported};
+  }
+  if (auto error = jit_->getMainJITDylib().define(llvm::orc::absoluteSymbols(std::move(map)))) {
+    return Error("cannot define the symbols: " + ErrorText(std::move(error)));
+  }
+  return OkStatus();
+}
+
 StatusOr<void*> CpuJit::Lookup(const std::string& name) {
   auto symbol = jit_->lookup(name);
   if (!symbol) return Error(fmt::format("cannot compile {}: {}", name, ErrorText(symbol.takeError())));

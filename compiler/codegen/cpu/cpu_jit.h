@@ -4,6 +4,8 @@
 
 #include <memory>
 #include <string>
+#include <utility>
+#include <vector>
 
 #include "compiler/support/status.h"
 
@@ -36,6 +38,8 @@ class CpuJit {
   // optimization (only when `keep_ir`).
   StatusOr<CompiledIr> AddModule(std::unique_ptr<llvm::Module> module,
                                  std::unique_ptr<llvm::LLVMContext> context, bool keep_ir);
+  // Makes host functions callable by the modules added later (name -> address).
+  Status DefineSymbols(const std::vector<std::pair<std::string, void*>>& symbols);
   // The address of a function of an added module.
   StatusOr<void*> Lookup(const std::string& name);
 

@@ -147,21 +147,34 @@ Status CheckGpuArch(const std::string& arch) {
   return OkStatus();
 }
 
-StatusOr<std::string> CompileToPtx(llvm::Module& module, const NvptxOptions& options) {
+namespace {
+
+StatusOr<std::unique_ptr<llvm::TargetMachine>> NvptxTargetMachine(const NvptxOptions& options) {
   RETURN_IF_ERROR(CheckGpuArch(options.gpu_arch));
   InitializeNvptxOnce();
-  const std::string triple = "nvptx64-nvidia-cuda";
   std::string error;
-  const llvm::Target* target = llvm::TargetRegistry::lookupTarget(triple, error);
+  const llvm::Target* target = llvm::TargetRegistry::lookupTarget("nvptx64-nvidia-cuda", error);
   if (target == nullptr) return Error("LLVM has no NVPTX target: " + error);
   std::unique_ptr<llvm::TargetMachine> tm(target->createTargetMachine(
-      triple, options.gpu_arch, "+ptx80", llvm::TargetOptions(), std::nullopt, std::nullopt,
-      llvm::CodeGenOptLevel::Aggressive));
+      "nvptx64-nvidia-cuda", options.gpu_arch, "+ptx80", llvm::TargetOptions(), std::nullopt,
+      std::nullopt, llvm::CodeGenOptLevel::Aggressive));
   if (tm == nullptr) return Error("cannot target " + options.gpu_arch);
-  module.setTargetTriple(triple);
-  module.setDataLayout(tm->createDataLayout());
+  return tm;
+}
 
-  RETURN_IF_ERROR(RewriteForLibdevice(module));
+}  // namespace
+
+Status PrepareForNvptx(llvm::Module& module, const NvptxOptions& options) {
+  ASSIGN_OR_RETURN(std::unique_ptr<llvm::TargetMachine> tm, NvptxTargetMachine(options));
+  module.setTargetTriple("nvptx64-nvidia-cuda");
+  module.setDataLayout(tm->createDataLayout());
+  return RewriteForLibdevice(module);
+}
+
+StatusOr<std::string> CompileToPtx(llvm::Module& module, const NvptxOptions& options) {
+  ASSIGN_OR_RETURN(std::unique_ptr<llvm::TargetMachine> tm, NvptxTargetMachine(options));
+  const std::string triple = "nvptx64-nvidia-cuda";
+  RETURN_IF_ERROR(PrepareForNvptx(module, options));
   const std::string libdevice_path = FindLibdevice(options.libdevice_path);
   if (libdevice_path.empty()) {
     return Error("libdevice.10.bc not found (set CUDA_HOME to the CUDA toolkit)");

@@ -23,6 +23,10 @@ struct NvptxOptions {
 // Whether `arch` is an NVIDIA architecture name LLVM targets ("sm_90", "sm_80", ...).
 Status CheckGpuArch(const std::string& arch);
 
+// Targets the module at NVPTX and rewrites its math calls to libdevice's (__nv_expf, ...),
+// without linking libdevice: the IR the GPU simulator retargets to the host. Idempotent.
+Status PrepareForNvptx(llvm::Module& module, const NvptxOptions& options);
+
 // Rewrites the module's math calls to libdevice, links it, optimizes for the GPU and returns the
 // PTX. Errors name what the GPU back end cannot compile (complex numbers, integer powers).
 StatusOr<std::string> CompileToPtx(llvm::Module& module, const NvptxOptions& options);
