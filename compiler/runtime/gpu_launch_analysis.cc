@@ -97,6 +97,8 @@ std::vector<profiler::TraceArg> PredictedSpanArgs(const GpuLaunchAnalysis& l, co
       {"global store requests", m.global_stores.requests},
       {"global store sectors", m.global_stores.sectors},
       {"sectors per request", SectorsPerRequest(m)},
+      {"load sectors per request", m.global_loads.SectorsPerRequest()},
+      {"store sectors per request", m.global_stores.SectorsPerRequest()},
       {"ideal sectors", m.global_loads.ideal_sectors + m.global_stores.ideal_sectors},
       {"shared bank conflicts", m.shared_loads.bank_conflicts() + m.shared_stores.bank_conflicts()},
       {"dram bytes", m.dram_bytes()},

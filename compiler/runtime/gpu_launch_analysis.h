@@ -24,6 +24,8 @@ struct GpuLaunchAnalysis {
   KernelMemoryStats memory;
   double flops = 0;
   KernelPrediction prediction;
+  int64_t external_id = 0;  // of the observed run's launch (its host span's "External id")
+  int64_t launch_ns = 0;    // when the host launched it (NowNs; 0 when tracing was off)
 };
 
 // Fills `prediction` from the rest.

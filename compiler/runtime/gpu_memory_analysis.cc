@@ -42,6 +42,7 @@ double GlobalAccessCounts::SectorsPerRequest() const {
 
 void GpuBlockRecorder::Record(int32_t thread, int32_t site, uint64_t address, int32_t bytes,
                               GpuMemorySpace space, GpuAccessKind kind) {
+  if (!requests_) return RecordInstance(thread, site, 0, address, bytes, space, kind);
   if (site >= sites_) {
     // Re-layout the per-thread counters for the larger number of sites (rare: sites are few and
     // usually all met by the first thread).
@@ -63,10 +64,52 @@ void GpuBlockRecorder::Record(int32_t thread, int32_t site, uint64_t address, in
 void GpuBlockRecorder::RecordInstance(int32_t thread, int32_t site, int64_t instance,
                                       uint64_t address, int32_t bytes, GpuMemorySpace space,
                                       GpuAccessKind kind) {
+  if (!requests_) {
+    if (space != GpuMemorySpace::kGlobal) return;
+    const uint64_t last = (address + static_cast<uint64_t>(std::max(bytes, 1)) - 1) / kSectorBytes;
+    for (uint64_t sector = address / kSectorBytes; sector <= last; ++sector) {
+      if (kind != GpuAccessKind::kStore) footprint_reads_.push_back(sector);
+      if (kind != GpuAccessKind::kLoad) footprint_writes_.push_back(sector);
+    }
+    return;
+  }
   accesses_.push_back({address, instance, site, thread / warp_size_, std::max(bytes, 1), space, kind});
 }
 
+void GpuMemoryAnalysis::SectorSet::Insert(const std::vector<uint64_t>& sectors) {
+  std::array<uint64_t, 64>* page = nullptr;
+  uint64_t page_number = ~uint64_t{0};
+  for (uint64_t sector : sectors) {
+    if (sector >> 12 != page_number) {
+      page_number = sector >> 12;
+      auto& slot = pages_[page_number];
+      if (slot == nullptr) slot = std::make_unique<std::array<uint64_t, 64>>();
+      page = slot.get();
+    }
+    const uint64_t bit = sector & 4095;
+    (*page)[bit >> 6] |= uint64_t{1} << (bit & 63);
+  }
+}
+
+int64_t GpuMemoryAnalysis::SectorSet::size() const {
+  int64_t count = 0;
+  for (const auto& [number, page] : pages_) {
+    for (uint64_t word : *page) count += __builtin_popcountll(word);
+  }
+  return count;
+}
+
 void GpuMemoryAnalysis::AddBlock(const GpuBlockRecorder& block) {
+  if (!block.requests_) {
+    std::vector<uint64_t> reads = block.footprint_reads_, writes = block.footprint_writes_;
+    SortUnique(reads);
+    SortUnique(writes);
+    std::lock_guard<std::mutex> lock(mu_);
+    read_sectors_.Insert(reads);
+    write_sectors_.Insert(writes);
+    stats_.blocks_footprinted += 1;
+    return;
+  }
   using Access = GpuBlockRecorder::Access;
   const std::vector<Access>& accesses = block.accesses_;
   std::vector<uint32_t> order(accesses.size());
@@ -144,26 +187,28 @@ void GpuMemoryAnalysis::AddBlock(const GpuBlockRecorder& block) {
   add_shared(stats_.shared_loads, local.shared_loads);
   add_shared(stats_.shared_stores, local.shared_stores);
   stats_.blocks_analysed += 1;
-  // Kept sorted and unique now and then, so that blocks that share sectors (a broadcast
-  // operand) do not grow the lists without bound.
-  for (auto [into, from] : {std::pair{&read_sectors_, &reads}, std::pair{&write_sectors_, &writes}}) {
-    const size_t before = into->size();
-    into->insert(into->end(), from->begin(), from->end());
-    if (into->size() > 2 * before + (size_t{1} << 16)) SortUnique(*into);
-  }
+  stats_.blocks_footprinted += 1;
+  read_sectors_.Insert(reads);
+  write_sectors_.Insert(writes);
 }
 
 KernelMemoryStats GpuMemoryAnalysis::Finish() {
   std::lock_guard<std::mutex> lock(mu_);
-  SortUnique(read_sectors_);
-  SortUnique(write_sectors_);
   KernelMemoryStats out = stats_;
-  out.blocks = std::max(blocks_, stats_.blocks_analysed);
-  out.dram_read_sectors = static_cast<int64_t>(read_sectors_.size());
-  out.dram_write_sectors = static_cast<int64_t>(write_sectors_.size());
+  out.blocks = std::max({blocks_, stats_.blocks_analysed, stats_.blocks_footprinted});
+  out.dram_read_sectors = read_sectors_.size();
+  out.dram_write_sectors = write_sectors_.size();
+  auto scale_by = [](int64_t& v, double scale) {
+    v = static_cast<int64_t>(std::llround(static_cast<double>(v) * scale));
+  };
+  if (out.blocks_footprinted > 0 && out.blocks_footprinted < out.blocks) {
+    const double scale = static_cast<double>(out.blocks) / static_cast<double>(out.blocks_footprinted);
+    scale_by(out.dram_read_sectors, scale);
+    scale_by(out.dram_write_sectors, scale);
+  }
   if (out.blocks_analysed > 0 && out.blocks_analysed < out.blocks) {
     const double scale = static_cast<double>(out.blocks) / static_cast<double>(out.blocks_analysed);
-    auto scaled = [&](int64_t& v) { v = static_cast<int64_t>(std::llround(static_cast<double>(v) * scale)); };
+    auto scaled = [&](int64_t& v) { scale_by(v, scale); };
     for (GlobalAccessCounts* g : {&out.global_loads, &out.global_stores}) {
       scaled(g->requests);
       scaled(g->sectors);
@@ -176,8 +221,6 @@ KernelMemoryStats GpuMemoryAnalysis::Finish() {
       scaled(s->wavefronts);
       scaled(s->ideal_wavefronts);
     }
-    scaled(out.dram_read_sectors);
-    scaled(out.dram_write_sectors);
   }
   return out;
 }

@@ -15,18 +15,24 @@
 //
 // Blocks are recorded independently (the simulator runs them in parallel), each into its own
 // BlockRecorder, then merged. Where analysing every block would be slow, SampledBlocks picks a
-// deterministic subset and Finish scales the counts up by total/analysed, saying so.
+// deterministic subset whose requests are analysed and Finish scales their counts up by
+// total/analysed, saying so; the other blocks are still recorded for their footprint (the sectors
+// they touch, cheap to keep), so the DRAM bytes stay exact even where blocks share sectors (a
+// transpose's blocks each use a slice of every sector they read).
 #pragma once
 
+#include <array>
 #include <cstdint>
 #include <memory>
 #include <mutex>
 #include <string>
+#include <unordered_map>
 #include <vector>
+
+#include "compiler/runtime/gpu_sim_observer.h"  // GpuMemorySpace
 
 namespace xlens::runtime {
 
-enum class GpuMemorySpace : uint8_t { kGlobal, kShared };
 enum class GpuAccessKind : uint8_t { kLoad, kStore, kAtomic };
 
 // Requests and sectors of one kind of global access.
@@ -55,7 +61,8 @@ struct KernelMemoryStats {
   int64_t dram_read_sectors = 0;   // distinct sectors read
   int64_t dram_write_sectors = 0;  // distinct sectors written
   int64_t blocks = 0;              // blocks of the launch
-  int64_t blocks_analysed = 0;     // blocks whose accesses were recorded (scaled up to `blocks`)
+  int64_t blocks_analysed = 0;     // blocks whose requests were analysed (scaled up to `blocks`)
+  int64_t blocks_footprinted = 0;  // blocks whose sectors were recorded (DRAM bytes scaled up)
 
   int64_t dram_bytes() const { return 32 * (dram_read_sectors + dram_write_sectors); }
   // Every sector every request touched, loads and stores: the traffic between L2 and the SMs.
@@ -70,7 +77,9 @@ struct KernelMemoryStats {
 // fibers do); each thread's own accesses in program order.
 class GpuBlockRecorder {
  public:
-  GpuBlockRecorder(int64_t block, int32_t warp_size = 32) : block_(block), warp_size_(warp_size) {}
+  // With `requests` false, only the global sectors the block touches are kept (its footprint).
+  GpuBlockRecorder(int64_t block, int32_t warp_size = 32, bool requests = true)
+      : block_(block), warp_size_(warp_size), requests_(requests) {}
   // One thread-level access: `thread` is the thread's linear index in the block, `site` names the
   // static instruction (the same number for every thread). The dynamic instance is counted here.
   void Record(int32_t thread, int32_t site, uint64_t address, int32_t bytes, GpuMemorySpace space,
@@ -79,6 +88,7 @@ class GpuBlockRecorder {
   void RecordInstance(int32_t thread, int32_t site, int64_t instance, uint64_t address,
                       int32_t bytes, GpuMemorySpace space, GpuAccessKind kind);
   int64_t block() const { return block_; }
+  bool records_requests() const { return requests_; }
   size_t size() const { return accesses_.size(); }
 
  private:
@@ -94,7 +104,10 @@ class GpuBlockRecorder {
   };
   int64_t block_;
   int32_t warp_size_;
+  bool requests_;
   std::vector<Access> accesses_;
+  std::vector<uint64_t> footprint_reads_;   // sectors, footprint-only mode
+  std::vector<uint64_t> footprint_writes_;
   std::vector<int64_t> instance_counts_;  // [thread * sites + site], grown on demand
   int32_t sites_ = 0;
 };
@@ -105,18 +118,27 @@ class GpuMemoryAnalysis {
   explicit GpuMemoryAnalysis(int64_t blocks) : blocks_(blocks) {}
   // Turns a block's accesses into requests and sectors and merges them in.
   void AddBlock(const GpuBlockRecorder& block);
-  // The launch's statistics; when fewer blocks were added than the launch has, the counts are
-  // scaled by blocks / analysed (the distinct sectors too, which assumes blocks touch disjoint
-  // data, as the emitters' blocks do).
+  // The launch's statistics. When fewer blocks had their requests analysed than the launch has,
+  // the request counts are scaled by blocks / analysed; when fewer had their footprint recorded
+  // (every block recorder keeps it), the distinct sectors are scaled likewise, which assumes
+  // blocks touch disjoint data.
   KernelMemoryStats Finish();
 
  private:
-  struct Partial;
+  // A set of sector numbers as a bitmap of 128 KiB pages (4096 sectors), allocated as touched.
+  class SectorSet {
+   public:
+    void Insert(const std::vector<uint64_t>& sorted_unique);
+    int64_t size() const;
+
+   private:
+    std::unordered_map<uint64_t, std::unique_ptr<std::array<uint64_t, 64>>> pages_;
+  };
   std::mutex mu_;
   int64_t blocks_;
   KernelMemoryStats stats_;
-  std::vector<uint64_t> read_sectors_;
-  std::vector<uint64_t> write_sectors_;
+  SectorSet read_sectors_;
+  SectorSet write_sectors_;
 };
 
 // The blocks to analyse of a launch of `blocks` when at most `limit` may be: all of them when

@@ -45,6 +45,8 @@ def predicted_kernels(trace_path):
                 "grid": (args.get("grid") or [0])[0],
                 "block": (args.get("block") or [0])[0],
                 "sectors_per_request": float(args.get("sectors per request", 0)),
+                "load_spr": float(args.get("load sectors per request", 0)),
+                "store_spr": float(args.get("store sectors per request", 0)),
                 "dram_bytes": int(args.get("dram bytes", 0)),
                 "us": float(event.get("dur", 0)),
                 "copy_fraction": float(args.get("fraction of copy bandwidth", 0)),
@@ -90,14 +92,14 @@ def print_text(rows, target, compare):
               f"{100 * frac:.1f}% of the copy bandwidth (simulated in {wall:.1f} s)")
         for k in kernels:
             note = f" (sampled {k['sampled']} blocks)" if k["sampled"] else ""
-            print(f"  {k['name']:<24} {k['grid']:>7}x{k['block']:<5} sect/req {k['sectors_per_request']:5.2f}"
+            print(f"  {k['name']:<24} {k['grid']:>7}x{k['block']:<5} sect/req ld {k['load_spr']:5.2f} st {k['store_spr']:5.2f}"
                   f"  DRAM {k['dram_bytes'] / 1e6:8.2f} MB  {k['us']:9.2f} us  "
                   f"{100 * k['copy_fraction']:5.1f}% copyBW  {k['bound']}{note}")
 
 
 def print_markdown(rows, target):
-    print(f"| module | emitters | kernels | kernel | sectors/request | predicted {target} (us) "
-          f"| % of copy BW | bound |")
+    print(f"| module | emitters | kernels | kernel | sectors/request (load / store) "
+          f"| predicted {target} (us) | % of copy BW | bound |")
     print("|---|---|---|---|---|---|---|---|")
     for label, name, kernels, wall, error in rows:
         if error:
@@ -105,7 +107,7 @@ def print_markdown(rows, target):
             continue
         for i, k in enumerate(kernels):
             print(f"| {name if i == 0 else ''} | {(label or 'current') if i == 0 else ''} "
-                  f"| {len(kernels) if i == 0 else ''} | {k['name']} | {k['sectors_per_request']:.2f} "
+                  f"| {len(kernels) if i == 0 else ''} | {k['name']} | {k['load_spr']:.2f} / {k['store_spr']:.2f} "
                   f"| {k['us']:.1f} | {100 * k['copy_fraction']:.1f}% | {k['bound']} |")
 
 

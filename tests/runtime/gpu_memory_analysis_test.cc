@@ -3,6 +3,8 @@
 // and Memory Banks").
 #include "compiler/runtime/gpu_memory_analysis.h"
 
+#include <algorithm>
+
 #include <gtest/gtest.h>
 
 namespace xlens::runtime {
@@ -169,6 +171,35 @@ TEST(GpuMemoryAnalysisTest, SampledBlocksAreSpreadAndScaleToTheWholeLaunch) {
   EXPECT_EQ(s.global_stores.sectors, w.global_stores.sectors);
   EXPECT_EQ(s.dram_bytes(), w.dram_bytes());
   EXPECT_EQ(w.dram_bytes(), 2 * 10 * 128 * 4);
+}
+
+TEST(GpuMemoryAnalysisTest, FootprintOfUnsampledBlocksKeepsDramBytesExact) {
+  // A naive transpose of a 256 x 256 float matrix, a block of 256 threads per output row: block
+  // b reads column b (256 sectors, one float of each) and writes row b. Every input sector is
+  // shared by 8 blocks, so scaling one block's distinct sectors would count 8 times the input.
+  constexpr int kN = 256;
+  constexpr uint64_t kIn = 0x100000, kOut = 0x200000;
+  auto block_of = [&](int64_t b, bool requests) {
+    GpuBlockRecorder block(b, 32, requests);
+    for (int t = 0; t < kN; ++t) {
+      block.Record(t, 0, kIn + (t * kN + b) * 4, 4, GpuMemorySpace::kGlobal, GpuAccessKind::kLoad);
+      block.Record(t, 1, kOut + (b * kN + t) * 4, 4, GpuMemorySpace::kGlobal, GpuAccessKind::kStore);
+    }
+    return block;
+  };
+  GpuMemoryAnalysis analysis(kN);
+  std::vector<int64_t> sample = SampledBlocks(kN, 8);
+  for (int64_t b = 0; b < kN; ++b) {
+    analysis.AddBlock(block_of(b, std::binary_search(sample.begin(), sample.end(), b)));
+  }
+  KernelMemoryStats s = analysis.Finish();
+  EXPECT_EQ(s.blocks_analysed, 8);
+  EXPECT_EQ(s.blocks_footprinted, kN);
+  EXPECT_EQ(s.dram_read_sectors, kN * kN * 4 / 32);
+  EXPECT_EQ(s.dram_write_sectors, kN * kN * 4 / 32);
+  EXPECT_EQ(s.global_loads.requests, kN * kN / 32);
+  EXPECT_DOUBLE_EQ(s.global_loads.SectorsPerRequest(), 32.0);
+  EXPECT_DOUBLE_EQ(s.global_stores.SectorsPerRequest(), 4.0);
 }
 
 }  // namespace
