@@ -2,6 +2,7 @@
 
 #include <cstdlib>
 #include <cstring>
+#include <deque>
 #include <map>
 #include <mutex>
 #include <thread>
@@ -171,7 +172,7 @@ class SimDevice : public GpuSimDevice {
   std::unique_ptr<codegen::CpuJit> jit_;
   std::mutex mu_;
   std::map<uintptr_t, int64_t> allocations_;
-  std::vector<LoadedModule> modules_;
+  std::deque<LoadedModule> modules_;  // a deque: a launch's reference survives a later load
   GpuSimObserver* observer_ = nullptr;
   GpuSimStats stats_;
 };

@@ -1,6 +1,7 @@
 // The GPU simulator's semantics, on hand-written NVVM kernels: each kernel gives a wrong answer
 // if the simulator did not honour what it tests (a barrier, a shuffle, shared memory per block,
-// atomicity), and the expected values are computed here from CUDA's definitions.
+// atomicity), and the expected values are computed here from CUDA's definitions. The same
+// kernels, compiled to PTX, run on a real GPU where a CUDA driver is present.
 #include "compiler/runtime/gpu_sim_device.h"
 
 #include <cstring>
@@ -8,6 +9,12 @@
 
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
+#include <llvm/IR/LLVMContext.h>
+#include <llvm/IR/Module.h>
+#include <llvm/IRReader/IRReader.h>
+#include <llvm/Support/SourceMgr.h>
+
+#include "compiler/codegen/gpu/nvptx_backend.h"
 
 namespace xlens::runtime {
 namespace {
@@ -43,15 +50,27 @@ std::string Module(const std::string& body, const std::vector<std::string>& kern
   return text;
 }
 
-class GpuSimTest : public ::testing::Test {
+// Loads, copies and downloads on a GPU device: the simulator, or (GpuSemanticsTest on "cuda")
+// a real GPU through the driver, the same NVVM compiled to PTX.
+class GpuDeviceFixture {
  protected:
-  void SetUp() override {
-    auto opened = OpenSimulatedGpuDevice(options_);
-    if (!opened.ok()) GTEST_SKIP() << opened.status().message();
-    device_ = std::move(*opened);
-  }
   GpuModuleHandle Load(const std::string& text) {
-    auto handle = device_->LoadModule({"", text});
+    GpuModuleImage image;
+    image.llvm_ir = text;
+    if (device_->needs_ptx()) {
+      llvm::LLVMContext context;
+      llvm::SMDiagnostic diagnostic;
+      std::unique_ptr<llvm::Module> module = llvm::parseIR(llvm::MemoryBufferRef(text, "kernels"), diagnostic, context);
+      EXPECT_NE(module, nullptr) << diagnostic.getMessage().str();
+      if (module == nullptr) return -1;
+      codegen::NvptxOptions options;
+      options.gpu_arch = device_->arch();
+      auto ptx = codegen::CompileToPtx(*module, options);
+      EXPECT_TRUE(ptx.ok()) << ptx.status().message();
+      if (!ptx.ok()) return -1;
+      image.ptx = *ptx;
+    }
+    auto handle = device_->LoadModule(image);
     EXPECT_TRUE(handle.ok()) << handle.status().message();
     return handle.ok() ? *handle : -1;
   }
@@ -68,8 +87,37 @@ class GpuSimTest : public ::testing::Test {
     return values;
   }
 
+  std::unique_ptr<GpuDevice> device_;
+};
+
+// What the simulator alone does: its race check, observer, statistics and refusals.
+class GpuSimTest : public ::testing::Test, public GpuDeviceFixture {
+ protected:
+  void SetUp() override {
+    auto opened = OpenSimulatedGpuDevice(options_);
+    if (!opened.ok()) GTEST_SKIP() << opened.status().message();
+    sim_ = opened->get();
+    device_ = std::move(*opened);
+  }
   GpuSimOptions options_;
-  std::unique_ptr<GpuSimDevice> device_;
+  GpuSimDevice* sim_ = nullptr;
+};
+
+// GPU semantics that hold on the simulator and on a real GPU alike: the same kernels and checks
+// run on both ("cuda" skips without a driver or without libdevice).
+class GpuSemanticsTest : public ::testing::TestWithParam<std::string>, public GpuDeviceFixture {
+ protected:
+  void SetUp() override {
+    if (GetParam() == "sim") {
+      auto opened = OpenSimulatedGpuDevice();
+      if (!opened.ok()) GTEST_SKIP() << opened.status().message();
+      device_ = std::move(*opened);
+    } else {
+      auto opened = OpenCudaDevice();
+      if (!opened.ok()) GTEST_SKIP() << "no GPU: " << opened.status().message();
+      device_ = std::move(*opened);
+    }
+  }
 };
 
 // Each block reverses its slice through shared memory: without the barrier a thread would read
@@ -100,7 +148,7 @@ define void @reverse(ptr %in, ptr %out) {
 }
 )";
 
-TEST_F(GpuSimTest, BarrierOrdersSharedMemoryWritesBeforeReads) {
+TEST_P(GpuSemanticsTest, BarrierOrdersSharedMemoryWritesBeforeReads) {
   const GpuModuleHandle m = Load(Module(kReverse, {"reverse"}));
   const int blocks = 8, threads = 256;
   std::vector<float> input(blocks * threads);
@@ -113,11 +161,11 @@ TEST_F(GpuSimTest, BarrierOrdersSharedMemoryWritesBeforeReads) {
       ASSERT_EQ(result[b * threads + t], input[b * threads + threads - 1 - t]) << "block " << b << " thread " << t;
     }
   }
-  EXPECT_EQ(device_->stats().fiber_launches, 1);
 }
 
-// Thread 0 of each block adds its block number + 1 to a shared counter that starts at zero; a
-// block that saw another block's shared memory would read a larger sum.
+// Thread 0 of each block adds its block number + 1 to a shared counter that the simulator starts
+// at zero (a GPU leaves it undefined); a block that saw another block's shared memory would read a
+// larger sum.
 constexpr const char* kPerBlock = R"(
 @counter = internal addrspace(3) global i32 undef, align 4
 define void @per_block(ptr %out) {
@@ -144,7 +192,7 @@ wait:
 }
 )";
 
-TEST_F(GpuSimTest, SharedMemoryIsSeparatePerBlock) {
+TEST_F(GpuSimTest, SharedMemoryIsSeparatePerBlockAndStartsZeroed) {
   const GpuModuleHandle m = Load(Module(kPerBlock, {"per_block"}));
   const int blocks = 64, threads = 32;
   DevicePointer out = Upload(std::vector<int32_t>(blocks * threads, -1));
@@ -202,7 +250,7 @@ define void @shuffles(ptr %out) {
 }
 )";
 
-TEST_F(GpuSimTest, ShufflesVotesAndWarpReductionsFollowCuda) {
+TEST_P(GpuSemanticsTest, ShufflesVotesAndWarpReductionsFollowCuda) {
   const GpuModuleHandle m = Load(Module(kShuffles, {"shuffles"}));
   const int threads = 64;
   DevicePointer out = Upload(std::vector<int32_t>(threads * 7, -1));
@@ -234,6 +282,13 @@ constexpr const char* kAtomics = R"(
 define void @atomics(ptr %global, ptr %per_block, ptr %fsum) {
   %tid = call i32 @llvm.nvvm.read.ptx.sreg.tid.x()
   %bid = call i32 @llvm.nvvm.read.ptx.sreg.ctaid.x()
+  %leader = icmp eq i32 %tid, 0
+  br i1 %leader, label %init, label %go
+init:
+  store i32 0, ptr addrspace(3) @count
+  br label %go
+go:
+  call void @llvm.nvvm.barrier0()
   %g = atomicrmw add ptr %global, i32 1 monotonic
   %s = atomicrmw add ptr addrspace(3) @count, i32 1 monotonic
   %f = atomicrmw fadd ptr %fsum, float 1.0 monotonic
@@ -251,7 +306,7 @@ done:
 }
 )";
 
-TEST_F(GpuSimTest, AtomicsAreAtomicAcrossThreadsAndBlocks) {
+TEST_P(GpuSemanticsTest, AtomicsAreAtomicAcrossThreadsAndBlocks) {
   const GpuModuleHandle m = Load(Module(kAtomics, {"atomics"}));
   const int blocks = 128, threads = 256;
   DevicePointer global = Upload(std::vector<int32_t>{0});
@@ -294,6 +349,7 @@ TEST_F(GpuSimTest, TheRaceCheckReportsARacyKernelAndPassesACorrectOne) {
   options_.race_check = true;
   auto opened = OpenSimulatedGpuDevice(options_);
   ASSERT_TRUE(opened.ok());
+  sim_ = opened->get();
   device_ = std::move(*opened);
   DevicePointer out = Upload(std::vector<int32_t>(64, 0));
   const GpuModuleHandle racy = Load(Module(kRacy, {"racy"}));
@@ -379,9 +435,9 @@ TEST_F(GpuSimTest, AnObserverSeesEveryGlobalAndSharedAccess) {
   std::vector<float> input(blocks * threads, 1.0f);
   DevicePointer in = Upload(input), out = Upload(input);
   Recorder recorder;
-  device_->SetObserver(&recorder);
+  sim_->SetObserver(&recorder);
   ASSERT_TRUE(device_->Launch(m, "reverse", {blocks, threads}, {in, out}).ok());
-  device_->SetObserver(nullptr);
+  sim_->SetObserver(nullptr);
   EXPECT_EQ(recorder.blocks, blocks);
   EXPECT_EQ(recorder.barriers, blocks);
   EXPECT_EQ(recorder.shared_bytes, 1024);
@@ -437,8 +493,8 @@ define void @root(ptr %in, ptr %out) {
   ASSERT_TRUE(device_->Launch(m, "root", {4, 250}, {in, out}).ok());
   std::vector<float> result = Download<float>(out, 1000);
   for (size_t i = 0; i < input.size(); ++i) ASSERT_EQ(result[i], std::sqrt(input[i])) << i;  // sqrt is exact
-  EXPECT_EQ(device_->stats().fiber_launches, 0);
-  EXPECT_EQ(device_->stats().threads, 1000);
+  EXPECT_EQ(sim_->stats().fiber_launches, 0);
+  EXPECT_EQ(sim_->stats().threads, 1000);
 }
 
 TEST_F(GpuSimTest, BadLaunchesAreErrors) {
@@ -454,6 +510,17 @@ TEST_F(GpuSimTest, BadLaunchesAreErrors) {
   ASSERT_FALSE(bad.ok());
   EXPECT_THAT(bad.status().message(), HasSubstr("does not parse"));
 }
+
+TEST_F(GpuSimTest, KernelsWithBarriersRunAsFibers) {
+  const GpuModuleHandle m = Load(Module(kReverse, {"reverse"}));
+  std::vector<float> input(512, 1.0f);
+  DevicePointer in = Upload(input), out = Upload(input);
+  ASSERT_TRUE(device_->Launch(m, "reverse", {2, 256}, {in, out}).ok());
+  EXPECT_EQ(sim_->stats().fiber_launches, 1);
+  EXPECT_EQ(sim_->stats().threads, 512);
+}
+
+INSTANTIATE_TEST_SUITE_P(Devices, GpuSemanticsTest, ::testing::Values("sim", "cuda"));
 
 }  // namespace
 }  // namespace xlens::runtime
