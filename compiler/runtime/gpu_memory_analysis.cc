@@ -73,7 +73,68 @@ void GpuBlockRecorder::RecordInstance(int32_t thread, int32_t site, int64_t inst
     }
     return;
   }
-  accesses_.push_back({address, instance, site, thread / warp_size_, std::max(bytes, 1), space, kind});
+  const Access access{address, instance, site, thread / warp_size_, std::max(bytes, 1), space, kind};
+  if (vectorize_) {
+    Stage(thread, access);
+  } else {
+    accesses_.push_back(access);
+  }
+}
+
+void GpuBlockRecorder::Stage(int32_t thread, const Access& a) {
+  if (static_cast<size_t>(thread) >= pending_.size()) pending_.resize(static_cast<size_t>(thread) + 1);
+  ThreadChains& t = pending_[thread];
+  for (int c = 0; c < t.open; ++c) {
+    Chain& chain = t.chains[c];
+    const Access& last = chain.elements[chain.count - 1];
+    bool distinct_site = true;
+    for (int e = 0; e < chain.count; ++e) distinct_site &= chain.elements[e].site != a.site;
+    if (distinct_site && last.kind == a.kind && last.space == a.space &&
+        last.address + static_cast<uint64_t>(last.bytes) == a.address &&
+        a.bytes == chain.elements[0].bytes && chain.bytes + a.bytes <= 16 && chain.count < 4) {
+      chain.elements[chain.count++] = a;
+      chain.bytes += a.bytes;
+      if (chain.bytes == 16) {
+        Emit(chain);
+        t.chains[c] = t.chains[--t.open];
+      }
+      return;
+    }
+  }
+  if (t.open == 4) {
+    // The oldest chain will not grow any more.
+    int oldest = 0;
+    for (int c = 1; c < t.open; ++c) {
+      if (t.chains[c].opened < t.chains[oldest].opened) oldest = c;
+    }
+    Emit(t.chains[oldest]);
+    t.chains[oldest] = t.chains[--t.open];
+  }
+  Chain& chain = t.chains[t.open++];
+  chain.elements[0] = a;
+  chain.count = 1;
+  chain.bytes = a.bytes;
+  chain.opened = staged_++;
+}
+
+void GpuBlockRecorder::Emit(const Chain& chain) const {
+  const Access& first = chain.elements[0];
+  if (chain.count > 1 && (chain.bytes == 8 || chain.bytes == 16) && first.address % chain.bytes == 0) {
+    Access merged = first;
+    merged.bytes = chain.bytes;
+    accesses_.push_back(merged);
+    return;
+  }
+  for (int e = 0; e < chain.count; ++e) accesses_.push_back(chain.elements[e]);
+}
+
+void GpuBlockRecorder::Flush() const {
+  for (ThreadChains& t : pending_) {
+    // Oldest first, as they were opened (the order only matters to nobody, but stays stable).
+    std::sort(t.chains, t.chains + t.open, [](const Chain& a, const Chain& b) { return a.opened < b.opened; });
+    for (int c = 0; c < t.open; ++c) Emit(t.chains[c]);
+    t.open = 0;
+  }
 }
 
 void GpuMemoryAnalysis::SectorSet::Insert(const std::vector<uint64_t>& sectors) {
@@ -111,6 +172,7 @@ void GpuMemoryAnalysis::AddBlock(const GpuBlockRecorder& block) {
     return;
   }
   using Access = GpuBlockRecorder::Access;
+  block.Flush();
   const std::vector<Access>& accesses = block.accesses_;
   std::vector<uint32_t> order(accesses.size());
   std::iota(order.begin(), order.end(), 0u);

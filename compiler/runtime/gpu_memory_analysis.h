@@ -89,6 +89,14 @@ class GpuBlockRecorder {
                       int32_t bytes, GpuMemorySpace space, GpuAccessKind kind);
   int64_t block() const { return block_; }
   bool records_requests() const { return requests_; }
+  // Merges what LLVM's load/store vectorizer merges when the NVPTX back end compiles the IR the
+  // simulator runs (emitters write a 128-bit load as four scalar loads and leave the merging to
+  // it): accesses by one thread at distinct sites, of one kind and space, contiguous, together 8
+  // or 16 bytes and aligned to that, with no barrier between them, become one access at the
+  // first one's site. Off by default (synthetic streams say what they mean).
+  void set_vectorize(bool on) { vectorize_ = on; }
+  // A block-wide barrier: nothing is merged across it. AddBlock flushes too.
+  void Flush() const;
   size_t size() const { return accesses_.size(); }
 
  private:
@@ -102,10 +110,27 @@ class GpuBlockRecorder {
     GpuMemorySpace space;
     GpuAccessKind kind;
   };
+  // Accesses of one thread waiting to be merged (see set_vectorize).
+  struct Chain {
+    Access elements[4];
+    int count = 0;
+    int32_t bytes = 0;
+    int64_t opened = 0;
+  };
+  struct ThreadChains {
+    Chain chains[4];
+    int open = 0;
+  };
+  void Stage(int32_t thread, const Access& access);
+  void Emit(const Chain& chain) const;
+
   int64_t block_;
   int32_t warp_size_;
   bool requests_;
-  std::vector<Access> accesses_;
+  bool vectorize_ = false;
+  int64_t staged_ = 0;
+  mutable std::vector<ThreadChains> pending_;  // per thread
+  mutable std::vector<Access> accesses_;
   std::vector<uint64_t> footprint_reads_;   // sectors, footprint-only mode
   std::vector<uint64_t> footprint_writes_;
   std::vector<int64_t> instance_counts_;  // [thread * sites + site], grown on demand

@@ -20,6 +20,15 @@ void GpuAnalysisObserver::BlockBegin(int worker, int64_t block) {
   // Blocks outside the sample keep only their footprint, for exact DRAM bytes.
   const bool sampled = std::binary_search(sampled_.begin(), sampled_.end(), block);
   recorders_[worker] = std::make_unique<GpuBlockRecorder>(block, warp_size_, sampled);
+  // The simulator runs the IR before the NVPTX back end's load/store vectorizer: merge as it would.
+  recorders_[worker]->set_vectorize(true);
+}
+
+void GpuAnalysisObserver::Barrier(int worker, int64_t block) {
+  if (worker < 0 || static_cast<size_t>(worker) >= recorders_.size()) return;
+  if (GpuBlockRecorder* recorder = recorders_[worker].get(); recorder != nullptr && recorder->block() == block) {
+    recorder->Flush();
+  }
 }
 
 void GpuAnalysisObserver::Access(int worker, int64_t block, const GpuMemoryAccess& access) {

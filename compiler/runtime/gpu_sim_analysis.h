@@ -35,6 +35,7 @@ class GpuAnalysisObserver : public GpuSimObserver {
   void KernelBegin(const GpuKernelLaunchInfo& launch, int workers) override;
   void BlockBegin(int worker, int64_t block) override;
   void Access(int worker, int64_t block, const GpuMemoryAccess& access) override;
+  void Barrier(int worker, int64_t block) override;
   void BlockEnd(int worker, int64_t block) override;
   void KernelEnd() override;
   // The launches observed so far, in order.

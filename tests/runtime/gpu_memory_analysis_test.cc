@@ -173,6 +173,49 @@ TEST(GpuMemoryAnalysisTest, SampledBlocksAreSpreadAndScaleToTheWholeLaunch) {
   EXPECT_EQ(w.dram_bytes(), 2 * 10 * 128 * 4);
 }
 
+TEST(GpuMemoryAnalysisTest, ScalarLoadsTheVectorizerMergesAreOneRequest) {
+  // Each thread loads 4 consecutive floats at 4 sites, interleaved with another array's 4 (as an
+  // unrolled elementwise kernel does before the NVPTX back end merges them into ld.v4.f32): 16
+  // sectors per request, all needed. Unmerged, each site's request would touch 16 sectors for
+  // 4 sectors' worth of bytes.
+  auto run = [](bool vectorize) {
+    GpuBlockRecorder block(0);
+    block.set_vectorize(vectorize);
+    for (int t = 0; t < 32; ++t) {
+      for (int e = 0; e < 4; ++e) {
+        block.Record(t, e, kBase + (4 * t + e) * 4, 4, GpuMemorySpace::kGlobal, GpuAccessKind::kLoad);
+        block.Record(t, 4 + e, kBase + 0x10000 + (4 * t + e) * 4, 4, GpuMemorySpace::kGlobal, GpuAccessKind::kLoad);
+      }
+    }
+    GpuMemoryAnalysis analysis(1);
+    analysis.AddBlock(block);
+    return analysis.Finish();
+  };
+  KernelMemoryStats merged = run(true);
+  EXPECT_EQ(merged.global_loads.requests, 2);
+  EXPECT_EQ(merged.global_loads.sectors, 32);
+  EXPECT_EQ(merged.global_loads.ideal_sectors, 32);
+  KernelMemoryStats scalar = run(false);
+  EXPECT_EQ(scalar.global_loads.requests, 8);
+  EXPECT_EQ(scalar.global_loads.sectors, 128);
+  EXPECT_EQ(scalar.global_loads.ideal_sectors, 32);
+
+  // Not merged: one site executed again (a loop, which the vectorizer leaves alone), a run that
+  // does not start aligned to its size, and anything across a barrier.
+  GpuBlockRecorder loop(0);
+  loop.set_vectorize(true);
+  for (int i = 0; i < 4; ++i) loop.Record(0, 0, kBase + 4 * i, 4, GpuMemorySpace::kGlobal, GpuAccessKind::kLoad);
+  for (int i = 0; i < 4; ++i) loop.Record(0, 1 + i, kBase + 0x104 + 4 * i, 4, GpuMemorySpace::kGlobal, GpuAccessKind::kLoad);
+  loop.Record(0, 5, kBase + 0x200, 4, GpuMemorySpace::kShared, GpuAccessKind::kStore);
+  loop.Flush();
+  loop.Record(0, 6, kBase + 0x204, 4, GpuMemorySpace::kShared, GpuAccessKind::kStore);
+  GpuMemoryAnalysis analysis(1);
+  analysis.AddBlock(loop);
+  KernelMemoryStats s = analysis.Finish();
+  EXPECT_EQ(s.global_loads.requests, 8);
+  EXPECT_EQ(s.shared_stores.requests, 2);
+}
+
 TEST(GpuMemoryAnalysisTest, FootprintOfUnsampledBlocksKeepsDramBytesExact) {
   // A naive transpose of a 256 x 256 float matrix, a block of 256 threads per output row: block
   // b reads column b (256 sectors, one float of each) and writes row b. Every input sector is
