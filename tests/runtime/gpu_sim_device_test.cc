@@ -4,6 +4,7 @@
 // kernels, compiled to PTX, run on a real GPU where a CUDA driver is present.
 #include "compiler/runtime/gpu_sim_device.h"
 
+#include <cmath>
 #include <cstring>
 #include <numeric>
 
@@ -37,6 +38,10 @@ declare i32 @llvm.nvvm.redux.sync.add(i32, i32)
 declare i64 @llvm.nvvm.read.ptx.sreg.clock64()
 declare void @llvm.trap()
 declare float @__nv_sqrtf(float)
+declare i32 @__nv_isnanf(float)
+declare float @__nv_powif(float, i32)
+declare float @__nv_fast_expf(float)
+declare float @__nv_saturatef(float)
 )";
 
 // A module of `body` with `kernels` marked as kernels.
@@ -495,6 +500,48 @@ define void @root(ptr %in, ptr %out) {
   for (size_t i = 0; i < input.size(); ++i) ASSERT_EQ(result[i], std::sqrt(input[i])) << i;  // sqrt is exact
   EXPECT_EQ(sim_->stats().fiber_launches, 0);
   EXPECT_EQ(sim_->stats().threads, 1000);
+}
+
+TEST_F(GpuSimTest, LibdeviceClassificationPowersAndFastMathMapToTheirHostMeaning) {
+  const GpuModuleHandle m = Load(Module(R"(
+define void @math(ptr %in, ptr %out) {
+  %tid = call i32 @llvm.nvvm.read.ptx.sreg.tid.x()
+  %t64 = zext i32 %tid to i64
+  %src = getelementptr float, ptr %in, i64 %t64
+  %v = load float, ptr %src
+  %n = call i32 @__nv_isnanf(float %v)
+  %nf = sitofp i32 %n to float
+  %p = call float @__nv_powif(float %v, i32 3)
+  %e = call float @__nv_fast_expf(float %v)
+  %s = call float @__nv_saturatef(float %v)
+  %row = mul i64 %t64, 4
+  %o0 = getelementptr float, ptr %out, i64 %row
+  store float %nf, ptr %o0
+  %o1 = getelementptr float, ptr %o0, i64 1
+  store float %p, ptr %o1
+  %o2 = getelementptr float, ptr %o0, i64 2
+  store float %e, ptr %o2
+  %o3 = getelementptr float, ptr %o0, i64 3
+  store float %s, ptr %o3
+  ret void
+}
+)", {"math"}));
+  const std::vector<float> input = {std::nanf(""), 2.0f, -1.0f, 0.5f, INFINITY};
+  DevicePointer in = Upload(input), out = Upload(std::vector<float>(20, -7));
+  ASSERT_TRUE(device_->Launch(m, "math", {1, 5}, {in, out}).ok());
+  std::vector<float> r = Download<float>(out, 20);
+  const float isnan[] = {1, 0, 0, 0, 0}, saturate[] = {0, 1, 0, 0.5f, 1};
+  for (int i = 0; i < 5; ++i) {
+    SCOPED_TRACE(i);
+    EXPECT_EQ(r[i * 4], isnan[i]);
+    if (i == 0) {
+      EXPECT_TRUE(std::isnan(r[1]));
+    } else {
+      EXPECT_EQ(r[i * 4 + 1], input[i] * input[i] * input[i]);
+    }
+    if (i > 0) EXPECT_FLOAT_EQ(r[i * 4 + 2], std::exp(input[i]));
+    EXPECT_EQ(r[i * 4 + 3], saturate[i]);
+  }
 }
 
 TEST_F(GpuSimTest, BadLaunchesAreErrors) {

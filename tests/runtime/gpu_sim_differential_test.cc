@@ -21,9 +21,10 @@ namespace xlens::runtime {
 namespace {
 
 constexpr int kShards = 8;
-// The evaluator is an interpreter: corpus modules beyond this many element operations are
-// left to the CPU backend's corpus test.
-constexpr double kMaxElements = 2e7;
+// The evaluator is an interpreter (about 1e8 simple operations a second): corpus modules that
+// need more work than this are left to the CPU backend's corpus test, which keeps this test to a
+// few seconds in CI.
+constexpr double kMaxEvaluatorWork = 3e8;
 
 int64_t EnvOr(const char* name, int64_t fallback) {
   const char* value = std::getenv(name);
@@ -39,16 +40,30 @@ bool IsNamedRefusal(const std::string& message) {
   return false;
 }
 
-double Elements(const HloModule& module) {
-  double elements = 0;
+// Rough operation count of evaluating the module once: elements, times the window or the
+// contracted length for convolutions and dots.
+double EvaluatorWork(const HloModule& module) {
+  double work = 0;
   for (const HloComputation* c : module.computations()) {
     for (const HloInstruction* hlo : c->instructions()) {
+      double elements = 0;
       hlo->shape().ForEachLeaf([&](const Shape& s, const std::vector<int64_t>&) {
         if (s.IsArray() && s.is_static()) elements += static_cast<double>(s.num_elements());
       });
+      double per_element = 1;
+      if (hlo->opcode() == HloOpcode::kConvolution) {
+        for (const WindowDimension& w : hlo->window->dimensions) per_element *= w.size;
+        per_element *= hlo->operand(1)->shape().dimensions(
+            hlo->convolution_dimension_numbers->kernel_input_feature_dimension);
+      } else if (hlo->opcode() == HloOpcode::kDot) {
+        for (int64_t d : hlo->dot_dimension_numbers->lhs_contracting_dimensions) {
+          per_element *= hlo->operand(0)->shape().dimensions(d);
+        }
+      }
+      work += elements * per_element;
     }
   }
-  return elements;
+  return work;
 }
 
 std::unique_ptr<GpuSimDevice> OpenDevice() {
@@ -66,7 +81,9 @@ TEST_P(GpuSimCorpusTest, AgreesWithTheEvaluator) {
   const std::string path = dir + "/" + GetParam() + ".hlo";
   auto module = ParseHloModule(xlens::testing::ReadTestFile(path), ParseOptions{.verify = true, .filename = path});
   if (!module.ok()) GTEST_SKIP() << "does not verify: " << module.status().message();
-  if (Elements(**module) > kMaxElements) GTEST_SKIP() << "too large for the reference evaluator";
+  if (double work = EvaluatorWork(**module); work > kMaxEvaluatorWork) {
+    GTEST_SKIP() << "too large for the reference evaluator here: about " << work << " operations";
+  }
   std::mt19937_64 rng(0x5eed);
   std::vector<Literal> arguments;
   for (const HloInstruction* p : (*module)->entry_computation()->parameter_instructions()) {

@@ -167,8 +167,10 @@ std::string HostMathName(llvm::StringRef name) {
       "asin", "acos", "atan", "atan2", "sinh", "cosh", "tanh", "asinh", "acosh", "atanh", "pow",
       "sqrt", "cbrt", "fabs", "floor", "ceil", "trunc", "round", "rint", "nearbyint", "fmod",
       "remainder", "fmin", "fmax", "fma", "erf", "erfc", "hypot", "copysign", "lgamma",
-      "tgamma", "logb", "fdim"};
+      "tgamma", "logb", "fdim", "ldexp", "scalbn"};
   std::string base = name.drop_front(5).str();  // "__nv_"
+  // libdevice's fast approximations compute what the precise functions compute, less exactly.
+  if (base.rfind("fast_", 0) == 0) base = base.substr(5);
   std::string plain = base;
   if (!plain.empty() && plain.back() == 'f') plain.pop_back();
   if (kFunctions.count(base) || kFunctions.count(plain)) return base;
@@ -249,6 +251,32 @@ class CallRewriter {
       if ((name == "__nv_rsqrtf" || name == "__nv_rsqrt") && t->isFloatingPointTy()) {
         Value* root = b.CreateUnaryIntrinsic(llvm::Intrinsic::sqrt, arg(0));
         Replace(call, b.CreateFDiv(llvm::ConstantFP::get(t, 1.0), root));
+        return;
+      }
+      const bool is_float = t->isFloatTy() || (call->arg_size() > 0 && call->getArgOperand(0)->getType()->isFloatTy());
+      const std::string suffix = is_float ? "f" : "";
+      auto operand = [&]() { return call->getArgOperand(0); };
+      if (name == "__nv_isnan" + suffix || name == "__nv_isinf" + suffix || name == "__nv_finite" + suffix ||
+          name == "__nv_isfinited") {
+        Value* x = operand();
+        Value* test = name.find("isnan") != std::string::npos
+                          ? b.CreateFCmpUNO(x, x)
+                          : name.find("isinf") != std::string::npos
+                                ? b.CreateFCmpOEQ(b.CreateUnaryIntrinsic(llvm::Intrinsic::fabs, x),
+                                                  llvm::ConstantFP::getInfinity(x->getType()))
+                                : b.CreateFCmpONE(b.CreateUnaryIntrinsic(llvm::Intrinsic::fabs, x),
+                                                  llvm::ConstantFP::getInfinity(x->getType()));
+        Replace(call, b.CreateZExt(test, t));
+        return;
+      }
+      if ((name == "__nv_powif" || name == "__nv_powi") && call->arg_size() == 2) {
+        Replace(call, b.CreateIntrinsic(llvm::Intrinsic::powi, {t, call->getArgOperand(1)->getType()},
+                                        {operand(), call->getArgOperand(1)}));
+        return;
+      }
+      if (name == "__nv_saturatef") {
+        Value* low = b.CreateBinaryIntrinsic(llvm::Intrinsic::maxnum, operand(), llvm::ConstantFP::get(t, 0.0));
+        Replace(call, b.CreateBinaryIntrinsic(llvm::Intrinsic::minnum, low, llvm::ConstantFP::get(t, 1.0)));
         return;
       }
       const std::string host = HostMathName(name);
