@@ -59,16 +59,22 @@ std::string FormatHloProfile(const HloProfile& profile) {
     total_flops += row->flops + row->transcendentals;
   }
   const bool with_peak = profile.peak_bandwidth_gbps > 0;
+  const bool with_gpu = std::any_of(rows.begin(), rows.end(), [](const auto* r) { return r->has_gpu_analysis; });
+  const bool predicted = !profile.predicted_for.empty();
   std::string out = fmt::format(
-      "Execution profile for {}: {} per run over {} run{}, {} kernels and calls\n", profile.module,
-      HumanTime(total_ns), profile.runs, profile.runs == 1 ? "" : "s", rows.size());
+      "Execution profile for {}: {} per run over {} run{}, {} kernels and calls{}\n", profile.module,
+      HumanTime(total_ns), profile.runs, profile.runs == 1 ? "" : "s", rows.size(),
+      predicted ? fmt::format(" (times predicted for {}, not measured)", profile.predicted_for) : "");
   if (with_peak) {
-    out += fmt::format("Peak memory bandwidth (copy loop, this machine): {:.1f} GB/s\n",
+    out += fmt::format("Peak memory bandwidth ({}): {:.1f} GB/s\n",
+                       predicted ? "a device copy on the target" : "copy loop, this machine",
                        profile.peak_bandwidth_gbps);
   }
-  out += fmt::format("{:>12} {:>7} {:>7} {:>10} {:>10} {:>8} {:>8}{}  {}\n", "time/run", "%",
+  const std::string gpu_header =
+      with_gpu ? fmt::format(" {:>8} {:>10} {:>5} {:>8} {:>11}", "sect/req", "DRAM", "occ", "bkconf", "bound") : "";
+  out += fmt::format("{:>12} {:>7} {:>7} {:>10} {:>10} {:>8} {:>8}{}{}  {}\n", "time/run", "%",
                      "cum%", "bytes", "flops", "GB/s", "GFLOP/s", with_peak ? " %peakBW" : "",
-                     "kernel");
+                     gpu_header, "kernel");
   double cumulative = 0;
   for (const auto* row : rows) {
     double ns = row->total_ns / runs;
@@ -83,20 +89,30 @@ std::string FormatHloProfile(const HloProfile& profile) {
                       : fmt::format(" {:>8}", "-");
     }
     std::string kind = row->kind.empty() ? "" : fmt::format(" ({})", row->kind);
-    out += fmt::format("{:>12} {:>6.1f}% {:>6.1f}% {:>10} {:>10} {:>8} {:>8}{}  {}{}\n",
+    std::string gpu;
+    if (with_gpu && row->has_gpu_analysis) {
+      const HloProfileEntry::GpuAnalysis& g = row->gpu;
+      gpu = fmt::format(" {:>8} {:>10} {:>4.0f}% {:>8} {:>11}",
+                        g.sectors_per_request > 0 ? fmt::format("{:.2f}", g.sectors_per_request) : "-",
+                        HumanBytes(g.dram_bytes), 100 * g.occupancy, g.bank_conflicts, g.bound);
+    } else if (with_gpu) {
+      gpu = fmt::format(" {:>8} {:>10} {:>5} {:>8} {:>11}", "-", "-", "-", "-", "-");
+    }
+    out += fmt::format("{:>12} {:>6.1f}% {:>6.1f}% {:>10} {:>10} {:>8} {:>8}{}{}  {}{}\n",
                        HumanTime(ns), share, cumulative_share, HumanBytes(row->bytes_accessed),
                        HumanCount(row->flops + row->transcendentals),
                        gbps > 0 ? fmt::format("{:.2f}", gbps) : "-",
-                       gflops > 0 ? fmt::format("{:.2f}", gflops) : "-", peak, row->name, kind);
+                       gflops > 0 ? fmt::format("{:.2f}", gflops) : "-", peak, gpu, row->name, kind);
   }
   double gbps = total_ns > 0 ? total_bytes / total_ns : 0;
-  out += fmt::format("{:>12} {:>6.1f}% {:>7} {:>10} {:>10} {:>8} {:>8}{}  total\n",
+  out += fmt::format("{:>12} {:>6.1f}% {:>7} {:>10} {:>10} {:>8} {:>8}{}{}  total\n",
                      HumanTime(total_ns), total_ns > 0 ? 100.0 : 0.0, "", HumanBytes(total_bytes),
                      HumanCount(total_flops), gbps > 0 ? fmt::format("{:.2f}", gbps) : "-",
                      total_ns > 0 && total_flops > 0 ? fmt::format("{:.2f}", total_flops / total_ns) : "-",
                      with_peak && gbps > 0
                          ? fmt::format(" {:>7.1f}%", 100.0 * gbps / profile.peak_bandwidth_gbps)
-                         : (with_peak ? fmt::format(" {:>8}", "-") : ""));
+                         : (with_peak ? fmt::format(" {:>8}", "-") : ""),
+                     std::string(with_gpu ? gpu_header.size() : 0, ' '));
   return out;
 }
 

@@ -20,6 +20,17 @@ struct HloProfileEntry {
   double bytes_accessed = 0;
   double flops = 0;
   double transcendentals = 0;
+  // What the GPU simulator's memory analysis found (--backend=gpu-sim); shown as columns when
+  // any row has it.
+  struct GpuAnalysis {
+    double sectors_per_request = 0;  // global loads and stores together
+    double dram_bytes = 0;           // distinct sectors moved, per run
+    double occupancy = 0;            // resident warps over the SM's maximum
+    int64_t bank_conflicts = 0;      // shared memory, per run
+    std::string bound;               // memory, compute, latency, uncoalesced, shared, launch
+  };
+  bool has_gpu_analysis = false;
+  GpuAnalysis gpu = {};
 };
 
 struct HloProfile {
@@ -28,6 +39,10 @@ struct HloProfile {
   std::vector<HloProfileEntry> entries;
   // The bandwidth a copy loop reaches on this machine (GB/s); 0 leaves the %peak column out.
   double peak_bandwidth_gbps = 0;
+  // Non-empty when the times are not measured but predicted ("predicted for h100 (NVIDIA
+  // H100 SXM5 80GB)"): said in the header, and the %peak column is of the target's copy
+  // bandwidth.
+  std::string predicted_for;
 };
 
 // The table, rows sorted by time, ending in a newline.

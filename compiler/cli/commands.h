@@ -85,6 +85,10 @@ struct RunArgs {
   double max_work = kDefaultMaxWork;  // --max-work; 0: none
   bool gpu_sim_race_check = false;    // --gpu_sim_race_check (with --backend=gpu-sim)
   std::vector<std::string> extra_flags;  // --xla_* flags given on the command line
+  // The GPU simulator's memory analysis and timing model (--backend=gpu-sim).
+  bool gpu_sim_analysis = false;
+  std::string gpu_target = "h100";
+  int64_t gpu_sim_sample_blocks = 256;
 };
 // Compiles and runs a module (xlens run); with --reference checks it against the evaluator.
 int RunRun(const RunArgs& args);

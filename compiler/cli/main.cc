@@ -176,6 +176,15 @@ int main(int argc, char** argv) {
   run->add_option("--trace", run_args.trace,
                   "Write a Chrome trace of the compilation and every run (timeline.ctf.json; a name "
                   "ending in .gz is compressed) for Perfetto UI or chrome://tracing");
+  run->add_flag("--gpu_sim_analysis", run_args.gpu_sim_analysis,
+                "With --backend=gpu-sim: count every kernel's memory requests, sectors, bank conflicts "
+                "and DRAM bytes, and print its predicted time and bound on --gpu_target");
+  run->add_option("--gpu_target", run_args.gpu_target, "The GPU the analysis predicts for: h100 or h200")
+      ->capture_default_str();
+  run->add_option("--gpu_sim_sample_blocks", run_args.gpu_sim_sample_blocks,
+                  "Analyse at most this many blocks of a launch, evenly spread, and scale (0: all)")
+      ->check(CLI::NonNegativeNumber)
+      ->capture_default_str();
   run->allow_extras();
   run->footer("XLA flags (--xla_dump_to=DIR, --xla_disable_hlo_passes=fusion, "
               "--xla_backend_optimization_level=N, --xla_hlo_profile, ...) are read from XLA_FLAGS and from this "

@@ -20,7 +20,10 @@
 #include "compiler/runtime/cuda_driver.h"
 #include "compiler/runtime/gpu_compiler.h"
 #include "compiler/runtime/gpu_executable.h"
+#include "compiler/runtime/gpu_kernel_resources.h"
+#include "compiler/runtime/gpu_sim_analysis.h"
 #include "compiler/runtime/gpu_sim_device.h"
+#include "compiler/runtime/gpu_timing_model.h"
 #include "compiler/support/file_io.h"
 #include "compiler/support/watchdog.h"
 #include "dump/flags.h"
@@ -28,6 +31,7 @@
 #include "profiler/cupti_collector.h"
 #include "profiler/hlo_profile.h"
 #include "profiler/host_tracer.h"
+#include "profiler/predicted_kernels.h"
 
 namespace xlens::cli {
 namespace {
@@ -48,11 +52,13 @@ __attribute__((format(printf, 2, 3))) void Appendf(std::string& out, const char*
 }
 
 // The device of --backend: the GPU found by the driver, or the GPU simulator.
-StatusOr<std::unique_ptr<runtime::GpuDevice>> OpenGpuDevice(const RunArgs& args, int opt_level) {
+StatusOr<std::unique_ptr<runtime::GpuDevice>> OpenGpuDevice(const RunArgs& args, int opt_level,
+                                                            bool want_ptx) {
   if (args.backend != "gpu-sim") return runtime::OpenCudaDevice();
   runtime::GpuSimOptions options;
   options.race_check = args.gpu_sim_race_check;
   options.opt_level = opt_level;
+  options.want_ptx = want_ptx;
   ASSIGN_OR_RETURN(std::unique_ptr<runtime::GpuSimDevice> device, runtime::OpenSimulatedGpuDevice(options));
   return std::unique_ptr<runtime::GpuDevice>(std::move(device));
 }
@@ -61,14 +67,25 @@ StatusOr<std::unique_ptr<runtime::GpuDevice>> OpenGpuDevice(const RunArgs& args,
 // launches go to `report`. With `gpu_trace`, CUPTI records the GPU's activity during the runs
 // into it; when CUPTI cannot (absent, refused, another profiler attached, the simulator) one
 // warning says why and the run goes on.
+// On the simulator with --gpu_sim_analysis (or --xla_hlo_profile), one more run is observed and
+// every launch's analysis and predicted time go to `report`; with `predicted`, the predicted
+// kernels go there for the trace.
 StatusOr<Literal> RunOnGpu(const RunArgs& args, FlagsSetup& setup, std::unique_ptr<HloModule> module,
                            const std::vector<Literal>& inputs, std::string& report,
-                           profiler::Trace* gpu_trace, Watchdog& watchdog) {
+                           profiler::Trace* gpu_trace, Watchdog& watchdog,
+                           std::vector<profiler::PredictedKernel>* predicted, std::string* predicted_device) {
   const bool simulated = args.backend == "gpu-sim";
+  const bool analysing = simulated && (args.gpu_sim_analysis || setup.debug.xla_hlo_profile);
+  runtime::GpuTarget target;
+  if (analysing) {
+    ASSIGN_OR_RETURN(target, runtime::GpuTargetByName(args.gpu_target));
+  }
   watchdog.SetActivity(fmt::format("compiling and running module {} on the {}", module->name(),
                                    simulated ? "GPU simulator" : "GPU"));
-  ASSIGN_OR_RETURN(std::unique_ptr<runtime::GpuDevice> device, OpenGpuDevice(args, setup.opt_level));
-  if (setup.debug.xla_hlo_profile) {
+  // PTX (for ptxas's register counts) needs the CUDA toolkit; without it the analysis says so.
+  ASSIGN_OR_RETURN(std::unique_ptr<runtime::GpuDevice> device,
+                   OpenGpuDevice(args, setup.opt_level, analysing && !runtime::FindPtxas().empty()));
+  if (setup.debug.xla_hlo_profile && !simulated) {
     std::fprintf(stderr, "xlens run: --xla_hlo_profile times CPU kernels so far; on the GPU, --trace "
                          "records every kernel's time (CUPTI) and `xlens trace summary` lists them\n");
   }
@@ -120,6 +137,27 @@ StatusOr<Literal> RunOnGpu(const RunArgs& args, FlagsSetup& setup, std::unique_p
   }
   Appendf(report, "compile %.1f ms for %s%s; run median %.3f ms over %d iteration%s\n", exe->compile_ns() / 1e6,
               device->arch().c_str(), simulated ? " (simulated)" : "", Median(run_ms), args.iterations, args.iterations == 1 ? "" : "s");
+  if (analysing) {
+    watchdog.SetActivity(fmt::format("analysing the memory traffic of module {} on the GPU simulator",
+                                     exe->module().name()));
+    auto* sim = dynamic_cast<runtime::GpuSimDevice*>(device.get());
+    if (sim == nullptr) return Error("--gpu_sim_analysis: the device is not the simulator");
+    ASSIGN_OR_RETURN(runtime::GpuSimAnalysis analysis,
+                     runtime::AnalyseGpuSimRun(*exe, *sim, target, args.gpu_sim_sample_blocks));
+    if (args.gpu_sim_analysis) {
+      report += runtime::FormatGpuLaunchAnalyses(analysis.launches, target, analysis.resources_source);
+    }
+    if (setup.debug.xla_hlo_profile) {
+      std::string profile = profiler::FormatHloProfile(runtime::PredictedHloProfile(analysis, *exe, target));
+      report += profile;
+      if (setup.dump && setup.dump->enabled()) setup.dump->DumpText(exe->module(), "hlo_profile.txt", profile);
+    }
+    if (predicted != nullptr) {
+      *predicted = runtime::PredictedKernels(analysis, target);
+      *predicted_device = target.description;
+    }
+    return result;
+  }
   Appendf(report, "%zu kernel launches:\n", exe->launches().size());
   for (const runtime::GpuLaunch& launch : exe->launches()) {
     Appendf(report, "  %s (%s): grid %lld, block %lld\n", launch.kernel.c_str(), launch.hlo_instruction.c_str(),
@@ -217,6 +255,11 @@ int RunRun(const RunArgs& args) {
   if (args.gpu_sim_race_check && args.backend != "gpu-sim") {
     return Fail(Error("--gpu_sim_race_check: the race check needs --backend=gpu-sim"));
   }
+  if (args.gpu_sim_analysis && args.backend != "gpu-sim") {
+    return Fail(Error("--gpu_sim_analysis: the analysis needs --backend=gpu-sim (a real GPU is measured "
+                      "with --trace, and Nsight Compute)"));
+  }
+  if (auto target = runtime::GpuTargetByName(args.gpu_target); !target.ok()) return Fail(target.status());
   if (args.backend == "gpu") {
     if (Status s = runtime::CheckCudaDevice(); !s.ok()) return Fail(s);
   }
@@ -242,14 +285,17 @@ int RunRun(const RunArgs& args) {
     if (!profiler::TracerSession::Start()) return Fail(Error("--trace: another trace is being recorded"));
   }
   profiler::Trace gpu_trace;
+  std::vector<profiler::PredictedKernel> predicted;
+  std::string predicted_device;
   auto result = args.backend != "cpu"
                     ? RunOnGpu(args, setup, std::move(*module), *inputs, report, tracing ? &gpu_trace : nullptr,
-                               watchdog)
+                               watchdog, tracing ? &predicted : nullptr, &predicted_device)
                     : RunOnCpu(args, setup, **module, *inputs, report, watchdog);
   if (tracing) {
     // Written even when the run failed: the timeline up to the failure is what the user needs.
     profiler::Trace trace = profiler::TracerSession::Stop();
     trace.Append(std::move(gpu_trace));
+    profiler::AppendPredictedKernels(trace, predicted_device, std::move(predicted));
     profiler::LinkExternalIds(trace);
     trace_written = profiler::WriteChromeTrace(trace, args.trace);
     if (trace_written.ok()) {

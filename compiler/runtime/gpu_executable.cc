@@ -135,6 +135,8 @@ Status GpuExecutable::Run(profiler::CuptiCollector* cupti) {
     span.AddArg("run", runs_);
   }
   ++runs_;
+  last_run_external_ids_.clear();
+  last_run_launch_ns_.clear();
   std::vector<DevicePointer> arguments;
   for (const GpuLaunch& launch : launches_) {
     arguments.clear();
@@ -143,6 +145,8 @@ Status GpuExecutable::Run(profiler::CuptiCollector* cupti) {
     const uint64_t external_id = g_next_external_id.fetch_add(1, std::memory_order_relaxed);
     profiler::ScopedExternalCorrelation correlation(cupti, external_id);
     const int64_t start = profiler::TracingEnabled() ? profiler::NowNs() : 0;
+    last_run_external_ids_.push_back(static_cast<int64_t>(external_id));
+    last_run_launch_ns_.push_back(start);
     Status launched = device_.Launch(module_, launch.kernel, launch.dims, arguments);
     if (profiler::TracingEnabled()) {
       profiler::SpanArgs launch_span = profiler::RecordSpan(launch.span, start, profiler::NowNs());

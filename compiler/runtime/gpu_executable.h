@@ -49,6 +49,10 @@ class GpuExecutable {
   StatusOr<Literal> Results();
 
   const std::vector<GpuLaunch>& launches() const { return launches_; }
+  // Of the last Run, per launch: its external correlation id (what its host span carries as
+  // "External id") and when it was launched (NowNs; 0 when tracing was off).
+  const std::vector<int64_t>& last_run_external_ids() const { return last_run_external_ids_; }
+  const std::vector<int64_t>& last_run_launch_ns() const { return last_run_launch_ns_; }
   const HloModule& module() const { return *compiled_.module; }
   const std::string& ptx() const { return compiled_.ptx; }
   int64_t compile_ns() const { return compile_ns_; }
@@ -68,6 +72,8 @@ class GpuExecutable {
   int64_t compile_ns_ = 0;
   std::string execute_span_name_;
   int64_t runs_ = 0;
+  std::vector<int64_t> last_run_external_ids_;
+  std::vector<int64_t> last_run_launch_ns_;
 };
 
 }  // namespace xlens::runtime

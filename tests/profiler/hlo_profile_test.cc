@@ -60,6 +60,35 @@ TEST(HloProfile, WithoutPeakOrCostsShowsDashes) {
   EXPECT_THAT(text, HasSubstr("5.00 us"));
 }
 
+TEST(HloProfile, PredictedGpuColumns) {
+  HloProfile profile;
+  profile.module = "softmax";
+  profile.runs = 2;
+  profile.peak_bandwidth_gbps = 3000;
+  profile.predicted_for = "h100";
+  HloProfileEntry reduce{"fusion.1", "kInput fusion", 2 * 20'000, 4e6, 1e6, 0};
+  reduce.has_gpu_analysis = true;
+  reduce.gpu = {32.0, 4.2e6, 0.5, 7, "uncoalesced"};
+  profile.entries = {reduce, {"copy.2", "copy", 2 * 1'000, 0, 0, 0}};
+  std::vector<std::string> lines = Lines(FormatHloProfile(profile));
+  ASSERT_EQ(lines.size(), 6u);
+  EXPECT_THAT(lines[0], HasSubstr("(times predicted for h100, not measured)"));
+  EXPECT_THAT(lines[1], HasSubstr("a device copy on the target): 3000.0 GB/s"));
+  EXPECT_THAT(lines[2], HasSubstr("sect/req"));
+  EXPECT_THAT(lines[2], HasSubstr("bound"));
+  // 4 MB in 20 us = 200 GB/s = 6.7% of 3000.
+  EXPECT_THAT(lines[3], HasSubstr("fusion.1"));
+  EXPECT_THAT(lines[3], HasSubstr("200.00"));
+  EXPECT_THAT(lines[3], HasSubstr("6.7%"));
+  EXPECT_THAT(lines[3], HasSubstr("32.00"));
+  EXPECT_THAT(lines[3], HasSubstr("4.20 MB"));
+  EXPECT_THAT(lines[3], HasSubstr("50%"));
+  EXPECT_THAT(lines[3], HasSubstr("uncoalesced"));
+  // A row without an analysis has dashes in those columns; the total lines up.
+  EXPECT_THAT(lines[4], HasSubstr("copy.2"));
+  EXPECT_EQ(lines[5].find("total"), lines[4].find("copy.2"));
+}
+
 TEST(HloProfile, EmptyProfile) {
   HloProfile profile;
   profile.module = "empty";
