@@ -88,8 +88,8 @@ TEST_F(RunCliTest, PtxIsDumpedWithItsLaunchDimensions) {
   EXPECT_THAT(testing::ReadTestFile((dir_ / "k.ptx").string()), HasSubstr(".target sm_80"));
   EXPECT_TRUE(std::filesystem::exists(dump + "/module_0001.chain.ptx"));
   EXPECT_TRUE(std::filesystem::exists(dump + "/module_0001.chain.sm_8.0_gpu_after_optimizations.txt"));
-  // f32[4096]: 16 blocks of 256 threads.
-  EXPECT_THAT(testing::ReadTestFile(dump + "/manifest.json"), HasSubstr("\"launch\": \"grid 16 block 256\""));
+  // f32[4096], four elements (one 128-bit access) per thread: 4 blocks of 256 threads.
+  EXPECT_THAT(testing::ReadTestFile(dump + "/manifest.json"), HasSubstr("\"launch\": \"grid 4 block 256\""));
   RunResult bad = RunXlens("compile " + file + " --emit=ptx --gpu_arch=volta");
   EXPECT_EQ(bad.exit_code, 1);
   EXPECT_THAT(bad.output, HasSubstr("expected an NVIDIA architecture"));
