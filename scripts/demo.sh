@@ -59,7 +59,9 @@ echo "  ..."
 # needs no GPU, and the dump holds the GPU pipeline's module, its LLVM IR and the PTX.
 train=$(grep -l ResourceApplyGradientDescent out/demo/tf/module_*.before_optimizations.txt | head -n 1)
 rm -rf out/demo/tf/gpu
-run run "$train" --iterations 20 --xla_hlo_profile | sed -n '/^Execution profile/,$p'
+echo
+echo "\$ xlens run out/demo/tf/${train##*/} --iterations 20 --xla_hlo_profile"
+$xlens run "$train" --iterations 20 --xla_hlo_profile 2>&1 | sed -n '/^Execution profile/,$p'
 echo
 echo "\$ xlens compile out/demo/tf/${train##*/} --emit=ptx --gpu_arch=sm_90 --xla_dump_to=out/demo/tf/gpu -o out/demo/tf/gpu/train_step.ptx"
 $xlens compile "$train" --emit=ptx --gpu_arch=sm_90 --xla_dump_to=out/demo/tf/gpu -o out/demo/tf/gpu/train_step.ptx
