@@ -238,7 +238,7 @@ int main(int argc, char** argv) {
       ->check(CLI::Validator(FiniteNonNegative, "SECONDS"))
       ->capture_default_str();
   reduce->add_option("-o,--output", reduce_args.output, "Where to write the reduced module (default NAME.reduced.hlo)");
-  reduce->add_option("--backend", reduce_args.backend, "cpu or gpu, for the built-in tests")->capture_default_str();
+  reduce->add_option("--backend", reduce_args.backend, "cpu, gpu or gpu-sim, for the built-in tests")->capture_default_str();
   reduce->add_option("--tolerance", reduce_args.tolerance, "Tolerance of --test=miscompare and bisect")
       ->check(CLI::Validator(FiniteNonNegative, "TOLERANCE"))
       ->capture_default_str();
@@ -355,7 +355,7 @@ int main(int argc, char** argv) {
       "replay", "Recompile and rerun a bundle's module on its recorded arguments; say whether the "
                 "failure is reproduced (exit 0), not reproduced (exit 2)");
   replay->add_option("bundle", replay_args.bundle, "The bundle (.tar.gz from xlens bundle)")->required();
-  replay->add_option("--backend", replay_args.backend, "cpu or gpu (default: the recorded backend)");
+  replay->add_option("--backend", replay_args.backend, "cpu, gpu or gpu-sim (default: the recorded backend)");
   replay->add_option("--iterations", replay_args.iterations, "Runs to compare (a flaky failure shows in some)")
       ->check(CLI::Validator(PositiveWholeNumber, "POSITIVE"))
       ->capture_default_str();

@@ -22,6 +22,7 @@
 #include "compiler/runtime/cuda_driver.h"
 #include "compiler/runtime/gpu_compiler.h"
 #include "compiler/runtime/gpu_executable.h"
+#include "compiler/runtime/gpu_sim_device.h"
 #include "compiler/support/file_io.h"
 #include "compiler/support/terminal_text.h"
 #include "dump/bundle_reader.h"
@@ -87,9 +88,16 @@ StatusOr<Literal> ReadRecorded(const std::string& directory, const ManifestTenso
 StatusOr<Literal> CompileAndRun(const std::string& backend, FlagsSetup& setup,
                                 std::unique_ptr<HloModule> module, const std::vector<Literal>& args,
                                 int iterations, std::vector<Literal>& runs) {
-  if (backend == "gpu") {
-    RETURN_IF_ERROR(runtime::CheckCudaDevice());
-    ASSIGN_OR_RETURN(auto device, runtime::OpenCudaDevice());
+  if (backend == "gpu" || backend == "gpu-sim") {
+    std::unique_ptr<runtime::GpuDevice> device;
+    if (backend == "gpu-sim") {
+      ASSIGN_OR_RETURN(std::unique_ptr<runtime::GpuSimDevice> sim,
+                       runtime::OpenSimulatedGpuDevice(runtime::GpuSimOptions{}));
+      device = std::move(sim);
+    } else {
+      RETURN_IF_ERROR(runtime::CheckCudaDevice());
+      ASSIGN_OR_RETURN(device, runtime::OpenCudaDevice());
+    }
     runtime::GpuCompileOptions options;
     options.optimize = setup.optimize;
     options.nvptx.opt_level = setup.opt_level;
@@ -160,8 +168,8 @@ std::string Where(const Comparison& c) {
 
 int RunReplay(const ReplayArgs& args) {
   if (args.iterations < 1) return Fail(Error("--iterations: expected at least 1"));
-  if (!args.backend.empty() && args.backend != "cpu" && args.backend != "gpu") {
-    return Fail(Error(fmt::format("--backend: expected cpu or gpu, found '{}'",
+  if (!args.backend.empty() && args.backend != "cpu" && args.backend != "gpu" && args.backend != "gpu-sim") {
+    return Fail(Error(fmt::format("--backend: expected cpu, gpu or gpu-sim, found '{}'",
                                   DisplayText(args.backend))));
   }
   auto unpacked = UnpackBundle(args.bundle);
@@ -197,7 +205,7 @@ int RunReplay(const ReplayArgs& args) {
   const std::string backend = !args.backend.empty()            ? args.backend
                               : !chosen->invocation.backend.empty() ? chosen->invocation.backend
                                                                     : "cpu";
-  if (backend != "cpu" && backend != "gpu") {
+  if (backend != "cpu" && backend != "gpu" && backend != "gpu-sim") {
     return Fail(Error(fmt::format("{}: recorded on backend '{}', which this xlens cannot run; pick "
                                   "one with --backend",
                                   shown, DisplayText(backend))));

@@ -15,7 +15,7 @@
 namespace xlens::tools {
 
 // The backend the compiled result comes from.
-enum class RunBackend { kCpu, kGpu };
+enum class RunBackend { kCpu, kGpu, kGpuSim };
 
 // Parses "cpu" / "gpu"; "gpu-sim" and anything else are errors that say what is available.
 StatusOr<RunBackend> ParseRunBackend(std::string_view name);

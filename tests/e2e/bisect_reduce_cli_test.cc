@@ -61,6 +61,17 @@ TEST_F(BisectReduceCliTest, BisectSaysCodeGenerationForAWrongKernel) {
   EXPECT_TRUE(std::filesystem::exists(dir_ / "xlens-bisect" / "kernel.hlo"));
 }
 
+TEST_F(BisectReduceCliTest, BisectFindsAWrongGpuKernelOnTheSimulator) {
+  // The same planted fault in the GPU backend's kernel, found without a GPU.
+  const std::string file = Write("m.hlo", kModule);
+  RunResult r = RunShellCommand("cd " + dir_.string() + " && XLA_FLAGS=--xla_test_miscompile_kernel=fusion " +
+                                XLENS_BINARY_DIR + "/compiler/cli/xlens bisect m.hlo --backend=gpu-sim 2>&1");
+  if (r.output.find("unavailable") != std::string::npos) GTEST_SKIP() << r.output;
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  EXPECT_THAT(r.output, HasSubstr("backend gpu-sim"));
+  EXPECT_THAT(r.output, HasSubstr("culprit: code generation: kernel fusion computes wrong values"));
+}
+
 TEST_F(BisectReduceCliTest, BisectReadsSnapshotArguments) {
   const std::string file = Write("m.hlo", kModule);
   // Arguments bisect wrote once, renamed as a snapshot dump names them.
@@ -108,7 +119,7 @@ TEST_F(BisectReduceCliTest, HostileInputsGetOneMessageAndExit1) {
   const std::vector<Case> cases = {
       {"bisect " + bad, "bad.hlo:3:"},
       {"bisect " + good + " --inputs " + (dir_ / "nowhere").string(), "no such directory"},
-      {"bisect " + good + " --backend=gpu-sim", "no GPU simulator"},
+      {"bisect " + good + " --backend=tpu", "expected cpu, gpu or gpu-sim, found 'tpu'"},
       {"bisect " + good + " --xla_test_miscompile_after_pass=nonsense", "unknown pass 'nonsense'"},
       {"reduce " + bad + " --test=miscompare", "bad.hlo:3:"},
       {"reduce " + good + " --test=/nonexistent/test-command", "cannot run (exit 127"},

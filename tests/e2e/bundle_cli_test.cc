@@ -239,6 +239,18 @@ TEST_F(BundleCliTest, ReplayOfACleanRunIsNotReproduced) {
       << r.output;
 }
 
+TEST_F(BundleCliTest, ACpuRecordingReplaysOnTheGpuSimulator) {
+  // Whoever has no GPU can still ask whether the GPU backend computes what the recording holds.
+  RunAndDump();
+  const std::string bundle = (dir_ / "clean.tar.gz").string();
+  ASSERT_EQ(Bundle(bundle).exit_code, 0);
+  RunResult r = RunXlens("replay " + bundle + " --backend=gpu-sim");
+  if (r.output.find("unavailable") != std::string::npos) GTEST_SKIP() << r.output;
+  EXPECT_EQ(r.exit_code, 2) << r.output;
+  EXPECT_NE(r.output.find("on gpu-sim"), std::string::npos) << r.output;
+  EXPECT_NE(r.output.find("not reproduced: all outputs match\n"), std::string::npos) << r.output;
+}
+
 TEST_F(BundleCliTest, ReplayReproducesARecordedMiscompareFromACopyElsewhere) {
   // The kernel adds 1 to everything it stores: `xlens run --reference` sees the miscompare.
   RunAndDump("--xla_test_miscompile_kernel=fusion --reference", 1);
@@ -350,7 +362,7 @@ TEST_F(BundleCliTest, UserErrorsAreOneLineAndExitOne) {
   ASSERT_EQ(Bundle((dir_ / "b.tar.gz").string()).exit_code, 0);
   r = RunXlens("replay " + (dir_ / "b.tar.gz").string() + " --backend=tpu");
   EXPECT_EQ(r.exit_code, 1);
-  EXPECT_NE(r.output.find("--backend: expected cpu or gpu"), std::string::npos) << r.output;
+  EXPECT_NE(r.output.find("--backend: expected cpu, gpu or gpu-sim"), std::string::npos) << r.output;
 }
 
 }  // namespace
