@@ -59,23 +59,7 @@ StatusOr<std::vector<Literal>> LoadBisectInputs(const HloComputation& entry, con
   }
   if (prefixes.empty()) return LoadInputs(entry, dir, seed);  // its message names arg0.npy
   const std::string prefix = *prefixes.begin();
-  std::vector<Literal> args;
-  for (int64_t i = 0; i < entry.num_parameters(); ++i) {
-    const std::string path = fmt::format("{}/{}.arg{}.npy", dir, prefix, i);
-    const HloInstruction* param = entry.parameter_instruction(i);
-    if (GetPathKind(path) == PathKind::kMissing) {
-      return Error(fmt::format("{}: missing: parameter {} (%{}: {}) needs it", DisplayPath(path), i,
-                               param->name(), param->shape().ToString(false)));
-    }
-    ASSIGN_OR_RETURN(Literal lit, ReadNpy(path));
-    if (!shape_util::Compatible(lit.shape(), param->shape())) {
-      return Error(fmt::format("{}: holds {} but parameter {} (%{}) expects {}", DisplayPath(path),
-                               lit.shape().ToString(false), i, param->name(),
-                               param->shape().ToString(false)));
-    }
-    if (param->shape().has_layout()) lit.set_layout(param->shape().layout());
-    args.push_back(std::move(lit));
-  }
+  ASSIGN_OR_RETURN(std::vector<Literal> args, LoadInputs(entry, dir, seed, prefix));
   described = fmt::format("{}/{}.arg*.npy{}", DisplayPath(dir), prefix,
                           prefixes.size() > 1 ? fmt::format(" (the first of {} executions)", prefixes.size())
                                               : "");

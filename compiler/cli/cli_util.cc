@@ -63,7 +63,7 @@ std::string Summarize(const Literal& literal) {
 }
 
 StatusOr<std::vector<Literal>> LoadInputs(const HloComputation& entry, const std::string& dir,
-                                          uint64_t seed) {
+                                          uint64_t seed, const std::string& file_prefix) {
   bool random = dir.empty() || dir == "random";
   if (dir == "random" && GetPathKind(dir) == PathKind::kDirectory) {
     // The keyword must not silently shadow a directory the user meant.
@@ -91,7 +91,8 @@ StatusOr<std::vector<Literal>> LoadInputs(const HloComputation& entry, const std
       args.push_back(std::move(lit));
       continue;
     }
-    std::string path = fmt::format("{}/arg{}.npy", dir, i);
+    std::string path = file_prefix.empty() ? fmt::format("{}/arg{}.npy", dir, i)
+                                           : fmt::format("{}/{}.arg{}.npy", dir, file_prefix, i);
     if (GetPathKind(path) == PathKind::kMissing) {
       return Error(fmt::format("{}: missing: parameter {} (%{}: {}) needs it", DisplayPath(path), i,
                                param->name(), param->shape().ToString(false)));

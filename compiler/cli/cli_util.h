@@ -23,9 +23,9 @@ void CollectLeaves(const Literal& literal, std::vector<const Literal*>& leaves);
 // A literal for a terminal: whole when small, the first and last elements otherwise.
 std::string Summarize(const Literal& literal);
 // DIR/arg0.npy, arg1.npy, ... in parameter order, or random values (seeded) when `dir` is empty
-// or "random".
+// or "random". With a `file_prefix`, DIR/PREFIX.arg0.npy, ...: one execution of a snapshot dump.
 StatusOr<std::vector<Literal>> LoadInputs(const HloComputation& entry, const std::string& dir,
-                                          uint64_t seed);
+                                          uint64_t seed, const std::string& file_prefix = "");
 // Writes DIR/out0.npy, out1.npy, ... (creating DIR), printing each file. Every output is
 // attempted: one that fails is reported on stderr and named in the error returned after the
 // others were written. Types .npy lacks (bf16, ...) are widened exactly (see npy.h), said once on
