@@ -14,7 +14,7 @@
 // their bytes need), "latency" (the warp term), "compute", "shared" (bank conflicts), or "launch"
 // when the overhead exceeds everything else.
 //
-// Two figures are not on any datasheet and were calibrated on the lent H100 with the old
+// Two figures are not on any datasheet and were calibrated on an H100 (80GB HBM3) with the old
 // one-thread-per-element kernels (PTX timed with CUDA events and Nsight Compute): the L2 figure
 // on the transpose (every load a 32-sector request), the per-warp figure on the row reduction
 // (one thread per row, 8 warps on each of 16 SMs).
