@@ -8,12 +8,17 @@ In the same run, on the same inputs, the script times XLA's compiled call (the m
 after a warm-up, each waited for) and `xlens run --iterations N` (its printed run median), checks
 that the outputs agree, and prints per workload both times, the ratio XLA / xlens (above 1:
 xlens is faster), both compile times (XLA: `Lowered.compile()`; xlens: the `compile ... ms` that
-`xlens run` prints), and the geometric mean of the ratios. The chain's bandwidth is also printed
+`xlens run` prints), and the geometric mean of the ratios.
+
+A shared 2-core machine is noisy: a neighbour can slow down either side for a second or two. So
+each workload is timed in R rounds (`--rounds`, default 3) that alternate XLA and xlens; the
+printed times are the medians over the rounds, and the `range` column gives the lowest and
+highest per-round ratio, so a reader sees how far one run could have swung. The chain's bandwidth is also printed
 as a share of the triad's (a[i] = b[i] + 3 c[i], compiled by xlens), the bar for memory-bound
 code.
 
 Usage: tests/bench/codegen_vs_xla.py --xlens build/compiler/cli/xlens [--iterations 20]
-                                     [--only REGEX] [--keep DIR]
+                                     [--rounds 3] [--only REGEX] [--keep DIR]
 Exit status: 0 when every output agrees, 1 otherwise, 77 without jax.
 """
 import argparse
@@ -207,6 +212,8 @@ def main():
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--xlens", required=True)
     parser.add_argument("--iterations", type=int, default=20)
+    parser.add_argument("--rounds", type=int, default=3,
+                        help="alternate XLA and xlens this many times per workload")
     parser.add_argument("--only", default="", help="run the workloads whose name matches")
     parser.add_argument("--keep", default="", help="keep the HLO, inputs and outputs here")
     args = parser.parse_args()
@@ -219,9 +226,10 @@ def main():
         return 77
     jax.config.update("jax_platforms", "cpu")
     work = args.keep or tempfile.mkdtemp(prefix="codegen_vs_xla.")
+    rounds = max(1, args.rounds)
     print(f"jax {jax.__version__}, {os.cpu_count()} CPUs; times are medians of "
-          f"{args.iterations} runs (ms)")
-    header = (f"{'workload':<22}{'XLA ms':>9}{'xlens ms':>10}{'XLA/xlens':>10}"
+          f"{args.iterations} runs, then the median over {rounds} alternating rounds (ms)")
+    header = (f"{'workload':<22}{'XLA ms':>9}{'xlens ms':>10}{'XLA/xlens':>10}{'range':>12}"
               f"{'XLA comp':>10}{'xlens comp':>11}  agree")
     print(header)
     ratios, failures, results = [], 0, {}
@@ -242,23 +250,32 @@ def main():
         start = time.perf_counter()
         compiled = lowered.compile()
         xla_compile_ms = (time.perf_counter() - start) * 1e3
-        xla_ms = time_xla(jax, compiled, device_args, args.iterations)
         expected = compiled(*device_args)
+        xla_times, our_times, our_compiles = [], [], []
         try:
-            ours_compile_ms, ours_ms = run_xlens(args.xlens, hlo_file,
-                                                 os.path.join(directory, "inputs"),
-                                                 os.path.join(directory, "outputs"),
-                                                 args.iterations)
+            for _ in range(rounds):
+                xla_times.append(time_xla(jax, compiled, device_args, args.iterations))
+                ours_compile_ms, ours_ms = run_xlens(args.xlens, hlo_file,
+                                                     os.path.join(directory, "inputs"),
+                                                     os.path.join(directory, "outputs"),
+                                                     args.iterations)
+                our_times.append(ours_ms)
+                our_compiles.append(ours_compile_ms)
         except RuntimeError as e:
-            print(f"{name:<22}{xla_ms:>9.3f}  xlens failed: {str(e).splitlines()[0][:200]}")
+            print(f"{name:<22}{statistics.median(xla_times):>9.3f}  xlens failed: "
+                  f"{str(e).splitlines()[0][:200]}")
             failures += 1
             continue
+        xla_ms, ours_ms = statistics.median(xla_times), statistics.median(our_times)
+        ours_compile_ms = statistics.median(our_compiles)
+        round_ratios = [x / o for x, o in zip(xla_times, our_times)]
+        spread = f"{min(round_ratios):.2f}-{max(round_ratios):.2f}"
         ok, detail = outputs_agree(np, expected, os.path.join(directory, "outputs"))
         failures += 0 if ok else 1
         ratio = xla_ms / ours_ms
         ratios.append(ratio)
         results[name] = (xla_ms, ours_ms)
-        print(f"{name:<22}{xla_ms:>9.3f}{ours_ms:>10.3f}{ratio:>9.2f}x"
+        print(f"{name:<22}{xla_ms:>9.3f}{ours_ms:>10.3f}{ratio:>9.2f}x{spread:>12}"
               f"{xla_compile_ms:>10.1f}{ours_compile_ms:>11.1f}  {'yes' if ok else 'NO'} {detail}",
               flush=True)
     if ratios:
