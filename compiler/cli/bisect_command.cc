@@ -17,11 +17,11 @@
 #include "compiler/hlo/npy.h"
 #include "compiler/hlo/printer.h"
 #include "compiler/support/file_io.h"
+#include "compiler/support/subprocess.h"
 #include "compiler/support/terminal_text.h"
 #include "compiler/tools/hlo_bisect.h"
 #include "compiler/tools/hlo_reducer.h"
 #include "compiler/tools/reduction_tests.h"
-#include "compiler/tools/subprocess.h"
 #include "compiler/tools/text_diff.h"
 #include "dump/flags.h"
 
@@ -94,7 +94,7 @@ std::string ShellQuoteArg(const std::string& text) {
                                               "0123456789-_./=:,+@%") == std::string::npos) {
     return text;
   }
-  return tools::ShellQuote(text);
+  return ShellQuote(text);
 }
 
 // The XLA flags in effect (XLA_FLAGS and the command line) but the dump ones, as command-line

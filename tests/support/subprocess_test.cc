@@ -1,11 +1,12 @@
-#include "compiler/tools/subprocess.h"
+#include "compiler/support/subprocess.h"
 
 #include <chrono>
+#include <cstdlib>
 
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
-namespace xlens::tools {
+namespace xlens {
 namespace {
 
 using ::testing::HasSubstr;
@@ -50,5 +51,12 @@ TEST(SubprocessTest, ShellQuoteSurvivesQuotes) {
   EXPECT_EQ(outcome->output, "it's a $HOME");
 }
 
+// Only the last `max_output_bytes` are kept.
+TEST(SubprocessTest, KeepsTheTailOfTheOutput) {
+  auto outcome = RunCommand({"/bin/sh", "-c", "printf 0123456789"}, 10, 4);
+  ASSERT_TRUE(outcome.ok()) << outcome.status().message();
+  EXPECT_EQ(outcome->output, "6789");
+}
+
 }  // namespace
-}  // namespace xlens::tools
+}  // namespace xlens
