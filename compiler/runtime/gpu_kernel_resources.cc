@@ -10,7 +10,9 @@
 
 #include <fmt/format.h>
 
+#include "compiler/support/file_io.h"
 #include "compiler/support/subprocess.h"
+#include "compiler/support/temporary_directory.h"
 
 namespace xlens::runtime {
 
@@ -111,11 +113,11 @@ StatusOr<ModuleResources> KernelResourcesOf(const std::string& ptx, const std::s
   if (arch.empty() || arch.find_first_not_of("smcompute_0123456789a") != std::string::npos) {
     return Error(fmt::format("unexpected GPU architecture '{}'", arch));
   }
-  char path[] = "/tmp/xlens-ptxas-XXXXXX";
-  const int fd = mkstemp(path);
-  if (fd < 0) return EstimateFromPtx(ptx);
-  const bool written = write(fd, ptx.data(), ptx.size()) == static_cast<ssize_t>(ptx.size());
-  close(fd);
+  // The PTX goes to ptxas as a file in a private directory under $TMPDIR, removed afterwards.
+  auto directory = TemporaryDirectory::Create("ptxas");
+  if (!directory.ok()) return EstimateFromPtx(ptx);
+  const std::string path = directory->path() + "/module.ptx";
+  const bool written = WriteFile(path, ptx).ok();
   // ptxas runs in a process group of its own with a time limit, so an assembler that hangs on
   // one module costs a minute and a message, not the compile.
   constexpr double kPtxasTimeoutSeconds = 60;
@@ -125,7 +127,6 @@ StatusOr<ModuleResources> KernelResourcesOf(const std::string& ptx, const std::s
     outcome = RunCommand({ptxas, "-v", "-arch=" + arch, path, "-o", "/dev/null"}, kPtxasTimeoutSeconds,
                          kWholeReport);
   }
-  unlink(path);
   if (!outcome.ok()) return Error(fmt::format("ptxas -v failed: {}", outcome.status().message()));
   if (outcome->timed_out || outcome->signal != 0 || outcome->exit_code != 0) {
     return Error(fmt::format("ptxas -v failed ({}): {}", outcome->Describe(kPtxasTimeoutSeconds),

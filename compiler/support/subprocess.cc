@@ -12,6 +12,8 @@
 
 #include <fmt/format.h>
 
+#include "compiler/support/temporary_directory.h"
+
 namespace xlens {
 
 std::string CommandOutcome::Describe(double timeout_seconds) const {
@@ -35,10 +37,14 @@ std::string ShellQuote(const std::string& text) {
 StatusOr<CommandOutcome> RunCommand(const std::vector<std::string>& argv, double timeout_seconds,
                                     size_t max_output_bytes) {
   if (argv.empty()) return Error("no command to run");
-  char output_name[] = "/tmp/xlens-test-output-XXXXXX";
-  const int output = mkstemp(output_name);
-  if (output < 0) return Error(fmt::format("cannot create a temporary file: {}", std::strerror(errno)));
-  unlink(output_name);
+  // The output goes to a file (no pipe to drain while waiting) under $TMPDIR, unlinked at once.
+  std::string output_name = TemporaryDirectoryBase() + "/xlens-command-output-XXXXXX";
+  const int output = mkstemp(output_name.data());
+  if (output < 0) {
+    return Error(fmt::format("cannot create a temporary file in {}: {}", TemporaryDirectoryBase(),
+                             std::strerror(errno)));
+  }
+  unlink(output_name.c_str());
   std::vector<char*> args;
   for (const std::string& a : argv) args.push_back(const_cast<char*>(a.c_str()));
   args.push_back(nullptr);

@@ -51,6 +51,22 @@ TEST(SubprocessTest, ShellQuoteSurvivesQuotes) {
   EXPECT_EQ(outcome->output, "it's a $HOME");
 }
 
+// The captured output lives under $TMPDIR (unlinked at once), never in a fixed /tmp: a TMPDIR
+// that does not exist is the one message.
+TEST(SubprocessTest, OutputFileHonoursTmpdir) {
+  const char* old = std::getenv("TMPDIR");
+  const std::string saved = old ? old : "";
+  ::setenv("TMPDIR", "/nonexistent/xlens-no-tmp", 1);
+  auto outcome = RunCommand({"/bin/true"}, 10);
+  if (old) {
+    ::setenv("TMPDIR", saved.c_str(), 1);
+  } else {
+    ::unsetenv("TMPDIR");
+  }
+  ASSERT_FALSE(outcome.ok());
+  EXPECT_THAT(outcome.status().message(), HasSubstr("/nonexistent/xlens-no-tmp"));
+}
+
 // Only the last `max_output_bytes` are kept.
 TEST(SubprocessTest, KeepsTheTailOfTheOutput) {
   auto outcome = RunCommand({"/bin/sh", "-c", "printf 0123456789"}, 10, 4);
