@@ -64,42 +64,6 @@ Status WriteMember(const std::string& root, const std::string& name, std::string
 
 }  // namespace
 
-StatusOr<TemporaryDirectory> TemporaryDirectory::Create(const std::string& parent) {
-  std::string base = parent;
-  if (base.empty()) {
-    std::error_code ec;
-    base = std::filesystem::temp_directory_path(ec).string();
-    if (ec) base = "/tmp";
-  }
-  std::string pattern = base + "/xlens-replay-XXXXXX";
-  if (::mkdtemp(pattern.data()) == nullptr) {
-    return Error(fmt::format("cannot make a private directory in {}: {}", DisplayPath(base),
-                             std::strerror(errno)));
-  }
-  return TemporaryDirectory(std::move(pattern));
-}
-
-TemporaryDirectory::TemporaryDirectory(TemporaryDirectory&& other) noexcept
-    : path_(std::move(other.path_)) {
-  other.path_.clear();
-}
-
-TemporaryDirectory& TemporaryDirectory::operator=(TemporaryDirectory&& other) noexcept {
-  if (this != &other) {
-    this->~TemporaryDirectory();
-    path_ = std::move(other.path_);
-    other.path_.clear();
-  }
-  return *this;
-}
-
-TemporaryDirectory::~TemporaryDirectory() {
-  if (path_.empty()) return;
-  std::error_code ec;
-  // remove_all does not follow symbolic links, and the reader makes none.
-  std::filesystem::remove_all(path_, ec);
-}
-
 std::string CheckBundleMemberName(const std::string& name) {
   if (name.empty()) return "an empty name";
   if (name.size() > 1024) return "a name longer than 1024 bytes";
@@ -124,7 +88,7 @@ std::string CheckBundleMemberName(const std::string& name) {
 }
 
 StatusOr<UnpackedBundle> UnpackBundle(const std::string& path, const std::string& parent) {
-  ASSIGN_OR_RETURN(TemporaryDirectory directory, TemporaryDirectory::Create(parent));
+  ASSIGN_OR_RETURN(TemporaryDirectory directory, TemporaryDirectory::Create("replay", parent));
   const std::string shown = DisplayPath(path);
   std::set<std::string> names, made_directories;
   std::vector<std::string> files;

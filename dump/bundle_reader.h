@@ -15,27 +15,10 @@
 #include <vector>
 
 #include "compiler/support/status.h"
+#include "compiler/support/temporary_directory.h"
 #include "dump/manifest.h"
 
 namespace xlens {
-
-// A private temporary directory, removed with everything in it when this goes.
-class TemporaryDirectory {
- public:
-  // Makes a new directory with mode 0700 under `parent` (the system's temporary directory, as
-  // $TMPDIR says, when empty).
-  static StatusOr<TemporaryDirectory> Create(const std::string& parent = "");
-  TemporaryDirectory(TemporaryDirectory&& other) noexcept;
-  TemporaryDirectory& operator=(TemporaryDirectory&& other) noexcept;
-  TemporaryDirectory(const TemporaryDirectory&) = delete;
-  TemporaryDirectory& operator=(const TemporaryDirectory&) = delete;
-  ~TemporaryDirectory();
-  const std::string& path() const { return path_; }
-
- private:
-  explicit TemporaryDirectory(std::string path) : path_(std::move(path)) {}
-  std::string path_;
-};
 
 struct UnpackedBundle {
   TemporaryDirectory directory;

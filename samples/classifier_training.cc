@@ -128,4 +128,15 @@ void PrintTrainingSummary(const SampleOptions& options, const TrainingRun& run) 
   if (shown < k.names.size()) std::printf("  ... and %zu more\n", k.names.size() - shown);
 }
 
+int RunClassifierSample(const SampleOptions& options, const TrainingFlags& flags,
+                        const StatusOr<ClassifierGraph>& graph, int64_t batch) {
+  if (!graph.ok()) return Fail(options, graph.status());
+  if (Status s = MaybeWriteGraph(options, graph->def); !s.ok()) return Fail(options, s);
+  auto run = TrainClassifier(options, flags, *graph, batch);
+  if (!run.ok()) return Fail(options, run.status());
+  PrintTrainingSummary(options, *run);
+  if (Status s = MaybeWriteTrace(options, run->last_step_trace); !s.ok()) return Fail(options, s);
+  return 0;
+}
+
 }  // namespace xlens::samples

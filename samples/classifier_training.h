@@ -59,4 +59,10 @@ StatusOr<TrainingRun> TrainClassifier(const SampleOptions& options, const Traini
 // Prints the run's summary: accuracy, time per step, the last step's kernels.
 void PrintTrainingSummary(const SampleOptions& options, const TrainingRun& run);
 
+// The end of both samples' main once their graph is built: writes it (--graph), trains it with
+// batches of `batch`, prints the summary and writes the last step's timeline (--trace). Returns
+// the exit code: 0, or 1 after one message naming the first thing that failed.
+int RunClassifierSample(const SampleOptions& options, const TrainingFlags& flags,
+                        const StatusOr<ClassifierGraph>& graph, int64_t batch);
+
 }  // namespace xlens::samples

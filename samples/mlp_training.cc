@@ -73,14 +73,7 @@ int Main(int argc, char** argv) {
       "A 784-256-10 ReLU perceptron trained on Fashion-MNIST with the JIT (300 steps of batch 100 "
       "by default; --tiny: a small generated set instead).",
       JitMode::kAuto, flags.AsSampleFlags());
-  auto graph = BuildGraph();
-  if (!graph.ok()) return Fail(options, graph.status());
-  if (Status s = MaybeWriteGraph(options, graph->def); !s.ok()) return Fail(options, s);
-  auto run = TrainClassifier(options, flags, *graph, /*batch=*/100);
-  if (!run.ok()) return Fail(options, run.status());
-  PrintTrainingSummary(options, *run);
-  if (Status s = MaybeWriteTrace(options, run->last_step_trace); !s.ok()) return Fail(options, s);
-  return 0;
+  return RunClassifierSample(options, flags, BuildGraph(), /*batch=*/100);
 }
 
 }  // namespace

@@ -81,14 +81,7 @@ int Main(int argc, char** argv) {
       return Fail(options, Error("--learning-rate " + rate_text + ": expected a number between 0 and 100"));
     }
   }
-  auto graph = BuildGraph(rate);
-  if (!graph.ok()) return Fail(options, graph.status());
-  if (Status s = MaybeWriteGraph(options, graph->def); !s.ok()) return Fail(options, s);
-  auto run = TrainClassifier(options, flags, *graph, /*batch=*/100);
-  if (!run.ok()) return Fail(options, run.status());
-  PrintTrainingSummary(options, *run);
-  if (Status s = MaybeWriteTrace(options, run->last_step_trace); !s.ok()) return Fail(options, s);
-  return 0;
+  return RunClassifierSample(options, flags, BuildGraph(rate), /*batch=*/100);
 }
 
 }  // namespace

@@ -3,7 +3,9 @@
 #   scripts/fuzz.sh [SECONDS]                  fuzz the HLO parser for SECONDS (default 300)
 #   scripts/fuzz.sh --target T [SECONDS]       fuzz another reader instead (hlo, trace, npy,
 #                                              manifest, flags, graphdef, outline, bundle)
-#   scripts/fuzz.sh --smoke                    a short run of every target for the test suite
+#   scripts/fuzz.sh --smoke                    a short run of every target for the test suite:
+#                                              built in one build, run XLENS_FUZZ_JOBS at a time
+#                                              (default: the number of cores), each for its time
 # Findings go to out/fuzz/findings/. The HLO seeds are every HLO file of the tests plus
 # ../shared/corpus/hlo when it is there; the trace seeds are the traces of tests/profiler/testdata,
 # broken ones included; the .npy seeds are the files of tests/hlo/testdata/npy; the manifest seeds
@@ -19,7 +21,8 @@ seconds=300
 targets=hlo
 while [ $# -gt 0 ]; do
   case "$1" in
-    --smoke) seconds=smoke; targets="hlo trace npy manifest flags graphdef outline bundle" ;;
+    # The 20-second targets first, so the 10-second ones fill in beside them.
+    --smoke) seconds=smoke; targets="hlo trace graphdef npy manifest flags outline bundle" ;;
     --target) targets=$2; shift ;;
     *) seconds=$1 ;;
   esac
@@ -40,8 +43,9 @@ if [ ! -f $build/build.ninja ]; then
     -DXLENS_BUILD_TESTS=OFF -DXLENS_BUILD_FUZZERS=ON >/dev/null
 fi
 
-status=0
-for target in $targets; do
+# Sets binary, smoke (seconds in a smoke run) and max_len for target $1.
+settings() {
+  local target=$1
   case "$target" in
     hlo) binary=hlo_parser_fuzz; smoke=20; max_len=65536 ;;
     trace) binary=trace_reader_fuzz; smoke=20; max_len=65536 ;;
@@ -53,10 +57,11 @@ for target in $targets; do
     bundle) binary=bundle_reader_fuzz; smoke=10; max_len=65536 ;;
     *) echo "fuzz: unknown target '$target' (expected hlo, trace, npy, manifest, flags, graphdef, outline or bundle)" >&2; exit 1 ;;
   esac
-  time_limit=$seconds
-  if [ "$seconds" = smoke ]; then time_limit=$smoke; fi
-  cmake --build $build --target $binary | tail -n 1
+}
 
+# Writes the seeds of target $1 into out/fuzz/seeds/$1.
+prepare_seeds() {
+  local target=$1
   seeds=out/fuzz/seeds/$target
   mkdir -p $seeds out/fuzz/findings
   if [ "$target" = outline ]; then
@@ -111,6 +116,15 @@ PY
   else
     cp tests/hlo/testdata/npy/*.npy $seeds/
   fi
+}
+
+# Fuzzes target $1 for its time; returns libFuzzer's exit status.
+run_target() {
+  local target=$1
+  settings "$target"
+  seeds=out/fuzz/seeds/$target
+  time_limit=$seconds
+  if [ "$seconds" = smoke ]; then time_limit=$smoke; fi
   echo "fuzz: $binary, $(ls $seeds | wc -l) seeds, ${time_limit}s"
   # -rss_limit_mb guards against inputs that make the reader allocate without bound.
   set +e
@@ -119,6 +133,41 @@ PY
     grep -E "^(#[0-9]+ *DONE|stat::number_of_executed_units|stat::peak_rss_mb|==[0-9]+==ERROR|SUMMARY|fuzz:)|: (message|raw|literal|written|read)|disagree|streamed|one line"
   code=${PIPESTATUS[0]}
   set -e
+  return "$code"
+}
+
+# Every binary in one build, so Ninja compiles and links them side by side.
+binaries=""
+for target in $targets; do
+  settings "$target"
+  binaries="$binaries $binary"
+done
+# shellcheck disable=SC2086
+cmake --build $build --target $binaries | tail -n 1
+mkdir -p out/fuzz/findings out/fuzz/logs
+for target in $targets; do prepare_seeds "$target"; done
+
+# libFuzzer runs on one core: with several cores, several targets run at once, each for its full
+# time (the test is RUN_SERIAL, so the cores are its own). Their reports are printed in order.
+jobs=${XLENS_FUZZ_JOBS:-$(nproc 2>/dev/null || echo 1)}
+running=0
+for target in $targets; do
+  if [ "$running" -ge "$jobs" ]; then
+    wait -n || true
+    running=$((running - 1))
+  fi
+  (
+    code=0
+    run_target "$target" >out/fuzz/logs/$target.log 2>&1 || code=$?
+    echo $code >out/fuzz/logs/$target.status
+  ) &
+  running=$((running + 1))
+done
+wait
+status=0
+for target in $targets; do
+  cat out/fuzz/logs/$target.log
+  code=$(cat out/fuzz/logs/$target.status)
   if [ "$code" -ne 0 ]; then status=$code; fi
 done
 exit $status

@@ -17,11 +17,12 @@
 #include "compiler/hlo/npy.h"
 #include "compiler/hlo/printer.h"
 #include "compiler/support/file_io.h"
+#include "compiler/support/subprocess.h"
+#include "compiler/support/temporary_directory.h"
 #include "compiler/support/terminal_text.h"
 #include "compiler/tools/hlo_bisect.h"
 #include "compiler/tools/hlo_reducer.h"
 #include "compiler/tools/reduction_tests.h"
-#include "compiler/tools/subprocess.h"
 #include "compiler/tools/text_diff.h"
 #include "dump/flags.h"
 
@@ -94,7 +95,7 @@ std::string ShellQuoteArg(const std::string& text) {
                                               "0123456789-_./=:,+@%") == std::string::npos) {
     return text;
   }
-  return tools::ShellQuote(text);
+  return ShellQuote(text);
 }
 
 // The XLA flags in effect (XLA_FLAGS and the command line) but the dump ones, as command-line
@@ -249,15 +250,9 @@ int RunReduce(const ReduceArgs& args) {
   if (!module.ok()) return Fail(module.status());
   if (args.test.empty()) return Fail(Error("reduce: --test is required: crash, miscompare, bisect or a shell command"));
 
-  char work[] = "/tmp/xlens-reduce-XXXXXX";
-  if (mkdtemp(work) == nullptr) return Fail(Error("reduce: cannot create a temporary directory"));
-  struct RemoveWork {
-    std::string dir;
-    ~RemoveWork() {
-      std::error_code ignored;
-      std::filesystem::remove_all(dir, ignored);
-    }
-  } remove_work{work};
+  // The candidates and their outputs go in a private directory under $TMPDIR, removed at the end.
+  auto work = TemporaryDirectory::Create("reduce");
+  if (!work.ok()) return Fail(work.status().WithContext("reduce"));
 
   tools::ReductionTestSpec spec;
   spec.test = args.test;
@@ -265,7 +260,7 @@ int RunReduce(const ReduceArgs& args) {
   spec.compile = *settings;
   spec.tolerance = ErrorSpec{args.tolerance, args.tolerance};
   spec.seed = args.seed;
-  spec.work_directory = work;
+  spec.work_directory = work->path();
   spec.xlens_flags = args.extra_flags;
   std::error_code error;
   spec.xlens_binary = std::filesystem::read_symlink("/proc/self/exe", error).string();

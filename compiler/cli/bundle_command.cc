@@ -21,10 +21,7 @@
 #include "compiler/support/file_io.h"
 #include "compiler/support/terminal_text.h"
 #include "dump/bug_bundle.h"
-
-#ifndef XLENS_GIT_COMMIT
-#define XLENS_GIT_COMMIT ""
-#endif
+#include "xlens_git_commit.h"
 
 namespace xlens::cli {
 namespace {

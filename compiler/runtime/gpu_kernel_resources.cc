@@ -3,13 +3,16 @@
 #include <unistd.h>
 
 #include <algorithm>
-#include <cstdio>
 #include <cstdlib>
 #include <regex>
 #include <set>
 #include <sstream>
 
 #include <fmt/format.h>
+
+#include "compiler/support/file_io.h"
+#include "compiler/support/subprocess.h"
+#include "compiler/support/temporary_directory.h"
 
 namespace xlens::runtime {
 
@@ -110,24 +113,26 @@ StatusOr<ModuleResources> KernelResourcesOf(const std::string& ptx, const std::s
   if (arch.empty() || arch.find_first_not_of("smcompute_0123456789a") != std::string::npos) {
     return Error(fmt::format("unexpected GPU architecture '{}'", arch));
   }
-  char path[] = "/tmp/xlens-ptxas-XXXXXX";
-  const int fd = mkstemp(path);
-  if (fd < 0) return EstimateFromPtx(ptx);
-  const bool written = write(fd, ptx.data(), ptx.size()) == static_cast<ssize_t>(ptx.size());
-  close(fd);
-  std::string report;
-  int rc = -1;
+  // The PTX goes to ptxas as a file in a private directory under $TMPDIR, removed afterwards.
+  auto directory = TemporaryDirectory::Create("ptxas");
+  if (!directory.ok()) return EstimateFromPtx(ptx);
+  const std::string path = directory->path() + "/module.ptx";
+  const bool written = WriteFile(path, ptx).ok();
+  // ptxas runs in a process group of its own with a time limit, so an assembler that hangs on
+  // one module costs a minute and a message, not the compile.
+  constexpr double kPtxasTimeoutSeconds = 60;
+  constexpr size_t kWholeReport = size_t{16} << 20;  // one line per kernel: keep them all
+  StatusOr<CommandOutcome> outcome = Error("the PTX could not be written to a temporary file");
   if (written) {
-    const std::string command = fmt::format("'{}' -v -arch={} '{}' -o /dev/null 2>&1", ptxas, arch, path);
-    if (FILE* pipe = popen(command.c_str(), "r"); pipe != nullptr) {
-      char buffer[4096];
-      size_t n;
-      while ((n = fread(buffer, 1, sizeof(buffer), pipe)) > 0) report.append(buffer, n);
-      rc = pclose(pipe);
-    }
+    outcome = RunCommand({ptxas, "-v", "-arch=" + arch, path, "-o", "/dev/null"}, kPtxasTimeoutSeconds,
+                         kWholeReport);
   }
-  unlink(path);
-  if (rc != 0) return Error(fmt::format("ptxas -v failed: {}", report.substr(0, 500)));
+  if (!outcome.ok()) return Error(fmt::format("ptxas -v failed: {}", outcome.status().message()));
+  if (outcome->timed_out || outcome->signal != 0 || outcome->exit_code != 0) {
+    return Error(fmt::format("ptxas -v failed ({}): {}", outcome->Describe(kPtxasTimeoutSeconds),
+                             outcome->output.substr(0, 500)));
+  }
+  const std::string& report = outcome->output;
   ASSIGN_OR_RETURN(ModuleResources out, ParsePtxasReport(report));
   out.source = fmt::format("ptxas -v ({})", ptxas);
   return out;

@@ -7,9 +7,9 @@
 #include "compiler/hlo/evaluator.h"
 #include "compiler/hlo/printer.h"
 #include "compiler/support/file_io.h"
+#include "compiler/support/subprocess.h"
 #include "compiler/support/terminal_text.h"
 #include "compiler/tools/hlo_bisect.h"
-#include "compiler/tools/subprocess.h"
 
 namespace xlens::tools {
 namespace {

@@ -1,5 +1,8 @@
 // `xlens bisect` and `xlens reduce` as a user runs them, against bugs planted with the hidden
 // --xla_test_miscompile_* flags, and against hostile arguments.
+#include <filesystem>
+#include <fstream>
+
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
@@ -107,6 +110,31 @@ TEST_F(BisectReduceCliTest, ReduceShrinksWithACommandAndWritesTheModule) {
   RunResult verify = RunXlens("verify " + out);
   EXPECT_EQ(verify.exit_code, 0) << verify.output;
   EXPECT_THAT(verify.output, HasSubstr("1 computations, 3 instructions"));  // maximum(p, q)
+}
+
+// The candidates go in a private directory under $TMPDIR, which is gone when reduce ends.
+TEST_F(BisectReduceCliTest, ReduceWorksUnderTmpdirAndLeavesNothingThere) {
+  std::string text = "HloModule small\nENTRY main {\n  p0 = f32[8] parameter(0)\n";
+  for (int i = 1; i < 8; ++i) {
+    text += "  v" + std::to_string(i) + " = f32[8] " + (i == 4 ? "maximum" : "add") + "(" +
+            (i == 1 ? std::string("p0") : "v" + std::to_string(i - 1)) + ", p0)\n";
+  }
+  text += "  ROOT r = f32[8] negate(v7)\n}\n";
+  const std::string file = Write("small.hlo", text);
+  const std::filesystem::path tmp = dir_ / "tmp";
+  std::filesystem::create_directories(tmp);
+  const std::string record = (dir_ / "candidates.txt").string();
+  RunResult r = RunShellCommand("TMPDIR=" + tmp.string() + " " + XLENS_BINARY_DIR +
+                                "/compiler/cli/xlens reduce " + file + " -o " + (dir_ / "out.hlo").string() +
+                                " --test 'echo {} >>" + record + "; grep -q maximum {} && exit 1; exit 0' 2>&1");
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  std::ifstream lines(record);
+  int tested = 0;
+  for (std::string line; std::getline(lines, line); ++tested) {
+    EXPECT_EQ(line.rfind(tmp.string() + "/xlens-reduce-", 0), 0u) << line;
+  }
+  EXPECT_GT(tested, 0);
+  EXPECT_TRUE(std::filesystem::is_empty(tmp)) << "left behind in " << tmp;
 }
 
 TEST_F(BisectReduceCliTest, HostileInputsGetOneMessageAndExit1) {

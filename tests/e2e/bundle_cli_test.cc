@@ -154,6 +154,12 @@ TEST_F(BundleCliTest, TheBundleHoldsTheDumpTheTraceAndTheEnvironment) {
   EXPECT_NE(r.output.find("replay it with: xlens replay " + bundle), std::string::npos) << r.output;
   json environment = json::parse(TarMember(bundle, "environment.json"));
   EXPECT_EQ(environment["xlens"]["version"], "0.1");
+  // The commit xlens was built from: the checkout's HEAD, as the tests run after the build (a
+  // commit taken at configure time goes stale with the next commit).
+  RunResult head = RunShellCommand(std::string("git -C ") + XLENS_SOURCE_DIR + " rev-parse --short=12 HEAD 2>/dev/null");
+  if (head.exit_code == 0) {
+    EXPECT_EQ(environment["xlens"]["commit"], head.output.substr(0, head.output.find('\n')));
+  }
   EXPECT_TRUE(environment["host"]["llvm_version"].get<std::string>().starts_with("19."));
   EXPECT_FALSE(environment["host"]["cpu_features"].get<std::string>().empty());
   EXPECT_FALSE(environment["host"]["os"].get<std::string>().empty());

@@ -1,5 +1,10 @@
 #include "compiler/runtime/gpu_kernel_resources.h"
 
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <iterator>
+
 #include <gtest/gtest.h>
 
 namespace xlens::runtime {
@@ -81,6 +86,65 @@ TEST(GpuKernelResourcesTest, AssemblesWithPtxasWhereItIsInstalled) {
   EXPECT_LE(r->kernels["k1"].registers, 16);
   EXPECT_FALSE(KernelResourcesOf(".version 8.0\n.target sm_90\nthis is not ptx", "sm_90").ok());
   EXPECT_FALSE(KernelResourcesOf(kPtx, "sm_90; rm -rf /").ok());
+}
+
+// A stand-in ptxas (found through CUDA_HOME) that records the file it was given and prints a
+// -v report: the PTX reaches it whole, from a private directory under $TMPDIR that is gone
+// afterwards, and its report is parsed; one that fails is an error with its message.
+TEST(GpuKernelResourcesTest, RunsPtxasOnAFileUnderTmpdirAndRemovesIt) {
+  char pattern[] = "/tmp/xlens-ptxas-test-XXXXXX";
+  ASSERT_NE(::mkdtemp(pattern), nullptr);
+  const std::string root = pattern;
+  const std::string tmp = root + "/tmp";
+  std::filesystem::create_directories(root + "/cuda/bin");
+  std::filesystem::create_directories(tmp);
+  {
+    std::ofstream script(root + "/cuda/bin/ptxas");
+    script << "#!/bin/sh\n"
+           << "# ptxas -v -arch=ARCH FILE -o /dev/null\n"
+           << "echo \"$3\" >" << root << "/given\n"
+           << "cp \"$3\" " << root << "/ptx\n"
+           << "grep -q 'this is not ptx' \"$3\" && { echo 'ptxas fatal : error: bad input'; exit 255; }\n"
+           << "echo \"ptxas info    : Compiling entry function 'k1' for '${2#-arch=}'\"\n"
+           << "echo 'ptxas info    : Used 7 registers, used 1 barriers, 1024 bytes smem'\n";
+  }
+  std::filesystem::permissions(root + "/cuda/bin/ptxas", std::filesystem::perms::owner_all);
+  auto set = [](const char* name, const char* value) -> std::string {
+    const char* old = std::getenv(name);
+    std::string saved = old ? std::string("=") + old : "";
+    ::setenv(name, value, 1);
+    return saved;
+  };
+  auto restore = [](const char* name, const std::string& saved) {
+    if (saved.empty()) {
+      ::unsetenv(name);
+    } else {
+      ::setenv(name, saved.c_str() + 1, 1);
+    }
+  };
+  const std::string cuda_home = set("CUDA_HOME", (root + "/cuda").c_str());
+  const std::string tmpdir = set("TMPDIR", tmp.c_str());
+  auto r = KernelResourcesOf(kPtx, "sm_90");
+  std::ifstream given_file(root + "/given");
+  std::string given;
+  std::getline(given_file, given);
+  std::ifstream ptx_file(root + "/ptx");
+  const std::string ptx(std::istreambuf_iterator<char>(ptx_file), {});
+  auto bad = KernelResourcesOf(".version 8.0\nthis is not ptx", "sm_90");
+  restore("CUDA_HOME", cuda_home);
+  restore("TMPDIR", tmpdir);
+
+  ASSERT_TRUE(r.ok()) << r.status().message();
+  EXPECT_EQ(r->source, "ptxas -v (" + root + "/cuda/bin/ptxas)");
+  EXPECT_EQ(r->kernels["k1"].registers, 7);
+  EXPECT_EQ(r->kernels["k1"].shared_bytes, 1024);
+  EXPECT_EQ(given.rfind(tmp + "/xlens-ptxas-", 0), 0u) << given;
+  EXPECT_EQ(ptx, kPtx);
+  ASSERT_FALSE(bad.ok());
+  EXPECT_NE(bad.status().message().find("exit 255"), std::string::npos) << bad.status().message();
+  EXPECT_NE(bad.status().message().find("bad input"), std::string::npos) << bad.status().message();
+  EXPECT_TRUE(std::filesystem::is_empty(tmp)) << "left behind in " << tmp;
+  std::filesystem::remove_all(root);
 }
 
 }  // namespace

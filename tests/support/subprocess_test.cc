@@ -1,11 +1,12 @@
-#include "compiler/tools/subprocess.h"
+#include "compiler/support/subprocess.h"
 
 #include <chrono>
+#include <cstdlib>
 
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
-namespace xlens::tools {
+namespace xlens {
 namespace {
 
 using ::testing::HasSubstr;
@@ -50,5 +51,28 @@ TEST(SubprocessTest, ShellQuoteSurvivesQuotes) {
   EXPECT_EQ(outcome->output, "it's a $HOME");
 }
 
+// The captured output lives under $TMPDIR (unlinked at once), never in a fixed /tmp: a TMPDIR
+// that does not exist is the one message.
+TEST(SubprocessTest, OutputFileHonoursTmpdir) {
+  const char* old = std::getenv("TMPDIR");
+  const std::string saved = old ? old : "";
+  ::setenv("TMPDIR", "/nonexistent/xlens-no-tmp", 1);
+  auto outcome = RunCommand({"/bin/true"}, 10);
+  if (old) {
+    ::setenv("TMPDIR", saved.c_str(), 1);
+  } else {
+    ::unsetenv("TMPDIR");
+  }
+  ASSERT_FALSE(outcome.ok());
+  EXPECT_THAT(outcome.status().message(), HasSubstr("/nonexistent/xlens-no-tmp"));
+}
+
+// Only the last `max_output_bytes` are kept.
+TEST(SubprocessTest, KeepsTheTailOfTheOutput) {
+  auto outcome = RunCommand({"/bin/sh", "-c", "printf 0123456789"}, 10, 4);
+  ASSERT_TRUE(outcome.ok()) << outcome.status().message();
+  EXPECT_EQ(outcome->output, "6789");
+}
+
 }  // namespace
-}  // namespace xlens::tools
+}  // namespace xlens

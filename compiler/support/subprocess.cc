@@ -1,4 +1,4 @@
-#include "compiler/tools/subprocess.h"
+#include "compiler/support/subprocess.h"
 
 #include <chrono>
 #include <csignal>
@@ -12,7 +12,9 @@
 
 #include <fmt/format.h>
 
-namespace xlens::tools {
+#include "compiler/support/temporary_directory.h"
+
+namespace xlens {
 
 std::string CommandOutcome::Describe(double timeout_seconds) const {
   if (timed_out) return fmt::format("timed out after {:g} s", timeout_seconds);
@@ -32,12 +34,17 @@ std::string ShellQuote(const std::string& text) {
   return out + "'";
 }
 
-StatusOr<CommandOutcome> RunCommand(const std::vector<std::string>& argv, double timeout_seconds) {
+StatusOr<CommandOutcome> RunCommand(const std::vector<std::string>& argv, double timeout_seconds,
+                                    size_t max_output_bytes) {
   if (argv.empty()) return Error("no command to run");
-  char output_name[] = "/tmp/xlens-test-output-XXXXXX";
-  const int output = mkstemp(output_name);
-  if (output < 0) return Error(fmt::format("cannot create a temporary file: {}", std::strerror(errno)));
-  unlink(output_name);
+  // The output goes to a file (no pipe to drain while waiting) under $TMPDIR, unlinked at once.
+  std::string output_name = TemporaryDirectoryBase() + "/xlens-command-output-XXXXXX";
+  const int output = mkstemp(output_name.data());
+  if (output < 0) {
+    return Error(fmt::format("cannot create a temporary file in {}: {}", TemporaryDirectoryBase(),
+                             std::strerror(errno)));
+  }
+  unlink(output_name.c_str());
   std::vector<char*> args;
   for (const std::string& a : argv) args.push_back(const_cast<char*>(a.c_str()));
   args.push_back(nullptr);
@@ -81,7 +88,7 @@ StatusOr<CommandOutcome> RunCommand(const std::vector<std::string>& argv, double
     if (WIFSIGNALED(status)) outcome.signal = WTERMSIG(status);
     if (WIFEXITED(status)) outcome.exit_code = WEXITSTATUS(status);
   }
-  constexpr off_t kTail = 4096;
+  const off_t kTail = static_cast<off_t>(max_output_bytes);
   const off_t size = lseek(output, 0, SEEK_END);
   const off_t from = size > kTail ? size - kTail : 0;
   outcome.output.resize(static_cast<size_t>(size - from));
@@ -92,4 +99,4 @@ StatusOr<CommandOutcome> RunCommand(const std::vector<std::string>& argv, double
   return outcome;
 }
 
-}  // namespace xlens::tools
+}  // namespace xlens
