@@ -1,0 +1,148 @@
+// The CPU row kernel (kernel_builder.h): a row fusion (row_analysis.h: softmax, log-softmax,
+// layer norm, RMS norm, a row reduction with its elementwise epilogue) as one phase of one task
+// per row. A task computes its row's reductions in order (each a vectorised loop over the row,
+// the later ones reading the earlier results as scalars), then every per-row value once, then the
+// row's outputs. A row of a few KiB stays in L1 across these passes, where the phase-per-
+// reduction form streams the whole operand through memory once per pass and waits for every
+// thread at each phase's end.
+#include <algorithm>
+#include <set>
+
+#include "compiler/codegen/kernel_builder.h"
+#include "compiler/codegen/llvm_ir_util.h"
+#include "compiler/codegen/row_analysis.h"
+
+namespace xlens::codegen {
+
+using llvm::Value;
+
+StatusOr<bool> KernelBuilder::TryEmitCpuRowKernel(const std::vector<RowOutput>& outputs) {
+  std::set<const HloInstruction*> bound;
+  for (const Binding& binding : bindings_) bound.insert(binding.hlo);
+  RowAnalysis analysis([&](const HloInstruction* x) { return bound.count(x) > 0; });
+  for (const RowOutput& out : outputs) {
+    if (analysis.Classify(out.hlo) == Space::kUnsupported) return false;
+  }
+  if (analysis.reductions().empty()) return false;
+  const Shape& row_shape = analysis.row_shape();
+  const std::vector<int64_t>& kept = analysis.kept();
+  std::vector<int64_t> kept_dims;
+  for (int64_t d : kept) kept_dims.push_back(row_shape.dimensions(d));
+  // Outputs per element of the rows, and outputs per row (a reduction's result, or values of it).
+  std::vector<const RowOutput*> element_outputs, row_outputs;
+  for (const RowOutput& out : outputs) {
+    const Space s = analysis.Classify(out.hlo);
+    bool per_row = true;
+    out.hlo->shape().ForEachLeaf([&](const Shape& leaf, const std::vector<int64_t>&) {
+      per_row &= leaf.IsArray() && leaf.dimensions() == kept_dims;
+    });
+    const bool per_element =
+        out.hlo->shape().IsArray() && out.hlo->shape().dimensions() == row_shape.dimensions();
+    if (s != Space::kReduced && per_element) {
+      element_outputs.push_back(&out);
+    } else if (s != Space::kRow && per_row) {
+      row_outputs.push_back(&out);
+    } else {
+      return false;
+    }
+  }
+  for (const HloInstruction* r : analysis.reductions()) {
+    bool supported = true;
+    r->shape().ForEachLeaf([&](const Shape& leaf, const std::vector<int64_t>&) {
+      supported &= IsCodegenSupportedType(leaf.element_type());
+    });
+    if (!supported) return false;
+  }
+  // Kept and reduced dimensions in physical order; the layout puts the reduced ones minor-most.
+  std::vector<int64_t> kept_physical, reduced_physical;
+  int64_t length = 1;
+  for (int64_t d : MajorToMinor(row_shape)) {
+    if (std::binary_search(kept.begin(), kept.end(), d)) {
+      kept_physical.push_back(d);
+    } else {
+      reduced_physical.push_back(d);
+      length *= row_shape.dimensions(d);
+    }
+  }
+  const int64_t rows = length == 0 ? 0 : row_shape.num_elements() / length;
+  if (rows == 0) return false;
+  int levels = 0;
+  for (const HloInstruction* r : analysis.reductions()) levels = std::max(levels, analysis.Level(r));
+  const int64_t passes = levels + (element_outputs.empty() ? 0 : 1);
+
+  llvm::Function* f = NewPhase(false, rows, length * passes);
+  auto e = MakeEmitter();
+  // The per-row values that per-element ones read (through a broadcast along the rows).
+  std::vector<const HloInstruction*> row_values;
+  if (hlo_.opcode() == HloOpcode::kFusion) {
+    for (const HloInstruction* x : hlo_.fused_computation()->MakeInstructionPostOrder()) {
+      if (x->opcode() == HloOpcode::kBroadcast && analysis.Classify(x) == Space::kRow) {
+        row_values.push_back(x->operand(0));
+      }
+    }
+  }
+  RETURN_IF_ERROR(e->EmitLoop(f->getArg(1), f->getArg(2), "row", [&](Value* row) -> Status {
+    // The row's position in the kept dimensions (the reductions' results are indexed by them,
+    // in increasing dimension order).
+    IrIndex kept_index(kept.size(), nullptr);
+    Value* rest = row;
+    for (auto it = kept_physical.rbegin(); it != kept_physical.rend(); ++it) {
+      const int64_t k = std::find(kept.begin(), kept.end(), *it) - kept.begin();
+      if (it + 1 == kept_physical.rend()) {
+        kept_index[k] = rest;
+      } else {
+        kept_index[k] = b_.CreateURem(rest, b_.getInt64(row_shape.dimensions(*it)));
+        rest = b_.CreateUDiv(rest, b_.getInt64(row_shape.dimensions(*it)));
+      }
+    }
+    // Reductions in dependency order, then the per-row values: each computed once per row and
+    // reused (the emitter's cache) wherever the element loops below read it.
+    for (const HloInstruction* r : analysis.reductions()) {
+      RETURN_IF_ERROR(e->EmitLeaves(r, kept_index).status());
+    }
+    for (const HloInstruction* x : row_values) RETURN_IF_ERROR(e->EmitLeaves(x, kept_index).status());
+    // Per-row outputs are computed now and stored after the element loop: an output may share
+    // its buffer with a per-row operand that loop still reads.
+    std::vector<std::vector<Value*>> row_results;
+    for (const RowOutput* out : row_outputs) {
+      ASSIGN_OR_RETURN(std::vector<Value*> leaves, e->EmitLeaves(out->hlo, kept_index));
+      row_results.push_back(std::move(leaves));
+    }
+    if (!element_outputs.empty()) {
+      IrIndex index(row_shape.rank(), nullptr);
+      for (size_t k = 0; k < kept.size(); ++k) index[kept[k]] = kept_index[k];
+      std::function<Status(size_t)> nest = [&](size_t level) -> Status {
+        const int64_t d = reduced_physical[level];
+        const bool innermost = level + 1 == reduced_physical.size();
+        return e->EmitLoop(b_.getInt64(0), b_.getInt64(row_shape.dimensions(d)), "row.element",
+                           [&](Value* iv) -> Status {
+          index[d] = iv;
+          if (!innermost) return nest(level + 1);
+          // Every output's element is computed before any is stored (in-place outputs).
+          std::vector<std::vector<Value*>> values;
+          for (const RowOutput* out : element_outputs) {
+            ASSIGN_OR_RETURN(std::vector<Value*> leaves, e->EmitLeaves(out->hlo, index));
+            values.push_back(std::move(leaves));
+          }
+          for (size_t o = 0; o < element_outputs.size(); ++o) {
+            for (size_t k = 0; k < values[o].size(); ++k) {
+              RETURN_IF_ERROR(element_outputs[o]->destination(k).EmitWrite(b_, index, values[o][k]));
+            }
+          }
+          return OkStatus();
+        }, innermost ? access_group_ : nullptr);
+      };
+      RETURN_IF_ERROR(nest(0));
+    }
+    for (size_t o = 0; o < row_outputs.size(); ++o) {
+      for (size_t k = 0; k < row_results[o].size(); ++k) {
+        RETURN_IF_ERROR(row_outputs[o]->destination(k).EmitWrite(b_, kept_index, row_results[o][k]));
+      }
+    }
+    return OkStatus();
+  }));
+  b_.CreateRetVoid();
+  return true;
+}
+
+}  // namespace xlens::codegen
