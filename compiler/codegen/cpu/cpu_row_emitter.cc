@@ -6,6 +6,8 @@
 // reduction form streams the whole operand through memory once per pass and waits for every
 // thread at each phase's end.
 #include <algorithm>
+#include <functional>
+#include <map>
 #include <set>
 
 #include "compiler/codegen/kernel_builder.h"
@@ -15,6 +17,25 @@
 namespace xlens::codegen {
 
 using llvm::Value;
+
+namespace {
+
+bool IsTranscendental(HloOpcode op) {
+  switch (op) {
+    case HloOpcode::kExp: case HloOpcode::kExpm1: case HloOpcode::kLog: case HloOpcode::kLog1p:
+    case HloOpcode::kTanh: case HloOpcode::kLogistic: case HloOpcode::kErf: case HloOpcode::kPower:
+    case HloOpcode::kSin: case HloOpcode::kCos: case HloOpcode::kTan: case HloOpcode::kAtan2:
+    case HloOpcode::kCbrt:
+      return true;
+    default:
+      return false;
+  }
+}
+
+// Row caches of all transcendental values together stay within L1.
+constexpr int64_t kRowCacheBytes = 32 * 1024;
+
+}  // namespace
 
 StatusOr<bool> KernelBuilder::TryEmitCpuRowKernel(const std::vector<RowOutput>& outputs) {
   std::set<const HloInstruction*> bound;
@@ -81,6 +102,80 @@ StatusOr<bool> KernelBuilder::TryEmitCpuRowKernel(const std::vector<RowOutput>& 
       }
     }
   }
+  // A loop nest over the elements of the row at `kept_index` (the reduced dimensions in physical
+  // order, the innermost parallel so that it vectorizes).
+  auto for_each_element = [&](ElementalIrEmitter& e, const IrIndex& kept_index,
+                               const std::function<Status(const IrIndex&)>& body) -> Status {
+    IrIndex index(row_shape.rank(), nullptr);
+    for (size_t k = 0; k < kept.size(); ++k) index[kept[k]] = kept_index[k];
+    std::function<Status(size_t)> nest = [&](size_t level) -> Status {
+      const int64_t d = reduced_physical[level];
+      const bool innermost = level + 1 == reduced_physical.size();
+      return e.EmitLoop(b_.getInt64(0), b_.getInt64(row_shape.dimensions(d)), "row.element",
+                        [&](Value* iv) -> Status {
+        index[d] = iv;
+        return innermost ? body(index) : nest(level + 1);
+      }, innermost ? access_group_ : nullptr);
+    };
+    return nest(0);
+  };
+  // Transcendental per-element values that more than one pass reads (softmax's exp(x - max): the
+  // sum's pass and the output's) are computed once into a row-sized buffer on the stack and read
+  // back from L1 by the later passes.
+  std::vector<const HloInstruction*> readers;  // one per pass: each reduction, then the outputs
+  for (const HloInstruction* r : analysis.reductions()) readers.push_back(r);
+  for (const RowOutput* out : element_outputs) readers.push_back(out->hlo);
+  std::map<const HloInstruction*, int> passes_reading;
+  for (const HloInstruction* reader : readers) {
+    std::set<const HloInstruction*> seen;
+    std::function<void(const HloInstruction*)> walk = [&](const HloInstruction* x) {
+      if (!seen.insert(x).second || bound.count(x)) return;
+      if (x != reader && x->opcode() == HloOpcode::kReduce) return;
+      if (x != reader) ++passes_reading[x];
+      for (const HloInstruction* operand : x->operands()) walk(operand);
+    };
+    walk(reader);
+  }
+  std::vector<const HloInstruction*> cached;
+  int64_t cache_bytes = 0;
+  if (hlo_.opcode() == HloOpcode::kFusion) {
+    for (const HloInstruction* x : hlo_.fused_computation()->MakeInstructionPostOrder()) {
+      if (!IsTranscendental(x->opcode()) || passes_reading[x] < 2 || !x->shape().IsArray() ||
+          analysis.Classify(x) != Space::kRow || x->shape().dimensions() != row_shape.dimensions()) {
+        continue;
+      }
+      const int64_t bytes = length * shape_util::ByteSizeOf(Shape(x->shape().element_type(), {}));
+      if (cache_bytes + bytes > kRowCacheBytes) continue;
+      cache_bytes += bytes;
+      cached.push_back(x);
+    }
+  }
+  std::vector<IrArray> caches;
+  for (const HloInstruction* x : cached) {
+    ASSIGN_OR_RETURN(llvm::Type * storage, StorageType(x->shape().element_type(), b_.getContext()));
+    llvm::AllocaInst* buffer = EmitEntryAlloca(b_, llvm::ArrayType::get(storage, length), "row.cache");
+    buffer->setAlignment(llvm::Align(64));
+    // The row's shape with every kept dimension 1: an index into the rows addresses the row.
+    Shape window = x->shape();
+    for (int64_t d : kept) window.set_dimensions(d, 1);
+    caches.emplace_back(buffer, window);
+    caches.back().set_access_group(access_group_);
+  }
+  auto fill_caches = [&](ElementalIrEmitter& e, const IrIndex& kept_index, int level) -> Status {
+    for (size_t c = 0; c < cached.size(); ++c) {
+      if (analysis.Level(cached[c]) != level) continue;
+      RETURN_IF_ERROR(for_each_element(e, kept_index, [&](const IrIndex& index) -> Status {
+        ASSIGN_OR_RETURN(Value * v, e.EmitElement(cached[c], index));
+        return caches[c].EmitWrite(b_, index, v);
+      }));
+      e.BindArray(cached[c], {}, caches[c]);
+    }
+    return OkStatus();
+  };
+  std::vector<const HloInstruction*> by_level = analysis.reductions();
+  std::stable_sort(by_level.begin(), by_level.end(), [&](const HloInstruction* a, const HloInstruction* b) {
+    return analysis.Level(a) < analysis.Level(b);
+  });
   RETURN_IF_ERROR(e->EmitLoop(f->getArg(1), f->getArg(2), "row", [&](Value* row) -> Status {
     // The row's position in the kept dimensions (the reductions' results are indexed by them,
     // in increasing dimension order).
@@ -97,8 +192,13 @@ StatusOr<bool> KernelBuilder::TryEmitCpuRowKernel(const std::vector<RowOutput>& 
     }
     // Reductions in dependency order, then the per-row values: each computed once per row and
     // reused (the emitter's cache) wherever the element loops below read it.
-    for (const HloInstruction* r : analysis.reductions()) {
-      RETURN_IF_ERROR(e->EmitLeaves(r, kept_index).status());
+    RETURN_IF_ERROR(fill_caches(*e, kept_index, 0));
+    for (size_t i = 0; i < by_level.size(); ++i) {
+      RETURN_IF_ERROR(e->EmitLeaves(by_level[i], kept_index).status());
+      const int level = analysis.Level(by_level[i]);
+      if (i + 1 == by_level.size() || analysis.Level(by_level[i + 1]) != level) {
+        RETURN_IF_ERROR(fill_caches(*e, kept_index, level));
+      }
     }
     for (const HloInstruction* x : row_values) RETURN_IF_ERROR(e->EmitLeaves(x, kept_index).status());
     // Per-row outputs are computed now and stored after the element loop: an output may share
@@ -109,30 +209,20 @@ StatusOr<bool> KernelBuilder::TryEmitCpuRowKernel(const std::vector<RowOutput>& 
       row_results.push_back(std::move(leaves));
     }
     if (!element_outputs.empty()) {
-      IrIndex index(row_shape.rank(), nullptr);
-      for (size_t k = 0; k < kept.size(); ++k) index[kept[k]] = kept_index[k];
-      std::function<Status(size_t)> nest = [&](size_t level) -> Status {
-        const int64_t d = reduced_physical[level];
-        const bool innermost = level + 1 == reduced_physical.size();
-        return e->EmitLoop(b_.getInt64(0), b_.getInt64(row_shape.dimensions(d)), "row.element",
-                           [&](Value* iv) -> Status {
-          index[d] = iv;
-          if (!innermost) return nest(level + 1);
-          // Every output's element is computed before any is stored (in-place outputs).
-          std::vector<std::vector<Value*>> values;
-          for (const RowOutput* out : element_outputs) {
-            ASSIGN_OR_RETURN(std::vector<Value*> leaves, e->EmitLeaves(out->hlo, index));
-            values.push_back(std::move(leaves));
+      RETURN_IF_ERROR(for_each_element(*e, kept_index, [&](const IrIndex& index) -> Status {
+        // Every output's element is computed before any is stored (in-place outputs).
+        std::vector<std::vector<Value*>> values;
+        for (const RowOutput* out : element_outputs) {
+          ASSIGN_OR_RETURN(std::vector<Value*> leaves, e->EmitLeaves(out->hlo, index));
+          values.push_back(std::move(leaves));
+        }
+        for (size_t o = 0; o < element_outputs.size(); ++o) {
+          for (size_t k = 0; k < values[o].size(); ++k) {
+            RETURN_IF_ERROR(element_outputs[o]->destination(k).EmitWrite(b_, index, values[o][k]));
           }
-          for (size_t o = 0; o < element_outputs.size(); ++o) {
-            for (size_t k = 0; k < values[o].size(); ++k) {
-              RETURN_IF_ERROR(element_outputs[o]->destination(k).EmitWrite(b_, index, values[o][k]));
-            }
-          }
-          return OkStatus();
-        }, innermost ? access_group_ : nullptr);
-      };
-      RETURN_IF_ERROR(nest(0));
+        }
+        return OkStatus();
+      }));
     }
     for (size_t o = 0; o < row_outputs.size(); ++o) {
       for (size_t k = 0; k < row_results[o].size(); ++k) {
