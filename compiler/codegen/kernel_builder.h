@@ -70,6 +70,12 @@ class KernelBuilder {
   // every load is contiguous and the sweep vectorizes across outputs.
   Status EmitColumnReduction(const HloInstruction* reduce, const Destination& destination);
   Status EmitScatter(const HloInstruction* scatter);
+  // --- CPU row kernels (cpu/cpu_row_emitter.cc) ---
+  // `outputs` as one phase of one task per row when they form a row fusion (row_analysis.h):
+  // the row's reductions, its per-row values and its outputs while the row is in cache. False
+  // (nothing emitted) otherwise.
+  struct RowOutput;
+  StatusOr<bool> TryEmitCpuRowKernel(const std::vector<RowOutput>& outputs);
   Status EmitSelectAndScatter(const HloInstruction* sas);
   IrArray OutputArray(int64_t leaf) const;
 

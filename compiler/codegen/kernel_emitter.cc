@@ -612,6 +612,14 @@ StatusOr<KernelSpec> KernelBuilder::Build() {
   const bool special_root =
       root_->opcode() == HloOpcode::kScatter || root_->opcode() == HloOpcode::kSelectAndScatter;
   const HloInstruction* gemm = nullptr;
+  if (target_ == KernelTarget::kCpu && !special_root) {
+    std::vector<RowOutput> row_outputs;
+    for (const auto& [out, first] : outputs_) {
+      row_outputs.push_back({out, [this, first = first](int64_t k) { return OutputArray(first + k); }});
+    }
+    ASSIGN_OR_RETURN(bool done, TryEmitCpuRowKernel(row_outputs));
+    if (done) return spec_;
+  }
   if (GpuTuned() && !special_root) {
     // The whole kernel as one row kernel when it is a row fusion (a reduction, softmax, layer
     // norm, sibling reductions and their elementwise outputs).

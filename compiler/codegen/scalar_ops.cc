@@ -287,6 +287,20 @@ StatusOr<Value*> EmitBinaryOpcode(llvm::IRBuilder<>& b, HloOpcode op, PrimitiveT
       case HloOpcode::kAtan2: r = LibmCall(b, "atan2", {x, y}); break;
       default: return Unsupported(HloOpcodeString(op).data(), type);
     }
+    // On the CPU a multiply feeding the add of a constant may become one fused multiply-add (it
+    // rounds once instead of twice), as XLA's CPU backend allows: the Horner steps of the
+    // polynomials JAX expands erf into take half the instructions. Only those: a sum of two
+    // computed values stays rounded as the evaluator rounds it, where a cancellation (a batch-norm
+    // gradient) would make the once-rounded product stand out. Not for f16/bf16, which round to
+    // their type after every operation; and only for CPU targets.
+    if ((type == PrimitiveType::F32 || type == PrimitiveType::F64) &&
+        llvm::isa<llvm::Instruction>(r) && UseInlineTranscendentals(b)) {
+      const bool horner_step = (op == HloOpcode::kAdd || op == HloOpcode::kSubtract) &&
+                               (llvm::isa<llvm::Constant>(x) || llvm::isa<llvm::Constant>(y));
+      if (op == HloOpcode::kMultiply || horner_step) {
+        llvm::cast<llvm::Instruction>(r)->setHasAllowContract(true);
+      }
+    }
     return ComputeToFloat(b, type, r);
   }
   const bool is_signed = IsSignedIntegralType(type);

@@ -29,7 +29,11 @@ void ThreadPool::ParallelFor(int64_t tasks, int64_t grain,
                              const std::function<void(int64_t, int64_t)>& fn) {
   if (tasks <= 0) return;
   grain = std::max<int64_t>(1, grain);
-  const int64_t max_chunks = std::min<int64_t>(parallelism() * 4, (tasks + grain - 1) / grain);
+  // Many more chunks than threads, taken one at a time: on a machine shared with other processes a
+  // thread that is descheduled or slowed holds back only the chunk it is in, and the others take
+  // the rest, where a split into a few large chunks would leave them waiting for its share.
+  const int64_t max_chunks =
+      std::min<int64_t>(parallelism() * kChunksPerThread, (tasks + grain - 1) / grain);
   if (max_chunks <= 1 || workers_.empty()) {
     fn(0, tasks);
     return;

@@ -1,6 +1,6 @@
 // ThreadPool: a fixed set of worker threads for data-parallel loops. ParallelFor splits a range
-// of tasks into contiguous chunks, runs them on the workers and the calling thread, and returns
-// when all are done. Small ranges run inline: a chunk is never smaller than `grain` tasks.
+// of tasks into contiguous chunks (many per thread), which the workers and the calling thread
+// take one at a time until none is left, and returns when all are done. Small ranges run inline: a chunk is never smaller than `grain` tasks.
 #pragma once
 
 #include <condition_variable>
@@ -28,6 +28,9 @@ class ThreadPool {
 
   // One pool per process, sized to the machine.
   static ThreadPool& Default();
+
+  // A ParallelFor splits its range into at most this many chunks per thread.
+  static constexpr int kChunksPerThread = 16;
 
  private:
   void WorkerLoop();

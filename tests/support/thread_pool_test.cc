@@ -1,6 +1,8 @@
 #include "compiler/support/thread_pool.h"
 
 #include <atomic>
+#include <chrono>
+#include <thread>
 #include <vector>
 
 #include <gtest/gtest.h>
@@ -24,6 +26,25 @@ TEST(ThreadPoolTest, SmallRangesRunInlineOnTheCaller) {
   std::thread::id runner;
   pool.ParallelFor(10, 100, [&](int64_t, int64_t) { runner = std::this_thread::get_id(); });
   EXPECT_EQ(runner, std::this_thread::get_id());
+}
+
+TEST(ThreadPoolTest, AStalledThreadHoldsBackOnlyTheChunkItIsIn) {
+  // The first chunk a worker takes stalls (as a thread descheduled on a busy machine would); the
+  // caller takes every other chunk meanwhile, so the stalled thread ran a small share.
+  ThreadPool pool(1);
+  const int64_t tasks = 640;
+  std::atomic<int64_t> on_worker{0};
+  std::atomic<bool> stalled{false};
+  const std::thread::id caller = std::this_thread::get_id();
+  pool.ParallelFor(tasks, 1, [&](int64_t begin, int64_t end) {
+    if (std::this_thread::get_id() == caller) {
+      std::this_thread::sleep_for(std::chrono::microseconds(200));  // some work
+      return;
+    }
+    on_worker += end - begin;
+    if (!stalled.exchange(true)) std::this_thread::sleep_for(std::chrono::milliseconds(200));
+  });
+  EXPECT_LE(on_worker.load(), tasks / 16);
 }
 
 }  // namespace
