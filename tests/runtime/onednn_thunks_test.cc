@@ -164,6 +164,53 @@ ENTRY e {
                                "matmul(lhs^T, rhs) + binary_add", parts);
 }
 
+// The oneDNN kernel the first library call of `text` runs on ("brg:avx512_core", "gemm:jit").
+std::string KernelOf(const std::string& text) {
+  auto module = ParseHloModule(text);
+  if (!module.ok()) return module.status().message();
+  auto exe = CompileForCpu(std::move(*module), {});
+  if (!exe.ok()) return exe.status().message();
+  const std::string listing = (*exe)->ThunkSequenceText();
+  const size_t at = listing.find("; kernel ");
+  if (at == std::string::npos) return "no oneDNN call in " + listing;
+  return listing.substr(at + 9, listing.find(';', at + 9) - at - 9);
+}
+
+TEST_F(OneDnnThunkTest, TransposedOperandsRunOnThePlainProductsKernel) {
+  // The weight gradient of a dense layer (x^T dy): split into row blocks over the pool, the
+  // transposed lhs is packed per block so that it runs on the kernel a plain product gets, not
+  // on a slower fallback. A small product with few rows stays whole for the same reason.
+  const std::string plain = R"(HloModule m
+ENTRY e {
+  a = f32[256,96] parameter(0)
+  b = f32[96,200] parameter(1)
+  ROOT d = f32[256,200] dot(a, b), lhs_contracting_dims={1}, rhs_contracting_dims={0}
+})";
+  const std::string transposed = R"(HloModule m
+ENTRY e {
+  a = f32[96,256] parameter(0)
+  b = f32[96,200] parameter(1)
+  ta = f32[256,96] transpose(a), dimensions={1,0}
+  d = f32[256,200] dot(ta, b), lhs_contracting_dims={1}, rhs_contracting_dims={0}
+  c = f32[] constant(0.1)
+  cb = f32[256,200] broadcast(c), dimensions={}
+  ROOT r = f32[256,200] multiply(d, cb)
+})";
+  const std::string few_rows = R"(HloModule m
+ENTRY e {
+  a = f32[96,10] parameter(0)
+  b = f32[96,200] parameter(1)
+  ta = f32[10,96] transpose(a), dimensions={1,0}
+  ROOT d = f32[10,200] dot(ta, b), lhs_contracting_dims={1}, rhs_contracting_dims={0}
+})";
+  const std::string kernel = KernelOf(plain);
+  EXPECT_EQ(KernelOf(transposed), kernel);
+  EXPECT_EQ(KernelOf(few_rows), kernel);
+  const std::string parts = ThreadPool::Default().parallelism() >= 2 ? "; 2 parts on the pool" : "";
+  ExpectOneDnnMatchesEvaluator(transposed, "matmul(lhs^T, rhs) + linear(0.1x+0)", parts);
+  ExpectOneDnnMatchesEvaluator(few_rows, "matmul(lhs^T, rhs)", "; kernel " + kernel + "; 1 part on");
+}
+
 TEST_F(OneDnnThunkTest, ConvolutionsWithBiasAndActivation) {
   ExpectOneDnnMatchesEvaluator(R"(HloModule c
 ENTRY e {
