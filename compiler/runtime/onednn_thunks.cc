@@ -169,6 +169,7 @@ StatusOr<std::unique_ptr<OneDnnThunk>> OneDnnThunk::Create(std::string hlo_name,
       case OneDnnPostOp::Kind::kGeluTanh:
       case OneDnnPostOp::Kind::kGeluErf:
       case OneDnnPostOp::Kind::kLinear:
+      case OneDnnPostOp::Kind::kLogistic:
         break;
     }
   }
@@ -193,6 +194,9 @@ StatusOr<std::unique_ptr<OneDnnThunk>> OneDnnThunk::Create(std::string hlo_name,
         case OneDnnPostOp::Kind::kLinear:
           po.append_eltwise(1.f, dnnl::algorithm::eltwise_linear, static_cast<float>(op.alpha),
                             static_cast<float>(op.beta));
+          break;
+        case OneDnnPostOp::Kind::kLogistic:
+          po.append_eltwise(1.f, dnnl::algorithm::eltwise_logistic, 0.f, 0.f);
           break;
       }
     }
