@@ -11,7 +11,8 @@ namespace xlens {
 namespace {
 
 // The forms, as HLO on scalars: parameter 0 is the value the activation reads. Constants are
-// compared bit for bit in f32; commutative operations match in either operand order.
+// compared bit for bit in f32; commutative operations match in either operand order, and sums
+// and products however they are grouped.
 struct FormText {
   const char* name;
   OneDnnPostOp::Kind kind;
@@ -249,8 +250,7 @@ bool ScalarF32Constant(const HloInstruction* i, float* value) {
 
 bool IsCommutative(const HloInstruction& i) {
   switch (i.opcode()) {
-    case HloOpcode::kAdd: case HloOpcode::kMultiply: case HloOpcode::kMaximum:
-    case HloOpcode::kMinimum:
+    case HloOpcode::kMaximum: case HloOpcode::kMinimum:
       return true;
     case HloOpcode::kCompare:
       return i.comparison_direction == ComparisonDirection::kEq ||
@@ -260,21 +260,27 @@ bool IsCommutative(const HloInstruction& i) {
   }
 }
 
+// Sums and products are compared as flat lists of terms or factors: (0.5 x) (1 + t) and
+// x ((t + 1) 0.5) are the same GELU, and (k x) x x the same cube as x x x k.
+bool IsAssociative(HloOpcode op) { return op == HloOpcode::kAdd || op == HloOpcode::kMultiply; }
+
 // Whether the expression at a candidate instruction is the expression at a form's instruction,
-// up to commutation, with the form's parameter standing for `v`. Memoised on pairs, so the work
-// is bounded by (form size) x (candidate size) whatever the candidate is.
+// up to commutation and the grouping of sums and products, with the form's parameter standing
+// for `v`. Memoised on pairs, and sums and products are limited to kMaxTerms terms, so the work
+// is bounded whatever the candidate is.
 class FormMatcher {
  public:
   explicit FormMatcher(const HloInstruction* v) : v_(v) {}
 
   bool Match(const HloInstruction* t, const HloInstruction* c) {
     auto key = std::make_pair(t, c);
-    if (auto it = memo_.find(key); it != memo_.end()) return it->second != Way::kNo;
-    memo_[key] = Way::kNo;  // a cycle cannot occur in a DAG; this only guards the budget
+    if (auto it = memo_.find(key); it != memo_.end()) return it->second.ok;
+    memo_[key] = Result{};  // a DAG has no cycles; this only keeps a failed budget failed
     if (++steps_ > kMaxSteps) return false;
-    const Way way = Compare(t, c);
-    memo_[key] = way;
-    return way != Way::kNo;
+    Result result = Compare(t, c);
+    const bool ok = result.ok;
+    memo_[key] = std::move(result);
+    return ok;
   }
 
   // The candidate instructions of a successful Match(t, c), with the constants they read.
@@ -287,48 +293,99 @@ class FormMatcher {
       return;
     }
     if (!region->insert(c).second) return;
-    const bool swapped = memo_.at({t, c}) == Way::kSwapped;
-    for (int64_t k = 0; k < t->operand_count(); ++k) {
-      Collect(t->operand(k), c->operand(swapped ? 1 - k : k), region, constants);
-    }
+    const Result& result = memo_.at({t, c});
+    for (HloInstruction* i : result.inner) region->insert(i);
+    for (const auto& [tc, cc] : result.children) Collect(tc, cc, region, constants);
   }
 
  private:
-  enum class Way { kNo, kInOrder, kSwapped };
   static constexpr int64_t kMaxSteps = 1 << 16;
+  static constexpr size_t kMaxTerms = 6;
 
-  Way Compare(const HloInstruction* t, const HloInstruction* c) {
-    if (t->opcode() == HloOpcode::kParameter) return c == v_ ? Way::kInOrder : Way::kNo;
-    if (c == v_) return Way::kNo;
+  struct Result {
+    bool ok = false;
+    std::vector<std::pair<const HloInstruction*, HloInstruction*>> children;
+    std::vector<HloInstruction*> inner;  // the candidate's nested sums or products
+  };
+
+  // Elementwise over the value's shape, of the element type the form has there.
+  bool Fits(const HloInstruction* c, const HloInstruction* t) const {
+    const Shape& s = c->shape();
+    return IsRowMajor(s) && s.dimensions() == v_->shape().dimensions() &&
+           s.element_type() == t->shape().element_type();
+  }
+
+  // The terms of a sum (factors of a product) rooted at `i`, through nested ones; `inner`
+  // receives the nested instructions. Candidate nesting stops at `v`.
+  template <typename I>
+  void Flatten(I* i, HloOpcode op, bool candidate, std::vector<I*>* terms, std::vector<I*>* inner) {
+    for (int64_t k = 0; k < i->operand_count(); ++k) {
+      I* o = i->operands()[k];
+      const bool nested = o->opcode() == op && (!candidate || (o != v_ && Fits(o, i)));
+      if (nested && terms->size() + inner->size() < 4 * kMaxTerms) {
+        inner->push_back(o);
+        Flatten(o, op, candidate, terms, inner);
+      } else {
+        terms->push_back(o);
+      }
+    }
+  }
+
+  // Pairs every form term with a distinct candidate term.
+  bool Assign(const std::vector<const HloInstruction*>& ts, const std::vector<HloInstruction*>& cs,
+              size_t next, std::vector<bool>& used, Result& result) {
+    if (next == ts.size()) return true;
+    for (size_t j = 0; j < cs.size(); ++j) {
+      if (used[j] || !Match(ts[next], cs[j])) continue;
+      used[j] = true;
+      result.children.push_back({ts[next], cs[j]});
+      if (Assign(ts, cs, next + 1, used, result)) return true;
+      result.children.pop_back();
+      used[j] = false;
+    }
+    return false;
+  }
+
+  Result Compare(const HloInstruction* t, const HloInstruction* c) {
+    Result result;
+    if (t->opcode() == HloOpcode::kParameter) {
+      result.ok = c == v_;
+      return result;
+    }
+    if (c == v_) return result;
     if (t->opcode() == HloOpcode::kConstant) {
       float value;
-      const float want = static_cast<float>(t->literal().GetAsDouble(0));
-      return ScalarF32Constant(c, &value) && value == want ? Way::kInOrder : Way::kNo;
+      result.ok = ScalarF32Constant(c, &value) && value == static_cast<float>(t->literal().GetAsDouble(0));
+      return result;
     }
-    if (c->opcode() != t->opcode() || c->operand_count() != t->operand_count()) return Way::kNo;
+    if (c->opcode() != t->opcode() || c->operand_count() != t->operand_count() || !Fits(c, t)) {
+      return result;
+    }
     if (t->opcode() == HloOpcode::kCompare && c->comparison_direction != t->comparison_direction) {
-      return Way::kNo;
+      return result;
     }
-    // Elementwise over the value's shape, f32 (or pred where the form has a pred).
-    const Shape& s = c->shape();
-    if (!IsRowMajor(s) || s.dimensions() != v_->shape().dimensions() ||
-        s.element_type() != t->shape().element_type()) {
-      return Way::kNo;
+    HloInstruction* mc = const_cast<HloInstruction*>(c);
+    if (IsAssociative(t->opcode())) {
+      std::vector<const HloInstruction*> ts, t_inner;
+      std::vector<HloInstruction*> cs;
+      Flatten(t, t->opcode(), false, &ts, &t_inner);
+      Flatten(mc, t->opcode(), true, &cs, &result.inner);
+      std::vector<bool> used(cs.size(), false);
+      result.ok = ts.size() == cs.size() && ts.size() <= kMaxTerms && Assign(ts, cs, 0, used, result);
+      return result;
     }
-    bool in_order = true;
-    for (int64_t k = 0; k < t->operand_count() && in_order; ++k) {
-      in_order = Match(t->operand(k), c->operand(k));
+    for (int64_t k = 0; k < t->operand_count(); ++k) result.children.push_back({t->operand(k), mc->operands()[k]});
+    result.ok = std::all_of(result.children.begin(), result.children.end(),
+                            [&](const auto& p) { return Match(p.first, p.second); });
+    if (!result.ok && t->operand_count() == 2 && IsCommutative(*t)) {
+      result.children = {{t->operand(0), mc->operands()[1]}, {t->operand(1), mc->operands()[0]}};
+      result.ok = Match(t->operand(0), c->operand(1)) && Match(t->operand(1), c->operand(0));
     }
-    if (in_order) return Way::kInOrder;
-    if (t->operand_count() == 2 && IsCommutative(*t) && Match(t->operand(0), c->operand(1)) &&
-        Match(t->operand(1), c->operand(0))) {
-      return Way::kSwapped;
-    }
-    return Way::kNo;
+    return result;
   }
 
   const HloInstruction* v_;
-  std::map<std::pair<const HloInstruction*, const HloInstruction*>, Way> memo_;
+  std::map<std::pair<const HloInstruction*, const HloInstruction*>, Result> memo_;
   int64_t steps_ = 0;
 };
 

@@ -1,6 +1,7 @@
 // Recognises the activations oneDNN can apply after a matrix product by the structure of the
 // HLO, not by sampling what it computes: an elementwise region on top of a value matches when it
-// is, up to the order of the operands of commutative operations, one of the forms JAX and
+// is, up to the order of the operands of commutative operations and the grouping of sums and
+// products, one of the forms JAX and
 // TensorFlow emit (ReLU; tanh GELU with x*x*x or pow(x, 3); erf GELU with an erf instruction or
 // with JAX's expansion of erfc; the logistic function as an instruction or as 1 / (1 + exp(-x))),
 // with bit-identical f32 constants, or a chain of affine steps with scalar constants (scaling,

@@ -230,6 +230,19 @@ std::string TfErfGelu(const std::string& a, const std::string& b) {
          "  ROOT r = f32[8,32]{1,0} multiply(hx, e1)\n";
 }
 
+// 0.5 x (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3))) grouped as a hand-written version does (with
+// x^4 for x^3 when `fourth`).
+std::string HandGroupedTanhGelu(bool fourth) {
+  return "  k = f32[] constant(0.044715)\n  kb = f32[8,32]{1,0} broadcast(k), dimensions={}\n"
+         "  s = f32[] constant(0.797884583)\n  sb = f32[8,32]{1,0} broadcast(s), dimensions={}\n"
+         "  hx = f32[8,32]{1,0} multiply(d, hb)\n  k1 = f32[8,32]{1,0} multiply(d, kb)\n"
+         "  k2 = f32[8,32]{1,0} multiply(k1, d)\n  k3 = f32[8,32]{1,0} multiply(k2, d)\n" +
+         std::string(fourth ? "  k4 = f32[8,32]{1,0} multiply(k3, d)\n  in = f32[8,32]{1,0} add(d, k4)\n"
+                            : "  in = f32[8,32]{1,0} add(d, k3)\n") +
+         "  sc = f32[8,32]{1,0} multiply(in, sb)\n  t = f32[8,32]{1,0} tanh(sc)\n"
+         "  t1 = f32[8,32]{1,0} add(t, ob)\n  ROOT r = f32[8,32]{1,0} multiply(hx, t1)\n";
+}
+
 // ReLU everywhere but on (9, 11], where it is 0: equal to ReLU at every point a sampling
 // classifier would try on a grid of eighths over [-8, 8] and at +-12 and +-30.
 constexpr char kPiecewiseRelu[] =
@@ -255,6 +268,8 @@ TEST(OneDnnRewriterTest, TensorFlowAndJaxFormsInAnyCommutedOrder) {
   const std::vector<Case> cases = {
       {TfTanhGelu("0.044715", "d", "tb"), "matmul(lhs, rhs) + gelu_tanh"},
       {TfErfGelu("d", "cb"), "matmul(lhs, rhs) + gelu_erf"},
+      // Grouped as written by hand: (0.5 x) (tanh(...) + 1), the cube as ((x k) x) x.
+      {HandGroupedTanhGelu(false), "matmul(lhs, rhs) + gelu_tanh"},
       {"  ROOT r = f32[8,32]{1,0} logistic(d)\n", "matmul(lhs, rhs) + logistic"},
       {"  n = f32[8,32]{1,0} negate(d)\n  ex = f32[8,32]{1,0} exponential(n)\n"
        "  den = f32[8,32]{1,0} add(ob, ex)\n  ROOT r = f32[8,32]{1,0} divide(ob, den)\n",
@@ -283,6 +298,7 @@ TEST(OneDnnRewriterTest, NearMissesAreNotAbsorbed) {
       {TfTanhGelu("0.044716", "d", "tb"), ""},
       {TfTanhGelu("0.044715", "tb", "d"), ""},  // 3^x
       {TfErfGelu("cb", "d"), ""},               // sqrt(2) / x
+      {HandGroupedTanhGelu(true), ""},           // x^4 for x^3
       {"  n = f32[8,32]{1,0} negate(d)\n  ex = f32[8,32]{1,0} exponential(n)\n"
        "  den = f32[8,32]{1,0} add(ob, ex)\n  ROOT r = f32[8,32]{1,0} divide(den, ob)\n",
        " + linear(-1x+0)"},
