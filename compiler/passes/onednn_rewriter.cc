@@ -1,8 +1,8 @@
 #include "compiler/passes/onednn_rewriter.h"
 
+#include "compiler/passes/onednn_activation_matcher.h"
+
 #include <algorithm>
-#include <cmath>
-#include <functional>
 #include <unordered_map>
 #include <unordered_set>
 
@@ -27,96 +27,6 @@ bool ScalarConstant(const HloInstruction* i, double* value) {
   }
   *value = i->literal().GetAsDouble(0);
   return true;
-}
-
-// Elementwise operations an activation region may be built of.
-bool IsRegionOpcode(HloOpcode op) {
-  switch (op) {
-    case HloOpcode::kAdd: case HloOpcode::kSubtract: case HloOpcode::kMultiply:
-    case HloOpcode::kDivide: case HloOpcode::kMaximum: case HloOpcode::kMinimum:
-    case HloOpcode::kTanh: case HloOpcode::kExp:
-    case HloOpcode::kNegate: case HloOpcode::kSqrt: case HloOpcode::kRsqrt:
-    case HloOpcode::kPower: case HloOpcode::kLogistic: case HloOpcode::kAbs:
-    case HloOpcode::kSign: case HloOpcode::kCompare: case HloOpcode::kSelect:
-    case HloOpcode::kClamp:
-      return true;
-    default:
-      return false;
-  }
-}
-
-// One element of `instruction` given its operands' elements (a pred as 0 or 1).
-double Apply(const HloInstruction& instruction, double a, double b, double c) {
-  switch (instruction.opcode()) {
-    case HloOpcode::kAdd: return a + b;
-    case HloOpcode::kSubtract: return a - b;
-    case HloOpcode::kMultiply: return a * b;
-    case HloOpcode::kDivide: return a / b;
-    case HloOpcode::kMaximum: return std::max(a, b);
-    case HloOpcode::kMinimum: return std::min(a, b);
-    case HloOpcode::kTanh: return std::tanh(a);
-    case HloOpcode::kAbs: return std::abs(a);
-    case HloOpcode::kSign: return a > 0 ? 1 : a < 0 ? -1 : a;
-    case HloOpcode::kSelect: return a != 0 ? b : c;
-    case HloOpcode::kClamp: return std::min(std::max(b, a), c);
-    case HloOpcode::kCompare:
-      switch (instruction.comparison_direction.value_or(ComparisonDirection::kEq)) {
-        case ComparisonDirection::kEq: return a == b;
-        case ComparisonDirection::kNe: return a != b;
-        case ComparisonDirection::kGe: return a >= b;
-        case ComparisonDirection::kGt: return a > b;
-        case ComparisonDirection::kLe: return a <= b;
-        case ComparisonDirection::kLt: return a < b;
-      }
-      return NAN;
-    case HloOpcode::kExp: return std::exp(a);
-    case HloOpcode::kNegate: return -a;
-    case HloOpcode::kSqrt: return std::sqrt(a);
-    case HloOpcode::kRsqrt: return 1 / std::sqrt(a);
-    case HloOpcode::kPower: return std::pow(a, b);
-    case HloOpcode::kLogistic: return 1 / (1 + std::exp(-a));
-    default: return NAN;
-  }
-}
-
-double GeluTanh(double x) {
-  return 0.5 * x * (1 + std::tanh(0.7978845608028654 * (x + 0.044715 * x * x * x)));
-}
-double GeluErf(double x) { return 0.5 * x * (1 + std::erf(x / std::sqrt(2.0))); }
-
-// Which post-op the scalar function `f` is, judged at sample points (f32 constants make it
-// differ from the exact function by a few ulps; the two GELUs differ by up to 5e-4).
-std::optional<OneDnnPostOp> Classify(const std::function<double(double)>& f) {
-  std::vector<double> xs;
-  for (int i = -64; i <= 64; ++i) xs.push_back(i / 8.0);
-  for (double x : {-30.0, -12.0, 12.0, 30.0, 1e-3, -1e-3}) xs.push_back(x);
-  std::vector<double> ys;
-  for (double x : xs) {
-    ys.push_back(f(x));
-    if (!std::isfinite(ys.back())) return std::nullopt;
-  }
-  auto matches = [&](const std::function<double(double)>& g) {
-    for (size_t i = 0; i < xs.size(); ++i) {
-      const double want = g(xs[i]);
-      if (std::abs(ys[i] - want) > 1e-5 * std::max(1.0, std::abs(want))) return false;
-    }
-    return true;
-  };
-  OneDnnPostOp op;
-  if (matches([](double x) { return std::max(x, 0.0); })) {
-    op.kind = OneDnnPostOp::Kind::kRelu;
-  } else if (matches(GeluTanh)) {
-    op.kind = OneDnnPostOp::Kind::kGeluTanh;
-  } else if (matches(GeluErf)) {
-    op.kind = OneDnnPostOp::Kind::kGeluErf;
-  } else {
-    const double b = f(0), a = f(1) - b;
-    if (!matches([&](double x) { return a * x + b; })) return std::nullopt;
-    op.kind = OneDnnPostOp::Kind::kLinear;
-    op.alpha = a;
-    op.beta = b == 0 ? 0.0 : b;  // no "-0" in listings
-  }
-  return op;
 }
 
 // One step of the chain on top of the product: the instructions it absorbs and where the value
@@ -176,102 +86,20 @@ std::optional<ChainStep> FindAdd(HloInstruction* v) {
   return step;
 }
 
-// The largest region of elementwise instructions fed only by `v` and scalar constants, holding
-// every user of `v`, read outside only through its root, that computes a post-op.
-std::optional<ChainStep> FindActivation(HloInstruction* v, const std::vector<HloInstruction*>& order,
-                                        const Positions& positions) {
-  if (v->IsRoot() || v->users().empty()) return std::nullopt;
-  constexpr size_t kMaxRegion = 256;  // JAX's erf alone is about 90 instructions
-  std::unordered_set<const HloInstruction*> in_set{v};
-  std::vector<HloInstruction*> set;
-  for (size_t p = positions.at(v) + 1; p < order.size() && set.size() < kMaxRegion; ++p) {
-    HloInstruction* i = order[p];
-    // Floating-point compares (pred) and selects are how JAX spells erf (piecewise rational
-    // approximations); a compare of anything but f32 values is not a function of `v` we know.
-    const Shape& shape = i->shape();
-    const bool pred = shape.IsArray() && shape.element_type() == PrimitiveType::PRED;
-    if (!IsRegionOpcode(i->opcode()) || !shape.IsArray() || shape.dimensions() != v->shape().dimensions() ||
-        !(IsRowMajorF32(shape) || (pred && i->opcode() == HloOpcode::kCompare))) {
-      continue;
-    }
-    if (i->opcode() == HloOpcode::kCompare &&
-        i->operand(0)->shape().element_type() != PrimitiveType::F32) {
-      continue;
-    }
-    bool fed = false, only = true;
-    for (const HloInstruction* o : i->operands()) {
-      double c;
-      if (in_set.count(o)) {
-        fed = true;
-      } else if (!ScalarConstant(o, &c)) {
-        only = false;
-      }
-    }
-    if (fed && only) {
-      in_set.insert(i);
-      set.push_back(i);
-    }
-  }
-  for (auto r = set.rbegin(); r != set.rend(); ++r) {
-    // The region of candidate root *r: its ancestors in the set.
-    std::unordered_set<const HloInstruction*> region{*r};
-    std::vector<HloInstruction*> stack{*r}, members;
-    while (!stack.empty()) {
-      HloInstruction* i = stack.back();
-      stack.pop_back();
-      members.push_back(i);
-      for (HloInstruction* o : i->operands()) {
-        if (o != v && in_set.count(o) && region.insert(o).second) stack.push_back(o);
-      }
-    }
-    auto inside = [&](const HloInstruction* i) {
-      return std::all_of(i->users().begin(), i->users().end(),
-                         [&](const HloInstruction* u) { return region.count(u) > 0; }) &&
-             !i->IsRoot();
-    };
-    if (!inside(v)) continue;
-    if (!std::all_of(members.begin(), members.end(),
-                     [&](const HloInstruction* m) { return m == *r || inside(m); })) {
-      continue;
-    }
-    std::sort(members.begin(), members.end(), [&](const HloInstruction* a, const HloInstruction* b) {
-      return positions.at(a) < positions.at(b);
-    });
-    auto f = [&](double x) {
-      std::unordered_map<const HloInstruction*, double> value{{v, x}};
-      for (const HloInstruction* m : members) {
-        auto operand = [&](int64_t k) {
-          double c = 0;
-          const HloInstruction* o = m->operand(k);
-          if (auto it = value.find(o); it != value.end()) return it->second;
-          ScalarConstant(o, &c);
-          return c;
-        };
-        const double a = operand(0);
-        const double b = m->operand_count() > 1 ? operand(1) : 0;
-        const double c = m->operand_count() > 2 ? operand(2) : 0;
-        // The region computes in f32: round each value as the kernel would.
-        value[m] = static_cast<float>(Apply(*m, a, b, c));
-      }
-      return value.at(*r);
-    };
-    std::optional<OneDnnPostOp> op = Classify(f);
-    if (!op) continue;
-    ChainStep step;
-    step.op = *op;
-    step.result = *r;
-    for (HloInstruction* m : members) {
-      step.members.push_back(m);
-      for (HloInstruction* o : m->operands()) {
-        double c;
-        if (o == v || region.count(o) || !ScalarConstant(o, &c)) continue;
-        step.members.push_back(o);
-        if (o->opcode() == HloOpcode::kBroadcast) step.members.push_back(o->operand(0));
-      }
-    }
-    return step;
-  }
-  return std::nullopt;
+// The activation on top of `v`, recognised by its structure (onednn_activation_matcher.h).
+std::optional<ChainStep> FindActivation(HloInstruction* v, const Positions& positions) {
+  std::optional<ActivationMatch> match = MatchOneDnnActivation(v);
+  if (!match) return std::nullopt;
+  ChainStep step;
+  step.op = match->op;
+  step.result = match->root;
+  step.members = std::move(match->members);
+  // In the computation's order, so that fusions and decisions come out the same every time.
+  std::sort(step.members.begin(), step.members.end(), [&](const HloInstruction* a, const HloInstruction* b) {
+    return positions.at(a) < positions.at(b);
+  });
+  step.members.erase(std::unique(step.members.begin(), step.members.end()), step.members.end());
+  return step;
 }
 
 // The post-ops on top of `core`, greedily, and where the value ends.
@@ -284,7 +112,7 @@ std::vector<ChainStep> FindChain(HloInstruction* core, HloInstruction** end) {
   HloInstruction* v = core;
   while (true) {
     std::optional<ChainStep> step = FindAdd(v);
-    if (!step) step = FindActivation(v, order, positions);
+    if (!step) step = FindActivation(v, positions);
     if (!step) break;
     v = step->result;
     chain.push_back(std::move(*step));
@@ -369,6 +197,7 @@ std::string OneDnnPostOpName(const OneDnnPostOp& op) {
     case OneDnnPostOp::Kind::kRelu: return "relu";
     case OneDnnPostOp::Kind::kGeluTanh: return "gelu_tanh";
     case OneDnnPostOp::Kind::kGeluErf: return "gelu_erf";
+    case OneDnnPostOp::Kind::kLogistic: return "logistic";
     case OneDnnPostOp::Kind::kLinear: return fmt::format("linear({:g}x{:+g})", op.alpha, op.beta);
   }
   return "";

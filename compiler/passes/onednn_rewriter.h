@@ -10,10 +10,10 @@
 // the runtime runs a kCustom fusion that MatchOneDnnCall recognises through oneDNN (any other
 // kCustom fusion is compiled as before).
 //
-// Activations are recognised by what they compute, not by how they are spelled: a region of
-// elementwise instructions fed only by the product and scalar constants is evaluated as a scalar
-// function at sample points and compared with ReLU, both GELUs and the affine maps, so that JAX's,
-// TensorFlow's and hand-written forms all match. Only f32, row-major operands and results.
+// Activations are recognised by their structure (onednn_activation_matcher.h): the forms JAX and
+// TensorFlow emit for ReLU, both GELUs and the logistic function, up to the order of commutative
+// operands and with bit-identical constants, and chains of scaling and shifting by scalar
+// constants. Only f32, row-major operands and results.
 #pragma once
 
 #include <optional>
@@ -27,7 +27,7 @@ namespace xlens {
 
 // One operation oneDNN applies to the result of the product, in order.
 struct OneDnnPostOp {
-  enum class Kind { kAdd, kRelu, kGeluTanh, kGeluErf, kLinear };
+  enum class Kind { kAdd, kRelu, kGeluTanh, kGeluErf, kLinear, kLogistic };
   // How an added tensor is laid over the result.
   enum class Addend { kFull, kLastDimension, kScalar };
   Kind kind = Kind::kLinear;

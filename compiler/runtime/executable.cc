@@ -7,6 +7,7 @@
 #include <fmt/format.h>
 
 #include "compiler/codegen/ir_array.h"
+#include "compiler/support/float_environment.h"
 
 namespace xlens::runtime {
 
@@ -119,6 +120,9 @@ Status Executable::Run(std::vector<int64_t>* thunk_ns) {
     span.AddArg("run", runs_);
   }
   ++runs_;
+  // As XLA's CPU runtime does: subnormals are flushed to zero while the computation runs (the
+  // pool's chunks inherit it).
+  ScopedFlushDenormal flush_denormals;
   ExecuteContext context{&ThreadPool::Default(), arena_ + scratch_offset_};
   if (thunk_ns == nullptr) return RunThunks(thunks_, frame_.data(), context);
   thunk_ns->resize(thunks_.size(), 0);

@@ -6,6 +6,7 @@
 
 #ifdef XLENS_HAVE_ONEDNN
 #include <atomic>
+#include <limits>
 #include <map>
 #include <mutex>
 #include <unordered_map>
@@ -76,6 +77,23 @@ dnnl::stream& ThreadStream() {
   return stream;
 }
 
+// oneDNN sizes a primitive's parallel loops for the threads OpenMP offers when the primitive is
+// created, and opens an OpenMP team of that size on every execution even where the executing
+// thread allows one: a primitive made on a thread that allows two then runs each part with a
+// second, spinning OpenMP thread that competes with the pool for the cores (measured: a matmul
+// part 2x slower, and the kernels after it slower while the team spins down). Primitives are
+// therefore made with OpenMP held to one thread, as they run.
+class SingleThreadedCreation {
+ public:
+#if DNNL_CPU_RUNTIME == DNNL_RUNTIME_OMP
+  SingleThreadedCreation() : saved_(omp_get_max_threads()) { omp_set_num_threads(1); }
+  ~SingleThreadedCreation() { omp_set_num_threads(saved_); }
+
+ private:
+  int saved_;
+#endif
+};
+
 }  // namespace
 
 bool OneDnnAvailable() { return true; }
@@ -90,6 +108,12 @@ struct OneDnnThunk::Impl {
     dnnl::primitive primitive;
     dnnl::memory::desc src, weights, dst, scratchpad;
     std::vector<dnnl::memory::desc> addends;  // one per kAdd post-op
+    // A transposed lhs split into blocks of rows is strided in both dimensions, which oneDNN's
+    // fast matmul (brgemm) refuses and its fallback (gemm:jit) runs with a 30-40 ms code
+    // generation at its first call: the block is packed into a row-major buffer first.
+    bool pack_src = false;
+    dnnl::reorder pack;
+    dnnl::memory::desc strided_src;
   };
   bool is_convolution = false;
   std::map<int64_t, Part> parts;  // by rows (matmul) or images (convolution)
@@ -145,6 +169,7 @@ StatusOr<std::unique_ptr<OneDnnThunk>> OneDnnThunk::Create(std::string hlo_name,
       case OneDnnPostOp::Kind::kGeluTanh:
       case OneDnnPostOp::Kind::kGeluErf:
       case OneDnnPostOp::Kind::kLinear:
+      case OneDnnPostOp::Kind::kLogistic:
         break;
     }
   }
@@ -170,6 +195,9 @@ StatusOr<std::unique_ptr<OneDnnThunk>> OneDnnThunk::Create(std::string hlo_name,
           po.append_eltwise(1.f, dnnl::algorithm::eltwise_linear, static_cast<float>(op.alpha),
                             static_cast<float>(op.beta));
           break;
+        case OneDnnPostOp::Kind::kLogistic:
+          po.append_eltwise(1.f, dnnl::algorithm::eltwise_logistic, 0.f, 0.f);
+          break;
       }
     }
     dnnl::primitive_attr attr;
@@ -180,6 +208,7 @@ StatusOr<std::unique_ptr<OneDnnThunk>> OneDnnThunk::Create(std::string hlo_name,
     return attr;
   };
   try {
+    SingleThreadedCreation single_threaded;
     if (!call->is_convolution) {
       const Shape& lhs = core.operand(0)->shape();  // [batch..., m, k] as the dot reads it
       const Shape& rhs = core.operand(1)->shape();  // [batch..., k, n]
@@ -187,10 +216,11 @@ StatusOr<std::unique_ptr<OneDnnThunk>> OneDnnThunk::Create(std::string hlo_name,
       for (int64_t i = 0; i < rank - 2; ++i) impl.batch *= lhs.dimensions(i);
       const int64_t m = lhs.dimensions(rank - 2), k = lhs.dimensions(rank - 1);
       const int64_t n = rhs.dimensions(rank - 1);
-      // Enough parts for every thread, split along the larger of m and n so that each part
-      // reads as little as it can (a split of rows reads all of the rhs in every part). A
-      // column block is a strided matrix, which some oneDNN kernels refuse: then rows.
-      auto build = [&](bool split_rows) {
+      // Enough parts for every thread, split along rows where there are enough of them: a block
+      // of rows keeps every operand dense, which oneDNN's brgemm kernels need (a column block is
+      // a strided matrix they refuse, leaving it to gemm:jit, slower to start and to run). A
+      // column split is the fallback for products with few rows.
+      auto build = [&](bool split_rows, int64_t max_parts) {
         impl.parts.clear();
         impl.split_rows = split_rows;
         const int64_t extent = split_rows ? m : n;
@@ -198,7 +228,7 @@ StatusOr<std::unique_ptr<OneDnnThunk>> OneDnnThunk::Create(std::string hlo_name,
         // worth waking a thread for.
         const int64_t worth = std::max<int64_t>(1, impl.batch * m * n * k / (int64_t{1} << 16));
         const int64_t per_batch = std::clamp<int64_t>(
-            (std::min<int64_t>(parallelism, worth) + impl.batch - 1) / impl.batch, 1,
+            (std::min({parallelism, worth, max_parts}) + impl.batch - 1) / impl.batch, 1,
             std::max<int64_t>(1, extent / 16));
         impl.total = extent;
         impl.block = (extent + per_batch - 1) / per_batch;
@@ -211,6 +241,13 @@ StatusOr<std::unique_ptr<OneDnnThunk>> OneDnnThunk::Create(std::string hlo_name,
           // A transposed operand is stored [.., k, m] (or [.., n, k]): the same logical matrix
           // with swapped strides; a part keeps the full matrices' leading dimensions.
           part.src = dnnl::memory::desc({rows, k}, dt::f32, call->lhs_transposed ? dims{1, m} : dims{k, 1});
+          if (call->lhs_transposed && rows < m) {
+            part.pack_src = true;
+            part.strided_src = part.src;
+            part.src = dnnl::memory::desc({rows, k}, dt::f32, dims{k, 1});
+            part.pack = dnnl::reorder(dnnl::reorder::primitive_desc(CpuEngine(), part.strided_src,
+                                                                    CpuEngine(), part.src));
+          }
           part.weights = dnnl::memory::desc({k, cols}, dt::f32, call->rhs_transposed ? dims{1, k} : dims{n, 1});
           part.dst = dnnl::memory::desc({rows, cols}, dt::f32, dims{n, 1});
           for (OneDnnPostOp::Addend a : impl.addend_kinds) {
@@ -232,7 +269,12 @@ StatusOr<std::unique_ptr<OneDnnThunk>> OneDnnThunk::Create(std::string hlo_name,
         }
         return !reference;
       };
-      if (!build(m >= n)) build(true);
+      // With too few rows to share, a product small enough to run in tens of microseconds stays
+      // whole on one thread rather than going to gemm:jit in column blocks.
+      const bool rows_suffice = m >= 16 * std::min<int64_t>(parallelism, 2) || m >= n;
+      const bool small = impl.batch * m * n * k < (int64_t{1} << 22);
+      const int64_t unlimited = std::numeric_limits<int64_t>::max();
+      if (!build(rows_suffice || small, rows_suffice || !small ? unlimited : 1)) build(true, unlimited);
       impl.src_step = m * k;
       impl.src_row_step = call->lhs_transposed ? 1 : k;
       impl.weights_step = k * n;
@@ -345,7 +387,18 @@ Status OneDnnThunk::Execute(char** frame, ExecuteContext& context) const {
       const Impl::Part& part = impl.parts.at(count);
       try {
         std::unordered_map<int, dnnl::memory> args;
-        args[DNNL_ARG_SRC] = dnnl::memory(part.src, CpuEngine(), lhs + src_offset);
+        dnnl::stream& stream = ThreadStream();
+        if (part.pack_src) {
+          thread_local std::vector<float> packed;
+          const size_t size = part.src.get_size() / sizeof(float);
+          if (packed.size() < size) packed.resize(size);
+          dnnl::memory from(part.strided_src, CpuEngine(), lhs + src_offset);
+          dnnl::memory to(part.src, CpuEngine(), packed.data());
+          part.pack.execute(stream, from, to);
+          args[DNNL_ARG_SRC] = to;
+        } else {
+          args[DNNL_ARG_SRC] = dnnl::memory(part.src, CpuEngine(), lhs + src_offset);
+        }
         args[DNNL_ARG_WEIGHTS] = dnnl::memory(part.weights, CpuEngine(), rhs + weights_offset);
         args[DNNL_ARG_DST] = dnnl::memory(part.dst, CpuEngine(), output + dst_offset);
         for (size_t a = 0; a < impl.addend_slots.size(); ++a) {
@@ -358,7 +411,6 @@ Status OneDnnThunk::Execute(char** frame, ExecuteContext& context) const {
         thread_local std::vector<char> scratchpad;
         if (scratchpad.size() < part.scratchpad.get_size()) scratchpad.resize(part.scratchpad.get_size());
         args[DNNL_ARG_SCRATCHPAD] = dnnl::memory(part.scratchpad, CpuEngine(), scratchpad.data());
-        dnnl::stream& stream = ThreadStream();
         part.primitive.execute(stream, args);
         stream.wait();
       } catch (const dnnl::error& e) {

@@ -1,5 +1,7 @@
 #include "compiler/support/thread_pool.h"
 
+#include "compiler/support/float_environment.h"
+
 #include <algorithm>
 
 namespace xlens {
@@ -45,6 +47,7 @@ void ThreadPool::ParallelFor(int64_t tasks, int64_t grain,
     job_ = &fn;
     job_tasks_ = tasks;
     job_chunk_ = chunk;
+    job_float_control_ = GetFloatControl();
     next_chunk_ = 0;
     chunks_ = (tasks + chunk - 1) / chunk;
     chunks_done_ = 0;
@@ -79,7 +82,9 @@ void ThreadPool::WorkerLoop() {
       const int64_t c = next_chunk_++;
       const auto* fn = job_;
       const int64_t chunk = job_chunk_, tasks = job_tasks_;
+      const uint32_t float_control = job_float_control_;
       lock.unlock();
+      SetFloatControl(float_control);
       (*fn)(c * chunk, std::min(tasks, (c + 1) * chunk));
       lock.lock();
       if (++chunks_done_ == chunks_) work_done_.notify_all();

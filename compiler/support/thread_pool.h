@@ -1,6 +1,9 @@
 // ThreadPool: a fixed set of worker threads for data-parallel loops. ParallelFor splits a range
 // of tasks into contiguous chunks (many per thread), which the workers and the calling thread
-// take one at a time until none is left, and returns when all are done. Small ranges run inline: a chunk is never smaller than `grain` tasks.
+// take one at a time until none is left, and returns when all are done. Small ranges run inline:
+// a chunk is never smaller than `grain` tasks. Every chunk runs under the caller's floating-point
+// control word (rounding, flushing of subnormals), so a loop computes the same wherever its
+// chunks land.
 #pragma once
 
 #include <condition_variable>
@@ -45,6 +48,7 @@ class ThreadPool {
   int64_t next_chunk_ = 0;
   int64_t chunks_ = 0;
   int64_t chunks_done_ = 0;
+  uint32_t job_float_control_ = 0;
   uint64_t generation_ = 0;
   bool stopping_ = false;
   std::mutex run_mu_;  // one ParallelFor at a time

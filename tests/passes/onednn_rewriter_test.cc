@@ -1,4 +1,5 @@
 #include "compiler/passes/onednn_rewriter.h"
+#include "compiler/passes/onednn_activation_matcher.h"
 
 #include <fstream>
 #include <sstream>
@@ -196,6 +197,123 @@ ENTRY e {
   EXPECT_EQ(Calls(*module), "matmul(lhs, rhs)\nmatmul(lhs, rhs)\n");
   EXPECT_EQ(CountOpcode(*module, HloOpcode::kLogistic), 1);
   EXPECT_EQ(CountOpcode(*module, HloOpcode::kMaximum), 1);
+}
+
+// A [8,16] x [16,32] product `d` with `epilogue` on top of it (its ROOT reads `d`).
+std::string OnTopOfAProduct(const std::string& epilogue) {
+  return "HloModule m\nENTRY e {\n  x = f32[8,16]{1,0} parameter(0)\n  w = f32[16,32]{1,0} parameter(1)\n"
+         "  d = f32[8,32]{1,0} dot(x, w), lhs_contracting_dims={1}, rhs_contracting_dims={0}\n"
+         "  zero = f32[] constant(0)\n  one = f32[] constant(1)\n  half = f32[] constant(0.5)\n"
+         "  zb = f32[8,32]{1,0} broadcast(zero), dimensions={}\n"
+         "  ob = f32[8,32]{1,0} broadcast(one), dimensions={}\n"
+         "  hb = f32[8,32]{1,0} broadcast(half), dimensions={}\n" +
+         epilogue + "}\n";
+}
+
+// tf.nn.gelu(d, approximate=True) with `k` for 0.044715 and `a` and `b` the operands of the
+// power.
+std::string TfTanhGelu(const std::string& k, const std::string& a, const std::string& b) {
+  return "  three = f32[] constant(3)\n  tb = f32[8,32]{1,0} broadcast(three), dimensions={}\n"
+         "  k = f32[] constant(" + k + ")\n  kb = f32[8,32]{1,0} broadcast(k), dimensions={}\n"
+         "  s = f32[] constant(0.797884583)\n  sb = f32[8,32]{1,0} broadcast(s), dimensions={}\n"
+         "  hx = f32[8,32]{1,0} multiply(hb, d)\n  x3 = f32[8,32]{1,0} power(" + a + ", " + b + ")\n"
+         "  kx3 = f32[8,32]{1,0} multiply(kb, x3)\n  in = f32[8,32]{1,0} add(d, kx3)\n"
+         "  sc = f32[8,32]{1,0} multiply(sb, in)\n  t = f32[8,32]{1,0} tanh(sc)\n"
+         "  t1 = f32[8,32]{1,0} add(ob, t)\n  ROOT r = f32[8,32]{1,0} multiply(hx, t1)\n";
+}
+
+// tf.nn.gelu(d, approximate=False), the division written `a / b`.
+std::string TfErfGelu(const std::string& a, const std::string& b) {
+  return "  c = f32[] constant(1.41421354)\n  cb = f32[8,32]{1,0} broadcast(c), dimensions={}\n"
+         "  hx = f32[8,32]{1,0} multiply(hb, d)\n  sc = f32[8,32]{1,0} divide(" + a + ", " + b + ")\n"
+         "  e = f32[8,32]{1,0} erf(sc)\n  e1 = f32[8,32]{1,0} add(ob, e)\n"
+         "  ROOT r = f32[8,32]{1,0} multiply(hx, e1)\n";
+}
+
+// 0.5 x (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3))) grouped as a hand-written version does (with
+// x^4 for x^3 when `fourth`).
+std::string HandGroupedTanhGelu(bool fourth) {
+  return "  k = f32[] constant(0.044715)\n  kb = f32[8,32]{1,0} broadcast(k), dimensions={}\n"
+         "  s = f32[] constant(0.797884583)\n  sb = f32[8,32]{1,0} broadcast(s), dimensions={}\n"
+         "  hx = f32[8,32]{1,0} multiply(d, hb)\n  k1 = f32[8,32]{1,0} multiply(d, kb)\n"
+         "  k2 = f32[8,32]{1,0} multiply(k1, d)\n  k3 = f32[8,32]{1,0} multiply(k2, d)\n" +
+         std::string(fourth ? "  k4 = f32[8,32]{1,0} multiply(k3, d)\n  in = f32[8,32]{1,0} add(d, k4)\n"
+                            : "  in = f32[8,32]{1,0} add(d, k3)\n") +
+         "  sc = f32[8,32]{1,0} multiply(in, sb)\n  t = f32[8,32]{1,0} tanh(sc)\n"
+         "  t1 = f32[8,32]{1,0} add(t, ob)\n  ROOT r = f32[8,32]{1,0} multiply(hx, t1)\n";
+}
+
+// ReLU everywhere but on (9, 11], where it is 0: equal to ReLU at every point a sampling
+// classifier would try on a grid of eighths over [-8, 8] and at +-12 and +-30.
+constexpr char kPiecewiseRelu[] =
+    "  relu = f32[8,32]{1,0} maximum(d, zb)\n"
+    "  nine = f32[] constant(9)\n  nb = f32[8,32]{1,0} broadcast(nine), dimensions={}\n"
+    "  eleven = f32[] constant(11)\n  eb = f32[8,32]{1,0} broadcast(eleven), dimensions={}\n"
+    "  above9 = pred[8,32]{1,0} compare(d, nb), direction=GT\n"
+    "  above11 = pred[8,32]{1,0} compare(d, eb), direction=GT\n"
+    "  hole = f32[8,32]{1,0} select(above9, zb, relu)\n"
+    "  ROOT r = f32[8,32]{1,0} select(above11, relu, hole)\n";
+
+TEST(OneDnnRewriterTest, EveryFormParses) {
+  EXPECT_EQ(OneDnnActivationForms(),
+            (std::vector<std::string>{"gelu_erf(jax)", "gelu_tanh(jax)", "gelu_tanh(tf)",
+                                      "gelu_erf(erf, multiply)", "gelu_erf(erf, divide)",
+                                      "logistic(1/(1+exp(-x)))", "logistic", "relu", "linear"}));
+}
+
+TEST(OneDnnRewriterTest, TensorFlowAndJaxFormsInAnyCommutedOrder) {
+  struct Case {
+    std::string epilogue, call;
+  };
+  const std::vector<Case> cases = {
+      {TfTanhGelu("0.044715", "d", "tb"), "matmul(lhs, rhs) + gelu_tanh"},
+      {TfErfGelu("d", "cb"), "matmul(lhs, rhs) + gelu_erf"},
+      // Grouped as written by hand: (0.5 x) (tanh(...) + 1), the cube as ((x k) x) x.
+      {HandGroupedTanhGelu(false), "matmul(lhs, rhs) + gelu_tanh"},
+      {"  ROOT r = f32[8,32]{1,0} logistic(d)\n", "matmul(lhs, rhs) + logistic"},
+      {"  n = f32[8,32]{1,0} negate(d)\n  ex = f32[8,32]{1,0} exponential(n)\n"
+       "  den = f32[8,32]{1,0} add(ob, ex)\n  ROOT r = f32[8,32]{1,0} divide(ob, den)\n",
+       "matmul(lhs, rhs) + logistic"},
+      {"  ROOT r = f32[8,32]{1,0} maximum(zb, d)\n", "matmul(lhs, rhs) + relu"},
+      // (1 - d) / 2 * -1 = 0.5 d - 0.5.
+      {"  s = f32[8,32]{1,0} subtract(ob, d)\n  two = f32[] constant(2)\n"
+       "  twob = f32[8,32]{1,0} broadcast(two), dimensions={}\n"
+       "  q = f32[8,32]{1,0} divide(s, twob)\n  ROOT r = f32[8,32]{1,0} negate(q)\n",
+       "matmul(lhs, rhs) + linear(0.5x-0.5)"},
+  };
+  for (const Case& c : cases) {
+    SCOPED_TRACE(c.epilogue);
+    OneDnnRewriter pass;
+    auto module = Rewrite(pass, OnTopOfAProduct(c.epilogue));
+    ASSERT_NE(module, nullptr);
+    EXPECT_EQ(Calls(*module), c.call + "\n");
+  }
+}
+
+TEST(OneDnnRewriterTest, NearMissesAreNotAbsorbed) {
+  // One constant off, the operands of a non-commutative operation swapped, or a function that
+  // agrees with ReLU only where one would sample it: the product is called alone (or with the
+  // part that is a post-op: the negation of (1 + exp(-x)) / 1).
+  const std::vector<std::pair<std::string, std::string>> cases = {
+      {TfTanhGelu("0.044716", "d", "tb"), ""},
+      {TfTanhGelu("0.044715", "tb", "d"), ""},  // 3^x
+      {TfErfGelu("cb", "d"), ""},               // sqrt(2) / x
+      {HandGroupedTanhGelu(true), ""},           // x^4 for x^3
+      {"  n = f32[8,32]{1,0} negate(d)\n  ex = f32[8,32]{1,0} exponential(n)\n"
+       "  den = f32[8,32]{1,0} add(ob, ex)\n  ROOT r = f32[8,32]{1,0} divide(den, ob)\n",
+       " + linear(-1x+0)"},
+      {"  h = f32[] constant(0.0001)\n  hb2 = f32[8,32]{1,0} broadcast(h), dimensions={}\n"
+       "  ROOT r = f32[8,32]{1,0} maximum(d, hb2)\n",
+       ""},
+      {kPiecewiseRelu, ""},
+  };
+  for (const auto& [epilogue, post_ops] : cases) {
+    SCOPED_TRACE(epilogue);
+    OneDnnRewriter pass;
+    auto module = Rewrite(pass, OnTopOfAProduct(epilogue));
+    ASSERT_NE(module, nullptr);
+    EXPECT_EQ(Calls(*module), "matmul(lhs, rhs)" + post_ops + "\n");
+  }
 }
 
 TEST(OneDnnRewriterTest, ConvolutionWithBiasAndRelu) {

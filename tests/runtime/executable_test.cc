@@ -6,6 +6,7 @@
 #include <gtest/gtest.h>
 
 #include "../codegen/codegen_test_util.h"
+#include "compiler/support/float_environment.h"
 #include "test_util.h"
 
 namespace xlens::runtime {
@@ -71,6 +72,32 @@ ENTRY e {
     args.push_back(Literal::CreateR1<float>(PrimitiveType::F32, {-0.5f, 2.0f}));
     testing::ExpectMatchesEvaluator(text, std::move(args), {1e-6, 1e-6});
   }
+}
+
+TEST(ExecutableTest, SubnormalsAreFlushedToZeroAsXlaDoes) {
+  // Large enough for the pool to run it in chunks: every chunk must flush, and the caller's
+  // floating-point environment must be as it was afterwards. (The evaluator keeps subnormals:
+  // they are within any absolute tolerance of zero.)
+  const char* text = R"(HloModule m
+ENTRY e {
+  a = f32[65536] parameter(0)
+  b = f32[65536] parameter(1)
+  m = f32[65536] multiply(a, a)
+  ROOT s = f32[65536] add(m, b)
+})";
+  auto module = ParseHloModule(text);
+  ASSERT_TRUE(module.ok());
+  auto exe = CompileForCpu(std::move(*module), {});
+  ASSERT_TRUE(exe.ok()) << exe.status().message();
+  const uint32_t before = GetFloatControl();
+  std::vector<Literal> args;
+  args.push_back(Literal::CreateR1<float>(PrimitiveType::F32, std::vector<float>(65536, 1e-20f)));
+  args.push_back(Literal::CreateR1<float>(PrimitiveType::F32, std::vector<float>(65536, 1e-39f)));
+  auto out = (*exe)->Execute(args);
+  ASSERT_TRUE(out.ok()) << out.status().message();
+  EXPECT_EQ(GetFloatControl() & ~0x3fu, before & ~0x3fu);
+  auto d = out->data<float>();
+  for (size_t i = 0; i < d.size(); ++i) ASSERT_EQ(d[i], 0.0f) << "element " << i;
 }
 
 TEST(ExecutableTest, RunsAgainWithNewArgumentsAndRejectsWrongOnes) {

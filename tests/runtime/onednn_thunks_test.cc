@@ -128,6 +128,51 @@ TEST_F(OneDnnThunkTest, EveryPostOpMatchesTheEvaluator) {
   }
 }
 
+TEST_F(OneDnnThunkTest, StructurallyMatchedFormsAndTheirNearMissesMatchTheEvaluator) {
+  const std::string head =
+      "HloModule m\nENTRY e {\n  a = f32[2,2] parameter(0)\n  b = f32[2,2] parameter(1)\n"
+      "  d = f32[2,2] dot(a, b), lhs_contracting_dims={1}, rhs_contracting_dims={0}\n"
+      "  zero = f32[] constant(0)\n  zb = f32[2,2] broadcast(zero), dimensions={}\n"
+      "  one = f32[] constant(1)\n  ob = f32[2,2] broadcast(one), dimensions={}\n";
+  // d = a: one value in (9, 11], one above, two at most 0.
+  auto matrix = [](std::vector<float> values) {
+    Literal l(*ParseShape("f32[2,2]"));
+    std::copy(values.begin(), values.end(), l.data<float>().begin());
+    return l;
+  };
+  std::vector<Literal> args;
+  args.push_back(matrix({10, 12, -1, -3}));
+  args.push_back(matrix({1, 0, 0, 1}));
+  // ReLU but 0 on (9, 11]: equal to ReLU on a sampling grid; computed as written, 0 at d = 10.
+  const std::string piecewise =
+      head +
+      "  relu = f32[2,2] maximum(d, zb)\n  nine = f32[] constant(9)\n"
+      "  nb = f32[2,2] broadcast(nine), dimensions={}\n  eleven = f32[] constant(11)\n"
+      "  eb = f32[2,2] broadcast(eleven), dimensions={}\n"
+      "  above9 = pred[2,2] compare(d, nb), direction=GT\n"
+      "  above11 = pred[2,2] compare(d, eb), direction=GT\n"
+      "  hole = f32[2,2] select(above9, zb, relu)\n"
+      "  ROOT r = f32[2,2] select(above11, relu, hole)\n}\n";
+  auto module = ParseHloModule(piecewise);
+  ASSERT_TRUE(module.ok());
+  auto exe = CompileForCpu(std::move(*module), {});
+  ASSERT_TRUE(exe.ok()) << exe.status().message();
+  EXPECT_THAT((*exe)->ThunkSequenceText(), HasSubstr("oneDNN matmul(lhs, rhs);"));
+  Literal out = testing::ExpectMatchesEvaluator(piecewise, std::move(args), {2e-5, 2e-5});
+  EXPECT_EQ(out.data<float>()[0], 0.0f);
+  EXPECT_EQ(out.data<float>()[1], 12.0f);
+  // The logistic function in both spellings, and its near miss (1 + exp(-x)) / 1, of which only
+  // the negation is a post-op.
+  const std::string denominator =
+      "  n = f32[2,2] negate(d)\n  ex = f32[2,2] exponential(n)\n  den = f32[2,2] add(ob, ex)\n";
+  ExpectOneDnnMatchesEvaluator(head + "  ROOT r = f32[2,2] logistic(d)\n}\n",
+                               "matmul(lhs, rhs) + logistic");
+  ExpectOneDnnMatchesEvaluator(head + denominator + "  ROOT r = f32[2,2] divide(ob, den)\n}\n",
+                               "matmul(lhs, rhs) + logistic");
+  ExpectOneDnnMatchesEvaluator(head + denominator + "  ROOT r = f32[2,2] divide(den, ob)\n}\n",
+                               "matmul(lhs, rhs) + linear(-1x+0);");
+}
+
 TEST_F(OneDnnThunkTest, JaxErfGeluAfterABias) {
   // jax.nn.gelu(x @ w + b, approximate=False), lowered by JAX (erf as rational approximations).
   std::ifstream in(XLENS_TESTDATA_DIR "/dense_bias_gelu_erf.hlo");
@@ -162,6 +207,53 @@ ENTRY e {
   ROOT r = f32[144,40] add(d, res)
 })",
                                "matmul(lhs^T, rhs) + binary_add", parts);
+}
+
+// The oneDNN kernel the first library call of `text` runs on ("brg:avx512_core", "gemm:jit").
+std::string KernelOf(const std::string& text) {
+  auto module = ParseHloModule(text);
+  if (!module.ok()) return module.status().message();
+  auto exe = CompileForCpu(std::move(*module), {});
+  if (!exe.ok()) return exe.status().message();
+  const std::string listing = (*exe)->ThunkSequenceText();
+  const size_t at = listing.find("; kernel ");
+  if (at == std::string::npos) return "no oneDNN call in " + listing;
+  return listing.substr(at + 9, listing.find(';', at + 9) - at - 9);
+}
+
+TEST_F(OneDnnThunkTest, TransposedOperandsRunOnThePlainProductsKernel) {
+  // The weight gradient of a dense layer (x^T dy): split into row blocks over the pool, the
+  // transposed lhs is packed per block so that it runs on the kernel a plain product gets, not
+  // on a slower fallback. A small product with few rows stays whole for the same reason.
+  const std::string plain = R"(HloModule m
+ENTRY e {
+  a = f32[256,96] parameter(0)
+  b = f32[96,200] parameter(1)
+  ROOT d = f32[256,200] dot(a, b), lhs_contracting_dims={1}, rhs_contracting_dims={0}
+})";
+  const std::string transposed = R"(HloModule m
+ENTRY e {
+  a = f32[96,256] parameter(0)
+  b = f32[96,200] parameter(1)
+  ta = f32[256,96] transpose(a), dimensions={1,0}
+  d = f32[256,200] dot(ta, b), lhs_contracting_dims={1}, rhs_contracting_dims={0}
+  c = f32[] constant(0.1)
+  cb = f32[256,200] broadcast(c), dimensions={}
+  ROOT r = f32[256,200] multiply(d, cb)
+})";
+  const std::string few_rows = R"(HloModule m
+ENTRY e {
+  a = f32[96,10] parameter(0)
+  b = f32[96,200] parameter(1)
+  ta = f32[10,96] transpose(a), dimensions={1,0}
+  ROOT d = f32[10,200] dot(ta, b), lhs_contracting_dims={1}, rhs_contracting_dims={0}
+})";
+  const std::string kernel = KernelOf(plain);
+  EXPECT_EQ(KernelOf(transposed), kernel);
+  EXPECT_EQ(KernelOf(few_rows), kernel);
+  const std::string parts = ThreadPool::Default().parallelism() >= 2 ? "; 2 parts on the pool" : "";
+  ExpectOneDnnMatchesEvaluator(transposed, "matmul(lhs^T, rhs) + linear(0.1x+0)", parts);
+  ExpectOneDnnMatchesEvaluator(few_rows, "matmul(lhs^T, rhs)", "; kernel " + kernel + "; 1 part on");
 }
 
 TEST_F(OneDnnThunkTest, ConvolutionsWithBiasAndActivation) {

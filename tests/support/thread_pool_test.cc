@@ -7,6 +7,8 @@
 
 #include <gtest/gtest.h>
 
+#include "compiler/support/float_environment.h"
+
 namespace xlens {
 namespace {
 
@@ -45,6 +47,38 @@ TEST(ThreadPoolTest, AStalledThreadHoldsBackOnlyTheChunkItIsIn) {
     if (!stalled.exchange(true)) std::this_thread::sleep_for(std::chrono::milliseconds(200));
   });
   EXPECT_LE(on_worker.load(), tasks / 16);
+}
+
+TEST(ThreadPoolTest, ChunksRunUnderTheCallersFloatControl) {
+  ThreadPool pool(3);
+  auto controls = [&] {
+    std::vector<uint32_t> seen(64);
+    pool.ParallelFor(64, 1, [&](int64_t begin, int64_t end) {
+      for (int64_t i = begin; i < end; ++i) seen[i] = GetFloatControl();
+    });
+    return seen;
+  };
+  const uint32_t plain = GetFloatControl();
+  {
+    ScopedFlushDenormal flush;
+    const uint32_t flushing = GetFloatControl();
+    EXPECT_NE(flushing, plain);
+    for (uint32_t c : controls()) EXPECT_EQ(c & ~0x3fu, flushing & ~0x3fu);
+  }
+  EXPECT_EQ(GetFloatControl(), plain);
+  for (uint32_t c : controls()) EXPECT_EQ(c & ~0x3fu, plain & ~0x3fu);
+}
+
+TEST(ThreadPoolTest, FlushedSubnormalsReadAndComputeAsZero) {
+  volatile float tiny = 1e-39f;  // subnormal
+  volatile float scale = 1e-20f;
+  {
+    ScopedFlushDenormal flush;
+    EXPECT_EQ(tiny + 0.0f, 0.0f);    // inputs as zero
+    EXPECT_EQ(scale * scale, 0.0f);  // results as zero
+  }
+  EXPECT_EQ(tiny + 0.0f, 1e-39f);
+  EXPECT_GT(scale * scale, 0.0f);
 }
 
 }  // namespace
