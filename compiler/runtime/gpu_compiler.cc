@@ -53,6 +53,9 @@ StatusOr<GpuCompilation> CompileForGpuToPtx(std::unique_ptr<HloModule> module,
 
   llvm::LLVMContext context;
   llvm::Module llvm_module(module->name(), context);
+  // Known from the start, so that scalar code generation emits what a GPU can run (complex
+  // arithmetic and integer powers inline rather than as calls of the CPU runtime's functions).
+  llvm_module.setTargetTriple("nvptx64-nvidia-cuda");
   GpuCompilation result;
   std::vector<const HloComputation*> computations;
   std::set<const HloComputation*> seen;
