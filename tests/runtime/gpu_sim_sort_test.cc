@@ -83,6 +83,11 @@ TEST(GpuSimSortTest, RowsLongerThanOneBlockTile) {
   CheckKeyValueSort("2,1000", {2, 1000}, 1, "GT", false, false);
 }
 
+TEST(GpuSimSortTest, TilesWhollyPastTheEndOfARowWithTheRaceCheck) {
+  // 1100 pads to 2048: the row's last tile of 512 starts past its end and holds nothing.
+  CheckKeyValueSort("2,1100", {2, 1100}, 1, "LT", false, true);
+}
+
 TEST(GpuSimSortTest, EveryDimensionOfARank3Array) {
   for (int64_t d = 0; d < 3; ++d) {
     SCOPED_TRACE(d);

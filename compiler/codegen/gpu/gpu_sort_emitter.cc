@@ -1,5 +1,7 @@
 #include "compiler/codegen/gpu/gpu_sort_emitter.h"
 
+#include <functional>
+
 #include <fmt/format.h>
 #include <llvm/IR/IRBuilder.h>
 
@@ -74,11 +76,11 @@ class SortEmitter {
         tile.push_back(stage);
         continue;
       }
-      if (!tile.empty()) RETURN_IF_ERROR(EmitStages(tile));
+      if (!tile.empty()) RETURN_IF_ERROR(EmitTileStages(tile));
       tile.clear();
-      RETURN_IF_ERROR(EmitStages({stage}));
+      RETURN_IF_ERROR(EmitGlobalStage(stage));
     }
-    if (!tile.empty()) RETURN_IF_ERROR(EmitStages(tile));
+    if (!tile.empty()) RETURN_IF_ERROR(EmitTileStages(tile));
     return spec_;
   }
 
@@ -184,27 +186,112 @@ class SortEmitter {
     return OkStatus();
   }
 
-  // One launch running `stages` in order, a barrier between consecutive ones (their pairs lie
-  // within the block's tile, so the block's own threads wrote everything a stage reads).
-  Status EmitStages(const std::vector<Stage>& stages) {
+  // Where a stage reads and writes the elements of a row (global memory, or a block's tile in
+  // shared memory): operand k's element and the original position at a row position.
+  struct Access {
+    std::function<StatusOr<Value*>(size_t k, Value* position)> read;
+    std::function<Status(size_t k, Value* position, Value* value)> write;
+    std::function<Value*(Value* position)> position;  // i32* of the original position
+  };
+
+  Access GlobalAccess(llvm::Function* f, Value* row) {
+    return {[this, f, row](size_t k, Value* p) { return Output(f, k).EmitRead(b_, ElementIndex(row, p)); },
+            [this, f, row](size_t k, Value* p, Value* v) {
+              return Output(f, k).EmitWrite(b_, ElementIndex(row, p), v);
+            },
+            [this, f, row](Value* p) { return PositionPointer(f, row, p); }};
+  }
+
+  // One launch of a global stage: its pairs span more than a block's tile.
+  Status EmitGlobalStage(const Stage& stage) {
     const int64_t pairs_per_row = gpu::PowerOfTwoCeil(n_) / 2;
-    const int64_t blocks = rows_ * pairs_per_row / threads_;
-    llvm::Function* f = NewKernel(blocks, threads_);
+    llvm::Function* f = NewKernel(rows_ * pairs_per_row / threads_, threads_);
     Value* pair_id = b_.CreateAdd(b_.CreateMul(gpu::EmitBlockIdx(b_), b_.getInt64(threads_)),
                                   gpu::EmitThreadIdx(b_));
     Value* row = b_.CreateUDiv(pair_id, b_.getInt64(pairs_per_row));
     Value* pair = b_.CreateURem(pair_id, b_.getInt64(pairs_per_row));
-    for (size_t s = 0; s < stages.size(); ++s) {
-      if (s > 0) gpu::EmitBarrier(b_);
-      RETURN_IF_ERROR(EmitCompareExchange(f, stages[s], row, pair));
-    }
+    RETURN_IF_ERROR(EmitCompareExchange(stage, pair, b_.getInt64(n_), GlobalAccess(f, row)));
     b_.CreateRetVoid();
     return OkStatus();
   }
 
-  // Pair `pair` of the stage: i has bit `bit` clear, partner > i; when partner is a position of
-  // the row and orders before i, every operand (and the positions) swap.
-  Status EmitCompareExchange(llvm::Function* f, const Stage& stage, Value* row, Value* pair) {
+  // One launch running `stages` (pairs within the block's tile of 2 x threads positions) on a
+  // copy of the tile in shared memory: loaded coalesced, a barrier between stages, stored back.
+  Status EmitTileStages(const std::vector<Stage>& stages) {
+    const int64_t pairs_per_row = gpu::PowerOfTwoCeil(n_) / 2;
+    const int64_t tile = 2 * threads_;
+    llvm::Function* f = NewKernel(rows_ * pairs_per_row / threads_, threads_);
+    std::vector<llvm::GlobalVariable*> shared;
+    for (size_t k = 0; k < output_shapes_.size(); ++k) {
+      ASSIGN_OR_RETURN(llvm::Type * t, StorageType(output_shapes_[k].element_type(), module_.getContext()));
+      shared.push_back(gpu::CreateSharedArray(module_, t, tile, fmt::format("{}_tile{}", f->getName().str(), k)));
+    }
+    llvm::GlobalVariable* shared_positions =
+        gpu::CreateSharedArray(module_, b_.getInt32Ty(), tile, f->getName().str() + "_positions");
+    Value* thread = gpu::EmitThreadIdx(b_);
+    Value* pair_id = b_.CreateAdd(b_.CreateMul(gpu::EmitBlockIdx(b_), b_.getInt64(threads_)), thread);
+    Value* row = b_.CreateUDiv(pair_id, b_.getInt64(pairs_per_row));
+    // The block's pairs are one tile of the row: positions [start, start + tile).
+    Value* start = b_.CreateMul(b_.CreateUDiv(b_.CreateURem(pair_id, b_.getInt64(pairs_per_row)),
+                                              b_.getInt64(threads_)),
+                                b_.getInt64(tile));
+    const Access global = GlobalAccess(f, row);
+    ElementalIrEmitter e(b_);
+    auto copy = [&](bool load) -> Status {
+      for (int64_t h = 0; h < 2; ++h) {
+        Value* local = b_.CreateAdd(thread, b_.getInt64(h * threads_));
+        Value* position = b_.CreateAdd(start, local);
+        RETURN_IF_ERROR(e.EmitIf(b_.CreateICmpULT(position, b_.getInt64(n_)), load ? "load" : "store",
+                                 [&]() -> Status {
+          for (size_t k = 0; k < shared.size(); ++k) {
+            llvm::Type* t = shared[k]->getValueType()->getArrayElementType();
+            Value* slot = gpu::SharedElementPointer(b_, shared[k], local);
+            if (load) {
+              ASSIGN_OR_RETURN(Value * v, global.read(k, position));
+              b_.CreateStore(ValueToStorage(b_, output_shapes_[k].element_type(), v), slot);
+            } else {
+              Value* v = StorageToValue(b_, output_shapes_[k].element_type(), b_.CreateLoad(t, slot));
+              RETURN_IF_ERROR(global.write(k, position, v));
+            }
+          }
+          Value* slot = gpu::SharedElementPointer(b_, shared_positions, local);
+          if (load) {
+            b_.CreateStore(b_.CreateLoad(b_.getInt32Ty(), global.position(position)), slot);
+          } else {
+            b_.CreateStore(b_.CreateLoad(b_.getInt32Ty(), slot), global.position(position));
+          }
+          return OkStatus();
+        }));
+      }
+      return OkStatus();
+    };
+    RETURN_IF_ERROR(copy(true));
+    Access local{[&](size_t k, Value* p) -> StatusOr<Value*> {
+                   llvm::Type* t = shared[k]->getValueType()->getArrayElementType();
+                   return StorageToValue(b_, output_shapes_[k].element_type(),
+                                         b_.CreateLoad(t, gpu::SharedElementPointer(b_, shared[k], p)));
+                 },
+                 [&](size_t k, Value* p, Value* v) -> Status {
+                   b_.CreateStore(ValueToStorage(b_, output_shapes_[k].element_type(), v),
+                                  gpu::SharedElementPointer(b_, shared[k], p));
+                   return OkStatus();
+                 },
+                 [&](Value* p) { return gpu::SharedElementPointer(b_, shared_positions, p); }};
+    // Positions of the tile that exist: the row's end, seen from the tile's start.
+    Value* remaining = b_.CreateSub(b_.getInt64(n_), start);
+    for (const Stage& stage : stages) {
+      gpu::EmitBarrier(b_);
+      RETURN_IF_ERROR(EmitCompareExchange(stage, thread, remaining, local));
+    }
+    gpu::EmitBarrier(b_);
+    RETURN_IF_ERROR(copy(false));
+    b_.CreateRetVoid();
+    return OkStatus();
+  }
+
+  // Pair `pair` of the stage: i has bit `bit` clear, partner > i; when partner is below `end`
+  // (a position of the row) and orders before i, every operand (and the positions) swap.
+  Status EmitCompareExchange(const Stage& stage, Value* pair, Value* end, const Access& access) {
     const uint64_t low_mask = (uint64_t{1} << stage.bit) - 1;
     Value* low = b_.CreateAnd(pair, b_.getInt64(low_mask));
     Value* high = b_.CreateShl(b_.CreateLShr(pair, b_.getInt64(stage.bit)), b_.getInt64(stage.bit + 1));
@@ -212,13 +299,11 @@ class SortEmitter {
     Value* partner = stage.mirror ? b_.CreateXor(i, b_.getInt64((uint64_t{2} << stage.bit) - 1))
                                   : b_.CreateOr(i, b_.getInt64(uint64_t{1} << stage.bit));
     ElementalIrEmitter e(b_);
-    return e.EmitIf(b_.CreateICmpULT(partner, b_.getInt64(n_)), "in_row", [&]() -> Status {
-      IrIndex at_i = ElementIndex(row, i);
-      IrIndex at_partner = ElementIndex(row, partner);
+    return e.EmitIf(b_.CreateICmpSLT(partner, end), "in_row", [&]() -> Status {
       std::vector<Value*> mine, theirs, partner_first, i_first;
       for (size_t k = 0; k < operand_shapes_.size(); ++k) {
-        ASSIGN_OR_RETURN(Value * x, Output(f, k).EmitRead(b_, at_i));
-        ASSIGN_OR_RETURN(Value * y, Output(f, k).EmitRead(b_, at_partner));
+        ASSIGN_OR_RETURN(Value * x, access.read(k, i));
+        ASSIGN_OR_RETURN(Value * y, access.read(k, partner));
         mine.push_back(x);
         theirs.push_back(y);
         partner_first.push_back(y);
@@ -226,8 +311,8 @@ class SortEmitter {
         i_first.push_back(x);
         i_first.push_back(y);
       }
-      Value* i_pos_ptr = PositionPointer(f, row, i);
-      Value* partner_pos_ptr = PositionPointer(f, row, partner);
+      Value* i_pos_ptr = access.position(i);
+      Value* partner_pos_ptr = access.position(partner);
       Value* i_pos = b_.CreateLoad(b_.getInt32Ty(), i_pos_ptr);
       Value* partner_pos = b_.CreateLoad(b_.getInt32Ty(), partner_pos_ptr);
       // partner before i: comparator(partner, i), or a tie with the earlier original position.
@@ -237,8 +322,8 @@ class SortEmitter {
       Value* swap = b_.CreateOr(partner_less, tie_first);
       return e.EmitIf(swap, "swap", [&]() -> Status {
         for (size_t k = 0; k < operand_shapes_.size(); ++k) {
-          RETURN_IF_ERROR(Output(f, k).EmitWrite(b_, at_i, theirs[k]));
-          RETURN_IF_ERROR(Output(f, k).EmitWrite(b_, at_partner, mine[k]));
+          RETURN_IF_ERROR(access.write(k, i, theirs[k]));
+          RETURN_IF_ERROR(access.write(k, partner, mine[k]));
         }
         b_.CreateStore(partner_pos, i_pos_ptr);
         b_.CreateStore(i_pos, partner_pos_ptr);

@@ -2,8 +2,9 @@
 // the sorted dimension, padded to a power of two. Every comparator of the network orders its
 // lower index first (the variant whose first step of each merge compares mirrored positions),
 // so a position past the end never moves and needs no padding value. Stages whose pairs lie
-// within one block's tile of 2 x threads elements run together in one launch with barriers
-// between them; the longer ones are a launch each.
+// within one block's tile of 2 x threads elements run together in one launch on a copy of the
+// tile in shared memory (loaded and stored coalesced, a barrier between stages); the longer
+// ones are a launch each, in global memory.
 //
 // The comparator computation is a device function the stages call. Ties are broken by the
 // elements' original positions (kept in scratch beside the operands), so the result is the
