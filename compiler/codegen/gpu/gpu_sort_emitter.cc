@@ -221,13 +221,18 @@ class SortEmitter {
     const int64_t pairs_per_row = gpu::PowerOfTwoCeil(n_) / 2;
     const int64_t tile = 2 * threads_;
     llvm::Function* f = NewKernel(rows_ * pairs_per_row / threads_, threads_);
-    std::vector<llvm::GlobalVariable*> shared;
-    for (size_t k = 0; k < output_shapes_.size(); ++k) {
-      ASSIGN_OR_RETURN(llvm::Type * t, StorageType(output_shapes_[k].element_type(), module_.getContext()));
-      shared.push_back(gpu::CreateSharedArray(module_, t, tile, fmt::format("{}_tile{}", f->getName().str(), k)));
+    // One set of tile arrays for all the sort's tile kernels: each launch has its own instance,
+    // and the simulator, which lays out a module's shared variables side by side, gives each
+    // kernel only the tile's bytes.
+    if (shared_.empty()) {
+      for (size_t k = 0; k < output_shapes_.size(); ++k) {
+        ASSIGN_OR_RETURN(llvm::Type * t, StorageType(output_shapes_[k].element_type(), module_.getContext()));
+        shared_.push_back(gpu::CreateSharedArray(module_, t, tile, fmt::format("{}_tile{}", name_, k)));
+      }
+      shared_.push_back(gpu::CreateSharedArray(module_, b_.getInt32Ty(), tile, name_ + "_positions"));
     }
-    llvm::GlobalVariable* shared_positions =
-        gpu::CreateSharedArray(module_, b_.getInt32Ty(), tile, f->getName().str() + "_positions");
+    const std::vector<llvm::GlobalVariable*> shared(shared_.begin(), shared_.end() - 1);
+    llvm::GlobalVariable* shared_positions = shared_.back();
     Value* thread = gpu::EmitThreadIdx(b_);
     Value* pair_id = b_.CreateAdd(b_.CreateMul(gpu::EmitBlockIdx(b_), b_.getInt64(threads_)), thread);
     Value* row = b_.CreateUDiv(pair_id, b_.getInt64(pairs_per_row));
@@ -341,6 +346,7 @@ class SortEmitter {
   std::vector<int64_t> row_dims_;
   int64_t dimension_ = 0, n_ = 1, elements_ = 0, rows_ = 0, threads_ = 1;
   llvm::Function* comparator_ = nullptr;
+  std::vector<llvm::GlobalVariable*> shared_;  // the tile of each operand, then the positions
 };
 
 }  // namespace
