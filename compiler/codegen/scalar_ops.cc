@@ -6,6 +6,7 @@
 #include <llvm/IR/Intrinsics.h>
 #include <llvm/IR/Module.h>
 
+#include "compiler/codegen/complex_ops.h"
 #include "compiler/codegen/fast_math.h"
 #include "compiler/codegen/llvm_ir_util.h"
 
@@ -65,6 +66,8 @@ StatusOr<Value*> EmitComplexUnary(llvm::IRBuilder<>& b, HloOpcode op, PrimitiveT
                                   Value* z) {
   Value* re = ComplexPart(b, z, 0);
   Value* im = ComplexPart(b, z, 1);
+  const bool runtime_call = op != HloOpcode::kReal && op != HloOpcode::kImag && op != HloOpcode::kNegate;
+  if (runtime_call && UseInlineComplexMath(b)) return EmitInlineComplexUnary(b, op, z);
   switch (op) {
     case HloOpcode::kReal: return re;
     case HloOpcode::kImag: return im;
@@ -212,6 +215,7 @@ Value* EmitShift(llvm::IRBuilder<>& b, HloOpcode op, Value* x, Value* amount) {
 }
 
 Value* EmitIntegerPower(llvm::IRBuilder<>& b, bool is_signed, Value* x, Value* y) {
+  if (UseInlineComplexMath(b)) return EmitInlineIntegerPower(b, is_signed, x, y);
   llvm::Type* t = x->getType();
   Value* x64 = is_signed ? b.CreateSExt(x, b.getInt64Ty()) : b.CreateZExt(x, b.getInt64Ty());
   Value* y64 = is_signed ? b.CreateSExt(y, b.getInt64Ty()) : b.CreateZExt(y, b.getInt64Ty());
@@ -267,6 +271,7 @@ StatusOr<Value*> EmitBinaryOpcode(llvm::IRBuilder<>& b, HloOpcode op, PrimitiveT
         return MakeComplex(b, t, b.CreateFSub(ComplexPart(b, lhs, 0), ComplexPart(b, rhs, 0)),
                            b.CreateFSub(ComplexPart(b, lhs, 1), ComplexPart(b, rhs, 1)));
       case HloOpcode::kMultiply: case HloOpcode::kDivide: case HloOpcode::kPower:
+        if (UseInlineComplexMath(b)) return EmitInlineComplexBinary(b, op, lhs, rhs);
         return ComplexRuntimeCall(b, "binary", op, lhs, rhs);
       default: return Unsupported(HloOpcodeString(op).data(), type);
     }

@@ -7,6 +7,7 @@
 #include <llvm/IR/Module.h>
 #include <llvm/Support/raw_ostream.h>
 
+#include "compiler/codegen/gpu/gpu_sort_emitter.h"
 #include "compiler/codegen/kernel_emitter.h"
 #include "compiler/codegen/planted_kernel_fault.h"
 
@@ -53,6 +54,9 @@ StatusOr<GpuCompilation> CompileForGpuToPtx(std::unique_ptr<HloModule> module,
 
   llvm::LLVMContext context;
   llvm::Module llvm_module(module->name(), context);
+  // Known from the start, so that scalar code generation emits what a GPU can run (complex
+  // arithmetic and integer powers inline rather than as calls of the CPU runtime's functions).
+  llvm_module.setTargetTriple("nvptx64-nvidia-cuda");
   GpuCompilation result;
   std::vector<const HloComputation*> computations;
   std::set<const HloComputation*> seen;
@@ -64,16 +68,14 @@ StatusOr<GpuCompilation> CompileForGpuToPtx(std::unique_ptr<HloModule> module,
         return Error(fmt::format("{}: custom-call \"{}\" cannot run on the GPU backend",
                                  hlo->name(), hlo->custom_call_target.value_or("")));
       }
-      if (hlo->opcode() == HloOpcode::kSort) {
-        return Error(fmt::format("{}: sort cannot run on the GPU backend yet (no GPU sort kernel)",
-                                 hlo->name()));
-      }
-      if (!codegen::IsKernelInstruction(*hlo)) continue;
+      const bool is_sort = hlo->opcode() == HloOpcode::kSort;
+      if (!is_sort && !codegen::IsKernelInstruction(*hlo)) continue;
       const std::string name = codegen::UniqueKernelName(hlo->name(), symbols);
       codegen::KernelOptions kernel_options;
       kernel_options.gpu_naive_emitters = options.optimize.gpu_naive_emitters;
-      auto spec = codegen::EmitKernel(*hlo, name, llvm_module, codegen::KernelTarget::kGpu,
-                                      kernel_options);
+      auto spec = is_sort ? codegen::EmitGpuSort(*hlo, name, llvm_module)
+                          : codegen::EmitKernel(*hlo, name, llvm_module, codegen::KernelTarget::kGpu,
+                                                kernel_options);
       if (!spec.ok()) return spec.status().WithContext(hlo->name());
       if (codegen::IsPlantedKernel(options.optimize.planted.miscompile_kernel, *hlo, *spec)) {
         codegen::PlantKernelFault(*hlo, *spec, llvm_module);

@@ -102,10 +102,10 @@ StatusOr<GpuSimAnalysis> AnalyseGpuSimRun(GpuExecutable& exe, GpuSimDevice& devi
   device.SetObserver(nullptr);
   RETURN_IF_ERROR(ran.WithContext("the analysed run"));
 
-  const std::vector<GpuLaunch>& launches = exe.launches();
+  // The launches in the order the run made them (a loop's once per iteration).
   const std::vector<GpuAnalysisObserver::Observed>& observed = observer.launches();
-  for (size_t i = 0; i < launches.size(); ++i) {
-    const GpuLaunch& launch = launches[i];
+  for (size_t i = 0; i < exe.last_run_launches().size(); ++i) {
+    const GpuLaunch& launch = exe.launches()[exe.last_run_launches()[i]];
     GpuLaunchAnalysis a;
     a.kernel = launch.kernel;
     a.hlo_instruction = launch.hlo_instruction;
@@ -145,9 +145,9 @@ profiler::HloProfile PredictedHloProfile(const GpuSimAnalysis& analysis, const G
   profile.runs = 1;
   profile.peak_bandwidth_gbps = target.dram_copy_gbps;
   profile.predicted_for = fmt::format("{} ({})", target.name, target.description);
-  for (size_t i = 0; i < analysis.launches.size() && i < exe.launches().size(); ++i) {
+  for (size_t i = 0; i < analysis.launches.size() && i < exe.last_run_launches().size(); ++i) {
     const GpuLaunchAnalysis& a = analysis.launches[i];
-    const GpuLaunch& launch = exe.launches()[i];
+    const GpuLaunch& launch = exe.launches()[exe.last_run_launches()[i]];
     profiler::HloProfileEntry entry;
     // A multi-phase kernel has a row per phase: the phase's function tells them apart.
     entry.name = a.hlo_instruction;

@@ -143,6 +143,15 @@ class SimDevice : public GpuSimDevice {
     options.symbol_prefix = fmt::format("xlsim{}{}_", handle, observe ? "o" : "");
     options.observe_memory = observe;
     ASSIGN_OR_RETURN(codegen::HostRetargetResult retargeted, codegen::RetargetNvvmForHost(*module, options));
+    // Internal globals (constant tables the optimizer made) get names of this module's own: the
+    // JIT exports them under names numbered per module, which the device's next module with one
+    // would define again.
+    int global_index = 0;
+    for (llvm::GlobalVariable& g : module->globals()) {
+      if (!g.hasLocalLinkage()) continue;
+      g.setName(fmt::format("{}global{}", options.symbol_prefix, global_index++));
+      g.setLinkage(llvm::GlobalValue::ExternalLinkage);
+    }
     ASSIGN_OR_RETURN(codegen::CompiledIr ir, jit_->AddModule(std::move(module), std::move(context), false));
     (void)ir;
     for (const codegen::SimKernel& k : retargeted.kernels) {

@@ -56,7 +56,8 @@ std::string LibdeviceName(llvm::StringRef callee, bool is_double) {
   static const std::map<std::string, std::string> kNames = {
       {"exp", "exp"}, {"log", "log"}, {"sin", "sin"}, {"cos", "cos"}, {"pow", "pow"},
       {"expm1", "expm1"}, {"log1p", "log1p"}, {"tanh", "tanh"}, {"cbrt", "cbrt"},
-      {"tan", "tan"}, {"atan2", "atan2"}, {"fmod", "fmod"}, {"erf", "erf"}};
+      {"tan", "tan"}, {"atan2", "atan2"}, {"fmod", "fmod"}, {"erf", "erf"},
+      {"hypot", "hypot"}, {"sinh", "sinh"}, {"cosh", "cosh"}};
   std::string base = callee.str();
   if (base.rfind("llvm.", 0) == 0) {
     base = base.substr(5);
