@@ -22,6 +22,7 @@
 
 #include "compiler/passes/fusion_utils.h"
 #include "compiler/passes/hlo_pass.h"
+#include "compiler/passes/onednn_convolution.h"
 
 namespace xlens {
 
@@ -45,6 +46,9 @@ struct OneDnnCall {
   // [.., n, k] for the rhs) and read in place.
   bool lhs_transposed = false, rhs_transposed = false;
   std::vector<OneDnnPostOp> post_ops;
+  // A convolution: which oneDNN pass computes it and how its operands are read (post-ops only
+  // on the forward pass).
+  OneDnnConvolution convolution;
 
   // "matmul(lhs^T) + add[last dim] + gelu_tanh", as thunk listings and decisions show it.
   std::string ToString() const;
