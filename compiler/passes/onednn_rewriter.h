@@ -3,6 +3,9 @@
 // (tanh and erf forms), scaling (x * c + d). Transposed operands (a transpose swapping the two
 // minor dimensions, as dot-decomposer leaves before a `x^T y` product) are read in place through
 // strides instead of being materialised, and batch dimensions make one batched call.
+// Convolutions run as oneDNN's forward, backward-data or backward-weights pass, whichever
+// computes them (compiler/passes/onednn_convolution.h: the gradients JAX emits), with the
+// transposes and kernel reverse around them read in place; only the forward pass takes post-ops.
 //
 // The call is a kCustom fusion, so its provenance stays where users look for it: the fused
 // computation holds every absorbed instruction with its own metadata, the fusion's op_name joins
