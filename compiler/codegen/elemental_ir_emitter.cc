@@ -122,7 +122,16 @@ StatusOr<ElementalIrEmitter::Leaves> ElementalIrEmitter::EmitUncached(const HloI
   const Shape& shape = hlo->shape();
   // Bound arrays (per leaf).
   if (auto it = arrays_.find({hlo, {}}); it != arrays_.end()) {
-    ASSIGN_OR_RETURN(Value * v, it->second.EmitRead(b_, index));
+    const IrArray& array = it->second;
+    if (auto d = delinearized_.find(index);
+        d != delinearized_.end() && d->second.second == array.shape().dimensions() &&
+        LayoutStrides(array.shape()) == LayoutStrides(Shape(array.shape().element_type(), array.shape().dimensions()))) {
+      IrArray flat(array.base(), Shape(array.shape().element_type(), {array.shape().num_elements()}));
+      flat.set_access_group(array.access_group());
+      ASSIGN_OR_RETURN(Value * v, flat.EmitRead(b_, {d->second.first}));
+      return Leaves{v};
+    }
+    ASSIGN_OR_RETURN(Value * v, array.EmitRead(b_, index));
     return Leaves{v};
   }
   if (shape.IsTuple() && IsBound(hlo)) {
@@ -207,7 +216,9 @@ StatusOr<ElementalIrEmitter::Leaves> ElementalIrEmitter::EmitUncached(const HloI
       const Shape& in = hlo->operand(0)->shape();
       if (in.rank() == 0) return EmitLeaves(hlo->operand(0), {});
       Value* linear = LinearizeRowMajor(b_, index, shape.dimensions());
-      return EmitLeaves(hlo->operand(0), DelinearizeRowMajor(b_, linear, in.dimensions()));
+      IrIndex operand_index = DelinearizeRowMajor(b_, linear, in.dimensions());
+      delinearized_[operand_index] = {linear, in.dimensions()};
+      return EmitLeaves(hlo->operand(0), operand_index);
     }
     case HloOpcode::kBitcast: {
       const Shape& in = hlo->operand(0)->shape();

@@ -95,6 +95,11 @@ class ElementalIrEmitter {
   std::map<std::pair<const HloInstruction*, std::vector<int64_t>>, IrArray> arrays_;
   std::unordered_map<const HloInstruction*, Leaves> values_;
   std::vector<std::map<CacheKey, Leaves>> scopes_;
+  // Multi-indices a reshape made by splitting a row-major position, with that position and the
+  // dimensions it was split over: a dense row-major array of those dimensions is read at the
+  // position itself, so its loads stay contiguous and vectorize instead of costing a division
+  // per dimension and element.
+  std::map<IrIndex, std::pair<llvm::Value*, std::vector<int64_t>>> delinearized_;
 };
 
 // The number of array leaves of `shape` (1 for an array).

@@ -30,6 +30,7 @@ class IrArray {
   // output written in place over its operand (buffer assignment allows it for elementwise
   // reads) would otherwise fail the check and fall back to scalar code.
   void set_access_group(llvm::MDNode* group) { access_group_ = group; }
+  llvm::MDNode* access_group() const { return access_group_; }
 
   llvm::Value* base() const { return base_; }
   const Shape& shape() const { return shape_; }

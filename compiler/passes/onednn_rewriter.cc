@@ -133,10 +133,43 @@ bool IsMinorTranspose(const HloInstruction& i) {
   return p[rank - 2] == rank - 1 && p[rank - 1] == rank - 2;
 }
 
+// The views a convolution's operands are read through and how oneDNN computes it: the operands
+// read through their transposes (and the kernel through a reverse) when that is what oneDNN can
+// take, else as they are. False with the reason in `why` when no way works.
+bool ConvolutionViews(const HloInstruction& core, OneDnnOperandView* lhs, OneDnnOperandView* rhs,
+                      OneDnnConvolution* convolution, std::string* why) {
+  const OneDnnOperandView lhs_views[] = {ViewThrough(*core.operand(0), false), DirectView(*core.operand(0))};
+  const OneDnnOperandView rhs_views[] = {ViewThrough(*core.operand(1), true), DirectView(*core.operand(1))};
+  std::string first_why;
+  for (const OneDnnOperandView& l : lhs_views) {
+    for (const OneDnnOperandView& r : rhs_views) {
+      std::string reason;
+      if (std::optional<OneDnnConvolution> c = DescribeOneDnnConvolution(core, l, r, &reason)) {
+        if (lhs != nullptr) *lhs = l;
+        if (rhs != nullptr) *rhs = r;
+        *convolution = *c;
+        why->clear();
+        return true;
+      }
+      if (first_why.empty()) first_why = reason;
+    }
+  }
+  *why = first_why;
+  return false;
+}
+
+std::string ConvolutionRefusalReason(const HloInstruction& core) {
+  std::string why;
+  OneDnnConvolution ignored;
+  ConvolutionViews(core, nullptr, nullptr, &ignored, &why);
+  return why;
+}
+
 // Why oneDNN cannot take `core` (empty when it can).
 std::string RefusalReason(const HloInstruction& core) {
   const Shape& lhs = core.operand(0)->shape();
   const Shape& rhs = core.operand(1)->shape();
+  if (core.opcode() == HloOpcode::kConvolution) return ConvolutionRefusalReason(core);
   if (!IsRowMajorF32(lhs) || !IsRowMajorF32(rhs) || !IsRowMajorF32(core.shape())) {
     return "oneDNN calls take f32 row-major arrays only";
   }
@@ -156,37 +189,11 @@ std::string RefusalReason(const HloInstruction& core) {
     }
     return "";
   }
-  if (!core.convolution_dimension_numbers || !core.window) return "no dimension numbers";
-  if (core.feature_group_count() != 1 || core.batch_group_count() != 1) {
-    return "grouped convolutions stay with Eigen";
-  }
-  const ConvolutionDimensionNumbers& dn = *core.convolution_dimension_numbers;
-  const int64_t n = static_cast<int64_t>(dn.input_spatial_dimensions.size());
-  if (n < 1 || n > 3) return "oneDNN takes 1 to 3 spatial dimensions";
-  if (lhs.rank() != n + 2 || rhs.rank() != n + 2 || static_cast<int64_t>(core.window->dimensions.size()) != n ||
-      dn.input_batch_dimension != 0 || dn.input_feature_dimension != n + 1 ||
-      dn.output_batch_dimension != 0 || dn.output_feature_dimension != n + 1 ||
-      dn.kernel_input_feature_dimension != n || dn.kernel_output_feature_dimension != n + 1) {
-    return "not in conv-canonicalization's b01f_01io->b01f form";
-  }
-  for (int64_t i = 0; i < n; ++i) {
-    const WindowDimension& w = core.window->dimensions[i];
-    if (dn.input_spatial_dimensions[i] != i + 1 || dn.output_spatial_dimensions[i] != i + 1 ||
-        dn.kernel_spatial_dimensions[i] != i) {
-      return "not in conv-canonicalization's b01f_01io->b01f form";
-    }
-    if (w.window_reversal || w.base_dilation != 1 || w.padding_low < 0 || w.padding_high < 0 ||
-        w.stride < 1 || w.window_dilation < 1) {
-      return "window reversal, base dilation or negative padding";
-    }
-  }
-  if (core.shape().num_elements() == 0 || lhs.num_elements() == 0 || rhs.num_elements() == 0) {
-    return "empty arrays";
-  }
   return "";
 }
 
 }  // namespace
+
 
 std::string OneDnnPostOpName(const OneDnnPostOp& op) {
   switch (op.kind) {
@@ -204,7 +211,7 @@ std::string OneDnnPostOpName(const OneDnnPostOp& op) {
 }
 
 std::string OneDnnCall::ToString() const {
-  std::string s = is_convolution ? "convolution" : fmt::format("matmul({}{}, {}{})", "lhs",
+  std::string s = is_convolution ? convolution.ToString() : fmt::format("matmul({}{}, {}{})", "lhs",
                                                                lhs_transposed ? "^T" : "", "rhs",
                                                                rhs_transposed ? "^T" : "");
   for (const OneDnnPostOp& op : post_ops) s += " + " + OneDnnPostOpName(op);
@@ -236,8 +243,24 @@ std::optional<OneDnnCall> MatchOneDnnCall(const HloInstruction& fusion) {
     *parameter = o->parameter_number();
     return true;
   };
-  if (!operand(core->operand(0), &call.lhs_parameter, &call.lhs_transposed) ||
-      !operand(core->operand(1), &call.rhs_parameter, &call.rhs_transposed)) {
+  if (call.is_convolution) {
+    // The transposes and reverse the rewriter absorbed are exactly what lies between the
+    // convolution and the fusion's parameters.
+    OneDnnOperandView lhs, rhs;
+    std::string why;
+    if (!ConvolutionViews(*core, &lhs, &rhs, &call.convolution, &why) ||
+        lhs.base->opcode() != HloOpcode::kParameter || rhs.base->opcode() != HloOpcode::kParameter) {
+      return std::nullopt;
+    }
+    call.lhs_parameter = lhs.base->parameter_number();
+    call.rhs_parameter = rhs.base->parameter_number();
+    if (call.convolution.kind != OneDnnConvolution::Kind::kForward) {
+      // oneDNN's backward passes take no post-ops.
+      if (core != computation.root_instruction()) return std::nullopt;
+      return call;
+    }
+  } else if (!operand(core->operand(0), &call.lhs_parameter, &call.lhs_transposed) ||
+             !operand(core->operand(1), &call.rhs_parameter, &call.rhs_transposed)) {
     return std::nullopt;
   }
   HloInstruction* end = nullptr;
@@ -292,8 +315,32 @@ StatusOr<bool> OneDnnRewriter::RewriteComputation(HloComputation& computation) {
         if (IsMinorTranspose(*o)) add(o, "operand read in place through strides (no transpose)");
       }
     }
+    bool post_ops = true;
+    if (core->opcode() == HloOpcode::kConvolution) {
+      OneDnnOperandView lhs, rhs;
+      OneDnnConvolution convolution;
+      std::string why;
+      ConvolutionViews(*core, &lhs, &rhs, &convolution, &why);
+      // oneDNN's backward passes take no post-ops; their epilogue stays with the loop fusions.
+      post_ops = convolution.kind == OneDnnConvolution::Kind::kForward;
+      for (const OneDnnOperandView* view : {&lhs, &rhs}) {
+        // Once a transpose or reverse of the chain stays outside for another user, so must every
+        // one below it.
+        bool stays = false;
+        for (const HloInstruction* a : view->absorbed) {
+          HloInstruction* m = const_cast<HloInstruction*>(a);
+          if (!seen.insert(m).second) continue;
+          plan.members.push_back(m);
+          stays |= UseCount(*m) > 1 || m->IsRoot();
+          if (stays) plan.duplicated.push_back(m);
+          absorbed.push_back({m->name(), m->opcode() == HloOpcode::kReverse
+                                             ? "kernel read unreversed by " + convolution.ToString()
+                                             : "operand read in place through strides (no transpose)"});
+        }
+      }
+    }
     HloInstruction* end = nullptr;
-    for (const ChainStep& step : FindChain(core, &end)) {
+    for (const ChainStep& step : post_ops ? FindChain(core, &end) : std::vector<ChainStep>{}) {
       for (HloInstruction* m : step.members) {
         const bool helper = m->opcode() == HloOpcode::kConstant ||
                             (m->opcode() == HloOpcode::kBroadcast && m->operand(0)->opcode() == HloOpcode::kConstant);

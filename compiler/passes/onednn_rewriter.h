@@ -3,6 +3,9 @@
 // (tanh and erf forms), scaling (x * c + d). Transposed operands (a transpose swapping the two
 // minor dimensions, as dot-decomposer leaves before a `x^T y` product) are read in place through
 // strides instead of being materialised, and batch dimensions make one batched call.
+// Convolutions run as oneDNN's forward, backward-data or backward-weights pass, whichever
+// computes them (compiler/passes/onednn_convolution.h: the gradients JAX emits), with the
+// transposes and kernel reverse around them read in place; only the forward pass takes post-ops.
 //
 // The call is a kCustom fusion, so its provenance stays where users look for it: the fused
 // computation holds every absorbed instruction with its own metadata, the fusion's op_name joins
@@ -22,6 +25,7 @@
 
 #include "compiler/passes/fusion_utils.h"
 #include "compiler/passes/hlo_pass.h"
+#include "compiler/passes/onednn_convolution.h"
 
 namespace xlens {
 
@@ -45,6 +49,9 @@ struct OneDnnCall {
   // [.., n, k] for the rhs) and read in place.
   bool lhs_transposed = false, rhs_transposed = false;
   std::vector<OneDnnPostOp> post_ops;
+  // A convolution: which oneDNN pass computes it and how its operands are read (post-ops only
+  // on the forward pass).
+  OneDnnConvolution convolution;
 
   // "matmul(lhs^T) + add[last dim] + gelu_tanh", as thunk listings and decisions show it.
   std::string ToString() const;

@@ -6,6 +6,8 @@
 
 #ifdef XLENS_HAVE_ONEDNN
 #include <atomic>
+#include <cstring>
+#include <functional>
 #include <limits>
 #include <map>
 #include <mutex>
@@ -52,11 +54,6 @@ dims RowMajorStrides(const dims& d) {
 dnnl::memory::format_tag ChannelsLast(size_t rank) {
   using tag = dnnl::memory::format_tag;
   return rank == 3 ? tag::nwc : rank == 4 ? tag::nhwc : tag::ndhwc;
-}
-
-dnnl::memory::format_tag KernelChannelsLast(size_t rank) {
-  using tag = dnnl::memory::format_tag;
-  return rank == 3 ? tag::wio : rank == 4 ? tag::hwio : tag::dhwio;
 }
 
 const dnnl::engine& CpuEngine() {
@@ -128,12 +125,20 @@ struct OneDnnThunk::Impl {
   bool split_rows = true;  // matmul: parts are blocks of rows (else of columns)
   int64_t src_step = 0, src_row_step = 0, weights_step = 0, weights_column_step = 0;
   int64_t dst_step = 0, dst_row_step = 0;
-  // Convolution weights come as 01io; oneDNN may want them blocked: reordered once per call
-  // into a buffer made with the thunk (the weights may change between calls).
+  // Convolution weights lie in any order of their dimensions; oneDNN may want them blocked:
+  // reordered once per call into a buffer made with the thunk (the weights may change between
+  // calls). For backward weights the other way: the parts' partial sums, in oneDNN's layout,
+  // are added up and reordered into the result.
+  OneDnnConvolution::Kind convolution_kind = OneDnnConvolution::Kind::kForward;
   bool reorder_weights = false;
   dnnl::memory::desc user_weights_md;
   mutable dnnl::memory weights_buffer;
+  mutable std::vector<dnnl::memory> partial_weights;  // backward weights: one per part
   std::string implementation;
+
+  Status BuildConvolution(const OneDnnCall& call, const std::string& name, int64_t parallelism,
+                          const std::function<dnnl::primitive_attr(const std::vector<dnnl::memory::desc>&)>& attributes);
+  Status ExecuteConvolution(char** frame, ExecuteContext& context, const std::string& name) const;
 };
 
 OneDnnThunk::OneDnnThunk(std::string hlo_name) : Thunk(std::move(hlo_name)) {}
@@ -153,7 +158,6 @@ StatusOr<std::unique_ptr<OneDnnThunk>> OneDnnThunk::Create(std::string hlo_name,
   impl.rhs_slot = operand_slots.at(call->rhs_parameter);
   impl.output_slot = output_slot;
   const HloInstruction& core = *call->core;
-  const Shape& out = core.shape();
   const int64_t parallelism = ThreadPool::Default().parallelism();
 
   dnnl::post_ops post_ops;
@@ -174,7 +178,7 @@ StatusOr<std::unique_ptr<OneDnnThunk>> OneDnnThunk::Create(std::string hlo_name,
     }
   }
   // The post-ops for a part whose addends are `addends` (in post-op order).
-  auto attributes = [&](const std::vector<dnnl::memory::desc>& addends) {
+  auto attributes = [&](const std::vector<dnnl::memory::desc>& addends) -> dnnl::primitive_attr {
     dnnl::post_ops po;
     size_t next = 0;
     for (const OneDnnPostOp& op : call->post_ops) {
@@ -282,63 +286,7 @@ StatusOr<std::unique_ptr<OneDnnThunk>> OneDnnThunk::Create(std::string hlo_name,
       impl.dst_step = m * n;
       impl.dst_row_step = n;
     } else {
-      const Shape& in = core.operand(0)->shape();
-      const Shape& kernel = core.operand(1)->shape();
-      const int64_t spatial = in.rank() - 2;
-      const int64_t images = in.dimensions(0);
-      dims src{0, in.dimensions(spatial + 1)};
-      dims weights{kernel.dimensions(spatial + 1), kernel.dimensions(spatial)};
-      dims dst{0, out.dimensions(spatial + 1)};
-      dims strides, dilates, padding_l, padding_r;
-      impl.src_step = in.dimensions(spatial + 1);
-      impl.dst_step = out.dimensions(spatial + 1);
-      for (int64_t i = 0; i < spatial; ++i) {
-        const WindowDimension& w = core.window->dimensions[i];
-        src.push_back(in.dimensions(i + 1));
-        weights.push_back(kernel.dimensions(i));
-        dst.push_back(out.dimensions(i + 1));
-        impl.src_step *= in.dimensions(i + 1);
-        impl.dst_step *= out.dimensions(i + 1);
-        strides.push_back(w.stride);
-        dilates.push_back(w.window_dilation - 1);
-        padding_l.push_back(w.padding_low);
-        padding_r.push_back(w.padding_high);
-      }
-      impl.total = images;
-      impl.block = (images + parallelism - 1) / parallelism;
-      impl.blocks = (images + impl.block - 1) / impl.block;
-      impl.user_weights_md = dnnl::memory::desc(weights, dt::f32, KernelChannelsLast(weights.size()));
-      for (int64_t count : {impl.block, images - (impl.blocks - 1) * impl.block}) {
-        if (impl.parts.count(count)) continue;
-        Impl::Part part;
-        src[0] = dst[0] = count;
-        part.src = dnnl::memory::desc(src, dt::f32, ChannelsLast(src.size()));
-        part.dst = dnnl::memory::desc(dst, dt::f32, ChannelsLast(dst.size()));
-        const dnnl::memory::desc any_weights(weights, dt::f32, dnnl::memory::format_tag::any);
-        for (OneDnnPostOp::Addend a : impl.addend_kinds) {
-          dims d(dst.size(), 1);
-          if (a == OneDnnPostOp::Addend::kFull) d = dst;
-          if (a == OneDnnPostOp::Addend::kLastDimension) d[1] = dst[1];
-          part.addends.push_back(dnnl::memory::desc(d, dt::f32, ChannelsLast(d.size())));
-        }
-        dnnl::convolution_forward::desc desc(dnnl::prop_kind::forward_inference,
-                                             dnnl::algorithm::convolution_direct, part.src,
-                                             any_weights, part.dst, strides, dilates, padding_l,
-                                             padding_r);
-        dnnl::convolution_forward::primitive_desc pd(desc, attributes(part.addends), CpuEngine());
-        part.primitive = dnnl::convolution_forward(pd);
-        part.scratchpad = pd.scratchpad_desc();
-        part.weights = pd.weights_desc();
-        impl.implementation = pd.impl_info_str();
-        impl.parts.emplace(count, std::move(part));
-      }
-      // Every part must agree on the weights' layout, as they share one reordered copy.
-      const dnnl::memory::desc& chosen = impl.parts.begin()->second.weights;
-      for (const auto& [count, part] : impl.parts) {
-        if (part.weights != chosen) return Error(thunk->hlo_name() + ": oneDNN parts disagree on the weights' layout");
-      }
-      impl.reorder_weights = chosen != impl.user_weights_md;
-      if (impl.reorder_weights) impl.weights_buffer = dnnl::memory(chosen, CpuEngine());
+      RETURN_IF_ERROR(impl.BuildConvolution(*call, thunk->hlo_name(), parallelism, attributes));
     }
   } catch (const dnnl::error& e) {
     return Error(fmt::format("{}: oneDNN refused {}: {}", thunk->hlo_name(), call->ToString(), e.what()));
@@ -348,34 +296,202 @@ StatusOr<std::unique_ptr<OneDnnThunk>> OneDnnThunk::Create(std::string hlo_name,
   return thunk;
 }
 
+Status OneDnnThunk::Impl::BuildConvolution(
+    const OneDnnCall& call, const std::string& name, int64_t parallelism,
+    const std::function<dnnl::primitive_attr(const std::vector<dnnl::memory::desc>&)>& attributes) {
+  using Kind = OneDnnConvolution::Kind;
+  const OneDnnConvolution& c = call.convolution;
+  convolution_kind = c.kind;
+  // Made under Create's SingleThreadedCreation: backward weights, too, fixes its OpenMP team
+  // when the primitive is made.
+  // The activations are channels-last arrays of `count` images; a part starts at an image.
+  auto activation = [](int64_t count, int64_t channels, const std::vector<int64_t>& spatial) {
+    dims d{count, channels};
+    d.insert(d.end(), spatial.begin(), spatial.end());
+    return dnnl::memory::desc(d, dt::f32, ChannelsLast(d.size()));
+  };
+  dims weights{c.output_channels, c.input_channels};
+  weights.insert(weights.end(), c.kernel_spatial.begin(), c.kernel_spatial.end());
+  user_weights_md = dnnl::memory::desc(weights, dt::f32, dims(c.weights_strides.begin(), c.weights_strides.end()));
+  src_step = c.input_channels;
+  for (int64_t d : c.src_spatial) src_step *= d;
+  dst_step = c.output_channels;
+  for (int64_t d : c.dst_spatial) dst_step *= d;
+  const dims strides(c.strides.begin(), c.strides.end()), dilates(c.dilations.begin(), c.dilations.end());
+  const dims padding_l(c.padding_low.begin(), c.padding_low.end());
+  const dims padding_r(c.padding_high.begin(), c.padding_high.end());
+  total = c.images;
+  block = (total + parallelism - 1) / parallelism;
+  blocks = (total + block - 1) / block;
+  const dnnl::memory::desc any_weights(weights, dt::f32, dnnl::memory::format_tag::any);
+  for (int64_t count : {block, total - (blocks - 1) * block}) {
+    if (parts.count(count)) continue;
+    Part part;
+    part.src = activation(count, c.input_channels, c.src_spatial);
+    part.dst = activation(count, c.output_channels, c.dst_spatial);
+    for (OneDnnPostOp::Addend a : addend_kinds) {
+      dims d(part.dst.dims().size(), 1);
+      if (a == OneDnnPostOp::Addend::kFull) d = part.dst.dims();
+      if (a == OneDnnPostOp::Addend::kLastDimension) d[1] = c.output_channels;
+      part.addends.push_back(dnnl::memory::desc(d, dt::f32, ChannelsLast(d.size())));
+    }
+    const dnnl::primitive_attr attr = attributes(part.addends);
+    auto forward = [&](dnnl::prop_kind prop) {
+      return dnnl::convolution_forward::desc(prop, dnnl::algorithm::convolution_direct, part.src,
+                                             any_weights, part.dst, strides, dilates, padding_l, padding_r);
+    };
+    if (c.kind == Kind::kForward) {
+      dnnl::convolution_forward::primitive_desc pd(forward(dnnl::prop_kind::forward_inference), attr, CpuEngine());
+      part.primitive = dnnl::convolution_forward(pd);
+      part.scratchpad = pd.scratchpad_desc();
+      part.weights = pd.weights_desc();
+      implementation = pd.impl_info_str();
+    } else {
+      // A backward primitive is chosen to match a forward one (its hint).
+      const dnnl::convolution_forward::primitive_desc hint(forward(dnnl::prop_kind::forward_training), CpuEngine());
+      if (c.kind == Kind::kBackwardData) {
+        dnnl::convolution_backward_data::desc desc(dnnl::algorithm::convolution_direct, part.src, any_weights,
+                                                   part.dst, strides, dilates, padding_l, padding_r);
+        dnnl::convolution_backward_data::primitive_desc pd(desc, attr, CpuEngine(), hint);
+        part.primitive = dnnl::convolution_backward_data(pd);
+        part.scratchpad = pd.scratchpad_desc();
+        part.weights = pd.weights_desc();
+        implementation = pd.impl_info_str();
+      } else {
+        dnnl::convolution_backward_weights::desc desc(dnnl::algorithm::convolution_direct, part.src, any_weights,
+                                                      part.dst, strides, dilates, padding_l, padding_r);
+        dnnl::convolution_backward_weights::primitive_desc pd(desc, attr, CpuEngine(), hint);
+        part.primitive = dnnl::convolution_backward_weights(pd);
+        part.scratchpad = pd.scratchpad_desc();
+        part.weights = pd.diff_weights_desc();
+        implementation = pd.impl_info_str();
+      }
+    }
+    parts.emplace(count, std::move(part));
+  }
+  // Every part must agree on the weights' layout, as they share one reordered copy (or add up
+  // their partial sums element by element).
+  const dnnl::memory::desc& chosen = parts.begin()->second.weights;
+  for (const auto& [count, part] : parts) {
+    if (part.weights != chosen) return Error(name + ": oneDNN parts disagree on the weights' layout");
+  }
+  reorder_weights = chosen != user_weights_md;
+  if (c.kind != Kind::kBackwardWeights) {
+    if (reorder_weights) weights_buffer = dnnl::memory(chosen, CpuEngine());
+  } else if (blocks > 1 || reorder_weights) {
+    for (int64_t t = 0; t < blocks; ++t) partial_weights.push_back(dnnl::memory(chosen, CpuEngine()));
+  }
+  return OkStatus();
+}
+
+Status OneDnnThunk::Impl::ExecuteConvolution(char** frame, ExecuteContext& context,
+                                             const std::string& name) const {
+  using Kind = OneDnnConvolution::Kind;
+  float* lhs = reinterpret_cast<float*>(frame[lhs_slot]);
+  float* rhs = reinterpret_cast<float*>(frame[rhs_slot]);
+  float* output = reinterpret_cast<float*>(frame[output_slot]);
+  float* weights = rhs;
+  try {
+    if (convolution_kind != Kind::kBackwardWeights && reorder_weights) {
+      dnnl::memory user(user_weights_md, CpuEngine(), rhs);
+      dnnl::reorder(user, weights_buffer).execute(ThreadStream(), user, weights_buffer);
+      ThreadStream().wait();
+      weights = static_cast<float*>(weights_buffer.get_data_handle());
+    }
+  } catch (const dnnl::error& e) {
+    return Error(fmt::format("{}: oneDNN: {}", name, e.what()));
+  }
+  std::atomic<bool> failed{false};
+  std::string failure;
+  std::mutex failure_mu;
+  auto run = [&](int64_t begin, int64_t end) {
+    for (int64_t t = begin; t < end; ++t) {
+      const int64_t first = t * block;
+      const Part& part = parts.at(std::min(block, total - first));
+      float* src = lhs + first * src_step;
+      try {
+        std::unordered_map<int, dnnl::memory> args;
+        auto bind = [&](int arg, const dnnl::memory::desc& md, void* data) {
+          args[arg] = dnnl::memory(md, CpuEngine(), data);
+        };
+        switch (convolution_kind) {
+          case Kind::kForward:
+            bind(DNNL_ARG_SRC, part.src, src);
+            bind(DNNL_ARG_WEIGHTS, part.weights, weights);
+            bind(DNNL_ARG_DST, part.dst, output + first * dst_step);
+            for (size_t a = 0; a < addend_slots.size(); ++a) {
+              float* addend = reinterpret_cast<float*>(frame[addend_slots[a]]);
+              if (addend_kinds[a] == OneDnnPostOp::Addend::kFull) addend += first * dst_step;
+              bind(DNNL_ARG_ATTR_MULTIPLE_POST_OP(addend_post_ops[a]) | DNNL_ARG_SRC_1, part.addends[a], addend);
+            }
+            break;
+          case Kind::kBackwardData:
+            bind(DNNL_ARG_DIFF_DST, part.dst, lhs + first * dst_step);
+            bind(DNNL_ARG_WEIGHTS, part.weights, weights);
+            bind(DNNL_ARG_DIFF_SRC, part.src, output + first * src_step);
+            break;
+          case Kind::kBackwardWeights:
+            bind(DNNL_ARG_SRC, part.src, src);
+            bind(DNNL_ARG_DIFF_DST, part.dst, rhs + first * dst_step);
+            bind(DNNL_ARG_DIFF_WEIGHTS, part.weights,
+                 partial_weights.empty() ? output : partial_weights[t].get_data_handle());
+            break;
+        }
+        thread_local std::vector<char> scratchpad;
+        if (scratchpad.size() < part.scratchpad.get_size()) scratchpad.resize(part.scratchpad.get_size());
+        bind(DNNL_ARG_SCRATCHPAD, part.scratchpad, scratchpad.data());
+        dnnl::stream& stream = ThreadStream();
+        part.primitive.execute(stream, args);
+        stream.wait();
+      } catch (const dnnl::error& e) {
+        std::lock_guard<std::mutex> lock(failure_mu);
+        failed = true;
+        failure = e.what();
+      }
+    }
+  };
+  if (context.pool == nullptr || blocks == 1) {
+    run(0, blocks);
+  } else {
+    context.pool->ParallelFor(blocks, 1, run);
+  }
+  if (failed) return Error(fmt::format("{}: oneDNN: {}", name, failure));
+  if (partial_weights.empty()) return OkStatus();
+  // Backward weights in parts: each part summed its images; the kernel's gradient is the sum.
+  float* sum = static_cast<float*>(partial_weights[0].get_data_handle());
+  const size_t elements = partial_weights[0].get_desc().get_size() / sizeof(float);
+  for (size_t p = 1; p < partial_weights.size(); ++p) {
+    const float* part = static_cast<const float*>(partial_weights[p].get_data_handle());
+    for (size_t e = 0; e < elements; ++e) sum[e] += part[e];
+  }
+  try {
+    if (reorder_weights) {
+      dnnl::memory user(user_weights_md, CpuEngine(), output);
+      dnnl::reorder(partial_weights[0], user).execute(ThreadStream(), partial_weights[0], user);
+      ThreadStream().wait();
+    } else {
+      std::memcpy(output, sum, elements * sizeof(float));
+    }
+  } catch (const dnnl::error& e) {
+    return Error(fmt::format("{}: oneDNN: {}", name, e.what()));
+  }
+  return OkStatus();
+}
+
 Status OneDnnThunk::Execute(char** frame, ExecuteContext& context) const {
   const Impl& impl = *impl_;
-  const int64_t tasks = impl.is_convolution ? impl.blocks : impl.batch * impl.blocks;
+  if (impl.is_convolution) return impl.ExecuteConvolution(frame, context, hlo_name());
+  const int64_t tasks = impl.batch * impl.blocks;
   std::atomic<bool> failed{false};
   std::string failure;
   std::mutex failure_mu;
   float* lhs = reinterpret_cast<float*>(frame[impl.lhs_slot]);
   float* rhs = reinterpret_cast<float*>(frame[impl.rhs_slot]);
   float* output = reinterpret_cast<float*>(frame[impl.output_slot]);
-  try {
-    if (impl.reorder_weights) {
-      dnnl::memory user(impl.user_weights_md, CpuEngine(), rhs);
-      dnnl::reorder(user, impl.weights_buffer).execute(ThreadStream(), user, impl.weights_buffer);
-      ThreadStream().wait();
-      rhs = static_cast<float*>(impl.weights_buffer.get_data_handle());
-    }
-  } catch (const dnnl::error& e) {
-    return Error(fmt::format("{}: oneDNN: {}", hlo_name(), e.what()));
-  }
   auto run = [&](int64_t begin, int64_t end) {
     for (int64_t t = begin; t < end; ++t) {
       int64_t src_offset, weights_offset = 0, dst_offset, count, bias_offset = 0;
-      if (impl.is_convolution) {
-        const int64_t first = t * impl.block;
-        count = std::min(impl.block, impl.total - first);
-        src_offset = first * impl.src_step;
-        dst_offset = first * impl.dst_step;
-      } else {
+      {
         const int64_t b = t / impl.blocks, first = (t % impl.blocks) * impl.block;
         count = std::min(impl.block, impl.total - first);
         const int64_t r0 = impl.split_rows ? first : 0, c0 = impl.split_rows ? 0 : first;

@@ -237,6 +237,31 @@ ENTRY e {
   ExpectMatchesEvaluator(text);
 }
 
+TEST(ElementalIrEmitterTest, ReshapedRowMajorArraysAreReadAtTheRowMajorPosition) {
+  // A reshape between row-major arrays reads its operand at the result's own row-major position
+  // (no division per dimension): through an elementwise op, from a parameter beside one of the
+  // result's shape, through two reshapes in a row; an operand in another layout is still read
+  // through its own index.
+  const char* text = R"(HloModule m
+ENTRY e {
+  x = f32[4,3,5,2]{3,2,1,0} parameter(0)
+  y = f32[4,30]{1,0} parameter(1)
+  z = f32[4,30]{0,1} parameter(2)
+  c = f32[] constant(0)
+  cb = f32[4,3,5,2]{3,2,1,0} broadcast(c), dimensions={}
+  m = f32[4,3,5,2]{3,2,1,0} maximum(x, cb)
+  r = f32[4,30]{1,0} reshape(m)
+  a = f32[4,30]{1,0} add(r, y)
+  ry = f32[4,3,5,2]{3,2,1,0} reshape(y)
+  rz = f32[4,3,5,2]{3,2,1,0} reshape(z)
+  b = f32[4,3,5,2]{3,2,1,0} multiply(ry, rz)
+  r2 = f32[12,10]{1,0} reshape(b)
+  r3 = f32[6,20]{1,0} reshape(r2)
+  ROOT t = (f32[4,30]{1,0}, f32[6,20]{1,0}) tuple(a, r3)
+})";
+  ExpectMatchesEvaluator(text);
+}
+
 TEST(ElementalIrEmitterTest, VariadicReduceArgmax) {
   const char* text = R"(HloModule m
 argmax {

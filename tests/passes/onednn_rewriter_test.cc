@@ -2,6 +2,7 @@
 #include "compiler/passes/onednn_activation_matcher.h"
 
 #include <fstream>
+#include <map>
 #include <sstream>
 
 #include <gmock/gmock.h>
@@ -357,6 +358,95 @@ ENTRY e {
   ASSERT_EQ(pass.decisions().size(), 1u);
   EXPECT_FALSE(pass.decisions()[0].fused);
   EXPECT_THAT(pass.decisions()[0].reason, HasSubstr("f32 row-major arrays only"));
+}
+
+// The gradients of a stride-2 convolution as JAX writes them, after conv-canonicalization: the
+// input's gradient reads the reversed kernel with its features swapped, the kernel's gradient
+// reads the input and the output's gradient with batch and features swapped.
+constexpr char kConvolutionGradients[] = R"(HloModule m
+ENTRY e {
+  x = f32[2,6,6,3]{3,2,1,0} parameter(0)
+  k = f32[3,3,3,4]{3,2,1,0} parameter(1)
+  dy = f32[2,3,3,4]{3,2,1,0} parameter(2)
+  rev = f32[3,3,3,4]{3,2,1,0} reverse(k), dimensions={0,1}, metadata={op_name="jit(f)/rev"}
+  tk = f32[3,3,4,3]{3,2,1,0} transpose(rev), dimensions={0,1,3,2}, metadata={op_name="jit(f)/conv_general_dilated"}
+  dx = f32[2,6,6,3]{3,2,1,0} convolution(dy, tk), window={size=3x3 pad=2_1x2_1 lhs_dilate=2x2}, dim_labels=b01f_01io->b01f, metadata={op_name="jit(f)/conv_general_dilated"}
+  tx = f32[3,6,6,2]{3,2,1,0} transpose(x), dimensions={3,1,2,0}, metadata={op_name="jit(f)/conv_general_dilated"}
+  tdy = f32[3,3,2,4]{3,2,1,0} transpose(dy), dimensions={1,2,0,3}, metadata={op_name="jit(f)/conv_general_dilated"}
+  dk = f32[3,3,3,4]{3,2,1,0} convolution(tx, tdy), window={size=3x3 pad=0_1x0_1 rhs_dilate=2x2}, dim_labels=b01f_01io->b01f, metadata={op_name="jit(f)/conv_general_dilated"}
+  tdk = f32[3,3,3,4]{3,2,1,0} transpose(dk), dimensions={1,2,0,3}
+  ndy = f32[3,3,2,4]{3,2,1,0} negate(tdy)
+  ROOT r = (f32[2,6,6,3]{3,2,1,0}, f32[3,3,3,4]{3,2,1,0}, f32[3,3,2,4]{3,2,1,0}) tuple(dx, tdk, ndy)
+})";
+
+TEST(OneDnnRewriterTest, GradientConvolutionsReadTheirOperandsInPlace) {
+  OneDnnRewriter checked;
+  Rewrite(checked, kConvolutionGradients);  // the evaluator agrees before and after
+  OneDnnRewriter pass;
+  auto module = xlens::testing::ParseModuleOrDie(kConvolutionGradients);
+  ASSERT_NE(module, nullptr);
+  ASSERT_TRUE(xlens::testing::RunPassChecked(pass, *module).ok());
+  EXPECT_EQ(Calls(*module), "convolution_backward_weights\nconvolution_backward_data\n");
+  // The reverse and the kernel's transpose are gone; the input's transpose too; the transpose of
+  // the output's gradient stays for its other user (and is read in place all the same); the
+  // result's transpose is not the call's.
+  EXPECT_EQ(CountOpcode(*module, HloOpcode::kReverse), 0);
+  EXPECT_EQ(CountOpcode(*module, HloOpcode::kTranspose), 2);
+  const HloInstruction* data = CustomFusions(*module)[1];
+  bool reverse_inside = false;
+  for (const HloInstruction* i : data->fused_computation()->instructions()) {
+    if (i->name() == "rev") reverse_inside = i->metadata.op_name == "jit(f)/rev";
+  }
+  EXPECT_TRUE(reverse_inside);
+  EXPECT_EQ(data->metadata.op_name, "jit(f)/rev;jit(f)/conv_general_dilated");
+  std::map<std::string, std::string> notes;
+  for (const FusionDecision& d : pass.decisions()) {
+    if (d.fused) notes[d.producer] = d.reason;
+  }
+  EXPECT_EQ(notes["rev"], "kernel read unreversed by convolution_backward_data");
+  EXPECT_EQ(notes["tk"], "operand read in place through strides (no transpose)");
+  EXPECT_EQ(notes["tx"], "operand read in place through strides (no transpose)");
+  EXPECT_EQ(notes["tdy"], "operand read in place through strides (no transpose)");
+  EXPECT_EQ(notes["dk"], "oneDNN convolution_backward_weights");
+}
+
+TEST(OneDnnRewriterTest, ConvolutionsOneDnnCannotComputeAreLeftWithAReason) {
+  struct Case {
+    std::string convolution, reason;
+  };
+  const std::vector<Case> cases = {
+      {"c = f32[2,10,10,4]{3,2,1,0} convolution(x, k), window={size=3x3 pad=2_1x2_1 lhs_dilate=2x2}, dim_labels=b01f_01io->b01f",
+       "base dilation without a kernel reversed in every spatial dimension"},
+      {"c = f32[2,5,5,4]{3,2,1,0} convolution(x, k), window={size=3x3 stride=2x2 pad=2_1x2_1 lhs_dilate=2x2 rhs_reversal=1x1}, dim_labels=b01f_01io->b01f",
+       "base dilation or a reversed kernel together with a stride"},
+      {"c = f32[2,6,5,4]{3,2,1,0} convolution(x, k), window={size=3x3 pad=3_0x1_1 rhs_reversal=1x1}, dim_labels=b01f_01io->b01f",
+       "padding beyond the kernel's extent in a backward-data convolution"},
+      {"c = f32[2,4,3,4]{3,2,1,0} convolution(x, k), window={size=3x3 pad=-1_2x0_0}, dim_labels=b01f_01io->b01f",
+       "negative padding"},
+  };
+  for (const Case& c : cases) {
+    SCOPED_TRACE(c.convolution);
+    OneDnnRewriter pass;
+    auto module = Rewrite(pass, "HloModule m\nENTRY e {\n  x = f32[2,5,5,3]{3,2,1,0} parameter(0)\n"
+                                "  k = f32[3,3,3,4]{3,2,1,0} parameter(1)\n  ROOT " + c.convolution + "\n}\n",
+                          /*expect_change=*/false);
+    ASSERT_NE(module, nullptr);
+    ASSERT_EQ(pass.decisions().size(), 1u);
+    EXPECT_FALSE(pass.decisions()[0].fused);
+    EXPECT_EQ(pass.decisions()[0].reason, c.reason + "; left to Eigen");
+  }
+  // Activations that do not lie channels-last (the input's features outermost) stay too.
+  OneDnnRewriter pass;
+  auto module = Rewrite(pass, R"(HloModule m
+ENTRY e {
+  x = f32[3,2,5,5]{3,2,1,0} parameter(0)
+  k = f32[3,3,3,4]{3,2,1,0} parameter(1)
+  ROOT c = f32[2,5,5,4]{3,2,1,0} convolution(x, k), window={size=3x3 pad=1_1x1_1}, dim_labels=fb01_01io->b01f
+})",
+                        /*expect_change=*/false);
+  ASSERT_NE(module, nullptr);
+  ASSERT_EQ(pass.decisions().size(), 1u);
+  EXPECT_THAT(pass.decisions()[0].reason, HasSubstr("channels-last"));
 }
 
 }  // namespace

@@ -1,7 +1,9 @@
 // oneDNN calls against the reference evaluator: every post-op the rewriter fuses and every
 // layout it accepts (plain, transposed lhs, transposed rhs, both, batched; convolutions in 1, 2
-// and 3 spatial dimensions with strides, dilation and asymmetric padding). Each module is also
-// checked to have run through oneDNN, so a case that silently fell back to Eigen fails.
+// and 3 spatial dimensions with strides, dilation and asymmetric padding, and the two gradient
+// convolutions JAX writes for them). Each module is also checked to have run through oneDNN, so
+// a case that silently fell back to Eigen fails; what oneDNN cannot take is checked to run
+// without it and still agree.
 #include "compiler/runtime/onednn_thunks.h"
 
 #include <fstream>
@@ -284,6 +286,13 @@ ENTRY e {
 ENTRY e {
   x = f32[3,20,4] parameter(0)
   k = f32[5,4,2] parameter(1)
+  ROOT c = f32[3,8,2] convolution(x, k), window={size=5 stride=2 pad=0_-1}, dim_labels=b0f_0io->b0f
+})",
+                               "convolution");
+  ExpectOneDnnMatchesEvaluator(R"(HloModule c
+ENTRY e {
+  x = f32[3,20,4] parameter(0)
+  k = f32[5,4,2] parameter(1)
   ROOT c = f32[3,8,2] convolution(x, k), window={size=5 stride=2}, dim_labels=b0f_0io->b0f
 })",
                                "convolution");
@@ -294,6 +303,104 @@ ENTRY e {
   ROOT c = f32[1,4,6,3,2] convolution(x, k), window={size=2x3x2 pad=0_0x1_1x0_0}, dim_labels=b012f_012io->b012f
 })",
                                "convolution");
+}
+
+// One convolution of parameters `lhs` and `rhs` (the rhs reversed in `reverse` first, when
+// given), as JAX writes the gradients of a convolution.
+std::string ConvolutionModule(const std::string& lhs, const std::string& rhs, const std::string& out,
+                              const std::string& attributes, const std::string& reverse = "") {
+  std::string text = "HloModule c\nENTRY e {\n  a = " + lhs + " parameter(0)\n  b = " + rhs + " parameter(1)\n";
+  if (!reverse.empty()) text += "  rb = " + rhs + " reverse(b), dimensions={" + reverse + "}\n";
+  return text + "  ROOT c = " + out + " convolution(a, " + (reverse.empty() ? "b" : "rb") + "), " +
+         attributes + "\n}\n";
+}
+
+// The gradients of the forward convolutions above (and of a NCHW one and a stride-3 VALID one)
+// with respect to the input and to the kernel, exactly as jax.grad lowers them.
+TEST_F(OneDnnThunkTest, JaxGradientConvolutionsRunAsBackwardPasses) {
+  struct Case {
+    std::string lhs, rhs, out, attributes, reverse, call;
+  };
+  const std::string data = "convolution_backward_data", weights = "convolution_backward_weights";
+  const std::vector<Case> cases = {
+      // NHWC, stride 2x1, asymmetric padding.
+      {"f32[2,5,11,7]", "f32[3,2,5,7]", "f32[2,9,11,5]",
+       "window={size=3x2 pad=1_1x1_0 lhs_dilate=2x1}, dim_labels=b01f_01oi->b01f", "0,1", data},
+      {"f32[2,9,11,5]", "f32[2,5,11,7]", "f32[3,2,5,7]",
+       "window={size=5x11 pad=1_1x0_1 rhs_dilate=2x1}, dim_labels=f01b_i01o->01bf", "", weights},
+      // Kernel dilation 2x2: the gradients' window dilation and stride.
+      {"f32[2,7,6,4]", "f32[3,3,3,4]", "f32[2,8,8,3]",
+       "window={size=3x3 pad=2_3x4_2 rhs_dilate=2x2}, dim_labels=b01f_01oi->b01f", "0,1", data},
+      {"f32[2,8,8,3]", "f32[2,7,6,4]", "f32[3,3,3,4]",
+       "window={size=7x6 stride=2x2 pad=2_1x0_2}, dim_labels=f01b_i01o->01bf", "", weights},
+      // 1-D, stride 2, VALID: the kernel's gradient crops the input (negative padding).
+      {"f32[3,8,2]", "f32[5,4,2]", "f32[3,20,4]",
+       "window={size=5 pad=4_5 lhs_dilate=2}, dim_labels=b0f_0oi->b0f", "0", data},
+      {"f32[3,20,4]", "f32[3,8,2]", "f32[5,4,2]",
+       "window={size=8 pad=0_-1 rhs_dilate=2}, dim_labels=f0b_i0o->0bf", "", weights},
+      // 3-D, stride 1: the input's gradient is a reversed convolution without dilation.
+      {"f32[1,4,6,3,2]", "f32[2,3,2,3,2]", "f32[1,5,6,4,3]",
+       "window={size=2x3x2 pad=1_1x1_1x1_1}, dim_labels=b012f_012oi->b012f", "0,1,2", data},
+      {"f32[1,5,6,4,3]", "f32[1,4,6,3,2]", "f32[2,3,2,3,2]",
+       "window={size=4x6x3 pad=0_0x1_1x0_0}, dim_labels=f012b_i012o->012bf", "", weights},
+      // NCHW / OIHW: the input's gradient reads a channels-last transpose of the output's; the
+      // kernel's gradient cannot read NCHW activations in place and runs as a forward
+      // convolution on the transposes conv-canonicalization makes.
+      {"f32[2,4,5,4]", "f32[4,3,3,3]", "f32[2,3,9,8]",
+       "window={size=3x3 pad=1_1x2_1 lhs_dilate=2x2}, dim_labels=bf01_io01->bf01", "2,3", data},
+      {"f32[2,3,9,8]", "f32[2,4,5,4]", "f32[4,3,3,3]",
+       "window={size=5x4 pad=1_1x0_1 rhs_dilate=2x2}, dim_labels=fb01_io01->fb01", "", "convolution;"},
+      // Stride 3, VALID on 10: the last input row and column get no gradient.
+      {"f32[2,3,3,4]", "f32[3,3,3,4]", "f32[2,10,10,3]",
+       "window={size=3x3 pad=2_3x2_3 lhs_dilate=3x3}, dim_labels=b01f_01oi->b01f", "0,1", data},
+      {"f32[2,10,10,3]", "f32[2,3,3,4]", "f32[3,3,3,4]",
+       "window={size=3x3 pad=0_-1x0_-1 rhs_dilate=3x3}, dim_labels=f01b_i01o->01bf", "", weights},
+      // The kernel reversed by the window instead of a reverse.
+      {"f32[2,5,11,7]", "f32[3,2,5,7]", "f32[2,9,11,5]",
+       "window={size=3x2 pad=1_1x1_0 lhs_dilate=2x1 rhs_reversal=1x1}, dim_labels=b01f_01oi->b01f", "", data},
+  };
+  for (const Case& c : cases) {
+    ExpectOneDnnMatchesEvaluator(ConvolutionModule(c.lhs, c.rhs, c.out, c.attributes, c.reverse), c.call);
+  }
+}
+
+TEST_F(OneDnnThunkTest, GradientsSplitOverThePoolAddUp) {
+  // Enough images for a part per thread: the kernel's gradient is summed over the parts.
+  const std::string parts = ThreadPool::Default().parallelism() >= 2 ? "; 2 parts on the pool" : "";
+  ExpectOneDnnMatchesEvaluator(
+      ConvolutionModule("f32[6,12,12,3]", "f32[6,6,6,5]", "f32[3,3,3,5]",
+                        "window={size=6x6 pad=0_1x0_1 rhs_dilate=2x2}, dim_labels=f01b_i01o->01bf"),
+      "convolution_backward_weights", parts);
+  ExpectOneDnnMatchesEvaluator(
+      ConvolutionModule("f32[6,6,6,5]", "f32[3,3,3,5]", "f32[6,12,12,3]",
+                        "window={size=3x3 pad=2_1x2_1 lhs_dilate=2x2}, dim_labels=b01f_01oi->b01f", "0,1"),
+      "convolution_backward_data", parts);
+}
+
+TEST_F(OneDnnThunkTest, WhatOneDnnCannotTakeRunsWithoutIt) {
+  const std::vector<std::string> modules = {
+      // Base dilation with a kernel that is not reversed: no backward pass of oneDNN's.
+      ConvolutionModule("f32[2,5,5,3]", "f32[3,3,3,4]", "f32[2,10,10,4]",
+                        "window={size=3x3 pad=2_1x2_1 lhs_dilate=2x2}, dim_labels=b01f_01io->b01f"),
+      // Base dilation and a stride together.
+      ConvolutionModule("f32[2,9,3]", "f32[3,3,4]", "f32[2,9,4]",
+                        "window={size=3 stride=2 pad=1_1 lhs_dilate=2}, dim_labels=b0f_0io->b0f", "0"),
+      // Negative low padding.
+      ConvolutionModule("f32[2,6,3]", "f32[3,3,4]", "f32[2,5,4]",
+                        "window={size=3 pad=-1_2}, dim_labels=b0f_0io->b0f"),
+      // A grouped convolution.
+      ConvolutionModule("f32[2,6,6,4]", "f32[3,3,2,6]", "f32[2,4,4,6]",
+                        "window={size=3x3}, dim_labels=b01f_01io->b01f, feature_group_count=2"),
+  };
+  for (const std::string& text : modules) {
+    SCOPED_TRACE(text);
+    auto module = ParseHloModule(text);
+    ASSERT_TRUE(module.ok()) << module.status().message();
+    auto exe = CompileForCpu(std::move(*module), {});
+    ASSERT_TRUE(exe.ok()) << exe.status().message();
+    EXPECT_THAT((*exe)->ThunkSequenceText(), ::testing::Not(HasSubstr("oneDNN")));
+    testing::ExpectMatchesEvaluator(text, {}, {2e-5, 2e-5});
+  }
 }
 
 }  // namespace
