@@ -22,6 +22,7 @@
 namespace xlens {
 namespace {
 
+using codegen::gpu::PlanGemmSplit;
 using codegen::gpu::PlanSplit;
 using codegen::gpu::PlanStreamingSplit;
 
@@ -39,6 +40,15 @@ TEST(GpuLaunchPlanTest, SplitsOnlyLaunchesOfFewerBlocksThanSms) {
   EXPECT_EQ(PlanSplit(1, 7, 2).slices, 3);        // 3 slices of 3 steps: 3, 3, 1
   EXPECT_EQ(PlanSplit(1, 7, 2).steps_per_slice, 3);
   EXPECT_EQ(PlanSplit(0, 7, 2).slices, 1);
+}
+
+TEST(GpuLaunchPlanTest, GemmSplitOnlyWhenItPaysForTheSecondKernel) {
+  const double step_ns = 1088 / 1.98;  // the tiled GEMM's K step
+  // The MLP's forward product: 8 tiles x 49 steps, 27 us of shared-memory time on 8 SMs.
+  EXPECT_EQ(PlanGemmSplit(8, 49, step_ns, 128.0 * 256 * 4).slices, 17);
+  // Its weight gradient x^T dh, [784,128]x[128,256]: 52 tiles x 8 steps (4.4 us) would save
+  // 2.7 us in 3 slices, less than the second kernel costs.
+  EXPECT_EQ(PlanGemmSplit(52, 8, step_ns, 784.0 * 256 * 4).slices, 1);
 }
 
 TEST(GpuLaunchPlanTest, StreamingSplitOnlyWhenItPaysForTheSecondKernel) {
@@ -109,7 +119,7 @@ Predicted RunAndPredict(runtime::GpuSimDevice& device, const std::string& text, 
     EXPECT_TRUE(match.ok()) << match.message();
   }
   auto analysis = runtime::AnalyseGpuSimRun(**exe, device, runtime::GpuTargetByName("h100").value(),
-                                            /*sample_blocks=*/64);
+                                            /*sample_blocks=*/8);
   EXPECT_TRUE(analysis.ok()) << analysis.status().message();
   if (!analysis.ok()) return {};
   Predicted p;

@@ -16,12 +16,27 @@ SplitPlan PlanSplit(int64_t tiles, int64_t steps, int64_t min_steps, int64_t sms
   return plan;
 }
 
+namespace {
+// The H100 figures of runtime/gpu_timing_model.cc (dram_copy_gbps, launch_overhead_ns,
+// warp_gbps, max_warps_per_sm).
+constexpr double kDramGbps = 3000, kLaunchNs = 2000, kWarpGbps = 6;
+constexpr int64_t kWarpsPerSm = 64;
+}  // namespace
+
+SplitPlan PlanGemmSplit(int64_t tiles, int64_t steps, double step_ns, double partial_bytes, int64_t sms) {
+  const SplitPlan plan = PlanSplit(tiles, steps, /*min_steps=*/2, sms);
+  if (plan.slices == 1) return plan;
+  // The blocks of a launch share the SMs: tiles * steps block-steps over min(sms, blocks) SMs.
+  auto time_ns = [&](int64_t blocks) {
+    return static_cast<double>(tiles * steps) * step_ns / static_cast<double>(std::min(sms, blocks));
+  };
+  const double saved = time_ns(tiles) - time_ns(tiles * plan.slices);
+  if (saved <= kLaunchNs + static_cast<double>(plan.slices) * partial_bytes / kDramGbps) return {1, steps};
+  return plan;
+}
+
 SplitPlan PlanStreamingSplit(int64_t tiles, int64_t warps_per_block, int64_t steps, int64_t min_steps,
                              double bytes, int64_t sms) {
-  // The H100 figures of runtime/gpu_timing_model.cc (warp_gbps, dram_copy_gbps,
-  // launch_overhead_ns, max_warps_per_sm).
-  constexpr double kWarpGbps = 6, kDramGbps = 3000, kLaunchNs = 2000;
-  constexpr int64_t kWarpsPerSm = 64;
   const SplitPlan plan = PlanSplit(tiles, steps, min_steps, sms);
   if (plan.slices == 1) return plan;
   auto time_ns = [&](int64_t blocks) {

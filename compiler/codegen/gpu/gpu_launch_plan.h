@@ -31,6 +31,13 @@ SplitPlan PlanSplit(int64_t tiles, int64_t steps, int64_t min_steps, int64_t sms
 // the second kernel. Its figures: a resident warp keeps about 6 GB/s in flight, the DRAM gives
 // 3.0 TB/s, a launch costs 2 us, an SM holds 64 warps; so a launch of w warps takes
 // max(bytes / 3 TB/s, bytes / (w * 6 GB/s)), and splitting must save more than 2 us.
+// A tiled GEMM of `tiles` blocks walking `steps` steps of K, each step of one block costing
+// `step_ns` on its SM (its shared-memory wavefronts at the clock): PlanSplit's slices only when
+// the time they save on the SMs exceeds the second kernel's launch and its read of the partial
+// tiles (`partial_bytes` per slice), at the timing model's figures (as PlanStreamingSplit).
+SplitPlan PlanGemmSplit(int64_t tiles, int64_t steps, double step_ns, double partial_bytes,
+                        int64_t sms = kTargetSms);
+
 SplitPlan PlanStreamingSplit(int64_t tiles, int64_t warps_per_block, int64_t steps, int64_t min_steps,
                              double bytes, int64_t sms = kTargetSms);
 
