@@ -242,6 +242,10 @@ std::vector<FlagSpec> MakeSpecs() {
                "GPU kernels one thread per output element (reductions, transposes and dots "
                "included) instead of warp reductions, shared-memory tiles and the tiled GEMM: "
                "the kernels before and after, to compare."),
+      BoolFlag("xla_gpu_xlens_split_launches", &D::xla_gpu_xlens_split_launches,
+               "GPU GEMMs with few output tiles split K, and column reductions with few column "
+               "tiles split their rows, across blocks (partial results combined by a second "
+               "kernel); false: the one tiled kernel, to compare."),
       FlagSpec{{"tf_xla_auto_jit", "string", "",
                 "Auto-clustering: -1 off, 0 as the session config says, 1 on for likely wins, 2 "
                 "on for everything; single-gpu(N) or fusible.",

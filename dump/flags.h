@@ -56,6 +56,9 @@ struct DebugOptions {
   // The GPU backend's one-thread-per-element kernels instead of its warp, shared-memory and tiled
   // ones (to compare the two).
   bool xla_gpu_xlens_naive_emitters = false;
+  // Split a GEMM's K and a column reduction's rows across blocks when one tiled launch would fill
+  // too few SMs (off: the one tiled kernel, to compare).
+  bool xla_gpu_xlens_split_launches = true;
   // Where compiled CPU kernels are kept across processes (empty: in memory only).
   std::string xla_xlens_persistent_cache_dir;
 

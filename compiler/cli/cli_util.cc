@@ -174,6 +174,7 @@ Status SetUpFromFlags(const std::vector<std::string>& extra_flags, std::string_v
   }
   setup.opt_level = static_cast<int>(debug.xla_backend_optimization_level);
   setup.optimize.gpu_naive_emitters = debug.xla_gpu_xlens_naive_emitters;
+  setup.optimize.gpu_split_launches = debug.xla_gpu_xlens_split_launches;
   if (!debug.xla_dump_to.empty() || debug.xla_dump_hlo_as_text || debug.xla_dump_hlo_as_dot ||
       debug.xla_dump_hlo_as_html) {
     setup.dump.emplace(debug);

@@ -68,7 +68,8 @@ class KernelBuilder {
   // A reduction that keeps its operand's minor-most dimension, emitted with the loops
   // interchanged: each task owns a block of outputs and sweeps the reduced rows over it, so
   // every load is contiguous and the sweep vectorizes across outputs.
-  Status EmitColumnReduction(const HloInstruction* reduce, const Destination& destination);
+  Status EmitColumnReduction(const HloInstruction* reduce, const Destination& destination,
+                             bool may_split = true);
   Status EmitScatter(const HloInstruction* scatter);
   // --- CPU row kernels (cpu/cpu_row_emitter.cc) ---
   // `outputs` as one phase of one task per row when they form a row fusion (row_analysis.h):
@@ -100,7 +101,11 @@ class KernelBuilder {
   StatusOr<bool> TryEmitGpuRowKernel(const std::vector<RowOutput>& outputs);
   // A column reduction: tiles of 32 output columns, each warp reading 32 consecutive elements of
   // a row, partial results combined through shared memory.
-  Status EmitGpuColumnReduction(const HloInstruction* reduce, const Destination& destination);
+  // With `may_split` (and KernelOptions::gpu_split_launches), few tiles and many rows split the
+  // rows across blocks (gpu/gpu_launch_plan.h): partial results go to scratch, past what the
+  // kernel has reserved so far, and a second phase combines them.
+  Status EmitGpuColumnReduction(const HloInstruction* reduce, const Destination& destination,
+                                bool may_split = true);
 
   // --- Transpose (gpu/gpu_transpose_emitter.cc) ---
   // A root transpose (or layout-changing copy) tiled through shared memory: 32x32 tiles padded
@@ -115,8 +120,11 @@ class KernelBuilder {
   // of 16 through shared memory. With `epilogue`, each output is epilogue(dot) at its index.
   // False (nothing emitted) for what it does not handle (element types, several contracting
   // dimensions).
+  // With `may_split` (and KernelOptions::gpu_split_launches), few tiles and a long K split K
+  // across blocks (gpu/gpu_launch_plan.h): partial tiles go to scratch, past what the kernel
+  // has reserved so far, and a second phase sums them and applies the epilogue.
   StatusOr<bool> TryEmitGpuGemm(const HloInstruction* dot, const HloInstruction* epilogue,
-                                const Destination& destination);
+                                const Destination& destination, bool may_split = true);
 
   const HloInstruction& hlo_;
   llvm::Module& module_;

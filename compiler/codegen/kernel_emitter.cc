@@ -227,8 +227,8 @@ bool KernelBuilder::IsColumnReduction(const HloInstruction* hlo) const {
 }
 
 Status KernelBuilder::EmitColumnReduction(const HloInstruction* reduce,
-                                          const Destination& destination) {
-  if (GpuTuned()) return EmitGpuColumnReduction(reduce, destination);
+                                          const Destination& destination, bool may_split) {
+  if (GpuTuned()) return EmitGpuColumnReduction(reduce, destination, may_split);
   const int64_t count = reduce->operand_count() / 2;
   const Shape& in = reduce->operand(0)->shape();
   const Shape& out = reduce->shape().IsTuple() ? reduce->shape().tuple_shapes(0) : reduce->shape();
@@ -655,11 +655,13 @@ StatusOr<KernelSpec> KernelBuilder::Build() {
       if (GpuTuned() && x->opcode() == HloOpcode::kReduce && !IsColumnReduction(x)) {
         ASSIGN_OR_RETURN(done, TryEmitGpuRowKernel({{x, to_scratch}}));
       } else if (GpuTuned() && x->opcode() == HloOpcode::kDot) {
-        ASSIGN_OR_RETURN(done, TryEmitGpuGemm(x, nullptr, to_scratch));
+        // Not split: this loop is still laying out scratch.
+        ASSIGN_OR_RETURN(done, TryEmitGpuGemm(x, nullptr, to_scratch, /*may_split=*/false));
       }
       if (done) {
       } else if (IsColumnReduction(x)) {
-        RETURN_IF_ERROR(EmitColumnReduction(x, [&](int64_t k) { return ArrayOf(materialized[k]); }));
+        RETURN_IF_ERROR(EmitColumnReduction(x, [&](int64_t k) { return ArrayOf(materialized[k]); },
+                                            /*may_split=*/false));
       } else RETURN_IF_ERROR(EmitParallelLoop(loop_shape, WorkPerElement(*x),
                                        [&](ElementalIrEmitter& e, const IrIndex& index) -> Status {
         ASSIGN_OR_RETURN(std::vector<Value*> leaves, e.EmitLeaves(x, index));

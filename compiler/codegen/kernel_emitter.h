@@ -57,6 +57,10 @@ struct KernelOptions {
   // and a dot are elementwise loops) instead of the warp, shared-memory and tiled ones, so that
   // both can be compared (--xla_gpu_xlens_naive_emitters).
   bool gpu_naive_emitters = false;
+  // GPU: split a GEMM's K, and a column reduction's rows, across blocks when the plain tiled
+  // launch would fill too few SMs (gpu/gpu_launch_plan.h). Off: always the one tiled kernel
+  // (--xla_gpu_xlens_split_launches=false, and tests that check that kernel).
+  bool gpu_split_launches = true;
 };
 
 // Emits the kernel of `hlo` into `module`, its functions named after `name`.

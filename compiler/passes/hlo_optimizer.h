@@ -43,6 +43,8 @@ struct OptimizeOptions {
   std::vector<PassInstrumentation*> extra_instrumentation;
   // --xla_gpu_xlens_naive_emitters: read by the GPU compiler's kernel emitters, not by passes.
   bool gpu_naive_emitters = false;
+  // --xla_gpu_xlens_split_launches (codegen::KernelOptions::gpu_split_launches).
+  bool gpu_split_launches = true;
 };
 
 struct OptimizeResult {

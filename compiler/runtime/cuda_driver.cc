@@ -157,6 +157,7 @@ class CudaDevice : public GpuDevice {
   Status Synchronize() override {
     return Check(driver_, driver_.cuCtxSynchronize(), "cuCtxSynchronize");
   }
+  bool runs_cuda_libraries() const override { return true; }
 
  private:
   const CudaDriver& driver_;

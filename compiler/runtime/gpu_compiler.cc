@@ -73,6 +73,7 @@ StatusOr<GpuCompilation> CompileForGpuToPtx(std::unique_ptr<HloModule> module,
       const std::string name = codegen::UniqueKernelName(hlo->name(), symbols);
       codegen::KernelOptions kernel_options;
       kernel_options.gpu_naive_emitters = options.optimize.gpu_naive_emitters;
+      kernel_options.gpu_split_launches = options.optimize.gpu_split_launches;
       auto spec = is_sort ? codegen::EmitGpuSort(*hlo, name, llvm_module)
                           : codegen::EmitKernel(*hlo, name, llvm_module, codegen::KernelTarget::kGpu,
                                                 kernel_options);

@@ -51,6 +51,9 @@ class GpuDevice {
   virtual Status Launch(GpuModuleHandle module, const std::string& name, const LaunchDimensions& dims,
                         const std::vector<DevicePointer>& arguments) = 0;
   virtual Status Synchronize() = 0;
+  // Whether CUDA libraries (cuBLAS) can run on this device's pointers in the current context and
+  // stream order: a real CUDA device, not the simulator.
+  virtual bool runs_cuda_libraries() const { return false; }
 };
 
 // The first CUDA device through the driver API; "no CUDA driver found (...)" without one.

@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "compiler/hlo/literal.h"
+#include "compiler/runtime/cublas_library.h"
 #include "compiler/runtime/frame_plan.h"
 #include "compiler/runtime/gpu_compiler.h"
 #include "compiler/runtime/gpu_device.h"
@@ -31,6 +32,9 @@ struct GpuLaunch {
   // bytes_accessed, flops and the kernel; LinkExternalIds copies these onto the GPU kernel
   // that CUPTI records for the launch.
   std::shared_ptr<const profiler::SpanInfo> span;
+  // "cublas": a cublasSgemm call (`gemm`) instead of our own kernel's launches (PlanCublasGemm).
+  std::string library;
+  CublasGemm gemm;
 };
 
 // A computation that control flow runs (a while's condition or body, a conditional's branch, a

@@ -110,11 +110,18 @@ StatusOr<GpuSimAnalysis> AnalyseGpuSimRun(GpuExecutable& exe, GpuSimDevice& devi
     a.kernel = launch.kernel;
     a.hlo_instruction = launch.hlo_instruction;
     a.dims = launch.dims;
-    if (auto it = resources.kernels.find(launch.kernel); it != resources.kernels.end()) a.resources = it->second;
+    const auto assembled = resources.kernels.find(launch.kernel);
+    if (assembled != resources.kernels.end()) a.resources = assembled->second;
     // A launch of no blocks is never observed; the simulator reports the others in order.
     if (i < observed.size() && observed[i].kernel == launch.kernel) {
       a.memory = observed[i].memory;
-      a.resources.shared_bytes = std::max(a.resources.shared_bytes, observed[i].shared_memory_bytes);
+      // The simulator lays out the shared variables of every kernel of the module side by side, so
+      // its block buffer also spans earlier kernels' variables: where the assembler (or the PTX)
+      // gave the kernel's own static size, that plus the launch's dynamic bytes is what a GPU
+      // allocates.
+      a.resources.shared_bytes = assembled != resources.kernels.end()
+                                     ? a.resources.shared_bytes + launch.dims.shared_memory_bytes
+                                     : observed[i].shared_memory_bytes;
     } else if (launch.dims.blocks > 0) {
       return Error(fmt::format("launch {} ({}) was not observed by the analysis", i, launch.kernel));
     }

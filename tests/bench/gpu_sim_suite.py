@@ -2,7 +2,8 @@
 """What the GPU kernels of the bench suite would do on an H100, from the GPU simulator's analysis.
 
 For each module of tests/bench/modules (an 8-op elementwise chain on f32[16M], softmax on
-f32[4096,1000], layer-norm on f32[4096,1024], row and column sums of f32[4096,1024], a transpose
+f32[4096,1000], layer-norm on f32[4096,1024], row and column sums of f32[4096,1024], a column sum
+of f32[65536,64] (two 32-column tiles: the rows split across blocks), a transpose
 of f32[4096,2048] and one training step of a 784-256-10 MLP on a batch of 128), runs
 
     xlens run --backend=gpu-sim --gpu_sim_analysis --gpu_target=TARGET --trace=T.json MODULE
@@ -28,7 +29,8 @@ import tempfile
 import time
 
 MODULES_DIR = os.path.join(os.path.dirname(os.path.abspath(__file__)), "modules")
-SUITE = ["chain8", "softmax", "layer_norm", "row_reduce", "column_reduce", "transpose", "mlp_step"]
+SUITE = ["chain8", "softmax", "layer_norm", "row_reduce", "column_reduce", "column_reduce_narrow", "transpose",
+         "mlp_step"]
 
 
 def predicted_kernels(trace_path):

@@ -207,14 +207,27 @@ ENTRY main {
        Module("cr3", "x = f32[4,100,70] parameter(0)\n z = f32[] constant(0)\n"
                      " ROOT r = f32[4,70] reduce(x, z), dimensions={1}, to_apply=add"),
        1, 12, 512, tile},
+      // Narrow columns over many rows: the rows split across blocks, a second kernel combines.
+      {"column_reduce_split_rows",
+       Module("crs", "x = f32[4096,64] parameter(0)\n z = f32[] constant(0)\n"
+                     " ROOT r = f32[64] reduce(x, z), dimensions={0}, to_apply=add"),
+       2, 32, 512, tile},
+      {"column_argmax_split_rows",
+       Module("cas", "x = f32[8192,32] parameter(0)\n i = s32[8192,32] iota(), iota_dimension=0\n"
+                     " lo = f32[] constant(-inf)\n z = s32[] constant(0)\n"
+                     " ROOT r = (f32[32], s32[32]) reduce(x, i, lo, z), dimensions={0}, to_apply=argmax"),
+       2, 32, 512, tile},
       // Transposes through a padded shared tile.
       {"transpose_non_square", Transpose("300,200", "200,300", "1,0"), 1, 70, 256, tile},
       {"transpose_3d", Transpose("5,40,70", "5,70,40", "0,2,1"), 1, 30, 256, tile},
       {"transpose_ragged", Transpose("33,9", "9,33", "1,0"), 1, 2, 256, tile},
       // GEMM with the bias and ReLU epilogue in the same kernel.
-      {"gemm_epilogue", Gemm(64, 100, 50), 1, 1, 256, tile},
+      // K split across blocks where the tiles are few (gpu_launch_plan.h): 7 steps of K in
+      // slices of 3, then a second kernel sums the slices and applies the epilogue.
+      {"gemm_epilogue", Gemm(64, 100, 50), 2, 3, 256, tile},
       {"gemm_odd", Gemm(37, 19, 53), 1, 1, 256, tile},
-      {"gemm_large_k", Gemm(130, 300, 70), 1, 6, 256, tile},
+      {"gemm_large_k", Gemm(130, 300, 70), 2, 42, 256, tile},  // 6 tiles x 7 slices
+      {"gemm_split_k", Gemm(64, 512, 64), 2, 16, 256, tile},    // 1 tile x 16 slices of 32
       {"gemm_batched_transposed_rhs",
        Module("bg", "x = f32[3,17,9] parameter(0)\n w = f32[3,21,9] parameter(1)\n"
                     " ROOT d = f32[3,17,21] dot(x, w), lhs_batch_dims={0}, rhs_batch_dims={0},"
@@ -348,6 +361,7 @@ TEST(GpuEmittersMemoryTest, CoalescedAndFreeOfBankConflicts) {
       }
       runtime::GpuCompileOptions options;
       options.optimize.gpu_naive_emitters = naive == 1;
+      options.optimize.gpu_split_launches = false;  // the one tiled kernel is what is measured
       auto exe = runtime::GpuExecutable::Create(std::move(*module), options, device);
       ASSERT_TRUE(exe.ok()) << exe.status().message();
       auto start = std::chrono::steady_clock::now();

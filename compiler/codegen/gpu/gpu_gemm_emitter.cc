@@ -5,6 +5,7 @@
 
 #include <fmt/format.h>
 
+#include "compiler/codegen/gpu/gpu_launch_plan.h"
 #include "compiler/codegen/gpu/gpu_primitives.h"
 #include "compiler/codegen/kernel_builder.h"
 #include "compiler/codegen/llvm_ir_util.h"
@@ -96,7 +97,7 @@ const HloInstruction* KernelBuilder::FindGemmWithEpilogue() const {
 }
 
 StatusOr<bool> KernelBuilder::TryEmitGpuGemm(const HloInstruction* dot, const HloInstruction* epilogue,
-                                             const Destination& destination) {
+                                             const Destination& destination, bool may_split) {
   if (!IsGemmSupported(dot)) return false;
   const DotDimensionNumbers& dn = *dot->dot_dimension_numbers;
   const HloInstruction* lhs = dot->operand(0);
@@ -121,10 +122,33 @@ StatusOr<bool> KernelBuilder::TryEmitGpuGemm(const HloInstruction* dot, const Hl
   const bool rhs_k_minor = !dn.rhs_contracting_dimensions.empty() &&
                            MajorToMinor(rs).back() == dn.rhs_contracting_dimensions.back();
 
-  NewGpuPhase(batch * tiles_m * tiles_n, kThreads, 16 * k_size);
+  // Few tiles and a long K: each block walks one slice of K and writes its partial tile to
+  // scratch; a second kernel sums the slices in order and applies the epilogue.
+  const int64_t tiles = batch * tiles_m * tiles_n;
+  const int64_t k_tiles = (k_size + kBlockK - 1) / kBlockK;
+  // A step of K costs each block's 8 warps 16 x 8 shared loads and 8 shared stores, one
+  // wavefront each (conflict-free), at the H100's 1.98 GHz.
+  constexpr double kStepNs = (8.0 * 16 * 8 + 8 * 8) / 1.98;
+  const double partial_bytes = static_cast<double>(dot->shape().num_elements()) * (f64 ? 8 : 4);
+  const gpu::SplitPlan split = options_.gpu_split_launches && may_split
+                                   ? gpu::PlanGemmSplit(tiles, k_tiles, kStepNs, partial_bytes)
+                                   : gpu::SplitPlan{1, k_tiles};
+  Binding partials{nullptr, {}, Shape(), spec_.operand_leaves + spec_.output_leaves, -1};
+  if (split.slices > 1) {
+    std::vector<int64_t> dims = {split.slices};
+    for (int64_t d : dot->shape().dimensions()) dims.push_back(d);
+    partials.shape = Shape(acc_type, dims);
+    partials.shape.SetDefaultLayout();
+    partials.scratch_offset = spec_.scratch_bytes;
+    spec_.scratch_bytes += (shape_util::ByteSizeOf(partials.shape) + 63) / 64 * 64;
+  }
+
+  NewGpuPhase(tiles * split.slices, kThreads, 16 * std::min(k_size, split.steps_per_slice * kBlockK));
   auto e = MakeEmitter();
   Value* tid = gpu::EmitThreadIdx(b_);
-  Value* bid = gpu::EmitBlockIdx(b_);
+  Value* block = gpu::EmitBlockIdx(b_);
+  Value* bid = b_.CreateURem(block, b_.getInt64(tiles), "tile");
+  Value* slice = b_.CreateUDiv(block, b_.getInt64(tiles), "slice");
   Value* tx = b_.CreateURem(tid, b_.getInt64(16), "tx");
   Value* ty = b_.CreateUDiv(tid, b_.getInt64(16), "ty");
   Value* m0 = b_.CreateMul(b_.CreateURem(b_.CreateUDiv(bid, b_.getInt64(tiles_n)), b_.getInt64(tiles_m)),
@@ -188,8 +212,10 @@ StatusOr<bool> KernelBuilder::TryEmitGpuGemm(const HloInstruction* dot, const Hl
     }
     return OkStatus();
   };
-  RETURN_IF_ERROR(e->EmitLoop(b_.getInt64(0), b_.getInt64((k_size + kBlockK - 1) / kBlockK), "gemm.k",
-                              [&](Value* kt) -> Status {
+  Value* kt_begin = b_.CreateMul(slice, b_.getInt64(split.steps_per_slice));
+  Value* kt_end = b_.CreateBinaryIntrinsic(llvm::Intrinsic::umin, b_.CreateAdd(kt_begin, b_.getInt64(split.steps_per_slice)),
+                                           b_.getInt64(k_tiles));
+  RETURN_IF_ERROR(e->EmitLoop(kt_begin, kt_end, "gemm.k", [&](Value* kt) -> Status {
     Value* k0 = b_.CreateMul(kt, b_.getInt64(kBlockK));
     RETURN_IF_ERROR(load_tile(lhs, dn.lhs_batch_dimensions, lhs_free, dn.lhs_contracting_dimensions,
                               m_size, m0, k0, lhs_k_minor, a_tile));
@@ -227,6 +253,11 @@ StatusOr<bool> KernelBuilder::TryEmitGpuGemm(const HloInstruction* dot, const Hl
         IrIndex index = batch_index;
         for (Value* v : DelinearizeRowMajor(b_, m, m_sizes)) index.push_back(v);
         for (Value* v : DelinearizeRowMajor(b_, n, n_sizes)) index.push_back(v);
+        if (split.slices > 1) {
+          IrIndex partial_index = {slice};
+          partial_index.insert(partial_index.end(), index.begin(), index.end());
+          return ArrayOf(partials).EmitWrite(b_, partial_index, b_.CreateLoad(acc_ir, acc[i * 4 + j]));
+        }
         ASSIGN_OR_RETURN(Value * value, EmitConvert(b_, acc_type, out_type, b_.CreateLoad(acc_ir, acc[i * 4 + j])));
         if (epilogue != nullptr && epilogue != dot) {
           auto scoped = MakeEmitter();
@@ -238,6 +269,28 @@ StatusOr<bool> KernelBuilder::TryEmitGpuGemm(const HloInstruction* dot, const Hl
     }
   }
   b_.CreateRetVoid();
+  if (split.slices == 1) return true;
+
+  // The sum of the slices, in slice order (the same result on every run), then the epilogue.
+  const IrArray out = destination(0);
+  RETURN_IF_ERROR(EmitGpuLoop(out.shape(), split.slices, [&](ElementalIrEmitter& e2, const IrIndex& index) -> Status {
+    const IrArray parts = ArrayOf(partials);
+    Value* sum = nullptr;
+    for (int64_t s = 0; s < split.slices; ++s) {
+      IrIndex partial_index = {b_.getInt64(s)};
+      partial_index.insert(partial_index.end(), index.begin(), index.end());
+      ASSIGN_OR_RETURN(Value * part, parts.EmitRead(b_, partial_index));
+      sum = sum == nullptr ? part : b_.CreateFAdd(sum, part);
+    }
+    ASSIGN_OR_RETURN(Value * value, EmitConvert(b_, acc_type, out_type, sum));
+    if (epilogue != nullptr && epilogue != dot) {
+      auto scoped = MakeEmitter();
+      scoped->BindValues(dot, {value});
+      ASSIGN_OR_RETURN(value, scoped->EmitElement(epilogue, index));
+    }
+    (void)e2;
+    return destination(0).EmitWrite(b_, index, value);
+  }));
   return true;
 }
 

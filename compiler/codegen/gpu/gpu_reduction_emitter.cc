@@ -6,6 +6,7 @@
 
 #include <fmt/format.h>
 
+#include "compiler/codegen/gpu/gpu_launch_plan.h"
 #include "compiler/codegen/gpu/gpu_primitives.h"
 #include "compiler/codegen/kernel_builder.h"
 #include "compiler/codegen/llvm_ir_util.h"
@@ -250,7 +251,8 @@ StatusOr<bool> KernelBuilder::TryEmitGpuRowKernel(const std::vector<RowOutput>& 
   return true;
 }
 
-Status KernelBuilder::EmitGpuColumnReduction(const HloInstruction* reduce, const Destination& destination) {
+Status KernelBuilder::EmitGpuColumnReduction(const HloInstruction* reduce, const Destination& destination,
+                                              bool may_split) {
   constexpr int64_t kTile = gpu::kWarpSize;  // output columns per block
   constexpr int64_t kRowsInFlight = 16;      // warps per block, each sweeping every 16th row
   const int64_t count = reduce->operand_count() / 2;
@@ -279,11 +281,43 @@ Status KernelBuilder::EmitGpuColumnReduction(const HloInstruction* reduce, const
   const int64_t columns = out.dimensions(minor);
   const int64_t outer_rows = out.num_elements() / std::max<int64_t>(columns, 1);
   const int64_t tiles = (columns + kTile - 1) / kTile;
-  NewGpuPhase(outer_rows * tiles, kTile * kRowsInFlight, (reduce_length + kRowsInFlight - 1) / kRowsInFlight);
-  auto e = MakeEmitter();
   const std::vector<PrimitiveType> types = LeafTypes(reduce->shape());
+  double bytes_read = 0;
+  for (int64_t k = 0; k < count; ++k) {
+    bytes_read += static_cast<double>(in.num_elements()) * ByteWidth(reduce->operand(k)->shape().element_type());
+  }
+  // Few column tiles and many rows: the rows are cut into slices, one block per slice and tile,
+  // each slice's result (its warps combined, without the init value) goes to scratch, and a
+  // second kernel combines the slices in order with the init value: the same result on every run.
+  const gpu::SplitPlan split = options_.gpu_split_launches && may_split
+                                   ? gpu::PlanStreamingSplit(outer_rows * tiles, kRowsInFlight, reduce_length,
+                                                             /*min_steps=*/16 * kRowsInFlight, bytes_read)
+                                   : gpu::SplitPlan{1, reduce_length};
+  std::vector<Binding> partials;
+  if (split.slices > 1) {
+    std::vector<int64_t> dims = {split.slices};
+    for (int64_t d : out.dimensions()) dims.push_back(d);
+    for (int64_t k = 0; k < count; ++k) {
+      Shape shape(types[k], dims);
+      shape.SetDefaultLayout();
+      partials.push_back({nullptr, {}, shape, spec_.operand_leaves + spec_.output_leaves, spec_.scratch_bytes});
+      spec_.scratch_bytes += (shape_util::ByteSizeOf(shape) + 63) / 64 * 64;
+    }
+  }
+  const int64_t slice_length = split.steps_per_slice;
+  NewGpuPhase(outer_rows * tiles * split.slices, kTile * kRowsInFlight,
+              (slice_length + kRowsInFlight - 1) / kRowsInFlight);
+  auto e = MakeEmitter();
   Value* tid = gpu::EmitThreadIdx(b_);
-  Value* bid = gpu::EmitBlockIdx(b_);
+  Value* block = gpu::EmitBlockIdx(b_);
+  Value* bid = b_.CreateURem(block, b_.getInt64(outer_rows * tiles), "tile");
+  Value* slice = b_.CreateUDiv(block, b_.getInt64(outer_rows * tiles), "slice");
+  // This block's rows: [row_begin, row_begin + rows); every slice has at least 16 rows.
+  Value* row_begin = b_.CreateMul(slice, b_.getInt64(slice_length), "row_begin");
+  Value* rows = b_.CreateSub(b_.CreateBinaryIntrinsic(llvm::Intrinsic::umin,
+                                                      b_.CreateAdd(row_begin, b_.getInt64(slice_length)),
+                                                      b_.getInt64(reduce_length)),
+                             row_begin, "rows");
   Value* tx = b_.CreateURem(tid, b_.getInt64(kTile), "tx");
   Value* ty = b_.CreateUDiv(tid, b_.getInt64(kTile), "ty");
   Value* column = b_.CreateAdd(b_.CreateMul(b_.CreateURem(bid, b_.getInt64(tiles)), b_.getInt64(kTile)), tx, "column");
@@ -315,9 +349,9 @@ Status KernelBuilder::EmitGpuColumnReduction(const HloInstruction* reduce, const
     return operand_index;
   };
   // Each warp starts from its first row: the init value is applied once, at the end.
-  Value* has_rows = b_.CreateAnd(in_bounds, b_.CreateICmpULT(ty, b_.getInt64(reduce_length)));
+  Value* has_rows = b_.CreateAnd(in_bounds, b_.CreateICmpULT(ty, rows));
   RETURN_IF_ERROR(e->EmitIf(has_rows, "column.first", [&]() -> Status {
-    IrIndex operand_index = operand_index_of_row(ty);
+    IrIndex operand_index = operand_index_of_row(b_.CreateAdd(row_begin, ty));
     for (int64_t k = 0; k < count; ++k) {
       ASSIGN_OR_RETURN(Value * x, e->EmitElement(reduce->operand(k), operand_index));
       b_.CreateStore(x, accs[k]);
@@ -325,11 +359,12 @@ Status KernelBuilder::EmitGpuColumnReduction(const HloInstruction* reduce, const
     return OkStatus();
   }));
   // Warp ty reads rows ty, ty + 16, ...: 32 consecutive elements of a row per access.
-  Value* trips = b_.CreateUDiv(b_.CreateSub(b_.getInt64(reduce_length + kRowsInFlight - 1), ty),
+  Value* trips = b_.CreateUDiv(b_.CreateSub(b_.CreateAdd(rows, b_.getInt64(kRowsInFlight - 1)), ty),
                                b_.getInt64(kRowsInFlight));
   RETURN_IF_ERROR(e->EmitIf(in_bounds, "column.valid", [&]() -> Status {
     return e->EmitLoop(b_.getInt64(1), trips, "column.row", [&](Value* i) -> Status {
-      Value* r = b_.CreateAdd(ty, b_.CreateMul(i, b_.getInt64(kRowsInFlight), "", true, true), "", true, true);
+      Value* r = b_.CreateAdd(b_.CreateAdd(row_begin, ty), b_.CreateMul(i, b_.getInt64(kRowsInFlight), "", true, true),
+                              "", true, true);
       IrIndex operand_index = operand_index_of_row(r);
       std::vector<Value*> args;
       for (llvm::AllocaInst* acc : accs) args.push_back(b_.CreateLoad(acc->getAllocatedType(), acc));
@@ -363,17 +398,46 @@ Status KernelBuilder::EmitGpuColumnReduction(const HloInstruction* reduce, const
       }
       return v;
     };
-    std::vector<Value*> values = inits;
-    for (int64_t w = 0; w < std::min(kRowsInFlight, reduce_length); ++w) {
+    std::vector<Value*> values = split.slices > 1 ? load(0) : inits;
+    for (int64_t w = split.slices > 1 ? 1 : 0; w < std::min(kRowsInFlight, reduce_length); ++w) {
       std::vector<Value*> args = values;
       for (Value* v : load(w)) args.push_back(v);
       ASSIGN_OR_RETURN(values, e->EmitScalarComputation(*reduce->to_apply(), args));
     }
-    for (int64_t k = 0; k < count; ++k) RETURN_IF_ERROR(destination(k).EmitWrite(b_, index, values[k]));
+    for (int64_t k = 0; k < count; ++k) {
+      if (split.slices > 1) {
+        IrIndex partial_index = {slice};
+        partial_index.insert(partial_index.end(), index.begin(), index.end());
+        RETURN_IF_ERROR(ArrayOf(partials[k]).EmitWrite(b_, partial_index, values[k]));
+      } else {
+        RETURN_IF_ERROR(destination(k).EmitWrite(b_, index, values[k]));
+      }
+    }
     return OkStatus();
   }));
   b_.CreateRetVoid();
-  return OkStatus();
+  if (split.slices == 1) return OkStatus();
+
+  // The slices combined in order, starting from the init value.
+  return EmitGpuLoop(out, split.slices, [&](ElementalIrEmitter& e2, const IrIndex& out_index) -> Status {
+    std::vector<Value*> values;
+    for (int64_t k = 0; k < count; ++k) {
+      ASSIGN_OR_RETURN(Value * init, e2.EmitElement(reduce->operand(count + k), {}));
+      values.push_back(init);
+    }
+    for (int64_t s = 0; s < split.slices; ++s) {
+      IrIndex partial_index = {b_.getInt64(s)};
+      partial_index.insert(partial_index.end(), out_index.begin(), out_index.end());
+      std::vector<Value*> args = values;
+      for (int64_t k = 0; k < count; ++k) {
+        ASSIGN_OR_RETURN(Value * part, ArrayOf(partials[k]).EmitRead(b_, partial_index));
+        args.push_back(part);
+      }
+      ASSIGN_OR_RETURN(values, e2.EmitScalarComputation(*reduce->to_apply(), args));
+    }
+    for (int64_t k = 0; k < count; ++k) RETURN_IF_ERROR(destination(k).EmitWrite(b_, out_index, values[k]));
+    return OkStatus();
+  });
 }
 
 }  // namespace xlens::codegen
