@@ -91,6 +91,42 @@ class SingleThreadedCreation {
 #endif
 };
 
+// Runs the parts [0, tasks) of one call over the pool (inline without one, or for one part). For
+// each part, `bind(t, args, stream)` fills the part's arguments and returns the part (its
+// primitive and scratchpad size); the part then runs on its thread's stream with that thread's
+// scratchpad. The first oneDNN error, if any, is the call's.
+template <typename BindPart>
+Status ExecutePartsOnPool(ThreadPool* pool, int64_t tasks, const std::string& name, BindPart bind) {
+  std::atomic<bool> failed{false};
+  std::string failure;
+  std::mutex failure_mu;
+  auto run = [&](int64_t begin, int64_t end) {
+    for (int64_t t = begin; t < end; ++t) {
+      try {
+        std::unordered_map<int, dnnl::memory> args;
+        dnnl::stream& stream = ThreadStream();
+        const auto& part = bind(t, args, stream);
+        thread_local std::vector<char> scratchpad;
+        if (scratchpad.size() < part.scratchpad.get_size()) scratchpad.resize(part.scratchpad.get_size());
+        args[DNNL_ARG_SCRATCHPAD] = dnnl::memory(part.scratchpad, CpuEngine(), scratchpad.data());
+        part.primitive.execute(stream, args);
+        stream.wait();
+      } catch (const dnnl::error& e) {
+        std::lock_guard<std::mutex> lock(failure_mu);
+        failed = true;
+        failure = e.what();
+      }
+    }
+  };
+  if (pool == nullptr || tasks == 1) {
+    run(0, tasks);
+  } else {
+    pool->ParallelFor(tasks, 1, run);
+  }
+  if (failed) return Error(fmt::format("{}: oneDNN: {}", name, failure));
+  return OkStatus();
+}
+
 }  // namespace
 
 bool OneDnnAvailable() { return true; }
@@ -401,61 +437,40 @@ Status OneDnnThunk::Impl::ExecuteConvolution(char** frame, ExecuteContext& conte
   } catch (const dnnl::error& e) {
     return Error(fmt::format("{}: oneDNN: {}", name, e.what()));
   }
-  std::atomic<bool> failed{false};
-  std::string failure;
-  std::mutex failure_mu;
-  auto run = [&](int64_t begin, int64_t end) {
-    for (int64_t t = begin; t < end; ++t) {
-      const int64_t first = t * block;
-      const Part& part = parts.at(std::min(block, total - first));
-      float* src = lhs + first * src_step;
-      try {
-        std::unordered_map<int, dnnl::memory> args;
-        auto bind = [&](int arg, const dnnl::memory::desc& md, void* data) {
-          args[arg] = dnnl::memory(md, CpuEngine(), data);
-        };
-        switch (convolution_kind) {
-          case Kind::kForward:
-            bind(DNNL_ARG_SRC, part.src, src);
-            bind(DNNL_ARG_WEIGHTS, part.weights, weights);
-            bind(DNNL_ARG_DST, part.dst, output + first * dst_step);
-            for (size_t a = 0; a < addend_slots.size(); ++a) {
-              float* addend = reinterpret_cast<float*>(frame[addend_slots[a]]);
-              if (addend_kinds[a] == OneDnnPostOp::Addend::kFull) addend += first * dst_step;
-              bind(DNNL_ARG_ATTR_MULTIPLE_POST_OP(addend_post_ops[a]) | DNNL_ARG_SRC_1, part.addends[a], addend);
-            }
-            break;
-          case Kind::kBackwardData:
-            bind(DNNL_ARG_DIFF_DST, part.dst, lhs + first * dst_step);
-            bind(DNNL_ARG_WEIGHTS, part.weights, weights);
-            bind(DNNL_ARG_DIFF_SRC, part.src, output + first * src_step);
-            break;
-          case Kind::kBackwardWeights:
-            bind(DNNL_ARG_SRC, part.src, src);
-            bind(DNNL_ARG_DIFF_DST, part.dst, rhs + first * dst_step);
-            bind(DNNL_ARG_DIFF_WEIGHTS, part.weights,
-                 partial_weights.empty() ? output : partial_weights[t].get_data_handle());
-            break;
+  auto bind_part = [&](int64_t t, std::unordered_map<int, dnnl::memory>& args,
+                       dnnl::stream&) -> const Part& {
+    const int64_t first = t * block;
+    const Part& part = parts.at(std::min(block, total - first));
+    float* src = lhs + first * src_step;
+    auto bind = [&](int arg, const dnnl::memory::desc& md, void* data) {
+      args[arg] = dnnl::memory(md, CpuEngine(), data);
+    };
+    switch (convolution_kind) {
+      case Kind::kForward:
+        bind(DNNL_ARG_SRC, part.src, src);
+        bind(DNNL_ARG_WEIGHTS, part.weights, weights);
+        bind(DNNL_ARG_DST, part.dst, output + first * dst_step);
+        for (size_t a = 0; a < addend_slots.size(); ++a) {
+          float* addend = reinterpret_cast<float*>(frame[addend_slots[a]]);
+          if (addend_kinds[a] == OneDnnPostOp::Addend::kFull) addend += first * dst_step;
+          bind(DNNL_ARG_ATTR_MULTIPLE_POST_OP(addend_post_ops[a]) | DNNL_ARG_SRC_1, part.addends[a], addend);
         }
-        thread_local std::vector<char> scratchpad;
-        if (scratchpad.size() < part.scratchpad.get_size()) scratchpad.resize(part.scratchpad.get_size());
-        bind(DNNL_ARG_SCRATCHPAD, part.scratchpad, scratchpad.data());
-        dnnl::stream& stream = ThreadStream();
-        part.primitive.execute(stream, args);
-        stream.wait();
-      } catch (const dnnl::error& e) {
-        std::lock_guard<std::mutex> lock(failure_mu);
-        failed = true;
-        failure = e.what();
-      }
+        break;
+      case Kind::kBackwardData:
+        bind(DNNL_ARG_DIFF_DST, part.dst, lhs + first * dst_step);
+        bind(DNNL_ARG_WEIGHTS, part.weights, weights);
+        bind(DNNL_ARG_DIFF_SRC, part.src, output + first * src_step);
+        break;
+      case Kind::kBackwardWeights:
+        bind(DNNL_ARG_SRC, part.src, src);
+        bind(DNNL_ARG_DIFF_DST, part.dst, rhs + first * dst_step);
+        bind(DNNL_ARG_DIFF_WEIGHTS, part.weights,
+             partial_weights.empty() ? output : partial_weights[t].get_data_handle());
+        break;
     }
+    return part;
   };
-  if (context.pool == nullptr || blocks == 1) {
-    run(0, blocks);
-  } else {
-    context.pool->ParallelFor(blocks, 1, run);
-  }
-  if (failed) return Error(fmt::format("{}: oneDNN: {}", name, failure));
+  RETURN_IF_ERROR(ExecutePartsOnPool(context.pool, blocks, name, bind_part));
   if (partial_weights.empty()) return OkStatus();
   // Backward weights in parts: each part summed its images; the kernel's gradient is the sum.
   float* sum = static_cast<float*>(partial_weights[0].get_data_handle());
@@ -482,67 +497,45 @@ Status OneDnnThunk::Execute(char** frame, ExecuteContext& context) const {
   const Impl& impl = *impl_;
   if (impl.is_convolution) return impl.ExecuteConvolution(frame, context, hlo_name());
   const int64_t tasks = impl.batch * impl.blocks;
-  std::atomic<bool> failed{false};
-  std::string failure;
-  std::mutex failure_mu;
   float* lhs = reinterpret_cast<float*>(frame[impl.lhs_slot]);
   float* rhs = reinterpret_cast<float*>(frame[impl.rhs_slot]);
   float* output = reinterpret_cast<float*>(frame[impl.output_slot]);
-  auto run = [&](int64_t begin, int64_t end) {
-    for (int64_t t = begin; t < end; ++t) {
-      int64_t src_offset, weights_offset = 0, dst_offset, count, bias_offset = 0;
-      {
-        const int64_t b = t / impl.blocks, first = (t % impl.blocks) * impl.block;
-        count = std::min(impl.block, impl.total - first);
-        const int64_t r0 = impl.split_rows ? first : 0, c0 = impl.split_rows ? 0 : first;
-        src_offset = b * impl.src_step + r0 * impl.src_row_step;
-        weights_offset = b * impl.weights_step + c0 * impl.weights_column_step;
-        dst_offset = b * impl.dst_step + r0 * impl.dst_row_step + c0;
-        bias_offset = c0;
-      }
-      const Impl::Part& part = impl.parts.at(count);
-      try {
-        std::unordered_map<int, dnnl::memory> args;
-        dnnl::stream& stream = ThreadStream();
-        if (part.pack_src) {
-          thread_local std::vector<float> packed;
-          const size_t size = part.src.get_size() / sizeof(float);
-          if (packed.size() < size) packed.resize(size);
-          dnnl::memory from(part.strided_src, CpuEngine(), lhs + src_offset);
-          dnnl::memory to(part.src, CpuEngine(), packed.data());
-          part.pack.execute(stream, from, to);
-          args[DNNL_ARG_SRC] = to;
-        } else {
-          args[DNNL_ARG_SRC] = dnnl::memory(part.src, CpuEngine(), lhs + src_offset);
-        }
-        args[DNNL_ARG_WEIGHTS] = dnnl::memory(part.weights, CpuEngine(), rhs + weights_offset);
-        args[DNNL_ARG_DST] = dnnl::memory(part.dst, CpuEngine(), output + dst_offset);
-        for (size_t a = 0; a < impl.addend_slots.size(); ++a) {
-          float* addend = reinterpret_cast<float*>(frame[impl.addend_slots[a]]);
-          if (impl.addend_kinds[a] == OneDnnPostOp::Addend::kFull) addend += dst_offset;
-          if (impl.addend_kinds[a] == OneDnnPostOp::Addend::kLastDimension) addend += bias_offset;
-          args[DNNL_ARG_ATTR_MULTIPLE_POST_OP(impl.addend_post_ops[a]) | DNNL_ARG_SRC_1] =
-              dnnl::memory(part.addends[a], CpuEngine(), addend);
-        }
-        thread_local std::vector<char> scratchpad;
-        if (scratchpad.size() < part.scratchpad.get_size()) scratchpad.resize(part.scratchpad.get_size());
-        args[DNNL_ARG_SCRATCHPAD] = dnnl::memory(part.scratchpad, CpuEngine(), scratchpad.data());
-        part.primitive.execute(stream, args);
-        stream.wait();
-      } catch (const dnnl::error& e) {
-        std::lock_guard<std::mutex> lock(failure_mu);
-        failed = true;
-        failure = e.what();
-      }
+  auto bind_part = [&](int64_t t, std::unordered_map<int, dnnl::memory>& args,
+                       dnnl::stream& stream) -> const Impl::Part& {
+    int64_t src_offset, weights_offset = 0, dst_offset, count, bias_offset = 0;
+    {
+      const int64_t b = t / impl.blocks, first = (t % impl.blocks) * impl.block;
+      count = std::min(impl.block, impl.total - first);
+      const int64_t r0 = impl.split_rows ? first : 0, c0 = impl.split_rows ? 0 : first;
+      src_offset = b * impl.src_step + r0 * impl.src_row_step;
+      weights_offset = b * impl.weights_step + c0 * impl.weights_column_step;
+      dst_offset = b * impl.dst_step + r0 * impl.dst_row_step + c0;
+      bias_offset = c0;
     }
+    const Impl::Part& part = impl.parts.at(count);
+    if (part.pack_src) {
+      thread_local std::vector<float> packed;
+      const size_t size = part.src.get_size() / sizeof(float);
+      if (packed.size() < size) packed.resize(size);
+      dnnl::memory from(part.strided_src, CpuEngine(), lhs + src_offset);
+      dnnl::memory to(part.src, CpuEngine(), packed.data());
+      part.pack.execute(stream, from, to);
+      args[DNNL_ARG_SRC] = to;
+    } else {
+      args[DNNL_ARG_SRC] = dnnl::memory(part.src, CpuEngine(), lhs + src_offset);
+    }
+    args[DNNL_ARG_WEIGHTS] = dnnl::memory(part.weights, CpuEngine(), rhs + weights_offset);
+    args[DNNL_ARG_DST] = dnnl::memory(part.dst, CpuEngine(), output + dst_offset);
+    for (size_t a = 0; a < impl.addend_slots.size(); ++a) {
+      float* addend = reinterpret_cast<float*>(frame[impl.addend_slots[a]]);
+      if (impl.addend_kinds[a] == OneDnnPostOp::Addend::kFull) addend += dst_offset;
+      if (impl.addend_kinds[a] == OneDnnPostOp::Addend::kLastDimension) addend += bias_offset;
+      args[DNNL_ARG_ATTR_MULTIPLE_POST_OP(impl.addend_post_ops[a]) | DNNL_ARG_SRC_1] =
+          dnnl::memory(part.addends[a], CpuEngine(), addend);
+    }
+    return part;
   };
-  if (context.pool == nullptr || tasks == 1) {
-    run(0, tasks);
-  } else {
-    context.pool->ParallelFor(tasks, 1, run);
-  }
-  if (failed) return Error(fmt::format("{}: oneDNN: {}", hlo_name(), failure));
-  return OkStatus();
+  return ExecutePartsOnPool(context.pool, tasks, hlo_name(), bind_part);
 }
 
 std::string OneDnnThunk::ToString(int indent) const {
