@@ -7,6 +7,8 @@
 
 #include <gtest/gtest.h>
 
+#include "compiler/support/temporary_directory.h"
+
 namespace xlens::runtime {
 namespace {
 
@@ -92,9 +94,10 @@ TEST(GpuKernelResourcesTest, AssemblesWithPtxasWhereItIsInstalled) {
 // -v report: the PTX reaches it whole, from a private directory under $TMPDIR that is gone
 // afterwards, and its report is parsed; one that fails is an error with its message.
 TEST(GpuKernelResourcesTest, RunsPtxasOnAFileUnderTmpdirAndRemovesIt) {
-  char pattern[] = "/tmp/xlens-ptxas-test-XXXXXX";
-  ASSERT_NE(::mkdtemp(pattern), nullptr);
-  const std::string root = pattern;
+  // Removed however the test ends, and made under the caller's $TMPDIR like everything else.
+  auto scratch = TemporaryDirectory::Create("ptxas-test");
+  ASSERT_TRUE(scratch.ok()) << scratch.status().message();
+  const std::string root = scratch->path();
   const std::string tmp = root + "/tmp";
   std::filesystem::create_directories(root + "/cuda/bin");
   std::filesystem::create_directories(tmp);
@@ -144,7 +147,6 @@ TEST(GpuKernelResourcesTest, RunsPtxasOnAFileUnderTmpdirAndRemovesIt) {
   EXPECT_NE(bad.status().message().find("exit 255"), std::string::npos) << bad.status().message();
   EXPECT_NE(bad.status().message().find("bad input"), std::string::npos) << bad.status().message();
   EXPECT_TRUE(std::filesystem::is_empty(tmp)) << "left behind in " << tmp;
-  std::filesystem::remove_all(root);
 }
 
 }  // namespace
