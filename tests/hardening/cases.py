@@ -1092,10 +1092,25 @@ def bundle_cases():
     return cases
 
 
+def _round_two_modules():
+    import cache_cases
+    import executor_cases
+    import bundle_replay_cases
+    import viewer_cases
+    import output_cases
+    return [cache_cases, executor_cases, bundle_replay_cases, viewer_cases, output_cases]
+
+
+ROUND_TWO = _round_two_modules()
+
+
 def all_cases(shared, root_user):
     cases = (hlo_text_cases() + module_path_cases(root_user) + npy_cases() + outputs_cases()
              + output_path_cases() + flags_cases() + dump_cases() + trace_cases(shared) + cli_cases() + graph_cases()
              + cluster_cases() + bundle_cases())
+    # The second sweep's ground, one module each (see each module's docstring).
+    for module in ROUND_TWO:
+        cases += module.cases(shared, root_user)
     seen = set()
     for case in cases:
         assert case.id not in seen, f"duplicate case id {case.id}"
