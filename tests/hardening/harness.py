@@ -16,6 +16,7 @@ import resource
 import signal
 import stat
 import subprocess
+import threading
 import time
 from typing import Callable, Optional
 
@@ -41,6 +42,9 @@ class Case:
     parallel: int = 1           # run this many copies at once (concurrency cases)
     root_skip: Optional[str] = None  # skipped as root, with this reason
     oom_is_fine: bool = False   # an "out of memory" refusal is the expected answer
+    exits: tuple = ()           # exit codes besides 0 and 1 that are answers (replay's 2), not crashes
+    signal_after: Optional[tuple] = None  # (seconds, signum): sent to the command's process group,
+                                          # as a terminal's Ctrl-C is; dying of it is no crash
 
 
 @dataclasses.dataclass
@@ -184,6 +188,13 @@ def _kill_group(pgid):
         pass
 
 
+def _signal_group(pgid, signum):
+    try:
+        os.killpg(pgid, signum)
+    except (ProcessLookupError, PermissionError):
+        pass
+
+
 def start(argv, cwd, env, out_prefix, memory_bytes):
     stdout = open(out_prefix + ".stdout", "wb")
     stderr = open(out_prefix + ".stderr", "wb")
@@ -265,8 +276,19 @@ def run_case(case, xlens, root, shared, memory_bytes, default_timeout):
     timeout = case.timeout or default_timeout
     procs = [start(argv, ctx.work, env, os.path.join(root, "_run", str(i)), memory_bytes)
              for i in range(case.parallel)]
+    timers = []
+    if case.signal_after:
+        delay, signum = case.signal_after
+        for p in procs:
+            timers.append(threading.Timer(delay, _signal_group, (p.pid, signum)))
+            timers[-1].start()
+    try:
+        results = wait(procs, timeout)
+    finally:
+        for t in timers:
+            t.cancel()
     runs = []
-    for i, (status, usage, timed_out, seconds) in enumerate(wait(procs, timeout)):
+    for i, (status, usage, timed_out, seconds) in enumerate(results):
         prefix = os.path.join(root, "_run", str(i))
         runs.append(Run(
             argv=argv, env={k: v for k, v in env.items() if k not in ("PATH", "LANG")},
@@ -333,6 +355,8 @@ def classify_run(case, run, rss_limit_kb):
         return "hang", f"still running after {run.seconds:.0f} s"
     if run.max_rss_kb > rss_limit_kb:
         return "memory", f"peak RSS {run.max_rss_kb // 1024} MiB"
+    if run.signal is not None and case.signal_after and run.signal == case.signal_after[1]:
+        return None  # the signal the case sent: what it left behind is judged below
     if run.signal is not None:
         name = signal.Signals(run.signal).name if run.signal in signal.Signals._value2member_map_ \
             else str(run.signal)
@@ -341,7 +365,7 @@ def classify_run(case, run, rss_limit_kb):
         if run.signal == signal.SIGXFSZ:
             return "crash", "SIGXFSZ: wrote more than 1 GiB"
         return "crash", f"killed by {name}: {first_line(err)}"
-    if run.exit_code not in (0, 1):
+    if run.exit_code not in (0, 1) + tuple(case.exits):
         if _OOM.search(err):
             return "memory", f"exit {run.exit_code}: {first_line(err)}"
         return "crash", f"exit {run.exit_code}: {first_line(err)}"
