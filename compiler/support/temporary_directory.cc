@@ -24,32 +24,42 @@ std::string TemporaryDirectoryBase() {
 StatusOr<TemporaryDirectory> TemporaryDirectory::Create(std::string_view purpose, const std::string& parent) {
   const std::string base = parent.empty() ? TemporaryDirectoryBase() : parent;
   std::string pattern = fmt::format("{}/xlens-{}-XXXXXX", base, purpose);
-  if (::mkdtemp(pattern.data()) == nullptr) {
-    return Error(fmt::format("cannot make a private directory in {}: {}", DisplayPath(base),
-                             std::strerror(errno)));
-  }
-  return TemporaryDirectory(std::move(pattern));
+  // Made and registered in one step: a signal in between cannot leave it behind.
+  auto registration = RemovedOnSignal::Create([&]() -> StatusOr<std::string> {
+    if (::mkdtemp(pattern.data()) == nullptr) {
+      return Error(fmt::format("cannot make a private directory in {}: {}", DisplayPath(base),
+                               std::strerror(errno)));
+    }
+    return pattern;
+  });
+  if (!registration.ok()) return registration.status();
+  return TemporaryDirectory(std::move(pattern), std::move(registration).value());
 }
 
 TemporaryDirectory::TemporaryDirectory(TemporaryDirectory&& other) noexcept
-    : path_(std::move(other.path_)) {
+    : path_(std::move(other.path_)), registration_(std::move(other.registration_)) {
   other.path_.clear();
 }
 
 TemporaryDirectory& TemporaryDirectory::operator=(TemporaryDirectory&& other) noexcept {
   if (this != &other) {
-    this->~TemporaryDirectory();
+    Remove();
     path_ = std::move(other.path_);
+    registration_ = std::move(other.registration_);
     other.path_.clear();
   }
   return *this;
 }
 
-TemporaryDirectory::~TemporaryDirectory() {
+TemporaryDirectory::~TemporaryDirectory() { Remove(); }
+
+void TemporaryDirectory::Remove() {
   if (path_.empty()) return;
   std::error_code ec;
   // remove_all does not follow symbolic links: a link planted inside removes only the link.
   std::filesystem::remove_all(path_, ec);
+  path_.clear();
+  registration_ = RemovedOnSignal();
 }
 
 }  // namespace xlens

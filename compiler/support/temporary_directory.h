@@ -1,11 +1,13 @@
 // A private temporary directory: made with mkdtemp (mode 0700, a name nobody can predict) under
-// $TMPDIR (else /tmp), and removed with everything in it when its owner goes. Every temporary file
+// $TMPDIR (else /tmp), and removed with everything in it when its owner goes, or when SIGINT,
+// SIGTERM, SIGHUP or the watchdog ends the process (removed_on_signal.h). Every temporary file
 // xlens makes lives in one of these, so TMPDIR is honoured everywhere and nothing is left behind.
 #pragma once
 
 #include <string>
 #include <string_view>
 
+#include "compiler/support/removed_on_signal.h"
 #include "compiler/support/status.h"
 
 namespace xlens {
@@ -27,8 +29,11 @@ class TemporaryDirectory {
   const std::string& path() const { return path_; }
 
  private:
-  explicit TemporaryDirectory(std::string path) : path_(std::move(path)) {}
+  TemporaryDirectory(std::string path, RemovedOnSignal registration)
+      : path_(std::move(path)), registration_(std::move(registration)) {}
+  void Remove();
   std::string path_;
+  RemovedOnSignal registration_;  // let go after the directory is removed
 };
 
 }  // namespace xlens

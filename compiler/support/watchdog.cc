@@ -6,6 +6,8 @@
 
 #include <fmt/format.h>
 
+#include "compiler/support/removed_on_signal.h"
+
 namespace xlens {
 
 Watchdog::Watchdog(double seconds, std::string command, std::chrono::milliseconds grace)
@@ -46,6 +48,9 @@ void Watchdog::Watch() {
   std::fflush(stdout);
   std::fputs(line.c_str(), stderr);
   std::fflush(stderr);
+  // No destructor runs after _exit: the private directories go now (an unpacked bundle, the
+  // candidates of a reduction).
+  RemoveRegisteredPathsNow();
   ::_exit(1);
 }
 

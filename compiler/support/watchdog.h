@@ -5,8 +5,9 @@
 // ends with an error that says where it was; work that never polls (a compiled kernel spinning in
 // a `while` that is always true, LLVM on a huge module) gets a grace period, after which the
 // watchdog prints one line saying what was running and for how long, and ends the process with
-// exit status 1. The process then leaves at most the temporaries of the outputs it was writing,
-// which RemoveStaleTemporaries clears on the next run.
+// exit status 1. Its private directories are removed first (removed_on_signal.h); it leaves at
+// most the temporaries of the outputs it was writing, which RemoveStaleTemporaries clears on the
+// next run.
 #pragma once
 
 #include <atomic>
