@@ -1,6 +1,13 @@
 #include "dump/bug_bundle.h"
 
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
 #include <fmt/format.h>
+
+#include <cerrno>
+#include <cstring>
 
 #include <algorithm>
 #include <filesystem>
@@ -35,6 +42,64 @@ bool IsPlainRelative(const std::string& name) {
     if (component == ".." || component == "." || component.empty()) return false;
   }
   return true;
+}
+
+// Closes a descriptor however the function leaves.
+struct Descriptor {
+  int fd = -1;
+  ~Descriptor() {
+    if (fd >= 0) ::close(fd);
+  }
+};
+
+// Reads `relative` below the directory `base` without following a symbolic link in any of its
+// components: a link planted in a dump directory must not pack the file it points to. `base`
+// itself is the user's choice and may be a link. The error says why the file was not taken.
+StatusOr<std::string> ReadBelow(const std::string& base, const std::string& relative) {
+  Descriptor dir{::open(base.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC)};
+  if (dir.fd < 0) return Error(fmt::format("cannot open {}: {}", DisplayPath(base), std::strerror(errno)));
+  auto refused = [&](int at, const std::string& component, int error) {
+    struct stat st {};
+    if (::fstatat(at, component.c_str(), &st, AT_SYMLINK_NOFOLLOW) == 0 && S_ISLNK(st.st_mode)) {
+      return Error("a symbolic link; not followed, so what it points to stays out of the bundle");
+    }
+    return Error(std::strerror(error));
+  };
+  size_t start = 0;
+  while (true) {
+    const size_t slash = relative.find('/', start);
+    if (slash == std::string::npos) break;
+    const std::string component = relative.substr(start, slash - start);
+    Descriptor next{::openat(dir.fd, component.c_str(), O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC)};
+    if (next.fd < 0) return refused(dir.fd, component, errno);
+    std::swap(dir.fd, next.fd);
+    start = slash + 1;
+  }
+  const std::string name = relative.substr(start);
+  // O_NONBLOCK: opening a FIFO must not wait for a writer.
+  Descriptor file{::openat(dir.fd, name.c_str(), O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC)};
+  if (file.fd < 0) return refused(dir.fd, name, errno);
+  struct stat st {};
+  if (::fstat(file.fd, &st) != 0) return Error(std::strerror(errno));
+  if (!S_ISREG(st.st_mode)) return Error("not a regular file");
+  if (st.st_size > MaxInputBytes()) {
+    return Error(fmt::format("{}, over the input limit {} (--max-input-size)",
+                             FormatBytes(st.st_size), FormatBytes(MaxInputBytes())));
+  }
+  std::string out;
+  out.reserve(static_cast<size_t>(st.st_size));
+  char buffer[64 * 1024];
+  while (true) {
+    const ssize_t n = ::read(file.fd, buffer, sizeof(buffer));
+    if (n < 0 && errno == EINTR) continue;
+    if (n < 0) return Error(std::strerror(errno));
+    if (n == 0) break;
+    if (static_cast<int64_t>(out.size()) + n > MaxInputBytes()) {
+      return Error(fmt::format("grew past the input limit {} while read", FormatBytes(MaxInputBytes())));
+    }
+    out.append(buffer, static_cast<size_t>(n));
+  }
+  return out;
 }
 
 bool HoldsConstants(const std::string& name) {
@@ -144,14 +209,15 @@ StatusOr<Bundle> MakeBundle(const BundleOptions& options) {
   // Files the manifest lists more than once (every kernel names the module's IR) are taken, or
   // reported, once.
   std::set<std::string> seen;
-  auto add_file = [&](const std::string& listed, const std::filesystem::path& source,
+  // `listed` is read as `relative` below `base`, links not followed.
+  auto add_file = [&](const std::string& listed, const std::string& base, const std::string& relative,
                       const std::string& member, Part part) {
     if (!seen.insert(listed).second) return;
     if (members.count(member)) {
       kept[listed] = member;
       return;
     }
-    StatusOr<std::string> contents = ReadFile(source.string());
+    StatusOr<std::string> contents = ReadBelow(base, relative);
     if (!contents.ok()) {
       bundle.dropped.push_back(fmt::format("{}: {}", DisplayPath(listed), contents.status().message()));
       return;
@@ -174,7 +240,7 @@ StatusOr<Bundle> MakeBundle(const BundleOptions& options) {
           "{} (the manifest names a file outside the dump directory)", DisplayPath(listed)));
       return;
     }
-    add_file(listed, dir / listed, listed, part);
+    add_file(listed, options.dump_dir, listed, listed, part);
   };
   for (const ManifestModule& module : manifest.modules) {
     for (const std::string& file : module.files) add_listed(file, Part::kRequired);
@@ -206,7 +272,8 @@ StatusOr<Bundle> MakeBundle(const BundleOptions& options) {
         std::filesystem::path path(file);
         if (path.is_absolute() && !graphs_canonical.empty() &&
             std::filesystem::weakly_canonical(path.parent_path()).string() == graphs_canonical) {
-          add_file(file, path, "graphs/" + path.filename().string(), Part::kRequired);
+          add_file(file, options.graphs_dir, path.filename().string(),
+                   "graphs/" + path.filename().string(), Part::kRequired);
         } else if (path.is_absolute()) {
           bundle.dropped.push_back(fmt::format("{} (a clustering graph outside the dump; add "
                                                "its directory with --graphs DIR)",
@@ -229,7 +296,8 @@ StatusOr<Bundle> MakeBundle(const BundleOptions& options) {
     }
     std::sort(found.begin(), found.end());
     for (const auto& path : found) {
-      add_file(path.string(), path, "graphs/" + path.filename().string(), Part::kRequired);
+      add_file(path.string(), options.graphs_dir, path.filename().string(),
+               "graphs/" + path.filename().string(), Part::kRequired);
     }
   }
   if (!options.trace.empty()) {

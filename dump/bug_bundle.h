@@ -6,8 +6,10 @@
 //
 // Only files the manifest lists are taken, each by a name relative to the dump directory (an
 // absolute or `..` name there is skipped and reported: a manifest does not choose what leaves the
-// machine). The bundle's own manifest.json is the dump's, less what was left out, so the viewer
-// opens an unpacked bundle as it opens a dump directory.
+// machine). No symbolic link is followed, in the dump directory or under --graphs: a link there
+// is left out and reported, never what it points to. The bundle's own manifest.json is the
+// dump's, less what was left out, so the viewer opens an unpacked bundle as it opens a dump
+// directory.
 //
 // Over `max_bytes` the largest optional parts go first, whole: the per-pass dumps, then the
 // trace; what went is listed. `strip_constants` elides constants of more than a few elements in

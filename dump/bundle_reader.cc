@@ -11,6 +11,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <filesystem>
+#include <memory>
 #include <nlohmann/json.hpp>
 #include <set>
 
@@ -22,9 +23,43 @@
 namespace xlens {
 namespace {
 
-// Writes one member below `root`, making its directories; never follows a link, never replaces.
-Status WriteMember(const std::string& root, const std::string& name, std::string_view contents,
-                   std::set<std::string>& directories) {
+// One member's file below the private directory, written as its data arrives.
+class MemberFile : public TarMemberSink {
+ public:
+  MemberFile(int fd, std::string name) : fd_(fd), name_(std::move(name)) {}
+  ~MemberFile() override {
+    if (fd_ >= 0) ::close(fd_);
+  }
+  Status Write(std::string_view data) override {
+    size_t written = 0;
+    while (written < data.size()) {
+      const ssize_t n = ::write(fd_, data.data() + written, data.size() - written);
+      if (n < 0 && errno == EINTR) continue;
+      if (n <= 0) return Failed(errno);
+      written += static_cast<size_t>(n);
+    }
+    return OkStatus();
+  }
+  Status Close() override {
+    const int fd = fd_;
+    fd_ = -1;
+    if (::close(fd) != 0) return Failed(errno);
+    return OkStatus();
+  }
+
+ private:
+  Status Failed(int error) const {
+    return Error(fmt::format("cannot unpack {}: {}", DisplayPath(name_), std::strerror(error)));
+  }
+  int fd_;
+  std::string name_;
+};
+
+// Makes one member's file below `root`, and its directories; never follows a link, never
+// replaces.
+StatusOr<std::unique_ptr<TarMemberSink>> CreateMember(const std::string& root,
+                                                      const std::string& name,
+                                                      std::set<std::string>& directories) {
   std::string path = root;
   size_t start = 0;
   while (true) {
@@ -45,24 +80,41 @@ Status WriteMember(const std::string& root, const std::string& name, std::string
   if (fd < 0) {
     return Error(fmt::format("cannot unpack {}: {}", DisplayPath(name), std::strerror(errno)));
   }
-  size_t written = 0;
-  while (written < contents.size()) {
-    const ssize_t n = ::write(fd, contents.data() + written, contents.size() - written);
-    if (n < 0 && errno == EINTR) continue;
-    if (n <= 0) {
-      const int saved = errno;
-      ::close(fd);
-      return Error(fmt::format("cannot unpack {}: {}", DisplayPath(name), std::strerror(saved)));
-    }
-    written += static_cast<size_t>(n);
-  }
-  if (::close(fd) != 0) {
-    return Error(fmt::format("cannot unpack {}: {}", DisplayPath(name), std::strerror(errno)));
-  }
-  return OkStatus();
+  return std::unique_ptr<TarMemberSink>(std::make_unique<MemberFile>(fd, name));
 }
 
+// Adds the bundle's name to a member's errors.
+class NamedSink : public TarMemberSink {
+ public:
+  NamedSink(std::unique_ptr<TarMemberSink> inner, std::string shown)
+      : inner_(std::move(inner)), shown_(std::move(shown)) {}
+  Status Write(std::string_view data) override {
+    Status s = inner_->Write(data);
+    return s.ok() ? s : s.WithContext(shown_);
+  }
+  Status Close() override {
+    Status s = inner_->Close();
+    return s.ok() ? s : s.WithContext(shown_);
+  }
+
+ private:
+  std::unique_ptr<TarMemberSink> inner_;
+  std::string shown_;
+};
+
 }  // namespace
+
+TarReadLimits BundleReadLimits() {
+  TarReadLimits limits;
+  limits.max_total_bytes = MaxInputBytes();
+  limits.max_members = kMaxBundleMembers;
+  // A limit the user chose is theirs to judge; the default one is also held to a ratio.
+  if (MaxInputBytes() == kDefaultMaxInputBytes) {
+    limits.max_ratio = kMaxBundleExpansion;
+    limits.ratio_free_bytes = kBundleExpansionFreeBytes;
+  }
+  return limits;
+}
 
 std::string CheckBundleMemberName(const std::string& name) {
   if (name.empty()) return "an empty name";
@@ -125,17 +177,14 @@ StatusOr<UnpackedBundle> UnpackBundle(const std::string& path, const std::string
     // A directory is made when a file inside needs it; a later file of its name is refused above.
     return OkStatus();
   };
-  auto take = [&](const TarHeader& header, std::string contents) -> Status {
+  auto open = [&](const TarHeader& header) -> StatusOr<std::unique_ptr<TarMemberSink>> {
     const std::string name = normalized(header.name);
-    Status written = WriteMember(directory.path(), name, contents, made_directories);
-    if (!written.ok()) return written.WithContext(shown);
+    auto sink = CreateMember(directory.path(), name, made_directories);
+    if (!sink.ok()) return sink.status().WithContext(shown);
     files.push_back(name);
-    return OkStatus();
+    return std::unique_ptr<TarMemberSink>(std::make_unique<NamedSink>(std::move(sink).value(), shown));
   };
-  TarReadLimits limits;
-  limits.max_total_bytes = MaxInputBytes();
-  limits.max_members = 100000;
-  RETURN_IF_ERROR(ReadTarGz(path, limits, check, take));
+  RETURN_IF_ERROR(ReadTarGz(path, BundleReadLimits(), check, open));
   if (std::find(files.begin(), files.end(), std::string(kManifestFileName)) == files.end()) {
     return Error(fmt::format("{}: not an xlens bundle: it has no manifest.json", shown));
   }

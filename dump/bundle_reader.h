@@ -4,8 +4,12 @@
 //     and each at most once (a second member of one name is refused, not merged);
 //   - only regular files and directories: symbolic links, hard links, devices and FIFOs are
 //     refused, as are members with the same name as a directory made for another;
-//   - the data, counted as it expands, stops at the input size limit (MaxInputBytes():
-//     --max-input-size, XLENS_MAX_INPUT_SIZE), so a compression bomb is refused early;
+//   - at most kMaxBundleMembers members, refused at the first one past it;
+//   - the data, checked against each member's header before it is expanded and counted as it
+//     expands, stops at the input size limit (MaxInputBytes(): --max-input-size,
+//     XLENS_MAX_INPUT_SIZE) and, under the default limit, past kBundleExpansionFreeBytes at
+//     kMaxBundleExpansion times the bundle's size, so a compression bomb is refused early;
+//   - members are written to their files as they expand, never held whole in memory;
 //   - a damaged or truncated archive is one message naming the bundle and where it broke.
 // Files are created with O_EXCL|O_NOFOLLOW below the private directory, which this reader made
 // (mode 0700) and into which nothing else writes.
@@ -17,8 +21,13 @@
 #include "compiler/support/status.h"
 #include "compiler/support/temporary_directory.h"
 #include "dump/manifest.h"
+#include "dump/tar_archive.h"
 
 namespace xlens {
+
+inline constexpr int64_t kMaxBundleMembers = 100000;
+inline constexpr double kMaxBundleExpansion = 100;
+inline constexpr int64_t kBundleExpansionFreeBytes = int64_t{256} << 20;
 
 struct UnpackedBundle {
   TemporaryDirectory directory;
@@ -28,6 +37,9 @@ struct UnpackedBundle {
   // environment.json's "xlens" and "host" entries, as key and value.
   std::vector<std::pair<std::string, std::string>> recorded_host;
 };
+
+// The limits above, as the archive reader takes them.
+TarReadLimits BundleReadLimits();
 
 // Why a member name is refused, or empty when it is acceptable.
 std::string CheckBundleMemberName(const std::string& name);

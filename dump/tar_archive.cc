@@ -2,6 +2,8 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
+
 #include "compiler/support/file_io.h"
 #include "compiler/support/terminal_text.h"
 
@@ -39,7 +41,7 @@ bool HaveTarGz() { return false; }
 StatusOr<std::string> WriteTarGz(const std::vector<TarMember>&) { return NoLibarchive(); }
 Status ReadTarGz(const std::string&, const TarReadLimits&,
                  const std::function<Status(const TarHeader&)>&,
-                 const std::function<Status(const TarHeader&, std::string)>&) {
+                 const std::function<StatusOr<std::unique_ptr<TarMemberSink>>(const TarHeader&)>&) {
   return NoLibarchive();
 }
 
@@ -124,10 +126,33 @@ StatusOr<std::string> WriteTarGz(const std::vector<TarMember>& members) {
 
 Status ReadTarGz(const std::string& path, const TarReadLimits& limits,
                  const std::function<Status(const TarHeader&)>& check,
-                 const std::function<Status(const TarHeader&, std::string)>& take) {
+                 const std::function<StatusOr<std::unique_ptr<TarMemberSink>>(const TarHeader&)>& open) {
   // The file itself is opened by the project's reader: a regular file, within the input limit.
   ASSIGN_OR_RETURN(InputFile file, InputFile::Open(path));
   const std::string shown = DisplayPath(path);
+  // The most all members' data may come to: the total limit, or less by the ratio.
+  int64_t cap = limits.max_total_bytes;
+  bool by_ratio = false;
+  if (limits.max_ratio > 0) {
+    const double allowed = std::max(static_cast<double>(limits.ratio_free_bytes),
+                                    limits.max_ratio * static_cast<double>(file.size()));
+    if (allowed < static_cast<double>(cap)) {
+      cap = static_cast<int64_t>(allowed);
+      by_ratio = true;
+    }
+  }
+  auto too_big = [&](const std::string& what) {
+    if (by_ratio) {
+      return Error(fmt::format(
+          "{}: {} expands past {}, {:g} times the archive's {} (the most a bundle may expand; a "
+          "compression bomb?); refused before unpacking it",
+          shown, what, FormatBytes(cap), limits.max_ratio, FormatBytes(file.size())));
+    }
+    return Error(fmt::format(
+        "{}: {} expands past {} (the limit on what a bundle may unpack to; a compression "
+        "bomb?); raise it with --max-input-size if the bundle is genuine",
+        shown, what, FormatBytes(cap)));
+  };
   ReadHandle handle;
   archive* a = handle.a;
   archive_read_support_filter_gzip(a);
@@ -147,7 +172,8 @@ Status ReadTarGz(const std::string& path, const TarReadLimits& limits,
                                ArchiveError(a)));
     }
     if (++count > limits.max_members) {
-      return Error(fmt::format("{}: more than {} members; refused", shown, limits.max_members));
+      return Error(fmt::format("{}: more than {} members (the most a bundle may hold); refused",
+                               shown, limits.max_members));
     }
     TarHeader header;
     const char* name = archive_entry_pathname(entry);
@@ -160,7 +186,11 @@ Status ReadTarGz(const std::string& path, const TarReadLimits& limits,
     last = fmt::format("member {}", DisplayPath(header.name));
     RETURN_IF_ERROR(check(header));
     if (header.kind != TarMemberKind::kRegular) continue;
-    std::string contents;
+    // What the header claims is refused before any of it is expanded.
+    if (header.size < 0 || header.size > cap - total) return too_big(last);
+    ASSIGN_OR_RETURN(std::unique_ptr<TarMemberSink> sink, open(header));
+    int64_t written = 0;  // of this member
+    static const std::string kZeros(64 * 1024, '\0');
     while (true) {
       const void* block = nullptr;
       size_t size = 0;
@@ -171,22 +201,24 @@ Status ReadTarGz(const std::string& path, const TarReadLimits& limits,
         return Error(fmt::format("{}: damaged or truncated in {}: {}", shown, last,
                                  ArchiveError(a)));
       }
-      // Sparse members place blocks at offsets: the gap counts as what it would expand to.
-      const int64_t end = static_cast<int64_t>(offset) + static_cast<int64_t>(size);
-      const int64_t grows = end > static_cast<int64_t>(contents.size())
-                                ? end - static_cast<int64_t>(contents.size())
-                                : 0;
-      if (offset < 0 || total + grows > limits.max_total_bytes) {
-        return Error(fmt::format(
-            "{}: {} expands past {} (the limit on what a bundle may unpack to; a compression "
-            "bomb?); raise it with --max-input-size if the bundle is genuine",
-            shown, last, FormatBytes(limits.max_total_bytes)));
+      if (offset < written) {
+        return Error(fmt::format("{}: damaged in {}: its data goes back to offset {}", shown,
+                                 last, static_cast<int64_t>(offset)));
       }
-      total += grows;
-      if (end > static_cast<int64_t>(contents.size())) contents.resize(static_cast<size_t>(end));
-      contents.replace(static_cast<size_t>(offset), size, static_cast<const char*>(block), size);
+      // Sparse members place blocks at offsets: the gap counts as what it expands to.
+      const int64_t end = static_cast<int64_t>(offset) + static_cast<int64_t>(size);
+      if (end - written > cap - total) return too_big(last);
+      total += end - written;
+      while (written < offset) {
+        const size_t gap = static_cast<size_t>(
+            std::min<int64_t>(offset - written, static_cast<int64_t>(kZeros.size())));
+        RETURN_IF_ERROR(sink->Write(std::string_view(kZeros.data(), gap)));
+        written += static_cast<int64_t>(gap);
+      }
+      RETURN_IF_ERROR(sink->Write(std::string_view(static_cast<const char*>(block), size)));
+      written = end;
     }
-    RETURN_IF_ERROR(take(header, std::move(contents)));
+    RETURN_IF_ERROR(sink->Close());
   }
   return OkStatus();
 }

@@ -5,14 +5,17 @@
 // same members give the same bytes.
 //
 // Reading treats the file as hostile: only gzip-compressed (or uncompressed) tar is accepted, a
-// member's data is read only when it is a regular file, and the bytes read, counted as they
-// arrive rather than trusted from the headers, stop at `max_total_bytes` (a compression bomb is
-// refused after that many bytes, never expanded). Damage (truncation, a bad checksum, not a tar
-// at all) is one error naming the file and the member it was reading.
+// member's data is read only when it is a regular file and is handed on piece by piece (never
+// held whole), and the bytes read are bounded twice: before a member's data is read, by the size
+// its header claims, and as they arrive, counted rather than trusted from the headers. The bound
+// is `max_total_bytes`, and, past `ratio_free_bytes`, `max_ratio` times the archive's own size: a
+// compression bomb is refused after at most that many bytes, never expanded. Damage (truncation,
+// a bad checksum, not a tar at all) is one error naming the file and the member it was reading.
 #pragma once
 
 #include <cstdint>
 #include <functional>
+#include <memory>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -47,12 +50,25 @@ struct TarHeader {
 struct TarReadLimits {
   int64_t max_total_bytes = 0;  // of all members' data together
   int64_t max_members = 100000;
+  // Data bytes per byte of the archive, counted once the data passes `ratio_free_bytes`; 0: no
+  // limit on the ratio. Text compresses 5-20 times; 1000 is zeros.
+  double max_ratio = 0;
+  int64_t ratio_free_bytes = 0;
+};
+
+// Where one member's data goes, in order, piece by piece.
+class TarMemberSink {
+ public:
+  virtual ~TarMemberSink() = default;
+  virtual Status Write(std::string_view data) = 0;
+  // After the last piece.
+  virtual Status Close() = 0;
 };
 
 // Reads the archive at `path` member by member: `check(header)` may refuse a member (its error
-// ends the reading); then, for a regular file, `take(header, contents)` gets its data.
+// ends the reading); then, for a regular file, `open(header)` gives the sink its data goes to.
 Status ReadTarGz(const std::string& path, const TarReadLimits& limits,
                  const std::function<Status(const TarHeader&)>& check,
-                 const std::function<Status(const TarHeader&, std::string contents)>& take);
+                 const std::function<StatusOr<std::unique_ptr<TarMemberSink>>(const TarHeader&)>& open);
 
 }  // namespace xlens

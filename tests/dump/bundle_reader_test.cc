@@ -6,6 +6,8 @@
 #include <sys/stat.h>
 
 #include <filesystem>
+#include <map>
+#include <memory>
 #include <fstream>
 #include <set>
 
@@ -196,6 +198,111 @@ TEST_F(BundleReaderTest, TheWriterTakesOnlyFilesInsideTheDumpDirectory) {
   ASSERT_EQ(unpacked->manifest.modules.size(), 1u);
   EXPECT_EQ(unpacked->manifest.modules[0].files,
             std::vector<std::string>{"module_0001.m.before_optimizations.txt"});
+}
+
+// Counts what a member's sink is given.
+class CountingSink : public TarMemberSink {
+ public:
+  explicit CountingSink(std::string* contents) : contents_(contents) {}
+  Status Write(std::string_view data) override {
+    contents_->append(data);
+    return OkStatus();
+  }
+  Status Close() override { return OkStatus(); }
+
+ private:
+  std::string* contents_;
+};
+
+TEST_F(BundleReaderTest, ExpansionIsBoundedByTheHeaderBeforeAnyDataIsExpanded) {
+  auto bytes = WriteTarGz({{"manifest.json", "{}"}, {"zeros.npy", std::string(4 << 20, '\0')}});
+  ASSERT_TRUE(bytes.ok());
+  const std::string path = WriteBytes("bomb.tar.gz", *bytes);
+  TarReadLimits limits;
+  limits.max_total_bytes = int64_t{1} << 30;
+  limits.max_ratio = 10;
+  limits.ratio_free_bytes = 1 << 20;  // the 4 MiB member is past it, and past 10 times the archive
+  std::map<std::string, std::string> opened;
+  Status read = ReadTarGz(
+      path, limits, [](const TarHeader&) { return OkStatus(); },
+      [&](const TarHeader& header) -> StatusOr<std::unique_ptr<TarMemberSink>> {
+        return std::unique_ptr<TarMemberSink>(std::make_unique<CountingSink>(&opened[header.name]));
+      });
+  ASSERT_FALSE(read.ok());
+  EXPECT_NE(read.message().find("zeros.npy"), std::string::npos) << read.message();
+  EXPECT_NE(read.message().find("10 times the archive's"), std::string::npos) << read.message();
+  EXPECT_NE(read.message().find("bomb.tar.gz"), std::string::npos) << read.message();
+  EXPECT_EQ(opened.count("zeros.npy"), 0u) << "refused before its data was expanded";
+  EXPECT_EQ(opened["manifest.json"], "{}");
+  // Under the ratio, the same archive streams through whole.
+  limits.max_ratio = 0;
+  opened.clear();
+  read = ReadTarGz(
+      path, limits, [](const TarHeader&) { return OkStatus(); },
+      [&](const TarHeader& header) -> StatusOr<std::unique_ptr<TarMemberSink>> {
+        return std::unique_ptr<TarMemberSink>(std::make_unique<CountingSink>(&opened[header.name]));
+      });
+  ASSERT_TRUE(read.ok()) << read.message();
+  EXPECT_EQ(opened["zeros.npy"], std::string(4 << 20, '\0'));
+}
+
+TEST_F(BundleReaderTest, TooManyMembersAreRefusedAtTheFirstOnePastTheLimit) {
+  std::vector<TarMember> members = {{"manifest.json", "{}"}};
+  for (int i = 0; i < 5; ++i) members.push_back({"m" + std::to_string(i), "x"});
+  auto bytes = WriteTarGz(members);
+  ASSERT_TRUE(bytes.ok());
+  const std::string path = WriteBytes("many.tar.gz", *bytes);
+  TarReadLimits limits;
+  limits.max_total_bytes = 1 << 20;
+  limits.max_members = 3;
+  int opened = 0;
+  Status read = ReadTarGz(
+      path, limits, [](const TarHeader&) { return OkStatus(); },
+      [&](const TarHeader&) -> StatusOr<std::unique_ptr<TarMemberSink>> {
+        ++opened;
+        static std::string ignored;
+        return std::unique_ptr<TarMemberSink>(std::make_unique<CountingSink>(&ignored));
+      });
+  ASSERT_FALSE(read.ok());
+  EXPECT_NE(read.message().find("more than 3 members"), std::string::npos) << read.message();
+  EXPECT_EQ(opened, 3);
+}
+
+TEST_F(BundleReaderTest, TheWriterFollowsNoLinkInTheDumpDirectory) {
+  const fs::path dump = root_ / "dump";
+  fs::create_directories(dump);
+  fs::create_directories(root_ / "outside");
+  std::ofstream(root_ / "outside" / "secret.txt") << "do not send";
+  std::ofstream(dump / "module_0001.m.before_optimizations.txt") << "HloModule m\n";
+  fs::create_symlink("../outside/secret.txt", dump / "linked.txt");
+  fs::create_symlink("../outside", dump / "sub");
+  Manifest manifest;
+  ManifestModule& module = manifest.modules.emplace_back();
+  module.id = 1;
+  module.name = "m";
+  module.files = {"module_0001.m.before_optimizations.txt", "linked.txt", "sub/secret.txt"};
+  std::ofstream(dump / "manifest.json") << ManifestToJson(manifest);
+  const fs::path graphs = root_ / "graphs";
+  fs::create_directories(graphs);
+  std::ofstream(graphs / "real.pbtxt") << "node { name: 'a' op: 'NoOp' }\n";
+  fs::create_symlink("../outside/secret.txt", graphs / "stolen.pbtxt");
+  BundleOptions options;
+  options.dump_dir = dump.string();
+  options.graphs_dir = graphs.string();
+  auto bundle = MakeBundle(options);
+  ASSERT_TRUE(bundle.ok()) << bundle.status().message();
+  std::set<std::string> names;
+  for (const BundleEntry& entry : bundle->entries) names.insert(entry.name);
+  EXPECT_EQ(names, (std::set<std::string>{"manifest.json", "environment.json",
+                                          "module_0001.m.before_optimizations.txt",
+                                          "graphs/real.pbtxt"}));
+  std::string dropped;
+  for (const std::string& line : bundle->dropped) dropped += line + "\n";
+  EXPECT_EQ(bundle->dropped.size(), 3u) << dropped;
+  for (const char* name : {"linked.txt: a symbolic link", "sub/secret.txt: a symbolic link",
+                           "stolen.pbtxt: a symbolic link"}) {
+    EXPECT_NE(dropped.find(name), std::string::npos) << name << " in:\n" << dropped;
+  }
 }
 
 TEST(ManifestExecutionsTest, RoundTrip) {
