@@ -20,6 +20,7 @@
 #include "compiler/support/subprocess.h"
 #include "compiler/support/temporary_directory.h"
 #include "compiler/support/terminal_text.h"
+#include "compiler/support/watchdog.h"
 #include "compiler/tools/hlo_bisect.h"
 #include "compiler/tools/hlo_reducer.h"
 #include "compiler/tools/reduction_tests.h"
@@ -134,7 +135,7 @@ int RunBisect(const BisectArgs& args) {
   std::string described;
   auto inputs = LoadBisectInputs(*(*module)->entry_computation(), args.inputs, args.seed, described);
   if (!inputs.ok()) return Fail(inputs.status());
-  if (Status s = CheckEvaluationWork(**module, kDefaultMaxWork); !s.ok()) {
+  if (Status s = CheckEvaluationWork(**module, args.max_work); !s.ok()) {
     return Fail(s.WithContext(args.file));
   }
   std::printf("bisect: module %s, %lld instructions, inputs %s, backend %s\n",
@@ -146,10 +147,18 @@ int RunBisect(const BisectArgs& args) {
   options.compile = *settings;
   options.tolerance = ErrorSpec{args.tolerance, args.tolerance};
   options.passes_only = args.passes_only;
-  options.progress = [](const std::string& line) {
+  // A module that never ends (a while loop whose condition stays true) is stopped here: the
+  // evaluations are cancelled, compiled code that does not stop ends the process with one line.
+  Watchdog watchdog(args.timeout_seconds, "bisect");
+  watchdog.SetActivity(fmt::format("bisecting module {}", EscapeForTerminal((*module)->name())));
+  options.evaluator = EvaluatorOptions{.cancel = watchdog.cancel_flag(), .max_work = args.max_work};
+  options.progress = [&watchdog](const std::string& line) {
     std::fprintf(stderr, "xlens bisect: %s\n", line.c_str());
+    watchdog.SetActivity(fmt::format("bisecting: {}", line));
   };
   auto result = tools::BisectModule(**module, *inputs, options);
+  // Whatever bisect concluded from cancelled evaluations does not count.
+  if (watchdog.fired()) return Fail(Error(watchdog.StopMessage()).WithContext(args.file));
   if (!result.ok()) return Fail(result.status().WithContext(args.file));
   const tools::BisectResult& r = *result;
   std::printf("culprit: %s\n", r.summary.c_str());
@@ -257,6 +266,7 @@ int RunReduce(const ReduceArgs& args) {
   tools::ReductionTestSpec spec;
   spec.test = args.test;
   spec.timeout_seconds = args.timeout_seconds;
+  spec.max_work = args.max_work;
   spec.compile = *settings;
   spec.tolerance = ErrorSpec{args.tolerance, args.tolerance};
   spec.seed = args.seed;

@@ -182,6 +182,8 @@ struct BisectArgs {
   double tolerance = 1e-3;
   uint64_t seed = 42;
   bool passes_only = false;  // check the passes with the evaluator only; do not compile
+  double timeout_seconds = 1800;      // --timeout (default: half an hour); 0: none
+  double max_work = kDefaultMaxWork;  // --max-work; 0: none
   std::vector<std::string> extra_flags;
 };
 // Finds the pass, or the kernel's code, that makes a module compute something else (xlens bisect):
@@ -191,8 +193,9 @@ int RunBisect(const BisectArgs& args);
 struct ReduceArgs {
   std::string file;
   std::string test;  // crash, miscompare, bisect, or a shell command given the candidate's path
-  double timeout_seconds = 60;      // per test command
+  double timeout_seconds = 60;      // per run of the test, built-in or command
   double time_limit_seconds = 300;  // the whole reduction
+  double max_work = kDefaultMaxWork;  // built-in tests: the evaluator's largest instruction
   std::string output;               // empty: NAME.reduced.hlo here
   std::string backend = "cpu";
   double tolerance = 1e-3;

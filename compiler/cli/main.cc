@@ -221,6 +221,11 @@ int main(int argc, char** argv) {
   bisect->add_option("--seed", bisect_args.seed, "Seed of the random inputs")->check(CLI::Validator(Seed, "SEED"));
   bisect->add_flag("--passes-only", bisect_args.passes_only,
                    "Check every pass with the evaluator, but do not compile");
+  AddWorkLimits(*bisect, bisect_args.timeout_seconds, bisect_args.max_work);
+  bisect->get_option("--timeout")
+      ->description("Stop after this many seconds with exit 1, saying what was running (default half an "
+                    "hour, so a module that never ends cannot hang it; 0: no limit)")
+      ->capture_default_str();
   bisect->allow_extras();
 
   ReduceArgs reduce_args;
@@ -230,7 +235,9 @@ int main(int argc, char** argv) {
                      "crash, miscompare, bisect, or a shell command that gets the candidate's path "
                      "({} in it, else appended) and exits non-zero while the bug is there")
       ->required();
-  reduce->add_option("--timeout", reduce_args.timeout_seconds, "Seconds one run of a test command may take")
+  reduce->add_option("--timeout", reduce_args.timeout_seconds,
+                     "Seconds one run of the test may take, built-in or command: a candidate past it "
+                     "does not fail the test; past it on the module as given, reduce stops with exit 1")
       ->check(CLI::Validator(FiniteNonNegative, "SECONDS"))
       ->capture_default_str();
   reduce->add_option("--time-limit", reduce_args.time_limit_seconds,
@@ -243,6 +250,11 @@ int main(int argc, char** argv) {
       ->check(CLI::Validator(FiniteNonNegative, "TOLERANCE"))
       ->capture_default_str();
   reduce->add_option("--seed", reduce_args.seed, "Seed of the random inputs")->check(CLI::Validator(Seed, "SEED"));
+  reduce->add_option("--max-work", reduce_args.max_work,
+                     "Built-in tests: refuse to evaluate an instruction needing more scalar operations than "
+                     "this (0: no limit)")
+      ->check(CLI::Validator(FiniteNonNegative, "OPERATIONS"))
+      ->capture_default_str();
   reduce->allow_extras();
 
   TraceSummaryArgs trace_summary_args;
@@ -361,6 +373,11 @@ int main(int argc, char** argv) {
       ->capture_default_str();
   replay->add_option("--tolerance", replay_args.tolerance, "Absolute and relative tolerance of the comparisons")
       ->check(CLI::Validator(FiniteNonNegative, "TOLERANCE"))
+      ->capture_default_str();
+  AddWorkLimits(*replay, replay_args.timeout_seconds, replay_args.max_work);
+  replay->get_option("--timeout")
+      ->description("Stop after this many seconds with exit 1, saying what was running (default 10 minutes, "
+                    "so a recorded module that never ends cannot hang it; 0: no limit)")
       ->capture_default_str();
 
   DemoArgs demo_args;

@@ -6,8 +6,14 @@
 //   reproduced: out0 differs from the evaluator by 0.5 (max abs), as in the recorded run
 //   reproduced: compilation fails at pass X with ...
 //   not reproduced: all outputs match
-// Exit 0 when a failure is reproduced, 2 when it is not, 1 on an error (a bad bundle included).
+// Exit 0 when a failure is reproduced, 2 when it is not, 1 on an error (a bad bundle included, and
+// a run stopped by --timeout). Runs are compared as they come and let go: --iterations costs time,
+// not memory.
+#include <cmath>
 #include <cstdio>
+#include <functional>
+#include <memory>
+#include <optional>
 #include <regex>
 
 #include <fmt/format.h>
@@ -25,6 +31,7 @@
 #include "compiler/runtime/gpu_sim_device.h"
 #include "compiler/support/file_io.h"
 #include "compiler/support/terminal_text.h"
+#include "compiler/support/watchdog.h"
 #include "dump/bundle_reader.h"
 #include "dump/flags.h"
 #include "dump/hlo_snapshot.h"
@@ -85,59 +92,112 @@ StatusOr<Literal> ReadRecorded(const std::string& directory, const ManifestTenso
   return ParseNpy(*bytes, DisplayPath(tensor.file));
 }
 
-StatusOr<Literal> CompileAndRun(const std::string& backend, FlagsSetup& setup,
-                                std::unique_ptr<HloModule> module, const std::vector<Literal>& args,
-                                int iterations, std::vector<Literal>& runs) {
+// A compiled module, run once per call on the arguments it was given.
+using RunOnce = std::function<StatusOr<Literal>()>;
+
+StatusOr<RunOnce> Compile(const std::string& backend, FlagsSetup& setup,
+                          std::unique_ptr<HloModule> module, const std::vector<Literal>& args) {
   if (backend == "gpu" || backend == "gpu-sim") {
-    std::unique_ptr<runtime::GpuDevice> device;
+    struct OnGpu {
+      std::unique_ptr<runtime::GpuDevice> device;
+      std::unique_ptr<runtime::GpuExecutable> exe;  // declared last: goes before its device
+    };
+    auto gpu = std::make_shared<OnGpu>();
     if (backend == "gpu-sim") {
-      ASSIGN_OR_RETURN(std::unique_ptr<runtime::GpuSimDevice> sim,
-                       runtime::OpenSimulatedGpuDevice(runtime::GpuSimOptions{}));
-      device = std::move(sim);
+      ASSIGN_OR_RETURN(gpu->device, runtime::OpenSimulatedGpuDevice(runtime::GpuSimOptions{}));
     } else {
       RETURN_IF_ERROR(runtime::CheckCudaDevice());
-      ASSIGN_OR_RETURN(device, runtime::OpenCudaDevice());
+      ASSIGN_OR_RETURN(gpu->device, runtime::OpenCudaDevice());
     }
     runtime::GpuCompileOptions options;
     options.optimize = setup.optimize;
     options.nvptx.opt_level = setup.opt_level;
-    ASSIGN_OR_RETURN(auto exe, runtime::GpuExecutable::Create(std::move(module), options, *device));
-    RETURN_IF_ERROR(exe->SetArguments(args));
-    for (int i = 0; i < iterations; ++i) {
-      RETURN_IF_ERROR(exe->Run());
-      ASSIGN_OR_RETURN(Literal result, exe->Results());
-      runs.push_back(std::move(result));
-    }
-    return Literal();
+    ASSIGN_OR_RETURN(gpu->exe, runtime::GpuExecutable::Create(std::move(module), options, *gpu->device));
+    RETURN_IF_ERROR(gpu->exe->SetArguments(args));
+    return RunOnce([gpu]() -> StatusOr<Literal> {
+      RETURN_IF_ERROR(gpu->exe->Run());
+      return gpu->exe->Results();
+    });
   }
   runtime::CompileOptions options;
   options.optimize = setup.optimize;
   options.opt_level = setup.opt_level;
-  ASSIGN_OR_RETURN(auto exe, runtime::CompileForCpu(std::move(module), options));
+  ASSIGN_OR_RETURN(std::unique_ptr<runtime::Executable> made,
+                   runtime::CompileForCpu(std::move(module), options));
+  std::shared_ptr<runtime::Executable> exe = std::move(made);
   RETURN_IF_ERROR(exe->SetArguments(args));
-  for (int i = 0; i < iterations; ++i) {
+  return RunOnce([exe]() -> StatusOr<Literal> {
     RETURN_IF_ERROR(exe->Run());
-    ASSIGN_OR_RETURN(Literal result, exe->Results());
-    runs.push_back(std::move(result));
-  }
-  return Literal();
+    return exe->Results();
+  });
 }
 
-// The largest difference between two results, leaf by leaf; the first leaf beyond tolerance.
+// How two results of one output depart, as words that follow "differs from X ": "by 3.1e-2 (max
+// abs)" when the values do, else what does: the dtype, the shape, or where NaN and infinities are
+// (a comparison of values alone would say "by 0" for those). `a` and `b` name the two sides.
+std::string HowTheyDiffer(const Literal& first, std::string_view a, const Literal& second,
+                          std::string_view b, double max_abs) {
+  const Shape& x = first.shape();
+  const Shape& y = second.shape();
+  if (x.IsTuple() || y.IsTuple()) {
+    return fmt::format("in structure ({} {}, {} {})", x.ToString(false), a, y.ToString(false), b);
+  }
+  if (x.element_type() != y.element_type()) {
+    return fmt::format("in dtype ({} {}, {} {})", PrimitiveTypeName(x.element_type()), a,
+                       PrimitiveTypeName(y.element_type()), b);
+  }
+  if (!shape_util::Compatible(x, y)) {
+    return fmt::format("in shape ({} {}, {} {})", x.ToString(false), a, y.ToString(false), b);
+  }
+  const PrimitiveType type = x.element_type();
+  if (IsFloatingPointType(type) || IsComplexType(type)) {
+    int64_t apart = 0, first_apart = -1;
+    std::string values;
+    for (int64_t i = 0; i < first.element_count(); ++i) {
+      const complex128 u = first.GetAsComplex(i), v = second.GetAsComplex(i);
+      bool differs = false;
+      for (auto [p, q] : {std::pair{u.real(), v.real()}, std::pair{u.imag(), v.imag()}}) {
+        const bool special = std::isnan(p) || std::isnan(q) || std::isinf(p) || std::isinf(q);
+        differs = differs || (special && !(std::isnan(p) && std::isnan(q)) && p != q);
+      }
+      if (!differs) continue;
+      if (apart++ == 0) {
+        first_apart = i;
+        values = fmt::format("{} {}, {} {}", first.ElementToString(i), a, second.ElementToString(i), b);
+      }
+    }
+    if (apart > 0) {
+      return fmt::format("in where it holds NaN or infinity: {} element{} (the first, linear index {}: {}){}",
+                         apart, apart == 1 ? "" : "s", first_apart, values,
+                         max_abs > 0 ? fmt::format(", and by {} (max abs) elsewhere", Magnitude(max_abs))
+                                     : "");
+    }
+    return fmt::format("by {} (max abs)", Magnitude(max_abs));
+  }
+  // Integers and pred: the comparison counts no float error, so the largest difference is ours.
+  double largest = 0;
+  for (int64_t i = 0; i < first.element_count(); ++i) {
+    largest = std::max(largest, std::fabs(static_cast<double>(first.GetAsInt64(i)) -
+                                          static_cast<double>(second.GetAsInt64(i))));
+  }
+  return fmt::format("by {} (max abs)", Magnitude(largest));
+}
+
+// The first output beyond tolerance, and how many are.
 struct Comparison {
   bool match = true;
   int64_t first_leaf = -1;
   int64_t leaves_differing = 0;
-  double max_abs = 0;  // of the first differing leaf
-  std::string detail;  // ExpectLiteralNear's message for it
+  std::string how;  // HowTheyDiffer for the first differing leaf
 };
 
-Comparison Compare(const std::vector<const Literal*>& expected,
-                   const std::vector<const Literal*>& actual, double tolerance) {
+// `expected` and `actual` are named by `e` and `a` in the description.
+Comparison Compare(const std::vector<const Literal*>& expected, std::string_view e,
+                   const std::vector<const Literal*>& actual, std::string_view a, double tolerance) {
   Comparison out;
   if (expected.size() != actual.size()) {
     out.match = false;
-    out.detail = fmt::format("{} outputs, not {}", actual.size(), expected.size());
+    out.how = fmt::format("in the number of outputs ({} {}, {} {})", actual.size(), a, expected.size(), e);
     return out;
   }
   for (size_t i = 0; i < expected.size(); ++i) {
@@ -149,8 +209,7 @@ Comparison Compare(const std::vector<const Literal*>& expected,
     if (out.match) {
       out.match = false;
       out.first_leaf = static_cast<int64_t>(i);
-      out.max_abs = difference.max_abs_error;
-      out.detail = near.message();
+      out.how = HowTheyDiffer(*actual[i], a, *expected[i], e, difference.max_abs_error);
     }
   }
   return out;
@@ -158,11 +217,14 @@ Comparison Compare(const std::vector<const Literal*>& expected,
 
 // "out0", "out0 (and 2 other outputs)": the subject of the verdict.
 std::string Where(const Comparison& c) {
-  if (c.first_leaf < 0) return "the outputs (" + c.detail + ")";
+  if (c.first_leaf < 0) return "the outputs";
   const int64_t others = c.leaves_differing - 1;
   if (others == 0) return fmt::format("out{}", c.first_leaf);
   return fmt::format("out{} (and {} other output{})", c.first_leaf, others, others == 1 ? "" : "s");
 }
+
+// A message that may hold recorded text, for the terminal.
+std::string Shown(const Status& status) { return EscapeForTerminal(TruncateUtf8(status.message(), 2000)); }
 
 }  // namespace
 
@@ -253,17 +315,27 @@ int RunReplay(const ReplayArgs& args) {
     if (!random.ok()) return Fail(random.status().WithContext(shown));
     arguments = *std::move(random);
   }
-  std::fprintf(stderr, "xlens replay: module %s on %s%s, %s\n", (*module)->name().c_str(),
-               backend.c_str(),
-               flags->empty() ? "" : fmt::format(" with {}", fmt::join(*flags, " ")).c_str(),
+  // Work the evaluator could never finish is refused before anything runs; work that merely
+  // takes long, or never ends, is stopped by --timeout.
+  if (Status s = CheckEvaluationWork(**original, args.max_work); !s.ok()) {
+    return Fail(s.WithContext(shown));
+  }
+  // Recorded text (the module's name, the flags) reaches the terminal escaped.
+  std::fprintf(stderr, "xlens replay: module %s on %s%s, %s\n",
+               EscapeForTerminal((*module)->name()).c_str(), backend.c_str(),
+               flags->empty()
+                   ? ""
+                   : EscapeForTerminal(TruncateUtf8(fmt::format(" with {}", fmt::join(*flags, " ")), 2000)).c_str(),
                execution ? fmt::format("the arguments of recorded execution {}",
                                        execution->execution).c_str()
                          : "no recorded execution: random arguments (seed 42)");
 
-  std::vector<Literal> runs;
-  auto ran = CompileAndRun(backend, setup, std::move(*module), arguments, args.iterations, runs);
-  if (!ran.ok()) {
-    const std::string message = ran.status().message();
+  Watchdog watchdog(args.timeout_seconds, "replay");
+  const std::string module_name = EscapeForTerminal((*module)->name());
+  watchdog.SetActivity(fmt::format("compiling module {}", module_name));
+  auto compiled = Compile(backend, setup, std::move(*module), arguments);
+  auto failed = [&](const Status& status) {
+    const std::string message = Shown(status);
     std::smatch match;
     static const std::regex kPass(R"(pass ([A-Za-z0-9_.-]+) \(pipeline [^)]*\): )");
     if (std::regex_search(message, match, kPass)) {
@@ -273,66 +345,82 @@ int RunReplay(const ReplayArgs& args) {
       std::printf("reproduced: compilation or execution fails with %s\n", message.c_str());
     }
     return kReproduced;
-  }
+  };
+  if (!compiled.ok()) return failed(compiled.status());
 
-  EvaluatorOptions evaluator_options{.max_work = kDefaultMaxWork};
-  auto evaluated = EvaluateModule(**original, arguments, evaluator_options);
+  // The evaluator runs once, after the first run (a compilation that fails needs none).
+  std::optional<StatusOr<Literal>> evaluated;
   std::vector<const Literal*> evaluator_leaves;
-  if (evaluated.ok()) CollectLeaves(*evaluated, evaluator_leaves);
   std::vector<const Literal*> recorded_leaves;
   for (const Literal& r : recorded) recorded_leaves.push_back(&r);
 
-  // The worst run decides: a failure seen in any iteration is reproduced.
-  for (size_t i = 0; i < runs.size(); ++i) {
+  // The worst run decides: a failure seen in any iteration is reproduced. Each run is compared
+  // and let go before the next.
+  for (int i = 0; i < args.iterations; ++i) {
+    if (watchdog.fired()) return Fail(Error(watchdog.StopMessage()).WithContext(shown));
+    watchdog.SetActivity(args.iterations > 1
+                             ? fmt::format("running module {} (run {} of {})", module_name, i + 1, args.iterations)
+                             : fmt::format("running module {}", module_name));
+    StatusOr<Literal> run = (*compiled)();
+    if (watchdog.fired()) return Fail(Error(watchdog.StopMessage()).WithContext(shown));
+    if (!run.ok()) return failed(run.status());
+    if (!evaluated) {
+      watchdog.SetActivity(fmt::format("evaluating module {}", module_name));
+      EvaluatorOptions evaluator_options{.cancel = watchdog.cancel_flag(), .max_work = args.max_work};
+      evaluated = EvaluateModule(**original, arguments, evaluator_options);
+      if (!evaluated->ok() && watchdog.fired()) {
+        return Fail(Error(watchdog.StopMessage()).WithContext(shown));
+      }
+      if (evaluated->ok()) CollectLeaves(**evaluated, evaluator_leaves);
+    }
+    const StatusOr<Literal>& reference = *evaluated;
     std::vector<const Literal*> leaves;
-    CollectLeaves(runs[i], leaves);
+    CollectLeaves(*run, leaves);
     const std::string in_run =
-        runs.size() > 1 ? fmt::format(" in run {} of {}", i + 1, runs.size()) : "";
+        args.iterations > 1 ? fmt::format(" in run {} of {}", i + 1, args.iterations) : "";
     Comparison vs_evaluator, vs_recorded;
-    if (evaluated.ok()) vs_evaluator = Compare(evaluator_leaves, leaves, args.tolerance);
-    if (execution != nullptr) vs_recorded = Compare(recorded_leaves, leaves, args.tolerance);
+    if (reference.ok()) vs_evaluator = Compare(evaluator_leaves, "from the evaluator", leaves, "here", args.tolerance);
+    if (execution != nullptr) vs_recorded = Compare(recorded_leaves, "recorded", leaves, "here", args.tolerance);
     if (!vs_recorded.match) {
       std::string evaluator_says;
-      if (!evaluated.ok()) {
-        evaluator_says = fmt::format("the evaluator could not run ({})", evaluated.status().message());
-      } else if (Compare(evaluator_leaves, recorded_leaves, args.tolerance).match) {
+      if (!reference.ok()) {
+        evaluator_says = fmt::format("the evaluator could not run ({})", Shown(reference.status()));
+      } else if (Compare(evaluator_leaves, "", recorded_leaves, "", args.tolerance).match) {
         evaluator_says = "the evaluator agrees with the recorded result";
       } else if (vs_evaluator.match) {
         // The recording was wrong and this run is right: the failure is gone here.
         continue;
       } else {
-        evaluator_says = fmt::format("the evaluator agrees with neither (it differs from this run "
-                                     "by {})",
-                                     Magnitude(vs_evaluator.max_abs));
+        evaluator_says = fmt::format("the evaluator agrees with neither (this run differs from it {})",
+                                     vs_evaluator.how);
       }
-      std::printf("reproduced: %s differs from the recorded result by %s (max abs)%s, %s\n",
-                  Where(vs_recorded).c_str(), Magnitude(vs_recorded.max_abs).c_str(),
-                  in_run.c_str(), evaluator_says.c_str());
+      std::printf("reproduced: %s differs from the recorded result %s%s, %s\n",
+                  Where(vs_recorded).c_str(), vs_recorded.how.c_str(), in_run.c_str(),
+                  evaluator_says.c_str());
       return kReproduced;
     }
     if (!vs_evaluator.match) {
-      std::printf("reproduced: %s differs from the evaluator by %s (max abs)%s, %s\n",
-                  Where(vs_evaluator).c_str(), Magnitude(vs_evaluator.max_abs).c_str(),
-                  in_run.c_str(),
+      std::printf("reproduced: %s differs from the evaluator %s%s, %s\n", Where(vs_evaluator).c_str(),
+                  vs_evaluator.how.c_str(), in_run.c_str(),
                   execution ? "as in the recorded run" : "with random arguments");
       return kReproduced;
     }
   }
-  if (execution != nullptr) {
-    Comparison recorded_vs_evaluator;
-    if (evaluated.ok()) recorded_vs_evaluator = Compare(evaluator_leaves, recorded_leaves, args.tolerance);
+  const StatusOr<Literal>& reference = *evaluated;
+  if (execution != nullptr && reference.ok()) {
+    Comparison recorded_vs_evaluator =
+        Compare(evaluator_leaves, "from the evaluator", recorded_leaves, "recorded", args.tolerance);
     if (!recorded_vs_evaluator.match) {
       std::printf("not reproduced: every output agrees with the evaluator here; the recorded %s "
-                  "differed from it by %s (max abs)\n",
-                  Where(recorded_vs_evaluator).c_str(),
-                  Magnitude(recorded_vs_evaluator.max_abs).c_str());
+                  "differed from it %s\n",
+                  Where(recorded_vs_evaluator).c_str(), recorded_vs_evaluator.how.c_str());
       return kNotReproduced;
     }
   }
-  if (!evaluated.ok()) {
+  if (!reference.ok()) {
     std::printf("not reproduced: all outputs match the recorded result (the evaluator could not "
                 "run: %s)\n",
-                evaluated.status().message().c_str());
+                Shown(reference.status()).c_str());
     return kNotReproduced;
   }
   std::printf("not reproduced: all outputs match%s\n",

@@ -36,7 +36,7 @@ class EvaluateAfterEachPass : public PassInstrumentation {
   Status AfterPass(const HloModule& module, const PassEvent& event) override {
     if (!event.changed || found_) return OkStatus();
     ++result_.evaluations;
-    StatusOr<Literal> value = EvaluateModule(module, arguments_);
+    StatusOr<Literal> value = EvaluateModule(module, arguments_, options_.evaluator);
     if (!value.ok()) {
       // The evaluator cannot run every intermediate form; the pass is judged by the next one.
       if (options_.progress) {
@@ -232,7 +232,7 @@ bool LocateWrongKernel(const HloModule& optimized, std::span<const Literal> argu
     return false;
   }
   ++result.evaluations;
-  StatusOr<Literal> expected = EvaluateModule(**probe, arguments);
+  StatusOr<Literal> expected = EvaluateModule(**probe, arguments, options.evaluator);
   CompileSettings settings = options.compile;
   // The probe is already optimized: compile it as it is, so its kernels are the ones that ran.
   settings.optimize.filter.disabled.clear();
@@ -277,7 +277,7 @@ StatusOr<BisectResult> BisectModule(const HloModule& module, std::span<const Lit
   };
   say("evaluating the module as written (the reference)");
   ++result.evaluations;
-  ASSIGN_OR_RETURN(Literal reference, EvaluateModule(module, arguments));
+  ASSIGN_OR_RETURN(Literal reference, EvaluateModule(module, arguments, options.evaluator));
 
   // Step 2: every pass, judged by the evaluator.
   {

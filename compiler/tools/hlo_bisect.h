@@ -25,6 +25,7 @@
 #include <string>
 #include <vector>
 
+#include "compiler/hlo/evaluator.h"
 #include "compiler/hlo/literal_comparison.h"
 #include "compiler/tools/module_runner.h"
 
@@ -37,6 +38,8 @@ struct BisectOptions {
   bool passes_only = false;
   // Told what bisect is doing, one line at a time (for stderr); may be empty.
   std::function<void(const std::string&)> progress;
+  // Every evaluation's limits: its cancel flag (a watchdog's) and its largest instruction.
+  EvaluatorOptions evaluator;
 };
 
 enum class CulpritKind {

@@ -9,6 +9,7 @@
 #include "compiler/support/file_io.h"
 #include "compiler/support/subprocess.h"
 #include "compiler/support/terminal_text.h"
+#include "compiler/support/watchdog.h"
 #include "compiler/tools/hlo_bisect.h"
 
 namespace xlens::tools {
@@ -49,15 +50,51 @@ ReductionTest CommandTest(ReductionTestSpec spec,
   };
 }
 
+// A built-in test's bound: the watchdog of one run, and what a run past it means. A run past the
+// limit on the module as given is an error (there is nothing to reduce); on a candidate, it does
+// not fail the test.
+class BoundedRun {
+ public:
+  BoundedRun(const ReductionTestSpec& spec, const HloModule& candidate, bool first)
+      : spec_(spec), first_(first), watchdog_(spec.timeout_seconds, "reduce") {
+    watchdog_.SetActivity(fmt::format(
+        "testing {} (--test={}; compiled code that never ends cannot be stopped otherwise: give "
+        "the test as a command to skip such candidates)",
+        first ? "the module as given" : fmt::format("a candidate of {} instructions", CountInstructions(candidate)),
+        spec.test));
+  }
+  EvaluatorOptions evaluator() const {
+    return EvaluatorOptions{.cancel = watchdog_.cancel_flag(), .max_work = spec_.max_work};
+  }
+  // The verdict once the run is over: `failing` unless the watchdog fired.
+  StatusOr<bool> Verdict(bool failing) const {
+    if (!watchdog_.fired()) return failing;
+    if (first_) {
+      return Error(fmt::format("--test={} timed out after {:g} s on the module as given (raise "
+                               "--timeout, or make the test quicker)",
+                               spec_.test, spec_.timeout_seconds));
+    }
+    return false;
+  }
+
+ private:
+  const ReductionTestSpec& spec_;
+  const bool first_;
+  Watchdog watchdog_;
+};
+
 ReductionTest MiscompareTest(ReductionTestSpec spec) {
-  return [spec](const HloModule& candidate) -> StatusOr<bool> {
+  auto first = std::make_shared<bool>(true);
+  return [spec, first](const HloModule& candidate) -> StatusOr<bool> {
+    BoundedRun bound(spec, candidate, *first);
+    *first = false;
     StatusOr<std::vector<Literal>> args = RandomArguments(candidate, spec.seed);
-    if (!args.ok()) return false;
-    StatusOr<Literal> expected = EvaluateModule(candidate, *args);
-    if (!expected.ok()) return false;
+    if (!args.ok()) return bound.Verdict(false);
+    StatusOr<Literal> expected = EvaluateModule(candidate, *args, bound.evaluator());
+    if (!expected.ok()) return bound.Verdict(false);
     StatusOr<CompiledRun> run = CompileAndRun(candidate, *args, spec.compile);
-    if (!run.ok()) return false;
-    return !ExpectLiteralNear(*expected, run->result, spec.tolerance).ok();
+    if (!run.ok()) return bound.Verdict(false);
+    return bound.Verdict(!ExpectLiteralNear(*expected, run->result, spec.tolerance).ok());
   };
 }
 
@@ -70,12 +107,16 @@ ReductionTest BisectTest(ReductionTestSpec spec) {
   };
   auto original = std::make_shared<Verdict>();
   return [spec, original](const HloModule& candidate) -> StatusOr<bool> {
+    BoundedRun bound(spec, candidate, !original->known);
     StatusOr<std::vector<Literal>> args = RandomArguments(candidate, spec.seed);
     if (!args.ok()) return false;
     BisectOptions options;
     options.compile = spec.compile;
     options.tolerance = spec.tolerance;
+    options.evaluator = bound.evaluator();
     StatusOr<BisectResult> result = BisectModule(candidate, *args, options);
+    // Past the limit, whatever bisect concluded from cancelled evaluations does not count.
+    if (StatusOr<bool> in_time = bound.Verdict(true); !in_time.ok() || !*in_time) return in_time;
     if (!original->known) {
       if (!result.ok()) return result.status();
       *original = {true, result->kind, result->pass};
