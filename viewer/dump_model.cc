@@ -5,6 +5,7 @@
 #include <set>
 
 #include "compiler/support/file_io.h"
+#include "compiler/support/terminal_text.h"
 
 namespace xlens::viewer {
 namespace {
@@ -13,24 +14,51 @@ bool EndsWith(const std::string& text, std::string_view suffix) {
   return text.size() >= suffix.size() && text.compare(text.size() - suffix.size(), suffix.size(), suffix) == 0;
 }
 
-// Files the manifest names that should be there; a missing one is a problem worth saying once.
+// What the manifest names but the directory lacks, by kind; said once per kind (with its count and
+// first name) so a manifest listing 100,000 missing files makes one line, not 100,000.
+struct FileProblems {
+  std::vector<std::string> outside;      // messages for names that leave the directory
+  std::vector<std::string> missing;      // paths
+  std::vector<std::string> not_regular;  // "path (why)"
+};
+
 void CheckFilesPresent(const DumpModel& model, const std::vector<std::string>& files,
-                       std::set<std::string>& reported, std::vector<std::string>& problems) {
+                       std::set<std::string>& reported, FileProblems& problems) {
   for (const std::string& file : files) {
     if (!reported.insert(file).second) continue;
     StatusOr<std::string> path = model.PathOf(file);
     if (!path.ok()) {
-      problems.push_back(path.status().message());
+      problems.outside.push_back(path.status().message());
       continue;
     }
     std::string why;
     PathKind kind = GetPathKind(*path, &why);
     if (kind == PathKind::kMissing) {
-      problems.push_back(*path + ": named by manifest.json but missing");
+      problems.missing.push_back(*path);
     } else if (kind != PathKind::kRegular) {
-      problems.push_back(*path + ": named by manifest.json but not a regular file" +
-                         (why.empty() ? "" : " (" + why + ")"));
+      problems.not_regular.push_back(DisplayPath(*path) + (why.empty() ? "" : " (" + why + ")"));
     }
+  }
+}
+
+void ReportFileProblems(const std::string& directory, const FileProblems& problems, std::vector<std::string>& out) {
+  const std::string manifest = DisplayPath(directory + "/" + std::string(kManifestFileName));
+  if (problems.outside.size() == 1) out.push_back(problems.outside.front());
+  if (problems.outside.size() > 1) {
+    out.push_back(manifest + " names " + std::to_string(problems.outside.size()) +
+                  " files that leave the dump directory; none read (first: " + problems.outside.front() + ")");
+  }
+  if (problems.missing.size() == 1) out.push_back(DisplayPath(problems.missing.front()) + ": named by manifest.json but missing");
+  if (problems.missing.size() > 1) {
+    out.push_back(manifest + " lists " + std::to_string(problems.missing.size()) +
+                  " files that are missing (first: " + DisplayPath(problems.missing.front()) + ")");
+  }
+  if (problems.not_regular.size() == 1) {
+    out.push_back(problems.not_regular.front() + ": named by manifest.json but not a regular file");
+  }
+  if (problems.not_regular.size() > 1) {
+    out.push_back(manifest + " lists " + std::to_string(problems.not_regular.size()) +
+                  " files that are not regular files (first: " + problems.not_regular.front() + ")");
   }
 }
 
@@ -72,14 +100,16 @@ std::unique_ptr<DumpModel> DumpModel::Open(const std::string& directory, std::st
   // Say up front what the manifest names but the directory lacks, so a user sees it before
   // clicking through to an empty pane.
   std::set<std::string> reported;
+  FileProblems file_problems;
   for (const ManifestModule& module : model->manifest_.modules) {
-    CheckFilesPresent(*model, module.files, reported, model->problems_);
-    for (const ManifestStage& stage : module.stages) CheckFilesPresent(*model, stage.files, reported, model->problems_);
-    for (const ManifestKernel& kernel : module.kernels) CheckFilesPresent(*model, kernel.files, reported, model->problems_);
+    CheckFilesPresent(*model, module.files, reported, file_problems);
+    for (const ManifestStage& stage : module.stages) CheckFilesPresent(*model, stage.files, reported, file_problems);
+    for (const ManifestKernel& kernel : module.kernels) CheckFilesPresent(*model, kernel.files, reported, file_problems);
   }
   for (const ManifestGraph& graph : model->manifest_.graphs) {
-    for (const ManifestGraphStage& stage : graph.stages) CheckFilesPresent(*model, stage.files, reported, model->problems_);
+    for (const ManifestGraphStage& stage : graph.stages) CheckFilesPresent(*model, stage.files, reported, file_problems);
   }
+  ReportFileProblems(model->directory_, file_problems, model->problems_);
   return model;
 }
 
@@ -92,7 +122,7 @@ StatusOr<std::string> DumpModel::PathOf(const std::string& relative) const {
     if (part == "..") escapes = true;
   }
   if (escapes) {
-    return Error(directory_ + "/manifest.json: the file name \"" + relative +
+    return Error(DisplayPath(directory_ + "/manifest.json") + ": the file name \"" + DisplayText(relative) +
                  "\" leaves the dump directory; not read");
   }
   return directory_ + "/" + relative;

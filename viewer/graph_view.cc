@@ -291,9 +291,16 @@ void GraphView::BuildScene() {
             .arg(NodeThreshold())
             .arg(QString::fromStdString(summary_.focus).toHtmlEscaped())
             .arg(radius_)
-            .arg(hidden));
+            .arg(hidden) +
+        (layout.note.isEmpty() ? QString() : "<br>" + layout.note.toHtmlEscaped()));
     widen_button_->setVisible(summary_.boundary_nodes > 0);
     show_all_button_->show();
+    scope_frame_->show();
+  } else if (!layout.note.isEmpty()) {
+    // Graphviz did not draw it (too big for it, too slow, or it failed): say so and why.
+    scope_label_->setText(layout.note.toHtmlEscaped());
+    widen_button_->hide();
+    show_all_button_->hide();
     scope_frame_->show();
   } else {
     scope_frame_->hide();

@@ -6,8 +6,8 @@
 
 namespace xlens::viewer {
 
-// The one thread that calls Graphviz: takes jobs in order, lays each out, and posts the result
-// back to the service's thread.
+// The one thread that runs layouts: takes jobs in order, lays each out in a child process, and
+// posts the result back to the service's thread.
 class LayoutService::Worker : public QThread {
  public:
   explicit Worker(LayoutService* service) : service_(service) { setObjectName("graphviz-layout"); }
@@ -15,6 +15,7 @@ class LayoutService::Worker : public QThread {
   void run() override {
     for (;;) {
       Job job;
+      LayoutLimits limits;
       {
         std::unique_lock<std::mutex> lock(service_->mutex_);
         service_->wake_.wait(lock, [&] { return service_->stopping_ || !service_->queue_.empty(); });
@@ -22,9 +23,24 @@ class LayoutService::Worker : public QThread {
         job = std::move(service_->queue_.front());
         service_->queue_.pop_front();
         ++service_->layouts_run_;
+        service_->running_key_ = job.key;
+        service_->abort_running_ = false;
+        limits = service_->limits_;
       }
+      LayoutService* self = service_;
+      StatusOr<GraphLayout> layout = LayOutInChild(job.dot, limits, [self] {
+        std::lock_guard<std::mutex> lock(self->mutex_);
+        return self->stopping_ || self->abort_running_;
+      });
+      bool stopped = false;
+      {
+        std::lock_guard<std::mutex> lock(service_->mutex_);
+        stopped = service_->stopping_ || service_->abort_running_;
+        service_->running_key_ = 0;
+        service_->abort_running_ = false;
+      }
+      if (stopped) continue;  // nobody waits for it; a stopped layout is not cached
       Result result;
-      StatusOr<GraphLayout> layout = LayoutDot(job.dot);
       if (layout.ok()) {
         result.layout = std::make_shared<const GraphLayout>(std::move(layout).value());
       } else {
@@ -55,7 +71,8 @@ LayoutService::~LayoutService() {
     queue_.clear();
   }
   wake_.notify_all();
-  // A layout in progress cannot be interrupted; wait for it so Graphviz is not torn down under it.
+  // A layout in progress sees stopping_ within 50 ms and kills its process: quitting never waits
+  // for Graphviz.
   worker_->wait();
   delete worker_;
 }
@@ -110,6 +127,7 @@ void LayoutService::Cancel(uint64_t ticket) {
       uint64_t key = it->first;
       waiting_.erase(it);
       std::lock_guard<std::mutex> lock(mutex_);
+      if (running_key_ == key) abort_running_ = true;
       for (auto job = queue_.begin(); job != queue_.end(); ++job) {
         if (job->key == key) {
           queue_.erase(job);
@@ -132,6 +150,11 @@ void LayoutService::SetCacheCapacity(size_t capacity) {
     cache_index_.erase(cache_.back().first);
     cache_.pop_back();
   }
+}
+
+void LayoutService::SetLimits(const LayoutLimits& limits) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  limits_ = limits;
 }
 
 uint64_t LayoutService::layouts_run() const {

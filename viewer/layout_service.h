@@ -1,7 +1,8 @@
-// Lays graphs out off the UI thread. Graphviz is not thread safe, so exactly one worker thread
-// makes every Graphviz call; the UI thread asks for a layout by DOT text, gets a ticket, and is
-// told by layoutReady when it is done. Layouts are cached by a hash of the DOT text, so going
-// back to a stage already seen is instant.
+// Lays graphs out off the UI thread. One worker thread runs every layout, each in a child process
+// (layout_process.h) under a time and a memory limit; the UI thread asks for a layout by DOT
+// text, gets a ticket, and is told by layoutReady when it is done. Layouts are cached by a hash of
+// the DOT text, so going back to a stage already seen is instant. A layout nobody waits for any
+// more, and the one running when the service is destroyed, is stopped by killing its process.
 #pragma once
 
 #include <QObject>
@@ -19,6 +20,7 @@
 #include <vector>
 
 #include "viewer/graph_layout.h"
+#include "viewer/layout_process.h"
 
 namespace xlens::viewer {
 
@@ -35,15 +37,16 @@ class LayoutService : public QObject {
   // cache hit (never from inside this call). Call from the UI thread.
   uint64_t Request(std::string dot);
   // Drops interest in a ticket: layoutReady is not sent for it, and a layout not yet started for
-  // no other ticket is not started. One already running finishes (Graphviz cannot be stopped)
-  // and is cached.
+  // no other ticket is not started. One already running for no other ticket is stopped.
   void Cancel(uint64_t ticket);
   // The cached layout of `dot`, or nullptr (also for one that failed).
   std::shared_ptr<const GraphLayout> Cached(const std::string& dot) const;
   // How many layouts the cache keeps (least recently used go first); default 32.
   void SetCacheCapacity(size_t capacity);
-  // The thread that makes every Graphviz call.
+  // The thread that runs every layout.
   QThread* worker() const { return worker_; }
+  // The limits layouts run under from now on.
+  void SetLimits(const LayoutLimits& limits);
   // How many layouts the worker has run (cache hits and cancelled jobs not counted).
   uint64_t layouts_run() const;
 
@@ -78,6 +81,9 @@ class LayoutService : public QObject {
   std::deque<Job> queue_;
   bool stopping_ = false;
   uint64_t layouts_run_ = 0;
+  uint64_t running_key_ = 0;     // the layout in progress, 0 when none
+  bool abort_running_ = false;   // nobody waits for it any more: stop it
+  LayoutLimits limits_;
 
   QThread* worker_ = nullptr;
 };

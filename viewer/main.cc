@@ -5,8 +5,10 @@
 #include <QPixmap>
 #include <cstdio>
 #include <cstdlib>
+#include <cstring>
 
 #include "compiler/support/file_io.h"
+#include "viewer/layout_process.h"
 #include "viewer/main_window.h"
 #include "viewer/viewer_options.h"
 
@@ -22,6 +24,10 @@ void FilterQtNoise(QtMsgType type, const QMessageLogContext& context, const QStr
 }  // namespace
 
 int main(int argc, char** argv) {
+  // The viewer's own layout process (layout_process.h): no window, no application object.
+  if (argc >= 2 && std::strcmp(argv[1], xlens::viewer::kLayoutChildFlag) == 0) {
+    return xlens::viewer::RunLayoutChild(argc, argv);
+  }
   QStringList arguments;
   for (int i = 1; i < argc; ++i) arguments << QString::fromLocal8Bit(argv[i]);
   auto options = xlens::viewer::ParseViewerOptions(arguments);

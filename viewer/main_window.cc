@@ -1,5 +1,7 @@
 #include "viewer/main_window.h"
 
+#include "compiler/support/terminal_text.h"
+
 #include <QAction>
 #include <QApplication>
 #include <QCloseEvent>
@@ -50,6 +52,7 @@ void MainWindow::BuildUi() {
 
   banner_ = new QLabel(central);
   banner_->setWordWrap(true);
+  banner_->setTextFormat(Qt::PlainText);  // names from files are text, never markup (an <img> would be loaded)
   banner_->setTextInteractionFlags(Qt::TextSelectableByMouse);
   banner_->setStyleSheet("QLabel { background: #fff3e0; color: #8a3c00; padding: 4px 8px; border-bottom: 1px solid #ffcc80; }");
   banner_->setVisible(false);
@@ -286,7 +289,10 @@ void MainWindow::AddProblem(const QString& problem) {
   if (problems_.size() > shown.size()) text += QString("\n… and %1 more").arg(problems_.size() - shown.size());
   banner_->setText(text);
   banner_->setVisible(true);
-  std::fprintf(stderr, "xlens-viewer: %s\n", problem.toUtf8().constData());
+  // Names in problems come from files: escaped, so no control sequence reaches the terminal.
+  const QByteArray utf8 = problem.toUtf8();
+  std::fprintf(stderr, "xlens-viewer: %s\n",
+               xlens::EscapeForTerminal(std::string_view(utf8.constData(), static_cast<size_t>(utf8.size()))).c_str());
 }
 
 void MainWindow::UpdateTitle() {

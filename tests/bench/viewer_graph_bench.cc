@@ -7,11 +7,14 @@
 #include <QScrollBar>
 #include <QSettings>
 #include <QWindow>
+#include <cstdlib>
+#include <fstream>
 #include <string>
 
 #include "viewer/graph_layout.h"
 #include "viewer/graph_view.h"
 #include "viewer/hlo_outline.h"
+#include "viewer/layout_process.h"
 
 namespace {
 
@@ -78,6 +81,41 @@ void BM_BuildScene(benchmark::State& state) {
   state.SetItemsProcessed(state.iterations() * state.range(0));
 }
 BENCHMARK(BM_BuildScene)->Arg(1000)->Arg(2000)->Unit(benchmark::kMillisecond);
+
+// A chain whose every node also reads the parameter (a residual stream): dot's worst case, each
+// layer crossed by an edge from the parameter. Graphviz's dot takes 10 s at 100 nodes and does not
+// finish at 150; the viewer lays it out in its child process, with dot or, past dot's reach, its
+// own layered layout. The label says which. XLENS_BENCH_DOT_DIR=DIR also writes each DOT there
+// (residual_chain_N.dot), to time Graphviz's own `dot` on it.
+std::string ResidualChain(int n) {
+  std::string text = "HloModule residual\n\nENTRY %main (p: f32[8]) -> f32[8] {\n  %p = f32[8]{0} parameter(0)\n";
+  for (int i = 0; i < n; ++i) {
+    std::string previous = i == 0 ? "%p" : "%a" + std::to_string(i - 1);
+    text += std::string(i == n - 1 ? "  ROOT " : "  ") + "%a" + std::to_string(i) + " = f32[8]{0} add(f32[8]{0} " +
+            previous + ", f32[8]{0} %p)\n";
+  }
+  return text + "}\n";
+}
+
+void BM_ResidualChainLayout(benchmark::State& state) {
+  const int n = static_cast<int>(state.range(0));
+  HloOutline outline = ParseHloOutline(ResidualChain(n), "residual").value();
+  std::string dot = HloComputationToDot(outline, *outline.entry(), DotOptions{});
+  if (const char* dir = std::getenv("XLENS_BENCH_DOT_DIR")) {
+    std::ofstream(std::string(dir) + "/residual_chain_" + std::to_string(n) + ".dot") << dot;
+  }
+  QString engine;
+  for (auto _ : state) {
+    auto layout = LayOutInChild(dot, LayoutLimits{});
+    if (!layout.ok()) {
+      state.SkipWithError(layout.status().message().c_str());
+      return;
+    }
+    engine = layout->engine;
+  }
+  state.SetLabel(engine.toStdString());
+}
+BENCHMARK(BM_ResidualChainLayout)->Arg(100)->Arg(1000)->Arg(10000)->Iterations(1)->Unit(benchmark::kMillisecond);
 
 // One frame of dragging at 1:2 (text drawn): what the view repaints as it scrolls.
 void BM_PanFrame(benchmark::State& state) {
