@@ -4,7 +4,9 @@ A case runs in a scratch directory of its own: work/ (the current directory, whe
 are), tmp/ (TMPDIR) and home/ (HOME). Before and after the run, the three are snapshotted without
 following links or opening special files; any difference outside the case's declared outputs is
 a finding. The command runs in its own session under a wall-clock limit and an address-space
-limit, and its peak RSS is read from wait4.
+limit, and its peak RSS is read from wait4 (its waited-for children included). A case may run the
+viewer instead of xlens (program="viewer"), under the same limits, and may give a peak-RSS budget
+that grows with its input's size, so a blow-up is a finding even where it fits under the limits.
 """
 
 import dataclasses
@@ -42,6 +44,11 @@ class Case:
     parallel: int = 1           # run this many copies at once (concurrency cases)
     root_skip: Optional[str] = None  # skipped as root, with this reason
     oom_is_fine: bool = False   # an "out of memory" refusal is the expected answer
+    program: str = "xlens"      # what runs: "xlens", or "viewer" (xlens-viewer, sweep --viewer)
+    # Peak-RSS budget: max_rss_mb plus rss_per_input_byte times the bytes of the files under work/
+    # after setup. Past it is a "memory" finding. None: only the sweep's global RSS limit.
+    max_rss_mb: Optional[float] = None
+    rss_per_input_byte: float = 0.0
     exits: tuple = ()           # exit codes besides 0 and 1 that are answers (replay's 2), not crashes
     signal_after: Optional[tuple] = None  # (seconds, signum): sent to the command's process group,
                                           # as a terminal's Ctrl-C is; dying of it is no crash
@@ -54,6 +61,7 @@ class Ctx:
     tmp: str
     home: str
     shared: str  # a directory shared by all cases of a sweep (big inputs made once)
+    xlens: str = ""  # the binary under test, for setups that make their inputs with it
 
     def path(self, rel):
         return os.path.join(self.work, rel)
@@ -92,6 +100,7 @@ class Outcome:
     detail: str
     runs: list
     seconds: float
+    input_bytes: int = 0        # the size of the case's inputs (files under work/ after setup)
 
 
 # ----------------------------------------------------------------------------------------------
@@ -162,6 +171,18 @@ def diff(before, after):
         else:
             changes.append((rel, "changed"))
     return changes
+
+
+def input_bytes(entries):
+    """The bytes of the regular files of a snapshot."""
+    return sum(e[2] for e in entries.values() if e[0] == "file")
+
+
+def rss_budget_kb(case, inputs):
+    """The case's peak-RSS budget in KiB for `inputs` bytes of input, or None."""
+    if case.max_rss_mb is None:
+        return None
+    return int(case.max_rss_mb * 1024 + case.rss_per_input_byte * inputs / 1024)
 
 
 def _matches(rel, globs):
@@ -249,10 +270,14 @@ def _read(path, limit=1 << 20):
         return f.read(limit)
 
 
-def run_case(case, xlens, root, shared, memory_bytes, default_timeout):
-    """Sets the case up in `root` (created empty), runs it and returns the Runs and the Ctx."""
+VIEWER_ENV = {"QT_QPA_PLATFORM": "offscreen"}  # headless: no display is needed or used
+
+
+def run_case(case, xlens, root, shared, memory_bytes, default_timeout, viewer=None):
+    """Sets the case up in `root` (created empty), runs it and returns the Runs and the Ctx.
+    A case with program="viewer" runs `viewer` instead of `xlens`, headless."""
     ctx = Ctx(root=root, work=os.path.join(root, "work"), tmp=os.path.join(root, "tmp"),
-              home=os.path.join(root, "home"), shared=shared)
+              home=os.path.join(root, "home"), shared=shared, xlens=xlens)
     for d in (ctx.work, ctx.tmp, ctx.home, os.path.join(root, "_run")):
         os.makedirs(d)
     if case.setup:
@@ -267,12 +292,17 @@ def run_case(case, xlens, root, shared, memory_bytes, default_timeout):
     for passthrough in ("LD_LIBRARY_PATH", "ASAN_OPTIONS", "UBSAN_OPTIONS", "CUDA_VISIBLE_DEVICES"):
         if passthrough in os.environ:
             env[passthrough] = os.environ[passthrough]
+    if case.program == "viewer":
+        env.update(VIEWER_ENV)
     for key, value in case.env.items():
         if callable(value):
             value = value(ctx)
         env[key] = value.replace("{work}", ctx.work).replace("{root}", root)
     args = case.args(ctx) if callable(case.args) else case.args
-    argv = [xlens] + list(args)
+    binary = viewer if case.program == "viewer" else xlens
+    if not binary:
+        raise ValueError(f"case {case.id} runs {case.program}, and no binary was given for it")
+    argv = [binary] + list(args)
     timeout = case.timeout or default_timeout
     procs = [start(argv, ctx.work, env, os.path.join(root, "_run", str(i)), memory_bytes)
              for i in range(case.parallel)]
@@ -348,13 +378,16 @@ def first_line(data, limit=200):
     return text if len(text) <= limit else text[:limit] + "..."
 
 
-def classify_run(case, run, rss_limit_kb):
+def classify_run(case, run, rss_limit_kb, budget_kb=None, inputs=0):
     """(category, detail) of one process, before the file system and answer checks."""
     err = run.stderr
     if run.timed_out:
         return "hang", f"still running after {run.seconds:.0f} s"
     if run.max_rss_kb > rss_limit_kb:
         return "memory", f"peak RSS {run.max_rss_kb // 1024} MiB"
+    if budget_kb is not None and run.max_rss_kb > budget_kb:
+        return "memory", (f"peak RSS {run.max_rss_kb // 1024} MiB for {inputs} bytes of input "
+                          f"(budget {budget_kb // 1024} MiB)")
     if run.signal is not None and case.signal_after and run.signal == case.signal_after[1]:
         return None  # the signal the case sent: what it left behind is judged below
     if run.signal is not None:
@@ -379,8 +412,10 @@ def classify_run(case, run, rss_limit_kb):
 
 def classify(case, runs, ctx, before, after, rss_limit_kb):
     worst = None
+    inputs = input_bytes(before["work"])
+    budget_kb = rss_budget_kb(case, inputs)
     for run in runs:
-        verdict = classify_run(case, run, rss_limit_kb)
+        verdict = classify_run(case, run, rss_limit_kb, budget_kb, inputs)
         if verdict:
             worst = worst or verdict
     if worst:

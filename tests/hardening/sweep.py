@@ -1,19 +1,21 @@
 #!/usr/bin/env python3
 """A sweep of hostile inputs over every reader and writer of the xlens command line.
 
-    python3 tests/hardening/sweep.py --xlens PATH [--quick] [--only READER] [--case GLOB]
-                                     [--json OUT] [--keep] [--jobs N]
+    python3 tests/hardening/sweep.py --xlens PATH [--viewer PATH] [--quick] [--only READER]
+                                     [--case GLOB] [--json OUT] [--keep] [--jobs N]
 
 Crafts every input itself in a fresh temporary directory (nothing is written outside it; each
 case runs with its current directory, TMPDIR and HOME inside its own scratch directory), runs
-xlens on each under a wall-clock and an address-space limit, and classifies what happened:
+xlens on each (or, for the viewer's cases, xlens-viewer, headless; skipped without --viewer) under
+a wall-clock and an address-space limit, and classifies what happened:
 
   clean         exit 0, or exit 1 with one line on stderr that starts with "xlens" and names
                 the file or flag at fault
   crash         killed by a signal (abort, segfault) or an exit status above 1
   hang          still running at the wall-clock limit
   memory        failed to allocate (or said "out of memory") where it should have refused
-                up front, or a peak RSS over the limit
+                up front, or a peak RSS over the limit or over the case's budget for its
+                input's size
   lost-data     an output that should exist is missing, or a file it found was damaged
   wrong-result  a known answer differs, valid input was refused, or bad input was accepted
   fs-touched    a file outside the case's declared outputs changed (a device replaced by a
@@ -56,6 +58,7 @@ ALLOWED = {
 def parse_args():
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--xlens", required=True, help="the xlens binary to sweep")
+    p.add_argument("--viewer", help="the xlens-viewer binary, for the viewer's cases (skipped without it)")
     p.add_argument("--quick", action="store_true", help="the fast subset; exit 1 on a finding")
     p.add_argument("--only", action="append", default=[],
                    help="only this reader (hlo-text, module-path, npy, outputs, output-path, flags, graphdef, "
@@ -117,11 +120,15 @@ def run_one(case, args, base, shared):
     root = os.path.join(base, slug)
     if case.root_skip:
         return harness.Outcome(case, "skipped", case.root_skip, [], 0.0)
+    if case.program == "viewer" and not args.viewer:
+        return harness.Outcome(case, "skipped", "runs xlens-viewer; no --viewer given", [], 0.0)
     t0 = time.monotonic()
     try:
         runs, ctx, before, after = harness.run_case(case, args.xlens, root, shared,
-                                                    args.memory_limit_mb << 20, args.timeout)
+                                                    args.memory_limit_mb << 20, args.timeout,
+                                                    viewer=args.viewer)
         category, detail = harness.classify(case, runs, ctx, before, after, args.rss_limit_mb << 10)
+        inputs = harness.input_bytes(before["work"])
     except craft.CannotCraft as e:
         return harness.Outcome(case, "skipped", str(e), [], time.monotonic() - t0)
     except OSError as e:  # the case itself cannot be run here (e.g. an argument list too long)
@@ -129,7 +136,7 @@ def run_one(case, args, base, shared):
     finally:
         if not args.keep:
             shutil.rmtree(root, ignore_errors=True)
-    return harness.Outcome(case, category, detail, runs, time.monotonic() - t0)
+    return harness.Outcome(case, category, detail, runs, time.monotonic() - t0, inputs)
 
 
 def table(outcomes, key):
@@ -153,6 +160,11 @@ def main():
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
     args = parse_args()
     args.xlens = os.path.abspath(args.xlens)
+    if args.viewer:
+        args.viewer = os.path.abspath(args.viewer)
+        if not os.access(args.viewer, os.X_OK):
+            print(f"sweep: {args.viewer} is not an executable", file=sys.stderr)
+            return 2
     if args.timeout is None:
         args.timeout = 10 if args.quick else 20
     if sanitized(args.xlens):
@@ -230,6 +242,7 @@ def main():
                 "signal": o.runs[0].signal if o.runs else None,
                 "seconds": round(o.seconds, 3),
                 "max_rss_mb": max(r.max_rss_kb for r in o.runs) // 1024 if o.runs else 0,
+                "input_bytes": o.input_bytes,
                 "stderr": harness.first_line(o.runs[0].stderr, 300) if o.runs else "",
                 "command": repro(o.case, o.runs[0], "xlens", base) if o.runs else "",
             } for o in outcomes],
