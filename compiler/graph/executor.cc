@@ -1,5 +1,6 @@
 #include "compiler/graph/executor.h"
 
+#include <algorithm>
 #include <deque>
 #include <map>
 #include <optional>
@@ -27,6 +28,8 @@ struct IterationState {
   std::vector<char> fired;            // the node has been scheduled in this iteration
   std::vector<std::vector<Entry>> inputs;
   int outstanding = 0;                // nodes of this iteration scheduled and not yet finished
+  int live_children = 0;              // frames entered from this iteration, not yet finished
+  int64_t held = 0;                   // entries of `inputs` that hold a tensor
 };
 
 struct FrameState {
@@ -34,8 +37,15 @@ struct FrameState {
   FrameState* parent = nullptr;
   int64_t parent_iter = 0;
   int frame_index = 0;  // into Impl::frames_ (static frame info)
+  // The live iterations: an iteration is freed once it is done (nothing scheduled, no child frame
+  // running) and every older one is, as TensorFlow's CleanupFramesIterations does.
   std::map<int64_t, std::unique_ptr<IterationState>> iterations;
   int64_t last_iteration = 0;
+  // At most this many iterations are alive at once (the Enters' parallel_iterations, as in
+  // TensorFlow): a NextIteration that would start one more waits in `deferred` until the oldest
+  // is freed, so a loop counter cannot run ahead of the loop's work without bound.
+  int64_t max_parallel_iterations = 10;
+  std::vector<std::pair<const Node*, Entry>> deferred;
   int pending_enters = 0;  // Enter nodes of this frame that have not fired yet
   int outstanding = 0;     // scheduled ops in every iteration of this frame
   // Values of constant Enters, delivered to every iteration.
@@ -90,16 +100,22 @@ struct Executor::Impl {
   std::vector<Entry> retvals;
   const std::vector<Tensor>* args = nullptr;
   Status status;
+  ExecutorRunStats stats;
+  int64_t live_iterations = 0, live_frames = 0, held_values = 0;
 
   Status Build();
   Status RunLoop();
   IterationState* GetIteration(FrameState* frame, int64_t iter);
   void Deliver(const Edge* e, const Entry& entry, FrameState* frame, int64_t iter);
-  void Propagate(const Node* n, FrameState* frame, int64_t iter, std::vector<Entry>& outputs,
-                 bool node_is_dead);
+  // Returns the frame an Enter entered (null for any other node).
+  FrameState* Propagate(const Node* n, FrameState* frame, int64_t iter, std::vector<Entry>& outputs,
+                        bool node_is_dead);
   void Activate(const Node* n, FrameState* frame, int64_t iter);
   Status Process(const ReadyNode& r);
-  void MaybeFinishFrame(FrameState* frame);
+  bool MaybeFinishFrame(FrameState* frame);
+  void CleanupIterations(FrameState* frame);
+  void FreeIteration(FrameState* frame, std::map<int64_t, std::unique_ptr<IterationState>>::iterator it);
+  void ReleaseInputs(IterationState* it, int li);
   FrameState* ChildFrame(FrameState* parent, int64_t iter, const Node* enter);
   std::string DescribeStuckNodes() const;
 };
@@ -218,6 +234,8 @@ IterationState* Executor::Impl::GetIteration(FrameState* frame, int64_t iter) {
       slot->inputs[i].resize(node->num_inputs());
     }
     if (iter > frame->last_iteration) frame->last_iteration = iter;
+    ++stats.iterations_started;
+    stats.peak_live_iterations = std::max(stats.peak_live_iterations, ++live_iterations);
     if (iter > 0) {
       // A new iteration sees every loop invariant.
       auto invariants = frame->loop_invariants;
@@ -246,6 +264,12 @@ FrameState* Executor::Impl::ChildFrame(FrameState* parent, int64_t iter, const N
     }
     slot->frame_index = f < 0 ? 0 : f;
     slot->pending_enters = frames[slot->frame_index].num_enters;
+    if (const AttrValue* v = FindAttr(enter->attrs(), "parallel_iterations");
+        v && v->kind() == AttrValue::Kind::kInt) {
+      slot->max_parallel_iterations = std::max<int64_t>(1, v->i());
+    }
+    ++GetIteration(parent, iter)->live_children;
+    stats.peak_live_frames = std::max(stats.peak_live_frames, ++live_frames);
   }
   return slot.get();
 }
@@ -256,7 +280,14 @@ void Executor::Impl::Deliver(const Edge* e, const Entry& entry, FrameState* fram
   IterationState* it = GetIteration(frame, iter);
   int li = local_index[dst->id()];
   if (it->fired[li]) return;  // a Merge that already fired with a live input
-  if (!e->IsControlEdge()) it->inputs[li][e->dst_input] = entry;
+  if (!e->IsControlEdge()) {
+    Entry& slot = it->inputs[li][e->dst_input];
+    int64_t change = (entry.has_value ? 1 : 0) - (slot.has_value ? 1 : 0);
+    slot = entry;
+    it->held += change;
+    held_values += change;
+    stats.peak_held_values = std::max(stats.peak_held_values, held_values);
+  }
   --it->pending[li];
   if (entry.is_dead) ++it->dead_inputs[li];
 
@@ -309,8 +340,8 @@ void Executor::Impl::Activate(const Node* n, FrameState* frame, int64_t iter) {
 // `node_is_dead`: the node did not run because an input was dead (a Merge: every input was).
 // Its control edges then carry deadness; a Switch that ran sends live control edges even though
 // one of its outputs is dead, as in TensorFlow.
-void Executor::Impl::Propagate(const Node* n, FrameState* frame, int64_t iter,
-                               std::vector<Entry>& outputs, bool node_is_dead) {
+FrameState* Executor::Impl::Propagate(const Node* n, FrameState* frame, int64_t iter,
+                                      std::vector<Entry>& outputs, bool node_is_dead) {
   FrameState* dst_frame = frame;
   int64_t dst_iter = iter;
   const bool node_dead = node_is_dead;
@@ -334,19 +365,24 @@ void Executor::Impl::Propagate(const Node* n, FrameState* frame, int64_t iter,
   } else if (n->IsExit()) {
     if (outputs[0].is_dead) {
       frame->dead_exits.insert(n);
-      return;
+      return nullptr;
     }
     frame->live_exits.insert(n);
     dst_frame = frame->parent;
     dst_iter = frame->parent_iter;
   } else if (n->IsNextIteration()) {
-    if (outputs[0].is_dead) return;  // a dead NextIteration ends the loop's deadness here
+    if (outputs[0].is_dead) return nullptr;  // a dead NextIteration ends the loop's deadness here
     if (iter + 1 > options.max_loop_iterations) {
       if (status.ok()) {
         status = Status::Error("loop frame '" + frame->name + "' ran more than " +
                                std::to_string(options.max_loop_iterations) + " iterations");
       }
-      return;
+      return nullptr;
+    }
+    if (iter == frame->last_iteration &&
+        static_cast<int64_t>(frame->iterations.size()) >= frame->max_parallel_iterations) {
+      frame->deferred.emplace_back(n, outputs[0]);
+      return nullptr;
     }
     dst_iter = iter + 1;
   }
@@ -358,10 +394,57 @@ void Executor::Impl::Propagate(const Node* n, FrameState* frame, int64_t iter,
       Deliver(e, outputs[e->src_output], dst_frame, dst_iter);
     }
   }
+  return n->IsEnter() ? dst_frame : nullptr;
 }
 
-void Executor::Impl::MaybeFinishFrame(FrameState* frame) {
-  while (frame && frame != root.get() && frame->outstanding == 0 && frame->pending_enters == 0) {
+void Executor::Impl::FreeIteration(
+    FrameState* frame, std::map<int64_t, std::unique_ptr<IterationState>>::iterator it) {
+  held_values -= it->second->held;
+  --live_iterations;
+  frame->iterations.erase(it);
+}
+
+void Executor::Impl::CleanupIterations(FrameState* frame) {
+  if (frame == root.get()) return;  // the root's one iteration lives for the run
+  // Only the oldest iteration can be freed: a younger one still receives what the older ones'
+  // NextIteration nodes send. Iteration 0 also waits for the frame's Enters.
+  while (!frame->iterations.empty()) {
+    auto oldest = frame->iterations.begin();
+    const IterationState& state = *oldest->second;
+    if (state.outstanding != 0 || state.live_children != 0) break;
+    if (oldest->first == 0 && frame->pending_enters != 0) break;
+    FreeIteration(frame, oldest);
+    if (!frame->deferred.empty()) {
+      // The iteration held back by parallel_iterations starts now.
+      int64_t next = frame->last_iteration + 1;
+      GetIteration(frame, next);
+      std::vector<std::pair<const Node*, Entry>> roots;
+      roots.swap(frame->deferred);
+      for (auto& [node, entry] : roots) {
+        for (const Edge* e : node->out_edges()) {
+          if (!e->dst->IsOp()) continue;
+          Deliver(e, e->IsControlEdge() ? Entry{} : entry, frame, next);
+        }
+      }
+    }
+  }
+}
+
+// A node's inputs are not needed once it has run (a Merge that fired ignores later ones).
+void Executor::Impl::ReleaseInputs(IterationState* it, int li) {
+  std::vector<Entry>& in = it->inputs[li];
+  int64_t held = 0;
+  for (const Entry& e : in) held += e.has_value ? 1 : 0;
+  it->held -= held;
+  held_values -= held;
+  in.clear();
+  in.shrink_to_fit();
+}
+
+bool Executor::Impl::MaybeFinishFrame(FrameState* frame) {
+  bool finished = false;
+  while (frame && frame != root.get() && frame->outstanding == 0 && frame->pending_enters == 0 &&
+         frame->children.empty() && frame->deferred.empty()) {
     FrameState* parent = frame->parent;
     int64_t parent_iter = frame->parent_iter;
     // An Exit that never produced a value (the whole loop was dead) carries its deadness to
@@ -374,11 +457,17 @@ void Executor::Impl::MaybeFinishFrame(FrameState* frame) {
     }
     frame->dead_exits.clear();
     // The frame is finished; its memory goes with it (its parent may finish next).
-    auto key = std::make_pair(parent_iter, frame->name);
-    parent->children.erase(key);
+    while (!frame->iterations.empty()) FreeIteration(frame, frame->iterations.begin());
+    if (auto it = parent->iterations.find(parent_iter); it != parent->iterations.end()) {
+      --it->second->live_children;
+    }
+    parent->children.erase(std::make_pair(parent_iter, frame->name));
+    --live_frames;
+    finished = true;
     frame = parent;
-    if (frame->outstanding != 0) break;
+    CleanupIterations(frame);
   }
+  return finished;
 }
 
 Status Executor::Impl::Process(const ReadyNode& r) {
@@ -389,7 +478,7 @@ Status Executor::Impl::Process(const ReadyNode& r) {
   std::vector<Entry> outputs(n->num_outputs());
   const std::string& op = n->type_string();
 
-  bool any_dead_input = it->dead_inputs[li] > 0;
+  const bool any_dead_input = it->dead_inputs[li] > 0;
   bool node_is_dead = false;
   if (n->IsMerge()) {
     // Output 0: the live input; output 1: its index. Dead when every input is dead.
@@ -443,15 +532,15 @@ Status Executor::Impl::Process(const ReadyNode& r) {
     }
     std::vector<Tensor> inputs;
     inputs.reserve(in.size());
+    // Moved, so the kernel may reuse an input's buffer; ReleaseInputs drops the entries.
     for (Entry& e : in) inputs.push_back(std::move(e.value));
-    in.clear();
     KernelState scratch;
     KernelState* state = &scratch;
     if (options.kernel_state) state = &(*options.kernel_state)[n->name()];
     OpKernelContext ctx(*n, std::move(inputs), {}, options.resources, state,
                         options.pool ? options.pool : &ThreadPool::Default());
     ctx.set_max_tensor_bytes(options.max_tensor_bytes);
-    ctx.set_graph(graph);
+    ctx.set_graph(options.function_library ? options.function_library : graph);
     {
       profiler::TraceSpan span(n->name(), kTfOpCategory);
       if (span.active()) {
@@ -483,11 +572,15 @@ Status Executor::Impl::Process(const ReadyNode& r) {
       if (!o.is_dead) o.has_value = true;
     }
   }
-  Propagate(n, r.frame, r.iter, outputs, node_is_dead);
+  ReleaseInputs(it, li);
+  FrameState* entered = Propagate(n, r.frame, r.iter, outputs, node_is_dead);
   --it->outstanding;
   --r.frame->outstanding;
-  // Iterations before the last one that have nothing outstanding are finished.
-  if (r.frame != root.get()) MaybeFinishFrame(r.frame);
+  // Free what is done: the oldest iterations with nothing outstanding, then finished frames. An
+  // Enter may have finished the frame it entered (every consumer waits), and with it this one.
+  if (entered && MaybeFinishFrame(entered)) return OkStatus();
+  CleanupIterations(r.frame);
+  MaybeFinishFrame(r.frame);
   return OkStatus();
 }
 
@@ -522,6 +615,8 @@ std::string Executor::Impl::DescribeStuckNodes() const {
   return out;
 }
 
+const ExecutorRunStats& Executor::last_run_stats() const { return impl_->stats; }
+
 StatusOr<std::vector<Tensor>> Executor::Run(const std::vector<Tensor>& args) {
   Impl& s = *impl_;
   s.ready.clear();
@@ -529,6 +624,8 @@ StatusOr<std::vector<Tensor>> Executor::Run(const std::vector<Tensor>& args) {
   s.args = &args;
   const int num_retvals = static_cast<int>(s.retval_names.size());
   s.retvals.assign(num_retvals, Entry{});
+  s.stats = ExecutorRunStats{};
+  s.live_iterations = s.live_frames = s.held_values = 0;
   s.root = std::make_unique<FrameState>();
   s.root->frame_index = 0;
   s.GetIteration(s.root.get(), 0);

@@ -5,6 +5,8 @@
 #include <map>
 #include <set>
 
+#include <pthread.h>
+
 #include "compiler/graph/executor.h"
 #include "compiler/graph/op_kernel.h"
 
@@ -145,18 +147,20 @@ StatusOr<std::pair<Node*, int>> ResolveTensor(const std::string& function, const
 
 StatusOr<std::unique_ptr<FunctionBody>> InstantiateFunction(const FunctionDefLibrary& library,
                                                             const NameAttrList& func,
-                                                            const OpRegistry* registry) {
+                                                            const OpRegistry* registry,
+                                                            bool copy_library) {
   const FunctionDef* fdef = library.Find(func.name);
   if (!fdef) {
     return Status::Error("function '" + func.name + "' is not in the graph's function library");
   }
-  return InstantiateFunctionDef(*fdef, *func.attr, library, registry);
+  return InstantiateFunctionDef(*fdef, *func.attr, library, registry, copy_library);
 }
 
 StatusOr<std::unique_ptr<FunctionBody>> InstantiateFunctionDef(const FunctionDef& fdef,
                                                                const AttrMap& call_attrs,
                                                                const FunctionDefLibrary& library,
-                                                               const OpRegistry* registry) {
+                                                               const OpRegistry* registry,
+                                                               bool copy_library) {
   const std::string& fname = fdef.signature.name;
   // The call's attrs, then the signature's defaults for attrs it leaves out.
   AttrMap attrs = call_attrs;
@@ -167,7 +171,7 @@ StatusOr<std::unique_ptr<FunctionBody>> InstantiateFunctionDef(const FunctionDef
   auto body = std::make_unique<FunctionBody>();
   body->graph = std::make_unique<Graph>(registry);
   Graph* g = body->graph.get();
-  g->library() = library;
+  if (copy_library) g->library() = library;
 
   // _Arg nodes, one per input tensor.
   std::map<std::string, ArgRange> args;
@@ -416,38 +420,102 @@ StatusOr<FunctionDef> GraphToFunctionDef(const Graph& graph, const std::string& 
   return fdef;
 }
 
+namespace {
+
+// The calls active on this thread: nested executors run on their caller's thread.
+thread_local int call_depth = 0;
+
+struct CallDepthScope {
+  CallDepthScope() { ++call_depth; }
+  ~CallDepthScope() { --call_depth; }
+};
+
+// Bytes of this thread's stack left below the current frame; SIZE_MAX when unknown.
+size_t FreeStackBytes() {
+  thread_local char* stack_low = nullptr;
+  thread_local bool known = false;
+  if (!known) {
+    known = true;
+    pthread_attr_t attr;
+    if (pthread_getattr_np(pthread_self(), &attr) == 0) {
+      void* addr = nullptr;
+      size_t size = 0;
+      if (pthread_attr_getstack(&attr, &addr, &size) == 0) stack_low = static_cast<char*>(addr);
+      pthread_attr_destroy(&attr);
+    }
+  }
+  if (!stack_low) return SIZE_MAX;
+  char here;
+  return &here > stack_low ? static_cast<size_t>(&here - stack_low) : 0;
+}
+
+// Errors of calls deeper than this pass up unchanged: a chain of n calls would otherwise give a
+// message of n "in function" prefixes.
+constexpr int kMaxErrorContextDepth = 3;
+
+// One instantiated function and the executor that runs it, kept in the calling node's state (a
+// While runs its body once per iteration). `library` is the graph whose function library the
+// body's own calls look in: the cache entry is rebuilt if the node runs against another one.
+struct CachedFunction {
+  std::shared_ptr<FunctionBody> body;
+  std::shared_ptr<Executor> executor;
+  const Graph* library = nullptr;
+};
+using FunctionCache = std::map<std::string, CachedFunction>;
+
+}  // namespace
+
+int CurrentCallDepth() { return call_depth; }
+
 StatusOr<std::vector<Tensor>> RunFunction(OpKernelContext& ctx, const NameAttrList& func,
                                           const std::vector<Tensor>& args) {
-  if (!ctx.graph()) return ctx.Error("no function library to find '" + func.name + "' in");
-  // The instantiated function and its executor are kept in the node's state: a While runs its
-  // body once per iteration.
-  using Cache = std::map<std::string, std::pair<std::shared_ptr<FunctionBody>,
-                                                std::shared_ptr<Executor>>>;
-  KernelState* state = ctx.state();
-  if (!state->value.has_value()) state->value = std::make_shared<Cache>();
-  auto* cache_ptr = std::any_cast<std::shared_ptr<Cache>>(&state->value);
-  if (!cache_ptr) {
-    state->value = std::make_shared<Cache>();
-    cache_ptr = std::any_cast<std::shared_ptr<Cache>>(&state->value);
+  const Graph* library = ctx.graph();
+  if (!library) return ctx.Error("no function library to find '" + func.name + "' in");
+  if (call_depth >= kMaxCallDepth) {
+    return Status::Error("function '" + func.name + "' is called " + std::to_string(call_depth + 1) +
+                         " calls deep at run time, past the limit of " +
+                         std::to_string(kMaxCallDepth) +
+                         " (a function that calls itself without end, or a chain of calls too "
+                         "deep to run)");
   }
-  Cache& cache = **cache_ptr;
+  if (FreeStackBytes() < kMinFreeStackBytes) {
+    return Status::Error("function '" + func.name + "' is called " + std::to_string(call_depth + 1) +
+                         " calls deep at run time, which leaves too little of the thread's stack");
+  }
+  CallDepthScope scope;
+  KernelState* state = ctx.state();
+  auto* cache_ptr = std::any_cast<std::shared_ptr<FunctionCache>>(&state->value);
+  if (!cache_ptr) {
+    state->value = std::make_shared<FunctionCache>();
+    cache_ptr = std::any_cast<std::shared_ptr<FunctionCache>>(&state->value);
+  }
+  FunctionCache& cache = **cache_ptr;
   std::string key = func.name;
   for (const auto& [k, v] : *func.attr) key += "|" + k + "=" + v.DebugString();
   auto it = cache.find(key);
+  if (it != cache.end() && it->second.library != library) {
+    cache.erase(it);
+    it = cache.end();
+  }
   if (it == cache.end()) {
-    auto body = InstantiateFunction(ctx.graph()->library(), func, &ctx.graph()->registry());
+    auto body = InstantiateFunction(library->library(), func, &library->registry(),
+                                    /*copy_library=*/false);
     if (!body.ok()) return ctx.Error(body.status().message());
     std::shared_ptr<FunctionBody> shared = std::move(*body);
     ExecutorOptions options;
     options.resources = ctx.resources();
     options.pool = ctx.pool();
     options.max_tensor_bytes = ctx.max_tensor_bytes();
+    options.function_library = library;
     auto executor = Executor::Create(shared->graph.get(), options);
     if (!executor.ok()) return ctx.Error(executor.status().message());
-    it = cache.emplace(key, std::make_pair(shared, std::shared_ptr<Executor>(std::move(*executor))))
+    it = cache.emplace(key, CachedFunction{shared, std::shared_ptr<Executor>(std::move(*executor)),
+                                           library})
              .first;
   }
-  const FunctionBody& body = *it->second.first;
+  // Held for the call: a nested call of the same node (recursion) may replace the cache entry.
+  CachedFunction entry = it->second;
+  const FunctionBody& body = *entry.body;
   if (args.size() != body.arg_types.size()) {
     return ctx.Error("function '" + func.name + "' takes " + std::to_string(body.arg_types.size()) +
                      " arguments, the call gives " + std::to_string(args.size()));
@@ -459,8 +527,11 @@ StatusOr<std::vector<Tensor>> RunFunction(OpKernelContext& ctx, const NameAttrLi
                        DataTypeName(body.arg_types[i]));
     }
   }
-  auto results = it->second.second->Run(args);
-  if (!results.ok()) return ctx.Error("in function '" + func.name + "': " + results.status().message());
+  auto results = entry.executor->Run(args);
+  if (!results.ok()) {
+    if (call_depth > kMaxErrorContextDepth) return results.status();
+    return ctx.Error("in function '" + func.name + "': " + results.status().message());
+  }
   return std::move(*results);
 }
 

@@ -36,14 +36,17 @@ struct FunctionBody {
 // Instantiates `func` (a function of `library` and the attrs its placeholders take). Errors name
 // the function and, where one is at fault, the body node: an unknown function, an unbound
 // placeholder, an input naming no node or argument, an output index past the node's outputs.
+// `copy_library`: whether the body's graph gets a copy of `library` (for a body compiled or run
+// on its own). The inliner and RunFunction pass false: they find nested functions in the
+// caller's library, and a copy per call would make a chain of n calls cost n libraries.
 StatusOr<std::unique_ptr<FunctionBody>> InstantiateFunction(
     const FunctionDefLibrary& library, const NameAttrList& func,
-    const OpRegistry* registry = &OpRegistry::Global());
+    const OpRegistry* registry = &OpRegistry::Global(), bool copy_library = true);
 
 // The same for a FunctionDef at hand (`call_attrs` bind its placeholders).
 StatusOr<std::unique_ptr<FunctionBody>> InstantiateFunctionDef(
     const FunctionDef& fdef, const AttrMap& call_attrs, const FunctionDefLibrary& library,
-    const OpRegistry* registry = &OpRegistry::Global());
+    const OpRegistry* registry = &OpRegistry::Global(), bool copy_library = true);
 
 // Writes a graph of _Arg/_Retval form back as a FunctionDef named `name` (what TensorFlow's
 // GraphToFunctionDef does, in the form encapsulate_subgraphs writes): inputs and outputs from the
@@ -52,10 +55,21 @@ StatusOr<std::unique_ptr<FunctionBody>> InstantiateFunctionDef(
 StatusOr<FunctionDef> GraphToFunctionDef(const Graph& graph, const std::string& name,
                                          const std::vector<std::string>& control_outputs = {});
 
+// How deep calls that run at run time may nest (If and While bodies, calls the lowering keeps):
+// each runs on a nested executor on the caller's thread, so depth is C++ stack. TensorFlow's
+// executor has no such limit because it runs a call asynchronously; here a call 1000 deep, or one
+// that would leave less than kMinFreeStackBytes of the thread's stack, is an error naming the
+// function and the depth. A function that calls itself without end ends there.
+inline constexpr int kMaxCallDepth = 1000;
+inline constexpr size_t kMinFreeStackBytes = size_t{256} << 10;
+
 // Runs `func` from a kernel (If, While and call kernels): the function comes from the library of
 // the graph the kernel's node runs in, and runs on a nested executor with the kernel's resources,
 // pool and limits.
 StatusOr<std::vector<Tensor>> RunFunction(OpKernelContext& ctx, const NameAttrList& func,
                                           const std::vector<Tensor>& args);
+
+// How many RunFunction calls are active on this thread (for tests).
+int CurrentCallDepth();
 
 }  // namespace xlens::graph

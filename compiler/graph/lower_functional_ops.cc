@@ -1,6 +1,9 @@
 #include "compiler/graph/lower_functional_ops.h"
 
+#include <algorithm>
 #include <string>
+#include <unordered_map>
+#include <unordered_set>
 #include <utility>
 #include <vector>
 
@@ -11,28 +14,63 @@ namespace {
 
 using NodeOut = std::pair<Node*, int>;
 
-bool BoolAttr(const Node& n, const std::string& name) {
-  const AttrValue* v = FindAttr(n.attrs(), name);
+bool BoolAttr(const AttrMap& attrs, const std::string& name) {
+  const AttrValue* v = FindAttr(attrs, name);
   return v && v->kind() == AttrValue::Kind::kBool && v->b();
 }
 
-bool IsIf(const Node& n) { return n.type_string() == "If" || n.type_string() == "StatelessIf"; }
-bool IsWhile(const Node& n) {
-  return n.type_string() == "While" || n.type_string() == "StatelessWhile";
+bool IsIfOp(const std::string& op) { return op == "If" || op == "StatelessIf"; }
+bool IsWhileOp(const std::string& op) { return op == "While" || op == "StatelessWhile"; }
+bool IsCallOp(const std::string& op) {
+  return op == "PartitionedCall" || op == "StatefulPartitionedCall";
 }
-bool IsCall(const Node& n) {
-  return n.type_string() == "PartitionedCall" || n.type_string() == "StatefulPartitionedCall";
-}
+bool IsIf(const Node& n) { return IsIfOp(n.type_string()); }
+bool IsWhile(const Node& n) { return IsWhileOp(n.type_string()); }
+bool IsCall(const Node& n) { return IsCallOp(n.type_string()); }
 
 // TensorFlow keeps everything on a node that XLA must compile whole.
-bool MarkedForXlaCompilation(const Node& n) { return BoolAttr(n, "_XlaMustCompile"); }
-
-bool ShouldLower(const Node& n) {
-  if (MarkedForXlaCompilation(n)) return false;
-  if (IsIf(n) || IsWhile(n)) return BoolAttr(n, "_lower_using_switch_merge");
-  if (IsCall(n)) return !BoolAttr(n, "_noinline");
+bool ShouldLowerOp(const std::string& op, const AttrMap& attrs) {
+  if (BoolAttr(attrs, "_XlaMustCompile")) return false;
+  if (IsIfOp(op) || IsWhileOp(op)) return BoolAttr(attrs, "_lower_using_switch_merge");
+  if (IsCallOp(op)) return !BoolAttr(attrs, "_noinline");
   return false;
 }
+bool ShouldLower(const Node& n) { return ShouldLowerOp(n.type_string(), n.attrs()); }
+
+// The functions lowering a node of `op` splices in: both branches of an If, the cond and body of
+// a While, a call's function. A placeholder ($f, bound when the enclosing body is instantiated)
+// names none yet.
+std::vector<std::string> ExpandedFunctions(const std::string& op, const AttrMap& attrs) {
+  std::vector<const char*> keys;
+  if (IsIfOp(op)) keys = {"then_branch", "else_branch"};
+  if (IsWhileOp(op)) keys = {"cond", "body"};
+  if (IsCallOp(op)) keys = {"f"};
+  std::vector<std::string> names;
+  for (const char* key : keys) {
+    const AttrValue* v = FindAttr(attrs, key);
+    if (v && v->kind() == AttrValue::Kind::kFunc) names.push_back(v->func().name);
+  }
+  return names;
+}
+
+// Nodes the lowering of one node adds besides the bodies it splices in (switches, merges,
+// identities per input and output, the pivots and control nodes): an upper bound's estimate.
+int64_t LoweringOverhead(int64_t num_inputs) { return 12 + 3 * num_inputs; }
+
+constexpr int64_t kSaturated = int64_t{1} << 50;
+int64_t SaturatingAdd(int64_t a, int64_t b) { return std::min(kSaturated, a + b); }
+
+// Names longer than this are not extended by inlining: a chain of n calls inlined in TensorFlow's
+// form ("call/call/.../node") would hold n^2 characters of names. Deeper nodes are named under a
+// fresh short prefix instead; shallower ones keep TensorFlow's names.
+constexpr size_t kMaxInlinedPrefix = 256;
+
+// The graph may grow this many times its own size (its nodes and its library's) by inlining, and
+// at least to kMinExpansionBudget nodes. A node whose lowering would pass the budget is kept and
+// runs through its kernel, which runs only the branch taken: a tree of Ifs 24 deep, whose every
+// branch calls the next level, would otherwise become 2^24 copies of the leaf.
+constexpr int64_t kExpansionFactor = 64;
+constexpr int64_t kMinExpansionBudget = int64_t{1} << 18;
 
 // One node's out edges, saved so the node can be removed before its replacement takes its name.
 struct SavedOutEdge {
@@ -47,9 +85,22 @@ class Lowering {
   Lowering(Graph* graph, bool fetchable) : g_(graph), fetchable_(fetchable) {}
 
   Status Run() {
+    int64_t own_size = g_->num_op_nodes();
+    for (const FunctionDef& f : g_->library().function) {
+      functions_.emplace(f.signature.name, &f);  // the first of a name, as Find gives
+      own_size += static_cast<int64_t>(f.node_def.size());
+    }
+    budget_ = std::max(kMinExpansionBudget, kExpansionFactor * own_size);
+    // Recursion is refused before any work: every node the pass would lower, with what it
+    // expands to.
+    for (Node* n : g_->op_nodes()) {
+      if (ShouldLower(*n)) RETURN_IF_ERROR(Expansion(*n).status());
+    }
     for (int id = 2; id < g_->num_node_ids(); ++id) {
       Node* n = g_->FindNodeId(id);
       if (!n || !ShouldLower(*n)) continue;
+      ASSIGN_OR_RETURN(int64_t expansion, Expansion(*n));
+      if (g_->num_op_nodes() + expansion > budget_) continue;  // kept: it runs through its kernel
       if (IsIf(*n)) {
         RETURN_IF_ERROR(LowerIf(n));
       } else if (IsWhile(*n)) {
@@ -346,7 +397,13 @@ class Lowering {
   Status InlineCall(Node* call) {
     const std::string name = call->name();
     ASSIGN_OR_RETURN(NameAttrList fn, GetFuncAttr(call->attrs(), "f", name));
-    auto instantiated = InstantiateFunction(g_->library(), fn, &g_->registry());
+    auto fdef = functions_.find(fn.name);
+    auto instantiated =
+        fdef == functions_.end()
+            ? StatusOr<std::unique_ptr<FunctionBody>>(Status::Error(
+                  "function '" + fn.name + "' is not in the graph's function library"))
+            : InstantiateFunctionDef(*fdef->second, *fn.attr, g_->library(), &g_->registry(),
+                                     /*copy_library=*/false);
     if (!instantiated.ok()) {
       return Status::Error("inlining node '" + name + "' (" + call->type_string() +
                            "): " + instantiated.status().message());
@@ -369,7 +426,8 @@ class Lowering {
                              "' takes " + DataTypeName(body.arg_types[i]));
       }
     }
-    const std::string func_prefix = "Func/" + name;
+    const std::string prefix = InlinePrefix(name, fn.name);
+    const std::string func_prefix = "Func/" + prefix;
 
     std::vector<Node*> control_inputs;
     for (const Edge* e : call->in_edges()) {
@@ -396,7 +454,7 @@ class Lowering {
       const std::string& op = fn_node->type_string();
       if (op == "_Arg" || op == "_Retval") continue;
       NodeDef def = fn_node->def();
-      def.name = name + "/" + fn_node->name();
+      def.name = prefix + "/" + fn_node->name();
       def.input.clear();
       auto added = g_->AddNode(std::move(def));
       if (!added.ok()) {
@@ -450,9 +508,110 @@ class Lowering {
     return ReplaceWithLoweredOutput(call, outputs, output_control);
   }
 
+  // How many nodes lowering `n` adds, everything it splices in lowered in turn (saturated).
+  // A function that reaches itself through what the pass lowers would be inlined without end:
+  // an error naming the node and the cycle.
+  StatusOr<int64_t> Expansion(const Node& n) {
+    int64_t total = LoweringOverhead(n.num_inputs());
+    for (const std::string& callee : ExpandedFunctions(n.type_string(), n.attrs())) {
+      auto size = ExpandedSize(callee);
+      if (!size.ok()) {
+        return Status::Error("node '" + n.name() + "' (" + n.type_string() + "): " +
+                             size.status().message());
+      }
+      total = SaturatingAdd(total, *size);
+    }
+    return total;
+  }
+
+  // The nodes function `root` becomes once inlined, its own lowered nodes inlined in turn:
+  // iterative depth-first over the functions, each sized once.
+  StatusOr<int64_t> ExpandedSize(const std::string& root) {
+    struct Visit {
+      std::string name;
+      std::vector<std::string> callees;
+      size_t next = 0;
+      int64_t size = 0;
+    };
+    std::vector<Visit> stack;
+    auto enter = [&](const std::string& name) -> bool {
+      auto fn = functions_.find(name);
+      if (fn == functions_.end()) {
+        sizes_[name] = 0;  // unknown: inlining the call reports it
+        return false;
+      }
+      const FunctionDef& f = *fn->second;
+      Visit v;
+      v.name = name;
+      v.size = static_cast<int64_t>(f.node_def.size() + f.signature.input_arg.size() +
+                                    f.signature.output_arg.size()) + 2;
+      for (const NodeDef& nd : f.node_def) {
+        if (!ShouldLowerOp(nd.op, nd.attr)) continue;
+        v.size = SaturatingAdd(v.size, LoweringOverhead(static_cast<int64_t>(nd.input.size())));
+        for (std::string& callee : ExpandedFunctions(nd.op, nd.attr)) v.callees.push_back(callee);
+      }
+      on_stack_.insert(name);
+      stack.push_back(std::move(v));
+      return true;
+    };
+    if (auto known = sizes_.find(root); known != sizes_.end()) return known->second;
+    if (!enter(root)) return int64_t{0};
+    while (!stack.empty()) {
+      Visit& top = stack.back();
+      if (top.next < top.callees.size()) {
+        const std::string& callee = top.callees[top.next++];
+        if (auto known = sizes_.find(callee); known != sizes_.end()) {
+          top.size = SaturatingAdd(top.size, known->second);
+        } else if (on_stack_.count(callee)) {
+          return RecursionError(stack, callee);
+        } else {
+          enter(callee);  // its size is added when it is done
+        }
+        continue;
+      }
+      int64_t size = top.size;
+      sizes_[top.name] = size;
+      on_stack_.erase(top.name);
+      stack.pop_back();
+      if (!stack.empty()) stack.back().size = SaturatingAdd(stack.back().size, size);
+    }
+    return sizes_[root];
+  }
+
+  template <typename Visits>
+  Status RecursionError(const Visits& stack, const std::string& callee) {
+    on_stack_.clear();
+    size_t first = 0;
+    while (first < stack.size() && stack[first].name != callee) ++first;
+    std::vector<std::string> cycle;
+    for (size_t i = first; i < stack.size(); ++i) cycle.push_back(stack[i].name);
+    cycle.push_back(callee);
+    std::string path;
+    for (size_t i = 0; i < cycle.size(); ++i) {
+      if (cycle.size() > 8 && i == 3) {
+        path += " -> ... (" + std::to_string(cycle.size() - 6) + " more)";
+        i = cycle.size() - 4;
+        continue;
+      }
+      path += (i ? " -> '" : "'") + cycle[i] + "'";
+    }
+    return Status::Error("function '" + callee + "' calls itself (" + path +
+                         "): a recursive function cannot be inlined");
+  }
+
+  // The prefix the nodes inlined for call `name` are named under.
+  std::string InlinePrefix(const std::string& name, const std::string& function) {
+    if (name.size() <= kMaxInlinedPrefix) return name;
+    return NewName(function.substr(0, kMaxInlinedPrefix / 2) + "/inlined");
+  }
+
   Graph* g_;
   bool fetchable_;
   int64_t counter_ = 0;
+  std::unordered_map<std::string, const FunctionDef*> functions_;
+  std::unordered_map<std::string, int64_t> sizes_;
+  std::unordered_set<std::string> on_stack_;
+  int64_t budget_ = 0;
 };
 
 bool HasArgsOrRetvals(const Graph& graph) {

@@ -143,6 +143,107 @@ TEST(ExecutorTest, RunawayLoopIsStopped) {
   EXPECT_THAT(out.status().message(), HasSubstr("more than 100 iterations"));
 }
 
+// Runs `def` for one signature on an executor of its own, to read the run's figures.
+struct StatsRun {
+  StatusOr<std::vector<Tensor>> out = Status::Error("not run");
+  ExecutorRunStats stats;
+};
+StatsRun RunWithStats(const GraphDef& def, const RunSignature& sig, const std::vector<Tensor>& args) {
+  StatsRun r;
+  auto g = Graph::FromGraphDef(def);
+  if (!g.ok()) return {g.status(), {}};
+  auto rewritten = RewriteGraphForExecution(**g, sig);
+  if (!rewritten.ok()) return {rewritten.status(), {}};
+  auto executor = Executor::Create(rewritten->get(), {});
+  if (!executor.ok()) return {executor.status(), {}};
+  r.out = (*executor)->Run(args);
+  r.stats = (*executor)->last_run_stats();
+  return r;
+}
+
+TEST(ExecutorTest, LoopFreesEachIterationOnceDone) {
+  // 5,000 iterations: without freeing, every iteration's state (and the values its Merge,
+  // Switch and NextIteration nodes saw) stays until the loop ends.
+  StatsRun r = RunWithStats(LoopGraph(), {{"a", "n"}, {"while/Exit", "result"}, {}},
+                            {Tensor::Scalar<float>(DT_FLOAT, 1.0f),
+                             Tensor::Scalar<int32_t>(DT_INT32, 5000)});
+  ASSERT_TRUE(r.out.ok()) << r.out.status().message();
+  EXPECT_EQ((*r.out)[0].GetAsInt64(0), 5000);
+  EXPECT_GE(r.stats.iterations_started, 5000);
+  // The root's iteration, and at most parallel_iterations (10) of the loop's.
+  EXPECT_LE(r.stats.peak_live_iterations, 11);
+  EXPECT_EQ(r.stats.peak_live_frames, 1);
+  EXPECT_LE(r.stats.peak_held_values, 40);
+}
+
+NodeDef EnterFrame(std::string name, std::string input, DataType t, std::string frame,
+                   bool is_constant = false) {
+  NodeDef n = Enter(std::move(name), std::move(input), t, is_constant);
+  n.attr["frame_name"] = AttrValue::String(std::move(frame));
+  return n;
+}
+
+// for i < n: for j < m: acc += 1, the inner loop's frame entered once per outer iteration.
+GraphDef NestedLoopGraph() {
+  GraphDef def;
+  def.node.push_back(PlaceholderNode("a", DT_FLOAT, PartialShape::Scalar()));
+  def.node.push_back(PlaceholderNode("n", DT_INT32, PartialShape::Scalar()));
+  def.node.push_back(PlaceholderNode("m", DT_INT32, PartialShape::Scalar()));
+  def.node.push_back(IntConst("i0", 0));
+  def.node.push_back(EnterFrame("o/Enter_i", "i0", DT_INT32, "outer"));
+  def.node.push_back(EnterFrame("o/Enter_acc", "a", DT_FLOAT, "outer"));
+  def.node.push_back(EnterFrame("o/Enter_n", "n", DT_INT32, "outer", true));
+  def.node.push_back(EnterFrame("o/Enter_m", "m", DT_INT32, "outer", true));
+  def.node.push_back(Merge("o/Merge_i", "o/Enter_i", "o/Next_i", DT_INT32));
+  def.node.push_back(Merge("o/Merge_acc", "o/Enter_acc", "o/Next_acc", DT_FLOAT));
+  def.node.push_back(BinaryNode("o/Less", "Less", "o/Merge_i", "o/Enter_n", DT_INT32));
+  def.node.push_back(MakeNode("o/LoopCond", "LoopCond", {"o/Less"}));
+  def.node.push_back(Switch("o/Switch_i", "o/Merge_i", "o/LoopCond", DT_INT32));
+  def.node.push_back(Switch("o/Switch_acc", "o/Merge_acc", "o/LoopCond", DT_FLOAT));
+  def.node.push_back(UnaryNode("o/Id_i", "Identity", "o/Switch_i:1", DT_INT32));
+  def.node.push_back(UnaryNode("o/Id_acc", "Identity", "o/Switch_acc:1"));
+  def.node.push_back(IntConst("o/j0", 0, {"^o/Id_i"}));
+  def.node.push_back(EnterFrame("in/Enter_j", "o/j0", DT_INT32, "inner"));
+  def.node.push_back(EnterFrame("in/Enter_acc", "o/Id_acc", DT_FLOAT, "inner"));
+  def.node.push_back(EnterFrame("in/Enter_m", "o/Enter_m", DT_INT32, "inner", true));
+  def.node.push_back(Merge("in/Merge_j", "in/Enter_j", "in/Next_j", DT_INT32));
+  def.node.push_back(Merge("in/Merge_acc", "in/Enter_acc", "in/Next_acc", DT_FLOAT));
+  def.node.push_back(BinaryNode("in/Less", "Less", "in/Merge_j", "in/Enter_m", DT_INT32));
+  def.node.push_back(MakeNode("in/LoopCond", "LoopCond", {"in/Less"}));
+  def.node.push_back(Switch("in/Switch_j", "in/Merge_j", "in/LoopCond", DT_INT32));
+  def.node.push_back(Switch("in/Switch_acc", "in/Merge_acc", "in/LoopCond", DT_FLOAT));
+  def.node.push_back(UnaryNode("in/Id_j", "Identity", "in/Switch_j:1", DT_INT32));
+  def.node.push_back(IntConst("in/one", 1, {"^in/Id_j"}));
+  def.node.push_back(BinaryNode("in/add_j", "AddV2", "in/Id_j", "in/one", DT_INT32));
+  NodeDef fone = FloatConst("in/fone", 1.0f);
+  fone.input = {"^in/Id_j"};
+  def.node.push_back(fone);
+  def.node.push_back(BinaryNode("in/add_acc", "AddV2", "in/Switch_acc:1", "in/fone"));
+  def.node.push_back(UnaryNode("in/Next_j", "NextIteration", "in/add_j", DT_INT32));
+  def.node.push_back(UnaryNode("in/Next_acc", "NextIteration", "in/add_acc"));
+  def.node.push_back(UnaryNode("in/Exit_acc", "Exit", "in/Switch_acc"));
+  def.node.push_back(IntConst("o/one", 1, {"^o/Id_i"}));
+  def.node.push_back(BinaryNode("o/add_i", "AddV2", "o/Id_i", "o/one", DT_INT32));
+  def.node.push_back(UnaryNode("o/Next_i", "NextIteration", "o/add_i", DT_INT32));
+  def.node.push_back(UnaryNode("o/Next_acc", "NextIteration", "in/Exit_acc"));
+  def.node.push_back(UnaryNode("o/Exit_acc", "Exit", "o/Switch_acc"));
+  return def;
+}
+
+TEST(ExecutorTest, NestedLoopFreesFinishedFramesAndBoundsLiveIterations) {
+  StatsRun r = RunWithStats(NestedLoopGraph(), {{"a", "n", "m"}, {"o/Exit_acc"}, {}},
+                            {Tensor::Scalar<float>(DT_FLOAT, 0.5f),
+                             Tensor::Scalar<int32_t>(DT_INT32, 40),
+                             Tensor::Scalar<int32_t>(DT_INT32, 40)});
+  ASSERT_TRUE(r.out.ok()) << r.out.status().message();
+  EXPECT_EQ(Scalar((*r.out)[0]), 0.5f + 40 * 40);
+  EXPECT_GE(r.stats.iterations_started, 40 * 40);
+  // The outer counter does not wait for the inner loops, but parallel_iterations (10) holds it
+  // back: at most 10 outer iterations, each with one inner frame of at most 10 iterations.
+  EXPECT_LE(r.stats.peak_live_frames, 1 + 10);
+  EXPECT_LE(r.stats.peak_live_iterations, 1 + 10 + 10 * 10);
+}
+
 TEST(ExecutorTest, LoopInsideAnUntakenBranchIsDead) {
   // The loop's input comes from the untaken side of a Switch: the whole frame is dead, and so
   // is its Exit, which a Merge then skips.

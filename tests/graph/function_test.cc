@@ -9,6 +9,8 @@
 
 #include "compiler/graph/executor.h"
 #include "compiler/graph/graph_def_io.h"
+#include "compiler/graph/session.h"
+#include "graph/call_chain_util.h"
 #include "graph/function_test_util.h"
 #include "graph/graph_test_util.h"
 
@@ -220,6 +222,49 @@ TEST(FunctionTest, GraphToFunctionDefRoundTrips) {
   ASSERT_TRUE(a.ok() && b.ok());
   EXPECT_TRUE((*a)[0].Identical((*b)[0]));
   EXPECT_EQ((*b)[0].flat<float>()[1], -2.0f * 2.0f + 1.0f);
+}
+
+StatusOr<std::vector<Tensor>> RunY(const GraphDef& def) {
+  ASSIGN_OR_RETURN(auto session, Session::Create(def));
+  return session->Run({{"x", Tensor::Vector<float>(DT_FLOAT, {1.0f, 2.0f, 3.0f})}}, {"y"});
+}
+
+// Calls kept by the lowering (_noinline) run call by call on nested executors: a function that
+// calls itself stops at the depth limit with one short message naming it, not a stack overflow.
+TEST(RunFunctionTest, RecursionAtRunTimeStopsAtTheDepthLimit) {
+  auto out = RunY(testing::SelfCallGraph(/*noinline=*/true));
+  ASSERT_FALSE(out.ok());
+  const std::string message = out.status().message();
+  EXPECT_THAT(message, HasSubstr("function 'f' is called " + std::to_string(kMaxCallDepth + 1) +
+                                 " calls deep"));
+  EXPECT_THAT(message, HasSubstr("limit of " + std::to_string(kMaxCallDepth)));
+  EXPECT_LT(message.size(), 600u) << message;  // not one prefix per level
+  EXPECT_EQ(CurrentCallDepth(), 0);
+}
+
+TEST(RunFunctionTest, NestedIfsThatNeverEndStopAtTheDepthLimit) {
+  // f(x) = If(true, f, t0)(x), run by the If kernel (not lowered).
+  std::string lib = testing::FunctionText(
+      "f", testing::TrueConstText("node_def", "p") +
+               testing::IfText("node_def", "i", "p:output:0", "x", "f", "t0", false),
+      "i:output:0");
+  lib += testing::FunctionText("t0", testing::SquareText("node_def"), "s:y:0");
+  GraphDef def = testing::ParseText(std::string(testing::kPlaceholderX) +
+                                    testing::TrueConstText("node", "p") +
+                                    testing::IfText("node", "y", "p", "x", "f", "t0", false) +
+                                    "library {\n" + lib + "}\n");
+  auto out = RunY(def);
+  ASSERT_FALSE(out.ok());
+  EXPECT_THAT(out.status().message(), HasSubstr("function 'f' is called"));
+}
+
+TEST(RunFunctionTest, ChainBelowTheLimitRunsAndOneAboveIsRefused) {
+  auto below = RunY(testing::CallChainGraph(kMaxCallDepth - 10, /*noinline=*/true));
+  ASSERT_TRUE(below.ok()) << below.status().message();
+  EXPECT_EQ((*below)[0].flat<float>()[2], 9.0f);
+  auto above = RunY(testing::CallChainGraph(kMaxCallDepth + 10, /*noinline=*/true));
+  ASSERT_FALSE(above.ok());
+  EXPECT_THAT(above.status().message(), HasSubstr("calls deep"));
 }
 
 }  // namespace

@@ -7,12 +7,14 @@
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
+#include <chrono>
 #include <regex>
 #include <set>
 
 #include "compiler/graph/graph_def_io.h"
 #include "compiler/graph/session.h"
 #include "compiler/graph/subgraph.h"
+#include "graph/call_chain_util.h"
 #include "graph/function_test_util.h"
 #include "graph/graph_test_util.h"
 
@@ -233,6 +235,94 @@ TEST(LowerFunctionalOpsTest, MissingBranchFunctionIsNamed) {
   ASSERT_FALSE(st.ok());
   EXPECT_THAT(st.message(), HasSubstr("cond/then/_0"));
   EXPECT_THAT(st.message(), HasSubstr("is not in the graph's function library"));
+}
+
+Status LowerText(const GraphDef& def, std::unique_ptr<Graph>* out = nullptr) {
+  ASSIGN_OR_RETURN(auto graph, Graph::FromGraphDef(def));
+  Status st = LowerFunctionalOps(graph.get());
+  if (out) *out = std::move(graph);
+  return st;
+}
+
+TEST(LowerFunctionalOpsTest, FunctionThatCallsItselfIsRefusedByName) {
+  Status st = LowerText(testing::SelfCallGraph(/*noinline=*/false));
+  ASSERT_FALSE(st.ok());
+  EXPECT_THAT(st.message(), HasSubstr("node 'y' (PartitionedCall)"));
+  EXPECT_THAT(st.message(), HasSubstr("function 'f' calls itself ('f' -> 'f')"));
+  Status mutual = LowerText(testing::SelfCallGraph(/*noinline=*/false, /*mutual=*/true));
+  ASSERT_FALSE(mutual.ok());
+  EXPECT_THAT(mutual.message(), HasSubstr("('f' -> 'g' -> 'f')"));
+}
+
+TEST(LowerFunctionalOpsTest, RecursionThroughLoweredIfBranchesIsRefused) {
+  // f(x) = If(true, f, t0)(x), marked for lowering: both branches are inlined, so f would be
+  // inlined into itself without end.
+  std::string lib = testing::FunctionText(
+      "f", testing::TrueConstText("node_def", "p") +
+               testing::IfText("node_def", "i", "p:output:0", "x", "f", "t0", true),
+      "i:output:0");
+  lib += testing::FunctionText("t0", testing::SquareText("node_def"), "s:y:0");
+  GraphDef def = testing::ParseText(std::string(testing::kPlaceholderX) +
+                                    testing::CallText("node", "y", "x", "f", false) +
+                                    "library {\n" + lib + "}\n");
+  Status st = LowerText(def);
+  ASSERT_FALSE(st.ok());
+  EXPECT_THAT(st.message(), HasSubstr("function 'f' calls itself"));
+}
+
+// Inlining a chain of n calls costs time and names linear in n: no library copied per call, no
+// name carrying the whole chain.
+TEST(LowerFunctionalOpsTest, InliningACallChainIsLinear) {
+  auto lower_seconds = [](int n, size_t* name_bytes, int* nodes) {
+    GraphDef def = testing::CallChainGraph(n, /*noinline=*/false);
+    auto start = std::chrono::steady_clock::now();
+    std::unique_ptr<Graph> graph;
+    Status st = LowerText(def, &graph);
+    double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+    EXPECT_TRUE(st.ok()) << st.message();
+    *name_bytes = 0;
+    *nodes = graph ? graph->num_op_nodes() : 0;
+    if (graph) {
+      for (const Node* node : graph->op_nodes()) *name_bytes += node->name().size();
+    }
+    return seconds;
+  };
+  size_t small_names, big_names;
+  int small_nodes, big_nodes;
+  double small = lower_seconds(1000, &small_names, &small_nodes);
+  double big = lower_seconds(4000, &big_names, &big_nodes);
+  EXPECT_LE(big_nodes, 4 * small_nodes + 16);
+  // Names stay bounded per node (TensorFlow's "c/c/.../c" would average 2 KB at 4000 deep).
+  EXPECT_LE(big_names, 400u * big_nodes);
+  // 4x the chain: linear takes ~4x; quadratic 16x. Generous for a loaded machine.
+  EXPECT_LT(big, 10 * small + 0.5) << small << " s at 1000, " << big << " s at 4000";
+}
+
+TEST(LowerFunctionalOpsTest, DeepChainRunsInlined) {
+  auto session = Session::Create(testing::CallChainGraph(10000, /*noinline=*/false));
+  ASSERT_TRUE(session.ok()) << session.status().message();
+  auto out = (*session)->Run({{"x", Tensor::Vector<float>(DT_FLOAT, {1.0f, 2.0f, 3.0f})}}, {"y"});
+  ASSERT_TRUE(out.ok()) << out.status().message();
+  EXPECT_EQ((*out)[0].flat<float>()[2], 9.0f);
+}
+
+// An If tree 24 deep whose branches both call the next level: inlining all of it would make
+// 2^24 copies of the leaf. What would pass the expansion budget is kept and runs through its
+// kernel (only the branch taken), so the graph stays the size of the file.
+TEST(LowerFunctionalOpsTest, ExponentialIfTreeIsKeptNotExpanded) {
+  std::unique_ptr<Graph> graph;
+  ASSERT_TRUE(LowerText(testing::IfTreeGraph(24, /*lower=*/true), &graph).ok());
+  EXPECT_LT(graph->num_op_nodes(), 1000);
+  auto session = Session::Create(testing::IfTreeGraph(24, /*lower=*/true));
+  ASSERT_TRUE(session.ok());
+  auto out = (*session)->Run({{"x", Tensor::Vector<float>(DT_FLOAT, {1.0f, 2.0f, 3.0f})}}, {"y"});
+  ASSERT_TRUE(out.ok()) << out.status().message();
+  EXPECT_EQ((*out)[0].flat<float>()[1], 4.0f);
+  // A small tree still lowers completely, as TensorFlow lowers it.
+  std::unique_ptr<Graph> small;
+  ASSERT_TRUE(LowerText(testing::IfTreeGraph(4, /*lower=*/true), &small).ok());
+  EXPECT_FALSE(HasFunctionalOpsToLower(*small));
+  for (const Node* n : small->op_nodes()) EXPECT_NE(n->type_string(), "If") << n->name();
 }
 
 // TensorFlow 1's v1 control flow straight from the corpus: a while loop, a cond and a tail, run
