@@ -294,6 +294,10 @@ def run_case(case, xlens, root, shared, memory_bytes, default_timeout, viewer=No
             env[passthrough] = os.environ[passthrough]
     if case.program == "viewer":
         env.update(VIEWER_ENV)
+        # Qt makes its runtime directory under TMPDIR when none is given: one of the case's own,
+        # outside the areas compared, private as Qt wants it.
+        env["XDG_RUNTIME_DIR"] = os.path.join(root, "_xdg")
+        os.makedirs(env["XDG_RUNTIME_DIR"], mode=0o700)
     for key, value in case.env.items():
         if callable(value):
             value = value(ctx)

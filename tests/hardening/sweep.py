@@ -111,7 +111,8 @@ def repro(case, run, xlens, base=None):
         return arg if len(arg) <= 80 else arg[:40] + f"...<{len(arg)} chars>"
     env = " ".join(f"{k}={shlex.quote(short(v))}" for k, v in sorted(run.env.items())
                    if k not in ("HOME", "TMPDIR"))
-    cmd = " ".join(shlex.quote(short(a)) for a in [xlens] + run.argv[1:])
+    program = run.argv[0] if case.program != "xlens" else xlens
+    cmd = " ".join(shlex.quote(short(a)) for a in [program] + run.argv[1:])
     return (env + " " if env else "") + cmd
 
 

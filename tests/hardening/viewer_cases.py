@@ -1,19 +1,17 @@
 """The viewer and Graphviz: layouts that blow up, HTML labels that name files, names and counts in messages.
 
 These run xlens-viewer (program="viewer"), headless, as `xlens-viewer DUMP --screenshot shot.png`:
-it opens the dump, lays the graph out, writes the picture and exits. The dumps are made by xlens
-itself (`xlens run --xla_dump_to`), then changed where a case needs a hostile part. Each case has
-a peak-RSS budget for its input's size, so a layout that blows up is a finding even where it fits.
+it opens the dump, lays the graph out, writes the picture and exits. The dumps are written here as
+xlens writes them (manifest.json, format 1, and the files it lists), each with its hostile part.
+Each case has a peak-RSS budget for its input's size, so a layout that blows up is a finding even
+where it fits under the sweep's limits.
 """
 
 import json
 import os
-import subprocess
 
-import craft
 from harness import Case
 
-SOURCE = os.path.abspath(os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", ".."))
 SHOT = ["--screenshot", "shot.png", "--size", "800x600"]
 
 
@@ -29,74 +27,50 @@ def residual_chain(n):
     return "\n".join(lines) + "\n"
 
 
-def _make_dump(ctx, hlo, name="dump", extra=()):
-    """Writes `hlo` and has xlens dump it (before and after optimizations) into work/`name`."""
-    if not ctx.xlens:
-        raise craft.CannotCraft("needs the xlens binary to make the dump")
-    ctx.write("module.hlo", hlo)
-    done = subprocess.run([ctx.xlens, "run", "module.hlo", "--inputs=random", f"--xla_dump_to={name}", *extra],
-                          cwd=ctx.work, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, timeout=300)
-    if done.returncode != 0 or not os.path.exists(ctx.path(f"{name}/manifest.json")):
-        raise craft.CannotCraft("xlens could not make the dump: " + done.stderr.decode(errors="replace")[:200])
+def _write_dump(ctx, modules=(), graphs=(), files=None):
+    """A dump directory work/dump as xlens writes it: manifest.json (format 1) and its files."""
+    manifest = {"format": 1, "modules": list(modules), "graphs": list(graphs)}
+    for rel, data in (files or {}).items():
+        ctx.write(f"dump/{rel}", data)
+    ctx.write("dump/manifest.json", json.dumps(manifest))
+
+
+def _module(name, files):
+    return {"id": 1, "name": name, "files": list(files), "stages": [], "kernels": []}
 
 
 def _chain_dump(n):
+    """The chain's module as its before_optimizations dump (the stage the viewer opens when
+    nothing later was dumped); over 1,000 nodes the viewer opens its root's neighbourhood."""
     def setup(ctx):
-        _make_dump(ctx, residual_chain(n))
+        rel = "module_0001.residual_chain.before_optimizations.txt"
+        _write_dump(ctx, [_module("residual_chain", [rel])], files={rel: residual_chain(n)})
     return setup
 
 
-def _manifest(ctx, change, name="dump"):
-    path = ctx.path(f"{name}/manifest.json")
-    with open(path) as f:
-        manifest = json.load(f)
-    change(manifest)
-    with open(path, "w") as f:
-        json.dump(manifest, f)
-
-
 def _missing_files(count, names=None):
+    """A dump whose manifest lists `count` files (or `names`) that are not there."""
     def setup(ctx):
-        _make_dump(ctx, residual_chain(4))
-
-        def add(manifest):
-            files = manifest["modules"][0].setdefault("files", [])
-            files += names if names else [f"gone/module_{i:06d}.txt" for i in range(count)]
-        _manifest(ctx, add)
+        rel = "module_0001.residual_chain.before_optimizations.txt"
+        listed = [rel] + (list(names) if names else [f"gone/module_{i:06d}.txt" for i in range(count)])
+        _write_dump(ctx, [_module("residual_chain", listed)], files={rel: residual_chain(4)})
     return setup
 
 
 def _fifo_image_dot(ctx):
-    """A clustering dump whose .dot has an HTML label with <IMG SRC> naming a FIFO (nothing ever
-    writes to it: a Graphviz that opens it blocks for good)."""
-    if not ctx.xlens:
-        raise craft.CannotCraft("needs the xlens binary to make the dump")
-    s = os.path.join(SOURCE, "samples", "graphs", "linreg_tf1")
-    env = dict(os.environ, TF_DUMP_GRAPH_PREFIX=ctx.path("dump/graphs"))
-    done = subprocess.run(
-        [ctx.xlens, "graph", "run", f"{s}/graph.pbtxt", "--init", "init",
-         "--feed", f"x_observed={s}/x_observed.npy", "--feed", f"y_observed={s}/y_observed.npy",
-         "--fetch", "Mean", "--target", "GradientDescent", "--steps", "1", "--jit=auto", "--jit-level=ON_1",
-         "--tf_xla_cpu_global_jit", "--xla_dump_to=dump", "--tf_xla_clustering_debug"],
-        cwd=ctx.work, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, timeout=300)
-    if done.returncode != 0:
-        raise craft.CannotCraft("xlens could not make the clustering dump: " + done.stderr.decode(errors="replace")[:200])
+    """A clustering stage whose .dot has an HTML label with <IMG SRC> naming a FIFO (nothing ever
+    writes to it: a Graphviz that opens it blocks for good), and image=, shapefile=, fontpath and
+    imagepath naming it or its directory."""
     os.mkfifo(ctx.path("fifo.png"))
-    with open(ctx.path("dump/manifest.json")) as f:
-        manifest = json.load(f)
-    # Every .dot of every clustering stage gets the image, so whichever the viewer opens has it.
-    for graph in manifest.get("graphs", []):
-        for stage in graph.get("stages", []):
-            for rel in stage.get("files", []):
-                if rel.endswith(".dot"):
-                    ctx.write(f"dump/{rel}", (
-                        'digraph g {\n'
-                        f'  a [label=<<TABLE><TR><TD><IMG SRC="{ctx.path("fifo.png")}"/></TD></TR></TABLE>>];\n'
-                        f'  b [image="{ctx.path("fifo.png")}", shapefile="{ctx.path("fifo.png")}"];\n'
-                        f'  fontpath="{ctx.work}"; imagepath="{ctx.work}";\n'
-                        '  a -> b;\n}\n'))
-    if not manifest.get("graphs"):
-        raise craft.CannotCraft("the clustering dump has no graph stages")
+    fifo = ctx.path("fifo.png")
+    dot = ('digraph g {\n'
+           f'  a [label=<<TABLE><TR><TD><IMG SRC="{fifo}"/></TD><TD>MatMul</TD></TR></TABLE>>];\n'
+           f'  b [image="{fifo}", shapefile="{fifo}"];\n'
+           f'  fontpath="{ctx.work}"; imagepath="{ctx.work}";\n'
+           '  subgraph cluster_0 { label=<cluster_0>; a; b; }\n'
+           '  a -> b;\n}\n')
+    graph = {"id": 0, "name": "graph", "stages": [{"name": "mark_for_compilation", "files": ["graphs/g.dot"]}]}
+    _write_dump(ctx, graphs=[graph], files={"graphs/g.dot": dot})
 
 
 def _stderr_lines(most):
@@ -136,16 +110,17 @@ def cases(shared, root_user):
     return [
         # Graphviz's dot on a chain whose every node also reads the parameter: seconds at 100
         # nodes, a hang at 200, a crash at 990; the viewer draws it with its own layered layout.
-        _viewer("residual-chain-100", _chain_dump(100), quick=True),
-        _viewer("residual-chain-200", _chain_dump(200), quick=True),
+        # A viewer that takes more than seconds to show 100 nodes is broken for its user.
+        _viewer("residual-chain-100", _chain_dump(100), quick=True, timeout=5),
+        _viewer("residual-chain-200", _chain_dump(200), quick=True, timeout=10),
         _viewer("residual-chain-990", _chain_dump(990)),
         _viewer("residual-chain-50k-stage", _chain_dump(50000), timeout=120),
         # An HTML label's <IMG SRC> (and image=, shapefile=) naming a FIFO: Graphviz would block
         # opening it and the viewer would never exit.
-        _viewer("html-img-fifo", _fifo_image_dot, quick=True),
+        _viewer("html-img-fifo", _fifo_image_dot, quick=True, timeout=10),
         # One line for 100,000 missing files, not 100,000 lines.
-        _viewer("manifest-100k-missing", _missing_files(100000), quick=True, check=_stderr_lines(3)),
+        _viewer("manifest-100k-missing", _missing_files(100000), quick=True, timeout=10, check=_stderr_lines(3)),
         # Names from the manifest reach the terminal escaped (the harness flags raw control bytes).
         _viewer("manifest-names-escapes", _missing_files(0, ["\x1b]0;owned\x07\x1b[2J.txt", "a\rb.txt"]),
-                quick=True, check=_stderr_lines(3)),
+                quick=True, timeout=10, check=_stderr_lines(3)),
     ]
