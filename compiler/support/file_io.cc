@@ -92,6 +92,27 @@ StatusOr<std::string> ResolveSymlinks(const std::string& path) {
 
 std::atomic<int> g_temp_counter{0};
 
+// Creates (O_EXCL) a temporary beside `target` for a write to `path`; its descriptor, and its
+// name in `temp_path`.
+StatusOr<int> CreateTemporary(const std::string& path, const std::string& target, int flags,
+                              mode_t mode, std::string* temp_path) {
+  std::string dir = DirName(target);
+  for (int attempt = 0;; ++attempt) {
+    *temp_path = fmt::format("{}/{}.xlens-tmp.{}.{}", dir, BaseName(target), ::getpid(),
+                             g_temp_counter.fetch_add(1));
+    int fd = ::open(temp_path->c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC | flags, mode);
+    if (fd >= 0) return fd;
+    if (errno == EEXIST && attempt < 100) continue;
+    int error = errno;
+    temp_path->clear();
+    if (error == ENOENT || error == ENOTDIR) {
+      return Error(fmt::format("{}: cannot create: the directory {} does not exist", Shown(path), Shown(dir)));
+    }
+    if (error == ENAMETOOLONG) return Error(OpenError(path, error));
+    return Error(fmt::format("{}: cannot create: {}", Shown(path), Errno(error)));
+  }
+}
+
 }  // namespace
 
 int64_t MaxInputBytes() {
@@ -161,9 +182,20 @@ std::string FormatBytes(int64_t bytes) {
 }
 
 StatusOr<InputFile> InputFile::Open(const std::string& path, int64_t max_bytes) {
+  return Open(path, max_bytes, /*follow=*/true);
+}
+
+StatusOr<InputFile> InputFile::OpenNoFollow(const std::string& path, int64_t max_bytes) {
+  return Open(path, max_bytes, /*follow=*/false);
+}
+
+StatusOr<InputFile> InputFile::Open(const std::string& path, int64_t max_bytes, bool follow) {
   if (path.empty()) return Error("no file name given (an empty path)");
   // O_NONBLOCK: opening a FIFO must not wait for a writer before we can refuse it.
-  int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NONBLOCK | O_NOCTTY);
+  int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NONBLOCK | O_NOCTTY | (follow ? 0 : O_NOFOLLOW));
+  if (fd < 0 && !follow && errno == ELOOP) {
+    return Error(fmt::format("{}: is a symbolic link, which is not followed here", Shown(path)));
+  }
   if (fd < 0) return Error(OpenError(path, errno));
   InputFile file(fd, 0, path);
   struct stat st;
@@ -264,26 +296,19 @@ StatusOr<OutputFile> OutputFile::Create(const std::string& path) {
     out.fd_ = fd;
     return out;
   }
-  std::string dir = DirName(out.target_path_);
-  for (int attempt = 0;; ++attempt) {
-    out.temp_path_ = fmt::format("{}/{}.xlens-tmp.{}.{}", dir, BaseName(out.target_path_), ::getpid(),
-                                 g_temp_counter.fetch_add(1));
-    int fd = ::open(out.temp_path_.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0666);
-    if (fd >= 0) {
-      // Replacing a file keeps its permissions; a new one gets the umask's.
-      if (exists) ::fchmod(fd, st.st_mode & 07777);
-      out.fd_ = fd;
-      return out;
-    }
-    if (errno == EEXIST && attempt < 100) continue;
-    int error = errno;
-    out.temp_path_.clear();
-    if (error == ENOENT || error == ENOTDIR) {
-      return Error(fmt::format("{}: cannot create: the directory {} does not exist", Shown(path), Shown(dir)));
-    }
-    if (error == ENAMETOOLONG) return Error(OpenError(path, error));
-    return Error(fmt::format("{}: cannot create: {}", Shown(path), Errno(error)));
-  }
+  ASSIGN_OR_RETURN(out.fd_, CreateTemporary(path, out.target_path_, 0, 0666, &out.temp_path_));
+  // Replacing a file keeps its permissions; a new one gets the umask's.
+  if (exists) ::fchmod(out.fd_, st.st_mode & 07777);
+  return out;
+}
+
+StatusOr<OutputFile> OutputFile::CreateNoFollow(const std::string& path) {
+  if (path.empty()) return Error("no output file name given (an empty path)");
+  OutputFile out;
+  out.path_ = path;
+  out.target_path_ = path;
+  ASSIGN_OR_RETURN(out.fd_, CreateTemporary(path, path, O_NOFOLLOW, 0600, &out.temp_path_));
+  return out;
 }
 
 OutputFile::OutputFile(OutputFile&& other) noexcept

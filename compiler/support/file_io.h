@@ -39,6 +39,9 @@ StatusOr<std::string> ReadFile(const std::string& path, int64_t max_bytes = -1);
 class InputFile {
  public:
   static StatusOr<InputFile> Open(const std::string& path, int64_t max_bytes = -1);
+  // As Open, for a name in a directory the caller has checked (a cache): a symbolic link at
+  // `path` is refused, never followed.
+  static StatusOr<InputFile> OpenNoFollow(const std::string& path, int64_t max_bytes = -1);
   InputFile(InputFile&& other) noexcept;
   InputFile& operator=(InputFile&& other) noexcept;
   InputFile(const InputFile&) = delete;
@@ -54,6 +57,7 @@ class InputFile {
 
  private:
   InputFile(int fd, int64_t size, std::string path) : fd_(fd), size_(size), path_(std::move(path)) {}
+  static StatusOr<InputFile> Open(const std::string& path, int64_t max_bytes, bool follow);
   int fd_ = -1;
   int64_t size_ = 0;
   std::string path_;
@@ -64,6 +68,11 @@ class InputFile {
 class OutputFile {
  public:
   static StatusOr<OutputFile> Create(const std::string& path);
+  // For a name in a directory the caller has checked (a cache), other rules: the temporary is
+  // created beside `path` with O_EXCL|O_NOFOLLOW, mode 0600, and Commit() renames it over
+  // `path` itself, so whatever is there (a symbolic link, dangling or not, a FIFO) is replaced,
+  // never written through, and nothing outside that directory is touched.
+  static StatusOr<OutputFile> CreateNoFollow(const std::string& path);
   OutputFile(OutputFile&& other) noexcept;
   OutputFile& operator=(OutputFile&& other) noexcept;
   OutputFile(const OutputFile&) = delete;

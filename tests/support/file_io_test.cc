@@ -180,6 +180,61 @@ TEST_F(FileIoTest, ADanglingSymlinkCreatesItsTarget) {
   EXPECT_EQ(*ReadFile(dir_ + "/created.txt"), "made");
 }
 
+TEST_F(FileIoTest, NoFollowReadsRefuseASymlinkAtTheName) {
+  const std::string target = dir_ + "/target";
+  ASSERT_TRUE(WriteFile(target, "inside").ok());
+  const std::string link = dir_ + "/entry";
+  ASSERT_EQ(::symlink(target.c_str(), link.c_str()), 0);
+  auto refused = InputFile::OpenNoFollow(link);
+  ASSERT_FALSE(refused.ok());
+  EXPECT_THAT(refused.status().message(), HasSubstr(link + ": is a symbolic link"));
+  EXPECT_TRUE(InputFile::Open(link).ok()) << "Open still follows links";
+  auto regular = InputFile::OpenNoFollow(target);
+  ASSERT_TRUE(regular.ok());
+  EXPECT_EQ(regular->size(), 6);
+}
+
+TEST_F(FileIoTest, NoFollowWritesReplaceAPlantedLinkAndNeverWriteThroughIt) {
+  const std::string outside = dir_ + "/outside";
+  std::filesystem::create_directories(outside);
+  const std::string victim = outside + "/victim";
+  ASSERT_TRUE(WriteFile(victim, "precious").ok());
+  const std::string dangling_target = outside + "/created";
+  const std::string cache = dir_ + "/cache";
+  std::filesystem::create_directories(cache);
+  const std::string to_victim = cache + "/a";
+  const std::string dangling = cache + "/b";
+  ASSERT_EQ(::symlink(victim.c_str(), to_victim.c_str()), 0);
+  ASSERT_EQ(::symlink(dangling_target.c_str(), dangling.c_str()), 0);
+  for (const std::string& path : {to_victim, dangling}) {
+    auto out = OutputFile::CreateNoFollow(path);
+    ASSERT_TRUE(out.ok()) << out.status().message();
+    ASSERT_TRUE(out->Write("entry").ok());
+    ASSERT_TRUE(out->Commit().ok());
+    struct stat st;
+    ASSERT_EQ(::lstat(path.c_str(), &st), 0);
+    EXPECT_TRUE(S_ISREG(st.st_mode)) << path << " is still a link";
+    EXPECT_EQ(st.st_mode & 0777, 0600u);
+    EXPECT_EQ(*ReadFile(path), "entry");
+  }
+  EXPECT_EQ(*ReadFile(victim), "precious");
+  EXPECT_FALSE(std::filesystem::exists(dangling_target));
+  int in_cache = 0;
+  for ([[maybe_unused]] const auto& e : std::filesystem::directory_iterator(cache)) ++in_cache;
+  EXPECT_EQ(in_cache, 2) << "a temporary was left behind";
+}
+
+TEST_F(FileIoTest, NoFollowWritesDoNotReplaceADirectory) {
+  const std::string path = dir_ + "/d";
+  std::filesystem::create_directories(path + "/inner");
+  auto out = OutputFile::CreateNoFollow(path);
+  ASSERT_TRUE(out.ok()) << out.status().message();
+  ASSERT_TRUE(out->Write("x").ok());
+  EXPECT_FALSE(out->Commit().ok());
+  EXPECT_TRUE(std::filesystem::is_directory(path + "/inner"));
+  EXPECT_EQ(CountEntries(), 1) << "a temporary was left behind";
+}
+
 TEST_F(FileIoTest, WritingOverADirectoryIsRefused) {
   std::filesystem::create_directories(dir_ + "/out");
   Status status = WriteFile(dir_ + "/out", "x");

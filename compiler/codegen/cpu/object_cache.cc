@@ -1,26 +1,43 @@
 #include "compiler/codegen/cpu/object_cache.h"
 
 #include <sys/stat.h>
+#include <unistd.h>
 
+#include <algorithm>
+#include <atomic>
+#include <cerrno>
 #include <cstring>
+#include <limits>
 
 #include <fmt/format.h>
 #include <llvm/ADT/StringExtras.h>
 #include <llvm/Config/llvm-config.h>
 #include <llvm/Support/SHA256.h>
 
+#include "compiler/support/activity.h"
 #include "compiler/support/file_io.h"
+#include "compiler/support/terminal_text.h"
 
 namespace xlens::codegen {
 namespace {
 
-// Bump when the optimization pipeline (cpu_jit.cc's RunPipeline) or the entry format changes:
-// old entries then simply miss.
+// Bump when the optimization pipeline (cpu_jit.cc's RunPipeline) changes: old entries then
+// simply miss. The layout of an entry has its own version (kVersion) in the entry.
 constexpr std::string_view kFormat = "xlens object cache 1";
 constexpr std::string_view kMagic = "XLENSOBJ";
+// 1: magic, length, SHA-256. 2: the entry's key after the checksum. An entry of another
+// version is a miss, rewritten in place.
+constexpr uint32_t kVersion = 2;
 // Bytes of objects kept in memory at most; past it, the memory cache starts over.
 constexpr int64_t kMemoryLimitBytes = int64_t{256} << 20;
-constexpr size_t kHeaderBytes = 8 + 8 + 32;  // magic, payload length, SHA-256 of the payload
+constexpr int64_t kDefaultMaxEntryBytes = int64_t{1} << 30;
+// A key is 64 hex digits; anything much longer is not one of ours.
+constexpr uint32_t kMaxKeyBytes = 256;
+// magic, version (u32), key length (u32), payload length (u64), SHA-256 of the payload; then
+// the key, then the payload.
+constexpr size_t kFixedHeaderBytes = 8 + 4 + 4 + 8 + 32;
+
+std::atomic<int64_t> g_max_entry_bytes{-1};
 
 std::string Sha256(std::string_view data) {
   llvm::SHA256 sha;
@@ -29,34 +46,159 @@ std::string Sha256(std::string_view data) {
   return std::string(reinterpret_cast<const char*>(digest.data()), digest.size());
 }
 
-std::string EncodeEntry(const std::string& object) {
+template <typename T>
+void Append(std::string& out, T value) {
+  out.append(reinterpret_cast<const char*>(&value), sizeof(value));
+}
+
+template <typename T>
+T Load(const char* data) {
+  T value;
+  std::memcpy(&value, data, sizeof(value));
+  return value;
+}
+
+std::string EncodeEntry(const std::string& key, const std::string& object) {
   std::string entry(kMagic);
-  const uint64_t length = object.size();
-  entry.append(reinterpret_cast<const char*>(&length), sizeof(length));
+  Append<uint32_t>(entry, kVersion);
+  Append<uint32_t>(entry, static_cast<uint32_t>(key.size()));
+  Append<uint64_t>(entry, object.size());
   entry += Sha256(object);
+  entry += key;
   entry += object;
   return entry;
 }
 
-// The object inside a file's contents, or why the file is not a valid entry.
-std::optional<std::string> DecodeEntry(const std::string& entry, std::string* why) {
-  if (entry.size() < kHeaderBytes || entry.compare(0, kMagic.size(), kMagic) != 0) {
-    *why = entry.size() < kHeaderBytes ? "truncated header" : "not a cache entry";
-    return std::nullopt;
+// Reads exactly `size` bytes unless the file ends first; the count read.
+StatusOr<size_t> ReadUpTo(InputFile& file, char* data, size_t size) {
+  size_t filled = 0;
+  while (filled < size) {
+    ASSIGN_OR_RETURN(size_t n, file.Read(data + filled, size - filled));
+    if (n == 0) break;
+    filled += n;
   }
-  uint64_t length = 0;
-  std::memcpy(&length, entry.data() + 8, sizeof(length));
-  if (length != entry.size() - kHeaderBytes) {
-    *why = fmt::format("holds {} bytes of code, its header says {}", entry.size() - kHeaderBytes,
-                       length);
-    return std::nullopt;
+  return filled;
+}
+
+enum class Found { kMissing, kUnreadable, kInvalid, kValid };
+
+// The entry of `key` at `path`: its object, or why there is none. The header is checked before
+// the payload is read, and the size before the header, so a foreign, garbage or huge (sparse)
+// file costs a few bytes of reading, not its length.
+Found ReadEntry(const std::string& path, const std::string& key, std::string* object,
+                std::string* why) {
+  struct stat st;
+  if (::lstat(path.c_str(), &st) != 0 && errno == ENOENT) return Found::kMissing;
+  StatusOr<InputFile> file = InputFile::OpenNoFollow(path, std::numeric_limits<int64_t>::max());
+  if (!file.ok()) {
+    if (::lstat(path.c_str(), &st) != 0 && errno == ENOENT) return Found::kMissing;
+    *why = file.status().message();
+    return Found::kUnreadable;
   }
-  std::string object = entry.substr(kHeaderBytes);
-  if (Sha256(object) != entry.substr(16, 32)) {
+  const int64_t size = file->size();
+  const int64_t limit = ObjectCache::MaxEntryBytes();
+  if (size > limit) {
+    *why = fmt::format("{} is more than the {} limit on cache entries", FormatBytes(size),
+                       FormatBytes(limit));
+    return Found::kInvalid;
+  }
+  char header[kFixedHeaderBytes];
+  StatusOr<size_t> got = ReadUpTo(*file, header, sizeof(header));
+  if (!got.ok()) {
+    *why = got.status().message();
+    return Found::kUnreadable;
+  }
+  if (*got < sizeof(header) || std::memcmp(header, kMagic.data(), kMagic.size()) != 0) {
+    *why = *got < sizeof(header) ? "truncated header" : "not a cache entry";
+    return Found::kInvalid;
+  }
+  const uint32_t version = Load<uint32_t>(header + 8);
+  const uint32_t key_bytes = Load<uint32_t>(header + 12);
+  const uint64_t length = Load<uint64_t>(header + 16);
+  if (version != kVersion) {
+    *why = fmt::format("an entry of format version {}, expected {}", version, kVersion);
+    return Found::kInvalid;
+  }
+  if (key_bytes > kMaxKeyBytes) {
+    *why = fmt::format("a key of {} bytes", key_bytes);
+    return Found::kInvalid;
+  }
+  std::string stored_key(key_bytes, '\0');
+  got = ReadUpTo(*file, stored_key.data(), stored_key.size());
+  if (!got.ok()) {
+    *why = got.status().message();
+    return Found::kUnreadable;
+  }
+  if (*got < key_bytes) {
+    *why = "truncated header";
+    return Found::kInvalid;
+  }
+  if (stored_key != key) {
+    *why = fmt::format("it holds the code of another key, {}", EscapeForTerminal(stored_key));
+    return Found::kInvalid;
+  }
+  const uint64_t available = static_cast<uint64_t>(size) - kFixedHeaderBytes - key_bytes;
+  if (length != available) {
+    *why = fmt::format("holds {} bytes of code, its header says {}", available, length);
+    return Found::kInvalid;
+  }
+  object->assign(static_cast<size_t>(length), '\0');
+  got = ReadUpTo(*file, object->data(), object->size());
+  if (!got.ok()) {
+    *why = got.status().message();
+    return Found::kUnreadable;
+  }
+  if (*got < length) {
+    *why = fmt::format("holds {} bytes of code, its header says {}", *got, length);
+    return Found::kInvalid;
+  }
+  if (Sha256(*object) != std::string_view(header + 24, 32)) {
     *why = "checksum mismatch";
-    return std::nullopt;
+    return Found::kInvalid;
   }
-  return object;
+  return Found::kValid;
+}
+
+std::string Parent(const std::string& path) {
+  size_t slash = path.find_last_not_of('/');
+  slash = slash == std::string::npos ? std::string::npos : path.rfind('/', slash);
+  if (slash == std::string::npos) return ".";
+  return slash == 0 ? "/" : path.substr(0, slash);
+}
+
+// Why `dir` must not hold the cache, or "" when it may (creating it, 0700, when `create`).
+// Whoever can write to the directory can put code there that this process would run, so it
+// must be ours and writable by no one else. The path may go through symbolic links (a cache on
+// another disk); what it ends at is what is checked.
+std::string DirectoryProblem(const std::string& dir, bool create, bool* missing) {
+  *missing = false;
+  struct stat st;
+  if (::stat(dir.c_str(), &st) != 0) {
+    if (errno != ENOENT) return fmt::format("cannot be used: {}", std::strerror(errno));
+    if (!create) {
+      *missing = true;
+      return "";
+    }
+    if (::mkdir(dir.c_str(), 0700) != 0 && errno == ENOENT) {
+      if (Status made = CreateDirectories(Parent(dir)); !made.ok()) {
+        return fmt::format("cannot be created: {}", made.message());
+      }
+      ::mkdir(dir.c_str(), 0700);
+    }
+    if (::stat(dir.c_str(), &st) != 0) {
+      return fmt::format("cannot be created: {}", std::strerror(errno));
+    }
+  }
+  if (!S_ISDIR(st.st_mode)) return "is not a directory";
+  if (st.st_uid != ::geteuid()) {
+    return fmt::format("belongs to user id {}, not to this user (id {})", st.st_uid, ::geteuid());
+  }
+  if ((st.st_mode & (S_IWGRP | S_IWOTH)) != 0) {
+    return fmt::format("can be written by {} (mode {:04o}); make it private with chmod go-w",
+                       (st.st_mode & S_IWOTH) != 0 ? "every user" : "its group",
+                       st.st_mode & 07777);
+  }
+  return "";
 }
 
 }  // namespace
@@ -83,31 +225,52 @@ std::string ObjectCache::EntryPath(const std::string& dir, const std::string& ke
   return fmt::format("{}/{}.xlensobj", dir, key);
 }
 
+int64_t ObjectCache::MaxEntryBytes() {
+  const int64_t set = g_max_entry_bytes.load(std::memory_order_relaxed);
+  return set >= 0 ? set : std::min(kDefaultMaxEntryBytes, MaxInputBytes());
+}
+
+void ObjectCache::SetMaxEntryBytes(int64_t bytes) {
+  g_max_entry_bytes.store(bytes, std::memory_order_relaxed);
+}
+
+bool ObjectCache::UsableDirectory(const std::string& dir, bool create, std::string* warning) {
+  bool missing = false;
+  const std::string problem = DirectoryProblem(dir, create, &missing);
+  if (problem.empty()) return !missing;
+  std::lock_guard<std::mutex> lock(mu_);
+  if (refused_reported_.insert(dir).second) {
+    *warning = fmt::format("persistent cache directory {} {}; compiling without the cache",
+                           DisplayPath(dir), problem);
+  }
+  return false;
+}
+
 std::optional<std::string> ObjectCache::Lookup(const std::string& key, const std::string& dir,
                                                std::string* warning) {
   {
     std::lock_guard<std::mutex> lock(mu_);
     if (auto it = memory_.find(key); it != memory_.end()) return it->second;
   }
-  if (dir.empty()) return std::nullopt;
+  if (dir.empty() || !UsableDirectory(dir, /*create=*/false, warning)) return std::nullopt;
   const std::string path = EntryPath(dir, key);
-  struct stat st;
-  if (::stat(path.c_str(), &st) != 0) return std::nullopt;  // not cached yet
-  StatusOr<std::string> entry = ReadFile(path);
-  if (!entry.ok()) {
-    *warning = fmt::format("persistent cache entry {} cannot be read ({}); recompiling", path,
-                           entry.status().message());
-    return std::nullopt;
-  }
-  std::string why;
-  std::optional<std::string> object = DecodeEntry(*entry, &why);
-  if (!object) {
-    *warning = fmt::format("persistent cache entry {} is corrupt ({}); recompiling", path, why);
-    return std::nullopt;
+  std::string object, why;
+  ActivityScope activity("loading compile cache entry " + path);
+  switch (ReadEntry(path, key, &object, &why)) {
+    case Found::kMissing: return std::nullopt;  // not cached yet
+    case Found::kUnreadable:
+      *warning = fmt::format("persistent cache entry {} cannot be read ({}); recompiling",
+                             DisplayPath(path), why);
+      return std::nullopt;
+    case Found::kInvalid:
+      *warning = fmt::format("persistent cache entry {} is corrupt ({}); recompiling",
+                             DisplayPath(path), why);
+      return std::nullopt;
+    case Found::kValid: break;
   }
   std::lock_guard<std::mutex> lock(mu_);
-  memory_[key] = *object;
-  memory_bytes_ += static_cast<int64_t>(object->size());
+  memory_[key] = object;
+  memory_bytes_ += static_cast<int64_t>(object.size());
   return object;
 }
 
@@ -121,14 +284,17 @@ void ObjectCache::Insert(const std::string& key, const std::string& object, cons
     }
     if (memory_.emplace(key, object).second) memory_bytes_ += static_cast<int64_t>(object.size());
   }
-  if (dir.empty()) return;
-  ::mkdir(dir.c_str(), 0755);  // an existing directory is fine; a failure shows in the write
+  if (dir.empty() || !UsableDirectory(dir, /*create=*/true, warning)) return;
+  const std::string entry = EncodeEntry(key, object);
+  // An entry that would be refused when read is not worth writing.
+  if (static_cast<int64_t>(entry.size()) > MaxEntryBytes()) return;
   const std::string path = EntryPath(dir, key);
-  StatusOr<OutputFile> file = OutputFile::Create(path);
-  Status written = file.ok() ? file->Write(EncodeEntry(object)) : file.status();
+  StatusOr<OutputFile> file = OutputFile::CreateNoFollow(path);
+  Status written = file.ok() ? file->Write(entry) : file.status();
   if (written.ok()) written = file->Commit();
   if (!written.ok()) {
-    *warning = fmt::format("cannot write persistent cache entry {}: {}", path, written.message());
+    *warning = fmt::format("cannot write persistent cache entry {}: {}", DisplayPath(path),
+                           written.message());
   }
 }
 
@@ -136,6 +302,7 @@ void ObjectCache::Clear() {
   std::lock_guard<std::mutex> lock(mu_);
   memory_.clear();
   memory_bytes_ = 0;
+  refused_reported_.clear();
 }
 
 }  // namespace xlens::codegen

@@ -3,15 +3,25 @@
 // that changes code generation; the optimization level; the CPU, its features and the target
 // triple; LLVM's version; the cache format, bumped whenever the optimization pipeline changes).
 // Entries live in memory for the process and, with --xla_xlens_persistent_cache_dir=DIR (in the
-// spirit of JAX's persistent compilation cache), in DIR as one file per key, written atomically.
-// A file is checked (magic, length, SHA-256 of the contents) before use: a truncated or
-// garbage entry is reported, ignored and rewritten by the recompilation, never loaded.
+// spirit of JAX's persistent compilation cache), in DIR as one file per key.
+//
+// What is in DIR is run as code, so DIR is trusted only as far as it is private: it is created
+// 0700 when missing, and a directory that is not ours or that its group or others can write is
+// not used (one warning; compilation goes on without it). Entries are opened without following a
+// symbolic link at their name and written to an O_EXCL temporary in DIR renamed over the name,
+// so a link planted there is replaced, never written through. Each entry carries a format
+// version, its own key and the SHA-256 of its code, and is used only when all three match and
+// its size is within MaxEntryBytes(), checked before anything is read: a truncated, garbage,
+// oversized or foreign entry (another key's valid code copied under this name) is reported,
+// ignored and rewritten by the recompilation, never loaded. The cache is an optimization: none
+// of this ever fails a compilation.
 #pragma once
 
 #include <cstdint>
 #include <map>
 #include <mutex>
 #include <optional>
+#include <set>
 #include <string>
 #include <string_view>
 
@@ -28,6 +38,12 @@ class ObjectCache {
   // The file of `key` in `dir`.
   static std::string EntryPath(const std::string& dir, const std::string& key);
 
+  // The largest entry file read: SetMaxEntryBytes's, else the smaller of 1 GiB and the limit on
+  // input files (--max-input-size, XLENS_MAX_INPUT_SIZE). Larger code is not written either.
+  static int64_t MaxEntryBytes();
+  // Overrides the limit for this process (-1: back to the default).
+  static void SetMaxEntryBytes(int64_t bytes);
+
   // The object for `key` from memory, else from `dir` (when not empty). An entry that cannot
   // be read or fails its checks is not returned; why goes into `warning`.
   std::optional<std::string> Lookup(const std::string& key, const std::string& dir,
@@ -36,13 +52,19 @@ class ObjectCache {
   // reported in `warning` (the compilation itself has succeeded).
   void Insert(const std::string& key, const std::string& object, const std::string& dir,
               std::string* warning);
-  // Forgets the entries held in memory (the directory is left as it is).
+  // Forgets the entries held in memory (the directory is left as it is) and which refused
+  // directories were already reported.
   void Clear();
 
  private:
+  // Whether `dir` may be used (creating it when `create`); a refusal goes into `warning` the
+  // first time it is seen.
+  bool UsableDirectory(const std::string& dir, bool create, std::string* warning);
+
   std::mutex mu_;
   std::map<std::string, std::string> memory_;
   int64_t memory_bytes_ = 0;
+  std::set<std::string> refused_reported_;
 };
 
 }  // namespace xlens::codegen
