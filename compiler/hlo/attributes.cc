@@ -24,6 +24,7 @@ std::string OpMetadata::ToString() const {
   if (!source_file.empty()) parts.push_back("source_file=" + QuoteString(source_file));
   if (source_line) parts.push_back(fmt::format("source_line={}", *source_line));
   for (const auto& [key, value] : other) parts.push_back(key + "=" + value);
+  if (stack_frame_id) parts.push_back(fmt::format("stack_frame_id={}", *stack_frame_id));
   return fmt::format("{}", fmt::join(parts, " "));
 }
 

@@ -13,18 +13,21 @@ namespace xlens {
 // `s` in double quotes with '"', '\\' and newlines escaped: how HLO text writes a string value.
 std::string QuoteString(std::string_view s);
 
-// metadata={op_type="..." op_name="..." source_file="..." source_line=N ...}. Keys xlens does not
-// act on (deduplicated_name, stack_frame_id, ...) are kept verbatim in `other`.
+// metadata={op_type="..." op_name="..." source_file="..." source_line=N ... stack_frame_id=N}.
+// Keys xlens does not act on (deduplicated_name, source_column, ...) are kept verbatim in `other`.
+// stack_frame_id names a frame of the module's stack-frame table (stack_frames.h); XLA writes it
+// last, and so does ToString.
 struct OpMetadata {
   std::string op_type;
   std::string op_name;
   std::string source_file;
   std::optional<int64_t> source_line;
   std::vector<std::pair<std::string, std::string>> other;  // key, verbatim value
+  std::optional<int64_t> stack_frame_id;
 
   bool empty() const {
     return op_type.empty() && op_name.empty() && source_file.empty() && !source_line &&
-           other.empty();
+           other.empty() && !stack_frame_id;
   }
   std::string ToString() const;  // the text inside metadata={...}
   bool operator==(const OpMetadata&) const = default;

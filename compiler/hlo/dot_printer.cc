@@ -10,6 +10,7 @@
 
 #include <fmt/format.h>
 
+#include "compiler/hlo/stack_frames.h"
 #include "compiler/support/terminal_text.h"
 
 namespace xlens {
@@ -606,11 +607,14 @@ class DotDumper {
     const OpMetadata& metadata = instr.metadata;
     if (!metadata.op_type.empty()) lines.push_back("op_type: " + metadata.op_type);
     if (!metadata.op_name.empty()) lines.push_back("op_name: " + metadata.op_name);
-    if (!metadata.source_file.empty()) {
-      lines.push_back(metadata.source_line
-                          ? fmt::format("source: {}:{}", metadata.source_file,
-                                        *metadata.source_line)
-                          : "source: " + metadata.source_file);
+    // Through the stack-frame table when there is one (jaxlib, TensorFlow), else source_file.
+    std::vector<SourceFrame> stack = InstructionStack(instr);
+    constexpr size_t kMaxCallers = 8;
+    for (size_t i = 0; i < stack.size() && i <= kMaxCallers; ++i) {
+      lines.push_back(Shorten((i == 0 ? "source: " : "called from: ") + stack[i].ToString(), 400));
+    }
+    if (stack.size() > kMaxCallers + 1) {
+      lines.push_back(fmt::format("... {} frames above", stack.size() - kMaxCallers - 1));
     }
     return QuoteLines(lines);
   }

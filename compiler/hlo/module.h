@@ -13,6 +13,8 @@
 
 namespace xlens {
 
+class StackFrameTable;  // stack_frames.h
+
 struct ComputationLayout {
   std::vector<Shape> parameters;
   Shape result;
@@ -56,6 +58,15 @@ class HloModule {
   std::vector<RawAttribute>& header_attributes() { return header_attributes_; }
   const std::vector<RawAttribute>& header_attributes() const { return header_attributes_; }
 
+  // The stack-frame table written after the HloModule line (FileNames, FunctionNames,
+  // FileLocations, StackFrames), which metadata's stack_frame_id points into; nullptr when the
+  // text had none. Immutable and shared: a table is read once and never edited by passes.
+  const StackFrameTable* stack_frames() const { return stack_frames_.get(); }
+  const std::shared_ptr<const StackFrameTable>& shared_stack_frames() const { return stack_frames_; }
+  void set_stack_frames(std::shared_ptr<const StackFrameTable> table) {
+    stack_frames_ = std::move(table);
+  }
+
   // A module-unique instruction name based on `prefix` ("add" -> "add", then "add.1", ...).
   std::string UniqueInstructionName(std::string_view prefix);
   // Registers a name the parser read so that generated names never collide with it.
@@ -74,6 +85,7 @@ class HloModule {
   HloComputation* entry_ = nullptr;
   std::optional<ComputationLayout> entry_layout_;
   std::vector<RawAttribute> header_attributes_;
+  std::shared_ptr<const StackFrameTable> stack_frames_;
   std::unordered_set<std::string> instruction_names_;
   std::unordered_map<std::string, int64_t> next_name_suffix_;
   std::unordered_map<std::string, int64_t> next_computation_suffix_;

@@ -7,6 +7,7 @@
 #include <fmt/format.h>
 
 #include "compiler/hlo/shape_inference.h"
+#include "compiler/hlo/stack_frames.h"
 #include "compiler/hlo/text_cursor.h"
 #include "compiler/hlo/text_readers.h"
 #include "compiler/hlo/verifier.h"
@@ -83,6 +84,8 @@ class HloParser {
   Status ParseOperands(ComputationState& state, std::vector<PendingOperand>& operands, int depth);
   Status ParseAttribute(ComputationState& state, size_t instruction_index);
   StatusOr<std::vector<NameRef>> ParseNameList(std::string_view what);
+  // A stack_frame_id in metadata read from `start` must name a frame of the module's table.
+  Status CheckStackFrameId(const OpMetadata& metadata, size_t start);
 
   Status ResolveCalledComputations();
   Status ResolveOperands(ComputationState& state);
@@ -169,7 +172,32 @@ Status HloParser::ParseHeader() {
     }
     module_->header_attributes().push_back({std::string(key), std::string(value)});
   }
+  // jaxlib and TensorFlow write the stack-frame table between the header and the computations.
+  size_t table_pos = cursor_.Here();
+  if (cursor_.TryConsumeWord("FileNames")) {
+    cursor_.set_pos(table_pos);
+    ASSIGN_OR_RETURN(StackFrameTable table, ReadStackFrameTable(cursor_));
+    module_->set_stack_frames(std::make_shared<const StackFrameTable>(std::move(table)));
+  }
   return OkStatus();
+}
+
+Status HloParser::CheckStackFrameId(const OpMetadata& metadata, size_t start) {
+  // 0 is XLA's "no frame".
+  if (!metadata.stack_frame_id || *metadata.stack_frame_id == 0) return OkStatus();
+  const StackFrameTable* table = module_->stack_frames();
+  if (table != nullptr && table->HasFrame(*metadata.stack_frame_id)) return OkStatus();
+  size_t field = cursor_.text().substr(start, cursor_.pos() - start).rfind("stack_frame_id=");
+  size_t pos = field == std::string_view::npos ? start : start + field;
+  if (table == nullptr) {
+    return cursor_.ErrorAt(pos, fmt::format("stack_frame_id={} but the module has no stack-frame "
+                                            "table (FileNames, FunctionNames, FileLocations, "
+                                            "StackFrames after the HloModule line)",
+                                            *metadata.stack_frame_id));
+  }
+  return cursor_.ErrorAt(pos, fmt::format("stack_frame_id={} names no frame of the module's "
+                                          "StackFrames table (it has {})",
+                                          *metadata.stack_frame_id, table->frame_count()));
 }
 
 Status HloParser::ParseEntryComputationLayout() {
@@ -581,8 +609,9 @@ Status HloParser::ParseAttribute(ComputationState& state, size_t instruction_ind
     return OkStatus();
   }
   if (key == "metadata") {
+    size_t start = cursor_.Here();
     ASSIGN_OR_RETURN(instr->metadata, text::ReadMetadata(cursor_));
-    return OkStatus();
+    return CheckStackFrameId(instr->metadata, start);
   }
   if (key == "control-predecessors") {
     ASSIGN_OR_RETURN(pending.control_predecessors, ParseNameList(key));

@@ -2,6 +2,8 @@
 
 #include <fmt/format.h>
 
+#include "compiler/hlo/stack_frames.h"
+
 namespace xlens {
 
 namespace {
@@ -226,6 +228,10 @@ std::string PrintModule(const HloModule& module, const PrintOptions& options) {
   write_layout();
   for (const std::string& h : header) out += ", " + h;
   out += "\n";
+  // The stack-frame table travels with metadata: XLA's short form drops both.
+  if (!options.short_form && module.stack_frames() != nullptr) {
+    out += "\n" + module.stack_frames()->ToString();
+  }
   for (const HloComputation* computation : module.computations()) {
     out += "\n" + computation->ToString(options.short_form) + "\n";
   }

@@ -593,6 +593,12 @@ StatusOr<OpMetadata> ReadMetadata(TextCursor& cursor) {
     } else if (key == "source_line") {
       ASSIGN_OR_RETURN(int64_t line, cursor.ReadInt64("source_line"));
       metadata.source_line = line;
+    } else if (key == "stack_frame_id") {
+      size_t pos = cursor.Here();
+      ASSIGN_OR_RETURN(int64_t id, cursor.ReadInt64("stack_frame_id"));
+      // 0 is XLA's "no frame"; the ids of the table start at 1.
+      if (id < 0) return cursor.ErrorAt(pos, fmt::format("stack_frame_id must not be negative, found {}", id));
+      metadata.stack_frame_id = id;
     } else {
       ASSIGN_OR_RETURN(std::string_view raw, cursor.ReadRawValue());
       metadata.other.emplace_back(std::string(key), std::string(raw));
