@@ -312,10 +312,10 @@ StatusOr<ElementalIrEmitter::Leaves> ElementalIrEmitter::EmitUncached(const HloI
 
 StatusOr<Value*> ElementalIrEmitter::EmitConstant(const HloInstruction* hlo, const IrIndex& index) {
   const Literal& literal = hlo->literal();
-  if (literal.element_count() == 1) return EmitLiteralElement(b_, literal, 0);
   if (literal.is_elided() || literal.is_text_only()) {
     return Error(fmt::format("constant {} has no value in the text (elided)", hlo->name()));
   }
+  if (literal.element_count() == 1) return EmitLiteralElement(b_, literal, 0);
   // A private global holding the literal's row-major bytes.
   llvm::Module& module = *b_.GetInsertBlock()->getModule();
   const std::string name = fmt::format("constant.{}", hlo->name());

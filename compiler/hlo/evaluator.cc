@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <unordered_set>
 
+#include "compiler/hlo/annotation_custom_calls.h"
 #include "compiler/hlo/evaluator_internal.h"
 
 namespace xlens {
@@ -474,6 +475,14 @@ StatusOr<Literal> HloEvaluator::Visit(const HloInstruction& instruction,
                                       std::span<const Literal* const> operands) {
   const HloOpcode opcode = instruction.opcode();
   if (opcode == HloOpcode::kCustomCall) {
+    // Sharding annotations pass their operand through (one device: the global view).
+    if (IsAnnotationCustomCall(instruction)) {
+      Literal value = *operands[0];
+      if (instruction.shape().has_layout() && value.shape().IsArray()) {
+        value.set_layout(instruction.shape().layout());
+      }
+      return value;
+    }
     return Error(fmt::format("unsupported opcode custom-call (custom_call_target=\"{}\")",
                              instruction.custom_call_target.value_or("")));
   }

@@ -2,6 +2,7 @@
 
 #include <vector>
 
+#include "compiler/hlo/elided_constants.h"
 #include "compiler/hlo/evaluator.h"
 #include "compiler/passes/dce.h"
 
@@ -29,6 +30,8 @@ bool IsFoldable(const HloInstruction& instruction) {
   }
   for (const HloInstruction* operand : instruction.operands()) {
     if (operand->opcode() != HloOpcode::kConstant || !operand->has_literal()) return false;
+    // A constant XLA printed as {...} (or holds only as text) has no values to fold with.
+    if (HasElidedValues(operand->literal()) || operand->literal().is_text_only()) return false;
   }
   return true;
 }

@@ -241,7 +241,8 @@ bool IsRowMajor(const Shape& s) {
 bool ScalarF32Constant(const HloInstruction* i, float* value) {
   if (i->opcode() == HloOpcode::kBroadcast && i->operand_count() == 1) i = i->operand(0);
   if (i->opcode() != HloOpcode::kConstant || !i->has_literal() || !i->shape().IsArray() ||
-      i->shape().rank() != 0 || i->shape().element_type() != PrimitiveType::F32) {
+      i->shape().rank() != 0 || i->shape().element_type() != PrimitiveType::F32 ||
+      i->literal().is_elided() || i->literal().is_text_only()) {
     return false;
   }
   *value = static_cast<float>(i->literal().GetAsDouble(0));

@@ -22,7 +22,7 @@ bool IsRowMajorF32(const Shape& s) {
 bool ScalarConstant(const HloInstruction* i, double* value) {
   if (i->opcode() == HloOpcode::kBroadcast && i->operand_count() == 1) i = i->operand(0);
   if (i->opcode() != HloOpcode::kConstant || !i->has_literal() || !i->shape().IsArray() ||
-      i->shape().rank() != 0) {
+      i->shape().rank() != 0 || i->literal().is_elided() || i->literal().is_text_only()) {
     return false;
   }
   *value = i->literal().GetAsDouble(0);

@@ -14,6 +14,7 @@
 
 #include "compiler/codegen/kernel_emitter.h"
 #include "compiler/codegen/planted_kernel_fault.h"
+#include "compiler/hlo/annotation_custom_calls.h"
 #include "compiler/hlo/hlo_cost_analysis.h"
 #include "compiler/runtime/control_flow_thunks.h"
 #include "compiler/runtime/library_thunks.h"
@@ -344,6 +345,8 @@ StatusOr<std::unique_ptr<Executable>> ExecutableBuilder::Build() {
   OptimizeOptions optimize = options_.optimize;
   optimize.backend = Backend::kCpu;
   optimize.end_dump_module = false;
+  // One device runs the global view: sharding annotations are identities (annotation_custom_calls.h).
+  RETURN_IF_ERROR(RemoveAnnotationCustomCalls(module).status());
   ASSIGN_OR_RETURN(OptimizeResult optimized, OptimizeHloModule(module, optimize));
   if (!optimized.buffers) return Error("buffer assignment did not run");
   exe_->assignment_ = std::make_unique<BufferAssignment>(std::move(*optimized.buffers));

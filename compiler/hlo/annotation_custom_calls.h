@@ -1,0 +1,26 @@
+// Custom calls that only annotate a value: XLA's `Sharding` (with_sharding_constraint) and
+// Shardy's `xla.sdy.FuncResultSharding`, which jaxlib writes into the before_optimizations module
+// of a sharded program. Each passes its one operand through unchanged; the sharding it carries
+// matters to the SPMD partitioner only. On one device they are identities, as XLA's own
+// ShardingRemover treats them.
+//
+// Not annotations, and not treated as such: SPMDFullToShardShape / SPMDShardToFullShape and
+// xla.sdy.GlobalToLocalShape / xla.sdy.LocalToGlobalShape change the shape between the global
+// and the per-device view; xla.sdy.ShardingGroup has no result.
+#pragma once
+
+#include <cstdint>
+
+#include "compiler/hlo/module.h"
+#include "compiler/support/status.h"
+
+namespace xlens {
+
+// An annotation custom call with one operand whose shape it keeps.
+bool IsAnnotationCustomCall(const HloInstruction& instruction);
+
+// Replaces every annotation custom call (outside fusion computations) by its operand; returns how
+// many were removed.
+StatusOr<int64_t> RemoveAnnotationCustomCalls(HloModule& module);
+
+}  // namespace xlens
