@@ -643,10 +643,16 @@ void GraphViewTest::LayoutKeepsTheEventLoopTurning() {
   QVERIFY(WaitForLayout(view, 1000));
   QCOMPARE(LayoutService::Instance().layouts_run(), runs + 1);
 
-  // Cancel: another big graph, cancelled once the note offers it.
-  auto other = std::make_shared<const HloOutline>(ParseHloOutline(GeneratedModule(5000, 2), "other").value());
+  // Cancel: a graph dot takes long on (1,000 nodes, within what dot is given, but with
+  // crossing minimisation turned up a hundredfold), cancelled once the note offers it.
+  std::string slow = "digraph slow {\n  mclimit=50; remincross=true;\n";
+  for (int i = 1; i < 1000; ++i) {
+    slow += "  n" + std::to_string(i - 1) + " -> n" + std::to_string(i) + ";\n";
+    slow += "  n" + std::to_string(std::max(0, i - 1 - (i * 7 + 1) % 13)) + " -> n" + std::to_string(i) + ";\n";
+  }
+  slow += "}\n";
   QSignalSpy finished(&view, &GraphView::layoutFinished);
-  view.ShowComputation(other);
+  view.ShowDot(QString::fromStdString(slow));
   QTRY_VERIFY_WITH_TIMEOUT(view.cancel_button()->isVisibleTo(&view), 5000);
   QVERIFY(view.progress_note().contains("Laying out"));
   view.cancel_button()->click();
