@@ -40,6 +40,7 @@ struct EvalArgs {
   uint64_t seed = 42;
   double timeout_seconds = 0;           // --timeout; 0: none
   double max_work = kDefaultMaxWork;    // --max-work; 0: none
+  std::string fill_elided_constants;    // zeros, random; empty: refuse elided constants
 };
 int RunEval(const EvalArgs& args);
 
@@ -89,6 +90,7 @@ struct RunArgs {
   bool gpu_sim_analysis = false;
   std::string gpu_target = "h100";
   int64_t gpu_sim_sample_blocks = 256;
+  std::string fill_elided_constants;  // zeros, random; empty: refuse elided constants
 };
 // Compiles and runs a module (xlens run); with --reference checks it against the evaluator.
 int RunRun(const RunArgs& args);

@@ -128,6 +128,10 @@ int main(int argc, char** argv) {
                    "float32 and s4/u4 as int8/uint8, exactly, since .npy has no dtype for them");
   eval->add_option("--seed", eval_args.seed, "Seed of the random inputs")
       ->check(CLI::Validator(Seed, "SEED"));
+  eval->add_option("--fill_elided_constants", eval_args.fill_elided_constants,
+                   "Give constants printed as {...} values (zeros, or random from --seed) instead "
+                   "of refusing the module")
+      ->check(CLI::IsMember({"zeros", "random"}));
   AddWorkLimits(*eval, eval_args.timeout_seconds, eval_args.max_work);
 
   OptArgs opt_args;
@@ -172,6 +176,10 @@ int main(int argc, char** argv) {
       ->capture_default_str();
   run->add_option("--seed", run_args.seed, "Seed of the random inputs")
       ->check(CLI::Validator(Seed, "SEED"));
+  run->add_option("--fill_elided_constants", run_args.fill_elided_constants,
+                  "Give constants printed as {...} values (zeros, or random from --seed) instead "
+                  "of refusing the module")
+      ->check(CLI::IsMember({"zeros", "random"}));
   AddWorkLimits(*run, run_args.timeout_seconds, run_args.max_work);
   run->add_option("--trace", run_args.trace,
                   "Write a Chrome trace of the compilation and every run (timeline.ctf.json; a name "

@@ -10,6 +10,7 @@
 
 #include "compiler/cli/cli_util.h"
 #include "compiler/cli/commands.h"
+#include "compiler/hlo/elided_constants.h"
 #include "compiler/hlo/evaluator.h"
 #include "compiler/hlo/literal_comparison.h"
 #include "compiler/hlo/parser.h"
@@ -25,6 +26,7 @@
 #include "compiler/runtime/gpu_sim_device.h"
 #include "compiler/runtime/gpu_timing_model.h"
 #include "compiler/support/file_io.h"
+#include "compiler/support/terminal_text.h"
 #include "compiler/support/watchdog.h"
 #include "dump/flags.h"
 #include "profiler/chrome_trace_writer.h"
@@ -269,6 +271,13 @@ int RunRun(const RunArgs& args) {
   if (setup.dump) setup.dump->SetBackend(args.backend);
   auto module = LoadModule(args.file, /*verify=*/true);
   if (!module.ok()) return Fail(module.status());
+  auto filled = ResolveElidedConstants(**module, args.fill_elided_constants, args.seed);
+  if (!filled.ok()) return Fail(filled.status().WithContext(DisplayPath(args.file)));
+  if (*filled > 0) {
+    std::fprintf(stderr, "xlens run: filled %lld elided constants with %s values (seed %llu)\n",
+                 static_cast<long long>(*filled), args.fill_elided_constants.c_str(),
+                 static_cast<unsigned long long>(args.seed));
+  }
   auto inputs = LoadInputs(*(*module)->entry_computation(), args.inputs, args.seed);
   if (!inputs.ok()) return Fail(inputs.status());
   // Work that would never finish is refused before compiling; work that merely takes long is
@@ -321,6 +330,11 @@ int RunRun(const RunArgs& args) {
   if (args.reference) {
     auto original = LoadModule(args.file, /*verify=*/true);
     if (!original.ok()) return Fail(original.status());
+    // The same values as the compiled module's: the same fill and seed.
+    if (auto refilled = ResolveElidedConstants(**original, args.fill_elided_constants, args.seed);
+        !refilled.ok()) {
+      return Fail(refilled.status().WithContext(DisplayPath(args.file)));
+    }
     watchdog.SetActivity(fmt::format("evaluating module {} for --reference", (*original)->name()));
     EvaluatorOptions options{.cancel = watchdog.cancel_flag(), .max_work = args.max_work};
     auto expected = EvaluateModule(**original, *inputs, options);

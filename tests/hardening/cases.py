@@ -1098,7 +1098,8 @@ def _round_two_modules():
     import bundle_replay_cases
     import viewer_cases
     import output_cases
-    return [cache_cases, executor_cases, bundle_replay_cases, viewer_cases, output_cases]
+    import hlo_frames_cases
+    return [cache_cases, executor_cases, bundle_replay_cases, viewer_cases, output_cases, hlo_frames_cases]
 
 
 ROUND_TWO = _round_two_modules()
