@@ -8,6 +8,7 @@
 #include <cstring>
 
 #include "compiler/support/file_io.h"
+#include "compiler/support/terminal_text.h"
 #include "viewer/layout_process.h"
 #include "viewer/main_window.h"
 #include "viewer/viewer_options.h"
@@ -64,7 +65,8 @@ int main(int argc, char** argv) {
   auto apply = [&](bool ok, const std::string& error) {
     if (ok) return;
     selector_failed = true;
-    std::fprintf(stderr, "xlens-viewer: %s\n", error.c_str());
+    // The error may quote names from the dump: escaped for the terminal.
+    std::fprintf(stderr, "xlens-viewer: %s\n", xlens::EscapeForTerminal(error).c_str());
   };
   std::string error;
   if (options->module >= 0) apply(window.SelectModule(options->module, &error), error);

@@ -83,9 +83,10 @@ void BM_BuildScene(benchmark::State& state) {
 BENCHMARK(BM_BuildScene)->Arg(1000)->Arg(2000)->Unit(benchmark::kMillisecond);
 
 // A chain whose every node also reads the parameter (a residual stream): dot's worst case, each
-// layer crossed by an edge from the parameter. Graphviz's dot takes 10 s at 100 nodes and does not
-// finish at 150; the viewer lays it out in its child process, with dot or, past dot's reach, its
-// own layered layout. The label says which. XLENS_BENCH_DOT_DIR=DIR also writes each DOT there
+// layer crossed by an edge from the parameter. Graphviz 2.43's dot on this DOT: 8.8 s at 100
+// nodes, a segmentation fault after 86 s (1.6 GB) at 1,000, 23 GB and killed after 74 s at 10,000.
+// The viewer lays it out in its child process, with dot or, past dot's reach, its own layered
+// layout (35 ms, 56 ms and 0.3 s). The label says which. XLENS_BENCH_DOT_DIR=DIR also writes each DOT there
 // (residual_chain_N.dot), to time Graphviz's own `dot` on it.
 std::string ResidualChain(int n) {
   std::string text = "HloModule residual\n\nENTRY %main (p: f32[8]) -> f32[8] {\n  %p = f32[8]{0} parameter(0)\n";
