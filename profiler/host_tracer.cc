@@ -4,6 +4,7 @@
 #include <chrono>
 #include <memory>
 #include <mutex>
+#include <thread>
 
 #include <fmt/format.h>
 
@@ -136,12 +137,15 @@ SpanHandle BeginSpan(std::string_view name, std::string_view category) {
 }
 
 void EndSpan(SpanHandle span) {
+  // Once recording is off the buffers are being (or have been) collected: nothing writes them.
+  if (!TracingEnabled()) return;
   int64_t now = NowNs();
   if (RawSpan* raw = SpanOf(CurrentBuffer(), span)) raw->end_ns = now;
 }
 
 namespace {
 RawArg* NewArg(SpanHandle span, std::string_view key) {
+  if (!TracingEnabled()) return nullptr;
   ThreadBuffer& buffer = CurrentBuffer();
   if (SpanOf(buffer, span) == nullptr) return nullptr;
   RawArg& arg = buffer.args.emplace_back();
@@ -234,9 +238,20 @@ bool TracerSession::running() {
   return registry.running;
 }
 
+Trace TracerSession::StopFromAnotherThread(std::chrono::milliseconds settle) {
+  int64_t stop_ns = NowNs();
+  internal::g_tracing_enabled.store(false, std::memory_order_seq_cst);
+  // A thread that saw recording on just before is finishing one record (a few stores): let it.
+  std::this_thread::sleep_for(settle);
+  return Collect(stop_ns);
+}
+
 Trace TracerSession::Stop() {
   internal::g_tracing_enabled.store(false, std::memory_order_release);
-  int64_t stop_ns = NowNs();
+  return Collect(NowNs());
+}
+
+Trace TracerSession::Collect(int64_t stop_ns) {
   Registry& registry = GetRegistry();
   std::lock_guard lock(registry.mutex);
   Trace trace;

@@ -15,6 +15,7 @@
 #pragma once
 
 #include <atomic>
+#include <chrono>
 #include <cstdint>
 #include <memory>
 #include <string>
@@ -112,7 +113,17 @@ class TracerSession {
   // Stops recording and returns every span since Start, the host process and its threads
   // named, events sorted by start time (parents before children).
   static Trace Stop();
+  // Stop for a thread other than the recording ones, while they may still be recording: the
+  // last resort of --timeout, whose process ends right after (watchdog.h). Recording is turned
+  // off, spans being recorded get `settle` to finish, then the buffers are collected; spans still
+  // open end now. After this no thread writes into the buffers again (a span that ends later is
+  // not recorded), so the collection never races with them.
+  static Trace StopFromAnotherThread(std::chrono::milliseconds settle = std::chrono::milliseconds(50));
   static bool running();
+
+ private:
+  // Every buffer of the session into a Trace; spans still open end at `stop_ns`.
+  static Trace Collect(int64_t stop_ns);
 };
 
 }  // namespace xlens::profiler

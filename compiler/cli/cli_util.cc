@@ -11,9 +11,12 @@
 #include "compiler/hlo/npy.h"
 #include "compiler/hlo/parser.h"
 #include "compiler/hlo/random_literal.h"
+#include "compiler/support/activity.h"
 #include "compiler/support/file_io.h"
 #include "compiler/support/terminal_text.h"
 #include "dump/flags.h"
+#include "profiler/chrome_trace_writer.h"
+#include "profiler/host_tracer.h"
 
 namespace xlens::cli {
 
@@ -35,6 +38,7 @@ int Fail(const Status& status) {
 }
 
 StatusOr<std::unique_ptr<HloModule>> LoadModule(const std::string& path, bool verify) {
+  ActivityScope activity("reading module " + path);
   ASSIGN_OR_RETURN(std::string text, ReadFile(path));
   // The path is shown in messages only: escaped, so that a name with control characters stays
   // one line and cannot drive the terminal.
@@ -181,6 +185,20 @@ Status SetUpFromFlags(const std::vector<std::string>& extra_flags, std::string_v
     if (setup.dump->enabled()) setup.optimize.dump = &*setup.dump;
   }
   return OkStatus();
+}
+
+void KeepTraceWhenStopped(Watchdog& watchdog, const std::string& trace_path) {
+  watchdog.SetFinalWork([trace_path](const std::string& stop_message) -> std::string {
+    profiler::Trace trace = profiler::TracerSession::StopFromAnotherThread();
+    trace.metadata.push_back({"stopped", stop_message});
+    Status written = profiler::WriteChromeTrace(trace, trace_path);
+    if (!written.ok()) return "; the trace could not be written: " + written.message();
+    return fmt::format("; the trace up to here ({} events) is in {}", trace.events.size(), DisplayPath(trace_path));
+  });
+}
+
+void MarkStopped(profiler::Trace& trace, const Watchdog& watchdog) {
+  if (watchdog.fired()) trace.metadata.push_back({"stopped", watchdog.StopMessage()});
 }
 
 }  // namespace xlens::cli

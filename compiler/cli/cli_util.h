@@ -12,6 +12,8 @@
 #include "dump/dump_context.h"
 #include "compiler/hlo/module.h"
 #include "compiler/support/status.h"
+#include "compiler/support/watchdog.h"
+#include "profiler/trace.h"
 
 namespace xlens::cli {
 
@@ -45,5 +47,13 @@ struct FlagsSetup {
 // naming it ("COMMAND: unknown argument ...").
 Status SetUpFromFlags(const std::vector<std::string>& extra_flags, std::string_view command,
                       FlagsSetup& setup);
+
+// --trace with --timeout: a run stopped by the watchdog's last resort (work that never polls) still
+// writes the trace recorded so far to `trace_path`, marked as stopped (MarkStopped), and the stop
+// line says where it is. Call after the trace session started.
+void KeepTraceWhenStopped(Watchdog& watchdog, const std::string& trace_path);
+// Marks a trace whose run `watchdog` stopped: its metadata (the file's otherData) gets "stopped"
+// with the stop message. Nothing when the watchdog did not fire.
+void MarkStopped(profiler::Trace& trace, const Watchdog& watchdog);
 
 }  // namespace xlens::cli

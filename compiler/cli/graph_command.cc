@@ -18,6 +18,7 @@
 #include "compiler/graph/graph_dot.h"
 #include "compiler/graph/session.h"
 #include "compiler/hlo/npy.h"
+#include "compiler/support/activity.h"
 #include "compiler/support/file_io.h"
 #include "compiler/support/terminal_text.h"
 #include "compiler/support/watchdog.h"
@@ -58,6 +59,7 @@ struct LoadedGraph {
 // Reads, builds and (with infer_shapes) shape-infers a GraphDef; every error names the file.
 StatusOr<LoadedGraph> LoadGraph(const std::string& path, bool allow_unknown_ops,
                                 bool infer_shapes = true) {
+  ActivityScope activity("reading GraphDef " + path);
   LoadedGraph loaded;
   loaded.shown = DisplayPath(path);
   auto def = graph::ReadGraphDef(path);
@@ -398,6 +400,7 @@ int RunGraphRun(const GraphRunArgs& args) {
     }
     jit->Install(&session_options);
   }
+  ActivityScope activity("running GraphDef " + args.file);
   auto session = graph::Session::Create(g.def, session_options);
   if (!session.ok()) return GraphFail(InFile(session.status(), g.shown));
   Watchdog watchdog(args.timeout_seconds, "graph run");
@@ -405,6 +408,7 @@ int RunGraphRun(const GraphRunArgs& args) {
   if (tracing) {
     profiler::SetCurrentThreadName("main");
     if (!profiler::TracerSession::Start()) return GraphFail(Error("--trace: another trace is being recorded"));
+    KeepTraceWhenStopped(watchdog, args.trace);
   }
   std::vector<Tensor> results;
   std::vector<double> step_ms;
@@ -448,6 +452,7 @@ int RunGraphRun(const GraphRunArgs& args) {
   if (tracing) {
     // Written even when a step failed: the timeline up to the failure is what the user needs.
     profiler::Trace trace = profiler::TracerSession::Stop();
+    MarkStopped(trace, watchdog);
     trace_written = profiler::WriteChromeTrace(trace, args.trace);
     if (trace_written.ok()) {
       std::fprintf(stderr, "xlens graph run: wrote %zu trace events to %s\n", trace.events.size(),

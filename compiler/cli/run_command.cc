@@ -25,6 +25,7 @@
 #include "compiler/runtime/gpu_sim_analysis.h"
 #include "compiler/runtime/gpu_sim_device.h"
 #include "compiler/runtime/gpu_timing_model.h"
+#include "compiler/support/activity.h"
 #include "compiler/support/file_io.h"
 #include "compiler/support/terminal_text.h"
 #include "compiler/support/watchdog.h"
@@ -278,6 +279,7 @@ int RunRun(const RunArgs& args) {
                  static_cast<long long>(*filled), args.fill_elided_constants.c_str(),
                  static_cast<unsigned long long>(args.seed));
   }
+  ActivityScope activity("compiling and running module " + (*module)->name() + " of " + args.file);
   auto inputs = LoadInputs(*(*module)->entry_computation(), args.inputs, args.seed);
   if (!inputs.ok()) return Fail(inputs.status());
   // Work that would never finish is refused before compiling; work that merely takes long is
@@ -292,6 +294,7 @@ int RunRun(const RunArgs& args) {
   if (tracing) {
     profiler::SetCurrentThreadName("main");
     if (!profiler::TracerSession::Start()) return Fail(Error("--trace: another trace is being recorded"));
+    KeepTraceWhenStopped(watchdog, args.trace);
   }
   profiler::Trace gpu_trace;
   std::vector<profiler::PredictedKernel> predicted;
@@ -306,12 +309,22 @@ int RunRun(const RunArgs& args) {
     trace.Append(std::move(gpu_trace));
     profiler::AppendPredictedKernels(trace, predicted_device, std::move(predicted));
     profiler::LinkExternalIds(trace);
+    MarkStopped(trace, watchdog);
     trace_written = profiler::WriteChromeTrace(trace, args.trace);
-    if (trace_written.ok()) {
+    if (trace_written.ok() && result.ok()) {
       std::fprintf(stderr, "xlens run: wrote %zu trace events to %s\n", trace.events.size(), args.trace.c_str());
     }
   }
-  if (!result.ok()) return Fail(result.status().WithContext(args.file));
+  if (!result.ok()) {
+    // One line: what failed, and where the trace up to the failure is.
+    Status failed = result.status().WithContext(args.file);
+    if (watchdog.fired()) failed = Error(watchdog.StopMessage() + ": " + failed.message());
+    if (tracing) {
+      failed = Error(failed.message() + (trace_written.ok() ? "; the trace up to here is in " + DisplayPath(args.trace)
+                                                            : "; the trace could not be written: " + trace_written.message()));
+    }
+    return Fail(failed);
+  }
 
   std::vector<const Literal*> leaves;
   CollectLeaves(*result, leaves);

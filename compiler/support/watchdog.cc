@@ -29,6 +29,11 @@ void Watchdog::SetActivity(std::string activity) {
   activity_ = std::move(activity);
 }
 
+void Watchdog::SetFinalWork(std::function<std::string(const std::string&)> work) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  final_work_ = std::move(work);
+}
+
 std::string Watchdog::StopMessage() const {
   std::lock_guard<std::mutex> lock(mutex_);
   return fmt::format("stopped by --timeout after {:g} s, while {}", seconds_, activity_);
@@ -43,8 +48,10 @@ void Watchdog::Watch() {
   if (done_cv_.wait_for(lock, grace_, [this] { return done_; })) return;
   // The work did not stop when asked: it never polls. Say what it was and leave; exit handlers
   // and destructors of the other thread's objects must not run under its feet, hence _exit.
-  std::string line = fmt::format("xlens {}: stopped by --timeout after {:g} s, while {}\n", command_,
-                                 seconds_, activity_);
+  const std::string stop = fmt::format("stopped by --timeout after {:g} s, while {}", seconds_, activity_);
+  // The lock stays held: the stopped work cannot change the activity or end the watchdog under it.
+  const std::string saved = final_work_ ? final_work_(stop) : "";
+  std::string line = fmt::format("xlens {}: {}{}\n", command_, stop, saved);
   std::fflush(stdout);
   std::fputs(line.c_str(), stderr);
   std::fflush(stderr);

@@ -13,6 +13,7 @@
 #include <atomic>
 #include <chrono>
 #include <condition_variable>
+#include <functional>
 #include <mutex>
 #include <string>
 #include <thread>
@@ -40,6 +41,12 @@ class Watchdog {
   // "stopped by --timeout after 2 s, while evaluating the module" (the figure is the limit).
   std::string StopMessage() const;
 
+  // Work to save before the process is ended in the second stage (the trace recorded so far):
+  // called on the watchdog's thread with the stop message while the stopped work still runs;
+  // what it returns is added to the stop line ("; the trace up to here is in t.json"). It must
+  // not call back into the watchdog. Set it before the work starts.
+  void SetFinalWork(std::function<std::string(const std::string& stop_message)> work);
+
  private:
   void Watch();
 
@@ -51,6 +58,7 @@ class Watchdog {
   std::condition_variable done_cv_;
   bool done_ = false;
   std::string activity_ = "starting";
+  std::function<std::string(const std::string&)> final_work_;
   std::thread thread_;
 };
 

@@ -1,5 +1,7 @@
 #include "profiler/host_tracer.h"
 
+#include <atomic>
+#include <chrono>
 #include <memory>
 #include <thread>
 
@@ -176,6 +178,42 @@ TEST(HostTracer, ManySpansAreAllKept) {
   int64_t count = 0;
   for (const TraceEvent& e : trace.events) count += e.name == "k";
   EXPECT_EQ(count, 100000);
+}
+
+// --timeout's last resort collects the trace from the watchdog's thread while the stopped work
+// still records spans: what was recorded is there, the span still open ends at the stop, and the
+// recording thread writes nothing more into the buffers it collected.
+TEST(HostTracer, StopFromAnotherThreadWhileSpansAreRecorded) {
+  ASSERT_TRUE(TracerSession::Start());
+  std::atomic<bool> quit{false};
+  std::atomic<int64_t> spans{0};
+  std::thread worker([&] {
+    SetCurrentThreadName("spinning");
+    TraceSpan outer("execute spin", "execute");
+    while (!quit.load()) {
+      TraceSpan span("while.1", "thunk");
+      span.AddArg("iteration", spans.load());
+      spans.fetch_add(1);
+    }
+  });
+  while (spans.load() < 1000) std::this_thread::yield();
+  Trace trace = TracerSession::StopFromAnotherThread(std::chrono::milliseconds(20));
+  const int64_t recorded_before_quit = spans.load();
+  EXPECT_FALSE(TracerSession::running());
+  std::this_thread::sleep_for(std::chrono::milliseconds(20));  // the worker keeps going
+  quit = true;
+  worker.join();
+  const TraceEvent* outer = Find(trace, "execute spin");
+  ASSERT_NE(outer, nullptr);
+  EXPECT_GT(outer->duration_ns, 0);
+  int64_t loops = 0;
+  for (const TraceEvent& event : trace.events) loops += event.name == "while.1";
+  EXPECT_GE(loops, 1000);
+  EXPECT_LE(loops, recorded_before_quit);
+  // Nothing of the session leaks into the next one.
+  ASSERT_TRUE(TracerSession::Start());
+  Trace next = TracerSession::Stop();
+  EXPECT_EQ(Find(next, "while.1"), nullptr);
 }
 
 }  // namespace

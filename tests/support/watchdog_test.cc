@@ -1,6 +1,8 @@
 #include "compiler/support/watchdog.h"
 
 #include <chrono>
+#include <cstdio>
+#include <string>
 #include <thread>
 
 #include <gmock/gmock.h>
@@ -49,6 +51,24 @@ TEST(WatchdogDeathTest, WorkThatNeverPollsIsEndedAfterTheGracePeriodWithOneLine)
       },
       ::testing::ExitedWithCode(1),
       "^xlens run: stopped by --timeout after 0.01 s, while running module spin \\(iteration 1 of 1\\)\n$");
+}
+
+// The final work (the trace so far) runs before the process ends, and says where it left it.
+TEST(WatchdogDeathTest, FinalWorkRunsBeforeTheEndAndIsNamedInTheLine) {
+  EXPECT_EXIT(
+      {
+        Watchdog watchdog(0.01, "run", /*grace=*/10ms);
+        watchdog.SetActivity("running module spin");
+        watchdog.SetFinalWork([](const std::string& stop) {
+          std::fprintf(stderr, "final work saw: %s\n", stop.c_str());
+          return std::string("; the trace up to here is in t.json");
+        });
+        for (;;) std::this_thread::sleep_for(1ms);
+      },
+      ::testing::ExitedWithCode(1),
+      "^final work saw: stopped by --timeout after 0.01 s, while running module spin\n"
+      "xlens run: stopped by --timeout after 0.01 s, while running module spin; the trace up to here is in "
+      "t.json\n$");
 }
 
 }  // namespace
