@@ -15,6 +15,7 @@
 #include <nlohmann/json.hpp>
 #include <set>
 
+#include "compiler/support/activity.h"
 #include "compiler/support/file_io.h"
 #include "compiler/support/terminal_text.h"
 #include "dump/bug_bundle.h"
@@ -140,6 +141,7 @@ std::string CheckBundleMemberName(const std::string& name) {
 }
 
 StatusOr<UnpackedBundle> UnpackBundle(const std::string& path, const std::string& parent) {
+  ActivityScope activity("reading bundle " + path);
   ASSIGN_OR_RETURN(TemporaryDirectory directory, TemporaryDirectory::Create("replay", parent));
   const std::string shown = DisplayPath(path);
   std::set<std::string> names, made_directories;

@@ -14,6 +14,7 @@
 #include "compiler/cluster/mark_for_compilation_pass.h"
 #include "compiler/graph/graph.h"
 #include "compiler/graph/graph_def_io.h"
+#include "compiler/support/activity.h"
 #include "compiler/support/file_io.h"
 #include "compiler/support/terminal_text.h"
 
@@ -39,6 +40,7 @@ int RunCluster(const ClusterArgs& args) {
   if (!level.ok()) return ClusterFail(level.status().WithContext("--jit-level"));
 
   const std::string shown = DisplayPath(args.file);
+  ActivityScope activity("clustering GraphDef " + args.file);
   auto def = graph::ReadGraphDef(args.file);
   // The reader's message names the file already.
   if (!def.ok()) return ClusterFail(def.status());

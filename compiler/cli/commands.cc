@@ -15,6 +15,7 @@
 #include "compiler/hlo/printer.h"
 #include "compiler/hlo/random_literal.h"
 #include "compiler/hlo/verifier.h"
+#include "compiler/support/activity.h"
 #include "compiler/support/file_io.h"
 #include "compiler/support/terminal_text.h"
 #include "compiler/support/watchdog.h"
@@ -70,6 +71,7 @@ int RunEval(const EvalArgs& args) {
   }
   auto inputs = LoadInputs(*(*module)->entry_computation(), args.inputs, args.seed);
   if (!inputs.ok()) return Fail(inputs.status());
+  ActivityScope activity("evaluating module " + (*module)->name() + " of " + args.file);
   Watchdog watchdog(args.timeout_seconds, "eval");
   watchdog.SetActivity(fmt::format("evaluating module {}", (*module)->name()));
   EvaluatorOptions options{.cancel = watchdog.cancel_flag(), .max_work = args.max_work};

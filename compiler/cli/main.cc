@@ -1,6 +1,7 @@
 // xlens: an XLA-style compiler you can see through. See `xlens --help`.
 #include <cerrno>
 #include <cmath>
+#include <csignal>
 #include <cstdlib>
 #include <cstdio>
 #include <cstring>
@@ -14,7 +15,9 @@
 
 #include "compiler/cli/bug_report_commands.h"
 #include "compiler/cli/commands.h"
+#include "compiler/support/activity.h"
 #include "compiler/support/file_io.h"
+#include "compiler/support/standard_output.h"
 #include "compiler/support/terminal_text.h"
 #include "dump/dump_context.h"
 #include "dump/flags.h"
@@ -92,6 +95,10 @@ int UnknownCommand(const CLI::App& app, std::string_view given) {
 
 int main(int argc, char** argv) {
   using namespace xlens::cli;
+  xlens::RememberActivityOnAllocationFailure();
+  // A file past the size limit (ulimit -f) is a write that fails with EFBIG, reported like a full
+  // disk, instead of a signal that ends the process with the file half written.
+  std::signal(SIGXFSZ, SIG_IGN);
   CLI::App app{"xlens: an XLA-style compiler you can see through"};
   app.require_subcommand(1);
   app.set_version_flag("--version", "xlens 0.1");
@@ -445,7 +452,13 @@ int main(int argc, char** argv) {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
     // --help and --version exit 0; a bad flag is a user error: one line and exit 1.
-    if (e.get_exit_code() == 0) return app.exit(e);
+    if (e.get_exit_code() == 0) {
+      const int exit_code = app.exit(e);
+      xlens::Status output = xlens::FlushStandardOutput();
+      if (output.ok()) return exit_code;
+      std::fprintf(stderr, "xlens: %s\n", output.message().c_str());
+      return 1;
+    }
     if (std::string_view(e.what()) == "A subcommand is required" && *graph_cmd) {
       std::fprintf(stderr, "xlens: 'xlens graph' needs a subcommand: print, dot, verify or run (xlens graph --help)\n");
       return 1;
@@ -472,50 +485,63 @@ int main(int argc, char** argv) {
   // A module can ask for more memory than the machine has (f32[1000000000000] is valid HLO):
   // that is the user's input being too big, so it gets a message, not an abort.
   try {
-    if (*print) return RunPrint(print_args);
-    if (*verify) return RunVerify(verify_args);
-    if (*dot) return RunDot(dot_args);
-    if (*eval) return RunEval(eval_args);
-    if (*demo) return RunDemo(demo_args);
-    if (*opt) {
-      opt_args.extra_flags = opt->remaining();
-      return RunOpt(opt_args);
-    }
-    if (*run) {
-      run_args.extra_flags = run->remaining();
-      return RunRun(run_args);
-    }
-    if (*compile) {
-      compile_args.extra_flags = compile->remaining();
-      return RunCompile(compile_args);
-    }
-    if (*bisect) {
-      bisect_args.extra_flags = bisect->remaining();
-      return RunBisect(bisect_args);
-    }
-    if (*reduce) {
-      reduce_args.extra_flags = reduce->remaining();
-      return RunReduce(reduce_args);
-    }
-    if (*bundle) return RunBundle(bundle_args, std::vector<std::string>(argv, argv + argc));
-    if (*replay) return RunReplay(replay_args);
-    if (*trace_summary) return RunTraceSummary(trace_summary_args);
-    if (*graph_print) return RunGraphPrint(graph_print_args);
-    if (*graph_verify) return RunGraphVerify(graph_verify_args);
-    if (*graph_dot) return RunGraphDot(graph_dot_args);
-    if (*graph_run) {
-      graph_run_args.extra_flags = graph_run->remaining();
-      return RunGraphRun(graph_run_args);
-    }
-    if (*cluster_cmd) {
-      cluster_args.extra_flags = cluster_cmd->remaining();
-      return RunCluster(cluster_args);
-    }
-    if (app.got_subcommand("flags")) return RunFlags();
+    const int exit_code = [&]() -> int {
+      if (*print) return RunPrint(print_args);
+      if (*verify) return RunVerify(verify_args);
+      if (*dot) return RunDot(dot_args);
+      if (*eval) return RunEval(eval_args);
+      if (*demo) return RunDemo(demo_args);
+      if (*opt) {
+        opt_args.extra_flags = opt->remaining();
+        return RunOpt(opt_args);
+      }
+      if (*run) {
+        run_args.extra_flags = run->remaining();
+        return RunRun(run_args);
+      }
+      if (*compile) {
+        compile_args.extra_flags = compile->remaining();
+        return RunCompile(compile_args);
+      }
+      if (*bisect) {
+        bisect_args.extra_flags = bisect->remaining();
+        return RunBisect(bisect_args);
+      }
+      if (*reduce) {
+        reduce_args.extra_flags = reduce->remaining();
+        return RunReduce(reduce_args);
+      }
+      if (*bundle) return RunBundle(bundle_args, std::vector<std::string>(argv, argv + argc));
+      if (*replay) return RunReplay(replay_args);
+      if (*trace_summary) return RunTraceSummary(trace_summary_args);
+      if (*graph_print) return RunGraphPrint(graph_print_args);
+      if (*graph_verify) return RunGraphVerify(graph_verify_args);
+      if (*graph_dot) return RunGraphDot(graph_dot_args);
+      if (*graph_run) {
+        graph_run_args.extra_flags = graph_run->remaining();
+        return RunGraphRun(graph_run_args);
+      }
+      if (*cluster_cmd) {
+        cluster_args.extra_flags = cluster_cmd->remaining();
+        return RunCluster(cluster_args);
+      }
+      if (app.got_subcommand("flags")) return RunFlags();
+      return 1;
+    }();
+    // What the command printed may still be in a buffer, and a write that failed only set the
+    // stream's flag: the output is checked here, for every command at once.
+    xlens::Status output = xlens::FlushStandardOutput();
+    if (output.ok() || exit_code == 1) return exit_code;  // a failed command has said why already
+    std::fprintf(stderr, "xlens: %s\n", output.message().c_str());
+    return 1;
   } catch (const std::bad_alloc&) {
-    std::fprintf(stderr, "xlens: out of memory: the module's arrays do not fit in this machine\n");
+    // What was being read or built (activity.h): a GraphDef, a bundle, a cache entry, a module.
+    std::fprintf(stderr, "xlens: %s\n",
+                 xlens::OutOfMemoryMessage(xlens::ActivityAtFailure(), "what was asked for does not fit in this machine")
+                     .c_str());
   } catch (const std::length_error&) {
-    std::fprintf(stderr, "xlens: out of memory: an array of the module is too large to allocate\n");
+    std::fprintf(stderr, "xlens: %s\n",
+                 xlens::OutOfMemoryMessage(xlens::ActivityAtFailure(), "an array is too large to allocate").c_str());
   } catch (const std::exception& e) {
     // Every reader turns its failures into messages; this is the last line of defence, so a
     // library's exception still ends in one line and exit 1, never an abort.

@@ -29,6 +29,7 @@
 #include "compiler/runtime/gpu_compiler.h"
 #include "compiler/runtime/gpu_executable.h"
 #include "compiler/runtime/gpu_sim_device.h"
+#include "compiler/support/activity.h"
 #include "compiler/support/file_io.h"
 #include "compiler/support/terminal_text.h"
 #include "compiler/support/watchdog.h"
@@ -234,6 +235,7 @@ int RunReplay(const ReplayArgs& args) {
     return Fail(Error(fmt::format("--backend: expected cpu, gpu or gpu-sim, found '{}'",
                                   DisplayText(args.backend))));
   }
+  ActivityScope activity("replaying bundle " + args.bundle);
   auto unpacked = UnpackBundle(args.bundle);
   if (!unpacked.ok()) return Fail(unpacked.status());
   const std::string& dir = unpacked->directory.path();
