@@ -2,8 +2,10 @@
 
 #include <algorithm>
 #include <climits>
+#include <set>
 #include <string_view>
 #include <unordered_map>
+#include <utility>
 
 #include <fmt/format.h>
 
@@ -47,11 +49,15 @@ size_t MaxKeptBytes() { return static_cast<size_t>(std::min<int64_t>(int64_t{64}
 constexpr size_t kEntryBytes = 128;  // the node and the totals beside a name
 constexpr const char* kOtherKernels = "(other kernels)";
 constexpr const char* kOtherCategories = "(other categories)";
+// Tracks and processes are counted from the events' own pid and tid (a trace need not name its
+// threads), up to this many; past it the summary says "more than".
+constexpr size_t kMaxCountedTracks = size_t{1} << 16;
 
 class SummaryBuilder {
  public:
   void Add(const TraceEvent& event) {
     ++events_;
+    AddTrack(event.pid, event.tid);
     first_ = std::min<__int128>(first_, event.start_ns);
     last_ = std::max<__int128>(last_, static_cast<__int128>(event.start_ns) + event.duration_ns);
     Find(by_category_, event.category, other_category_).Add(event.duration_ns);
@@ -63,7 +69,23 @@ class SummaryBuilder {
     }
   }
 
-  std::string Render(size_t threads, size_t processes, const std::vector<TraceArg>& metadata, int top_kernels) const;
+  // A track (and its process), with or without events: the named threads and processes of the
+  // trace's metadata count too.
+  void AddTrack(int32_t pid, int64_t tid) {
+    AddProcess(pid);
+    if (tracks_.size() < kMaxCountedTracks) tracks_.insert({pid, tid});
+    else if (!tracks_.count({pid, tid})) tracks_overflowed_ = true;
+  }
+  void AddProcess(int32_t pid) {
+    if (processes_.size() < kMaxCountedTracks) processes_.insert(pid);
+    else if (!processes_.count(pid)) processes_overflowed_ = true;
+  }
+  void AddNamed(const std::vector<TraceThread>& threads, const std::vector<TraceProcess>& processes) {
+    for (const TraceThread& thread : threads) AddTrack(thread.pid, thread.tid);
+    for (const TraceProcess& process : processes) AddProcess(process.pid);
+  }
+
+  std::string Render(const std::vector<TraceArg>& metadata, int top_kernels) const;
 
  private:
   Totals& Find(std::unordered_map<std::string, Totals>& map, const std::string& key, Totals& other) {
@@ -85,6 +107,9 @@ class SummaryBuilder {
   const size_t max_kept_bytes_ = MaxKeptBytes();
   size_t kept_bytes_ = 0;
   int64_t folded_events_ = 0;
+  std::set<std::pair<int32_t, int64_t>> tracks_;
+  std::set<int32_t> processes_;
+  bool tracks_overflowed_ = false, processes_overflowed_ = false;
 };
 
 // The largest totals first; equal totals by name, so the output does not depend on hashing.
@@ -99,11 +124,12 @@ std::vector<std::pair<std::string, Totals>> Sorted(const std::unordered_map<std:
   return sorted;
 }
 
-std::string SummaryBuilder::Render(size_t threads, size_t processes, const std::vector<TraceArg>& metadata,
-                                   int top_kernels) const {
+std::string SummaryBuilder::Render(const std::vector<TraceArg>& metadata, int top_kernels) const {
   std::string out;
-  out += fmt::format("{} events on {} tracks in {} processes, {} ms from first to last\n", events_, threads,
-                     processes, events_ == 0 ? "0.000" : Ms(last_ - first_));
+  out += fmt::format("{} events on {}{} tracks in {}{} processes, {} ms from first to last\n", events_,
+                     tracks_overflowed_ ? "more than " : "", tracks_.size(),
+                     processes_overflowed_ ? "more than " : "", processes_.size(),
+                     events_ == 0 ? "0.000" : Ms(last_ - first_));
   for (const char* key : {"dropped_records", "kernels_before_launch", "unbound_flow_points"}) {
     for (const TraceArg& counter : metadata) {
       if (counter.key != key) continue;
@@ -168,14 +194,16 @@ class SummaryVisitor : public ChromeTraceVisitor {
 std::string SummarizeTrace(const Trace& trace, int top_kernels) {
   SummaryBuilder builder;
   for (const TraceEvent& event : trace.events) builder.Add(event);
-  return builder.Render(trace.threads.size(), trace.processes.size(), trace.metadata, top_kernels);
+  builder.AddNamed(trace.threads, trace.processes);
+  return builder.Render(trace.metadata, top_kernels);
 }
 
 StatusOr<std::string> SummarizeChromeTrace(const std::string& path, int top_kernels) {
   SummaryBuilder builder;
   SummaryVisitor visitor(builder);
   ASSIGN_OR_RETURN(ChromeTraceHeader header, StreamChromeTrace(path, visitor));
-  return builder.Render(header.threads.size(), header.processes.size(), header.metadata, top_kernels);
+  builder.AddNamed(header.threads, header.processes);
+  return builder.Render(header.metadata, top_kernels);
 }
 
 }  // namespace xlens::profiler

@@ -30,7 +30,8 @@ TEST(TraceSummary, TopKernelsAndCategories) {
   };
   trace.metadata = {{"dropped_records", int64_t{4}}};
   std::string text = SummarizeTrace(trace, 2);
-  EXPECT_THAT(text, HasSubstr("6 events on 1 tracks in 1 processes, 10.000 ms"));
+  // The GPU kernel's track (pid 1, tid 7) counts although the metadata names no such thread.
+  EXPECT_THAT(text, HasSubstr("6 events on 2 tracks in 2 processes, 10.000 ms"));
   EXPECT_THAT(text, HasSubstr("warning: dropped_records = 4"));
   EXPECT_THAT(text, HasSubstr("Top kernels (3 distinct, 7.000 ms in all)"));
   // fusion.3 first: 4 ms over 2 calls, 57.1% of kernel time.
@@ -44,6 +45,37 @@ TEST(TraceSummary, TopKernelsAndCategories) {
   EXPECT_THAT(text, HasSubstr("... 1 more"));
   EXPECT_THAT(text, HasSubstr("execute"));
   EXPECT_THAT(text, HasSubstr("cpu_kernel"));
+}
+
+// A trace with no metadata events (a hand-written or trimmed file) still has the tracks its events
+// are on; named threads without events count too.
+TEST(TraceSummary, TracksCountedFromTheEvents) {
+  Trace trace;
+  trace.events = {
+      {"a", "cpu_kernel", 0, 1, 0, 100, {}},
+      {"b", "cpu_kernel", 0, 2, 0, 100, {}},
+      {"c", "cpu_kernel", 0, 2, 200, 100, {}},
+      {"d", "kernel", 3, 9, 0, 100, {}},
+  };
+  EXPECT_THAT(SummarizeTrace(trace), HasSubstr("4 events on 3 tracks in 2 processes"));
+  trace.threads = {{0, 1, "main", 1}, {0, 5, "idle", 5}};
+  trace.processes = {{0, "Host (CPU)", 0}, {7, "GPU 6", 7}};
+  EXPECT_THAT(SummarizeTrace(trace), HasSubstr("4 events on 4 tracks in 3 processes"));
+
+  std::string path = (std::filesystem::temp_directory_path() / fmt::format("xlens_tracks_{}.json", ::getpid())).string();
+  ASSERT_TRUE(WriteFile(path, R"({"traceEvents":[{"ph":"X","name":"k","cat":"kernel","pid":4,"tid":2,"ts":0,"dur":1},
+    {"ph":"X","name":"k","cat":"kernel","pid":4,"tid":3,"ts":1,"dur":1}]})").ok());
+  auto streamed = SummarizeChromeTrace(path, 15);
+  std::filesystem::remove(path);
+  ASSERT_TRUE(streamed.ok()) << streamed.status().message();
+  EXPECT_THAT(*streamed, HasSubstr("2 events on 2 tracks in 1 processes"));
+}
+
+// Past the bound of counted tracks the summary says "more than" instead of holding every one.
+TEST(TraceSummary, TrackCountIsBounded) {
+  Trace trace;
+  for (int64_t tid = 0; tid < (int64_t{1} << 16) + 5; ++tid) trace.events.push_back({"k", "kernel", 0, tid, 0, 1, {}});
+  EXPECT_THAT(SummarizeTrace(trace), HasSubstr("on more than 65536 tracks in 1 processes"));
 }
 
 TEST(TraceSummary, NoKernels) {
