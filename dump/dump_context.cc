@@ -208,8 +208,10 @@ bool DumpContext::EnsureDirectory() {
   }
   directory_ready_ = true;
   // A compilation killed while writing left its temporaries here; they are no one's now. Only our
-  // own temporary names whose writing process is gone are removed.
+  // own temporary names whose writing process is gone are removed. The files it had written but
+  // not yet listed are listed now, under their modules.
   RemoveStaleTemporaries(dump_to_);
+  if (manifest_) manifest_->ListFilesOfEndedWriters(ModuleIdFromFileName);
   return true;
 }
 

@@ -8,6 +8,7 @@
 #include <unistd.h>
 
 #include <cerrno>
+#include <csignal>
 #include <cstring>
 #include <filesystem>
 #include <nlohmann/json.hpp>
@@ -61,6 +62,7 @@ Json ModuleToJson(const ManifestModule& module) {
            {"files", StringList(module.files)},
            {"stages", std::move(stages)},
            {"kernels", std::move(kernels)}};
+  if (module.process != 0) out["process"] = module.process;
   if (!module.fusion_decisions.empty()) {
     Json decisions = Json::array();
     for (const ManifestFusionDecision& d : module.fusion_decisions) {
@@ -289,6 +291,7 @@ Status ReadKernel(const Fields& f, ManifestKernel& k) {
 Status ReadModule(const Fields& f, ManifestModule& m) {
   RETURN_IF_ERROR(f.Int("id", true, m.id));
   RETURN_IF_ERROR(f.String("name", true, m.name));
+  RETURN_IF_ERROR(f.Int("process", false, m.process));
   RETURN_IF_ERROR(f.Strings("files", m.files));
   RETURN_IF_ERROR(f.Objects("stages", false, [&](const Fields& item) {
     return ReadStage(item, m.stages.emplace_back());
@@ -541,7 +544,7 @@ ManifestWriter::Claim ManifestWriter::ClaimModule(
   claim.id = std::max<int64_t>(at_least, present.empty() ? 1 : *present.rbegin() + 1);
   claim.modules_present = static_cast<int64_t>(present.size());
   if (max_modules >= 0 && claim.modules_present >= max_modules) return claim;
-  AddModule(claim.id, std::move(name));
+  AddModule(claim.id, std::move(name)).process = ::getpid();
   claim.recorded = true;
   if (!on_disk.ok()) {
     claim.problem = on_disk.status().message();
@@ -552,6 +555,52 @@ ManifestWriter::Claim ManifestWriter::ClaimModule(
     claim.problem = written.message();
   }
   return claim;
+}
+
+std::vector<std::string> ManifestWriter::ListFilesOfEndedWriters(
+    const std::function<int64_t(std::string_view)>& module_id_of) {
+  DirectoryLock lock(directory_);
+  StatusOr<Manifest> on_disk = ReadLocked();
+  if (!on_disk.ok()) return {};
+  std::set<std::string> listed;
+  std::map<int64_t, ManifestModule*> ended;
+  for (ManifestModule& module : on_disk->modules) {
+    listed.insert(module.files.begin(), module.files.end());
+    for (const ManifestStage& stage : module.stages) listed.insert(stage.files.begin(), stage.files.end());
+    for (const ManifestKernel& kernel : module.kernels) listed.insert(kernel.files.begin(), kernel.files.end());
+    for (const ManifestExecution& execution : module.executions) {
+      for (const auto* tensors : {&execution.arguments, &execution.results}) {
+        for (const ManifestTensor& tensor : *tensors) listed.insert(tensor.file);
+      }
+    }
+    // kill(pid, 0) fails with ESRCH only when no such process exists; a process of another user
+    // (EPERM) still runs.
+    const bool gone = module.process > 0 && module.process != ::getpid() &&
+                      ::kill(static_cast<pid_t>(module.process), 0) != 0 && errno == ESRCH;
+    if (gone) ended[module.id] = &module;
+  }
+  for (const ManifestGraph& graph : on_disk->graphs) {
+    for (const ManifestGraphStage& stage : graph.stages) listed.insert(stage.files.begin(), stage.files.end());
+  }
+  if (ended.empty()) return {};
+  std::vector<std::string> found;
+  std::error_code ec;
+  for (std::filesystem::directory_iterator it(directory_, ec), end; !ec && it != end; it.increment(ec)) {
+    std::string name = it->path().filename().string();
+    std::error_code type_ec;
+    if (!it->is_regular_file(type_ec) || it->is_symlink(type_ec) || IsTemporaryName(name) || listed.count(name)) continue;
+    auto module = ended.find(module_id_of(name));
+    if (module == ended.end()) continue;
+    found.push_back(name);
+  }
+  if (found.empty()) return {};
+  std::sort(found.begin(), found.end());
+  for (const std::string& name : found) ended[module_id_of(name)]->files.push_back(name);
+  if (Status written = WriteLocked(std::move(*on_disk)); !written.ok()) {
+    warnings_.push_back(written.message());
+    return {};
+  }
+  return found;
 }
 
 StatusOr<Manifest> ManifestWriter::ReadLocked() {

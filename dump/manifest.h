@@ -138,6 +138,10 @@ struct ManifestInvocation {
 struct ManifestModule {
   int64_t id = 0;
   std::string name;
+  // "process": the id of the process that claimed the module and writes its files; 0 (absent)
+  // when unknown. A writer that is gone left its files for the next writer to list
+  // (ManifestWriter::ListFilesOfEndedWriters).
+  int64_t process = 0;
   std::vector<std::string> files;
   std::vector<ManifestStage> stages;
   std::vector<ManifestKernel> kernels;
@@ -245,6 +249,13 @@ class ManifestWriter {
   // the directory already holds that many modules, the module is not recorded.
   Claim ClaimModule(std::string name, int64_t at_least, int64_t max_modules,
                     const std::function<std::set<int64_t>()>& ids_in_use);
+
+  // Lists, in the manifest on disk, the dump files of modules whose writing process has ended
+  // but which it never listed (it was killed between writing a file and writing the manifest):
+  // each is added to its module's "files". Only files named for a module the manifest holds, with
+  // a recorded process that no longer runs, are taken: a live writer lists its own. Returns the
+  // files listed. `module_id_of` gives the module id a file name is for (-1: none).
+  std::vector<std::string> ListFilesOfEndedWriters(const std::function<int64_t(std::string_view)>& module_id_of);
 
   // What this writer's records are (not merged with the file).
   const Manifest& manifest() const { return manifest_; }

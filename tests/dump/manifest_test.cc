@@ -319,6 +319,68 @@ TEST_F(ManifestTest, AFifoOrDirectoryNamedManifestIsLeftAloneWithAReason) {
   EXPECT_TRUE(fs::is_directory(ManifestPath()));
 }
 
+// A module records the process that claimed it, and the record survives a round trip.
+TEST_F(ManifestTest, AClaimRecordsItsProcess) {
+  ManifestWriter writer(dir_);
+  ManifestWriter::Claim claim = writer.ClaimModule("m", 1, -1, [] { return std::set<int64_t>(); });
+  StatusOr<Manifest> read = ReadManifest(ManifestPath());
+  ASSERT_TRUE(read.ok()) << read.status().message();
+  ASSERT_EQ(read->modules.size(), 1u);
+  EXPECT_EQ(read->modules[0].id, claim.id);
+  EXPECT_EQ(read->modules[0].process, ::getpid());
+  StatusOr<Manifest> again = ParseManifest(ManifestToJson(*read));
+  ASSERT_TRUE(again.ok());
+  EXPECT_EQ(*again, *read);
+}
+
+// A writer killed between writing a file and listing it: the next writer lists the file under
+// its module once that process is gone, never the files of a writer still running, a temporary
+// or a file of no known module.
+TEST_F(ManifestTest, TheNextWriterListsTheFilesOfAWriterThatEnded) {
+  pid_t child = ::fork();
+  ASSERT_GE(child, 0);
+  if (child == 0) ::_exit(0);
+  int status = 0;
+  ASSERT_EQ(::waitpid(child, &status, 0), child);  // its id now names no process
+  Manifest manifest;
+  ManifestModule& dead = manifest.modules.emplace_back();
+  dead.id = 1;
+  dead.name = "m";
+  dead.process = child;
+  dead.files = {"module_0001.m.before_optimizations.txt"};
+  ManifestStage stage;
+  stage.step = 0;
+  stage.pipeline = "p";
+  stage.pass = "start";
+  stage.files = {"module_0001.m.0000.p.after_pipeline-start.before_a.txt"};
+  dead.stages.push_back(stage);
+  ManifestModule& live = manifest.modules.emplace_back();
+  live.id = 2;
+  live.name = "n";
+  live.process = ::getppid();  // running: the test's parent
+  ASSERT_TRUE(WriteFile(ManifestPath(), ManifestToJson(manifest)).ok());
+  for (const char* name : {"module_0001.m.before_optimizations.txt", "module_0001.m.0000.p.after_pipeline-start.before_a.txt",
+                           "module_0001.m.0001.p.after_a.before_b.txt", "module_0002.n.before_optimizations.txt",
+                           "module_0003.o.before_optimizations.txt", "module_0001.m.0002.p.after_b.txt.xlens-tmp.1.1"}) {
+    ASSERT_TRUE(WriteFile((fs::path(dir_) / name).string(), "HloModule m").ok());
+  }
+  auto module_id_of = [](std::string_view name) -> int64_t {
+    if (!name.starts_with("module_")) return -1;
+    return std::stoll(std::string(name.substr(7, 4)));
+  };
+  ManifestWriter writer(dir_);
+  std::vector<std::string> listed = writer.ListFilesOfEndedWriters(module_id_of);
+  EXPECT_EQ(listed, std::vector<std::string>{"module_0001.m.0001.p.after_a.before_b.txt"});
+  StatusOr<Manifest> read = ReadManifest(ManifestPath());
+  ASSERT_TRUE(read.ok()) << read.status().message();
+  ASSERT_EQ(read->modules.size(), 2u);
+  EXPECT_EQ(read->modules[0].files,
+            (std::vector<std::string>{"module_0001.m.before_optimizations.txt", "module_0001.m.0001.p.after_a.before_b.txt"}));
+  EXPECT_TRUE(read->modules[1].files.empty()) << "the writer of module 2 still runs";
+  // Listed once: a second pass finds nothing more.
+  EXPECT_TRUE(writer.ListFilesOfEndedWriters(module_id_of).empty());
+}
+
 // Processes claiming module ids in one directory at once each get their own, and the manifest
 // lists every one of them.
 TEST_F(ManifestTest, ProcessesClaimingAtOnceGetDistinctIds) {
