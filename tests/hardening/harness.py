@@ -49,6 +49,8 @@ class Case:
     # after setup. Past it is a "memory" finding. None: only the sweep's global RSS limit.
     max_rss_mb: Optional[float] = None
     rss_per_input_byte: float = 0.0
+    stdout_path: Optional[str] = None  # stdout goes here (e.g. /dev/full) instead of being captured
+    file_bytes: Optional[int] = None   # RLIMIT_FSIZE of the command (default 1 GiB)
     exits: tuple = ()           # exit codes besides 0 and 1 that are answers (replay's 2), not crashes
     signal_after: Optional[tuple] = None  # (seconds, signum): sent to the command's process group,
                                           # as a terminal's Ctrl-C is; dying of it is no crash
@@ -216,11 +218,13 @@ def _signal_group(pgid, signum):
         pass
 
 
-def start(argv, cwd, env, out_prefix, memory_bytes):
-    stdout = open(out_prefix + ".stdout", "wb")
+def start(argv, cwd, env, out_prefix, memory_bytes, stdout_path=None, file_bytes=None):
+    stdout = open(stdout_path or out_prefix + ".stdout", "wb")
+    if stdout_path:
+        open(out_prefix + ".stdout", "wb").close()  # nothing captured
     stderr = open(out_prefix + ".stderr", "wb")
     proc = subprocess.Popen(argv, cwd=cwd, env=env, stdin=subprocess.DEVNULL, stdout=stdout,
-                            stderr=stderr, preexec_fn=_limits(memory_bytes, 1 << 30),
+                            stderr=stderr, preexec_fn=_limits(memory_bytes, file_bytes or (1 << 30)),
                             start_new_session=True, close_fds=True)
     stdout.close()
     stderr.close()
@@ -308,7 +312,8 @@ def run_case(case, xlens, root, shared, memory_bytes, default_timeout, viewer=No
         raise ValueError(f"case {case.id} runs {case.program}, and no binary was given for it")
     argv = [binary] + list(args)
     timeout = case.timeout or default_timeout
-    procs = [start(argv, ctx.work, env, os.path.join(root, "_run", str(i)), memory_bytes)
+    procs = [start(argv, ctx.work, env, os.path.join(root, "_run", str(i)), memory_bytes,
+                   case.stdout_path and case.stdout_path.replace("{work}", ctx.work), case.file_bytes)
              for i in range(case.parallel)]
     timers = []
     if case.signal_after:
@@ -400,7 +405,8 @@ def classify_run(case, run, rss_limit_kb, budget_kb=None, inputs=0):
         if _OOM.search(err):
             return "memory", f"killed by {name} after failing to allocate: {first_line(err)}"
         if run.signal == signal.SIGXFSZ:
-            return "crash", "SIGXFSZ: wrote more than 1 GiB"
+            limit = f"{case.file_bytes} bytes" if case.file_bytes else "1 GiB"
+            return "crash", f"SIGXFSZ: wrote more than {limit} (the file size limit)"
         return "crash", f"killed by {name}: {first_line(err)}"
     if run.exit_code not in (0, 1) + tuple(case.exits):
         if _OOM.search(err):
