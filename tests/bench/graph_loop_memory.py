@@ -2,8 +2,8 @@
 """Peak memory of a long TF1 while loop: `xlens graph run` against TensorFlow's own session.
 
 TensorFlow builds the graph: tf.compat.v1.while_loop over (i, x) with x: f32[SIZE], the body
-x + 1, for ITERATIONS iterations, then y = reduce_max(x) (= ITERATIONS). The GraphDef is written as
-text; TensorFlow then runs it in a TF1 session in a child process, and xlens runs the same file with
+x + 1, for ITERATIONS iterations, then y = reduce_max(x) (= ITERATIONS), with TF1's control flow
+(Enter, Merge, Switch, NextIteration, Exit). The GraphDef is written as text; TensorFlow then runs it in a TF1 session in a child process, and xlens runs the same file with
 `graph run --fetch y`. Each side's peak RSS is its child's ru_maxrss (wait4), so neither counts the
 other or this script. A loop whose executor frees finished iterations holds a few values of 256 KiB
 whatever the count; one that keeps them all holds ITERATIONS of them.
@@ -13,11 +13,13 @@ the lowering pass should be linear in the chain, so each doubling about doubles 
 
 Usage: tests/bench/graph_loop_memory.py --xlens build/compiler/cli/xlens [--iterations 20000]
                                         [--size 65536] [--chains 1000,2000,4000] [--keep DIR]
+                                        [--control-flow v1|v2]
 Not part of CI (TensorFlow takes seconds to start). Exit status: 0 when both answers are right,
 1 otherwise, 77 without TensorFlow.
 """
 import argparse
 import os
+import shutil
 import subprocess
 import sys
 import tempfile
@@ -39,16 +41,23 @@ with tf.Graph().as_default() as g:
 """
 
 
-def make_graph(path, iterations, size):
-    import tensorflow as tf
-    g = tf.Graph()
-    with g.as_default():
-        x0 = tf.zeros([size], tf.float32)
-        _, x = tf.compat.v1.while_loop(lambda i, x: i < iterations, lambda i, x: (i + 1, x + 1.0),
-                                       (tf.constant(0), x0))
-        tf.reduce_max(x, name="y")
-    with open(path, "w") as f:
-        f.write(str(g.as_graph_def()))
+MAKE_GRAPH = r"""
+import sys
+import tensorflow as tf
+path, iterations, size, flow = sys.argv[1], int(sys.argv[2]), int(sys.argv[3]), sys.argv[4]
+if flow == "v1":
+    tf.compat.v1.disable_control_flow_v2()  # Enter/Merge/Switch/NextIteration/Exit frames
+g = tf.Graph()
+with g.as_default():
+    x0 = tf.zeros([size], tf.float32)
+    _, x = tf.compat.v1.while_loop(lambda i, x: i < iterations, lambda i, x: (i + 1, x + 1.0),
+                                   (tf.constant(0), x0))
+    tf.reduce_max(x, name="y")
+ops = {n.op for n in g.as_graph_def().node}
+assert ("Enter" in ops) == (flow == "v1"), sorted(ops)
+with open(path, "w") as f:
+    f.write(str(g.as_graph_def()))
+"""
 
 
 def peak_of(argv):
@@ -89,19 +98,28 @@ def main():
     p.add_argument("--iterations", type=int, default=20000)
     p.add_argument("--size", type=int, default=65536)
     p.add_argument("--chains", default="1000,2000,4000")
+    p.add_argument("--control-flow", choices=("v1", "v2"), default="v1",
+                   help="v1: tf.compat.v1's frames (the default); v2: a functional While, which "
+                        "xlens lowers to frames as TensorFlow does")
     p.add_argument("--keep", help="keep the graphs in this directory")
     args = p.parse_args()
-    try:
-        import tensorflow  # noqa: F401
-    except ImportError:
+    # TensorFlow runs only in children: a child forked from a process that holds it would
+    # inherit that process's peak RSS.
+    import importlib.util
+    if importlib.util.find_spec("tensorflow") is None:
         print("tensorflow is not installed", file=sys.stderr)
         return 77
     workdir = args.keep or tempfile.mkdtemp(prefix="graph_loop_memory.")
     os.makedirs(workdir, exist_ok=True)
     graph = os.path.join(workdir, "while.pbtxt")
-    make_graph(graph, args.iterations, args.size)
+    made = subprocess.run([sys.executable, "-c", MAKE_GRAPH, graph, str(args.iterations), str(args.size),
+                           args.control_flow], capture_output=True, text=True,
+                          env=dict(os.environ, TF_CPP_MIN_LOG_LEVEL="3"))
+    if made.returncode != 0:
+        print(made.stderr[-2000:], file=sys.stderr)
+        return 1
     print(f"graph: {graph} ({os.path.getsize(graph)} bytes), {args.iterations} iterations over "
-          f"f32[{args.size}]")
+          f"f32[{args.size}], control flow {args.control_flow}")
     ok = True
     code, out, err, secs, xlens_mb = peak_of([args.xlens, "graph", "run", graph, "--fetch", "y"])
     print(f"xlens graph run: exit {code}, {secs:.1f} s, peak RSS {xlens_mb:.0f} MiB: {out.strip() or err.strip()}")
@@ -117,6 +135,8 @@ def main():
         for n, secs, code, out in inlining_times(args.xlens, workdir, lengths):
             print(f"  {n:6d} calls: {secs:6.2f} s  exit {code}  {out[:60]}")
             ok &= code == 0
+    if not args.keep:
+        shutil.rmtree(workdir, ignore_errors=True)
     return 0 if ok else 1
 
 
