@@ -117,6 +117,11 @@ TarReadLimits BundleReadLimits() {
   return limits;
 }
 
+int64_t MaxBundleJsonBytes() {
+  return MaxInputBytes() == kDefaultMaxInputBytes ? std::min(kMaxBundleJsonBytes, MaxInputBytes())
+                                                  : MaxInputBytes();
+}
+
 std::string CheckBundleMemberName(const std::string& name) {
   if (name.empty()) return "an empty name";
   if (name.size() > 1024) return "a name longer than 1024 bytes";
@@ -170,6 +175,17 @@ StatusOr<UnpackedBundle> UnpackBundle(const std::string& path, const std::string
                                    ? ""
                                    : " to " + DisplayPath(header.link_target)));
     }
+    // Parsed whole, so refused by the size its header claims before any of it expands (the
+    // count as it expands holds it to the same bound: see ReadTarGz).
+    if (header.kind == TarMemberKind::kRegular &&
+        (header.name == kManifestFileName || header.name == kBundleEnvironmentFile) &&
+        header.size > MaxBundleJsonBytes()) {
+      return Error(fmt::format(
+          "{}: member {} is {}, over the {} a bundle's JSON may be (it is read whole, and a JSON "
+          "tree takes several times its text); refused before unpacking it; a limit given with "
+          "--max-input-size replaces this one if the bundle is genuine",
+          shown, header.name, FormatBytes(header.size), FormatBytes(MaxBundleJsonBytes())));
+    }
     std::string key = header.name;
     while (key.ends_with('/')) key.pop_back();
     if (!names.insert(key).second) {
@@ -193,7 +209,8 @@ StatusOr<UnpackedBundle> UnpackBundle(const std::string& path, const std::string
   UnpackedBundle bundle{std::move(directory), {}, std::move(files), false, {}};
   // Parsed from the text, so that messages name the bundle's member rather than the private copy.
   ASSIGN_OR_RETURN(std::string manifest_text,
-                   ReadFile(bundle.directory.path() + "/" + std::string(kManifestFileName)));
+                   ReadFile(bundle.directory.path() + "/" + std::string(kManifestFileName),
+                            MaxBundleJsonBytes()));
   StatusOr<Manifest> manifest = ParseManifest(manifest_text);
   if (!manifest.ok()) {
     return Error(fmt::format("{}: its manifest.json: {}", shown, manifest.status().message()));
@@ -202,7 +219,7 @@ StatusOr<UnpackedBundle> UnpackBundle(const std::string& path, const std::string
   const std::string environment_path =
       bundle.directory.path() + "/" + std::string(kBundleEnvironmentFile);
   if (GetPathKind(environment_path) == PathKind::kRegular) {
-    ASSIGN_OR_RETURN(std::string text, ReadFile(environment_path));
+    ASSIGN_OR_RETURN(std::string text, ReadFile(environment_path, MaxBundleJsonBytes()));
     nlohmann::json environment = nlohmann::json::parse(text, nullptr, /*allow_exceptions=*/false);
     if (environment.is_discarded() || !environment.is_object()) {
       return Error(fmt::format("{}: its environment.json is not a JSON object", shown));

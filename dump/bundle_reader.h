@@ -10,6 +10,9 @@
 //     XLENS_MAX_INPUT_SIZE) and, under the default limit, past kBundleExpansionFreeBytes at
 //     kMaxBundleExpansion times the bundle's size, so a compression bomb is refused early;
 //   - members are written to their files as they expand, never held whole in memory;
+//   - manifest.json and environment.json, which are parsed whole (a JSON tree costs several times
+//     its text), at most kMaxBundleJsonBytes under the default limit, refused by their headers:
+//     a few MB of bundle listing 200k modules would otherwise expand to a tree past the memory;
 //   - a damaged or truncated archive is one message naming the bundle and where it broke.
 // Files are created with O_EXCL|O_NOFOLLOW below the private directory, which this reader made
 // (mode 0700) and into which nothing else writes.
@@ -28,6 +31,8 @@ namespace xlens {
 inline constexpr int64_t kMaxBundleMembers = 100000;
 inline constexpr double kMaxBundleExpansion = 100;
 inline constexpr int64_t kBundleExpansionFreeBytes = int64_t{256} << 20;
+// The JSON members' text (a real dump's manifest is some KiB a module).
+inline constexpr int64_t kMaxBundleJsonBytes = int64_t{64} << 20;
 
 struct UnpackedBundle {
   TemporaryDirectory directory;
@@ -40,6 +45,10 @@ struct UnpackedBundle {
 
 // The limits above, as the archive reader takes them.
 TarReadLimits BundleReadLimits();
+
+// The most a JSON member (manifest.json, environment.json) may hold: kMaxBundleJsonBytes, or the
+// input limit where the user chose one.
+int64_t MaxBundleJsonBytes();
 
 // Why a member name is refused, or empty when it is acceptable.
 std::string CheckBundleMemberName(const std::string& name);

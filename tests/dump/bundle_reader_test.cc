@@ -246,6 +246,40 @@ TEST_F(BundleReaderTest, ExpansionIsBoundedByTheHeaderBeforeAnyDataIsExpanded) {
   EXPECT_EQ(opened["zeros.npy"], std::string(4 << 20, '\0'));
 }
 
+// A few MB of bundle listing 200k modules expanded to a JSON tree past the memory (an abort, as
+// the tree's own destructor ran out too): its JSON is refused by its header, before unpacking.
+TEST_F(BundleReaderTest, AManifestOrEnvironmentPastTheJsonLimitIsRefusedBeforeItIsUnpacked) {
+  const std::string manifest =
+      "{\"format\": 1, \"modules\": []}" + std::string(kMaxBundleJsonBytes, ' ');
+  auto bytes = WriteTarGz({{"manifest.json", manifest}});
+  ASSERT_TRUE(bytes.ok());
+  const std::string path = WriteBytes("big-json.tar.gz", *bytes);
+  StatusOr<UnpackedBundle> unpacked = UnpackBundle(path, parent_.string());
+  ASSERT_FALSE(unpacked.ok());
+  std::string message = unpacked.status().message();
+  EXPECT_NE(message.find("big-json.tar.gz: member manifest.json is "), std::string::npos) << message;
+  EXPECT_NE(message.find("over the 64 MiB a bundle's JSON may be"), std::string::npos) << message;
+  EXPECT_TRUE(Listing(parent_).empty()) << "refused before it was unpacked";
+
+  // A limit the user chose replaces the JSON one: lower (environment.json too) ...
+  SetMaxInputBytes(int64_t{1} << 20);
+  EXPECT_EQ(MaxBundleJsonBytes(), int64_t{1} << 20);
+  auto small = WriteTarGz({{"manifest.json", "{\"format\": 1, \"modules\": []}"},
+                           {"environment.json", "{}" + std::string(1 << 20, ' ')}});
+  ASSERT_TRUE(small.ok());
+  unpacked = UnpackBundle(WriteBytes("env.tar.gz", *small), parent_.string());
+  ASSERT_FALSE(unpacked.ok());
+  message = unpacked.status().message();
+  EXPECT_NE(message.find("env.tar.gz: member environment.json is 1.0 MiB, over the 1 MiB"), std::string::npos)
+      << message;
+  EXPECT_TRUE(Listing(parent_).empty());
+  // ... or higher, where the same manifest is read.
+  SetMaxInputBytes(int64_t{256} << 20);
+  unpacked = UnpackBundle(path, parent_.string());
+  ASSERT_TRUE(unpacked.ok()) << unpacked.status().message();
+  EXPECT_TRUE(unpacked->manifest.modules.empty());
+}
+
 TEST_F(BundleReaderTest, TooManyMembersAreRefusedAtTheFirstOnePastTheLimit) {
   std::vector<TarMember> members = {{"manifest.json", "{}"}};
   for (int i = 0; i < 5; ++i) members.push_back({"m" + std::to_string(i), "x"});

@@ -138,6 +138,62 @@ def _many_members(count):
     return lambda ctx: _shared_file(ctx, f"bundle2-{count}-members.tar.gz", make)
 
 
+class _Chunks(io.RawIOBase):
+    """The bytes of an iterable of byte strings, read in pieces (a member never held whole)."""
+    def __init__(self, chunks):
+        self.chunks = iter(chunks)
+        self.pending = b""
+
+    def readable(self):
+        return True
+
+    def readinto(self, buffer):
+        # Filled whole but at the end: tarfile takes a short read for the end of the data.
+        n = 0
+        while n < len(buffer):
+            if not self.pending:
+                self.pending = next(self.chunks, None)
+                if self.pending is None:
+                    self.pending = b""
+                    break
+                continue
+            take = min(len(buffer) - n, len(self.pending))
+            buffer[n:n + take] = self.pending[:take]
+            self.pending = self.pending[take:]
+            n += take
+        return n
+
+
+def _manifest_of_many_modules(modules, names_each, padding):
+    """A bundle of `padding` random bytes and a manifest.json listing `modules` modules, each
+    naming one short file `names_each` times: text that compresses about 100 times (the padding
+    keeps the whole under the expansion ratio), and whose JSON tree takes many times its text."""
+    def make(path):
+        head = b'{"format": 1, "modules": ['
+        files = b", ".join([b'"a"'] * names_each)
+        def module(i):
+            return (b", " if i else b"") + b'{"id": %d, "name": "m", "files": [%s]}' % (i + 1, files)
+        tail = b"]}"
+        fixed = len(module(0)) - 1  # all but the id's digits, without the leading ", "
+        size = len(head) + len(tail) + sum(fixed + len(str(i + 1)) + (2 if i else 0) for i in range(modules))
+        def chunks():
+            yield head
+            batch = []
+            for i in range(modules):
+                batch.append(module(i))
+                if len(batch) == 1000:
+                    yield b"".join(batch)
+                    batch = []
+            yield b"".join(batch)
+            yield tail
+        info = tarfile.TarInfo("manifest.json")
+        info.size = size
+        pad, _ = member("padding.bin", size=padding)
+        _streamed_bundle(path, [(pad, io.BytesIO(os.urandom(padding))), (info, _Chunks(chunks())),
+                                member(BEFORE, b"HloModule m\n")])
+    return lambda ctx: _shared_file(ctx, f"bundle2-manifest-{modules}-modules.tar.gz", make)
+
+
 def _expands_to(size):
     def make(path):
         info, _ = member("zeros.npy", size=size)
@@ -184,12 +240,18 @@ def _rss_below(mb, then=None):
 
 
 def _stopped_by_timeout(ctx, run):
-    """Ended by --timeout, with a line that says so (progress lines may come before it)."""
+    """Ended by --timeout 2, soon after it, with a last line that says so. The lines before it
+    are the command's progress (bisect's steps, replay's "module ... on cpu"), each an xlens line."""
     lines = run.stderr.strip().split(b"\n")
     last = lines[-1] if lines else b""
     if run.exit_code != 1 or not re.search(rb"stopped by --timeout|timed out after", last) \
             or not last.startswith(b"xlens"):
         return "hang", f"not stopped by --timeout (exit {run.exit_code}): {last[:200]!r}"
+    # The limit, the watchdog's 2 s of grace for compiled code that never polls, and start-up.
+    if run.seconds > 8:
+        return "hang", f"stopped {run.seconds:.1f} s after the start, with --timeout 2"
+    if any(not line.startswith(b"xlens") for line in lines):
+        return "bad-message", f"a line on stderr that is not xlens's: {run.stderr[:200]!r}"
     if re.search(rb"[\x00-\x08\x0b-\x1f\x7f]", run.stderr):
         return "bad-message", "a raw control character on stderr"
     return "clean", last.decode("utf-8", "replace")
@@ -202,6 +264,16 @@ def _says(pattern, forbidden=rb"by 0 \(max abs\)"):
             return "bad-message", f"the verdict says {forbidden.decode()}: {run.stdout.strip()[:200]!r}"
         if run.exit_code in (0, 2) and not re.search(pattern.encode(), run.stdout):
             return "bad-message", f"the verdict does not say /{pattern}/: {run.stdout.strip()[:200]!r}"
+        return None
+    return check
+
+
+def _ended_by(signum):
+    """The signal ended the run (it did not end before it, leaving nothing to judge)."""
+    def check(ctx, run):
+        if run.signal != signum:
+            return "wrong-result", (f"not ended by {signal.Signals(signum).name} (exit {run.exit_code}, "
+                                    f"signal {run.signal}): {run.stderr.strip()[-200:]!r}")
         return None
     return check
 
@@ -239,9 +311,15 @@ def cases(shared, root_user):
                   expect="either", outputs=("b.tar.gz",), check=_no_secret, quick=True))
 
     # Cause 5: entry counts and expansion bounded before the work; memory flat.
-    c.append(Case(id="bundle2/replay/200k-tiny-members", reader="bundle2", args=["replay", "b.tar.gz"],
-                  setup=_many_members(200000), expect="error", names="b.tar.gz",
+    c.append(Case(id="bundle2/replay/100001-tiny-members", reader="bundle2", args=["replay", "b.tar.gz"],
+                  setup=_many_members(100001), expect="error", names="b.tar.gz",
                   mentions="members", check=_rss_below(300), timeout=60))
+    # The abort of the probe: a 6 MB bundle whose manifest lists 200k modules in 400 MB of text,
+    # within the expansion ratio; its JSON tree is past the memory limit.
+    c.append(Case(id="bundle2/replay/6mb-manifest-listing-200k-modules", reader="bundle2",
+                  args=["replay", "b.tar.gz"], setup=_manifest_of_many_modules(200000, 500, 2000000),
+                  expect="error", names="b.tar.gz", mentions="manifest.json", check=_rss_below(300),
+                  timeout=60))
     c.append(Case(id="bundle2/replay/2mb-expanding-to-1.9gb", reader="bundle2", args=["replay", "b.tar.gz"],
                   setup=_expands_to(1900 << 20), expect="error", names="b.tar.gz",
                   mentions="expand", check=_rss_below(300), timeout=60))
@@ -280,7 +358,7 @@ def cases(shared, root_user):
         c.append(Case(id=f"bundle2/replay/{name}-leaves-no-temporary-folder", reader="bundle2",
                       args=["replay", "b.tar.gz"],
                       setup=_replay_bundle(SPIN, [], [("s32[]", craft.npy("<i4", (), bytes(4)))]),
-                      expect="either", signal_after=(1.5, signum), timeout=30,
+                      expect="either", signal_after=(1.5, signum), check=_ended_by(signum), timeout=30,
                       quick=signum == signal.SIGINT))
 
     # Cause 11: recorded text reaches the terminal escaped; a verdict says what differs.
