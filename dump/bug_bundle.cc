@@ -11,6 +11,7 @@
 
 #include <algorithm>
 #include <filesystem>
+#include <functional>
 #include <map>
 #include <nlohmann/json.hpp>
 #include <set>
@@ -29,10 +30,13 @@ using Json = nlohmann::ordered_json;
 // The parts of a bundle, in the order they are left out when it is too big.
 enum class Part { kRequired, kPassDumps, kTrace };
 
+// A file to pack, read when the archive is written (never held whole, but to elide constants).
 struct Candidate {
-  std::string member;  // name in the archive
-  std::string contents;
+  std::string member;    // name in the archive
+  std::string base;      // the directory it is read below, links not followed; empty: `relative`
+  std::string relative;  // is a path given by the user (the trace), opened as it is
   Part part = Part::kRequired;
+  bool elide = false;    // --strip-constants on HLO text
 };
 
 // A manifest path that names a file inside the dump directory, or why it does not.
@@ -47,15 +51,26 @@ bool IsPlainRelative(const std::string& name) {
 // Closes a descriptor however the function leaves.
 struct Descriptor {
   int fd = -1;
+  Descriptor() = default;
+  explicit Descriptor(int f) : fd(f) {}
+  Descriptor(Descriptor&& other) noexcept : fd(other.fd) { other.fd = -1; }
+  Descriptor& operator=(Descriptor&&) = delete;
+  Descriptor(const Descriptor&) = delete;
   ~Descriptor() {
     if (fd >= 0) ::close(fd);
   }
 };
 
-// Reads `relative` below the directory `base` without following a symbolic link in any of its
+// An open regular file and its size when opened.
+struct OpenedFile {
+  Descriptor file;
+  int64_t size = 0;
+};
+
+// Opens `relative` below the directory `base` without following a symbolic link in any of its
 // components: a link planted in a dump directory must not pack the file it points to. `base`
 // itself is the user's choice and may be a link. The error says why the file was not taken.
-StatusOr<std::string> ReadBelow(const std::string& base, const std::string& relative) {
+StatusOr<OpenedFile> OpenBelow(const std::string& base, const std::string& relative) {
   Descriptor dir{::open(base.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC)};
   if (dir.fd < 0) return Error(fmt::format("cannot open {}: {}", DisplayPath(base), std::strerror(errno)));
   auto refused = [&](int at, const std::string& component, int error) {
@@ -77,29 +92,42 @@ StatusOr<std::string> ReadBelow(const std::string& base, const std::string& rela
   }
   const std::string name = relative.substr(start);
   // O_NONBLOCK: opening a FIFO must not wait for a writer.
-  Descriptor file{::openat(dir.fd, name.c_str(), O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC)};
-  if (file.fd < 0) return refused(dir.fd, name, errno);
+  OpenedFile opened{Descriptor{::openat(dir.fd, name.c_str(), O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC)}};
+  if (opened.file.fd < 0) return refused(dir.fd, name, errno);
   struct stat st {};
-  if (::fstat(file.fd, &st) != 0) return Error(std::strerror(errno));
+  if (::fstat(opened.file.fd, &st) != 0) return Error(std::strerror(errno));
   if (!S_ISREG(st.st_mode)) return Error("not a regular file");
   if (st.st_size > MaxInputBytes()) {
     return Error(fmt::format("{}, over the input limit {} (--max-input-size)",
                              FormatBytes(st.st_size), FormatBytes(MaxInputBytes())));
   }
-  std::string out;
-  out.reserve(static_cast<size_t>(st.st_size));
-  char buffer[64 * 1024];
-  while (true) {
-    const ssize_t n = ::read(file.fd, buffer, sizeof(buffer));
+  opened.size = st.st_size;
+  return opened;
+}
+
+// Opens a candidate: below its directory, or the user's own path (the trace).
+StatusOr<OpenedFile> OpenCandidate(const Candidate& c) {
+  if (!c.base.empty()) return OpenBelow(c.base, c.relative);
+  ASSIGN_OR_RETURN(InputFile file, InputFile::Open(c.relative));
+  OpenedFile opened{Descriptor{::dup(file.fd())}, file.size()};
+  if (opened.file.fd < 0) return Error(fmt::format("{}: {}", DisplayPath(c.relative), std::strerror(errno)));
+  return opened;
+}
+
+// Reads at most `size` bytes of `file` in pieces, handing each to `piece`.
+Status ReadPieces(const OpenedFile& file, const std::function<Status(std::string_view)>& piece) {
+  std::vector<char> buffer(256 * 1024);
+  int64_t left = file.size;
+  while (left > 0) {
+    const ssize_t n = ::read(file.file.fd, buffer.data(),
+                             static_cast<size_t>(std::min<int64_t>(left, static_cast<int64_t>(buffer.size()))));
     if (n < 0 && errno == EINTR) continue;
     if (n < 0) return Error(std::strerror(errno));
-    if (n == 0) break;
-    if (static_cast<int64_t>(out.size()) + n > MaxInputBytes()) {
-      return Error(fmt::format("grew past the input limit {} while read", FormatBytes(MaxInputBytes())));
-    }
-    out.append(buffer, static_cast<size_t>(n));
+    if (n == 0) break;  // shorter than when opened: the rest is zeros in the archive
+    RETURN_IF_ERROR(piece(std::string_view(buffer.data(), static_cast<size_t>(n))));
+    left -= n;
   }
-  return out;
+  return OkStatus();
 }
 
 bool HoldsConstants(const std::string& name) {
@@ -182,6 +210,7 @@ std::string ElideLargeConstants(std::string_view text, int64_t max_elements) {
 
 StatusOr<Bundle> MakeBundle(const BundleOptions& options) {
   if (!HaveTarGz()) return WriteTarGz({}).status();
+  if (options.output.empty()) return Error("a bundle needs an output path");
   const std::filesystem::path dir(options.dump_dir);
   std::string kind_error;
   switch (GetPathKind(options.dump_dir, &kind_error)) {
@@ -217,9 +246,10 @@ StatusOr<Bundle> MakeBundle(const BundleOptions& options) {
       kept[listed] = member;
       return;
     }
-    StatusOr<std::string> contents = ReadBelow(base, relative);
-    if (!contents.ok()) {
-      bundle.dropped.push_back(fmt::format("{}: {}", DisplayPath(listed), contents.status().message()));
+    // Opened now to know it can be taken (the reason it cannot is reported); read when written.
+    StatusOr<OpenedFile> opened = OpenBelow(base, relative);
+    if (!opened.ok()) {
+      bundle.dropped.push_back(fmt::format("{}: {}", DisplayPath(listed), opened.status().message()));
       return;
     }
     if (options.strip_constants && HoldsConstants(member)) {
@@ -227,11 +257,9 @@ StatusOr<Bundle> MakeBundle(const BundleOptions& options) {
           fmt::format("{} (--strip-constants: it holds the constants' values)", member));
       return;
     }
-    std::string text = *std::move(contents);
-    if (options.strip_constants && member.ends_with(".txt")) text = ElideLargeConstants(text);
     kept[listed] = member;
     members.insert(member);
-    candidates.push_back({member, std::move(text), part});
+    candidates.push_back({member, base, relative, part, options.strip_constants && member.ends_with(".txt")});
   };
   auto add_listed = [&](const std::string& listed, Part part) {
     if (!IsPlainRelative(listed)) {
@@ -302,14 +330,18 @@ StatusOr<Bundle> MakeBundle(const BundleOptions& options) {
   }
   if (!options.trace.empty()) {
     const std::string member = "trace/" + std::filesystem::path(options.trace).filename().string();
-    StatusOr<std::string> trace = ReadFile(options.trace);
-    if (!trace.ok()) return trace.status().WithContext("--trace");
-    candidates.push_back({member, *std::move(trace), Part::kTrace});
+    Candidate trace{member, "", options.trace, Part::kTrace, false};
+    if (StatusOr<OpenedFile> opened = OpenCandidate(trace); !opened.ok()) {
+      return opened.status().WithContext("--trace");
+    }
+    candidates.push_back(std::move(trace));
   }
 
-  // Leaves out the optional parts in order until the bundle fits.
-  std::set<Part> left_out;
-  for (Part next : {Part::kPassDumps, Part::kTrace, Part::kRequired}) {
+  // The archive without the parts in `left_out`, its compressed bytes handed to `out` as they are
+  // made; what it held, and what it left out, go to `entries` and `dropped_now`.
+  auto write_archive = [&](const std::set<Part>& left_out, const TarGzWriter::Output& out,
+                           std::vector<BundleEntry>& entries,
+                           std::vector<std::string>& dropped_now) -> Status {
     Manifest kept_manifest = manifest;
     auto keep = [&](std::vector<std::string>& files, Part part) {
       std::vector<std::string> out;
@@ -358,7 +390,7 @@ StatusOr<Bundle> MakeBundle(const BundleOptions& options) {
     Json command_line = Json::array();
     for (const std::string& arg : options.command_line) command_line.push_back(arg);
     Json dropped = Json::array();
-    std::vector<std::string> dropped_now = bundle.dropped;
+    dropped_now = bundle.dropped;
     if (left_out.count(Part::kPassDumps)) {
       dropped_now.push_back("the per-pass dumps (over --max-size)");
     }
@@ -368,33 +400,99 @@ StatusOr<Bundle> MakeBundle(const BundleOptions& options) {
                                  {"strip_constants", options.strip_constants},
                                  {"dropped", std::move(dropped)}};
 
-    std::vector<TarMember> tar;
-    tar.push_back({std::string(kManifestFileName), ManifestToJson(kept_manifest)});
-    tar.push_back({std::string(kBundleEnvironmentFile), environment.dump(2) + "\n"});
+    entries.clear();
+    ASSIGN_OR_RETURN(std::unique_ptr<TarGzWriter> writer, TarGzWriter::Open(out));
+    auto add_text = [&](const std::string& name, const std::string& text) -> Status {
+      RETURN_IF_ERROR(writer->Begin(name, static_cast<int64_t>(text.size())));
+      RETURN_IF_ERROR(writer->Write(text));
+      entries.push_back({name, static_cast<int64_t>(text.size())});
+      return OkStatus();
+    };
+    RETURN_IF_ERROR(add_text(std::string(kManifestFileName), ManifestToJson(kept_manifest)));
+    RETURN_IF_ERROR(add_text(std::string(kBundleEnvironmentFile), environment.dump(2) + "\n"));
     for (const Candidate& c : candidates) {
-      if (!left_out.count(c.part)) tar.push_back({c.member, c.contents});
+      if (left_out.count(c.part)) continue;
+      // Opened again: it was checked when gathered, and may have changed since.
+      StatusOr<OpenedFile> opened = OpenCandidate(c);
+      auto changed = [&](const Status& status) {
+        return Error(fmt::format("{} changed while the bundle was written: {}",
+                                 DisplayPath(c.base.empty() ? c.relative : c.base + "/" + c.relative),
+                                 status.message()));
+      };
+      if (!opened.ok()) return changed(opened.status());
+      if (c.elide) {
+        // Constants are elided in the whole text: this one file is held, within the input limit.
+        std::string text;
+        text.reserve(static_cast<size_t>(opened->size));
+        if (Status read = ReadPieces(*opened, [&](std::string_view piece) {
+              text.append(piece);
+              return OkStatus();
+            });
+            !read.ok()) {
+          return changed(read);
+        }
+        RETURN_IF_ERROR(add_text(c.member, ElideLargeConstants(text)));
+        continue;
+      }
+      RETURN_IF_ERROR(writer->Begin(c.member, opened->size));
+      Status status = OkStatus();
+      if (Status read = ReadPieces(*opened, [&](std::string_view piece) {
+            status = writer->Write(piece);
+            return status;
+          });
+          !read.ok()) {
+        return status.ok() ? changed(read) : status;
+      }
+      entries.push_back({c.member, opened->size});
     }
-    ASSIGN_OR_RETURN(std::string bytes, WriteTarGz(tar));
-    const int64_t size = static_cast<int64_t>(bytes.size());
-    if (options.max_bytes < 0 || size <= options.max_bytes || next == Part::kRequired) {
-      if (options.max_bytes >= 0 && size > options.max_bytes) {
+    return writer->Close();
+  };
+
+  // Under --max-size, the optional parts are left out in order until the bundle fits, each try
+  // counted without being kept (it stops as soon as it is over); then the one that fits is written.
+  std::set<Part> left_out;
+  std::vector<BundleEntry> entries;
+  std::vector<std::string> dropped_now;
+  if (options.max_bytes >= 0) {
+    for (Part next : {Part::kPassDumps, Part::kTrace, Part::kRequired}) {
+      int64_t size = 0;
+      const bool last = next == Part::kRequired;
+      Status counted = write_archive(
+          left_out,
+          [&](std::string_view data) {
+            size += static_cast<int64_t>(data.size());
+            // The last try is counted whole, for the message.
+            if (!last && size > options.max_bytes) return Error("over --max-size");
+            return OkStatus();
+          },
+          entries, dropped_now);
+      if (counted.ok() && size <= options.max_bytes) break;
+      if (!counted.ok() && (last || size <= options.max_bytes)) return counted;
+      if (last) {
         return Error(fmt::format(
             "the bundle is {} even without the per-pass dumps and the trace, over --max-size {}",
             FormatBytes(size), FormatBytes(options.max_bytes)));
       }
-      bundle.bytes = std::move(bytes);
-      bundle.dropped = std::move(dropped_now);
-      for (const TarMember& m : tar) {
-        bundle.entries.push_back({m.name, static_cast<int64_t>(m.contents.size())});
-      }
-      return bundle;
+      // Only a part that is there counts as left out.
+      bool present = false;
+      for (const Candidate& c : candidates) present = present || c.part == next;
+      if (present) left_out.insert(next);
     }
-    // Only a part that is there counts as left out.
-    bool present = false;
-    for (const Candidate& c : candidates) present = present || c.part == next;
-    if (present) left_out.insert(next);
   }
-  return Error("unreachable");
+  ASSIGN_OR_RETURN(OutputFile output, OutputFile::Create(options.output));
+  int64_t size = 0;
+  RETURN_IF_ERROR(write_archive(
+      left_out,
+      [&](std::string_view data) {
+        size += static_cast<int64_t>(data.size());
+        return output.Write(data);
+      },
+      entries, dropped_now));
+  RETURN_IF_ERROR(output.Commit());
+  bundle.size = size;
+  bundle.entries = std::move(entries);
+  bundle.dropped = std::move(dropped_now);
+  return bundle;
 }
 
 }  // namespace xlens

@@ -32,6 +32,7 @@ inline constexpr std::string_view kBundleEnvironmentFile = "environment.json";
 
 struct BundleOptions {
   std::string dump_dir;
+  std::string output;      // the .tar.gz, written as it is made (an atomic write: file_io.h)
   std::string trace;       // a Chrome trace to add as trace/NAME; empty: none
   std::string graphs_dir;  // clustering graph dumps ($TF_DUMP_GRAPH_PREFIX) to add as graphs/NAME
   int64_t max_bytes = -1;  // -1: no limit
@@ -49,13 +50,16 @@ struct BundleEntry {
 };
 
 struct Bundle {
-  std::string bytes;                 // the .tar.gz
+  int64_t size = 0;                  // of the .tar.gz written
   std::vector<BundleEntry> entries;  // in archive order
   std::vector<std::string> dropped;  // what was left out and why, one line each
 };
 
-// Gathers the bundle of a dump directory. Errors: no manifest, an unreadable manifest, a bundle
-// that stays over the size limit without its optional parts, no libarchive in this build.
+// Writes the bundle of a dump directory to `options.output`. The files are read as they are
+// packed and the archive streams to the output, so neither is held whole (but a file whose
+// constants are elided). Errors: no manifest, an unreadable manifest, a bundle that stays over
+// the size limit without its optional parts, a file that changed while it was packed, an
+// output that cannot be written, no libarchive in this build; the output is then as it was.
 StatusOr<Bundle> MakeBundle(const BundleOptions& options);
 
 // HLO text with every constant of more than `max_elements` elements printed as `{...}`.

@@ -39,6 +39,13 @@ Status NoLibarchive() {
 
 bool HaveTarGz() { return false; }
 StatusOr<std::string> WriteTarGz(const std::vector<TarMember>&) { return NoLibarchive(); }
+struct TarGzWriter::State {};
+TarGzWriter::TarGzWriter(std::unique_ptr<State> state) : state_(std::move(state)) {}
+TarGzWriter::~TarGzWriter() = default;
+StatusOr<std::unique_ptr<TarGzWriter>> TarGzWriter::Open(Output) { return NoLibarchive(); }
+Status TarGzWriter::Begin(const std::string&, int64_t) { return NoLibarchive(); }
+Status TarGzWriter::Write(std::string_view) { return NoLibarchive(); }
+Status TarGzWriter::Close() { return NoLibarchive(); }
 Status ReadTarGz(const std::string&, const TarReadLimits&,
                  const std::function<Status(const TarHeader&)>&,
                  const std::function<StatusOr<std::unique_ptr<TarMemberSink>>(const TarHeader&)>&) {
@@ -64,11 +71,6 @@ std::string ArchiveError(archive* a) {
   return message == nullptr ? "unknown error" : EscapeForTerminal(TruncateUtf8(message, 300));
 }
 
-la_ssize_t AppendToString(archive*, void* client, const void* buffer, size_t length) {
-  static_cast<std::string*>(client)->append(static_cast<const char*>(buffer), length);
-  return static_cast<la_ssize_t>(length);
-}
-
 TarMemberKind KindOf(archive_entry* entry) {
   if (archive_entry_hardlink(entry) != nullptr) return TarMemberKind::kHardlink;
   switch (archive_entry_filetype(entry)) {
@@ -86,41 +88,104 @@ TarMemberKind KindOf(archive_entry* entry) {
 
 bool HaveTarGz() { return true; }
 
-StatusOr<std::string> WriteTarGz(const std::vector<TarMember>& members) {
+struct TarGzWriter::State {
+  Output out;
+  Status out_error;      // the first error `out` returned
+  std::string member;    // being written, for messages
+  int64_t left = 0;      // of its declared size
+  bool closed = false;
+  // Declared last, so freed first: freeing an archive that was not closed flushes it through
+  // WriteOut, which needs the members above.
   WriteHandle handle;
-  archive* a = handle.a;
-  std::string out;
+
+  // The error of a libarchive call that failed: `out`'s own, if that is why.
+  Status Failed(const std::string& doing) {
+    if (!out_error.ok()) return out_error;
+    return Error(fmt::format("{}: {}", doing, ArchiveError(handle.a)));
+  }
+};
+
+namespace {
+
+la_ssize_t WriteOut(archive*, void* client, const void* buffer, size_t length) {
+  auto* state = static_cast<TarGzWriter::State*>(client);
+  Status s = state->out(std::string_view(static_cast<const char*>(buffer), length));
+  if (!s.ok()) {
+    if (state->out_error.ok()) state->out_error = std::move(s);
+    return -1;
+  }
+  return static_cast<la_ssize_t>(length);
+}
+
+}  // namespace
+
+TarGzWriter::TarGzWriter(std::unique_ptr<State> state) : state_(std::move(state)) {}
+TarGzWriter::~TarGzWriter() = default;
+
+StatusOr<std::unique_ptr<TarGzWriter>> TarGzWriter::Open(Output out) {
+  auto state = std::make_unique<State>();
+  state->out = std::move(out);
+  archive* a = state->handle.a;
   if (archive_write_set_format_pax_restricted(a) != ARCHIVE_OK ||
       archive_write_add_filter_gzip(a) != ARCHIVE_OK ||
       // No gzip name or time in the header: the same members give the same bytes.
       archive_write_set_filter_option(a, "gzip", "timestamp", nullptr) < ARCHIVE_WARN ||
       archive_write_set_bytes_in_last_block(a, 1) != ARCHIVE_OK ||
-      archive_write_open2(a, &out, nullptr, AppendToString, nullptr, nullptr) != ARCHIVE_OK) {
-    return Error(fmt::format("cannot start a .tar.gz: {}", ArchiveError(a)));
+      archive_write_open2(a, state.get(), nullptr, WriteOut, nullptr, nullptr) != ARCHIVE_OK) {
+    return state->Failed("cannot start a .tar.gz");
   }
+  return std::unique_ptr<TarGzWriter>(new TarGzWriter(std::move(state)));
+}
+
+Status TarGzWriter::Begin(const std::string& name, int64_t size) {
+  State& s = *state_;
+  archive_entry* entry = archive_entry_new();
+  archive_entry_set_pathname_utf8(entry, name.c_str());
+  archive_entry_set_filetype(entry, AE_IFREG);
+  archive_entry_set_perm(entry, 0644);
+  archive_entry_set_size(entry, static_cast<la_int64_t>(size));
+  archive_entry_set_mtime(entry, 0, 0);
+  const int status = archive_write_header(s.handle.a, entry);
+  archive_entry_free(entry);
+  s.member = name;
+  s.left = size;
+  if (status != ARCHIVE_OK) return s.Failed(fmt::format("cannot add {} to the archive", DisplayPath(name)));
+  return OkStatus();
+}
+
+Status TarGzWriter::Write(std::string_view data) {
+  State& s = *state_;
+  if (static_cast<int64_t>(data.size()) > s.left) {
+    return Error(fmt::format("cannot add {} to the archive: more data than the {} its header declared",
+                             DisplayPath(s.member), FormatBytes(s.left)));
+  }
+  if (data.empty()) return OkStatus();
+  if (archive_write_data(s.handle.a, data.data(), data.size()) != static_cast<la_ssize_t>(data.size())) {
+    return s.Failed(fmt::format("cannot add {} to the archive", DisplayPath(s.member)));
+  }
+  s.left -= static_cast<int64_t>(data.size());
+  return OkStatus();
+}
+
+Status TarGzWriter::Close() {
+  State& s = *state_;
+  if (s.closed) return OkStatus();
+  s.closed = true;
+  if (archive_write_close(s.handle.a) != ARCHIVE_OK) return s.Failed("cannot finish the archive");
+  return OkStatus();
+}
+
+StatusOr<std::string> WriteTarGz(const std::vector<TarMember>& members) {
+  std::string out;
+  ASSIGN_OR_RETURN(std::unique_ptr<TarGzWriter> writer, TarGzWriter::Open([&out](std::string_view data) {
+                     out.append(data);
+                     return OkStatus();
+                   }));
   for (const TarMember& member : members) {
-    archive_entry* entry = archive_entry_new();
-    archive_entry_set_pathname_utf8(entry, member.name.c_str());
-    archive_entry_set_filetype(entry, AE_IFREG);
-    archive_entry_set_perm(entry, 0644);
-    archive_entry_set_size(entry, static_cast<la_int64_t>(member.contents.size()));
-    archive_entry_set_mtime(entry, 0, 0);
-    int status = archive_write_header(a, entry);
-    archive_entry_free(entry);
-    if (status != ARCHIVE_OK) {
-      return Error(fmt::format("cannot add {} to the archive: {}", DisplayPath(member.name),
-                               ArchiveError(a)));
-    }
-    if (!member.contents.empty() &&
-        archive_write_data(a, member.contents.data(), member.contents.size()) !=
-            static_cast<la_ssize_t>(member.contents.size())) {
-      return Error(fmt::format("cannot add {} to the archive: {}", DisplayPath(member.name),
-                               ArchiveError(a)));
-    }
+    RETURN_IF_ERROR(writer->Begin(member.name, static_cast<int64_t>(member.contents.size())));
+    RETURN_IF_ERROR(writer->Write(member.contents));
   }
-  if (archive_write_close(a) != ARCHIVE_OK) {
-    return Error(fmt::format("cannot finish the archive: {}", ArchiveError(a)));
-  }
+  RETURN_IF_ERROR(writer->Close());
   return out;
 }
 

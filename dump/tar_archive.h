@@ -2,7 +2,8 @@
 // Without libarchive at build time (Debian's libarchive-dev) every function says so in its error.
 //
 // Writing: regular members only, mode 0644, owner 0, a fixed time, POSIX pax format, gzip: the
-// same members give the same bytes.
+// same members give the same bytes. TarGzWriter streams: members go in piece by piece and the
+// compressed bytes come out as they are made, so neither is ever held whole.
 //
 // Reading treats the file as hostile: only gzip-compressed (or uncompressed) tar is accepted, a
 // member's data is read only when it is a regular file and is handed on piece by piece (never
@@ -34,6 +35,30 @@ struct TarMember {
 
 // The bytes of a .tar.gz holding `members`, in order.
 StatusOr<std::string> WriteTarGz(const std::vector<TarMember>& members);
+
+// Writes a .tar.gz member by member; `out` is given the compressed bytes in order as they are
+// made, and an error it returns ends the writing (the call that caused it returns that error).
+class TarGzWriter {
+ public:
+  using Output = std::function<Status(std::string_view)>;
+  static StatusOr<std::unique_ptr<TarGzWriter>> Open(Output out);
+  ~TarGzWriter();
+  TarGzWriter(const TarGzWriter&) = delete;
+  TarGzWriter& operator=(const TarGzWriter&) = delete;
+
+  // Starts a regular member of `size` bytes, which Write then takes in any number of pieces;
+  // what is not written by the next Begin or Close is zeros, what goes past `size` is an error.
+  Status Begin(const std::string& name, int64_t size);
+  Status Write(std::string_view data);
+  // Ends the archive (the last member's padding, gzip's trailer).
+  Status Close();
+
+  struct State;  // libarchive's handle and what the output callback needs
+
+ private:
+  explicit TarGzWriter(std::unique_ptr<State> state);
+  std::unique_ptr<State> state_;
+};
 
 // What a member is, from its header.
 enum class TarMemberKind { kRegular, kDirectory, kSymlink, kHardlink, kDevice, kFifo, kOther };

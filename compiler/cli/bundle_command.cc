@@ -80,17 +80,18 @@ int RunBundle(const BundleArgs& args, const std::vector<std::string>& command_li
   }
   options.xlens = {{"version", kXlensVersion}, {"commit", XLENS_GIT_COMMIT}};
   options.host = HostFacts();
-  auto bundle = MakeBundle(options);
-  if (!bundle.ok()) return Fail(bundle.status());
   std::string output = args.output;
   if (output.empty()) {
     std::string base = std::filesystem::path(args.dump_dir).lexically_normal().filename().string();
     if (base.empty() || base == "." || base == "..") base = "xlens";
     output = base + ".bundle.tar.gz";
   }
-  if (Status s = WriteFile(output, bundle->bytes); !s.ok()) return Fail(s);
+  options.output = output;
+  // Written as it is made: the files are read and compressed straight into the output.
+  auto bundle = MakeBundle(options);
+  if (!bundle.ok()) return Fail(bundle.status());
   std::printf("%s: %zu files, %s\n", DisplayPath(output).c_str(), bundle->entries.size(),
-              FormatBytes(static_cast<int64_t>(bundle->bytes.size())).c_str());
+              FormatBytes(bundle->size).c_str());
   for (const BundleEntry& entry : bundle->entries) {
     std::printf("  %10s  %s\n", FormatBytes(entry.bytes).c_str(), DisplayPath(entry.name).c_str());
   }

@@ -5,6 +5,7 @@
 
 #include <sys/stat.h>
 
+#include <cstdint>
 #include <filesystem>
 #include <map>
 #include <memory>
@@ -179,8 +180,10 @@ TEST_F(BundleReaderTest, TheWriterTakesOnlyFilesInsideTheDumpDirectory) {
   std::ofstream(dump / "manifest.json") << ManifestToJson(manifest);
   BundleOptions options;
   options.dump_dir = dump.string();
+  options.output = (root_ / "b.tar.gz").string();
   auto bundle = MakeBundle(options);
   ASSERT_TRUE(bundle.ok()) << bundle.status().message();
+  EXPECT_EQ(bundle->size, static_cast<int64_t>(fs::file_size(options.output)));
   std::set<std::string> names;
   for (const BundleEntry& entry : bundle->entries) names.insert(entry.name);
   EXPECT_EQ(names, (std::set<std::string>{"manifest.json", "environment.json",
@@ -192,8 +195,7 @@ TEST_F(BundleReaderTest, TheWriterTakesOnlyFilesInsideTheDumpDirectory) {
   EXPECT_NE(dropped.find("missing.txt"), std::string::npos) << dropped;
   EXPECT_EQ(bundle->dropped.size(), 3u) << "each once:\n" << dropped;
   // The bundle's manifest lists what it holds, nothing else.
-  const std::string path = WriteBytes("b.tar.gz", bundle->bytes);
-  auto unpacked = UnpackBundle(path, parent_.string());
+  auto unpacked = UnpackBundle(options.output, parent_.string());
   ASSERT_TRUE(unpacked.ok()) << unpacked.status().message();
   ASSERT_EQ(unpacked->manifest.modules.size(), 1u);
   EXPECT_EQ(unpacked->manifest.modules[0].files,
@@ -280,6 +282,49 @@ TEST_F(BundleReaderTest, AManifestOrEnvironmentPastTheJsonLimitIsRefusedBeforeIt
   EXPECT_TRUE(unpacked->manifest.modules.empty());
 }
 
+TEST_F(BundleReaderTest, TheStreamingWriterMakesWhatWriteTarGzMakesAndStopsAtItsOutputsError) {
+  // Random-ish text that compresses poorly, so the output comes in many pieces.
+  std::string data(4 << 20, '\0');
+  uint64_t x = 1;
+  for (char& c : data) c = static_cast<char>((x = x * 6364136223846793005u + 1442695040888963407u) >> 56);
+  auto whole = WriteTarGz({{"manifest.json", "{}"}, {"data.bin", data}});
+  ASSERT_TRUE(whole.ok());
+  std::string streamed;
+  int pieces = 0;
+  {
+    auto writer = TarGzWriter::Open([&](std::string_view piece) {
+      streamed.append(piece);
+      ++pieces;
+      return OkStatus();
+    });
+    ASSERT_TRUE(writer.ok());
+    ASSERT_TRUE((*writer)->Begin("manifest.json", 2).ok());
+    ASSERT_TRUE((*writer)->Write("{}").ok());
+    ASSERT_TRUE((*writer)->Begin("data.bin", static_cast<int64_t>(data.size())).ok());
+    for (size_t at = 0; at < data.size(); at += 100000) {
+      ASSERT_TRUE((*writer)->Write(std::string_view(data).substr(at, 100000)).ok());
+    }
+    EXPECT_FALSE((*writer)->Write("x").ok()) << "past the size the header declared";
+    ASSERT_TRUE((*writer)->Close().ok());
+  }
+  EXPECT_EQ(streamed, *whole);
+  EXPECT_GT(pieces, 10) << "handed on as it was made, not at the end";
+
+  // An output that fails (a full disk, over --max-size) ends the writing with its error, and the
+  // writer left unclosed goes without calling it again.
+  int64_t taken = 0;
+  auto writer = TarGzWriter::Open([&](std::string_view piece) {
+    if (taken + static_cast<int64_t>(piece.size()) > (1 << 20)) return Error("the output is full");
+    taken += static_cast<int64_t>(piece.size());
+    return OkStatus();
+  });
+  ASSERT_TRUE(writer.ok());
+  ASSERT_TRUE((*writer)->Begin("data.bin", static_cast<int64_t>(data.size())).ok());
+  Status status = (*writer)->Write(data);
+  EXPECT_EQ(status.message(), "the output is full");
+  writer->reset();
+}
+
 TEST_F(BundleReaderTest, TooManyMembersAreRefusedAtTheFirstOnePastTheLimit) {
   std::vector<TarMember> members = {{"manifest.json", "{}"}};
   for (int i = 0; i < 5; ++i) members.push_back({"m" + std::to_string(i), "x"});
@@ -323,6 +368,7 @@ TEST_F(BundleReaderTest, TheWriterFollowsNoLinkInTheDumpDirectory) {
   BundleOptions options;
   options.dump_dir = dump.string();
   options.graphs_dir = graphs.string();
+  options.output = (root_ / "b.tar.gz").string();
   auto bundle = MakeBundle(options);
   ASSERT_TRUE(bundle.ok()) << bundle.status().message();
   std::set<std::string> names;
