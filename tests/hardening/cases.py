@@ -12,7 +12,7 @@ import re
 import struct
 
 import craft
-from harness import Case
+from harness import Case, all_checks
 
 # The subcommands that read an HLO module, with what each needs around the module's path.
 MODULE_COMMANDS = {
@@ -61,14 +61,7 @@ def _clean_stdout(ctx, run):
     return None
 
 
-def _all(*checks):
-    def check(ctx, run):
-        for c in checks:
-            verdict = c(ctx, run)
-            if verdict:
-                return verdict
-        return None
-    return check
+_all = all_checks
 
 
 def hlo_case(name, text, command="verify", expect="error", quick=False, extra=(), check=None,

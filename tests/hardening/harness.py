@@ -349,6 +349,17 @@ _CARET = re.compile(rb"^ *\^~*$")
 MAX_MESSAGE_BYTES = 2000
 
 
+def all_checks(*checks):
+    """A case check that runs `checks` in order and returns the first verdict."""
+    def check(ctx, run):
+        for c in checks:
+            verdict = c(ctx, run)
+            if verdict:
+                return verdict
+        return None
+    return check
+
+
 def message_problem(stderr, names, mentions=None):
     """Why `stderr` (of an exit 1) is not one actionable line, or None."""
     if not stderr.strip():

@@ -10,7 +10,7 @@ where it fits under the sweep's limits.
 import json
 import os
 
-from harness import Case
+from harness import Case, all_checks
 
 SHOT = ["--screenshot", "shot.png", "--size", "800x600"]
 
@@ -89,14 +89,7 @@ def _screenshot_written(ctx, run):
     return None
 
 
-def _all(*checks):
-    def check(ctx, run):
-        for c in checks:
-            verdict = c(ctx, run)
-            if verdict:
-                return verdict
-        return None
-    return check
+_all = all_checks
 
 
 def _viewer(id, setup, *, quick=False, timeout=30, check=None, max_rss_mb=400, rss_per_input_byte=20.0, **kw):
