@@ -12,6 +12,7 @@
 #include "compiler/support/terminal_text.h"
 #include "profiler/chrome_trace_parser.h"
 #include "profiler/trace_input_stream.h"
+#include "profiler/xspace_reader.h"
 
 namespace xlens::profiler {
 
@@ -268,6 +269,22 @@ class EventInterpreter : public RawTraceConsumer {
     return Error(fmt::format("{}: \"baseTimeNanoseconds\" is out of range: {} (at most {})", source_, value,
                              kMaxTraceTimeNs - 1));
   }
+  // jax.profiler's and TensorFlow's JSON give XLA's kernels no category, only an "hlo_op" arg:
+  // a kernel on a device's stream ("kernel"), on the host a CPU thunk ("cpu_kernel"); the
+  // derived lines of a device ("XLA Ops", "XLA Modules", "Steps") repeat them and are kept apart.
+  std::string XlaCategory(int32_t pid, int64_t tid) const {
+    auto process = processes_.find(pid);
+    if (process == processes_.end() || process->second.name.rfind("/device:", 0) != 0) return category::kCpuKernel;
+    auto thread = threads_.find({pid, tid});
+    if (thread != threads_.end()) {
+      const std::string& line = thread->second.name;
+      if (line == "XLA Ops") return "xla_op";
+      if (line == "XLA Modules") return "xla_module";
+      if (line == "Steps") return "step";
+      if (line == "TensorFlow Ops" || line == "Framework Ops" || line == "TensorFlow Name Scope") return "framework_op";
+    }
+    return category::kGpuKernel;
+  }
   void Emit(TraceEvent& event) {
     if (wants_flows_) flows_.AddSpan(event.pid, event.tid, event.start_ns, event.duration_ns, ordinal_++);
     visitor_.OnEvent(event);
@@ -290,6 +307,9 @@ class EventInterpreter : public RawTraceConsumer {
 
 Status EventInterpreter::OnEvent(RawTraceEvent& raw) {
   EventFields fields(source_, raw);
+  // TensorFlow's and XLA's trace writers end the list with an empty object ("{}"); Chrome and
+  // Perfetto skip an event that has neither a phase nor a name, and so does this reader.
+  if (!raw.ph.present() && !raw.name.present()) return OkStatus();
   RETURN_IF_ERROR(fields.Required(raw.ph, "ph"));
   const std::string& phase = raw.ph.text;
   ASSIGN_OR_RETURN(int64_t pid64, fields.Id(raw.pid, "pid", named_ids_, budget_));
@@ -340,6 +360,8 @@ Status EventInterpreter::OnEvent(RawTraceEvent& raw) {
     event.pid = pid;
     event.tid = tid;
     event.args.swap(raw.args);
+    if (event.category.empty() && FindArg(event, "hlo_op") != nullptr) event.category = XlaCategory(pid, tid);
+    if (!visitor_.WantsArgs()) event.args.clear();  // hlo_op was read for the category only
     event.flow_out = event.flow_in = 0;
     if (phase == "B") {
       if (!budget_.Take(OpenSpanBytes(event))) return fields.Fail(budget_.Exceeded());
@@ -421,10 +443,7 @@ class TraceBuilder : public ChromeTraceVisitor {
   Trace& trace_;
 };
 
-StatusOr<Trace> BuildTrace(TraceInputStream& input) {
-  Trace trace;
-  TraceBuilder builder(trace);
-  ASSIGN_OR_RETURN(ChromeTraceHeader header, StreamChromeTrace(input, builder));
+Trace FinishTrace(Trace trace, ChromeTraceHeader header) {
   // Both within ±2^62 ns: the sum fits.
   trace.base_ns = header.base_ns;
   for (TraceEvent& event : trace.events) event.start_ns += header.base_ns;
@@ -432,6 +451,13 @@ StatusOr<Trace> BuildTrace(TraceInputStream& input) {
   trace.threads = std::move(header.threads);
   trace.metadata = std::move(header.metadata);
   return trace;
+}
+
+StatusOr<Trace> BuildTrace(TraceInputStream& input) {
+  Trace trace;
+  TraceBuilder builder(trace);
+  ASSIGN_OR_RETURN(ChromeTraceHeader header, StreamChromeTrace(input, builder));
+  return FinishTrace(std::move(trace), std::move(header));
 }
 
 }  // namespace
@@ -443,13 +469,28 @@ StatusOr<ChromeTraceHeader> StreamChromeTrace(TraceInputStream& input, ChromeTra
 }
 
 StatusOr<ChromeTraceHeader> StreamChromeTrace(const std::string& path, ChromeTraceVisitor& visitor) {
+  // One entry for every trace a user has: an XSpace (*.xplane.pb) is told by its name or its
+  // first bytes, and read by its own reader into the same visitor.
+  {
+    ASSIGN_OR_RETURN(InputFile file, InputFile::Open(path));
+    char head[3];
+    size_t n = 0;
+    while (n < sizeof(head)) {
+      ASSIGN_OR_RETURN(size_t got, file.Read(head + n, sizeof(head) - n));
+      if (got == 0) break;
+      n += got;
+    }
+    if (LooksLikeXSpace(std::string_view(head, n), path)) return StreamXSpace(path, visitor);
+  }
   ASSIGN_OR_RETURN(std::unique_ptr<TraceInputStream> input, TraceInputStream::Open(path));
   return StreamChromeTrace(*input, visitor);
 }
 
 StatusOr<Trace> ReadChromeTrace(const std::string& path) {
-  ASSIGN_OR_RETURN(std::unique_ptr<TraceInputStream> input, TraceInputStream::Open(path));
-  return BuildTrace(*input);
+  Trace trace;
+  TraceBuilder builder(trace);
+  ASSIGN_OR_RETURN(ChromeTraceHeader header, StreamChromeTrace(path, builder));
+  return FinishTrace(std::move(trace), std::move(header));
 }
 
 StatusOr<Trace> ParseChromeTrace(const std::string& text, const std::string& source) {

@@ -81,11 +81,15 @@ class ChromeTraceVisitor {
   virtual void OnCounter(TraceCounterSample& sample) {}
 };
 
-// Streams the file at `path` into `visitor`.
+// Streams the file at `path` into `visitor`: a Chrome trace, or an XSpace (*.xplane.pb, told by
+// its name or first bytes, read by xspace_reader.h into the same visitor). The JSON may be
+// jax.profiler's and TensorFlow's (ending its list with an empty "{}", which is skipped; XLA's
+// kernels, without a "cat" but with an "hlo_op" arg, are "cpu_kernel" or "kernel"), TensorFlow 1's
+// timeline (RunMetadata's, flow steps "t" skipped), Kineto's or ours.
 StatusOr<ChromeTraceHeader> StreamChromeTrace(const std::string& path, ChromeTraceVisitor& visitor);
 StatusOr<ChromeTraceHeader> StreamChromeTrace(TraceInputStream& input, ChromeTraceVisitor& visitor);
 
-// The whole trace in memory.
+// The whole trace in memory (a Chrome trace or an XSpace, as StreamChromeTrace).
 StatusOr<Trace> ReadChromeTrace(const std::string& path);
 
 // The same from text (or gzip bytes) already in memory; `source` names it in errors.
