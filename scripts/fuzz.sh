@@ -22,7 +22,7 @@ targets=hlo
 while [ $# -gt 0 ]; do
   case "$1" in
     # The 20-second targets first, so the 10-second ones fill in beside them.
-    --smoke) seconds=smoke; targets="hlo trace graphdef npy manifest flags outline bundle" ;;
+    --smoke) seconds=smoke; targets="hlo trace graphdef npy manifest flags outline bundle xladump" ;;
     --target) targets=$2; shift ;;
     *) seconds=$1 ;;
   esac
@@ -55,7 +55,8 @@ settings() {
     graphdef) binary=graphdef_fuzz; smoke=20; max_len=65536 ;;
     outline) binary=hlo_outline_fuzz; smoke=10; max_len=65536 ;;
     bundle) binary=bundle_reader_fuzz; smoke=10; max_len=65536 ;;
-    *) echo "fuzz: unknown target '$target' (expected hlo, trace, npy, manifest, flags, graphdef, outline or bundle)" >&2; exit 1 ;;
+    xladump) binary=xla_dump_names_fuzz; smoke=10; max_len=512 ;;
+    *) echo "fuzz: unknown target '$target' (expected hlo, trace, npy, manifest, flags, graphdef, outline, bundle or xladump)" >&2; exit 1 ;;
   esac
 }
 
@@ -103,6 +104,20 @@ members = [("manifest.json", b'{"format": 1, "modules": [{"id": 1, "name": "m", 
 open(sys.argv[1] + "/good.tar.gz", "wb").write(pack(members))
 open(sys.argv[1] + "/good_dot_slash.tar.gz", "wb").write(pack(members, "./"))
 PY
+  elif [ "$target" = xladump ]; then
+    # Names as jaxlib, TensorFlow and xlens write them; the first byte: 0 a file, 1 a directory.
+    i=0
+    for name in module_0008.jit_step.before_optimizations.txt module_0008.jit_step.cpu_after_optimizations.txt \
+        module_0008.jit_step.cpu_after_optimizations-buffer-assignment.txt module_0008.jit_step.debug_options \
+        module_0008.jit_step.0042.HLO_passes.after_pipeline-start.before_algsimp.txt \
+        module_0000.f.0013.copy-insertion.after_adding_copies.txt module_0003.jit_f.sm_9.0_gpu_after_optimizations.txt \
+        module_0008.jit_step.multiply_add_fusion_kernel_module.ir-with-opt.ll module_0001.m.ir-no-opt.fusion_1.ll \
+        module_0008.jit_step.obj-file.multiply_add_fusion_kernel_module.o module_0001.jit_f.ptx \
+        module_0001.m.thunk_sequence.txt 1700000000123456.module_0001.m.before_optimizations.txt \
+        module_0000.a_.2.f_kernel_module-post-lowering.mlir mark_for_compilation_2.pbtxt; do
+      printf '0%s' "$name" >"$seeds/name$i"; i=$((i + 1))
+    done
+    printf '1module_0008.jit_step' >"$seeds/directory"
   elif [ "$target" = graphdef ]; then
     for f in tests/graph/testdata/broken_graphdefs/*; do
       case "$f" in *.pb) prefix=0 ;; *) prefix=1 ;; esac

@@ -6,6 +6,7 @@
 
 #include "compiler/support/file_io.h"
 #include "compiler/support/terminal_text.h"
+#include "dump/dump_directory.h"
 
 namespace xlens::viewer {
 namespace {
@@ -76,14 +77,18 @@ std::unique_ptr<DumpModel> DumpModel::Open(const std::string& directory, std::st
                                (kind == PathKind::kMissing ? std::string("no such directory")
                                                            : "not a directory" + (why.empty() ? "" : " (" + why + ")")));
   } else {
-    const std::string manifest_path = model->directory_ + "/" + std::string(kManifestFileName);
-    StatusOr<Manifest> manifest = ReadManifest(manifest_path);
-    if (manifest.ok()) {
-      model->manifest_ = std::move(*manifest);
-      model->has_manifest_ = true;
-    } else {
-      model->problems_.push_back(manifest.status().message());
-    }
+    // The one entry point: manifest.json when there is one, else XLA's file names. Kernels of an
+    // XLA dump need the HLO parser, which the viewer does not link: its stages and files are shown.
+    DumpDirectory dump = ReadDumpDirectory(model->directory_);
+    const bool read = dump.source == DumpDirectory::Source::kManifest
+                          ? dump.problems.empty()
+                          : !dump.manifest.modules.empty() || !dump.manifest.graphs.empty();
+    model->manifest_ = std::move(dump.manifest);
+    model->has_manifest_ = read;
+    model->from_xla_names_ = dump.source == DumpDirectory::Source::kXlaFileNames;
+    for (std::string& problem : dump.problems) model->problems_.push_back(std::move(problem));
+    // What could not be placed is one line, however many files: the rest is still shown.
+    if (std::string unplaced = dump.UnplacedSummary(); !unplaced.empty()) model->problems_.push_back(std::move(unplaced));
   }
 
   if (trace_path.empty() && kind == PathKind::kDirectory) {

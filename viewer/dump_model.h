@@ -1,9 +1,10 @@
-// What the viewer knows of a dump directory: its manifest.json (through dump/'s reader), the files
+// What the viewer knows of a dump directory: its manifest.json or, for a dump XLA wrote, the same
+// model rebuilt from XLA's file names (both through dump/'s one entry point), the files
 // it names, and the trace beside it. Opening never fails outright: a broken or missing manifest, a
 // file it names that is gone or unreadable, all become problems (one line each: the file and what
 // was wrong) that the window shows and the command line prints, and the rest is still shown.
 //
-// The manifest is the index (DESIGN.md, Dump directory): the model never guesses from file names.
+// The manifest is the index (DESIGN.md, Dump directory); without one, dump/ reads XLA's names.
 // File names in it are relative to the directory; a name that leaves the directory (absolute, or
 // with a ".." component) is refused as a problem, never read.
 #pragma once
@@ -35,13 +36,16 @@ struct StageRef {
 
 class DumpModel {
  public:
-  // Opens `directory` (its manifest.json). `trace_path` empty: the trace is the directory's
+  // Opens `directory` (its manifest.json, or XLA's dump files). `trace_path` empty: the trace is the directory's
   // timeline.ctf.json (or .json.gz) when there is one.
   static std::unique_ptr<DumpModel> Open(const std::string& directory, std::string trace_path = "");
 
   const std::string& directory() const { return directory_; }
   const Manifest& manifest() const { return manifest_; }
+  // Whether a model was read: a readable manifest.json, or XLA's dump files without one.
   bool has_manifest() const { return has_manifest_; }
+  // The model was rebuilt from XLA's file names (no manifest.json).
+  bool from_xla_names() const { return from_xla_names_; }
   // The trace to show, or empty when there is none.
   const std::string& trace_path() const { return trace_path_; }
   // Everything that could not be read, as "FILE: what".
@@ -101,6 +105,7 @@ class DumpModel {
   std::string trace_path_;
   Manifest manifest_;
   bool has_manifest_ = false;
+  bool from_xla_names_ = false;
   std::vector<std::string> problems_;
 };
 

@@ -113,6 +113,14 @@ struct TraceSummaryArgs {
 // Prints the top kernels and the totals per category of a trace (xlens trace summary).
 int RunTraceSummary(const TraceSummaryArgs& args);
 
+struct InspectArgs {
+  std::string directory;
+  std::string trace;  // a Chrome trace whose kernel events are linked to the dump's kernels
+  std::string json;   // write the model as JSON here ("-": standard output, instead of the text)
+};
+// Prints the model of a dump directory, xlens's or XLA's (xlens inspect).
+int RunInspect(const InspectArgs& args);
+
 
 
 }  // namespace xlens::cli

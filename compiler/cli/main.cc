@@ -281,6 +281,13 @@ int main(int argc, char** argv) {
       ->required();
   trace_summary->add_option("--top", trace_summary_args.top, "Kernels to list")->capture_default_str();
 
+  InspectArgs inspect_args;
+  auto* inspect = app.add_subcommand(
+      "inspect", "A dump directory (xlens's, or XLA's without a manifest): modules, stages, kernels and their source lines");
+  inspect->add_option("directory", inspect_args.directory, "The dump directory (--xla_dump_to)")->required();
+  inspect->add_option("--trace", inspect_args.trace, "A Chrome trace whose kernel events are linked to the kernels");
+  inspect->add_option("--json", inspect_args.json, "Write the model as JSON to this file ('-': standard output)");
+
   // xlens graph: TensorFlow GraphDefs, op by op.
   auto* graph_cmd = app.add_subcommand("graph", "TensorFlow GraphDefs (.pb, .pbtxt): print, dot, verify, run op by op");
   graph_cmd->require_subcommand(1);
@@ -514,6 +521,7 @@ int main(int argc, char** argv) {
       if (*bundle) return RunBundle(bundle_args, std::vector<std::string>(argv, argv + argc));
       if (*replay) return RunReplay(replay_args);
       if (*trace_summary) return RunTraceSummary(trace_summary_args);
+      if (*inspect) return RunInspect(inspect_args);
       if (*graph_print) return RunGraphPrint(graph_print_args);
       if (*graph_verify) return RunGraphVerify(graph_verify_args);
       if (*graph_dot) return RunGraphDot(graph_dot_args);

@@ -1,0 +1,181 @@
+#!/usr/bin/env python3
+"""Dump directories as XLA writes them, opened by `xlens inspect` without a manifest.
+
+Makes, at test time, real dumps with jax (XLA_FLAGS=--xla_dump_to=D --xla_dump_hlo_pass_re=.*)
+of a small training step and a scan, run by this very file (so the stack frames XLA records point
+here), and, when TensorFlow is installed, of a tf.function(jit_compile=True) with XLA_FLAGS and
+TF_DUMP_GRAPH_PREFIX (and the clustering dumps that --tf_xla_clustering_debug adds). Then runs
+`xlens inspect D --json` and checks:
+
+- every file of the directory is placed in the model or listed as unplaced with a reason;
+- the stages of each module are in XLA's order (its step counter, strictly increasing);
+- every kernel of the JAX programs has its Python file and line, and the file is this script.
+
+Prints how many files were placed and exits 1 on any failure, 77 (skipped) without jax.
+"""
+import argparse
+import importlib.util
+import json
+import os
+import subprocess
+import sys
+import tempfile
+
+SKIP = 77
+HERE = os.path.abspath(__file__)
+JAX_PROGRAM_MODULES = {"jit_train_step", "jit_rnn_scan"}
+
+
+def jax_programs():
+    # Runs in a child process whose XLA_FLAGS are set before jax starts.
+    import jax
+    import jax.numpy as jnp
+    from jax import lax
+
+    def loss(w, b, x, y):
+        return jnp.mean((jnp.tanh(x @ w + b) - y) ** 2)
+
+    @jax.jit
+    def train_step(w, b, x, y):
+        gw, gb = jax.grad(loss, argnums=(0, 1))(w, b, x, y)
+        return w - 0.1 * gw, b - 0.1 * gb
+
+    @jax.jit
+    def rnn_scan(xs, w, h0):
+        def step(h, x):
+            h = jnp.tanh(h @ w + x)
+            return h, h.sum(-1)
+        return lax.scan(step, h0, xs)
+
+    w, b = jnp.full((8, 4), 0.1), jnp.zeros((4,))
+    x, y = jnp.full((16, 8), 0.5), jnp.zeros((16, 4))
+    jax.block_until_ready(train_step(w, b, x, y))
+    jax.block_until_ready(rnn_scan(jnp.full((6, 2, 4), 0.3), jnp.full((4, 4), 0.2), jnp.zeros((2, 4))))
+
+
+def tf_program():
+    import tensorflow as tf
+
+    @tf.function(jit_compile=True)
+    def f(x, w):
+        return tf.reduce_sum(tf.nn.relu(tf.matmul(x, w)) * 2.0)
+
+    f(tf.ones((4, 8)), tf.ones((8, 3))).numpy()
+
+
+def make_dump(kind, directory):
+    env = dict(os.environ)
+    env["XLA_FLAGS"] = f"--xla_dump_to={directory} --xla_dump_hlo_pass_re=.*"
+    env["TF_CPP_MIN_LOG_LEVEL"] = "3"
+    env["JAX_PLATFORMS"] = "cpu"
+    if kind == "tf":
+        env["TF_DUMP_GRAPH_PREFIX"] = directory
+        env["TF_XLA_FLAGS"] = "--tf_xla_clustering_debug"
+        env["CUDA_VISIBLE_DEVICES"] = ""
+    run = subprocess.run([sys.executable, HERE, "--child", kind], env=env, capture_output=True, text=True, timeout=120)
+    if run.returncode != 0:
+        raise RuntimeError(f"the {kind} program failed:\n{run.stderr[-2000:]}")
+
+
+def all_files(directory):
+    files = []
+    for root, dirs, names in os.walk(directory):
+        for name in names:
+            files.append(os.path.relpath(os.path.join(root, name), directory))
+    return sorted(files)
+
+
+def check(xlens, kind, directory, failures):
+    out = os.path.join(directory + ".json")
+    run = subprocess.run([xlens, "inspect", directory, "--json", out], capture_output=True, text=True, timeout=120)
+    if run.returncode != 0:
+        failures.append(f"{kind}: xlens inspect exited {run.returncode}: {run.stderr.strip()}")
+        return 0, 0
+    model = json.load(open(out))
+    if model["source"] != "xla_file_names":
+        failures.append(f"{kind}: read as {model['source']}, not from XLA's file names")
+    placed = set()
+    for module in model["modules"]:
+        placed.update(module["files"])
+        for stage in module["stages"]:
+            placed.update(stage["files"])
+        steps = [stage["step"] for stage in module["stages"]]
+        if steps != sorted(set(steps)):
+            failures.append(f"{kind}: module {module['name']}: stages not in XLA's step order: {steps[:20]}")
+        for stage in module["stages"]:
+            if not stage["pipeline"] or not stage["pass"] or not stage["file"]:
+                failures.append(f"{kind}: module {module['name']}: stage without pipeline, pass or file: {stage}")
+    for graph in model["graphs"]:
+        for stage in graph["stages"]:
+            placed.update(stage["files"])
+    unplaced = {entry["file"]: entry["reason"] for entry in model["unplaced"]}
+    for file, reason in unplaced.items():
+        if not reason:
+            failures.append(f"{kind}: {file} unplaced without a reason")
+    files = all_files(directory)
+    for file in files:
+        if file not in placed and file not in unplaced:
+            failures.append(f"{kind}: {file} neither placed nor listed as unplaced")
+    if model["placed_files"] != len(placed):
+        failures.append(f"{kind}: placed_files says {model['placed_files']}, the model lists {len(placed)}")
+    if not model["modules"]:
+        failures.append(f"{kind}: no modules read")
+    if kind == "jax":
+        kernels = 0
+        for module in model["modules"]:
+            if not any(stage for stage in module["stages"]):
+                failures.append(f"{kind}: module {module['name']} has no stages (--xla_dump_hlo_pass_re=.*)")
+            # jnp.full and friends compile helper modules of their own (jit_broadcast_in_dim, a copy
+            # of a parameter with no metadata at all); the programs are the script's functions.
+            if module["name"] not in JAX_PROGRAM_MODULES:
+                continue
+            for kernel in module["kernels"]:
+                kernels += 1
+                source = kernel["source"]
+                if source is None or source["line"] <= 0:
+                    failures.append(f"{kind}: {module['name']}: kernel {kernel['name']} ({kernel['op_name']}) has no source line")
+                elif os.path.abspath(source["file"]) != HERE:
+                    failures.append(f"{kind}: {module['name']}: kernel {kernel['name']} comes from {source['file']}, not {HERE}")
+        if kernels == 0:
+            failures.append(f"{kind}: no kernels derived for {sorted(JAX_PROGRAM_MODULES)}")
+        print(f"{kind}: {kernels} kernels of {sorted(JAX_PROGRAM_MODULES)}, each with its line in {os.path.basename(HERE)}")
+    if kind == "tf" and not model["graphs"]:
+        failures.append(f"{kind}: TensorFlow's graph dumps not read")
+    print(f"{kind}: {len(placed)} of {len(files)} files placed, {len(unplaced)} unplaced with a reason, "
+          f"{len(model['modules'])} modules, {sum(len(m['stages']) for m in model['modules'])} stages, "
+          f"{sum(len(m['kernels']) for m in model['modules'])} kernels")
+    for file, reason in list(unplaced.items())[:5]:
+        print(f"  unplaced: {file} ({reason})")
+    return len(placed), len(files)
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--xlens")
+    parser.add_argument("--child", choices=["jax", "tf"])
+    parser.add_argument("--keep", help="make the dumps here and keep them")
+    args = parser.parse_args()
+    if args.child == "jax":
+        return jax_programs()
+    if args.child == "tf":
+        return tf_program()
+    if importlib.util.find_spec("jax") is None:
+        print("jax is not installed: skipped")
+        return SKIP
+    kinds = ["jax"] + (["tf"] if importlib.util.find_spec("tensorflow") is not None else [])
+    failures = []
+    with tempfile.TemporaryDirectory(prefix="xlens_xla_dump_dirs_") as tmp:
+        base = args.keep or tmp
+        for kind in kinds:
+            directory = os.path.join(base, kind)
+            make_dump(kind, directory)
+            check(args.xlens, kind, directory, failures)
+    for failure in failures[:40]:
+        print("FAIL", failure)
+    if len(failures) > 40:
+        print(f"... and {len(failures) - 40} more")
+    return 1 if failures else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main() or 0)
