@@ -261,8 +261,8 @@ bool Handler::Place(JsonKind kind, Frame* push) {
         case Field::kDur: field = &event_.dur; break;
         case Field::kId: field = &event_.id; break;
         case Field::kArgs:
-          // Read even when args are not wanted, for the one that says an event is XLA's kernel
-          // (hlo_op); FinishArg drops the others.
+          // Read even when args are not wanted, for the two that say an event is XLA's kernel
+          // and of which module (hlo_op, hlo_module); FinishArg drops the others.
           if (kind == JsonKind::kObject) {
             event_.args.clear();  // a repeated "args": the last one counts
             args_are_other_data_ = false;
@@ -327,7 +327,7 @@ void Handler::AppendArgText(JsonKind kind) {
 }
 
 bool Handler::FinishArg(TraceArgValue value) {
-  if (!wants_args_ && !args_are_other_data_ && arg_key_ != "hlo_op") return true;
+  if (!wants_args_ && !args_are_other_data_ && arg_key_ != "hlo_op" && arg_key_ != "hlo_module") return true;
   if (args_are_other_data_) {
     consumer_.OnOtherData({std::move(arg_key_), std::move(value)});
   } else {

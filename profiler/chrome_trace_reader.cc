@@ -361,7 +361,6 @@ Status EventInterpreter::OnEvent(RawTraceEvent& raw) {
     event.tid = tid;
     event.args.swap(raw.args);
     if (event.category.empty() && FindArg(event, "hlo_op") != nullptr) event.category = XlaCategory(pid, tid);
-    if (!visitor_.WantsArgs()) event.args.clear();  // hlo_op was read for the category only
     event.flow_out = event.flow_in = 0;
     if (phase == "B") {
       if (!budget_.Take(OpenSpanBytes(event))) return fields.Fail(budget_.Exceeded());

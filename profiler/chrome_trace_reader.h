@@ -63,7 +63,8 @@ class ChromeTraceVisitor {
  public:
   virtual ~ChromeTraceVisitor() = default;
   // Whether events need their args; without, they are skipped unread (faster, and a hostile
-  // file's args cost no memory). otherData's scalars are read either way.
+  // file's args cost no memory) but for "hlo_op" and "hlo_module", which say what an XLA kernel
+  // is. otherData's scalars are read either way.
   virtual bool WantsArgs() const { return true; }
   // Whether flows are bound to events (OnFlow, unbound_flow_points): that keeps 24 bytes an event.
   virtual bool WantsFlows() const { return true; }

@@ -66,6 +66,12 @@ class SummaryBuilder {
       totals.Add(event.duration_ns);
       if (&totals != &other_kernel_ && totals.category != event.category) totals.category = event.category;
       kernel_ns_ += event.duration_ns;
+      // XLA's kernels say their module (jax.profiler's and TensorFlow's traces, XSpace).
+      if (const TraceArg* module = FindArg(event, "hlo_module")) {
+        if (const auto* name = std::get_if<std::string>(&module->value)) {
+          Find(by_module_, *name, other_module_).Add(event.duration_ns);
+        }
+      }
     }
   }
 
@@ -103,7 +109,8 @@ class SummaryBuilder {
   __int128 first_ = INT64_MAX, last_ = INT64_MIN, kernel_ns_ = 0;
   std::unordered_map<std::string, Totals> by_category_;
   std::unordered_map<std::string, Totals> by_kernel_;
-  Totals other_category_, other_kernel_{.category = "(mixed)"};
+  std::unordered_map<std::string, Totals> by_module_;
+  Totals other_category_, other_kernel_{.category = "(mixed)"}, other_module_;
   const size_t max_kept_bytes_ = MaxKeptBytes();
   size_t kept_bytes_ = 0;
   int64_t folded_events_ = 0;
@@ -130,7 +137,8 @@ std::string SummaryBuilder::Render(const std::vector<TraceArg>& metadata, int to
                      tracks_overflowed_ ? "more than " : "", tracks_.size(),
                      processes_overflowed_ ? "more than " : "", processes_.size(),
                      events_ == 0 ? "0.000" : Ms(last_ - first_));
-  for (const char* key : {"dropped_records", "kernels_before_launch", "unbound_flow_points"}) {
+  for (const char* key : {"dropped_records", "kernels_before_launch", "unbound_flow_points",
+                          "xspace_events_without_metadata"}) {
     for (const TraceArg& counter : metadata) {
       if (counter.key != key) continue;
       if (const auto* value = std::get_if<int64_t>(&counter.value); value && *value != 0) {
@@ -156,6 +164,13 @@ std::string SummaryBuilder::Render(const std::vector<TraceArg>& metadata, int to
   if (by_kernel_.empty() && other_kernel_.count == 0) {
     out += "\nNo kernels (no events in categories cpu_kernel, library_call or kernel).\n";
     return out;
+  }
+  if (!by_module_.empty() || other_module_.count > 0) {
+    out += "\nKernels by HLO module:\n";
+    out += fmt::format("  {:>10} {:>8}  {}\n", "total ms", "kernels", "module");
+    for (const auto& [name, totals] : Sorted(by_module_, "(other modules)", other_module_)) {
+      out += fmt::format("  {:>10} {:>8}  {}\n", Ms(totals.total_ns), totals.count, Shown(name));
+    }
   }
   std::vector<std::pair<std::string, Totals>> kernels = Sorted(by_kernel_, kOtherKernels, other_kernel_);
   out += fmt::format("\nTop kernels ({} distinct{}, {} ms in all):\n", by_kernel_.size(),

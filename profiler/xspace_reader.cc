@@ -537,7 +537,11 @@ Status XSpaceWalker::Event(Reader& reader, int32_t pid, int64_t tid, int64_t tim
       flow_points_.push_back({std::get<int64_t>(correlation->value), ordinal_, !device_plane_});
     }
   }
-  if (!wants_args_) event.args.clear();
+  if (!wants_args_) {  // as the JSON reader: only what says which XLA kernel it is
+    event.args.erase(std::remove_if(event.args.begin(), event.args.end(),
+                                    [](const TraceArg& arg) { return arg.key != "hlo_op" && arg.key != "hlo_module"; }),
+                     event.args.end());
+  }
   ++ordinal_;
   visitor_.OnEvent(event);
   return OkStatus();

@@ -192,6 +192,8 @@ TEST(XSpaceReaderTest, TheSummaryReadsItThroughTheSameEntry) {
   EXPECT_THAT(*summary, HasSubstr("4 events"));
   EXPECT_THAT(*summary, HasSubstr("ynn_fusion"));
   EXPECT_THAT(*summary, HasSubstr("loop_add_fusion"));
+  EXPECT_THAT(*summary, HasSubstr("Kernels by HLO module"));
+  EXPECT_THAT(*summary, HasSubstr("jit_f"));
 }
 
 TEST(XSpaceReaderTest, JsonIsNotTakenForXSpace) {
@@ -309,6 +311,7 @@ TEST(ChromeTraceJsonVariantsTest, JaxTrailingEmptyObjectAndXlaKernels) {
   auto summary = SummarizeChromeTrace(path);
   ASSERT_TRUE(summary.ok()) << summary.status().message();
   EXPECT_THAT(*summary, HasSubstr("cpu_kernel"));
+  EXPECT_THAT(*summary, HasSubstr("jit_f"));
   // An event with a name but no phase is still an error.
   ASSERT_TRUE(WriteFile(path, R"({"traceEvents":[{"name":"a","ts":1}]})").ok());
   trace = ReadChromeTrace(path);
