@@ -410,6 +410,7 @@ StatusOr<HloOutline> ParseHloOutline(std::string_view text, const std::string& s
   HloOutlineComputation* open = nullptr;
   size_t open_line = 0;
   bool in_block_comment = false;
+  bool in_frame_table = false;
   size_t line_number = 0;
   size_t position = 0;
   while (position < text.size()) {
@@ -433,6 +434,16 @@ StatusOr<HloOutline> ParseHloOutline(std::string_view text, const std::string& s
       if (line.find("*/", 2) == std::string_view::npos) in_block_comment = true;
       continue;
     }
+    // The stack-frame table XLA writes after the HloModule line (FileNames, FunctionNames,
+    // FileLocations, StackFrames; each entry "N \"name\"" or "N {...}") names no computation.
+    const bool frame_table_place = open == nullptr && !outline.module_name.empty() && outline.computations.empty();
+    if (frame_table_place && (line == "FileNames" || line == "FunctionNames" || line == "FileLocations" ||
+                            line == "StackFrames")) {
+      in_frame_table = true;
+      continue;
+    }
+    if (frame_table_place && in_frame_table && line[0] >= '0' && line[0] <= '9') continue;
+    in_frame_table = false;
     // A line holds statements: one in what dumps write, but a computation may sit on one line.
     std::string_view rest = line;
     while (!rest.empty() && rest.substr(0, 2) != "//") {

@@ -40,6 +40,7 @@ class HloOutlineTest : public QObject {
   void ReportsBrokenInputsWithPositions();
   void SurvivesMutatedInput();
   void CountsShapeElements();
+  void SkipsTheStackFrameTable();
 };
 
 void HloOutlineTest::ParsesTheSampleModule() {
@@ -271,6 +272,37 @@ void HloOutlineTest::SurvivesMutatedInput() {
     }
   }
   QVERIFY(errors > 100);  // the mutations do break things; the reader says where
+}
+
+// jaxlib writes a stack-frame table between the HloModule line and the first computation.
+void HloOutlineTest::SkipsTheStackFrameTable() {
+  const std::string text = R"(HloModule jit_f, entry_computation_layout={(f32[4]{0})->f32[4]{0}}
+
+FileNames
+1 "train.py"
+
+FunctionNames
+1 "loss"
+
+FileLocations
+1 {file_name_id=1 function_name_id=1 line=15 end_line=15 column=11 end_column=53}
+
+StackFrames
+1 {file_location_id=1 parent_frame_id=1}
+
+
+ENTRY %main (x: f32[4]) -> f32[4] {
+  %x = f32[4]{0} parameter(0)
+  ROOT %n = f32[4]{0} negate(%x), metadata={op_name="jit(f)/neg" stack_frame_id=1}
+}
+)";
+  auto outline = ParseHloOutline(text, "frames.hlo");
+  QVERIFY2(outline.ok(), outline.ok() ? "" : outline.status().message().c_str());
+  QCOMPARE(outline->module_name, std::string("jit_f"));
+  QVERIFY(outline->entry() != nullptr);
+  QVERIFY(outline->entry()->Find("n") != nullptr);
+  // A table after a computation is no table: still an error.
+  QVERIFY(!ParseHloOutline("HloModule m\nENTRY e {\n  ROOT p = f32[] parameter(0)\n}\nFileNames\n1 \"a\"\n", "late.hlo").ok());
 }
 
 void HloOutlineTest::CountsShapeElements() {
