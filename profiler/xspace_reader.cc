@@ -283,8 +283,10 @@ class XSpaceWalker {
       }
     }
     XSPACE_CHECK(entry);
-    if (!Take(kEntryBytes)) return Exceeded();
-    event_metadata_[key] = std::move(metadata);
+    // A repeated key replaces its entry (as protobuf's map does) and costs nothing more.
+    auto [it, added] = event_metadata_.try_emplace(key);
+    if (added && !Take(kEntryBytes)) return Exceeded();
+    it->second = std::move(metadata);
     return OkStatus();
   }
 
@@ -307,8 +309,9 @@ class XSpaceWalker {
       }
     }
     XSPACE_CHECK(entry);
-    if (!Take(kEntryBytes)) return Exceeded();
-    stat_names_[key] = name;
+    auto [it, added] = stat_names_.try_emplace(key);
+    if (added && !Take(kEntryBytes)) return Exceeded();
+    it->second = name;
     return OkStatus();
   }
 
@@ -489,7 +492,7 @@ Status XSpaceWalker::Event(Reader& reader, int32_t pid, int64_t tid, int64_t tim
   auto where = [&]() {
     return fmt::format("{}: plane \"{}\", line {}: event \"{}\"", source_,
                        EscapeForTerminal(TruncateUtf8(plane_name_, 80)), tid,
-                       metadata == event_metadata_.end() ? std::string("?")
+                       metadata == event_metadata_.end() ? fmt::format("(metadata {})", metadata_id)
                                                          : EscapeForTerminal(TruncateUtf8(metadata->second.name, 80)));
   };
   // Picoseconds to nanoseconds, rounded; both parts within ±2^62 ns, so the sum cannot overflow.

@@ -1093,8 +1093,9 @@ def _round_two_modules():
     import output_cases
     import hlo_frames_cases
     import xla_dump_cases
+    import profile_cases
     return [cache_cases, executor_cases, bundle_replay_cases, viewer_cases, output_cases, hlo_frames_cases,
-            xla_dump_cases]
+            xla_dump_cases, profile_cases]
 
 
 ROUND_TWO = _round_two_modules()
