@@ -2,7 +2,8 @@
 # Fuzzes the readers with libFuzzer (clang, AddressSanitizer, UndefinedBehaviorSanitizer).
 #   scripts/fuzz.sh [SECONDS]                  fuzz the HLO parser for SECONDS (default 300)
 #   scripts/fuzz.sh --target T [SECONDS]       fuzz another reader instead (hlo, trace, npy,
-#                                              manifest, flags, graphdef, outline, bundle)
+#                                              manifest, flags, graphdef, outline, bundle,
+#                                              xladump, xspace)
 #   scripts/fuzz.sh --smoke                    a short run of every target for the test suite:
 #                                              built in one build, run XLENS_FUZZ_JOBS at a time
 #                                              (default: the number of cores), each for its time
@@ -15,6 +16,7 @@
 # tests/graph/testdata (the first byte says binary or text: see tests/fuzz/graphdef_fuzz.cc); the
 # outline seeds (the viewer's HLO reader) are the HLO files and the viewer's broken HLO; the bundle
 # seeds are the broken bundles of tests/dump/testdata/broken_bundles plus two good ones.
+# The XSpace seeds are the good and broken *.xplane.pb of tests/profiler/testdata/xspace.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 seconds=300
@@ -22,7 +24,7 @@ targets=hlo
 while [ $# -gt 0 ]; do
   case "$1" in
     # The 20-second targets first, so the 10-second ones fill in beside them.
-    --smoke) seconds=smoke; targets="hlo trace graphdef npy manifest flags outline bundle xladump" ;;
+    --smoke) seconds=smoke; targets="hlo trace graphdef npy manifest flags outline bundle xladump xspace" ;;
     --target) targets=$2; shift ;;
     *) seconds=$1 ;;
   esac
@@ -56,7 +58,8 @@ settings() {
     outline) binary=hlo_outline_fuzz; smoke=10; max_len=65536 ;;
     bundle) binary=bundle_reader_fuzz; smoke=10; max_len=65536 ;;
     xladump) binary=xla_dump_names_fuzz; smoke=10; max_len=512 ;;
-    *) echo "fuzz: unknown target '$target' (expected hlo, trace, npy, manifest, flags, graphdef, outline, bundle or xladump)" >&2; exit 1 ;;
+    xspace) binary=xspace_reader_fuzz; smoke=10; max_len=16384 ;;
+    *) echo "fuzz: unknown target '$target' (expected hlo, trace, npy, manifest, flags, graphdef, outline, bundle, xladump or xspace)" >&2; exit 1 ;;
   esac
 }
 
@@ -75,6 +78,8 @@ prepare_seeds() {
     fi
   elif [ "$target" = trace ]; then
     find tests/profiler/testdata -type f -size -64k -exec cp {} $seeds/ \;
+  elif [ "$target" = xspace ]; then
+    cp tests/profiler/testdata/xspace/* $seeds/
   elif [ "$target" = manifest ]; then
     cp tests/dump/testdata/broken_manifests/*.json $seeds/
     cat > $seeds/good.json <<'JSON'

@@ -342,3 +342,51 @@ TEST(ChromeTraceJsonVariantsTest, TensorFlowOneTimeline) {
 
 }  // namespace
 }  // namespace xlens::profiler
+
+namespace xlens::profiler {
+namespace {
+
+// The corpus of tests/profiler/testdata/xspace: good_* read (one of them recorded by
+// jax.profiler), broken_* give one line naming the file.
+TEST(XSpaceCorpusTest, GoodFilesReadBrokenFilesSayWhy) {
+  int good = 0, broken = 0;
+  for (const auto& entry : fs::directory_iterator(std::string(XLENS_TESTDATA_DIR) + "/xspace")) {
+    std::string name = entry.path().filename().string();
+    auto trace = ReadChromeTrace(entry.path().string());
+    SCOPED_TRACE(name);
+    if (name.rfind("good_", 0) == 0) {
+      ++good;
+      EXPECT_TRUE(trace.ok()) << trace.status().message();
+    } else {
+      ++broken;
+      ASSERT_FALSE(trace.ok());
+      EXPECT_THAT(trace.status().message(), HasSubstr(name));
+      EXPECT_EQ(trace.status().message().find('\n'), std::string::npos);
+    }
+  }
+  EXPECT_GE(good, 3);
+  EXPECT_GE(broken, 10);
+}
+
+// jax.profiler's XSpace and the JSON it converted from it in the same run: the same events, and
+// XLA's CPU thunks named by their HLO module.
+TEST(XSpaceCorpusTest, JaxProfilerXSpaceAndJsonAgree) {
+  auto xspace = ReadChromeTrace(std::string(XLENS_TESTDATA_DIR) + "/xspace/good_jax_profiler_cpu.xplane.pb");
+  auto json = ReadChromeTrace(std::string(XLENS_TESTDATA_DIR) + "/jax_profiler_cpu.trace.json.gz");
+  ASSERT_TRUE(xspace.ok()) << xspace.status().message();
+  ASSERT_TRUE(json.ok()) << json.status().message();
+  EXPECT_EQ(xspace->events.size(), json->events.size());
+  auto kernels_of = [](const Trace& trace, const std::string& module) {
+    int n = 0;
+    for (const TraceEvent& e : trace.events) {
+      if (e.category == category::kCpuKernel && StringArg(e, "hlo_module") == module) ++n;
+    }
+    return n;
+  };
+  EXPECT_GT(kernels_of(*xspace, "jit_f"), 0);
+  EXPECT_EQ(kernels_of(*xspace, "jit_f"), kernels_of(*json, "jit_f"));
+  EXPECT_EQ(kernels_of(*xspace, "jit_step"), kernels_of(*json, "jit_step"));
+}
+
+}  // namespace
+}  // namespace xlens::profiler
