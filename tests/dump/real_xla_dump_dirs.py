@@ -9,7 +9,9 @@ TF_DUMP_GRAPH_PREFIX (and the clustering dumps that --tf_xla_clustering_debug ad
 
 - every file of the directory is placed in the model or listed as unplaced with a reason;
 - the stages of each module are in XLA's order (its step counter, strictly increasing);
-- every kernel of the JAX programs has its Python file and line, and the file is this script.
+- every kernel of the JAX programs has its Python file and line, and the file is this script;
+- the profile jax.profiler recorded (XSpace and JSON) links at least 95% of its kernel events to
+  the dump's kernels (`xlens inspect D --trace P`).
 
 Prints how many files were placed and exits 1 on any failure, 77 (skipped) without jax.
 """
@@ -49,8 +51,14 @@ def jax_programs():
 
     w, b = jnp.full((8, 4), 0.1), jnp.zeros((4,))
     x, y = jnp.full((16, 8), 0.5), jnp.zeros((16, 4))
+    xs, wr, h0 = jnp.full((6, 2, 4), 0.3), jnp.full((4, 4), 0.2), jnp.zeros((2, 4))
     jax.block_until_ready(train_step(w, b, x, y))
-    jax.block_until_ready(rnn_scan(jnp.full((6, 2, 4), 0.3), jnp.full((4, 4), 0.2), jnp.zeros((2, 4))))
+    jax.block_until_ready(rnn_scan(xs, wr, h0))
+    # A profile of the compiled programs, as jax.profiler records one (XSpace and JSON).
+    with jax.profiler.trace(os.environ["XLENS_TEST_PROFILE_DIR"]):
+        for _ in range(3):
+            jax.block_until_ready(train_step(w, b, x, y))
+            jax.block_until_ready(rnn_scan(xs, wr, h0))
 
 
 def tf_program():
@@ -68,6 +76,7 @@ def make_dump(kind, directory):
     env["XLA_FLAGS"] = f"--xla_dump_to={directory} --xla_dump_hlo_pass_re=.*"
     env["TF_CPP_MIN_LOG_LEVEL"] = "3"
     env["JAX_PLATFORMS"] = "cpu"
+    env["XLENS_TEST_PROFILE_DIR"] = directory + "_profile"
     if kind == "tf":
         env["TF_DUMP_GRAPH_PREFIX"] = directory
         env["TF_XLA_FLAGS"] = "--tf_xla_clustering_debug"
@@ -141,12 +150,42 @@ def check(xlens, kind, directory, failures):
         print(f"{kind}: {kernels} kernels of {sorted(JAX_PROGRAM_MODULES)}, each with its line in {os.path.basename(HERE)}")
     if kind == "tf" and not model["graphs"]:
         failures.append(f"{kind}: TensorFlow's graph dumps not read")
+    if kind == "jax":
+        check_profiles(xlens, directory, failures)
     print(f"{kind}: {len(placed)} of {len(files)} files placed, {len(unplaced)} unplaced with a reason, "
           f"{len(model['modules'])} modules, {sum(len(m['stages']) for m in model['modules'])} stages, "
           f"{sum(len(m['kernels']) for m in model['modules'])} kernels")
     for file, reason in list(unplaced.items())[:5]:
         print(f"  unplaced: {file} ({reason})")
     return len(placed), len(files)
+
+
+def check_profiles(xlens, directory, failures):
+    """The profile jax.profiler recorded (XSpace and JSON), its kernel events linked to the dump."""
+    profiles = []
+    for root, _, names in os.walk(directory + "_profile"):
+        profiles += [os.path.join(root, n) for n in names if n.endswith((".xplane.pb", ".trace.json.gz"))]
+    if not profiles:
+        failures.append("jax: jax.profiler wrote no profile")
+    for profile in sorted(profiles):
+        out = directory + ".trace.json"
+        run = subprocess.run([xlens, "inspect", directory, "--trace", profile, "--json", out],
+                             capture_output=True, text=True, timeout=120)
+        name = os.path.basename(profile)
+        if run.returncode != 0:
+            failures.append(f"jax: xlens inspect --trace {name} exited {run.returncode}: {run.stderr.strip()}")
+            continue
+        model = json.load(open(out))
+        trace = model["trace"]
+        linked = trace["linked_events"] / trace["kernel_events"] if trace["kernel_events"] else 0
+        if trace["kernel_events"] == 0 or linked < 0.95:
+            failures.append(f"jax: {name}: {trace['linked_events']} of {trace['kernel_events']} kernel events linked")
+        timed = [k for m in model["modules"] if m["name"] in JAX_PROGRAM_MODULES for k in m["kernels"]
+                 if k["trace"]["events"] > 0 and k["trace"]["total_us"] > 0]
+        if not timed:
+            failures.append(f"jax: {name}: no kernel of the programs has a time")
+        print(f"jax: {name}: {trace['events']} events, {trace['linked_events']} of {trace['kernel_events']} "
+              f"kernel events linked, {len(timed)} program kernels timed")
 
 
 def main():

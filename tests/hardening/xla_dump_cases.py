@@ -129,6 +129,16 @@ def _escapes(ctx):
     ctx.write("d/\x1b[31mred", "x")
 
 
+def _trace(ctx):
+    _with_good(ctx)
+    ctx.write("t.json", '{"traceEvents": ['
+              '{"ph": "X", "name": "negate_fusion", "ts": 1, "dur": 5, "pid": 1, "tid": 1,'
+              ' "args": {"hlo_op": "negate_fusion", "hlo_module": "jit_f"}},'
+              '{"ph": "X", "name": "other_fusion", "ts": 9, "dur": 5, "pid": 1, "tid": 1,'
+              ' "args": {"hlo_op": "other_fusion", "hlo_module": "jit_g"}},'
+              '{"ph": "X", "name": "host work", "ts": 20, "dur": 5, "pid": 1, "tid": 2}, {}]}')
+
+
 def _empty(ctx):
     pass
 
@@ -169,4 +179,8 @@ def cases(shared, root_user):
               extra=["--json", "out.json"], expect="error", names="out.json"),
         _case("json-written", _with_good, extra=["--json", "out.json"], outputs=("out.json",),
               must_exist=("out.json",)),
+        _case("trace-missing", _with_good, extra=["--trace", "t.json"], expect="error", names="t.json"),
+        # jax.profiler's JSON ends its event array with {}; events name their kernel and module.
+        _case("trace-links", _trace, extra=["--trace", "t.json"],
+              check=_stdout_has(r"3 events, 2 kernel events, 1 linked", r"negate_fusion .*1 events, 5\.0+ us")),
     ]
