@@ -139,7 +139,7 @@ void ReadManifestDirectory(DumpDirectory& out, const DumpDirectoryOptions& optio
     return;
   }
   out.manifest = std::move(*manifest);
-  if (!options.derive_kernels) return;
+  if (!options.derive_kernels || !options.sources_for_manifest) return;
   for (ManifestModule& module : out.manifest.modules) {
     for (const std::string& file : module.files) {
       if (!IsOptimizedHlo(file) || file.find("..") != std::string::npos || file.starts_with("/")) continue;

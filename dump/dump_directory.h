@@ -56,6 +56,8 @@ struct UnplacedDumpFile {
 
 struct DumpDirectoryOptions {
   KernelDeriver derive_kernels;  // empty: kernels only from a manifest
+  // Also run `derive_kernels` on a manifest's optimized modules, for its kernels' source lines.
+  bool sources_for_manifest = true;
   // Entries read from a directory (XLA dumps only) before the rest are left uncounted.
   int64_t max_entries = 1'000'000;
 };

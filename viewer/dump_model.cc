@@ -7,6 +7,7 @@
 #include "compiler/support/file_io.h"
 #include "compiler/support/terminal_text.h"
 #include "dump/dump_directory.h"
+#include "viewer/hlo_outline.h"
 
 namespace xlens::viewer {
 namespace {
@@ -63,6 +64,44 @@ void ReportFileProblems(const std::string& directory, const FileProblems& proble
   }
 }
 
+// The kernels of an XLA dump's optimized module, from the viewer's own HLO outline (the viewer
+// links no compiler): as dump/xla_dump_kernels.h lists them (every instruction that runs code in
+// the entry computation and in what its control flow runs), with their op_names. Where they came
+// from in the source is left to `xlens inspect`, which resolves the stack-frame table.
+StatusOr<std::vector<DerivedKernel>> OutlineKernels(std::string_view text, const std::string& file) {
+  StatusOr<HloOutline> outline = ParseHloOutline(text, DisplayPath(file));
+  if (!outline.ok()) return outline.status();
+  static const std::set<std::string, std::less<>> kRunsNoCode = {
+      "parameter", "constant", "tuple", "get-tuple-element", "bitcast", "after-all", "add-dependency", "opt-barrier"};
+  std::vector<DerivedKernel> kernels;
+  std::set<std::string> seen;
+  std::vector<const HloOutlineComputation*> pending;
+  if (const HloOutlineComputation* entry = outline->entry()) pending.push_back(entry);
+  while (!pending.empty()) {
+    const HloOutlineComputation* computation = pending.back();
+    pending.pop_back();
+    if (!seen.insert(computation->name).second) continue;
+    for (const HloOutlineInstruction& instruction : computation->instructions) {
+      if (kRunsNoCode.count(instruction.opcode)) continue;
+      DerivedKernel derived;
+      derived.kernel.name = instruction.name;
+      derived.kernel.hlo_instruction = instruction.name;
+      derived.kernel.fusion_kind = instruction.fusion_kind;
+      derived.kernel.op_names = instruction.op_names;
+      if (instruction.opcode == "fusion" && !instruction.called.empty()) {
+        derived.kernel.fusion_computation = instruction.called.front();
+      }
+      kernels.push_back(std::move(derived));
+      if (instruction.opcode == "while" || instruction.opcode == "conditional" || instruction.opcode == "call") {
+        for (const std::string& called : instruction.called) {
+          if (const HloOutlineComputation* next = outline->FindComputation(called)) pending.push_back(next);
+        }
+      }
+    }
+  }
+  return kernels;
+}
+
 }  // namespace
 
 std::unique_ptr<DumpModel> DumpModel::Open(const std::string& directory, std::string trace_path) {
@@ -77,9 +116,12 @@ std::unique_ptr<DumpModel> DumpModel::Open(const std::string& directory, std::st
                                (kind == PathKind::kMissing ? std::string("no such directory")
                                                            : "not a directory" + (why.empty() ? "" : " (" + why + ")")));
   } else {
-    // The one entry point: manifest.json when there is one, else XLA's file names. Kernels of an
-    // XLA dump need the HLO parser, which the viewer does not link: its stages and files are shown.
-    DumpDirectory dump = ReadDumpDirectory(model->directory_);
+    // The one entry point: manifest.json when there is one, else XLA's file names; an XLA dump's
+    // kernels come from the viewer's outline of its optimized module.
+    DumpDirectoryOptions options;
+    options.derive_kernels = OutlineKernels;
+    options.sources_for_manifest = false;  // the outline knows no source lines
+    DumpDirectory dump = ReadDumpDirectory(model->directory_, options);
     const bool read = dump.source == DumpDirectory::Source::kManifest
                           ? dump.problems.empty()
                           : !dump.manifest.modules.empty() || !dump.manifest.graphs.empty();

@@ -139,6 +139,23 @@ def _trace(ctx):
               '{"ph": "X", "name": "host work", "ts": 20, "dur": 5, "pid": 1, "tid": 2}, {}]}')
 
 
+def _viewer_dump(ctx):
+    _with_good(ctx)
+    ctx.write("d/module_0001.jit_f.0001.simp.after_algsimp.before_dce.txt", OPTIMIZED)
+    for i in range(1000):
+        ctx.write(f"d/notes{i}.txt", "x")
+
+
+def _viewer_stderr(ctx, run):
+    if run.exit_code != 0:
+        return None
+    lines = run.stderr.decode("utf-8", "replace").strip().splitlines()
+    unplaced = [line for line in lines if "not placed" in line]
+    if len(unplaced) != 1 or "1000 files not placed" not in unplaced[0]:
+        return "wrong-result", f"expected one line for the 1000 unplaced files, got {lines[:3]}"
+    return None
+
+
 def _empty(ctx):
     pass
 
@@ -179,6 +196,11 @@ def cases(shared, root_user):
               extra=["--json", "out.json"], expect="error", names="out.json"),
         _case("json-written", _with_good, extra=["--json", "out.json"], outputs=("out.json",),
               must_exist=("out.json",)),
+        # The viewer opens the same directory (no manifest): stages drawn, the unplaced files said
+        # once, on one line, however many there are.
+        Case(id="xla-dump/viewer/no-manifest", reader="xla-dump", program="viewer",
+             args=["d", "--screenshot", "shot.png", "--size", "800x600"], setup=_viewer_dump, expect="ok",
+             outputs=("shot.png",), must_exist=("shot.png",), quick=True, timeout=30, check=_viewer_stderr),
         _case("trace-missing", _with_good, extra=["--trace", "t.json"], expect="error", names="t.json"),
         # jax.profiler's JSON ends its event array with {}; events name their kernel and module.
         _case("trace-links", _trace, extra=["--trace", "t.json"],
