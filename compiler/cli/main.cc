@@ -273,11 +273,13 @@ int main(int argc, char** argv) {
   reduce->allow_extras();
 
   TraceSummaryArgs trace_summary_args;
-  auto* trace = app.add_subcommand("trace", "Read a Chrome trace (ours, PyTorch's, chrome://tracing's)");
+  auto* trace = app.add_subcommand(
+      "trace", "Read a profile: a Chrome trace (ours, jax.profiler's, TensorFlow's, PyTorch's) or an XSpace (*.xplane.pb)");
   trace->require_subcommand(1);
   auto* trace_summary = trace->add_subcommand(
-      "summary", "Print the kernels that took the most time and the totals per category");
-  trace_summary->add_option("file", trace_summary_args.file, "timeline.ctf.json (or .json.gz)")
+      "summary", "Print the kernels that took the most time, the totals per category and per HLO module");
+  trace_summary->add_option("file", trace_summary_args.file,
+                            "timeline.ctf.json, *.trace.json.gz, perfetto_trace.json.gz or *.xplane.pb")
       ->required();
   trace_summary->add_option("--top", trace_summary_args.top, "Kernels to list")->capture_default_str();
 
