@@ -50,6 +50,17 @@ bool IsHloExtension(std::string_view ext) {
          ext == "json";
 }
 
+// What follows a whole-module dump's kind: ".txt", and the other renderings XLA adds
+// (--xla_dump_hlo_as_proto: ".hlo.pb", --xla_dump_hlo_as_html's ".top_level.html").
+bool IsHloTail(std::string_view tail) {
+  if (tail.size() < 2 || tail[0] != '.') return false;
+  tail.remove_prefix(1);
+  for (std::string_view middle : {"hlo.", "top_level."}) {
+    if (tail.starts_with(middle) && IsHloExtension(tail.substr(middle.size()))) return true;
+  }
+  return IsHloExtension(tail);
+}
+
 // Splits `rest` ("NAME.SUFFIX") where `suffix` begins at `at`; the name is empty when the suffix
 // is the whole of it (XLA left the name out), and the byte before the suffix must be a dot.
 bool SplitAt(std::string_view rest, size_t at, XlaDumpFileName& out) {
@@ -68,6 +79,9 @@ bool MatchPass(std::string_view rest, XlaDumpFileName& out) {
     int64_t step = Counter(tokens[i], 4);
     if (step < 0 || tokens[i + 1].empty() || !tokens[i + 2].starts_with("after_")) continue;
     std::string passes = Join(tokens, i + 2, n - 1);
+    for (std::string_view middle : {".hlo", ".top_level"}) {
+      if (passes.ends_with(middle)) passes.resize(passes.size() - middle.size());
+    }
     size_t before = passes.find(".before_");
     std::string pass = passes.substr(6, before == std::string::npos ? std::string::npos : before - 6);
     if (pass.empty()) continue;
@@ -90,7 +104,7 @@ bool MatchBefore(std::string_view rest, XlaDumpFileName& out) {
   size_t at = rest.rfind(key);
   if (at == std::string_view::npos) return false;
   std::string_view tail = rest.substr(at + key.size());
-  if (tail.size() < 2 || tail[0] != '.' || !IsHloExtension(tail.substr(1))) return false;
+  if (!IsHloTail(tail)) return false;
   if (!SplitAt(rest, at, out)) return false;
   out.kind = XlaDumpFileKind::kBeforeOptimizations;
   return true;
@@ -112,7 +126,7 @@ bool MatchAfter(std::string_view rest, XlaDumpFileName& out) {
     tail = tail.substr(dot);
     report = true;
   }
-  if (tail.size() < 2 || tail[0] != '.' || !IsHloExtension(tail.substr(1))) return false;
+  if (!IsHloTail(tail)) return false;
   // The backend prefix: nothing, "sm_X.Y_gpu_" (which holds a dot), or one word and '_'.
   size_t start = at;
   if (at > 0 && rest[at - 1] != '.') {
@@ -266,6 +280,23 @@ std::string KernelOfKernelModule(std::string_view kernel_module) {
 XlaDumpFileName ParseXlaDumpFileName(std::string_view file_name, bool is_directory) {
   XlaDumpFileName out;
   const int64_t id = ModuleIdFromFileName(file_name);
+  // --xla_dump_fusion_visualization: "COMPUTATION.module_NNNN.NAME._fusion.html".
+  constexpr std::string_view kFusionPage = "_fusion.html";
+  if (id < 0 && !is_directory && file_name.ends_with(kFusionPage)) {
+    for (size_t at = file_name.find(".module_"); at != std::string_view::npos; at = file_name.find(".module_", at + 1)) {
+      std::string_view tail = file_name.substr(at + 1);
+      int64_t fusion_id = ModuleIdFromFileName(tail);
+      if (fusion_id < 0 || !tail.starts_with("module_")) continue;
+      std::string_view rest = tail.substr(tail.find('.') + 1);
+      rest.remove_suffix(kFusionPage.size());
+      if (rest.ends_with('.')) rest.remove_suffix(1);
+      out.kind = XlaDumpFileKind::kOtherModuleFile;
+      out.module_id = fusion_id;
+      out.module_name = std::string(rest);
+      out.suffix = std::string(file_name.substr(0, at)) + " fusion visualization";
+      return out;
+    }
+  }
   if (id < 0) {
     if (!is_directory && MatchTensorFlowGraph(file_name, out)) return out;
     size_t module = file_name.find("module_");
@@ -296,6 +327,18 @@ XlaDumpFileName ParseXlaDumpFileName(std::string_view file_name, bool is_directo
     SplitAt(rest, rest.size() - 13, out);
     out.kind = XlaDumpFileKind::kDebugOptions;
     return out;
+  }
+  // --xla_dump_hlo_snapshots: "NAME.snapshot.N.pb", N the execution's (signed) id.
+  if (size_t at = rest.rfind("snapshot."); at != std::string_view::npos && rest.ends_with(".pb") &&
+      SplitAt(rest, at, out)) {
+    std::string_view number = rest.substr(at + 9, rest.size() - 3 - at - 9);
+    if (!number.empty() && number[0] == '-') number.remove_prefix(1);
+    if (Counter(number, 1) >= 0) {
+      out.kind = XlaDumpFileKind::kOtherModuleFile;
+      return out;
+    }
+    out.module_name.clear();
+    out.suffix.clear();
   }
   if (MatchPass(rest, out) || MatchCode(rest, out) || MatchThunks(rest, out) || MatchBefore(rest, out) ||
       MatchAfter(rest, out)) {

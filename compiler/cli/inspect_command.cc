@@ -203,8 +203,12 @@ std::string Text(const DumpDirectory& dump, const LinkingVisitor* trace, const s
   if (dump.source == DumpDirectory::Source::kXlaFileNames) {
     out += std::to_string(dump.placed_files) + " files placed, " + std::to_string(dump.unplaced.size()) + " not\n";
   }
-  for (const UnplacedDumpFile& file : dump.unplaced) {
-    out += "not placed: " + DisplayText(file.file, 200) + " (" + file.reason + ")\n";
+  constexpr size_t kMaxUnplacedShown = 50;
+  for (size_t i = 0; i < dump.unplaced.size() && i < kMaxUnplacedShown; ++i) {
+    out += "not placed: " + DisplayText(dump.unplaced[i].file, 200) + " (" + dump.unplaced[i].reason + ")\n";
+  }
+  if (dump.unplaced.size() > kMaxUnplacedShown) {
+    out += "... " + std::to_string(dump.unplaced.size() - kMaxUnplacedShown) + " more not placed (--json lists all)\n";
   }
   for (const std::string& problem : dump.problems) out += "problem: " + problem + "\n";
   if (trace != nullptr) {

@@ -126,6 +126,25 @@ TEST(XlaDumpNamesTest, TensorFlowGraphDumps) {
   EXPECT_EQ(cluster.graph_stage, "encapsulate_subgraphs_subgraph_cluster_3");
 }
 
+TEST(XlaDumpNamesTest, ProtoHtmlSnapshotsAndFusionPages) {
+  XlaDumpFileName proto = ParseXlaDumpFileName("1795880045024346.module_0008.jit_step.before_optimizations.hlo.pb");
+  EXPECT_EQ(proto.kind, XlaDumpFileKind::kBeforeOptimizations);
+  EXPECT_EQ(proto.module_name, "jit_step");
+  XlaDumpFileName page = ParseXlaDumpFileName("module_0008.jit_step.cpu_after_optimizations.top_level.html");
+  EXPECT_EQ(page.kind, XlaDumpFileKind::kAfterOptimizations);
+  XlaDumpFileName pass = ParseXlaDumpFileName("module_0008.jit_step.0001.p.after_fusion.before_dce.hlo.pb");
+  ASSERT_EQ(pass.kind, XlaDumpFileKind::kPass);
+  EXPECT_EQ(pass.next_pass, "dce");
+  XlaDumpFileName snapshot = ParseXlaDumpFileName("module_0000.jit_f.snapshot.-501283987.pb");
+  EXPECT_EQ(snapshot.kind, XlaDumpFileKind::kOtherModuleFile);
+  EXPECT_EQ(snapshot.module_name, "jit_f");
+  XlaDumpFileName fusion = ParseXlaDumpFileName("main.1.module_0008.jit_step._fusion.html");
+  EXPECT_EQ(fusion.kind, XlaDumpFileKind::kOtherModuleFile);
+  EXPECT_EQ(fusion.module_id, 8);
+  EXPECT_EQ(fusion.module_name, "jit_step");
+  EXPECT_EQ(ParseXlaDumpFileName("main.1.module_08.jit_step._fusion.html").kind, XlaDumpFileKind::kUnknown);
+}
+
 TEST(XlaDumpNamesTest, NamesThatAlmostMatchSayWhy) {
   for (const char* name : {"module_12.m.before_optimizations.txt",               // too few digits
                            "module_0000000000000000000001.m.before_optimizations.txt",  // past 18
