@@ -3,8 +3,10 @@
 
 Makes, at test time, real dumps with jax (XLA_FLAGS=--xla_dump_to=D --xla_dump_hlo_pass_re=.*)
 of a small training step and a scan, run by this very file (so the stack frames XLA records point
-here), and, when TensorFlow is installed, of a tf.function(jit_compile=True) with XLA_FLAGS and
-TF_DUMP_GRAPH_PREFIX (and the clustering dumps that --tf_xla_clustering_debug adds). Then runs
+here), once more with every rendering XLA offers (proto, DOT, HTML, timestamps, snapshots, fusion
+pages), and, when TensorFlow is installed, of a tf.function(jit_compile=True) with XLA_FLAGS and
+TF_DUMP_GRAPH_PREFIX, beside an auto-clustered function (the clustering dumps that
+--tf_xla_clustering_debug adds). Then runs
 `xlens inspect D --json` and checks:
 
 - every file of the directory is placed in the model or listed as unplaced with a reason;
@@ -68,20 +70,31 @@ def tf_program():
     def f(x, w):
         return tf.reduce_sum(tf.nn.relu(tf.matmul(x, w)) * 2.0)
 
+    # Auto-clustered (TF_XLA_FLAGS=--tf_xla_auto_jit=2): mark_for_compilation's graph dumps.
+    @tf.function
+    def g(x, w):
+        return tf.reduce_sum(tf.tanh(tf.matmul(x, w)) + 1.0)
+
     f(tf.ones((4, 8)), tf.ones((8, 3))).numpy()
+    g(tf.ones((4, 8)), tf.ones((8, 3))).numpy()
 
 
 def make_dump(kind, directory):
     env = dict(os.environ)
     env["XLA_FLAGS"] = f"--xla_dump_to={directory} --xla_dump_hlo_pass_re=.*"
+    if kind == "jax-renderings":
+        # Every rendering XLA offers, timestamps, snapshots and fusion pages beside the text.
+        env["XLA_FLAGS"] = (f"--xla_dump_to={directory} --xla_dump_hlo_pass_re=fusion --xla_dump_hlo_as_text "
+                            "--xla_dump_hlo_as_proto --xla_dump_hlo_as_dot --xla_dump_hlo_as_html "
+                            "--xla_dump_include_timestamp --xla_dump_hlo_snapshots --xla_dump_fusion_visualization")
     env["TF_CPP_MIN_LOG_LEVEL"] = "3"
     env["JAX_PLATFORMS"] = "cpu"
     env["XLENS_TEST_PROFILE_DIR"] = directory + "_profile"
     if kind == "tf":
         env["TF_DUMP_GRAPH_PREFIX"] = directory
-        env["TF_XLA_FLAGS"] = "--tf_xla_clustering_debug"
+        env["TF_XLA_FLAGS"] = "--tf_xla_clustering_debug --tf_xla_auto_jit=2 --tf_xla_cpu_global_jit"
         env["CUDA_VISIBLE_DEVICES"] = ""
-    run = subprocess.run([sys.executable, HERE, "--child", kind], env=env, capture_output=True, text=True, timeout=120)
+    run = subprocess.run([sys.executable, HERE, "--child", "jax" if kind.startswith("jax") else kind], env=env, capture_output=True, text=True, timeout=120)
     if run.returncode != 0:
         raise RuntimeError(f"the {kind} program failed:\n{run.stderr[-2000:]}")
 
@@ -148,8 +161,10 @@ def check(xlens, kind, directory, failures):
         if kernels == 0:
             failures.append(f"{kind}: no kernels derived for {sorted(JAX_PROGRAM_MODULES)}")
         print(f"{kind}: {kernels} kernels of {sorted(JAX_PROGRAM_MODULES)}, each with its line in {os.path.basename(HERE)}")
-    if kind == "tf" and not model["graphs"]:
-        failures.append(f"{kind}: TensorFlow's graph dumps not read")
+    if kind == "tf":
+        stages = {stage["name"] for graph in model["graphs"] for stage in graph["stages"]}
+        if "mark_for_compilation" not in stages:
+            failures.append(f"{kind}: TensorFlow's clustering dumps not read (stages: {sorted(stages)})")
     if kind == "jax":
         check_profiles(xlens, directory, failures)
     print(f"{kind}: {len(placed)} of {len(files)} files placed, {len(unplaced)} unplaced with a reason, "
@@ -201,7 +216,7 @@ def main():
     if importlib.util.find_spec("jax") is None:
         print("jax is not installed: skipped")
         return SKIP
-    kinds = ["jax"] + (["tf"] if importlib.util.find_spec("tensorflow") is not None else [])
+    kinds = ["jax", "jax-renderings"] + (["tf"] if importlib.util.find_spec("tensorflow") is not None else [])
     failures = []
     with tempfile.TemporaryDirectory(prefix="xlens_xla_dump_dirs_") as tmp:
         base = args.keep or tmp
