@@ -97,6 +97,21 @@ JAX_JSON = ('{"displayTimeUnit":"ns","metadata":{"highres-ticks":true},"traceEve
             '"args":{"hlo_module":"jit_f","hlo_op":"ynn_fusion"}},{}]}')
 
 
+def _screenshot(ctx, run):
+    import os
+    if run.exit_code == 0 and not os.path.exists(ctx.path("shot.png")):
+        return "lost-data", "exit 0 without the screenshot"
+    return None
+
+
+def _viewer_case(name, data):
+    def setup(ctx):
+        ctx.write("p.xplane.pb", data)
+    return Case(id=f"profile/viewer-{name}", reader="profile", program="viewer",
+                args=["--trace", "p.xplane.pb", "--screenshot", "shot.png", "--size", "800x600"], setup=setup,
+                expect="ok", outputs=("shot.png",), check=_screenshot, quick=True, timeout=30)
+
+
 def cases(shared, root_user):
     good = good_xspace()
     cut = good[: len(good) // 2]
@@ -110,6 +125,8 @@ def cases(shared, root_user):
     nested = b"".join(reversed(prefixes))
     deep = _len(1, _len(2, "/host:CPU") + _len(99, nested) + _len(3, _int(3, 1) + _event(1, 0, 1)))
     return [
+        # The viewer opens an XSpace through the same reader.
+        _viewer_case("xspace-good", good),
         _case("xspace-good", good, expect="ok",
               check=_stdout(r"(?s)3 events.*Kernels by HLO module:.*jit_f.*ynn_fusion", "jit_f's kernels")),
         # Told by its first bytes, whatever its name.
