@@ -203,8 +203,13 @@ class XSpaceWalker {
     retained_ += bytes;
     return true;
   }
+  Status TakeTrack(size_t name_bytes) {
+    if (!Take(kEntryBytes + name_bytes)) return Exceeded();
+    track_bytes_ += kEntryBytes + name_bytes;
+    return OkStatus();
+  }
   Status Exceeded() const {
-    return Error(fmt::format("{}: the XSpace makes the reader hold more than {} of metadata and flow points: more "
+    return Error(fmt::format("{}: the XSpace makes the reader hold more than {} of tracks, metadata and flow points: more "
                              "than any profile needs",
                              source_, FormatBytes(static_cast<int64_t>(MaxRetainedBytes()))));
   }
@@ -213,7 +218,7 @@ class XSpaceWalker {
     // Pass 1: the name and the tables (TensorFlow writes them after the lines).
     event_metadata_.clear();
     stat_names_.clear();
-    retained_ = flow_bytes_;
+    retained_ = flow_bytes_ + track_bytes_;  // the last plane's tables are gone
     std::string_view name;
     Field field;
     bool has_lines = false;
@@ -246,6 +251,7 @@ class XSpaceWalker {
     if (!has_lines) return OkStatus();
     plane_name_ = name;
     device_plane_ = StartsWith(name, "/device:");
+    RETURN_IF_ERROR(TakeTrack(std::min<size_t>(name.size(), 1000)));
     header_.processes.push_back({pid, std::string(TruncateUtf8(name, 1000)), pid});
     // Pass 2: the lines, with the tables complete.
     Reader lines = plane.Fresh();
@@ -348,6 +354,9 @@ class XSpaceWalker {
     }
     const int64_t tid = display_id != 0 ? display_id : id;
     const std::string_view shown = display_name.empty() ? name : display_name;
+    // Tracks stay until the end: each costs its entry, so a file of millions of empty lines
+    // (two bytes each) is refused before it costs many times its size.
+    RETURN_IF_ERROR(TakeTrack(std::min<size_t>(shown.size(), 1000)));
     header_.threads.push_back({pid, tid, std::string(TruncateUtf8(shown, 1000)), static_cast<int64_t>(header_.threads.size())});
     const std::string line_category = LineCategory(name);
     // Pass 2: the events.
@@ -453,6 +462,7 @@ class XSpaceWalker {
   bool device_plane_ = false;
   size_t retained_ = 0;
   size_t flow_bytes_ = 0;
+  size_t track_bytes_ = 0;
   std::vector<FlowPoint> flow_points_;
   size_t ordinal_ = 0;
   int64_t missing_metadata_ = 0;
