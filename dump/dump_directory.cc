@@ -116,6 +116,7 @@ void DeriveKernels(DumpDirectory& out, ManifestModule& module, const std::string
   for (DerivedKernel& derived : *kernels) {
     if (replace_kernels) {
       if (derived.source) out.kernel_sources[{module.id, derived.kernel.name}] = *derived.source;
+      if (!derived.opcode.empty()) out.kernel_opcodes[{module.id, derived.kernel.name}] = derived.opcode;
       module.kernels.push_back(std::move(derived.kernel));
       continue;
     }
@@ -307,6 +308,13 @@ void ReadXlaDirectory(DumpDirectory& out, const DumpDirectoryOptions& options) {
 const DumpSourceLocation* DumpDirectory::KernelSource(int64_t module_id, const std::string& kernel) const {
   auto it = kernel_sources.find({module_id, kernel});
   return it == kernel_sources.end() ? nullptr : &it->second;
+}
+
+std::string DumpDirectory::KernelKind(int64_t module_id, const ManifestKernel& kernel) const {
+  if (!kernel.fusion_kind.empty()) return kernel.fusion_kind;
+  auto it = kernel_opcodes.find({module_id, kernel.name});
+  if (it != kernel_opcodes.end()) return it->second;
+  return kernel.fusion_computation.empty() ? "kernel" : "fusion";
 }
 
 std::string DumpDirectory::UnplacedSummary(size_t examples) const {

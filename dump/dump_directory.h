@@ -41,6 +41,7 @@ struct DumpSourceLocation {
 struct DerivedKernel {
   ManifestKernel kernel;
   std::optional<DumpSourceLocation> source;
+  std::string opcode;  // the instruction's ("fusion", "custom-call", "dot", "copy", ...)
 };
 
 // Reads the kernels of a module as compiled from its HLO text; the CLI passes the HLO parser's
@@ -69,6 +70,8 @@ struct DumpDirectory {
   Manifest manifest;
   // (module id, kernel name) -> where the kernel's instruction came from, where known.
   std::map<std::pair<int64_t, std::string>, DumpSourceLocation> kernel_sources;
+  // (module id, kernel name) -> the opcode of its instruction, for kernels derived from HLO.
+  std::map<std::pair<int64_t, std::string>, std::string> kernel_opcodes;
   std::vector<UnplacedDumpFile> unplaced;
   // What could not be read, one line each ("FILE: what"): the directory, the manifest, an
   // optimized module whose kernels could not be derived.
@@ -77,6 +80,8 @@ struct DumpDirectory {
   int64_t placed_files = 0;
 
   const DumpSourceLocation* KernelSource(int64_t module_id, const std::string& kernel) const;
+  // "kLoop" (a fusion's kind), else the instruction's opcode where known, else "kernel".
+  std::string KernelKind(int64_t module_id, const ManifestKernel& kernel) const;
   // One line for all unplaced files ("N files of DIR not placed: FILE (why), ..."), or empty.
   std::string UnplacedSummary(size_t examples = 3) const;
 };

@@ -69,6 +69,7 @@ void Collect(const HloComputation& computation, std::set<const HloComputation*>&
     ManifestKernel& kernel = derived.kernel;
     kernel.name = instruction->name();
     kernel.hlo_instruction = instruction->name();
+    derived.opcode = std::string(HloOpcodeString(opcode));
     if (!instruction->metadata.op_name.empty()) kernel.op_names.push_back(instruction->metadata.op_name);
     derived.source = SourceOf(*instruction);
     if (opcode == HloOpcode::kFusion) {

@@ -86,6 +86,7 @@ StatusOr<std::vector<DerivedKernel>> OutlineKernels(std::string_view text, const
       DerivedKernel derived;
       derived.kernel.name = instruction.name;
       derived.kernel.hlo_instruction = instruction.name;
+      derived.opcode = instruction.opcode;
       derived.kernel.fusion_kind = instruction.fusion_kind;
       derived.kernel.op_names = instruction.op_names;
       if (instruction.opcode == "fusion" && !instruction.called.empty()) {

@@ -97,10 +97,6 @@ const char* SourceName(DumpDirectory::Source source) {
   }
 }
 
-std::string KindOf(const ManifestKernel& kernel) {
-  return kernel.fusion_kind.empty() ? (kernel.fusion_computation.empty() ? "op" : "fusion") : kernel.fusion_kind;
-}
-
 nlohmann::json ToJson(const DumpDirectory& dump, const LinkingVisitor* trace, const std::string& trace_path) {
   nlohmann::json root;
   root["directory"] = dump.directory;
@@ -120,7 +116,7 @@ nlohmann::json ToJson(const DumpDirectory& dump, const LinkingVisitor* trace, co
     for (const ManifestKernel& kernel : module.kernels) {
       nlohmann::json k;
       k["name"] = kernel.name;
-      k["kind"] = KindOf(kernel);
+      k["kind"] = dump.KernelKind(module.id, kernel);
       k["hlo_instruction"] = kernel.hlo_instruction;
       k["op_name"] = kernel.op_names.empty() ? "" : kernel.op_names.front();
       k["op_names"] = kernel.op_names;
@@ -179,7 +175,7 @@ std::string Text(const DumpDirectory& dump, const LinkingVisitor* trace, const s
       out += "  ... " + std::to_string(module.stages.size() - kMaxStagesShown) + " more stages (--json lists all)\n";
     }
     for (const ManifestKernel& kernel : module.kernels) {
-      out += "  kernel " + DisplayText(kernel.name) + " (" + KindOf(kernel) + ")";
+      out += "  kernel " + DisplayText(kernel.name) + " (" + dump.KernelKind(module.id, kernel) + ")";
       if (!kernel.op_names.empty()) out += "  " + DisplayText(kernel.op_names.front(), 200);
       if (const DumpSourceLocation* source = dump.KernelSource(module.id, kernel.name)) {
         out += "  " + DisplayText(source->file, 200) + ":" + std::to_string(source->line);
