@@ -25,6 +25,8 @@ size_t MaxRetainedBytes() { return static_cast<size_t>(std::min<int64_t>(int64_t
 constexpr size_t kEntryBytes = 96;  // a table node beside its views
 // Stats of one event metadata entry that are kept (TensorFlow writes at most a handful).
 constexpr size_t kMaxMetadataStats = 64;
+// Stats of one event that become args (TensorFlow writes at most a few dozen).
+constexpr size_t kMaxEventStats = 1024;
 
 enum WireType : uint32_t { kVarint = 0, kFixed64 = 1, kLength = 2, kStartGroup = 3, kEndGroup = 4, kFixed32 = 5 };
 
@@ -484,8 +486,9 @@ Status XSpaceWalker::Event(Reader& reader, int32_t pid, int64_t tid, int64_t tim
       case 5: if (reader.Expect(field, kVarint, "num_occurrences")) aggregated = true; break;
       case 3: if (reader.Expect(field, kVarint, "duration_ps")) duration_ps = static_cast<int64_t>(field.integer); break;
       case 4:
-        // Read even when args are not wanted: they say whether the event is a kernel.
-        if (reader.Expect(field, kLength, "stats")) {
+        // Read even when args are not wanted: they say whether the event is a kernel. Past
+        // kMaxEventStats the rest are skipped, so one event cannot cost many times its bytes.
+        if (reader.Expect(field, kLength, "stats") && event.args.size() < kMaxEventStats) {
           Reader stat = reader.Nested(field, "XStat");
           RETURN_IF_ERROR(Stat(stat, event.args, false));
         }

@@ -160,6 +160,11 @@ def cases(shared, root_user):
         _case("xspace-ten-million-events", lambda: _plane_with_line(_int(3, 1) + b"\x22\x02\x08\x01" * 10_000_000),
               expect="ok", quick=False, timeout=60, max_rss_mb=200, rss_per_input_byte=1.5,
               check=_stdout(r"10000000 events", "ten million events")),
+        # One event with four million stats (four bytes each): what one event holds is bounded.
+        _case("xspace-event-with-millions-of-stats",
+              lambda: _plane_with_line(_int(3, 1) + _len(4, _int(1, 1) + b"\x22\x02\x20\x01" * 4_000_000)),
+              expect="ok", quick=False, timeout=60, max_rss_mb=150, rss_per_input_byte=1.5,
+              check=_stdout(r"1 events", "the one event")),
         # Five million empty lines (two bytes each): the tracks the reader keeps are bounded.
         _case("xspace-line-bomb", lambda: _len(1, _len(2, "/host:CPU") + b"\x1a\x00" * 5_000_000),
               quick=False, timeout=60, max_rss_mb=600, mentions=r"hold more than"),
