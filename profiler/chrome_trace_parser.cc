@@ -327,7 +327,16 @@ void Handler::AppendArgText(JsonKind kind) {
 }
 
 bool Handler::FinishArg(TraceArgValue value) {
-  if (!wants_args_ && !args_are_other_data_ && arg_key_ != "hlo_op" && arg_key_ != "hlo_module") return true;
+  if (!wants_args_ && !args_are_other_data_) {
+    if (arg_key_ != "hlo_op" && arg_key_ != "hlo_module") return true;
+    // At most these two, however often a hostile event repeats them: the last counts.
+    for (TraceArg& arg : event_.args) {
+      if (arg.key == arg_key_) {
+        arg.value = std::move(value);
+        return true;
+      }
+    }
+  }
   if (args_are_other_data_) {
     consumer_.OnOtherData({std::move(arg_key_), std::move(value)});
   } else {

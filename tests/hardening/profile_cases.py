@@ -134,6 +134,11 @@ def cases(shared, root_user):
               check=_stdout(r"3 events", "three events")),
         _case("json-jax-trailing-empty-object", JAX_JSON, expect="ok", file="vm.trace.json",
               check=_stdout(r"(?s)1 events.*jit_f.*cpu_kernel", "jit_f's thunk, a CPU kernel")),
+        # The summary reads hlo_op even without args: a million repeats of it cost one.
+        _case("json-hlo-op-repeated-a-million-times",
+              lambda: '{"traceEvents":[{"ph":"X","name":"k","ts":1,"dur":1,"args":{' +
+              ",".join(['"hlo_op":"a"'] * 1_000_000) + '}}]}', expect="ok", file="t.json", quick=False,
+              timeout=30, max_rss_mb=80, rss_per_input_byte=1.0, check=_stdout(r"1 events", "the one event")),
         _case("json-event-without-phase", '{"traceEvents":[{"name":"a","ts":1}]}', file="t.json",
               mentions=r'expected "ph"'),
         _case("xspace-cut-off", cut, mentions=r"not a valid XSpace.*(cut off|claims)"),
