@@ -87,6 +87,7 @@ struct PendingFile {
 struct PendingModule {
   int64_t id = 0;
   std::string name;
+  std::string timestamp;
   std::vector<PendingFile> files;
 };
 
@@ -213,7 +214,17 @@ void ReadXlaDirectory(DumpDirectory& out, const DumpDirectoryOptions& options) {
     std::vector<std::string>& names = names_of[file.name.module_id];
     if (std::find(names.begin(), names.end(), file.name.module_name) == names.end()) names.push_back(file.name.module_name);
   }
-  std::map<std::pair<int64_t, std::string>, PendingModule> modules;
+  // With --xla_dump_include_timestamp, runs that dumped into one directory are told apart by
+  // their timestamps; files XLA writes without one (IR, debug_options) go with the latest run.
+  std::map<std::pair<int64_t, std::string>, std::string> latest_stamp;
+  auto later = [](const std::string& a, const std::string& b) {
+    return a.size() != b.size() ? a.size() > b.size() : a > b;
+  };
+  for (const PendingFile& file : module_files) {
+    std::string& latest = latest_stamp[{file.name.module_id, file.name.module_name}];
+    if (later(file.name.timestamp, latest)) latest = file.name.timestamp;
+  }
+  std::map<std::tuple<int64_t, std::string, std::string>, PendingModule> modules;
   for (PendingFile& file : module_files) {
     XlaDumpFileName& name = file.name;
     std::vector<std::string>& names = names_of[name.module_id];
@@ -238,13 +249,15 @@ void ReadXlaDirectory(DumpDirectory& out, const DumpDirectoryOptions& options) {
                              ", which was dumped under several names, none of them this file's");
       continue;
     }
-    PendingModule& module = modules[{name.module_id, *owner}];
+    std::string stamp = name.timestamp.empty() ? latest_stamp[{name.module_id, *owner}] : name.timestamp;
+    PendingModule& module = modules[{name.module_id, *owner, stamp}];
     module.id = name.module_id;
     module.name = *owner;
+    module.timestamp = std::move(stamp);
     module.files.push_back(std::move(file));
   }
 
-  int64_t next_free_id = modules.empty() ? 0 : modules.rbegin()->first.first + 1;
+  int64_t next_free_id = modules.empty() ? 0 : std::get<0>(modules.rbegin()->first) + 1;
   std::set<int64_t> used_ids;
   for (auto& [key, pending] : modules) {
     ManifestModule module;
@@ -253,8 +266,9 @@ void ReadXlaDirectory(DumpDirectory& out, const DumpDirectoryOptions& options) {
     if (!used_ids.insert(module.id).second) {
       module.id = next_free_id++;
       out.problems.push_back(DisplayPath(out.directory) + ": module_" + std::to_string(pending.id) +
-                             " was dumped under several names (several processes?); \"" + DisplayText(pending.name) +
-                             "\" is shown as module " + std::to_string(module.id));
+                             " was dumped more than once (several processes or runs); \"" + DisplayText(pending.name) +
+                             "\"" + (pending.timestamp.empty() ? "" : " of " + pending.timestamp) +
+                             " is shown as module " + std::to_string(module.id));
     }
     std::map<std::tuple<int64_t, std::string, std::string>, ManifestStage> stages;
     std::vector<std::pair<std::string, std::string>> kernel_files;  // kernel module, file

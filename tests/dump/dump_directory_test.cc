@@ -163,5 +163,24 @@ TEST(DumpDirectoryTest, OneIdUnderTwoNamesKeepsBoth) {
   EXPECT_EQ(dump.problems.size(), 1u);
 }
 
+TEST(DumpDirectoryTest, TimestampsTellRunsApart) {
+  auto dir = TemporaryDirectory::Create("dump_directory_test");
+  ASSERT_TRUE(dir.ok());
+  const std::string d = dir->path();
+  Touch(d + "/1700000000000001.module_0000.jit_f.before_optimizations.txt");
+  Touch(d + "/1700000000000001.module_0000.jit_f.0001.p.after_a.before_b.txt");
+  Touch(d + "/1700000000000002.module_0000.jit_f.before_optimizations.txt");
+  Touch(d + "/module_0000.jit_f.debug_options");  // no timestamp: the latest run's
+  DumpDirectory dump = ReadDumpDirectory(d);
+  ASSERT_EQ(dump.manifest.modules.size(), 2u);
+  EXPECT_EQ(dump.manifest.modules[0].stages.size(), 1u);
+  EXPECT_EQ(dump.manifest.modules[0].files.size(), 1u);
+  EXPECT_EQ(dump.manifest.modules[1].files.size(), 2u);
+  EXPECT_NE(dump.manifest.modules[0].id, dump.manifest.modules[1].id);
+  ASSERT_EQ(dump.problems.size(), 1u);
+  EXPECT_NE(dump.problems[0].find("dumped more than once"), std::string::npos);
+  EXPECT_TRUE(dump.unplaced.empty());
+}
+
 }  // namespace
 }  // namespace xlens
