@@ -12,6 +12,8 @@ TF_DUMP_GRAPH_PREFIX, beside an auto-clustered function (the clustering dumps th
 - every file of the directory is placed in the model or listed as unplaced with a reason;
 - the stages of each module are in XLA's order (its step counter, strictly increasing);
 - every kernel of the JAX programs has its Python file and line, and the file is this script;
+- xlens's own dump of the same module (CPU and GPU names) reads alike with and without its
+  manifest.json: the dumped stages in order, the module's files, as many kernels;
 - the profile jax.profiler recorded (XSpace and JSON) links at least 95% of its kernel events to
   the dump's kernels (`xlens inspect D --trace P`).
 
@@ -203,6 +205,44 @@ def check_profiles(xlens, directory, failures):
               f"kernel events linked, {len(timed)} program kernels timed")
 
 
+def check_own_dump_without_manifest(xlens, jax_directory, base, failures):
+    """xlens's own dump of the same module, read with its manifest and without: the stages that
+    have files, in order, with their pipeline, pass and files, and the module's files are the same."""
+    before = sorted(f for f in os.listdir(jax_directory) if f.endswith("jit_train_step.before_optimizations.txt"))
+    if not before:
+        failures.append("own: no jit_train_step before_optimizations module to compile")
+        return
+    own = os.path.join(base, "own")
+    for backend in ("cpu", "gpu"):
+        directory = os.path.join(own, backend)
+        run = subprocess.run([xlens, "compile", os.path.join(jax_directory, before[0]), "--backend", backend,
+                              f"--xla_dump_to={directory}", "--xla_dump_hlo_pass_re=.*"],
+                             capture_output=True, text=True, timeout=120)
+        if run.returncode != 0:
+            failures.append(f"own/{backend}: xlens compile exited {run.returncode}: {run.stderr.strip()[:300]}")
+            continue
+        models = []
+        for step in ("with", "without"):
+            if step == "without":
+                os.rename(os.path.join(directory, "manifest.json"), os.path.join(own, f"{backend}.manifest.json"))
+            out = subprocess.run([xlens, "inspect", directory, "--json", "-"], capture_output=True, text=True, timeout=60)
+            models.append(json.loads(out.stdout))
+        with_manifest, without = models
+        if without["source"] != "xla_file_names" or without["unplaced"]:
+            failures.append(f"own/{backend}: without its manifest: {without['source']}, unplaced {without['unplaced'][:3]}")
+        for a, b in zip(with_manifest["modules"], without["modules"]):
+            dumped = [(s["pipeline"], s["pass"], sorted(s["files"])) for s in a["stages"] if s["files"]]
+            named = [(s["pipeline"], s["pass"], sorted(s["files"])) for s in b["stages"]]
+            if dumped != named:
+                failures.append(f"own/{backend}: stages differ without the manifest: {dumped[:3]} vs {named[:3]}")
+            if sorted(a["files"]) != sorted(b["files"]):
+                failures.append(f"own/{backend}: files differ: {sorted(set(a['files']) ^ set(b['files']))[:5]}")
+            if len(a["kernels"]) != len(b["kernels"]):
+                failures.append(f"own/{backend}: {len(a['kernels'])} kernels in the manifest, {len(b['kernels'])} derived")
+        print(f"own/{backend}: {sum(len(m['stages']) for m in without['modules'])} dumped stages and "
+              f"{sum(len(m['files']) for m in without['modules'])} module files read alike with and without manifest.json")
+
+
 def main():
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--xlens")
@@ -224,6 +264,8 @@ def main():
             directory = os.path.join(base, kind)
             make_dump(kind, directory)
             check(args.xlens, kind, directory, failures)
+            if kind == "jax":
+                check_own_dump_without_manifest(args.xlens, directory, base, failures)
     for failure in failures[:40]:
         print("FAIL", failure)
     if len(failures) > 40:
