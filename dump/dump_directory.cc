@@ -43,7 +43,8 @@ std::vector<Entry> ListEntries(const std::string& directory, int64_t max_entries
     error = ec.message();
     return entries;
   }
-  for (; it != end; it.increment(ec)) {
+  // An error while listing ends the listing (the iterator is not promised to reach the end).
+  for (; it != end && !ec; it.increment(ec)) {
     if (static_cast<int64_t>(entries.size()) >= max_entries) {
       ++more;
       continue;
