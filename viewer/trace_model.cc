@@ -141,7 +141,8 @@ class TraceModelBuilder : public profiler::ChromeTraceVisitor {
       const std::string& key = arg.key;
       if (key == "hlo_op") {
         kernel.hlo_op = intern(arg.value);
-      } else if (key == "module") {
+      } else if (key == "module" || key == "hlo_module") {
+        // Ours say "module"; XLA's profilers (jax.profiler's JSON, XSpace stats) "hlo_module".
         kernel.module = intern(arg.value);
       } else if (key == "op_names") {
         kernel.op_names = intern(arg.value);

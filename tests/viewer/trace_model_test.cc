@@ -349,6 +349,23 @@ class TraceModelTest : public QObject {
     QVERIFY(model->FlowsOf(model->Search("fusion.2")[0]).empty());
   }
 
+  // XLA's profilers name a kernel's module "hlo_module" (jax.profiler's JSON, XSpace's stats):
+  // its spans are found by module and instruction as ours are.
+  void XlaProfilerKernelsAreFoundByHloModule() {
+    std::string path = TempPath("jax_profile.json");
+    QVERIFY(WriteFile(path, R"({"traceEvents":[
+      {"ph":"X","name":"multiply_subtract_fusion","pid":1,"tid":2,"ts":0,"dur":3,
+       "args":{"hlo_op":"multiply_subtract_fusion","hlo_module":"jit_step"}},
+      {"ph":"X","name":"multiply_subtract_fusion","pid":1,"tid":2,"ts":5,"dur":4,
+       "args":{"hlo_op":"multiply_subtract_fusion","hlo_module":"jit_other"}},
+      {}]})")
+                .ok());
+    auto model = MustLoad(path);
+    QCOMPARE(model->SpansOfHloOp("jit_step", "multiply_subtract_fusion").size(), size_t{1});
+    QCOMPARE(model->SpansOfHloOp("", "multiply_subtract_fusion").size(), size_t{2});
+    QVERIFY(model->SpansOfHloOp("module_0006", "multiply_subtract_fusion").empty());
+  }
+
   // Counter events ("C") become one track per process and series, after the process's threads.
   void CountersBecomeTracks() {
     std::string path = TempPath("counters.json");
