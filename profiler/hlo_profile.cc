@@ -61,6 +61,17 @@ std::string FormatHloProfile(const HloProfile& profile) {
   const bool with_peak = profile.peak_bandwidth_gbps > 0;
   const bool with_gpu = std::any_of(rows.begin(), rows.end(), [](const auto* r) { return r->has_gpu_analysis; });
   const bool predicted = !profile.predicted_for.empty();
+  const bool with_source = std::any_of(rows.begin(), rows.end(), [](const auto* r) { return !r->source.empty(); });
+  // The kernel column is padded to its widest row when a source column follows it.
+  auto kernel_text = [](const HloProfileEntry& row) {
+    return row.kind.empty() ? row.name : fmt::format("{} ({})", row.name, row.kind);
+  };
+  size_t kernel_width = 0;
+  for (const auto* row : rows) kernel_width = std::max(kernel_width, kernel_text(*row).size());
+  auto kernel_cell = [&](const std::string& kernel, const std::string& source) {
+    if (!with_source) return kernel;
+    return fmt::format("{:<{}}  {}", kernel, kernel_width, source.empty() ? "-" : source);
+  };
   std::string out = fmt::format(
       "Execution profile for {}: {} per run over {} run{}, {} kernels and calls{}\n", profile.module,
       HumanTime(total_ns), profile.runs, profile.runs == 1 ? "" : "s", rows.size(),
@@ -74,7 +85,7 @@ std::string FormatHloProfile(const HloProfile& profile) {
       with_gpu ? fmt::format(" {:>8} {:>10} {:>5} {:>8} {:>11}", "sect/req", "DRAM", "occ", "bkconf", "bound") : "";
   out += fmt::format("{:>12} {:>7} {:>7} {:>10} {:>10} {:>8} {:>8}{}{}  {}\n", "time/run", "%",
                      "cum%", "bytes", "flops", "GB/s", "GFLOP/s", with_peak ? " %peakBW" : "",
-                     gpu_header, "kernel");
+                     gpu_header, kernel_cell("kernel", "source"));
   double cumulative = 0;
   for (const auto* row : rows) {
     double ns = row->total_ns / runs;
@@ -88,7 +99,6 @@ std::string FormatHloProfile(const HloProfile& profile) {
       peak = gbps > 0 ? fmt::format(" {:>7.1f}%", 100.0 * gbps / profile.peak_bandwidth_gbps)
                       : fmt::format(" {:>8}", "-");
     }
-    std::string kind = row->kind.empty() ? "" : fmt::format(" ({})", row->kind);
     std::string gpu;
     if (with_gpu && row->has_gpu_analysis) {
       const HloProfileEntry::GpuAnalysis& g = row->gpu;
@@ -98,11 +108,12 @@ std::string FormatHloProfile(const HloProfile& profile) {
     } else if (with_gpu) {
       gpu = fmt::format(" {:>8} {:>10} {:>5} {:>8} {:>11}", "-", "-", "-", "-", "-");
     }
-    out += fmt::format("{:>12} {:>6.1f}% {:>6.1f}% {:>10} {:>10} {:>8} {:>8}{}{}  {}{}\n",
+    out += fmt::format("{:>12} {:>6.1f}% {:>6.1f}% {:>10} {:>10} {:>8} {:>8}{}{}  {}\n",
                        HumanTime(ns), share, cumulative_share, HumanBytes(row->bytes_accessed),
                        HumanCount(row->flops + row->transcendentals),
                        gbps > 0 ? fmt::format("{:.2f}", gbps) : "-",
-                       gflops > 0 ? fmt::format("{:.2f}", gflops) : "-", peak, gpu, row->name, kind);
+                       gflops > 0 ? fmt::format("{:.2f}", gflops) : "-", peak, gpu,
+                       kernel_cell(kernel_text(*row), row->source));
   }
   double gbps = total_ns > 0 ? total_bytes / total_ns : 0;
   out += fmt::format("{:>12} {:>6.1f}% {:>7} {:>10} {:>10} {:>8} {:>8}{}{}  total\n",

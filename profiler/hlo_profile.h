@@ -31,6 +31,10 @@ struct HloProfileEntry {
   };
   bool has_gpu_analysis = false;
   GpuAnalysis gpu = {};
+  // Where the instruction came from in the user's program ("train.py:15"), as the compiler's
+  // stack-frame table or source_file metadata says (for a fusion, the rule of KernelStack in
+  // compiler/hlo/stack_frames.h); empty when unknown. A source column when any row has one.
+  std::string source;
 };
 
 struct HloProfile {

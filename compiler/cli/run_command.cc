@@ -181,6 +181,7 @@ std::string HloProfileText(const runtime::Executable& exe, const std::vector<int
     const runtime::ThunkTraceInfo& info = thunk.trace_info();
     profile.entries.push_back({thunk.hlo_name(), info.kind, thunk_ns[i], info.bytes_accessed,
                                info.flops, info.transcendentals});
+    profile.entries.back().source = info.source;
   }
   return profiler::FormatHloProfile(profile);
 }

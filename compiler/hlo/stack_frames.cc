@@ -314,4 +314,32 @@ std::vector<SourceFrame> InstructionStack(const HloInstruction& instruction) {
   return stack;
 }
 
+std::vector<SourceFrame> KernelStack(const HloInstruction& instruction) {
+  std::vector<SourceFrame> stack = InstructionStack(instruction);
+  if (!stack.empty() || instruction.opcode() != HloOpcode::kFusion) return stack;
+  const HloComputation* fused = instruction.fused_computation();
+  if (fused == nullptr) return stack;
+  for (const HloInstruction* inner : fused->MakeInstructionPostOrder()) {
+    // A nested fusion credits its own fused instructions the same way.
+    stack = KernelStack(*inner);
+    if (!stack.empty()) return stack;
+  }
+  return stack;
+}
+
+std::string StackSourceLine(const std::vector<SourceFrame>& stack) {
+  if (stack.empty()) return "";
+  const SourceFrame& frame = stack.front();
+  return frame.line > 0 ? fmt::format("{}:{}", frame.file, frame.line) : frame.file;
+}
+
+std::string StackText(const std::vector<SourceFrame>& stack) {
+  std::string text;
+  for (const SourceFrame& frame : stack) {
+    if (!text.empty()) text += "; ";
+    text += frame.ToString();
+  }
+  return text;
+}
+
 }  // namespace xlens

@@ -115,5 +115,16 @@ std::optional<SourceFrame> InstructionSource(const HloInstruction& instruction);
 // The instruction's call stack, innermost first: the frames above InstructionSource too when the
 // table has them; one frame for source_file metadata; empty when nothing is known.
 std::vector<SourceFrame> InstructionStack(const HloInstruction& instruction);
+// The stack a kernel made from `instruction` is credited with: the instruction's own, else, for
+// a fusion whose metadata says nothing, that of the first fused instruction (in post order, so
+// operands before the root) that has one. One rule for the trace, the per-HLO profile and the
+// manifest, so the three name the same line.
+std::vector<SourceFrame> KernelStack(const HloInstruction& instruction);
+// "train.py:15": the innermost frame's file and line, as a profile column and a trace arg show
+// it; empty for an empty stack.
+std::string StackSourceLine(const std::vector<SourceFrame>& stack);
+// "train.py:15:11 (loss); train.py:40:0 (<module>)": every frame, innermost first and outermost
+// last, each as SourceFrame::ToString; empty for an empty stack.
+std::string StackText(const std::vector<SourceFrame>& stack);
 
 }  // namespace xlens

@@ -16,6 +16,7 @@
 #include "compiler/codegen/planted_kernel_fault.h"
 #include "compiler/hlo/annotation_custom_calls.h"
 #include "compiler/hlo/hlo_cost_analysis.h"
+#include "compiler/hlo/stack_frames.h"
 #include "compiler/runtime/control_flow_thunks.h"
 #include "compiler/runtime/library_thunks.h"
 #include "compiler/runtime/onednn_thunks.h"
@@ -319,6 +320,11 @@ void ExecutableBuilder::AnnotateThunks(const std::vector<const HloInstruction*>&
     args.push_back({"hlo_op", hlo.name()});
     args.push_back({"fusion_kind", fusion_kind});
     args.push_back({"op_names", hlo.metadata.op_name});
+    // The line of the user's program the kernel came from, and its callers (stack_frames.h).
+    std::vector<SourceFrame> stack = KernelStack(hlo);
+    info.source = StackSourceLine(stack);
+    args.push_back({"source", info.source});
+    args.push_back({"stack", stack.size() > 1 ? StackText({stack.begin() + 1, stack.end()}) : std::string()});
     args.push_back({"module", exe_->module_->name()});
     args.push_back({"bytes_accessed", cost.bytes_accessed});
     args.push_back({"flops", static_cast<int64_t>(cost.flops)});

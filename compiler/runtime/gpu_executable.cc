@@ -6,6 +6,7 @@
 #include <fmt/format.h>
 
 #include "compiler/hlo/hlo_cost_analysis.h"
+#include "compiler/hlo/stack_frames.h"
 #include "compiler/runtime/executable.h"
 #include "profiler/cupti_collector.h"
 #include "profiler/host_tracer.h"
@@ -185,6 +186,10 @@ StatusOr<std::vector<GpuCommand>> GpuExecutable::BuildCommands(
                                              hlo->fusion_kind.value_or(FusionKind::kLoop)))
                                        : std::string()});
     args.push_back({"op_names", hlo->metadata.op_name});
+    // The line of the user's program the kernel came from, and its callers (stack_frames.h).
+    std::vector<SourceFrame> stack = KernelStack(*hlo);
+    args.push_back({"source", StackSourceLine(stack)});
+    args.push_back({"stack", stack.size() > 1 ? StackText({stack.begin() + 1, stack.end()}) : std::string()});
     args.push_back({"module", compiled_.module->name()});
     // A multi-phase kernel's cost goes with its first phase.
     HloCost cost = costs.InstructionCost(*hlo);

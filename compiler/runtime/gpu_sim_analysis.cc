@@ -163,6 +163,7 @@ profiler::HloProfile PredictedHloProfile(const GpuSimAnalysis& analysis, const G
     entry.total_ns = static_cast<int64_t>(a.prediction.total_ns);
     entry.bytes_accessed = NumberArg(launch, "bytes_accessed");
     entry.flops = a.flops;
+    entry.source = StringArg(launch, "source");
     entry.has_gpu_analysis = true;
     entry.gpu = ProfileColumns(a);
     profile.entries.push_back(std::move(entry));

@@ -29,6 +29,7 @@ struct ThunkTraceInfo {
   double bytes_accessed = 0;  // per execution (cost analysis)
   double flops = 0;
   double transcendentals = 0;
+  std::string source;  // "train.py:15", the instruction's line in the user's program; may be empty
 };
 
 class Thunk {

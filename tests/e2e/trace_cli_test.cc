@@ -8,6 +8,7 @@
 #include <map>
 #include <regex>
 #include <set>
+#include <sstream>
 
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
@@ -223,6 +224,48 @@ TEST_F(TraceCliTest, HloProfileIsPrintedAndDumped) {
   std::ifstream manifest(dump + "/manifest.json");
   std::string manifest_text((std::istreambuf_iterator<char>(manifest)), std::istreambuf_iterator<char>());
   EXPECT_THAT(manifest_text, HasSubstr("hlo_profile.txt"));
+}
+
+// A module jaxlib dumped, with its stack-frame table: every kernel span carries the line of the
+// Python that made it (`source`) and the callers above it (`stack`), and the per-HLO profile has
+// the same line in its source column.
+TEST_F(TraceCliTest, KernelsOfAJaxModuleCarryTheirPythonLine) {
+  const std::string module = std::string(XLENS_SOURCE_DIR) + "/tests/hlo/testdata/jax_train_step.hlo";
+  std::string trace = (dir_ / "jax.json").string();
+  RunResult r = RunXlens("run " + module + " --xla_hlo_profile --trace " + trace);
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  std::vector<std::vector<Span>> runs = KernelsPerRun(Spans(ReadJson(trace)));
+  ASSERT_FALSE(runs.empty());
+  ASSERT_FALSE(runs[0].empty());
+  std::map<std::string, std::string> source_of;
+  bool predict = false;
+  for (const Span& k : runs[0]) {
+    ASSERT_TRUE(k.args.contains("source") && k.args["source"].is_string()) << k.name;
+    ASSERT_TRUE(k.args.contains("stack") && k.args["stack"].is_string()) << k.name;
+    std::string source = k.args["source"];
+    std::string stack = k.args["stack"];
+    // Every kernel of this module came from train_step.py, called from its <module> at line 14.
+    EXPECT_THAT(source, ::testing::MatchesRegex("train_step\\.py:[0-9]+")) << k.name;
+    EXPECT_THAT(stack, ::testing::EndsWith("train_step.py:14 (<module>)")) << k.name;
+    source_of[k.name] = source;
+    // The matmul of predict (line 4), called from loss (line 7) and train_step (line 11).
+    if (source == "train_step.py:4") {
+      predict = true;
+      EXPECT_EQ(stack, "train_step.py:7:19 (loss); train_step.py:11:11 (train_step); train_step.py:14 (<module>)");
+    }
+  }
+  EXPECT_TRUE(predict);
+  // The profile's rows name the same lines as the spans of the same kernels.
+  std::vector<std::string> rows;
+  std::istringstream lines(r.output);
+  for (std::string line; std::getline(lines, line);) rows.push_back(line);
+  for (const auto& [kernel, source] : source_of) {
+    bool found = std::any_of(rows.begin(), rows.end(), [&](const std::string& row) {
+      return row.find("  " + kernel + " ") != std::string::npos && row.ends_with("  " + source);
+    });
+    EXPECT_TRUE(found) << kernel << " at " << source << " in\n" << r.output;
+  }
+  EXPECT_THAT(r.output, ::testing::ContainsRegex("kernel +source"));
 }
 
 TEST_F(TraceCliTest, BadTracesAndPathsAreOneLineErrors) {

@@ -116,6 +116,48 @@ ENTRY e {
   EXPECT_FALSE(InstructionSource(*Find(*module, "p")).has_value());
 }
 
+// A fusion without metadata of its own is credited with its first fused instruction that has a
+// source; the trace, the per-HLO profile and the manifest all use this rule.
+TEST(StackFramesTest, KernelStackOfAFusionIsItsFirstFusedSource) {
+  auto module = Parse(R"(HloModule m
+
+FileNames
+1 "model.py"
+
+FunctionNames
+1 "<module>"
+2 "layer"
+
+FileLocations
+1 {file_name_id=1 function_name_id=1 line=30 end_line=30 column=0 end_column=9}
+2 {file_name_id=1 function_name_id=2 line=8 end_line=8 column=4 end_column=20}
+
+StackFrames
+1 {file_location_id=1 parent_frame_id=1}
+2 {file_location_id=2 parent_frame_id=2}
+
+
+fused {
+  a = f32[2] parameter(0)
+  n = f32[2] negate(a)
+  ROOT e = f32[2] exponential(n), metadata={op_name="layer/exp" stack_frame_id=2}
+}
+
+ENTRY e {
+  p = f32[2] parameter(0)
+  ROOT f = f32[2] fusion(p), kind=kLoop, calls=fused
+})");
+  ASSERT_NE(module, nullptr);
+  const HloInstruction& fusion = *Find(*module, "f");
+  EXPECT_TRUE(InstructionStack(fusion).empty());
+  std::vector<SourceFrame> stack = KernelStack(fusion);
+  ASSERT_EQ(stack.size(), 2u);
+  EXPECT_EQ(StackSourceLine(stack), "model.py:8");
+  EXPECT_EQ(StackText(stack), "model.py:8:4 (layer); model.py:30 (<module>)");
+  EXPECT_TRUE(KernelStack(*Find(*module, "p")).empty());
+  EXPECT_EQ(StackSourceLine({}), "");
+}
+
 TEST(StackFramesTest, StackFrameIdIsPrintedLastInMetadata) {
   OpMetadata metadata;
   metadata.op_name = "x";

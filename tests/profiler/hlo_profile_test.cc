@@ -89,6 +89,29 @@ TEST(HloProfile, PredictedGpuColumns) {
   EXPECT_EQ(lines[5].find("total"), lines[4].find("copy.2"));
 }
 
+TEST(HloProfile, SourceColumnWhenAnyRowHasASourceLine) {
+  HloProfile profile;
+  profile.module = "jit_train_step";
+  HloProfileEntry fusion{"fusion.2", "kInput fusion", 3000, 0, 0, 0};
+  fusion.source = "train_step.py:12";
+  HloProfileEntry dot{"dot.1", "dot (Eigen)", 2000, 0, 0, 0};
+  dot.source = "train_step.py:4";
+  profile.entries = {fusion, dot, {"copy.3", "copy", 1000, 0, 0, 0}};
+  std::vector<std::string> lines = Lines(FormatHloProfile(profile));
+  ASSERT_EQ(lines.size(), 6u);
+  // The kernel column is padded so the sources line up under their heading; a row without one
+  // has a dash.
+  const size_t column = lines[1].find("source");
+  ASSERT_NE(column, std::string::npos) << lines[1];
+  EXPECT_EQ(lines[2].find("train_step.py:12"), column) << lines[2];
+  EXPECT_EQ(lines[3].find("train_step.py:4"), column) << lines[3];
+  EXPECT_THAT(lines[2], HasSubstr("fusion.2 (kInput fusion)"));
+  EXPECT_EQ(lines[4].find("-", column), column) << lines[4];
+  // Without any source, no column.
+  profile.entries = {{"copy.3", "copy", 1000, 0, 0, 0}};
+  EXPECT_THAT(FormatHloProfile(profile), ::testing::Not(HasSubstr("source")));
+}
+
 TEST(HloProfile, EmptyProfile) {
   HloProfile profile;
   profile.module = "empty";
