@@ -8,6 +8,7 @@
 #include <set>
 #include <variant>
 
+#include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
 #include "compiler/cli/cli_util.h"
@@ -185,8 +186,8 @@ std::string Text(const DumpDirectory& dump, const LinkingVisitor* trace, const s
       if (trace != nullptr) {
         auto it = trace->times.find({module.id, kernel.name});
         if (it != trace->times.end()) {
-          out += "  " + std::to_string(it->second.events) + " events, " +
-                 std::to_string(static_cast<double>(it->second.total_ns) / 1000.0) + " us";
+          out += fmt::format("  {} events, {:.3f} us", it->second.events,
+                             static_cast<double>(it->second.total_ns) / 1000.0);
         }
       }
       out += "\n";
