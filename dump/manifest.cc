@@ -38,6 +38,10 @@ Json ChangesToJson(const ManifestStageChanges& changes) {
               {"fused_into", std::move(fused_into)}};
 }
 
+Json FrameToJson(const ManifestSourceFrame& frame) {
+  return Json{{"file", frame.file}, {"line", frame.line}, {"column", frame.column}, {"function", frame.function}};
+}
+
 Json ModuleToJson(const ManifestModule& module) {
   Json stages = Json::array();
   for (const ManifestStage& s : module.stages) {
@@ -48,6 +52,8 @@ Json ModuleToJson(const ManifestModule& module) {
   }
   Json kernels = Json::array();
   for (const ManifestKernel& k : module.kernels) {
+    Json stack = Json::array();
+    for (const ManifestSourceFrame& frame : k.stack) stack.push_back(FrameToJson(frame));
     kernels.push_back(Json{{"name", k.name},
                            {"fusion_kind", k.fusion_kind},
                            {"hlo_instruction", k.hlo_instruction},
@@ -55,7 +61,9 @@ Json ModuleToJson(const ManifestModule& module) {
                            {"op_names", StringList(k.op_names)},
                            {"created_by_pass", k.created_by_pass},
                            {"launch", k.launch},
-                           {"files", StringList(k.files)}});
+                           {"files", StringList(k.files)},
+                           {"source", k.source ? FrameToJson(*k.source) : Json(nullptr)},
+                           {"stack", std::move(stack)}});
   }
   Json out{{"id", module.id},
            {"name", module.name},
@@ -206,6 +214,11 @@ class Fields {
     }
     return OkStatus();
   }
+  // Whether `key` is there and null.
+  bool IsNull(const char* key) const {
+    auto it = object_.find(key);
+    return it != object_.end() && it->is_null();
+  }
   // An object, read by `read(fields_of_it)`; nothing when absent.
   template <typename ReadObject>
   Status Object(const char* key, ReadObject read) const {
@@ -277,6 +290,13 @@ Status ReadFusionDecision(const Fields& f, ManifestFusionDecision& d) {
   return f.String("reason", false, d.reason);
 }
 
+Status ReadSourceFrame(const Fields& f, ManifestSourceFrame& frame) {
+  RETURN_IF_ERROR(f.String("file", true, frame.file));
+  RETURN_IF_ERROR(f.Int("line", false, frame.line));
+  RETURN_IF_ERROR(f.Int("column", false, frame.column));
+  return f.String("function", false, frame.function);
+}
+
 Status ReadKernel(const Fields& f, ManifestKernel& k) {
   RETURN_IF_ERROR(f.String("name", true, k.name));
   RETURN_IF_ERROR(f.String("fusion_kind", false, k.fusion_kind));
@@ -285,7 +305,15 @@ Status ReadKernel(const Fields& f, ManifestKernel& k) {
   RETURN_IF_ERROR(f.Strings("op_names", k.op_names));
   RETURN_IF_ERROR(f.String("created_by_pass", false, k.created_by_pass));
   RETURN_IF_ERROR(f.String("launch", false, k.launch));
-  return f.Strings("files", k.files);
+  RETURN_IF_ERROR(f.Strings("files", k.files));
+  if (!f.IsNull("source")) {
+    RETURN_IF_ERROR(f.Object("source", [&](const Fields& source) {
+      return ReadSourceFrame(source, k.source.emplace());
+    }));
+  }
+  return f.Objects("stack", false, [&](const Fields& item) {
+    return ReadSourceFrame(item, k.stack.emplace_back());
+  });
 }
 
 Status ReadModule(const Fields& f, ManifestModule& m) {
@@ -481,6 +509,10 @@ void ManifestWriter::AddKernel(int64_t module_id, ManifestKernel kernel) {
     if (!kernel.op_names.empty()) k.op_names = kernel.op_names;
     if (!kernel.created_by_pass.empty()) k.created_by_pass = kernel.created_by_pass;
     if (!kernel.launch.empty()) k.launch = kernel.launch;
+    if (kernel.source) {
+      k.source = std::move(kernel.source);
+      k.stack = std::move(kernel.stack);
+    }
     for (std::string& f : kernel.files) {
       if (std::find(k.files.begin(), k.files.end(), f) == k.files.end()) k.files.push_back(f);
     }

@@ -7,7 +7,9 @@
 //                 "changes": {"added": [...], "removed": [...], "modified": [...],
 //                             "fused_into": {"multiply.2": "fusion.3"}}}, ...],
 //     "kernels": [{"name", "fusion_kind", "hlo_instruction", "fusion_computation",
-//                  "op_names", "created_by_pass", "launch", "files"}, ...],
+//                  "op_names", "created_by_pass", "launch", "files",
+//                  "source": {"file", "line", "column", "function"} or null,
+//                  "stack": [{"file", "line", "column", "function"}, ...]}, ...],
 //     "fusion_decisions": [{"step", "pass", "producer", "consumer", "fused", "kind",
 //                           "fusion", "reason"}, ...],
 //     "invocation": {"command_line": [...], "backend", "xla_flags", "tf_xla_flags"},
@@ -29,6 +31,11 @@
 // It is left out when the stage changed nothing. "fusion_decisions" are the decisions of the
 // fusion passes, as `xlens opt --explain-fusion` prints them, each with the step of the stage
 // that took it.
+//
+// A kernel's "source" is where its instruction came from in the user's program (through the
+// module's stack-frame table, or source_file/source_line metadata; for a fusion, the rule of
+// KernelStack in compiler/hlo/stack_frames.h), null when unknown; "stack" is the frames above it,
+// its callers, outermost last.
 //
 // File names are relative to the manifest's directory. Required fields: format, modules; a
 // module's id and name; a stage's step, pipeline, pass and changed; a kernel's name; a fusion
@@ -94,6 +101,15 @@ struct ManifestFusionDecision {
   bool operator==(const ManifestFusionDecision&) const = default;
 };
 
+// One frame of a kernel's source: a line of the user's program.
+struct ManifestSourceFrame {
+  std::string file;
+  int64_t line = 0;
+  int64_t column = 0;     // 0 when unknown
+  std::string function;   // empty when unknown
+  bool operator==(const ManifestSourceFrame&) const = default;
+};
+
 struct ManifestKernel {
   std::string name;                   // the kernel's symbol
   std::string fusion_kind;            // "kLoop", "kInput", ...; empty for a non-fusion kernel
@@ -105,6 +121,8 @@ struct ManifestKernel {
   // block on a GPU; empty before code generation.
   std::string launch;
   std::vector<std::string> files;
+  std::optional<ManifestSourceFrame> source;  // nullopt: not known
+  std::vector<ManifestSourceFrame> stack;     // the callers of `source`, outermost last
   bool operator==(const ManifestKernel&) const = default;
 };
 

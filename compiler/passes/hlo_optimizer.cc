@@ -5,6 +5,7 @@
 
 #include <fmt/format.h>
 
+#include "compiler/hlo/stack_frames.h"
 #include "compiler/passes/algebraic_simplifier.h"
 #include "compiler/passes/call_inliner.h"
 #include "compiler/passes/constant_folding.h"
@@ -94,6 +95,16 @@ void RecordKernels(const HloModule& module, const std::map<std::string, std::str
       if (it != creators.end()) kernel.created_by_pass = it->second;
     } else {
       add_op_name(*instr);
+    }
+    // Where the kernel came from in the user's program, and the callers above that line.
+    std::vector<SourceFrame> stack = KernelStack(*instr);
+    for (size_t i = 0; i < stack.size(); ++i) {
+      ManifestSourceFrame frame{stack[i].file, stack[i].line, stack[i].column, stack[i].function};
+      if (i == 0) {
+        kernel.source = std::move(frame);
+      } else {
+        kernel.stack.push_back(std::move(frame));
+      }
     }
     dump.RecordKernel(module, std::move(kernel));
   }

@@ -115,6 +115,35 @@ TEST_F(ManifestTest, StageChangesAndFusionDecisionsRoundTripInTheirDocumentedFor
   EXPECT_TRUE(partial->modules[0].stages[0].changes.fused_into.empty());
 }
 
+// A kernel's source line and callers, in the JSON form inspect and the viewer read; null when
+// unknown.
+TEST_F(ManifestTest, KernelSourceAndStackRoundTripAndNullIsUnknown) {
+  Manifest manifest;
+  manifest.modules.push_back(SampleModule(1, "jit_train_step"));
+  ManifestKernel& kernel = manifest.modules[0].kernels[0];
+  kernel.source = ManifestSourceFrame{"train_step.py", 4, 18, "predict"};
+  kernel.stack = {{"train_step.py", 7, 19, "loss"}, {"train_step.py", 14, 0, "<module>"}};
+  manifest.modules[0].kernels.push_back(ManifestKernel{"copy_1"});
+  std::string json = ManifestToJson(manifest);
+  EXPECT_THAT(json, HasSubstr(R"("source": {)"));
+  EXPECT_THAT(json, HasSubstr(R"("function": "predict")"));
+  EXPECT_THAT(json, HasSubstr(R"("stack": [)"));
+  EXPECT_THAT(json, HasSubstr(R"("source": null)"));
+  StatusOr<Manifest> parsed = ParseManifest(json);
+  ASSERT_TRUE(parsed.ok()) << parsed.status().message();
+  EXPECT_TRUE(*parsed == manifest);
+  EXPECT_FALSE(parsed->modules[0].kernels[1].source.has_value());
+  // A source that is not an object, or a frame without its file, is refused with its path.
+  StatusOr<Manifest> bad = ParseManifest(R"({"format": 1, "modules": [{"id": 1, "name": "m",
+      "kernels": [{"name": "k", "source": "train_step.py:4"}]}]})");
+  ASSERT_FALSE(bad.ok());
+  EXPECT_THAT(bad.status().message(), HasSubstr("kernels[0].source"));
+  bad = ParseManifest(R"({"format": 1, "modules": [{"id": 1, "name": "m",
+      "kernels": [{"name": "k", "stack": [{"line": 3}]}]}]})");
+  ASSERT_FALSE(bad.ok());
+  EXPECT_THAT(bad.status().message(), HasSubstr("missing \"file\""));
+}
+
 TEST_F(ManifestTest, OptionalFieldsDefaultAndUnknownFieldsAreIgnored) {
   StatusOr<Manifest> parsed = ParseManifest(R"({"format": 1, "written_by": "future xlens",
       "modules": [{"id": 4, "name": "m", "extra": {"a": 1},

@@ -244,6 +244,44 @@ TEST(HloOptimizerTest, KernelsInTheManifestListTheOpNamesTheyHold) {
   fs::remove_all(dir);
 }
 
+// A module jaxlib dumped, with its stack-frame table: each kernel of the manifest has the line of
+// the Python that made it and the callers above, outermost last.
+TEST(HloOptimizerTest, KernelsInTheManifestHaveTheirSourceLineAndCallers) {
+  namespace fs = std::filesystem;
+  fs::path dir = fs::temp_directory_path() / ("xlens_kernel_source_test_" + std::to_string(::getpid()));
+  fs::remove_all(dir);
+  DebugOptions flags;
+  flags.xla_dump_to = dir.string();
+  auto module = ParseModuleOrDie(ReadTestFile(std::string(XLENS_SOURCE_DIR) + "/tests/hlo/testdata/jax_train_step.hlo"));
+  {
+    DumpContext dump(flags);
+    ASSERT_TRUE(OptimizeHloModule(*module, OptimizeOptions{.dump = &dump}).ok());
+  }
+  auto manifest = ReadManifest((dir / "manifest.json").string());
+  ASSERT_TRUE(manifest.ok()) << manifest.status().message();
+  ASSERT_FALSE(manifest->modules.at(0).kernels.empty());
+  bool predict = false;
+  for (const ManifestKernel& kernel : manifest->modules[0].kernels) {
+    ASSERT_TRUE(kernel.source.has_value()) << kernel.name;
+    EXPECT_EQ(kernel.source->file, "train_step.py") << kernel.name;
+    ASSERT_FALSE(kernel.stack.empty()) << kernel.name;
+    EXPECT_EQ(kernel.stack.back().function, "<module>") << kernel.name;
+    EXPECT_EQ(kernel.stack.back().line, 14) << kernel.name;
+    if (kernel.source->line == 4) {
+      // predict's matmul (line 4, column 18), called from loss and train_step.
+      predict = true;
+      EXPECT_EQ(kernel.source->function, "predict");
+      EXPECT_EQ(kernel.source->column, 18);
+      ASSERT_EQ(kernel.stack.size(), 3u);
+      EXPECT_EQ(kernel.stack[0].function, "loss");
+      EXPECT_EQ(kernel.stack[0].line, 7);
+      EXPECT_EQ(kernel.stack[1].function, "train_step");
+    }
+  }
+  EXPECT_TRUE(predict);
+  fs::remove_all(dir);
+}
+
 TEST(HloOptimizerTest, ReducePrecisionIsControlledByItsFlag) {
   auto config = ParseReducePrecisionFlag("5,10:multiply");
   ASSERT_TRUE(config.ok()) << config.status().message();
