@@ -326,7 +326,7 @@ Trace ConvertCuptiRecords(const CuptiRecords& records, const CuptiClockPair& sta
 
 void LinkExternalIds(Trace& trace) {
   static const char* const kLinkedKeys[] = {"hlo_op", "module", "fusion_kind", "op_names",
-                                            "bytes_accessed", "flops"};
+                                            "source", "stack", "bytes_accessed", "flops"};
   auto id_of = [](const TraceEvent& event) -> const int64_t* {
     const TraceArg* arg = FindArg(event, "External id");
     return arg ? std::get_if<int64_t>(&arg->value) : nullptr;

@@ -172,7 +172,7 @@ Trace ConvertCuptiRecords(const CuptiRecords& records, const CuptiClockPair& sta
                           const CuptiClockPair& stop);
 
 // Copies what the runtime knows about a launch ("hlo_op", "fusion_kind", "op_names", "module",
-// "bytes_accessed", "flops") from host events carrying an "External id" arg to the GPU events
+// "source", "stack", "bytes_accessed", "flops") from host events carrying an "External id" arg to the GPU events
 // with the same "External id" (arguments a GPU event already has are kept), and gives each
 // such kernel "achieved GB/s" = bytes_accessed / its duration.
 void LinkExternalIds(Trace& trace);

@@ -416,6 +416,8 @@ TEST(LinkExternalIdsTest, CopiesTheThunksArgsToItsGpuWorkAndComputesBandwidth) {
                 {"hlo_op", std::string("fusion.3")},
                 {"fusion_kind", std::string("kLoop")},
                 {"op_names", std::string("dense/MatMul;dense/BiasAdd")},
+                {"source", std::string("train.py:15")},
+                {"stack", std::string("train.py:40 (<module>)")},
                 {"module", std::string("cluster_0")},
                 {"bytes_accessed", int64_t{8'000'000}},
                 {"flops", int64_t{1'000'000}},
@@ -447,6 +449,8 @@ TEST(LinkExternalIdsTest, CopiesTheThunksArgsToItsGpuWorkAndComputesBandwidth) {
   EXPECT_EQ(std::get<std::string>(FindArg(linked, "fusion_kind")->value), "kLoop");
   EXPECT_EQ(std::get<std::string>(FindArg(linked, "op_names")->value),
             "dense/MatMul;dense/BiasAdd");
+  EXPECT_EQ(std::get<std::string>(FindArg(linked, "source")->value), "train.py:15");
+  EXPECT_EQ(std::get<std::string>(FindArg(linked, "stack")->value), "train.py:40 (<module>)");
   EXPECT_EQ(std::get<std::string>(FindArg(linked, "module")->value), "kept");
   EXPECT_EQ(IntArg(linked, "bytes_accessed"), 8'000'000);
   EXPECT_EQ(IntArg(linked, "flops"), 1'000'000);
