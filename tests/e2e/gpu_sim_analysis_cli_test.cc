@@ -104,6 +104,28 @@ TEST_F(GpuSimAnalysisCliTest, HloProfileHasPredictedColumns) {
   EXPECT_THAT(r.output, ::testing::Not(HasSubstr("times CPU kernels so far")));
 }
 
+// A module jaxlib dumped, with its stack-frame table: each predicted kernel on the trace and each
+// row of the predicted profile names the line of train_step.py it came from.
+TEST_F(GpuSimAnalysisCliTest, PredictedKernelsNameTheirPythonLine) {
+  const std::string module = std::string(XLENS_SOURCE_DIR) + "/tests/hlo/testdata/jax_train_step.hlo";
+  const std::string trace = (dir_ / "jax.json").string();
+  RunResult r = RunXlens("run --backend=gpu-sim --gpu_sim_analysis --xla_hlo_profile --trace=" + trace + " " + module);
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  EXPECT_THAT(r.output, ::testing::ContainsRegex("kernel +source"));
+  EXPECT_THAT(r.output, HasSubstr("train_step.py:4\n"));
+  std::ifstream in(trace);
+  json doc = json::parse(in);
+  int kernels = 0;
+  for (const json& e : doc["traceEvents"]) {
+    if (e.value("cat", "") != "kernel") continue;
+    ++kernels;
+    const json args = e.value("args", json::object());
+    EXPECT_THAT(args.value("source", ""), ::testing::StartsWith("train_step.py:")) << e.dump();
+    EXPECT_THAT(args.value("stack", ""), ::testing::EndsWith("train_step.py:14 (<module>)")) << e.dump();
+  }
+  EXPECT_GT(kernels, 0);
+}
+
 TEST_F(GpuSimAnalysisCliTest, WhatCannotBeAnalysedIsOneLine) {
   const std::string add = Write("add.hlo", kAdd);
   RunResult cpu = RunXlens("run --gpu_sim_analysis " + add);
