@@ -121,6 +121,17 @@ struct InspectArgs {
 // Prints the model of a dump directory, xlens's or XLA's (xlens inspect).
 int RunInspect(const InspectArgs& args);
 
+struct CompareArgs {
+  std::string directory;
+  std::string backend = "auto";  // xlens's pipeline: cpu, gpu, or auto (that of XLA's optimized module)
+  std::string module;            // only modules whose name contains this
+  std::string trace;             // XLA's profile (jax.profiler, TensorFlow, XSpace)
+  std::string xlens_trace;       // xlens's profile of the same module (xlens run --trace)
+  std::string json;              // write the comparison as JSON here ("-": standard output, instead of the text)
+};
+// XLA's pipeline (the dump) beside xlens's on each before_optimizations module (xlens compare).
+int RunCompare(const CompareArgs& args);
+
 
 
 }  // namespace xlens::cli

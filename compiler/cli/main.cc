@@ -290,6 +290,19 @@ int main(int argc, char** argv) {
   inspect->add_option("--trace", inspect_args.trace, "A Chrome trace whose kernel events are linked to the kernels");
   inspect->add_option("--json", inspect_args.json, "Write the model as JSON to this file ('-': standard output)");
 
+  CompareArgs compare_args;
+  auto* compare = app.add_subcommand(
+      "compare", "XLA's pipeline beside xlens's: each dumped before_optimizations module compiled by xlens, its kernels "
+                 "matched to those of XLA's after_optimizations module by op_name and source line");
+  compare->add_option("directory", compare_args.directory, "The dump directory (--xla_dump_to)")->required();
+  compare->add_option("--backend", compare_args.backend, "xlens's pipeline: cpu, gpu, or auto (as XLA's dump)")
+      ->capture_default_str();
+  compare->add_option("--module", compare_args.module, "Only modules whose name contains this");
+  compare->add_option("--trace", compare_args.trace, "XLA's profile: per-kernel times of XLA's kernels");
+  compare->add_option("--xlens-trace", compare_args.xlens_trace,
+                      "xlens's profile of the module (xlens run --trace): per-kernel times of xlens's kernels");
+  compare->add_option("--json", compare_args.json, "Write the comparison as JSON to this file ('-': standard output)");
+
   // xlens graph: TensorFlow GraphDefs, op by op.
   auto* graph_cmd = app.add_subcommand("graph", "TensorFlow GraphDefs (.pb, .pbtxt): print, dot, verify, run op by op");
   graph_cmd->require_subcommand(1);
@@ -524,6 +537,7 @@ int main(int argc, char** argv) {
       if (*replay) return RunReplay(replay_args);
       if (*trace_summary) return RunTraceSummary(trace_summary_args);
       if (*inspect) return RunInspect(inspect_args);
+      if (*compare) return RunCompare(compare_args);
       if (*graph_print) return RunGraphPrint(graph_print_args);
       if (*graph_verify) return RunGraphVerify(graph_verify_args);
       if (*graph_dot) return RunGraphDot(graph_dot_args);
