@@ -29,6 +29,25 @@ QString FormatByteCount(int64_t bytes) {
   return unit == 0 ? QString("%1 B").arg(bytes) : QString("%1 %2").arg(value, 0, 'f', 1).arg(units[unit]);
 }
 
+QString SourceFrameText(const ManifestSourceFrame& frame) {
+  QString text = QString::fromStdString(frame.file) + ":" + QString::number(frame.line);
+  if (frame.column > 0) text += ":" + QString::number(frame.column);
+  return text;
+}
+
+void DetailsPane::ActivateLink(const QString& link) {
+  if (link.startsWith("source:")) {
+    bool ok = false;
+    const qsizetype index = link.mid(7).toLongLong(&ok);
+    if (ok && index >= 0 && index < static_cast<qsizetype>(source_links_.size())) {
+      const ManifestSourceFrame& frame = source_links_[static_cast<size_t>(index)];
+      emit sourceRequested(QString::fromStdString(frame.file), frame.line, frame.column);
+    }
+    return;
+  }
+  emit linkActivated(link);
+}
+
 DetailsPane::DetailsPane(QWidget* parent) : QWidget(parent) {
   auto* layout = new QVBoxLayout(this);
   layout->setContentsMargins(4, 4, 4, 4);
@@ -37,7 +56,7 @@ DetailsPane::DetailsPane(QWidget* parent) : QWidget(parent) {
   summary_->setTextFormat(Qt::RichText);
   summary_->setTextInteractionFlags(Qt::TextBrowserInteraction);
   summary_->setAlignment(Qt::AlignTop | Qt::AlignLeft);
-  connect(summary_, &QLabel::linkActivated, this, &DetailsPane::linkActivated);
+  connect(summary_, &QLabel::linkActivated, this, &DetailsPane::ActivateLink);
   auto* scroll = new QScrollArea(this);
   scroll->setWidget(summary_);
   scroll->setWidgetResizable(true);
@@ -57,6 +76,7 @@ void DetailsPane::Clear() {
   summary_->setText("<i>Select a stage, a node or a span.</i>");
   draw_fused_->setVisible(false);
   fused_computation_.clear();
+  source_links_.clear();
   while (tabs_->count() > 0) {
     QWidget* page = tabs_->widget(0);
     tabs_->removeTab(0);
@@ -111,6 +131,30 @@ void DetailsPane::ShowInstruction(const DumpModel& model, const ManifestModule& 
   if (!d.created_by.isEmpty()) html += Row("created by", Escape(d.created_by));
   if (!d.absorbed.isEmpty()) {
     html += Row(QString("absorbed (%1)").arg(d.absorbed.size()), Escape(d.absorbed.join(", ")));
+  }
+  // The source line and its callers; a link each (the frame's index: file names may hold any
+  // character, so none travels in the link itself).
+  std::optional<ManifestSourceFrame> source = d.source;
+  std::vector<ManifestSourceFrame> stack = d.stack;
+  if (!source && kernel != nullptr && kernel->source) {
+    source = kernel->source;
+    stack = kernel->stack;
+  }
+  if (source) {
+    auto link = [&](const ManifestSourceFrame& frame) {
+      source_links_.push_back(frame);
+      QString text = QString("<a href='source:%1'><tt>%2</tt></a>")
+                         .arg(source_links_.size() - 1)
+                         .arg(Escape(SourceFrameText(frame)));
+      if (!frame.function.empty()) text += " (" + Escape(frame.function) + ")";
+      return text;
+    };
+    html += Row("source", link(*source));
+    if (!stack.empty()) {
+      QStringList callers;
+      for (const ManifestSourceFrame& frame : stack) callers << link(frame);
+      html += Row(QString("called from (%1)").arg(stack.size()), callers.join("<br>"));
+    }
   }
   if (kernel != nullptr) {
     html += Row("kernel", "<tt>" + Escape(kernel->name) + "</tt>");

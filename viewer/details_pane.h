@@ -3,7 +3,9 @@
 // absorbed, a button to draw its fused computation); for a kernel its LLVM IR and PTX with
 // syntax colouring, and from the trace its time per run, bytes, flops, GB/s and % of peak. For a
 // clustering-stage node: its op, its cluster or why it was left out, the kernels that carry its
-// name. For a stage: what it changed and the fusion decisions it made.
+// name. For a stage: what it changed and the fusion decisions it made. For an instruction or
+// kernel whose metadata says where it came from: the source line and its callers, each a link
+// that opens the file at that line.
 #pragma once
 
 #include <QLabel>
@@ -36,7 +38,14 @@ struct InstructionDetails {
   QString fused_computation_text;  // its HLO text
   QString created_by;              // the pass (and step) that created it, when known
   QStringList absorbed;            // instructions fused into it, over the whole pipeline
+  // Where it came from in the user's program (the outline's stack-frame table or source_file);
+  // a kernel's own source stands in when the instruction has none.
+  std::optional<ManifestSourceFrame> source;
+  std::vector<ManifestSourceFrame> stack;  // the callers, outermost last
 };
+
+// "file:line:col" (":col" only when known).
+QString SourceFrameText(const ManifestSourceFrame& frame);
 
 class DetailsPane : public QWidget {
   Q_OBJECT
@@ -64,12 +73,17 @@ class DetailsPane : public QWidget {
   QString SummaryText() const { return summary_->text(); }
   // The open code tabs' titles.
   QStringList TabTitles() const;
+  // Acts on a link of the summary as a click does: a source line asks for its file to be opened
+  // (sourceRequested), anything else is passed on (linkActivated).
+  void ActivateLink(const QString& link);
 
  signals:
   // The user asked to draw a fused computation.
   void drawComputationRequested(const QString& computation);
   // The user clicked a link to an instruction ("module:instruction") or a pass ("pass:module:index").
   void linkActivated(const QString& link);
+  // The user clicked a source line: open `file` at `line` (column as written; 0 when unknown).
+  void sourceRequested(const QString& file, qint64 line, qint64 column);
 
  private:
   void AddCodeTab(const QString& title, const QString& text, SourceLanguage language);
@@ -79,6 +93,7 @@ class DetailsPane : public QWidget {
   QPushButton* draw_fused_;
   QTabWidget* tabs_;
   QString fused_computation_;
+  std::vector<ManifestSourceFrame> source_links_;  // "source:N" links index this
 };
 
 // "1.5 MiB".

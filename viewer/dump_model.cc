@@ -66,8 +66,9 @@ void ReportFileProblems(const std::string& directory, const FileProblems& proble
 
 // The kernels of an XLA dump's optimized module, from the viewer's own HLO outline (the viewer
 // links no compiler): as dump/xla_dump_kernels.h lists them (every instruction that runs code in
-// the entry computation and in what its control flow runs), with their op_names. Where they came
-// from in the source is left to `xlens inspect`, which resolves the stack-frame table.
+// the entry computation and in what its control flow runs), with their op_names and where they
+// came from (the outline resolves the stack-frame table; a fusion without a location of its own
+// takes its first fused instruction's that has one, as xlens inspect does).
 StatusOr<std::vector<DerivedKernel>> OutlineKernels(std::string_view text, const std::string& file) {
   StatusOr<HloOutline> outline = ParseHloOutline(text, DisplayPath(file));
   if (!outline.ok()) return outline.status();
@@ -89,8 +90,15 @@ StatusOr<std::vector<DerivedKernel>> OutlineKernels(std::string_view text, const
       derived.opcode = instruction.opcode;
       derived.kernel.fusion_kind = instruction.fusion_kind;
       derived.kernel.op_names = instruction.op_names;
+      derived.kernel.source = instruction.source;
+      derived.kernel.stack = instruction.stack;
       if (instruction.opcode == "fusion" && !instruction.called.empty()) {
         derived.kernel.fusion_computation = instruction.called.front();
+        const HloOutlineComputation* fused = outline->FindComputation(instruction.called.front());
+        for (size_t i = 0; fused != nullptr && !derived.kernel.source && i < fused->instructions.size(); ++i) {
+          derived.kernel.source = fused->instructions[i].source;
+          derived.kernel.stack = fused->instructions[i].stack;
+        }
       }
       kernels.push_back(std::move(derived));
       if (instruction.opcode == "while" || instruction.opcode == "conditional" || instruction.opcode == "call") {
@@ -121,7 +129,7 @@ std::unique_ptr<DumpModel> DumpModel::Open(const std::string& directory, std::st
     // kernels come from the viewer's outline of its optimized module.
     DumpDirectoryOptions options;
     options.derive_kernels = OutlineKernels;
-    options.sources_for_manifest = false;  // the outline knows no source lines
+    options.sources_for_manifest = false;  // a manifest's kernels carry their own source
     DumpDirectory dump = ReadDumpDirectory(model->directory_, options);
     const bool read = dump.source == DumpDirectory::Source::kManifest
                           ? dump.problems.empty()

@@ -2,7 +2,9 @@
 
 #include <algorithm>
 #include <cctype>
+#include <iterator>
 #include <optional>
+#include <set>
 
 namespace xlens::viewer {
 namespace {
@@ -165,6 +167,69 @@ std::map<std::string, std::string> ParseMetadata(std::string_view body) {
   return fields;
 }
 
+// A non-negative decimal of at most 15 digits; nullopt for anything else.
+std::optional<int64_t> ParseCount(std::string_view s) {
+  s = Trim(s);
+  if (s.empty() || s.size() > 15) return std::nullopt;
+  int64_t value = 0;
+  for (char c : s) {
+    if (c < '0' || c > '9') return std::nullopt;
+    value = value * 10 + (c - '0');
+  }
+  return value;
+}
+
+// One entry of the stack-frame table: `N "text"` (FileNames, FunctionNames) or `N {key=value ...}`
+// (FileLocations, StackFrames). Entries are kept in order; one whose id is not the next is
+// dropped, so what refers to it dangles and is cut there, never read out of range.
+void ReadFrameTableEntry(std::string_view line, int section, HloOutlineFrameTable& table) {
+  size_t i = 0;
+  while (i < line.size() && line[i] >= '0' && line[i] <= '9') ++i;
+  const std::optional<int64_t> id = ParseCount(line.substr(0, i));
+  std::string_view rest = Trim(line.substr(i));
+  const size_t expected = section == 0   ? table.files.size()
+                          : section == 1 ? table.functions.size()
+                          : section == 2 ? table.locations.size()
+                                         : table.frames.size();
+  if (!id || *id != static_cast<int64_t>(expected) + 1) return;
+  if (section <= 1) {
+    if (rest.size() < 2 || rest.front() != '"') return;
+    std::string text;
+    for (size_t k = 1; k < rest.size() && rest[k] != '"'; ++k) {
+      if (rest[k] == '\\' && k + 1 < rest.size()) {
+        ++k;
+        text.push_back(rest[k] == 'n' ? '\n' : rest[k] == 't' ? '\t' : rest[k]);
+      } else {
+        text.push_back(rest[k]);
+      }
+    }
+    (section == 0 ? table.files : table.functions).push_back(std::move(text));
+    return;
+  }
+  if (rest.size() < 2 || rest.front() != '{' || rest.back() != '}') return;
+  std::map<std::string, std::string> fields = ParseMetadata(rest.substr(1, rest.size() - 2));
+  auto field = [&](const char* key) { return ParseCount(fields[key]).value_or(0); };
+  if (section == 2) {
+    table.locations.push_back({field("file_name_id"), field("function_name_id"), field("line"), field("column")});
+  } else {
+    const int64_t parent = field("parent_frame_id");
+    table.frames.push_back({field("file_location_id"), parent > 0 ? parent - 1 : 0});
+  }
+}
+
+// Fills each instruction's source and stack from its metadata.
+void ResolveSources(HloOutline& outline) {
+  for (HloOutlineComputation& computation : outline.computations) {
+    for (HloOutlineInstruction& instruction : computation.instructions) {
+      if (instruction.stack_frame_id <= 0) continue;
+      std::vector<xlens::ManifestSourceFrame> stack = outline.frame_table.Stack(instruction.stack_frame_id);
+      if (stack.empty()) continue;  // a dangling id: source_file/source_line, if any, stand
+      instruction.source = std::move(stack.front());
+      instruction.stack.assign(std::make_move_iterator(stack.begin() + 1), std::make_move_iterator(stack.end()));
+    }
+  }
+}
+
 std::vector<std::string> SplitOpNames(const std::string& joined) {
   std::vector<std::string> names;
   size_t start = 0;
@@ -289,6 +354,13 @@ std::optional<LineError> ParseInstruction(std::string_view line, size_t offset,
       std::map<std::string, std::string> fields = ParseMetadata(body);
       out.op_type = fields["op_type"];
       out.op_names = SplitOpNames(fields["op_name"]);
+      out.stack_frame_id = ParseCount(fields["stack_frame_id"]).value_or(0);
+      if (!fields["source_file"].empty()) {
+        xlens::ManifestSourceFrame frame;
+        frame.file = fields["source_file"];
+        frame.line = ParseCount(fields["source_line"]).value_or(0);
+        out.source = std::move(frame);
+      }
     }
     end = std::min(k, line.size());
   }
@@ -340,6 +412,28 @@ size_t BodyBrace(std::string_view s) {
 }
 
 }  // namespace
+
+std::vector<xlens::ManifestSourceFrame> HloOutlineFrameTable::Stack(int64_t id) const {
+  std::vector<xlens::ManifestSourceFrame> stack;
+  std::set<int64_t> seen;
+  auto name = [](const std::vector<std::string>& names, int64_t i) {
+    return i >= 1 && i <= static_cast<int64_t>(names.size()) ? names[static_cast<size_t>(i - 1)] : std::string();
+  };
+  while (id >= 1 && id <= static_cast<int64_t>(frames.size()) && seen.insert(id).second) {
+    const Frame& frame = frames[static_cast<size_t>(id - 1)];
+    if (frame.location < 1 || frame.location > static_cast<int64_t>(locations.size())) break;
+    const Location& location = locations[static_cast<size_t>(frame.location - 1)];
+    xlens::ManifestSourceFrame out;
+    out.file = name(files, location.file);
+    if (out.file.empty()) break;
+    out.function = name(functions, location.function);
+    out.line = location.line;
+    out.column = location.column;
+    stack.push_back(std::move(out));
+    id = frame.parent;
+  }
+  return stack;
+}
 
 const HloOutlineInstruction* HloOutlineComputation::Find(std::string_view name) const {
   if (index.size() == instructions.size()) {
@@ -410,7 +504,7 @@ StatusOr<HloOutline> ParseHloOutline(std::string_view text, const std::string& s
   HloOutlineComputation* open = nullptr;
   size_t open_line = 0;
   bool in_block_comment = false;
-  bool in_frame_table = false;
+  int frame_section = -1;  // index into the table's sections while in one, else -1
   size_t line_number = 0;
   size_t position = 0;
   while (position < text.size()) {
@@ -436,14 +530,20 @@ StatusOr<HloOutline> ParseHloOutline(std::string_view text, const std::string& s
     }
     // The stack-frame table XLA writes after the HloModule line (FileNames, FunctionNames,
     // FileLocations, StackFrames; each entry "N \"name\"" or "N {...}") names no computation.
+    // Its entries are kept so instructions can say where they came from.
     const bool frame_table_place = open == nullptr && !outline.module_name.empty() && outline.computations.empty();
-    if (frame_table_place && (line == "FileNames" || line == "FunctionNames" || line == "FileLocations" ||
-                            line == "StackFrames")) {
-      in_frame_table = true;
-      continue;
+    if (frame_table_place) {
+      static constexpr std::string_view kSections[] = {"FileNames", "FunctionNames", "FileLocations", "StackFrames"};
+      if (auto it = std::find(std::begin(kSections), std::end(kSections), line); it != std::end(kSections)) {
+        frame_section = static_cast<int>(it - std::begin(kSections));
+        continue;
+      }
+      if (frame_section >= 0 && line[0] >= '0' && line[0] <= '9') {
+        ReadFrameTableEntry(line, frame_section, outline.frame_table);
+        continue;
+      }
     }
-    if (frame_table_place && in_frame_table && line[0] >= '0' && line[0] <= '9') continue;
-    in_frame_table = false;
+    frame_section = -1;
     // A line holds statements: one in what dumps write, but a computation may sit on one line.
     std::string_view rest = line;
     while (!rest.empty() && rest.substr(0, 2) != "//") {
@@ -527,6 +627,7 @@ StatusOr<HloOutline> ParseHloOutline(std::string_view text, const std::string& s
     return error(std::max<size_t>(line_number, 1), 1,
                  "no computation found; expected HLO text ('HloModule name' and computations)");
   }
+  ResolveSources(outline);
   outline.Index();
   return outline;
 }

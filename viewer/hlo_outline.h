@@ -5,6 +5,7 @@
 #pragma once
 
 #include <map>
+#include <optional>
 #include <set>
 #include <string>
 #include <string_view>
@@ -12,6 +13,7 @@
 #include <vector>
 
 #include "compiler/support/status.h"
+#include "dump/manifest.h"
 
 namespace xlens::viewer {
 
@@ -29,6 +31,11 @@ struct HloOutlineInstruction {
   std::vector<std::string> called;
   bool is_root = false;
   int line = 0;  // 1-based line in the source text
+  // Where it came from in the user's program: metadata stack_frame_id resolved through the
+  // module's stack-frame table, else source_file/source_line; nullopt when neither says.
+  std::optional<xlens::ManifestSourceFrame> source;
+  std::vector<xlens::ManifestSourceFrame> stack;  // the callers of `source`, outermost last
+  int64_t stack_frame_id = 0;                     // as the metadata wrote it; 0: none
 };
 
 struct HloOutlineComputation {
@@ -44,11 +51,30 @@ struct HloOutlineComputation {
   const HloOutlineInstruction* root() const;
 };
 
+// The stack-frame table XLA writes after the HloModule line (FileNames, FunctionNames,
+// FileLocations, StackFrames; ids 1-based, parent_frame_id written as the parent's id plus one).
+struct HloOutlineFrameTable {
+  struct Location {
+    int64_t file = 0, function = 0, line = 0, column = 0;
+  };
+  struct Frame {
+    int64_t location = 0, parent = 0;  // parent: the parent's id, 0 for none
+  };
+  std::vector<std::string> files, functions;
+  std::vector<Location> locations;
+  std::vector<Frame> frames;
+
+  // Frame `id` and its callers, innermost first. A dangling id ends the walk where it points;
+  // a cycle ends it before the first frame seen twice. Empty for an id the table lacks.
+  std::vector<xlens::ManifestSourceFrame> Stack(int64_t id) const;
+};
+
 struct HloOutline {
   std::string module_name;
   std::vector<HloOutlineComputation> computations;
   // Names of the computations some fusion calls; filled by Index().
   std::set<std::string, std::less<>> fused_computations;
+  HloOutlineFrameTable frame_table;  // empty when the text has none
 
   // The ENTRY computation (the last one when none is marked), or nullptr when empty.
   const HloOutlineComputation* entry() const;

@@ -5,8 +5,10 @@
 #include <QAction>
 #include <QApplication>
 #include <QCloseEvent>
+#include <QDir>
 #include <QElapsedTimer>
 #include <QFileDialog>
+#include <QFileInfo>
 #include <QHBoxLayout>
 #include <QKeyEvent>
 #include <QMenuBar>
@@ -131,6 +133,7 @@ void MainWindow::BuildUi() {
   connect(diff_, &DiffView::nodeSelected, this, &MainWindow::OnNodeSelected);
   connect(timeline_, &TimelineView::spanSelected, this, &MainWindow::OnSpanSelected);
   connect(details_, &DetailsPane::linkActivated, this, &MainWindow::OnDetailsLink);
+  connect(details_, &DetailsPane::sourceRequested, this, &MainWindow::OnSourceRequested);
   connect(details_, &DetailsPane::drawComputationRequested, this, [this](const QString& computation) {
     if (outline_ == nullptr) return;
     SetDiffMode(false);
@@ -681,6 +684,8 @@ void MainWindow::ShowInstructionDetails(const ManifestModule& module, const QStr
   d.fusion_kind = Q(instruction->fusion_kind);
   d.computation = Q(computation->name);
   for (const std::string& op_name : instruction->op_names) d.op_names << Q(op_name);
+  d.source = instruction->source;
+  d.stack = instruction->stack;
   if (instruction->opcode == "fusion" && !instruction->called.empty()) {
     d.fused_computation = Q(instruction->called.front());
     if (const HloOutlineComputation* fused = outline_->FindComputation(instruction->called.front())) {
@@ -773,6 +778,24 @@ void MainWindow::OnDetailsLink(const QString& link) {
       RevealInstruction(*module, parts.mid(2).join(':'));
     }
   }
+}
+
+void MainWindow::OnSourceRequested(const QString& file, qint64 line, qint64 column) {
+  QStringList bases{QDir::currentPath()};
+  if (model_) {
+    bases << Q(model_->directory());
+    bases << QFileInfo(Q(model_->directory())).absolutePath();
+  }
+  const QString path = ResolveSourcePath(file, bases);
+  if (path.isEmpty()) {
+    statusBar()->showMessage(QString("%1: no such file here (nor beside the dump); cannot open it at line %2")
+                                 .arg(file)
+                                 .arg(line));
+    return;
+  }
+  QString what;
+  const bool opened = source_opener_ && source_opener_(path, line, column, &what);
+  statusBar()->showMessage(opened || !what.isEmpty() ? what : path + ": cannot be opened");
 }
 
 double MainWindow::PeakBandwidthGBps() const {

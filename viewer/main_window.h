@@ -26,6 +26,7 @@
 #include "viewer/details_pane.h"
 #include "viewer/dump_model.h"
 #include "viewer/hlo_outline.h"
+#include "viewer/source_opener.h"
 #include "viewer/stages_pane.h"
 #include "viewer/trace_model.h"
 
@@ -65,6 +66,10 @@ class MainWindow : public QMainWindow {
   // Waits (turning the event loop) until !Busy() or `timeout_ms`; false on timeout.
   bool WaitUntilIdle(int timeout_ms);
 
+  // How a source line of the Details pane is opened (LaunchEditor unless replaced; tests pass
+  // their own, so nothing is launched).
+  void SetSourceOpener(SourceOpener opener) { source_opener_ = std::move(opener); }
+
   // For tests and the screenshot.
   const DumpModel* model() const { return model_.get(); }
   const TraceModel* trace() const { return trace_.get(); }
@@ -95,6 +100,9 @@ class MainWindow : public QMainWindow {
   void OnNodeSelected(const QString& name);
   void OnSpanSelected(qint64 span_id);
   void OnDetailsLink(const QString& link);
+  // A source link: the file found (as named, else beside the working directory or the dump) and
+  // opened at its line; a file that is not there is said in the status bar.
+  void OnSourceRequested(const QString& file, qint64 line, qint64 column);
   void ShowInstructionDetails(const ManifestModule& module, const QString& name);
   // Selects `instruction` of `module` in a stage that holds it: the current stage when it does,
   // else the module's optimized stage.
@@ -117,6 +125,7 @@ class MainWindow : public QMainWindow {
   double PeakBandwidthGBps() const;
 
   std::unique_ptr<DumpModel> model_;
+  SourceOpener source_opener_ = LaunchEditor;
   std::shared_ptr<const TraceModel> trace_;
   bool trace_loading_ = false;
   // The thread reading the trace; the window waits for it before it goes, so the reader never
