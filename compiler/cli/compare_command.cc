@@ -9,8 +9,9 @@
 // a while loop, ... of the entry computation or of what control flow there runs), for both sides
 // alike. XLA renames the instructions it fuses (sub.7 becomes sub.4), so names cannot match them;
 // what both compilers keep is each instruction's metadata. Matching therefore compares ATOMS: an
-// atom is one op_name (split at ';', which is how fusions join theirs) with the source location
-// the instruction's stack frame or source_file/line gives ("jit(f)/jvp()/sub @ f.py:7:11"), taken
+// atom is one op_name (split at ';', which is how fusions join theirs) with the instruction's
+// element type and count and the source location its stack frame or source_file/line gives
+// ("jit(f)/jvp()/sub f32x64 @ f.py:7:11"), taken
 // from every instruction the kernel runs (a fusion's fused instructions, nested fusions included;
 // otherwise the instruction itself; parameters never). The rule:
 //   1. Every pair of kernels (one XLA, one xlens) sharing an atom is a candidate, scored by the
@@ -92,7 +93,13 @@ void AddAtoms(const HloInstruction& instruction, SideKernel& kernel, std::set<st
   if (op_name.empty()) return;
   if (seen_op_names.insert(op_name).second) kernel.op_names.push_back(op_name);
   std::optional<SourceFrame> source = InstructionSource(instruction);
-  std::string where = source && !source->file.empty() ? " @ " + source->Location() : "";
+  // The element type and count tell apart what one line does to several values (the update of
+  // each parameter in a tree_map is one op_name at one line); a count, not the dimensions, so a
+  // value one compiler transposes or reshapes is still the same atom.
+  const Shape& shape = instruction.shape();
+  std::string where = shape.IsArray() ? fmt::format(" {}x{}", PrimitiveTypeName(shape.element_type()), shape.num_elements())
+                                      : " " + shape.ToString(/*print_layout=*/false);
+  if (source && !source->file.empty()) where += " @ " + source->Location();
   size_t start = 0;
   while (start <= op_name.size()) {
     size_t end = std::min(op_name.find(';', start), op_name.size());
@@ -348,7 +355,7 @@ nlohmann::json ModuleJson(const ModuleComparison& m) {
 
 std::string Time(const std::optional<KernelTime>& time) {
   if (!time) return "-";
-  return fmt::format("{:.3f} us", static_cast<double>(time->total_ns) / 1000.0);
+  return fmt::format("{:.3f} us in {}", static_cast<double>(time->total_ns) / 1000.0, time->events);
 }
 
 std::string ModuleText(const ModuleComparison& m, bool times) {
