@@ -90,14 +90,16 @@ StatusOr<std::vector<DerivedKernel>> OutlineKernels(std::string_view text, const
       derived.opcode = instruction.opcode;
       derived.kernel.fusion_kind = instruction.fusion_kind;
       derived.kernel.op_names = instruction.op_names;
+      // Callers bounded per kernel: a module of 100,000 kernels on a deep table stays small.
+      constexpr size_t kMaxCallers = 16;
       derived.kernel.source = instruction.source;
-      derived.kernel.stack = instruction.stack;
+      derived.kernel.stack = outline->CallersOf(instruction, kMaxCallers);
       if (instruction.opcode == "fusion" && !instruction.called.empty()) {
         derived.kernel.fusion_computation = instruction.called.front();
         const HloOutlineComputation* fused = outline->FindComputation(instruction.called.front());
         for (size_t i = 0; fused != nullptr && !derived.kernel.source && i < fused->instructions.size(); ++i) {
           derived.kernel.source = fused->instructions[i].source;
-          derived.kernel.stack = fused->instructions[i].stack;
+          derived.kernel.stack = outline->CallersOf(fused->instructions[i], kMaxCallers);
         }
       }
       kernels.push_back(std::move(derived));

@@ -2,7 +2,6 @@
 
 #include <algorithm>
 #include <cctype>
-#include <iterator>
 #include <optional>
 #include <set>
 
@@ -222,10 +221,9 @@ void ResolveSources(HloOutline& outline) {
   for (HloOutlineComputation& computation : outline.computations) {
     for (HloOutlineInstruction& instruction : computation.instructions) {
       if (instruction.stack_frame_id <= 0) continue;
-      std::vector<xlens::ManifestSourceFrame> stack = outline.frame_table.Stack(instruction.stack_frame_id);
-      if (stack.empty()) continue;  // a dangling id: source_file/source_line, if any, stand
-      instruction.source = std::move(stack.front());
-      instruction.stack.assign(std::make_move_iterator(stack.begin() + 1), std::make_move_iterator(stack.end()));
+      std::vector<xlens::ManifestSourceFrame> frame = outline.frame_table.Stack(instruction.stack_frame_id, 1);
+      if (frame.empty()) continue;  // a dangling id: source_file/source_line, if any, stand
+      instruction.source = std::move(frame.front());
     }
   }
 }
@@ -413,13 +411,21 @@ size_t BodyBrace(std::string_view s) {
 
 }  // namespace
 
-std::vector<xlens::ManifestSourceFrame> HloOutlineFrameTable::Stack(int64_t id) const {
+std::vector<xlens::ManifestSourceFrame> HloOutline::CallersOf(const HloOutlineInstruction& instruction,
+                                                               size_t max_frames) const {
+  if (instruction.stack_frame_id <= 0 || max_frames == 0) return {};
+  std::vector<xlens::ManifestSourceFrame> stack = frame_table.Stack(instruction.stack_frame_id, max_frames + 1);
+  if (!stack.empty()) stack.erase(stack.begin());
+  return stack;
+}
+
+std::vector<xlens::ManifestSourceFrame> HloOutlineFrameTable::Stack(int64_t id, size_t max_frames) const {
   std::vector<xlens::ManifestSourceFrame> stack;
   std::set<int64_t> seen;
   auto name = [](const std::vector<std::string>& names, int64_t i) {
     return i >= 1 && i <= static_cast<int64_t>(names.size()) ? names[static_cast<size_t>(i - 1)] : std::string();
   };
-  while (id >= 1 && id <= static_cast<int64_t>(frames.size()) && seen.insert(id).second) {
+  while (stack.size() < max_frames && id >= 1 && id <= static_cast<int64_t>(frames.size()) && seen.insert(id).second) {
     const Frame& frame = frames[static_cast<size_t>(id - 1)];
     if (frame.location < 1 || frame.location > static_cast<int64_t>(locations.size())) break;
     const Location& location = locations[static_cast<size_t>(frame.location - 1)];

@@ -32,10 +32,11 @@ struct HloOutlineInstruction {
   bool is_root = false;
   int line = 0;  // 1-based line in the source text
   // Where it came from in the user's program: metadata stack_frame_id resolved through the
-  // module's stack-frame table, else source_file/source_line; nullopt when neither says.
+  // module's stack-frame table, else source_file/source_line; nullopt when neither says. Its
+  // callers are read on demand (HloOutline::CallersOf), so a deep table costs nothing per
+  // instruction.
   std::optional<xlens::ManifestSourceFrame> source;
-  std::vector<xlens::ManifestSourceFrame> stack;  // the callers of `source`, outermost last
-  int64_t stack_frame_id = 0;                     // as the metadata wrote it; 0: none
+  int64_t stack_frame_id = 0;  // as the metadata wrote it; 0: none
 };
 
 struct HloOutlineComputation {
@@ -64,9 +65,10 @@ struct HloOutlineFrameTable {
   std::vector<Location> locations;
   std::vector<Frame> frames;
 
-  // Frame `id` and its callers, innermost first. A dangling id ends the walk where it points;
-  // a cycle ends it before the first frame seen twice. Empty for an id the table lacks.
-  std::vector<xlens::ManifestSourceFrame> Stack(int64_t id) const;
+  // Frame `id` and its callers, innermost first, at most `max_frames`. A dangling id ends the
+  // walk where it points; a cycle ends it before the first frame seen twice. Empty for an id the
+  // table lacks.
+  std::vector<xlens::ManifestSourceFrame> Stack(int64_t id, size_t max_frames = 64) const;
 };
 
 struct HloOutline {
@@ -83,6 +85,10 @@ struct HloOutline {
   // The instruction with this name anywhere, and its computation; {nullptr, nullptr} if absent.
   std::pair<const HloOutlineComputation*, const HloOutlineInstruction*> FindInstruction(
       std::string_view name) const;
+  // The callers of the instruction's source line, outermost last (at most `max_frames`); empty
+  // without a stack-frame table entry.
+  std::vector<xlens::ManifestSourceFrame> CallersOf(const HloOutlineInstruction& instruction,
+                                                    size_t max_frames = 64) const;
   // True when the computation is called by a fusion's calls=.
   bool IsFusedComputation(const HloOutlineComputation& computation) const;
   // Rebuilds the lookup tables after the vectors were filled or changed by hand.

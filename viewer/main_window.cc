@@ -685,7 +685,7 @@ void MainWindow::ShowInstructionDetails(const ManifestModule& module, const QStr
   d.computation = Q(computation->name);
   for (const std::string& op_name : instruction->op_names) d.op_names << Q(op_name);
   d.source = instruction->source;
-  d.stack = instruction->stack;
+  d.stack = outline_->CallersOf(*instruction);
   if (instruction->opcode == "fusion" && !instruction->called.empty()) {
     d.fused_computation = Q(instruction->called.front());
     if (const HloOutlineComputation* fused = outline_->FindComputation(instruction->called.front())) {

@@ -3,6 +3,7 @@
 // dump's kernels carry it, xlens's own manifest kernels carry theirs, and the source link opens the
 // file at that line through the opener the window is given (here a recording one: nothing runs).
 #include <QDir>
+#include <QElapsedTimer>
 #include <QFile>
 #include <QProcess>
 #include <QStatusBar>
@@ -103,10 +104,12 @@ class SourceLineTest : public QObject {
     QVERIFY(dot != nullptr);
     QVERIFY(dot->source.has_value());
     QCOMPARE(Frame(*dot->source), QString("train_step.py:4:18 predict"));
-    QCOMPARE(dot->stack.size(), size_t(3));
-    QCOMPARE(Frame(dot->stack[0]), QString("train_step.py:7:19 loss"));
-    QCOMPARE(Frame(dot->stack[1]), QString("train_step.py:11:11 train_step"));
-    QCOMPARE(Frame(dot->stack[2]), QString("train_step.py:14 <module>"));  // column 0: not shown
+    std::vector<ManifestSourceFrame> callers = outline->CallersOf(*dot);
+    QCOMPARE(callers.size(), size_t(3));
+    QCOMPARE(Frame(callers[0]), QString("train_step.py:7:19 loss"));
+    QCOMPARE(Frame(callers[1]), QString("train_step.py:11:11 train_step"));
+    QCOMPARE(Frame(callers[2]), QString("train_step.py:14 <module>"));  // column 0: not shown
+    QCOMPARE(outline->CallersOf(*dot, 1).size(), size_t(1));
     // Parameters carry no frame.
     QVERIFY(!outline->FindInstruction("w.1").second->source.has_value());
   }
@@ -119,12 +122,13 @@ class SourceLineTest : public QObject {
     const HloOutlineInstruction* cycle = find("cycle");
     QVERIFY(cycle->source.has_value());
     QCOMPARE(Frame(*cycle->source), QString("a.py:10:4 f"));
-    QCOMPARE(cycle->stack.size(), size_t(1));
-    QCOMPARE(Frame(cycle->stack[0]), QString("b.py:20 f"));
+    std::vector<ManifestSourceFrame> callers = outline->CallersOf(*cycle);
+    QCOMPARE(callers.size(), size_t(1));
+    QCOMPARE(Frame(callers[0]), QString("b.py:20 f"));
     // A parent past the table's end: the frame alone.
     const HloOutlineInstruction* dangling_parent = find("dangling_parent");
     QVERIFY(dangling_parent->source.has_value());
-    QCOMPARE(dangling_parent->stack.size(), size_t(0));
+    QCOMPARE(outline->CallersOf(*dangling_parent).size(), size_t(0));
     // An id the table lacks: the older fields stand.
     const HloOutlineInstruction* dangling_id = find("dangling_id");
     QVERIFY(dangling_id->source.has_value());
@@ -132,6 +136,39 @@ class SourceLineTest : public QObject {
     // A location naming no file: no source rather than an empty one.
     QVERIFY(!find("bad_file")->source.has_value());
     QCOMPARE(SourceFrameText(*find("old_style")->source), QString("legacy.py:42"));
+  }
+
+  void ADeepTableCostsNothingPerInstruction() {
+    // 20,000 frames each called by the one before, 20,000 instructions on the deepest: walking
+    // every stack when parsing took minutes; the callers are read on demand and bounded.
+    constexpr int kFrames = 20000;
+    std::string text = "HloModule deep\n\nFileNames\n1 \"deep.py\"\n\nFunctionNames\n1 \"f\"\n\nFileLocations\n";
+    for (int i = 1; i <= kFrames; ++i) {
+      text += std::to_string(i) + " {file_name_id=1 function_name_id=1 line=" + std::to_string(i) + " column=0}\n";
+    }
+    text += "\nStackFrames\n";
+    for (int i = 1; i <= kFrames; ++i) {
+      text += std::to_string(i) + " {file_location_id=" + std::to_string(i) + " parent_frame_id=" + std::to_string(i) + "}\n";
+    }
+    text += "\nENTRY %main (x: f32[4]) -> f32[4] {\n  %x = f32[4]{0} parameter(0)\n";
+    std::string previous = "x";
+    for (int i = 0; i < kFrames; ++i) {
+      const std::string name = "n" + std::to_string(i);
+      text += "  %" + name + " = f32[4]{0} negate(%" + previous + "), metadata={op_name=\"n\" stack_frame_id=" +
+              std::to_string(kFrames) + "}\n";
+      previous = name;
+    }
+    text += "}\n";
+    QElapsedTimer timer;
+    timer.start();
+    StatusOr<HloOutline> outline = ParseHloOutline(text, "deep.hlo");
+    QVERIFY(outline.ok());
+    QVERIFY2(timer.elapsed() < 5000, qPrintable(QString("%1 ms").arg(timer.elapsed())));
+    const HloOutlineInstruction* last = outline->FindInstruction("n19999").second;
+    QCOMPARE(SourceFrameText(*last->source), QString("deep.py:20000"));
+    std::vector<ManifestSourceFrame> callers = outline->CallersOf(*last);
+    QCOMPARE(callers.size(), size_t(64));
+    QCOMPARE(callers.front().line, int64_t(19999));
   }
 
   void XlaDumpShowsTheLineAndOpensTheFileThere() {
