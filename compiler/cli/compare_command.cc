@@ -435,7 +435,7 @@ int RunCompare(const CompareArgs& args) {
   if (compared.empty()) {
     std::string why = skipped.empty() ? (args.module.empty() ? "it holds no module" : "no module's name contains '" + DisplayText(args.module) + "'")
                                        : fmt::format("module {} {}: {}", skipped.front().id, DisplayText(skipped.front().name, 200),
-                                                     skipped.front().reason);
+                                                     DisplayText(skipped.front().reason, 400));
     return Fail(Error(fmt::format("compare: {}: no module to compare (one with before_optimizations and "
                                   "*_after_optimizations HLO that both compile); {}{}",
                                   DisplayPath(args.directory), why,

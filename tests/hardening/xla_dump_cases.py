@@ -5,6 +5,10 @@ The reader places every file from its name alone (dump/xla_dump_names.h): names 
 followed), FIFOs (never opened), unreadable and oversized optimized modules. Each ends in a model
 with the rest placed and what could not be placed listed with a reason, or in one line naming the
 directory; never a hang, a crash, or a read through a link.
+
+`xlens compare` reads the same directories and compiles each before_optimizations module beside
+XLA's optimized one: a module without either, or with one that does not parse, is said in one
+line naming the file, and a directory with nothing to compare is refused in one line.
 """
 
 import os
@@ -39,6 +43,13 @@ ENTRY %main (x: f32[4]) -> f32[4] {
 """
 
 GOOD = "module_0001.jit_f.cpu_after_optimizations.txt"
+BEFORE = "module_0001.jit_f.before_optimizations.txt"
+# The module XLA optimized into OPTIMIZED: one negate with the same op_name and line.
+BEFORE_TEXT = OPTIMIZED[:OPTIMIZED.index("%fused_computation")] + """ENTRY %main (x: f32[4]) -> f32[4] {
+  %x = f32[4]{0} parameter(0)
+  ROOT %n = f32[4]{0} negate(%x), metadata={op_name="jit(f)/neg" stack_frame_id=1}
+}
+"""
 
 
 def _stdout_has(*patterns):
@@ -160,6 +171,42 @@ def _empty(ctx):
     pass
 
 
+def _compare_case(name, setup, *, expect="error", extra=(), **kw):
+    def full_setup(ctx):
+        os.makedirs(ctx.path("d"), exist_ok=True)
+        setup(ctx)
+    return Case(id=f"xla-dump/compare/{name}", reader="xla-dump", args=["compare", "d"] + list(extra),
+                setup=full_setup, expect=expect, quick=True, timeout=30, **kw)
+
+
+def _compare_good(ctx):
+    ctx.write("d/" + GOOD, OPTIMIZED)
+    ctx.write("d/" + BEFORE, BEFORE_TEXT)
+
+
+def compare_cases():
+    return [
+        _compare_case("matched", _compare_good, expect="ok",
+                      check=_stdout_has(r"XLA 1 kernels .*xlens 1 kernels .*1 matched \(1 exactly\)",
+                                        r"matched negate_fusion \(kLoop\) <-> \S+ .*overlap 1\.00  train\.py:15")),
+        _compare_case("json-written", _compare_good, expect="ok", extra=["--json", "out.json"],
+                      outputs=("out.json",), must_exist=("out.json",)),
+        _compare_case("empty-directory", lambda ctx: None, names="d", mentions="no manifest|no module"),
+        # XLA's optimized module alone (a dump made with --xla_dump_hlo_module_re of the optimized
+        # stage only): nothing to compile.
+        _compare_case("no-before-module", lambda ctx: ctx.write("d/" + GOOD, OPTIMIZED), names="d",
+                      mentions="no before_optimizations"),
+        _compare_case("corrupt-after-module",
+                      lambda ctx: (ctx.write("d/" + GOOD, OPTIMIZED[:300] + "\x00\xff{{{"), ctx.write("d/" + BEFORE, BEFORE_TEXT)),
+                      names=GOOD),
+        _compare_case("before-does-not-parse",
+                      lambda ctx: (ctx.write("d/" + GOOD, OPTIMIZED), ctx.write("d/" + BEFORE, "HloModule jit_f\nENTRY {")),
+                      names=BEFORE),
+        _compare_case("trace-missing", _compare_good, extra=["--trace", "t.json"], names="t.json"),
+        _compare_case("bad-backend", _compare_good, extra=["--backend", "tpu"], names="--backend"),
+    ]
+
+
 def cases(shared, root_user):
     placed_kernel = _stdout_has(r"kernel negate_fusion \(kLoop\)  jit\(f\)/neg  train\.py:15 \(loss\)")
     return [
@@ -205,4 +252,4 @@ def cases(shared, root_user):
         # jax.profiler's JSON ends its event array with {}; events name their kernel and module.
         _case("trace-links", _trace, extra=["--trace", "t.json"],
               check=_stdout_has(r"3 events, 2 kernel events, 1 linked", r"negate_fusion .*1 events, 5\.0+ us")),
-    ]
+    ] + compare_cases()
