@@ -2,6 +2,7 @@
 
 #include <QFontDatabase>
 #include <algorithm>
+#include <filesystem>
 #include <QScrollArea>
 #include <QVBoxLayout>
 
@@ -270,10 +271,19 @@ void DetailsPane::ShowModule(const ManifestModule& module, const std::vector<Ker
       const ManifestKernel& kernel = module.kernels[i];
       const std::string& instruction = kernel.hlo_instruction.empty() ? kernel.name : kernel.hlo_instruction;
       QString time = timed && timings[i].count > 0 ? FormatDuration(timings[i].mean_ns()) : QString();
+      // Its line of the user's program, a link that opens it (the callers are in its own details).
+      QString source;
+      if (kernel.source) {
+        source_links_.push_back(*kernel.source);
+        source = QString("<a href='source:%1'>%2</a>")
+                     .arg(source_links_.size() - 1)
+                     .arg(Escape(QString::fromStdString(std::filesystem::path(kernel.source->file).filename().string()) +
+                                 ":" + QString::number(kernel.source->line)));
+      }
       html += QString("<tr><td><a href='instruction:%1:%2'>%3</a></td><td style='color:#666'>%4</td>"
-                      "<td align=right>%5</td></tr>")
+                      "<td align=right>%5</td><td>%6</td></tr>")
                   .arg(module.id)
-                  .arg(Escape(instruction), Escape(instruction), Escape(kernel.fusion_kind), time);
+                  .arg(Escape(instruction), Escape(instruction), Escape(kernel.fusion_kind), time, source);
     }
     html += "</table>";
   }

@@ -214,6 +214,16 @@ class SourceLineTest : public QObject {
     window.details()->ActivateLink("source:3");
     QCOMPARE(opened.calls, 2);
     QCOMPARE(opened.line, qint64(14));
+    // The module's kernel list names each kernel's line, a link too.
+    window.details()->ShowModule(module, {});
+    const QString list = window.details()->SummaryText();
+    QVERIFY2(list.contains(">train_step.py:4</a>"), qPrintable(list));
+    const qsizetype dot_row = list.indexOf(">dot_general.2</a>");
+    QVERIFY(dot_row > 0);
+    const qsizetype link = list.indexOf("href='source:", dot_row);
+    window.details()->ActivateLink(list.mid(link + 6, list.indexOf('\'', link + 6) - link - 6));
+    QCOMPARE(opened.calls, 3);
+    QCOMPARE(opened.line, qint64(4));
   }
 
   void XlensDumpShowsTheManifestsSourceAndSaysAMissingFile() {
