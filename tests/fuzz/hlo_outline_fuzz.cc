@@ -21,6 +21,16 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     }
     return 0;
   }
+  // Every instruction's callers, as the Details pane reads them: bounded, whatever the table's
+  // cycles and dangling ids.
+  for (const xlens::viewer::HloOutlineComputation& computation : outline->computations) {
+    for (const xlens::viewer::HloOutlineInstruction& instruction : computation.instructions) {
+      if (outline->CallersOf(instruction).size() > 64) {
+        std::fprintf(stderr, "more callers than asked for\n");
+        std::abort();
+      }
+    }
+  }
   if (!xlens::viewer::ComputeStageDiff(*outline, *outline).empty()) {
     std::fprintf(stderr, "an outline differs from itself\n");
     std::abort();

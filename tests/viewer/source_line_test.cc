@@ -35,35 +35,9 @@ void Write(const QString& path, const std::string& text) { std::ofstream(path.to
 // train_step called at the top level.
 std::string JaxModule() { return ReadText(XLENS_SOURCE_DIR "/tests/hlo/testdata/jax_train_step.hlo"); }
 
-constexpr const char* kBrokenTable = R"(HloModule m
-
-FileNames
-1 "a.py"
-2 "b.py"
-
-FunctionNames
-1 "f"
-
-FileLocations
-1 {file_name_id=1 function_name_id=1 line=10 end_line=10 column=4 end_column=9}
-2 {file_name_id=2 function_name_id=1 line=20 end_line=20 column=0 end_column=9}
-3 {file_name_id=9 function_name_id=1 line=30 end_line=30 column=0 end_column=9}
-
-StackFrames
-1 {file_location_id=1 parent_frame_id=3}
-2 {file_location_id=2 parent_frame_id=2}
-3 {file_location_id=1 parent_frame_id=40}
-4 {file_location_id=3 parent_frame_id=1}
-
-ENTRY %main (x: f32[4]) -> f32[4] {
-  %x = f32[4]{0} parameter(0)
-  %cycle = f32[4]{0} negate(%x), metadata={op_name="c" stack_frame_id=1}
-  %dangling_parent = f32[4]{0} negate(%cycle), metadata={op_name="d" stack_frame_id=3}
-  %dangling_id = f32[4]{0} negate(%dangling_parent), metadata={op_name="e" stack_frame_id=77 source_file="old.py" source_line=5}
-  %bad_file = f32[4]{0} negate(%dangling_id), metadata={op_name="g" stack_frame_id=4}
-  ROOT %old_style = f32[4]{0} negate(%bad_file), metadata={op_name="h" source_file="legacy.py" source_line=42}
-}
-)";
+// A stack-frame table with a cycle, a parent past its end, a location naming no file, and
+// instructions on an id it lacks and on the older source_file metadata (also a fuzzing seed).
+std::string BrokenTable() { return ReadText(XLENS_TESTDATA_DIR "/frame_tables/cycles_and_dangling_ids.hlo"); }
 
 QString Frame(const ManifestSourceFrame& frame) { return SourceFrameText(frame) + " " + QString::fromStdString(frame.function); }
 
@@ -115,7 +89,7 @@ class SourceLineTest : public QObject {
   }
 
   void CyclesAndDanglingIdsEndTheWalk() {
-    StatusOr<HloOutline> outline = ParseHloOutline(kBrokenTable, "broken.hlo");
+    StatusOr<HloOutline> outline = ParseHloOutline(BrokenTable(), "broken.hlo");
     QVERIFY2(outline.ok(), outline.ok() ? "" : outline.status().message().c_str());
     auto find = [&](const char* name) { return outline->FindInstruction(name).second; };
     // 1 -> 2 -> 1: each frame once.
