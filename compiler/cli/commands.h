@@ -128,6 +128,8 @@ struct CompareArgs {
   std::string trace;             // XLA's profile (jax.profiler, TensorFlow, XSpace)
   std::string xlens_trace;       // xlens's profile of the same module (xlens run --trace)
   std::string json;              // write the comparison as JSON here ("-": standard output, instead of the text)
+  bool run = false;              // time xlens's kernels by running each module (xlens run --trace)
+  int iterations = 3;            // with --run
 };
 // XLA's pipeline (the dump) beside xlens's on each before_optimizations module (xlens compare).
 int RunCompare(const CompareArgs& args);

@@ -25,7 +25,9 @@
 //      never made); or its atoms are in kernels of the other side already paired more closely.
 // With profiles (XLA's --trace, xlens's --xlens-trace from `xlens run --trace`), kernel events
 // are linked to kernels as `xlens inspect` links them (hlo_op, else the event's name; hlo_module
-// or module picks the module) and each pair shows both times.
+// or module picks the module) and each pair shows both times. `--run` makes xlens's profile
+// itself: `xlens run BEFORE --iterations N --trace` of each module, in a child process with a time
+// limit, so a module that fails to run costs its times and nothing else.
 #include <algorithm>
 #include <cstdio>
 #include <map>
@@ -43,6 +45,8 @@
 #include "compiler/hlo/stack_frames.h"
 #include "compiler/passes/hlo_optimizer.h"
 #include "compiler/support/file_io.h"
+#include "compiler/support/subprocess.h"
+#include "compiler/support/temporary_directory.h"
 #include "compiler/support/terminal_text.h"
 #include "dump/dump_directory.h"
 #include "dump/xla_dump_kernels.h"
@@ -80,6 +84,7 @@ struct ModuleComparison {
   std::vector<int> xla_pair, xlens_pair;                       // index into pairs, -1: unpaired
   std::vector<std::vector<size_t>> xla_overlaps, xlens_overlaps;  // kernels of the other side sharing an atom
   std::vector<std::string> xla_reason, xlens_reason;          // why unpaired; empty when paired
+  std::string run_problem;  // with --run: why xlens's kernels have no times
 };
 
 struct Skipped {
@@ -348,6 +353,7 @@ nlohmann::json ModuleJson(const ModuleComparison& m) {
     }
     return out;
   };
+  if (!m.run_problem.empty()) j["xlens_run_problem"] = m.run_problem;
   j["xla_fused_more"] = fused_more(m.xla, m.xla_overlaps, m.xlens, "xlens_kernels");
   j["xlens_fused_more"] = fused_more(m.xlens, m.xlens_overlaps, m.xla, "xla_kernels");
   return j;
@@ -395,6 +401,7 @@ std::string ModuleText(const ModuleComparison& m, bool times) {
     out += fmt::format("  only in xlens: {} ({}): {}{}\n", DisplayText(m.xlens[i].name), DisplayText(m.xlens[i].kind),
                        m.xlens_reason[i], times ? "  " + Time(m.xlens[i].time) : "");
   }
+  if (!m.run_problem.empty()) out += "  xlens's kernels not timed: " + DisplayText(m.run_problem, 400) + "\n";
   return out;
 }
 
@@ -402,6 +409,38 @@ Status ReadTrace(const std::string& path, TimesVisitor& visitor, const char* fla
   StatusOr<profiler::ChromeTraceHeader> header = profiler::StreamChromeTrace(path, visitor);
   if (!header.ok()) return header.status().WithContext(flag);
   return Status();
+}
+
+// `xlens run` of the module's before_optimizations HLO with a trace, read into the xlens kernels.
+void TimeByRunning(const std::string& directory, const CompareArgs& args, ModuleComparison& m) {
+  StatusOr<TemporaryDirectory> tmp = TemporaryDirectory::Create("compare");
+  if (!tmp.ok()) {
+    m.run_problem = tmp.status().message();
+    return;
+  }
+  const std::string trace = tmp->path() + "/xlens_trace.json";
+  constexpr double kRunTimeoutSeconds = 300;
+  StatusOr<CommandOutcome> run = RunCommand(
+      {"/proc/self/exe", "run", directory + "/" + m.before_file, "--backend", m.backend == "gpu" ? "gpu-sim" : "cpu",
+       "--iterations", std::to_string(args.iterations), "--trace", trace},
+      kRunTimeoutSeconds);
+  if (!run.ok()) {
+    m.run_problem = run.status().message();
+    return;
+  }
+  if (run->timed_out || run->signal != 0 || run->exit_code != 0) {
+    std::string last = run->output;
+    while (!last.empty() && last.back() == '\n') last.pop_back();
+    if (size_t nl = last.rfind('\n'); nl != std::string::npos) last = last.substr(nl + 1);
+    m.run_problem = "xlens run: " + run->Describe(kRunTimeoutSeconds) + (last.empty() ? "" : ": " + last);
+    return;
+  }
+  TimesVisitor visitor;
+  if (Status read = ReadTrace(trace, visitor, "xlens run's trace"); !read.ok()) {
+    m.run_problem = read.message();
+    return;
+  }
+  for (SideKernel& k : m.xlens) k.time = visitor.Find(m.name, k.name);
 }
 
 }  // namespace
@@ -441,6 +480,10 @@ int RunCompare(const CompareArgs& args) {
                                   DisplayPath(args.directory), why,
                                   skipped.size() > 1 ? fmt::format(" (and {} more)", skipped.size() - 1) : "")));
   }
+  if (args.run && !args.xlens_trace.empty()) {
+    return Fail(Error("compare: --run makes xlens's profile itself: give it or --xlens-trace, not both"));
+  }
+  if (args.iterations < 1) return Fail(Error(fmt::format("compare: --iterations: expected 1 or more, found {}", args.iterations)));
   std::optional<TimesVisitor> xla_trace, xlens_trace;
   if (!args.trace.empty()) {
     xla_trace.emplace();
@@ -457,8 +500,9 @@ int RunCompare(const CompareArgs& args) {
     if (xlens_trace) {
       for (SideKernel& k : m.xlens) k.time = xlens_trace->Find(m.name, k.name);
     }
+    if (args.run) TimeByRunning(dump.directory, args, m);
   }
-  const bool times = xla_trace || xlens_trace;
+  const bool times = xla_trace || xlens_trace || args.run;
   if (!args.json.empty()) {
     nlohmann::json root{{"directory", dump.directory}, {"modules", nlohmann::json::array()},
                         {"skipped", nlohmann::json::array()}};

@@ -12,7 +12,8 @@ xlens's compilation of the same before_optimizations module with `xlens run --tr
 - every kernel of both sides is matched or says why not, a kernel with op_names never for lack
   of one; pairs name existing kernels, each kernel at most once, overlaps in (0, 1];
 - the training step's kernels pair up (at least one pair; an XLA fusion of the matmul's
-  elementwise epilogue is matched), and matched kernels have times from both profiles.
+  elementwise epilogue is matched), and matched kernels have times from both profiles;
+- `--run` times xlens's kernels itself.
 
 Prints the counts and exits 1 on any failure, 77 (skipped) without jax.
 """
@@ -170,6 +171,16 @@ def check(xlens, directory, failures):
         t = result.get(key, {})
         if not t.get("linked_events"):
             failures.append(f"{key}: no kernel event linked: {t}")
+    # --run: xlens times its own kernels by running the module.
+    run = subprocess.run([xlens, "compare", directory, "--module", PROGRAM, "--run", "--iterations", "2", "--json", "-"],
+                         capture_output=True, text=True, timeout=120)
+    if run.returncode != 0:
+        failures.append(f"xlens compare --run exited {run.returncode}: {run.stderr.strip()}")
+    else:
+        ran_module = json.loads(run.stdout)["modules"][0]
+        if "xlens_run_problem" in ran_module or not any(k.get("trace", {}).get("total_us", 0) > 0
+                                                          for k in ran_module["xlens"]["kernels"]):
+            failures.append(f"{PROGRAM}: --run timed no xlens kernel: {ran_module.get('xlens_run_problem')}")
     unmatched = sum(k["matched"] is None for k in module["xla"]["kernels"])
     print(f"{PROGRAM}: XLA {module['xla']['kernel_count']} kernels, xlens {module['xlens']['kernel_count']}; "
           f"{len(module['pairs'])} matched, {unmatched} XLA kernels unmatched with a reason, "

@@ -204,6 +204,11 @@ def compare_cases():
                       names=BEFORE),
         _compare_case("trace-missing", _compare_good, extra=["--trace", "t.json"], names="t.json"),
         _compare_case("bad-backend", _compare_good, extra=["--backend", "tpu"], names="--backend"),
+        # --run times xlens's kernels by running the module in a child process.
+        _compare_case("run-times-xlens", _compare_good, expect="ok", extra=["--run", "--iterations", "2"],
+                      check=_stdout_has(r"matched negate_fusion .*XLA -, xlens [0-9.]+ us in [0-9]+")),
+        _compare_case("run-and-xlens-trace", _compare_good, extra=["--run", "--xlens-trace", "t.json"], names="--run"),
+        _compare_case("zero-iterations", _compare_good, extra=["--run", "--iterations", "0"], names="--iterations"),
     ]
 
 
