@@ -15,7 +15,11 @@
 // from every instruction the kernel runs (a fusion's fused instructions, nested fusions included;
 // otherwise the instruction itself; parameters never). The rule:
 //   1. Every pair of kernels (one XLA, one xlens) sharing an atom is a candidate, scored by the
-//      Jaccard overlap of their atom sets, |A n B| / |A u B|.
+//      Jaccard overlap of their atom sets, |A n B| / |A u B|. A kernel sharing no atom with any
+//      kernel of the other side is compared by SHORT atoms, each op_name cut to its last '/'
+//      component, with the other side's kernels in the same case: XLA's call inliner prefixes
+//      the caller's op_name to what it inlines ("jit(f)/while/body/closed_call/dot_general" for
+//      a loop body's "dot_general"), which xlens keeps as jax wrote it.
 //   2. Candidates are taken best first (ties: XLA's program order, then xlens's), each kernel in
 //      at most one pair: the matched pairs. A score of 1 is an exact match.
 //   3. An XLA kernel sharing atoms with two or more xlens kernels is one XLA fused and xlens
@@ -66,6 +70,7 @@ struct SideKernel {
   std::vector<std::string> op_names;      // the kernel's and its fused instructions', first seen first
   std::vector<std::string> instructions;  // what it runs: a fusion's fused instructions, else itself
   std::set<std::string> atoms;            // what matching compares (the rule above)
+  std::set<std::string> short_atoms;      // the same with each op_name's last component only
   std::optional<DumpSourceLocation> source;
   std::optional<KernelTime> time;         // with a profile of this side
 };
@@ -108,7 +113,12 @@ void AddAtoms(const HloInstruction& instruction, SideKernel& kernel, std::set<st
   size_t start = 0;
   while (start <= op_name.size()) {
     size_t end = std::min(op_name.find(';', start), op_name.size());
-    if (end > start) kernel.atoms.insert(op_name.substr(start, end - start) + where);
+    std::string_view piece = std::string_view(op_name).substr(start, end - start);
+    if (!piece.empty()) kernel.atoms.insert(std::string(piece) + where);
+    if (size_t slash = piece.rfind('/'); slash != std::string_view::npos && slash + 1 < piece.size()) {
+      piece.remove_prefix(slash + 1);
+    }
+    if (!piece.empty()) kernel.short_atoms.insert(std::string(piece) + where);
     start = end + 1;
   }
 }
@@ -167,16 +177,24 @@ void Match(ModuleComparison& m) {
   std::vector<Pair> candidates;
   m.xla_overlaps.assign(m.xla.size(), {});
   m.xlens_overlaps.assign(m.xlens.size(), {});
-  for (size_t i = 0; i < m.xla.size(); ++i) {
-    for (size_t j = 0; j < m.xlens.size(); ++j) {
-      size_t shared = 0;
-      for (const std::string& atom : m.xla[i].atoms) shared += m.xlens[j].atoms.count(atom);
-      if (shared == 0) continue;
-      m.xla_overlaps[i].push_back(j);
-      m.xlens_overlaps[j].push_back(i);
-      double jaccard = static_cast<double>(shared) /
-                       static_cast<double>(m.xla[i].atoms.size() + m.xlens[j].atoms.size() - shared);
-      candidates.push_back({i, j, jaccard, shared});
+  for (bool short_atoms : {false, true}) {
+    // The second round only among kernels the first left without any overlap.
+    std::vector<bool> xla_alone(m.xla.size()), xlens_alone(m.xlens.size());
+    for (size_t i = 0; i < m.xla.size(); ++i) xla_alone[i] = m.xla_overlaps[i].empty();
+    for (size_t j = 0; j < m.xlens.size(); ++j) xlens_alone[j] = m.xlens_overlaps[j].empty();
+    for (size_t i = 0; i < m.xla.size(); ++i) {
+      for (size_t j = 0; j < m.xlens.size(); ++j) {
+        if (short_atoms && (!xla_alone[i] || !xlens_alone[j])) continue;
+        const std::set<std::string>& a = short_atoms ? m.xla[i].short_atoms : m.xla[i].atoms;
+        const std::set<std::string>& b = short_atoms ? m.xlens[j].short_atoms : m.xlens[j].atoms;
+        size_t shared = 0;
+        for (const std::string& atom : a) shared += b.count(atom);
+        if (shared == 0) continue;
+        m.xla_overlaps[i].push_back(j);
+        m.xlens_overlaps[j].push_back(i);
+        double jaccard = static_cast<double>(shared) / static_cast<double>(a.size() + b.size() - shared);
+        candidates.push_back({i, j, jaccard, shared});
+      }
     }
   }
   std::stable_sort(candidates.begin(), candidates.end(),
