@@ -13,7 +13,8 @@ xlens's compilation of the same before_optimizations module with `xlens run --tr
   of one; pairs name existing kernels, each kernel at most once, overlaps in (0, 1];
 - the training step's kernels pair up (at least one pair; an XLA fusion of the matmul's
   elementwise epilogue is matched), and matched kernels have times from both profiles;
-- `--run` times xlens's kernels itself.
+- `--run` times xlens's kernels itself;
+- a scan's loop body is matched though XLA prefixed its op_names when inlining it.
 
 Prints the counts and exits 1 on any failure, 77 (skipped) without jax.
 """
@@ -48,9 +49,18 @@ def jax_program():
         grads = jax.grad(loss)(params, x, y)
         return jax.tree_util.tree_map(lambda p, g: p - 0.05 * g, params, grads)
 
+    # A loop: XLA inlines the body's call and prefixes its op_names, xlens keeps jax's.
+    @jax.jit
+    def rnn_scan(xs, w, h0):
+        def step(h, x):
+            h = jnp.tanh(h @ w + x)
+            return h, h.sum(-1)
+        return jax.lax.scan(step, h0, xs)
+
     params = ((jnp.full((16, 32), 0.1), jnp.zeros((32,))), (jnp.full((32, 4), 0.1), jnp.zeros((4,))))
     x, y = jnp.full((64, 16), 0.5), jnp.ones((64, 4))
     jax.block_until_ready(train_step(params, x, y))
+    jax.block_until_ready(rnn_scan(jnp.full((6, 2, 4), 0.3), jnp.full((4, 4), 0.2), jnp.zeros((2, 4))))
     with jax.profiler.trace(os.environ["XLENS_TEST_PROFILE_DIR"]):
         for _ in range(3):
             jax.block_until_ready(train_step(params, x, y))
@@ -143,6 +153,15 @@ def check(xlens, directory, failures):
         if module["xla"]["kernel_count"] != inspected.get(module["name"]):
             failures.append(f"{module['name']}: XLA {module['xla']['kernel_count']} kernels, "
                             f"xlens inspect {inspected.get(module['name'])}")
+    scan = modules.get("jit_rnn_scan")
+    if scan is None:
+        failures.append(f"jit_rnn_scan not compared: {sorted(modules)}")
+    else:
+        kinds = {k["name"]: k["kind"] for k in scan["xla"]["kernels"]}
+        if not any(kinds[p["xla"]] in ("dot", "kCustom") for p in scan["pairs"]):
+            failures.append(f"jit_rnn_scan: the loop body's matmul is not matched: {scan['pairs']}")
+        print(f"jit_rnn_scan: XLA {scan['xla']['kernel_count']} kernels, xlens {scan['xlens']['kernel_count']}; "
+              f"{len(scan['pairs'])} matched")
     module = modules[PROGRAM]
     expected, entry = entry_kernels(open(os.path.join(directory, afters[0])).read())
     if " while(" not in entry and " call(" not in entry and " conditional(" not in entry and \
