@@ -17,9 +17,11 @@
 //   1. Every pair of kernels (one XLA, one xlens) sharing an atom is a candidate, scored by the
 //      Jaccard overlap of their atom sets, |A n B| / |A u B|. A kernel sharing no atom with any
 //      kernel of the other side is compared by SHORT atoms, each op_name cut to its last '/'
-//      component, with the other side's kernels in the same case: XLA's call inliner prefixes
-//      the caller's op_name to what it inlines ("jit(f)/while/body/closed_call/dot_general" for
-//      a loop body's "dot_general"), which xlens keeps as jax wrote it.
+//      component and without the element count, with the other side's kernels in the same
+//      case: XLA's call inliner prefixes the caller's op_name to what it inlines
+//      ("jit(f)/while/body/closed_call/dot_general" for a loop body's "dot_general"), which xlens
+//      keeps as jax wrote it, and XLA's optimized module of a sharded program holds one device's
+//      share of each value, xlens's the whole.
 //   2. Candidates are taken best first (ties: XLA's program order, then xlens's), each kernel in
 //      at most one pair: the matched pairs. A score of 1 is an exact match.
 //   3. An XLA kernel sharing atoms with two or more xlens kernels is one XLA fused and xlens
@@ -70,7 +72,7 @@ struct SideKernel {
   std::vector<std::string> op_names;      // the kernel's and its fused instructions', first seen first
   std::vector<std::string> instructions;  // what it runs: a fusion's fused instructions, else itself
   std::set<std::string> atoms;            // what matching compares (the rule above)
-  std::set<std::string> short_atoms;      // the same with each op_name's last component only
+  std::set<std::string> short_atoms;      // each op_name's last component, the element type, the location
   std::optional<DumpSourceLocation> source;
   std::optional<KernelTime> time;         // with a profile of this side
 };
@@ -79,6 +81,7 @@ struct Pair {
   size_t xla = 0, xlens = 0;
   double jaccard = 0;
   size_t shared = 0;
+  bool by_short_atoms = false;  // matched in the second round (step 1)
 };
 
 struct ModuleComparison {
@@ -107,9 +110,10 @@ void AddAtoms(const HloInstruction& instruction, SideKernel& kernel, std::set<st
   // each parameter in a tree_map is one op_name at one line); a count, not the dimensions, so a
   // value one compiler transposes or reshapes is still the same atom.
   const Shape& shape = instruction.shape();
-  std::string where = shape.IsArray() ? fmt::format(" {}x{}", PrimitiveTypeName(shape.element_type()), shape.num_elements())
-                                      : " " + shape.ToString(/*print_layout=*/false);
-  if (source && !source->file.empty()) where += " @ " + source->Location();
+  std::string type = shape.IsArray() ? std::string(PrimitiveTypeName(shape.element_type()))
+                                     : shape.ToString(/*print_layout=*/false);
+  std::string at = source && !source->file.empty() ? " @ " + source->Location() : "";
+  std::string where = " " + type + (shape.IsArray() ? fmt::format("x{}", shape.num_elements()) : "") + at;
   size_t start = 0;
   while (start <= op_name.size()) {
     size_t end = std::min(op_name.find(';', start), op_name.size());
@@ -118,7 +122,7 @@ void AddAtoms(const HloInstruction& instruction, SideKernel& kernel, std::set<st
     if (size_t slash = piece.rfind('/'); slash != std::string_view::npos && slash + 1 < piece.size()) {
       piece.remove_prefix(slash + 1);
     }
-    if (!piece.empty()) kernel.short_atoms.insert(std::string(piece) + where);
+    if (!piece.empty()) kernel.short_atoms.insert(std::string(piece) + " " + type + at);
     start = end + 1;
   }
 }
@@ -193,7 +197,7 @@ void Match(ModuleComparison& m) {
         m.xla_overlaps[i].push_back(j);
         m.xlens_overlaps[j].push_back(i);
         double jaccard = static_cast<double>(shared) / static_cast<double>(a.size() + b.size() - shared);
-        candidates.push_back({i, j, jaccard, shared});
+        candidates.push_back({i, j, jaccard, shared, short_atoms});
       }
     }
   }
@@ -358,7 +362,8 @@ nlohmann::json ModuleJson(const ModuleComparison& m) {
   j["pairs"] = nlohmann::json::array();
   for (const Pair& p : m.pairs) {
     j["pairs"].push_back({{"xla", m.xla[p.xla].name}, {"xlens", m.xlens[p.xlens].name}, {"jaccard", p.jaccard},
-                          {"shared_atoms", p.shared}, {"exact", p.jaccard == 1.0}});
+                          {"shared_atoms", p.shared}, {"exact", p.jaccard == 1.0},
+                          {"by", p.by_short_atoms ? "short_atoms" : "atoms"}});
   }
   auto fused_more = [](const std::vector<SideKernel>& side, const std::vector<std::vector<size_t>>& overlaps,
                        const std::vector<SideKernel>& other, const char* key) {
@@ -384,7 +389,7 @@ std::string Time(const std::optional<KernelTime>& time) {
 
 std::string ModuleText(const ModuleComparison& m, bool times) {
   size_t exact = 0;
-  for (const Pair& p : m.pairs) exact += p.jaccard == 1.0;
+  for (const Pair& p : m.pairs) exact += p.jaccard == 1.0 && !p.by_short_atoms;
   std::string out = fmt::format(
       "module {} {}: XLA {} kernels ({}), xlens {} kernels ({} pipeline); {} matched ({} exactly), {} only in XLA, {} only in xlens\n",
       m.id, DisplayText(m.name, 200), m.xla.size(), DisplayPath(m.after_file), m.xlens.size(), m.backend,
@@ -392,8 +397,9 @@ std::string ModuleText(const ModuleComparison& m, bool times) {
   for (const Pair& p : m.pairs) {
     const SideKernel& a = m.xla[p.xla];
     const SideKernel& b = m.xlens[p.xlens];
-    out += fmt::format("  matched {} ({}) <-> {} ({})  overlap {:.2f}", DisplayText(a.name), DisplayText(a.kind),
-                       DisplayText(b.name), DisplayText(b.kind), p.jaccard);
+    out += fmt::format("  matched {} ({}) <-> {} ({})  overlap {:.2f}{}", DisplayText(a.name), DisplayText(a.kind),
+                       DisplayText(b.name), DisplayText(b.kind), p.jaccard,
+                       p.by_short_atoms ? " (op_names' last components)" : "");
     const std::optional<DumpSourceLocation>& source = a.source ? a.source : b.source;
     if (source) out += fmt::format("  {}:{}", DisplayText(source->file, 200), source->line);
     if (times) out += fmt::format("  XLA {}, xlens {}", Time(a.time), Time(b.time));
