@@ -14,7 +14,8 @@ xlens's compilation of the same before_optimizations module with `xlens run --tr
 - the training step's kernels pair up (at least one pair; an XLA fusion of the matmul's
   elementwise epilogue is matched), and matched kernels have times from both profiles;
 - `--run` times xlens's kernels itself;
-- a scan's loop body is matched though XLA prefixed its op_names when inlining it.
+- a scan's loop body is matched though XLA prefixed its op_names when inlining it;
+- xlens's own CPU and GPU dumps of the module compared with xlens match every kernel exactly.
 
 Prints the counts and exits 1 on any failure, 77 (skipped) without jax.
 """
@@ -200,6 +201,21 @@ def check(xlens, directory, failures):
         if "xlens_run_problem" in ran_module or not any(k.get("trace", {}).get("total_us", 0) > 0
                                                           for k in ran_module["xlens"]["kernels"]):
             failures.append(f"{PROGRAM}: --run timed no xlens kernel: {ran_module.get('xlens_run_problem')}")
+    # xlens's own dump of the module (with its manifest) compared with xlens: the same compiler
+    # on both sides, so every kernel pairs exactly with its namesake, on either backend.
+    for backend in ("cpu", "gpu"):
+        own = f"{directory}.own_{backend}"
+        made = subprocess.run([xlens, "compile", os.path.join(directory, befores[0]), "--backend", backend,
+                               f"--xla_dump_to={own}"], capture_output=True, text=True, timeout=120)
+        run = subprocess.run([xlens, "compare", own, "--json", "-"], capture_output=True, text=True, timeout=120)
+        if made.returncode != 0 or run.returncode != 0:
+            failures.append(f"own/{backend}: compile or compare failed: {made.stderr.strip()[:200]} {run.stderr.strip()}")
+            continue
+        own_module = json.loads(run.stdout)["modules"][0]
+        pairs = own_module["pairs"]
+        if own_module["backend"] != backend or not pairs or len(pairs) != own_module["xla"]["kernel_count"] or \
+                any(p["xla"] != p["xlens"] or not p["exact"] for p in pairs):
+            failures.append(f"own/{backend}: xlens against itself not matched exactly: {pairs}")
     unmatched = sum(k["matched"] is None for k in module["xla"]["kernels"])
     print(f"{PROGRAM}: XLA {module['xla']['kernel_count']} kernels, xlens {module['xlens']['kernel_count']}; "
           f"{len(module['pairs'])} matched, {unmatched} XLA kernels unmatched with a reason, "
