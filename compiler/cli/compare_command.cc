@@ -186,14 +186,24 @@ void Match(ModuleComparison& m) {
     std::vector<bool> xla_alone(m.xla.size()), xlens_alone(m.xlens.size());
     for (size_t i = 0; i < m.xla.size(); ++i) xla_alone[i] = m.xla_overlaps[i].empty();
     for (size_t j = 0; j < m.xlens.size(); ++j) xlens_alone[j] = m.xlens_overlaps[j].empty();
+    // Through an index of xlens's atoms, so a module of thousands of kernels costs the overlaps
+    // there are, not every pair.
+    std::map<std::string_view, std::vector<size_t>> index;
+    for (size_t j = 0; j < m.xlens.size(); ++j) {
+      if (short_atoms && !xlens_alone[j]) continue;
+      for (const std::string& atom : short_atoms ? m.xlens[j].short_atoms : m.xlens[j].atoms) index[atom].push_back(j);
+    }
     for (size_t i = 0; i < m.xla.size(); ++i) {
-      for (size_t j = 0; j < m.xlens.size(); ++j) {
-        if (short_atoms && (!xla_alone[i] || !xlens_alone[j])) continue;
-        const std::set<std::string>& a = short_atoms ? m.xla[i].short_atoms : m.xla[i].atoms;
+      if (short_atoms && !xla_alone[i]) continue;
+      const std::set<std::string>& a = short_atoms ? m.xla[i].short_atoms : m.xla[i].atoms;
+      std::map<size_t, size_t> shared_with;  // xlens kernel -> atoms shared, in xlens's order
+      for (const std::string& atom : a) {
+        auto it = index.find(atom);
+        if (it == index.end()) continue;
+        for (size_t j : it->second) ++shared_with[j];
+      }
+      for (const auto& [j, shared] : shared_with) {
         const std::set<std::string>& b = short_atoms ? m.xlens[j].short_atoms : m.xlens[j].atoms;
-        size_t shared = 0;
-        for (const std::string& atom : a) shared += b.count(atom);
-        if (shared == 0) continue;
         m.xla_overlaps[i].push_back(j);
         m.xlens_overlaps[j].push_back(i);
         double jaccard = static_cast<double>(shared) / static_cast<double>(a.size() + b.size() - shared);
