@@ -33,7 +33,9 @@
 // are linked to kernels as `xlens inspect` links them (hlo_op, else the event's name; hlo_module
 // or module picks the module) and each pair shows both times. `--run` makes xlens's profile
 // itself: `xlens run BEFORE --iterations N --trace` of each module, in a child process with a time
-// limit, so a module that fails to run costs its times and nothing else.
+// limit, so a module that fails to run costs its times and nothing else. Constants XLA elided
+// from the dump ({...}, as TensorFlow's dumps have them) are run as zeros: the times are wanted,
+// not the values.
 #include <algorithm>
 #include <cstdio>
 #include <map>
@@ -456,7 +458,7 @@ void TimeByRunning(const std::string& directory, const CompareArgs& args, Module
   constexpr double kRunTimeoutSeconds = 300;
   StatusOr<CommandOutcome> run = RunCommand(
       {"/proc/self/exe", "run", directory + "/" + m.before_file, "--backend", m.backend == "gpu" ? "gpu-sim" : "cpu",
-       "--iterations", std::to_string(args.iterations), "--trace", trace},
+       "--iterations", std::to_string(args.iterations), "--trace", trace, "--fill_elided_constants", "zeros"},
       kRunTimeoutSeconds);
   if (!run.ok()) {
     m.run_problem = run.status().message();

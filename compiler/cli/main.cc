@@ -302,7 +302,7 @@ int main(int argc, char** argv) {
   compare->add_option("--xlens-trace", compare_args.xlens_trace,
                       "xlens's profile of the module (xlens run --trace): per-kernel times of xlens's kernels");
   compare->add_option("--json", compare_args.json, "Write the comparison as JSON to this file ('-': standard output)");
-  compare->add_flag("--run", compare_args.run, "Time xlens's kernels by running each module (xlens run --trace)");
+  compare->add_flag("--run", compare_args.run, "Time xlens's kernels by running each module (xlens run --trace; elided constants run as zeros)");
   compare->add_option("--iterations", compare_args.iterations, "Runs of each module with --run")->capture_default_str();
 
   // xlens graph: TensorFlow GraphDefs, op by op.

@@ -171,17 +171,50 @@ def _empty(ctx):
     pass
 
 
-def _compare_case(name, setup, *, expect="error", extra=(), **kw):
+def _compare_case(name, setup, *, expect="error", extra=(), timeout=30, **kw):
     def full_setup(ctx):
         os.makedirs(ctx.path("d"), exist_ok=True)
         setup(ctx)
     return Case(id=f"xla-dump/compare/{name}", reader="xla-dump", args=["compare", "d"] + list(extra),
-                setup=full_setup, expect=expect, quick=True, timeout=30, **kw)
+                setup=full_setup, expect=expect, quick=True, timeout=timeout, **kw)
 
 
 def _compare_good(ctx):
     ctx.write("d/" + GOOD, OPTIMIZED)
     ctx.write("d/" + BEFORE, BEFORE_TEXT)
+
+
+def _compare_elided(ctx):
+    text = """HloModule jit_f, entry_computation_layout={(f32[64]{0})->f32[64]{0}}
+
+ENTRY %main (x: f32[64]) -> f32[64] {
+  %x = f32[64]{0} parameter(0)
+  %c = f32[64]{0} constant({...}), metadata={op_name="jit(f)/const"}
+  %a = f32[64]{0} add(%c, %x), metadata={op_name="jit(f)/add"}
+  ROOT %n = f32[64]{0} negate(%a), metadata={op_name="jit(f)/neg"}
+}
+"""
+    ctx.write("d/" + GOOD, text)
+    ctx.write("d/" + BEFORE, text)
+
+
+def _compare_many(count):
+    # A chain of `count` elementwise ops, each its own kernel in the "optimized" module: matching
+    # must not cost every pair of kernels times their op_names.
+    def setup(ctx):
+        lines = ["HloModule big, entry_computation_layout={(f32[4]{0})->f32[4]{0}}", "",
+                 "ENTRY %main (x: f32[4]) -> f32[4] {", "  %x = f32[4]{0} parameter(0)"]
+        previous = "x"
+        for i in range(count):
+            op = "negate" if i % 2 else "exponential"
+            lines.append(f'  %n{i} = f32[4]{{0}} {op}(%{previous}), '
+                         f'metadata={{op_name="jit(f)/op{i}" source_file="f.py" source_line={i + 1}}}')
+            previous = f"n{i}"
+        lines += [f"  ROOT %r = f32[4]{{0}} copy(%{previous})", "}"]
+        text = "\n".join(lines) + "\n"
+        ctx.write("d/" + GOOD, text)
+        ctx.write("d/" + BEFORE, text)
+    return setup
 
 
 def compare_cases():
@@ -207,6 +240,11 @@ def compare_cases():
         # --run times xlens's kernels by running the module in a child process.
         _compare_case("run-times-xlens", _compare_good, expect="ok", extra=["--run", "--iterations", "2"],
                       check=_stdout_has(r"matched negate_fusion .*XLA -, xlens [0-9.]+ us in [0-9]+")),
+        # TensorFlow's dumps elide large constants ({...}): compared, and run as zeros for times.
+        _compare_case("elided-constant", _compare_elided, expect="ok", extra=["--run", "--iterations", "1"],
+                      check=_stdout_has(r"1 matched", r"xlens [0-9.]+ us in [0-9]+")),
+        _compare_case("3000-kernels", _compare_many(3000), expect="ok", timeout=20,
+                      check=_stdout_has(r"XLA 3001 kernels", r"matched n0 ")),
         _compare_case("run-and-xlens-trace", _compare_good, extra=["--run", "--xlens-trace", "t.json"], names="--run"),
         _compare_case("zero-iterations", _compare_good, extra=["--run", "--iterations", "0"], names="--iterations"),
     ]
