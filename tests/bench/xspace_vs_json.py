@@ -23,27 +23,9 @@ import sys
 import time
 
 
-def varint(v):
-    out = bytearray()
-    while v >= 0x80:
-        out.append((v & 0x7F) | 0x80)
-        v >>= 7
-    out.append(v)
-    return bytes(out)
-
-
-def key(field, wire):
-    return varint(field << 3 | wire)
-
-
-def num(field, v):
-    return key(field, 0) + varint(v)
-
-
-def length(field, body):
-    if isinstance(body, str):
-        body = body.encode()
-    return key(field, 2) + varint(len(body)) + body
+# The protobuf wire writers the hardening cases craft XSpace files with.
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "hardening"))
+from profile_cases import _int as num, _key as key, _len as length, _varint as varint  # noqa: E402,F401
 
 
 def make(directory, events):
