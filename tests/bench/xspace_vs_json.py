@@ -25,7 +25,7 @@ import time
 
 # The protobuf wire writers the hardening cases craft XSpace files with.
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "hardening"))
-from profile_cases import _int as num, _key as key, _len as length, _varint as varint  # noqa: E402,F401
+from profile_cases import _int as num, _len as length  # noqa: E402
 
 
 def make(directory, events):
