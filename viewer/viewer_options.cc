@@ -11,7 +11,7 @@ StatusOr<ViewerOptions> ParseViewerOptions(const QStringList& arguments) {
       "xlens-viewer: step through every pass and clustering stage of an xlens or XLA dump as a graph,\n"
       "with the diff of each pass, beside the timeline of the kernels it produced.");
   parser.addHelpOption();
-  parser.addPositionalArgument("DUMP_DIR", "A dump directory (XLA_FLAGS=--xla_dump_to=DIR), with its manifest.json.");
+  parser.addPositionalArgument("DUMP_DIR", "A dump directory (XLA_FLAGS=--xla_dump_to=DIR): xlens's, with its manifest.json, or one XLA wrote.");
   const QCommandLineOption trace({"t", "trace"}, "The trace to show (default: DUMP_DIR/timeline.ctf.json).", "FILE");
   const QCommandLineOption module({"m", "module"}, "Open module N (its id in the dump).", "N");
   const QCommandLineOption stage({"s", "stage"}, "Open this pass or clustering stage (e.g. fusion).", "NAME");
