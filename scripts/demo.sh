@@ -48,8 +48,9 @@ echo "\$ mnist_softmax --jit=off --steps 100 --trace out/demo/tf_op_by_op.ctf.js
 $sample "${data[@]}" --jit=off --steps 100 --trace out/demo/tf_op_by_op.ctf.json 2>&1 |
   grep -E '^(mnist_softmax: /|test accuracy|time per step|last step)'
 echo
-echo "\$ TF_DUMP_GRAPH_PREFIX=out/demo/tf/graphs mnist_softmax --jit=auto --steps 100 --xla_dump_to=out/demo/tf --xla_dump_hlo_pass_re=.* --trace out/demo/tf/timeline.ctf.json"
-TF_DUMP_GRAPH_PREFIX=out/demo/tf/graphs $sample "${data[@]}" --jit=auto --steps 100 --xla_dump_to=out/demo/tf \
+echo "\$ TF_XLA_FLAGS=--tf_xla_clustering_debug TF_DUMP_GRAPH_PREFIX=out/demo/tf/graphs mnist_softmax --jit=auto --steps 100 --xla_dump_to=out/demo/tf --xla_dump_hlo_pass_re=.* --trace out/demo/tf/timeline.ctf.json"
+# As in TensorFlow, the clustering graphs are written only with --tf_xla_clustering_debug.
+TF_XLA_FLAGS=--tf_xla_clustering_debug TF_DUMP_GRAPH_PREFIX=out/demo/tf/graphs $sample "${data[@]}" --jit=auto --steps 100 --xla_dump_to=out/demo/tf \
   --xla_dump_hlo_pass_re='.*' --trace out/demo/tf/timeline.ctf.json 2>&1 |
   grep -E '^(test accuracy|time per step|last step|  .*\((cpu_kernel|library_call)\))'
 run cluster samples/graphs/mnist_softmax/graph.pbtxt --jit-level=ON_1 --tf_xla_cpu_global_jit | sed -n 1,6p
