@@ -4,7 +4,8 @@ A case runs in a scratch directory of its own: work/ (the current directory, whe
 are), tmp/ (TMPDIR) and home/ (HOME). Before and after the run, the three are snapshotted without
 following links or opening special files; any difference outside the case's declared outputs is
 a finding. The command runs in its own session under a wall-clock limit and an address-space
-limit, and its peak RSS is read from wait4 (its waited-for children included). A case may run the
+limit, and its peak RSS is read from wait4 (its waited-for children included), or from its own
+high-water mark where wait4's could be the one it inherited from the sweep. A case may run the
 viewer instead of xlens (program="viewer"), under the same limits, and may give a peak-RSS budget
 that grows with its input's size, so a blow-up is a finding even where it fits under the limits.
 """
@@ -218,6 +219,29 @@ def _signal_group(pgid, signum):
         pass
 
 
+def _status_field(pid, field):
+    """A field of /proc/PID/status in kB (VmHWM, ...), or None when it cannot be read."""
+    try:
+        with open(f"/proc/{pid}/status", "rb") as f:
+            for line in f:
+                if line.startswith(field.encode() + b":"):
+                    return int(line.split()[1])
+    except (OSError, ValueError, IndexError):
+        pass
+    return None
+
+
+def _comm(pid):
+    try:
+        with open(f"/proc/{pid}/comm", "rb") as f:
+            return f.read().strip()
+    except OSError:
+        return None
+
+
+_OWN_COMM = _comm("self")
+
+
 def start(argv, cwd, env, out_prefix, memory_bytes, stdout_path=None, file_bytes=None):
     stdout = open(stdout_path or out_prefix + ".stdout", "wb")
     if stdout_path:
@@ -226,6 +250,11 @@ def start(argv, cwd, env, out_prefix, memory_bytes, stdout_path=None, file_bytes
     proc = subprocess.Popen(argv, cwd=cwd, env=env, stdin=subprocess.DEVNULL, stdout=stdout,
                             stderr=stderr, preexec_fn=_limits(memory_bytes, file_bytes or (1 << 30)),
                             start_new_session=True, close_fds=True)
+    # A child's ru_maxrss starts at the high-water mark it inherits from this process through
+    # fork and exec, which grows whenever a case crafts a large input here. What it inherited is
+    # at most this process's mark now; a peak at or under it is taken from the child's own mark,
+    # read while it runs (see _wait).
+    proc.inherited_rss_kb = _status_field("self", "VmHWM") or 0
     stdout.close()
     stderr.close()
     return proc
@@ -242,27 +271,40 @@ def wait(procs, timeout):
         raise
 
 
+class _PeakUsage:
+    """The part of a rusage the sweep reads, with ru_maxrss the child's own peak (see start)."""
+
+    def __init__(self, usage, proc, own_peak_kb):
+        inherited = getattr(proc, "inherited_rss_kb", 0)
+        self.ru_maxrss = usage.ru_maxrss if usage.ru_maxrss > inherited else own_peak_kb
+
+
 def _wait(procs, timeout):
     t0 = time.monotonic()
     deadline = t0 + timeout
     results = [None] * len(procs)
+    own_peak = [0] * len(procs)  # each child's VmHWM since its exec, as last read
     pause = 0.002
     while any(r is None for r in results):
         for i, p in enumerate(procs):
             if results[i] is not None:
                 continue
+            comm = _comm(p.pid)
+            if comm is not None and comm != _OWN_COMM:  # exec'd: its mark is its own
+                own_peak[i] = max(own_peak[i], _status_field(p.pid, "VmHWM") or 0)
             pid, status, usage = os.wait4(p.pid, os.WNOHANG)
             if pid:
-                results[i] = (status, usage, False, time.monotonic() - t0)
+                results[i] = (status, _PeakUsage(usage, p, own_peak[i]), False, time.monotonic() - t0)
                 p.returncode = 0  # reaped here: keep Popen from waiting on it again
                 _kill_group(p.pid)  # whatever it left running
         if time.monotonic() > deadline:
             for i, p in enumerate(procs):
                 if results[i] is None:
+                    own_peak[i] = max(own_peak[i], _status_field(p.pid, "VmHWM") or 0)
                     _kill_group(p.pid)
                     _, status, usage = os.wait4(p.pid, 0)
                     p.returncode = 0
-                    results[i] = (status, usage, True, time.monotonic() - t0)
+                    results[i] = (status, _PeakUsage(usage, p, own_peak[i]), True, time.monotonic() - t0)
             break
         time.sleep(pause)
         pause = min(pause * 1.5, 0.05)
