@@ -17,6 +17,8 @@
 #include <gtest/gtest.h>
 
 #include "codegen/random_module_generator.h"
+#include "compiler/hlo/bounded_dynamic_shapes.h"
+#include "compiler/hlo/elided_constants.h"
 #include "compiler/hlo/evaluator.h"
 #include "compiler/hlo/literal_comparison.h"
 #include "compiler/hlo/parser.h"
@@ -83,22 +85,36 @@ inline StatusOr<std::vector<Literal>> RandomArguments(const HloModule& module, s
   return arguments;
 }
 
-// The corpus module `name`, verified, with arguments from the seed every corpus test uses. The
-// error is the reason to skip it: no corpus, does not verify, more evaluator work than
-// `max_evaluator_work`, or no random input for a parameter.
-inline StatusOr<DifferentialCase> LoadCorpusCase(const std::string& name, double max_evaluator_work) {
+// The corpus module `name`, verified and made runnable as `xlens run` makes it: elided constants
+// (`{...}`) filled with seeded random values, bounded dynamic dimensions static at their bounds.
+// The error is the reason it cannot be: no corpus, does not verify, or cannot be made runnable.
+inline StatusOr<std::unique_ptr<HloModule>> LoadCorpusModule(const std::string& name) {
   const std::string dir = HloCorpusDir();
   if (dir.empty()) return Error(std::string("corpus absent under ") + XLENS_SHARED_DIR);
   const std::string path = dir + "/" + name + ".hlo";
   auto module = ParseHloModule(ReadTestFile(path), ParseOptions{.verify = true, .filename = path});
   if (!module.ok()) return Error("does not verify: " + module.status().message());
-  if (double work = EvaluatorWork(**module); work > max_evaluator_work) {
+  if (auto filled = FillElidedConstants(**module, ElidedConstantFill::kRandom, 0x5eed); !filled.ok()) {
+    return Error("cannot fill its elided constants: " + filled.status().message());
+  }
+  if (auto made = RunBoundedDynamicShapesAtTheirBounds(**module); !made.ok()) {
+    return Error("cannot run at its bounds: " + made.status().message());
+  }
+  return module;
+}
+
+// LoadCorpusModule's module with arguments from the seed every corpus test uses. The error is the
+// reason to skip it: LoadCorpusModule's, more evaluator work than `max_evaluator_work`, or no
+// random input for a parameter.
+inline StatusOr<DifferentialCase> LoadCorpusCase(const std::string& name, double max_evaluator_work) {
+  ASSIGN_OR_RETURN(std::unique_ptr<HloModule> module, LoadCorpusModule(name));
+  if (double work = EvaluatorWork(*module); work > max_evaluator_work) {
     return Error(fmt::format("too large for the reference evaluator here: about {:.0f} operations", work));
   }
   std::mt19937_64 rng(0x5eed);
-  auto arguments = RandomArguments(**module, rng);
+  auto arguments = RandomArguments(*module, rng);
   if (!arguments.ok()) return Error("no random input: " + arguments.status().message());
-  return DifferentialCase{std::move(*module), std::move(*arguments)};
+  return DifferentialCase{std::move(module), std::move(*arguments)};
 }
 
 // What a backend did with the random modules of one shard.

@@ -8,6 +8,8 @@
 
 #include <fmt/format.h>
 
+#include "compiler/hlo/bounded_dynamic_shapes.h"
+#include "compiler/hlo/elided_constants.h"
 #include "compiler/hlo/npy.h"
 #include "compiler/hlo/parser.h"
 #include "compiler/hlo/random_literal.h"
@@ -199,6 +201,25 @@ void KeepTraceWhenStopped(Watchdog& watchdog, const std::string& trace_path) {
 
 void MarkStopped(profiler::Trace& trace, const Watchdog& watchdog) {
   if (watchdog.fired()) trace.metadata.push_back({"stopped", watchdog.StopMessage()});
+}
+
+Status PrepareModuleToRun(HloModule& module, const std::string& path, std::string_view command,
+                          const std::string& fill, uint64_t seed, bool quiet) {
+  auto filled = ResolveElidedConstants(module, fill, seed);
+  if (!filled.ok()) return filled.status().WithContext(DisplayPath(path));
+  if (*filled > 0 && !quiet) {
+    std::fprintf(stderr, "xlens %.*s: filled %lld elided constants with %s values (seed %llu)\n",
+                 static_cast<int>(command.size()), command.data(), static_cast<long long>(*filled),
+                 fill.c_str(), static_cast<unsigned long long>(seed));
+  }
+  auto dynamic = RunBoundedDynamicShapesAtTheirBounds(module);
+  if (!dynamic.ok()) return dynamic.status().WithContext(DisplayPath(path));
+  if (*dynamic > 0 && !quiet) {
+    std::fprintf(stderr, "xlens %.*s: %lld instructions have bounded dynamic shapes; run at their "
+                 "bounds (inputs of the full size)\n", static_cast<int>(command.size()),
+                 command.data(), static_cast<long long>(*dynamic));
+  }
+  return OkStatus();
 }
 
 }  // namespace xlens::cli

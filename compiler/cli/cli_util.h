@@ -20,6 +20,13 @@ namespace xlens::cli {
 // Prints "xlens: MESSAGE" to stderr and returns 1, the exit code of a user error.
 int Fail(const Status& status);
 StatusOr<std::unique_ptr<HloModule>> LoadModule(const std::string& path, bool verify);
+// What a command that runs `module` does to it first, saying each change once on stderr as
+// "xlens COMMAND: ...": elided constants filled from `fill` with `seed`, or refused naming the
+// flag (elided_constants.h); bounded dynamic dimensions made static at their bounds, or what
+// cannot be refused by name (bounded_dynamic_shapes.h). `quiet` says nothing (a second load of
+// the same file). Errors are the file's.
+Status PrepareModuleToRun(HloModule& module, const std::string& path, std::string_view command,
+                          const std::string& fill, uint64_t seed, bool quiet = false);
 // Every leaf of a (possibly tuple) literal, in order.
 void CollectLeaves(const Literal& literal, std::vector<const Literal*>& leaves);
 // A literal for a terminal: whole when small, the first and last elements otherwise.

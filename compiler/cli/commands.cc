@@ -8,7 +8,6 @@
 #include <fmt/format.h>
 
 #include "compiler/hlo/dot_printer.h"
-#include "compiler/hlo/elided_constants.h"
 #include "compiler/hlo/evaluator.h"
 #include "compiler/hlo/npy.h"
 #include "compiler/hlo/parser.h"
@@ -62,12 +61,9 @@ int RunDot(const DotArgs& args) {
 int RunEval(const EvalArgs& args) {
   auto module = LoadModule(args.file, /*verify=*/true);
   if (!module.ok()) return Fail(module.status());
-  auto filled = ResolveElidedConstants(**module, args.fill_elided_constants, args.seed);
-  if (!filled.ok()) return Fail(filled.status().WithContext(DisplayPath(args.file)));
-  if (*filled > 0) {
-    std::fprintf(stderr, "xlens eval: filled %lld elided constants with %s values (seed %llu)\n",
-                 static_cast<long long>(*filled), args.fill_elided_constants.c_str(),
-                 static_cast<unsigned long long>(args.seed));
+  if (Status s = PrepareModuleToRun(**module, args.file, "eval", args.fill_elided_constants, args.seed);
+      !s.ok()) {
+    return Fail(s);
   }
   auto inputs = LoadInputs(*(*module)->entry_computation(), args.inputs, args.seed);
   if (!inputs.ok()) return Fail(inputs.status());

@@ -10,7 +10,6 @@
 
 #include "compiler/cli/cli_util.h"
 #include "compiler/cli/commands.h"
-#include "compiler/hlo/elided_constants.h"
 #include "compiler/hlo/evaluator.h"
 #include "compiler/hlo/literal_comparison.h"
 #include "compiler/hlo/parser.h"
@@ -273,12 +272,9 @@ int RunRun(const RunArgs& args) {
   if (setup.dump) setup.dump->SetBackend(args.backend);
   auto module = LoadModule(args.file, /*verify=*/true);
   if (!module.ok()) return Fail(module.status());
-  auto filled = ResolveElidedConstants(**module, args.fill_elided_constants, args.seed);
-  if (!filled.ok()) return Fail(filled.status().WithContext(DisplayPath(args.file)));
-  if (*filled > 0) {
-    std::fprintf(stderr, "xlens run: filled %lld elided constants with %s values (seed %llu)\n",
-                 static_cast<long long>(*filled), args.fill_elided_constants.c_str(),
-                 static_cast<unsigned long long>(args.seed));
+  if (Status s = PrepareModuleToRun(**module, args.file, "run", args.fill_elided_constants, args.seed);
+      !s.ok()) {
+    return Fail(s);
   }
   ActivityScope activity("compiling and running module " + (*module)->name() + " of " + args.file);
   auto inputs = LoadInputs(*(*module)->entry_computation(), args.inputs, args.seed);
@@ -345,9 +341,10 @@ int RunRun(const RunArgs& args) {
     auto original = LoadModule(args.file, /*verify=*/true);
     if (!original.ok()) return Fail(original.status());
     // The same values as the compiled module's: the same fill and seed.
-    if (auto refilled = ResolveElidedConstants(**original, args.fill_elided_constants, args.seed);
-        !refilled.ok()) {
-      return Fail(refilled.status().WithContext(DisplayPath(args.file)));
+    if (Status s = PrepareModuleToRun(**original, args.file, "run", args.fill_elided_constants,
+                                      args.seed, /*quiet=*/true);
+        !s.ok()) {
+      return Fail(s);
     }
     watchdog.SetActivity(fmt::format("evaluating module {} for --reference", (*original)->name()));
     EvaluatorOptions options{.cancel = watchdog.cancel_flag(), .max_work = args.max_work};

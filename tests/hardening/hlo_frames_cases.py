@@ -135,5 +135,21 @@ def cases(shared, root_user):
               "  ROOT r = f32[4]{0} custom-call(n), custom_call_target=\"xla.sdy.FuncResultSharding\"\n}\n",
               "run", expect="ok", extra=["--reference"],
               check=_stdout(r"\{-1, -2, -3, -4\}", "the negated values")),
+        # Dynamic shapes: bounded ones run at their bounds; the rest is refused by name.
+        _case("bounded-dynamic-run",
+              "HloModule m\nENTRY e {\n  p = f32[<=8]{0:T(1024)} parameter(0)\n"
+              "  ROOT r = f32[<=8]{0} reshape(p)\n}\n", "run", expect="ok",
+              extra=["--reference"], check=_stdout(r"reference: .*match", "a run at the bound")),
+        _case("bounded-dynamic-eval",
+              "HloModule m\nENTRY e {\n  p = f32[<=8]{0} parameter(0)\n"
+              "  ROOT n = f32[<=8]{0} negate(p)\n}\n", "eval", expect="ok"),
+        _case("unbounded-dynamic-run",
+              "HloModule m\nENTRY e {\n  p = f32[?]{0} parameter(0)\n"
+              "  ROOT n = f32[?]{0} negate(p)\n}\n", "run", mentions=r"unbounded dynamic shape"),
+        _case("slice-to-dynamic-run",
+              "HloModule m\nENTRY e {\n  p = s32[2,2]{1,0} parameter(0)\n  one = s32[] constant(1)\n"
+              "  two = s32[] constant(2)\n  ROOT d = s32[<=2,2]{1,0} custom-call(p, one, two), "
+              "custom_call_target=\"SliceToDynamic\"\n}\n", "run",
+              mentions=r"sets a dimension's size at run time"),
     ]
     return out
