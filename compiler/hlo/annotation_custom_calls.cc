@@ -13,7 +13,11 @@ bool IsAnnotationCustomCall(const HloInstruction& instruction) {
     return false;
   }
   const std::string& target = *instruction.custom_call_target;
-  if (target != "Sharding" && target != "xla.sdy.FuncResultSharding") return false;
+  if (target != "Sharding" && target != "xla.sdy.FuncResultSharding" &&
+      target != "annotate_device_placement" && target != "MoveToHost" &&
+      target != "MoveToDevice") {
+    return false;
+  }
   return shape_util::Compatible(instruction.shape(), instruction.operand(0)->shape());
 }
 
