@@ -583,6 +583,16 @@ StatusOr<Literal> HloEvaluator::Visit(const HloInstruction& instruction,
       return HandleGather(instruction, *operands[0], *operands[1]);
     case HloOpcode::kScatter:
       return HandleScatter(*this, instruction, operands);
+    case HloOpcode::kFft:
+      return HandleFft(instruction, *operands[0]);
+    case HloOpcode::kCholesky:
+      return HandleCholesky(instruction, *operands[0]);
+    case HloOpcode::kTopK:
+      return HandleTopK(instruction, *operands[0]);
+    case HloOpcode::kBatchNormTraining:
+    case HloOpcode::kBatchNormInference:
+    case HloOpcode::kBatchNormGrad:
+      return HandleBatchNorm(instruction, operands);
     case HloOpcode::kFusion:
       return HandleCall(*this, instruction, instruction.fused_computation(), operands);
     case HloOpcode::kCall:

@@ -302,6 +302,17 @@ StatusOr<Literal> HandleGather(const HloInstruction& instruction, const Literal&
 StatusOr<Literal> HandleScatter(HloEvaluator& evaluator, const HloInstruction& instruction,
                                 std::span<const Literal* const> operands);
 
+// evaluator_fft.cc
+StatusOr<Literal> HandleFft(const HloInstruction& instruction, const Literal& operand);
+
+// evaluator_linear_algebra.cc
+StatusOr<Literal> HandleCholesky(const HloInstruction& instruction, const Literal& operand);
+StatusOr<Literal> HandleTopK(const HloInstruction& instruction, const Literal& operand);
+
+// evaluator_batch_norm.cc (batch-norm-training, batch-norm-inference, batch-norm-grad)
+StatusOr<Literal> HandleBatchNorm(const HloInstruction& instruction,
+                                  std::span<const Literal* const> operands);
+
 // evaluator_control_flow.cc
 StatusOr<Literal> HandleCall(HloEvaluator& evaluator, const HloInstruction& instruction,
                              const HloComputation* computation,

@@ -6,6 +6,7 @@
 #include <cmath>
 
 #include "compiler/hlo/evaluator_internal.h"
+#include "compiler/hlo/numeric_op_attributes.h"
 #include "compiler/support/file_io.h"
 
 namespace xlens {
@@ -105,6 +106,31 @@ double EvaluationWork(const HloInstruction& instruction) {
                                 : Dim(instruction.operand(0)->shape(), dims[0]);
       return n * std::max(std::log2(std::max(length, 2.0)), 1.0);
     }
+    case HloOpcode::kFft: {
+      // A direct DFT per transformed dimension: every point of the larger side, once per
+      // length (evaluator_fft.cc).
+      double lengths = 0;
+      if (StatusOr<FftAttributes> fft = GetFftAttributes(instruction); fft.ok()) {
+        for (int64_t length : fft->lengths) lengths += static_cast<double>(length);
+      }
+      return std::max(FirstElements(shape), OperandElements(instruction, 0)) *
+             std::max(lengths, 1.0);
+    }
+    case HloOpcode::kCholesky:
+      // n^3/6 multiply-adds per n x n matrix, counted as n per element.
+      return FirstElements(shape) * Dim(shape, shape.rank() - 1);
+    case HloOpcode::kTopK: {
+      const Shape& values = shape.IsTuple() && shape.tuple_shapes_size() > 0
+                                ? shape.tuple_shapes(0)
+                                : shape;
+      const double k = Dim(values, values.rank() - 1);
+      return OperandElements(instruction, 0) * std::max(std::log2(std::max(k, 2.0)), 1.0);
+    }
+    case HloOpcode::kBatchNormTraining:
+    case HloOpcode::kBatchNormInference:
+    case HloOpcode::kBatchNormGrad:
+      // A few passes over the operand.
+      return 4 * OperandElements(instruction, 0);
     case HloOpcode::kScatter: {
       const int64_t n = (instruction.operand_count() - 1) / 2;
       return OperandElements(instruction, n + 1) + OperandElements(instruction, 0);

@@ -544,6 +544,16 @@ StatusOr<Shape> InferSupportedShape(const HloInstruction& instruction) {
       return InferScatterShape(instruction);
     case HloOpcode::kSort:
       return InferSortShape(instruction);
+    case HloOpcode::kFft:
+      return InferFftShape(instruction);
+    case HloOpcode::kTopK:
+      return InferTopKShape(instruction);
+    case HloOpcode::kCholesky:
+      return InferCholeskyShape(instruction);
+    case HloOpcode::kBatchNormTraining:
+    case HloOpcode::kBatchNormInference:
+    case HloOpcode::kBatchNormGrad:
+      return InferBatchNormShape(instruction);
     case HloOpcode::kMap:
       return InferMapShape(instruction);
     case HloOpcode::kAllReduce:

@@ -80,5 +80,10 @@ StatusOr<Shape> InferDotShape(const HloInstruction& instruction);
 StatusOr<Shape> InferConvolutionShape(const HloInstruction& instruction);
 StatusOr<Shape> InferGatherShape(const HloInstruction& instruction);
 StatusOr<Shape> InferScatterShape(const HloInstruction& instruction);
+// shape_inference_numeric.cc
+StatusOr<Shape> InferFftShape(const HloInstruction& instruction);
+StatusOr<Shape> InferTopKShape(const HloInstruction& instruction);
+StatusOr<Shape> InferCholeskyShape(const HloInstruction& instruction);
+StatusOr<Shape> InferBatchNormShape(const HloInstruction& instruction);
 
 }  // namespace xlens::shape_inference_internal
