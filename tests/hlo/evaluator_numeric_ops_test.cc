@@ -105,7 +105,8 @@ TEST(EvaluatorNumericOpsTest, HugeFftIsRefusedByTheWorkLimit) {
   ROOT f = c64[4096,4096] fft(x), fft_type=FFT, fft_length={4096,4096})"));
   ASSERT_TRUE(module.ok()) << module.status().message();
   const HloInstruction& fft = *(*module)->entry_computation()->root_instruction();
-  EXPECT_DOUBLE_EQ(EvaluationWork(fft), 4096.0 * 4096 * 8192);
+  // Every point, once per length of each transformed dimension, 4 operations each.
+  EXPECT_DOUBLE_EQ(EvaluationWork(fft), 4 * 4096.0 * 4096 * 8192);
   Status status = CheckEvaluationWork(**module, 1e9);
   EXPECT_THAT(status.message(), HasSubstr("fft"));
 }
