@@ -131,8 +131,8 @@ int main(int argc, char** argv) {
   eval->add_option("--inputs", eval_args.inputs,
                    "Directory with arg0.npy, arg1.npy, ... in parameter order (default: random)");
   eval->add_option("--outputs", eval_args.outputs,
-                   "Write out0.npy, out1.npy, ... (tuple leaves in order) here; bf16 is written as "
-                   "float32 and s4/u4 as int8/uint8, exactly, since .npy has no dtype for them");
+                   "Write out0.npy, out1.npy, ... (tuple leaves in order) here; bf16 and f8 are "
+                   "written as float32 and s4/u4 as int8/uint8, exactly, since .npy has no dtype for them");
   eval->add_option("--seed", eval_args.seed, "Seed of the random inputs")
       ->check(CLI::Validator(Seed, "SEED"));
   eval->add_option("--fill_elided_constants", eval_args.fill_elided_constants,
@@ -171,8 +171,8 @@ int main(int argc, char** argv) {
   run->add_option("--inputs", run_args.inputs,
                   "Directory with arg0.npy, arg1.npy, ... in parameter order (default: random)");
   run->add_option("--outputs", run_args.outputs,
-                  "Write out0.npy, out1.npy, ... here; bf16 is written as float32 and s4/u4 as "
-                  "int8/uint8, exactly, since .npy has no dtype for them");
+                  "Write out0.npy, out1.npy, ... here; bf16 and f8 are written as float32 and "
+                  "s4/u4 as int8/uint8, exactly, since .npy has no dtype for them");
   run->add_flag("--reference", run_args.reference,
                 "Compare every output with the reference evaluator; exit 1 beyond the tolerance");
   run->add_option("--tolerance", run_args.tolerance, "Absolute and relative tolerance of --reference")

@@ -3,6 +3,8 @@
 #include <fmt/format.h>
 #include <llvm/IR/Module.h>
 
+#include "compiler/codegen/float8_ir.h"
+
 namespace xlens::codegen {
 
 bool IsCodegenSupportedType(PrimitiveType type) {
@@ -15,7 +17,7 @@ bool IsCodegenSupportedType(PrimitiveType type) {
     case PrimitiveType::C64: case PrimitiveType::C128:
       return true;
     default:
-      return false;
+      return IsComputedFloat8Type(type);
   }
 }
 
@@ -23,6 +25,11 @@ StatusOr<llvm::Type*> ValueType(PrimitiveType type, llvm::LLVMContext& c) {
   switch (type) {
     case PrimitiveType::PRED: return llvm::Type::getInt1Ty(c);
     case PrimitiveType::S8: case PrimitiveType::U8: return llvm::Type::getInt8Ty(c);
+    // The 8-bit floats are held as their bits, as bf16 is.
+    case PrimitiveType::F8E5M2: case PrimitiveType::F8E4M3: case PrimitiveType::F8E3M4:
+    case PrimitiveType::F8E4M3FN: case PrimitiveType::F8E4M3FNUZ: case PrimitiveType::F8E5M2FNUZ:
+    case PrimitiveType::F8E4M3B11FNUZ:
+      return llvm::Type::getInt8Ty(c);
     case PrimitiveType::S16: case PrimitiveType::U16: case PrimitiveType::BF16:
       return llvm::Type::getInt16Ty(c);
     case PrimitiveType::S32: case PrimitiveType::U32: return llvm::Type::getInt32Ty(c);
@@ -66,6 +73,7 @@ llvm::Value* FloatToCompute(llvm::IRBuilder<>& b, PrimitiveType type, llvm::Valu
     case PrimitiveType::BF16:
       return b.CreateBitCast(b.CreateShl(b.CreateZExt(value, b.getInt32Ty()), 16), b.getFloatTy());
     default:
+      if (const Float8Format* f8 = Float8FormatOf(type)) return EmitFloat8ToF32(b, *f8, value);
       return value;
   }
 }
@@ -85,6 +93,7 @@ llvm::Value* ComputeToFloat(llvm::IRBuilder<>& b, PrimitiveType type, llvm::Valu
       return b.CreateTrunc(b.CreateSelect(is_nan, quiet, rounded), b.getInt16Ty());
     }
     default:
+      if (const Float8Format* f8 = Float8FormatOf(type)) return EmitToFloat8(b, *f8, value);
       return value;
   }
 }

@@ -25,8 +25,9 @@ bool IsCodegenSupportedType(PrimitiveType type);
 llvm::Value* StorageToValue(llvm::IRBuilder<>& b, PrimitiveType type, llvm::Value* stored);
 llvm::Value* ValueToStorage(llvm::IRBuilder<>& b, PrimitiveType type, llvm::Value* value);
 
-// Floating-point types compute in their ComputeType: f16 and bf16 in f32 (rounded once per
-// operation, as XLA's CPU backend does), f32 and f64 in themselves.
+// Floating-point types compute in their ComputeType: f16, bf16 and the 8-bit floats in f32
+// (rounded once per operation, as XLA's CPU backend does), f32 and f64 in themselves.
+// ComputeToFloat also takes an f64 for an 8-bit float type, rounding it once, as XLA does.
 llvm::Value* FloatToCompute(llvm::IRBuilder<>& b, PrimitiveType type, llvm::Value* value);
 llvm::Value* ComputeToFloat(llvm::IRBuilder<>& b, PrimitiveType type, llvm::Value* value);
 llvm::Type* FloatComputeType(PrimitiveType type, llvm::LLVMContext& context);

@@ -9,6 +9,7 @@
 #include "compiler/codegen/complex_ops.h"
 #include "compiler/codegen/fast_math.h"
 #include "compiler/codegen/llvm_ir_util.h"
+#include "compiler/hlo/float8.h"
 
 namespace xlens::codegen {
 namespace {
@@ -430,6 +431,7 @@ StatusOr<Value*> EmitConvert(llvm::IRBuilder<>& b, PrimitiveType from, Primitive
   if (from_float && to_float) {
     Value* x = FloatToCompute(b, from, v);
     if (to == PrimitiveType::F16 && from == PrimitiveType::F64) return b.CreateFPTrunc(x, to_type);
+    if (IsComputedFloat8Type(to) && from == PrimitiveType::F64) return ComputeToFloat(b, to, x);
     llvm::Type* target = FloatComputeType(to, c);
     if (to == PrimitiveType::BF16 && from == PrimitiveType::F64) x = b.CreateFPTrunc(x, target);
     if (x->getType() != target) {
@@ -558,7 +560,7 @@ StatusOr<Value*> EmitLiteralElement(llvm::IRBuilder<>& b, const Literal& literal
     std::memcpy(&h, data, 2);
     return llvm::ConstantFP::get(c, llvm::APFloat(llvm::APFloat::IEEEhalf(), llvm::APInt(16, h)));
   }
-  // Integers and bf16 (held as its bits): the raw little-endian bytes.
+  // Integers, bf16 and the 8-bit floats (held as their bits): the raw little-endian bytes.
   uint64_t raw = 0;
   std::memcpy(&raw, data, ByteWidth(type));
   return llvm::ConstantInt::get(t, raw);

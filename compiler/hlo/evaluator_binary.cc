@@ -276,8 +276,10 @@ auto CompareKey(T v) {
   if constexpr (kIsFloat<T>) {
     if constexpr (K == ComparisonType::kFloatTotalOrder) {
       // -NaN < -inf < ... < -0 < +0 < ... < inf < NaN: flip all but the sign bit of negatives.
-      using Bits = std::conditional_t<sizeof(T) == 2, int16_t,
-                                      std::conditional_t<sizeof(T) == 4, int32_t, int64_t>>;
+      using Bits = std::conditional_t<
+          sizeof(T) == 1, int8_t,
+          std::conditional_t<sizeof(T) == 2, int16_t,
+                             std::conditional_t<sizeof(T) == 4, int32_t, int64_t>>>;
       Bits bits = std::bit_cast<Bits>(v);
       return bits < 0 ? static_cast<Bits>(bits ^ std::numeric_limits<Bits>::max()) : bits;
     } else {

@@ -23,7 +23,7 @@ StatusOr<PrimitiveType> AccumulationType(PrimitiveType lhs, PrimitiveType rhs,
 }
 
 template <typename T>
-inline constexpr bool kIsAccumulator = !std::is_same_v<T, half> && !std::is_same_v<T, bfloat16>;
+inline constexpr bool kIsAccumulator = !std::is_same_v<T, half> && !kIsWrappedFloat<T>;
 
 template <typename T>
 T MultiplyAdd(T accumulator, T a, T b) {

@@ -49,6 +49,8 @@ To ConvertElement(From v) {
     return FromCompute<To>(static_cast<ComputeType<To>>(v));
   } else if constexpr (std::is_same_v<To, bfloat16>) {
     return bfloat16(static_cast<float>(ToCompute(v)));
+  } else if constexpr (kIsWrappedFloat<To>) {
+    return To(ToCompute(v));  // an f64 rounds once, straight to the 8-bit float, as XLA's does
   } else {
     return static_cast<To>(ToCompute(v));
   }

@@ -33,33 +33,26 @@ namespace xlens::evaluator_internal {
 template <typename T>
 inline constexpr bool kIsComplex = std::is_same_v<T, complex64> || std::is_same_v<T, complex128>;
 template <typename T>
-inline constexpr bool kIsFloat = std::is_same_v<T, half> || std::is_same_v<T, bfloat16> ||
+inline constexpr bool kIsFloat = std::is_same_v<T, half> || kIsWrappedFloat<T> ||
                                  std::is_same_v<T, float> || std::is_same_v<T, double>;
 template <typename T>
 inline constexpr bool kIsPred = std::is_same_v<T, bool>;
 template <typename T>
 inline constexpr bool kIsInteger = std::is_integral_v<T> && !kIsPred<T>;
 
-// The type arithmetic on T is carried out in: f16 and bf16 compute in f32 and round once per
-// operation, as XLA's CPU backend does.
+// The type arithmetic on T is carried out in: f16, bf16 and the 8-bit floats compute in f32 and
+// round once per operation, as XLA's CPU backend does (it normalizes the 8-bit floats to f16,
+// whose 11 bits make rounding twice, through f16, give what rounding once does for +-*/).
 template <typename T>
 struct ComputeTypeOf {
-  using type = T;
-};
-template <>
-struct ComputeTypeOf<half> {
-  using type = float;
-};
-template <>
-struct ComputeTypeOf<bfloat16> {
-  using type = float;
+  using type = std::conditional_t<std::is_same_v<T, half> || kIsWrappedFloat<T>, float, T>;
 };
 template <typename T>
 using ComputeType = typename ComputeTypeOf<T>::type;
 
 template <typename T>
 inline ComputeType<T> ToCompute(T v) {
-  if constexpr (std::is_same_v<T, bfloat16>) {
+  if constexpr (kIsWrappedFloat<T>) {
     return static_cast<float>(v);
   } else {
     return static_cast<ComputeType<T>>(v);
@@ -67,8 +60,8 @@ inline ComputeType<T> ToCompute(T v) {
 }
 template <typename T, typename C>
 inline T FromCompute(C v) {
-  if constexpr (std::is_same_v<T, bfloat16>) {
-    return bfloat16(static_cast<float>(v));
+  if constexpr (kIsWrappedFloat<T>) {
+    return T(static_cast<float>(v));
   } else {
     return static_cast<T>(v);
   }

@@ -60,7 +60,7 @@ double Literal::GetAsDouble(int64_t i) const {
     if constexpr (std::is_same_v<T, complex64> || std::is_same_v<T, complex128>) {
       out = static_cast<double>(v.real());
     } else {
-      out = static_cast<double>(static_cast<std::conditional_t<std::is_same_v<T, bfloat16>, float, T>>(v));
+      out = static_cast<double>(static_cast<std::conditional_t<kIsWrappedFloat<T>, float, T>>(v));
     }
   });
   return out;
@@ -73,7 +73,7 @@ int64_t Literal::GetAsInt64(int64_t i) const {
     T v = data<T>()[i];
     if constexpr (std::is_same_v<T, complex64> || std::is_same_v<T, complex128>) {
       out = static_cast<int64_t>(v.real());
-    } else if constexpr (std::is_same_v<T, bfloat16>) {
+    } else if constexpr (kIsWrappedFloat<T>) {
       out = static_cast<int64_t>(static_cast<float>(v));
     } else {
       out = static_cast<int64_t>(v);
@@ -96,6 +96,8 @@ void Literal::SetFromDouble(int64_t i, double value) {
     using T = NativeType<P>;
     if constexpr (std::is_same_v<T, bfloat16>) {
       data<T>()[i] = bfloat16(static_cast<float>(value));
+    } else if constexpr (kIsWrappedFloat<T>) {
+      data<T>()[i] = T(value);  // rounded once, from the double
     } else if constexpr (std::is_same_v<T, complex64>) {
       data<T>()[i] = complex64(static_cast<float>(value), 0.0f);
     } else if constexpr (std::is_same_v<T, complex128>) {
@@ -109,8 +111,8 @@ void Literal::SetFromDouble(int64_t i, double value) {
 void Literal::SetFromInt64(int64_t i, int64_t value) {
   DispatchSupportedType(shape_.element_type(), [&]<PrimitiveType P>() {
     using T = NativeType<P>;
-    if constexpr (std::is_same_v<T, bfloat16>) {
-      data<T>()[i] = bfloat16(static_cast<float>(value));
+    if constexpr (kIsWrappedFloat<T>) {
+      data<T>()[i] = T(static_cast<float>(value));
     } else if constexpr (std::is_same_v<T, complex64> || std::is_same_v<T, complex128>) {
       data<T>()[i] = T(static_cast<typename T::value_type>(value), 0);
     } else {
@@ -147,6 +149,11 @@ FloatDigits DigitsOf(PrimitiveType type) {
   switch (type) {
     // Half-precision values print as the floats they convert to, as XLA's dumps show them.
     case PrimitiveType::F64: return {15, 17};
+    // The 8-bit floats print with their own max_digits10 (2 for e5m2, 3 for the others), as
+    // XLA prints them: "0.094" for the e5m2 0.09375.
+    case PrimitiveType::F8E5M2: case PrimitiveType::F8E5M2FNUZ: return {2, 2};
+    case PrimitiveType::F8E4M3: case PrimitiveType::F8E4M3FN: case PrimitiveType::F8E4M3FNUZ:
+    case PrimitiveType::F8E4M3B11FNUZ: case PrimitiveType::F8E3M4: return {3, 3};
     default: return {6, 9};
   }
 }
@@ -157,7 +164,11 @@ double RoundToType(double value, PrimitiveType type) {
     case PrimitiveType::F16: return static_cast<double>(static_cast<half>(value));
     case PrimitiveType::BF16: return static_cast<float>(bfloat16(static_cast<float>(value)));
     case PrimitiveType::F64: return value;
-    default: return static_cast<double>(static_cast<float>(value));
+    default:
+      if (const Float8Format* f8 = Float8FormatOf(type)) {
+        return Float8ToDouble(Float8FromDouble(value, *f8), *f8);
+      }
+      return static_cast<double>(static_cast<float>(value));
   }
 }
 
@@ -169,7 +180,8 @@ std::string FloatToHloString(double value, PrimitiveType type) {
   FloatDigits digits = DigitsOf(type);
   char buf[64];
   std::snprintf(buf, sizeof(buf), "%.*g", digits.digits10, value);
-  PrimitiveType check = type == PrimitiveType::F64 ? type : PrimitiveType::F32;
+  PrimitiveType check = type == PrimitiveType::F64 || IsComputedFloat8Type(type)
+                            ? type : PrimitiveType::F32;
   if (RoundToType(std::strtod(buf, nullptr), check) == value) return buf;
   std::snprintf(buf, sizeof(buf), "%.*g", digits.max_digits10, value);
   return buf;
@@ -182,7 +194,10 @@ bool FitsFloatType(double value, PrimitiveType type) {
     case PrimitiveType::F16: max = 65504.0; break;
     case PrimitiveType::BF16: max = 3.3895313892515355e38; break;
     case PrimitiveType::F32: max = std::numeric_limits<float>::max(); break;
-    default: return true;
+    default:
+      // An 8-bit float: a value that rounds to inf or NaN does not fit.
+      if (IsComputedFloat8Type(type)) return std::isfinite(RoundToType(value, type));
+      return true;
   }
   // Values that round to the largest finite value are fine; those that round to inf are not.
   return !std::isinf(RoundToType(value, type)) && std::fabs(value) <= max * (1 + 1e-3);
@@ -228,7 +243,9 @@ std::string Literal::ElementToString(int64_t i) const {
     case PrimitiveType::U1: case PrimitiveType::U2: case PrimitiveType::U4:
       return std::to_string(data<uint8_t>()[i]);
     case PrimitiveType::F16: case PrimitiveType::BF16: case PrimitiveType::F32:
-    case PrimitiveType::F64:
+    case PrimitiveType::F64: case PrimitiveType::F8E5M2: case PrimitiveType::F8E4M3:
+    case PrimitiveType::F8E3M4: case PrimitiveType::F8E4M3FN: case PrimitiveType::F8E4M3FNUZ:
+    case PrimitiveType::F8E5M2FNUZ: case PrimitiveType::F8E4M3B11FNUZ:
       return FloatToHloString(GetAsDouble(i), type);
     case PrimitiveType::C64: case PrimitiveType::C128: {
       complex128 c = GetAsComplex(i);

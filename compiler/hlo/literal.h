@@ -23,7 +23,7 @@ class Literal {
   // A zero-filled literal of `shape` (tuples recursively).
   explicit Literal(const Shape& shape);
   static Literal CreateElided(const Shape& shape);
-  // A literal of a type xlens does not compute with (the F8/F4 types), kept as its HLO text.
+  // A literal of a type xlens does not compute with (f4e2m1fn, f8e8m0fnu), kept as its HLO text.
   static Literal CreateFromText(const Shape& shape, std::string text);
   static Literal MakeTuple(std::vector<Literal> elements);
   template <typename T>
@@ -95,8 +95,8 @@ class Literal {
   std::string text_;
 };
 
-// Text of one floating-point value of `type` (an F16/BF16/F32/F64 value held in a double) as XLA
-// prints it: the shortest of %.{digits10}g or %.{max_digits10}g that reads back to the same value;
+// Text of one floating-point value of `type` (an F16/BF16/F32/F64 or 8-bit float value held in
+// a double) as XLA prints it: the shortest of %.{digits10}g or %.{max_digits10}g that reads back to the same value;
 // "inf", "-inf", "nan".
 std::string FloatToHloString(double value, PrimitiveType type);
 

@@ -1,6 +1,6 @@
 // C++ types that hold one element of each evaluator-supported PrimitiveType, and the mapping
 // between them. half is the compiler's _Float16; bfloat16 is a 16-bit wrapper that computes in
-// float and rounds to nearest even when stored.
+// float and rounds to nearest even when stored; the 8-bit floats (float8.h) do the same.
 #pragma once
 
 #include <bit>
@@ -9,6 +9,7 @@
 #include <cstdint>
 #include <cstring>
 
+#include "compiler/hlo/float8.h"
 #include "compiler/hlo/primitive_type.h"
 
 namespace xlens {
@@ -37,6 +38,22 @@ struct bfloat16 {
   }
 };
 
+using float8_e5m2 = float8<PrimitiveType::F8E5M2>;
+using float8_e4m3 = float8<PrimitiveType::F8E4M3>;
+using float8_e3m4 = float8<PrimitiveType::F8E3M4>;
+using float8_e4m3fn = float8<PrimitiveType::F8E4M3FN>;
+using float8_e4m3fnuz = float8<PrimitiveType::F8E4M3FNUZ>;
+using float8_e5m2fnuz = float8<PrimitiveType::F8E5M2FNUZ>;
+using float8_e4m3b11fnuz = float8<PrimitiveType::F8E4M3B11FNUZ>;
+
+// Floats held in a wrapper struct (no arithmetic of their own): converted to float to compute.
+template <typename T>
+inline constexpr bool kIsWrappedFloat = false;
+template <>
+inline constexpr bool kIsWrappedFloat<bfloat16> = true;
+template <PrimitiveType P>
+inline constexpr bool kIsWrappedFloat<float8<P>> = true;
+
 template <PrimitiveType kType>
 struct NativeTypeOf;
 #define XLENS_NATIVE(P, T)  \
@@ -57,6 +74,13 @@ XLENS_NATIVE(F32, float)
 XLENS_NATIVE(F64, double)
 XLENS_NATIVE(C64, complex64)
 XLENS_NATIVE(C128, complex128)
+XLENS_NATIVE(F8E5M2, float8_e5m2)
+XLENS_NATIVE(F8E4M3, float8_e4m3)
+XLENS_NATIVE(F8E3M4, float8_e3m4)
+XLENS_NATIVE(F8E4M3FN, float8_e4m3fn)
+XLENS_NATIVE(F8E4M3FNUZ, float8_e4m3fnuz)
+XLENS_NATIVE(F8E5M2FNUZ, float8_e5m2fnuz)
+XLENS_NATIVE(F8E4M3B11FNUZ, float8_e4m3b11fnuz)
 #undef XLENS_NATIVE
 
 template <PrimitiveType kType>
@@ -74,7 +98,9 @@ bool DispatchSupportedType(PrimitiveType type, Fn&& fn) {
     XLENS_DISPATCH(PRED) XLENS_DISPATCH(S8) XLENS_DISPATCH(S16) XLENS_DISPATCH(S32)
     XLENS_DISPATCH(S64) XLENS_DISPATCH(U8) XLENS_DISPATCH(U16) XLENS_DISPATCH(U32)
     XLENS_DISPATCH(U64) XLENS_DISPATCH(F16) XLENS_DISPATCH(BF16) XLENS_DISPATCH(F32)
-    XLENS_DISPATCH(F64) XLENS_DISPATCH(C64) XLENS_DISPATCH(C128)
+    XLENS_DISPATCH(F64) XLENS_DISPATCH(C64) XLENS_DISPATCH(C128) XLENS_DISPATCH(F8E5M2)
+    XLENS_DISPATCH(F8E4M3) XLENS_DISPATCH(F8E3M4) XLENS_DISPATCH(F8E4M3FN)
+    XLENS_DISPATCH(F8E4M3FNUZ) XLENS_DISPATCH(F8E5M2FNUZ) XLENS_DISPATCH(F8E4M3B11FNUZ)
 #undef XLENS_DISPATCH
     default:
       return false;

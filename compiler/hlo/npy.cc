@@ -466,7 +466,8 @@ PrimitiveType NpyStoredType(PrimitiveType type) {
   using P = PrimitiveType;
   if (!TypeToDescr(type).empty()) return type;
   switch (type) {
-    case P::BF16:
+    case P::BF16: case P::F8E5M2: case P::F8E4M3: case P::F8E3M4: case P::F8E4M3FN:
+    case P::F8E4M3FNUZ: case P::F8E5M2FNUZ: case P::F8E4M3B11FNUZ:
       return P::F32;
     case P::S1: case P::S2: case P::S4:
       return P::S8;
@@ -529,6 +530,11 @@ StatusOr<std::string> SerializeNpy(const Literal& literal) {
       const uint32_t widened = uint32_t{b} << 16;
       out->append(reinterpret_cast<const char*>(&widened), sizeof(widened));
     }
+  } else if (const float* values = Float8ValueTable(shape.element_type())) {
+    // Every 8-bit float is a float32 (NaN keeps its sign: the fnuz NaN 0x80 reads back as -nan).
+    const std::span<const uint8_t> bits = literal.data<uint8_t>();
+    out->reserve(out->size() + bits.size() * sizeof(float));
+    for (uint8_t b : bits) out->append(reinterpret_cast<const char*>(&values[b]), sizeof(float));
   } else {
     // Sub-byte integers are already held one per byte, sign- or zero-extended.
     out->append(reinterpret_cast<const char*>(literal.untyped_data()), literal.size_bytes());

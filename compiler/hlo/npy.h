@@ -13,8 +13,9 @@
 // Types .npy has no dtype for are written widened, exactly, to the nearest one it has, so that
 // plain numpy.load reads the values without ml_dtypes: bf16 as float32 ('<f4'; every bf16 is a
 // float32, array.astype(ml_dtypes.bfloat16) gives the bf16 array back), s1/s2/s4 as int8 ('|i1')
-// and u1/u2/u4 as uint8 ('|u1'). NpyStoredType says which; the command line notes it on stderr.
-// The f8 and f4 types hold no data in xlens (their literals are text only) and are refused.
+// and u1/u2/u4 as uint8 ('|u1'), the 8-bit floats (f8e5m2, f8e4m3fn, ...) as float32 like bf16.
+// NpyStoredType says which; the command line notes it on stderr. f4e2m1fn and f8e8m0fnu hold no
+// data in xlens (their literals are text only) and are refused.
 #pragma once
 
 #include <string>

@@ -104,6 +104,8 @@ bool IsEvaluatorSupportedType(PrimitiveType type) {
     case P::U8: case P::U16: case P::U32: case P::U64:
     case P::F16: case P::BF16: case P::F32: case P::F64:
     case P::C64: case P::C128:
+    case P::F8E5M2: case P::F8E4M3: case P::F8E3M4: case P::F8E4M3FN: case P::F8E4M3FNUZ:
+    case P::F8E5M2FNUZ: case P::F8E4M3B11FNUZ:
       return true;
     default:
       return false;

@@ -13,7 +13,9 @@ namespace {
 // Bounds recursion on nested tuples and literals: broken input must not exhaust the stack.
 constexpr int kMaxNesting = 64;
 
-bool IsTextOnlyType(PrimitiveType type) { return IsF8OrSmallerFloat(type); }
+bool IsTextOnlyType(PrimitiveType type) {
+  return IsF8OrSmallerFloat(type) && !IsEvaluatorSupportedType(type);
+}
 
 std::string_view ReadWhile(TextCursor& cursor, bool (*pred)(char)) {
   cursor.SkipWhitespace();

@@ -101,6 +101,7 @@ bool IsLosslessConvert(PrimitiveType from, PrimitiveType to) {
   if (to == PrimitiveType::PRED) return false;
   const bool from_float = IsFloatingPointType(from), to_float = IsFloatingPointType(to);
   if (from_float && !to_float) return false;
+  if (IsF8OrSmallerFloat(to)) return false;  // 8 bits: ExactBits' bit width overstates them
   if (from_float && to_float) {
     // The exponent range must grow too: bf16 has f32's range, f16 a smaller one.
     if (to == PrimitiveType::F16 || (to == PrimitiveType::BF16 && from != PrimitiveType::BF16)) {

@@ -811,11 +811,11 @@ ENTRY e {
 TEST(EvaluatorTest, RefusesUnsupportedElementTypesByName) {
   const std::string error = EvalError(R"(HloModule m
 ENTRY e {
-  p = f8e4m3fn[2] parameter(0)
+  p = f8e8m0fnu[2] parameter(0)
   ROOT c = f32[2] convert(p)
 })",
-                                      {Literal(Shape(PrimitiveType::F8E4M3FN, {2}))});
-  EXPECT_THAT(error, HasSubstr("f8e4m3fn"));
+                                      {Literal(Shape(PrimitiveType::F8E8M0FNU, {2}))});
+  EXPECT_THAT(error, HasSubstr("f8e8m0fnu"));
 }
 
 TEST(EvaluatorTest, RefusesElidedConstants) {

@@ -129,7 +129,7 @@ TEST(NpyTest, HeaderIsFormattedAndAlignedAsNumpyWritesIt) {
 
 TEST(NpyTest, RefusesLiteralsWithoutData) {
   const Literal refused[] = {
-      Literal(Shape(PrimitiveType::F8E4M3FN, {2})),
+      Literal(Shape(PrimitiveType::F4E2M1FN, {2})),
       Literal::MakeTuple({Iota(PrimitiveType::F32, {1})}),
       Literal::CreateElided(Shape(PrimitiveType::F32, {1000})),
   };
@@ -137,8 +137,8 @@ TEST(NpyTest, RefusesLiteralsWithoutData) {
     StatusOr<std::string> bytes = SerializeNpy(literal);
     EXPECT_FALSE(bytes.ok()) << CaseName(literal);
   }
-  StatusOr<std::string> f8 = SerializeNpy(refused[0]);
-  EXPECT_THAT(f8.status().message(), HasSubstr("no dtype for f8e4m3fn"));
+  StatusOr<std::string> f4 = SerializeNpy(refused[0]);
+  EXPECT_THAT(f4.status().message(), HasSubstr("no dtype for f4e2m1fn"));
   fs::path path = FreshTempDir("refused") / "t.npy";
   Status write = WriteNpy(path.string(), refused[1]);
   ASSERT_FALSE(write.ok());
@@ -153,7 +153,8 @@ TEST(NpyTest, WidensTypesWithoutADtypeExactly) {
   EXPECT_EQ(NpyStoredType(PrimitiveType::S4), PrimitiveType::S8);
   EXPECT_EQ(NpyStoredType(PrimitiveType::U4), PrimitiveType::U8);
   EXPECT_EQ(NpyStoredType(PrimitiveType::F32), PrimitiveType::F32);
-  EXPECT_EQ(NpyStoredType(PrimitiveType::F8E5M2), PrimitiveType::PRIMITIVE_TYPE_INVALID);
+  EXPECT_EQ(NpyStoredType(PrimitiveType::F8E5M2), PrimitiveType::F32);
+  EXPECT_EQ(NpyStoredType(PrimitiveType::F8E8M0FNU), PrimitiveType::PRIMITIVE_TYPE_INVALID);
 
   Literal bf16(Shape(PrimitiveType::BF16, {2, 3}));
   const double values[] = {1.5, -2.0, 3.140625, 1e30, -0.0, 65536.0};

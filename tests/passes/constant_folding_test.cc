@@ -75,7 +75,7 @@ ENTRY e {
   lo = f32[] constant(0)
   hi = f32[] constant(1)
   r = f32[4] rng(lo, hi), distribution=rng_uniform
-  f8 = f8e4m3fn[2] constant({1, 2})
+  f8 = f8e8m0fnu[2] constant({1, 2})
   cv = f32[2] convert(f8)
   cc = f32[] custom-call(lo), custom_call_target="foo"
   ROOT t = (f32[4], f32[2], f32[]) tuple(r, cv, cc)
