@@ -7,6 +7,7 @@
 
 #include "compiler/hlo/stack_frames.h"
 #include "compiler/passes/algebraic_simplifier.h"
+#include "compiler/passes/batch_norm_expander.h"
 #include "compiler/passes/call_inliner.h"
 #include "compiler/passes/constant_folding.h"
 #include "compiler/passes/conv_canonicalization.h"
@@ -22,6 +23,7 @@
 #include "compiler/passes/multi_output_fusion.h"
 #include "compiler/passes/reduce_precision_insertion.h"
 #include "compiler/passes/reshape_mover.h"
+#include "compiler/passes/topk_decomposer.h"
 #include "compiler/passes/tuple_simplifier.h"
 #include "dump/dump_names.h"
 #include "profiler/host_tracer.h"
@@ -37,6 +39,7 @@ StatusOr<std::unique_ptr<HloPass>> MakePassByName(std::string_view name, Backend
   FusionBackend fusion = backend == Backend::kCpu ? FusionBackend::kCpu : FusionBackend::kGpu;
   LayoutBackend layout = backend == Backend::kCpu ? LayoutBackend::kCpu : LayoutBackend::kGpu;
   if (name == "algebraic-simplifier") return std::unique_ptr<HloPass>(new AlgebraicSimplifier());
+  if (name == "batchnorm-expander") return std::unique_ptr<HloPass>(new BatchNormExpander());
   if (name == "call-inliner") return std::unique_ptr<HloPass>(new CallInliner());
   if (name == "constant-folding") return std::unique_ptr<HloPass>(new HloConstantFolding());
   if (name == "conv-canonicalization") return std::unique_ptr<HloPass>(new ConvCanonicalization());
@@ -52,6 +55,7 @@ StatusOr<std::unique_ptr<HloPass>> MakePassByName(std::string_view name, Backend
     return std::unique_ptr<HloPass>(new ReducePrecisionInsertion());
   }
   if (name == "reshape-mover") return std::unique_ptr<HloPass>(new ReshapeMover());
+  if (name == "topk-decomposer") return std::unique_ptr<HloPass>(new TopkDecomposer());
   if (name == "tuple-simplifier") return std::unique_ptr<HloPass>(new TupleSimplifier());
   RETURN_IF_ERROR(CheckPassNames({std::string(name)}, "--passes"));
   return Error(fmt::format("--passes: pass '{}' cannot run on its own", name));

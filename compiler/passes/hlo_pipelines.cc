@@ -7,6 +7,7 @@
 #include <fmt/format.h>
 
 #include "compiler/passes/algebraic_simplifier.h"
+#include "compiler/passes/batch_norm_expander.h"
 #include "compiler/passes/call_inliner.h"
 #include "compiler/passes/constant_folding.h"
 #include "compiler/passes/conv_canonicalization.h"
@@ -22,6 +23,7 @@
 #include "compiler/passes/planted_miscompile.h"
 #include "compiler/passes/reduce_precision_insertion.h"
 #include "compiler/passes/reshape_mover.h"
+#include "compiler/passes/topk_decomposer.h"
 #include "compiler/passes/tuple_simplifier.h"
 #include "compiler/support/terminal_text.h"
 #include "dump/flags.h"
@@ -72,6 +74,10 @@ std::unique_ptr<HloPassPipeline> MakeHloPipeline(
 
   auto optimization = std::make_unique<HloPassPipeline>("optimization");
   optimization->AddPass<CallInliner>();
+  // Ops XLA expands into other HLO before optimizing: batch norms into arithmetic that fuses,
+  // topk into a sort.
+  optimization->AddPass<BatchNormExpander>();
+  optimization->AddPass<TopkDecomposer>();
   optimization->AddPass<DotDecomposer>();
   // XLA's CPU backend wants convolutions in one canonical layout for its Eigen kernels; the GPU
   // backend picks layouts per convolution later.
