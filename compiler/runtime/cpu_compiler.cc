@@ -17,7 +17,9 @@
 #include "compiler/hlo/annotation_custom_calls.h"
 #include "compiler/hlo/hlo_cost_analysis.h"
 #include "compiler/hlo/stack_frames.h"
+#include "compiler/runtime/cholesky_thunk.h"
 #include "compiler/runtime/control_flow_thunks.h"
+#include "compiler/runtime/fft_thunk.h"
 #include "compiler/runtime/library_thunks.h"
 #include "compiler/runtime/onednn_thunks.h"
 
@@ -26,6 +28,12 @@ namespace xlens::runtime {
 // Kernels below both bounds are compiled at O1 (see Build).
 constexpr int64_t kSmallKernelBytes = 64 << 10;
 constexpr double kSmallKernelFlops = 64 << 10;
+
+// Instructions that run as a call of a library, as in XLA's CPU runtime (fft_thunk.h,
+// cholesky_thunk.h), never as a generated kernel.
+static bool IsLibraryCall(const HloInstruction& hlo) {
+  return hlo.opcode() == HloOpcode::kFft || hlo.opcode() == HloOpcode::kCholesky;
+}
 
 class ExecutableBuilder {
  public:
@@ -97,8 +105,8 @@ Status ExecutableBuilder::EmitComputation(const HloComputation& computation,
       default:
         break;
     }
-    if (!codegen::IsKernelInstruction(*hlo) || IsEigenDot(*hlo) || IsEigenConvolution(*hlo) ||
-        IsOneDnnFusion(*hlo)) {
+    if (!codegen::IsKernelInstruction(*hlo) || IsLibraryCall(*hlo) || IsEigenDot(*hlo) ||
+        IsEigenConvolution(*hlo) || IsOneDnnFusion(*hlo)) {
       continue;
     }
     auto spec = codegen::EmitKernel(*hlo, codegen::UniqueKernelName(hlo->name(), symbols_), *llvm_module_);
@@ -194,6 +202,19 @@ StatusOr<ThunkSequence> ExecutableBuilder::BuildThunks(
         }
         thunks.push_back(std::make_unique<CallThunk>(name, std::move(callee), operand_slots,
                                                      plan.LeafSlots(hlo), sizes_of(hlo)));
+        continue;
+      }
+      case HloOpcode::kFft: {
+        ASSIGN_OR_RETURN(std::unique_ptr<FftThunk> thunk,
+                         FftThunk::Create(name, *hlo, plan.Slot(hlo->operand(0)), plan.Slot(hlo)));
+        thunks.push_back(std::move(thunk));
+        continue;
+      }
+      case HloOpcode::kCholesky: {
+        ASSIGN_OR_RETURN(std::unique_ptr<CholeskyThunk> thunk,
+                         CholeskyThunk::Create(name, *hlo, plan.Slot(hlo->operand(0)),
+                                               plan.Slot(hlo)));
+        thunks.push_back(std::move(thunk));
         continue;
       }
       case HloOpcode::kSort: {
@@ -308,6 +329,12 @@ void ExecutableBuilder::AnnotateThunks(const std::vector<const HloInstruction*>&
     } else if (dynamic_cast<const SortThunk*>(thunk.get()) != nullptr) {
       span->category = category::kLibrary;
       info.kind = "sort";
+    } else if (dynamic_cast<const FftThunk*>(thunk.get()) != nullptr) {
+      span->category = category::kLibrary;
+      info.kind = "fft (Eigen)";
+    } else if (dynamic_cast<const CholeskyThunk*>(thunk.get()) != nullptr) {
+      span->category = category::kLibrary;
+      info.kind = "cholesky (Eigen LLT)";
     }
     HloCost cost = costs_.InstructionCost(hlo);
     info.bytes_accessed = static_cast<double>(cost.bytes_accessed);

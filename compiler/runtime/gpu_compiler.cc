@@ -68,6 +68,13 @@ StatusOr<GpuCompilation> CompileForGpuToPtx(std::unique_ptr<HloModule> module,
         return Error(fmt::format("{}: custom-call \"{}\" cannot run on the GPU backend",
                                  hlo->name(), hlo->custom_call_target.value_or("")));
       }
+      if (hlo->opcode() == HloOpcode::kFft || hlo->opcode() == HloOpcode::kCholesky) {
+        // XLA's GPU backend calls cuFFT and cuSOLVER for these; xlens has neither.
+        return Error(fmt::format("{}: {} runs on the CPU backend only (XLA's GPU backend calls "
+                                 "{}, which xlens does not); use --backend=cpu",
+                                 hlo->name(), HloOpcodeString(hlo->opcode()),
+                                 hlo->opcode() == HloOpcode::kFft ? "cuFFT" : "cuSOLVER"));
+      }
       const bool is_sort = hlo->opcode() == HloOpcode::kSort;
       if (!is_sort && !codegen::IsKernelInstruction(*hlo)) continue;
       const std::string name = codegen::UniqueKernelName(hlo->name(), symbols);
