@@ -7,6 +7,7 @@
 #include <unordered_set>
 
 #include "compiler/hlo/annotation_custom_calls.h"
+#include "compiler/hlo/custom_call_targets.h"
 #include "compiler/hlo/evaluator_internal.h"
 
 namespace xlens {
@@ -483,8 +484,10 @@ StatusOr<Literal> HloEvaluator::Visit(const HloInstruction& instruction,
       }
       return value;
     }
-    return Error(fmt::format("unsupported opcode custom-call (custom_call_target=\"{}\")",
-                             instruction.custom_call_target.value_or("")));
+    const std::string target = instruction.custom_call_target.value_or("");
+    const std::string why = WhyCustomCallCannotRunOnCpu(target);
+    return Error(fmt::format("unsupported opcode custom-call (custom_call_target=\"{}\"){}", target,
+                             why.empty() ? "" : ": it " + why));
   }
   if (!IsFullySupportedOpcode(opcode) || opcode == HloOpcode::kAllReduce ||
       opcode == HloOpcode::kRngBitGenerator) {

@@ -15,6 +15,8 @@
 #include "compiler/codegen/kernel_emitter.h"
 #include "compiler/codegen/planted_kernel_fault.h"
 #include "compiler/hlo/annotation_custom_calls.h"
+#include "compiler/hlo/bounded_dynamic_shapes.h"
+#include "compiler/hlo/custom_call_targets.h"
 #include "compiler/hlo/hlo_cost_analysis.h"
 #include "compiler/hlo/stack_frames.h"
 #include "compiler/runtime/cholesky_thunk.h"
@@ -34,6 +36,40 @@ constexpr double kSmallKernelFlops = 64 << 10;
 static bool IsLibraryCall(const HloInstruction& hlo) {
   return hlo.opcode() == HloOpcode::kFft || hlo.opcode() == HloOpcode::kCholesky;
 }
+
+namespace {
+
+// What a one-device CPU program cannot hold, refused before any pass fuses it out of sight: the
+// operations of multi-device programs, and transfers through a host framework.
+Status CheckRunsOnOneCpu(const HloModule& module) {
+  for (const HloComputation* computation : module.computations()) {
+    for (const HloInstruction* hlo : computation->instructions()) {
+      switch (hlo->opcode()) {
+        case HloOpcode::kAllReduce: case HloOpcode::kAllReduceStart: case HloOpcode::kAllReduceDone:
+        case HloOpcode::kAllGather: case HloOpcode::kAllGatherStart: case HloOpcode::kAllGatherDone:
+        case HloOpcode::kAllToAll: case HloOpcode::kRaggedAllToAll: case HloOpcode::kReduceScatter:
+        case HloOpcode::kCollectiveBroadcast: case HloOpcode::kCollectivePermute:
+        case HloOpcode::kCollectivePermuteStart: case HloOpcode::kCollectivePermuteDone:
+        case HloOpcode::kReplicaId: case HloOpcode::kPartitionId:
+          return Error(fmt::format("{}: {} belongs to a program of several devices (a collective, or "
+                                   "which device runs it); the CPU backend runs one device",
+                                   hlo->name(), HloOpcodeString(hlo->opcode())));
+        case HloOpcode::kSend: case HloOpcode::kSendDone: case HloOpcode::kRecv:
+        case HloOpcode::kRecvDone: case HloOpcode::kInfeed: case HloOpcode::kOutfeed:
+          // XLA:CPU refuses them too ("HLO opcode `send` is not supported by XLA:CPU ThunkEmitter").
+          return Error(fmt::format("{}: {} moves data to or from the host program through a "
+                                   "framework's transfer handler, which a module run on its own "
+                                   "does not have; XLA:CPU cannot run it either",
+                                   hlo->name(), HloOpcodeString(hlo->opcode())));
+        default:
+          break;
+      }
+    }
+  }
+  return OkStatus();
+}
+
+}  // namespace
 
 class ExecutableBuilder {
  public:
@@ -99,9 +135,12 @@ Status ExecutableBuilder::EmitComputation(const HloComputation& computation,
         comparators_[hlo] = name;
         continue;
       }
-      case HloOpcode::kCustomCall:
-        return Error(fmt::format("{}: custom-call \"{}\" cannot run on the CPU backend",
-                                 hlo->name(), hlo->custom_call_target.value_or("")));
+      case HloOpcode::kCustomCall: {
+        const std::string target = hlo->custom_call_target.value_or("");
+        const std::string why = WhyCustomCallCannotRunOnCpu(target);
+        return Error(fmt::format("{}: custom-call \"{}\" {}", hlo->name(), target,
+                                 why.empty() ? "cannot run on the CPU backend" : why));
+      }
       default:
         break;
     }
@@ -378,6 +417,13 @@ StatusOr<std::unique_ptr<Executable>> ExecutableBuilder::Build() {
   OptimizeOptions optimize = options_.optimize;
   optimize.backend = Backend::kCpu;
   optimize.end_dump_module = false;
+  RETURN_IF_ERROR(CheckRunsOnOneCpu(module));
+  // Buffers are sized at compile time: a run-time size has nowhere to live. The commands that run
+  // modules make bounded ones static first (bounded_dynamic_shapes.h).
+  if (HasDynamicShapes(module)) {
+    return Error("the module has dynamic shapes; the CPU backend compiles static shapes only "
+                 "(xlens run runs bounded dynamic dimensions at their bounds)");
+  }
   // One device runs the global view: sharding annotations are identities (annotation_custom_calls.h).
   RETURN_IF_ERROR(RemoveAnnotationCustomCalls(module).status());
   ASSIGN_OR_RETURN(OptimizeResult optimized, OptimizeHloModule(module, optimize));

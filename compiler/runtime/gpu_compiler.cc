@@ -10,6 +10,7 @@
 #include "compiler/codegen/gpu/gpu_sort_emitter.h"
 #include "compiler/codegen/kernel_emitter.h"
 #include "compiler/codegen/planted_kernel_fault.h"
+#include "compiler/hlo/bounded_dynamic_shapes.h"
 
 namespace xlens::runtime {
 namespace {
@@ -43,6 +44,10 @@ void CollectDeviceComputations(const HloComputation* computation,
 StatusOr<GpuCompilation> CompileForGpuToPtx(std::unique_ptr<HloModule> module,
                                             const GpuCompileOptions& options) {
   RETURN_IF_ERROR(codegen::CheckGpuArch(options.nvptx.gpu_arch));
+  if (HasDynamicShapes(*module)) {
+    return Error("the module has dynamic shapes; the GPU backend compiles static shapes only "
+                 "(xlens run runs bounded dynamic dimensions at their bounds)");
+  }
   OptimizeOptions optimize = options.optimize;
   optimize.backend = Backend::kGpu;
   optimize.end_dump_module = false;
