@@ -218,6 +218,10 @@ int RunBisect(const BisectArgs& args) {
   } else if (r.kind == tools::CulpritKind::kCodegen) {
     std::printf("  the compiled result: %s\n", r.difference.c_str());
     std::printf("  kernel %s, its own result: %s\n", r.kernel.c_str(), r.kernel_difference.c_str());
+    if (!r.kernel_source.empty()) {
+      std::printf("  made from: %s\n", r.kernel_source.c_str());
+      report += "made from: " + r.kernel_source + "\n";
+    }
     std::printf("%s", Indented(r.kernel_text, 16).c_str());
   } else if (!r.error.empty()) {
     std::printf("  %s\n", r.error.c_str());

@@ -27,7 +27,9 @@ static_assert(kDefaultMaxWork == kDefaultMaxEvaluatorWork);
 int RunPrint(const PrintArgs& args) {
   auto module = LoadModule(args.file, args.verify);
   if (!module.ok()) return Fail(module.status());
-  std::fputs(PrintModule(**module, PrintOptions{.short_form = args.short_form}).c_str(), stdout);
+  std::fputs(PrintModule(**module, PrintOptions{.short_form = args.short_form,
+                                                .source_comments = args.source}).c_str(),
+             stdout);
   return 0;
 }
 

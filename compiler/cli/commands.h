@@ -15,6 +15,7 @@ inline constexpr double kDefaultMaxWork = 1e12;
 struct PrintArgs {
   std::string file;
   bool short_form = false;
+  bool source = false;
   bool verify = true;
 };
 int RunPrint(const PrintArgs& args);

@@ -110,6 +110,9 @@ int main(int argc, char** argv) {
   auto* print = app.add_subcommand("print", "Parse an HLO module and print it (long form by default)");
   print->add_option("file", print_args.file, "HLO text file")->required();
   print->add_flag("--short", print_args.short_form, "Print XLA's short parsable form");
+  print->add_flag("--source", print_args.source,
+                  "After each instruction, the line of the program it came from and the frames "
+                  "above it, as a // comment");
   print->add_flag("!--no-verify", print_args.verify, "Do not run the verifier");
 
   VerifyArgs verify_args;

@@ -128,6 +128,28 @@ void AppendAttributes(const HloInstruction& instr, bool short_form, std::vector<
   }
 }
 
+// `text` (computation.ToString) with each instruction's source after its line: line i + 1 is
+// post-order instruction i, as ToString writes them.
+std::string WithSourceComments(const HloComputation& computation, const std::string& text) {
+  const auto order = computation.MakeInstructionPostOrder();
+  std::string out;
+  size_t start = 0;
+  int64_t line = 0;
+  while (start < text.size()) {
+    size_t end = text.find('\n', start);
+    if (end == std::string::npos) end = text.size();
+    out.append(text, start, end - start);
+    if (line >= 1 && line <= static_cast<int64_t>(order.size())) {
+      std::vector<SourceFrame> stack = InstructionStack(*order[line - 1]);
+      if (!stack.empty()) out += "  // " + StackText(stack);
+    }
+    if (end < text.size()) out += '\n';
+    start = end + 1;
+    ++line;
+  }
+  return out;
+}
+
 }  // namespace
 
 std::string HloInstruction::ToString(bool short_form) const {
@@ -233,7 +255,9 @@ std::string PrintModule(const HloModule& module, const PrintOptions& options) {
     out += "\n" + module.stack_frames()->ToString();
   }
   for (const HloComputation* computation : module.computations()) {
-    out += "\n" + computation->ToString(options.short_form) + "\n";
+    std::string text = computation->ToString(options.short_form);
+    if (options.source_comments) text = WithSourceComments(*computation, text);
+    out += "\n" + text + "\n";
   }
   return out;
 }

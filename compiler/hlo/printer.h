@@ -13,6 +13,10 @@ namespace xlens {
 
 struct PrintOptions {
   bool short_form = false;
+  // After each instruction whose metadata says where it came from, a `// FILE:LINE:COL
+  // (FUNCTION)` comment with the frames above it (stack_frames.h): the module read with its
+  // source, still text that XLA's parser and ours read.
+  bool source_comments = false;
 };
 
 std::string PrintModule(const HloModule& module, const PrintOptions& options = {});

@@ -7,15 +7,25 @@
 
 #include <fmt/format.h>
 
+#include "compiler/hlo/stack_frames.h"
+
 namespace xlens {
 
 std::string FusionDecision::ToString() const {
+  std::string line;
   if (fused) {
-    std::string line = fmt::format("fused {} into {} ({})", producer, consumer, kind);
+    line = fmt::format("fused {} into {} ({})", producer, consumer, kind);
     if (!reason.empty()) line += ": " + reason;
-    return line;
+  } else {
+    line = fmt::format("refused {} into {}: {}", producer, consumer, reason);
   }
-  return fmt::format("refused {} into {}: {}", producer, consumer, reason);
+  if (!source.empty()) line += "  at " + source;
+  return line;
+}
+
+std::string DecisionSource(const HloInstruction& producer) {
+  std::vector<SourceFrame> stack = KernelStack(producer);
+  return stack.empty() ? std::string() : stack.front().ToString();
 }
 
 namespace {

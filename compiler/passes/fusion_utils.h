@@ -33,10 +33,19 @@ struct FusionDecision {
   std::string reason;  // why it was refused; for a fusion, a note (may be empty)
   std::string kind;    // for a fusion: "kLoop", "kInput" or "kOutput"
   std::string fusion;  // for a fusion: the fusion instruction it made or grew
+  // Where the producer came from in the user's program, as DecisionSource gives it; empty when
+  // its metadata does not say.
+  std::string source;
 
-  // "fused multiply.3 into add.4 (kLoop)" or "refused exponential.2 into add.7: <reason>".
+  // "fused multiply.3 into add.4 (kLoop)" or "refused exponential.2 into add.7: <reason>", then
+  // "  at train.py:15:11 (loss)" when the source is known.
   std::string ToString() const;
 };
+
+// "train.py:15:11 (loss)": the line of the user's program `producer` (or, for a fusion, its
+// first fused instruction that says) came from, as the trace and profile credit its kernel
+// (KernelStack); empty when nothing says.
+std::string DecisionSource(const HloInstruction& producer);
 
 // Limits that keep one kernel's code and argument list reasonable.
 struct FusionLimits {

@@ -68,8 +68,11 @@ StatusOr<bool> HorizontalLoopFusion::FuseComputation(HloComputation& computation
     }
     if (group.size() < 2) continue;
     for (size_t k : group) taken[k] = true;
-    std::vector<std::string> names;
-    for (HloInstruction* member : plan.members) names.push_back(member->name());
+    std::vector<std::string> names, sources;
+    for (HloInstruction* member : plan.members) {
+      names.push_back(member->name());
+      sources.push_back(DecisionSource(*member));
+    }
     plan.keep_name_of =
         plan.members[0]->opcode() == HloOpcode::kFusion ? plan.members[0] : nullptr;
     ASSIGN_OR_RETURN(HloInstruction* fusion, BuildFusion(plan));
@@ -77,7 +80,7 @@ StatusOr<bool> HorizontalLoopFusion::FuseComputation(HloComputation& computation
       decisions_.push_back({names[k], names[0], true,
                             fmt::format("{} independent small kernels launched as one",
                                         names.size()),
-                            "kLoop", fusion->name()});
+                            "kLoop", fusion->name(), sources[k]});
     }
     changed = true;
   }

@@ -280,7 +280,7 @@ void InstructionFusion::Record(const HloInstruction& producer, const HloInstruct
   }
   if (!fused) refusal_index_[key] = decisions_.size();
   decisions_.push_back({producer.name(), consumer.name(), fused, std::move(reason),
-                        std::move(kind), std::move(fusion)});
+                        std::move(kind), std::move(fusion), DecisionSource(producer)});
 }
 
 StatusOr<bool> InstructionFusion::GrowConsumer(HloInstruction* consumer,

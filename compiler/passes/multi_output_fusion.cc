@@ -108,7 +108,8 @@ bool MultiOutputFusion::WasRefused(const HloInstruction& producer,
 void MultiOutputFusion::Refuse(const HloInstruction& producer, const HloInstruction& consumer,
                                std::string reason) {
   if (!refused_.insert(producer.name() + "\n" + consumer.name()).second) return;
-  decisions_.push_back({producer.name(), consumer.name(), false, std::move(reason), "", ""});
+  decisions_.push_back({producer.name(), consumer.name(), false, std::move(reason), "", "",
+                        DecisionSource(producer)});
 }
 
 StatusOr<bool> MultiOutputFusion::TryMerge(HloInstruction* into, HloInstruction* other,
@@ -136,7 +137,8 @@ StatusOr<bool> MultiOutputFusion::TryMerge(HloInstruction* into, HloInstruction*
     return false;
   }
   FusionDecision decision{other->name(), into->name(), true, note,
-                          std::string(FusionKindString(PlannedKind(plan))), ""};
+                          std::string(FusionKindString(PlannedKind(plan))), "",
+                          DecisionSource(*other)};
   ASSIGN_OR_RETURN(HloInstruction* fusion, BuildFusion(plan));
   decision.fusion = fusion->name();
   decisions_.push_back(std::move(decision));

@@ -7,6 +7,7 @@
 #include "compiler/codegen/kernel_emitter.h"
 #include "compiler/hlo/evaluator.h"
 #include "compiler/hlo/printer.h"
+#include "compiler/hlo/stack_frames.h"
 
 namespace xlens::tools {
 
@@ -258,6 +259,7 @@ bool LocateWrongKernel(const HloModule& optimized, std::span<const Literal> argu
             : fmt::format("output {}: {}", names[i].tuple_index, same.message());
     if (const HloInstruction* k = optimized.entry_computation()->GetInstructionWithName(instruction)) {
       result.kernel_text = k->ToString();
+      result.kernel_source = StackText(KernelStack(*k));
       if (k->fused_computation() != nullptr) {
         result.kernel_text += "\n" + k->fused_computation()->ToString();
       }

@@ -69,6 +69,9 @@ struct BisectResult {
   std::string kernel;
   std::string kernel_text;
   std::string kernel_difference;
+  // The lines of the user's program the wrong kernel was made from, innermost first (StackText
+  // of its KernelStack); empty when its metadata does not say.
+  std::string kernel_source;
   // The smallest set of passes found whose disabling makes the compiled result agree.
   std::vector<std::string> disabled;
   // When the fusion pass is in that set: the one fusion decision after which the result

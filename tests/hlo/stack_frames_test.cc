@@ -3,6 +3,7 @@
 #include "compiler/hlo/stack_frames.h"
 
 #include <chrono>
+#include <sstream>
 #include <string>
 
 #include <gmock/gmock.h>
@@ -71,6 +72,29 @@ TEST(StackFramesTest, ShortFormDropsTheTableWithTheMetadata) {
   EXPECT_THAT(short_form, Not(HasSubstr("FileNames")));
   EXPECT_THAT(short_form, Not(HasSubstr("stack_frame_id")));
   EXPECT_NE(Parse(short_form), nullptr);
+}
+
+TEST(StackFramesTest, SourceCommentsNameEachInstructionsLinesAndStillParse) {
+  auto module = Parse(JaxTrainStep());
+  ASSERT_NE(module, nullptr);
+  const std::string commented = PrintModule(*module, PrintOptions{.source_comments = true});
+  // Each instruction with a frame ends in its stack, innermost first; the others end as before.
+  int64_t with_frames = 0, comments = 0;
+  std::istringstream lines(commented);
+  for (std::string line; std::getline(lines, line);) {
+    const bool has_frame = line.find("stack_frame_id=") != std::string::npos;
+    const bool has_comment = line.find("  // ") != std::string::npos;
+    EXPECT_EQ(has_frame, has_comment) << line;
+    with_frames += has_frame;
+    comments += has_comment;
+  }
+  EXPECT_GT(with_frames, 0);
+  EXPECT_EQ(comments, with_frames);
+  EXPECT_THAT(commented, HasSubstr("train_step.py:"));
+  // Comments are text HLO parsers skip: the module reads back to the uncommented print.
+  auto again = Parse(commented);
+  ASSERT_NE(again, nullptr);
+  EXPECT_EQ(PrintModule(*again), PrintModule(*module));
 }
 
 TEST(StackFramesTest, InstructionsResolveToFileLineFunctionAndCallers) {

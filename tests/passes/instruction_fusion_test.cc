@@ -67,6 +67,34 @@ TEST(InstructionFusionTest, ReduceSumOfMultiplyAddIsOneInputFusion) {
   }
 }
 
+// --explain-fusion says which line of the user's program each fused producer came from.
+TEST(InstructionFusionTest, DecisionsNameTheProducersSourceLine) {
+  auto module = ParseModuleOrDie(R"(HloModule m
+
+FileNames
+1 "train.py"
+
+FunctionNames
+1 "loss"
+
+FileLocations
+1 {file_name_id=1 function_name_id=1 line=15 end_line=15 column=11 end_column=20}
+2 {file_name_id=1 function_name_id=1 line=16 end_line=16 column=4 end_column=9}
+
+StackFrames
+1 {file_location_id=1 parent_frame_id=1}
+2 {file_location_id=2 parent_frame_id=1}
+
+ENTRY e {
+  p = f32[64]{0} parameter(0)
+  e = f32[64]{0} exponential(p), metadata={op_name="jit(loss)/exp" stack_frame_id=1}
+  ROOT n = f32[64]{0} negate(e), metadata={op_name="jit(loss)/neg" stack_frame_id=2}
+})");
+  InstructionFusion fusion(FusionBackend::kCpu);
+  const std::string explained = Joined(Fuse(fusion, *module));
+  EXPECT_THAT(explained, HasSubstr("fused e into n (kLoop)  at train.py:15:11 (loss)"));
+}
+
 TEST(InstructionFusionTest, SoftmaxIsAtMostTwoKernelsOnBothBackends) {
   for (FusionBackend backend : {FusionBackend::kCpu, FusionBackend::kGpu}) {
     auto module = ParseModuleOrDie(xlens::testing::SoftmaxModule(4096, 1000));
