@@ -15,6 +15,7 @@
 #include "compiler/passes/cse.h"
 #include "compiler/passes/dce.h"
 #include "compiler/passes/dot_decomposer.h"
+#include "compiler/passes/float8_normalization.h"
 #include "compiler/passes/horizontal_fusion.h"
 #include "compiler/passes/instruction_fusion.h"
 #include "compiler/passes/layout_assignment.h"
@@ -78,6 +79,8 @@ std::unique_ptr<HloPassPipeline> MakeHloPipeline(
   // topk into a sort.
   optimization->AddPass<BatchNormExpander>();
   optimization->AddPass<TopkDecomposer>();
+  // Dots and convolutions of 8-bit floats over f32, so that they reach Eigen and oneDNN.
+  optimization->AddPass<Float8Normalization>();
   optimization->AddPass<DotDecomposer>();
   // XLA's CPU backend wants convolutions in one canonical layout for its Eigen kernels; the GPU
   // backend picks layouts per convolution later.
