@@ -11,6 +11,7 @@ packages=(
   llvm-19-dev clang-19 libclang-rt-19-dev
   graphviz python3 libeigen3-dev zlib1g-dev
   libre2-dev
+  liblapack-dev libblas-dev  # jax's LAPACK custom calls (lapack_thunk.cc)
   libarchive-dev  # bug bundles (xlens bundle, xlens replay)
   libboost-context-dev  # the GPU simulator's fibers (optional at build time)
   libdnnl-dev  # oneDNN: dots and convolutions with kernels chosen for the CPU at run time (optional)

@@ -30,6 +30,9 @@ std::string WhyCustomCallCannotRunOnCpu(std::string_view target) {
   if (StartsWith(target, "__gpu$") || StartsWith(target, "xla.gpu.")) {
     return GpuOnly("an XLA GPU runtime call");
   }
+  if (StartsWith(target, "lapack_")) {
+    return "is a LAPACK call: it runs compiled (xlens run); the reference evaluator has none";
+  }
   if (target == "SliceToDynamic" || target == "PadToStatic" || target == "SetBound" ||
       target == "DynamicReshape") {
     return "makes a size known only at run time (XLA's dynamic padder); xlens runs bounded "

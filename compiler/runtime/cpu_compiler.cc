@@ -22,6 +22,7 @@
 #include "compiler/runtime/cholesky_thunk.h"
 #include "compiler/runtime/control_flow_thunks.h"
 #include "compiler/runtime/fft_thunk.h"
+#include "compiler/runtime/lapack_thunk.h"
 #include "compiler/runtime/library_thunks.h"
 #include "compiler/runtime/onednn_thunks.h"
 
@@ -137,6 +138,7 @@ Status ExecutableBuilder::EmitComputation(const HloComputation& computation,
       }
       case HloOpcode::kCustomCall: {
         const std::string target = hlo->custom_call_target.value_or("");
+        if (IsLapackCustomCallTarget(target)) continue;  // a LapackThunk
         const std::string why = WhyCustomCallCannotRunOnCpu(target);
         return Error(fmt::format("{}: custom-call \"{}\" {}", hlo->name(), target,
                                  why.empty() ? "cannot run on the CPU backend" : why));
@@ -253,6 +255,15 @@ StatusOr<ThunkSequence> ExecutableBuilder::BuildThunks(
         ASSIGN_OR_RETURN(std::unique_ptr<CholeskyThunk> thunk,
                          CholeskyThunk::Create(name, *hlo, plan.Slot(hlo->operand(0)),
                                                plan.Slot(hlo)));
+        thunks.push_back(std::move(thunk));
+        continue;
+      }
+      case HloOpcode::kCustomCall: {
+        if (!IsLapackCustomCallTarget(hlo->custom_call_target.value_or(""))) break;
+        std::vector<int64_t> operand_slots;
+        for (const HloInstruction* operand : hlo->operands()) operand_slots.push_back(plan.Slot(operand));
+        ASSIGN_OR_RETURN(std::unique_ptr<LapackThunk> thunk,
+                         LapackThunk::Create(name, *hlo, std::move(operand_slots), plan.LeafSlots(hlo)));
         thunks.push_back(std::move(thunk));
         continue;
       }
@@ -374,6 +385,9 @@ void ExecutableBuilder::AnnotateThunks(const std::vector<const HloInstruction*>&
     } else if (dynamic_cast<const CholeskyThunk*>(thunk.get()) != nullptr) {
       span->category = category::kLibrary;
       info.kind = "cholesky (Eigen LLT)";
+    } else if (const auto* lapack = dynamic_cast<const LapackThunk*>(thunk.get())) {
+      span->category = category::kLibrary;
+      info.kind = "lapack " + lapack->routine();
     }
     HloCost cost = costs_.InstructionCost(hlo);
     info.bytes_accessed = static_cast<double>(cost.bytes_accessed);
