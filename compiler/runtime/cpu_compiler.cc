@@ -261,9 +261,12 @@ StatusOr<ThunkSequence> ExecutableBuilder::BuildThunks(
       case HloOpcode::kCustomCall: {
         if (!IsLapackCustomCallTarget(hlo->custom_call_target.value_or(""))) break;
         std::vector<int64_t> operand_slots;
-        for (const HloInstruction* operand : hlo->operands()) operand_slots.push_back(plan.Slot(operand));
+        for (const HloInstruction* operand : hlo->operands()) {
+          operand_slots.push_back(plan.Slot(operand));
+        }
         ASSIGN_OR_RETURN(std::unique_ptr<LapackThunk> thunk,
-                         LapackThunk::Create(name, *hlo, std::move(operand_slots), plan.LeafSlots(hlo)));
+                         LapackThunk::Create(name, *hlo, std::move(operand_slots),
+                                             plan.LeafSlots(hlo)));
         thunks.push_back(std::move(thunk));
         continue;
       }

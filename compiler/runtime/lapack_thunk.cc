@@ -198,14 +198,18 @@ struct Batched {
   void Gather(const char* buffer, int64_t i, E* to) const {
     const E* from = reinterpret_cast<const E*>(buffer) + offsets[i];
     for (int64_t c = 0; c < cols; ++c) {
-      for (int64_t r = 0; r < rows; ++r) to[r + c * rows] = from[r * row_stride + c * column_stride];
+      for (int64_t r = 0; r < rows; ++r) {
+        to[r + c * rows] = from[r * row_stride + c * column_stride];
+      }
     }
   }
   template <typename E>
   void Scatter(const E* from, char* buffer, int64_t i) const {
     E* to = reinterpret_cast<E*>(buffer) + offsets[i];
     for (int64_t c = 0; c < cols; ++c) {
-      for (int64_t r = 0; r < rows; ++r) to[r * row_stride + c * column_stride] = from[r + c * rows];
+      for (int64_t r = 0; r < rows; ++r) {
+        to[r * row_stride + c * column_stride] = from[r + c * rows];
+      }
     }
   }
   int64_t size() const { return rows * cols; }
@@ -536,8 +540,10 @@ StatusOr<std::unique_ptr<LapackThunk>> LapackThunk::Create(std::string hlo_name,
       const Batched& u = call.results[2];
       const Batched& vt = call.results[3];
       const int64_t k = std::min(m, n);
-      if (call.mode == 'A') shapes_fit &= u.rows == m && u.cols == m && vt.rows == n && vt.cols == n;
-      if (call.mode == 'S') shapes_fit &= u.rows == m && u.cols == k && vt.rows == k && vt.cols == n;
+      const int64_t u_cols = call.mode == 'A' ? m : k, vt_rows = call.mode == 'A' ? n : k;
+      if (call.mode != 'N') {
+        shapes_fit &= u.rows == m && u.cols == u_cols && vt.rows == vt_rows && vt.cols == n;
+      }
       break;
     }
     case Routine::kTrsm: {
@@ -572,7 +578,9 @@ StatusOr<std::unique_ptr<LapackThunk>> LapackThunk::Create(std::string hlo_name,
     if (slot < 0) return fail("an operand has no buffer");
   }
   // A result nothing reads may have no buffer; it is written to scratch.
-  for (const Shape& shape : result_shapes) thunk->result_bytes_.push_back(shape_util::ByteSizeOf(shape));
+  for (const Shape& shape : result_shapes) {
+    thunk->result_bytes_.push_back(shape_util::ByteSizeOf(shape));
+  }
   operand_slots.resize(operands.size());  // trsm's ignored alpha
   thunk->operand_slots_ = std::move(operand_slots);
   thunk->result_slots_ = std::move(result_slots);
