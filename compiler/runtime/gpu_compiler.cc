@@ -45,8 +45,9 @@ StatusOr<GpuCompilation> CompileForGpuToPtx(std::unique_ptr<HloModule> module,
                                             const GpuCompileOptions& options) {
   RETURN_IF_ERROR(codegen::CheckGpuArch(options.nvptx.gpu_arch));
   if (HasDynamicShapes(*module)) {
-    return Error("the module has dynamic shapes; the GPU backend compiles static shapes only "
-                 "(xlens run runs bounded dynamic dimensions at their bounds)");
+    return Error("the module has dynamic shapes, which the GPU backend cannot compile: its "
+                 "buffers have static sizes (xlens run runs bounded dynamic dimensions at their "
+                 "bounds)");
   }
   OptimizeOptions optimize = options.optimize;
   optimize.backend = Backend::kGpu;
@@ -75,8 +76,8 @@ StatusOr<GpuCompilation> CompileForGpuToPtx(std::unique_ptr<HloModule> module,
       }
       if (hlo->opcode() == HloOpcode::kFft || hlo->opcode() == HloOpcode::kCholesky) {
         // XLA's GPU backend calls cuFFT and cuSOLVER for these; xlens has neither.
-        return Error(fmt::format("{}: {} runs on the CPU backend only (XLA's GPU backend calls "
-                                 "{}, which xlens does not); use --backend=cpu",
+        return Error(fmt::format("{}: {} has no GPU implementation in xlens (XLA's GPU backend "
+                                 "calls {}); it runs with --backend=cpu",
                                  hlo->name(), HloOpcodeString(hlo->opcode()),
                                  hlo->opcode() == HloOpcode::kFft ? "cuFFT" : "cuSOLVER"));
       }
