@@ -44,6 +44,14 @@ XLENS_GESDD(sgesdd_, float) XLENS_GESDD(dgesdd_, double)
   void name(const char*, const int*, const int*, T*, const int*, R*, T*, const int*, T*,      \
             const int*, T*, const int*, R*, int*, int*, size_t);
 XLENS_CGESDD(cgesdd_, lapack_cf, float) XLENS_CGESDD(zgesdd_, lapack_cd, double)
+#define XLENS_GESVD(name, T)                                                                   \
+  void name(const char*, const char*, const int*, const int*, T*, const int*, T*, T*,         \
+            const int*, T*, const int*, T*, const int*, int*, size_t, size_t);
+XLENS_GESVD(sgesvd_, float) XLENS_GESVD(dgesvd_, double)
+#define XLENS_CGESVD(name, T, R)                                                               \
+  void name(const char*, const char*, const int*, const int*, T*, const int*, R*, T*,         \
+            const int*, T*, const int*, T*, const int*, R*, int*, size_t, size_t);
+XLENS_CGESVD(cgesvd_, lapack_cf, float) XLENS_CGESVD(zgesvd_, lapack_cd, double)
 #define XLENS_TRSM(p, T)                                                                       \
   void p##trsm_(const char*, const char*, const char*, const char*, const int*, const int*,   \
                 const T*, const T*, const int*, T*, const int*, size_t, size_t, size_t, size_t);
@@ -159,6 +167,32 @@ void Gesdd(char jobz, int m, int n, T* a, typename Lapack<T>::Real* s, T* u, int
   call(ws.work.data());
 }
 
+// gesvd (jax's SvdAlgorithm.QR): the same results as gesdd, jobu = jobvt = the mode.
+template <typename T>
+void Gesvd(char job, int m, int n, T* a, typename Lapack<T>::Real* s, T* u, int ldu, T* vt,
+           int ldvt, Workspace<T>& ws, int* info) {
+  int lwork = -1;
+  T query{};
+  auto call = [&](T* work) {
+    if constexpr (std::is_same_v<T, float>) {
+      sgesvd_(&job, &job, &m, &n, a, &m, s, u, &ldu, vt, &ldvt, work, &lwork, info, 1, 1);
+    } else if constexpr (std::is_same_v<T, double>) {
+      dgesvd_(&job, &job, &m, &n, a, &m, s, u, &ldu, vt, &ldvt, work, &lwork, info, 1, 1);
+    } else if constexpr (std::is_same_v<T, lapack_cf>) {
+      cgesvd_(&job, &job, &m, &n, a, &m, s, u, &ldu, vt, &ldvt, work, &lwork, ws.rwork.data(),
+              info, 1, 1);
+    } else {
+      zgesvd_(&job, &job, &m, &n, a, &m, s, u, &ldu, vt, &ldvt, work, &lwork, ws.rwork.data(),
+              info, 1, 1);
+    }
+  };
+  if constexpr (!std::is_floating_point_v<T>) ws.rwork.resize(std::max(1, 5 * std::min(m, n)));
+  call(&query);
+  lwork = std::max(1, static_cast<int>(std::real(query)));
+  ws.work.resize(lwork);
+  call(ws.work.data());
+}
+
 // One operand or result: its batch dimensions (the leading ones) and, after them, a matrix
 // (inner rank 2), a vector (1) or a scalar (0) per batch element, read and written in the
 // array's own layout.
@@ -215,7 +249,7 @@ struct Batched {
   int64_t size() const { return rows * cols; }
 };
 
-enum class Routine { kPotrf, kGetrf, kGeqrf, kOrgqr, kEigh, kGesdd, kTrsm };
+enum class Routine { kPotrf, kGetrf, kGeqrf, kOrgqr, kEigh, kGesdd, kGesvd, kTrsm };
 
 struct Call {
   Routine routine;
@@ -287,7 +321,8 @@ class LapackRunner : public LapackThunk::Impl {
           Put(&info, out, 2, b);
           break;
         }
-        case Routine::kGesdd: {
+        case Routine::kGesdd:
+        case Routine::kGesvd: {
           const Batched& u = call_.results[2];
           const Batched& vt = call_.results[3];
           std::vector<Real> s(std::min(m, n));
@@ -295,9 +330,10 @@ class LapackRunner : public LapackThunk::Impl {
           std::vector<T> ub(std::max<int64_t>(1, u.size())), vtb(std::max<int64_t>(1, vt.size()));
           const bool uv = call_.mode != 'N';
           if (m > 0 && n > 0) {
-            Gesdd<T>(call_.mode, m, n, a.data(), s.data(), ub.data(),
-                     uv ? std::max<int>(1, u.rows) : 1, vtb.data(),
-                     uv ? std::max<int>(1, vt.rows) : 1, ws, &info);
+            const int ldu = uv ? std::max<int>(1, u.rows) : 1;
+            const int ldvt = uv ? std::max<int>(1, vt.rows) : 1;
+            (call_.routine == Routine::kGesdd ? Gesdd<T> : Gesvd<T>)(
+                call_.mode, m, n, a.data(), s.data(), ub.data(), ldu, vtb.data(), ldvt, ws, &info);
           }
           Put(a.data(), out, 0, b);
           Put(s.data(), out, 1, b);
@@ -434,8 +470,8 @@ StatusOr<std::unique_ptr<LapackThunk>> LapackThunk::Create(std::string hlo_name,
     call.routine = Routine::kEigh;
     operands = {{t, 2}};
     results = {{t, 2}, {real, 1}, {s32, 0}};
-  } else if (r == "gesdd") {
-    call.routine = Routine::kGesdd;
+  } else if (r == "gesdd" || r == "gesvd") {
+    call.routine = r == "gesdd" ? Routine::kGesdd : Routine::kGesvd;
     operands = {{t, 2}};
     results = {{t, 2}, {real, 1}, {t, 2}, {t, 2}, {s32, 0}};
   } else if (r == "trsm") {
@@ -444,7 +480,7 @@ StatusOr<std::unique_ptr<LapackThunk>> LapackThunk::Create(std::string hlo_name,
     results = {{t, 2}};
   } else {
     return fail("is a LAPACK routine xlens does not run (it runs potrf, getrf, geqrf, orgqr, "
-                "ungqr, syevd, heevd, gesdd and trsm)");
+                "ungqr, syevd, heevd, gesdd, gesvd and trsm)");
   }
   // trsm's older form passes alpha as a third operand; jaxlib ignores it and so does this.
   const size_t operand_count = hlo.operand_count();
@@ -501,7 +537,8 @@ StatusOr<std::unique_ptr<LapackThunk>> LapackThunk::Create(std::string hlo_name,
   if (call.routine == Routine::kGetrf || call.routine == Routine::kGeqrf) {
     shapes_fit &= call.results[1].rows == std::min(m, n);
   }
-  if (call.routine == Routine::kEigh || call.routine == Routine::kGesdd) {
+  if (call.routine == Routine::kEigh || call.routine == Routine::kGesdd ||
+      call.routine == Routine::kGesvd) {
     shapes_fit &= call.results[1].rows == std::min(m, n);
   }
   if (call.routine == Routine::kOrgqr) shapes_fit &= call.operands[1].rows <= n && n <= m;
@@ -534,7 +571,8 @@ StatusOr<std::unique_ptr<LapackThunk>> LapackThunk::Create(std::string hlo_name,
       attrs = fmt::format(", mode {}, uplo {}", call.mode, call.uplo);
       break;
     }
-    case Routine::kGesdd: {
+    case Routine::kGesdd:
+    case Routine::kGesvd: {
       ASSIGN_OR_RETURN(call.mode, attribute("mode", "ASN", 'A', true));
       attrs = fmt::format(", mode {}", call.mode);
       const Batched& u = call.results[2];
