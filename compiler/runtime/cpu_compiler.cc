@@ -438,8 +438,9 @@ StatusOr<std::unique_ptr<Executable>> ExecutableBuilder::Build() {
   // Buffers are sized at compile time: a run-time size has nowhere to live. The commands that run
   // modules make bounded ones static first (bounded_dynamic_shapes.h).
   if (HasDynamicShapes(module)) {
-    return Error("the module has dynamic shapes; the CPU backend compiles static shapes only "
-                 "(xlens run runs bounded dynamic dimensions at their bounds)");
+    return Error("the module has dynamic shapes, which the CPU backend cannot compile: its "
+                 "buffers have static sizes (xlens run runs bounded dynamic dimensions at their "
+                 "bounds)");
   }
   // One device runs the global view: sharding annotations are identities (annotation_custom_calls.h).
   RETURN_IF_ERROR(RemoveAnnotationCustomCalls(module).status());
