@@ -130,7 +130,8 @@ class CholeskyRunner : public CholeskyThunk::Impl {
       for (int64_t c = 0; c < n_; ++c) {
         S value = all_nan_ ? S(std::numeric_limits<Real>::quiet_NaN())
                   : lower_ ? (r >= c ? factor_(r, c) : S(0))
-                           : (r <= c ? Eigen::numext::conj(factor_(c, r)) : S(0));
+                  : r == c ? factor_(r, r)  // real: no -0 imaginary part from conj
+                           : (r < c ? Eigen::numext::conj(factor_(c, r)) : S(0));
         out[r * out_row_ + c * out_column_] = value;
       }
     }
