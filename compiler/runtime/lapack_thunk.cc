@@ -52,6 +52,14 @@ XLENS_GESVD(sgesvd_, float) XLENS_GESVD(dgesvd_, double)
   void name(const char*, const char*, const int*, const int*, T*, const int*, R*, T*,         \
             const int*, T*, const int*, T*, const int*, R*, int*, size_t, size_t);
 XLENS_CGESVD(cgesvd_, lapack_cf, float) XLENS_CGESVD(zgesvd_, lapack_cd, double)
+#define XLENS_GEEV(name, T)                                                                    \
+  void name(const char*, const char*, const int*, T*, const int*, T*, T*, T*, const int*, T*, \
+            const int*, T*, const int*, int*, size_t, size_t);
+XLENS_GEEV(sgeev_, float) XLENS_GEEV(dgeev_, double)
+#define XLENS_CGEEV(name, T, R)                                                                \
+  void name(const char*, const char*, const int*, T*, const int*, T*, T*, const int*, T*,     \
+            const int*, T*, const int*, R*, int*, size_t, size_t);
+XLENS_CGEEV(cgeev_, lapack_cf, float) XLENS_CGEEV(zgeev_, lapack_cd, double)
 #define XLENS_TRSM(p, T)                                                                       \
   void p##trsm_(const char*, const char*, const char*, const char*, const int*, const int*,   \
                 const T*, const T*, const int*, T*, const int*, size_t, size_t, size_t, size_t);
@@ -193,6 +201,51 @@ void Gesvd(char job, int m, int n, T* a, typename Lapack<T>::Real* s, T* u, int 
   call(ws.work.data());
 }
 
+// geev: the eigenvalues of a general matrix (wr, wi for a real one; w for a complex one) and,
+// where asked, its left and right eigenvectors (n x n, leading dimension n).
+template <typename T>
+void Geev(char jobvl, char jobvr, int n, T* a, T* w, T* wi, T* vl, T* vr, Workspace<T>& ws,
+          int* info) {
+  int lwork = -1;
+  T query{};
+  auto call = [&](T* work) {
+    if constexpr (std::is_same_v<T, float>) {
+      sgeev_(&jobvl, &jobvr, &n, a, &n, w, wi, vl, &n, vr, &n, work, &lwork, info, 1, 1);
+    } else if constexpr (std::is_same_v<T, double>) {
+      dgeev_(&jobvl, &jobvr, &n, a, &n, w, wi, vl, &n, vr, &n, work, &lwork, info, 1, 1);
+    } else if constexpr (std::is_same_v<T, lapack_cf>) {
+      cgeev_(&jobvl, &jobvr, &n, a, &n, w, vl, &n, vr, &n, work, &lwork, ws.rwork.data(), info,
+             1, 1);
+    } else {
+      zgeev_(&jobvl, &jobvr, &n, a, &n, w, vl, &n, vr, &n, work, &lwork, ws.rwork.data(), info,
+             1, 1);
+    }
+  };
+  if constexpr (!std::is_floating_point_v<T>) ws.rwork.resize(std::max(1, 2 * n));
+  call(&query);
+  lwork = std::max(1, static_cast<int>(std::real(query)));
+  ws.work.resize(lwork);
+  call(ws.work.data());
+}
+
+// A real geev's eigenvectors as complex ones: a complex pair of eigenvalues (wi[j] > 0, then
+// its conjugate) has its vectors in columns j and j + 1 as real and imaginary parts.
+template <typename R>
+void UnpackEigenvectors(int n, const R* wi, const R* packed, std::complex<R>* vectors) {
+  for (int j = 0; j < n; ++j) {
+    if (wi[j] > 0 && j + 1 < n) {
+      for (int i = 0; i < n; ++i) {
+        const std::complex<R> v(packed[i + j * n], packed[i + (j + 1) * n]);
+        vectors[i + j * n] = v;
+        vectors[i + (j + 1) * n] = std::conj(v);
+      }
+      ++j;
+    } else {
+      for (int i = 0; i < n; ++i) vectors[i + j * n] = packed[i + j * n];
+    }
+  }
+}
+
 // One operand or result: its batch dimensions (the leading ones) and, after them, a matrix
 // (inner rank 2), a vector (1) or a scalar (0) per batch element, read and written in the
 // array's own layout.
@@ -249,11 +302,12 @@ struct Batched {
   int64_t size() const { return rows * cols; }
 };
 
-enum class Routine { kPotrf, kGetrf, kGeqrf, kOrgqr, kEigh, kGesdd, kGesvd, kTrsm };
+enum class Routine { kPotrf, kGetrf, kGeqrf, kOrgqr, kEigh, kGesdd, kGesvd, kGeev, kTrsm };
 
 struct Call {
   Routine routine;
   char uplo = 'L', mode = 'N', side = 'L', trans = 'N', diag = 'N';
+  char left = 'N', right = 'N';  // geev: which eigenvectors
   std::vector<Batched> operands, results;
 };
 
@@ -340,6 +394,34 @@ class LapackRunner : public LapackThunk::Impl {
           Put(ub.data(), out, 2, b);
           Put(vtb.data(), out, 3, b);
           Put(&info, out, 4, b);
+          break;
+        }
+        case Routine::kGeev: {
+          std::vector<T> w(n), wi(n), vl(std::max(1, n * n)), vr(std::max(1, n * n));
+          if (n > 0) {
+            Geev<T>(call_.left, call_.right, n, a.data(), w.data(), wi.data(), vl.data(),
+                    vr.data(), ws, &info);
+          }
+          if constexpr (std::is_floating_point_v<T>) {
+            // As jaxlib: the vectors made complex only when LAPACK succeeded (else zeros).
+            std::vector<std::complex<T>> cvl(n * n), cvr(n * n);
+            if (info == 0 && call_.left == 'V') {
+              UnpackEigenvectors(n, wi.data(), vl.data(), cvl.data());
+            }
+            if (info == 0 && call_.right == 'V') {
+              UnpackEigenvectors(n, wi.data(), vr.data(), cvr.data());
+            }
+            Put(w.data(), out, 0, b);
+            Put(wi.data(), out, 1, b);
+            Put(cvl.data(), out, 2, b);
+            Put(cvr.data(), out, 3, b);
+            Put(&info, out, 4, b);
+          } else {
+            Put(w.data(), out, 0, b);
+            Put(vl.data(), out, 1, b);
+            Put(vr.data(), out, 2, b);
+            Put(&info, out, 3, b);
+          }
           break;
         }
         case Routine::kTrsm: {
@@ -474,13 +556,19 @@ StatusOr<std::unique_ptr<LapackThunk>> LapackThunk::Create(std::string hlo_name,
     call.routine = r == "gesdd" ? Routine::kGesdd : Routine::kGesvd;
     operands = {{t, 2}};
     results = {{t, 2}, {real, 1}, {t, 2}, {t, 2}, {s32, 0}};
+  } else if (r == "geev") {
+    call.routine = Routine::kGeev;
+    operands = {{t, 2}};
+    const PrimitiveType c = real == PrimitiveType::F32 ? PrimitiveType::C64 : PrimitiveType::C128;
+    results = complex ? std::vector<Part>{{t, 1}, {t, 2}, {t, 2}, {s32, 0}}
+                      : std::vector<Part>{{real, 1}, {real, 1}, {c, 2}, {c, 2}, {s32, 0}};
   } else if (r == "trsm") {
     call.routine = Routine::kTrsm;
     operands = {{t, 2}, {t, 2}};
     results = {{t, 2}};
   } else {
     return fail("is a LAPACK routine xlens does not run (it runs potrf, getrf, geqrf, orgqr, "
-                "ungqr, syevd, heevd, gesdd, gesvd and trsm)");
+                "ungqr, syevd, heevd, gesdd, gesvd, geev and trsm)");
   }
   // trsm's older form passes alpha as a third operand; jaxlib ignores it and so does this.
   const size_t operand_count = hlo.operand_count();
@@ -533,6 +621,13 @@ StatusOr<std::unique_ptr<LapackThunk>> LapackThunk::Create(std::string hlo_name,
   const Batched& out0 = call.results[0];
   bool shapes_fit = out0.rows == (call.routine == Routine::kTrsm ? call.operands[1].rows : m) &&
                     out0.cols == (call.routine == Routine::kTrsm ? call.operands[1].cols : n);
+  if (call.routine == Routine::kGeev) {
+    shapes_fit = m == n && out0.rows == n;
+    for (size_t i = 1; i + 1 < call.results.size(); ++i) {
+      const Batched& part = call.results[i];
+      shapes_fit &= part.rows == n && (part.cols == n || part.cols == 1);
+    }
+  }
   if (call.routine == Routine::kPotrf || call.routine == Routine::kEigh) shapes_fit &= m == n;
   if (call.routine == Routine::kGetrf || call.routine == Routine::kGeqrf) {
     shapes_fit &= call.results[1].rows == std::min(m, n);
@@ -582,6 +677,12 @@ StatusOr<std::unique_ptr<LapackThunk>> LapackThunk::Create(std::string hlo_name,
       if (call.mode != 'N') {
         shapes_fit &= u.rows == m && u.cols == u_cols && vt.rows == vt_rows && vt.cols == n;
       }
+      break;
+    }
+    case Routine::kGeev: {
+      ASSIGN_OR_RETURN(call.left, attribute("compute_left", "VN", 'N', true));
+      ASSIGN_OR_RETURN(call.right, attribute("compute_right", "VN", 'N', true));
+      attrs = fmt::format(", left {}, right {}", call.left, call.right);
       break;
     }
     case Routine::kTrsm: {

@@ -11,6 +11,8 @@
 //   syevd / heevd (a) -> (v, w (real), info)     mode ('V' 86 / 'N' 78), uplo
 //   gesdd  (a) -> (a_out, s (real), u, vt, info) mode ('A' 65 / 'S' 83 / 'N' 78: u, vt unused)
 //   gesvd  as gesdd (jax's SvdAlgorithm.QR)
+//   geev   (a) -> (wr, wi, vl, vr, info) real, vl and vr complex (pairs unpacked, zeros unless
+//          info is 0); complex: (a) -> (w, vl, vr, info). compute_left, compute_right ('V'/'N')
 //   trsm   (a, b [, alpha ignored]) -> (b_out)   side, uplo, trans_x ('N'/'T'/'C'), diag ('N'/'U');
 //                                                alpha is 1, as jaxlib has it
 // Attributes are in backend_config as "{name = 76 : ui8, ...}". Any layout is read and written

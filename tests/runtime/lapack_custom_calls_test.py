@@ -2,7 +2,7 @@
 """jax's linear algebra on the CPU backend: the LAPACK custom calls jaxlib writes, run by xlens.
 
 Makes, at test time, jax programs of jnp.linalg and jax.scipy.linalg (cholesky, solve, inv, det,
-slogdet, qr, eigh, svd (divide and conquer and QR) with and without u and v, of matrices with NaN, triangular solves of every side, triangle,
+slogdet, qr, eigh, svd (divide and conquer and QR) with and without u and v, eig, of matrices with NaN, triangular solves of every side, triangle,
 transpose and diagonal, batched and not, f32, f64, c64 and c128, and a cholesky of a matrix that
 is not positive definite), dumps their before_optimizations modules (XLA_FLAGS=--xla_dump_to),
 runs each with `xlens run --inputs --outputs` on the inputs jax ran, and compares with what jax
@@ -92,6 +92,12 @@ programs = {
     "svd_qr_c64_values": (lambda a: lax.linalg.svd(a, compute_uv=False,
                                                    algorithm=lax.linalg.SvdAlgorithm.QR),
                           [general(3, 4, dtype=np.complex64)], "="),
+    "eig_f64": (jnp.linalg.eig, [general(5, 5)], "=v"),
+    "eig_left_f32": (lambda a: lax.linalg.eig(a, compute_left_eigenvectors=True,
+                                              compute_right_eigenvectors=False),
+                     [np.array([[0.0, -2.0, 0.0], [2.0, 0.0, 0.0], [0.0, 0.0, 1.0]], np.float32)],
+                     "=v"),
+    "eigvals_c64_batched": (jnp.linalg.eigvals, [general(2, 4, 4, dtype=np.complex64)], "="),
     "svd_c128": (jnp.linalg.svd, [general(4, 3, dtype=np.complex128)], "v=h"),
     "trsolve_lower": (lambda a, b: jsl.solve_triangular(a, b, lower=True),
                       [triangular(5, True), general(5, 3)], "="),

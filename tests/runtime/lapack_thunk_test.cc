@@ -3,6 +3,7 @@
 #include "compiler/runtime/lapack_thunk.h"
 
 #include <cmath>
+#include <complex>
 #include <vector>
 
 #include <fmt/format.h>
@@ -53,7 +54,8 @@ ENTRY e {{
     ASSERT_TRUE(out.ok()) << out.status().message();
     std::vector<double> factor = Values<double>(out->tuple_element(0));
     factor.resize(9);
-    EXPECT_THAT(factor, Pointwise(DoubleNear(1e-14), std::vector<double>{1, 2, 3, 2, 4, 26, 3, 5, 6}))
+    EXPECT_THAT(factor,
+                Pointwise(DoubleNear(1e-14), std::vector<double>{1, 2, 3, 2, 4, 26, 3, 5, 6}))
         << layout;
     EXPECT_THAT(Values<int32_t>(out->tuple_element(1)), ElementsAre(0, 2)) << layout;
   }
@@ -103,16 +105,47 @@ ENTRY e {
   EXPECT_THAT(Values<int32_t>(out->tuple_element(4)), ElementsAre(0));
 }
 
+TEST(LapackThunkTest, GeevOfARealMatrixGivesComplexEigenvectorPairs) {
+  // [[0,-2],[2,0]]: eigenvalues 2i and -2i, eigenvectors conjugate to each other.
+  std::vector<Literal> args;
+  args.push_back(Make<double>(PrimitiveType::F64, {2, 2}, {0, -2, 2, 0}));
+  auto out = testing::CompileAndRun(R"(HloModule m
+ENTRY e {
+  a = f64[2,2] parameter(0)
+  g = (f64[2]{0}, f64[2]{0}, c128[2,2]{0,1}, c128[2,2]{0,1}, s32[]) custom-call(a), custom_call_target="lapack_dgeev_ffi", api_version=API_VERSION_TYPED_FFI, backend_config={compute_left = 78 : ui8, compute_right = 86 : ui8}
+  vr = c128[2,2]{0,1} get-tuple-element(g), index=3
+  v = c128[2,2]{1,0} copy(vr)
+  wr = f64[2]{0} get-tuple-element(g), index=0
+  wi = f64[2]{0} get-tuple-element(g), index=1
+  ROOT t = (f64[2]{0}, f64[2]{0}, c128[2,2]{1,0}) tuple(wr, wi, v)
+})", args);
+  ASSERT_TRUE(out.ok()) << out.status().message();
+  EXPECT_THAT(Values<double>(out->tuple_element(0)),
+              Pointwise(DoubleNear(1e-14), std::vector<double>{0, 0}));
+  EXPECT_THAT(Values<double>(out->tuple_element(1)),
+              Pointwise(DoubleNear(1e-14), std::vector<double>{2, -2}));
+  using C = std::complex<double>;
+  std::vector<C> v = Values<C>(out->tuple_element(2));  // row-major: v[i * 2 + j]
+  for (int j = 0; j < 2; ++j) {
+    const C lambda(0, j == 0 ? 2 : -2);
+    // A v_j = lambda v_j.
+    EXPECT_NEAR(std::abs(-2.0 * v[2 + j] - lambda * v[j]), 0, 1e-12);
+    EXPECT_NEAR(std::abs(2.0 * v[j] - lambda * v[2 + j]), 0, 1e-12);
+  }
+  EXPECT_NEAR(std::abs(v[1] - std::conj(v[0])) + std::abs(v[3] - std::conj(v[2])), 0, 1e-14);
+  EXPECT_GT(std::abs(v[0]), 0.5);
+}
+
 TEST(LapackThunkTest, RefusesInOneLineWhatItDoesNotRun) {
   std::vector<Literal> args;
   args.push_back(Make<float>(PrimitiveType::F32, {2, 2}, {1, 0, 0, 1}));
   auto geev = testing::CompileAndRun(R"(HloModule m
 ENTRY e {
   a = f32[2,2] parameter(0)
-  ROOT g = (f32[2,2], s32[]) custom-call(a), custom_call_target="lapack_sgeev_ffi", api_version=API_VERSION_TYPED_FFI, backend_config={}
+  ROOT g = (f32[2,2], s32[]) custom-call(a), custom_call_target="lapack_sgees_ffi", api_version=API_VERSION_TYPED_FFI, backend_config={}
 })", args);
   ASSERT_FALSE(geev.ok());
-  EXPECT_THAT(geev.status().message(), HasSubstr("lapack_sgeev_ffi"));
+  EXPECT_THAT(geev.status().message(), HasSubstr("lapack_sgees_ffi"));
   EXPECT_THAT(geev.status().message(), HasSubstr("does not run"));
   auto no_uplo = testing::CompileAndRun(R"(HloModule m
 ENTRY e {
