@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cctype>
+#include <cmath>
 #include <complex>
 #include <cstddef>
 #include <cstring>
@@ -95,10 +96,9 @@ template <typename T> struct Lapack;
       work.resize(lwork);                                                                     \
       orgqr(&m, &n, &k, a, &m, tau, work.data(), &lwork, &info);                              \
     }                                                                                         \
-    static void Trsm(char side, char uplo, char trans, char diag, int m, int n, const T* a,   \
-                     int lda, T* b) {                                                         \
-      const T one(1);                                                                         \
-      p##trsm_(&side, &uplo, &trans, &diag, &m, &n, &one, a, &lda, b, &m, 1, 1, 1, 1);        \
+    static void Trsm(char side, char uplo, char trans, char diag, int m, int n, T alpha,      \
+                     const T* a, int lda, T* b) {                                             \
+      p##trsm_(&side, &uplo, &trans, &diag, &m, &n, &alpha, a, &lda, b, &m, 1, 1, 1, 1);      \
     }                                                                                         \
   };
 XLENS_LAPACK_TYPE(float, float, s, sorgqr_)
@@ -228,12 +228,12 @@ void Geev(char jobvl, char jobvr, int n, T* a, T* w, T* wi, T* vl, T* vr, Worksp
   call(ws.work.data());
 }
 
-// A real geev's eigenvectors as complex ones: a complex pair of eigenvalues (wi[j] > 0, then
+// A real geev's eigenvectors as complex ones: a complex pair of eigenvalues (wi[j] != 0, then
 // its conjugate) has its vectors in columns j and j + 1 as real and imaginary parts.
 template <typename R>
 void UnpackEigenvectors(int n, const R* wi, const R* packed, std::complex<R>* vectors) {
   for (int j = 0; j < n; ++j) {
-    if (wi[j] > 0 && j + 1 < n) {
+    if (wi[j] != 0 && !std::isnan(wi[j]) && j + 1 < n) {
       for (int i = 0; i < n; ++i) {
         const std::complex<R> v(packed[i + j * n], packed[i + (j + 1) * n]);
         vectors[i + j * n] = v;
@@ -398,7 +398,12 @@ class LapackRunner : public LapackThunk::Impl {
         }
         case Routine::kGeev: {
           std::vector<T> w(n), wi(n), vl(std::max(1, n * n)), vr(std::max(1, n * n));
-          if (n > 0) {
+          // As jaxlib: a matrix with an infinity or NaN is not given to LAPACK; info is -4.
+          bool finite = true;
+          for (const T& v : a) finite &= std::isfinite(std::abs(v));
+          if (!finite) {
+            info = -4;
+          } else if (n > 0) {
             Geev<T>(call_.left, call_.right, n, a.data(), w.data(), wi.data(), vl.data(),
                     vr.data(), ws, &info);
           }
@@ -431,8 +436,10 @@ class LapackRunner : public LapackThunk::Impl {
           rhs.Gather(in[1], b, bm.data());
           const int rows = static_cast<int>(rhs.rows), cols = static_cast<int>(rhs.cols);
           if (rows > 0 && cols > 0) {
-            Lapack<T>::Trsm(call_.side, call_.uplo, call_.trans, call_.diag, rows, cols, a.data(),
-                            std::max(1, m), bm.data());
+            // Older jaxlib passes alpha as a third operand (a scalar); newer has 1.
+            const T alpha = in.size() > 2 ? *reinterpret_cast<const T*>(in[2]) : T(1);
+            Lapack<T>::Trsm(call_.side, call_.uplo, call_.trans, call_.diag, rows, cols, alpha,
+                            a.data(), std::max(1, m), bm.data());
           }
           Put(bm.data(), out, 0, b);
           break;
@@ -570,12 +577,19 @@ StatusOr<std::unique_ptr<LapackThunk>> LapackThunk::Create(std::string hlo_name,
     return fail("is a LAPACK routine xlens does not run (it runs potrf, getrf, geqrf, orgqr, "
                 "ungqr, syevd, heevd, gesdd, gesvd, geev and trsm)");
   }
-  // trsm's older form passes alpha as a third operand; jaxlib ignores it and so does this.
+  // trsm's older form passes alpha as a third operand, a scalar.
   const size_t operand_count = hlo.operand_count();
   if (operand_count != operands.size() &&
       !(call.routine == Routine::kTrsm && operand_count == 3)) {
     return fail(fmt::format("takes {} operand{}, not {}", operands.size(),
                             operands.size() == 1 ? "" : "s", operand_count));
+  }
+  if (operand_count == 3 && call.routine == Routine::kTrsm) {
+    const Shape& alpha = hlo.operand(2)->shape();
+    if (!alpha.IsArray() || alpha.rank() != 0 || alpha.element_type() != t) {
+      return fail(fmt::format("alpha (operand 2) is {}, expected a {} scalar",
+                              alpha.ToString(false), PrimitiveTypeName(t)));
+    }
   }
   std::vector<Shape> result_shapes;
   if (hlo.shape().IsTuple()) {
@@ -720,7 +734,6 @@ StatusOr<std::unique_ptr<LapackThunk>> LapackThunk::Create(std::string hlo_name,
   for (const Shape& shape : result_shapes) {
     thunk->result_bytes_.push_back(shape_util::ByteSizeOf(shape));
   }
-  operand_slots.resize(operands.size());  // trsm's ignored alpha
   thunk->operand_slots_ = std::move(operand_slots);
   thunk->result_slots_ = std::move(result_slots);
   return thunk;

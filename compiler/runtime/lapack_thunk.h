@@ -12,9 +12,10 @@
 //   gesdd  (a) -> (a_out, s (real), u, vt, info) mode ('A' 65 / 'S' 83 / 'N' 78: u, vt unused)
 //   gesvd  as gesdd (jax's SvdAlgorithm.QR)
 //   geev   (a) -> (wr, wi, vl, vr, info) real, vl and vr complex (pairs unpacked, zeros unless
-//          info is 0); complex: (a) -> (w, vl, vr, info). compute_left, compute_right ('V'/'N')
-//   trsm   (a, b [, alpha ignored]) -> (b_out)   side, uplo, trans_x ('N'/'T'/'C'), diag ('N'/'U');
-//                                                alpha is 1, as jaxlib has it
+//          info is 0); complex: (a) -> (w, vl, vr, info). compute_left, compute_right ('V'/'N');
+//          a matrix that is not finite is not factored: info -4
+//   trsm   (a, b [, alpha]) -> (b_out)   side, uplo, trans_x ('N'/'T'/'C'), diag ('N'/'U');
+//                                        alpha, a scalar operand in older jaxlib, else 1
 // Attributes are in backend_config as "{name = 76 : ui8, ...}". Any layout is read and written
 // (each matrix goes through a column-major scratch copy); operands are never written, so the
 // output_to_operand_aliasing jax asks for needs nothing.

@@ -97,6 +97,7 @@ programs = {
                                               compute_right_eigenvectors=False),
                      [np.array([[0.0, -2.0, 0.0], [2.0, 0.0, 0.0], [0.0, 0.0, 1.0]], np.float32)],
                      "=v"),
+    "eig_nan": (jnp.linalg.eigvals, [np.array([[1.0, np.nan], [0.0, 1.0]])], "="),
     "eigvals_c64_batched": (jnp.linalg.eigvals, [general(2, 4, 4, dtype=np.complex64)], "="),
     "svd_c128": (jnp.linalg.svd, [general(4, 3, dtype=np.complex128)], "v=h"),
     "trsolve_lower": (lambda a, b: jsl.solve_triangular(a, b, lower=True),

@@ -91,6 +91,43 @@ ENTRY e {
   EXPECT_THAT(Values<double>(*out), Pointwise(DoubleNear(1e-14), std::vector<double>{1, 2}));
 }
 
+TEST(LapackThunkTest, TrsmTakesAlphaAsAThirdOperand) {
+  // A X = alpha B with A = [[2,0],[1,1]], alpha 3, B = [1,1]: X = [1.5, 1.5].
+  std::vector<Literal> args;
+  args.push_back(Make<float>(PrimitiveType::F32, {2, 2}, {2, 0, 1, 1}));
+  args.push_back(Make<float>(PrimitiveType::F32, {2, 1}, {1, 1}));
+  auto out = testing::CompileAndRun(R"(HloModule m
+ENTRY e {
+  a = f32[2,2] parameter(0)
+  b = f32[2,1] parameter(1)
+  alpha = f32[] constant(3)
+  ROOT x = f32[2,1]{0,1} custom-call(a, b, alpha), custom_call_target="lapack_strsm_ffi", api_version=API_VERSION_TYPED_FFI, backend_config={diag = 78 : ui8, side = 76 : ui8, trans_x = 78 : ui8, uplo = 76 : ui8}
+})", args);
+  ASSERT_TRUE(out.ok()) << out.status().message();
+  EXPECT_THAT(Values<float>(*out), ElementsAre(1.5f, 1.5f));
+}
+
+TEST(LapackThunkTest, GeevOfAMatrixWithNaNIsNotFactored) {
+  std::vector<Literal> args;
+  args.push_back(Make<float>(PrimitiveType::F32, {2, 2}, {1, NAN, 0, 1}));
+  auto out = testing::CompileAndRun(R"(HloModule m
+ENTRY e {
+  a = f32[2,2] parameter(0)
+  g = (c64[2]{0}, c64[2,2]{0,1}, c64[2,2]{0,1}, s32[]) custom-call(a), custom_call_target="lapack_cgeev_ffi", api_version=API_VERSION_TYPED_FFI, backend_config={compute_left = 78 : ui8, compute_right = 78 : ui8}
+  ROOT i = s32[] get-tuple-element(g), index=3
+})", args);
+  ASSERT_FALSE(out.ok());  // the operand must be c64
+  EXPECT_THAT(out.status().message(), HasSubstr("operand 0"));
+  auto real = testing::CompileAndRun(R"(HloModule m
+ENTRY e {
+  a = f32[2,2] parameter(0)
+  g = (f32[2]{0}, f32[2]{0}, c64[2,2]{0,1}, c64[2,2]{0,1}, s32[]) custom-call(a), custom_call_target="lapack_sgeev_ffi", api_version=API_VERSION_TYPED_FFI, backend_config={compute_left = 78 : ui8, compute_right = 86 : ui8}
+  ROOT i = s32[] get-tuple-element(g), index=4
+})", args);
+  ASSERT_TRUE(real.ok()) << real.status().message();
+  EXPECT_THAT(Values<int32_t>(*real), ElementsAre(-4));
+}
+
 TEST(LapackThunkTest, GesddWithoutVectorsGivesTheSingularValues) {
   std::vector<Literal> args;
   args.push_back(Make<double>(PrimitiveType::F64, {3, 2}, {0, 2, 3, 0, 0, 0}));
