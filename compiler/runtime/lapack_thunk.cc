@@ -61,6 +61,9 @@ XLENS_GEEV(sgeev_, float) XLENS_GEEV(dgeev_, double)
   void name(const char*, const char*, const int*, T*, const int*, T*, T*, const int*, T*,     \
             const int*, T*, const int*, R*, int*, size_t, size_t);
 XLENS_CGEEV(cgeev_, lapack_cf, float) XLENS_CGEEV(zgeev_, lapack_cd, double)
+#define XLENS_GTSV(p, T) \
+  void p##gtsv_(const int*, const int*, T*, T*, T*, T*, const int*, int*);
+XLENS_GTSV(s, float) XLENS_GTSV(d, double) XLENS_GTSV(c, lapack_cf) XLENS_GTSV(z, lapack_cd)
 #define XLENS_TRSM(p, T)                                                                       \
   void p##trsm_(const char*, const char*, const char*, const char*, const int*, const int*,   \
                 const T*, const T*, const int*, T*, const int*, size_t, size_t, size_t, size_t);
@@ -95,6 +98,9 @@ template <typename T> struct Lapack;
       lwork = std::max(1, static_cast<int>(std::real(query)));                                \
       work.resize(lwork);                                                                     \
       orgqr(&m, &n, &k, a, &m, tau, work.data(), &lwork, &info);                              \
+    }                                                                                         \
+    static void Gtsv(int n, int nrhs, T* dl, T* d, T* du, T* b, int* info) {                 \
+      p##gtsv_(&n, &nrhs, dl, d, du, b, &n, info);                                            \
     }                                                                                         \
     static void Trsm(char side, char uplo, char trans, char diag, int m, int n, T alpha,      \
                      const T* a, int lda, T* b) {                                             \
@@ -302,7 +308,7 @@ struct Batched {
   int64_t size() const { return rows * cols; }
 };
 
-enum class Routine { kPotrf, kGetrf, kGeqrf, kOrgqr, kEigh, kGesdd, kGesvd, kGeev, kTrsm };
+enum class Routine { kPotrf, kGetrf, kGeqrf, kOrgqr, kEigh, kGesdd, kGesvd, kGeev, kGtsv, kTrsm };
 
 struct Call {
   Routine routine;
@@ -427,6 +433,24 @@ class LapackRunner : public LapackThunk::Impl {
             Put(vr.data(), out, 2, b);
             Put(&info, out, 3, b);
           }
+          break;
+        }
+        case Routine::kGtsv: {
+          // a holds dl, whose first element is not part of the matrix (jax's convention).
+          const Batched& rhs = call_.operands[3];
+          std::vector<T> d(m), du(m), bm(rhs.size());
+          call_.operands[1].Gather(in[1], b, d.data());
+          call_.operands[2].Gather(in[2], b, du.data());
+          rhs.Gather(in[3], b, bm.data());
+          if (m > 0) {
+            Lapack<T>::Gtsv(m, static_cast<int>(rhs.cols), a.data() + 1, d.data(), du.data(),
+                            bm.data(), &info);
+          }
+          Put(a.data(), out, 0, b);
+          Put(d.data(), out, 1, b);
+          Put(du.data(), out, 2, b);
+          Put(bm.data(), out, 3, b);
+          Put(&info, out, 4, b);
           break;
         }
         case Routine::kTrsm: {
@@ -569,13 +593,17 @@ StatusOr<std::unique_ptr<LapackThunk>> LapackThunk::Create(std::string hlo_name,
     const PrimitiveType c = real == PrimitiveType::F32 ? PrimitiveType::C64 : PrimitiveType::C128;
     results = complex ? std::vector<Part>{{t, 1}, {t, 2}, {t, 2}, {s32, 0}}
                       : std::vector<Part>{{real, 1}, {real, 1}, {c, 2}, {c, 2}, {s32, 0}};
+  } else if (r == "gtsv") {
+    call.routine = Routine::kGtsv;
+    operands = {{t, 1}, {t, 1}, {t, 1}, {t, 2}};
+    results = {{t, 1}, {t, 1}, {t, 1}, {t, 2}, {s32, 0}};
   } else if (r == "trsm") {
     call.routine = Routine::kTrsm;
     operands = {{t, 2}, {t, 2}};
     results = {{t, 2}};
   } else {
     return fail("is a LAPACK routine xlens does not run (it runs potrf, getrf, geqrf, orgqr, "
-                "ungqr, syevd, heevd, gesdd, gesvd, geev and trsm)");
+                "ungqr, syevd, heevd, gesdd, gesvd, geev, gtsv and trsm)");
   }
   // trsm's older form passes alpha as a third operand, a scalar.
   const size_t operand_count = hlo.operand_count();
@@ -602,7 +630,8 @@ StatusOr<std::unique_ptr<LapackThunk>> LapackThunk::Create(std::string hlo_name,
   if (result_shapes.size() != results.size()) {
     return fail(fmt::format("gives {} results, not {}", results.size(), result_shapes.size()));
   }
-  const Shape& x = hlo.operand(0)->shape();
+  // The matrix operand: gtsv's right-hand sides, after its three diagonals.
+  const Shape& x = hlo.operand(call.routine == Routine::kGtsv ? 3 : 0)->shape();
   if (!x.IsArray() || x.rank() < 2) {
     return fail(fmt::format("takes a batch of matrices, not {}", x.ToString(false)));
   }
@@ -635,6 +664,12 @@ StatusOr<std::unique_ptr<LapackThunk>> LapackThunk::Create(std::string hlo_name,
   const Batched& out0 = call.results[0];
   bool shapes_fit = out0.rows == (call.routine == Routine::kTrsm ? call.operands[1].rows : m) &&
                     out0.cols == (call.routine == Routine::kTrsm ? call.operands[1].cols : n);
+  if (call.routine == Routine::kGtsv) {
+    shapes_fit = call.results[3].rows == m && call.results[3].cols == n;
+    for (int i = 0; i < 3; ++i) {
+      shapes_fit &= call.operands[i].rows == m && call.results[i].rows == m;
+    }
+  }
   if (call.routine == Routine::kGeev) {
     shapes_fit = m == n && out0.rows == n;
     for (size_t i = 1; i + 1 < call.results.size(); ++i) {

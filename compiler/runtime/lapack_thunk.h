@@ -14,6 +14,8 @@
 //   geev   (a) -> (wr, wi, vl, vr, info) real, vl and vr complex (pairs unpacked, zeros unless
 //          info is 0); complex: (a) -> (w, vl, vr, info). compute_left, compute_right ('V'/'N');
 //          a matrix that is not finite is not factored: info -4
+//   gtsv   (dl, d, du, b) -> (dl, d, du, b, info)   tridiagonal solve; dl[0] and du[n-1] are
+//          outside the matrix (LAPACK gets dl + 1)
 //   trsm   (a, b [, alpha]) -> (b_out)   side, uplo, trans_x ('N'/'T'/'C'), diag ('N'/'U');
 //                                        alpha, a scalar operand in older jaxlib, else 1
 // Attributes are in backend_config as "{name = 76 : ui8, ...}". Any layout is read and written

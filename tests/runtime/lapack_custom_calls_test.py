@@ -2,7 +2,7 @@
 """jax's linear algebra on the CPU backend: the LAPACK custom calls jaxlib writes, run by xlens.
 
 Makes, at test time, jax programs of jnp.linalg and jax.scipy.linalg (cholesky, solve, inv, det,
-slogdet, qr, eigh, svd (divide and conquer and QR) with and without u and v, eig, of matrices with NaN, triangular solves of every side, triangle,
+slogdet, qr, eigh, svd (divide and conquer and QR) with and without u and v, eig, of matrices with NaN, tridiagonal solves, triangular solves of every side, triangle,
 transpose and diagonal, batched and not, f32, f64, c64 and c128, and a cholesky of a matrix that
 is not positive definite), dumps their before_optimizations modules (XLA_FLAGS=--xla_dump_to),
 runs each with `xlens run --inputs --outputs` on the inputs jax ran, and compares with what jax
@@ -100,6 +100,14 @@ programs = {
     "eig_nan": (jnp.linalg.eigvals, [np.array([[1.0, np.nan], [0.0, 1.0]])], "="),
     "eigvals_c64_batched": (jnp.linalg.eigvals, [general(2, 4, 4, dtype=np.complex64)], "="),
     "svd_c128": (jnp.linalg.svd, [general(4, 3, dtype=np.complex128)], "v=h"),
+    "tridiagonal_f64_batched": (lambda dl, d, du, b: lax.linalg.tridiagonal_solve(dl, d, du, b),
+                                [np.concatenate([np.zeros((2, 1)), general(2, 4)], axis=1),
+                                 general(2, 5) + 4, np.concatenate([general(2, 4),
+                                                                    np.zeros((2, 1))], axis=1),
+                                 general(2, 5, 3)], "="),
+    "tridiagonal_c64": (lambda dl, d, du, b: lax.linalg.tridiagonal_solve(dl, d, du, b),
+                        [general(4, dtype=np.complex64), general(4, dtype=np.complex64) + 3,
+                         general(4, dtype=np.complex64), general(4, 2, dtype=np.complex64)], "="),
     "trsolve_lower": (lambda a, b: jsl.solve_triangular(a, b, lower=True),
                       [triangular(5, True), general(5, 3)], "="),
     "trsolve_upper_trans": (lambda a, b: jsl.solve_triangular(a, b, lower=False, trans=1),
