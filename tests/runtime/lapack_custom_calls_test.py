@@ -1,10 +1,11 @@
 #!/usr/bin/env python3
 """jax's linear algebra on the CPU backend: the LAPACK custom calls jaxlib writes, run by xlens.
 
-Makes, at test time, jax programs of jnp.linalg and jax.scipy.linalg (cholesky, solve, inv, det,
-slogdet, qr, eigh, svd (divide and conquer and QR) with and without u and v, eig, of matrices with NaN, tridiagonal solves, triangular solves of every side, triangle,
-transpose and diagonal, batched and not, f32, f64, c64 and c128, and a cholesky of a matrix that
-is not positive definite), dumps their before_optimizations modules (XLA_FLAGS=--xla_dump_to),
+Makes, at test time, jax programs of jnp.linalg, jax.scipy.linalg and lax.linalg (cholesky,
+solve, inv, det, slogdet, qr, eigh, eig, svd by divide and conquer and by QR with and without u
+and v, tridiagonal solves, triangular solves of every side, triangle, transpose and diagonal;
+batched and not; f32, f64, c64 and c128; a cholesky of a matrix that is not positive definite
+and matrices with NaN), dumps their before_optimizations modules (XLA_FLAGS=--xla_dump_to),
 runs each with `xlens run --inputs --outputs` on the inputs jax ran, and compares with what jax
 computed: to a tolerance fitted to the type, with NaN where jax has NaN, and eigenvectors and
 singular vectors up to the sign or phase of each vector (LAPACK chooses it; jaxlib's LAPACK is
@@ -57,9 +58,11 @@ programs = {
     "chol_f64": (jnp.linalg.cholesky, [spd(6, 6)], "="),
     "chol_f32_batched": (jnp.linalg.cholesky, [spd(3, 5, 5, dtype=np.float32)], "="),
     "chol_c64": (jnp.linalg.cholesky, [spd(4, 4, dtype=np.complex64)], "="),
-    "chol_upper_c128": (lambda a: jsl.cholesky(a, lower=False), [spd(5, 5, dtype=np.complex128)], "="),
-    "chol_not_pd": (jnp.linalg.cholesky, [np.array([[[4.0, 2.0], [2.0, 1.0]], [[1.0, 2.0], [2.0, 1.0]],
-                                                   [[2.0, 0.0], [0.0, 3.0]]])], "="),
+    "chol_upper_c128": (lambda a: jsl.cholesky(a, lower=False),
+                        [spd(5, 5, dtype=np.complex128)], "="),
+    "chol_not_pd": (jnp.linalg.cholesky, [np.array([[[4.0, 2.0], [2.0, 1.0]],
+                                                    [[1.0, 2.0], [2.0, 1.0]],
+                                                    [[2.0, 0.0], [0.0, 3.0]]])], "="),
     "solve_f64": (jnp.linalg.solve, [general(7, 7) + 4 * np.eye(7), general(7, 3)], "="),
     "solve_f32_batched": (lambda a, b: jnp.linalg.solve(a, b[..., None])[..., 0],
                           [general(2, 6, 6, dtype=np.float32) + 4 * np.eye(6, dtype=np.float32),
@@ -111,7 +114,8 @@ programs = {
     "trsolve_lower": (lambda a, b: jsl.solve_triangular(a, b, lower=True),
                       [triangular(5, True), general(5, 3)], "="),
     "trsolve_upper_trans": (lambda a, b: jsl.solve_triangular(a, b, lower=False, trans=1),
-                            [triangular(5, False, np.float32), general(5, 2, dtype=np.float32)], "="),
+                            [triangular(5, False, np.float32),
+                             general(5, 2, dtype=np.float32)], "="),
     "trsolve_conj_unit": (lambda a, b: jsl.solve_triangular(a, b, lower=True, trans=2,
                                                             unit_diagonal=True),
                           [triangular(4, True, np.complex128), general(4, 2, dtype=np.complex128)],
@@ -228,7 +232,8 @@ def main():
     for failure in failures:
         print("FAIL " + failure)
     lapack = sorted(t for t in targets if t.startswith("lapack_"))
-    print(f"{len(manifest)} jax programs, {len(manifest) - len({f.split(':')[0] for f in failures})}"
+    failed = len({f.split(":")[0] for f in failures})
+    print(f"{len(manifest)} jax programs, {len(manifest) - failed}"
           f" run by xlens to jax's outputs; LAPACK targets called: {', '.join(lapack)}")
     print(f"took {time.time() - start:.1f} s")
     return 1 if failures else 0
