@@ -33,6 +33,12 @@ std::string WhyCustomCallCannotRunOnCpu(std::string_view target) {
   if (StartsWith(target, "lapack_")) {
     return "is a LAPACK call: it runs compiled (xlens run); the reference evaluator has none";
   }
+  if (target.find("python_cpu_callback") != std::string_view::npos ||
+      target.find("python_gpu_callback") != std::string_view::npos) {
+    return "calls back into the Python process that compiled the program (jax.pure_callback, "
+           "io_callback, jax.debug.print); a module run on its own has no such process, and "
+           "XLA:CPU cannot run it without one either";
+  }
   if (target == "SliceToDynamic" || target == "PadToStatic" || target == "SetBound" ||
       target == "DynamicReshape") {
     return "makes a size known only at run time (XLA's dynamic padder); xlens runs bounded "

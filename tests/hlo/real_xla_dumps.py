@@ -2,7 +2,9 @@
 """Real XLA in: the HLO that jaxlib and TensorFlow write today, read, printed back and run.
 
 Makes, at test time, real dumps (XLA_FLAGS=--xla_dump_to) of small programs with jax (a training
-step, a convolution, attention, a scan and a while loop, a program sharded over 4 host devices)
+step, a convolution, attention, a scan and a while loop, FFTs, top-k and sorts, random numbers,
+prefix scans, layer norm with exact GELU, a bf16 product, segment sums, resizing, a program
+sharded over 4 host devices)
 and, when TensorFlow is installed, of a tf.function(jit_compile=True). Then checks:
 
 - every HLO text file of the dumps parses with `xlens print`;
@@ -70,7 +72,50 @@ def newton_sqrt(a):
         return 0.5 * (x + a / x), i + 1
     return lax.while_loop(cond, body, (a + 1.0, 0))[0]
 
+def spectrum(x):
+    return jnp.abs(jnp.fft.rfft(x, axis=-1)), jnp.fft.ifft(jnp.fft.fft2(x) * 2).real
+
+def top_scores(x):
+    values, indices = lax.top_k(x, 3)
+    return values, indices, jnp.argsort(x, axis=-1)
+
+def sort_two_keys(a, b):
+    return lax.sort((jnp.round(a * 4), b), num_keys=2)
+
+def dropout_noise(x):
+    key = jax.random.key(7)
+    keep = jax.random.bernoulli(key, 0.8, x.shape)
+    return jnp.where(keep, x / 0.8, 0.0) + jax.random.normal(jax.random.fold_in(key, 1), x.shape)
+
+def prefix_sums(x):
+    return jnp.cumsum(x, axis=0), lax.cummax(x, axis=1), lax.associative_scan(jnp.multiply, x, axis=0)
+
+def layer_norm_gelu(x, g, b):
+    mean = x.mean(-1, keepdims=True)
+    y = (x - mean) / jnp.sqrt(x.var(-1, keepdims=True) + 1e-5) * g + b
+    return jax.nn.gelu(y, approximate=False)
+
+def bf16_matmul(a, b):
+    return (a.astype(jnp.bfloat16) @ b.astype(jnp.bfloat16)).astype(jnp.float32)
+
+def segments_and_one_hot(x, ids):
+    return jax.ops.segment_sum(x, ids, 4), jax.nn.one_hot(ids, 4)
+
+def upsample(x):
+    return jax.image.resize(x, (2, 12, 12, 3), "bilinear")
+
 programs = {
+    "spectrum": (spectrum, [arr(4, 16)]),
+    "top_scores": (top_scores, [arr(6, 10)]),
+    "sort_two_keys": (sort_two_keys, [arr(32), arr(32)]),
+    "dropout_noise": (dropout_noise, [arr(8, 8)]),
+    "prefix_sums": (prefix_sums, [arr(6, 5)]),
+    "layer_norm_gelu": (layer_norm_gelu, [arr(4, 32), arr(32), arr(32)]),
+    # Both sum in f32 and round to bf16 once, in different orders: a sum can land one bf16 step
+    # (2^-8 relative) either side.
+    "bf16_matmul": (bf16_matmul, [arr(8, 16), arr(16, 4)], 8e-3),
+    "segments_and_one_hot": (segments_and_one_hot, [arr(10, 3), (np.arange(10) % 4).astype(np.int32)]),
+    "upsample": (upsample, [arr(2, 6, 6, 3)]),
     "train_step": (train_step, [arr(8, 16), arr(16), arr(16, 4), arr(4), arr(32, 8), arr(32, 4)]),
     "conv": (conv, [arr(2, 10, 10, 3), arr(3, 3, 3, 4)]),
     "attention": (attention, [arr(2, 4, 8, 16), arr(2, 4, 8, 16), arr(2, 4, 8, 16)]),
@@ -78,10 +123,13 @@ programs = {
     "newton_sqrt": (newton_sqrt, [np.abs(arr(16)) + 0.5]),
 }
 io = {}
-for name, (fn, args) in programs.items():
+for name, (fn, args, *rtol) in programs.items():
     results = jax.tree_util.tree_leaves(jax.jit(fn)(*args))
     d = os.path.join(out, "io", name)
     os.makedirs(d, exist_ok=True)
+    if rtol:
+        with open(os.path.join(d, "rtol.txt"), "w") as f:
+            f.write(str(rtol[0]))
     for i, a in enumerate(args):
         np.save(os.path.join(d, f"arg{i}.npy"), a)
     for i, r in enumerate(results):
@@ -184,6 +232,10 @@ def check_parse(xlens, xla_hlo, path, stats, failures):
 
 def compare_npy(expected_dir, actual_dir, count):
     import numpy as np
+    rtol = 2e-3
+    if os.path.exists(os.path.join(expected_dir, "rtol.txt")):
+        with open(os.path.join(expected_dir, "rtol.txt"), encoding="utf-8") as f:
+            rtol = float(f.read())
     for i in range(count):
         want = np.load(os.path.join(expected_dir, f"out{i}.npy"))
         path = os.path.join(actual_dir, f"out{i}.npy")
@@ -192,7 +244,7 @@ def compare_npy(expected_dir, actual_dir, count):
         got = np.load(path)
         if got.shape != want.shape:
             return f"out{i}: shape {got.shape}, jax computed {want.shape}"
-        if not np.allclose(got.astype(np.float64), want.astype(np.float64), rtol=2e-3, atol=2e-4):
+        if not np.allclose(got.astype(np.float64), want.astype(np.float64), rtol=rtol, atol=2e-4):
             worst = float(np.max(np.abs(got.astype(np.float64) - want.astype(np.float64))))
             return f"out{i}: differs from jax's by up to {worst:g}"
     return None
