@@ -9,6 +9,7 @@
 
 #include "compiler/support/file_io.h"
 #include "compiler/support/terminal_text.h"
+#include "dump/compare_report.h"
 #include "viewer/layout_process.h"
 #include "viewer/main_window.h"
 #include "viewer/viewer_options.h"
@@ -40,6 +41,17 @@ int main(int argc, char** argv) {
     std::printf("%s", options->help_text.toLocal8Bit().constData());
     return 0;
   }
+  // A report that cannot be read is an error before any window: the pane would show nothing, and
+  // a screenshot of it would mislead.
+  std::shared_ptr<const xlens::CompareReport> compare;
+  if (!options->compare.isEmpty()) {
+    auto report = xlens::ReadCompareReport(options->compare.toStdString());
+    if (!report.ok()) {
+      std::fprintf(stderr, "xlens-viewer: %s\n", xlens::EscapeForTerminal(report.status().message()).c_str());
+      return 1;
+    }
+    compare = std::make_shared<const xlens::CompareReport>(std::move(report).value());
+  }
   // A screenshot needs no display: render offscreen unless the user chose a platform. (The
   // "minimal" platform draws text as boxes; "offscreen" draws it.)
   if (!options->screenshot.isEmpty() && std::getenv("QT_QPA_PLATFORM") == nullptr) {
@@ -57,6 +69,7 @@ int main(int argc, char** argv) {
   } else if (!options->trace.isEmpty()) {
     window.OpenTrace(options->trace);
   }
+  if (compare) window.SetCompareReport(compare, options->compare);
   window.show();
 
   // The selectors apply in order, each to what the one before opened. What names nothing is an

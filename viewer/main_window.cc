@@ -112,6 +112,10 @@ void MainWindow::BuildUi() {
   vertical_->addWidget(timeline_box);
   vertical_->setStretchFactor(0, 3);
   vertical_->setStretchFactor(1, 1);
+  // Shown only with a report (--compare).
+  compare_ = new ComparePane(vertical_);
+  compare_->setVisible(false);
+  vertical_->addWidget(compare_);
   vertical_->setSizes({650, 300});
   layout->addWidget(vertical_, 1);
   setCentralWidget(central);
@@ -133,6 +137,8 @@ void MainWindow::BuildUi() {
   connect(diff_, &DiffView::nodeSelected, this, &MainWindow::OnNodeSelected);
   connect(timeline_, &TimelineView::spanSelected, this, &MainWindow::OnSpanSelected);
   connect(details_, &DetailsPane::linkActivated, this, &MainWindow::OnDetailsLink);
+  connect(compare_, &ComparePane::xlaKernelSelected, this,
+          [this](qint64 module_id, const QString& name) { SelectXlaKernel(module_id, name); });
   connect(details_, &DetailsPane::sourceRequested, this, &MainWindow::OnSourceRequested);
   connect(details_, &DetailsPane::drawComputationRequested, this, [this](const QString& computation) {
     if (outline_ == nullptr) return;
@@ -405,6 +411,7 @@ bool MainWindow::SelectByName(const QString& name, std::string* error) {
 void MainWindow::ShowStage(const StageRef& ref) {
   if (!model_) return;
   current_ = ref;
+  if (ref.kind != StageRef::Kind::kGraphStage) compare_->ShowModule(ref.module_id);
   switch (ref.kind) {
     case StageRef::Kind::kGraphStage:
       ShowGraphStage(ref.graph_index, ref.index);
@@ -778,6 +785,28 @@ void MainWindow::OnDetailsLink(const QString& link) {
       RevealInstruction(*module, parts.mid(2).join(':'));
     }
   }
+}
+
+void MainWindow::SetCompareReport(std::shared_ptr<const CompareReport> report, const QString& path) {
+  compare_->SetReport(std::move(report), path);
+  if (current_ && current_->kind != StageRef::Kind::kGraphStage) compare_->ShowModule(current_->module_id);
+  compare_->setVisible(true);
+  QList<int> sizes = vertical_->sizes();
+  if (sizes.size() == 3 && sizes[2] < 120) vertical_->setSizes({sizes[0], sizes[1], 240});
+}
+
+void MainWindow::SelectXlaKernel(int64_t module_id, const QString& name) {
+  const ManifestModule* module = model_ ? model_->FindModule(module_id) : nullptr;
+  if (module == nullptr) {
+    statusBar()->showMessage(QString("%1: module %2 is not in the open dump").arg(name).arg(module_id));
+    return;
+  }
+  // A kernel's symbol selects the instruction it implements, as the kernels list does.
+  QString instruction = name;
+  for (const ManifestKernel& kernel : module->kernels) {
+    if (Q(kernel.name) == name) instruction = Q(kernel.hlo_instruction);
+  }
+  RevealInstruction(*module, instruction);
 }
 
 void MainWindow::OnSourceRequested(const QString& file, qint64 line, qint64 column) {

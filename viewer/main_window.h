@@ -23,6 +23,7 @@
 #include <memory>
 #include <optional>
 
+#include "viewer/compare_pane.h"
 #include "viewer/details_pane.h"
 #include "viewer/dump_model.h"
 #include "viewer/hlo_outline.h"
@@ -47,6 +48,9 @@ class MainWindow : public QMainWindow {
   std::vector<std::string> OpenDump(const QString& directory, const QString& trace = QString());
   // Opens a trace alone (no dump), or replaces the dump's trace.
   void OpenTrace(const QString& path);
+  // Shows an `xlens compare --json` report (read from `path`) in the Compare pane under the
+  // graph; the pane follows the module shown, and selecting one of its XLA kernels selects it here.
+  void SetCompareReport(std::shared_ptr<const CompareReport> report, const QString& path);
 
   // The states the command line selects. Each returns false, with a message in the status bar
   // and in `error`, when what it names is not in the dump.
@@ -78,6 +82,7 @@ class MainWindow : public QMainWindow {
   DiffView* diff() const { return diff_; }
   DetailsPane* details() const { return details_; }
   TimelineView* timeline() const { return timeline_; }
+  ComparePane* compare() const { return compare_; }
   std::optional<StageRef> current_stage() const { return current_; }
   const QString& selected_node() const { return selected_node_; }
   // The outline of the stage shown (nullptr for a clustering stage or none).
@@ -100,6 +105,9 @@ class MainWindow : public QMainWindow {
   void OnNodeSelected(const QString& name);
   void OnSpanSelected(qint64 span_id);
   void OnDetailsLink(const QString& link);
+  // A kernel XLA made, selected in the Compare pane: selected (graph, timeline, details) as a
+  // kernel of the kernels list is, when the open dump has its module; else said in the status bar.
+  void SelectXlaKernel(int64_t module_id, const QString& name);
   // A source link: the file found (as named, else beside the working directory or the dump) and
   // opened at its line; a file that is not there is said in the status bar.
   void OnSourceRequested(const QString& file, qint64 line, qint64 column);
@@ -139,6 +147,7 @@ class MainWindow : public QMainWindow {
   DiffView* diff_ = nullptr;
   DetailsPane* details_ = nullptr;
   TimelineView* timeline_ = nullptr;
+  ComparePane* compare_ = nullptr;
   QLabel* banner_ = nullptr;
   QLabel* stage_title_ = nullptr;
   QLineEdit* graph_search_ = nullptr;

@@ -17,9 +17,10 @@ StatusOr<ViewerOptions> ParseViewerOptions(const QStringList& arguments) {
   const QCommandLineOption stage({"s", "stage"}, "Open this pass or clustering stage (e.g. fusion).", "NAME");
   const QCommandLineOption select("select", "Select this instruction, graph node or kernel.", "NAME");
   const QCommandLineOption diff("diff", "Show the stage in diff mode (before and after the pass).");
+  const QCommandLineOption compare("compare", "Show this `xlens compare DIR --json FILE` report: XLA's kernels beside xlens's, for the module shown.", "FILE");
   const QCommandLineOption screenshot("screenshot", "Render the window offscreen to OUT.png and exit.", "OUT.png");
   const QCommandLineOption size("size", "Window size for --screenshot (default 1600x1000).", "WxH");
-  parser.addOptions({trace, module, stage, select, diff, screenshot, size});
+  parser.addOptions({trace, module, stage, select, diff, compare, screenshot, size});
 
   QStringList argv = arguments;
   argv.prepend("xlens-viewer");
@@ -50,6 +51,8 @@ StatusOr<ViewerOptions> ParseViewerOptions(const QStringList& arguments) {
   options.stage = parser.value(stage);
   options.select = parser.value(select);
   options.diff = parser.isSet(diff);
+  options.compare = parser.value(compare);
+  if (parser.isSet(compare) && options.compare.isEmpty()) return Error("xlens-viewer: --compare expects a file, got \"\"");
   options.screenshot = parser.value(screenshot);
   if (parser.isSet(size)) {
     QRegularExpressionMatch match = QRegularExpression(R"(^(\d{2,5})x(\d{2,5})$)").match(parser.value(size));

@@ -1,9 +1,10 @@
 // The command line of xlens-viewer:
 //   xlens-viewer [DUMP_DIR] [--trace FILE] [--module N] [--stage NAME] [--select NAME] [--diff]
-//                [--screenshot OUT.png] [--size WxH]
+//                [--compare REPORT.json] [--screenshot OUT.png] [--size WxH]
 // The selectors open the window on a state (a module, one of its passes or clustering stages, an
 // instruction or graph node selected); --screenshot renders that state offscreen and exits, for
-// tests, the README, the main job and bug reports.
+// tests, the README, the main job and bug reports. --compare shows an `xlens compare --json` report
+// of the dump's modules under the graph (compare_pane.h).
 #pragma once
 
 #include <QSize>
@@ -22,6 +23,7 @@ struct ViewerOptions {
   QString stage;        // a pass or clustering stage name
   QString select;       // an instruction, graph node or kernel name
   bool diff = false;    // open the stage in diff mode
+  QString compare;      // an `xlens compare --json` report to show
   QString screenshot;   // render to this PNG and exit
   QSize size{1600, 1000};
   bool help = false;
