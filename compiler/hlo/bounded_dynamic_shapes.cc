@@ -1,5 +1,7 @@
 #include "compiler/hlo/bounded_dynamic_shapes.h"
 
+#include <optional>
+
 #include <fmt/format.h>
 
 #include "compiler/hlo/computation.h"
@@ -31,13 +33,37 @@ void MakeStatic(Shape& shape) {
   for (int64_t i = 0; i < shape.rank(); ++i) shape.set_dynamic_dimension(i, false);
 }
 
+// The integer value of a scalar constant, if `hlo` is one.
+std::optional<int64_t> ScalarConstant(const HloInstruction& hlo) {
+  if (hlo.opcode() != HloOpcode::kConstant || !hlo.has_literal() || hlo.shape().rank() != 0 ||
+      !IsIntegralType(hlo.shape().element_type()) || hlo.literal().is_elided() ||
+      hlo.literal().is_text_only()) {
+    return std::nullopt;
+  }
+  return hlo.literal().GetAsInt64(0);
+}
+
+// A set-dimension-size that sets a dimension to its full size (what TensorFlow's bridge writes
+// after a static slice, e.g. for top_k): at the bounds it changes nothing.
+bool SetsTheFullSize(const HloInstruction& hlo) {
+  if (hlo.opcode() != HloOpcode::kSetDimensionSize || hlo.operand_count() != 2 ||
+      hlo.dimensions().size() != 1) {
+    return false;
+  }
+  const int64_t dimension = hlo.dimensions(0);
+  const Shape& shape = hlo.operand(0)->shape();
+  std::optional<int64_t> size = ScalarConstant(*hlo.operand(1));
+  return shape.IsArray() && dimension >= 0 && dimension < shape.rank() && size &&
+         *size == shape.dimensions(dimension) && !shape.is_unbounded_dynamic_dimension(dimension);
+}
+
 // The instructions whose result size along a dimension is set at run time, below its bound: XLA's
-// dynamic padder's custom calls and the ops that read or write a size.
+// dynamic padder's custom calls and a set-dimension-size to anything but the full size.
+// (get-dimension-size reads the bound, which is the size when inputs have their full size.)
 std::string RunTimeSizeMaker(const HloInstruction& hlo) {
   switch (hlo.opcode()) {
     case HloOpcode::kSetDimensionSize:
-    case HloOpcode::kGetDimensionSize:
-      return std::string(HloOpcodeString(hlo.opcode()));
+      return SetsTheFullSize(hlo) ? "" : std::string(HloOpcodeString(hlo.opcode()));
     case HloOpcode::kCustomCall: {
       const std::string target = hlo.custom_call_target.value_or("");
       if (target == "SliceToDynamic" || target == "PadToStatic" || target == "DynamicReshape" ||
@@ -89,6 +115,27 @@ StatusOr<int64_t> RunBoundedDynamicShapesAtTheirBounds(HloModule& module) {
   }
   for (HloComputation* computation : module.computations()) {
     for (HloInstruction* hlo : computation->instructions()) MakeStatic(*hlo->mutable_shape());
+  }
+  // What reads or sets sizes now reads and sets the bounds: a set to the full size is its operand,
+  // a read of a size is the bound, as a constant.
+  for (HloComputation* computation : module.computations()) {
+    for (HloInstruction* hlo : computation->MakeInstructionPostOrder()) {
+      if (hlo->opcode() == HloOpcode::kSetDimensionSize) {
+        RETURN_IF_ERROR(computation->ReplaceInstruction(hlo, hlo->operand(0)));
+        ++dynamic;
+      } else if (hlo->opcode() == HloOpcode::kGetDimensionSize && hlo->dimensions().size() == 1 &&
+                 hlo->operand(0)->shape().IsArray() &&
+                 hlo->dimensions(0) < hlo->operand(0)->shape().rank() &&
+                 IsIntegralType(hlo->shape().element_type())) {
+        const int64_t bound = hlo->operand(0)->shape().dimensions(hlo->dimensions(0));
+        Literal size(hlo->shape());
+        size.SetFromInt64(0, bound);
+        HloInstruction* constant = computation->AddInstruction(
+            HloInstruction::CreateConstant(std::move(size), hlo->name() + ".bound"));
+        RETURN_IF_ERROR(computation->ReplaceInstruction(hlo, constant));
+        ++dynamic;
+      }
+    }
   }
   if (auto layout = module.entry_computation_layout()) {
     for (Shape& p : layout->parameters) MakeStatic(p);

@@ -45,6 +45,27 @@ TEST(BoundedDynamicShapesTest, BoundedDimensionsBecomeTheirBounds) {
   EXPECT_EQ(result->GetAsDouble(5), -5.0);
 }
 
+// TensorFlow's bridge ends top_k with a set-dimension-size to the slice's own size; a size read
+// is the bound.
+TEST(BoundedDynamicShapesTest, SizeOpsAtTheBoundsFoldAway) {
+  auto module = Parse(R"(HloModule m
+ENTRY e {
+  p = f32[8,8]{1,0} parameter(0)
+  s = f32[8,3]{1,0} slice(p), slice={[0:8], [0:3]}
+  three = s32[] constant(3)
+  d = f32[8,3]{1,0} set-dimension-size(s, three), dimensions={1}
+  n = s32[] get-dimension-size(d), dimensions={1}
+  ROOT t = (f32[8,3]{1,0}, s32[]) tuple(d, n)
+})");
+  ASSERT_NE(module, nullptr);
+  auto made = RunBoundedDynamicShapesAtTheirBounds(*module);
+  ASSERT_TRUE(made.ok()) << made.status().message();
+  const HloInstruction* root = module->entry_computation()->root_instruction();
+  EXPECT_EQ(root->operand(0)->name(), "s");
+  ASSERT_EQ(root->operand(1)->opcode(), HloOpcode::kConstant);
+  EXPECT_EQ(root->operand(1)->literal().GetAsInt64(0), 3);
+}
+
 TEST(BoundedDynamicShapesTest, RunTimeSizesAndUnboundedDimensionsAreRefusedUnchanged) {
   auto sliced = Parse(R"(HloModule m
 ENTRY e {
@@ -61,6 +82,19 @@ ENTRY e {
             std::string::npos)
       << refused.status().message();
   EXPECT_TRUE(HasDynamicShapes(*sliced));
+
+  auto smaller = Parse(R"(HloModule m
+ENTRY e {
+  p = f32[8]{0} parameter(0)
+  two = s32[] constant(2)
+  ROOT d = f32[<=8]{0} set-dimension-size(p, two), dimensions={0}
+})");
+  ASSERT_NE(smaller, nullptr);
+  refused = RunBoundedDynamicShapesAtTheirBounds(*smaller);
+  ASSERT_FALSE(refused.ok());
+  EXPECT_NE(refused.status().message().find("(set-dimension-size) sets a dimension's size"),
+            std::string::npos)
+      << refused.status().message();
 
   auto unbounded = Parse(R"(HloModule m
 ENTRY e {
