@@ -5,7 +5,8 @@ Makes, at test time, real dumps (XLA_FLAGS=--xla_dump_to) of small programs with
 step, a convolution, attention, a scan and a while loop, FFTs, top-k and sorts, random numbers,
 prefix scans, layer norm with exact GELU, a bf16 product, segment sums, resizing, a program
 sharded over 4 host devices)
-and, when TensorFlow is installed, of a tf.function(jit_compile=True). Then checks:
+and, when TensorFlow is installed, of tf.function(jit_compile=True) functions (a dense layer,
+top_k, rfft, cholesky, a fused batch norm, a while loop and a cond). Then checks:
 
 - every HLO text file of the dumps parses with `xlens print`;
 - what xlens prints parses with XLA's own parser (from jaxlib) into the same module as the file;
@@ -162,6 +163,17 @@ weight = rng.uniform(-1, 1, size=(64, 32)).astype(np.float32)
 def tf_dense(x, b):
     return tf.nn.relu(tf.matmul(x, tf.constant(weight)) + b) * 2.0
 tf_dense(tf.ones((4, 64)), tf.zeros((32,)))
+# What TensorFlow's bridge lowers its own way: top_k (a sort and a set-dimension-size), rfft,
+# cholesky, a fused batch norm in training, a while loop and a cond.
+x = tf.constant(rng.uniform(-1, 1, size=(8, 8)).astype(np.float32))
+for fn in [lambda a: tf.math.top_k(a, 3),
+           lambda a: tf.abs(tf.signal.rfft(a)),
+           lambda a: tf.linalg.cholesky(tf.matmul(a, a, transpose_b=True) + tf.eye(8)),
+           lambda a: tf.compat.v1.nn.fused_batch_norm(tf.reshape(a, (1, 8, 4, 2)), [1.0, 2.0],
+                                                      [0.0, 0.5], is_training=True)[0],
+           lambda a: tf.while_loop(lambda i, v: i < 5, lambda i, v: (i + 1, v * 1.1), (0, a))[1],
+           lambda a: tf.cond(tf.reduce_sum(a) > 0, lambda: tf.sin(a), lambda: tf.cos(a))]:
+    tf.function(fn, jit_compile=True)(x)
 '''
 
 
