@@ -3,6 +3,7 @@
 #include <fmt/format.h>
 
 #include <cmath>
+#include <filesystem>
 #include <map>
 #include <new>
 #include <nlohmann/json.hpp>
@@ -293,6 +294,15 @@ StatusOr<CompareReport> ParseCompareReport(std::string_view text) {
 }
 
 StatusOr<CompareReport> ReadCompareReport(const std::string& path) {
+  // The limit is the report's own, not the input limit that flags raise: say so, not how to raise it.
+  std::error_code error;
+  if (std::filesystem::is_regular_file(path, error)) {
+    const uintmax_t size = std::filesystem::file_size(path, error);
+    if (!error && size > static_cast<uintmax_t>(kMaxCompareReportBytes)) {
+      return Error(fmt::format("{}: {} is more than an `xlens compare --json` report can be ({})", path,
+                               FormatBytes(static_cast<int64_t>(size)), FormatBytes(kMaxCompareReportBytes)));
+    }
+  }
   StatusOr<std::string> text = ReadFile(path, kMaxCompareReportBytes);
   if (!text.ok()) return text.status();
   StatusOr<CompareReport> report = ParseCompareReport(*text);

@@ -5,7 +5,10 @@
 
 #include <gtest/gtest.h>
 
+#include <unistd.h>
+
 #include <filesystem>
+#include <fstream>
 #include <string>
 
 #include "compiler/support/file_io.h"
@@ -127,10 +130,18 @@ TEST(CompareReportTest, RefusesWhatIsNotAReport) {
 }
 
 TEST(CompareReportTest, RefusesAFileOverTheLimit) {
-  EXPECT_GT(kMaxCompareReportBytes, int64_t{1} << 20);
-  StatusOr<CompareReport> report = ReadCompareReport(Testdata("no_such_file.json"));
+  // A sparse file past the limit: refused by its size, before anything is read.
+  const fs::path path = fs::temp_directory_path() / ("compare_report_test_" + std::to_string(::getpid()) + ".json");
+  fs::resize_file((std::ofstream(path), path), static_cast<uintmax_t>(kMaxCompareReportBytes) + 1);
+  StatusOr<CompareReport> report = ReadCompareReport(path.string());
+  fs::remove(path);
   ASSERT_FALSE(report.ok());
-  EXPECT_NE(report.status().message().find("no_such_file.json"), std::string::npos);
+  EXPECT_NE(report.status().message().find("is more than an `xlens compare --json` report can be (256 MiB)"),
+            std::string::npos)
+      << report.status().message();
+  StatusOr<CompareReport> missing = ReadCompareReport(Testdata("no_such_file.json"));
+  ASSERT_FALSE(missing.ok());
+  EXPECT_NE(missing.status().message().find("no_such_file.json"), std::string::npos);
 }
 
 }  // namespace

@@ -99,6 +99,47 @@ def _viewer(id, setup, *, quick=False, timeout=30, check=None, max_rss_mb=400, r
                 max_rss_mb=max_rss_mb, rss_per_input_byte=rss_per_input_byte, **kw)
 
 
+def _compare_report(mutate=None, text=None, size=None):
+    """A dump (one module) and an `xlens compare --json` report of it at work/report.json: a
+    well-formed one passed through `mutate`, or `text` as it is, or a sparse file of `size` bytes."""
+    def setup(ctx):
+        _chain_dump(4)(ctx)
+        if size is not None:
+            with open(ctx.path("report.json"), "wb") as f:
+                f.truncate(size)
+            return
+        kernel = {"name": "a3", "kind": "add", "op_names": [], "instructions": ["a3"], "source": None}
+        report = {"directory": "dump", "skipped": [], "modules": [{
+            "id": 1, "name": "residual_chain", "before": "b.txt", "after": "a.txt", "backend": "cpu",
+            "xla": {"kernel_count": 1, "kernels": [dict(kernel, matched="a3")]},
+            "xlens": {"kernel_count": 1, "kernels": [dict(kernel, matched="a3")]},
+            "pairs": [{"xla": "a3", "xlens": "a3", "jaccard": 1.0, "shared_atoms": 1, "exact": True, "by": "atoms"}],
+            "xla_fused_more": [], "xlens_fused_more": []}]}
+        if mutate:
+            mutate(report)
+        ctx.write("report.json", text if text is not None else json.dumps(report))
+    return setup
+
+
+def _compare(id, setup, mentions):
+    """A compare report the viewer must refuse: one line naming the file, exit 1, no picture."""
+    return Case(id=f"viewer/{id}", reader="viewer", program="viewer",
+                args=["dump", "--compare", "report.json"] + SHOT, setup=setup, expect="error",
+                names="report.json", mentions=mentions, quick=True, timeout=10)
+
+
+def _pair_names_nobody(report):
+    report["modules"][0]["pairs"][0]["xla"] = "\x1b]0;owned\x07no_such_kernel"
+
+
+def _count_disagrees(report):
+    report["modules"][0]["xla"]["kernel_count"] = 1 << 62
+
+
+def _kind_is_a_number(report):
+    report["modules"][0]["xlens"]["kernels"][0]["kind"] = 7
+
+
 def cases(shared, root_user):
     return [
         # Graphviz's dot on a chain whose every node also reads the parameter: seconds at 100
@@ -116,4 +157,11 @@ def cases(shared, root_user):
         # Names from the manifest reach the terminal escaped (the harness flags raw control bytes).
         _viewer("manifest-names-escapes", _missing_files(0, ["\x1b]0;owned\x07\x1b[2J.txt", "a\rb.txt"]),
                 quick=True, timeout=10, check=_stderr_lines(3)),
+            # `--compare REPORT`: a report that is not what `xlens compare --json` writes is one line
+        # naming it and what was expected where, before any window; never a crash on an index.
+        _compare("compare-pair-names-unknown-kernel", _compare_report(_pair_names_nobody), r"pairs\[0\]\.xla: expected"),
+        _compare("compare-kernel-count-disagrees", _compare_report(_count_disagrees), r"kernel_count: expected"),
+        _compare("compare-kind-not-a-string", _compare_report(_kind_is_a_number), r"kind: expected a string"),
+        _compare("compare-not-json", _compare_report(text='{"modules": [{"id": 1e400'), r"not valid JSON|JSON"),
+        _compare("compare-300mib-sparse", _compare_report(size=300 << 20), r"300 MiB is more than an `xlens compare --json` report can be"),
     ]
