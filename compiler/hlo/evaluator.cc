@@ -489,8 +489,7 @@ StatusOr<Literal> HloEvaluator::Visit(const HloInstruction& instruction,
     return Error(fmt::format("unsupported opcode custom-call (custom_call_target=\"{}\"){}", target,
                              why.empty() ? "" : ": it " + why));
   }
-  if (!IsFullySupportedOpcode(opcode) || opcode == HloOpcode::kAllReduce ||
-      opcode == HloOpcode::kRngBitGenerator) {
+  if (!IsFullySupportedOpcode(opcode) || opcode == HloOpcode::kAllReduce) {
     return Error(fmt::format("unsupported opcode {}", HloOpcodeString(opcode)));
   }
   RETURN_IF_ERROR(CheckSupportedShape(instruction.shape()));
@@ -592,6 +591,10 @@ StatusOr<Literal> HloEvaluator::Visit(const HloInstruction& instruction,
       return HandleCholesky(instruction, *operands[0]);
     case HloOpcode::kTopK:
       return HandleTopK(instruction, *operands[0]);
+    case HloOpcode::kRngBitGenerator:
+      return HandleRngBitGenerator(instruction, *operands[0]);
+    case HloOpcode::kTriangularSolve:
+      return HandleTriangularSolve(instruction, *operands[0], *operands[1]);
     case HloOpcode::kBatchNormTraining:
     case HloOpcode::kBatchNormInference:
     case HloOpcode::kBatchNormGrad:

@@ -301,6 +301,9 @@ StatusOr<Literal> HandleFft(const HloInstruction& instruction, const Literal& op
 // evaluator_linear_algebra.cc
 StatusOr<Literal> HandleCholesky(const HloInstruction& instruction, const Literal& operand);
 StatusOr<Literal> HandleTopK(const HloInstruction& instruction, const Literal& operand);
+StatusOr<Literal> HandleRngBitGenerator(const HloInstruction& instruction, const Literal& state);
+StatusOr<Literal> HandleTriangularSolve(const HloInstruction& instruction, const Literal& a,
+                                        const Literal& b);
 
 // evaluator_batch_norm.cc (batch-norm-training, batch-norm-inference, batch-norm-grad)
 StatusOr<Literal> HandleBatchNorm(const HloInstruction& instruction,

@@ -98,7 +98,8 @@ bool IsFullySupportedOpcode(HloOpcode op) {
     case H::kConditional: case H::kCustomCall: case H::kCopy: case H::kReducePrecision:
     case H::kRngBitGenerator: case H::kAllReduce: case H::kOptimizationBarrier:
     case H::kMap: case H::kReal: case H::kImag: case H::kComplex:
-    case H::kFft: case H::kTopK: case H::kCholesky: case H::kBatchNormTraining:
+    case H::kFft: case H::kTopK: case H::kCholesky: case H::kTriangularSolve:
+    case H::kBatchNormTraining:
     case H::kBatchNormInference: case H::kBatchNormGrad:
       return true;
     default:

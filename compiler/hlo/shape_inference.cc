@@ -550,6 +550,8 @@ StatusOr<Shape> InferSupportedShape(const HloInstruction& instruction) {
       return InferTopKShape(instruction);
     case HloOpcode::kCholesky:
       return InferCholeskyShape(instruction);
+    case HloOpcode::kTriangularSolve:
+      return InferTriangularSolveShape(instruction);
     case HloOpcode::kBatchNormTraining:
     case HloOpcode::kBatchNormInference:
     case HloOpcode::kBatchNormGrad:

@@ -84,6 +84,8 @@ StatusOr<Shape> InferScatterShape(const HloInstruction& instruction);
 StatusOr<Shape> InferFftShape(const HloInstruction& instruction);
 StatusOr<Shape> InferTopKShape(const HloInstruction& instruction);
 StatusOr<Shape> InferCholeskyShape(const HloInstruction& instruction);
+// The shape of b; a and b of one floating or complex type (the evaluator checks the rest).
+StatusOr<Shape> InferTriangularSolveShape(const HloInstruction& instruction);
 StatusOr<Shape> InferBatchNormShape(const HloInstruction& instruction);
 
 }  // namespace xlens::shape_inference_internal

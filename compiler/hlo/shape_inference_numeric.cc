@@ -161,6 +161,21 @@ StatusOr<Shape> InferCholeskyShape(const HloInstruction& instruction) {
   return WithoutLayout(operand);
 }
 
+StatusOr<Shape> InferTriangularSolveShape(const HloInstruction& instruction) {
+  const Shape& a = OperandShape(instruction, 0);
+  const Shape& b = OperandShape(instruction, 1);
+  RETURN_IF_ERROR(ExpectArray(a, "a"));
+  RETURN_IF_ERROR(ExpectArray(b, "b"));
+  const PrimitiveType type = b.element_type();
+  if ((type != PrimitiveType::F32 && type != PrimitiveType::F64 && !IsComplexType(type)) ||
+      a.element_type() != type || b.rank() < 2 || a.rank() != b.rank()) {
+    return Error(fmt::format("triangular-solve needs a and b of one f32, f64, c64 or c128 type "
+                             "and one rank of at least 2, not {} and {}",
+                             ShapeString(a), ShapeString(b)));
+  }
+  return WithoutLayout(b);
+}
+
 StatusOr<Shape> InferBatchNormShape(const HloInstruction& instruction) {
   const Shape& operand = OperandShape(instruction, 0);
   switch (instruction.opcode()) {
