@@ -1,5 +1,6 @@
 // The reader of `xlens compare --json` reports: a real one (testdata/compare/step.json, written by
-// `xlens compare` on XLA's CPU dump of a jitted training step) read field by field, and broken
+// `xlens compare jd --module jit_step --trace prof/.../vm.xplane.pb --run --json step.json` on XLA's
+// CPU dump and jax.profiler profile of a jitted training step) read field by field, and broken
 // ones each refused with one message that names the file and what was expected where.
 #include "dump/compare_report.h"
 
@@ -27,10 +28,10 @@ TEST(CompareReportTest, ReadsARealReport) {
   ASSERT_TRUE(report.ok()) << report.status().message();
   ASSERT_EQ(report->modules.size(), 1u);
   const CompareModule& m = report->modules[0];
-  EXPECT_EQ(m.id, 22);
+  EXPECT_EQ(m.id, 18);
   EXPECT_EQ(m.name, "jit_step");
   EXPECT_EQ(m.backend, "cpu");
-  EXPECT_EQ(m.after, "module_0022.jit_step.cpu_after_optimizations.txt");
+  EXPECT_EQ(m.after, "module_0018.jit_step.cpu_after_optimizations.txt");
   ASSERT_EQ(m.xla.size(), 13u);
   ASSERT_EQ(m.xlens.size(), 11u);
   ASSERT_EQ(m.pairs.size(), 11u);
@@ -61,7 +62,14 @@ TEST(CompareReportTest, ReadsARealReport) {
   ASSERT_TRUE(m.xla[0].source.has_value());
   EXPECT_EQ(m.xla[0].source->function, "loss");
   EXPECT_EQ(m.xla[0].source->line, 3);
-  EXPECT_EQ(report->FindModule(22), &m);
+  // Both sides timed: XLA's three runs from the profile, xlens's four from --run.
+  ASSERT_TRUE(m.xla[0].time.has_value());
+  EXPECT_EQ(m.xla[0].time->events, 3);
+  EXPECT_GT(m.xla[0].time->total_us, 0.0);
+  ASSERT_TRUE(m.xlens[0].time.has_value());
+  EXPECT_EQ(m.xlens[0].time->events, 4);
+  EXPECT_EQ(report->xla_trace.rfind("prof/plugins/profile/", 0), 0u) << report->xla_trace;
+  EXPECT_EQ(report->FindModule(18), &m);
   EXPECT_EQ(report->FindModule(3), nullptr);
 }
 

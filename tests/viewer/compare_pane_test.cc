@@ -1,5 +1,6 @@
 // The Compare pane on a real `xlens compare --json` report (tests/dump/testdata/compare/step.json:
-// XLA's CPU dump of a jitted training step, module 22, beside xlens's kernels for it) with the two
+// XLA's CPU dump and profile of a jitted training step, module 18, beside xlens's kernels for it
+// and their times) with the two
 // dump files of that module open: its rows are the report's, in order and coloured by kind, and
 // selecting a matched pair selects XLA's kernel in the graph as the kernels list does.
 #include <QTest>
@@ -53,9 +54,12 @@ class ComparePaneTest : public QObject {
       QCOMPARE(item->text(ComparePane::kOverlap), QString::number(p.jaccard, 'f', 2));
       QCOMPARE(KindOf(item), p.exact ? CompareRowKind::kExactPair : CompareRowKind::kPair);
       QCOMPARE(item->background(ComparePane::kNote).color(), ComparePane::RowColor(KindOf(item)));
-      // The report was made without traces: no times, no ratio.
-      QVERIFY(item->text(ComparePane::kXlaTime).isEmpty());
-      QVERIFY(item->text(ComparePane::kRatio).isEmpty());
+      // Both sides were timed: both times and xlens's over XLA's.
+      const CompareKernelTime& a = *m.xla[p.xla_index].time;
+      const CompareKernelTime& b = *m.xlens[p.xlens_index].time;
+      QCOMPARE(item->text(ComparePane::kXlaTime), QString::number(a.total_us, 'f', 3));
+      QCOMPARE(item->text(ComparePane::kXlensTime), QString::number(b.total_us, 'f', 3));
+      QCOMPARE(item->text(ComparePane::kRatio), QString::number(b.total_us / a.total_us, 'f', 2) + "x");
     }
     for (const CompareFusedMore& note : m.xla_fused_more) {
       const QTreeWidgetItem* item = table->topLevelItem(row++);
@@ -108,7 +112,7 @@ class ComparePaneTest : public QObject {
     MainWindow window;
     window.resize(1400, 900);
     window.OpenDump(Testdata("compare_dump"));
-    QVERIFY(window.model() != nullptr && window.model()->FindModule(22) != nullptr);
+    QVERIFY(window.model() != nullptr && window.model()->FindModule(18) != nullptr);
     StatusOr<CompareReport> read = ReadCompareReport(ReportPath().toStdString());
     QVERIFY2(read.ok(), read.status().message().c_str());
     window.SetCompareReport(std::make_shared<const CompareReport>(*read), ReportPath());
@@ -117,7 +121,7 @@ class ComparePaneTest : public QObject {
     ComparePane* pane = window.compare();
     QVERIFY(pane->isVisible());
     QVERIFY(pane->current_module() != nullptr);
-    QCOMPARE(pane->current_module()->id, int64_t(22));
+    QCOMPARE(pane->current_module()->id, int64_t(18));
 
     // The pair dot.1 <-> fusion.5: XLA's dot.1 selected in the optimized module's graph.
     QTreeWidgetItem* pair = nullptr;
@@ -132,7 +136,7 @@ class ComparePaneTest : public QObject {
     QCOMPARE(window.selected_node(), QString("dot.1"));
     QCOMPARE(window.graph()->selected(), QString("dot.1"));
     QVERIFY(window.current_stage().has_value());
-    QCOMPARE(window.current_stage()->module_id, int64_t(22));
+    QCOMPARE(window.current_stage()->module_id, int64_t(18));
 
     // Another pair, a fusion this time; the table keeps its rows and its selection.
     const int rows = pane->table()->topLevelItemCount();
