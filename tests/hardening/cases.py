@@ -1094,8 +1094,9 @@ def _round_two_modules():
     import hlo_frames_cases
     import xla_dump_cases
     import profile_cases
+    import hlo_ops_cases
     return [cache_cases, executor_cases, bundle_replay_cases, viewer_cases, output_cases, hlo_frames_cases,
-            xla_dump_cases, profile_cases]
+            xla_dump_cases, profile_cases, hlo_ops_cases]
 
 
 ROUND_TWO = _round_two_modules()
