@@ -12,15 +12,27 @@ namespace {
 
 QString Q(const std::string& text) { return QString::fromStdString(text); }
 
-QString Microseconds(const std::optional<CompareKernelTime>& time) {
-  if (!time) return QString();
-  return QString::number(time->total_us, 'f', 3);
+// The mean time of one run: the two sides' profiles need not hold the same number of runs.
+std::optional<double> MeanUs(const std::optional<CompareKernelTime>& time) {
+  if (!time || time->events <= 0) return std::nullopt;
+  return time->total_us / static_cast<double>(time->events);
 }
 
-// xlens's time over XLA's: below 1, xlens was faster.
+QString Microseconds(const std::optional<CompareKernelTime>& time) {
+  std::optional<double> mean = MeanUs(time);
+  return mean ? QString::number(*mean, 'f', 3) : QString();
+}
+
+QString TimeTooltip(const std::optional<CompareKernelTime>& time) {
+  if (!time) return "not in the profile";
+  return QString("%1 us in %2 runs").arg(time->total_us, 0, 'f', 3).arg(time->events);
+}
+
+// xlens's mean time over XLA's: below 1, xlens was faster.
 QString Ratio(const std::optional<CompareKernelTime>& xla, const std::optional<CompareKernelTime>& xlens) {
-  if (!xla || !xlens || xla->total_us <= 0) return QString();
-  return QString::number(xlens->total_us / xla->total_us, 'f', 2) + "x";
+  std::optional<double> a = MeanUs(xla), b = MeanUs(xlens);
+  if (!a || !b || *a <= 0) return QString();
+  return QString::number(*b / *a, 'f', 2) + "x";
 }
 
 // What a kernel cell's tooltip says: what it runs, its op_names and where it came from.
@@ -82,7 +94,7 @@ ComparePane::ComparePane(QWidget* parent) : QWidget(parent) {
   table_->setUniformRowHeights(true);
   table_->setAlternatingRowColors(false);
   table_->setSelectionMode(QAbstractItemView::SingleSelection);
-  table_->setHeaderLabels({"XLA kernel", "kind", "xlens kernel", "kind", "overlap", "XLA us", "xlens us",
+  table_->setHeaderLabels({"XLA kernel", "kind", "xlens kernel", "kind", "overlap", "XLA us/run", "xlens us/run",
                            "xlens / XLA", "note"});
   table_->header()->setStretchLastSection(true);
   layout->addWidget(table_, 1);
@@ -183,6 +195,10 @@ void ComparePane::Fill() {
     item->setText(kXlaTime, Microseconds(a.time));
     item->setText(kXlensTime, Microseconds(b.time));
     item->setText(kRatio, Ratio(a.time, b.time));
+    if (a.time || b.time) {
+      item->setToolTip(kXlaTime, TimeTooltip(a.time));
+      item->setToolTip(kXlensTime, TimeTooltip(b.time));
+    }
     item->setText(kNote, p.exact ? "matched exactly" : "matched");
   }
   for (const CompareFusedMore& note : m.xla_fused_more) {
@@ -221,6 +237,25 @@ void ComparePane::Fill() {
     if (table_->columnWidth(c) > 280) table_->setColumnWidth(c, 280);
   }
   filling_ = false;
+}
+
+bool ComparePane::SelectXlaKernel(int64_t module_id, const QString& name) {
+  if (module_ == nullptr || module_->id != module_id) return false;
+  filling_ = true;  // shown, not asked for: no signal back
+  QTreeWidgetItem* found = nullptr;
+  for (int i = 0; i < table_->topLevelItemCount() && found == nullptr; ++i) {
+    QTreeWidgetItem* item = table_->topLevelItem(i);
+    if (item->data(kXlaKernel, kXlaKernelRole).toString() == name) found = item;
+  }
+  if (found != nullptr) {
+    table_->setCurrentItem(found);
+    table_->scrollToItem(found);
+  } else {
+    table_->setCurrentItem(nullptr);
+    table_->clearSelection();
+  }
+  filling_ = false;
+  return found != nullptr;
 }
 
 void ComparePane::OnCurrentItemChanged(QTreeWidgetItem* item) {

@@ -46,6 +46,11 @@ class ComparePane : public QWidget {
   bool ShowModule(int64_t id);
   const CompareModule* current_module() const { return module_; }
 
+  // Selects (and scrolls to) the first row that selects XLA's kernel `name` of module `module_id`,
+  // without emitting xlaKernelSelected: the window's selection shown here. Clears the selection and
+  // returns false when no row does.
+  bool SelectXlaKernel(int64_t module_id, const QString& name);
+
   QTreeWidget* table() const { return table_; }
   QLabel* header() const { return header_; }
 

@@ -624,6 +624,12 @@ void MainWindow::OnNodeSelected(const QString& name) {
   if (module == nullptr) return;
   ShowInstructionDetails(*module, name);
   HighlightSpansOf(*module, name);
+  // The Compare pane's row of this kernel, if it has one (a kernel is named as its instruction).
+  QString kernel_name = name;
+  for (const ManifestKernel& kernel : module->kernels) {
+    if (Q(kernel.hlo_instruction) == name) kernel_name = Q(kernel.name);
+  }
+  compare_->SelectXlaKernel(module->id, kernel_name);
   int creating = DumpModel::CreatingStage(*module, name.toStdString());
   stages_->HighlightStage(creating >= 0 ? std::optional<StageRef>(StageRef{StageRef::Kind::kPass, module->id, -1, creating})
                                         : std::nullopt);

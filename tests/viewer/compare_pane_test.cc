@@ -57,9 +57,13 @@ class ComparePaneTest : public QObject {
       // Both sides were timed: both times and xlens's over XLA's.
       const CompareKernelTime& a = *m.xla[p.xla_index].time;
       const CompareKernelTime& b = *m.xlens[p.xlens_index].time;
-      QCOMPARE(item->text(ComparePane::kXlaTime), QString::number(a.total_us, 'f', 3));
-      QCOMPARE(item->text(ComparePane::kXlensTime), QString::number(b.total_us, 'f', 3));
-      QCOMPARE(item->text(ComparePane::kRatio), QString::number(b.total_us / a.total_us, 'f', 2) + "x");
+      // Per run: XLA's profile has 3 runs of the step, xlens's --run 4.
+      QCOMPARE(a.events, int64_t(3));
+      QCOMPARE(b.events, int64_t(4));
+      const double mean_a = a.total_us / 3, mean_b = b.total_us / 4;
+      QCOMPARE(item->text(ComparePane::kXlaTime), QString::number(mean_a, 'f', 3));
+      QCOMPARE(item->text(ComparePane::kXlensTime), QString::number(mean_b, 'f', 3));
+      QCOMPARE(item->text(ComparePane::kRatio), QString::number(mean_b / mean_a, 'f', 2) + "x");
     }
     for (const CompareFusedMore& note : m.xla_fused_more) {
       const QTreeWidgetItem* item = table->topLevelItem(row++);
@@ -94,7 +98,7 @@ class ComparePaneTest : public QObject {
       "xla": {"kernel_count": 1, "kernels": [{"name": "f", "kind": "kLoop", "op_names": [], "instructions": ["f"],
               "source": null, "matched": "g", "trace": {"events": 2, "total_us": 10.0}}]},
       "xlens": {"kernel_count": 1, "kernels": [{"name": "g", "kind": "kLoop", "op_names": [], "instructions": ["g"],
-                "source": null, "matched": "f", "trace": {"events": 2, "total_us": 5.0}}]},
+                "source": null, "matched": "f", "trace": {"events": 4, "total_us": 5.0}}]},
       "pairs": [{"xla": "f", "xlens": "g", "jaccard": 1.0, "shared_atoms": 2, "exact": true, "by": "atoms"}],
       "xla_fused_more": [], "xlens_fused_more": []}], "skipped": []})");
     QVERIFY2(read.ok(), read.status().message().c_str());
@@ -103,9 +107,11 @@ class ComparePaneTest : public QObject {
     QCOMPARE(pane.table()->topLevelItemCount(), 1);
     const QTreeWidgetItem* item = pane.table()->topLevelItem(0);
     QCOMPARE(KindOf(item), CompareRowKind::kExactPair);
-    QCOMPARE(item->text(ComparePane::kXlaTime), QString("10.000"));
-    QCOMPARE(item->text(ComparePane::kXlensTime), QString("5.000"));
-    QCOMPARE(item->text(ComparePane::kRatio), QString("0.50x"));
+    // 10 us in 2 runs against 5 us in 4: 5.0 and 1.25 us a run, xlens 0.25x XLA's.
+    QCOMPARE(item->text(ComparePane::kXlaTime), QString("5.000"));
+    QCOMPARE(item->text(ComparePane::kXlensTime), QString("1.250"));
+    QCOMPARE(item->text(ComparePane::kRatio), QString("0.25x"));
+    QCOMPARE(item->toolTip(ComparePane::kXlensTime), QString("5.000 us in 4 runs"));
   }
 
   void SelectingAPairSelectsXlasKernel() {
@@ -147,6 +153,16 @@ class ComparePaneTest : public QObject {
     QCOMPARE(window.selected_node(), QString("add_tanh_fusion"));
     QCOMPARE(pane->table()->topLevelItemCount(), rows);
     QCOMPARE(pane->table()->currentItem(), fusion);
+
+    // The other way: a kernel selected by name (as the graph or timeline does) selects its row,
+    // and one the report has no row for clears it.
+    std::string error;
+    QVERIFY2(window.SelectByName("dot", &error), error.c_str());
+    QVERIFY(pane->table()->currentItem() != nullptr);
+    QCOMPARE(pane->table()->currentItem()->text(ComparePane::kXlaKernel), QString("dot"));
+    QCOMPARE(window.selected_node(), QString("dot"));
+    QVERIFY2(window.SelectByName("x.1", &error), error.c_str());
+    QCOMPARE(pane->table()->currentItem(), nullptr);
   }
 };
 
