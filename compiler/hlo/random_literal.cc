@@ -13,6 +13,9 @@ StatusOr<Literal> MakeRandomLiteral(const Shape& shape, std::mt19937_64& rng) {
     }
     return Literal::MakeTuple(std::move(elements));
   }
+  // A token carries no value: a module that takes one (send/recv, infeed) gets one, and whatever
+  // runs it says what it makes of the operations that use it.
+  if (shape.IsToken()) return Literal(shape);
   PrimitiveType type = shape.element_type();
   if (!shape.IsArray() || !IsEvaluatorSupportedType(type)) {
     return Error(fmt::format("cannot make a random input of shape {}", shape.ToString()));
