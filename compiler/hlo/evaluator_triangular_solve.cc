@@ -4,45 +4,13 @@
 // XLA's backends solve in blocks with a different order of operations, so results agree to
 // rounding, not bit for bit.
 #include "compiler/hlo/evaluator_internal.h"
+#include "compiler/hlo/numeric_op_attributes.h"
 
 namespace xlens::evaluator_internal {
 namespace {
 
-enum class Transpose { kNo, kTranspose, kAdjoint };
-
-struct SolveOptions {
-  bool left_side = false;
-  bool lower = false;
-  bool unit_diagonal = false;
-  Transpose transpose = Transpose::kNo;
-};
-
-StatusOr<bool> BoolAttribute(const HloInstruction& instruction, std::string_view key) {
-  const std::string* text = instruction.raw_attribute(key);
-  if (text == nullptr || *text == "false") return false;
-  if (*text == "true") return true;
-  return Error(fmt::format("triangular-solve's {}={}: expected true or false", key, *text));
-}
-
-StatusOr<SolveOptions> GetSolveOptions(const HloInstruction& instruction) {
-  SolveOptions options;
-  ASSIGN_OR_RETURN(options.left_side, BoolAttribute(instruction, "left_side"));
-  ASSIGN_OR_RETURN(options.lower, BoolAttribute(instruction, "lower"));
-  ASSIGN_OR_RETURN(options.unit_diagonal, BoolAttribute(instruction, "unit_diagonal"));
-  const std::string* transpose = instruction.raw_attribute("transpose_a");
-  if (transpose == nullptr || *transpose == "NO_TRANSPOSE") {
-    options.transpose = Transpose::kNo;
-  } else if (*transpose == "TRANSPOSE") {
-    options.transpose = Transpose::kTranspose;
-  } else if (*transpose == "ADJOINT") {
-    options.transpose = Transpose::kAdjoint;
-  } else {
-    return Error(fmt::format("triangular-solve's transpose_a={}: expected NO_TRANSPOSE, "
-                             "TRANSPOSE or ADJOINT",
-                             *transpose));
-  }
-  return options;
-}
+using Transpose = TriangularSolveTranspose;
+using SolveOptions = TriangularSolveAttributes;
 
 template <typename T>
 T MaybeConj(T v, bool conjugate) {
@@ -116,7 +84,7 @@ void SolveBatch(const Literal& a, const Literal& b, Literal& x, int64_t batch, i
 
 StatusOr<Literal> HandleTriangularSolve(const HloInstruction& instruction, const Literal& a,
                                         const Literal& b) {
-  ASSIGN_OR_RETURN(SolveOptions options, GetSolveOptions(instruction));
+  ASSIGN_OR_RETURN(SolveOptions options, GetTriangularSolveAttributes(instruction));
   const Shape& a_shape = a.shape();
   const Shape& b_shape = b.shape();
   const int64_t rank = b_shape.IsArray() ? b_shape.rank() : 0;

@@ -107,6 +107,30 @@ StatusOr<bool> GetCholeskyLower(const HloInstruction& instruction) {
   return ParseBool(*lower, "lower");
 }
 
+StatusOr<TriangularSolveAttributes> GetTriangularSolveAttributes(
+    const HloInstruction& instruction) {
+  TriangularSolveAttributes attributes;
+  for (auto [key, field] : {std::pair{"left_side", &attributes.left_side},
+                            std::pair{"lower", &attributes.lower},
+                            std::pair{"unit_diagonal", &attributes.unit_diagonal}}) {
+    if (const std::string* text = instruction.raw_attribute(key)) {
+      ASSIGN_OR_RETURN(*field, ParseBool(*text, key));
+    }
+  }
+  const std::string* transpose = instruction.raw_attribute("transpose_a");
+  if (transpose == nullptr || *transpose == "NO_TRANSPOSE") {
+    attributes.transpose = TriangularSolveTranspose::kNo;
+  } else if (*transpose == "TRANSPOSE") {
+    attributes.transpose = TriangularSolveTranspose::kTranspose;
+  } else if (*transpose == "ADJOINT") {
+    attributes.transpose = TriangularSolveTranspose::kAdjoint;
+  } else {
+    return Error(fmt::format("transpose_a={}: expected NO_TRANSPOSE, TRANSPOSE or ADJOINT",
+                             *transpose));
+  }
+  return attributes;
+}
+
 StatusOr<BatchNormAttributes> GetBatchNormAttributes(const HloInstruction& instruction) {
   BatchNormAttributes attributes;
   ASSIGN_OR_RETURN(const std::string* epsilon, Required(instruction, "epsilon"));

@@ -33,6 +33,17 @@ StatusOr<TopKAttributes> GetTopKAttributes(const HloInstruction& instruction);
 // lower=true|false (XLA's default: upper).
 StatusOr<bool> GetCholeskyLower(const HloInstruction& instruction);
 
+// left_side, lower, unit_diagonal (true|false, XLA's default false) and
+// transpose_a=NO_TRANSPOSE|TRANSPOSE|ADJOINT (default NO_TRANSPOSE) of triangular-solve.
+enum class TriangularSolveTranspose { kNo, kTranspose, kAdjoint };
+struct TriangularSolveAttributes {
+  bool left_side = false;
+  bool lower = false;
+  bool unit_diagonal = false;
+  TriangularSolveTranspose transpose = TriangularSolveTranspose::kNo;
+};
+StatusOr<TriangularSolveAttributes> GetTriangularSolveAttributes(const HloInstruction& instruction);
+
 // epsilon=F feature_index=N, both required; epsilon is rounded to f32, as XLA holds it.
 struct BatchNormAttributes {
   double epsilon = 0;

@@ -25,6 +25,7 @@
 #include "compiler/runtime/lapack_thunk.h"
 #include "compiler/runtime/library_thunks.h"
 #include "compiler/runtime/onednn_thunks.h"
+#include "compiler/runtime/triangular_solve_thunk.h"
 
 namespace xlens::runtime {
 
@@ -35,7 +36,8 @@ constexpr double kSmallKernelFlops = 64 << 10;
 // Instructions that run as a call of a library, as in XLA's CPU runtime (fft_thunk.h,
 // cholesky_thunk.h), never as a generated kernel.
 static bool IsLibraryCall(const HloInstruction& hlo) {
-  return hlo.opcode() == HloOpcode::kFft || hlo.opcode() == HloOpcode::kCholesky;
+  return hlo.opcode() == HloOpcode::kFft || hlo.opcode() == HloOpcode::kCholesky ||
+         hlo.opcode() == HloOpcode::kTriangularSolve;
 }
 
 namespace {
@@ -255,6 +257,13 @@ StatusOr<ThunkSequence> ExecutableBuilder::BuildThunks(
         ASSIGN_OR_RETURN(std::unique_ptr<CholeskyThunk> thunk,
                          CholeskyThunk::Create(name, *hlo, plan.Slot(hlo->operand(0)),
                                                plan.Slot(hlo)));
+        thunks.push_back(std::move(thunk));
+        continue;
+      }
+      case HloOpcode::kTriangularSolve: {
+        ASSIGN_OR_RETURN(std::unique_ptr<TriangularSolveThunk> thunk,
+                         TriangularSolveThunk::Create(name, *hlo, plan.Slot(hlo->operand(0)),
+                                                      plan.Slot(hlo->operand(1)), plan.Slot(hlo)));
         thunks.push_back(std::move(thunk));
         continue;
       }
