@@ -9,6 +9,7 @@
 #include "viewer/compare_pane.h"
 #include "viewer/graph_view.h"
 #include "viewer/main_window.h"
+#include "viewer/viewer_options.h"
 
 using namespace xlens;
 using namespace xlens::viewer;
@@ -112,6 +113,17 @@ class ComparePaneTest : public QObject {
     QCOMPARE(item->text(ComparePane::kXlensTime), QString("1.250"));
     QCOMPARE(item->text(ComparePane::kRatio), QString("0.25x"));
     QCOMPARE(item->toolTip(ComparePane::kXlensTime), QString("5.000 us in 4 runs"));
+  }
+
+  void CompareIsAnOption() {
+    StatusOr<ViewerOptions> options = ParseViewerOptions({"jd", "--compare", "step.json", "--module", "18"});
+    QVERIFY2(options.ok(), options.status().message().c_str());
+    QCOMPARE(options->compare, QString("step.json"));
+    QCOMPARE(options->dump_dir, QString("jd"));
+    StatusOr<ViewerOptions> empty = ParseViewerOptions({"jd", "--compare="});
+    QVERIFY(!empty.ok());
+    QVERIFY2(empty.status().message().find("--compare expects a file") != std::string::npos, empty.status().message().c_str());
+    QVERIFY(!ParseViewerOptions({"jd", "--compare"}).ok());
   }
 
   void SelectingAPairSelectsXlasKernel() {
