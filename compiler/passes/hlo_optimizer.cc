@@ -23,6 +23,7 @@
 #include "compiler/passes/multi_output_fusion.h"
 #include "compiler/passes/reduce_precision_insertion.h"
 #include "compiler/passes/reshape_mover.h"
+#include "compiler/passes/rng_bit_generator_expander.h"
 #include "compiler/passes/topk_decomposer.h"
 #include "compiler/passes/tuple_simplifier.h"
 #include "dump/dump_names.h"
@@ -56,6 +57,9 @@ StatusOr<std::unique_ptr<HloPass>> MakePassByName(std::string_view name, Backend
   }
   if (name == "reshape-mover") return std::unique_ptr<HloPass>(new ReshapeMover());
   if (name == "topk-decomposer") return std::unique_ptr<HloPass>(new TopkDecomposer());
+  if (name == "rng-bit-generator-expander") {
+    return std::unique_ptr<HloPass>(new RngBitGeneratorExpander());
+  }
   if (name == "tuple-simplifier") return std::unique_ptr<HloPass>(new TupleSimplifier());
   RETURN_IF_ERROR(CheckPassNames({std::string(name)}, "--passes"));
   return Error(fmt::format("--passes: pass '{}' cannot run on its own", name));
