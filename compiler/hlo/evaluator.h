@@ -36,7 +36,7 @@ struct EvaluatorOptions {
 };
 
 // Runs the entry computation on `arguments` (one literal per parameter, shapes must match).
-// Unsupported opcodes (all-reduce, rng-bit-generator, fft, ...) and element types (F8, S4, ...)
+// Unsupported opcodes (all-reduce, send, recv, ...) and element types (F8, S4, ...)
 // give an error that names them.
 StatusOr<Literal> EvaluateModule(const HloModule& module, std::span<const Literal> arguments,
                                  const EvaluatorOptions& options = {});
