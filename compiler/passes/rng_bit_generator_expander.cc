@@ -16,9 +16,15 @@ constexpr PrimitiveType kU64 = PrimitiveType::U64;
 class Expansion {
  public:
   Expansion(HloComputation* computation, HloInstruction* rng)
-      : computation_(computation), rng_(rng), with_layout_(rng->shape().tuple_shapes(0).has_layout()) {}
+      : computation_(computation), rng_(rng), with_layout_(ValuesShape(*rng).has_layout()) {}
 
+  static const Shape& ValuesShape(const HloInstruction& rng) {
+    return rng.shape().IsTuple() ? rng.shape().tuple_shapes(1) : rng.shape();
+  }
+
+  // The (state, values) tuple, or the values alone where the op returns no state.
   HloInstruction* Replace(HloInstruction* state, HloInstruction* values) {
+    if (!rng_->shape().IsTuple()) return values;
     auto tuple = std::make_unique<HloInstruction>(HloOpcode::kTuple, rng_->shape());
     tuple->AppendOperand(state);
     tuple->AppendOperand(values);
@@ -278,12 +284,12 @@ bool Expandable(const HloInstruction& rng, std::string_view algorithm) {
   if (rng.operand_count() != 1) return false;
   const Shape& state = rng.operand(0)->shape();
   const Shape& shape = rng.shape();
-  if (!shape.IsTuple() || shape.tuple_shapes_size() != 2 || !shape.is_static()) return false;
+  if ((shape.IsTuple() && shape.tuple_shapes_size() != 2) || !shape.is_static()) return false;
   if (!state.IsArray() || state.element_type() != kU64 || state.rank() != 1) return false;
   const int64_t n = state.dimensions(0);
   const bool philox = algorithm == "rng_philox" || algorithm == "rng_default";
   if (philox ? (n < 2 || n > 3) : (algorithm != "rng_three_fry" || n != 2)) return false;
-  const Shape& values = shape.tuple_shapes(1);
+  const Shape& values = Expansion::ValuesShape(rng);
   if (!values.IsArray()) return false;
   switch (values.element_type()) {
     case PrimitiveType::U8: case PrimitiveType::S8: case PrimitiveType::U16:
@@ -308,7 +314,7 @@ StatusOr<bool> RngBitGeneratorExpander::Run(HloModule& module) {
       const std::string algorithm = text ? *text : "rng_default";
       if (!Expandable(*instruction, algorithm)) continue;
       Expansion expansion(computation, instruction);
-      const Shape values = instruction->shape().tuple_shapes(1);
+      const Shape values = Expansion::ValuesShape(*instruction);
       HloInstruction* state = instruction->operand(0);
       HloInstruction* replacement = algorithm == "rng_three_fry"
                                         ? expansion.ExpandThreeFry(state, values)

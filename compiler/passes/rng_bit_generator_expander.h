@@ -6,8 +6,9 @@
 //   rng_three_fry            counter + iota over the (halved, for 32-bit values) shape, 20
 //                            rounds of add, rotate and xor; the two words fill even and odd
 //                            positions of the split dimension (or form one u64)
-// and the new state, (key, counter + runs), as a tuple with the values. The arithmetic runs on
-// flat u32/u64 vectors, reshaped to the value shape at the end and bitcast to its type.
+// and the new state, (key, counter + runs), as a tuple with the values (the values alone where
+// the op returns no state). The arithmetic runs on flat u32/u64 vectors, reshaped to the value
+// shape at the end and bitcast to its type.
 // It leaves alone rng-bit-generator in fusion computations, over dynamic shapes, and of states
 // or types XLA does not expand (the evaluator then reports them). Reports a change when it
 // rewrote any.

@@ -26,7 +26,8 @@ ENTRY e {
   g2 = (u64[3], u8[9]) rng-bit-generator(big), algorithm=rng_philox
   g3 = (u64[2], s32[]) rng-bit-generator(p), algorithm=rng_philox
   g4 = (u64[3], u16[2,2]) rng-bit-generator(big), algorithm=rng_philox
-  ROOT t = ((u64[2], u32[3,5]), (u64[3], u64[7]), (u64[3], u8[9]), (u64[2], s32[]), (u64[3], u16[2,2])) tuple(g0, g1, g2, g3, g4)
+  g5 = u32[2,2] rng-bit-generator(q), algorithm=rng_default
+  ROOT t = ((u64[2], u32[3,5]), (u64[3], u64[7]), (u64[3], u8[9]), (u64[2], s32[]), (u64[3], u16[2,2]), u32[2,2]) tuple(g0, g1, g2, g3, g4, g5)
 })");
   ASSERT_NE(module, nullptr);
   EXPECT_EQ(CountOpcode(*module, HloOpcode::kRngBitGenerator), 0);
