@@ -23,6 +23,7 @@
 #include "compiler/passes/multi_output_fusion.h"
 #include "compiler/passes/reduce_precision_insertion.h"
 #include "compiler/passes/reshape_mover.h"
+#include "compiler/passes/bitcast_dtypes_expander.h"
 #include "compiler/passes/rng_bit_generator_expander.h"
 #include "compiler/passes/topk_decomposer.h"
 #include "compiler/passes/tuple_simplifier.h"
@@ -57,6 +58,9 @@ StatusOr<std::unique_ptr<HloPass>> MakePassByName(std::string_view name, Backend
   }
   if (name == "reshape-mover") return std::unique_ptr<HloPass>(new ReshapeMover());
   if (name == "topk-decomposer") return std::unique_ptr<HloPass>(new TopkDecomposer());
+  if (name == "bitcast-dtypes-expander") {
+    return std::unique_ptr<HloPass>(new BitcastDtypesExpander());
+  }
   if (name == "rng-bit-generator-expander") {
     return std::unique_ptr<HloPass>(new RngBitGeneratorExpander());
   }

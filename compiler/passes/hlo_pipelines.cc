@@ -24,6 +24,7 @@
 #include "compiler/passes/planted_miscompile.h"
 #include "compiler/passes/reduce_precision_insertion.h"
 #include "compiler/passes/reshape_mover.h"
+#include "compiler/passes/bitcast_dtypes_expander.h"
 #include "compiler/passes/rng_bit_generator_expander.h"
 #include "compiler/passes/topk_decomposer.h"
 #include "compiler/passes/tuple_simplifier.h"
@@ -77,10 +78,12 @@ std::unique_ptr<HloPassPipeline> MakeHloPipeline(
   auto optimization = std::make_unique<HloPassPipeline>("optimization");
   optimization->AddPass<CallInliner>();
   // Ops XLA expands into other HLO before optimizing: batch norms into arithmetic that fuses,
-  // topk into a sort, rng-bit-generator into Philox or ThreeFry rounds.
+  // topk into a sort, rng-bit-generator into Philox or ThreeFry rounds, bitcasts between
+  // widths into shifts.
   optimization->AddPass<BatchNormExpander>();
   optimization->AddPass<TopkDecomposer>();
   optimization->AddPass<RngBitGeneratorExpander>();
+  optimization->AddPass<BitcastDtypesExpander>();
   // Dots and convolutions of 8-bit floats over f32, so that they reach Eigen and oneDNN.
   optimization->AddPass<Float8Normalization>();
   optimization->AddPass<DotDecomposer>();
