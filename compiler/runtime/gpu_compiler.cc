@@ -74,12 +74,15 @@ StatusOr<GpuCompilation> CompileForGpuToPtx(std::unique_ptr<HloModule> module,
         return Error(fmt::format("{}: custom-call \"{}\" cannot run on the GPU backend",
                                  hlo->name(), hlo->custom_call_target.value_or("")));
       }
-      if (hlo->opcode() == HloOpcode::kFft || hlo->opcode() == HloOpcode::kCholesky) {
-        // XLA's GPU backend calls cuFFT and cuSOLVER for these; xlens has neither.
+      if (hlo->opcode() == HloOpcode::kFft || hlo->opcode() == HloOpcode::kCholesky ||
+          hlo->opcode() == HloOpcode::kTriangularSolve) {
+        // XLA's GPU backend calls cuFFT, cuSOLVER and cuBLAS for these; xlens has none of them.
+        const char* library = hlo->opcode() == HloOpcode::kFft        ? "cuFFT"
+                              : hlo->opcode() == HloOpcode::kCholesky ? "cuSOLVER"
+                                                                      : "cuBLAS";
         return Error(fmt::format("{}: {} has no GPU implementation in xlens (XLA's GPU backend "
                                  "calls {}); it runs with --backend=cpu",
-                                 hlo->name(), HloOpcodeString(hlo->opcode()),
-                                 hlo->opcode() == HloOpcode::kFft ? "cuFFT" : "cuSOLVER"));
+                                 hlo->name(), HloOpcodeString(hlo->opcode()), library));
       }
       const bool is_sort = hlo->opcode() == HloOpcode::kSort;
       if (!is_sort && !codegen::IsKernelInstruction(*hlo)) continue;
