@@ -121,6 +121,10 @@ double EvaluationWork(const HloInstruction& instruction) {
     case HloOpcode::kCholesky:
       // n^3/6 multiply-adds per n x n matrix, counted as n per element.
       return FirstElements(shape) * Dim(shape, shape.rank() - 1);
+    case HloOpcode::kTriangularSolve:
+      // Up to k multiply-adds per element of the result, a being k x k.
+      if (instruction.operand_count() < 1) return FirstElements(shape);
+      return FirstElements(shape) * Dim(instruction.operand(0)->shape(), shape.rank() - 1);
     case HloOpcode::kTopK: {
       const Shape& values = shape.IsTuple() && shape.tuple_shapes_size() > 0
                                 ? shape.tuple_shapes(0)
