@@ -10,6 +10,7 @@
 #include "compiler/codegen/gpu/gpu_sort_emitter.h"
 #include "compiler/codegen/kernel_emitter.h"
 #include "compiler/codegen/planted_kernel_fault.h"
+#include "compiler/hlo/annotation_custom_calls.h"
 #include "compiler/hlo/bounded_dynamic_shapes.h"
 
 namespace xlens::runtime {
@@ -49,6 +50,9 @@ StatusOr<GpuCompilation> CompileForGpuToPtx(std::unique_ptr<HloModule> module,
                  "buffers have static sizes (xlens run runs bounded dynamic dimensions at their "
                  "bounds)");
   }
+  // One device runs the global view: sharding and host-placement annotations are identities
+  // (annotation_custom_calls.h), as on the CPU.
+  RETURN_IF_ERROR(RemoveAnnotationCustomCalls(*module).status());
   OptimizeOptions optimize = options.optimize;
   optimize.backend = Backend::kGpu;
   optimize.end_dump_module = false;
