@@ -5,6 +5,7 @@
 #include <google/protobuf/io/zero_copy_stream_impl_lite.h>
 #include <google/protobuf/stubs/logging.h>
 #include <google/protobuf/text_format.h>
+#include <zlib.h>
 
 #include <algorithm>
 #include <bit>
@@ -12,6 +13,8 @@
 #include <complex>
 #include <cstring>
 #include <mutex>
+
+#include <fmt/format.h>
 
 #include "compiler/graph/proto/graph.pb.h"
 #include "compiler/support/file_io.h"
@@ -858,10 +861,67 @@ StatusOr<GraphDef> ParseGraphDef(std::string_view bytes, GraphDefFormat format, 
   return GraphFromProto(proto, name_for_errors, options);
 }
 
+namespace {
+
+bool IsGzip(std::string_view bytes) {
+  return bytes.size() >= 2 && static_cast<unsigned char>(bytes[0]) == 0x1f &&
+         static_cast<unsigned char>(bytes[1]) == 0x8b;
+}
+
+// A gzipped file's bytes, inflated to at most `limit` bytes (a gzip bomb stops there, saying so).
+// Members written one after another are read one after another, as gzip does.
+StatusOr<std::string> Gunzip(std::string_view bytes, int64_t limit, const std::string& name) {
+  z_stream stream{};
+  if (inflateInit2(&stream, 15 + 32) != Z_OK) return Error(name + ": cannot start zlib");
+  std::string out;
+  stream.next_in = reinterpret_cast<Bytef*>(const_cast<char*>(bytes.data()));
+  stream.avail_in = static_cast<uInt>(bytes.size());
+  char buffer[1 << 16];
+  int code = Z_OK;
+  while (true) {
+    stream.next_out = reinterpret_cast<Bytef*>(buffer);
+    stream.avail_out = sizeof(buffer);
+    code = inflate(&stream, Z_NO_FLUSH);
+    if (code != Z_OK && code != Z_STREAM_END) break;
+    const size_t produced = sizeof(buffer) - stream.avail_out;
+    if (static_cast<int64_t>(out.size() + produced) > limit) {
+      inflateEnd(&stream);
+      return Error(fmt::format("{}: the gzipped GraphDef inflates past {} bytes, the limit on "
+                               "inputs (--max-input-size; a GraphDef holds at most 2 GiB)",
+                               name, limit));
+    }
+    out.append(buffer, produced);
+    if (code == Z_STREAM_END) {
+      if (stream.avail_in == 0) break;
+      if (inflateReset(&stream) != Z_OK) break;  // the next member
+      continue;
+    }
+    if (stream.avail_in == 0 && produced == 0) break;
+  }
+  inflateEnd(&stream);
+  if (code != Z_STREAM_END) {
+    return Error(fmt::format("{}: the gzip stream is {} after {} bytes of GraphDef", name,
+                             code == Z_DATA_ERROR ? "corrupt" : "cut short", out.size()));
+  }
+  return out;
+}
+
+}  // namespace
+
 StatusOr<GraphDef> ReadGraphDef(const std::string& path, GraphDefFormat format, const GraphDefReadOptions& options) {
   // A protocol buffer cannot be larger than 2 GiB, whatever the input limit says.
-  ASSIGN_OR_RETURN(std::string bytes, ReadFile(path, std::min<int64_t>(MaxInputBytes(), INT_MAX)));
-  if (format == GraphDefFormat::kAuto) format = GraphDefFormatForPath(path);
+  const int64_t limit = std::min<int64_t>(MaxInputBytes(), INT_MAX);
+  ASSIGN_OR_RETURN(std::string bytes, ReadFile(path, limit));
+  // A gzipped GraphDef (graph.pb.gz, what tf.io.write_graph output is often kept as) is read by
+  // its magic bytes whatever its name; its format is then the inner name's ("x.pbtxt.gz").
+  std::string inner_path = path;
+  if (IsGzip(bytes)) {
+    ASSIGN_OR_RETURN(bytes, Gunzip(bytes, limit, DisplayPath(path)));
+    if (inner_path.size() > 3 && inner_path.compare(inner_path.size() - 3, 3, ".gz") == 0) {
+      inner_path.resize(inner_path.size() - 3);
+    }
+  }
+  if (format == GraphDefFormat::kAuto) format = GraphDefFormatForPath(inner_path);
   return ParseGraphDef(bytes, format, DisplayPath(path), options);
 }
 

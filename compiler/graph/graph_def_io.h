@@ -46,7 +46,8 @@ GraphDefFormat GraphDefFormatForPath(const std::string& path);
 GraphDefFormat SniffGraphDefFormat(std::string_view bytes);
 
 // Reads a GraphDef from a file (through ReadFile: regular files up to MaxInputBytes(), and never
-// more than the 2 GiB a protocol buffer can hold).
+// more than the 2 GiB a protocol buffer can hold). A gzipped file is read by its magic bytes and
+// inflated within the same limit; "x.pbtxt.gz" is text, "x.pb.gz" binary.
 StatusOr<GraphDef> ReadGraphDef(const std::string& path, GraphDefFormat format = GraphDefFormat::kAuto,
                                 const GraphDefReadOptions& options = {});
 // Parses bytes already in memory; `name_for_errors` (a file name) starts every message.

@@ -8,6 +8,7 @@
 #include <google/protobuf/text_format.h>
 #include <google/protobuf/util/message_differencer.h>
 #include <gtest/gtest.h>
+#include <zlib.h>
 
 #include <complex>
 #include <filesystem>
@@ -142,6 +143,62 @@ TEST(GraphDefIoTest, ReadsByExtensionAndContent) {
   EXPECT_EQ(SniffGraphDefFormat(*ReadFile((dir / "g.pb").string())), GraphDefFormat::kBinary);
   EXPECT_EQ(SniffGraphDefFormat(*ReadFile((dir / "g.unknown_extension").string())),
             GraphDefFormat::kText);
+  fs::remove_all(dir);
+}
+
+// `bytes` as gzip writes them (one member).
+std::string Gzip(const std::string& bytes) {
+  z_stream stream{};
+  EXPECT_EQ(deflateInit2(&stream, 9, Z_DEFLATED, 15 + 16, 8, Z_DEFAULT_STRATEGY), Z_OK);
+  std::string out(deflateBound(&stream, bytes.size()) + 64, '\0');
+  stream.next_in = reinterpret_cast<Bytef*>(const_cast<char*>(bytes.data()));
+  stream.avail_in = static_cast<uInt>(bytes.size());
+  stream.next_out = reinterpret_cast<Bytef*>(out.data());
+  stream.avail_out = static_cast<uInt>(out.size());
+  EXPECT_EQ(deflate(&stream, Z_FINISH), Z_STREAM_END);
+  out.resize(stream.total_out);
+  deflateEnd(&stream);
+  return out;
+}
+
+TEST(GraphDefIoTest, GzippedGraphDefsReadAsTheirInnerFormat) {
+  const std::string text = R"(node { name: "x" op: "Placeholder" attr { key: "dtype" value { type: DT_FLOAT } } }
+node { name: "y" op: "Neg" input: "x" attr { key: "T" value { type: DT_FLOAT } } })";
+  auto plain = ParseGraphDef(text, GraphDefFormat::kText, "g.pbtxt");
+  ASSERT_TRUE(plain.ok()) << plain.status().message();
+  const std::string binary = *SerializeGraphDef(*plain, GraphDefFormat::kBinary);
+  const fs::path dir = fs::temp_directory_path() / ("graph_def_gz_test_" + std::to_string(getpid()));
+  fs::create_directories(dir);
+  // Text and binary, named as kept (x.pbtxt.gz, x.pb.gz) or not named gzip at all.
+  const std::vector<std::pair<std::string, std::string>> files = {
+      {"g.pbtxt.gz", Gzip(text)}, {"g.pb.gz", Gzip(binary)}, {"g.pb", Gzip(binary)},
+      {"two_members.pb.gz", Gzip(binary.substr(0, 10)) + Gzip(binary.substr(10))}};
+  for (const auto& [name, bytes] : files) {
+    ASSERT_TRUE(WriteFile((dir / name).string(), bytes).ok());
+    auto read = ReadGraphDef((dir / name).string());
+    ASSERT_TRUE(read.ok()) << name << ": " << read.status().message();
+    EXPECT_EQ(*SerializeGraphDef(*read, GraphDefFormat::kText),
+              *SerializeGraphDef(*plain, GraphDefFormat::kText)) << name;
+  }
+  // Cut short, corrupt, and a bomb past the input limit: one line naming the file.
+  const std::string gz = Gzip(binary);
+  std::string corrupt = gz;
+  corrupt[corrupt.size() / 2] ^= 0x5a;
+  ASSERT_TRUE(WriteFile((dir / "cut.pb.gz").string(), gz.substr(0, gz.size() - 12)).ok());
+  ASSERT_TRUE(WriteFile((dir / "corrupt.pb.gz").string(), corrupt).ok());
+  ASSERT_TRUE(WriteFile((dir / "bomb.pb.gz").string(), Gzip(std::string(8 << 20, '\n'))).ok());
+  for (const char* name : {"cut.pb.gz", "corrupt.pb.gz"}) {
+    auto read = ReadGraphDef((dir / name).string());
+    ASSERT_FALSE(read.ok()) << name;
+    EXPECT_NE(read.status().message().find(name), std::string::npos) << read.status().message();
+    EXPECT_NE(read.status().message().find("gzip"), std::string::npos) << read.status().message();
+  }
+  SetMaxInputBytes(1 << 20);
+  auto bomb = ReadGraphDef((dir / "bomb.pb.gz").string());
+  SetMaxInputBytes(kDefaultMaxInputBytes);
+  ASSERT_FALSE(bomb.ok());
+  EXPECT_NE(bomb.status().message().find("inflates past 1048576 bytes"), std::string::npos)
+      << bomb.status().message();
   fs::remove_all(dir);
 }
 

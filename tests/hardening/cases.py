@@ -885,8 +885,14 @@ def graph_cases():
                      'attr { key: "value" value { tensor { dtype: DT_FLOAT tensor_shape { } float_val: 1 } } } ')
                      + _graph_node("y", "Fill", ("d", "v"), 'attr { key: "T" value { type: DT_FLOAT } } '
                      'attr { key: "index_type" value { type: DT_INT32 } } '), "g.pbtxt"),
+        # Gzipped GraphDefs are read by their magic bytes: a cut or corrupt stream, and a bomb that
+        # inflates past the input limit (set to 1 MiB for the case), are one line each.
+        "gzip-cut": (__import__("gzip").compress(GRAPH_SQUARE.encode(), mtime=0)[:-12], "g.pbtxt.gz"),
+        "gzip-corrupt": (b"\x1f\x8b\x08\x00" + craft.junk(512), "g.pb.gz"),
+        "gzip-bomb": (__import__("gzip").compress(b"\n" * (64 << 20), mtime=0), "g.pbtxt.gz"),
     }
     quick_ones = {("empty-text", "verify"), ("binary-junk", "print"), ("deep-nesting", "verify"),
+                  ("gzip-cut", "verify"), ("gzip-corrupt", "run"), ("gzip-bomb", "verify"),
                   ("cycle", "run"), ("dangling-escape", "print"), ("const-shape-2^80", "verify"),
                   ("unknown-op", "run"), ("fill-4tb", "run"), ("length-past-end", "dot")}
     for name, (data, file) in broken.items():
@@ -898,7 +904,11 @@ def graph_cases():
                 expect = "either"
             if name == "fill-4tb" and command != "run":
                 expect = "either"
-            graph(name, data, command, expect=expect, file=file, quick=(name, command) in quick_ones)
+            extra = ["--max-input-size", "1M"] if name == "gzip-bomb" else ()
+            if extra and command == "run":
+                extra = list(extra) + ["--fetch", "y"]
+            graph(name, data, command, expect=expect, file=file, quick=(name, command) in quick_ones,
+                  extra=extra)
     # Long chains: every walk over the graph must be iterative.
     for n in (100000,):
         for command in GRAPH_COMMANDS:
