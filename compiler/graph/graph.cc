@@ -4,8 +4,11 @@
 #include <deque>
 #include <set>
 
+#include <fmt/format.h>
+
 #include "compiler/graph/op_kernel.h"
 #include "compiler/graph/shape_inference.h"
+#include "compiler/support/terminal_text.h"
 
 namespace xlens::graph {
 namespace {
@@ -171,6 +174,41 @@ std::string Graph::NewName(const std::string& prefix) {
   return name;
 }
 
+namespace {
+
+// "; 3 more nodes use ops xlens does not know: 'Erfc' (z), 'Einsum' (w, v)": the unknown ops of
+// `def` other than at `first`, each with its first nodes, in the graph's order; empty when none.
+std::string OtherUnknownOps(const GraphDef& def, const OpRegistry& registry, const NodeDef& first) {
+  constexpr size_t kMaxOps = 12, kMaxNodesPerOp = 3;
+  std::vector<std::pair<std::string, std::vector<std::string>>> ops;
+  int64_t nodes = 0;
+  for (const NodeDef& n : def.node) {
+    if (&n == &first || registry.Find(n.op)) continue;
+    ++nodes;
+    auto it = std::find_if(ops.begin(), ops.end(), [&](const auto& e) { return e.first == n.op; });
+    if (it == ops.end()) {
+      ops.push_back({n.op, {}});
+      it = ops.end() - 1;
+    }
+    it->second.push_back(n.name);
+  }
+  if (nodes == 0) return "";
+  std::string out = fmt::format("; {} more node{} use{} ops xlens does not know:", nodes,
+                                nodes == 1 ? "" : "s", nodes == 1 ? "s" : "");
+  for (size_t i = 0; i < ops.size() && i < kMaxOps; ++i) {
+    const auto& [op, names] = ops[i];
+    std::vector<std::string> shown(names.begin(), names.begin() + std::min(names.size(), kMaxNodesPerOp));
+    out += fmt::format("{} '{}' ({}{})", i == 0 ? "" : ",", EscapeForTerminal(op),
+                       EscapeForTerminal(fmt::format("{}", fmt::join(shown, ", "))),
+                       names.size() > shown.size() ? fmt::format(" and {} more", names.size() - shown.size())
+                                                   : "");
+  }
+  if (ops.size() > kMaxOps) out += fmt::format(" and {} more ops", ops.size() - kMaxOps);
+  return out;
+}
+
+}  // namespace
+
 StatusOr<std::unique_ptr<Graph>> Graph::FromGraphDef(const GraphDef& def,
                                                      const GraphConstructorOptions& options) {
   auto graph = std::make_unique<Graph>();
@@ -219,7 +257,13 @@ StatusOr<std::unique_ptr<Graph>> Graph::FromGraphDef(const GraphDef& def,
       continue;
     }
     auto node = graph->AddNode(std::move(copy));
-    if (!node.ok()) return Status::Error(where + node.status().message());
+    if (!node.ok()) {
+      std::string message = where + node.status().message();
+      // An unknown op is rarely alone (a model needs the ops of a layer): every other op the
+      // graph uses that the registry lacks is named with it, so one run lists the whole gap.
+      if (!graph->registry_->Find(n.op)) message += OtherUnknownOps(def, *graph->registry_, n);
+      return Status::Error(message);
+    }
     (*node)->def_.input = n.input;  // kept until wired below
   }
 

@@ -71,6 +71,20 @@ TEST(GraphTest, DanglingInputNamesTheNode) {
   EXPECT_THAT(g.status().message(), HasSubstr("'nope'"));
 }
 
+// A model that needs ops xlens lacks needs several: one load names them all (MultiHeadAttention's
+// Einsum and exact GELU's Erfc, say), each with its first nodes.
+TEST(GraphTest, EveryUnknownOpIsNamedAtOnce) {
+  GraphDef def = SmallGraph();
+  def.node.push_back(MakeNode("scores", "Einsum", {"neg"}));
+  def.node.push_back(MakeNode("gelu", "Erfc", {"scores"}));
+  def.node.push_back(MakeNode("out", "Einsum", {"gelu"}));
+  auto g = Graph::FromGraphDef(def, {.source_name = "model.pbtxt"});
+  ASSERT_FALSE(g.ok());
+  EXPECT_THAT(g.status().message(), HasSubstr("node 'scores' (Einsum): unknown op 'Einsum'"));
+  EXPECT_THAT(g.status().message(),
+              HasSubstr("2 more nodes use ops xlens does not know: 'Erfc' (gelu), 'Einsum' (out)"));
+}
+
 TEST(GraphTest, OutputIndexOutOfRange) {
   GraphDef def = SmallGraph();
   def.node[3].input = {"mul:3"};
