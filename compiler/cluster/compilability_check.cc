@@ -2,6 +2,7 @@
 
 #include <fmt/format.h>
 
+#include "compiler/cluster/tensorflow_xla_ops.h"
 #include "compiler/cluster/xla_cluster_util.h"
 #include "compiler/graph/function.h"
 
@@ -34,6 +35,15 @@ bool IsDummyImplOp(const std::string& op) { return op == "Assert" || op == "Chec
 std::string NoKernel(const Node& node) {
   return fmt::format(
       "No registered '{}' OpKernel for {} devices compatible with node {{{{node {}}}}}",
+      node.type_string(), kXlaCpuJitDevice, node.name());
+}
+
+// An op TensorFlow compiles for XLA_CPU_JIT whose lowering xlens lacks. TensorFlow's sentence
+// ("No registered ... OpKernel") would say TensorFlow cannot compile it, which is not so; this
+// says what is missing and where.
+std::string NoLowering(const Node& node) {
+  return fmt::format(
+      "xlens has no XLA lowering for '{}' yet (TensorFlow compiles it for {}); node {{{{node {}}}}}",
       node.type_string(), kXlaCpuJitDevice, node.name());
 }
 
@@ -97,9 +107,11 @@ std::string UncompilableReason(const Node& node, const graph::Graph& graph,
     }
   }
   if (HasForwardedRefInput(node)) return "Identity with unsafe cast.";
-  if (!node.registration().has_xla_kernel || !node.has_kernel() || HasUnsupportedType(node)) {
-    return NoKernel(node);
+  if (!node.registration().has_xla_kernel || !node.has_kernel()) {
+    return TensorFlowCompilesForXlaCpu(op) ? NoLowering(node) : NoKernel(node);
   }
+  // TensorFlow's kernels for the op, if any, do not take these types either: its words.
+  if (HasUnsupportedType(node)) return NoKernel(node);
   return "";
 }
 

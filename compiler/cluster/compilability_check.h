@@ -2,7 +2,8 @@
 // device: an XLA kernel must exist for the op and its types, and auto-clustering refuses some ops
 // XLA can compile (Unique, stateful random ops, Assert) or could compile only unsafely (a
 // forwarded reference variable). Function calls are compilable when their bodies are. The
-// reasons are TensorFlow's own words, as its compilability_check_util logs them.
+// reasons are TensorFlow's own words, as its compilability_check_util logs them, but for an op
+// TensorFlow compiles and xlens cannot lower yet, which is said as such (tensorflow_xla_ops.h).
 #pragma once
 
 #include <string>

@@ -2,6 +2,8 @@
 
 #include <gtest/gtest.h>
 
+#include "compiler/cluster/tensorflow_xla_ops.h"
+#include "compiler/graph/graph_def_io.h"
 #include "tests/cluster/cluster_test_util.h"
 
 namespace xlens::cluster {
@@ -38,6 +40,29 @@ node { name: "str" op: "Const" attr { key: "dtype" value { type: DT_STRING } } a
   EXPECT_EQ(UncompilableReason(*g->FindNode("r"), *g, must), "");
   EXPECT_EQ(UncompilableReason(*g->FindNode("u"), *g, must), "");
   EXPECT_NE(UncompilableReason(*g->FindNode("s"), *g, must), "");
+}
+
+// An op TensorFlow compiles but xlens cannot lower (here unknown to xlens, as `xlens cluster`
+// loads such graphs for inspection) is said in xlens's words; one TensorFlow cannot compile
+// either keeps TensorFlow's.
+TEST(CompilabilityCheckTest, OpsTensorFlowCompilesAndXlensLacksAreSaidSo) {
+  auto def = graph::ParseGraphDef(R"(
+node { name: "x" op: "Placeholder" attr { key: "dtype" value { type: DT_FLOAT } } }
+node { name: "e" op: "Einsum" input: "x" input: "x" }
+node { name: "f" op: "FrobnicateV7" input: "x" }
+)", graph::GraphDefFormat::kText, "test.pbtxt");
+  ASSERT_TRUE(def.ok()) << def.status().message();
+  auto g = graph::Graph::FromGraphDef(*def, {.allow_unknown_ops = true});
+  ASSERT_TRUE(g.ok()) << g.status().message();
+  OperationFilter filter = OperationFilter::ForAutoClustering();
+  EXPECT_TRUE(TensorFlowCompilesForXlaCpu("Einsum"));
+  EXPECT_FALSE(TensorFlowCompilesForXlaCpu("AsString"));
+  EXPECT_EQ(UncompilableReason(*(*g)->FindNode("e"), **g, filter),
+            "xlens has no XLA lowering for 'Einsum' yet (TensorFlow compiles it for XLA_CPU_JIT); "
+            "node {{node e}}");
+  EXPECT_EQ(UncompilableReason(*(*g)->FindNode("f"), **g, filter),
+            "No registered 'FrobnicateV7' OpKernel for XLA_CPU_JIT devices compatible with node "
+            "{{node f}}");
 }
 
 }  // namespace
