@@ -56,6 +56,17 @@ Literal Store(const Shape& shape, const std::vector<ComputeType<T>>& values) {
   return literal;
 }
 
+// The (array, per-feature, per-feature) tuple training and grad return.
+template <typename T, typename C>
+Literal StoreTriple(const Shape& shape, const std::vector<C>& array, const std::vector<C>& first,
+                    const std::vector<C>& second) {
+  std::vector<Literal> elements;
+  elements.push_back(Store<T>(shape.tuple_shapes(0), array));
+  elements.push_back(Store<T>(shape.tuple_shapes(1), first));
+  elements.push_back(Store<T>(shape.tuple_shapes(2), second));
+  return Literal::MakeTuple(std::move(elements));
+}
+
 template <typename T>
 StatusOr<Literal> Training(const HloInstruction& instruction,
                            std::span<const Literal* const> operands, const FeatureLayout& layout,
@@ -86,12 +97,7 @@ StatusOr<Literal> Training(const HloInstruction& instruction,
     const C normalized = Rd::R(Rd::R(x[i] - mean[j]) * rsqrt[j]);
     out[i] = Rd::R(Rd::R(normalized * scale[j]) + offset[j]);
   }
-  const Shape& shape = instruction.shape();
-  std::vector<Literal> elements;
-  elements.push_back(Store<T>(shape.tuple_shapes(0), out));
-  elements.push_back(Store<T>(shape.tuple_shapes(1), mean));
-  elements.push_back(Store<T>(shape.tuple_shapes(2), var));
-  return Literal::MakeTuple(std::move(elements));
+  return StoreTriple<T>(instruction.shape(), out, mean, var);
 }
 
 template <typename T>
@@ -157,12 +163,7 @@ StatusOr<Literal> Grad(const HloInstruction& instruction, std::span<const Litera
     const C i6 = Rd::R(Rd::R(i1 - grad_offset[j]) - i5);
     grad_x[i] = Rd::R(factor[j] * i6);
   }
-  const Shape& shape = instruction.shape();
-  std::vector<Literal> elements;
-  elements.push_back(Store<T>(shape.tuple_shapes(0), grad_x));
-  elements.push_back(Store<T>(shape.tuple_shapes(1), grad_scale));
-  elements.push_back(Store<T>(shape.tuple_shapes(2), grad_offset));
-  return Literal::MakeTuple(std::move(elements));
+  return StoreTriple<T>(instruction.shape(), grad_x, grad_scale, grad_offset);
 }
 
 template <typename T>
