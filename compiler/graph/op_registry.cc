@@ -20,6 +20,11 @@ const OpRegistry& OpRegistry::Global() {
     RegisterControlFlowOps(*r);
     RegisterFunctionOps(*r);
     RegisterTrainingOps(*r);
+    RegisterSpecialMathOps(*r);
+    RegisterShapeHelperOps(*r);
+    RegisterEinsumOps(*r);
+    RegisterImageOps(*r);
+    RegisterFusedOps(*r);
     RegisterXlaOps(*r);
     RegisterGradients(*r);
     return r;

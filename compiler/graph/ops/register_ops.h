@@ -17,6 +17,16 @@ void RegisterStringOps(OpRegistry& registry);
 void RegisterControlFlowOps(OpRegistry& registry);
 void RegisterFunctionOps(OpRegistry& registry);
 void RegisterTrainingOps(OpRegistry& registry);
+// Erfc, Erfinv, Ndtri, Lgamma, Digamma (special_math_ops.cc).
+void RegisterSpecialMathOps(OpRegistry& registry);
+// ConcatOffset and VariableShape (shape_helper_ops.cc).
+void RegisterShapeHelperOps(OpRegistry& registry);
+// Einsum (einsum_op.cc).
+void RegisterEinsumOps(OpRegistry& registry);
+// ResizeBilinear, ResizeNearestNeighbor and their gradients (image_ops.cc).
+void RegisterImageOps(OpRegistry& registry);
+// Grappler's fused ops: _FusedConv2D, _FusedMatMul, _FusedBatchNormEx (fused_ops.cc).
+void RegisterFusedOps(OpRegistry& registry);
 // _XlaCompile, _XlaRun, _XlaMerge: what build_xla_ops launches a cluster with.
 void RegisterXlaOps(OpRegistry& registry);
 // Gradients are attached after every op is registered.

@@ -1,0 +1,374 @@
+// Grappler's fused ops, as its remapper writes them into TensorFlow's runtime graphs:
+// _FusedConv2D and _FusedMatMul (a Conv2D or MatMul followed by BiasAdd or FusedBatchNorm, an
+// optional Add of a side input and an optional activation, in the order of the fused_ops attr)
+// and _FusedBatchNormEx (FusedBatchNorm, an optional side input, then Identity or Relu). The
+// convolution and the product are the Conv2D and MatMul kernels of the registry, called on the
+// same node (the fused op has their attrs); the epilogue runs over their output in place, in
+// float for the 16-bit types, as TensorFlow's CPU kernels compute it.
+#include <cmath>
+#include <string>
+
+#include "compiler/graph/op_registry.h"
+#include "compiler/graph/ops/cwise.h"
+#include "compiler/graph/ops/op_util.h"
+#include "compiler/graph/ops/register_ops.h"
+#include "compiler/graph/shape_inference.h"
+
+namespace xlens::graph {
+namespace {
+
+using cwise::ComputeType;
+using cwise::Data;
+using cwise::Dispatch;
+using cwise::MutableData;
+
+// One step of the epilogue over the output's channels (its last dimension).
+struct Epilogue {
+  enum class Kind { kBias, kBatchNorm, kAdd, kActivation };
+  Kind kind;
+  std::string activation;
+  int first_arg = 0;  // index among the node's inputs
+};
+
+// Reads fused_ops into steps; `first_arg` is the node input of args[0].
+StatusOr<std::vector<Epilogue>> ParseFusedOps(const OpKernelContext& ctx, int first_arg,
+                                              bool allow_batch_norm) {
+  std::vector<std::string> ops;
+  if (const AttrValue* v = FindAttr(ctx.attrs(), "fused_ops"); v != nullptr) ops = v->list().s;
+  std::vector<Epilogue> steps;
+  int arg = first_arg;
+  auto describe = [&] {
+    std::string s;
+    for (const std::string& op : ops) s += (s.empty() ? "" : ", ") + op;
+    return "[" + s + "]";
+  };
+  for (size_t i = 0; i < ops.size(); ++i) {
+    const std::string& op = ops[i];
+    if (i == 0 && op == "BiasAdd") {
+      steps.push_back({Epilogue::Kind::kBias, "", arg++});
+    } else if (i == 0 && op == "FusedBatchNorm" && allow_batch_norm) {
+      steps.push_back({Epilogue::Kind::kBatchNorm, "", arg});
+      arg += 4;
+    } else if (i > 0 && op == "Add" && steps.back().kind != Epilogue::Kind::kActivation) {
+      steps.push_back({Epilogue::Kind::kAdd, "", arg++});
+    } else if (i > 0 && i + 1 == ops.size() &&
+               (op == "Relu" || op == "Relu6" || op == "Elu" || op == "LeakyRelu" ||
+                op == "Tanh" || op == "Sigmoid" || op == "GeluApproximate" ||
+                op == "GeluExact" || op == "_FusedHardSwish" || op == "_FusedSwish")) {
+      steps.push_back({Epilogue::Kind::kActivation, op, 0});
+    } else {
+      return ctx.Error("Unsupported fusion: fused_ops " + describe() +
+                       " (xlens runs BiasAdd" + (allow_batch_norm ? " or FusedBatchNorm" : "") +
+                       ", then an optional Add, then an optional activation)");
+    }
+  }
+  if (steps.empty()) return ctx.Error("Fusion is not implemented: fused_ops is empty");
+  if (arg != ctx.num_inputs()) {
+    return ctx.Error("fused_ops " + describe() + " take " + std::to_string(arg - first_arg) +
+                     " args, the node has " + std::to_string(ctx.num_inputs() - first_arg));
+  }
+  return steps;
+}
+
+template <typename C>
+C Activate(const std::string& op, C x, C alpha) {
+  if (op == "Relu") return x > C(0) ? x : C(0);
+  if (op == "Relu6") return std::min(std::max(x, C(0)), C(6));
+  if (op == "Elu") return x < C(0) ? std::exp(x) - C(1) : x;
+  if (op == "LeakyRelu") return x > C(0) ? x : x * alpha;
+  if (op == "Tanh") return std::tanh(x);
+  if (op == "Sigmoid") return C(1) / (C(1) + std::exp(-x));
+  if (op == "GeluExact") return C(0.5) * x * std::erfc(-x / std::sqrt(C(2)));
+  if (op == "GeluApproximate") {
+    const C k = std::sqrt(C(2) / C(3.14159265358979323846));
+    return C(0.5) * x * (C(1) + std::tanh(k * (x + C(0.044715) * x * x * x)));
+  }
+  if (op == "_FusedHardSwish") return x * std::min(std::max(x + C(3), C(0)), C(6)) / C(6);
+  return x / (C(1) + std::exp(-x));  // _FusedSwish
+}
+
+// Applies `steps` to `out` ([..., channels]) in place.
+Status RunEpilogue(OpKernelContext& ctx, const std::vector<Epilogue>& steps, Tensor& out) {
+  const int64_t channels = out.rank() == 0 ? 1 : out.dim(out.rank() - 1);
+  const int64_t n = out.num_elements();
+  ASSIGN_OR_RETURN(float epsilon, GetFloatAttr(ctx.attrs(), "epsilon", ctx.name()));
+  ASSIGN_OR_RETURN(float alpha, GetFloatAttr(ctx.attrs(), "leakyrelu_alpha", ctx.name()));
+  for (const Epilogue& step : steps) {
+    const int args = step.kind == Epilogue::Kind::kBatchNorm ? 4
+                     : step.kind == Epilogue::Kind::kActivation ? 0
+                                                                : 1;
+    for (int a = 0; a < args; ++a) {
+      const Tensor& t = ctx.input(step.first_arg + a);
+      const bool ok = step.kind == Epilogue::Kind::kAdd
+                          ? t.dims() == out.dims()
+                          : t.rank() == 1 && t.dim(0) == channels;
+      if (!ok) {
+        return ctx.Error("fused arg " + std::to_string(step.first_arg + a) + " has shape " +
+                         DimsToString(t.dims()) + ", expected " +
+                         (step.kind == Epilogue::Kind::kAdd ? DimsToString(out.dims())
+                                                            : DimsToString({channels})));
+      }
+      if (t.dtype() != out.dtype()) {
+        return ctx.Error("fused arg " + std::to_string(step.first_arg + a) + " is " +
+                         DataTypeName(t.dtype()) + ", the output " + DataTypeName(out.dtype()));
+      }
+    }
+  }
+  return Dispatch<cwise::kFloating>(ctx, out.dtype(), [&](auto tag) -> Status {
+    using T = typename decltype(tag)::type;
+    using C = ComputeType<T>;
+    T* o = MutableData<T>(out);
+    auto arg = [&](int i) { return Data<T>(ctx.input(i)); };
+    for (const Epilogue& step : steps) {
+      switch (step.kind) {
+        case Epilogue::Kind::kBias: {
+          const T* bias = arg(step.first_arg);
+          for (int64_t i = 0; i < n; ++i)
+            o[i] = T(static_cast<C>(o[i]) + static_cast<C>(bias[i % channels]));
+          break;
+        }
+        case Epilogue::Kind::kBatchNorm: {
+          const T* scale = arg(step.first_arg);
+          const T* offset = arg(step.first_arg + 1);
+          const T* mean = arg(step.first_arg + 2);
+          const T* variance = arg(step.first_arg + 3);
+          std::vector<C> factor(channels);
+          for (int64_t c = 0; c < channels; ++c) {
+            factor[c] = static_cast<C>(scale[c]) /
+                        std::sqrt(static_cast<C>(variance[c]) + static_cast<C>(epsilon));
+          }
+          for (int64_t i = 0; i < n; ++i) {
+            const int64_t c = i % channels;
+            o[i] = T((static_cast<C>(o[i]) - static_cast<C>(mean[c])) * factor[c] +
+                     static_cast<C>(offset[c]));
+          }
+          break;
+        }
+        case Epilogue::Kind::kAdd: {
+          const T* side = arg(step.first_arg);
+          for (int64_t i = 0; i < n; ++i)
+            o[i] = T(static_cast<C>(o[i]) + static_cast<C>(side[i]));
+          break;
+        }
+        case Epilogue::Kind::kActivation:
+          for (int64_t i = 0; i < n; ++i)
+            o[i] = T(Activate<C>(step.activation, static_cast<C>(o[i]), C(alpha)));
+          break;
+      }
+    }
+    return OkStatus();
+  });
+}
+
+// Runs the kernel of `op` (Conv2D, MatMul) on this node with its first two inputs.
+StatusOr<Tensor> RunBaseKernel(OpKernelContext& ctx, const char* op) {
+  const OpRegistration* reg = OpRegistry::Global().Find(op);
+  if (reg == nullptr || !reg->kernel) return ctx.Error(std::string("no kernel for ") + op);
+  OpKernelContext base(ctx.node(), {ctx.input(0), ctx.input(1)}, {}, ctx.resources(), nullptr,
+                       ctx.pool());
+  base.set_max_tensor_bytes(ctx.max_tensor_bytes());
+  base.set_graph(ctx.graph());
+  RETURN_IF_ERROR(reg->kernel(base));
+  return base.output(0);
+}
+
+template <bool kConv>
+Status FusedKernel(OpKernelContext& ctx) {
+  if constexpr (kConv) {
+    ASSIGN_OR_RETURN(int64_t host_args, IntAttr(ctx, "num_host_args"));
+    if (host_args != 0) {
+      return ctx.Error("host_args (the int8 convolution's scales) are not supported on the CPU");
+    }
+  }
+  ASSIGN_OR_RETURN(std::vector<Epilogue> steps, ParseFusedOps(ctx, 2, /*allow_batch_norm=*/kConv));
+  ASSIGN_OR_RETURN(Tensor out, RunBaseKernel(ctx, kConv ? "Conv2D" : "MatMul"));
+  RETURN_IF_ERROR(RunEpilogue(ctx, steps, out));
+  ctx.set_output(0, std::move(out));
+  return OkStatus();
+}
+
+// _FusedBatchNormEx: FusedBatchNormV3 over the last (channel) dimension, then the side input and
+// the activation.
+Status FusedBatchNormExKernel(OpKernelContext& ctx) {
+  ASSIGN_OR_RETURN(std::string format, ctx.GetAttr<std::string>("data_format"));
+  ASSIGN_OR_RETURN(std::string activation, ctx.GetAttr<std::string>("activation_mode"));
+  ASSIGN_OR_RETURN(bool training, ctx.GetAttr<bool>("is_training"));
+  ASSIGN_OR_RETURN(float epsilon, ctx.GetAttr<float>("epsilon"));
+  ASSIGN_OR_RETURN(float factor, ctx.GetAttr<float>("exponential_avg_factor"));
+  if (format != "NHWC") {
+    return ctx.Error("_FusedBatchNormEx runs on the CPU in NHWC only, got data_format " + format);
+  }
+  if (activation != "Identity" && activation != "Relu") {
+    return ctx.Error("Unsupported activation_mode '" + activation +
+                     "' (the CPU kernel takes Identity and Relu)");
+  }
+  const Tensor& x = ctx.input(0);
+  if (x.rank() != 4) return ctx.Error("input must be 4-dimensional " + DimsToString(x.dims()));
+  const int64_t channels = x.dim(3);
+  const int64_t rows = channels == 0 ? 0 : x.num_elements() / channels;
+  for (int i = 1; i <= 4; ++i) {
+    const Tensor& t = ctx.input(i);
+    const bool empty_ok = training && i >= 3 && t.num_elements() == 0 && factor == 1.0f;
+    if (!empty_ok && (t.rank() != 1 || t.dim(0) != channels)) {
+      static const char* kNames[] = {"", "scale", "offset", "mean", "variance"};
+      return ctx.Error(std::string(kNames[i]) + " must have shape [" + std::to_string(channels) +
+                       "], got " + DimsToString(t.dims()));
+    }
+  }
+  const bool side = ctx.num_inputs() > 5;
+  if (side && ctx.input(5).dims() != x.dims()) {
+    return ctx.Error("side_input shape " + DimsToString(ctx.input(5).dims()) +
+                     " must equal the input's " + DimsToString(x.dims()));
+  }
+  const float* scale = Data<float>(ctx.input(1));
+  const float* offset = Data<float>(ctx.input(2));
+  std::vector<float> mean(channels, 0.f), var(channels, 0.f);
+  ASSIGN_OR_RETURN(Tensor * y, ctx.allocate_output(0, x.dims()));
+  RETURN_IF_ERROR(Dispatch<cwise::kFloating>(ctx, x.dtype(), [&](auto tag) -> Status {
+    using T = typename decltype(tag)::type;
+    const T* in = Data<T>(x);
+    if (training) {
+      std::vector<double> sum(channels, 0), sq(channels, 0);
+      for (int64_t r = 0; r < rows; ++r)
+        for (int64_t c = 0; c < channels; ++c) sum[c] += static_cast<float>(in[r * channels + c]);
+      for (int64_t c = 0; c < channels; ++c) mean[c] = rows ? float(sum[c] / rows) : 0.f;
+      for (int64_t r = 0; r < rows; ++r)
+        for (int64_t c = 0; c < channels; ++c) {
+          const double d = static_cast<float>(in[r * channels + c]) - mean[c];
+          sq[c] += d * d;
+        }
+      for (int64_t c = 0; c < channels; ++c) var[c] = rows ? float(sq[c] / rows) : 0.f;
+    } else {
+      std::copy_n(Data<float>(ctx.input(3)), channels, mean.begin());
+      std::copy_n(Data<float>(ctx.input(4)), channels, var.begin());
+    }
+    std::vector<float> mul(channels);
+    for (int64_t c = 0; c < channels; ++c) mul[c] = scale[c] / std::sqrt(var[c] + epsilon);
+    const T* s = side ? Data<T>(ctx.input(5)) : nullptr;
+    T* o = MutableData<T>(*y);
+    for (int64_t r = 0; r < rows; ++r)
+      for (int64_t c = 0; c < channels; ++c) {
+        const int64_t i = r * channels + c;
+        float v = (static_cast<float>(in[i]) - mean[c]) * mul[c] + offset[c];
+        if (s != nullptr) v += static_cast<float>(s[i]);
+        if (activation == "Relu") v = v > 0.f ? v : 0.f;
+        o[i] = T(v);
+      }
+    return OkStatus();
+  }));
+  // The statistics: in training, the running averages updated by exponential_avg_factor (the
+  // variance unbiased by rows / (rows - 1)); in inference, the inputs passed through.
+  std::vector<float> out_mean = mean, out_var = var;
+  if (training) {
+    const float adjust = rows > 1 ? static_cast<float>(rows) / (rows - 1) : 1.f;
+    for (int64_t c = 0; c < channels; ++c) {
+      out_var[c] = var[c] * adjust;
+      if (factor != 1.0f) {
+        const float old_mean = Data<float>(ctx.input(3))[c];
+        const float old_var = Data<float>(ctx.input(4))[c];
+        out_mean[c] = (1 - factor) * old_mean + factor * mean[c];
+        out_var[c] = (1 - factor) * old_var + factor * out_var[c];
+      }
+    }
+  }
+  auto put = [&](int i, const std::vector<float>& v) -> Status {
+    ASSIGN_OR_RETURN(Tensor * t, ctx.allocate_output(i, {static_cast<int64_t>(v.size())}));
+    std::copy(v.begin(), v.end(), MutableData<float>(*t));
+    return OkStatus();
+  };
+  RETURN_IF_ERROR(put(1, out_mean));
+  RETURN_IF_ERROR(put(2, out_var));
+  RETURN_IF_ERROR(put(3, mean));
+  RETURN_IF_ERROR(put(4, var));
+  return put(5, {});
+}
+
+Status FusedConv2DShape(InferenceContext& c) {
+  const OpRegistration* conv = OpRegistry::Global().Find("Conv2D");
+  return conv->shape_fn(c);
+}
+
+Status FusedMatMulShape(InferenceContext& c) {
+  const OpRegistration* matmul = OpRegistry::Global().Find("MatMul");
+  return matmul->shape_fn(c);
+}
+
+Status FusedBatchNormExShape(InferenceContext& c) {
+  PartialShape x;
+  RETURN_IF_ERROR(c.WithRank(0, 4, &x));
+  c.set_output(0, x);
+  const int64_t channels = x.dim(3);
+  for (int i = 1; i <= 4; ++i) c.set_output(i, PartialShape({channels}));
+  c.set_output(5, PartialShape::UnknownOfRank(1));
+  return OkStatus();
+}
+
+}  // namespace
+
+void RegisterFusedOps(OpRegistry& r) {
+  // TensorFlow's XLA kernel for _FusedConv2D takes int8 and qint8 only (cuDNN's int8
+  // convolutions): a float one is not clustered, and xlens has no lowering for it.
+  REGISTER_OP(r, "_FusedConv2D")
+      .Input("input: T")
+      .Input("filter: T")
+      .Input("args: TArgs")
+      .Input("host_args: num_host_args * float")
+      .Output("output: T")
+      .Attr("T: {half, float, double, int8, qint8}")
+      .Attr("TArgs: list(type) >= 1")
+      .Attr("num_args: int >= 0")
+      .Attr("num_host_args: int >= 0 = 0")
+      .Attr("strides: list(int)")
+      .Attr("padding: {'SAME', 'VALID', 'EXPLICIT'}")
+      .Attr("explicit_paddings: list(int) = []")
+      .Attr("data_format: {'NHWC', 'NCHW', 'NCHW_VECT_C'} = 'NHWC'")
+      .Attr("filter_format: {'HWIO', 'OIHW', 'OIHW_VECT_I'} = 'HWIO'")
+      .Attr("dilations: list(int) = [1, 1, 1, 1]")
+      .Attr("use_cudnn_on_gpu: bool = true")
+      .Attr("fused_ops: list(string) = []")
+      .Attr("epsilon: float = 0.0001")
+      .Attr("leakyrelu_alpha: float = 0.2")
+      .SetShapeFn(FusedConv2DShape)
+      .SetKernel(FusedKernel<true>)
+      .NoXlaKernel();
+  REGISTER_OP(r, "_FusedMatMul")
+      .Input("a: T")
+      .Input("b: T")
+      .Input("args: num_args * T")
+      .Output("product: T")
+      .Attr("transpose_a: bool = false")
+      .Attr("transpose_b: bool = false")
+      .Attr("T: {bfloat16, half, float}")
+      .Attr("num_args: int >= 0")
+      .Attr("fused_ops: list(string) = []")
+      .Attr("epsilon: float = 0.0001")
+      .Attr("leakyrelu_alpha: float = 0.2")
+      .SetShapeFn(FusedMatMulShape)
+      .SetKernel(FusedKernel<false>)
+      .NoXlaKernel();
+  REGISTER_OP(r, "_FusedBatchNormEx")
+      .Input("x: T")
+      .Input("scale: U")
+      .Input("offset: U")
+      .Input("mean: U")
+      .Input("variance: U")
+      .Input("side_input: num_side_inputs * T")
+      .Output("y: T")
+      .Output("batch_mean: U")
+      .Output("batch_variance: U")
+      .Output("reserve_space_1: U")
+      .Output("reserve_space_2: U")
+      .Output("reserve_space_3: U")
+      .Attr("T: {half, float, bfloat16}")
+      .Attr("U: {float}")
+      .Attr("epsilon: float = 0.0001")
+      .Attr("exponential_avg_factor: float = 1.0")
+      .Attr("num_side_inputs: int >= 0 = 0")
+      .Attr("activation_mode: string = 'Identity'")
+      .Attr("data_format: {'NHWC', 'NCHW'} = 'NHWC'")
+      .Attr("is_training: bool = true")
+      .SetShapeFn(FusedBatchNormExShape)
+      .SetKernel(FusedBatchNormExKernel);
+}
+
+}  // namespace xlens::graph
