@@ -415,7 +415,12 @@ int RunGraphRun(const GraphRunArgs& args) {
   Status status = [&]() -> Status {
     if (!args.init.empty()) {
       watchdog.SetActivity("running the --init targets");
+      // With --jit=compile the initializers run op by op, outside the function, as TensorFlow
+      // runs them before the first call of a jit_compile function.
+      const bool pause = jit != nullptr && args.jit == "compile";
+      if (pause) jit->set_paused(true);
       auto ran = (*session)->Run({}, {}, args.init);
+      if (pause) jit->set_paused(false);
       if (!ran.ok()) return InFile(ran.status(), g.shown).WithContext("--init");
     }
     for (const std::string& assign : args.assigns) {

@@ -360,7 +360,8 @@ int main(int argc, char** argv) {
   graph_run->add_option("--jit", graph_run_args.jit,
                         "off: op by op; auto: TensorFlow's JIT, clusters compiled and launched as the "
                         "jit level and TF_XLA_FLAGS say; compile: the whole graph as one must-compile "
-                        "function (tf.function(jit_compile=True))")
+                        "function (tf.function(jit_compile=True)): its variables are arguments and their "
+                        "updates results, written back after each step; --init runs op by op")
       ->check(CLI::IsMember({"off", "auto", "compile"}))
       ->capture_default_str();
   graph_run->add_option("--jit-level", graph_run_args.jit_level,

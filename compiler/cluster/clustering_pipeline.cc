@@ -1,6 +1,7 @@
 #include "compiler/cluster/clustering_pipeline.h"
 
 #include <cstdio>
+#include <map>
 
 #include <fmt/format.h>
 
@@ -9,6 +10,7 @@
 #include "compiler/cluster/xla_cluster_util.h"
 #include "compiler/cluster/encapsulate_subgraphs_pass.h"
 #include "compiler/cluster/graph_dumper.h"
+#include "compiler/cluster/must_compile_body.h"
 #include "compiler/cluster/partially_decluster_pass.h"
 #include "compiler/support/terminal_text.h"
 #include "profiler/host_tracer.h"
@@ -36,9 +38,10 @@ void ReportDumpErrors(const std::vector<std::string>& errors) {
 std::string MustCompileError(const graph::Graph& graph, const std::string& function_name) {
   OperationFilter filter = OperationFilter::ForMustCompile();
   std::vector<std::string> unsupported;
+  const std::map<std::string, std::string> host = MustCompileHostNodes(graph);
   for (graph::Node* node : graph.op_nodes()) {
     const std::string& op = node->type_string();
-    if (op == "_Arg" || op == "_Retval") continue;
+    if (op == "_Arg" || op == "_Retval" || host.count(node->name())) continue;
     std::string reason;
     if (op == "Unique" || op == "UniqueV2" || op == "Where") {
       // TensorFlow 2.21 compiles these with a bounded dynamic shape; xlens's pipeline has only
@@ -85,9 +88,15 @@ StatusOr<ClusteringOutcome> RunPasses(graph::Graph* graph,
     // jit_compile: no clustering decisions, one cluster of everything or TensorFlow's error.
     std::string error = MustCompileError(*graph, options.must_compile_function);
     if (!error.empty()) return Error(error);
+    // The variables' own nodes stay outside; their handles (or values) become arguments.
+    const std::map<std::string, std::string> host = MustCompileHostNodes(*graph);
     for (graph::Node* node : graph->op_nodes()) {
       if (node->type_string() == "_Arg" || node->type_string() == "_Retval") {
         outcome.result.unclustered[node->name()] = "the function's arguments and results";
+        continue;
+      }
+      if (auto it = host.find(node->name()); it != host.end()) {
+        outcome.result.unclustered[node->name()] = it->second;
         continue;
       }
       node->mutable_attrs()["_XlaCluster"] = graph::AttrValue::String(options.must_compile_function);

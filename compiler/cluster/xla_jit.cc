@@ -74,6 +74,7 @@ void XlaJit::Install(graph::SessionOptions* options) {
 
 Status XlaJit::Run(std::unique_ptr<graph::Graph>* graph, graph::ResourceMgr* resources,
                    graph::GlobalJitLevel session_level, bool session_cpu_global_jit) {
+  if (paused_) return OkStatus();
   std::shared_ptr<graph::ResourceBase> base = resources->LookupOrCreateResource(
       kXlaDeviceCompilerResource,
       [this] { return std::make_shared<XlaDeviceCompiler>(flags_, log_); });

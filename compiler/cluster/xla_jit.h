@@ -43,6 +43,10 @@ class XlaJit {
   // Compile every graph whole as the must-compile function `name` (TensorFlow's
   // tf.function(jit_compile=True)) instead of auto-clustering it.
   void set_must_compile_function(std::string name) { must_compile_function_ = std::move(name); }
+  // While paused, the graphs the session prepares run op by op, unclustered and unrecorded: the
+  // variables' initializers run outside a must-compile function, as TensorFlow runs them eagerly
+  // (or in a plain session run) before the first call of the jit_compile function.
+  void set_paused(bool paused) { paused_ = paused; }
 
   // Every graph clustered so far, with its clusters and reasons.
   XlaJitRecord record() const;
@@ -55,6 +59,7 @@ class XlaJit {
 
   DebugOptions flags_;
   std::string must_compile_function_;
+  std::atomic<bool> paused_{false};
   std::function<void(const std::string&)> log_;
   std::unique_ptr<GraphDumper> dumper_;
   // Shared by every graph, as TensorFlow's fuel is by the process.

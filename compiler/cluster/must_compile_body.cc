@@ -1,0 +1,63 @@
+#include "compiler/cluster/must_compile_body.h"
+
+#include <set>
+
+#include "compiler/graph/types.h"
+
+namespace xlens::cluster {
+
+namespace {
+
+bool IsResourcePlaceholder(const graph::Node& node) {
+  const std::string& op = node.type_string();
+  if (op != "Placeholder" && op != "PlaceholderV2") return false;
+  return node.num_outputs() == 1 && node.output_type(0) == graph::DT_RESOURCE;
+}
+
+bool IsReferenceVariable(const graph::Node& node) {
+  const std::string& op = node.type_string();
+  return op == "VariableV2" || op == "Variable";
+}
+
+// The reason a node is outside, or "" when it is part of the compiled function. `host` holds the
+// node ids already outside; nodes come in topological order.
+std::string HostReason(const graph::Node& node, const std::set<int>& host) {
+  const std::string& op = node.type_string();
+  std::string reason;
+  if (op == "VarHandleOp") {
+    reason = "a resource variable's handle: the variable is an input of the compiled function";
+  } else if (IsResourcePlaceholder(node)) {
+    reason = "a captured resource variable: the variable is an input of the compiled function";
+  } else if (IsReferenceVariable(node)) {
+    reason = "a reference variable: its value is an input of the compiled function";
+  } else if (op == "Identity" && node.num_inputs() == 1 &&
+             graph::IsRefType(node.input_type(0))) {
+    reason = "reads a reference variable: its value is an input of the compiled function";
+  } else {
+    return "";
+  }
+  for (const graph::Edge* e : node.in_edges()) {
+    if (!e->src->IsOp()) continue;
+    if (host.count(e->src->id()) == 0) return "";
+  }
+  return reason;
+}
+
+}  // namespace
+
+std::map<std::string, std::string> MustCompileHostNodes(const graph::Graph& graph) {
+  std::map<std::string, std::string> out;
+  auto order = graph.TopologicalOrder();
+  if (!order.ok()) return out;  // the clustering reports the cycle
+  std::set<int> host;
+  for (const graph::Node* node : *order) {
+    if (!node->IsOp()) continue;
+    std::string reason = HostReason(*node, host);
+    if (reason.empty()) continue;
+    host.insert(node->id());
+    out[node->name()] = std::move(reason);
+  }
+  return out;
+}
+
+}  // namespace xlens::cluster
