@@ -171,7 +171,11 @@ StatusOr<std::unique_ptr<FunctionBody>> InstantiateFunctionDef(const FunctionDef
   auto body = std::make_unique<FunctionBody>();
   body->graph = std::make_unique<Graph>(registry);
   Graph* g = body->graph.get();
-  if (copy_library) g->library() = library;
+  if (copy_library) {
+    g->library() = library;
+  } else {
+    g->set_call_library(&library);  // body nodes may call the library's functions by name
+  }
 
   // _Arg nodes, one per input tensor.
   std::map<std::string, ArgRange> args;

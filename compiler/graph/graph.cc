@@ -6,6 +6,7 @@
 
 #include <fmt/format.h>
 
+#include "compiler/graph/function_call_op.h"
 #include "compiler/graph/op_kernel.h"
 #include "compiler/graph/shape_inference.h"
 #include "compiler/support/terminal_text.h"
@@ -82,7 +83,7 @@ StatusOr<Node*> Graph::AddNode(NodeDef def) {
   if (by_name_.count(def.name)) {
     return Status::Error(NodeLabel(def) + ": duplicate node name");
   }
-  const OpRegistration* reg = registry_->Find(def.op);
+  const OpRegistration* reg = FindOp(def.op);
   if (!reg) {
     auto unknown = registry_->LookUp(def.op);
     return Status::Error(NodeLabel(def) + ": " + unknown.status().message());
@@ -101,6 +102,15 @@ StatusOr<Node*> Graph::AddNode(NodeDef def) {
   nodes_.push_back(std::move(node));
   ++num_op_nodes_;
   return raw;
+}
+
+const OpRegistration* Graph::FindOp(const std::string& op) {
+  if (const OpRegistration* reg = registry_->Find(op)) return reg;
+  if (auto it = function_ops_.find(op); it != function_ops_.end()) return it->second.get();
+  const FunctionDef* fdef = library_.Find(op);
+  if (!fdef && call_library_) fdef = call_library_->Find(op);
+  if (!fdef) return nullptr;
+  return (function_ops_[op] = MakeFunctionCallRegistration(*fdef)).get();
 }
 
 const Edge* Graph::AddEdge(Node* src, int src_output, Node* dst, int dst_input) {
@@ -183,7 +193,7 @@ std::string OtherUnknownOps(const GraphDef& def, const OpRegistry& registry, con
   std::vector<std::pair<std::string, std::vector<std::string>>> ops;
   int64_t nodes = 0;
   for (const NodeDef& n : def.node) {
-    if (&n == &first || registry.Find(n.op)) continue;
+    if (&n == &first || registry.Find(n.op) || def.library.Find(n.op)) continue;
     ++nodes;
     auto it = std::find_if(ops.begin(), ops.end(), [&](const auto& e) { return e.first == n.op; });
     if (it == ops.end()) {
@@ -234,7 +244,7 @@ StatusOr<std::unique_ptr<Graph>> Graph::FromGraphDef(const GraphDef& def,
   for (const NodeDef& n : def.node) {
     NodeDef copy = n;
     copy.input.clear();
-    if (options.allow_unknown_ops && !graph->registry_->Find(n.op)) {
+    if (options.allow_unknown_ops && !graph->FindOp(n.op)) {
       auto reg = std::make_unique<OpRegistration>();
       reg->op_def.name = n.op;
       reg->has_xla_kernel = false;
@@ -261,7 +271,7 @@ StatusOr<std::unique_ptr<Graph>> Graph::FromGraphDef(const GraphDef& def,
       std::string message = where + node.status().message();
       // An unknown op is rarely alone (a model needs the ops of a layer): every other op the
       // graph uses that the registry lacks is named with it, so one run lists the whole gap.
-      if (!graph->registry_->Find(n.op)) message += OtherUnknownOps(def, *graph->registry_, n);
+      if (!graph->FindOp(n.op)) message += OtherUnknownOps(def, *graph->registry_, n);
       return Status::Error(message);
     }
     (*node)->def_.input = n.input;  // kept until wired below

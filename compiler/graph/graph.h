@@ -154,8 +154,14 @@ class Graph {
   const FunctionDefLibrary& library() const { return library_; }
   VersionDef& versions() { return versions_; }
   const VersionDef& versions() const { return versions_; }
+  // A node whose op names a function of the graph's library, or of `library` set here, is a call
+  // of that function (function_call_op.h). A function body instantiated without a copy of its
+  // caller's library sets the caller's, so nested calls resolve; it is read as nodes are added.
+  void set_call_library(const FunctionDefLibrary* library) { call_library_ = library; }
 
  private:
+  // The registry's op, else a call of the library function of that name; null when neither.
+  const OpRegistration* FindOp(const std::string& op);
   const OpRegistry* registry_;
   std::vector<std::unique_ptr<Node>> nodes_;  // [0] _SOURCE, [1] _SINK; null after removal
   std::vector<std::unique_ptr<Edge>> edges_;  // null after removal
@@ -167,6 +173,8 @@ class Graph {
   std::unordered_map<std::string, int> name_counters_;
   // Signatures made up for ops the registry does not know (GraphConstructorOptions).
   std::vector<std::unique_ptr<OpRegistration>> unknown_registrations_;
+  const FunctionDefLibrary* call_library_ = nullptr;
+  std::unordered_map<std::string, std::unique_ptr<OpRegistration>> function_ops_;
   // What shape inference knows beyond shapes, per node id and output: small constant values
   // (for the shape functions of nodes downstream) and the shapes of resource handles.
   using HandleShape = std::optional<std::pair<PartialShape, DataType>>;

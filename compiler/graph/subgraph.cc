@@ -22,6 +22,9 @@ Status CopyGraph(const Graph& src, Graph* dst) {
   std::vector<Node*> map(src.num_node_ids(), nullptr);
   map[0] = dst->source_node();
   map[1] = dst->sink_node();
+  // First: a node whose op names a library function resolves through it.
+  dst->library() = src.library();
+  dst->versions() = src.versions();
   for (Node* n : src.op_nodes()) {
     NodeDef def = n->def();
     def.input.clear();
@@ -38,8 +41,6 @@ Status CopyGraph(const Graph& src, Graph* dst) {
       }
     }
   }
-  dst->library() = src.library();
-  dst->versions() = src.versions();
   return OkStatus();
 }
 
