@@ -3,8 +3,16 @@
 #pragma once
 
 #include <cstdint>
+#include <memory>
 #include <string>
 #include <vector>
+
+#include "compiler/support/status.h"
+
+namespace xlens::graph {
+struct GraphDef;
+struct SavedModel;
+}  // namespace xlens::graph
 
 namespace xlens::cli {
 
@@ -144,6 +152,7 @@ namespace xlens::cli {
 // xlens graph print|verify FILE: a TensorFlow GraphDef (.pb or .pbtxt).
 struct GraphFileArgs {
   std::string file;
+  std::string signature;  // of a SavedModel directory; empty: serving_default, else the only one
 };
 // Every node in order (name, op, attrs, inputs, device, inferred output types and shapes) and a
 // summary line of node and op counts.
@@ -153,6 +162,7 @@ int RunGraphVerify(const GraphFileArgs& args);
 
 struct GraphDotArgs {
   std::string file;
+  std::string signature;
   std::string node;
   int radius = -1;
   int max_nodes = 300;
@@ -163,6 +173,9 @@ int RunGraphDot(const GraphDotArgs& args);
 
 struct GraphRunArgs {
   std::string file;
+  // A SavedModel directory's signature: --feed and --fetch then name its inputs and outputs, every
+  // output is fetched when none is named, and the variables are read from its checkpoint.
+  std::string signature;
   std::vector<std::string> feeds;    // NAME=FILE.npy
   std::vector<std::string> fetches;  // NAME or NAME:i
   std::vector<std::string> targets;  // nodes run for their effect each step
@@ -183,8 +196,23 @@ struct GraphRunArgs {
 // with TensorFlow's JIT.
 int RunGraphRun(const GraphRunArgs& args);
 
+// A graph named on the command line: a GraphDef file, or a SavedModel directory (the part of its
+// meta graph that `signature` needs; saved_model.h). `saved_model` receives the model when it is
+// one. Errors name the file.
+StatusOr<graph::GraphDef> ReadGraphInput(const std::string& path, const std::string& signature,
+                                         std::shared_ptr<graph::SavedModel>* saved_model = nullptr);
+
+// xlens graph ops [OP...]: for each op (default: every op xlens knows) whether xlens has its
+// executor kernel, its XLA lowering and its gradient, and whether TensorFlow compiles it.
+struct GraphOpsArgs {
+  std::vector<std::string> ops;
+  std::string json;  // write the table as JSON here instead of printing it
+};
+int RunGraphOps(const GraphOpsArgs& args);
+
 struct ClusterArgs {
   std::string file;
+  std::string signature;
   std::string jit_level = "DEFAULT";  // the session's global_jit_level: DEFAULT, OFF, ON_1, ON_2
   std::string json;                   // write {"clusters", "unclustered", "declustered"} here
   bool verbose = false;               // list every clustered node

@@ -314,14 +314,17 @@ int main(int argc, char** argv) {
   GraphFileArgs graph_print_args;
   auto* graph_print = graph_cmd->add_subcommand(
       "print", "Every node in order (op, inputs, device, attrs, inferred output types and shapes) and the op counts");
-  graph_print->add_option("file", graph_print_args.file, "GraphDef (.pb or .pbtxt)")->required();
+  graph_print->add_option("file", graph_print_args.file, "GraphDef (.pb or .pbtxt) or SavedModel directory")->required();
+  graph_print->add_option("--signature", graph_print_args.signature, "A SavedModel directory's signature (default: serving_default, else its only one)");
   GraphFileArgs graph_verify_args;
   auto* graph_verify = graph_cmd->add_subcommand(
       "verify", "Load the graph, check every node and edge, infer shapes; exit 1 with the first error");
-  graph_verify->add_option("file", graph_verify_args.file, "GraphDef (.pb or .pbtxt)")->required();
+  graph_verify->add_option("file", graph_verify_args.file, "GraphDef (.pb or .pbtxt) or SavedModel directory")->required();
+  graph_verify->add_option("--signature", graph_verify_args.signature, "A SavedModel directory's signature (default: serving_default, else its only one)");
   GraphDotArgs graph_dot_args;
   auto* graph_dot = graph_cmd->add_subcommand("dot", "Draw the graph as Graphviz DOT, in TensorBoard's node styles");
-  graph_dot->add_option("file", graph_dot_args.file, "GraphDef (.pb or .pbtxt)")->required();
+  graph_dot->add_option("file", graph_dot_args.file, "GraphDef (.pb or .pbtxt) or SavedModel directory")->required();
+  graph_dot->add_option("--signature", graph_dot_args.signature, "A SavedModel directory's signature (default: serving_default, else its only one)");
   graph_dot->add_option("--node", graph_dot_args.node, "Center the drawing on this node");
   graph_dot->add_option("--radius", graph_dot_args.radius, "With --node: how many edges around it to show");
   graph_dot->add_option("--max-nodes", graph_dot_args.max_nodes, "Above this, show only the neighbourhood")
@@ -331,7 +334,9 @@ int main(int argc, char** argv) {
   GraphRunArgs graph_run_args;
   auto* graph_run = graph_cmd->add_subcommand(
       "run", "Run the graph op by op (TensorFlow without XLA) through a Session");
-  graph_run->add_option("file", graph_run_args.file, "GraphDef (.pb or .pbtxt)")->required();
+  graph_run->add_option("file", graph_run_args.file, "GraphDef (.pb or .pbtxt) or SavedModel directory")->required();
+  graph_run->add_option("--signature", graph_run_args.signature,
+                        "A SavedModel's signature (default: serving_default, else its only one): --feed and --fetch name its inputs and outputs, all outputs are fetched by default, and its variables are read from variables/");
   graph_run->add_option("--feed", graph_run_args.feeds, "NAME=FILE.npy: the value of a placeholder (repeat)")
       ->allow_extra_args(false);
   graph_run->add_option("--fetch", graph_run_args.fetches, "NAME or NAME:INDEX to compute (repeat; in order)")
@@ -342,8 +347,8 @@ int main(int argc, char** argv) {
                         "A node run once before the steps, such as TF1's 'init' (repeat)")
       ->allow_extra_args(false);
   graph_run->add_option("--assign", graph_run_args.assigns,
-                        "VAR=FILE.npy: the value of a variable (its VarHandleOp/VariableV2 node) after --init, "
-                        "before the steps (repeat)")
+                        "VAR=FILE.npy: the value of a variable (its VarHandleOp/VariableV2 node, or a TF2 function's "
+                        "captured resource Placeholder) after --init, before the steps (repeat)")
       ->allow_extra_args(false);
   graph_run->add_option("--steps", graph_run_args.steps,
                         "Run the fetches and targets this many times, variables carried over; scalar fetches "
@@ -371,13 +376,19 @@ int main(int argc, char** argv) {
   graph_run->add_option("--function", graph_run_args.function_name,
                         "With --jit=compile: the function's name (default: the file's name)");
   graph_run->allow_extras();
+  GraphOpsArgs graph_ops_args;
+  auto* graph_ops = graph_cmd->add_subcommand(
+      "ops", "What xlens has for each op (default: every op it knows): executor kernel, XLA lowering, gradient; and whether TensorFlow compiles it");
+  graph_ops->add_option("op", graph_ops_args.ops, "Op names (such as a model's ops) to look up");
+  graph_ops->add_option("--json", graph_ops_args.json, "Write the table as JSON here");
 
   ClusterArgs cluster_args;
   auto* cluster_cmd = app.add_subcommand(
       "cluster",
       "TensorFlow's auto-clustering of a GraphDef (TF_XLA_FLAGS and --tf_xla_* flags): the clusters, "
       "then every node left out with the reason");
-  cluster_cmd->add_option("file", cluster_args.file, "GraphDef (.pb or .pbtxt)")->required();
+  cluster_cmd->add_option("file", cluster_args.file, "GraphDef (.pb or .pbtxt) or SavedModel directory")->required();
+  cluster_cmd->add_option("--signature", cluster_args.signature, "A SavedModel directory's signature (default: serving_default, else its only one)");
   cluster_cmd->add_option("--jit-level", cluster_args.jit_level,
                           "The session's global_jit_level: DEFAULT (OFF), OFF, ON_1 or ON_2; "
                           "--tf_xla_auto_jit overrides it, as in TensorFlow")
@@ -488,7 +499,7 @@ int main(int argc, char** argv) {
       return 1;
     }
     if (std::string_view(e.what()) == "A subcommand is required" && *graph_cmd) {
-      std::fprintf(stderr, "xlens: 'xlens graph' needs a subcommand: print, dot, verify or run (xlens graph --help)\n");
+      std::fprintf(stderr, "xlens: 'xlens graph' needs a subcommand: print, dot, verify, run or ops (xlens graph --help)\n");
       return 1;
     }
     if (std::string_view(e.what()) == "A subcommand is required" && *trace) {
@@ -547,6 +558,7 @@ int main(int argc, char** argv) {
       if (*graph_print) return RunGraphPrint(graph_print_args);
       if (*graph_verify) return RunGraphVerify(graph_verify_args);
       if (*graph_dot) return RunGraphDot(graph_dot_args);
+      if (*graph_ops) return RunGraphOps(graph_ops_args);
       if (*graph_run) {
         graph_run_args.extra_flags = graph_run->remaining();
         return RunGraphRun(graph_run_args);

@@ -233,8 +233,10 @@ def main():
         tmp = tempfile.TemporaryDirectory(prefix="xlens-models-")
         corpus = tmp.name
     wanted = args.models.split(",") if args.models else None
+    made = os.path.isdir(corpus) and any(
+        os.path.exists(os.path.join(corpus, d, "meta.json")) for d in os.listdir(corpus))
     missing = [m for m in (wanted or []) if not os.path.exists(os.path.join(corpus, m, "meta.json"))]
-    if wanted is None or missing:
+    if (wanted is None and not made) or missing:
         make = [sys.executable, os.path.join(HERE, "make_model_corpus.py"), corpus]
         if missing:
             make += ["--models", ",".join(missing)]
