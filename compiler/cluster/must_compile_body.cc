@@ -2,6 +2,7 @@
 
 #include <set>
 
+#include "compiler/cluster/compilability_check.h"
 #include "compiler/graph/types.h"
 
 namespace xlens::cluster {
@@ -30,8 +31,7 @@ std::string HostReason(const graph::Node& node, const std::set<int>& host) {
     reason = "a captured resource variable: the variable is an input of the compiled function";
   } else if (IsReferenceVariable(node)) {
     reason = "a reference variable: its value is an input of the compiled function";
-  } else if (op == "Identity" && node.num_inputs() == 1 &&
-             graph::IsRefType(node.input_type(0))) {
+  } else if (HasForwardedRefInput(node)) {
     reason = "reads a reference variable: its value is an input of the compiled function";
   } else {
     return "";

@@ -1,0 +1,222 @@
+// A whole graph run as one must-compile function (--jit=compile, TensorFlow's jit_compile=True)
+// with resource variables: the variables' nodes stay on the host, each variable the body touches
+// is an argument (its current value an entry parameter), each one it writes an extra result
+// written back after the run. Checked on the module the launch compiled (its parameters and
+// results, read from the XLA dump) and on the values the session sees.
+#include "compiler/cluster/must_compile_body.h"
+
+#include <algorithm>
+#include <filesystem>
+#include <iterator>
+#include <regex>
+
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
+#include "cluster_test_util.h"
+#include "compiler/cluster/xla_jit.h"
+#include "compiler/graph/graph_def_io.h"
+#include "compiler/graph/session.h"
+#include "compiler/support/file_io.h"
+#include "compiler/support/temporary_directory.h"
+
+namespace xlens::cluster {
+namespace {
+
+namespace fs = std::filesystem;
+using cluster_testing::kF32;
+using cluster_testing::NodeText;
+using graph::Tensor;
+
+constexpr char kVarAttrs[] =
+    "attr { key: \"dtype\" value { type: DT_FLOAT } } "
+    "attr { key: \"shape\" value { shape { dim { size: 2 } } } }";
+constexpr char kDtypeF32[] = "attr { key: \"dtype\" value { type: DT_FLOAT } }";
+constexpr char kResourceAttrs[] =
+    "attr { key: \"dtype\" value { type: DT_RESOURCE } } "
+    "attr { key: \"shape\" value { shape { } } }";
+
+std::string Var(const std::string& name) {
+  return NodeText(name, "VarHandleOp", {},
+                  std::string(kVarAttrs) + " attr { key: \"shared_name\" value { s: \"" + name +
+                      "\" } }");
+}
+std::string X() {
+  return NodeText("x", "Placeholder", {},
+                  "attr { key: \"dtype\" value { type: DT_FLOAT } } "
+                  "attr { key: \"shape\" value { shape { dim { size: 2 } } } }");
+}
+
+// What the compiled module takes and gives: its entry parameters and its results.
+struct ModuleInterface {
+  int parameters = 0;
+  int results = 0;
+};
+
+ModuleInterface InterfaceOf(const std::string& text) {
+  ModuleInterface m;
+  std::smatch match;
+  std::string entry = text.substr(text.find("ENTRY"));
+  const std::regex parameter(R"( parameter\(\d+\))");
+  m.parameters = static_cast<int>(std::distance(
+      std::sregex_iterator(entry.begin(), entry.end(), parameter), std::sregex_iterator()));
+  // The root: a tuple of N results, or one value.
+  if (std::regex_search(entry, match, std::regex(R"(ROOT [^=]+= \(([^)]*)\) tuple\()"))) {
+    const std::string elements = match[1].str();
+    m.results = 1 + static_cast<int>(std::count(elements.begin(), elements.end(), ','));
+  } else {
+    m.results = 1;
+  }
+  return m;
+}
+
+// A session over `text` running it whole as the must-compile function "f", dumping the XLA
+// modules it compiles into a directory of its own.
+struct MustCompileRun {
+  explicit MustCompileRun(const std::string& text) {
+    auto dir = TemporaryDirectory::Create("must-compile-test");
+    EXPECT_TRUE(dir.ok()) << dir.status().message();
+    dump = std::make_unique<TemporaryDirectory>(std::move(*dir));
+    FlagEnvironment env;
+    env.xla_flags = "--xla_dump_to=" + dump->path();
+    auto flags = ParseDebugOptions(env);
+    EXPECT_TRUE(flags.ok()) << flags.status().message();
+    jit = std::make_unique<XlaJit>(*flags, [](const std::string&) {});
+    jit->set_must_compile_function("f");
+    graph::SessionOptions options;
+    jit->Install(&options);
+    auto def = graph::ParseGraphDef(text, graph::GraphDefFormat::kText, "test.pbtxt");
+    EXPECT_TRUE(def.ok()) << def.status().message();
+    auto s = graph::Session::Create(*def, options);
+    EXPECT_TRUE(s.ok()) << s.status().message();
+    session = std::move(*s);
+  }
+
+  void SetVariable(const std::string& name, std::vector<float> value) {
+    auto var = session->resources().LookupOrCreate("", name, graph::DT_FLOAT,
+                                                   graph::PartialShape({2}));
+    std::lock_guard<std::mutex> lock(var->mu);
+    var->value = Tensor::Vector<float>(graph::DT_FLOAT, value);
+  }
+  std::vector<float> Variable(const std::string& name) {
+    auto var = session->resources().Lookup("", name);
+    EXPECT_NE(var, nullptr) << name;
+    if (var == nullptr) return {};
+    std::lock_guard<std::mutex> lock(var->mu);
+    return {var->value.flat<float>()[0], var->value.flat<float>()[1]};
+  }
+  std::vector<std::vector<float>> Run(std::vector<float> x, const std::vector<std::string>& fetches,
+                                      const std::vector<std::string>& targets = {}) {
+    auto out = session->Run({{"x", Tensor::Vector<float>(graph::DT_FLOAT, x)}}, fetches, targets);
+    EXPECT_TRUE(out.ok()) << out.status().message();
+    std::vector<std::vector<float>> values;
+    if (!out.ok()) return values;
+    for (const Tensor& t : *out) values.push_back({t.flat<float>()[0], t.flat<float>()[1]});
+    return values;
+  }
+  // The one module compiled so far, before optimization.
+  ModuleInterface Module() {
+    std::vector<std::string> found;
+    for (const auto& f : fs::directory_iterator(dump->path())) {
+      const std::string name = f.path().filename().string();
+      if (name.find("before_optimizations.txt") != std::string::npos) found.push_back(f.path());
+    }
+    EXPECT_EQ(found.size(), 1u);
+    if (found.size() != 1) return {};
+    auto text = ReadFile(found[0]);
+    EXPECT_TRUE(text.ok());
+    return InterfaceOf(*text);
+  }
+
+  std::unique_ptr<TemporaryDirectory> dump;
+  std::unique_ptr<XlaJit> jit;
+  std::unique_ptr<graph::Session> session;
+};
+
+TEST(MustCompileHostNodesTest, VariablesStayOutsideTheirUsersStayIn) {
+  auto g = cluster_testing::LoadGraph(
+      Var("v") +
+      NodeText("captured", "Placeholder", {}, kResourceAttrs) +
+      NodeText("ref", "VariableV2", {}, kVarAttrs) +
+      NodeText("ref/read", "Identity", {"ref"}, kF32) +
+      NodeText("read", "ReadVariableOp", {"v"}, kDtypeF32) +
+      NodeText("read_captured", "ReadVariableOp", {"captured"}, kDtypeF32) +
+      NodeText("sum", "AddV2", {"read", "ref/read"}, kF32) +
+      // A handle made after something the body computes cannot be an input of the body.
+      NodeText("late", "VarHandleOp", {"^sum"}, kVarAttrs));
+  ASSERT_NE(g, nullptr);
+  std::map<std::string, std::string> host = MustCompileHostNodes(*g);
+  std::vector<std::string> names;
+  for (const auto& [name, reason] : host) names.push_back(name);
+  EXPECT_THAT(names, ::testing::ElementsAre("captured", "ref", "ref/read", "v"));
+  EXPECT_THAT(host["v"], ::testing::HasSubstr("input of the compiled function"));
+  EXPECT_THAT(host["captured"], ::testing::HasSubstr("captured resource variable"));
+}
+
+TEST(MustCompileVariablesTest, AVariableReadAfterItsOwnUpdateSeesTheUpdate) {
+  MustCompileRun run(Var("v") + X() +
+                     NodeText("update", "AssignAddVariableOp", {"v", "x"}, kDtypeF32) +
+                     NodeText("read", "ReadVariableOp", {"v", "^update"}, kDtypeF32) +
+                     NodeText("out", "Mul", {"read", "x"}, kF32));
+  run.SetVariable("v", {1, 2});
+  EXPECT_EQ(run.Run({10, 20}, {"out"}), (std::vector<std::vector<float>>{{110, 440}}));
+  EXPECT_EQ(run.Variable("v"), (std::vector<float>{11, 22}));
+  // The variable carries over: the second step starts from the first's update.
+  EXPECT_EQ(run.Run({10, 20}, {"out"}), (std::vector<std::vector<float>>{{210, 840}}));
+  EXPECT_EQ(run.Variable("v"), (std::vector<float>{21, 42}));
+  // x and v's value in; the fetch and v's new value out.
+  ModuleInterface m = run.Module();
+  EXPECT_EQ(m.parameters, 2);
+  EXPECT_EQ(m.results, 2);
+  XlaJitRecord record = run.jit->record();
+  ASSERT_EQ(record.graphs.size(), 1u);
+  EXPECT_THAT(record.graphs[0].result.unclustered.at("v"),
+              ::testing::HasSubstr("the variable is an input of the compiled function"));
+  EXPECT_EQ(record.graphs[0].result.clusters.at("f").size(), 3u);
+}
+
+TEST(MustCompileVariablesTest, TwoAssignsToOneVariableGiveOneUpdateTheLastValue) {
+  MustCompileRun run(Var("v") + X() +
+                     NodeText("first", "AssignVariableOp", {"v", "x"}, kDtypeF32) +
+                     NodeText("r1", "ReadVariableOp", {"v", "^first"}, kDtypeF32) +
+                     NodeText("square", "Mul", {"r1", "r1"}, kF32) +
+                     NodeText("second", "AssignVariableOp", {"v", "square", "^first"}, kDtypeF32) +
+                     NodeText("r2", "ReadVariableOp", {"v", "^second"}, kDtypeF32) +
+                     NodeText("out", "AddV2", {"r1", "r2"}, kF32));
+  run.SetVariable("v", {100, 100});
+  EXPECT_EQ(run.Run({2, 3}, {"out"}), (std::vector<std::vector<float>>{{6, 12}}));
+  EXPECT_EQ(run.Variable("v"), (std::vector<float>{4, 9}));
+  // v is written before it is read: its old value still enters as a parameter (TensorFlow's
+  // XlaCompiler passes every initialized resource), and leaves once, as its last value.
+  ModuleInterface m = run.Module();
+  EXPECT_EQ(m.parameters, 2);
+  EXPECT_EQ(m.results, 2);
+}
+
+TEST(MustCompileVariablesTest, AVariableOnlyReadIsAParameterAndNoResult) {
+  MustCompileRun run(Var("w") + Var("v") + X() +
+                     NodeText("rw", "ReadVariableOp", {"w"}, kDtypeF32) +
+                     NodeText("update", "AssignSubVariableOp", {"v", "rw"}, kDtypeF32) +
+                     NodeText("out", "Mul", {"rw", "x"}, kF32));
+  run.SetVariable("w", {3, 4});
+  run.SetVariable("v", {10, 10});
+  EXPECT_EQ(run.Run({1, 2}, {"out"}, {"update"}), (std::vector<std::vector<float>>{{3, 8}}));
+  EXPECT_EQ(run.Run({1, 2}, {"out"}, {"update"}), (std::vector<std::vector<float>>{{3, 8}}));
+  EXPECT_EQ(run.Variable("w"), (std::vector<float>{3, 4}));
+  EXPECT_EQ(run.Variable("v"), (std::vector<float>{4, 2}));
+  // x, w and v in; the fetch and v out, w not.
+  ModuleInterface m = run.Module();
+  EXPECT_EQ(m.parameters, 3);
+  EXPECT_EQ(m.results, 2);
+}
+
+TEST(MustCompileVariablesTest, AnUninitializedVariableIsNamed) {
+  MustCompileRun run(Var("v") + X() + NodeText("read", "ReadVariableOp", {"v"}, kDtypeF32) +
+                     NodeText("out", "Mul", {"read", "x"}, kF32));
+  auto out = run.session->Run({{"x", Tensor::Vector<float>(graph::DT_FLOAT, {1, 2})}}, {"out"});
+  ASSERT_FALSE(out.ok());
+  EXPECT_THAT(out.status().message(), ::testing::HasSubstr("v"));
+}
+
+}  // namespace
+}  // namespace xlens::cluster
