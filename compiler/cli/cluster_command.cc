@@ -41,7 +41,7 @@ int RunCluster(const ClusterArgs& args) {
 
   const std::string shown = DisplayPath(args.file);
   ActivityScope activity("clustering GraphDef " + args.file);
-  auto def = graph::ReadGraphDef(args.file);
+  auto def = ReadGraphInput(args.file, args.signature);
   // The reader's message names the file already.
   if (!def.ok()) return ClusterFail(def.status());
   graph::GraphConstructorOptions load;

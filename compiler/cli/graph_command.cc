@@ -6,6 +6,7 @@
 #include <cstdio>
 #include <filesystem>
 #include <map>
+#include <set>
 
 #include <fmt/format.h>
 
@@ -16,6 +17,7 @@
 #include "compiler/graph/graph.h"
 #include "compiler/graph/graph_def_io.h"
 #include "compiler/graph/graph_dot.h"
+#include "compiler/graph/saved_model.h"
 #include "compiler/graph/session.h"
 #include "compiler/hlo/npy.h"
 #include "compiler/support/activity.h"
@@ -54,15 +56,16 @@ struct LoadedGraph {
   GraphDef def;
   std::unique_ptr<Graph> graph;
   std::string shown;  // the path as messages show it
+  std::shared_ptr<graph::SavedModel> saved_model;  // when the path is a SavedModel directory
 };
 
 // Reads, builds and (with infer_shapes) shape-infers a GraphDef; every error names the file.
 StatusOr<LoadedGraph> LoadGraph(const std::string& path, bool allow_unknown_ops,
-                                bool infer_shapes = true) {
+                                bool infer_shapes = true, const std::string& signature = "") {
   ActivityScope activity("reading GraphDef " + path);
   LoadedGraph loaded;
   loaded.shown = DisplayPath(path);
-  auto def = graph::ReadGraphDef(path);
+  auto def = ReadGraphInput(path, signature, &loaded.saved_model);
   if (!def.ok()) return InFile(def.status(), loaded.shown);
   loaded.def = std::move(*def);
   graph::GraphConstructorOptions options;
@@ -222,18 +225,115 @@ Status CheckFeed(const LoadedGraph& g, const Node& n, int index, const Tensor& t
   return OkStatus();
 }
 
+// --assign CAPTURE=FILE.npy for a TF2 function graph, whose variables are captured resource
+// Placeholders ("dense/MatMul/ReadVariableOp/resource"): the session gets a variable named as the
+// Placeholder holding the value, and the Placeholder is fed a handle to it every step, as the
+// function's caller passes the variable's handle. Its dtype is the one the ops that read or
+// update it declare.
+Status AssignCapturedVariable(const LoadedGraph& g, graph::Session& session, const Node& n,
+                              const std::string& file,
+                              std::vector<std::pair<std::string, Tensor>>* feeds) {
+  ASSIGN_OR_RETURN(Tensor value, ReadTensor(file));
+  DataType dtype = graph::DT_INVALID;
+  std::string reader;
+  for (const graph::Edge* e : n.out_edges()) {
+    if (e->IsControlEdge()) continue;
+    const Node* user = e->dst;
+    for (const char* attr : {"dtype", "T"}) {
+      const graph::AttrValue* a = graph::FindAttr(user->attrs(), attr);
+      if (a != nullptr && a->kind() == graph::AttrValue::Kind::kType && a->type() != graph::DT_RESOURCE) {
+        dtype = a->type();
+        reader = user->name();
+        break;
+      }
+    }
+    if (dtype != graph::DT_INVALID) break;
+  }
+  if (dtype != graph::DT_INVALID && value.dtype() != dtype) {
+    return Error(fmt::format("{}: --assign {}: {} holds {}, the variable is {} (as {} reads it)",
+                             g.shown, Q(n.name()), DisplayPath(file),
+                             TypeAndShape(value.dtype(), value.shape()), graph::DataTypeName(dtype),
+                             Q(reader)));
+  }
+  graph::ResourceHandle handle;
+  handle.name = n.name();
+  handle.dtype = value.dtype();
+  handle.shape = value.shape();
+  auto variable = session.resources().LookupOrCreate("", handle.name, value.dtype(), value.shape());
+  {
+    std::lock_guard<std::mutex> lock(variable->mu);
+    variable->value = std::move(value);
+  }
+  feeds->emplace_back(n.name(), Tensor::ResourceScalar(std::move(handle)));
+  return OkStatus();
+}
+
+// A SavedModel run: --feed NAME and --fetch NAME name the signature's inputs and outputs (every
+// output when no --fetch and no --target is given), and every input must be fed.
+Status SignatureNames(const LoadedGraph& g, const GraphRunArgs& args,
+                      std::vector<std::string>* feed_args, std::vector<std::string>* fetch_names,
+                      std::vector<std::string>* fetches) {
+  const graph::SavedModelSignature& sig = g.saved_model->signature;
+  auto keys = [](const std::vector<graph::SavedModelTensor>& list) {
+    std::vector<std::string> out;
+    for (const auto& t : list) out.push_back(EscapeForTerminal(t.key));
+    return out.empty() ? std::string("none") : fmt::format("{}", fmt::join(out, ", "));
+  };
+  auto find = [](const std::vector<graph::SavedModelTensor>& list,
+                 const std::string& key) -> const graph::SavedModelTensor* {
+    for (const auto& t : list) {
+      if (t.key == key) return &t;
+    }
+    return nullptr;
+  };
+  std::set<std::string> fed;
+  for (std::string& feed : *feed_args) {
+    ASSIGN_OR_RETURN(auto parts, SplitAssignment("--feed", feed));
+    const graph::SavedModelTensor* t = find(sig.inputs, parts.first);
+    if (t == nullptr) {
+      return Error(fmt::format("{}: --feed {}: signature {} has no input {} (inputs: {})", g.shown,
+                               Q(feed), Q(sig.key), Q(parts.first), keys(sig.inputs)));
+    }
+    fed.insert(t->key);
+    feed = t->tensor + "=" + parts.second;
+  }
+  for (const auto& t : sig.inputs) {
+    if (!fed.count(t.key)) {
+      return Error(fmt::format("{}: signature {} input {} ({}) is not fed: give --feed {}=FILE.npy",
+                               g.shown, Q(sig.key), Q(t.key), TypeAndShape(t.dtype, t.shape),
+                               EscapeForTerminal(t.key)));
+    }
+  }
+  if (fetch_names->empty() && args.targets.empty()) {
+    for (const auto& t : sig.outputs) fetch_names->push_back(t.key);
+  }
+  fetches->clear();
+  for (const std::string& name : *fetch_names) {
+    const graph::SavedModelTensor* t = find(sig.outputs, name);
+    if (t == nullptr) {
+      return Error(fmt::format("{}: --fetch {}: signature {} has no output {} (outputs: {})",
+                               g.shown, Q(name), Q(sig.key), Q(name), keys(sig.outputs)));
+    }
+    fetches->push_back(t->tensor);
+  }
+  return OkStatus();
+}
+
 // --assign VAR=FILE.npy: the value the variable of node VAR (VarHandleOp, VariableV2) holds
 // before the steps, so a run can start from the initial values TensorFlow recorded. The variable
 // is the one the node's kernel opens: (container, shared_name), the node's name when shared_name
 // is empty, as TensorFlow's ResourceMgr names it in graph mode.
 Status AssignVariable(const LoadedGraph& g, graph::Session& session, const std::string& name,
-                      const std::string& file) {
+                      const std::string& file, std::vector<std::pair<std::string, Tensor>>* feeds) {
   Node* n = g.graph->FindNode(name);
   if (n == nullptr) {
     return Error(fmt::format("{}: --assign {}: the graph has no node named {}", g.shown, Q(name),
                              Q(name)));
   }
   const std::string& op = n->type_string();
+  if (op == "Placeholder" && n->num_outputs() == 1 && n->output_type(0) == graph::DT_RESOURCE) {
+    return AssignCapturedVariable(g, session, *n, file, feeds);
+  }
   if (op != "VarHandleOp" && op != "VariableV2" && op != "Variable") {
     return Error(fmt::format("{}: --assign {}: node {} is a {}, not a variable (VarHandleOp, "
                              "VariableV2)",
@@ -272,18 +372,53 @@ bool IsNumericScalar(const Tensor& t) {
   return t.IsInitialized() && t.rank() == 0 && graph::DataTypeIsNumeric(t.dtype());
 }
 
+// A SavedModel's signature and the variables it reads, after `graph print`'s nodes.
+void PrintSignature(const graph::SavedModel& m) {
+  auto tensors = [](const std::vector<graph::SavedModelTensor>& list) {
+    std::vector<std::string> out;
+    for (const auto& t : list) {
+      out.push_back(fmt::format("{}: {} ({})", EscapeForTerminal(t.key), TypeAndShape(t.dtype, t.shape),
+                                EscapeForTerminal(t.tensor)));
+    }
+    return fmt::format("{}", fmt::join(out, ", "));
+  };
+  std::printf("signature %s: inputs %s; outputs %s\n", Q(m.signature.key).c_str(),
+              tensors(m.signature.inputs).c_str(), tensors(m.signature.outputs).c_str());
+  std::printf("%zu variable%s from variables/variables\n", m.variables.size(),
+              m.variables.size() == 1 ? "" : "s");
+}
+
 }  // namespace
 
+StatusOr<graph::GraphDef> ReadGraphInput(const std::string& path, const std::string& signature,
+                                         std::shared_ptr<graph::SavedModel>* saved_model) {
+  if (GetPathKind(path) == PathKind::kDirectory) {
+    graph::SavedModelOptions options;
+    options.signature = signature;
+    ASSIGN_OR_RETURN(graph::SavedModel model, graph::ReadSavedModel(path, options));
+    auto shared = std::make_shared<graph::SavedModel>(std::move(model));
+    if (saved_model != nullptr) *saved_model = shared;
+    return shared->graph;
+  }
+  if (!signature.empty()) {
+    return Error(fmt::format("{}: --signature {}: a signature is chosen from a SavedModel "
+                             "directory, not a GraphDef file",
+                             DisplayPath(path), Q(signature)));
+  }
+  return graph::ReadGraphDef(path);
+}
+
 int RunGraphPrint(const GraphFileArgs& args) {
-  auto g = LoadGraph(args.file, /*allow_unknown_ops=*/true);
+  auto g = LoadGraph(args.file, /*allow_unknown_ops=*/true, /*infer_shapes=*/true, args.signature);
   if (!g.ok()) return GraphFail(g.status());
   for (const Node* n : g->graph->op_nodes()) std::printf("%s\n", NodeLine(*n).c_str());
   std::printf("%s\n", Summary(*g->graph).c_str());
+  if (g->saved_model != nullptr) PrintSignature(*g->saved_model);
   return 0;
 }
 
 int RunGraphVerify(const GraphFileArgs& args) {
-  auto g = LoadGraph(args.file, /*allow_unknown_ops=*/false);
+  auto g = LoadGraph(args.file, /*allow_unknown_ops=*/false, /*infer_shapes=*/true, args.signature);
   if (!g.ok()) return GraphFail(g.status());
   // A cycle the constructor let through (it wires edges, it does not order them) is an error here.
   if (auto order = g->graph->TopologicalOrder(); !order.ok()) {
@@ -298,7 +433,7 @@ int RunGraphVerify(const GraphFileArgs& args) {
 }
 
 int RunGraphDot(const GraphDotArgs& args) {
-  auto g = LoadGraph(args.file, /*allow_unknown_ops=*/true);
+  auto g = LoadGraph(args.file, /*allow_unknown_ops=*/true, /*infer_shapes=*/true, args.signature);
   if (!g.ok()) return GraphFail(g.status());
   graph::GraphDotOptions options;
   options.center = args.node;
@@ -342,17 +477,27 @@ void PrintJitSummary(const cluster::XlaJit& jit) {
 
 int RunGraphRun(const GraphRunArgs& args) {
   if (args.steps < 1) return GraphFail(Error("--steps: expected at least 1"));
-  if (args.fetches.empty() && args.targets.empty() && args.init.empty()) {
+  const bool saved_model = GetPathKind(args.file) == PathKind::kDirectory;
+  if (args.fetches.empty() && args.targets.empty() && args.init.empty() && !saved_model) {
     return GraphFail(Error(fmt::format("{}: nothing to run: give --fetch NAME or --target NAME",
                                   DisplayPath(args.file))));
   }
-  auto loaded = LoadGraph(args.file, /*allow_unknown_ops=*/false);
+  auto loaded = LoadGraph(args.file, /*allow_unknown_ops=*/false, /*infer_shapes=*/true,
+                          args.signature);
   if (!loaded.ok()) return GraphFail(loaded.status());
   const LoadedGraph& g = *loaded;
+  // A SavedModel's --feed and --fetch name its signature's inputs and outputs.
+  std::vector<std::string> fetch_names = args.fetches;  // as the user named them
+  std::vector<std::string> fetches = args.fetches;      // the graph's tensors
+  std::vector<std::string> feed_args = args.feeds;
+  if (g.saved_model != nullptr) {
+    auto signature_names = SignatureNames(g, args, &feed_args, &fetch_names, &fetches);
+    if (!signature_names.ok()) return GraphFail(signature_names);
+  }
 
   // Everything the command line names is checked before anything runs.
   std::vector<std::pair<std::string, Tensor>> feeds;
-  for (const std::string& feed : args.feeds) {
+  for (const std::string& feed : feed_args) {
     auto parts = SplitAssignment("--feed", feed);
     if (!parts.ok()) return GraphFail(parts.status());
     auto target = FindTensor(g, "--feed", parts->first, /*output_required=*/true);
@@ -364,7 +509,7 @@ int RunGraphRun(const GraphRunArgs& args) {
     }
     feeds.emplace_back(parts->first, std::move(*tensor));
   }
-  for (const std::string& fetch : args.fetches) {
+  for (const std::string& fetch : fetches) {
     if (auto t = FindTensor(g, "--fetch", fetch, /*output_required=*/true); !t.ok()) {
       return GraphFail(t.status());
     }
@@ -413,6 +558,10 @@ int RunGraphRun(const GraphRunArgs& args) {
   std::vector<Tensor> results;
   std::vector<double> step_ms;
   Status status = [&]() -> Status {
+    if (g.saved_model != nullptr) {
+      watchdog.SetActivity("reading the SavedModel's variables");
+      RETURN_IF_ERROR(graph::LoadSavedModelVariables(*g.saved_model, (*session)->resources()));
+    }
     if (!args.init.empty()) {
       watchdog.SetActivity("running the --init targets");
       // With --jit=compile the initializers run op by op, outside the function, as TensorFlow
@@ -425,13 +574,13 @@ int RunGraphRun(const GraphRunArgs& args) {
     }
     for (const std::string& assign : args.assigns) {
       ASSIGN_OR_RETURN(auto parts, SplitAssignment("--assign", assign));
-      RETURN_IF_ERROR(AssignVariable(g, **session, parts.first, parts.second));
+      RETURN_IF_ERROR(AssignVariable(g, **session, parts.first, parts.second, &feeds));
     }
-    if (args.fetches.empty() && args.targets.empty()) return OkStatus();
+    if (fetches.empty() && args.targets.empty()) return OkStatus();
     for (int step = 1; step <= args.steps; ++step) {
       watchdog.SetActivity(fmt::format("running step {} of {}", step, args.steps));
       const auto start = std::chrono::steady_clock::now();
-      auto ran = (*session)->Run(feeds, args.fetches, args.targets);
+      auto ran = (*session)->Run(feeds, fetches, args.targets);
       step_ms.push_back(
           std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count());
       if (!ran.ok()) {
@@ -444,7 +593,7 @@ int RunGraphRun(const GraphRunArgs& args) {
         std::vector<std::string> scalars;
         for (size_t i = 0; i < results.size(); ++i) {
           if (IsNumericScalar(results[i])) {
-            scalars.push_back(fmt::format("{} = {:.6g}", EscapeForTerminal(args.fetches[i]),
+            scalars.push_back(fmt::format("{} = {:.6g}", EscapeForTerminal(fetch_names[i]),
                                           results[i].GetAsDouble(0)));
           }
         }
@@ -475,7 +624,7 @@ int RunGraphRun(const GraphRunArgs& args) {
     for (size_t i = 0; i < results.size(); ++i) {
       auto literal = results[i].ToLiteral();
       if (!literal.ok()) {
-        return GraphFail(literal.status().WithContext(fmt::format("--fetch {}", Q(args.fetches[i]))));
+        return GraphFail(literal.status().WithContext(fmt::format("--fetch {}", Q(fetch_names[i]))));
       }
       literals.push_back(std::move(*literal));
     }
@@ -484,7 +633,7 @@ int RunGraphRun(const GraphRunArgs& args) {
     if (Status s = WriteOutputs(args.outputs, leaves); !s.ok()) return GraphFail(s);
   } else {
     for (size_t i = 0; i < results.size(); ++i) {
-      std::printf("%s\n", FetchLine(args.fetches[i], results[i]).c_str());
+      std::printf("%s\n", FetchLine(fetch_names[i], results[i]).c_str());
     }
   }
   if (step_ms.size() > 1) {

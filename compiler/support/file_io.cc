@@ -244,6 +244,21 @@ StatusOr<size_t> InputFile::Read(char* data, size_t size) {
   }
 }
 
+Status InputFile::ReadAt(char* data, size_t size, int64_t offset) {
+  size_t filled = 0;
+  while (filled < size) {
+    ssize_t n = ::pread(fd_, data + filled, size - filled, static_cast<off_t>(offset + filled));
+    if (n < 0 && errno == EINTR) continue;
+    if (n < 0) return Error(fmt::format("{}: read failed at byte {}: {}", Shown(path_), offset, Errno(errno)));
+    if (n == 0) {
+      return Error(fmt::format("{}: byte {}: expected {} more bytes, the file ends there",
+                               Shown(path_), offset + static_cast<int64_t>(filled), size - filled));
+    }
+    filled += static_cast<size_t>(n);
+  }
+  return OkStatus();
+}
+
 StatusOr<std::string> ReadFile(const std::string& path, int64_t max_bytes) {
   ASSIGN_OR_RETURN(InputFile file, InputFile::Open(path, max_bytes));
   int64_t limit = Limit(max_bytes);

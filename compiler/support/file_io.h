@@ -50,6 +50,9 @@ class InputFile {
 
   // Reads up to `size` bytes; 0 at end of file. The error names the path.
   StatusOr<size_t> Read(char* data, size_t size);
+  // Reads exactly `size` bytes at `offset` (random access: checkpoint shards); a file that ends
+  // before offset + size is an error naming the path, the offset and how much was there.
+  Status ReadAt(char* data, size_t size, int64_t offset);
   int fd() const { return fd_; }
   // The size when opened.
   int64_t size() const { return size_; }
