@@ -205,6 +205,7 @@ const XlaOpRegistry& XlaOpRegistry::Global() {
     RegisterPoolingXlaOps(*r);
     RegisterVariableXlaOps(*r);
     RegisterTrainingXlaOps(*r);
+    RegisterModelXlaOps(*r);
     return r;
   }();
   return *registry;

@@ -139,6 +139,15 @@ void RegisterNnXlaOps(XlaOpRegistry& registry);
 void RegisterPoolingXlaOps(XlaOpRegistry& registry);
 void RegisterVariableXlaOps(XlaOpRegistry& registry);
 void RegisterTrainingXlaOps(XlaOpRegistry& registry);
+// Einsum (einsum_op.cc), Erfc and the special functions (special_math_ops.cc), the resizes
+// (image_resize_ops.cc), ConcatOffset and VariableShape (shape_helper_ops.cc), _FusedBatchNormEx
+// (fused_batch_norm_ops.cc); RegisterModelXlaOps calls the five.
+void RegisterEinsumXlaOps(XlaOpRegistry& registry);
+void RegisterSpecialMathXlaOps(XlaOpRegistry& registry);
+void RegisterImageResizeXlaOps(XlaOpRegistry& registry);
+void RegisterShapeHelperXlaOps(XlaOpRegistry& registry);
+void RegisterFusedBatchNormXlaOps(XlaOpRegistry& registry);
+void RegisterModelXlaOps(XlaOpRegistry& registry);
 
 // Helpers shared by the families.
 // An HLO constant holding `tensor` (numeric types).

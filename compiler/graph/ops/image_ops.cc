@@ -253,7 +253,8 @@ void RegisterImageOps(OpRegistry& r) {
       .Attr("align_corners: bool = false")
       .Attr("half_pixel_centers: bool = false")
       .SetShapeFn(ResizeShape)
-      .SetKernel(ResizeBilinearKernel);
+      .SetKernel(ResizeBilinearKernel)
+      .CompileTimeConstInput("size");
   REGISTER_OP(r, "ResizeBilinearGrad")
       .Input("grads: float")
       .Input("original_image: T")
@@ -271,7 +272,8 @@ void RegisterImageOps(OpRegistry& r) {
       .Attr("align_corners: bool = false")
       .Attr("half_pixel_centers: bool = false")
       .SetShapeFn(ResizeShape)
-      .SetKernel(ResizeNearestKernel<false>);
+      .SetKernel(ResizeNearestKernel<false>)
+      .CompileTimeConstInput("size");
   REGISTER_OP(r, "ResizeNearestNeighborGrad")
       .Input("grads: T")
       .Input("size: int32")

@@ -114,7 +114,9 @@ void RegisterShapeHelperOps(OpRegistry& r) {
       .Attr("N: int >= 2")
       .Attr("shape_type: {int32, int64} = DT_INT32")
       .SetShapeFn(ConcatOffsetShape)
-      .SetKernel(ConcatOffsetKernel);
+      .SetKernel(ConcatOffsetKernel)
+      .CompileTimeConstInput("concat_dim")
+      .CompileTimeConstInput("shape");
   REGISTER_OP(r, "VariableShape")
       .Input("input: resource")
       .Output("output: out_type")
