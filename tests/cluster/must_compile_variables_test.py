@@ -121,11 +121,15 @@ def tf2_cases(tf, np):
     x_value = rng.randn(6, 4).astype(f32)
     y_value = rng.randn(6, 3).astype(f32)
 
+    # The optimizers made, whose slots become variables of their own while the step is traced.
+    optimizers = []
+
     def optimizer_step(make_optimizer):
         def make():
             wv = tf.Variable(w, name="w")
             bv = tf.Variable(b, name="b")
             opt = make_optimizer()
+            optimizers.append(opt)
 
             def step(x, y):
                 with tf.GradientTape() as tape:
@@ -157,7 +161,7 @@ def tf2_cases(tf, np):
         ("tf2_adam", optimizer_step(lambda: v1.train.AdamOptimizer(0.02))),
         ("tf2_assign_sub_add", manual),
     ]
-    return cases, x_value, y_value
+    return cases, x_value, y_value, optimizers
 
 
 def compare(name, what, ours, reference, np):
@@ -231,7 +235,7 @@ def run_tf1_cases(tf, np, xlens, work, failures, passed):
 
 
 def run_tf2_cases(tf, np, xlens, work, failures, passed, skipped):
-    cases, x_value, y_value = tf2_cases(tf, np)
+    cases, x_value, y_value, optimizers = tf2_cases(tf, np)
     x_path, y_path = os.path.join(work, "x2.npy"), os.path.join(work, "y2.npy")
     np.save(x_path, x_value)
     np.save(y_path, y_value)
@@ -241,11 +245,15 @@ def run_tf2_cases(tf, np, xlens, work, failures, passed, skipped):
         # Tracing makes the optimizer's slots; the graph xlens runs is the traced function's,
         # its variables captured, their values as they are before the first call.
         concrete = tf.function(step, jit_compile=True).get_concrete_function(*spec)
-        captured = {id(v.handle): v for v in concrete.graph.variables}
+        slots = [v for opt in optimizers for v in opt.variables()]
+        captured = {id(v.handle): v for v in list(concrete.graph.variables) + variables + slots}
         assigns = []
         for outer, inner in concrete.graph.captures:
+            if outer.dtype != tf.resource:
+                continue
             v = captured.get(id(outer))
             if v is None:
+                failures.append(f"{name}: the capture {inner.op.name} is no variable known here")
                 continue
             path = os.path.join(work, f"{name}.{inner.op.name.replace('/', '_')}.npy")
             np.save(path, v.numpy())
