@@ -20,6 +20,9 @@ OperationFilter OperationFilter::ForMustCompile() {
   filter.allow_dummy_ops = true;
   filter.allow_control_trigger = true;
   filter.allow_top_level_args = true;
+  filter.allow_variant_ops = true;
+  filter.allow_tensor_array_ops = true;
+  filter.allow_stack_ops = true;
   return filter;
 }
 
@@ -47,12 +50,33 @@ std::string NoLowering(const Node& node) {
       node.type_string(), kXlaCpuJitDevice, node.name());
 }
 
-// Types no XLA kernel takes: strings (but a string Const is its own rule) and variants.
+bool HasType(const Node& node, DataType type) {
+  for (DataType t : node.input_types()) {
+    if (t == type) return true;
+  }
+  for (DataType t : node.output_types()) {
+    if (t == type) return true;
+  }
+  return false;
+}
+
+// The ops whose XLA kernels take DT_VARIANT values (TensorFlow's AllowVariantTypes): the list
+// ops, and those that pass a list along.
+bool XlaKernelTakesVariants(const std::string& op) {
+  return op.rfind("TensorList", 0) == 0 || op == "EmptyTensorList" || op == "Identity" ||
+         op == "IdentityN" || op == "While" || op == "StatelessWhile" || op == "If" ||
+         op == "StatelessIf" || op == "ZerosLike" || op == "AddN" || op == "_Arg" ||
+         op == "_Retval";
+}
+
+// Types no XLA kernel takes: strings (but a string Const is its own rule), and variants but for
+// the ops above.
 bool HasUnsupportedType(const Node& node) {
   // XLA kernels are registered for value types only: a reference-typed input or output (the
   // VariableV2 family) has none.
-  auto bad = [](DataType t) {
-    return graph::IsRefType(t) || t == graph::DT_STRING || t == graph::DT_VARIANT;
+  const bool variants_ok = XlaKernelTakesVariants(node.type_string());
+  auto bad = [variants_ok](DataType t) {
+    return graph::IsRefType(t) || t == graph::DT_STRING || (t == graph::DT_VARIANT && !variants_ok);
   };
   for (DataType t : node.input_types()) {
     if (bad(t)) return true;
@@ -112,6 +136,14 @@ std::string UncompilableReason(const Node& node, const graph::Graph& graph,
   }
   // TensorFlow's kernels for the op, if any, do not take these types either: its words.
   if (HasUnsupportedType(node)) return NoKernel(node);
+  if (!filter.allow_variant_ops && HasType(node, graph::DT_VARIANT)) {
+    return "DT_VARIANT producer/consumer";
+  }
+  if (!filter.allow_stack_ops &&
+      (op == "StackV2" || op == "StackPushV2" || op == "StackPopV2" || op == "StackCloseV2")) {
+    return "Stack op";
+  }
+  if (!filter.allow_tensor_array_ops && op.rfind("TensorArray", 0) == 0) return "TensorArray op";
   return "";
 }
 

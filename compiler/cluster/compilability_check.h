@@ -26,6 +26,11 @@ struct OperationFilter {
   bool allow_control_trigger = false;
   // Top-level _Arg/_Retval are the graph's interface, never clustered; inside a function they are.
   bool allow_top_level_args = false;
+  // TensorFlow's CPU device leaves lists (DT_VARIANT values) and TensorArrays to the executor
+  // when auto-clustering; a must-compile function compiles them.
+  bool allow_variant_ops = false;
+  bool allow_tensor_array_ops = false;
+  bool allow_stack_ops = false;
 
   // What auto-clustering allows (mark_for_compilation).
   static OperationFilter ForAutoClustering();

@@ -207,7 +207,7 @@ Status Executor::Impl::Build() {
       retval_names[index] = src ? TensorId{src->name(), idx}.ToString() : node->name();
     }
     if (!node->registration().kernel && op != "_Arg" && op != "_Retval" && !node->IsControlFlow() &&
-        op != "NoOp") {
+        op != "NoOp" && op != "ControlTrigger") {
       if (node->op_def().name.empty() || (!graph->registry().Find(op))) {
         return Status::Error("node '" + node->name() + "': unknown op '" + op +
                              "' cannot be executed");
@@ -499,7 +499,9 @@ Status Executor::Impl::Process(const ReadyNode& r) {
         outputs[1].has_value = true;
       }
     }
-  } else if (any_dead_input) {
+  } else if (any_dead_input && op != "ControlTrigger") {
+    // (A ControlTrigger runs, live, whatever its inputs: TensorFlow's v1 gradients of loops
+    // synchronise on it.)
     for (Entry& o : outputs) o.is_dead = true;
     node_is_dead = true;
     if (op == "_Retval") {
@@ -524,7 +526,7 @@ Status Executor::Impl::Process(const ReadyNode& r) {
   } else if (op == "_Retval") {
     int64_t index = n->attrs().at("index").i();
     if (index >= 0 && index < static_cast<int64_t>(retvals.size())) retvals[index] = in[0];
-  } else if (op == "NoOp" && !n->registration().kernel) {
+  } else if ((op == "NoOp" || op == "ControlTrigger") && !n->registration().kernel) {
     // Nothing to do: it exists for its control edges.
   } else {
     if (!n->registration().kernel) {

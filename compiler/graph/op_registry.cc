@@ -26,6 +26,8 @@ const OpRegistry& OpRegistry::Global() {
     RegisterImageOps(*r);
     RegisterFusedOps(*r);
     RegisterXlaOps(*r);
+    RegisterListOps(*r);
+    RegisterTensorArrayOps(*r);
     RegisterGradients(*r);
     return r;
   }();

@@ -19,8 +19,10 @@ Tensor::Tensor(DataType dtype, std::vector<int64_t> dims)
     : dtype_(RemoveRefType(dtype)), dims_(std::move(dims)), num_elements_(CountElements(dims_)) {
   if (dtype_ == DT_STRING) {
     strings_ = std::make_shared<std::vector<std::string>>(num_elements_);
-  } else if (dtype_ == DT_RESOURCE || dtype_ == DT_VARIANT) {
+  } else if (dtype_ == DT_RESOURCE) {
     handles_ = std::make_shared<std::vector<ResourceHandle>>(num_elements_);
+  } else if (dtype_ == DT_VARIANT) {
+    variants_ = std::make_shared<std::vector<std::shared_ptr<VariantValue>>>(num_elements_);
   } else {
     literal_ = std::make_shared<Literal>(Shape(ToPrimitiveType(dtype_), dims_));
   }
@@ -112,6 +114,9 @@ void Tensor::MakeUnique() {
   if (handles_ && handles_.use_count() > 1) {
     handles_ = std::make_shared<std::vector<ResourceHandle>>(*handles_);
   }
+  if (variants_ && variants_.use_count() > 1) {
+    variants_ = std::make_shared<std::vector<std::shared_ptr<VariantValue>>>(*variants_);
+  }
 }
 
 Tensor Tensor::Clone() const {
@@ -119,12 +124,18 @@ Tensor Tensor::Clone() const {
   if (literal_) t.literal_ = std::make_shared<Literal>(*literal_);
   if (strings_) t.strings_ = std::make_shared<std::vector<std::string>>(*strings_);
   if (handles_) t.handles_ = std::make_shared<std::vector<ResourceHandle>>(*handles_);
+  if (variants_) {
+    t.variants_ = std::make_shared<std::vector<std::shared_ptr<VariantValue>>>(*variants_);
+    for (auto& v : *t.variants_) {
+      if (v) v = v->Clone();
+    }
+  }
   return t;
 }
 
 bool Tensor::SharesBufferWith(const Tensor& other) const {
   return (literal_ && literal_ == other.literal_) || (strings_ && strings_ == other.strings_) ||
-         (handles_ && handles_ == other.handles_);
+         (handles_ && handles_ == other.handles_) || (variants_ && variants_ == other.variants_);
 }
 
 std::string Tensor::DebugString(int64_t max_elements) const {
@@ -137,6 +148,8 @@ std::string Tensor::DebugString(int64_t max_elements) const {
       out += "\"" + (*strings_)[i] + "\"";
     } else if (handles_) {
       out += (*handles_)[i].container + "/" + (*handles_)[i].name;
+    } else if (variants_) {
+      out += (*variants_)[i] ? (*variants_)[i]->DebugString() : "<empty variant>";
     } else {
       out += literal_->ElementToString(i);
     }
@@ -149,6 +162,14 @@ bool Tensor::Identical(const Tensor& other) const {
   if (dtype_ != other.dtype_ || dims_ != other.dims_) return false;
   if (strings_) return *strings_ == *other.strings_;
   if (handles_) return *handles_ == *other.handles_;
+  if (variants_) {
+    for (int64_t i = 0; i < num_elements_; ++i) {
+      const auto& a = (*variants_)[i];
+      const auto& b = (*other.variants_)[i];
+      if (a != b && (!a || !b || !a->Identical(*b))) return false;
+    }
+    return true;
+  }
   if (!literal_ || !other.literal_) return literal_ == other.literal_;
   return literal_->size_bytes() == other.literal_->size_bytes() &&
          std::memcmp(literal_->untyped_data(), other.literal_->untyped_data(),

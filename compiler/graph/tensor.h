@@ -1,6 +1,7 @@
 // A TensorFlow tensor as the graph front end holds it: a DataType, a fully defined shape and the
 // elements. Numeric tensors keep their elements in an HLO Literal (so .npy files, printing and
-// the XLA side share one representation); strings and resource handles have their own vectors.
+// the XLA side share one representation); strings, resource handles and variant values (a
+// TensorList) have their own vectors.
 // Copies share the elements (an Identity costs nothing); a kernel that updates in place calls
 // MakeUnique first, so a value another op still holds never changes under it.
 #pragma once
@@ -18,6 +19,18 @@
 
 namespace xlens::graph {
 
+// What one element of a DT_VARIANT tensor holds (a TensorList, tensor_list.h): type-erased, as
+// TensorFlow's Variant is. Copies of the tensor share the values; a kernel that changes one
+// copies it first unless its input is the only holder (TensorFlow's forwarding of variants).
+class VariantValue {
+ public:
+  virtual ~VariantValue() = default;
+  virtual std::string TypeName() const = 0;  // "tensorflow::TensorList"
+  virtual std::string DebugString() const = 0;
+  virtual std::shared_ptr<VariantValue> Clone() const = 0;  // a deep copy
+  virtual bool Identical(const VariantValue& other) const = 0;
+};
+
 // What a DT_RESOURCE tensor holds: which resource (a variable) of the session it names.
 struct ResourceHandle {
   std::string container;
@@ -25,6 +38,9 @@ struct ResourceHandle {
   std::string device;
   DataType dtype = DT_INVALID;  // of the variable, when known
   PartialShape shape;
+  // A resource that lives as long as the handles to it (a TensorArray, which TensorFlow keeps in
+  // the step's container): null for the session's variables.
+  std::shared_ptr<VariantValue> object;
   bool operator==(const ResourceHandle& o) const {
     return container == o.container && name == o.name;
   }
@@ -95,6 +111,9 @@ class Tensor {
   std::vector<ResourceHandle>& handles() { return *handles_; }
   const std::vector<ResourceHandle>& handles() const { return *handles_; }
   const ResourceHandle& handle() const { return (*handles_)[0]; }
+  // DT_VARIANT elements (null until set).
+  std::vector<std::shared_ptr<VariantValue>>& variants() { return *variants_; }
+  const std::vector<std::shared_ptr<VariantValue>>& variants() const { return *variants_; }
 
   // The elements as a Literal (numeric tensors only), shared, for element access by linear
   // index: after Reshaped its own shape may be the old one (ToLiteral has the tensor's dims).
@@ -122,6 +141,7 @@ class Tensor {
   std::shared_ptr<Literal> literal_;
   std::shared_ptr<std::vector<std::string>> strings_;
   std::shared_ptr<std::vector<ResourceHandle>> handles_;
+  std::shared_ptr<std::vector<std::shared_ptr<VariantValue>>> variants_;
 };
 
 }  // namespace xlens::graph

@@ -58,5 +58,6 @@ inline Output NoGradient() { return Output(); }
 void RegisterMathGradients(OpRegistry& registry);
 void RegisterArrayGradients(OpRegistry& registry);
 void RegisterNnGradients(OpRegistry& registry);
+void RegisterListGradients(OpRegistry& registry);  // TensorList and TensorArray
 
 }  // namespace xlens::graph::grad

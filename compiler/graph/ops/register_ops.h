@@ -29,6 +29,10 @@ void RegisterImageOps(OpRegistry& registry);
 void RegisterFusedOps(OpRegistry& registry);
 // _XlaCompile, _XlaRun, _XlaMerge: what build_xla_ops launches a cluster with.
 void RegisterXlaOps(OpRegistry& registry);
+// TensorList (list_ops.cc) and the v1 TensorArray (tensor_array_ops.cc); after the array and
+// math ops, whose ZerosLike and AddN learn lists.
+void RegisterListOps(OpRegistry& registry);
+void RegisterTensorArrayOps(OpRegistry& registry);
 // Gradients are attached after every op is registered.
 void RegisterGradients(OpRegistry& registry);
 
