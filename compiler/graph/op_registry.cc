@@ -14,6 +14,9 @@ const OpRegistry& OpRegistry::Global() {
     RegisterArrayOps(*r);
     RegisterMathOps(*r);
     RegisterNnOps(*r);
+    RegisterDepthwiseConvOps(*r);
+    RegisterConv3DOps(*r);
+    RegisterPooling3DOps(*r);
     RegisterStateOps(*r);
     RegisterRandomOps(*r);
     RegisterStringOps(*r);

@@ -306,6 +306,65 @@ TEST(GradientsTest, NnOps) {
                  DT_FLOAT});
 }
 
+AttrValue IntList(std::vector<int64_t> values) {
+  AttrListValue l;
+  l.i = std::move(values);
+  return AttrValue::List(l);
+}
+
+// A node of `op` on `inputs` with `attrs` (its type attrs inferred).
+Build OpWith(std::string op, AttrMap attrs, std::function<std::vector<ops::Input>(
+                                                const std::vector<Output>&)> inputs) {
+  return [=](const Scope& s, const std::vector<Output>& x) {
+    return ops::AsOutput(ops::BuildOp(s, op, inputs(x), attrs));
+  };
+}
+
+TEST(GradientsTest, DepthwiseAnd3DConvolutionsAndPooling) {
+  const AttrMap depthwise = {{"strides", IntList({1, 2, 1, 1})},
+                             {"padding", AttrValue::String("EXPLICIT")},
+                             {"explicit_paddings", IntList({0, 0, 1, 0, 0, 2, 0, 0})},
+                             {"dilations", IntList({1, 1, 2, 1})}};
+  auto x01 = [](const std::vector<Output>& x) { return std::vector<ops::Input>{x[0], x[1]}; };
+  CheckGradient({"DepthwiseConv2dNative", {{{1, 5, 4, 2}}, {{2, 2, 2, 2}}},
+                 OpWith("DepthwiseConv2dNative", depthwise, x01)});
+  // The backprops as ops of their own (second-order gradients): input_sizes / filter_sizes are
+  // constants, the other two inputs differentiated.
+  CheckGradient({"DepthwiseConv2dNativeBackpropInput", {{{2, 2, 2, 2}}, {{1, 3, 4, 4}}},
+                 OpWith("DepthwiseConv2dNativeBackpropInput", depthwise,
+                        [](const std::vector<Output>& x) {
+                          return std::vector<ops::Input>{ops::Input({1, 5, 4, 2}), x[0], x[1]};
+                        })});
+  CheckGradient({"DepthwiseConv2dNativeBackpropFilter", {{{1, 5, 4, 2}}, {{1, 3, 4, 4}}},
+                 OpWith("DepthwiseConv2dNativeBackpropFilter", depthwise,
+                        [](const std::vector<Output>& x) {
+                          return std::vector<ops::Input>{x[0], ops::Input({2, 2, 2, 2}), x[1]};
+                        })});
+  const AttrMap conv3d = {{"strides", IntList({1, 2, 1, 1, 1})},
+                          {"padding", AttrValue::String("SAME")},
+                          {"dilations", IntList({1, 1, 1, 2, 1})}};
+  CheckGradient({"Conv3D", {{{1, 3, 3, 4, 2}}, {{2, 2, 2, 2, 2}}}, OpWith("Conv3D", conv3d, x01)});
+  CheckGradient({"Conv3DBackpropInputV2", {{{2, 2, 2, 2, 2}}, {{1, 2, 3, 4, 2}}},
+                 OpWith("Conv3DBackpropInputV2", conv3d, [](const std::vector<Output>& x) {
+                   return std::vector<ops::Input>{ops::Input({1, 3, 3, 4, 2}), x[0], x[1]};
+                 })});
+  CheckGradient({"Conv3DBackpropFilterV2", {{{1, 3, 3, 4, 2}}, {{1, 2, 3, 4, 2}}},
+                 OpWith("Conv3DBackpropFilterV2", conv3d, [](const std::vector<Output>& x) {
+                   return std::vector<ops::Input>{x[0], ops::Input({2, 2, 2, 2, 2}), x[1]};
+                 })});
+  const AttrMap pool = {{"ksize", IntList({1, 2, 2, 2, 1})},
+                        {"strides", IntList({1, 2, 1, 2, 1})},
+                        {"padding", AttrValue::String("SAME")}};
+  auto x0 = [](const std::vector<Output>& x) { return std::vector<ops::Input>{x[0]}; };
+  CheckGradient({"AvgPool3D", {{{1, 3, 3, 3, 2}}}, OpWith("AvgPool3D", pool, x0)});
+  CheckGradient({"AvgPool3DGrad", {{{1, 2, 3, 2, 2}}},
+                 OpWith("AvgPool3DGrad", pool, [](const std::vector<Output>& x) {
+                   return std::vector<ops::Input>{ops::Input({1, 3, 3, 3, 2}), x[0]};
+                 })});
+  // MaxPool3D has no double kernel (as in TensorFlow); distinct values keep the maxima apart.
+  CheckGradient({"MaxPool3D", {{{1, 3, 3, 3, 2}}}, OpWith("MaxPool3D", pool, x0), DT_FLOAT});
+}
+
 TEST(GradientsTest, SharedTensorsSumTheirGradients) {
   // x feeds three consumers: the gradients are summed with AddN.
   CheckGradient({"x*x + sin(x)", {{{2, 3}}}, [](const Scope& s, const std::vector<Output>& x) {

@@ -203,6 +203,8 @@ const XlaOpRegistry& XlaOpRegistry::Global() {
     RegisterMatMulXlaOps(*r);
     RegisterNnXlaOps(*r);
     RegisterPoolingXlaOps(*r);
+    RegisterConvXlaOps(*r);
+    RegisterPooling3DXlaOps(*r);
     RegisterVariableXlaOps(*r);
     RegisterTrainingXlaOps(*r);
     RegisterModelXlaOps(*r);

@@ -137,6 +137,9 @@ void RegisterStridedSliceXlaOps(XlaOpRegistry& registry);
 void RegisterMatMulXlaOps(XlaOpRegistry& registry);
 void RegisterNnXlaOps(XlaOpRegistry& registry);
 void RegisterPoolingXlaOps(XlaOpRegistry& registry);
+// Depthwise and 3-D convolutions (conv_ops.cc), 3-D poolings (pooling3d_ops.cc).
+void RegisterConvXlaOps(XlaOpRegistry& registry);
+void RegisterPooling3DXlaOps(XlaOpRegistry& registry);
 void RegisterVariableXlaOps(XlaOpRegistry& registry);
 void RegisterTrainingXlaOps(XlaOpRegistry& registry);
 // Einsum (einsum_op.cc), Erfc and the special functions (special_math_ops.cc), the resizes

@@ -1,4 +1,6 @@
 // Gradients of the nn ops, after tensorflow/python/ops/nn_grad.py.
+#include <initializer_list>
+
 #include "compiler/graph/grads/grad_util.h"
 
 namespace xlens::graph::grad {
@@ -98,6 +100,112 @@ Status MaxPoolGradFn(const Scope& s, const Node& op, const GradOutputs& g, GradO
   return s.status();
 }
 
+// The attrs named in `keep` of the forward op, for the ops its gradient builds (the backprops
+// of depthwise and 3-D convolutions, the 3-D poolings), as Python passes them one by one.
+AttrMap AttrsNamed(const Node& op, std::initializer_list<const char*> keep) {
+  AttrMap attrs;
+  for (const char* name : keep) {
+    if (const AttrValue* v = FindAttr(op.attrs(), name)) attrs[name] = *v;
+  }
+  return attrs;
+}
+
+AttrMap DepthwiseAttrs(const Node& op) {
+  return AttrsNamed(op, {"strides", "padding", "explicit_paddings", "data_format", "dilations"});
+}
+AttrMap Conv3DAttrs(const Node& op) {
+  return AttrsNamed(op, {"strides", "padding", "data_format", "dilations"});
+}
+AttrMap Pool3DAttrs(const Node& op) {
+  return AttrsNamed(op, {"ksize", "strides", "padding", "data_format"});
+}
+
+Output Build(const Scope& s, const std::string& type, const std::vector<ops::Input>& inputs,
+             AttrMap attrs) {
+  return ops::AsOutput(ops::BuildOp(s, type, inputs, std::move(attrs)));
+}
+
+Status DepthwiseConv2dNativeGrad(const Scope& s, const Node& op, const GradOutputs& g,
+                                 GradOutputs* out) {
+  *out = {Build(s, "DepthwiseConv2dNativeBackpropInput", {ShapeOf(s, In(op, 0)), In(op, 1), g[0]},
+                DepthwiseAttrs(op)),
+          Build(s, "DepthwiseConv2dNativeBackpropFilter", {In(op, 0), ShapeOf(s, In(op, 1)), g[0]},
+                DepthwiseAttrs(op))};
+  return s.status();
+}
+
+Status DepthwiseBackpropInputGrad(const Scope& s, const Node& op, const GradOutputs& g,
+                                  GradOutputs* out) {
+  *out = {NoGradient(),
+          Build(s, "DepthwiseConv2dNativeBackpropFilter", {g[0], ShapeOf(s, In(op, 1)), In(op, 2)},
+                DepthwiseAttrs(op)),
+          Build(s, "DepthwiseConv2dNative", {g[0], In(op, 1)}, DepthwiseAttrs(op))};
+  return s.status();
+}
+
+Status DepthwiseBackpropFilterGrad(const Scope& s, const Node& op, const GradOutputs& g,
+                                   GradOutputs* out) {
+  *out = {Build(s, "DepthwiseConv2dNativeBackpropInput", {ShapeOf(s, In(op, 0)), g[0], In(op, 2)},
+                DepthwiseAttrs(op)),
+          NoGradient(), Build(s, "DepthwiseConv2dNative", {In(op, 0), g[0]}, DepthwiseAttrs(op))};
+  return s.status();
+}
+
+// Python takes both shapes with one ShapeN.
+Status Conv3DGrad(const Scope& s, const Node& op, const GradOutputs& g, GradOutputs* out) {
+  Node* shapes = ops::BuildOpWithList(s, "ShapeN", {{In(op, 0), In(op, 1)}});
+  if (shapes == nullptr) return s.status();
+  *out = {Build(s, "Conv3DBackpropInputV2", {Output(shapes, 0), In(op, 1), g[0]}, Conv3DAttrs(op)),
+          Build(s, "Conv3DBackpropFilterV2", {In(op, 0), Output(shapes, 1), g[0]},
+                Conv3DAttrs(op))};
+  return s.status();
+}
+
+Status Conv3DBackpropInputGrad(const Scope& s, const Node& op, const GradOutputs& g,
+                               GradOutputs* out) {
+  *out = {NoGradient(),
+          Build(s, "Conv3DBackpropFilterV2", {g[0], ShapeOf(s, In(op, 1)), In(op, 2)},
+                Conv3DAttrs(op)),
+          Build(s, "Conv3D", {g[0], In(op, 1)}, Conv3DAttrs(op))};
+  return s.status();
+}
+
+Status Conv3DBackpropFilterGrad(const Scope& s, const Node& op, const GradOutputs& g,
+                                GradOutputs* out) {
+  *out = {Build(s, "Conv3DBackpropInputV2", {ShapeOf(s, In(op, 0)), g[0], In(op, 2)},
+                Conv3DAttrs(op)),
+          NoGradient(), Build(s, "Conv3D", {In(op, 0), g[0]}, Conv3DAttrs(op))};
+  return s.status();
+}
+
+Status AvgPool3DGradFn(const Scope& s, const Node& op, const GradOutputs& g, GradOutputs* out) {
+  *out = {Build(s, "AvgPool3DGrad", {ShapeOf(s, In(op, 0)), g[0]}, Pool3DAttrs(op))};
+  return s.status();
+}
+
+Status AvgPool3DGradGradFn(const Scope& s, const Node& op, const GradOutputs& g,
+                           GradOutputs* out) {
+  *out = {ops::StopGradient(s, In(op, 0)), Build(s, "AvgPool3D", {g[0]}, Pool3DAttrs(op))};
+  return s.status();
+}
+
+Status MaxPool3DGradFn(const Scope& s, const Node& op, const GradOutputs& g, GradOutputs* out) {
+  *out = {Build(s, "MaxPool3DGrad", {In(op, 0), Out(op, 0), g[0]}, Pool3DAttrs(op))};
+  return s.status();
+}
+
+// MaxPool3DGrad and MaxPool3DGradGrad are each other's gradient (`other`); the pooled tensors
+// get zeros.
+template <const char* kOther>
+Status MaxPool3DSecondGrad(const Scope& s, const Node& op, const GradOutputs& g,
+                           GradOutputs* out) {
+  *out = {ZerosLikeOf(s, In(op, 0)), ZerosLikeOf(s, In(op, 1)),
+          Build(s, kOther, {In(op, 0), In(op, 1), g[0]}, Pool3DAttrs(op))};
+  return s.status();
+}
+constexpr char kMaxPool3DGrad[] = "MaxPool3DGrad";
+constexpr char kMaxPool3DGradGrad[] = "MaxPool3DGradGrad";
+
 }  // namespace
 
 void RegisterNnGradients(OpRegistry& r) {
@@ -109,6 +217,17 @@ void RegisterNnGradients(OpRegistry& r) {
   Set(r, "SparseSoftmaxCrossEntropyWithLogits", SparseSoftmaxCrossEntropyGrad);
   Set(r, "Conv2D", Conv2DGrad);
   Set(r, "MaxPool", MaxPoolGradFn);
+  Set(r, "DepthwiseConv2dNative", DepthwiseConv2dNativeGrad);
+  Set(r, "DepthwiseConv2dNativeBackpropInput", DepthwiseBackpropInputGrad);
+  Set(r, "DepthwiseConv2dNativeBackpropFilter", DepthwiseBackpropFilterGrad);
+  Set(r, "Conv3D", Conv3DGrad);
+  Set(r, "Conv3DBackpropInputV2", Conv3DBackpropInputGrad);
+  Set(r, "Conv3DBackpropFilterV2", Conv3DBackpropFilterGrad);
+  Set(r, "AvgPool3D", AvgPool3DGradFn);
+  Set(r, "AvgPool3DGrad", AvgPool3DGradGradFn);
+  Set(r, "MaxPool3D", MaxPool3DGradFn);
+  Set(r, "MaxPool3DGrad", MaxPool3DSecondGrad<kMaxPool3DGradGrad>);
+  Set(r, "MaxPool3DGradGrad", MaxPool3DSecondGrad<kMaxPool3DGrad>);
 }
 
 }  // namespace xlens::graph::grad

@@ -11,6 +11,11 @@ void RegisterMathOps(OpRegistry& registry);
 // Segment reductions (segment_ops.cc), registered by RegisterMathOps.
 void RegisterSegmentOps(OpRegistry& registry);
 void RegisterNnOps(OpRegistry& registry);
+// DepthwiseConv2dNative and its backprops (depthwise_conv_ops.cc); Conv3D and its backprops
+// (conv3d_ops.cc); the 3-D poolings and their gradients (pooling3d_ops.cc).
+void RegisterDepthwiseConvOps(OpRegistry& registry);
+void RegisterConv3DOps(OpRegistry& registry);
+void RegisterPooling3DOps(OpRegistry& registry);
 void RegisterStateOps(OpRegistry& registry);
 void RegisterRandomOps(OpRegistry& registry);
 void RegisterStringOps(OpRegistry& registry);

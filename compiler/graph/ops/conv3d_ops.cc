@@ -1,0 +1,264 @@
+// TensorFlow's 3-D convolution (Conv3D) and its two backprops (Conv3DBackpropInputV2,
+// Conv3DBackpropFilterV2). Each runs as matrix products over patches (im2col): the output
+// positions of all images are cut into blocks, each block's patches gathered into a matrix and
+// multiplied by the filter as one Eigen product, the blocks spread over the session's threads.
+// NCDHW is transposed to NDHWC around the kernel; dilations run (TensorFlow's oneDNN build runs
+// both); input depth must equal the filter's, as TensorFlow's CPU kernel requires.
+#include <mutex>
+
+#include <Eigen/Dense>
+
+#include "compiler/graph/op_registry.h"
+#include "compiler/graph/ops/conv_io.h"
+#include "compiler/graph/ops/register_ops.h"
+#include "compiler/graph/shape_inference.h"
+
+namespace xlens::graph {
+namespace {
+
+using conv::WindowAttrs;
+using conv::WindowGeometry;
+
+template <typename C>
+using Matrix = Eigen::Matrix<C, Eigen::Dynamic, Eigen::Dynamic, Eigen::RowMajor>;
+
+// Output positions per block: enough rows for an efficient product, a bounded patch matrix.
+int64_t BlockRows(int64_t patch) {
+  return std::clamp<int64_t>((int64_t{1} << 18) / std::max<int64_t>(patch, 1), 16, 1024);
+}
+
+// The input position of window element `k` of output position `o` along dimension d, or -1
+// when it falls in the padding.
+inline int64_t InputIndex(const WindowGeometry& g, int d, int64_t o, int64_t k) {
+  const int64_t i = o * g.stride[d] + k * g.dilation[d] - g.pad_before[d];
+  return i < 0 || i >= g.in[d] ? -1 : i;
+}
+
+// Rows [begin, end) of the patch matrix over all images (row = n * positions + position,
+// column = (kd, kh, kw, c)); zero where the window is in the padding.
+template <typename C>
+void Im2Col(const WindowGeometry& g, const C* x, int64_t begin, int64_t end, C* cols) {
+  const int64_t P = g.out_positions(), depth = g.in_depth;
+  const int64_t patch = g.window_size() * depth;
+  for (int64_t r = begin; r < end; ++r) {
+    const int64_t n = r / P, p = r % P;
+    const int64_t od = p / (g.out[1] * g.out[2]), oh = p / g.out[2] % g.out[1], ow = p % g.out[2];
+    C* row = cols + (r - begin) * patch;
+    for (int64_t kd = 0; kd < g.k[0]; ++kd) {
+      const int64_t id = InputIndex(g, 0, od, kd);
+      for (int64_t kh = 0; kh < g.k[1]; ++kh) {
+        const int64_t ih = InputIndex(g, 1, oh, kh);
+        for (int64_t kw = 0; kw < g.k[2]; ++kw, row += depth) {
+          const int64_t iw = InputIndex(g, 2, ow, kw);
+          if (id < 0 || ih < 0 || iw < 0) {
+            std::fill(row, row + depth, C(0));
+          } else {
+            std::copy_n(x + (((n * g.in[0] + id) * g.in[1] + ih) * g.in[2] + iw) * depth, depth,
+                        row);
+          }
+        }
+      }
+    }
+  }
+}
+
+// Adds rows [begin, end) of a patch matrix back onto the input positions they came from.
+template <typename C>
+void Col2ImAdd(const WindowGeometry& g, const C* cols, int64_t begin, int64_t end, C* dx) {
+  const int64_t P = g.out_positions(), depth = g.in_depth;
+  const int64_t patch = g.window_size() * depth;
+  for (int64_t r = begin; r < end; ++r) {
+    const int64_t n = r / P, p = r % P;
+    const int64_t od = p / (g.out[1] * g.out[2]), oh = p / g.out[2] % g.out[1], ow = p % g.out[2];
+    const C* row = cols + (r - begin) * patch;
+    for (int64_t kd = 0; kd < g.k[0]; ++kd) {
+      const int64_t id = InputIndex(g, 0, od, kd);
+      for (int64_t kh = 0; kh < g.k[1]; ++kh) {
+        const int64_t ih = InputIndex(g, 1, oh, kh);
+        for (int64_t kw = 0; kw < g.k[2]; ++kw, row += depth) {
+          const int64_t iw = InputIndex(g, 2, ow, kw);
+          if (id < 0 || ih < 0 || iw < 0) continue;
+          C* dst = dx + (((n * g.in[0] + id) * g.in[1] + ih) * g.in[2] + iw) * depth;
+          for (int64_t c = 0; c < depth; ++c) dst[c] += row[c];
+        }
+      }
+    }
+  }
+}
+
+enum class Pass { kForward, kBackpropInput, kBackpropFilter };
+
+// Runs one pass on channels-last data: x [N, D, H, W, Cin], f [KD, KH, KW, Cin, Cout],
+// dy [N, OD, OH, OW, Cout]; writes y, dx or df (fully).
+template <Pass kPass, typename C>
+void Conv3DPass(const WindowGeometry& g, const C* x, const C* f, const C* dy, C* result,
+                ThreadPool* pool) {
+  const int64_t patch = g.window_size() * g.in_depth, od = g.out_depth;
+  const int64_t rows = g.batch * g.out_positions();
+  const int64_t block = BlockRows(patch);
+  const int64_t blocks = (rows + block - 1) / block;
+  Eigen::Map<const Matrix<C>> f_m(f, patch, od);
+  std::mutex mu;
+  if constexpr (kPass == Pass::kBackpropFilter) std::fill(result, result + patch * od, C(0));
+  if constexpr (kPass == Pass::kBackpropInput) {
+    std::fill(result, result + g.batch * g.in_positions() * g.in_depth, C(0));
+  }
+  conv::ParallelTasks(pool, blocks, block * patch * od, [&](int64_t b0, int64_t b1) {
+    std::vector<C> cols(block * patch);
+    Matrix<C> local;
+    if constexpr (kPass == Pass::kBackpropFilter) local = Matrix<C>::Zero(patch, od);
+    for (int64_t b = b0; b < b1; ++b) {
+      const int64_t begin = b * block, end = std::min(rows, begin + block), n = end - begin;
+      Eigen::Map<Matrix<C>> col_m(cols.data(), n, patch);
+      if constexpr (kPass == Pass::kForward) {
+        Im2Col(g, x, begin, end, cols.data());
+        Eigen::Map<Matrix<C>>(result + begin * od, n, od).noalias() = col_m * f_m;
+      } else if constexpr (kPass == Pass::kBackpropFilter) {
+        Im2Col(g, x, begin, end, cols.data());
+        local.noalias() += col_m.transpose() * Eigen::Map<const Matrix<C>>(dy + begin * od, n, od);
+      } else {
+        col_m.noalias() = Eigen::Map<const Matrix<C>>(dy + begin * od, n, od) * f_m.transpose();
+        // Blocks overlap on the input they scatter to: one at a time.
+        std::lock_guard<std::mutex> lock(mu);
+        Col2ImAdd(g, cols.data(), begin, end, result);
+      }
+    }
+    if constexpr (kPass == Pass::kBackpropFilter) {
+      std::lock_guard<std::mutex> lock(mu);
+      Eigen::Map<Matrix<C>>(result, patch, od) += local;
+    }
+  });
+}
+
+template <Pass kPass>
+Status Conv3DKernel(OpKernelContext& ctx) {
+  auto attrs = conv::GetWindowAttrs(ctx.attrs(), ctx.name(), 3, /*pooling=*/false);
+  if (!attrs.ok()) return ctx.Error(attrs.status().message());
+  std::vector<int64_t> input_dims, filter_dims;
+  for (int i : {0, 1}) {
+    const bool is_sizes = (i == 0 && kPass == Pass::kBackpropInput) ||
+                          (i == 1 && kPass == Pass::kBackpropFilter);
+    if (is_sizes && ctx.input(i).rank() != 1) {
+      return ctx.Error(std::string(i == 0 ? "input_sizes" : "filter_sizes") +
+                       " must be 1-dimensional, got " + DimsToString(ctx.input(i).dims()));
+    }
+    (i == 0 ? input_dims : filter_dims) =
+        is_sizes ? ctx.input(i).AsInt64Vector() : ctx.input(i).dims();
+  }
+  if (input_dims.size() != 5)
+    return ctx.Error("input must be 5-dimensional" + DimsToString(input_dims));
+  if (filter_dims.size() != 5)
+    return ctx.Error("filter must be 5-dimensional: " + DimsToString(filter_dims));
+  const int64_t in_depth = input_dims[attrs->channels_first ? 1 : 4];
+  if (in_depth != filter_dims[3]) {
+    return ctx.Error("input and filter must have the same depth: " + std::to_string(in_depth) +
+                     " vs " + std::to_string(filter_dims[3]));
+  }
+  auto geometry = conv::ComputeGeometry(
+      *attrs, input_dims, {filter_dims[0], filter_dims[1], filter_dims[2]}, filter_dims[4]);
+  if (!geometry.ok()) return ctx.Error(geometry.status().message());
+  const WindowGeometry& g = *geometry;
+  const std::vector<int64_t> out_dims = conv::OutputDims(*attrs, g);
+  if (kPass != Pass::kForward && ctx.input(2).dims() != out_dims) {
+    return ctx.Error("out_backprop has shape " + DimsToString(ctx.input(2).dims()) +
+                     ", expected " + DimsToString(out_dims));
+  }
+  const DataType dtype = ctx.input(kPass == Pass::kBackpropInput ? 1 : 0).dtype();
+  return cwise::Dispatch<cwise::kFloating>(ctx, dtype, [&](auto tag) -> Status {
+    using T = typename decltype(tag)::type;
+    using C = cwise::ComputeType<T>;
+    const bool cf = attrs->channels_first;
+    if constexpr (kPass == Pass::kForward) {
+      conv::InputView<C, T> x(ctx.input(0), cf), f(ctx.input(1), false);
+      ASSIGN_OR_RETURN(Tensor * out, ctx.allocate_output(0, out_dims));
+      conv::OutputView<C, T> y(*out, cf);
+      Conv3DPass<kPass, C>(g, x.data(), f.data(), nullptr, y.data(), ctx.pool());
+      y.Finish();
+    } else if constexpr (kPass == Pass::kBackpropInput) {
+      conv::InputView<C, T> f(ctx.input(1), false), dy(ctx.input(2), cf);
+      ASSIGN_OR_RETURN(Tensor * out, ctx.allocate_output(0, input_dims));
+      conv::OutputView<C, T> dx(*out, cf);
+      Conv3DPass<kPass, C>(g, nullptr, f.data(), dy.data(), dx.data(), ctx.pool());
+      dx.Finish();
+    } else {
+      conv::InputView<C, T> x(ctx.input(0), cf), dy(ctx.input(2), cf);
+      ASSIGN_OR_RETURN(Tensor * out, ctx.allocate_output(0, filter_dims));
+      conv::OutputView<C, T> df(*out, false);
+      // The filter operand is unused: a dummy of the right size keeps the map valid.
+      std::vector<C> unused(g.window_size() * g.in_depth * g.out_depth);
+      Conv3DPass<kPass, C>(g, x.data(), unused.data(), dy.data(), df.data(), ctx.pool());
+      df.Finish();
+    }
+    return OkStatus();
+  });
+}
+
+Status Conv3DShape(InferenceContext& c) {
+  PartialShape in, filter;
+  RETURN_IF_ERROR(c.WithRank(0, 5, &in));
+  RETURN_IF_ERROR(c.WithRank(1, 5, &filter));
+  auto attrs = conv::GetWindowAttrs(c.attrs(), c.node_name(), 3, /*pooling=*/false);
+  if (!attrs.ok()) return c.Error(attrs.status().message());
+  const int64_t in_depth = in.dim(attrs->channels_first ? 1 : 4);
+  if (in_depth >= 0 && filter.dim(3) >= 0 && in_depth != filter.dim(3)) {
+    return c.Error("Dimensions must be equal, but are " + std::to_string(in_depth) + " and " +
+                   std::to_string(filter.dim(3)));
+  }
+  auto g = conv::ComputeGeometry(*attrs, in.dims(), {filter.dim(0), filter.dim(1), filter.dim(2)},
+                                 filter.dim(4));
+  if (!g.ok()) return c.Error(g.status().message());
+  c.set_output(0, PartialShape(conv::OutputDims(*attrs, *g)));
+  return OkStatus();
+}
+
+Status ShapeFromShapeInput(InferenceContext& c, int input) {
+  auto shape = c.MakeShapeFromShapeTensor(input);
+  if (!shape.ok()) return c.Error(shape.status().message());
+  c.set_output(0, *shape);
+  return OkStatus();
+}
+
+}  // namespace
+
+void RegisterConv3DOps(OpRegistry& r) {
+  REGISTER_OP(r, "Conv3D")
+      .Input("input: T")
+      .Input("filter: T")
+      .Output("output: T")
+      .Attr("T: {half, bfloat16, float, double}")
+      .Attr("strides: list(int) >= 5")
+      .Attr("padding: {'SAME', 'VALID'}")
+      .Attr("data_format: {'NDHWC', 'NCDHW'} = 'NDHWC'")
+      .Attr("dilations: list(int) = [1, 1, 1, 1, 1]")
+      .SetShapeFn(Conv3DShape)
+      .SetKernel(Conv3DKernel<Pass::kForward>);
+  REGISTER_OP(r, "Conv3DBackpropInputV2")
+      .Input("input_sizes: Tshape")
+      .Input("filter: T")
+      .Input("out_backprop: T")
+      .Output("output: T")
+      .Attr("T: {half, bfloat16, float, double}")
+      .Attr("strides: list(int) >= 5")
+      .Attr("padding: {'SAME', 'VALID'}")
+      .Attr("data_format: {'NDHWC', 'NCDHW'} = 'NDHWC'")
+      .Attr("dilations: list(int) = [1, 1, 1, 1, 1]")
+      .Attr("Tshape: {int32, int64} = DT_INT32")
+      .SetShapeFn([](InferenceContext& c) { return ShapeFromShapeInput(c, 0); })
+      .SetKernel(Conv3DKernel<Pass::kBackpropInput>)
+      .CompileTimeConstInput("input_sizes");
+  REGISTER_OP(r, "Conv3DBackpropFilterV2")
+      .Input("input: T")
+      .Input("filter_sizes: int32")
+      .Input("out_backprop: T")
+      .Output("output: T")
+      .Attr("T: {half, bfloat16, float, double}")
+      .Attr("strides: list(int) >= 5")
+      .Attr("padding: {'SAME', 'VALID'}")
+      .Attr("data_format: {'NDHWC', 'NCDHW'} = 'NDHWC'")
+      .Attr("dilations: list(int) = [1, 1, 1, 1, 1]")
+      .SetShapeFn([](InferenceContext& c) { return ShapeFromShapeInput(c, 1); })
+      .SetKernel(Conv3DKernel<Pass::kBackpropFilter>)
+      .CompileTimeConstInput("filter_sizes");
+}
+
+}  // namespace xlens::graph

@@ -1,0 +1,289 @@
+// TensorFlow's depthwise convolution (DepthwiseConv2dNative) and its two backprops. Each input
+// channel c is convolved with its own `multiplier` filters [kh, kw, c, q], giving output channel
+// c * multiplier + q. The kernels are memory bound: they walk the tensors channels last once,
+// the innermost loop over contiguous channels (vectorized), output rows split over the session's
+// threads. NCHW runs too (transposed around the kernel, as TensorFlow's oneDNN build accepts it),
+// and so do dilations and EXPLICIT padding.
+#include <mutex>
+
+#include "compiler/graph/op_registry.h"
+#include "compiler/graph/ops/conv_io.h"
+#include "compiler/graph/ops/register_ops.h"
+#include "compiler/graph/shape_inference.h"
+
+namespace xlens::graph {
+namespace {
+
+using conv::WindowAttrs;
+using conv::WindowGeometry;
+
+// The geometry of a depthwise op from its input dims (op layout) and filter dims [kh, kw, c, m].
+StatusOr<std::pair<WindowAttrs, WindowGeometry>> DepthwiseGeometry(
+    const OpKernelContext& ctx, const std::vector<int64_t>& input,
+    const std::vector<int64_t>& filter) {
+  auto attrs = conv::GetWindowAttrs(ctx.attrs(), ctx.name(), 2, /*pooling=*/false);
+  if (!attrs.ok()) return ctx.Error(attrs.status().message());
+  if (input.size() != 4)
+    return ctx.Error("input must be 4-dimensional" + DimsToString(input));
+  if (filter.size() != 4)
+    return ctx.Error("filter must be 4-dimensional: " + DimsToString(filter));
+  const int64_t in_depth = input[attrs->channels_first ? 1 : 3];
+  if (in_depth != filter[2]) {
+    return ctx.Error("input and filter must have the same depth: " + std::to_string(in_depth) +
+                     " vs " + std::to_string(filter[2]));
+  }
+  auto g = conv::ComputeGeometry(*attrs, input, {filter[0], filter[1]}, filter[2] * filter[3]);
+  if (!g.ok()) return ctx.Error(g.status().message());
+  return std::make_pair(*attrs, *g);
+}
+
+// out[n, oy, ox, c*m + q] = sum over the window of x[n, iy, ix, c] * f[ky, kx, c, q].
+template <typename C>
+void DepthwiseForward(const WindowGeometry& g, const C* x, const C* f, C* out, ThreadPool* pool) {
+  const int64_t H = g.in[1], W = g.in[2], OH = g.out[1], OW = g.out[2];
+  const int64_t KH = g.k[1], KW = g.k[2], depth = g.in_depth, od = g.out_depth;
+  const int64_t m = depth == 0 ? 0 : od / depth;
+  conv::ParallelTasks(pool, g.batch * OH, OW * KH * KW * od, [&](int64_t begin, int64_t end) {
+    for (int64_t r = begin; r < end; ++r) {
+      const int64_t n = r / OH, oy = r % OH;
+      for (int64_t ox = 0; ox < OW; ++ox) {
+        C* o = out + (r * OW + ox) * od;
+        std::fill(o, o + od, C(0));
+        for (int64_t ky = 0; ky < KH; ++ky) {
+          const int64_t iy = oy * g.stride[1] + ky * g.dilation[1] - g.pad_before[1];
+          if (iy < 0 || iy >= H) continue;
+          for (int64_t kx = 0; kx < KW; ++kx) {
+            const int64_t ix = ox * g.stride[2] + kx * g.dilation[2] - g.pad_before[2];
+            if (ix < 0 || ix >= W) continue;
+            const C* xi = x + ((n * H + iy) * W + ix) * depth;
+            const C* fk = f + (ky * KW + kx) * od;
+            if (m == 1) {
+              for (int64_t c = 0; c < depth; ++c) o[c] += xi[c] * fk[c];
+            } else {
+              for (int64_t c = 0; c < depth; ++c) {
+                const C v = xi[c];
+                for (int64_t q = 0; q < m; ++q) o[c * m + q] += v * fk[c * m + q];
+              }
+            }
+          }
+        }
+      }
+    }
+  });
+}
+
+// dx[n, iy, ix, c] = sum over the outputs whose window holds (iy, ix) of
+// sum_q dy[n, oy, ox, c*m + q] * f[ky, kx, c, q]: a gather, so input rows run in parallel.
+template <typename C>
+void DepthwiseBackpropInput(const WindowGeometry& g, const C* f, const C* dy, C* dx,
+                            ThreadPool* pool) {
+  const int64_t H = g.in[1], W = g.in[2], OH = g.out[1], OW = g.out[2];
+  const int64_t KH = g.k[1], KW = g.k[2], depth = g.in_depth, od = g.out_depth;
+  const int64_t m = depth == 0 ? 0 : od / depth;
+  conv::ParallelTasks(pool, g.batch * H, W * KH * KW * od, [&](int64_t begin, int64_t end) {
+    for (int64_t r = begin; r < end; ++r) {
+      const int64_t n = r / H, iy = r % H;
+      for (int64_t ix = 0; ix < W; ++ix) {
+        C* o = dx + (r * W + ix) * depth;
+        std::fill(o, o + depth, C(0));
+        for (int64_t ky = 0; ky < KH; ++ky) {
+          const int64_t ty = iy + g.pad_before[1] - ky * g.dilation[1];
+          if (ty < 0 || ty % g.stride[1] != 0 || ty / g.stride[1] >= OH) continue;
+          const int64_t oy = ty / g.stride[1];
+          for (int64_t kx = 0; kx < KW; ++kx) {
+            const int64_t tx = ix + g.pad_before[2] - kx * g.dilation[2];
+            if (tx < 0 || tx % g.stride[2] != 0 || tx / g.stride[2] >= OW) continue;
+            const int64_t ox = tx / g.stride[2];
+            const C* gi = dy + ((n * OH + oy) * OW + ox) * od;
+            const C* fk = f + (ky * KW + kx) * od;
+            if (m == 1) {
+              for (int64_t c = 0; c < depth; ++c) o[c] += gi[c] * fk[c];
+            } else {
+              for (int64_t c = 0; c < depth; ++c) {
+                C sum = C(0);
+                for (int64_t q = 0; q < m; ++q) sum += gi[c * m + q] * fk[c * m + q];
+                o[c] += sum;
+              }
+            }
+          }
+        }
+      }
+    }
+  });
+}
+
+// df[ky, kx, c, q] = sum over images and outputs of x[n, iy, ix, c] * dy[n, oy, ox, c*m + q]:
+// each chunk of output rows sums into its own filter, the chunks' filters added at the end.
+template <typename C>
+void DepthwiseBackpropFilter(const WindowGeometry& g, const C* x, const C* dy, C* df,
+                             ThreadPool* pool) {
+  const int64_t H = g.in[1], W = g.in[2], OH = g.out[1], OW = g.out[2];
+  const int64_t KH = g.k[1], KW = g.k[2], depth = g.in_depth, od = g.out_depth;
+  const int64_t m = depth == 0 ? 0 : od / depth;
+  const int64_t filter_size = KH * KW * od;
+  std::fill(df, df + filter_size, C(0));
+  std::mutex mu;
+  conv::ParallelTasks(pool, g.batch * OH, OW * KH * KW * od, [&](int64_t begin, int64_t end) {
+    std::vector<C> local(filter_size, C(0));
+    for (int64_t r = begin; r < end; ++r) {
+      const int64_t n = r / OH, oy = r % OH;
+      for (int64_t ox = 0; ox < OW; ++ox) {
+        const C* gi = dy + (r * OW + ox) * od;
+        for (int64_t ky = 0; ky < KH; ++ky) {
+          const int64_t iy = oy * g.stride[1] + ky * g.dilation[1] - g.pad_before[1];
+          if (iy < 0 || iy >= H) continue;
+          for (int64_t kx = 0; kx < KW; ++kx) {
+            const int64_t ix = ox * g.stride[2] + kx * g.dilation[2] - g.pad_before[2];
+            if (ix < 0 || ix >= W) continue;
+            const C* xi = x + ((n * H + iy) * W + ix) * depth;
+            C* fk = local.data() + (ky * KW + kx) * od;
+            if (m == 1) {
+              for (int64_t c = 0; c < depth; ++c) fk[c] += xi[c] * gi[c];
+            } else {
+              for (int64_t c = 0; c < depth; ++c) {
+                const C v = xi[c];
+                for (int64_t q = 0; q < m; ++q) fk[c * m + q] += v * gi[c * m + q];
+              }
+            }
+          }
+        }
+      }
+    }
+    std::lock_guard<std::mutex> lock(mu);
+    for (int64_t i = 0; i < filter_size; ++i) df[i] += local[i];
+  });
+}
+
+enum class Pass { kForward, kBackpropInput, kBackpropFilter };
+
+template <Pass kPass>
+Status DepthwiseKernel(OpKernelContext& ctx) {
+  std::vector<int64_t> input_dims, filter_dims;
+  if constexpr (kPass == Pass::kBackpropInput) {
+    if (ctx.input(0).rank() != 1)
+      return ctx.Error("input_sizes must be 1-dimensional, got " +
+                       DimsToString(ctx.input(0).dims()));
+    input_dims = ctx.input(0).AsInt64Vector();
+  } else {
+    input_dims = ctx.input(0).dims();
+  }
+  if constexpr (kPass == Pass::kBackpropFilter) {
+    if (ctx.input(1).rank() != 1)
+      return ctx.Error("filter_sizes must be 1-dimensional, got " +
+                       DimsToString(ctx.input(1).dims()));
+    filter_dims = ctx.input(1).AsInt64Vector();
+  } else {
+    filter_dims = ctx.input(1).dims();
+  }
+  ASSIGN_OR_RETURN(auto geometry, DepthwiseGeometry(ctx, input_dims, filter_dims));
+  const auto& [attrs, g] = geometry;
+  const std::vector<int64_t> out_dims = conv::OutputDims(attrs, g);
+  if (kPass != Pass::kForward && ctx.input(2).dims() != out_dims) {
+    return ctx.Error("out_backprop has shape " + DimsToString(ctx.input(2).dims()) +
+                     ", expected " + DimsToString(out_dims));
+  }
+  const DataType dtype = ctx.input(kPass == Pass::kBackpropInput ? 1 : 0).dtype();
+  return cwise::Dispatch<cwise::kFloating>(ctx, dtype, [&](auto tag) -> Status {
+    using T = typename decltype(tag)::type;
+    using C = cwise::ComputeType<T>;
+    const bool cf = attrs.channels_first;
+    if constexpr (kPass == Pass::kForward) {
+      conv::InputView<C, T> x(ctx.input(0), cf);
+      conv::InputView<C, T> f(ctx.input(1), false);
+      ASSIGN_OR_RETURN(Tensor * out, ctx.allocate_output(0, out_dims));
+      conv::OutputView<C, T> y(*out, cf);
+      DepthwiseForward(g, x.data(), f.data(), y.data(), ctx.pool());
+      y.Finish();
+    } else if constexpr (kPass == Pass::kBackpropInput) {
+      conv::InputView<C, T> f(ctx.input(1), false);
+      conv::InputView<C, T> dy(ctx.input(2), cf);
+      ASSIGN_OR_RETURN(Tensor * out, ctx.allocate_output(0, input_dims));
+      conv::OutputView<C, T> dx(*out, cf);
+      DepthwiseBackpropInput(g, f.data(), dy.data(), dx.data(), ctx.pool());
+      dx.Finish();
+    } else {
+      conv::InputView<C, T> x(ctx.input(0), cf);
+      conv::InputView<C, T> dy(ctx.input(2), cf);
+      ASSIGN_OR_RETURN(Tensor * out, ctx.allocate_output(0, filter_dims));
+      conv::OutputView<C, T> df(*out, false);
+      DepthwiseBackpropFilter(g, x.data(), dy.data(), df.data(), ctx.pool());
+      df.Finish();
+    }
+    return OkStatus();
+  });
+}
+
+// TensorFlow's DepthwiseConv2DNativeShape: output depth in_depth * multiplier.
+Status DepthwiseShape(InferenceContext& c) {
+  PartialShape in, filter;
+  RETURN_IF_ERROR(c.WithRank(0, 4, &in));
+  RETURN_IF_ERROR(c.WithRank(1, 4, &filter));
+  auto attrs = conv::GetWindowAttrs(c.attrs(), c.node_name(), 2, /*pooling=*/false);
+  if (!attrs.ok()) return c.Error(attrs.status().message());
+  const int channel = attrs->channels_first ? 1 : 3;
+  const int64_t in_depth = in.dim(channel);
+  if (in_depth >= 0 && filter.dim(2) >= 0 && in_depth != filter.dim(2)) {
+    return c.Error("Dimensions must be equal, but are " + std::to_string(in_depth) + " and " +
+                   std::to_string(filter.dim(2)));
+  }
+  const int64_t out_depth =
+      filter.dim(2) >= 0 && filter.dim(3) >= 0 ? filter.dim(2) * filter.dim(3) : -1;
+  auto g = conv::ComputeGeometry(*attrs, in.dims(), {filter.dim(0), filter.dim(1)}, out_depth);
+  if (!g.ok()) return c.Error(g.status().message());
+  c.set_output(0, PartialShape(conv::OutputDims(*attrs, *g)));
+  return OkStatus();
+}
+
+Status ShapeFromShapeInput(InferenceContext& c, int input) {
+  auto shape = c.MakeShapeFromShapeTensor(input);
+  if (!shape.ok()) return c.Error(shape.status().message());
+  c.set_output(0, *shape);
+  return OkStatus();
+}
+
+}  // namespace
+
+void RegisterDepthwiseConvOps(OpRegistry& r) {
+  REGISTER_OP(r, "DepthwiseConv2dNative")
+      .Input("input: T")
+      .Input("filter: T")
+      .Output("output: T")
+      .Attr("T: {half, bfloat16, float, double}")
+      .Attr("strides: list(int)")
+      .Attr("padding: {'SAME', 'VALID', 'EXPLICIT'}")
+      .Attr("explicit_paddings: list(int) = []")
+      .Attr("data_format: {'NHWC', 'NCHW'} = 'NHWC'")
+      .Attr("dilations: list(int) = [1, 1, 1, 1]")
+      .SetShapeFn(DepthwiseShape)
+      .SetKernel(DepthwiseKernel<Pass::kForward>);
+  REGISTER_OP(r, "DepthwiseConv2dNativeBackpropInput")
+      .Input("input_sizes: int32")
+      .Input("filter: T")
+      .Input("out_backprop: T")
+      .Output("output: T")
+      .Attr("T: {half, bfloat16, float, double}")
+      .Attr("strides: list(int)")
+      .Attr("padding: {'SAME', 'VALID', 'EXPLICIT'}")
+      .Attr("explicit_paddings: list(int) = []")
+      .Attr("data_format: {'NHWC', 'NCHW'} = 'NHWC'")
+      .Attr("dilations: list(int) = [1, 1, 1, 1]")
+      .SetShapeFn([](InferenceContext& c) { return ShapeFromShapeInput(c, 0); })
+      .SetKernel(DepthwiseKernel<Pass::kBackpropInput>)
+      .CompileTimeConstInput("input_sizes");
+  REGISTER_OP(r, "DepthwiseConv2dNativeBackpropFilter")
+      .Input("input: T")
+      .Input("filter_sizes: int32")
+      .Input("out_backprop: T")
+      .Output("output: T")
+      .Attr("T: {half, bfloat16, float, double}")
+      .Attr("strides: list(int)")
+      .Attr("padding: {'SAME', 'VALID', 'EXPLICIT'}")
+      .Attr("explicit_paddings: list(int) = []")
+      .Attr("data_format: {'NHWC', 'NCHW'} = 'NHWC'")
+      .Attr("dilations: list(int) = [1, 1, 1, 1]")
+      .SetShapeFn([](InferenceContext& c) { return ShapeFromShapeInput(c, 1); })
+      .SetKernel(DepthwiseKernel<Pass::kBackpropFilter>)
+      .CompileTimeConstInput("filter_sizes");
+}
+
+}  // namespace xlens::graph
