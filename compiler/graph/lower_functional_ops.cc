@@ -20,18 +20,22 @@ bool BoolAttr(const AttrMap& attrs, const std::string& name) {
 }
 
 bool IsIfOp(const std::string& op) { return op == "If" || op == "StatelessIf"; }
+bool IsCaseOp(const std::string& op) { return op == "Case" || op == "StatelessCase"; }
 bool IsWhileOp(const std::string& op) { return op == "While" || op == "StatelessWhile"; }
 bool IsCallOp(const std::string& op) {
   return op == "PartitionedCall" || op == "StatefulPartitionedCall";
 }
 bool IsIf(const Node& n) { return IsIfOp(n.type_string()); }
+bool IsCase(const Node& n) { return IsCaseOp(n.type_string()); }
 bool IsWhile(const Node& n) { return IsWhileOp(n.type_string()); }
 bool IsCall(const Node& n) { return IsCallOp(n.type_string()); }
 
 // TensorFlow keeps everything on a node that XLA must compile whole.
 bool ShouldLowerOp(const std::string& op, const AttrMap& attrs) {
   if (BoolAttr(attrs, "_XlaMustCompile")) return false;
-  if (IsIfOp(op) || IsWhileOp(op)) return BoolAttr(attrs, "_lower_using_switch_merge");
+  if (IsIfOp(op) || IsCaseOp(op) || IsWhileOp(op)) {
+    return BoolAttr(attrs, "_lower_using_switch_merge");
+  }
   if (IsCallOp(op)) return !BoolAttr(attrs, "_noinline");
   return false;
 }
@@ -49,6 +53,12 @@ std::vector<std::string> ExpandedFunctions(const std::string& op, const AttrMap&
   for (const char* key : keys) {
     const AttrValue* v = FindAttr(attrs, key);
     if (v && v->kind() == AttrValue::Kind::kFunc) names.push_back(v->func().name);
+  }
+  if (IsCaseOp(op)) {
+    const AttrValue* v = FindAttr(attrs, "branches");
+    if (v && v->kind() == AttrValue::Kind::kList) {
+      for (const NameAttrList& f : v->list().func) names.push_back(f.name);
+    }
   }
   return names;
 }
@@ -103,6 +113,8 @@ class Lowering {
       if (g_->num_op_nodes() + expansion > budget_) continue;  // kept: it runs through its kernel
       if (IsIf(*n)) {
         RETURN_IF_ERROR(LowerIf(n));
+      } else if (IsCase(*n)) {
+        RETURN_IF_ERROR(LowerCase(n));
       } else if (IsWhile(*n)) {
         RETURN_IF_ERROR(LowerWhile(n));
       } else {
@@ -270,6 +282,83 @@ class Lowering {
                      AddMerge(*n, NewName(name + "/branch_executed"), {{pivot_t, 0}, {pivot_f, 0}},
                               DT_BOOL, {then_call, else_call}));
     return ReplaceWithLoweredOutput(n, outputs, branch_executed);
+  }
+
+  // lower_case_op.cc: `<case>/branch<b>/_N` calls, `<case>/branch_index/_N` =
+  // _SwitchN(index, index) with the pivots `<case>/pivot_<b>/_N`, one _SwitchN
+  // `<case>/<input's node>/_N` per input, one Merge `<case>/merge/_N` per output and
+  // `<case>/branch_executed/_N` after every branch. An index out of range takes the last branch,
+  // in _SwitchN as in Case.
+  Status LowerCase(Node* n) {
+    const std::string name = n->name();
+    const AttrValue* branches_attr = FindAttr(n->attrs(), "branches");
+    if (!branches_attr || branches_attr->kind() != AttrValue::Kind::kList ||
+        branches_attr->list().func.empty()) {
+      return Status::Error("node '" + name + "' (" + n->type_string() +
+                           "): attr 'branches' must list at least one function");
+    }
+    const std::vector<NameAttrList> branches = branches_attr->list().func;
+    const int num_branches = static_cast<int>(branches.size());
+    NodeOut index = n->input_node(0);
+    if (!index.first) {
+      return Status::Error("node '" + name + "' (" + n->type_string() +
+                           "): the branch index is not connected");
+    }
+    std::vector<std::string> call_names;
+    for (int b = 0; b < num_branches; ++b) {
+      call_names.push_back(NewName(name + "/branch" + std::to_string(b)));
+    }
+    ASSIGN_OR_RETURN(Node * branch_index,
+                     AddSwitchN(*n, NewName(name + "/branch_index"), index, index, num_branches));
+    for (const Edge* e : n->in_edges()) {
+      if (e->IsControlEdge() && e->src->IsOp()) g_->AddControlEdge(e->src, branch_index);
+    }
+    std::vector<Node*> pivots;
+    for (int b = 0; b < num_branches; ++b) {
+      ASSIGN_OR_RETURN(Node * pivot, AddUnary(*n, NewName(name + "/pivot_" + std::to_string(b)),
+                                              "Identity", {branch_index, b}));
+      pivots.push_back(pivot);
+    }
+    std::vector<std::vector<NodeOut>> branch_inputs(num_branches);
+    for (int i = 1; i < n->num_inputs(); ++i) {
+      NodeOut src = n->input_node(i);
+      if (!src.first) {
+        return Status::Error("node '" + name + "' (" + n->type_string() + "): input " +
+                             std::to_string(i) + " is not connected");
+      }
+      ASSIGN_OR_RETURN(Node * sw, AddSwitchN(*n, NewName(name + "/" + src.first->name()), src,
+                                             index, num_branches));
+      for (int b = 0; b < num_branches; ++b) branch_inputs[b].push_back({sw, b});
+    }
+    std::vector<DataType> out_types(n->output_types().begin(), n->output_types().end());
+    std::vector<Node*> calls;
+    for (int b = 0; b < num_branches; ++b) {
+      ASSIGN_OR_RETURN(Node * call, AddCall(*n, call_names[b], branches[b], branch_inputs[b],
+                                            out_types));
+      g_->AddControlEdge(pivots[b], call);
+      calls.push_back(call);
+    }
+    std::vector<NodeOut> outputs;
+    for (int i = 0; i < n->num_outputs(); ++i) {
+      std::vector<NodeOut> merge_inputs;
+      for (Node* call : calls) merge_inputs.push_back({call, i});
+      ASSIGN_OR_RETURN(Node * merge,
+                       AddMerge(*n, NewName(name + "/merge"), merge_inputs, out_types[i]));
+      outputs.push_back({merge, 0});
+    }
+    std::vector<NodeOut> pivot_outs;
+    for (Node* pivot : pivots) pivot_outs.push_back({pivot, 0});
+    ASSIGN_OR_RETURN(Node * branch_executed,
+                     AddMerge(*n, NewName(name + "/branch_executed"), pivot_outs, DT_INT32, calls));
+    return ReplaceWithLoweredOutput(n, outputs, branch_executed);
+  }
+
+  StatusOr<Node*> AddSwitchN(const Node& origin, std::string name, NodeOut data, NodeOut index,
+                             int num_outs) {
+    AttrMap attrs;
+    attrs["T"] = AttrValue::Type(TypeOf(data));
+    attrs["num_outs"] = AttrValue::Int(num_outs);
+    return Add(origin, std::move(name), "_SwitchN", std::move(attrs), {data, index});
   }
 
   StatusOr<Node*> AddSwitch(const Node& origin, std::string name, NodeOut data, NodeOut pred) {

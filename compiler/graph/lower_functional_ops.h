@@ -8,6 +8,10 @@
 //    per output; `<if>/branch_executed/_N` = Merge(pivot_t, pivot_f) after both branches; and a
 //    node named as the If: IdentityN of the outputs when the lowered nodes must stay fetchable
 //    (a graph without _Arg/_Retval, the TF1 session graph), else a NoOp after branch_executed.
+//  * Case / StatelessCase (lower_case_op.cc): `<case>/branch<b>/_N` calls, `<case>/branch_index/_N`
+//    = _SwitchN(index, index) with the pivots `<case>/pivot_<b>/_N`, a _SwitchN
+//    `<case>/<input's node>/_N` per input, a Merge `<case>/merge/_N` per output and
+//    `<case>/branch_executed/_N`; the node named as the Case as for an If.
 //  * While / StatelessWhile (lower_while_op.cc): per loop variable `<w>/enter/_N` (frame_name =
 //    the While's name, its parallel_iterations), `<w>/merge/_N`, `<w>/<input's node>_switch/_N`
 //    on `<w>/LoopCond/_N`, `<w>/exit/_N`, `<w>/next_iteration/_N`; the cond called as
@@ -20,7 +24,7 @@
 //    control outputs, and the call itself kept as a NoOp (IdentityN when fetchable).
 //
 // `_N` is TensorFlow's Graph::NewName counter, one per pass, so the names are TensorFlow's.
-// If and While are lowered only when they carry `_lower_using_switch_merge = true` (what TF2 sets
+// If, Case and While are lowered only when they carry `_lower_using_switch_merge = true` (what TF2 sets
 // outside XLA contexts); nothing is lowered or inlined on a node with `_XlaMustCompile = true`, and
 // calls marked `_noinline` stay calls. What stays runs through the op's kernel, which runs the
 // function on a nested executor.

@@ -66,7 +66,8 @@ TEST_P(TensorFlowCaseTest, SessionReproducesTensorFlow) {
   for (const auto& [key, g] : (*session)->ExecutedGraphs()) {
     for (const Node* n : g->op_nodes()) {
       EXPECT_THAT(n->type_string(), ::testing::Not(::testing::AnyOf(
-                                        "If", "StatelessIf", "While", "StatelessWhile",
+                                        "If", "StatelessIf", "Case", "StatelessCase",
+                                        "While", "StatelessWhile",
                                         "PartitionedCall", "StatefulPartitionedCall")))
           << n->name();
     }
@@ -132,7 +133,8 @@ TEST_P(TensorFlowCaseTest, LoweredGraphHasTensorFlowsNodes) {
 }
 
 INSTANTIATE_TEST_SUITE_P(Functions, TensorFlowCaseTest,
-                         ::testing::Values("cond", "while", "nested", "call", "stateful"));
+                         ::testing::Values("cond", "while", "nested", "call", "stateful",
+                                           "case"));
 
 TEST(LowerFunctionalOpsTest, SessionGraphKeepsTheLoweredNodeFetchable) {
   // A TF1-style graph (no _Arg/_Retval): the node named as the If is an IdentityN of its
@@ -196,10 +198,10 @@ TEST(LowerFunctionalOpsTest, CallsMarkedNoInlineOrMustCompileAreKeptAndStillRun)
   }
 }
 
-TEST(LowerFunctionalOpsTest, UnloweredIfAndWhileRunThroughTheirKernels) {
-  // Without _lower_using_switch_merge TensorFlow leaves If/While alone; their kernels run the
+TEST(LowerFunctionalOpsTest, UnloweredIfCaseAndWhileRunThroughTheirKernels) {
+  // Without _lower_using_switch_merge TensorFlow leaves If/Case/While alone; their kernels run the
   // branches and the body on a nested executor and give the same numbers.
-  for (const char* name : {"cond", "while", "nested"}) {
+  for (const char* name : {"cond", "while", "nested", "case"}) {
     GraphDef def = Load(name);
     std::function<void(std::vector<NodeDef>&)> strip = [](std::vector<NodeDef>& nodes) {
       for (NodeDef& n : nodes) n.attr.erase("_lower_using_switch_merge");

@@ -1,6 +1,8 @@
 // TensorFlow's v1 control-flow primitives. Their semantics (deadness, frames, iterations) live
-// in the executor; here are their signatures and shapes. XLA_CPU_JIT has no kernel for any of
+// in the executor; here are their signatures and shapes, and the kernel of _SwitchN, the
+// n-way Switch TensorFlow lowers Case to, which marks its untaken outputs dead itself. XLA_CPU_JIT has no kernel for any of
 // them, which is why TensorFlow's clustering never crosses a loop or cond boundary.
+#include "compiler/graph/op_kernel.h"
 #include "compiler/graph/op_registry.h"
 #include "compiler/graph/ops/register_ops.h"
 #include "compiler/graph/shape_inference.h"
@@ -34,6 +36,31 @@ Status MergeShape(InferenceContext& c) {
   }
   c.set_output(0, out);
   c.set_output(1, PartialShape::Scalar());
+  return OkStatus();
+}
+
+// _SwitchN(data, output_index): data on output `output_index`, or on the last output when the
+// index is out of range (TensorFlow's SwitchNOp); every other output is dead.
+Status SwitchNKernel(OpKernelContext& c) {
+  const Tensor& index = c.input(1);
+  if (index.rank() != 0) {
+    return c.Error("output_index must be scalar, got " + DimsToString(index.dims()));
+  }
+  const int64_t n = c.num_outputs();
+  int64_t chosen = index.GetAsInt64(0);
+  if (chosen < 0 || chosen >= n) chosen = n - 1;
+  for (int64_t i = 0; i < n; ++i) {
+    if (i == chosen) {
+      c.set_output(static_cast<int>(i), c.input(0));
+    } else {
+      c.set_output_dead(static_cast<int>(i));
+    }
+  }
+  return OkStatus();
+}
+
+Status SwitchNShape(InferenceContext& c) {
+  for (int i = 0; i < c.num_outputs(); ++i) c.set_output(i, c.input(0));
   return OkStatus();
 }
 
@@ -94,6 +121,15 @@ void RegisterControlFlowOps(OpRegistry& r) {
       .Input("input: bool")
       .Output("output: bool")
       .SetShapeFn(shape_fn::UnchangedShape)
+      .NoXlaKernel();
+  REGISTER_OP(r, "_SwitchN")
+      .Input("data: T")
+      .Input("output_index: int32")
+      .Output("outputs: num_outs * T")
+      .Attr("num_outs: int >= 1")
+      .Attr("T: type")
+      .SetShapeFn(SwitchNShape)
+      .SetKernel(SwitchNKernel)
       .NoXlaKernel();
   REGISTER_OP(r, "ControlTrigger").SetShapeFn(shape_fn::NoOutputs).NoXlaKernel();
 }

@@ -1,4 +1,4 @@
-// TensorFlow's functional ops: the TF2 control flow (If, While and their stateless twins) and
+// TensorFlow's functional ops: the TF2 control flow (If, Case, While and their stateless twins) and
 // function calls (PartitionedCall, StatefulPartitionedCall, SymbolicGradient), with TensorFlow's
 // signatures (functional_ops.cc). TensorFlow lowers them to v1 control flow and inlines the calls
 // before the XLA passes run (LowerFunctionalOpsPass), so the clustering never sees them: none has
@@ -66,6 +66,33 @@ Status IfKernel(OpKernelContext& c) {
   return OkStatus();
 }
 
+// Case: branch `branch_index`, or the last branch (the default) when the index is out of range,
+// as TensorFlow's CaseOp picks it.
+Status CaseKernel(OpKernelContext& c) {
+  const Tensor& index = c.input(0);
+  if (index.rank() != 0) {
+    return c.Error("branch_index must be scalar, got " + DimsToString(index.dims()));
+  }
+  const AttrValue* branches = FindAttr(c.attrs(), "branches");
+  if (!branches || branches->kind() != AttrValue::Kind::kList || branches->list().func.empty()) {
+    return c.Error("attr 'branches' must list at least one function");
+  }
+  const std::vector<NameAttrList>& funcs = branches->list().func;
+  const int64_t n = static_cast<int64_t>(funcs.size());
+  int64_t b = index.GetAsInt64(0);
+  if (b < 0 || b >= n) b = n - 1;
+  std::vector<Tensor> args(c.num_inputs() - 1);
+  for (int i = 1; i < c.num_inputs(); ++i) args[i - 1] = c.input(i);
+  ASSIGN_OR_RETURN(std::vector<Tensor> results, RunFunction(c, funcs[b], args));
+  if (static_cast<int>(results.size()) != c.num_outputs()) {
+    return c.Error("branch " + std::to_string(b) + " ('" + funcs[b].name + "') returned " +
+                   std::to_string(results.size()) + " values, the node has " +
+                   std::to_string(c.num_outputs()) + " outputs");
+  }
+  for (int i = 0; i < c.num_outputs(); ++i) c.set_output(i, std::move(results[i]));
+  return OkStatus();
+}
+
 Status WhileKernel(OpKernelContext& c) {
   ASSIGN_OR_RETURN(NameAttrList cond, GetFuncAttr(c.attrs(), "cond", c.name()));
   ASSIGN_OR_RETURN(NameAttrList body, GetFuncAttr(c.attrs(), "body", c.name()));
@@ -121,6 +148,20 @@ void RegisterFunctionOps(OpRegistry& r) {
         .SetKernel(IfKernel)
         .NoXlaKernel();
     if (name[0] == 'I') b.SetIsStateful();
+  }
+  for (const char* name : {"Case", "StatelessCase"}) {
+    auto b = REGISTER_OP(r, name);
+    b.Input("branch_index: int32")
+        .Input("input: Tin")
+        .Output("output: Tout")
+        .Attr("Tin: list(type) >= 0")
+        .Attr("Tout: list(type) >= 0")
+        .Attr("branches: list(func) >= 1")
+        .Attr("output_shapes: list(shape) = []")
+        .SetShapeFn(OutputShapesOrUnknown)
+        .SetKernel(CaseKernel)
+        .NoXlaKernel();
+    if (name[0] == 'C') b.SetIsStateful();
   }
   for (const char* name : {"While", "StatelessWhile"}) {
     auto b = REGISTER_OP(r, name);

@@ -11,7 +11,8 @@ For every case CASE (one tf.function):
                         before_mark_for_compilation dump, grappler off), the reference for the
                         names and ops the lowering creates.
 
-Run: python3 generate.py   (each case runs in a fresh process so its dumps stay apart)
+Run: python3 generate.py [--only CASE...]   (each case runs in a fresh process so its dumps stay
+apart)
 """
 import glob
 import json
@@ -57,7 +58,13 @@ def cases():
         # RandomUniform is stateful: the cond becomes If, not StatelessIf.
         return tf.cond(p, lambda: x + tf.random.uniform([8], seed=7), lambda: x - 1.0)
 
+    def case_fn(x, k):
+        # Index 7 and -1 are out of range: TensorFlow takes the last branch.
+        return tf.switch_case(k, [lambda: x * 2.0, lambda: tf.sin(x) + 10.0,
+                                  lambda: x * x - 5.0])
+
     b = lambda v: np.array(v, dtype=np.bool_)
+    k = lambda v: np.array(v, dtype=np.int32)
     y8 = (0.5 + 0.1 * rng.standard_normal(8)).astype(np.float32)
     return {
         "cond": (cond_fn, [tf.TensorSpec([8], tf.float32), tf.TensorSpec([], tf.bool)],
@@ -69,6 +76,8 @@ def cases():
         "call": (call_fn, [tf.TensorSpec([8], tf.float32)], [[x8]]),
         "stateful": (stateful_fn, [tf.TensorSpec([8], tf.float32), tf.TensorSpec([], tf.bool)],
                      [[x8, b(False)], [x8, b(True)]]),
+        "case": (case_fn, [tf.TensorSpec([8], tf.float32), tf.TensorSpec([], tf.int32)],
+                 [[x8, k(0)], [x8, k(1)], [x8, k(2)], [x8, k(7)], [x8, k(-1)]]),
     }
 
 
@@ -107,7 +116,10 @@ def main():
     if len(sys.argv) == 2:
         run_case(sys.argv[1])
         return
-    for name in ["cond", "while", "nested", "call", "stateful"]:
+    names = ["cond", "while", "nested", "call", "stateful", "case"]
+    if len(sys.argv) > 2 and sys.argv[1] == "--only":
+        names = sys.argv[2:]
+    for name in names:
         dump = tempfile.mkdtemp()
         env = dict(os.environ)
         env["TF_DUMP_GRAPH_PREFIX"] = dump
