@@ -58,6 +58,8 @@ inline Output NoGradient() { return Output(); }
 void RegisterMathGradients(OpRegistry& registry);
 void RegisterArrayGradients(OpRegistry& registry);
 void RegisterNnGradients(OpRegistry& registry);
+// Einsum, Erf/Erfc/Erfinv/Ndtri/Lgamma, the resizes (model_grad.cc).
+void RegisterModelGradients(OpRegistry& registry);
 void RegisterListGradients(OpRegistry& registry);  // TensorList and TensorArray
 
 }  // namespace xlens::graph::grad

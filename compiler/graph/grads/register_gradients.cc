@@ -9,6 +9,7 @@ void RegisterGradients(OpRegistry& registry) {
   grad::RegisterMathGradients(registry);
   grad::RegisterArrayGradients(registry);
   grad::RegisterNnGradients(registry);
+  grad::RegisterModelGradients(registry);
   grad::RegisterListGradients(registry);
 }
 

@@ -95,7 +95,7 @@ double Digamma(double x) {
     result = -kPi / std::tan(kPi * x);
     x = 1 - x;
   }
-  while (x < 6) {
+  while (x < 10) {
     result -= 1 / x;
     x += 1;
   }

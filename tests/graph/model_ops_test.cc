@@ -1,0 +1,305 @@
+// The ops Keras models add: Einsum's equation parser (every form TensorFlow accepts and its
+// refusals), Einsum's kernel on the corners (diagonals, traces, output diagonals, ellipsis
+// broadcasting, empty operands), the special functions against known values, the resizes'
+// pixel choice, ConcatOffset, and every new gradient against central finite differences.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <functional>
+#include <string>
+#include <vector>
+
+#include "compiler/graph/cc_ops.h"
+#include "compiler/graph/gradients.h"
+#include "compiler/graph/ops/einsum_equation.h"
+#include "compiler/graph/ops/image_resize.h"
+#include "compiler/graph/ops/special_math.h"
+#include "compiler/graph/session.h"
+
+namespace xlens::graph {
+namespace {
+
+using Build = std::function<Output(const Scope&, const std::vector<Output>&)>;
+
+struct Arg {
+  std::vector<int64_t> dims;
+  double lo = -2, hi = 2;
+  // The placeholder's declared shape; unset: the dims (a fully known static shape).
+  std::optional<PartialShape> declared;
+};
+
+struct Case {
+  std::string name;
+  std::vector<Arg> args;
+  Build build;
+  DataType dtype = DT_DOUBLE;
+};
+
+// A deterministic spread of values in [lo, hi] (distinct, so Max and Maximum have no ties).
+Tensor Values(DataType dtype, const Arg& arg, uint64_t seed) {
+  Tensor t(dtype, arg.dims);
+  uint64_t state = seed * 6364136223846793005ULL + 1442695040888963407ULL;
+  for (int64_t i = 0; i < t.num_elements(); ++i) {
+    state = state * 6364136223846793005ULL + 1442695040888963407ULL;
+    double u = static_cast<double>(state >> 11) / static_cast<double>(1ULL << 53);
+    t.SetFromDouble(i, arg.lo + (arg.hi - arg.lo) * u);
+  }
+  return t;
+}
+
+double Dot(const Tensor& a, const Tensor& b) {
+  double s = 0;
+  for (int64_t i = 0; i < a.num_elements(); ++i) s += a.GetAsDouble(i) * b.GetAsDouble(i);
+  return s;
+}
+
+void CheckGradient(const Case& c) {
+  SCOPED_TRACE(c.name);
+  Scope root = Scope::NewRootScope();
+  std::vector<Output> xs;
+  for (size_t i = 0; i < c.args.size(); ++i) {
+    PartialShape shape = c.args[i].declared ? *c.args[i].declared : PartialShape(c.args[i].dims);
+    xs.push_back(ops::Placeholder(root.WithOpName("x" + std::to_string(i)), c.dtype, shape));
+  }
+  Output y = c.build(root, xs);
+  ASSERT_TRUE(root.ok()) << root.status().message();
+  Output dy = ops::Placeholder(root.WithOpName("dy"), y.type());
+  std::vector<Output> grads;
+  Status st = AddSymbolicGradients(root, {y}, xs, {dy}, &grads);
+  ASSERT_TRUE(st.ok()) << st.message();
+  ASSERT_EQ(grads.size(), xs.size());
+  auto session = Session::Create(root.graph()->ToGraphDef());
+  ASSERT_TRUE(session.ok()) << session.status().message();
+
+  std::vector<std::pair<std::string, Tensor>> feeds;
+  for (size_t i = 0; i < xs.size(); ++i) {
+    feeds.push_back({xs[i].name(), Values(c.dtype, c.args[i], i + 1)});
+  }
+  auto y0 = (*session)->Run(feeds, {y.name()});
+  ASSERT_TRUE(y0.ok()) << y0.status().message();
+  Arg dy_arg{(*y0)[0].dims(), -1, 1};
+  Tensor dy_value = Values((*y0)[0].dtype(), dy_arg, 99);
+  auto f = [&](const std::vector<std::pair<std::string, Tensor>>& fd) {
+    auto with_dy = fd;
+    auto out = (*session)->Run(with_dy, {y.name()});
+    EXPECT_TRUE(out.ok()) << out.status().message();
+    return out.ok() ? Dot((*out)[0], dy_value) : NAN;
+  };
+  std::vector<std::string> fetches;
+  for (const Output& g : grads) {
+    ASSERT_TRUE(g.valid()) << "no gradient for an input";
+    fetches.push_back(g.name());
+  }
+  auto all = feeds;
+  all.push_back({dy.name(), dy_value});
+  auto symbolic = (*session)->Run(all, fetches);
+  ASSERT_TRUE(symbolic.ok()) << symbolic.status().message();
+
+  const bool is_double = c.dtype == DT_DOUBLE;
+  const double h = is_double ? 1e-6 : 1e-2;
+  const double tol = is_double ? 1e-6 : 2e-2;
+  for (size_t i = 0; i < xs.size(); ++i) {
+    const Tensor& g = (*symbolic)[i];
+    ASSERT_EQ(g.dims(), feeds[i].second.dims()) << "gradient " << i << " has the wrong shape";
+    for (int64_t k = 0; k < g.num_elements(); ++k) {
+      auto plus = feeds, minus = feeds;
+      plus[i].second = feeds[i].second.Clone();
+      minus[i].second = feeds[i].second.Clone();
+      const double v = feeds[i].second.GetAsDouble(k);
+      plus[i].second.SetFromDouble(k, v + h);
+      minus[i].second.SetFromDouble(k, v - h);
+      const double numeric = (f(plus) - f(minus)) / (2 * h);
+      const double got = g.GetAsDouble(k);
+      EXPECT_NEAR(got, numeric, tol * std::max(1.0, std::abs(numeric)))
+          << "d/d x" << i << "[" << k << "]";
+    }
+  }
+}
+
+Output Einsum(const Scope& s, const std::vector<Output>& x, const std::string& eq) {
+  std::vector<ops::Input> in(x.begin(), x.end());
+  return ops::AsOutput(ops::BuildOpWithList(s, "Einsum", {in}, {{"equation", AttrValue::String(eq)}}));
+}
+
+Case EinsumCase(const std::string& eq, std::vector<std::vector<int64_t>> shapes) {
+  Case c{"einsum " + eq, {}, [eq](const Scope& s, const std::vector<Output>& x) {
+           return Einsum(s, x, eq);
+         }};
+  for (auto& d : shapes) c.args.push_back({d});
+  return c;
+}
+
+// Runs `build` on constant operands and returns the one output (or the error).
+StatusOr<Tensor> RunOp(const std::function<Output(const Scope&)>& build) {
+  Scope root = Scope::NewRootScope();
+  Output y = build(root);
+  if (!root.ok()) return root.status();
+  ASSIGN_OR_RETURN(auto session, Session::Create(root.graph()->ToGraphDef()));
+  ASSIGN_OR_RETURN(auto out, session->Run({}, {y.name()}));
+  return out[0];
+}
+
+std::vector<float> FloatsOf(const Tensor& t) {
+  std::vector<float> v;
+  for (int64_t i = 0; i < t.num_elements(); ++i) v.push_back(static_cast<float>(t.GetAsDouble(i)));
+  return v;
+}
+
+Tensor Floats(std::vector<int64_t> dims, std::vector<float> values) {
+  Tensor t(DT_FLOAT, std::move(dims));
+  for (size_t i = 0; i < values.size(); ++i) t.flat<float>()[i] = values[i];
+  return t;
+}
+
+TEST(EinsumEquationTest, ParsesAndResolvesTensorFlowsForms) {
+  auto eq = ParseEinsumEquation("...ij,...jk->...ik", 2);
+  ASSERT_TRUE(eq.ok()) << eq.status().message();
+  auto d = ResolveEinsum(*eq, {{2, 1, 3, 4}, {5, 4, 2}});
+  ASSERT_TRUE(d.ok()) << d.status().message();
+  EXPECT_EQ(d->output_dims, (std::vector<int64_t>{2, 5, 3, 2}));
+  EXPECT_EQ(d->num_ellipsis_dims, 2);
+  // An ellipsis only in the output stands for no dimensions; labels are any character.
+  auto one = ParseEinsumEquation("ij->...ji", 1);
+  ASSERT_TRUE(one.ok());
+  EXPECT_EQ(ResolveEinsum(*one, {{3, 4}})->output_dims, (std::vector<int64_t>{4, 3}));
+  auto space = ParseEinsumEquation("i j->j i", 1);
+  ASSERT_TRUE(space.ok());
+  EXPECT_EQ(ResolveEinsum(*space, {{2, 3, 4}})->output_dims, (std::vector<int64_t>{4, 3, 2}));
+}
+
+TEST(EinsumEquationTest, RefusesWhatTensorFlowRefuses) {
+  EXPECT_NE(ParseEinsumEquation("ijk", 1).status().message().find("exactly one '->'"),
+            std::string::npos);
+  EXPECT_NE(ParseEinsumEquation("ij,ij,ij->i", 3).status().message().find("1 or 2 input"),
+            std::string::npos);
+  EXPECT_NE(ParseEinsumEquation("abc->abd", 1).status().message().find("label 'd'"),
+            std::string::npos);
+  EXPECT_FALSE(ParseEinsumEquation("...i...->i", 1).ok());
+  auto eq = ParseEinsumEquation("bij,bjk->bik", 2);
+  ASSERT_TRUE(eq.ok());
+  EXPECT_NE(ResolveEinsum(*eq, {{2, 3, 4}, {1, 4, 5}}).status().message().find(
+                "Expected dimension 2 at axis 0"),
+            std::string::npos);
+  EXPECT_NE(ResolveEinsum(*eq, {{2, 3}, {2, 4, 5}}).status().message().find(
+                "Expected input 0 to have rank 3"),
+            std::string::npos);
+  auto ell = ParseEinsumEquation("...k->k", 1);
+  ASSERT_TRUE(ell.ok());
+  EXPECT_NE(ResolveEinsum(*ell, {{2, 3, 4}}).status().message().find("no ellipsis"),
+            std::string::npos);
+}
+
+TEST(EinsumKernelTest, DiagonalsTracesAndOutputDiagonals) {
+  const Tensor m = Floats({3, 3}, {1, 2, 3, 4, 5, 6, 7, 8, 9});
+  auto diag = RunOp([&](const Scope& s) { return Einsum(s, {ops::Const(s, m)}, "ii->i"); });
+  ASSERT_TRUE(diag.ok()) << diag.status().message();
+  EXPECT_EQ(FloatsOf(*diag), (std::vector<float>{1, 5, 9}));
+  auto trace = RunOp([&](const Scope& s) { return Einsum(s, {ops::Const(s, m)}, "ii->"); });
+  ASSERT_TRUE(trace.ok());
+  EXPECT_EQ(trace->GetAsDouble(0), 15);
+  const Tensor v = Floats({2}, {2, 3});
+  auto on_diag = RunOp([&](const Scope& s) { return Einsum(s, {ops::Const(s, v)}, "i->ii"); });
+  ASSERT_TRUE(on_diag.ok()) << on_diag.status().message();
+  EXPECT_EQ(FloatsOf(*on_diag), (std::vector<float>{2, 0, 0, 3}));
+  // Empty operands give empty or zero results, as matmul does.
+  const Tensor empty(DT_FLOAT, {0, 3});
+  auto sum = RunOp([&](const Scope& s) {
+    return Einsum(s, {ops::Const(s, empty), ops::Const(s, m)}, "ij,jk->k");
+  });
+  ASSERT_TRUE(sum.ok()) << sum.status().message();
+  EXPECT_EQ(FloatsOf(*sum), (std::vector<float>{0, 0, 0}));
+}
+
+TEST(EinsumKernelTest, EllipsisBroadcastsSizeOneBatches) {
+  const Tensor a = Floats({2, 1, 2}, {1, 2, 3, 4});    // two 1x2 rows
+  const Tensor b = Floats({1, 2, 2}, {1, 0, 0, 10});  // one 2x2 matrix
+  auto r = RunOp([&](const Scope& s) {
+    return Einsum(s, {ops::Const(s, a), ops::Const(s, b)}, "...ij,...jk->...ik");
+  });
+  ASSERT_TRUE(r.ok()) << r.status().message();
+  EXPECT_EQ(r->dims(), (std::vector<int64_t>{2, 1, 2}));
+  EXPECT_EQ(FloatsOf(*r), (std::vector<float>{1, 20, 3, 40}));
+}
+
+TEST(SpecialMathTest, KnownValues) {
+  EXPECT_NEAR(special::Erfc(0.5), 0.4795001221869535, 1e-15);
+  EXPECT_NEAR(special::Erfinv(0.5), 0.4769362762044699, 1e-13);
+  EXPECT_NEAR(special::Erfinv(-0.999), -2.326753765513525, 1e-12);
+  EXPECT_NEAR(special::Erfinv(1e-10), 8.862269254527579e-11, 1e-22);
+  EXPECT_TRUE(std::isinf(special::Erfinv(1.0)));
+  EXPECT_TRUE(std::isnan(special::Erfinv(1.5)));
+  EXPECT_NEAR(special::Ndtri(0.975), 1.959963984540054, 1e-12);
+  EXPECT_NEAR(special::Ndtri(1e-10), -6.361340902404056, 1e-10);
+  EXPECT_NEAR(special::Digamma(1.0), -0.5772156649015329, 1e-13);
+  EXPECT_NEAR(special::Digamma(-0.5), 0.03648997397857652, 1e-12);
+  EXPECT_TRUE(std::isnan(special::Digamma(-2.0)));
+  EXPECT_NEAR(special::Lgamma(-0.5), 1.2655121234846454, 1e-13);
+}
+
+TEST(ResizeTest, PixelsAndWeightsAreTensorFlows) {
+  // half_pixel_centers: output 0 of 4 from 2 sits at -0.25, clamped to pixel 0 with lerp 0.75.
+  auto taps = resize::BilinearTaps(4, 2, resize::Scale(2, 4, false), true);
+  EXPECT_EQ(taps[0].lower, 0);
+  EXPECT_EQ(taps[0].upper, 0);
+  EXPECT_FLOAT_EQ(taps[0].lerp, 0.75f);
+  EXPECT_EQ(taps[3].upper, 1);
+  // align_corners: the corners map to the corners.
+  auto nearest = resize::NearestTaps(5, 3, resize::Scale(3, 5, true), true, false);
+  EXPECT_EQ(nearest, (std::vector<int64_t>{0, 1, 1, 2, 2}));
+  auto half = resize::NearestTaps(3, 5, resize::Scale(5, 3, false), false, true);
+  EXPECT_EQ(half, (std::vector<int64_t>{0, 2, 4}));
+}
+
+TEST(ConcatOffsetTest, OffsetsAlongTheAxisAndMismatchesRefused) {
+  Tensor s0 = Tensor::Vector<int32_t>(DT_INT32, {2, 3, 5});
+  Tensor s1 = Tensor::Vector<int32_t>(DT_INT32, {2, 4, 5});
+  auto r = RunOp([&](const Scope& s) {
+    return Output(ops::BuildOpWithList(s, "ConcatOffset",
+                                            {{ops::Input(1)}, {ops::Const(s, s0), ops::Const(s, s1)}}),
+                       1);
+  });
+  ASSERT_TRUE(r.ok()) << r.status().message();
+  EXPECT_EQ(r->AsInt64Vector(), (std::vector<int64_t>{0, 3, 0}));
+  Tensor bad = Tensor::Vector<int32_t>(DT_INT32, {2, 4, 6});
+  auto e = RunOp([&](const Scope& s) {
+    return Output(ops::BuildOpWithList(s, "ConcatOffset",
+                                            {{ops::Input(1)}, {ops::Const(s, s0), ops::Const(s, bad)}}),
+                       1);
+  });
+  EXPECT_NE(e.status().message().find("All dimensions except 1 must match"), std::string::npos);
+}
+
+TEST(ModelGradientsTest, EinsumForms) {
+  for (const Case& c : {EinsumCase("abc,cde->abde", {{2, 3, 4}, {4, 2, 2}}),
+                        EinsumCase("bij,jk->b", {{2, 3, 4}, {4, 2}}),
+                        EinsumCase("iij,jk->ki", {{3, 3, 2}, {2, 2}}),
+                        EinsumCase("...ij,...jk->...ik", {{2, 1, 2, 3}, {3, 3, 2}}),
+                        EinsumCase("...ij,jk->...ik", {{2, 2, 3}, {3, 2}}),
+                        EinsumCase("ii->", {{3, 3}}),
+                        EinsumCase("abc->ca", {{2, 3, 2}}),
+                        EinsumCase("ij->iij", {{2, 3}})}) {
+    CheckGradient(c);
+  }
+}
+
+TEST(ModelGradientsTest, SpecialFunctionsAndResizes) {
+  auto unary = [](const char* op, double lo, double hi) {
+    return Case{op, {{{2, 3}, lo, hi}}, [op](const Scope& s, const std::vector<Output>& x) {
+                  return ops::AsOutput(ops::BuildOp(s, op, {x[0]}));
+                }};
+  };
+  for (const Case& c : {unary("Erf", -2, 2), unary("Erfc", -2, 2), unary("Erfinv", -0.9, 0.9),
+                        unary("Ndtri", 0.05, 0.95), unary("Lgamma", 0.5, 4)}) {
+    CheckGradient(c);
+  }
+  for (bool half_pixel : {false, true}) {
+    AttrMap attrs{{"half_pixel_centers", AttrValue::Bool(half_pixel)}};
+    CheckGradient({"ResizeBilinear", {{{1, 3, 4, 2}}}, [attrs](const Scope& s, const std::vector<Output>& x) {
+                     return ops::AsOutput(
+                         ops::BuildOp(s, "ResizeBilinear", {x[0], ops::Input({5, 3})}, attrs));
+                   }, DT_FLOAT});
+  }
+}
+
+}  // namespace
+}  // namespace xlens::graph
