@@ -2,7 +2,7 @@
 """Builds the model corpus with TensorFlow: the Keras models people run, small, in every form
 they reach xlens in, with TensorFlow's own numbers and clustering dumps beside them.
 
-    make_model_corpus.py OUT [--models a,b,...] [--list]
+    make_model_corpus.py OUT [--models a,b,...|ci|all] [--list]
 
 For each model, OUT/<model>/ holds:
 
@@ -131,6 +131,14 @@ def _training_steps(keras):
     }
 
 
+# What CI builds and checks: eight Keras applications, the layers, both training steps. The
+# other applications (NASNet's 500 separable convolutions, Inception, EfficientNetV2) use the
+# same ops and cost minutes more; `--models all` makes them.
+CI_MODELS = ["mobilenet_v2", "mobilenet_v3_small", "efficientnet_b0", "resnet50", "densenet121",
+             "xception", "convnext_tiny", "vgg16", "transformer_block", "lstm", "gru",
+             "cnn_train", "transformer_train"]
+
+
 def model_names():
     # The builders need keras only when called; list the names without importing TensorFlow.
     class Stub:
@@ -199,12 +207,15 @@ def _tf_variables(model, optimizer=None):
     return out
 
 
-def _signature_io(tf, saved_dir, signature):
-    loaded = tf.saved_model.load(saved_dir)
-    fn = loaded.signatures[signature]
-    inputs = sorted(fn.structured_input_signature[1].keys())
-    outputs = sorted(fn.structured_outputs.keys())
-    return inputs, outputs
+def _signature_io(saved_dir, signature):
+    """The signature's input and output names, read from saved_model.pb (loading the model would
+    cost seconds a model)."""
+    from tensorflow.core.protobuf import saved_model_pb2
+    saved = saved_model_pb2.SavedModel()
+    with open(os.path.join(saved_dir, "saved_model.pb"), "rb") as f:
+        saved.ParseFromString(f.read())
+    sig = saved.meta_graphs[0].signature_def[signature]
+    return sorted(sig.inputs.keys()), sorted(sig.outputs.keys())
 
 
 def build_inference(tf, keras, np, name, make, specs, out):
@@ -238,7 +249,7 @@ def build_inference(tf, keras, np, name, make, specs, out):
 
     saved = os.path.join(out, "saved_model")
     model.export(saved, format="tf_saved_model", verbose=False)
-    sig_inputs, sig_outputs = _signature_io(tf, saved, "serving_default")
+    sig_inputs, sig_outputs = _signature_io(saved, "serving_default")
     return {
         "kind": "inference",
         "inputs": [n for n, _ in args],
@@ -291,7 +302,7 @@ def build_training_step(tf, keras, np, name, make, specs, out):
     with open(os.path.join(out, "function.pb"), "wb") as f:
         f.write(function_def.SerializeToString())
     captures = _write_captures(np, out, concrete, variables)
-    sig_inputs, sig_outputs = _signature_io(tf, saved, "train_step")
+    sig_inputs, sig_outputs = _signature_io(saved, "train_step")
 
     values = [tf.constant(a) for _, a in args]
 
@@ -356,7 +367,8 @@ for name in sys.argv[2:]:
 def main():
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("out", nargs="?")
-    parser.add_argument("--models", help="comma-separated names (default: all)")
+    parser.add_argument("--models", default="all",
+                        help="comma-separated names, 'ci' (CI's set) or 'all' (the default)")
     parser.add_argument("--list", action="store_true", help="print the model names and exit")
     args = parser.parse_args()
     if args.list:
@@ -377,7 +389,7 @@ def main():
                         ("train", _training_steps(keras))):
         for name, (make, specs) in table.items():
             tables[name] = (kind, make, specs)
-    wanted = args.models.split(",") if args.models else list(tables)
+    wanted = {"all": list(tables), "ci": CI_MODELS}.get(args.models, args.models.split(","))
     unknown = [w for w in wanted if w not in tables]
     if unknown:
         print(f"make_model_corpus: unknown model(s) {', '.join(unknown)}; known: "

@@ -31,6 +31,15 @@ TOLERANCE = 1e-4
 HERE = os.path.dirname(os.path.abspath(__file__))
 AUTO_FLAGS = "--tf_xla_auto_jit=2 --tf_xla_cpu_global_jit"
 REFERENCE = {"off": "expected", "auto": "expected_auto", "compile": "expected_jit"}
+# The JIT modes each form runs in. The frozen graph runs in all three; the function graph adds
+# what binding captured variables changes (op by op, and compiled with the variables as
+# parameters); the SavedModel adds reading the bundle (op by op, and auto-clustered). A training
+# step runs its function graph in all three.
+MATRIX = {
+    "inference": {"frozen": ("off", "auto", "compile"), "function": ("off", "compile"),
+                  "saved_model": ("off", "auto")},
+    "train": {"function": ("off", "auto", "compile"), "saved_model": ("off", "compile")},
+}
 
 
 class Checks:
@@ -109,8 +118,10 @@ def graph_args(meta, form, model_dir):
 
 def check_runs(np, xlens, checks, model_dir, meta, forms, jits):
     name = meta["name"]
-    for form in forms:
-        for jit in jits:
+    for form, form_jits in MATRIX[meta["kind"]].items():
+        if form not in forms:
+            continue
+        for jit in (j for j in form_jits if j in jits):
             what = f"{name} {form} --jit={jit}"
             args, fetches = graph_args(meta, form, model_dir)
             env = {}
@@ -213,7 +224,10 @@ def main():
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--xlens", required=True)
     parser.add_argument("--corpus", help="reuse (or make here) the corpus")
-    parser.add_argument("--models", help="comma-separated names (default: all)")
+    parser.add_argument("--models", default="all",
+                        help="comma-separated names, 'ci' (CI's set) or 'all' (the default)")
+    parser.add_argument("--op-table", metavar="README",
+                        help="also check README's op table against the corpus (op_coverage.py)")
     parser.add_argument("--forms", default="frozen,function,saved_model")
     parser.add_argument("--jit", default="off,auto,compile")
     parser.add_argument("--no-clustering", action="store_true")
@@ -232,30 +246,37 @@ def main():
     if corpus is None:
         tmp = tempfile.TemporaryDirectory(prefix="xlens-models-")
         corpus = tmp.name
-    wanted = args.models.split(",") if args.models else None
-    made = os.path.isdir(corpus) and any(
-        os.path.exists(os.path.join(corpus, d, "meta.json")) for d in os.listdir(corpus))
-    missing = [m for m in (wanted or []) if not os.path.exists(os.path.join(corpus, m, "meta.json"))]
-    if (wanted is None and not made) or missing:
-        make = [sys.executable, os.path.join(HERE, "make_model_corpus.py"), corpus]
-        if missing:
-            make += ["--models", ",".join(missing)]
+    sys.path.insert(0, HERE)
+    import make_model_corpus
+    names = {"all": make_model_corpus.model_names(),
+             "ci": make_model_corpus.CI_MODELS}.get(args.models, args.models.split(","))
+    missing = [m for m in names if not os.path.exists(os.path.join(corpus, m, "meta.json"))]
+    if missing:
+        start = time.time()
+        make = [sys.executable, os.path.join(HERE, "make_model_corpus.py"), corpus,
+                "--models", ",".join(missing)]
         if subprocess.run(make).returncode != 0:
             print("FAIL: make_model_corpus.py failed")
             return 1
-    names = wanted or sorted(d for d in os.listdir(corpus)
-                             if os.path.exists(os.path.join(corpus, d, "meta.json")))
+        print(f"corpus of {len(missing)} models made in {time.time() - start:.0f} s", flush=True)
     checks = Checks()
     for name in names:
         model_dir = os.path.join(corpus, name)
         with open(os.path.join(model_dir, "meta.json")) as f:
             meta = json.load(f)
-        forms = [f for f in args.forms.split(",") if f in meta]
-        if "saved_model" in args.forms.split(","):
-            forms.append("saved_model")
-        check_runs(np, args.xlens, checks, model_dir, meta, forms, args.jit.split(","))
+        check_runs(np, args.xlens, checks, model_dir, meta, args.forms.split(","),
+                   args.jit.split(","))
         if not args.no_clustering:
             check_clustering(args.xlens, checks, model_dir, meta, graph_pb2, text_format)
+    if args.op_table:
+        table = subprocess.run([sys.executable, os.path.join(HERE, "op_coverage.py"), "--xlens",
+                                args.xlens, "--corpus", corpus, "--check", args.op_table],
+                               capture_output=True, text=True)
+        report = (table.stdout.strip().splitlines() or ["(no output)"])
+        if table.returncode == 0:
+            checks.ok("op table", f"({report[-1]})")
+        else:
+            checks.fail("op table", " ".join(report))
     print(f"{len(checks.passed)} passed, {len(checks.failed)} failed")
     if checks.failed:
         print("failed: " + ", ".join(checks.failed))
