@@ -51,7 +51,7 @@ std::string MustCompileError(const graph::Graph& graph, const std::string& funct
           "compile time {{{{node {}}}}}",
           node->name());
     } else {
-      reason = UncompilableReason(*node, graph, filter);
+      reason = MustCompileReason(*node, graph, filter);
     }
     if (!reason.empty()) {
       unsupported.push_back(

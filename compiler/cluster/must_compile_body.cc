@@ -3,6 +3,8 @@
 #include <set>
 
 #include "compiler/cluster/compilability_check.h"
+#include "compiler/cluster/tf2xla/while_op.h"
+#include "compiler/graph/function.h"
 #include "compiler/graph/types.h"
 
 namespace xlens::cluster {
@@ -58,6 +60,27 @@ std::map<std::string, std::string> MustCompileHostNodes(const graph::Graph& grap
     out[node->name()] = std::move(reason);
   }
   return out;
+}
+
+std::string MustCompileReason(const graph::Node& node, const graph::Graph& graph,
+                              const OperationFilter& filter, int depth) {
+  if (!IsFunctionalWhile(node.type_string())) return UncompilableReason(node, graph, filter, depth);
+  if (depth > 10) return "function depth limit exceeded";
+  for (const char* attr : {"cond", "body"}) {
+    const graph::AttrValue* f = graph::FindAttr(node.attrs(), attr);
+    if (f == nullptr || f->kind() != graph::AttrValue::Kind::kFunc) {
+      return std::string("no function attr '") + attr + "'";
+    }
+    auto body = graph::InstantiateFunction(graph.library(), f->func(), &graph.registry());
+    if (!body.ok()) return "could not instantiate: " + body.status().message();
+    for (graph::Node* inner : (*body)->graph->op_nodes()) {
+      const std::string& op = inner->type_string();
+      if (op == "_Arg" || op == "_Retval") continue;
+      std::string reason = MustCompileReason(*inner, *(*body)->graph, filter, depth + 1);
+      if (!reason.empty()) return "unsupported op " + inner->name() + ": " + reason;
+    }
+  }
+  return "";
 }
 
 }  // namespace xlens::cluster

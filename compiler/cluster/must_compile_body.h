@@ -17,6 +17,7 @@
 #include <map>
 #include <string>
 
+#include "compiler/cluster/compilability_check.h"
 #include "compiler/graph/graph.h"
 
 namespace xlens::cluster {
@@ -24,5 +25,11 @@ namespace xlens::cluster {
 // The nodes of `graph` a must-compile function leaves on the host (its _Arg and _Retval nodes
 // aside), each with why, as `xlens cluster` and the JIT's record list unclustered nodes.
 std::map<std::string, std::string> MustCompileHostNodes(const graph::Graph& graph);
+
+// Why `node` cannot be part of a must-compile function, "" when it can: UncompilableReason's
+// answer, but a functional While (lowered to an XLA while, tf2xla/while_op.h) compiles when
+// every node of its cond and body does.
+std::string MustCompileReason(const graph::Node& node, const graph::Graph& graph,
+                              const OperationFilter& filter, int depth = 0);
 
 }  // namespace xlens::cluster

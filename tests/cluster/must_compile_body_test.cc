@@ -210,6 +210,88 @@ TEST(MustCompileVariablesTest, AVariableOnlyReadIsAParameterAndNoResult) {
   EXPECT_EQ(m.results, 2);
 }
 
+// A loop that turns three times: v = v * 0.5 + x + w; w is only read.
+constexpr char kWhileLibrary[] = R"(
+library {
+  function {
+    signature {
+      name: "cond"
+      input_arg { name: "i" type: DT_INT32 }
+      input_arg { name: "v" type: DT_RESOURCE }
+      input_arg { name: "x" type: DT_FLOAT }
+      input_arg { name: "w" type: DT_RESOURCE }
+      output_arg { name: "out" type: DT_BOOL }
+    }
+    node_def { name: "limit" op: "Const" attr { key: "dtype" value { type: DT_INT32 } }
+               attr { key: "value" value { tensor { dtype: DT_INT32 tensor_shape { } int_val: 3 } } } }
+    node_def { name: "less" op: "Less" input: "i" input: "limit:output:0"
+               attr { key: "T" value { type: DT_INT32 } } }
+    ret { key: "out" value: "less:z:0" }
+  }
+  function {
+    signature {
+      name: "body"
+      input_arg { name: "i" type: DT_INT32 }
+      input_arg { name: "v" type: DT_RESOURCE }
+      input_arg { name: "x" type: DT_FLOAT }
+      input_arg { name: "w" type: DT_RESOURCE }
+      output_arg { name: "i_next" type: DT_INT32 }
+      output_arg { name: "v_out" type: DT_RESOURCE }
+      output_arg { name: "x_out" type: DT_FLOAT }
+      output_arg { name: "w_out" type: DT_RESOURCE }
+    }
+    node_def { name: "read" op: "ReadVariableOp" input: "v" attr { key: "dtype" value { type: DT_FLOAT } } }
+    node_def { name: "read_w" op: "ReadVariableOp" input: "w" attr { key: "dtype" value { type: DT_FLOAT } } }
+    node_def { name: "half" op: "Const" attr { key: "dtype" value { type: DT_FLOAT } }
+               attr { key: "value" value { tensor { dtype: DT_FLOAT tensor_shape { } float_val: 0.5 } } } }
+    node_def { name: "scaled" op: "Mul" input: "read:value:0" input: "half:output:0"
+               attr { key: "T" value { type: DT_FLOAT } } }
+    node_def { name: "plus_x" op: "AddV2" input: "scaled:z:0" input: "x"
+               attr { key: "T" value { type: DT_FLOAT } } }
+    node_def { name: "sum" op: "AddV2" input: "plus_x:z:0" input: "read_w:value:0"
+               attr { key: "T" value { type: DT_FLOAT } } }
+    node_def { name: "assign" op: "AssignVariableOp" input: "v" input: "sum:z:0"
+               attr { key: "dtype" value { type: DT_FLOAT } } }
+    node_def { name: "one" op: "Const" attr { key: "dtype" value { type: DT_INT32 } }
+               attr { key: "value" value { tensor { dtype: DT_INT32 tensor_shape { } int_val: 1 } } } }
+    node_def { name: "next" op: "AddV2" input: "i" input: "one:output:0"
+               attr { key: "T" value { type: DT_INT32 } } }
+    node_def { name: "v_id" op: "Identity" input: "v" input: "^assign"
+               attr { key: "T" value { type: DT_RESOURCE } } }
+    ret { key: "i_next" value: "next:z:0" }
+    ret { key: "v_out" value: "v_id:output:0" }
+    ret { key: "x_out" value: "x" }
+    ret { key: "w_out" value: "w" }
+  }
+}
+)";
+
+TEST(MustCompileVariablesTest, AVariableUpdatedInAWhileBodyIsCarriedThroughTheLoop) {
+  MustCompileRun run(
+      Var("v") + Var("w") + X() +
+      NodeText("zero", "Const", {},
+               "attr { key: \"dtype\" value { type: DT_INT32 } } attr { key: \"value\" value { "
+               "tensor { dtype: DT_INT32 tensor_shape { } int_val: 0 } } }") +
+      NodeText("loop", "While", {"zero", "v", "x", "w"},
+               "attr { key: \"T\" value { list { type: DT_INT32 type: DT_RESOURCE type: DT_FLOAT "
+               "type: DT_RESOURCE } } } attr { key: \"cond\" value { func { name: \"cond\" } } } "
+               "attr { key: \"body\" value { func { name: \"body\" } } }") +
+      NodeText("read", "ReadVariableOp", {"loop:1"}, kDtypeF32) +
+      NodeText("out", "Identity", {"read"}, kF32) + kWhileLibrary);
+  run.SetVariable("v", {8, 16});
+  run.SetVariable("w", {1, 0});
+  // 8 -> 4+2+1 = 7 -> 3.5+3 = 6.5 -> 3.25+3 = 6.25; 16 -> 8+4 = 12 -> 6+4 = 10 -> 5+4 = 9.
+  EXPECT_EQ(run.Run({2, 4}, {"out"}), (std::vector<std::vector<float>>{{6.25f, 9}}));
+  EXPECT_EQ(run.Variable("v"), (std::vector<float>{6.25f, 9}));
+  EXPECT_EQ(run.Variable("w"), (std::vector<float>{1, 0}));
+  // The next step starts from the loop's last value.
+  EXPECT_EQ(run.Run({2, 4}, {"out"}), (std::vector<std::vector<float>>{{6.03125f, 8.125f}}));
+  // x, v and w in; the fetch and v out: the loop carried w but never wrote it.
+  ModuleInterface m = run.Module();
+  EXPECT_EQ(m.parameters, 3);
+  EXPECT_EQ(m.results, 2);
+}
+
 TEST(MustCompileVariablesTest, AnUninitializedVariableIsNamed) {
   MustCompileRun run(Var("v") + X() + NodeText("read", "ReadVariableOp", {"v"}, kDtypeF32) +
                      NodeText("out", "Mul", {"read", "x"}, kF32));

@@ -154,12 +154,31 @@ def tf2_cases(tf, np):
             return loss, wv.read_value(), bv.read_value()
         return step, [wv, bv]
 
+    def loop():
+        # Three descent steps in a loop of the function: the variables are updated in a While
+        # body and carried through it.
+        wv = tf.Variable(w, name="w")
+        bv = tf.Variable(b, name="b")
+
+        def step(x, y):
+            total = tf.constant(0.0)
+            for _ in tf.range(3):
+                with tf.GradientTape() as tape:
+                    loss = tf.reduce_mean(tf.square(tf.matmul(x, wv) + bv - y))
+                gw, gb = tape.gradient(loss, [wv, bv])
+                wv.assign_sub(0.05 * gw)
+                bv.assign_sub(0.05 * gb)
+                total += loss
+            return total, wv.read_value(), bv.read_value()
+        return step, [wv, bv]
+
     v1 = tf.compat.v1
     cases = [
         ("tf2_gradient_descent", optimizer_step(lambda: v1.train.GradientDescentOptimizer(0.1))),
         ("tf2_momentum", optimizer_step(lambda: v1.train.MomentumOptimizer(0.05, 0.9))),
         ("tf2_adam", optimizer_step(lambda: v1.train.AdamOptimizer(0.02))),
         ("tf2_assign_sub_add", manual),
+        ("tf2_while_loop", loop),
     ]
     return cases, x_value, y_value, optimizers
 

@@ -7,6 +7,7 @@
 #include <utility>
 
 #include "compiler/cluster/tf2xla/hlo_builder.h"
+#include "compiler/cluster/tf2xla/while_op.h"
 #include "compiler/cluster/tf2xla/xla_op_registry.h"
 #include "compiler/graph/attr_value.h"
 #include "compiler/graph/op_kernel.h"
@@ -94,8 +95,13 @@ class GraphLowering {
   GraphLowering(const graph::Graph& body, const std::vector<XlaArgument>& args,
                 const XlaCompileOptions& options)
       : body_(body), args_(args), options_(options) {}
+  // A function body inside the module (a loop's cond or body), built through `builder`.
+  GraphLowering(const graph::Graph& body, HloBuilder* builder, const XlaCompileOptions& options)
+      : body_(body), args_(kNoArguments), options_(options), b_(builder) {}
 
   StatusOr<XlaCompilationResult> Run();
+  // Lowers the body with its _Arg nodes bound to `args`; its _Retval values, by index.
+  StatusOr<std::vector<XlaExpression>> LowerWithArguments(std::vector<XlaExpression> args);
 
  private:
   OpMetadata MetadataFor(const Node& node) const {
@@ -109,12 +115,16 @@ class GraphLowering {
   Status BuildArguments(const std::vector<Node*>& arg_nodes);
   Status LowerNode(const Node& node);
   StatusOr<HloInstruction*> OutputValue(const XlaExpression& e, const Node& retval);
+  Status LowerWhileNode(const Node& node, const std::vector<XlaExpression>& inputs);
+
+  static inline const std::vector<XlaArgument> kNoArguments;
 
   const graph::Graph& body_;
   const std::vector<XlaArgument>& args_;
   const XlaCompileOptions& options_;
   XlaCompilationResult result_;
   std::unique_ptr<HloBuilder> builder_;
+  HloBuilder* b_ = nullptr;  // builder_ for the entry; a loop computation's otherwise
   std::vector<std::unique_ptr<XlaResource>> resources_;
   std::vector<XlaExpression> arg_values_;
   // Output expressions per node id.
@@ -124,7 +134,7 @@ class GraphLowering {
 Status GraphLowering::BuildArguments(const std::vector<Node*>& arg_nodes) {
   OpMetadata args_metadata;
   args_metadata.op_name = "XLA_Args";
-  builder_->SetMetadata(args_metadata, "");
+  b_->SetMetadata(args_metadata, "");
   arg_values_.resize(args_.size());
   int64_t parameter_number = 0;
   for (size_t i = 0; i < args_.size(); ++i) {
@@ -146,7 +156,7 @@ Status GraphLowering::BuildArguments(const std::vector<Node*>& arg_nodes) {
                                            node->name(), i, graph::DataTypeName(arg.dtype)));
         }
         ASSIGN_OR_RETURN(HloInstruction * p,
-                         builder_->Parameter(parameter_number++, Shape(type, arg.shape), name));
+                         b_->Parameter(parameter_number++, Shape(type, arg.shape), name));
         result_.input_mapping.push_back(static_cast<int>(i));
         arg_values_[i] = XlaExpression::XlaOp(p, arg.dtype);
         break;
@@ -177,7 +187,7 @@ Status GraphLowering::BuildArguments(const std::vector<Node*>& arg_nodes) {
                                              "has no XLA element type",
                                              node->name(), i, graph::DataTypeName(arg.dtype)));
           }
-          ASSIGN_OR_RETURN(HloInstruction * p, builder_->Parameter(parameter_number++,
+          ASSIGN_OR_RETURN(HloInstruction * p, b_->Parameter(parameter_number++,
                                                                    Shape(type, arg.shape), name));
           result_.input_mapping.push_back(static_cast<int>(i));
           resource->initial_value = p;
@@ -227,6 +237,10 @@ Status GraphLowering::LowerNode(const Node& node) {
     outputs[0] = XlaExpression::Constant(std::move(value));
     return OkStatus();
   }
+  if (IsFunctionalWhile(op)) {
+    b_->SetMetadata(MetadataFor(node), InstructionNameFor(node.name()));
+    return LowerWhileNode(node, inputs);
+  }
   // Constant folding: every input known on the host.
   bool all_constant = true;
   for (const XlaExpression& e : inputs) {
@@ -256,8 +270,8 @@ Status GraphLowering::LowerNode(const Node& node) {
   }
   // Inputs the op needs at compile time must be constants (tf2xla's compile-time constant
   // inputs); checked before the lowering runs, so the message names the input and its source.
-  builder_->SetMetadata(MetadataFor(node), InstructionNameFor(node.name()));
-  XlaOpKernelContext ctx(node, std::move(inputs), builder_.get());
+  b_->SetMetadata(MetadataFor(node), InstructionNameFor(node.name()));
+  XlaOpKernelContext ctx(node, std::move(inputs), b_);
   for (const std::string& arg : node.registration().compile_time_const_inputs) {
     int start = 0, end = 0;
     RETURN_IF_ERROR(graph::NameRangeForArg(node.name(), node.attrs(), node.op_def(), true, arg,
@@ -271,7 +285,8 @@ Status GraphLowering::LowerNode(const Node& node) {
       return Status::Error(fmt::format("node '{}' ({}): the lowering left output {} unset",
                                        node.name(), op, i));
     }
-    if (e.kind() == XlaExpression::Kind::kXlaOp) {
+    // A list (DT_VARIANT) is a tuple of its buffer and push index (tensor_list_ops.cc).
+    if (e.kind() == XlaExpression::Kind::kXlaOp && node.output_type(i) != graph::DT_VARIANT) {
       PrimitiveType want = graph::ToPrimitiveType(node.output_type(i));
       if (e.handle()->shape().element_type() != want) {
         return Status::Error(fmt::format(
@@ -284,12 +299,58 @@ Status GraphLowering::LowerNode(const Node& node) {
   return OkStatus();
 }
 
+Status GraphLowering::LowerWhileNode(const Node& node, const std::vector<XlaExpression>& inputs) {
+  const XlaCompileOptions& options = options_;
+  auto lower_body = [&options](const graph::Graph& body, HloBuilder* builder,
+                               std::vector<XlaExpression> args) {
+    GraphLowering lowering(body, builder, options);
+    return lowering.LowerWithArguments(std::move(args));
+  };
+  ASSIGN_OR_RETURN(std::vector<XlaExpression> outputs,
+                   LowerWhile(node, inputs, body_.library(), body_.registry(), *b_, lower_body));
+  values_[node.id()] = std::move(outputs);
+  return OkStatus();
+}
+
+StatusOr<std::vector<XlaExpression>> GraphLowering::LowerWithArguments(
+    std::vector<XlaExpression> args) {
+  arg_values_ = std::move(args);
+  std::map<int64_t, Node*> retval_nodes;
+  for (Node* node : body_.op_nodes()) {
+    if (node->type_string() != "_Arg" && node->type_string() != "_Retval") continue;
+    ASSIGN_OR_RETURN(int64_t index, graph::GetIntAttr(node->attrs(), "index", node->name()));
+    if (node->type_string() == "_Arg") {
+      if (index < 0 || index >= static_cast<int64_t>(arg_values_.size())) {
+        return Status::Error(fmt::format("_Arg '{}' has index {}, but {} arguments were given",
+                                         node->name(), index, arg_values_.size()));
+      }
+    } else if (!retval_nodes.emplace(index, node).second) {
+      return Status::Error(fmt::format("two _Retval nodes have index {}", index));
+    }
+  }
+  values_.assign(body_.num_node_ids(), {});
+  ASSIGN_OR_RETURN(std::vector<Node*> order, body_.TopologicalOrder());
+  for (Node* node : order) {
+    if (node->type_string() == "_Retval") continue;
+    RETURN_IF_ERROR(LowerNode(*node));
+  }
+  std::vector<XlaExpression> out;
+  int64_t expected = 0;
+  for (const auto& [index, node] : retval_nodes) {
+    if (index != expected++) return Status::Error("the _Retval indices are not 0..n-1");
+    const auto [src, src_output] = node->input_node(0);
+    if (src == nullptr) return Status::Error(fmt::format("_Retval '{}' has no input", node->name()));
+    out.push_back(values_[src->id()][src_output]);
+  }
+  return out;
+}
+
 StatusOr<HloInstruction*> GraphLowering::OutputValue(const XlaExpression& e, const Node& retval) {
   switch (e.kind()) {
     case XlaExpression::Kind::kXlaOp:
       return e.handle();
     case XlaExpression::Kind::kConstant:
-      return ConstantToHlo(*builder_, e.constant_value());
+      return ConstantToHlo(*b_, e.constant_value());
     default:
       return Status::Error(fmt::format("_Retval '{}': returns a resource handle, which an XLA "
                                        "computation cannot return",
@@ -302,6 +363,7 @@ StatusOr<XlaCompilationResult> GraphLowering::Run() {
   HloComputation* entry = result_.module->AddComputation(
       std::make_unique<HloComputation>(options_.module_name), /*is_entry=*/true);
   builder_ = std::make_unique<HloBuilder>(result_.module.get(), entry);
+  b_ = builder_.get();
 
   std::vector<Node*> arg_nodes(args_.size(), nullptr);
   std::map<int64_t, Node*> retval_nodes;
@@ -349,7 +411,7 @@ StatusOr<XlaCompilationResult> GraphLowering::Run() {
 
   OpMetadata retvals_metadata;
   retvals_metadata.op_name = "XLA_Retvals";
-  builder_->SetMetadata(retvals_metadata, "XLA_Retvals");
+  b_->SetMetadata(retvals_metadata, "XLA_Retvals");
   std::vector<HloInstruction*> outputs;
   for (const auto& [index, node] : retval_nodes) {
     const auto [src, src_output] = node->input_node(0);
@@ -373,7 +435,7 @@ StatusOr<XlaCompilationResult> GraphLowering::Run() {
   if (outputs.size() == 1) {
     root = outputs[0];
   } else {
-    ASSIGN_OR_RETURN(root, builder_->Tuple(outputs));
+    ASSIGN_OR_RETURN(root, b_->Tuple(outputs));
   }
   entry->set_root_instruction(root);
 
