@@ -24,6 +24,9 @@ For each model, OUT/<model>/ holds:
   tf_dump/         what TensorFlow's auto-clustering wrote for that run (TF_DUMP_GRAPH_PREFIX):
                    before_mark_for_compilation*.pbtxt and mark_for_compilation*.pbtxt
 
+and OUT/xla_dump/{jit_compile,auto_clustering}/ hold the HLO modules XLA dumped
+(XLA_FLAGS=--xla_dump_to) for the jit_compile runs and the auto-clustered runs.
+
 A training step has no frozen form (freezing turns its variables into constants: there would be
 nothing left to train); it comes as a function graph and a SavedModel.
 
@@ -377,6 +380,8 @@ def main():
     if not args.out:
         parser.error("OUT is required")
     os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
+    # Read when XLA first compiles, so set before TensorFlow starts.
+    os.environ["XLA_FLAGS"] = f"--xla_dump_to={os.path.join(os.path.abspath(args.out), 'xla_dump', 'jit_compile')}"
     try:
         import numpy as np
         import tensorflow as tf
@@ -410,6 +415,7 @@ def main():
         print(f"built {name} ({kind}) in {time.time() - start:.1f} s", flush=True)
     env = dict(os.environ)
     env["TF_XLA_FLAGS"] = "--tf_xla_auto_jit=2 --tf_xla_cpu_global_jit --tf_xla_clustering_debug"
+    env["XLA_FLAGS"] = f"--xla_dump_to={os.path.join(os.path.abspath(args.out), 'xla_dump', 'auto_clustering')}"
     start = time.time()
     subprocess.run([sys.executable, "-c", AUTO_CLUSTERING_CHILD, args.out, *wanted], env=env,
                    check=True)

@@ -220,6 +220,41 @@ def check_clustering(xlens, checks, model_dir, meta, graph_pb2, text_format):
         checks.ok(f"{meta['name']} clustering", f"({summary})")
 
 
+def check_hlo_dumps(xlens, checks, corpus):
+    """No HLO module XLA dumped for the corpus makes a command fail or crash: every module prints,
+    each jit_compile module before optimizations compiles and runs (its elided constants filled),
+    and `xlens inspect` reads each dump directory."""
+    root = os.path.join(corpus, "xla_dump")
+    for kind in ("jit_compile", "auto_clustering"):
+        directory = os.path.join(root, kind)
+        if not os.path.isdir(directory):
+            checks.fail(f"xla_dump/{kind}", "XLA dumped nothing")
+            continue
+        modules = sorted(f for f in os.listdir(directory)
+                         if f.endswith((".before_optimizations.txt",
+                                        ".cpu_after_optimizations.txt")))
+        failures, ran = [], 0
+        start = time.time()
+        for module in modules:
+            path = os.path.join(directory, module)
+            _, err = run_xlens(xlens, ["print", path])
+            if err:
+                failures.append(f"print {module}: {err}")
+            if kind == "jit_compile" and module.endswith(".before_optimizations.txt"):
+                _, err = run_xlens(xlens, ["run", path, "--fill_elided_constants", "random"])
+                ran += 1
+                if err:
+                    failures.append(f"run {module}: {err}")
+        _, err = run_xlens(xlens, ["inspect", directory])
+        if err:
+            failures.append(f"inspect: {err}")
+        if failures:
+            checks.fail(f"xla_dump/{kind}", f"{len(failures)} failures; " + "; ".join(failures[:3]))
+        else:
+            checks.ok(f"xla_dump/{kind}", f"({len(modules)} modules printed, {ran} compiled and "
+                      f"run, inspect read the directory; {time.time() - start:.0f} s)")
+
+
 def main():
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--xlens", required=True)
@@ -268,6 +303,7 @@ def main():
                    args.jit.split(","))
         if not args.no_clustering:
             check_clustering(args.xlens, checks, model_dir, meta, graph_pb2, text_format)
+    check_hlo_dumps(args.xlens, checks, corpus)
     if args.op_table:
         table = subprocess.run([sys.executable, os.path.join(HERE, "op_coverage.py"), "--xlens",
                                 args.xlens, "--corpus", corpus, "--check", args.op_table],
