@@ -132,6 +132,12 @@ std::string UncompilableReason(const Node& node, const graph::Graph& graph,
   }
   if (HasForwardedRefInput(node)) return "Identity with unsafe cast.";
   if (!node.registration().has_xla_kernel || !node.has_kernel()) {
+    // TensorFlow's XLA kernel for _FusedConv2D takes only int8 and qint8 (cuDNN's int8
+    // convolutions): a float one is TensorFlow's "no kernel" too.
+    if (op == "_FusedConv2D" && !HasType(node, graph::DT_INT8) &&
+        !HasType(node, graph::DT_QINT8)) {
+      return NoKernel(node);
+    }
     return TensorFlowCompilesForXlaCpu(op) ? NoLowering(node) : NoKernel(node);
   }
   // TensorFlow's kernels for the op, if any, do not take these types either: its words.
