@@ -93,6 +93,20 @@ struct Executor::Impl {
   std::vector<char> is_loop_merge;  // a Merge fed by a NextIteration
   // What each _Retval index returns ("node:1"), for messages; its size is the number of results.
   std::vector<std::string> retval_names;
+  // Per node id: its state across runs (null: a fresh one per run), looked up once here rather
+  // than by name on every run.
+  std::vector<KernelState*> kernel_state;
+
+  // Constant folding, as grappler's does before TensorFlow's executor runs: the root-frame nodes
+  // whose value cannot change between runs (Consts, and stateless kernels of constants only) are
+  // computed by the first run that succeeds and remembered; later runs deliver the remembered
+  // values along `constant_frontier`, the edges from them to the rest, and skip them.
+  std::vector<char> is_constant;        // per node id
+  std::vector<std::vector<Entry>> constant_values;  // per node id, once computed
+  std::vector<const Edge*> constant_frontier;
+  bool constants_ready = false;
+  std::vector<const Node*> topological_order;
+  void RememberConstants();
 
   // Per run.
   std::deque<ReadyNode> ready;
@@ -133,8 +147,27 @@ StatusOr<std::unique_ptr<Executor>> Executor::Create(const Graph* graph, Executo
   return executor;
 }
 
+// Whether a node computes the same value on every run when its inputs are constants: a kernel of
+// a stateless op that calls no function, in the root frame.
+bool FoldableKernel(const Node& node) {
+  if (!node.registration().kernel || node.is_stateful() || node.IsControlFlow()) return false;
+  const std::string& op = node.type_string();
+  if (op == "_Arg" || op == "_Retval" || op == "Placeholder" || op == "PlaceholderWithDefault") {
+    return false;
+  }
+  for (const auto& [name, value] : node.attrs()) {
+    if (value.kind() == AttrValue::Kind::kFunc) return false;
+  }
+  for (int i = 0; i < node.num_outputs(); ++i) {
+    const DataType t = node.output_type(i);
+    if (IsRefType(t) || t == DT_RESOURCE || t == DT_VARIANT) return false;
+  }
+  return true;
+}
+
 Status Executor::Impl::Build() {
-  RETURN_IF_ERROR(graph->TopologicalOrder().status());
+  ASSIGN_OR_RETURN(std::vector<Node*> order, graph->TopologicalOrder());
+  topological_order.assign(order.begin(), order.end());
   int n = graph->num_node_ids();
   frame_of.assign(n, -1);
   local_index.assign(n, -1);
@@ -215,6 +248,23 @@ Status Executor::Impl::Build() {
       // Kept: the error is reported only if the node is actually reached.
     }
   }
+  kernel_state.assign(n, nullptr);
+  if (options.kernel_state != nullptr) {
+    for (Node* node : graph->op_nodes()) {
+      if (node->registration().kernel) kernel_state[node->id()] = &(*options.kernel_state)[node->name()];
+    }
+  }
+  // The constants: every input (data or control) from a constant, in the root frame.
+  is_constant.assign(n, 0);
+  for (const Node* node : order) {
+    if (!node->IsOp() || frame_of[node->id()] != 0) continue;
+    bool constant = node->type_string() == "Const" ? true : num_in_edges[node->id()] > 0 && FoldableKernel(*node);
+    for (const Edge* e : node->in_edges()) {
+      if (e->src->IsOp() && !is_constant[e->src->id()]) constant = false;
+    }
+    is_constant[node->id()] = constant;
+  }
+  constant_values.assign(n, {});
   return OkStatus();
 }
 
@@ -537,8 +587,7 @@ Status Executor::Impl::Process(const ReadyNode& r) {
     // Moved, so the kernel may reuse an input's buffer; ReleaseInputs drops the entries.
     for (Entry& e : in) inputs.push_back(std::move(e.value));
     KernelState scratch;
-    KernelState* state = &scratch;
-    if (options.kernel_state) state = &(*options.kernel_state)[n->name()];
+    KernelState* state = kernel_state[n->id()] ? kernel_state[n->id()] : &scratch;
     OpKernelContext ctx(*n, std::move(inputs), {}, options.resources, state,
                         options.pool ? options.pool : &ThreadPool::Default());
     ctx.set_max_tensor_bytes(options.max_tensor_bytes);
@@ -574,6 +623,7 @@ Status Executor::Impl::Process(const ReadyNode& r) {
       if (!o.is_dead) o.has_value = true;
     }
   }
+  if (is_constant[n->id()] && !constants_ready) constant_values[n->id()] = outputs;
   ReleaseInputs(it, li);
   FrameState* entered = Propagate(n, r.frame, r.iter, outputs, node_is_dead);
   --it->outstanding;
@@ -617,6 +667,34 @@ std::string Executor::Impl::DescribeStuckNodes() const {
   return out;
 }
 
+// After the first run that succeeds: the constants whose values it holds (up to a size, so a
+// folded Fill cannot pin a huge tensor) are kept; the others, and what depends on them, run
+// every time.
+void Executor::Impl::RememberConstants() {
+  constexpr size_t kMaxFoldedBytes = size_t{64} << 20;
+  for (const Node* node : topological_order) {
+    const int id = node->id();
+    if (!is_constant[id]) continue;
+    bool keep = constant_values[id].size() == static_cast<size_t>(node->num_outputs());
+    for (const Entry& e : constant_values[id]) {
+      keep = keep && (e.has_value || e.is_dead) && e.value.byte_size() <= kMaxFoldedBytes;
+    }
+    for (const Edge* e : node->in_edges()) keep = keep && (!e->src->IsOp() || is_constant[e->src->id()]);
+    if (!keep) {
+      is_constant[id] = 0;
+      constant_values[id].clear();
+    }
+  }
+  constant_frontier.clear();
+  for (const Node* node : topological_order) {
+    if (!is_constant[node->id()]) continue;
+    for (const Edge* e : node->out_edges()) {
+      if (e->dst->IsOp() && !is_constant[e->dst->id()]) constant_frontier.push_back(e);
+    }
+  }
+  constants_ready = true;
+}
+
 const ExecutorRunStats& Executor::last_run_stats() const { return impl_->stats; }
 
 StatusOr<std::vector<Tensor>> Executor::Run(const std::vector<Tensor>& args) {
@@ -632,7 +710,18 @@ StatusOr<std::vector<Tensor>> Executor::Run(const std::vector<Tensor>& args) {
   s.root->frame_index = 0;
   s.GetIteration(s.root.get(), 0);
   for (const Node* n : s.frames[0].nodes) {
-    if (s.num_in_edges[n->id()] == 0) s.Activate(n, s.root.get(), 0);
+    if (s.num_in_edges[n->id()] == 0 && !(s.constants_ready && s.is_constant[n->id()])) {
+      s.Activate(n, s.root.get(), 0);
+    }
+  }
+  if (s.constants_ready) {
+    for (const Edge* e : s.constant_frontier) {
+      if (e->IsControlEdge()) {
+        s.Deliver(e, Entry{}, s.root.get(), 0);
+      } else {
+        s.Deliver(e, s.constant_values[e->src->id()][e->src_output], s.root.get(), 0);
+      }
+    }
   }
   while (!s.ready.empty()) {
     ReadyNode r = s.ready.front();
@@ -669,6 +758,7 @@ StatusOr<std::vector<Tensor>> Executor::Run(const std::vector<Tensor>& args) {
     out.push_back(e.value);
   }
   s.root.reset();
+  if (!s.constants_ready) s.RememberConstants();
   return out;
 }
 

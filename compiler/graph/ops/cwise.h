@@ -154,11 +154,45 @@ void ForEachBroadcast(const Broadcast& bc, Fn&& fn) {
   }
 }
 
+// The length of the block operand k repeats over the output when it holds the output's
+// trailing dims and is broadcast along the leading ones (a bias or a per-channel scale over NHWC
+// activations); 0 otherwise.
+inline int64_t RepeatedBlock(const Broadcast& bc, size_t k) {
+  const int64_t rank = static_cast<int64_t>(bc.out_dims.size());
+  int64_t block = 1;
+  int64_t d = rank - 1;
+  for (; d >= 0 && bc.strides[k][d] == block && bc.out_dims[d] != 1; --d) block *= bc.out_dims[d];
+  for (; d >= 0; --d)
+    if (bc.strides[k][d] != 0 && bc.out_dims[d] != 1) return 0;
+  return block;
+}
+
 // out[i] = f(a[.], b[.]) under broadcasting; straight loops when both operands have the
-// output's shape or one is a single element.
+// output's shape, one is a single element, or one repeats along the leading dims.
 template <typename A, typename B, typename Out, typename F>
 void BinaryLoop(const Broadcast& bc, const A* a, const B* b, Out* out, F f) {
   const int64_t n = bc.num_elements;
+  if (bc.same[0] && !bc.scalar[1] && n > 0) {
+    // x op y with y repeated along the leading dims: rows of straight loops.
+    if (const int64_t block = RepeatedBlock(bc, 1); block > 0 && n % block == 0) {
+      for (int64_t r = 0; r < n; r += block) {
+        const A* ar = a + r;
+        Out* orow = out + r;
+        for (int64_t i = 0; i < block; ++i) orow[i] = f(ar[i], b[i]);
+      }
+      return;
+    }
+  }
+  if (bc.same[1] && !bc.scalar[0] && n > 0) {
+    if (const int64_t block = RepeatedBlock(bc, 0); block > 0 && n % block == 0) {
+      for (int64_t r = 0; r < n; r += block) {
+        const B* br = b + r;
+        Out* orow = out + r;
+        for (int64_t i = 0; i < block; ++i) orow[i] = f(a[i], br[i]);
+      }
+      return;
+    }
+  }
   if (bc.same[0] && bc.same[1]) {
     for (int64_t i = 0; i < n; ++i) out[i] = f(a[i], b[i]);
   } else if (bc.same[0] && bc.scalar[1]) {

@@ -15,6 +15,7 @@
 #include "compiler/graph/op_registry.h"
 #include "compiler/graph/ops/cwise.h"
 #include "compiler/graph/ops/math_ops_kernels.h"
+#include "compiler/graph/ops/onednn_kernels.h"
 #include "compiler/graph/ops/register_ops.h"
 #include "compiler/graph/shape_inference.h"
 #include "compiler/support/thread_pool.h"
@@ -490,6 +491,14 @@ void MatMulInto(const T* a, bool ta, const T* b, bool tb, int64_t m, int64_t k, 
   if (k == 0) {
     o.setZero();
     return;
+  }
+  if constexpr (std::is_same_v<T, float>) {
+    // oneDNN's kernels for this CPU (the rest is compiled for generic x86-64), on the intra-op
+    // threads; a product too small to gain stays with Eigen. A oneDNN error falls back too.
+    if (onednn::Available() && m * n * k >= (int64_t{1} << 12) &&
+        onednn::MatMul(a, ta, b, tb, m, k, n, nullptr, out, pool).ok()) {
+      return;
+    }
   }
   auto rows = [&](int64_t begin, int64_t end) {
     auto product = [&](const auto& lhs, const auto& rhs) {

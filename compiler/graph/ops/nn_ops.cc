@@ -13,8 +13,10 @@
 #include "compiler/graph/op_registry.h"
 #include "compiler/graph/ops/cwise.h"
 #include "compiler/graph/ops/math_ops_kernels.h"
+#include "compiler/graph/ops/onednn_kernels.h"
 #include "compiler/graph/ops/register_ops.h"
 #include "compiler/graph/shape_inference.h"
+#include "compiler/support/thread_pool.h"
 
 namespace xlens::graph {
 namespace {
@@ -39,6 +41,14 @@ constexpr double kSeluScaleAlpha = 1.7580993408473768599402175208123;
 template <bool kSix>
 Status ReluKernel(OpKernelContext& ctx) {
   const DataType dtype = ctx.input(0).dtype();
+  if (dtype == DT_FLOAT) {
+    // The common case as a loop the compiler vectorises (NaN stays NaN, as in TensorFlow).
+    return UnaryOp<float, float>(ctx, [](float x) {
+      float r = x > 0.f ? x : (x == x ? 0.f : x);
+      if (kSix) r = r < 6.f ? r : 6.f;
+      return r;
+    });
+  }
   if (DataTypeIsFloating(dtype)) return cwise::FloatUnaryKernel(ctx, kSix ? "Relu6" : "Relu");
   return Dispatch<cwise::kIntegers>(ctx, dtype, [&](auto tag) -> Status {
     using T = typename decltype(tag)::type;
@@ -264,6 +274,15 @@ Status BiasAddKernel(OpKernelContext& ctx) {
     const T* v = Data<T>(value);
     const T* b = Data<T>(bias);
     T* o = MutableData<T>(*out);
+    if (inner == 1 && channels > 0) {
+      // Channels last (NHWC): one pass per row of `channels`, vectorised.
+      for (int64_t row = 0, rows = value.num_elements() / channels; row < rows; ++row) {
+        const T* vr = v + row * channels;
+        T* orow = o + row * channels;
+        for (int64_t c = 0; c < channels; ++c) orow[c] = vr[c] + b[c];
+      }
+      return OkStatus();
+    }
     for (int64_t i = 0; i < value.num_elements(); ++i) o[i] = v[i] + b[(i / inner) % channels];
     return OkStatus();
   });
@@ -473,6 +492,73 @@ void Col2ImAdd(const Conv2DDims& d, const Conv2DParams& p, const C* cols, C* ima
 
 enum class ConvPass { kForward, kBackpropInput, kBackpropFilter };
 
+// Whether input `i` of `node` is a constant (a Const, through Identities): a frozen graph's
+// weights, which a kernel may prepare once and keep across runs.
+bool InputIsConstant(const Node& node, int i) {
+  const Node* src = node.input_node(i).first;
+  while (src != nullptr && src->type_string() == "Identity") src = src->input_node(0).first;
+  return src != nullptr && src->type_string() == "Const";
+}
+
+// The node's packed filter, kept in its state across runs, when its filter (input `i`) is a
+// constant; null otherwise.
+onednn::PackedFilter* PackedFilterOf(OpKernelContext& ctx, int i) {
+  if (ctx.state() == nullptr || !InputIsConstant(ctx.node(), i)) return nullptr;
+  std::any& v = ctx.state()->value;
+  if (!v.has_value()) v = std::make_shared<onednn::PackedFilter>();
+  auto* packed = std::any_cast<std::shared_ptr<onednn::PackedFilter>>(&v);
+  return packed ? packed->get() : nullptr;
+}
+
+// The f32 convolutions through oneDNN (its kernels for this CPU), as TensorFlow runs them.
+// Returns false (nothing done) where oneDNN does not apply: other types, empty tensors.
+template <ConvPass kPass>
+StatusOr<bool> Conv2DOneDnn(OpKernelContext& ctx, const Conv2DParams& p, const Conv2DDims& d,
+                            const std::vector<int64_t>& input_dims,
+                            const std::vector<int64_t>& filter_dims) {
+  const int typed_input = kPass == ConvPass::kBackpropInput ? 1 : 0;
+  if (!onednn::Available() || ctx.input(typed_input).dtype() != DT_FLOAT) return false;
+  if (d.batch <= 0 || d.in_rows <= 0 || d.in_cols <= 0 || d.in_depth <= 0 || d.out_depth <= 0 ||
+      d.rows.out <= 0 || d.cols.out <= 0 || d.k_rows <= 0 || d.k_cols <= 0) {
+    return false;
+  }
+  onednn::ConvGeometry g;
+  g.batch = d.batch;
+  g.in_rows = d.in_rows;
+  g.in_cols = d.in_cols;
+  g.in_depth = d.in_depth;
+  g.out_rows = d.rows.out;
+  g.out_cols = d.cols.out;
+  g.out_depth = d.out_depth;
+  g.k_rows = d.k_rows;
+  g.k_cols = d.k_cols;
+  g.stride_rows = p.stride_rows;
+  g.stride_cols = p.stride_cols;
+  g.dil_rows = p.dil_rows;
+  g.dil_cols = p.dil_cols;
+  g.pad_top = d.rows.pad_before;
+  g.pad_bottom = d.rows.pad_after;
+  g.pad_left = d.cols.pad_before;
+  g.pad_right = d.cols.pad_after;
+  ThreadPool* threads = ctx.pool();
+  Status status;
+  if constexpr (kPass == ConvPass::kForward) {
+    ASSIGN_OR_RETURN(Tensor * out, ctx.allocate_output(0, {d.batch, d.rows.out, d.cols.out, d.out_depth}));
+    status = onednn::Conv2DForward(g, Data<float>(ctx.input(0)), Data<float>(ctx.input(1)), nullptr,
+                                   false, MutableData<float>(*out), threads, PackedFilterOf(ctx, 1));
+  } else if constexpr (kPass == ConvPass::kBackpropInput) {
+    ASSIGN_OR_RETURN(Tensor * out, ctx.allocate_output(0, input_dims));
+    status = onednn::Conv2DBackwardData(g, Data<float>(ctx.input(1)), Data<float>(ctx.input(2)),
+                                        MutableData<float>(*out), threads, PackedFilterOf(ctx, 1));
+  } else {
+    ASSIGN_OR_RETURN(Tensor * out, ctx.allocate_output(0, filter_dims));
+    status = onednn::Conv2DBackwardWeights(g, Data<float>(ctx.input(0)), Data<float>(ctx.input(2)),
+                                           MutableData<float>(*out), threads);
+  }
+  if (!status.ok()) return ctx.Error(status.message());
+  return true;
+}
+
 template <ConvPass kPass>
 Status Conv2DKernel(OpKernelContext& ctx) {
   auto params = GetConv2DParams(ctx.attrs(), ctx.name(), /*pooling=*/false);
@@ -506,6 +592,8 @@ Status Conv2DKernel(OpKernelContext& ctx) {
     return ctx.Error("out_backprop has shape " + DimsToString(dy->dims()) + ", expected " +
                      DimsToString(out_dims));
   }
+  ASSIGN_OR_RETURN(bool ran, Conv2DOneDnn<kPass>(ctx, p, d, input_dims, filter_dims));
+  if (ran) return OkStatus();
   const int64_t patch = d.k_rows * d.k_cols * d.in_depth;
   const int64_t positions = d.rows.out * d.cols.out;
   const int64_t image_size = d.in_rows * d.in_cols * d.in_depth;

@@ -1,0 +1,502 @@
+#include "compiler/graph/ops/onednn_kernels.h"
+
+#ifdef XLENS_HAVE_ONEDNN
+#include <algorithm>
+#include <functional>
+#include <map>
+#include <mutex>
+#include <unordered_map>
+
+#include <oneapi/dnnl/dnnl.hpp>
+#if DNNL_CPU_RUNTIME == DNNL_RUNTIME_OMP
+#include <omp.h>
+#endif
+
+#include "compiler/support/thread_pool.h"
+#endif
+
+namespace xlens::graph::onednn {
+
+#ifndef XLENS_HAVE_ONEDNN
+
+bool Available() { return false; }
+Status Conv2DForward(const ConvGeometry&, const float*, const float*, const float*, bool, float*,
+                     ThreadPool*, PackedFilter*) {
+  return Status::Error("this build has no oneDNN");
+}
+Status Conv2DBackwardData(const ConvGeometry&, const float*, const float*, float*, ThreadPool*,
+                          PackedFilter*) {
+  return Status::Error("this build has no oneDNN");
+}
+Status Conv2DBackwardWeights(const ConvGeometry&, const float*, const float*, float*, ThreadPool*) {
+  return Status::Error("this build has no oneDNN");
+}
+Status MatMul(const float*, bool, const float*, bool, int64_t, int64_t, int64_t, const float*,
+              float*, ThreadPool*) {
+  return Status::Error("this build has no oneDNN");
+}
+
+#else
+
+namespace {
+
+using dims = dnnl::memory::dims;
+using dt = dnnl::memory::data_type;
+using tag = dnnl::memory::format_tag;
+using Args = std::unordered_map<int, dnnl::memory>;
+
+const dnnl::engine& Engine() {
+  static const dnnl::engine* engine = new dnnl::engine(dnnl::engine::kind::cpu, 0);
+  return *engine;
+}
+
+dnnl::stream& Stream() {
+  thread_local dnnl::stream stream(Engine());
+  return stream;
+}
+
+// Every oneDNN call here is made and run with OpenMP held to one thread: the parts of a call are
+// the parallelism (see the header).
+class SingleThreaded {
+ public:
+#if DNNL_CPU_RUNTIME == DNNL_RUNTIME_OMP
+  SingleThreaded() : saved_(omp_get_max_threads()) {
+    if (saved_ != 1) omp_set_num_threads(1);
+  }
+  ~SingleThreaded() {
+    if (saved_ != 1) omp_set_num_threads(saved_);
+  }
+
+ private:
+  int saved_;
+#endif
+};
+
+void* Scratch(size_t bytes, int slot) {
+  thread_local std::vector<char> buffers[2];
+  if (buffers[slot].size() < bytes) buffers[slot].resize(bytes);
+  return buffers[slot].data();
+}
+
+template <typename T, typename Make>
+std::shared_ptr<const T> Cached(const std::vector<int64_t>& key, Make make) {
+  static std::mutex mu;
+  static auto* cache = new std::map<std::vector<int64_t>, std::shared_ptr<const T>>();
+  {
+    std::lock_guard<std::mutex> lock(mu);
+    auto it = cache->find(key);
+    if (it != cache->end()) return it->second;
+  }
+  std::shared_ptr<const T> made = make();
+  std::lock_guard<std::mutex> lock(mu);
+  return cache->emplace(key, std::move(made)).first->second;
+}
+
+// A primitive and the layout of the weights (or diff weights) it reads (writes).
+struct Primitive {
+  dnnl::primitive primitive;
+  dnnl::memory::desc weights, scratchpad;
+};
+
+// A layout of the filter that parts read, with the reorder into it from HWIO (or out of it, for
+// backward weights).
+struct Layout {
+  dnnl::memory::desc desc;
+  bool is_user = true;
+  dnnl::reorder reorder;
+};
+
+// One part of a call: a primitive over a block of the operands, which start at these offsets (in
+// elements) from the call's pointers.
+struct Part {
+  std::shared_ptr<const Primitive> primitive;
+  dnnl::memory::desc src, dst, weights, bias;
+  int64_t src_offset = 0, dst_offset = 0, weights_offset = 0, bias_offset = 0;
+  int layout = 0;
+};
+
+struct Plan {
+  std::vector<Part> parts;
+  std::vector<std::shared_ptr<const Layout>> layouts;
+  dnnl::memory::desc user_weights;
+};
+
+int Parallelism(ThreadPool* pool) { return pool != nullptr ? pool->parallelism() : 1; }
+
+// How many parts a call of `work` multiply-adds over `extent` blocks gets: enough that every
+// thread has several to take (a thread slowed by another process holds back only its part), none
+// so small that waking a thread costs more than it saves.
+int64_t PartCount(int64_t work, int64_t extent, int parallelism) {
+  if (parallelism <= 1) return 1;
+  return std::clamp<int64_t>(work / (int64_t{1} << 17), 1, std::min<int64_t>(extent, 4 * parallelism));
+}
+
+// Runs fn(part) for every part over the pool; the first oneDNN error is the call's.
+template <typename Fn>
+Status RunParts(ThreadPool* pool, int64_t parts, const char* what, Fn fn) {
+  std::mutex mu;
+  std::string failure;
+  auto run = [&](int64_t begin, int64_t end) {
+    SingleThreaded single;
+    for (int64_t t = begin; t < end; ++t) {
+      try {
+        fn(t);
+      } catch (const dnnl::error& e) {
+        std::lock_guard<std::mutex> lock(mu);
+        if (failure.empty()) failure = e.what();
+      }
+    }
+  };
+  if (pool == nullptr || parts <= 1) {
+    run(0, parts);
+  } else {
+    pool->ParallelFor(parts, 1, run);
+  }
+  if (!failure.empty()) return Status::Error(std::string("oneDNN ") + what + ": " + failure);
+  return OkStatus();
+}
+
+void Execute(const Part& part, Args& args) {
+  const Primitive& p = *part.primitive;
+  args[DNNL_ARG_SCRATCHPAD] = dnnl::memory(p.scratchpad, Engine(), Scratch(p.scratchpad.get_size(), 0));
+  p.primitive.execute(Stream(), args);
+  Stream().wait();
+}
+
+dnnl::memory Mem(const dnnl::memory::desc& md, const float* base, int64_t offset) {
+  return dnnl::memory(md, Engine(), const_cast<float*>(base) + offset);
+}
+
+enum Kind : int64_t { kForward = 1, kBackwardData, kBackwardWeights, kMatMul };
+
+std::vector<int64_t> ConvKey(int64_t kind, const ConvGeometry& g, int64_t extra) {
+  return {kind, extra, g.batch, g.in_rows, g.in_cols, g.in_depth, g.out_rows, g.out_cols,
+          g.out_depth, g.k_rows, g.k_cols, g.stride_rows, g.stride_cols, g.dil_rows, g.dil_cols,
+          g.pad_top, g.pad_bottom, g.pad_left, g.pad_right};
+}
+
+dnnl::memory::desc Activations(int64_t n, int64_t c, int64_t h, int64_t w) {
+  return dnnl::memory::desc({n, c, h, w}, dt::f32, tag::nhwc);
+}
+dnnl::memory::desc SrcOf(const ConvGeometry& g) { return Activations(g.batch, g.in_depth, g.in_rows, g.in_cols); }
+dnnl::memory::desc DstOf(const ConvGeometry& g) { return Activations(g.batch, g.out_depth, g.out_rows, g.out_cols); }
+dnnl::memory::desc WeightsOf(const ConvGeometry& g, tag t) {
+  return dnnl::memory::desc({g.out_depth, g.in_depth, g.k_rows, g.k_cols}, dt::f32, t);
+}
+
+dnnl::primitive_attr Attr(bool relu) {
+  dnnl::primitive_attr attr;
+  if (relu) {
+    dnnl::post_ops po;
+    po.append_eltwise(1.f, dnnl::algorithm::eltwise_relu, 0.f, 0.f);
+    attr.set_post_ops(po);
+  }
+  attr.set_scratchpad_mode(dnnl::scratchpad_mode::user);
+  return attr;
+}
+
+dnnl::convolution_forward::primitive_desc ForwardPd(const ConvGeometry& g, bool bias, bool relu,
+                                                    dnnl::prop_kind prop) {
+  const dims strides{g.stride_rows, g.stride_cols}, dilates{g.dil_rows - 1, g.dil_cols - 1};
+  const dims pad_l{g.pad_top, g.pad_left}, pad_r{g.pad_bottom, g.pad_right};
+  const auto algo = dnnl::algorithm::convolution_direct;
+  auto desc = bias ? dnnl::convolution_forward::desc(
+                         prop, algo, SrcOf(g), WeightsOf(g, tag::any),
+                         dnnl::memory::desc({g.out_depth}, dt::f32, tag::x), DstOf(g), strides,
+                         dilates, pad_l, pad_r)
+                   : dnnl::convolution_forward::desc(prop, algo, SrcOf(g), WeightsOf(g, tag::any),
+                                                     DstOf(g), strides, dilates, pad_l, pad_r);
+  return dnnl::convolution_forward::primitive_desc(desc, Attr(relu), Engine());
+}
+
+// The primitive of one part's geometry, made single-threaded.
+std::shared_ptr<const Primitive> ConvPrimitive(Kind kind, const ConvGeometry& g, bool bias, bool relu) {
+  return Cached<Primitive>(ConvKey(kind, g, bias * 2 + relu), [&] {
+    SingleThreaded single;
+    const dims strides{g.stride_rows, g.stride_cols}, dilates{g.dil_rows - 1, g.dil_cols - 1};
+    const dims pad_l{g.pad_top, g.pad_left}, pad_r{g.pad_bottom, g.pad_right};
+    const auto algo = dnnl::algorithm::convolution_direct;
+    auto made = std::make_shared<Primitive>();
+    if (kind == kForward) {
+      auto pd = ForwardPd(g, bias, relu, dnnl::prop_kind::forward_inference);
+      made->primitive = dnnl::convolution_forward(pd);
+      made->weights = pd.weights_desc();
+      made->scratchpad = pd.scratchpad_desc();
+    } else if (kind == kBackwardData) {
+      // A backward primitive is chosen to match a forward one (its hint).
+      auto hint = ForwardPd(g, false, false, dnnl::prop_kind::forward_training);
+      dnnl::convolution_backward_data::desc desc(algo, SrcOf(g), WeightsOf(g, tag::any), DstOf(g),
+                                                 strides, dilates, pad_l, pad_r);
+      dnnl::convolution_backward_data::primitive_desc pd(desc, Attr(false), Engine(), hint);
+      made->primitive = dnnl::convolution_backward_data(pd);
+      made->weights = pd.weights_desc();
+      made->scratchpad = pd.scratchpad_desc();
+    } else {
+      auto hint = ForwardPd(g, false, false, dnnl::prop_kind::forward_training);
+      dnnl::convolution_backward_weights::desc desc(algo, SrcOf(g), WeightsOf(g, tag::any),
+                                                    DstOf(g), strides, dilates, pad_l, pad_r);
+      dnnl::convolution_backward_weights::primitive_desc pd(desc, Attr(false), Engine(), hint);
+      made->primitive = dnnl::convolution_backward_weights(pd);
+      made->weights = pd.diff_weights_desc();
+      made->scratchpad = pd.scratchpad_desc();
+    }
+    return std::shared_ptr<const Primitive>(std::move(made));
+  });
+}
+
+// Adds `part` to `plan`, sharing the layout of its filter with earlier parts where they agree.
+void AddPart(Plan& plan, Part part, bool to_user) {
+  const dnnl::memory::desc& chosen = part.primitive->weights;
+  part.layout = -1;
+  for (size_t i = 0; i < plan.layouts.size(); ++i) {
+    if (plan.layouts[i]->desc == chosen) part.layout = static_cast<int>(i);
+  }
+  if (part.layout < 0) {
+    auto layout = std::make_shared<Layout>();
+    layout->desc = chosen;
+    layout->is_user = chosen == plan.user_weights;
+    if (!layout->is_user) {
+      SingleThreaded single;
+      layout->reorder =
+          to_user ? dnnl::reorder(dnnl::reorder::primitive_desc(Engine(), chosen, Engine(), plan.user_weights))
+                  : dnnl::reorder(dnnl::reorder::primitive_desc(Engine(), plan.user_weights, Engine(), chosen));
+    }
+    part.layout = static_cast<int>(plan.layouts.size());
+    plan.layouts.push_back(std::move(layout));
+  }
+  plan.parts.push_back(std::move(part));
+}
+
+// Splits a convolution into parts: blocks of images, or for one image blocks of output rows
+// (forward only: each block reads the input rows its windows cover, with its own padding).
+std::shared_ptr<const Plan> ConvPlan(Kind kind, const ConvGeometry& g, bool bias, bool relu,
+                                     int parallelism) {
+  return Cached<Plan>(ConvKey(kind, g, (bias * 2 + relu) * 1024 + parallelism), [&] {
+    auto plan = std::make_shared<Plan>();
+    plan->user_weights = WeightsOf(g, tag::hwio);
+    const bool to_user = kind == kBackwardWeights;
+    const int64_t work = g.batch * g.out_rows * g.out_cols * g.out_depth * g.k_rows * g.k_cols * g.in_depth;
+    const int64_t in_image = g.in_rows * g.in_cols * g.in_depth;
+    const int64_t out_image = g.out_rows * g.out_cols * g.out_depth;
+    // Backward weights sums its parts' partial filters: two parts per thread at most.
+    const int64_t by_images = kind == kBackwardWeights ? std::min<int64_t>(PartCount(work, g.batch, parallelism), parallelism)
+                                                       : PartCount(work, g.batch, parallelism);
+    const int64_t by_rows = kind == kForward && g.batch == 1 ? PartCount(work, g.out_rows, parallelism) : 1;
+    if (by_rows > 1) {
+      const int64_t rows = (g.out_rows + by_rows - 1) / by_rows;
+      const int64_t effective = (g.k_rows - 1) * g.dil_rows + 1;
+      bool fits = true;
+      std::vector<Part> parts;
+      for (int64_t r0 = 0; r0 < g.out_rows && fits; r0 += rows) {
+        const int64_t r1 = std::min(g.out_rows, r0 + rows);
+        const int64_t start = r0 * g.stride_rows - g.pad_top;
+        const int64_t end = (r1 - 1) * g.stride_rows - g.pad_top + effective;
+        const int64_t first = std::max<int64_t>(0, start), last = std::min(g.in_rows, end);
+        fits = last > first;
+        ConvGeometry pg = g;
+        pg.in_rows = last - first;
+        pg.out_rows = r1 - r0;
+        pg.pad_top = first - start;
+        pg.pad_bottom = end - last;
+        Part part;
+        part.primitive = ConvPrimitive(kind, pg, bias, relu);
+        part.src = SrcOf(pg);
+        part.dst = DstOf(pg);
+        part.src_offset = first * g.in_cols * g.in_depth;
+        part.dst_offset = r0 * g.out_cols * g.out_depth;
+        parts.push_back(std::move(part));
+      }
+      if (fits) {
+        for (Part& part : parts) AddPart(*plan, std::move(part), to_user);
+        return std::shared_ptr<const Plan>(std::move(plan));
+      }
+    }
+    const int64_t images = (g.batch + by_images - 1) / by_images;
+    for (int64_t n0 = 0; n0 < g.batch; n0 += images) {
+      ConvGeometry pg = g;
+      pg.batch = std::min(images, g.batch - n0);
+      Part part;
+      part.primitive = ConvPrimitive(kind, pg, bias, relu);
+      part.src = SrcOf(pg);
+      part.dst = DstOf(pg);
+      part.src_offset = n0 * in_image;
+      part.dst_offset = n0 * out_image;
+      AddPart(*plan, std::move(part), to_user);
+    }
+    return std::shared_ptr<const Plan>(std::move(plan));
+  });
+}
+
+// The filter in each layout the plan's parts read: the user's, reordered once into `packed` for
+// a constant, or reordered for this call into `scratch`.
+std::vector<const void*> FilterLayouts(const Plan& plan, const float* w, PackedFilter* packed,
+                                       std::vector<std::vector<char>>& scratch) {
+  std::vector<const void*> out;
+  scratch.resize(plan.layouts.size());
+  for (size_t i = 0; i < plan.layouts.size(); ++i) {
+    const std::shared_ptr<const Layout>& layout = plan.layouts[i];
+    if (layout->is_user) {
+      out.push_back(w);
+      continue;
+    }
+    void* data = nullptr;
+    if (packed != nullptr) {
+      for (const auto& [key, buffer] : packed->layouts) {
+        if (key == layout) data = buffer.get();
+      }
+      if (data != nullptr) {
+        out.push_back(data);
+        continue;
+      }
+      std::shared_ptr<void> buffer(::operator new(layout->desc.get_size()), [](void* q) { ::operator delete(q); });
+      data = buffer.get();
+      packed->layouts.emplace_back(layout, std::move(buffer));
+    } else {
+      scratch[i].resize(layout->desc.get_size());
+      data = scratch[i].data();
+    }
+    SingleThreaded single;
+    dnnl::memory from(plan.user_weights, Engine(), const_cast<float*>(w));
+    dnnl::memory to(layout->desc, Engine(), data);
+    layout->reorder.execute(Stream(), from, to);
+    Stream().wait();
+    out.push_back(data);
+  }
+  return out;
+}
+
+template <typename Fn>
+Status Guard(const char* what, Fn&& fn) {
+  try {
+    return fn();
+  } catch (const dnnl::error& e) {
+    return Status::Error(std::string("oneDNN ") + what + ": " + e.what());
+  }
+}
+
+}  // namespace
+
+bool Available() { return true; }
+
+Status Conv2DForward(const ConvGeometry& g, const float* x, const float* w, const float* bias,
+                     bool relu, float* y, ThreadPool* pool, PackedFilter* packed) {
+  return Guard("convolution", [&]() -> Status {
+    auto plan = ConvPlan(kForward, g, bias != nullptr, relu, Parallelism(pool));
+    std::vector<std::vector<char>> scratch;
+    const std::vector<const void*> filters = FilterLayouts(*plan, w, packed, scratch);
+    const dnnl::memory::desc bias_md({g.out_depth}, dt::f32, tag::x);
+    return RunParts(pool, plan->parts.size(), "convolution", [&](int64_t t) {
+      const Part& part = plan->parts[t];
+      Args args;
+      args[DNNL_ARG_SRC] = Mem(part.src, x, part.src_offset);
+      args[DNNL_ARG_WEIGHTS] = dnnl::memory(part.primitive->weights, Engine(), const_cast<void*>(filters[part.layout]));
+      if (bias) args[DNNL_ARG_BIAS] = Mem(bias_md, bias, 0);
+      args[DNNL_ARG_DST] = Mem(part.dst, y, part.dst_offset);
+      Execute(part, args);
+    });
+  });
+}
+
+Status Conv2DBackwardData(const ConvGeometry& g, const float* w, const float* dy, float* dx,
+                          ThreadPool* pool, PackedFilter* packed) {
+  return Guard("convolution backward data", [&]() -> Status {
+    auto plan = ConvPlan(kBackwardData, g, false, false, Parallelism(pool));
+    std::vector<std::vector<char>> scratch;
+    const std::vector<const void*> filters = FilterLayouts(*plan, w, packed, scratch);
+    return RunParts(pool, plan->parts.size(), "convolution backward data", [&](int64_t t) {
+      const Part& part = plan->parts[t];
+      Args args;
+      args[DNNL_ARG_DIFF_DST] = Mem(part.dst, dy, part.dst_offset);
+      args[DNNL_ARG_WEIGHTS] = dnnl::memory(part.primitive->weights, Engine(), const_cast<void*>(filters[part.layout]));
+      args[DNNL_ARG_DIFF_SRC] = Mem(part.src, dx, part.src_offset);
+      Execute(part, args);
+    });
+  });
+}
+
+Status Conv2DBackwardWeights(const ConvGeometry& g, const float* x, const float* dy, float* dw,
+                             ThreadPool* pool) {
+  return Guard("convolution backward weights", [&]() -> Status {
+    auto plan = ConvPlan(kBackwardWeights, g, false, false, Parallelism(pool));
+    const int64_t elements = g.k_rows * g.k_cols * g.in_depth * g.out_depth;
+    // Each part's partial filter in HWIO: the first into dw, the others beside it, summed after.
+    std::vector<std::vector<float>> partial(plan->parts.size() - 1, std::vector<float>(elements));
+    RETURN_IF_ERROR(RunParts(pool, plan->parts.size(), "convolution backward weights", [&](int64_t t) {
+      const Part& part = plan->parts[t];
+      const Layout& layout = *plan->layouts[part.layout];
+      float* user = t == 0 ? dw : partial[t - 1].data();
+      void* out = layout.is_user ? user : Scratch(layout.desc.get_size(), 1);
+      Args args;
+      args[DNNL_ARG_SRC] = Mem(part.src, x, part.src_offset);
+      args[DNNL_ARG_DIFF_DST] = Mem(part.dst, dy, part.dst_offset);
+      args[DNNL_ARG_DIFF_WEIGHTS] = dnnl::memory(layout.desc, Engine(), out);
+      Execute(part, args);
+      if (!layout.is_user) {
+        dnnl::memory from(layout.desc, Engine(), out);
+        dnnl::memory to(plan->user_weights, Engine(), user);
+        layout.reorder.execute(Stream(), from, to);
+        Stream().wait();
+      }
+    }));
+    for (const std::vector<float>& p : partial) {
+      for (int64_t e = 0; e < elements; ++e) dw[e] += p[e];
+    }
+    return OkStatus();
+  });
+}
+
+Status MatMul(const float* a, bool ta, const float* b, bool tb, int64_t m, int64_t k, int64_t n,
+              const float* bias, float* out, ThreadPool* pool) {
+  return Guard("matmul", [&]() -> Status {
+    const int parallelism = Parallelism(pool);
+    auto plan = Cached<Plan>({kMatMul, parallelism, m, k, n, ta, tb, bias != nullptr}, [&] {
+      auto plan = std::make_shared<Plan>();
+      const int64_t work = m * n * k;
+      // Blocks of rows keep every operand dense (oneDNN's fastest kernels need that); a product
+      // of few rows (a batch-1 dense layer) is split into blocks of columns instead.
+      const bool rows = m >= 32 && !ta;
+      const int64_t count = rows ? PartCount(work, m / 16, parallelism)
+                                 : (n >= 128 ? PartCount(work, n / 64, parallelism) : 1);
+      const int64_t extent = rows ? m : n;
+      const int64_t block = (extent + count - 1) / count;
+      for (int64_t first = 0; first < extent; first += block) {
+        const int64_t size = std::min(block, extent - first);
+        const int64_t pm = rows ? size : m, pn = rows ? n : size;
+        Part part;
+        part.src = dnnl::memory::desc({pm, k}, dt::f32, ta ? dims{1, m} : dims{k, 1});
+        part.weights = dnnl::memory::desc({k, pn}, dt::f32, tb ? dims{1, k} : dims{n, 1});
+        part.dst = dnnl::memory::desc({pm, pn}, dt::f32, dims{n, 1});
+        part.bias = dnnl::memory::desc({1, pn}, dt::f32, dims{pn, 1});
+        part.src_offset = rows ? first * k : 0;
+        part.weights_offset = rows ? 0 : (tb ? first * k : first);
+        part.dst_offset = rows ? first * n : first;
+        part.bias_offset = rows ? 0 : first;
+        part.primitive = Cached<Primitive>({kMatMul, 0, pm, k, pn, ta, tb, bias != nullptr, m, n}, [&] {
+          SingleThreaded single;
+          auto desc = bias ? dnnl::matmul::desc(part.src, part.weights, part.bias, part.dst)
+                           : dnnl::matmul::desc(part.src, part.weights, part.dst);
+          dnnl::matmul::primitive_desc pd(desc, Attr(false), Engine());
+          auto made = std::make_shared<Primitive>();
+          made->primitive = dnnl::matmul(pd);
+          made->scratchpad = pd.scratchpad_desc();
+          return std::shared_ptr<const Primitive>(std::move(made));
+        });
+        plan->parts.push_back(std::move(part));
+      }
+      return std::shared_ptr<const Plan>(std::move(plan));
+    });
+    return RunParts(pool, plan->parts.size(), "matmul", [&](int64_t t) {
+      const Part& part = plan->parts[t];
+      Args args;
+      args[DNNL_ARG_SRC] = Mem(part.src, a, part.src_offset);
+      args[DNNL_ARG_WEIGHTS] = Mem(part.weights, b, part.weights_offset);
+      if (bias) args[DNNL_ARG_BIAS] = Mem(part.bias, bias, part.bias_offset);
+      args[DNNL_ARG_DST] = Mem(part.dst, out, part.dst_offset);
+      Execute(part, args);
+    });
+  });
+}
+
+#endif
+
+}  // namespace xlens::graph::onednn
