@@ -342,7 +342,10 @@ void NormalizeSignatureNames(graph::FunctionDef* f) {
   std::map<std::string, std::string> ret;
   for (auto& a : f->signature.output_arg) {
     std::string n = unique(a.name);
-    ret[n] = f->ret.at(a.name);
+    // A result that is an argument itself (a pivot's value passed through) names it too.
+    const std::string& value = f->ret.at(a.name);
+    auto arg = renamed_args.find(value);
+    ret[n] = arg != renamed_args.end() ? arg->second : value;
     a.name = n;
   }
   f->ret = std::move(ret);

@@ -20,6 +20,7 @@
 
 #include "compiler/cluster/build_xla_ops_pass.h"
 #include "compiler/cluster/encapsulate_subgraphs_pass.h"
+#include "compiler/graph/function.h"
 #include "compiler/graph/graph_def_io.h"
 #include "tests/cluster/cluster_test_util.h"
 
@@ -329,6 +330,46 @@ TEST(EncapsulateSubgraphsPassTest, IdenticalConstantsInsideAClusterAreFoldedInto
   for (const NodeDef& n : f->node_def) names.push_back(n.name);
   EXPECT_EQ(names, (std::vector<std::string>{"c", "m", "a"}));
   EXPECT_EQ(f->node_def[1].input, (std::vector<std::string>{"x_0_arg", "c:output:0"}));
+}
+
+TEST(EncapsulateSubgraphsPassTest, AResultThatIsAnArgumentNamesItsNormalizedName) {
+  // The cluster passes `sw/pred` on unchanged through an Identity (a lowered If's pivot): the
+  // body's result is the argument itself, and must name it as the signature does.
+  GraphDef def;
+  auto node = [&](std::string name, std::string op, std::vector<std::string> inputs,
+                  std::string cluster) {
+    NodeDef n;
+    n.name = std::move(name);
+    n.op = std::move(op);
+    n.input = std::move(inputs);
+    n.attr[n.op == "Placeholder" ? "dtype" : "T"] = graph::AttrValue::Type(graph::DT_FLOAT);
+    if (!cluster.empty()) n.attr[kXlaClusterAttr] = graph::AttrValue::String(cluster);
+    def.node.push_back(std::move(n));
+  };
+  node("sw/pred", "Placeholder", {}, "");
+  node("pivot", "Identity", {"sw/pred"}, "c0");
+  node("neg", "Neg", {"sw/pred"}, "c0");
+  node("y", "Identity", {"pivot"}, "");
+  node("z", "Identity", {"neg"}, "");
+  auto g = graph::Graph::FromGraphDef(def);
+  ASSERT_TRUE(g.ok()) << g.status().message();
+  auto out = EncapsulateSubgraphsPass().Run(**g);
+  ASSERT_TRUE(out.ok()) << out.status().message();
+  const graph::FunctionDef* f = out->graph->library().Find("c0");
+  ASSERT_NE(f, nullptr);
+  ASSERT_EQ(f->signature.input_arg.size(), 1u);
+  const std::string arg = f->signature.input_arg[0].name;
+  EXPECT_EQ(arg, "sw_pred_0_arg");
+  for (const auto& [name, value] : f->ret) {
+    EXPECT_NE(value, "sw/pred_0_arg") << name << ": names the argument's node, not the argument";
+  }
+  // The function instantiates: every result resolves to an argument or a body node.
+  auto body = graph::InstantiateFunction(out->graph->library(), [] {
+    graph::NameAttrList c0;
+    c0.name = "c0";
+    return c0;
+  }());
+  EXPECT_TRUE(body.ok()) << body.status().message();
 }
 
 TEST(EncapsulateSubgraphsPassTest, NormalizesArgumentNamesAsTensorFlow) {
