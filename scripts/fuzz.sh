@@ -3,7 +3,7 @@
 #   scripts/fuzz.sh [SECONDS]                  fuzz the HLO parser for SECONDS (default 300)
 #   scripts/fuzz.sh --target T [SECONDS]       fuzz another reader instead (hlo, trace, npy,
 #                                              manifest, flags, graphdef, outline, bundle,
-#                                              xladump, xspace)
+#                                              xladump, xspace, checkpoint)
 #   scripts/fuzz.sh --smoke                    a short run of every target for the test suite:
 #                                              built in one build, run XLENS_FUZZ_JOBS at a time
 #                                              (default: the number of cores), each for its time
@@ -16,7 +16,9 @@
 # tests/graph/testdata (the first byte says binary or text: see tests/fuzz/graphdef_fuzz.cc); the
 # outline seeds (the viewer's HLO reader) are the HLO files and the viewer's broken HLO; the bundle
 # seeds are the broken bundles of tests/dump/testdata/broken_bundles plus two good ones.
-# The XSpace seeds are the good and broken *.xplane.pb of tests/profiler/testdata/xspace.
+# The XSpace seeds are the good and broken *.xplane.pb of tests/profiler/testdata/xspace. The
+# checkpoint seeds are the index and data shard of each SavedModel of tests/graph/testdata/saved_model
+# (two bytes of the index's length, the index, then the shard: see tests/fuzz/tensor_bundle_fuzz.cc).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 seconds=300
@@ -24,7 +26,7 @@ targets=hlo
 while [ $# -gt 0 ]; do
   case "$1" in
     # The 20-second targets first, so the 10-second ones fill in beside them.
-    --smoke) seconds=smoke; targets="hlo trace graphdef npy manifest flags outline bundle xladump xspace" ;;
+    --smoke) seconds=smoke; targets="hlo trace graphdef npy manifest flags outline bundle xladump xspace checkpoint" ;;
     --target) targets=$2; shift ;;
     *) seconds=$1 ;;
   esac
@@ -59,7 +61,8 @@ settings() {
     bundle) binary=bundle_reader_fuzz; smoke=10; max_len=65536 ;;
     xladump) binary=xla_dump_names_fuzz; smoke=10; max_len=512 ;;
     xspace) binary=xspace_reader_fuzz; smoke=10; max_len=16384 ;;
-    *) echo "fuzz: unknown target '$target' (expected hlo, trace, npy, manifest, flags, graphdef, outline, bundle, xladump or xspace)" >&2; exit 1 ;;
+    checkpoint) binary=tensor_bundle_fuzz; smoke=10; max_len=8192 ;;
+    *) echo "fuzz: unknown target '$target' (expected hlo, trace, npy, manifest, flags, graphdef, outline, bundle, xladump, xspace or checkpoint)" >&2; exit 1 ;;
   esac
 }
 
@@ -109,6 +112,15 @@ members = [("manifest.json", b'{"format": 1, "modules": [{"id": 1, "name": "m", 
 open(sys.argv[1] + "/good.tar.gz", "wb").write(pack(members))
 open(sys.argv[1] + "/good_dot_slash.tar.gz", "wb").write(pack(members, "./"))
 PY
+  elif [ "$target" = checkpoint ]; then
+    for d in tests/graph/testdata/saved_model/*/variables; do
+      python3 - "$d" "$seeds/$(basename "$(dirname "$d")")" <<'PY'
+import glob, struct, sys
+index = open(sys.argv[1] + "/variables.index", "rb").read()
+shard = open(sorted(glob.glob(sys.argv[1] + "/variables.data-*"))[-1], "rb").read()
+open(sys.argv[2], "wb").write(struct.pack("<H", len(index)) + index + shard)
+PY
+    done
   elif [ "$target" = xladump ]; then
     # Names as jaxlib, TensorFlow and xlens write them; the first byte: 0 a file, 1 a directory.
     i=0

@@ -14,6 +14,7 @@
 #include "compiler/cluster/mark_for_compilation_pass.h"
 #include "compiler/graph/graph.h"
 #include "compiler/graph/graph_def_io.h"
+#include "compiler/graph/lower_functional_ops.h"
 #include "compiler/support/activity.h"
 #include "compiler/support/file_io.h"
 #include "compiler/support/terminal_text.h"
@@ -41,7 +42,8 @@ int RunCluster(const ClusterArgs& args) {
 
   const std::string shown = DisplayPath(args.file);
   ActivityScope activity("clustering GraphDef " + args.file);
-  auto def = ReadGraphInput(args.file, args.signature);
+  std::shared_ptr<graph::SavedModel> saved_model;
+  auto def = ReadGraphInput(args.file, args.signature, &saved_model);
   // The reader's message names the file already.
   if (!def.ok()) return ClusterFail(def.status());
   graph::GraphConstructorOptions load;
@@ -50,6 +52,11 @@ int RunCluster(const ClusterArgs& args) {
   load.allow_unknown_ops = true;
   auto g = graph::Graph::FromGraphDef(*def, load);
   if (!g.ok()) return ClusterFail(g.status().WithContext(shown));
+  // A SavedModel's signature is a call of its function: inlined first, as TensorFlow's session
+  // does before mark_for_compilation, so the clusters are the function's.
+  if (saved_model != nullptr) {
+    if (Status s = graph::LowerFunctionalOps(g->get()); !s.ok()) return ClusterFail(s.WithContext(shown));
+  }
 
   cluster::ClusteringPipelineOptions options;
   options.mark = cluster::MarkForCompilationOptionsFor(*flags, *level);

@@ -14,9 +14,11 @@
 #include "compiler/cli/commands.h"
 #include "compiler/cluster/xla_device_compiler.h"
 #include "compiler/cluster/xla_jit.h"
+#include "compiler/graph/function.h"
 #include "compiler/graph/graph.h"
 #include "compiler/graph/graph_def_io.h"
 #include "compiler/graph/graph_dot.h"
+#include "compiler/graph/lower_functional_ops.h"
 #include "compiler/graph/saved_model.h"
 #include "compiler/graph/session.h"
 #include "compiler/hlo/npy.h"
@@ -43,7 +45,11 @@ int GraphFail(const Status& status) { return Fail(Error(EscapeForTerminal(status
 
 // A message that does not start with the file yet gets it, so every failure names the file.
 Status InFile(const Status& status, const std::string& shown) {
-  if (status.ok() || status.message().starts_with(shown + ":")) return status;
+  // A SavedModel's messages name the file inside the directory ("DIR/saved_model.pb: ...").
+  if (status.ok() || status.message().starts_with(shown + ":") ||
+      status.message().starts_with(shown + "/")) {
+    return status;
+  }
   return status.WithContext(shown);
 }
 
@@ -74,6 +80,11 @@ StatusOr<LoadedGraph> LoadGraph(const std::string& path, bool allow_unknown_ops,
   auto built = Graph::FromGraphDef(loaded.def, options);
   if (!built.ok()) return InFile(built.status(), loaded.shown);
   loaded.graph = std::move(*built);
+  // A SavedModel's signature is a call of its function: shown, checked and clustered inlined, as
+  // TensorFlow's session inlines it before anything else sees the graph.
+  if (loaded.saved_model != nullptr) {
+    RETURN_IF_ERROR(InFile(graph::LowerFunctionalOps(loaded.graph.get()), loaded.shown));
+  }
   if (infer_shapes) RETURN_IF_ERROR(InFile(loaded.graph->InferShapes(), loaded.shown));
   return loaded;
 }
@@ -405,7 +416,14 @@ StatusOr<graph::GraphDef> ReadGraphInput(const std::string& path, const std::str
                              "directory, not a GraphDef file",
                              DisplayPath(path), Q(signature)));
   }
-  return graph::ReadGraphDef(path);
+  auto def = graph::ReadGraphDef(path);
+  if (def.ok()) return def;
+  // A FunctionDef on its own (TensorFlow's encapsulate_fdef_<cluster>.pbtxt): its body's graph.
+  auto function = graph::ReadFunctionDef(path);
+  if (!function.ok()) return def.status();
+  auto body = graph::FunctionDefAsGraphDef(*function);
+  if (!body.ok()) return body.status().WithContext(DisplayPath(path));
+  return body;
 }
 
 int RunGraphPrint(const GraphFileArgs& args) {

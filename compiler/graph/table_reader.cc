@@ -1,5 +1,6 @@
 #include "compiler/graph/table_reader.h"
 
+#include <algorithm>
 #include <array>
 #include <cstring>
 
@@ -222,9 +223,12 @@ StatusOr<std::vector<TableEntry>> ReadTable(std::string_view file, const std::st
   ASSIGN_OR_RETURN(BlockHandle index, ReadHandle(footer, "the index block's place"));
   ASSIGN_OR_RETURN(std::string_view index_contents,
                    BlockContents(file, index, footer_at, "index", name));
+  TableLimits bounded = limits;
+  bounded.max_decoded_bytes = std::min<int64_t>(
+      limits.max_decoded_bytes, (int64_t{64} << 20) + 32 * static_cast<int64_t>(file.size()));
   std::vector<TableEntry> handles;
   int64_t decoded = 0;
-  RETURN_IF_ERROR(ReadBlock(index_contents, static_cast<int64_t>(index.offset), name, limits,
+  RETURN_IF_ERROR(ReadBlock(index_contents, static_cast<int64_t>(index.offset), name, bounded,
                             &decoded, &handles));
   std::vector<TableEntry> entries;
   uint64_t next_free = 0;  // blocks come one after another: each is read once
@@ -238,7 +242,7 @@ StatusOr<std::vector<TableEntry>> ReadTable(std::string_view file, const std::st
     }
     ASSIGN_OR_RETURN(std::string_view contents, BlockContents(file, data, footer_at, "data", name));
     next_free = data.offset + data.size + kBlockTrailerSize;
-    RETURN_IF_ERROR(ReadBlock(contents, static_cast<int64_t>(data.offset), name, limits, &decoded,
+    RETURN_IF_ERROR(ReadBlock(contents, static_cast<int64_t>(data.offset), name, bounded, &decoded,
                               &entries));
   }
   return entries;

@@ -33,7 +33,9 @@ inline uint32_t UnmaskCrc32c(uint32_t masked) {
 // Bounds on what a table may make the reader hold, beyond its own bytes.
 struct TableLimits {
   // Keys are rebuilt from shared prefixes, so n entries of a block can name n long keys: the
-  // entries of a table may not add up to more than this many bytes of keys and values.
+  // entries of a table may not add up to more than this many bytes of keys and values, nor to
+  // more than 64 MiB plus 32 times the table's own size (TensorFlow restarts the sharing every 16
+  // keys, so a real index rebuilds to a few times its size).
   int64_t max_decoded_bytes = int64_t{1} << 30;
   int64_t max_entries = int64_t{1} << 24;
 };

@@ -1105,8 +1105,9 @@ def _round_two_modules():
     import xla_dump_cases
     import profile_cases
     import hlo_ops_cases
+    import saved_model_cases
     return [cache_cases, executor_cases, bundle_replay_cases, viewer_cases, output_cases, hlo_frames_cases,
-            xla_dump_cases, profile_cases, hlo_ops_cases]
+            xla_dump_cases, profile_cases, hlo_ops_cases, saved_model_cases]
 
 
 ROUND_TWO = _round_two_modules()
