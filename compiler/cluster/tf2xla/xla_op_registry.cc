@@ -207,6 +207,7 @@ const XlaOpRegistry& XlaOpRegistry::Global() {
     RegisterPooling3DXlaOps(*r);
     RegisterVariableXlaOps(*r);
     RegisterTrainingXlaOps(*r);
+    RegisterTensorListXlaOps(*r);
     RegisterModelXlaOps(*r);
     return r;
   }();

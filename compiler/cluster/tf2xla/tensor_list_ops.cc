@@ -1,0 +1,265 @@
+// The TensorList ops as tf2xla lowers them (tensor_list_ops.cc, tensor_list_utils.cc): a list of
+// known size and element shape is the tuple (buffer, push_index) of HLO values, the buffer
+// holding every element along a new leading dimension. GetItem and SetItem become dynamic-slice
+// and dynamic-update-slice at the index, PushBack writes at the push index and moves it on,
+// Stack is the buffer itself, FromTensor takes the tensor as the buffer. Inside a functional
+// While the tuple is one element of the loop state, so the buffer is carried (and updated in
+// place by XLA) from iteration to iteration. A list whose size or element shape is not a
+// compile-time constant is refused with the node and what is unknown (TensorFlow initializes
+// such lists from the body's first write, which xlens does not do yet).
+#include <fmt/format.h>
+
+#include "compiler/cluster/tf2xla/xla_op_registry.h"
+#include "compiler/graph/tensor_list.h"
+
+namespace xlens::cluster {
+
+namespace {
+
+using graph::DataType;
+using graph::PartialShape;
+using graph::Tensor;
+
+// The list of input i: its buffer and push index.
+struct ListParts {
+  HloInstruction* buffer = nullptr;
+  HloInstruction* push_index = nullptr;
+};
+
+StatusOr<ListParts> InputList(XlaOpKernelContext& ctx, int i) {
+  const XlaExpression& e = ctx.input_expression(i);
+  HloInstruction* t = e.kind() == XlaExpression::Kind::kXlaOp ? e.handle() : nullptr;
+  if (t == nullptr || !t->shape().IsTuple() || t->shape().tuple_shapes().size() != 2) {
+    return ctx.Error(fmt::format("input {} is not a list of known size and element shape", i));
+  }
+  ListParts parts;
+  LOWER_OR_RETURN(parts.buffer, ctx, ctx.builder().GetTupleElement(t, 0));
+  LOWER_OR_RETURN(parts.push_index, ctx, ctx.builder().GetTupleElement(t, 1));
+  return parts;
+}
+
+Status SetList(XlaOpKernelContext& ctx, int output, HloInstruction* buffer,
+               HloInstruction* push_index) {
+  HloInstruction* list = nullptr;
+  LOWER_OR_RETURN(list, ctx, ctx.builder().Tuple({buffer, push_index}));
+  ctx.SetOutputExpression(output, XlaExpression::XlaOp(list, graph::DT_VARIANT));
+  return OkStatus();
+}
+
+StatusOr<HloInstruction*> S32(XlaOpKernelContext& ctx, int64_t value) {
+  HloInstruction* c = nullptr;
+  LOWER_OR_RETURN(c, ctx, ctx.builder().ScalarConstant(PrimitiveType::S32, static_cast<double>(value)));
+  return c;
+}
+
+// An element shape input that must be known at compile time.
+StatusOr<std::vector<int64_t>> KnownElementShape(XlaOpKernelContext& ctx, int input) {
+  ASSIGN_OR_RETURN(Tensor t, ctx.ConstantInput(input));
+  StatusOr<PartialShape> shape = graph::PartialShapeFromTensor(t);
+  if (!shape.ok()) return ctx.Error("element_shape: " + shape.status().message());
+  if (!shape->IsFullyDefined()) {
+    return ctx.Error(fmt::format("the element shape {} of a compiled list must be fully defined",
+                                 shape->ToString()));
+  }
+  return shape->dims();
+}
+
+// The starts of a dynamic slice along dimension 0 at `index`, 0 elsewhere.
+StatusOr<std::vector<HloInstruction*>> StartsAt(XlaOpKernelContext& ctx, HloInstruction* index,
+                                               int64_t rank) {
+  std::vector<HloInstruction*> starts{index};
+  if (index->shape().element_type() != PrimitiveType::S32) {
+    LOWER_OR_RETURN(starts[0], ctx, ctx.builder().Convert(index, PrimitiveType::S32));
+  }
+  if (index->shape().rank() != 0) {
+    LOWER_OR_RETURN(starts[0], ctx, ctx.builder().Reshape(starts[0], {}));
+  }
+  ASSIGN_OR_RETURN(HloInstruction * zero, S32(ctx, 0));
+  for (int64_t d = 1; d < rank; ++d) starts.push_back(zero);
+  return starts;
+}
+
+// buffer[index] (the element, without the leading dimension).
+StatusOr<HloInstruction*> ReadElement(XlaOpKernelContext& ctx, HloInstruction* buffer,
+                                      HloInstruction* index) {
+  const std::vector<int64_t>& dims = buffer->shape().dimensions();
+  ASSIGN_OR_RETURN(std::vector<HloInstruction*> starts, StartsAt(ctx, index, buffer->shape().rank()));
+  auto slice = std::make_unique<HloInstruction>(HloOpcode::kDynamicSlice, Shape());
+  slice->AppendOperand(buffer);
+  for (HloInstruction* s : starts) slice->AppendOperand(s);
+  std::vector<int64_t> sizes = dims;
+  sizes[0] = 1;
+  slice->dynamic_slice_sizes_attr = sizes;
+  HloInstruction* sliced = nullptr;
+  LOWER_OR_RETURN(sliced, ctx, ctx.builder().Add(std::move(slice)));
+  HloInstruction* element = nullptr;
+  LOWER_OR_RETURN(element, ctx,
+                  ctx.builder().Reshape(sliced, std::vector<int64_t>(dims.begin() + 1, dims.end())));
+  return element;
+}
+
+// buffer with element `item` written at `index`.
+StatusOr<HloInstruction*> WriteElement(XlaOpKernelContext& ctx, HloInstruction* buffer,
+                                       HloInstruction* index, HloInstruction* item) {
+  const std::vector<int64_t>& dims = buffer->shape().dimensions();
+  std::vector<int64_t> element(dims.begin() + 1, dims.end());
+  if (item->shape().dimensions() != element ||
+      item->shape().element_type() != buffer->shape().element_type()) {
+    return ctx.Error(fmt::format("the item {} does not fit a list of elements {}",
+                                 item->shape().ToString(false),
+                                 Shape(buffer->shape().element_type(), element).ToString(false)));
+  }
+  std::vector<int64_t> one = dims;
+  one[0] = 1;
+  HloInstruction* update = nullptr;
+  LOWER_OR_RETURN(update, ctx, ctx.builder().Reshape(item, one));
+  ASSIGN_OR_RETURN(std::vector<HloInstruction*> starts, StartsAt(ctx, index, buffer->shape().rank()));
+  auto dus = std::make_unique<HloInstruction>(HloOpcode::kDynamicUpdateSlice, Shape());
+  dus->AppendOperand(buffer);
+  dus->AppendOperand(update);
+  for (HloInstruction* s : starts) dus->AppendOperand(s);
+  HloInstruction* out = nullptr;
+  LOWER_OR_RETURN(out, ctx, ctx.builder().Add(std::move(dus)));
+  return out;
+}
+
+StatusOr<HloInstruction*> ZerosBuffer(XlaOpKernelContext& ctx, int64_t n,
+                                      const std::vector<int64_t>& element) {
+  ASSIGN_OR_RETURN(DataType dtype, ctx.GetTypeAttr("element_dtype"));
+  ASSIGN_OR_RETURN(PrimitiveType type, XlaType(ctx, dtype));
+  std::vector<int64_t> dims{n};
+  dims.insert(dims.end(), element.begin(), element.end());
+  HloInstruction* zeros = nullptr;
+  LOWER_OR_RETURN(zeros, ctx, ctx.builder().FullConstant(type, 0, dims));
+  return zeros;
+}
+
+Status ReserveLowering(XlaOpKernelContext& ctx) {
+  ASSIGN_OR_RETURN(std::vector<int64_t> element, KnownElementShape(ctx, 0));
+  ASSIGN_OR_RETURN(Tensor n, ctx.ConstantInput(1));
+  const int64_t count = n.GetAsInt64(0);
+  if (count < 0) return ctx.Error("The num_elements to reserve must be a non negative number");
+  ASSIGN_OR_RETURN(HloInstruction * buffer, ZerosBuffer(ctx, count, element));
+  ASSIGN_OR_RETURN(HloInstruction * index, S32(ctx, count));
+  return SetList(ctx, 0, buffer, index);
+}
+
+Status EmptyTensorListLowering(XlaOpKernelContext& ctx) {
+  ASSIGN_OR_RETURN(Tensor max, ctx.ConstantInput(1));
+  const int64_t count = max.GetAsInt64(0);
+  if (count < 0) {
+    return ctx.Error("a compiled EmptyTensorList needs max_num_elements (it is -1): XLA's "
+                     "buffers have a size fixed at compile time");
+  }
+  ASSIGN_OR_RETURN(std::vector<int64_t> element, KnownElementShape(ctx, 0));
+  ASSIGN_OR_RETURN(HloInstruction * buffer, ZerosBuffer(ctx, count, element));
+  ASSIGN_OR_RETURN(HloInstruction * index, S32(ctx, 0));
+  return SetList(ctx, 0, buffer, index);
+}
+
+Status FromTensorLowering(XlaOpKernelContext& ctx) {
+  ASSIGN_OR_RETURN(HloInstruction * tensor, ctx.Input(0));
+  if (tensor->shape().rank() < 1) {
+    return ctx.Error("Tensor must be at least a vector, but saw shape: " +
+                     tensor->shape().ToString(false));
+  }
+  ASSIGN_OR_RETURN(HloInstruction * index, S32(ctx, tensor->shape().dimensions()[0]));
+  return SetList(ctx, 0, tensor, index);
+}
+
+Status GetItemLowering(XlaOpKernelContext& ctx) {
+  ASSIGN_OR_RETURN(ListParts list, InputList(ctx, 0));
+  ASSIGN_OR_RETURN(HloInstruction * index, ctx.Input(1));
+  ASSIGN_OR_RETURN(HloInstruction * item, ReadElement(ctx, list.buffer, index));
+  ctx.SetOutput(0, item);
+  return OkStatus();
+}
+
+Status SetItemLowering(XlaOpKernelContext& ctx) {
+  ASSIGN_OR_RETURN(ListParts list, InputList(ctx, 0));
+  ASSIGN_OR_RETURN(HloInstruction * index, ctx.Input(1));
+  ASSIGN_OR_RETURN(HloInstruction * item, ctx.Input(2));
+  ASSIGN_OR_RETURN(HloInstruction * buffer, WriteElement(ctx, list.buffer, index, item));
+  return SetList(ctx, 0, buffer, list.push_index);
+}
+
+Status PushBackLowering(XlaOpKernelContext& ctx) {
+  ASSIGN_OR_RETURN(ListParts list, InputList(ctx, 0));
+  ASSIGN_OR_RETURN(HloInstruction * item, ctx.Input(1));
+  ASSIGN_OR_RETURN(HloInstruction * buffer, WriteElement(ctx, list.buffer, list.push_index, item));
+  ASSIGN_OR_RETURN(HloInstruction * one, S32(ctx, 1));
+  HloInstruction* next = nullptr;
+  LOWER_OR_RETURN(next, ctx, ctx.builder().Binary(HloOpcode::kAdd, list.push_index, one));
+  return SetList(ctx, 0, buffer, next);
+}
+
+Status PopBackLowering(XlaOpKernelContext& ctx) {
+  ASSIGN_OR_RETURN(ListParts list, InputList(ctx, 0));
+  ASSIGN_OR_RETURN(HloInstruction * one, S32(ctx, 1));
+  HloInstruction* last = nullptr;
+  LOWER_OR_RETURN(last, ctx, ctx.builder().Binary(HloOpcode::kSubtract, list.push_index, one));
+  ASSIGN_OR_RETURN(HloInstruction * item, ReadElement(ctx, list.buffer, last));
+  RETURN_IF_ERROR(SetList(ctx, 0, list.buffer, last));
+  ctx.SetOutput(1, item);
+  return OkStatus();
+}
+
+Status StackLowering(XlaOpKernelContext& ctx) {
+  ASSIGN_OR_RETURN(ListParts list, InputList(ctx, 0));
+  ASSIGN_OR_RETURN(int64_t num_elements, ctx.GetIntAttr("num_elements"));
+  const int64_t size = list.buffer->shape().dimensions()[0];
+  if (num_elements != -1 && num_elements != size) {
+    return ctx.Error(fmt::format("Operation expected a list with {} elements but got a list with "
+                                 "{} elements.",
+                                 num_elements, size));
+  }
+  ctx.SetOutput(0, list.buffer);
+  return OkStatus();
+}
+
+Status GatherLowering(XlaOpKernelContext& ctx) {
+  ASSIGN_OR_RETURN(ListParts list, InputList(ctx, 0));
+  ASSIGN_OR_RETURN(HloInstruction * indices, ctx.Input(1));
+  HloInstruction* out = nullptr;
+  LOWER_OR_RETURN(out, ctx, GatherAlongAxis(ctx.builder(), list.buffer, indices, 0));
+  ctx.SetOutput(0, out);
+  return OkStatus();
+}
+
+// The list's size is its buffer's leading dimension, known at compile time (TensorFlow's
+// TensorListLength of a static list); its element shape the rest of the buffer's.
+Status LengthLowering(XlaOpKernelContext& ctx) {
+  ASSIGN_OR_RETURN(ListParts list, InputList(ctx, 0));
+  ctx.SetConstantOutput(0, Tensor::Scalar<int32_t>(
+                               graph::DT_INT32,
+                               static_cast<int32_t>(list.buffer->shape().dimensions()[0])));
+  return OkStatus();
+}
+
+Status ElementShapeLowering(XlaOpKernelContext& ctx) {
+  ASSIGN_OR_RETURN(ListParts list, InputList(ctx, 0));
+  ASSIGN_OR_RETURN(DataType type, ctx.GetTypeAttr("shape_type"));
+  const std::vector<int64_t>& dims = list.buffer->shape().dimensions();
+  ctx.SetConstantOutput(0, graph::PartialShapeToTensor(
+                               PartialShape(std::vector<int64_t>(dims.begin() + 1, dims.end())),
+                               type));
+  return OkStatus();
+}
+
+}  // namespace
+
+void RegisterTensorListXlaOps(XlaOpRegistry& r) {
+  r.Register("TensorListReserve", ReserveLowering);
+  r.Register("EmptyTensorList", EmptyTensorListLowering);
+  r.Register("TensorListFromTensor", FromTensorLowering);
+  r.Register("TensorListGetItem", GetItemLowering);
+  r.Register("TensorListSetItem", SetItemLowering);
+  r.Register("TensorListPushBack", PushBackLowering);
+  r.Register("TensorListPopBack", PopBackLowering);
+  r.Register("TensorListStack", StackLowering);
+  r.Register("TensorListGather", GatherLowering);
+  r.Register("TensorListLength", LengthLowering);
+  r.Register("TensorListElementShape", ElementShapeLowering);
+}
+
+}  // namespace xlens::cluster

@@ -1,0 +1,165 @@
+// The TensorList lowerings (tf2xla/tensor_list_ops.cc) against the executor's list kernels: a
+// function body of list ops runs op by op and as HLO on the reference evaluator and the CPU
+// backend, and every output agrees; lists whose size is not known at compile time are refused
+// with the node named.
+#include <gtest/gtest.h>
+
+#include "compiler/cluster/tf2xla/xla_compiler.h"
+#include "compiler/graph/cc_ops.h"
+#include "compiler/graph/executor.h"
+#include "compiler/graph/scope.h"
+#include "compiler/hlo/evaluator.h"
+#include "compiler/hlo/literal_comparison.h"
+#include "compiler/runtime/cpu_compiler.h"
+
+namespace xlens::cluster {
+namespace {
+
+using graph::AttrValue;
+using graph::DataType;
+using graph::Output;
+using graph::Scope;
+using graph::Tensor;
+namespace ops = graph::ops;
+
+class ListBody {
+ public:
+  Scope root = Scope::NewRootScope();
+  std::vector<Tensor> values;
+  std::vector<XlaArgument> args;
+
+  Output Arg(Tensor value) {
+    const int index = static_cast<int>(values.size());
+    XlaArgument arg;
+    arg.dtype = value.dtype();
+    arg.shape = value.dims();
+    args.push_back(arg);
+    Output out(root.WithOpName("arg_" + std::to_string(index))
+                   .AddNode("_Arg", {}, {{"T", AttrValue::Type(value.dtype())},
+                                         {"index", AttrValue::Int(index)}}),
+               0);
+    values.push_back(std::move(value));
+    return out;
+  }
+  void Ret(Output out) {
+    const int index = num_rets_++;
+    root.WithOpName("retval_" + std::to_string(index))
+        .AddNode("_Retval", {out},
+                 {{"T", AttrValue::Type(out.type())}, {"index", AttrValue::Int(index)}});
+  }
+  Output Op(const std::string& op, const std::vector<ops::Input>& inputs, graph::AttrMap attrs,
+            int output = 0) {
+    graph::Node* n = ops::BuildOp(root, op, inputs, std::move(attrs));
+    return n == nullptr ? Output() : Output(n, output);
+  }
+
+  StatusOr<XlaCompilationResult> Compile() {
+    if (!root.ok()) return root.status();
+    XlaCompileOptions options;
+    options.module_name = "lists";
+    return CompileGraphToHlo(*root.graph(), args, options);
+  }
+
+  void Check() {
+    ASSERT_TRUE(root.ok()) << root.status().message();
+    auto executor = graph::Executor::Create(root.graph(), {});
+    ASSERT_TRUE(executor.ok()) << executor.status().message();
+    auto expected = (*executor)->Run(values);
+    ASSERT_TRUE(expected.ok()) << expected.status().message();
+    auto compiled = Compile();
+    ASSERT_TRUE(compiled.ok()) << compiled.status().message();
+    std::vector<Literal> params;
+    for (int arg : compiled->input_mapping) params.push_back(*values[arg].ToLiteral());
+    auto evaluated = EvaluateModule(*compiled->module, params);
+    ASSERT_TRUE(evaluated.ok()) << evaluated.status().message() << "\n"
+                                << compiled->module->ToString();
+    auto again = Compile();
+    ASSERT_TRUE(again.ok());
+    const std::string text = again->module->ToString();
+    EXPECT_NE(text.find("dynamic-slice("), std::string::npos) << text;
+    EXPECT_NE(text.find("dynamic-update-slice("), std::string::npos) << text;
+    auto executable = runtime::CompileForCpu(std::move(again->module), {});
+    ASSERT_TRUE(executable.ok()) << executable.status().message();
+    auto ran = (*executable)->Execute(params);
+    ASSERT_TRUE(ran.ok()) << ran.status().message();
+    Status same = ExpectLiteralNear(*evaluated, *ran, ErrorSpec{1e-6, 1e-6});
+    EXPECT_TRUE(same.ok()) << same.message();
+    std::vector<Literal> outputs = std::move(evaluated->tuple_elements());
+    ASSERT_EQ(outputs.size(), expected->size());
+    for (size_t i = 0; i < outputs.size(); ++i) {
+      auto got = Tensor::FromLiteral(std::move(outputs[i]));
+      ASSERT_TRUE(got.ok());
+      EXPECT_TRUE(got->Identical((*expected)[i]))
+          << "output " << i << ": " << got->DebugString() << " vs " << (*expected)[i].DebugString();
+    }
+  }
+
+ private:
+  int num_rets_ = 0;
+};
+
+Tensor Iota(std::vector<int64_t> dims) {
+  Tensor t(graph::DT_FLOAT, dims);
+  for (int64_t i = 0; i < t.num_elements(); ++i) t.flat<float>()[i] = static_cast<float>(i) - 3;
+  return t;
+}
+
+graph::AttrMap Elements(bool with_shape_type = false) {
+  graph::AttrMap a{{"element_dtype", AttrValue::Type(graph::DT_FLOAT)}};
+  if (with_shape_type) a["shape_type"] = AttrValue::Type(graph::DT_INT32);
+  return a;
+}
+
+TEST(TensorListXlaTest, ListsBecomeBuffersReadAndWrittenAtRunTimeIndices) {
+  ListBody b;
+  Output x = b.Arg(Iota({4, 3}));
+  Output index = b.Arg(Tensor::Scalar<int32_t>(graph::DT_INT32, 2));
+  Output list = b.Op("TensorListFromTensor", {x, ops::Input({3})}, Elements(true));
+  Output item = b.Op("TensorListGetItem", {list, index, ops::Input({3})}, Elements());
+  Output reserved = b.Op("TensorListReserve", {ops::Input({3}), ops::Input(4)}, Elements(true));
+  Output set = b.Op("TensorListSetItem", {reserved, index, item}, Elements());
+  b.Ret(b.Op("TensorListStack", {set, ops::Input({3})},
+             {{"element_dtype", AttrValue::Type(graph::DT_FLOAT)},
+              {"num_elements", AttrValue::Int(4)}}));
+  b.Ret(item);
+  Output empty = b.Op("EmptyTensorList", {ops::Input({3}), ops::Input(2)}, Elements(true));
+  Output pushed = b.Op("TensorListPushBack", {empty, item}, Elements());
+  pushed = b.Op("TensorListPushBack", {pushed, b.Op("TensorListGetItem", {list, ops::Input(0),
+                                                                           ops::Input({3})},
+                                                    Elements())},
+                Elements());
+  b.Ret(b.Op("TensorListPopBack", {pushed, ops::Input({3})}, Elements(), 1));
+  b.Ret(b.Op("TensorListLength", {set}, {}));
+  b.Ret(b.Op("TensorListElementShape", {set}, {{"shape_type", AttrValue::Type(graph::DT_INT32)}}));
+  b.Ret(b.Op("TensorListGather", {list, ops::Input({3, 0}), ops::Input({3})}, Elements()));
+  b.Check();
+}
+
+TEST(TensorListXlaTest, AListOfUnknownSizeIsRefusedWithTheNode) {
+  ListBody b;
+  Output n = b.Arg(Tensor::Scalar<int32_t>(graph::DT_INT32, 3));
+  Output reserved = b.Op("TensorListReserve", {ops::Input({3}), n}, Elements(true));
+  b.Ret(b.Op("TensorListStack", {reserved, ops::Input({3})},
+             {{"element_dtype", AttrValue::Type(graph::DT_FLOAT)},
+              {"num_elements", AttrValue::Int(-1)}}));
+  auto compiled = b.Compile();
+  ASSERT_FALSE(compiled.ok());
+  EXPECT_NE(compiled.status().message().find("TensorListReserve"), std::string::npos)
+      << compiled.status().message();
+  EXPECT_NE(compiled.status().message().find("compile-time constant"), std::string::npos)
+      << compiled.status().message();
+
+  ListBody unknown_shape;
+  Output r = unknown_shape.Op("TensorListReserve", {ops::Input({-1}), ops::Input(2)},
+                              Elements(true));
+  unknown_shape.Ret(unknown_shape.Op("TensorListStack", {r, ops::Input({-1})},
+                                     {{"element_dtype", AttrValue::Type(graph::DT_FLOAT)},
+                                      {"num_elements", AttrValue::Int(-1)}}));
+  auto refused = unknown_shape.Compile();
+  ASSERT_FALSE(refused.ok());
+  EXPECT_NE(refused.status().message().find("must be fully defined"), std::string::npos)
+      << refused.status().message();
+}
+
+}  // namespace
+}  // namespace xlens::cluster
