@@ -1,0 +1,208 @@
+#!/usr/bin/env python3
+"""TensorList and TensorArray graphs run in xlens with TensorFlow's numbers, op by op and compiled.
+
+TensorFlow 2.21 builds the graphs here: a Keras LSTM stack and a GRU + SimpleRNN stack frozen
+with their functional While loops kept (TensorListFromTensor/GetItem/SetItem/Stack as loop
+variables) and frozen with the loops lowered to Enter/Merge/Switch/NextIteration (what
+convert_variables_to_constants_v2 writes by default); a tf.compat.v1 while_loop over TensorArrays
+(control flow v1, with its gradient: TensorArrayGradV3); and a loop whose trip count is computed
+from the input, so a wrong trip count gives a wrong answer, not only a crash. Each graph runs with
+`xlens graph run` op by op, with --jit=auto and, where TensorFlow compiles it (the functional
+forms), with --jit=compile; every output must be within 1e-4 of the largest reference value.
+
+Exits 77 (skipped) when tensorflow cannot be imported.
+
+usage: rnn_parity_test.py --xlens path/to/xlens [--workdir DIR] [--only NAME]
+"""
+import argparse
+import os
+import subprocess
+import sys
+import tempfile
+
+TOLERANCE = 1e-4
+
+
+def build_graphs(out_dir):
+    """Writes NAME.pb, NAME.in.npy, NAME.ref<k>.npy and NAME.meta for every case; returns cases."""
+    os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
+    import numpy as np
+    import tensorflow as tf
+    from tensorflow.python.framework.convert_to_constants import (
+        convert_variables_to_constants_v2)
+
+    cases = []
+    rng = np.random.RandomState(7)
+
+    def save(name, graph_def, feed, fetches, refs, x, compile_ok):
+        with open(os.path.join(out_dir, name + ".pb"), "wb") as f:
+            f.write(graph_def.SerializeToString())
+        np.save(os.path.join(out_dir, name + ".in.npy"), x)
+        for k, r in enumerate(refs):
+            np.save(os.path.join(out_dir, f"{name}.ref{k}.npy"), np.asarray(r))
+        with open(os.path.join(out_dir, name + ".meta"), "w") as f:
+            f.write("\n".join([feed, ",".join(fetches), compile_ok]))
+        cases.append(name)
+
+    def freeze(fn, spec, x, name):
+        concrete = fn.get_concrete_function(spec)
+        ref = concrete(tf.constant(x))
+        refs = [t.numpy() for t in tf.nest.flatten(ref)]
+        # Compiled where TensorFlow's jit_compile compiles it (a list whose size is computed is
+        # not), to its numbers too; refused where TensorFlow refuses.
+        try:
+            jitted = tf.function(fn.python_function, jit_compile=True)(tf.constant(x))
+            jit_refs = [t.numpy() for t in tf.nest.flatten(jitted)]
+            for a, b in zip(refs, jit_refs):
+                assert np.allclose(a, b, atol=1e-4), "TensorFlow's jit_compile disagrees"
+            compiles = True
+        except (tf.errors.InvalidArgumentError, tf.errors.UnimplementedError):
+            compiles = False
+        for lowered in (False, True):
+            frozen = convert_variables_to_constants_v2(concrete, lower_control_flow=lowered)
+            gd = frozen.graph.as_graph_def()
+            feed = frozen.inputs[0].name.split(":")[0]
+            fetches = [t.name.replace(":0", "") for t in frozen.outputs]
+            save(name + ("_lowered" if lowered else "_functional"), gd, feed, fetches, refs, x,
+                 compile_ok="nocompile" if lowered else "compile" if compiles else "refused")
+
+    import keras
+    L = keras.layers
+    keras.utils.set_random_seed(3)
+    x = rng.randn(2, 9, 5).astype(np.float32)
+    lstm = keras.Sequential([keras.Input((9, 5)), L.LSTM(12, return_sequences=True), L.LSTM(6)])
+    freeze(tf.function(lambda t: lstm(t, training=False)), tf.TensorSpec(x.shape, tf.float32), x,
+           "lstm")
+    gru = keras.Sequential([keras.Input((9, 5)), L.GRU(10, return_sequences=True),
+                            L.SimpleRNN(7, return_sequences=True)])
+    freeze(tf.function(lambda t: gru(t, training=False)), tf.TensorSpec(x.shape, tf.float32), x,
+           "gru_simplernn")
+
+    # Loops whose trip count comes from the data, writing one row per iteration to a list: into
+    # a list of fixed size (TensorFlow compiles it), and into one of the computed size (it does
+    # not: XLA's buffers have static sizes).
+    def counted(size_from_data):
+        @tf.function
+        def fn(t):
+            n = tf.cast(tf.reduce_sum(tf.abs(t)) * 3.0, tf.int32) % 5 + 2
+            ta = tf.TensorArray(tf.float32, size=n if size_from_data else 8, element_shape=[3])
+
+            def body(i, acc, ta):
+                acc = tf.tanh(acc * 0.9 + tf.gather(t, i % 4))
+                return i + 1, acc, ta.write(i, acc * tf.cast(i + 1, tf.float32))
+
+            _, acc, ta = tf.while_loop(lambda i, acc, ta: i < n, body,
+                                       (tf.constant(0), tf.zeros([3]), ta))
+            return ta.stack(), acc, n
+        return fn
+
+    xc = rng.rand(4, 3).astype(np.float32)
+    freeze(counted(False), tf.TensorSpec(xc.shape, tf.float32), xc, "counted_loop")
+    freeze(counted(True), tf.TensorSpec(xc.shape, tf.float32), xc, "counted_loop_sized")
+
+    # tf.compat.v1: TensorArrays in a v1 while_loop, and their gradient.
+    g = tf.Graph()
+    with g.as_default():
+        tf.compat.v1.disable_control_flow_v2()
+        try:
+            xv = tf.compat.v1.placeholder(tf.float32, [6, 4], name="x")
+            inputs = tf.TensorArray(tf.float32, size=6).unstack(xv)
+            outputs = tf.TensorArray(tf.float32, size=6)
+
+            def body(i, h, out):
+                h = tf.tanh(inputs.read(i) + 0.5 * h)
+                return i + 1, h, out.write(i, h * h)
+
+            _, h, out = tf.compat.v1.while_loop(lambda i, h, out: i < 6, body,
+                                                (tf.constant(0), tf.zeros([4]), outputs))
+            stacked = tf.identity(out.stack(), name="stacked")
+            grad = tf.identity(tf.gradients(tf.reduce_sum(stacked * stacked), xv)[0], name="grad")
+            xt = rng.randn(6, 4).astype(np.float32)
+            with tf.compat.v1.Session(graph=g) as sess:
+                refs = sess.run([stacked, grad], {xv: xt})
+        finally:
+            tf.compat.v1.enable_control_flow_v2()
+    save("tensor_array_v1", g.as_graph_def(), "x", ["stacked", "grad"], refs, xt,
+         compile_ok="nocompile")
+    return cases
+
+
+def compare(name, workdir, out_dir, count):
+    import numpy as np
+    errors = []
+    for k in range(count):
+        ref = np.load(os.path.join(workdir, f"{name}.ref{k}.npy"))
+        path = os.path.join(out_dir, f"out{k}.npy")
+        if not os.path.exists(path):
+            return [f"output {k} was not written"]
+        got = np.load(path)
+        if got.shape != ref.shape:
+            errors.append(f"output {k}: shape {got.shape}, TensorFlow's is {ref.shape}")
+            continue
+        scale = max(1.0, float(np.max(np.abs(ref))) if ref.size else 1.0)
+        err = float(np.max(np.abs(got.astype(np.float64) - ref))) if ref.size else 0.0
+        if err > TOLERANCE * scale:
+            errors.append(f"output {k}: off by {err:.3g} (largest value {scale:.3g})")
+    return errors
+
+
+def main():
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--xlens", required=True)
+    parser.add_argument("--workdir", help="keep (and reuse) TensorFlow's graphs and outputs here")
+    parser.add_argument("--only", help="run only the cases whose name contains this")
+    args = parser.parse_args()
+
+    workdir = args.workdir or tempfile.mkdtemp(prefix="xlens_rnn_")
+    os.makedirs(workdir, exist_ok=True)
+    cases = sorted(f[:-5] for f in os.listdir(workdir) if f.endswith(".meta"))
+    if not cases:
+        try:
+            import tensorflow  # noqa: F401
+        except Exception as e:  # ImportError, or a broken installation
+            print(f"skipped: tensorflow is not importable ({type(e).__name__}: {e})")
+            return 77
+        cases = build_graphs(workdir)
+    failures = []
+    runs = 0
+    for name in cases:
+        if args.only and args.only not in name:
+            continue
+        with open(os.path.join(workdir, name + ".meta")) as f:
+            feed, fetches, compile_ok = f.read().split("\n")
+        fetches = fetches.split(",")
+        modes = ["off", "auto"] + (["compile"] if compile_ok != "nocompile" else [])
+        for mode in modes:
+            out_dir = tempfile.mkdtemp(prefix=f"{name}_{mode}_", dir=workdir)
+            cmd = [args.xlens, "graph", "run", os.path.join(workdir, name + ".pb"),
+                   "--feed", f"{feed}={os.path.join(workdir, name + '.in.npy')}",
+                   "--outputs", out_dir, "--jit", mode, "--timeout", "60"]
+            for fetch in fetches:
+                cmd += ["--fetch", fetch]
+            proc = subprocess.run(cmd, capture_output=True, text=True)
+            runs += 1
+            if mode == "compile" and compile_ok == "refused":
+                # TensorFlow refuses to compile it: so must xlens, in one line of its own.
+                lines = proc.stderr.strip().splitlines()
+                if proc.returncode != 1 or len(lines) != 1 or not lines[0].startswith("xlens"):
+                    failures.append(f"{name} --jit=compile: TensorFlow refuses to compile it, "
+                                    f"xlens gave exit {proc.returncode}: {proc.stderr[-300:]}")
+                print(f"{name} --jit=compile: refused as by TensorFlow")
+                continue
+            if proc.returncode != 0:
+                failures.append(f"{name} --jit={mode}: exit {proc.returncode}: "
+                                f"{(proc.stderr or proc.stdout).strip()[-600:]}")
+                continue
+            for e in compare(name, workdir, out_dir, len(fetches)):
+                failures.append(f"{name} --jit={mode}: {e}")
+            print(f"{name} --jit={mode}: " + ("ok" if not failures or
+                                               not failures[-1].startswith(f"{name} --jit={mode}")
+                                               else "FAILED"))
+    for f in failures:
+        print("FAIL " + f)
+    print(f"{runs} runs, {len(failures)} failures")
+    return 1 if failures else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
