@@ -73,6 +73,7 @@ Status XlaCompileKernel(OpKernelContext& ctx) {
       ASSIGN_OR_RETURN(std::shared_ptr<graph::Var> var, VariableOf(ctx, t));
       std::lock_guard<std::mutex> lock(var->mu);
       arg.kind = XlaArgument::Kind::kResource;
+      arg.name = t.handle().name;
       arg.dtype = var->dtype;
       arg.initialized = var->is_initialized();
       if (arg.initialized) {

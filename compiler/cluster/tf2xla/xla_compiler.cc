@@ -177,7 +177,7 @@ Status GraphLowering::BuildArguments(const std::vector<Node*>& arg_nodes) {
         }
         auto resource = std::make_unique<XlaResource>();
         resource->arg_index = static_cast<int>(i);
-        resource->name = node->name();
+        resource->name = arg.name.empty() ? node->name() : arg.name;
         resource->dtype = arg.dtype;
         resource->shape = arg.shape;
         if (arg.initialized) {

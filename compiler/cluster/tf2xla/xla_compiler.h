@@ -27,6 +27,7 @@ struct XlaArgument {
   std::vector<int64_t> shape;                 // static shape as launched (kResource: the variable's)
   graph::Tensor constant_value;               // kConstant: the value
   bool initialized = true;                    // kResource: whether the variable holds a value
+  std::string name;  // kResource: the variable's name, for messages ("" : the _Arg's)
 };
 
 struct XlaCompilationResult {
