@@ -250,6 +250,18 @@ TEST(ResizeTest, PixelsAndWeightsAreTensorFlows) {
   EXPECT_EQ(half, (std::vector<int64_t>{0, 2, 4}));
 }
 
+TEST(ResizeTest, HugeSizesAreRefusedBeforeAnyAllocation) {
+  // An empty batch would allocate nothing: the size itself is refused, with the node named.
+  const Tensor empty(DT_FLOAT, {0, 2, 2, 1});
+  auto r = RunOp([&](const Scope& s) {
+    return ops::AsOutput(ops::BuildOp(s.WithOpName("big"), "ResizeBilinear",
+                                      {ops::Const(s, empty), ops::Input({2147483647, 2147483647})}));
+  });
+  ASSERT_FALSE(r.ok());
+  EXPECT_NE(r.status().message().find("node 'big'"), std::string::npos);
+  EXPECT_NE(r.status().message().find("tensor limit"), std::string::npos);
+}
+
 TEST(ConcatOffsetTest, OffsetsAlongTheAxisAndMismatchesRefused) {
   Tensor s0 = Tensor::Vector<int32_t>(DT_INT32, {2, 3, 5});
   Tensor s1 = Tensor::Vector<int32_t>(DT_INT32, {2, 4, 5});

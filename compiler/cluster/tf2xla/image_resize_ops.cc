@@ -48,6 +48,12 @@ StatusOr<std::pair<int64_t, int64_t>> ConstantSize(const XlaOpKernelContext& ctx
     return ctx.Error("size must hold two positive sizes, got " + fmt::format("{}", size.size()) +
                      " values");
   }
+  // The interpolation matrices are dense [out, in]: sizes past 2^26 entries are refused.
+  const std::vector<int64_t> in = ctx.InputShape(0);
+  if (in.size() == 4 && (size[0] * in[1] > (int64_t{1} << 26) ||
+                         size[1] * in[2] > (int64_t{1} << 26))) {
+    return ctx.Error(fmt::format("resize to {}x{} is too large to compile", size[0], size[1]));
+  }
   return std::make_pair(size[0], size[1]);
 }
 

@@ -84,6 +84,11 @@ StatusOr<std::pair<int64_t, int64_t>> ReadSize(const OpKernelContext& ctx, int i
   }
   const int64_t h = size.GetAsInt64(0), w = size.GetAsInt64(1);
   if (h <= 0 || w <= 0) return ctx.Error("output dimensions must be positive");
+  // Each output row and column gets a tap: a size past the tensor limit is refused before any.
+  if (h > ctx.max_tensor_bytes() / w) {
+    return ctx.Error("output size " + std::to_string(h) + "x" + std::to_string(w) +
+                     " is past the executor's tensor limit");
+  }
   return std::make_pair(h, w);
 }
 
