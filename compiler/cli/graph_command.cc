@@ -279,6 +279,46 @@ Status AssignCapturedVariable(const LoadedGraph& g, graph::Session& session, con
   return OkStatus();
 }
 
+// A TF2 function graph's captured variables that the run needs must all have a value: one line
+// that names them and says how, instead of the executor's "must feed" for the first.
+Status CheckCapturesAssigned(const LoadedGraph& g, const std::vector<std::string>& fetches,
+                             const std::vector<std::string>& targets,
+                             const std::vector<std::pair<std::string, Tensor>>& feeds) {
+  std::set<std::string> fed;
+  for (const auto& [name, tensor] : feeds) fed.insert(graph::ParseTensorName(name).ok()
+                                                          ? graph::ParseTensorName(name)->node
+                                                          : name);
+  std::vector<const Node*> stack;
+  std::set<const Node*> seen;
+  for (const std::string& name : fetches) {
+    auto id = graph::ParseTensorName(name);
+    if (const Node* n = id.ok() ? g.graph->FindNode(id->node) : nullptr) stack.push_back(n);
+  }
+  for (const std::string& name : targets) {
+    if (const Node* n = g.graph->FindNode(name)) stack.push_back(n);
+  }
+  std::vector<std::string> missing;
+  while (!stack.empty()) {
+    const Node* n = stack.back();
+    stack.pop_back();
+    if (!seen.insert(n).second || fed.count(n->name())) continue;
+    if (n->type_string() == "Placeholder" && n->num_outputs() == 1 &&
+        n->output_type(0) == graph::DT_RESOURCE) {
+      missing.push_back(n->name());
+    }
+    for (const graph::Edge* e : n->in_edges()) stack.push_back(e->src);
+  }
+  if (missing.empty()) return OkStatus();
+  std::sort(missing.begin(), missing.end());
+  std::vector<std::string> shown;
+  for (size_t i = 0; i < missing.size() && i < 3; ++i) shown.push_back(Q(missing[i]));
+  return Error(fmt::format("{}: {} captured variable{} (resource Placeholder{}) the run needs {} no "
+                           "value: give --assign NAME=FILE.npy for each ({}{})",
+                           g.shown, missing.size(), missing.size() == 1 ? "" : "s",
+                           missing.size() == 1 ? "" : "s", missing.size() == 1 ? "has" : "have",
+                           fmt::join(shown, ", "), missing.size() > 3 ? ", ..." : ""));
+}
+
 // A SavedModel run: --feed NAME and --fetch NAME name the signature's inputs and outputs (every
 // output when no --fetch and no --target is given), and every input must be fed.
 Status SignatureNames(const LoadedGraph& g, const GraphRunArgs& args,
@@ -595,6 +635,7 @@ int RunGraphRun(const GraphRunArgs& args) {
       RETURN_IF_ERROR(AssignVariable(g, **session, parts.first, parts.second, &feeds));
     }
     if (fetches.empty() && args.targets.empty()) return OkStatus();
+    RETURN_IF_ERROR(CheckCapturesAssigned(g, fetches, args.targets, feeds));
     for (int step = 1; step <= args.steps; ++step) {
       watchdog.SetActivity(fmt::format("running step {} of {}", step, args.steps));
       const auto start = std::chrono::steady_clock::now();

@@ -345,4 +345,8 @@ def cases(shared, root_user):
                           "--assign", "w/resource=w.npy"],
                     setup=_captured("i4"), names="f.pbtxt", mentions=r"holds int32\[2\], the variable is float",
                     quick=True))
+    out.append(Case(id="saved-model/capture-unassigned", reader="saved-model",
+                    args=["graph", "run", "f.pbtxt", "--feed", "x=x.npy", "--fetch", "y"],
+                    setup=_captured("f4"), names="f.pbtxt",
+                    mentions=r"1 captured variable .* has no value: give --assign NAME=FILE.npy .*'w/resource'", quick=True))
     return out
