@@ -15,12 +15,23 @@ Exits 77 (skipped) when tensorflow cannot be imported.
 usage: rnn_parity_test.py --xlens path/to/xlens [--workdir DIR] [--only NAME]
 """
 import argparse
+import importlib.util
+import shutil
 import os
 import subprocess
 import sys
 import tempfile
 
 TOLERANCE = 1e-4
+
+# What TensorFlow compiles and xlens does not yet: such a --jit=compile run must be refused with
+# one line of xlens's own (never a crash or a wrong answer), and is reported as a gap.
+KNOWN_GAPS = {
+    "rnn_input_grad_functional":
+        "a list whose element shape only the loop body's writes fix (TensorFlow initializes such "
+        "lists from a first compilation of the body), and lists built from accumulated shapes in "
+        "the gradient loop",
+}
 
 
 def build_graphs(out_dir):
@@ -73,6 +84,32 @@ def build_graphs(out_dir):
     lstm = keras.Sequential([keras.Input((9, 5)), L.LSTM(12, return_sequences=True), L.LSTM(6)])
     freeze(tf.function(lambda t: lstm(t, training=False)), tf.TensorSpec(x.shape, tf.float32), x,
            "lstm")
+    # The gradient of a recurrence with respect to its input: TensorFlow's While gradient, the
+    # forward loop's values kept in EmptyTensorList accumulators (PushBack in the forward loop,
+    # PopBack in the backward one), the lists' own gradients (Stack <-> FromTensor,
+    # GetItem <-> SetItem).
+    w = tf.constant(rng.randn(5, 6).astype(np.float32) * 0.4)
+    u = tf.constant(rng.randn(6, 6).astype(np.float32) * 0.4)
+
+    @tf.function
+    def rnn_grad(t):
+        with tf.GradientTape() as tape:
+            tape.watch(t)
+            inputs = tf.TensorArray(tf.float32, size=9).unstack(t)
+            outputs = tf.TensorArray(tf.float32, size=9)
+
+            def body(i, h, out):
+                h = tf.tanh(tf.matmul(inputs.read(i), w) + tf.matmul(h, u))
+                return i + 1, h, out.write(i, h)
+
+            _, h, out = tf.while_loop(lambda i, h, out: i < 9, body,
+                                      (tf.constant(0), tf.zeros([2, 6]), outputs),
+                                      maximum_iterations=9)
+            loss = tf.reduce_sum(tf.square(out.stack())) + tf.reduce_sum(h)
+        return tape.gradient(loss, t), loss
+
+    xt = rng.randn(9, 2, 5).astype(np.float32)
+    freeze(rnn_grad, tf.TensorSpec(xt.shape, tf.float32), xt, "rnn_input_grad")
     gru = keras.Sequential([keras.Input((9, 5)), L.GRU(10, return_sequences=True),
                             L.SimpleRNN(7, return_sequences=True)])
     freeze(tf.function(lambda t: gru(t, training=False)), tf.TensorSpec(x.shape, tf.float32), x,
@@ -151,18 +188,37 @@ def main():
     parser.add_argument("--xlens", required=True)
     parser.add_argument("--workdir", help="keep (and reuse) TensorFlow's graphs and outputs here")
     parser.add_argument("--only", help="run only the cases whose name contains this")
+    parser.add_argument("--build-only", action="store_true", help=argparse.SUPPRESS)
     args = parser.parse_args()
+    if args.build_only:
+        build_graphs(args.workdir)
+        sys.stdout.flush()
+        # TensorFlow's function objects complain while the interpreter tears them down.
+        os._exit(0)
 
-    workdir = args.workdir or tempfile.mkdtemp(prefix="xlens_rnn_")
+    workdir = os.path.abspath(args.workdir or tempfile.mkdtemp(prefix="xlens_rnn_"))
+    try:
+        return run_cases(args, workdir)
+    finally:
+        if not args.workdir:
+            shutil.rmtree(workdir, ignore_errors=True)
+
+
+def run_cases(args, workdir):
     os.makedirs(workdir, exist_ok=True)
     cases = sorted(f[:-5] for f in os.listdir(workdir) if f.endswith(".meta"))
     if not cases:
-        try:
-            import tensorflow  # noqa: F401
-        except Exception as e:  # ImportError, or a broken installation
-            print(f"skipped: tensorflow is not importable ({type(e).__name__}: {e})")
+        if importlib.util.find_spec("tensorflow") is None:
+            print("skipped: tensorflow is not installed")
             return 77
-        cases = build_graphs(workdir)
+        # TensorFlow builds the graphs in a process of its own, which ends without tearing down.
+        env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="3")
+        built = subprocess.run([sys.executable, os.path.abspath(__file__), "--xlens", args.xlens,
+                                "--workdir", workdir, "--build-only"], env=env)
+        if built.returncode != 0:
+            print(f"TensorFlow could not build the graphs (exit {built.returncode})")
+            return 1
+        cases = sorted(f[:-5] for f in os.listdir(workdir) if f.endswith(".meta"))
     failures = []
     runs = 0
     for name in cases:
@@ -181,6 +237,16 @@ def main():
                 cmd += ["--fetch", fetch]
             proc = subprocess.run(cmd, capture_output=True, text=True)
             runs += 1
+            if mode == "compile" and name in KNOWN_GAPS:
+                lines = proc.stderr.strip().splitlines()
+                if proc.returncode == 0:
+                    failures.append(f"{name} --jit=compile: compiles now; take it out of "
+                                    "KNOWN_GAPS")
+                elif proc.returncode != 1 or len(lines) != 1 or not lines[0].startswith("xlens"):
+                    failures.append(f"{name} --jit=compile: exit {proc.returncode}: "
+                                    f"{proc.stderr[-300:]}")
+                print(f"{name} --jit=compile: refused (known gap: {KNOWN_GAPS[name]})")
+                continue
             if mode == "compile" and compile_ok == "refused":
                 # TensorFlow refuses to compile it: so must xlens, in one line of its own.
                 lines = proc.stderr.strip().splitlines()
