@@ -351,6 +351,15 @@ StatusOr<std::string> OutputArgName(const Node& node, int k) {
 
 }  // namespace
 
+StatusOr<GraphDef> FunctionDefAsGraphDef(const FunctionDef& fdef) {
+  FunctionDefLibrary library;
+  library.function.push_back(fdef);
+  ASSIGN_OR_RETURN(std::unique_ptr<FunctionBody> body,
+                   InstantiateFunctionDef(fdef, {}, library, &OpRegistry::Global(),
+                                          /*copy_library=*/true));
+  return body->graph->ToGraphDef();
+}
+
 StatusOr<FunctionDef> GraphToFunctionDef(const Graph& graph, const std::string& name,
                                          const std::vector<std::string>& control_outputs) {
   FunctionDef fdef;

@@ -48,6 +48,13 @@ StatusOr<std::unique_ptr<FunctionBody>> InstantiateFunctionDef(
     const FunctionDef& fdef, const AttrMap& call_attrs, const FunctionDefLibrary& library,
     const OpRegistry* registry = &OpRegistry::Global(), bool copy_library = true);
 
+// A FunctionDef on its own (TensorFlow's encapsulate_fdef_<cluster>.pbtxt dumps) as the GraphDef
+// of its body: one `_Arg` per input tensor named as the argument, the body's nodes, one `_Retval`
+// per output, and the function in the library (nested calls and TensorFlow's runtime-graph form
+// load, verify and run like any graph). Placeholders the function leaves unbound (a polymorphic
+// function) are an error naming them.
+StatusOr<GraphDef> FunctionDefAsGraphDef(const FunctionDef& fdef);
+
 // Writes a graph of _Arg/_Retval form back as a FunctionDef named `name` (what TensorFlow's
 // GraphToFunctionDef does, in the form encapsulate_subgraphs writes): inputs and outputs from the
 // _Arg and _Retval nodes (their index attrs give the order, their `T` the types), body inputs as
