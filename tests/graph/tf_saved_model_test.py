@@ -5,7 +5,8 @@ TensorFlow 2.21 saves: a tf.Module with variables of several dtypes and shapes (
 float16, int32, int64, bool), a module whose large variables are split across checkpoint shards
 and into slices (MaxShardSizePolicy), a module with two signatures, and a Keras model through
 model.export(). For each signature, `xlens graph run DIR --signature KEY` with the inputs as .npy
-files gives TensorFlow's outputs (within 1e-5, relative to the largest), and every variable
+files gives TensorFlow's outputs (within 1e-5, relative to the largest) op by op, with
+--jit=auto and with --jit=compile, and every variable
 xlens reads (`xlens graph run` of a signature that returns it) equals tf.train.load_checkpoint's
 value. A TF2 function graph whose variables are captured resource Placeholders runs with
 `--assign CAPTURE=FILE.npy` to the function's result.
@@ -191,18 +192,23 @@ def main():
             keys = sorted(want)
             for key in keys:
                 cmd += ["--fetch", key]
-            try:
-                run_xlens(args.xlens, cmd, os.path.join(work, "out"))
-            except Exception as e:  # report every case, not only the first
-                failures.append(f"{name}/{signature}: {e}")
-                continue
-            for i, key in enumerate(keys):
-                got = np.load(os.path.join(work, "out", f"out{i}.npy"))
-                ok, detail = close(want[key], got)
-                status = "ok" if ok else "WRONG"
-                print(f"{name}/{signature}/{key}: {status} ({detail})")
-                if not ok:
-                    failures.append(f"{name}/{signature}/{key}: {detail}")
+            # Op by op, with TensorFlow's auto-clustering, and as one must-compile function.
+            modes = [[]] if signature == "variables" else [
+                [], ["--jit=auto", "--tf_xla_cpu_global_jit"], ["--jit=compile"]]
+            for mode in modes:
+                label = f"{name}/{signature}" + (f" {mode[0]}" if mode else "")
+                out = os.path.join(work, "out" + (mode[0][6:] if mode else ""))
+                try:
+                    run_xlens(args.xlens, cmd + mode, out)
+                except Exception as e:  # report every case, not only the first
+                    failures.append(f"{label}: {e}")
+                    continue
+                for i, key in enumerate(keys):
+                    got = np.load(os.path.join(out, f"out{i}.npy"))
+                    ok, detail = close(want[key], got)
+                    print(f"{label}/{key}: {'ok' if ok else 'WRONG'} ({detail})")
+                    if not ok:
+                        failures.append(f"{label}/{key}: {detail}")
 
         # Every variable read from the checkpoint equals tf.train.load_checkpoint's value.
         for name in ("typed", "sharded", "two_signatures", "keras_export"):
