@@ -3,13 +3,13 @@
 
 TensorFlow 2.21 saves: a tf.Module with variables of several dtypes and shapes (float32, float64,
 float16, int32, int64, bool), a module whose large variables are split across checkpoint shards
-and into slices (MaxShardSizePolicy), a module with two signatures, and a Keras model through
-model.export(). For each signature, `xlens graph run DIR --signature KEY` with the inputs as .npy
-files gives TensorFlow's outputs (within 1e-5, relative to the largest) op by op, with
---jit=auto and with --jit=compile, and every variable
-xlens reads (`xlens graph run` of a signature that returns it) equals tf.train.load_checkpoint's
-value. A TF2 function graph whose variables are captured resource Placeholders runs with
-`--assign CAPTURE=FILE.npy` to the function's result.
+and into slices (MaxShardSizePolicy), a module with two signatures, a TF1 simple_save of a
+Session (a reference variable, no object graph), and a Keras model through model.export(). For
+each signature, `xlens graph run DIR --signature KEY` with the inputs as .npy files gives
+TensorFlow's outputs (within 1e-5, relative to the largest) op by op, with --jit=auto and with
+--jit=compile, and every variable xlens reads (`xlens graph run` of a signature that returns it)
+equals tf.train.load_checkpoint's value. A TF2 function graph whose variables are captured
+resource Placeholders runs with `--assign CAPTURE=FILE.npy` to the function's result.
 
 Exits 77 (skipped) when tensorflow cannot be imported."""
 
@@ -123,6 +123,23 @@ def build_models(tf, root):
     a, b = np.float32(1.5), np.array([1, -2, 0.25], np.float32)
     cases.append(("two_signatures", path, "mix", {"a": a, "b": b},
                   {k: v.numpy() for k, v in two.mix(tf.constant(a), tf.constant(b)).items()}))
+
+    # A TF1 SavedModel (simple_save of a Session): a resource and a reference variable, checkpoint
+    # keys by variable name, no object graph.
+    with tf.Graph().as_default():
+        x1 = tf.compat.v1.placeholder(tf.float32, [None, 3], name="x")
+        w1 = tf.compat.v1.get_variable("dense/kernel", initializer=rng.standard_normal((3, 2)).astype(np.float32))
+        r1 = tf.compat.v1.get_variable("ref", initializer=np.float32(2.0), use_resource=False)
+        y1 = tf.matmul(x1, w1) * r1
+        path = os.path.join(root, "tf1")
+        with tf.compat.v1.Session() as session:
+            session.run(tf.compat.v1.global_variables_initializer())
+            if os.path.exists(path):
+                import shutil
+                shutil.rmtree(path)
+            tf.compat.v1.saved_model.simple_save(session, path, {"x": x1}, {"y": y1})
+            x = rng.standard_normal((4, 3)).astype(np.float32)
+            cases.append(("tf1", path, "serving_default", {"x": x}, {"y": session.run(y1, {x1: x})}))
 
     # A Keras model through model.export(), its endpoint named serve.
     import keras
