@@ -15,6 +15,7 @@
 #include "compiler/graph/ops/image_resize.h"
 #include "compiler/graph/ops/special_math.h"
 #include "compiler/graph/session.h"
+#include "graph_test_util.h"
 
 namespace xlens::graph {
 namespace {
@@ -279,6 +280,31 @@ TEST(ConcatOffsetTest, OffsetsAlongTheAxisAndMismatchesRefused) {
                        1);
   });
   EXPECT_NE(e.status().message().find("All dimensions except 1 must match"), std::string::npos);
+}
+
+TEST(VariableShapeTest, ShapeOfTheAssignedValueInTheAskedType) {
+  using testing::ConstNode;
+  using testing::MakeNode;
+  GraphDef g;
+  AttrMap handle = {{"dtype", AttrValue::Type(DT_FLOAT)},
+                    {"shape", AttrValue::Shape(PartialShape({2, 3}))},
+                    {"shared_name", AttrValue::String("v")}};
+  g.node.push_back(MakeNode("v", "VarHandleOp", {}, handle));
+  g.node.push_back(ConstNode("value", Tensor(DT_FLOAT, {2, 3})));
+  g.node.push_back(MakeNode("assign", "AssignVariableOp", {"v", "value"},
+                            {{"dtype", AttrValue::Type(DT_FLOAT)}}));
+  g.node.push_back(MakeNode("shape", "VariableShape", {"v"},
+                            {{"out_type", AttrValue::Type(DT_INT64)}}));
+  auto s = Session::Create(g);
+  ASSERT_TRUE(s.ok()) << s.status().message();
+  auto early = (*s)->Run({}, {"shape"});
+  ASSERT_FALSE(early.ok());
+  EXPECT_NE(early.status().message().find("Could not find variable v"), std::string::npos);
+  ASSERT_TRUE((*s)->Run({}, {}, {"assign"}).ok());
+  auto shape = (*s)->Run({}, {"shape"});
+  ASSERT_TRUE(shape.ok()) << shape.status().message();
+  EXPECT_EQ((*shape)[0].dtype(), DT_INT64);
+  EXPECT_EQ((*shape)[0].AsInt64Vector(), (std::vector<int64_t>{2, 3}));
 }
 
 TEST(ModelGradientsTest, EinsumForms) {
