@@ -292,6 +292,25 @@ TEST(MustCompileVariablesTest, AVariableUpdatedInAWhileBodyIsCarriedThroughTheLo
   EXPECT_EQ(m.results, 2);
 }
 
+TEST(MustCompileVariablesTest, InitializersRunOpByOpWhileTheJitIsPaused) {
+  MustCompileRun run(Var("v") + X() +
+                     NodeText("initial", "Const", {},
+                              "attr { key: \"dtype\" value { type: DT_FLOAT } } attr { key: "
+                              "\"value\" value { tensor { dtype: DT_FLOAT tensor_shape { dim { "
+                              "size: 2 } } float_val: 5 float_val: 7 } } }") +
+                     NodeText("init", "AssignVariableOp", {"v", "initial"}, kDtypeF32) +
+                     NodeText("read", "ReadVariableOp", {"v"}, kDtypeF32) +
+                     NodeText("out", "Mul", {"read", "x"}, kF32));
+  run.jit->set_paused(true);
+  ASSERT_TRUE(run.session->Run({}, {}, {"init"}).ok());
+  run.jit->set_paused(false);
+  // Nothing was clustered or compiled for the initializer's run.
+  EXPECT_TRUE(run.jit->record().graphs.empty());
+  EXPECT_EQ(run.Variable("v"), (std::vector<float>{5, 7}));
+  EXPECT_EQ(run.Run({1, 2}, {"out"}), (std::vector<std::vector<float>>{{5, 14}}));
+  EXPECT_EQ(run.jit->record().graphs.size(), 1u);
+}
+
 TEST(MustCompileVariablesTest, AnUninitializedVariableIsNamed) {
   MustCompileRun run(Var("v") + X() + NodeText("read", "ReadVariableOp", {"v"}, kDtypeF32) +
                      NodeText("out", "Mul", {"read", "x"}, kF32));
