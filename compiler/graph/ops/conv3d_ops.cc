@@ -5,11 +5,13 @@
 // NCDHW is transposed to NDHWC around the kernel; dilations run (TensorFlow's oneDNN build runs
 // both); input depth must equal the filter's, as TensorFlow's CPU kernel requires.
 #include <mutex>
+#include <type_traits>
 
 #include <Eigen/Dense>
 
 #include "compiler/graph/op_registry.h"
 #include "compiler/graph/ops/conv_io.h"
+#include "compiler/graph/ops/onednn_kernels.h"
 #include "compiler/graph/ops/register_ops.h"
 #include "compiler/graph/shape_inference.h"
 
@@ -90,6 +92,43 @@ enum class Pass { kForward, kBackpropInput, kBackpropFilter };
 
 // Runs one pass on channels-last data: x [N, D, H, W, Cin], f [KD, KH, KW, Cin, Cout],
 // dy [N, OD, OH, OW, Cout]; writes y, dx or df (fully).
+// out [rows, n] (+)= op(a) * op(b) for one block: oneDNN's product for float where the build has
+// it (the kernels for the CPU's widest vectors, single-threaded: the blocks are the
+// parallelism), else Eigen's. `accumulate` adds to out instead of overwriting it.
+template <typename C>
+void BlockProduct(const C* a, bool ta, const C* b, bool tb, int64_t m, int64_t k, int64_t n,
+                  C* out, bool accumulate, std::vector<C>& scratch) {
+  if constexpr (std::is_same_v<C, float>) {
+    if (onednn::Available()) {
+      C* dst = out;
+      if (accumulate) {
+        scratch.resize(m * n);
+        dst = scratch.data();
+      }
+      if (onednn::MatMul(a, ta, b, tb, m, k, n, nullptr, dst, nullptr).ok()) {
+        if (accumulate)
+          for (int64_t i = 0; i < m * n; ++i) out[i] += dst[i];
+        return;
+      }
+    }
+  }
+  using Map = Eigen::Map<const Matrix<C>>;
+  Map am(a, ta ? k : m, ta ? m : k), bm(b, tb ? n : k, tb ? k : n);
+  Eigen::Map<Matrix<C>> om(out, m, n);
+  if (ta && !tb) {
+    if (accumulate) om.noalias() += am.transpose() * bm;
+    else om.noalias() = am.transpose() * bm;
+  } else if (!ta && tb) {
+    if (accumulate) om.noalias() += am * bm.transpose();
+    else om.noalias() = am * bm.transpose();
+  } else {
+    if (accumulate) om.noalias() += am * bm;
+    else om.noalias() = am * bm;
+  }
+}
+
+// Runs one pass on channels-last data: x [N, D, H, W, Cin], f [KD, KH, KW, Cin, Cout],
+// dy [N, OD, OH, OW, Cout]; writes y, dx or df (fully).
 template <Pass kPass, typename C>
 void Conv3DPass(const WindowGeometry& g, const C* x, const C* f, const C* dy, C* result,
                 ThreadPool* pool) {
@@ -97,27 +136,27 @@ void Conv3DPass(const WindowGeometry& g, const C* x, const C* f, const C* dy, C*
   const int64_t rows = g.batch * g.out_positions();
   const int64_t block = BlockRows(patch);
   const int64_t blocks = (rows + block - 1) / block;
-  Eigen::Map<const Matrix<C>> f_m(f, patch, od);
   std::mutex mu;
   if constexpr (kPass == Pass::kBackpropFilter) std::fill(result, result + patch * od, C(0));
   if constexpr (kPass == Pass::kBackpropInput) {
     std::fill(result, result + g.batch * g.in_positions() * g.in_depth, C(0));
   }
   conv::ParallelTasks(pool, blocks, block * patch * od, [&](int64_t b0, int64_t b1) {
-    std::vector<C> cols(block * patch);
-    Matrix<C> local;
-    if constexpr (kPass == Pass::kBackpropFilter) local = Matrix<C>::Zero(patch, od);
+    std::vector<C> cols(block * patch), scratch;
+    std::vector<C> local;
+    if constexpr (kPass == Pass::kBackpropFilter) local.assign(patch * od, C(0));
     for (int64_t b = b0; b < b1; ++b) {
       const int64_t begin = b * block, end = std::min(rows, begin + block), n = end - begin;
-      Eigen::Map<Matrix<C>> col_m(cols.data(), n, patch);
       if constexpr (kPass == Pass::kForward) {
         Im2Col(g, x, begin, end, cols.data());
-        Eigen::Map<Matrix<C>>(result + begin * od, n, od).noalias() = col_m * f_m;
+        BlockProduct(cols.data(), false, f, false, n, patch, od, result + begin * od, false,
+                     scratch);
       } else if constexpr (kPass == Pass::kBackpropFilter) {
         Im2Col(g, x, begin, end, cols.data());
-        local.noalias() += col_m.transpose() * Eigen::Map<const Matrix<C>>(dy + begin * od, n, od);
+        BlockProduct(cols.data(), true, dy + begin * od, false, patch, n, od, local.data(), true,
+                     scratch);
       } else {
-        col_m.noalias() = Eigen::Map<const Matrix<C>>(dy + begin * od, n, od) * f_m.transpose();
+        BlockProduct(dy + begin * od, false, f, true, n, od, patch, cols.data(), false, scratch);
         // Blocks overlap on the input they scatter to: one at a time.
         std::lock_guard<std::mutex> lock(mu);
         Col2ImAdd(g, cols.data(), begin, end, result);
@@ -125,7 +164,7 @@ void Conv3DPass(const WindowGeometry& g, const C* x, const C* f, const C* dy, C*
     }
     if constexpr (kPass == Pass::kBackpropFilter) {
       std::lock_guard<std::mutex> lock(mu);
-      Eigen::Map<Matrix<C>>(result, patch, od) += local;
+      for (int64_t i = 0; i < patch * od; ++i) result[i] += local[i];
     }
   });
 }
@@ -184,9 +223,7 @@ Status Conv3DKernel(OpKernelContext& ctx) {
       conv::InputView<C, T> x(ctx.input(0), cf), dy(ctx.input(2), cf);
       ASSIGN_OR_RETURN(Tensor * out, ctx.allocate_output(0, filter_dims));
       conv::OutputView<C, T> df(*out, false);
-      // The filter operand is unused: a dummy of the right size keeps the map valid.
-      std::vector<C> unused(g.window_size() * g.in_depth * g.out_depth);
-      Conv3DPass<kPass, C>(g, x.data(), unused.data(), dy.data(), df.data(), ctx.pool());
+      Conv3DPass<kPass, C>(g, x.data(), nullptr, dy.data(), df.data(), ctx.pool());
       df.Finish();
     }
     return OkStatus();
