@@ -23,6 +23,17 @@ StatusOr<Tensor*> OpKernelContext::allocate_output(int i, std::vector<int64_t> d
   return &outputs_[i];
 }
 
+StatusOr<Tensor*> OpKernelContext::forward_input_or_allocate_output(int input, int output,
+                                                                   std::vector<int64_t> dims) {
+  Tensor& in = inputs_[input];
+  if (in.RefCountIsOne() && in.dtype() == RemoveRefType(node_.output_type(output)) &&
+      in.dims() == dims) {
+    outputs_[output] = in;  // shares the buffer: the input still reads it
+    return &outputs_[output];
+  }
+  return allocate_output(output, std::move(dims));
+}
+
 Status OpKernelContext::Error(const std::string& message) const {
   return Status::Error("node '" + node_.name() + "' (" + node_.type_string() + "): " + message);
 }

@@ -46,6 +46,12 @@ class OpKernelContext {
   // Allocates output i with `dims` of the node's output type (zeroed). Refuses sizes past the
   // executor's limit with a message naming the node.
   StatusOr<Tensor*> allocate_output(int i, std::vector<int64_t> dims);
+  // Output `output` over the buffer of input `input` when nothing else holds that buffer and its
+  // type and dims are the output's (TensorFlow's forward_input_or_allocate_output): an
+  // elementwise kernel then writes its result in place, reading the input as it goes. Otherwise
+  // allocate_output.
+  StatusOr<Tensor*> forward_input_or_allocate_output(int input, int output,
+                                                     std::vector<int64_t> dims);
   Tensor& output(int i) { return outputs_[i]; }
   std::vector<Tensor>& outputs() { return outputs_; }
   // Marks output i dead (Switch's untaken branch).

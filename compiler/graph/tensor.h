@@ -128,6 +128,9 @@ class Tensor {
   // A deep copy.
   Tensor Clone() const;
   bool SharesBufferWith(const Tensor& other) const;
+  // Whether this is the only tensor holding its numeric elements (no copy shares them), so a
+  // kernel may write its output over them (TensorFlow's forwarding of an input buffer).
+  bool RefCountIsOne() const { return literal_ != nullptr && literal_.use_count() == 1; }
 
   // "float [2,3] [[1, 2, 3], [4, 5, 6]]", elements elided past `max_elements`.
   std::string DebugString(int64_t max_elements = 16) const;

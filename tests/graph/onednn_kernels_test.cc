@@ -1,6 +1,7 @@
 // The oneDNN calls of the op-by-op kernels against direct loops: convolutions forward (with bias
 // and ReLU), backward data and backward weights, and matrix products, on geometries that split
-// into parts by images, by output rows (with each part's own padding), by rows and by columns.
+// into parts by images, by output rows (with each part's own padding), by output channels, and
+// products by rows, by columns and by blocks of the reduction.
 #include "compiler/graph/ops/onednn_kernels.h"
 
 #include <gtest/gtest.h>
@@ -86,6 +87,8 @@ std::vector<ConvGeometry> Geometries() {
       Geometry(5, 12, 10, 8, 16, 3, 1, 1, 1, 1, 1, 1),   // five images, split by images
       Geometry(3, 9, 7, 3, 5, 2, 2, 1, 0, 1, 0, 1),      // small: one part
       Geometry(1, 4, 4, 64, 64, 1, 1, 1, 0, 0, 0, 0),    // 1x1
+      Geometry(1, 4, 4, 64, 128, 3, 1, 1, 1, 1, 1, 1),   // few positions: blocks of channels
+      Geometry(1, 3, 5, 256, 100, 3, 2, 1, 1, 1, 1, 1),  // channels in blocks of 48, 48 and 4
   };
 }
 
@@ -160,7 +163,8 @@ TEST_F(OneDnnKernelsTest, MatMulByRowsAndByColumns) {
   };
   for (const Case& t : {Case{256, 64, 48, false, false, false}, Case{1, 512, 1024, false, false, true},
                         Case{3, 256, 700, false, true, false}, Case{70, 33, 500, true, false, true},
-                        Case{64, 128, 96, true, true, false}, Case{5, 7, 9, false, false, false}}) {
+                        Case{64, 128, 96, true, true, false}, Case{5, 7, 9, false, false, false},
+                        Case{2, 2048, 64, false, true, true}, Case{1, 1000, 37, false, false, false}}) {
     SCOPED_TRACE(testing::Message() << t.m << "x" << t.k << "x" << t.n << " ta " << t.ta << " tb " << t.tb);
     std::vector<float> a = Random(t.m * t.k, 7), b = Random(t.k * t.n, 8), bias = Random(t.n, 9);
     std::vector<double> want(t.m * t.n, 0.0);

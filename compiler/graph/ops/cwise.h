@@ -217,7 +217,15 @@ Status BinaryOp(OpKernelContext& ctx, F f) {
   const Tensor& y = ctx.input(1);
   auto bc = MakeBroadcast({x.dims(), y.dims()});
   if (!bc.ok()) return ctx.Error(bc.status().message());
-  ASSIGN_OR_RETURN(Tensor * out, ctx.allocate_output(0, bc->out_dims));
+  // In place over an operand of the output's shape that nothing else holds.
+  int forward = -1;
+  if constexpr (std::is_same_v<In, Out>) {
+    if (x.RefCountIsOne() && x.dims() == bc->out_dims) forward = 0;
+    else if (y.RefCountIsOne() && y.dims() == bc->out_dims) forward = 1;
+  }
+  ASSIGN_OR_RETURN(Tensor * out, forward >= 0
+                                     ? ctx.forward_input_or_allocate_output(forward, 0, bc->out_dims)
+                                     : ctx.allocate_output(0, bc->out_dims));
   BinaryLoop(*bc, Data<In>(x), Data<In>(y), MutableData<Out>(*out), f);
   return OkStatus();
 }
@@ -226,7 +234,12 @@ Status BinaryOp(OpKernelContext& ctx, F f) {
 template <typename In, typename Out, typename F>
 Status UnaryOp(OpKernelContext& ctx, F f) {
   const Tensor& x = ctx.input(0);
-  ASSIGN_OR_RETURN(Tensor * out, ctx.allocate_output(0, x.dims()));
+  Tensor* out;
+  if constexpr (std::is_same_v<In, Out>) {
+    ASSIGN_OR_RETURN(out, ctx.forward_input_or_allocate_output(0, 0, x.dims()));
+  } else {
+    ASSIGN_OR_RETURN(out, ctx.allocate_output(0, x.dims()));
+  }
   const In* in = Data<In>(x);
   Out* o = MutableData<Out>(*out);
   for (int64_t i = 0, n = x.num_elements(); i < n; ++i) o[i] = f(in[i]);

@@ -89,7 +89,7 @@ Status ActivationGradKernel(OpKernelContext& ctx) {
                                 : cwise::kFloating;
   return Dispatch<kSet>(ctx, g.dtype(), [&](auto tag) -> Status {
     using T = typename decltype(tag)::type;
-    ASSIGN_OR_RETURN(Tensor * out, ctx.allocate_output(0, g.dims()));
+    ASSIGN_OR_RETURN(Tensor * out, ctx.forward_input_or_allocate_output(0, 0, g.dims()));
     const T* gd = Data<T>(g);
     const T* fd = Data<T>(f);
     T* o = MutableData<T>(*out);
@@ -270,7 +270,7 @@ Status BiasAddKernel(OpKernelContext& ctx) {
   for (int64_t d = axis + 1; d < value.rank(); ++d) inner *= value.dim(d);
   return Dispatch<cwise::kNumeric>(ctx, value.dtype(), [&](auto tag) -> Status {
     using T = typename decltype(tag)::type;
-    ASSIGN_OR_RETURN(Tensor * out, ctx.allocate_output(0, value.dims()));
+    ASSIGN_OR_RETURN(Tensor * out, ctx.forward_input_or_allocate_output(0, 0, value.dims()));
     const T* v = Data<T>(value);
     const T* b = Data<T>(bias);
     T* o = MutableData<T>(*out);
@@ -293,6 +293,19 @@ Status BiasAddGradKernel(OpKernelContext& ctx) {
   if (dy.rank() < 2)
     return ctx.Error("Input tensor must be at least 2D: " + DimsToString(dy.dims()));
   ASSIGN_OR_RETURN(int64_t axis, ChannelAxis(ctx.attrs(), ctx.name(), dy.rank()));
+  if (dy.dtype() == DT_FLOAT && axis == dy.rank() - 1 && dy.dim(axis) > 0) {
+    // Channels last: every row of `channels` added into per-channel sums, in double (closer to
+    // the exact sum than TensorFlow's float tree), one vectorised pass.
+    const int64_t channels = dy.dim(axis), rows = dy.num_elements() / channels;
+    std::vector<double> sum(channels, 0.0);
+    const float* v = Data<float>(dy);
+    for (int64_t r = 0; r < rows; ++r)
+      for (int64_t c = 0; c < channels; ++c) sum[c] += v[r * channels + c];
+    ASSIGN_OR_RETURN(Tensor * out, ctx.allocate_output(0, {channels}));
+    float* o = MutableData<float>(*out);
+    for (int64_t c = 0; c < channels; ++c) o[c] = static_cast<float>(sum[c]);
+    return OkStatus();
+  }
   std::vector<int64_t> axes;
   for (int64_t d = 0; d < dy.rank(); ++d)
     if (d != axis) axes.push_back(d);
@@ -685,27 +698,59 @@ Status MaxPoolKernel(OpKernelContext& ctx) {
     ASSIGN_OR_RETURN(Tensor * out, ctx.allocate_output(0, kGrad ? x.dims() : out_dims));
     T* o = MutableData<T>(*out);
     const T* g = kGrad ? Data<T>(ctx.input(2)) : nullptr;
-    ForEachPoolWindow(d, p, [&](int64_t n, int64_t oy, int64_t ox, int64_t y0, int64_t y1,
-                                int64_t x0, int64_t x1) {
-      const int64_t out_base = ((n * d.rows.out + oy) * d.cols.out + ox) * depth;
-      for (int64_t c = 0; c < depth; ++c) {
-        int64_t best = -1;
-        T best_value = Eigen::NumTraits<T>::lowest();
-        for (int64_t iy = y0; iy < y1; ++iy)
-          for (int64_t ix = x0; ix < x1; ++ix) {
-            const int64_t i = ((n * d.in_rows + iy) * d.in_cols + ix) * depth + c;
-            if (best < 0 || in[i] > best_value || (in[i] != in[i] && best_value == best_value)) {
-              best = i;
-              best_value = in[i];
-            }
+    // Windows one image row of outputs at a time, channels innermost (contiguous in NHWC, so
+    // the comparisons vectorise); rows of outputs in parallel, whole images for the gradient
+    // (whose windows of one image add into the same input elements).
+    auto rows = [&](int64_t begin, int64_t end) {
+      std::vector<T> best(depth);
+      std::vector<int64_t> arg(kGrad ? depth : 0);
+      for (int64_t row = begin; row < end; ++row) {
+        const int64_t n = row / d.rows.out, oy = row % d.rows.out;
+        const int64_t ys = oy * p.stride_rows - d.rows.pad_before;
+        const int64_t y0 = std::max<int64_t>(ys, 0), y1 = std::min(ys + p.ksize_rows, d.in_rows);
+        for (int64_t ox = 0; ox < d.cols.out; ++ox) {
+          const int64_t xs = ox * p.stride_cols - d.cols.pad_before;
+          const int64_t x0 = std::max<int64_t>(xs, 0), x1 = std::min(xs + p.ksize_cols, d.in_cols);
+          const int64_t out_base = ((n * d.rows.out + oy) * d.cols.out + ox) * depth;
+          if (y0 >= y1 || x0 >= x1) {
+            if constexpr (!kGrad) std::fill(o + out_base, o + out_base + depth, Eigen::NumTraits<T>::lowest());
+            continue;
           }
-        if constexpr (kGrad) {
-          if (best >= 0) o[best] += g[out_base + c];
-        } else {
-          o[out_base + c] = best_value;
+          bool first = true;
+          for (int64_t iy = y0; iy < y1; ++iy)
+            for (int64_t ix = x0; ix < x1; ++ix) {
+              const int64_t base = ((n * d.in_rows + iy) * d.in_cols + ix) * depth;
+              const T* v = in + base;
+              if (first) {
+                std::copy_n(v, depth, best.data());
+                if constexpr (kGrad) std::fill(arg.begin(), arg.end(), base);
+                first = false;
+                continue;
+              }
+              // The first maximum in row-major order; the first NaN wins and stays.
+              for (int64_t c = 0; c < depth; ++c) {
+                const bool take = v[c] > best[c] || (v[c] != v[c] && best[c] == best[c]);
+                best[c] = take ? v[c] : best[c];
+                if constexpr (kGrad) arg[c] = take ? base : arg[c];
+              }
+            }
+          if constexpr (kGrad) {
+            for (int64_t c = 0; c < depth; ++c) o[arg[c] + c] += g[out_base + c];
+          } else {
+            std::copy_n(best.data(), depth, o + out_base);
+          }
         }
       }
-    });
+    };
+    const int64_t total_rows = d.batch * d.rows.out;
+    const int64_t work = total_rows * d.cols.out * depth * p.ksize_rows * p.ksize_cols;
+    if (ctx.pool() == nullptr || work < (int64_t{1} << 16) || total_rows < 2) {
+      rows(0, total_rows);
+    } else if constexpr (kGrad) {
+      ctx.pool()->ParallelFor(d.batch, 1, [&](int64_t b, int64_t e) { rows(b * d.rows.out, e * d.rows.out); });
+    } else {
+      ctx.pool()->ParallelFor(total_rows, 1, rows);
+    }
     return OkStatus();
   });
 }

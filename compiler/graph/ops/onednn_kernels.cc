@@ -102,6 +102,8 @@ struct Primitive {
 // backward weights).
 struct Layout {
   dnnl::memory::desc desc;
+  dnnl::memory::desc user;  // the HWIO filter, or the block of its output channels a part reads
+  int64_t user_offset = 0;  // elements
   bool is_user = true;
   dnnl::reorder reorder;
 };
@@ -113,6 +115,10 @@ struct Part {
   dnnl::memory::desc src, dst, weights, bias;
   int64_t src_offset = 0, dst_offset = 0, weights_offset = 0, bias_offset = 0;
   int layout = 0;
+  // A block of output channels: computed densely into scratch, then copied to its channels.
+  int64_t channels = 0;
+  // A block of the reduction (a product of few rows): a partial product, added up after.
+  bool partial = false;
 };
 
 struct Plan {
@@ -245,21 +251,27 @@ std::shared_ptr<const Primitive> ConvPrimitive(Kind kind, const ConvGeometry& g,
 }
 
 // Adds `part` to `plan`, sharing the layout of its filter with earlier parts where they agree.
-void AddPart(Plan& plan, Part part, bool to_user) {
+// `user`/`user_offset`: the part of the HWIO filter it reads (the whole filter by default).
+void AddPart(Plan& plan, Part part, bool to_user, const dnnl::memory::desc* user = nullptr,
+             int64_t user_offset = 0) {
   const dnnl::memory::desc& chosen = part.primitive->weights;
+  const dnnl::memory::desc& from = user ? *user : plan.user_weights;
   part.layout = -1;
   for (size_t i = 0; i < plan.layouts.size(); ++i) {
-    if (plan.layouts[i]->desc == chosen) part.layout = static_cast<int>(i);
+    const Layout& l = *plan.layouts[i];
+    if (l.desc == chosen && l.user == from && l.user_offset == user_offset) part.layout = static_cast<int>(i);
   }
   if (part.layout < 0) {
     auto layout = std::make_shared<Layout>();
     layout->desc = chosen;
-    layout->is_user = chosen == plan.user_weights;
+    layout->user = from;
+    layout->user_offset = user_offset;
+    layout->is_user = chosen == from;
     if (!layout->is_user) {
       SingleThreaded single;
       layout->reorder =
-          to_user ? dnnl::reorder(dnnl::reorder::primitive_desc(Engine(), chosen, Engine(), plan.user_weights))
-                  : dnnl::reorder(dnnl::reorder::primitive_desc(Engine(), plan.user_weights, Engine(), chosen));
+          to_user ? dnnl::reorder(dnnl::reorder::primitive_desc(Engine(), chosen, Engine(), from))
+                  : dnnl::reorder(dnnl::reorder::primitive_desc(Engine(), from, Engine(), chosen));
     }
     part.layout = static_cast<int>(plan.layouts.size());
     plan.layouts.push_back(std::move(layout));
@@ -281,6 +293,32 @@ std::shared_ptr<const Plan> ConvPlan(Kind kind, const ConvGeometry& g, bool bias
     // Backward weights sums its parts' partial filters: two parts per thread at most.
     const int64_t by_images = kind == kBackwardWeights ? std::min<int64_t>(PartCount(work, g.batch, parallelism), parallelism)
                                                        : PartCount(work, g.batch, parallelism);
+    // One image with few output positions and many output channels (the late layers of a CNN):
+    // blocks of output channels, so that each part reads only its share of the (large) filter
+    // where blocks of rows would each read all of it.
+    const int64_t by_channels = kind == kForward && g.batch == 1 && g.out_rows * g.out_cols <= 64
+                                    ? PartCount(work, g.out_depth / 32, parallelism)
+                                    : 1;
+    if (by_channels > 1) {
+      const int64_t block = (g.out_depth / by_channels + 15) / 16 * 16;
+      for (int64_t o0 = 0; o0 < g.out_depth; o0 += block) {
+        ConvGeometry pg = g;
+        pg.out_depth = std::min(block, g.out_depth - o0);
+        Part part;
+        part.primitive = ConvPrimitive(kind, pg, bias, relu);
+        part.src = SrcOf(pg);
+        part.dst = DstOf(pg);
+        part.bias = dnnl::memory::desc({pg.out_depth}, dt::f32, tag::x);
+        part.weights_offset = part.bias_offset = part.dst_offset = o0;
+        part.channels = pg.out_depth;
+        // HWIO: output channels are the innermost dimension, the others keep their strides.
+        const dnnl::memory::desc slice({pg.out_depth, g.in_depth, g.k_rows, g.k_cols}, dt::f32,
+                                       dims{1, g.out_depth, g.k_cols * g.in_depth * g.out_depth,
+                                            g.in_depth * g.out_depth});
+        AddPart(*plan, std::move(part), to_user, &slice, o0);
+      }
+      return std::shared_ptr<const Plan>(std::move(plan));
+    }
     const int64_t by_rows = kind == kForward && g.batch == 1 ? PartCount(work, g.out_rows, parallelism) : 1;
     if (by_rows > 1) {
       const int64_t rows = (g.out_rows + by_rows - 1) / by_rows;
@@ -336,7 +374,7 @@ std::vector<const void*> FilterLayouts(const Plan& plan, const float* w, PackedF
   for (size_t i = 0; i < plan.layouts.size(); ++i) {
     const std::shared_ptr<const Layout>& layout = plan.layouts[i];
     if (layout->is_user) {
-      out.push_back(w);
+      out.push_back(w + layout->user_offset);
       continue;
     }
     void* data = nullptr;
@@ -356,7 +394,7 @@ std::vector<const void*> FilterLayouts(const Plan& plan, const float* w, PackedF
       data = scratch[i].data();
     }
     SingleThreaded single;
-    dnnl::memory from(plan.user_weights, Engine(), const_cast<float*>(w));
+    dnnl::memory from(layout->user, Engine(), const_cast<float*>(w) + layout->user_offset);
     dnnl::memory to(layout->desc, Engine(), data);
     layout->reorder.execute(Stream(), from, to);
     Stream().wait();
@@ -390,9 +428,21 @@ Status Conv2DForward(const ConvGeometry& g, const float* x, const float* w, cons
       Args args;
       args[DNNL_ARG_SRC] = Mem(part.src, x, part.src_offset);
       args[DNNL_ARG_WEIGHTS] = dnnl::memory(part.primitive->weights, Engine(), const_cast<void*>(filters[part.layout]));
-      if (bias) args[DNNL_ARG_BIAS] = Mem(bias_md, bias, 0);
-      args[DNNL_ARG_DST] = Mem(part.dst, y, part.dst_offset);
+      if (bias) {
+        args[DNNL_ARG_BIAS] = part.channels ? Mem(part.bias, bias, part.bias_offset) : Mem(bias_md, bias, 0);
+      }
+      if (part.channels == 0) {
+        args[DNNL_ARG_DST] = Mem(part.dst, y, part.dst_offset);
+        Execute(part, args);
+        return;
+      }
+      float* block = static_cast<float*>(Scratch(part.dst.get_size(), 1));
+      args[DNNL_ARG_DST] = dnnl::memory(part.dst, Engine(), block);
       Execute(part, args);
+      const int64_t positions = g.out_rows * g.out_cols;
+      for (int64_t q = 0; q < positions; ++q) {
+        std::copy_n(block + q * part.channels, part.channels, y + q * g.out_depth + part.dst_offset);
+      }
     });
   });
 }
@@ -455,6 +505,36 @@ Status MatMul(const float* a, bool ta, const float* b, bool tb, int64_t m, int64
       // Blocks of rows keep every operand dense (oneDNN's fastest kernels need that); a product
       // of few rows (a batch-1 dense layer) is split into blocks of columns instead.
       const bool rows = m >= 32 && !ta;
+      if (!rows && !ta && k >= 512) {
+        // Few rows and a long reduction (a batch-1 dense layer): blocks of the reduction, each a
+        // dense block of rows of b, added up after; the product reads b once, in order.
+        const int64_t count = PartCount(work, k / 128, parallelism);
+        const int64_t block = (k + count - 1) / count;
+        for (int64_t k0 = 0; k0 < k; k0 += block) {
+          const int64_t pk = std::min(block, k - k0);
+          const bool with_bias = bias != nullptr && k0 == 0;
+          Part part;
+          part.src = dnnl::memory::desc({m, pk}, dt::f32, dims{k, 1});
+          part.weights = dnnl::memory::desc({pk, n}, dt::f32, tb ? dims{1, k} : dims{n, 1});
+          part.dst = dnnl::memory::desc({m, n}, dt::f32, dims{n, 1});
+          part.bias = dnnl::memory::desc({1, n}, dt::f32, dims{n, 1});
+          part.src_offset = k0;
+          part.weights_offset = tb ? k0 : k0 * n;
+          part.partial = k0 > 0;
+          part.primitive = Cached<Primitive>({kMatMul, 1, m, pk, n, ta, tb, with_bias, k}, [&] {
+            SingleThreaded single;
+            auto desc = with_bias ? dnnl::matmul::desc(part.src, part.weights, part.bias, part.dst)
+                                  : dnnl::matmul::desc(part.src, part.weights, part.dst);
+            dnnl::matmul::primitive_desc pd(desc, Attr(false), Engine());
+            auto made = std::make_shared<Primitive>();
+            made->primitive = dnnl::matmul(pd);
+            made->scratchpad = pd.scratchpad_desc();
+            return std::shared_ptr<const Primitive>(std::move(made));
+          });
+          plan->parts.push_back(std::move(part));
+        }
+        return std::shared_ptr<const Plan>(std::move(plan));
+      }
       const int64_t count = rows ? PartCount(work, m / 16, parallelism)
                                  : (n >= 128 ? PartCount(work, n / 64, parallelism) : 1);
       const int64_t extent = rows ? m : n;
@@ -485,15 +565,25 @@ Status MatMul(const float* a, bool ta, const float* b, bool tb, int64_t m, int64
       }
       return std::shared_ptr<const Plan>(std::move(plan));
     });
-    return RunParts(pool, plan->parts.size(), "matmul", [&](int64_t t) {
+    // Partial products (blocks of the reduction after the first) go beside the output.
+    int64_t partials = 0;
+    for (const Part& part : plan->parts) partials += part.partial;
+    std::vector<float> sums(partials * m * n);
+    RETURN_IF_ERROR(RunParts(pool, plan->parts.size(), "matmul", [&](int64_t t) {
       const Part& part = plan->parts[t];
       Args args;
       args[DNNL_ARG_SRC] = Mem(part.src, a, part.src_offset);
       args[DNNL_ARG_WEIGHTS] = Mem(part.weights, b, part.weights_offset);
-      if (bias) args[DNNL_ARG_BIAS] = Mem(part.bias, bias, part.bias_offset);
-      args[DNNL_ARG_DST] = Mem(part.dst, out, part.dst_offset);
+      if (bias && !part.partial) args[DNNL_ARG_BIAS] = Mem(part.bias, bias, part.bias_offset);
+      args[DNNL_ARG_DST] = part.partial ? Mem(part.dst, sums.data(), (t - (static_cast<int64_t>(plan->parts.size()) - partials)) * m * n)
+                                        : Mem(part.dst, out, part.dst_offset);
       Execute(part, args);
-    });
+    }));
+    for (int64_t p = 0; p < partials; ++p) {
+      const float* partial = sums.data() + p * m * n;
+      for (int64_t e = 0; e < m * n; ++e) out[e] += partial[e];
+    }
+    return OkStatus();
   });
 }
 
