@@ -5,6 +5,10 @@
 
 #include <gtest/gtest.h>
 
+#include "compiler/graph/cc_ops.h"
+#include "compiler/graph/gradients.h"
+#include "compiler/graph/scope.h"
+#include "compiler/graph/session.h"
 #include "tests/graph/kernel_test_util.h"
 
 namespace xlens::graph {
@@ -249,6 +253,56 @@ TEST(TensorArrayTest, StackPushPopInOrder) {
   auto empty = RunOp("StackPopV2", {h}, pop);
   ASSERT_FALSE(empty.ok());
   EXPECT_NE(empty.status().message().find("is empty"), std::string::npos);
+}
+
+}  // namespace
+}  // namespace xlens::graph
+
+namespace xlens::graph {
+namespace {
+
+// The list gradients built by xlens's own autodiff: y = sum(stack(set(reserve, 1, get(from(x),
+// 2) * 3))^2) + sum(pop(push(empty, x[0]))) runs to the hand-derived gradient.
+TEST(TensorListGradientTest, ListGradientsGiveTheHandDerivedValues) {
+  Scope root = Scope::NewRootScope();
+  Output x = ops::Placeholder(root.WithOpName("x"), DT_FLOAT, PartialShape({3, 2}));
+  AttrMap elements{{"element_dtype", AttrValue::Type(DT_FLOAT)}};
+  AttrMap with_shape_type = elements;
+  with_shape_type["shape_type"] = AttrValue::Type(DT_INT32);
+  Output list = ops::AsOutput(ops::BuildOp(root, "TensorListFromTensor", {x, ops::Input({2})},
+                                           with_shape_type));
+  Output item = ops::AsOutput(
+      ops::BuildOp(root, "TensorListGetItem", {list, ops::Input(2), ops::Input({2})}, elements));
+  Output reserved = ops::AsOutput(ops::BuildOp(
+      root, "TensorListReserve", {ops::Input({2}), ops::Input(3)}, with_shape_type));
+  Output set = ops::AsOutput(ops::BuildOp(
+      root, "TensorListSetItem",
+      {reserved, ops::Input(1), ops::Mul(root, item, ops::Input::Like(3.0))}, elements));
+  AttrMap stack_attrs = elements;
+  stack_attrs["num_elements"] = AttrValue::Int(3);
+  Output stacked = ops::AsOutput(
+      ops::BuildOp(root, "TensorListStack", {set, ops::Input({2})}, stack_attrs));
+  Output empty = ops::AsOutput(ops::BuildOp(root, "EmptyTensorList",
+                                            {ops::Input({2}), ops::Input(-1)}, with_shape_type));
+  Output first = ops::AsOutput(
+      ops::BuildOp(root, "TensorListGetItem", {list, ops::Input(0), ops::Input({2})}, elements));
+  Output pushed =
+      ops::AsOutput(ops::BuildOp(root, "TensorListPushBack", {empty, first}, elements));
+  Node* popped = ops::BuildOp(root, "TensorListPopBack", {pushed, ops::Input({2})}, elements);
+  ASSERT_NE(popped, nullptr) << root.status().message();
+  Output y = ops::Add(root, ops::Sum(root, ops::Square(root, stacked), ops::Input({0, 1})),
+                      ops::Sum(root, Output(popped, 1), ops::Input({0})));
+  std::vector<Output> grads;
+  Status st = AddSymbolicGradients(root, {y}, {x}, {}, &grads);
+  ASSERT_TRUE(st.ok()) << st.message();
+  ASSERT_TRUE(grads[0].valid());
+  auto session = Session::Create(root.graph()->ToGraphDef());
+  ASSERT_TRUE(session.ok()) << session.status().message();
+  Tensor xv = Floats({1, 2, 3, 4, 5, 6}, {3, 2});
+  auto out = (*session)->Run({{"x", xv}}, {grads[0].name()}, {});
+  ASSERT_TRUE(out.ok()) << out.status().message();
+  // d/dx: row 2 gets 2 * 9 * x (the squared, tripled item), row 0 gets ones (the popped item).
+  EXPECT_EQ((*out)[0].DebugString(), "float [3,2] [1, 1, 0, 0, 90, 108]");
 }
 
 }  // namespace
