@@ -269,3 +269,50 @@ TEST(RunFunctionTest, ChainBelowTheLimitRunsAndOneAboveIsRefused) {
 
 }  // namespace
 }  // namespace xlens::graph
+
+namespace xlens::graph {
+namespace {
+
+// A FunctionDef on its own (an encapsulate_fdef dump) reads as its body's graph: it loads, holds
+// one _Arg per input and one _Retval per output, and runs to the branch's own result.
+TEST(FunctionDefAsGraphDefTest, BranchFunctionLoadsAndRunsAsAGraph) {
+  GraphDef def = Load("cond");
+  const FunctionDef* branch = def.library.Find("cond_true_4");
+  ASSERT_NE(branch, nullptr);
+  auto as_graph = FunctionDefAsGraphDef(*branch);
+  ASSERT_TRUE(as_graph.ok()) << as_graph.status().message();
+  int args = 0, rets = 0;
+  for (const NodeDef& n : as_graph->node) {
+    args += n.op == "_Arg";
+    rets += n.op == "_Retval";
+  }
+  EXPECT_EQ(args, 1);
+  EXPECT_EQ(rets, 1);
+  auto g = Graph::FromGraphDef(*as_graph);
+  ASSERT_TRUE(g.ok()) << g.status().message();
+  auto executor = Executor::Create(g->get(), {});
+  ASSERT_TRUE(executor.ok()) << executor.status().message();
+  Tensor x = Tensor::Vector<float>(DT_FLOAT, {1.0f, -2.0f});
+  auto got = (*executor)->Run({x});
+  ASSERT_TRUE(got.ok()) << got.status().message();
+  auto body = InstantiateFunction(def.library, Func("cond_true_4"));
+  ASSERT_TRUE(body.ok());
+  auto want = RunBody(**body, {x});
+  ASSERT_TRUE(want.ok());
+  EXPECT_TRUE(TensorsClose((*got)[0], (*want)[0], 0));
+}
+
+TEST(FunctionDefAsGraphDefTest, UnboundPlaceholderIsNamed) {
+  FunctionDef f;
+  f.signature.name = "poly";
+  OpDef::ArgDef in;
+  in.name = "x";
+  in.type_attr = "T";
+  f.signature.input_arg.push_back(in);
+  auto as_graph = FunctionDefAsGraphDef(f);
+  ASSERT_FALSE(as_graph.ok());
+  EXPECT_THAT(as_graph.status().message(), HasSubstr("'T'"));
+}
+
+}  // namespace
+}  // namespace xlens::graph
