@@ -319,8 +319,16 @@ Status CheckCapturesAssigned(const LoadedGraph& g, const std::vector<std::string
                            fmt::join(shown, ", "), missing.size() > 3 ? ", ..." : ""));
 }
 
+// Whether `name` is a tensor of the graph ("node" or "node:1").
+bool InGraph(const LoadedGraph& g, const std::string& name) {
+  auto id = graph::ParseTensorName(name);
+  return id.ok() && !id->IsControl() && g.graph->FindNode(id->node) != nullptr;
+}
+
 // A SavedModel run: --feed NAME and --fetch NAME name the signature's inputs and outputs (every
-// output when no --fetch and no --target is given), and every input must be fed.
+// output when no --fetch and no --target is given), and every input must be fed. A name that is
+// no input or output of the signature but a tensor of the graph (with the signature's call
+// inlined: "StatefulPartitionedCall/dense/MatMul") is fed or fetched as it is.
 Status SignatureNames(const LoadedGraph& g, const GraphRunArgs& args,
                       std::vector<std::string>* feed_args, std::vector<std::string>* fetch_names,
                       std::vector<std::string>* fetches) {
@@ -341,6 +349,7 @@ Status SignatureNames(const LoadedGraph& g, const GraphRunArgs& args,
   for (std::string& feed : *feed_args) {
     ASSIGN_OR_RETURN(auto parts, SplitAssignment("--feed", feed));
     const graph::SavedModelTensor* t = find(sig.inputs, parts.first);
+    if (t == nullptr && InGraph(g, parts.first)) continue;  // a tensor of the graph itself
     if (t == nullptr) {
       return Error(fmt::format("{}: --feed {}: signature {} has no input {} (inputs: {})", g.shown,
                                Q(feed), Q(sig.key), Q(parts.first), keys(sig.inputs)));
@@ -361,6 +370,10 @@ Status SignatureNames(const LoadedGraph& g, const GraphRunArgs& args,
   fetches->clear();
   for (const std::string& name : *fetch_names) {
     const graph::SavedModelTensor* t = find(sig.outputs, name);
+    if (t == nullptr && InGraph(g, name)) {  // an intermediate tensor, by its (inlined) name
+      fetches->push_back(name);
+      continue;
+    }
     if (t == nullptr) {
       return Error(fmt::format("{}: --fetch {}: signature {} has no output {} (outputs: {})",
                                g.shown, Q(name), Q(sig.key), Q(name), keys(sig.outputs)));

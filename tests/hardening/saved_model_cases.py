@@ -328,6 +328,17 @@ def cases(shared, root_user):
     out.append(Case(id="saved-model/signature-unknown", reader="saved-model",
                     args=["graph", "run", "m", "--signature", "nope"], setup=_copy,
                     names="m/saved_model.pb", mentions=r"no signature 'nope'", quick=True))
+    # An intermediate tensor of the inlined signature function, fetched by its name.
+    out.append(Case(id="saved-model/fetch-intermediate", reader="saved-model",
+                    args=["graph", "run", "m", "--feed", "x=x.npy", "--fetch",
+                          "StatefulPartitionedCall/StatefulPartitionedCall/MatMul"],
+                    setup=lambda ctx: (_copy(ctx), _feed(ctx)), expect="ok",
+                    check=_answer(r"MatMul: float \[1,3\] \[0\.85714\d*, 1\.28571\d*, 1\.71428\d*\]"),
+                    quick=True))
+    out.append(Case(id="saved-model/fetch-unknown", reader="saved-model",
+                    args=["graph", "run", "m", "--feed", "x=x.npy", "--fetch", "nope"],
+                    setup=lambda ctx: (_copy(ctx), _feed(ctx)), names="m",
+                    mentions=r"signature 'serving_default' has no output 'nope' \(outputs: s, y\)", quick=True))
     out.append(Case(id="saved-model/cluster", reader="saved-model", args=["cluster", "m"], setup=_copy,
                     expect="ok", quick=True))
     out.append(Case(id="saved-model/verify-index-bad-crc", reader="saved-model",
