@@ -222,6 +222,8 @@ TEST(EinsumKernelTest, EllipsisBroadcastsSizeOneBatches) {
   EXPECT_EQ(FloatsOf(*r), (std::vector<float>{1, 20, 3, 40}));
 }
 
+constexpr double kPiSquaredOver6 = 1.6449340668482264;
+
 TEST(SpecialMathTest, KnownValues) {
   EXPECT_NEAR(special::Erfc(0.5), 0.4795001221869535, 1e-15);
   EXPECT_NEAR(special::Erfinv(0.5), 0.4769362762044699, 1e-13);
@@ -235,6 +237,13 @@ TEST(SpecialMathTest, KnownValues) {
   EXPECT_NEAR(special::Digamma(-0.5), 0.03648997397857652, 1e-12);
   EXPECT_TRUE(std::isnan(special::Digamma(-2.0)));
   EXPECT_NEAR(special::Lgamma(-0.5), 1.2655121234846454, 1e-13);
+  EXPECT_NEAR(special::Zeta(2.0, 1.0), kPiSquaredOver6, 1e-14);
+  EXPECT_TRUE(std::isinf(special::Zeta(1.0, 2.0)));
+  EXPECT_TRUE(std::isnan(special::Zeta(0.5, 2.0)));
+  EXPECT_NEAR(special::Polygamma(1.0, 1.0), kPiSquaredOver6, 1e-13);
+  EXPECT_NEAR(special::Polygamma(2.0, 1.0), -2.4041138063191885, 1e-12);
+  EXPECT_NEAR(special::Polygamma(0.0, 1.0), -0.5772156649015329, 1e-13);
+  EXPECT_TRUE(std::isnan(special::Polygamma(1.5, 1.0)));
 }
 
 TEST(ResizeTest, PixelsAndWeightsAreTensorFlows) {
@@ -327,7 +336,8 @@ TEST(ModelGradientsTest, SpecialFunctionsAndResizes) {
                 }};
   };
   for (const Case& c : {unary("Erf", -2, 2), unary("Erfc", -2, 2), unary("Erfinv", -0.9, 0.9),
-                        unary("Ndtri", 0.05, 0.95), unary("Lgamma", 0.5, 4)}) {
+                        unary("Ndtri", 0.05, 0.95), unary("Lgamma", 0.5, 4),
+                        unary("Digamma", 0.5, 4)}) {
     CheckGradient(c);
   }
   for (bool half_pixel : {false, true}) {

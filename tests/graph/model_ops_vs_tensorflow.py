@@ -80,8 +80,12 @@ def build_cases(tf, np):
         ("ndtri", lambda x: tf.math.ndtri(x), [uniform(0.001, 0.999, 30)]),
         ("lgamma", lambda x: tf.math.lgamma(x),
          [np.concatenate([uniform(0.1, 8, 20), uniform(-3.9, -0.1, 10)])]),
-        ("digamma", lambda x: tf.stop_gradient(tf.math.digamma(x)),
+        ("digamma", lambda x: tf.math.digamma(x),
          [np.concatenate([uniform(0.1, 8, 20), uniform(-3.9, -0.1, 10)])]),
+        ("zeta", lambda x, q: tf.math.zeta(x, q),
+         [uniform(1.5, 6, 2, 5), uniform(0.2, 5, 5)]),
+        ("polygamma", lambda x: tf.math.polygamma(
+            tf.constant([[0.], [1.], [2.], [3.]], tf.float32), x), [uniform(0.3, 6, 4, 6)]),
         # Concat's gradient: ConcatOffset and Slice.
         ("concat_grad", lambda a, b, c: tf.concat([a, b, c], axis=1),
          [normal(2, 3, 4), normal(2, 1, 4), normal(2, 5, 4)]),

@@ -3,7 +3,9 @@
 // library builds them: Erfinv with Giles' single-precision polynomials, Ndtri as
 // sqrt(2) * erfinv(2p - 1), Lgamma and Digamma with the Lanczos approximation (g = 7, nine
 // terms) and the reflection formula below 1/2. Erfc is the Chebyshev fit of Numerical Recipes'
-// erfcc (fractional error below 1.2e-7 everywhere, tails included). 16-bit floats compute in f32.
+// erfcc (fractional error below 1.2e-7 everywhere, tails included); Zeta is Cephes'
+// Euler-Maclaurin summation at a fixed length, Polygamma n! zeta(n + 1, x). 16-bit floats compute
+// in f32.
 #include <cmath>
 #include <limits>
 
@@ -228,7 +230,104 @@ StatusOr<HloInstruction*> Digamma(Math& m, HloInstruction* x) {
   return m.SelectC(pole, std::numeric_limits<double>::quiet_NaN(), result);
 }
 
+// The Hurwitz zeta function by Cephes' Euler-Maclaurin summation with a fixed number of terms
+// (ten of the series, twelve Bernoulli corrections), vectorised; x and q have one shape.
+StatusOr<HloInstruction*> Zeta(Math& m, HloInstruction* x, HloInstruction* q) {
+  static const double A[] = {12.0, -720.0, 30240.0, -1209600.0, 47900160.0,
+                             -1.8924375803183791606e9, 7.47242496e10, -2.950130727918164224e12,
+                             1.1646782814350067249e14, -4.5979787224074726105e15,
+                             1.8152105401943546773e17, -7.1661652561756670113e18};
+  ASSIGN_OR_RETURN(HloInstruction * neg_x, m.F(HloOp::kNegate, x));
+  ASSIGN_OR_RETURN(HloInstruction * s, m.Op(HloOp::kPower, q, neg_x));
+  HloInstruction* a = q;
+  HloInstruction* b = nullptr;
+  for (int i = 0; i < 10; ++i) {
+    ASSIGN_OR_RETURN(a, m.Op(HloOp::kAdd, a, 1.0));
+    ASSIGN_OR_RETURN(b, m.Op(HloOp::kPower, a, neg_x));
+    ASSIGN_OR_RETURN(s, m.Op(HloOp::kAdd, s, b));
+  }
+  HloInstruction* w = a;
+  ASSIGN_OR_RETURN(HloInstruction * x_minus_1, m.Op(HloOp::kSubtract, x, 1.0));
+  ASSIGN_OR_RETURN(HloInstruction * bw, m.Op(HloOp::kMultiply, b, w));
+  ASSIGN_OR_RETURN(HloInstruction * tail, m.Op(HloOp::kDivide, bw, x_minus_1));
+  ASSIGN_OR_RETURN(s, m.Op(HloOp::kAdd, s, tail));
+  ASSIGN_OR_RETURN(HloInstruction * half_b, m.Op(HloOp::kMultiply, b, 0.5));
+  ASSIGN_OR_RETURN(s, m.Op(HloOp::kSubtract, s, half_b));
+  ASSIGN_OR_RETURN(HloInstruction * fac, m.C(1.0));
+  double k = 0;
+  for (int i = 0; i < 12; ++i) {
+    ASSIGN_OR_RETURN(HloInstruction * xk, m.Op(HloOp::kAdd, x, k));
+    ASSIGN_OR_RETURN(fac, m.Op(HloOp::kMultiply, fac, xk));
+    ASSIGN_OR_RETURN(b, m.Op(HloOp::kDivide, b, w));
+    ASSIGN_OR_RETURN(HloInstruction * fb, m.Op(HloOp::kMultiply, fac, b));
+    ASSIGN_OR_RETURN(HloInstruction * t, m.Op(HloOp::kDivide, fb, A[i]));
+    ASSIGN_OR_RETURN(s, m.Op(HloOp::kAdd, s, t));
+    k += 1;
+    ASSIGN_OR_RETURN(xk, m.Op(HloOp::kAdd, x, k));
+    ASSIGN_OR_RETURN(fac, m.Op(HloOp::kMultiply, fac, xk));
+    ASSIGN_OR_RETURN(b, m.Op(HloOp::kDivide, b, w));
+    k += 1;
+  }
+  // x == 1: inf; x < 1: NaN; q a non-positive integer: inf; q <= 0 with x not an integer: NaN.
+  const double inf = std::numeric_limits<double>::infinity();
+  const double nan = std::numeric_limits<double>::quiet_NaN();
+  ASSIGN_OR_RETURN(HloInstruction * q_pole, AtPole(m, q));
+  ASSIGN_OR_RETURN(s, m.SelectC(q_pole, inf, s));
+  ASSIGN_OR_RETURN(HloInstruction * q_neg, m.Cmp(q, 0, Dir::kLe));
+  ASSIGN_OR_RETURN(HloInstruction * x_floor, m.F(HloOp::kFloor, x));
+  ASSIGN_OR_RETURN(HloInstruction * x_frac, m.b().Compare(x, x_floor, Dir::kNe));
+  ASSIGN_OR_RETURN(HloInstruction * not_real, m.Op(HloOp::kAnd, q_neg, x_frac));
+  ASSIGN_OR_RETURN(s, m.SelectC(not_real, nan, s));
+  ASSIGN_OR_RETURN(HloInstruction * x_small, m.Cmp(x, 1, Dir::kLt));
+  ASSIGN_OR_RETURN(s, m.SelectC(x_small, nan, s));
+  ASSIGN_OR_RETURN(HloInstruction * x_one, m.Cmp(x, 1, Dir::kEq));
+  return m.SelectC(x_one, inf, s);
+}
+
+// (-1)^(n+1) n! zeta(n + 1, x); digamma at n = 0; NaN for n not a non-negative integer.
+StatusOr<HloInstruction*> Polygamma(Math& m, HloInstruction* n, HloInstruction* x) {
+  ASSIGN_OR_RETURN(HloInstruction * n1, m.Op(HloOp::kAdd, n, 1.0));
+  ASSIGN_OR_RETURN(HloInstruction * lg, Lgamma(m, n1));
+  ASSIGN_OR_RETURN(HloInstruction * factorial, m.F(HloOp::kExp, lg));
+  ASSIGN_OR_RETURN(HloInstruction * z, Zeta(m, n1, x));
+  ASSIGN_OR_RETURN(HloInstruction * half, m.Op(HloOp::kMultiply, n1, 0.5));
+  ASSIGN_OR_RETURN(HloInstruction * half_floor, m.F(HloOp::kFloor, half));
+  ASSIGN_OR_RETURN(HloInstruction * twice, m.Op(HloOp::kMultiply, half_floor, 2.0));
+  ASSIGN_OR_RETURN(HloInstruction * parity, m.Op(HloOp::kSubtract, n1, twice));  // 0 or 1
+  ASSIGN_OR_RETURN(HloInstruction * two_parity, m.Op(HloOp::kMultiply, parity, 2.0));
+  ASSIGN_OR_RETURN(HloInstruction * sign, m.Op(HloOp::kSubtract, 1.0, two_parity));
+  ASSIGN_OR_RETURN(HloInstruction * r, m.Op(HloOp::kMultiply, sign, factorial));
+  ASSIGN_OR_RETURN(r, m.Op(HloOp::kMultiply, r, z));
+  ASSIGN_OR_RETURN(HloInstruction * dg, Digamma(m, x));
+  ASSIGN_OR_RETURN(HloInstruction * n_zero, m.Cmp(n, 0, Dir::kEq));
+  ASSIGN_OR_RETURN(r, m.Select(n_zero, dg, r));
+  ASSIGN_OR_RETURN(HloInstruction * n_floor, m.F(HloOp::kFloor, n));
+  ASSIGN_OR_RETURN(HloInstruction * n_frac, m.b().Compare(n, n_floor, Dir::kNe));
+  ASSIGN_OR_RETURN(HloInstruction * n_neg, m.Cmp(n, 0, Dir::kLt));
+  ASSIGN_OR_RETURN(HloInstruction * bad, m.Op(HloOp::kOr, n_frac, n_neg));
+  return m.SelectC(bad, std::numeric_limits<double>::quiet_NaN(), r);
+}
+
 using SpecialFn = StatusOr<HloInstruction*> (*)(Math&, HloInstruction*);
+using SpecialBinaryFn = StatusOr<HloInstruction*> (*)(Math&, HloInstruction*, HloInstruction*);
+
+template <SpecialBinaryFn kFn>
+Status LowerSpecialBinary(XlaOpKernelContext& ctx) {
+  ASSIGN_OR_RETURN(HloInstruction * x, ctx.Input(0));
+  ASSIGN_OR_RETURN(HloInstruction * y, ctx.Input(1));
+  HloBuilder& b = ctx.builder();
+  ASSIGN_OR_RETURN(std::vector<int64_t> dims,
+                   BroadcastShapes(ctx, x->shape().dimensions(), y->shape().dimensions()));
+  LOWER_OR_RETURN(x, ctx, b.BroadcastTo(x, dims));
+  LOWER_OR_RETURN(y, ctx, b.BroadcastTo(y, dims));
+  if (!IsFloatingPointType(x->shape().element_type())) {
+    return ctx.Error("expects floating-point inputs");
+  }
+  Math m(b, x);
+  LOWER_OR_RETURN(HloInstruction * z, ctx, kFn(m, x, y));
+  ctx.SetOutput(0, z);
+  return OkStatus();
+}
 
 template <SpecialFn kFn>
 Status LowerSpecial(XlaOpKernelContext& ctx) {
@@ -257,6 +356,8 @@ void RegisterSpecialMathXlaOps(XlaOpRegistry& registry) {
   registry.Register("Ndtri", LowerSpecial<Ndtri>);
   registry.Register("Lgamma", LowerSpecial<Lgamma>);
   registry.Register("Digamma", LowerSpecial<Digamma>);
+  registry.Register("Zeta", LowerSpecialBinary<Zeta>);
+  registry.Register("Polygamma", LowerSpecialBinary<Polygamma>);
 }
 
 }  // namespace xlens::cluster

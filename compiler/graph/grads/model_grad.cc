@@ -2,7 +2,7 @@
 // functions: Einsum (_EinsumGrad in linalg_grad.py: an Einsum per operand against the other,
 // labels the operand alone had broadcast back, ellipsis broadcasting reduced away), Erf, Erfc,
 // Erfinv, Ndtri and Lgamma (math_grad.py), ResizeBilinear and ResizeNearestNeighbor
-// (image_grad.py). Digamma's gradient needs Polygamma, which xlens does not have yet.
+// (image_grad.py), Digamma, Polygamma and Zeta (math_grad.py).
 #include <algorithm>
 #include <cmath>
 #include <set>
@@ -54,6 +54,39 @@ Status LgammaGrad(const Scope& s, const Node& op, const GradOutputs& g, GradOutp
   Output digamma = ops::AsOutput(ops::BuildOp(s, "Digamma", {In(op, 0)}));
   *out = {MulOp(s, g[0], digamma)};
   return s.status();
+}
+
+Status DigammaGrad(const Scope& s, const Node& op, const GradOutputs& g, GradOutputs* out) {
+  Output x = In(op, 0);
+  Output polygamma =
+      ops::AsOutput(ops::BuildOp(s, "Polygamma", {ScalarLike(s, x, 1), x}));
+  *out = {MulOp(s, g[0], polygamma)};
+  return s.status();
+}
+
+// Gradients of a broadcasting binary special function with respect to its second input only
+// (Python's _PolygammaGrad, _ZetaGrad): the partial, times grad, reduced to that input's shape.
+Status SecondInputGrad(const Scope& s, const Node& op, const Output& grad, const Output& partial,
+                       GradOutputs* out) {
+  Output second = In(op, 1);
+  auto args = ops::BroadcastGradientArgsOp(s, ShapeOf(s, In(op, 0)), ShapeOf(s, second));
+  Output reduced = ops::Sum(s, MulOp(s, partial, grad), args.r1);
+  *out = {NoGradient(), ops::Reshape(s, reduced, ShapeOf(s, second))};
+  return s.status();
+}
+
+Status PolygammaGrad(const Scope& s, const Node& op, const GradOutputs& g, GradOutputs* out) {
+  Output n = In(op, 0), x = In(op, 1);
+  Output partial = ops::AsOutput(
+      ops::BuildOp(s, "Polygamma", {AddOp(s, n, ScalarLike(s, n, 1)), x}));
+  return SecondInputGrad(s, op, g[0], partial, out);
+}
+
+Status ZetaGrad(const Scope& s, const Node& op, const GradOutputs& g, GradOutputs* out) {
+  Output x = In(op, 0), q = In(op, 1);
+  Output zeta = ops::AsOutput(ops::BuildOp(s, "Zeta", {AddOp(s, x, ScalarLike(s, x, 1)), q}));
+  Output partial = MulOp(s, ops::Neg(s, x), zeta);
+  return SecondInputGrad(s, op, g[0], partial, out);
 }
 
 AttrMap ResizeAttrs(const Node& op) {
@@ -254,6 +287,9 @@ void RegisterModelGradients(OpRegistry& r) {
   Set(r, "Erfinv", ErfinvGrad);
   Set(r, "Ndtri", NdtriGrad);
   Set(r, "Lgamma", LgammaGrad);
+  Set(r, "Digamma", DigammaGrad);
+  Set(r, "Polygamma", PolygammaGrad);
+  Set(r, "Zeta", ZetaGrad);
   Set(r, "ResizeBilinear", ResizeBilinearGrad);
   Set(r, "ResizeNearestNeighbor", ResizeNearestNeighborGrad);
   Set(r, "Einsum", EinsumGrad);

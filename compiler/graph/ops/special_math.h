@@ -12,5 +12,9 @@ double Ndtri(double p);
 double Lgamma(double x);
 // psi(x); NaN at the poles (0, -1, -2, ...) as TensorFlow's kernel gives.
 double Digamma(double x);
+// The Hurwitz zeta function sum_k (q + k)^-x (x > 1).
+double Zeta(double x, double q);
+// The n-th derivative of digamma (n a non-negative integer, else NaN).
+double Polygamma(double n, double x);
 
 }  // namespace xlens::graph::special

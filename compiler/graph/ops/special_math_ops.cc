@@ -1,6 +1,6 @@
 // The special functions of TensorFlow's math_ops that Keras layers reach: Erfc (exact GELU),
 // Erfinv and Ndtri (truncated-normal initializers, inverse CDFs), Lgamma and Digamma (the
-// distributions' log-probabilities). Each is evaluated in double and rounded once to the element
+// distributions' log-probabilities), and Zeta and Polygamma (Digamma's gradient). Each is evaluated in double and rounded once to the element
 // type, so float results are the correctly rounded ones TensorFlow's Eigen kernels approximate.
 #include "compiler/graph/ops/special_math.h"
 
@@ -116,6 +116,64 @@ double Lgamma(double x) {
 
 double Erfc(double x) { return std::erfc(x); }
 
+double Zeta(double x, double q) {
+  // Cephes' zeta (as Eigen's): Euler-Maclaurin summation, corrections by the Bernoulli numbers
+  // (A[i] = (2i + 2)! / B_(2i + 2)).
+  static const double A[] = {12.0,
+                             -720.0,
+                             30240.0,
+                             -1209600.0,
+                             47900160.0,
+                             -1.8924375803183791606e9,
+                             7.47242496e10,
+                             -2.950130727918164224e12,
+                             1.1646782814350067249e14,
+                             -4.5979787224074726105e15,
+                             1.8152105401943546773e17,
+                             -7.1661652561756670113e18};
+  constexpr double kMachEp = 1.11022302462515654042e-16;
+  if (x == 1) return kInf;
+  if (x < 1 || std::isnan(x) || std::isnan(q)) return kNaN;
+  if (q <= 0) {
+    if (q == std::floor(q)) return kInf;
+    if (x != std::floor(x)) return kNaN;  // q^-x is not real
+  }
+  double s = std::pow(q, -x), a = q, b = 0;
+  int i = 0;
+  while (i < 9 || a <= 9.0) {
+    i += 1;
+    a += 1.0;
+    b = std::pow(a, -x);
+    s += b;
+    if (std::fabs(b / s) < kMachEp) return s;
+  }
+  const double w = a;
+  s += b * w / (x - 1);
+  s -= 0.5 * b;
+  a = 1.0;
+  double k = 0.0;
+  for (i = 0; i < 12; ++i) {
+    a *= x + k;
+    b /= w;
+    const double t = a * b / A[i];
+    s += t;
+    if (std::fabs(t / s) < kMachEp) return s;
+    k += 1.0;
+    a *= x + k;
+    b /= w;
+    k += 1.0;
+  }
+  return s;
+}
+
+double Polygamma(double n, double x) {
+  if (std::isnan(n) || n != std::floor(n) || n < 0) return kNaN;
+  if (n == 0) return Digamma(x);
+  const double n1 = n + 1;
+  const double factorial = std::exp(Lgamma(n1));
+  return ((static_cast<int64_t>(n1) % 2 == 0) ? 1.0 : -1.0) * factorial * Zeta(n1, x);
+}
+
 }  // namespace special
 
 namespace {
@@ -130,6 +188,14 @@ Status SpecialKernel(OpKernelContext& ctx) {
     using C = ComputeType<T>;
     return cwise::UnaryOp<T, T>(
         ctx, [](T x) { return T(static_cast<C>(kFn(static_cast<double>(static_cast<C>(x))))); });
+  });
+}
+
+template <double (*kFn)(double, double)>
+Status SpecialBinaryKernel(OpKernelContext& ctx) {
+  return Dispatch<cwise::kFloatTypes>(ctx, ctx.input(0).dtype(), [&](auto tag) -> Status {
+    using T = typename decltype(tag)::type;
+    return cwise::BinaryOp<T, T>(ctx, [](T a, T b) { return T(kFn(a, b)); });
   });
 }
 
@@ -150,6 +216,20 @@ void RegisterSpecialMathOps(OpRegistry& r) {
   RegisterUnary(r, "Ndtri", SpecialKernel<special::Ndtri>);
   RegisterUnary(r, "Lgamma", SpecialKernel<special::Lgamma>);
   RegisterUnary(r, "Digamma", SpecialKernel<special::Digamma>);
+  REGISTER_OP(r, "Zeta")
+      .Input("x: T")
+      .Input("q: T")
+      .Output("z: T")
+      .Attr("T: {float, double}")
+      .SetShapeFn(shape_fn::BroadcastBinaryOpShape)
+      .SetKernel(SpecialBinaryKernel<special::Zeta>);
+  REGISTER_OP(r, "Polygamma")
+      .Input("a: T")
+      .Input("x: T")
+      .Output("z: T")
+      .Attr("T: {float, double}")
+      .SetShapeFn(shape_fn::BroadcastBinaryOpShape)
+      .SetKernel(SpecialBinaryKernel<special::Polygamma>);
 }
 
 }  // namespace xlens::graph
