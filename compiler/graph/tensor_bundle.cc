@@ -24,19 +24,9 @@ constexpr size_t kMaxSlices = 4096;
 // TensorFlow's kTensorBundleVersion: what a reader of this format must be at least.
 constexpr int kBundleVersion = 1;
 
+// Keys come from the file: shown quoted, escaped and bounded, as every name from outside is.
 std::string KeyText(std::string_view key) {
-  // Keys come from the file: shown escaped and bounded, as every name from outside is.
-  std::string out;
-  for (char c : key.substr(0, 200)) {
-    const auto u = static_cast<unsigned char>(c);
-    if (u < 0x20 || u == 0x7f || c == '\'' || c == '\\') {
-      out += fmt::format("\\x{:02x}", u);
-    } else {
-      out += c;
-    }
-  }
-  if (key.size() > 200) out += "...";
-  return "'" + out + "'";
+  return "'" + EscapeForTerminal(TruncateUtf8(key, 200)) + "'";
 }
 
 std::string DimsText(const std::vector<int64_t>& dims) {
