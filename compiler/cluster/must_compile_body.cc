@@ -3,7 +3,7 @@
 #include <set>
 
 #include "compiler/cluster/compilability_check.h"
-#include "compiler/cluster/tf2xla/while_op.h"
+#include "compiler/cluster/tf2xla/functional_ops.h"
 #include "compiler/graph/function.h"
 #include "compiler/graph/types.h"
 
@@ -64,12 +64,13 @@ std::map<std::string, std::string> MustCompileHostNodes(const graph::Graph& grap
 
 std::string MustCompileReason(const graph::Node& node, const graph::Graph& graph,
                               const OperationFilter& filter, int depth) {
-  if (!IsFunctionalWhile(node.type_string())) return UncompilableReason(node, graph, filter, depth);
+  const std::vector<std::string> attrs = FunctionalOpFunctionAttrs(node.type_string());
+  if (attrs.empty()) return UncompilableReason(node, graph, filter, depth);
   if (depth > 10) return "function depth limit exceeded";
-  for (const char* attr : {"cond", "body"}) {
+  for (const std::string& attr : attrs) {
     const graph::AttrValue* f = graph::FindAttr(node.attrs(), attr);
     if (f == nullptr || f->kind() != graph::AttrValue::Kind::kFunc) {
-      return std::string("no function attr '") + attr + "'";
+      return "no function attr '" + attr + "'";
     }
     auto body = graph::InstantiateFunction(graph.library(), f->func(), &graph.registry());
     if (!body.ok()) return "could not instantiate: " + body.status().message();

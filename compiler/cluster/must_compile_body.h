@@ -27,8 +27,8 @@ namespace xlens::cluster {
 std::map<std::string, std::string> MustCompileHostNodes(const graph::Graph& graph);
 
 // Why `node` cannot be part of a must-compile function, "" when it can: UncompilableReason's
-// answer, but a functional While (lowered to an XLA while, tf2xla/while_op.h) compiles when
-// every node of its cond and body does.
+// answer, but a functional While or If (lowered to an XLA while or conditional,
+// tf2xla/functional_ops.h) compiles when every node of its functions does.
 std::string MustCompileReason(const graph::Node& node, const graph::Graph& graph,
                               const OperationFilter& filter, int depth = 0);
 

@@ -2,7 +2,8 @@
 // with resource variables: the variables' nodes stay on the host, each variable the body touches
 // is an argument (its current value an entry parameter), each one it writes an extra result
 // written back after the run. Checked on the module the launch compiled (its parameters and
-// results, read from the XLA dump) and on the values the session sees.
+// results, read from the XLA dump) and on the values the session sees, with the variables
+// carried through a While's state and out of an If's branches.
 #include "compiler/cluster/must_compile_body.h"
 
 #include <algorithm>
@@ -287,6 +288,76 @@ TEST(MustCompileVariablesTest, AVariableUpdatedInAWhileBodyIsCarriedThroughTheLo
   // The next step starts from the loop's last value.
   EXPECT_EQ(run.Run({2, 4}, {"out"}), (std::vector<std::vector<float>>{{6.03125f, 8.125f}}));
   // x, v and w in; the fetch and v out: the loop carried w but never wrote it.
+  ModuleInterface m = run.Module();
+  EXPECT_EQ(m.parameters, 3);
+  EXPECT_EQ(m.results, 2);
+}
+
+// then: v += x, the new v out; else: x - w, v untouched; w only read.
+constexpr char kIfLibrary[] = R"(
+library {
+  function {
+    signature {
+      name: "then_fn"
+      input_arg { name: "x" type: DT_FLOAT }
+      input_arg { name: "v" type: DT_RESOURCE }
+      input_arg { name: "w" type: DT_RESOURCE }
+      output_arg { name: "out" type: DT_FLOAT }
+    }
+    node_def { name: "read" op: "ReadVariableOp" input: "v" attr { key: "dtype" value { type: DT_FLOAT } } }
+    node_def { name: "sum" op: "AddV2" input: "read:value:0" input: "x"
+               attr { key: "T" value { type: DT_FLOAT } } }
+    node_def { name: "assign" op: "AssignVariableOp" input: "v" input: "sum:z:0"
+               attr { key: "dtype" value { type: DT_FLOAT } } }
+    node_def { name: "result" op: "Identity" input: "sum:z:0" input: "^assign"
+               attr { key: "T" value { type: DT_FLOAT } } }
+    ret { key: "out" value: "result:output:0" }
+  }
+  function {
+    signature {
+      name: "else_fn"
+      input_arg { name: "x" type: DT_FLOAT }
+      input_arg { name: "v" type: DT_RESOURCE }
+      input_arg { name: "w" type: DT_RESOURCE }
+      output_arg { name: "out" type: DT_FLOAT }
+    }
+    node_def { name: "read_w" op: "ReadVariableOp" input: "w" attr { key: "dtype" value { type: DT_FLOAT } } }
+    node_def { name: "diff" op: "Sub" input: "x" input: "read_w:value:0"
+               attr { key: "T" value { type: DT_FLOAT } } }
+    ret { key: "out" value: "diff:z:0" }
+  }
+}
+)";
+
+TEST(MustCompileVariablesTest, AVariableWrittenInOneBranchOfAnIfIsAResultOfBoth) {
+  MustCompileRun run(
+      Var("v") + Var("w") + X() +
+      NodeText("axis", "Const", {},
+               "attr { key: \"dtype\" value { type: DT_INT32 } } attr { key: \"value\" value { "
+               "tensor { dtype: DT_INT32 tensor_shape { } int_val: 0 } } }") +
+      NodeText("total", "Sum", {"x", "axis"},
+               "attr { key: \"T\" value { type: DT_FLOAT } } attr { key: \"Tidx\" value { type: "
+               "DT_INT32 } } attr { key: \"keep_dims\" value { b: false } }") +
+      NodeText("zero", "Const", {},
+               "attr { key: \"dtype\" value { type: DT_FLOAT } } attr { key: \"value\" value { "
+               "tensor { dtype: DT_FLOAT tensor_shape { } float_val: 0 } } }") +
+      NodeText("positive", "Greater", {"total", "zero"}, kF32) +
+      NodeText("branch", "If", {"positive", "x", "v", "w"},
+               "attr { key: \"Tcond\" value { type: DT_BOOL } } attr { key: \"Tin\" value { list "
+               "{ type: DT_FLOAT type: DT_RESOURCE type: DT_RESOURCE } } } attr { key: \"Tout\" "
+               "value { list { type: DT_FLOAT } } } attr { key: \"then_branch\" value { func { "
+               "name: \"then_fn\" } } } attr { key: \"else_branch\" value { func { name: "
+               "\"else_fn\" } } }") +
+      NodeText("out", "Identity", {"branch"}, kF32) + kIfLibrary);
+  run.SetVariable("v", {1, 2});
+  run.SetVariable("w", {10, 20});
+  EXPECT_EQ(run.Run({1, 2}, {"out"}), (std::vector<std::vector<float>>{{2, 4}}));
+  EXPECT_EQ(run.Variable("v"), (std::vector<float>{2, 4}));
+  // The other branch, from the same executable: v keeps its value, w is read.
+  EXPECT_EQ(run.Run({-1, -2}, {"out"}), (std::vector<std::vector<float>>{{-11, -22}}));
+  EXPECT_EQ(run.Variable("v"), (std::vector<float>{2, 4}));
+  EXPECT_EQ(run.Variable("w"), (std::vector<float>{10, 20}));
+  // x, v and w in; the fetch and v out (both branches return v's value).
   ModuleInterface m = run.Module();
   EXPECT_EQ(m.parameters, 3);
   EXPECT_EQ(m.results, 2);

@@ -8,9 +8,11 @@ must-compiled for the reference. TF1 graphs (tf.compat.v1, resource variables, t
 GradientDescentOptimizer, MomentumOptimizer and AdamOptimizer's minimize, and one of plain assigns)
 are run by TensorFlow inside tf.compat.v1.xla.experimental.compile; their initializers run first
 (`--init init`). TF2 function graphs (tf.function(jit_compile=True): the variables are captured
-resource placeholders) are run by TensorFlow as the jit_compile function, and by xlens with each
-captured variable assigned by its capture's name. After every step the graph reads each variable
-back (ordered after the update), so the compiled body reads variables after their own updates.
+resource placeholders; optimizers' steps, assign_sub/assign_add, a descent loop updating the
+variables in a While, updates in the branches of an If) are run by TensorFlow as the jit_compile
+function, and by xlens with each captured variable assigned by its capture's name. After every
+step the graph reads each variable back (ordered after the update), so the compiled body reads
+variables after their own updates.
 
 Each case runs N steps in both; the losses of every step and the variables' final values must
 agree within 1e-4 of the largest reference value. The TF2 cases are reported as skipped when this
@@ -172,6 +174,30 @@ def tf2_cases(tf, np):
             return total, wv.read_value(), bv.read_value()
         return step, [wv, bv]
 
+    def branches():
+        # A step that updates w on even steps and b on odd ones, in the branches of an If whose
+        # predicate is a variable of its own: each branch writes a variable the other does not.
+        wv = tf.Variable(w, name="w")
+        bv = tf.Variable(b, name="b")
+        count = tf.Variable(0, name="count")
+
+        def step(x, y):
+            with tf.GradientTape() as tape:
+                loss = tf.reduce_mean(tf.square(tf.tanh(tf.matmul(x, wv) + bv) - y))
+            gw, gb = tape.gradient(loss, [wv, bv])
+
+            def even():
+                wv.assign_sub(0.2 * gw)
+                return loss * 1.0
+
+            def odd():
+                bv.assign_sub(0.2 * gb)
+                return loss * 2.0
+            out = tf.cond(count % 2 == 0, even, odd)
+            count.assign_add(1)
+            return out, wv.read_value(), bv.read_value()
+        return step, [wv, bv]
+
     v1 = tf.compat.v1
     cases = [
         ("tf2_gradient_descent", optimizer_step(lambda: v1.train.GradientDescentOptimizer(0.1))),
@@ -179,6 +205,7 @@ def tf2_cases(tf, np):
         ("tf2_adam", optimizer_step(lambda: v1.train.AdamOptimizer(0.02))),
         ("tf2_assign_sub_add", manual),
         ("tf2_while_loop", loop),
+        ("tf2_if_branches", branches),
     ]
     return cases, x_value, y_value, optimizers
 

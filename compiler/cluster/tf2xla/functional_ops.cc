@@ -1,4 +1,4 @@
-#include "compiler/cluster/tf2xla/while_op.h"
+#include "compiler/cluster/tf2xla/functional_ops.h"
 
 #include <fmt/format.h>
 
@@ -32,13 +32,13 @@ StatusOr<std::unique_ptr<graph::FunctionBody>> Instantiate(const Node& node,
   return body;
 }
 
-// One loop computation (cond or body) over the state tuple: its parameter, split into the
-// loop variables as the function sees them. A variable becomes a resource of the computation,
-// its value the state's element.
+// One computation of a control-flow op (a loop's cond or body, a branch) over a tuple of values:
+// its parameter, split into the arguments as the function sees them. A variable becomes a
+// resource of the computation, its value the tuple's element.
 struct LoopComputation {
   HloComputation* computation = nullptr;
   std::unique_ptr<HloBuilder> builder;
-  std::vector<std::unique_ptr<XlaResource>> resources;  // by loop variable; null for values
+  std::vector<std::unique_ptr<XlaResource>> resources;  // by argument; null for values
   std::vector<XlaExpression> args;
 };
 
@@ -72,9 +72,56 @@ StatusOr<LoopComputation> StartLoopComputation(const std::string& prefix, HloBui
   return c;
 }
 
+
+// The values of `inputs` as HLO: a variable's current value, a constant's instruction. Errors
+// name the node and the `what` (loop variable, input) at fault.
+StatusOr<std::vector<HloInstruction*>> ValuesOf(const Node& node, const std::string& what,
+                                                const std::vector<XlaExpression>& inputs,
+                                                HloBuilder& builder) {
+  std::vector<HloInstruction*> values;
+  std::set<const XlaResource*> seen;
+  for (size_t i = 0; i < inputs.size(); ++i) {
+    const XlaExpression& e = inputs[i];
+    switch (e.kind()) {
+      case XlaExpression::Kind::kResource: {
+        const XlaResource* r = e.resource();
+        if (r->value == nullptr) {
+          return NodeError(node, fmt::format("{} {} is variable '{}', which is uninitialized",
+                                             what, i, r->name));
+        }
+        if (!seen.insert(r).second) {
+          return NodeError(node, fmt::format("variable '{}' is passed in twice", r->name));
+        }
+        values.push_back(r->value);
+        break;
+      }
+      case XlaExpression::Kind::kConstant: {
+        auto c = ConstantToHlo(builder, e.constant_value());
+        if (!c.ok()) return NodeError(node, fmt::format("{} {}: {}", what, i, c.status().message()));
+        values.push_back(*c);
+        break;
+      }
+      case XlaExpression::Kind::kXlaOp:
+        values.push_back(e.handle());
+        break;
+      default:
+        return NodeError(node, fmt::format("{} {} has no value", what, i));
+    }
+  }
+  return values;
+}
+
 }  // namespace
 
 bool IsFunctionalWhile(const std::string& op) { return op == "While" || op == "StatelessWhile"; }
+
+bool IsFunctionalIf(const std::string& op) { return op == "If" || op == "StatelessIf"; }
+
+std::vector<std::string> FunctionalOpFunctionAttrs(const std::string& op) {
+  if (IsFunctionalWhile(op)) return {"cond", "body"};
+  if (IsFunctionalIf(op)) return {"then_branch", "else_branch"};
+  return {};
+}
 
 StatusOr<std::vector<XlaExpression>> LowerWhile(const Node& node,
                                                 const std::vector<XlaExpression>& inputs,
@@ -91,37 +138,8 @@ StatusOr<std::vector<XlaExpression>> LowerWhile(const Node& node,
                                        inputs.size()));
   }
   // The initial state: every loop variable's value, a variable's current value included.
-  std::vector<HloInstruction*> init;
-  std::set<const XlaResource*> seen;
-  for (size_t i = 0; i < inputs.size(); ++i) {
-    const XlaExpression& e = inputs[i];
-    switch (e.kind()) {
-      case XlaExpression::Kind::kResource: {
-        const XlaResource* r = e.resource();
-        if (r->value == nullptr) {
-          return NodeError(node, fmt::format("loop variable {} is variable '{}', which is "
-                                             "uninitialized",
-                                             i, r->name));
-        }
-        if (!seen.insert(r).second) {
-          return NodeError(node, fmt::format("variable '{}' is passed to the loop twice", r->name));
-        }
-        init.push_back(r->value);
-        break;
-      }
-      case XlaExpression::Kind::kConstant: {
-        auto c = ConstantToHlo(builder, e.constant_value());
-        if (!c.ok()) return NodeError(node, fmt::format("loop variable {}: {}", i, c.status().message()));
-        init.push_back(*c);
-        break;
-      }
-      case XlaExpression::Kind::kXlaOp:
-        init.push_back(e.handle());
-        break;
-      default:
-        return NodeError(node, fmt::format("loop variable {} has no value", i));
-    }
-  }
+  ASSIGN_OR_RETURN(std::vector<HloInstruction*> init,
+                   ValuesOf(node, "loop variable", inputs, builder));
   std::vector<Shape> element_shapes;
   for (HloInstruction* v : init) element_shapes.push_back(v->shape());
   Shape state = Shape::Tuple(element_shapes);
@@ -198,6 +216,129 @@ StatusOr<std::vector<XlaExpression>> LowerWhile(const Node& node,
     } else {
       outputs.push_back(XlaExpression::XlaOp(element, inputs[i].dtype()));
     }
+  }
+  return outputs;
+}
+
+StatusOr<std::vector<XlaExpression>> LowerIf(const Node& node,
+                                             const std::vector<XlaExpression>& inputs,
+                                             const graph::FunctionDefLibrary& library,
+                                             const graph::OpRegistry& registry,
+                                             HloBuilder& builder,
+                                             const FunctionBodyLowering& lower_body) {
+  if (inputs.empty()) return NodeError(node, "it has no predicate");
+  ASSIGN_OR_RETURN(auto then_branch, Instantiate(node, "then_branch", library, registry));
+  ASSIGN_OR_RETURN(auto else_branch, Instantiate(node, "else_branch", library, registry));
+  const std::vector<XlaExpression> args(inputs.begin() + 1, inputs.end());
+  const XlaExpression& predicate = inputs[0];
+  if (predicate.kind() == XlaExpression::Kind::kConstant) {
+    // Known at compile time: the branch it picks, lowered in place (its writes are the
+    // variables' own).
+    const graph::Tensor& p = predicate.constant_value();
+    if (p.dtype() != graph::DT_BOOL || p.num_elements() != 1) {
+      return NodeError(node, "its predicate must be a boolean scalar");
+    }
+    const bool taken = p.GetAsDouble(0) != 0;
+    return lower_body(*(taken ? then_branch : else_branch)->graph, &builder, args);
+  }
+  if (predicate.kind() != XlaExpression::Kind::kXlaOp ||
+      predicate.handle()->shape().element_type() != PrimitiveType::PRED ||
+      predicate.handle()->shape().rank() != 0) {
+    return NodeError(node, "its predicate must be a boolean scalar");
+  }
+  ASSIGN_OR_RETURN(std::vector<HloInstruction*> values, ValuesOf(node, "input", args, builder));
+  std::vector<Shape> element_shapes;
+  for (HloInstruction* v : values) element_shapes.push_back(v->shape());
+  Shape operand_shape = Shape::Tuple(element_shapes);
+  operand_shape.SetDefaultLayout();
+
+  struct Branch {
+    LoopComputation computation;
+    std::vector<HloInstruction*> outputs;
+  };
+  std::vector<Branch> branches;
+  for (const auto* fb : {then_branch.get(), else_branch.get()}) {
+    Branch branch;
+    ASSIGN_OR_RETURN(branch.computation,
+                     StartLoopComputation(fb == then_branch.get() ? "then" : "else", builder,
+                                          operand_shape, args));
+    HloBuilder& b = *branch.computation.builder;
+    ASSIGN_OR_RETURN(std::vector<XlaExpression> out,
+                     lower_body(*fb->graph, &b, branch.computation.args));
+    for (size_t k = 0; k < out.size(); ++k) {
+      if (out[k].kind() == XlaExpression::Kind::kXlaOp) {
+        branch.outputs.push_back(out[k].handle());
+      } else if (out[k].kind() == XlaExpression::Kind::kConstant) {
+        ASSIGN_OR_RETURN(HloInstruction * c, ConstantToHlo(b, out[k].constant_value()));
+        branch.outputs.push_back(c);
+      } else {
+        return NodeError(node, fmt::format("a branch returns a resource as output {}; XLA's "
+                                           "conditional returns values",
+                                           k));
+      }
+    }
+    branches.push_back(std::move(branch));
+  }
+  const size_t num_outputs = branches[0].outputs.size();
+  if (branches[1].outputs.size() != num_outputs ||
+      num_outputs != static_cast<size_t>(node.num_outputs())) {
+    return NodeError(node, "its branches do not return the node's outputs");
+  }
+  for (size_t k = 0; k < num_outputs; ++k) {
+    const Shape& a = branches[0].outputs[k]->shape();
+    const Shape& b = branches[1].outputs[k]->shape();
+    if (!(a == b)) {
+      return NodeError(node, fmt::format("its branches return output {} as {} and as {}; XLA's "
+                                         "conditional needs one shape",
+                                         k, a.ToString(false), b.ToString(false)));
+    }
+  }
+  // Every variable either branch writes leaves as an extra result of both.
+  std::vector<size_t> written;
+  for (size_t i = 0; i < args.size(); ++i) {
+    const auto& r0 = branches[0].computation.resources[i];
+    const auto& r1 = branches[1].computation.resources[i];
+    if (r0 != nullptr && (r0->modified || r1->modified)) written.push_back(i);
+  }
+  for (Branch& branch : branches) {
+    std::vector<HloInstruction*> results = branch.outputs;
+    for (size_t i : written) {
+      HloInstruction* v = branch.computation.resources[i]->value;
+      if (!(v->shape() == element_shapes[i])) {
+        return NodeError(node, fmt::format("a branch changes variable '{}' from {} to {}",
+                                           branch.computation.resources[i]->name,
+                                           element_shapes[i].ToString(false),
+                                           v->shape().ToString(false)));
+      }
+      results.push_back(v);
+    }
+    ASSIGN_OR_RETURN(HloInstruction * root, branch.computation.builder->Tuple(results));
+    branch.computation.computation->set_root_instruction(root);
+  }
+
+  ASSIGN_OR_RETURN(HloInstruction * operand, builder.Tuple(values));
+  auto conditional = std::make_unique<HloInstruction>(HloOpcode::kConditional, Shape());
+  conditional->AppendOperand(predicate.handle());
+  conditional->AppendOperand(operand);
+  conditional->AppendOperand(operand);
+  conditional->SetCalledComputations(
+      "branch_computations",
+      {branches[0].computation.computation, branches[1].computation.computation});
+  auto added = builder.Add(std::move(conditional));
+  if (!added.ok()) return NodeError(node, added.status().message());
+
+  std::vector<XlaExpression> outputs;
+  for (size_t k = 0; k < num_outputs; ++k) {
+    ASSIGN_OR_RETURN(HloInstruction * element,
+                     builder.GetTupleElement(*added, static_cast<int64_t>(k)));
+    outputs.push_back(XlaExpression::XlaOp(element, node.output_type(static_cast<int>(k))));
+  }
+  for (size_t j = 0; j < written.size(); ++j) {
+    ASSIGN_OR_RETURN(HloInstruction * element,
+                     builder.GetTupleElement(*added, static_cast<int64_t>(num_outputs + j)));
+    XlaResource* r = args[written[j]].resource();
+    r->value = element;
+    r->modified = true;
   }
   return outputs;
 }

@@ -1,13 +1,17 @@
-// TensorFlow's functional While (and StatelessWhile) as an XLA `while`, as tf2xla's XlaWhileOp
-// builds it: the loop state is a tuple of every loop variable, the cond and body functions become
-// computations of the module over that tuple. A resource variable passed into the loop is carried
-// in the state as its current value: the body reads it and writes it like any variable of the
-// function, its last value leaves the loop as the state's element, and after the loop the
-// variable holds that value (and is an update of the module when the body wrote it). The handle
-// itself is the loop's output for that variable, as in TensorFlow.
+// TensorFlow's functional control flow as XLA control flow, as tf2xla's XlaWhileOp and XlaIfOp
+// build it. A resource variable passed in is carried as its current value: the function reads
+// and writes it like any variable of the cluster, and afterwards the variable holds the value it
+// left with (an update of the module when it was written). The handle itself is the op's output
+// for that variable, as in TensorFlow.
+//   While / StatelessWhile: an XLA `while` whose state is a tuple of every loop variable; the
+//     cond and body functions become computations of the module over that tuple.
+//   If / StatelessIf: an XLA `conditional` on the predicate; each branch a computation over the
+//     tuple of the inputs, returning the outputs and the value of every variable either branch
+//     writes. A predicate known at compile time lowers the branch it picks, inline.
 #pragma once
 
 #include <functional>
+#include <string>
 #include <vector>
 
 #include "compiler/cluster/tf2xla/xla_op_registry.h"
@@ -30,7 +34,21 @@ StatusOr<std::vector<XlaExpression>> LowerWhile(const graph::Node& node,
                                                 HloBuilder& builder,
                                                 const FunctionBodyLowering& lower_body);
 
+// The outputs of If node `node` (input 0 the predicate, the rest the branches' arguments).
+// Errors name the node: a predicate that is not a boolean scalar, branches whose outputs differ
+// in shape or type.
+StatusOr<std::vector<XlaExpression>> LowerIf(const graph::Node& node,
+                                             const std::vector<XlaExpression>& inputs,
+                                             const graph::FunctionDefLibrary& library,
+                                             const graph::OpRegistry& registry,
+                                             HloBuilder& builder,
+                                             const FunctionBodyLowering& lower_body);
+
 // Whether `op` is one of the functional loops LowerWhile lowers.
 bool IsFunctionalWhile(const std::string& op);
+// Whether `op` is one of the functional conditionals LowerIf lowers.
+bool IsFunctionalIf(const std::string& op);
+// The function attrs of a functional control-flow op (cond and body; then and else branches).
+std::vector<std::string> FunctionalOpFunctionAttrs(const std::string& op);
 
 }  // namespace xlens::cluster

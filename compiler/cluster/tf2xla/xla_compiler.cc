@@ -7,7 +7,7 @@
 #include <utility>
 
 #include "compiler/cluster/tf2xla/hlo_builder.h"
-#include "compiler/cluster/tf2xla/while_op.h"
+#include "compiler/cluster/tf2xla/functional_ops.h"
 #include "compiler/cluster/tf2xla/xla_op_registry.h"
 #include "compiler/graph/attr_value.h"
 #include "compiler/graph/op_kernel.h"
@@ -115,7 +115,8 @@ class GraphLowering {
   Status BuildArguments(const std::vector<Node*>& arg_nodes);
   Status LowerNode(const Node& node);
   StatusOr<HloInstruction*> OutputValue(const XlaExpression& e, const Node& retval);
-  Status LowerWhileNode(const Node& node, const std::vector<XlaExpression>& inputs);
+  // While and If: their functions lowered into computations of the module (functional_ops.h).
+  Status LowerControlFlowNode(const Node& node, const std::vector<XlaExpression>& inputs);
 
   static inline const std::vector<XlaArgument> kNoArguments;
 
@@ -237,9 +238,9 @@ Status GraphLowering::LowerNode(const Node& node) {
     outputs[0] = XlaExpression::Constant(std::move(value));
     return OkStatus();
   }
-  if (IsFunctionalWhile(op)) {
+  if (IsFunctionalWhile(op) || IsFunctionalIf(op)) {
     b_->SetMetadata(MetadataFor(node), InstructionNameFor(node.name()));
-    return LowerWhileNode(node, inputs);
+    return LowerControlFlowNode(node, inputs);
   }
   // Constant folding: every input known on the host.
   bool all_constant = true;
@@ -299,15 +300,17 @@ Status GraphLowering::LowerNode(const Node& node) {
   return OkStatus();
 }
 
-Status GraphLowering::LowerWhileNode(const Node& node, const std::vector<XlaExpression>& inputs) {
+Status GraphLowering::LowerControlFlowNode(const Node& node,
+                                           const std::vector<XlaExpression>& inputs) {
   const XlaCompileOptions& options = options_;
   auto lower_body = [&options](const graph::Graph& body, HloBuilder* builder,
                                std::vector<XlaExpression> args) {
     GraphLowering lowering(body, builder, options);
     return lowering.LowerWithArguments(std::move(args));
   };
+  const auto lower = IsFunctionalWhile(node.type_string()) ? LowerWhile : LowerIf;
   ASSIGN_OR_RETURN(std::vector<XlaExpression> outputs,
-                   LowerWhile(node, inputs, body_.library(), body_.registry(), *b_, lower_body));
+                   lower(node, inputs, body_.library(), body_.registry(), *b_, lower_body));
   values_[node.id()] = std::move(outputs);
   return OkStatus();
 }
