@@ -830,6 +830,23 @@ void RegisterArrayOps(OpRegistry& r) {
       .Attr("index: int >= 0")
       .SetIsStateful()
       .SetShapeFn(shape_fn::NoOutputs);
+  // A multi-device function's arguments and results that live in device memory (TensorFlow's
+  // runtime graphs hold them). Fed and fetched by name like any node; the executor binds only
+  // _Arg and _Retval itself.
+  REGISTER_OP(r, "_DeviceArg")
+      .Output("output: T")
+      .Attr("T: type")
+      .Attr("index: int >= 0")
+      .SetIsStateful()
+      .SetShapeFn(ArgShape)
+      .NoXlaKernel();
+  REGISTER_OP(r, "_DeviceRetval")
+      .Input("input: T")
+      .Attr("T: type")
+      .Attr("index: int >= 0")
+      .SetIsStateful()
+      .SetShapeFn(shape_fn::NoOutputs)
+      .NoXlaKernel();
 
   REGISTER_OP(r, "Reshape")
       .Input("tensor: T")
