@@ -632,6 +632,10 @@ int RunGraphRun(const GraphRunArgs& args) {
     if (g.saved_model != nullptr) {
       watchdog.SetActivity("reading the SavedModel's variables");
       RETURN_IF_ERROR(graph::LoadSavedModelVariables(*g.saved_model, (*session)->resources()));
+      if (!g.saved_model->init_op.empty()) {
+        auto ran = (*session)->Run({}, {}, {g.saved_model->init_op});
+        if (!ran.ok()) return InFile(ran.status(), g.shown).WithContext("the SavedModel's init op");
+      }
     }
     if (!args.init.empty()) {
       watchdog.SetActivity("running the --init targets");

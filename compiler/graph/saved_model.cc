@@ -223,6 +223,15 @@ StatusOr<SavedModel> ParseSavedModel(std::string_view bytes, const std::string& 
   for (const SavedModelTensor& t : model.signature.inputs) {
     RETURN_IF_ERROR(want(t.tensor, "input " + Q(t.key)));
   }
+  // The model's init op (TF2's __saved_model_init_op signature: table initializers), which
+  // TensorFlow's loader runs once after restoring the variables.
+  if (auto init = meta.signature_def().find("__saved_model_init_op"); init != meta.signature_def().end()) {
+    for (const auto& [name, info] : init->second.outputs()) {
+      if (info.encoding_case() != tfp::TensorInfo::kName) continue;
+      RETURN_IF_ERROR(want(info.name(), "__saved_model_init_op"));
+      model.init_op = NodeOfTensor(info.name());
+    }
+  }
   while (!stack.empty()) {
     const NodeDef& n = whole.node[stack.back()];
     stack.pop_back();

@@ -7,7 +7,8 @@
 // its output tensors ("StatefulPartitionedCall:1"), whose call node runs the signature's function
 // with the variables' VarHandleOps as captured inputs (the lowering inlines it, so the executor and
 // the clustering see the function's body). ReadSavedModel keeps only the nodes and functions the
-// signature needs (the save and restore functions hold file ops xlens does not run).
+// signature and the model's init op need (the save and restore functions hold file ops xlens does
+// not run); the init op (table initializers) runs once after the variables are read.
 //
 // Variables: each VarHandleOp the signature's call captures is tied to a checkpoint key through
 // the object graph: the concrete function's bound_inputs name object-graph nodes, and the
@@ -61,6 +62,7 @@ struct SavedModel {
   std::vector<std::string> signature_keys;  // every signature of that meta graph
   SavedModelSignature signature;            // the one chosen
   GraphDef graph;                           // the nodes and functions the signature needs
+  std::string init_op;  // run once after the variables are read (empty: none)
   std::vector<SavedModelVariable> variables;
 };
 

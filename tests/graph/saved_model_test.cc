@@ -33,6 +33,7 @@ TEST(SavedModelTest, ReadsTheSignatureAndTheVariablesItCaptures) {
   ASSERT_EQ(model->signature.outputs.size(), 2u);
   EXPECT_EQ(model->signature.outputs[0].key, "s");
   EXPECT_EQ(model->signature.outputs[1].key, "y");
+  EXPECT_EQ(model->init_op, "NoOp");  // __saved_model_init_op: nothing to initialise here
   // Only what the signature needs: not the save and restore calls and their file ops.
   for (const NodeDef& n : model->graph.node) {
     EXPECT_NE(n.name, "saver_filename");
