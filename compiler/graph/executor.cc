@@ -40,6 +40,8 @@ struct FrameState {
   // The live iterations: an iteration is freed once it is done (nothing scheduled, no child frame
   // running) and every older one is, as TensorFlow's CleanupFramesIterations does.
   std::map<int64_t, std::unique_ptr<IterationState>> iterations;
+  IterationState* hot = nullptr;  // the iteration GetIteration found last, and its number
+  int64_t hot_iter = -1;
   int64_t last_iteration = 0;
   // At most this many iterations are alive at once (the Enters' parallel_iterations, as in
   // TensorFlow): a NextIteration that would start one more waits in `deferred` until the oldest
@@ -269,6 +271,8 @@ Status Executor::Impl::Build() {
 }
 
 IterationState* Executor::Impl::GetIteration(FrameState* frame, int64_t iter) {
+  // The iteration asked for last (every node of a loop-free graph asks for the root's one).
+  if (frame->hot != nullptr && frame->hot_iter == iter) return frame->hot;
   auto& slot = frame->iterations[iter];
   if (!slot) {
     slot = std::make_unique<IterationState>();
@@ -286,6 +290,8 @@ IterationState* Executor::Impl::GetIteration(FrameState* frame, int64_t iter) {
     if (iter > frame->last_iteration) frame->last_iteration = iter;
     ++stats.iterations_started;
     stats.peak_live_iterations = std::max(stats.peak_live_iterations, ++live_iterations);
+    frame->hot = slot.get();
+    frame->hot_iter = iter;
     if (iter > 0) {
       // A new iteration sees every loop invariant.
       auto invariants = frame->loop_invariants;
@@ -296,6 +302,8 @@ IterationState* Executor::Impl::GetIteration(FrameState* frame, int64_t iter) {
       }
     }
   }
+  frame->hot = slot.get();
+  frame->hot_iter = iter;
   return slot.get();
 }
 
@@ -451,6 +459,7 @@ void Executor::Impl::FreeIteration(
     FrameState* frame, std::map<int64_t, std::unique_ptr<IterationState>>::iterator it) {
   held_values -= it->second->held;
   --live_iterations;
+  if (frame->hot == it->second.get()) frame->hot = nullptr;
   frame->iterations.erase(it);
 }
 

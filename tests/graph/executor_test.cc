@@ -1,10 +1,14 @@
 #include "compiler/graph/executor.h"
 
+#include <set>
+
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
 #include "compiler/graph/session.h"
 #include "graph/graph_test_util.h"
+#include "graph/kernel_test_util.h"
+#include "profiler/host_tracer.h"
 
 namespace xlens::graph {
 namespace {
@@ -262,6 +266,60 @@ TEST(ExecutorTest, LoopInsideAnUntakenBranchIsDead) {
                       {"joined"});
   ASSERT_TRUE(out.ok()) << out.status().message();
   EXPECT_EQ(Scalar((*out)[0]), -4.0f);
+}
+
+// Constants are folded once, as grappler folds them before TensorFlow's executor runs: the second
+// run computes only what depends on the feeds and the stateful ops, and gets the same answers.
+TEST(ExecutorTest, ConstantsAreComputedOnceStatefulOpsEveryRun) {
+  GraphDef def;
+  def.node.push_back(PlaceholderNode("x", DT_FLOAT, PartialShape({2})));
+  def.node.push_back(ConstNode("c", Tensor::Vector<float>(DT_FLOAT, {1, 2})));
+  def.node.push_back(FloatConst("three", 3));
+  def.node.push_back(BinaryNode("scaled", "Mul", "c", "three"));
+  def.node.push_back(BinaryNode("y", "AddV2", "x", "scaled"));
+  def.node.push_back(ConstNode("shape", Tensor::Vector<int32_t>(DT_INT32, {2})));
+  def.node.push_back(MakeNode("noise", "RandomUniform", {"shape"},
+                              {{"T", AttrValue::Type(DT_INT32)}, {"dtype", AttrValue::Type(DT_FLOAT)}}));
+  auto session = Session::Create(def);
+  ASSERT_TRUE(session.ok()) << session.status().message();
+  auto first = (*session)->Run({{"x", Tensor::Vector<float>(DT_FLOAT, {10, 20})}}, {"y", "noise"});
+  ASSERT_TRUE(first.ok()) << first.status().message();
+  EXPECT_EQ((*first)[0].DebugString(), "float [2] [13, 26]");
+
+  ASSERT_TRUE(profiler::TracerSession::Start());
+  auto second = (*session)->Run({{"x", Tensor::Vector<float>(DT_FLOAT, {1, 1})}}, {"y", "noise"});
+  profiler::Trace trace = profiler::TracerSession::Stop();
+  ASSERT_TRUE(second.ok()) << second.status().message();
+  EXPECT_EQ((*second)[0].DebugString(), "float [2] [4, 7]");
+  EXPECT_FALSE((*second)[1].Identical((*first)[1])) << "a stateful op was folded";
+  std::set<std::string> ran;
+  for (const profiler::TraceEvent& e : trace.events) {
+    if (e.category == kTfOpCategory) ran.insert(e.name);
+  }
+  EXPECT_TRUE(ran.count("y") && ran.count("noise"));
+  EXPECT_FALSE(ran.count("scaled") || ran.count("c") || ran.count("three") || ran.count("shape"));
+}
+
+// An elementwise kernel writes over an input buffer nothing else holds (TensorFlow's
+// forward_input), and never over one that another tensor still shares.
+TEST(ExecutorTest, ElementwiseKernelsForwardAnUnsharedInputBuffer) {
+  testing::KernelRunner add("AddV2", {{"T", AttrValue::Type(DT_FLOAT)}});
+  Tensor x = Tensor::Vector<float>(DT_FLOAT, {1, 2, 3});
+  const void* x_data = x.raw_data();
+  std::vector<Tensor> inputs;  // not an initializer list, whose copies would share x
+  inputs.push_back(std::move(x));
+  inputs.push_back(Tensor::Scalar<float>(DT_FLOAT, 10));
+  auto in_place = add.Run(std::move(inputs));
+  ASSERT_TRUE(in_place.ok()) << in_place.status().message();
+  EXPECT_EQ((*in_place)[0].DebugString(), "float [3] [11, 12, 13]");
+  EXPECT_EQ((*in_place)[0].raw_data(), x_data);
+
+  Tensor kept = Tensor::Vector<float>(DT_FLOAT, {1, 2, 3});
+  auto copied = add.Run({kept, Tensor::Scalar<float>(DT_FLOAT, 10)});
+  ASSERT_TRUE(copied.ok()) << copied.status().message();
+  EXPECT_EQ((*copied)[0].DebugString(), "float [3] [11, 12, 13]");
+  EXPECT_NE((*copied)[0].raw_data(), kept.raw_data());
+  EXPECT_EQ(kept.DebugString(), "float [3] [1, 2, 3]");
 }
 
 TEST(ExecutorTest, ControlDependenciesOrderSideEffects) {

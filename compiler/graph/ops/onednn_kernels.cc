@@ -498,6 +498,17 @@ Status Conv2DBackwardWeights(const ConvGeometry& g, const float* x, const float*
 Status MatMul(const float* a, bool ta, const float* b, bool tb, int64_t m, int64_t k, int64_t n,
               const float* bias, float* out, ThreadPool* pool) {
   return Guard("matmul", [&]() -> Status {
+    // A transposed lhs is copied row-major first: split into blocks of rows it would be strided
+    // in both dimensions, which oneDNN's fast kernels (brgemm) refuse, leaving it to gemm:jit,
+    // whose code generation takes tens of milliseconds at its first call and which runs slower.
+    std::vector<float> transposed;
+    if (ta && m > 1) {
+      transposed.resize(m * k);
+      for (int64_t q = 0; q < k; ++q)
+        for (int64_t i = 0; i < m; ++i) transposed[i * k + q] = a[q * m + i];
+      a = transposed.data();
+      ta = false;
+    }
     const int parallelism = Parallelism(pool);
     auto plan = Cached<Plan>({kMatMul, parallelism, m, k, n, ta, tb, bias != nullptr}, [&] {
       auto plan = std::make_shared<Plan>();
