@@ -132,6 +132,13 @@ TEST(TensorListXlaTest, ListsBecomeBuffersReadAndWrittenAtRunTimeIndices) {
   b.Ret(b.Op("TensorListLength", {set}, {}));
   b.Ret(b.Op("TensorListElementShape", {set}, {{"shape_type", AttrValue::Type(graph::DT_INT32)}}));
   b.Ret(b.Op("TensorListGather", {list, ops::Input({3, 0}), ops::Input({3})}, Elements()));
+  // What gradients build for lists: zeros of one, the sum of two.
+  Output zeros = b.Op("ZerosLike", {list}, {});
+  Output other = b.Op("TensorListSetItem", {zeros, ops::Input(1), item}, Elements());
+  Output sum(ops::BuildOpWithList(b.root, "AddN", {{set, other}}), 0);
+  b.Ret(b.Op("TensorListStack", {sum, ops::Input({3})},
+             {{"element_dtype", AttrValue::Type(graph::DT_FLOAT)},
+              {"num_elements", AttrValue::Int(-1)}}));
   b.Check();
 }
 

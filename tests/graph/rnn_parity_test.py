@@ -29,8 +29,9 @@ TOLERANCE = 1e-4
 KNOWN_GAPS = {
     "rnn_input_grad_functional":
         "a list whose element shape only the loop body's writes fix (TensorFlow initializes such "
-        "lists from a first compilation of the body), and lists built from accumulated shapes in "
-        "the gradient loop",
+        "lists from a first compilation of the body), and, in the gradient loop, a "
+        "TensorListReserve whose element shape and size are popped from accumulators of "
+        "TensorListElementShape/TensorListLength (TensorFlow resolves them at compile time)",
 }
 
 

@@ -246,9 +246,42 @@ Status ElementShapeLowering(XlaOpKernelContext& ctx) {
   return OkStatus();
 }
 
+// ZerosLike and AddN of lists (what the gradient of a loop builds for lists): the buffers
+// zeroed or summed, the push index kept, as TensorFlow's variant cases of these ops. Other
+// inputs go to the lowering registered before.
+void ExtendForLists(XlaOpRegistry& r, const std::string& op) {
+  const XlaOpLowering* found = r.Find(op);
+  if (found == nullptr) return;
+  XlaOpLowering numeric = *found;
+  const bool add = op == "AddN";
+  r.Register(op, [numeric, add](XlaOpKernelContext& ctx) -> Status {
+    if (ctx.num_inputs() == 0 || ctx.input_type(0) != graph::DT_VARIANT) return numeric(ctx);
+    ASSIGN_OR_RETURN(ListParts first, InputList(ctx, 0));
+    HloInstruction* buffer = nullptr;
+    if (!add) {
+      LOWER_OR_RETURN(buffer, ctx,
+                      ctx.builder().FullConstant(first.buffer->shape().element_type(), 0,
+                                                 first.buffer->shape().dimensions()));
+      return SetList(ctx, 0, buffer, first.push_index);
+    }
+    buffer = first.buffer;
+    for (int i = 1; i < ctx.num_inputs(); ++i) {
+      ASSIGN_OR_RETURN(ListParts next, InputList(ctx, i));
+      if (!(next.buffer->shape() == buffer->shape())) {
+        return ctx.Error(fmt::format("cannot add lists of {} and {}", buffer->shape().ToString(false),
+                                     next.buffer->shape().ToString(false)));
+      }
+      LOWER_OR_RETURN(buffer, ctx, ctx.builder().Binary(HloOpcode::kAdd, buffer, next.buffer));
+    }
+    return SetList(ctx, 0, buffer, first.push_index);
+  });
+}
+
 }  // namespace
 
 void RegisterTensorListXlaOps(XlaOpRegistry& r) {
+  ExtendForLists(r, "ZerosLike");
+  ExtendForLists(r, "AddN");
   r.Register("TensorListReserve", ReserveLowering);
   r.Register("EmptyTensorList", EmptyTensorListLowering);
   r.Register("TensorListFromTensor", FromTensorLowering);
