@@ -478,6 +478,19 @@ StatusOr<Tensor> TensorBundle::ReadSliced(const std::string& key, const BundleEn
     return Error(fmt::format("{}: the slices hold {} of the {} elements of {}, expected all", where,
                              covered, n, DimsText(e.shape)));
   }
+  // Slices could all point at the same bytes: the tensor may not be larger than the shards are.
+  int64_t on_disk = 0;
+  for (int shard = 0; shard < num_shards_; ++shard) {
+    ASSIGN_OR_RETURN(int64_t size, shards_->Size(shard));
+    on_disk += std::min<int64_t>(size, INT64_MAX - on_disk);
+  }
+  if (n > on_disk / element) {
+    return Error(fmt::format("{}: its slices make a tensor of {} bytes, expected at most the {} "
+                             "bytes its {} shard{} hold",
+                             where, n > INT64_MAX / element ? std::string("more than 2^63")
+                                                            : std::to_string(n * element),
+                             on_disk, num_shards_, num_shards_ == 1 ? "" : "s"));
+  }
   ASSIGN_OR_RETURN(Tensor t, Tensor::Create(e.dtype, e.shape, INT64_MAX));
   // Row-major strides of the whole tensor, in bytes.
   std::vector<int64_t> stride(rank, element);

@@ -195,6 +195,20 @@ TEST(TensorBundleTest, SlicesMustCoverTheTensorOnce) {
   ASSERT_FALSE(r.ok());
   EXPECT_THAT(r.status().message(), HasSubstr("expected its entry in the index"));
 
+  // Two slices stored over the same bytes make a tensor larger than the shard.
+  {
+    BundleSlice s0{{0}, {3}}, s1{{3}, {3}};
+    tfproto::BundleEntryProto whole = sliced({{0, 3}, {3, 3}});
+    auto e0 = FloatEntry({3}, 0, a), e1 = FloatEntry({3}, 0, a);
+    auto shared = TensorBundle::FromIndex(
+        IndexOf(1, {{"v", whole}, {EncodeTensorNameSlice("v", s0), e0}, {EncodeTensorNameSlice("v", s1), e1}}),
+        "v.index", std::make_unique<MemoryShards>(std::vector<std::string>{a}));
+    ASSERT_TRUE(shared.ok()) << shared.status().message();
+    r = shared->Read("v");
+    ASSERT_FALSE(r.ok());
+    EXPECT_THAT(r.status().message(), HasSubstr("expected at most the 12 bytes its 1 shard hold"));
+  }
+
   auto outside = bundle_of(sliced({{4, 3}}), {});
   ASSERT_FALSE(outside.ok());
   EXPECT_THAT(outside.status().message(), HasSubstr("expected within dimension 0 of size 6"));
