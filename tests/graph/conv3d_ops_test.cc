@@ -133,6 +133,15 @@ TEST(Conv3DOpsTest, ShapeAndChecks) {
   EXPECT_NE(grouped.status().message().find("input and filter must have the same depth: 4 vs 2"),
             std::string::npos)
       << grouped.status().message();
+  // filter_sizes come from the graph: a patch past the kernel's bound is refused, not allocated.
+  AttrMap valid = Attrs(Cases()[0]);
+  auto huge = testing::RunOp("Conv3DBackpropFilterV2",
+                             {RandomFloats({1, 4, 4, 4, 2}, 1), Int32Vector({1024, 1024, 64, 2, 1}),
+                              RandomFloats({1, 4, 4, 4, 1}, 2)},
+                             valid);
+  ASSERT_FALSE(huge.ok());
+  EXPECT_NE(huge.status().message().find("more than this kernel takes"), std::string::npos)
+      << huge.status().message();
   AttrMap four = Attrs(Cases()[0]);
   four["strides"] = Ints({1, 1, 1, 1, 1, 1});
   auto strides = testing::RunOp(

@@ -92,6 +92,9 @@ const std::vector<Case>& Cases() {
       {{2, 6, 9, 2}, {3, 2, 2, 3}, 1, 2, 1, 1, "EXPLICIT", {1, 2, 0, 3}},
       {{1, 9, 9, 6}, {3, 3, 6, 1}, 1, 1, 2, 2, "SAME", {}},
       {{1, 12, 10, 2}, {3, 3, 2, 2}, 2, 1, 2, 3, "VALID", {}},
+      // A filter larger than the input: most taps fall in the padding.
+      {{1, 4, 5, 2}, {7, 9, 2, 1}, 1, 2, 1, 1, "SAME", {}},
+      {{1, 5, 4, 3}, {4, 3, 3, 1}, 3, 2, 2, 1, "EXPLICIT", {4, 1, 0, 5}},
   };
   return cases;
 }

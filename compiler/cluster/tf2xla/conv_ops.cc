@@ -58,7 +58,14 @@ StatusOr<ConvAttrs> GetConvAttrs(const XlaOpKernelContext& ctx, int spatial) {
   } else if (a.padding != "SAME" && a.padding != "VALID") {
     return ctx.Error(fmt::format("padding '{}' is not supported", a.padding));
   }
+  constexpr int64_t kLimit = int64_t{1} << 32;
   for (int64_t d : a.spatial_dims) {
+    if (strides[d] < 1 || strides[d] > kLimit || dilations[d] < 1 || dilations[d] > kLimit)
+      return ctx.Error("strides and dilations must be in [1, 2^32]");
+    if (!explicit_paddings.empty() &&
+        (explicit_paddings[2 * d] < 0 || explicit_paddings[2 * d] > kLimit ||
+         explicit_paddings[2 * d + 1] < 0 || explicit_paddings[2 * d + 1] > kLimit))
+      return ctx.Error("explicit_paddings must be in [0, 2^32]");
     a.strides.push_back(strides[d]);
     a.dilations.push_back(dilations[d]);
     a.explicit_low.push_back(explicit_paddings.empty() ? 0 : explicit_paddings[2 * d]);
@@ -79,6 +86,25 @@ Pad PaddingOf(const ConvAttrs& a, int i, int64_t in, int64_t k) {
   const int64_t out = (in + a.strides[i] - 1) / a.strides[i];
   const int64_t total = std::max<int64_t>((out - 1) * a.strides[i] + effective - in, 0);
   return {total / 2, total - total / 2};
+}
+
+// Whether `out` (out_backprop's dims) is the forward convolution's output for an input of `in`,
+// a window of `k` (spatial) and `out_depth` features; an error naming both otherwise.
+Status CheckOutBackprop(const XlaOpKernelContext& ctx, const ConvAttrs& a,
+                        const std::vector<int64_t>& in, const std::vector<int64_t>& k,
+                        int64_t out_depth, const std::vector<int64_t>& out) {
+  std::vector<int64_t> want = in;
+  want[a.feature_dim] = out_depth;
+  for (int i = 0; i < a.spatial; ++i) {
+    const int64_t d = a.spatial_dims[i];
+    const Pad pad = PaddingOf(a, i, in[d], k[i]);
+    const int64_t effective = (k[i] - 1) * a.dilations[i] + 1;
+    want[d] = a.padding == "SAME" ? (in[d] + a.strides[i] - 1) / a.strides[i]
+                                  : (in[d] + pad.low + pad.high - effective) / a.strides[i] + 1;
+  }
+  if (want == out) return OkStatus();
+  return ctx.Error(fmt::format("out_backprop has shape {}, expected {}", graph::DimsToString(out),
+                               graph::DimsToString(want)));
 }
 
 // The filter as a grouped convolution's kernel: depthwise [k..., c, m] -> [k..., 1, c*m].
@@ -157,6 +183,8 @@ Status LowerConvBackpropInput(XlaOpKernelContext& ctx) {
                                  in_depth, filter_in));
   }
   const int64_t groups = in_depth / filter_in;
+  RETURN_IF_ERROR(CheckOutBackprop(ctx, a, in, std::vector<int64_t>(f.begin(), f.begin() + kSpatial),
+                                   filter_out, out));
   HloBuilder& b = ctx.builder();
   if (groups > 1) {
     // [k..., fin, out] -> [k..., fin, G, out/G] -> [k..., G, fin, out/G] -> [k..., G*fin, out/G]:
@@ -221,6 +249,9 @@ Status LowerConvBackpropFilter(XlaOpKernelContext& ctx) {
     return ctx.Error(fmt::format("input depth {} differs from the depthwise filter's {}",
                                  in_depth, f[kSpatial]));
   }
+  RETURN_IF_ERROR(CheckOutBackprop(ctx, a, in, std::vector<int64_t>(f.begin(), f.begin() + kSpatial),
+                                   kDepthwise ? f[kSpatial] * f[kSpatial + 1] : f[kSpatial + 1],
+                                   out));
   Window window;
   for (int i = 0; i < kSpatial; ++i) {
     const int64_t dim = a.spatial_dims[i];

@@ -25,8 +25,9 @@ StatusOr<Window> Pool3DWindow(const XlaOpKernelContext& ctx, const std::vector<i
     return ctx.Error(fmt::format("padding '{}' is not supported", padding));
   Window window;
   for (int i = 0; i < 5; ++i) {
-    if (ksize[i] <= 0 || strides[i] <= 0)
-      return ctx.Error("ksize and strides must be positive");
+    if (ksize[i] <= 0 || strides[i] <= 0 || ksize[i] > (int64_t{1} << 32) ||
+        strides[i] > (int64_t{1} << 32))
+      return ctx.Error("ksize and strides must be in [1, 2^32]");
     WindowDimension d;
     d.size = ksize[i];
     d.stride = strides[i];

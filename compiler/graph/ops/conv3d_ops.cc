@@ -197,6 +197,13 @@ Status Conv3DKernel(OpKernelContext& ctx) {
       *attrs, input_dims, {filter_dims[0], filter_dims[1], filter_dims[2]}, filter_dims[4]);
   if (!geometry.ok()) return ctx.Error(geometry.status().message());
   const WindowGeometry& g = *geometry;
+  // The patch matrix holds window * depth elements per output position.
+  const double patch = double(g.k[0]) * double(g.k[1]) * double(g.k[2]) * double(g.in_depth);
+  if (patch > double(int64_t{1} << 26)) {
+    return ctx.Error("a window of " + DimsToString({g.k[0], g.k[1], g.k[2]}) + " over " +
+                     std::to_string(g.in_depth) +
+                     " channels is more than this kernel takes (2^26 elements per patch)");
+  }
   const std::vector<int64_t> out_dims = conv::OutputDims(*attrs, g);
   if (kPass != Pass::kForward && ctx.input(2).dims() != out_dims) {
     return ctx.Error("out_backprop has shape " + DimsToString(ctx.input(2).dims()) +

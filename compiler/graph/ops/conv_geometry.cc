@@ -18,6 +18,14 @@ Status WindowedOutputSize(int64_t in, int64_t k, int64_t dilation, int64_t strid
   *out = -1;
   *before = *after = 0;
   if (in < 0 || k < 0) return OkStatus();
+  // Sizes from a graph are anything: refuse what int64 arithmetic below cannot hold.
+  constexpr int64_t kLimit = int64_t{1} << 48;
+  if (in > kLimit || k > kLimit || dilation > kLimit || stride > kLimit ||
+      explicit_before > kLimit || explicit_after > kLimit ||
+      (k > 1 && dilation > kLimit / (k - 1))) {
+    return Status::Error("Window sizes out of range: input " + Str(in) + ", window " + Str(k) +
+                         ", dilation " + Str(dilation) + ", stride " + Str(stride));
+  }
   const int64_t effective = (k - 1) * dilation + 1;
   if (padding == "VALID") {
     *out = (in - effective + stride) / stride;

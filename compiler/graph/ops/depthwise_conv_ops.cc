@@ -46,6 +46,28 @@ StatusOr<std::pair<WindowAttrs, WindowGeometry>> DepthwiseGeometry(
   __attribute__((target_clones("arch=x86-64-v4", "arch=x86-64-v3", "default")))
 #define XLENS_INLINE __attribute__((always_inline)) inline
 
+// The window taps [k0, k1) of output position `o` that fall inside the input of `in` elements
+// (o * stride + k * dilation - pad in [0, in)): the loops visit only those, however large a
+// filter a graph names.
+XLENS_INLINE void InputTaps(int64_t o, int64_t stride, int64_t dilation, int64_t pad, int64_t in,
+                            int64_t k, int64_t* k0, int64_t* k1) {
+  const int64_t start = o * stride - pad;  // input position of tap 0
+  *k0 = start >= 0 ? 0 : (-start + dilation - 1) / dilation;
+  *k1 = start >= in ? 0 : std::min(k, (in - 1 - start) / dilation + 1);
+  if (*k1 < *k0) *k1 = *k0;
+}
+
+// The taps [k0, k1) of input position `i` that some output position reads
+// (i + pad - k * dilation in [0, (out - 1) * stride]); the stride's divisibility is checked per tap.
+XLENS_INLINE void OutputTaps(int64_t i, int64_t stride, int64_t dilation, int64_t pad, int64_t out,
+                             int64_t k, int64_t* k0, int64_t* k1) {
+  const int64_t top = i + pad;  // i + pad - k * dilation for k = 0
+  const int64_t last = (out - 1) * stride;
+  *k0 = top <= last ? 0 : (top - last + dilation - 1) / dilation;
+  *k1 = top < 0 ? 0 : std::min(k, top / dilation + 1);
+  if (*k1 < *k0) *k1 = *k0;
+}
+
 // out[n, oy, ox, c*m + q] = sum over the window of x[n, iy, ix, c] * f[ky, kx, c, q], for output
 // rows (n, oy) [begin, end).
 template <typename C>
@@ -60,12 +82,13 @@ XLENS_INLINE void ForwardRows(const WindowGeometry& g, const C* __restrict x,
     for (int64_t ox = 0; ox < OW; ++ox) {
       C* __restrict o = out + (r * OW + ox) * od;
       for (int64_t k = 0; k < od; ++k) o[k] = C(0);
-      for (int64_t ky = 0; ky < KH; ++ky) {
+      int64_t ky0, ky1, kx0, kx1;
+      InputTaps(oy, g.stride[1], g.dilation[1], g.pad_before[1], H, KH, &ky0, &ky1);
+      InputTaps(ox, g.stride[2], g.dilation[2], g.pad_before[2], W, KW, &kx0, &kx1);
+      for (int64_t ky = ky0; ky < ky1; ++ky) {
         const int64_t iy = oy * g.stride[1] + ky * g.dilation[1] - g.pad_before[1];
-        if (iy < 0 || iy >= H) continue;
-        for (int64_t kx = 0; kx < KW; ++kx) {
+        for (int64_t kx = kx0; kx < kx1; ++kx) {
           const int64_t ix = ox * g.stride[2] + kx * g.dilation[2] - g.pad_before[2];
-          if (ix < 0 || ix >= W) continue;
           const C* __restrict xi = x + ((n * H + iy) * W + ix) * depth;
           const C* __restrict fk = f + (ky * KW + kx) * od;
           if (m == 1) {
@@ -95,11 +118,14 @@ XLENS_INLINE void BackpropInputRows(const WindowGeometry& g, const C* __restrict
     for (int64_t ix = 0; ix < W; ++ix) {
       C* __restrict o = dx + (r * W + ix) * depth;
       for (int64_t c = 0; c < depth; ++c) o[c] = C(0);
-      for (int64_t ky = 0; ky < KH; ++ky) {
+      int64_t ky0, ky1, kx0, kx1;
+      OutputTaps(iy, g.stride[1], g.dilation[1], g.pad_before[1], OH, KH, &ky0, &ky1);
+      OutputTaps(ix, g.stride[2], g.dilation[2], g.pad_before[2], OW, KW, &kx0, &kx1);
+      for (int64_t ky = ky0; ky < ky1; ++ky) {
         const int64_t ty = iy + g.pad_before[1] - ky * g.dilation[1];
         if (ty < 0 || ty % g.stride[1] != 0 || ty / g.stride[1] >= OH) continue;
         const int64_t oy = ty / g.stride[1];
-        for (int64_t kx = 0; kx < KW; ++kx) {
+        for (int64_t kx = kx0; kx < kx1; ++kx) {
           const int64_t tx = ix + g.pad_before[2] - kx * g.dilation[2];
           if (tx < 0 || tx % g.stride[2] != 0 || tx / g.stride[2] >= OW) continue;
           const int64_t ox = tx / g.stride[2];
@@ -132,12 +158,13 @@ XLENS_INLINE void BackpropFilterRows(const WindowGeometry& g, const C* __restric
     const int64_t n = r / OH, oy = r % OH;
     for (int64_t ox = 0; ox < OW; ++ox) {
       const C* __restrict gi = dy + (r * OW + ox) * od;
-      for (int64_t ky = 0; ky < KH; ++ky) {
+      int64_t ky0, ky1, kx0, kx1;
+      InputTaps(oy, g.stride[1], g.dilation[1], g.pad_before[1], H, KH, &ky0, &ky1);
+      InputTaps(ox, g.stride[2], g.dilation[2], g.pad_before[2], W, KW, &kx0, &kx1);
+      for (int64_t ky = ky0; ky < ky1; ++ky) {
         const int64_t iy = oy * g.stride[1] + ky * g.dilation[1] - g.pad_before[1];
-        if (iy < 0 || iy >= H) continue;
-        for (int64_t kx = 0; kx < KW; ++kx) {
+        for (int64_t kx = kx0; kx < kx1; ++kx) {
           const int64_t ix = ox * g.stride[2] + kx * g.dilation[2] - g.pad_before[2];
-          if (ix < 0 || ix >= W) continue;
           const C* __restrict xi = x + ((n * H + iy) * W + ix) * depth;
           C* __restrict fk = df + (ky * KW + kx) * od;
           if (m == 1) {
@@ -200,6 +227,17 @@ void DepthwiseBackpropFilter(const WindowGeometry& g, const C* x, const C* dy, C
   const int64_t filter_size = g.window_size() * g.out_depth;
   std::fill(df, df + filter_size, C(0));
   std::mutex mu;
+  // A filter larger than the input (a graph may name any filter_sizes) is summed in place by one
+  // thread rather than copied per chunk.
+  if (filter_size > g.batch * g.in_positions() * g.in_depth + (int64_t{1} << 16)) pool = nullptr;
+  if (pool == nullptr) {
+    if constexpr (std::is_same_v<C, float>) {
+      BackpropFilterRowsF32(g, x, dy, df, 0, g.batch * g.out[1]);
+    } else {
+      BackpropFilterRows<C>(g, x, dy, df, 0, g.batch * g.out[1]);
+    }
+    return;
+  }
   conv::ParallelTasks(pool, g.batch * g.out[1], g.out[2] * filter_size,
                       [&](int64_t begin, int64_t end) {
                         std::vector<C> local(filter_size, C(0));

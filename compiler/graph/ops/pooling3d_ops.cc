@@ -74,7 +74,8 @@ void Pool3D(const WindowGeometry& g, const C* x, const C* y, const C* grad, C* o
             ThreadPool* pool) {
   const int64_t depth = g.in_depth;
   const int64_t rows = g.batch * g.out[0] * g.out[1];
-  const int64_t window_cost = g.out[2] * g.window_size() * depth;
+  const int64_t window_cost = static_cast<int64_t>(
+      std::min(1e15, double(g.out[2]) * double(g.k[0]) * double(g.k[1]) * double(g.k[2]) * double(depth)));
   if constexpr (kKind == Kind::kMax || kKind == Kind::kAvg || kKind == Kind::kMaxGradGrad) {
     // Each output row is written by one task.
     conv::ParallelTasks(pool, rows, window_cost, [&](int64_t r0, int64_t r1) {
@@ -104,7 +105,7 @@ void Pool3D(const WindowGeometry& g, const C* x, const C* y, const C* grad, C* o
   } else {
     // Windows overlap on the input they scatter to: images run in parallel, windows in order.
     std::fill(out, out + g.batch * g.in_positions() * depth, C(0));
-    conv::ParallelTasks(pool, g.batch, rows * window_cost / std::max<int64_t>(g.batch, 1),
+    conv::ParallelTasks(pool, g.batch, window_cost,
                         [&](int64_t n0, int64_t n1) {
       ForEachWindow(g, n0, n1, false, [&](int64_t n, const int64_t*, int64_t off, const Clip& c) {
         const C* dy = grad + off;
