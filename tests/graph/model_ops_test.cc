@@ -316,6 +316,34 @@ TEST(VariableShapeTest, ShapeOfTheAssignedValueInTheAskedType) {
   EXPECT_EQ((*shape)[0].AsInt64Vector(), (std::vector<int64_t>{2, 3}));
 }
 
+TEST(MklFusedOpsTest, LayerNormOverTheLastDimension) {
+  const Tensor x = Floats({2, 3}, {1, 2, 3, -1, 0, 5});
+  const Tensor scale = Floats({3}, {1, 2, 3});
+  const Tensor offset = Floats({3}, {0, 1, 0});
+  auto r = RunOp([&](const Scope& s) {
+    return ops::AsOutput(ops::BuildOp(s, "_MklLayerNorm",
+                                      {ops::Const(s, x), ops::Const(s, scale), ops::Const(s, offset)},
+                                      {{"epsilon", AttrValue::Float(0.001f)}}));
+  });
+  ASSERT_TRUE(r.ok()) << r.status().message();
+  const std::vector<float> got = FloatsOf(*r);
+  const double rows[2][3] = {{1, 2, 3}, {-1, 0, 5}};
+  for (int i = 0; i < 2; ++i) {
+    const double mean = (rows[i][0] + rows[i][1] + rows[i][2]) / 3;
+    double var = 0;
+    for (double v : rows[i]) var += (v - mean) * (v - mean) / 3;
+    for (int c = 0; c < 3; ++c) {
+      const double want = (rows[i][c] - mean) / std::sqrt(var + 0.001) * (c + 1) + (c == 1);
+      EXPECT_NEAR(got[i * 3 + c], want, 1e-5) << i << "," << c;
+    }
+  }
+  auto swish = RunOp([&](const Scope& s) {
+    return ops::AsOutput(ops::BuildOp(s, "_MklSwish", {ops::Const(s, Floats({2}, {0, 2}))}));
+  });
+  ASSERT_TRUE(swish.ok()) << swish.status().message();
+  EXPECT_NEAR(FloatsOf(*swish)[1], 2 / (1 + std::exp(-2.0)), 1e-6);
+}
+
 TEST(ModelGradientsTest, EinsumForms) {
   for (const Case& c : {EinsumCase("abc,cde->abde", {{2, 3, 4}, {4, 2, 2}}),
                         EinsumCase("bij,jk->b", {{2, 3, 4}, {4, 2}}),

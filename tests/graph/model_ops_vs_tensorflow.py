@@ -187,13 +187,19 @@ def make_fused_graph(tf, np, batch_norm_only=False):
         tf.identity(bvar, name="bn_train_var")
         y2, _, _ = tf.compat.v1.nn.fused_batch_norm(x, s3, o3, m3, v3, is_training=False)
         tf.nn.relu(y2, name="bn_infer_relu")
+        # oneDNN activations and Keras' LayerNormalization as tf.nn writes it.
+        tf.identity(a * tf.sigmoid(a), name="swish")
+        tf.identity(a * tf.tanh(tf.math.softplus(a)), name="mish")
+        mean, variance = tf.nn.moments(a, axes=[-1], keepdims=True)
+        inv = tf.math.rsqrt(variance + 0.001) * const(6)
+        ln = a * inv + (-mean * inv + const(6))
+        tf.identity(ln, name="layer_norm")
         fetch = ["bn_train_relu", "bn_train_mean", "bn_train_var", "bn_infer_relu"]
         if not batch_norm_only:
-            fetch += ["conv_bias_relu", "conv_bias_elu", "conv_bn_relu6", "matmul_bias_relu",
+            fetch += ["swish", "mish", "layer_norm", "conv_bias_relu", "conv_bias_elu", "conv_bn_relu6", "matmul_bias_relu",
                       "matmul_bias_leaky", "matmul_bias"]
-    feeds = [("x", rng.standard_normal((2, 8, 8, 3)).astype(np.float32))]
-    if not batch_norm_only:
-        feeds.append(("a", rng.standard_normal((4, 6)).astype(np.float32)))
+    feeds = [("x", rng.standard_normal((2, 8, 8, 3)).astype(np.float32)),
+             ("a", rng.standard_normal((4, 6)).astype(np.float32))]
     with tf.compat.v1.Session(graph=g) as sess:
         reference = sess.run([f + ":0" for f in fetch], {k + ":0": v for k, v in feeds})
     mg = meta_graph.create_meta_graph_def(graph=g)
@@ -271,6 +277,8 @@ def main():
         fused = make_fused_graph(tf, np)
         ops = {n.op for n in fused[0].node}
         missing = {"_FusedConv2D", "_FusedMatMul", "_FusedBatchNormEx"} - ops
+        if args.verbose:
+            print("grappler's fused ops:", sorted(op for op in ops if op.startswith("_")))
         if missing:
             print(f"FAIL grappler's remapper did not make {sorted(missing)} (ops: {sorted(ops)})")
             failures += 1

@@ -4,7 +4,8 @@
 // and _FusedBatchNormEx (FusedBatchNorm, an optional side input, then Identity or Relu). The
 // convolution and the product are the Conv2D and MatMul kernels of the registry, called on the
 // same node (the fused op has their attrs); the epilogue runs over their output in place, in
-// float for the 16-bit types, as TensorFlow's CPU kernels compute it.
+// float for the 16-bit types, as TensorFlow's CPU kernels compute it. With oneDNN on, grappler also
+// writes _MklSwish, _MklFusedMish and _MklLayerNorm, which run here too.
 #include <cmath>
 #include <string>
 
@@ -54,7 +55,8 @@ StatusOr<std::vector<Epilogue>> ParseFusedOps(const OpKernelContext& ctx, int fi
     } else if (i > 0 && i + 1 == ops.size() &&
                (op == "Relu" || op == "Relu6" || op == "Elu" || op == "LeakyRelu" ||
                 op == "Tanh" || op == "Sigmoid" || op == "GeluApproximate" ||
-                op == "GeluExact" || op == "_FusedHardSwish" || op == "_FusedSwish")) {
+                op == "GeluExact" || op == "_FusedHardSwish" || op == "_FusedSwish" ||
+                op == "_MklSwish")) {
       steps.push_back({Epilogue::Kind::kActivation, op, 0});
     } else {
       return ctx.Error("Unsupported fusion: fused_ops " + describe() +
@@ -84,7 +86,63 @@ C Activate(const std::string& op, C x, C alpha) {
     return C(0.5) * x * (C(1) + std::tanh(k * (x + C(0.044715) * x * x * x)));
   }
   if (op == "_FusedHardSwish") return x * std::min(std::max(x + C(3), C(0)), C(6)) / C(6);
-  return x / (C(1) + std::exp(-x));  // _FusedSwish
+  return x / (C(1) + std::exp(-x));  // _FusedSwish, _MklSwish
+}
+
+// _MklSwish (x * sigmoid(x)) and _MklFusedMish (x * tanh(softplus(x))): grappler's oneDNN
+// activation fusions.
+template <bool kMish>
+Status MklActivationKernel(OpKernelContext& ctx) {
+  return Dispatch<cwise::kFloating>(ctx, ctx.input(0).dtype(), [&](auto tag) -> Status {
+    using T = typename decltype(tag)::type;
+    using C = ComputeType<T>;
+    return cwise::UnaryOp<T, T>(ctx, [](T v) {
+      const C x = static_cast<C>(v);
+      if constexpr (kMish) return T(x * std::tanh(std::log1p(std::exp(x))));
+      return T(x / (C(1) + std::exp(-x)));
+    });
+  });
+}
+
+// _MklLayerNorm: normalization over the last dimension (biased variance), then scale and
+// offset over it, as grappler fuses Keras' LayerNormalization.
+Status MklLayerNormKernel(OpKernelContext& ctx) {
+  const Tensor& x = ctx.input(0);
+  ASSIGN_OR_RETURN(float epsilon, ctx.GetAttr<float>("epsilon"));
+  if (x.rank() < 1) return ctx.Error("input must have rank >= 1, got a scalar");
+  const int64_t depth = x.dim(x.rank() - 1);
+  for (int i = 1; i <= 2; ++i) {
+    if (ctx.input(i).rank() != 1 || ctx.input(i).dim(0) != depth) {
+      return ctx.Error(std::string(i == 1 ? "scale" : "offset") + " must have shape [" +
+                       std::to_string(depth) + "], got " + DimsToString(ctx.input(i).dims()));
+    }
+  }
+  ASSIGN_OR_RETURN(Tensor * y, ctx.allocate_output(0, x.dims()));
+  return Dispatch<cwise::kFloating>(ctx, x.dtype(), [&](auto tag) -> Status {
+    using T = typename decltype(tag)::type;
+    const T* in = Data<T>(x);
+    const T* scale = Data<T>(ctx.input(1));
+    const T* offset = Data<T>(ctx.input(2));
+    T* o = MutableData<T>(*y);
+    const int64_t rows = depth == 0 ? 0 : x.num_elements() / depth;
+    for (int64_t r = 0; r < rows; ++r) {
+      const T* row = in + r * depth;
+      double mean = 0, var = 0;
+      for (int64_t c = 0; c < depth; ++c) mean += static_cast<float>(row[c]);
+      mean /= depth;
+      for (int64_t c = 0; c < depth; ++c) {
+        const double d = static_cast<float>(row[c]) - mean;
+        var += d * d;
+      }
+      var /= depth;
+      const float inv = 1.0f / std::sqrt(static_cast<float>(var) + epsilon);
+      for (int64_t c = 0; c < depth; ++c) {
+        const float v = (static_cast<float>(row[c]) - static_cast<float>(mean)) * inv;
+        o[r * depth + c] = T(v * static_cast<float>(scale[c]) + static_cast<float>(offset[c]));
+      }
+    }
+    return OkStatus();
+  });
 }
 
 // Applies `steps` to `out` ([..., channels]) in place.
@@ -306,6 +364,26 @@ Status FusedBatchNormExShape(InferenceContext& c) {
 }  // namespace
 
 void RegisterFusedOps(OpRegistry& r) {
+  for (const char* name : {"_MklSwish", "_MklFusedMish"}) {
+    const bool mish = std::string(name) == "_MklFusedMish";
+    REGISTER_OP(r, name)
+        .Input("features: T")
+        .Output("activations: T")
+        .Attr(mish ? "T: {bfloat16, float, half}" : "T: {float, bfloat16, half} = DT_FLOAT")
+        .SetShapeFn(shape_fn::UnchangedShape)
+        .SetKernel(mish ? MklActivationKernel<true> : MklActivationKernel<false>)
+        .NoXlaKernel();
+  }
+  REGISTER_OP(r, "_MklLayerNorm")
+      .Input("x: T")
+      .Input("scale: T")
+      .Input("offset: T")
+      .Output("y: T")
+      .Attr("T: {float, bfloat16, half}")
+      .Attr("epsilon: float = 0.001")
+      .SetShapeFn(shape_fn::UnchangedShape)
+      .SetKernel(MklLayerNormKernel)
+      .NoXlaKernel();
   // TensorFlow's XLA kernel for _FusedConv2D takes int8 and qint8 only (cuDNN's int8
   // convolutions): a float one is not clustered, and xlens has no lowering for it.
   REGISTER_OP(r, "_FusedConv2D")

@@ -22,7 +22,7 @@ void RegisterStringOps(OpRegistry& registry);
 void RegisterControlFlowOps(OpRegistry& registry);
 void RegisterFunctionOps(OpRegistry& registry);
 void RegisterTrainingOps(OpRegistry& registry);
-// Erfc, Erfinv, Ndtri, Lgamma, Digamma (special_math_ops.cc).
+// Erfc, Erfinv, Ndtri, Lgamma, Digamma, Zeta, Polygamma (special_math_ops.cc).
 void RegisterSpecialMathOps(OpRegistry& registry);
 // ConcatOffset and VariableShape (shape_helper_ops.cc).
 void RegisterShapeHelperOps(OpRegistry& registry);
