@@ -3,7 +3,7 @@
 answer. TensorFlow builds a set of programs (If/StatelessIf/Case on computed predicates, While
 with a data-dependent trip count, a While nested in an If, a While carrying strings, a loop whose
 body round-trips its value through AsString/StringToNumber before an If on its sum, TF1's
-tf.cond/tf.while_loop in the lowered Switch/Merge form) whose outputs change with a wrong branch
+tf.cond/tf.while_loop in the lowered Switch/Merge form, a loop on a second device) whose outputs change with a wrong branch
 or a wrong trip count: each output records which branch ran and how many times a loop turned.
 Every program runs in TensorFlow and in xlens op by op, with --jit=auto, and with --jit=compile
 where TensorFlow compiles it (jit_compile=True), to within 1e-5 of the largest reference value.
@@ -29,8 +29,8 @@ import tempfile
 
 TOLERANCE = 1e-5
 # The programs whose runtime graphs TensorFlow dumps (each writes ~27 graphs): one of each form.
-DUMPED = ("asstring_while_if", "while_carrying_string", "case_computed", "nested_while_in_if",
-          "if_and_while_in_while", "stateful_if_while")
+DUMPED = ("asstring_while_if", "case_computed", "nested_while_in_if",
+          "stateful_if_while", "two_devices")
 DUMP_VMODULE = ("encapsulate_subgraphs_pass=1,build_xla_ops_pass=1,"
                 "clone_constants_for_better_clustering=1")
 
@@ -143,7 +143,26 @@ def programs(tf, np):
                 return tf.identity(v * 3.0)
         return tf.cond(tf.reduce_sum(v) > 40.0, then, lambda: v - 7.0), i
     add("stateful_if_while", [np.array([1.0, 0.75], f32)], stateful_if_while, False)
+
+    # Ops on two devices (two logical CPUs): TensorFlow's runtime graph places each op on its own
+    # device, and the loop count is computed on the second.
+    def two_devices(x, n):
+        with tf.device("/cpu:1"):
+            y = x * 2.0 + tf.cast(n, tf.float32)
+            i, y = tf.while_loop(lambda i, v: tf.reduce_sum(v) < 40.0,
+                                 lambda i, v: (i + 1, v * 1.5), [tf.constant(0), y])
+        with tf.device("/cpu:0"):
+            z = tf.sin(y) + x
+        return z, i * n
+    add("two_devices", [np.array([0.5, 1.0, -2.0], f32), np.array(3, np.int32)], two_devices)
     return out
+
+
+def two_logical_cpus(tf):
+    """Two logical CPU devices, for the two-device program (before TensorFlow's runtime starts)."""
+    cpus = tf.config.list_physical_devices("CPU")
+    tf.config.set_logical_device_configuration(
+        cpus[0], [tf.config.LogicalDeviceConfiguration(), tf.config.LogicalDeviceConfiguration()])
 
 
 def tf1_programs(tf, np):
@@ -195,6 +214,7 @@ def build(workdir):
     """Writes every program's graph, inputs and TensorFlow's outputs under workdir/NAME/."""
     import numpy as np
     import tensorflow as tf
+    two_logical_cpus(tf)
     manifest = []
     for name, inputs, fn, compiles in programs(tf, np):
         d = os.path.join(workdir, name)
@@ -255,6 +275,7 @@ def dump(workdir):
     (this process was started with TF_DUMP_GRAPH_PREFIX, TF_XLA_FLAGS and TF_CPP_VMODULE set)."""
     import numpy as np
     import tensorflow as tf
+    two_logical_cpus(tf)
     dumpdir = os.environ["TF_DUMP_GRAPH_PREFIX"]
     owner = {}
     for name, inputs, fn, _ in programs(tf, np):
