@@ -9,6 +9,8 @@ convert_variables_to_constants_v2 writes by default); a tf.compat.v1 while_loop 
 from the input, so a wrong trip count gives a wrong answer, not only a crash. Each graph runs with
 `xlens graph run` op by op, with --jit=auto and, where TensorFlow compiles it (the functional
 forms), with --jit=compile; every output must be within 1e-4 of the largest reference value.
+`xlens cluster` on TensorFlow's own before_mark_for_compilation graphs of the lowered LSTM and of
+the TensorArray loop must give TensorFlow's clusters node for node.
 
 Exits 77 (skipped) when tensorflow cannot be imported.
 
@@ -165,6 +167,78 @@ def build_graphs(out_dir):
     return cases
 
 
+# Graphs whose auto-clustering must be TensorFlow's, node for node: TensorFlow clusters them in a
+# session (ON_1, --tf_xla_cpu_global_jit) and dumps its graphs; `xlens cluster` on TensorFlow's
+# before_mark_for_compilation graph must put every node in the cluster TensorFlow put it in
+# (lists are DT_VARIANT producers/consumers, TensorArrays and stacks TensorArray/Stack ops, which
+# TensorFlow's CPU device leaves out).
+CLUSTER_CASES = ["lstm_lowered", "tensor_array_v1"]
+CLUSTER_FLAGS = ["--tf_xla_clustering_debug", "--tf_xla_cpu_global_jit"]
+
+
+def tf_cluster(graph, feed, fetches, x):
+    """Runs in its own process with TF_DUMP_GRAPH_PREFIX and TF_XLA_FLAGS set by the caller."""
+    import numpy as np
+    import tensorflow as tf
+    gd = tf.compat.v1.GraphDef()
+    with open(graph, "rb") as f:
+        gd.ParseFromString(f.read())
+    g = tf.Graph()
+    with g.as_default():
+        tf.import_graph_def(gd, name="")
+    config = tf.compat.v1.ConfigProto()
+    config.graph_options.optimizer_options.global_jit_level = tf.compat.v1.OptimizerOptions.ON_1
+    config.graph_options.rewrite_options.disable_meta_optimizer = True
+    with tf.compat.v1.Session(graph=g, config=config) as sess:
+        sess.run([f + ":0" for f in fetches], {feed + ":0": np.load(x)})
+
+
+def cluster_assignment(path):
+    """{node: cluster} of a mark_for_compilation.pbtxt dump."""
+    import re
+    with open(path) as f:
+        text = f.read()
+    out = {}
+    for m in re.finditer(r'node \{\n  name: "([^"]+)"(.*?)\n\}', text, re.S):
+        c = re.search(r'key: "_XlaCluster"\n    value \{\n      s: "([^"]+)"', m.group(2))
+        if c:
+            out[m.group(1)] = c.group(1)
+    return out
+
+
+def check_clustering(args, name, workdir, feed, fetches):
+    tf_dir = os.path.join(workdir, name + ".tf_clustering")
+    if not os.path.isdir(tf_dir):
+        env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="3", TF_DUMP_GRAPH_PREFIX=tf_dir,
+                   TF_XLA_FLAGS=" ".join(CLUSTER_FLAGS + ["--tf_xla_auto_jit=1"]))
+        ran = subprocess.run([sys.executable, os.path.abspath(__file__), "--xlens", args.xlens,
+                              "--tf-cluster", os.path.join(workdir, name + ".pb"), feed,
+                              ",".join(fetches), os.path.join(workdir, name + ".in.npy")],
+                             env=env, capture_output=True, text=True)
+        if ran.returncode != 0:
+            return [f"TensorFlow's session failed: {ran.stderr[-400:]}"]
+    before = os.path.join(tf_dir, "before_mark_for_compilation.pbtxt")
+    if not os.path.exists(before):
+        return ["TensorFlow wrote no before_mark_for_compilation.pbtxt"]
+    ours_dir = tempfile.mkdtemp(prefix=name + "_cluster_", dir=workdir)
+    env = dict(os.environ, TF_DUMP_GRAPH_PREFIX=ours_dir)
+    proc = subprocess.run([args.xlens, "cluster", before, "--jit-level", "ON_1"] + CLUSTER_FLAGS,
+                          env=env, capture_output=True, text=True)
+    if proc.returncode != 0:
+        return [f"xlens cluster: exit {proc.returncode}: {proc.stderr[-400:]}"]
+    theirs = cluster_assignment(os.path.join(tf_dir, "mark_for_compilation.pbtxt"))
+    ours_path = os.path.join(ours_dir, "mark_for_compilation.pbtxt")
+    ours = cluster_assignment(ours_path) if os.path.exists(ours_path) else {}
+    errors = []
+    for node in sorted(set(theirs) | set(ours)):
+        if theirs.get(node) != ours.get(node):
+            errors.append(f"node {node}: TensorFlow's cluster {theirs.get(node)}, "
+                          f"xlens's {ours.get(node)}")
+    if not errors:
+        print(f"{name}: {len(theirs)} nodes in {len(set(theirs.values()))} clusters")
+    return errors[:10]
+
+
 def compare(name, workdir, out_dir, count):
     import numpy as np
     errors = []
@@ -190,7 +264,13 @@ def main():
     parser.add_argument("--workdir", help="keep (and reuse) TensorFlow's graphs and outputs here")
     parser.add_argument("--only", help="run only the cases whose name contains this")
     parser.add_argument("--build-only", action="store_true", help=argparse.SUPPRESS)
+    parser.add_argument("--tf-cluster", nargs=4, help=argparse.SUPPRESS)
     args = parser.parse_args()
+    if args.tf_cluster:
+        graph, feed, fetches, x = args.tf_cluster
+        tf_cluster(graph, feed, fetches.split(","), x)
+        sys.stdout.flush()
+        os._exit(0)
     if args.build_only:
         build_graphs(args.workdir)
         sys.stdout.flush()
@@ -265,6 +345,12 @@ def run_cases(args, workdir):
             print(f"{name} --jit={mode}: " + ("ok" if not failures or
                                                not failures[-1].startswith(f"{name} --jit={mode}")
                                                else "FAILED"))
+        if name in CLUSTER_CASES:
+            errors = check_clustering(args, name, workdir, feed, fetches)
+            runs += 1
+            failures += [f"{name} clustering: {e}" for e in errors]
+            print(f"{name} clustering: " + ("TensorFlow's, node for node" if not errors
+                                             else "FAILED"))
     for f in failures:
         print("FAIL " + f)
     print(f"{runs} runs, {len(failures)} failures")
