@@ -28,6 +28,8 @@ import tempfile
 
 SKIP = 77
 TOLERANCE = 1e-4
+# float16 and bfloat16 results: within one unit in the last place of bfloat16 (2^-8).
+HALF_TOLERANCE = 4e-3
 
 
 def build_cases(tf, np):
@@ -109,6 +111,32 @@ def build_cases(tf, np):
     return cases
 
 
+def half_cases(tf, np):
+    """Keras' mixed precision: the same ops in float16 and bfloat16 (inputs as float16 arrays;
+    bfloat16 ones cast inside)."""
+    rng = np.random.default_rng(5)
+
+    def normal(*shape):
+        return rng.standard_normal(shape).astype(np.float16)
+
+    E = tf.raw_ops.Einsum
+    bf16 = tf.bfloat16
+    return [
+        ("half_einsum", lambda x, w: E(inputs=[x, w], equation="abc,cde->abde"),
+         [normal(2, 5, 8), normal(8, 2, 4)]),
+        ("bf16_einsum", lambda x, w: E(inputs=[tf.cast(x, bf16), tf.cast(w, bf16)],
+                                       equation="...ij,...jk->...ik"),
+         [normal(2, 1, 3, 4), normal(5, 4, 2)]),
+        ("half_erfc", lambda x: tf.math.erfc(x), [normal(3, 7)]),
+        ("bf16_gelu", lambda x: tf.nn.gelu(tf.cast(x, bf16), approximate=False), [normal(3, 7)]),
+        ("half_bilinear", lambda x: tf.compat.v1.image.resize_bilinear(x, (7, 9),
+                                                                         half_pixel_centers=True),
+         [normal(1, 4, 5, 2)]),
+        ("half_nearest", lambda x: tf.compat.v1.image.resize_nearest_neighbor(x, (7, 9)),
+         [normal(1, 4, 5, 2)]),
+    ]
+
+
 def make_graph(tf, np, cases, with_grads):
     """One tf.function over every case; returns (graph_def, feeds, fetches, reference)."""
     rng = np.random.default_rng(11)
@@ -116,7 +144,7 @@ def make_graph(tf, np, cases, with_grads):
     for name, _, inputs in cases:
         for i, v in enumerate(inputs):
             names.append(f"{name}_in{i}")
-            specs.append(tf.TensorSpec(v.shape, tf.float32, name=names[-1]))
+            specs.append(tf.TensorSpec(v.shape, tf.as_dtype(v.dtype), name=names[-1]))
             values.append(v)
     out_names = []
 
@@ -231,7 +259,7 @@ def run_xlens(np, xlens, graph_def, feeds, fetches, jit, work, verbose):
     return outs, ""
 
 
-def compare(np, what, names, got, want, verbose):
+def compare(np, what, names, got, want, verbose, tolerance=TOLERANCE):
     bad = 0
     for name, g, w in zip(names, got, want):
         w = np.asarray(w, dtype=np.float64)
@@ -242,7 +270,7 @@ def compare(np, what, names, got, want, verbose):
             continue
         scale = max(float(np.max(np.abs(w))) if w.size else 0.0, 1e-30)
         err = float(np.max(np.abs(g - w))) / scale if w.size else 0.0
-        if not np.isfinite(err) or err > TOLERANCE:
+        if not np.isfinite(err) or err > tolerance:
             print(f"FAIL {what} {name}: max error {err:.3g} of the largest value {scale:.3g}")
             bad += 1
         elif verbose:
@@ -273,6 +301,9 @@ def main():
             ("cases", make_graph(tf, np, compiled, with_grads=True), ["off", "compile"]),
             ("nearest", make_graph(tf, np, nearest, with_grads=True), ["off"]),
             ("nearest_forward", make_graph(tf, np, nearest, with_grads=False), ["compile"]),
+            # 16-bit floats: outputs within their rounding (forward only: ResizeNearestNeighborGrad
+            # has no XLA kernel, and the gradients' rounding compounds).
+            ("half", make_graph(tf, np, half_cases(tf, np), with_grads=False), ["off", "compile"]),
         ]
         fused = make_fused_graph(tf, np)
         ops = {n.op for n in fused[0].node}
@@ -295,7 +326,8 @@ def main():
                     print(f"FAIL {what}: xlens failed: {err}")
                     failures += 1
                     continue
-                bad = compare(np, what, names, got, reference, args.verbose)
+                bad = compare(np, what, names, got, reference, args.verbose,
+                              HALF_TOLERANCE if label == "half" else TOLERANCE)
                 failures += bad
                 print(f"{what}: {len(names) - bad} of {len(names)} outputs agree with TensorFlow")
     print("PASS" if failures == 0 else f"{failures} failures")
