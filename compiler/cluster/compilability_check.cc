@@ -101,8 +101,10 @@ bool HasForwardedRefInput(const Node& node) {
 std::string UncompilableReason(const Node& node, const graph::Graph& graph,
                                const OperationFilter& filter, int depth) {
   const std::string& op = node.type_string();
-  if ((op == "_Arg" || op == "_Retval") && depth == 0 && !filter.allow_top_level_args) {
-    return "top level _Arg or _Retval";
+  if (op == "_Arg" || op == "_Retval") {
+    // Inside a called function's body they are its parameters and results (XLA has kernels
+    // for them); only at the top level are they the graph's feeds and fetches.
+    return depth == 0 && !filter.allow_top_level_args ? "top level _Arg or _Retval" : "";
   }
   if (const graph::FunctionDef* fdef = graph.library().Find(op)) {
     if (depth > 10) return "function depth limit exceeded";

@@ -65,5 +65,38 @@ node { name: "f" op: "FrobnicateV7" input: "x" }
             "{{node f}}");
 }
 
+// A node calling a function of the library (encapsulate_subgraphs' `op: "cluster_0"`) is
+// compilable when its body is: the body's _Arg and _Retval are its parameters and results, not
+// feeds; an op of the body that cannot compile is named.
+TEST(CompilabilityCheckTest, FunctionCallIsJudgedByItsBody) {
+  auto def = graph::ParseGraphDef(R"(
+node { name: "x" op: "Placeholder" attr { key: "dtype" value { type: DT_FLOAT } } }
+node { name: "good" op: "sin_fn" input: "x" }
+node { name: "bad" op: "str_fn" input: "x" }
+library {
+  function {
+    signature { name: "sin_fn" input_arg { name: "a" type: DT_FLOAT }
+                output_arg { name: "out" type: DT_FLOAT } }
+    node_def { name: "s" op: "Sin" input: "a" attr { key: "T" value { type: DT_FLOAT } } }
+    ret { key: "out" value: "s:y:0" }
+  }
+  function {
+    signature { name: "str_fn" input_arg { name: "a" type: DT_FLOAT }
+                output_arg { name: "out" type: DT_STRING } }
+    node_def { name: "t" op: "AsString" input: "a" attr { key: "T" value { type: DT_FLOAT } } }
+    ret { key: "out" value: "t:output:0" }
+  }
+}
+)", graph::GraphDefFormat::kText, "test.pbtxt");
+  ASSERT_TRUE(def.ok()) << def.status().message();
+  auto g = graph::Graph::FromGraphDef(*def);
+  ASSERT_TRUE(g.ok()) << g.status().message();
+  OperationFilter filter = OperationFilter::ForAutoClustering();
+  EXPECT_EQ(UncompilableReason(*(*g)->FindNode("good"), **g, filter), "");
+  EXPECT_EQ(UncompilableReason(*(*g)->FindNode("bad"), **g, filter),
+            "unsupported op t: No registered 'AsString' OpKernel for XLA_CPU_JIT devices "
+            "compatible with node {{node t}}");
+}
+
 }  // namespace
 }  // namespace xlens::cluster
