@@ -6,12 +6,14 @@
 #include <cstdio>
 #include <filesystem>
 #include <map>
+#include <optional>
 #include <set>
 
 #include <fmt/format.h>
 
 #include "compiler/cli/cli_util.h"
 #include "compiler/cli/commands.h"
+#include "compiler/cluster/must_compile_body.h"
 #include "compiler/cluster/xla_device_compiler.h"
 #include "compiler/cluster/xla_jit.h"
 #include "compiler/graph/function.h"
@@ -617,7 +619,14 @@ int RunGraphRun(const GraphRunArgs& args) {
     jit->Install(&session_options);
   }
   ActivityScope activity("running GraphDef " + args.file);
-  auto session = graph::Session::Create(g.def, session_options);
+  // A must-compile graph keeps its If, Case and While functional, as TensorFlow traces a
+  // jit_compile function: XLA compiles them whole.
+  std::optional<graph::GraphDef> must_compile_def;
+  if (args.jit == "compile") {
+    must_compile_def = g.def;
+    cluster::KeepFunctionalControlFlow(&*must_compile_def);
+  }
+  auto session = graph::Session::Create(must_compile_def ? *must_compile_def : g.def, session_options);
   if (!session.ok()) return GraphFail(InFile(session.status(), g.shown));
   Watchdog watchdog(args.timeout_seconds, "graph run");
   const bool tracing = !args.trace.empty();

@@ -64,24 +64,36 @@ std::map<std::string, std::string> MustCompileHostNodes(const graph::Graph& grap
 
 std::string MustCompileReason(const graph::Node& node, const graph::Graph& graph,
                               const OperationFilter& filter, int depth) {
-  const std::vector<std::string> attrs = FunctionalOpFunctionAttrs(node.type_string());
-  if (attrs.empty()) return UncompilableReason(node, graph, filter, depth);
+  const std::string& op = node.type_string();
+  if (!IsFunctionalWhile(op) && !IsFunctionalIf(op) && !IsFunctionalCase(op)) {
+    return UncompilableReason(node, graph, filter, depth);
+  }
   if (depth > 10) return "function depth limit exceeded";
-  for (const std::string& attr : attrs) {
-    const graph::AttrValue* f = graph::FindAttr(node.attrs(), attr);
-    if (f == nullptr || f->kind() != graph::AttrValue::Kind::kFunc) {
-      return "no function attr '" + attr + "'";
-    }
-    auto body = graph::InstantiateFunction(graph.library(), f->func(), &graph.registry());
+  const std::vector<graph::NameAttrList> functions = FunctionalOpFunctions(node);
+  if (functions.empty()) return "no functions to call";
+  for (const graph::NameAttrList& f : functions) {
+    auto body = graph::InstantiateFunction(graph.library(), f, &graph.registry());
     if (!body.ok()) return "could not instantiate: " + body.status().message();
     for (graph::Node* inner : (*body)->graph->op_nodes()) {
-      const std::string& op = inner->type_string();
-      if (op == "_Arg" || op == "_Retval") continue;
+      const std::string& inner_op = inner->type_string();
+      if (inner_op == "_Arg" || inner_op == "_Retval") continue;
       std::string reason = MustCompileReason(*inner, *(*body)->graph, filter, depth + 1);
       if (!reason.empty()) return "unsupported op " + inner->name() + ": " + reason;
     }
   }
   return "";
+}
+
+void KeepFunctionalControlFlow(graph::GraphDef* def) {
+  auto keep = [](graph::NodeDef& node) {
+    if (IsFunctionalWhile(node.op) || IsFunctionalIf(node.op) || IsFunctionalCase(node.op)) {
+      node.attr.erase("_lower_using_switch_merge");
+    }
+  };
+  for (graph::NodeDef& node : def->node) keep(node);
+  for (graph::FunctionDef& f : def->library.function) {
+    for (graph::NodeDef& node : f.node_def) keep(node);
+  }
 }
 
 }  // namespace xlens::cluster

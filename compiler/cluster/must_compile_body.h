@@ -19,6 +19,7 @@
 
 #include "compiler/cluster/compilability_check.h"
 #include "compiler/graph/graph.h"
+#include "compiler/graph/graph_def.h"
 
 namespace xlens::cluster {
 
@@ -26,8 +27,14 @@ namespace xlens::cluster {
 // aside), each with why, as `xlens cluster` and the JIT's record list unclustered nodes.
 std::map<std::string, std::string> MustCompileHostNodes(const graph::Graph& graph);
 
+// Readies a GraphDef to run as a must-compile function: its If, Case and While nodes (in the
+// graph and in its functions) lose `_lower_using_switch_merge`, as TensorFlow traces them in a
+// jit_compile function, so the session keeps them functional and XLA compiles them whole
+// (functional_ops.h) instead of meeting Switch/Merge. Function calls are still inlined.
+void KeepFunctionalControlFlow(graph::GraphDef* def);
+
 // Why `node` cannot be part of a must-compile function, "" when it can: UncompilableReason's
-// answer, but a functional While or If (lowered to an XLA while or conditional,
+// answer, but a functional While, If or Case (lowered to an XLA while or conditional,
 // tf2xla/functional_ops.h) compiles when every node of its functions does.
 std::string MustCompileReason(const graph::Node& node, const graph::Graph& graph,
                               const OperationFilter& filter, int depth = 0);

@@ -154,6 +154,23 @@ TEST(MustCompileHostNodesTest, VariablesStayOutsideTheirUsersStayIn) {
   EXPECT_THAT(host["captured"], ::testing::HasSubstr("captured resource variable"));
 }
 
+TEST(MustCompileHostNodesTest, ControlFlowStaysFunctionalCallsAreUntouched) {
+  auto def = graph::ParseGraphDef(
+      NodeText("loop", "While", {}, "attr { key: \"_lower_using_switch_merge\" value { b: true } }") +
+          NodeText("call", "StatefulPartitionedCall", {},
+                   "attr { key: \"_lower_using_switch_merge\" value { b: true } }") +
+          "library { function { signature { name: \"f\" } node_def { name: \"branch\" op: "
+          "\"StatelessIf\" attr { key: \"_lower_using_switch_merge\" value { b: true } } } } }",
+      graph::GraphDefFormat::kText, "test.pbtxt");
+  ASSERT_TRUE(def.ok()) << def.status().message();
+  KeepFunctionalControlFlow(&*def);
+  EXPECT_EQ(graph::FindAttr(def->node[0].attr, "_lower_using_switch_merge"), nullptr);
+  EXPECT_NE(graph::FindAttr(def->node[1].attr, "_lower_using_switch_merge"), nullptr);
+  EXPECT_EQ(graph::FindAttr(def->library.function[0].node_def[0].attr,
+                            "_lower_using_switch_merge"),
+            nullptr);
+}
+
 TEST(MustCompileVariablesTest, AVariableReadAfterItsOwnUpdateSeesTheUpdate) {
   MustCompileRun run(Var("v") + X() +
                      NodeText("update", "AssignAddVariableOp", {"v", "x"}, kDtypeF32) +

@@ -16,6 +16,17 @@ Status NodeError(const Node& node, const std::string& message) {
   return Status::Error(fmt::format("node '{}' ({}): {}", node.name(), node.type_string(), message));
 }
 
+StatusOr<std::unique_ptr<graph::FunctionBody>> InstantiateFunc(
+    const Node& node, const std::string& what, const graph::NameAttrList& func,
+    const graph::FunctionDefLibrary& library, const graph::OpRegistry& registry) {
+  auto body = graph::InstantiateFunction(library, func, &registry);
+  if (!body.ok()) {
+    return NodeError(node, fmt::format("its {} '{}': {}", what, func.name,
+                                       body.status().message()));
+  }
+  return body;
+}
+
 StatusOr<std::unique_ptr<graph::FunctionBody>> Instantiate(const Node& node,
                                                            const std::string& attr,
                                                            const graph::FunctionDefLibrary& library,
@@ -24,12 +35,7 @@ StatusOr<std::unique_ptr<graph::FunctionBody>> Instantiate(const Node& node,
   if (f == nullptr || f->kind() != graph::AttrValue::Kind::kFunc) {
     return NodeError(node, fmt::format("missing function attr '{}'", attr));
   }
-  auto body = graph::InstantiateFunction(library, f->func(), &registry);
-  if (!body.ok()) {
-    return NodeError(node, fmt::format("its {} '{}': {}", attr, f->func().name,
-                                       body.status().message()));
-  }
-  return body;
+  return InstantiateFunc(node, attr, f->func(), library, registry);
 }
 
 // One computation of a control-flow op (a loop's cond or body, a branch) over a tuple of values:
@@ -117,10 +123,23 @@ bool IsFunctionalWhile(const std::string& op) { return op == "While" || op == "S
 
 bool IsFunctionalIf(const std::string& op) { return op == "If" || op == "StatelessIf"; }
 
-std::vector<std::string> FunctionalOpFunctionAttrs(const std::string& op) {
-  if (IsFunctionalWhile(op)) return {"cond", "body"};
-  if (IsFunctionalIf(op)) return {"then_branch", "else_branch"};
-  return {};
+bool IsFunctionalCase(const std::string& op) { return op == "Case" || op == "StatelessCase"; }
+
+std::vector<graph::NameAttrList> FunctionalOpFunctions(const Node& node) {
+  const std::string& op = node.type_string();
+  std::vector<std::string> attrs;
+  if (IsFunctionalWhile(op)) attrs = {"cond", "body"};
+  if (IsFunctionalIf(op)) attrs = {"then_branch", "else_branch"};
+  std::vector<graph::NameAttrList> out;
+  for (const std::string& attr : attrs) {
+    const graph::AttrValue* f = graph::FindAttr(node.attrs(), attr);
+    if (f != nullptr && f->kind() == graph::AttrValue::Kind::kFunc) out.push_back(f->func());
+  }
+  if (IsFunctionalCase(op)) {
+    const graph::AttrValue* f = graph::FindAttr(node.attrs(), "branches");
+    if (f != nullptr && f->kind() == graph::AttrValue::Kind::kList) out = f->list().func;
+  }
+  return out;
 }
 
 StatusOr<std::vector<XlaExpression>> LowerWhile(const Node& node,
@@ -220,31 +239,50 @@ StatusOr<std::vector<XlaExpression>> LowerWhile(const Node& node,
   return outputs;
 }
 
-StatusOr<std::vector<XlaExpression>> LowerIf(const Node& node,
-                                             const std::vector<XlaExpression>& inputs,
-                                             const graph::FunctionDefLibrary& library,
-                                             const graph::OpRegistry& registry,
-                                             HloBuilder& builder,
-                                             const FunctionBodyLowering& lower_body) {
+StatusOr<std::vector<XlaExpression>> LowerConditional(const Node& node,
+                                                      const std::vector<XlaExpression>& inputs,
+                                                      const graph::FunctionDefLibrary& library,
+                                                      const graph::OpRegistry& registry,
+                                                      HloBuilder& builder,
+                                                      const FunctionBodyLowering& lower_body) {
+  const bool is_if = IsFunctionalIf(node.type_string());
   if (inputs.empty()) return NodeError(node, "it has no predicate");
-  ASSIGN_OR_RETURN(auto then_branch, Instantiate(node, "then_branch", library, registry));
-  ASSIGN_OR_RETURN(auto else_branch, Instantiate(node, "else_branch", library, registry));
+  std::vector<std::unique_ptr<graph::FunctionBody>> functions;
+  for (const graph::NameAttrList& f : FunctionalOpFunctions(node)) {
+    ASSIGN_OR_RETURN(auto body, InstantiateFunc(node, "branch", f, library, registry));
+    functions.push_back(std::move(body));
+  }
+  if (functions.size() != (is_if ? 2u : functions.size()) || functions.empty()) {
+    return NodeError(node, is_if ? "it needs then_branch and else_branch"
+                                 : "it needs at least one branch");
+  }
   const std::vector<XlaExpression> args(inputs.begin() + 1, inputs.end());
   const XlaExpression& predicate = inputs[0];
+  const PrimitiveType selector_type = is_if ? PrimitiveType::PRED : PrimitiveType::S32;
+  const std::string selector_words = is_if ? "its predicate must be a boolean scalar"
+                                           : "its branch index must be an int32 scalar";
   if (predicate.kind() == XlaExpression::Kind::kConstant) {
     // Known at compile time: the branch it picks, lowered in place (its writes are the
-    // variables' own).
+    // variables' own). An index out of range picks the last branch.
     const graph::Tensor& p = predicate.constant_value();
-    if (p.dtype() != graph::DT_BOOL || p.num_elements() != 1) {
-      return NodeError(node, "its predicate must be a boolean scalar");
+    if (p.dtype() != (is_if ? graph::DT_BOOL : graph::DT_INT32) || p.num_elements() != 1) {
+      return NodeError(node, selector_words);
     }
-    const bool taken = p.GetAsDouble(0) != 0;
-    return lower_body(*(taken ? then_branch : else_branch)->graph, &builder, args);
+    const int64_t value = static_cast<int64_t>(p.GetAsDouble(0));
+    size_t taken = 0;
+    if (is_if) {
+      taken = value != 0 ? 0 : 1;
+    } else {
+      taken = value < 0 || value >= static_cast<int64_t>(functions.size())
+                  ? functions.size() - 1
+                  : static_cast<size_t>(value);
+    }
+    return lower_body(*functions[taken]->graph, &builder, args);
   }
   if (predicate.kind() != XlaExpression::Kind::kXlaOp ||
-      predicate.handle()->shape().element_type() != PrimitiveType::PRED ||
+      predicate.handle()->shape().element_type() != selector_type ||
       predicate.handle()->shape().rank() != 0) {
-    return NodeError(node, "its predicate must be a boolean scalar");
+    return NodeError(node, selector_words);
   }
   ASSIGN_OR_RETURN(std::vector<HloInstruction*> values, ValuesOf(node, "input", args, builder));
   std::vector<Shape> element_shapes;
@@ -257,11 +295,13 @@ StatusOr<std::vector<XlaExpression>> LowerIf(const Node& node,
     std::vector<HloInstruction*> outputs;
   };
   std::vector<Branch> branches;
-  for (const auto* fb : {then_branch.get(), else_branch.get()}) {
+  for (size_t index = 0; index < functions.size(); ++index) {
+    const graph::FunctionBody* fb = functions[index].get();
     Branch branch;
+    const std::string prefix =
+        is_if ? (index == 0 ? "then" : "else") : fmt::format("branch{}", index);
     ASSIGN_OR_RETURN(branch.computation,
-                     StartLoopComputation(fb == then_branch.get() ? "then" : "else", builder,
-                                          operand_shape, args));
+                     StartLoopComputation(prefix, builder, operand_shape, args));
     HloBuilder& b = *branch.computation.builder;
     ASSIGN_OR_RETURN(std::vector<XlaExpression> out,
                      lower_body(*fb->graph, &b, branch.computation.args));
@@ -280,25 +320,30 @@ StatusOr<std::vector<XlaExpression>> LowerIf(const Node& node,
     branches.push_back(std::move(branch));
   }
   const size_t num_outputs = branches[0].outputs.size();
-  if (branches[1].outputs.size() != num_outputs ||
-      num_outputs != static_cast<size_t>(node.num_outputs())) {
+  if (num_outputs != static_cast<size_t>(node.num_outputs())) {
     return NodeError(node, "its branches do not return the node's outputs");
   }
-  for (size_t k = 0; k < num_outputs; ++k) {
-    const Shape& a = branches[0].outputs[k]->shape();
-    const Shape& b = branches[1].outputs[k]->shape();
-    if (!(a == b)) {
-      return NodeError(node, fmt::format("its branches return output {} as {} and as {}; XLA's "
-                                         "conditional needs one shape",
-                                         k, a.ToString(false), b.ToString(false)));
+  for (const Branch& branch : branches) {
+    if (branch.outputs.size() != num_outputs) {
+      return NodeError(node, "its branches do not return the node's outputs");
+    }
+    for (size_t k = 0; k < num_outputs; ++k) {
+      const Shape& a = branches[0].outputs[k]->shape();
+      const Shape& b = branch.outputs[k]->shape();
+      if (!(a == b)) {
+        return NodeError(node, fmt::format("its branches return output {} as {} and as {}; "
+                                           "XLA's conditional needs one shape",
+                                           k, a.ToString(false), b.ToString(false)));
+      }
     }
   }
-  // Every variable either branch writes leaves as an extra result of both.
+  // Every variable any branch writes leaves as an extra result of all of them.
   std::vector<size_t> written;
   for (size_t i = 0; i < args.size(); ++i) {
-    const auto& r0 = branches[0].computation.resources[i];
-    const auto& r1 = branches[1].computation.resources[i];
-    if (r0 != nullptr && (r0->modified || r1->modified)) written.push_back(i);
+    if (branches[0].computation.resources[i] == nullptr) continue;
+    bool modified = false;
+    for (const Branch& branch : branches) modified |= branch.computation.resources[i]->modified;
+    if (modified) written.push_back(i);
   }
   for (Branch& branch : branches) {
     std::vector<HloInstruction*> results = branch.outputs;
@@ -319,11 +364,12 @@ StatusOr<std::vector<XlaExpression>> LowerIf(const Node& node,
   ASSIGN_OR_RETURN(HloInstruction * operand, builder.Tuple(values));
   auto conditional = std::make_unique<HloInstruction>(HloOpcode::kConditional, Shape());
   conditional->AppendOperand(predicate.handle());
-  conditional->AppendOperand(operand);
-  conditional->AppendOperand(operand);
-  conditional->SetCalledComputations(
-      "branch_computations",
-      {branches[0].computation.computation, branches[1].computation.computation});
+  std::vector<HloComputation*> computations;
+  for (const Branch& branch : branches) {
+    conditional->AppendOperand(operand);
+    computations.push_back(branch.computation.computation);
+  }
+  conditional->SetCalledComputations("branch_computations", std::move(computations));
   auto added = builder.Add(std::move(conditional));
   if (!added.ok()) return NodeError(node, added.status().message());
 

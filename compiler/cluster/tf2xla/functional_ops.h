@@ -5,9 +5,11 @@
 // for that variable, as in TensorFlow.
 //   While / StatelessWhile: an XLA `while` whose state is a tuple of every loop variable; the
 //     cond and body functions become computations of the module over that tuple.
-//   If / StatelessIf: an XLA `conditional` on the predicate; each branch a computation over the
-//     tuple of the inputs, returning the outputs and the value of every variable either branch
-//     writes. A predicate known at compile time lowers the branch it picks, inline.
+//   If / StatelessIf, Case / StatelessCase: an XLA `conditional` on the predicate (the branch
+//     index: out of range picks the last branch, in TensorFlow and XLA alike); each branch a
+//     computation over the tuple of the inputs, returning the outputs and the value of every
+//     variable any branch writes. A predicate or index known at compile time lowers the branch
+//     it picks, inline.
 #pragma once
 
 #include <functional>
@@ -34,10 +36,10 @@ StatusOr<std::vector<XlaExpression>> LowerWhile(const graph::Node& node,
                                                 HloBuilder& builder,
                                                 const FunctionBodyLowering& lower_body);
 
-// The outputs of If node `node` (input 0 the predicate, the rest the branches' arguments).
-// Errors name the node: a predicate that is not a boolean scalar, branches whose outputs differ
-// in shape or type.
-StatusOr<std::vector<XlaExpression>> LowerIf(const graph::Node& node,
+// The outputs of If or Case node `node` (input 0 the predicate or branch index, the rest the
+// branches' arguments). Errors name the node: a predicate that is not a boolean scalar, an index
+// that is not an int32 scalar, branches whose outputs differ in shape or type.
+StatusOr<std::vector<XlaExpression>> LowerConditional(const graph::Node& node,
                                              const std::vector<XlaExpression>& inputs,
                                              const graph::FunctionDefLibrary& library,
                                              const graph::OpRegistry& registry,
@@ -46,9 +48,11 @@ StatusOr<std::vector<XlaExpression>> LowerIf(const graph::Node& node,
 
 // Whether `op` is one of the functional loops LowerWhile lowers.
 bool IsFunctionalWhile(const std::string& op);
-// Whether `op` is one of the functional conditionals LowerIf lowers.
+// Whether `op` is one of the functional conditionals LowerConditional lowers.
 bool IsFunctionalIf(const std::string& op);
-// The function attrs of a functional control-flow op (cond and body; then and else branches).
-std::vector<std::string> FunctionalOpFunctionAttrs(const std::string& op);
+bool IsFunctionalCase(const std::string& op);
+// The functions a functional control-flow op calls (cond and body; the branches), in order;
+// empty for any other op.
+std::vector<graph::NameAttrList> FunctionalOpFunctions(const graph::Node& node);
 
 }  // namespace xlens::cluster
