@@ -216,6 +216,61 @@ TEST(GradientsTest, MatMulAndBatchMatMul) {
                  }});
 }
 
+AttrValue Ints(std::vector<int64_t> v) {
+  AttrListValue l;
+  l.i = std::move(v);
+  return AttrValue::List(std::move(l));
+}
+
+TEST(GradientsTest, ActivationsAndAveragePooling) {
+  CheckGradient(Unary("Relu6", -2, 8));
+  CheckGradient(Unary("Softplus"));
+  CheckGradient(Unary("Elu"));
+  CheckGradient(Unary("Selu"));
+  CheckGradient({"LeakyRelu", {{{2, 3}}}, [](const Scope& s, const std::vector<Output>& x) {
+                   AttrMap attrs;
+                   attrs["alpha"] = AttrValue::Float(0.3f);
+                   return ops::AsOutput(ops::BuildOp(s, "LeakyRelu", {x[0]}, attrs));
+                 }});
+  for (const char* padding : {"VALID", "SAME"}) {
+    CheckGradient({std::string("AvgPool ") + padding, {{{1, 5, 5, 2}}},
+                   [padding](const Scope& s, const std::vector<Output>& x) {
+                     AttrMap attrs;
+                     attrs["ksize"] = Ints({1, 3, 3, 1});
+                     attrs["strides"] = Ints({1, 2, 2, 1});
+                     attrs["padding"] = AttrValue::String(padding);
+                     return ops::AsOutput(ops::BuildOp(s, "AvgPool", {x[0]}, attrs));
+                   }});
+  }
+}
+
+TEST(GradientsTest, PadSliceAndSplit) {
+  CheckGradient({"Pad", {{{2, 3}}}, [](const Scope& s, const std::vector<Output>& x) {
+                   Output paddings = ops::Reshape(s, ops::Const(s, std::vector<int32_t>{1, 0, 2, 1}),
+                                                  ops::ShapeConst(s, {2, 2}));
+                   return ops::Pad(s, x[0], paddings);
+                 }});
+  CheckGradient({"Slice", {{{3, 4}}}, [](const Scope& s, const std::vector<Output>& x) {
+                   return ops::Slice(s, x[0], ops::Const(s, std::vector<int32_t>{1, 1}),
+                                     ops::Const(s, std::vector<int32_t>{2, 2}));
+                 }});
+  // Only one piece of each split reaches the result: the others' gradients are zeros.
+  CheckGradient({"Split", {{{2, 6}}}, [](const Scope& s, const std::vector<Output>& x) {
+                   AttrMap attrs;
+                   attrs["num_split"] = AttrValue::Int(3);
+                   Node* split = ops::BuildOp(s, "Split", {ops::Const(s, 1), x[0]}, attrs);
+                   return ops::Mul(s, Output(split, 1), Output(split, 1));
+                 }});
+  CheckGradient({"SplitV", {{{5, 2}}}, [](const Scope& s, const std::vector<Output>& x) {
+                   AttrMap attrs;
+                   attrs["num_split"] = AttrValue::Int(2);
+                   Node* split = ops::BuildOp(
+                       s, "SplitV",
+                       {x[0], ops::Const(s, std::vector<int32_t>{2, 3}), ops::Const(s, 0)}, attrs);
+                   return ops::Mul(s, Output(split, 0), Output(split, 0));
+                 }});
+}
+
 TEST(GradientsTest, Reductions) {
   auto reduce = [](const char* op, std::vector<int32_t> axes, bool keep) {
     return [op, axes, keep](const Scope& s, const std::vector<Output>& x) {

@@ -66,6 +66,49 @@ Status ConcatV2Grad(const Scope& s, const Node& op, const GradOutputs& g, GradOu
   return s.status();
 }
 
+// Split(split_dim, value) and SplitV(value, size_splits, split_dim): the pieces' gradients
+// concatenated back along the axis (missing ones arrive as zeros).
+Status SplitGrad(const Scope& s, const Node& op, const GradOutputs& g, GradOutputs* out) {
+  std::vector<ops::Input> pieces(g.begin(), g.end());
+  *out = {NoGradient(), ops::ConcatV2(s, pieces, In(op, 0))};
+  return s.status();
+}
+
+Status SplitVGrad(const Scope& s, const Node& op, const GradOutputs& g, GradOutputs* out) {
+  std::vector<ops::Input> pieces(g.begin(), g.end());
+  *out = {ops::ConcatV2(s, pieces, In(op, 2)), NoGradient(), NoGradient()};
+  return s.status();
+}
+
+// Pad and PadV2: the gradient cut back to the input at the padding's leading edge.
+Status PadGrad(const Scope& s, const Node& op, const GradOutputs& g, GradOutputs* out) {
+  Output x = In(op, 0);
+  Output paddings = In(op, 1);
+  const DataType index_type = paddings.type();
+  Output pad_before = ops::Slice(
+      s, paddings, ops::ShapeConst(s, {0, 0}, index_type),
+      ops::Pack(s, {ops::Cast(s, ops::Rank(s, x), index_type), ops::Cast(s, ops::Const(s, 1), index_type)}));
+  Output begin = ops::Reshape(s, pad_before, ops::ShapeConst(s, {-1}, index_type));
+  *out = {ops::Slice(s, g[0], begin, ops::Shape(s, x, index_type)), NoGradient()};
+  if (op.num_inputs() == 3) out->push_back(NoGradient());  // PadV2's constant_values
+  return s.status();
+}
+
+// Slice: the gradient padded out to the input, `begin` before and the rest after.
+Status SliceGrad(const Scope& s, const Node& op, const GradOutputs& g, GradOutputs* out) {
+  Output x = In(op, 0);
+  Output begin = In(op, 1);
+  const DataType index_type = begin.type();
+  Output column = ops::Pack(s, {ops::Cast(s, ops::Rank(s, x), index_type),
+                                ops::Cast(s, ops::Const(s, 1), index_type)});
+  Output after = ops::Sub(s, ops::Sub(s, ops::Shape(s, x, index_type),
+                                      ops::Shape(s, Out(op, 0), index_type)), begin);
+  Output paddings = ops::ConcatV2(
+      s, {ops::Reshape(s, begin, column), ops::Reshape(s, after, column)}, ops::Input(1));
+  *out = {ops::Pad(s, g[0], paddings), NoGradient(), NoGradient()};
+  return s.status();
+}
+
 Status FillGrad(const Scope& s, const Node&, const GradOutputs& g, GradOutputs* out) {
   // math_ops.reduce_sum(grad): every axis.
   *out = {NoGradient(), ops::Sum(s, g[0], ReductionDims(s, g[0]))};
@@ -149,6 +192,11 @@ void RegisterArrayGradients(OpRegistry& r) {
   Set(r, "Pack", PackGrad);
   Set(r, "Unpack", UnpackGrad);
   Set(r, "ConcatV2", ConcatV2Grad);
+  Set(r, "Split", SplitGrad);
+  Set(r, "SplitV", SplitVGrad);
+  Set(r, "Pad", PadGrad);
+  Set(r, "PadV2", PadGrad);
+  Set(r, "Slice", SliceGrad);
   Set(r, "Fill", FillGrad);
   Set(r, "Tile", TileGrad);
   Set(r, "StridedSlice", StridedSliceGradFn);

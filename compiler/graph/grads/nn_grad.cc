@@ -94,6 +94,28 @@ Status Conv2DGrad(const Scope& s, const Node& op, const GradOutputs& g, GradOutp
   return s.status();
 }
 
+Status AvgPoolGradFn(const Scope& s, const Node& op, const GradOutputs& g, GradOutputs* out) {
+  *out = {ops::AsOutput(ops::BuildOp(s, "AvgPoolGrad", {ops::Shape(s, In(op, 0)), g[0]},
+                                     BackpropAttrs(op)))};
+  return s.status();
+}
+
+// The activations whose backprop op takes the gradient and the forward op's input (Relu6,
+// Softplus, LeakyRelu with its alpha) or its output (Elu, Selu), as nn_grad.py passes them.
+template <const char* kBackprop, bool kFromOutput>
+Status ActivationGrad(const Scope& s, const Node& op, const GradOutputs& g, GradOutputs* out) {
+  AttrMap attrs;
+  if (const AttrValue* alpha = FindAttr(op.attrs(), "alpha")) attrs["alpha"] = *alpha;
+  *out = {ops::AsOutput(ops::BuildOp(s, kBackprop, {g[0], kFromOutput ? Out(op, 0) : In(op, 0)},
+                                     std::move(attrs)))};
+  return s.status();
+}
+constexpr char kRelu6Grad[] = "Relu6Grad";
+constexpr char kEluGrad[] = "EluGrad";
+constexpr char kSeluGrad[] = "SeluGrad";
+constexpr char kSoftplusGrad[] = "SoftplusGrad";
+constexpr char kLeakyReluGrad[] = "LeakyReluGrad";
+
 Status MaxPoolGradFn(const Scope& s, const Node& op, const GradOutputs& g, GradOutputs* out) {
   *out = {ops::AsOutput(
       ops::BuildOp(s, "MaxPoolGrad", {In(op, 0), Out(op, 0), g[0]}, BackpropAttrs(op)))};
@@ -217,6 +239,12 @@ void RegisterNnGradients(OpRegistry& r) {
   Set(r, "SparseSoftmaxCrossEntropyWithLogits", SparseSoftmaxCrossEntropyGrad);
   Set(r, "Conv2D", Conv2DGrad);
   Set(r, "MaxPool", MaxPoolGradFn);
+  Set(r, "AvgPool", AvgPoolGradFn);
+  Set(r, "Relu6", ActivationGrad<kRelu6Grad, false>);
+  Set(r, "Softplus", ActivationGrad<kSoftplusGrad, false>);
+  Set(r, "LeakyRelu", ActivationGrad<kLeakyReluGrad, false>);
+  Set(r, "Elu", ActivationGrad<kEluGrad, true>);
+  Set(r, "Selu", ActivationGrad<kSeluGrad, true>);
   Set(r, "DepthwiseConv2dNative", DepthwiseConv2dNativeGrad);
   Set(r, "DepthwiseConv2dNativeBackpropInput", DepthwiseBackpropInputGrad);
   Set(r, "DepthwiseConv2dNativeBackpropFilter", DepthwiseBackpropFilterGrad);
