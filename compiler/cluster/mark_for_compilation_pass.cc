@@ -568,8 +568,12 @@ Status Impl::CreateClusters() {
 StatusOr<ClusteringResult> Impl::Run() {
   ClusteringResult result;
   for (Node* n : graph_->op_nodes()) {
-    if (graph::FindAttr(n->attrs(), "_XlaAlreadyClustered") != nullptr) {
-      // Clustered before (TensorFlow's guard against clustering a cluster's fallback again).
+    // Clustered before (TensorFlow's guard against clustering a cluster's fallback again), or
+    // encapsulated already: a call of a compiled cluster's function (encapsulate_subgraphs_after).
+    const graph::AttrValue* compiled = graph::FindAttr(n->attrs(), kXlaCompiledKernelAttr);
+    if (graph::FindAttr(n->attrs(), "_XlaAlreadyClustered") != nullptr ||
+        (compiled != nullptr && compiled->kind() == graph::AttrValue::Kind::kBool &&
+         compiled->b() && graph_->library().Find(n->type_string()) != nullptr)) {
       for (Node* m : graph_->op_nodes()) {
         if (auto c = GetXlaClusterForNode(*m)) {
           result.clusters[*c].push_back(m->name());

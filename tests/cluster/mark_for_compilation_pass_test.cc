@@ -62,6 +62,28 @@ TEST(MarkForCompilationPassTest, ClustersAChainAndSaysWhyThePlaceholderStaysOut)
   EXPECT_TRUE(graph::FindAttr(op0->attrs(), "_XlaAlreadyClustered")->b());
 }
 
+TEST(MarkForCompilationPassTest, AGraphCallingCompiledClustersIsNotClusteredAgain) {
+  // encapsulate_subgraphs_after as TensorFlow dumps it: the chain is already the call of
+  // cluster_0's function. Clustering it again would name a new cluster after an existing one.
+  auto g = Load(Chain(4) + R"(
+node { name: "cluster_0" op: "cluster_0" input: "x"
+       attr { key: "_XlaCompiledKernel" value { b: true } } }
+library {
+  function {
+    signature { name: "cluster_0" input_arg { name: "a" type: DT_FLOAT }
+                output_arg { name: "out" type: DT_FLOAT } }
+    node_def { name: "s" op: "Sin" input: "a" attr { key: "T" value { type: DT_FLOAT } } }
+    ret { key: "out" value: "s:y:0" }
+  }
+}
+)");
+  ASSERT_NE(g, nullptr);
+  ClusteringResult r = Cluster(g.get(), AutoJit(1));
+  EXPECT_TRUE(r.clusters.empty());
+  EXPECT_EQ(r.unclustered["op0"], "the graph was clustered already");
+  EXPECT_EQ(graph::FindAttr(g->FindNode("op0")->attrs(), "_XlaCluster"), nullptr);
+}
+
 TEST(MarkForCompilationPassTest, TooSmallAClusterIsDroppedWithItsSize) {
   auto g = Load(Chain(3) + NodeText("c", "Const", {},
                                     "attr { key: \"dtype\" value { type: DT_FLOAT } } attr { key: "

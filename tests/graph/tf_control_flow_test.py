@@ -418,21 +418,27 @@ def check_dumps(np, xlens, workdir, dumpdir, pool, failures):
             continue  # a part of the program (a cluster's subgraph)
         d = os.path.join(workdir, e["name"])
         feeds = [(f, os.path.join(d, f"{f}.npy")) for f in e["feeds"]]
-        outdir = os.path.join(workdir, "dump_runs", base)
-        # The launch ops of build_xla_ops compile their cluster: they run with the JIT.
-        extra = ["--jit=auto"] if base.startswith("build_xla_ops") else []
-        runs.append((base, e, outdir, pool.submit(run_xlens, xlens, path, feeds, fetches, outdir,
-                                                  extra)))
-    for base, e, outdir, job in runs:
+        # The launch ops of build_xla_ops compile their cluster: they run with the JIT. The
+        # cluster calls of encapsulate_subgraphs_after run their bodies op by op, and compiled.
+        modes = [[]]
+        if base.startswith("build_xla_ops"):
+            modes = [["--jit=auto"]]
+        elif base.startswith("encapsulate_subgraphs_after"):
+            modes = [[], ["--jit=auto"]]
+        for extra in modes:
+            outdir = os.path.join(workdir, "dump_runs", base + "".join(extra))
+            runs.append((base, e, outdir, " ".join(extra) or "op by op",
+                         pool.submit(run_xlens, xlens, path, feeds, fetches, outdir, extra)))
+    for base, e, outdir, label, job in runs:
         code, out = job.result()
         if code != 0:
-            failures.append(f"dump {base} ({e['name']}): graph run: exit {code}: {out[-300:]}")
+            failures.append(f"dump {base} ({e['name']}) {label}: exit {code}: {out[-300:]}")
             continue
         for k in range(e["outputs"]):
             why = close(np, np.load(os.path.join(outdir, f"out{k}.npy")),
                         np.load(os.path.join(workdir, e["name"], f"out{k}.npy")))
             if why:
-                failures.append(f"dump {base} ({e['name']}): output {k}: {why}")
+                failures.append(f"dump {base} ({e['name']}) {label}: output {k}: {why}")
     return len(files), loaded, len(runs)
 
 
@@ -502,7 +508,7 @@ def main():
         checked = check_programs(np, args.xlens, workdir, pool, failures, gaps)
         files, loaded, ran = check_dumps(np, args.xlens, workdir, dumpdir, pool, failures)
     print(f"{checked} program runs checked against TensorFlow; {files} graphs TensorFlow dumped: "
-          f"{loaded} load; {ran} whole-program runtime graphs run; {len(gaps)} compilations "
+          f"{loaded} load; {ran} runs of whole-program runtime graphs; {len(gaps)} compilations "
           f"xlens refuses; {len(failures)} failures")
     for g in gaps:
         print("NOT COMPILED", g)
