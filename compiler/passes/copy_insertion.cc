@@ -261,6 +261,26 @@ class Inserter {
     return readers;
   }
 
+  // A dynamic-update-slice of the state slot it writes (a list's buffer in a loop: SetItem at
+  // the step) updates it in place when the slot is its operand 0 and none of the others, as XLA's
+  // copy insertion lets it: buffer assignment already shares its operand 0's buffer.
+  static bool UpdatesOperandZeroOnly(HloInstruction* def, HloInstruction* param,
+                                     const Index& leaf) {
+    if (def->opcode() != HloOpcode::kDynamicUpdateSlice) return false;
+    auto is_slot = [&](HloInstruction* operand) {
+      auto source = SourceOf(operand, {});
+      return source.first == param && source.second == leaf;
+    };
+    if (!is_slot(def->operand(0))) return false;
+    for (int64_t k = 1; k < def->operand_count(); ++k) {
+      if (SourceOf(def->operand(k), {}).first == param &&
+          Related(SourceOf(def->operand(k), {}).second, leaf)) {
+        return false;
+      }
+    }
+    return true;
+  }
+
   void CopyWhileBody(HloComputation* body) {
     if (body->num_parameters() != 1) return;
     HloInstruction* param = body->parameter_instruction(0);
@@ -286,7 +306,8 @@ class Inserter {
       } else {
         bool in_place = true;
         for (HloInstruction* reader : StateReaders(body, leaf)) {
-          if (reader == def ? !def->IsElementwise() : position[reader] >= position[def]) {
+          if (reader == def ? !def->IsElementwise() && !UpdatesOperandZeroOnly(def, param, leaf)
+                            : position[reader] >= position[def]) {
             in_place = false;
           }
         }

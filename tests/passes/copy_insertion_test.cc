@@ -232,6 +232,80 @@ ENTRY e {
   EXPECT_EQ(root->operand(1)->name(), "late");  // nothing reads slot 1
 }
 
+// A loop writing one row of a buffer per step (a list's SetItem): the dynamic-update-slice of
+// the state slot updates it in place, no copy of the buffer per iteration; one that also reads
+// the slot as its update still gets its copy.
+TEST(CopyInsertionTest, DynamicUpdateSliceOfTheStateSlotIsInPlace) {
+  const char* text = R"(HloModule m
+body {
+  s = (s32[], f32[8,4], f32[8,4]) parameter(0)
+  i = s32[] get-tuple-element(s), index=0
+  buf = f32[8,4] get-tuple-element(s), index=1
+  other = f32[8,4] get-tuple-element(s), index=2
+  z = s32[] constant(0)
+  row = f32[1,4] dynamic-slice(buf, i, z), dynamic_slice_sizes={1,4}
+  e = f32[1,4] exponential(row)
+  upd = f32[8,4] dynamic-update-slice(buf, e, i, z)
+  self = f32[1,4] dynamic-slice(other, i, z), dynamic_slice_sizes={1,4}
+  upd2 = f32[8,4] dynamic-update-slice(other, self, i, z)
+  one = s32[] constant(1)
+  next = s32[] add(i, one)
+  ROOT t = (s32[], f32[8,4], f32[8,4]) tuple(next, upd, upd2)
+}
+cond {
+  s = (s32[], f32[8,4], f32[8,4]) parameter(0)
+  i = s32[] get-tuple-element(s), index=0
+  n = s32[] constant(8)
+  ROOT lt = pred[] compare(i, n), direction=LT
+}
+ENTRY e {
+  p = f32[8,4] parameter(0)
+  q = f32[8,4] parameter(1)
+  zero = s32[] constant(0)
+  init = (s32[], f32[8,4], f32[8,4]) tuple(zero, p, q)
+  w = (s32[], f32[8,4], f32[8,4]) while(init), condition=cond, body=body
+  ROOT r = f32[8,4] get-tuple-element(w), index=1
+})";
+  auto module = ParseModuleOrDie(text);
+  ASSERT_NE(module, nullptr);
+  RunCopies(*module);
+  const HloInstruction* root = module->GetComputationWithName("body")->root_instruction();
+  EXPECT_EQ(root->operand(1)->name(), "upd");
+  // upd2's update is read from its own slot (through `self`, read before it): still in place.
+  EXPECT_EQ(root->operand(2)->name(), "upd2");
+  // The dynamic-slice reading the slot runs before the update.
+  const auto& preds = root->operand(1)->control_predecessors();
+  EXPECT_NE(std::find_if(preds.begin(), preds.end(),
+                         [](const HloInstruction* p) { return p->name() == "row"; }),
+            preds.end());
+}
+
+TEST(CopyInsertionTest, DynamicUpdateSliceWhoseUpdateIsTheSlotIsCopied) {
+  auto module = ParseModuleOrDie(R"(HloModule m
+body {
+  s = (s32[], f32[4]) parameter(0)
+  i = s32[] get-tuple-element(s), index=0
+  buf = f32[4] get-tuple-element(s), index=1
+  upd = f32[4] dynamic-update-slice(buf, buf, i)
+  ROOT t = (s32[], f32[4]) tuple(i, upd)
+}
+cond {
+  s = (s32[], f32[4]) parameter(0)
+  ROOT f = pred[] constant(false)
+}
+ENTRY e {
+  p = f32[4] parameter(0)
+  zero = s32[] constant(0)
+  init = (s32[], f32[4]) tuple(zero, p)
+  w = (s32[], f32[4]) while(init), condition=cond, body=body
+  ROOT r = f32[4] get-tuple-element(w), index=1
+})");
+  ASSERT_NE(module, nullptr);
+  RunCopies(*module);
+  const HloInstruction* root = module->GetComputationWithName("body")->root_instruction();
+  EXPECT_EQ(root->operand(1)->opcode(), HloOpcode::kCopy);
+}
+
 TEST(CopyInsertionTest, ConditionalBranchReturningItsParameterIsCopied) {
   auto module = ParseModuleOrDie(R"(HloModule m
 on_true {
