@@ -9,6 +9,7 @@
 #include "compiler/cluster/compilability_check.h"
 #include "compiler/cluster/xla_cluster_util.h"
 #include "compiler/cluster/encapsulate_subgraphs_pass.h"
+#include "compiler/cluster/functionalize_control_flow.h"
 #include "compiler/cluster/graph_dumper.h"
 #include "compiler/cluster/must_compile_body.h"
 #include "compiler/cluster/partially_decluster_pass.h"
@@ -86,6 +87,12 @@ StatusOr<ClusteringOutcome> RunPasses(graph::Graph* graph,
   GraphDumper* dumper = options.dumper;
   if (!options.must_compile_function.empty()) {
     // jit_compile: no clustering decisions, one cluster of everything or TensorFlow's error.
+    // v1 loops and conditionals (a frozen graph's, TF1's) become While and If first, as tf2xla
+    // functionalizes them, so they compile to XLA's while and conditional.
+    {
+      profiler::TraceSpan span("functionalize_control_flow", profiler::category::kClustering);
+      RETURN_IF_ERROR(FunctionalizeControlFlow(graph));
+    }
     std::string error = MustCompileError(*graph, options.must_compile_function);
     if (!error.empty()) return Error(error);
     // The variables' own nodes stay outside; their handles (or values) become arguments.
