@@ -642,7 +642,11 @@ int RunGraphRun(const GraphRunArgs& args) {
       watchdog.SetActivity("reading the SavedModel's variables");
       RETURN_IF_ERROR(graph::LoadSavedModelVariables(*g.saved_model, (*session)->resources()));
       if (!g.saved_model->init_op.empty()) {
+        // Like --init below: the init op runs op by op, not compiled as the model's function.
+        const bool pause = jit != nullptr && args.jit == "compile";
+        if (pause) jit->set_paused(true);
         auto ran = (*session)->Run({}, {}, {g.saved_model->init_op});
+        if (pause) jit->set_paused(false);
         if (!ran.ok()) return InFile(ran.status(), g.shown).WithContext("the SavedModel's init op");
       }
     }
