@@ -368,6 +368,23 @@ TEST(ModelGradientsTest, SpecialFunctionsAndResizes) {
                         unary("Digamma", 0.5, 4)}) {
     CheckGradient(c);
   }
+  for (bool training : {true, false}) {
+    CheckGradient({std::string("FusedBatchNormV3 ") + (training ? "training" : "inference"),
+                   {{{2, 2, 3, 2}}, {{2}, 0.5, 1.5}, {{2}}},
+                   [training](const Scope& s, const std::vector<Output>& x) {
+                     Tensor mean(DT_FLOAT, {training ? 0 : 2}), var(DT_FLOAT, {training ? 0 : 2});
+                     for (int64_t i = 0; i < mean.num_elements(); ++i) {
+                       mean.flat<float>()[i] = 0.25f * i;
+                       var.flat<float>()[i] = 1.0f + i;
+                     }
+                     return ops::AsOutput(ops::BuildOp(
+                         s, "FusedBatchNormV3",
+                         {x[0], x[1], x[2], ops::Const(s, mean), ops::Const(s, var)},
+                         {{"is_training", AttrValue::Bool(training)},
+                          {"epsilon", AttrValue::Float(0.01f)}}));
+                   },
+                   DT_FLOAT});
+  }
   for (bool half_pixel : {false, true}) {
     AttrMap attrs{{"half_pixel_centers", AttrValue::Bool(half_pixel)}};
     CheckGradient({"ResizeBilinear", {{{1, 3, 4, 2}}}, [attrs](const Scope& s, const std::vector<Output>& x) {

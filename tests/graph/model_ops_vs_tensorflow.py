@@ -88,6 +88,21 @@ def build_cases(tf, np):
          [uniform(1.5, 6, 2, 5), uniform(0.2, 5, 5)]),
         ("polygamma", lambda x: tf.math.polygamma(
             tf.constant([[0.], [1.], [2.], [3.]], tf.float32), x), [uniform(0.3, 6, 4, 6)]),
+        # FusedBatchNormV3 (tf.compat.v1 and tf_keras layers) in training and inference, NHWC
+        # and NCHW, through FusedBatchNormGradV3.
+        ("batch_norm_train", lambda x, sc, of: tf.compat.v1.nn.fused_batch_norm(
+            x, sc, of, epsilon=0.01, is_training=True)[0],
+         [normal(2, 4, 5, 3), uniform(0.5, 1.5, 3), normal(3)]),
+        ("batch_norm_train_stats", lambda x, sc, of: tf.concat(
+            tf.compat.v1.nn.fused_batch_norm(x, sc, of, is_training=True)[1:], 0),
+         [normal(2, 4, 5, 3), uniform(0.5, 1.5, 3), normal(3)]),
+        ("batch_norm_infer_nchw", lambda x, sc, of, m, v: tf.compat.v1.nn.fused_batch_norm(
+            x, sc, of, m, v, is_training=False, data_format="NCHW")[0],
+         [normal(2, 3, 4, 5), uniform(0.5, 1.5, 3), normal(3), normal(3),
+          uniform(0.5, 1.5, 3)]),
+        ("batch_norm_train_nchw", lambda x, sc, of: tf.compat.v1.nn.fused_batch_norm(
+            x, sc, of, is_training=True, data_format="NCHW")[0],
+         [normal(2, 3, 4, 5), uniform(0.5, 1.5, 3), normal(3)]),
         # Concat's gradient: ConcatOffset and Slice.
         ("concat_grad", lambda a, b, c: tf.concat([a, b, c], axis=1),
          [normal(2, 3, 4), normal(2, 1, 4), normal(2, 5, 4)]),

@@ -2,7 +2,8 @@
 // functions: Einsum (_EinsumGrad in linalg_grad.py: an Einsum per operand against the other,
 // labels the operand alone had broadcast back, ellipsis broadcasting reduced away), Erf, Erfc,
 // Erfinv, Ndtri and Lgamma (math_grad.py), ResizeBilinear and ResizeNearestNeighbor
-// (image_grad.py), Digamma, Polygamma and Zeta (math_grad.py).
+// (image_grad.py), Digamma, Polygamma and Zeta (math_grad.py), the fused batch norms
+// (nn_grad.py).
 #include <algorithm>
 #include <cmath>
 #include <set>
@@ -87,6 +88,57 @@ Status ZetaGrad(const Scope& s, const Node& op, const GradOutputs& g, GradOutput
   Output zeta = ops::AsOutput(ops::BuildOp(s, "Zeta", {AddOp(s, x, ScalarLike(s, x, 1)), q}));
   Output partial = MulOp(s, ops::Neg(s, x), zeta);
   return SecondInputGrad(s, op, g[0], partial, out);
+}
+
+// _BaseFusedBatchNormGrad: the matching FusedBatchNormGrad op on the saved batch statistics in
+// training, on the population ones in inference (NCHW transposed to NHWC around it there, as
+// Python does).
+Status FusedBatchNormGradFn(const Scope& s, const Node& op, const GradOutputs& g,
+                            GradOutputs* out) {
+  const std::string type = op.type_string();
+  const std::string grad_op = type == "FusedBatchNorm"     ? "FusedBatchNormGrad"
+                              : type == "FusedBatchNormV2" ? "FusedBatchNormGradV2"
+                                                           : "FusedBatchNormGradV3";
+  const bool v3 = type == "FusedBatchNormV3";
+  bool training = true;
+  if (const AttrValue* v = FindAttr(op.attrs(), "is_training")) training = v->b();
+  std::string format = "NHWC";
+  if (const AttrValue* v = FindAttr(op.attrs(), "data_format")) format = v->s();
+  AttrMap attrs;
+  for (const char* name : {"epsilon", "is_training"}) {
+    if (const AttrValue* v = FindAttr(op.attrs(), name)) attrs[name] = *v;
+  }
+  Output grad_y = g[0], x = In(op, 0);
+  std::vector<ops::Input> inputs;
+  const bool transpose = !training && (format == "NCHW" || format == "NCDHW");
+  const bool five = format == "NCDHW" || format == "NDHWC";
+  if (transpose) {
+    const std::vector<int32_t> to_last =
+        five ? std::vector<int32_t>{0, 2, 3, 4, 1} : std::vector<int32_t>{0, 2, 3, 1};
+    grad_y = ops::Transpose(s, grad_y, ops::Const(s, to_last));
+    x = ops::Transpose(s, x, ops::Const(s, to_last));
+    format = five ? "NDHWC" : "NHWC";
+  }
+  attrs["data_format"] = AttrValue::String(format);
+  inputs = {grad_y, x, In(op, 1)};
+  if (training) {
+    inputs.push_back(Out(op, 3));
+    inputs.push_back(Out(op, 4));
+  } else {
+    inputs.push_back(In(op, 3));
+    inputs.push_back(In(op, 4));
+  }
+  if (v3) inputs.push_back(Out(op, 5));
+  Node* node = ops::BuildOp(s, grad_op, inputs, attrs);
+  Output dx = ops::AsOutput(node);
+  if (transpose) {
+    const std::vector<int32_t> to_first =
+        five ? std::vector<int32_t>{0, 4, 1, 2, 3} : std::vector<int32_t>{0, 3, 1, 2};
+    dx = ops::Transpose(s, dx, ops::Const(s, to_first));
+  }
+  if (node == nullptr) return s.status();
+  *out = {dx, Output(node, 1), Output(node, 2), NoGradient(), NoGradient()};
+  return s.status();
 }
 
 AttrMap ResizeAttrs(const Node& op) {
@@ -293,6 +345,9 @@ void RegisterModelGradients(OpRegistry& r) {
   Set(r, "ResizeBilinear", ResizeBilinearGrad);
   Set(r, "ResizeNearestNeighbor", ResizeNearestNeighborGrad);
   Set(r, "Einsum", EinsumGrad);
+  for (const char* op : {"FusedBatchNorm", "FusedBatchNormV2", "FusedBatchNormV3"}) {
+    Set(r, op, FusedBatchNormGradFn);
+  }
 }
 
 }  // namespace xlens::graph::grad

@@ -1,7 +1,8 @@
 // Grappler's fused ops, as its remapper writes them into TensorFlow's runtime graphs:
 // _FusedConv2D and _FusedMatMul (a Conv2D or MatMul followed by BiasAdd or FusedBatchNorm, an
 // optional Add of a side input and an optional activation, in the order of the fused_ops attr)
-// and _FusedBatchNormEx (FusedBatchNorm, an optional side input, then Identity or Relu). The
+// and _FusedBatchNormEx (FusedBatchNorm, an optional side input, then Identity or Relu, whose
+// kernel is in batch_norm_ops.cc with the batch norms it extends). The
 // convolution and the product are the Conv2D and MatMul kernels of the registry, called on the
 // same node (the fused op has their attrs); the epilogue runs over their output in place, in
 // float for the 16-bit types, as TensorFlow's CPU kernels compute it. With oneDNN on, grappler also
@@ -245,102 +246,6 @@ Status FusedKernel(OpKernelContext& ctx) {
   return OkStatus();
 }
 
-// _FusedBatchNormEx: FusedBatchNormV3 over the last (channel) dimension, then the side input and
-// the activation.
-Status FusedBatchNormExKernel(OpKernelContext& ctx) {
-  ASSIGN_OR_RETURN(std::string format, ctx.GetAttr<std::string>("data_format"));
-  ASSIGN_OR_RETURN(std::string activation, ctx.GetAttr<std::string>("activation_mode"));
-  ASSIGN_OR_RETURN(bool training, ctx.GetAttr<bool>("is_training"));
-  ASSIGN_OR_RETURN(float epsilon, ctx.GetAttr<float>("epsilon"));
-  ASSIGN_OR_RETURN(float factor, ctx.GetAttr<float>("exponential_avg_factor"));
-  if (format != "NHWC") {
-    return ctx.Error("_FusedBatchNormEx runs on the CPU in NHWC only, got data_format " + format);
-  }
-  if (activation != "Identity" && activation != "Relu") {
-    return ctx.Error("Unsupported activation_mode '" + activation +
-                     "' (the CPU kernel takes Identity and Relu)");
-  }
-  const Tensor& x = ctx.input(0);
-  if (x.rank() != 4) return ctx.Error("input must be 4-dimensional " + DimsToString(x.dims()));
-  const int64_t channels = x.dim(3);
-  const int64_t rows = channels == 0 ? 0 : x.num_elements() / channels;
-  for (int i = 1; i <= 4; ++i) {
-    const Tensor& t = ctx.input(i);
-    const bool empty_ok = training && i >= 3 && t.num_elements() == 0 && factor == 1.0f;
-    if (!empty_ok && (t.rank() != 1 || t.dim(0) != channels)) {
-      static const char* kNames[] = {"", "scale", "offset", "mean", "variance"};
-      return ctx.Error(std::string(kNames[i]) + " must have shape [" + std::to_string(channels) +
-                       "], got " + DimsToString(t.dims()));
-    }
-  }
-  const bool side = ctx.num_inputs() > 5;
-  if (side && ctx.input(5).dims() != x.dims()) {
-    return ctx.Error("side_input shape " + DimsToString(ctx.input(5).dims()) +
-                     " must equal the input's " + DimsToString(x.dims()));
-  }
-  const float* scale = Data<float>(ctx.input(1));
-  const float* offset = Data<float>(ctx.input(2));
-  std::vector<float> mean(channels, 0.f), var(channels, 0.f);
-  ASSIGN_OR_RETURN(Tensor * y, ctx.allocate_output(0, x.dims()));
-  RETURN_IF_ERROR(Dispatch<cwise::kFloating>(ctx, x.dtype(), [&](auto tag) -> Status {
-    using T = typename decltype(tag)::type;
-    const T* in = Data<T>(x);
-    if (training) {
-      std::vector<double> sum(channels, 0), sq(channels, 0);
-      for (int64_t r = 0; r < rows; ++r)
-        for (int64_t c = 0; c < channels; ++c) sum[c] += static_cast<float>(in[r * channels + c]);
-      for (int64_t c = 0; c < channels; ++c) mean[c] = rows ? float(sum[c] / rows) : 0.f;
-      for (int64_t r = 0; r < rows; ++r)
-        for (int64_t c = 0; c < channels; ++c) {
-          const double d = static_cast<float>(in[r * channels + c]) - mean[c];
-          sq[c] += d * d;
-        }
-      for (int64_t c = 0; c < channels; ++c) var[c] = rows ? float(sq[c] / rows) : 0.f;
-    } else {
-      std::copy_n(Data<float>(ctx.input(3)), channels, mean.begin());
-      std::copy_n(Data<float>(ctx.input(4)), channels, var.begin());
-    }
-    std::vector<float> mul(channels);
-    for (int64_t c = 0; c < channels; ++c) mul[c] = scale[c] / std::sqrt(var[c] + epsilon);
-    const T* s = side ? Data<T>(ctx.input(5)) : nullptr;
-    T* o = MutableData<T>(*y);
-    for (int64_t r = 0; r < rows; ++r)
-      for (int64_t c = 0; c < channels; ++c) {
-        const int64_t i = r * channels + c;
-        float v = (static_cast<float>(in[i]) - mean[c]) * mul[c] + offset[c];
-        if (s != nullptr) v += static_cast<float>(s[i]);
-        if (activation == "Relu") v = v > 0.f ? v : 0.f;
-        o[i] = T(v);
-      }
-    return OkStatus();
-  }));
-  // The statistics: in training, the running averages updated by exponential_avg_factor (the
-  // variance unbiased by rows / (rows - 1)); in inference, the inputs passed through.
-  std::vector<float> out_mean = mean, out_var = var;
-  if (training) {
-    const float adjust = rows > 1 ? static_cast<float>(rows) / (rows - 1) : 1.f;
-    for (int64_t c = 0; c < channels; ++c) {
-      out_var[c] = var[c] * adjust;
-      if (factor != 1.0f) {
-        const float old_mean = Data<float>(ctx.input(3))[c];
-        const float old_var = Data<float>(ctx.input(4))[c];
-        out_mean[c] = (1 - factor) * old_mean + factor * mean[c];
-        out_var[c] = (1 - factor) * old_var + factor * out_var[c];
-      }
-    }
-  }
-  auto put = [&](int i, const std::vector<float>& v) -> Status {
-    ASSIGN_OR_RETURN(Tensor * t, ctx.allocate_output(i, {static_cast<int64_t>(v.size())}));
-    std::copy(v.begin(), v.end(), MutableData<float>(*t));
-    return OkStatus();
-  };
-  RETURN_IF_ERROR(put(1, out_mean));
-  RETURN_IF_ERROR(put(2, out_var));
-  RETURN_IF_ERROR(put(3, mean));
-  RETURN_IF_ERROR(put(4, var));
-  return put(5, {});
-}
-
 Status FusedConv2DShape(InferenceContext& c) {
   const OpRegistration* conv = OpRegistry::Global().Find("Conv2D");
   return conv->shape_fn(c);
@@ -349,16 +254,6 @@ Status FusedConv2DShape(InferenceContext& c) {
 Status FusedMatMulShape(InferenceContext& c) {
   const OpRegistration* matmul = OpRegistry::Global().Find("MatMul");
   return matmul->shape_fn(c);
-}
-
-Status FusedBatchNormExShape(InferenceContext& c) {
-  PartialShape x;
-  RETURN_IF_ERROR(c.WithRank(0, 4, &x));
-  c.set_output(0, x);
-  const int64_t channels = x.dim(3);
-  for (int i = 1; i <= 4; ++i) c.set_output(i, PartialShape({channels}));
-  c.set_output(5, PartialShape::UnknownOfRank(1));
-  return OkStatus();
 }
 
 }  // namespace
@@ -424,29 +319,8 @@ void RegisterFusedOps(OpRegistry& r) {
       .SetShapeFn(FusedMatMulShape)
       .SetKernel(FusedKernel<false>)
       .NoXlaKernel();
-  REGISTER_OP(r, "_FusedBatchNormEx")
-      .Input("x: T")
-      .Input("scale: U")
-      .Input("offset: U")
-      .Input("mean: U")
-      .Input("variance: U")
-      .Input("side_input: num_side_inputs * T")
-      .Output("y: T")
-      .Output("batch_mean: U")
-      .Output("batch_variance: U")
-      .Output("reserve_space_1: U")
-      .Output("reserve_space_2: U")
-      .Output("reserve_space_3: U")
-      .Attr("T: {half, float, bfloat16}")
-      .Attr("U: {float}")
-      .Attr("epsilon: float = 0.0001")
-      .Attr("exponential_avg_factor: float = 1.0")
-      .Attr("num_side_inputs: int >= 0 = 0")
-      .Attr("activation_mode: string = 'Identity'")
-      .Attr("data_format: {'NHWC', 'NCHW'} = 'NHWC'")
-      .Attr("is_training: bool = true")
-      .SetShapeFn(FusedBatchNormExShape)
-      .SetKernel(FusedBatchNormExKernel);
+  // _FusedBatchNormEx lives with the batch norms it extends (batch_norm_ops.cc).
+  RegisterBatchNormOps(r);
 }
 
 }  // namespace xlens::graph

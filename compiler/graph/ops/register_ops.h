@@ -32,6 +32,9 @@ void RegisterEinsumOps(OpRegistry& registry);
 void RegisterImageOps(OpRegistry& registry);
 // Grappler's fused ops: _FusedConv2D, _FusedMatMul, _FusedBatchNormEx (fused_ops.cc).
 void RegisterFusedOps(OpRegistry& registry);
+// FusedBatchNorm, V2, V3, their gradients and _FusedBatchNormEx (batch_norm_ops.cc), registered
+// by RegisterFusedOps.
+void RegisterBatchNormOps(OpRegistry& registry);
 // _XlaCompile, _XlaRun, _XlaMerge: what build_xla_ops launches a cluster with.
 void RegisterXlaOps(OpRegistry& registry);
 // TensorList (list_ops.cc) and the v1 TensorArray (tensor_array_ops.cc); after the array and
