@@ -5,6 +5,7 @@
 // threads. NCHW runs too (transposed around the kernel, as TensorFlow's oneDNN build accepts it),
 // and so do dilations and EXPLICIT padding.
 #include <mutex>
+#include <vector>
 #include <type_traits>
 
 #include "compiler/graph/op_registry.h"
@@ -57,15 +58,32 @@ XLENS_INLINE void InputTaps(int64_t o, int64_t stride, int64_t dilation, int64_t
   if (*k1 < *k0) *k1 = *k0;
 }
 
-// The taps [k0, k1) of input position `i` that some output position reads
-// (i + pad - k * dilation in [0, (out - 1) * stride]); the stride's divisibility is checked per tap.
-XLENS_INLINE void OutputTaps(int64_t i, int64_t stride, int64_t dilation, int64_t pad, int64_t out,
-                             int64_t k, int64_t* k0, int64_t* k1) {
-  const int64_t top = i + pad;  // i + pad - k * dilation for k = 0
-  const int64_t last = (out - 1) * stride;
-  *k0 = top <= last ? 0 : (top - last + dilation - 1) / dilation;
-  *k1 = top < 0 ? 0 : std::min(k, top / dilation + 1);
-  if (*k1 < *k0) *k1 = *k0;
+// For each input position i along one dimension, the (tap, output position) pairs whose window
+// element lands on it (o * stride + k * dilation - pad == i), made once per call: the gather of
+// the input backprop then does no division per tap.
+struct Tap {
+  int64_t k, o;
+};
+struct TapTable {
+  std::vector<int64_t> start;  // taps of position i: taps[start[i], start[i + 1])
+  std::vector<Tap> taps;
+};
+
+TapTable MakeTapTable(int64_t in, int64_t out, int64_t k, int64_t stride, int64_t dilation,
+                      int64_t pad) {
+  std::vector<std::vector<Tap>> by_position(in);
+  for (int64_t o = 0; o < out; ++o) {
+    int64_t k0, k1;
+    InputTaps(o, stride, dilation, pad, in, k, &k0, &k1);
+    for (int64_t t = k0; t < k1; ++t) by_position[o * stride + t * dilation - pad].push_back({t, o});
+  }
+  TapTable table;
+  table.start.push_back(0);
+  for (const auto& p : by_position) {
+    table.taps.insert(table.taps.end(), p.begin(), p.end());
+    table.start.push_back(static_cast<int64_t>(table.taps.size()));
+  }
+  return table;
 }
 
 // out[n, oy, ox, c*m + q] = sum over the window of x[n, iy, ix, c] * f[ky, kx, c, q], for output
@@ -79,12 +97,43 @@ XLENS_INLINE void ForwardRows(const WindowGeometry& g, const C* __restrict x,
   const int64_t m = depth == 0 ? 0 : od / depth;
   for (int64_t r = begin; r < end; ++r) {
     const int64_t n = r / OH, oy = r % OH;
+    int64_t ky0, ky1;
+    InputTaps(oy, g.stride[1], g.dilation[1], g.pad_before[1], H, KH, &ky0, &ky1);
     for (int64_t ox = 0; ox < OW; ++ox) {
       C* __restrict o = out + (r * OW + ox) * od;
-      for (int64_t k = 0; k < od; ++k) o[k] = C(0);
-      int64_t ky0, ky1, kx0, kx1;
-      InputTaps(oy, g.stride[1], g.dilation[1], g.pad_before[1], H, KH, &ky0, &ky1);
+      int64_t kx0, kx1;
       InputTaps(ox, g.stride[2], g.dilation[2], g.pad_before[2], W, KW, &kx0, &kx1);
+      if (m == 1) {
+        // Blocks of channels summed over the taps in registers, stored once.
+        constexpr int64_t kBlock = 64;
+        int64_t c0 = 0;
+        for (; c0 + kBlock <= depth; c0 += kBlock) {
+          C acc[kBlock] = {};
+          for (int64_t ky = ky0; ky < ky1; ++ky) {
+            const int64_t iy = oy * g.stride[1] + ky * g.dilation[1] - g.pad_before[1];
+            for (int64_t kx = kx0; kx < kx1; ++kx) {
+              const int64_t ix = ox * g.stride[2] + kx * g.dilation[2] - g.pad_before[2];
+              const C* __restrict xi = x + ((n * H + iy) * W + ix) * depth + c0;
+              const C* __restrict fk = f + (ky * KW + kx) * od + c0;
+              for (int64_t c = 0; c < kBlock; ++c) acc[c] += xi[c] * fk[c];
+            }
+          }
+          for (int64_t c = 0; c < kBlock; ++c) o[c0 + c] = acc[c];
+        }
+        if (c0 == depth) continue;
+        for (int64_t c = c0; c < depth; ++c) o[c] = C(0);
+        for (int64_t ky = ky0; ky < ky1; ++ky) {
+          const int64_t iy = oy * g.stride[1] + ky * g.dilation[1] - g.pad_before[1];
+          for (int64_t kx = kx0; kx < kx1; ++kx) {
+            const int64_t ix = ox * g.stride[2] + kx * g.dilation[2] - g.pad_before[2];
+            const C* __restrict xi = x + ((n * H + iy) * W + ix) * depth;
+            const C* __restrict fk = f + (ky * KW + kx) * od;
+            for (int64_t c = c0; c < depth; ++c) o[c] += xi[c] * fk[c];
+          }
+        }
+        continue;
+      }
+      for (int64_t k = 0; k < od; ++k) o[k] = C(0);
       for (int64_t ky = ky0; ky < ky1; ++ky) {
         const int64_t iy = oy * g.stride[1] + ky * g.dilation[1] - g.pad_before[1];
         for (int64_t kx = kx0; kx < kx1; ++kx) {
@@ -107,32 +156,47 @@ XLENS_INLINE void ForwardRows(const WindowGeometry& g, const C* __restrict x,
 // sum_q dy[n, oy, ox, c*m + q] * f[ky, kx, c, q], for input rows (n, iy) [begin, end): a gather,
 // so rows are independent.
 template <typename C>
-XLENS_INLINE void BackpropInputRows(const WindowGeometry& g, const C* __restrict f,
+XLENS_INLINE void BackpropInputRows(const WindowGeometry& g, const TapTable& rows_taps,
+                                    const TapTable& cols_taps, const C* __restrict f,
                                     const C* __restrict dy, C* __restrict dx, int64_t begin,
                                     int64_t end) {
   const int64_t H = g.in[1], W = g.in[2], OH = g.out[1], OW = g.out[2];
-  const int64_t KH = g.k[1], KW = g.k[2], depth = g.in_depth, od = g.out_depth;
+  const int64_t KW = g.k[2], depth = g.in_depth, od = g.out_depth;
   const int64_t m = depth == 0 ? 0 : od / depth;
   for (int64_t r = begin; r < end; ++r) {
     const int64_t n = r / H, iy = r % H;
+    const int64_t ty0 = rows_taps.start[iy], ty1 = rows_taps.start[iy + 1];
     for (int64_t ix = 0; ix < W; ++ix) {
       C* __restrict o = dx + (r * W + ix) * depth;
-      for (int64_t c = 0; c < depth; ++c) o[c] = C(0);
-      int64_t ky0, ky1, kx0, kx1;
-      OutputTaps(iy, g.stride[1], g.dilation[1], g.pad_before[1], OH, KH, &ky0, &ky1);
-      OutputTaps(ix, g.stride[2], g.dilation[2], g.pad_before[2], OW, KW, &kx0, &kx1);
-      for (int64_t ky = ky0; ky < ky1; ++ky) {
-        const int64_t ty = iy + g.pad_before[1] - ky * g.dilation[1];
-        if (ty < 0 || ty % g.stride[1] != 0 || ty / g.stride[1] >= OH) continue;
-        const int64_t oy = ty / g.stride[1];
-        for (int64_t kx = kx0; kx < kx1; ++kx) {
-          const int64_t tx = ix + g.pad_before[2] - kx * g.dilation[2];
-          if (tx < 0 || tx % g.stride[2] != 0 || tx / g.stride[2] >= OW) continue;
-          const int64_t ox = tx / g.stride[2];
-          const C* __restrict gi = dy + ((n * OH + oy) * OW + ox) * od;
-          const C* __restrict fk = f + (ky * KW + kx) * od;
+      const int64_t tx0 = cols_taps.start[ix], tx1 = cols_taps.start[ix + 1];
+      int64_t c0 = 0;
+      if (m == 1) {
+        // Blocks of channels summed over the taps in registers, stored once.
+        constexpr int64_t kBlock = 64;
+        for (; c0 + kBlock <= depth; c0 += kBlock) {
+          C acc[kBlock] = {};
+          for (int64_t ty = ty0; ty < ty1; ++ty) {
+            const Tap ry = rows_taps.taps[ty];
+            for (int64_t tx = tx0; tx < tx1; ++tx) {
+              const Tap rx = cols_taps.taps[tx];
+              const C* __restrict gi = dy + ((n * OH + ry.o) * OW + rx.o) * od + c0;
+              const C* __restrict fk = f + (ry.k * KW + rx.k) * od + c0;
+              for (int64_t c = 0; c < kBlock; ++c) acc[c] += gi[c] * fk[c];
+            }
+          }
+          for (int64_t c = 0; c < kBlock; ++c) o[c0 + c] = acc[c];
+        }
+        if (c0 == depth) continue;
+      }
+      for (int64_t c = c0; c < depth; ++c) o[c] = C(0);
+      for (int64_t ty = ty0; ty < ty1; ++ty) {
+        const Tap ry = rows_taps.taps[ty];
+        for (int64_t tx = cols_taps.start[ix]; tx < cols_taps.start[ix + 1]; ++tx) {
+          const Tap rx = cols_taps.taps[tx];
+          const C* __restrict gi = dy + ((n * OH + ry.o) * OW + rx.o) * od;
+          const C* __restrict fk = f + (ry.k * KW + rx.k) * od;
           if (m == 1) {
-            for (int64_t c = 0; c < depth; ++c) o[c] += gi[c] * fk[c];
+            for (int64_t c = c0; c < depth; ++c) o[c] += gi[c] * fk[c];
           } else {
             for (int64_t c = 0; c < depth; ++c) {
               C sum = C(0);
@@ -184,10 +248,11 @@ XLENS_VECTOR_CLONES void ForwardRowsF32(const WindowGeometry& g, const float* x,
                                         float* out, int64_t begin, int64_t end) {
   ForwardRows<float>(g, x, f, out, begin, end);
 }
-XLENS_VECTOR_CLONES void BackpropInputRowsF32(const WindowGeometry& g, const float* f,
+XLENS_VECTOR_CLONES void BackpropInputRowsF32(const WindowGeometry& g, const TapTable& rows,
+                                              const TapTable& cols, const float* f,
                                               const float* dy, float* dx, int64_t begin,
                                               int64_t end) {
-  BackpropInputRows<float>(g, f, dy, dx, begin, end);
+  BackpropInputRows<float>(g, rows, cols, f, dy, dx, begin, end);
 }
 XLENS_VECTOR_CLONES void BackpropFilterRowsF32(const WindowGeometry& g, const float* x,
                                                const float* dy, float* df, int64_t begin,
@@ -210,12 +275,16 @@ void DepthwiseForward(const WindowGeometry& g, const C* x, const C* f, C* out, T
 template <typename C>
 void DepthwiseBackpropInput(const WindowGeometry& g, const C* f, const C* dy, C* dx,
                             ThreadPool* pool) {
+  const TapTable rows =
+      MakeTapTable(g.in[1], g.out[1], g.k[1], g.stride[1], g.dilation[1], g.pad_before[1]);
+  const TapTable cols =
+      MakeTapTable(g.in[2], g.out[2], g.k[2], g.stride[2], g.dilation[2], g.pad_before[2]);
   conv::ParallelTasks(pool, g.batch * g.in[1], g.in[2] * g.window_size() * g.out_depth,
                       [&](int64_t begin, int64_t end) {
                         if constexpr (std::is_same_v<C, float>) {
-                          BackpropInputRowsF32(g, f, dy, dx, begin, end);
+                          BackpropInputRowsF32(g, rows, cols, f, dy, dx, begin, end);
                         } else {
-                          BackpropInputRows<C>(g, f, dy, dx, begin, end);
+                          BackpropInputRows<C>(g, rows, cols, f, dy, dx, begin, end);
                         }
                       });
 }
