@@ -222,6 +222,17 @@ TEST(EinsumKernelTest, EllipsisBroadcastsSizeOneBatches) {
   EXPECT_EQ(FloatsOf(*r), (std::vector<float>{1, 20, 3, 40}));
 }
 
+TEST(EinsumKernelTest, BuffersPastTheTensorLimitAreRefusedFirst) {
+  // An outer product of two 2^20-element vectors would be 2^40 elements.
+  const Tensor big(DT_FLOAT, {int64_t{1} << 20});
+  auto r = RunOp([&](const Scope& s) {
+    return Einsum(s.WithOpName("outer"), {ops::Const(s, big), ops::Const(s, big)}, "i,j->ij");
+  });
+  ASSERT_FALSE(r.ok());
+  EXPECT_NE(r.status().message().find("node 'outer'"), std::string::npos);
+  EXPECT_NE(r.status().message().find("tensor limit"), std::string::npos);
+}
+
 constexpr double kPiSquaredOver6 = 1.6449340668482264;
 
 TEST(SpecialMathTest, KnownValues) {

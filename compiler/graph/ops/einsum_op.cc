@@ -106,6 +106,22 @@ Status EinsumTyped(OpKernelContext& ctx, const EinsumDims& d) {
     }
     return s;
   };
+  // Every buffer (the packed operands, the product, the output) within the executor's tensor
+  // limit, checked before any is allocated (saturating: sizes may overflow int64).
+  const int64_t limit = ctx.max_tensor_bytes() / static_cast<int64_t>(sizeof(C));
+  auto check = [&](const std::vector<int>& labels) -> Status {
+    int64_t c = 1;
+    for (int l : labels) {
+      const int64_t size = d.label_size[l];
+      if (size != 0 && c > limit / size) {
+        return ctx.Error("the einsum needs a buffer past the executor's tensor limit (" +
+                         std::to_string(ctx.max_tensor_bytes()) + " bytes)");
+      }
+      c *= size;
+    }
+    return OkStatus();
+  };
+  RETURN_IF_ERROR(check(out_labels));
   // The product's labels and values before the output layout.
   std::vector<int> result_labels;
   std::vector<C> result;
@@ -133,6 +149,8 @@ Status EinsumTyped(OpKernelContext& ctx, const EinsumDims& d) {
     a_keep.insert(a_keep.end(), contract.begin(), contract.end());
     b_keep.insert(b_keep.end(), contract.begin(), contract.end());
     b_keep.insert(b_keep.end(), free_b.begin(), free_b.end());
+    RETURN_IF_ERROR(check(a_keep));
+    RETURN_IF_ERROR(check(b_keep));
     const Tensor& a = ctx.input(0);
     const Tensor& b = ctx.input(1);
     std::vector<C> pa = Rearrange<C, T>(Data<T>(a), a.dims(), d.input_labels[0], a_keep,
