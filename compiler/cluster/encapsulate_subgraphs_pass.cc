@@ -495,6 +495,7 @@ StatusOr<GraphWithFunctions> EncapsulateSubgraphsPass::Run(const graph::Graph& g
       GraphDef body_def = SubgraphDef(s, g, /*permuted=*/true);
       RemoveIdentityNodes(&body_def, g);
       EliminateCommonSubexpressions(&body_def, g.registry());
+      body_def.library = g.library();  // a member may call a function of the library by name
       auto body = graph::Graph::FromGraphDef(body_def);
       if (!body.ok()) {
         return Status::Error("cluster '" + s.name + "': " + body.status().message());

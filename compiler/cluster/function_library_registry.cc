@@ -1,5 +1,7 @@
 #include "compiler/cluster/function_library_registry.h"
 
+#include "compiler/graph/function_call_op.h"
+
 namespace xlens::cluster {
 
 using graph::GraphDef;
@@ -12,10 +14,9 @@ std::shared_ptr<const graph::OpRegistry> RegistryWithFunctions(
   for (const std::string& name : base.OpNames()) registry->Register(*base.Find(name));
   for (const graph::FunctionDef& f : library.function) {
     if (base.Find(f.signature.name)) continue;  // a function never shadows an op
-    graph::OpRegistration reg;
-    reg.op_def = f.signature;
-    reg.has_xla_kernel = false;
-    registry->Register(std::move(reg));
+    // The call as the graph front end makes it: its signature, and the kernel that runs the
+    // body (a call build_xla_ops leaves in place still runs op by op).
+    registry->Register(std::move(*graph::MakeFunctionCallRegistration(f)));
   }
   return registry;
 }

@@ -13,8 +13,9 @@
 
 namespace xlens::cluster {
 
-// The ops of `base` and one op per function of `library` (its signature; no kernel, no XLA
-// kernel: a call node runs through what build_xla_ops makes of it).
+// The ops of `base` and one op per function of `library` (function_call_op.h: its signature and
+// the kernel that runs its body; no XLA kernel: a compiled call runs through what build_xla_ops
+// makes of it).
 std::shared_ptr<const graph::OpRegistry> RegistryWithFunctions(
     const graph::FunctionDefLibrary& library,
     const graph::OpRegistry& base = graph::OpRegistry::Global());

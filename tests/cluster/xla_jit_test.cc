@@ -340,5 +340,44 @@ TEST(XlaJitTest, AMustCompileFunctionThatCannotCompileFailsWithTensorFlowsMessag
   }
 }
 
+// Nodes calling functions of the library by op name, under auto-clustering: the call whose body
+// compiles and the one whose body cannot (AsString) both give the body's answer, the second run
+// op by op through the call's kernel.
+TEST(XlaJitTest, FunctionCallNodesRunUnderAutoJit) {
+  auto def = graph::ParseGraphDef(R"(
+node { name: "x" op: "Placeholder" attr { key: "dtype" value { type: DT_FLOAT } } }
+node { name: "s" op: "sin_fn" input: "x" }
+node { name: "t" op: "round_trip" input: "s" }
+node { name: "y" op: "Mul" input: "t" input: "s" attr { key: "T" value { type: DT_FLOAT } } }
+library {
+  function {
+    signature { name: "sin_fn" input_arg { name: "a" type: DT_FLOAT }
+                output_arg { name: "out" type: DT_FLOAT } }
+    node_def { name: "s" op: "Sin" input: "a" attr { key: "T" value { type: DT_FLOAT } } }
+    ret { key: "out" value: "s:y:0" }
+  }
+  function {
+    signature { name: "round_trip" input_arg { name: "a" type: DT_FLOAT }
+                output_arg { name: "out" type: DT_FLOAT } }
+    node_def { name: "t" op: "AsString" input: "a" attr { key: "T" value { type: DT_FLOAT } }
+               attr { key: "precision" value { i: 2 } } }
+    node_def { name: "n" op: "StringToNumber" input: "t:output:0"
+               attr { key: "out_type" value { type: DT_FLOAT } } }
+    ret { key: "out" value: "n:output:0" }
+  }
+}
+)", graph::GraphDefFormat::kText, "calls.pbtxt");
+  ASSERT_TRUE(def.ok()) << def.status().message();
+  XlaJit jit(Flags("--tf_xla_auto_jit=2 --tf_xla_cpu_global_jit --tf_xla_min_cluster_size=1"));
+  graph::SessionOptions options;
+  jit.Install(&options);
+  auto session = graph::Session::Create(*def, options);
+  ASSERT_TRUE(session.ok()) << session.status().message();
+  auto out = (*session)->Run({{"x", graph::Tensor::Scalar(graph::DT_FLOAT, 1.0f)}}, {"y"});
+  ASSERT_TRUE(out.ok()) << out.status().message();
+  const float s = std::sin(1.0f);
+  EXPECT_NEAR(out->at(0).flat<float>()[0], 0.84f * s, 1e-6);
+}
+
 }  // namespace
 }  // namespace xlens::cluster
