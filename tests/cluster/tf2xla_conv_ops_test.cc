@@ -154,6 +154,35 @@ TEST(Tf2XlaConvOpsTest, DepthwiseAndItsBackpropsMatchTheKernels) {
   }
 }
 
+// Grouped Conv2D (an input depth a multiple of the filter's, as Keras's grouped and depthwise
+// layers emit it) and its backprops: feature groups in HLO, the kernels' groups op by op.
+TEST(Tf2XlaConvOpsTest, GroupedConv2DAndItsBackpropsMatchTheKernels) {
+  struct Case {
+    std::vector<int64_t> input, filter, strides, dilations;
+    std::string padding;
+  };
+  const std::vector<Case> cases = {
+      {{2, 7, 7, 6}, {3, 3, 2, 6}, {1, 1, 1, 1}, {1, 1, 1, 1}, "SAME"},      // three groups
+      {{1, 9, 8, 4}, {3, 3, 1, 8}, {1, 2, 2, 1}, {1, 1, 1, 1}, "SAME"},      // depthwise, x2
+      {{1, 14, 14, 8}, {7, 7, 1, 8}, {1, 1, 1, 1}, {1, 1, 1, 1}, "SAME"},    // ConvNeXt's 7x7
+      {{2, 10, 9, 6}, {3, 2, 3, 4}, {1, 1, 2, 1}, {1, 2, 1, 1}, "VALID"},    // two groups
+  };
+  for (const Case& c : cases) {
+    SCOPED_TRACE(c.padding + " groups " + std::to_string(c.input[3] / c.filter[2]));
+    std::mt19937 rng(8);
+    AttrMap attrs = {{"strides", Ints(c.strides)},
+                     {"dilations", Ints(c.dilations)},
+                     {"padding", AttrValue::String(c.padding)},
+                     {"data_format", AttrValue::String("NHWC")}};
+    const std::vector<int64_t> out =
+        OutputDims(attrs, 2, false, c.input, {c.filter[0], c.filter[1]}, c.filter[3]);
+    Tensor x = Random(c.input, rng), f = Random(c.filter, rng), dy = Random(out, rng);
+    CheckOp("Conv2D", attrs, {x, f}, {false, false});
+    CheckOp("Conv2DBackpropInput", attrs, {Int32s(c.input), f, dy}, {true, false, false});
+    CheckOp("Conv2DBackpropFilter", attrs, {x, Int32s(c.filter), dy}, {false, true, false});
+  }
+}
+
 TEST(Tf2XlaConvOpsTest, Conv3DAndItsBackpropsMatchTheKernels) {
   struct Case {
     std::vector<int64_t> input, filter, strides, dilations;

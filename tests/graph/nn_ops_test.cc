@@ -2,6 +2,9 @@
 // Kernel values are checked against TensorFlow in op_kernels_test.cc.
 #include <gtest/gtest.h>
 
+#include <cmath>
+#include <random>
+
 #include "compiler/graph/ops/register_ops.h"
 #include "op_family_test_util.h"
 
@@ -83,6 +86,84 @@ TEST_F(NnOpsTest, ConvolutionKernelRefusesNchwOnTheCpu) {
                                             Tensor(DT_FLOAT, {2, 2, 3, 1})});
   ASSERT_FALSE(out.ok());
   EXPECT_NE(out.status().message().find("NHWC"), std::string::npos) << out.status().message();
+}
+
+// A grouped Conv2D (input depth 6, filter depth 2: three groups of two channels, two filters
+// each) and its backprops, in f32 (oneDNN where the build has it) and f64 (the im2col path),
+// against each group convolved on its own. SAME padding with stride 2 leaves an uneven border.
+template <typename T>
+void CheckGroupedConvolution(testing::LocalKernelRunner& runner, DataType dtype) {
+  const int64_t n = 2, rows = 5, cols = 6, in = 6, groups = 3, ig = 2, og = 2, out = 6, k = 3;
+  // SAME: rows padded 1 before (2 in all), columns 0 before (1 in all).
+  const int64_t out_rows = 3, out_cols = 3, stride = 2, pad_top = 1, pad_left = 0;
+  std::mt19937 gen(3);
+  std::uniform_real_distribution<double> dist(-1, 1);
+  auto random = [&](std::vector<int64_t> dims) {
+    Tensor t(dtype, dims);
+    for (T& v : t.flat<T>()) v = static_cast<T>(dist(gen));
+    return t;
+  };
+  const Tensor x = random({n, rows, cols, in}), w = random({k, k, ig, out});
+  const Tensor dy = random({n, out_rows, out_cols, out});
+  auto X = [&](int64_t b, int64_t y, int64_t c, int64_t ch) { return ((b * rows + y) * cols + c) * in + ch; };
+  auto Y = [&](int64_t b, int64_t y, int64_t c, int64_t o) { return ((b * out_rows + y) * out_cols + c) * out + o; };
+  auto W = [&](int64_t ky, int64_t kx, int64_t i, int64_t o) { return ((ky * k + kx) * ig + i) * out + o; };
+  std::vector<double> y(n * out_rows * out_cols * out), dx(x.num_elements()), dw(w.num_elements());
+  for (int64_t b = 0; b < n; ++b)
+    for (int64_t oy = 0; oy < out_rows; ++oy)
+      for (int64_t ox = 0; ox < out_cols; ++ox)
+        for (int64_t ky = 0; ky < k; ++ky)
+          for (int64_t kx = 0; kx < k; ++kx) {
+            const int64_t iy = oy * stride + ky - pad_top, ix = ox * stride + kx - pad_left;
+            if (iy < 0 || iy >= rows || ix < 0 || ix >= cols) continue;
+            for (int64_t q = 0; q < groups; ++q)
+              for (int64_t o = q * og; o < (q + 1) * og; ++o)
+                for (int64_t i = 0; i < ig; ++i) {
+                  const double xv = x.flat<T>()[X(b, iy, ix, q * ig + i)];
+                  const double wv = w.flat<T>()[W(ky, kx, i, o)];
+                  const double gv = dy.flat<T>()[Y(b, oy, ox, o)];
+                  y[Y(b, oy, ox, o)] += xv * wv;
+                  dx[X(b, iy, ix, q * ig + i)] += gv * wv;
+                  dw[W(ky, kx, i, o)] += gv * xv;
+                }
+          }
+  auto expect_near = [](const Tensor& got, const std::vector<double>& want, const char* what) {
+    ASSERT_EQ(got.num_elements(), static_cast<int64_t>(want.size())) << what;
+    double worst = 0;
+    for (size_t e = 0; e < want.size(); ++e) worst = std::max(worst, std::abs(got.flat<T>()[e] - want[e]));
+    EXPECT_LT(worst, 1e-4) << what;
+  };
+  AttrMap attrs = ConvAttrs("SAME", {1, stride, stride, 1});
+  attrs["T"] = AttrValue::Type(dtype);
+  auto forward = runner.Run("Conv2D", attrs, {x, w});
+  ASSERT_TRUE(forward.ok()) << forward.status().message();
+  expect_near((*forward)[0], y, "forward");
+  const Tensor input_sizes = Tensor::Vector<int32_t>(DT_INT32, {int32_t(n), int32_t(rows), int32_t(cols), int32_t(in)});
+  auto backprop_input = runner.Run("Conv2DBackpropInput", attrs, {input_sizes, w, dy});
+  ASSERT_TRUE(backprop_input.ok()) << backprop_input.status().message();
+  expect_near((*backprop_input)[0], dx, "backprop input");
+  const Tensor filter_sizes = Tensor::Vector<int32_t>(DT_INT32, {int32_t(k), int32_t(k), int32_t(ig), int32_t(out)});
+  auto backprop_filter = runner.Run("Conv2DBackpropFilter", attrs, {x, filter_sizes, dy});
+  ASSERT_TRUE(backprop_filter.ok()) << backprop_filter.status().message();
+  expect_near((*backprop_filter)[0], dw, "backprop filter");
+}
+
+TEST_F(NnOpsTest, GroupedConvolutionAgainstEachGroupAlone) {
+  EXPECT_EQ(Infer("Conv2D", ConvAttrs("SAME", {1, 2, 2, 1}), {S({2, 5, 6, 6}), S({3, 3, 2, 6})})[0],
+            S({2, 3, 3, 6}));
+  CheckGroupedConvolution<float>(runner_, DT_FLOAT);
+  CheckGroupedConvolution<double>(runner_, DT_DOUBLE);
+  // TensorFlow's words when the depths do not divide.
+  auto uneven = runner_.InferShapes("Conv2D", ConvAttrs("SAME", {1, 1, 1, 1}),
+                                    {S({1, 5, 5, 6}), S({3, 3, 4, 6})});
+  ASSERT_FALSE(uneven.ok());
+  EXPECT_NE(uneven.status().message().find("is not a multiple of input depth of filter"),
+            std::string::npos);
+  auto outputs = runner_.InferShapes("Conv2D", ConvAttrs("SAME", {1, 1, 1, 1}),
+                                     {S({1, 5, 5, 6}), S({3, 3, 2, 4})});
+  ASSERT_FALSE(outputs.ok());
+  EXPECT_NE(outputs.status().message().find("not a multiple of the number of groups"),
+            std::string::npos);
 }
 
 }  // namespace

@@ -183,5 +183,54 @@ TEST_F(OneDnnKernelsTest, MatMulByRowsAndByColumns) {
   }
 }
 
+// Grouped convolutions (TensorFlow's Conv2D with an input depth a multiple of the filter's, as
+// Keras's depthwise layers emit it) against each group convolved on its own: the filter is
+// [k, k, in_depth / groups, out_depth], group q reading input channels [q * ig, (q + 1) * ig) and
+// writing output channels [q * og, (q + 1) * og).
+TEST_F(OneDnnKernelsTest, GroupedConvolutionsAgainstEachGroupAlone) {
+  auto grouped = [](ConvGeometry g, int64_t groups) {
+    g.groups = groups;
+    return g;
+  };
+  const std::vector<ConvGeometry> geometries = {
+      grouped(Geometry(1, 14, 14, 16, 16, 7, 1, 1, 3, 3, 3, 3), 16),  // depthwise 7x7 (ConvNeXt)
+      grouped(Geometry(1, 20, 9, 8, 6, 3, 2, 1, 1, 1, 1, 1), 2),      // two groups, rows
+      grouped(Geometry(3, 9, 7, 12, 24, 3, 1, 2, 2, 2, 2, 2), 3),     // images, dilation 2
+      grouped(Geometry(1, 4, 4, 8, 16, 3, 1, 1, 1, 1, 1, 1), 8),      // channel multiplier 2
+  };
+  for (const ConvGeometry& g : geometries) {
+    SCOPED_TRACE(testing::Message() << "groups " << g.groups << " batch " << g.batch << " rows "
+                                    << g.in_rows << " in " << g.in_depth << " out " << g.out_depth);
+    const int64_t ig = g.in_depth / g.groups, og = g.out_depth / g.groups;
+    Conv c{g};
+    const int64_t w_size = g.k_rows * g.k_cols * ig * g.out_depth;
+    auto W = [&](int64_t ky, int64_t kx, int64_t i, int64_t o) {
+      return ((ky * g.k_cols + kx) * ig + i) * g.out_depth + o;
+    };
+    std::vector<float> x = Random(c.x_size(), 10), w = Random(w_size, 11), dy = Random(c.y_size(), 12);
+    std::vector<double> y(c.y_size(), 0.0), dx(c.x_size(), 0.0), dw(w_size, 0.0);
+    ForEachTap(g, [&](int64_t n, int64_t oy, int64_t ox, int64_t ky, int64_t kx, int64_t iy, int64_t ix) {
+      for (int64_t q = 0; q < g.groups; ++q)
+        for (int64_t o = q * og; o < (q + 1) * og; ++o)
+          for (int64_t i = 0; i < ig; ++i) {
+            const int64_t xi = c.X(n, iy, ix, q * ig + i), yi = c.Y(n, oy, ox, o);
+            y[yi] += double(x[xi]) * w[W(ky, kx, i, o)];
+            dx[xi] += double(dy[yi]) * w[W(ky, kx, i, o)];
+            dw[W(ky, kx, i, o)] += double(dy[yi]) * x[xi];
+          }
+    });
+    std::vector<float> got_y(c.y_size(), -7.f), got_dx(c.x_size(), -7.f), got_dw(w_size, -7.f);
+    PackedFilter packed;
+    for (int call = 0; call < 2; ++call) {
+      ASSERT_TRUE(Conv2DForward(g, x.data(), w.data(), nullptr, false, got_y.data(), &pool_, &packed).ok());
+      ExpectNear(got_y, y, "forward");
+    }
+    ASSERT_TRUE(Conv2DBackwardData(g, w.data(), dy.data(), got_dx.data(), &pool_, nullptr).ok());
+    ExpectNear(got_dx, dx, "backward data");
+    ASSERT_TRUE(Conv2DBackwardWeights(g, x.data(), dy.data(), got_dw.data(), &pool_).ok());
+    ExpectNear(got_dw, dw, "backward weights");
+  }
+}
+
 }  // namespace
 }  // namespace xlens::graph::onednn

@@ -230,9 +230,13 @@ Status LowerConv2DBackpropInput(XlaOpKernelContext& ctx) {
   if (in.size() != 4 || f.size() != 4 || out.size() != 4) {
     return ctx.Error("input_sizes, filter and out_backprop must describe 4-dimensional tensors");
   }
-  if (f[2] != in[p.layout.feature]) {
-    return ctx.Error("grouped convolutions are not supported by this gradient lowering");
+  const int64_t in_depth = in[p.layout.feature];
+  if (f[2] <= 0 || in_depth % f[2] != 0 || f[3] % (in_depth / f[2]) != 0) {
+    return ctx.Error(fmt::format("input depth {} is not a multiple of the filter depth {}, or "
+                                 "the output depth {} of the number of groups",
+                                 in_depth, f[2], f[3]));
   }
+  const int64_t groups = in_depth / f[2];
   Window window;
   for (int i = 0; i < 2; ++i) {
     const int64_t dim = p.layout.spatial[i];
@@ -251,11 +255,20 @@ Status LowerConv2DBackpropInput(XlaOpKernelContext& ctx) {
     window.dimensions.push_back(w);
   }
   HloBuilder& b = ctx.builder();
+  if (groups > 1) {
+    // Grouped: [kh, kw, fin, G * og] -> [kh, kw, fin, G, og] -> [kh, kw, G, fin, og] ->
+    // [kh, kw, G * fin, og], so that group g's output features (og of dy's) are the kernel's
+    // input features and its fin input channels the kernel's output features.
+    const int64_t og = f[3] / groups;
+    LOWER_OR_RETURN(filter, ctx, b.Reshape(filter, {f[0], f[1], f[2], groups, og}));
+    LOWER_OR_RETURN(filter, ctx, b.Transpose(filter, {0, 1, 3, 2, 4}));
+    LOWER_OR_RETURN(filter, ctx, b.Reshape(filter, {f[0], f[1], groups * f[2], og}));
+  }
   LOWER_OR_RETURN(HloInstruction * flipped, ctx, b.Reverse(filter, {0, 1}));
   ConvolutionDimensionNumbers d = ForwardDimensions(p.layout);
   d.kernel_input_feature_dimension = 3;
   d.kernel_output_feature_dimension = 2;
-  LOWER_OR_RETURN(HloInstruction * y, ctx, b.Convolution(dy, flipped, window, d, 1));
+  LOWER_OR_RETURN(HloInstruction * y, ctx, b.Convolution(dy, flipped, window, d, groups));
   ctx.SetOutput(0, y);
   return OkStatus();
 }
@@ -272,9 +285,15 @@ Status LowerConv2DBackpropFilter(XlaOpKernelContext& ctx) {
   if (in.size() != 4 || f.size() != 4 || out.size() != 4) {
     return ctx.Error("input, filter_sizes and out_backprop must describe 4-dimensional tensors");
   }
-  if (f[2] != in[p.layout.feature]) {
-    return ctx.Error("grouped convolutions are not supported by this gradient lowering");
+  const int64_t in_depth = in[p.layout.feature];
+  if (f[2] <= 0 || in_depth % f[2] != 0 || f[3] % (in_depth / f[2]) != 0 ||
+      out[p.layout.feature] != f[3]) {
+    return ctx.Error(fmt::format("input depth {} is not a multiple of the filter depth {}, or "
+                                 "out_backprop's depth {} is not the filter's output depth {} "
+                                 "(a multiple of the number of groups)",
+                                 in_depth, f[2], out[p.layout.feature], f[3]));
   }
+  const int64_t groups = in_depth / f[2];
   Window window;
   for (int i = 0; i < 2; ++i) {
     const int64_t dim = p.layout.spatial[i];
@@ -300,7 +319,28 @@ Status LowerConv2DBackpropFilter(XlaOpKernelContext& ctx) {
   d.output_batch_dimension = 2;
   d.output_feature_dimension = 3;
   d.output_spatial_dimensions = {0, 1};
-  LOWER_OR_RETURN(HloInstruction * y, ctx, ctx.builder().Convolution(input, dy, window, d, 1));
+  HloBuilder& b = ctx.builder();
+  if (groups > 1) {
+    // Grouped (TensorFlow uses batch_group_count; this is the same convolution with feature
+    // groups): the input as [fin, h, w, G * n], group g's features its n images of channel
+    // block g, contracted against dy's batch; group g's output features are dy's block g.
+    std::vector<int64_t> split = in;
+    const int64_t c = p.layout.feature;
+    split[c] = f[2];
+    split.insert(split.begin() + c, groups);  // [.., G, fin, ..] in the input's layout
+    auto at = [&](int64_t dim) { return dim < c ? dim : dim + 1; };  // a dim of `in` in `split`
+    LOWER_OR_RETURN(HloInstruction * grouped, ctx, b.Reshape(input, split));
+    LOWER_OR_RETURN(grouped, ctx, b.Transpose(grouped, {c + 1, at(p.layout.spatial[0]),
+                                                        at(p.layout.spatial[1]), c,
+                                                        at(p.layout.batch)}));
+    LOWER_OR_RETURN(input, ctx, b.Reshape(grouped, {f[2], in[p.layout.spatial[0]],
+                                                    in[p.layout.spatial[1]],
+                                                    groups * in[p.layout.batch]}));
+    d.input_batch_dimension = 0;
+    d.input_feature_dimension = 3;
+    d.input_spatial_dimensions = {1, 2};
+  }
+  LOWER_OR_RETURN(HloInstruction * y, ctx, b.Convolution(input, dy, window, d, groups));
   ctx.SetOutput(0, y);
   return OkStatus();
 }

@@ -428,11 +428,15 @@ StatusOr<Conv2DParams> GetConv2DParams(const AttrMap& attrs, const std::string& 
   return p;
 }
 
-// The full geometry of one convolution or pooling: NHWC input, HWIO filter.
+// The full geometry of one convolution or pooling: NHWC input, HWIO filter. A grouped
+// convolution (TensorFlow's Conv2D with an input depth a multiple of the filter's) has `groups`
+// blocks of in_depth / groups input channels, each convolved with its block of out_depth / groups
+// filters.
 struct Conv2DDims {
   int64_t batch, in_rows, in_cols, in_depth;
   int64_t k_rows, k_cols, out_depth;
   Window rows, cols;
+  int64_t groups = 1;
 };
 
 StatusOr<Conv2DDims> ComputeConv2DDims(const Conv2DParams& p, const std::vector<int64_t>& input,
@@ -453,29 +457,40 @@ StatusOr<Conv2DDims> ConvDimsFromFilter(const Conv2DParams& p, const std::vector
                                         const std::vector<int64_t>& filter) {
   if (filter.size() != 4)
     return Status::Error("filter must be 4-dimensional: " + DimsToString(filter));
-  if (input.size() == 4 && filter[2] != input[3]) {
-    return Status::Error("input depth must be evenly divisible by filter depth: " +
-                         std::to_string(input[3]) + " vs " + std::to_string(filter[2]) +
-                         " (grouped convolutions do not run on the CPU here)");
+  int64_t groups = 1;
+  if (input.size() == 4 && !(filter[2] == 0 && input[3] == 0)) {
+    if (filter[2] <= 0 || input[3] % filter[2] != 0) {
+      return Status::Error("input depth must be evenly divisible by filter depth: " +
+                           std::to_string(input[3]) + " vs " + std::to_string(filter[2]));
+    }
+    groups = input[3] / filter[2];
+    if (filter[3] % groups != 0) {
+      return Status::Error("output depth must be evenly divisible by the number of groups: " +
+                           std::to_string(filter[3]) + " vs " + std::to_string(groups));
+    }
   }
-  return ComputeConv2DDims(p, input, filter[0], filter[1], filter[3]);
+  ASSIGN_OR_RETURN(Conv2DDims d, ComputeConv2DDims(p, input, filter[0], filter[1], filter[3]));
+  d.groups = groups;
+  return d;
 }
 
-// Patches of one image: row (oy, ox), column (ky, kx, c); zero where the window is in padding.
+// Patches of channels [c0, c0 + cn) of one image: row (oy, ox), column (ky, kx, c); zero where
+// the window is in padding.
 template <typename C>
-void Im2Col(const Conv2DDims& d, const Conv2DParams& p, const C* image, C* cols) {
-  const int64_t patch = d.k_rows * d.k_cols * d.in_depth;
+void Im2Col(const Conv2DDims& d, const Conv2DParams& p, const C* image, C* cols, int64_t c0,
+            int64_t cn) {
+  const int64_t patch = d.k_rows * d.k_cols * cn;
   for (int64_t oy = 0; oy < d.rows.out; ++oy) {
     for (int64_t ox = 0; ox < d.cols.out; ++ox) {
       C* row = cols + (oy * d.cols.out + ox) * patch;
       for (int64_t ky = 0; ky < d.k_rows; ++ky) {
         const int64_t iy = oy * p.stride_rows + ky * p.dil_rows - d.rows.pad_before;
-        for (int64_t kx = 0; kx < d.k_cols; ++kx, row += d.in_depth) {
+        for (int64_t kx = 0; kx < d.k_cols; ++kx, row += cn) {
           const int64_t ix = ox * p.stride_cols + kx * p.dil_cols - d.cols.pad_before;
           if (iy < 0 || iy >= d.in_rows || ix < 0 || ix >= d.in_cols) {
-            std::fill(row, row + d.in_depth, C(0));
+            std::fill(row, row + cn, C(0));
           } else {
-            std::copy_n(image + (iy * d.in_cols + ix) * d.in_depth, d.in_depth, row);
+            std::copy_n(image + (iy * d.in_cols + ix) * d.in_depth + c0, cn, row);
           }
         }
       }
@@ -485,18 +500,19 @@ void Im2Col(const Conv2DDims& d, const Conv2DParams& p, const C* image, C* cols)
 
 // The inverse scatter: adds each patch element back onto the image position it came from.
 template <typename C>
-void Col2ImAdd(const Conv2DDims& d, const Conv2DParams& p, const C* cols, C* image) {
-  const int64_t patch = d.k_rows * d.k_cols * d.in_depth;
+void Col2ImAdd(const Conv2DDims& d, const Conv2DParams& p, const C* cols, C* image, int64_t c0,
+               int64_t cn) {
+  const int64_t patch = d.k_rows * d.k_cols * cn;
   for (int64_t oy = 0; oy < d.rows.out; ++oy) {
     for (int64_t ox = 0; ox < d.cols.out; ++ox) {
       const C* row = cols + (oy * d.cols.out + ox) * patch;
       for (int64_t ky = 0; ky < d.k_rows; ++ky) {
         const int64_t iy = oy * p.stride_rows + ky * p.dil_rows - d.rows.pad_before;
-        for (int64_t kx = 0; kx < d.k_cols; ++kx, row += d.in_depth) {
+        for (int64_t kx = 0; kx < d.k_cols; ++kx, row += cn) {
           const int64_t ix = ox * p.stride_cols + kx * p.dil_cols - d.cols.pad_before;
           if (iy < 0 || iy >= d.in_rows || ix < 0 || ix >= d.in_cols) continue;
-          C* dst = image + (iy * d.in_cols + ix) * d.in_depth;
-          for (int64_t c = 0; c < d.in_depth; ++c) dst[c] += row[c];
+          C* dst = image + (iy * d.in_cols + ix) * d.in_depth + c0;
+          for (int64_t c = 0; c < cn; ++c) dst[c] += row[c];
         }
       }
     }
@@ -553,6 +569,7 @@ StatusOr<bool> Conv2DOneDnn(OpKernelContext& ctx, const Conv2DParams& p, const C
   g.pad_bottom = d.rows.pad_after;
   g.pad_left = d.cols.pad_before;
   g.pad_right = d.cols.pad_after;
+  g.groups = d.groups;
   ThreadPool* threads = ctx.pool();
   Status status;
   if constexpr (kPass == ConvPass::kForward) {
@@ -607,7 +624,10 @@ Status Conv2DKernel(OpKernelContext& ctx) {
   }
   ASSIGN_OR_RETURN(bool ran, Conv2DOneDnn<kPass>(ctx, p, d, input_dims, filter_dims));
   if (ran) return OkStatus();
-  const int64_t patch = d.k_rows * d.k_cols * d.in_depth;
+  // Without oneDNN (or for other types): im2col and a product per image and group; group g's
+  // filters are columns [g * og, (g + 1) * og) of the HWIO filter seen as [patch, out_depth].
+  const int64_t ig = d.in_depth / d.groups, og = d.out_depth / d.groups;
+  const int64_t patch = d.k_rows * d.k_cols * ig;
   const int64_t positions = d.rows.out * d.cols.out;
   const int64_t image_size = d.in_rows * d.in_cols * d.in_depth;
   return Dispatch<cwise::kFloating | cwise::kSignedTypes>(
@@ -621,9 +641,12 @@ Status Conv2DKernel(OpKernelContext& ctx) {
           std::vector<C> y(d.batch * positions * d.out_depth);
           Eigen::Map<const Matrix<C>> f_m(f.data(), patch, d.out_depth);
           for (int64_t n = 0; n < d.batch; ++n) {
-            Im2Col(d, p, x.data() + n * image_size, cols.data());
-            Eigen::Map<Matrix<C>>(y.data() + n * positions * d.out_depth, positions, d.out_depth)
-                .noalias() = col_m * f_m;
+            Eigen::Map<Matrix<C>> y_m(y.data() + n * positions * d.out_depth, positions,
+                                      d.out_depth);
+            for (int64_t g = 0; g < d.groups; ++g) {
+              Im2Col(d, p, x.data() + n * image_size, cols.data(), g * ig, ig);
+              y_m.middleCols(g * og, og).noalias() = col_m * f_m.middleCols(g * og, og);
+            }
           }
           ASSIGN_OR_RETURN(Tensor * out, ctx.allocate_output(0, out_dims));
           StoreAs<T>(y, *out);
@@ -634,8 +657,10 @@ Status Conv2DKernel(OpKernelContext& ctx) {
           for (int64_t n = 0; n < d.batch; ++n) {
             Eigen::Map<const Matrix<C>> g_m(g.data() + n * positions * d.out_depth, positions,
                                             d.out_depth);
-            col_m.noalias() = g_m * f_m.transpose();
-            Col2ImAdd(d, p, cols.data(), dx.data() + n * image_size);
+            for (int64_t k = 0; k < d.groups; ++k) {
+              col_m.noalias() = g_m.middleCols(k * og, og) * f_m.middleCols(k * og, og).transpose();
+              Col2ImAdd(d, p, cols.data(), dx.data() + n * image_size, k * ig, ig);
+            }
           }
           ASSIGN_OR_RETURN(Tensor * out, ctx.allocate_output(0, input_dims));
           StoreAs<T>(dx, *out);
@@ -643,10 +668,12 @@ Status Conv2DKernel(OpKernelContext& ctx) {
           std::vector<C> x = LoadAs<C, T>(*input), g = LoadAs<C, T>(*dy);
           Matrix<C> df = Matrix<C>::Zero(patch, d.out_depth);
           for (int64_t n = 0; n < d.batch; ++n) {
-            Im2Col(d, p, x.data() + n * image_size, cols.data());
             Eigen::Map<const Matrix<C>> g_m(g.data() + n * positions * d.out_depth, positions,
                                             d.out_depth);
-            df.noalias() += col_m.transpose() * g_m;
+            for (int64_t k = 0; k < d.groups; ++k) {
+              Im2Col(d, p, x.data() + n * image_size, cols.data(), k * ig, ig);
+              df.middleCols(k * og, og).noalias() += col_m.transpose() * g_m.middleCols(k * og, og);
+            }
           }
           ASSIGN_OR_RETURN(Tensor * out, ctx.allocate_output(0, filter_dims));
           StoreAs<T>(std::vector<C>(df.data(), df.data() + df.size()), *out);
@@ -930,10 +957,17 @@ Status ConvOrPoolShape(InferenceContext& c, bool pooling) {
     k_rows = filter.dim(0);
     k_cols = filter.dim(1);
     depth = filter.dim(3);
-    if (in.dim(3) >= 0 && filter.dim(2) >= 0 && in.dim(3) != filter.dim(2)) {
+    if (in.dim(3) >= 0 && filter.dim(2) >= 0 &&
+        (filter.dim(2) == 0 || in.dim(3) % filter.dim(2) != 0)) {
       return c.Error("Depth of input (" + std::to_string(in.dim(3)) +
                      ") is not a multiple of input depth of filter (" +
                      std::to_string(filter.dim(2)) + ")");
+    }
+    if (in.dim(3) > 0 && filter.dim(2) > 0 && filter.dim(3) >= 0 &&
+        filter.dim(3) % (in.dim(3) / filter.dim(2)) != 0) {
+      return c.Error("Depth of output (" + std::to_string(filter.dim(3)) +
+                     ") is not a multiple of the number of groups (" +
+                     std::to_string(in.dim(3) / filter.dim(2)) + ")");
     }
   }
   auto dims = ComputeConv2DDims(*params, in.dims(), k_rows, k_cols, depth);

@@ -178,7 +178,7 @@ enum Kind : int64_t { kForward = 1, kBackwardData, kBackwardWeights, kMatMul };
 std::vector<int64_t> ConvKey(int64_t kind, const ConvGeometry& g, int64_t extra) {
   return {kind, extra, g.batch, g.in_rows, g.in_cols, g.in_depth, g.out_rows, g.out_cols,
           g.out_depth, g.k_rows, g.k_cols, g.stride_rows, g.stride_cols, g.dil_rows, g.dil_cols,
-          g.pad_top, g.pad_bottom, g.pad_left, g.pad_right};
+          g.pad_top, g.pad_bottom, g.pad_left, g.pad_right, g.groups};
 }
 
 dnnl::memory::desc Activations(int64_t n, int64_t c, int64_t h, int64_t w) {
@@ -186,8 +186,21 @@ dnnl::memory::desc Activations(int64_t n, int64_t c, int64_t h, int64_t w) {
 }
 dnnl::memory::desc SrcOf(const ConvGeometry& g) { return Activations(g.batch, g.in_depth, g.in_rows, g.in_cols); }
 dnnl::memory::desc DstOf(const ConvGeometry& g) { return Activations(g.batch, g.out_depth, g.out_rows, g.out_cols); }
+// The weights as a primitive reads them: OIHW, or GOIHW (oneDNN's grouped form) with groups.
 dnnl::memory::desc WeightsOf(const ConvGeometry& g, tag t) {
+  if (g.groups > 1) {
+    return dnnl::memory::desc({g.groups, g.out_depth / g.groups, g.in_depth / g.groups, g.k_rows, g.k_cols},
+                              dt::f32, t);
+  }
   return dnnl::memory::desc({g.out_depth, g.in_depth, g.k_rows, g.k_cols}, dt::f32, t);
+}
+// The user's HWIO filter in those dimensions. Grouped, HWIO's output channels are the groups'
+// blocks one after another (TensorFlow's grouping), so G and O are one dimension split in two.
+dnnl::memory::desc UserWeightsOf(const ConvGeometry& g) {
+  if (g.groups <= 1) return WeightsOf(g, tag::hwio);
+  const int64_t og = g.out_depth / g.groups, ig = g.in_depth / g.groups;
+  return dnnl::memory::desc({g.groups, og, ig, g.k_rows, g.k_cols}, dt::f32,
+                            dims{og, 1, g.out_depth, g.k_cols * ig * g.out_depth, ig * g.out_depth});
 }
 
 dnnl::primitive_attr Attr(bool relu) {
@@ -285,9 +298,9 @@ std::shared_ptr<const Plan> ConvPlan(Kind kind, const ConvGeometry& g, bool bias
                                      int parallelism) {
   return Cached<Plan>(ConvKey(kind, g, (bias * 2 + relu) * 1024 + parallelism), [&] {
     auto plan = std::make_shared<Plan>();
-    plan->user_weights = WeightsOf(g, tag::hwio);
+    plan->user_weights = UserWeightsOf(g);
     const bool to_user = kind == kBackwardWeights;
-    const int64_t work = g.batch * g.out_rows * g.out_cols * g.out_depth * g.k_rows * g.k_cols * g.in_depth;
+    const int64_t work = g.batch * g.out_rows * g.out_cols * g.out_depth * g.k_rows * g.k_cols * g.in_depth / g.groups;
     const int64_t in_image = g.in_rows * g.in_cols * g.in_depth;
     const int64_t out_image = g.out_rows * g.out_cols * g.out_depth;
     // Backward weights sums its parts' partial filters: two parts per thread at most.
@@ -295,10 +308,11 @@ std::shared_ptr<const Plan> ConvPlan(Kind kind, const ConvGeometry& g, bool bias
                                                        : PartCount(work, g.batch, parallelism);
     // One image with few output positions and many output channels (the late layers of a CNN):
     // blocks of output channels, so that each part reads only its share of the (large) filter
-    // where blocks of rows would each read all of it.
-    const int64_t by_channels = kind == kForward && g.batch == 1 && g.out_rows * g.out_cols <= 64
-                                    ? PartCount(work, g.out_depth / 32, parallelism)
-                                    : 1;
+    // where blocks of rows would each read all of it. Not when grouped: a block would cut groups.
+    const int64_t by_channels =
+        kind == kForward && g.groups == 1 && g.batch == 1 && g.out_rows * g.out_cols <= 64
+            ? PartCount(work, g.out_depth / 32, parallelism)
+            : 1;
     if (by_channels > 1) {
       const int64_t block = (g.out_depth / by_channels + 15) / 16 * 16;
       for (int64_t o0 = 0; o0 < g.out_depth; o0 += block) {
@@ -468,7 +482,7 @@ Status Conv2DBackwardWeights(const ConvGeometry& g, const float* x, const float*
                              ThreadPool* pool) {
   return Guard("convolution backward weights", [&]() -> Status {
     auto plan = ConvPlan(kBackwardWeights, g, false, false, Parallelism(pool));
-    const int64_t elements = g.k_rows * g.k_cols * g.in_depth * g.out_depth;
+    const int64_t elements = g.k_rows * g.k_cols * g.in_depth / g.groups * g.out_depth;
     // Each part's partial filter in HWIO: the first into dw, the others beside it, summed after.
     std::vector<std::vector<float>> partial(plan->parts.size() - 1, std::vector<float>(elements));
     RETURN_IF_ERROR(RunParts(pool, plan->parts.size(), "convolution backward weights", [&](int64_t t) {

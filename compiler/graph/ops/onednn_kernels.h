@@ -30,13 +30,17 @@ namespace xlens::graph::onednn {
 bool Available();
 
 // One NHWC convolution with an HWIO filter, TensorFlow's geometry (dilations >= 1, the padding
-// already resolved to rows/columns before and after).
+// already resolved to rows/columns before and after). With `groups` > 1 the convolution is
+// grouped as TensorFlow's Conv2D is when the input depth is a multiple of the filter's: the
+// filter is [k_rows, k_cols, in_depth / groups, out_depth], group g reading input channels
+// [g * in_depth / groups, ...) and writing output channels [g * out_depth / groups, ...).
 struct ConvGeometry {
-  int64_t batch = 0, in_rows = 0, in_cols = 0, in_depth = 0;
+  int64_t batch = 0, in_rows = 0, in_cols = 0, in_depth = 0;  // in_depth: the input's, all groups
   int64_t out_rows = 0, out_cols = 0, out_depth = 0;
   int64_t k_rows = 0, k_cols = 0;
   int64_t stride_rows = 1, stride_cols = 1, dil_rows = 1, dil_cols = 1;
   int64_t pad_top = 0, pad_bottom = 0, pad_left = 0, pad_right = 0;
+  int64_t groups = 1;
 };
 
 // A filter reordered into the layout a forward or backward-data primitive reads, kept by a
