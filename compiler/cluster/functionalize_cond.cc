@@ -32,6 +32,10 @@ using BranchState = std::set<std::pair<Pred, int>>;
 
 std::string Quoted(const std::string& name) { return "'" + EscapeForTerminal(name) + "'"; }
 
+bool IsResult(const Node& n) {
+  return n.type_string() == "_Retval" || n.type_string() == "_DeviceRetval";
+}
+
 // The predicate a Switch tests, seen through Identity nodes: TF1's tf.cond switches its values on
 // `pred_id` = Identity(pred) and its pivots on `pred` itself, one conditional.
 Pred PredOf(const Node& sw) {
@@ -169,6 +173,44 @@ StatusOr<Cond> InnermostCond(const Graph& g, const Analysis& a) {
   }
   std::set<const Node*> own(c.switches.begin(), c.switches.end());
   own.insert(c.merges.begin(), c.merges.end());
+  auto under = [&](const Node* n) {
+    return a.state[n->id()].count({c.pred, 0}) > 0 || a.state[n->id()].count({c.pred, 1}) > 0;
+  };
+  // What a function's result (a _Retval) reads under the predicate escapes the conditional
+  // without a Merge: name the first value of a branch it reads.
+  auto closure = [&](std::vector<const Node*> stack, const std::set<const Node*>& stop) {
+    std::set<const Node*> out(stack.begin(), stack.end());
+    while (!stack.empty()) {
+      const Node* n = stack.back();
+      stack.pop_back();
+      for (const Edge* e : n->in_edges()) {
+        const Node* src = e->src;
+        if (!src->IsOp() || own.count(src) || stop.count(src) || !under(src)) continue;
+        if (out.insert(src).second) stack.push_back(src);
+      }
+    }
+    return out;
+  };
+  // The values the Merges join, and what a result reads under the predicate besides them.
+  const std::set<const Node*> joined =
+      closure(std::vector<const Node*>(c.merges.begin(), c.merges.end()), {});
+  std::vector<const Node*> results;
+  for (Node* n : g.op_nodes()) {
+    if (IsResult(*n) && under(n)) results.push_back(n);
+  }
+  const std::set<const Node*> escaping = closure(results, joined);
+  for (Node* n : g.op_nodes()) {
+    if (!escaping.count(n)) continue;
+    for (const Edge* e : n->in_edges()) {
+      const bool opens = e->src->IsSwitch() && PredOf(*e->src) == c.pred;
+      if (!e->src->IsOp() || escaping.count(e->src) || !(under(e->src) || opens)) {
+        continue;
+      }
+      return CondError(g, c.pred, fmt::format("the node {} of a branch is read by {} without a "
+                                              "Merge",
+                                              Quoted(e->src->name()), Quoted(n->name())));
+    }
+  }
   for (Node* n : g.op_nodes()) {
     if (own.count(n)) continue;
     const bool b0 = a.state[n->id()].count({c.pred, 0}) > 0;

@@ -53,6 +53,39 @@ struct Frames {
   }
 };
 
+// Every node's inputs come from its own frame (or through an Enter or an Exit). A value read
+// into a loop without an Enter makes its readers, and all they feed, disagree: the node named
+// is the first reader of a value from outside (a constant or a placeholder, typically).
+Status CheckFrames(const Graph& g, const Frames& frames) {
+  const Node* first = nullptr;
+  for (const Node* n : g.op_nodes()) {
+    if (n->IsEnter() || !frames.of.count(n)) continue;
+    std::map<std::string, const Node*> by_frame;  // the frame an input implies -> that input
+    for (const Edge* e : n->in_edges()) {
+      auto src = frames.of.find(e->src);
+      if (!e->src->IsOp() || src == frames.of.end()) continue;
+      by_frame.emplace(e->src->IsExit() ? frames.parent.at(src->second) : src->second, e->src);
+    }
+    if (by_frame.size() < 2) continue;
+    for (const auto& [frame, src] : by_frame) {
+      bool has_op_input = false;
+      for (const Edge* e : src->in_edges()) has_op_input = has_op_input || e->src->IsOp();
+      if (!has_op_input) {
+        return Status::Error(fmt::format("the node {} reads {} from outside its loop without "
+                                         "an Enter",
+                                         Quoted(n->name()), Quoted(src->name())));
+      }
+    }
+    if (first == nullptr) first = n;
+  }
+  if (first != nullptr) {
+    return Status::Error(fmt::format("the node {} reads values of two frames without an Enter "
+                                     "or an Exit",
+                                     Quoted(first->name())));
+  }
+  return OkStatus();
+}
+
 StatusOr<Frames> BuildFrames(const Graph& g) {
   Frames frames;
   std::deque<const Node*> queue;
@@ -94,16 +127,10 @@ StatusOr<Frames> BuildFrames(const Graph& g) {
         }
       }
       auto [it, added] = frames.of.emplace(dst, frame);
-      if (added) {
-        queue.push_back(dst);
-      } else if (it->second != frame) {
-        return Status::Error(fmt::format(
-            "the node {} runs in two frames ({} and {}): its inputs come from different loops",
-            Quoted(dst->name()), Quoted(it->second.empty() ? "the graph" : it->second),
-            Quoted(frame.empty() ? "the graph" : frame)));
-      }
+      if (added) queue.push_back(dst);
     }
   }
+  RETURN_IF_ERROR(CheckFrames(g, frames));
   return frames;
 }
 

@@ -1,0 +1,206 @@
+#!/usr/bin/env python3
+"""v1 control flow compiled whole: TF1 loops and conditionals under --jit=compile give TensorFlow's numbers.
+
+TensorFlow 2.21 builds the graphs here with control flow v2 off (tf.compat.v1.while_loop and
+tf.cond write Enter/Merge/Switch/LoopCond/NextIteration/Exit), plus a TF2 function frozen with
+convert_variables_to_constants_v2 (which lowers its While and If the same way). `xlens graph run
+--jit=compile` must make them While and If again (functionalize_control_flow.h) and compile them
+whole; each output must be within 1e-4 of TensorFlow's largest value. The trip counts and the
+branches taken are computed from the input, so a wrong trip count or a wrong branch gives a wrong
+number, not only a crash. One graph reads a branch's value after the conditional without a
+Merge: it must be refused in one line naming the node.
+
+Exits 77 (skipped) when tensorflow cannot be imported.
+
+usage: functionalize_vs_tensorflow.py --xlens path/to/xlens [--workdir DIR]
+"""
+import argparse
+import importlib.util
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+
+TOLERANCE = 1e-4
+
+
+def build_graphs(out_dir):
+    """Writes NAME.pb, NAME.in.npy, NAME.ref<k>.npy and NAME.meta for every case."""
+    import numpy as np
+    import tensorflow as tf
+    from tensorflow.python.framework.convert_to_constants import (
+        convert_variables_to_constants_v2)
+
+    tf.compat.v1.disable_control_flow_v2()
+    v1 = tf.compat.v1
+    x_value = np.array([0.7, -1.3, 0.4, 2.1], np.float32)
+
+    def save(name, graph_def, fetches, refs, expect="ok"):
+        with open(os.path.join(out_dir, name + ".pb"), "wb") as f:
+            f.write(graph_def.SerializeToString())
+        np.save(os.path.join(out_dir, name + ".in.npy"), x_value)
+        for k, r in enumerate(refs):
+            np.save(os.path.join(out_dir, f"{name}.ref{k}.npy"), np.asarray(r))
+        with open(os.path.join(out_dir, name + ".meta"), "w") as f:
+            f.write("\n".join([",".join(fetches), expect]))
+
+    def v1_case(name, build, expect="ok"):
+        g = tf.Graph()
+        with g.as_default():
+            x = v1.placeholder(tf.float32, [4], name="x")
+            outs = build(x)
+            outs = [tf.identity(o, name=f"out{k}") for k, o in enumerate(outs)]
+            with v1.Session(graph=g) as s:
+                refs = s.run(outs, {x: x_value})
+        save(name, g.as_graph_def(), [o.name for o in outs], refs, expect)
+
+    def trips(x):  # 2..6 iterations, from the input
+        return tf.cast(tf.math.floormod(tf.reduce_sum(tf.abs(x)) * 3.0, 5.0), tf.int32) + 2
+
+    def loop_with_invariants(x):
+        w = tf.constant([0.9, 1.1, -0.8, 0.5])
+        n = trips(x)
+        i, acc = v1.while_loop(lambda i, a: i < n, lambda i, a: (i + 1, a * w + x),
+                               [tf.constant(0), x])
+        return [acc, i]
+
+    def cond_in_loop(x):
+        def body(i, a):
+            a = tf.cond(tf.reduce_sum(a) > 0.0, lambda: a * 0.5 - 1.0,
+                        lambda: a * -1.5 + tf.cast(i, tf.float32))
+            return i + 1, a
+        return list(v1.while_loop(lambda i, a: i < trips(x), body, [tf.constant(0), x]))[::-1]
+
+    def nested_loops(x):
+        def outer(i, a):
+            _, a = v1.while_loop(lambda j, b: j < i + 1,
+                                 lambda j, b: (j + 1, b + tf.cast(j, tf.float32) * x),
+                                 [tf.constant(0), a])
+            return i + 1, a
+        return [v1.while_loop(lambda i, a: i < 3, outer, [tf.constant(0), tf.zeros([4])])[1]]
+
+    def nested_conds(x):
+        def then():
+            return tf.cond(x[0] > 0.5, lambda: tf.sin(x), lambda: tf.cos(x) * 2.0)
+        return [tf.cond(tf.reduce_max(x) > 0.3, then, lambda: x - 1.0),
+                tf.cond(x[1] > 0.0, lambda: x * 3.0, lambda: x * 5.0)]
+
+    def branch_read_outside(x):
+        # A value of the then branch read after the conditional, not through a Merge: TensorFlow's
+        # executor propagates deadness into it; no functional If can express it.
+        p = x[0] > 0.0
+        s_false, s_true = v1.raw_ops.Switch(data=x, pred=p)
+        inside = s_true * 2.0
+        merged = v1.raw_ops.Merge(inputs=[s_false + 1.0, inside])[0]
+        return [merged, tf.identity(inside)]
+
+    v1_case("while_invariants", loop_with_invariants)
+    v1_case("cond_in_while", cond_in_loop)
+    v1_case("nested_while", nested_loops)
+    v1_case("nested_cond", nested_conds)
+    g = tf.Graph()
+    with g.as_default():
+        x = v1.placeholder(tf.float32, [4], name="x")
+        outs = branch_read_outside(x)
+        outs = [tf.identity(o, name=f"out{k}") for k, o in enumerate(outs)]
+    save("branch_read_outside", g.as_graph_def(), [o.name for o in outs], [], "refused")
+
+    # A TF2 function frozen: its While and If lowered by convert_variables_to_constants_v2.
+    tf.compat.v1.enable_control_flow_v2()
+    v = tf.Variable([0.5, -0.25, 1.0, 0.75])
+
+    @tf.function(input_signature=[tf.TensorSpec([4], tf.float32)])
+    def f(x):
+        def body(i, a):
+            a = tf.cond(tf.reduce_sum(a) > 1.0, lambda: a * v, lambda: a + v)
+            return i + 1, a
+        return tf.while_loop(lambda i, a: i < trips(x), body, [0, x])[1]
+
+    concrete = f.get_concrete_function()
+    frozen = convert_variables_to_constants_v2(concrete)
+    save("frozen_function", frozen.graph.as_graph_def(),
+         [t.name for t in frozen.outputs], [f(tf.constant(x_value)).numpy()])
+
+
+def compare(name, workdir, out_dir, count):
+    import numpy as np
+    errors = []
+    for k in range(count):
+        ref = np.load(os.path.join(workdir, f"{name}.ref{k}.npy"))
+        path = os.path.join(out_dir, f"out{k}.npy")
+        if not os.path.exists(path):
+            return [f"output {k} was not written"]
+        got = np.load(path)
+        if got.shape != ref.shape:
+            errors.append(f"output {k}: shape {got.shape}, TensorFlow's is {ref.shape}")
+            continue
+        scale = max(1.0, float(np.max(np.abs(ref))) if ref.size else 1.0)
+        err = float(np.max(np.abs(got.astype(np.float64) - ref))) if ref.size else 0.0
+        if err > TOLERANCE * scale:
+            errors.append(f"output {k}: off by {err:.3g} (largest value {scale:.3g})")
+    return errors
+
+
+def main():
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--xlens", required=True)
+    parser.add_argument("--workdir")
+    parser.add_argument("--build-only", action="store_true")
+    args = parser.parse_args()
+    workdir = args.workdir or tempfile.mkdtemp(prefix="functionalize_")
+    os.makedirs(workdir, exist_ok=True)
+    if args.build_only:
+        build_graphs(workdir)
+        return 0
+    try:
+        cases = sorted(f[:-5] for f in os.listdir(workdir) if f.endswith(".meta"))
+        if not cases:
+            if importlib.util.find_spec("tensorflow") is None:
+                print("skipped: tensorflow is not installed")
+                return 77
+            # TensorFlow builds the graphs in a process of its own.
+            env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="3")
+            built = subprocess.run([sys.executable, os.path.abspath(__file__), "--xlens",
+                                    args.xlens, "--workdir", workdir, "--build-only"], env=env)
+            if built.returncode != 0:
+                print(f"TensorFlow could not build the graphs (exit {built.returncode})")
+                return 1
+            cases = sorted(f[:-5] for f in os.listdir(workdir) if f.endswith(".meta"))
+        failures = []
+        for name in cases:
+            with open(os.path.join(workdir, name + ".meta")) as f:
+                fetches, expect = f.read().split("\n")
+            fetches = fetches.split(",")
+            out_dir = tempfile.mkdtemp(prefix=f"{name}_", dir=workdir)
+            cmd = [args.xlens, "graph", "run", os.path.join(workdir, name + ".pb"),
+                   "--feed", f"x={os.path.join(workdir, name + '.in.npy')}",
+                   "--outputs", out_dir, "--jit", "compile", "--timeout", "60"]
+            for fetch in fetches:
+                cmd += ["--fetch", fetch]
+            proc = subprocess.run(cmd, capture_output=True, text=True)
+            if expect == "refused":
+                lines = proc.stderr.strip().splitlines()
+                if (proc.returncode != 1 or len(lines) != 1 or not lines[0].startswith("xlens")
+                        or "'mul'" not in lines[0]):
+                    failures.append(f"{name}: expected one line naming the node 'mul', got exit "
+                                    f"{proc.returncode}: {proc.stderr[-400:]}")
+                print(f"{name} --jit=compile: refused: {proc.stderr.strip()[-200:]}")
+                continue
+            if proc.returncode != 0:
+                failures.append(f"{name}: exit {proc.returncode}: {proc.stderr.strip()[-600:]}")
+                continue
+            errors = compare(name, workdir, out_dir, len(fetches))
+            failures += [f"{name}: {e}" for e in errors]
+            print(f"{name} --jit=compile: " + ("ok" if not errors else "FAILED"))
+        for f in failures:
+            print("FAIL " + f)
+        print(f"{len(cases)} graphs, {len(failures)} failures")
+        return 1 if failures else 0
+    finally:
+        if not args.workdir:
+            shutil.rmtree(workdir, ignore_errors=True)
+
+
+if __name__ == "__main__":
+    sys.exit(main())
