@@ -361,11 +361,17 @@ TEST(ModelGradientsTest, EinsumForms) {
                         EinsumCase("iij,jk->ki", {{3, 3, 2}, {2, 2}}),
                         EinsumCase("...ij,...jk->...ik", {{2, 1, 2, 3}, {3, 3, 2}}),
                         EinsumCase("...ij,jk->...ik", {{2, 2, 3}, {3, 2}}),
+                        EinsumCase("i...j,...jk->...ik", {{2, 1, 3, 2}, {3, 2, 2}}),
                         EinsumCase("ii->", {{3, 3}}),
                         EinsumCase("abc->ca", {{2, 3, 2}}),
                         EinsumCase("ij->iij", {{2, 3}})}) {
     CheckGradient(c);
   }
+  // Unknown static shapes: the broadcast ellipsis dimensions are found at run time.
+  Case dynamic = EinsumCase("...ij,...jk->...ik", {{2, 1, 2, 3}, {3, 3, 2}});
+  dynamic.args[0].declared = PartialShape({-1, -1, 2, 3});
+  dynamic.args[1].declared = PartialShape::UnknownOfRank(3);
+  CheckGradient(dynamic);
 }
 
 TEST(ModelGradientsTest, SpecialFunctionsAndResizes) {

@@ -290,44 +290,39 @@ Status EinsumGrad(const Scope& s, const Node& op, const GradOutputs& g, GradOutp
     *out = {gx, gy};
     return s.status();
   }
-  // The ellipsis dimensions each operand broadcast: summed away (_GetBcastSubshape).
-  auto bcast = [](const std::string& subs, int64_t rank) {
+  // The ellipsis dimensions each operand broadcast: summed away (_GetBcastSubshape: the
+  // ellipsis starts at `start` and ends `remaining` dimensions before the end).
+  auto bcast = [](const std::string& subs) {
     const int64_t start = static_cast<int64_t>(subs.find(kEllipsis));
     const int64_t remaining = static_cast<int64_t>(subs.size()) - (start + 3);
-    return std::make_pair(start, rank - remaining);
+    return std::make_pair(start, remaining);
   };
+  const auto [bx0, x_rest] = bcast(x_subs);
+  const auto [by0, y_rest] = bcast(y_subs);
   const PartialShape xs = StaticShape(s, x), ys = StaticShape(s, y);
-  if (!xs.IsFullyDefined() || !ys.IsFullyDefined()) {
-    return Status::Error("the gradient of Einsum '" + equation +
-                         "' with ellipsis broadcasting needs static operand shapes in xlens");
-  }
-  const auto [bx0, bx1] = bcast(x_subs, xs.rank());
-  const auto [by0, by1] = bcast(y_subs, ys.rank());
-  std::vector<int64_t> xb(xs.dims().begin() + bx0, xs.dims().begin() + bx1);
-  std::vector<int64_t> yb(ys.dims().begin() + by0, ys.dims().begin() + by1);
-  if (xb == yb) {
-    *out = {gx, gy};
-    return s.status();
-  }
-  // broadcast_gradient_args on the two batch shapes, statically.
-  const int64_t n = static_cast<int64_t>(std::max(xb.size(), yb.size()));
-  std::vector<int32_t> rx, ry;
-  for (int64_t i = 0; i < n; ++i) {
-    const int64_t xi = i - (n - static_cast<int64_t>(xb.size()));
-    const int64_t yi = i - (n - static_cast<int64_t>(yb.size()));
-    const int64_t xd = xi < 0 ? 1 : xb[xi], yd = yi < 0 ? 1 : yb[yi];
-    if (xd == 1 && yd != 1) rx.push_back(static_cast<int32_t>(i));
-    if (yd == 1 && xd != 1) ry.push_back(static_cast<int32_t>(i));
-    if (xd == 1 && yd == 1) {
-      rx.push_back(static_cast<int32_t>(i));
-      ry.push_back(static_cast<int32_t>(i));
+  if (xs.IsFullyDefined() && ys.IsFullyDefined()) {
+    std::vector<int64_t> xb(xs.dims().begin() + bx0, xs.dims().end() - x_rest);
+    std::vector<int64_t> yb(ys.dims().begin() + by0, ys.dims().end() - y_rest);
+    if (xb == yb) {
+      *out = {gx, gy};
+      return s.status();
     }
   }
-  auto reduce = [&](Output grad, int64_t start, std::vector<int32_t> axes, const Output& of) {
-    for (int32_t& a : axes) a += static_cast<int32_t>(start);
-    return ops::Reshape(s, ReduceSum(s, grad, ops::Const(s, axes), false), ShapeOf(s, of));
+  // shape[start:end] of each operand, end None when nothing follows the ellipsis.
+  auto sub_shape = [&](const Output& v, int64_t start, int64_t rest) {
+    ops::StridedSliceAttrs attrs;
+    if (rest == 0) attrs.end_mask = 1;
+    return ops::StridedSlice(s, ops::Shape(s, v),
+                             ops::Input({static_cast<int32_t>(start)}),
+                             ops::Input({static_cast<int32_t>(rest == 0 ? 0 : -rest)}),
+                             ops::Input({1}), attrs);
   };
-  *out = {reduce(gx, bx0, rx, x), reduce(gy, by0, ry, y)};
+  auto args = ops::BroadcastGradientArgsOp(s, sub_shape(x, bx0, x_rest), sub_shape(y, by0, y_rest));
+  auto reduce = [&](const Output& grad, int64_t start, const Output& axes, const Output& of) {
+    Output shifted = ops::Add(s, axes, ops::Input(static_cast<int32_t>(start)));
+    return ops::Reshape(s, ops::Sum(s, grad, shifted), ops::Shape(s, of));
+  };
+  *out = {reduce(gx, bx0, args.r0, x), reduce(gy, by0, args.r1, y)};
   return s.status();
 }
 
