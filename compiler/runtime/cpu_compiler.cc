@@ -21,6 +21,7 @@
 #include "compiler/hlo/stack_frames.h"
 #include "compiler/runtime/cholesky_thunk.h"
 #include "compiler/runtime/control_flow_thunks.h"
+#include "compiler/runtime/dynamic_update_slice_thunk.h"
 #include "compiler/runtime/fft_thunk.h"
 #include "compiler/runtime/lapack_thunk.h"
 #include "compiler/runtime/library_thunks.h"
@@ -317,6 +318,16 @@ StatusOr<ThunkSequence> ExecutableBuilder::BuildThunks(
           ThreadPool::Default().parallelism()));
       continue;
     }
+    if (hlo->opcode() == HloOpcode::kDynamicUpdateSlice) {
+      // The update copied into place: a loop writing a row per step costs the row.
+      std::vector<int64_t> slots;
+      for (const HloInstruction* operand : hlo->operands()) slots.push_back(plan.Slot(operand));
+      if (auto thunk = DynamicUpdateSliceThunk::TryCreate(name, *hlo, std::move(slots),
+                                                          plan.Slot(hlo))) {
+        thunks.push_back(std::move(thunk));
+        continue;
+      }
+    }
     auto kernel = kernels_.find(hlo);
     if (kernel == kernels_.end()) continue;  // an alias or a no-op
     std::vector<KernelThunk::PhaseFn> phases;
@@ -394,6 +405,9 @@ void ExecutableBuilder::AnnotateThunks(const std::vector<const HloInstruction*>&
     } else if (dynamic_cast<const FftThunk*>(thunk.get()) != nullptr) {
       span->category = category::kLibrary;
       info.kind = "fft (Eigen)";
+    } else if (dynamic_cast<const DynamicUpdateSliceThunk*>(thunk.get()) != nullptr) {
+      span->category = category::kLibrary;
+      info.kind = "dynamic-update-slice (copy into place)";
     } else if (dynamic_cast<const CholeskyThunk*>(thunk.get()) != nullptr) {
       span->category = category::kLibrary;
       info.kind = "cholesky (Eigen LLT)";
