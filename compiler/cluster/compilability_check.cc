@@ -3,6 +3,7 @@
 #include <fmt/format.h>
 
 #include "compiler/cluster/tensorflow_xla_ops.h"
+#include "compiler/cluster/tf2xla/function_call_ops.h"
 #include "compiler/cluster/xla_cluster_util.h"
 #include "compiler/graph/function.h"
 
@@ -23,6 +24,7 @@ OperationFilter OperationFilter::ForMustCompile() {
   filter.allow_variant_ops = true;
   filter.allow_tensor_array_ops = true;
   filter.allow_stack_ops = true;
+  filter.allow_resource_ops_in_called_functions = true;
   return filter;
 }
 
@@ -106,19 +108,22 @@ std::string UncompilableReason(const Node& node, const graph::Graph& graph,
     // for them); only at the top level are they the graph's feeds and fetches.
     return depth == 0 && !filter.allow_top_level_args ? "top level _Arg or _Retval" : "";
   }
-  if (const graph::FunctionDef* fdef = graph.library().Find(op)) {
+  // A function call (PartitionedCall's `f`, or an op naming a library function) compiles when
+  // every node of the function's body does: TensorFlow's IsCompilableCall.
+  if (std::optional<graph::NameAttrList> call = CalledFunction(node, graph.library())) {
     if (depth > 10) return "function depth limit exceeded";
-    graph::NameAttrList call;
-    call.name = op;
-    *call.attr = node.attrs();
-    auto body = graph::InstantiateFunction(graph.library(), call, &graph.registry());
+    auto body = graph::InstantiateFunction(graph.library(), *call, &graph.registry());
     if (!body.ok()) return "could not instantiate: " + body.status().message();
     for (Node* inner : (*body)->graph->op_nodes()) {
       std::string reason = UncompilableReason(*inner, *(*body)->graph, filter, depth + 1);
       if (!reason.empty()) return fmt::format("unsupported op {}: {}", inner->name(), reason);
     }
-    (void)fdef;
     return "";
+  }
+  if (depth > 0 && !filter.allow_resource_ops_in_called_functions) {
+    for (DataType t : node.input_types()) {
+      if (t == graph::DT_RESOURCE) return "resource variable op in called function";
+    }
   }
   if (op == "Unique" && !filter.allow_unique_op) return "Unique op";
   if (op == "Where" && !filter.allow_where_op) return "Where op";

@@ -31,6 +31,9 @@ struct OperationFilter {
   bool allow_variant_ops = false;
   bool allow_tensor_array_ops = false;
   bool allow_stack_ops = false;
+  // A resource variable op inside a called function (a must-compile call's body reading its
+  // captured variables): auto-clustering leaves the call out, a must-compile function compiles it.
+  bool allow_resource_ops_in_called_functions = false;
 
   // What auto-clustering allows (mark_for_compilation).
   static OperationFilter ForAutoClustering();

@@ -98,5 +98,60 @@ library {
             "compatible with node {{node t}}");
 }
 
+// Function calls compile when their bodies do (TensorFlow's IsCompilableCall): a PartitionedCall's
+// `f` as an op naming the function. A body that reads a variable it is passed (Keras's jit_compile
+// `_conv_xla`, called with its kernel) keeps the call out of auto-clusters, as TensorFlow's
+// "resource variable op in called function" does; a must-compile function compiles it.
+TEST(CompilabilityCheckTest, CallsCompileWhenTheirBodiesDo) {
+  auto g = LoadGraph(R"(
+node { name: "x" op: "Placeholder" attr { key: "dtype" value { type: DT_FLOAT } } }
+node { name: "v" op: "VarHandleOp" attr { key: "dtype" value { type: DT_FLOAT } } attr { key: "shape" value { shape { } } } }
+node { name: "pure" op: "PartitionedCall" input: "x"
+  attr { key: "Tin" value { list { type: DT_FLOAT } } } attr { key: "Tout" value { list { type: DT_FLOAT } } }
+  attr { key: "f" value { func { name: "sine" } } } }
+node { name: "by_name" op: "sine" input: "x" }
+node { name: "reads" op: "StatefulPartitionedCall" input: "v" input: "x"
+  attr { key: "Tin" value { list { type: DT_RESOURCE type: DT_FLOAT } } } attr { key: "Tout" value { list { type: DT_FLOAT } } }
+  attr { key: "_XlaMustCompile" value { b: true } }
+  attr { key: "f" value { func { name: "scale" } } } }
+node { name: "strings" op: "PartitionedCall" input: "x"
+  attr { key: "Tin" value { list { type: DT_FLOAT } } } attr { key: "Tout" value { list { type: DT_STRING } } }
+  attr { key: "f" value { func { name: "text" } } } }
+library {
+  function {
+    signature { name: "sine" input_arg { name: "a" type: DT_FLOAT } output_arg { name: "y" type: DT_FLOAT } }
+    node_def { name: "s" op: "Sin" input: "a" attr { key: "T" value { type: DT_FLOAT } } }
+    ret { key: "y" value: "s:y:0" }
+  }
+  function {
+    signature { name: "scale" input_arg { name: "h" type: DT_RESOURCE } input_arg { name: "a" type: DT_FLOAT }
+                output_arg { name: "y" type: DT_FLOAT } is_stateful: true }
+    node_def { name: "read" op: "ReadVariableOp" input: "h" attr { key: "dtype" value { type: DT_FLOAT } } }
+    node_def { name: "mul" op: "Mul" input: "read:value:0" input: "a" attr { key: "T" value { type: DT_FLOAT } } }
+    ret { key: "y" value: "mul:z:0" }
+  }
+  function {
+    signature { name: "text" input_arg { name: "a" type: DT_FLOAT } output_arg { name: "y" type: DT_STRING } }
+    node_def { name: "s" op: "AsString" input: "a" attr { key: "T" value { type: DT_FLOAT } } }
+    ret { key: "y" value: "s:output:0" }
+  }
+}
+)");
+  ASSERT_NE(g, nullptr);
+  OperationFilter auto_clustering = OperationFilter::ForAutoClustering();
+  OperationFilter must = OperationFilter::ForMustCompile();
+  auto reason = [&](const char* n, const OperationFilter& filter) {
+    return UncompilableReason(*g->FindNode(n), *g, filter);
+  };
+  EXPECT_EQ(reason("pure", auto_clustering), "");
+  EXPECT_EQ(reason("by_name", auto_clustering), "");
+  EXPECT_EQ(reason("reads", auto_clustering),
+            "unsupported op read: resource variable op in called function");
+  EXPECT_EQ(reason("reads", must), "");
+  EXPECT_NE(reason("strings", must).find("unsupported op s: No registered 'AsString'"),
+            std::string::npos)
+      << reason("strings", must);
+}
+
 }  // namespace
 }  // namespace xlens::cluster

@@ -14,6 +14,7 @@
 #include "compiler/graph/scope.h"
 #include "compiler/hlo/evaluator.h"
 #include "compiler/hlo/parser.h"
+#include "cluster_test_util.h"
 
 namespace xlens::cluster {
 namespace {
@@ -388,6 +389,76 @@ TEST(XlaCompilerTest, FunctionBodiesComeFromTheLibrary) {
   ASSERT_TRUE(compiled.ok()) << compiled.status().message();
   EXPECT_EQ(compiled->module->entry_computation()->root_instruction()->opcode(), HloOpcode::kExp);
   EXPECT_FALSE(FunctionBodyForCompilation(library, "cluster_8").ok());
+}
+
+// A function call inside a compiled function is lowered in place: Keras's jit_compile
+// `_conv_xla` in miniature. `scale` (called by StatefulPartitionedCall, marked _XlaMustCompile as
+// Keras marks it) reads the caller's variable, adds x * v to it, and calls `twice` by op name;
+// the module has no call left, its numbers and the variable's update are the executor's, and
+// the inlined instructions are named as TensorFlow's inlining names the nodes.
+constexpr char kCallGraph[] = R"pb(
+node { name: "x" op: "_Arg" attr { key: "T" value { type: DT_FLOAT } } attr { key: "index" value { i: 0 } } }
+node { name: "v" op: "_Arg" attr { key: "T" value { type: DT_RESOURCE } } attr { key: "index" value { i: 1 } } }
+node { name: "call" op: "StatefulPartitionedCall" input: "v" input: "x"
+  attr { key: "Tin" value { list { type: DT_RESOURCE type: DT_FLOAT } } }
+  attr { key: "Tout" value { list { type: DT_FLOAT } } }
+  attr { key: "_XlaMustCompile" value { b: true } }
+  attr { key: "f" value { func { name: "scale" } } } }
+node { name: "out" op: "Neg" input: "call" attr { key: "T" value { type: DT_FLOAT } } }
+node { name: "ret" op: "_Retval" input: "out" attr { key: "T" value { type: DT_FLOAT } } attr { key: "index" value { i: 0 } } }
+library {
+  function {
+    signature { name: "scale" input_arg { name: "h" type: DT_RESOURCE } input_arg { name: "a" type: DT_FLOAT }
+                output_arg { name: "y" type: DT_FLOAT } is_stateful: true }
+    node_def { name: "read" op: "ReadVariableOp" input: "h" attr { key: "dtype" value { type: DT_FLOAT } } }
+    node_def { name: "mul" op: "Mul" input: "read:value:0" input: "a" attr { key: "T" value { type: DT_FLOAT } } }
+    node_def { name: "add" op: "AssignAddVariableOp" input: "h" input: "mul:z:0" attr { key: "dtype" value { type: DT_FLOAT } } }
+    node_def { name: "inner" op: "twice" input: "mul:z:0" input: "^add" }
+    ret { key: "y" value: "inner:y:0" }
+  }
+  function {
+    signature { name: "twice" input_arg { name: "b" type: DT_FLOAT } output_arg { name: "y" type: DT_FLOAT } }
+    node_def { name: "sum" op: "AddV2" input: "b" input: "b" attr { key: "T" value { type: DT_FLOAT } } }
+    ret { key: "y" value: "sum:z:0" }
+  }
+}
+)pb";
+
+TEST(XlaCompilerTest, FunctionCallsAreLoweredInPlace) {
+  std::unique_ptr<graph::Graph> g = cluster_testing::LoadGraph(kCallGraph);
+  ASSERT_NE(g, nullptr);
+  std::mt19937 rng(9);
+  CheckWithVariables(*g, {Random({5}, rng), Random({5}, rng)}, {false, true});
+  auto compiled = CompileGraphToHlo(
+      *g, {Param(graph::DT_FLOAT, {5}), Resource(graph::DT_FLOAT, {5})}, {});
+  ASSERT_TRUE(compiled.ok()) << compiled.status().message();
+  EXPECT_EQ(compiled->resource_updates, (std::vector<int>{1}));
+  EXPECT_EQ(compiled->module->computations().size(), 1u);
+  const std::string text = compiled->module->ToString();
+  EXPECT_NE(text.find("op_type=\"Mul\" op_name=\"call/mul\""), std::string::npos) << text;
+  EXPECT_NE(text.find("op_type=\"AddV2\" op_name=\"call/inner/sum\""), std::string::npos) << text;
+}
+
+TEST(XlaCompilerTest, AFunctionThatCallsItselfIsAnErrorNamingIt) {
+  std::unique_ptr<graph::Graph> g = cluster_testing::LoadGraph(R"pb(
+node { name: "x" op: "_Arg" attr { key: "T" value { type: DT_FLOAT } } attr { key: "index" value { i: 0 } } }
+node { name: "call" op: "PartitionedCall" input: "x"
+  attr { key: "Tin" value { list { type: DT_FLOAT } } } attr { key: "Tout" value { list { type: DT_FLOAT } } }
+  attr { key: "f" value { func { name: "forever" } } } }
+node { name: "ret" op: "_Retval" input: "call" attr { key: "T" value { type: DT_FLOAT } } attr { key: "index" value { i: 0 } } }
+library { function {
+  signature { name: "forever" input_arg { name: "a" type: DT_FLOAT } output_arg { name: "y" type: DT_FLOAT } }
+  node_def { name: "again" op: "forever" input: "a" }
+  ret { key: "y" value: "again:y:0" } } }
+)pb");
+  ASSERT_NE(g, nullptr);
+  auto compiled = CompileGraphToHlo(*g, {Param(graph::DT_FLOAT, {2})}, {});
+  ASSERT_FALSE(compiled.ok());
+  EXPECT_NE(compiled.status().message().find("node 'call' (PartitionedCall): in function 'forever'"),
+            std::string::npos)
+      << compiled.status().message();
+  EXPECT_NE(compiled.status().message().find("calls nest deeper than"), std::string::npos)
+      << compiled.status().message();
 }
 
 }  // namespace

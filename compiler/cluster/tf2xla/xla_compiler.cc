@@ -7,6 +7,7 @@
 #include <utility>
 
 #include "compiler/cluster/tf2xla/hlo_builder.h"
+#include "compiler/cluster/tf2xla/function_call_ops.h"
 #include "compiler/cluster/tf2xla/functional_ops.h"
 #include "compiler/cluster/tf2xla/xla_op_registry.h"
 #include "compiler/graph/attr_value.h"
@@ -107,7 +108,7 @@ class GraphLowering {
   OpMetadata MetadataFor(const Node& node) const {
     OpMetadata m;
     m.op_type = node.type_string();
-    m.op_name = node.name();
+    m.op_name = name_prefix_ + node.name();
     m.source_file = options_.source_file;
     m.source_line = options_.source_line;
     return m;
@@ -118,6 +119,9 @@ class GraphLowering {
   // While, If and Case: their functions lowered into computations of the module
   // (functional_ops.h).
   Status LowerControlFlowNode(const Node& node, const std::vector<XlaExpression>& inputs);
+  // A function call: its body lowered in place (function_call_ops.h).
+  Status LowerCallNode(const Node& node, const graph::NameAttrList& func,
+                       const std::vector<XlaExpression>& inputs);
 
   static inline const std::vector<XlaArgument> kNoArguments;
 
@@ -131,6 +135,10 @@ class GraphLowering {
   std::vector<XlaExpression> arg_values_;
   // Output expressions per node id.
   std::vector<std::vector<XlaExpression>> values_;
+  // Inside an inlined call: the calls' names ("call/inner_call/"), which prefix the op_name of
+  // every instruction as TensorFlow's inlining names the nodes, and how many calls deep.
+  std::string name_prefix_;
+  int call_depth_ = 0;
 };
 
 Status GraphLowering::BuildArguments(const std::vector<Node*>& arg_nodes) {
@@ -243,6 +251,11 @@ Status GraphLowering::LowerNode(const Node& node) {
     b_->SetMetadata(MetadataFor(node), InstructionNameFor(node.name()));
     return LowerControlFlowNode(node, inputs);
   }
+  // Before folding: a call's body folds what it can itself.
+  if (std::optional<graph::NameAttrList> call = CalledFunction(node, body_.library())) {
+    b_->SetMetadata(MetadataFor(node), InstructionNameFor(node.name()));
+    return LowerCallNode(node, *call, inputs);
+  }
   // Constant folding: every input known on the host.
   bool all_constant = true;
   for (const XlaExpression& e : inputs) {
@@ -312,6 +325,25 @@ Status GraphLowering::LowerControlFlowNode(const Node& node,
   const auto lower = IsFunctionalWhile(node.type_string()) ? LowerWhile : LowerConditional;
   ASSIGN_OR_RETURN(std::vector<XlaExpression> outputs,
                    lower(node, inputs, body_.library(), body_.registry(), *b_, lower_body));
+  values_[node.id()] = std::move(outputs);
+  return OkStatus();
+}
+
+Status GraphLowering::LowerCallNode(const Node& node, const graph::NameAttrList& func,
+                                    const std::vector<XlaExpression>& inputs) {
+  const XlaCompileOptions& options = options_;
+  const std::string prefix = name_prefix_ + node.name() + "/";
+  const int depth = call_depth_ + 1;
+  auto lower_body = [&](const graph::Graph& body, HloBuilder* builder,
+                        std::vector<XlaExpression> args) {
+    GraphLowering lowering(body, builder, options);
+    lowering.name_prefix_ = prefix;
+    lowering.call_depth_ = depth;
+    return lowering.LowerWithArguments(std::move(args));
+  };
+  ASSIGN_OR_RETURN(std::vector<XlaExpression> outputs,
+                   LowerFunctionCall(node, func, inputs, body_.library(), body_.registry(), *b_,
+                                     call_depth_, lower_body));
   values_[node.id()] = std::move(outputs);
   return OkStatus();
 }
