@@ -718,6 +718,10 @@ Status MaxPoolKernel(OpKernelContext& ctx) {
     return ctx.Error("grad has shape " + DimsToString(ctx.input(2).dims()) + ", expected " +
                      DimsToString(out_dims));
   }
+  if (d.in_rows * d.in_cols > std::numeric_limits<int32_t>::max()) {
+    // The maximum's position is kept as a 32-bit pixel index within its image.
+    return ctx.Error("images of more than 2^31 - 1 pixels are not supported: " + DimsToString(x.dims()));
+  }
   return Dispatch<cwise::kReal>(ctx, x.dtype(), [&](auto tag) -> Status {
     using T = typename decltype(tag)::type;
     const T* in = Data<T>(x);
@@ -730,11 +734,12 @@ Status MaxPoolKernel(OpKernelContext& ctx) {
     // (whose windows of one image add into the same input elements).
     auto rows = [&](int64_t begin, int64_t end) {
       std::vector<T> best(depth);
-      std::vector<int64_t> arg(kGrad ? depth : 0);
+      std::vector<int32_t> arg(kGrad ? depth : 0);  // the maximum's pixel in its image
       for (int64_t row = begin; row < end; ++row) {
         const int64_t n = row / d.rows.out, oy = row % d.rows.out;
         const int64_t ys = oy * p.stride_rows - d.rows.pad_before;
         const int64_t y0 = std::max<int64_t>(ys, 0), y1 = std::min(ys + p.ksize_rows, d.in_rows);
+        const T* image = in + n * d.in_rows * d.in_cols * depth;
         for (int64_t ox = 0; ox < d.cols.out; ++ox) {
           const int64_t xs = ox * p.stride_cols - d.cols.pad_before;
           const int64_t x0 = std::max<int64_t>(xs, 0), x1 = std::min(xs + p.ksize_cols, d.in_cols);
@@ -743,28 +748,27 @@ Status MaxPoolKernel(OpKernelContext& ctx) {
             if constexpr (!kGrad) std::fill(o + out_base, o + out_base + depth, Eigen::NumTraits<T>::lowest());
             continue;
           }
-          bool first = true;
+          // The maximum: the first in row-major order; the first NaN wins and stays. Bitwise
+          // operators, not short-circuit ones: straight-line code the compiler vectorises.
+          T* __restrict b = best.data();
+          int32_t* __restrict a = arg.data();
+          std::copy_n(image + (y0 * d.in_cols + x0) * depth, depth, b);
+          if constexpr (kGrad) std::fill(arg.begin(), arg.end(), static_cast<int32_t>(y0 * d.in_cols + x0));
           for (int64_t iy = y0; iy < y1; ++iy)
-            for (int64_t ix = x0; ix < x1; ++ix) {
-              const int64_t base = ((n * d.in_rows + iy) * d.in_cols + ix) * depth;
-              const T* v = in + base;
-              if (first) {
-                std::copy_n(v, depth, best.data());
-                if constexpr (kGrad) std::fill(arg.begin(), arg.end(), base);
-                first = false;
-                continue;
-              }
-              // The first maximum in row-major order; the first NaN wins and stays.
+            for (int64_t ix = iy == y0 ? x0 + 1 : x0; ix < x1; ++ix) {
+              const int32_t pixel = static_cast<int32_t>(iy * d.in_cols + ix);
+              const T* __restrict v = image + pixel * depth;
               for (int64_t c = 0; c < depth; ++c) {
-                const bool take = v[c] > best[c] || (v[c] != v[c] && best[c] == best[c]);
-                best[c] = take ? v[c] : best[c];
-                if constexpr (kGrad) arg[c] = take ? base : arg[c];
+                const bool take = (v[c] > b[c]) | ((v[c] != v[c]) & (b[c] == b[c]));
+                b[c] = take ? v[c] : b[c];
+                if constexpr (kGrad) a[c] = take ? pixel : a[c];
               }
             }
-          if constexpr (kGrad) {
-            for (int64_t c = 0; c < depth; ++c) o[arg[c] + c] += g[out_base + c];
+          if constexpr (!kGrad) {
+            std::copy_n(b, depth, o + out_base);
           } else {
-            std::copy_n(best.data(), depth, o + out_base);
+            T* image_grad = o + n * d.in_rows * d.in_cols * depth;
+            for (int64_t c = 0; c < depth; ++c) image_grad[a[c] * depth + c] += g[out_base + c];
           }
         }
       }
