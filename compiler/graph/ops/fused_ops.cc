@@ -24,11 +24,30 @@ using cwise::Data;
 using cwise::Dispatch;
 using cwise::MutableData;
 
+// The activations fused_ops may end with (named once when parsed, not per element).
+enum class Activation {
+  kNone, kRelu, kRelu6, kElu, kLeakyRelu, kTanh, kSigmoid, kGeluExact, kGeluApproximate,
+  kHardSwish, kSwish
+};
+
+Activation ActivationNamed(const std::string& op) {
+  static const std::pair<const char*, Activation> kNames[] = {
+      {"Relu", Activation::kRelu},          {"Relu6", Activation::kRelu6},
+      {"Elu", Activation::kElu},            {"LeakyRelu", Activation::kLeakyRelu},
+      {"Tanh", Activation::kTanh},          {"Sigmoid", Activation::kSigmoid},
+      {"GeluExact", Activation::kGeluExact}, {"GeluApproximate", Activation::kGeluApproximate},
+      {"_FusedHardSwish", Activation::kHardSwish}, {"_FusedSwish", Activation::kSwish},
+      {"_MklSwish", Activation::kSwish}};
+  for (const auto& [name, a] : kNames)
+    if (op == name) return a;
+  return Activation::kNone;
+}
+
 // One step of the epilogue over the output's channels (its last dimension).
 struct Epilogue {
   enum class Kind { kBias, kBatchNorm, kAdd, kActivation };
   Kind kind;
-  std::string activation;
+  Activation activation = Activation::kNone;
   int first_arg = 0;  // index among the node's inputs
 };
 
@@ -47,18 +66,14 @@ StatusOr<std::vector<Epilogue>> ParseFusedOps(const OpKernelContext& ctx, int fi
   for (size_t i = 0; i < ops.size(); ++i) {
     const std::string& op = ops[i];
     if (i == 0 && op == "BiasAdd") {
-      steps.push_back({Epilogue::Kind::kBias, "", arg++});
+      steps.push_back({Epilogue::Kind::kBias, Activation::kNone, arg++});
     } else if (i == 0 && op == "FusedBatchNorm" && allow_batch_norm) {
-      steps.push_back({Epilogue::Kind::kBatchNorm, "", arg});
+      steps.push_back({Epilogue::Kind::kBatchNorm, Activation::kNone, arg});
       arg += 4;
     } else if (i > 0 && op == "Add" && steps.back().kind != Epilogue::Kind::kActivation) {
-      steps.push_back({Epilogue::Kind::kAdd, "", arg++});
-    } else if (i > 0 && i + 1 == ops.size() &&
-               (op == "Relu" || op == "Relu6" || op == "Elu" || op == "LeakyRelu" ||
-                op == "Tanh" || op == "Sigmoid" || op == "GeluApproximate" ||
-                op == "GeluExact" || op == "_FusedHardSwish" || op == "_FusedSwish" ||
-                op == "_MklSwish")) {
-      steps.push_back({Epilogue::Kind::kActivation, op, 0});
+      steps.push_back({Epilogue::Kind::kAdd, Activation::kNone, arg++});
+    } else if (i > 0 && i + 1 == ops.size() && ActivationNamed(op) != Activation::kNone) {
+      steps.push_back({Epilogue::Kind::kActivation, ActivationNamed(op), 0});
     } else {
       return ctx.Error("Unsupported fusion: fused_ops " + describe() +
                        " (xlens runs BiasAdd" + (allow_batch_norm ? " or FusedBatchNorm" : "") +
@@ -73,21 +88,43 @@ StatusOr<std::vector<Epilogue>> ParseFusedOps(const OpKernelContext& ctx, int fi
   return steps;
 }
 
-template <typename C>
-C Activate(const std::string& op, C x, C alpha) {
-  if (op == "Relu") return x > C(0) ? x : C(0);
-  if (op == "Relu6") return std::min(std::max(x, C(0)), C(6));
-  if (op == "Elu") return x < C(0) ? std::exp(x) - C(1) : x;
-  if (op == "LeakyRelu") return x > C(0) ? x : x * alpha;
-  if (op == "Tanh") return std::tanh(x);
-  if (op == "Sigmoid") return C(1) / (C(1) + std::exp(-x));
-  if (op == "GeluExact") return C(0.5) * x * std::erfc(-x / std::sqrt(C(2)));
-  if (op == "GeluApproximate") {
-    const C k = std::sqrt(C(2) / C(3.14159265358979323846));
-    return C(0.5) * x * (C(1) + std::tanh(k * (x + C(0.044715) * x * x * x)));
+// o[i] = f(o[i]) computed in C.
+template <typename T, typename C, typename F>
+void MapInPlace(T* o, int64_t n, F f) {
+  for (int64_t i = 0; i < n; ++i) o[i] = T(f(static_cast<C>(o[i])));
+}
+
+template <typename T, typename C>
+void Activate(Activation a, T* o, int64_t n, C alpha) {
+  switch (a) {
+    case Activation::kRelu:
+      return MapInPlace<T, C>(o, n, [](C x) { return x > C(0) ? x : C(0); });
+    case Activation::kRelu6:
+      return MapInPlace<T, C>(o, n, [](C x) { return std::min(std::max(x, C(0)), C(6)); });
+    case Activation::kElu:
+      return MapInPlace<T, C>(o, n, [](C x) { return x < C(0) ? std::exp(x) - C(1) : x; });
+    case Activation::kLeakyRelu:
+      return MapInPlace<T, C>(o, n, [alpha](C x) { return x > C(0) ? x : x * alpha; });
+    case Activation::kTanh:
+      return MapInPlace<T, C>(o, n, [](C x) { return std::tanh(x); });
+    case Activation::kSigmoid:
+      return MapInPlace<T, C>(o, n, [](C x) { return C(1) / (C(1) + std::exp(-x)); });
+    case Activation::kGeluExact:
+      return MapInPlace<T, C>(
+          o, n, [](C x) { return C(0.5) * x * std::erfc(-x / std::sqrt(C(2))); });
+    case Activation::kGeluApproximate:
+      return MapInPlace<T, C>(o, n, [](C x) {
+        const C k = std::sqrt(C(2) / C(3.14159265358979323846));
+        return C(0.5) * x * (C(1) + std::tanh(k * (x + C(0.044715) * x * x * x)));
+      });
+    case Activation::kHardSwish:
+      return MapInPlace<T, C>(
+          o, n, [](C x) { return x * std::min(std::max(x + C(3), C(0)), C(6)) / C(6); });
+    case Activation::kSwish:
+      return MapInPlace<T, C>(o, n, [](C x) { return x / (C(1) + std::exp(-x)); });
+    case Activation::kNone:
+      return;
   }
-  if (op == "_FusedHardSwish") return x * std::min(std::max(x + C(3), C(0)), C(6)) / C(6);
-  return x / (C(1) + std::exp(-x));  // _FusedSwish, _MklSwish
 }
 
 // _MklSwish (x * sigmoid(x)) and _MklFusedMish (x * tanh(softplus(x))): grappler's oneDNN
@@ -210,8 +247,7 @@ Status RunEpilogue(OpKernelContext& ctx, const std::vector<Epilogue>& steps, Ten
           break;
         }
         case Epilogue::Kind::kActivation:
-          for (int64_t i = 0; i < n; ++i)
-            o[i] = T(Activate<C>(step.activation, static_cast<C>(o[i]), C(alpha)));
+          Activate<T, C>(step.activation, o, n, C(alpha));
           break;
       }
     }
