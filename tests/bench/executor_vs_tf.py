@@ -13,7 +13,9 @@ which takes Python's feed/fetch handling off the step. xlens's side is
 `xlens graph run FILE --steps N`, which times each Session::Run in process and prints the median.
 Rounds alternate the two (and every xlens binary given) model by model, so both see the same
 machine load; the table shows the median over rounds of each side's per-step median, the ratio
-TF / xlens (above 1: xlens is faster) and its min..max over rounds (the noise).
+TF / xlens (above 1: xlens is faster) and its min..max over rounds (the noise). With --cpu it
+also shows each side's CPU time per step (every thread's user and system time), the work done,
+which other processes on the machine change less than they change the wall time.
 
     python3 tests/bench/executor_vs_tf.py --xlens build/compiler/cli/xlens
     python3 tests/bench/executor_vs_tf.py --xlens before=/tmp/xlens.old --xlens after=build/compiler/cli/xlens
@@ -24,6 +26,7 @@ import argparse
 import json
 import os
 import re
+import resource
 import statistics
 import subprocess
 import sys
@@ -142,15 +145,20 @@ class TfSide:
             self.call(*self.values)
 
     def time(self, steps):
+        """The median step in ms, and the CPU time (user + system, all threads) per step."""
         times = []
+        before = resource.getrusage(resource.RUSAGE_SELF)
         for _ in range(steps):
             start = time.perf_counter()
             self.call(*self.values)
             times.append((time.perf_counter() - start) * 1e3)
-        return statistics.median(times)
+        after = resource.getrusage(resource.RUSAGE_SELF)
+        cpu = (after.ru_utime - before.ru_utime + after.ru_stime - before.ru_stime) * 1e3 / steps
+        return statistics.median(times), cpu
 
 
-def time_xlens(binary, name, path, meta, steps):
+def run_xlens(binary, name, path, meta, steps):
+    """The median step in ms, and the CPU time of the whole process (load, setup and steps)."""
     cmd = [binary, "graph", "run", os.path.join(path, name + ".pb"), "--steps", str(steps)]
     for i, feed in enumerate(meta["feeds"]):
         cmd += ["--feed", f"{feed}={os.path.join(path, f'{name}.in{i}.npy')}"]
@@ -160,11 +168,23 @@ def time_xlens(binary, name, path, meta, steps):
         cmd += ["--target", target]
     for init in meta["init"]:
         cmd += ["--init", init]
+    before = resource.getrusage(resource.RUSAGE_CHILDREN)
     run = subprocess.run(cmd, capture_output=True, text=True)
+    after = resource.getrusage(resource.RUSAGE_CHILDREN)
     m = re.search(r"median ([0-9.]+) ms per step", run.stdout)
     if run.returncode != 0 or not m:
         raise RuntimeError(f"{' '.join(cmd)}\n{run.stdout[-800:]}{run.stderr[-800:]}")
-    return float(m.group(1))
+    return float(m.group(1)), (after.ru_utime - before.ru_utime + after.ru_stime - before.ru_stime) * 1e3
+
+
+def time_xlens(binary, name, path, meta, steps, cpu):
+    """The median step in ms, and with `cpu` the CPU time per step: the difference between a run
+    of 2 * steps and one of `steps`, which takes the load and setup off."""
+    ms, cpu_short = run_xlens(binary, name, path, meta, steps)
+    if not cpu:
+        return ms, None
+    _, cpu_long = run_xlens(binary, name, path, meta, 2 * steps)
+    return ms, (cpu_long - cpu_short) / steps
 
 
 def main():
@@ -175,6 +195,9 @@ def main():
     p.add_argument("--rounds", type=int, default=5)
     p.add_argument("--steps", type=int, default=50, help="timed steps per side per round")
     p.add_argument("--workdir", default="/tmp/xlens_executor_vs_tf", help="where the graphs are kept")
+    p.add_argument("--cpu", action="store_true",
+                   help="also show the CPU time per step (user + system, every thread), which the "
+                        "machine's load changes less than the wall time; xlens then runs twice")
     p.add_argument("--json", help="also write the figures here")
     args = p.parse_args()
     binaries = []
@@ -197,6 +220,7 @@ def main():
     metas = {m: prepare(tf, np, m, args.workdir) for m in models}
     sessions = {m: TfSide(tf, np, m, args.workdir, metas[m]) for m in models}
     times = {m: {"tf": []} | {label: [] for label, _ in binaries} for m in models}
+    cpus = {m: {"tf": []} | {label: [] for label, _ in binaries} for m in models}
     for r in range(args.rounds):
         for m in models:
             # Which side goes first alternates by round.
@@ -205,14 +229,18 @@ def main():
                 sides.reverse()
             for label, binary in sides:
                 if binary is None:
-                    times[m]["tf"].append(sessions[m].time(args.steps))
+                    ms, cpu = sessions[m].time(args.steps)
                 else:
-                    times[m][label].append(time_xlens(binary, m, args.workdir, metas[m], args.steps))
+                    ms, cpu = time_xlens(binary, m, args.workdir, metas[m], args.steps, args.cpu)
+                times[m][label].append(ms)
+                cpus[m][label].append(cpu)
         print(f"round {r + 1}/{args.rounds} done", file=sys.stderr)
 
     header = f"{'model':<16}{'TF ms':>9}"
     for label, _ in binaries:
         header += f"{label + ' ms':>14}{'TF/' + label:>12}{'min..max':>14}"
+    if args.cpu:
+        header += f"{'TF cpu':>9}" + "".join(f"{label + ' cpu':>12}" for label, _ in binaries)
     print(header)
     summary = {}
     for m in models:
@@ -224,6 +252,12 @@ def main():
             ratios = [t / o for t, o in zip(times[m]["tf"], times[m][label])]
             line += f"{ours:>14.3f}{tf_ms / ours:>11.2f}x{min(ratios):>8.2f}..{max(ratios):.2f}"
             summary[m][label + "_ms"] = times[m][label]
+        if args.cpu:
+            line += f"{statistics.median(cpus[m]['tf']):>9.3f}"
+            for label, _ in binaries:
+                line += f"{statistics.median(cpus[m][label]):>12.3f}"
+                summary[m][label + "_cpu_ms"] = cpus[m][label]
+            summary[m]["tf_cpu_ms"] = cpus[m]["tf"]
         print(line)
     if args.json:
         with open(args.json, "w") as f:
