@@ -211,6 +211,51 @@ StatusOr<Cond> InnermostCond(const Graph& g, const Analysis& a) {
                                               Quoted(e->src->name()), Quoted(n->name())));
     }
   }
+  // Conditionals on one predicate one after the other (TF1 layers each testing one `training`
+  // flag) are rewritten one at a time: first the one whose Merges no Merge of the predicate
+  // feeds, with the nodes its Merges join and those under it that feed nothing else.
+  std::set<const Node*> after;
+  {
+    std::vector<const Node*> stack(c.merges.begin(), c.merges.end());
+    while (!stack.empty()) {
+      const Node* n = stack.back();
+      stack.pop_back();
+      for (const Edge* e : n->out_edges()) {
+        if (e->dst->IsOp() && after.insert(e->dst).second) stack.push_back(e->dst);
+      }
+    }
+  }
+  std::vector<Node*> first;
+  for (Node* m : c.merges) {
+    if (!after.count(m)) first.push_back(m);
+  }
+  c.merges = first;
+  std::set<const Node*> members = closure(std::vector<const Node*>(first.begin(), first.end()), {});
+  for (Node* m : first) members.erase(m);
+  const std::set<const Node*> first_merges(first.begin(), first.end());
+  for (bool grew = true; grew;) {
+    grew = false;
+    for (Node* n : g.op_nodes()) {
+      if (members.count(n) || own.count(n) || after.count(n) || !under(n)) continue;
+      bool feeds_only_this = true;
+      for (const Edge* e : n->out_edges()) {
+        if (e->dst->IsOp() && !members.count(e->dst) && !first_merges.count(e->dst)) {
+          feeds_only_this = false;
+        }
+      }
+      if (feeds_only_this) grew = members.insert(n).second || grew;
+    }
+  }
+  std::vector<Node*> switches;
+  for (Node* sw : c.switches) {
+    for (const Edge* e : sw->out_edges()) {
+      if (members.count(e->dst) || first_merges.count(e->dst)) {
+        switches.push_back(sw);
+        break;
+      }
+    }
+  }
+  c.switches = switches;
   for (Node* n : g.op_nodes()) {
     if (own.count(n)) continue;
     const bool b0 = a.state[n->id()].count({c.pred, 0}) > 0;
@@ -219,6 +264,7 @@ StatusOr<Cond> InnermostCond(const Graph& g, const Analysis& a) {
       return CondError(g, c.pred, fmt::format("the node {} reads both of its branches",
                                               Quoted(n->name())));
     }
+    if (!members.count(n)) continue;
     for (int b : {0, 1}) {
       if (b == 0 ? b0 : b1) {
         c.branch[b].push_back(n);
@@ -313,16 +359,6 @@ Status RewriteCond(Graph* g, const Cond& c, graph::FunctionDefLibrary* library) 
       }
     }
   }
-  for (const Node* sw : c.switches) {
-    for (const Edge* e : sw->out_edges()) {
-      if (!e->dst->IsOp()) continue;
-      if (c.in_branch[0].count(e->dst) || c.in_branch[1].count(e->dst) || merges.count(e->dst)) {
-        continue;
-      }
-      return CondError(*g, c.pred, fmt::format("its Switch {} is read by {} outside both branches",
-                                               Quoted(sw->name()), Quoted(e->dst->name())));
-    }
-  }
   // Each branch's results, one per Merge; resolve the arguments first so both agree on them.
   std::vector<functionalize::ResultSource> results[2];
   std::vector<const Node*> control_outputs[2];
@@ -362,9 +398,8 @@ Status RewriteCond(Graph* g, const Cond& c, graph::FunctionDefLibrary* library) 
   for (const Tensor& t : args) sources.insert(t.first);
   sources.insert(control_inputs.begin(), control_inputs.end());
   if (Reaches(c.merges, sources)) {
-    return CondError(*g, c.pred, fmt::format("a value its Merge {} gives is read again under the "
-                                             "same predicate (two conditionals on one predicate "
-                                             "one after the other)",
+    return CondError(*g, c.pred, fmt::format("a value its Merge {} gives is read back into its "
+                                             "own branches",
                                              Quoted(c.merges.front()->name())));
   }
   const std::string if_name = g->NewName(DirName(c.merges.front()->name()) + "/If");
@@ -426,7 +461,13 @@ Status RewriteCond(Graph* g, const Cond& c, graph::FunctionDefLibrary* library) 
   for (int b : {0, 1}) {
     for (Node* n : c.branch[b]) g->RemoveNode(n);
   }
-  for (Node* sw : c.switches) g->RemoveNode(sw);
+  // A Switch the next conditional on the predicate reads too stays for it.
+  for (Node* sw : c.switches) {
+    if (std::none_of(sw->out_edges().begin(), sw->out_edges().end(),
+                     [](const Edge* e) { return e->dst->IsOp(); })) {
+      g->RemoveNode(sw);
+    }
+  }
   return OkStatus();
 }
 

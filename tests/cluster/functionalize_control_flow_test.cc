@@ -150,6 +150,30 @@ TEST(FunctionalizeControlFlowTest, ASwitchAndMergeBecomeAnIfThatTakesTheRightBra
   }
 }
 
+TEST(FunctionalizeControlFlowTest, TwoConditionalsOnOnePredicateOneAfterTheOtherBecomeTwoIfs) {
+  // out2 = p ? out * out : -out, on the same p as out's conditional.
+  auto g = LoadGraph(
+      Cond() + NodeText("cond_1/Switch", "Switch", {"out", "p"}, T("DT_FLOAT")) +
+      NodeText("cond_1/mul", "Mul", {"cond_1/Switch:1", "cond_1/Switch:1"}, T("DT_FLOAT")) +
+      NodeText("cond_1/neg", "Neg", {"cond_1/Switch"}, T("DT_FLOAT")) +
+      NodeText("cond_1/Merge", "Merge", {"cond_1/neg", "cond_1/mul"},
+               T("DT_FLOAT") + " attr { key: \"N\" value { i: 2 } }") +
+      NodeText("out2", "Identity", {"cond_1/Merge"}, T("DT_FLOAT")));
+  ASSERT_NE(g, nullptr);
+  Status s = FunctionalizeControlFlow(g.get());
+  ASSERT_TRUE(s.ok()) << s.message();
+  EXPECT_FALSE(HasV1ControlFlow(*g));
+  EXPECT_EQ(CountOps(*g, "If"), 2);
+  for (bool p : {true, false}) {
+    auto out = RunGraph(*g, {{"x", Tensor::Vector<float>(graph::DT_FLOAT, {1.5f, -4.0f})},
+                             {"p", Tensor::Scalar<bool>(graph::DT_BOOL, p)}},
+                        {"out2"});
+    ASSERT_EQ(out.size(), 1u);
+    EXPECT_FLOAT_EQ(out[0].flat<float>()[0], p ? 9.0f : -2.5f);
+    EXPECT_FLOAT_EQ(out[0].flat<float>()[1], p ? 64.0f : 3.0f);
+  }
+}
+
 TEST(FunctionalizeControlFlowTest, ABodyReadingAValueOfTheGraphWithoutAnEnterIsRefusedByName) {
   auto g = LoadGraph(Loop("w"));
   ASSERT_NE(g, nullptr);

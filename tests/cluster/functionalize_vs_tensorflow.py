@@ -86,6 +86,13 @@ def build_graphs(out_dir):
         return [tf.cond(tf.reduce_max(x) > 0.3, then, lambda: x - 1.0),
                 tf.cond(x[1] > 0.0, lambda: x * 3.0, lambda: x * 5.0)]
 
+    def conds_on_one_predicate(x):
+        # TF1 layers testing one flag each: the second conditional reads the first's result.
+        p = tf.reduce_sum(x) > 1.0
+        a = tf.cond(p, lambda: x * 2.0, lambda: x - 4.0)
+        b = tf.cond(p, lambda: a + tf.reduce_max(a), lambda: a * -0.5)
+        return [b, tf.cond(tf.logical_not(p), lambda: b * 3.0, lambda: b / 4.0)]
+
     def branch_read_outside(x):
         # A value of the then branch read after the conditional, not through a Merge: TensorFlow's
         # executor propagates deadness into it; no functional If can express it.
@@ -99,6 +106,7 @@ def build_graphs(out_dir):
     v1_case("cond_in_while", cond_in_loop)
     v1_case("nested_while", nested_loops)
     v1_case("nested_cond", nested_conds)
+    v1_case("conds_on_one_predicate", conds_on_one_predicate)
     g = tf.Graph()
     with g.as_default():
         x = v1.placeholder(tf.float32, [4], name="x")
