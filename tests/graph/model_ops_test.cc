@@ -355,6 +355,49 @@ TEST(MklFusedOpsTest, LayerNormOverTheLastDimension) {
   EXPECT_NEAR(FloatsOf(*swish)[1], 2 / (1 + std::exp(-2.0)), 1e-6);
 }
 
+// _FusedMatMul's epilogues against the formula of each activation, and a fusion xlens does not
+// run refused with its fused_ops named.
+TEST(FusedOpsTest, MatMulEpiloguesAndRefusals) {
+  const Tensor a = Floats({1, 2}, {1, -2});
+  const Tensor b = Floats({2, 3}, {0.5, -1, 2, 1, 0.25, -0.5});
+  const Tensor bias = Floats({3}, {0.1f, -0.2f, 0.3f});
+  // a x b + bias = {-1.4, -1.7, 3.3}.
+  const std::vector<double> pre = {1 * 0.5 - 2 * 1 + 0.1, 1 * -1 - 2 * 0.25 - 0.2,
+                                   1 * 2 - 2 * -0.5 + 0.3};
+  const std::vector<std::pair<std::string, std::function<double(double)>>> activations = {
+      {"Relu", [](double x) { return x > 0 ? x : 0; }},
+      {"Relu6", [](double x) { return std::min(std::max(x, 0.0), 6.0); }},
+      {"Elu", [](double x) { return x < 0 ? std::exp(x) - 1 : x; }},
+      {"LeakyRelu", [](double x) { return x > 0 ? x : 0.2 * x; }},
+      {"Tanh", [](double x) { return std::tanh(x); }},
+      {"Sigmoid", [](double x) { return 1 / (1 + std::exp(-x)); }},
+      {"GeluExact", [](double x) { return 0.5 * x * std::erfc(-x / std::sqrt(2.0)); }},
+      {"_FusedHardSwish", [](double x) { return x * std::min(std::max(x + 3, 0.0), 6.0) / 6; }},
+      {"_MklSwish", [](double x) { return x / (1 + std::exp(-x)); }}};
+  for (const auto& [name, f] : activations) {
+    AttrListValue ops_list;
+    ops_list.s = {"BiasAdd", name};
+    auto r = RunOp([&](const Scope& s) {
+      return ops::AsOutput(ops::BuildOpWithList(
+          s, "_FusedMatMul", {{ops::Const(s, a)}, {ops::Const(s, b)}, {ops::Const(s, bias)}},
+          {{"fused_ops", AttrValue::List(ops_list)}, {"num_args", AttrValue::Int(1)}}));
+    });
+    ASSERT_TRUE(r.ok()) << name << ": " << r.status().message();
+    for (int j = 0; j < 3; ++j) EXPECT_NEAR(FloatsOf(*r)[j], f(pre[j]), 1e-6) << name << " " << j;
+  }
+  AttrListValue bad;
+  bad.s = {"Relu", "BiasAdd"};
+  auto r = RunOp([&](const Scope& s) {
+    return ops::AsOutput(ops::BuildOpWithList(
+        s.WithOpName("odd"), "_FusedMatMul",
+        {{ops::Const(s, a)}, {ops::Const(s, b)}, {ops::Const(s, bias)}},
+        {{"fused_ops", AttrValue::List(bad)}, {"num_args", AttrValue::Int(1)}}));
+  });
+  ASSERT_FALSE(r.ok());
+  EXPECT_NE(r.status().message().find("node 'odd'"), std::string::npos);
+  EXPECT_NE(r.status().message().find("[Relu, BiasAdd]"), std::string::npos);
+}
+
 TEST(ModelGradientsTest, EinsumForms) {
   for (const Case& c : {EinsumCase("abc,cde->abde", {{2, 3, 4}, {4, 2, 2}}),
                         EinsumCase("bij,jk->b", {{2, 3, 4}, {4, 2}}),
