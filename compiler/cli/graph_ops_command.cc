@@ -13,6 +13,7 @@
 #include "compiler/cli/cli_util.h"
 #include "compiler/cli/commands.h"
 #include "compiler/cluster/tensorflow_xla_ops.h"
+#include "compiler/cluster/tf2xla/function_call_ops.h"
 #include "compiler/cluster/tf2xla/functional_ops.h"
 #include "compiler/cluster/tf2xla/xla_op_registry.h"
 #include "compiler/graph/op_registry.h"
@@ -49,11 +50,11 @@ OpCoverage CoverageOf(const std::string& op) {
     c.kernel = static_cast<bool>(r->kernel) || RunByTheExecutor(op);
     c.gradient = static_cast<bool>(r->gradient);
   }
-  // The functional control-flow ops are lowered by the compiler itself (their bodies are
-  // functions it compiles), not by a registered lowering.
+  // The functional control-flow ops and function calls are lowered by the compiler itself
+  // (their bodies are functions it compiles), not by a registered lowering.
   c.lowering = cluster::XlaOpRegistry::Global().Find(op) != nullptr ||
                cluster::IsFunctionalWhile(op) || cluster::IsFunctionalIf(op) ||
-               cluster::IsFunctionalCase(op);
+               cluster::IsFunctionalCase(op) || cluster::IsFunctionCallOp(op);
   c.tensorflow_xla = cluster::TensorFlowCompilesForXlaCpu(op);
   return c;
 }

@@ -14,10 +14,14 @@ Status CallError(const graph::Node& node, const graph::NameAttrList& func,
 
 }  // namespace
 
+bool IsFunctionCallOp(const std::string& op) {
+  return op == "PartitionedCall" || op == "StatefulPartitionedCall";
+}
+
 std::optional<graph::NameAttrList> CalledFunction(const graph::Node& node,
                                                   const graph::FunctionDefLibrary& library) {
   const std::string& op = node.type_string();
-  if (op == "PartitionedCall" || op == "StatefulPartitionedCall") {
+  if (IsFunctionCallOp(op)) {
     const graph::AttrValue* f = graph::FindAttr(node.attrs(), "f");
     if (f == nullptr || f->kind() != graph::AttrValue::Kind::kFunc) return std::nullopt;
     return f->func();

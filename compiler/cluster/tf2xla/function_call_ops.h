@@ -10,12 +10,16 @@
 #pragma once
 
 #include <optional>
+#include <string>
 #include <vector>
 
 #include "compiler/cluster/tf2xla/functional_ops.h"
 #include "compiler/graph/function.h"
 
 namespace xlens::cluster {
+
+// Whether `op` calls the function of its `f` attr (PartitionedCall, StatefulPartitionedCall).
+bool IsFunctionCallOp(const std::string& op);
 
 // The function `node` calls and the attrs that bind its placeholders; nullopt when the node is
 // no function call.
