@@ -3,6 +3,7 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <limits>
 #include <random>
 
 #include "compiler/graph/ops/register_ops.h"
@@ -164,6 +165,29 @@ TEST_F(NnOpsTest, GroupedConvolutionAgainstEachGroupAlone) {
   ASSERT_FALSE(outputs.ok());
   EXPECT_NE(outputs.status().message().find("not a multiple of the number of groups"),
             std::string::npos);
+}
+
+// ReluGrad and Relu6Grad mask by multiplying, as TensorFlow does: off at exactly 0 (and 6), a
+// NaN or infinite gradient where the unit is off gives NaN, a negative one -0.
+TEST_F(NnOpsTest, ReluGradsMultiplyByTheMask) {
+  const float inf = std::numeric_limits<float>::infinity();
+  const float nan = std::numeric_limits<float>::quiet_NaN();
+  Tensor dy(DT_FLOAT, {6}), x(DT_FLOAT, {6});
+  const float dys[] = {2.0f, 3.0f, nan, inf, -4.0f, 5.0f};
+  const float xs[] = {0.0f, 6.0f, 0.0f, -1.0f, -1.0f, 0.5f};
+  for (int i = 0; i < 6; ++i) dy.flat<float>()[i] = dys[i], x.flat<float>()[i] = xs[i];
+  for (const char* op : {"ReluGrad", "Relu6Grad"}) {
+    auto out = runner_.Run(op, {{"T", AttrValue::Type(DT_FLOAT)}}, {dy, x});
+    ASSERT_TRUE(out.ok()) << op << ": " << out.status().message();
+    auto o = (*out)[0].flat<float>();
+    const bool relu6 = std::string(op) == "Relu6Grad";
+    EXPECT_EQ(o[0], 0.0f) << op;                     // exactly 0: off
+    EXPECT_EQ(o[1], relu6 ? 0.0f : 3.0f) << op;      // exactly 6: off for Relu6 only
+    EXPECT_TRUE(std::isnan(o[2])) << op << ": NaN * 0 is " << o[2];
+    EXPECT_TRUE(std::isnan(o[3])) << op << ": inf * 0 is " << o[3];
+    EXPECT_TRUE(o[4] == 0.0f && std::signbit(o[4])) << op << ": -4 * 0 is " << o[4];
+    EXPECT_EQ(o[5], 5.0f) << op;
+  }
 }
 
 }  // namespace

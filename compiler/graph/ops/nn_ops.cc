@@ -96,10 +96,13 @@ Status ActivationGradKernel(OpKernelContext& ctx) {
     const T a = T(alpha);
     for (int64_t i = 0; i < g.num_elements(); ++i) {
       const T x = fd[i], dy = gd[i];
+      // TensorFlow multiplies by the mask rather than selecting, so a NaN or infinite gradient
+      // where the unit is off still gives NaN (what a loss scaler's overflow check looks for),
+      // and a negative one gives -0.
       if constexpr (kGrad == ActGrad::kRelu) {
-        o[i] = x > T(0) ? dy : T(0);
+        o[i] = dy * (x > T(0) ? T(1) : T(0));
       } else if constexpr (kGrad == ActGrad::kRelu6) {
-        o[i] = (x > T(0) && x < T(6)) ? dy : T(0);
+        o[i] = dy * (x > T(0) && x < T(6) ? T(1) : T(0));
       } else if constexpr (kGrad == ActGrad::kElu) {
         o[i] = x < T(0) ? (x + T(1)) * dy : dy;
       } else if constexpr (kGrad == ActGrad::kSelu) {
