@@ -156,15 +156,17 @@ StatusOr<Cond> InnermostCond(const Graph& g, const Analysis& a) {
   }
   const Cond* chosen = nullptr;
   for (const auto& [pred, c] : conds) {
-    if (nested.count(pred)) continue;
+    if (nested.count(pred) || c.switches.empty()) continue;
     if (chosen == nullptr || c.switches.front()->id() < chosen->switches.front()->id()) {
       chosen = &c;
     }
   }
   if (chosen == nullptr) {
-    return Status::Error(fmt::format("cannot make the Switch {} part of an If: the branches of "
-                                     "its conditionals cross each other",
-                                     Quoted(conds.begin()->second.switches.front()->name())));
+    const Cond& any = conds.begin()->second;
+    const Node* at = any.switches.empty() ? any.merges.front() : any.switches.front();
+    return Status::Error(fmt::format("cannot make the {} {} part of an If: the branches of its "
+                                     "conditionals cross each other",
+                                     at->type_string(), Quoted(at->name())));
   }
   Cond c = *chosen;
   if (c.merges.empty()) {

@@ -43,11 +43,12 @@ bool BoolAttr(const Node& n, const std::string& name) {
 struct Frames {
   std::map<const Node*, std::string> of;
   std::map<std::string, std::string> parent;
+  // How many loops enclose frame `f`'s; -1 when its parents enter each other (a cycle).
   int Depth(std::string f) const {
     int d = 0;
     while (f != kRoot) {
       f = parent.at(f);
-      ++d;
+      if (++d > static_cast<int>(parent.size())) return -1;
     }
     return d;
   }
@@ -422,7 +423,14 @@ Status FunctionalizeControlFlow(Graph* graph) {
   if (!HasV1ControlFlow(*graph)) return OkStatus();
   ASSIGN_OR_RETURN(Frames frames, BuildFrames(*graph));
   std::vector<std::pair<int, std::string>> loops;
-  for (const auto& [frame, parent] : frames.parent) loops.push_back({-frames.Depth(frame), frame});
+  for (const auto& [frame, parent] : frames.parent) {
+    const int depth = frames.Depth(frame);
+    if (depth < 0) {
+      return Status::Error(fmt::format("the loop {} is entered from inside itself",
+                                       Quoted(frame)));
+    }
+    loops.push_back({-depth, frame});
+  }
   std::sort(loops.begin(), loops.end());  // innermost first
   for (const auto& [depth, frame] : loops) {
     RETURN_IF_ERROR(FunctionalizeLoop(graph, frame, &frames, &graph->library()));
