@@ -149,8 +149,10 @@ StatusOr<std::unique_ptr<Executor>> Executor::Create(const Graph* graph, Executo
   return executor;
 }
 
+namespace {
+
 // Whether a node computes the same value on every run when its inputs are constants: a kernel of
-// a stateless op that calls no function, in the root frame.
+// a stateless op that calls no function and yields no handle, list or reference.
 bool FoldableKernel(const Node& node) {
   if (!node.registration().kernel || node.is_stateful() || node.IsControlFlow()) return false;
   const std::string& op = node.type_string();
@@ -166,6 +168,8 @@ bool FoldableKernel(const Node& node) {
   }
   return true;
 }
+
+}  // namespace
 
 Status Executor::Impl::Build() {
   ASSIGN_OR_RETURN(std::vector<Node*> order, graph->TopologicalOrder());
