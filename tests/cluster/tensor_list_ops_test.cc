@@ -1,6 +1,6 @@
 // The TensorList lowerings (tf2xla/tensor_list_ops.cc) against the executor's list kernels: a
-// function body of list ops runs op by op and as HLO on the reference evaluator and the CPU
-// backend, and every output agrees; lists whose size is not known at compile time are refused
+// function body of list ops (split, concatenated, read and written) runs op by op and as HLO on
+// the reference evaluator and the CPU backend, and every output agrees; lists whose size is not known at compile time are refused
 // with the node named.
 #include <gtest/gtest.h>
 
@@ -140,6 +140,40 @@ TEST(TensorListXlaTest, ListsBecomeBuffersReadAndWrittenAtRunTimeIndices) {
              {{"element_dtype", AttrValue::Type(graph::DT_FLOAT)},
               {"num_elements", AttrValue::Int(-1)}}));
   b.Check();
+}
+
+Tensor Int64s(std::vector<int64_t> v) {
+  return Tensor::Vector<int64_t>(graph::DT_INT64, std::move(v));
+}
+
+// Pieces of one length become the buffer's elements, and concatenating gives the tensor back
+// with the lengths as a constant; pieces of different lengths are refused, as tf2xla does.
+
+TEST(TensorListXlaTest, SplitAndConcatReshapeTheBuffer) {
+  ListBody b;
+  Output x = b.Arg(Iota({6, 2}));
+  Output index = b.Arg(Tensor::Scalar<int32_t>(graph::DT_INT32, 1));
+  Output split =
+      b.Op("TensorListSplit", {x, ops::Input({-1, 2}), Int64s({2, 2, 2})}, Elements(true));
+  Output item = b.Op("TensorListGetItem", {split, index, ops::Input({2, 2})}, Elements());
+  Output set = b.Op("TensorListSetItem", {split, ops::Input(2), item}, Elements());
+  Output concat =
+      b.Op("TensorListConcatV2", {set, ops::Input({-1, 2}), Int64s({})}, Elements(true));
+  b.Ret(item);
+  b.Ret(concat);
+  b.Ret(Output(concat.node, 1));
+  b.Check();
+
+  ListBody uneven;
+  Output y = uneven.Arg(Iota({6, 2}));
+  Output pieces =
+      uneven.Op("TensorListSplit", {y, ops::Input({-1, 2}), Int64s({2, 4})}, Elements(true));
+  uneven.Ret(
+      uneven.Op("TensorListConcatV2", {pieces, ops::Input({-1, 2}), Int64s({})}, Elements(true)));
+  auto refused = uneven.Compile();
+  ASSERT_FALSE(refused.ok());
+  EXPECT_NE(refused.status().message().find("All lengths must be the same"), std::string::npos)
+      << refused.status().message();
 }
 
 TEST(TensorListXlaTest, AListOfUnknownSizeIsRefusedWithTheNode) {

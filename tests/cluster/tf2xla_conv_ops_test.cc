@@ -6,6 +6,7 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <algorithm>
 #include <random>
 
 #include "compiler/cluster/tf2xla/xla_compiler.h"
@@ -239,8 +240,8 @@ TEST(Tf2XlaConvOpsTest, Pooling3DAndItsGradientsMatchTheKernels) {
     CheckOp("AvgPool3D", attrs, {x}, {false});
     CheckOp("AvgPool3DGrad", attrs, {Int32s(c.input), dy}, {true, false});
     // MaxPool3DGrad takes the forward output: computed by the kernel, then fed.
-    Scope root = Scope::NewRootScope();
-    auto pooled_graph = [&]() -> Tensor {
+    auto pooled_graph = [&](const Tensor& in) -> Tensor {
+      Scope root = Scope::NewRootScope();
       graph::Node* xa = root.WithOpName("x").AddNode(
           "_Arg", {}, {{"T", AttrValue::Type(graph::DT_FLOAT)}, {"index", AttrValue::Int(0)}});
       Output y = ops::AsOutput(ops::BuildOp(root, "MaxPool3D", {Output(xa, 0)}, attrs));
@@ -249,11 +250,25 @@ TEST(Tf2XlaConvOpsTest, Pooling3DAndItsGradientsMatchTheKernels) {
                                      {"index", AttrValue::Int(0)}});
       auto executor = graph::Executor::Create(root.graph(), {});
       EXPECT_TRUE(executor.ok());
-      auto r = (*executor)->Run({x});
+      auto r = (*executor)->Run({in});
       EXPECT_TRUE(r.ok());
       return (*r)[0];
     };
-    CheckOp("MaxPool3DGrad", attrs, {x, pooled_graph(), dy}, {false, false, false});
+    const Tensor pooled = pooled_graph(x);
+    CheckOp("MaxPool3DGrad", attrs, {x, pooled, dy}, {false, false, false});
+    // MaxPool3DGradGrad: XLA's lowering compares the input at bfloat16 precision, so the input
+    // holds values distinct at that precision (8 significant bits, exponents spread), shuffled.
+    Tensor distinct(graph::DT_FLOAT, c.input);
+    std::vector<int64_t> order(distinct.num_elements());
+    for (size_t i = 0; i < order.size(); ++i) order[i] = static_cast<int64_t>(i);
+    std::shuffle(order.begin(), order.end(), rng);
+    for (int64_t i = 0; i < distinct.num_elements(); ++i) {
+      const int64_t k = order[i];
+      const double magnitude = std::ldexp(128 + (k / 2) % 128, static_cast<int>(k / 256) - 8);
+      distinct.SetFromDouble(i, k % 2 ? -magnitude : magnitude);
+    }
+    CheckOp("MaxPool3DGradGrad", attrs, {distinct, pooled_graph(distinct), Random(c.input, rng)},
+            {false, false, false});
   }
 }
 

@@ -2,7 +2,7 @@
 // MaxPool3D and AvgPool3D are reduce-windows over the five dimensions (AvgPool3D divides by the
 // number of input elements each window covers, so SAME padding is not counted), MaxPool3DGrad a
 // select-and-scatter (the first maximum of a window gets its gradient), AvgPool3DGrad the
-// transpose of the averaging reduce-window.
+// transpose of the averaging reduce-window, MaxPool3DGradGrad a pair of packed reduce-windows.
 #include <fmt/format.h>
 
 #include <limits>
@@ -126,10 +126,73 @@ Status LowerAvgPool3DGrad(XlaOpKernelContext& ctx) {
 
 }  // namespace
 
+StatusOr<HloInstruction*> BitcastTo(HloBuilder& b, HloInstruction* x, PrimitiveType type) {
+  auto cast = std::make_unique<HloInstruction>(HloOpcode::kBitcastConvert,
+                                               Shape(type, x->shape().dimensions()));
+  cast->AppendOperand(x);
+  return b.Add(std::move(cast));
+}
+
+// MaxPool3DGradGrad as TensorFlow's XLA lowers it (MaxPoolGradGradOp, float32 only): each output
+// takes the second-order gradient at its window's maximum. A reduce-window cannot carry the
+// maximum's position, so the input rounded to bfloat16 is packed into the upper 16 bits of a
+// 32-bit word and half of the gradient's bits into the lower 16; the window's maximum of the
+// packed words (compared as floats) brings that half along, and two passes give both halves.
+// Inputs equal at bfloat16 precision within a window are ties, as in TensorFlow's lowering.
+Status LowerMaxPool3DGradGrad(XlaOpKernelContext& ctx) {
+  ASSIGN_OR_RETURN(HloInstruction * input, ctx.Input(0));
+  ASSIGN_OR_RETURN(HloInstruction * grad, ctx.Input(2));
+  if (input->shape().element_type() != PrimitiveType::F32 ||
+      grad->shape().element_type() != PrimitiveType::F32) {
+    return ctx.Error("MaxPool3DGradGrad compiles for float32 only, as TensorFlow's XLA lowering");
+  }
+  const std::vector<int64_t>& dims = input->shape().dimensions();
+  if (grad->shape().dimensions() != dims) {
+    return ctx.Error("the gradient's shape must be the input's");
+  }
+  ASSIGN_OR_RETURN(Window window, Pool3DWindow(ctx, dims));
+  HloBuilder& b = ctx.builder();
+  const auto sixteen = [&](HloInstruction* like) {
+    return b.FullConstant(PrimitiveType::S32, 16, like->shape().dimensions());
+  };
+  LOWER_OR_RETURN(HloInstruction * in_bf16, ctx, b.Convert(input, PrimitiveType::BF16));
+  LOWER_OR_RETURN(HloInstruction * in_f32, ctx, b.Convert(in_bf16, PrimitiveType::F32));
+  LOWER_OR_RETURN(HloInstruction * in_hi, ctx, BitcastTo(b, in_f32, PrimitiveType::S32));
+  LOWER_OR_RETURN(HloInstruction * bp, ctx, BitcastTo(b, grad, PrimitiveType::S32));
+  LOWER_OR_RETURN(HloInstruction * s16, ctx, sixteen(bp));
+  LOWER_OR_RETURN(HloInstruction * bp_hi, ctx, b.Binary(HloOpcode::kShiftRightLogical, bp, s16));
+  LOWER_OR_RETURN(HloInstruction * bp_shifted, ctx, b.Binary(HloOpcode::kShiftLeft, bp, s16));
+  LOWER_OR_RETURN(HloInstruction * bp_lo, ctx,
+                  b.Binary(HloOpcode::kShiftRightLogical, bp_shifted, s16));
+  LOWER_OR_RETURN(HloInstruction * init, ctx,
+                  b.ScalarConstant(PrimitiveType::F32, -std::numeric_limits<double>::infinity()));
+  const auto pooled_half = [&](HloInstruction* half) -> StatusOr<HloInstruction*> {
+    ASSIGN_OR_RETURN(HloInstruction * packed, b.Binary(HloOpcode::kAdd, in_hi, half));
+    ASSIGN_OR_RETURN(HloInstruction * as_float, BitcastTo(b, packed, PrimitiveType::F32));
+    ASSIGN_OR_RETURN(HloInstruction * pooled,
+                     b.ReduceWindow(as_float, init, window, HloOpcode::kMaximum));
+    return BitcastTo(b, pooled, PrimitiveType::S32);
+  };
+  LOWER_OR_RETURN(HloInstruction * pooled_hi, ctx, pooled_half(bp_hi));
+  LOWER_OR_RETURN(HloInstruction * pooled_lo, ctx, pooled_half(bp_lo));
+  LOWER_OR_RETURN(HloInstruction * out16, ctx, sixteen(pooled_hi));
+  LOWER_OR_RETURN(HloInstruction * grads_hi, ctx,
+                  b.Binary(HloOpcode::kShiftLeft, pooled_hi, out16));
+  LOWER_OR_RETURN(HloInstruction * lo_shifted, ctx,
+                  b.Binary(HloOpcode::kShiftLeft, pooled_lo, out16));
+  LOWER_OR_RETURN(HloInstruction * grads_lo, ctx,
+                  b.Binary(HloOpcode::kShiftRightLogical, lo_shifted, out16));
+  LOWER_OR_RETURN(HloInstruction * grads, ctx, b.Binary(HloOpcode::kAdd, grads_hi, grads_lo));
+  LOWER_OR_RETURN(HloInstruction * y, ctx, BitcastTo(b, grads, PrimitiveType::F32));
+  ctx.SetOutput(0, y);
+  return OkStatus();
+}
+
 void RegisterPooling3DXlaOps(XlaOpRegistry& registry) {
   registry.Register("MaxPool3D", LowerMaxPool3D);
   registry.Register("AvgPool3D", LowerAvgPool3D);
   registry.Register("MaxPool3DGrad", LowerMaxPool3DGrad);
+  registry.Register("MaxPool3DGradGrad", LowerMaxPool3DGradGrad);
   registry.Register("AvgPool3DGrad", LowerAvgPool3DGrad);
 }
 

@@ -208,6 +208,7 @@ const XlaOpRegistry& XlaOpRegistry::Global() {
     RegisterVariableXlaOps(*r);
     RegisterTrainingXlaOps(*r);
     RegisterTensorListXlaOps(*r);
+    RegisterTensorListSplitXlaOps(*r);
     RegisterModelXlaOps(*r);
     return r;
   }();
