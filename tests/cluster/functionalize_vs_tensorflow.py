@@ -36,14 +36,14 @@ def build_graphs(out_dir):
     v1 = tf.compat.v1
     x_value = np.array([0.7, -1.3, 0.4, 2.1], np.float32)
 
-    def save(name, graph_def, fetches, refs, expect="ok"):
+    def save(name, graph_def, fetches, refs, expect="ok", init=""):
         with open(os.path.join(out_dir, name + ".pb"), "wb") as f:
             f.write(graph_def.SerializeToString())
         np.save(os.path.join(out_dir, name + ".in.npy"), x_value)
         for k, r in enumerate(refs):
             np.save(os.path.join(out_dir, f"{name}.ref{k}.npy"), np.asarray(r))
         with open(os.path.join(out_dir, name + ".meta"), "w") as f:
-            f.write("\n".join([",".join(fetches), expect]))
+            f.write("\n".join([",".join(fetches), expect, init]))
 
     def v1_case(name, build, expect="ok"):
         g = tf.Graph()
@@ -101,6 +101,27 @@ def build_graphs(out_dir):
         inside = s_true * 2.0
         merged = v1.raw_ops.Merge(inputs=[s_false + 1.0, inside])[0]
         return [merged, tf.identity(inside)]
+
+    # A resource variable updated in the loop body and read in a conditional there: the While
+    # carries the variable, the If reads its value, the update is written back.
+    g = tf.Graph()
+    with g.as_default():
+        x = v1.placeholder(tf.float32, [4], name="x")
+        var = v1.get_variable("v", initializer=tf.constant([1.0, 2.0, 3.0, -1.0]),
+                              use_resource=True)
+
+        def body(i, a):
+            with tf.control_dependencies([var.assign_add(a * 0.5)]):
+                a = tf.cond(tf.reduce_sum(a) > 0.5, lambda: a * 0.5 + var.read_value(),
+                            lambda: a - 1.0)
+            return i + 1, a
+        out = tf.identity(v1.while_loop(lambda i, a: i < trips(x), body,
+                                        [tf.constant(0), x])[1], name="out0")
+        init = v1.global_variables_initializer()
+        with v1.Session(graph=g) as s:
+            s.run(init)
+            ref = s.run(out, {x: x_value})
+    save("variable_in_while", g.as_graph_def(), [out.name], [ref], init=init.name)
 
     v1_case("while_invariants", loop_with_invariants)
     v1_case("cond_in_while", cond_in_loop)
@@ -178,7 +199,7 @@ def main():
         failures = []
         for name in cases:
             with open(os.path.join(workdir, name + ".meta")) as f:
-                fetches, expect = f.read().split("\n")
+                fetches, expect, init = f.read().split("\n")
             fetches = fetches.split(",")
             out_dir = tempfile.mkdtemp(prefix=f"{name}_", dir=workdir)
             cmd = [args.xlens, "graph", "run", os.path.join(workdir, name + ".pb"),
@@ -186,6 +207,8 @@ def main():
                    "--outputs", out_dir, "--jit", "compile", "--timeout", "60"]
             for fetch in fetches:
                 cmd += ["--fetch", fetch]
+            if init:
+                cmd += ["--init", init]
             proc = subprocess.run(cmd, capture_output=True, text=True)
             if expect == "refused":
                 lines = proc.stderr.strip().splitlines()
