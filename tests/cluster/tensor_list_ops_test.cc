@@ -1,7 +1,7 @@
 // The TensorList lowerings (tf2xla/tensor_list_ops.cc) against the executor's list kernels: a
 // function body of list ops (split, concatenated, read and written) runs op by op and as HLO on
-// the reference evaluator and the CPU backend, and every output agrees; lists whose size is not known at compile time are refused
-// with the node named.
+// the reference evaluator and the CPU backend, and every output agrees; lists whose size is not
+// known at compile time are refused with the node named.
 #include <gtest/gtest.h>
 
 #include "compiler/cluster/tf2xla/xla_compiler.h"
@@ -198,8 +198,67 @@ TEST(TensorListXlaTest, AListOfUnknownSizeIsRefusedWithTheNode) {
                                       {"num_elements", AttrValue::Int(-1)}}));
   auto refused = unknown_shape.Compile();
   ASSERT_FALSE(refused.ok());
-  EXPECT_NE(refused.status().message().find("must be fully defined"), std::string::npos)
+  EXPECT_NE(refused.status().message().find("no write has given an element shape"),
+            std::string::npos)
       << refused.status().message();
+}
+
+// A list whose element shape is unknown is uninitialized until its first write: a PushBack or a
+// SetItem gives it the item's shape (tf2xla's GetInitializedTensorListForElement).
+TEST(TensorListXlaTest, TheFirstWriteGivesAnUninitializedListItsElementShape) {
+  ListBody b;
+  Output x = b.Arg(Iota({4, 3}));
+  Output index = b.Arg(Tensor::Scalar<int32_t>(graph::DT_INT32, 2));
+  Output list = b.Op("TensorListFromTensor", {x, ops::Input({3})}, Elements(true));
+  Output item = b.Op("TensorListGetItem", {list, index, ops::Input({3})}, Elements());
+  Output reserved = b.Op("TensorListReserve", {ops::Input({-1}), ops::Input(4)}, Elements(true));
+  Output set = b.Op("TensorListSetItem", {reserved, index, item}, Elements());
+  b.Ret(b.Op("TensorListStack", {set, ops::Input({3})},
+             {{"element_dtype", AttrValue::Type(graph::DT_FLOAT)},
+              {"num_elements", AttrValue::Int(4)}}));
+  Output empty = b.Op("EmptyTensorList", {ops::Input(-1), ops::Input(3)}, Elements(true));
+  Output pushed = b.Op("TensorListPushBack", {empty, item}, Elements());
+  pushed = b.Op("TensorListPushBack", {pushed, b.Op("TensorListGetItem", {list, ops::Input(0),
+                                                                           ops::Input({3})},
+                                                    Elements())},
+                Elements());
+  b.Ret(b.Op("TensorListPopBack", {pushed, ops::Input({3})}, Elements(), 1));
+  b.Check();
+}
+
+// What a While's gradient builds: the forward pass pushes TensorListElementShape and
+// TensorListLength (constants at compile time) onto accumulators, the backward pass pops them
+// into a TensorListReserve; popping a list of one constant element gives that constant, so the
+// Reserve's size and element shape are known at compile time, as tf2xla resolves them.
+TEST(TensorListXlaTest, ReserveOfConstantsPoppedFromAccumulatorsIsKnown) {
+  ListBody b;
+  Output x = b.Arg(Iota({4, 3}));
+  Output index = b.Arg(Tensor::Scalar<int32_t>(graph::DT_INT32, 1));
+  Output list = b.Op("TensorListFromTensor", {x, ops::Input({3})}, Elements(true));
+  graph::AttrMap ints{{"element_dtype", AttrValue::Type(graph::DT_INT32)}};
+  Output shape = b.Op("TensorListElementShape", {list},
+                      {{"shape_type", AttrValue::Type(graph::DT_INT32)}});
+  Output length = b.Op("TensorListLength", {list}, {});
+  Output shapes = b.Op("EmptyTensorList", {ops::Input(-1), ops::Input(3)},
+                       {{"element_dtype", AttrValue::Type(graph::DT_INT32)},
+                        {"shape_type", AttrValue::Type(graph::DT_INT32)}});
+  Output lengths = b.Op("EmptyTensorList", {ops::Input({}), ops::Input(3)},
+                        {{"element_dtype", AttrValue::Type(graph::DT_INT32)},
+                         {"shape_type", AttrValue::Type(graph::DT_INT32)}});
+  for (int i = 0; i < 2; ++i) {
+    shapes = b.Op("TensorListPushBack", {shapes, shape}, ints);
+    lengths = b.Op("TensorListPushBack", {lengths, length}, ints);
+  }
+  Output popped_shape = b.Op("TensorListPopBack", {shapes, ops::Input(-1)}, ints, 1);
+  Output popped_length = b.Op("TensorListPopBack", {lengths, ops::Input(-1)}, ints, 1);
+  Output reserved = b.Op("TensorListReserve", {popped_shape, popped_length}, Elements(true));
+  Output item = b.Op("TensorListGetItem", {list, index, ops::Input({3})}, Elements());
+  Output set = b.Op("TensorListSetItem", {reserved, index, item}, Elements());
+  b.Ret(b.Op("TensorListStack", {set, ops::Input({3})},
+             {{"element_dtype", AttrValue::Type(graph::DT_FLOAT)},
+              {"num_elements", AttrValue::Int(4)}}));
+  b.Ret(item);
+  b.Check();
 }
 
 }  // namespace

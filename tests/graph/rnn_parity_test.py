@@ -29,11 +29,7 @@ TOLERANCE = 1e-4
 
 # What TensorFlow compiles and xlens does not yet: such a --jit=compile run must be refused with
 # one line of xlens's own (never a crash or a wrong answer), and is reported as a gap.
-KNOWN_GAPS = dict.fromkeys(("rnn_input_grad_functional", "rnn_input_grad_lowered"),
-        "a list whose element shape only the loop body's writes fix (TensorFlow initializes such "
-        "lists from a first compilation of the body), and, in the gradient loop, a "
-        "TensorListReserve whose element shape and size are popped from accumulators of "
-        "TensorListElementShape/TensorListLength (TensorFlow resolves them at compile time)")
+KNOWN_GAPS = {}
 
 
 def build_graphs(out_dir):
@@ -89,7 +85,9 @@ def build_graphs(out_dir):
     # The gradient of a recurrence with respect to its input: TensorFlow's While gradient, the
     # forward loop's values kept in EmptyTensorList accumulators (PushBack in the forward loop,
     # PopBack in the backward one), the lists' own gradients (Stack <-> FromTensor,
-    # GetItem <-> SetItem).
+    # GetItem <-> SetItem). Compiled, the accumulators' element shapes come from a first
+    # compilation of the forward body, and the backward loop's TensorListReserve takes its size
+    # and element shape from accumulators of constants, as TensorFlow's jit_compile does.
     w = tf.constant(rng.randn(5, 6).astype(np.float32) * 0.4)
     u = tf.constant(rng.randn(6, 6).astype(np.float32) * 0.4)
 

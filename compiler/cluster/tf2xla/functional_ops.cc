@@ -3,7 +3,11 @@
 #include <fmt/format.h>
 
 #include <memory>
+#include <optional>
 #include <set>
+
+#include "compiler/cluster/tf2xla/tensor_list_ops.h"
+#include "compiler/hlo/computation.h"
 
 namespace xlens::cluster {
 
@@ -117,6 +121,61 @@ StatusOr<std::vector<HloInstruction*>> ValuesOf(const Node& node, const std::str
   return values;
 }
 
+// What the first compilation of a loop body says about the loop's lists (tf2xla's while_op.cc
+// compiles the body once to learn the shapes of lists that enter uninitialized): per loop
+// variable, the list shape it leaves the body with, and the constant every element of it holds
+// when the body only pushes that constant onto a list that entered empty.
+struct FirstPass {
+  std::vector<std::optional<Shape>> list_shapes;
+  std::vector<std::optional<graph::Tensor>> uniform;
+};
+
+// Whether loop variable `i` is a list nothing has been pushed onto (uninitialized or empty).
+bool EntersFresh(const std::vector<XlaExpression>& inputs,
+                 const std::vector<HloInstruction*>& init, size_t i) {
+  return inputs[i].dtype() == DataType::DT_VARIANT &&
+         inputs[i].kind() == XlaExpression::Kind::kXlaOp && IsFreshList(init[i]);
+}
+
+StatusOr<FirstPass> CompileBodyOnce(const graph::FunctionBody& body, const Shape& state,
+                                    const std::vector<XlaExpression>& inputs,
+                                    const std::vector<HloInstruction*>& init, HloBuilder& outer,
+                                    const FunctionBodyLowering& lower_body) {
+  // A module of its own, thrown away: the second compilation is the one the loop calls.
+  HloModule scratch(outer.module()->name() + ".first_pass");
+  HloComputation* entry =
+      scratch.AddComputation(std::make_unique<HloComputation>("entry"), /*is_entry=*/true);
+  HloBuilder builder(&scratch, entry);
+  builder.SetMetadata(outer.metadata(), "");
+  FirstPass pass;
+  {
+    ASSIGN_OR_RETURN(LoopComputation b, StartLoopComputation("body", builder, state, inputs));
+    for (size_t i = 0; i < inputs.size(); ++i) {
+      if (EntersFresh(inputs, init, i)) NoteFreshList(b.args[i].handle());
+    }
+    auto out = lower_body(*body.graph, b.builder.get(), b.args);
+    if (!out.ok()) {
+      ForgetUniformLists(&scratch);
+      return out.status();
+    }
+    for (size_t i = 0; i < inputs.size() && i < out->size(); ++i) {
+      const XlaExpression& e = (*out)[i];
+      if (inputs[i].dtype() != DataType::DT_VARIANT || e.kind() != XlaExpression::Kind::kXlaOp) {
+        pass.list_shapes.emplace_back();
+        pass.uniform.emplace_back();
+        continue;
+      }
+      pass.list_shapes.push_back(e.handle()->shape());
+      const graph::Tensor* held = UniformListElement(e.handle());
+      pass.uniform.push_back(held != nullptr && EntersFresh(inputs, init, i)
+                                 ? std::optional<graph::Tensor>(*held)
+                                 : std::nullopt);
+    }
+  }
+  ForgetUniformLists(&scratch);
+  return pass;
+}
+
 }  // namespace
 
 bool IsFunctionalWhile(const std::string& op) { return op == "While" || op == "StatelessWhile"; }
@@ -159,6 +218,39 @@ StatusOr<std::vector<XlaExpression>> LowerWhile(const Node& node,
   // The initial state: every loop variable's value, a variable's current value included.
   ASSIGN_OR_RETURN(std::vector<HloInstruction*> init,
                    ValuesOf(node, "loop variable", inputs, builder));
+  // Lists every element of which is one constant stay so through the loop when the body only
+  // pops them or pushes that constant; the body sees them so and pops the constant.
+  std::vector<std::optional<graph::Tensor>> uniform(inputs.size());
+  bool fresh = false;
+  for (size_t i = 0; i < inputs.size(); ++i) {
+    if (inputs[i].dtype() != DataType::DT_VARIANT) continue;
+    if (const graph::Tensor* held = UniformListElement(init[i])) uniform[i] = *held;
+    fresh |= EntersFresh(inputs, init, i);
+  }
+  if (fresh) {
+    // Lists that enter uninitialized take the shape the body's first write gives them, and
+    // lists that enter empty the constant the body pushes, from a first compilation of the body.
+    std::vector<Shape> first_shapes;
+    for (HloInstruction* v : init) first_shapes.push_back(v->shape());
+    Shape first_state = Shape::Tuple(first_shapes);
+    first_state.SetDefaultLayout();
+    auto first = CompileBodyOnce(*body, first_state, inputs, init, builder, lower_body);
+    if (!first.ok()) return NodeError(node, "its body: " + first.status().message());
+    for (size_t i = 0; i < inputs.size(); ++i) {
+      if (first->uniform[i]) uniform[i] = first->uniform[i];
+      if (inputs[i].dtype() != DataType::DT_VARIANT || !IsUninitializedTensorList(init[i])) {
+        continue;
+      }
+      if (!first->list_shapes[i] || !first->list_shapes[i]->IsTuple()) continue;
+      auto initial = InitialListOfShape(builder, *first->list_shapes[i]);
+      if (!initial.ok()) return NodeError(node, initial.status().message());
+      if (initial.value()->shape().tuple_shapes()[0].dimensions()[0] !=
+          init[i]->shape().dimensions()[0]) {
+        return NodeError(node, fmt::format("loop variable {}: the body resizes its list", i));
+      }
+      init[i] = *initial;
+    }
+  }
   std::vector<Shape> element_shapes;
   for (HloInstruction* v : init) element_shapes.push_back(v->shape());
   Shape state = Shape::Tuple(element_shapes);
@@ -185,8 +277,23 @@ StatusOr<std::vector<XlaExpression>> LowerWhile(const Node& node,
 
   // body: the state -> the next state; a variable's element is its value after the body.
   ASSIGN_OR_RETURN(LoopComputation b, StartLoopComputation("body", builder, state, inputs));
+  for (size_t i = 0; i < inputs.size(); ++i) {
+    if (uniform[i]) NoteUniformList(b.args[i].handle(), *uniform[i]);
+  }
   ASSIGN_OR_RETURN(std::vector<XlaExpression> body_out,
                    lower_body(*body->graph, b.builder.get(), b.args));
+  for (size_t i = 0; i < inputs.size() && i < body_out.size(); ++i) {
+    if (!uniform[i]) continue;
+    const graph::Tensor* held = body_out[i].kind() == XlaExpression::Kind::kXlaOp
+                                    ? UniformListElement(body_out[i].handle())
+                                    : nullptr;
+    if (held == nullptr || !SameConstant(*held, *uniform[i])) {
+      // The body writes something else into a list it may have read as all one constant.
+      return NodeError(node, fmt::format("loop variable {} is a list of one constant element "
+                                         "that the body writes other values into",
+                                         i));
+    }
+  }
   std::vector<HloInstruction*> next;
   for (size_t i = 0; i < inputs.size(); ++i) {
     HloInstruction* v = nullptr;
@@ -233,6 +340,7 @@ StatusOr<std::vector<XlaExpression>> LowerWhile(const Node& node,
       }
       outputs.push_back(inputs[i]);
     } else {
+      if (uniform[i]) NoteUniformList(element, *uniform[i]);
       outputs.push_back(XlaExpression::XlaOp(element, inputs[i].dtype()));
     }
   }

@@ -4,15 +4,105 @@
 // and dynamic-update-slice at the index, PushBack writes at the push index and moves it on,
 // Stack is the buffer itself, FromTensor takes the tensor as the buffer. Inside a functional
 // While the tuple is one element of the loop state, so the buffer is carried (and updated in
-// place by XLA) from iteration to iteration. A list whose size or element shape is not a
-// compile-time constant is refused with the node and what is unknown (TensorFlow initializes
-// such lists from the body's first write, which xlens does not do yet).
+// place by XLA) from iteration to iteration. A list whose element shape is not known yet is
+// uninitialized (tf2xla's s32[size] of zeros) until its first write fixes the shape; a While
+// carrying one compiles its body twice (functional_ops.cc). A list whose size is not a
+// compile-time constant is refused with the node and what is unknown.
+#include "compiler/cluster/tf2xla/tensor_list_ops.h"
+
 #include <fmt/format.h>
+
+#include <cstring>
+#include <map>
+#include <optional>
 
 #include "compiler/cluster/tf2xla/xla_op_registry.h"
 #include "compiler/graph/tensor_list.h"
+#include "compiler/hlo/computation.h"
 
 namespace xlens::cluster {
+
+namespace {
+
+// The lists known to hold one constant in every element, by instruction; the module and id
+// guard against an address reused by a later compilation.
+struct UniformEntry {
+  const HloModule* module = nullptr;
+  int64_t id = -1;
+  bool fresh = false;  // nothing pushed yet: any constant pushed makes it uniform
+  graph::Tensor element;
+};
+std::map<const HloInstruction*, UniformEntry>& UniformLists() {
+  thread_local std::map<const HloInstruction*, UniformEntry> lists;
+  return lists;
+}
+
+const HloModule* ModuleOf(const HloInstruction* i) {
+  return i->parent() == nullptr ? nullptr : i->parent()->parent();
+}
+
+}  // namespace
+
+bool IsUninitializedTensorList(const HloInstruction* list) {
+  return list != nullptr && !list->shape().IsTuple() && list->shape().rank() == 1 &&
+         list->shape().element_type() == PrimitiveType::S32;
+}
+
+bool SameConstant(const graph::Tensor& a, const graph::Tensor& b) {
+  if (a.dtype() != b.dtype() || a.dims() != b.dims() || a.byte_size() != b.byte_size()) {
+    return false;
+  }
+  return a.byte_size() == 0 || std::memcmp(a.raw_data(), b.raw_data(), a.byte_size()) == 0;
+}
+
+void NoteUniformList(const HloInstruction* list, const graph::Tensor& element) {
+  UniformLists()[list] = UniformEntry{ModuleOf(list), list->unique_id(), false, element};
+}
+
+void NoteFreshList(const HloInstruction* list) {
+  UniformLists()[list] = UniformEntry{ModuleOf(list), list->unique_id(), true, graph::Tensor()};
+}
+
+namespace {
+const UniformEntry* FindNote(const HloInstruction* list) {
+  if (list == nullptr) return nullptr;
+  auto it = UniformLists().find(list);
+  if (it == UniformLists().end() || it->second.module != ModuleOf(list) ||
+      it->second.id != list->unique_id()) {
+    return nullptr;
+  }
+  return &it->second;
+}
+}  // namespace
+
+const graph::Tensor* UniformListElement(const HloInstruction* list) {
+  const UniformEntry* e = FindNote(list);
+  return e == nullptr || e->fresh ? nullptr : &e->element;
+}
+
+bool IsFreshList(const HloInstruction* list) {
+  const UniformEntry* e = FindNote(list);
+  return IsUninitializedTensorList(list) || (e != nullptr && e->fresh);
+}
+
+void ForgetUniformLists(const HloModule* module) {
+  auto& lists = UniformLists();
+  for (auto it = lists.begin(); it != lists.end();) {
+    it = it->second.module == module ? lists.erase(it) : std::next(it);
+  }
+}
+
+StatusOr<HloInstruction*> InitialListOfShape(HloBuilder& builder, const Shape& list_shape) {
+  if (!list_shape.IsTuple() || list_shape.tuple_shapes().size() != 2) {
+    return Status::Error("a loop's list must leave its body as a (buffer, push index) tuple, not " +
+                         list_shape.ToString(false));
+  }
+  const Shape& buffer = list_shape.tuple_shapes()[0];
+  ASSIGN_OR_RETURN(HloInstruction * zeros,
+                   builder.FullConstant(buffer.element_type(), 0, buffer.dimensions()));
+  ASSIGN_OR_RETURN(HloInstruction * index, builder.ScalarConstant(PrimitiveType::S32, 0));
+  return builder.Tuple({zeros, index});
+}
 
 namespace {
 
@@ -29,6 +119,11 @@ struct ListParts {
 StatusOr<ListParts> InputList(XlaOpKernelContext& ctx, int i) {
   const XlaExpression& e = ctx.input_expression(i);
   HloInstruction* t = e.kind() == XlaExpression::Kind::kXlaOp ? e.handle() : nullptr;
+  if (IsUninitializedTensorList(t)) {
+    return ctx.Error(fmt::format("input {} is a list no write has given an element shape yet, "
+                                 "which a compiled {} needs",
+                                 i, ctx.node().type_string()));
+  }
   if (t == nullptr || !t->shape().IsTuple() || t->shape().tuple_shapes().size() != 2) {
     return ctx.Error(fmt::format("input {} is not a list of known size and element shape", i));
   }
@@ -52,16 +147,42 @@ StatusOr<HloInstruction*> S32(XlaOpKernelContext& ctx, int64_t value) {
   return c;
 }
 
-// An element shape input that must be known at compile time.
-StatusOr<std::vector<int64_t>> KnownElementShape(XlaOpKernelContext& ctx, int input) {
+// An uninitialized list of `count` elements (tf2xla's BuildUninitializedTensorList).
+Status SetUninitializedList(XlaOpKernelContext& ctx, int64_t count) {
+  HloInstruction* list = nullptr;
+  LOWER_OR_RETURN(list, ctx, ctx.builder().FullConstant(PrimitiveType::S32, 0, {count}));
+  ctx.SetOutputExpression(0, XlaExpression::XlaOp(list, graph::DT_VARIANT));
+  return OkStatus();
+}
+
+// The element shape input when it is a compile-time constant and fully defined (tf2xla's
+// TryGetElementShapeFromInput); nullopt leaves the list uninitialized.
+StatusOr<std::optional<std::vector<int64_t>>> ElementShapeIfKnown(XlaOpKernelContext& ctx,
+                                                                  int input) {
+  using Known = std::optional<std::vector<int64_t>>;
+  if (ctx.input_expression(input).kind() != XlaExpression::Kind::kConstant) return Known();
   ASSIGN_OR_RETURN(Tensor t, ctx.ConstantInput(input));
   StatusOr<PartialShape> shape = graph::PartialShapeFromTensor(t);
   if (!shape.ok()) return ctx.Error("element_shape: " + shape.status().message());
-  if (!shape->IsFullyDefined()) {
-    return ctx.Error(fmt::format("the element shape {} of a compiled list must be fully defined",
-                                 shape->ToString()));
-  }
-  return shape->dims();
+  if (!shape->IsFullyDefined()) return Known();
+  return Known(shape->dims());
+}
+
+// The list of input i, initialized for an element like `item` if it is not yet (tf2xla's
+// GetInitializedTensorListForElement): zeros of its size, push index `push_index`.
+StatusOr<ListParts> ListForElement(XlaOpKernelContext& ctx, int i, HloInstruction* item,
+                                   bool push_index_at_end) {
+  const XlaExpression& e = ctx.input_expression(i);
+  HloInstruction* t = e.kind() == XlaExpression::Kind::kXlaOp ? e.handle() : nullptr;
+  if (!IsUninitializedTensorList(t)) return InputList(ctx, i);
+  const int64_t count = t->shape().dimensions()[0];
+  std::vector<int64_t> dims{count};
+  dims.insert(dims.end(), item->shape().dimensions().begin(), item->shape().dimensions().end());
+  ListParts parts;
+  LOWER_OR_RETURN(parts.buffer, ctx,
+                  ctx.builder().FullConstant(item->shape().element_type(), 0, dims));
+  ASSIGN_OR_RETURN(parts.push_index, S32(ctx, push_index_at_end ? count : 0));
+  return parts;
 }
 
 // The starts of a dynamic slice along dimension 0 at `index`, 0 elsewhere.
@@ -135,10 +256,12 @@ StatusOr<HloInstruction*> ZerosBuffer(XlaOpKernelContext& ctx, int64_t n,
 }
 
 Status ReserveLowering(XlaOpKernelContext& ctx) {
-  ASSIGN_OR_RETURN(std::vector<int64_t> element, KnownElementShape(ctx, 0));
   ASSIGN_OR_RETURN(Tensor n, ctx.ConstantInput(1));
   const int64_t count = n.GetAsInt64(0);
   if (count < 0) return ctx.Error("The num_elements to reserve must be a non negative number");
+  ASSIGN_OR_RETURN(std::optional<std::vector<int64_t>> known, ElementShapeIfKnown(ctx, 0));
+  if (!known) return SetUninitializedList(ctx, count);
+  const std::vector<int64_t>& element = *known;
   ASSIGN_OR_RETURN(HloInstruction * buffer, ZerosBuffer(ctx, count, element));
   ASSIGN_OR_RETURN(HloInstruction * index, S32(ctx, count));
   return SetList(ctx, 0, buffer, index);
@@ -151,10 +274,13 @@ Status EmptyTensorListLowering(XlaOpKernelContext& ctx) {
     return ctx.Error("a compiled EmptyTensorList needs max_num_elements (it is -1): XLA's "
                      "buffers have a size fixed at compile time");
   }
-  ASSIGN_OR_RETURN(std::vector<int64_t> element, KnownElementShape(ctx, 0));
-  ASSIGN_OR_RETURN(HloInstruction * buffer, ZerosBuffer(ctx, count, element));
+  ASSIGN_OR_RETURN(std::optional<std::vector<int64_t>> known, ElementShapeIfKnown(ctx, 0));
+  if (!known) return SetUninitializedList(ctx, count);
+  ASSIGN_OR_RETURN(HloInstruction * buffer, ZerosBuffer(ctx, count, *known));
   ASSIGN_OR_RETURN(HloInstruction * index, S32(ctx, 0));
-  return SetList(ctx, 0, buffer, index);
+  RETURN_IF_ERROR(SetList(ctx, 0, buffer, index));
+  NoteFreshList(ctx.outputs()[0].handle());
+  return OkStatus();
 }
 
 Status FromTensorLowering(XlaOpKernelContext& ctx) {
@@ -176,21 +302,32 @@ Status GetItemLowering(XlaOpKernelContext& ctx) {
 }
 
 Status SetItemLowering(XlaOpKernelContext& ctx) {
-  ASSIGN_OR_RETURN(ListParts list, InputList(ctx, 0));
   ASSIGN_OR_RETURN(HloInstruction * index, ctx.Input(1));
   ASSIGN_OR_RETURN(HloInstruction * item, ctx.Input(2));
+  ASSIGN_OR_RETURN(ListParts list, ListForElement(ctx, 0, item, /*push_index_at_end=*/true));
   ASSIGN_OR_RETURN(HloInstruction * buffer, WriteElement(ctx, list.buffer, index, item));
   return SetList(ctx, 0, buffer, list.push_index);
 }
 
 Status PushBackLowering(XlaOpKernelContext& ctx) {
-  ASSIGN_OR_RETURN(ListParts list, InputList(ctx, 0));
   ASSIGN_OR_RETURN(HloInstruction * item, ctx.Input(1));
+  ASSIGN_OR_RETURN(ListParts list, ListForElement(ctx, 0, item, /*push_index_at_end=*/false));
   ASSIGN_OR_RETURN(HloInstruction * buffer, WriteElement(ctx, list.buffer, list.push_index, item));
   ASSIGN_OR_RETURN(HloInstruction * one, S32(ctx, 1));
   HloInstruction* next = nullptr;
   LOWER_OR_RETURN(next, ctx, ctx.builder().Binary(HloOpcode::kAdd, list.push_index, one));
-  return SetList(ctx, 0, buffer, next);
+  RETURN_IF_ERROR(SetList(ctx, 0, buffer, next));
+  // A constant pushed onto a list that is empty or holds only that constant keeps it uniform.
+  const XlaExpression& in = ctx.input_expression(0);
+  const XlaExpression& pushed = ctx.input_expression(1);
+  if (pushed.kind() == XlaExpression::Kind::kConstant && in.kind() == XlaExpression::Kind::kXlaOp) {
+    const graph::Tensor* held = UniformListElement(in.handle());
+    if (IsFreshList(in.handle()) ||
+        (held != nullptr && SameConstant(*held, pushed.constant_value()))) {
+      NoteUniformList(ctx.outputs()[0].handle(), pushed.constant_value());
+    }
+  }
+  return OkStatus();
 }
 
 Status PopBackLowering(XlaOpKernelContext& ctx) {
@@ -198,8 +335,18 @@ Status PopBackLowering(XlaOpKernelContext& ctx) {
   ASSIGN_OR_RETURN(HloInstruction * one, S32(ctx, 1));
   HloInstruction* last = nullptr;
   LOWER_OR_RETURN(last, ctx, ctx.builder().Binary(HloOpcode::kSubtract, list.push_index, one));
-  ASSIGN_OR_RETURN(HloInstruction * item, ReadElement(ctx, list.buffer, last));
   RETURN_IF_ERROR(SetList(ctx, 0, list.buffer, last));
+  // Every element the same constant: the popped one is that constant, known at compile time.
+  const XlaExpression& in = ctx.input_expression(0);
+  const graph::Tensor* held =
+      in.kind() == XlaExpression::Kind::kXlaOp ? UniformListElement(in.handle()) : nullptr;
+  if (held != nullptr) {
+    const graph::Tensor element = *held;
+    NoteUniformList(ctx.outputs()[0].handle(), element);
+    ctx.SetConstantOutput(1, element);
+    return OkStatus();
+  }
+  ASSIGN_OR_RETURN(HloInstruction * item, ReadElement(ctx, list.buffer, last));
   ctx.SetOutput(1, item);
   return OkStatus();
 }
@@ -256,7 +403,19 @@ void ExtendForLists(XlaOpRegistry& r, const std::string& op) {
   const bool add = op == "AddN";
   r.Register(op, [numeric, add](XlaOpKernelContext& ctx) -> Status {
     if (ctx.num_inputs() == 0 || ctx.input_type(0) != graph::DT_VARIANT) return numeric(ctx);
-    ASSIGN_OR_RETURN(ListParts first, InputList(ctx, 0));
+    // An uninitialized list is all zeros: ZerosLike keeps it, AddN leaves it out of the sum.
+    std::vector<int> lists;
+    for (int i = 0; i < ctx.num_inputs(); ++i) {
+      const XlaExpression& e = ctx.input_expression(i);
+      if (e.kind() != XlaExpression::Kind::kXlaOp || !IsUninitializedTensorList(e.handle())) {
+        lists.push_back(i);
+      }
+    }
+    if (lists.empty()) {
+      ctx.SetOutputExpression(0, ctx.input_expression(0));
+      return OkStatus();
+    }
+    ASSIGN_OR_RETURN(ListParts first, InputList(ctx, lists[0]));
     HloInstruction* buffer = nullptr;
     if (!add) {
       LOWER_OR_RETURN(buffer, ctx,
@@ -265,8 +424,8 @@ void ExtendForLists(XlaOpRegistry& r, const std::string& op) {
       return SetList(ctx, 0, buffer, first.push_index);
     }
     buffer = first.buffer;
-    for (int i = 1; i < ctx.num_inputs(); ++i) {
-      ASSIGN_OR_RETURN(ListParts next, InputList(ctx, i));
+    for (size_t k = 1; k < lists.size(); ++k) {
+      ASSIGN_OR_RETURN(ListParts next, InputList(ctx, lists[k]));
       if (!(next.buffer->shape() == buffer->shape())) {
         return ctx.Error(fmt::format("cannot add lists of {} and {}", buffer->shape().ToString(false),
                                      next.buffer->shape().ToString(false)));
