@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cctype>
+#include <functional>
 #include <map>
 #include <set>
 
@@ -86,12 +87,23 @@ struct Subgraph {
 Status AnalyzeConstArgs(const std::vector<int>& topo_position, Subgraph* s) {
   s->const_args.assign(s->args.size(), false);
   std::set<const Node*> must_be_const;
-  auto want = [&](const Edge* e) {
+  std::function<void(const Edge*)> want = [&](const Edge* e) {
+    const std::string& op = e->src->type_string();
+    if (s->members.count(e->src) &&
+        (op == "While" || op == "StatelessWhile" || op == "IdentityN")) {
+      // As TensorFlow's: a constant wanted from a While or IdentityN output wants only the
+      // input it passes on, not every input (a loop's variables among them).
+      if (const Edge* in = e->src->input_edge(e->src_output)) want(in);
+      return;
+    }
     if (s->members.count(e->src)) {
       must_be_const.insert(e->src);
     } else {
       auto it = s->arg_by_src.find({e->src, e->src_output});
-      if (it != s->arg_by_src.end()) s->const_args[it->second] = true;
+      // A resource's handle is no compile-time constant (TensorFlow's launch refuses one).
+      if (it != s->arg_by_src.end() && s->args[it->second].type != graph::DT_RESOURCE) {
+        s->const_args[it->second] = true;
+      }
     }
   };
   std::vector<Node*> consumers_first = s->nodes;

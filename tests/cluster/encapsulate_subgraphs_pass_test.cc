@@ -379,5 +379,42 @@ TEST(EncapsulateSubgraphsPassTest, NormalizesArgumentNamesAsTensorFlow) {
   EXPECT_EQ(NormalizeFunctionArgName("Sum_0_retval"), "sum_0_retval");
 }
 
+// A constant wanted from an IdentityN (or While) output wants only the input it passes on, as
+// TensorFlow's const analysis: the other inputs (a loop's variables among them) stay arguments,
+// and a resource handle is never a compile-time constant.
+TEST(EncapsulateSubgraphsPassTest, AConstantThroughIdentityNWantsOnlyItsOwnInput) {
+  GraphDef def;
+  auto node = [&](std::string name, std::string op, std::vector<std::string> inputs,
+                  std::string cluster) -> NodeDef& {
+    NodeDef n;
+    n.name = std::move(name);
+    n.op = std::move(op);
+    n.input = std::move(inputs);
+    if (!cluster.empty()) n.attr[kXlaClusterAttr] = graph::AttrValue::String(cluster);
+    def.node.push_back(std::move(n));
+    return def.node.back();
+  };
+  node("x", "Placeholder", {}, "").attr["dtype"] = graph::AttrValue::Type(graph::DT_FLOAT);
+  node("shape", "Placeholder", {}, "").attr["dtype"] = graph::AttrValue::Type(graph::DT_INT32);
+  graph::AttrListValue types;
+  types.type = {graph::DT_FLOAT, graph::DT_INT32};
+  node("pass", "IdentityN", {"x", "shape"}, "c0").attr["T"] =
+      graph::AttrValue::List(std::move(types));
+  NodeDef& reshape = node("reshape", "Reshape", {"pass", "pass:1"}, "c0");
+  reshape.attr["T"] = graph::AttrValue::Type(graph::DT_FLOAT);
+  reshape.attr["Tshape"] = graph::AttrValue::Type(graph::DT_INT32);
+  node("y", "Identity", {"reshape"}, "").attr["T"] = graph::AttrValue::Type(graph::DT_FLOAT);
+  auto g = graph::Graph::FromGraphDef(def);
+  ASSERT_TRUE(g.ok()) << g.status().message();
+  auto out = EncapsulateSubgraphsPass().Run(**g);
+  ASSERT_TRUE(out.ok()) << out.status().message();
+  graph::Node* call = out->graph->FindNode("c0");
+  ASSERT_NE(call, nullptr);
+  ASSERT_EQ(call->num_inputs(), 2);
+  EXPECT_EQ(graph::FindAttr(call->attrs(), kXlaNumConstantArgsAttr)->i(), 1);
+  EXPECT_EQ(call->input_node(0).first->name(), "shape");
+  EXPECT_EQ(call->input_node(1).first->name(), "x");
+}
+
 }  // namespace
 }  // namespace xlens::cluster
