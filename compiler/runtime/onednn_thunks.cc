@@ -167,6 +167,10 @@ struct OneDnnThunk::Impl {
   // are added up and reordered into the result.
   OneDnnConvolution::Kind convolution_kind = OneDnnConvolution::Kind::kForward;
   bool reorder_weights = false;
+  // Weights that are constants of the program are reordered once, at the first call, and kept.
+  bool constant_weights = false;
+  mutable std::mutex weights_mutex;
+  mutable bool weights_ready = false;
   dnnl::memory::desc user_weights_md;
   mutable dnnl::memory weights_buffer;
   mutable std::vector<dnnl::memory> partial_weights;  // backward weights: one per part
@@ -190,6 +194,7 @@ StatusOr<std::unique_ptr<OneDnnThunk>> OneDnnThunk::Create(std::string hlo_name,
   thunk->impl_ = std::make_unique<Impl>();
   Impl& impl = *thunk->impl_;
   impl.is_convolution = call->is_convolution;
+  impl.constant_weights = fusion.operand(call->rhs_parameter)->opcode() == HloOpcode::kConstant;
   impl.lhs_slot = operand_slots.at(call->lhs_parameter);
   impl.rhs_slot = operand_slots.at(call->rhs_parameter);
   impl.output_slot = output_slot;
@@ -360,50 +365,71 @@ Status OneDnnThunk::Impl::BuildConvolution(
   block = (total + parallelism - 1) / parallelism;
   blocks = (total + block - 1) / block;
   const dnnl::memory::desc any_weights(weights, dt::f32, dnnl::memory::format_tag::any);
-  for (int64_t count : {block, total - (blocks - 1) * block}) {
-    if (parts.count(count)) continue;
-    Part part;
-    part.src = activation(count, c.input_channels, c.src_spatial);
-    part.dst = activation(count, c.output_channels, c.dst_spatial);
-    for (OneDnnPostOp::Addend a : addend_kinds) {
-      dims d(part.dst.dims().size(), 1);
-      if (a == OneDnnPostOp::Addend::kFull) d = part.dst.dims();
-      if (a == OneDnnPostOp::Addend::kLastDimension) d[1] = c.output_channels;
-      part.addends.push_back(dnnl::memory::desc(d, dt::f32, ChannelsLast(d.size())));
-    }
-    const dnnl::primitive_attr attr = attributes(part.addends);
-    auto forward = [&](dnnl::prop_kind prop) {
-      return dnnl::convolution_forward::desc(prop, dnnl::algorithm::convolution_direct, part.src,
-                                             any_weights, part.dst, strides, dilates, padding_l, padding_r);
-    };
-    if (c.kind == Kind::kForward) {
-      dnnl::convolution_forward::primitive_desc pd(forward(dnnl::prop_kind::forward_inference), attr, CpuEngine());
-      part.primitive = dnnl::convolution_forward(pd);
-      part.scratchpad = pd.scratchpad_desc();
-      part.weights = pd.weights_desc();
-      implementation = pd.impl_info_str();
-    } else {
-      // A backward primitive is chosen to match a forward one (its hint).
-      const dnnl::convolution_forward::primitive_desc hint(forward(dnnl::prop_kind::forward_training), CpuEngine());
-      if (c.kind == Kind::kBackwardData) {
-        dnnl::convolution_backward_data::desc desc(dnnl::algorithm::convolution_direct, part.src, any_weights,
-                                                   part.dst, strides, dilates, padding_l, padding_r);
-        dnnl::convolution_backward_data::primitive_desc pd(desc, attr, CpuEngine(), hint);
-        part.primitive = dnnl::convolution_backward_data(pd);
+  // The parts' primitives for weights in `weights_md` (oneDNN's choice when it is `any`).
+  auto build = [&](const dnnl::memory::desc& weights_md) {
+    parts.clear();
+    for (int64_t count : {block, total - (blocks - 1) * block}) {
+      if (parts.count(count)) continue;
+      Part part;
+      part.src = activation(count, c.input_channels, c.src_spatial);
+      part.dst = activation(count, c.output_channels, c.dst_spatial);
+      for (OneDnnPostOp::Addend a : addend_kinds) {
+        dims d(part.dst.dims().size(), 1);
+        if (a == OneDnnPostOp::Addend::kFull) d = part.dst.dims();
+        if (a == OneDnnPostOp::Addend::kLastDimension) d[1] = c.output_channels;
+        part.addends.push_back(dnnl::memory::desc(d, dt::f32, ChannelsLast(d.size())));
+      }
+      const dnnl::primitive_attr attr = attributes(part.addends);
+      auto forward = [&](dnnl::prop_kind prop) {
+        return dnnl::convolution_forward::desc(prop, dnnl::algorithm::convolution_direct, part.src,
+                                               weights_md, part.dst, strides, dilates, padding_l, padding_r);
+      };
+      if (c.kind == Kind::kForward) {
+        dnnl::convolution_forward::primitive_desc pd(forward(dnnl::prop_kind::forward_inference), attr, CpuEngine());
+        part.primitive = dnnl::convolution_forward(pd);
         part.scratchpad = pd.scratchpad_desc();
         part.weights = pd.weights_desc();
         implementation = pd.impl_info_str();
       } else {
-        dnnl::convolution_backward_weights::desc desc(dnnl::algorithm::convolution_direct, part.src, any_weights,
-                                                      part.dst, strides, dilates, padding_l, padding_r);
-        dnnl::convolution_backward_weights::primitive_desc pd(desc, attr, CpuEngine(), hint);
-        part.primitive = dnnl::convolution_backward_weights(pd);
-        part.scratchpad = pd.scratchpad_desc();
-        part.weights = pd.diff_weights_desc();
-        implementation = pd.impl_info_str();
+        // A backward primitive is chosen to match a forward one (its hint).
+        const dnnl::convolution_forward::primitive_desc hint(forward(dnnl::prop_kind::forward_training), CpuEngine());
+        if (c.kind == Kind::kBackwardData) {
+          dnnl::convolution_backward_data::desc desc(dnnl::algorithm::convolution_direct, part.src, weights_md,
+                                                     part.dst, strides, dilates, padding_l, padding_r);
+          dnnl::convolution_backward_data::primitive_desc pd(desc, attr, CpuEngine(), hint);
+          part.primitive = dnnl::convolution_backward_data(pd);
+          part.scratchpad = pd.scratchpad_desc();
+          part.weights = pd.weights_desc();
+          implementation = pd.impl_info_str();
+        } else {
+          dnnl::convolution_backward_weights::desc desc(dnnl::algorithm::convolution_direct, part.src, weights_md,
+                                                        part.dst, strides, dilates, padding_l, padding_r);
+          dnnl::convolution_backward_weights::primitive_desc pd(desc, attr, CpuEngine(), hint);
+          part.primitive = dnnl::convolution_backward_weights(pd);
+          part.scratchpad = pd.scratchpad_desc();
+          part.weights = pd.diff_weights_desc();
+          implementation = pd.impl_info_str();
+        }
+      }
+      parts.emplace(count, std::move(part));
+    }
+  };
+  build(any_weights);
+  // A forward convolution whose weights outweigh its activations (the late layers of a network
+  // at batch 1: 9 MB of 3x3x512x512 weights against 2x2 images) is bound by reading them. When
+  // they change between calls (variables), reordering them into oneDNN's blocked layout every
+  // call reads and writes them once more than the convolution itself: it runs on the weights as
+  // they lie, unless only oneDNN's reference kernel takes them so.
+  if (c.kind == Kind::kForward && !constant_weights && parts.begin()->second.weights != user_weights_md) {
+    const int64_t weight_bytes = static_cast<int64_t>(user_weights_md.get_size());
+    if (weight_bytes >= total * (src_step + dst_step) * static_cast<int64_t>(sizeof(float))) {
+      try {
+        build(user_weights_md);
+        if (implementation.rfind("ref", 0) == 0) build(any_weights);
+      } catch (const dnnl::error&) {
+        build(any_weights);
       }
     }
-    parts.emplace(count, std::move(part));
   }
   // Every part must agree on the weights' layout, as they share one reordered copy (or add up
   // their partial sums element by element).
@@ -429,9 +455,14 @@ Status OneDnnThunk::Impl::ExecuteConvolution(char** frame, ExecuteContext& conte
   float* weights = rhs;
   try {
     if (convolution_kind != Kind::kBackwardWeights && reorder_weights) {
-      dnnl::memory user(user_weights_md, CpuEngine(), rhs);
-      dnnl::reorder(user, weights_buffer).execute(ThreadStream(), user, weights_buffer);
-      ThreadStream().wait();
+      std::unique_lock<std::mutex> lock(weights_mutex, std::defer_lock);
+      if (constant_weights) lock.lock();
+      if (!constant_weights || !weights_ready) {
+        dnnl::memory user(user_weights_md, CpuEngine(), rhs);
+        dnnl::reorder(user, weights_buffer).execute(ThreadStream(), user, weights_buffer);
+        ThreadStream().wait();
+        weights_ready = constant_weights;
+      }
       weights = static_cast<float*>(weights_buffer.get_data_handle());
     }
   } catch (const dnnl::error& e) {

@@ -305,6 +305,57 @@ ENTRY e {
                                "convolution");
 }
 
+// Runs one executable of `text` on each argument set and compares every result with the
+// evaluator: what a thunk keeps from one call to the next must not leak into the next.
+void ExpectRepeatedCallsMatchEvaluator(const std::string& text, const std::string& expected_call,
+                                       const std::vector<std::vector<Literal>>& argument_sets) {
+  SCOPED_TRACE(text);
+  auto module = ParseHloModule(text);
+  ASSERT_TRUE(module.ok()) << module.status().message();
+  auto exe = CompileForCpu(std::move(*module), {});
+  ASSERT_TRUE(exe.ok()) << exe.status().message();
+  EXPECT_THAT((*exe)->ThunkSequenceText(), HasSubstr("oneDNN " + expected_call));
+  EXPECT_THAT((*exe)->ThunkSequenceText(), ::testing::Not(HasSubstr("kernel ref")));
+  auto reference = ParseHloModule(text);
+  ASSERT_TRUE(reference.ok());
+  for (const std::vector<Literal>& arguments : argument_sets) {
+    auto expected = EvaluateModule(**reference, arguments);
+    ASSERT_TRUE(expected.ok()) << expected.status().message();
+    auto actual = (*exe)->Execute(arguments);
+    ASSERT_TRUE(actual.ok()) << actual.status().message();
+    Status match = ExpectLiteralNear(*expected, *actual, {2e-5, 2e-5});
+    EXPECT_TRUE(match.ok()) << match.message();
+  }
+}
+
+// Batch-1 convolutions whose weights outweigh their images run on the weights as they lie (new
+// weights each call are read, not a copy from an earlier call); constant weights are reordered
+// into oneDNN's layout once and the copy serves every later call.
+TEST_F(OneDnnThunkTest, ConvolutionWeightsChangingOrConstantAcrossCalls) {
+  const std::string weight_bound = R"(HloModule c
+ENTRY e {
+  x = f32[1,2,2,64] parameter(0)
+  k = f32[3,3,64,48] parameter(1)
+  bias = f32[48] parameter(2)
+  c = f32[1,2,2,48] convolution(x, k), window={size=3x3 pad=1_1x1_1}, dim_labels=b01f_01io->b01f
+  bb = f32[1,2,2,48] broadcast(bias), dimensions={3}
+  ROOT a = f32[1,2,2,48] add(c, bb)
+})";
+  ExpectRepeatedCallsMatchEvaluator(weight_bound, "convolution + binary_add[bias]",
+                                    {testing::RandomArguments(weight_bound, 1),
+                                     testing::RandomArguments(weight_bound, 2),
+                                     testing::RandomArguments(weight_bound, 3)});
+  const std::string constant = R"(HloModule c
+ENTRY e {
+  x = f32[2,5,5,2] parameter(0)
+  k = f32[2,2,2,3] constant({ { { {1, -2, 3}, {0.5, 4, -1} }, { {2, 1, -3}, {-0.25, 2, 1} } }, { { {-1, 3, 0.5}, {1, 1, 2} }, { {0, -2, 1.5}, {3, -1, 1} } } })
+  ROOT c = f32[2,4,4,3] convolution(x, k), window={size=2x2}, dim_labels=b01f_01io->b01f
+})";
+  ExpectRepeatedCallsMatchEvaluator(constant, "convolution",
+                                    {testing::RandomArguments(constant, 1),
+                                     testing::RandomArguments(constant, 2)});
+}
+
 // One convolution of parameters `lhs` and `rhs` (the rhs reversed in `reverse` first, when
 // given), as JAX writes the gradients of a convolution.
 std::string ConvolutionModule(const std::string& lhs, const std::string& rhs, const std::string& out,
