@@ -70,25 +70,29 @@ void CopyFromLayout(const char* source, const Shape& shape, uint8_t* row_major) 
   });
 }
 
-Status ForEachArgumentLeaf(const HloModule& module, std::span<const Literal> arguments,
-                           const std::function<Status(const Shape&, const uint8_t*, size_t)>& fn) {
+namespace {
+
+// ForEachArgumentLeaf over `count` arguments, the p-th being argument(p).
+Status ForEachLeafOf(const HloModule& module, size_t count,
+                     const std::function<const Literal&(size_t)>& argument,
+                     const std::function<Status(const Shape&, const uint8_t*, size_t)>& fn) {
   const HloComputation& entry = *module.entry_computation();
-  if (static_cast<int64_t>(arguments.size()) != entry.num_parameters()) {
+  if (static_cast<int64_t>(count) != entry.num_parameters()) {
     return Error(fmt::format("{} takes {} arguments, {} given", module.name(),
-                             entry.num_parameters(), arguments.size()));
+                             entry.num_parameters(), count));
   }
   size_t leaf_number = 0;
   for (int64_t p = 0; p < entry.num_parameters(); ++p) {
     const HloInstruction* param = entry.parameter_instruction(p);
-    if (!shape_util::Compatible(param->shape(), arguments[p].shape())) {
+    if (!shape_util::Compatible(param->shape(), argument(p).shape())) {
       return Error(fmt::format("argument {} is {} but parameter {} is {}", p,
-                               arguments[p].shape().ToString(false), param->name(),
+                               argument(p).shape().ToString(false), param->name(),
                                param->shape().ToString(false)));
     }
     Status status = OkStatus();
     param->shape().ForEachLeaf([&](const Shape& s, const std::vector<int64_t>& index) {
       if (!s.IsArray() || !status.ok()) return;
-      const Literal* leaf = &arguments[p];
+      const Literal* leaf = &argument(p);
       for (int64_t i : index) leaf = &leaf->tuple_element(i);
       if (leaf->is_elided() || leaf->is_text_only()) {
         status = Error(fmt::format("argument {} has no data", p));
@@ -101,11 +105,38 @@ Status ForEachArgumentLeaf(const HloModule& module, std::span<const Literal> arg
   return OkStatus();
 }
 
+}  // namespace
+
+Status ForEachArgumentLeaf(const HloModule& module, std::span<const Literal> arguments,
+                           const std::function<Status(const Shape&, const uint8_t*, size_t)>& fn) {
+  return ForEachLeafOf(module, arguments.size(), [&](size_t p) -> const Literal& { return arguments[p]; }, fn);
+}
+
 Status Executable::SetArguments(std::span<const Literal> arguments) {
+  return SetArguments(arguments.size(), [&](size_t p) -> const Literal& { return arguments[p]; });
+}
+
+Status Executable::SetArguments(size_t count, const std::function<const Literal&(size_t)>& argument,
+                                bool borrow) {
   profiler::TraceSpan span("arguments to arena", profiler::category::kCopy);
+  const std::vector<int64_t>& slots = entry_plan_->parameter_slots();
+  // Each parameter's own place in the arena, recorded before any slot is pointed elsewhere.
+  if (parameter_homes_.size() != slots.size()) {
+    parameter_homes_.clear();
+    for (int64_t slot : slots) parameter_homes_.push_back(frame_[slot]);
+  }
   int64_t bytes = 0;
-  Status status = ForEachArgumentLeaf(*module_, arguments, [&](const Shape& s, const uint8_t* data, size_t leaf) {
-    CopyToLayout(data, s, frame_[entry_plan_->parameter_slots()[leaf]]);
+  Status status = ForEachLeafOf(*module_, count, argument, [&](const Shape& s, const uint8_t* data, size_t leaf) {
+    const int64_t slot = slots[leaf];
+    // Buffer assignment never lets a value share a parameter's allocation (a parameter is not
+    // written in place), so a row-major argument is read where it lies; kernels assume 16-byte
+    // aligned buffers.
+    if (borrow && IsRowMajor(s) && reinterpret_cast<uintptr_t>(data) % 16 == 0 && s.num_elements() > 0) {
+      frame_[slot] = const_cast<char*>(reinterpret_cast<const char*>(data));
+      return OkStatus();
+    }
+    frame_[slot] = parameter_homes_[leaf];
+    CopyToLayout(data, s, frame_[slot]);
     bytes += shape_util::ByteSizeOf(s);
     return OkStatus();
   });
@@ -155,6 +186,17 @@ StatusOr<Literal> Executable::Execute(std::span<const Literal> arguments) {
   RETURN_IF_ERROR(SetArguments(arguments));
   RETURN_IF_ERROR(Run());
   return Results();
+}
+
+StatusOr<Literal> Executable::Execute(std::span<const Literal* const> arguments) {
+  RETURN_IF_ERROR(SetArguments(arguments.size(), [&](size_t p) -> const Literal& { return *arguments[p]; },
+                               /*borrow=*/true));
+  Status run = Run();
+  StatusOr<Literal> results = run.ok() ? Results() : StatusOr<Literal>(run);
+  // The borrowed buffers are the caller's only for this call.
+  const std::vector<int64_t>& slots = entry_plan_->parameter_slots();
+  for (size_t leaf = 0; leaf < parameter_homes_.size(); ++leaf) frame_[slots[leaf]] = parameter_homes_[leaf];
+  return results;
 }
 
 std::string Executable::ThunkSequenceText() const { return ThunkSequenceToString(thunks_); }

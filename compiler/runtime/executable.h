@@ -38,8 +38,16 @@ class Executable {
   // Copies arguments (one literal per entry parameter, shapes as declared) into the arena,
   // runs, and returns the result (a tuple for a tuple-shaped root).
   StatusOr<Literal> Execute(std::span<const Literal> arguments);
+  // The same with the arguments where their owners keep them: a launch passes a variable's
+  // value as it lies instead of copying it into a literal first, and the program reads
+  // row-major arguments in place instead of copying them into the arena.
+  StatusOr<Literal> Execute(std::span<const Literal* const> arguments);
   // The three steps of Execute, for timing the run alone.
   Status SetArguments(std::span<const Literal> arguments);
+  // The p-th of `count` arguments is argument(p). With `borrow`, a parameter whose argument is
+  // row-major and aligned is read in place (its slot points at the argument) until Execute ends.
+  Status SetArguments(size_t count, const std::function<const Literal&(size_t)>& argument,
+                      bool borrow = false);
   // With `thunk_ns`, the wall time of each top-level thunk is added to it (one entry per thunk).
   Status Run(std::vector<int64_t>* thunk_ns = nullptr);
   // The top-level thunks, in the order Run times them.
@@ -72,6 +80,7 @@ class Executable {
   int64_t scratch_offset_ = 0;
   std::unique_ptr<FramePlan> entry_plan_;
   std::vector<char*> frame_;
+  std::vector<char*> parameter_homes_;  // the arena buffer of each parameter leaf's slot
   ThunkSequence thunks_;
   std::vector<KernelInfo> kernels_;
   int64_t compile_ns_ = 0;

@@ -125,6 +125,42 @@ ENTRY e {
   EXPECT_THAT((*exe)->ThunkSequenceText(), ::testing::HasSubstr("kernel s"));
 }
 
+// Arguments passed where their owners keep them are read in place: the program must leave them
+// as they were (an elementwise op on a parameter does not write over it), a parameter returned
+// as it is comes back, and a later call with copied arguments reads its own values, not the
+// borrowed buffers of the call before.
+TEST(ExecutableTest, BorrowedArgumentsAreReadInPlaceAndLeftAsTheyWere) {
+  const char* text = R"(HloModule m
+ENTRY e {
+  a = f32[4] parameter(0)
+  b = f32[4] parameter(1)
+  n = f32[4] negate(a)
+  s = f32[4] add(n, b)
+  ROOT t = (f32[4], f32[4]) tuple(s, b)
+})";
+  auto module = ParseHloModule(text);
+  ASSERT_TRUE(module.ok());
+  auto exe = CompileForCpu(std::move(*module), {});
+  ASSERT_TRUE(exe.ok()) << exe.status().message();
+  Literal a = Literal::CreateR1<float>(PrimitiveType::F32, {1, 2, 3, 4});
+  Literal b = Literal::CreateR1<float>(PrimitiveType::F32, {10, 20, 30, 40});
+  std::vector<const Literal*> borrowed = {&a, &b};
+  auto out = (*exe)->Execute(std::span<const Literal* const>(borrowed));
+  ASSERT_TRUE(out.ok()) << out.status().message();
+  EXPECT_THAT(out->tuple_element(0).data<float>(), ElementsAre(9, 18, 27, 36));
+  EXPECT_THAT(out->tuple_element(1).data<float>(), ElementsAre(10, 20, 30, 40));
+  EXPECT_THAT(a.data<float>(), ElementsAre(1, 2, 3, 4));
+  EXPECT_THAT(b.data<float>(), ElementsAre(10, 20, 30, 40));
+  std::vector<Literal> copied;
+  copied.push_back(Literal::CreateR1<float>(PrimitiveType::F32, {0, 0, 0, 1}));
+  copied.push_back(Literal::CreateR1<float>(PrimitiveType::F32, {5, 5, 5, 5}));
+  a = Literal::CreateR1<float>(PrimitiveType::F32, {7, 7, 7, 7});  // what a stale slot would read
+  out = (*exe)->Execute(copied);
+  ASSERT_TRUE(out.ok()) << out.status().message();
+  EXPECT_THAT(out->tuple_element(0).data<float>(), ElementsAre(5, 5, 5, 4));
+  EXPECT_THAT(out->tuple_element(1).data<float>(), ElementsAre(5, 5, 5, 5));
+}
+
 TEST(ExecutableTest, CanonicalConvolutionsRunAsIm2colAndEigen) {
   // Strides, padding, input and kernel dilation in 2D, and a 1D case, each against the evaluator;
   // a grouped convolution stays on the generated kernel.
