@@ -131,6 +131,16 @@ def _training_steps(keras):
         "transformer_train": (lambda: (_transformer_block(keras, tokens=50),
                                        keras.optimizers.Adam(1e-3)),
                               [("x", (2, 16), "int32", 0, 50), ("y", (2,), "int32", 0, 10)]),
+        # Recurrences under their gradient: the forward While's EmptyTensorList accumulators,
+        # the backward While's TensorListReserve/PopBack, Adam/SGD on the cell's weights.
+        "lstm_train": (lambda: (keras.Sequential([keras.Input((9, 5)), keras.layers.LSTM(12),
+                                                  keras.layers.Dense(10)]),
+                                keras.optimizers.Adam(1e-2)),
+                       [("x", (4, 9, 5), "float32", -1.0, 1.0), ("y", (4,), "int32", 0, 10)]),
+        "gru_train": (lambda: (keras.Sequential([keras.Input((9, 5)), keras.layers.GRU(12),
+                                                 keras.layers.Dense(10)]),
+                               keras.optimizers.SGD(0.1, momentum=0.9)),
+                      [("x", (4, 9, 5), "float32", -1.0, 1.0), ("y", (4,), "int32", 0, 10)]),
     }
 
 
