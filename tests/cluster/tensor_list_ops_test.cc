@@ -4,6 +4,8 @@
 // known at compile time are refused with the node named.
 #include <gtest/gtest.h>
 
+#include "cluster_test_util.h"
+
 #include "compiler/cluster/tf2xla/xla_compiler.h"
 #include "compiler/graph/cc_ops.h"
 #include "compiler/graph/executor.h"
@@ -259,6 +261,77 @@ TEST(TensorListXlaTest, ReserveOfConstantsPoppedFromAccumulatorsIsKnown) {
               {"num_elements", AttrValue::Int(4)}}));
   b.Ret(item);
   b.Check();
+}
+
+// A loop's accumulator whose element shape only the body's PushBack fixes (what a While's
+// gradient builds: EmptyTensorList with an unknown element shape): the body is compiled once to
+// learn the shape, the list enters the loop as zeros of it, and the module holds one loop.
+constexpr char kAccumulatorLoop[] = R"pb(
+node { name: "x" op: "_Arg" attr { key: "T" value { type: DT_FLOAT } } attr { key: "index" value { i: 0 } } }
+node { name: "zero" op: "Const" attr { key: "dtype" value { type: DT_INT32 } }
+  attr { key: "value" value { tensor { dtype: DT_INT32 tensor_shape { } int_val: 0 } } } }
+node { name: "unknown" op: "Const" attr { key: "dtype" value { type: DT_INT32 } }
+  attr { key: "value" value { tensor { dtype: DT_INT32 tensor_shape { } int_val: -1 } } } }
+node { name: "four" op: "Const" attr { key: "dtype" value { type: DT_INT32 } }
+  attr { key: "value" value { tensor { dtype: DT_INT32 tensor_shape { } int_val: 4 } } } }
+node { name: "acc" op: "EmptyTensorList" input: "unknown" input: "four"
+  attr { key: "element_dtype" value { type: DT_FLOAT } } attr { key: "shape_type" value { type: DT_INT32 } } }
+node { name: "loop" op: "StatelessWhile" input: "zero" input: "x" input: "acc"
+  attr { key: "T" value { list { type: DT_INT32 type: DT_FLOAT type: DT_VARIANT } } }
+  attr { key: "cond" value { func { name: "cond" } } } attr { key: "body" value { func { name: "body" } } } }
+node { name: "stack" op: "TensorListStack" input: "loop:2" input: "unknown"
+  attr { key: "element_dtype" value { type: DT_FLOAT } } attr { key: "num_elements" value { i: 4 } } }
+node { name: "ret" op: "_Retval" input: "stack" attr { key: "T" value { type: DT_FLOAT } } attr { key: "index" value { i: 0 } } }
+node { name: "ret1" op: "_Retval" input: "loop:1" attr { key: "T" value { type: DT_FLOAT } } attr { key: "index" value { i: 1 } } }
+library {
+  function {
+    signature { name: "cond" input_arg { name: "i" type: DT_INT32 } input_arg { name: "v" type: DT_FLOAT }
+                input_arg { name: "l" type: DT_VARIANT } output_arg { name: "out" type: DT_BOOL } }
+    node_def { name: "limit" op: "Const" attr { key: "dtype" value { type: DT_INT32 } }
+               attr { key: "value" value { tensor { dtype: DT_INT32 tensor_shape { } int_val: 4 } } } }
+    node_def { name: "less" op: "Less" input: "i" input: "limit:output:0" attr { key: "T" value { type: DT_INT32 } } }
+    ret { key: "out" value: "less:z:0" }
+  }
+  function {
+    signature { name: "body" input_arg { name: "i" type: DT_INT32 } input_arg { name: "v" type: DT_FLOAT }
+                input_arg { name: "l" type: DT_VARIANT } output_arg { name: "i_next" type: DT_INT32 }
+                output_arg { name: "v_next" type: DT_FLOAT } output_arg { name: "l_next" type: DT_VARIANT } }
+    node_def { name: "twice" op: "AddV2" input: "v" input: "v" attr { key: "T" value { type: DT_FLOAT } } }
+    node_def { name: "push" op: "TensorListPushBack" input: "l" input: "twice:z:0"
+               attr { key: "element_dtype" value { type: DT_FLOAT } } }
+    node_def { name: "one" op: "Const" attr { key: "dtype" value { type: DT_INT32 } }
+               attr { key: "value" value { tensor { dtype: DT_INT32 tensor_shape { } int_val: 1 } } } }
+    node_def { name: "next" op: "AddV2" input: "i" input: "one:output:0" attr { key: "T" value { type: DT_INT32 } } }
+    ret { key: "i_next" value: "next:z:0" }
+    ret { key: "v_next" value: "twice:z:0" }
+    ret { key: "l_next" value: "push:output_handle:0" }
+  }
+}
+)pb";
+
+TEST(TensorListXlaTest, ALoopAccumulatorTakesItsElementShapeFromAFirstCompilationOfTheBody) {
+  std::unique_ptr<graph::Graph> g = cluster_testing::LoadGraph(kAccumulatorLoop);
+  ASSERT_NE(g, nullptr);
+  XlaArgument x;
+  x.dtype = graph::DT_FLOAT;
+  x.shape = {3};
+  auto compiled = CompileGraphToHlo(*g, {x}, {});
+  ASSERT_TRUE(compiled.ok()) << compiled.status().message();
+  const std::string text = compiled->module->ToString();
+  // One loop, its cond and body: the first compilation left nothing behind.
+  EXPECT_EQ(compiled->module->computations().size(), 3u) << text;
+  EXPECT_NE(text.find("f32[4,3]"), std::string::npos) << text;
+  std::vector<Literal> params;
+  params.push_back(*Tensor::Vector<float>(graph::DT_FLOAT, {1, 2, 3}).ToLiteral());
+  auto evaluated = EvaluateModule(*compiled->module, params);
+  ASSERT_TRUE(evaluated.ok()) << evaluated.status().message() << "\n" << text;
+  std::vector<Literal> outputs = std::move(evaluated->tuple_elements());
+  ASSERT_EQ(outputs.size(), 2u);
+  auto stacked = Tensor::FromLiteral(std::move(outputs[0]));
+  ASSERT_TRUE(stacked.ok());
+  EXPECT_EQ(stacked->dims(), (std::vector<int64_t>{4, 3}));
+  const std::vector<float> want{2, 4, 6, 4, 8, 12, 8, 16, 24, 16, 32, 48};
+  for (int i = 0; i < 12; ++i) EXPECT_EQ(stacked->flat<float>()[i], want[i]) << i;
 }
 
 }  // namespace
