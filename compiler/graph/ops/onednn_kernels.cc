@@ -129,13 +129,13 @@ struct Plan {
 
 int Parallelism(ThreadPool* pool) { return pool != nullptr ? pool->parallelism() : 1; }
 
-// How many parts a call of `work` multiply-adds over `extent` blocks gets: two per thread (a
-// thread slowed by another process holds back only its part), none so small that a oneDNN call
-// and a thread's wake-up cost more than they save (measured on ResNet50: four per thread and
-// parts of 2^17 multiply-adds ran slower).
+// How many parts a call of `work` multiply-adds over `extent` blocks gets: enough that every
+// thread has several to take (a thread slowed by another process holds back only its part), none
+// so small that waking a thread costs more than it saves. (Two per thread of 2^18 measured no
+// faster on ResNet50 and used more CPU on the CNN training step.)
 int64_t PartCount(int64_t work, int64_t extent, int parallelism) {
   if (parallelism <= 1) return 1;
-  return std::clamp<int64_t>(work / (int64_t{1} << 18), 1, std::min<int64_t>(extent, 2 * parallelism));
+  return std::clamp<int64_t>(work / (int64_t{1} << 17), 1, std::min<int64_t>(extent, 4 * parallelism));
 }
 
 // Runs fn(part) for every part over the pool; the first oneDNN error is the call's.
