@@ -334,5 +334,121 @@ TEST(TensorListXlaTest, ALoopAccumulatorTakesItsElementShapeFromAFirstCompilatio
   for (int i = 0; i < 12; ++i) EXPECT_EQ(stacked->flat<float>()[i], want[i]) << i;
 }
 
+// The gradient's pattern across two loops: the forward loop pushes TensorListLength (a constant)
+// onto an accumulator each turn, the backward loop pops it as the size of a TensorListReserve.
+// The accumulator leaves the first loop as a list of one constant element, so the pop is that
+// constant and the Reserve compiles; its row summed back doubles v each turn.
+constexpr char kPoppedSizeLoops[] = R"pb(
+node { name: "x" op: "_Arg" attr { key: "T" value { type: DT_FLOAT } } attr { key: "index" value { i: 0 } } }
+node { name: "zero" op: "Const" attr { key: "dtype" value { type: DT_INT32 } }
+  attr { key: "value" value { tensor { dtype: DT_INT32 tensor_shape { } int_val: 0 } } } }
+node { name: "scalar" op: "Const" attr { key: "dtype" value { type: DT_INT32 } }
+  attr { key: "value" value { tensor { dtype: DT_INT32 tensor_shape { dim { } } } } } }
+node { name: "four" op: "Const" attr { key: "dtype" value { type: DT_INT32 } }
+  attr { key: "value" value { tensor { dtype: DT_INT32 tensor_shape { } int_val: 4 } } } }
+node { name: "rows" op: "Const" attr { key: "dtype" value { type: DT_FLOAT } }
+  attr { key: "value" value { tensor { dtype: DT_FLOAT tensor_shape { dim { size: 5 } dim { size: 3 } } float_val: 0 } } } }
+node { name: "three" op: "Const" attr { key: "dtype" value { type: DT_INT32 } }
+  attr { key: "value" value { tensor { dtype: DT_INT32 tensor_shape { dim { size: 1 } } int_val: 3 } } } }
+node { name: "list" op: "TensorListFromTensor" input: "rows" input: "three"
+  attr { key: "element_dtype" value { type: DT_FLOAT } } attr { key: "shape_type" value { type: DT_INT32 } } }
+node { name: "acc" op: "EmptyTensorList" input: "scalar" input: "four"
+  attr { key: "element_dtype" value { type: DT_INT32 } } attr { key: "shape_type" value { type: DT_INT32 } } }
+node { name: "forward" op: "StatelessWhile" input: "zero" input: "list" input: "acc"
+  attr { key: "T" value { list { type: DT_INT32 type: DT_VARIANT type: DT_VARIANT } } }
+  attr { key: "cond" value { func { name: "cond" } } } attr { key: "body" value { func { name: "forward_body" } } } }
+node { name: "backward" op: "StatelessWhile" input: "zero" input: "x" input: "forward:2"
+  attr { key: "T" value { list { type: DT_INT32 type: DT_FLOAT type: DT_VARIANT } } }
+  attr { key: "cond" value { func { name: "cond2" } } } attr { key: "body" value { func { name: "backward_body" } } } }
+node { name: "ret" op: "_Retval" input: "backward:1" attr { key: "T" value { type: DT_FLOAT } } attr { key: "index" value { i: 0 } } }
+node { name: "ret1" op: "_Retval" input: "backward:0" attr { key: "T" value { type: DT_INT32 } } attr { key: "index" value { i: 1 } } }
+library {
+  function {
+    signature { name: "cond" input_arg { name: "i" type: DT_INT32 } input_arg { name: "a" type: DT_VARIANT }
+                input_arg { name: "l" type: DT_VARIANT } output_arg { name: "out" type: DT_BOOL } }
+    node_def { name: "limit" op: "Const" attr { key: "dtype" value { type: DT_INT32 } }
+               attr { key: "value" value { tensor { dtype: DT_INT32 tensor_shape { } int_val: 4 } } } }
+    node_def { name: "less" op: "Less" input: "i" input: "limit:output:0" attr { key: "T" value { type: DT_INT32 } } }
+    ret { key: "out" value: "less:z:0" }
+  }
+  function {
+    signature { name: "cond2" input_arg { name: "i" type: DT_INT32 } input_arg { name: "v" type: DT_FLOAT }
+                input_arg { name: "l" type: DT_VARIANT } output_arg { name: "out" type: DT_BOOL } }
+    node_def { name: "limit" op: "Const" attr { key: "dtype" value { type: DT_INT32 } }
+               attr { key: "value" value { tensor { dtype: DT_INT32 tensor_shape { } int_val: 4 } } } }
+    node_def { name: "less" op: "Less" input: "i" input: "limit:output:0" attr { key: "T" value { type: DT_INT32 } } }
+    ret { key: "out" value: "less:z:0" }
+  }
+  function {
+    signature { name: "forward_body" input_arg { name: "i" type: DT_INT32 } input_arg { name: "a" type: DT_VARIANT }
+                input_arg { name: "l" type: DT_VARIANT } output_arg { name: "i_next" type: DT_INT32 }
+                output_arg { name: "a_next" type: DT_VARIANT } output_arg { name: "l_next" type: DT_VARIANT } }
+    node_def { name: "length" op: "TensorListLength" input: "a" }
+    node_def { name: "push" op: "TensorListPushBack" input: "l" input: "length:length:0"
+               attr { key: "element_dtype" value { type: DT_INT32 } } }
+    node_def { name: "one" op: "Const" attr { key: "dtype" value { type: DT_INT32 } }
+               attr { key: "value" value { tensor { dtype: DT_INT32 tensor_shape { } int_val: 1 } } } }
+    node_def { name: "next" op: "AddV2" input: "i" input: "one:output:0" attr { key: "T" value { type: DT_INT32 } } }
+    ret { key: "i_next" value: "next:z:0" }
+    ret { key: "a_next" value: "a" }
+    ret { key: "l_next" value: "push:output_handle:0" }
+  }
+  function {
+    signature { name: "backward_body" input_arg { name: "i" type: DT_INT32 } input_arg { name: "v" type: DT_FLOAT }
+                input_arg { name: "l" type: DT_VARIANT } output_arg { name: "i_next" type: DT_INT32 }
+                output_arg { name: "v_next" type: DT_FLOAT } output_arg { name: "l_next" type: DT_VARIANT } }
+    node_def { name: "shape" op: "Const" attr { key: "dtype" value { type: DT_INT32 } }
+               attr { key: "value" value { tensor { dtype: DT_INT32 tensor_shape { dim { } } } } } }
+    node_def { name: "pop" op: "TensorListPopBack" input: "l" input: "shape:output:0"
+               attr { key: "element_dtype" value { type: DT_INT32 } } }
+    node_def { name: "three" op: "Const" attr { key: "dtype" value { type: DT_INT32 } }
+               attr { key: "value" value { tensor { dtype: DT_INT32 tensor_shape { dim { size: 1 } } int_val: 3 } } } }
+    node_def { name: "reserve" op: "TensorListReserve" input: "three:output:0" input: "pop:tensor:0"
+               attr { key: "element_dtype" value { type: DT_FLOAT } } attr { key: "shape_type" value { type: DT_INT32 } } }
+    node_def { name: "index" op: "Const" attr { key: "dtype" value { type: DT_INT32 } }
+               attr { key: "value" value { tensor { dtype: DT_INT32 tensor_shape { } int_val: 2 } } } }
+    node_def { name: "set" op: "TensorListSetItem" input: "reserve:handle:0" input: "index:output:0" input: "v"
+               attr { key: "element_dtype" value { type: DT_FLOAT } } }
+    node_def { name: "stack" op: "TensorListStack" input: "set:output_handle:0" input: "three:output:0"
+               attr { key: "element_dtype" value { type: DT_FLOAT } } attr { key: "num_elements" value { i: -1 } } }
+    node_def { name: "axis" op: "Const" attr { key: "dtype" value { type: DT_INT32 } }
+               attr { key: "value" value { tensor { dtype: DT_INT32 tensor_shape { } int_val: 0 } } } }
+    node_def { name: "sum" op: "Sum" input: "stack:tensor:0" input: "axis:output:0"
+               attr { key: "T" value { type: DT_FLOAT } } attr { key: "Tidx" value { type: DT_INT32 } }
+               attr { key: "keep_dims" value { b: false } } }
+    node_def { name: "doubled" op: "AddV2" input: "sum:output:0" input: "v" attr { key: "T" value { type: DT_FLOAT } } }
+    node_def { name: "one" op: "Const" attr { key: "dtype" value { type: DT_INT32 } }
+               attr { key: "value" value { tensor { dtype: DT_INT32 tensor_shape { } int_val: 1 } } } }
+    node_def { name: "next" op: "AddV2" input: "i" input: "one:output:0" attr { key: "T" value { type: DT_INT32 } } }
+    ret { key: "i_next" value: "next:z:0" }
+    ret { key: "v_next" value: "doubled:z:0" }
+    ret { key: "l_next" value: "pop:output_handle:0" }
+  }
+}
+)pb";
+
+TEST(TensorListXlaTest, ASizePoppedFromALoopAccumulatorOfConstantsIsKnownInTheNextLoop) {
+  std::unique_ptr<graph::Graph> g = cluster_testing::LoadGraph(kPoppedSizeLoops);
+  ASSERT_NE(g, nullptr);
+  XlaArgument x;
+  x.dtype = graph::DT_FLOAT;
+  x.shape = {3};
+  auto compiled = CompileGraphToHlo(*g, {x}, {});
+  ASSERT_TRUE(compiled.ok()) << compiled.status().message();
+  const std::string text = compiled->module->ToString();
+  // The Reserve of the popped size 5 (the length of the forward loop's list of 5 rows).
+  EXPECT_NE(text.find("f32[5,3]"), std::string::npos) << text;
+  std::vector<Literal> params;
+  params.push_back(*Tensor::Vector<float>(graph::DT_FLOAT, {1, 2, 3}).ToLiteral());
+  auto evaluated = EvaluateModule(*compiled->module, params);
+  ASSERT_TRUE(evaluated.ok()) << evaluated.status().message() << "\n" << text;
+  std::vector<Literal> outputs = std::move(evaluated->tuple_elements());
+  ASSERT_EQ(outputs.size(), 2u);
+  auto v = Tensor::FromLiteral(std::move(outputs[0]));
+  ASSERT_TRUE(v.ok());
+  const std::vector<float> want{16, 32, 48};
+  for (int i = 0; i < 3; ++i) EXPECT_EQ(v->flat<float>()[i], want[i]) << i;
+}
+
 }  // namespace
 }  // namespace xlens::cluster
