@@ -209,6 +209,7 @@ const XlaOpRegistry& XlaOpRegistry::Global() {
     RegisterTrainingXlaOps(*r);
     RegisterTensorListXlaOps(*r);
     RegisterTensorListSplitXlaOps(*r);
+    RegisterStatelessRandomXlaOps(*r);
     RegisterModelXlaOps(*r);
     return r;
   }();

@@ -144,6 +144,7 @@ void RegisterVariableXlaOps(XlaOpRegistry& registry);
 void RegisterTrainingXlaOps(XlaOpRegistry& registry);
 void RegisterTensorListXlaOps(XlaOpRegistry& registry);  // tensor_list_ops.cc
 void RegisterTensorListSplitXlaOps(XlaOpRegistry& registry);  // tensor_list_split_ops.cc
+void RegisterStatelessRandomXlaOps(XlaOpRegistry& registry);  // stateless_random_ops.cc
 // Einsum (einsum_op.cc), Erfc and the special functions (special_math_ops.cc), the resizes
 // (image_resize_ops.cc), ConcatOffset and VariableShape (shape_helper_ops.cc), _FusedBatchNormEx
 // (fused_batch_norm_ops.cc); RegisterModelXlaOps calls the five.

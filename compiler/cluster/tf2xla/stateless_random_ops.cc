@@ -1,0 +1,146 @@
+// The stateless random ops Keras 3 emits for dropout, as TensorFlow's XLA lowers them on CPU
+// (stateless_random_ops_v2.cc over xla/hlo/builder/lib/prng.cc), bit for bit with
+// tf.function(jit_compile=True):
+//   StatelessRandomGetKeyCounter[Alg]  one Philox-4x32 block whose counter is the seed's words
+//       under the fixed key (0x3ec8f720, 0x02461e29): key = words 0-1, counter = (0, words 2-3).
+//       Each seed is cut to its low 32 bits and zero-extended, where TensorFlow's CPU kernel
+//       sign-extends an int32 seed and keeps an int64 one whole, so such seeds give another
+//       stream compiled than op by op, in TensorFlow as here.
+//   StatelessRandomUniformV2  rng-bit-generator (Philox) from the state (key, counter), each
+//       32-bit word's upper 23 bits made the mantissa of a float in [1, 2), less 1. TensorFlow's
+//       CPU kernel takes the lower 23 bits of the same words, so compiled and op-by-op dropout
+//       masks differ in TensorFlow too; xlens's compiled masks are TensorFlow's compiled ones.
+// The normal and truncated-normal variants (erfinv of a uniform in XLA) and the V1 ops are not
+// lowered yet.
+#include <fmt/format.h>
+
+#include "compiler/cluster/tf2xla/xla_op_registry.h"
+
+namespace xlens::cluster {
+
+namespace {
+
+constexpr PrimitiveType kU32 = PrimitiveType::U32;
+constexpr PrimitiveType kU64 = PrimitiveType::U64;
+// TensorFlow's Algorithm enum: RNG_ALG_PHILOX, RNG_ALG_THREEFRY, RNG_ALG_AUTO_SELECT.
+constexpr int64_t kAlgPhilox = 1;
+constexpr int64_t kAlgAutoSelect = 3;
+
+StatusOr<HloInstruction*> BitcastTo(HloBuilder& b, HloInstruction* x, PrimitiveType type) {
+  auto cast = std::make_unique<HloInstruction>(HloOpcode::kBitcastConvert,
+                                               Shape(type, x->shape().dimensions()));
+  cast->AppendOperand(x);
+  return b.Add(std::move(cast));
+}
+
+// Element `i` of the vector `v` as a [1] vector.
+StatusOr<HloInstruction*> Element(HloBuilder& b, HloInstruction* v, int64_t i) {
+  return b.Slice(v, {i}, {i + 1}, {1});
+}
+
+// Philox bits of `values` from the u64[3] state (key, counter low, counter high).
+StatusOr<HloInstruction*> PhiloxBits(HloBuilder& b, HloInstruction* state, const Shape& values) {
+  auto rng = std::make_unique<HloInstruction>(HloOpcode::kRngBitGenerator,
+                                              Shape::Tuple({state->shape(), values}));
+  rng->AppendOperand(state);
+  rng->SetRawAttribute("algorithm", "rng_philox");
+  ASSIGN_OR_RETURN(HloInstruction * out, b.Add(std::move(rng)));
+  return b.GetTupleElement(out, 1);
+}
+
+// lo | hi << 32 of two u32 [1] vectors, as u64.
+StatusOr<HloInstruction*> Join(HloBuilder& b, HloInstruction* lo, HloInstruction* hi) {
+  ASSIGN_OR_RETURN(HloInstruction * lo64, b.Convert(lo, kU64));
+  ASSIGN_OR_RETURN(HloInstruction * hi64, b.Convert(hi, kU64));
+  ASSIGN_OR_RETURN(HloInstruction * shift, b.FullConstant(kU64, 32, {1}));
+  ASSIGN_OR_RETURN(HloInstruction * high, b.Binary(HloOpcode::kShiftLeft, hi64, shift));
+  return b.Binary(HloOpcode::kOr, lo64, high);
+}
+
+Status GetKeyCounterLowering(XlaOpKernelContext& ctx) {
+  ASSIGN_OR_RETURN(HloInstruction * seed, ctx.Input(0));
+  if (seed->shape().dimensions() != std::vector<int64_t>{2}) {
+    return ctx.Error("seed must have shape [2], not " + seed->shape().ToString(false));
+  }
+  HloBuilder& b = ctx.builder();
+  HloInstruction* words = seed;
+  if (seed->shape().element_type() == PrimitiveType::S32) {
+    LOWER_OR_RETURN(words, ctx, BitcastTo(b, seed, kU32));  // zero-extended below, as XLA's
+    LOWER_OR_RETURN(words, ctx, b.Convert(words, kU64));
+  } else {
+    // XLA keeps only the low 32 bits of each int64 seed (measured against TensorFlow 2.21).
+    LOWER_OR_RETURN(words, ctx, BitcastTo(b, seed, kU64));
+    LOWER_OR_RETURN(HloInstruction * low, ctx, b.FullConstant(kU64, 4294967295.0, {2}));
+    LOWER_OR_RETURN(words, ctx, b.Binary(HloOpcode::kAnd, words, low));
+  }
+  Literal scramble(Shape(kU64, {1}));
+  scramble.data<uint64_t>()[0] = 0x02461e293ec8f720ULL;  // (0x3ec8f720, 0x02461e29)
+  LOWER_OR_RETURN(HloInstruction * scramble_key, ctx, b.Constant(std::move(scramble)));
+  LOWER_OR_RETURN(HloInstruction * state, ctx, b.Concatenate({scramble_key, words}, 0));
+  LOWER_OR_RETURN(HloInstruction * mix, ctx, PhiloxBits(b, state, Shape(kU32, {4})));
+  std::vector<HloInstruction*> w(4);
+  for (int64_t i = 0; i < 4; ++i) {
+    LOWER_OR_RETURN(w[i], ctx, Element(b, mix, i));
+  }
+  LOWER_OR_RETURN(HloInstruction * key, ctx, Join(b, w[0], w[1]));
+  LOWER_OR_RETURN(HloInstruction * high, ctx, Join(b, w[2], w[3]));
+  LOWER_OR_RETURN(HloInstruction * zero, ctx, b.FullConstant(kU64, 0, {1}));
+  LOWER_OR_RETURN(HloInstruction * counter, ctx, b.Concatenate({zero, high}, 0));
+  ctx.SetOutput(0, key);
+  ctx.SetOutput(1, counter);
+  if (ctx.num_outputs() > 2) {
+    ctx.SetConstantOutput(2, graph::Tensor::Scalar<int32_t>(graph::DT_INT32, kAlgPhilox));
+  }
+  return OkStatus();
+}
+
+Status UniformV2Lowering(XlaOpKernelContext& ctx) {
+  ASSIGN_OR_RETURN(std::vector<int64_t> dims, ctx.ConstantInputAsIntVector(0));
+  ASSIGN_OR_RETURN(std::vector<int64_t> alg, ctx.ConstantInputAsIntVector(3));
+  if (alg.size() != 1 || (alg[0] != kAlgPhilox && alg[0] != kAlgAutoSelect)) {
+    return ctx.Error(fmt::format("the algorithm {} is not compiled: Philox (1) and auto-select (3) "
+                                 "are, as on TensorFlow's CPU",
+                                 alg.empty() ? -1 : alg[0]));
+  }
+  ASSIGN_OR_RETURN(graph::DataType dtype, ctx.GetTypeAttr("dtype"));
+  if (dtype != graph::DT_FLOAT) {
+    return ctx.Error("StatelessRandomUniformV2 compiles for float32 (Keras's dropout) only");
+  }
+  ASSIGN_OR_RETURN(HloInstruction * key, ctx.Input(1));
+  ASSIGN_OR_RETURN(HloInstruction * counter, ctx.Input(2));
+  if (key->shape().dimensions() != std::vector<int64_t>{1} || counter->shape().rank() != 1 ||
+      counter->shape().dimensions()[0] < 2) {
+    return ctx.Error(fmt::format("key must be u64[1] and counter u64[2], not {} and {}",
+                                 key->shape().ToString(false), counter->shape().ToString(false)));
+  }
+  HloBuilder& b = ctx.builder();
+  if (counter->shape().dimensions()[0] > 2) {
+    LOWER_OR_RETURN(counter, ctx, b.Slice(counter, {0}, {2}, {1}));
+  }
+  LOWER_OR_RETURN(HloInstruction * state, ctx, b.Concatenate({key, counter}, 0));
+  for (int64_t d : dims) {
+    if (d < 0) return ctx.Error("the shape must not have negative dimensions");
+  }
+  LOWER_OR_RETURN(HloInstruction * bits, ctx, PhiloxBits(b, state, Shape(kU32, dims)));
+  LOWER_OR_RETURN(HloInstruction * nine, ctx, b.FullConstant(kU32, 9, dims));
+  LOWER_OR_RETURN(HloInstruction * mantissa, ctx,
+                  b.Binary(HloOpcode::kShiftRightLogical, bits, nine));
+  LOWER_OR_RETURN(HloInstruction * exponent, ctx, b.FullConstant(kU32, 0x3f800000, dims));
+  LOWER_OR_RETURN(HloInstruction * word, ctx, b.Binary(HloOpcode::kOr, mantissa, exponent));
+  LOWER_OR_RETURN(HloInstruction * in_one_two, ctx, BitcastTo(b, word, PrimitiveType::F32));
+  LOWER_OR_RETURN(HloInstruction * one, ctx, b.FullConstant(PrimitiveType::F32, 1, dims));
+  LOWER_OR_RETURN(HloInstruction * values, ctx,
+                  b.Binary(HloOpcode::kSubtract, in_one_two, one));
+  ctx.SetOutput(0, values);
+  return OkStatus();
+}
+
+}  // namespace
+
+void RegisterStatelessRandomXlaOps(XlaOpRegistry& r) {
+  r.Register("StatelessRandomGetKeyCounter", GetKeyCounterLowering);
+  r.Register("StatelessRandomGetKeyCounterAlg", GetKeyCounterLowering);
+  r.Register("StatelessRandomUniformV2", UniformV2Lowering);
+}
+
+}  // namespace xlens::cluster

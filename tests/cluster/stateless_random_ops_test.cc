@@ -1,0 +1,106 @@
+// The stateless random lowerings (tf2xla/stateless_random_ops.cc) against
+// tf.function(jit_compile=True) of TensorFlow 2.21 on CPU: StatelessRandomGetKeyCounter and
+// StatelessRandomUniformV2 (Keras 3's dropout) give its keys, counters and floats bit for bit, on
+// the reference evaluator and the CPU backend; the goldens were printed by TensorFlow for these
+// seeds. Op by op the CPU kernel (as TensorFlow's) gives other floats from the same key.
+#include <gtest/gtest.h>
+
+#include <cstring>
+
+#include "compiler/cluster/tf2xla/xla_compiler.h"
+#include "compiler/graph/cc_ops.h"
+#include "compiler/graph/scope.h"
+#include "compiler/hlo/evaluator.h"
+#include "compiler/runtime/cpu_compiler.h"
+
+namespace xlens::cluster {
+namespace {
+
+using graph::AttrValue;
+using graph::Output;
+using graph::Scope;
+using graph::Tensor;
+namespace ops = graph::ops;
+
+struct Golden {
+  Tensor seed;
+  uint64_t key, counter1;
+  std::vector<uint32_t> uniform_bits;  // of a [2, 3] uniform
+};
+
+// Compiles seed -> GetKeyCounter -> UniformV2([2, 3], alg auto-select); returns (key, counter,
+// uniform) as run on the CPU backend or on the reference evaluator.
+std::vector<Literal> RunDropoutRng(const Tensor& seed, const std::string& key_counter_op,
+                                   bool cpu) {
+  Scope root = Scope::NewRootScope();
+  graph::Node* arg = root.WithOpName("seed").AddNode(
+      "_Arg", {}, {{"T", AttrValue::Type(seed.dtype())}, {"index", AttrValue::Int(0)}});
+  graph::Node* kc = ops::BuildOp(root, key_counter_op, {Output(arg, 0)},
+                                 {{"Tseed", AttrValue::Type(seed.dtype())}});
+  graph::Node* uniform =
+      ops::BuildOp(root, "StatelessRandomUniformV2",
+                   {ops::Input({2, 3}), Output(kc, 0), Output(kc, 1), ops::Input(3)},
+                   {{"dtype", AttrValue::Type(graph::DT_FLOAT)}});
+  std::vector<Output> outs = {Output(kc, 0), Output(kc, 1), Output(uniform, 0)};
+  for (int i = 0; i < 3; ++i) {
+    root.WithOpName("r" + std::to_string(i))
+        .AddNode("_Retval", {outs[i]},
+                 {{"T", AttrValue::Type(outs[i].type())}, {"index", AttrValue::Int(i)}});
+  }
+  EXPECT_TRUE(root.ok()) << root.status().message();
+  XlaArgument a;
+  a.dtype = seed.dtype();
+  a.shape = seed.dims();
+  XlaCompileOptions options;
+  options.module_name = "dropout_rng";
+  auto compiled = CompileGraphToHlo(*root.graph(), {a}, options);
+  EXPECT_TRUE(compiled.ok()) << compiled.status().message();
+  if (!compiled.ok()) return {};
+  std::vector<Literal> params;
+  params.push_back(*seed.ToLiteral());
+  StatusOr<Literal> result =
+      cpu ? [&]() -> StatusOr<Literal> {
+        ASSIGN_OR_RETURN(auto executable, runtime::CompileForCpu(std::move(compiled->module), {}));
+        return executable->Execute(params);
+      }()
+          : EvaluateModule(*compiled->module, params);
+  EXPECT_TRUE(result.ok()) << result.status().message();
+  if (!result.ok()) return {};
+  return std::move(result->tuple_elements());
+}
+
+TEST(StatelessRandomXlaTest, DropoutStreamsAreTensorFlowsCompiledOnes) {
+  const std::vector<Golden> goldens = {
+      {Tensor::Vector<int32_t>(graph::DT_INT32, {1, 2}), 10413732777507651514ULL,
+       17830669156045600267ULL,
+       {0x3e83d814, 0x3ecf3128, 0x3f6bff84, 0x3db0a430, 0x3b22d000, 0x3f71531c}},
+      // A negative int32 seed: its words zero-extended, as XLA's (the CPU kernel sign-extends);
+      // an int64 seed: its low 32 bits only, as XLA's (the CPU kernel keeps all 64).
+      {Tensor::Vector<int32_t>(graph::DT_INT32, {-3, 7}), 14441907921221984835ULL,
+       16598574613960052903ULL,
+       {0x3c8b4280, 0x3ed3a6e8, 0x3e0b6640, 0x3dbd5c30, 0x3dff7480, 0x3ee23ad0}},
+      {Tensor::Vector<int64_t>(graph::DT_INT64, {123456789012LL, -5}), 10649559336812247668ULL,
+       591657796230754530ULL,
+       {0x3f32308e, 0x3f1d41fc, 0x3f104f1e, 0x3e921098, 0x3f7a6cb8, 0x3ee3b684}},
+  };
+  for (const Golden& g : goldens) {
+    for (const char* op : {"StatelessRandomGetKeyCounter", "StatelessRandomGetKeyCounterAlg"}) {
+      for (bool cpu : {false, true}) {
+        SCOPED_TRACE(std::string(op) + (cpu ? " cpu " : " evaluator ") + g.seed.DebugString());
+        std::vector<Literal> out = RunDropoutRng(g.seed, op, cpu);
+        ASSERT_EQ(out.size(), 3u);
+        EXPECT_EQ(out[0].data<uint64_t>()[0], g.key);
+        EXPECT_EQ(out[1].data<uint64_t>()[0], 0u);
+        EXPECT_EQ(out[1].data<uint64_t>()[1], g.counter1);
+        for (size_t i = 0; i < g.uniform_bits.size(); ++i) {
+          uint32_t bits;
+          std::memcpy(&bits, &out[2].data<float>()[i], 4);
+          EXPECT_EQ(bits, g.uniform_bits[i]) << "element " << i;
+        }
+      }
+    }
+  }
+}
+
+}  // namespace
+}  // namespace xlens::cluster

@@ -1,0 +1,135 @@
+#!/usr/bin/env python3
+"""Keras 3's dropout under `xlens graph run --jit=compile` gives TensorFlow's must-compiled numbers
+bit for bit: StatelessRandomGetKeyCounter and StatelessRandomUniformV2 (what
+tf.random.stateless_uniform and tf.nn.experimental.stateless_dropout build, and Keras 3's Dropout
+calls with the seed its SeedGenerator draws) are lowered as TensorFlow's XLA lowers them on CPU.
+
+Cases, each a TF1-style graph for xlens and the same body as tf.function(jit_compile=True) for the
+reference: the key, counter and uniform floats for int32 and int64 seeds (a negative int32 one
+too, whose words XLA zero-extends); stateless_dropout of an activation; and a training step of a
+dense layer with dropout (loss and gradients, the weights fed). Uniforms, keys, counters and the
+dropped elements must be identical; other values (tanh's last bit may differ) agree within 1e-6
+of the largest reference value.
+TensorFlow's op-by-op kernels give other uniforms from the same key (they take the low 23 bits of
+each Philox word, XLA the high ones); that difference is printed, not checked.
+
+Exits 77 (skipped) when tensorflow cannot be imported."""
+
+import argparse
+import os
+import subprocess
+import sys
+import tempfile
+
+TOLERANCE = 1e-6
+
+
+def cases(tf, np):
+    """(name, feeds {name: array}, body(*placeholders) -> list of tensors, check) tuples; check is
+    "bits" (identical), "mask" (the same elements dropped, the rest close) or "close"."""
+    rng = np.random.RandomState(3)
+    f32 = np.float32
+    x = rng.randn(8, 6).astype(f32)
+    w = (rng.randn(6, 4) * 0.5).astype(f32)
+    y = rng.randn(8, 4).astype(f32)
+
+    def raw(seed):
+        key, counter = tf.raw_ops.StatelessRandomGetKeyCounter(seed=seed)
+        u = tf.raw_ops.StatelessRandomUniformV2(shape=[4, 5], key=key, counter=counter, alg=3)
+        return [key, counter, u]
+
+    def dropout(seed, x):
+        return [tf.nn.experimental.stateless_dropout(tf.tanh(x), rate=0.3, seed=seed)]
+
+    def step(seed, x, w, y):
+        with tf.GradientTape() as tape:
+            tape.watch(w)
+            h = tf.nn.experimental.stateless_dropout(tf.nn.relu(tf.matmul(x, w)), 0.25, seed=seed)
+            loss = tf.reduce_mean(tf.square(h - y))
+        return [loss, tape.gradient(loss, w)]
+
+    out = []
+    for seed in (np.array([1, 2], np.int32), np.array([-3, 7], np.int32),
+                 np.array([123456789012, -5], np.int64)):
+        out.append((f"key_counter_uniform{seed.tolist()}", {"seed": seed}, raw, "bits"))
+    out.append(("stateless_dropout", {"seed": np.array([42, 0], np.int64), "x": x}, dropout,
+                "mask"))
+    out.append(("dropout_training_step",
+                {"seed": np.array([7, 11], np.int64), "x": x, "w": w, "y": y}, step, "close"))
+    return out
+
+
+def main():
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--xlens", required=True)
+    parser.add_argument("--keep", help="write the graphs and arrays here")
+    args = parser.parse_args()
+    os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
+    try:
+        import numpy as np
+        import tensorflow as tf
+    except Exception as e:
+        print(f"skipped: tensorflow is not importable ({type(e).__name__}: {e})")
+        return 77
+    tf.get_logger().setLevel("ERROR")
+
+    failures, passed = [], []
+    with tempfile.TemporaryDirectory() as tmp:
+        work = args.keep or tmp
+        os.makedirs(work, exist_ok=True)
+        for name, feeds, body, check in cases(tf, np):
+            specs = [tf.TensorSpec(v.shape, tf.as_dtype(v.dtype), name=k) for k, v in feeds.items()]
+            compiled = tf.function(body, jit_compile=True, input_signature=specs)
+            reference = [t.numpy() for t in compiled(*feeds.values())]
+            plain = tf.function(body, input_signature=specs)
+            op_by_op = [t.numpy() for t in plain(*feeds.values())]
+            g = tf.Graph()
+            with g.as_default():
+                placeholders = [tf.compat.v1.placeholder(tf.as_dtype(v.dtype), v.shape, name=k)
+                                for k, v in feeds.items()]
+                outs = [tf.identity(t, name=f"out_{i}") for i, t in enumerate(body(*placeholders))]
+            stem = "".join(c if c.isalnum() else "_" for c in name)
+            graph_file = os.path.join(work, f"{stem}.pb")
+            with open(graph_file, "wb") as f:
+                f.write(g.as_graph_def().SerializeToString())
+            outdir = os.path.join(work, f"{stem}_out")
+            cmd = [args.xlens, "graph", "run", graph_file, "--jit=compile", f"--outputs={outdir}",
+                   "--timeout=60"]
+            for k, v in feeds.items():
+                path = os.path.join(work, f"{stem}.{k}.npy")
+                np.save(path, v)
+                cmd.append(f"--feed={k}={path}")
+            cmd += [f"--fetch={t.op.name}" for t in outs]
+            r = subprocess.run(cmd, capture_output=True, text=True, timeout=120)
+            if r.returncode != 0:
+                failures.append(f"{name}: xlens exited {r.returncode}: {r.stderr.strip()[-400:]}")
+                continue
+            bad = []
+            for i, ref in enumerate(reference):
+                ours = np.load(os.path.join(outdir, f"out{i}.npy"))
+                if ours.shape != ref.shape or ours.dtype != ref.dtype:
+                    bad.append(f"out{i}: {ours.dtype}{list(ours.shape)} vs "
+                               f"{ref.dtype}{list(ref.shape)}")
+                elif check == "bits" and not np.array_equal(ours, ref):
+                    bad.append(f"out{i}: {int(np.sum(ours != ref))} of {ref.size} differ")
+                elif check == "mask" and not np.array_equal(ours == 0, ref == 0):
+                    bad.append(f"out{i}: {int(np.sum((ours == 0) != (ref == 0)))} of {ref.size} "
+                               "dropped differently")
+                if check != "bits" and not bad:
+                    scale = max(float(np.max(np.abs(ref))), 1e-30)
+                    err = float(np.max(np.abs(ours.astype(np.float64) - ref)))
+                    if err > TOLERANCE * scale:
+                        bad.append(f"out{i}: off by {err:.3g} (scale {scale:.3g})")
+            differ = sum(int(not np.array_equal(a, b)) for a, b in zip(op_by_op, reference))
+            print(f"{name}: TensorFlow op by op differs from its jit_compile in {differ} of "
+                  f"{len(reference)} outputs")
+            (failures.append(f"{name}: {'; '.join(bad)}") if bad else passed.append(name))
+    for f in failures:
+        print(f"FAIL {f}")
+    print(f"{len(passed)} cases agree with TensorFlow's jit_compile ({', '.join(passed)}); "
+          f"{len(failures)} failures")
+    return 1 if failures else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
