@@ -144,12 +144,12 @@ def _training_steps(keras):
     }
 
 
-# What CI builds and checks: eight Keras applications, the layers, both training steps. The
+# What CI builds and checks: eight Keras applications, the layers, the training steps. The
 # other applications (NASNet's 500 separable convolutions, Inception, EfficientNetV2) use the
 # same ops and cost minutes more; `--models all` makes them.
 CI_MODELS = ["mobilenet_v2", "mobilenet_v3_small", "efficientnet_b0", "resnet50", "densenet121",
              "xception", "convnext_tiny", "vgg16", "transformer_block", "lstm", "gru",
-             "cnn_train", "transformer_train"]
+             "cnn_train", "transformer_train", "lstm_train", "gru_train"]
 
 
 def model_names():
