@@ -728,10 +728,9 @@ TEST(Tf2XlaOpsTest, EveryCompilableOpHasALowering) {
       // Ref-variable updates: TensorFlow never clusters them ("Identity with unsafe cast").
       "ApplyAdam", "ApplyGradientDescent", "ApplyMomentum",
       // Random numbers: XLA's generators do not reproduce the CPU kernels' streams. The
-      // stateless ones Keras's dropout uses (key-counter, uniform V2) are lowered; the normal
-      // variants (erfinv of a uniform in XLA) and the V1 ops not yet.
+      // stateless uniforms and normals are lowered as TensorFlow's XLA lowers them; the
+      // truncated normals not yet.
       "RandomStandardNormal", "RandomUniform", "RandomUniformInt", "TruncatedNormal",
-      "StatelessRandomNormal", "StatelessRandomNormalV2", "StatelessRandomUniform",
       "StatelessTruncatedNormal", "StatelessTruncatedNormalV2",
       // Dynamic shapes (bounded dynamic dimensions), and resource deletion.
       "Unique", "Where", "DestroyResourceOp",

@@ -10,8 +10,10 @@
 //       32-bit word's upper 23 bits made the mantissa of a float in [1, 2), less 1. TensorFlow's
 //       CPU kernel takes the lower 23 bits of the same words, so compiled and op-by-op dropout
 //       masks differ in TensorFlow too; xlens's compiled masks are TensorFlow's compiled ones.
-// The normal and truncated-normal variants (erfinv of a uniform in XLA) and the V1 ops are not
-// lowered yet.
+//   StatelessRandomNormalV2  Box-Muller on consecutive pairs of such uniforms, within the
+//       rounding of sin, cos and log of TensorFlow's compiled normals.
+//   StatelessRandomUniform, StatelessRandomNormal (V1)  the seed's key and counter, then as V2.
+// The truncated normals are not lowered yet.
 #include <fmt/format.h>
 
 #include "compiler/cluster/tf2xla/xla_op_registry.h"
@@ -57,8 +59,13 @@ StatusOr<HloInstruction*> Join(HloBuilder& b, HloInstruction* lo, HloInstruction
   return b.Binary(HloOpcode::kOr, lo64, high);
 }
 
-Status GetKeyCounterLowering(XlaOpKernelContext& ctx) {
-  ASSIGN_OR_RETURN(HloInstruction * seed, ctx.Input(0));
+struct KeyCounter {
+  HloInstruction* key = nullptr;      // u64[1]
+  HloInstruction* counter = nullptr;  // u64[2]
+};
+
+// The key and counter of a [2] seed, as XLA derives them (see the file comment).
+StatusOr<KeyCounter> FromSeed(XlaOpKernelContext& ctx, HloInstruction* seed) {
   if (seed->shape().dimensions() != std::vector<int64_t>{2}) {
     return ctx.Error("seed must have shape [2], not " + seed->shape().ToString(false));
   }
@@ -82,45 +89,59 @@ Status GetKeyCounterLowering(XlaOpKernelContext& ctx) {
   for (int64_t i = 0; i < 4; ++i) {
     LOWER_OR_RETURN(w[i], ctx, Element(b, mix, i));
   }
-  LOWER_OR_RETURN(HloInstruction * key, ctx, Join(b, w[0], w[1]));
+  KeyCounter out;
+  LOWER_OR_RETURN(out.key, ctx, Join(b, w[0], w[1]));
   LOWER_OR_RETURN(HloInstruction * high, ctx, Join(b, w[2], w[3]));
   LOWER_OR_RETURN(HloInstruction * zero, ctx, b.FullConstant(kU64, 0, {1}));
-  LOWER_OR_RETURN(HloInstruction * counter, ctx, b.Concatenate({zero, high}, 0));
-  ctx.SetOutput(0, key);
-  ctx.SetOutput(1, counter);
+  LOWER_OR_RETURN(out.counter, ctx, b.Concatenate({zero, high}, 0));
+  return out;
+}
+
+Status GetKeyCounterLowering(XlaOpKernelContext& ctx) {
+  ASSIGN_OR_RETURN(HloInstruction * seed, ctx.Input(0));
+  ASSIGN_OR_RETURN(KeyCounter kc, FromSeed(ctx, seed));
+  ctx.SetOutput(0, kc.key);
+  ctx.SetOutput(1, kc.counter);
   if (ctx.num_outputs() > 2) {
     ctx.SetConstantOutput(2, graph::Tensor::Scalar<int32_t>(graph::DT_INT32, kAlgPhilox));
   }
   return OkStatus();
 }
 
-Status UniformV2Lowering(XlaOpKernelContext& ctx) {
-  ASSIGN_OR_RETURN(std::vector<int64_t> dims, ctx.ConstantInputAsIntVector(0));
+// The key and counter inputs 1 and 2 of a V2 op, its algorithm input 3 checked.
+StatusOr<KeyCounter> V2KeyCounter(XlaOpKernelContext& ctx) {
   ASSIGN_OR_RETURN(std::vector<int64_t> alg, ctx.ConstantInputAsIntVector(3));
   if (alg.size() != 1 || (alg[0] != kAlgPhilox && alg[0] != kAlgAutoSelect)) {
     return ctx.Error(fmt::format("the algorithm {} is not compiled: Philox (1) and auto-select (3) "
                                  "are, as on TensorFlow's CPU",
                                  alg.empty() ? -1 : alg[0]));
   }
+  KeyCounter kc;
+  ASSIGN_OR_RETURN(kc.key, ctx.Input(1));
+  ASSIGN_OR_RETURN(kc.counter, ctx.Input(2));
+  if (kc.key->shape().dimensions() != std::vector<int64_t>{1} || kc.counter->shape().rank() != 1 ||
+      kc.counter->shape().dimensions()[0] < 2) {
+    return ctx.Error(fmt::format("key must be u64[1] and counter u64[2], not {} and {}",
+                                 kc.key->shape().ToString(false),
+                                 kc.counter->shape().ToString(false)));
+  }
+  if (kc.counter->shape().dimensions()[0] > 2) {
+    LOWER_OR_RETURN(kc.counter, ctx, ctx.builder().Slice(kc.counter, {0}, {2}, {1}));
+  }
+  return kc;
+}
+
+// Floats in [0, 1) of the shape input 0 from the Philox stream of `kc`: each word's upper 23
+// bits as the mantissa of a float in [1, 2), less 1 (XLA's
+// ConvertRandomBitsToUniformFloatingPoint).
+StatusOr<HloInstruction*> UniformOf(XlaOpKernelContext& ctx, const KeyCounter& kc,
+                                    const std::vector<int64_t>& dims) {
   ASSIGN_OR_RETURN(graph::DataType dtype, ctx.GetTypeAttr("dtype"));
   if (dtype != graph::DT_FLOAT) {
-    return ctx.Error("StatelessRandomUniformV2 compiles for float32 (Keras's dropout) only");
-  }
-  ASSIGN_OR_RETURN(HloInstruction * key, ctx.Input(1));
-  ASSIGN_OR_RETURN(HloInstruction * counter, ctx.Input(2));
-  if (key->shape().dimensions() != std::vector<int64_t>{1} || counter->shape().rank() != 1 ||
-      counter->shape().dimensions()[0] < 2) {
-    return ctx.Error(fmt::format("key must be u64[1] and counter u64[2], not {} and {}",
-                                 key->shape().ToString(false), counter->shape().ToString(false)));
+    return ctx.Error("the stateless random ops compile for float32 (Keras's dropout) only");
   }
   HloBuilder& b = ctx.builder();
-  if (counter->shape().dimensions()[0] > 2) {
-    LOWER_OR_RETURN(counter, ctx, b.Slice(counter, {0}, {2}, {1}));
-  }
-  LOWER_OR_RETURN(HloInstruction * state, ctx, b.Concatenate({key, counter}, 0));
-  for (int64_t d : dims) {
-    if (d < 0) return ctx.Error("the shape must not have negative dimensions");
-  }
+  LOWER_OR_RETURN(HloInstruction * state, ctx, b.Concatenate({kc.key, kc.counter}, 0));
   LOWER_OR_RETURN(HloInstruction * bits, ctx, PhiloxBits(b, state, Shape(kU32, dims)));
   LOWER_OR_RETURN(HloInstruction * nine, ctx, b.FullConstant(kU32, 9, dims));
   LOWER_OR_RETURN(HloInstruction * mantissa, ctx,
@@ -129,8 +150,87 @@ Status UniformV2Lowering(XlaOpKernelContext& ctx) {
   LOWER_OR_RETURN(HloInstruction * word, ctx, b.Binary(HloOpcode::kOr, mantissa, exponent));
   LOWER_OR_RETURN(HloInstruction * in_one_two, ctx, BitcastTo(b, word, PrimitiveType::F32));
   LOWER_OR_RETURN(HloInstruction * one, ctx, b.FullConstant(PrimitiveType::F32, 1, dims));
-  LOWER_OR_RETURN(HloInstruction * values, ctx,
-                  b.Binary(HloOpcode::kSubtract, in_one_two, one));
+  HloInstruction* values = nullptr;
+  LOWER_OR_RETURN(values, ctx, b.Binary(HloOpcode::kSubtract, in_one_two, one));
+  return values;
+}
+
+StatusOr<std::vector<int64_t>> ShapeInput(XlaOpKernelContext& ctx) {
+  ASSIGN_OR_RETURN(std::vector<int64_t> dims, ctx.ConstantInputAsIntVector(0));
+  for (int64_t d : dims) {
+    if (d < 0) return ctx.Error("the shape must not have negative dimensions");
+  }
+  return dims;
+}
+
+StatusOr<HloInstruction*> Uniform(XlaOpKernelContext& ctx, const KeyCounter& kc) {
+  ASSIGN_OR_RETURN(std::vector<int64_t> dims, ShapeInput(ctx));
+  return UniformOf(ctx, kc, dims);
+}
+
+// XLA's NormalFloatingPointDistribution: Box-Muller on consecutive pairs of the stream's uniforms,
+// an odd last dimension generated one longer and its last column dropped: with
+// r = sqrt(-2 log(max(u0, 1e-7))) and t = 2 pi u1, the pair gives r sin t and r cos t (the layout
+// measured against TensorFlow 2.21).
+StatusOr<HloInstruction*> Normal(XlaOpKernelContext& ctx, const KeyCounter& kc) {
+  ASSIGN_OR_RETURN(std::vector<int64_t> dims, ShapeInput(ctx));
+  std::vector<int64_t> even = dims.empty() ? std::vector<int64_t>{1} : dims;
+  const int64_t last = even.back();
+  even.back() += last % 2;
+  int64_t n = 1;
+  for (int64_t d : even) n *= d;
+  const int64_t pairs = n / 2;
+  ASSIGN_OR_RETURN(HloInstruction * u, UniformOf(ctx, kc, {pairs * 2}));
+  HloBuilder& b = ctx.builder();
+  constexpr PrimitiveType kF32 = PrimitiveType::F32;
+  LOWER_OR_RETURN(HloInstruction * grid, ctx, b.Reshape(u, {pairs, 2}));
+  LOWER_OR_RETURN(HloInstruction * u0, ctx, b.Slice(grid, {0, 0}, {pairs, 1}, {1, 1}));
+  LOWER_OR_RETURN(HloInstruction * u1, ctx, b.Slice(grid, {0, 1}, {pairs, 2}, {1, 1}));
+  const std::vector<int64_t> col{pairs, 1};
+  LOWER_OR_RETURN(HloInstruction * tiny, ctx, b.FullConstant(kF32, 1.0e-7f, col));
+  LOWER_OR_RETURN(HloInstruction * clamped, ctx, b.Binary(HloOpcode::kMaximum, u0, tiny));
+  LOWER_OR_RETURN(HloInstruction * two_pi, ctx,
+                  b.FullConstant(kF32, static_cast<float>(2.0 * 3.14159265358979323846), col));
+  LOWER_OR_RETURN(HloInstruction * t, ctx, b.Binary(HloOpcode::kMultiply, two_pi, u1));
+  LOWER_OR_RETURN(HloInstruction * minus_two, ctx, b.FullConstant(kF32, -2, col));
+  LOWER_OR_RETURN(HloInstruction * log, ctx, b.Unary(HloOpcode::kLog, clamped));
+  LOWER_OR_RETURN(HloInstruction * r2, ctx, b.Binary(HloOpcode::kMultiply, minus_two, log));
+  LOWER_OR_RETURN(HloInstruction * r, ctx, b.Unary(HloOpcode::kSqrt, r2));
+  LOWER_OR_RETURN(HloInstruction * sin, ctx, b.Unary(HloOpcode::kSin, t));
+  LOWER_OR_RETURN(HloInstruction * cos, ctx, b.Unary(HloOpcode::kCos, t));
+  LOWER_OR_RETURN(HloInstruction * first, ctx, b.Binary(HloOpcode::kMultiply, sin, r));
+  LOWER_OR_RETURN(HloInstruction * second, ctx, b.Binary(HloOpcode::kMultiply, cos, r));
+  LOWER_OR_RETURN(HloInstruction * both, ctx, b.Concatenate({first, second}, 1));
+  HloInstruction* normal = nullptr;
+  LOWER_OR_RETURN(normal, ctx, b.Reshape(both, even));
+  if (even.back() != last) {
+    std::vector<int64_t> starts(even.size(), 0), limits = even, strides(even.size(), 1);
+    limits.back() = last;
+    LOWER_OR_RETURN(normal, ctx, b.Slice(normal, starts, limits, strides));
+  }
+  if (dims.empty()) {
+    LOWER_OR_RETURN(normal, ctx, b.Reshape(normal, dims));
+  }
+  return normal;
+}
+
+using Distribution = StatusOr<HloInstruction*> (*)(XlaOpKernelContext&, const KeyCounter&);
+
+template <Distribution kDist>
+Status V2Lowering(XlaOpKernelContext& ctx) {
+  ASSIGN_OR_RETURN(KeyCounter kc, V2KeyCounter(ctx));
+  ASSIGN_OR_RETURN(HloInstruction * values, kDist(ctx, kc));
+  ctx.SetOutput(0, values);
+  return OkStatus();
+}
+
+// The V1 ops (shape, seed): the seed's key and counter, then as V2 (TensorFlow's compiled V1 and
+// V2 streams are the same, measured).
+template <Distribution kDist>
+Status V1Lowering(XlaOpKernelContext& ctx) {
+  ASSIGN_OR_RETURN(HloInstruction * seed, ctx.Input(1));
+  ASSIGN_OR_RETURN(KeyCounter kc, FromSeed(ctx, seed));
+  ASSIGN_OR_RETURN(HloInstruction * values, kDist(ctx, kc));
   ctx.SetOutput(0, values);
   return OkStatus();
 }
@@ -140,7 +240,10 @@ Status UniformV2Lowering(XlaOpKernelContext& ctx) {
 void RegisterStatelessRandomXlaOps(XlaOpRegistry& r) {
   r.Register("StatelessRandomGetKeyCounter", GetKeyCounterLowering);
   r.Register("StatelessRandomGetKeyCounterAlg", GetKeyCounterLowering);
-  r.Register("StatelessRandomUniformV2", UniformV2Lowering);
+  r.Register("StatelessRandomUniformV2", V2Lowering<Uniform>);
+  r.Register("StatelessRandomNormalV2", V2Lowering<Normal>);
+  r.Register("StatelessRandomUniform", V1Lowering<Uniform>);
+  r.Register("StatelessRandomNormal", V1Lowering<Normal>);
 }
 
 }  // namespace xlens::cluster
