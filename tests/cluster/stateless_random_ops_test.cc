@@ -102,5 +102,42 @@ TEST(StatelessRandomXlaTest, DropoutStreamsAreTensorFlowsCompiledOnes) {
   }
 }
 
+// Normals: Box-Muller on pairs of the uniforms, an odd last dimension generated one longer and its
+// last column dropped (TensorFlow's [3, 5] normal skips the sixth value of its [64] one).
+TEST(StatelessRandomXlaTest, NormalsAreTensorFlowsCompiledOnes) {
+  const std::vector<float> stream = {0.26183963f, 1.0231868f,   0.15502696f, -1.0682782f,
+                                     2.5638773f,  -0.39442232f, 0.8950776f,  -0.5095947f};
+  for (bool odd : {false, true}) {
+    Scope root = Scope::NewRootScope();
+    graph::Node* arg = root.WithOpName("seed").AddNode(
+        "_Arg", {}, {{"T", AttrValue::Type(graph::DT_INT32)}, {"index", AttrValue::Int(0)}});
+    graph::Node* kc = ops::BuildOp(root, "StatelessRandomGetKeyCounter", {Output(arg, 0)},
+                                   {{"Tseed", AttrValue::Type(graph::DT_INT32)}});
+    graph::Node* normal = ops::BuildOp(
+        root, "StatelessRandomNormalV2",
+        {odd ? ops::Input({3, 5}) : ops::Input({64}), Output(kc, 0), Output(kc, 1), ops::Input(3)},
+        {{"dtype", AttrValue::Type(graph::DT_FLOAT)}});
+    root.WithOpName("r").AddNode("_Retval", {Output(normal, 0)},
+                                 {{"T", AttrValue::Type(graph::DT_FLOAT)},
+                                  {"index", AttrValue::Int(0)}});
+    ASSERT_TRUE(root.ok()) << root.status().message();
+    XlaArgument a;
+    a.dtype = graph::DT_INT32;
+    a.shape = {2};
+    auto compiled = CompileGraphToHlo(*root.graph(), {a}, XlaCompileOptions{});
+    ASSERT_TRUE(compiled.ok()) << compiled.status().message();
+    std::vector<Literal> params;
+    params.push_back(*Tensor::Vector<int32_t>(graph::DT_INT32, {5, -9}).ToLiteral());
+    auto result = EvaluateModule(*compiled->module, params);
+    ASSERT_TRUE(result.ok()) << result.status().message();
+    const Literal& out = result->shape().IsTuple() ? result->tuple_elements()[0] : *result;
+    const std::vector<int> picks = odd ? std::vector<int>{0, 1, 2, 3, 4, 6}
+                                       : std::vector<int>{0, 1, 2, 3, 4, 5, 6, 7};
+    for (size_t i = 0; i < picks.size(); ++i) {
+      EXPECT_NEAR(out.data<float>()[i], stream[picks[i]], 1e-6) << (odd ? "[3, 5] " : "[64] ") << i;
+    }
+  }
+}
+
 }  // namespace
 }  // namespace xlens::cluster
