@@ -9,7 +9,7 @@ packages=(
   nlohmann-json3-dev libfmt-dev libcli11-dev
   googletest libgtest-dev libgmock-dev libbenchmark-dev
   llvm-19-dev clang-19 libclang-rt-19-dev
-  graphviz python3 libeigen3-dev zlib1g-dev
+  graphviz python3 python3-dev python3-venv libeigen3-dev zlib1g-dev
   libre2-dev
   liblapack-dev libblas-dev  # jax's LAPACK custom calls (lapack_thunk.cc)
   libarchive-dev  # bug bundles (xlens bundle, xlens replay)
@@ -24,6 +24,22 @@ packages=(
 # need them skip with the reason when they cannot be installed.
 test_peers=false
 if [ "${1:-}" = "--test-peers" ]; then test_peers=true; fi
+
+# The Python package's build (its extension is built with the tree when nanobind is there) and
+# its tests (pytest, run in a fresh virtual environment the package is installed into).
+install_python_package_deps() {
+  command -v python3 >/dev/null || return 0
+  local wanted="nanobind scikit-build-core"
+  $test_peers && wanted="$wanted pytest"
+  local module missing=""
+  for module in $wanted; do
+    python3 -c "import ${module//-/_}" 2>/dev/null || missing="$missing $module"
+  done
+  [ -z "$missing" ] && return 0
+  echo "setup: installing$missing from PyPI (the Python package's build and tests)"
+  python3 -m pip install --quiet --disable-pip-version-check $missing 2>&1 | grep -v "as the 'root' user" ||
+    true
+}
 
 install_python_peers() {
   $test_peers || return 0
@@ -52,6 +68,7 @@ for p in "${packages[@]}"; do
 done
 
 if [ ${#missing[@]} -eq 0 ]; then
+  install_python_package_deps
   install_python_peers
   exit 0
 fi
@@ -62,5 +79,6 @@ echo "setup: installing ${missing[*]}"
 export DEBIAN_FRONTEND=noninteractive
 $sudo apt-get update -qq
 $sudo apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
+install_python_package_deps
 install_python_peers
 echo "setup: done"

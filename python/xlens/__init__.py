@@ -1,0 +1,19 @@
+"""xlens from Python: an XLA-style JIT compiler you can see through.
+
+The compiler, runtime, graph session and dump readers run in this process (the _xlens extension
+module); arrays go in and come out as numpy arrays. Every failure is raised as xlens.Error with
+the one-line message the command line prints.
+
+    xlens.Session(graph, config=config)   TensorFlow 1's session, its global_jit_level honoured
+    xlens.tf.function(fn, jit_compile=)   a TensorFlow 2 function's graph, run by xlens
+    xlens.jit(fn)                         a JAX function lowered by JAX, compiled by xlens
+    xlens.inspect(dir), xlens.view(dir)   what a dump holds; the viewer on it
+"""
+
+from ._xlens import Error, __version__
+from . import tf
+from .session import *  # noqa: F401,F403
+from .jit import *  # noqa: F401,F403
+from .tools import *  # noqa: F401,F403
+
+__all__ = ["Error", "__version__", "tf"] + session.__all__ + jit.__all__ + tools.__all__
