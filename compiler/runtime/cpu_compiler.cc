@@ -73,6 +73,22 @@ Status CheckRunsOnOneCpu(const HloModule& module) {
   return OkStatus();
 }
 
+// Control flow reads its operands where buffer assignment put them in the arena (a while's or
+// conditional's computations share the parameter's allocation, not the entry frame's slot), so
+// an argument read in place would leave them reading the parameter's stale home. Only a module
+// without control flow borrows its arguments.
+bool MayBorrowArguments(const HloModule& module) {
+  for (const HloComputation* computation : module.computations()) {
+    for (const HloInstruction* instruction : computation->instructions()) {
+      const HloOpcode op = instruction->opcode();
+      if (op == HloOpcode::kWhile || op == HloOpcode::kConditional || op == HloOpcode::kCall) {
+        return false;
+      }
+    }
+  }
+  return true;
+}
+
 }  // namespace
 
 class ExecutableBuilder {
@@ -483,6 +499,9 @@ StatusOr<std::unique_ptr<Executable>> ExecutableBuilder::Build() {
   ASSIGN_OR_RETURN(FramePlan entry_plan, FramePlan::ForEntry(*module.entry_computation(),
                                                               assignment, allocation_offsets));
   exe_->entry_plan_ = std::make_unique<FramePlan>(std::move(entry_plan));
+  // The optimized module's control flow is final: whether launches may borrow their arguments
+  // is decided here, once, not on every call.
+  exe_->may_borrow_arguments_ = MayBorrowArguments(module);
 
   llvm_module_ = std::make_unique<llvm::Module>(module.name(), *context_);
   // The host triple from the start: the emitters choose CPU code (inline transcendentals) by it.

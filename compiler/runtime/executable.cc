@@ -188,29 +188,9 @@ StatusOr<Literal> Executable::Execute(std::span<const Literal> arguments) {
   return Results();
 }
 
-namespace {
-
-// Control flow reads its operands where buffer assignment put them in the arena (a while's or
-// conditional's computations share the parameter's allocation, not the entry frame's slot), so
-// an argument read in place would leave them reading the parameter's stale home. Only a module
-// without control flow borrows its arguments.
-bool MayBorrowArguments(const HloModule& module) {
-  for (const HloComputation* computation : module.computations()) {
-    for (const HloInstruction* instruction : computation->instructions()) {
-      const HloOpcode op = instruction->opcode();
-      if (op == HloOpcode::kWhile || op == HloOpcode::kConditional || op == HloOpcode::kCall) {
-        return false;
-      }
-    }
-  }
-  return true;
-}
-
-}  // namespace
-
 StatusOr<Literal> Executable::Execute(std::span<const Literal* const> arguments) {
   RETURN_IF_ERROR(SetArguments(arguments.size(), [&](size_t p) -> const Literal& { return *arguments[p]; },
-                               /*borrow=*/MayBorrowArguments(*module_)));
+                               /*borrow=*/may_borrow_arguments_));
   Status run = Run();
   StatusOr<Literal> results = run.ok() ? Results() : StatusOr<Literal>(run);
   // The borrowed buffers are the caller's only for this call.

@@ -81,6 +81,9 @@ class Executable {
   std::unique_ptr<FramePlan> entry_plan_;
   std::vector<char*> frame_;
   std::vector<char*> parameter_homes_;  // the arena buffer of each parameter leaf's slot
+  // Whether Execute may read row-major arguments in place: decided once, when the module is
+  // compiled (only a module without while, conditional or call; see cpu_compiler.cc).
+  bool may_borrow_arguments_ = false;
   ThunkSequence thunks_;
   std::vector<KernelInfo> kernels_;
   int64_t compile_ns_ = 0;
