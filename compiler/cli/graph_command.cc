@@ -23,6 +23,7 @@
 #include "compiler/graph/lower_functional_ops.h"
 #include "compiler/graph/saved_model.h"
 #include "compiler/graph/session.h"
+#include "compiler/graph/variable_nodes.h"
 #include "compiler/hlo/npy.h"
 #include "compiler/support/activity.h"
 #include "compiler/support/file_io.h"
@@ -304,10 +305,7 @@ Status CheckCapturesAssigned(const LoadedGraph& g, const std::vector<std::string
     const Node* n = stack.back();
     stack.pop_back();
     if (!seen.insert(n).second || fed.count(n->name())) continue;
-    if (n->type_string() == "Placeholder" && n->num_outputs() == 1 &&
-        n->output_type(0) == graph::DT_RESOURCE) {
-      missing.push_back(n->name());
-    }
+    if (graph::IsResourcePlaceholder(*n)) missing.push_back(n->name());
     for (const graph::Edge* e : n->in_edges()) stack.push_back(e->src);
   }
   if (missing.empty()) return OkStatus();
@@ -397,10 +395,8 @@ Status AssignVariable(const LoadedGraph& g, graph::Session& session, const std::
                              Q(name)));
   }
   const std::string& op = n->type_string();
-  if (op == "Placeholder" && n->num_outputs() == 1 && n->output_type(0) == graph::DT_RESOURCE) {
-    return AssignCapturedVariable(g, session, *n, file, feeds);
-  }
-  if (op != "VarHandleOp" && op != "VariableV2" && op != "Variable") {
+  if (graph::IsResourcePlaceholder(*n)) return AssignCapturedVariable(g, session, *n, file, feeds);
+  if (!graph::IsVariableOp(op)) {
     return Error(fmt::format("{}: --assign {}: node {} is a {}, not a variable (VarHandleOp, "
                              "VariableV2)",
                              g.shown, Q(name), Q(name), EscapeForTerminal(op)));

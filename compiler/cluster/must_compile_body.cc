@@ -4,18 +4,13 @@
 
 #include "compiler/cluster/compilability_check.h"
 #include "compiler/cluster/tf2xla/functional_ops.h"
+#include "compiler/graph/variable_nodes.h"
 #include "compiler/graph/function.h"
 #include "compiler/graph/types.h"
 
 namespace xlens::cluster {
 
 namespace {
-
-bool IsResourcePlaceholder(const graph::Node& node) {
-  const std::string& op = node.type_string();
-  if (op != "Placeholder" && op != "PlaceholderV2") return false;
-  return node.num_outputs() == 1 && node.output_type(0) == graph::DT_RESOURCE;
-}
 
 bool IsReferenceVariable(const graph::Node& node) {
   const std::string& op = node.type_string();
@@ -29,7 +24,7 @@ std::string HostReason(const graph::Node& node, const std::set<int>& host) {
   std::string reason;
   if (op == "VarHandleOp") {
     reason = "a resource variable's handle: the variable is an input of the compiled function";
-  } else if (IsResourcePlaceholder(node)) {
+  } else if (graph::IsResourcePlaceholder(node)) {
     reason = "a captured resource variable: the variable is an input of the compiled function";
   } else if (IsReferenceVariable(node)) {
     reason = "a reference variable: its value is an input of the compiled function";

@@ -12,6 +12,7 @@
 #include "compiler/graph/graph_def_io.h"
 #include "compiler/graph/proto/saved_model.pb.h"
 #include "compiler/graph/tensor_bundle.h"
+#include "compiler/graph/variable_nodes.h"
 #include "compiler/support/file_io.h"
 #include "compiler/support/terminal_text.h"
 
@@ -279,7 +280,7 @@ StatusOr<SavedModel> ParseSavedModel(std::string_view bytes, const std::string& 
   const std::map<int, std::string> paths = ObjectPaths(objects);
   std::map<std::string, size_t> variable_of_node;
   for (const NodeDef& n : model.graph.node) {
-    if (n.op != "VarHandleOp" && n.op != "VariableV2" && n.op != "Variable") continue;
+    if (!IsVariableOp(n.op)) continue;
     SavedModelVariable v;
     v.node = n.name;
     if (const AttrValue* c = FindAttr(n.attr, "container")) v.container = c->s();
