@@ -131,15 +131,12 @@ struct FirstPass {
 };
 
 // Whether loop variable `i` is a list nothing has been pushed onto (uninitialized or empty).
-bool EntersFresh(const std::vector<XlaExpression>& inputs,
-                 const std::vector<HloInstruction*>& init, size_t i) {
-  return inputs[i].dtype() == DataType::DT_VARIANT &&
-         inputs[i].kind() == XlaExpression::Kind::kXlaOp && IsFreshList(init[i]);
+bool EntersFresh(const std::vector<XlaExpression>& inputs, size_t i) {
+  return inputs[i].dtype() == DataType::DT_VARIANT && IsFreshList(inputs[i]);
 }
 
 StatusOr<FirstPass> CompileBodyOnce(const graph::FunctionBody& body, const Shape& state,
-                                    const std::vector<XlaExpression>& inputs,
-                                    const std::vector<HloInstruction*>& init, HloBuilder& outer,
+                                    const std::vector<XlaExpression>& inputs, HloBuilder& outer,
                                     const FunctionBodyLowering& lower_body) {
   // A module of its own, thrown away: the second compilation is the one the loop calls.
   HloModule scratch(outer.module()->name() + ".first_pass");
@@ -151,28 +148,23 @@ StatusOr<FirstPass> CompileBodyOnce(const graph::FunctionBody& body, const Shape
   {
     ASSIGN_OR_RETURN(LoopComputation b, StartLoopComputation("body", builder, state, inputs));
     for (size_t i = 0; i < inputs.size(); ++i) {
-      if (EntersFresh(inputs, init, i)) NoteFreshList(b.args[i].handle());
+      if (EntersFresh(inputs, i)) b.args[i] = b.args[i].WithFreshList();
     }
-    auto out = lower_body(*body.graph, b.builder.get(), b.args);
-    if (!out.ok()) {
-      ForgetUniformLists(&scratch);
-      return out.status();
-    }
-    for (size_t i = 0; i < inputs.size() && i < out->size(); ++i) {
-      const XlaExpression& e = (*out)[i];
+    ASSIGN_OR_RETURN(std::vector<XlaExpression> out, lower_body(*body.graph, b.builder.get(), b.args));
+    for (size_t i = 0; i < inputs.size() && i < out.size(); ++i) {
+      const XlaExpression& e = out[i];
       if (inputs[i].dtype() != DataType::DT_VARIANT || e.kind() != XlaExpression::Kind::kXlaOp) {
         pass.list_shapes.emplace_back();
         pass.uniform.emplace_back();
         continue;
       }
       pass.list_shapes.push_back(e.handle()->shape());
-      const graph::Tensor* held = UniformListElement(e.handle());
-      pass.uniform.push_back(held != nullptr && EntersFresh(inputs, init, i)
+      const graph::Tensor* held = e.uniform_list_element();
+      pass.uniform.push_back(held != nullptr && EntersFresh(inputs, i)
                                  ? std::optional<graph::Tensor>(*held)
                                  : std::nullopt);
     }
   }
-  ForgetUniformLists(&scratch);
   return pass;
 }
 
@@ -224,8 +216,8 @@ StatusOr<std::vector<XlaExpression>> LowerWhile(const Node& node,
   bool fresh = false;
   for (size_t i = 0; i < inputs.size(); ++i) {
     if (inputs[i].dtype() != DataType::DT_VARIANT) continue;
-    if (const graph::Tensor* held = UniformListElement(init[i])) uniform[i] = *held;
-    fresh |= EntersFresh(inputs, init, i);
+    if (const graph::Tensor* held = inputs[i].uniform_list_element()) uniform[i] = *held;
+    fresh |= EntersFresh(inputs, i);
   }
   if (fresh) {
     // Lists that enter uninitialized take the shape the body's first write gives them, and
@@ -234,7 +226,7 @@ StatusOr<std::vector<XlaExpression>> LowerWhile(const Node& node,
     for (HloInstruction* v : init) first_shapes.push_back(v->shape());
     Shape first_state = Shape::Tuple(first_shapes);
     first_state.SetDefaultLayout();
-    auto first = CompileBodyOnce(*body, first_state, inputs, init, builder, lower_body);
+    auto first = CompileBodyOnce(*body, first_state, inputs, builder, lower_body);
     if (!first.ok()) return NodeError(node, "its body: " + first.status().message());
     for (size_t i = 0; i < inputs.size(); ++i) {
       if (first->uniform[i]) uniform[i] = first->uniform[i];
@@ -278,14 +270,14 @@ StatusOr<std::vector<XlaExpression>> LowerWhile(const Node& node,
   // body: the state -> the next state; a variable's element is its value after the body.
   ASSIGN_OR_RETURN(LoopComputation b, StartLoopComputation("body", builder, state, inputs));
   for (size_t i = 0; i < inputs.size(); ++i) {
-    if (uniform[i]) NoteUniformList(b.args[i].handle(), *uniform[i]);
+    if (uniform[i]) b.args[i] = b.args[i].WithUniformListElement(*uniform[i]);
   }
   ASSIGN_OR_RETURN(std::vector<XlaExpression> body_out,
                    lower_body(*body->graph, b.builder.get(), b.args));
   for (size_t i = 0; i < inputs.size() && i < body_out.size(); ++i) {
     if (!uniform[i]) continue;
     const graph::Tensor* held = body_out[i].kind() == XlaExpression::Kind::kXlaOp
-                                    ? UniformListElement(body_out[i].handle())
+                                    ? body_out[i].uniform_list_element()
                                     : nullptr;
     if (held == nullptr || !SameConstant(*held, *uniform[i])) {
       // The body writes something else into a list it may have read as all one constant.
@@ -340,8 +332,8 @@ StatusOr<std::vector<XlaExpression>> LowerWhile(const Node& node,
       }
       outputs.push_back(inputs[i]);
     } else {
-      if (uniform[i]) NoteUniformList(element, *uniform[i]);
-      outputs.push_back(XlaExpression::XlaOp(element, inputs[i].dtype()));
+      XlaExpression value = XlaExpression::XlaOp(element, inputs[i].dtype());
+      outputs.push_back(uniform[i] ? value.WithUniformListElement(*uniform[i]) : value);
     }
   }
   return outputs;

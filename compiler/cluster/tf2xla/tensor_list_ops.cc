@@ -22,27 +22,6 @@
 
 namespace xlens::cluster {
 
-namespace {
-
-// The lists known to hold one constant in every element, by instruction; the module and id
-// guard against an address reused by a later compilation.
-struct UniformEntry {
-  const HloModule* module = nullptr;
-  int64_t id = -1;
-  bool fresh = false;  // nothing pushed yet: any constant pushed makes it uniform
-  graph::Tensor element;
-};
-std::map<const HloInstruction*, UniformEntry>& UniformLists() {
-  thread_local std::map<const HloInstruction*, UniformEntry> lists;
-  return lists;
-}
-
-const HloModule* ModuleOf(const HloInstruction* i) {
-  return i->parent() == nullptr ? nullptr : i->parent()->parent();
-}
-
-}  // namespace
-
 bool IsUninitializedTensorList(const HloInstruction* list) {
   return list != nullptr && !list->shape().IsTuple() && list->shape().rank() == 1 &&
          list->shape().element_type() == PrimitiveType::S32;
@@ -55,41 +34,9 @@ bool SameConstant(const graph::Tensor& a, const graph::Tensor& b) {
   return a.byte_size() == 0 || std::memcmp(a.raw_data(), b.raw_data(), a.byte_size()) == 0;
 }
 
-void NoteUniformList(const HloInstruction* list, const graph::Tensor& element) {
-  UniformLists()[list] = UniformEntry{ModuleOf(list), list->unique_id(), false, element};
-}
-
-void NoteFreshList(const HloInstruction* list) {
-  UniformLists()[list] = UniformEntry{ModuleOf(list), list->unique_id(), true, graph::Tensor()};
-}
-
-namespace {
-const UniformEntry* FindNote(const HloInstruction* list) {
-  if (list == nullptr) return nullptr;
-  auto it = UniformLists().find(list);
-  if (it == UniformLists().end() || it->second.module != ModuleOf(list) ||
-      it->second.id != list->unique_id()) {
-    return nullptr;
-  }
-  return &it->second;
-}
-}  // namespace
-
-const graph::Tensor* UniformListElement(const HloInstruction* list) {
-  const UniformEntry* e = FindNote(list);
-  return e == nullptr || e->fresh ? nullptr : &e->element;
-}
-
-bool IsFreshList(const HloInstruction* list) {
-  const UniformEntry* e = FindNote(list);
-  return IsUninitializedTensorList(list) || (e != nullptr && e->fresh);
-}
-
-void ForgetUniformLists(const HloModule* module) {
-  auto& lists = UniformLists();
-  for (auto it = lists.begin(); it != lists.end();) {
-    it = it->second.module == module ? lists.erase(it) : std::next(it);
-  }
+bool IsFreshList(const XlaExpression& list) {
+  return list.kind() == XlaExpression::Kind::kXlaOp &&
+         (IsUninitializedTensorList(list.handle()) || list.fresh_list());
 }
 
 StatusOr<HloInstruction*> InitialListOfShape(HloBuilder& builder, const Shape& list_shape) {
@@ -279,7 +226,7 @@ Status EmptyTensorListLowering(XlaOpKernelContext& ctx) {
   ASSIGN_OR_RETURN(HloInstruction * buffer, ZerosBuffer(ctx, count, *known));
   ASSIGN_OR_RETURN(HloInstruction * index, S32(ctx, 0));
   RETURN_IF_ERROR(SetList(ctx, 0, buffer, index));
-  NoteFreshList(ctx.outputs()[0].handle());
+  ctx.SetOutputExpression(0, ctx.outputs()[0].WithFreshList());
   return OkStatus();
 }
 
@@ -321,10 +268,9 @@ Status PushBackLowering(XlaOpKernelContext& ctx) {
   const XlaExpression& in = ctx.input_expression(0);
   const XlaExpression& pushed = ctx.input_expression(1);
   if (pushed.kind() == XlaExpression::Kind::kConstant && in.kind() == XlaExpression::Kind::kXlaOp) {
-    const graph::Tensor* held = UniformListElement(in.handle());
-    if (IsFreshList(in.handle()) ||
-        (held != nullptr && SameConstant(*held, pushed.constant_value()))) {
-      NoteUniformList(ctx.outputs()[0].handle(), pushed.constant_value());
+    const graph::Tensor* held = in.uniform_list_element();
+    if (IsFreshList(in) || (held != nullptr && SameConstant(*held, pushed.constant_value()))) {
+      ctx.SetOutputExpression(0, ctx.outputs()[0].WithUniformListElement(pushed.constant_value()));
     }
   }
   return OkStatus();
@@ -339,10 +285,10 @@ Status PopBackLowering(XlaOpKernelContext& ctx) {
   // Every element the same constant: the popped one is that constant, known at compile time.
   const XlaExpression& in = ctx.input_expression(0);
   const graph::Tensor* held =
-      in.kind() == XlaExpression::Kind::kXlaOp ? UniformListElement(in.handle()) : nullptr;
+      in.kind() == XlaExpression::Kind::kXlaOp ? in.uniform_list_element() : nullptr;
   if (held != nullptr) {
     const graph::Tensor element = *held;
-    NoteUniformList(ctx.outputs()[0].handle(), element);
+    ctx.SetOutputExpression(0, ctx.outputs()[0].WithUniformListElement(element));
     ctx.SetConstantOutput(1, element);
     return OkStatus();
   }

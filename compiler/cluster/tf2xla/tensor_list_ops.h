@@ -4,6 +4,7 @@
 #pragma once
 
 #include "compiler/cluster/tf2xla/hlo_builder.h"
+#include "compiler/cluster/tf2xla/xla_op_registry.h"
 #include "compiler/graph/tensor.h"
 
 namespace xlens::cluster {
@@ -19,17 +20,12 @@ bool IsUninitializedTensorList(const HloInstruction* list);
 StatusOr<HloInstruction*> InitialListOfShape(HloBuilder& builder, const Shape& list_shape);
 
 // Lists every pushed element of which is the compile-time constant `element` (accumulators of
-// TensorListElementShape/TensorListLength in a forward loop): popping one gives the constant, so
-// a gradient loop's TensorListReserve of a popped size and shape is known at compile time, as
-// tf2xla resolves compile-time constant inputs.
-void NoteUniformList(const HloInstruction* list, const graph::Tensor& element);
-// A list nothing has been pushed onto yet (an EmptyTensorList, an uninitialized list).
-void NoteFreshList(const HloInstruction* list);
-bool IsFreshList(const HloInstruction* list);
-// The constant every element of `list` holds, or nullptr when not known.
-const graph::Tensor* UniformListElement(const HloInstruction* list);
-// Drops what is noted about the instructions of `module` (a scratch module about to go).
-void ForgetUniformLists(const HloModule* module);
+// TensorListElementShape/TensorListLength in a forward loop) carry it on their XlaExpression
+// (uniform_list_element): popping one gives the constant, so a gradient loop's TensorListReserve
+// of a popped size and shape is known at compile time, as tf2xla resolves compile-time constant
+// inputs. A list nothing has been pushed onto yet (an EmptyTensorList, an uninitialized list) is
+// fresh: the first constant pushed makes it uniform.
+bool IsFreshList(const XlaExpression& list);
 // Whether two constants are the same tensor (type, shape, bytes).
 bool SameConstant(const graph::Tensor& a, const graph::Tensor& b);
 

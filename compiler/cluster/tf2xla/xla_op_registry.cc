@@ -39,6 +39,20 @@ XlaExpression XlaExpression::Resource(XlaResource* resource) {
   return e;
 }
 
+XlaExpression XlaExpression::WithFreshList() const {
+  XlaExpression e = *this;
+  e.fresh_list_ = true;
+  e.uniform_list_element_.reset();
+  return e;
+}
+
+XlaExpression XlaExpression::WithUniformListElement(Tensor element) const {
+  XlaExpression e = *this;
+  e.fresh_list_ = false;
+  e.uniform_list_element_ = std::move(element);
+  return e;
+}
+
 std::vector<int64_t> XlaExpression::shape() const {
   switch (kind_) {
     case Kind::kConstant:

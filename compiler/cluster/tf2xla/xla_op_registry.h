@@ -8,6 +8,7 @@
 #include <functional>
 #include <map>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -49,12 +50,24 @@ class XlaExpression {
   // The static shape (the constant's, the instruction's, or the resource handle's: scalar).
   std::vector<int64_t> shape() const;
 
+  // What the TensorList lowerings know of a list value (tensor_list_ops.h): nothing pushed onto
+  // it yet, or the one compile-time constant every element of it holds. The facts travel with
+  // the value through Identity, calls and loops; a new value starts without them.
+  bool fresh_list() const { return fresh_list_; }
+  const graph::Tensor* uniform_list_element() const {
+    return uniform_list_element_ ? &*uniform_list_element_ : nullptr;
+  }
+  XlaExpression WithFreshList() const;
+  XlaExpression WithUniformListElement(graph::Tensor element) const;
+
  private:
   Kind kind_ = Kind::kInvalid;
   graph::DataType dtype_ = graph::DT_INVALID;
   graph::Tensor constant_;
   HloInstruction* handle_ = nullptr;
   XlaResource* resource_ = nullptr;
+  bool fresh_list_ = false;
+  std::optional<graph::Tensor> uniform_list_element_;
 };
 
 // What one op lowering sees: the node, its input expressions, its outputs to set, and the
