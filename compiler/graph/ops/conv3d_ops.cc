@@ -18,7 +18,7 @@
 namespace xlens::graph {
 namespace {
 
-using conv::WindowAttrs;
+using conv::Pass;
 using conv::WindowGeometry;
 
 template <typename C>
@@ -88,10 +88,6 @@ void Col2ImAdd(const WindowGeometry& g, const C* cols, int64_t begin, int64_t en
   }
 }
 
-enum class Pass { kForward, kBackpropInput, kBackpropFilter };
-
-// Runs one pass on channels-last data: x [N, D, H, W, Cin], f [KD, KH, KW, Cin, Cout],
-// dy [N, OD, OH, OW, Cout]; writes y, dx or df (fully).
 // out [rows, n] (+)= op(a) * op(b) for one block: oneDNN's product for float where the build has
 // it (the kernels for the CPU's widest vectors, single-threaded: the blocks are the
 // parallelism), else Eigen's. `accumulate` adds to out instead of overwriting it.
@@ -171,32 +167,9 @@ void Conv3DPass(const WindowGeometry& g, const C* x, const C* f, const C* dy, C*
 
 template <Pass kPass>
 Status Conv3DKernel(OpKernelContext& ctx) {
-  auto attrs = conv::GetWindowAttrs(ctx.attrs(), ctx.name(), 3, /*pooling=*/false);
-  if (!attrs.ok()) return ctx.Error(attrs.status().message());
-  std::vector<int64_t> input_dims, filter_dims;
-  for (int i : {0, 1}) {
-    const bool is_sizes = (i == 0 && kPass == Pass::kBackpropInput) ||
-                          (i == 1 && kPass == Pass::kBackpropFilter);
-    if (is_sizes && ctx.input(i).rank() != 1) {
-      return ctx.Error(std::string(i == 0 ? "input_sizes" : "filter_sizes") +
-                       " must be 1-dimensional, got " + DimsToString(ctx.input(i).dims()));
-    }
-    (i == 0 ? input_dims : filter_dims) =
-        is_sizes ? ctx.input(i).AsInt64Vector() : ctx.input(i).dims();
-  }
-  if (input_dims.size() != 5)
-    return ctx.Error("input must be 5-dimensional" + DimsToString(input_dims));
-  if (filter_dims.size() != 5)
-    return ctx.Error("filter must be 5-dimensional: " + DimsToString(filter_dims));
-  const int64_t in_depth = input_dims[attrs->channels_first ? 1 : 4];
-  if (in_depth != filter_dims[3]) {
-    return ctx.Error("input and filter must have the same depth: " + std::to_string(in_depth) +
-                     " vs " + std::to_string(filter_dims[3]));
-  }
-  auto geometry = conv::ComputeGeometry(
-      *attrs, input_dims, {filter_dims[0], filter_dims[1], filter_dims[2]}, filter_dims[4]);
-  if (!geometry.ok()) return ctx.Error(geometry.status().message());
-  const WindowGeometry& g = *geometry;
+  ASSIGN_OR_RETURN(conv::ConvOperands ops,
+                   conv::GetConvOperands(ctx, kPass, /*spatial=*/3, /*depthwise=*/false));
+  const WindowGeometry& g = ops.g;
   // The patch matrix holds window * depth elements per output position.
   const double patch = double(g.k[0]) * double(g.k[1]) * double(g.k[2]) * double(g.in_depth);
   if (patch > double(int64_t{1} << 26)) {
@@ -204,103 +177,46 @@ Status Conv3DKernel(OpKernelContext& ctx) {
                      std::to_string(g.in_depth) +
                      " channels is more than this kernel takes (2^26 elements per patch)");
   }
-  const std::vector<int64_t> out_dims = conv::OutputDims(*attrs, g);
-  if (kPass != Pass::kForward && ctx.input(2).dims() != out_dims) {
-    return ctx.Error("out_backprop has shape " + DimsToString(ctx.input(2).dims()) +
-                     ", expected " + DimsToString(out_dims));
-  }
-  const DataType dtype = ctx.input(kPass == Pass::kBackpropInput ? 1 : 0).dtype();
-  return cwise::Dispatch<cwise::kFloating>(ctx, dtype, [&](auto tag) -> Status {
-    using T = typename decltype(tag)::type;
-    using C = cwise::ComputeType<T>;
-    const bool cf = attrs->channels_first;
-    if constexpr (kPass == Pass::kForward) {
-      conv::InputView<C, T> x(ctx.input(0), cf), f(ctx.input(1), false);
-      ASSIGN_OR_RETURN(Tensor * out, ctx.allocate_output(0, out_dims));
-      conv::OutputView<C, T> y(*out, cf);
-      Conv3DPass<kPass, C>(g, x.data(), f.data(), nullptr, y.data(), ctx.pool());
-      y.Finish();
-    } else if constexpr (kPass == Pass::kBackpropInput) {
-      conv::InputView<C, T> f(ctx.input(1), false), dy(ctx.input(2), cf);
-      ASSIGN_OR_RETURN(Tensor * out, ctx.allocate_output(0, input_dims));
-      conv::OutputView<C, T> dx(*out, cf);
-      Conv3DPass<kPass, C>(g, nullptr, f.data(), dy.data(), dx.data(), ctx.pool());
-      dx.Finish();
-    } else {
-      conv::InputView<C, T> x(ctx.input(0), cf), dy(ctx.input(2), cf);
-      ASSIGN_OR_RETURN(Tensor * out, ctx.allocate_output(0, filter_dims));
-      conv::OutputView<C, T> df(*out, false);
-      Conv3DPass<kPass, C>(g, x.data(), nullptr, dy.data(), df.data(), ctx.pool());
-      df.Finish();
-    }
-    return OkStatus();
+  return conv::RunConvPass<kPass>(ctx, ops, [&](const auto* x, const auto* f, const auto* dy,
+                                                  auto* result) {
+    Conv3DPass<kPass>(g, x, f, dy, result, ctx.pool());
   });
 }
 
-Status Conv3DShape(InferenceContext& c) {
-  PartialShape in, filter;
-  RETURN_IF_ERROR(c.WithRank(0, 5, &in));
-  RETURN_IF_ERROR(c.WithRank(1, 5, &filter));
-  auto attrs = conv::GetWindowAttrs(c.attrs(), c.node_name(), 3, /*pooling=*/false);
-  if (!attrs.ok()) return c.Error(attrs.status().message());
-  const int64_t in_depth = in.dim(attrs->channels_first ? 1 : 4);
-  if (in_depth >= 0 && filter.dim(3) >= 0 && in_depth != filter.dim(3)) {
-    return c.Error("Dimensions must be equal, but are " + std::to_string(in_depth) + " and " +
-                   std::to_string(filter.dim(3)));
-  }
-  auto g = conv::ComputeGeometry(*attrs, in.dims(), {filter.dim(0), filter.dim(1), filter.dim(2)},
-                                 filter.dim(4));
-  if (!g.ok()) return c.Error(g.status().message());
-  c.set_output(0, PartialShape(conv::OutputDims(*attrs, *g)));
-  return OkStatus();
-}
-
-Status ShapeFromShapeInput(InferenceContext& c, int input) {
-  auto shape = c.MakeShapeFromShapeTensor(input);
-  if (!shape.ok()) return c.Error(shape.status().message());
-  c.set_output(0, *shape);
-  return OkStatus();
+// The attrs of the three Conv3D ops, in TensorFlow's order.
+OpRegistrationBuilder& WithConv3DAttrs(OpRegistrationBuilder& op) {
+  return op
+      .Attr("T: {half, bfloat16, float, double}")
+      .Attr("strides: list(int) >= 5")
+      .Attr("padding: {'SAME', 'VALID'}")
+      .Attr("data_format: {'NDHWC', 'NCDHW'} = 'NDHWC'")
+      .Attr("dilations: list(int) = [1, 1, 1, 1, 1]");
 }
 
 }  // namespace
 
 void RegisterConv3DOps(OpRegistry& r) {
-  REGISTER_OP(r, "Conv3D")
+  WithConv3DAttrs(REGISTER_OP(r, "Conv3D")
       .Input("input: T")
       .Input("filter: T")
-      .Output("output: T")
-      .Attr("T: {half, bfloat16, float, double}")
-      .Attr("strides: list(int) >= 5")
-      .Attr("padding: {'SAME', 'VALID'}")
-      .Attr("data_format: {'NDHWC', 'NCDHW'} = 'NDHWC'")
-      .Attr("dilations: list(int) = [1, 1, 1, 1, 1]")
-      .SetShapeFn(Conv3DShape)
+      .Output("output: T"))
+      .SetShapeFn([](InferenceContext& c) { return conv::ConvShape(c, 3, /*depthwise=*/false); })
       .SetKernel(Conv3DKernel<Pass::kForward>);
-  REGISTER_OP(r, "Conv3DBackpropInputV2")
+  WithConv3DAttrs(REGISTER_OP(r, "Conv3DBackpropInputV2")
       .Input("input_sizes: Tshape")
       .Input("filter: T")
       .Input("out_backprop: T")
-      .Output("output: T")
-      .Attr("T: {half, bfloat16, float, double}")
-      .Attr("strides: list(int) >= 5")
-      .Attr("padding: {'SAME', 'VALID'}")
-      .Attr("data_format: {'NDHWC', 'NCDHW'} = 'NDHWC'")
-      .Attr("dilations: list(int) = [1, 1, 1, 1, 1]")
+      .Output("output: T"))
       .Attr("Tshape: {int32, int64} = DT_INT32")
-      .SetShapeFn([](InferenceContext& c) { return ShapeFromShapeInput(c, 0); })
+      .SetShapeFn([](InferenceContext& c) { return conv::ShapeFromSizesInput(c, 0); })
       .SetKernel(Conv3DKernel<Pass::kBackpropInput>)
       .CompileTimeConstInput("input_sizes");
-  REGISTER_OP(r, "Conv3DBackpropFilterV2")
+  WithConv3DAttrs(REGISTER_OP(r, "Conv3DBackpropFilterV2")
       .Input("input: T")
       .Input("filter_sizes: int32")
       .Input("out_backprop: T")
-      .Output("output: T")
-      .Attr("T: {half, bfloat16, float, double}")
-      .Attr("strides: list(int) >= 5")
-      .Attr("padding: {'SAME', 'VALID'}")
-      .Attr("data_format: {'NDHWC', 'NCDHW'} = 'NDHWC'")
-      .Attr("dilations: list(int) = [1, 1, 1, 1, 1]")
-      .SetShapeFn([](InferenceContext& c) { return ShapeFromShapeInput(c, 1); })
+      .Output("output: T"))
+      .SetShapeFn([](InferenceContext& c) { return conv::ShapeFromSizesInput(c, 1); })
       .SetKernel(Conv3DKernel<Pass::kBackpropFilter>)
       .CompileTimeConstInput("filter_sizes");
 }

@@ -183,4 +183,75 @@ std::vector<int64_t> OutputDims(const WindowAttrs& attrs, const WindowGeometry& 
   return FromChannelsLast(dims, attrs.channels_first);
 }
 
+StatusOr<ConvOperands> GetConvOperands(const OpKernelContext& ctx, Pass pass, int spatial,
+                                       bool depthwise) {
+  ConvOperands ops;
+  auto attrs = GetWindowAttrs(ctx.attrs(), ctx.name(), spatial, /*pooling=*/false);
+  if (!attrs.ok()) return ctx.Error(attrs.status().message());
+  ops.attrs = *attrs;
+  for (int i : {0, 1}) {
+    const bool is_sizes =
+        (i == 0 && pass == Pass::kBackpropInput) || (i == 1 && pass == Pass::kBackpropFilter);
+    if (is_sizes && ctx.input(i).rank() != 1) {
+      return ctx.Error(std::string(i == 0 ? "input_sizes" : "filter_sizes") +
+                       " must be 1-dimensional, got " + DimsToString(ctx.input(i).dims()));
+    }
+    (i == 0 ? ops.input_dims : ops.filter_dims) =
+        is_sizes ? ctx.input(i).AsInt64Vector() : ctx.input(i).dims();
+  }
+  const size_t rank = static_cast<size_t>(spatial) + 2;
+  if (ops.input_dims.size() != rank)
+    return ctx.Error("input must be " + Str(rank) + "-dimensional" + DimsToString(ops.input_dims));
+  if (ops.filter_dims.size() != rank) {
+    return ctx.Error("filter must be " + Str(rank) + "-dimensional: " +
+                     DimsToString(ops.filter_dims));
+  }
+  const std::vector<int64_t>& f = ops.filter_dims;
+  const int64_t in_depth = ops.input_dims[ops.attrs.channels_first ? 1 : spatial + 1];
+  if (in_depth != f[spatial]) {
+    return ctx.Error("input and filter must have the same depth: " + Str(in_depth) + " vs " +
+                     Str(f[spatial]));
+  }
+  const std::vector<int64_t> window(f.begin(), f.begin() + spatial);
+  auto g = ComputeGeometry(ops.attrs, ops.input_dims, window,
+                           depthwise ? f[spatial] * f[spatial + 1] : f[spatial + 1]);
+  if (!g.ok()) return ctx.Error(g.status().message());
+  ops.g = *g;
+  ops.out_dims = OutputDims(ops.attrs, ops.g);
+  if (pass != Pass::kForward && ctx.input(2).dims() != ops.out_dims) {
+    return ctx.Error("out_backprop has shape " + DimsToString(ctx.input(2).dims()) +
+                     ", expected " + DimsToString(ops.out_dims));
+  }
+  return ops;
+}
+
+Status ConvShape(InferenceContext& c, int spatial, bool depthwise) {
+  PartialShape in, filter;
+  RETURN_IF_ERROR(c.WithRank(0, spatial + 2, &in));
+  RETURN_IF_ERROR(c.WithRank(1, spatial + 2, &filter));
+  auto attrs = GetWindowAttrs(c.attrs(), c.node_name(), spatial, /*pooling=*/false);
+  if (!attrs.ok()) return c.Error(attrs.status().message());
+  const int64_t in_depth = in.dim(attrs->channels_first ? 1 : spatial + 1);
+  const int64_t filter_depth = filter.dim(spatial), m = filter.dim(spatial + 1);
+  if (in_depth >= 0 && filter_depth >= 0 && in_depth != filter_depth) {
+    return c.Error("Dimensions must be equal, but are " + Str(in_depth) + " and " +
+                   Str(filter_depth));
+  }
+  // TensorFlow's DepthwiseConv2DNativeShape: output depth in_depth * multiplier.
+  const int64_t out_depth = !depthwise ? m : filter_depth >= 0 && m >= 0 ? filter_depth * m : -1;
+  std::vector<int64_t> window;
+  for (int i = 0; i < spatial; ++i) window.push_back(filter.dim(i));
+  auto g = ComputeGeometry(*attrs, in.dims(), window, out_depth);
+  if (!g.ok()) return c.Error(g.status().message());
+  c.set_output(0, PartialShape(OutputDims(*attrs, *g)));
+  return OkStatus();
+}
+
+Status ShapeFromSizesInput(InferenceContext& c, int input) {
+  auto shape = c.MakeShapeFromShapeTensor(input);
+  if (!shape.ok()) return c.Error(shape.status().message());
+  c.set_output(0, *shape);
+  return OkStatus();
+}
+
 }  // namespace xlens::graph::conv

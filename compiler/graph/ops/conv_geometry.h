@@ -11,6 +11,8 @@
 #include <vector>
 
 #include "compiler/graph/attr_value.h"
+#include "compiler/graph/op_kernel.h"
+#include "compiler/graph/shape_inference.h"
 #include "compiler/support/status.h"
 
 namespace xlens::graph::conv {
@@ -62,6 +64,30 @@ std::vector<int64_t> ToChannelsLast(const std::vector<int64_t>& dims, bool chann
 std::vector<int64_t> FromChannelsLast(const std::vector<int64_t>& dims, bool channels_first);
 // The output dims [batch, spatial..., depth] of a geometry in the op's layout and rank.
 std::vector<int64_t> OutputDims(const WindowAttrs& attrs, const WindowGeometry& g);
+
+// The passes of a convolution kernel, by their operands: kForward (input, filter),
+// kBackpropInput (input_sizes, filter, out_backprop), kBackpropFilter (input, filter_sizes,
+// out_backprop).
+enum class Pass { kForward, kBackpropInput, kBackpropFilter };
+
+// A convolution's operands checked as TensorFlow's kernels check them: the attrs, the input and
+// filter dims (read from input_sizes or filter_sizes in a backprop), the geometry, and the output
+// dims (which out_backprop must have). The filter is [k..., in_depth, m] in the op's spatial
+// order: m output channels, or in_depth * m for a depthwise convolution.
+struct ConvOperands {
+  WindowAttrs attrs;
+  WindowGeometry g;
+  std::vector<int64_t> input_dims, filter_dims, out_dims;
+};
+StatusOr<ConvOperands> GetConvOperands(const OpKernelContext& ctx, Pass pass, int spatial,
+                                       bool depthwise);
+
+// The shape function of a `spatial`-d convolution (filter as in GetConvOperands).
+Status ConvShape(InferenceContext& c, int spatial, bool depthwise);
+
+// The shape function of a backprop: its output shape is the value of its shape input
+// (input_sizes, filter_sizes, orig_input_shape) when that is known.
+Status ShapeFromSizesInput(InferenceContext& c, int input);
 
 // Moves the channel dimension of a row-major [outer, channels, inner] array to the end
 // ([outer, inner, channels]) or back; `n` elements in all.

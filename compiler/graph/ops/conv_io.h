@@ -6,6 +6,7 @@
 
 #include <algorithm>
 #include <cstdint>
+#include <optional>
 #include <type_traits>
 #include <vector>
 
@@ -104,5 +105,33 @@ class OutputView {
   std::vector<C> storage_;
   C* data_ = nullptr;
 };
+
+// Runs one pass of a convolution kernel over its operands (GetConvOperands) in the compute type:
+// fn(x, f, dy, result) gets channels-last views of the operands the pass reads (x, f for the
+// forward pass; f, dy for the input's gradient; x, dy for the filter's), nullptr for the one it
+// does not, and writes the whole result (y, dx or df).
+template <Pass kPass, typename Fn>
+Status RunConvPass(OpKernelContext& ctx, const ConvOperands& ops, Fn&& fn) {
+  const DataType dtype = ctx.input(kPass == Pass::kBackpropInput ? 1 : 0).dtype();
+  return cwise::Dispatch<cwise::kFloating>(ctx, dtype, [&](auto tag) -> Status {
+    using T = typename decltype(tag)::type;
+    using C = cwise::ComputeType<T>;
+    const bool cf = ops.attrs.channels_first;
+    std::optional<InputView<C, T>> x, f, dy;
+    if constexpr (kPass != Pass::kBackpropInput) x.emplace(ctx.input(0), cf);
+    if constexpr (kPass != Pass::kBackpropFilter) f.emplace(ctx.input(1), false);
+    if constexpr (kPass != Pass::kForward) dy.emplace(ctx.input(2), cf);
+    const std::vector<int64_t>& dims = kPass == Pass::kForward         ? ops.out_dims
+                                       : kPass == Pass::kBackpropInput ? ops.input_dims
+                                                                       : ops.filter_dims;
+    ASSIGN_OR_RETURN(Tensor * out, ctx.allocate_output(0, dims));
+    // The filter's gradient is in the filter's layout, whatever the data format.
+    OutputView<C, T> result(*out, kPass != Pass::kBackpropFilter && cf);
+    fn(x ? x->data() : nullptr, f ? f->data() : nullptr, dy ? dy->data() : nullptr,
+       result.data());
+    result.Finish();
+    return OkStatus();
+  });
+}
 
 }  // namespace xlens::graph::conv

@@ -16,28 +16,8 @@
 namespace xlens::graph {
 namespace {
 
-using conv::WindowAttrs;
+using conv::Pass;
 using conv::WindowGeometry;
-
-// The geometry of a depthwise op from its input dims (op layout) and filter dims [kh, kw, c, m].
-StatusOr<std::pair<WindowAttrs, WindowGeometry>> DepthwiseGeometry(
-    const OpKernelContext& ctx, const std::vector<int64_t>& input,
-    const std::vector<int64_t>& filter) {
-  auto attrs = conv::GetWindowAttrs(ctx.attrs(), ctx.name(), 2, /*pooling=*/false);
-  if (!attrs.ok()) return ctx.Error(attrs.status().message());
-  if (input.size() != 4)
-    return ctx.Error("input must be 4-dimensional" + DimsToString(input));
-  if (filter.size() != 4)
-    return ctx.Error("filter must be 4-dimensional: " + DimsToString(filter));
-  const int64_t in_depth = input[attrs->channels_first ? 1 : 3];
-  if (in_depth != filter[2]) {
-    return ctx.Error("input and filter must have the same depth: " + std::to_string(in_depth) +
-                     " vs " + std::to_string(filter[2]));
-  }
-  auto g = conv::ComputeGeometry(*attrs, input, {filter[0], filter[1]}, filter[2] * filter[3]);
-  if (!g.ok()) return ctx.Error(g.status().message());
-  return std::make_pair(*attrs, *g);
-}
 
 // The loops below are memory bound and vectorize over the contiguous channels: their float
 // instances are compiled for AVX-512 and AVX2 besides the generic x86-64 the rest of the front
@@ -320,134 +300,57 @@ void DepthwiseBackpropFilter(const WindowGeometry& g, const C* x, const C* dy, C
                       });
 }
 
-enum class Pass { kForward, kBackpropInput, kBackpropFilter };
-
 template <Pass kPass>
 Status DepthwiseKernel(OpKernelContext& ctx) {
-  std::vector<int64_t> input_dims, filter_dims;
-  if constexpr (kPass == Pass::kBackpropInput) {
-    if (ctx.input(0).rank() != 1)
-      return ctx.Error("input_sizes must be 1-dimensional, got " +
-                       DimsToString(ctx.input(0).dims()));
-    input_dims = ctx.input(0).AsInt64Vector();
-  } else {
-    input_dims = ctx.input(0).dims();
-  }
-  if constexpr (kPass == Pass::kBackpropFilter) {
-    if (ctx.input(1).rank() != 1)
-      return ctx.Error("filter_sizes must be 1-dimensional, got " +
-                       DimsToString(ctx.input(1).dims()));
-    filter_dims = ctx.input(1).AsInt64Vector();
-  } else {
-    filter_dims = ctx.input(1).dims();
-  }
-  ASSIGN_OR_RETURN(auto geometry, DepthwiseGeometry(ctx, input_dims, filter_dims));
-  const auto& [attrs, g] = geometry;
-  const std::vector<int64_t> out_dims = conv::OutputDims(attrs, g);
-  if (kPass != Pass::kForward && ctx.input(2).dims() != out_dims) {
-    return ctx.Error("out_backprop has shape " + DimsToString(ctx.input(2).dims()) +
-                     ", expected " + DimsToString(out_dims));
-  }
-  const DataType dtype = ctx.input(kPass == Pass::kBackpropInput ? 1 : 0).dtype();
-  return cwise::Dispatch<cwise::kFloating>(ctx, dtype, [&](auto tag) -> Status {
-    using T = typename decltype(tag)::type;
-    using C = cwise::ComputeType<T>;
-    const bool cf = attrs.channels_first;
+  ASSIGN_OR_RETURN(conv::ConvOperands ops,
+                   conv::GetConvOperands(ctx, kPass, /*spatial=*/2, /*depthwise=*/true));
+  const WindowGeometry& g = ops.g;
+  return conv::RunConvPass<kPass>(ctx, ops, [&](const auto* x, const auto* f, const auto* dy,
+                                                  auto* result) {
     if constexpr (kPass == Pass::kForward) {
-      conv::InputView<C, T> x(ctx.input(0), cf);
-      conv::InputView<C, T> f(ctx.input(1), false);
-      ASSIGN_OR_RETURN(Tensor * out, ctx.allocate_output(0, out_dims));
-      conv::OutputView<C, T> y(*out, cf);
-      DepthwiseForward(g, x.data(), f.data(), y.data(), ctx.pool());
-      y.Finish();
+      DepthwiseForward(g, x, f, result, ctx.pool());
     } else if constexpr (kPass == Pass::kBackpropInput) {
-      conv::InputView<C, T> f(ctx.input(1), false);
-      conv::InputView<C, T> dy(ctx.input(2), cf);
-      ASSIGN_OR_RETURN(Tensor * out, ctx.allocate_output(0, input_dims));
-      conv::OutputView<C, T> dx(*out, cf);
-      DepthwiseBackpropInput(g, f.data(), dy.data(), dx.data(), ctx.pool());
-      dx.Finish();
+      DepthwiseBackpropInput(g, f, dy, result, ctx.pool());
     } else {
-      conv::InputView<C, T> x(ctx.input(0), cf);
-      conv::InputView<C, T> dy(ctx.input(2), cf);
-      ASSIGN_OR_RETURN(Tensor * out, ctx.allocate_output(0, filter_dims));
-      conv::OutputView<C, T> df(*out, false);
-      DepthwiseBackpropFilter(g, x.data(), dy.data(), df.data(), ctx.pool());
-      df.Finish();
+      DepthwiseBackpropFilter(g, x, dy, result, ctx.pool());
     }
-    return OkStatus();
   });
 }
 
-// TensorFlow's DepthwiseConv2DNativeShape: output depth in_depth * multiplier.
-Status DepthwiseShape(InferenceContext& c) {
-  PartialShape in, filter;
-  RETURN_IF_ERROR(c.WithRank(0, 4, &in));
-  RETURN_IF_ERROR(c.WithRank(1, 4, &filter));
-  auto attrs = conv::GetWindowAttrs(c.attrs(), c.node_name(), 2, /*pooling=*/false);
-  if (!attrs.ok()) return c.Error(attrs.status().message());
-  const int channel = attrs->channels_first ? 1 : 3;
-  const int64_t in_depth = in.dim(channel);
-  if (in_depth >= 0 && filter.dim(2) >= 0 && in_depth != filter.dim(2)) {
-    return c.Error("Dimensions must be equal, but are " + std::to_string(in_depth) + " and " +
-                   std::to_string(filter.dim(2)));
-  }
-  const int64_t out_depth =
-      filter.dim(2) >= 0 && filter.dim(3) >= 0 ? filter.dim(2) * filter.dim(3) : -1;
-  auto g = conv::ComputeGeometry(*attrs, in.dims(), {filter.dim(0), filter.dim(1)}, out_depth);
-  if (!g.ok()) return c.Error(g.status().message());
-  c.set_output(0, PartialShape(conv::OutputDims(*attrs, *g)));
-  return OkStatus();
-}
-
-Status ShapeFromShapeInput(InferenceContext& c, int input) {
-  auto shape = c.MakeShapeFromShapeTensor(input);
-  if (!shape.ok()) return c.Error(shape.status().message());
-  c.set_output(0, *shape);
-  return OkStatus();
+// The attrs of the three depthwise ops, in TensorFlow's order.
+OpRegistrationBuilder& WithDepthwiseAttrs(OpRegistrationBuilder& op) {
+  return op
+      .Attr("T: {half, bfloat16, float, double}")
+      .Attr("strides: list(int)")
+      .Attr("padding: {'SAME', 'VALID', 'EXPLICIT'}")
+      .Attr("explicit_paddings: list(int) = []")
+      .Attr("data_format: {'NHWC', 'NCHW'} = 'NHWC'")
+      .Attr("dilations: list(int) = [1, 1, 1, 1]");
 }
 
 }  // namespace
 
 void RegisterDepthwiseConvOps(OpRegistry& r) {
-  REGISTER_OP(r, "DepthwiseConv2dNative")
+  WithDepthwiseAttrs(REGISTER_OP(r, "DepthwiseConv2dNative")
       .Input("input: T")
       .Input("filter: T")
-      .Output("output: T")
-      .Attr("T: {half, bfloat16, float, double}")
-      .Attr("strides: list(int)")
-      .Attr("padding: {'SAME', 'VALID', 'EXPLICIT'}")
-      .Attr("explicit_paddings: list(int) = []")
-      .Attr("data_format: {'NHWC', 'NCHW'} = 'NHWC'")
-      .Attr("dilations: list(int) = [1, 1, 1, 1]")
-      .SetShapeFn(DepthwiseShape)
+      .Output("output: T"))
+      .SetShapeFn([](InferenceContext& c) { return conv::ConvShape(c, 2, /*depthwise=*/true); })
       .SetKernel(DepthwiseKernel<Pass::kForward>);
-  REGISTER_OP(r, "DepthwiseConv2dNativeBackpropInput")
+  WithDepthwiseAttrs(REGISTER_OP(r, "DepthwiseConv2dNativeBackpropInput")
       .Input("input_sizes: int32")
       .Input("filter: T")
       .Input("out_backprop: T")
-      .Output("output: T")
-      .Attr("T: {half, bfloat16, float, double}")
-      .Attr("strides: list(int)")
-      .Attr("padding: {'SAME', 'VALID', 'EXPLICIT'}")
-      .Attr("explicit_paddings: list(int) = []")
-      .Attr("data_format: {'NHWC', 'NCHW'} = 'NHWC'")
-      .Attr("dilations: list(int) = [1, 1, 1, 1]")
-      .SetShapeFn([](InferenceContext& c) { return ShapeFromShapeInput(c, 0); })
+      .Output("output: T"))
+      .SetShapeFn([](InferenceContext& c) { return conv::ShapeFromSizesInput(c, 0); })
       .SetKernel(DepthwiseKernel<Pass::kBackpropInput>)
       .CompileTimeConstInput("input_sizes");
-  REGISTER_OP(r, "DepthwiseConv2dNativeBackpropFilter")
+  WithDepthwiseAttrs(REGISTER_OP(r, "DepthwiseConv2dNativeBackpropFilter")
       .Input("input: T")
       .Input("filter_sizes: int32")
       .Input("out_backprop: T")
-      .Output("output: T")
-      .Attr("T: {half, bfloat16, float, double}")
-      .Attr("strides: list(int)")
-      .Attr("padding: {'SAME', 'VALID', 'EXPLICIT'}")
-      .Attr("explicit_paddings: list(int) = []")
-      .Attr("data_format: {'NHWC', 'NCHW'} = 'NHWC'")
-      .Attr("dilations: list(int) = [1, 1, 1, 1]")
-      .SetShapeFn([](InferenceContext& c) { return ShapeFromShapeInput(c, 1); })
+      .Output("output: T"))
+      .SetShapeFn([](InferenceContext& c) { return conv::ShapeFromSizesInput(c, 1); })
       .SetKernel(DepthwiseKernel<Pass::kBackpropFilter>)
       .CompileTimeConstInput("filter_sizes");
 }

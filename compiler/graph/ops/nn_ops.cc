@@ -11,6 +11,7 @@
 #include <Eigen/Dense>
 
 #include "compiler/graph/op_registry.h"
+#include "compiler/graph/ops/conv_geometry.h"
 #include "compiler/graph/ops/cwise.h"
 #include "compiler/graph/ops/math_ops_kernels.h"
 #include "compiler/graph/ops/onednn_kernels.h"
@@ -985,16 +986,8 @@ Status ConvOrPoolShape(InferenceContext& c, bool pooling) {
 Status Conv2DShape(InferenceContext& c) { return ConvOrPoolShape(c, false); }
 Status PoolShape(InferenceContext& c) { return ConvOrPoolShape(c, true); }
 
-// The backprops' output shape is the value of their shape input (input_sizes, filter_sizes,
-// orig_input_shape) when it is known.
-Status ShapeFromInput(InferenceContext& c, int input) {
-  auto shape = c.MakeShapeFromShapeTensor(input);
-  if (!shape.ok()) return c.Error(shape.status().message());
-  c.set_output(0, *shape);
-  return OkStatus();
-}
-Status ShapeFromInput0(InferenceContext& c) { return ShapeFromInput(c, 0); }
-Status ShapeFromInput1(InferenceContext& c) { return ShapeFromInput(c, 1); }
+Status ShapeFromInput0(InferenceContext& c) { return conv::ShapeFromSizesInput(c, 0); }
+Status ShapeFromInput1(InferenceContext& c) { return conv::ShapeFromSizesInput(c, 1); }
 
 Status InTopKShape(InferenceContext& c) {
   PartialShape predictions, targets;

@@ -202,13 +202,6 @@ Status Pool3DShape(InferenceContext& c) {
   return OkStatus();
 }
 
-Status AvgPool3DGradShape(InferenceContext& c) {
-  auto shape = c.MakeShapeFromShapeTensor(0);
-  if (!shape.ok()) return c.Error(shape.status().message());
-  c.set_output(0, *shape);
-  return OkStatus();
-}
-
 Status MaxPool3DGradShape(InferenceContext& c) {
   PartialShape in;
   RETURN_IF_ERROR(c.WithRank(0, 5, &in));
@@ -216,63 +209,52 @@ Status MaxPool3DGradShape(InferenceContext& c) {
   return OkStatus();
 }
 
+// The window attrs of the 3-D poolings, in TensorFlow's order (T follows, op by op).
+OpRegistrationBuilder& WithPool3DWindowAttrs(OpRegistrationBuilder& op) {
+  return op
+      .Attr("ksize: list(int) >= 5")
+      .Attr("strides: list(int) >= 5")
+      .Attr("padding: {'SAME', 'VALID'}")
+      .Attr("data_format: {'NDHWC', 'NCDHW'} = 'NDHWC'");
+}
+
 }  // namespace
 
 void RegisterPooling3DOps(OpRegistry& r) {
-  REGISTER_OP(r, "AvgPool3D")
+  WithPool3DWindowAttrs(REGISTER_OP(r, "AvgPool3D")
       .Input("input: T")
-      .Output("output: T")
-      .Attr("ksize: list(int) >= 5")
-      .Attr("strides: list(int) >= 5")
-      .Attr("padding: {'SAME', 'VALID'}")
-      .Attr("data_format: {'NDHWC', 'NCDHW'} = 'NDHWC'")
+      .Output("output: T"))
       .Attr("T: {half, bfloat16, float, double}")
       .SetShapeFn(Pool3DShape)
       .SetKernel(Pool3DKernel<Kind::kAvg>);
-  REGISTER_OP(r, "AvgPool3DGrad")
+  WithPool3DWindowAttrs(REGISTER_OP(r, "AvgPool3DGrad")
       .Input("orig_input_shape: int32")
       .Input("grad: T")
-      .Output("output: T")
-      .Attr("ksize: list(int) >= 5")
-      .Attr("strides: list(int) >= 5")
-      .Attr("padding: {'SAME', 'VALID'}")
-      .Attr("data_format: {'NDHWC', 'NCDHW'} = 'NDHWC'")
+      .Output("output: T"))
       .Attr("T: {half, bfloat16, float, double}")
-      .SetShapeFn(AvgPool3DGradShape)
+      .SetShapeFn([](InferenceContext& c) { return conv::ShapeFromSizesInput(c, 0); })
       .SetKernel(Pool3DKernel<Kind::kAvgGrad>)
       .CompileTimeConstInput("orig_input_shape");
-  REGISTER_OP(r, "MaxPool3D")
+  WithPool3DWindowAttrs(REGISTER_OP(r, "MaxPool3D")
       .Input("input: T")
-      .Output("output: T")
-      .Attr("ksize: list(int) >= 5")
-      .Attr("strides: list(int) >= 5")
-      .Attr("padding: {'SAME', 'VALID'}")
-      .Attr("data_format: {'NDHWC', 'NCDHW'} = 'NDHWC'")
+      .Output("output: T"))
       .Attr("T: {half, bfloat16, float}")
       .SetShapeFn(Pool3DShape)
       .SetKernel(Pool3DKernel<Kind::kMax>);
-  REGISTER_OP(r, "MaxPool3DGrad")
+  WithPool3DWindowAttrs(REGISTER_OP(r, "MaxPool3DGrad")
       .Input("orig_input: TInput")
       .Input("orig_output: TInput")
       .Input("grad: T")
-      .Output("output: T")
-      .Attr("ksize: list(int) >= 5")
-      .Attr("strides: list(int) >= 5")
-      .Attr("padding: {'SAME', 'VALID'}")
-      .Attr("data_format: {'NDHWC', 'NCDHW'} = 'NDHWC'")
+      .Output("output: T"))
       .Attr("T: {half, bfloat16, float} = DT_FLOAT")
       .Attr("TInput: {half, bfloat16, float} = DT_FLOAT")
       .SetShapeFn(MaxPool3DGradShape)
       .SetKernel(Pool3DKernel<Kind::kMaxGrad>);
-  REGISTER_OP(r, "MaxPool3DGradGrad")
+  WithPool3DWindowAttrs(REGISTER_OP(r, "MaxPool3DGradGrad")
       .Input("orig_input: T")
       .Input("orig_output: T")
       .Input("grad: T")
-      .Output("output: T")
-      .Attr("ksize: list(int) >= 5")
-      .Attr("strides: list(int) >= 5")
-      .Attr("padding: {'SAME', 'VALID'}")
-      .Attr("data_format: {'NDHWC', 'NCDHW'} = 'NDHWC'")
+      .Output("output: T"))
       .Attr("T: {float, double, int32, uint8, int16, int8, int64, bfloat16, uint16, half, uint32, uint64}")
       .SetShapeFn(Pool3DShape)
       .SetKernel(Pool3DKernel<Kind::kMaxGradGrad>);
