@@ -1,5 +1,5 @@
 // Differential tests of the depthwise, grouped 2-D and 3-D convolution and 3-D pooling lowerings (conv_ops.cc,
-// pooling3d_ops.cc): each case builds a function body (_Arg -> op -> _Retval), runs it op by op
+// pooling_ops.cc): each case builds a function body (_Arg -> op -> _Retval), runs it op by op
 // with the graph front end's CPU kernels, lowers it to HLO, runs the module on the reference
 // evaluator and on the CPU backend, and compares. Paddings (SAME, VALID, EXPLICIT), strides,
 // dilations, depth multipliers and both data formats.

@@ -121,6 +121,10 @@ StatusOr<HloInstruction*> HloBuilder::Convert(HloInstruction* operand, Primitive
                   shape_util::ChangeElementType(operand->shape(), type)));
 }
 
+StatusOr<HloInstruction*> HloBuilder::BitcastConvert(HloInstruction* operand, PrimitiveType type) {
+  return Add(Make(HloOpcode::kBitcastConvert, {operand}, Shape(type, operand->shape().dimensions())));
+}
+
 StatusOr<HloInstruction*> HloBuilder::Reshape(HloInstruction* operand,
                                               const std::vector<int64_t>& dims) {
   return Add(Make(HloOpcode::kReshape, {operand},

@@ -49,6 +49,8 @@ class HloBuilder {
   StatusOr<HloInstruction*> Select(HloInstruction* pred, HloInstruction* on_true,
                                    HloInstruction* on_false);
   StatusOr<HloInstruction*> Convert(HloInstruction* operand, PrimitiveType type);
+  // The operand's bits read as `type` (of the same width), its dimensions kept.
+  StatusOr<HloInstruction*> BitcastConvert(HloInstruction* operand, PrimitiveType type);
   StatusOr<HloInstruction*> Reshape(HloInstruction* operand, const std::vector<int64_t>& dims);
   // XLA's broadcast: operand dimension i becomes result dimension `dimensions[i]`.
   StatusOr<HloInstruction*> Broadcast(HloInstruction* operand, const std::vector<int64_t>& dims,

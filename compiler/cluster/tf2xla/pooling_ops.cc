@@ -1,8 +1,10 @@
 // Pooling and 2-D convolutions with their gradients, as TensorFlow's pooling_ops.cc and
-// conv_ops.cc lower them: MaxPool and AvgPool are reduce-windows (AvgPool divides by the number
-// of input elements each window covers, so SAME padding does not count), MaxPoolGrad a
-// select-and-scatter, Conv2D one convolution, and its two gradients convolutions with the
-// roles of the operands exchanged.
+// conv_ops.cc lower them. The poolings are one lowering for both ranks (MaxPool over rank 4,
+// MaxPool3D over rank 5, ...): MaxPool and AvgPool are reduce-windows (AvgPool divides by the
+// number of input elements each window covers, so SAME padding does not count), MaxPoolGrad a
+// select-and-scatter (the first maximum of a window gets its gradient), AvgPoolGrad the transpose
+// of the averaging reduce-window, MaxPool3DGradGrad a pair of packed reduce-windows. Conv2D is one
+// convolution, and its two gradients convolutions with the roles of the operands exchanged.
 #include <fmt/format.h>
 
 #include <limits>
@@ -47,16 +49,23 @@ StatusOr<std::string> PaddingAttr(const XlaOpKernelContext& ctx) {
   return graph::GetStringAttr(ctx.attrs(), "padding", ctx.name());
 }
 
-// The window of a pooling op over a rank-4 input in `layout`.
-StatusOr<Window> PoolWindow(const XlaOpKernelContext& ctx, const std::vector<int64_t>& dims) {
+// The window of a pooling op over an input of `dims` (rank 4, or 5 for the 3-D poolings): ksize
+// and strides are given in the input's own layout, so either data format is one window.
+StatusOr<Window> PoolWindow(const XlaOpKernelContext& ctx, const std::vector<int64_t>& dims,
+                            size_t rank) {
   ASSIGN_OR_RETURN(std::vector<int64_t> ksize, ctx.GetIntListAttr("ksize"));
   ASSIGN_OR_RETURN(std::vector<int64_t> strides, ctx.GetIntListAttr("strides"));
   ASSIGN_OR_RETURN(std::string padding, PaddingAttr(ctx));
-  if (dims.size() != 4 || ksize.size() != 4 || strides.size() != 4) {
-    return ctx.Error("pooling needs a rank-4 input and 4 ksize and strides");
+  if (dims.size() != rank || ksize.size() != rank || strides.size() != rank) {
+    return ctx.Error(fmt::format("{}pooling needs a rank-{} input and {} ksize and strides",
+                                 rank == 5 ? "3-D " : "", rank, rank));
   }
   Window window;
-  for (int i = 0; i < 4; ++i) {
+  for (size_t i = 0; i < rank; ++i) {
+    if (ksize[i] <= 0 || strides[i] <= 0 || ksize[i] > (int64_t{1} << 32) ||
+        strides[i] > (int64_t{1} << 32)) {
+      return ctx.Error("ksize and strides must be in [1, 2^32]");
+    }
     WindowDimension d;
     d.size = ksize[i];
     d.stride = strides[i];
@@ -75,9 +84,9 @@ double LowestValue(PrimitiveType type) {
   return 0;
 }
 
-Status LowerMaxPool(XlaOpKernelContext& ctx) {
+Status LowerMaxPool(XlaOpKernelContext& ctx, size_t rank) {
   ASSIGN_OR_RETURN(HloInstruction * x, ctx.Input(0));
-  ASSIGN_OR_RETURN(Window window, PoolWindow(ctx, x->shape().dimensions()));
+  ASSIGN_OR_RETURN(Window window, PoolWindow(ctx, x->shape().dimensions(), rank));
   HloBuilder& b = ctx.builder();
   const PrimitiveType type = x->shape().element_type();
   LOWER_OR_RETURN(HloInstruction * init, ctx, b.ScalarConstant(type, LowestValue(type)));
@@ -86,29 +95,37 @@ Status LowerMaxPool(XlaOpKernelContext& ctx) {
   return OkStatus();
 }
 
-// Sum over each window divided by how many input elements the window covers.
-StatusOr<HloInstruction*> AveragePool(HloBuilder& b, HloInstruction* x, const Window& window) {
-  const PrimitiveType type = x->shape().element_type();
-  ASSIGN_OR_RETURN(HloInstruction * zero, b.ScalarConstant(type, 0));
-  ASSIGN_OR_RETURN(HloInstruction * sum, b.ReduceWindow(x, zero, window, HloOpcode::kAdd));
-  ASSIGN_OR_RETURN(HloInstruction * ones, b.FullConstant(type, 1, x->shape().dimensions()));
-  ASSIGN_OR_RETURN(HloInstruction * counts, b.ReduceWindow(ones, zero, window, HloOpcode::kAdd));
-  return b.Binary(HloOpcode::kDivide, sum, counts);
+// How many input elements each window covers (padding excluded), as an array of `dims`' windows;
+// `zero` is a scalar 0 of the element type.
+StatusOr<HloInstruction*> WindowCounts(HloBuilder& b, HloInstruction* zero,
+                                       const std::vector<int64_t>& dims, const Window& window) {
+  ASSIGN_OR_RETURN(HloInstruction * ones, b.FullConstant(zero->shape().element_type(), 1, dims));
+  return b.ReduceWindow(ones, zero, window, HloOpcode::kAdd);
 }
 
-Status LowerAvgPool(XlaOpKernelContext& ctx) {
+// Sum over each window divided by how many input elements the window covers.
+Status LowerAvgPool(XlaOpKernelContext& ctx, size_t rank) {
   ASSIGN_OR_RETURN(HloInstruction * x, ctx.Input(0));
-  ASSIGN_OR_RETURN(Window window, PoolWindow(ctx, x->shape().dimensions()));
-  LOWER_OR_RETURN(HloInstruction * y, ctx, AveragePool(ctx.builder(), x, window));
+  const std::vector<int64_t>& dims = x->shape().dimensions();
+  ASSIGN_OR_RETURN(Window window, PoolWindow(ctx, dims, rank));
+  HloBuilder& b = ctx.builder();
+  const PrimitiveType type = x->shape().element_type();
+  LOWER_OR_RETURN(HloInstruction * zero, ctx, b.ScalarConstant(type, 0));
+  LOWER_OR_RETURN(HloInstruction * sum, ctx, b.ReduceWindow(x, zero, window, HloOpcode::kAdd));
+  LOWER_OR_RETURN(HloInstruction * counts, ctx, WindowCounts(b, zero, dims, window));
+  LOWER_OR_RETURN(HloInstruction * y, ctx, b.Binary(HloOpcode::kDivide, sum, counts));
   ctx.SetOutput(0, y);
   return OkStatus();
 }
 
-Status LowerMaxPoolGrad(XlaOpKernelContext& ctx) {
+// The first maximum of each window gets its gradient (MaxPool3DGrad's input may be of another
+// float type than the gradient: it is converted).
+Status LowerMaxPoolGrad(XlaOpKernelContext& ctx, size_t rank) {
   ASSIGN_OR_RETURN(HloInstruction * input, ctx.Input(0));
   ASSIGN_OR_RETURN(HloInstruction * grad, ctx.Input(2));
-  ASSIGN_OR_RETURN(Window window, PoolWindow(ctx, input->shape().dimensions()));
+  ASSIGN_OR_RETURN(Window window, PoolWindow(ctx, input->shape().dimensions(), rank));
   HloBuilder& b = ctx.builder();
+  LOWER_OR_RETURN(input, ctx, b.Convert(input, grad->shape().element_type()));
   LOWER_OR_RETURN(HloInstruction * zero, ctx, b.ScalarConstant(grad->shape().element_type(), 0));
   LOWER_OR_RETURN(HloInstruction * y, ctx, b.SelectAndScatter(input, grad, zero, window));
   ctx.SetOutput(0, y);
@@ -118,16 +135,16 @@ Status LowerMaxPoolGrad(XlaOpKernelContext& ctx) {
 // Each output gradient shared evenly by the input elements its window covered: the gradient
 // divided by the window's count, spread back by a sum over windows of the stride-dilated,
 // padded gradient (the transpose of the forward reduce-window).
-Status LowerAvgPoolGrad(XlaOpKernelContext& ctx) {
+Status LowerAvgPoolGrad(XlaOpKernelContext& ctx, size_t rank) {
   ASSIGN_OR_RETURN(std::vector<int64_t> dims, ctx.ConstantInputAsIntVector(0));
   ASSIGN_OR_RETURN(HloInstruction * grad, ctx.Input(1));
-  ASSIGN_OR_RETURN(Window window, PoolWindow(ctx, dims));
-  const std::vector<int64_t>& out = grad->shape().dimensions();
+  ASSIGN_OR_RETURN(Window window, PoolWindow(ctx, dims, rank));
+  const std::vector<int64_t> out = grad->shape().dimensions();
+  if (out.size() != rank) return ctx.Error(fmt::format("grad must be {}-dimensional", rank));
   HloBuilder& b = ctx.builder();
   const PrimitiveType type = grad->shape().element_type();
   LOWER_OR_RETURN(HloInstruction * zero, ctx, b.ScalarConstant(type, 0));
-  LOWER_OR_RETURN(HloInstruction * ones, ctx, b.FullConstant(type, 1, dims));
-  LOWER_OR_RETURN(HloInstruction * counts, ctx, b.ReduceWindow(ones, zero, window, HloOpcode::kAdd));
+  LOWER_OR_RETURN(HloInstruction * counts, ctx, WindowCounts(b, zero, dims, window));
   LOWER_OR_RETURN(HloInstruction * shared, ctx, b.Binary(HloOpcode::kDivide, grad, counts));
   PaddingConfig pad;
   Window spread;
@@ -146,6 +163,61 @@ Status LowerAvgPoolGrad(XlaOpKernelContext& ctx) {
   }
   LOWER_OR_RETURN(HloInstruction * padded, ctx, b.Pad(shared, zero, pad));
   LOWER_OR_RETURN(HloInstruction * y, ctx, b.ReduceWindow(padded, zero, spread, HloOpcode::kAdd));
+  ctx.SetOutput(0, y);
+  return OkStatus();
+}
+
+// MaxPool3DGradGrad as TensorFlow's XLA lowers it (MaxPoolGradGradOp, float32 only): each output
+// takes the second-order gradient at its window's maximum. A reduce-window cannot carry the
+// maximum's position, so the input rounded to bfloat16 is packed into the upper 16 bits of a
+// 32-bit word and half of the gradient's bits into the lower 16; the window's maximum of the
+// packed words (compared as floats) brings that half along, and two passes give both halves.
+// Inputs equal at bfloat16 precision within a window are ties, as in TensorFlow's lowering.
+Status LowerMaxPool3DGradGrad(XlaOpKernelContext& ctx) {
+  ASSIGN_OR_RETURN(HloInstruction * input, ctx.Input(0));
+  ASSIGN_OR_RETURN(HloInstruction * grad, ctx.Input(2));
+  if (input->shape().element_type() != PrimitiveType::F32 ||
+      grad->shape().element_type() != PrimitiveType::F32) {
+    return ctx.Error("MaxPool3DGradGrad compiles for float32 only, as TensorFlow's XLA lowering");
+  }
+  const std::vector<int64_t>& dims = input->shape().dimensions();
+  if (grad->shape().dimensions() != dims) {
+    return ctx.Error("the gradient's shape must be the input's");
+  }
+  ASSIGN_OR_RETURN(Window window, PoolWindow(ctx, dims, 5));
+  HloBuilder& b = ctx.builder();
+  const auto sixteen = [&](HloInstruction* like) {
+    return b.FullConstant(PrimitiveType::S32, 16, like->shape().dimensions());
+  };
+  LOWER_OR_RETURN(HloInstruction * in_bf16, ctx, b.Convert(input, PrimitiveType::BF16));
+  LOWER_OR_RETURN(HloInstruction * in_f32, ctx, b.Convert(in_bf16, PrimitiveType::F32));
+  LOWER_OR_RETURN(HloInstruction * in_hi, ctx, b.BitcastConvert(in_f32, PrimitiveType::S32));
+  LOWER_OR_RETURN(HloInstruction * bp, ctx, b.BitcastConvert(grad, PrimitiveType::S32));
+  LOWER_OR_RETURN(HloInstruction * s16, ctx, sixteen(bp));
+  LOWER_OR_RETURN(HloInstruction * bp_hi, ctx, b.Binary(HloOpcode::kShiftRightLogical, bp, s16));
+  LOWER_OR_RETURN(HloInstruction * bp_shifted, ctx, b.Binary(HloOpcode::kShiftLeft, bp, s16));
+  LOWER_OR_RETURN(HloInstruction * bp_lo, ctx,
+                  b.Binary(HloOpcode::kShiftRightLogical, bp_shifted, s16));
+  LOWER_OR_RETURN(HloInstruction * init, ctx,
+                  b.ScalarConstant(PrimitiveType::F32, -std::numeric_limits<double>::infinity()));
+  const auto pooled_half = [&](HloInstruction* half) -> StatusOr<HloInstruction*> {
+    ASSIGN_OR_RETURN(HloInstruction * packed, b.Binary(HloOpcode::kAdd, in_hi, half));
+    ASSIGN_OR_RETURN(HloInstruction * as_float, b.BitcastConvert(packed, PrimitiveType::F32));
+    ASSIGN_OR_RETURN(HloInstruction * pooled,
+                     b.ReduceWindow(as_float, init, window, HloOpcode::kMaximum));
+    return b.BitcastConvert(pooled, PrimitiveType::S32);
+  };
+  LOWER_OR_RETURN(HloInstruction * pooled_hi, ctx, pooled_half(bp_hi));
+  LOWER_OR_RETURN(HloInstruction * pooled_lo, ctx, pooled_half(bp_lo));
+  LOWER_OR_RETURN(HloInstruction * out16, ctx, sixteen(pooled_hi));
+  LOWER_OR_RETURN(HloInstruction * grads_hi, ctx,
+                  b.Binary(HloOpcode::kShiftLeft, pooled_hi, out16));
+  LOWER_OR_RETURN(HloInstruction * lo_shifted, ctx,
+                  b.Binary(HloOpcode::kShiftLeft, pooled_lo, out16));
+  LOWER_OR_RETURN(HloInstruction * grads_lo, ctx,
+                  b.Binary(HloOpcode::kShiftRightLogical, lo_shifted, out16));
+  LOWER_OR_RETURN(HloInstruction * grads, ctx, b.Binary(HloOpcode::kAdd, grads_hi, grads_lo));
+  LOWER_OR_RETURN(HloInstruction * y, ctx, b.BitcastConvert(grads, PrimitiveType::F32));
   ctx.SetOutput(0, y);
   return OkStatus();
 }
@@ -348,10 +420,18 @@ Status LowerConv2DBackpropFilter(XlaOpKernelContext& ctx) {
 }  // namespace
 
 void RegisterPoolingXlaOps(XlaOpRegistry& registry) {
-  registry.Register("MaxPool", LowerMaxPool);
-  registry.Register("AvgPool", LowerAvgPool);
-  registry.Register("MaxPoolGrad", LowerMaxPoolGrad);
-  registry.Register("AvgPoolGrad", LowerAvgPoolGrad);
+  // One lowering per pooling for both ranks: the 2-D ops over rank-4 inputs, the 3-D over rank 5.
+  const auto at_rank = [](Status (*lower)(XlaOpKernelContext&, size_t), size_t rank) {
+    return [lower, rank](XlaOpKernelContext& ctx) { return lower(ctx, rank); };
+  };
+  for (size_t rank : {size_t{4}, size_t{5}}) {
+    const std::string suffix = rank == 5 ? "3D" : "";
+    registry.Register("MaxPool" + suffix, at_rank(LowerMaxPool, rank));
+    registry.Register("AvgPool" + suffix, at_rank(LowerAvgPool, rank));
+    registry.Register("MaxPool" + suffix + "Grad", at_rank(LowerMaxPoolGrad, rank));
+    registry.Register("AvgPool" + suffix + "Grad", at_rank(LowerAvgPoolGrad, rank));
+  }
+  registry.Register("MaxPool3DGradGrad", LowerMaxPool3DGradGrad);
   registry.Register("Conv2D", LowerConv2D);
   registry.Register("Conv2DBackpropInput", LowerConv2DBackpropInput);
   registry.Register("Conv2DBackpropFilter", LowerConv2DBackpropFilter);

@@ -28,13 +28,6 @@ constexpr PrimitiveType kU64 = PrimitiveType::U64;
 constexpr int64_t kAlgPhilox = 1;
 constexpr int64_t kAlgAutoSelect = 3;
 
-StatusOr<HloInstruction*> BitcastTo(HloBuilder& b, HloInstruction* x, PrimitiveType type) {
-  auto cast = std::make_unique<HloInstruction>(HloOpcode::kBitcastConvert,
-                                               Shape(type, x->shape().dimensions()));
-  cast->AppendOperand(x);
-  return b.Add(std::move(cast));
-}
-
 // Element `i` of the vector `v` as a [1] vector.
 StatusOr<HloInstruction*> Element(HloBuilder& b, HloInstruction* v, int64_t i) {
   return b.Slice(v, {i}, {i + 1}, {1});
@@ -72,11 +65,11 @@ StatusOr<KeyCounter> FromSeed(XlaOpKernelContext& ctx, HloInstruction* seed) {
   HloBuilder& b = ctx.builder();
   HloInstruction* words = seed;
   if (seed->shape().element_type() == PrimitiveType::S32) {
-    LOWER_OR_RETURN(words, ctx, BitcastTo(b, seed, kU32));  // zero-extended below, as XLA's
+    LOWER_OR_RETURN(words, ctx, b.BitcastConvert(seed, kU32));  // zero-extended below, as XLA's
     LOWER_OR_RETURN(words, ctx, b.Convert(words, kU64));
   } else {
     // XLA keeps only the low 32 bits of each int64 seed (measured against TensorFlow 2.21).
-    LOWER_OR_RETURN(words, ctx, BitcastTo(b, seed, kU64));
+    LOWER_OR_RETURN(words, ctx, b.BitcastConvert(seed, kU64));
     LOWER_OR_RETURN(HloInstruction * low, ctx, b.FullConstant(kU64, 4294967295.0, {2}));
     LOWER_OR_RETURN(words, ctx, b.Binary(HloOpcode::kAnd, words, low));
   }
@@ -148,7 +141,7 @@ StatusOr<HloInstruction*> UniformOf(XlaOpKernelContext& ctx, const KeyCounter& k
                   b.Binary(HloOpcode::kShiftRightLogical, bits, nine));
   LOWER_OR_RETURN(HloInstruction * exponent, ctx, b.FullConstant(kU32, 0x3f800000, dims));
   LOWER_OR_RETURN(HloInstruction * word, ctx, b.Binary(HloOpcode::kOr, mantissa, exponent));
-  LOWER_OR_RETURN(HloInstruction * in_one_two, ctx, BitcastTo(b, word, PrimitiveType::F32));
+  LOWER_OR_RETURN(HloInstruction * in_one_two, ctx, b.BitcastConvert(word, PrimitiveType::F32));
   LOWER_OR_RETURN(HloInstruction * one, ctx, b.FullConstant(PrimitiveType::F32, 1, dims));
   HloInstruction* values = nullptr;
   LOWER_OR_RETURN(values, ctx, b.Binary(HloOpcode::kSubtract, in_one_two, one));

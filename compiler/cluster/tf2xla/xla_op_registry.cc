@@ -218,7 +218,6 @@ const XlaOpRegistry& XlaOpRegistry::Global() {
     RegisterNnXlaOps(*r);
     RegisterPoolingXlaOps(*r);
     RegisterConvXlaOps(*r);
-    RegisterPooling3DXlaOps(*r);
     RegisterVariableXlaOps(*r);
     RegisterTrainingXlaOps(*r);
     RegisterTensorListXlaOps(*r);

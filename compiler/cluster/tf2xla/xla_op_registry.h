@@ -149,10 +149,10 @@ void RegisterDataMovementXlaOps(XlaOpRegistry& registry);
 void RegisterStridedSliceXlaOps(XlaOpRegistry& registry);
 void RegisterMatMulXlaOps(XlaOpRegistry& registry);
 void RegisterNnXlaOps(XlaOpRegistry& registry);
+// The 2-D and 3-D poolings, Conv2D (pooling_ops.cc).
 void RegisterPoolingXlaOps(XlaOpRegistry& registry);
-// Depthwise and 3-D convolutions (conv_ops.cc), 3-D poolings (pooling3d_ops.cc).
+// Depthwise and 3-D convolutions (conv_ops.cc).
 void RegisterConvXlaOps(XlaOpRegistry& registry);
-void RegisterPooling3DXlaOps(XlaOpRegistry& registry);
 void RegisterVariableXlaOps(XlaOpRegistry& registry);
 void RegisterTrainingXlaOps(XlaOpRegistry& registry);
 void RegisterTensorListXlaOps(XlaOpRegistry& registry);  // tensor_list_ops.cc
