@@ -9,6 +9,7 @@
 #include <algorithm>
 #include <filesystem>
 #include <iterator>
+#include <ostream>
 #include <regex>
 
 #include <gmock/gmock.h>
@@ -48,11 +49,24 @@ std::string X() {
                   "attr { key: \"shape\" value { shape { dim { size: 2 } } } }");
 }
 
+// A scalar Const node of `type` ("DT_INT32") holding `value` ("int_val: 0").
+std::string ScalarConst(const std::string& name, const std::string& type,
+                        const std::string& value) {
+  return NodeText(name, "Const", {},
+                  "attr { key: \"dtype\" value { type: " + type +
+                      " } } attr { key: \"value\" value { tensor { dtype: " + type +
+                      " tensor_shape { } " + value + " } } }");
+}
+
 // What the compiled module takes and gives: its entry parameters and its results.
 struct ModuleInterface {
   int parameters = 0;
   int results = 0;
+  bool operator==(const ModuleInterface&) const = default;
 };
+void PrintTo(const ModuleInterface& m, std::ostream* os) {
+  *os << m.parameters << " parameters, " << m.results << " results";
+}
 
 ModuleInterface InterfaceOf(const std::string& text) {
   ModuleInterface m;
@@ -183,9 +197,7 @@ TEST(MustCompileVariablesTest, AVariableReadAfterItsOwnUpdateSeesTheUpdate) {
   EXPECT_EQ(run.Run({10, 20}, {"out"}), (std::vector<std::vector<float>>{{210, 840}}));
   EXPECT_EQ(run.Variable("v"), (std::vector<float>{21, 42}));
   // x and v's value in; the fetch and v's new value out.
-  ModuleInterface m = run.Module();
-  EXPECT_EQ(m.parameters, 2);
-  EXPECT_EQ(m.results, 2);
+  EXPECT_EQ(run.Module(), (ModuleInterface{2, 2}));
   XlaJitRecord record = run.jit->record();
   ASSERT_EQ(record.graphs.size(), 1u);
   EXPECT_THAT(record.graphs[0].result.unclustered.at("v"),
@@ -206,9 +218,7 @@ TEST(MustCompileVariablesTest, TwoAssignsToOneVariableGiveOneUpdateTheLastValue)
   EXPECT_EQ(run.Variable("v"), (std::vector<float>{4, 9}));
   // v is written before it is read: its old value still enters as a parameter (TensorFlow's
   // XlaCompiler passes every initialized resource), and leaves once, as its last value.
-  ModuleInterface m = run.Module();
-  EXPECT_EQ(m.parameters, 2);
-  EXPECT_EQ(m.results, 2);
+  EXPECT_EQ(run.Module(), (ModuleInterface{2, 2}));
 }
 
 TEST(MustCompileVariablesTest, AVariableOnlyReadIsAParameterAndNoResult) {
@@ -223,9 +233,7 @@ TEST(MustCompileVariablesTest, AVariableOnlyReadIsAParameterAndNoResult) {
   EXPECT_EQ(run.Variable("w"), (std::vector<float>{3, 4}));
   EXPECT_EQ(run.Variable("v"), (std::vector<float>{4, 2}));
   // x, w and v in; the fetch and v out, w not.
-  ModuleInterface m = run.Module();
-  EXPECT_EQ(m.parameters, 3);
-  EXPECT_EQ(m.results, 2);
+  EXPECT_EQ(run.Module(), (ModuleInterface{3, 2}));
 }
 
 // A loop that turns three times: v = v * 0.5 + x + w; w is only read.
@@ -287,9 +295,7 @@ library {
 TEST(MustCompileVariablesTest, AVariableUpdatedInAWhileBodyIsCarriedThroughTheLoop) {
   MustCompileRun run(
       Var("v") + Var("w") + X() +
-      NodeText("zero", "Const", {},
-               "attr { key: \"dtype\" value { type: DT_INT32 } } attr { key: \"value\" value { "
-               "tensor { dtype: DT_INT32 tensor_shape { } int_val: 0 } } }") +
+      ScalarConst("zero", "DT_INT32", "int_val: 0") +
       NodeText("loop", "While", {"zero", "v", "x", "w"},
                "attr { key: \"T\" value { list { type: DT_INT32 type: DT_RESOURCE type: DT_FLOAT "
                "type: DT_RESOURCE } } } attr { key: \"cond\" value { func { name: \"cond\" } } } "
@@ -305,9 +311,7 @@ TEST(MustCompileVariablesTest, AVariableUpdatedInAWhileBodyIsCarriedThroughTheLo
   // The next step starts from the loop's last value.
   EXPECT_EQ(run.Run({2, 4}, {"out"}), (std::vector<std::vector<float>>{{6.03125f, 8.125f}}));
   // x, v and w in; the fetch and v out: the loop carried w but never wrote it.
-  ModuleInterface m = run.Module();
-  EXPECT_EQ(m.parameters, 3);
-  EXPECT_EQ(m.results, 2);
+  EXPECT_EQ(run.Module(), (ModuleInterface{3, 2}));
 }
 
 // then: v += x, the new v out; else: x - w, v untouched; w only read.
@@ -349,15 +353,11 @@ library {
 TEST(MustCompileVariablesTest, AVariableWrittenInOneBranchOfAnIfIsAResultOfBoth) {
   MustCompileRun run(
       Var("v") + Var("w") + X() +
-      NodeText("axis", "Const", {},
-               "attr { key: \"dtype\" value { type: DT_INT32 } } attr { key: \"value\" value { "
-               "tensor { dtype: DT_INT32 tensor_shape { } int_val: 0 } } }") +
+      ScalarConst("axis", "DT_INT32", "int_val: 0") +
       NodeText("total", "Sum", {"x", "axis"},
                "attr { key: \"T\" value { type: DT_FLOAT } } attr { key: \"Tidx\" value { type: "
                "DT_INT32 } } attr { key: \"keep_dims\" value { b: false } }") +
-      NodeText("zero", "Const", {},
-               "attr { key: \"dtype\" value { type: DT_FLOAT } } attr { key: \"value\" value { "
-               "tensor { dtype: DT_FLOAT tensor_shape { } float_val: 0 } } }") +
+      ScalarConst("zero", "DT_FLOAT", "float_val: 0") +
       NodeText("positive", "Greater", {"total", "zero"}, kF32) +
       NodeText("branch", "If", {"positive", "x", "v", "w"},
                "attr { key: \"Tcond\" value { type: DT_BOOL } } attr { key: \"Tin\" value { list "
@@ -375,9 +375,7 @@ TEST(MustCompileVariablesTest, AVariableWrittenInOneBranchOfAnIfIsAResultOfBoth)
   EXPECT_EQ(run.Variable("v"), (std::vector<float>{2, 4}));
   EXPECT_EQ(run.Variable("w"), (std::vector<float>{10, 20}));
   // x, v and w in; the fetch and v out (both branches return v's value).
-  ModuleInterface m = run.Module();
-  EXPECT_EQ(m.parameters, 3);
-  EXPECT_EQ(m.results, 2);
+  EXPECT_EQ(run.Module(), (ModuleInterface{3, 2}));
 }
 
 TEST(MustCompileVariablesTest, InitializersRunOpByOpWhileTheJitIsPaused) {

@@ -54,6 +54,21 @@ class ListBody {
     graph::Node* n = ops::BuildOp(root, op, inputs, std::move(attrs));
     return n == nullptr ? Output() : Output(n, output);
   }
+  // TensorListStack of a float list, its elements of `element_shape`; num_elements -1 leaves the
+  // count unchecked.
+  Output Stack(Output list, ops::Input element_shape, int64_t num_elements) {
+    return Op("TensorListStack", {list, element_shape},
+              {{"element_dtype", AttrValue::Type(graph::DT_FLOAT)},
+               {"num_elements", AttrValue::Int(num_elements)}});
+  }
+  // Pushes `item` and then element 0 of `list` onto `empty`, and pops the last back: a list's
+  // first writes, read back.
+  Output PushTwiceAndPop(Output empty, Output item, Output list, graph::AttrMap elements) {
+    Output pushed = Op("TensorListPushBack", {empty, item}, elements);
+    Output first = Op("TensorListGetItem", {list, ops::Input(0), ops::Input({3})}, elements);
+    pushed = Op("TensorListPushBack", {pushed, first}, elements);
+    return Op("TensorListPopBack", {pushed, ops::Input({3})}, elements, 1);
+  }
 
   StatusOr<XlaCompilationResult> Compile() {
     if (!root.ok()) return root.status();
@@ -120,17 +135,10 @@ TEST(TensorListXlaTest, ListsBecomeBuffersReadAndWrittenAtRunTimeIndices) {
   Output item = b.Op("TensorListGetItem", {list, index, ops::Input({3})}, Elements());
   Output reserved = b.Op("TensorListReserve", {ops::Input({3}), ops::Input(4)}, Elements(true));
   Output set = b.Op("TensorListSetItem", {reserved, index, item}, Elements());
-  b.Ret(b.Op("TensorListStack", {set, ops::Input({3})},
-             {{"element_dtype", AttrValue::Type(graph::DT_FLOAT)},
-              {"num_elements", AttrValue::Int(4)}}));
+  b.Ret(b.Stack(set, ops::Input({3}), 4));
   b.Ret(item);
   Output empty = b.Op("EmptyTensorList", {ops::Input({3}), ops::Input(2)}, Elements(true));
-  Output pushed = b.Op("TensorListPushBack", {empty, item}, Elements());
-  pushed = b.Op("TensorListPushBack", {pushed, b.Op("TensorListGetItem", {list, ops::Input(0),
-                                                                           ops::Input({3})},
-                                                    Elements())},
-                Elements());
-  b.Ret(b.Op("TensorListPopBack", {pushed, ops::Input({3})}, Elements(), 1));
+  b.Ret(b.PushTwiceAndPop(empty, item, list, Elements()));
   b.Ret(b.Op("TensorListLength", {set}, {}));
   b.Ret(b.Op("TensorListElementShape", {set}, {{"shape_type", AttrValue::Type(graph::DT_INT32)}}));
   b.Ret(b.Op("TensorListGather", {list, ops::Input({3, 0}), ops::Input({3})}, Elements()));
@@ -138,9 +146,7 @@ TEST(TensorListXlaTest, ListsBecomeBuffersReadAndWrittenAtRunTimeIndices) {
   Output zeros = b.Op("ZerosLike", {list}, {});
   Output other = b.Op("TensorListSetItem", {zeros, ops::Input(1), item}, Elements());
   Output sum(ops::BuildOpWithList(b.root, "AddN", {{set, other}}), 0);
-  b.Ret(b.Op("TensorListStack", {sum, ops::Input({3})},
-             {{"element_dtype", AttrValue::Type(graph::DT_FLOAT)},
-              {"num_elements", AttrValue::Int(-1)}}));
+  b.Ret(b.Stack(sum, ops::Input({3}), -1));
   b.Check();
 }
 
@@ -182,9 +188,7 @@ TEST(TensorListXlaTest, AListOfUnknownSizeIsRefusedWithTheNode) {
   ListBody b;
   Output n = b.Arg(Tensor::Scalar<int32_t>(graph::DT_INT32, 3));
   Output reserved = b.Op("TensorListReserve", {ops::Input({3}), n}, Elements(true));
-  b.Ret(b.Op("TensorListStack", {reserved, ops::Input({3})},
-             {{"element_dtype", AttrValue::Type(graph::DT_FLOAT)},
-              {"num_elements", AttrValue::Int(-1)}}));
+  b.Ret(b.Stack(reserved, ops::Input({3}), -1));
   auto compiled = b.Compile();
   ASSERT_FALSE(compiled.ok());
   EXPECT_NE(compiled.status().message().find("TensorListReserve"), std::string::npos)
@@ -195,9 +199,7 @@ TEST(TensorListXlaTest, AListOfUnknownSizeIsRefusedWithTheNode) {
   ListBody unknown_shape;
   Output r = unknown_shape.Op("TensorListReserve", {ops::Input({-1}), ops::Input(2)},
                               Elements(true));
-  unknown_shape.Ret(unknown_shape.Op("TensorListStack", {r, ops::Input({-1})},
-                                     {{"element_dtype", AttrValue::Type(graph::DT_FLOAT)},
-                                      {"num_elements", AttrValue::Int(-1)}}));
+  unknown_shape.Ret(unknown_shape.Stack(r, ops::Input({-1}), -1));
   auto refused = unknown_shape.Compile();
   ASSERT_FALSE(refused.ok());
   EXPECT_NE(refused.status().message().find("no write has given an element shape"),
@@ -215,16 +217,9 @@ TEST(TensorListXlaTest, TheFirstWriteGivesAnUninitializedListItsElementShape) {
   Output item = b.Op("TensorListGetItem", {list, index, ops::Input({3})}, Elements());
   Output reserved = b.Op("TensorListReserve", {ops::Input({-1}), ops::Input(4)}, Elements(true));
   Output set = b.Op("TensorListSetItem", {reserved, index, item}, Elements());
-  b.Ret(b.Op("TensorListStack", {set, ops::Input({3})},
-             {{"element_dtype", AttrValue::Type(graph::DT_FLOAT)},
-              {"num_elements", AttrValue::Int(4)}}));
+  b.Ret(b.Stack(set, ops::Input({3}), 4));
   Output empty = b.Op("EmptyTensorList", {ops::Input(-1), ops::Input(3)}, Elements(true));
-  Output pushed = b.Op("TensorListPushBack", {empty, item}, Elements());
-  pushed = b.Op("TensorListPushBack", {pushed, b.Op("TensorListGetItem", {list, ops::Input(0),
-                                                                           ops::Input({3})},
-                                                    Elements())},
-                Elements());
-  b.Ret(b.Op("TensorListPopBack", {pushed, ops::Input({3})}, Elements(), 1));
+  b.Ret(b.PushTwiceAndPop(empty, item, list, Elements()));
   b.Check();
 }
 
@@ -256,11 +251,33 @@ TEST(TensorListXlaTest, ReserveOfConstantsPoppedFromAccumulatorsIsKnown) {
   Output reserved = b.Op("TensorListReserve", {popped_shape, popped_length}, Elements(true));
   Output item = b.Op("TensorListGetItem", {list, index, ops::Input({3})}, Elements());
   Output set = b.Op("TensorListSetItem", {reserved, index, item}, Elements());
-  b.Ret(b.Op("TensorListStack", {set, ops::Input({3})},
-             {{"element_dtype", AttrValue::Type(graph::DT_FLOAT)},
-              {"num_elements", AttrValue::Int(4)}}));
+  b.Ret(b.Stack(set, ops::Input({3}), 4));
   b.Ret(item);
   b.Check();
+}
+
+// Loads `pbtxt` (a function graph of one f32[3] argument), compiles it and evaluates the module
+// on {1, 2, 3}: the module and its outputs.
+void CompileAndEvaluate(const char* pbtxt, std::unique_ptr<HloModule>* module,
+                        std::vector<Tensor>* outputs) {
+  std::unique_ptr<graph::Graph> g = cluster_testing::LoadGraph(pbtxt);
+  ASSERT_NE(g, nullptr);
+  XlaArgument x;
+  x.dtype = graph::DT_FLOAT;
+  x.shape = {3};
+  auto compiled = CompileGraphToHlo(*g, {x}, {});
+  ASSERT_TRUE(compiled.ok()) << compiled.status().message();
+  std::vector<Literal> params;
+  params.push_back(*Tensor::Vector<float>(graph::DT_FLOAT, {1, 2, 3}).ToLiteral());
+  auto evaluated = EvaluateModule(*compiled->module, params);
+  ASSERT_TRUE(evaluated.ok()) << evaluated.status().message() << "\n"
+                              << compiled->module->ToString();
+  for (Literal& literal : evaluated->tuple_elements()) {
+    auto t = Tensor::FromLiteral(std::move(literal));
+    ASSERT_TRUE(t.ok()) << t.status().message();
+    outputs->push_back(std::move(*t));
+  }
+  *module = std::move(compiled->module);
 }
 
 // A loop's accumulator whose element shape only the body's PushBack fixes (what a While's
@@ -310,28 +327,17 @@ library {
 )pb";
 
 TEST(TensorListXlaTest, ALoopAccumulatorTakesItsElementShapeFromAFirstCompilationOfTheBody) {
-  std::unique_ptr<graph::Graph> g = cluster_testing::LoadGraph(kAccumulatorLoop);
-  ASSERT_NE(g, nullptr);
-  XlaArgument x;
-  x.dtype = graph::DT_FLOAT;
-  x.shape = {3};
-  auto compiled = CompileGraphToHlo(*g, {x}, {});
-  ASSERT_TRUE(compiled.ok()) << compiled.status().message();
-  const std::string text = compiled->module->ToString();
+  std::unique_ptr<HloModule> module;
+  std::vector<Tensor> outputs;
+  ASSERT_NO_FATAL_FAILURE(CompileAndEvaluate(kAccumulatorLoop, &module, &outputs));
+  const std::string text = module->ToString();
   // One loop, its cond and body: the first compilation left nothing behind.
-  EXPECT_EQ(compiled->module->computations().size(), 3u) << text;
+  EXPECT_EQ(module->computations().size(), 3u) << text;
   EXPECT_NE(text.find("f32[4,3]"), std::string::npos) << text;
-  std::vector<Literal> params;
-  params.push_back(*Tensor::Vector<float>(graph::DT_FLOAT, {1, 2, 3}).ToLiteral());
-  auto evaluated = EvaluateModule(*compiled->module, params);
-  ASSERT_TRUE(evaluated.ok()) << evaluated.status().message() << "\n" << text;
-  std::vector<Literal> outputs = std::move(evaluated->tuple_elements());
   ASSERT_EQ(outputs.size(), 2u);
-  auto stacked = Tensor::FromLiteral(std::move(outputs[0]));
-  ASSERT_TRUE(stacked.ok());
-  EXPECT_EQ(stacked->dims(), (std::vector<int64_t>{4, 3}));
+  EXPECT_EQ(outputs[0].dims(), (std::vector<int64_t>{4, 3}));
   const std::vector<float> want{2, 4, 6, 4, 8, 12, 8, 16, 24, 16, 32, 48};
-  for (int i = 0; i < 12; ++i) EXPECT_EQ(stacked->flat<float>()[i], want[i]) << i;
+  for (int i = 0; i < 12; ++i) EXPECT_EQ(outputs[0].flat<float>()[i], want[i]) << i;
 }
 
 // The gradient's pattern across two loops: the forward loop pushes TensorListLength (a constant)
@@ -428,26 +434,15 @@ library {
 )pb";
 
 TEST(TensorListXlaTest, ASizePoppedFromALoopAccumulatorOfConstantsIsKnownInTheNextLoop) {
-  std::unique_ptr<graph::Graph> g = cluster_testing::LoadGraph(kPoppedSizeLoops);
-  ASSERT_NE(g, nullptr);
-  XlaArgument x;
-  x.dtype = graph::DT_FLOAT;
-  x.shape = {3};
-  auto compiled = CompileGraphToHlo(*g, {x}, {});
-  ASSERT_TRUE(compiled.ok()) << compiled.status().message();
-  const std::string text = compiled->module->ToString();
+  std::unique_ptr<HloModule> module;
+  std::vector<Tensor> outputs;
+  ASSERT_NO_FATAL_FAILURE(CompileAndEvaluate(kPoppedSizeLoops, &module, &outputs));
+  const std::string text = module->ToString();
   // The Reserve of the popped size 5 (the length of the forward loop's list of 5 rows).
   EXPECT_NE(text.find("f32[5,3]"), std::string::npos) << text;
-  std::vector<Literal> params;
-  params.push_back(*Tensor::Vector<float>(graph::DT_FLOAT, {1, 2, 3}).ToLiteral());
-  auto evaluated = EvaluateModule(*compiled->module, params);
-  ASSERT_TRUE(evaluated.ok()) << evaluated.status().message() << "\n" << text;
-  std::vector<Literal> outputs = std::move(evaluated->tuple_elements());
   ASSERT_EQ(outputs.size(), 2u);
-  auto v = Tensor::FromLiteral(std::move(outputs[0]));
-  ASSERT_TRUE(v.ok());
   const std::vector<float> want{16, 32, 48};
-  for (int i = 0; i < 3; ++i) EXPECT_EQ(v->flat<float>()[i], want[i]) << i;
+  for (int i = 0; i < 3; ++i) EXPECT_EQ(outputs[0].flat<float>()[i], want[i]) << i;
 }
 
 }  // namespace
