@@ -15,12 +15,13 @@ Exits 77 (skipped) when tensorflow cannot be imported.
 usage: functionalize_vs_tensorflow.py --xlens path/to/xlens [--workdir DIR]
 """
 import argparse
-import importlib.util
 import os
 import shutil
-import subprocess
 import sys
 import tempfile
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
+import tf_driver  # noqa: E402
 
 TOLERANCE = 1e-4
 
@@ -37,13 +38,8 @@ def build_graphs(out_dir):
     x_value = np.array([0.7, -1.3, 0.4, 2.1], np.float32)
 
     def save(name, graph_def, fetches, refs, expect="ok", init=""):
-        with open(os.path.join(out_dir, name + ".pb"), "wb") as f:
-            f.write(graph_def.SerializeToString())
-        np.save(os.path.join(out_dir, name + ".in.npy"), x_value)
-        for k, r in enumerate(refs):
-            np.save(os.path.join(out_dir, f"{name}.ref{k}.npy"), np.asarray(r))
-        with open(os.path.join(out_dir, name + ".meta"), "w") as f:
-            f.write("\n".join([",".join(fetches), expect, init]))
+        tf_driver.save_case(np, out_dir, name, graph_def, x_value, refs,
+                            [",".join(fetches), expect, init])
 
     def v1_case(name, build, expect="ok"):
         g = tf.Graph()
@@ -152,25 +148,6 @@ def build_graphs(out_dir):
          [t.name for t in frozen.outputs], [f(tf.constant(x_value)).numpy()])
 
 
-def compare(name, workdir, out_dir, count):
-    import numpy as np
-    errors = []
-    for k in range(count):
-        ref = np.load(os.path.join(workdir, f"{name}.ref{k}.npy"))
-        path = os.path.join(out_dir, f"out{k}.npy")
-        if not os.path.exists(path):
-            return [f"output {k} was not written"]
-        got = np.load(path)
-        if got.shape != ref.shape:
-            errors.append(f"output {k}: shape {got.shape}, TensorFlow's is {ref.shape}")
-            continue
-        scale = max(1.0, float(np.max(np.abs(ref))) if ref.size else 1.0)
-        err = float(np.max(np.abs(got.astype(np.float64) - ref))) if ref.size else 0.0
-        if err > TOLERANCE * scale:
-            errors.append(f"output {k}: off by {err:.3g} (largest value {scale:.3g})")
-    return errors
-
-
 def main():
     parser = argparse.ArgumentParser()
     parser.add_argument("--xlens", required=True)
@@ -183,37 +160,23 @@ def main():
         build_graphs(workdir)
         return 0
     try:
-        cases = sorted(f[:-5] for f in os.listdir(workdir) if f.endswith(".meta"))
-        if not cases:
-            if importlib.util.find_spec("tensorflow") is None:
-                print("skipped: tensorflow is not installed")
-                return 77
-            # TensorFlow builds the graphs in a process of its own.
-            env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="3")
-            built = subprocess.run([sys.executable, os.path.abspath(__file__), "--xlens",
-                                    args.xlens, "--workdir", workdir, "--build-only"], env=env)
-            if built.returncode != 0:
-                print(f"TensorFlow could not build the graphs (exit {built.returncode})")
-                return 1
-            cases = sorted(f[:-5] for f in os.listdir(workdir) if f.endswith(".meta"))
+        cases = tf_driver.built_cases(__file__, args.xlens, workdir)
+        if isinstance(cases, int):
+            return cases
+        import numpy as np
         failures = []
         for name in cases:
             with open(os.path.join(workdir, name + ".meta")) as f:
                 fetches, expect, init = f.read().split("\n")
             fetches = fetches.split(",")
             out_dir = tempfile.mkdtemp(prefix=f"{name}_", dir=workdir)
-            cmd = [args.xlens, "graph", "run", os.path.join(workdir, name + ".pb"),
-                   "--feed", f"x={os.path.join(workdir, name + '.in.npy')}",
-                   "--outputs", out_dir, "--jit", "compile", "--timeout", "60"]
-            for fetch in fetches:
-                cmd += ["--fetch", fetch]
-            if init:
-                cmd += ["--init", init]
-            proc = subprocess.run(cmd, capture_output=True, text=True)
+            proc = tf_driver.graph_run(
+                args.xlens, os.path.join(workdir, name + ".pb"),
+                [("x", os.path.join(workdir, name + ".in.npy"))], fetches, out_dir,
+                ["--jit", "compile", "--timeout", "60"] + (["--init", init] if init else []),
+                timeout=None)
             if expect == "refused":
-                lines = proc.stderr.strip().splitlines()
-                if (proc.returncode != 1 or len(lines) != 1 or not lines[0].startswith("xlens")
-                        or "'mul'" not in lines[0]):
+                if not tf_driver.refused_in_one_line(proc) or "'mul'" not in proc.stderr:
                     failures.append(f"{name}: expected one line naming the node 'mul', got exit "
                                     f"{proc.returncode}: {proc.stderr[-400:]}")
                 print(f"{name} --jit=compile: refused: {proc.stderr.strip()[-200:]}")
@@ -221,13 +184,11 @@ def main():
             if proc.returncode != 0:
                 failures.append(f"{name}: exit {proc.returncode}: {proc.stderr.strip()[-600:]}")
                 continue
-            errors = compare(name, workdir, out_dir, len(fetches))
+            errors = tf_driver.compare_to_references(np, name, workdir, out_dir, len(fetches),
+                                                     TOLERANCE)
             failures += [f"{name}: {e}" for e in errors]
             print(f"{name} --jit=compile: " + ("ok" if not errors else "FAILED"))
-        for f in failures:
-            print("FAIL " + f)
-        print(f"{len(cases)} graphs, {len(failures)} failures")
-        return 1 if failures else 0
+        return tf_driver.finish(failures, f"{len(cases)} graphs, {len(failures)} failures")
     finally:
         if not args.workdir:
             shutil.rmtree(workdir, ignore_errors=True)

@@ -20,12 +20,13 @@ xlens cannot bind a captured variable (`--assign CAPTURE=FILE`).
 
 Exits 77 (skipped) when tensorflow cannot be imported."""
 
-import argparse
 import os
 import re
-import subprocess
 import sys
 import tempfile
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
+import tf_driver  # noqa: E402
 
 STEPS = 5
 TOLERANCE = 1e-4
@@ -215,8 +216,7 @@ def compare(name, what, ours, reference, np):
     reference = np.asarray(reference, np.float64)
     if ours.shape != reference.shape:
         return [f"{name}: {what}: shape {ours.shape}, TensorFlow's is {reference.shape}"]
-    scale = max(float(np.max(np.abs(reference))) if reference.size else 0.0, 1e-30)
-    err = float(np.max(np.abs(ours - reference))) if reference.size else 0.0
+    err, scale = tf_driver.max_error(np, ours, reference, 1e-30)
     if err > TOLERANCE * scale:
         return [f"{name}: {what}: off by {err:.3g} (largest reference value {scale:.3g})"]
     return []
@@ -239,24 +239,16 @@ def step_losses(stdout, fetch):
 
 
 def run_xlens(xlens, graph_file, feeds, fetches, outdir, init=None, assigns=()):
-    cmd = [xlens, "graph", "run", graph_file, "--jit=compile", f"--steps={STEPS}",
-           f"--outputs={outdir}", "--timeout=60"]
+    extra = ["--jit=compile", f"--steps={STEPS}", "--timeout=60"]
     if init:
-        cmd.append(f"--init={init}")
-    for name, path in feeds:
-        cmd.append(f"--feed={name}={path}")
-    for name, path in assigns:
-        cmd.append(f"--assign={name}={path}")
-    for f in fetches:
-        cmd.append(f"--fetch={f}")
-    return subprocess.run(cmd, capture_output=True, text=True, timeout=120)
+        extra.append(f"--init={init}")
+    extra += [f"--assign={name}={path}" for name, path in assigns]
+    return tf_driver.graph_run(xlens, graph_file, feeds, fetches, outdir, extra)
 
 
 def run_tf1_cases(tf, np, xlens, work, failures, passed):
     cases, x_value, y_value = tf1_cases(tf, np)
-    x_path, y_path = os.path.join(work, "x.npy"), os.path.join(work, "y.npy")
-    np.save(x_path, x_value)
-    np.save(y_path, y_value)
+    feeds = tf_driver.save_feeds(np, work, [("x", x_value), ("y", y_value)])
     for name, build in cases:
         ref_losses, ref_vars = run_tf1(tf, np, build, x_value, y_value)
         g, _, _, outs, init, variables = build(False)
@@ -265,8 +257,7 @@ def run_tf1_cases(tf, np, xlens, work, failures, passed):
             f.write(str(g.as_graph_def()))
         fetches = [t.name for t in outs]
         outdir = os.path.join(work, f"{name}.out")
-        run = run_xlens(xlens, graph_file, [("x", x_path), ("y", y_path)], fetches, outdir,
-                        init=init.name)
+        run = run_xlens(xlens, graph_file, feeds, fetches, outdir, init=init.name)
         if run.returncode != 0:
             failures.append(f"{name}: xlens failed: {run.stderr.strip()[-600:]}")
             continue
@@ -282,9 +273,7 @@ def run_tf1_cases(tf, np, xlens, work, failures, passed):
 
 def run_tf2_cases(tf, np, xlens, work, failures, passed, skipped):
     cases, x_value, y_value, optimizers = tf2_cases(tf, np)
-    x_path, y_path = os.path.join(work, "x2.npy"), os.path.join(work, "y2.npy")
-    np.save(x_path, x_value)
-    np.save(y_path, y_value)
+    (_, x_path), (_, y_path) = tf_driver.save_feeds(np, work, [("x2", x_value), ("y2", y_value)])
     spec = [tf.TensorSpec(x_value.shape, tf.float32), tf.TensorSpec(y_value.shape, tf.float32)]
     for name, make in cases:
         step, variables = make()
@@ -333,18 +322,9 @@ def run_tf2_cases(tf, np, xlens, work, failures, passed, skipped):
 
 
 def main():
-    parser = argparse.ArgumentParser()
-    parser.add_argument("--xlens", required=True)
-    parser.add_argument("--keep", help="write the graphs and arrays here (default: a temporary "
-                                       "directory)")
-    args = parser.parse_args()
-    os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
-    try:
-        import numpy as np
-        import tensorflow as tf
-    except Exception as e:
-        print(f"skipped: tensorflow is not importable ({type(e).__name__}: {e})")
-        return 77
+    args = tf_driver.parse_args("write the graphs and arrays here (default: a temporary "
+                                "directory)")
+    tf, np = tf_driver.tensorflow_or_skip()
 
     failures, passed, skipped = [], [], []
     with tempfile.TemporaryDirectory() as tmp:
@@ -354,11 +334,9 @@ def main():
         run_tf2_cases(tf, np, args.xlens, work, failures, passed, skipped)
     for s in skipped:
         print(f"skipped: {s}")
-    for f in failures:
-        print(f"FAIL {f}")
-    print(f"{len(passed)} cases agree with TensorFlow over {STEPS} steps ({', '.join(passed)}); "
-          f"{len(failures)} failures, {len(skipped)} skipped")
-    return 1 if failures else 0
+    return tf_driver.finish(failures, f"{len(passed)} cases agree with TensorFlow over {STEPS} "
+                                      f"steps ({', '.join(passed)}); {len(failures)} failures, "
+                                      f"{len(skipped)} skipped")
 
 
 if __name__ == "__main__":

@@ -16,11 +16,12 @@ each Philox word, XLA the high ones); that difference is printed, not checked.
 
 Exits 77 (skipped) when tensorflow cannot be imported."""
 
-import argparse
 import os
-import subprocess
 import sys
 import tempfile
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
+import tf_driver  # noqa: E402
 
 TOLERANCE = 1e-6
 
@@ -69,17 +70,8 @@ def cases(tf, np):
 
 
 def main():
-    parser = argparse.ArgumentParser()
-    parser.add_argument("--xlens", required=True)
-    parser.add_argument("--keep", help="write the graphs and arrays here")
-    args = parser.parse_args()
-    os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
-    try:
-        import numpy as np
-        import tensorflow as tf
-    except Exception as e:
-        print(f"skipped: tensorflow is not importable ({type(e).__name__}: {e})")
-        return 77
+    args = tf_driver.parse_args("write the graphs and arrays here")
+    tf, np = tf_driver.tensorflow_or_skip()
     tf.get_logger().setLevel("ERROR")
 
     failures, passed = [], []
@@ -102,14 +94,9 @@ def main():
             with open(graph_file, "wb") as f:
                 f.write(g.as_graph_def().SerializeToString())
             outdir = os.path.join(work, f"{stem}_out")
-            cmd = [args.xlens, "graph", "run", graph_file, "--jit=compile", f"--outputs={outdir}",
-                   "--timeout=60"]
-            for k, v in feeds.items():
-                path = os.path.join(work, f"{stem}.{k}.npy")
-                np.save(path, v)
-                cmd.append(f"--feed={k}={path}")
-            cmd += [f"--fetch={t.op.name}" for t in outs]
-            r = subprocess.run(cmd, capture_output=True, text=True, timeout=120)
+            saved = tf_driver.save_feeds(np, work, feeds.items(), stem=f"{stem}.")
+            r = tf_driver.graph_run(args.xlens, graph_file, saved, [t.op.name for t in outs],
+                                    outdir, ["--jit=compile", "--timeout=60"])
             if r.returncode != 0:
                 failures.append(f"{name}: xlens exited {r.returncode}: {r.stderr.strip()[-400:]}")
                 continue
@@ -126,19 +113,15 @@ def main():
                     bad.append(f"out{i}: {int(np.sum((ours == 0) != (ref == 0)))} of {ref.size} "
                                "dropped differently")
                 if check != "bits" and len(bad) == before:
-                    scale = max(float(np.max(np.abs(ref))), 1e-30)
-                    err = float(np.max(np.abs(ours.astype(np.float64) - ref)))
+                    err, scale = tf_driver.max_error(np, ours, ref, 1e-30)
                     if err > TOLERANCE * scale:
                         bad.append(f"out{i}: off by {err:.3g} (scale {scale:.3g})")
             differ = sum(int(not np.array_equal(a, b)) for a, b in zip(op_by_op, reference))
             print(f"{name}: TensorFlow op by op differs from its jit_compile in {differ} of "
                   f"{len(reference)} outputs")
             (failures.append(f"{name}: {'; '.join(bad)}") if bad else passed.append(name))
-    for f in failures:
-        print(f"FAIL {f}")
-    print(f"{len(passed)} cases agree with TensorFlow's jit_compile ({', '.join(passed)}); "
-          f"{len(failures)} failures")
-    return 1 if failures else 0
+    return tf_driver.finish(failures, f"{len(passed)} cases agree with TensorFlow's jit_compile "
+                                      f"({', '.join(passed)}); {len(failures)} failures")
 
 
 if __name__ == "__main__":

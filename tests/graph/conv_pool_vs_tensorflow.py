@@ -12,11 +12,12 @@ Exits 77 (skipped) when TensorFlow or NumPy cannot be imported.
 
 usage: conv_pool_vs_tensorflow.py --xlens path/to/xlens [--keep DIR]
 """
-import argparse
 import os
-import subprocess
 import sys
 import tempfile
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
+import tf_driver  # noqa: E402
 
 TOLERANCE = 1e-4
 
@@ -153,32 +154,22 @@ def build_cases(tf, np):
     return graph.as_graph_def(), feeds, fetches, graph
 
 
-def compare(label, ours, theirs, failures):
+def compare(np, label, ours, theirs, failures):
     # 16-bit results agree to their precision (a rounding of the float sum apart).
     tolerance = 1e-2 if "float16" in label or "bfloat16" in label else TOLERANCE
     if ours.shape != theirs.shape:
         failures.append(f"{label}: shape {list(ours.shape)}, TensorFlow {list(theirs.shape)}")
         return 0.0
-    scale = max(float(abs(theirs).max()) if theirs.size else 0.0, 1e-30)
-    err = float(abs(ours.astype("float64") - theirs.astype("float64")).max()) / scale \
-        if theirs.size else 0.0
+    err, scale = tf_driver.max_error(np, ours, theirs, 1e-30)
+    err /= scale
     if not err <= tolerance:
         failures.append(f"{label}: max error {err:.3g} relative to the largest value")
     return err
 
 
 def main():
-    parser = argparse.ArgumentParser()
-    parser.add_argument("--xlens", required=True)
-    parser.add_argument("--keep", help="write the graph, feeds and outputs here")
-    args = parser.parse_args()
-    os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
-    try:
-        import numpy as np
-        import tensorflow as tf
-    except Exception as e:  # ImportError, or a broken installation
-        print(f"skipped: tensorflow or numpy is not importable ({type(e).__name__}: {e})")
-        return 77
+    args = tf_driver.parse_args("write the graph, feeds and outputs here")
+    tf, np = tf_driver.tensorflow_or_skip()
     tf.compat.v1.disable_eager_execution()
 
     graph_def, feeds, fetches, graph = build_cases(tf, np)
@@ -191,27 +182,21 @@ def main():
     graph_path = os.path.join(work, "cases.pb")
     with open(graph_path, "wb") as f:
         f.write(graph_def.SerializeToString())
-    command = [args.xlens, "graph", "run", graph_path]
-    for name, value in feeds.items():
-        path = os.path.join(work, f"{name}.npy")
-        np.save(path, value)
-        command += ["--feed", f"{name}={path}"]
-    for _, name in fetches:
-        command += ["--fetch", name]
+    saved = tf_driver.save_feeds(np, work, feeds.items())
 
     failures = []
     worst = {}
     for jit in ("off", "compile"):
         out_dir = os.path.join(work, f"out_{jit}")
         os.makedirs(out_dir, exist_ok=True)
-        run = subprocess.run(command + ["--jit", jit, "--outputs", out_dir],
-                             capture_output=True, text=True, timeout=600)
+        run = tf_driver.graph_run(args.xlens, graph_path, saved, [name for _, name in fetches],
+                                  out_dir, ["--jit", jit], timeout=600)
         if run.returncode != 0:
             failures.append(f"--jit={jit}: xlens failed: {run.stderr.strip()[:2000]}")
             continue
         for i, ((label, _), theirs) in enumerate(zip(fetches, expected)):
             ours = np.load(os.path.join(out_dir, f"out{i}.npy"))
-            err = compare(f"--jit={jit} {label}", ours, theirs, failures)
+            err = compare(np, f"--jit={jit} {label}", ours, theirs, failures)
             key = "16-bit" if "float16" in label else "32- and 64-bit"
             worst.setdefault((jit, key), 0.0)
             worst[(jit, key)] = max(worst[(jit, key)], err)

@@ -22,11 +22,12 @@ Exit 0 when every output agrees, 1 otherwise, 77 (skipped) without TensorFlow.
 """
 import argparse
 import os
-import subprocess
 import sys
 import tempfile
 
-SKIP = 77
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
+import tf_driver  # noqa: E402
+
 TOLERANCE = 1e-4
 # float16 and bfloat16 results: within one unit in the last place of bfloat16 (2^-8).
 HALF_TOLERANCE = 4e-3
@@ -259,19 +260,12 @@ def run_xlens(np, xlens, graph_def, feeds, fetches, jit, work, verbose):
     path = os.path.join(work, f"graph_{jit}.pb")
     with open(path, "wb") as f:
         f.write(graph_def.SerializeToString())
-    args = [xlens, "graph", "run", path, "--jit", jit, "--outputs", os.path.join(work, jit)]
-    for name, value in feeds:
-        npy = os.path.join(work, f"{name}.npy")
-        np.save(npy, value)
-        args += ["--feed", f"{name}={npy}"]
-    for f in fetches:
-        args += ["--fetch", f]
-    env = dict(os.environ, TF_XLA_FLAGS="")
-    p = subprocess.run(args, capture_output=True, text=True, timeout=300, env=env)
+    saved = tf_driver.save_feeds(np, work, feeds)
+    p = tf_driver.graph_run(xlens, path, saved, fetches, os.path.join(work, jit), ["--jit", jit],
+                            env=dict(os.environ, TF_XLA_FLAGS=""), timeout=300)
     if p.returncode != 0:
         return None, (p.stderr.strip() or p.stdout.strip())[-2000:]
-    outs = [np.load(os.path.join(work, jit, f"out{i}.npy")) for i in range(len(fetches))]
-    return outs, ""
+    return tf_driver.load_outputs(np, os.path.join(work, jit), len(fetches)), ""
 
 
 def compare(np, what, names, got, want, verbose, tolerance=TOLERANCE):
@@ -283,8 +277,8 @@ def compare(np, what, names, got, want, verbose, tolerance=TOLERANCE):
             print(f"FAIL {what} {name}: shape {g.shape}, TensorFlow {w.shape}")
             bad += 1
             continue
-        scale = max(float(np.max(np.abs(w))) if w.size else 0.0, 1e-30)
-        err = float(np.max(np.abs(g - w))) / scale if w.size else 0.0
+        err, scale = tf_driver.max_error(np, g, w, 1e-30)
+        err /= scale
         if not np.isfinite(err) or err > tolerance:
             print(f"FAIL {what} {name}: max error {err:.3g} of the largest value {scale:.3g}")
             bad += 1
@@ -298,13 +292,7 @@ def main():
     parser.add_argument("--xlens", required=True)
     parser.add_argument("-v", "--verbose", action="store_true")
     args = parser.parse_args()
-    os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
-    try:
-        import numpy as np
-        import tensorflow as tf
-    except ImportError as e:
-        print(f"SKIPPED: TensorFlow cannot be imported ({e})")
-        return SKIP
+    tf, np = tf_driver.tensorflow_or_skip()
     failures = 0
     cases = build_cases(tf, np)
     # ResizeNearestNeighborGrad has no XLA kernel in TensorFlow: the nearest resizes' gradients

@@ -18,12 +18,14 @@ Exits 77 (skipped) when tensorflow cannot be imported.
 usage: rnn_parity_test.py --xlens path/to/xlens [--workdir DIR] [--only NAME]
 """
 import argparse
-import importlib.util
 import shutil
 import os
 import subprocess
 import sys
 import tempfile
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
+import tf_driver  # noqa: E402
 
 TOLERANCE = 1e-4
 
@@ -44,13 +46,8 @@ def build_graphs(out_dir):
     rng = np.random.RandomState(7)
 
     def save(name, graph_def, feed, fetches, refs, x, compile_ok):
-        with open(os.path.join(out_dir, name + ".pb"), "wb") as f:
-            f.write(graph_def.SerializeToString())
-        np.save(os.path.join(out_dir, name + ".in.npy"), x)
-        for k, r in enumerate(refs):
-            np.save(os.path.join(out_dir, f"{name}.ref{k}.npy"), np.asarray(r))
-        with open(os.path.join(out_dir, name + ".meta"), "w") as f:
-            f.write("\n".join([feed, ",".join(fetches), compile_ok]))
+        tf_driver.save_case(np, out_dir, name, graph_def, x, refs,
+                            [feed, ",".join(fetches), compile_ok])
         cases.append(name)
 
     def freeze(fn, spec, x, name):
@@ -206,12 +203,12 @@ def cluster_assignment(path):
 def check_clustering(args, name, workdir, feed, fetches):
     tf_dir = os.path.join(workdir, name + ".tf_clustering")
     if not os.path.isdir(tf_dir):
-        env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="3", TF_DUMP_GRAPH_PREFIX=tf_dir,
-                   TF_XLA_FLAGS=" ".join(CLUSTER_FLAGS + ["--tf_xla_auto_jit=1"]))
-        ran = subprocess.run([sys.executable, os.path.abspath(__file__), "--xlens", args.xlens,
-                              "--tf-cluster", os.path.join(workdir, name + ".pb"), feed,
-                              ",".join(fetches), os.path.join(workdir, name + ".in.npy")],
-                             env=env, capture_output=True, text=True)
+        env = tf_driver.tensorflow_env(" ".join(CLUSTER_FLAGS + ["--tf_xla_auto_jit=1"]), tf_dir)
+        ran = tf_driver.run_script(__file__, ["--xlens", args.xlens, "--tf-cluster",
+                                              os.path.join(workdir, name + ".pb"), feed,
+                                              ",".join(fetches),
+                                              os.path.join(workdir, name + ".in.npy")],
+                                   env=env, capture_output=True, text=True)
         if ran.returncode != 0:
             return [f"TensorFlow's session failed: {ran.stderr[-400:]}"]
     before = os.path.join(tf_dir, "before_mark_for_compilation.pbtxt")
@@ -234,25 +231,6 @@ def check_clustering(args, name, workdir, feed, fetches):
     if not errors:
         print(f"{name}: {len(theirs)} nodes in {len(set(theirs.values()))} clusters")
     return errors[:10]
-
-
-def compare(name, workdir, out_dir, count):
-    import numpy as np
-    errors = []
-    for k in range(count):
-        ref = np.load(os.path.join(workdir, f"{name}.ref{k}.npy"))
-        path = os.path.join(out_dir, f"out{k}.npy")
-        if not os.path.exists(path):
-            return [f"output {k} was not written"]
-        got = np.load(path)
-        if got.shape != ref.shape:
-            errors.append(f"output {k}: shape {got.shape}, TensorFlow's is {ref.shape}")
-            continue
-        scale = max(1.0, float(np.max(np.abs(ref))) if ref.size else 1.0)
-        err = float(np.max(np.abs(got.astype(np.float64) - ref))) if ref.size else 0.0
-        if err > TOLERANCE * scale:
-            errors.append(f"output {k}: off by {err:.3g} (largest value {scale:.3g})")
-    return errors
 
 
 def main():
@@ -284,19 +262,11 @@ def main():
 
 def run_cases(args, workdir):
     os.makedirs(workdir, exist_ok=True)
-    cases = sorted(f[:-5] for f in os.listdir(workdir) if f.endswith(".meta"))
-    if not cases:
-        if importlib.util.find_spec("tensorflow") is None:
-            print("skipped: tensorflow is not installed")
-            return 77
-        # TensorFlow builds the graphs in a process of its own, which ends without tearing down.
-        env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="3")
-        built = subprocess.run([sys.executable, os.path.abspath(__file__), "--xlens", args.xlens,
-                                "--workdir", workdir, "--build-only"], env=env)
-        if built.returncode != 0:
-            print(f"TensorFlow could not build the graphs (exit {built.returncode})")
-            return 1
-        cases = sorted(f[:-5] for f in os.listdir(workdir) if f.endswith(".meta"))
+    # TensorFlow builds the graphs in a process of its own, which ends without tearing down.
+    cases = tf_driver.built_cases(__file__, args.xlens, workdir)
+    if isinstance(cases, int):
+        return cases
+    import numpy as np
     failures = []
     runs = 0
     for name in cases:
@@ -308,27 +278,22 @@ def run_cases(args, workdir):
         modes = ["off", "auto"] + (["compile"] if compile_ok != "nocompile" else [])
         for mode in modes:
             out_dir = tempfile.mkdtemp(prefix=f"{name}_{mode}_", dir=workdir)
-            cmd = [args.xlens, "graph", "run", os.path.join(workdir, name + ".pb"),
-                   "--feed", f"{feed}={os.path.join(workdir, name + '.in.npy')}",
-                   "--outputs", out_dir, "--jit", mode, "--timeout", "60"]
-            for fetch in fetches:
-                cmd += ["--fetch", fetch]
-            proc = subprocess.run(cmd, capture_output=True, text=True)
+            proc = tf_driver.graph_run(args.xlens, os.path.join(workdir, name + ".pb"),
+                                       [(feed, os.path.join(workdir, name + ".in.npy"))], fetches,
+                                       out_dir, ["--jit", mode, "--timeout", "60"], timeout=None)
             runs += 1
             if mode == "compile" and name in KNOWN_GAPS:
-                lines = proc.stderr.strip().splitlines()
                 if proc.returncode == 0:
                     failures.append(f"{name} --jit=compile: compiles now; take it out of "
                                     "KNOWN_GAPS")
-                elif proc.returncode != 1 or len(lines) != 1 or not lines[0].startswith("xlens"):
+                elif not tf_driver.refused_in_one_line(proc):
                     failures.append(f"{name} --jit=compile: exit {proc.returncode}: "
                                     f"{proc.stderr[-300:]}")
                 print(f"{name} --jit=compile: refused (known gap: {KNOWN_GAPS[name]})")
                 continue
             if mode == "compile" and compile_ok == "refused":
                 # TensorFlow refuses to compile it: so must xlens, in one line of its own.
-                lines = proc.stderr.strip().splitlines()
-                if proc.returncode != 1 or len(lines) != 1 or not lines[0].startswith("xlens"):
+                if not tf_driver.refused_in_one_line(proc):
                     failures.append(f"{name} --jit=compile: TensorFlow refuses to compile it, "
                                     f"xlens gave exit {proc.returncode}: {proc.stderr[-300:]}")
                 print(f"{name} --jit=compile: refused as by TensorFlow")
@@ -337,7 +302,8 @@ def run_cases(args, workdir):
                 failures.append(f"{name} --jit={mode}: exit {proc.returncode}: "
                                 f"{(proc.stderr or proc.stdout).strip()[-600:]}")
                 continue
-            for e in compare(name, workdir, out_dir, len(fetches)):
+            for e in tf_driver.compare_to_references(np, name, workdir, out_dir, len(fetches),
+                                                     TOLERANCE):
                 failures.append(f"{name} --jit={mode}: {e}")
             print(f"{name} --jit={mode}: " + ("ok" if not failures or
                                                not failures[-1].startswith(f"{name} --jit={mode}")
@@ -348,10 +314,7 @@ def run_cases(args, workdir):
             failures += [f"{name} clustering: {e}" for e in errors]
             print(f"{name} clustering: " + ("TensorFlow's, node for node" if not errors
                                              else "FAILED"))
-    for f in failures:
-        print("FAIL " + f)
-    print(f"{runs} runs, {len(failures)} failures")
-    return 1 if failures else 0
+    return tf_driver.finish(failures, f"{runs} runs, {len(failures)} failures")
 
 
 if __name__ == "__main__":

@@ -27,6 +27,9 @@ import subprocess
 import sys
 import tempfile
 
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
+import tf_driver  # noqa: E402
+
 TOLERANCE = 1e-5
 # The programs whose runtime graphs TensorFlow dumps (each writes ~27 graphs): one of each form.
 DUMPED = ("asstring_while_if", "case_computed", "nested_while_in_if",
@@ -299,8 +302,7 @@ def close(np, got, want):
         return f"shape {got.shape} != {want.shape}"
     if want.dtype.kind in "iub":
         return None if np.array_equal(got, want) else f"{got.tolist()} != {want.tolist()}"
-    scale = max(1.0, float(np.max(np.abs(want)))) if want.size else 1.0
-    err = float(np.max(np.abs(got.astype(np.float64) - want.astype(np.float64)))) if want.size else 0.0
+    err, scale = tf_driver.max_error(np, got, want, 1.0)
     return None if err <= TOLERANCE * scale else f"{got.tolist()} != {want.tolist()} (error {err:g})"
 
 
@@ -310,17 +312,8 @@ AUTO_JIT_FLAGS = "--tf_xla_auto_jit=2 --tf_xla_cpu_global_jit --tf_xla_min_clust
 def run_xlens(xlens, graph, feeds, fetches, outdir, extra=()):
     """Runs `xlens graph run`; with --jit=auto under TensorFlow's auto-clustering flags."""
     os.makedirs(outdir, exist_ok=True)
-    env = dict(os.environ)
-    env.pop("TF_XLA_FLAGS", None)
-    env.pop("TF_DUMP_GRAPH_PREFIX", None)
-    if "--jit=auto" in extra:
-        env["TF_XLA_FLAGS"] = AUTO_JIT_FLAGS
-    cmd = [xlens, "graph", "run", graph, "--outputs", outdir, *extra]
-    for name, path in feeds:
-        cmd += ["--feed", f"{name}={path}"]
-    for f in fetches:
-        cmd += ["--fetch", f]
-    r = subprocess.run(cmd, capture_output=True, text=True, timeout=120, env=env)
+    env = tf_driver.tensorflow_env(AUTO_JIT_FLAGS if "--jit=auto" in extra else None)
+    r = tf_driver.graph_run(xlens, graph, feeds, fetches, outdir, extra, env=env)
     return r.returncode, (r.stdout + r.stderr).strip()
 
 
@@ -481,21 +474,16 @@ def main():
     if not os.path.exists(os.path.join(workdir, "manifest.json")):
         # TensorFlow's plain run and its dumping run are separate processes: the clustering flags
         # are read once per process, and the reference outputs come from the unclustered run.
-        env = dict(os.environ)
-        env.pop("TF_XLA_FLAGS", None)
-        env.pop("TF_DUMP_GRAPH_PREFIX", None)
+        env = tf_driver.tensorflow_env()
         build_log = open(os.path.join(workdir, "tensorflow_build.log"), "w")
         builder = subprocess.Popen([sys.executable, __file__, "--xlens", args.xlens, "--workdir",
                                     workdir, "--child", "build"], env=env, stdout=build_log,
                                    stderr=subprocess.STDOUT)
-        denv = dict(env)
-        denv["TF_DUMP_GRAPH_PREFIX"] = dumpdir
-        denv["TF_XLA_FLAGS"] = ("--tf_xla_clustering_debug --tf_xla_auto_jit=2 "
-                                "--tf_xla_cpu_global_jit --tf_xla_min_cluster_size=1")
-        denv["TF_CPP_VMODULE"] = DUMP_VMODULE
-        dumper = subprocess.run([sys.executable, __file__, "--xlens", args.xlens, "--workdir",
-                                 workdir, "--child", "dump"], env=denv, capture_output=True,
-                                text=True)
+        denv = tf_driver.tensorflow_env("--tf_xla_clustering_debug " + AUTO_JIT_FLAGS, dumpdir,
+                                        TF_CPP_VMODULE=DUMP_VMODULE)
+        dumper = tf_driver.run_script(__file__, ["--xlens", args.xlens, "--workdir", workdir,
+                                                 "--child", "dump"], env=denv,
+                                      capture_output=True, text=True)
         built = builder.wait()
         build_log.close()
         if built != 0 or dumper.returncode != 0:

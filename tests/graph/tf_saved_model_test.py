@@ -13,21 +13,22 @@ resource Placeholders runs with `--assign CAPTURE=FILE.npy` to the function's re
 
 Exits 77 (skipped) when tensorflow cannot be imported."""
 
-import argparse
 import os
-import subprocess
 import sys
 import tempfile
 
 import numpy as np
 
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
+import tf_driver  # noqa: E402
+
 TOLERANCE = 1e-5
 
 
 def run_xlens(xlens, args, outputs_dir):
+    """`xlens graph run ARGS` (the graph first) into `outputs_dir`; raises when it fails."""
     os.makedirs(outputs_dir, exist_ok=True)
-    proc = subprocess.run([xlens, "graph", "run"] + args + ["--outputs", outputs_dir],
-                          capture_output=True, text=True, timeout=120)
+    proc = tf_driver.graph_run(xlens, args[0], [], [], outputs_dir, args[1:])
     if proc.returncode != 0:
         raise RuntimeError(f"xlens graph run {' '.join(args)}: exit {proc.returncode}: {proc.stderr.strip()}")
     return proc
@@ -42,8 +43,7 @@ def close(want, got):
         return False, f"shape {got.shape}, expected {want.shape}"
     if want.dtype.kind == "b" or want.dtype.kind in "iu":
         return np.array_equal(want, got), "exact"
-    scale = max(1.0, float(np.max(np.abs(want))) if want.size else 1.0)
-    err = float(np.max(np.abs(want.astype(np.float64) - got.astype(np.float64)))) if want.size else 0.0
+    err, scale = tf_driver.max_error(np, got, want, 1.0)
     return err <= TOLERANCE * scale, f"max error {err:.3g} (scale {scale:.3g})"
 
 
@@ -182,16 +182,9 @@ def function_graph_case(tf, root):
 
 
 def main():
-    parser = argparse.ArgumentParser()
-    parser.add_argument("--xlens", required=True)
-    parser.add_argument("--keep", help="save the models here (and reuse them) instead of a temporary directory")
-    args = parser.parse_args()
-    os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
-    try:
-        import tensorflow as tf
-    except Exception as e:  # ImportError, or a broken installation
-        print(f"skipped: tensorflow is not importable ({type(e).__name__}: {e})")
-        return 77
+    args = tf_driver.parse_args("save the models here (and reuse them) instead of a temporary "
+                                "directory")
+    tf, _ = tf_driver.tensorflow_or_skip()
 
     failures = []
     with tempfile.TemporaryDirectory() as tmp:
