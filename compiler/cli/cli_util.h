@@ -13,6 +13,7 @@
 #include "compiler/hlo/module.h"
 #include "compiler/support/status.h"
 #include "compiler/support/watchdog.h"
+#include "compiler/tools/flags_setup.h"
 #include "profiler/trace.h"
 
 namespace xlens::cli {
@@ -41,19 +42,9 @@ StatusOr<std::vector<Literal>> LoadInputs(const HloComputation& entry, const std
 // stderr per type.
 Status WriteOutputs(const std::string& dir, const std::vector<const Literal*>& leaves);
 
-// What the XLA flags (XLA_FLAGS, then the command line's --xla_* arguments) ask of a
-// compilation: the pass filter, reduce-precision, LLVM's optimization level and the dump context
-// (optimize.dump points at `dump` when dumping, so a FlagsSetup stays where it was made).
-struct FlagsSetup {
-  DebugOptions debug;
-  OptimizeOptions optimize;
-  int opt_level = 3;
-  std::optional<DumpContext> dump;
-};
-// Fills `setup`; an argument that is no XLA flag, an unknown pass name or a bad value is an error
-// naming it ("COMMAND: unknown argument ...").
-Status SetUpFromFlags(const std::vector<std::string>& extra_flags, std::string_view command,
-                      FlagsSetup& setup);
+// The XLA flags of a compilation (compiler/tools/flags_setup.h, shared with the Python package).
+using tools::FlagsSetup;
+using tools::SetUpFromFlags;
 
 // --trace with --timeout: a run stopped by the watchdog's last resort (work that never polls) still
 // writes the trace recorded so far to `trace_path`, marked as stopped (MarkStopped), and the stop
