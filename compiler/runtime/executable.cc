@@ -199,6 +199,47 @@ StatusOr<Literal> Executable::Execute(std::span<const Literal* const> arguments)
   return results;
 }
 
+StatusOr<Literal> Executable::ExecuteOnArrays(std::span<const void* const> arrays) {
+  const HloComputation& entry = *module_->entry_computation();
+  if (static_cast<int64_t>(arrays.size()) != entry.num_parameters()) {
+    return Error(fmt::format("{} takes {} arguments, {} given", module_->name(),
+                             entry.num_parameters(), arrays.size()));
+  }
+  for (const HloInstruction* parameter : entry.parameter_instructions()) {
+    if (!parameter->shape().IsArray()) {
+      return Error(fmt::format("parameter {} of {} is {}, not an array", parameter->name(),
+                               module_->name(), parameter->shape().ToString(false)));
+    }
+  }
+  const std::vector<int64_t>& slots = entry_plan_->parameter_slots();
+  {
+    profiler::TraceSpan span("arguments to arena", profiler::category::kCopy);
+    if (parameter_homes_.size() != slots.size()) {
+      parameter_homes_.clear();
+      for (int64_t slot : slots) parameter_homes_.push_back(frame_[slot]);
+    }
+    int64_t bytes = 0;
+    for (size_t p = 0; p < arrays.size(); ++p) {
+      const Shape& shape = entry.parameter_instruction(p)->shape();
+      // With array parameters only, parameter p is leaf p.
+      const char* data = static_cast<const char*>(arrays[p]);
+      if (may_borrow_arguments_ && IsRowMajor(shape) && reinterpret_cast<uintptr_t>(data) % 16 == 0 &&
+          shape.num_elements() > 0) {
+        frame_[slots[p]] = const_cast<char*>(data);
+        continue;
+      }
+      frame_[slots[p]] = parameter_homes_[p];
+      CopyToLayout(reinterpret_cast<const uint8_t*>(data), shape, frame_[slots[p]]);
+      bytes += shape_util::ByteSizeOf(shape);
+    }
+    span.AddArg("bytes", bytes);
+  }
+  Status run = Run();
+  StatusOr<Literal> results = run.ok() ? Results() : StatusOr<Literal>(run);
+  for (size_t leaf = 0; leaf < parameter_homes_.size(); ++leaf) frame_[slots[leaf]] = parameter_homes_[leaf];
+  return results;
+}
+
 std::string Executable::ThunkSequenceText() const { return ThunkSequenceToString(thunks_); }
 
 }  // namespace xlens::runtime

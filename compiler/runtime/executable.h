@@ -42,6 +42,13 @@ class Executable {
   // value as it lies instead of copying it into a literal first, and the program reads
   // row-major arguments in place instead of copying them into the arena.
   StatusOr<Literal> Execute(std::span<const Literal* const> arguments);
+  // The same with array arguments given as row-major data where their owner keeps them (a
+  // NumPy array's buffer), one per entry parameter, each of its parameter's shape (the caller
+  // checked them; a tuple parameter is an error). Read in place as Execute above reads them, or
+  // copied into the arena; the pointers are the executable's only for this call.
+  StatusOr<Literal> ExecuteOnArrays(std::span<const void* const> arrays);
+  // Whether Execute and ExecuteOnArrays read row-major arguments in place.
+  bool borrows_arguments() const { return may_borrow_arguments_; }
   // The three steps of Execute, for timing the run alone.
   Status SetArguments(std::span<const Literal> arguments);
   // The p-th of `count` arguments is argument(p). With `borrow`, a parameter whose argument is

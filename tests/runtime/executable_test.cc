@@ -161,6 +161,72 @@ ENTRY e {
   EXPECT_THAT(out->tuple_element(1).data<float>(), ElementsAre(5, 5, 5, 5));
 }
 
+// Raw arrays (a NumPy array's buffer) go the same two ways: read in place by a module without
+// control flow, copied into the arena by one with a while loop, whose body reads the parameter's
+// own place; a later call sees its own arrays either way. A wrong count is refused.
+TEST(ExecutableTest, ArraysAreReadInPlaceOrCopiedAsTheModuleAllows) {
+  const char* plain = R"(HloModule plain
+ENTRY e {
+  a = f32[4] parameter(0)
+  b = f32[4] parameter(1)
+  ROOT s = f32[4] subtract(a, b)
+})";
+  const char* looped = R"(HloModule looped
+cond {
+  c = (s32[], f32[4]) parameter(0)
+  i = s32[] get-tuple-element(c), index=0
+  three = s32[] constant(3)
+  ROOT lt = pred[] compare(i, three), direction=LT
+}
+body {
+  c = (s32[], f32[4]) parameter(0)
+  i = s32[] get-tuple-element(c), index=0
+  one = s32[] constant(1)
+  next = s32[] add(i, one)
+  x = f32[4] get-tuple-element(c), index=1
+  twice = f32[4] add(x, x)
+  ROOT t = (s32[], f32[4]) tuple(next, twice)
+}
+ENTRY e {
+  a = f32[4] parameter(0)
+  zero = s32[] constant(0)
+  init = (s32[], f32[4]) tuple(zero, a)
+  w = (s32[], f32[4]) while(init), condition=cond, body=body
+  ROOT r = f32[4] get-tuple-element(w), index=1
+})";
+  auto plain_module = ParseHloModule(plain);
+  auto looped_module = ParseHloModule(looped);
+  ASSERT_TRUE(plain_module.ok() && looped_module.ok());
+  auto plain_exe = CompileForCpu(std::move(*plain_module), {});
+  auto looped_exe = CompileForCpu(std::move(*looped_module), {});
+  ASSERT_TRUE(plain_exe.ok()) << plain_exe.status().message();
+  ASSERT_TRUE(looped_exe.ok()) << looped_exe.status().message();
+  EXPECT_TRUE((*plain_exe)->borrows_arguments());
+  EXPECT_FALSE((*looped_exe)->borrows_arguments());
+  alignas(16) float a[4] = {5, 6, 7, 8};
+  alignas(16) float b[4] = {1, 1, 1, 1};
+  std::vector<const void*> arrays = {a, b};
+  auto out = (*plain_exe)->ExecuteOnArrays(arrays);
+  ASSERT_TRUE(out.ok()) << out.status().message();
+  EXPECT_THAT(out->data<float>(), ElementsAre(4, 5, 6, 7));
+  EXPECT_THAT(a, ElementsAre(5, 6, 7, 8));
+  b[0] = 5;
+  out = (*plain_exe)->ExecuteOnArrays(arrays);
+  ASSERT_TRUE(out.ok()) << out.status().message();
+  EXPECT_THAT(out->data<float>(), ElementsAre(0, 5, 6, 7));
+  for (float scale : {1.0f, 2.0f}) {
+    alignas(16) float x[4] = {scale, 2 * scale, 0, -1};
+    std::vector<const void*> one = {x};
+    auto looped_out = (*looped_exe)->ExecuteOnArrays(one);
+    ASSERT_TRUE(looped_out.ok()) << looped_out.status().message();
+    EXPECT_THAT(looped_out->data<float>(), ElementsAre(8 * scale, 16 * scale, 0, -8));
+  }
+  std::vector<const void*> too_few = {a};
+  auto refused = (*plain_exe)->ExecuteOnArrays(too_few);
+  ASSERT_FALSE(refused.ok());
+  EXPECT_EQ(refused.status().message(), "plain takes 2 arguments, 1 given");
+}
+
 TEST(ExecutableTest, CanonicalConvolutionsRunAsIm2colAndEigen) {
   // Strides, padding, input and kernel dilation in 2D, and a 1D case, each against the evaluator;
   // a grouped convolution stays on the generated kernel.
