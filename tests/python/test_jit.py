@@ -325,6 +325,56 @@ def test_bad_arguments_are_errors_not_crashes(checked):
         xlens.compile_hlo(HLO, backend="tpu")
 
 
+def copied_bytes(trace):
+    """What the runtime copied into its arena on the last call ("arguments to arena" spans)."""
+    events = json.loads(trace.read_text())["traceEvents"]
+    return [e["args"]["bytes"] for e in events if e.get("ph") == "X" and e["name"] == "arguments to arena"]
+
+
+def test_arguments_are_read_in_place_unless_the_module_has_control_flow(tmp_path):
+    trace = tmp_path / "t.json"
+    compiled = xlens.compile_hlo(HLO, trace=trace)
+    compiled(*good_arguments())
+    assert compiled.borrows_arguments and copied_bytes(trace) == [0]
+    args = good_arguments()
+    args[0] = np.asfortranarray(args[0])  # copied to C order by the binding, then still read in place
+    compiled(*args)
+    assert copied_bytes(trace) == [0]
+
+    looped = xlens.jit(lambda x: lax.fori_loop(0, 3, lambda i, c: c * 2, x), trace=trace)
+    np.testing.assert_array_equal(looped(np.ones(8, np.float32)), np.full(8, 8, np.float32))
+    assert copied_bytes(trace) == [32]
+
+
+def test_xla_flags_are_honoured_as_by_the_command_line(monkeypatch, tmp_path):
+    text = jax.jit(lambda x, y: jnp.exp(x) * y + 1).lower(np.ones(4, np.float32), np.ones(4, np.float32)).as_text(
+        dialect="hlo")
+    assert "fusion" in xlens.compile_hlo(text).optimized_hlo_text
+    monkeypatch.setenv("XLA_FLAGS", "--xla_disable_hlo_passes=fusion")
+    assert "fusion" not in xlens.compile_hlo(text).optimized_hlo_text
+    monkeypatch.setenv("XLA_FLAGS", "--xla_bogus")
+    with pytest.raises(xlens.Error) as error:
+        xlens.compile_hlo(text)
+    assert str(error.value) == "XLA_FLAGS: unknown flag --xla_bogus (the flags are listed by --help)"
+    binary = os.environ.get("XLENS_BINARY")
+    if binary:
+        (tmp_path / "m.hlo").write_text(text)
+        run = subprocess.run([binary, "run", str(tmp_path / "m.hlo")], capture_output=True, text=True)
+        assert run.stderr.strip() == "xlens: " + str(error.value)
+
+
+def test_gpu_backend_without_a_driver_says_so():
+    try:
+        import ctypes
+
+        ctypes.CDLL("libcuda.so.1")
+        pytest.skip("a CUDA driver is here")
+    except OSError:
+        pass
+    with pytest.raises(xlens.Error, match=r"^no CUDA driver found"):
+        xlens.compile_hlo(HLO, backend="gpu")
+
+
 def test_wider_types_through_compile_hlo():
     hlo = """HloModule wide
 
