@@ -60,17 +60,22 @@ nb::object FromJson(const nlohmann::json& value) {
   }
 }
 
+// Paths come as bytes (os.fsencode): a Linux file name need not be UTF-8.
+std::string Path(const nb::bytes& path) { return std::string(path.c_str(), path.size()); }
+
 nb::str Text(const std::string& text) {
   return nb::steal<nb::str>(PyUnicode_DecodeUTF8(text.data(), static_cast<Py_ssize_t>(text.size()), "surrogateescape"));
 }
 
 // (the model as `xlens inspect --json` writes it, the text `xlens inspect` prints)
-nb::tuple Inspect(const std::string& directory) {
+nb::tuple Inspect(nb::bytes directory_bytes) {
+  const std::string directory = Path(directory_bytes);
   DumpDirectory dump = WithoutGil([&] { return ReadDumpDirectoryForInspect(directory); });
   return nb::make_tuple(FromJson(DumpDirectoryJson(dump)), Text(DumpDirectoryText(dump)));
 }
 
-nb::dict HloProfile(const std::string& path) {
+nb::dict HloProfile(nb::bytes path_bytes) {
+  const std::string path = Path(path_bytes);
   profiler::TraceHloProfile profile = WithoutGil([&] { return profiler::TraceHloProfileOf(path); });
   nb::dict runs;
   for (const auto& [module, count] : profile.runs) runs[Text(module)] = count;
@@ -110,7 +115,8 @@ nb::object ArgValue(const profiler::TraceArgValue& value) {
 }
 
 // Every span of the trace as a record; times in microseconds after the trace's base time.
-nb::list ReadTrace(const std::string& path) {
+nb::list ReadTrace(nb::bytes path_bytes) {
+  const std::string path = Path(path_bytes);
   profiler::Trace trace = WithoutGil([&]() -> StatusOr<profiler::Trace> {
     ASSIGN_OR_RETURN(std::string file, profiler::FindTraceFile(path));
     return profiler::ReadChromeTrace(file);

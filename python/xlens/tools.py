@@ -27,12 +27,10 @@ PACKAGE_BIN = os.path.join(os.path.dirname(os.path.abspath(__file__)), "bin")
 
 
 def _path(value, what):
-    if isinstance(value, bytes):
-        return os.fsdecode(value)
     try:
-        return os.fspath(value)
+        return os.fsdecode(value)
     except TypeError:
-        raise TypeError(f"{what} must be a path (str or os.PathLike), not {type(value).__name__}") from None
+        raise TypeError(f"{what} must be a path (str, bytes or os.PathLike), not {type(value).__name__}") from None
 
 
 class _Record:
@@ -151,7 +149,7 @@ def inspect(directory):
     """The model `xlens inspect DIRECTORY` prints, for an xlens dump (manifest.json) or one real
     XLA wrote (rebuilt from its file names): a Dump of Modules, their Stages in order and their
     Kernels. Raises xlens.Error with the command line's line when the folder is no dump."""
-    data, text = _xlens._inspect(_path(directory, "directory"))
+    data, text = _xlens._inspect(os.fsencode(_path(directory, "directory")))
     return Dump(data, text)
 
 
@@ -166,7 +164,7 @@ def hlo_profile(path):
       (per event, 0 when unknown), gbps, op_names, source, file.
 
     pandas.DataFrame(xlens.hlo_profile(path)) is the --xla_hlo_profile table."""
-    profile = _xlens._hlo_profile(_path(path, "path"))
+    profile = _xlens._hlo_profile(os.fsencode(_path(path, "path")))
     totals = {}
     for row in profile["rows"]:
         totals[row["module"]] = totals.get(row["module"], 0) + row["total_ns"]
@@ -205,7 +203,7 @@ def hlo_profile(path):
 def read_trace(path):
     """Every span of a trace (a file or a folder holding one) as a record: name, category, pid,
     tid, process, thread, start_us (after the trace's base time), duration_us, args."""
-    return _xlens._read_trace(_path(path, "path"))
+    return _xlens._read_trace(os.fsencode(_path(path, "path")))
 
 
 def _find_program(name, search_path=True):

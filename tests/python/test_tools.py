@@ -148,6 +148,9 @@ def test_inspect_errors(tmp_path):
     empty = tmp_path / "empty"
     empty.mkdir()
     assert xlens.inspect(empty).problems == json.loads(run_cli("inspect", str(empty), "--json", "-").stdout)["problems"]
+    # A file name need not be UTF-8: bytes are taken as they are.
+    with pytest.raises(xlens.Error, match=r"^inspect: .*: no such directory$"):
+        xlens.inspect(os.fsencode(missing) + b"\xff")
     with pytest.raises(TypeError):
         xlens.inspect(42)
     with pytest.raises(TypeError):
