@@ -181,6 +181,19 @@ def test_bfloat16_and_float16():
     assert out[0].dtype == ml_dtypes.bfloat16 and out[1].dtype == np.float16
 
 
+def test_sixty_four_bit_types_with_x64_and_without():
+    def f(x, n):
+        return jnp.cumsum(x * n), n * 3, jnp.sqrt(x)
+
+    x, n = np.linspace(0.5, 2, 5), np.arange(5, dtype=np.int64)
+    with jax.enable_x64(True):
+        out = check_against_jax(f, x, n)
+        assert out[0].dtype == np.float64 and out[1].dtype == np.int64
+    # Without x64 JAX takes f64 and s64 arrays as f32 and s32, and so does xlens.jit.
+    out = check_against_jax(f, x, n)
+    assert out[0].dtype == np.float32 and out[1].dtype == np.int32
+
+
 def test_python_scalars_and_static_arguments(caplog):
     def f(x, power, offset):
         return x ** power + offset
