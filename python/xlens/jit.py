@@ -110,7 +110,9 @@ class JitFunction:
     def _lookup(self, args, kwargs):
         dynamic, statics = self._split(args) if self._static_argnums else (args, ())
         leaves, treedef = _trees().tree_flatten((dynamic, kwargs))
-        key = (treedef, tuple(map(_leaf_key, leaves)), statics)
+        ndarray = np.ndarray
+        key = (treedef, tuple([(leaf.shape, leaf.dtype) if type(leaf) is ndarray else _leaf_key(leaf)
+                               for leaf in leaves]), statics)
         entry = self._cache.get(key)
         if entry is None:
             entry = self._compile(key, args, kwargs, leaves, treedef, statics)
