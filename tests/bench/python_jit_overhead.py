@@ -8,6 +8,7 @@
   xlens.jit     the decorated function: the pytree flattened, the cache looked up, run(list),
                 the result's pytree rebuilt
   jax.jit       JAX's own jit on the same NumPy arguments, waited for (block_until_ready)
+  jax.jit dev   the same with the arguments already JAX arrays (no transfer per call)
 
 Each variant is timed in `--repeats` rounds of `--calls` calls, the rounds interleaved; the table
 gives the median time per call over the rounds and the spread (lowest to highest round), and the
@@ -54,6 +55,7 @@ def main():
     xlens_f = xlens.jit(f)
     compiled = xlens_f.compile(x, y, b)
     leaves = [x, y, b]
+    on_device = [jax.device_put(a) for a in leaves]
     for out_jax, out_xlens in zip(jax_f(x, y, b), xlens_f(x, y, b)):
         np.testing.assert_allclose(np.asarray(out_jax), out_xlens, rtol=1e-5, atol=1e-5)
 
@@ -62,6 +64,7 @@ def main():
         "run(list)": lambda calls: per_call_us(lambda: compiled.run(leaves), calls),
         "xlens.jit": lambda calls: per_call_us(lambda: xlens_f(x, y, b), calls),
         "jax.jit": lambda calls: per_call_us(lambda: jax.block_until_ready(jax_f(x, y, b)), calls),
+        "jax.jit dev": lambda calls: per_call_us(lambda: jax.block_until_ready(jax_f(*on_device)), calls),
     }
     for measure in variants.values():
         measure(max(1, args.calls // 10))  # warm up
