@@ -70,6 +70,8 @@ class CompiledHlo {
 
  private:
   std::vector<ArgumentArray> Arguments(nb::handle arguments) const;
+  // The arguments checked and run: the result, or xlens.Error.
+  Literal Invoke(nb::handle arguments);
   StatusOr<Literal> Execute(const std::vector<ArgumentArray>& arguments);
   // Execute, inside a tracer session with trace=.
   StatusOr<Literal> TracedExecute(const std::vector<ArgumentArray>& arguments);
@@ -151,7 +153,12 @@ CompiledHlo::CompiledHlo(const std::string& text, const std::string& backend, co
   if (tracing_) compile_trace_ = StopTrace();
   if (!compiled.ok()) {
     compiled = compiled.WithContext(parse.filename);
-    if (compile_trace_) compiled = WriteTrace(std::move(*compile_trace_), compiled);
+    if (compile_trace_) {
+      // The timeline up to the failure, written now: no call follows.
+      profiler::Trace trace = std::move(*compile_trace_);
+      compile_trace_.reset();
+      compiled = WriteTrace(std::move(trace), compiled);
+    }
     ThrowIfError(compiled);
   }
 }
@@ -293,7 +300,7 @@ nb::object Shaped(Literal& literal) {
   return nb::tuple(elements);
 }
 
-nb::list CompiledHlo::Run(nb::handle arguments) {
+Literal CompiledHlo::Invoke(nb::handle arguments) {
   std::vector<ArgumentArray> converted = Arguments(arguments);
   StatusOr<Literal> result = xlens::Error("not run");
   {
@@ -302,22 +309,18 @@ nb::list CompiledHlo::Run(nb::handle arguments) {
     result = TracedExecute(converted);
     ++calls_;
   }
-  Literal literal = ValueOrThrow(std::move(result));
+  return ValueOrThrow(std::move(result));
+}
+
+nb::list CompiledHlo::Run(nb::handle arguments) {
+  Literal literal = Invoke(arguments);
   nb::list leaves;
   CollectLeaves(literal, leaves);
   return leaves;
 }
 
 nb::object CompiledHlo::Call(nb::args arguments) {
-  std::vector<ArgumentArray> converted = Arguments(arguments);
-  StatusOr<Literal> result = xlens::Error("not run");
-  {
-    nb::gil_scoped_release released;
-    std::lock_guard<std::mutex> lock(mu_);
-    result = TracedExecute(converted);
-    ++calls_;
-  }
-  Literal literal = ValueOrThrow(std::move(result));
+  Literal literal = Invoke(arguments);
   return Shaped(literal);
 }
 
