@@ -13,7 +13,8 @@
 namespace xlens::graph {
 
 namespace grad {
-void SetRefinedShapeTable(std::map<std::pair<const Node*, int>, PartialShape>* table);
+std::map<std::pair<const Node*, int>, PartialShape>* SetRefinedShapeTable(
+    std::map<std::pair<const Node*, int>, PartialShape>* table);
 }  // namespace grad
 
 namespace {
@@ -47,11 +48,14 @@ AttrValue ColocationOf(const Output& t) {
 
 class ScopedShapeTable {
  public:
-  ScopedShapeTable() { grad::SetRefinedShapeTable(&table_); }
-  ~ScopedShapeTable() { grad::SetRefinedShapeTable(nullptr); }
+  ScopedShapeTable() : previous_(grad::SetRefinedShapeTable(&table_)) {}
+  ~ScopedShapeTable() { grad::SetRefinedShapeTable(previous_); }
 
  private:
   std::map<std::pair<const Node*, int>, PartialShape> table_;
+  // The enclosing computation's table: a While's gradient differentiates its body inside the
+  // gradient of the graph around it.
+  std::map<std::pair<const Node*, int>, PartialShape>* previous_;
 };
 
 // The zeros for an output nobody sent a gradient to: control_flow_state.ZerosLike, which

@@ -11,9 +11,13 @@ namespace {
 thread_local std::map<std::pair<const Node*, int>, PartialShape>* refined_shapes = nullptr;
 }  // namespace
 
-// Installed by AddSymbolicGradients for the length of one call.
-void SetRefinedShapeTable(std::map<std::pair<const Node*, int>, PartialShape>* table) {
+// Installed by AddSymbolicGradients for the length of one call; returns the table it replaces,
+// which a While's gradient (a gradient computed inside a gradient) puts back when it is done.
+std::map<std::pair<const Node*, int>, PartialShape>* SetRefinedShapeTable(
+    std::map<std::pair<const Node*, int>, PartialShape>* table) {
+  auto* previous = refined_shapes;
   refined_shapes = table;
+  return previous;
 }
 
 PartialShape StaticShape(const Scope& scope, const Output& t) {

@@ -61,5 +61,6 @@ void RegisterNnGradients(OpRegistry& registry);
 // Einsum, Erf/Erfc/Erfinv/Ndtri/Lgamma, the resizes (model_grad.cc).
 void RegisterModelGradients(OpRegistry& registry);
 void RegisterListGradients(OpRegistry& registry);  // TensorList and TensorArray
+void RegisterWhileGradients(OpRegistry& registry);  // While, StatelessWhile (while_grad.cc)
 
 }  // namespace xlens::graph::grad

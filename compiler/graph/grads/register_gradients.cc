@@ -11,6 +11,7 @@ void RegisterGradients(OpRegistry& registry) {
   grad::RegisterNnGradients(registry);
   grad::RegisterModelGradients(registry);
   grad::RegisterListGradients(registry);
+  grad::RegisterWhileGradients(registry);
 }
 
 }  // namespace xlens::graph

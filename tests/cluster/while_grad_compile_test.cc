@@ -1,0 +1,131 @@
+// A While's gradient (graph/grads/while_grad.cc) compiled as one function, as --jit=compile
+// does: the accumulating forward loop and the backward loop that pops its lists lower to XLA
+// whiles over buffers (the lists' sizes known from the forward trip count), and the compiled
+// module gives the executor's numbers.
+#include <gtest/gtest.h>
+
+#include "compiler/cluster/tf2xla/xla_compiler.h"
+#include "compiler/graph/cc_ops.h"
+#include "compiler/graph/executor.h"
+#include "compiler/graph/gradients.h"
+#include "compiler/graph/scope.h"
+#include "compiler/runtime/cpu_compiler.h"
+#include "tests/graph/while_test_util.h"
+
+namespace xlens::cluster {
+namespace {
+
+using graph::AttrValue;
+using graph::Output;
+using graph::Scope;
+using graph::Tensor;
+namespace ops = graph::ops;
+
+Tensor Values(std::vector<int64_t> dims, float scale) {
+  Tensor t(graph::DT_FLOAT, dims);
+  for (int64_t i = 0; i < t.num_elements(); ++i) {
+    t.flat<float>()[i] = scale * static_cast<float>((i * 7) % 5 - 2);
+  }
+  return t;
+}
+
+// Arguments in, `build`'s loss and its gradients out; run by the executor and compiled for the
+// CPU, the two agree.
+void CheckCompiledGradient(
+    const std::vector<Tensor>& values,
+    const std::function<Output(const Scope&, const std::vector<Output>&)>& build) {
+  Scope root = Scope::NewRootScope();
+  std::vector<Output> xs;
+  std::vector<XlaArgument> args;
+  for (size_t i = 0; i < values.size(); ++i) {
+    XlaArgument arg;
+    arg.dtype = values[i].dtype();
+    arg.shape = values[i].dims();
+    args.push_back(arg);
+    xs.push_back(Output(root.WithOpName("arg_" + std::to_string(i))
+                            .AddNode("_Arg", {}, {{"T", AttrValue::Type(values[i].dtype())},
+                                                  {"index", AttrValue::Int(static_cast<int>(i))}}),
+                        0));
+  }
+  Output loss = build(root, xs);
+  std::vector<Output> grads;
+  ASSERT_TRUE(graph::AddSymbolicGradients(root, {loss}, xs, {}, &grads).ok());
+  std::vector<Output> results{loss};
+  results.insert(results.end(), grads.begin(), grads.end());
+  for (size_t i = 0; i < results.size(); ++i) {
+    root.WithOpName("retval_" + std::to_string(i))
+        .AddNode("_Retval", {results[i]},
+                 {{"T", AttrValue::Type(results[i].type())},
+                  {"index", AttrValue::Int(static_cast<int>(i))}});
+  }
+  ASSERT_TRUE(root.ok()) << root.status().message();
+
+  auto executor = graph::Executor::Create(root.graph(), {});
+  ASSERT_TRUE(executor.ok()) << executor.status().message();
+  auto expected = (*executor)->Run(values);
+  ASSERT_TRUE(expected.ok()) << expected.status().message();
+
+  XlaCompileOptions options;
+  options.module_name = "while_grad";
+  auto compiled = CompileGraphToHlo(*root.graph(), args, options);
+  ASSERT_TRUE(compiled.ok()) << compiled.status().message();
+  std::vector<Literal> params;
+  for (int arg : compiled->input_mapping) params.push_back(*values[arg].ToLiteral());
+  auto executable = runtime::CompileForCpu(std::move(compiled->module), {});
+  ASSERT_TRUE(executable.ok()) << executable.status().message();
+  auto ran = (*executable)->Execute(params);
+  ASSERT_TRUE(ran.ok()) << ran.status().message();
+  std::vector<Literal> outputs = std::move(ran->tuple_elements());
+  ASSERT_EQ(outputs.size(), expected->size());
+  for (size_t i = 0; i < outputs.size(); ++i) {
+    auto got = Tensor::FromLiteral(std::move(outputs[i]));
+    ASSERT_TRUE(got.ok());
+    const Tensor& want = (*expected)[i];
+    ASSERT_EQ(got->dims(), want.dims()) << "output " << i;
+    for (int64_t k = 0; k < want.num_elements(); ++k) {
+      EXPECT_NEAR(got->GetAsDouble(k), want.GetAsDouble(k),
+                  1e-5 * std::max(1.0, std::abs(want.GetAsDouble(k))))
+          << "output " << i << "[" << k << "]";
+    }
+  }
+}
+
+TEST(WhileGradCompileTest, RecurrenceGradientCompiles) {
+  CheckCompiledGradient({Values({2, 3}, 0.2f), Values({3, 3}, 0.3f), Values({2, 3}, 0.1f)},
+                        [](const Scope& s, const std::vector<Output>& x) {
+                          Output v = graph::testing::Recurrence(s, x[0], x[1], x[2]);
+                          return ops::Sum(s, ops::Mul(s, v, v), ops::Input({0, 1}));
+                        });
+}
+
+// The trip count is computed from the values (at most 20, as TF2's while_loop writes
+// maximum_iterations: a counter and its limit as the first loop variables, the cond their
+// LogicalAnd with the user's): the backward loop runs as many times as the forward one did,
+// which only the run knows.
+TEST(WhileGradCompileTest, ComputedTripCountGradientCompiles) {
+  Tensor v0(graph::DT_FLOAT, {3}), x(graph::DT_FLOAT, {3});
+  for (int i = 0; i < 3; ++i) {
+    v0.flat<float>()[i] = 0.2f + 0.25f * static_cast<float>(i);
+    x.flat<float>()[i] = 0.6f + 0.1f * static_cast<float>(i);
+  }
+  CheckCompiledGradient({v0, x}, [](const Scope& s, const std::vector<Output>& a) {
+    graph::Node* loop = graph::testing::While(
+        s, {ops::Const(s, int32_t{0}), ops::Const(s, int32_t{20}), a[0], a[1]},
+        [](const Scope& c, const std::vector<Output>& v) {
+          Output sum = ops::Sum(c, v[2], ops::Input(0));
+          Output more = ops::Less(c, sum, ops::Input::Like(10.0));
+          return std::vector<Output>{ops::AsOutput(ops::BuildOp(
+              c, "LogicalAnd", {ops::Less(c, v[0], v[1]), more}))};
+        },
+        [](const Scope& b, const std::vector<Output>& v) {
+          Output next = ops::Add(b, ops::Mul(b, v[2], ops::Input::Like(1.5)),
+                                 ops::Mul(b, v[3], v[3]));
+          return std::vector<Output>{ops::Add(b, v[0], ops::Input(1)), v[1], next, v[3]};
+        });
+    Output v = Output(loop, 2);
+    return ops::Sum(s, ops::Mul(s, v, v), ops::Input({0}));
+  });
+}
+
+}  // namespace
+}  // namespace xlens::cluster
