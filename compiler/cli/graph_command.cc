@@ -13,7 +13,7 @@
 
 #include "compiler/cli/cli_util.h"
 #include "compiler/cli/commands.h"
-#include "compiler/cluster/must_compile_body.h"
+#include "compiler/cluster/graph_run.h"
 #include "compiler/cluster/xla_device_compiler.h"
 #include "compiler/cluster/xla_jit.h"
 #include "compiler/graph/function.h"
@@ -46,20 +46,11 @@ using graph::Tensor;
 // file as they are, and a name may hold an escape sequence or a newline. One line, always.
 int GraphFail(const Status& status) { return Fail(Error(EscapeForTerminal(status.message()))); }
 
-// A message that does not start with the file yet gets it, so every failure names the file.
 Status InFile(const Status& status, const std::string& shown) {
-  // A SavedModel's messages name the file inside the directory ("DIR/saved_model.pb: ...").
-  if (status.ok() || status.message().starts_with(shown + ":") ||
-      status.message().starts_with(shown + "/")) {
-    return status;
-  }
-  return status.WithContext(shown);
+  return cluster::InGraphFile(status, shown);
 }
 
-// A name from the command line or the file, as a message shows it: quoted, escaped, bounded.
-std::string Q(std::string_view name) {
-  return "'" + EscapeForTerminal(TruncateUtf8(name, 200)) + "'";
-}
+std::string Q(std::string_view name) { return cluster::QuoteName(name); }
 
 struct LoadedGraph {
   GraphDef def;
@@ -77,11 +68,10 @@ StatusOr<LoadedGraph> LoadGraph(const std::string& path, bool allow_unknown_ops,
   auto def = ReadGraphInput(path, signature, &loaded.saved_model);
   if (!def.ok()) return InFile(def.status(), loaded.shown);
   loaded.def = std::move(*def);
-  graph::GraphConstructorOptions options;
-  options.allow_unknown_ops = allow_unknown_ops;
-  options.source_name = loaded.shown;
-  auto built = Graph::FromGraphDef(loaded.def, options);
-  if (!built.ok()) return InFile(built.status(), loaded.shown);
+  // Shapes are inferred after a SavedModel's call is inlined, below.
+  auto built = cluster::BuildGraphToRun(loaded.def, loaded.shown, allow_unknown_ops,
+                                        /*infer_shapes=*/false);
+  if (!built.ok()) return built.status();
   loaded.graph = std::move(*built);
   // A SavedModel's signature is a call of its function: shown, checked and clustered inlined, as
   // TensorFlow's session inlines it before anything else sees the graph.
@@ -92,9 +82,7 @@ StatusOr<LoadedGraph> LoadGraph(const std::string& path, bool allow_unknown_ops,
   return loaded;
 }
 
-std::string TypeAndShape(DataType type, const PartialShape& shape) {
-  return graph::DataTypeName(type) + shape.ToString();
-}
+using cluster::TypeAndShape;
 
 std::string OutputsText(const Node& n) {
   std::vector<std::string> outs;
@@ -188,22 +176,7 @@ StatusOr<std::pair<std::string, std::string>> SplitAssignment(const std::string&
 // The node (and output) a --fetch/--feed/--target names, or an error naming the flag and file.
 StatusOr<std::pair<Node*, int>> FindTensor(const LoadedGraph& g, const std::string& flag,
                                            const std::string& name, bool output_required) {
-  auto id = graph::ParseTensorName(name);
-  if (!id.ok() || id->IsControl()) {
-    return Error(fmt::format("{}: {} {}: not a tensor name (NODE or NODE:INDEX)", g.shown, flag,
-                             Q(name)));
-  }
-  Node* n = g.graph->FindNode(id->node);
-  if (n == nullptr) {
-    return Error(fmt::format("{}: {} {}: the graph has no node named {}", g.shown, flag, Q(name),
-                             Q(id->node)));
-  }
-  if (output_required && id->index >= n->num_outputs()) {
-    return Error(fmt::format("{}: {} {}: node {} ({}) has {} output{}", g.shown, flag, Q(name),
-                             Q(n->name()), EscapeForTerminal(n->type_string()), n->num_outputs(),
-                             n->num_outputs() == 1 ? "" : "s"));
-  }
-  return std::make_pair(n, id->index);
+  return cluster::FindGraphTensor(*g.graph, g.shown, flag, name, output_required);
 }
 
 StatusOr<Tensor> ReadTensor(const std::string& path) {
@@ -211,112 +184,6 @@ StatusOr<Tensor> ReadTensor(const std::string& path) {
   auto tensor = Tensor::FromLiteral(std::move(literal));
   if (!tensor.ok()) return tensor.status().WithContext(DisplayPath(path));
   return tensor;
-}
-
-// A feed must have the type of the output it replaces and fit a Placeholder's declared shape.
-Status CheckFeed(const LoadedGraph& g, const Node& n, int index, const Tensor& t,
-                 const std::string& file) {
-  const DataType want = graph::RemoveRefType(n.output_type(index));
-  std::string declared = TypeAndShape(want, n.output_shapes().size() > static_cast<size_t>(index)
-                                                ? n.output_shapes()[index]
-                                                : PartialShape::UnknownRank());
-  if (n.type_string() == "Placeholder") {
-    if (const graph::AttrValue* s = graph::FindAttr(n.attrs(), "shape");
-        s != nullptr && s->kind() == graph::AttrValue::Kind::kShape) {
-      declared = TypeAndShape(want, s->shape());
-      if (!s->shape().IsCompatibleWith(t.dims())) {
-        return Error(fmt::format("{}: feed {} ({}): {} holds {}, the graph expects {}", g.shown,
-                                 Q(n.name()), n.type_string(), DisplayPath(file),
-                                 TypeAndShape(t.dtype(), t.shape()), declared));
-      }
-    }
-  }
-  if (t.dtype() != want) {
-    return Error(fmt::format("{}: feed {} ({}): {} holds {}, the graph expects {}", g.shown,
-                             Q(n.name()), EscapeForTerminal(n.type_string()), DisplayPath(file),
-                             TypeAndShape(t.dtype(), t.shape()), declared));
-  }
-  return OkStatus();
-}
-
-// --assign CAPTURE=FILE.npy for a TF2 function graph, whose variables are captured resource
-// Placeholders ("dense/MatMul/ReadVariableOp/resource"): the session gets a variable named as the
-// Placeholder holding the value, and the Placeholder is fed a handle to it every step, as the
-// function's caller passes the variable's handle. Its dtype is the one the ops that read or
-// update it declare.
-Status AssignCapturedVariable(const LoadedGraph& g, graph::Session& session, const Node& n,
-                              const std::string& file,
-                              std::vector<std::pair<std::string, Tensor>>* feeds) {
-  ASSIGN_OR_RETURN(Tensor value, ReadTensor(file));
-  DataType dtype = graph::DT_INVALID;
-  std::string reader;
-  for (const graph::Edge* e : n.out_edges()) {
-    if (e->IsControlEdge()) continue;
-    const Node* user = e->dst;
-    for (const char* attr : {"dtype", "T"}) {
-      const graph::AttrValue* a = graph::FindAttr(user->attrs(), attr);
-      if (a != nullptr && a->kind() == graph::AttrValue::Kind::kType && a->type() != graph::DT_RESOURCE) {
-        dtype = a->type();
-        reader = user->name();
-        break;
-      }
-    }
-    if (dtype != graph::DT_INVALID) break;
-  }
-  if (dtype != graph::DT_INVALID && value.dtype() != dtype) {
-    return Error(fmt::format("{}: --assign {}: {} holds {}, the variable is {} (as {} reads it)",
-                             g.shown, Q(n.name()), DisplayPath(file),
-                             TypeAndShape(value.dtype(), value.shape()), graph::DataTypeName(dtype),
-                             Q(reader)));
-  }
-  graph::ResourceHandle handle;
-  handle.name = n.name();
-  handle.dtype = value.dtype();
-  handle.shape = value.shape();
-  auto variable = session.resources().LookupOrCreate("", handle.name, value.dtype(), value.shape());
-  {
-    std::lock_guard<std::mutex> lock(variable->mu);
-    variable->value = std::move(value);
-  }
-  feeds->emplace_back(n.name(), Tensor::ResourceScalar(std::move(handle)));
-  return OkStatus();
-}
-
-// A TF2 function graph's captured variables that the run needs must all have a value: one line
-// that names them and says how, instead of the executor's "must feed" for the first.
-Status CheckCapturesAssigned(const LoadedGraph& g, const std::vector<std::string>& fetches,
-                             const std::vector<std::string>& targets,
-                             const std::vector<std::pair<std::string, Tensor>>& feeds) {
-  std::set<std::string> fed;
-  for (const auto& [name, tensor] : feeds) fed.insert(graph::ParseTensorName(name).ok()
-                                                          ? graph::ParseTensorName(name)->node
-                                                          : name);
-  std::vector<const Node*> stack;
-  std::set<const Node*> seen;
-  for (const std::string& name : fetches) {
-    auto id = graph::ParseTensorName(name);
-    if (const Node* n = id.ok() ? g.graph->FindNode(id->node) : nullptr) stack.push_back(n);
-  }
-  for (const std::string& name : targets) {
-    if (const Node* n = g.graph->FindNode(name)) stack.push_back(n);
-  }
-  std::vector<std::string> missing;
-  while (!stack.empty()) {
-    const Node* n = stack.back();
-    stack.pop_back();
-    if (!seen.insert(n).second || fed.count(n->name())) continue;
-    if (graph::IsResourcePlaceholder(*n)) missing.push_back(n->name());
-    for (const graph::Edge* e : n->in_edges()) stack.push_back(e->src);
-  }
-  if (missing.empty()) return OkStatus();
-  std::sort(missing.begin(), missing.end());
-  std::vector<std::string> shown;
-  for (size_t i = 0; i < missing.size() && i < 3; ++i) shown.push_back(Q(missing[i]));
-  return Error(fmt::format("{}: {} captured variable{} (resource Placeholder{}) the run needs {} no "
-                           "value: give --assign NAME=FILE.npy for each ({}{})",
-                           g.shown, missing.size(), missing.size() == 1 ? "" : "s",
-                           missing.size() == 1 ? "" : "s", missing.size() == 1 ? "has" : "have",
-                           fmt::join(shown, ", "), missing.size() > 3 ? ", ..." : ""));
 }
 
 // Whether `name` is a tensor of the graph ("node" or "node:1").
@@ -383,45 +250,21 @@ Status SignatureNames(const LoadedGraph& g, const GraphRunArgs& args,
   return OkStatus();
 }
 
-// --assign VAR=FILE.npy: the value the variable of node VAR (VarHandleOp, VariableV2) holds
-// before the steps, so a run can start from the initial values TensorFlow recorded. The variable
-// is the one the node's kernel opens: (container, shared_name), the node's name when shared_name
-// is empty, as TensorFlow's ResourceMgr names it in graph mode.
+// --assign VAR=FILE.npy: the value the variable of node VAR (VarHandleOp, VariableV2, or a TF2
+// function graph's captured resource Placeholder) holds before the steps, so a run can start
+// from the initial values TensorFlow recorded.
 Status AssignVariable(const LoadedGraph& g, graph::Session& session, const std::string& name,
                       const std::string& file, std::vector<std::pair<std::string, Tensor>>* feeds) {
-  Node* n = g.graph->FindNode(name);
-  if (n == nullptr) {
-    return Error(fmt::format("{}: --assign {}: the graph has no node named {}", g.shown, Q(name),
-                             Q(name)));
+  // The node is checked before the file is read: a wrong name is the mistake to report.
+  const Node* n = g.graph->FindNode(name);
+  const bool variable =
+      n != nullptr && (graph::IsVariableOp(n->type_string()) || graph::IsResourcePlaceholder(*n));
+  Tensor value;
+  if (variable) {
+    ASSIGN_OR_RETURN(value, ReadTensor(file));
   }
-  const std::string& op = n->type_string();
-  if (graph::IsResourcePlaceholder(*n)) return AssignCapturedVariable(g, session, *n, file, feeds);
-  if (!graph::IsVariableOp(op)) {
-    return Error(fmt::format("{}: --assign {}: node {} is a {}, not a variable (VarHandleOp, "
-                             "VariableV2)",
-                             g.shown, Q(name), Q(name), EscapeForTerminal(op)));
-  }
-  ASSIGN_OR_RETURN(Tensor value, ReadTensor(file));
-  auto dtype = graph::GetTypeAttr(n->attrs(), "dtype", n->name());
-  if (!dtype.ok()) return InFile(dtype.status(), g.shown);
-  PartialShape shape = PartialShape::UnknownRank();
-  if (const graph::AttrValue* s = graph::FindAttr(n->attrs(), "shape");
-      s != nullptr && s->kind() == graph::AttrValue::Kind::kShape) {
-    shape = s->shape();
-  }
-  if (value.dtype() != *dtype || !shape.IsCompatibleWith(value.dims())) {
-    return Error(fmt::format("{}: --assign {}: {} holds {}, the variable is {}", g.shown, Q(name),
-                             DisplayPath(file), TypeAndShape(value.dtype(), value.shape()),
-                             TypeAndShape(*dtype, shape)));
-  }
-  std::string container, shared_name;
-  if (const graph::AttrValue* c = graph::FindAttr(n->attrs(), "container")) container = c->s();
-  if (const graph::AttrValue* s = graph::FindAttr(n->attrs(), "shared_name")) shared_name = s->s();
-  if (shared_name.empty()) shared_name = n->name();
-  auto variable = session.resources().LookupOrCreate(container, shared_name, *dtype, shape);
-  std::lock_guard<std::mutex> lock(variable->mu);
-  variable->value = std::move(value);
-  return OkStatus();
+  return cluster::AssignVariable(*g.graph, g.shown, "--assign", session, name, std::move(value),
+                                 DisplayPath(file), feeds);
 }
 
 // One line for a fetched tensor: "loss: float[] 13.3413".
@@ -573,7 +416,9 @@ int RunGraphRun(const GraphRunArgs& args) {
     if (!target.ok()) return GraphFail(target.status());
     auto tensor = ReadTensor(parts->second);
     if (!tensor.ok()) return GraphFail(tensor.status());
-    if (Status s = CheckFeed(g, *target->first, target->second, *tensor, parts->second); !s.ok()) {
+    if (Status s = cluster::CheckFeed(g.shown, *target->first, target->second, *tensor,
+                                      DisplayPath(parts->second));
+        !s.ok()) {
       return GraphFail(s);
     }
     feeds.emplace_back(parts->first, std::move(*tensor));
@@ -600,28 +445,25 @@ int RunGraphRun(const GraphRunArgs& args) {
   }
   graph::SessionOptions session_options;
   std::unique_ptr<cluster::XlaJit> jit;
+  std::optional<graph::GraphDef> must_compile_def;
   if (args.jit != "off") {
+    cluster::GraphJitOptions jit_options;
+    jit_options.mode = args.jit;
     auto flags = DebugOptionsFromEnvironment(args.extra_flags);
     if (!flags.ok()) return GraphFail(flags.status());
+    jit_options.flags = std::move(*flags);
     auto level = graph::ParseGlobalJitLevel(args.jit_level);
     if (!level.ok()) return GraphFail(level.status().WithContext("--jit-level"));
-    session_options.global_jit_level = *level;
-    jit = std::make_unique<cluster::XlaJit>(*flags);
-    if (args.jit == "compile") {
-      std::string name = args.function_name;
-      if (name.empty()) name = std::filesystem::path(args.file).stem().string();
-      jit->set_must_compile_function(name);
+    jit_options.level = *level;
+    jit_options.function_name = args.function_name;
+    if (jit_options.function_name.empty()) {
+      jit_options.function_name = std::filesystem::path(args.file).stem().string();
     }
-    jit->Install(&session_options);
+    auto installed = cluster::InstallGraphJit(jit_options, g.def, &session_options, &must_compile_def);
+    if (!installed.ok()) return GraphFail(installed.status());
+    jit = std::move(*installed);
   }
   ActivityScope activity("running GraphDef " + args.file);
-  // A must-compile graph keeps its If, Case and While functional, as TensorFlow traces a
-  // jit_compile function: XLA compiles them whole.
-  std::optional<graph::GraphDef> must_compile_def;
-  if (args.jit == "compile") {
-    must_compile_def = g.def;
-    cluster::KeepFunctionalControlFlow(&*must_compile_def);
-  }
   auto session = graph::Session::Create(must_compile_def ? *must_compile_def : g.def, session_options);
   if (!session.ok()) return GraphFail(InFile(session.status(), g.shown));
   Watchdog watchdog(args.timeout_seconds, "graph run");
@@ -661,7 +503,8 @@ int RunGraphRun(const GraphRunArgs& args) {
       RETURN_IF_ERROR(AssignVariable(g, **session, parts.first, parts.second, &feeds));
     }
     if (fetches.empty() && args.targets.empty()) return OkStatus();
-    RETURN_IF_ERROR(CheckCapturesAssigned(g, fetches, args.targets, feeds));
+    RETURN_IF_ERROR(cluster::CheckCapturesAssigned(*g.graph, g.shown, fetches, args.targets, feeds,
+                                                   "give --assign NAME=FILE.npy for each"));
     for (int step = 1; step <= args.steps; ++step) {
       watchdog.SetActivity(fmt::format("running step {} of {}", step, args.steps));
       const auto start = std::chrono::steady_clock::now();
