@@ -434,6 +434,11 @@ def test_dump_to_and_trace(tmp_path):
     f(x)
     spans = [e["name"] for e in json.loads(trace.read_text())["traceEvents"] if e.get("ph") == "X"]
     assert spans and not any(s.startswith("compile") for s in spans)
+    # A recompilation adds the next module to the same dump, as XLA numbers them.
+    f(np.ones((2, 2), np.float32))
+    assert "module_0002.jit_f.cpu_after_optimizations.txt" in os.listdir(dump)
+    manifest = json.loads((dump / "manifest.json").read_text())
+    assert [m["name"] for m in manifest["modules"]] == ["jit_f", "jit_f"]
 
 
 def test_gpu_simulator_backend():
