@@ -32,11 +32,7 @@ STRUCTURAL = {"_Arg", "_Retval", "Placeholder", "Const", "NoOp", "Identity", "Id
 
 # Gaps the table shows and the check knows about, each with why; an op leaves this list when
 # it is covered (the check fails on a listed op that no longer needs to be here).
-KNOWN_GAPS = {
-    "While": "xlens builds no gradient of a functional While yet (TensorFlow's while_v2 "
-             "gradient, with its list accumulators); the training graphs TensorFlow builds "
-             "carry theirs, and those run",
-}
+KNOWN_GAPS = {}
 
 
 def corpus_ops(corpus):
