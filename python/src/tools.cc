@@ -3,6 +3,7 @@
 // them). The dump's model is the one `xlens inspect --json` writes (dump_directory_report.h), so
 // both say the same of a folder.
 #include <nanobind/nanobind.h>
+#include <nanobind/stl/optional.h>
 #include <nanobind/stl/string.h>
 
 #include <map>
@@ -13,6 +14,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "compiler/tools/dump_trace_links.h"
 #include "dump/dump_directory_report.h"
 #include "profiler/chrome_trace_reader.h"
 #include "profiler/trace_hlo_profile.h"
@@ -68,10 +70,22 @@ nb::str Text(const std::string& text) {
 }
 
 // (the model as `xlens inspect --json` writes it, the text `xlens inspect` prints)
-nb::tuple Inspect(nb::bytes directory_bytes) {
+// With a trace, its kernel events linked to the dump's kernels, as `xlens inspect --trace`.
+nb::tuple Inspect(nb::bytes directory_bytes, std::optional<nb::bytes> trace_bytes) {
   const std::string directory = Path(directory_bytes);
-  DumpDirectory dump = WithoutGil([&] { return ReadDumpDirectoryForInspect(directory); });
-  return nb::make_tuple(FromJson(DumpDirectoryJson(dump)), Text(DumpDirectoryText(dump)));
+  const std::optional<std::string> trace_path =
+      trace_bytes ? std::optional<std::string>(Path(*trace_bytes)) : std::nullopt;
+  std::optional<DumpTraceLinks> trace;
+  DumpDirectory dump = WithoutGil([&]() -> StatusOr<DumpDirectory> {
+    ASSIGN_OR_RETURN(DumpDirectory read, ReadDumpDirectoryForInspect(directory));
+    if (trace_path) {
+      ASSIGN_OR_RETURN(DumpTraceLinks links, LinkTraceToDump(read, *trace_path));
+      trace = std::move(links);
+    }
+    return read;
+  });
+  const DumpTraceLinks* linked = trace ? &*trace : nullptr;
+  return nb::make_tuple(FromJson(DumpDirectoryJson(dump, linked)), Text(DumpDirectoryText(dump, linked)));
 }
 
 nb::dict HloProfile(nb::bytes path_bytes) {
@@ -149,7 +163,7 @@ nb::list ReadTrace(nb::bytes path_bytes) {
 }  // namespace
 
 void RegisterTools(nb::module_& m) {
-  m.def("_inspect", &Inspect, nb::arg("directory"),
+  m.def("_inspect", &Inspect, nb::arg("directory"), nb::arg("trace").none(),
         "(model, text): the dump directory as `xlens inspect --json` and `xlens inspect` say it");
   m.def("_hlo_profile", &HloProfile, nb::arg("path"),
         "The kernel events of a trace (a file or a folder holding one) grouped by HLO instruction");

@@ -145,11 +145,15 @@ class Dump(_Record):
         return found[-1]
 
 
-def inspect(directory):
+def inspect(directory, trace=None):
     """The model `xlens inspect DIRECTORY` prints, for an xlens dump (manifest.json) or one real
     XLA wrote (rebuilt from its file names): a Dump of Modules, their Stages in order and their
-    Kernels. Raises xlens.Error with the command line's line when the folder is no dump."""
-    data, text = _xlens._inspect(os.fsencode(_path(directory, "directory")))
+    Kernels. With a trace (`xlens inspect DIRECTORY --trace FILE`), each kernel's trace says how
+    many of its events the trace holds and their time, and the Dump's trace how many linked.
+    Raises xlens.Error with the command line's line when the folder is no dump or the trace
+    cannot be read."""
+    trace = None if trace is None else os.fsencode(_path(trace, "trace"))
+    data, text = _xlens._inspect(os.fsencode(_path(directory, "directory")), trace)
     return Dump(data, text)
 
 

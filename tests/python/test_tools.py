@@ -83,11 +83,12 @@ def xla_dump(tmp_path_factory):
     return directory
 
 
-def check_same_as_cli(directory):
-    dump = xlens.inspect(directory)
-    cli_json = json.loads(run_cli("inspect", directory, "--json", "-").stdout)
+def check_same_as_cli(directory, trace=None):
+    dump = xlens.inspect(directory, trace=trace)
+    with_trace = [] if trace is None else ["--trace", trace]
+    cli_json = json.loads(run_cli("inspect", directory, *with_trace, "--json", "-").stdout)
     assert dump.to_dict() == cli_json
-    assert str(dump) == run_cli("inspect", directory).stdout
+    assert str(dump) == run_cli("inspect", directory, *with_trace).stdout
     return dump
 
 
@@ -121,6 +122,17 @@ def test_inspect_xlens_dump(xlens_dump):
         module.no_such_field
 
 
+def test_inspect_with_trace(xlens_dump):
+    directory, trace, _ = xlens_dump
+    dump = check_same_as_cli(directory, trace)
+    # Every kernel event of the trace is one of the dump's kernels, each run ITERATIONS + 1 times
+    # (the untimed first run included).
+    assert dump.trace["file"] == trace and dump.trace["kernel_events"] == dump.trace["linked_events"] > 0
+    for kernel in dump.modules[0].kernels:
+        assert kernel.trace["events"] == ITERATIONS + 1 and kernel.trace["total_us"] > 0
+    assert "trace" not in xlens.inspect(directory).to_dict()
+
+
 def test_inspect_real_xla_dump(xla_dump):
     dump = check_same_as_cli(xla_dump)
     assert dump.source == "xla_file_names" and not dump.problems and not dump.unplaced
@@ -148,6 +160,9 @@ def test_inspect_errors(tmp_path):
     empty = tmp_path / "empty"
     empty.mkdir()
     assert xlens.inspect(empty).problems == json.loads(run_cli("inspect", str(empty), "--json", "-").stdout)["problems"]
+    with pytest.raises(xlens.Error) as error:
+        xlens.inspect(empty, trace=tmp_path / "missing.json")
+    assert str(error.value) == cli_error("inspect", str(empty), "--trace", str(tmp_path / "missing.json"))
     # A file name need not be UTF-8: bytes are taken as they are.
     with pytest.raises(xlens.Error, match=r"^inspect: .*: no such directory$"):
         xlens.inspect(os.fsencode(missing) + b"\xff")
