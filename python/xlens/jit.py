@@ -16,6 +16,7 @@ function is first lowered; this module needs numpy alone.
 
 import functools
 import logging
+import re
 import time
 
 import numpy as np
@@ -133,7 +134,10 @@ class JitFunction:
         convert = tuple((i, np.dtype(aval.dtype)) for i, (leaf, aval) in enumerate(zip(leaves, avals))
                         if not (type(leaf) is np.ndarray and leaf.dtype == aval.dtype))
         start = time.perf_counter()
-        compiled = CompiledHlo(text, self._backend, self._dump_to, self._trace, "")
+        # Messages name the module JAX made ("jit_step: ..."), as the command line names its file.
+        name = re.match(r"HloModule ([^\s,]+)", text)
+        source = name.group(1) if name else ""
+        compiled = CompiledHlo(text, self._backend, self._dump_to, self._trace, source)
         self._compile_seconds += time.perf_counter() - start
         entry = _Entry(compiled, lowered.out_tree, convert, statics, treedef)
         self._say_recompile(entry)

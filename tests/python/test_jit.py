@@ -376,6 +376,21 @@ def test_xla_flags_are_honoured_as_by_the_command_line(monkeypatch, tmp_path):
         assert run.stderr.strip() == "xlens: " + str(error.value)
 
 
+def test_what_the_gpu_backend_cannot_run_is_an_error_naming_the_module():
+    fn = xlens.jit(lambda x: jnp.linalg.inv(x), backend="gpu-sim")  # LAPACK custom calls on the CPU only
+    with pytest.raises(xlens.Error, match=r'^jit__lambda: lu\.\d+: custom-call "lapack_sgetrf_ffi" cannot run on the GPU backend'):
+        fn(np.eye(3, dtype=np.float32))
+
+
+def test_keyword_arguments():
+    def f(x, *, scale, shift=1.0):
+        return x * scale + shift
+
+    x = np.arange(3, dtype=np.float32)
+    assert_same(jax.jit(f)(x, scale=2.0), xlens.jit(f)(x, scale=2.0))
+    assert_same(jax.jit(f)(x, scale=2.0, shift=x), xlens.jit(f)(x, scale=2.0, shift=x))
+
+
 def test_gpu_backend_without_a_driver_says_so():
     try:
         import ctypes
