@@ -337,3 +337,21 @@ def test_python_m_xlens_is_the_command_line(xlens_dump):
     if sys.prefix != sys.base_prefix and os.path.exists(script):
         result = subprocess.run([script, "inspect", directory], capture_output=True, text=True, timeout=60)
         assert result.returncode == 0 and result.stdout == expected
+
+
+def test_hlo_profile_of_a_jax_profile(tmp_path):
+    """jax.profiler's folder (plugins/profile/RUN/HOST.xplane.pb): XLA's kernels, by instruction."""
+    jax = pytest.importorskip("jax")
+    import jax.numpy as jnp
+    f = jax.jit(lambda x, y: jnp.tanh(x @ y) + 1.0)
+    x = jnp.ones((32, 32), jnp.float32)
+    f(x, x).block_until_ready()
+    with jax.profiler.trace(str(tmp_path)):
+        for _ in range(3):
+            f(x, x).block_until_ready()
+    records = xlens.hlo_profile(tmp_path)
+    assert records and all(r["module"].startswith("jit_") for r in records)
+    # Each run's kernels (a kernel split over threads is several events of a run).
+    assert all(r["count"] % 3 == 0 and r["runs"] is None and r["per_run_us"] is None for r in records)
+    assert records[0]["file"].endswith(".xplane.pb")
+    assert sum(r["percent"] for r in records) == pytest.approx(100.0)
