@@ -11,8 +11,8 @@
   jax.jit dev   the same with the arguments already JAX arrays (no transfer per call)
 
 Each variant is timed in `--repeats` rounds of `--calls` calls, the rounds interleaved; the table
-gives the median time per call over the rounds and the spread (lowest to highest round), and the
-overhead over the C++ loop. Run by hand (not in CI):
+gives the median time per call over the rounds, its quartiles and the fastest round (what the
+call costs when nothing else runs), and the overhead over the C++ loop. Run by hand (not in CI):
 
     PYTHONPATH=build/python python3 tests/bench/python_jit_overhead.py
 """
@@ -76,10 +76,11 @@ def main():
     base = statistics.median(rounds["C++ loop"])
     print(f"f(x, y, b) = (tanh(x @ y + b), sum(x * y)), x and y f32[{n},{n}], b f32[{n}]; "
           f"{args.repeats} rounds of {args.calls} calls; borrows arguments: {compiled.borrows_arguments}")
-    print(f"{'variant':<12} {'median us/call':>15} {'spread (min-max)':>20} {'over C++ loop':>14}")
+    print(f"{'variant':<12} {'median us/call':>15} {'quartiles':>17} {'fastest round':>14} {'over C++ loop':>14}")
     for name, values in rounds.items():
         median = statistics.median(values)
-        print(f"{name:<12} {median:>15.2f} {min(values):>9.2f} - {max(values):<8.2f} {median - base:>+13.2f}")
+        q1, _, q3 = statistics.quantiles(values, n=4) if len(values) > 1 else (median, median, median)
+        print(f"{name:<12} {median:>15.2f} {q1:>8.2f} - {q3:<6.2f} {min(values):>14.2f} {median - base:>+14.2f}")
     return 0
 
 
