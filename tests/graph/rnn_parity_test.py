@@ -31,7 +31,12 @@ TOLERANCE = 1e-4
 
 # What TensorFlow compiles and xlens does not yet: such a --jit=compile run must be refused with
 # one line of xlens's own (never a crash or a wrong answer), and is reported as a gap.
-KNOWN_GAPS = {}
+KNOWN_GAPS = {
+    name: "the gradient of a loop in a loop pushes the inner loop's accumulators (lists) onto "
+          "the outer loop's: a list of lists, which the compiled TensorList lowering does not "
+          "represent yet"
+    for name in ("nested_loop_grad_functional", "nested_loop_grad_lowered")
+}
 
 
 def build_graphs(out_dir):
@@ -107,6 +112,38 @@ def build_graphs(out_dir):
 
     xt = rng.randn(9, 2, 5).astype(np.float32)
     freeze(rnn_grad, tf.TensorSpec(xt.shape, tf.float32), xt, "rnn_input_grad")
+    # The gradient of a loop inside a loop (each with maximum_iterations, so TensorFlow compiles
+    # it): the inner loop's While gradient is built inside the outer one's backward body. And the
+    # gradient of a loop whose trip count comes from the data alone, which TensorFlow refuses to
+    # compile (its accumulators have no size).
+    @tf.function
+    def nested_grad(t):
+        with tf.GradientTape() as tape:
+            tape.watch(t)
+
+            def outer(i, h):
+                _, h = tf.while_loop(lambda j, h: j < 2,
+                                     lambda j, h: (j + 1, tf.tanh(h @ u + t[i] @ w)), (0, h),
+                                     maximum_iterations=2)
+                return i + 1, h
+
+            _, h = tf.while_loop(lambda i, h: i < 3, outer, (0, tf.zeros([2, 6])),
+                                 maximum_iterations=3)
+            loss = tf.reduce_sum(h * h)
+        return tape.gradient(loss, t), loss
+
+    freeze(nested_grad, tf.TensorSpec(xt.shape, tf.float32), xt, "nested_loop_grad")
+
+    @tf.function
+    def data_trip_grad(t):
+        with tf.GradientTape() as tape:
+            tape.watch(t)
+            (v,) = tf.while_loop(lambda v: tf.reduce_sum(tf.abs(v)) < 20.0,
+                                 lambda v: (v * 1.3 + tf.tanh(v @ u),), (t[0] @ w,))
+            loss = tf.reduce_sum(v * v)
+        return tape.gradient(loss, t), loss
+
+    freeze(data_trip_grad, tf.TensorSpec(xt.shape, tf.float32), xt, "data_trip_count_grad")
     gru = keras.Sequential([keras.Input((9, 5)), L.GRU(10, return_sequences=True),
                             L.SimpleRNN(7, return_sequences=True)])
     freeze(tf.function(lambda t: gru(t, training=False)), tf.TensorSpec(x.shape, tf.float32), x,
