@@ -10,7 +10,17 @@ the one-line message the command line prints.
     xlens.inspect(dir), xlens.view(dir)   what a dump holds; the viewer on it
 """
 
-from ._xlens import Error, __version__
+import os as _os
+import sys as _sys
+
+# The extension binds to its own libraries first: TensorFlow loads its copy of protobuf (and
+# more) with RTLD_GLOBAL, which would otherwise stand in for the ones xlens was built with.
+_flags = _sys.getdlopenflags()
+_sys.setdlopenflags(_flags | getattr(_os, "RTLD_DEEPBIND", 0))
+try:
+    from ._xlens import Error, __version__
+finally:
+    _sys.setdlopenflags(_flags)
 from . import tf
 from .session import *  # noqa: F401,F403
 from .jit import *  # noqa: F401,F403
