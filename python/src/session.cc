@@ -134,8 +134,9 @@ class GraphSession {
 
   // feeds: [(name, dtype, shape, data)], checked in order before anything runs, then fetches and
   // targets, as `xlens graph run` checks --feed, --fetch and --target.
+  // `full_trace`: the run asked for TensorFlow's FULL_TRACE; its span in the trace says so.
   nb::list Run(nb::list feed_list, std::vector<std::string> fetches,
-               std::vector<std::string> targets) {
+               std::vector<std::string> targets, bool full_trace) {
     Feeds feeds;
     for (nb::handle item : feed_list) {
       if (!nb::isinstance<nb::tuple>(item) || nb::len(item) != 4) {
@@ -175,6 +176,7 @@ class GraphSession {
       // One span per run, so a timeline tells the steps apart (the sample counts the kernels
       // of the last one).
       profiler::TraceSpan span("Session.run", "session");
+      if (full_trace) span.AddArg("full_trace", true);
       auto ran = Live().Run(feeds, fetches, targets);
       if (!ran.ok()) Fail(cluster::InGraphFile(ran.status(), shown_));
       results = std::move(*ran);
@@ -331,7 +333,8 @@ void RegisterSession(nb::module_& m) {
            nb::arg("cpu_global_jit"), nb::arg("function_name"), nb::arg("flags"))
       .def("extend", &GraphSession::Extend)
       .def("output_dtype", &GraphSession::OutputDtype)
-      .def("run", &GraphSession::Run, nb::arg("feeds"), nb::arg("fetches"), nb::arg("targets"))
+      .def("run", &GraphSession::Run, nb::arg("feeds"), nb::arg("fetches"), nb::arg("targets"),
+           nb::arg("full_trace") = false)
       .def("assign", &GraphSession::Assign)
       .def("read", &GraphSession::Read)
       .def("start_trace", &GraphSession::StartTrace)

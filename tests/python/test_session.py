@@ -214,12 +214,19 @@ def test_trace_writes_a_chrome_trace_with_kernels(sample, data, tmp_path):
     sess = xlens.Session(g["graph"], trace=trace)
     sess.run(g["init"])
     sess.run(g["train_step"], {g["x"]: data[0][:100], g["y_"]: data[1][:100]})
+    full = v1.RunOptions(trace_level=v1.RunOptions.FULL_TRACE)
+    sess.run(g["loss"], {g["x"]: data[0][:100], g["y_"]: data[1][:100]}, options=full)
     assert not trace.exists()  # written when the session closes
     sess.close()
     events = json.loads(trace.read_text())["traceEvents"]
     kernels = [e for e in events if e.get("cat") in sample.XLENS_KERNEL_CATEGORIES]
-    assert any(e["name"] == "MatMul" or "MatMul" in json.dumps(e.get("args", {}))
-               for e in kernels), sorted({e["name"] for e in kernels})
+    assert any(e.get("args", {}).get("op") == "MatMul" for e in kernels), \
+        sorted({e["name"] for e in kernels})
+    runs = [e for e in events if e.get("name") == "Session.run"]
+    assert len(runs) == 3 and [bool(e.get("args", {}).get("full_trace")) for e in runs] == \
+        [False, False, True]
+    # The FULL_TRACE run's kernels: the loss's ops alone, fewer than the whole session's.
+    assert 0 < sample.kernel_count_xlens(str(trace)) < len(kernels)
 
 
 # --- Wrong feeds: the command line's one line ----------------------------------------------
