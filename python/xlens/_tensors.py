@@ -82,6 +82,12 @@ def convert(value, want, what):
     target = numpy_dtype(want) if want is not None else None
     if isinstance(value, np.ndarray):
         array = value
+        if array.dtype.kind == "O" and target is not None and target.kind != "O":
+            try:  # numbers in an object array, as np.asarray(value, dtype) takes them
+                array = array.astype(target)
+            except (TypeError, ValueError, OverflowError):
+                raise Error(f"{what}: an object array whose elements are not {target} "
+                            f"values") from None
         if (target is not None and array.dtype != target and array.dtype.kind not in "OSUV"
                 and np.can_cast(array.dtype, target, casting="same_kind")):
             array = array.astype(target)

@@ -229,6 +229,31 @@ def test_trace_writes_a_chrome_trace_with_kernels(sample, data, tmp_path):
     assert 0 < sample.kernel_count_xlens(str(trace)) < len(kernels)
 
 
+def test_bad_arguments_raise_errors(small, small_session):
+    s, a = small_session, small["a"]
+    with pytest.raises(xlens.Error, match="expected a tf.Graph"):
+        xlens.Session(42)
+    with pytest.raises(xlens.Error, match="not a binary GraphDef"):
+        xlens.Session(b"garbage")
+    with pytest.raises(xlens.Error, match="invalid type"):
+        s.run(123)
+    with pytest.raises(xlens.Error, match="inhomogeneous"):
+        s.run(small["c"], {a: [[1, 2], [3]]})
+    with pytest.raises(xlens.Error, match="object array"):
+        s.run(small["c"], {a: np.array([[object(), 1]])})
+    with pytest.raises(xlens.Error, match="expected a dict"):
+        s.run(small["c"], [1, 2])
+    with pytest.raises(xlens.Error, match="3 bytes for 2 float elements"):
+        s._session.run([("a:0", 1, (1, 2), np.zeros(3, np.uint8))], ["c:0"], [])
+    with pytest.raises(xlens.Error, match="more elements than fit"):
+        s._session.run([("a:0", 1, (1 << 40, 1 << 30), np.zeros(8, np.uint8))], ["c:0"], [])
+    with pytest.raises(xlens.Error, match="cannot be fed from Python"):
+        s._session.run([("a:0", 20, (), np.zeros(8, np.uint8))], ["c:0"], [])
+    # Big-endian and object arrays of numbers are taken.
+    assert s.run(small["c"], {a: np.ones((1, 2), ">f4")}) == 4
+    assert s.run(small["c"], {a: np.array([[1, 2]], dtype=object)}) == 6
+
+
 # --- Wrong feeds: the command line's one line ----------------------------------------------
 
 
