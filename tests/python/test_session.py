@@ -310,3 +310,23 @@ def test_wrong_feeds_raise_the_command_lines_message(cli, graph_file, case):
         with pytest.raises(xlens.Error) as raised:
             sess.run(fetch, feeds)
     assert str(raised.value) == expected
+
+
+def test_xla_flags_from_the_environment(sample, data, cli, graph_file, monkeypatch):
+    # TF_XLA_FLAGS turns on auto-clustering on the CPU without any config, as in TensorFlow.
+    monkeypatch.setenv("TF_XLA_FLAGS", "--tf_xla_auto_jit=2 --tf_xla_cpu_global_jit")
+    g = sample.build_graph(tf)
+    with xlens.Session(g["graph"]) as sess:
+        sess.run(g["init"])
+        sess.run(g["train_step"], {g["x"]: data[0][:100], g["y_"]: data[1][:100]})
+        assert sess.jit_record()["compilations"] >= 1
+    # A bad flag is refused with the command line's line.
+    for variable, value in (("TF_XLA_FLAGS", "--tf_xla_auto_jit=3"), ("XLA_FLAGS", "--xla_bogus")):
+        monkeypatch.setenv(variable, value)
+        run = subprocess.run([cli, "graph", "run", graph_file, "--jit=auto", "--fetch=c:0"],
+                             capture_output=True, text=True, timeout=60)
+        assert run.returncode == 1 and run.stderr.startswith("xlens: ")
+        with pytest.raises(xlens.Error) as raised:
+            xlens.Session(graph_file)
+        assert str(raised.value) == run.stderr.strip()[len("xlens: "):]
+        monkeypatch.delenv(variable)
