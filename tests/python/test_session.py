@@ -330,3 +330,14 @@ def test_xla_flags_from_the_environment(sample, data, cli, graph_file, monkeypat
             xlens.Session(graph_file)
         assert str(raised.value) == run.stderr.strip()[len("xlens: "):]
         monkeypatch.delenv(variable)
+
+
+def test_sample_writes_both_timelines(sample, tmp_path, capsys):
+    assert sample.main(["--session=both", "--tiny", "--steps=5", "--cpu-global-jit",
+                        "--trace", str(tmp_path)]) == 0
+    out = capsys.readouterr().out
+    assert (tmp_path / "tensorflow.ctf.json").exists() and (tmp_path / "xlens.trace.json").exists()
+    counts = {kind: int(line.split(": ")[1].split()[0]) for line in out.splitlines()
+              for kind in ("tensorflow", "xlens") if line.startswith(f"{kind}: ")
+              and "kernels in the last step" in line}
+    assert set(counts) == {"tensorflow", "xlens"} and min(counts.values()) > 0, out
