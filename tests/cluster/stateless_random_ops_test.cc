@@ -1,7 +1,8 @@
 // The stateless random lowerings (tf2xla/stateless_random_ops.cc) against
 // tf.function(jit_compile=True) of TensorFlow 2.21 on CPU: StatelessRandomGetKeyCounter and
 // StatelessRandomUniformV2 (Keras 3's dropout) give its keys, counters and floats bit for bit, on
-// the reference evaluator and the CPU backend; the goldens were printed by TensorFlow for these
+// the reference evaluator and the CPU backend, as do the uniform integers; the normals and
+// truncated normals agree within rounding. The goldens were printed by TensorFlow for these
 // seeds. Op by op the CPU kernel (as TensorFlow's) gives other floats from the same key.
 #include <gtest/gtest.h>
 
@@ -135,6 +136,81 @@ TEST(StatelessRandomXlaTest, NormalsAreTensorFlowsCompiledOnes) {
                                        : std::vector<int>{0, 1, 2, 3, 4, 5, 6, 7};
     for (size_t i = 0; i < picks.size(); ++i) {
       EXPECT_NEAR(out.data<float>()[i], stream[picks[i]], 1e-6) << (odd ? "[3, 5] " : "[64] ") << i;
+    }
+  }
+}
+
+// Compiles seed [5, -9] -> GetKeyCounter -> `op` (alg auto-select, then `extra` inputs) of
+// `shape` and `dtype`, and runs it on the reference evaluator or the CPU backend.
+Literal RunKeyCounterOp(const std::string& op, std::vector<int32_t> shape, graph::DataType dtype,
+                        std::vector<ops::Input> extra, bool cpu) {
+  Scope root = Scope::NewRootScope();
+  graph::Node* arg = root.WithOpName("seed").AddNode(
+      "_Arg", {}, {{"T", AttrValue::Type(graph::DT_INT32)}, {"index", AttrValue::Int(0)}});
+  graph::Node* kc = ops::BuildOp(root, "StatelessRandomGetKeyCounter", {Output(arg, 0)},
+                                 {{"Tseed", AttrValue::Type(graph::DT_INT32)}});
+  graph::Node* alg = ops::BuildOp(root, "StatelessRandomGetAlg", {});
+  std::vector<ops::Input> inputs = {Tensor::Vector<int32_t>(graph::DT_INT32, shape),
+                                    Output(kc, 0), Output(kc, 1), Output(alg, 0)};
+  inputs.insert(inputs.end(), extra.begin(), extra.end());
+  graph::Node* values = ops::BuildOp(root, op, inputs, {{"dtype", AttrValue::Type(dtype)}});
+  root.WithOpName("r").AddNode("_Retval", {Output(values, 0)},
+                               {{"T", AttrValue::Type(dtype)}, {"index", AttrValue::Int(0)}});
+  EXPECT_TRUE(root.ok()) << root.status().message();
+  XlaArgument a;
+  a.dtype = graph::DT_INT32;
+  a.shape = {2};
+  auto compiled = CompileGraphToHlo(*root.graph(), {a}, XlaCompileOptions{});
+  EXPECT_TRUE(compiled.ok()) << compiled.status().message();
+  if (!compiled.ok()) return Literal();
+  std::vector<Literal> params;
+  params.push_back(*Tensor::Vector<int32_t>(graph::DT_INT32, {5, -9}).ToLiteral());
+  StatusOr<Literal> result =
+      cpu ? [&]() -> StatusOr<Literal> {
+        ASSIGN_OR_RETURN(auto executable, runtime::CompileForCpu(std::move(compiled->module), {}));
+        return executable->Execute(params);
+      }()
+          : EvaluateModule(*compiled->module, params);
+  EXPECT_TRUE(result.ok()) << result.status().message();
+  if (!result.ok()) return Literal();
+  return result->shape().IsTuple() ? std::move(result->tuple_elements()[0]) : std::move(*result);
+}
+
+// Truncated normals: the inverse normal CDF of uniforms in [FLT_MIN, 1) between the CDF at -2
+// and 2, within the rounding of erfinv's log1p of TensorFlow's compiled ones.
+TEST(StatelessRandomXlaTest, TruncatedNormalsAreTensorFlowsCompiledOnes) {
+  const std::vector<float> want = {0.1743507981300354f,  -1.5480186939239502f, 0.1402568221092224f,
+                                   -0.05490419641137123f, -1.5914381742477417f, -0.5693381428718567f,
+                                   0.21299494802951813f,  -0.41246381402015686f};
+  for (bool cpu : {false, true}) {
+    Literal out = RunKeyCounterOp("StatelessTruncatedNormalV2", {8}, graph::DT_FLOAT, {}, cpu);
+    ASSERT_EQ(out.shape().dimensions(), std::vector<int64_t>{8});
+    for (size_t i = 0; i < want.size(); ++i) {
+      EXPECT_NEAR(out.data<float>()[i], want[i], 5e-7) << (cpu ? "cpu " : "evaluator ") << i;
+    }
+  }
+}
+
+// Uniform integers: each Philox word (two for 64 bits) modulo the range, exactly.
+TEST(StatelessRandomXlaTest, UniformIntegersAreTensorFlowsCompiledOnes) {
+  for (bool cpu : {false, true}) {
+    Literal narrow = RunKeyCounterOp("StatelessRandomUniformIntV2", {6}, graph::DT_INT32,
+                                     {ops::Input(-7), ops::Input(1000)}, cpu);
+    ASSERT_EQ(narrow.shape().dimensions(), std::vector<int64_t>{6});
+    const std::vector<int32_t> want32 = {777, 19, 947, 270, 318, 382};
+    for (size_t i = 0; i < want32.size(); ++i) {
+      EXPECT_EQ(narrow.data<int32_t>()[i], want32[i]) << (cpu ? "cpu " : "evaluator ") << i;
+    }
+    Literal wide = RunKeyCounterOp(
+        "StatelessRandomUniformIntV2", {4}, graph::DT_INT64,
+        {Tensor::Scalar<int64_t>(graph::DT_INT64, -(int64_t{1} << 40)),
+         Tensor::Scalar<int64_t>(graph::DT_INT64, int64_t{1} << 41)},
+        cpu);
+    ASSERT_EQ(wide.shape().dimensions(), std::vector<int64_t>{4});
+    const std::vector<int64_t> want64 = {-156454903617LL, -774990641260LL, 1443257526155LL,
+                                         1252362447622LL};
+    for (size_t i = 0; i < want64.size(); ++i) {
+      EXPECT_EQ(wide.data<int64_t>()[i], want64[i]) << (cpu ? "cpu " : "evaluator ") << i;
     }
   }
 }

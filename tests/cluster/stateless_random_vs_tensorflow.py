@@ -7,7 +7,8 @@ calls with the seed its SeedGenerator draws) are lowered as TensorFlow's XLA low
 Cases, each a TF1-style graph for xlens and the same body as tf.function(jit_compile=True) for the
 reference: the key, counter and uniform floats for int32 and int64 seeds (a negative int32 one
 too, whose words XLA zero-extends); the V1 uniform and normal and the V2 normal (Box-Muller on
-pairs of uniforms: within the tolerance); stateless_dropout of an activation; and a training step of a
+pairs of uniforms: within the tolerance); the V1 and V2 truncated normals (erfinv of uniforms,
+within the tolerance), uniform integers V2 of 32 and 64 bits and StatelessRandomGetAlg; stateless_dropout of an activation; and a training step of a
 dense layer with dropout (loss and gradients, the weights fed). Uniforms, keys, counters and the
 dropped elements must be identical; other values (tanh's last bit may differ) agree within 1e-6
 of the largest reference value.
@@ -46,6 +47,19 @@ def cases(tf, np):
                 tf.raw_ops.StatelessRandomNormal(shape=[3, 7], seed=seed),
                 tf.raw_ops.StatelessRandomNormalV2(shape=[64], key=key, counter=counter, alg=3)]
 
+    def truncated_and_ints(seed):
+        key, counter = tf.raw_ops.StatelessRandomGetKeyCounter(seed=seed)
+        alg = tf.raw_ops.StatelessRandomGetAlg()
+        return [tf.raw_ops.StatelessTruncatedNormalV2(shape=[5, 9], key=key, counter=counter,
+                                                      alg=alg),
+                tf.raw_ops.StatelessTruncatedNormal(shape=[257], seed=seed),
+                tf.raw_ops.StatelessRandomUniformIntV2(shape=[6, 5], key=key, counter=counter,
+                                                       alg=alg, minval=-7, maxval=1000),
+                tf.raw_ops.StatelessRandomUniformIntV2(
+                    shape=[9], key=key, counter=counter, alg=3,
+                    minval=tf.constant(-(1 << 40), tf.int64), maxval=tf.constant(1 << 41, tf.int64)),
+                alg]
+
     def dropout(seed, x):
         return [tf.nn.experimental.stateless_dropout(tf.tanh(x), rate=0.3, seed=seed)]
 
@@ -62,6 +76,11 @@ def cases(tf, np):
         out.append((f"key_counter_uniform{seed.tolist()}", {"seed": seed}, raw, "bits"))
     out.append(("v1_uniform_and_normals", {"seed": np.array([5, -9], np.int32)},
                 v1_and_normals, "close"))
+    # tf.random.stateless_truncated_normal (Keras's TruncatedNormal initializer) and
+    # stateless_uniform's integers: the integers and the algorithm identical, the truncated
+    # normals (erfinv of the uniforms) within the tolerance.
+    out.append(("truncated_normal_and_ints", {"seed": np.array([17, -4], np.int32)},
+                truncated_and_ints, "close"))
     out.append(("stateless_dropout", {"seed": np.array([42, 0], np.int64), "x": x}, dropout,
                 "mask"))
     out.append(("dropout_training_step",

@@ -728,10 +728,8 @@ TEST(Tf2XlaOpsTest, EveryCompilableOpHasALowering) {
       // Ref-variable updates: TensorFlow never clusters them ("Identity with unsafe cast").
       "ApplyAdam", "ApplyGradientDescent", "ApplyMomentum",
       // Random numbers: XLA's generators do not reproduce the CPU kernels' streams. The
-      // stateless uniforms and normals are lowered as TensorFlow's XLA lowers them; the
-      // truncated normals not yet.
+      // stateless ones are lowered as TensorFlow's XLA lowers them.
       "RandomStandardNormal", "RandomUniform", "RandomUniformInt", "TruncatedNormal",
-      "StatelessTruncatedNormal", "StatelessTruncatedNormalV2",
       // Dynamic shapes (bounded dynamic dimensions), and resource deletion.
       "Unique", "Where", "DestroyResourceOp",
       // TF1's TensorArray and Stack: their handles are resources the function creates and hands

@@ -12,9 +12,18 @@
 //       masks differ in TensorFlow too; xlens's compiled masks are TensorFlow's compiled ones.
 //   StatelessRandomNormalV2  Box-Muller on consecutive pairs of such uniforms, within the
 //       rounding of sin, cos and log of TensorFlow's compiled normals.
-//   StatelessRandomUniform, StatelessRandomNormal (V1)  the seed's key and counter, then as V2.
-// The truncated normals are not lowered yet.
+//   StatelessTruncatedNormalV2  the inverse normal CDF of a uniform in [FLT_MIN, 1), mapped
+//       between the CDF at -2 and at 2 (tf2xla's TruncatedNormal over XLA's ErfInv: Giles'
+//       polynomials in -log1p(-x^2)), clamped to [-2, 2].
+//   StatelessRandomUniformIntV2  XLA's ConvertRandomBitsToUniformInt: each Philox word (two for
+//       64-bit types) modulo the range, added to minval in two halves so it cannot overflow.
+//   StatelessRandomGetAlg  Philox (1), TensorFlow's choice on CPU.
+//   StatelessRandomUniform, StatelessRandomNormal, StatelessTruncatedNormal (V1)  the seed's key
+//       and counter, then as V2.
 #include <fmt/format.h>
+
+#include <cfloat>
+#include <cmath>
 
 #include "compiler/cluster/tf2xla/xla_op_registry.h"
 
@@ -207,6 +216,107 @@ StatusOr<HloInstruction*> Normal(XlaOpKernelContext& ctx, const KeyCounter& kc) 
   return normal;
 }
 
+// Elementwise f32 arithmetic with scalar constants broadcast to `dims`.
+class F32Math {
+ public:
+  F32Math(XlaOpKernelContext& ctx, std::vector<int64_t> dims) : ctx_(ctx), dims_(std::move(dims)) {}
+  StatusOr<HloInstruction*> C(float v) {
+    return ctx_.builder().FullConstant(PrimitiveType::F32, v, dims_);
+  }
+  StatusOr<HloInstruction*> Op(HloOpcode op, HloInstruction* x, HloInstruction* y) {
+    return ctx_.builder().Binary(op, x, y);
+  }
+  StatusOr<HloInstruction*> Op(HloOpcode op, HloInstruction* x, float y) {
+    ASSIGN_OR_RETURN(HloInstruction * c, C(y));
+    return Op(op, x, c);
+  }
+  StatusOr<HloInstruction*> Op(HloOpcode op, float x, HloInstruction* y) {
+    ASSIGN_OR_RETURN(HloInstruction * c, C(x));
+    return Op(op, c, y);
+  }
+  StatusOr<HloInstruction*> F(HloOpcode op, HloInstruction* x) {
+    return ctx_.builder().Unary(op, x);
+  }
+  // clamp(lo, x, hi)
+  StatusOr<HloInstruction*> Clamp(float lo, HloInstruction* x, float hi) {
+    ASSIGN_OR_RETURN(HloInstruction * above, Op(HloOpcode::kMaximum, x, lo));
+    return Op(HloOpcode::kMinimum, above, hi);
+  }
+
+ private:
+  XlaOpKernelContext& ctx_;
+  std::vector<int64_t> dims_;
+};
+
+// XLA's ErfInv for f32: Giles' single-precision polynomials in w = -log1p(-x^2), split at
+// w = 5; +-1 give +-FLT_MAX times x.
+StatusOr<HloInstruction*> ErfInv32(XlaOpKernelContext& ctx, F32Math& m, HloInstruction* x) {
+  static constexpr float kSmall[] = {2.81022636e-08f,  3.43273939e-07f, -3.5233877e-06f,
+                                     -4.39150654e-06f, 0.00021858087f,  -0.00125372503f,
+                                     -0.00417768164f,  0.246640727f,    1.50140941f};
+  static constexpr float kLarge[] = {-0.000200214257f, 0.000100950558f, 0.00134934322f,
+                                     -0.00367342844f,  0.00573950773f,  -0.0076224613f,
+                                     0.00943887047f,   1.00167406f,     2.83297682f};
+  HloBuilder& b = ctx.builder();
+  LOWER_OR_RETURN(HloInstruction * xx, ctx, m.Op(HloOpcode::kMultiply, x, x));
+  LOWER_OR_RETURN(HloInstruction * neg, ctx, m.F(HloOpcode::kNegate, xx));
+  LOWER_OR_RETURN(HloInstruction * log1p, ctx, m.F(HloOpcode::kLog1p, neg));
+  LOWER_OR_RETURN(HloInstruction * w, ctx, m.F(HloOpcode::kNegate, log1p));
+  LOWER_OR_RETURN(HloInstruction * five, ctx, m.C(5.0f));
+  LOWER_OR_RETURN(HloInstruction * lt, ctx, b.Compare(w, five, ComparisonDirection::kLt));
+  LOWER_OR_RETURN(HloInstruction * w_small, ctx, m.Op(HloOpcode::kSubtract, w, 2.5f));
+  LOWER_OR_RETURN(HloInstruction * sqrt_w, ctx, m.F(HloOpcode::kSqrt, w));
+  LOWER_OR_RETURN(HloInstruction * w_large, ctx, m.Op(HloOpcode::kSubtract, sqrt_w, 3.0f));
+  LOWER_OR_RETURN(HloInstruction * t, ctx, b.Select(lt, w_small, w_large));
+  auto coefficient = [&](int i) -> StatusOr<HloInstruction*> {
+    ASSIGN_OR_RETURN(HloInstruction * small, m.C(kSmall[i]));
+    ASSIGN_OR_RETURN(HloInstruction * large, m.C(kLarge[i]));
+    return b.Select(lt, small, large);
+  };
+  LOWER_OR_RETURN(HloInstruction * p, ctx, coefficient(0));
+  for (int i = 1; i < 9; ++i) {
+    LOWER_OR_RETURN(HloInstruction * c, ctx, coefficient(i));
+    LOWER_OR_RETURN(HloInstruction * pw, ctx, m.Op(HloOpcode::kMultiply, p, t));
+    LOWER_OR_RETURN(p, ctx, m.Op(HloOpcode::kAdd, c, pw));
+  }
+  LOWER_OR_RETURN(HloInstruction * result, ctx, m.Op(HloOpcode::kMultiply, p, x));
+  LOWER_OR_RETURN(HloInstruction * abs, ctx, m.F(HloOpcode::kAbs, x));
+  LOWER_OR_RETURN(HloInstruction * one, ctx, m.C(1.0f));
+  LOWER_OR_RETURN(HloInstruction * at_one, ctx, b.Compare(abs, one, ComparisonDirection::kEq));
+  LOWER_OR_RETURN(HloInstruction * edge, ctx, m.Op(HloOpcode::kMultiply, x, FLT_MAX));
+  HloInstruction* out = nullptr;
+  LOWER_OR_RETURN(out, ctx, b.Select(at_one, edge, result));
+  return out;
+}
+
+// tf2xla's TruncatedNormal (mu 0, sigma 1, bounds -2 and 2) of uniforms in [FLT_MIN, 1): the
+// normal CDF's values at the bounds are constants XLA folds in f32.
+StatusOr<HloInstruction*> TruncatedNormal(XlaOpKernelContext& ctx, const KeyCounter& kc) {
+  ASSIGN_OR_RETURN(std::vector<int64_t> dims, ShapeInput(ctx));
+  ASSIGN_OR_RETURN(HloInstruction * u01, UniformOf(ctx, kc, dims));
+  F32Math m(ctx, dims);
+  // values * (maxval - minval) + minval, maxval - minval being 1 in f32.
+  const float min_positive = FLT_MIN;
+  LOWER_OR_RETURN(HloInstruction * scaled, ctx,
+                  m.Op(HloOpcode::kMultiply, u01, 1.0f - min_positive));
+  LOWER_OR_RETURN(HloInstruction * u, ctx, m.Op(HloOpcode::kAdd, scaled, min_positive));
+  const float sqrt_2 = static_cast<float>(std::sqrt(2.0));
+  auto normal_cdf = [&](float x) { return (1.0f + std::erf(x / sqrt_2)) / 2.0f; };
+  const float alpha_cdf = normal_cdf(-2.0f), beta_cdf = normal_cdf(2.0f);
+  LOWER_OR_RETURN(HloInstruction * spread, ctx,
+                  m.Op(HloOpcode::kMultiply, beta_cdf - alpha_cdf, u));
+  LOWER_OR_RETURN(HloInstruction * p, ctx, m.Op(HloOpcode::kAdd, alpha_cdf, spread));
+  LOWER_OR_RETURN(HloInstruction * two_p, ctx, m.Op(HloOpcode::kMultiply, 2.0f, p));
+  LOWER_OR_RETURN(HloInstruction * v, ctx, m.Op(HloOpcode::kSubtract, two_p, 1.0f));
+  LOWER_OR_RETURN(v, ctx, m.Clamp(-1.0f + FLT_EPSILON, v, 1.0f - FLT_EPSILON));
+  ASSIGN_OR_RETURN(HloInstruction * e, ErfInv32(ctx, m, v));
+  LOWER_OR_RETURN(HloInstruction * x, ctx, m.Op(HloOpcode::kMultiply, 1.0f * sqrt_2, e));
+  LOWER_OR_RETURN(x, ctx, m.Op(HloOpcode::kAdd, 0.0f, x));
+  HloInstruction* out = nullptr;
+  LOWER_OR_RETURN(out, ctx, m.Clamp(-2.0f, x, 2.0f));
+  return out;
+}
+
 using Distribution = StatusOr<HloInstruction*> (*)(XlaOpKernelContext&, const KeyCounter&);
 
 template <Distribution kDist>
@@ -228,6 +338,64 @@ Status V1Lowering(XlaOpKernelContext& ctx) {
   return OkStatus();
 }
 
+// StatelessRandomUniformIntV2 (shape, key, counter, alg, minval, maxval): XLA's
+// UniformIntDistribution over the Philox words of the unsigned type of the same width.
+Status UniformIntV2Lowering(XlaOpKernelContext& ctx) {
+  ASSIGN_OR_RETURN(KeyCounter kc, V2KeyCounter(ctx));
+  ASSIGN_OR_RETURN(std::vector<int64_t> dims, ShapeInput(ctx));
+  ASSIGN_OR_RETURN(graph::DataType dtype, ctx.GetTypeAttr("dtype"));
+  ASSIGN_OR_RETURN(PrimitiveType type, XlaType(ctx, dtype));
+  const bool wide = type == PrimitiveType::S64 || type == PrimitiveType::U64;
+  const PrimitiveType unsigned_type = wide ? kU64 : kU32;
+  if (type != PrimitiveType::S32 && type != PrimitiveType::S64 && type != PrimitiveType::U32 &&
+      type != PrimitiveType::U64) {
+    return ctx.Error("uniform integers compile for int32, int64, uint32 and uint64, not " +
+                     graph::DataTypeName(dtype));
+  }
+  for (int i : {4, 5}) {
+    if (ctx.InputShape(i).size() != 0) {
+      return ctx.Error(fmt::format("{} must be scalar, got shape {}", i == 4 ? "minval" : "maxval",
+                                   graph::DimsToString(ctx.InputShape(i))));
+    }
+  }
+  if (ctx.input_expression(4).kind() == XlaExpression::Kind::kConstant &&
+      ctx.input_expression(5).kind() == XlaExpression::Kind::kConstant) {
+    ASSIGN_OR_RETURN(graph::Tensor lo, ctx.ConstantInput(4));
+    ASSIGN_OR_RETURN(graph::Tensor hi, ctx.ConstantInput(5));
+    if (lo.GetAsInt64(0) >= hi.GetAsInt64(0)) {
+      return ctx.Error(fmt::format("Need minval < maxval, got {} >= {}", lo.GetAsInt64(0),
+                                   hi.GetAsInt64(0)));
+    }
+  }
+  HloBuilder& b = ctx.builder();
+  ASSIGN_OR_RETURN(HloInstruction * minval, ctx.Input(4));
+  ASSIGN_OR_RETURN(HloInstruction * maxval, ctx.Input(5));
+  LOWER_OR_RETURN(HloInstruction * state, ctx, b.Concatenate({kc.key, kc.counter}, 0));
+  LOWER_OR_RETURN(HloInstruction * bits, ctx, PhiloxBits(b, state, Shape(unsigned_type, dims)));
+  LOWER_OR_RETURN(HloInstruction * umax, ctx, b.BitcastConvert(maxval, unsigned_type));
+  LOWER_OR_RETURN(HloInstruction * umin, ctx, b.BitcastConvert(minval, unsigned_type));
+  LOWER_OR_RETURN(HloInstruction * range, ctx, b.Binary(HloOpcode::kSubtract, umax, umin));
+  LOWER_OR_RETURN(range, ctx, b.BroadcastTo(range, dims));
+  LOWER_OR_RETURN(HloInstruction * dist, ctx, b.Binary(HloOpcode::kRemainder, bits, range));
+  LOWER_OR_RETURN(HloInstruction * one, ctx, b.FullConstant(unsigned_type, 1, dims));
+  LOWER_OR_RETURN(HloInstruction * half, ctx,
+                  b.Binary(HloOpcode::kShiftRightLogical, dist, one));
+  LOWER_OR_RETURN(HloInstruction * rest, ctx, b.Binary(HloOpcode::kSubtract, dist, half));
+  LOWER_OR_RETURN(HloInstruction * half_t, ctx, b.BitcastConvert(half, type));
+  LOWER_OR_RETURN(HloInstruction * rest_t, ctx, b.BitcastConvert(rest, type));
+  LOWER_OR_RETURN(HloInstruction * lo, ctx, b.BroadcastTo(minval, dims));
+  LOWER_OR_RETURN(HloInstruction * sum, ctx, b.Binary(HloOpcode::kAdd, lo, half_t));
+  HloInstruction* out = nullptr;
+  LOWER_OR_RETURN(out, ctx, b.Binary(HloOpcode::kAdd, sum, rest_t));
+  ctx.SetOutput(0, out);
+  return OkStatus();
+}
+
+Status GetAlgLowering(XlaOpKernelContext& ctx) {
+  ctx.SetConstantOutput(0, graph::Tensor::Scalar<int32_t>(graph::DT_INT32, kAlgPhilox));
+  return OkStatus();
+}
+
 }  // namespace
 
 void RegisterStatelessRandomXlaOps(XlaOpRegistry& r) {
@@ -237,6 +405,10 @@ void RegisterStatelessRandomXlaOps(XlaOpRegistry& r) {
   r.Register("StatelessRandomNormalV2", V2Lowering<Normal>);
   r.Register("StatelessRandomUniform", V1Lowering<Uniform>);
   r.Register("StatelessRandomNormal", V1Lowering<Normal>);
+  r.Register("StatelessTruncatedNormalV2", V2Lowering<TruncatedNormal>);
+  r.Register("StatelessTruncatedNormal", V1Lowering<TruncatedNormal>);
+  r.Register("StatelessRandomUniformIntV2", UniformIntV2Lowering);
+  r.Register("StatelessRandomGetAlg", GetAlgLowering);
 }
 
 }  // namespace xlens::cluster

@@ -129,8 +129,8 @@ Status StatelessKernel(OpKernelContext& c, Distribution dist) {
   return Fill(c, dist, StatelessPhilox(seed.first, seed.second), *out);
 }
 
-Status StatelessV2Kernel(OpKernelContext& c, Distribution dist) {
-  ASSIGN_OR_RETURN(std::vector<int64_t> dims, OutputDims(c));
+// The generator of a V2 op: its key (input 1), counter (input 2) and algorithm (input 3).
+StatusOr<PhiloxRandom> V2Generator(const OpKernelContext& c) {
   const Tensor &key = c.input(1), &counter = c.input(2), &alg = c.input(3);
   if (alg.num_elements() != 1) return c.Error("alg must be a scalar, got shape " +
                                                DimsToString(alg.dims()));
@@ -146,10 +146,43 @@ Status StatelessV2Kernel(OpKernelContext& c, Distribution dist) {
                    std::to_string(kRngMaxCounterSize) + " elements, got shape " +
                    DimsToString(counter.dims()));
   }
+  return PhiloxFromKeyCounter(key.flat<uint64_t>().data(), counter.flat<uint64_t>().data());
+}
+
+Status StatelessV2Kernel(OpKernelContext& c, Distribution dist) {
+  ASSIGN_OR_RETURN(std::vector<int64_t> dims, OutputDims(c));
+  ASSIGN_OR_RETURN(PhiloxRandom gen, V2Generator(c));
   ASSIGN_OR_RETURN(Tensor * out, c.allocate_output(0, dims));
-  const uint64_t* k = key.flat<uint64_t>().data();
-  const uint64_t* n = counter.flat<uint64_t>().data();
-  return Fill(c, dist, PhiloxFromKeyCounter(k, n), *out);
+  return Fill(c, dist, gen, *out);
+}
+
+// StatelessRandomUniformIntV2: integers in [minval, maxval) from the key and counter, as
+// TensorFlow's CPU kernel draws them (its UniformDistribution, as RandomUniformInt's).
+Status StatelessUniformIntV2Kernel(OpKernelContext& c) {
+  const Tensor &lo = c.input(4), &hi = c.input(5);
+  if (lo.rank() != 0) return c.Error("minval must be 0-D, got shape " + DimsToString(lo.dims()));
+  if (hi.rank() != 0) return c.Error("maxval must be 0-D, got shape " + DimsToString(hi.dims()));
+  ASSIGN_OR_RETURN(PhiloxRandom gen, V2Generator(c));
+  ASSIGN_OR_RETURN(std::vector<int64_t> dims, OutputDims(c));
+  ASSIGN_OR_RETURN(Tensor * out, c.allocate_output(0, dims));
+  if (out->num_elements() == 0) return OkStatus();
+  const int64_t a = lo.GetAsInt64(0), b = hi.GetAsInt64(0);
+  if (a >= b) {
+    return c.Error("Need minval < maxval, got " + std::to_string(a) + " >= " +
+                   std::to_string(b));
+  }
+  switch (out->dtype()) {
+    case DT_INT32:
+      FillUniformInt(gen, static_cast<int32_t>(a), static_cast<int32_t>(b),
+                     out->flat<int32_t>().data(), out->num_elements());
+      return OkStatus();
+    case DT_INT64:
+      FillUniformInt(gen, a, b, out->flat<int64_t>().data(), out->num_elements());
+      return OkStatus();
+    default:
+      return c.Error("uniform integers of type " + DataTypeName(out->dtype()) +
+                     " are not implemented on the CPU executor (int32 and int64 are)");
+  }
 }
 
 Status GetKeyCounterKernel(OpKernelContext& c) {
@@ -259,6 +292,32 @@ void RegisterRandomOps(OpRegistry& r) {
       .Attr("Tseed: {int32, int64} = DT_INT64")
       .SetShapeFn(KeyCounterShape)
       .SetKernel(GetKeyCounterKernel);
+  REGISTER_OP(r, "StatelessRandomUniformIntV2")
+      .Input("shape: Tshape")
+      .Input("key: uint64")
+      .Input("counter: uint64")
+      .Input("alg: int32")
+      .Input("minval: dtype")
+      .Input("maxval: dtype")
+      .Output("output: dtype")
+      .Attr("dtype: {int32, int64, uint32, uint64}")
+      .Attr("Tshape: {int32, int64} = DT_INT32")
+      .CompileTimeConstInput("shape")
+      .CompileTimeConstInput("alg")
+      .SetShapeFn(ShapeFromInput0)
+      .SetKernel(StatelessUniformIntV2Kernel);
+  // The algorithm the stateless ops use when asked to choose (RNG_ALG_AUTO_SELECT): Philox on
+  // the CPU, op by op and compiled, as in TensorFlow.
+  REGISTER_OP(r, "StatelessRandomGetAlg")
+      .Output("alg: int32")
+      .SetShapeFn([](InferenceContext& c) {
+        c.set_output(0, PartialShape::Scalar());
+        return OkStatus();
+      })
+      .SetKernel([](OpKernelContext& c) {
+        c.set_output(0, Tensor::Scalar<int32_t>(DT_INT32, kRngAlgPhilox));
+        return OkStatus();
+      });
 }
 
 }  // namespace xlens::graph

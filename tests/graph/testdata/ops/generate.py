@@ -268,6 +268,12 @@ def random_cases():
                      np.array([5, 0], np.uint64), i32(1)])
         case(c, op, [i32([3]), np.array([1], np.uint64), np.array([0, 0], np.uint64), i32(3)],
              dtype=tf.float64)
+    key, counter = np.array([123456789], np.uint64), np.array([5, 0], np.uint64)
+    case(c, "StatelessRandomUniformIntV2", [i32([7]), key, counter, i32(1), i32(-5), i32(10)])
+    case(c, "StatelessRandomUniformIntV2",
+         [i32([2, 2]), key, counter, i32(3), i64(-(1 << 40)), i64(1 << 41)])
+    case(c, "StatelessRandomUniformIntV2", [i32([3]), key, counter, i32(1), i32(3), i32(3)])
+    case(c, "StatelessRandomGetAlg", [])
     case(c, "StatelessRandomGetKeyCounter", [i64([12, 34])])
     case(c, "StatelessRandomGetKeyCounterAlg", [i32([-3, 5])])
     return c
