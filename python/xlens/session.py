@@ -12,8 +12,10 @@ TensorFlow. dump_to= writes what XLA_FLAGS=--xla_dump_to writes; trace= the Chro
 `xlens graph run --trace` writes, from the session's creation to its close().
 """
 
+import atexit
 import collections.abc
 import os
+import weakref
 
 from . import _tensors
 from ._xlens import Error, _GraphSession
@@ -45,6 +47,21 @@ def _jit_options(config):
         raise Error(f"config: expected TensorFlow's ConfigProto, got {type(config).__name__}") \
             from None
     return int(options.global_jit_level), bool(options.cpu_global_jit)
+
+
+# Every Session alive: at exit they are closed (a trace= written) and their graph sessions let
+# go before the extension module is, as TensorFlow closes its sessions.
+_live = weakref.WeakSet()
+
+
+@atexit.register
+def _close_sessions():
+    for s in list(_live):
+        try:
+            s.close()
+        except Error:
+            pass
+        s._session = None
 
 
 class _Fetch:
@@ -102,6 +119,7 @@ class Session:
         self._session = _GraphSession(source, shown, "auto", level, cpu_global_jit, "", flags)
         self._closed = False
         self._default_contexts = []
+        _live.add(self)
         if self._trace is not None:
             self._session.start_trace()
 

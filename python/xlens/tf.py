@@ -18,9 +18,11 @@ jit_compile=True compiles the whole function as one XLA computation (TensorFlow'
 arrays. dump_to= writes XLA's dumps (--xla_dump_to); trace= the Chrome trace of the latest call.
 """
 
+import atexit
 import functools
 import inspect
 import os
+import weakref
 
 from . import _tensors
 from ._xlens import Error, _GraphSession
@@ -73,6 +75,17 @@ class _Traced:
                                      "compile" if jit_compile else "auto", 0, False, name, flags)
 
 
+# Every Function alive: at exit their sessions are let go, before the extension module is, so
+# functions TensorFlow's caches keep alive to the end are no leak.
+_live = weakref.WeakSet()
+
+
+@atexit.register
+def _release_sessions():
+    for f in list(_live):
+        f._traced.clear()
+
+
 class Function:
     """A tf.function whose graph xlens runs: call it as the function."""
 
@@ -88,6 +101,7 @@ class Function:
         self._tf_function = tf.function(fn, input_signature=input_signature)
         self._traced = {}
         functools.update_wrapper(self, fn)
+        _live.add(self)
 
     @property
     def python_function(self):
