@@ -310,6 +310,7 @@ void RegisterRandomOps(OpRegistry& r) {
   // the CPU, op by op and compiled, as in TensorFlow.
   REGISTER_OP(r, "StatelessRandomGetAlg")
       .Output("alg: int32")
+      .SetIsStateful()
       .SetShapeFn([](InferenceContext& c) {
         c.set_output(0, PartialShape::Scalar());
         return OkStatus();
