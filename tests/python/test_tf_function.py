@@ -142,3 +142,45 @@ def test_dump_and_trace(tmp_path):
     assert any(n.endswith(".cpu_after_optimizations.txt") for n in names), names
     events = json.loads((tmp_path / "trace.json").read_text())["traceEvents"]
     assert any(e.get("cat") in ("cpu_kernel", "library_call") for e in events)
+
+
+def test_function_forms():
+    v = tf.Variable(1.0)
+    c = tf.constant([1.0, 2.0])
+
+    @xlens.tf.function
+    def bump(x):  # no result: its effect on the variable is what runs
+        v.assign_add(x)
+
+    assert bump(np.float32(2.0)) is None and v.numpy() == 3.0
+
+    @xlens.tf.function(jit_compile=True)
+    def captured(x):  # a captured constant beside a variable
+        return x * c + v
+
+    np.testing.assert_array_equal(captured(np.ones(2, np.float32)), [4, 5])
+
+    class Model(tf.Module):
+        def __init__(self):
+            self.w = tf.Variable([[1.0, 2.0]])
+
+        @xlens.tf.function
+        def __call__(self, x):
+            return tf.matmul(x, self.w)
+
+    np.testing.assert_array_equal(Model()(np.ones((2, 1), np.float32)), [[1, 2], [1, 2]])
+
+    @xlens.tf.function
+    def scaled(x, scale=2.0):  # a Python value is part of the trace, not an input
+        return x * scale
+
+    assert scaled(np.float32(3.0)) == 6 and scaled(np.float32(3.0), scale=3.0) == 9
+    assert scaled(x=np.float32(1.0)) == 2
+
+    s = tf.Variable("hello")
+
+    @xlens.tf.function
+    def joined(x):
+        return tf.strings.join([x, s])
+
+    assert joined(tf.constant("a ")) == b"a hello"
