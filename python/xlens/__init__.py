@@ -22,8 +22,10 @@ try:
 finally:
     _sys.setdlopenflags(_flags)
 from . import tf
+from . import session as _session, jit as _jit, tools as _tools
 from .session import *  # noqa: F401,F403
 from .jit import *  # noqa: F401,F403
 from .tools import *  # noqa: F401,F403
 
-__all__ = ["Error", "__version__", "tf"] + session.__all__ + jit.__all__ + tools.__all__
+# Read through private names: `from .jit import *` rebinds the package's `jit` to the function.
+__all__ = ["Error", "__version__", "tf"] + _session.__all__ + _jit.__all__ + _tools.__all__

@@ -205,7 +205,3 @@ def jit(fn=None, *, backend="cpu", static_argnums=(), dump_to=None, trace=None):
                                      trace=trace)
     return JitFunction(fn, backend=backend, static_argnums=static_argnums, dump_to=dump_to, trace=trace)
 
-
-# `from .jit import *` rebinds the package's name `jit` from this module to the function above,
-# and the package's __init__ then reads the module's export list through that name.
-jit.__all__ = __all__
