@@ -150,6 +150,32 @@ TEST(TensorListXlaTest, ListsBecomeBuffersReadAndWrittenAtRunTimeIndices) {
   b.Check();
 }
 
+// A list of lists (what a loop inside a loop accumulates for its gradient): the element lists
+// pushed whole, each part stacked, and popped back as lists their items are read from.
+TEST(TensorListXlaTest, AListOfListsHoldsItsElementListsWhole) {
+  ListBody b;
+  Output x = b.Arg(Iota({3, 2}));
+  Output index = b.Arg(Tensor::Scalar<int32_t>(graph::DT_INT32, 2));
+  Output first = b.Op("TensorListFromTensor", {x, ops::Input({2})}, Elements(true));
+  Output squares = b.Op("TensorListFromTensor", {b.Op("Mul", {x, x}, {}), ops::Input({2})},
+                        Elements(true));
+  // The second element list has had one element popped: its own push index travels with it.
+  Output shorter = b.Op("TensorListPopBack", {squares, ops::Input({2})}, Elements());
+  graph::AttrMap lists{{"element_dtype", AttrValue::Type(graph::DT_VARIANT)}};
+  graph::AttrMap new_lists = lists;
+  new_lists["shape_type"] = AttrValue::Type(graph::DT_INT32);
+  Output outer = b.Op("EmptyTensorList", {ops::Input(-1), ops::Input(2)}, new_lists);
+  outer = b.Op("TensorListPushBack", {outer, first}, lists);
+  outer = b.Op("TensorListPushBack", {outer, shorter}, lists);
+  Output rest = b.Op("TensorListPopBack", {outer, ops::Input(-1)}, lists);
+  Output popped(rest.node, 1);
+  b.Ret(b.Op("TensorListGetItem", {popped, ops::Input(1), ops::Input({2})}, Elements()));
+  b.Ret(b.Op("TensorListPopBack", {popped, ops::Input({2})}, Elements(), 1));
+  Output again = b.Op("TensorListGetItem", {rest, ops::Input(0), ops::Input(-1)}, lists);
+  b.Ret(b.Op("TensorListGetItem", {again, index, ops::Input({2})}, Elements()));
+  b.Check();
+}
+
 Tensor Int64s(std::vector<int64_t> v) {
   return Tensor::Vector<int64_t>(graph::DT_INT64, std::move(v));
 }

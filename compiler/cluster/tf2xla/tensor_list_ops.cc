@@ -8,6 +8,11 @@
 // uninitialized (tf2xla's s32[size] of zeros) until its first write fixes the shape; a While
 // carrying one compiles its body twice (functional_ops.cc). A list whose size is not a
 // compile-time constant is refused with the node and what is unknown.
+//
+// A list of lists (what the gradient of a loop inside a loop accumulates: the inner loop's lists,
+// one per outer iteration) is tf2xla's nested TensorList: each part of the element list's tuple
+// stacked along a new leading dimension, then the outer push index: (buffer [n, m, ...], the
+// inner push indices [n], push_index). Reading and writing an element read and write every part.
 #include "compiler/cluster/tf2xla/tensor_list_ops.h"
 
 #include <fmt/format.h>
@@ -40,15 +45,23 @@ bool IsFreshList(const XlaExpression& list) {
 }
 
 StatusOr<HloInstruction*> InitialListOfShape(HloBuilder& builder, const Shape& list_shape) {
-  if (!list_shape.IsTuple() || list_shape.tuple_shapes().size() != 2) {
+  if (!list_shape.IsTuple() || list_shape.tuple_shapes().size() < 2) {
     return Status::Error("a loop's list must leave its body as a (buffer, push index) tuple, not " +
                          list_shape.ToString(false));
   }
-  const Shape& buffer = list_shape.tuple_shapes()[0];
-  ASSIGN_OR_RETURN(HloInstruction * zeros,
-                   builder.FullConstant(buffer.element_type(), 0, buffer.dimensions()));
+  std::vector<HloInstruction*> parts;
+  const std::vector<Shape>& shapes = list_shape.tuple_shapes();
+  for (size_t k = 0; k + 1 < shapes.size(); ++k) {
+    if (shapes[k].IsTuple()) {
+      return Status::Error("a loop's list holds a tuple part " + shapes[k].ToString(false));
+    }
+    ASSIGN_OR_RETURN(HloInstruction * zeros,
+                     builder.FullConstant(shapes[k].element_type(), 0, shapes[k].dimensions()));
+    parts.push_back(zeros);
+  }
   ASSIGN_OR_RETURN(HloInstruction * index, builder.ScalarConstant(PrimitiveType::S32, 0));
-  return builder.Tuple({zeros, index});
+  parts.push_back(index);
+  return builder.Tuple(parts);
 }
 
 namespace {
@@ -57,9 +70,11 @@ using graph::DataType;
 using graph::PartialShape;
 using graph::Tensor;
 
-// The list of input i: its buffer and push index.
+// The list of input i: its buffer and push index, and for a list of lists the stacked parts of
+// its elements after their buffers (their push indices).
 struct ListParts {
   HloInstruction* buffer = nullptr;
+  std::vector<HloInstruction*> inner;
   HloInstruction* push_index = nullptr;
 };
 
@@ -71,21 +86,53 @@ StatusOr<ListParts> InputList(XlaOpKernelContext& ctx, int i) {
                                  "which a compiled {} needs",
                                  i, ctx.node().type_string()));
   }
-  if (t == nullptr || !t->shape().IsTuple() || t->shape().tuple_shapes().size() != 2) {
+  if (t == nullptr || !t->shape().IsTuple() || t->shape().tuple_shapes().size() < 2) {
     return ctx.Error(fmt::format("input {} is not a list of known size and element shape", i));
   }
+  const int64_t n = static_cast<int64_t>(t->shape().tuple_shapes().size());
   ListParts parts;
   LOWER_OR_RETURN(parts.buffer, ctx, ctx.builder().GetTupleElement(t, 0));
-  LOWER_OR_RETURN(parts.push_index, ctx, ctx.builder().GetTupleElement(t, 1));
+  for (int64_t k = 1; k + 1 < n; ++k) {
+    HloInstruction* part = nullptr;
+    LOWER_OR_RETURN(part, ctx, ctx.builder().GetTupleElement(t, k));
+    parts.inner.push_back(part);
+  }
+  LOWER_OR_RETURN(parts.push_index, ctx, ctx.builder().GetTupleElement(t, n - 1));
   return parts;
+}
+
+Status SetList(XlaOpKernelContext& ctx, int output, const ListParts& parts) {
+  std::vector<HloInstruction*> elements{parts.buffer};
+  elements.insert(elements.end(), parts.inner.begin(), parts.inner.end());
+  elements.push_back(parts.push_index);
+  HloInstruction* list = nullptr;
+  LOWER_OR_RETURN(list, ctx, ctx.builder().Tuple(elements));
+  ctx.SetOutputExpression(output, XlaExpression::XlaOp(list, graph::DT_VARIANT));
+  return OkStatus();
 }
 
 Status SetList(XlaOpKernelContext& ctx, int output, HloInstruction* buffer,
                HloInstruction* push_index) {
-  HloInstruction* list = nullptr;
-  LOWER_OR_RETURN(list, ctx, ctx.builder().Tuple({buffer, push_index}));
-  ctx.SetOutputExpression(output, XlaExpression::XlaOp(list, graph::DT_VARIANT));
-  return OkStatus();
+  ListParts parts;
+  parts.buffer = buffer;
+  parts.push_index = push_index;
+  return SetList(ctx, output, parts);
+}
+
+// The parts of an element: the tensor itself, or a list's tuple (buffer, push indices...).
+StatusOr<std::vector<HloInstruction*>> ElementParts(XlaOpKernelContext& ctx, HloInstruction* item) {
+  if (!item->shape().IsTuple()) return std::vector<HloInstruction*>{item};
+  std::vector<HloInstruction*> parts;
+  for (size_t k = 0; k < item->shape().tuple_shapes().size(); ++k) {
+    HloInstruction* part = nullptr;
+    LOWER_OR_RETURN(part, ctx, ctx.builder().GetTupleElement(item, static_cast<int64_t>(k)));
+    if (part->shape().IsTuple()) {
+      return ctx.Error("a list element of " + item->shape().ToString(false) +
+                       " nests deeper than lists of lists of tensors");
+    }
+    parts.push_back(part);
+  }
+  return parts;
 }
 
 StatusOr<HloInstruction*> S32(XlaOpKernelContext& ctx, int64_t value) {
@@ -116,18 +163,30 @@ StatusOr<std::optional<std::vector<int64_t>>> ElementShapeIfKnown(XlaOpKernelCon
 }
 
 // The list of input i, initialized for an element like `item` if it is not yet (tf2xla's
-// GetInitializedTensorListForElement): zeros of its size, push index `push_index`.
+// GetInitializedTensorListForElement): zeros of its size for each part of the element, push
+// index `push_index`.
 StatusOr<ListParts> ListForElement(XlaOpKernelContext& ctx, int i, HloInstruction* item,
                                    bool push_index_at_end) {
   const XlaExpression& e = ctx.input_expression(i);
   HloInstruction* t = e.kind() == XlaExpression::Kind::kXlaOp ? e.handle() : nullptr;
   if (!IsUninitializedTensorList(t)) return InputList(ctx, i);
   const int64_t count = t->shape().dimensions()[0];
-  std::vector<int64_t> dims{count};
-  dims.insert(dims.end(), item->shape().dimensions().begin(), item->shape().dimensions().end());
+  ASSIGN_OR_RETURN(std::vector<HloInstruction*> item_parts, ElementParts(ctx, item));
   ListParts parts;
-  LOWER_OR_RETURN(parts.buffer, ctx,
-                  ctx.builder().FullConstant(item->shape().element_type(), 0, dims));
+  for (size_t k = 0; k < item_parts.size(); ++k) {
+    // An element list's last part is its push index, stacked too; the outer push index follows.
+    std::vector<int64_t> dims{count};
+    const std::vector<int64_t>& element = item_parts[k]->shape().dimensions();
+    dims.insert(dims.end(), element.begin(), element.end());
+    HloInstruction* zeros = nullptr;
+    LOWER_OR_RETURN(zeros, ctx,
+                    ctx.builder().FullConstant(item_parts[k]->shape().element_type(), 0, dims));
+    if (k == 0) {
+      parts.buffer = zeros;
+    } else {
+      parts.inner.push_back(zeros);
+    }
+  }
   ASSIGN_OR_RETURN(parts.push_index, S32(ctx, push_index_at_end ? count : 0));
   return parts;
 }
@@ -191,6 +250,36 @@ StatusOr<HloInstruction*> WriteElement(XlaOpKernelContext& ctx, HloInstruction* 
   return out;
 }
 
+// Element `index` of the list: buffer[index], or for a list of lists the element list's tuple.
+StatusOr<HloInstruction*> ReadItem(XlaOpKernelContext& ctx, const ListParts& list,
+                                   HloInstruction* index) {
+  ASSIGN_OR_RETURN(HloInstruction * element, ReadElement(ctx, list.buffer, index));
+  if (list.inner.empty()) return element;
+  std::vector<HloInstruction*> parts{element};
+  for (HloInstruction* stacked : list.inner) {
+    ASSIGN_OR_RETURN(HloInstruction * part, ReadElement(ctx, stacked, index));
+    parts.push_back(part);
+  }
+  HloInstruction* tuple = nullptr;
+  LOWER_OR_RETURN(tuple, ctx, ctx.builder().Tuple(parts));
+  return tuple;
+}
+
+// The list with `item` written at `index`, every part of it.
+StatusOr<ListParts> WriteItem(XlaOpKernelContext& ctx, ListParts list, HloInstruction* index,
+                              HloInstruction* item) {
+  ASSIGN_OR_RETURN(std::vector<HloInstruction*> parts, ElementParts(ctx, item));
+  if (parts.size() != 1 + list.inner.size()) {
+    return ctx.Error(fmt::format("the item {} does not fit a list of {}-part elements",
+                                 item->shape().ToString(false), 1 + list.inner.size()));
+  }
+  ASSIGN_OR_RETURN(list.buffer, WriteElement(ctx, list.buffer, index, parts[0]));
+  for (size_t k = 0; k < list.inner.size(); ++k) {
+    ASSIGN_OR_RETURN(list.inner[k], WriteElement(ctx, list.inner[k], index, parts[k + 1]));
+  }
+  return list;
+}
+
 StatusOr<HloInstruction*> ZerosBuffer(XlaOpKernelContext& ctx, int64_t n,
                                       const std::vector<int64_t>& element) {
   ASSIGN_OR_RETURN(DataType dtype, ctx.GetTypeAttr("element_dtype"));
@@ -207,7 +296,9 @@ Status ReserveLowering(XlaOpKernelContext& ctx) {
   const int64_t count = n.GetAsInt64(0);
   if (count < 0) return ctx.Error("The num_elements to reserve must be a non negative number");
   ASSIGN_OR_RETURN(std::optional<std::vector<int64_t>> known, ElementShapeIfKnown(ctx, 0));
-  if (!known) return SetUninitializedList(ctx, count);
+  ASSIGN_OR_RETURN(DataType element_dtype, ctx.GetTypeAttr("element_dtype"));
+  // A list of lists takes its parts' shapes from the first list written into it.
+  if (!known || element_dtype == graph::DT_VARIANT) return SetUninitializedList(ctx, count);
   const std::vector<int64_t>& element = *known;
   ASSIGN_OR_RETURN(HloInstruction * buffer, ZerosBuffer(ctx, count, element));
   ASSIGN_OR_RETURN(HloInstruction * index, S32(ctx, count));
@@ -222,7 +313,8 @@ Status EmptyTensorListLowering(XlaOpKernelContext& ctx) {
                      "buffers have a size fixed at compile time");
   }
   ASSIGN_OR_RETURN(std::optional<std::vector<int64_t>> known, ElementShapeIfKnown(ctx, 0));
-  if (!known) return SetUninitializedList(ctx, count);
+  ASSIGN_OR_RETURN(DataType element_dtype, ctx.GetTypeAttr("element_dtype"));
+  if (!known || element_dtype == graph::DT_VARIANT) return SetUninitializedList(ctx, count);
   ASSIGN_OR_RETURN(HloInstruction * buffer, ZerosBuffer(ctx, count, *known));
   ASSIGN_OR_RETURN(HloInstruction * index, S32(ctx, 0));
   RETURN_IF_ERROR(SetList(ctx, 0, buffer, index));
@@ -243,7 +335,7 @@ Status FromTensorLowering(XlaOpKernelContext& ctx) {
 Status GetItemLowering(XlaOpKernelContext& ctx) {
   ASSIGN_OR_RETURN(ListParts list, InputList(ctx, 0));
   ASSIGN_OR_RETURN(HloInstruction * index, ctx.Input(1));
-  ASSIGN_OR_RETURN(HloInstruction * item, ReadElement(ctx, list.buffer, index));
+  ASSIGN_OR_RETURN(HloInstruction * item, ReadItem(ctx, list, index));
   ctx.SetOutput(0, item);
   return OkStatus();
 }
@@ -252,18 +344,18 @@ Status SetItemLowering(XlaOpKernelContext& ctx) {
   ASSIGN_OR_RETURN(HloInstruction * index, ctx.Input(1));
   ASSIGN_OR_RETURN(HloInstruction * item, ctx.Input(2));
   ASSIGN_OR_RETURN(ListParts list, ListForElement(ctx, 0, item, /*push_index_at_end=*/true));
-  ASSIGN_OR_RETURN(HloInstruction * buffer, WriteElement(ctx, list.buffer, index, item));
-  return SetList(ctx, 0, buffer, list.push_index);
+  ASSIGN_OR_RETURN(ListParts written, WriteItem(ctx, list, index, item));
+  return SetList(ctx, 0, written);
 }
 
 Status PushBackLowering(XlaOpKernelContext& ctx) {
   ASSIGN_OR_RETURN(HloInstruction * item, ctx.Input(1));
   ASSIGN_OR_RETURN(ListParts list, ListForElement(ctx, 0, item, /*push_index_at_end=*/false));
-  ASSIGN_OR_RETURN(HloInstruction * buffer, WriteElement(ctx, list.buffer, list.push_index, item));
+  ASSIGN_OR_RETURN(ListParts written, WriteItem(ctx, list, list.push_index, item));
   ASSIGN_OR_RETURN(HloInstruction * one, S32(ctx, 1));
-  HloInstruction* next = nullptr;
-  LOWER_OR_RETURN(next, ctx, ctx.builder().Binary(HloOpcode::kAdd, list.push_index, one));
-  RETURN_IF_ERROR(SetList(ctx, 0, buffer, next));
+  LOWER_OR_RETURN(written.push_index, ctx,
+                  ctx.builder().Binary(HloOpcode::kAdd, list.push_index, one));
+  RETURN_IF_ERROR(SetList(ctx, 0, written));
   // A constant pushed onto a list that is empty or holds only that constant keeps it uniform.
   const XlaExpression& in = ctx.input_expression(0);
   const XlaExpression& pushed = ctx.input_expression(1);
@@ -281,7 +373,9 @@ Status PopBackLowering(XlaOpKernelContext& ctx) {
   ASSIGN_OR_RETURN(HloInstruction * one, S32(ctx, 1));
   HloInstruction* last = nullptr;
   LOWER_OR_RETURN(last, ctx, ctx.builder().Binary(HloOpcode::kSubtract, list.push_index, one));
-  RETURN_IF_ERROR(SetList(ctx, 0, list.buffer, last));
+  ListParts popped = list;
+  popped.push_index = last;
+  RETURN_IF_ERROR(SetList(ctx, 0, popped));
   // Every element the same constant: the popped one is that constant, known at compile time.
   const XlaExpression& in = ctx.input_expression(0);
   const graph::Tensor* held =
@@ -292,13 +386,20 @@ Status PopBackLowering(XlaOpKernelContext& ctx) {
     ctx.SetConstantOutput(1, element);
     return OkStatus();
   }
-  ASSIGN_OR_RETURN(HloInstruction * item, ReadElement(ctx, list.buffer, last));
+  ASSIGN_OR_RETURN(HloInstruction * item, ReadItem(ctx, list, last));
   ctx.SetOutput(1, item);
   return OkStatus();
 }
 
+// A list of lists has no one tensor to stack or gather from.
+Status RefuseListOfLists(XlaOpKernelContext& ctx, const ListParts& list) {
+  if (list.inner.empty()) return OkStatus();
+  return ctx.Error("input 0 is a list of lists, which has no tensor of its elements");
+}
+
 Status StackLowering(XlaOpKernelContext& ctx) {
   ASSIGN_OR_RETURN(ListParts list, InputList(ctx, 0));
+  RETURN_IF_ERROR(RefuseListOfLists(ctx, list));
   ASSIGN_OR_RETURN(int64_t num_elements, ctx.GetIntAttr("num_elements"));
   const int64_t size = list.buffer->shape().dimensions()[0];
   if (num_elements != -1 && num_elements != size) {
@@ -312,6 +413,7 @@ Status StackLowering(XlaOpKernelContext& ctx) {
 
 Status GatherLowering(XlaOpKernelContext& ctx) {
   ASSIGN_OR_RETURN(ListParts list, InputList(ctx, 0));
+  RETURN_IF_ERROR(RefuseListOfLists(ctx, list));
   ASSIGN_OR_RETURN(HloInstruction * indices, ctx.Input(1));
   HloInstruction* out = nullptr;
   LOWER_OR_RETURN(out, ctx, GatherAlongAxis(ctx.builder(), list.buffer, indices, 0));
@@ -364,10 +466,10 @@ void ExtendForLists(XlaOpRegistry& r, const std::string& op) {
     ASSIGN_OR_RETURN(ListParts first, InputList(ctx, lists[0]));
     HloInstruction* buffer = nullptr;
     if (!add) {
-      LOWER_OR_RETURN(buffer, ctx,
+      LOWER_OR_RETURN(first.buffer, ctx,
                       ctx.builder().FullConstant(first.buffer->shape().element_type(), 0,
                                                  first.buffer->shape().dimensions()));
-      return SetList(ctx, 0, buffer, first.push_index);
+      return SetList(ctx, 0, first);
     }
     buffer = first.buffer;
     for (size_t k = 1; k < lists.size(); ++k) {
@@ -378,7 +480,8 @@ void ExtendForLists(XlaOpRegistry& r, const std::string& op) {
       }
       LOWER_OR_RETURN(buffer, ctx, ctx.builder().Binary(HloOpcode::kAdd, buffer, next.buffer));
     }
-    return SetList(ctx, 0, buffer, first.push_index);
+    first.buffer = buffer;
+    return SetList(ctx, 0, first);
   });
 }
 
