@@ -179,9 +179,9 @@ Literal RunKeyCounterOp(const std::string& op, std::vector<int32_t> shape, graph
 // Truncated normals: the inverse normal CDF of uniforms in [FLT_MIN, 1) between the CDF at -2
 // and 2, within the rounding of erfinv's log1p of TensorFlow's compiled ones.
 TEST(StatelessRandomXlaTest, TruncatedNormalsAreTensorFlowsCompiledOnes) {
-  const std::vector<float> want = {0.1743507981300354f,  -1.5480186939239502f, 0.1402568221092224f,
-                                   -0.05490419641137123f, -1.5914381742477417f, -0.5693381428718567f,
-                                   0.21299494802951813f,  -0.41246381402015686f};
+  const std::vector<float> want = {
+      0.1743507981300354f,  -1.5480186939239502f, 0.1402568221092224f,  -0.05490419641137123f,
+      -1.5914381742477417f, -0.5693381428718567f, 0.21299494802951813f, -0.41246381402015686f};
   for (bool cpu : {false, true}) {
     Literal out = RunKeyCounterOp("StatelessTruncatedNormalV2", {8}, graph::DT_FLOAT, {}, cpu);
     ASSERT_EQ(out.shape().dimensions(), std::vector<int64_t>{8});

@@ -100,7 +100,8 @@ Tensor Floats(std::vector<int64_t> dims, std::vector<float> values) {
 void ExpectNear(const Tensor& got, const std::vector<float>& want, const std::string& what) {
   ASSERT_EQ(got.num_elements(), static_cast<int64_t>(want.size())) << what;
   for (size_t i = 0; i < want.size(); ++i) {
-    EXPECT_NEAR(got.GetAsDouble(static_cast<int64_t>(i)), want[i], 2e-6 * std::max(1.0f, std::abs(want[i])))
+    EXPECT_NEAR(got.GetAsDouble(static_cast<int64_t>(i)), want[i],
+                2e-6 * std::max(1.0f, std::abs(want[i])))
         << what << "[" << i << "]";
   }
 }

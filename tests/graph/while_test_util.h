@@ -55,8 +55,8 @@ inline void AddFunction(Graph* graph, const std::string& name, const std::vector
 }
 
 // A While over `inputs` with the cond and body built here.
-inline Node* While(const Scope& s, const std::vector<Output>& inputs, const Body& cond, const Body& body,
-            const std::string& op = "While") {
+inline Node* While(const Scope& s, const std::vector<Output>& inputs, const Body& cond,
+                   const Body& body, const std::string& op = "While") {
   std::vector<DataType> types;
   for (const Output& x : inputs) types.push_back(x.type());
   // Names unique across the graphs a test builds (a body's loops are built in a graph of their

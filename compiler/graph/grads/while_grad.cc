@@ -238,7 +238,8 @@ StatusOr<FunctionDef> BackwardCond(const std::string& name, const std::vector<Da
   Graph* g = root.graph();
   std::vector<Node*> args;
   for (size_t i = 0; i < types.size(); ++i) {
-    ASSIGN_OR_RETURN(Node * a, AddInterfaceNode(g, "_Arg", "loop_var", types[i], static_cast<int>(i)));
+    ASSIGN_OR_RETURN(Node * a,
+                     AddInterfaceNode(g, "_Arg", "loop_var", types[i], static_cast<int>(i)));
     args.push_back(a);
   }
   Output less = ops::Less(root, Output(args[0]), Output(args[1]));
