@@ -1,0 +1,421 @@
+// Ahead-of-time objects linked into a C program with nothing but the C compiler and libm, run,
+// and compared with the reference evaluator: for the host, and for aarch64 under qemu-user when
+// the cross compiler and qemu are there.
+#include "compiler/aot/aot_compiler.h"
+
+#include <cstdio>
+#include <cstring>
+#include <random>
+#include <sstream>
+
+#include <fmt/format.h>
+#include <gtest/gtest.h>
+
+#include "compiler/aot/aot_target.h"
+#include "compiler/hlo/evaluator.h"
+#include "compiler/hlo/literal_comparison.h"
+#include "compiler/hlo/parser.h"
+#include "compiler/hlo/random_literal.h"
+#include "compiler/support/file_io.h"
+#include "compiler/support/subprocess.h"
+#include "compiler/support/temporary_directory.h"
+
+namespace xlens::aot {
+namespace {
+
+// Elementwise arithmetic and a row reduction; one result is an argument passed through (copied
+// by the entry function), the others computed in place.
+constexpr const char* kElementwiseReduce = R"(HloModule elementwise_reduce
+add {
+  a = f32[] parameter(0)
+  b = f32[] parameter(1)
+  ROOT s = f32[] add(a, b)
+}
+ENTRY e {
+  x = f32[4,8] parameter(0)
+  y = f32[4,8] parameter(1)
+  m = f32[4,8] multiply(x, y)
+  t = f32[4,8] tanh(m)
+  z = f32[] constant(0)
+  r = f32[4] reduce(t, z), dimensions={1}, to_apply=add
+  ROOT out = (f32[4], f32[4,8], f32[4,8]) tuple(r, t, x)
+})";
+
+// The MNIST softmax classifier: logits = x W + b, then softmax over the classes.
+constexpr const char* kMnistSoftmax = R"(HloModule mnist_softmax
+max {
+  a = f32[] parameter(0)
+  b = f32[] parameter(1)
+  ROOT m = f32[] maximum(a, b)
+}
+add {
+  a = f32[] parameter(0)
+  b = f32[] parameter(1)
+  ROOT s = f32[] add(a, b)
+}
+ENTRY e {
+  x = f32[8,784] parameter(0)
+  w = f32[784,10] parameter(1)
+  b = f32[10] parameter(2)
+  dot = f32[8,10] dot(x, w), lhs_contracting_dims={1}, rhs_contracting_dims={0}
+  bb = f32[8,10] broadcast(b), dimensions={1}
+  logits = f32[8,10] add(dot, bb)
+  ninf = f32[] constant(-inf)
+  mx = f32[8] reduce(logits, ninf), dimensions={1}, to_apply=max
+  mxb = f32[8,10] broadcast(mx), dimensions={0}
+  sh = f32[8,10] subtract(logits, mxb)
+  ex = f32[8,10] exponential(sh)
+  zero = f32[] constant(0)
+  sum = f32[8] reduce(ex, zero), dimensions={1}, to_apply=add
+  sumb = f32[8,10] broadcast(sum), dimensions={0}
+  ROOT probs = f32[8,10] divide(ex, sumb)
+})";
+
+// A 3x3 convolution with padding, NHWC images and an HWIO kernel, and a ReLU.
+constexpr const char* kConvolution = R"(HloModule small_conv
+ENTRY e {
+  in = f32[2,6,6,3] parameter(0)
+  k = f32[3,3,3,4] parameter(1)
+  c = f32[2,6,6,4] convolution(in, k), window={size=3x3 pad=1_1x1_1}, dim_labels=b01f_01io->b01f
+  z = f32[] constant(0)
+  zb = f32[2,6,6,4] broadcast(z), dimensions={}
+  ROOT r = f32[2,6,6,4] maximum(c, zb)
+})";
+
+// A layer whose weights are constants (64x32, too many for LLVM to fold into the code): they go
+// into the object's read-only data.
+std::string ConstantWeightsText() {
+  std::string rows;
+  for (int i = 0; i < 64; ++i) {
+    std::vector<std::string> row;
+    for (int j = 0; j < 32; ++j) row.push_back(fmt::format("{}", ((i * 7 + j * 3) % 13 - 6) * 0.125));
+    rows += fmt::format("{}{{{}}}", i == 0 ? "" : ", ", fmt::join(row, ", "));
+  }
+  return fmt::format(R"(HloModule constant_weights
+ENTRY e {{
+  x = f32[2,64] parameter(0)
+  w = f32[64,32] constant({{{}}})
+  c = f32[] constant(0.25)
+  b = f32[2,32] broadcast(c), dimensions={{}}
+  d = f32[2,32] dot(x, w), lhs_contracting_dims={{1}}, rhs_contracting_dims={{0}}
+  ROOT y = f32[2,32] add(d, b)
+}})", rows);
+}
+const std::string kConstantWeightsText = ConstantWeightsText();
+const char* const kConstantWeights = kConstantWeightsText.c_str();
+
+// Reads the arguments (arg<i>.bin), calls the entry function, writes result<j>.bin: sizes are
+// written into it from the AotResult, as the generated header does for a C++ program.
+std::string DriverSource(const AotResult& compiled, const std::string& entry) {
+  std::vector<std::string> arg_sizes, result_sizes;
+  for (const AotBuffer& a : compiled.arguments) arg_sizes.push_back(std::to_string(a.byte_size));
+  for (const AotBuffer& r : compiled.results) result_sizes.push_back(std::to_string(r.byte_size));
+  return fmt::format(R"(#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+extern void {0}(const void* const* args, void* const* results, void* temp);
+static const long arg_sizes[] = {{{1}, 0}};
+static const long result_sizes[] = {{{2}, 0}};
+static void* buffer(long size) {{
+  void* p = aligned_alloc(64, (size + 127) / 64 * 64);
+  memset(p, 0x7f, (size + 127) / 64 * 64);  /* garbage: nothing may read before it writes */
+  return p;
+}}
+int main(int argc, char** argv) {{
+  char path[4096];
+  const void* args[{3} + 1];
+  void* results[{4} + 1];
+  for (int i = 0; i < {3}; ++i) {{
+    snprintf(path, sizeof path, "%s/arg%d.bin", argv[1], i);
+    FILE* f = fopen(path, "rb");
+    void* p = buffer(arg_sizes[i]);
+    if (f == NULL || fread(p, 1, arg_sizes[i], f) != (size_t)arg_sizes[i]) return 2;
+    fclose(f);
+    args[i] = p;
+  }}
+  for (int j = 0; j < {4}; ++j) results[j] = buffer(result_sizes[j]);
+  {0}(args, results, buffer({5}));
+  for (int j = 0; j < {4}; ++j) {{
+    snprintf(path, sizeof path, "%s/result%d.bin", argv[1], j);
+    FILE* f = fopen(path, "wb");
+    if (f == NULL || fwrite(results[j], 1, result_sizes[j], f) != (size_t)result_sizes[j]) return 3;
+    fclose(f);
+  }}
+  return 0;
+}}
+)",
+                     entry, fmt::join(arg_sizes, ", "), fmt::join(result_sizes, ", "),
+                     compiled.arguments.size(), compiled.results.size(), compiled.temp_bytes);
+}
+
+bool HaveProgram(const std::string& name) {
+  auto outcome = RunCommand({"sh", "-c", "command -v " + ShellQuote(name)}, 30);
+  return outcome.ok() && outcome->exit_code == 0 && outcome->signal == 0;
+}
+
+struct Toolchain {
+  std::vector<std::string> link;        // the C compiler and its flags; then -o, sources, -lm
+  std::vector<std::string> run_prefix;  // qemu-aarch64 for a foreign program
+};
+
+// The program's results, one literal per result of `compiled`.
+StatusOr<std::vector<Literal>> LinkAndRun(const AotResult& compiled, const std::string& entry,
+                                          const std::vector<Literal>& arguments,
+                                          const std::vector<Shape>& result_shapes,
+                                          const Toolchain& toolchain, const std::string& dir) {
+  const std::string object = dir + "/model.o", driver = dir + "/driver.c", program = dir + "/program";
+  RETURN_IF_ERROR(WriteFile(object, compiled.object));
+  RETURN_IF_ERROR(WriteFile(driver, DriverSource(compiled, entry)));
+  for (size_t i = 0; i < arguments.size(); ++i) {
+    const Literal& a = arguments[i];
+    RETURN_IF_ERROR(WriteFile(fmt::format("{}/arg{}.bin", dir, i),
+                              std::string_view(reinterpret_cast<const char*>(a.untyped_data()),
+                                               a.size_bytes())));
+  }
+  std::vector<std::string> link = toolchain.link;
+  for (const std::string& s : {std::string("-o"), program, driver, object, std::string("-lm")}) {
+    link.push_back(s);
+  }
+  ASSIGN_OR_RETURN(CommandOutcome linked, RunCommand(link, 120));
+  if (linked.exit_code != 0 || linked.signal != 0) {
+    return Error(fmt::format("linking failed ({}): {}", linked.Describe(120), linked.output));
+  }
+  std::vector<std::string> run = toolchain.run_prefix;
+  run.push_back(program);
+  run.push_back(dir);
+  ASSIGN_OR_RETURN(CommandOutcome ran, RunCommand(run, 120));
+  if (ran.exit_code != 0 || ran.signal != 0) {
+    return Error(fmt::format("the program failed ({}): {}", ran.Describe(120), ran.output));
+  }
+  std::vector<Literal> results;
+  for (size_t j = 0; j < result_shapes.size(); ++j) {
+    ASSIGN_OR_RETURN(std::string bytes, ReadFile(fmt::format("{}/result{}.bin", dir, j)));
+    Literal r(result_shapes[j]);
+    if (bytes.size() != r.size_bytes()) return Error(fmt::format("result {}: wrong size", j));
+    std::memcpy(r.untyped_data(), bytes.data(), bytes.size());
+    results.push_back(std::move(r));
+  }
+  return results;
+}
+
+std::vector<Literal> RandomArguments(const HloModule& module, uint64_t seed) {
+  std::mt19937_64 rng(seed);
+  std::vector<Literal> arguments;
+  for (const HloInstruction* p : module.entry_computation()->parameter_instructions()) {
+    arguments.push_back(MakeRandomLiteral(p->shape(), rng).value());
+  }
+  return arguments;
+}
+
+// Compiles `text` ahead of time for `triple`, links it into a program with `toolchain`, runs
+// it, and compares every result with the evaluator's.
+void ExpectProgramMatchesEvaluator(const char* text, const std::string& triple,
+                                   const Toolchain& toolchain, AotResult* out = nullptr) {
+  auto module = ParseHloModule(text);
+  ASSERT_TRUE(module.ok()) << module.status().message();
+  AotOptions options;
+  options.target_triple = triple;
+  options.entry_point = "run_" + (*module)->name();
+  auto compiled = CompileAheadOfTime(**module, options);
+  ASSERT_TRUE(compiled.ok()) << compiled.status().message();
+  EXPECT_GT(compiled->kernel_count, 0);
+  std::printf("[ aot      ] %s for %s: object %zu bytes, %d kernels, temp %lld bytes, weights %lld "
+              "bytes\n", (*module)->name().c_str(), compiled->target_triple.c_str(),
+              compiled->object.size(), compiled->kernel_count,
+              static_cast<long long>(compiled->temp_bytes),
+              static_cast<long long>(compiled->weights_bytes));
+  std::vector<Literal> arguments = RandomArguments(**module, 7);
+  auto expected = EvaluateModule(**module, arguments);
+  ASSERT_TRUE(expected.ok()) << expected.status().message();
+  std::vector<Shape> result_shapes;
+  std::vector<const Literal*> expected_leaves;
+  const Shape& root = (*module)->entry_computation()->root_instruction()->shape();
+  if (root.IsTuple()) {
+    for (int64_t j = 0; j < expected->tuple_size(); ++j) {
+      result_shapes.push_back(root.tuple_shapes(j));
+      expected_leaves.push_back(&expected->tuple_element(j));
+    }
+  } else {
+    result_shapes.push_back(root);
+    expected_leaves.push_back(&*expected);
+  }
+  ASSERT_EQ(compiled->results.size(), result_shapes.size());
+  auto dir = TemporaryDirectory::Create("aot-test");
+  ASSERT_TRUE(dir.ok()) << dir.status().message();
+  auto actual = LinkAndRun(*compiled, options.entry_point, arguments, result_shapes, toolchain,
+                           dir->path());
+  ASSERT_TRUE(actual.ok()) << actual.status().message();
+  for (size_t j = 0; j < result_shapes.size(); ++j) {
+    Status match = ExpectLiteralNear(*expected_leaves[j], (*actual)[j], ErrorSpec{1e-6, 1e-5});
+    EXPECT_TRUE(match.ok()) << "result " << j << ": " << match.message();
+  }
+  if (out != nullptr) *out = std::move(*compiled);
+}
+
+const Toolchain kHost{{"cc", "-O1"}, {}};
+
+TEST(AotCompilerTest, ElementwiseAndReduceRunAsAProgramOfTheirOwn) {
+  AotResult compiled;
+  ExpectProgramMatchesEvaluator(kElementwiseReduce, "", kHost, &compiled);
+  ASSERT_EQ(compiled.arguments.size(), 2u);
+  EXPECT_EQ(compiled.arguments[0].name, "x");
+  EXPECT_EQ(compiled.arguments[0].element_type, "f32");
+  EXPECT_EQ(compiled.arguments[0].dimensions, (std::vector<int64_t>{4, 8}));
+  EXPECT_EQ(compiled.arguments[0].byte_size, 4 * 8 * 4);
+  ASSERT_EQ(compiled.results.size(), 3u);
+  EXPECT_EQ(compiled.results[0].dimensions, (std::vector<int64_t>{4}));
+  EXPECT_EQ(compiled.results[2].byte_size, 4 * 8 * 4);
+  EXPECT_EQ(compiled.weights_bytes, 0);
+}
+
+TEST(AotCompilerTest, MnistSoftmaxClassifierMatchesTheEvaluator) {
+  AotResult compiled;
+  ExpectProgramMatchesEvaluator(kMnistSoftmax, "", kHost, &compiled);
+  EXPECT_EQ(compiled.results.size(), 1u);
+}
+
+TEST(AotCompilerTest, ConvolutionIsGeneratedCode) {
+  ExpectProgramMatchesEvaluator(kConvolution, "", kHost);
+}
+
+TEST(AotCompilerTest, ConstantWeightsAreInTheObject) {
+  AotResult compiled;
+  ExpectProgramMatchesEvaluator(kConstantWeights, "", kHost, &compiled);
+  EXPECT_GE(compiled.weights_bytes, 64 * 32 * 4);
+  ASSERT_EQ(compiled.arguments.size(), 1u);  // the weights are no argument
+}
+
+// The object needs nothing but libc and libm: no oneDNN, Eigen or xlens runtime symbol.
+TEST(AotCompilerTest, UndefinedSymbolsAreOnlyLibcAndLibm) {
+  for (const char* text : {kElementwiseReduce, kMnistSoftmax, kConvolution, kConstantWeights}) {
+    auto module = ParseHloModule(text);
+    ASSERT_TRUE(module.ok());
+    auto compiled = CompileAheadOfTime(**module, {});
+    ASSERT_TRUE(compiled.ok()) << compiled.status().message();
+    auto dir = TemporaryDirectory::Create("aot-test");
+    ASSERT_TRUE(dir.ok());
+    const std::string object = dir->path() + "/model.o";
+    ASSERT_TRUE(WriteFile(object, compiled->object).ok());
+    auto nm = RunCommand({"nm", "-u", object}, 60);
+    ASSERT_TRUE(nm.ok() && nm->exit_code == 0) << (nm.ok() ? nm->output : nm.status().message());
+    std::istringstream lines(nm->output);
+    std::string kind, symbol;
+    while (lines >> kind >> symbol) {
+      EXPECT_TRUE(IsLibcOrLibmFunction(symbol) || symbol == "_GLOBAL_OFFSET_TABLE_")
+          << (*module)->name() << " needs " << symbol;
+    }
+    // Exactly one symbol is defined for the program: the entry function.
+    auto defined = RunCommand({"nm", "-g", "--defined-only", object}, 60);
+    ASSERT_TRUE(defined.ok());
+    std::istringstream exported(defined->output);
+    std::string address;
+    std::vector<std::string> names;
+    while (exported >> address >> kind >> symbol) names.push_back(symbol);
+    EXPECT_EQ(names, std::vector<std::string>{"entry"}) << (*module)->name();
+  }
+}
+
+TEST(AotCompilerTest, TheCallersModuleIsLeftAsItWas) {
+  auto module = ParseHloModule(kMnistSoftmax);
+  ASSERT_TRUE(module.ok());
+  const std::string before = (*module)->ToString();
+  ASSERT_TRUE(CompileAheadOfTime(**module, {}).ok());
+  EXPECT_EQ((*module)->ToString(), before);
+}
+
+StatusOr<AotResult> CompileText(const char* text, const AotOptions& options = {}) {
+  auto module = ParseHloModule(text);
+  if (!module.ok()) return module.status();
+  return CompileAheadOfTime(**module, options);
+}
+
+TEST(AotCompilerTest, WhatCannotBeGeneratedIsRefusedByName) {
+  auto custom = CompileText(R"(HloModule m
+ENTRY e {
+  x = f32[4] parameter(0)
+  ROOT c = f32[4] custom-call(x), custom_call_target="my_library_function"
+})");
+  ASSERT_FALSE(custom.ok());
+  EXPECT_EQ(custom.status().message(),
+            "c: custom-call cannot be compiled ahead of time: it calls \"my_library_function\", "
+            "code outside the module that the object cannot carry");
+  auto infeed = CompileText(R"(HloModule m
+ENTRY e {
+  t = token[] after-all()
+  in = (f32[4], token[]) infeed(t)
+  ROOT x = f32[4] get-tuple-element(in), index=0
+})");
+  ASSERT_FALSE(infeed.ok());
+  EXPECT_NE(infeed.status().message().find("in: infeed cannot be compiled ahead of time"),
+            std::string::npos) << infeed.status().message();
+  auto loop = CompileText(R"(HloModule m
+cond {
+  s = s32[] parameter(0)
+  n = s32[] constant(3)
+  ROOT lt = pred[] compare(s, n), direction=LT
+}
+body {
+  s = s32[] parameter(0)
+  one = s32[] constant(1)
+  ROOT j = s32[] add(s, one)
+}
+ENTRY e {
+  z = s32[] parameter(0)
+  ROOT w = s32[] while(z), condition=cond, body=body
+})");
+  ASSERT_FALSE(loop.ok());
+  EXPECT_NE(loop.status().message().find("w: while cannot be compiled ahead of time"),
+            std::string::npos) << loop.status().message();
+}
+
+TEST(AotCompilerTest, BadTargetsAndEntryPointsAreRefused) {
+  AotOptions options;
+  options.target_triple = "nonsense-unknown-none";
+  auto triple = CompileText(kConstantWeights, options);
+  ASSERT_FALSE(triple.ok());
+  EXPECT_NE(triple.status().message().find("--target_triple"), std::string::npos);
+  options = {};
+  options.target_cpu = "no-such-cpu";
+  auto cpu = CompileText(kConstantWeights, options);
+  ASSERT_FALSE(cpu.ok());
+  EXPECT_NE(cpu.status().message().find("--target_cpu: 'no-such-cpu'"), std::string::npos);
+  options = {};
+  options.entry_point = "3run";
+  auto entry = CompileText(kConstantWeights, options);
+  ASSERT_FALSE(entry.ok());
+  EXPECT_NE(entry.status().message().find("--entry_point"), std::string::npos);
+}
+
+constexpr const char* kAarch64 = "aarch64-unknown-linux-gnu";
+
+TEST(AotCompilerTest, Aarch64ObjectsAreAarch64Elf) {
+  AotOptions options;
+  options.target_triple = kAarch64;
+  auto compiled = CompileText(kMnistSoftmax, options);
+  ASSERT_TRUE(compiled.ok()) << compiled.status().message();
+  EXPECT_EQ(compiled->target_triple, kAarch64);
+  const std::string& o = compiled->object;
+  ASSERT_GT(o.size(), 20u);
+  EXPECT_EQ(o.substr(0, 4), "\x7f" "ELF");
+  EXPECT_EQ(o[4], 2);  // ELFCLASS64
+  uint16_t machine = 0;
+  std::memcpy(&machine, o.data() + 18, 2);  // little-endian, as the host reading it
+  EXPECT_EQ(machine, 183);  // EM_AARCH64
+  EXPECT_EQ(static_cast<unsigned char>(o[16]), 1);  // ET_REL: a relocatable object
+}
+
+// Under qemu-user: the same comparisons as on the host, with a program linked statically by
+// the cross compiler (setup.sh --test-peers installs both).
+TEST(AotCompilerTest, Aarch64ProgramsUnderQemuMatchTheEvaluator) {
+  if (!HaveProgram("aarch64-linux-gnu-gcc") || !HaveProgram("qemu-aarch64")) {
+    GTEST_SKIP() << "aarch64-linux-gnu-gcc or qemu-aarch64 is not installed (apt-get install "
+                    "g++-aarch64-linux-gnu qemu-user)";
+  }
+  const Toolchain cross{{"aarch64-linux-gnu-gcc", "-O1", "-static"}, {"qemu-aarch64"}};
+  for (const char* text : {kElementwiseReduce, kMnistSoftmax, kConvolution, kConstantWeights}) {
+    ExpectProgramMatchesEvaluator(text, kAarch64, cross);
+  }
+}
+
+}  // namespace
+}  // namespace xlens::aot
