@@ -24,6 +24,9 @@ packages=(
 # need them skip with the reason when they cannot be installed.
 test_peers=false
 if [ "${1:-}" = "--test-peers" ]; then test_peers=true; fi
+# Ahead-of-time objects for aarch64 are linked by the cross compiler and run under qemu-user
+# (tests/aot; skipped without them).
+$test_peers && packages+=(g++-aarch64-linux-gnu qemu-user)
 
 # The Python package's build (its extension is built with the tree when nanobind is there) and
 # its tests (pytest, run in a fresh virtual environment the package is installed into).
