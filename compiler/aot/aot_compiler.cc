@@ -64,9 +64,6 @@ std::string WhyNotAheadOfTime(const HloInstruction& hlo) {
              "in the object";
     case HloOpcode::kSort:
       return "runs through the runtime's sort, which has no generated code to put in the object";
-    case HloOpcode::kWhile: case HloOpcode::kConditional:
-      return "is control flow, which ahead-of-time compilation does not generate yet (only "
-             "straight-line modules)";
     default:
       return "";
   }
@@ -96,6 +93,65 @@ struct Home {
   llvm::GlobalVariable* constant = nullptr;
 };
 
+// Where one array is when the entry function runs: `base` and `offset` identify the memory
+// (so that two places can be compared while generating code), `pointer` computes it.
+struct Place {
+  const void* base = nullptr;
+  int64_t offset = 0;
+  llvm::Value* pointer = nullptr;
+  bool operator==(const Place& other) const { return base == other.base && offset == other.offset; }
+};
+
+using Leaf = std::pair<const HloInstruction*, std::vector<int64_t>>;
+
+// The instruction and leaf that define the value at leaf `index` of `hlo` (tuple,
+// get-tuple-element, bitcast and the like define nothing of their own).
+Leaf Resolve(const HloInstruction* hlo, std::vector<int64_t> index) {
+  while (true) {
+    switch (hlo->opcode()) {
+      case HloOpcode::kTuple:
+        if (index.empty()) return {hlo, index};
+        hlo = hlo->operand(index[0]);
+        index.erase(index.begin());
+        break;
+      case HloOpcode::kGetTupleElement:
+        index.insert(index.begin(), hlo->tuple_index());
+        hlo = hlo->operand(0);
+        break;
+      case HloOpcode::kBitcast: case HloOpcode::kAddDependency:
+      case HloOpcode::kOptimizationBarrier: case HloOpcode::kDomain:
+        hlo = hlo->operand(0);
+        break;
+      default:
+        return {hlo, index};
+    }
+  }
+}
+
+// The array leaves of a shape, depth-first, with their sizes.
+std::vector<std::pair<std::vector<int64_t>, int64_t>> ArrayLeaves(const Shape& shape) {
+  std::vector<std::pair<std::vector<int64_t>, int64_t>> leaves;
+  shape.ForEachLeaf([&](const Shape& s, const std::vector<int64_t>& index) {
+    if (s.IsArray()) leaves.push_back({index, shape_util::ByteSizeOf(s)});
+  });
+  return leaves;
+}
+
+// A computation a while or conditional runs: every value it defines has its own region of
+// temp (as the JIT's nested frames do); its parameters are the caller's places.
+struct NestedLayout {
+  std::map<Leaf, int64_t> offsets;           // into temp
+  std::map<Leaf, int64_t> parameter_leaf;    // (parameter, index) -> leaf number
+  std::vector<int64_t> staging;              // a while body's root leaves staged here (temp offsets)
+};
+
+// One invocation of a computation: where its values are.
+struct Frame {
+  const HloComputation* computation = nullptr;
+  const NestedLayout* layout = nullptr;  // null for the entry
+  std::vector<Place> parameters;         // nested: the parameter leaves' places
+};
+
 class AotBuilder {
  public:
   AotBuilder(HloModule& module, const AotOptions& options) : module_(module), options_(options) {}
@@ -103,9 +159,26 @@ class AotBuilder {
 
  private:
   Status PlaceAllocations();
-  StatusOr<llvm::Value*> Pointer(llvm::IRBuilder<>& b, const HloInstruction& hlo,
-                                 const std::vector<int64_t>& index);
-  Status EmitEntry(const std::vector<std::pair<const HloInstruction*, codegen::KernelSpec>>& kernels);
+  // Pass one: the kernels of `order` and of the computations its control flow runs, and the
+  // temp regions of those computations.
+  Status EmitKernels(const std::vector<const HloInstruction*>& order);
+  Status PlanNested(const HloComputation& computation);
+  llvm::GlobalVariable* ConstantGlobal(const HloInstruction& constant);
+  // Pass two: the entry function's code for `order`, run in `frame`.
+  StatusOr<Place> EntryPlace(llvm::IRBuilder<>& b, const HloInstruction& hlo,
+                             const std::vector<int64_t>& index);
+  StatusOr<Place> PlaceOf(llvm::IRBuilder<>& b, const Frame& frame, const HloInstruction& hlo,
+                          const std::vector<int64_t>& index);
+  StatusOr<std::vector<Place>> LeafPlaces(llvm::IRBuilder<>& b, const Frame& frame,
+                                          const HloInstruction& hlo);
+  Frame NestedFrame(const HloComputation& computation, std::vector<Place> parameters) const;
+  Status EmitSequence(llvm::IRBuilder<>& b, const Frame& frame,
+                      const std::vector<const HloInstruction*>& order);
+  Status EmitKernelCall(llvm::IRBuilder<>& b, const Frame& frame, const HloInstruction& hlo);
+  Status EmitWhile(llvm::IRBuilder<>& b, const Frame& frame, const HloInstruction& hlo);
+  Status EmitConditional(llvm::IRBuilder<>& b, const Frame& frame, const HloInstruction& hlo);
+  void Copy(llvm::IRBuilder<>& b, const Place& to, const Place& from, int64_t bytes);
+  Status EmitEntry();
   // Calls of functions outside libc and libm (the runtime's integer power, complex math),
   // named by the instruction whose kernel makes them.
   Status CheckCallsOnlyLibraries() const;
@@ -118,14 +191,21 @@ class AotBuilder {
   std::unique_ptr<llvm::Module> llvm_module_;
   std::vector<Home> homes_;  // by allocation index
   std::map<std::pair<int64_t, std::vector<int64_t>>, int64_t> argument_of_;  // (param, leaf)
-  std::vector<std::pair<const HloInstruction*, std::vector<int64_t>>> result_leaves_;
+  std::vector<Leaf> result_leaves_;
   std::vector<bool> result_in_place_;  // result j is computed where the caller wants it
   std::map<std::string, std::string> hlo_of_function_;
+  std::set<std::string> symbols_;
+  std::map<const HloInstruction*, codegen::KernelSpec> kernels_;
+  std::map<const HloComputation*, NestedLayout> nested_;
+  std::map<const HloInstruction*, llvm::GlobalVariable*> constants_;
+  int64_t scratch_bytes_ = 0;
   int64_t temp_bytes_ = 0;
   int64_t scratch_offset_ = 0;
-  // Values the entry function reads once: the argument and result pointers, temp.
+  // Values the entry function reads once: the argument and result pointers, temp, scratch.
   std::vector<llvm::Value*> argument_ptrs_, result_ptrs_;
   llvm::Value* temp_ = nullptr;
+  llvm::Value* scratch_ = nullptr;
+  llvm::IRBuilder<>* allocas_ = nullptr;  // at the end of the entry function's first block
 };
 
 Status AotBuilder::PlaceAllocations() {
@@ -247,8 +327,9 @@ Status AotBuilder::PlaceAllocations() {
   return OkStatus();
 }
 
-StatusOr<llvm::Value*> AotBuilder::Pointer(llvm::IRBuilder<>& b, const HloInstruction& hlo,
-                                           const std::vector<int64_t>& index) {
+
+StatusOr<Place> AotBuilder::EntryPlace(llvm::IRBuilder<>& b, const HloInstruction& hlo,
+                                       const std::vector<int64_t>& index) {
   ASSIGN_OR_RETURN(BufferSlice slice, assignment_->GetSlice(hlo, index));
   const Home& home = homes_.at(slice.allocation);
   llvm::Value* base = nullptr;
@@ -262,11 +343,277 @@ StatusOr<llvm::Value*> AotBuilder::Pointer(llvm::IRBuilder<>& b, const HloInstru
       offset += home.offset;
       break;
   }
-  return offset == 0 ? base : b.CreateConstInBoundsGEP1_64(b.getInt8Ty(), base, offset);
+  return Place{base, offset,
+               offset == 0 ? base : b.CreateConstInBoundsGEP1_64(b.getInt8Ty(), base, offset)};
 }
 
-Status AotBuilder::EmitEntry(
-    const std::vector<std::pair<const HloInstruction*, codegen::KernelSpec>>& kernels) {
+llvm::GlobalVariable* AotBuilder::ConstantGlobal(const HloInstruction& constant) {
+  auto it = constants_.find(&constant);
+  if (it != constants_.end()) return it->second;
+  std::string bytes(static_cast<size_t>(shape_util::ByteSizeOf(constant.shape())), '\0');
+  runtime::CopyToLayout(constant.literal().untyped_data(), constant.shape(), bytes.data());
+  llvm::Constant* data =
+      llvm::ConstantDataArray::getRaw(bytes, bytes.size(), llvm::Type::getInt8Ty(*context_));
+  auto* global = new llvm::GlobalVariable(*llvm_module_, data->getType(), true,
+                                          llvm::GlobalValue::InternalLinkage, data,
+                                          "weights." + codegen::SanitizeName(constant.name()));
+  global->setAlignment(llvm::Align(kAlignment));
+  constants_[&constant] = global;
+  return global;
+}
+
+Status AotBuilder::PlanNested(const HloComputation& computation) {
+  if (nested_.count(&computation)) return OkStatus();
+  NestedLayout layout;
+  for (const HloInstruction* p : computation.parameter_instructions()) {
+    for (const auto& [index, size] : ArrayLeaves(p->shape())) {
+      layout.parameter_leaf[{p, index}] = static_cast<int64_t>(layout.parameter_leaf.size());
+    }
+  }
+  auto order = computation.MakeInstructionPostOrder();
+  for (const HloInstruction* hlo : order) {
+    if (hlo->opcode() == HloOpcode::kParameter) continue;
+    for (const auto& [index, size] : ArrayLeaves(hlo->shape())) {
+      if (Resolve(hlo, index) != Leaf{hlo, index}) continue;  // an alias
+      if (hlo->opcode() == HloOpcode::kConstant) {
+        if (hlo->literal().is_elided() || hlo->literal().is_text_only()) {
+          return Error(fmt::format("{}: the constant has no value in the text (elided), and its "
+                                   "value is what the object would carry", hlo->name()));
+        }
+        ConstantGlobal(*hlo);
+        continue;
+      }
+      layout.offsets[{hlo, index}] = temp_bytes_;
+      temp_bytes_ += Aligned(size);
+    }
+  }
+  // A while body's results are staged before they become the next state: one may be another
+  // element of the state (a swap).
+  for (const auto& [index, size] : ArrayLeaves(computation.root_instruction()->shape())) {
+    layout.staging.push_back(temp_bytes_);
+    temp_bytes_ += Aligned(size);
+  }
+  nested_[&computation] = std::move(layout);
+  return EmitKernels({order.begin(), order.end()});
+}
+
+Status AotBuilder::EmitKernels(const std::vector<const HloInstruction*>& order) {
+  for (const HloInstruction* hlo : order) {
+    if (std::string why = WhyNotAheadOfTime(*hlo); !why.empty()) return Refuse(*hlo, why);
+    switch (hlo->opcode()) {
+      case HloOpcode::kWhile:
+        RETURN_IF_ERROR(PlanNested(*hlo->while_condition()));
+        RETURN_IF_ERROR(PlanNested(*hlo->while_body()));
+        continue;
+      case HloOpcode::kConditional:
+        for (const HloComputation* branch : hlo->branch_computations()) {
+          RETURN_IF_ERROR(PlanNested(*branch));
+        }
+        continue;
+      case HloOpcode::kCall:
+        return Refuse(*hlo, "calls a computation the inliner left, which is not generated yet");
+      default:
+        break;
+    }
+    if (!codegen::IsKernelInstruction(*hlo)) continue;  // parameters, constants, aliases
+    auto spec = codegen::EmitKernel(*hlo, codegen::UniqueKernelName(hlo->name(), symbols_),
+                                    *llvm_module_);
+    if (!spec.ok()) return spec.status().WithContext(hlo->name());
+    for (const codegen::KernelPhase& phase : spec->phases) {
+      hlo_of_function_[phase.function_name] = hlo->name();
+    }
+    scratch_bytes_ = std::max(scratch_bytes_, spec->scratch_bytes);
+    kernels_[hlo] = std::move(*spec);
+  }
+  return OkStatus();
+}
+
+Frame AotBuilder::NestedFrame(const HloComputation& computation, std::vector<Place> parameters) const {
+  return Frame{&computation, &nested_.at(&computation), std::move(parameters)};
+}
+
+StatusOr<Place> AotBuilder::PlaceOf(llvm::IRBuilder<>& b, const Frame& frame,
+                                    const HloInstruction& hlo, const std::vector<int64_t>& index) {
+  if (frame.layout == nullptr) return EntryPlace(b, hlo, index);
+  const auto [source, source_index] = Resolve(&hlo, index);
+  if (source->opcode() == HloOpcode::kParameter) {
+    auto it = frame.layout->parameter_leaf.find({source, source_index});
+    if (it == frame.layout->parameter_leaf.end() ||
+        it->second >= static_cast<int64_t>(frame.parameters.size())) {
+      return Error(fmt::format("{}: a parameter leaf has no place", hlo.name()));
+    }
+    return frame.parameters[it->second];
+  }
+  if (source->opcode() == HloOpcode::kConstant) {
+    llvm::GlobalVariable* global = constants_.at(source);
+    return Place{global, 0, global};
+  }
+  auto it = frame.layout->offsets.find({source, source_index});
+  if (it == frame.layout->offsets.end()) {
+    return Error(fmt::format("{}: the value has no buffer in {}", hlo.name(),
+                             frame.computation->name()));
+  }
+  return Place{temp_, it->second, b.CreateConstInBoundsGEP1_64(b.getInt8Ty(), temp_, it->second)};
+}
+
+StatusOr<std::vector<Place>> AotBuilder::LeafPlaces(llvm::IRBuilder<>& b, const Frame& frame,
+                                                    const HloInstruction& hlo) {
+  std::vector<Place> places;
+  for (const auto& [index, size] : ArrayLeaves(hlo.shape())) {
+    ASSIGN_OR_RETURN(Place place, PlaceOf(b, frame, hlo, index));
+    places.push_back(place);
+  }
+  return places;
+}
+
+void AotBuilder::Copy(llvm::IRBuilder<>& b, const Place& to, const Place& from, int64_t bytes) {
+  if (to == from || bytes == 0) return;
+  b.CreateMemMove(to.pointer, llvm::MaybeAlign(1), from.pointer, llvm::MaybeAlign(1), bytes);
+}
+
+Status AotBuilder::EmitKernelCall(llvm::IRBuilder<>& b, const Frame& frame,
+                                  const HloInstruction& hlo) {
+  const codegen::KernelSpec& spec = kernels_.at(&hlo);
+  std::vector<llvm::Value*> pointers;
+  for (const HloInstruction* operand : hlo.operands()) {
+    ASSIGN_OR_RETURN(std::vector<Place> places, LeafPlaces(b, frame, *operand));
+    for (const Place& p : places) pointers.push_back(p.pointer);
+  }
+  ASSIGN_OR_RETURN(std::vector<Place> outputs, LeafPlaces(b, frame, hlo));
+  for (const Place& p : outputs) pointers.push_back(p.pointer);
+  if (static_cast<int64_t>(pointers.size()) != spec.operand_leaves + spec.output_leaves) {
+    return Error(fmt::format("{}: the kernel takes {} buffers but the instruction has {} (a code "
+                             "generation bug)", hlo.name(),
+                             spec.operand_leaves + spec.output_leaves, pointers.size()));
+  }
+  pointers.push_back(scratch_);
+  llvm::Type* ptr = b.getPtrTy();
+  auto* table_type = llvm::ArrayType::get(ptr, pointers.size());
+  // In the first block, so that a kernel inside a loop does not grow the stack at every step.
+  llvm::Value* table = allocas_->CreateAlloca(table_type, nullptr,
+                                              codegen::SanitizeName(hlo.name()) + "_buffers");
+  for (size_t i = 0; i < pointers.size(); ++i) {
+    b.CreateStore(pointers[i], b.CreateConstInBoundsGEP2_64(table_type, table, 0, i));
+  }
+  // Phase after phase over all its tasks (the JIT's runtime splits the tasks over threads; here
+  // one call does them all).
+  for (const codegen::KernelPhase& phase : spec.phases) {
+    llvm::Function* fn = llvm_module_->getFunction(phase.function_name);
+    if (fn == nullptr) return Error(fmt::format("{}: kernel {} was not emitted", hlo.name(), phase.function_name));
+    b.CreateCall(fn, {table, b.getInt64(0), b.getInt64(phase.tasks)});
+  }
+  return OkStatus();
+}
+
+Status AotBuilder::EmitWhile(llvm::IRBuilder<>& b, const Frame& frame, const HloInstruction& hlo) {
+  ASSIGN_OR_RETURN(std::vector<Place> state, LeafPlaces(b, frame, hlo));
+  ASSIGN_OR_RETURN(std::vector<Place> init, LeafPlaces(b, frame, *hlo.operand(0)));
+  const auto leaves = ArrayLeaves(hlo.shape());
+  for (size_t i = 0; i < state.size(); ++i) Copy(b, state[i], init[i], leaves[i].second);
+  llvm::Function* f = b.GetInsertBlock()->getParent();
+  llvm::LLVMContext& c = *context_;
+  const std::string name = codegen::SanitizeName(hlo.name());
+  auto* cond_block = llvm::BasicBlock::Create(c, name + ".condition", f);
+  auto* body_block = llvm::BasicBlock::Create(c, name + ".body", f);
+  auto* exit_block = llvm::BasicBlock::Create(c, name + ".exit", f);
+  b.CreateBr(cond_block);
+
+  b.SetInsertPoint(cond_block);
+  const HloComputation& condition = *hlo.while_condition();
+  const Frame cond_frame = NestedFrame(condition, state);
+  auto cond_order = condition.MakeInstructionPostOrder();
+  RETURN_IF_ERROR(EmitSequence(b, cond_frame, {cond_order.begin(), cond_order.end()}));
+  ASSIGN_OR_RETURN(Place predicate, PlaceOf(b, cond_frame, *condition.root_instruction(), {}));
+  llvm::Value* go_on = b.CreateICmpNE(b.CreateLoad(b.getInt8Ty(), predicate.pointer), b.getInt8(0));
+  b.CreateCondBr(go_on, body_block, exit_block);
+
+  b.SetInsertPoint(body_block);
+  const HloComputation& body = *hlo.while_body();
+  const Frame body_frame = NestedFrame(body, state);
+  auto body_order = body.MakeInstructionPostOrder();
+  RETURN_IF_ERROR(EmitSequence(b, body_frame, {body_order.begin(), body_order.end()}));
+  ASSIGN_OR_RETURN(std::vector<Place> next, LeafPlaces(b, body_frame, *body.root_instruction()));
+  // A result that is another element of the state is staged first; the others (the body's own
+  // values) are copied straight in.
+  const NestedLayout& layout = nested_.at(&body);
+  std::vector<std::pair<size_t, Place>> staged;
+  for (size_t i = 0; i < next.size(); ++i) {
+    if (next[i] == state[i]) continue;
+    if (std::find(state.begin(), state.end(), next[i]) == state.end()) continue;
+    const int64_t offset = layout.staging.at(i);
+    Place stage{temp_, offset, b.CreateConstInBoundsGEP1_64(b.getInt8Ty(), temp_, offset)};
+    Copy(b, stage, next[i], leaves[i].second);
+    staged.push_back({i, stage});
+  }
+  for (size_t i = 0; i < next.size(); ++i) {
+    if (std::find(state.begin(), state.end(), next[i]) == state.end()) {
+      Copy(b, state[i], next[i], leaves[i].second);
+    }
+  }
+  for (const auto& [i, stage] : staged) Copy(b, state[i], stage, leaves[i].second);
+  b.CreateBr(cond_block);
+  b.SetInsertPoint(exit_block);
+  return OkStatus();
+}
+
+Status AotBuilder::EmitConditional(llvm::IRBuilder<>& b, const Frame& frame,
+                                   const HloInstruction& hlo) {
+  const std::vector<HloComputation*> branches = hlo.branch_computations();
+  ASSIGN_OR_RETURN(Place selector, PlaceOf(b, frame, *hlo.operand(0), {}));
+  ASSIGN_OR_RETURN(std::vector<Place> outputs, LeafPlaces(b, frame, hlo));
+  const auto leaves = ArrayLeaves(hlo.shape());
+  llvm::Value* branch_index;
+  if (hlo.operand(0)->shape().element_type() == PrimitiveType::PRED) {
+    // true runs the first computation, false the second.
+    llvm::Value* predicate = b.CreateICmpNE(b.CreateLoad(b.getInt8Ty(), selector.pointer), b.getInt8(0));
+    branch_index = b.CreateSelect(predicate, b.getInt32(0), b.getInt32(1));
+  } else {
+    branch_index = b.CreateLoad(b.getInt32Ty(), selector.pointer);
+  }
+  llvm::Function* f = b.GetInsertBlock()->getParent();
+  const std::string name = codegen::SanitizeName(hlo.name());
+  auto* merge = llvm::BasicBlock::Create(*context_, name + ".done", f);
+  std::vector<llvm::BasicBlock*> blocks;
+  for (size_t i = 0; i < branches.size(); ++i) {
+    blocks.push_back(llvm::BasicBlock::Create(*context_, fmt::format("{}.branch{}", name, i), f));
+  }
+  // An index out of range runs the last branch, as XLA does.
+  llvm::SwitchInst* dispatch = b.CreateSwitch(branch_index, blocks.back(), branches.size());
+  for (size_t i = 0; i + 1 < branches.size(); ++i) dispatch->addCase(b.getInt32(i), blocks[i]);
+  for (size_t i = 0; i < branches.size(); ++i) {
+    b.SetInsertPoint(blocks[i]);
+    ASSIGN_OR_RETURN(std::vector<Place> arguments, LeafPlaces(b, frame, *hlo.operand(i + 1)));
+    const Frame branch_frame = NestedFrame(*branches[i], arguments);
+    auto order = branches[i]->MakeInstructionPostOrder();
+    RETURN_IF_ERROR(EmitSequence(b, branch_frame, {order.begin(), order.end()}));
+    ASSIGN_OR_RETURN(std::vector<Place> results,
+                     LeafPlaces(b, branch_frame, *branches[i]->root_instruction()));
+    for (size_t j = 0; j < results.size(); ++j) Copy(b, outputs[j], results[j], leaves[j].second);
+    b.CreateBr(merge);
+  }
+  b.SetInsertPoint(merge);
+  return OkStatus();
+}
+
+Status AotBuilder::EmitSequence(llvm::IRBuilder<>& b, const Frame& frame,
+                                const std::vector<const HloInstruction*>& order) {
+  for (const HloInstruction* hlo : order) {
+    switch (hlo->opcode()) {
+      case HloOpcode::kWhile:
+        RETURN_IF_ERROR(EmitWhile(b, frame, *hlo));
+        continue;
+      case HloOpcode::kConditional:
+        RETURN_IF_ERROR(EmitConditional(b, frame, *hlo));
+        continue;
+      default:
+        break;
+    }
+    if (kernels_.count(hlo)) RETURN_IF_ERROR(EmitKernelCall(b, frame, *hlo));
+  }
+  return OkStatus();
+}
+
+Status AotBuilder::EmitEntry() {
   llvm::LLVMContext& c = *context_;
   llvm::Type* ptr = llvm::PointerType::get(c, 0);
   auto* type = llvm::FunctionType::get(llvm::Type::getVoidTy(c), {ptr, ptr, ptr}, false);
@@ -281,7 +628,12 @@ Status AotBuilder::EmitEntry(
   entry->getArg(0)->setName("args");
   entry->getArg(1)->setName("results");
   entry->getArg(2)->setName("temp");
-  llvm::IRBuilder<> b(llvm::BasicBlock::Create(c, "entry", entry));
+  auto* first = llvm::BasicBlock::Create(c, "entry", entry);
+  auto* start = llvm::BasicBlock::Create(c, "start", entry);
+  llvm::IRBuilder<> allocas(first);
+  allocas.SetInsertPoint(allocas.CreateBr(start));
+  allocas_ = &allocas;
+  llvm::IRBuilder<> b(start);
   for (size_t i = 0; i < result_.arguments.size(); ++i) {
     argument_ptrs_.push_back(b.CreateLoad(
         ptr, b.CreateConstInBoundsGEP1_64(ptr, entry->getArg(0), i), fmt::format("arg{}", i)));
@@ -291,57 +643,21 @@ Status AotBuilder::EmitEntry(
         ptr, b.CreateConstInBoundsGEP1_64(ptr, entry->getArg(1), j), fmt::format("result{}", j)));
   }
   temp_ = entry->getArg(2);
-  llvm::Value* scratch = b.CreateConstInBoundsGEP1_64(b.getInt8Ty(), temp_, scratch_offset_, "scratch");
+  scratch_ = b.CreateConstInBoundsGEP1_64(b.getInt8Ty(), temp_, scratch_offset_, "scratch");
 
-  // The kernels in the schedule's order, each called phase after phase over all its tasks (the
-  // JIT's runtime splits the tasks over threads; here one call does them all).
-  for (const auto& [hlo, spec] : kernels) {
-    std::vector<llvm::Value*> pointers;
-    for (const HloInstruction* operand : hlo->operands()) {
-      Status status = OkStatus();
-      operand->shape().ForEachLeaf([&](const Shape& s, const std::vector<int64_t>& index) {
-        if (!status.ok() || !s.IsArray()) return;
-        auto p = Pointer(b, *operand, index);
-        if (!p.ok()) status = p.status();
-        else pointers.push_back(*p);
-      });
-      RETURN_IF_ERROR(status.WithContext(hlo->name()));
-    }
-    Status status = OkStatus();
-    hlo->shape().ForEachLeaf([&](const Shape& s, const std::vector<int64_t>& index) {
-      if (!status.ok() || !s.IsArray()) return;
-      auto p = Pointer(b, *hlo, index);
-      if (!p.ok()) status = p.status();
-      else pointers.push_back(*p);
-    });
-    RETURN_IF_ERROR(status.WithContext(hlo->name()));
-    if (static_cast<int64_t>(pointers.size()) != spec.operand_leaves + spec.output_leaves) {
-      return Error(fmt::format("{}: the kernel takes {} buffers but the instruction has {} (a code "
-                               "generation bug)", hlo->name(),
-                               spec.operand_leaves + spec.output_leaves, pointers.size()));
-    }
-    pointers.push_back(scratch);
-    auto* table_type = llvm::ArrayType::get(ptr, pointers.size());
-    llvm::Value* table = b.CreateAlloca(table_type, nullptr, codegen::SanitizeName(hlo->name()) + "_buffers");
-    for (size_t i = 0; i < pointers.size(); ++i) {
-      b.CreateStore(pointers[i], b.CreateConstInBoundsGEP2_64(table_type, table, 0, i));
-    }
-    for (const codegen::KernelPhase& phase : spec.phases) {
-      llvm::Function* fn = llvm_module_->getFunction(phase.function_name);
-      if (fn == nullptr) return Error(fmt::format("{}: kernel {} was not emitted", hlo->name(), phase.function_name));
-      b.CreateCall(fn, {table, b.getInt64(0), b.getInt64(phase.tasks)});
-    }
-  }
+  // The entry's instructions in the schedule's order.
+  RETURN_IF_ERROR(EmitSequence(b, Frame{module_.entry_computation(), nullptr, {}},
+                               assignment_->schedule()));
 
   // Results computed elsewhere (an argument passed through, a constant, a shared buffer).
   for (size_t j = 0; j < result_leaves_.size(); ++j) {
     if (result_in_place_[j] || result_.results[j].byte_size == 0) continue;
-    ASSIGN_OR_RETURN(llvm::Value * source,
-                     Pointer(b, *result_leaves_[j].first, result_leaves_[j].second));
-    b.CreateMemCpy(result_ptrs_[j], llvm::MaybeAlign(1), source, llvm::MaybeAlign(1),
+    ASSIGN_OR_RETURN(Place source, EntryPlace(b, *result_leaves_[j].first, result_leaves_[j].second));
+    b.CreateMemCpy(result_ptrs_[j], llvm::MaybeAlign(1), source.pointer, llvm::MaybeAlign(1),
                    result_.results[j].byte_size);
   }
   b.CreateRetVoid();
+  allocas_ = nullptr;
   return OkStatus();
 }
 
@@ -399,28 +715,12 @@ StatusOr<AotResult> AotBuilder::Build() {
   llvm_module_->setDataLayout(machine->createDataLayout());
   RETURN_IF_ERROR(PlaceAllocations());
 
-  std::set<std::string> symbols{options_.entry_point};
-  std::vector<std::pair<const HloInstruction*, codegen::KernelSpec>> kernels;
-  int64_t scratch_bytes = 0;
-  for (const HloInstruction* hlo : assignment_->schedule()) {
-    if (std::string why = WhyNotAheadOfTime(*hlo); !why.empty()) return Refuse(*hlo, why);
-    if (hlo->opcode() == HloOpcode::kCall) {
-      return Refuse(*hlo, "calls a computation the inliner left (control flow is not generated yet)");
-    }
-    if (!codegen::IsKernelInstruction(*hlo)) continue;  // parameters, constants, aliases
-    auto spec = codegen::EmitKernel(*hlo, codegen::UniqueKernelName(hlo->name(), symbols),
-                                    *llvm_module_);
-    if (!spec.ok()) return spec.status().WithContext(hlo->name());
-    for (const codegen::KernelPhase& phase : spec->phases) {
-      hlo_of_function_[phase.function_name] = hlo->name();
-    }
-    scratch_bytes = std::max(scratch_bytes, spec->scratch_bytes);
-    kernels.emplace_back(hlo, std::move(*spec));
-  }
+  symbols_.insert(options_.entry_point);
+  RETURN_IF_ERROR(EmitKernels(assignment_->schedule()));
   scratch_offset_ = temp_bytes_;
-  temp_bytes_ += Aligned(scratch_bytes);
+  temp_bytes_ += Aligned(scratch_bytes_);
   RETURN_IF_ERROR(CheckCallsOnlyLibraries());
-  RETURN_IF_ERROR(EmitEntry(kernels));
+  RETURN_IF_ERROR(EmitEntry());
 
   // Only the entry function is exported: the kernels are internal, so that LLVM may inline them
   // into it and two objects linked into one program never clash.
@@ -454,7 +754,7 @@ StatusOr<AotResult> AotBuilder::Build() {
   if (dump != nullptr) dump->EndModule(module_);
   result_.temp_bytes = temp_bytes_;
   result_.temp_alignment = kAlignment;
-  result_.kernel_count = static_cast<int>(kernels.size());
+  result_.kernel_count = static_cast<int>(kernels_.size());
   return std::move(result_);
 }
 

@@ -104,6 +104,67 @@ ENTRY e {{
 const std::string kConstantWeightsText = ConstantWeightsText();
 const char* const kConstantWeights = kConstantWeightsText.c_str();
 
+// A loop whose state swaps two arrays and accumulates, around a kernel that reads both.
+constexpr const char* kWhileLoop = R"(HloModule while_loop
+cond {
+  s = (s32[], f32[16], f32[16]) parameter(0)
+  i = s32[] get-tuple-element(s), index=0
+  n = s32[] constant(5)
+  ROOT lt = pred[] compare(i, n), direction=LT
+}
+body {
+  s = (s32[], f32[16], f32[16]) parameter(0)
+  i = s32[] get-tuple-element(s), index=0
+  a = f32[16] get-tuple-element(s), index=1
+  b = f32[16] get-tuple-element(s), index=2
+  one = s32[] constant(1)
+  j = s32[] add(i, one)
+  half = f32[] constant(0.5)
+  h = f32[16] broadcast(half), dimensions={}
+  m = f32[16] multiply(a, h)
+  c = f32[16] add(m, b)
+  ROOT t = (s32[], f32[16], f32[16]) tuple(j, c, a)
+}
+ENTRY e {
+  a = f32[16] parameter(0)
+  b = f32[16] parameter(1)
+  z = s32[] constant(0)
+  init = (s32[], f32[16], f32[16]) tuple(z, a, b)
+  w = (s32[], f32[16], f32[16]) while(init), condition=cond, body=body
+  x = f32[16] get-tuple-element(w), index=1
+  y = f32[16] get-tuple-element(w), index=2
+  ROOT r = (f32[16], f32[16]) tuple(x, y)
+})";
+
+// A conditional chosen by an index (one out of range: the last branch runs) and one by a
+// predicate computed from the data.
+constexpr const char* kConditional = R"(HloModule conditional
+double {
+  x = f32[8] parameter(0)
+  ROOT d = f32[8] add(x, x)
+}
+negate {
+  x = f32[8] parameter(0)
+  ROOT n = f32[8] negate(x)
+}
+exp {
+  x = f32[8] parameter(0)
+  ROOT e = f32[8] exponential(x)
+}
+ENTRY e {
+  x = f32[8] parameter(0)
+  k = s32[] constant(1)
+  big = s32[] constant(7)
+  a = f32[8] conditional(k, x, x, x), branch_computations={double, negate, exp}
+  b = f32[8] conditional(big, x, x, x), branch_computations={double, negate, exp}
+  zero = f32[] constant(0)
+  first = f32[1] slice(x), slice={[0:1]}
+  f = f32[] reshape(first)
+  p = pred[] compare(f, zero), direction=GT
+  c = f32[8] conditional(p, a, b), true_computation=double, false_computation=negate
+  ROOT r = (f32[8], f32[8], f32[8]) tuple(a, b, c)
+})";
+
 // Reads the arguments (arg<i>.bin), calls the entry function, writes result<j>.bin: sizes are
 // written into it from the AotResult, as the generated header does for a C++ program.
 std::string DriverSource(const AotResult& compiled, const std::string& entry) {
@@ -278,6 +339,14 @@ TEST(AotCompilerTest, ConvolutionIsGeneratedCode) {
   ExpectProgramMatchesEvaluator(kConvolution, "", kHost);
 }
 
+TEST(AotCompilerTest, WhileLoopsRunInTheEntryFunction) {
+  ExpectProgramMatchesEvaluator(kWhileLoop, "", kHost);
+}
+
+TEST(AotCompilerTest, ConditionalsRunInTheEntryFunction) {
+  ExpectProgramMatchesEvaluator(kConditional, "", kHost);
+}
+
 TEST(AotCompilerTest, ConstantWeightsAreInTheObject) {
   AotResult compiled;
   ExpectProgramMatchesEvaluator(kConstantWeights, "", kHost, &compiled);
@@ -348,24 +417,19 @@ ENTRY e {
   ASSERT_FALSE(infeed.ok());
   EXPECT_NE(infeed.status().message().find("in: infeed cannot be compiled ahead of time"),
             std::string::npos) << infeed.status().message();
-  auto loop = CompileText(R"(HloModule m
-cond {
-  s = s32[] parameter(0)
-  n = s32[] constant(3)
-  ROOT lt = pred[] compare(s, n), direction=LT
-}
-body {
-  s = s32[] parameter(0)
-  one = s32[] constant(1)
-  ROOT j = s32[] add(s, one)
+  auto sort = CompileText(R"(HloModule m
+less {
+  a = f32[] parameter(0)
+  b = f32[] parameter(1)
+  ROOT lt = pred[] compare(a, b), direction=LT
 }
 ENTRY e {
-  z = s32[] parameter(0)
-  ROOT w = s32[] while(z), condition=cond, body=body
+  x = f32[16] parameter(0)
+  ROOT s = f32[16] sort(x), dimensions={0}, to_apply=less
 })");
-  ASSERT_FALSE(loop.ok());
-  EXPECT_NE(loop.status().message().find("w: while cannot be compiled ahead of time"),
-            std::string::npos) << loop.status().message();
+  ASSERT_FALSE(sort.ok());
+  EXPECT_NE(sort.status().message().find("s: sort cannot be compiled ahead of time"),
+            std::string::npos) << sort.status().message();
 }
 
 TEST(AotCompilerTest, BadTargetsAndEntryPointsAreRefused) {
@@ -412,7 +476,8 @@ TEST(AotCompilerTest, Aarch64ProgramsUnderQemuMatchTheEvaluator) {
                     "g++-aarch64-linux-gnu qemu-user)";
   }
   const Toolchain cross{{"aarch64-linux-gnu-gcc", "-O1", "-static"}, {"qemu-aarch64"}};
-  for (const char* text : {kElementwiseReduce, kMnistSoftmax, kConvolution, kConstantWeights}) {
+  for (const char* text : {kElementwiseReduce, kMnistSoftmax, kConvolution, kConstantWeights,
+                           kWhileLoop, kConditional}) {
     ExpectProgramMatchesEvaluator(text, kAarch64, cross);
   }
 }
