@@ -8,7 +8,8 @@ scripts/setup.sh --test-peers
 # where they cannot be installed.
 scripts/install_trace_consumers.sh ||
   echo "test: the trace consumers could not be installed; trace_loads_in_perfetto_and_hta will skip" >&2
-scripts/build.sh | tail -n 1
+# A tree configured here compiles its libraries in batches (in about half the time).
+XLENS_UNITY_BUILD=ON scripts/build.sh | tail -n 1
 # The Python package, installed from this clone into a fresh virtual environment (no second
 # compile: pip reuses build/); the python_package test runs its pytest suite there.
 scripts/install_python_package.sh
