@@ -104,6 +104,25 @@ struct RunArgs {
 // Compiles and runs a module (xlens run); with --reference checks it against the evaluator.
 int RunRun(const RunArgs& args);
 
+// xlens aot: tfcompile's flags (ahead-of-time compilation to an object and a C++ header).
+struct AotArgs {
+  std::string graph;      // GraphDef (.pb, .pbtxt) or SavedModel directory
+  std::string signature;  // with a SavedModel
+  std::string config;     // tf2xla.Config (.pbtxt or .pb)
+  std::string hlo;        // or an HLO module
+  std::string cpp_class;
+  std::string out_header = "out.h";
+  std::string out_function_object = "out_model.o";
+  std::string out_metadata_object;  // "" : none
+  std::string target_triple;
+  std::string target_cpu;
+  std::string target_features;
+  std::string entry_point = "entry";
+  bool print_memory = false;
+  std::vector<std::string> extra_flags;
+};
+int RunAot(const AotArgs& args);
+
 struct CompileArgs {
   std::string file;
   std::string backend = "cpu";

@@ -221,6 +221,32 @@ int main(int argc, char** argv) {
   compile->add_option("-o,--output", compile_args.output, "Write here instead of stdout");
   compile->allow_extras();
 
+  AotArgs aot_args;
+  auto* aot = app.add_subcommand(
+      "aot", "Compile ahead of time, as tfcompile: a graph and its tf2xla.Config (or HLO) to an object "
+             "file and a C++ header whose class runs it; the program needs no xlens");
+  aot->add_option("--graph", aot_args.graph, "GraphDef (.pb or .pbtxt) or SavedModel directory");
+  aot->add_option("--signature", aot_args.signature, "A SavedModel's signature (default: serving_default)");
+  aot->add_option("--config", aot_args.config,
+                  "tfcompile's tf2xla.Config (text or binary): feeds, fetches, variables");
+  aot->add_option("--hlo", aot_args.hlo, "An HLO module instead of a graph");
+  aot->add_option("--cpp_class", aot_args.cpp_class, "The generated class: Name or ns1::ns2::Name")->required();
+  aot->add_option("--out_header", aot_args.out_header, "The C++ header to write")->capture_default_str();
+  aot->add_option("--out_function_object", aot_args.out_function_object, "The object file to write")
+      ->capture_default_str();
+  aot->add_option("--out_metadata_object", aot_args.out_metadata_object,
+                  "Also write an object holding the function's names, shapes and sizes as data");
+  aot->add_option("--target_triple", aot_args.target_triple,
+                  "LLVM target triple (default: this machine's), e.g. aarch64-unknown-linux-gnu");
+  aot->add_option("--target_cpu", aot_args.target_cpu, "LLVM CPU name (default: generic)");
+  aot->add_option("--target_features", aot_args.target_features, "LLVM features, e.g. +avx2,+fma");
+  aot->add_option("--entry_point", aot_args.entry_point, "The entry function's C name")->capture_default_str();
+  aot->add_flag("--print-memory,--print_memory", aot_args.print_memory,
+                "Print the bytes of weights, temporaries, arguments and results");
+  aot->allow_extras();
+  aot->footer("XLA flags (--xla_dump_to=DIR, --xla_disable_hlo_passes=..., ...) are read from XLA_FLAGS and "
+              "from this command line, as for the JIT.");
+
   BisectArgs bisect_args;
   auto* bisect = app.add_subcommand(
       "bisect", "Find the pass, or the kernel's code, that makes a module compute something else");
@@ -541,6 +567,10 @@ int main(int argc, char** argv) {
       if (*compile) {
         compile_args.extra_flags = compile->remaining();
         return RunCompile(compile_args);
+      }
+      if (*aot) {
+        aot_args.extra_flags = aot->remaining();
+        return RunAot(aot_args);
       }
       if (*bisect) {
         bisect_args.extra_flags = bisect->remaining();
