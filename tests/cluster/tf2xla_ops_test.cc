@@ -692,6 +692,46 @@ TEST(Tf2XlaOpsTest, StridedSliceAndItsGradient) {
   }
 }
 
+// x[i] and x[:, i] with i an argument (a loop's index): begin and end known only at run time,
+// the slice a dynamic-slice and its gradient a dynamic-update-slice, negative i from the end; a
+// range whose size would depend on them is refused with the node.
+TEST(Tf2XlaOpsTest, StridedSliceAtARunTimeIndex) {
+  for (int32_t at : {3, -2}) {
+    SCOPED_TRACE(at);
+    std::mt19937 rng(79);
+    Body body;
+    Output x = body.Arg(RandomTensor(graph::DT_FLOAT, {5, 3}, rng));
+    Output i = body.Arg(Tensor::Scalar<int32_t>(graph::DT_INT32, at));
+    Output row_begin = ops::AsOutput(ops::BuildOpWithList(body.root, "Pack", {{i}}));
+    Output row_end = ops::AsOutput(
+        ops::BuildOpWithList(body.root, "Pack", {{ops::Add(body.root, i, ops::Input(1))}}));
+    Output row = ops::StridedSlice(body.root, x, row_begin, row_end, ops::Input({1}),
+                                   ops::StridedSliceAttrs{0, 0, 0, 0, 1});
+    Output j = ops::Sub(body.root, i, ops::Input(1));  // 2 and -3 of the 3 columns
+    Output col_begin =
+        ops::AsOutput(ops::BuildOpWithList(body.root, "Pack", {{ops::Input(0), j}}));
+    Output col = ops::StridedSlice(body.root, x, col_begin, col_begin, ops::Input({1, 1}),
+                                   ops::StridedSliceAttrs{1, 1, 0, 0, 2});
+    body.Ret(row);
+    body.Ret(col);
+    body.Ret(ops::StridedSliceGrad(body.root, ops::Const(body.root, std::vector<int32_t>{5, 3}),
+                                   row_begin, row_end, ops::Input({1}),
+                                   ops::Mul(body.root, row, ops::Const(body.root, 3.0f)),
+                                   ops::StridedSliceAttrs{0, 0, 0, 0, 1}));
+    body.Check(0);
+  }
+  std::mt19937 rng(83);
+  Body range;
+  Output x = range.Arg(RandomTensor(graph::DT_FLOAT, {5, 3}, rng));
+  Output i = range.Arg(Tensor::Scalar<int32_t>(graph::DT_INT32, 1));
+  Output begin = ops::AsOutput(ops::BuildOpWithList(range.root, "Pack", {{i}}));
+  range.Ret(ops::StridedSlice(range.root, x, begin, ops::Input({4}), ops::Input({1})));
+  auto refused = range.Compile();
+  ASSERT_FALSE(refused.ok());
+  EXPECT_NE(refused.status().message().find("whose size would depend on it"), std::string::npos)
+      << refused.status().message();
+}
+
 TEST(Tf2XlaOpsTest, SegmentSumsTopKAndActivations) {
   std::mt19937 rng(73);
   Body body;

@@ -31,12 +31,7 @@ TOLERANCE = 1e-4
 
 # What TensorFlow compiles and xlens does not yet: such a --jit=compile run must be refused with
 # one line of xlens's own (never a crash or a wrong answer), and is reported as a gap.
-KNOWN_GAPS = {
-    name: "the gradient of a loop in a loop pushes the inner loop's accumulators (lists) onto "
-          "the outer loop's: a list of lists, which the compiled TensorList lowering does not "
-          "represent yet"
-    for name in ("nested_loop_grad_functional", "nested_loop_grad_lowered")
-}
+KNOWN_GAPS = {}
 
 
 def build_graphs(out_dir):

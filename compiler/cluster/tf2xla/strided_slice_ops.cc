@@ -4,6 +4,10 @@
 // ValidateStridedSliceOp does; then the slice is a reverse (negative strides), a slice and a
 // reshape to the final shape, and its gradient a reshape, a pad (interior padding for the
 // strides) and the same reverse.
+// A begin known only at run time (x[i] in a loop) is lowered as tf2xla does when the slice's
+// size does not depend on it: every entry a single index (shrunk) or the whole dimension, stride
+// 1; the slice is then a dynamic-slice at the begin (negative indices from the end), and its
+// gradient a dynamic-update-slice into zeros.
 #include <fmt/format.h>
 
 #include <algorithm>
@@ -24,6 +28,7 @@ struct DenseSlice {
   std::vector<int64_t> reversed;
   std::vector<int64_t> sliced_dims;  // per input dimension (a shrunk one: 1)
   std::vector<int64_t> final_dims;   // the op's output shape (new axes in, shrunk ones out)
+  std::vector<int64_t> spec_index;   // per input dimension, its slice spec entry (-1: ellipsis)
 };
 
 StatusOr<SliceMasks> GetMasks(const XlaOpKernelContext& ctx) {
@@ -62,6 +67,7 @@ StatusOr<DenseSlice> MakeDense(const XlaOpKernelContext& ctx, const std::vector<
   d.limits = dims;
   d.steps.assign(rank, 1);
   d.sliced_dims = dims;
+  d.spec_index.assign(rank, -1);
   int64_t full = 0;
   for (int64_t i = 0; i < spec_len; ++i) {
     if (bit(m.ellipsis, i)) {
@@ -105,6 +111,7 @@ StatusOr<DenseSlice> MakeDense(const XlaOpKernelContext& ctx, const std::vector<
       step = -s;
       d.reversed.push_back(full);
     }
+    d.spec_index[full] = i;
     d.starts[full] = start;
     d.limits[full] = limit;
     d.steps[full] = step;
@@ -115,15 +122,74 @@ StatusOr<DenseSlice> MakeDense(const XlaOpKernelContext& ctx, const std::vector<
   return d;
 }
 
+// The dynamic-slice starts of a slice whose begin (input `begin_input`) is known only at run
+// time, for input dimensions `dims`; an error when the slice's size would depend on it.
+StatusOr<std::vector<HloInstruction*>> DynamicStarts(XlaOpKernelContext& ctx, int begin_input,
+                                                     const std::vector<int64_t>& dims,
+                                                     const std::vector<int64_t>& strides,
+                                                     const SliceMasks& masks, DenseSlice* d) {
+  const std::vector<int64_t> zeros(strides.size(), 0);
+  std::vector<int64_t> end(strides.size(), 0);
+  if (ctx.input_expression(begin_input + 1).kind() == XlaExpression::Kind::kConstant) {
+    ASSIGN_OR_RETURN(end, ctx.ConstantInputAsIntVector(begin_input + 1));
+  }
+  ASSIGN_OR_RETURN(*d, MakeDense(ctx, dims, zeros, end, strides, masks));
+  auto bit = [](int64_t mask, int64_t i) { return ((mask >> i) & 1) != 0; };
+  HloBuilder& b = ctx.builder();
+  ASSIGN_OR_RETURN(HloInstruction * begin, ctx.Input(begin_input));
+  std::vector<HloInstruction*> starts;
+  for (size_t k = 0; k < dims.size(); ++k) {
+    const int64_t i = d->spec_index[k];
+    const bool whole = i < 0 || (bit(masks.begin, i) && bit(masks.end, i) && strides[i] == 1);
+    if (whole) {
+      LOWER_OR_RETURN(HloInstruction * zero, ctx, b.ScalarConstant(PrimitiveType::S32, 0));
+      starts.push_back(zero);
+      continue;
+    }
+    if (!bit(masks.shrink, i)) {
+      return ctx.Error(fmt::format("input 1 ('begin') must be a compile-time constant: entry {} "
+                                   "of the slice is a range, whose size would depend on it",
+                                   i));
+    }
+    LOWER_OR_RETURN(HloInstruction * one, ctx, b.Slice(begin, {i}, {i + 1}, {1}));
+    LOWER_OR_RETURN(HloInstruction * index, ctx, b.Reshape(one, {}));
+    LOWER_OR_RETURN(index, ctx, b.Convert(index, PrimitiveType::S32));
+    LOWER_OR_RETURN(HloInstruction * zero, ctx, b.ScalarConstant(PrimitiveType::S32, 0));
+    LOWER_OR_RETURN(HloInstruction * size, ctx,
+                    b.ScalarConstant(PrimitiveType::S32, static_cast<double>(dims[k])));
+    LOWER_OR_RETURN(HloInstruction * negative, ctx,
+                    b.Compare(index, zero, ComparisonDirection::kLt));
+    LOWER_OR_RETURN(HloInstruction * wrapped, ctx, b.Binary(HloOpcode::kAdd, index, size));
+    LOWER_OR_RETURN(index, ctx, b.Select(negative, wrapped, index));
+    d->starts[k] = 0;
+    d->sliced_dims[k] = 1;
+    starts.push_back(index);
+  }
+  return starts;
+}
+
 Status LowerStridedSlice(XlaOpKernelContext& ctx) {
   ASSIGN_OR_RETURN(HloInstruction * x, ctx.Input(0));
-  ASSIGN_OR_RETURN(std::vector<int64_t> begin, ctx.ConstantInputAsIntVector(1));
-  ASSIGN_OR_RETURN(std::vector<int64_t> end, ctx.ConstantInputAsIntVector(2));
   ASSIGN_OR_RETURN(std::vector<int64_t> strides, ctx.ConstantInputAsIntVector(3));
   ASSIGN_OR_RETURN(SliceMasks masks, GetMasks(ctx));
+  HloBuilder& b = ctx.builder();
+  if (ctx.input_expression(1).kind() != XlaExpression::Kind::kConstant) {
+    DenseSlice d;
+    ASSIGN_OR_RETURN(std::vector<HloInstruction*> starts,
+                     DynamicStarts(ctx, 1, x->shape().dimensions(), strides, masks, &d));
+    auto slice = std::make_unique<HloInstruction>(HloOpcode::kDynamicSlice, Shape());
+    slice->AppendOperand(x);
+    for (HloInstruction* start : starts) slice->AppendOperand(start);
+    slice->dynamic_slice_sizes_attr = d.sliced_dims;
+    LOWER_OR_RETURN(HloInstruction * sliced, ctx, b.Add(std::move(slice)));
+    LOWER_OR_RETURN(HloInstruction * y, ctx, b.Reshape(sliced, d.final_dims));
+    ctx.SetOutput(0, y);
+    return OkStatus();
+  }
+  ASSIGN_OR_RETURN(std::vector<int64_t> begin, ctx.ConstantInputAsIntVector(1));
+  ASSIGN_OR_RETURN(std::vector<int64_t> end, ctx.ConstantInputAsIntVector(2));
   ASSIGN_OR_RETURN(DenseSlice d,
                    MakeDense(ctx, x->shape().dimensions(), begin, end, strides, masks));
-  HloBuilder& b = ctx.builder();
   HloInstruction* source = x;
   if (!d.reversed.empty()) {
     LOWER_OR_RETURN(source, ctx, b.Reverse(x, d.reversed));
@@ -138,6 +204,25 @@ Status LowerStridedSlice(XlaOpKernelContext& ctx) {
 // the first index as low padding and stride - 1 as interior padding.
 Status LowerStridedSliceGrad(XlaOpKernelContext& ctx) {
   ASSIGN_OR_RETURN(std::vector<int64_t> dims, ctx.ConstantInputAsIntVector(0));
+  if (ctx.input_expression(1).kind() != XlaExpression::Kind::kConstant) {
+    ASSIGN_OR_RETURN(std::vector<int64_t> strides, ctx.ConstantInputAsIntVector(3));
+    ASSIGN_OR_RETURN(HloInstruction * dy, ctx.Input(4));
+    ASSIGN_OR_RETURN(SliceMasks masks, GetMasks(ctx));
+    DenseSlice d;
+    ASSIGN_OR_RETURN(std::vector<HloInstruction*> starts,
+                     DynamicStarts(ctx, 1, dims, strides, masks, &d));
+    HloBuilder& b = ctx.builder();
+    LOWER_OR_RETURN(HloInstruction * update, ctx, b.Reshape(dy, d.sliced_dims));
+    LOWER_OR_RETURN(HloInstruction * zeros, ctx,
+                    b.FullConstant(dy->shape().element_type(), 0, dims));
+    auto dus = std::make_unique<HloInstruction>(HloOpcode::kDynamicUpdateSlice, Shape());
+    dus->AppendOperand(zeros);
+    dus->AppendOperand(update);
+    for (HloInstruction* start : starts) dus->AppendOperand(start);
+    LOWER_OR_RETURN(HloInstruction * y, ctx, b.Add(std::move(dus)));
+    ctx.SetOutput(0, y);
+    return OkStatus();
+  }
   ASSIGN_OR_RETURN(std::vector<int64_t> begin, ctx.ConstantInputAsIntVector(1));
   ASSIGN_OR_RETURN(std::vector<int64_t> end, ctx.ConstantInputAsIntVector(2));
   ASSIGN_OR_RETURN(std::vector<int64_t> strides, ctx.ConstantInputAsIntVector(3));
@@ -172,6 +257,12 @@ Status LowerStridedSliceGrad(XlaOpKernelContext& ctx) {
 void RegisterStridedSliceXlaOps(XlaOpRegistry& registry) {
   registry.Register("StridedSlice", LowerStridedSlice);
   registry.Register("StridedSliceGrad", LowerStridedSliceGrad);
+  // Where begin is known only at run time the size may not depend on begin or end (for x[i],
+  // end is i + 1): both may come at run time; with a constant begin, end must be one too.
+  for (const char* op : {"StridedSlice", "StridedSliceGrad"}) {
+    registry.AcceptRuntimeInput(op, "begin");
+    registry.AcceptRuntimeInput(op, "end");
+  }
 }
 
 }  // namespace xlens::cluster

@@ -288,6 +288,7 @@ Status GraphLowering::LowerNode(const Node& node) {
   b_->SetMetadata(MetadataFor(node), InstructionNameFor(node.name()));
   XlaOpKernelContext ctx(node, std::move(inputs), b_);
   for (const std::string& arg : node.registration().compile_time_const_inputs) {
+    if (XlaOpRegistry::Global().AcceptsRuntimeInput(op, arg)) continue;
     int start = 0, end = 0;
     RETURN_IF_ERROR(graph::NameRangeForArg(node.name(), node.attrs(), node.op_def(), true, arg,
                                            &start, &end));

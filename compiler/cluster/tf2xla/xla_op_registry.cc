@@ -244,6 +244,14 @@ void XlaOpRegistry::Register(const std::string& op, XlaOpLowering lowering) {
   lowerings_[op] = std::move(lowering);
 }
 
+void XlaOpRegistry::AcceptRuntimeInput(const std::string& op, const std::string& arg) {
+  runtime_inputs_.emplace(op, arg);
+}
+
+bool XlaOpRegistry::AcceptsRuntimeInput(const std::string& op, const std::string& arg) const {
+  return runtime_inputs_.count({op, arg}) > 0;
+}
+
 StatusOr<HloInstruction*> ConstantToHlo(HloBuilder& builder, const Tensor& tensor) {
   PrimitiveType type = graph::ToPrimitiveType(tensor.dtype());
   if (type == PrimitiveType::PRIMITIVE_TYPE_INVALID) {

@@ -9,6 +9,7 @@
 #include <map>
 #include <memory>
 #include <optional>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -135,9 +136,15 @@ class XlaOpRegistry {
   const XlaOpLowering* Find(const std::string& op) const;
   std::vector<std::string> OpNames() const;
   void Register(const std::string& op, XlaOpLowering lowering);
+  // A compile-time constant input (tf2xla's CompileTimeConstantInput) the lowering also takes as
+  // a value known only at run time, as tf2xla's do where they can (StridedSlice's begin): the
+  // compiler then leaves the check to the lowering.
+  void AcceptRuntimeInput(const std::string& op, const std::string& arg);
+  bool AcceptsRuntimeInput(const std::string& op, const std::string& arg) const;
 
  private:
   std::map<std::string, XlaOpLowering> lowerings_;
+  std::set<std::pair<std::string, std::string>> runtime_inputs_;
 };
 
 // The families of lowerings (one file each).
