@@ -14,6 +14,7 @@
 #include <llvm/Target/TargetMachine.h>
 
 #include "compiler/aot/aot_target.h"
+#include "compiler/codegen/complex_ops.h"
 #include "compiler/codegen/kernel_emitter.h"
 #include "compiler/hlo/annotation_custom_calls.h"
 #include "compiler/hlo/bounded_dynamic_shapes.h"
@@ -713,6 +714,8 @@ StatusOr<AotResult> AotBuilder::Build() {
   // The triple before any kernel: the emitters choose inline transcendentals by it.
   llvm_module_->setTargetTriple(result_.target_triple);
   llvm_module_->setDataLayout(machine->createDataLayout());
+  // Integer powers and complex functions inline (and through libm), not the runtime's calls.
+  llvm_module_->addModuleFlag(llvm::Module::Warning, codegen::kNoRuntimeFlag, 1);
   RETURN_IF_ERROR(PlaceAllocations());
 
   symbols_.insert(options_.entry_point);

@@ -273,8 +273,9 @@ Cx Truncate(llvm::IRBuilder<>& b, Cx z) {
 }  // namespace
 
 bool UseInlineComplexMath(llvm::IRBuilder<>& b) {
-  const llvm::Triple triple(b.GetInsertBlock()->getModule()->getTargetTriple());
-  return triple.isNVPTX();
+  const llvm::Module* module = b.GetInsertBlock()->getModule();
+  return llvm::Triple(module->getTargetTriple()).isNVPTX() ||
+         module->getModuleFlag(kNoRuntimeFlag) != nullptr;
 }
 
 StatusOr<Value*> EmitInlineComplexUnary(llvm::IRBuilder<>& b, HloOpcode op, Value* z) {

@@ -15,8 +15,11 @@
 namespace xlens::codegen {
 
 // Whether complex transcendental functions and integer powers are emitted inline for the module
-// being built (an NVPTX module) instead of as calls of the CPU runtime's functions.
+// being built (an NVPTX module, or one flagged kNoRuntimeFlag) instead of as calls of the CPU
+// runtime's functions.
 bool UseInlineComplexMath(llvm::IRBuilder<>& b);
+// The module flag of code that runs without the xlens runtime (an ahead-of-time object).
+inline constexpr const char* kNoRuntimeFlag = "xlens.no-runtime";
 // A unary operation of complex `z` ({re, im} struct); abs returns the real magnitude.
 StatusOr<llvm::Value*> EmitInlineComplexUnary(llvm::IRBuilder<>& b, HloOpcode op, llvm::Value* z);
 // Multiply, divide or power of two complex values.

@@ -165,6 +165,19 @@ ENTRY e {
   ROOT r = (f32[8], f32[8], f32[8]) tuple(a, b, c)
 })";
 
+// What the JIT calls its runtime for: integer powers and complex functions, here inline code
+// and libm.
+constexpr const char* kRuntimeMath = R"(HloModule runtime_math
+ENTRY e {
+  a = s32[8] parameter(0)
+  k = s32[8] constant({0, 1, 2, 3, -1, 5, 2, 1})
+  p = s32[8] power(a, k)
+  z = c64[4] parameter(1)
+  ez = c64[4] exponential(z)
+  w = c64[4] multiply(ez, z)
+  ROOT r = (s32[8], c64[4]) tuple(p, w)
+})";
+
 // Reads the arguments (arg<i>.bin), calls the entry function, writes result<j>.bin: sizes are
 // written into it from the AotResult, as the generated header does for a C++ program.
 std::string DriverSource(const AotResult& compiled, const std::string& entry) {
@@ -347,6 +360,10 @@ TEST(AotCompilerTest, ConditionalsRunInTheEntryFunction) {
   ExpectProgramMatchesEvaluator(kConditional, "", kHost);
 }
 
+TEST(AotCompilerTest, IntegerPowerAndComplexMathNeedNoRuntime) {
+  ExpectProgramMatchesEvaluator(kRuntimeMath, "", kHost);
+}
+
 TEST(AotCompilerTest, ConstantWeightsAreInTheObject) {
   AotResult compiled;
   ExpectProgramMatchesEvaluator(kConstantWeights, "", kHost, &compiled);
@@ -356,7 +373,8 @@ TEST(AotCompilerTest, ConstantWeightsAreInTheObject) {
 
 // The object needs nothing but libc and libm: no oneDNN, Eigen or xlens runtime symbol.
 TEST(AotCompilerTest, UndefinedSymbolsAreOnlyLibcAndLibm) {
-  for (const char* text : {kElementwiseReduce, kMnistSoftmax, kConvolution, kConstantWeights}) {
+  for (const char* text : {kElementwiseReduce, kMnistSoftmax, kConvolution, kConstantWeights,
+                           kWhileLoop, kConditional, kRuntimeMath}) {
     auto module = ParseHloModule(text);
     ASSERT_TRUE(module.ok());
     auto compiled = CompileAheadOfTime(**module, {});
@@ -477,7 +495,7 @@ TEST(AotCompilerTest, Aarch64ProgramsUnderQemuMatchTheEvaluator) {
   }
   const Toolchain cross{{"aarch64-linux-gnu-gcc", "-O1", "-static"}, {"qemu-aarch64"}};
   for (const char* text : {kElementwiseReduce, kMnistSoftmax, kConvolution, kConstantWeights,
-                           kWhileLoop, kConditional}) {
+                           kWhileLoop, kConditional, kRuntimeMath}) {
     ExpectProgramMatchesEvaluator(text, kAarch64, cross);
   }
 }
