@@ -301,6 +301,8 @@ StatusOr<Tf2XlaConfig> ParseTf2XlaConfig(std::string_view bytes, ConfigFormat fo
     RETURN_IF_ERROR(claim_name(fetch.name, at.At("fetch", i, "name")));
     config.fetch.push_back(std::move(fetch));
   }
+  // Variables have accessors of their own (var_<name>_data): their names are a third namespace.
+  names.clear();
   std::map<std::string, std::string> variable_nodes;
   for (int i = 0; i < proto.variable_size(); ++i) {
     const tf2xlaproto::Variable& v = proto.variable(i);
@@ -327,6 +329,7 @@ StatusOr<Tf2XlaConfig> ParseTf2XlaConfig(std::string_view bytes, ConfigFormat fo
     if (std::string why = CheckName(var.name); !why.empty()) {
       return Fail(at.At("variable", i, "name"), label + ": " + why);
     }
+    RETURN_IF_ERROR(claim_name(var.name, at.At("variable", i, "name")));
     config.variable.push_back(std::move(var));
   }
   return config;

@@ -1106,8 +1106,9 @@ def _round_two_modules():
     import profile_cases
     import hlo_ops_cases
     import saved_model_cases
+    import aot_cases
     return [cache_cases, executor_cases, bundle_replay_cases, viewer_cases, output_cases, hlo_frames_cases,
-            xla_dump_cases, profile_cases, hlo_ops_cases, saved_model_cases]
+            xla_dump_cases, profile_cases, hlo_ops_cases, saved_model_cases, aot_cases]
 
 
 ROUND_TWO = _round_two_modules()
