@@ -16,6 +16,7 @@ def main():
     parser.add_argument("--xlens", required=True)
     parser.add_argument("pytest_args", nargs="*")
     args = parser.parse_args()
+    args.venv = os.path.abspath(args.venv)
     python = os.path.join(args.venv, "bin", "python")
     if not os.path.exists(python):
         print(f"python_package: no virtual environment at {args.venv} "
