@@ -10,8 +10,10 @@
 
 #include "compiler/graph/cc_ops.h"
 #include "compiler/graph/function.h"
+#include "compiler/graph/graph_def_io.h"
 #include "compiler/graph/gradients.h"
 #include "compiler/graph/session.h"
+#include "compiler/hlo/npy.h"
 #include "gradient_checker.h"
 #include "while_test_util.h"
 
@@ -160,6 +162,38 @@ TEST(WhileGradTest, ComputedTripCountMatchesTensorFlow) {
   ExpectNear((*got)[0], {2.385000228881836f, 6.2099995613098145f, 2.5375001430511475f}, "v");
   ExpectNear((*got)[1], {16.098751068115234f, 41.91749954223633f, 17.12812614440918f}, "dv0");
   ExpectNear((*got)[2], {27.18900489807129f, 106.19098663330078f, 24.106250762939453f}, "dx");
+}
+
+// A forward graph TensorFlow wrote (testdata/while_grad/generate.py: a TensorArray recurrence
+// in a StatelessWhile, its lists loop variables, under maximum_iterations) differentiated here:
+// TensorFlow's GradientTape gradient of the same loss.
+TEST(WhileGradTest, TensorFlowsForwardGraphGetsTensorFlowsGradient) {
+  const std::string dir = std::string(XLENS_TESTDATA_DIR) + "/while_grad/";
+  auto def = ReadGraphDef(dir + "rnn_forward.pbtxt");
+  ASSERT_TRUE(def.ok()) << def.status().message();
+  auto graph = Graph::FromGraphDef(*def);
+  ASSERT_TRUE(graph.ok()) << graph.status().message();
+  Node* x = (*graph)->FindNode("x");
+  Node* loss = (*graph)->FindNode("Identity");
+  ASSERT_TRUE(x != nullptr && loss != nullptr);
+  std::vector<Output> grads;
+  Status st = AddSymbolicGradients(Scope::ForGraph(graph->get()), {Output(loss)}, {Output(x)},
+                                   {}, &grads);
+  ASSERT_TRUE(st.ok()) << st.message();
+  auto session = Session::Create((*graph)->ToGraphDef());
+  ASSERT_TRUE(session.ok()) << session.status().message();
+  auto x_value = ReadNpy(dir + "x.npy");
+  auto want = ReadNpy(dir + "dloss_dx.npy");
+  ASSERT_TRUE(x_value.ok() && want.ok());
+  auto feed = Tensor::FromLiteral(std::move(*x_value));
+  auto expected = Tensor::FromLiteral(std::move(*want));
+  ASSERT_TRUE(feed.ok() && expected.ok());
+  auto got = (*session)->Run({{"x", *feed}}, {grads[0].name()});
+  ASSERT_TRUE(got.ok()) << got.status().message();
+  ASSERT_EQ((*got)[0].dims(), expected->dims());
+  for (int64_t i = 0; i < expected->num_elements(); ++i) {
+    EXPECT_NEAR((*got)[0].GetAsDouble(i), expected->GetAsDouble(i), 2e-6) << i;
+  }
 }
 
 }  // namespace
