@@ -65,6 +65,9 @@ std::string WhyNotAheadOfTime(const HloInstruction& hlo) {
              "in the object";
     case HloOpcode::kSort:
       return "runs through the runtime's sort, which has no generated code to put in the object";
+    case HloOpcode::kTopK:
+      return "becomes a sort, which runs through the runtime's sort and has no generated code to "
+             "put in the object";
     default:
       return "";
   }

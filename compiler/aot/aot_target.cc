@@ -145,4 +145,11 @@ bool IsLibcOrLibmFunction(const std::string& name) {
   return names->count(name) > 0;
 }
 
+bool IsCompilerRuntimeFunction(const std::string& name) {
+  static const std::set<std::string> names{
+      "__extendhfsf2", "__extendhfdf2", "__truncsfhf2", "__truncdfhf2", "__truncsfbf2",
+      "__truncdfbf2", "__divti3", "__udivti3", "__modti3", "__umodti3", "__multi3"};
+  return names.count(name) > 0;
+}
+
 }  // namespace xlens::aot

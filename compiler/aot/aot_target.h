@@ -35,5 +35,9 @@ StatusOr<std::string> EmitObject(llvm::Module& module, llvm::TargetMachine& mach
 
 // Whether a function the generated code declares is one libc or libm provides (memcpy, expf, ...).
 bool IsLibcOrLibmFunction(const std::string& name);
+// Whether a function the code generator itself may call is one of the C compiler's own runtime
+// (libgcc, compiler-rt), which every C and C++ link adds: half and bfloat16 conversions where
+// the CPU has no instruction for them, 128-bit integer division.
+bool IsCompilerRuntimeFunction(const std::string& name);
 
 }  // namespace xlens::aot

@@ -178,6 +178,20 @@ ENTRY e {
   ROOT r = (s32[8], c64[4]) tuple(p, w)
 })";
 
+// Half and bfloat16 arrays: on a CPU without conversion instructions the code calls the C
+// compiler's runtime (libgcc), which every program links.
+constexpr const char* kHalfPrecision = R"(HloModule half_precision
+ENTRY e {
+  a = f16[8] parameter(0)
+  b = bf16[8] parameter(1)
+  fa = f32[8] convert(a)
+  fb = f32[8] convert(b)
+  s = f32[8] multiply(fa, fb)
+  h = f16[8] convert(s)
+  g = bf16[8] convert(s)
+  ROOT r = (f16[8], bf16[8]) tuple(h, g)
+})";
+
 // Reads the arguments (arg<i>.bin), calls the entry function, writes result<j>.bin: sizes are
 // written into it from the AotResult, as the generated header does for a C++ program.
 std::string DriverSource(const AotResult& compiled, const std::string& entry) {
@@ -364,6 +378,10 @@ TEST(AotCompilerTest, IntegerPowerAndComplexMathNeedNoRuntime) {
   ExpectProgramMatchesEvaluator(kRuntimeMath, "", kHost);
 }
 
+TEST(AotCompilerTest, HalfPrecisionLinksWithTheCompilersRuntime) {
+  ExpectProgramMatchesEvaluator(kHalfPrecision, "", kHost);
+}
+
 TEST(AotCompilerTest, ConstantWeightsAreInTheObject) {
   AotResult compiled;
   ExpectProgramMatchesEvaluator(kConstantWeights, "", kHost, &compiled);
@@ -371,10 +389,11 @@ TEST(AotCompilerTest, ConstantWeightsAreInTheObject) {
   ASSERT_EQ(compiled.arguments.size(), 1u);  // the weights are no argument
 }
 
-// The object needs nothing but libc and libm: no oneDNN, Eigen or xlens runtime symbol.
+// The object needs nothing but libc and libm (and the C compiler's own runtime, for half
+// conversions): no oneDNN, Eigen or xlens runtime symbol.
 TEST(AotCompilerTest, UndefinedSymbolsAreOnlyLibcAndLibm) {
   for (const char* text : {kElementwiseReduce, kMnistSoftmax, kConvolution, kConstantWeights,
-                           kWhileLoop, kConditional, kRuntimeMath}) {
+                           kWhileLoop, kConditional, kRuntimeMath, kHalfPrecision}) {
     auto module = ParseHloModule(text);
     ASSERT_TRUE(module.ok());
     auto compiled = CompileAheadOfTime(**module, {});
@@ -388,7 +407,8 @@ TEST(AotCompilerTest, UndefinedSymbolsAreOnlyLibcAndLibm) {
     std::istringstream lines(nm->output);
     std::string kind, symbol;
     while (lines >> kind >> symbol) {
-      EXPECT_TRUE(IsLibcOrLibmFunction(symbol) || symbol == "_GLOBAL_OFFSET_TABLE_")
+      EXPECT_TRUE(IsLibcOrLibmFunction(symbol) || IsCompilerRuntimeFunction(symbol) ||
+                  symbol == "_GLOBAL_OFFSET_TABLE_")
           << (*module)->name() << " needs " << symbol;
     }
     // Exactly one symbol is defined for the program: the entry function.
@@ -495,7 +515,7 @@ TEST(AotCompilerTest, Aarch64ProgramsUnderQemuMatchTheEvaluator) {
   }
   const Toolchain cross{{"aarch64-linux-gnu-gcc", "-O1", "-static"}, {"qemu-aarch64"}};
   for (const char* text : {kElementwiseReduce, kMnistSoftmax, kConvolution, kConstantWeights,
-                           kWhileLoop, kConditional, kRuntimeMath}) {
+                           kWhileLoop, kConditional, kRuntimeMath, kHalfPrecision}) {
     ExpectProgramMatchesEvaluator(text, kAarch64, cross);
   }
 }
