@@ -59,6 +59,19 @@ std::string FreshName(const std::set<std::string>& taken, const std::string& bas
   }
 }
 
+// The node a resource handle comes from, through the Identity nodes an inlined function call
+// leaves between a captured variable and its reads.
+std::string HandleSource(const std::map<std::string, const NodeDef*>& nodes, std::string input) {
+  for (int hops = 0; hops < 64; ++hops) {
+    auto it = nodes.find(NodeOf(input));
+    if (it == nodes.end()) break;
+    const NodeDef& n = *it->second;
+    if (n.op != "Identity" || n.input.empty() || n.input[0][0] == '^') return n.name;
+    input = n.input[0];
+  }
+  return NodeOf(input);
+}
+
 struct Variable {
   DataType type = graph::DT_INVALID;
   std::vector<int64_t> shape;
@@ -116,7 +129,8 @@ StatusOr<Variable> ResolveVariable(const graph::Graph& g, const std::string& sho
 }  // namespace
 
 StatusOr<LoweredGraph> LowerGraphForAot(const graph::GraphDef& def, const Tf2XlaConfig& config,
-                                        const std::string& shown, const std::string& module_name) {
+                                        const std::string& shown, const std::string& module_name,
+                                        const std::map<std::string, graph::Tensor>& frozen) {
   ASSIGN_OR_RETURN(std::unique_ptr<graph::Graph> g,
                    cluster::BuildGraphToRun(def, shown, /*allow_unknown_ops=*/false,
                                             /*infer_shapes=*/true));
@@ -227,6 +241,8 @@ StatusOr<LoweredGraph> LowerGraphForAot(const graph::GraphDef& def, const Tf2Xla
   }
 
   // The graph with feeds and variables rewired, pruned to what the fetches need.
+  std::map<std::string, const NodeDef*> original;
+  for (const NodeDef& n : def.node) original[n.name] = &n;
   std::map<std::string, NodeDef> by_name;
   for (const NodeDef& n : def.node) {
     NodeDef copy = n;
@@ -247,6 +263,22 @@ StatusOr<LoweredGraph> LowerGraphForAot(const graph::GraphDef& def, const Tf2Xla
       inputs.push_back(it != replaced.end() ? it->second : in);
     }
     copy.input = std::move(inputs);
+    // A read of a frozen variable is its value.
+    if (copy.op == "ReadVariableOp" && !copy.input.empty() && copy.input[0][0] != '^') {
+      if (auto it = frozen.find(HandleSource(original, copy.input[0]));
+          it != frozen.end() && !variable_args.count(it->first)) {
+        NodeDef constant;
+        constant.name = copy.name;
+        constant.op = "Const";
+        constant.device = copy.device;
+        for (size_t k = 1; k < copy.input.size(); ++k) {
+          if (copy.input[k][0] == '^') constant.input.push_back(copy.input[k]);
+        }
+        constant.attr["dtype"] = graph::AttrValue::Type(it->second.dtype());
+        constant.attr["value"] = graph::AttrValue::TensorValue(it->second);
+        copy = std::move(constant);
+      }
+    }
     by_name[copy.name] = std::move(copy);
   }
   for (const NodeDef& n : new_nodes) by_name[n.name] = n;

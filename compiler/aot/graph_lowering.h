@@ -12,6 +12,7 @@
 // and any node the lowering refuses.
 #pragma once
 
+#include <map>
 #include <memory>
 #include <string>
 #include <vector>
@@ -19,6 +20,7 @@
 #include "compiler/aot/header_writer.h"
 #include "compiler/aot/tf2xla_config.h"
 #include "compiler/graph/graph_def.h"
+#include "compiler/graph/tensor.h"
 #include "compiler/hlo/module.h"
 #include "compiler/support/status.h"
 
@@ -34,7 +36,10 @@ struct LoweredGraph {
 };
 
 // `shown` names the graph in messages; `module_name` names the HLO module (and its dumps).
+// `frozen` gives values to resource variables the config does not list (a SavedModel's
+// checkpoint): every read of one becomes a constant, its weights the object's read-only data.
 StatusOr<LoweredGraph> LowerGraphForAot(const graph::GraphDef& def, const Tf2XlaConfig& config,
-                                        const std::string& shown, const std::string& module_name);
+                                        const std::string& shown, const std::string& module_name,
+                                        const std::map<std::string, graph::Tensor>& frozen = {});
 
 }  // namespace xlens::aot

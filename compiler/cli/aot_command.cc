@@ -6,6 +6,8 @@
 #include <chrono>
 #include <cstdio>
 #include <filesystem>
+#include <map>
+#include <set>
 
 #include <fmt/format.h>
 
@@ -16,7 +18,12 @@
 #include "compiler/aot/tf2xla_config.h"
 #include "compiler/cli/cli_util.h"
 #include "compiler/cli/commands.h"
+#include "compiler/cluster/graph_run.h"
+#include "compiler/graph/graph.h"
 #include "compiler/graph/graph_def.h"
+#include "compiler/graph/lower_functional_ops.h"
+#include "compiler/graph/resource_mgr.h"
+#include "compiler/graph/saved_model.h"
 #include "compiler/hlo/computation.h"
 #include "compiler/support/file_io.h"
 #include "compiler/support/terminal_text.h"
@@ -71,6 +78,30 @@ Status WriteOutputsAtomically(const std::vector<std::pair<std::string, std::stri
   return OkStatus();
 }
 
+// A SavedModel's signature is a call of its function: inlined, as `xlens graph run` and
+// TensorFlow's session inline it, so that its variables' reads are in sight; every variable the
+// config does not list is frozen at its checkpoint value (the weights become the object's
+// read-only data, as saved_model_cli freezes them for tfcompile).
+Status FreezeSavedModel(graph::SavedModel& model, const aot::Tf2XlaConfig& config,
+                        const std::string& shown, graph::GraphDef* def,
+                        std::map<std::string, graph::Tensor>* frozen) {
+  ASSIGN_OR_RETURN(std::unique_ptr<graph::Graph> g,
+                   cluster::BuildGraphToRun(*def, shown, /*allow_unknown_ops=*/false,
+                                            /*infer_shapes=*/false));
+  RETURN_IF_ERROR(cluster::InGraphFile(graph::LowerFunctionalOps(g.get()), shown));
+  *def = g->ToGraphDef();
+  graph::ResourceMgr resources;
+  RETURN_IF_ERROR(cluster::InGraphFile(graph::LoadSavedModelVariables(model, resources), shown));
+  std::set<std::string> listed;
+  for (const aot::ConfigVariable& v : config.variable) listed.insert(v.node_name);
+  for (const graph::SavedModelVariable& v : model.variables) {
+    if (listed.count(v.node)) continue;
+    std::shared_ptr<graph::Var> var = resources.Lookup(v.container, v.shared_name);
+    if (var != nullptr && var->is_initialized()) (*frozen)[v.node] = var->value;
+  }
+  return OkStatus();
+}
+
 aot::HeaderBuffer FromAot(const aot::AotBuffer& b, const std::string& name) {
   return aot::HeaderBuffer{name, b.element_type, b.dimensions, b.byte_size};
 }
@@ -90,15 +121,20 @@ int RunAot(const AotArgs& args) {
   if (!args.graph.empty()) {
     auto config = aot::ReadTf2XlaConfig(args.config);
     if (!config.ok()) return Fail(config.status());
-    auto def = ReadGraphInput(args.graph, args.signature);
+    std::shared_ptr<graph::SavedModel> saved_model;
+    auto def = ReadGraphInput(args.graph, args.signature, &saved_model);
+    const std::string shown = DisplayPath(args.graph);
     if (!def.ok()) {
       std::string message = def.status().message();
-      const std::string shown = DisplayPath(args.graph);
       if (message.rfind(shown, 0) != 0) message = shown + ": " + message;
       return Fail(Error(message));
     }
-    auto lowered = aot::LowerGraphForAot(*def, *config, DisplayPath(args.graph),
-                                         ModuleNameFor(args.cpp_class));
+    std::map<std::string, graph::Tensor> frozen;
+    if (saved_model != nullptr) {
+      auto prepared = FreezeSavedModel(*saved_model, *config, shown, &*def, &frozen);
+      if (!prepared.ok()) return Fail(prepared);
+    }
+    auto lowered = aot::LowerGraphForAot(*def, *config, shown, ModuleNameFor(args.cpp_class), frozen);
     if (!lowered.ok()) return Fail(lowered.status());
     module = std::move(lowered->module);
     spec.args = std::move(lowered->args);

@@ -136,4 +136,44 @@ def cases(shared, root_user):
          cpp_class="mnist::1Softmax")
     case("output-directory-missing", _CONFIG, r"no such file|No such file|directory", names="nodir/o.o",
          obj="nodir/o.o")
+    # A SavedModel (tests/graph/testdata/saved_model/small): the signature's call inlined, its
+    # variables frozen at their checkpoint values; a feed of the signature's input that is not
+    # static is refused by the config's line.
+    small = os.path.join(_HERE, "..", "graph", "testdata", "saved_model", "small")
+
+    def saved_model(config):
+        def setup(ctx):
+            shutil.copytree(small, ctx.path("m"))
+            ctx.write("c.pbtxt", config)
+        return setup
+
+    sm_config = ('feed { id { node_name: "serving_default_x" } shape { dim { size: 1 } dim { size: 2 } } }\n'
+                 'fetch { id { node_name: "StatefulPartitionedCall" output_index: 1 } name: "y" }\n')
+    out.append(Case(id="aot/saved-model-frozen", reader="aot-config",
+                    args=["aot", "--graph", "m", "--config", "c.pbtxt", "--cpp_class", "Small",
+                          "--out_header", "o.h", "--out_function_object", "o.o"],
+                    setup=saved_model(sm_config), expect="ok", outputs=_OUTPUTS, quick=True,
+                    check=lambda ctx, run: None if os.path.exists(ctx.path("o.o")) else
+                    ("lost-data", "o.o was not written")))
+    out.append(Case(id="aot/saved-model-feed-wrong-shape", reader="aot-config",
+                    args=["aot", "--graph", "m", "--config", "c.pbtxt", "--cpp_class", "Small",
+                          "--out_header", "o.h", "--out_function_object", "o.o"],
+                    setup=saved_model(sm_config.replace("size: 2 }", "size: 3 }")), names="c.pbtxt",
+                    mentions=r"feed 'serving_default_x': the config's shape \[1,3\] does not fit",
+                    check=_nothing_written, quick=True))
+    # From HLO text: the module's parameters are the arguments.
+    hlo = ("HloModule m\n\nENTRY e {\n  p = f32[4] parameter(0)\n  ROOT n = f32[4] negate(p)\n}\n")
+    out.append(Case(id="aot/hlo-intact", reader="aot-config",
+                    args=["aot", "--hlo", "m.hlo", "--cpp_class", "ns::Neg", "--out_header", "o.h",
+                          "--out_function_object", "o.o"],
+                    setup=lambda ctx: ctx.write("m.hlo", hlo), expect="ok", outputs=_OUTPUTS, quick=True))
+    out.append(Case(id="aot/hlo-and-config", reader="aot-config",
+                    args=["aot", "--hlo", "m.hlo", "--config", "c.pbtxt", "--cpp_class", "Neg"],
+                    setup=lambda ctx: (ctx.write("m.hlo", hlo), ctx.write("c.pbtxt", _CONFIG)),
+                    names="--config", mentions=r"goes with --graph", check=_nothing_written, quick=True))
+    out.append(Case(id="aot/hlo-bad-text", reader="aot-config",
+                    args=["aot", "--hlo", "m.hlo", "--cpp_class", "Neg", "--out_header", "o.h",
+                          "--out_function_object", "o.o"],
+                    setup=lambda ctx: ctx.write("m.hlo", hlo.replace("negate(p)", "negate(q)")),
+                    names="m.hlo", check=_nothing_written, quick=True))
     return out
