@@ -1,8 +1,8 @@
 #!/usr/bin/env python3
-"""Ahead-of-time against the JIT: the MNIST softmax classifier of samples/graphs/mnist_softmax
-with a tfcompile config (tests/aot/testdata) goes through `xlens aot`; a C++ program that
-includes only the generated header and links only the object (and -lm) computes a batch's
-logits, which must equal `xlens graph run --jit=compile`'s within 1e-5 relative. The object may
+"""Ahead-of-time against the JIT: the MNIST softmax and MLP classifiers of samples/graphs with
+tfcompile configs (tests/aot/testdata) go through `xlens aot`; a C++ program that includes only
+the generated header and links only the object (and -lm) computes a batch's logits, which must
+equal `xlens graph run --jit=compile`'s within 1e-5 relative. The object may
 need nothing but libc, libm and libstdc++ (`nm -u`). When an aarch64 cross compiler and
 qemu-aarch64 are there (scripts/setup.sh --test-peers), the same for aarch64 under qemu.
 Prints the sizes and times it measured. Exit 77 (skip) without numpy or a C++ compiler."""
@@ -22,15 +22,30 @@ except ImportError:
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(os.path.dirname(HERE))
-GRAPH = os.path.join(ROOT, "samples", "graphs", "mnist_softmax", "graph.pbtxt")
-CONFIG = os.path.join(HERE, "testdata", "mnist_softmax.config.pbtxt")
 
+
+def graph_path(name):
+    return os.path.join(ROOT, "samples", "graphs", name, "graph.pbtxt")
+
+
+# name, graph, config, class, fetch, variables in config order (graph node, shape).
+MODELS = [
+    ("softmax", graph_path("mnist_softmax"), "mnist_softmax.config.pbtxt", "mnist::Softmax", "add",
+     [("w", (784, 10)), ("b", (10,))]),
+    ("mlp", graph_path("mlp_training"), "mlp.config.pbtxt", "mnist::Mlp", "dense_1/BiasAdd_1",
+     [("dense/kernel", (784, 256)), ("dense/bias", (256,)), ("dense_1/kernel", (256, 10)),
+      ("dense_1/bias", (10,))]),
+]
+
+# Reads each argument (the feed, then the variables) from a file by index through the class's
+# interface, runs, writes result 0, and times `runs` more runs. The softmax model's program also
+# goes through the accessors by the config's names.
 PROGRAM = r"""
-#include "mnist.h"
+#include MODEL_HEADER
 #include <chrono>
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
-#include <vector>
 
 static bool Load(const char* path, void* into, std::size_t bytes) {
   std::FILE* f = std::fopen(path, "rb");
@@ -41,26 +56,31 @@ static bool Load(const char* path, void* into, std::size_t bytes) {
 }
 
 int main(int argc, char** argv) {
-  if (argc != 6) return 2;
-  mnist::Softmax model;
-  if (!Load(argv[1], model.arg_images_data(), model.arg_images_size()) ||
-      !Load(argv[2], model.var_weights_data(), model.var_weights_size()) ||
-      !Load(argv[3], model.var_bias_data(), model.var_bias_size())) {
-    return 3;
+  MODEL_CLASS model;
+  const int n = static_cast<int>(MODEL_CLASS::kNumArgs + MODEL_CLASS::kNumVariables);
+  if (argc != n + 3) return 2;
+  for (int i = 0; i < n; ++i) {
+    if (!Load(argv[1 + i], model.arg_data(i), model.arg_size(i))) return 3;
   }
+#ifdef NAMED_SOFTMAX
+  if (model.arg_images_data() != model.arg0_data() || model.var_weights_data() == nullptr ||
+      model.var_bias_size() != 40 || model.result_logits_count() != 80) {
+    return 5;
+  }
+  static_assert(MODEL_CLASS::kArg0Size == 8 * 784 * sizeof(float), "the feed's bytes");
+#endif
   if (!model.Run()) {
     std::fprintf(stderr, "%s\n", model.error_msg().c_str());
     return 4;
   }
-  std::FILE* out = std::fopen(argv[4], "wb");
-  std::fwrite(model.result_logits_data(), 1, model.result_logits_size(), out);
+  std::FILE* out = std::fopen(argv[n + 1], "wb");
+  std::fwrite(model.result0_data(), 1, model.result0_size(), out);
   std::fclose(out);
-  int runs = std::atoi(argv[5]);
+  int runs = std::atoi(argv[n + 2]);
   auto start = std::chrono::steady_clock::now();
   for (int i = 0; i < runs; ++i) model.Run();
   double us = std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now() - start).count();
   std::printf("%.2f\n", runs > 0 ? us / runs : 0.0);
-  static_assert(mnist::Softmax::kArg0Size == 8 * 784 * sizeof(float), "the feed's bytes");
   return 0;
 }
 """
@@ -103,17 +123,66 @@ def check_undefined(obj, compiler, nm="nm"):
     return undefined
 
 
-def compile_aot(xlens, work, triple):
-    header = os.path.join(work, "mnist.h")
-    obj = os.path.join(work, "mnist.o")
-    cmd = [xlens, "aot", "--graph", GRAPH, "--config", CONFIG, "--cpp_class", "mnist::Softmax",
-           "--out_header", header, "--out_function_object", obj, "--print-memory"]
+def compile_aot(xlens, work, model, triple):
+    name, graph, config, cpp_class = model[:4]
+    header = os.path.join(work, name + ".h")
+    obj = os.path.join(work, "%s_%s.o" % (name, triple or "host"))
+    cmd = [xlens, "aot", "--graph", graph, "--config", os.path.join(HERE, "testdata", config),
+           "--cpp_class", cpp_class, "--out_header", header, "--out_function_object", obj,
+           "--print-memory"]
     if triple:
         cmd += ["--target_triple", triple]
     start = time.time()
     memory = run(cmd)
-    seconds = time.time() - start
-    return obj, seconds, memory
+    return header, obj, time.time() - start, memory
+
+
+def check_model(args, work, model, targets, rng):
+    name, graph, _, cpp_class, fetch, variables = model
+    x = rng.standard_normal((8, 784)).astype(np.float32)
+    values = [(node, (rng.standard_normal(shape) * 0.05).astype(np.float32)) for node, shape in variables]
+    files = []
+    for i, (node, value) in enumerate([("x", x)] + values):
+        base = os.path.join(work, "%s_in%d" % (name, i))
+        np.save(base + ".npy", value)
+        value.tofile(base + ".bin")
+        files.append((node, base))
+    # The JIT: the whole graph as one must-compile function.
+    jit_dir = os.path.join(work, name + "_jit")
+    cmd = [args.xlens, "graph", "run", graph, "--jit=compile", "--fetch", fetch,
+           "--feed", "x=" + files[0][1] + ".npy", "--outputs", jit_dir]
+    for node, base in files[1:]:
+        cmd += ["--assign", "%s=%s.npy" % (node, base)]
+    run(cmd)
+    expected = np.load(os.path.join(jit_dir, "out0.npy"))
+
+    main_cc = os.path.join(work, "main.cc")
+    with open(main_cc, "w") as f:
+        f.write(PROGRAM)
+    for label, triple, cxx, emulator in targets:
+        header, obj, seconds, memory = compile_aot(args.xlens, work, model, triple)
+        nm = "aarch64-linux-gnu-nm" if triple and shutil.which("aarch64-linux-gnu-nm") else "nm"
+        undefined = check_undefined(obj, cxx, nm)
+        binary = os.path.join(work, "%s_%s" % (name, label))
+        # Only the header, the program and the object: no xlens anywhere.
+        link = [cxx, "-std=c++17", "-O2", "-DMODEL_HEADER=\"%s\"" % header,
+                "-DMODEL_CLASS=" + cpp_class, main_cc, obj, "-lm", "-o", binary]
+        if name == "softmax":
+            link.insert(1, "-DNAMED_SOFTMAX")
+        if emulator:
+            link.insert(1, "-static")  # qemu-user then needs no aarch64 sysroot
+        run(link)
+        out = os.path.join(work, "%s_out_%s.bin" % (name, label))
+        cmd = [base + ".bin" for _, base in files] + [out, str(10 if emulator else args.runs)]
+        cmd = ([emulator] if emulator else []) + [binary] + cmd
+        us = float(run(cmd).strip())
+        got = np.fromfile(out, dtype=np.float32).reshape(expected.shape)
+        np.testing.assert_allclose(got, expected, rtol=1e-5, atol=1e-5 * np.abs(expected).max())
+        print("%s %s: object %d bytes, program %d bytes, xlens aot %.2f s, %.1f us per batch of 8%s; "
+              "undefined symbols: %s" %
+              (name, label, os.path.getsize(obj), os.path.getsize(binary), seconds, us,
+               " (under qemu)" if emulator else "", " ".join(undefined) or "none"))
+        print("  " + memory.strip().replace("\n", "\n  "))
 
 
 def main():
@@ -124,59 +193,16 @@ def main():
     if shutil.which("g++") is None:
         print("SKIP: no g++")
         return 77
+    targets = [("x86-64", None, "g++", None)]
+    if shutil.which("aarch64-linux-gnu-g++") and shutil.which("qemu-aarch64"):
+        targets.append(("aarch64", "aarch64-unknown-linux-gnu", "aarch64-linux-gnu-g++", "qemu-aarch64"))
+    else:
+        print("note: no aarch64-linux-gnu-g++ or qemu-aarch64: aarch64 not checked")
     rng = np.random.default_rng(7)
-    x = rng.standard_normal((8, 784)).astype(np.float32)
-    w = (rng.standard_normal((784, 10)) * 0.05).astype(np.float32)
-    b = rng.standard_normal(10).astype(np.float32)
     with tempfile.TemporaryDirectory(prefix="aot_vs_jit") as work:
-        for name, value in (("x", x), ("w", w), ("b", b)):
-            np.save(os.path.join(work, name + ".npy"), value)
-            value.tofile(os.path.join(work, name + ".bin"))
-        # The JIT: the whole graph as one must-compile function.
-        jit_dir = os.path.join(work, "jit")
-        start = time.time()
-        run([args.xlens, "graph", "run", GRAPH, "--jit=compile", "--fetch", "add",
-             "--feed", "x=" + os.path.join(work, "x.npy"),
-             "--assign", "w=" + os.path.join(work, "w.npy"),
-             "--assign", "b=" + os.path.join(work, "b.npy"), "--outputs", jit_dir])
-        jit_seconds = time.time() - start
-        expected = np.load(os.path.join(jit_dir, "out0.npy"))
-        np.testing.assert_allclose(expected, x @ w + b, rtol=1e-4, atol=1e-4)
-
-        main_cc = os.path.join(work, "main.cc")
-        with open(main_cc, "w") as f:
-            f.write(PROGRAM)
-        targets = [("x86-64", None, "g++", None)]
-        if shutil.which("aarch64-linux-gnu-g++") and shutil.which("qemu-aarch64"):
-            targets.append(("aarch64", "aarch64-unknown-linux-gnu", "aarch64-linux-gnu-g++",
-                            "qemu-aarch64"))
-        else:
-            print("note: no aarch64-linux-gnu-g++ or qemu-aarch64: aarch64 not checked")
-        for label, triple, cxx, emulator in targets:
-            obj, seconds, memory = compile_aot(args.xlens, work, triple)
-            nm = "aarch64-linux-gnu-nm" if triple and shutil.which("aarch64-linux-gnu-nm") else "nm"
-            undefined = check_undefined(obj, cxx, nm)
-            binary = os.path.join(work, "classify_" + label)
-            # Only the header's directory, the program and the object: no xlens anywhere.
-            link = [cxx, "-std=c++17", "-O2", "-I", work, main_cc, obj, "-lm", "-o", binary]
-            if emulator:
-                link.insert(1, "-static")  # qemu-user then needs no aarch64 sysroot
-            run(link)
-            out = os.path.join(work, "out_%s.bin" % label)
-            cmd = [binary] + [os.path.join(work, n + ".bin") for n in ("x", "w", "b")] + [
-                out, str(args.runs if not emulator else 10)]
-            if emulator:
-                cmd.insert(0, emulator)
-            us = float(run(cmd).strip())
-            got = np.fromfile(out, dtype=np.float32).reshape(expected.shape)
-            np.testing.assert_allclose(got, expected, rtol=1e-5, atol=1e-6 * np.abs(expected).max())
-            print("%s: object %d bytes, program %d bytes (stripped: not), xlens aot %.2f s, "
-                  "%.1f us per batch of 8%s; undefined symbols: %s" %
-                  (label, os.path.getsize(obj), os.path.getsize(binary), seconds, us,
-                   " (under qemu)" if emulator else "", " ".join(undefined) or "none"))
-            print("  " + memory.strip().replace("\n", "\n  "))
-        print("jit: xlens graph run --jit=compile %.2f s (process, compile and one run)" % jit_seconds)
-    print("OK: the ahead-of-time program's logits equal the JIT's")
+        for model in MODELS:
+            check_model(args, work, model, targets, rng)
+    print("OK: the ahead-of-time programs' logits equal the JIT's")
     return 0
 
 
