@@ -108,6 +108,40 @@ void ExpectNear(const Tensor& got, const std::vector<float>& want, const std::st
   }
 }
 
+// A body that draws random numbers (a stateful op in a While, seeded afresh for each node): the
+// gradient pops what the forward pass drew, and the loss is computed from that same pass, so for
+// v = v0 * r1 * r2 * r3 the gradient with respect to v0 = 1 sums to the loss, in one run. A
+// gradient that drew again, or a loss from another run of the loop, would not.
+TEST(WhileGradTest, RandomBodyGetsTheGradientOfWhatItDrew) {
+  Scope root = Scope::NewRootScope();
+  Output v0 = ops::Placeholder(root.WithOpName("v0"), DT_FLOAT);
+  Node* loop = While(
+      root, {ops::Const(root, int32_t{0}), v0},
+      [](const Scope& c, const std::vector<Output>& a) {
+        return std::vector<Output>{ops::Less(c, a[0], ops::Input(3))};
+      },
+      [](const Scope& b, const std::vector<Output>& a) {
+        Output r = ops::AsOutput(ops::BuildOp(b, "RandomUniform", {ops::Input({4})},
+                                              {{"dtype", AttrValue::Type(DT_FLOAT)},
+                                               {"seed", AttrValue::Int(0)},
+                                               {"seed2", AttrValue::Int(0)}}));
+        return std::vector<Output>{ops::Add(b, a[0], ops::Input(1)), ops::Mul(b, a[1], r)};
+      });
+  Output loss = ops::Sum(root, Output(loop, 1), ops::Input({0}));
+  std::vector<Output> grads;
+  ASSERT_TRUE(AddSymbolicGradients(root, {loss}, {v0}, {}, &grads).ok());
+  auto session = Session::Create(root.graph()->ToGraphDef());
+  ASSERT_TRUE(session.ok()) << session.status().message();
+  for (int run = 0; run < 2; ++run) {
+    auto got =
+        (*session)->Run({{"v0", Floats({4}, {1, 1, 1, 1})}}, {loss.name(), grads[0].name()});
+    ASSERT_TRUE(got.ok()) << got.status().message();
+    double sum = 0;
+    for (int64_t i = 0; i < 4; ++i) sum += (*got)[1].GetAsDouble(i);
+    EXPECT_NEAR((*got)[0].GetAsDouble(0), sum, 1e-6) << "run " << run;
+  }
+}
+
 // d/d(v0, w, x) of sum(v * c) after four steps of the recurrence, as TensorFlow computes it.
 TEST(WhileGradTest, RecurrenceMatchesTensorFlow) {
   Scope root = Scope::NewRootScope();

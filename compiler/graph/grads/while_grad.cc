@@ -2,20 +2,26 @@
 // loop that accumulates what the backward pass needs into TensorLists, and a backward While that
 // pops them in reverse order, one iteration per forward iteration.
 //
-// What is accumulated differs from while_v2 in one respect. while_v2 rewrites the forward While
-// in place to push every intermediate its gradient reads; a gradient function here may not change
-// the node it differentiates, so the gradient builds a second forward loop (the same cond and body,
-// plus an iteration counter and one list per loop variable the body changes) that pushes each
-// iteration's entry state, and the backward body recomputes that iteration's forward body from the
-// popped state before differentiating it. The values are the forward loop's own (the same ops on
-// the same inputs), so the gradients are TensorFlow's; the cost is the forward body run twice more.
+// The backward body is the body's gradient: the body is instantiated, its arguments read from
+// the popped entry state, and differentiated; every value of the forward body the gradient reads
+// (an intermediate: tanh's output for TanhGrad, a MatMul's operands) is then popped from an
+// accumulator instead, and the forward computations nothing else needs are removed. The forward
+// loop is the While again with an iteration counter and those accumulators, each pushed every
+// iteration. while_v2 adds the accumulators to the forward While in place; here the While's
+// consumers are moved onto the accumulating loop instead, so the forward pass runs once and the
+// loss is computed from the very values the gradient pops (a body drawing random numbers gets
+// the gradient of what it drew).
 //
 // The backward loop carries: the iteration counter and the forward trip count (cond: counter <
 // count), one gradient per differentiable loop variable (TensorFlow's float and complex types and
 // TensorLists), the accumulators, and the loop variables the body passes through unchanged (the
-// captured tensors: weights), whose gradients add up over the iterations.
+// captured tensors: weights), whose gradients add up over the iterations. The accumulators are
+// sized by the trip count's static bound where the graph gives one (StaticTripBound), so the
+// gradient compiles.
 #include <algorithm>
+#include <map>
 #include <optional>
+#include <set>
 
 #include "compiler/graph/function.h"
 #include "compiler/graph/gradients.h"
@@ -207,10 +213,19 @@ struct LoopVars {
   std::vector<int> grads;       // differentiable indices
 };
 
-// The forward body with an iteration counter and one accumulator per varying loop variable,
-// each pushed the iteration's entry value.
+// A value the body computes that its gradient reads: the forward loop pushes it every
+// iteration, the backward loop pops it (while_v2's intermediates).
+struct Intermediate {
+  std::string node;
+  int output = 0;
+  DataType type = DT_INVALID;
+};
+
+// The forward body with an iteration counter and accumulators: one per varying loop variable,
+// pushed the iteration's entry value, then one per intermediate, pushed its value.
 StatusOr<FunctionDef> AccumulatingBody(const FunctionDefLibrary& library, const NameAttrList& body,
-                                       const LoopVars& vars) {
+                                       const LoopVars& vars,
+                                       const std::vector<Intermediate>& intermediates) {
   ASSIGN_OR_RETURN(auto fb, InstantiateFunction(library, body));
   Graph* g = fb->graph.get();
   Scope s = Scope::ForGraph(g).NewSubScope("accumulate");
@@ -219,15 +234,22 @@ StatusOr<FunctionDef> AccumulatingBody(const FunctionDefLibrary& library, const 
   Output next = ops::Add(s, Output(counter), ops::Input(1));
   RETURN_IF_ERROR(s.status());
   RETURN_IF_ERROR(AddRetval(g, "counter_next", next, n).status());
-  for (size_t j = 0; j < vars.varying.size(); ++j) {
-    int i = vars.varying[j];
-    int index = n + 1 + static_cast<int>(j);
+  std::vector<std::pair<Output, DataType>> pushed_values;
+  for (int i : vars.varying) pushed_values.push_back({Output(fb->arg_nodes[i]), vars.types[i]});
+  for (const Intermediate& m : intermediates) {
+    Node* src = g->FindNode(m.node);
+    if (src == nullptr) {
+      return Error("the body '" + body.name + "' has no node '" + m.node + "' to accumulate");
+    }
+    pushed_values.push_back({Output(src, m.output), m.type});
+  }
+  int index = n + 1;
+  for (const auto& [value, type] : pushed_values) {
     ASSIGN_OR_RETURN(Node * acc, AddInterfaceNode(g, "_Arg", "accumulator", DT_VARIANT, index));
-    Output pushed = ops::AsOutput(ops::BuildOp(
-        s, "TensorListPushBack", {Output(acc), Output(fb->arg_nodes[i])},
-        {{"element_dtype", AttrValue::Type(vars.types[i])}}));
+    Output pushed = ops::AsOutput(ops::BuildOp(s, "TensorListPushBack", {Output(acc), value},
+                                               {{"element_dtype", AttrValue::Type(type)}}));
     RETURN_IF_ERROR(s.status());
-    RETURN_IF_ERROR(AddRetval(g, "accumulator_next", pushed, index).status());
+    RETURN_IF_ERROR(AddRetval(g, "accumulator_next", pushed, index++).status());
   }
   return GraphToFunctionDef(*g, body.name + "_accumulating");
 }
@@ -248,41 +270,68 @@ StatusOr<FunctionDef> BackwardCond(const std::string& name, const std::vector<Da
   return GraphToFunctionDef(*g, name);
 }
 
-// The backward body: pops the iteration's entry state, recomputes the forward body from it and
-// differentiates it, the gradients of its outputs being the loop's gradients so far.
-// Loop variables: counter, count, grads..., accumulators..., invariant values...
+// Removes the op nodes no _Retval depends on (the forward computations the gradient reads from
+// accumulators instead), _Arg nodes kept.
+void RemoveDeadNodes(Graph* g) {
+  std::set<const Node*> live;
+  std::vector<const Node*> stack;
+  for (Node* n : g->op_nodes()) {
+    if (n->type_string() == "_Retval" || n->type_string() == "_Arg") stack.push_back(n);
+  }
+  while (!stack.empty()) {
+    const Node* n = stack.back();
+    stack.pop_back();
+    if (!live.insert(n).second) continue;
+    for (const Edge* e : n->in_edges()) {
+      if (e->src->IsOp()) stack.push_back(e->src);
+    }
+  }
+  for (Node* n : g->op_nodes()) {
+    if (!live.count(n)) g->RemoveNode(n);
+  }
+}
+
+// The backward body: pops the iteration's entry state and the intermediates the gradient of
+// the body reads, and applies that gradient, the gradients of the body's outputs being the
+// loop's gradients so far. Loop variables: counter, count, grads..., state accumulators...,
+// intermediate accumulators..., invariant values... `intermediates` receives what the forward
+// loop must push.
 StatusOr<FunctionDef> BackwardBody(FunctionDefLibrary& library, const NameAttrList& body,
-                                   const LoopVars& vars, std::vector<DataType>* types) {
+                                   const LoopVars& vars, std::vector<DataType>* types,
+                                   std::vector<Intermediate>* intermediates) {
   ASSIGN_OR_RETURN(auto fb, InstantiateFunction(library, body));
   Graph* g = fb->graph.get();
+  std::set<const Node*> forward;
+  for (Node* n : g->op_nodes()) {
+    if (n->type_string() != "_Arg" && n->type_string() != "_Retval") forward.insert(n);
+  }
   Scope s = Scope::ForGraph(g).NewSubScope("backward");
-  int index = 0;
-  types->clear();
   auto add_arg = [&](const std::string& name, DataType t) -> StatusOr<Node*> {
-    types->push_back(t);
-    return AddInterfaceNode(g, "_Arg", name, t, index++);
+    return AddInterfaceNode(g, "_Arg", name, t, 0);  // indices set at the end
   };
   ASSIGN_OR_RETURN(Node * counter, add_arg("counter", DT_INT32));
   ASSIGN_OR_RETURN(Node * count, add_arg("count", DT_INT32));
-  std::vector<Output> grad_args;
+  std::vector<Node*> grad_args;
   for (int i : vars.grads) {
     ASSIGN_OR_RETURN(Node * a, add_arg("grad", vars.types[i]));
-    grad_args.push_back(Output(a));
+    grad_args.push_back(a);
   }
   std::vector<Output> state(vars.types.size());
+  std::vector<Node*> state_accs;
   std::vector<Output> popped_lists;
   for (int i : vars.varying) {
     ASSIGN_OR_RETURN(Node * acc, add_arg("accumulator", DT_VARIANT));
+    state_accs.push_back(acc);
     Node* pop = ops::BuildOp(s, "TensorListPopBack", {Output(acc), ElementShapeUnknown(s)},
                              {{"element_dtype", AttrValue::Type(vars.types[i])}});
     RETURN_IF_ERROR(s.status());
     popped_lists.push_back(Output(pop, 0));
     state[i] = Output(pop, 1);
   }
-  std::vector<Output> invariant_args;
+  std::vector<Node*> invariant_args;
   for (int i : vars.invariant) {
     ASSIGN_OR_RETURN(Node * a, add_arg("invariant", vars.types[i]));
-    invariant_args.push_back(Output(a));
+    invariant_args.push_back(a);
     state[i] = Output(a);
   }
   // The body now reads the popped state; its results are the forward outputs to differentiate.
@@ -293,32 +342,69 @@ StatusOr<FunctionDef> BackwardBody(FunctionDefLibrary& library, const NameAttrLi
     results.push_back(Output(src, out));
     g->RemoveNode(ret);
   }
-  std::vector<Output> ys, xs;
-  for (int i : vars.grads) {
-    ys.push_back(results[i]);
-    xs.push_back(state[i]);
+  std::vector<Output> ys, xs, dys;
+  for (size_t k = 0; k < vars.grads.size(); ++k) {
+    ys.push_back(results[vars.grads[k]]);
+    xs.push_back(state[vars.grads[k]]);
+    dys.push_back(Output(grad_args[k]));
   }
   std::vector<Output> dxs;
   GradientsOptions options;
   options.name = "gradients";
-  RETURN_IF_ERROR(AddSymbolicGradients(Scope::ForGraph(g), ys, xs, grad_args, options, &dxs));
+  RETURN_IF_ERROR(AddSymbolicGradients(Scope::ForGraph(g), ys, xs, dys, options, &dxs));
   for (size_t k = 0; k < dxs.size(); ++k) {
     if (!dxs[k].valid()) dxs[k] = ZerosLikeOf(s, xs[k]);
   }
   RETURN_IF_ERROR(s.status());
 
-  int ret_index = 0;
+  // What the gradient reads of the forward computation comes from accumulators (constants and
+  // resource handles are kept: nothing to accumulate).
+  std::map<std::pair<const Node*, int>, std::vector<const Edge*>> reads;
+  for (const Node* f : forward) {
+    if (f->type_string() == "Const") continue;
+    for (const Edge* e : f->out_edges()) {
+      if (e->IsControlEdge() || forward.count(e->dst) || !e->dst->IsOp()) continue;
+      if (RemoveRefType(f->output_type(e->src_output)) == DT_RESOURCE) continue;
+      reads[{f, e->src_output}].push_back(e);
+    }
+  }
+  std::vector<Node*> intermediate_accs;
+  std::vector<Output> popped_intermediates;
+  intermediates->clear();
+  for (const auto& [tensor, edges] : reads) {
+    const auto [f, output] = tensor;
+    const DataType type = RemoveRefType(f->output_type(output));
+    intermediates->push_back({f->name(), output, type});
+    ASSIGN_OR_RETURN(Node * acc, add_arg("intermediate", DT_VARIANT));
+    intermediate_accs.push_back(acc);
+    Node* pop = ops::BuildOp(s, "TensorListPopBack", {Output(acc), ElementShapeUnknown(s)},
+                             {{"element_dtype", AttrValue::Type(type)}});
+    RETURN_IF_ERROR(s.status());
+    popped_intermediates.push_back(Output(pop, 0));
+    for (const Edge* e : edges) RETURN_IF_ERROR(g->UpdateEdge(pop, 1, e->dst, e->dst_input));
+  }
+
   Output next = ops::Add(s, Output(counter), ops::Input(1));
   RETURN_IF_ERROR(s.status());
-  RETURN_IF_ERROR(AddRetval(g, "counter_next", next, ret_index++).status());
-  RETURN_IF_ERROR(AddRetval(g, "count", Output(count), ret_index++).status());
-  for (const Output& dx : dxs) RETURN_IF_ERROR(AddRetval(g, "grad", dx, ret_index++).status());
-  for (const Output& l : popped_lists) {
-    RETURN_IF_ERROR(AddRetval(g, "accumulator", l, ret_index++).status());
+  std::vector<Output> rets{next, Output(count)};
+  rets.insert(rets.end(), dxs.begin(), dxs.end());
+  rets.insert(rets.end(), popped_lists.begin(), popped_lists.end());
+  rets.insert(rets.end(), popped_intermediates.begin(), popped_intermediates.end());
+  for (Node* a : invariant_args) rets.push_back(Output(a));
+  for (size_t k = 0; k < rets.size(); ++k) {
+    RETURN_IF_ERROR(AddRetval(g, "loop_var_next", rets[k], static_cast<int>(k)).status());
   }
-  for (const Output& v : invariant_args) {
-    RETURN_IF_ERROR(AddRetval(g, "invariant", v, ret_index++).status());
+  std::vector<Node*> args{counter, count};
+  args.insert(args.end(), grad_args.begin(), grad_args.end());
+  args.insert(args.end(), state_accs.begin(), state_accs.end());
+  args.insert(args.end(), intermediate_accs.begin(), intermediate_accs.end());
+  args.insert(args.end(), invariant_args.begin(), invariant_args.end());
+  types->clear();
+  for (size_t k = 0; k < args.size(); ++k) {
+    args[k]->mutable_attrs()["index"] = AttrValue::Int(static_cast<int64_t>(k));
+    types->push_back(args[k]->output_type(0));
   }
+  RemoveDeadNodes(g);
   MergeNewFunctions(g->library(), library);
   return GraphToFunctionDef(*g, body.name + "_grad");
 }
@@ -358,18 +444,31 @@ Status WhileGrad(const Scope& s, const Node& op, const GradOutputs& g, GradOutpu
     }
   }
 
+  // The backward body first: it says which intermediates the forward loop must accumulate.
+  std::vector<DataType> bwd_types;
+  std::vector<Intermediate> intermediates;
+  ASSIGN_OR_RETURN(FunctionDef bwd_body,
+                   BackwardBody(library, body, vars, &bwd_types, &intermediates));
+  ASSIGN_OR_RETURN(FunctionDef bwd_cond, BackwardCond(cond.name + "_grad", bwd_types));
+
   // The forward loop again, accumulating.
+  const size_t num_accs = vars.varying.size() + intermediates.size();
   std::vector<DataType> extra{DT_INT32};
-  for (size_t j = 0; j < vars.varying.size(); ++j) extra.push_back(DT_VARIANT);
+  for (size_t j = 0; j < num_accs; ++j) extra.push_back(DT_VARIANT);
   ASSIGN_OR_RETURN(FunctionDef fwd_cond, WidenCond(library, cond, extra));
-  ASSIGN_OR_RETURN(FunctionDef fwd_body, AccumulatingBody(library, body, vars));
+  ASSIGN_OR_RETURN(FunctionDef fwd_body, AccumulatingBody(library, body, vars, intermediates));
   NameAttrList fwd_cond_ref = AddFunction(library, std::move(fwd_cond));
   NameAttrList fwd_body_ref = AddFunction(library, std::move(fwd_body));
+  NameAttrList bwd_body_ref = AddFunction(library, std::move(bwd_body));
+  NameAttrList bwd_cond_ref = AddFunction(library, std::move(bwd_cond));
 
   std::vector<Output> fwd_inputs;
   for (int i = 0; i < op.num_inputs(); ++i) fwd_inputs.push_back(In(op, i));
   fwd_inputs.push_back(ops::Const(s, int32_t{0}));
   for (int i : vars.varying) fwd_inputs.push_back(EmptyList(s, vars.types[i], max_trips));
+  for (const Intermediate& m : intermediates) {
+    fwd_inputs.push_back(EmptyList(s, m.type, max_trips));
+  }
   RETURN_IF_ERROR(s.status());
   AttrMap fwd_attrs = op.attrs();
   std::vector<DataType> fwd_types = vars.types;
@@ -387,20 +486,13 @@ Status WhileGrad(const Scope& s, const Node& op, const GradOutputs& g, GradOutpu
   RETURN_IF_ERROR(s.status());
   const int n = static_cast<int>(vars.types.size());
 
-  // The backward loop.
-  std::vector<DataType> bwd_types;
-  ASSIGN_OR_RETURN(FunctionDef bwd_body, BackwardBody(library, body, vars, &bwd_types));
-  ASSIGN_OR_RETURN(FunctionDef bwd_cond, BackwardCond(cond.name + "_grad", bwd_types));
-  NameAttrList bwd_body_ref = AddFunction(library, std::move(bwd_body));
-  NameAttrList bwd_cond_ref = AddFunction(library, std::move(bwd_cond));
-
   std::vector<Output> bwd_inputs{ops::Const(s, int32_t{0}), Output(fwd, n)};
   for (int i : vars.grads) {
     Output gi = g[i];
     if (!gi.valid()) gi = ZerosLikeOf(s, Out(op, i));
     bwd_inputs.push_back(gi);
   }
-  for (size_t j = 0; j < vars.varying.size(); ++j) {
+  for (size_t j = 0; j < num_accs; ++j) {
     bwd_inputs.push_back(Output(fwd, n + 1 + static_cast<int>(j)));
   }
   for (int i : vars.invariant) bwd_inputs.push_back(In(op, i));
@@ -417,6 +509,16 @@ Status WhileGrad(const Scope& s, const Node& op, const GradOutputs& g, GradOutpu
   }
   Node* bwd = s.AddNode(op.type_string(), bwd_inputs, bwd_attrs, "backward");
   RETURN_IF_ERROR(s.status());
+
+  // The loop's consumers read the accumulating loop's outputs (the same values), so the forward
+  // pass runs once and what the gradient pops is what the loss was computed from, as while_v2
+  // rewrites the forward While in place. The original loop runs only where it is fetched.
+  Graph* graph = s.graph();
+  std::vector<const Edge*> uses(op.out_edges().begin(), op.out_edges().end());
+  for (const Edge* e : uses) {
+    if (e->IsControlEdge() || e->dst == fwd || e->dst == bwd || !e->dst->IsOp()) continue;
+    RETURN_IF_ERROR(graph->UpdateEdge(fwd, e->src_output, e->dst, e->dst_input));
+  }
 
   out->assign(op.num_inputs(), NoGradient());
   for (size_t k = 0; k < vars.grads.size(); ++k) {
