@@ -211,7 +211,9 @@ StatusOr<LoweredGraph> LowerGraphForAot(const graph::GraphDef& def, const Tf2Xla
     a.initialized = true;
     a.name = cv.node_name;
     args.push_back(std::move(a));
-    out.variables.push_back(Buffer(cv.name, var.type, var.shape));
+    // tfcompile names a variable without a name by its node.
+    out.variables.push_back(Buffer(cv.name.empty() ? cv.node_name : cv.name, var.type, var.shape));
+    out.variable_readonly.push_back(cv.readonly);
   }
 
   // Fetches: a _Retval each, reading the tensor (or the feed that replaced it).

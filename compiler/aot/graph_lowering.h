@@ -33,6 +33,7 @@ struct LoweredGraph {
   std::vector<HeaderBuffer> results;    // the fetches
   std::vector<HeaderBuffer> variables;
   std::vector<int> variable_update_result;  // per variable: its result index, or -1
+  std::vector<bool> variable_readonly;
 };
 
 // `shown` names the graph in messages; `module_name` names the HLO module (and its dumps).

@@ -105,16 +105,25 @@ class CompiledFunction {
   const void* arg_data(std::size_t index) const { return args_[index]; }
   void* result_data(std::size_t index) { return results_[index]; }
   const void* result_data(std::size_t index) const { return results_[index]; }
-  int num_args() const { return data_.num_args - data_.num_variables; }
+  // As tfcompile counts them: the arguments are the feeds then the variables; the results the
+  // fetches then the updated (not readonly) variables' new values.
+  int num_args() const { return data_.num_args; }
   int num_variables() const { return data_.num_variables; }
-  int num_results() const { return data_.num_visible_results; }
+  int num_results() const { return data_.num_results; }
   std::size_t arg_size(std::size_t index) const { return data_.arg_bytes[index]; }
   std::size_t result_size(std::size_t index) const { return data_.result_bytes[index]; }
   const char* const* arg_names() const { return data_.arg_names; }
   const char* const* result_names() const { return data_.result_names; }
   // The index of the argument or result the config named `name`, -1 when none.
   int LookupArgIndex(const std::string& name) const {
-    for (int i = 0; i < data_.num_args; ++i) {
+    for (int i = 0; i < data_.num_args - data_.num_variables; ++i) {
+      if (name == data_.arg_names[i]) return i;
+    }
+    return -1;
+  }
+  // The argument index of the variable named `name`, -1 when none.
+  int LookupVariableIndex(const std::string& name) const {
+    for (int i = data_.num_args - data_.num_variables; i < data_.num_args; ++i) {
       if (name == data_.arg_names[i]) return i;
     }
     return -1;
@@ -180,23 +189,24 @@ std::string ShapeComment(const HeaderBuffer& b) {
 // the entry's arguments or results; `label` "0" or "_name" (set_arg0_data, set_arg_x_data).
 void WriteAccessors(std::ostringstream& out, const HeaderBuffer& b, const std::string& kind,
                     int index, const std::string& label, const std::string& cpp_type,
-                    bool settable, bool is_const_result) {
+                    bool settable, bool readonly) {
   const std::string name = kind + label;
   const std::string idx = std::to_string(index);
   const std::string get = kind == "result" ? "result_data(" + idx + ")" : "arg_data(" + idx + ")";
   out << "  // " << name << ": " << ShapeComment(b) << ", " << b.byte_size << " bytes\n";
+  // A readonly variable is only read: its buffer may be the caller's constant data.
+  const std::string maybe_const = readonly ? "const " : "";
   if (settable) {
     if (kind == "var") {
-      out << "  void set_" << name << "_data(" << cpp_type << "* data) { set_arg_data(" << idx
-          << ", data); }\n";
+      out << "  void set_" << name << "_data(" << maybe_const << cpp_type
+          << "* data) { set_arg_data(" << idx << ", data); }\n";
     } else {
       out << "  void set_" << name << "_data(const void* data) { set_arg_data(" << idx
           << ", data); }\n";
     }
   }
-  (void)is_const_result;
-  out << "  " << cpp_type << "* " << name << "_data() { return static_cast<" << cpp_type
-      << "*>(" << get << "); }\n";
+  out << "  " << maybe_const << cpp_type << "* " << name << "_data() { return static_cast<"
+      << maybe_const << cpp_type << "*>(" << get << "); }\n";
   out << "  const " << cpp_type << "* " << name << "_data() const { return static_cast<const "
       << cpp_type << "*>(" << get << "); }\n";
   // The element accessor: name(i, j) in row-major order.
@@ -205,30 +215,26 @@ void WriteAccessors(std::ostringstream& out, const HeaderBuffer& b, const std::s
     params += (d ? ", " : "") + std::string("std::size_t dim") + std::to_string(d);
     offset = d == 0 ? "dim0" : "(" + offset + ") * " + std::to_string(b.dimensions[d]) + " + dim" + std::to_string(d);
   }
-  out << "  " << cpp_type << "& " << name << "(" << params << ") { return " << name << "_data()["
-      << offset << "]; }\n";
+  out << "  " << maybe_const << cpp_type << "& " << name << "(" << params << ") { return " << name
+      << "_data()[" << offset << "]; }\n";
   out << "  const " << cpp_type << "& " << name << "(" << params << ") const { return " << name
       << "_data()[" << offset << "]; }\n";
   out << "  int " << name << "_size() const { return " << b.byte_size << "; }\n";
   out << "  int " << name << "_count() const { return " << Count(b) << "; }\n";
 }
 
-std::string ConstantSuffix(const std::string& kind, int index) {
-  std::string k = kind == "arg" ? "Arg" : kind == "result" ? "Result" : "Var";
-  return k + std::to_string(index);
-}
-
+// kArg0Shapes as tfcompile writes it (a scalar's is {-1}, its rank 0), and ours beside it: the
+// rank, the element count and the byte size. `kind` is "Arg" or "Result".
 void WriteConstants(std::ostringstream& out, const HeaderBuffer& b, const std::string& kind,
                     int index) {
-  const std::string s = ConstantSuffix(kind, index);
-  out << "  static constexpr std::size_t k" << s << "Size = " << b.byte_size << ";\n";
-  out << "  static constexpr std::size_t k" << s << "Count = " << Count(b) << ";\n";
+  const std::string s = kind + std::to_string(index);
+  out << "  static constexpr std::int32_t k" << s << "Shapes[] = {";
+  for (size_t i = 0; i < b.dimensions.size(); ++i) out << (i ? ", " : "") << b.dimensions[i];
+  if (b.dimensions.empty()) out << "-1";
+  out << "};\n";
   out << "  static constexpr int k" << s << "Rank = " << b.dimensions.size() << ";\n";
-  if (!b.dimensions.empty()) {
-    out << "  static constexpr std::int64_t k" << s << "Shape[" << b.dimensions.size() << "] = {";
-    for (size_t i = 0; i < b.dimensions.size(); ++i) out << (i ? ", " : "") << b.dimensions[i];
-    out << "};\n";
-  }
+  out << "  static constexpr std::size_t k" << s << "Count = " << Count(b) << ";\n";
+  out << "  static constexpr std::size_t k" << s << "Size = " << b.byte_size << ";\n";
 }
 
 std::string StringArray(const std::vector<HeaderBuffer>& a, const std::vector<HeaderBuffer>& b) {
@@ -332,14 +338,20 @@ StatusOr<std::string> WriteHeader(const HeaderSpec& spec) {
   if (!namespaces.empty()) out << "\n";
 
   out << "class " << class_name << " final : public ::xlens_aot::CompiledFunction {\n public:\n";
-  out << "  static constexpr std::size_t kNumArgs = " << spec.args.size() << ";\n";
-  out << "  static constexpr std::size_t kNumResults = " << spec.results.size() << ";\n";
+  // tfcompile's counts: the arguments include the variables, the results their updates.
+  out << "  static constexpr std::size_t kNumArgs = " << spec.args.size() + spec.variables.size() << ";\n";
+  out << "  static constexpr std::size_t kNumResults = " << num_entry_results << ";\n";
   out << "  static constexpr std::size_t kNumVariables = " << spec.variables.size() << ";\n";
   out << "  static constexpr std::size_t kTempSize = " << spec.temp_bytes << ";\n";
   out << "  static constexpr std::size_t kWeightsSize = " << spec.weights_bytes << ";\n";
-  for (size_t i = 0; i < spec.args.size(); ++i) WriteConstants(out, spec.args[i], "arg", static_cast<int>(i));
-  for (size_t i = 0; i < spec.results.size(); ++i) WriteConstants(out, spec.results[i], "result", static_cast<int>(i));
-  for (size_t i = 0; i < spec.variables.size(); ++i) WriteConstants(out, spec.variables[i], "var", static_cast<int>(i));
+  for (size_t i = 0; i < spec.args.size() + spec.variables.size(); ++i) {
+    const HeaderBuffer& b = i < spec.args.size() ? spec.args[i] : spec.variables[i - spec.args.size()];
+    WriteConstants(out, b, "Arg", static_cast<int>(i));
+  }
+  for (size_t i = 0; i < spec.results.size(); ++i) WriteConstants(out, spec.results[i], "Result", static_cast<int>(i));
+  for (size_t v = 0, r = spec.results.size(); v < spec.variables.size(); ++v) {
+    if (spec.variable_update_result[v] >= 0) WriteConstants(out, spec.variables[v], "Result", static_cast<int>(r++));
+  }
 
   // The byte size of argument `index` (tfcompile's ArgSize).
   out << "\n  static std::int64_t ArgSize(std::int32_t index) {\n    static constexpr std::int64_t kSizes[] = {";
@@ -373,9 +385,12 @@ StatusOr<std::string> WriteHeader(const HeaderSpec& spec) {
   for (size_t i = 0; i < spec.variables.size(); ++i) {
     const HeaderBuffer& b = spec.variables[i];
     ASSIGN_OR_RETURN(std::string t, type_of(b, "variable " + std::to_string(i)));
-    // tfcompile names a variable's accessors by its name only (var_<name>_data).
-    const std::string label = b.name.empty() ? std::to_string(i) : "_" + b.name;
-    WriteAccessors(out, b, "var", static_cast<int>(spec.args.size() + i), label, t, true, false);
+    if (b.name.empty()) return Error("xlens aot: variable " + std::to_string(i) + " has no name");
+    // tfcompile names a variable's accessors by its name only (var_<name>_data), the node's
+    // when the config gives none.
+    const bool readonly = i < spec.variable_readonly.size() && spec.variable_readonly[i];
+    WriteAccessors(out, b, "var", static_cast<int>(spec.args.size() + i), "_" + b.name, t, true,
+                   readonly);
   }
 
   out << "\n private:\n  static const ::xlens_aot::StaticData& StaticDataFor() {\n";

@@ -35,6 +35,7 @@ struct HeaderSpec {
   std::vector<HeaderBuffer> results;
   std::vector<HeaderBuffer> variables;
   std::vector<int> variable_update_result;  // per variable: the entry result index, or -1
+  std::vector<bool> variable_readonly;      // per variable (empty: none): const accessors
   int64_t temp_bytes = 0;
   int64_t temp_alignment = 64;
   int64_t weights_bytes = 0;

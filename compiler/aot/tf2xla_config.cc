@@ -329,7 +329,12 @@ StatusOr<Tf2XlaConfig> ParseTf2XlaConfig(std::string_view bytes, ConfigFormat fo
     if (std::string why = CheckName(var.name); !why.empty()) {
       return Fail(at.At("variable", i, "name"), label + ": " + why);
     }
-    RETURN_IF_ERROR(claim_name(var.name, at.At("variable", i, "name")));
+    // Without a name, the accessors are named after the node (var_<node>_data), as tfcompile does.
+    if (var.name.empty() && !IsValidCppIdentifier(var.node_name)) {
+      return Fail(var.where, label + " has no name, and its node's name is not a C++ identifier: "
+                             "give it a name (the header's var_<name>_data)");
+    }
+    RETURN_IF_ERROR(claim_name(var.name.empty() ? var.node_name : var.name, var.where));
     config.variable.push_back(std::move(var));
   }
   return config;

@@ -141,6 +141,7 @@ int RunAot(const AotArgs& args) {
     spec.results = std::move(lowered->results);
     spec.variables = std::move(lowered->variables);
     spec.variable_update_result = std::move(lowered->variable_update_result);
+    spec.variable_readonly = std::move(lowered->variable_readonly);
     spec.source = DisplayPath(args.graph) + " and " + DisplayPath(args.config);
   } else {
     auto loaded = LoadModule(args.hlo, /*verify=*/true);

@@ -57,7 +57,7 @@ static bool Load(const char* path, void* into, std::size_t bytes) {
 
 int main(int argc, char** argv) {
   MODEL_CLASS model;
-  const int n = static_cast<int>(MODEL_CLASS::kNumArgs + MODEL_CLASS::kNumVariables);
+  const int n = static_cast<int>(MODEL_CLASS::kNumArgs);
   if (argc != n + 3) return 2;
   for (int i = 0; i < n; ++i) {
     if (!Load(argv[1 + i], model.arg_data(i), model.arg_size(i))) return 3;

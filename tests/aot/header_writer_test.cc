@@ -34,14 +34,26 @@ TEST(HeaderWriterTest, NamesAsTfcompile) {
         "float& arg_x(std::size_t dim0, std::size_t dim1)", "int arg0_size() const { return 3136; }",
         "int arg0_count() const { return 784; }", "float* result0_data()",
         "float* result_probs_data()", "std::int32_t* var_step_data()",
-        "void set_var_step_data(std::int32_t* data)", "static constexpr std::size_t kNumArgs = 1;",
-        "static constexpr std::int64_t kArg0Shape[2] = {1, 784};",
+        "void set_var_step_data(std::int32_t* data)", "static constexpr std::size_t kNumArgs = 2;",
+        "static constexpr std::size_t kNumResults = 2;", "static constexpr std::size_t kNumVariables = 1;",
+        "static constexpr std::int32_t kArg0Shapes[] = {1, 784};",
+        "static constexpr std::int32_t kArg1Shapes[] = {-1};", "int LookupVariableIndex(",
         "extern \"C\" void mnist_entry(const void* const* args, void* const* results, void* temp);",
         "RESULTS_PROFILES_AND_TEMPS_ONLY", "bool Run()", "const std::string& error_msg() const",
         "void set_thread_pool(const Pool*)"}) {
     EXPECT_NE(header->find(expected), std::string::npos) << expected;
   }
   EXPECT_EQ(header->find("#include \"compiler/"), std::string::npos);
+
+  // A readonly variable's accessors are const, as tfcompile's.
+  HeaderSpec readonly = Mnist();
+  readonly.variable_update_result = {-1};
+  readonly.variable_readonly = {true};
+  auto const_header = WriteHeader(readonly);
+  ASSERT_TRUE(const_header.ok()) << const_header.status().message();
+  EXPECT_NE(const_header->find("void set_var_step_data(const std::int32_t* data)"), std::string::npos);
+  EXPECT_NE(const_header->find("const std::int32_t* var_step_data()"), std::string::npos);
+  EXPECT_NE(const_header->find("static constexpr std::size_t kNumResults = 1;"), std::string::npos);
 }
 
 // The header compiles with the standard library alone, and a program written for tfcompile's
@@ -74,6 +86,7 @@ int main() {
   if (f.result_probs(0, 3) != 6.0f || f.result0_data()[9] != 18.0f) return 3;
   if (*f.var_step_data() != 42) return 4;
   if (f.LookupArgIndex("x") != 0 || f.LookupResultIndex("probs") != 0) return 5;
+  if (f.LookupVariableIndex("step") != 1 || f.num_args() != 2 || f.num_results() != 2) return 7;
   mnist::aot::Classifier borrowed(mnist::aot::Classifier::AllocMode::RESULTS_PROFILES_AND_TEMPS_ONLY);
   if (borrowed.Run() || borrowed.error_msg().find("set_arg0_data") == std::string::npos) return 6;
   borrowed.set_thread_pool(static_cast<const void*>(nullptr));

@@ -87,6 +87,11 @@ TEST(Tf2XlaConfigTest, SemanticErrorsPointAtTheField) {
   EXPECT_NE(resource.status().message().find("feed 'v' is a resource"), std::string::npos)
       << resource.status().message();
 
+  auto unnamed = Text("fetch { id { node_name: \"y\" } }\nvariable { node_name: \"dense/kernel\" }");
+  ASSERT_FALSE(unnamed.ok());
+  EXPECT_NE(unnamed.status().message().find("c.pbtxt:2:"), std::string::npos) << unnamed.status().message();
+  EXPECT_NE(unnamed.status().message().find("give it a name"), std::string::npos);
+
   auto colon = Text("fetch { id { node_name: \"y:0\" } }");
   ASSERT_FALSE(colon.ok());
   EXPECT_NE(colon.status().message().find("has a ':'"), std::string::npos);
