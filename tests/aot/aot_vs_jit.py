@@ -8,6 +8,7 @@ qemu-aarch64 are there (scripts/setup.sh --test-peers), the same for aarch64 und
 Prints the sizes and times it measured. Exit 77 (skip) without numpy or a C++ compiler."""
 import argparse
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -47,6 +48,9 @@ PROGRAM = r"""
 #include <cstdlib>
 #include <cstring>
 
+extern "C" const char entry_metadata[];
+extern "C" const unsigned long entry_metadata_size;
+
 static bool Load(const char* path, void* into, std::size_t bytes) {
   std::FILE* f = std::fopen(path, "rb");
   if (!f) return false;
@@ -63,6 +67,11 @@ int main(int argc, char** argv) {
     if (!Load(argv[1 + i], model.arg_data(i), model.arg_size(i))) return 3;
   }
 #ifdef NAMED_SOFTMAX
+  // The metadata object: the function's description as JSON.
+  if (std::strstr(entry_metadata, "\"name\":\"logits\"") == nullptr ||
+      entry_metadata_size != std::strlen(entry_metadata)) {
+    return 6;
+  }
   if (model.arg_images_data() != model.arg0_data() || model.var_weights_data() == nullptr ||
       model.var_bias_size() != 40 || model.result_logits_count() != 80) {
     return 5;
@@ -127,14 +136,15 @@ def compile_aot(xlens, work, model, triple):
     name, graph, config, cpp_class = model[:4]
     header = os.path.join(work, name + ".h")
     obj = os.path.join(work, "%s_%s.o" % (name, triple or "host"))
+    metadata = os.path.join(work, "%s_%s_metadata.o" % (name, triple or "host"))
     cmd = [xlens, "aot", "--graph", graph, "--config", os.path.join(HERE, "testdata", config),
            "--cpp_class", cpp_class, "--out_header", header, "--out_function_object", obj,
-           "--print-memory"]
+           "--out_metadata_object", metadata, "--print-memory"]
     if triple:
         cmd += ["--target_triple", triple]
     start = time.time()
     memory = run(cmd)
-    return header, obj, time.time() - start, memory
+    return header, obj, metadata, time.time() - start, memory
 
 
 def check_model(args, work, model, targets, rng):
@@ -153,20 +163,29 @@ def check_model(args, work, model, targets, rng):
            "--feed", "x=" + files[0][1] + ".npy", "--outputs", jit_dir]
     for node, base in files[1:]:
         cmd += ["--assign", "%s=%s.npy" % (node, base)]
+    start = time.time()
     run(cmd)
+    one_step = time.time() - start
     expected = np.load(os.path.join(jit_dir, "out0.npy"))
+    # The JIT's time per step, as graph run measures it (the median of 51 steps after the first,
+    # which compiles).
+    steps = run(cmd[:3] + ["--steps", "51"] + cmd[3:])
+    median = re.search(r"median ([0-9.]+) ms per step", steps)
+    print("%s jit: xlens graph run --jit=compile %.2f s for one step (process, compilation, run); "
+          "median %s us per step" % (name, one_step,
+                                     "%.1f" % (float(median.group(1)) * 1000) if median else "?"))
 
     main_cc = os.path.join(work, "main.cc")
     with open(main_cc, "w") as f:
         f.write(PROGRAM)
     for label, triple, cxx, emulator in targets:
-        header, obj, seconds, memory = compile_aot(args.xlens, work, model, triple)
+        header, obj, metadata, seconds, memory = compile_aot(args.xlens, work, model, triple)
         nm = "aarch64-linux-gnu-nm" if triple and shutil.which("aarch64-linux-gnu-nm") else "nm"
         undefined = check_undefined(obj, cxx, nm)
         binary = os.path.join(work, "%s_%s" % (name, label))
         # Only the header, the program and the object: no xlens anywhere.
         link = [cxx, "-std=c++17", "-O2", "-DMODEL_HEADER=\"%s\"" % header,
-                "-DMODEL_CLASS=" + cpp_class, main_cc, obj, "-lm", "-o", binary]
+                "-DMODEL_CLASS=" + cpp_class, main_cc, obj, metadata, "-lm", "-o", binary]
         if name == "softmax":
             link.insert(1, "-DNAMED_SOFTMAX")
         if emulator:

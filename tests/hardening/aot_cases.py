@@ -136,6 +136,26 @@ def cases(shared, root_user):
          cpp_class="mnist::1Softmax")
     case("output-directory-missing", _CONFIG, r"no such file|No such file|directory", names="nodir/o.o",
          obj="nodir/o.o")
+    # The dump flags work as for the JIT: XLA_FLAGS=--xla_dump_to writes the module's stages,
+    # named after the class; a failed compilation still dumps what it reached but writes no output.
+    def dumped(ctx, run):
+        names = os.listdir(ctx.path("dump")) if os.path.isdir(ctx.path("dump")) else []
+        for suffix in (".Softmax.before_optimizations.txt", ".Softmax.cpu_after_optimizations.txt",
+                       ".Softmax.ir-with-opt.ll"):
+            if not any(n.endswith(suffix) for n in names):
+                return ("lost-data", f"the dump has no *{suffix}: {sorted(names)}")
+        return _both_written(ctx, run)
+
+    out.append(Case(id="aot/xla-dump-to", reader="aot-config",
+                    args=["aot", "--graph", "g.pbtxt", "--config", "c.pbtxt", "--cpp_class", "mnist::Softmax",
+                          "--out_header", "o.h", "--out_function_object", "o.o"],
+                    env={"XLA_FLAGS": "--xla_dump_to=dump"}, setup=_setup(_CONFIG), expect="ok",
+                    outputs=_OUTPUTS + ("dump", "dump/*"), check=dumped, quick=True))
+    out.append(Case(id="aot/unknown-xla-flag", reader="aot-config",
+                    args=["aot", "--graph", "g.pbtxt", "--config", "c.pbtxt", "--cpp_class", "mnist::Softmax",
+                          "--out_header", "o.h", "--out_function_object", "o.o", "--xla_dump_tu=dump"],
+                    setup=_setup(_CONFIG), names="--xla_dump_tu", check=_nothing_written, quick=True))
+
     # A SavedModel (tests/graph/testdata/saved_model/small): the signature's call inlined, its
     # variables frozen at their checkpoint values; a feed of the signature's input that is not
     # static is refused by the config's line.
