@@ -14,6 +14,7 @@
 #include <llvm/Target/TargetMachine.h>
 
 #include "compiler/aot/aot_target.h"
+#include "compiler/aot/row_major_interface.h"
 #include "compiler/codegen/complex_ops.h"
 #include "compiler/codegen/kernel_emitter.h"
 #include "compiler/hlo/annotation_custom_calls.h"
@@ -694,6 +695,7 @@ StatusOr<AotResult> AotBuilder::Build() {
   result_.target_triple = machine->getTargetTriple().str();
 
   RETURN_IF_ERROR(RemoveAnnotationCustomCalls(module_).status());
+  RETURN_IF_ERROR(MakeInterfaceRowMajor(module_).status());
   for (const HloComputation* computation : module_.computations()) {
     for (const HloInstruction* hlo : computation->instructions()) {
       if (std::string why = WhyNotAheadOfTime(*hlo); !why.empty()) return Refuse(*hlo, why);

@@ -167,6 +167,19 @@ ENTRY e {
   ROOT r = (f32[8], f32[8], f32[8]) tuple(a, b, c)
 })";
 
+// Parameters and results in column-major layouts, one read through a bitcast: the interface
+// is row-major all the same.
+constexpr const char* kColumnMajor = R"(HloModule column_major, entry_computation_layout={(f32[3,5]{0,1}, f32[4,6]{0,1})->(f32[5,3]{0,1}, f32[6,4]{1,0})}
+ENTRY e {
+  x = f32[3,5]{0,1} parameter(0)
+  y = f32[4,6]{0,1} parameter(1)
+  t = f32[5,3]{0,1} transpose(x), dimensions={1,0}
+  e = f32[5,3]{0,1} exponential(t)
+  b = f32[6,4]{1,0} bitcast(y)
+  n = f32[6,4]{1,0} negate(b)
+  ROOT r = (f32[5,3]{0,1}, f32[6,4]{1,0}) tuple(e, n)
+})";
+
 // What the JIT calls its runtime for: integer powers and complex functions, here inline code
 // and libm.
 constexpr const char* kRuntimeMath = R"(HloModule runtime_math
@@ -280,6 +293,10 @@ TEST(AotCompilerTest, WhileLoopsRunInTheEntryFunction) {
 
 TEST(AotCompilerTest, ConditionalsRunInTheEntryFunction) {
   ExpectProgramMatchesEvaluator(kConditional, "", kHost);
+}
+
+TEST(AotCompilerTest, OtherLayoutsGetARowMajorInterface) {
+  ExpectProgramMatchesEvaluator(kColumnMajor, "", kHost);
 }
 
 TEST(AotCompilerTest, IntegerPowerAndComplexMathNeedNoRuntime) {
