@@ -243,6 +243,10 @@ int main(int argc, char** argv) {
   aot->add_option("--entry_point", aot_args.entry_point, "The entry function's C name")->capture_default_str();
   aot->add_flag("--print-memory,--print_memory", aot_args.print_memory,
                 "Print the bytes of weights, temporaries, arguments and results");
+  // tfcompile's switches for what the header holds: ours always has the names and the shapes.
+  bool aot_ignored = false;
+  aot->add_flag("--gen_name_to_index,--gen_program_shape", aot_ignored,
+                "Accepted for tfcompile's command lines: the header always has the names and shapes");
   aot->allow_extras();
   aot->footer("XLA flags (--xla_dump_to=DIR, --xla_disable_hlo_passes=..., ...) are read from XLA_FLAGS and "
               "from this command line, as for the JIT.");
