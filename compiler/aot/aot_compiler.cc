@@ -15,6 +15,7 @@
 
 #include "compiler/aot/aot_target.h"
 #include "compiler/aot/row_major_interface.h"
+#include "compiler/aot/sort_emitter.h"
 #include "compiler/codegen/complex_ops.h"
 #include "compiler/codegen/kernel_emitter.h"
 #include "compiler/hlo/annotation_custom_calls.h"
@@ -64,11 +65,6 @@ std::string WhyNotAheadOfTime(const HloInstruction& hlo) {
     case HloOpcode::kFft: case HloOpcode::kCholesky: case HloOpcode::kTriangularSolve:
       return "runs as a library call (Eigen, LAPACK) on the CPU, and has no generated code to put "
              "in the object";
-    case HloOpcode::kSort:
-      return "runs through the runtime's sort, which has no generated code to put in the object";
-    case HloOpcode::kTopK:
-      return "becomes a sort, which runs through the runtime's sort and has no generated code to "
-             "put in the object";
     default:
       return "";
   }
@@ -182,6 +178,7 @@ class AotBuilder {
   Status EmitKernelCall(llvm::IRBuilder<>& b, const Frame& frame, const HloInstruction& hlo);
   Status EmitWhile(llvm::IRBuilder<>& b, const Frame& frame, const HloInstruction& hlo);
   Status EmitConditional(llvm::IRBuilder<>& b, const Frame& frame, const HloInstruction& hlo);
+  Status EmitSort(llvm::IRBuilder<>& b, const Frame& frame, const HloInstruction& hlo);
   void Copy(llvm::IRBuilder<>& b, const Place& to, const Place& from, int64_t bytes);
   Status EmitEntry();
   // Calls of functions outside libc and libm (the runtime's integer power, complex math),
@@ -201,6 +198,7 @@ class AotBuilder {
   std::map<std::string, std::string> hlo_of_function_;
   std::set<std::string> symbols_;
   std::map<const HloInstruction*, codegen::KernelSpec> kernels_;
+  std::map<const HloInstruction*, std::string> comparators_;  // of sorts
   std::map<const HloComputation*, NestedLayout> nested_;
   std::map<const HloInstruction*, llvm::GlobalVariable*> constants_;
   int64_t scratch_bytes_ = 0;
@@ -417,6 +415,19 @@ Status AotBuilder::EmitKernels(const std::vector<const HloInstruction*>& order) 
         continue;
       case HloOpcode::kCall:
         return Refuse(*hlo, "calls a computation the inliner left, which is not generated yet");
+      case HloOpcode::kSort: {
+        if (std::string why = WhyNotGeneratedSort(*hlo); !why.empty()) return Refuse(*hlo, why);
+        std::vector<PrimitiveType> types;
+        for (const HloInstruction* operand : hlo->operands()) {
+          types.push_back(operand->shape().element_type());
+        }
+        const std::string name = codegen::UniqueKernelName(hlo->name() + "_comparator", symbols_);
+        RETURN_IF_ERROR(codegen::EmitComparator(*hlo->to_apply(), types, name, *llvm_module_)
+                            .WithContext(hlo->name()));
+        comparators_[hlo] = name;
+        hlo_of_function_[name] = hlo->name();
+        continue;
+      }
       default:
         break;
     }
@@ -600,6 +611,18 @@ Status AotBuilder::EmitConditional(llvm::IRBuilder<>& b, const Frame& frame,
   return OkStatus();
 }
 
+Status AotBuilder::EmitSort(llvm::IRBuilder<>& b, const Frame& frame, const HloInstruction& hlo) {
+  ASSIGN_OR_RETURN(std::vector<Place> outputs, LeafPlaces(b, frame, hlo));
+  std::vector<llvm::Value*> pointers;
+  for (int64_t i = 0; i < hlo.operand_count(); ++i) {
+    ASSIGN_OR_RETURN(Place operand, PlaceOf(b, frame, *hlo.operand(i), {}));
+    Copy(b, outputs.at(i), operand, shape_util::ByteSizeOf(hlo.operand(i)->shape()));
+    pointers.push_back(outputs[i].pointer);
+  }
+  EmitInsertionSort(b, *allocas_, hlo, llvm_module_->getFunction(comparators_.at(&hlo)), pointers);
+  return OkStatus();
+}
+
 Status AotBuilder::EmitSequence(llvm::IRBuilder<>& b, const Frame& frame,
                                 const std::vector<const HloInstruction*>& order) {
   for (const HloInstruction* hlo : order) {
@@ -609,6 +632,9 @@ Status AotBuilder::EmitSequence(llvm::IRBuilder<>& b, const Frame& frame,
         continue;
       case HloOpcode::kConditional:
         RETURN_IF_ERROR(EmitConditional(b, frame, *hlo));
+        continue;
+      case HloOpcode::kSort:
+        RETURN_IF_ERROR(EmitSort(b, frame, *hlo));
         continue;
       default:
         break;
