@@ -266,6 +266,10 @@ std::string CppElementType(const std::string& t) {
 
 Status CheckCppClassName(const std::string& cpp_class) {
   if (cpp_class.empty()) return Error("xlens aot: --cpp_class is empty: give the class's name, e.g. ns::Model");
+  if (cpp_class.rfind("xlens_aot::", 0) == 0 || cpp_class == "xlens_aot") {
+    return Error("xlens aot: --cpp_class '" + cpp_class.substr(0, 200) +
+                 "': the namespace xlens_aot is the generated header's own");
+  }
   for (const std::string& part : Split(cpp_class, "::")) {
     if (!IsValidCppIdentifier(part)) {
       return Error("xlens aot: --cpp_class '" + cpp_class.substr(0, 200) +
@@ -279,6 +283,12 @@ StatusOr<std::string> WriteHeader(const HeaderSpec& spec) {
   RETURN_IF_ERROR(CheckCppClassName(spec.cpp_class));
   if (!IsValidCppIdentifier(spec.entry_point)) {
     return Error("xlens aot: --entry_point '" + spec.entry_point.substr(0, 200) + "' is not a C identifier");
+  }
+  // The entry function is declared at global scope: a class of the same name there would be
+  // hidden by it.
+  if (spec.cpp_class == spec.entry_point) {
+    return Error("xlens aot: --cpp_class '" + spec.cpp_class + "' is also the entry function's name "
+                 "(--entry_point): give one of them another name");
   }
   if (spec.variable_update_result.size() != spec.variables.size()) {
     return Error("xlens aot: internal: a variable without its update index");

@@ -113,6 +113,10 @@ TEST(HeaderWriterTest, RefusesBadNames) {
   EXPECT_FALSE(WriteHeader(spec).ok());
   EXPECT_FALSE(CheckCppClassName("a::::b").ok());
   EXPECT_TRUE(CheckCppClassName("a::b::C").ok());
+  EXPECT_FALSE(CheckCppClassName("xlens_aot::CompiledFunction").ok());
+  spec = Mnist();
+  spec.cpp_class = spec.entry_point = "entry";
+  EXPECT_FALSE(WriteHeader(spec).ok());
   spec = Mnist();
   spec.results[0].element_type = "token";
   auto header = WriteHeader(spec);

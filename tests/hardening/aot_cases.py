@@ -134,6 +134,8 @@ def cases(shared, root_user):
          r"'u'.*Unique|Unique.*'u'", names="g.pbtxt", graph=_UNCOMPILABLE)
     case("cpp-class-not-an-identifier", _CONFIG, r"not a C\+\+ identifier", names="--cpp_class",
          cpp_class="mnist::1Softmax")
+    case("cpp-class-is-the-entry-point", _CONFIG, r"also the entry function's name", names="--cpp_class",
+         cpp_class="entry")
     case("output-directory-missing", _CONFIG, r"no such file|No such file|directory", names="nodir/o.o",
          obj="nodir/o.o")
     # The dump flags work as for the JIT: XLA_FLAGS=--xla_dump_to writes the module's stages,
