@@ -265,14 +265,14 @@ std::string CppElementType(const std::string& t) {
 }
 
 Status CheckCppClassName(const std::string& cpp_class) {
-  if (cpp_class.empty()) return Error("xlens aot: --cpp_class is empty: give the class's name, e.g. ns::Model");
+  if (cpp_class.empty()) return Error("aot: --cpp_class is empty: give the class's name, e.g. ns::Model");
   if (cpp_class.rfind("xlens_aot::", 0) == 0 || cpp_class == "xlens_aot") {
-    return Error("xlens aot: --cpp_class '" + cpp_class.substr(0, 200) +
+    return Error("aot: --cpp_class '" + cpp_class.substr(0, 200) +
                  "': the namespace xlens_aot is the generated header's own");
   }
   for (const std::string& part : Split(cpp_class, "::")) {
     if (!IsValidCppIdentifier(part)) {
-      return Error("xlens aot: --cpp_class '" + cpp_class.substr(0, 200) +
+      return Error("aot: --cpp_class '" + cpp_class.substr(0, 200) +
                    "': '" + part.substr(0, 200) + "' is not a C++ identifier (expected Name or ns1::ns2::Name)");
     }
   }
@@ -282,16 +282,16 @@ Status CheckCppClassName(const std::string& cpp_class) {
 StatusOr<std::string> WriteHeader(const HeaderSpec& spec) {
   RETURN_IF_ERROR(CheckCppClassName(spec.cpp_class));
   if (!IsValidCppIdentifier(spec.entry_point)) {
-    return Error("xlens aot: --entry_point '" + spec.entry_point.substr(0, 200) + "' is not a C identifier");
+    return Error("aot: --entry_point '" + spec.entry_point.substr(0, 200) + "' is not a C identifier");
   }
   // The entry function is declared at global scope: a class of the same name there would be
   // hidden by it.
   if (spec.cpp_class == spec.entry_point) {
-    return Error("xlens aot: --cpp_class '" + spec.cpp_class + "' is also the entry function's name "
+    return Error("aot: --cpp_class '" + spec.cpp_class + "' is also the entry function's name "
                  "(--entry_point): give one of them another name");
   }
   if (spec.variable_update_result.size() != spec.variables.size()) {
-    return Error("xlens aot: internal: a variable without its update index");
+    return Error("aot: internal: a variable without its update index");
   }
   std::vector<std::string> namespaces = Split(spec.cpp_class, "::");
   const std::string class_name = namespaces.back();
@@ -299,9 +299,9 @@ StatusOr<std::string> WriteHeader(const HeaderSpec& spec) {
   std::set<std::string> seen;
   auto type_of = [&](const HeaderBuffer& b, const std::string& what) -> StatusOr<std::string> {
     std::string t = CppElementType(b.element_type);
-    if (t.empty()) return Error("xlens aot: " + what + " has element type " + b.element_type + ", which has no C++ type");
+    if (t.empty()) return Error("aot: " + what + " has element type " + b.element_type + ", which has no C++ type");
     if (!b.name.empty() && !IsValidCppIdentifier(b.name)) {
-      return Error("xlens aot: " + what + " is named '" + b.name.substr(0, 200) + "', not a C++ identifier");
+      return Error("aot: " + what + " is named '" + b.name.substr(0, 200) + "', not a C++ identifier");
     }
     return t;
   };
@@ -314,7 +314,7 @@ StatusOr<std::string> WriteHeader(const HeaderSpec& spec) {
   for (size_t v = 0; v < spec.variables.size(); ++v) {
     int r = spec.variable_update_result[v];
     if (r < 0) continue;
-    if (r != num_entry_results) return Error("xlens aot: internal: variable updates out of order");
+    if (r != num_entry_results) return Error("aot: internal: variable updates out of order");
     ++num_entry_results;
     update_of.push_back(static_cast<int>(spec.args.size() + v));
     result_bytes.push_back(spec.variables[v].byte_size);
@@ -395,7 +395,7 @@ StatusOr<std::string> WriteHeader(const HeaderSpec& spec) {
   for (size_t i = 0; i < spec.variables.size(); ++i) {
     const HeaderBuffer& b = spec.variables[i];
     ASSIGN_OR_RETURN(std::string t, type_of(b, "variable " + std::to_string(i)));
-    if (b.name.empty()) return Error("xlens aot: variable " + std::to_string(i) + " has no name");
+    if (b.name.empty()) return Error("aot: variable " + std::to_string(i) + " has no name");
     // tfcompile names a variable's accessors by its name only (var_<name>_data), the node's
     // when the config gives none.
     const bool readonly = i < spec.variable_readonly.size() && spec.variable_readonly[i];

@@ -54,7 +54,7 @@ Status CheckArgs(const AotArgs& args) {
   if (!args.signature.empty() && args.graph.empty()) {
     return AotError("--signature chooses a SavedModel's signature: it goes with --graph DIR");
   }
-  if (Status s = aot::CheckCppClassName(args.cpp_class); !s.ok()) return Error(s.message().substr(6));
+  if (Status s = aot::CheckCppClassName(args.cpp_class); !s.ok()) return s;
   if (!aot::IsValidCppIdentifier(args.entry_point)) {
     return AotError("--entry_point '" + DisplayText(args.entry_point) + "' is not a C identifier");
   }
