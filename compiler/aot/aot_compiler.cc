@@ -13,6 +13,7 @@
 #include <llvm/Support/raw_ostream.h>
 #include <llvm/Target/TargetMachine.h>
 
+#include "compiler/aot/aot_builder.h"
 #include "compiler/aot/aot_target.h"
 #include "compiler/aot/row_major_interface.h"
 #include "compiler/aot/sort_emitter.h"
@@ -85,25 +86,7 @@ Status CheckEntryPoint(const std::string& name) {
   return OkStatus();
 }
 
-// Where an allocation of the buffer assignment lives when the entry function runs.
-struct Home {
-  enum class Kind { kArgument, kResult, kConstant, kTemp };
-  Kind kind = Kind::kTemp;
-  int64_t index = 0;   // argument or result number
-  int64_t offset = 0;  // kTemp: bytes into temp
-  llvm::GlobalVariable* constant = nullptr;
-};
-
-// Where one array is when the entry function runs: `base` and `offset` identify the memory
-// (so that two places can be compared while generating code), `pointer` computes it.
-struct Place {
-  const void* base = nullptr;
-  int64_t offset = 0;
-  llvm::Value* pointer = nullptr;
-  bool operator==(const Place& other) const { return base == other.base && offset == other.offset; }
-};
-
-using Leaf = std::pair<const HloInstruction*, std::vector<int64_t>>;
+}  // namespace
 
 // The instruction and leaf that define the value at leaf `index` of `hlo` (tuple,
 // get-tuple-element, bitcast and the like define nothing of their own).
@@ -137,79 +120,6 @@ std::vector<std::pair<std::vector<int64_t>, int64_t>> ArrayLeaves(const Shape& s
   });
   return leaves;
 }
-
-// A computation a while or conditional runs: every value it defines has its own region of
-// temp (as the JIT's nested frames do); its parameters are the caller's places.
-struct NestedLayout {
-  std::map<Leaf, int64_t> offsets;           // into temp
-  std::map<Leaf, int64_t> parameter_leaf;    // (parameter, index) -> leaf number
-  std::vector<int64_t> staging;              // a while body's root leaves staged here (temp offsets)
-};
-
-// One invocation of a computation: where its values are.
-struct Frame {
-  const HloComputation* computation = nullptr;
-  const NestedLayout* layout = nullptr;  // null for the entry
-  std::vector<Place> parameters;         // nested: the parameter leaves' places
-};
-
-class AotBuilder {
- public:
-  AotBuilder(HloModule& module, const AotOptions& options) : module_(module), options_(options) {}
-  StatusOr<AotResult> Build();
-
- private:
-  Status PlaceAllocations();
-  // Pass one: the kernels of `order` and of the computations its control flow runs, and the
-  // temp regions of those computations.
-  Status EmitKernels(const std::vector<const HloInstruction*>& order);
-  Status PlanNested(const HloComputation& computation);
-  llvm::GlobalVariable* ConstantGlobal(const HloInstruction& constant);
-  // Pass two: the entry function's code for `order`, run in `frame`.
-  StatusOr<Place> EntryPlace(llvm::IRBuilder<>& b, const HloInstruction& hlo,
-                             const std::vector<int64_t>& index);
-  StatusOr<Place> PlaceOf(llvm::IRBuilder<>& b, const Frame& frame, const HloInstruction& hlo,
-                          const std::vector<int64_t>& index);
-  StatusOr<std::vector<Place>> LeafPlaces(llvm::IRBuilder<>& b, const Frame& frame,
-                                          const HloInstruction& hlo);
-  Frame NestedFrame(const HloComputation& computation, std::vector<Place> parameters) const;
-  Status EmitSequence(llvm::IRBuilder<>& b, const Frame& frame,
-                      const std::vector<const HloInstruction*>& order);
-  Status EmitKernelCall(llvm::IRBuilder<>& b, const Frame& frame, const HloInstruction& hlo);
-  Status EmitWhile(llvm::IRBuilder<>& b, const Frame& frame, const HloInstruction& hlo);
-  Status EmitConditional(llvm::IRBuilder<>& b, const Frame& frame, const HloInstruction& hlo);
-  Status EmitSort(llvm::IRBuilder<>& b, const Frame& frame, const HloInstruction& hlo);
-  void Copy(llvm::IRBuilder<>& b, const Place& to, const Place& from, int64_t bytes);
-  Status EmitEntry();
-  // Calls of functions outside libc and libm (the runtime's integer power, complex math),
-  // named by the instruction whose kernel makes them.
-  Status CheckCallsOnlyLibraries() const;
-
-  HloModule& module_;
-  const AotOptions& options_;
-  AotResult result_;
-  const BufferAssignment* assignment_ = nullptr;
-  std::unique_ptr<llvm::LLVMContext> context_ = std::make_unique<llvm::LLVMContext>();
-  std::unique_ptr<llvm::Module> llvm_module_;
-  std::vector<Home> homes_;  // by allocation index
-  std::map<std::pair<int64_t, std::vector<int64_t>>, int64_t> argument_of_;  // (param, leaf)
-  std::vector<Leaf> result_leaves_;
-  std::vector<bool> result_in_place_;  // result j is computed where the caller wants it
-  std::map<std::string, std::string> hlo_of_function_;
-  std::set<std::string> symbols_;
-  std::map<const HloInstruction*, codegen::KernelSpec> kernels_;
-  std::map<const HloInstruction*, std::string> comparators_;  // of sorts
-  std::map<const HloComputation*, NestedLayout> nested_;
-  std::map<const HloInstruction*, llvm::GlobalVariable*> constants_;
-  int64_t scratch_bytes_ = 0;
-  int64_t temp_bytes_ = 0;
-  int64_t scratch_offset_ = 0;
-  // Values the entry function reads once: the argument and result pointers, temp, scratch.
-  std::vector<llvm::Value*> argument_ptrs_, result_ptrs_;
-  llvm::Value* temp_ = nullptr;
-  llvm::Value* scratch_ = nullptr;
-  llvm::IRBuilder<>* allocas_ = nullptr;  // at the end of the entry function's first block
-};
 
 Status AotBuilder::PlaceAllocations() {
   const HloComputation& entry = *module_.entry_computation();
@@ -521,108 +431,6 @@ Status AotBuilder::EmitKernelCall(llvm::IRBuilder<>& b, const Frame& frame,
   return OkStatus();
 }
 
-Status AotBuilder::EmitWhile(llvm::IRBuilder<>& b, const Frame& frame, const HloInstruction& hlo) {
-  ASSIGN_OR_RETURN(std::vector<Place> state, LeafPlaces(b, frame, hlo));
-  ASSIGN_OR_RETURN(std::vector<Place> init, LeafPlaces(b, frame, *hlo.operand(0)));
-  const auto leaves = ArrayLeaves(hlo.shape());
-  for (size_t i = 0; i < state.size(); ++i) Copy(b, state[i], init[i], leaves[i].second);
-  llvm::Function* f = b.GetInsertBlock()->getParent();
-  llvm::LLVMContext& c = *context_;
-  const std::string name = codegen::SanitizeName(hlo.name());
-  auto* cond_block = llvm::BasicBlock::Create(c, name + ".condition", f);
-  auto* body_block = llvm::BasicBlock::Create(c, name + ".body", f);
-  auto* exit_block = llvm::BasicBlock::Create(c, name + ".exit", f);
-  b.CreateBr(cond_block);
-
-  b.SetInsertPoint(cond_block);
-  const HloComputation& condition = *hlo.while_condition();
-  const Frame cond_frame = NestedFrame(condition, state);
-  auto cond_order = condition.MakeInstructionPostOrder();
-  RETURN_IF_ERROR(EmitSequence(b, cond_frame, {cond_order.begin(), cond_order.end()}));
-  ASSIGN_OR_RETURN(Place predicate, PlaceOf(b, cond_frame, *condition.root_instruction(), {}));
-  llvm::Value* go_on = b.CreateICmpNE(b.CreateLoad(b.getInt8Ty(), predicate.pointer), b.getInt8(0));
-  b.CreateCondBr(go_on, body_block, exit_block);
-
-  b.SetInsertPoint(body_block);
-  const HloComputation& body = *hlo.while_body();
-  const Frame body_frame = NestedFrame(body, state);
-  auto body_order = body.MakeInstructionPostOrder();
-  RETURN_IF_ERROR(EmitSequence(b, body_frame, {body_order.begin(), body_order.end()}));
-  ASSIGN_OR_RETURN(std::vector<Place> next, LeafPlaces(b, body_frame, *body.root_instruction()));
-  // A result that is another element of the state is staged first; the others (the body's own
-  // values) are copied straight in.
-  const NestedLayout& layout = nested_.at(&body);
-  std::vector<std::pair<size_t, Place>> staged;
-  for (size_t i = 0; i < next.size(); ++i) {
-    if (next[i] == state[i]) continue;
-    if (std::find(state.begin(), state.end(), next[i]) == state.end()) continue;
-    const int64_t offset = layout.staging.at(i);
-    Place stage{temp_, offset, b.CreateConstInBoundsGEP1_64(b.getInt8Ty(), temp_, offset)};
-    Copy(b, stage, next[i], leaves[i].second);
-    staged.push_back({i, stage});
-  }
-  for (size_t i = 0; i < next.size(); ++i) {
-    if (std::find(state.begin(), state.end(), next[i]) == state.end()) {
-      Copy(b, state[i], next[i], leaves[i].second);
-    }
-  }
-  for (const auto& [i, stage] : staged) Copy(b, state[i], stage, leaves[i].second);
-  b.CreateBr(cond_block);
-  b.SetInsertPoint(exit_block);
-  return OkStatus();
-}
-
-Status AotBuilder::EmitConditional(llvm::IRBuilder<>& b, const Frame& frame,
-                                   const HloInstruction& hlo) {
-  const std::vector<HloComputation*> branches = hlo.branch_computations();
-  ASSIGN_OR_RETURN(Place selector, PlaceOf(b, frame, *hlo.operand(0), {}));
-  ASSIGN_OR_RETURN(std::vector<Place> outputs, LeafPlaces(b, frame, hlo));
-  const auto leaves = ArrayLeaves(hlo.shape());
-  llvm::Value* branch_index;
-  if (hlo.operand(0)->shape().element_type() == PrimitiveType::PRED) {
-    // true runs the first computation, false the second.
-    llvm::Value* predicate = b.CreateICmpNE(b.CreateLoad(b.getInt8Ty(), selector.pointer), b.getInt8(0));
-    branch_index = b.CreateSelect(predicate, b.getInt32(0), b.getInt32(1));
-  } else {
-    branch_index = b.CreateLoad(b.getInt32Ty(), selector.pointer);
-  }
-  llvm::Function* f = b.GetInsertBlock()->getParent();
-  const std::string name = codegen::SanitizeName(hlo.name());
-  auto* merge = llvm::BasicBlock::Create(*context_, name + ".done", f);
-  std::vector<llvm::BasicBlock*> blocks;
-  for (size_t i = 0; i < branches.size(); ++i) {
-    blocks.push_back(llvm::BasicBlock::Create(*context_, fmt::format("{}.branch{}", name, i), f));
-  }
-  // An index out of range runs the last branch, as XLA does.
-  llvm::SwitchInst* dispatch = b.CreateSwitch(branch_index, blocks.back(), branches.size());
-  for (size_t i = 0; i + 1 < branches.size(); ++i) dispatch->addCase(b.getInt32(i), blocks[i]);
-  for (size_t i = 0; i < branches.size(); ++i) {
-    b.SetInsertPoint(blocks[i]);
-    ASSIGN_OR_RETURN(std::vector<Place> arguments, LeafPlaces(b, frame, *hlo.operand(i + 1)));
-    const Frame branch_frame = NestedFrame(*branches[i], arguments);
-    auto order = branches[i]->MakeInstructionPostOrder();
-    RETURN_IF_ERROR(EmitSequence(b, branch_frame, {order.begin(), order.end()}));
-    ASSIGN_OR_RETURN(std::vector<Place> results,
-                     LeafPlaces(b, branch_frame, *branches[i]->root_instruction()));
-    for (size_t j = 0; j < results.size(); ++j) Copy(b, outputs[j], results[j], leaves[j].second);
-    b.CreateBr(merge);
-  }
-  b.SetInsertPoint(merge);
-  return OkStatus();
-}
-
-Status AotBuilder::EmitSort(llvm::IRBuilder<>& b, const Frame& frame, const HloInstruction& hlo) {
-  ASSIGN_OR_RETURN(std::vector<Place> outputs, LeafPlaces(b, frame, hlo));
-  std::vector<llvm::Value*> pointers;
-  for (int64_t i = 0; i < hlo.operand_count(); ++i) {
-    ASSIGN_OR_RETURN(Place operand, PlaceOf(b, frame, *hlo.operand(i), {}));
-    Copy(b, outputs.at(i), operand, shape_util::ByteSizeOf(hlo.operand(i)->shape()));
-    pointers.push_back(outputs[i].pointer);
-  }
-  EmitInsertionSort(b, *allocas_, hlo, llvm_module_->getFunction(comparators_.at(&hlo)), pointers);
-  return OkStatus();
-}
-
 Status AotBuilder::EmitSequence(llvm::IRBuilder<>& b, const Frame& frame,
                                 const std::vector<const HloInstruction*>& order) {
   for (const HloInstruction* hlo : order) {
@@ -791,8 +599,6 @@ StatusOr<AotResult> AotBuilder::Build() {
   result_.kernel_count = static_cast<int>(kernels_.size());
   return std::move(result_);
 }
-
-}  // namespace
 
 StatusOr<AotResult> CompileAheadOfTime(const HloModule& module, const AotOptions& options) {
   // The passes rewrite the module: they run on a copy, and the caller's stays as it was.
