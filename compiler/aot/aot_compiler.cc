@@ -15,6 +15,7 @@
 
 #include "compiler/aot/aot_builder.h"
 #include "compiler/aot/aot_target.h"
+#include "compiler/aot/dot_emitter.h"
 #include "compiler/aot/row_major_interface.h"
 #include "compiler/aot/sort_emitter.h"
 #include "compiler/codegen/complex_ops.h"
@@ -24,6 +25,7 @@
 #include "compiler/hlo/parser.h"
 #include "compiler/hlo/printer.h"
 #include "compiler/runtime/executable.h"
+#include "compiler/runtime/library_thunks.h"
 
 namespace xlens::aot {
 namespace {
@@ -342,8 +344,10 @@ Status AotBuilder::EmitKernels(const std::vector<const HloInstruction*>& order) 
         break;
     }
     if (!codegen::IsKernelInstruction(*hlo)) continue;  // parameters, constants, aliases
-    auto spec = codegen::EmitKernel(*hlo, codegen::UniqueKernelName(hlo->name(), symbols_),
-                                    *llvm_module_);
+    const std::string name = codegen::UniqueKernelName(hlo->name(), symbols_);
+    // A dot the JIT gives Eigen gets the row-major loop nest (dot_emitter.h).
+    auto spec = runtime::IsEigenDot(*hlo) ? EmitRowMajorDot(*hlo, name, *llvm_module_)
+                                          : codegen::EmitKernel(*hlo, name, *llvm_module_);
     if (!spec.ok()) return spec.status().WithContext(hlo->name());
     for (const codegen::KernelPhase& phase : spec->phases) {
       hlo_of_function_[phase.function_name] = hlo->name();

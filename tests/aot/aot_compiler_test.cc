@@ -73,6 +73,18 @@ ENTRY e {
   ROOT probs = f32[8,10] divide(ex, sumb)
 })";
 
+// Products in every canonical form the dot loop nest takes: batched, matrix-vector, f64.
+constexpr const char* kDots = R"(HloModule dots
+ENTRY e {
+  a = f32[2,3,40] parameter(0)
+  b = f32[2,40,17] parameter(1)
+  c = f32[2,3,17] dot(a, b), lhs_batch_dims={0}, rhs_batch_dims={0}, lhs_contracting_dims={2}, rhs_contracting_dims={1}
+  m = f64[5,33] parameter(2)
+  v = f64[33] parameter(3)
+  mv = f64[5] dot(m, v), lhs_contracting_dims={1}, rhs_contracting_dims={0}
+  ROOT r = (f32[2,3,17], f64[5]) tuple(c, mv)
+})";
+
 // A 3x3 convolution with padding, NHWC images and an HWIO kernel, and a ReLU.
 constexpr const char* kConvolution = R"(HloModule small_conv
 ENTRY e {
@@ -311,6 +323,10 @@ TEST(AotCompilerTest, MnistSoftmaxClassifierMatchesTheEvaluator) {
   EXPECT_EQ(compiled.results.size(), 1u);
 }
 
+TEST(AotCompilerTest, DotsInEveryCanonicalFormMatchTheEvaluator) {
+  ExpectProgramMatchesEvaluator(kDots, "", kHost);
+}
+
 TEST(AotCompilerTest, ConvolutionIsGeneratedCode) {
   ExpectProgramMatchesEvaluator(kConvolution, "", kHost);
 }
@@ -473,7 +489,8 @@ TEST(AotCompilerTest, Aarch64ProgramsUnderQemuMatchTheEvaluator) {
   }
   const Toolchain cross{{"aarch64-linux-gnu-gcc", "-O1", "-static"}, {"qemu-aarch64"}};
   for (const char* text : {kElementwiseReduce, kMnistSoftmax, kConvolution, kConstantWeights,
-                           kWhileLoop, kConditional, kRuntimeMath, kHalfPrecision, kSorts}) {
+                           kWhileLoop, kConditional, kRuntimeMath, kHalfPrecision, kSorts,
+                           kDots}) {
     ExpectProgramMatchesEvaluator(text, kAarch64, cross);
   }
 }

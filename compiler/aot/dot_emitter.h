@@ -1,0 +1,23 @@
+// Matrix products for ahead-of-time objects. The JIT hands an unfused dot in canonical form to
+// Eigen; the kernel emitter's elemental dot walks the right-hand side by columns (one strided
+// load per multiply-add) and runs several times slower. An object that links only libc gets this
+// loop nest instead: for each row of the left-hand side, rows of the right-hand side scaled and
+// added into the output row, the innermost loop contiguous so that LLVM vectorizes it. Each
+// output element still sums its products in order of the contracted index, as the evaluator does.
+#pragma once
+
+#include <string>
+
+#include <llvm/IR/Module.h>
+
+#include "compiler/codegen/kernel_emitter.h"
+#include "compiler/hlo/instruction.h"
+
+namespace xlens::aot {
+
+// Emits `dot` (runtime::IsEigenDot holds) as a one-phase kernel with the kernel emitter's
+// calling convention (buffers: lhs, rhs, output, scratch).
+codegen::KernelSpec EmitRowMajorDot(const HloInstruction& dot, const std::string& name,
+                                    llvm::Module& module);
+
+}  // namespace xlens::aot
