@@ -323,6 +323,27 @@ TEST(AotCompilerTest, MnistSoftmaxClassifierMatchesTheEvaluator) {
   EXPECT_EQ(compiled.results.size(), 1u);
 }
 
+// For this machine's own CPU (its vector width and instructions), as --target_cpu=native asks.
+TEST(AotCompilerTest, NativeCpuCodeRunsHere) {
+  auto module = ParseHloModule(kMnistSoftmax);
+  ASSERT_TRUE(module.ok());
+  AotOptions options;
+  options.target_cpu = "native";
+  options.entry_point = "run_native";
+  auto compiled = CompileAheadOfTime(**module, options);
+  ASSERT_TRUE(compiled.ok()) << compiled.status().message();
+  std::vector<Literal> arguments = RandomArguments(**module, 3);
+  auto expected = EvaluateModule(**module, arguments);
+  ASSERT_TRUE(expected.ok());
+  auto dir = TemporaryDirectory::Create("aot-test");
+  ASSERT_TRUE(dir.ok());
+  auto actual = LinkAndRun(*compiled, "run_native", LeavesOf(arguments), {expected->shape()},
+                           kHost, dir->path());
+  ASSERT_TRUE(actual.ok()) << actual.status().message();
+  Status match = ExpectLiteralNear(*expected, (*actual)[0], ErrorSpec{1e-6, 1e-5});
+  EXPECT_TRUE(match.ok()) << match.message();
+}
+
 TEST(AotCompilerTest, DotsInEveryCanonicalFormMatchTheEvaluator) {
   ExpectProgramMatchesEvaluator(kDots, "", kHost);
 }
@@ -455,6 +476,12 @@ TEST(AotCompilerTest, BadTargetsAndEntryPointsAreRefused) {
   auto cpu = CompileText(kConstantWeights, options);
   ASSERT_FALSE(cpu.ok());
   EXPECT_NE(cpu.status().message().find("--target_cpu: 'no-such-cpu'"), std::string::npos);
+  options = {};
+  options.target_triple = "aarch64-unknown-linux-gnu";
+  options.target_cpu = "native";
+  auto native = CompileText(kConstantWeights, options);
+  ASSERT_FALSE(native.ok());
+  EXPECT_NE(native.status().message().find("--target_cpu=native"), std::string::npos);
   options = {};
   options.entry_point = "3run";
   auto entry = CompileText(kConstantWeights, options);
