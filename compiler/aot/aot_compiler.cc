@@ -15,6 +15,7 @@
 
 #include "compiler/aot/aot_builder.h"
 #include "compiler/aot/aot_target.h"
+#include "compiler/aot/convolution_emitter.h"
 #include "compiler/aot/dot_emitter.h"
 #include "compiler/aot/row_major_interface.h"
 #include "compiler/aot/sort_emitter.h"
@@ -345,9 +346,12 @@ Status AotBuilder::EmitKernels(const std::vector<const HloInstruction*>& order) 
     }
     if (!codegen::IsKernelInstruction(*hlo)) continue;  // parameters, constants, aliases
     const std::string name = codegen::UniqueKernelName(hlo->name(), symbols_);
-    // A dot the JIT gives Eigen gets the row-major loop nest (dot_emitter.h).
+    // Dots and convolutions the JIT gives Eigen get loop nests of their own (dot_emitter.h,
+    // convolution_emitter.h).
     auto spec = runtime::IsEigenDot(*hlo) ? EmitRowMajorDot(*hlo, name, *llvm_module_)
-                                          : codegen::EmitKernel(*hlo, name, *llvm_module_);
+                : runtime::IsEigenConvolution(*hlo)
+                    ? EmitCanonicalConvolution(*hlo, name, *llvm_module_)
+                    : codegen::EmitKernel(*hlo, name, *llvm_module_);
     if (!spec.ok()) return spec.status().WithContext(hlo->name());
     for (const codegen::KernelPhase& phase : spec->phases) {
       hlo_of_function_[phase.function_name] = hlo->name();

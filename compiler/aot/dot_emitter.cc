@@ -5,11 +5,8 @@
 #include <llvm/IR/IRBuilder.h>
 
 namespace xlens::aot {
-namespace {
-
-// for (i = 0; i < count; ++i) body(i), leaving `b` after the loop.
-void CountedLoop(llvm::IRBuilder<>& b, const std::string& name, int64_t count,
-                 const std::function<void(llvm::Value*)>& body) {
+void EmitCountedLoop(llvm::IRBuilder<>& b, const std::string& name, int64_t count,
+                     const std::function<void(llvm::Value*)>& body) {
   llvm::Function* f = b.GetInsertBlock()->getParent();
   llvm::LLVMContext& c = b.getContext();
   llvm::BasicBlock* before = b.GetInsertBlock();
@@ -27,8 +24,6 @@ void CountedLoop(llvm::IRBuilder<>& b, const std::string& name, int64_t count,
   b.CreateBr(header);
   b.SetInsertPoint(exit);
 }
-
-}  // namespace
 
 codegen::KernelSpec EmitRowMajorDot(const HloInstruction& dot, const std::string& name,
                                     llvm::Module& module) {
@@ -58,19 +53,19 @@ codegen::KernelSpec EmitRowMajorDot(const HloInstruction& dot, const std::string
   llvm::Value* a = buffer(0);
   llvm::Value* w = buffer(1);
   llvm::Value* out = buffer(2);
-  CountedLoop(b, "row", batch * m, [&](llvm::Value* row) {
+  EmitCountedLoop(b, "row", batch * m, [&](llvm::Value* row) {
     // row = batch index * m + i; its batch's right-hand side starts at (row / m) * k * n.
     llvm::Value* out_row = b.CreateInBoundsGEP(t, out, b.CreateNUWMul(row, b.getInt64(n)));
     llvm::Value* a_row = b.CreateInBoundsGEP(t, a, b.CreateNUWMul(row, b.getInt64(k)));
     llvm::Value* w_batch = b.CreateInBoundsGEP(
         t, w, b.CreateNUWMul(b.CreateUDiv(row, b.getInt64(m)), b.getInt64(k * n)));
-    CountedLoop(b, "zero", n, [&](llvm::Value* j) {
+    EmitCountedLoop(b, "zero", n, [&](llvm::Value* j) {
       b.CreateStore(llvm::ConstantFP::get(t, 0.0), b.CreateInBoundsGEP(t, out_row, j));
     });
-    CountedLoop(b, "k", k, [&](llvm::Value* kk) {
+    EmitCountedLoop(b, "k", k, [&](llvm::Value* kk) {
       llvm::Value* scale = b.CreateLoad(t, b.CreateInBoundsGEP(t, a_row, kk));
       llvm::Value* w_row = b.CreateInBoundsGEP(t, w_batch, b.CreateNUWMul(kk, b.getInt64(n)));
-      CountedLoop(b, "j", n, [&](llvm::Value* j) {
+      EmitCountedLoop(b, "j", n, [&](llvm::Value* j) {
         llvm::Value* o = b.CreateInBoundsGEP(t, out_row, j);
         llvm::Value* product = b.CreateFMul(scale, b.CreateLoad(t, b.CreateInBoundsGEP(t, w_row, j)));
         b.CreateStore(b.CreateFAdd(b.CreateLoad(t, o), product), o);

@@ -6,7 +6,10 @@
 // output element still sums its products in order of the contracted index, as the evaluator does.
 #pragma once
 
+#include <functional>
 #include <string>
+
+#include <llvm/IR/IRBuilder.h>
 
 #include <llvm/IR/Module.h>
 
@@ -14,6 +17,10 @@
 #include "compiler/hlo/instruction.h"
 
 namespace xlens::aot {
+
+// for (i = 0; i < count; ++i) body(i), leaving `b` after the loop.
+void EmitCountedLoop(llvm::IRBuilder<>& b, const std::string& name, int64_t count,
+                     const std::function<void(llvm::Value*)>& body);
 
 // Emits `dot` (runtime::IsEigenDot holds) as a one-phase kernel with the kernel emitter's
 // calling convention (buffers: lhs, rhs, output, scratch).

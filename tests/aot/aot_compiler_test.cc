@@ -96,6 +96,18 @@ ENTRY e {
   ROOT r = f32[2,6,6,4] maximum(c, zb)
 })";
 
+// Strides, padding, base and window dilation, and one spatial dimension.
+constexpr const char* kStridedConvolutions = R"(HloModule strided_conv
+ENTRY e {
+  in = f32[2,9,7,3] parameter(0)
+  k = f32[3,2,3,5] parameter(1)
+  c = f32[2,9,2,5] convolution(in, k), window={size=3x2 stride=2x3 pad=1_2x0_1 lhs_dilate=2x1 rhs_dilate=1x2}, dim_labels=b01f_01io->b01f
+  x = f64[3,20,4] parameter(2)
+  w = f64[5,4,2] parameter(3)
+  d = f64[3,16,2] convolution(x, w), window={size=5}, dim_labels=b0f_0io->b0f
+  ROOT r = (f32[2,9,2,5], f64[3,16,2]) tuple(c, d)
+})";
+
 // A layer whose weights are constants (64x32, too many for LLVM to fold into the code): they go
 // into the object's read-only data.
 std::string ConstantWeightsText() {
@@ -352,6 +364,10 @@ TEST(AotCompilerTest, ConvolutionIsGeneratedCode) {
   ExpectProgramMatchesEvaluator(kConvolution, "", kHost);
 }
 
+TEST(AotCompilerTest, StridedAndDilatedConvolutionsMatchTheEvaluator) {
+  ExpectProgramMatchesEvaluator(kStridedConvolutions, "", kHost);
+}
+
 TEST(AotCompilerTest, WhileLoopsRunInTheEntryFunction) {
   ExpectProgramMatchesEvaluator(kWhileLoop, "", kHost);
 }
@@ -517,7 +533,7 @@ TEST(AotCompilerTest, Aarch64ProgramsUnderQemuMatchTheEvaluator) {
   const Toolchain cross{{"aarch64-linux-gnu-gcc", "-O1", "-static"}, {"qemu-aarch64"}};
   for (const char* text : {kElementwiseReduce, kMnistSoftmax, kConvolution, kConstantWeights,
                            kWhileLoop, kConditional, kRuntimeMath, kHalfPrecision, kSorts,
-                           kDots}) {
+                           kDots, kStridedConvolutions}) {
     ExpectProgramMatchesEvaluator(text, kAarch64, cross);
   }
 }
