@@ -43,6 +43,15 @@ ENTRY e {
   ROOT out = (f32[4], f32[4,8], f32[4,8]) tuple(r, t, x)
 })";
 
+// Results that are no kernel's: a constant, an argument twice, and one computed value twice.
+constexpr const char* kPassThrough = R"(HloModule pass_through
+ENTRY e {
+  x = f32[5] parameter(0)
+  c = f32[3] constant({1.5, -2, 4})
+  n = f32[5] negate(x)
+  ROOT r = (f32[3], f32[5], f32[5], f32[5], f32[5]) tuple(c, x, n, x, n)
+})";
+
 // The MNIST softmax classifier: logits = x W + b, then softmax over the classes.
 constexpr const char* kMnistSoftmax = R"(HloModule mnist_softmax
 max {
@@ -327,6 +336,12 @@ TEST(AotCompilerTest, ElementwiseAndReduceRunAsAProgramOfTheirOwn) {
   EXPECT_EQ(compiled.results[0].dimensions, (std::vector<int64_t>{4}));
   EXPECT_EQ(compiled.results[2].byte_size, 4 * 8 * 4);
   EXPECT_EQ(compiled.weights_bytes, 0);
+}
+
+TEST(AotCompilerTest, ConstantsArgumentsAndSharedValuesAreCopiedToTheirResults) {
+  AotResult compiled;
+  ExpectProgramMatchesEvaluator(kPassThrough, "", kHost, &compiled);
+  EXPECT_EQ(compiled.results.size(), 5u);
 }
 
 TEST(AotCompilerTest, MnistSoftmaxClassifierMatchesTheEvaluator) {
