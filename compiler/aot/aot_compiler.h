@@ -3,6 +3,14 @@
 // program that links it needs only libc, libm and libstdc++), the weights (constants) in
 // read-only data, and one entry function that runs the kernels in order over caller-owned
 // buffers. The sizes of every buffer are fixed here, at compile time, and reported.
+//
+// What the JIT hands to libraries is generated here: dots and convolutions as loop nests
+// (dot_emitter.h, convolution_emitter.h), sorts and top-k as an insertion sort
+// (sort_emitter.h), integer powers and complex functions inline; while loops and conditionals
+// run in the entry function. Refused with one line naming the instruction: custom calls,
+// infeed/outfeed/send/recv, collectives, fft, cholesky, triangular-solve, sorts of more than
+// 16384 elements a slice, dynamic shapes. On CPUs without half-precision conversions the code
+// calls the C compiler's runtime (__extendhfsf2, ...), which every link adds.
 #pragma once
 
 #include <cstdint>
