@@ -589,9 +589,27 @@ StatusOr<AotResult> AotBuilder::Build() {
   }
   DumpContext* dump = options_.optimize.dump;
   const bool dumping = dump != nullptr && dump->IsDumped(module_);
-  if (dumping) dump->DumpText(module_, "ir-no-opt.ll", PrintText(*llvm_module_));
+  std::vector<std::string> ir_files;
+  if (dumping) ir_files.push_back(dump->DumpText(module_, "ir-no-opt.ll", PrintText(*llvm_module_)));
   OptimizeForTarget(*llvm_module_, *machine, options_.opt_level);
-  if (dumping) dump->DumpText(module_, "ir-with-opt.ll", PrintText(*llvm_module_));
+  if (dumping) {
+    ir_files.push_back(dump->DumpText(module_, "ir-with-opt.ll", PrintText(*llvm_module_)));
+    // Every kernel in the manifest, as the JIT records it (merged there with what the pipeline
+    // recorded for the same instruction: op_names, the pass that made the fusion).
+    std::erase(ir_files, std::string());
+    for (const auto& [hlo, spec] : kernels_) {
+      ManifestKernel kernel;
+      kernel.name = spec.phases.empty() ? spec.name : spec.phases.front().function_name;
+      kernel.hlo_instruction = hlo->name();
+      if (hlo->opcode() == HloOpcode::kFusion && hlo->fusion_kind) {
+        kernel.fusion_kind = std::string(FusionKindString(*hlo->fusion_kind));
+      }
+      kernel.launch = fmt::format("{} phase{}, each called once over all its tasks (ahead of time)",
+                                  spec.phases.size(), spec.phases.size() == 1 ? "" : "s");
+      kernel.files = ir_files;
+      dump->RecordKernel(module_, std::move(kernel));
+    }
+  }
   // Weights: every constant the object carries (the entry's and those fused into kernels), as
   // they are after optimization.
   const llvm::DataLayout& layout = llvm_module_->getDataLayout();

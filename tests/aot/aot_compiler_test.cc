@@ -21,6 +21,7 @@
 #include "compiler/support/file_io.h"
 #include "compiler/support/subprocess.h"
 #include "compiler/support/temporary_directory.h"
+#include "dump/dump_context.h"
 
 namespace xlens::aot {
 namespace {
@@ -445,6 +446,30 @@ TEST(AotCompilerTest, UndefinedSymbolsAreOnlyLibcAndLibm) {
     while (exported >> address >> kind >> symbol) names.push_back(symbol);
     EXPECT_EQ(names, std::vector<std::string>{"entry"}) << (*module)->name();
   }
+}
+
+// --xla_dump_to as for the JIT: the HLO stages, the buffer assignment, the LLVM IR before and
+// after optimization, and every kernel in the manifest.
+TEST(AotCompilerTest, DumpsAsTheJitDoes) {
+  auto module = ParseHloModule(kMnistSoftmax);
+  ASSERT_TRUE(module.ok());
+  auto dir = TemporaryDirectory::Create("aot-dump");
+  ASSERT_TRUE(dir.ok());
+  DebugOptions debug;
+  debug.xla_dump_to = dir->path();
+  DumpContext dump(debug);
+  AotOptions options;
+  options.optimize.dump = &dump;
+  ASSERT_TRUE(CompileAheadOfTime(**module, options).ok());
+  for (const char* suffix : {"before_optimizations.txt", "cpu_after_optimizations.txt",
+                             "cpu_after_optimizations-buffer-assignment.txt", "ir-no-opt.ll",
+                             "ir-with-opt.ll"}) {
+    const std::string path = fmt::format("{}/module_0001.mnist_softmax.{}", dir->path(), suffix);
+    EXPECT_EQ(GetPathKind(path), PathKind::kRegular) << path;
+  }
+  auto manifest = ReadFile(dir->path() + "/manifest.json");
+  ASSERT_TRUE(manifest.ok()) << manifest.status().message();
+  EXPECT_NE(manifest->find("\"hlo_instruction\": \"dot\""), std::string::npos) << *manifest;
 }
 
 TEST(AotCompilerTest, TheCallersModuleIsLeftAsItWas) {
