@@ -5,7 +5,13 @@ the generated header and links only the object (and -lm) computes a batch's logi
 equal `xlens graph run --jit=compile`'s within 1e-5 relative. The object may
 need nothing but libc, libm and libstdc++ (`nm -u`). When an aarch64 cross compiler and
 qemu-aarch64 are there (scripts/setup.sh --test-peers), the same for aarch64 under qemu.
-Prints the sizes and times it measured. Exit 77 (skip) without numpy or a C++ compiler."""
+Prints the sizes and times it measured. Exit 77 (skip) without numpy or a C++ compiler.
+
+Then the sample program (samples/aot/classify.cc) on Fashion-MNIST, when Debian's
+dataset-fashion-mnist is installed: each classifier trained briefly by samples/aot/freeze.py and
+frozen, compiled ahead of time and linked with `g++ classify.cc model.o` alone; its predictions on
+the test images must equal the JIT's on the frozen graph, and its accuracy what the trained
+weights give in numpy."""
 import argparse
 import os
 import re
@@ -204,6 +210,87 @@ def check_model(args, work, model, targets, rng):
         print("  " + memory.strip().replace("\n", "\n  "))
 
 
+FASHION_MNIST = "/usr/share/datasets/fashion-mnist"
+CLASSIFY_IMAGES = 1000
+
+# model, freeze.py's training (images, steps), the logits' node.
+CLASSIFIERS = [("softmax", 2000, 100, "add"), ("mlp", 1000, 30, "dense_1/BiasAdd_1")]
+
+
+def numpy_logits(name, weights, x):
+    if name == "softmax":
+        return x @ weights[0] + weights[1]
+    return np.maximum(x @ weights[0] + weights[1], 0) @ weights[2] + weights[3]
+
+
+def check_classify(args, work, targets):
+    """The sample program against the JIT and against numpy on the trained weights."""
+    source = os.path.join(ROOT, "samples", "aot", "classify.cc")
+    for name, train, steps, logits in CLASSIFIERS:
+        out = os.path.join(work, "classify_" + name)
+        start = time.time()
+        run([sys.executable, os.path.join(ROOT, "samples", "aot", "freeze.py"), "--xlens", args.xlens,
+             "--model", name, "--data", FASHION_MNIST, "--out", out, "--train", str(train),
+             "--steps", str(steps)])
+        train_s = time.time() - start
+        images = os.path.join(out, "t10k-images-idx3-ubyte")
+        labels_file = os.path.join(out, "t10k-labels-idx1-ubyte")
+        x = (np.fromfile(images, dtype=np.uint8)[16:].reshape(-1, 784)[:CLASSIFY_IMAGES] / 255.0).astype(np.float32)
+        labels = np.fromfile(labels_file, dtype=np.uint8)[8:][:CLASSIFY_IMAGES]
+        weights = [np.load(os.path.join(out, "trained", "out%d.npy" % i)) for i in range(2 if name == "softmax" else 4)]
+        expected_accuracy = float((numpy_logits(name, weights, x).argmax(1) == labels).mean())
+        # The JIT on the frozen graph: all the images at once for the predictions, then a batch of
+        # 100 (the program's) for the time per image.
+        frozen = os.path.join(out, "frozen.pbtxt")
+        np.save(os.path.join(out, "test_x.npy"), x)
+        np.save(os.path.join(out, "test_x100.npy"), x[:100])
+        run([args.xlens, "graph", "run", frozen, "--jit=compile", "--fetch", logits, "--feed",
+             "x=" + os.path.join(out, "test_x.npy"), "--outputs", os.path.join(out, "jit")])
+        jit_predicted = np.load(os.path.join(out, "jit", "out0.npy")).argmax(1)
+        steps_out = run([args.xlens, "graph", "run", frozen, "--jit=compile", "--fetch", logits, "--feed",
+                         "x=" + os.path.join(out, "test_x100.npy"), "--steps", "51"])
+        median = re.search(r"median ([0-9.]+) ms per step", steps_out)
+        jit_us = float(median.group(1)) * 1000 / 100 if median else float("nan")
+        print("classify %s: trained %d steps on %d images in %.1f s; numpy on the trained weights: accuracy %.4f; "
+              "JIT (xlens graph run --jit=compile): %.2f us per image (median step of 100 images / 100)" %
+              (name, steps, train, train_s, expected_accuracy, jit_us))
+        for label, triple, cxx, emulator in targets:
+            obj = os.path.join(out, "model_%s.o" % label)
+            header = os.path.join(out, "model.h")
+            cmd = [args.xlens, "aot", "--graph", frozen, "--config", os.path.join(out, "config.pbtxt"),
+                   "--cpp_class", "fashion::Classifier", "--out_header", header, "--out_function_object", obj]
+            if triple:
+                cmd += ["--target_triple", triple]
+            start = time.time()
+            run(cmd)
+            aot_s = time.time() - start
+            nm = "aarch64-linux-gnu-nm" if triple and shutil.which("aarch64-linux-gnu-nm") else "nm"
+            check_undefined(obj, cxx, nm)
+            binary = os.path.join(out, "classify_" + label)
+            link = [cxx, "-std=c++17", "-O2", "-I", out, source, obj, "-o", binary]
+            if emulator:
+                link.insert(1, "-static")
+            run(link)
+            predictions = os.path.join(out, "predicted_" + label)
+            cmd = ([emulator] if emulator else []) + [binary, images, labels_file, str(CLASSIFY_IMAGES), predictions]
+            line = run(cmd).strip()
+            m = re.match(r"(\d+) images in batches of 100: accuracy ([0-9.]+), ([0-9.]+) us per image$", line)
+            if not m or int(m.group(1)) != CLASSIFY_IMAGES:
+                sys.exit("FAIL: classify %s %s printed %r" % (name, label, line))
+            got = np.fromfile(predictions, dtype=np.uint8)
+            differ = int((got != jit_predicted).sum())
+            if differ:
+                sys.exit("FAIL: classify %s %s: %d of %d predictions differ from the JIT's" %
+                         (name, label, differ, CLASSIFY_IMAGES))
+            if abs(float(m.group(2)) - expected_accuracy) > 0.0015:
+                sys.exit("FAIL: classify %s %s: accuracy %s, numpy on the trained weights %.4f" %
+                         (name, label, m.group(2), expected_accuracy))
+            print("classify %s %s: object %d bytes, program %d bytes, xlens aot %.2f s, accuracy %s, "
+                  "%s us per image%s; predictions equal the JIT's" %
+                  (name, label, os.path.getsize(obj), os.path.getsize(binary), aot_s, m.group(2),
+                   m.group(3), " (under qemu)" if emulator else ""))
+
+
 def main():
     parser = argparse.ArgumentParser()
     parser.add_argument("--xlens", required=True)
@@ -221,6 +308,10 @@ def main():
     with tempfile.TemporaryDirectory(prefix="aot_vs_jit") as work:
         for model in MODELS:
             check_model(args, work, model, targets, rng)
+        if os.path.isdir(FASHION_MNIST):
+            check_classify(args, work, targets)
+        else:
+            print("note: no %s (dataset-fashion-mnist): the sample program not checked" % FASHION_MNIST)
     print("OK: the ahead-of-time programs' logits equal the JIT's")
     return 0
 
