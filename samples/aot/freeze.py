@@ -8,9 +8,9 @@ variable.
   freeze.py --xlens XLENS --model softmax|mlp --data DIR --out DIR [--train N] [--steps S]
 
 DIR (--data) holds the IDX files, plain or .gz. Writes OUT/frozen.pbtxt, OUT/config.pbtxt (a
-tfcompile config for a batch of --batch images) and OUT/test_images.idx, OUT/test_labels.idx
-(plain IDX, for the C++ program, which reads no .gz). Training is full-batch gradient descent on
-the first --train images (the sample's own train op and learning rate), --steps times."""
+tfcompile config for a batch of --batch images), and the test set uncompressed for the C++ program,
+which reads no .gz: OUT/t10k-images-idx3-ubyte, OUT/t10k-labels-idx1-ubyte. Training is full-batch
+gradient descent on the first --train images (the sample's own train op and learning rate), --steps times."""
 import argparse
 import gzip
 import os
