@@ -45,7 +45,7 @@ MODELS = [
 ]
 
 # Reads each argument (the feed, then the variables) from a file by index through the class's
-# interface, runs, writes result 0, and times `runs` more runs. The softmax model's program also
+# interface, runs, writes the results, and times `runs` more runs. The softmax model's program also
 # goes through the accessors by the config's names.
 PROGRAM = r"""
 #include MODEL_HEADER
@@ -88,8 +88,11 @@ int main(int argc, char** argv) {
     std::fprintf(stderr, "%s\n", model.error_msg().c_str());
     return 4;
   }
+  // Every result, one after another in the config's order.
   std::FILE* out = std::fopen(argv[n + 1], "wb");
-  std::fwrite(model.result0_data(), 1, model.result0_size(), out);
+  for (std::size_t r = 0; r < MODEL_CLASS::kNumResults; ++r) {
+    std::fwrite(model.result_data(r), 1, model.result_size(r), out);
+  }
   std::fclose(out);
   int runs = std::atoi(argv[n + 2]);
   auto start = std::chrono::steady_clock::now();
@@ -291,6 +294,17 @@ def check_classify(args, work, targets):
                    m.group(3), " (under qemu)" if emulator else ""))
 
 
+def aot_targets():
+    """(label, triple, C++ compiler, emulator) of each machine checked: this one, and aarch64
+    under qemu when its cross compiler and qemu-aarch64 are there."""
+    targets = [("x86-64", None, "g++", None)]
+    if shutil.which("aarch64-linux-gnu-g++") and shutil.which("qemu-aarch64"):
+        targets.append(("aarch64", "aarch64-unknown-linux-gnu", "aarch64-linux-gnu-g++", "qemu-aarch64"))
+    else:
+        print("note: no aarch64-linux-gnu-g++ or qemu-aarch64: aarch64 not checked")
+    return targets
+
+
 def main():
     parser = argparse.ArgumentParser()
     parser.add_argument("--xlens", required=True)
@@ -299,11 +313,7 @@ def main():
     if shutil.which("g++") is None:
         print("SKIP: no g++")
         return 77
-    targets = [("x86-64", None, "g++", None)]
-    if shutil.which("aarch64-linux-gnu-g++") and shutil.which("qemu-aarch64"):
-        targets.append(("aarch64", "aarch64-unknown-linux-gnu", "aarch64-linux-gnu-g++", "qemu-aarch64"))
-    else:
-        print("note: no aarch64-linux-gnu-g++ or qemu-aarch64: aarch64 not checked")
+    targets = aot_targets()
     rng = np.random.default_rng(7)
     with tempfile.TemporaryDirectory(prefix="aot_vs_jit") as work:
         for model in MODELS:

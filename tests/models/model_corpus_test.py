@@ -2,9 +2,10 @@
 """Real models in xlens: every model of the corpus (tests/models/make_model_corpus.py, made now
 with TensorFlow) loads, runs op by op, with --jit=auto and with --jit=compile, in each of its
 forms, to TensorFlow's numbers; and `xlens cluster` makes TensorFlow's partition, node for node,
-on every graph TensorFlow's auto-clustering saw for it.
+on every graph TensorFlow's auto-clustering saw for it. Two small models (model_aot.py) are also
+compiled ahead of time with `xlens aot` and run by a program that links only the object.
 
-    model_corpus_test.py --xlens XLENS [--corpus DIR] [--models a,b] [--keep]
+    model_corpus_test.py --xlens XLENS [--corpus DIR] [--models a,b] [--no-aot] [--keep]
 
 Forms and what they are checked against (within TOLERANCE of the largest reference value):
   frozen.pb        --feed the inputs; --jit=off to TensorFlow's executor, --jit=auto to its
@@ -69,14 +70,14 @@ def run_xlens(xlens, args, env=None, timeout=600):
     return p, None
 
 
-def compare(np, got, want):
+def compare(np, got, want, tolerance=TOLERANCE):
     got, want = np.asarray(got), np.asarray(want)
     if got.shape != want.shape:
         return f"shape {got.shape}, TensorFlow's {want.shape}"
     scale = float(np.max(np.abs(want))) if want.size else 0.0
     err = float(np.max(np.abs(got.astype(np.float64) - want.astype(np.float64)))) if want.size else 0.0
-    if not np.isfinite(err) or err > TOLERANCE * max(scale, 1e-30):
-        return f"max error {err:.3g} > {TOLERANCE} x {scale:.3g}"
+    if not np.isfinite(err) or err > tolerance * max(scale, 1e-30):
+        return f"max error {err:.3g} > {tolerance} x {scale:.3g}"
     return None
 
 
@@ -266,6 +267,8 @@ def main():
     parser.add_argument("--forms", default="frozen,function,saved_model")
     parser.add_argument("--jit", default="off,auto,compile")
     parser.add_argument("--no-clustering", action="store_true")
+    parser.add_argument("--no-aot", action="store_true",
+                        help="skip compiling model_aot.py's models ahead of time")
     args = parser.parse_args()
     os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
     try:
@@ -303,6 +306,9 @@ def main():
                    args.jit.split(","))
         if not args.no_clustering:
             check_clustering(args.xlens, checks, model_dir, meta, graph_pb2, text_format)
+    if not args.no_aot:
+        import model_aot
+        model_aot.check_models(np, compare, args.xlens, checks, corpus, names)
     check_hlo_dumps(args.xlens, checks, corpus)
     if args.op_table:
         table = subprocess.run([sys.executable, os.path.join(HERE, "op_coverage.py"), "--xlens",
