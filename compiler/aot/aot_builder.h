@@ -38,9 +38,6 @@ struct Place {
 
 using Leaf = std::pair<const HloInstruction*, std::vector<int64_t>>;
 
-// The instruction and leaf that define the value at leaf `index` of `hlo` (tuple,
-// get-tuple-element, bitcast and the like define nothing of their own).
-Leaf Resolve(const HloInstruction* hlo, std::vector<int64_t> index);
 // The array leaves of a shape, depth-first, with their sizes.
 std::vector<std::pair<std::vector<int64_t>, int64_t>> ArrayLeaves(const Shape& shape);
 

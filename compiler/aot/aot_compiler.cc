@@ -26,6 +26,7 @@
 #include "compiler/hlo/parser.h"
 #include "compiler/hlo/printer.h"
 #include "compiler/runtime/executable.h"
+#include "compiler/runtime/frame_plan.h"
 #include "compiler/runtime/library_thunks.h"
 
 namespace xlens::aot {
@@ -90,30 +91,6 @@ Status CheckEntryPoint(const std::string& name) {
 }
 
 }  // namespace
-
-// The instruction and leaf that define the value at leaf `index` of `hlo` (tuple,
-// get-tuple-element, bitcast and the like define nothing of their own).
-Leaf Resolve(const HloInstruction* hlo, std::vector<int64_t> index) {
-  while (true) {
-    switch (hlo->opcode()) {
-      case HloOpcode::kTuple:
-        if (index.empty()) return {hlo, index};
-        hlo = hlo->operand(index[0]);
-        index.erase(index.begin());
-        break;
-      case HloOpcode::kGetTupleElement:
-        index.insert(index.begin(), hlo->tuple_index());
-        hlo = hlo->operand(0);
-        break;
-      case HloOpcode::kBitcast: case HloOpcode::kAddDependency:
-      case HloOpcode::kOptimizationBarrier: case HloOpcode::kDomain:
-        hlo = hlo->operand(0);
-        break;
-      default:
-        return {hlo, index};
-    }
-  }
-}
 
 // The array leaves of a shape, depth-first, with their sizes.
 std::vector<std::pair<std::vector<int64_t>, int64_t>> ArrayLeaves(const Shape& shape) {
@@ -290,7 +267,7 @@ Status AotBuilder::PlanNested(const HloComputation& computation) {
   for (const HloInstruction* hlo : order) {
     if (hlo->opcode() == HloOpcode::kParameter) continue;
     for (const auto& [index, size] : ArrayLeaves(hlo->shape())) {
-      if (Resolve(hlo, index) != Leaf{hlo, index}) continue;  // an alias
+      if (runtime::DefiningLeaf(hlo, index) != Leaf{hlo, index}) continue;  // an alias
       if (hlo->opcode() == HloOpcode::kConstant) {
         if (hlo->literal().is_elided() || hlo->literal().is_text_only()) {
           return Error(fmt::format("{}: the constant has no value in the text (elided), and its "
@@ -369,7 +346,7 @@ Frame AotBuilder::NestedFrame(const HloComputation& computation, std::vector<Pla
 StatusOr<Place> AotBuilder::PlaceOf(llvm::IRBuilder<>& b, const Frame& frame,
                                     const HloInstruction& hlo, const std::vector<int64_t>& index) {
   if (frame.layout == nullptr) return EntryPlace(b, hlo, index);
-  const auto [source, source_index] = Resolve(&hlo, index);
+  const auto [source, source_index] = runtime::DefiningLeaf(&hlo, index);
   if (source->opcode() == HloOpcode::kParameter) {
     auto it = frame.layout->parameter_leaf.find({source, source_index});
     if (it == frame.layout->parameter_leaf.end() ||

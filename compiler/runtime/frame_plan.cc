@@ -51,11 +51,8 @@ StatusOr<FramePlan> FramePlan::ForEntry(const HloComputation& entry,
   return plan;
 }
 
-namespace {
-
-// The instruction and leaf that define the value at leaf `index` of `hlo`.
-std::pair<const HloInstruction*, std::vector<int64_t>> Resolve(const HloInstruction* hlo,
-                                                               std::vector<int64_t> index) {
+std::pair<const HloInstruction*, std::vector<int64_t>> DefiningLeaf(const HloInstruction* hlo,
+                                                                    std::vector<int64_t> index) {
   while (true) {
     switch (hlo->opcode()) {
       case HloOpcode::kTuple:
@@ -77,8 +74,6 @@ std::pair<const HloInstruction*, std::vector<int64_t>> Resolve(const HloInstruct
   }
 }
 
-}  // namespace
-
 StatusOr<FramePlan> FramePlan::ForNested(const HloComputation& computation, int64_t arena_begin) {
   FramePlan plan;
   plan.computation_ = &computation;
@@ -95,7 +90,7 @@ StatusOr<FramePlan> FramePlan::ForNested(const HloComputation& computation, int6
     if (hlo->opcode() == HloOpcode::kParameter) continue;
     hlo->shape().ForEachLeaf([&](const Shape& s, const std::vector<int64_t>& index) {
       if (!s.IsArray()) return;
-      auto [source, source_index] = Resolve(hlo, index);
+      auto [source, source_index] = DefiningLeaf(hlo, index);
       if (source != hlo || source_index != index) {
         auto it = plan.slot_of_.find({source, source_index});
         if (it != plan.slot_of_.end()) {

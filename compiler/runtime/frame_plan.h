@@ -53,6 +53,11 @@ class FramePlan {
   int64_t arena_end_ = 0;
 };
 
+// The instruction and leaf that define the value at leaf `index` of `hlo`: tuple,
+// get-tuple-element, bitcast, add-dependency, opt-barrier and domain define nothing of their own.
+std::pair<const HloInstruction*, std::vector<int64_t>> DefiningLeaf(const HloInstruction* hlo,
+                                                                    std::vector<int64_t> index);
+
 // Bytes in the arena for one array, rounded up to 64.
 int64_t AlignedSize(int64_t bytes);
 
