@@ -21,6 +21,7 @@
 #include "compiler/aot/sort_emitter.h"
 #include "compiler/codegen/complex_ops.h"
 #include "compiler/codegen/kernel_emitter.h"
+#include "compiler/codegen/sort_comparator.h"
 #include "compiler/hlo/annotation_custom_calls.h"
 #include "compiler/hlo/bounded_dynamic_shapes.h"
 #include "compiler/hlo/parser.h"
@@ -307,13 +308,8 @@ Status AotBuilder::EmitKernels(const std::vector<const HloInstruction*>& order) 
         return Refuse(*hlo, "calls a computation the inliner left, which is not generated yet");
       case HloOpcode::kSort: {
         if (std::string why = WhyNotGeneratedSort(*hlo); !why.empty()) return Refuse(*hlo, why);
-        std::vector<PrimitiveType> types;
-        for (const HloInstruction* operand : hlo->operands()) {
-          types.push_back(operand->shape().element_type());
-        }
-        const std::string name = codegen::UniqueKernelName(hlo->name() + "_comparator", symbols_);
-        RETURN_IF_ERROR(codegen::EmitComparator(*hlo->to_apply(), types, name, *llvm_module_)
-                            .WithContext(hlo->name()));
+        ASSIGN_OR_RETURN(const std::string name,
+                         codegen::EmitSortComparator(*hlo, symbols_, *llvm_module_));
         comparators_[hlo] = name;
         hlo_of_function_[name] = hlo->name();
         continue;

@@ -13,6 +13,7 @@
 #include <llvm/TargetParser/Host.h>
 
 #include "compiler/codegen/kernel_emitter.h"
+#include "compiler/codegen/sort_comparator.h"
 #include "compiler/codegen/planted_kernel_fault.h"
 #include "compiler/hlo/annotation_custom_calls.h"
 #include "compiler/hlo/bounded_dynamic_shapes.h"
@@ -145,13 +146,8 @@ Status ExecutableBuilder::EmitComputation(const HloComputation& computation,
         RETURN_IF_ERROR(PlanNested(*hlo->to_apply()));
         continue;
       case HloOpcode::kSort: {
-        std::vector<PrimitiveType> types;
-        for (const HloInstruction* operand : hlo->operands()) {
-          types.push_back(operand->shape().element_type());
-        }
-        const std::string name = codegen::UniqueKernelName(hlo->name() + "_comparator", symbols_);
-        RETURN_IF_ERROR(codegen::EmitComparator(*hlo->to_apply(), types, name, *llvm_module_)
-                            .WithContext(hlo->name()));
+        ASSIGN_OR_RETURN(const std::string name,
+                         codegen::EmitSortComparator(*hlo, symbols_, *llvm_module_));
         comparators_[hlo] = name;
         continue;
       }
