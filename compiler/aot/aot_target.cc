@@ -19,6 +19,8 @@
 #include <llvm/TargetParser/SubtargetFeature.h>
 #include <llvm/TargetParser/Triple.h>
 
+#include "compiler/codegen/cpu/cpu_jit.h"
+
 namespace xlens::aot {
 namespace {
 
@@ -90,29 +92,9 @@ StatusOr<std::unique_ptr<llvm::TargetMachine>> CreateTargetMachine(const TargetC
 }
 
 void OptimizeForTarget(llvm::Module& module, llvm::TargetMachine& machine, int opt_level) {
-  llvm::LoopAnalysisManager lam;
-  llvm::FunctionAnalysisManager fam;
-  llvm::CGSCCAnalysisManager cgam;
-  llvm::ModuleAnalysisManager mam;
-  llvm::PipelineTuningOptions tuning;
-  tuning.LoopVectorization = opt_level >= 2;
-  tuning.SLPVectorization = opt_level >= 2;
-  llvm::PassBuilder pb(&machine, tuning);
-  llvm::TargetLibraryInfoImpl library_info(llvm::Triple(module.getTargetTriple()));
-  fam.registerPass([&] { return llvm::TargetLibraryAnalysis(library_info); });
-  pb.registerModuleAnalyses(mam);
-  pb.registerCGSCCAnalyses(cgam);
-  pb.registerFunctionAnalyses(fam);
-  pb.registerLoopAnalyses(lam);
-  pb.crossRegisterProxies(lam, fam, cgam, mam);
-  const llvm::OptimizationLevel level = opt_level <= 0   ? llvm::OptimizationLevel::O0
-                                        : opt_level == 1 ? llvm::OptimizationLevel::O1
-                                        : opt_level == 2 ? llvm::OptimizationLevel::O2
-                                                         : llvm::OptimizationLevel::O3;
-  llvm::ModulePassManager mpm = level == llvm::OptimizationLevel::O0
-                                    ? pb.buildO0DefaultPipeline(level)
-                                    : pb.buildPerModuleDefaultPipeline(level);
-  mpm.run(module, mam);
+  // No vector math library: the object must link with the target's libm alone.
+  const llvm::TargetLibraryInfoImpl library_info(llvm::Triple(module.getTargetTriple()));
+  codegen::RunStandardPipeline(module, &machine, opt_level, library_info);
 }
 
 StatusOr<std::string> EmitObject(llvm::Module& module, llvm::TargetMachine& machine) {

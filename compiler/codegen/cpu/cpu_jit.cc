@@ -93,14 +93,6 @@ std::string PrintModule(const llvm::Module& module) {
 }
 
 Status RunPipeline(llvm::Module& module, llvm::TargetMachine* tm, int opt_level) {
-  llvm::LoopAnalysisManager lam;
-  llvm::FunctionAnalysisManager fam;
-  llvm::CGSCCAnalysisManager cgam;
-  llvm::ModuleAnalysisManager mam;
-  llvm::PipelineTuningOptions tuning;
-  tuning.LoopVectorization = opt_level >= 2;
-  tuning.SLPVectorization = opt_level >= 2;
-  llvm::PassBuilder pb(tm, tuning);
   // glibc's vector math library: the loop vectorizer widens exp, log, tanh, sin, ... into its
   // 4- and 8-lane functions instead of leaving a scalar libm call in the loop.
   llvm::TargetLibraryInfoImpl library_info(llvm::Triple(module.getTargetTriple()));
@@ -113,20 +105,7 @@ Status RunPipeline(llvm::Module& module, llvm::TargetMachine* tm, int opt_level)
       library_info.addVectorizableFunctions(Avx512VectorMath());
     }
   }
-  fam.registerPass([&] { return llvm::TargetLibraryAnalysis(library_info); });
-  pb.registerModuleAnalyses(mam);
-  pb.registerCGSCCAnalyses(cgam);
-  pb.registerFunctionAnalyses(fam);
-  pb.registerLoopAnalyses(lam);
-  pb.crossRegisterProxies(lam, fam, cgam, mam);
-  llvm::OptimizationLevel level = opt_level <= 0   ? llvm::OptimizationLevel::O0
-                                  : opt_level == 1 ? llvm::OptimizationLevel::O1
-                                  : opt_level == 2 ? llvm::OptimizationLevel::O2
-                                                   : llvm::OptimizationLevel::O3;
-  llvm::ModulePassManager mpm = level == llvm::OptimizationLevel::O0
-                                    ? pb.buildO0DefaultPipeline(level)
-                                    : pb.buildPerModuleDefaultPipeline(level);
-  mpm.run(module, mam);
+  RunStandardPipeline(module, tm, opt_level, library_info);
   return OkStatus();
 }
 
@@ -351,6 +330,32 @@ StatusOr<std::string> CompileIrToHostObject(const std::string& ir_text) {
   }
   pm.run(*module);
   return std::string(object.str());
+}
+
+void RunStandardPipeline(llvm::Module& module, llvm::TargetMachine* tm, int opt_level,
+                         const llvm::TargetLibraryInfoImpl& library_info) {
+  llvm::LoopAnalysisManager lam;
+  llvm::FunctionAnalysisManager fam;
+  llvm::CGSCCAnalysisManager cgam;
+  llvm::ModuleAnalysisManager mam;
+  llvm::PipelineTuningOptions tuning;
+  tuning.LoopVectorization = opt_level >= 2;
+  tuning.SLPVectorization = opt_level >= 2;
+  llvm::PassBuilder pb(tm, tuning);
+  fam.registerPass([&] { return llvm::TargetLibraryAnalysis(library_info); });
+  pb.registerModuleAnalyses(mam);
+  pb.registerCGSCCAnalyses(cgam);
+  pb.registerFunctionAnalyses(fam);
+  pb.registerLoopAnalyses(lam);
+  pb.crossRegisterProxies(lam, fam, cgam, mam);
+  const llvm::OptimizationLevel level = opt_level <= 0   ? llvm::OptimizationLevel::O0
+                                        : opt_level == 1 ? llvm::OptimizationLevel::O1
+                                        : opt_level == 2 ? llvm::OptimizationLevel::O2
+                                                         : llvm::OptimizationLevel::O3;
+  llvm::ModulePassManager mpm = level == llvm::OptimizationLevel::O0
+                                    ? pb.buildO0DefaultPipeline(level)
+                                    : pb.buildPerModuleDefaultPipeline(level);
+  mpm.run(module, mam);
 }
 
 Status OptimizeModuleForHost(llvm::Module& module, int opt_level) {

@@ -14,6 +14,8 @@ namespace llvm {
 class Function;
 class LLVMContext;
 class Module;
+class TargetLibraryInfoImpl;
+class TargetMachine;
 namespace orc {
 class LLJIT;
 }
@@ -70,6 +72,11 @@ class CpuJit {
 // An ELF object file for the host CPU from optimized LLVM IR text (what `xlens compile
 // --emit=obj` writes).
 StatusOr<std::string> CompileIrToHostObject(const std::string& ir_text);
+
+// LLVM's standard pipeline at `opt_level` (0..3; vectorizers from 2) over `module`, for `tm`
+// (null: no target), with the library functions `library_info` describes.
+void RunStandardPipeline(llvm::Module& module, llvm::TargetMachine* tm, int opt_level,
+                         const llvm::TargetLibraryInfoImpl& library_info);
 
 // Optimizes `module` in place for the host CPU at `opt_level`.
 Status OptimizeModuleForHost(llvm::Module& module, int opt_level);
