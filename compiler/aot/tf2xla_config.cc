@@ -11,6 +11,7 @@
 
 #include "compiler/aot/proto/tf2xla.pb.h"
 #include "compiler/support/file_io.h"
+#include "compiler/support/protobuf_text_error.h"
 #include "compiler/support/terminal_text.h"
 
 namespace xlens::aot {
@@ -25,18 +26,6 @@ constexpr int kMaxNesting = 16;
 
 // A name from the file as a message shows it: quoted, escaped, bounded.
 std::string Quote(std::string_view name) { return "'" + DisplayText(name, 200) + "'"; }
-
-class FirstTextError : public pb::io::ErrorCollector {
- public:
-  void AddError(int line, pb::io::ColumnNumber column, const std::string& message) override {
-    if (first_.empty()) first_ = std::to_string(line + 1) + ":" + std::to_string(column + 1) + ": " + message;
-  }
-  void AddWarning(int, pb::io::ColumnNumber, const std::string&) override {}
-  const std::string& first() const { return first_; }
-
- private:
-  std::string first_;
-};
 
 // Where each entry and field of a text config was, for messages that point at it.
 class Locator {

@@ -18,6 +18,7 @@
 
 #include "compiler/graph/proto/graph.pb.h"
 #include "compiler/support/file_io.h"
+#include "compiler/support/protobuf_text_error.h"
 #include "compiler/support/terminal_text.h"
 
 namespace xlens::graph {
@@ -93,19 +94,6 @@ class LogCapture {
 
  private:
   std::string text_;
-};
-
-// The text parser's first error, "LINE:COLUMN: message" (1-based, as compilers print them).
-class FirstTextError : public pb::io::ErrorCollector {
- public:
-  void AddError(int line, pb::io::ColumnNumber column, const std::string& message) override {
-    if (first_.empty()) first_ = std::to_string(line + 1) + ":" + std::to_string(column + 1) + ": " + message;
-  }
-  void AddWarning(int, pb::io::ColumnNumber, const std::string&) override {}
-  const std::string& first() const { return first_; }
-
- private:
-  std::string first_;
 };
 
 Status ParseMessage(std::string_view bytes, GraphDefFormat format, const std::string& name,
