@@ -23,11 +23,7 @@ codegen::KernelSpec EmitCanonicalConvolution(const HloInstruction& convolution,
 
   llvm::LLVMContext& c = module.getContext();
   llvm::Type* ptr = llvm::PointerType::get(c, 0);
-  llvm::Type* i64 = llvm::Type::getInt64Ty(c);
-  auto* type = llvm::FunctionType::get(llvm::Type::getVoidTy(c), {ptr, i64, i64}, false);
-  llvm::Function* f = llvm::Function::Create(type, llvm::Function::ExternalLinkage, name, module);
-  f->addParamAttr(0, llvm::Attribute::NoAlias);
-  f->addFnAttr(llvm::Attribute::NoUnwind);
+  llvm::Function* f = CreateLoopNestKernel(name, module);
   llvm::IRBuilder<> b(llvm::BasicBlock::Create(c, "entry", f));
   llvm::Type* t = out.element_type() == PrimitiveType::F64 ? b.getDoubleTy() : b.getFloatTy();
   auto buffer = [&](int i) {
@@ -98,18 +94,7 @@ codegen::KernelSpec EmitCanonicalConvolution(const HloInstruction& convolution,
     });
   });
   b.CreateRetVoid();
-
-  codegen::KernelSpec spec;
-  spec.name = name;
-  codegen::KernelPhase phase;
-  phase.function_name = name;
-  phase.tasks = 1;
-  phase.work_per_task = batch * out_pixels * window_positions * features_in * features_out;
-  phase.sequential = true;
-  spec.phases.push_back(phase);
-  spec.operand_leaves = 2;
-  spec.output_leaves = 1;
-  return spec;
+  return OnePhaseKernelSpec(name, batch * out_pixels * window_positions * features_in * features_out);
 }
 
 }  // namespace xlens::aot

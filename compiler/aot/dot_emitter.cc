@@ -25,6 +25,31 @@ void EmitCountedLoop(llvm::IRBuilder<>& b, const std::string& name, int64_t coun
   b.SetInsertPoint(exit);
 }
 
+llvm::Function* CreateLoopNestKernel(const std::string& name, llvm::Module& module) {
+  llvm::LLVMContext& c = module.getContext();
+  llvm::Type* ptr = llvm::PointerType::get(c, 0);
+  llvm::Type* i64 = llvm::Type::getInt64Ty(c);
+  auto* type = llvm::FunctionType::get(llvm::Type::getVoidTy(c), {ptr, i64, i64}, false);
+  llvm::Function* f = llvm::Function::Create(type, llvm::Function::ExternalLinkage, name, module);
+  f->addParamAttr(0, llvm::Attribute::NoAlias);
+  f->addFnAttr(llvm::Attribute::NoUnwind);
+  return f;
+}
+
+codegen::KernelSpec OnePhaseKernelSpec(const std::string& name, int64_t work) {
+  codegen::KernelSpec spec;
+  spec.name = name;
+  codegen::KernelPhase phase;
+  phase.function_name = name;
+  phase.tasks = 1;
+  phase.work_per_task = work;
+  phase.sequential = true;
+  spec.phases.push_back(phase);
+  spec.operand_leaves = 2;
+  spec.output_leaves = 1;
+  return spec;
+}
+
 codegen::KernelSpec EmitRowMajorDot(const HloInstruction& dot, const std::string& name,
                                     llvm::Module& module) {
   const Shape& lhs = dot.operand(0)->shape();
@@ -38,11 +63,7 @@ codegen::KernelSpec EmitRowMajorDot(const HloInstruction& dot, const std::string
 
   llvm::LLVMContext& c = module.getContext();
   llvm::Type* ptr = llvm::PointerType::get(c, 0);
-  llvm::Type* i64 = llvm::Type::getInt64Ty(c);
-  auto* type = llvm::FunctionType::get(llvm::Type::getVoidTy(c), {ptr, i64, i64}, false);
-  llvm::Function* f = llvm::Function::Create(type, llvm::Function::ExternalLinkage, name, module);
-  f->addParamAttr(0, llvm::Attribute::NoAlias);
-  f->addFnAttr(llvm::Attribute::NoUnwind);
+  llvm::Function* f = CreateLoopNestKernel(name, module);
   llvm::IRBuilder<> b(llvm::BasicBlock::Create(c, "entry", f));
   llvm::Type* t = dot.shape().element_type() == PrimitiveType::F64 ? b.getDoubleTy() : b.getFloatTy();
   auto buffer = [&](int i) {
@@ -73,18 +94,7 @@ codegen::KernelSpec EmitRowMajorDot(const HloInstruction& dot, const std::string
     });
   });
   b.CreateRetVoid();
-
-  codegen::KernelSpec spec;
-  spec.name = name;
-  codegen::KernelPhase phase;
-  phase.function_name = name;
-  phase.tasks = 1;
-  phase.work_per_task = batch * m * k * n;
-  phase.sequential = true;
-  spec.phases.push_back(phase);
-  spec.operand_leaves = 2;
-  spec.output_leaves = 1;
-  return spec;
+  return OnePhaseKernelSpec(name, batch * m * k * n);
 }
 
 }  // namespace xlens::aot

@@ -22,6 +22,13 @@ namespace xlens::aot {
 void EmitCountedLoop(llvm::IRBuilder<>& b, const std::string& name, int64_t count,
                      const std::function<void(llvm::Value*)>& body);
 
+// A kernel function with the kernel emitter's calling convention, `void name(ptr buffers, i64,
+// i64)`, its buffer table not aliased, not unwinding; empty.
+llvm::Function* CreateLoopNestKernel(const std::string& name, llvm::Module& module);
+// The spec of such a kernel run as one sequential phase over two operands and one output, doing
+// `work` multiply-adds.
+codegen::KernelSpec OnePhaseKernelSpec(const std::string& name, int64_t work);
+
 // Emits `dot` (runtime::IsEigenDot holds) as a one-phase kernel with the kernel emitter's
 // calling convention (buffers: lhs, rhs, output, scratch).
 codegen::KernelSpec EmitRowMajorDot(const HloInstruction& dot, const std::string& name,
