@@ -83,11 +83,7 @@ codegen::KernelSpec EmitCanonicalConvolution(const HloInstruction& convolution,
       EmitCountedLoop(b, "i", features_in, [&](llvm::Value* i) {
         llvm::Value* scale = b.CreateLoad(t, b.CreateInBoundsGEP(t, in_pixel, i));
         llvm::Value* kernel_row = b.CreateInBoundsGEP(t, kernel_block, b.CreateMul(i, b.getInt64(features_out)));
-        EmitCountedLoop(b, "o", features_out, [&](llvm::Value* o) {
-          llvm::Value* target = b.CreateInBoundsGEP(t, out_row, o);
-          llvm::Value* product = b.CreateFMul(scale, b.CreateLoad(t, b.CreateInBoundsGEP(t, kernel_row, o)));
-          b.CreateStore(b.CreateFAdd(b.CreateLoad(t, target), product), target);
-        });
+        EmitScaledRowAdd(b, "o", features_out, t, scale, kernel_row, out_row);
       });
       b.CreateBr(next);
       b.SetInsertPoint(next);

@@ -25,6 +25,15 @@ void EmitCountedLoop(llvm::IRBuilder<>& b, const std::string& name, int64_t coun
   b.SetInsertPoint(exit);
 }
 
+void EmitScaledRowAdd(llvm::IRBuilder<>& b, const std::string& name, int64_t count, llvm::Type* t,
+                      llvm::Value* scale, llvm::Value* row, llvm::Value* out) {
+  EmitCountedLoop(b, name, count, [&](llvm::Value* j) {
+    llvm::Value* target = b.CreateInBoundsGEP(t, out, j);
+    llvm::Value* product = b.CreateFMul(scale, b.CreateLoad(t, b.CreateInBoundsGEP(t, row, j)));
+    b.CreateStore(b.CreateFAdd(b.CreateLoad(t, target), product), target);
+  });
+}
+
 llvm::Function* CreateLoopNestKernel(const std::string& name, llvm::Module& module) {
   llvm::LLVMContext& c = module.getContext();
   llvm::Type* ptr = llvm::PointerType::get(c, 0);
@@ -86,11 +95,7 @@ codegen::KernelSpec EmitRowMajorDot(const HloInstruction& dot, const std::string
     EmitCountedLoop(b, "k", k, [&](llvm::Value* kk) {
       llvm::Value* scale = b.CreateLoad(t, b.CreateInBoundsGEP(t, a_row, kk));
       llvm::Value* w_row = b.CreateInBoundsGEP(t, w_batch, b.CreateNUWMul(kk, b.getInt64(n)));
-      EmitCountedLoop(b, "j", n, [&](llvm::Value* j) {
-        llvm::Value* o = b.CreateInBoundsGEP(t, out_row, j);
-        llvm::Value* product = b.CreateFMul(scale, b.CreateLoad(t, b.CreateInBoundsGEP(t, w_row, j)));
-        b.CreateStore(b.CreateFAdd(b.CreateLoad(t, o), product), o);
-      });
+      EmitScaledRowAdd(b, "j", n, t, scale, w_row, out_row);
     });
   });
   b.CreateRetVoid();

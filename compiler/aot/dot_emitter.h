@@ -22,6 +22,11 @@ namespace xlens::aot {
 void EmitCountedLoop(llvm::IRBuilder<>& b, const std::string& name, int64_t count,
                      const std::function<void(llvm::Value*)>& body);
 
+// for (j = 0; j < count; ++j) out[j] += scale * row[j], over elements of type `t`: the loop
+// both loop nests end in, contiguous so that LLVM vectorizes it.
+void EmitScaledRowAdd(llvm::IRBuilder<>& b, const std::string& name, int64_t count, llvm::Type* t,
+                      llvm::Value* scale, llvm::Value* row, llvm::Value* out);
+
 // A kernel function with the kernel emitter's calling convention, `void name(ptr buffers, i64,
 // i64)`, its buffer table not aliased, not unwinding; empty.
 llvm::Function* CreateLoopNestKernel(const std::string& name, llvm::Module& module);
