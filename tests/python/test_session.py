@@ -19,10 +19,14 @@ tf = pytest.importorskip("tensorflow")
 v1 = tf.compat.v1
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-# Ten steps: the tutorial's learning rate (0.5) makes the loss oscillate on Fashion-MNIST, which
-# amplifies the first step's difference (xlens's Mean sums in another order than Eigen: 2.3025827
-# against 2.3025851 for the mean of log(10)) to 3e-6 by step 10 and past 1e-5 by step 12.
+# Ten steps at the tutorial's learning rate (0.5): training is chaotic on Fashion-MNIST with it,
+# so any rounding difference grows step by step (xlens's Mean sums in another order than Eigen:
+# 2.3025827 against 2.3025851 for the mean of log(10); TensorFlow against itself, its initial
+# weights moved by 1e-7, differs by 5e-5 at step 10 and entirely by step 50). At 0.05 training is
+# stable (the same 1e-7 move stays below 4e-7 over 300 steps), and the whole run is held to 1e-5.
 STEPS = 10
+STABLE_STEPS = 300
+STABLE_LEARNING_RATE = 0.05
 TOLERANCE = 1e-5
 
 
@@ -51,13 +55,16 @@ def relative_error(ours, reference):
 
 
 @pytest.mark.parametrize("jit", ["OFF", "ON_1"])
-def test_mnist_sample_trains_to_tensorflows_loss_curve(sample, data, jit):
+@pytest.mark.parametrize("steps,learning_rate", [(STEPS, 0.5), (STABLE_STEPS, STABLE_LEARNING_RATE)])
+def test_mnist_sample_trains_to_tensorflows_loss_curve(sample, data, jit, steps, learning_rate):
     # ON_1 with cpu_global_jit, so that the JIT clusters on the CPU in both sessions.
     config = sample.make_config(tf, xla=jit == "ON_1", cpu_global_jit=jit == "ON_1")
-    reference = sample.train(tf, "tensorflow", data[0], data[1], STEPS, config, log_every=0)
-    ours = sample.train(tf, "xlens", data[0], data[1], STEPS, config, log_every=0)
-    assert len(ours["losses"]) == STEPS
-    assert len(set(reference["losses"])) == STEPS  # every step changed the model
+    reference = sample.train(tf, "tensorflow", data[0], data[1], steps, config, log_every=0,
+                             learning_rate=learning_rate)
+    ours = sample.train(tf, "xlens", data[0], data[1], steps, config, log_every=0,
+                        learning_rate=learning_rate)
+    assert len(ours["losses"]) == steps
+    assert len(set(reference["losses"])) > steps // 2  # the steps changed the model
     assert relative_error(ours["losses"], reference["losses"]) < TOLERANCE
     for name in ("w", "b"):  # the variables, relative to their largest element
         scale = float(np.max(np.abs(reference[name])))
