@@ -6,6 +6,11 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 venv="${1:-build/python-venv}"
+# Only an earlier virtual environment is replaced, never a folder that is something else.
+if [ -e "$venv" ] && [ ! -f "$venv/pyvenv.cfg" ]; then
+  echo "install_python_package: $venv exists and is not a virtual environment; give another path" >&2
+  exit 1
+fi
 rm -rf "$venv"
 python3 -m venv --system-site-packages "$venv"
 "$venv/bin/python" -m pip install --quiet --disable-pip-version-check --no-build-isolation \
