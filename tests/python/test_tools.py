@@ -172,25 +172,23 @@ def test_inspect_errors(tmp_path):
         xlens.inspect()
 
 
-def human_bytes(value):
-    """The table's bytes (profiler/hlo_profile.cc's HumanBytes)."""
+def human(value, units, separator):
+    """The table's bytes and counts (profiler/hlo_profile.cc's HumanBytes and HumanCount)."""
     if value <= 0:
         return "-"
-    units, unit = ["B", "kB", "MB", "GB", "TB"], 0
+    unit = 0
     while value >= 1000 and unit < 4:
         value /= 1000
         unit += 1
-    return f"{value:.0f} {units[unit]}" if unit == 0 else f"{value:.2f} {units[unit]}"
+    return f"{value:.0f}{separator}{units[unit]}" if unit == 0 else f"{value:.2f}{separator}{units[unit]}"
+
+
+def human_bytes(value):
+    return human(value, ["B", "kB", "MB", "GB", "TB"], " ")
 
 
 def human_count(value):
-    if value <= 0:
-        return "-"
-    units, unit = ["", "k", "M", "G", "T"], 0
-    while value >= 1000 and unit < 4:
-        value /= 1000
-        unit += 1
-    return f"{value:.0f}" if unit == 0 else f"{value:.2f}{units[unit]}"
+    return human(value, ["", "k", "M", "G", "T"], "")
 
 
 def table_rows(text):
