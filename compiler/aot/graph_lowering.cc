@@ -9,6 +9,7 @@
 #include "compiler/cluster/tf2xla/xla_compiler.h"
 #include "compiler/graph/graph.h"
 #include "compiler/graph/types.h"
+#include "compiler/graph/variable_nodes.h"
 #include "compiler/hlo/shape.h"
 
 namespace xlens::aot {
@@ -103,7 +104,7 @@ StatusOr<Variable> ResolveVariable(const graph::Graph& g, const std::string& sho
       return Error(fmt::format("{}: the variable's shape is not static in the graph: give its shape "
                                "in the config", where));
     }
-  } else if (n->num_outputs() == 1 && n->output_type(0) == graph::DT_RESOURCE && op == "Placeholder") {
+  } else if (graph::IsResourcePlaceholder(*n)) {
     if (v.type == graph::DT_INVALID || !v.has_shape) {
       return Error(fmt::format("{}: a captured resource placeholder: give the variable's type and "
                                "shape in the config", where));
