@@ -8,6 +8,7 @@
 
 #include "compiler/cluster/must_compile_body.h"
 #include "compiler/graph/attr_value.h"
+#include "compiler/graph/placeholder_shape.h"
 #include "compiler/graph/variable_nodes.h"
 #include "compiler/support/terminal_text.h"
 
@@ -73,21 +74,12 @@ StatusOr<std::pair<Node*, int>> FindGraphTensor(const Graph& g, const std::strin
 Status CheckFeed(const std::string& shown, const Node& n, int index, const Tensor& t,
                  const std::string& source) {
   const DataType want = graph::RemoveRefType(n.output_type(index));
-  std::string declared = TypeAndShape(want, n.output_shapes().size() > static_cast<size_t>(index)
-                                                ? n.output_shapes()[index]
-                                                : PartialShape::UnknownRank());
-  if (n.type_string() == "Placeholder") {
-    if (const graph::AttrValue* s = graph::FindAttr(n.attrs(), "shape");
-        s != nullptr && s->kind() == graph::AttrValue::Kind::kShape) {
-      declared = TypeAndShape(want, s->shape());
-      if (!s->shape().IsCompatibleWith(t.dims())) {
-        return Error(fmt::format("{}: feed {} ({}): {} holds {}, the graph expects {}", shown,
-                                 QuoteName(n.name()), n.type_string(), source,
-                                 TypeAndShape(t.dtype(), t.shape()), declared));
-      }
-    }
-  }
-  if (t.dtype() != want) {
+  const std::optional<PartialShape> placeholder = graph::PlaceholderShape(n);
+  const std::string declared = TypeAndShape(
+      want, placeholder.value_or(n.output_shapes().size() > static_cast<size_t>(index)
+                                     ? n.output_shapes()[index]
+                                     : PartialShape::UnknownRank()));
+  if ((placeholder && !placeholder->IsCompatibleWith(t.dims())) || t.dtype() != want) {
     return Error(fmt::format("{}: feed {} ({}): {} holds {}, the graph expects {}", shown,
                              QuoteName(n.name()), EscapeForTerminal(n.type_string()), source,
                              TypeAndShape(t.dtype(), t.shape()), declared));

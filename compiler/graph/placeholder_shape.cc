@@ -1,0 +1,14 @@
+#include "compiler/graph/placeholder_shape.h"
+
+#include "compiler/graph/attr_value.h"
+
+namespace xlens::graph {
+
+std::optional<PartialShape> PlaceholderShape(const Node& node) {
+  if (node.type_string() != "Placeholder") return std::nullopt;
+  const AttrValue* s = FindAttr(node.attrs(), "shape");
+  if (s == nullptr || s->kind() != AttrValue::Kind::kShape) return std::nullopt;
+  return s->shape();
+}
+
+}  // namespace xlens::graph
