@@ -57,8 +57,7 @@ def _trees():
 
 
 def _leaf_key(leaf):
-    if type(leaf) is np.ndarray:
-        return (leaf.shape, leaf.dtype)
+    """The cache key of a leaf that is not a numpy array (_lookup keys arrays inline: the hot path)."""
     return (type(leaf), getattr(leaf, "shape", None), getattr(leaf, "dtype", None))
 
 
