@@ -250,6 +250,15 @@ std::vector<ArgumentArray> CompiledHlo::Arguments(nb::handle arguments) const {
 
 StatusOr<Literal> CompiledHlo::Execute(const std::vector<ArgumentArray>& arguments) {
   const HloComputation& entry = *original_->entry_computation();
+  // The arguments as literals: the GPU executable's inputs and the snapshots' record.
+  auto literals = [&] {
+    std::vector<Literal> copies;
+    copies.reserve(arguments.size());
+    for (size_t i = 0; i < arguments.size(); ++i) {
+      copies.push_back(LiteralFromArgument(arguments[i], entry.parameter_instruction(i)->shape()));
+    }
+    return copies;
+  };
   StatusOr<Literal> result = xlens::Error("not run");
   if (cpu_ != nullptr) {
     std::vector<const void*> arrays;
@@ -257,20 +266,12 @@ StatusOr<Literal> CompiledHlo::Execute(const std::vector<ArgumentArray>& argumen
     for (const ArgumentArray& a : arguments) arrays.push_back(a.data);
     result = cpu_->ExecuteOnArrays(arrays);
   } else {
-    std::vector<Literal> literals;
-    for (size_t i = 0; i < arguments.size(); ++i) {
-      literals.push_back(LiteralFromArgument(arguments[i], entry.parameter_instruction(i)->shape()));
-    }
-    result = gpu_->Execute(literals);
+    result = gpu_->Execute(literals());
   }
   // --xla_dump_hlo_snapshots: the arguments and results of the first executions, as `xlens run`.
   const HloModule& compiled = cpu_ != nullptr ? cpu_->module() : gpu_->module();
   if (result.ok() && setup_->dump && setup_->dump->WantsExecution(compiled)) {
-    std::vector<Literal> literals;
-    for (size_t i = 0; i < arguments.size(); ++i) {
-      literals.push_back(LiteralFromArgument(arguments[i], entry.parameter_instruction(i)->shape()));
-    }
-    setup_->dump->DumpExecution(compiled, literals, *result);
+    setup_->dump->DumpExecution(compiled, literals(), *result);
     setup_->dump->FlushManifest();
   }
   return result;
