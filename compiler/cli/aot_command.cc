@@ -5,7 +5,6 @@
 // or a graph that cannot compile leaves the output paths as they were.
 #include <chrono>
 #include <cstdio>
-#include <filesystem>
 #include <map>
 #include <set>
 
@@ -65,16 +64,18 @@ Status CheckArgs(const AotArgs& args) {
   return OkStatus();
 }
 
-// Writes every output or none that was not there: a write that fails takes back the ones before.
+// Writes every output or none: each is written to its temporary first, and only when all are
+// written are they committed, so a failed write leaves the old files as they were. Special
+// files (/dev/null, a FIFO) are written through and never removed.
 Status WriteOutputsAtomically(const std::vector<std::pair<std::string, std::string>>& files) {
-  std::vector<std::string> written;
+  std::vector<OutputFile> outputs;
+  outputs.reserve(files.size());
   for (const auto& [path, bytes] : files) {
-    if (Status s = WriteFileAtomic(path, bytes); !s.ok()) {
-      for (const std::string& w : written) std::filesystem::remove(w);
-      return s;
-    }
-    written.push_back(path);
+    ASSIGN_OR_RETURN(OutputFile out, OutputFile::Create(path));
+    RETURN_IF_ERROR(out.Write(bytes));
+    outputs.push_back(std::move(out));
   }
+  for (OutputFile& out : outputs) RETURN_IF_ERROR(out.Commit());
   return OkStatus();
 }
 

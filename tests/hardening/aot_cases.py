@@ -129,6 +129,25 @@ def cases(shared, root_user):
          r"c\.pbtxt:10:\d+: .*read_only")
     case("binary-truncated", b"\x0a\x7f\x0a\x03abc", r"not a binary tf2xla\.Config", names="c.pb",
          config_file="c.pb")
+    # Broken config files: garbage bytes, nesting far past any message, one over the input size
+    # limit, a FIFO that nothing writes to (a blocking read would hang): one line, never a crash.
+    case("binary-garbage", bytes((i * 131 + 7) % 256 for i in range(65536)), r"not a binary tf2xla\.Config",
+         names="c.pb", config_file="c.pb")
+    case("text-deep-nesting", "feed " + "{ " * 100000 + "}" * 100000 + "\n", r"c\.pbtxt:1:\d+: ")
+    out.append(Case(id="aot/config-over-input-limit", reader="aot-config",
+                    args=["aot", "--graph", "g.pbtxt", "--config", "c.pbtxt", "--cpp_class", "Softmax",
+                          "--out_header", "o.h", "--out_function_object", "o.o"],
+                    setup=_setup(_CONFIG), env={"XLENS_MAX_INPUT_SIZE": "64"}, names="c.pbtxt",
+                    check=_nothing_written, quick=True))
+
+    def fifo(ctx):
+        shutil.copy(_GRAPH, ctx.path("g.pbtxt"))
+        os.mkfifo(ctx.path("c.pbtxt"))
+    out.append(Case(id="aot/config-fifo", reader="aot-config",
+                    args=["aot", "--graph", "g.pbtxt", "--config", "c.pbtxt", "--cpp_class", "Softmax",
+                          "--out_header", "o.h", "--out_function_object", "o.o"],
+                    setup=fifo, names="c.pbtxt", mentions=r"not a regular file", check=_nothing_written,
+                    timeout=10, quick=True))
     case("graph-cannot-compile",
          'feed { id { node_name: "x" } shape { dim { size: 4 } } }\nfetch { id { node_name: "u" } }\n',
          r"'u'.*Unique|Unique.*'u'", names="g.pbtxt", graph=_UNCOMPILABLE)
@@ -138,6 +157,24 @@ def cases(shared, root_user):
          cpp_class="entry")
     case("output-directory-missing", _CONFIG, r"no such file|No such file|directory", names="nodir/o.o",
          obj="nodir/o.o")
+    # Every output or none: a header that cannot be written leaves the object file that was
+    # there before as it was (not replaced, not removed).
+    def old_object(ctx):
+        _setup(_CONFIG)(ctx)
+        ctx.write("o.o", "old object")
+
+    def object_kept(ctx, run):
+        if not os.path.exists(ctx.path("o.o")):
+            return ("lost-data", "o.o, there before, was removed by a failed compilation")
+        with open(ctx.path("o.o")) as f:
+            if f.read() != "old object":
+                return ("fs-touched", "o.o was replaced by a compilation that failed")
+        return None
+    out.append(Case(id="aot/header-fails-object-kept", reader="aot-config",
+                    args=["aot", "--graph", "g.pbtxt", "--config", "c.pbtxt", "--cpp_class", "Softmax",
+                          "--out_header", "nodir/o.h", "--out_function_object", "o.o"],
+                    setup=old_object, names="nodir/o.h", outputs=("o.o",), check=object_kept,
+                    quick=True))
     # The dump flags work as for the JIT: XLA_FLAGS=--xla_dump_to writes the module's stages,
     # named after the class; a failed compilation still dumps what it reached but writes no output.
     def dumped(ctx, run):
