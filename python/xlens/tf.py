@@ -24,6 +24,8 @@ import inspect
 import os
 import weakref
 
+import numpy as np
+
 from . import _tensors
 from ._xlens import Error, _GraphSession
 
@@ -99,6 +101,10 @@ class Function:
         self._flags = [f"--xla_dump_to={os.fspath(dump_to)}"] if dump_to is not None else []
         self._trace = os.fspath(trace) if trace is not None else None
         self._tf_function = tf.function(fn, input_signature=input_signature)
+        try:  # once: every call binds its arguments to it
+            self._signature = inspect.signature(fn)
+        except (TypeError, ValueError):
+            self._signature = None
         self._traced = {}
         functools.update_wrapper(self, fn)
         _live.add(self)
@@ -157,12 +163,12 @@ class Function:
         when an input_signature made them all tensors, else the arrays and tensors (Python values
         are part of TensorFlow's trace, not inputs)."""
         tf = self._tf
-        np = __import__("numpy")
-        try:
-            bound = inspect.signature(self._fn).bind(*args, **kwargs)
-            ordered = list(bound.arguments.values())
-        except (TypeError, ValueError):
-            ordered = list(args) + list(kwargs.values())
+        ordered = list(args) + list(kwargs.values())
+        if self._signature is not None:
+            try:
+                ordered = list(self._signature.bind(*args, **kwargs).arguments.values())
+            except TypeError:  # arguments it does not bind: in the order given
+                pass
         leaves = tf.nest.flatten(ordered, expand_composites=True)
         tensors = [leaf for leaf in leaves
                    if tf.is_tensor(leaf) or isinstance(leaf, (np.ndarray, np.generic))]
