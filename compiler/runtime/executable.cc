@@ -119,29 +119,42 @@ Status Executable::SetArguments(std::span<const Literal> arguments) {
 Status Executable::SetArguments(size_t count, const std::function<const Literal&(size_t)>& argument,
                                 bool borrow) {
   profiler::TraceSpan span("arguments to arena", profiler::category::kCopy);
-  const std::vector<int64_t>& slots = entry_plan_->parameter_slots();
-  // Each parameter's own place in the arena, recorded before any slot is pointed elsewhere.
-  if (parameter_homes_.size() != slots.size()) {
-    parameter_homes_.clear();
-    for (int64_t slot : slots) parameter_homes_.push_back(frame_[slot]);
-  }
+  RecordParameterHomes();
   int64_t bytes = 0;
   Status status = ForEachLeafOf(*module_, count, argument, [&](const Shape& s, const uint8_t* data, size_t leaf) {
-    const int64_t slot = slots[leaf];
-    // Buffer assignment never lets a value share a parameter's allocation (a parameter is not
-    // written in place), so a row-major argument is read where it lies; kernels assume 16-byte
-    // aligned buffers.
-    if (borrow && IsRowMajor(s) && reinterpret_cast<uintptr_t>(data) % 16 == 0 && s.num_elements() > 0) {
-      frame_[slot] = const_cast<char*>(reinterpret_cast<const char*>(data));
-      return OkStatus();
-    }
-    frame_[slot] = parameter_homes_[leaf];
-    CopyToLayout(data, s, frame_[slot]);
-    bytes += shape_util::ByteSizeOf(s);
+    bytes += PlaceParameterLeaf(leaf, s, data, borrow);
     return OkStatus();
   });
   span.AddArg("bytes", bytes);
   return status;
+}
+
+void Executable::RecordParameterHomes() {
+  // Each parameter's own place in the arena, recorded before any slot is pointed elsewhere.
+  const std::vector<int64_t>& slots = entry_plan_->parameter_slots();
+  if (parameter_homes_.size() == slots.size()) return;
+  parameter_homes_.clear();
+  for (int64_t slot : slots) parameter_homes_.push_back(frame_[slot]);
+}
+
+int64_t Executable::PlaceParameterLeaf(size_t leaf, const Shape& s, const uint8_t* data, bool borrow) {
+  const int64_t slot = entry_plan_->parameter_slots()[leaf];
+  // Buffer assignment never lets a value share a parameter's allocation (a parameter is not
+  // written in place), so a row-major argument is read where it lies; kernels assume 16-byte
+  // aligned buffers.
+  if (borrow && IsRowMajor(s) && reinterpret_cast<uintptr_t>(data) % 16 == 0 && s.num_elements() > 0) {
+    frame_[slot] = const_cast<char*>(reinterpret_cast<const char*>(data));
+    return 0;
+  }
+  frame_[slot] = parameter_homes_[leaf];
+  CopyToLayout(data, s, frame_[slot]);
+  return shape_util::ByteSizeOf(s);
+}
+
+void Executable::ReturnBorrowedSlots() {
+  // The borrowed buffers are the caller's only for the call that was given them.
+  const std::vector<int64_t>& slots = entry_plan_->parameter_slots();
+  for (size_t leaf = 0; leaf < parameter_homes_.size(); ++leaf) frame_[slots[leaf]] = parameter_homes_[leaf];
 }
 
 Status Executable::Run(std::vector<int64_t>* thunk_ns) {
@@ -193,9 +206,7 @@ StatusOr<Literal> Executable::Execute(std::span<const Literal* const> arguments)
                                /*borrow=*/may_borrow_arguments_));
   Status run = Run();
   StatusOr<Literal> results = run.ok() ? Results() : StatusOr<Literal>(run);
-  // The borrowed buffers are the caller's only for this call.
-  const std::vector<int64_t>& slots = entry_plan_->parameter_slots();
-  for (size_t leaf = 0; leaf < parameter_homes_.size(); ++leaf) frame_[slots[leaf]] = parameter_homes_[leaf];
+  ReturnBorrowedSlots();
   return results;
 }
 
@@ -211,32 +222,20 @@ StatusOr<Literal> Executable::ExecuteOnArrays(std::span<const void* const> array
                                module_->name(), parameter->shape().ToString(false)));
     }
   }
-  const std::vector<int64_t>& slots = entry_plan_->parameter_slots();
   {
     profiler::TraceSpan span("arguments to arena", profiler::category::kCopy);
-    if (parameter_homes_.size() != slots.size()) {
-      parameter_homes_.clear();
-      for (int64_t slot : slots) parameter_homes_.push_back(frame_[slot]);
-    }
+    RecordParameterHomes();
     int64_t bytes = 0;
     for (size_t p = 0; p < arrays.size(); ++p) {
-      const Shape& shape = entry.parameter_instruction(p)->shape();
       // With array parameters only, parameter p is leaf p.
-      const char* data = static_cast<const char*>(arrays[p]);
-      if (may_borrow_arguments_ && IsRowMajor(shape) && reinterpret_cast<uintptr_t>(data) % 16 == 0 &&
-          shape.num_elements() > 0) {
-        frame_[slots[p]] = const_cast<char*>(data);
-        continue;
-      }
-      frame_[slots[p]] = parameter_homes_[p];
-      CopyToLayout(reinterpret_cast<const uint8_t*>(data), shape, frame_[slots[p]]);
-      bytes += shape_util::ByteSizeOf(shape);
+      bytes += PlaceParameterLeaf(p, entry.parameter_instruction(p)->shape(),
+                                  static_cast<const uint8_t*>(arrays[p]), may_borrow_arguments_);
     }
     span.AddArg("bytes", bytes);
   }
   Status run = Run();
   StatusOr<Literal> results = run.ok() ? Results() : StatusOr<Literal>(run);
-  for (size_t leaf = 0; leaf < parameter_homes_.size(); ++leaf) frame_[slots[leaf]] = parameter_homes_[leaf];
+  ReturnBorrowedSlots();
   return results;
 }
 

@@ -78,6 +78,14 @@ class Executable {
   friend class ExecutableBuilder;
   Executable() = default;
 
+  // Records parameter_homes_ once, before a slot is first pointed at a borrowed argument.
+  void RecordParameterHomes();
+  // Points parameter leaf `leaf`'s slot at `data` where `borrow` lets it be read in place, else
+  // copies it into the leaf's arena buffer; returns the bytes copied.
+  int64_t PlaceParameterLeaf(size_t leaf, const Shape& s, const uint8_t* data, bool borrow);
+  // Points every parameter slot back at its arena buffer once a call is done.
+  void ReturnBorrowedSlots();
+
   std::unique_ptr<HloModule> module_;
   std::unique_ptr<BufferAssignment> assignment_;
   OptimizeResult optimize_result_;
