@@ -2,11 +2,10 @@
 
 #include <gtest/gtest.h>
 
-#include <cstdlib>
-#include <fstream>
 #include <string>
 
 #include "compiler/support/file_io.h"
+#include "compiler/support/subprocess.h"
 #include "compiler/support/temporary_directory.h"
 
 namespace xlens::aot {
@@ -60,7 +59,9 @@ TEST(HeaderWriterTest, NamesAsTfcompile) {
 // interface runs against an entry function of its own: the base class copies a variable's
 // update back and the accessors index row-major.
 TEST(HeaderWriterTest, CompilesAndRunsWithTheStandardLibraryAlone) {
-  if (std::system("g++ --version >/dev/null 2>&1") != 0) GTEST_SKIP() << "no g++";
+  if (auto gxx = RunCommand({"g++", "--version"}, 30); !gxx.ok() || gxx->exit_code != 0) {
+    GTEST_SKIP() << "no g++";
+  }
   auto header = WriteHeader(Mnist());
   ASSERT_TRUE(header.ok()) << header.status().message();
   auto dir = TemporaryDirectory::Create("header_writer_test");
@@ -96,15 +97,13 @@ int main() {
 }
 )";
   ASSERT_TRUE(WriteFile(root + "/main.cc", program).ok());
-  const std::string cmd = "cd '" + root + "' && g++ -std=c++17 -Wall -Wextra -Werror -o main main.cc 2>&1 && ./main";
-  FILE* pipe = popen(cmd.c_str(), "r");
-  ASSERT_NE(pipe, nullptr);
-  std::string output;
-  char buf[4096];
-  while (size_t n = fread(buf, 1, sizeof buf, pipe)) output.append(buf, n);
-  int rc = pclose(pipe);
-  EXPECT_EQ(rc, 0) << output;
-  EXPECT_EQ(output, "ok\n");
+  const std::string cmd = "cd " + ShellQuote(root) +
+                          " && g++ -std=c++17 -Wall -Wextra -Werror -o main main.cc 2>&1 && ./main";
+  auto ran = RunCommand({"sh", "-c", cmd}, 120);
+  ASSERT_TRUE(ran.ok()) << ran.status().message();
+  EXPECT_TRUE(ran->exit_code == 0 && ran->signal == 0 && !ran->timed_out)
+      << ran->Describe(120) << ": " << ran->output;
+  EXPECT_EQ(ran->output, "ok\n");
 }
 
 TEST(HeaderWriterTest, RefusesBadNames) {

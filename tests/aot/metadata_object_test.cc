@@ -2,13 +2,12 @@
 
 #include <gtest/gtest.h>
 
-#include <cstdio>
-#include <cstdlib>
 #include <string>
 
 #include <nlohmann/json.hpp>
 
 #include "compiler/support/file_io.h"
+#include "compiler/support/subprocess.h"
 #include "compiler/support/temporary_directory.h"
 
 namespace xlens::aot {
@@ -39,7 +38,9 @@ TEST(MetadataObjectTest, JsonDescribesTheFunction) {
 
 // The object defines the two symbols, for the host and for aarch64.
 TEST(MetadataObjectTest, ObjectDefinesTheSymbols) {
-  if (std::system("nm --version >/dev/null 2>&1") != 0) GTEST_SKIP() << "no nm";
+  if (auto nm = RunCommand({"nm", "--version"}, 30); !nm.ok() || nm->exit_code != 0) {
+    GTEST_SKIP() << "no nm";
+  }
   auto dir = TemporaryDirectory::Create("metadata_object_test");
   ASSERT_TRUE(dir.ok()) << dir.status().message();
   for (const char* triple : {"", "aarch64-unknown-linux-gnu"}) {
@@ -49,12 +50,10 @@ TEST(MetadataObjectTest, ObjectDefinesTheSymbols) {
     EXPECT_EQ(object->substr(0, 4), "\x7f" "ELF");
     const std::string path = dir->path() + "/m.o";
     ASSERT_TRUE(WriteFile(path, *object).ok());
-    FILE* pipe = popen(("nm '" + path + "'").c_str(), "r");
-    ASSERT_NE(pipe, nullptr);
-    std::string symbols;
-    char buf[512];
-    while (size_t n = fread(buf, 1, sizeof buf, pipe)) symbols.append(buf, n);
-    pclose(pipe);
+    auto nm = RunCommand({"nm", path}, 60, 1 << 20);
+    ASSERT_TRUE(nm.ok()) << nm.status().message();
+    ASSERT_EQ(nm->exit_code, 0) << nm->Describe(60) << ": " << nm->output;
+    const std::string& symbols = nm->output;
     EXPECT_NE(symbols.find(" R model_entry_metadata\n"), std::string::npos) << triple << symbols;
     EXPECT_NE(symbols.find(" R model_entry_metadata_size\n"), std::string::npos) << triple << symbols;
   }
