@@ -125,11 +125,7 @@ int RunAot(const AotArgs& args) {
     std::shared_ptr<graph::SavedModel> saved_model;
     auto def = ReadGraphInput(args.graph, args.signature, &saved_model);
     const std::string shown = DisplayPath(args.graph);
-    if (!def.ok()) {
-      std::string message = def.status().message();
-      if (message.rfind(shown, 0) != 0) message = shown + ": " + message;
-      return Fail(Error(message));
-    }
+    if (!def.ok()) return Fail(cluster::InGraphFile(def.status(), shown));
     std::map<std::string, graph::Tensor> frozen;
     if (saved_model != nullptr) {
       auto prepared = FreezeSavedModel(*saved_model, *config, shown, &*def, &frozen);
@@ -160,10 +156,8 @@ int RunAot(const AotArgs& args) {
   options.optimize = setup.optimize;
   auto compiled = aot::CompileAheadOfTime(*module, options);
   if (!compiled.ok()) {
-    const std::string shown = DisplayPath(args.graph.empty() ? args.hlo : args.graph);
-    std::string message = compiled.status().message();
-    if (message.rfind(shown, 0) != 0) message = shown + ": " + message;
-    return Fail(Error(message));
+    return Fail(cluster::InGraphFile(compiled.status(),
+                                     DisplayPath(args.graph.empty() ? args.hlo : args.graph)));
   }
   if (args.hlo.empty()) {
     // The entry's buffers are the lowering's: the same count, the same sizes.
