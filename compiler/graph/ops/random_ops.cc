@@ -2,6 +2,7 @@
 // TensorFlow's numbers through philox_random.h. A stateful op keeps its generator in the node's
 // KernelState, so repeated runs in one session continue the stream as TensorFlow's shared kernel
 // does; stateless ops start from their seed or key/counter inputs every time.
+#include <functional>
 #include <memory>
 #include <mutex>
 
@@ -91,26 +92,48 @@ Status StatefulKernel(OpKernelContext& c, Distribution dist) {
   return Fill(c, dist, gen, *out);
 }
 
-Status RandomUniformIntKernel(OpKernelContext& c) {
-  ASSIGN_OR_RETURN(std::vector<int64_t> dims, OutputDims(c));
-  const Tensor &lo = c.input(1), &hi = c.input(2);
+// The minval and maxval inputs of a uniform integer op, checked before its output is made.
+Status CheckScalarBounds(const OpKernelContext& c, const Tensor& lo, const Tensor& hi) {
   if (lo.rank() != 0) return c.Error("minval must be 0-D, got shape " + DimsToString(lo.dims()));
   if (hi.rank() != 0) return c.Error("maxval must be 0-D, got shape " + DimsToString(hi.dims()));
-  ASSIGN_OR_RETURN(Tensor * out, c.allocate_output(0, dims));
-  if (out->num_elements() == 0) return OkStatus();
+  return OkStatus();
+}
+
+// Fills `out` with integers in [lo, hi) drawn from generator() (asked only for a nonempty output
+// with lo < hi: a stateful op reserves its draws then), as TensorFlow's UniformDistribution.
+Status FillUniformIntBetween(const OpKernelContext& c, const Tensor& lo, const Tensor& hi,
+                             const std::function<StatusOr<PhiloxRandom>()>& generator, Tensor& out) {
+  if (out.num_elements() == 0) return OkStatus();
   const int64_t a = lo.GetAsInt64(0), b = hi.GetAsInt64(0);
   if (a >= b) {
     return c.Error("Need minval < maxval, got " + std::to_string(a) + " >= " +
                    std::to_string(b));
   }
-  ASSIGN_OR_RETURN(PhiloxRandom gen, ReserveStateful(c, out->num_elements()));
-  if (out->dtype() == DT_INT32) {
-    FillUniformInt(gen, static_cast<int32_t>(a), static_cast<int32_t>(b),
-                   out->flat<int32_t>().data(), out->num_elements());
-  } else {
-    FillUniformInt(gen, a, b, out->flat<int64_t>().data(), out->num_elements());
+  switch (out.dtype()) {
+    case DT_INT32: {
+      ASSIGN_OR_RETURN(PhiloxRandom gen, generator());
+      FillUniformInt(gen, static_cast<int32_t>(a), static_cast<int32_t>(b),
+                     out.flat<int32_t>().data(), out.num_elements());
+      return OkStatus();
+    }
+    case DT_INT64: {
+      ASSIGN_OR_RETURN(PhiloxRandom gen, generator());
+      FillUniformInt(gen, a, b, out.flat<int64_t>().data(), out.num_elements());
+      return OkStatus();
+    }
+    default:
+      return c.Error("uniform integers of type " + DataTypeName(out.dtype()) +
+                     " are not implemented on the CPU executor (int32 and int64 are)");
   }
-  return OkStatus();
+}
+
+Status RandomUniformIntKernel(OpKernelContext& c) {
+  ASSIGN_OR_RETURN(std::vector<int64_t> dims, OutputDims(c));
+  const Tensor &lo = c.input(1), &hi = c.input(2);
+  RETURN_IF_ERROR(CheckScalarBounds(c, lo, hi));
+  ASSIGN_OR_RETURN(Tensor * out, c.allocate_output(0, dims));
+  return FillUniformIntBetween(
+      c, lo, hi, [&] { return ReserveStateful(c, out->num_elements()); }, *out);
 }
 
 // A seed input [2] (int32 values sign-extended, as TensorFlow reads them).
@@ -160,29 +183,12 @@ Status StatelessV2Kernel(OpKernelContext& c, Distribution dist) {
 // TensorFlow's CPU kernel draws them (its UniformDistribution, as RandomUniformInt's).
 Status StatelessUniformIntV2Kernel(OpKernelContext& c) {
   const Tensor &lo = c.input(4), &hi = c.input(5);
-  if (lo.rank() != 0) return c.Error("minval must be 0-D, got shape " + DimsToString(lo.dims()));
-  if (hi.rank() != 0) return c.Error("maxval must be 0-D, got shape " + DimsToString(hi.dims()));
+  RETURN_IF_ERROR(CheckScalarBounds(c, lo, hi));
   ASSIGN_OR_RETURN(PhiloxRandom gen, V2Generator(c));
   ASSIGN_OR_RETURN(std::vector<int64_t> dims, OutputDims(c));
   ASSIGN_OR_RETURN(Tensor * out, c.allocate_output(0, dims));
-  if (out->num_elements() == 0) return OkStatus();
-  const int64_t a = lo.GetAsInt64(0), b = hi.GetAsInt64(0);
-  if (a >= b) {
-    return c.Error("Need minval < maxval, got " + std::to_string(a) + " >= " +
-                   std::to_string(b));
-  }
-  switch (out->dtype()) {
-    case DT_INT32:
-      FillUniformInt(gen, static_cast<int32_t>(a), static_cast<int32_t>(b),
-                     out->flat<int32_t>().data(), out->num_elements());
-      return OkStatus();
-    case DT_INT64:
-      FillUniformInt(gen, a, b, out->flat<int64_t>().data(), out->num_elements());
-      return OkStatus();
-    default:
-      return c.Error("uniform integers of type " + DataTypeName(out->dtype()) +
-                     " are not implemented on the CPU executor (int32 and int64 are)");
-  }
+  return FillUniformIntBetween(
+      c, lo, hi, [&]() -> StatusOr<PhiloxRandom> { return gen; }, *out);
 }
 
 Status GetKeyCounterKernel(OpKernelContext& c) {
