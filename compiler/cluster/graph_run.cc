@@ -154,11 +154,7 @@ Status AssignVariable(const Graph& g, const std::string& shown, std::string_view
   }
   auto dtype = graph::GetTypeAttr(n->attrs(), "dtype", n->name());
   if (!dtype.ok()) return InGraphFile(dtype.status(), shown);
-  PartialShape shape = PartialShape::UnknownRank();
-  if (const graph::AttrValue* s = graph::FindAttr(n->attrs(), "shape");
-      s != nullptr && s->kind() == graph::AttrValue::Kind::kShape) {
-    shape = s->shape();
-  }
+  const PartialShape shape = graph::ShapeAttr(n->attrs()).value_or(PartialShape::UnknownRank());
   if (value.dtype() != *dtype || !shape.IsCompatibleWith(value.dims())) {
     return Error(fmt::format("{}: {} {}: {} holds {}, the variable is {}", shown, what,
                              QuoteName(name), source, TypeAndShape(value.dtype(), value.shape()),

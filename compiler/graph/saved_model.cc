@@ -10,6 +10,7 @@
 #include <google/protobuf/io/coded_stream.h>
 
 #include "compiler/graph/graph_def_io.h"
+#include "compiler/graph/placeholder_shape.h"
 #include "compiler/graph/proto/saved_model.pb.h"
 #include "compiler/graph/tensor_bundle.h"
 #include "compiler/graph/variable_nodes.h"
@@ -289,10 +290,7 @@ StatusOr<SavedModel> ParseSavedModel(std::string_view bytes, const std::string& 
     if (const AttrValue* t = FindAttr(n.attr, "dtype"); t != nullptr && t->kind() == AttrValue::Kind::kType) {
       v.dtype = RemoveRefType(t->type());
     }
-    v.shape = PartialShape::UnknownRank();
-    if (const AttrValue* s = FindAttr(n.attr, "shape"); s != nullptr && s->kind() == AttrValue::Kind::kShape) {
-      v.shape = s->shape();
-    }
+    v.shape = ShapeAttr(n.attr).value_or(PartialShape::UnknownRank());
     variable_of_node[n.name] = model.variables.size();
     model.variables.push_back(std::move(v));
   }
