@@ -8,6 +8,7 @@
 #include "compiler/cluster/graph_run.h"
 #include "compiler/cluster/tf2xla/xla_compiler.h"
 #include "compiler/graph/graph.h"
+#include "compiler/graph/partial_shape.h"
 #include "compiler/graph/types.h"
 #include "compiler/graph/variable_nodes.h"
 #include "compiler/hlo/shape.h"
@@ -32,12 +33,6 @@ std::string NodeOf(const std::string& input) {
   std::string name = input[0] == '^' ? input.substr(1) : input;
   size_t colon = name.rfind(':');
   return colon == std::string::npos ? name : name.substr(0, colon);
-}
-
-std::string ShapeText(const std::vector<int64_t>& dims) {
-  std::string text = "[";
-  for (size_t i = 0; i < dims.size(); ++i) text += (i ? "," : "") + std::to_string(dims[i]);
-  return text + "]";
 }
 
 HeaderBuffer Buffer(const std::string& name, DataType type, const std::vector<int64_t>& dims) {
@@ -98,7 +93,7 @@ StatusOr<Variable> ResolveVariable(const graph::Graph& g, const std::string& sho
       out.shape = s->shape().dims();
       if (v.has_shape && !s->shape().IsCompatibleWith(v.shape)) {
         return Error(fmt::format("{}: the config's shape {} is not the variable's {}", where,
-                                 ShapeText(v.shape), s->shape().ToString()));
+                                 graph::DimsToString(v.shape), s->shape().ToString()));
       }
     } else if (!v.has_shape) {
       return Error(fmt::format("{}: the variable's shape is not static in the graph: give its shape "
@@ -173,7 +168,7 @@ StatusOr<LoweredGraph> LowerGraphForAot(const graph::GraphDef& def, const Tf2Xla
     }
     if (!declared.IsCompatibleWith(f.shape)) {
       return Error(fmt::format("{}: the config's shape {} does not fit node {}'s {}{}", where,
-                               ShapeText(f.shape), QuoteName(n.name()), graph::DataTypeName(type),
+                               graph::DimsToString(f.shape), QuoteName(n.name()), graph::DataTypeName(type),
                                declared.ToString()));
     }
     NodeDef arg;
