@@ -133,26 +133,7 @@ TEST(WhileGradCompileTest, ListLoopVariableGradientCompiles) {
   CheckCompiledGradient(
       {Values({2, 3}, 0.2f), Values({3, 3}, 0.3f)},
       [](const Scope& s, const std::vector<Output>& x) {
-        graph::AttrMap elements{{"element_dtype", AttrValue::Type(graph::DT_FLOAT)},
-                                {"shape_type", AttrValue::Type(graph::DT_INT32)}};
-        Output list = ops::AsOutput(
-            ops::BuildOp(s, "TensorListReserve", {ops::Input({2, 3}), ops::Input(4)}, elements));
-        graph::Node* loop = graph::testing::While(
-            s, {ops::Const(s, int32_t{0}), x[0], x[1], list},
-            [](const Scope& c, const std::vector<Output>& a) {
-              return std::vector<Output>{ops::Less(c, a[0], ops::Input(4))};
-            },
-            [](const Scope& b, const std::vector<Output>& a) {
-              Output h = ops::Tanh(b, ops::MatMul(b, a[1], a[2]));
-              Output l = ops::AsOutput(
-                  ops::BuildOp(b, "TensorListSetItem", {a[3], a[0], h},
-                               {{"element_dtype", AttrValue::Type(graph::DT_FLOAT)}}));
-              return std::vector<Output>{ops::Add(b, a[0], ops::Input(1)), h, a[2], l};
-            });
-        Output stacked =
-            ops::AsOutput(ops::BuildOp(s, "TensorListStack", {Output(loop, 3), ops::Input({2, 3})},
-                                       {{"element_dtype", AttrValue::Type(graph::DT_FLOAT)},
-                                        {"num_elements", AttrValue::Int(4)}}));
+        Output stacked = graph::testing::ListLoop(s, x[0], x[1], graph::DT_FLOAT);
         return ops::Sum(s, ops::Mul(s, stacked, stacked), ops::Input({0, 1, 2}));
       });
 }

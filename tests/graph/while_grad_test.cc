@@ -71,25 +71,7 @@ TEST(WhileGradTest, ListWrittenInTheLoopAgainstFiniteDifferences) {
       {"list loop variable",
        {{{2, 3}, -1, 1}, {{3, 3}, -1, 1}},
        [](const Scope& s, const std::vector<Output>& x) {
-         AttrMap elements{{"element_dtype", AttrValue::Type(DT_DOUBLE)},
-                          {"shape_type", AttrValue::Type(DT_INT32)}};
-         Output list = ops::AsOutput(
-             ops::BuildOp(s, "TensorListReserve", {ops::Input({2, 3}), ops::Input(4)}, elements));
-         Node* loop = While(
-             s, {ops::Const(s, int32_t{0}), x[0], x[1], list},
-             [](const Scope& c, const std::vector<Output>& a) {
-               return std::vector<Output>{ops::Less(c, a[0], ops::Input(4))};
-             },
-             [](const Scope& b, const std::vector<Output>& a) {
-               Output h = ops::Tanh(b, ops::MatMul(b, a[1], a[2]));
-               Output l = ops::AsOutput(
-                   ops::BuildOp(b, "TensorListSetItem", {a[3], a[0], h},
-                                {{"element_dtype", AttrValue::Type(DT_DOUBLE)}}));
-               return std::vector<Output>{ops::Add(b, a[0], ops::Input(1)), h, a[2], l};
-             });
-         return ops::AsOutput(ops::BuildOp(
-             s, "TensorListStack", {Output(loop, 3), ops::Input({2, 3})},
-             {{"element_dtype", AttrValue::Type(DT_DOUBLE)}, {"num_elements", AttrValue::Int(4)}}));
+         return testing::ListLoop(s, x[0], x[1], DT_DOUBLE);
        }});
 }
 

@@ -105,4 +105,27 @@ inline Output GrowUntil(const Scope& s, const Output& v0, const Output& x) {
   return Output(loop, 0);
 }
 
+// i < 4: h <- tanh(h @ w), each step's h written at i into a TensorList of `dtype` [2, 3]
+// elements (a TF2 TensorArray's form: the list is a loop variable); the list stacked, [4, 2, 3].
+inline Output ListLoop(const Scope& s, const Output& h0, const Output& w, DataType dtype) {
+  AttrMap elements{{"element_dtype", AttrValue::Type(dtype)},
+                   {"shape_type", AttrValue::Type(DT_INT32)}};
+  Output list = ops::AsOutput(
+      ops::BuildOp(s, "TensorListReserve", {ops::Input({2, 3}), ops::Input(4)}, elements));
+  Node* loop = While(
+      s, {ops::Const(s, int32_t{0}), h0, w, list},
+      [](const Scope& c, const std::vector<Output>& a) {
+        return std::vector<Output>{ops::Less(c, a[0], ops::Input(4))};
+      },
+      [dtype](const Scope& b, const std::vector<Output>& a) {
+        Output h = ops::Tanh(b, ops::MatMul(b, a[1], a[2]));
+        Output l = ops::AsOutput(ops::BuildOp(b, "TensorListSetItem", {a[3], a[0], h},
+                                              {{"element_dtype", AttrValue::Type(dtype)}}));
+        return std::vector<Output>{ops::Add(b, a[0], ops::Input(1)), h, a[2], l};
+      });
+  return ops::AsOutput(ops::BuildOp(
+      s, "TensorListStack", {Output(loop, 3), ops::Input({2, 3})},
+      {{"element_dtype", AttrValue::Type(dtype)}, {"num_elements", AttrValue::Int(4)}}));
+}
+
 }  // namespace xlens::graph::testing
