@@ -29,6 +29,23 @@ struct Golden {
   std::vector<uint32_t> uniform_bits;  // of a [2, 3] uniform
 };
 
+// Compiles `root`'s graph, whose one argument is `arg`, and runs it on `arg` on the CPU backend
+// or on the reference evaluator.
+StatusOr<Literal> CompileAndRun(const Scope& root, const Tensor& arg,
+                                const XlaCompileOptions& options, bool cpu) {
+  RETURN_IF_ERROR(root.status());
+  XlaArgument a;
+  a.dtype = arg.dtype();
+  a.shape = arg.dims();
+  ASSIGN_OR_RETURN(auto compiled, CompileGraphToHlo(*root.graph(), {a}, options));
+  std::vector<Literal> params;
+  ASSIGN_OR_RETURN(Literal param, arg.ToLiteral());
+  params.push_back(std::move(param));
+  if (!cpu) return EvaluateModule(*compiled.module, params);
+  ASSIGN_OR_RETURN(auto executable, runtime::CompileForCpu(std::move(compiled.module), {}));
+  return executable->Execute(params);
+}
+
 // Compiles seed -> GetKeyCounter -> UniformV2([2, 3], alg auto-select); returns (key, counter,
 // uniform) as run on the CPU backend or on the reference evaluator.
 std::vector<Literal> RunDropoutRng(const Tensor& seed, const std::string& key_counter_op,
@@ -48,23 +65,9 @@ std::vector<Literal> RunDropoutRng(const Tensor& seed, const std::string& key_co
         .AddNode("_Retval", {outs[i]},
                  {{"T", AttrValue::Type(outs[i].type())}, {"index", AttrValue::Int(i)}});
   }
-  EXPECT_TRUE(root.ok()) << root.status().message();
-  XlaArgument a;
-  a.dtype = seed.dtype();
-  a.shape = seed.dims();
   XlaCompileOptions options;
   options.module_name = "dropout_rng";
-  auto compiled = CompileGraphToHlo(*root.graph(), {a}, options);
-  EXPECT_TRUE(compiled.ok()) << compiled.status().message();
-  if (!compiled.ok()) return {};
-  std::vector<Literal> params;
-  params.push_back(*seed.ToLiteral());
-  StatusOr<Literal> result =
-      cpu ? [&]() -> StatusOr<Literal> {
-        ASSIGN_OR_RETURN(auto executable, runtime::CompileForCpu(std::move(compiled->module), {}));
-        return executable->Execute(params);
-      }()
-          : EvaluateModule(*compiled->module, params);
+  StatusOr<Literal> result = CompileAndRun(root, seed, options, cpu);
   EXPECT_TRUE(result.ok()) << result.status().message();
   if (!result.ok()) return {};
   return std::move(result->tuple_elements());
@@ -156,21 +159,8 @@ Literal RunKeyCounterOp(const std::string& op, std::vector<int32_t> shape, graph
   graph::Node* values = ops::BuildOp(root, op, inputs, {{"dtype", AttrValue::Type(dtype)}});
   root.WithOpName("r").AddNode("_Retval", {Output(values, 0)},
                                {{"T", AttrValue::Type(dtype)}, {"index", AttrValue::Int(0)}});
-  EXPECT_TRUE(root.ok()) << root.status().message();
-  XlaArgument a;
-  a.dtype = graph::DT_INT32;
-  a.shape = {2};
-  auto compiled = CompileGraphToHlo(*root.graph(), {a}, XlaCompileOptions{});
-  EXPECT_TRUE(compiled.ok()) << compiled.status().message();
-  if (!compiled.ok()) return Literal();
-  std::vector<Literal> params;
-  params.push_back(*Tensor::Vector<int32_t>(graph::DT_INT32, {5, -9}).ToLiteral());
-  StatusOr<Literal> result =
-      cpu ? [&]() -> StatusOr<Literal> {
-        ASSIGN_OR_RETURN(auto executable, runtime::CompileForCpu(std::move(compiled->module), {}));
-        return executable->Execute(params);
-      }()
-          : EvaluateModule(*compiled->module, params);
+  StatusOr<Literal> result = CompileAndRun(
+      root, Tensor::Vector<int32_t>(graph::DT_INT32, {5, -9}), XlaCompileOptions{}, cpu);
   EXPECT_TRUE(result.ok()) << result.status().message();
   if (!result.ok()) return Literal();
   return result->shape().IsTuple() ? std::move(result->tuple_elements()[0]) : std::move(*result);
