@@ -39,8 +39,9 @@ class LinkingVisitor : public profiler::ChromeTraceVisitor {
     if (IsCompileCategory(event.category)) return;
     std::string op = event.name;
     std::string module;
-    if (const profiler::TraceArg* arg = profiler::FindArg(event, "hlo_op")) {
-      if (auto* text = std::get_if<std::string>(&arg->value)) op = *text;
+    const profiler::TraceArg* hlo_op = profiler::FindArg(event, "hlo_op");
+    if (hlo_op != nullptr) {
+      if (auto* text = std::get_if<std::string>(&hlo_op->value)) op = *text;
     }
     if (const profiler::TraceArg* arg = profiler::FindArg(event, "hlo_module")) {
       if (auto* text = std::get_if<std::string>(&arg->value)) module = *text;
@@ -55,7 +56,7 @@ class LinkingVisitor : public profiler::ChromeTraceVisitor {
       if (it != by_name_.end()) kernel = &it->second;
     }
     bool is_kernel = profiler::IsKernelCategory(event.category) || !module.empty() ||
-                     profiler::FindArg(event, "hlo_op") != nullptr || kernel != nullptr;
+                     hlo_op != nullptr || kernel != nullptr;
     if (!is_kernel) return;
     ++links.kernel_events;
     if (kernel == nullptr) return;
