@@ -72,15 +72,18 @@ void CopyFromLayout(const char* source, const Shape& shape, uint8_t* row_major) 
 
 namespace {
 
+Status CheckArgumentCount(const HloModule& module, size_t count) {
+  const int64_t parameters = module.entry_computation()->num_parameters();
+  if (static_cast<int64_t>(count) == parameters) return OkStatus();
+  return Error(fmt::format("{} takes {} arguments, {} given", module.name(), parameters, count));
+}
+
 // ForEachArgumentLeaf over `count` arguments, the p-th being argument(p).
 Status ForEachLeafOf(const HloModule& module, size_t count,
                      const std::function<const Literal&(size_t)>& argument,
                      const std::function<Status(const Shape&, const uint8_t*, size_t)>& fn) {
   const HloComputation& entry = *module.entry_computation();
-  if (static_cast<int64_t>(count) != entry.num_parameters()) {
-    return Error(fmt::format("{} takes {} arguments, {} given", module.name(),
-                             entry.num_parameters(), count));
-  }
+  RETURN_IF_ERROR(CheckArgumentCount(module, count));
   size_t leaf_number = 0;
   for (int64_t p = 0; p < entry.num_parameters(); ++p) {
     const HloInstruction* param = entry.parameter_instruction(p);
@@ -212,10 +215,7 @@ StatusOr<Literal> Executable::Execute(std::span<const Literal* const> arguments)
 
 StatusOr<Literal> Executable::ExecuteOnArrays(std::span<const void* const> arrays) {
   const HloComputation& entry = *module_->entry_computation();
-  if (static_cast<int64_t>(arrays.size()) != entry.num_parameters()) {
-    return Error(fmt::format("{} takes {} arguments, {} given", module_->name(),
-                             entry.num_parameters(), arrays.size()));
-  }
+  RETURN_IF_ERROR(CheckArgumentCount(*module_, arrays.size()));
   for (const HloInstruction* parameter : entry.parameter_instructions()) {
     if (!parameter->shape().IsArray()) {
       return Error(fmt::format("parameter {} of {} is {}, not an array", parameter->name(),
