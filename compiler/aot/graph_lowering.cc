@@ -10,6 +10,7 @@
 #include "compiler/graph/graph.h"
 #include "compiler/graph/partial_shape.h"
 #include "compiler/graph/types.h"
+#include "compiler/graph/placeholder_shape.h"
 #include "compiler/graph/variable_nodes.h"
 #include "compiler/hlo/shape.h"
 
@@ -157,15 +158,9 @@ StatusOr<LoweredGraph> LowerGraphForAot(const graph::GraphDef& def, const Tf2Xla
       return Error(fmt::format("{}: the config's type {} is not the graph's {} (node {})", where,
                                graph::DataTypeName(f.type), graph::DataTypeName(type), QuoteName(n.name())));
     }
-    graph::PartialShape declared = index < static_cast<int>(n.output_shapes().size())
-                                       ? n.output_shapes()[index]
-                                       : graph::PartialShape::UnknownRank();
-    if (n.type_string() == "Placeholder") {
-      if (const graph::AttrValue* s = graph::FindAttr(n.attrs(), "shape");
-          s != nullptr && s->kind() == graph::AttrValue::Kind::kShape) {
-        declared = s->shape();
-      }
-    }
+    const graph::PartialShape declared = graph::PlaceholderShape(n).value_or(
+        index < static_cast<int>(n.output_shapes().size()) ? n.output_shapes()[index]
+                                                           : graph::PartialShape::UnknownRank());
     if (!declared.IsCompatibleWith(f.shape)) {
       return Error(fmt::format("{}: the config's shape {} does not fit node {}'s {}{}", where,
                                graph::DimsToString(f.shape), QuoteName(n.name()), graph::DataTypeName(type),
