@@ -262,6 +262,12 @@ std::vector<std::vector<int64_t>> TileAssignment::Rows() const {
   return rows;
 }
 
+TileAssignment TileAssignment::Reshaped(std::vector<int64_t> dims) const {
+  TileAssignment out = *this;
+  out.dims_ = std::move(dims);
+  return out;
+}
+
 const std::vector<int64_t>& TileAssignment::iota_reshape_dims() const {
   static const std::vector<int64_t> kNone;
   return iota_ ? iota_->reshape_dims : kNone;

@@ -70,6 +70,10 @@ class TileAssignment {
   // an iota replica group list.
   std::vector<std::vector<int64_t>> Rows() const;
 
+  // The same devices in row-major order over `dims` (whose product is num_elements()); an iota
+  // assignment stays iota.
+  TileAssignment Reshaped(std::vector<int64_t> dims) const;
+
   // True when read or built in the iota form (and so printed in it).
   bool is_iota() const { return iota_.has_value(); }
   // The canonical iota reshape dims and permutation; empty for an explicit assignment.
