@@ -7,6 +7,7 @@
 #include <unordered_set>
 
 #include "compiler/hlo/annotation_custom_calls.h"
+#include "compiler/hlo/collective_attributes.h"
 #include "compiler/hlo/custom_call_targets.h"
 #include "compiler/hlo/evaluator_internal.h"
 
@@ -489,7 +490,8 @@ StatusOr<Literal> HloEvaluator::Visit(const HloInstruction& instruction,
     return Error(fmt::format("unsupported opcode custom-call (custom_call_target=\"{}\"){}", target,
                              why.empty() ? "" : ": it " + why));
   }
-  if (!IsFullySupportedOpcode(opcode) || opcode == HloOpcode::kAllReduce) {
+  if (IsCollectiveOpcode(opcode)) return HandleCollective(*this, instruction, operands);
+  if (!IsFullySupportedOpcode(opcode)) {
     return Error(fmt::format("unsupported opcode {}", HloOpcodeString(opcode)));
   }
   RETURN_IF_ERROR(CheckSupportedShape(instruction.shape()));

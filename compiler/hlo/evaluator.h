@@ -18,6 +18,8 @@
 
 namespace xlens {
 
+class DeviceCollectives;  // collective_rendezvous.h
+
 // The default of EvaluatorOptions::max_work: about an hour of the evaluator's time. Beyond it an
 // instruction is far more likely a mistake (a window of 2^62) than a computation to wait for.
 inline constexpr double kDefaultMaxEvaluatorWork = 1e12;
@@ -33,11 +35,15 @@ struct EvaluatorOptions {
   // Instructions whose work (EvaluationWork) is above this are refused before the evaluation
   // starts running them, with the figure. 0: no limit.
   double max_work = kDefaultMaxEvaluatorWork;
+  // The simulated device this evaluation runs on among several (multi_device_evaluator.h):
+  // replica-id and partition-id read its ids and collectives meet the other devices. nullptr:
+  // one device (replica 0, partition 0), where every collective is a group of one.
+  DeviceCollectives* device = nullptr;
 };
 
 // Runs the entry computation on `arguments` (one literal per parameter, shapes must match).
-// Unsupported opcodes (all-reduce, send, recv, ...) and element types (F8, S4, ...)
-// give an error that names them.
+// Unsupported opcodes (send, recv, ...) and element types (F8, S4, ...) give an error that names
+// them. Collectives run as on one device (multi_device_evaluator.h runs several).
 StatusOr<Literal> EvaluateModule(const HloModule& module, std::span<const Literal> arguments,
                                  const EvaluatorOptions& options = {});
 

@@ -150,6 +150,9 @@ class HloEvaluator {
   StatusOr<Literal> EvaluateInstruction(const HloInstruction& instruction,
                                         std::span<const Literal* const> operands);
 
+  // The simulated device of a multi-device evaluation, or nullptr on one device.
+  DeviceCollectives* device() const { return options_.device; }
+
   // Whether the caller's cancellation flag is set.
   bool cancelled() const {
     return options_.cancel != nullptr && options_.cancel->load(std::memory_order_relaxed);
@@ -325,6 +328,11 @@ StatusOr<int64_t> SelectBranch(const HloInstruction& instruction,
 Status ExpectLoopCondition(const Literal& value);
 // The error of an evaluation stopped by its cancellation flag.
 Status CancelledError();
+
+// evaluator_collectives.cc: replica-id, partition-id and the collectives (collective_attributes.h
+// lists them), meeting the other devices of evaluator.device() (a group of one without it).
+StatusOr<Literal> HandleCollective(HloEvaluator& evaluator, const HloInstruction& instruction,
+                                   std::span<const Literal* const> operands);
 
 // evaluator_work.cc
 // Error naming `instruction` and its work when EvaluationWork is above `max_work` (0: no limit).

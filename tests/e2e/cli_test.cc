@@ -123,15 +123,15 @@ TEST_F(CliTest, EvalRandomInputsAreReproducible) {
 }
 
 TEST_F(CliTest, EvalNamesAnUnsupportedOpcode) {
-  std::string file = Write("ar.hlo", R"(HloModule m
-add { a = f32[] parameter(0) b = f32[] parameter(1) ROOT s = f32[] add(a, b) }
+  std::string file = Write("rng.hlo", R"(HloModule m
 ENTRY e {
-  p = f32[4] parameter(0)
-  ROOT r = f32[4] all-reduce(p), replica_groups={}, to_apply=add
+  a = f32[] constant(0)
+  b = f32[] constant(1)
+  ROOT r = f32[4] rng(a, b), distribution=rng_uniform
 })");
   RunResult run = RunXlens("eval " + file);
   EXPECT_EQ(run.exit_code, 1);
-  EXPECT_THAT(run.output, HasSubstr("all-reduce"));
+  EXPECT_THAT(run.output, HasSubstr("unsupported opcode rng"));
 }
 
 TEST_F(CliTest, EvalOfArraysLargerThanMemoryIsAUserError) {

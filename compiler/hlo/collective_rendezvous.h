@@ -1,0 +1,105 @@
+// Where the simulated devices of the multi-device evaluator meet: each collective instruction,
+// each time it runs (a collective in a while loop meets once per iteration), gathers the
+// contributions of one group of devices and hands every member all of them.
+//
+// A meeting that can never complete does not hang. It fails at once when a device it waits for
+// has finished the program or failed, or when every device still running is waiting in a meeting
+// that lacks someone (a deadlock, e.g. devices that took different branches of a conditional);
+// and after the timeout otherwise (a device that never comes back). Every waiting device gets the
+// same one-line error naming the instruction and the devices that did not arrive.
+#pragma once
+
+#include <atomic>
+#include <condition_variable>
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <span>
+#include <string>
+#include <tuple>
+#include <unordered_map>
+#include <vector>
+
+#include "compiler/hlo/collective_attributes.h"
+#include "compiler/hlo/instruction.h"
+#include "compiler/hlo/literal.h"
+#include "compiler/support/status.h"
+
+namespace xlens {
+
+class CollectiveRendezvous {
+ public:
+  // `cancel` (optional) is polled while waiting: once it reads true the waits end as cancelled.
+  CollectiveRendezvous(int64_t num_devices, double timeout_seconds,
+                       const std::atomic<bool>* cancel = nullptr);
+
+  // Device `device` (a member of `group`, in rank order) brings `value` to the `occurrence`-th
+  // run of `instruction`; returns every member's value in rank order once all have come.
+  StatusOr<std::vector<std::shared_ptr<const Literal>>> Meet(const HloInstruction& instruction,
+                                                             int64_t occurrence, int64_t device,
+                                                             std::span<const int64_t> group,
+                                                             Literal value);
+  // `device` stopped running the program (done or failed): meetings waiting for it fail.
+  void DeviceFinished(int64_t device);
+  // Fails every meeting, now and later, with `why` (another device failed).
+  void Abort(const Status& why);
+
+ private:
+  struct Meeting {
+    const HloInstruction* instruction = nullptr;
+    int64_t occurrence = 0;
+    std::vector<int64_t> group;
+    std::vector<std::shared_ptr<const Literal>> values;  // by rank
+    int64_t arrived = 0;
+    int64_t departed = 0;
+  };
+  using Key = std::tuple<const HloInstruction*, int64_t, int64_t>;  // instruction, run, leader
+
+  // "%ar (run 3)"
+  static std::string Where(const Meeting& meeting);
+  // The error of a meeting missing devices, saying where each of them is. Called under mutex_.
+  std::string MissingMessage(const Meeting& meeting, std::string_view why) const;
+  // Whether every running device waits in an incomplete meeting. Called under mutex_.
+  bool Deadlocked() const;
+  // A complete meeting's values for `rank`, and its cleanup once everyone has left.
+  std::vector<std::shared_ptr<const Literal>> Leave(const Key& key, Meeting& meeting);
+
+  const int64_t num_devices_;
+  const double timeout_seconds_;
+  const std::atomic<bool>* cancel_;
+  std::mutex mutex_;
+  std::condition_variable changed_;
+  std::map<Key, Meeting> meetings_;
+  std::vector<const Meeting*> waiting_in_;  // per device: the meeting it waits in, or nullptr
+  std::vector<bool> finished_;
+  std::optional<Status> aborted_;
+};
+
+// One simulated device of a multi-device evaluation: its ids, the rendezvous it meets the others
+// at, and how many times it has run each collective.
+class DeviceCollectives {
+ public:
+  DeviceCollectives(DeviceTopology topology, int64_t replica, int64_t partition,
+                    CollectiveRendezvous* rendezvous)
+      : topology_(topology), replica_(replica), partition_(partition), rendezvous_(rendezvous) {}
+
+  const DeviceTopology& topology() const { return topology_; }
+  int64_t replica() const { return replica_; }
+  int64_t partition() const { return partition_; }
+  int64_t device_id() const { return topology_.DeviceId(replica_, partition_); }
+  // nullptr on a single device (every group is that device).
+  CollectiveRendezvous* rendezvous() const { return rendezvous_; }
+  // The run number of this execution of `instruction` on this device (0, 1, ...).
+  int64_t NextOccurrence(const HloInstruction& instruction) { return occurrences_[&instruction]++; }
+
+ private:
+  DeviceTopology topology_;
+  int64_t replica_ = 0;
+  int64_t partition_ = 0;
+  CollectiveRendezvous* rendezvous_ = nullptr;
+  std::unordered_map<const HloInstruction*, int64_t> occurrences_;
+};
+
+}  // namespace xlens
