@@ -11,14 +11,23 @@ xlens is faster), both compile times (XLA: `Lowered.compile()`; xlens: the `comp
 `xlens run` prints), and the geometric mean of the ratios.
 
 A shared 2-core machine is noisy: a neighbour can slow down either side for a second or two. So
-each workload is timed in R rounds (`--rounds`, default 3) that alternate XLA and xlens; the
+each workload is timed in R rounds (`--rounds`, default 3) that alternate xlens and XLA; the
 printed times are the medians over the rounds, and the `range` column gives the lowest and
-highest per-round ratio, so a reader sees how far one run could have swung. The chain's bandwidth is also printed
-as a share of the triad's (a[i] = b[i] + 3 c[i], compiled by xlens), the bar for memory-bound
-code.
+highest per-round ratio, so a reader sees how far one run could have swung.
+
+Each workload is also held to what this machine can do (roofline.py): before the workloads, the
+same run measures the machine's limits with tests/bench/machine_limits (STREAM copy and triad,
+cache bandwidth by working set, peak f32 FLOP/s, oneDNN's standalone time for every product and
+convolution of the suite), and each row gives what xlens achieves (GB/s of its arguments and
+results, or GFLOP/s of its products and convolutions) and its time as a percentage of the bound
+that applies: bytes over the bandwidth of a working set that size (memory's triad, or the cache
+that holds it), or oneDNN's standalone time for its products and convolutions, whichever is
+longer. The `bound` column says which. The chain's bandwidth is also printed as a share of the
+triad's (a[i] = b[i] + 3 c[i], compiled by xlens).
 
 Usage: tests/bench/codegen_vs_xla.py --xlens build/compiler/cli/xlens [--iterations 20]
                                      [--rounds 3] [--only REGEX] [--keep DIR]
+                                     [--machine-limits build/tests/bench/machine_limits]
 Exit status: 0 when every output agrees, 1 otherwise, 77 without jax.
 """
 import argparse
@@ -125,6 +134,36 @@ def workloads(jax, jnp):
         grads = jax.grad(convnet_loss)(params, x, labels)
         return tuple(p - 0.05 * g for p, g in zip(params, grads))
 
+    def depthwise_conv(x, w):
+        return lax.conv_general_dilated(x, w, (1, 1), "SAME", feature_group_count=x.shape[-1],
+                                        dimension_numbers=("NHWC", "HWIO", "NHWC"))
+
+    def grouped_conv(x, w):
+        return lax.conv_general_dilated(x, w, (1, 1), "SAME",
+                                        feature_group_count=x.shape[-1] // w.shape[2],
+                                        dimension_numbers=("NHWC", "HWIO", "NHWC"))
+
+    def batch_norm_train(x, gamma, beta, dy):
+        # Training mode: the batch's statistics, and the backward pass for dy.
+        def bn(x, gamma, beta):
+            mean = jnp.mean(x, axis=(0, 1, 2))
+            var = jnp.mean(jnp.square(x - mean), axis=(0, 1, 2))
+            return (x - mean) * lax.rsqrt(var + 1e-5) * gamma + beta
+        y, vjp = jax.vjp(bn, x, gamma, beta)
+        return (y,) + vjp(dy)
+
+    def masked_attention(q, k, v):
+        t = q.shape[1]
+        s = jnp.einsum("hqd,hkd->hqk", q, k) / 8.0
+        s = jnp.where(jnp.tril(jnp.ones((t, t), bool)), s, -1e9)  # causal
+        return jnp.einsum("hqk,hkd->hqd", jax.nn.softmax(s, axis=-1), v)
+
+    def lstm_cell(x, h, c, wx, wh, b):
+        gates = jnp.dot(x, wx) + jnp.dot(h, wh) + b
+        i, f, g, o = jnp.split(gates, 4, axis=1)
+        c = jax.nn.sigmoid(f) * c + jax.nn.sigmoid(i) * jnp.tanh(g)
+        return jax.nn.sigmoid(o) * jnp.tanh(c), c
+
     F = "f"
     return {
         "gelu_mlp": (gelu_mlp, [((256, 512), F), ((512, 2048), F), ((2048, 512), F)]),
@@ -151,6 +190,15 @@ def workloads(jax, jnp):
         "convnet_train_step": (convnet_train_step, [((3, 3, 1, 8), F), ((3, 3, 8, 16), F),
                                                     ((14 * 14 * 16, 10), F),
                                                     ((32, 28, 28, 1), F), ((32, 10), "onehot")]),
+        # What the real-model corpus brings: MobileNet's depthwise and ResNeXt's grouped
+        # convolutions, batch norm in training, a decoder's causal attention, an LSTM step.
+        "depthwise_conv3x3": (depthwise_conv, [((8, 56, 56, 128), F), ((3, 3, 1, 128), F)]),
+        "grouped_conv3x3_g4": (grouped_conv, [((8, 28, 28, 128), F), ((3, 3, 32, 128), F)]),
+        "batch_norm_train": (batch_norm_train, [((32, 28, 28, 128), F), ((128,), F), ((128,), F),
+                                                ((32, 28, 28, 128), F)]),
+        "causal_attention": (masked_attention, [((8, 512, 64), F)] * 3),
+        "lstm_cell": (lstm_cell, [((64, 256), F), ((64, 512), F), ((64, 512), F),
+                                  ((256, 2048), F), ((512, 2048), F), ((2048,), F)]),
     }
 
 
@@ -208,14 +256,20 @@ def outputs_agree(np, expected, outputs_dir):
     return True, f"{worst:.1e}"
 
 
+def leaves_of(value):
+    return list(value) if isinstance(value, (tuple, list)) else [value]
+
+
 def main():
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--xlens", required=True)
     parser.add_argument("--iterations", type=int, default=20)
     parser.add_argument("--rounds", type=int, default=3,
-                        help="alternate XLA and xlens this many times per workload")
+                        help="alternate xlens and XLA this many times per workload")
     parser.add_argument("--only", default="", help="run the workloads whose name matches")
     parser.add_argument("--keep", default="", help="keep the HLO, inputs and outputs here")
+    parser.add_argument("--machine-limits", default="",
+                        help="the machine_limits program (default: beside xlens in its build tree)")
     args = parser.parse_args()
     try:
         import jax
@@ -224,27 +278,48 @@ def main():
     except ImportError:
         print("jax is not installed (scripts/setup.sh --test-peers installs it)", file=sys.stderr)
         return 77
+    sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+    import roofline
     jax.config.update("jax_platforms", "cpu")
     work = args.keep or tempfile.mkdtemp(prefix="codegen_vs_xla.")
     rounds = max(1, args.rounds)
-    print(f"jax {jax.__version__}, {os.cpu_count()} CPUs; times are medians of "
-          f"{args.iterations} runs, then the median over {rounds} alternating rounds (ms)")
-    header = (f"{'workload':<22}{'XLA ms':>9}{'xlens ms':>10}{'XLA/xlens':>10}{'range':>12}"
-              f"{'XLA comp':>10}{'xlens comp':>11}  agree")
-    print(header)
-    ratios, failures, results = [], 0, {}
+    # First every workload's HLO, so that the machine's limits, oneDNN's standalone time for
+    # every product and convolution among them included, are measured once, in this run.
+    selected = []
     for seed, (name, (fn, specs)) in enumerate(workloads(jax, jnp).items()):
         if args.only and not re.search(args.only, name):
             continue
-        host_args = make_arguments(np, specs, seed)
-        device_args = [jax.device_put(a) for a in host_args]
         directory = os.path.join(work, name)
         os.makedirs(os.path.join(directory, "inputs"), exist_ok=True)
         os.makedirs(os.path.join(directory, "outputs"), exist_ok=True)
-        lowered = jax.jit(fn).lower(*device_args)
+        lowered = jax.jit(fn).lower(*[jax.ShapeDtypeStruct(shape, jnp.float32)
+                                      for shape, _ in specs])
         hlo_file = os.path.join(directory, name + ".hlo")
         with open(hlo_file, "w") as f:
             f.write(lowered.as_text(dialect="hlo"))
+        selected.append((seed, name, specs, directory, lowered, hlo_file))
+    limits_binary = args.machine_limits or roofline.find_binary(args.xlens)
+    start = time.perf_counter()
+    try:
+        limits = roofline.measure(limits_binary, [entry[5] for entry in selected])
+    except (OSError, RuntimeError) as e:
+        print(f"xlens codegen_vs_xla: cannot measure the machine's limits with {limits_binary}: "
+              f"{str(e).splitlines()[0] if str(e) else e} (build the machine_limits target)",
+              file=sys.stderr)
+        return 1
+    print(f"jax {jax.__version__}, {os.cpu_count()} CPUs; times are medians of "
+          f"{args.iterations} runs, then the median over {rounds} alternating rounds (ms); "
+          f"the machine's limits measured first ({time.perf_counter() - start:.0f} s):")
+    for line in limits.summary_lines():
+        print("  " + line)
+    header = (f"{'workload':<22}{'XLA ms':>9}{'xlens ms':>10}{'XLA/xlens':>10}{'range':>12}"
+              f"{'xlens achieves':>16}{'% bound':>8}  {'bound':<28}{'XLA comp':>9}"
+              f"{'xlens comp':>11}  agree")
+    print(header)
+    ratios, failures, results, shares = [], 0, {}, {}
+    for seed, name, specs, directory, lowered, hlo_file in selected:
+        host_args = make_arguments(np, specs, seed)
+        device_args = [jax.device_put(a) for a in host_args]
         for i, a in enumerate(host_args):
             np.save(os.path.join(directory, "inputs", f"arg{i}.npy"), a)
         start = time.perf_counter()
@@ -254,16 +329,16 @@ def main():
         xla_times, our_times, our_compiles = [], [], []
         try:
             for _ in range(rounds):
-                xla_times.append(time_xla(jax, compiled, device_args, args.iterations))
                 ours_compile_ms, ours_ms = run_xlens(args.xlens, hlo_file,
                                                      os.path.join(directory, "inputs"),
                                                      os.path.join(directory, "outputs"),
                                                      args.iterations)
                 our_times.append(ours_ms)
                 our_compiles.append(ours_compile_ms)
+                xla_times.append(time_xla(jax, compiled, device_args, args.iterations))
         except RuntimeError as e:
-            print(f"{name:<22}{statistics.median(xla_times):>9.3f}  xlens failed: "
-                  f"{str(e).splitlines()[0][:200]}")
+            xla_note = f"{statistics.median(xla_times):>9.3f}" if xla_times else f"{'-':>9}"
+            print(f"{name:<22}{xla_note}  xlens failed: {str(e).splitlines()[0][:200]}")
             failures += 1
             continue
         xla_ms, ours_ms = statistics.median(xla_times), statistics.median(our_times)
@@ -275,12 +350,27 @@ def main():
         ratio = xla_ms / ours_ms
         ratios.append(ratio)
         results[name] = (xla_ms, ours_ms)
+        read_bytes = sum(a.nbytes for a in host_args)
+        write_bytes = sum(np.asarray(leaf).nbytes for leaf in leaves_of(expected))
+        bound_ms, label, unit, work_done = limits.bound(hlo_file, read_bytes, write_bytes)
+        achieved = f"{work_done / (ours_ms * 1e-3) / 1e9:.1f} {unit}"
+        share = 100.0 * bound_ms / ours_ms
+        shares[name] = (share, unit)
         print(f"{name:<22}{xla_ms:>9.3f}{ours_ms:>10.3f}{ratio:>9.2f}x{spread:>12}"
-              f"{xla_compile_ms:>10.1f}{ours_compile_ms:>11.1f}  {'yes' if ok else 'NO'} {detail}",
-              flush=True)
+              f"{achieved:>16}{share:>7.0f}%  {label:<28}{xla_compile_ms:>9.1f}"
+              f"{ours_compile_ms:>11.1f}  {'yes' if ok else 'NO'} {detail}", flush=True)
     if ratios:
         geomean = math.exp(sum(math.log(r) for r in ratios) / len(ratios))
-        print(f"geometric mean XLA/xlens over {len(ratios)} workloads: {geomean:.2f}x")
+        print(f"geometric mean XLA/xlens over {len(ratios)} workloads: {geomean:.2f}x; "
+              f"{sum(r >= 1.2 for r in ratios)} of {len(ratios)} at 1.2x or more")
+    memory = [v for v, unit in shares.values() if unit == "GB/s"]
+    library = [v for v, unit in shares.values() if unit != "GB/s"]
+    if memory:
+        print(f"bandwidth-bound: {sum(v >= 90 for v in memory)} of {len(memory)} at 90% of their "
+              f"bound or more (median {statistics.median(memory):.0f}%)")
+    if library:
+        print(f"library-bound: {sum(v >= 90 for v in library)} of {len(library)} at 90% of oneDNN "
+              f"standalone or more (median {statistics.median(library):.0f}%)")
     if "chain8" in results and "triad" in results:
         # Both move 3 x 64 MiB (two reads, one write) per run.
         share = results["triad"][1] / results["chain8"][1]

@@ -1,0 +1,752 @@
+// What this machine can do, measured, as JSON: the roofline every workload of
+// tests/bench/codegen_vs_xla.py is reported against.
+//
+//   - memory: STREAM's copy (a[i] = b[i]) and triad (a[i] = b[i] + s * c[i]) on arrays four
+//     times the last-level cache, on one thread and on all, counted as STREAM counts them (the
+//     bytes named in the loop, no write-allocate), best of several repetitions;
+//   - caches: the same kernels and a read-only sum over working sets from a fraction of L1 to
+//     twice the last-level cache, on all threads, so that a kernel whose working set fits in a
+//     cache is held to that cache's bandwidth, never to memory's (its percentage cannot pass 100);
+//   - peak f32 FLOP/s: fused multiply-adds on the widest vector unit the CPU has, with enough
+//     independent accumulators to cover the FMA latency, on one core and on all;
+//   - oneDNN standalone: each matrix product and convolution given on the command line, or found
+//     in the HLO modules given, as one oneDNN primitive on its preferred layouts (weights
+//     reordered once, before timing), created once, best of N executions on oneDNN's own threads.
+//
+// Usage: machine_limits [--threads=N] [--quick] [--repetitions=R]
+//                       [--matmul=[B,]M,K,N]... [--conv=N,H,W,C,KH,KW,O[,stride[,pad[,groups]]]]...
+//                       [--hlo=FILE]...
+// --quick measures smaller arrays and fewer repetitions (a smoke run, not a measurement).
+#include <immintrin.h>
+#include <sys/stat.h>
+
+#include <algorithm>
+#include <atomic>
+#include <barrier>
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <fstream>
+#include <functional>
+#include <memory>
+#include <sstream>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+#include <optional>
+#include <unordered_map>
+
+#ifdef XLENS_HAVE_ONEDNN
+#include <oneapi/dnnl/dnnl.hpp>
+#if DNNL_CPU_RUNTIME == DNNL_RUNTIME_OMP
+#include <omp.h>
+#endif
+
+#include "compiler/hlo/module.h"
+#include "compiler/hlo/parser.h"
+#include "compiler/passes/onednn_convolution.h"
+#include "compiler/support/file_io.h"
+#endif
+
+namespace {
+
+using Json = nlohmann::json;
+
+int64_t NowNs() {
+  return std::chrono::duration_cast<std::chrono::nanoseconds>(
+             std::chrono::steady_clock::now().time_since_epoch())
+      .count();
+}
+
+// ---------------------------------------------------------------------------------------------
+// Threads: a team that runs one job on every member at once. The members meet at a barrier
+// before timing starts, so the elapsed time is from the first start to the last finish.
+
+class Team {
+ public:
+  explicit Team(int size) : size_(size) {}
+  int size() const { return size_; }
+
+  // Runs job(member) on `size()` threads; returns the elapsed nanoseconds (first start to last end).
+  int64_t Run(const std::function<void(int)>& job) {
+    std::vector<int64_t> start(size_), end(size_);
+    std::barrier sync(size_);
+    auto member = [&](int m) {
+      sync.arrive_and_wait();
+      start[m] = NowNs();
+      job(m);
+      end[m] = NowNs();
+    };
+    std::vector<std::thread> threads;
+    for (int m = 1; m < size_; ++m) threads.emplace_back(member, m);
+    member(0);
+    for (auto& t : threads) t.join();
+    return *std::max_element(end.begin(), end.end()) - *std::min_element(start.begin(), start.end());
+  }
+
+ private:
+  int size_;
+};
+
+// ---------------------------------------------------------------------------------------------
+// Streaming kernels, in the widest vectors the CPU has (the target attributes keep the rest of
+// the build on its baseline ISA). n is a multiple of 64 floats; arrays are 64-byte aligned.
+
+#define XLENS_STREAM_KERNELS(SUFFIX, TARGET, WIDTH)                                              \
+  typedef float Vec##SUFFIX __attribute__((vector_size(WIDTH * 4), aligned(WIDTH * 4)));         \
+  __attribute__((target(TARGET), noinline)) void Copy##SUFFIX(float* a, const float* b,          \
+                                                               int64_t n) {                      \
+    auto* va = reinterpret_cast<Vec##SUFFIX*>(a);                                                \
+    auto* vb = reinterpret_cast<const Vec##SUFFIX*>(b);                                          \
+    _Pragma("GCC unroll 4") for (int64_t i = 0; i < n / WIDTH; ++i) va[i] = vb[i];               \
+  }                                                                                              \
+  __attribute__((target(TARGET), noinline)) void Triad##SUFFIX(float* a, const float* b,         \
+                                                                const float* c, float s,         \
+                                                                int64_t n) {                     \
+    auto* va = reinterpret_cast<Vec##SUFFIX*>(a);                                                \
+    auto* vb = reinterpret_cast<const Vec##SUFFIX*>(b);                                          \
+    auto* vc = reinterpret_cast<const Vec##SUFFIX*>(c);                                          \
+    _Pragma("GCC unroll 4") for (int64_t i = 0; i < n / WIDTH; ++i) va[i] = vb[i] + s * vc[i];   \
+  }                                                                                              \
+  __attribute__((target(TARGET), noinline)) float Sum##SUFFIX(const float* a, int64_t n) {       \
+    auto* va = reinterpret_cast<const Vec##SUFFIX*>(a);                                          \
+    Vec##SUFFIX s0 = {}, s1 = {}, s2 = {}, s3 = {};                                              \
+    for (int64_t i = 0; i < n / WIDTH; i += 4) {                                                 \
+      s0 += va[i];                                                                               \
+      s1 += va[i + 1];                                                                           \
+      s2 += va[i + 2];                                                                           \
+      s3 += va[i + 3];                                                                           \
+    }                                                                                            \
+    Vec##SUFFIX s = (s0 + s1) + (s2 + s3);                                                       \
+    float total = 0;                                                                             \
+    for (int i = 0; i < WIDTH; ++i) total += s[i];                                               \
+    return total;                                                                                \
+  }
+
+XLENS_STREAM_KERNELS(Avx512, "avx512f", 16)
+XLENS_STREAM_KERNELS(Avx2, "avx2,fma", 8)
+
+bool HasAvx512() { return __builtin_cpu_supports("avx512f"); }
+
+void Copy(float* a, const float* b, int64_t n) { HasAvx512() ? CopyAvx512(a, b, n) : CopyAvx2(a, b, n); }
+void Triad(float* a, const float* b, const float* c, float s, int64_t n) {
+  HasAvx512() ? TriadAvx512(a, b, c, s, n) : TriadAvx2(a, b, c, s, n);
+}
+float Sum(const float* a, int64_t n) { return HasAvx512() ? SumAvx512(a, n) : SumAvx2(a, n); }
+
+// ---------------------------------------------------------------------------------------------
+// Peak FLOP/s: 16 independent FMA chains (latency 4-5 cycles, two pipes: 8-10 needed) in
+// registers, no memory traffic.
+
+__attribute__((target("avx512f"), noinline)) float FmaAvx512(int64_t iterations) {
+  __m512 acc[16];
+#pragma GCC unroll 16
+  for (int i = 0; i < 16; ++i) acc[i] = _mm512_set1_ps(0.001f * i);
+  const __m512 a = _mm512_set1_ps(0.999999f), b = _mm512_set1_ps(1e-7f);
+  for (int64_t it = 0; it < iterations; ++it) {
+#pragma GCC unroll 16
+    for (int i = 0; i < 16; ++i) acc[i] = _mm512_fmadd_ps(acc[i], a, b);
+  }
+  __m512 s = acc[0];
+#pragma GCC unroll 16
+  for (int i = 1; i < 16; ++i) s = _mm512_add_ps(s, acc[i]);
+  float out[16];
+  _mm512_storeu_ps(out, s);
+  float total = 0;
+  for (float v : out) total += v;
+  return total;
+}
+
+__attribute__((target("avx2,fma"), noinline)) float FmaAvx2(int64_t iterations) {
+  __m256 acc[16];
+#pragma GCC unroll 16
+  for (int i = 0; i < 16; ++i) acc[i] = _mm256_set1_ps(0.001f * i);
+  const __m256 a = _mm256_set1_ps(0.999999f), b = _mm256_set1_ps(1e-7f);
+  for (int64_t it = 0; it < iterations; ++it) {
+#pragma GCC unroll 16
+    for (int i = 0; i < 16; ++i) acc[i] = _mm256_fmadd_ps(acc[i], a, b);
+  }
+  __m256 s = acc[0];
+#pragma GCC unroll 16
+  for (int i = 1; i < 16; ++i) s = _mm256_add_ps(s, acc[i]);
+  float out[8];
+  _mm256_storeu_ps(out, s);
+  return out[0] + out[1] + out[2] + out[3] + out[4] + out[5] + out[6] + out[7];
+}
+
+std::atomic<float> sink{0};  // keeps results alive
+
+// GFLOP/s of `threads` threads each running FMA chains; the best of `repetitions`.
+double PeakGflops(Team& team, bool avx512, int repetitions, int64_t iterations) {
+  const double flops_per_iteration = 16.0 * (avx512 ? 16 : 8) * 2;
+  double best = 0;
+  for (int r = 0; r < repetitions; ++r) {
+    int64_t ns = team.Run([&](int) {
+      float v = avx512 ? FmaAvx512(iterations) : FmaAvx2(iterations);
+      sink.store(sink.load(std::memory_order_relaxed) + v, std::memory_order_relaxed);
+    });
+    best = std::max(best, flops_per_iteration * iterations * team.size() / std::max<int64_t>(ns, 1));
+  }
+  return best;
+}
+
+// ---------------------------------------------------------------------------------------------
+// Bandwidth of one kernel over a working set of `bytes` (all arrays together), split evenly
+// over the team; each member repeats its slice until about `target_bytes` have moved.
+
+struct AlignedFree {
+  void operator()(float* p) const { std::free(p); }
+};
+using Buffer = std::unique_ptr<float, AlignedFree>;
+
+Buffer Allocate(int64_t floats) {
+  void* p = std::aligned_alloc(4096, ((floats * 4 + 4095) / 4096) * 4096);
+  if (p == nullptr) {
+    std::fprintf(stderr, "machine_limits: cannot allocate %lld bytes\n", static_cast<long long>(floats * 4));
+    std::exit(1);
+  }
+  return Buffer(static_cast<float*>(p));
+}
+
+enum class Pattern { kCopy, kTriad, kRead };
+int Arrays(Pattern p) { return p == Pattern::kCopy ? 2 : p == Pattern::kTriad ? 3 : 1; }
+const char* Name(Pattern p) { return p == Pattern::kCopy ? "copy" : p == Pattern::kTriad ? "triad" : "read"; }
+
+double Bandwidth(Team& team, Pattern pattern, int64_t bytes, int repetitions, int64_t target_bytes) {
+  const int arrays = Arrays(pattern);
+  // Floats per array per member, a multiple of 64 (whole unrolled vector steps).
+  int64_t per_member = std::max<int64_t>(64, bytes / 4 / arrays / team.size() / 64 * 64);
+  const int64_t moved = per_member * 4 * arrays * team.size();
+  const int64_t inner = std::max<int64_t>(1, target_bytes / moved);
+  std::vector<Buffer> a, b, c;
+  for (int m = 0; m < team.size(); ++m) {
+    a.push_back(Allocate(per_member));
+    b.push_back(Allocate(per_member));
+    c.push_back(Allocate(per_member));
+  }
+  // First touch by the member that uses the pages (their NUMA node, their cache).
+  team.Run([&](int m) {
+    for (int64_t i = 0; i < per_member; ++i) {
+      a[m].get()[i] = 0;
+      b[m].get()[i] = 1;
+      c[m].get()[i] = 2;
+    }
+  });
+  double best = 0;
+  for (int r = 0; r < repetitions + 1; ++r) {  // the first, untimed: it warms the caches
+    int64_t ns = team.Run([&](int m) {
+      float* pa = a[m].get();
+      const float* pb = b[m].get();
+      const float* pc = c[m].get();
+      float total = 0;
+      for (int64_t i = 0; i < inner; ++i) {
+        switch (pattern) {
+          case Pattern::kCopy: Copy(pa, pb, per_member); break;
+          case Pattern::kTriad: Triad(pa, pb, pc, 3.0f, per_member); break;
+          case Pattern::kRead: total += Sum(pb, per_member); break;
+        }
+        asm volatile("" ::: "memory");
+      }
+      sink.store(total, std::memory_order_relaxed);
+    });
+    if (r > 0) best = std::max(best, static_cast<double>(moved) * inner / std::max<int64_t>(ns, 1));
+  }
+  return best;
+}
+
+// ---------------------------------------------------------------------------------------------
+// Caches, from sysfs.
+
+struct Cache {
+  int level = 0;
+  int64_t bytes = 0;   // one instance
+  int instances = 1;   // how many the online CPUs share between them
+};
+
+int64_t ParseSize(const std::string& s) {
+  int64_t v = std::atoll(s.c_str());
+  if (s.find('K') != std::string::npos) v <<= 10;
+  if (s.find('M') != std::string::npos) v <<= 20;
+  return v;
+}
+
+std::string ReadSmall(const std::string& path) {
+  std::ifstream in(path);
+  std::string s;
+  std::getline(in, s);
+  return s;
+}
+
+std::vector<Cache> DataCaches(int cpus) {
+  std::vector<Cache> caches;
+  for (int index = 0; index < 8; ++index) {
+    const std::string dir = "/sys/devices/system/cpu/cpu0/cache/index" + std::to_string(index) + "/";
+    struct stat st;
+    if (stat(dir.c_str(), &st) != 0) break;
+    const std::string type = ReadSmall(dir + "type");
+    if (type != "Data" && type != "Unified") continue;
+    Cache c;
+    c.level = std::atoi(ReadSmall(dir + "level").c_str());
+    c.bytes = ParseSize(ReadSmall(dir + "size"));
+    // shared_cpu_list "0-1" or "0": CPUs per instance.
+    const std::string shared = ReadSmall(dir + "shared_cpu_list");
+    int sharing = 1;
+    if (auto dash = shared.find('-'); dash != std::string::npos) {
+      sharing = std::atoi(shared.c_str() + dash + 1) - std::atoi(shared.c_str()) + 1;
+    }
+    c.instances = std::max(1, cpus / std::max(1, sharing));
+    caches.push_back(c);
+  }
+  return caches;
+}
+
+std::string CpuModel() {
+  std::ifstream in("/proc/cpuinfo");
+  std::string line;
+  while (std::getline(in, line)) {
+    if (line.rfind("model name", 0) == 0) return line.substr(line.find(':') + 2);
+  }
+  return "unknown";
+}
+
+#ifdef XLENS_HAVE_ONEDNN
+// ---------------------------------------------------------------------------------------------
+// oneDNN standalone: one primitive per shape on oneDNN's own threads (OpenMP, every core), its
+// preferred layouts (activations channels-last as xlens hands them over, weights in the blocked
+// layout oneDNN picks, reordered before timing), created once; the best of `executions`.
+
+const dnnl::engine& Engine() {
+  static const dnnl::engine* engine = new dnnl::engine(dnnl::engine::kind::cpu, 0);
+  return *engine;
+}
+
+dnnl::memory Filled(const dnnl::memory::desc& md) {
+  dnnl::memory m(md, Engine());
+  float* p = static_cast<float*>(m.get_data_handle());
+  const size_t n = md.get_size() / sizeof(float);
+  for (size_t i = 0; i < n; ++i) p[i] = 0.001f * static_cast<float>(i % 997) - 0.5f;
+  return m;
+}
+
+// The best of at least `executions` executions, and of more while they take under 0.2 s in all:
+// a short call on a busy machine needs many tries to meet a quiet moment.
+double BestMs(const dnnl::primitive& primitive, const std::unordered_map<int, dnnl::memory>& args,
+              int executions) {
+  dnnl::stream stream(Engine());
+  primitive.execute(stream, args);  // first touch, oneDNN's one-time setup
+  stream.wait();
+  double best = 1e30;
+  const int64_t began = NowNs();
+  for (int i = 0; i < executions || (i < 50 * executions && NowNs() - began < 200'000'000); ++i) {
+    const int64_t start = NowNs();
+    primitive.execute(stream, args);
+    stream.wait();
+    best = std::min(best, (NowNs() - start) / 1e6);
+  }
+  return best;
+}
+
+// oneDNN fixes a primitive's OpenMP team when the primitive is made; `make_and_time(threads)` is
+// run with OpenMP offering one thread and then every thread, and the faster is oneDNN's time (a
+// small product is often faster on one thread than across a team that waits for a busy core).
+template <typename MakeAndTime>
+Json BestOverThreads(MakeAndTime make_and_time) {
+#if DNNL_CPU_RUNTIME == DNNL_RUNTIME_OMP
+  const int all = omp_get_max_threads();
+  std::vector<int> counts = all > 1 ? std::vector<int>{1, all} : std::vector<int>{1};
+#else
+  const int all = 1;
+  std::vector<int> counts{all};
+#endif
+  Json best;
+  for (int threads : counts) {
+#if DNNL_CPU_RUNTIME == DNNL_RUNTIME_OMP
+    omp_set_num_threads(threads);
+#endif
+    Json timed = make_and_time();
+    timed["threads"] = threads;
+    if (best.is_null() || timed["ms"].get<double>() < best["ms"].get<double>()) best = timed;
+  }
+#if DNNL_CPU_RUNTIME == DNNL_RUNTIME_OMP
+  omp_set_num_threads(all);
+#endif
+  return best;
+}
+
+Json TimeMatmulOnce(int64_t batch, int64_t m, int64_t k, int64_t n, int executions) {
+  using tag = dnnl::memory::format_tag;
+  using dt = dnnl::memory::data_type;
+  const dnnl::memory::desc src({batch, m, k}, dt::f32, tag::abc), weights({batch, k, n}, dt::f32, tag::abc),
+      dst({batch, m, n}, dt::f32, tag::abc);
+  const dnnl::matmul::primitive_desc pd(dnnl::matmul::desc(src, weights, dst), Engine());
+  const std::unordered_map<int, dnnl::memory> args{
+      {DNNL_ARG_SRC, Filled(src)}, {DNNL_ARG_WEIGHTS, Filled(weights)}, {DNNL_ARG_DST, Filled(dst)}};
+  const double ms = BestMs(dnnl::matmul(pd), args, executions);
+  const double flops = 2.0 * batch * m * k * n;
+  return {{"kind", "matmul"},
+          {"shape", std::to_string(batch) + "x" + std::to_string(m) + "x" + std::to_string(k) + "x" + std::to_string(n)},
+          {"flops", flops}, {"ms", ms}, {"gflops", flops / (ms * 1e6)}, {"impl", pd.impl_info_str()}};
+}
+
+Json TimeMatmul(int64_t batch, int64_t m, int64_t k, int64_t n, int executions) {
+  return BestOverThreads([&] { return TimeMatmulOnce(batch, m, k, n, executions); });
+}
+
+struct ConvShape {
+  std::string kind;  // forward, backward_data, backward_weights
+  int64_t images = 0, input_channels = 0, output_channels = 0, groups = 1;
+  std::vector<int64_t> src_spatial, dst_spatial, kernel_spatial, strides, dilations, padding_low, padding_high;
+};
+
+Json TimeConvolutionOnce(const ConvShape& s, int executions) {
+  using tag = dnnl::memory::format_tag;
+  using dt = dnnl::memory::data_type;
+  using dims = dnnl::memory::dims;
+  auto channels_last = [](int64_t images, int64_t channels, const std::vector<int64_t>& spatial) {
+    dims d{images, channels};
+    d.insert(d.end(), spatial.begin(), spatial.end());
+    return dnnl::memory::desc(d, dt::f32, d.size() == 3 ? tag::nwc : d.size() == 4 ? tag::nhwc : tag::ndhwc);
+  };
+  const dnnl::memory::desc src = channels_last(s.images, s.input_channels, s.src_spatial);
+  const dnnl::memory::desc dst = channels_last(s.images, s.output_channels, s.dst_spatial);
+  dims w = s.groups > 1 ? dims{s.groups, s.output_channels / s.groups, s.input_channels / s.groups}
+                        : dims{s.output_channels, s.input_channels};
+  w.insert(w.end(), s.kernel_spatial.begin(), s.kernel_spatial.end());
+  const dnnl::memory::desc any_weights(w, dt::f32, tag::any);
+  const dims strides(s.strides.begin(), s.strides.end()), dilates(s.dilations.begin(), s.dilations.end()),
+      pl(s.padding_low.begin(), s.padding_low.end()), ph(s.padding_high.begin(), s.padding_high.end());
+  auto forward = [&](dnnl::prop_kind prop) {
+    return dnnl::convolution_forward::desc(prop, dnnl::algorithm::convolution_direct, src, any_weights, dst,
+                                           strides, dilates, pl, ph);
+  };
+  double flops = 2.0 * s.images * s.output_channels * (s.input_channels / s.groups);
+  for (int64_t d : s.dst_spatial) flops *= d;
+  for (int64_t d : s.kernel_spatial) flops *= d;
+  double ms = 0;
+  std::string impl;
+  if (s.kind == "forward") {
+    const dnnl::convolution_forward::primitive_desc pd(forward(dnnl::prop_kind::forward_inference), Engine());
+    ms = BestMs(dnnl::convolution_forward(pd),
+                {{DNNL_ARG_SRC, Filled(src)}, {DNNL_ARG_WEIGHTS, Filled(pd.weights_desc())}, {DNNL_ARG_DST, Filled(dst)}},
+                executions);
+    impl = pd.impl_info_str();
+  } else {
+    const dnnl::convolution_forward::primitive_desc hint(forward(dnnl::prop_kind::forward_training), Engine());
+    if (s.kind == "backward_data") {
+      const dnnl::convolution_backward_data::primitive_desc pd(
+          dnnl::convolution_backward_data::desc(dnnl::algorithm::convolution_direct, src, any_weights, dst, strides,
+                                                dilates, pl, ph),
+          Engine(), hint);
+      ms = BestMs(dnnl::convolution_backward_data(pd),
+                  {{DNNL_ARG_DIFF_SRC, Filled(src)}, {DNNL_ARG_WEIGHTS, Filled(pd.weights_desc())},
+                   {DNNL_ARG_DIFF_DST, Filled(dst)}},
+                  executions);
+      impl = pd.impl_info_str();
+    } else {
+      const dnnl::convolution_backward_weights::primitive_desc pd(
+          dnnl::convolution_backward_weights::desc(dnnl::algorithm::convolution_direct, src, any_weights, dst,
+                                                   strides, dilates, pl, ph),
+          Engine(), hint);
+      ms = BestMs(dnnl::convolution_backward_weights(pd),
+                  {{DNNL_ARG_SRC, Filled(src)}, {DNNL_ARG_DIFF_WEIGHTS, Filled(pd.diff_weights_desc())},
+                   {DNNL_ARG_DIFF_DST, Filled(dst)}},
+                  executions);
+      impl = pd.impl_info_str();
+    }
+  }
+  auto join = [](const std::vector<int64_t>& v) {
+    std::string out;
+    for (int64_t x : v) out += (out.empty() ? "" : "x") + std::to_string(x);
+    return out;
+  };
+  return {{"kind", "convolution_" + s.kind},
+          {"shape", "N" + std::to_string(s.images) + " C" + std::to_string(s.input_channels) + " " +
+                        join(s.src_spatial) + " k" + join(s.kernel_spatial) + " O" + std::to_string(s.output_channels) +
+                        " s" + join(s.strides) + (s.groups > 1 ? " g" + std::to_string(s.groups) : "")},
+          {"flops", flops}, {"ms", ms}, {"gflops", flops / (ms * 1e6)}, {"impl", impl}};
+}
+
+Json TimeConvolution(const ConvShape& s, int executions) {
+  return BestOverThreads([&] { return TimeConvolutionOnce(s, executions); });
+}
+
+int64_t Product(const xlens::Shape& shape, const std::vector<int64_t>& dims) {
+  int64_t p = 1;
+  for (int64_t d : dims) p *= shape.dimensions(d);
+  return p;
+}
+
+// A convolution posed as the rewriter poses it (forward, backward data or backward weights,
+// xlens/passes/onednn_convolution.h) or, where it refuses (grouped, other layouts), as the
+// forward convolution its dimension numbers describe.
+std::optional<ConvShape> PoseConvolution(const xlens::HloInstruction& conv, std::string* why) {
+  using xlens::OneDnnConvolution;
+  for (bool through : {true, false}) {
+    const xlens::OneDnnOperandView lhs = through ? xlens::ViewThrough(*conv.operand(0), false)
+                                                 : xlens::DirectView(*conv.operand(0));
+    const xlens::OneDnnOperandView rhs = through ? xlens::ViewThrough(*conv.operand(1), true)
+                                                 : xlens::DirectView(*conv.operand(1));
+    if (std::optional<OneDnnConvolution> c = xlens::DescribeOneDnnConvolution(conv, lhs, rhs, why)) {
+      ConvShape s;
+      s.kind = c->kind == OneDnnConvolution::Kind::kForward        ? "forward"
+               : c->kind == OneDnnConvolution::Kind::kBackwardData ? "backward_data"
+                                                                   : "backward_weights";
+      s.images = c->images;
+      s.input_channels = c->input_channels;
+      s.output_channels = c->output_channels;
+      s.src_spatial = c->src_spatial;
+      s.dst_spatial = c->dst_spatial;
+      s.kernel_spatial = c->kernel_spatial;
+      s.strides = c->strides;
+      s.dilations = c->dilations;
+      s.padding_low = c->padding_low;
+      s.padding_high = c->padding_high;
+      return s;
+    }
+  }
+  if (!conv.convolution_dimension_numbers || !conv.window || conv.batch_group_count() != 1) return std::nullopt;
+  const auto& dn = *conv.convolution_dimension_numbers;
+  const xlens::Shape &lhs = conv.operand(0)->shape(), &rhs = conv.operand(1)->shape(), &out = conv.shape();
+  ConvShape s;
+  s.kind = "forward";
+  s.groups = conv.feature_group_count();
+  s.images = lhs.dimensions(dn.input_batch_dimension);
+  s.input_channels = lhs.dimensions(dn.input_feature_dimension);
+  s.output_channels = rhs.dimensions(dn.kernel_output_feature_dimension);
+  for (size_t d = 0; d < dn.input_spatial_dimensions.size(); ++d) {
+    const xlens::WindowDimension& w = conv.window->dimensions[d];
+    if (w.base_dilation != 1 || w.padding_low < 0 || w.padding_high < 0) {
+      *why = "neither a oneDNN pass nor a forward convolution";
+      return std::nullopt;
+    }
+    s.src_spatial.push_back(lhs.dimensions(dn.input_spatial_dimensions[d]));
+    s.kernel_spatial.push_back(rhs.dimensions(dn.kernel_spatial_dimensions[d]));
+    s.dst_spatial.push_back(out.dimensions(dn.output_spatial_dimensions[d]));
+    s.strides.push_back(w.stride);
+    s.dilations.push_back(w.window_dilation - 1);
+    s.padding_low.push_back(w.padding_low);
+    s.padding_high.push_back(w.padding_high);
+  }
+  return s;
+}
+
+// Every dot and convolution of the module, timed standalone; the module's library time is
+// their sum (a chain of calls can at best lose nothing between them).
+std::optional<Json> ModuleCalls(const std::string& file, int executions) {
+  auto text = xlens::ReadFile(file);
+  if (!text.ok()) {
+    std::fprintf(stderr, "xlens machine_limits: --hlo=%s: %s\n", file.c_str(), text.status().message().c_str());
+    return std::nullopt;
+  }
+  xlens::ParseOptions options;
+  options.filename = file;
+  auto module = xlens::ParseHloModule(*text, options);
+  if (!module.ok()) {
+    std::fprintf(stderr, "xlens machine_limits: %s\n", module.status().message().c_str());
+    return std::nullopt;
+  }
+  Json calls = Json::array();
+  double total_ms = 0, total_flops = 0;
+  bool complete = true;
+  for (const xlens::HloComputation* computation : (*module)->computations()) {
+    for (const xlens::HloInstruction* i : computation->instructions()) {
+      Json call;
+      if (i->opcode() == xlens::HloOpcode::kDot && i->dot_dimension_numbers) {
+        const auto& dn = *i->dot_dimension_numbers;
+        const xlens::Shape &lhs = i->operand(0)->shape(), &rhs = i->operand(1)->shape();
+        const int64_t batch = Product(lhs, dn.lhs_batch_dimensions), k = Product(lhs, dn.lhs_contracting_dimensions);
+        auto elements = [](const xlens::Shape& shape) {
+          int64_t p = 1;
+          for (int64_t d = 0; d < shape.rank(); ++d) p *= shape.dimensions(d);
+          return p;
+        };
+        if (batch * k == 0) continue;
+        const int64_t m = elements(lhs) / (batch * k);
+        const int64_t n = elements(rhs) / (batch * Product(rhs, dn.rhs_contracting_dimensions));
+        if (batch * m * k * n == 0) continue;
+        call = TimeMatmul(batch, m, k, n, executions);
+      } else if (i->opcode() == xlens::HloOpcode::kConvolution) {
+        std::string why;
+        std::optional<ConvShape> pose = PoseConvolution(*i, &why);
+        if (!pose) {
+          complete = false;
+          // Its flops, from the HLO, for a bound at the peak FLOP/s instead.
+          double flops = 2.0;
+          for (int64_t d : i->shape().dimensions()) flops *= d;
+          if (i->convolution_dimension_numbers) {
+            const auto& dn = *i->convolution_dimension_numbers;
+            const xlens::Shape& rhs = i->operand(1)->shape();
+            flops *= rhs.dimensions(dn.kernel_input_feature_dimension) * Product(rhs, dn.kernel_spatial_dimensions);
+          }
+          call = {{"kind", "convolution"}, {"refused", why}, {"flops", flops}};
+        } else {
+          call = TimeConvolution(*pose, executions);
+        }
+      } else {
+        continue;
+      }
+      call["instruction"] = i->name();
+      if (call.contains("ms")) {
+        total_ms += call["ms"].get<double>();
+        total_flops += call["flops"].get<double>();
+      }
+      calls.push_back(call);
+    }
+  }
+  return Json{{"file", file}, {"calls", calls}, {"total_ms", total_ms}, {"total_flops", total_flops},
+              {"complete", complete}};
+}
+#endif
+
+std::vector<int64_t> Numbers(const std::string& text) {
+  std::vector<int64_t> out;
+  std::stringstream in(text);
+  std::string item;
+  while (std::getline(in, item, ',')) out.push_back(std::atoll(item.c_str()));
+  return out;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  const int cpus = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
+  int threads = cpus, repetitions = 5;
+  bool quick = false;
+  std::vector<std::string> matmuls, convs, hlos;
+  for (int i = 1; i < argc; ++i) {
+    const std::string arg = argv[i];
+    auto value = [&](const char* flag) -> const char* {
+      const size_t n = std::strlen(flag);
+      return arg.compare(0, n, flag) == 0 ? argv[i] + n : nullptr;
+    };
+    if (const char* v = value("--threads=")) {
+      threads = std::max(1, std::atoi(v));
+    } else if (const char* v = value("--repetitions=")) {
+      repetitions = std::max(1, std::atoi(v));
+    } else if (arg == "--quick") {
+      quick = true;
+    } else if (const char* v = value("--matmul=")) {
+      matmuls.push_back(v);
+    } else if (const char* v = value("--conv=")) {
+      convs.push_back(v);
+    } else if (const char* v = value("--hlo=")) {
+      hlos.push_back(v);
+    } else {
+      std::fprintf(stderr,
+                   "xlens machine_limits: unknown argument '%s' (expected --threads=N, --repetitions=R, "
+                   "--quick, --matmul=[B,]M,K,N, --conv=N,H,W,C,KH,KW,O[,stride[,pad[,groups]]], --hlo=FILE)\n",
+                   arg.c_str());
+      return 1;
+    }
+  }
+  const bool avx512 = HasAvx512();
+  Team one(1), all(threads);
+  const std::vector<Cache> caches = DataCaches(cpus);
+  int64_t llc = 32 << 20;
+  for (const Cache& c : caches) llc = std::max(llc, c.bytes * c.instances);
+
+  Json out;
+  out["cpu"] = CpuModel();
+  out["threads"] = threads;
+  out["vector_isa"] = avx512 ? "avx512f" : "avx2";
+  Json cache_json = Json::array();
+  for (const Cache& c : caches) {
+    cache_json.push_back({{"level", c.level}, {"bytes", c.bytes}, {"instances", c.instances},
+                          {"total_bytes", c.bytes * c.instances}});
+  }
+  out["caches"] = cache_json;
+
+  // Memory: STREAM's rule, each array at least four times the last-level cache. On a shared
+  // machine a neighbour can take the memory bus or a core for a while, so every figure is the best
+  // of many short repetitions rather than the mean of a few long ones.
+  const int64_t stream_bytes = quick ? (int64_t{24} << 20) : 4 * llc * 3;
+  const int memory_reps = quick ? 2 : repetitions * 4;
+  Json memory;
+  memory["array_bytes"] = stream_bytes / 3;
+  for (Pattern p : {Pattern::kCopy, Pattern::kTriad}) {
+    const int64_t bytes = stream_bytes / 3 * Arrays(p);
+    memory[std::string(Name(p)) + "_gbps_one_thread"] = Bandwidth(one, p, bytes, memory_reps, 1);
+    memory[std::string(Name(p)) + "_gbps_all_threads"] = Bandwidth(all, p, bytes, memory_reps, 1);
+  }
+  memory["read_gbps_all_threads"] = Bandwidth(all, Pattern::kRead, stream_bytes / 3, memory_reps, 1);
+  out["memory"] = memory;
+
+  // The working-set sweep, all threads: 16 KiB to twice the last-level cache, doubling; each
+  // repetition moves about 32 MiB (a few hundred microseconds in cache).
+  const int sweep_reps = quick ? 2 : repetitions * 3;
+  Json sweep = Json::array();
+  for (int64_t bytes = 16 << 10; bytes <= 2 * llc; bytes *= 2) {
+    if (quick && bytes > (int64_t{4} << 20)) break;
+    Json point = {{"working_set_bytes", bytes}};
+    for (Pattern p : {Pattern::kCopy, Pattern::kTriad, Pattern::kRead}) {
+      point[std::string(Name(p)) + "_gbps"] = Bandwidth(all, p, bytes, sweep_reps, int64_t{32} << 20);
+    }
+    sweep.push_back(point);
+  }
+  out["working_set_sweep"] = sweep;
+
+  // About a millisecond per repetition.
+  const int64_t fma_iterations = 1 << 18;
+  const int fma_reps = quick ? 2 : repetitions * 6;
+  Json peak = {{"isa", avx512 ? "avx512f" : "avx2"},
+               {"gflops_one_core", PeakGflops(one, avx512, fma_reps, fma_iterations)},
+               {"gflops_all_cores", PeakGflops(all, avx512, fma_reps, fma_iterations)}};
+  if (avx512) {  // the narrower unit too: on some cores 512-bit FMAs issue at half rate
+    peak["avx2_gflops_one_core"] = PeakGflops(one, false, fma_reps, fma_iterations);
+    peak["avx2_gflops_all_cores"] = PeakGflops(all, false, fma_reps, fma_iterations);
+  }
+  out["peak_f32"] = peak;
+
+#ifdef XLENS_HAVE_ONEDNN
+  const int executions = quick ? 3 : repetitions * 4;
+  Json onednn = Json::array();
+  for (const std::string& m : matmuls) {
+    std::vector<int64_t> v = Numbers(m);
+    if (v.size() == 3) v.insert(v.begin(), 1);
+    if (v.size() != 4) {
+      std::fprintf(stderr, "xlens machine_limits: --matmul=%s: expected [B,]M,K,N\n", m.c_str());
+      return 1;
+    }
+    onednn.push_back(TimeMatmul(v[0], v[1], v[2], v[3], executions));
+  }
+  for (const std::string& c : convs) {
+    std::vector<int64_t> v = Numbers(c);
+    if (v.size() < 7 || v.size() > 10) {
+      std::fprintf(stderr, "xlens machine_limits: --conv=%s: expected N,H,W,C,KH,KW,O[,stride[,pad[,groups]]]\n",
+                   c.c_str());
+      return 1;
+    }
+    ConvShape s;
+    s.kind = "forward";
+    s.images = v[0];
+    s.src_spatial = {v[1], v[2]};
+    s.input_channels = v[3];
+    s.kernel_spatial = {v[4], v[5]};
+    s.output_channels = v[6];
+    const int64_t stride = v.size() > 7 ? v[7] : 1, pad = v.size() > 8 ? v[8] : 0;
+    s.groups = v.size() > 9 ? v[9] : 1;
+    s.strides = {stride, stride};
+    s.dilations = {0, 0};
+    s.padding_low = s.padding_high = {pad, pad};
+    for (int d = 0; d < 2; ++d) {
+      s.dst_spatial.push_back((s.src_spatial[d] + 2 * pad - s.kernel_spatial[d]) / stride + 1);
+    }
+    onednn.push_back(TimeConvolution(s, executions));
+  }
+  Json modules = Json::array();
+  for (const std::string& file : hlos) {
+    auto module = ModuleCalls(file, executions);
+    if (!module) return 1;
+    modules.push_back(*module);
+  }
+  out["onednn"] = onednn;
+  out["hlo_modules"] = modules;
+#else
+  out["onednn"] = nullptr;  // this build has no oneDNN
+#endif
+  std::printf("%s\n", out.dump(1).c_str());
+  return 0;
+}

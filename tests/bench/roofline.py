@@ -1,0 +1,114 @@
+"""The bound each workload of codegen_vs_xla.py is held to, from this machine's measured limits.
+
+`measure(binary, hlo_files)` runs tests/bench/machine_limits (built beside xlens) once: STREAM's
+copy and triad, the bandwidth of copy, triad and a read-only sum over working sets from L1 to
+twice the last-level cache, the peak f32 FLOP/s of the vector units, and oneDNN's standalone time
+for every matrix product and convolution in the given modules. `bound(...)` then picks, for one
+workload, whichever of these takes longest (the tightest floor under its run time):
+
+  - memory: the bytes it must move (its arguments and results, from their shapes) over the
+    bandwidth a STREAM kernel of the same working set reaches: the triad's, or the read-only
+    sum's when the workload writes less than an eighth of what it moves (a reduction). The sweep
+    point used is the largest working set not above the workload's, so a working set that fits
+    in a cache is held to that cache (its percentage cannot pass 100 by hitting in cache);
+  - library: the sum of oneDNN's standalone times of its products and convolutions (a chain of
+    library calls can at best lose nothing between them); a convolution oneDNN cannot be posed
+    is counted at the peak FLOP/s instead.
+"""
+import json
+import os
+import subprocess
+
+
+def find_binary(xlens):
+    """machine_limits in the build tree that holds `xlens` (BUILD/compiler/cli/xlens)."""
+    build = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(xlens))))
+    return os.path.join(build, "tests", "bench", "machine_limits")
+
+
+def measure(binary, hlo_files, quick=False):
+    command = [binary] + ([f"--hlo={f}" for f in hlo_files]) + (["--quick"] if quick else [])
+    proc = subprocess.run(command, capture_output=True, text=True)
+    if proc.returncode != 0:
+        raise RuntimeError(proc.stderr.strip() or f"{binary} exited with {proc.returncode}")
+    return Limits(json.loads(proc.stdout))
+
+
+class Limits:
+    def __init__(self, data):
+        self.data = data
+        self.modules = {m["file"]: m for m in data.get("hlo_modules") or []}
+        caches = sorted(data["caches"], key=lambda c: c["level"])
+        self.levels = [(f"L{c['level']}" if c is not caches[-1] else "LLC", c["total_bytes"])
+                       for c in caches]
+        memory = data["memory"]
+        self.memory_point = {"working_set_bytes": memory["array_bytes"] * 3,
+                             "triad_gbps": memory["triad_gbps_all_threads"],
+                             "copy_gbps": memory["copy_gbps_all_threads"],
+                             "read_gbps": memory["read_gbps_all_threads"]}
+        self.points = sorted(data["working_set_sweep"], key=lambda p: p["working_set_bytes"])
+        self.peak_gflops = max(data["peak_f32"]["gflops_all_cores"],
+                               data["peak_f32"].get("avx2_gflops_all_cores", 0))
+
+    def level(self, working_set):
+        for name, size in self.levels:
+            if working_set <= size:
+                return name
+        return "mem"
+
+    def bandwidth(self, working_set, pattern):
+        """GB/s of `pattern` ('triad' or 'read') at this working set: the sweep's largest point
+        not above it, or anything larger that measured faster (the curve is noisy)."""
+        points = self.points + [self.memory_point]
+        below = [p for p in points if p["working_set_bytes"] <= working_set] or points[:1]
+        start = below[-1]["working_set_bytes"]
+        return max(p[pattern + "_gbps"] for p in points if p["working_set_bytes"] >= start)
+
+    def summary_lines(self):
+        d = self.data
+        m = d["memory"]
+        peak = d["peak_f32"]
+        lines = [
+            f"machine: {d['cpu']}, {d['threads']} threads, "
+            + ", ".join(f"{n} {size / 2**20:g} MiB" for n, size in self.levels),
+            f"memory (STREAM, {m['array_bytes'] / 2**20:.0f} MiB arrays): copy "
+            f"{m['copy_gbps_one_thread']:.1f} GB/s on 1 thread, {m['copy_gbps_all_threads']:.1f} on all; "
+            f"triad {m['triad_gbps_one_thread']:.1f} / {m['triad_gbps_all_threads']:.1f}; "
+            f"read {m['read_gbps_all_threads']:.1f} on all",
+            "caches (all threads, triad / read GB/s by working set): " + ", ".join(
+                f"{p['working_set_bytes'] / 2**10:g}K {p['triad_gbps']:.0f}/{p['read_gbps']:.0f}"
+                if p["working_set_bytes"] < 2**20 else
+                f"{p['working_set_bytes'] / 2**20:g}M {p['triad_gbps']:.0f}/{p['read_gbps']:.0f}"
+                for p in self.points),
+            f"peak f32 ({peak['isa']} FMA): {peak['gflops_one_core']:.0f} GFLOP/s on 1 core, "
+            f"{peak['gflops_all_cores']:.0f} on all" + (
+                f" (avx2: {peak['avx2_gflops_one_core']:.0f} / {peak['avx2_gflops_all_cores']:.0f})"
+                if "avx2_gflops_one_core" in peak else ""),
+        ]
+        return lines
+
+    def bound(self, hlo_file, read_bytes, write_bytes):
+        """(bound ms, label, achieved unit, work) for one workload: `work` is bytes for a memory
+        bound and flops for a library bound, so achieved = work / time."""
+        moved = read_bytes + write_bytes
+        pattern = "read" if write_bytes * 8 <= moved else "triad"
+        gbps = self.bandwidth(moved, pattern)
+        memory_ms = moved / (gbps * 1e9) * 1e3
+        module = self.modules.get(hlo_file)
+        library_ms, flops, refused = 0.0, 0.0, 0
+        if module:
+            for call in module["calls"]:
+                if "ms" in call:
+                    library_ms += call["ms"]
+                    flops += call["flops"]
+                else:
+                    refused += 1
+                    library_ms += call.get("flops", 0) / (self.peak_gflops * 1e9) * 1e3
+                    flops += call.get("flops", 0)
+        if library_ms > memory_ms:
+            # How close oneDNN itself comes to the FMA units' peak, for scale.
+            of_peak = 100.0 * flops / (self.peak_gflops * 1e9) / (library_ms * 1e-3)
+            label = (f"oneDNN {library_ms:.3f} ms" + (f" ({refused} at peak)" if refused else "")
+                     + f", {of_peak:.0f}% pk")
+            return library_ms, label, "GFLOP/s", flops
+        return memory_ms, f"{self.level(moved)} {pattern} {gbps:.0f} GB/s", "GB/s", moved
