@@ -2,11 +2,19 @@
 // TensorFlow's functionalize_cond.cc does. Every node's branch state is the set of
 // (predicate, branch) pairs it lies under: a Switch's false output (0) puts its consumers under
 // (pred, 0), its true output (1) under (pred, 1); a Merge takes its inputs' states less the
-// predicate it joins. A conditional is rewritten once no Switch or Merge of another one lies
-// under it, so nested conditionals go innermost first.
+// predicate it joins. The states are computed once. The Merges are then taken innermost first
+// (most pairs in their state), each with the nodes under its predicate that it reads and the
+// Merges those feed: one If replaces them, and takes the Merges' state, so nothing else needs
+// looking at again. Merges of one predicate and one state that read nothing another computes
+// after them share an If, as TensorFlow groups them; one read after another's Merge (TF1 layers
+// each testing one `training` flag) gets its own. A Switch still read when every Merge is gone
+// is read outside both branches: refused by name, never left to give a wrong graph.
 #include <algorithm>
+#include <limits>
 #include <map>
+#include <optional>
 #include <set>
+#include <tuple>
 
 #include <fmt/format.h>
 
@@ -59,10 +67,22 @@ Status CondError(const Graph& g, const Pred& p, const std::string& what) {
       "cannot make the conditional on {} an If: {}", PredName(g, p), what));
 }
 
-// The branch states of every node, and the predicate each Merge joins.
+// The branch states of every node (by id), the predicate each Merge joins, and each node's level
+// (Levels below): the If that replaces a conditional whose inputs lie below all its Merges takes
+// its first Merge's level, which keeps every path running from a lower level to a higher one.
 struct Analysis {
   std::vector<BranchState> state;
-  std::map<const Node*, Pred> merge_pred;
+  std::vector<int64_t> pos;
+  std::vector<std::optional<Pred>> merge_pred;
+  void Resize(int n) {
+    state.resize(n);
+    pos.resize(n, 0);
+    merge_pred.resize(n);
+  }
+  bool Under(const Node* n, const Pred& p) const {
+    const BranchState& s = state[n->id()];
+    return s.count({p, 0}) > 0 || s.count({p, 1}) > 0;
+  }
 };
 
 // What a data or control edge brings into its destination's state.
@@ -72,11 +92,131 @@ BranchState Contribution(const Edge& e, const Analysis& a) {
   return s;
 }
 
-StatusOr<Analysis> Analyze(const Graph& g) {
+// A Switch on a predicate its own state already fixes (TF1's cond inside a cond on the same
+// predicate): readers of the known output read its input instead, the other output never runs,
+// as TensorFlow's RemoveRedundantSwitch does. `dead` marks the readers of the other output.
+void BypassSwitch(Graph* g, Node* sw, int known, std::vector<char>* dead) {
+  const Edge* in = sw->input_edge(0);
+  Node* src = in->src;
+  const int src_output = in->src_output;
+  std::vector<const Edge*> outs = sw->out_edges();
+  for (const Edge* e : outs) {
+    Node* dst = e->dst;
+    const int dst_input = e->dst_input;
+    const bool control = e->IsControlEdge(), taken = e->src_output == known;
+    g->RemoveEdge(e);
+    if (!dst->IsOp()) continue;
+    if (control) {
+      g->AddControlEdge(src, dst);
+    } else if (taken) {
+      g->AddEdge(src, src_output, dst, dst_input);
+    } else {
+      (*dead)[dst->id()] = 1;
+    }
+  }
+  g->RemoveNode(sw);
+}
+
+// A node `dead` marks: a Merge left with one input forwards it (TensorFlow's
+// RemoveRedundantMerge); any other node never runs and goes, marking its readers.
+Status DropDeadNode(Graph* g, Node* n, std::vector<char>* dead, bool* gone) {
+  *gone = true;
+  if (n->IsMerge()) {
+    std::vector<const Edge*> data;
+    for (const Edge* e : n->in_edges()) {
+      if (!e->IsControlEdge() && e->src->IsOp()) data.push_back(e);
+    }
+    if (data.size() > 1) {
+      *gone = false;
+      return OkStatus();
+    }
+    if (data.size() == 1) {
+      Node* src = data[0]->src;
+      const int src_output = data[0]->src_output;
+      std::vector<const Edge*> outs = n->out_edges();
+      for (const Edge* e : outs) {
+        Node* dst = e->dst;
+        const int dst_input = e->dst_input, out = e->src_output;
+        if (!dst->IsOp()) continue;
+        if (out > 0) {
+          return Status::Error(fmt::format("cannot make the Merge {} part of an If: the branch "
+                                           "index it gives is read by {}",
+                                           Quoted(n->name()), Quoted(dst->name())));
+        }
+        g->RemoveEdge(e);
+        if (out < 0) {
+          g->AddControlEdge(src, dst);
+        } else {
+          g->AddEdge(src, src_output, dst, dst_input);
+        }
+      }
+      g->RemoveNode(n);
+      return OkStatus();
+    }
+  }
+  if (IsResult(*n)) {
+    return Status::Error(fmt::format("cannot make a conditional an If: the result {} reads a "
+                                     "branch that never runs (a Switch tests a predicate the "
+                                     "branch it lies in already fixes)",
+                                     Quoted(n->name())));
+  }
+  for (const Edge* e : n->out_edges()) {
+    if (e->dst->IsOp()) (*dead)[e->dst->id()] = 1;
+  }
+  g->RemoveNode(n);
+  return OkStatus();
+}
+
+// The predicate whose two branches a Merge's inputs come from; else the one only one input lies
+// under (the other input computed before the conditional).
+StatusOr<Pred> MergePred(const Node& n, const BranchState& s, const std::vector<BranchState>& data) {
+  if (data.size() != 2) {
+    return Status::Error(fmt::format("cannot make the Merge {} part of an If: it joins {} "
+                                     "values, a conditional's Merge joins two",
+                                     Quoted(n.name()), data.size()));
+  }
+  std::set<Pred> differing, one_sided;
+  for (const auto& [pred, branch] : s) {
+    const bool in0 = data[0].count({pred, branch}) > 0;
+    const bool in1 = data[1].count({pred, branch}) > 0;
+    const bool other0 = data[0].count({pred, 1 - branch}) > 0;
+    const bool other1 = data[1].count({pred, 1 - branch}) > 0;
+    if ((in0 && other1 && !in1) || (in1 && other0 && !in0)) {
+      differing.insert(pred);
+    } else if ((in0 && !in1 && !other1) || (in1 && !in0 && !other0)) {
+      one_sided.insert(pred);
+    }
+  }
+  const std::set<Pred>& candidates = differing.empty() ? one_sided : differing;
+  if (candidates.size() != 1) {
+    return Status::Error(fmt::format(
+        "cannot make the Merge {} part of an If: {}", Quoted(n.name()),
+        candidates.empty() ? "its inputs come from no Switch"
+                           : "its inputs lie under the branches of more than one Switch "
+                             "predicate"));
+  }
+  return *candidates.begin();
+}
+
+// One pass in topological order: redundant Switches bypassed, their dead branches dropped, the
+// states of the rest.
+StatusOr<Analysis> Analyze(Graph* g) {
   Analysis a;
-  a.state.resize(g.num_node_ids());
-  ASSIGN_OR_RETURN(std::vector<Node*> order, g.TopologicalOrder());
-  for (Node* n : order) {
+  a.Resize(g->num_node_ids());
+  std::vector<char> dead(g->num_node_ids(), 0);
+  std::vector<int> order;
+  {
+    ASSIGN_OR_RETURN(std::vector<Node*> nodes, g->TopologicalOrder());
+    for (Node* n : nodes) order.push_back(n->id());
+  }
+  for (int id : order) {
+    Node* n = g->FindNodeId(id);
+    if (n == nullptr || !n->IsOp()) continue;
+    if (dead[id]) {
+      bool gone = false;
+      RETURN_IF_ERROR(DropDeadNode(g, n, &dead, &gone));
+      if (gone) continue;
+    }
     BranchState s;
     std::vector<BranchState> data;
     for (const Edge* e : n->in_edges()) {
@@ -85,43 +225,28 @@ StatusOr<Analysis> Analyze(const Graph& g) {
       s.insert(c.begin(), c.end());
       if (n->IsMerge() && !e->IsControlEdge()) data.push_back(std::move(c));
     }
-    if (n->IsMerge()) {
-      if (data.size() != 2) {
-        return Status::Error(fmt::format("cannot make the Merge {} part of an If: it joins {} "
-                                         "values, a conditional's Merge joins two",
-                                         Quoted(n->name()), data.size()));
+    if (n->IsSwitch()) {
+      const Pred p = PredOf(*n);
+      const int known = s.count({p, 0}) ? 0 : s.count({p, 1}) ? 1 : -1;
+      if (known >= 0 && n->input_edge(0) != nullptr) {
+        BypassSwitch(g, n, known, &dead);
+        continue;
       }
-      // The predicate whose two branches the inputs come from; else the one only one input
-      // lies under (the other input computed before the conditional).
-      std::vector<Pred> differing, one_sided;
-      for (const auto& [pred, branch] : s) {
-        const bool in0 = data[0].count({pred, branch}) > 0;
-        const bool in1 = data[1].count({pred, branch}) > 0;
-        const bool other0 = data[0].count({pred, 1 - branch}) > 0;
-        const bool other1 = data[1].count({pred, 1 - branch}) > 0;
-        if ((in0 && other1 && !in1) || (in1 && other0 && !in0)) {
-          differing.push_back(pred);
-        } else if ((in0 && !in1 && !other1) || (in1 && !in0 && !other0)) {
-          one_sided.push_back(pred);
+    }
+    if (n->IsMerge()) {
+      ASSIGN_OR_RETURN(Pred p, MergePred(*n, s, data));
+      a.merge_pred[id] = p;
+      for (int b : {0, 1}) s.erase({p, b});
+    } else {
+      for (auto it = s.begin(); it != s.end(); ++it) {
+        auto next = std::next(it);
+        if (next != s.end() && next->first == it->first) {
+          return CondError(*g, it->first, fmt::format("the node {} reads both of its branches",
+                                                      Quoted(n->name())));
         }
       }
-      std::sort(differing.begin(), differing.end());
-      differing.erase(std::unique(differing.begin(), differing.end()), differing.end());
-      std::sort(one_sided.begin(), one_sided.end());
-      one_sided.erase(std::unique(one_sided.begin(), one_sided.end()), one_sided.end());
-      const std::vector<Pred>& candidates = differing.empty() ? one_sided : differing;
-      if (candidates.size() != 1) {
-        return Status::Error(fmt::format(
-            "cannot make the Merge {} part of an If: {}", Quoted(n->name()),
-            candidates.empty() ? "its inputs come from no Switch"
-                               : "its inputs lie under the branches of more than one Switch "
-                                 "predicate"));
-      }
-      const Pred p = candidates[0];
-      a.merge_pred[n] = p;
-      for (int b : {0, 1}) s.erase({p, b});
     }
-    a.state[n->id()] = std::move(s);
+    a.state[id] = std::move(s);
   }
   return a;
 }
@@ -135,146 +260,116 @@ struct Cond {
   std::set<const Node*> in_branch[2];
 };
 
-// The first predicate whose branches hold no Switch or Merge of another conditional.
-StatusOr<Cond> InnermostCond(const Graph& g, const Analysis& a) {
-  std::map<Pred, Cond> conds;
-  for (Node* n : g.op_nodes()) {
-    if (n->IsSwitch()) {
-      Cond& c = conds[PredOf(*n)];
-      c.pred = PredOf(*n);
-      c.switches.push_back(n);
-    }
-  }
-  for (const auto& [merge, pred] : a.merge_pred) conds[pred].merges.push_back(const_cast<Node*>(merge));
-  std::set<Pred> nested;
-  for (Node* n : g.op_nodes()) {
-    if (!n->IsSwitch() && !n->IsMerge()) continue;
-    const Pred own = n->IsSwitch() ? PredOf(*n) : a.merge_pred.at(n);
-    for (const auto& [pred, branch] : a.state[n->id()]) {
-      if (pred != own) nested.insert(pred);
-    }
-  }
-  const Cond* chosen = nullptr;
-  for (const auto& [pred, c] : conds) {
-    if (nested.count(pred) || c.switches.empty()) continue;
-    if (chosen == nullptr || c.switches.front()->id() < chosen->switches.front()->id()) {
-      chosen = &c;
-    }
-  }
-  if (chosen == nullptr) {
-    const Cond& any = conds.begin()->second;
-    const Node* at = any.switches.empty() ? any.merges.front() : any.switches.front();
-    return Status::Error(fmt::format("cannot make the {} {} part of an If: the branches of its "
-                                     "conditionals cross each other",
-                                     at->type_string(), Quoted(at->name())));
-  }
-  Cond c = *chosen;
-  if (c.merges.empty()) {
-    return CondError(g, c.pred, fmt::format("no Merge joins the branches of its Switch {}",
-                                            Quoted(c.switches.front()->name())));
-  }
-  std::set<const Node*> own(c.switches.begin(), c.switches.end());
-  own.insert(c.merges.begin(), c.merges.end());
-  auto under = [&](const Node* n) {
-    return a.state[n->id()].count({c.pred, 0}) > 0 || a.state[n->id()].count({c.pred, 1}) > 0;
-  };
-  // What a function's result (a _Retval) reads under the predicate escapes the conditional
-  // without a Merge: name the first value of a branch it reads.
-  auto closure = [&](std::vector<const Node*> stack, const std::set<const Node*>& stop) {
-    std::set<const Node*> out(stack.begin(), stack.end());
-    while (!stack.empty()) {
-      const Node* n = stack.back();
-      stack.pop_back();
-      for (const Edge* e : n->in_edges()) {
-        const Node* src = e->src;
-        if (!src->IsOp() || own.count(src) || stop.count(src) || !under(src)) continue;
-        if (out.insert(src).second) stack.push_back(src);
-      }
-    }
-    return out;
-  };
-  // The values the Merges join, and what a result reads under the predicate besides them.
-  const std::set<const Node*> joined =
-      closure(std::vector<const Node*>(c.merges.begin(), c.merges.end()), {});
-  std::vector<const Node*> results;
-  for (Node* n : g.op_nodes()) {
-    if (IsResult(*n) && under(n)) results.push_back(n);
-  }
-  const std::set<const Node*> escaping = closure(results, joined);
-  for (Node* n : g.op_nodes()) {
-    if (!escaping.count(n)) continue;
+// Merges of one predicate and what they read under it: the nodes one If replaces.
+struct Group {
+  Pred pred;
+  std::set<Node*> merges;
+  std::set<Node*> members;
+  std::set<Node*> switches;
+  // The latest position of what the group reads from outside (-1: nothing yet).
+  int64_t max_input_pos = -1;
+};
+
+bool IsSwitchOf(const Node& n, const Pred& p) { return n.IsSwitch() && PredOf(n) == p; }
+
+bool IsMergeOf(const Analysis& a, const Node& n, const Pred& p) {
+  return n.IsMerge() && a.merge_pred[n.id()] == p;
+}
+
+// Adds `merge` to `grp` with everything under its predicate it reads (stopping at the
+// predicate's Switches), and every Merge of the predicate those nodes feed, with what it reads.
+Status AddMerge(const Graph& g, const Analysis& a, Node* merge, Group* grp) {
+  const Pred& p = grp->pred;
+  std::vector<Node*> stack;
+  auto read = [&](Node* n) {
     for (const Edge* e : n->in_edges()) {
-      const bool opens = e->src->IsSwitch() && PredOf(*e->src) == c.pred;
-      if (!e->src->IsOp() || escaping.count(e->src) || !(under(e->src) || opens)) {
-        continue;
-      }
-      return CondError(g, c.pred, fmt::format("the node {} of a branch is read by {} without a "
-                                              "Merge",
-                                              Quoted(e->src->name()), Quoted(n->name())));
-    }
-  }
-  // Conditionals on one predicate one after the other (TF1 layers each testing one `training`
-  // flag) are rewritten one at a time: first the one whose Merges no Merge of the predicate
-  // feeds, with the nodes its Merges join and those under it that feed nothing else.
-  std::set<const Node*> after;
-  {
-    std::vector<const Node*> stack(c.merges.begin(), c.merges.end());
-    while (!stack.empty()) {
-      const Node* n = stack.back();
-      stack.pop_back();
-      for (const Edge* e : n->out_edges()) {
-        if (e->dst->IsOp() && after.insert(e->dst).second) stack.push_back(e->dst);
-      }
-    }
-  }
-  std::vector<Node*> first;
-  for (Node* m : c.merges) {
-    if (!after.count(m)) first.push_back(m);
-  }
-  c.merges = first;
-  std::set<const Node*> members = closure(std::vector<const Node*>(first.begin(), first.end()), {});
-  for (Node* m : first) members.erase(m);
-  const std::set<const Node*> first_merges(first.begin(), first.end());
-  for (bool grew = true; grew;) {
-    grew = false;
-    for (Node* n : g.op_nodes()) {
-      if (members.count(n) || own.count(n) || after.count(n) || !under(n)) continue;
-      bool feeds_only_this = true;
-      for (const Edge* e : n->out_edges()) {
-        if (e->dst->IsOp() && !members.count(e->dst) && !first_merges.count(e->dst)) {
-          feeds_only_this = false;
+      Node* src = e->src;
+      if (!src->IsOp()) continue;
+      if (IsSwitchOf(*src, p)) {
+        grp->switches.insert(src);
+        for (const Edge* in : src->in_edges()) {
+          if (in->src->IsOp()) grp->max_input_pos = std::max(grp->max_input_pos, a.pos[in->src->id()]);
         }
+      } else if (!a.Under(src, p)) {
+        grp->max_input_pos = std::max(grp->max_input_pos, a.pos[src->id()]);
+      } else if (grp->members.insert(src).second) {
+        stack.push_back(src);
       }
-      if (feeds_only_this) grew = members.insert(n).second || grew;
+    }
+  };
+  if (!grp->merges.insert(merge).second) return OkStatus();
+  std::vector<Node*> merges = {merge};
+  while (!merges.empty()) {
+    Node* m = merges.back();
+    merges.pop_back();
+    read(m);
+    while (!stack.empty()) {
+      Node* n = stack.back();
+      stack.pop_back();
+      read(n);
+      for (const Edge* e : n->out_edges()) {
+        if (!IsMergeOf(a, *e->dst, p) || grp->merges.count(e->dst)) continue;
+        if (a.state[e->dst->id()] != a.state[merge->id()]) {
+          return CondError(g, p, fmt::format("the node {} of a branch feeds its Merges {} and {}, "
+                                             "which lie under different conditionals",
+                                             Quoted(n->name()), Quoted(merge->name()),
+                                             Quoted(e->dst->name())));
+        }
+        grp->merges.insert(e->dst);
+        merges.push_back(e->dst);
+      }
     }
   }
-  std::vector<Node*> switches;
-  for (Node* sw : c.switches) {
-    for (const Edge* e : sw->out_edges()) {
-      if (members.count(e->dst) || first_merges.count(e->dst)) {
-        switches.push_back(sw);
+  return OkStatus();
+}
+
+// Adds the nodes under the predicate that a reader of `start` (a member or a Switch of the
+// group) begins and that end in nothing but the group: a branch's ops whose values no Merge
+// takes, run only when their branch is taken. Nothing is added when they reach another Merge
+// of the predicate, a result, or read what the group's Merges give.
+void AddDangling(const Analysis& a, Node* start, int64_t first_pos, Group* grp) {
+  const Pred& p = grp->pred;
+  for (const Edge* out : start->out_edges()) {
+    Node* head = out->dst;
+    if (!head->IsOp() || grp->members.count(head) || grp->merges.count(head) ||
+        head->IsMerge() || !a.Under(head, p)) {
+      continue;
+    }
+    std::set<Node*> region = {head};
+    std::vector<Node*> stack = {head};
+    std::set<Node*> switches;
+    bool ok = true;
+    while (ok && !stack.empty()) {
+      Node* n = stack.back();
+      stack.pop_back();
+      if (IsResult(*n) || n->IsMerge() || n->IsSwitch()) {
+        ok = false;
         break;
       }
-    }
-  }
-  c.switches = switches;
-  for (Node* n : g.op_nodes()) {
-    if (own.count(n)) continue;
-    const bool b0 = a.state[n->id()].count({c.pred, 0}) > 0;
-    const bool b1 = a.state[n->id()].count({c.pred, 1}) > 0;
-    if (b0 && b1) {
-      return CondError(g, c.pred, fmt::format("the node {} reads both of its branches",
-                                              Quoted(n->name())));
-    }
-    if (!members.count(n)) continue;
-    for (int b : {0, 1}) {
-      if (b == 0 ? b0 : b1) {
-        c.branch[b].push_back(n);
-        c.in_branch[b].insert(n);
+      for (const Edge* e : n->in_edges()) {
+        Node* src = e->src;
+        if (!src->IsOp() || region.count(src) || grp->members.count(src)) continue;
+        if (IsSwitchOf(*src, p)) {
+          switches.insert(src);
+        } else if (a.Under(src, p) || a.pos[src->id()] >= first_pos) {
+          ok = false;  // another part of the branch, or something after the conditional
+        }
+      }
+      for (const Edge* e : n->out_edges()) {
+        if (e->dst->IsOp() && region.insert(e->dst).second) stack.push_back(e->dst);
       }
     }
+    if (!ok) continue;
+    for (Node* sw : switches) {
+      if (grp->switches.count(sw)) continue;
+      for (const Edge* in : sw->in_edges()) {
+        if (in->src->IsOp() && a.pos[in->src->id()] >= first_pos) ok = false;
+      }
+    }
+    if (!ok) continue;
+    grp->members.insert(region.begin(), region.end());
+    grp->switches.insert(switches.begin(), switches.end());
   }
-  return c;
 }
 
 // Which branch a Merge's data input `k` comes from.
@@ -316,7 +411,10 @@ bool Reaches(const std::vector<Node*>& from, const std::set<const Node*>& source
   return false;
 }
 
-Status RewriteCond(Graph* g, const Cond& c, graph::FunctionDefLibrary* library) {
+// Replaces `c` by an If. `ordered`: what it reads lies below its Merges' levels, so none of it
+// depends on them; else that is checked.
+StatusOr<Node*> RewriteCond(Graph* g, const Cond& c, graph::FunctionDefLibrary* library,
+                            bool ordered) {
   std::set<const Node*> switches(c.switches.begin(), c.switches.end());
   std::set<const Node*> merges(c.merges.begin(), c.merges.end());
   // The values the branches read from outside, each an argument of both.
@@ -399,7 +497,7 @@ Status RewriteCond(Graph* g, const Cond& c, graph::FunctionDefLibrary* library) 
   std::set<const Node*> sources;
   for (const Tensor& t : args) sources.insert(t.first);
   sources.insert(control_inputs.begin(), control_inputs.end());
-  if (Reaches(c.merges, sources)) {
+  if (!ordered && Reaches(c.merges, sources)) {
     return CondError(*g, c.pred, fmt::format("a value its Merge {} gives is read back into its "
                                              "own branches",
                                              Quoted(c.merges.front()->name())));
@@ -470,29 +568,186 @@ Status RewriteCond(Graph* g, const Cond& c, graph::FunctionDefLibrary* library) 
       g->RemoveNode(sw);
     }
   }
+  return node;
+}
+
+// The Merges still to rewrite, in the order they become Ifs: innermost (most pairs in their
+// state) first, then by position; and, for each predicate and state, by the latest position of
+// what each reads from outside, as first computed (a bound ever after: what a Merge reads can
+// only become an If placed earlier).
+class Pending {
+ public:
+  using Key = std::pair<Pred, BranchState>;
+
+  Status Index(const Graph& g, const Analysis& a) {
+    queue_.clear();
+    by_key_.clear();
+    reads_until_.assign(g.num_node_ids(), -1);
+    for (Node* n : g.op_nodes()) {
+      if (!n->IsMerge() || !a.merge_pred[n->id()]) continue;
+      Group alone;
+      alone.pred = *a.merge_pred[n->id()];
+      RETURN_IF_ERROR(AddMerge(g, a, n, &alone));
+      reads_until_[n->id()] = alone.max_input_pos;
+      queue_.insert(QueueKey(a, n));
+      by_key_[KeyOf(a, n)].insert({alone.max_input_pos, n->id()});
+    }
+    return OkStatus();
+  }
+  bool empty() const { return queue_.empty(); }
+  int first() const { return std::get<2>(*queue_.begin()); }
+  // The Merges of `key` that read nothing from outside at or after `pos`, by id.
+  std::vector<int> ReadingBefore(const Key& key, int64_t pos) const {
+    std::vector<int> out;
+    auto it = by_key_.find(key);
+    if (it == by_key_.end()) return out;
+    for (auto m = it->second.begin(); m != it->second.end() && m->first < pos; ++m) {
+      out.push_back(m->second);
+    }
+    return out;
+  }
+  void Remove(const Analysis& a, const Node* m) {
+    queue_.erase(QueueKey(a, m));
+    auto it = by_key_.find(KeyOf(a, m));
+    if (it != by_key_.end()) it->second.erase({reads_until_[m->id()], m->id()});
+  }
+  static Key KeyOf(const Analysis& a, const Node* m) {
+    return {*a.merge_pred[m->id()], a.state[m->id()]};
+  }
+
+ private:
+  using Entry = std::tuple<size_t, int64_t, int>;
+  static Entry QueueKey(const Analysis& a, const Node* m) {
+    return {std::numeric_limits<size_t>::max() - a.state[m->id()].size(), a.pos[m->id()],
+            m->id()};
+  }
+  std::set<Entry> queue_;
+  std::map<Key, std::set<std::pair<int64_t, int>>> by_key_;
+  std::vector<int64_t> reads_until_;
+};
+
+// The group of the first pending Merge: the Merges its branch nodes feed, the Merges of its
+// predicate and state that read nothing from at or after it (they share its If, as TensorFlow
+// groups them), and the branch nodes whose values no Merge takes.
+StatusOr<Group> NextGroup(const Graph& g, const Analysis& a, const Pending& pending) {
+  Node* first = g.FindNodeId(pending.first());
+  const int64_t first_pos = a.pos[first->id()];
+  Group grp;
+  grp.pred = *a.merge_pred[first->id()];
+  RETURN_IF_ERROR(AddMerge(g, a, first, &grp));
+  if (grp.max_input_pos < first_pos) {
+    for (int id : pending.ReadingBefore(Pending::KeyOf(a, first), first_pos)) {
+      Node* m = g.FindNodeId(id);
+      if (grp.merges.count(m)) continue;
+      Group other;
+      other.pred = grp.pred;
+      RETURN_IF_ERROR(AddMerge(g, a, m, &other));
+      bool apart = other.max_input_pos < first_pos;
+      for (Node* n : other.members) apart = apart && !grp.members.count(n);
+      if (!apart) continue;
+      grp.merges.insert(other.merges.begin(), other.merges.end());
+      grp.members.insert(other.members.begin(), other.members.end());
+      grp.switches.insert(other.switches.begin(), other.switches.end());
+    }
+  }
+  std::vector<Node*> starts(grp.members.begin(), grp.members.end());
+  starts.insert(starts.end(), grp.switches.begin(), grp.switches.end());
+  for (Node* n : starts) AddDangling(a, n, first_pos, &grp);
+  return grp;
+}
+
+std::vector<Node*> ById(const std::set<Node*>& nodes) {
+  std::vector<Node*> out(nodes.begin(), nodes.end());
+  std::sort(out.begin(), out.end(), [](const Node* x, const Node* y) { return x->id() < y->id(); });
+  return out;
+}
+
+StatusOr<Cond> MakeCond(const Analysis& a, const Group& grp) {
+  Cond c;
+  c.pred = grp.pred;
+  c.merges = ById(grp.merges);
+  c.switches = ById(grp.switches);
+  if (c.switches.empty()) {
+    return Status::Error(fmt::format("cannot make the Merge {} part of an If: no Switch opens "
+                                     "its conditional",
+                                     Quoted(c.merges.front()->name())));
+  }
+  for (Node* n : ById(grp.members)) {
+    for (int b : {0, 1}) {
+      if (a.state[n->id()].count({c.pred, b})) {
+        c.branch[b].push_back(n);
+        c.in_branch[b].insert(n);
+      }
+    }
+  }
+  return c;
+}
+
+// A level for every node: one more than the greatest of what it reads. A path runs only from a
+// lower level to a higher one, so what a group reads below its lowest Merge cannot depend on it.
+Status Levels(const Graph& g, Analysis* a) {
+  ASSIGN_OR_RETURN(std::vector<Node*> order, g.TopologicalOrder());
+  for (Node* n : order) {
+    int64_t level = 0;
+    for (const Edge* e : n->in_edges()) {
+      if (e->src->IsOp()) level = std::max(level, a->pos[e->src->id()] + 1);
+    }
+    a->pos[n->id()] = level;
+  }
   return OkStatus();
 }
 
 }  // namespace
 
 Status FunctionalizeConds(Graph* graph, graph::FunctionDefLibrary* library) {
-  for (;;) {
-    bool any = false;
-    for (Node* n : graph->op_nodes()) any = any || n->IsSwitch() || n->IsMerge();
-    if (!any) return OkStatus();
-    ASSIGN_OR_RETURN(Analysis a, Analyze(*graph));
-    bool has_switch = false;
-    for (Node* n : graph->op_nodes()) has_switch = has_switch || n->IsSwitch();
-    if (!has_switch) {
-      for (const auto& [merge, pred] : a.merge_pred) {
-        return Status::Error(fmt::format("cannot make the Merge {} part of an If: no Switch "
-                                         "opens its conditional",
-                                         Quoted(merge->name())));
-      }
-    }
-    ASSIGN_OR_RETURN(Cond c, InnermostCond(*graph, a));
-    RETURN_IF_ERROR(RewriteCond(graph, c, library));
+  bool any = false;
+  for (Node* n : graph->op_nodes()) any = any || n->IsSwitch() || n->IsMerge();
+  if (!any) return OkStatus();
+  ASSIGN_OR_RETURN(Analysis a, Analyze(graph));
+  RETURN_IF_ERROR(Levels(*graph, &a));
+  std::set<Pred> joined;
+  for (Node* n : graph->op_nodes()) {
+    if (n->IsMerge() && a.merge_pred[n->id()]) joined.insert(*a.merge_pred[n->id()]);
   }
+  Pending pending;
+  RETURN_IF_ERROR(pending.Index(*graph, a));
+  while (!pending.empty()) {
+    ASSIGN_OR_RETURN(Group grp, NextGroup(*graph, a, pending));
+    const Node* first = graph->FindNodeId(pending.first());
+    const BranchState state = a.state[first->id()];
+    const int64_t level = a.pos[first->id()];
+    const bool ordered = grp.max_input_pos < level;
+    for (const Node* m : grp.merges) pending.Remove(a, m);
+    ASSIGN_OR_RETURN(Cond c, MakeCond(a, grp));
+    ASSIGN_OR_RETURN(Node * if_node, RewriteCond(graph, c, library, ordered));
+    a.Resize(graph->num_node_ids());
+    a.state[if_node->id()] = state;
+    a.pos[if_node->id()] = level;
+    if (!ordered) {
+      // Placed at its first Merge's level the If could come before what it reads: level again.
+      RETURN_IF_ERROR(Levels(*graph, &a));
+      RETURN_IF_ERROR(pending.Index(*graph, a));
+    }
+  }
+  // Every Merge is gone: a Switch still read is read outside both branches of its conditional.
+  for (Node* sw : graph->op_nodes()) {
+    if (!sw->IsSwitch()) continue;
+    const Pred p = PredOf(*sw);
+    const Node* reader = nullptr;
+    for (const Edge* e : sw->out_edges()) {
+      if (e->dst->IsOp()) reader = reader == nullptr ? e->dst : reader;
+    }
+    if (!joined.count(p)) {
+      return CondError(*graph, p, fmt::format("no Merge joins the branches of its Switch {}",
+                                              Quoted(sw->name())));
+    }
+    if (reader != nullptr) {
+      return CondError(*graph, p, fmt::format("its Switch {} is read by {} outside both branches",
+                                              Quoted(sw->name()), Quoted(reader->name())));
+    }
+    graph->RemoveNode(sw);
+  }
+  return OkStatus();
 }
 
 }  // namespace xlens::cluster::functionalize

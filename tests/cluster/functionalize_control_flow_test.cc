@@ -7,6 +7,8 @@
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
+#include <optional>
+
 #include "cluster_test_util.h"
 #include "compiler/graph/session.h"
 
@@ -193,6 +195,167 @@ TEST(FunctionalizeControlFlowTest, ABranchValueReadWithoutAMergeIsRefusedByName)
   ASSERT_FALSE(s.ok());
   EXPECT_THAT(s.message(), HasSubstr("'cond/mul' of a branch is read by 'after'"));
   EXPECT_THAT(s.message(), Not(HasSubstr("\n")));
+}
+
+std::string Merge(const std::string& name, const std::string& a, const std::string& b) {
+  return NodeText(name, "Merge", {a, b}, T("DT_FLOAT") + " attr { key: \"N\" value { i: 2 } }");
+}
+std::string Unary(const std::string& name, const std::string& op, const std::string& in) {
+  return NodeText(name, op, {in}, T("DT_FLOAT"));
+}
+std::string Binary(const std::string& name, const std::string& op, const std::string& a,
+                   const std::string& b) {
+  return NodeText(name, op, {a, b}, T("DT_FLOAT"));
+}
+std::string SwitchF(const std::string& name, const std::string& value, const std::string& pred) {
+  return NodeText(name, "Switch", {value, pred}, T("DT_FLOAT"));
+}
+
+// One fetch of `g` on its own (a dead fetch fails the whole run), nullopt where the run fails.
+std::optional<Tensor> RunFetch(const graph::Graph& g,
+                               const std::vector<std::pair<std::string, Tensor>>& feeds,
+                               const std::string& fetch) {
+  auto session = graph::Session::Create(g.ToGraphDef(), graph::SessionOptions());
+  if (!session.ok()) return std::nullopt;
+  auto out = (*session)->Run(feeds, {fetch}, {});
+  if (!out.ok() || out->size() != 1) return std::nullopt;
+  return (*out)[0];
+}
+
+// The graph `text` made functional, with every fetch that the original computes (on x and each
+// value of the predicates) coming out the same; one that is dead in the original is skipped.
+void ExpectConvertedToTheSameValues(const std::string& text, const std::vector<std::string>& preds,
+                                    const std::vector<std::string>& fetches) {
+  auto original = LoadGraph(text);
+  auto converted = LoadGraph(text);
+  ASSERT_NE(original, nullptr);
+  ASSERT_NE(converted, nullptr);
+  Status s = FunctionalizeControlFlow(converted.get());
+  ASSERT_TRUE(s.ok()) << s.message();
+  EXPECT_FALSE(HasV1ControlFlow(*converted));
+  int compared = 0;
+  for (int bits = 0; bits < (1 << preds.size()); ++bits) {
+    std::vector<std::pair<std::string, Tensor>> feeds = {
+        {"x", Tensor::Vector<float>(graph::DT_FLOAT, {1.5f, -4.0f})}};
+    std::string where;
+    for (size_t i = 0; i < preds.size(); ++i) {
+      const bool v = (bits >> i) & 1;
+      feeds.push_back({preds[i], Tensor::Scalar<bool>(graph::DT_BOOL, v)});
+      where += preds[i] + "=" + (v ? "true " : "false ");
+    }
+    for (const std::string& fetch : fetches) {
+      std::optional<Tensor> want = RunFetch(*original, feeds, fetch);
+      if (!want) continue;
+      std::optional<Tensor> got = RunFetch(*converted, feeds, fetch);
+      ASSERT_TRUE(got.has_value()) << fetch << " at " << where << "is not computed any more";
+      ASSERT_EQ(got->num_elements(), want->num_elements());
+      for (int64_t k = 0; k < want->num_elements(); ++k) {
+        EXPECT_FLOAT_EQ(got->flat<float>()[k], want->flat<float>()[k]) << fetch << " at " << where;
+      }
+      ++compared;
+    }
+  }
+  EXPECT_GT(compared, 0);
+}
+
+TEST(FunctionalizeControlFlowTest, ASwitchReadBesideItsMergeIsRefusedNamingTheReader) {
+  // y reads the Switch's true output and the Merge: it is under no branch of an If.
+  auto g = LoadGraph(Placeholder("x", "DT_FLOAT") + Placeholder("p", "DT_BOOL") +
+                     SwitchF("sw", "x", "p") + Unary("neg", "Neg", "sw:1") +
+                     Merge("m", "sw", "neg") + Binary("y", "AddV2", "sw:1", "m") +
+                     Unary("out", "Identity", "m"));
+  ASSERT_NE(g, nullptr);
+  Status s = FunctionalizeControlFlow(g.get());
+  ASSERT_FALSE(s.ok());
+  EXPECT_THAT(s.message(), HasSubstr("its Switch 'sw' is read by 'y' outside both branches"));
+  EXPECT_THAT(s.message(), Not(HasSubstr("\n")));
+}
+
+TEST(FunctionalizeControlFlowTest, ABranchValueTheNextConditionalReadsAfterTheMergeConverts) {
+  // g, under p's true branch, feeds f (which feeds nothing) and y, which reads the first Merge
+  // and is joined by the second: two conditionals on p, the first's If must not read g (dead
+  // when p is false), and the second must keep out1.
+  const std::string text =
+      Placeholder("x", "DT_FLOAT") + Placeholder("p", "DT_BOOL") + SwitchF("sw", "x", "p") +
+      Binary("sq", "Mul", "sw:1", "sw:1") + Merge("m1", "sw", "sq") + Unary("g", "Neg", "sw:1") +
+      Unary("f", "Exp", "g") + Binary("y", "AddV2", "g", "m1") + Merge("m2", "sw", "y") +
+      Unary("out1", "Identity", "m1") + Unary("out2", "Identity", "m2");
+  ExpectConvertedToTheSameValues(text, {"p"}, {"out1", "out2"});
+}
+
+TEST(FunctionalizeControlFlowTest, ConditionalsOnOnePredicateInsideAndOutsideAnotherStayApart) {
+  // An inner conditional on p inside q's true branch, and another on p outside it: one If for
+  // both would read q's branch, dead when q is false, and kill the outer one's value.
+  const std::string text =
+      Placeholder("x", "DT_FLOAT") + Placeholder("p", "DT_BOOL") + Placeholder("q", "DT_BOOL") +
+      SwitchF("sq", "x", "q") + SwitchF("sp", "sq:1", "p") + Unary("ip", "Neg", "sp:1") +
+      Merge("im", "sp", "ip") + Unary("oe", "Abs", "sq") + Merge("om", "oe", "im") +
+      SwitchF("sc", "x", "p") + Unary("ct", "Square", "sc:1") + Merge("cm", "sc", "ct") +
+      Unary("out_outer", "Identity", "om") + Unary("out_c", "Identity", "cm");
+  ExpectConvertedToTheSameValues(text, {"p", "q"}, {"out_outer", "out_c"});
+}
+
+TEST(FunctionalizeControlFlowTest, ASwitchFeedingTwoMergesBecomesOneIfWithTwoOutputs) {
+  const std::string text = Placeholder("x", "DT_FLOAT") + Placeholder("p", "DT_BOOL") +
+                           SwitchF("sw", "x", "p") + Unary("n", "Neg", "sw:1") +
+                           Merge("m1", "sw", "n") + Unary("e", "Abs", "sw") +
+                           Merge("m2", "e", "sw:1") + Unary("out1", "Identity", "m1") +
+                           Unary("out2", "Identity", "m2");
+  ExpectConvertedToTheSameValues(text, {"p"}, {"out1", "out2"});
+  auto g = LoadGraph(text);
+  ASSERT_TRUE(FunctionalizeControlFlow(g.get()).ok());
+  EXPECT_EQ(CountOps(*g, "If"), 1);
+}
+
+TEST(FunctionalizeControlFlowTest, ANodeOfOneBranchReadingTheOthersSwitchIsRefusedByName) {
+  auto g = LoadGraph(Placeholder("x", "DT_FLOAT") + Placeholder("p", "DT_BOOL") +
+                     SwitchF("sw", "x", "p") + Unary("n", "Neg", "sw:1") +
+                     Binary("b", "AddV2", "sw", "n") + Merge("m", "b", "n") +
+                     Unary("out", "Identity", "m"));
+  ASSERT_NE(g, nullptr);
+  Status s = FunctionalizeControlFlow(g.get());
+  ASSERT_FALSE(s.ok());
+  EXPECT_THAT(s.message(), HasSubstr("'b' reads both of its branches"));
+  EXPECT_THAT(s.message(), Not(HasSubstr("\n")));
+}
+
+TEST(FunctionalizeControlFlowTest, AConditionalOnThePredicateOfTheBranchItLiesInConverts) {
+  // TF1's cond(p, lambda: cond(p, ...), ...): the inner Switch on p lies in p's true branch, so
+  // its false output never runs and its Merge gives its true branch.
+  const std::string text =
+      Placeholder("x", "DT_FLOAT") + Placeholder("p", "DT_BOOL") + SwitchF("sw", "x", "p") +
+      Unary("t", "Neg", "sw:1") + SwitchF("sw2", "t", "p") + Unary("i1", "Abs", "sw2") +
+      Unary("i2", "Square", "sw2:1") + Merge("im", "i1", "i2") + Merge("m", "sw", "im") +
+      Unary("out", "Identity", "m");
+  ExpectConvertedToTheSameValues(text, {"p"}, {"out"});
+}
+
+TEST(FunctionalizeControlFlowTest, TwoThousandConditionalsInAChainConvert) {
+  // x = p ? x + 1 : x - 1, 2000 times on one p: each conditional is rewritten looking only at
+  // itself, not at the whole graph again.
+  constexpr int kConds = 2000;
+  std::string text = Placeholder("x", "DT_FLOAT") + Placeholder("p", "DT_BOOL") + ConstF32("one", 1);
+  std::string value = "x";
+  for (int i = 0; i < kConds; ++i) {
+    const std::string c = "c" + std::to_string(i) + "/";
+    text += SwitchF(c + "sw", value, "p") + Binary(c + "t", "AddV2", c + "sw:1", "one") +
+            Binary(c + "e", "Sub", c + "sw", "one") + Merge(c + "m", c + "e", c + "t");
+    value = c + "m";
+  }
+  text += Unary("out", "Identity", value);
+  auto g = LoadGraph(text);
+  ASSERT_NE(g, nullptr);
+  Status s = FunctionalizeControlFlow(g.get());
+  ASSERT_TRUE(s.ok()) << s.message();
+  EXPECT_FALSE(HasV1ControlFlow(*g));
+  EXPECT_EQ(CountOps(*g, "If"), kConds);
+  for (bool p : {true, false}) {
+    auto out = RunGraph(*g, {{"x", Tensor::Vector<float>(graph::DT_FLOAT, {1.5f, -4.0f})},
+                             {"p", Tensor::Scalar<bool>(graph::DT_BOOL, p)}},
+                        {"out"});
+    ASSERT_EQ(out.size(), 1u);
+    EXPECT_FLOAT_EQ(out[0].flat<float>()[0], p ? 2001.5f : -1998.5f);
+  }
 }
 
 TEST(FunctionalizeControlFlowTest, AGraphWithoutV1ControlFlowIsLeftAlone) {
