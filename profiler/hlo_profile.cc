@@ -81,11 +81,33 @@ std::string FormatHloProfile(const HloProfile& profile) {
                        predicted ? "a device copy on the target" : "copy loop, this machine",
                        profile.peak_bandwidth_gbps);
   }
+  if (profile.limits != nullptr) {
+    out += fmt::format("Machine limits (measured, this machine): {}\n", profile.limits->Summary());
+  }
+  // The floor the limits put under a row's time (ns per run) and which limit it is.
+  auto bound = [&](double bytes, double flops) -> std::pair<double, std::string> {
+    if (profile.limits == nullptr) return {0, ""};
+    const MachineLimits& limits = *profile.limits;
+    const double gbps = bytes > 0 ? limits.BandwidthGBps(bytes) : 0;
+    const double memory_ns = gbps > 0 ? bytes / gbps : 0;
+    const double compute_ns = limits.peak_gflops > 0 ? flops / limits.peak_gflops : 0;
+    if (memory_ns <= 0 && compute_ns <= 0) return {0, "-"};
+    return compute_ns > memory_ns ? std::pair<double, std::string>{compute_ns, "FMA"}
+                                  : std::pair<double, std::string>{memory_ns, limits.LevelOf(bytes)};
+  };
+  const bool with_bound = profile.limits != nullptr;
+  auto bound_cells = [&](double ns, double floor_ns, const std::string& limit) {
+    if (!with_bound) return std::string();
+    if (floor_ns <= 0 || ns <= 0) return fmt::format(" {:>7} {:<5}", "-", "-");
+    return fmt::format(" {:>6.1f}% {:<5}", 100.0 * floor_ns / ns, limit);
+  };
   const std::string gpu_header =
       with_gpu ? fmt::format(" {:>8} {:>10} {:>5} {:>8} {:>11}", "sect/req", "DRAM", "occ", "bkconf", "bound") : "";
-  out += fmt::format("{:>12} {:>7} {:>7} {:>10} {:>10} {:>8} {:>8}{}{}  {}\n", "time/run", "%",
+  out += fmt::format("{:>12} {:>7} {:>7} {:>10} {:>10} {:>8} {:>8}{}{}{}  {}\n", "time/run", "%",
                      "cum%", "bytes", "flops", "GB/s", "GFLOP/s", with_peak ? " %peakBW" : "",
-                     gpu_header, kernel_cell("kernel", "source"));
+                     with_bound ? fmt::format(" {:>7} {:<5}", "%bound", "limit") : "", gpu_header,
+                     kernel_cell("kernel", "source"));
+  double total_floor_ns = 0;
   double cumulative = 0;
   for (const auto* row : rows) {
     double ns = row->total_ns / runs;
@@ -108,22 +130,24 @@ std::string FormatHloProfile(const HloProfile& profile) {
     } else if (with_gpu) {
       gpu = fmt::format(" {:>8} {:>10} {:>5} {:>8} {:>11}", "-", "-", "-", "-", "-");
     }
-    out += fmt::format("{:>12} {:>6.1f}% {:>6.1f}% {:>10} {:>10} {:>8} {:>8}{}{}  {}\n",
+    const auto [floor_ns, limit] = bound(row->bytes_accessed, row->flops);
+    total_floor_ns += floor_ns;
+    out += fmt::format("{:>12} {:>6.1f}% {:>6.1f}% {:>10} {:>10} {:>8} {:>8}{}{}{}  {}\n",
                        HumanTime(ns), share, cumulative_share, HumanBytes(row->bytes_accessed),
                        HumanCount(row->flops + row->transcendentals),
                        gbps > 0 ? fmt::format("{:.2f}", gbps) : "-",
-                       gflops > 0 ? fmt::format("{:.2f}", gflops) : "-", peak, gpu,
-                       kernel_cell(kernel_text(*row), row->source));
+                       gflops > 0 ? fmt::format("{:.2f}", gflops) : "-", peak,
+                       bound_cells(ns, floor_ns, limit), gpu, kernel_cell(kernel_text(*row), row->source));
   }
   double gbps = total_ns > 0 ? total_bytes / total_ns : 0;
-  out += fmt::format("{:>12} {:>6.1f}% {:>7} {:>10} {:>10} {:>8} {:>8}{}{}  total\n",
+  out += fmt::format("{:>12} {:>6.1f}% {:>7} {:>10} {:>10} {:>8} {:>8}{}{}{}  total\n",
                      HumanTime(total_ns), total_ns > 0 ? 100.0 : 0.0, "", HumanBytes(total_bytes),
                      HumanCount(total_flops), gbps > 0 ? fmt::format("{:.2f}", gbps) : "-",
                      total_ns > 0 && total_flops > 0 ? fmt::format("{:.2f}", total_flops / total_ns) : "-",
                      with_peak && gbps > 0
                          ? fmt::format(" {:>7.1f}%", 100.0 * gbps / profile.peak_bandwidth_gbps)
                          : (with_peak ? fmt::format(" {:>8}", "-") : ""),
-                     std::string(with_gpu ? gpu_header.size() : 0, ' '));
+                     bound_cells(total_ns, total_floor_ns, ""), std::string(with_gpu ? gpu_header.size() : 0, ' '));
   return out;
 }
 

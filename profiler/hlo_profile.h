@@ -10,6 +10,8 @@
 #include <string>
 #include <vector>
 
+#include "profiler/machine_limits.h"
+
 namespace xlens::profiler {
 
 struct HloProfileEntry {
@@ -43,6 +45,11 @@ struct HloProfile {
   std::vector<HloProfileEntry> entries;
   // The bandwidth a copy loop reaches on this machine (GB/s); 0 leaves the %peak column out.
   double peak_bandwidth_gbps = 0;
+  // This machine's measured limits (not owned; ThisMachineLimits() lives for the process). When
+  // set, a %bound column holds each row to the floor they put under its time: its bytes over the
+  // bandwidth of a working set that size (the cache that holds it, or memory) or its flops over
+  // the peak FLOP/s, whichever is longer; the `limit` column says which.
+  const MachineLimits* limits = nullptr;
   // Non-empty when the times are not measured but predicted ("predicted for h100 (NVIDIA
   // H100 SXM5 80GB)"): said in the header, and the %peak column is of the target's copy
   // bandwidth.

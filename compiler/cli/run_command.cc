@@ -175,6 +175,7 @@ std::string HloProfileText(const runtime::Executable& exe, const std::vector<int
   profile.module = exe.module().name();
   profile.runs = iterations;
   profile.peak_bandwidth_gbps = profiler::PeakMemoryBandwidthGBps();
+  profile.limits = &profiler::ThisMachineLimits();
   for (size_t i = 0; i < exe.thunks().size() && i < thunk_ns.size(); ++i) {
     const runtime::Thunk& thunk = *exe.thunks()[i];
     const runtime::ThunkTraceInfo& info = thunk.trace_info();

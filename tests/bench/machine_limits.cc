@@ -1,5 +1,7 @@
 // What this machine can do, measured, as JSON: the roofline every workload of
-// tests/bench/codegen_vs_xla.py is reported against.
+// tests/bench/codegen_vs_xla.py is reported against. The bandwidth and FLOP/s figures are
+// profiler/machine_limits.h's (the same kernels --xla_hlo_profile holds its rows to); the
+// oneDNN figures are this program's.
 //
 //   - memory: STREAM's copy (a[i] = b[i]) and triad (a[i] = b[i] + s * c[i]) on arrays four
 //     times the last-level cache, on one thread and on all, counted as STREAM counts them (the
@@ -17,27 +19,22 @@
 //                       [--matmul=[B,]M,K,N]... [--conv=N,H,W,C,KH,KW,O[,stride[,pad[,groups]]]]...
 //                       [--hlo=FILE]...
 // --quick measures smaller arrays and fewer repetitions (a smoke run, not a measurement).
-#include <immintrin.h>
-#include <sys/stat.h>
-
 #include <algorithm>
-#include <atomic>
-#include <barrier>
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <fstream>
-#include <functional>
-#include <memory>
+#include <optional>
 #include <sstream>
 #include <string>
 #include <thread>
+#include <unordered_map>
 #include <vector>
 
 #include <nlohmann/json.hpp>
-#include <optional>
-#include <unordered_map>
+
+#include "profiler/machine_limits.h"
 
 #ifdef XLENS_HAVE_ONEDNN
 #include <oneapi/dnnl/dnnl.hpp>
@@ -59,248 +56,6 @@ int64_t NowNs() {
   return std::chrono::duration_cast<std::chrono::nanoseconds>(
              std::chrono::steady_clock::now().time_since_epoch())
       .count();
-}
-
-// ---------------------------------------------------------------------------------------------
-// Threads: a team that runs one job on every member at once. The members meet at a barrier
-// before timing starts, so the elapsed time is from the first start to the last finish.
-
-class Team {
- public:
-  explicit Team(int size) : size_(size) {}
-  int size() const { return size_; }
-
-  // Runs job(member) on `size()` threads; returns the elapsed nanoseconds (first start to last end).
-  int64_t Run(const std::function<void(int)>& job) {
-    std::vector<int64_t> start(size_), end(size_);
-    std::barrier sync(size_);
-    auto member = [&](int m) {
-      sync.arrive_and_wait();
-      start[m] = NowNs();
-      job(m);
-      end[m] = NowNs();
-    };
-    std::vector<std::thread> threads;
-    for (int m = 1; m < size_; ++m) threads.emplace_back(member, m);
-    member(0);
-    for (auto& t : threads) t.join();
-    return *std::max_element(end.begin(), end.end()) - *std::min_element(start.begin(), start.end());
-  }
-
- private:
-  int size_;
-};
-
-// ---------------------------------------------------------------------------------------------
-// Streaming kernels, in the widest vectors the CPU has (the target attributes keep the rest of
-// the build on its baseline ISA). n is a multiple of 64 floats; arrays are 64-byte aligned.
-
-#define XLENS_STREAM_KERNELS(SUFFIX, TARGET, WIDTH)                                              \
-  typedef float Vec##SUFFIX __attribute__((vector_size(WIDTH * 4), aligned(WIDTH * 4)));         \
-  __attribute__((target(TARGET), noinline)) void Copy##SUFFIX(float* a, const float* b,          \
-                                                               int64_t n) {                      \
-    auto* va = reinterpret_cast<Vec##SUFFIX*>(a);                                                \
-    auto* vb = reinterpret_cast<const Vec##SUFFIX*>(b);                                          \
-    _Pragma("GCC unroll 4") for (int64_t i = 0; i < n / WIDTH; ++i) va[i] = vb[i];               \
-  }                                                                                              \
-  __attribute__((target(TARGET), noinline)) void Triad##SUFFIX(float* a, const float* b,         \
-                                                                const float* c, float s,         \
-                                                                int64_t n) {                     \
-    auto* va = reinterpret_cast<Vec##SUFFIX*>(a);                                                \
-    auto* vb = reinterpret_cast<const Vec##SUFFIX*>(b);                                          \
-    auto* vc = reinterpret_cast<const Vec##SUFFIX*>(c);                                          \
-    _Pragma("GCC unroll 4") for (int64_t i = 0; i < n / WIDTH; ++i) va[i] = vb[i] + s * vc[i];   \
-  }                                                                                              \
-  __attribute__((target(TARGET), noinline)) float Sum##SUFFIX(const float* a, int64_t n) {       \
-    auto* va = reinterpret_cast<const Vec##SUFFIX*>(a);                                          \
-    Vec##SUFFIX s0 = {}, s1 = {}, s2 = {}, s3 = {};                                              \
-    for (int64_t i = 0; i < n / WIDTH; i += 4) {                                                 \
-      s0 += va[i];                                                                               \
-      s1 += va[i + 1];                                                                           \
-      s2 += va[i + 2];                                                                           \
-      s3 += va[i + 3];                                                                           \
-    }                                                                                            \
-    Vec##SUFFIX s = (s0 + s1) + (s2 + s3);                                                       \
-    float total = 0;                                                                             \
-    for (int i = 0; i < WIDTH; ++i) total += s[i];                                               \
-    return total;                                                                                \
-  }
-
-XLENS_STREAM_KERNELS(Avx512, "avx512f", 16)
-XLENS_STREAM_KERNELS(Avx2, "avx2,fma", 8)
-
-bool HasAvx512() { return __builtin_cpu_supports("avx512f"); }
-
-void Copy(float* a, const float* b, int64_t n) { HasAvx512() ? CopyAvx512(a, b, n) : CopyAvx2(a, b, n); }
-void Triad(float* a, const float* b, const float* c, float s, int64_t n) {
-  HasAvx512() ? TriadAvx512(a, b, c, s, n) : TriadAvx2(a, b, c, s, n);
-}
-float Sum(const float* a, int64_t n) { return HasAvx512() ? SumAvx512(a, n) : SumAvx2(a, n); }
-
-// ---------------------------------------------------------------------------------------------
-// Peak FLOP/s: 16 independent FMA chains (latency 4-5 cycles, two pipes: 8-10 needed) in
-// registers, no memory traffic.
-
-__attribute__((target("avx512f"), noinline)) float FmaAvx512(int64_t iterations) {
-  __m512 acc[16];
-#pragma GCC unroll 16
-  for (int i = 0; i < 16; ++i) acc[i] = _mm512_set1_ps(0.001f * i);
-  const __m512 a = _mm512_set1_ps(0.999999f), b = _mm512_set1_ps(1e-7f);
-  for (int64_t it = 0; it < iterations; ++it) {
-#pragma GCC unroll 16
-    for (int i = 0; i < 16; ++i) acc[i] = _mm512_fmadd_ps(acc[i], a, b);
-  }
-  __m512 s = acc[0];
-#pragma GCC unroll 16
-  for (int i = 1; i < 16; ++i) s = _mm512_add_ps(s, acc[i]);
-  float out[16];
-  _mm512_storeu_ps(out, s);
-  float total = 0;
-  for (float v : out) total += v;
-  return total;
-}
-
-__attribute__((target("avx2,fma"), noinline)) float FmaAvx2(int64_t iterations) {
-  __m256 acc[16];
-#pragma GCC unroll 16
-  for (int i = 0; i < 16; ++i) acc[i] = _mm256_set1_ps(0.001f * i);
-  const __m256 a = _mm256_set1_ps(0.999999f), b = _mm256_set1_ps(1e-7f);
-  for (int64_t it = 0; it < iterations; ++it) {
-#pragma GCC unroll 16
-    for (int i = 0; i < 16; ++i) acc[i] = _mm256_fmadd_ps(acc[i], a, b);
-  }
-  __m256 s = acc[0];
-#pragma GCC unroll 16
-  for (int i = 1; i < 16; ++i) s = _mm256_add_ps(s, acc[i]);
-  float out[8];
-  _mm256_storeu_ps(out, s);
-  return out[0] + out[1] + out[2] + out[3] + out[4] + out[5] + out[6] + out[7];
-}
-
-std::atomic<float> sink{0};  // keeps results alive
-
-// GFLOP/s of `threads` threads each running FMA chains; the best of `repetitions`.
-double PeakGflops(Team& team, bool avx512, int repetitions, int64_t iterations) {
-  const double flops_per_iteration = 16.0 * (avx512 ? 16 : 8) * 2;
-  double best = 0;
-  for (int r = 0; r < repetitions; ++r) {
-    int64_t ns = team.Run([&](int) {
-      float v = avx512 ? FmaAvx512(iterations) : FmaAvx2(iterations);
-      sink.store(sink.load(std::memory_order_relaxed) + v, std::memory_order_relaxed);
-    });
-    best = std::max(best, flops_per_iteration * iterations * team.size() / std::max<int64_t>(ns, 1));
-  }
-  return best;
-}
-
-// ---------------------------------------------------------------------------------------------
-// Bandwidth of one kernel over a working set of `bytes` (all arrays together), split evenly
-// over the team; each member repeats its slice until about `target_bytes` have moved.
-
-struct AlignedFree {
-  void operator()(float* p) const { std::free(p); }
-};
-using Buffer = std::unique_ptr<float, AlignedFree>;
-
-Buffer Allocate(int64_t floats) {
-  void* p = std::aligned_alloc(4096, ((floats * 4 + 4095) / 4096) * 4096);
-  if (p == nullptr) {
-    std::fprintf(stderr, "machine_limits: cannot allocate %lld bytes\n", static_cast<long long>(floats * 4));
-    std::exit(1);
-  }
-  return Buffer(static_cast<float*>(p));
-}
-
-enum class Pattern { kCopy, kTriad, kRead };
-int Arrays(Pattern p) { return p == Pattern::kCopy ? 2 : p == Pattern::kTriad ? 3 : 1; }
-const char* Name(Pattern p) { return p == Pattern::kCopy ? "copy" : p == Pattern::kTriad ? "triad" : "read"; }
-
-double Bandwidth(Team& team, Pattern pattern, int64_t bytes, int repetitions, int64_t target_bytes) {
-  const int arrays = Arrays(pattern);
-  // Floats per array per member, a multiple of 64 (whole unrolled vector steps).
-  int64_t per_member = std::max<int64_t>(64, bytes / 4 / arrays / team.size() / 64 * 64);
-  const int64_t moved = per_member * 4 * arrays * team.size();
-  const int64_t inner = std::max<int64_t>(1, target_bytes / moved);
-  std::vector<Buffer> a, b, c;
-  for (int m = 0; m < team.size(); ++m) {
-    a.push_back(Allocate(per_member));
-    b.push_back(Allocate(per_member));
-    c.push_back(Allocate(per_member));
-  }
-  // First touch by the member that uses the pages (their NUMA node, their cache).
-  team.Run([&](int m) {
-    for (int64_t i = 0; i < per_member; ++i) {
-      a[m].get()[i] = 0;
-      b[m].get()[i] = 1;
-      c[m].get()[i] = 2;
-    }
-  });
-  double best = 0;
-  for (int r = 0; r < repetitions + 1; ++r) {  // the first, untimed: it warms the caches
-    int64_t ns = team.Run([&](int m) {
-      float* pa = a[m].get();
-      const float* pb = b[m].get();
-      const float* pc = c[m].get();
-      float total = 0;
-      for (int64_t i = 0; i < inner; ++i) {
-        switch (pattern) {
-          case Pattern::kCopy: Copy(pa, pb, per_member); break;
-          case Pattern::kTriad: Triad(pa, pb, pc, 3.0f, per_member); break;
-          case Pattern::kRead: total += Sum(pb, per_member); break;
-        }
-        asm volatile("" ::: "memory");
-      }
-      sink.store(total, std::memory_order_relaxed);
-    });
-    if (r > 0) best = std::max(best, static_cast<double>(moved) * inner / std::max<int64_t>(ns, 1));
-  }
-  return best;
-}
-
-// ---------------------------------------------------------------------------------------------
-// Caches, from sysfs.
-
-struct Cache {
-  int level = 0;
-  int64_t bytes = 0;   // one instance
-  int instances = 1;   // how many the online CPUs share between them
-};
-
-int64_t ParseSize(const std::string& s) {
-  int64_t v = std::atoll(s.c_str());
-  if (s.find('K') != std::string::npos) v <<= 10;
-  if (s.find('M') != std::string::npos) v <<= 20;
-  return v;
-}
-
-std::string ReadSmall(const std::string& path) {
-  std::ifstream in(path);
-  std::string s;
-  std::getline(in, s);
-  return s;
-}
-
-std::vector<Cache> DataCaches(int cpus) {
-  std::vector<Cache> caches;
-  for (int index = 0; index < 8; ++index) {
-    const std::string dir = "/sys/devices/system/cpu/cpu0/cache/index" + std::to_string(index) + "/";
-    struct stat st;
-    if (stat(dir.c_str(), &st) != 0) break;
-    const std::string type = ReadSmall(dir + "type");
-    if (type != "Data" && type != "Unified") continue;
-    Cache c;
-    c.level = std::atoi(ReadSmall(dir + "level").c_str());
-    c.bytes = ParseSize(ReadSmall(dir + "size"));
-    // shared_cpu_list "0-1" or "0": CPUs per instance.
-    const std::string shared = ReadSmall(dir + "shared_cpu_list");
-    int sharing = 1;
-    if (auto dash = shared.find('-'); dash != std::string::npos) {
-      sharing = std::atoi(shared.c_str() + dash + 1) - std::atoi(shared.c_str()) + 1;
-    }
-    c.instances = std::max(1, cpus / std::max(1, sharing));
-    caches.push_back(c);
-  }
-  return caches;
 }
 
 std::string CpuModel() {
@@ -642,61 +397,52 @@ int main(int argc, char** argv) {
       return 1;
     }
   }
-  const bool avx512 = HasAvx512();
-  Team one(1), all(threads);
-  const std::vector<Cache> caches = DataCaches(cpus);
-  int64_t llc = 32 << 20;
-  for (const Cache& c : caches) llc = std::max(llc, c.bytes * c.instances);
+  using xlens::profiler::StreamKernel;
+  namespace profiler = xlens::profiler;
+  // Every figure is the best of many short repetitions rather than the mean of a few long ones:
+  // on a shared machine a neighbour can take the memory bus or a core for a while.
+  profiler::MachineLimitsOptions options;
+  options.threads = threads;
+  options.repetitions = quick ? 1 : repetitions * 3;
+  if (quick) options.memory_bytes = int64_t{8} << 20;
+  options.every_doubling = !quick;
+  const profiler::MachineLimits limits = profiler::MeasureMachineLimits(options);
 
   Json out;
   out["cpu"] = CpuModel();
   out["threads"] = threads;
-  out["vector_isa"] = avx512 ? "avx512f" : "avx2";
+  out["vector_isa"] = profiler::WidestVectorIsa();
   Json cache_json = Json::array();
-  for (const Cache& c : caches) {
+  for (const profiler::CacheLevel& c : limits.caches) {
     cache_json.push_back({{"level", c.level}, {"bytes", c.bytes}, {"instances", c.instances},
-                          {"total_bytes", c.bytes * c.instances}});
+                          {"total_bytes", c.total_bytes()}});
   }
   out["caches"] = cache_json;
-
-  // Memory: STREAM's rule, each array at least four times the last-level cache. On a shared
-  // machine a neighbour can take the memory bus or a core for a while, so every figure is the best
-  // of many short repetitions rather than the mean of a few long ones.
-  const int64_t stream_bytes = quick ? (int64_t{24} << 20) : 4 * llc * 3;
-  const int memory_reps = quick ? 2 : repetitions * 4;
-  Json memory;
-  memory["array_bytes"] = stream_bytes / 3;
-  for (Pattern p : {Pattern::kCopy, Pattern::kTriad}) {
-    const int64_t bytes = stream_bytes / 3 * Arrays(p);
-    memory[std::string(Name(p)) + "_gbps_one_thread"] = Bandwidth(one, p, bytes, memory_reps, 1);
-    memory[std::string(Name(p)) + "_gbps_all_threads"] = Bandwidth(all, p, bytes, memory_reps, 1);
-  }
-  memory["read_gbps_all_threads"] = Bandwidth(all, Pattern::kRead, stream_bytes / 3, memory_reps, 1);
-  out["memory"] = memory;
-
-  // The working-set sweep, all threads: 16 KiB to twice the last-level cache, doubling; each
-  // repetition moves about 32 MiB (a few hundred microseconds in cache).
-  const int sweep_reps = quick ? 2 : repetitions * 3;
+  // Memory: STREAM's rule, each array at least four times the last-level cache; one thread too.
+  const int64_t array = limits.memory.working_set_bytes / 3;
+  const int reps = options.repetitions;
+  out["memory"] = {
+      {"array_bytes", array},
+      {"copy_gbps_one_thread", profiler::StreamBandwidthGBps(StreamKernel::kCopy, 2 * array, 1, reps, 1)},
+      {"triad_gbps_one_thread", profiler::StreamBandwidthGBps(StreamKernel::kTriad, 3 * array, 1, reps, 1)},
+      {"copy_gbps_all_threads", limits.memory.copy_gbps},
+      {"triad_gbps_all_threads", limits.memory.triad_gbps},
+      {"read_gbps_all_threads", limits.memory.read_gbps}};
   Json sweep = Json::array();
-  for (int64_t bytes = 16 << 10; bytes <= 2 * llc; bytes *= 2) {
-    if (quick && bytes > (int64_t{4} << 20)) break;
-    Json point = {{"working_set_bytes", bytes}};
-    for (Pattern p : {Pattern::kCopy, Pattern::kTriad, Pattern::kRead}) {
-      point[std::string(Name(p)) + "_gbps"] = Bandwidth(all, p, bytes, sweep_reps, int64_t{32} << 20);
-    }
-    sweep.push_back(point);
+  for (const profiler::BandwidthPoint& p : limits.sweep) {
+    sweep.push_back({{"working_set_bytes", p.working_set_bytes}, {"copy_gbps", p.copy_gbps},
+                     {"triad_gbps", p.triad_gbps}, {"read_gbps", p.read_gbps}});
   }
   out["working_set_sweep"] = sweep;
-
   // About a millisecond per repetition.
-  const int64_t fma_iterations = 1 << 18;
   const int fma_reps = quick ? 2 : repetitions * 6;
-  Json peak = {{"isa", avx512 ? "avx512f" : "avx2"},
-               {"gflops_one_core", PeakGflops(one, avx512, fma_reps, fma_iterations)},
-               {"gflops_all_cores", PeakGflops(all, avx512, fma_reps, fma_iterations)}};
+  const bool avx512 = std::string(profiler::WidestVectorIsa()) == "avx512f";
+  Json peak = {{"isa", profiler::WidestVectorIsa()},
+               {"gflops_one_core", profiler::PeakGflops(1, fma_reps, 1 << 18)},
+               {"gflops_all_cores", limits.peak_gflops}};
   if (avx512) {  // the narrower unit too: on some cores 512-bit FMAs issue at half rate
-    peak["avx2_gflops_one_core"] = PeakGflops(one, false, fma_reps, fma_iterations);
-    peak["avx2_gflops_all_cores"] = PeakGflops(all, false, fma_reps, fma_iterations);
+    peak["avx2_gflops_one_core"] = profiler::PeakGflops(1, fma_reps, 1 << 18, true);
+    peak["avx2_gflops_all_cores"] = profiler::PeakGflops(threads, fma_reps, 1 << 18, true);
   }
   out["peak_f32"] = peak;
 

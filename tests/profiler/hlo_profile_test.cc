@@ -112,6 +112,41 @@ TEST(HloProfile, SourceColumnWhenAnyRowHasASourceLine) {
   EXPECT_THAT(FormatHloProfile(profile), ::testing::Not(HasSubstr("source")));
 }
 
+TEST(HloProfile, BoundColumnHoldsEachRowToTheLimitThatBindsIt) {
+  MachineLimits limits;
+  limits.threads = 2;
+  limits.caches = {{1, 32 << 10, 2}, {2, 1 << 20, 2}, {3, 32 << 20, 1}};
+  limits.sweep = {{32 << 10, 400, 450, 500}, {1 << 20, 200, 210, 250}, {16 << 20, 60, 62, 70}};
+  limits.memory = {384 << 20, 20, 25, 40};
+  limits.peak_gflops = 200;
+  HloProfile profile;
+  profile.module = "m";
+  profile.runs = 1;
+  profile.limits = &limits;
+  // 500 MB, beyond the sweep: memory (the read's 40 GB/s: 12.5 ms) in 25 ms: 50%.
+  // 1 MiB in L2 (250 GB/s: 4.19 us) in 8.39 us: 50%, the L2's.
+  // 1 GFLOP (200 GFLOP/s: 5 ms) over 1 MB in 10 ms: 50%, the FMA units'.
+  profile.entries = {{"fusion.1", "kLoop fusion", 25'000'000, 500e6, 0, 0},
+                     {"fusion.2", "kInput fusion", 8'388, 1 << 20, 0, 0},
+                     {"dot.3", "dot (oneDNN)", 10'000'000, 1 << 20, 1e9, 0}};
+  std::vector<std::string> lines = Lines(FormatHloProfile(profile));
+  ASSERT_EQ(lines.size(), 7u);
+  EXPECT_THAT(lines[1], HasSubstr("Machine limits (measured, this machine): memory 40.0 GB/s"));
+  EXPECT_THAT(lines[2], HasSubstr("%bound limit"));
+  EXPECT_THAT(lines[3], HasSubstr("fusion.1"));
+  EXPECT_THAT(lines[3], HasSubstr("50.0% mem"));
+  EXPECT_THAT(lines[4], HasSubstr("dot.3"));
+  EXPECT_THAT(lines[4], HasSubstr("50.0% FMA"));
+  EXPECT_THAT(lines[5], HasSubstr("fusion.2"));
+  EXPECT_THAT(lines[5], HasSubstr("50.0% L2"));
+  // The total: 17.504 ms of floors in 35.008 ms.
+  EXPECT_THAT(lines[6], HasSubstr("total"));
+  EXPECT_THAT(lines[6], HasSubstr("50.0%"));
+  // Without limits, no column.
+  profile.limits = nullptr;
+  EXPECT_THAT(FormatHloProfile(profile), ::testing::Not(HasSubstr("%bound")));
+}
+
 TEST(HloProfile, EmptyProfile) {
   HloProfile profile;
   profile.module = "empty";

@@ -1,0 +1,386 @@
+#include "profiler/machine_limits.h"
+
+#include <sys/stat.h>
+
+#include <algorithm>
+#include <atomic>
+#include <barrier>
+#include <cstdlib>
+#include <fstream>
+#include <functional>
+#include <memory>
+#include <thread>
+
+#include <fmt/format.h>
+
+#include "profiler/host_tracer.h"
+
+#if defined(__x86_64__)
+#include <immintrin.h>
+#endif
+
+namespace xlens::profiler {
+
+namespace {
+
+// Runs job(member) on `threads` threads at once; the elapsed ns from the first start to the last
+// end (the members meet at a barrier first, so they start together).
+int64_t RunTeam(int threads, const std::function<void(int)>& job) {
+  std::vector<int64_t> start(threads), end(threads);
+  std::barrier sync(threads);
+  auto member = [&](int m) {
+    sync.arrive_and_wait();
+    start[m] = NowNs();
+    job(m);
+    end[m] = NowNs();
+  };
+  std::vector<std::thread> others;
+  for (int m = 1; m < threads; ++m) others.emplace_back(member, m);
+  member(0);
+  for (auto& t : others) t.join();
+  return *std::max_element(end.begin(), end.end()) - *std::min_element(start.begin(), start.end());
+}
+
+// The stream kernels in explicit vectors (n is a multiple of 64 floats, arrays 64-byte aligned);
+// on x86 in the widest unit, by function-level target attributes so that the rest of the build
+// keeps its baseline ISA.
+#define XLENS_STREAM_KERNELS(SUFFIX, TARGET_ATTRIBUTE, WIDTH)                                     \
+  typedef float Vec##SUFFIX __attribute__((vector_size(WIDTH * 4), aligned(WIDTH * 4)));          \
+  TARGET_ATTRIBUTE __attribute__((noinline)) void Copy##SUFFIX(float* a, const float* b, int64_t n) { \
+    auto* va = reinterpret_cast<Vec##SUFFIX*>(a);                                                 \
+    auto* vb = reinterpret_cast<const Vec##SUFFIX*>(b);                                           \
+    _Pragma("GCC unroll 4") for (int64_t i = 0; i < n / WIDTH; ++i) va[i] = vb[i];                \
+  }                                                                                               \
+  TARGET_ATTRIBUTE __attribute__((noinline)) void Triad##SUFFIX(float* a, const float* b,         \
+                                                                const float* c, float s, int64_t n) { \
+    auto* va = reinterpret_cast<Vec##SUFFIX*>(a);                                                 \
+    auto* vb = reinterpret_cast<const Vec##SUFFIX*>(b);                                           \
+    auto* vc = reinterpret_cast<const Vec##SUFFIX*>(c);                                           \
+    _Pragma("GCC unroll 4") for (int64_t i = 0; i < n / WIDTH; ++i) va[i] = vb[i] + s * vc[i];    \
+  }                                                                                               \
+  TARGET_ATTRIBUTE __attribute__((noinline)) float Sum##SUFFIX(const float* a, int64_t n) {       \
+    auto* va = reinterpret_cast<const Vec##SUFFIX*>(a);                                           \
+    Vec##SUFFIX s0 = {}, s1 = {}, s2 = {}, s3 = {};                                               \
+    for (int64_t i = 0; i < n / WIDTH; i += 4) {                                                  \
+      s0 += va[i];                                                                                \
+      s1 += va[i + 1];                                                                            \
+      s2 += va[i + 2];                                                                            \
+      s3 += va[i + 3];                                                                            \
+    }                                                                                             \
+    Vec##SUFFIX s = (s0 + s1) + (s2 + s3);                                                        \
+    float total = 0;                                                                              \
+    for (int i = 0; i < WIDTH; ++i) total += s[i];                                                \
+    return total;                                                                                 \
+  }
+
+#if defined(__x86_64__)
+XLENS_STREAM_KERNELS(Avx512, __attribute__((target("avx512f"))), 16)
+XLENS_STREAM_KERNELS(Avx2, __attribute__((target("avx2,fma"))), 8)
+bool HasAvx512() { return __builtin_cpu_supports("avx512f"); }
+bool HasAvx2() { return __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma"); }
+#endif
+XLENS_STREAM_KERNELS(Generic, , 8)
+
+void Copy(float* a, const float* b, int64_t n) {
+#if defined(__x86_64__)
+  if (HasAvx512()) return CopyAvx512(a, b, n);
+  if (HasAvx2()) return CopyAvx2(a, b, n);
+#endif
+  CopyGeneric(a, b, n);
+}
+
+void Triad(float* a, const float* b, const float* c, float s, int64_t n) {
+#if defined(__x86_64__)
+  if (HasAvx512()) return TriadAvx512(a, b, c, s, n);
+  if (HasAvx2()) return TriadAvx2(a, b, c, s, n);
+#endif
+  TriadGeneric(a, b, c, s, n);
+}
+
+float Sum(const float* a, int64_t n) {
+#if defined(__x86_64__)
+  if (HasAvx512()) return SumAvx512(a, n);
+  if (HasAvx2()) return SumAvx2(a, n);
+#endif
+  return SumGeneric(a, n);
+}
+
+// 16 independent FMA chains (latency 4-5 cycles on two pipes: 8-10 would do) in registers.
+#if defined(__x86_64__)
+__attribute__((target("avx512f"), noinline)) float FmaAvx512(int64_t iterations) {
+  __m512 acc[16];
+#pragma GCC unroll 16
+  for (int i = 0; i < 16; ++i) acc[i] = _mm512_set1_ps(0.001f * i);
+  const __m512 a = _mm512_set1_ps(0.999999f), b = _mm512_set1_ps(1e-7f);
+  for (int64_t it = 0; it < iterations; ++it) {
+#pragma GCC unroll 16
+    for (int i = 0; i < 16; ++i) acc[i] = _mm512_fmadd_ps(acc[i], a, b);
+  }
+  __m512 s = acc[0];
+#pragma GCC unroll 16
+  for (int i = 1; i < 16; ++i) s = _mm512_add_ps(s, acc[i]);
+  float out[16];
+  _mm512_storeu_ps(out, s);
+  float total = 0;
+  for (float v : out) total += v;
+  return total;
+}
+
+__attribute__((target("avx2,fma"), noinline)) float FmaAvx2(int64_t iterations) {
+  __m256 acc[16];
+#pragma GCC unroll 16
+  for (int i = 0; i < 16; ++i) acc[i] = _mm256_set1_ps(0.001f * i);
+  const __m256 a = _mm256_set1_ps(0.999999f), b = _mm256_set1_ps(1e-7f);
+  for (int64_t it = 0; it < iterations; ++it) {
+#pragma GCC unroll 16
+    for (int i = 0; i < 16; ++i) acc[i] = _mm256_fmadd_ps(acc[i], a, b);
+  }
+  __m256 s = acc[0];
+#pragma GCC unroll 16
+  for (int i = 1; i < 16; ++i) s = _mm256_add_ps(s, acc[i]);
+  float out[8];
+  _mm256_storeu_ps(out, s);
+  float total = 0;
+  for (float v : out) total += v;
+  return total;
+}
+#endif
+
+std::atomic<float> sink{0};  // keeps the kernels' results alive
+
+struct AlignedFree {
+  void operator()(float* p) const { std::free(p); }
+};
+using Buffer = std::unique_ptr<float, AlignedFree>;
+
+Buffer Allocate(int64_t floats) {
+  void* p = std::aligned_alloc(4096, ((floats * 4 + 4095) / 4096) * 4096);
+  if (p == nullptr) throw std::bad_alloc();
+  return Buffer(static_cast<float*>(p));
+}
+
+int Arrays(StreamKernel k) { return k == StreamKernel::kCopy ? 2 : k == StreamKernel::kTriad ? 3 : 1; }
+
+int64_t ParseSize(const std::string& s) {
+  int64_t v = std::atoll(s.c_str());
+  if (s.find('K') != std::string::npos) v <<= 10;
+  if (s.find('M') != std::string::npos) v <<= 20;
+  if (s.find('G') != std::string::npos) v <<= 30;
+  return v;
+}
+
+std::string FirstLine(const std::string& path) {
+  std::ifstream in(path);
+  std::string s;
+  std::getline(in, s);
+  return s;
+}
+
+int OnlineCpus() { return static_cast<int>(std::max(1u, std::thread::hardware_concurrency())); }
+
+}  // namespace
+
+std::vector<CacheLevel> DataCaches() {
+  std::vector<CacheLevel> caches;
+  const int cpus = OnlineCpus();
+  for (int index = 0; index < 16; ++index) {
+    const std::string dir = fmt::format("/sys/devices/system/cpu/cpu0/cache/index{}/", index);
+    struct stat st;
+    if (stat(dir.c_str(), &st) != 0) break;
+    const std::string type = FirstLine(dir + "type");
+    if (type != "Data" && type != "Unified") continue;
+    CacheLevel c;
+    c.level = std::atoi(FirstLine(dir + "level").c_str());
+    c.bytes = ParseSize(FirstLine(dir + "size"));
+    // shared_cpu_list, "0-1" or "0": how many CPUs share one instance.
+    const std::string shared = FirstLine(dir + "shared_cpu_list");
+    int sharing = 1;
+    if (auto dash = shared.find('-'); dash != std::string::npos) {
+      sharing = std::atoi(shared.c_str() + dash + 1) - std::atoi(shared.c_str()) + 1;
+    }
+    c.instances = std::max(1, cpus / std::max(1, sharing));
+    if (c.bytes > 0) caches.push_back(c);
+  }
+  std::sort(caches.begin(), caches.end(), [](const CacheLevel& a, const CacheLevel& b) { return a.level < b.level; });
+  return caches;
+}
+
+const char* StreamKernelName(StreamKernel kernel) {
+  return kernel == StreamKernel::kCopy ? "copy" : kernel == StreamKernel::kTriad ? "triad" : "read";
+}
+
+const char* WidestVectorIsa() {
+#if defined(__x86_64__)
+  if (HasAvx512()) return "avx512f";
+  if (HasAvx2()) return "avx2";
+#endif
+  return "scalar";
+}
+
+double StreamBandwidthGBps(StreamKernel kernel, int64_t bytes, int threads, int repetitions,
+                           int64_t bytes_per_repetition) {
+  threads = std::max(1, threads);
+  const int arrays = Arrays(kernel);
+  // Floats per array per thread: whole unrolled vector steps.
+  const int64_t per_member = std::max<int64_t>(64, bytes / 4 / arrays / threads / 64 * 64);
+  const int64_t moved = per_member * 4 * arrays * threads;
+  const int64_t inner = std::max<int64_t>(1, bytes_per_repetition / moved);
+  std::vector<Buffer> a(threads), b(threads), c(threads);
+  for (int m = 0; m < threads; ++m) {
+    a[m] = Allocate(per_member);
+    b[m] = Allocate(per_member);
+    c[m] = Allocate(per_member);
+  }
+  // First touch by the thread that uses the pages.
+  RunTeam(threads, [&](int m) {
+    std::fill_n(a[m].get(), per_member, 0.0f);
+    std::fill_n(b[m].get(), per_member, 1.0f);
+    std::fill_n(c[m].get(), per_member, 2.0f);
+  });
+  double best = 0;
+  for (int r = 0; r <= repetitions; ++r) {  // the first untimed: it warms the caches
+    const int64_t ns = RunTeam(threads, [&](int m) {
+      float total = 0;
+      for (int64_t i = 0; i < inner; ++i) {
+        switch (kernel) {
+          case StreamKernel::kCopy: Copy(a[m].get(), b[m].get(), per_member); break;
+          case StreamKernel::kTriad: Triad(a[m].get(), b[m].get(), c[m].get(), 3.0f, per_member); break;
+          case StreamKernel::kRead: total += Sum(b[m].get(), per_member); break;
+        }
+        asm volatile("" ::: "memory");
+      }
+      sink.store(total, std::memory_order_relaxed);
+    });
+    if (r > 0) best = std::max(best, static_cast<double>(moved) * inner / std::max<int64_t>(ns, 1));
+  }
+  return best;
+}
+
+double PeakGflops(int threads, int repetitions, int64_t iterations, bool narrower) {
+  threads = std::max(1, threads);
+  int width = 1;
+  std::function<float(int64_t)> chains;
+#if defined(__x86_64__)
+  if (HasAvx512() && !narrower) {
+    width = 16;
+    chains = FmaAvx512;
+  } else if (HasAvx2()) {
+    width = 8;
+    chains = FmaAvx2;
+  }
+#endif
+  if (!chains) {  // no known vector unit: a scalar floor, 16 chains of multiply-adds
+    chains = [](int64_t n) {
+      float acc[16];
+      for (int i = 0; i < 16; ++i) acc[i] = 0.001f * i;
+      for (int64_t it = 0; it < n; ++it) {
+        for (float& x : acc) x = x * 0.999999f + 1e-7f;
+      }
+      float total = 0;
+      for (float x : acc) total += x;
+      return total;
+    };
+  }
+  const double flops = 16.0 * width * 2 * iterations * threads;
+  double best = 0;
+  for (int r = 0; r < repetitions; ++r) {
+    const int64_t ns = RunTeam(threads, [&](int) { sink.store(chains(iterations), std::memory_order_relaxed); });
+    best = std::max(best, flops / std::max<int64_t>(ns, 1));
+  }
+  return best;
+}
+
+double BandwidthPoint::best_gbps() const { return std::max({copy_gbps, triad_gbps, read_gbps}); }
+
+double MachineLimits::BandwidthGBps(double bytes) const {
+  std::vector<BandwidthPoint> points = sweep;
+  if (memory.working_set_bytes > 0) points.push_back(memory);
+  std::sort(points.begin(), points.end(),
+            [](const BandwidthPoint& a, const BandwidthPoint& b) { return a.working_set_bytes < b.working_set_bytes; });
+  if (points.empty()) return 0;
+  size_t start = 0;
+  for (size_t i = 0; i < points.size(); ++i) {
+    if (points[i].working_set_bytes <= bytes) start = i;
+  }
+  double best = 0;
+  for (size_t i = start; i < points.size(); ++i) best = std::max(best, points[i].best_gbps());
+  return best;
+}
+
+std::string MachineLimits::LevelOf(double bytes) const {
+  for (size_t i = 0; i < caches.size(); ++i) {
+    if (bytes <= caches[i].total_bytes()) {
+      return i + 1 == caches.size() && i > 0 ? "LLC" : fmt::format("L{}", caches[i].level);
+    }
+  }
+  return "mem";
+}
+
+double MachineLimits::BoundNs(double bytes, double flops) const {
+  const double gbps = bytes > 0 ? BandwidthGBps(bytes) : 0;
+  const double memory_ns = gbps > 0 ? bytes / gbps : 0;  // bytes per ns is GB/s
+  const double compute_ns = peak_gflops > 0 ? flops / peak_gflops : 0;
+  return std::max(memory_ns, compute_ns);
+}
+
+std::string MachineLimits::Summary() const {
+  std::string out = fmt::format("memory {:.1f} GB/s", memory.best_gbps());
+  for (auto level = caches.rbegin(); level != caches.rend(); ++level) {
+    // The sweep point that lies in the level: half its capacity.
+    out += fmt::format(", {} {:.0f}", LevelOf(level->total_bytes()), BandwidthGBps(level->total_bytes() / 2.0));
+  }
+  return out + fmt::format(" GB/s; peak f32 {:.0f} GFLOP/s ({}, {} threads)", peak_gflops, WidestVectorIsa(), threads);
+}
+
+MachineLimits MeasureMachineLimits(const MachineLimitsOptions& options) {
+  MachineLimits limits;
+  limits.threads = options.threads > 0 ? options.threads : OnlineCpus();
+  limits.caches = DataCaches();
+  int64_t llc = int64_t{32} << 20;
+  if (!limits.caches.empty()) llc = limits.caches.back().total_bytes();
+  const int reps = std::max(1, options.repetitions);
+  auto measure = [&](int64_t bytes, int64_t per_repetition) {
+    BandwidthPoint p;
+    p.working_set_bytes = bytes;
+    p.copy_gbps = StreamBandwidthGBps(StreamKernel::kCopy, bytes, limits.threads, reps, per_repetition);
+    p.triad_gbps = StreamBandwidthGBps(StreamKernel::kTriad, bytes, limits.threads, reps, per_repetition);
+    p.read_gbps = StreamBandwidthGBps(StreamKernel::kRead, bytes, limits.threads, reps, per_repetition);
+    return p;
+  };
+  // Each in-cache repetition moves about 32 MiB: a few hundred microseconds.
+  constexpr int64_t kPerRepetition = int64_t{32} << 20;
+  if (options.every_doubling) {
+    for (int64_t bytes = 16 << 10; bytes <= 2 * llc; bytes *= 2) limits.sweep.push_back(measure(bytes, kPerRepetition));
+  } else {
+    // Half of each level's capacity (well inside it), and twice the last level's.
+    for (const CacheLevel& level : limits.caches) limits.sweep.push_back(measure(level.total_bytes() / 2, kPerRepetition));
+    limits.sweep.push_back(measure(2 * llc, kPerRepetition));
+  }
+  const int64_t array = options.memory_bytes > 0 ? options.memory_bytes : 4 * llc;
+  // STREAM's arrays: each of `array` bytes, whatever the kernel.
+  limits.memory.working_set_bytes = array * 3;
+  limits.memory.copy_gbps = StreamBandwidthGBps(StreamKernel::kCopy, array * 2, limits.threads, reps, 1);
+  limits.memory.triad_gbps = StreamBandwidthGBps(StreamKernel::kTriad, array * 3, limits.threads, reps, 1);
+  limits.memory.read_gbps = StreamBandwidthGBps(StreamKernel::kRead, array, limits.threads, reps, 1);
+  // About a millisecond a repetition.
+  limits.peak_gflops = PeakGflops(limits.threads, 6 * reps, 1 << 18);
+#if defined(__x86_64__)
+  if (HasAvx512()) limits.peak_gflops = std::max(limits.peak_gflops, PeakGflops(limits.threads, 6 * reps, 1 << 18, true));
+#endif
+  return limits;
+}
+
+const MachineLimits& ThisMachineLimits() {
+  static const MachineLimits* limits = [] {
+    MachineLimitsOptions options;
+    options.repetitions = 3;
+    options.every_doubling = false;
+    // Arrays past the last-level cache, but not four times it: this runs inside a user's command.
+    const std::vector<CacheLevel> caches = DataCaches();
+    options.memory_bytes = std::max<int64_t>(int64_t{64} << 20, caches.empty() ? 0 : caches.back().total_bytes());
+    return new MachineLimits(MeasureMachineLimits(options));
+  }();
+  return *limits;
+}
+
+}  // namespace xlens::profiler

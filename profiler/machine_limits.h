@@ -1,0 +1,88 @@
+// What this machine can do, measured: the roofline a kernel's time is held to. The bandwidth of
+// STREAM's kernels (copy a[i] = b[i], triad a[i] = b[i] + s c[i], and a read-only sum) over
+// working sets from L1 to beyond the last-level cache, and the peak f32 FLOP/s of FMA chains on
+// the widest vector unit the CPU has. A kernel whose working set fits in a cache is held to that
+// cache's bandwidth, never to memory's, so its share of the bound cannot pass 100% by hitting
+// in cache.
+//
+// Bytes are counted as STREAM counts them: the arrays the loop names, no write-allocate traffic,
+// as the cost analysis counts a kernel's bytes (its operands and results).
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+namespace xlens::profiler {
+
+// A data or unified cache level, from sysfs.
+struct CacheLevel {
+  int level = 0;
+  int64_t bytes = 0;   // one instance
+  int instances = 1;   // instances among the online CPUs
+  int64_t total_bytes() const { return bytes * instances; }
+};
+
+// The data caches of this machine, innermost first; empty where sysfs does not say.
+std::vector<CacheLevel> DataCaches();
+
+enum class StreamKernel { kCopy, kTriad, kRead };
+const char* StreamKernelName(StreamKernel kernel);  // "copy", "triad", "read"
+
+// GB/s of `kernel` over a working set of `bytes` (all its arrays together), split evenly over
+// `threads` threads that meet at a barrier before timing; each repetition moves at least
+// `bytes_per_repetition` (the slice is swept again until it has). The best of `repetitions`,
+// after an untimed one.
+double StreamBandwidthGBps(StreamKernel kernel, int64_t bytes, int threads, int repetitions,
+                           int64_t bytes_per_repetition);
+
+// "avx512f", "avx2" or "scalar": the vector unit PeakGflops and the stream kernels use.
+const char* WidestVectorIsa();
+
+// GFLOP/s of 16 independent FMA chains per thread on `threads` threads, the best of
+// `repetitions` of `iterations` steps each; `narrower` uses 256-bit vectors on an AVX-512 CPU
+// (some cores issue 512-bit FMAs at half rate).
+double PeakGflops(int threads, int repetitions, int64_t iterations, bool narrower = false);
+
+// One point of the working-set sweep, on all threads.
+struct BandwidthPoint {
+  int64_t working_set_bytes = 0;
+  double copy_gbps = 0, triad_gbps = 0, read_gbps = 0;
+  double best_gbps() const;
+};
+
+struct MachineLimits {
+  int threads = 0;
+  std::vector<CacheLevel> caches;
+  std::vector<BandwidthPoint> sweep;  // ascending working sets
+  BandwidthPoint memory;              // arrays well beyond the last-level cache
+  double peak_gflops = 0;             // all cores
+
+  // The most any of the stream kernels moves per second over a working set of `bytes`: the
+  // largest sweep point not above it (or the smallest), or a larger one that measured faster
+  // (the curve falls with size; a busy machine makes it jagged). An upper bound for a kernel
+  // that moves `bytes`, whatever it reads and writes.
+  double BandwidthGBps(double bytes) const;
+  // "L1", "L2", ... "LLC" for the innermost level whose total capacity holds `bytes`; "mem".
+  std::string LevelOf(double bytes) const;
+  // The shortest time a kernel moving `bytes` and computing `flops` can take (ns): the longer of
+  // the two floors. 0 when neither is known.
+  double BoundNs(double bytes, double flops) const;
+  // One line: "memory 31.2 GB/s, LLC 62, L2 210, L1 480 GB/s; peak f32 235 GFLOP/s (avx512f)".
+  std::string Summary() const;
+};
+
+struct MachineLimitsOptions {
+  int threads = 0;          // 0: every online CPU
+  int repetitions = 3;      // per point
+  int64_t memory_bytes = 0;  // per STREAM array; 0: four times the last-level cache
+  bool every_doubling = true;  // the sweep at every power of two, or only about each level
+};
+
+MachineLimits MeasureMachineLimits(const MachineLimitsOptions& options);
+
+// A short measurement (about each cache level and memory, a few repetitions), made on the first
+// call and kept for the process: what --xla_hlo_profile holds its rows to.
+const MachineLimits& ThisMachineLimits();
+
+}  // namespace xlens::profiler

@@ -1,0 +1,73 @@
+#include "profiler/machine_limits.h"
+
+#include <gtest/gtest.h>
+
+namespace xlens::profiler {
+namespace {
+
+// L1 64 KiB, L2 2 MiB, LLC 32 MiB over two cores; bandwidth falling with the working set.
+MachineLimits TwoCoreLimits() {
+  MachineLimits limits;
+  limits.threads = 2;
+  limits.caches = {{1, 32 << 10, 2}, {2, 1 << 20, 2}, {3, 32 << 20, 1}};
+  limits.sweep = {{32 << 10, 400, 450, 500},  // copy, triad, read
+                  {1 << 20, 200, 210, 220},
+                  {16 << 20, 60, 62, 70},
+                  {64 << 20, 30, 31, 33}};
+  limits.memory = {384 << 20, 20, 25, 28};
+  limits.peak_gflops = 200;
+  return limits;
+}
+
+TEST(MachineLimits, BandwidthIsTheFastestKernelAtTheLargestPointNotAboveTheWorkingSet) {
+  const MachineLimits limits = TwoCoreLimits();
+  EXPECT_DOUBLE_EQ(limits.BandwidthGBps(1 << 10), 500) << "below the sweep: its smallest point";
+  EXPECT_DOUBLE_EQ(limits.BandwidthGBps(512 << 10), 500) << "between points: the smaller one's, an upper bound";
+  EXPECT_DOUBLE_EQ(limits.BandwidthGBps(1 << 20), 220);
+  EXPECT_DOUBLE_EQ(limits.BandwidthGBps(20 << 20), 70) << "fits in the LLC: held to the LLC";
+  EXPECT_DOUBLE_EQ(limits.BandwidthGBps(1e9), 28) << "beyond the sweep: memory";
+}
+
+TEST(MachineLimits, AJaggedCurveNeverLowersTheBound) {
+  MachineLimits limits = TwoCoreLimits();
+  limits.sweep[2] = {16 << 20, 10, 10, 10};  // a neighbour took the bus during this point
+  EXPECT_DOUBLE_EQ(limits.BandwidthGBps(20 << 20), 33) << "a larger working set measured faster";
+}
+
+TEST(MachineLimits, LevelOfNamesTheInnermostCacheThatHoldsTheWorkingSet) {
+  const MachineLimits limits = TwoCoreLimits();
+  EXPECT_EQ(limits.LevelOf(60 << 10), "L1");
+  EXPECT_EQ(limits.LevelOf(1 << 20), "L2");
+  EXPECT_EQ(limits.LevelOf(30 << 20), "LLC");
+  EXPECT_EQ(limits.LevelOf(40 << 20), "mem");
+}
+
+TEST(MachineLimits, BoundIsTheLongerOfTheMemoryAndComputeFloors) {
+  const MachineLimits limits = TwoCoreLimits();
+  // 1 GB from memory at 28 GB/s: 35.7 ms; 1 GFLOP at 200 GFLOP/s: 5 ms.
+  EXPECT_NEAR(limits.BoundNs(1e9, 1e9), 1e9 / 28, 1);
+  // 1 MB in L2 at 220 GB/s: 4.5 us; 10 GFLOP: 50 ms.
+  EXPECT_NEAR(limits.BoundNs(1 << 20, 1e10), 5e7, 1);
+  EXPECT_EQ(limits.BoundNs(0, 0), 0);
+}
+
+TEST(MachineLimits, KernelsMeasureSomethingPlausibleQuickly) {
+  // Tiny sizes: a smoke run of every kernel, not a measurement.
+  for (StreamKernel k : {StreamKernel::kCopy, StreamKernel::kTriad, StreamKernel::kRead}) {
+    const double gbps = StreamBandwidthGBps(k, 64 << 10, 2, 1, 1 << 20);
+    EXPECT_GT(gbps, 0.1) << StreamKernelName(k);
+    EXPECT_LT(gbps, 1e5) << StreamKernelName(k);
+  }
+  const double gflops = PeakGflops(1, 1, 1 << 12);
+  EXPECT_GT(gflops, 0.1);
+  EXPECT_LT(gflops, 1e5);
+}
+
+TEST(MachineLimits, CachesComeInnermostFirst) {
+  const std::vector<CacheLevel> caches = DataCaches();
+  for (size_t i = 1; i < caches.size(); ++i) EXPECT_LT(caches[i - 1].level, caches[i].level);
+  for (const CacheLevel& c : caches) EXPECT_GT(c.total_bytes(), 0);
+}
+
+}  // namespace
+}  // namespace xlens::profiler
