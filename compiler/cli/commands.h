@@ -100,6 +100,11 @@ struct RunArgs {
   std::string gpu_target = "h100";
   int64_t gpu_sim_sample_blocks = 256;
   std::string fill_elided_constants;  // zeros, random; empty: refuse elided constants
+  // --num_replicas, --num_partitions (0: not given). Either given: the module runs on that many
+  // simulated devices on the reference evaluator (multi_device_run.h).
+  int64_t num_replicas = 0;
+  int64_t num_partitions = 0;
+  double collective_timeout_seconds = 60;  // --collective_timeout
 };
 // Compiles and runs a module (xlens run); with --reference checks it against the evaluator.
 int RunRun(const RunArgs& args);

@@ -15,6 +15,7 @@
 
 #include "compiler/cli/bug_report_commands.h"
 #include "compiler/cli/commands.h"
+#include "compiler/cli/multi_device_run.h"
 #include "compiler/support/activity.h"
 #include "compiler/support/file_io.h"
 #include "compiler/support/standard_output.h"
@@ -201,6 +202,20 @@ int main(int argc, char** argv) {
       ->capture_default_str();
   run->add_option("--gpu_sim_sample_blocks", run_args.gpu_sim_sample_blocks,
                   "Analyse at most this many blocks of a launch, evenly spread, and scale (0: all)")
+      ->check(CLI::NonNegativeNumber)
+      ->capture_default_str();
+  run->add_option("--num_replicas", run_args.num_replicas,
+                  "Run on this many replicas (XLA's name), each with --num_partitions devices, on the "
+                  "reference evaluator with the collectives between them")
+      ->check(CLI::Validator(PositiveWholeNumber, "POSITIVE"));
+  run->add_option("--num_partitions", run_args.num_partitions,
+                  "Run on this many partitions per replica (an SPMD-partitioned module's count); "
+                  "--inputs DIR then holds device_0/, device_1/, ... or global arrays split by the "
+                  "parameters' shardings, and --outputs DIR gets device_0/, ...")
+      ->check(CLI::Validator(PositiveWholeNumber, "POSITIVE"));
+  run->add_option("--collective_timeout", run_args.collective_timeout_seconds,
+                  "With several devices: fail a collective that a device waits at this many seconds "
+                  "(deadlocks are reported at once; 0: no limit)")
       ->check(CLI::NonNegativeNumber)
       ->capture_default_str();
   run->allow_extras();
@@ -566,6 +581,8 @@ int main(int argc, char** argv) {
       }
       if (*run) {
         run_args.extra_flags = run->remaining();
+        // Several devices run on the reference evaluator (the compiled path is one device).
+        if (run_args.num_replicas > 0 || run_args.num_partitions > 0) return RunOnDevices(run_args);
         return RunRun(run_args);
       }
       if (*compile) {

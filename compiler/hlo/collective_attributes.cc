@@ -7,6 +7,7 @@
 
 #include <fmt/format.h>
 
+#include "compiler/hlo/mesh_replica_groups.h"
 #include "compiler/hlo/module.h"
 #include "compiler/hlo/tile_assignment.h"
 
@@ -180,6 +181,7 @@ StatusOr<std::vector<std::vector<int64_t>>> ParseReplicaGroups(std::string_view 
   ValueReader reader(text);
   StatusOr<std::vector<std::vector<int64_t>>> groups = [&]() -> StatusOr<std::vector<std::vector<int64_t>>> {
     reader.SkipSpaces();
+    if (IsMeshAxesReplicaGroups(text)) return ExpandMeshAxesReplicaGroups(text);
     if (text.find("<=") != std::string_view::npos) return ExpandIotaGroups(text);
     ASSIGN_OR_RETURN(auto lists, reader.ReadNestedList());
     if (!reader.AtEnd()) return Error("unexpected text after the groups");

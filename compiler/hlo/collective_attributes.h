@@ -53,9 +53,10 @@ StatusOr<CollectiveOpGroupMode> GetCollectiveOpGroupMode(bool has_channel_id,
 // ids replica-id and partition-id.
 bool IsCollectiveOpcode(HloOpcode opcode);
 
-// replica_groups in either form XLA prints: the list `{{0,1},{2,3}}` (`{}`: one group of all)
-// or the iota form `[2,2]<=[4]`, `[2,2]<=[2,2]T(1,0)` (the rows of an iota of the product of the
-// reshape dimensions, reshaped, transposed and reshaped to [groups, group size]).
+// replica_groups in any form XLA prints: the list `{{0,1},{2,3}}` (`{}`: one group of all), the
+// iota form `[2,2]<=[4]`, `[2,2]<=[2,2]T(1,0)` (the rows of an iota of the product of the
+// reshape dimensions, reshaped, transposed and reshaped to [groups, group size]), or the
+// mesh-axes form `mesh['x'=2,'y'=2] {'y'}` (mesh_replica_groups.h).
 StatusOr<std::vector<std::vector<int64_t>>> ParseReplicaGroups(std::string_view text);
 // The list form of `groups`: "{{0,1},{2,3}}".
 std::string ReplicaGroupsToString(const std::vector<std::vector<int64_t>>& groups);

@@ -56,6 +56,26 @@ TEST(CollectiveAttributesTest, ReadsTheIotaForm) {
   EXPECT_EQ(*ParseReplicaGroups("[8,2]<=[2,4,2]T(1,2,0)"), IotaGroups(8, 2, {2, 4, 2}, {1, 2, 0}));
 }
 
+TEST(CollectiveAttributesTest, ReadsTheMeshAxesForm) {
+  // The mesh [a=2, b=4] holds device 4a + b.
+  EXPECT_EQ(*ParseReplicaGroups("mesh['a'=2,'b'=4] {'b'}"), (Groups{{0, 1, 2, 3}, {4, 5, 6, 7}}));
+  EXPECT_EQ(*ParseReplicaGroups("mesh['a'=2,'b'=4] {'a'}"), (Groups{{0, 4}, {1, 5}, {2, 6}, {3, 7}}));
+  EXPECT_EQ(*ParseReplicaGroups("mesh['a'=2,'b'=4] {'b','a'}"), (Groups{{0, 4, 1, 5, 2, 6, 3, 7}}));
+  EXPECT_EQ(*ParseReplicaGroups("mesh['a'=2,'b'=4] {}"), (Groups{{0}, {1}, {2}, {3}, {4}, {5}, {6}, {7}}));
+  EXPECT_EQ(*ParseReplicaGroups("mesh['axis_0'=4,'axis_1'=1] {'axis_0'}"), (Groups{{0, 1, 2, 3}}));
+  // x=8 read as [2,2,2] (id 4i + 2j + k); the sub-axis :(2)2 is j.
+  EXPECT_EQ(*ParseReplicaGroups("mesh['x'=8] {'x':(2)2}"), (Groups{{0, 2}, {1, 3}, {4, 6}, {5, 7}}));
+  // Explicit device ids: the mesh holds [[0,2],[1,3]].
+  EXPECT_EQ(*ParseReplicaGroups("mesh['a'=2,'b'=2], device_ids=([2,2]<=[2,2]T(1,0)) {'b'}"),
+            (Groups{{0, 2}, {1, 3}}));
+  for (const char* bad : {"mesh['a'=2] {'c'}", "mesh['a'=2,'a'=2] {'a'}", "mesh['a'=2] {'a','a'}",
+                          "mesh['a'=0] {'a'}", "mesh['a'=4] {'a':(3)2}", "mesh['a'=2 {'a'}",
+                          "mesh['a'=2], device_ids=([3]<=[3]) {'a'}"}) {
+    auto groups = ParseReplicaGroups(bad);
+    EXPECT_FALSE(groups.ok()) << bad;
+  }
+}
+
 TEST(CollectiveAttributesTest, RefusesMalformedGroupsSayingWhy) {
   for (const char* text : {"[2,3]<=[4]", "[2,2]<=[2,2]T(0,0)", "[2,2]<=[2,2]T(1)", "[4]<=[4]",
                            "{{0,1},{2}", "{0,1}", "[2,2]<=[4] junk", "{{a}}", "[2,2]<=[0,4]"}) {

@@ -1,0 +1,195 @@
+// `xlens run --num_replicas=R --num_partitions=P`: a module on R x P simulated devices, each with
+// its own arguments, the collectives between them (the reference evaluator over N devices,
+// multi_device_evaluator.h). Device d = replica * P + partition, XLA's default assignment.
+//
+// Inputs: --inputs DIR holding device_0/, device_1/, ... (each with arg0.npy, ... as a single
+// device reads them), or DIR's own arg0.npy, ... as global arrays, each split by its entry
+// parameter's sharding over the partitions (every replica gets the same pieces); random values,
+// the same on every device, without --inputs. Outputs: --outputs DIR gets device_0/out0.npy, ...
+#include "compiler/cli/multi_device_run.h"
+
+#include <cstdio>
+
+#include <fmt/format.h>
+
+#include "compiler/cli/cli_util.h"
+#include "compiler/hlo/multi_device_evaluator.h"
+#include "compiler/hlo/npy.h"
+#include "compiler/hlo/sharded_literals.h"
+#include "compiler/support/activity.h"
+#include "compiler/support/file_io.h"
+#include "compiler/support/terminal_text.h"
+#include "compiler/support/watchdog.h"
+
+namespace xlens::cli {
+namespace {
+
+std::string DeviceDir(const std::string& dir, int64_t device) {
+  return fmt::format("{}/device_{}", dir, device);
+}
+
+std::string DeviceName(const DeviceTopology& topology, int64_t device) {
+  return fmt::format("device {} (replica {}, partition {})", device,
+                     device / topology.num_partitions, device % topology.num_partitions);
+}
+
+// Each device's arguments from DIR/device_D/.
+StatusOr<std::vector<std::vector<Literal>>> LoadPerDeviceInputs(const HloComputation& entry,
+                                                                const std::string& dir,
+                                                                const DeviceTopology& topology,
+                                                                uint64_t seed) {
+  const int64_t devices = topology.num_devices();
+  std::vector<std::vector<Literal>> arguments;
+  for (int64_t d = 0; d < devices; ++d) {
+    const std::string device_dir = DeviceDir(dir, d);
+    if (GetPathKind(device_dir) != PathKind::kDirectory) {
+      return Error(fmt::format("--inputs {}: {} is missing: {} devices ({} replicas x {} "
+                               "partitions) need device_0/ to device_{}/", DisplayPath(dir),
+                               "device_" + std::to_string(d) + "/", devices,
+                               topology.num_replicas, topology.num_partitions, devices - 1));
+    }
+    ASSIGN_OR_RETURN(std::vector<Literal> inputs, LoadInputs(entry, device_dir, seed));
+    arguments.push_back(std::move(inputs));
+  }
+  // A folder for a device that does not run says the inputs were made for another device count.
+  if (GetPathKind(DeviceDir(dir, devices)) == PathKind::kDirectory) {
+    return Error(fmt::format("--inputs {}: holds device_{}/, but only {} devices run ({} replicas "
+                             "x {} partitions): the inputs are for another device count",
+                             DisplayPath(dir), devices, devices, topology.num_replicas,
+                             topology.num_partitions));
+  }
+  return arguments;
+}
+
+// DIR/argI.npy as global values, each split by its parameter's sharding over the partitions.
+StatusOr<std::vector<std::vector<Literal>>> LoadGlobalInputs(const HloModule& module,
+                                                             const std::string& dir,
+                                                             const DeviceTopology& topology) {
+  const HloComputation& entry = *module.entry_computation();
+  ASSIGN_OR_RETURN(std::vector<HloSharding> shardings, EntryParameterShardings(module));
+  std::vector<std::vector<Literal>> arguments(topology.num_devices());
+  for (int64_t i = 0; i < entry.num_parameters(); ++i) {
+    const HloInstruction* parameter = entry.parameter_instruction(i);
+    const std::string path = fmt::format("{}/arg{}.npy", dir, i);
+    if (GetPathKind(path) == PathKind::kMissing) {
+      return Error(fmt::format("{}: missing: parameter {} (%{}) needs its global value (or give "
+                               "one folder per device, device_0/, ...)", DisplayPath(path), i,
+                               parameter->name()));
+    }
+    ASSIGN_OR_RETURN(Literal global, ReadNpy(path));
+    auto pieces = SplitLiteral(global, shardings[i], topology.num_partitions);
+    if (!pieces.ok()) {
+      return Error(fmt::format("{}: cannot split {} by the sharding of parameter {} (%{}) over {} "
+                               "partitions: {}", DisplayPath(path), global.shape().ToString(false),
+                               i, parameter->name(), topology.num_partitions,
+                               pieces.status().message()));
+    }
+    for (int64_t p = 0; p < topology.num_partitions; ++p) {
+      const Literal& piece = (*pieces)[p];
+      if (!shape_util::Compatible(piece.shape(), parameter->shape())) {
+        return Error(fmt::format("{}: holds {}, whose piece for partition {} by the parameter's "
+                                 "sharding is {}, but parameter {} (%{}) expects {}",
+                                 DisplayPath(path), global.shape().ToString(false), p,
+                                 piece.shape().ToString(false), i, parameter->name(),
+                                 parameter->shape().ToString(false)));
+      }
+    }
+    for (int64_t r = 0; r < topology.num_replicas; ++r) {
+      for (int64_t p = 0; p < topology.num_partitions; ++p) {
+        arguments[topology.DeviceId(r, p)].push_back((*pieces)[p]);
+      }
+    }
+  }
+  return arguments;
+}
+
+StatusOr<std::vector<std::vector<Literal>>> LoadDeviceInputs(const HloModule& module,
+                                                             const RunArgs& args,
+                                                             const DeviceTopology& topology) {
+  const HloComputation& entry = *module.entry_computation();
+  const bool random = args.inputs.empty() || args.inputs == "random";
+  if (random || GetPathKind(args.inputs) != PathKind::kDirectory) {
+    // LoadInputs says what is wrong with a path that is not a directory.
+    ASSIGN_OR_RETURN(std::vector<Literal> same, LoadInputs(entry, args.inputs, args.seed));
+    return std::vector<std::vector<Literal>>(topology.num_devices(), same);
+  }
+  if (GetPathKind(DeviceDir(args.inputs, 0)) == PathKind::kDirectory) {
+    return LoadPerDeviceInputs(entry, args.inputs, topology, args.seed);
+  }
+  return LoadGlobalInputs(module, args.inputs, topology);
+}
+
+}  // namespace
+
+int RunOnDevices(const RunArgs& args) {
+  const DeviceTopology topology{std::max<int64_t>(args.num_replicas, 1),
+                                std::max<int64_t>(args.num_partitions, 1)};
+  if (args.backend != "cpu") {
+    return Fail(Error(fmt::format("--backend={}: --num_replicas and --num_partitions run on the "
+                                  "reference evaluator; leave --backend out", args.backend)));
+  }
+  for (const auto& [given, flag] : {std::pair{args.reference, "--reference"},
+                                    std::pair{!args.trace.empty(), "--trace"},
+                                    std::pair{args.iterations > 1, "--iterations"}}) {
+    if (given) {
+      return Fail(Error(fmt::format("{}: not available with --num_replicas and --num_partitions, "
+                                    "which run on the reference evaluator", flag)));
+    }
+  }
+  if (topology.num_devices() > kMaxSimulatedDevices) {
+    return Fail(Error(fmt::format("--num_replicas={} --num_partitions={}: at most {} devices are "
+                                  "simulated", topology.num_replicas, topology.num_partitions,
+                                  kMaxSimulatedDevices)));
+  }
+  FlagsSetup setup;
+  if (Status s = SetUpFromFlags(args.extra_flags, "run", setup); !s.ok()) return Fail(s);
+  auto module = LoadModule(args.file, /*verify=*/true);
+  if (!module.ok()) return Fail(module.status());
+  if (Status s = PrepareModuleToRun(**module, args.file, "run", args.fill_elided_constants, args.seed);
+      !s.ok()) {
+    return Fail(s);
+  }
+  // Groups that do not fit the devices are refused before any input is read.
+  if (Status s = CheckModuleCollectives(**module, topology); !s.ok()) {
+    return Fail(Error(fmt::format("{}: on {} replicas x {} partitions: {}", args.file,
+                                  topology.num_replicas, topology.num_partitions, s.message())));
+  }
+  if (Status s = CheckEvaluationWork(**module, args.max_work); !s.ok()) {
+    return Fail(s.WithContext(args.file));
+  }
+  auto arguments = LoadDeviceInputs(**module, args, topology);
+  if (!arguments.ok()) return Fail(arguments.status());
+
+  ActivityScope activity("evaluating module " + (*module)->name() + " of " + args.file);
+  Watchdog watchdog(args.timeout_seconds, "run");
+  watchdog.SetActivity(fmt::format("evaluating module {} on {} devices", (*module)->name(),
+                                   topology.num_devices()));
+  EvaluatorOptions options{.cancel = watchdog.cancel_flag(), .max_work = args.max_work};
+  MultiDeviceOptions multi{.collective_timeout_seconds = args.collective_timeout_seconds};
+  auto results = EvaluateModuleOnDevices(**module, *arguments, topology, options, multi);
+  if (!results.ok() && watchdog.fired()) {
+    return Fail(Error(watchdog.StopMessage() + ": " + results.status().message()).WithContext(args.file));
+  }
+  if (!results.ok()) return Fail(results.status().WithContext(args.file));
+
+  std::printf("ran on %lld devices (%lld replicas x %lld partitions) on the reference evaluator\n",
+              static_cast<long long>(topology.num_devices()),
+              static_cast<long long>(topology.num_replicas),
+              static_cast<long long>(topology.num_partitions));
+  for (int64_t d = 0; d < topology.num_devices(); ++d) {
+    std::vector<const Literal*> leaves;
+    CollectLeaves((*results)[d], leaves);
+    if (!args.outputs.empty()) {
+      if (Status s = WriteOutputs(DeviceDir(args.outputs, d), leaves); !s.ok()) return Fail(s);
+      continue;
+    }
+    std::printf("%s:\n", DeviceName(topology, d).c_str());
+    for (size_t i = 0; i < leaves.size(); ++i) {
+      std::printf("  out%zu: %s %s\n", i, leaves[i]->shape().ToString(false).c_str(),
+                  Summarize(*leaves[i]).c_str());
+    }
+  }
+  return 0;
+}
+
+}  // namespace xlens::cli

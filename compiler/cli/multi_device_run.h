@@ -1,0 +1,12 @@
+// `xlens run` on several simulated devices (--num_replicas, --num_partitions).
+#pragma once
+
+#include "compiler/cli/commands.h"
+
+namespace xlens::cli {
+
+// Runs args.file on args.num_replicas x args.num_partitions devices on the reference evaluator;
+// returns the exit code (multi_device_run.cc says how inputs and outputs are laid out).
+int RunOnDevices(const RunArgs& args);
+
+}  // namespace xlens::cli
