@@ -276,12 +276,17 @@ bool IsMergeOf(const Analysis& a, const Node& n, const Pred& p) {
   return n.IsMerge() && a.merge_pred[n.id()] == p;
 }
 
-// Adds `merge` to `grp` with everything under its predicate it reads (stopping at the
-// predicate's Switches), and every Merge of the predicate those nodes feed, with what it reads.
+// Adds `merge` to `grp` with its branches: every node under its predicate connected to what it
+// reads by edges either way (never through the predicate's Switches or Merges), and every Merge
+// of the predicate such a node feeds. Nodes one Merge reads and another's branch feeds belong to
+// one If: splitting them would leave a branch value read without a Merge.
 Status AddMerge(const Graph& g, const Analysis& a, Node* merge, Group* grp) {
   const Pred& p = grp->pred;
-  std::vector<Node*> stack;
-  auto read = [&](Node* n) {
+  if (!grp->merges.insert(merge).second) return OkStatus();
+  std::vector<Node*> stack = {merge};
+  while (!stack.empty()) {
+    Node* n = stack.back();
+    stack.pop_back();
     for (const Edge* e : n->in_edges()) {
       Node* src = e->src;
       if (!src->IsOp()) continue;
@@ -290,43 +295,69 @@ Status AddMerge(const Graph& g, const Analysis& a, Node* merge, Group* grp) {
         for (const Edge* in : src->in_edges()) {
           if (in->src->IsOp()) grp->max_input_pos = std::max(grp->max_input_pos, a.pos[in->src->id()]);
         }
-      } else if (!a.Under(src, p)) {
+      } else if (!a.Under(src, p)) {  // a Merge of the predicate lies under it no more
         grp->max_input_pos = std::max(grp->max_input_pos, a.pos[src->id()]);
       } else if (grp->members.insert(src).second) {
         stack.push_back(src);
       }
     }
-  };
-  if (!grp->merges.insert(merge).second) return OkStatus();
-  std::vector<Node*> merges = {merge};
-  while (!merges.empty()) {
-    Node* m = merges.back();
-    merges.pop_back();
-    read(m);
-    while (!stack.empty()) {
-      Node* n = stack.back();
-      stack.pop_back();
-      read(n);
-      for (const Edge* e : n->out_edges()) {
-        if (!IsMergeOf(a, *e->dst, p) || grp->merges.count(e->dst)) continue;
-        if (a.state[e->dst->id()] != a.state[merge->id()]) {
+    if (n->IsMerge() && grp->merges.count(n)) continue;  // what reads a Merge lies outside
+    for (const Edge* e : n->out_edges()) {
+      Node* dst = e->dst;
+      if (!dst->IsOp() || grp->merges.count(dst)) continue;
+      if (IsMergeOf(a, *dst, p)) {
+        if (a.state[dst->id()] != a.state[merge->id()]) {
           return CondError(g, p, fmt::format("the node {} of a branch feeds its Merges {} and {}, "
                                              "which lie under different conditionals",
                                              Quoted(n->name()), Quoted(merge->name()),
-                                             Quoted(e->dst->name())));
+                                             Quoted(dst->name())));
         }
-        grp->merges.insert(e->dst);
-        merges.push_back(e->dst);
+        grp->merges.insert(dst);
+        stack.push_back(dst);
+      } else if (grp->members.insert(dst).second) {
+        stack.push_back(dst);  // a reader of a branch value lies under the predicate too
       }
     }
   }
   return OkStatus();
 }
 
-// Adds the nodes under the predicate that a reader of `start` (a member or a Switch of the
-// group) begins and that end in nothing but the group: a branch's ops whose values no Merge
-// takes, run only when their branch is taken. Nothing is added when they reach another Merge
-// of the predicate, a result, or read what the group's Merges give.
+// Members no Merge of the group reads (through other members) run only when their branch is
+// taken, as before; but a function's result among them reads a branch value without a Merge:
+// name the branch value it reads.
+Status CheckUnjoined(const Graph& g, const Group& grp) {
+  std::set<const Node*> joined;
+  std::vector<const Node*> stack(grp.merges.begin(), grp.merges.end());
+  while (!stack.empty()) {
+    const Node* n = stack.back();
+    stack.pop_back();
+    for (const Edge* e : n->in_edges()) {
+      if (grp.members.count(e->src) && joined.insert(e->src).second) stack.push_back(e->src);
+    }
+  }
+  std::set<const Node*> seen;
+  for (const Node* r : grp.members) {
+    if (IsResult(*r)) stack.push_back(r);
+  }
+  while (!stack.empty()) {
+    const Node* n = stack.back();
+    stack.pop_back();
+    for (const Edge* e : n->in_edges()) {
+      if (joined.count(e->src)) {
+        return CondError(g, grp.pred, fmt::format("the node {} of a branch is read by {} without "
+                                                  "a Merge",
+                                                  Quoted(e->src->name()), Quoted(n->name())));
+      }
+      if (grp.members.count(e->src) && seen.insert(e->src).second) stack.push_back(e->src);
+    }
+  }
+  return OkStatus();
+}
+
+// Adds the nodes under the predicate that a reader of `start` (a Switch of the group) begins and
+// that end in nothing but the group: a branch's ops whose values no Merge takes, run only when
+// their branch is taken. Nothing is added when they reach a Merge of the predicate, a result, or
+// read what the group's Merges give.
 void AddDangling(const Analysis& a, Node* start, int64_t first_pos, Group* grp) {
   const Pred& p = grp->pred;
   for (const Edge* out : start->out_edges()) {
@@ -650,9 +681,9 @@ StatusOr<Group> NextGroup(const Graph& g, const Analysis& a, const Pending& pend
       grp.switches.insert(other.switches.begin(), other.switches.end());
     }
   }
-  std::vector<Node*> starts(grp.members.begin(), grp.members.end());
-  starts.insert(starts.end(), grp.switches.begin(), grp.switches.end());
-  for (Node* n : starts) AddDangling(a, n, first_pos, &grp);
+  RETURN_IF_ERROR(CheckUnjoined(g, grp));
+  const std::vector<Node*> switches(grp.switches.begin(), grp.switches.end());
+  for (Node* sw : switches) AddDangling(a, sw, first_pos, &grp);
   return grp;
 }
 
