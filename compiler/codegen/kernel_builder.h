@@ -66,11 +66,22 @@ class KernelBuilder {
   Status EmitOutputs();
   bool IsColumnReduction(const HloInstruction* hlo) const;
   // A reduction that keeps its operand's minor-most dimension, emitted with the loops
-  // interchanged: each task owns a block of outputs and sweeps the reduced rows over it, so
-  // every load is contiguous and the sweep vectorizes across outputs.
+  // interchanged: each task owns a tile of outputs and sweeps the reduced rows over it, so
+  // every load is contiguous and the sweep vectorizes across outputs (the CPU form:
+  // EmitCpuColumnReductions).
   Status EmitColumnReduction(const HloInstruction* reduce, const Destination& destination,
                              bool may_split = true);
   Status EmitScatter(const HloInstruction* scatter);
+  // --- CPU column reductions (cpu/cpu_column_reduction.cc) ---
+  struct ColumnOutput {
+    const HloInstruction* reduce;
+    Destination destination;
+  };
+  // Sibling column reductions (one operand shape, the same reduced dimensions) as one sweep of
+  // the reduced rows over tiles of outputs, split as cpu/cpu_column_reduction.h plans: with
+  // `may_split`, sliced rows put partial tiles in scratch (past what the kernel has reserved so
+  // far) and a second phase combines them.
+  Status EmitCpuColumnReductions(const std::vector<ColumnOutput>& outputs, bool may_split);
   // --- CPU row kernels (cpu/cpu_row_emitter.cc) ---
   // `outputs` as one phase of one task per row when they form a row fusion (row_analysis.h):
   // the row's reductions, its per-row values and its outputs while the row is in cache. False

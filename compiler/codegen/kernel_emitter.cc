@@ -229,86 +229,7 @@ bool KernelBuilder::IsColumnReduction(const HloInstruction* hlo) const {
 Status KernelBuilder::EmitColumnReduction(const HloInstruction* reduce,
                                           const Destination& destination, bool may_split) {
   if (GpuTuned()) return EmitGpuColumnReduction(reduce, destination, may_split);
-  const int64_t count = reduce->operand_count() / 2;
-  const Shape& in = reduce->operand(0)->shape();
-  const Shape& out = reduce->shape().IsTuple() ? reduce->shape().tuple_shapes(0) : reduce->shape();
-  const std::vector<int64_t>& reduced = reduce->dimensions();
-  // Kept operand dimensions in order are the output's dimensions; the output's minor-most one
-  // is the operand's minor-most one.
-  std::vector<int64_t> kept;
-  for (int64_t d = 0; d < in.rank(); ++d) {
-    if (std::find(reduced.begin(), reduced.end(), d) == reduced.end()) kept.push_back(d);
-  }
-  const int64_t in_minor = MajorToMinor(in).back();
-  const int64_t minor = std::find(kept.begin(), kept.end(), in_minor) - kept.begin();
-  std::vector<int64_t> outer;  // the other output dimensions, major first
-  for (int64_t d : MajorToMinor(out)) {
-    if (d != minor) outer.push_back(d);
-  }
-  std::vector<int64_t> loop_dims;  // reduced dimensions, major first
-  int64_t reduce_length = 1;
-  for (int64_t d : MajorToMinor(in)) {
-    if (std::find(reduced.begin(), reduced.end(), d) != reduced.end()) {
-      loop_dims.push_back(d);
-      reduce_length *= in.dimensions(d);
-    }
-  }
-  const int64_t n = out.dimensions(minor);
-  const int64_t rows = out.num_elements() / std::max<int64_t>(n, 1);
-  // Blocks of up to 1024 outputs, smaller when that leaves fewer than 8 tasks for the threads.
-  int64_t block = std::min<int64_t>(n, 1024);
-  if (rows * ((n + block - 1) / block) < 8) block = std::max<int64_t>(16, (n / 8 + 15) / 16 * 16);
-  block = std::min(block, n);
-  const int64_t blocks = (n + block - 1) / block;
-  llvm::Function* f = NewPhase(false, rows * blocks, block * reduce_length);
-  auto e = MakeEmitter();
-  std::vector<IrArray> dest;
-  for (int64_t k = 0; k < count; ++k) dest.push_back(destination(k));
-  RETURN_IF_ERROR(e->EmitLoop(f->getArg(1), f->getArg(2), "task", [&](Value* task) -> Status {
-    auto [index, begin, end] = EmitTaskRange(task, out, outer, minor, block, blocks);
-    RETURN_IF_ERROR(e->EmitLoop(begin, end, "init", [&](Value* i) -> Status {
-      index[minor] = i;
-      for (int64_t k = 0; k < count; ++k) {
-        ASSIGN_OR_RETURN(Value * init, e->EmitElement(reduce->operand(count + k), {}));
-        RETURN_IF_ERROR(dest[k].EmitWrite(b_, index, init));
-      }
-      return OkStatus();
-    }));
-    IrIndex ivs;
-    std::function<Status(size_t)> sweep = [&](size_t level) -> Status {
-      if (level < loop_dims.size()) {
-        return e->EmitLoop(b_.getInt64(0), b_.getInt64(in.dimensions(loop_dims[level])), "rows",
-                           [&](Value* iv) {
-                             ivs.push_back(iv);
-                             Status s = sweep(level + 1);
-                             ivs.pop_back();
-                             return s;
-                           });
-      }
-      return e->EmitLoop(begin, end, "column", [&](Value* i) -> Status {
-        index[minor] = i;
-        IrIndex operand_index(in.rank(), nullptr);
-        for (size_t j = 0; j < loop_dims.size(); ++j) operand_index[loop_dims[j]] = ivs[j];
-        for (size_t j = 0; j < kept.size(); ++j) operand_index[kept[j]] = index[j];
-        std::vector<Value*> args;
-        for (int64_t k = 0; k < count; ++k) {
-          ASSIGN_OR_RETURN(Value * acc, dest[k].EmitRead(b_, index));
-          args.push_back(acc);
-        }
-        for (int64_t k = 0; k < count; ++k) {
-          ASSIGN_OR_RETURN(Value * x, e->EmitElement(reduce->operand(k), operand_index));
-          args.push_back(x);
-        }
-        ASSIGN_OR_RETURN(std::vector<Value*> results,
-                         e->EmitScalarComputation(*reduce->to_apply(), args));
-        for (int64_t k = 0; k < count; ++k) RETURN_IF_ERROR(dest[k].EmitWrite(b_, index, results[k]));
-        return OkStatus();
-      }, access_group_);
-    };
-    return sweep(0);
-  }));
-  b_.CreateRetVoid();
-  return OkStatus();
+  return EmitCpuColumnReductions({{reduce, destination}}, may_split);
 }
 
 KernelBuilder::TaskRange KernelBuilder::EmitTaskRange(Value* task, const Shape& shape,
@@ -348,10 +269,27 @@ Status KernelBuilder::EmitOutputs() {
         continue;
       }
     }
-    if (IsColumnReduction(out.first)) {
+    if (IsColumnReduction(out.first) && GpuTuned()) {
       const int64_t first = out.second;
       RETURN_IF_ERROR(EmitColumnReduction(out.first, [&](int64_t k) { return OutputArray(first + k); }));
       written_[out.first] = true;
+      continue;
+    }
+    if (IsColumnReduction(out.first)) {
+      // With its siblings (the same operand shape and reduced dimensions: one sweep reads their
+      // operands once).
+      std::vector<ColumnOutput> siblings;
+      for (const auto& other : outputs_) {
+        if (written_[other.first] || !IsColumnReduction(other.first) ||
+            other.first->dimensions() != out.first->dimensions() ||
+            !(other.first->operand(0)->shape() == out.first->operand(0)->shape())) {
+          continue;
+        }
+        const int64_t first = other.second;
+        siblings.push_back({other.first, [this, first](int64_t k) { return OutputArray(first + k); }});
+      }
+      RETURN_IF_ERROR(EmitCpuColumnReductions(siblings, /*may_split=*/true));
+      for (const ColumnOutput& sibling : siblings) written_[sibling.reduce] = true;
       continue;
     }
     const Shape& s = output_shapes_[out.second];

@@ -1,0 +1,50 @@
+// How the CPU emitter splits a column reduction (a reduce that keeps its operand's minor-most,
+// contiguous dimension: a bias gradient, a batch mean, sum(x, axis=0)) into tasks.
+//
+// The kept dimension is the vector dimension: a task owns a tile of outputs (a block of the kept
+// minor dimension, or several whole output rows when that dimension is short) and walks the
+// reduced rows as its outer loop, accumulating the tile in a row buffer that stays in L1 while
+// whole rows of the operand stream past it. The split never cuts a row into pieces narrower than
+// the tile: a block of 128 columns of a 1024-wide row, as an earlier form cut it, reads 512 bytes
+// of each 4 KiB page and leaves the hardware prefetchers, which stop at page boundaries, cold.
+//
+// When the kept dimension alone gives too few tasks for the threads (a [4096,1024] sum over rows
+// has one output row), the reduced rows are cut into slices too: each slice's partial tile goes to
+// scratch and a second phase combines the slices in slice order with the init value. The plan
+// depends only on the shapes, never on the number of threads, so a result is the same on every run
+// and every machine; small reductions stay one task (and so one thread).
+#pragma once
+
+#include <cstdint>
+
+namespace xlens::codegen::cpu {
+
+// A tile of at most this many outputs: 8 KiB of f32 accumulators beside the streaming rows in a
+// 32 KiB L1.
+inline constexpr int64_t kColumnTileElements = 2048;
+// About this many tasks when the work allows: enough chunks for the runtime's pool to balance
+// over 8 to 16 threads and to route around a thread the machine's other work descheduled.
+inline constexpr int64_t kColumnTargetTasks = 64;
+// A task reads at least this many operand elements: the runtime's grain (runtime/thunk.cc), below
+// which a phase runs on one thread anyway and slicing would only add the combine pass.
+inline constexpr int64_t kColumnMinTaskElements = int64_t{1} << 16;
+// Blocks narrower than this (four 16-lane vectors) are not cut to make more tasks.
+inline constexpr int64_t kColumnMinBlock = 64;
+
+struct ColumnReductionPlan {
+  int64_t block = 0;         // outputs of the kept minor dimension per task
+  int64_t blocks = 1;        // ceil(n / block)
+  int64_t group = 1;         // whole output rows per task (> 1 only when block == n)
+  int64_t groups = 1;        // ceil(out_rows / group)
+  int64_t slices = 1;        // pieces of the reduced rows; > 1: partials and a combine phase
+  int64_t slice_length = 0;  // reduced rows per slice (the last may be shorter, never empty)
+  int64_t tasks() const { return groups * blocks * slices; }
+};
+
+// The plan for `out_rows` output rows of `n` outputs each (n: the kept minor dimension), each the
+// reduction of `reduce_length` operand rows. Without `may_split` the rows are never sliced (the
+// caller cannot give it scratch); blocks are made narrower instead when that gives more tasks.
+ColumnReductionPlan PlanColumnReduction(int64_t out_rows, int64_t n, int64_t reduce_length,
+                                        bool may_split);
+
+}  // namespace xlens::codegen::cpu

@@ -1,0 +1,258 @@
+// The CPU column reduction (compiler/codegen/cpu/cpu_column_reduction.cc): how its plan tiles and
+// slices a reduction that keeps the contiguous dimension, which phases the emitter makes of it,
+// and that every form (sliced and not, grouped output rows, narrow and wide tiles, odd sizes, one
+// row, one column, no rows, integers, max and min, a fused producer, variadic and sibling
+// reductions, non-default layouts) computes what the reference evaluator computes.
+#include "compiler/codegen/cpu/cpu_column_reduction.h"
+
+#include <gtest/gtest.h>
+#include <llvm/IR/LLVMContext.h>
+#include <llvm/IR/Verifier.h>
+#include <llvm/Support/raw_ostream.h>
+
+#include "codegen_test_util.h"
+#include "compiler/codegen/kernel_emitter.h"
+#include "compiler/hlo/parser.h"
+
+namespace xlens::codegen {
+namespace {
+
+using cpu::ColumnReductionPlan;
+using cpu::PlanColumnReduction;
+
+// The kernel spec of the entry's root, and the IR verified.
+KernelSpec SpecOfRoot(const std::string& text) {
+  auto module = ParseHloModule(text);
+  EXPECT_TRUE(module.ok()) << module.status().message();
+  if (!module.ok()) return {};
+  llvm::LLVMContext context;
+  llvm::Module llvm_module("test", context);
+  auto spec = EmitKernel(*(*module)->entry_computation()->root_instruction(), "k", llvm_module);
+  EXPECT_TRUE(spec.ok()) << spec.status().message();
+  std::string errors;
+  llvm::raw_string_ostream os(errors);
+  EXPECT_FALSE(llvm::verifyModule(llvm_module, &os)) << errors;
+  return spec.ok() ? *spec : KernelSpec{};
+}
+
+constexpr const char* kReducers = R"(
+add { a = f32[] parameter(0)  b = f32[] parameter(1)  ROOT r = f32[] add(a, b) }
+max { a = f32[] parameter(0)  b = f32[] parameter(1)  ROOT r = f32[] maximum(a, b) }
+iadd { a = s32[] parameter(0)  b = s32[] parameter(1)  ROOT r = s32[] add(a, b) }
+imin { a = s32[] parameter(0)  b = s32[] parameter(1)  ROOT r = s32[] minimum(a, b) }
+)";
+
+// `x` of `shape` reduced over `dims` with `reducer` from `init` (an s32 or f32 constant).
+std::string Reduce(const std::string& shape, const std::string& out, const std::string& dims,
+                   const std::string& reducer, const std::string& init) {
+  const std::string type = shape.substr(0, 3);
+  return std::string("HloModule m\n") + kReducers + "ENTRY e {\n  x = " + shape +
+         " parameter(0)\n  z = " + type + "[] constant(" + init + ")\n  ROOT r = " + out +
+         " reduce(x, z), dimensions={" + dims + "}, to_apply=" + reducer + "\n}\n";
+}
+
+const ErrorSpec kFloat{1e-3, 1e-3};
+
+TEST(CpuColumnReductionPlanTest, ASumOverRowsOfOneWideRowIsSlicedAcrossTheRows) {
+  // f32[4096,1024] over dimension 0: one output row of 1024, so the kept dimension gives one
+  // task; 64 slices of 64 rows, each reading whole 4 KiB rows.
+  ColumnReductionPlan p = PlanColumnReduction(1, 1024, 4096, true);
+  EXPECT_EQ(p.block, 1024);
+  EXPECT_EQ(p.blocks, 1);
+  EXPECT_EQ(p.group, 1);
+  EXPECT_EQ(p.slices, 64);
+  EXPECT_EQ(p.slice_length, 64);
+  EXPECT_EQ(p.tasks(), 64);
+  // Narrow rows: slices as many as the work affords (1M elements: 16 of 64K).
+  p = PlanColumnReduction(1, 64, 16384, true);
+  EXPECT_EQ(p.block, 64);
+  EXPECT_EQ(p.slices, 16);
+  EXPECT_EQ(p.slice_length, 1024);
+}
+
+TEST(CpuColumnReductionPlanTest, SmallReductionsStayOneTask) {
+  for (auto [rows, n, length] : {std::tuple<int64_t, int64_t, int64_t>{1, 33, 64}, {1, 300, 200},
+                                 {4, 16, 1000}, {1, 1, 65535}}) {
+    EXPECT_EQ(PlanColumnReduction(rows, n, length, true).tasks(), 1) << rows << "x" << n << "x" << length;
+  }
+}
+
+TEST(CpuColumnReductionPlanTest, ManyShortOutputRowsAreGroupedAndNeverSliced) {
+  // f32[64,256,256] over dimension 0: 256 output rows of 256; four rows per task, 64 tasks.
+  ColumnReductionPlan p = PlanColumnReduction(256, 256, 64, true);
+  EXPECT_EQ(p.block, 256);
+  EXPECT_EQ(p.group, 4);
+  EXPECT_EQ(p.groups, 64);
+  EXPECT_EQ(p.slices, 1);
+  EXPECT_EQ(p.slice_length, 64);
+}
+
+TEST(CpuColumnReductionPlanTest, WideRowsAreCutIntoTilesOfWholeVectors) {
+  // 5000 outputs: three blocks of 1680 (a multiple of 16), the last one shorter.
+  ColumnReductionPlan p = PlanColumnReduction(1, 5000, 100, true);
+  EXPECT_EQ(p.blocks, 3);
+  EXPECT_EQ(p.block, 1680);
+  EXPECT_EQ(p.block % 16, 0);
+  EXPECT_GE(p.block * p.blocks, 5000);
+}
+
+TEST(CpuColumnReductionPlanTest, WithoutSlicingBlocksNarrowForThreads) {
+  // Materialised inside a fusion (no scratch for partials): 16 blocks of 64 columns instead.
+  ColumnReductionPlan p = PlanColumnReduction(1, 1024, 4096, false);
+  EXPECT_EQ(p.slices, 1);
+  EXPECT_EQ(p.block, 64);
+  EXPECT_EQ(p.blocks, 16);
+}
+
+TEST(CpuColumnReductionPlanTest, NoOutputsNoTasks) {
+  EXPECT_EQ(PlanColumnReduction(1, 0, 100, true).tasks(), 0);
+  EXPECT_EQ(PlanColumnReduction(0, 5, 100, true).tasks(), 0);
+  // No rows: one task writes the init values.
+  EXPECT_EQ(PlanColumnReduction(1, 5, 0, true).tasks(), 1);
+}
+
+TEST(CpuColumnReductionTest, SlicedSumIsASweepAndACombinePhase) {
+  const std::string text = Reduce("f32[4099,129]", "f32[129]", "0", "add", "0");
+  KernelSpec spec = SpecOfRoot(text);
+  ASSERT_EQ(spec.phases.size(), 2u);
+  // 528771 elements afford 8 tasks of 64K: 8 slices of 513 rows (the last of 508).
+  EXPECT_EQ(spec.phases[0].tasks, 8);
+  EXPECT_EQ(spec.phases[0].work_per_task, 129 * 513);
+  EXPECT_EQ(spec.scratch_bytes, (8 * 129 * 4 + 63) / 64 * 64);
+  testing::ExpectMatchesEvaluator(text, {}, kFloat);
+}
+
+TEST(CpuColumnReductionTest, IntegerSumWithANonIdentityInitAddsItOnce) {
+  // Sliced: each slice starts from its first row, the init enters in the combine phase only.
+  const std::string text = Reduce("s32[4000,70]", "s32[70]", "0", "iadd", "7");
+  EXPECT_EQ(SpecOfRoot(text).phases.size(), 2u);
+  testing::ExpectMatchesEvaluator(text);
+  // Not sliced: the tile starts from the init.
+  testing::ExpectMatchesEvaluator(Reduce("s32[100,70]", "s32[70]", "0", "iadd", "7"));
+}
+
+TEST(CpuColumnReductionTest, MaxAndMinOverOddShapes) {
+  testing::ExpectMatchesEvaluator(Reduce("f32[3001,77]", "f32[77]", "0", "max", "-inf"));
+  testing::ExpectMatchesEvaluator(Reduce("f32[5,17]", "f32[17]", "0", "max", "-inf"));
+  testing::ExpectMatchesEvaluator(Reduce("s32[2500,61]", "s32[61]", "0", "imin", "2147483647"));
+}
+
+TEST(CpuColumnReductionTest, OneRowOneColumnAndNoRows) {
+  // One row, wider than a tile: two blocks.
+  testing::ExpectMatchesEvaluator(Reduce("f32[1,4100]", "f32[4100]", "0", "add", "0"), {}, kFloat);
+  // One column: sliced rows of one element each.
+  const std::string column = Reduce("f32[300000,1]", "f32[1]", "0", "add", "0");
+  EXPECT_EQ(SpecOfRoot(column).phases.size(), 2u);
+  testing::ExpectMatchesEvaluator(column, {}, kFloat);
+  // No rows: the init value; no columns: nothing to write.
+  Literal empty = testing::ExpectMatchesEvaluator(Reduce("f32[0,5]", "f32[5]", "0", "add", "2.5"));
+  ASSERT_EQ(empty.element_count(), 5);
+  EXPECT_EQ(empty.data<float>()[4], 2.5f);
+  testing::ExpectMatchesEvaluator(Reduce("f32[5,0]", "f32[0]", "0", "add", "0"));
+}
+
+TEST(CpuColumnReductionTest, SeveralReducedAndKeptDimensions) {
+  // Reduced {0,1} major to the kept minor dimension, sliced.
+  testing::ExpectMatchesEvaluator(Reduce("f32[96,33,45]", "f32[45]", "0,1", "add", "0"), {}, kFloat);
+  // A reduced dimension between two kept ones.
+  testing::ExpectMatchesEvaluator(Reduce("f32[6,300,77]", "f32[6,77]", "1", "add", "0"), {}, kFloat);
+  // Short output rows grouped 102 per task (a tile of 2040 outputs; 128000 elements afford two
+  // tasks), the last group of 98.
+  const std::string grouped = Reduce("f32[32,200,20]", "f32[200,20]", "0", "add", "0");
+  KernelSpec spec = SpecOfRoot(grouped);
+  ASSERT_EQ(spec.phases.size(), 1u);
+  EXPECT_EQ(spec.phases[0].tasks, 2);
+  EXPECT_EQ(spec.phases[0].work_per_task, 102 * 20 * 32);
+  testing::ExpectMatchesEvaluator(grouped, {}, kFloat);
+}
+
+TEST(CpuColumnReductionTest, NonDefaultLayouts) {
+  // The operand's minor dimension is its logical dimension 0; the output is column-major too,
+  // and its partial tiles (sliced: 300000 elements over 2 column tasks) follow its layout.
+  const std::string text = Reduce("f32[3000,50,2]{1,2,0}", "f32[50,2]{0,1}", "0", "add", "0");
+  EXPECT_EQ(SpecOfRoot(text).phases.size(), 2u);
+  testing::ExpectMatchesEvaluator(text, {}, kFloat);
+  testing::ExpectMatchesEvaluator(Reduce("f32[300,500]{0,1}", "f32[300]", "1", "add", "0"), {}, kFloat);
+}
+
+TEST(CpuColumnReductionTest, FusedProducerIsComputedInTheSweep) {
+  const std::string text = std::string("HloModule m\n") + kReducers + R"(
+fused {
+  x = f32[2048,100] parameter(0)
+  e = f32[2048,100] exponential(x)
+  z = f32[] constant(0)
+  ROOT r = f32[100] reduce(e, z), dimensions={0}, to_apply=add
+}
+ENTRY e {
+  x = f32[2048,100] parameter(0)
+  ROOT f = f32[100] fusion(x), kind=kInput, calls=fused
+})";
+  KernelSpec spec = SpecOfRoot(text);
+  ASSERT_EQ(spec.phases.size(), 2u);
+  EXPECT_EQ(spec.phases[0].tasks, 3);
+  testing::ExpectMatchesEvaluator(text, {}, kFloat);
+}
+
+TEST(CpuColumnReductionTest, SiblingReductionsShareOneSweep) {
+  // sum(x) and sum(x * x) over the same rows, and a max: one sweep phase and one combine phase
+  // for all three, not one pair per output.
+  const std::string text = std::string("HloModule m\n") + kReducers + R"(
+fused {
+  x = f32[3000,130] parameter(0)
+  sq = f32[3000,130] multiply(x, x)
+  z = f32[] constant(0)
+  lo = f32[] constant(-inf)
+  s = f32[130] reduce(x, z), dimensions={0}, to_apply=add
+  s2 = f32[130] reduce(sq, z), dimensions={0}, to_apply=add
+  m = f32[130] reduce(x, lo), dimensions={0}, to_apply=max
+  ROOT t = (f32[130], f32[130], f32[130]) tuple(s, s2, m)
+}
+ENTRY e {
+  x = f32[3000,130] parameter(0)
+  ROOT f = (f32[130], f32[130], f32[130]) fusion(x), kind=kInput, calls=fused
+})";
+  KernelSpec spec = SpecOfRoot(text);
+  ASSERT_EQ(spec.phases.size(), 2u);
+  EXPECT_EQ(spec.phases[0].tasks, 5);
+  EXPECT_EQ(spec.scratch_bytes, 3 * ((5 * 130 * 4 + 63) / 64 * 64));
+  testing::ExpectMatchesEvaluator(text, {}, kFloat);
+}
+
+TEST(CpuColumnReductionTest, VariadicArgmaxKeepsTheFirstIndexAcrossSlices) {
+  // Ties between slices: every row equal, so the first row's index must win, as the evaluator's
+  // sequential fold keeps it; slices combine in order.
+  const std::string text = R"(HloModule m
+argmax {
+  av = f32[] parameter(0)
+  ai = s32[] parameter(1)
+  bv = f32[] parameter(2)
+  bi = s32[] parameter(3)
+  gt = pred[] compare(av, bv), direction=GE
+  v = f32[] select(gt, av, bv)
+  i = s32[] select(gt, ai, bi)
+  ROOT t = (f32[], s32[]) tuple(v, i)
+}
+fused {
+  x = f32[4000,40] parameter(0)
+  i = s32[4000,40] iota(), iota_dimension=0
+  lo = f32[] constant(-inf)
+  z = s32[] constant(0)
+  ROOT r = (f32[40], s32[40]) reduce(x, i, lo, z), dimensions={0}, to_apply=argmax
+}
+ENTRY e {
+  x = f32[4000,40] parameter(0)
+  ROOT f = (f32[40], s32[40]) fusion(x), kind=kInput, calls=fused
+})";
+  EXPECT_EQ(SpecOfRoot(text).phases.size(), 2u);
+  testing::ExpectMatchesEvaluator(text);
+  Literal ones(Shape(PrimitiveType::F32, {4000, 40}));
+  for (float& v : ones.data<float>()) v = 1.0f;
+  std::vector<Literal> args;
+  args.push_back(std::move(ones));
+  Literal out = testing::ExpectMatchesEvaluator(text, std::move(args));
+  ASSERT_EQ(out.tuple_size(), 2);
+  for (int32_t i : out.tuple_element(1).data<int32_t>()) EXPECT_EQ(i, 0);
+}
+
+}  // namespace
+}  // namespace xlens::codegen
