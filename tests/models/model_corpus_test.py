@@ -22,6 +22,7 @@ import argparse
 import json
 import os
 import re
+import shutil
 import subprocess
 import sys
 import tempfile
@@ -221,15 +222,16 @@ def check_clustering(xlens, checks, model_dir, meta, graph_pb2, text_format):
         checks.ok(f"{meta['name']} clustering", f"({summary})")
 
 
-def check_hlo_dumps(xlens, checks, corpus):
-    """No HLO module XLA dumped for the corpus makes a command fail or crash: every module prints,
-    each jit_compile module before optimizations compiles and runs (its elided constants filled),
-    and `xlens inspect` reads each dump directory."""
+def check_hlo_dumps(xlens, checks, corpus, names):
+    """No HLO module XLA dumped for the corpus (made for `names`) makes a command fail or crash:
+    every module prints, each jit_compile module before optimizations compiles and runs (its
+    elided constants filled), and `xlens inspect` reads each dump directory."""
     root = os.path.join(corpus, "xla_dump")
     for kind in ("jit_compile", "auto_clustering"):
         directory = os.path.join(root, kind)
+        what = f"xla_dump/{kind} ({names[0]}..{names[-1]})"
         if not os.path.isdir(directory):
-            checks.fail(f"xla_dump/{kind}", "XLA dumped nothing")
+            checks.fail(what, "XLA dumped nothing")
             continue
         modules = sorted(f for f in os.listdir(directory)
                          if f.endswith((".before_optimizations.txt",
@@ -250,10 +252,55 @@ def check_hlo_dumps(xlens, checks, corpus):
         if err:
             failures.append(f"inspect: {err}")
         if failures:
-            checks.fail(f"xla_dump/{kind}", f"{len(failures)} failures; " + "; ".join(failures[:3]))
+            checks.fail(what, f"{len(failures)} failures; " + "; ".join(failures[:3]))
         else:
-            checks.ok(f"xla_dump/{kind}", f"({len(modules)} modules printed, {ran} compiled and "
+            checks.ok(what, f"({len(modules)} modules printed, {ran} compiled and "
                       f"run, inspect read the directory; {time.time() - start:.0f} s)")
+
+
+# Models made in one TensorFlow process; CI_MODELS orders the large applications so that no
+# batch holds two of them.
+BATCH = 4
+
+
+def make_missing(corpus, names):
+    missing = [m for m in names if not os.path.exists(os.path.join(corpus, m, "meta.json"))]
+    if not missing:
+        return True
+    start = time.time()
+    make = [sys.executable, os.path.join(HERE, "make_model_corpus.py"), corpus,
+            "--models", ",".join(missing)]
+    if subprocess.run(make).returncode != 0:
+        print("FAIL: make_model_corpus.py failed")
+        return False
+    print(f"corpus of {len(missing)} models made in {time.time() - start:.0f} s", flush=True)
+    return True
+
+
+def check_batch(np, args, checks, corpus, names, graph_pb2, text_format):
+    for name in names:
+        model_dir = os.path.join(corpus, name)
+        with open(os.path.join(model_dir, "meta.json")) as f:
+            meta = json.load(f)
+        check_runs(np, args.xlens, checks, model_dir, meta, args.forms.split(","),
+                   args.jit.split(","))
+        if not args.no_clustering:
+            check_clustering(args.xlens, checks, model_dir, meta, graph_pb2, text_format)
+    if not args.no_aot:
+        import model_aot
+        model_aot.check_models(np, compare, args.xlens, checks, corpus, names)
+    check_hlo_dumps(args.xlens, checks, corpus, names)
+
+
+def prune(corpus, names):
+    """Everything of `names` but meta.json (what op_coverage.py reads), and XLA's dumps."""
+    for name in names:
+        model_dir = os.path.join(corpus, name)
+        for entry in os.listdir(model_dir):
+            if entry != "meta.json":
+                path = os.path.join(model_dir, entry)
+                shutil.rmtree(path) if os.path.isdir(path) else os.remove(path)
+    shutil.rmtree(os.path.join(corpus, "xla_dump"), ignore_errors=True)
 
 
 def main():
@@ -288,28 +335,18 @@ def main():
     import make_model_corpus
     names = {"all": make_model_corpus.model_names(),
              "ci": make_model_corpus.CI_MODELS}.get(args.models, args.models.split(","))
-    missing = [m for m in names if not os.path.exists(os.path.join(corpus, m, "meta.json"))]
-    if missing:
-        start = time.time()
-        make = [sys.executable, os.path.join(HERE, "make_model_corpus.py"), corpus,
-                "--models", ",".join(missing)]
-        if subprocess.run(make).returncode != 0:
-            print("FAIL: make_model_corpus.py failed")
-            return 1
-        print(f"corpus of {len(missing)} models made in {time.time() - start:.0f} s", flush=True)
+    # A corpus of its own is made and checked a few models at a time, and each batch's weights and
+    # dumps are removed once checked (meta.json stays for the op table): the whole corpus holds
+    # every model's weights three times (frozen, captured, saved) and is 2 GB, more than a CI
+    # machine may have free. A corpus given with --corpus is kept whole.
+    batches = [names] if args.corpus else [names[i:i + BATCH] for i in range(0, len(names), BATCH)]
     checks = Checks()
-    for name in names:
-        model_dir = os.path.join(corpus, name)
-        with open(os.path.join(model_dir, "meta.json")) as f:
-            meta = json.load(f)
-        check_runs(np, args.xlens, checks, model_dir, meta, args.forms.split(","),
-                   args.jit.split(","))
-        if not args.no_clustering:
-            check_clustering(args.xlens, checks, model_dir, meta, graph_pb2, text_format)
-    if not args.no_aot:
-        import model_aot
-        model_aot.check_models(np, compare, args.xlens, checks, corpus, names)
-    check_hlo_dumps(args.xlens, checks, corpus)
+    for batch in batches:
+        if not make_missing(corpus, batch):
+            return 1
+        check_batch(np, args, checks, corpus, batch, graph_pb2, text_format)
+        if tmp is not None:
+            prune(corpus, batch)
     if args.op_table:
         table = subprocess.run([sys.executable, os.path.join(HERE, "op_coverage.py"), "--xlens",
                                 args.xlens, "--corpus", corpus, "--check", args.op_table],
