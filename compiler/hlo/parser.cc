@@ -1,5 +1,6 @@
 #include "compiler/hlo/parser.h"
 
+#include <charconv>
 #include <functional>
 #include <unordered_map>
 #include <unordered_set>
@@ -7,6 +8,7 @@
 #include <fmt/format.h>
 
 #include "compiler/hlo/shape_inference.h"
+#include "compiler/hlo/sharding.h"
 #include "compiler/hlo/stack_frames.h"
 #include "compiler/hlo/text_cursor.h"
 #include "compiler/hlo/text_readers.h"
@@ -86,6 +88,7 @@ class HloParser {
   StatusOr<std::vector<NameRef>> ParseNameList(std::string_view what);
   // A stack_frame_id in metadata read from `start` must name a frame of the module's table.
   Status CheckStackFrameId(const OpMetadata& metadata, size_t start);
+  Status ParseShardingAttribute(HloInstruction& instr);
 
   Status ResolveCalledComputations();
   Status ResolveOperands(ComputationState& state);
@@ -639,6 +642,7 @@ Status HloParser::ParseAttribute(ComputationState& state, size_t instruction_ind
     return OkStatus();
   }
   if (instr->raw_attribute(key) != nullptr) return duplicate();
+  if (key == "sharding") return ParseShardingAttribute(*instr);
   if (key == "literal") {
     // `literal=s32[] 1` (custom-call SetBound): a shape and a literal, separated by a space.
     size_t start = cursor_.Here();
@@ -650,6 +654,37 @@ Status HloParser::ParseAttribute(ComputationState& state, size_t instruction_ind
   }
   ASSIGN_OR_RETURN(std::string_view raw, cursor_.ReadRawValue());
   instr->raw_attributes.push_back({std::string(key), std::string(raw)});
+  return OkStatus();
+}
+
+// A sharding is read as XLA's parser reads it and checked against the instruction's shape and the
+// header's num_partitions, so a malformed one fails where it is written; it is kept verbatim.
+Status HloParser::ParseShardingAttribute(HloInstruction& instr) {
+  const size_t start = cursor_.Here();
+  ASSIGN_OR_RETURN(HloSharding sharding, HloSharding::Read(cursor_));
+  std::optional<int64_t> partitions;
+  for (const RawAttribute& attr : module_->header_attributes()) {
+    if (attr.key == "num_partitions") {
+      int64_t n = 0;
+      auto [end, ec] = std::from_chars(attr.value.data(), attr.value.data() + attr.value.size(), n);
+      if (ec == std::errc() && end == attr.value.data() + attr.value.size() && n > 0) partitions = n;
+    }
+  }
+  // An outfeed's or send's sharding describes the data it moves beside its token, not its token
+  // shape: values with a token are not checked against their shape.
+  bool has_token = false;
+  instr.shape().ForEachLeaf([&](const Shape& leaf, const std::vector<int64_t>&) {
+    has_token = has_token || leaf.IsToken();
+  });
+  Status valid = instr.shape().IsValid() && !has_token
+                     ? sharding.Validate(instr.shape(), std::nullopt) : OkStatus();
+  if (valid.ok() && partitions && sharding.MaxDevicePlusOne() > *partitions) {
+    valid = Error(fmt::format("sharding {} names device {} but the module has num_partitions={}",
+                              sharding.ToString(), sharding.MaxDevicePlusOne() - 1, *partitions));
+  }
+  if (!valid.ok()) return cursor_.ErrorAt(start, valid.message() + " on " + instr.name());
+  instr.raw_attributes.push_back(
+      {"sharding", std::string(cursor_.text().substr(start, cursor_.pos() - start))});
   return OkStatus();
 }
 

@@ -98,14 +98,20 @@ StatusOr<HloSharding> HloSharding::Read(TextCursor& cursor) {
     std::vector<HloSharding> elements;
     if (!cursor.TryConsume('}')) {
       do {
+        const size_t element_pos = cursor.Here();
         if (cursor.Peek() != '{') {
           return cursor.Error(fmt::format("expected a '{{' to open the sharding of a tuple "
                                           "element, found {}", cursor.Describe()));
         }
-        ASSIGN_OR_RETURN(HloSharding element, Read(cursor));
-        if (element.IsTuple()) {
-          return cursor.Error("a tuple sharding lists one sharding per leaf: it holds no tuples");
+        // Checked before reading, so hostile nesting never recurses.
+        cursor.set_pos(element_pos + 1);
+        const char inner = cursor.Peek();
+        cursor.set_pos(element_pos);
+        if (inner == '{' || inner == '}') {
+          return cursor.ErrorAt(element_pos, "a tuple sharding lists one sharding per leaf: it "
+                                             "holds no tuples");
         }
+        ASSIGN_OR_RETURN(HloSharding element, Read(cursor));
         elements.push_back(std::move(element));
       } while (cursor.TryConsume(','));
       RETURN_IF_ERROR(cursor.Expect('}', "to close the tuple sharding"));
@@ -301,6 +307,19 @@ bool HloSharding::operator==(const HloSharding& other) const {
              subgroups_ == other.subgroups_;
     case Kind::kTuple: return elements_ == other.elements_;
     default: return true;
+  }
+}
+
+int64_t HloSharding::MaxDevicePlusOne() const {
+  switch (kind_) {
+    case Kind::kMaximal: return device_ + 1;
+    case Kind::kTiled: return tiles_.MaxDevicePlusOne();
+    case Kind::kTuple: {
+      int64_t most = 0;
+      for (const HloSharding& e : elements_) most = std::max(most, e.MaxDevicePlusOne());
+      return most;
+    }
+    default: return 0;
   }
 }
 

@@ -84,6 +84,8 @@ class HloSharding {
   // a tiling's data rank is the shape's rank; a tuple has one sharding per leaf; every device
   // is below the count, and a tiling uses all of them (XLA's HloSharding::Validate).
   Status Validate(const Shape& shape, std::optional<int64_t> num_devices) const;
+  // The largest device id any part of the sharding names, plus one (0 when it names none).
+  int64_t MaxDevicePlusOne() const;
   // The sharding of leaf `leaf` of a tuple shape (itself when not a tuple).
   const HloSharding& LeafSharding(int64_t leaf) const;
 

@@ -13,6 +13,10 @@ namespace {
 // TileAssignment::kMaxDevices. `what` names the list ("tile dims").
 Status CheckDims(const std::vector<int64_t>& dims, std::string_view what, int64_t& product) {
   if (dims.empty()) return Error(fmt::format("{} are empty: expected at least one dimension", what));
+  if (dims.size() > TileAssignment::kMaxDims) {
+    return Error(fmt::format("{} have {} dimensions: at most {} are supported", what, dims.size(),
+                             TileAssignment::kMaxDims));
+  }
   product = 1;
   for (int64_t d : dims) {
     if (d < 1) return Error(fmt::format("{} [{}] hold {}: every dimension must be at least 1", what,
@@ -178,7 +182,7 @@ StatusOr<TileAssignment> TileAssignment::Read(TextCursor& cursor) {
       RETURN_IF_ERROR(cursor.Expect('(', "to open the iota transpose"));
       do {
         ASSIGN_OR_RETURN(int64_t p, cursor.ReadInt64("a dimension of the iota transpose"));
-        if (p < 0 || p > 64) return cursor.ErrorAt(perm_start, fmt::format(
+        if (p < 0 || p >= static_cast<int64_t>(kMaxDims)) return cursor.ErrorAt(perm_start, fmt::format(
             "iota transpose names dimension {}: expected one of the reshape dims", p));
         perm.push_back(static_cast<int>(p));
       } while (cursor.TryConsume(','));
@@ -192,6 +196,7 @@ StatusOr<TileAssignment> TileAssignment::Read(TextCursor& cursor) {
   }
   std::vector<int64_t> devices;
   devices.reserve(static_cast<size_t>(product));
+  std::unordered_set<int64_t> seen;
   for (int64_t i = 0; i < product; ++i) {
     if (i > 0 && !cursor.TryConsume(',')) {
       return cursor.Error(fmt::format("tile dims [{}] need {} device ids, found {} then {}",
@@ -200,6 +205,10 @@ StatusOr<TileAssignment> TileAssignment::Read(TextCursor& cursor) {
     size_t id_start = cursor.Here();
     ASSIGN_OR_RETURN(int64_t d, cursor.ReadInt64("a device id"));
     if (d < 0) return cursor.ErrorAt(id_start, fmt::format("device id {} is negative", d));
+    if (!seen.insert(d).second) {
+      return cursor.ErrorAt(id_start, fmt::format("device {} appears twice in the tile "
+                                                  "assignment", d));
+    }
     devices.push_back(d);
   }
   // One id too many: a comma followed by a number (a comma before a key belongs to the caller).

@@ -30,6 +30,8 @@ class TileAssignment {
  public:
   // No real mesh comes close; the bound keeps hostile text from allocating gigabytes.
   static constexpr int64_t kMaxDevices = int64_t{1} << 20;
+  // Dims of the array and of an iota's reshape: real meshes have a handful.
+  static constexpr size_t kMaxDims = 64;
 
   // One device, device 0: `[1]0`.
   TileAssignment() : dims_{1}, devices_{0} {}

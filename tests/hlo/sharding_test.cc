@@ -1,7 +1,10 @@
 #include "compiler/hlo/sharding.h"
 
+#include <fmt/format.h>
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
+
+#include "compiler/hlo/parser.h"
 
 namespace xlens {
 namespace {
@@ -115,7 +118,7 @@ void ExpectError(std::string_view text, std::string_view expected, std::string_v
 
 TEST(HloShardingTest, MalformedTextIsOneErrorAtItsPosition) {
   ExpectError("{devices=[2,2]0,1,2}", "need 4 device ids", "s:1:");
-  ExpectError("{devices=[2]0,0}", "device 0 appears twice", "s:1:10");
+  ExpectError("{devices=[2]0,0}", "device 0 appears twice", "s:1:15");
   ExpectError("{devices=[2,1]0,1,2}", "more device ids", "s:1:");
   ExpectError("{devices=[65536,65536]<=[4294967296]}", "more than", "s:1:10");
   ExpectError("{devices=[4]<=[2,2]T(0,2)}", "not a permutation", "s:1:");
@@ -135,6 +138,37 @@ TEST(HloShardingTest, MalformedTextIsOneErrorAtItsPosition) {
   ExpectError("{devices=[2]0,1 devices=[2]0,1}", "twice", "s:1:");
   ExpectError("{maximal device=-1}", "negative", "s:1:17");
   ExpectError("replicated", "to open a sharding", "s:1:1");
+}
+
+// The module parser reads every sharding= as above and checks it against its instruction's shape
+// and the header's num_partitions, naming the place; what it accepts prints back verbatim.
+TEST(HloShardingTest, ModuleParserChecksShardingsWhereWritten) {
+  auto module_with = [](std::string_view sharding, std::string_view header = "") {
+    return fmt::format(R"(HloModule m{}
+
+ENTRY %main (a: f32[8,4]) -> f32[8,4] {{
+  %a = f32[8,4]{{1,0}} parameter(0), sharding={}
+  ROOT %n = f32[8,4]{{1,0}} negate(%a)
+}}
+)", header, sharding);
+  };
+  auto ok = ParseHloModule(module_with("{devices=[2,1,2]<=[4] last_tile_dim_replicate}",
+                                       ", num_partitions=4"));
+  ASSERT_TRUE(ok.ok()) << ok.status().message();
+  EXPECT_EQ(*(*ok)->entry_computation()->parameter_instruction(0)->raw_attribute("sharding"),
+            "{devices=[2,1,2]<=[4] last_tile_dim_replicate}");
+  struct Bad { std::string_view sharding, header, message; };
+  for (const Bad& bad : std::vector<Bad>{
+           {"{devices=[2,2]0,1,2,2}", "", "<text>:4:65: device 2 appears twice"},
+           {"{devices=[4]<=[4]}", "", "tiles 1 dims but the shape f32[8,4] has rank 2 on a"},
+           {"{maximal device=5}", ", num_partitions=4", "names device 5 but the module has "
+                                                         "num_partitions=4"},
+           {"{devices=[2,2]<=[4]T(1,0)}", "", "iota transpose"},
+           {"{{replicated}}", "", "not a tuple"}}) {
+    auto parsed = ParseHloModule(module_with(bad.sharding, bad.header));
+    ASSERT_FALSE(parsed.ok()) << bad.sharding;
+    EXPECT_THAT(parsed.status().message(), HasSubstr(std::string(bad.message))) << bad.sharding;
+  }
 }
 
 }  // namespace

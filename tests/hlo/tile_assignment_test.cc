@@ -116,6 +116,10 @@ TEST(TileAssignmentTest, MalformedTextIsAnErrorAtItsPosition) {
   ExpectError("[2", "to close the tile dims");
   ExpectError("[2]0,1 x", "expected the end");
   ExpectError("[99999999999999999999]", "out of range");
+  std::string ones = "[1";
+  for (int i = 0; i < 100; ++i) ones += ",1";
+  ExpectError(ones + "]<=[1]", "at most 64");
+  ExpectError("[1]<=" + ones + "]", "at most 64");
 }
 
 }  // namespace
