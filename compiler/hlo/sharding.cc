@@ -334,6 +334,8 @@ Status HloSharding::Validate(const Shape& shape, std::optional<int64_t> num_devi
                                ToString(), shape.ToString(false)));
     }
     std::vector<Shape> leaves = Leaves(shape);
+    // XLA gives the empty tuple one sharding (its RequiredLeaves); none is accepted too.
+    if (leaves.empty() && elements_.size() <= 1) return OkStatus();
     if (leaves.size() != elements_.size()) {
       return Error(fmt::format("tuple sharding {} has {} elements but the shape {} has {} leaves",
                                ToString(), elements_.size(), shape.ToString(false), leaves.size()));

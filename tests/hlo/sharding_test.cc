@@ -105,6 +105,8 @@ TEST(HloShardingTest, ValidateAgainstShapeAndDevices) {
               HasSubstr("has 1 elements but the shape"));
   EXPECT_THAT(MustParse("{{replicated}}").Validate(matrix, 2).message(),
               HasSubstr("not a tuple"));
+  // The empty tuple has one sharding, as XLA counts it.
+  EXPECT_TRUE(MustParse("{{replicated}}").Validate(Shape::Tuple({}), 2).ok());
   // A non-tuple sharding applies to every leaf.
   EXPECT_TRUE(MustParse("{replicated}").Validate(pair, 2).ok());
 }
