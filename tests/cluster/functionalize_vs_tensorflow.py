@@ -7,8 +7,9 @@ convert_variables_to_constants_v2 (which lowers its While and If the same way). 
 --jit=compile` must make them While and If again (functionalize_control_flow.h) and compile them
 whole; each output must be within 1e-4 of TensorFlow's largest value. The trip counts and the
 branches taken are computed from the input, so a wrong trip count or a wrong branch gives a wrong
-number, not only a crash. One graph reads a branch's value after the conditional without a
-Merge: it must be refused in one line naming the node.
+number, not only a crash. Two graphs read a branch's value after the conditional without a
+Merge (one of them the Switch itself, beside its Merge): each must be refused in one line naming
+the node that reads it.
 
 Exits 77 (skipped) when tensorflow cannot be imported.
 
@@ -98,6 +99,34 @@ def build_graphs(out_dir):
         merged = v1.raw_ops.Merge(inputs=[s_false + 1.0, inside])[0]
         return [merged, tf.identity(inside)]
 
+    # tf.cond captures its predicate into each branch through a Switch of its own, so these two
+    # read p directly in a branch with raw Switch and Merge, as rewritten graphs do.
+    def cond_in_cond_on_one_predicate(x):
+        # The inner Switch tests p again inside p's true branch: its false branch never runs.
+        p = tf.reduce_sum(x) > 1.0
+        s_false, s_true = v1.raw_ops.Switch(data=x, pred=p)
+        i_false, i_true = v1.raw_ops.Switch(data=s_true * 1.5, pred=p)
+        inner = v1.raw_ops.Merge(inputs=[i_false - 2.0, tf.sin(i_true)])[0]
+        return [v1.raw_ops.Merge(inputs=[s_false + 1.0, inner])[0]]
+
+    def conds_on_p_inside_and_outside_q(x):
+        # p's conditional inside q's untaken branch and another on p outside it: one If for both
+        # would read q's branch and lose the second's value.
+        q, p = x[0] > 1.0, x[1] < 0.0
+        q_false, q_true = v1.raw_ops.Switch(data=x, pred=q)
+        p_false, p_true = v1.raw_ops.Switch(data=q_true, pred=p)
+        inner = v1.raw_ops.Merge(inputs=[p_false * 3.0, p_true * 2.0])[0]
+        outer = v1.raw_ops.Merge(inputs=[q_false - 1.0, inner])[0]
+        c_false, c_true = v1.raw_ops.Switch(data=x, pred=p)
+        return [outer, v1.raw_ops.Merge(inputs=[tf.cos(c_false), tf.sin(c_true)])[0]]
+
+    def switch_read_beside_merge(x):
+        # The Switch's true output read again after the Merge: under no branch of an If.
+        p = x[0] > 0.0
+        s_false, s_true = v1.raw_ops.Switch(data=x, pred=p)
+        merged = v1.raw_ops.Merge(inputs=[s_false + 1.0, s_true * 2.0])[0]
+        return [merged, tf.add(s_true, merged, name="beside")]
+
     # A resource variable updated in the loop body and read in a conditional there: the While
     # carries the variable, the If reads its value, the update is written back.
     g = tf.Graph()
@@ -124,12 +153,16 @@ def build_graphs(out_dir):
     v1_case("nested_while", nested_loops)
     v1_case("nested_cond", nested_conds)
     v1_case("conds_on_one_predicate", conds_on_one_predicate)
-    g = tf.Graph()
-    with g.as_default():
-        x = v1.placeholder(tf.float32, [4], name="x")
-        outs = branch_read_outside(x)
-        outs = [tf.identity(o, name=f"out{k}") for k, o in enumerate(outs)]
-    save("branch_read_outside", g.as_graph_def(), [o.name for o in outs], [], "refused")
+    v1_case("cond_in_cond_on_one_predicate", cond_in_cond_on_one_predicate)
+    v1_case("conds_on_p_inside_and_outside_q", conds_on_p_inside_and_outside_q)
+    for name, build, reader in [("branch_read_outside", branch_read_outside, "mul"),
+                                ("switch_read_beside_merge", switch_read_beside_merge, "beside")]:
+        g = tf.Graph()
+        with g.as_default():
+            x = v1.placeholder(tf.float32, [4], name="x")
+            outs = build(x)
+            outs = [tf.identity(o, name=f"out{k}") for k, o in enumerate(outs)]
+        save(name, g.as_graph_def(), [o.name for o in outs], [], "refused:" + reader)
 
     # A TF2 function frozen: its While and If lowered by convert_variables_to_constants_v2.
     tf.compat.v1.enable_control_flow_v2()
@@ -175,10 +208,11 @@ def main():
                 [("x", os.path.join(workdir, name + ".in.npy"))], fetches, out_dir,
                 ["--jit", "compile", "--timeout", "60"] + (["--init", init] if init else []),
                 timeout=None)
-            if expect == "refused":
-                if not tf_driver.refused_in_one_line(proc) or "'mul'" not in proc.stderr:
-                    failures.append(f"{name}: expected one line naming the node 'mul', got exit "
-                                    f"{proc.returncode}: {proc.stderr[-400:]}")
+            if expect.startswith("refused:"):
+                reader = expect.split(":", 1)[1]
+                if not tf_driver.refused_in_one_line(proc) or f"'{reader}'" not in proc.stderr:
+                    failures.append(f"{name}: expected one line naming the node '{reader}', got "
+                                    f"exit {proc.returncode}: {proc.stderr[-400:]}")
                 print(f"{name} --jit=compile: refused: {proc.stderr.strip()[-200:]}")
                 continue
             if proc.returncode != 0:
