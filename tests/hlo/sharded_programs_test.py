@@ -3,7 +3,8 @@
 xlens's shardings:
 
   - every module (before_optimizations, before and after spmd-partitioning) parses (`xlens print`);
-  - every `sharding=` in them reads back and prints as XLA wrote it, and every Shardy annotation
+  - every `sharding=` in them reads back and prints as XLA wrote it (alone and in `xlens print`'s
+    module), and every Shardy annotation
     (xla.sdy.sharding) converts to the HLO sharding XLA put beside it;
   - splitting jax's global inputs by the entry parameters' shardings gives exactly jax's
     addressable shards, and each shard has the shape of the partitioned module's parameter;
@@ -67,6 +68,8 @@ def check_program(args, where, n, scratch, failures):
       shardings_seen += 1
       if kind == "hlo" and written != read:
         fail(f"{module} {instr}: sharding {written} reads back as {read}")
+      if kind == "hlo" and printed.returncode == 0 and f"sharding={written}" not in printed.stdout:
+        fail(f"{module} {instr}: xlens print dropped or changed sharding={written}")
       if kind == "sdy" and written != "-" and written != read:
         fail(f"{module} {instr}: Shardy's annotation converts to {read}, XLA wrote {written}")
   if shardings_seen == 0:
