@@ -61,9 +61,28 @@ def tensorflow_env(xla_flags=None, dump_to=None, **extra):
     return env
 
 
-def run_script(script, args, env=None, **kwargs):
-    """Runs `script` (a test's own file, for its TensorFlow side) with `args` in a new Python."""
-    return subprocess.run([sys.executable, os.path.abspath(script)] + list(args), env=env, **kwargs)
+# How long a test's TensorFlow side may run (building its graphs takes up to a minute on one
+# core): under the 300 s CTest gives most of these tests, so a hung TensorFlow is killed and
+# named here instead of outliving the test CTest stops.
+SCRIPT_TIMEOUT = 240
+
+
+def run_script(script, args, env=None, timeout=SCRIPT_TIMEOUT, **kwargs):
+    """Runs `script` (a test's own file, for its TensorFlow side) with `args` in a new Python, for
+    at most `timeout` seconds. Past it the child is killed and the result is a failure, exit 124,
+    whose stderr (also printed) says which script did not finish."""
+    cmd = [sys.executable, os.path.abspath(script)] + list(args)
+    try:
+        return subprocess.run(cmd, env=env, timeout=timeout, **kwargs)
+    except subprocess.TimeoutExpired as e:
+        message = (f"{os.path.basename(script)} {' '.join(args)} did not finish within "
+                   f"{timeout} s and was stopped")
+        print(message, file=sys.stderr)
+        text = kwargs.get("text") or kwargs.get("universal_newlines")
+        out = e.stdout
+        if text and isinstance(out, bytes):
+            out = out.decode(errors="replace")
+        return subprocess.CompletedProcess(cmd, 124, out, message if text else message.encode())
 
 
 def save_case(np, directory, name, graph_def, x, refs, meta):
@@ -79,11 +98,11 @@ def save_case(np, directory, name, graph_def, x, refs, meta):
         f.write("\n".join(meta))
 
 
-def built_cases(script, xlens, workdir, args=()):
+def built_cases(script, xlens, workdir, args=(), timeout=SCRIPT_TIMEOUT):
     """The cases TensorFlow built in `workdir` (NAME for every NAME.meta there): when there are none
     yet, `script --xlens XLENS --workdir WORKDIR --build-only ARGS` builds them first, in a process
-    of its own (TensorFlow's clustering flags are read once per process). A list, or the exit code
-    to return: SKIPPED without TensorFlow, 1 when the build failed."""
+    of its own (TensorFlow's clustering flags are read once per process) given `timeout` seconds.
+    A list, or the exit code to return: SKIPPED without TensorFlow, 1 when the build failed."""
     def listed():
         return sorted(f[:-5] for f in os.listdir(workdir) if f.endswith(".meta"))
     cases = listed()
@@ -93,7 +112,7 @@ def built_cases(script, xlens, workdir, args=()):
         print("skipped: tensorflow is not installed")
         return SKIPPED
     built = run_script(script, ["--xlens", xlens, "--workdir", workdir, "--build-only", *args],
-                       env=tensorflow_env())
+                       env=tensorflow_env(), timeout=timeout)
     if built.returncode != 0:
         print(f"TensorFlow could not build the graphs (exit {built.returncode})")
         return 1
