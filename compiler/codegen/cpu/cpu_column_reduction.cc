@@ -184,6 +184,42 @@ Status KernelBuilder::EmitCpuColumnReductions(const std::vector<ColumnOutput>& o
     }
   }
 
+  // A tile's outputs: whole output rows [group_begin, group_end) times columns
+  // [column_begin, column_end) of the kept minor dimension.
+  struct Tile {
+    Value* group_begin;
+    Value* group_end;
+    Value* column_begin;
+    Value* column_end;
+  };
+  auto clamp_to = [&](Value* begin, int64_t step, int64_t limit) {
+    Value* stop = b_.CreateAdd(begin, b_.getInt64(step));
+    return b_.CreateSelect(b_.CreateICmpSLT(stop, b_.getInt64(limit)), stop, b_.getInt64(limit));
+  };
+  auto tile_of = [&](Value* tile) {
+    Value* group_begin = b_.CreateMul(b_.CreateUDiv(tile, b_.getInt64(plan.blocks)), b_.getInt64(plan.group));
+    Value* column_begin = b_.CreateMul(b_.CreateURem(tile, b_.getInt64(plan.blocks)), b_.getInt64(plan.block));
+    return Tile{group_begin, clamp_to(group_begin, plan.group, out_rows), column_begin,
+                clamp_to(column_begin, plan.block, n)};
+  };
+  // `body` at every output index of `tile`: output rows outer, columns inner and vectorized.
+  auto over_tile = [&](ElementalIrEmitter& em, const Tile& tile,
+                       const std::function<Status(const IrIndex&)>& body) -> Status {
+    return em.EmitLoop(tile.group_begin, tile.group_end, "out_row", [&](Value* o) -> Status {
+      IrIndex index(out.rank(), nullptr);
+      IrIndex outer_index = DelinearizeRowMajor(b_, o, outer_sizes);
+      for (size_t j = 0; j < outer.size(); ++j) index[outer[j]] = outer_index[j];
+      llvm::PHINode* column_iv = nullptr;
+      RETURN_IF_ERROR(em.EmitLoop(tile.column_begin, tile.column_end, "column", [&](Value* c) -> Status {
+        column_iv = llvm::cast<llvm::PHINode>(c);
+        index[minor] = c;
+        return body(index);
+      }, access_group_));
+      if (column_iv != nullptr) ForceVectorize(column_iv);
+      return OkStatus();
+    });
+  };
+
   llvm::Function* f = NewPhase(false, plan.tasks(), plan.block * plan.group * plan.slice_length);
   auto e = MakeEmitter();
   // Where each output's leaves accumulate (the destination, or this slice's partial tile).
@@ -194,18 +230,10 @@ Status KernelBuilder::EmitCpuColumnReductions(const std::vector<ColumnOutput>& o
       acc[i].push_back(sliced ? ArrayOf(partials[i][k]) : outputs[i].destination(k));
     }
   }
+  const int64_t tiles = plan.groups * plan.blocks;
   RETURN_IF_ERROR(e->EmitLoop(f->getArg(1), f->getArg(2), "task", [&](Value* task) -> Status {
-    const int64_t tiles = plan.groups * plan.blocks;
     Value* slice = sliced ? b_.CreateUDiv(task, b_.getInt64(tiles), "slice") : b_.getInt64(0);
-    Value* tile = sliced ? b_.CreateURem(task, b_.getInt64(tiles), "tile") : task;
-    auto clamp_to = [&](Value* begin, int64_t step, int64_t limit) {
-      Value* stop = b_.CreateAdd(begin, b_.getInt64(step));
-      return b_.CreateSelect(b_.CreateICmpSLT(stop, b_.getInt64(limit)), stop, b_.getInt64(limit));
-    };
-    Value* group_begin = b_.CreateMul(b_.CreateUDiv(tile, b_.getInt64(plan.blocks)), b_.getInt64(plan.group));
-    Value* group_end = clamp_to(group_begin, plan.group, out_rows);
-    Value* column_begin = b_.CreateMul(b_.CreateURem(tile, b_.getInt64(plan.blocks)), b_.getInt64(plan.block));
-    Value* column_end = clamp_to(column_begin, plan.block, n);
+    const Tile tile = tile_of(sliced ? b_.CreateURem(task, b_.getInt64(tiles), "tile") : task);
     Value* row_begin = b_.CreateMul(slice, b_.getInt64(plan.slice_length), "row_begin");
     Value* row_end = clamp_to(row_begin, plan.slice_length, reduce_length);
 
@@ -217,59 +245,47 @@ Status KernelBuilder::EmitCpuColumnReductions(const std::vector<ColumnOutput>& o
     auto sweep_rows = [&](const std::vector<Value*>& rows, bool start) -> Status {
       std::vector<IrIndex> row_index;
       for (Value* row : rows) row_index.push_back(DelinearizeRowMajor(b_, row, loop_sizes));
-      return e->EmitLoop(group_begin, group_end, "out_row", [&](Value* o) -> Status {
-        IrIndex index(out.rank(), nullptr);
-        IrIndex outer_index = DelinearizeRowMajor(b_, o, outer_sizes);
-        for (size_t j = 0; j < outer.size(); ++j) index[outer[j]] = outer_index[j];
-        llvm::PHINode* column_iv = nullptr;
-        RETURN_IF_ERROR(e->EmitLoop(column_begin, column_end, "column", [&](Value* c) -> Status {
-          column_iv = llvm::cast<llvm::PHINode>(c);
-          index[minor] = c;
-          IrIndex acc_index = index;
-          if (sliced) acc_index.insert(acc_index.begin(), slice);
-          std::vector<IrIndex> operand_index(rows.size(), IrIndex(in.rank(), nullptr));
-          for (size_t u = 0; u < rows.size(); ++u) {
-            for (size_t j = 0; j < loop_dims.size(); ++j) operand_index[u][loop_dims[j]] = row_index[u][j];
-            for (size_t j = 0; j < kept.size(); ++j) operand_index[u][kept[j]] = index[j];
+      return over_tile(*e, tile, [&](const IrIndex& index) -> Status {
+        IrIndex acc_index = index;
+        if (sliced) acc_index.insert(acc_index.begin(), slice);
+        std::vector<IrIndex> operand_index(rows.size(), IrIndex(in.rank(), nullptr));
+        for (size_t u = 0; u < rows.size(); ++u) {
+          for (size_t j = 0; j < loop_dims.size(); ++j) operand_index[u][loop_dims[j]] = row_index[u][j];
+          for (size_t j = 0; j < kept.size(); ++j) operand_index[u][kept[j]] = index[j];
+        }
+        // Every output's new accumulators are computed before any is stored (as an elementwise
+        // output group does), though each reads only its own.
+        std::vector<std::vector<Value*>> results(outputs.size());
+        for (size_t i = 0; i < outputs.size(); ++i) {
+          const HloInstruction* reduce = outputs[i].reduce;
+          const int64_t count = reduce->operand_count() / 2;
+          std::vector<Value*>& value = results[i];
+          for (int64_t k = 0; k < count; ++k) {
+            if (!start) {
+              ASSIGN_OR_RETURN(Value * a, acc[i][k].EmitRead(b_, acc_index));
+              value.push_back(a);
+            } else if (rows.empty()) {
+              ASSIGN_OR_RETURN(Value * init, e->EmitElement(reduce->operand(count + k), {}));
+              value.push_back(init);
+            } else {
+              ASSIGN_OR_RETURN(Value * x, e->EmitElement(reduce->operand(k), operand_index[0]));
+              value.push_back(x);
+            }
           }
-          // Every output's new accumulators are computed before any is stored (as an elementwise
-          // output group does), though each reads only its own.
-          std::vector<std::vector<Value*>> results(outputs.size());
-          for (size_t i = 0; i < outputs.size(); ++i) {
-            const HloInstruction* reduce = outputs[i].reduce;
-            const int64_t count = reduce->operand_count() / 2;
-            std::vector<Value*>& value = results[i];
-            size_t next = 0;
+          for (size_t u = start && !rows.empty() ? 1 : 0; u < rows.size(); ++u) {
+            std::vector<Value*> args = value;
             for (int64_t k = 0; k < count; ++k) {
-              if (!start) {
-                ASSIGN_OR_RETURN(Value * a, acc[i][k].EmitRead(b_, acc_index));
-                value.push_back(a);
-              } else if (rows.empty()) {
-                ASSIGN_OR_RETURN(Value * init, e->EmitElement(reduce->operand(count + k), {}));
-                value.push_back(init);
-              } else {
-                ASSIGN_OR_RETURN(Value * x, e->EmitElement(reduce->operand(k), operand_index[0]));
-                value.push_back(x);
-              }
+              ASSIGN_OR_RETURN(Value * x, e->EmitElement(reduce->operand(k), operand_index[u]));
+              args.push_back(x);
             }
-            if (start && !rows.empty()) next = 1;
-            for (size_t u = next; u < rows.size(); ++u) {
-              std::vector<Value*> args = value;
-              for (int64_t k = 0; k < count; ++k) {
-                ASSIGN_OR_RETURN(Value * x, e->EmitElement(reduce->operand(k), operand_index[u]));
-                args.push_back(x);
-              }
-              ASSIGN_OR_RETURN(value, e->EmitScalarComputation(*reduce->to_apply(), args));
-            }
+            ASSIGN_OR_RETURN(value, e->EmitScalarComputation(*reduce->to_apply(), args));
           }
-          for (size_t i = 0; i < outputs.size(); ++i) {
-            for (size_t k = 0; k < results[i].size(); ++k) {
-              RETURN_IF_ERROR(acc[i][k].EmitWrite(b_, acc_index, results[i][k]));
-            }
+        }
+        for (size_t i = 0; i < outputs.size(); ++i) {
+          for (size_t k = 0; k < results[i].size(); ++k) {
+            RETURN_IF_ERROR(acc[i][k].EmitWrite(b_, acc_index, results[i][k]));
           }
-          return OkStatus();
-        }, access_group_));
-        if (column_iv != nullptr) ForceVectorize(column_iv);
+        }
         return OkStatus();
       });
     };
@@ -306,38 +322,55 @@ Status KernelBuilder::EmitCpuColumnReductions(const std::vector<ColumnOutput>& o
   b_.CreateRetVoid();
   if (!sliced) return OkStatus();
 
-  // The combine phase: init, then each slice's partial in slice order (the same order on every
-  // run, whichever thread computed which slice).
-  return EmitParallelLoop(out, plan.slices, [&](ElementalIrEmitter& ce, const IrIndex& index) -> Status {
-    for (size_t i = 0; i < outputs.size(); ++i) {
-      const HloInstruction* reduce = outputs[i].reduce;
-      const int64_t count = reduce->operand_count() / 2;
-      std::vector<llvm::AllocaInst*> slots;
-      for (int64_t k = 0; k < count; ++k) {
-        ASSIGN_OR_RETURN(Value * init, ce.EmitElement(reduce->operand(count + k), {}));
-        slots.push_back(EmitEntryAlloca(b_, init->getType(), "combined"));
-        b_.CreateStore(init, slots.back());
+  // The combine phase, one task per tile: the init value, then each slice's partial tile in slice
+  // order (the same order on every run, whichever thread computed which slice), swept as the rows
+  // are: slices outer, the tile's columns inner and vectorized over contiguous partials.
+  llvm::Function* g = NewPhase(false, tiles, plan.block * plan.group * plan.slices);
+  auto ce = MakeEmitter();
+  std::vector<std::vector<IrArray>> dest(outputs.size()), part(outputs.size());
+  for (size_t i = 0; i < outputs.size(); ++i) {
+    for (size_t k = 0; k < partials[i].size(); ++k) {
+      dest[i].push_back(outputs[i].destination(k));
+      part[i].push_back(ArrayOf(partials[i][k]));
+    }
+  }
+  RETURN_IF_ERROR(ce->EmitLoop(g->getArg(1), g->getArg(2), "task", [&](Value* task) -> Status {
+    const Tile tile = tile_of(task);
+    RETURN_IF_ERROR(over_tile(*ce, tile, [&](const IrIndex& index) -> Status {
+      for (size_t i = 0; i < outputs.size(); ++i) {
+        const int64_t count = outputs[i].reduce->operand_count() / 2;
+        for (int64_t k = 0; k < count; ++k) {
+          ASSIGN_OR_RETURN(Value * init, ce->EmitElement(outputs[i].reduce->operand(count + k), {}));
+          RETURN_IF_ERROR(dest[i][k].EmitWrite(b_, index, init));
+        }
       }
-      RETURN_IF_ERROR(ce.EmitLoop(b_.getInt64(0), b_.getInt64(plan.slices), "slice", [&](Value* s) -> Status {
+      return OkStatus();
+    }));
+    return ce->EmitLoop(b_.getInt64(0), b_.getInt64(plan.slices), "slice", [&](Value* s) -> Status {
+      return over_tile(*ce, tile, [&](const IrIndex& index) -> Status {
         IrIndex partial_index = index;
         partial_index.insert(partial_index.begin(), s);
-        std::vector<Value*> args;
-        for (int64_t k = 0; k < count; ++k) args.push_back(b_.CreateLoad(slots[k]->getAllocatedType(), slots[k]));
-        for (int64_t k = 0; k < count; ++k) {
-          ASSIGN_OR_RETURN(Value * p, ArrayOf(partials[i][k]).EmitRead(b_, partial_index));
-          args.push_back(p);
+        for (size_t i = 0; i < outputs.size(); ++i) {
+          const int64_t count = outputs[i].reduce->operand_count() / 2;
+          std::vector<Value*> args;
+          for (int64_t k = 0; k < count; ++k) {
+            ASSIGN_OR_RETURN(Value * a, dest[i][k].EmitRead(b_, index));
+            args.push_back(a);
+          }
+          for (int64_t k = 0; k < count; ++k) {
+            ASSIGN_OR_RETURN(Value * p, part[i][k].EmitRead(b_, partial_index));
+            args.push_back(p);
+          }
+          ASSIGN_OR_RETURN(std::vector<Value*> r,
+                           ce->EmitScalarComputation(*outputs[i].reduce->to_apply(), args));
+          for (int64_t k = 0; k < count; ++k) RETURN_IF_ERROR(dest[i][k].EmitWrite(b_, index, r[k]));
         }
-        ASSIGN_OR_RETURN(std::vector<Value*> r, ce.EmitScalarComputation(*reduce->to_apply(), args));
-        for (int64_t k = 0; k < count; ++k) b_.CreateStore(r[k], slots[k]);
         return OkStatus();
-      }));
-      for (int64_t k = 0; k < count; ++k) {
-        Value* v = b_.CreateLoad(slots[k]->getAllocatedType(), slots[k]);
-        RETURN_IF_ERROR(outputs[i].destination(k).EmitWrite(b_, index, v));
-      }
-    }
-    return OkStatus();
-  });
+      });
+    });
+  }));
+  b_.CreateRetVoid();
+  return OkStatus();
 }
 
 }  // namespace xlens::codegen
