@@ -5,12 +5,14 @@
 #include "compiler/passes/onednn_rewriter.h"
 
 #ifdef XLENS_HAVE_ONEDNN
+#include <algorithm>
 #include <atomic>
 #include <cstring>
 #include <functional>
 #include <limits>
 #include <map>
 #include <mutex>
+#include <optional>
 #include <unordered_map>
 
 #include <oneapi/dnnl/dnnl.hpp>
@@ -127,6 +129,43 @@ Status ExecutePartsOnPool(ThreadPool* pool, int64_t tasks, const std::string& na
   return OkStatus();
 }
 
+// A forward convolution with a 1x1 window, unit strides and no padding over channels-last images
+// is the product [images x pixels, in] x [in, out]. Its weights, unless they are constants
+// (reordered once and kept), would be reordered into oneDNN's blocked layout on every call, or
+// read as they lie by its im2col kernel (gemm:jit, 5-20x slower than brgemm at batch 1); as a
+// matmul, brgemm reads them as they lie (any order of the two channel dimensions) and the rows
+// are split over the pool as any product's are.
+struct PointwiseProduct {
+  int64_t batch = 1, m = 0, k = 0, n = 0;
+  bool lhs_transposed = false, rhs_transposed = false;
+
+  static std::optional<PointwiseProduct> Of(const OneDnnCall& call, bool constant_weights) {
+    const OneDnnConvolution& c = call.convolution;
+    if (!call.is_convolution || constant_weights || c.kind != OneDnnConvolution::Kind::kForward) return std::nullopt;
+    auto all = [](const std::vector<int64_t>& v, int64_t x) {
+      return std::all_of(v.begin(), v.end(), [x](int64_t e) { return e == x; });
+    };
+    if (!all(c.kernel_spatial, 1) || !all(c.strides, 1) || !all(c.padding_low, 0) || !all(c.padding_high, 0) ||
+        c.src_spatial != c.dst_spatial || c.weights_strides.size() < 2) {
+      return std::nullopt;
+    }
+    PointwiseProduct p;
+    p.m = c.images;
+    for (int64_t d : c.src_spatial) p.m *= d;
+    p.k = c.input_channels;
+    p.n = c.output_channels;
+    const int64_t out_stride = c.weights_strides[0], in_stride = c.weights_strides[1];
+    if (in_stride == p.n && out_stride == 1) {
+      p.rhs_transposed = false;  // [in, out] row-major (HWIO, IOHW)
+    } else if (out_stride == p.k && in_stride == 1) {
+      p.rhs_transposed = true;  // [out, in] row-major (OIHW, OHWI)
+    } else {
+      return std::nullopt;
+    }
+    return p;
+  }
+};
+
 }  // namespace
 
 bool OneDnnAvailable() { return true; }
@@ -193,8 +232,9 @@ StatusOr<std::unique_ptr<OneDnnThunk>> OneDnnThunk::Create(std::string hlo_name,
   std::unique_ptr<OneDnnThunk> thunk(new OneDnnThunk(std::move(hlo_name)));
   thunk->impl_ = std::make_unique<Impl>();
   Impl& impl = *thunk->impl_;
-  impl.is_convolution = call->is_convolution;
   impl.constant_weights = fusion.operand(call->rhs_parameter)->opcode() == HloOpcode::kConstant;
+  const std::optional<PointwiseProduct> pointwise = PointwiseProduct::Of(*call, impl.constant_weights);
+  impl.is_convolution = call->is_convolution && !pointwise;
   impl.lhs_slot = operand_slots.at(call->lhs_parameter);
   impl.rhs_slot = operand_slots.at(call->rhs_parameter);
   impl.output_slot = output_slot;
@@ -254,13 +294,24 @@ StatusOr<std::unique_ptr<OneDnnThunk>> OneDnnThunk::Create(std::string hlo_name,
   };
   try {
     SingleThreadedCreation single_threaded;
-    if (!call->is_convolution) {
-      const Shape& lhs = core.operand(0)->shape();  // [batch..., m, k] as the dot reads it
-      const Shape& rhs = core.operand(1)->shape();  // [batch..., k, n]
-      const int64_t rank = lhs.rank();
-      for (int64_t i = 0; i < rank - 2; ++i) impl.batch *= lhs.dimensions(i);
-      const int64_t m = lhs.dimensions(rank - 2), k = lhs.dimensions(rank - 1);
-      const int64_t n = rhs.dimensions(rank - 1);
+    if (!impl.is_convolution) {
+      PointwiseProduct product;
+      if (pointwise) {
+        product = *pointwise;
+      } else {
+        const Shape& lhs = core.operand(0)->shape();  // [batch..., m, k] as the dot reads it
+        const Shape& rhs = core.operand(1)->shape();  // [batch..., k, n]
+        const int64_t rank = lhs.rank();
+        for (int64_t i = 0; i < rank - 2; ++i) product.batch *= lhs.dimensions(i);
+        product.m = lhs.dimensions(rank - 2);
+        product.k = lhs.dimensions(rank - 1);
+        product.n = rhs.dimensions(rank - 1);
+        product.lhs_transposed = call->lhs_transposed;
+        product.rhs_transposed = call->rhs_transposed;
+      }
+      impl.batch = product.batch;
+      const int64_t m = product.m, k = product.k, n = product.n;
+      const bool lhs_transposed = product.lhs_transposed, rhs_transposed = product.rhs_transposed;
       // Enough parts for every thread, split along rows where there are enough of them: a block
       // of rows keeps every operand dense, which oneDNN's brgemm kernels need (a column block is
       // a strided matrix they refuse, leaving it to gemm:jit, slower to start and to run). A
@@ -285,15 +336,15 @@ StatusOr<std::unique_ptr<OneDnnThunk>> OneDnnThunk::Create(std::string hlo_name,
           Impl::Part part;
           // A transposed operand is stored [.., k, m] (or [.., n, k]): the same logical matrix
           // with swapped strides; a part keeps the full matrices' leading dimensions.
-          part.src = dnnl::memory::desc({rows, k}, dt::f32, call->lhs_transposed ? dims{1, m} : dims{k, 1});
-          if (call->lhs_transposed && rows < m) {
+          part.src = dnnl::memory::desc({rows, k}, dt::f32, lhs_transposed ? dims{1, m} : dims{k, 1});
+          if (lhs_transposed && rows < m) {
             part.pack_src = true;
             part.strided_src = part.src;
             part.src = dnnl::memory::desc({rows, k}, dt::f32, dims{k, 1});
             part.pack = dnnl::reorder(dnnl::reorder::primitive_desc(CpuEngine(), part.strided_src,
                                                                     CpuEngine(), part.src));
           }
-          part.weights = dnnl::memory::desc({k, cols}, dt::f32, call->rhs_transposed ? dims{1, k} : dims{n, 1});
+          part.weights = dnnl::memory::desc({k, cols}, dt::f32, rhs_transposed ? dims{1, k} : dims{n, 1});
           part.dst = dnnl::memory::desc({rows, cols}, dt::f32, dims{n, 1});
           for (OneDnnPostOp::Addend a : impl.addend_kinds) {
             if (a == OneDnnPostOp::Addend::kFull) {
@@ -321,9 +372,9 @@ StatusOr<std::unique_ptr<OneDnnThunk>> OneDnnThunk::Create(std::string hlo_name,
       const int64_t unlimited = std::numeric_limits<int64_t>::max();
       if (!build(rows_suffice || small, rows_suffice || !small ? unlimited : 1)) build(true, unlimited);
       impl.src_step = m * k;
-      impl.src_row_step = call->lhs_transposed ? 1 : k;
+      impl.src_row_step = lhs_transposed ? 1 : k;
       impl.weights_step = k * n;
-      impl.weights_column_step = call->rhs_transposed ? k : 1;
+      impl.weights_column_step = rhs_transposed ? k : 1;
       impl.dst_step = m * n;
       impl.dst_row_step = n;
     } else {
@@ -332,7 +383,7 @@ StatusOr<std::unique_ptr<OneDnnThunk>> OneDnnThunk::Create(std::string hlo_name,
   } catch (const dnnl::error& e) {
     return Error(fmt::format("{}: oneDNN refused {}: {}", thunk->hlo_name(), call->ToString(), e.what()));
   }
-  thunk->description_ = call->ToString();
+  thunk->description_ = call->ToString() + (pointwise ? " as matmul" : "");
   thunk->implementation_ = impl.implementation;
   return thunk;
 }
@@ -419,13 +470,22 @@ Status OneDnnThunk::Impl::BuildConvolution(
   // at batch 1: 9 MB of 3x3x512x512 weights against 2x2 images) is bound by reading them. When
   // they change between calls (variables), reordering them into oneDNN's blocked layout every
   // call reads and writes them once more than the convolution itself: it runs on the weights as
-  // they lie, unless only oneDNN's reference kernel takes them so.
+  // they lie where oneDNN has a direct kernel for them, or where they outweigh the images so far
+  // that the product is a few rows against the whole kernel and oneDNN's im2col kernel (gemm:jit)
+  // is a matrix-vector pass over it. Between the two, gemm:jit is the slower: measured on
+  // ResNet50's layers at batch 1 (64x64 images), it ran 8x8 and 4x4 images with 18-30x their
+  // bytes in weights at 6-25 GFLOP/s, a third to a fifth of the reorder and brgconv together,
+  // and only the 2x2 images of the last stage (weights 500x the images) faster, by 2x.
   if (c.kind == Kind::kForward && !constant_weights && parts.begin()->second.weights != user_weights_md) {
     const int64_t weight_bytes = static_cast<int64_t>(user_weights_md.get_size());
-    if (weight_bytes >= total * (src_step + dst_step) * static_cast<int64_t>(sizeof(float))) {
+    const int64_t image_bytes = total * (src_step + dst_step) * static_cast<int64_t>(sizeof(float));
+    if (weight_bytes >= image_bytes) {
       try {
         build(user_weights_md);
-        if (implementation.rfind("ref", 0) == 0) build(any_weights);
+        const bool im2col = implementation.find("gemm") != std::string::npos;
+        if (implementation.rfind("ref", 0) == 0 || (im2col && weight_bytes < 64 * image_bytes)) {
+          build(any_weights);
+        }
       } catch (const dnnl::error&) {
         build(any_weights);
       }
