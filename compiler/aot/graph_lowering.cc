@@ -22,18 +22,18 @@ using cluster::QuoteName;
 using graph::DataType;
 using graph::NodeDef;
 
-// "node:0" for "node": one spelling per tensor, to match inputs against feeds.
+// "node:0" for "node": one spelling per tensor, to match inputs against feeds. A control input,
+// or a name that is no tensor's, as it is.
 std::string Canonical(const std::string& input) {
-  if (input.empty() || input[0] == '^') return input;
-  size_t colon = input.rfind(':');
-  if (colon == std::string::npos) return input + ":0";
-  return input;
+  StatusOr<graph::TensorId> id = graph::ParseTensorName(input);
+  if (!id.ok() || id->IsControl()) return input;
+  return id->node + ":" + std::to_string(id->index);
 }
 
+// The node an input (data or control) reads; a name that is no tensor's as it is.
 std::string NodeOf(const std::string& input) {
-  std::string name = input[0] == '^' ? input.substr(1) : input;
-  size_t colon = name.rfind(':');
-  return colon == std::string::npos ? name : name.substr(0, colon);
+  StatusOr<graph::TensorId> id = graph::ParseTensorName(input);
+  return id.ok() ? id->node : input;
 }
 
 HeaderBuffer Buffer(const std::string& name, DataType type, const std::vector<int64_t>& dims) {
