@@ -17,13 +17,15 @@
 //    reaches form the else branch, those only its true output reaches the then branch, and the
 //    Merges joining them are the outputs of an If whose inputs are the Switches' data inputs
 //    (and whatever else the branches read from outside). Conditionals on one predicate one
-//    after the other become one If each, the first first. A loop body's conditionals are
-//    functionalized inside the body function.
+//    after the other become one If each, the first first; a Switch on a predicate its branch
+//    already fixes (a cond nested in a cond on the same predicate) passes its taken side on, as
+//    TensorFlow's does. A loop body's conditionals are functionalized inside the body function.
 //
 // A graph with no v1 control flow is left alone. What cannot be made functional is an error of
 // one line naming the node at fault: a loop without a LoopCond, a loop variable whose Merge or
 // Switch is missing, a node read from outside its frame or its branch without an Exit or a
-// Merge, a node reading both branches of one conditional.
+// Merge, a Switch read outside both branches of its conditional, a node reading both branches of
+// one conditional.
 #pragma once
 
 #include "compiler/graph/graph.h"
