@@ -349,8 +349,13 @@ MachineLimits MeasureMachineLimits(const MachineLimitsOptions& options) {
   };
   // Each in-cache repetition moves about 32 MiB: a few hundred microseconds.
   constexpr int64_t kPerRepetition = int64_t{32} << 20;
-  if (options.every_doubling) {
-    for (int64_t bytes = 16 << 10; bytes <= 2 * llc; bytes *= 2) limits.sweep.push_back(measure(bytes, kPerRepetition));
+  if (options.fine) {
+    // Half-octave steps: a working set just past a point is held to that point's bandwidth, so
+    // the finer the steps, the less a bound near a cache's capacity overstates it.
+    for (int64_t bytes = 16 << 10; bytes <= 2 * llc; bytes *= 2) {
+      limits.sweep.push_back(measure(bytes, kPerRepetition));
+      if (bytes < 2 * llc) limits.sweep.push_back(measure(static_cast<int64_t>(bytes * 1.4142) / 4096 * 4096, kPerRepetition));
+    }
   } else {
     // Half of each level's capacity (well inside it), and twice the last level's.
     for (const CacheLevel& level : limits.caches) limits.sweep.push_back(measure(level.total_bytes() / 2, kPerRepetition));
@@ -374,7 +379,7 @@ const MachineLimits& ThisMachineLimits() {
   static const MachineLimits* limits = [] {
     MachineLimitsOptions options;
     options.repetitions = 3;
-    options.every_doubling = false;
+    options.fine = false;
     // Arrays past the last-level cache, but not four times it: this runs inside a user's command.
     const std::vector<CacheLevel> caches = DataCaches();
     options.memory_bytes = std::max<int64_t>(int64_t{64} << 20, caches.empty() ? 0 : caches.back().total_bytes());

@@ -76,7 +76,7 @@ struct MachineLimitsOptions {
   int threads = 0;          // 0: every online CPU
   int repetitions = 3;      // per point
   int64_t memory_bytes = 0;  // per STREAM array; 0: four times the last-level cache
-  bool every_doubling = true;  // the sweep at every power of two, or only about each level
+  bool fine = true;          // the sweep at every half-octave, or only at half of each level
 };
 
 MachineLimits MeasureMachineLimits(const MachineLimitsOptions& options);

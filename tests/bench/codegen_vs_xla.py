@@ -34,6 +34,7 @@ import argparse
 import math
 import os
 import re
+import shutil
 import statistics
 import subprocess
 import sys
@@ -218,9 +219,12 @@ def make_arguments(np, specs, seed):
 
 
 def run_xlens(xlens, hlo_file, inputs_dir, outputs_dir, iterations):
-    proc = subprocess.run([xlens, "run", hlo_file, "--inputs", inputs_dir, "--outputs",
-                           outputs_dir, "--iterations", str(iterations), "--max-work", "0"],
-                          capture_output=True, text=True)
+    try:
+        proc = subprocess.run([xlens, "run", hlo_file, "--inputs", inputs_dir, "--outputs",
+                               outputs_dir, "--iterations", str(iterations), "--max-work", "0"],
+                              capture_output=True, text=True)
+    except OSError as e:
+        raise RuntimeError(f"{xlens}: {e.strerror}")
     if proc.returncode != 0:
         raise RuntimeError(proc.stderr.strip() or proc.stdout.strip())
     match = re.search(r"compile ([0-9.]+) ms; run median ([0-9.]+) ms", proc.stdout)
@@ -299,6 +303,14 @@ def main():
             f.write(lowered.as_text(dialect="hlo"))
         selected.append((seed, name, specs, directory, lowered, hlo_file))
     limits_binary = args.machine_limits or roofline.find_binary(args.xlens)
+    # The run takes minutes; a rebuild of the tree meanwhile must not pull xlens away mid-run.
+    try:
+        xlens = shutil.copy2(args.xlens, os.path.join(work, "xlens"))
+    except OSError as e:
+        print(f"xlens codegen_vs_xla: --xlens {args.xlens}: {e.strerror}", file=sys.stderr)
+        return 1
+    if os.path.exists(limits_binary):
+        limits_binary = shutil.copy2(limits_binary, os.path.join(work, "machine_limits"))
     start = time.perf_counter()
     try:
         limits = roofline.measure(limits_binary, [entry[5] for entry in selected])
@@ -329,7 +341,7 @@ def main():
         xla_times, our_times, our_compiles = [], [], []
         try:
             for _ in range(rounds):
-                ours_compile_ms, ours_ms = run_xlens(args.xlens, hlo_file,
+                ours_compile_ms, ours_ms = run_xlens(xlens, hlo_file,
                                                      os.path.join(directory, "inputs"),
                                                      os.path.join(directory, "outputs"),
                                                      args.iterations)

@@ -405,7 +405,7 @@ int main(int argc, char** argv) {
   options.threads = threads;
   options.repetitions = quick ? 1 : repetitions * 3;
   if (quick) options.memory_bytes = int64_t{8} << 20;
-  options.every_doubling = !quick;
+  options.fine = !quick;
   const profiler::MachineLimits limits = profiler::MeasureMachineLimits(options);
 
   Json out;

@@ -70,15 +70,16 @@ class Limits:
         peak = d["peak_f32"]
         lines = [
             f"machine: {d['cpu']}, {d['threads']} threads, "
-            + ", ".join(f"{n} {size / 2**20:g} MiB" for n, size in self.levels),
+            + ", ".join(f"{n} {size / 2**10:g} KiB" if size < 2**20 else f"{n} {size / 2**20:g} MiB"
+                        for n, size in self.levels),
             f"memory (STREAM, {m['array_bytes'] / 2**20:.0f} MiB arrays): copy "
             f"{m['copy_gbps_one_thread']:.1f} GB/s on 1 thread, {m['copy_gbps_all_threads']:.1f} on all; "
             f"triad {m['triad_gbps_one_thread']:.1f} / {m['triad_gbps_all_threads']:.1f}; "
             f"read {m['read_gbps_all_threads']:.1f} on all",
             "caches (all threads, triad / read GB/s by working set): " + ", ".join(
-                f"{p['working_set_bytes'] / 2**10:g}K {p['triad_gbps']:.0f}/{p['read_gbps']:.0f}"
+                f"{p['working_set_bytes'] / 2**10:.3g}K {p['triad_gbps']:.0f}/{p['read_gbps']:.0f}"
                 if p["working_set_bytes"] < 2**20 else
-                f"{p['working_set_bytes'] / 2**20:g}M {p['triad_gbps']:.0f}/{p['read_gbps']:.0f}"
+                f"{p['working_set_bytes'] / 2**20:.3g}M {p['triad_gbps']:.0f}/{p['read_gbps']:.0f}"
                 for p in self.points),
             f"peak f32 ({peak['isa']} FMA): {peak['gflops_one_core']:.0f} GFLOP/s on 1 core, "
             f"{peak['gflops_all_cores']:.0f} on all" + (
