@@ -598,8 +598,13 @@ StatusOr<KernelSpec> KernelBuilder::Build() {
       }
       if (done) {
       } else if (IsColumnReduction(x)) {
+        // On the CPU its slices' partials go to scratch past what this loop has laid out so far
+        // (batch statistics: one output row, which only slicing spreads over threads).
+        const bool cpu = target_ == KernelTarget::kCpu;
+        if (cpu) spec_.scratch_bytes = scratch;
         RETURN_IF_ERROR(EmitColumnReduction(x, [&](int64_t k) { return ArrayOf(materialized[k]); },
-                                            /*may_split=*/false));
+                                            /*may_split=*/cpu));
+        if (cpu) scratch = spec_.scratch_bytes;
       } else RETURN_IF_ERROR(EmitParallelLoop(loop_shape, WorkPerElement(*x),
                                        [&](ElementalIrEmitter& e, const IrIndex& index) -> Status {
         ASSIGN_OR_RETURN(std::vector<Value*> leaves, e.EmitLeaves(x, index));

@@ -218,6 +218,32 @@ ENTRY e {
   testing::ExpectMatchesEvaluator(text, {}, kFloat);
 }
 
+TEST(CpuColumnReductionTest, MaterialisedReductionIsSlicedIntoScratchPastItsResult) {
+  // x - mean(x, axis=0): the column sum that the output reads is materialised in scratch, and
+  // sliced too (its one output row would otherwise be one task): its partials go past the sum.
+  const std::string text = std::string("HloModule m\n") + kReducers + R"(
+fused {
+  x = f32[4000,96] parameter(0)
+  z = f32[] constant(0)
+  s = f32[96] reduce(x, z), dimensions={0}, to_apply=add
+  c = f32[] constant(0.00025)
+  cb = f32[96] broadcast(c), dimensions={}
+  m = f32[96] multiply(s, cb)
+  mb = f32[4000,96] broadcast(m), dimensions={1}
+  ROOT d = f32[4000,96] subtract(x, mb)
+}
+ENTRY e {
+  x = f32[4000,96] parameter(0)
+  ROOT f = f32[4000,96] fusion(x), kind=kInput, calls=fused
+})";
+  KernelSpec spec = SpecOfRoot(text);
+  // 384000 elements afford 5 slices: the sweep, the combine, then the output loop.
+  ASSERT_EQ(spec.phases.size(), 3u);
+  EXPECT_EQ(spec.phases[0].tasks, 5);
+  EXPECT_EQ(spec.scratch_bytes, 384 + 5 * 384);
+  testing::ExpectMatchesEvaluator(text, {}, kFloat);
+}
+
 TEST(CpuColumnReductionTest, VariadicArgmaxKeepsTheFirstIndexAcrossSlices) {
   // Ties between slices: every row equal, so the first row's index must win, as the evaluator's
   // sequential fold keeps it; slices combine in order.
