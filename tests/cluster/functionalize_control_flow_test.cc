@@ -307,6 +307,38 @@ TEST(FunctionalizeControlFlowTest, ASwitchFeedingTwoMergesBecomesOneIfWithTwoOut
   EXPECT_EQ(CountOps(*g, "If"), 1);
 }
 
+TEST(FunctionalizeControlFlowTest, MergesSharingABranchNodeAndReadingALateValueBecomeOneIf) {
+  // n feeds both Merges, so they are one If; the second also reads z, five ops deep, later in
+  // the graph's order than the first Merge yet not after it: still one If, the right values.
+  std::string text = Placeholder("x", "DT_FLOAT") + Placeholder("p", "DT_BOOL") +
+                     SwitchF("sw", "x", "p") + Unary("n", "Neg", "sw:1") + Merge("m1", "sw", "n");
+  std::string z = "x";
+  for (int i = 0; i < 5; ++i) {
+    text += Unary("z" + std::to_string(i), "Abs", z);
+    z = "z" + std::to_string(i);
+  }
+  text += Binary("k", "AddV2", "n", z) + Merge("m2", "sw", "k") +
+          Unary("out1", "Identity", "m1") + Unary("out2", "Identity", "m2");
+  ExpectConvertedToTheSameValues(text, {"p"}, {"out1", "out2"});
+  auto g = LoadGraph(text);
+  ASSERT_TRUE(FunctionalizeControlFlow(g.get()).ok());
+  EXPECT_EQ(CountOps(*g, "If"), 1);
+}
+
+TEST(FunctionalizeControlFlowTest, ABranchReadingWhatItsOwnMergeGivesIsRefusedByName) {
+  // k, in the branch n shares with m1, reads w, computed from m1: no If can hold both.
+  auto g = LoadGraph(Placeholder("x", "DT_FLOAT") + Placeholder("p", "DT_BOOL") +
+                     SwitchF("sw", "x", "p") + Unary("n", "Neg", "sw:1") +
+                     Merge("m1", "sw", "n") + Unary("w", "Exp", "m1") +
+                     Binary("k", "AddV2", "n", "w") + Merge("m2", "sw", "k") +
+                     Unary("out", "Identity", "m2"));
+  ASSERT_NE(g, nullptr);
+  Status s = FunctionalizeControlFlow(g.get());
+  ASSERT_FALSE(s.ok());
+  EXPECT_THAT(s.message(), HasSubstr("its Merge 'm1' gives is read back into its own branches"));
+  EXPECT_THAT(s.message(), Not(HasSubstr("\n")));
+}
+
 TEST(FunctionalizeControlFlowTest, ANodeOfOneBranchReadingTheOthersSwitchIsRefusedByName) {
   auto g = LoadGraph(Placeholder("x", "DT_FLOAT") + Placeholder("p", "DT_BOOL") +
                      SwitchF("sw", "x", "p") + Unary("n", "Neg", "sw:1") +
