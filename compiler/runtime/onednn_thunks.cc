@@ -3,11 +3,13 @@
 #include <fmt/format.h>
 
 #include "compiler/passes/onednn_rewriter.h"
+#include "compiler/runtime/small_product.h"
 
 #ifdef XLENS_HAVE_ONEDNN
 #include <algorithm>
 #include <atomic>
 #include <cstring>
+#include <cmath>
 #include <functional>
 #include <limits>
 #include <map>
@@ -29,6 +31,8 @@ namespace xlens::runtime {
 
 bool OneDnnAvailable() { return false; }
 bool IsOneDnnFusion(const HloInstruction&) { return false; }
+int64_t SmallProductLimit() { return 0; }
+void SetSmallProductLimit(int64_t) {}
 struct OneDnnThunk::Impl {};
 OneDnnThunk::OneDnnThunk(std::string hlo_name) : Thunk(std::move(hlo_name)) {}
 OneDnnThunk::~OneDnnThunk() = default;
@@ -39,6 +43,7 @@ StatusOr<std::unique_ptr<OneDnnThunk>> OneDnnThunk::Create(std::string hlo_name,
 }
 Status OneDnnThunk::Execute(char**, ExecuteContext&) const { return Error("no oneDNN"); }
 std::string OneDnnThunk::ToString(int) const { return ""; }
+int64_t OneDnnThunk::Parts() const { return 0; }
 
 #else
 
@@ -170,6 +175,60 @@ struct PointwiseProduct {
 
 bool OneDnnAvailable() { return true; }
 
+namespace {
+// About the size at which a oneDNN call's fixed cost (1.5 us) is its brgemm kernel's time for the
+// product: measured on the LSTM and attention products of the model corpus.
+std::atomic<int64_t> small_product_limit{int64_t{1} << 15};
+
+// Applies `ops` in order over the output [rows, n] of a product SmallProduct computed; `addends`
+// holds the added tensors of the kAdd ones, in order.
+void ApplyPostOps(const std::vector<OneDnnPostOp>& ops, const std::vector<const float*>& addends, int64_t rows,
+                  int64_t n, float* out) {
+  const int64_t size = rows * n;
+  size_t next = 0;
+  for (const OneDnnPostOp& op : ops) {
+    switch (op.kind) {
+      case OneDnnPostOp::Kind::kAdd: {
+        const float* a = addends[next++];
+        if (op.addend == OneDnnPostOp::Addend::kFull) {
+          for (int64_t e = 0; e < size; ++e) out[e] += a[e];
+        } else if (op.addend == OneDnnPostOp::Addend::kLastDimension) {
+          for (int64_t r = 0; r < rows; ++r) {
+            for (int64_t j = 0; j < n; ++j) out[r * n + j] += a[j];
+          }
+        } else {
+          for (int64_t e = 0; e < size; ++e) out[e] += a[0];
+        }
+        break;
+      }
+      case OneDnnPostOp::Kind::kRelu:
+        for (int64_t e = 0; e < size; ++e) out[e] = std::max(out[e], 0.f);
+        break;
+      case OneDnnPostOp::Kind::kGeluTanh:
+        for (int64_t e = 0; e < size; ++e) {
+          const float x = out[e];
+          out[e] = 0.5f * x * (1.f + std::tanh(0.7978845608f * (x + 0.044715f * x * x * x)));
+        }
+        break;
+      case OneDnnPostOp::Kind::kGeluErf:
+        for (int64_t e = 0; e < size; ++e) out[e] = 0.5f * out[e] * (1.f + std::erf(out[e] * 0.70710678f));
+        break;
+      case OneDnnPostOp::Kind::kLinear: {
+        const float alpha = static_cast<float>(op.alpha), beta = static_cast<float>(op.beta);
+        for (int64_t e = 0; e < size; ++e) out[e] = alpha * out[e] + beta;
+        break;
+      }
+      case OneDnnPostOp::Kind::kLogistic:
+        for (int64_t e = 0; e < size; ++e) out[e] = 1.f / (1.f + std::exp(-out[e]));
+        break;
+    }
+  }
+}
+}  // namespace
+
+int64_t SmallProductLimit() { return small_product_limit.load(); }
+void SetSmallProductLimit(int64_t multiply_adds) { small_product_limit.store(multiply_adds); }
+
 bool IsOneDnnFusion(const HloInstruction& fusion) { return MatchOneDnnCall(fusion).has_value(); }
 
 // The call is split into parts that the pool runs in parallel: blocks of rows of each batch
@@ -188,6 +247,10 @@ struct OneDnnThunk::Impl {
     dnnl::memory::desc strided_src;
   };
   bool is_convolution = false;
+  // A product under SmallProductLimit: computed by SmallProduct, then its post-ops, no oneDNN.
+  bool small = false;
+  SmallProductShape small_shape;
+  std::vector<OneDnnPostOp> post_ops;
   std::map<int64_t, Part> parts;  // by rows (matmul) or images (convolution)
   int64_t lhs_slot = -1, rhs_slot = -1, output_slot = -1;
   std::vector<int> addend_post_ops;      // the post-op index of each addend
@@ -312,6 +375,12 @@ StatusOr<std::unique_ptr<OneDnnThunk>> OneDnnThunk::Create(std::string hlo_name,
       impl.batch = product.batch;
       const int64_t m = product.m, k = product.k, n = product.n;
       const bool lhs_transposed = product.lhs_transposed, rhs_transposed = product.rhs_transposed;
+      impl.small = impl.batch * m * n * k <= SmallProductLimit();
+      if (impl.small) {
+        impl.small_shape = {impl.batch, m, k, n, lhs_transposed, rhs_transposed};
+        impl.post_ops = call->post_ops;
+        impl.implementation = std::string("small-product:") + SmallProductIsa();
+      }
       // Enough parts for every thread, split along rows where there are enough of them: a block
       // of rows keeps every operand dense, which oneDNN's brgemm kernels need (a column block is
       // a strided matrix they refuse, leaving it to gemm:jit, slower to start and to run). A
@@ -370,7 +439,11 @@ StatusOr<std::unique_ptr<OneDnnThunk>> OneDnnThunk::Create(std::string hlo_name,
       const bool rows_suffice = m >= 16 * std::min<int64_t>(parallelism, 2) || m >= n;
       const bool small = impl.batch * m * n * k < (int64_t{1} << 22);
       const int64_t unlimited = std::numeric_limits<int64_t>::max();
-      if (!build(rows_suffice || small, rows_suffice || !small ? unlimited : 1)) build(true, unlimited);
+      if (impl.small) {
+        impl.blocks = 1;
+      } else if (!build(rows_suffice || small, rows_suffice || !small ? unlimited : 1)) {
+        build(true, unlimited);
+      }
       impl.src_step = m * k;
       impl.src_row_step = lhs_transposed ? 1 : k;
       impl.weights_step = k * n;
@@ -587,6 +660,28 @@ Status OneDnnThunk::Impl::ExecuteConvolution(char** frame, ExecuteContext& conte
 Status OneDnnThunk::Execute(char** frame, ExecuteContext& context) const {
   const Impl& impl = *impl_;
   if (impl.is_convolution) return impl.ExecuteConvolution(frame, context, hlo_name());
+  if (impl.small) {
+    const SmallProductShape& s = impl.small_shape;
+    float* output = reinterpret_cast<float*>(frame[impl.output_slot]);
+    const int64_t size = s.batch * s.m * s.n;
+    // An output that shares its buffer with an operand (a residual added in place) is computed
+    // aside first: the loops write outputs before the post-ops read the addends.
+    std::vector<const float*> addends;
+    for (int64_t slot : impl.addend_slots) addends.push_back(reinterpret_cast<const float*>(frame[slot]));
+    bool shared = frame[impl.lhs_slot] == frame[impl.output_slot] || frame[impl.rhs_slot] == frame[impl.output_slot];
+    for (const float* a : addends) shared |= a == output;
+    thread_local std::vector<float> aside;
+    float* result = output;
+    if (shared) {
+      if (static_cast<int64_t>(aside.size()) < size) aside.resize(size);
+      result = aside.data();
+    }
+    SmallProduct(s, reinterpret_cast<const float*>(frame[impl.lhs_slot]),
+                 reinterpret_cast<const float*>(frame[impl.rhs_slot]), result);
+    ApplyPostOps(impl.post_ops, addends, s.batch * s.m, s.n, result);
+    if (shared) std::memcpy(output, result, size * sizeof(float));
+    return OkStatus();
+  }
   const int64_t tasks = impl.batch * impl.blocks;
   float* lhs = reinterpret_cast<float*>(frame[impl.lhs_slot]);
   float* rhs = reinterpret_cast<float*>(frame[impl.rhs_slot]);
@@ -629,11 +724,15 @@ Status OneDnnThunk::Execute(char** frame, ExecuteContext& context) const {
   return ExecutePartsOnPool(context.pool, tasks, hlo_name(), bind_part);
 }
 
+int64_t OneDnnThunk::Parts() const {
+  if (impl_->small) return 1;
+  return impl_->is_convolution ? impl_->blocks : impl_->batch * impl_->blocks;
+}
+
 std::string OneDnnThunk::ToString(int indent) const {
   return fmt::format("{:{}}library-call {} (oneDNN {}; kernel {}; {} part{} on the pool)\n", "",
                      indent, hlo_name(), description_, implementation_,
-                     impl_->is_convolution ? impl_->blocks : impl_->batch * impl_->blocks,
-                     (impl_->is_convolution ? impl_->blocks : impl_->batch * impl_->blocks) == 1 ? "" : "s");
+                     Parts(), Parts() == 1 ? "" : "s");
 }
 
 #endif

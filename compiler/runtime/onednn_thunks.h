@@ -5,6 +5,7 @@
 // pipeline never makes such fusions.
 #pragma once
 
+#include <cstdint>
 #include <memory>
 #include <string>
 #include <vector>
@@ -20,6 +21,13 @@ bool OneDnnAvailable();
 // Whether `fusion` runs as a oneDNN call: a fusion MatchOneDnnCall reads, in a build with oneDNN.
 bool IsOneDnnFusion(const HloInstruction& fusion);
 
+// Matrix products of at most this many multiply-adds (all batch elements together) run in the
+// thunk's own loops (small_product.h), their post-ops after them, instead of calling oneDNN,
+// whose fixed cost per call is most of such a product. Read when a thunk is made; tests set 0 to
+// hold small shapes to oneDNN's kernels.
+int64_t SmallProductLimit();
+void SetSmallProductLimit(int64_t multiply_adds);
+
 class OneDnnThunk : public Thunk {
  public:
   // Builds the primitive for `fusion` (IsOneDnnFusion holds); `operand_slots` are the fusion's
@@ -34,6 +42,8 @@ class OneDnnThunk : public Thunk {
   // "matmul(lhs, rhs^T) + binary_add[bias] + gelu_tanh" and oneDNN's kernel ("brg:avx512_core").
   const std::string& description() const { return description_; }
   const std::string& implementation() const { return implementation_; }
+  // How many parts a call runs as on the pool.
+  int64_t Parts() const;
 
  private:
   struct Impl;

@@ -47,11 +47,19 @@ std::string DotModule(const std::string& lhs, const std::string& rhs, const std:
          epilogue + "}\n";
 }
 
+// Small products are held to oneDNN here (SmallProductLimit 0) so that its kernels and post-ops
+// are what these cases check; SmallProductsRunInTheThunksOwnLoops checks the other path.
 class OneDnnThunkTest : public ::testing::Test {
  protected:
   void SetUp() override {
     if (!OneDnnAvailable()) GTEST_SKIP() << "built without oneDNN (libdnnl-dev)";
+    saved_limit_ = SmallProductLimit();
+    SetSmallProductLimit(0);
   }
+  void TearDown() override { SetSmallProductLimit(saved_limit_); }
+
+ private:
+  int64_t saved_limit_ = 0;
 };
 
 TEST_F(OneDnnThunkTest, MatmulLayoutsReadTransposedOperandsInPlace) {
@@ -90,7 +98,9 @@ TEST_F(OneDnnThunkTest, MatmulLayoutsReadTransposedOperandsInPlace) {
       "matmul(lhs^T, rhs)");
 }
 
-TEST_F(OneDnnThunkTest, EveryPostOpMatchesTheEvaluator) {
+// Every post-op the rewriter fuses, on a [6,10]x[10,8] product; `listed` is expected in each
+// thunk listing.
+void ExpectEveryPostOpMatchesEvaluator(const std::string& listed) {
   const std::string dims = "lhs_contracting_dims={1}, rhs_contracting_dims={0}";
   const std::string out = "f32[6,8]";
   struct Case {
@@ -126,9 +136,11 @@ TEST_F(OneDnnThunkTest, EveryPostOpMatchesTheEvaluator) {
   };
   for (const Case& c : cases) {
     ExpectOneDnnMatchesEvaluator(DotModule("f32[6,10]", "f32[10,8]", out, "", dims, c.epilogue, c.params),
-                                 c.call);
+                                 c.call, listed);
   }
 }
+
+TEST_F(OneDnnThunkTest, EveryPostOpMatchesTheEvaluator) { ExpectEveryPostOpMatchesEvaluator(""); }
 
 TEST_F(OneDnnThunkTest, StructurallyMatchedFormsAndTheirNearMissesMatchTheEvaluator) {
   const std::string head =
@@ -430,6 +442,42 @@ ENTRY e {
   ROOT c = f32[1,3,3,3] convolution(x, k), window={size=1x1}, dim_labels=b01f_01io->b01f
 })",
                                "convolution;");
+}
+
+// Products under the small-product limit run in the thunk's own loops, every post-op after them
+// as oneDNN would apply it, in every layout the rewriter accepts; a residual whose buffer the
+// result may take is read before it is overwritten; larger products still call oneDNN.
+TEST_F(OneDnnThunkTest, SmallProductsRunInTheThunksOwnLoops) {
+  SetSmallProductLimit(int64_t{1} << 15);
+  const std::string small = "kernel small-product:";
+  const std::string dims = "lhs_contracting_dims={1}, rhs_contracting_dims={0}";
+  const std::string root = "  ROOT r = f32[6,8] add(d, bb)\n";
+  const std::string bias = "  bias = f32[8] parameter(2)\n  bb = f32[6,8] broadcast(bias), dimensions={1}\n";
+  ExpectOneDnnMatchesEvaluator(DotModule("f32[6,10]", "f32[10,8]", "f32[6,8]", "", dims, root, bias),
+                               "matmul(lhs, rhs) + binary_add[bias]", small);
+  ExpectOneDnnMatchesEvaluator(
+      DotModule("f32[10,6]", "f32[8,10]", "f32[6,8]",
+                "  ta = f32[6,10] transpose(a), dimensions={1,0}\n  tb = f32[10,8] transpose(b), dimensions={1,0}\n",
+                dims, root, bias),
+      "matmul(lhs^T, rhs^T) + binary_add[bias]", small);
+  ExpectEveryPostOpMatchesEvaluator(small);
+  // Batched, as attention's heads: [2,4,16,8] x [2,4,8,16], and a residual of the result's shape.
+  ExpectOneDnnMatchesEvaluator(R"(HloModule m
+ENTRY e {
+  a = f32[2,4,16,8] parameter(0)
+  b = f32[2,4,8,16] parameter(1)
+  res = f32[2,4,16,16] parameter(2)
+  d = f32[2,4,16,16] dot(a, b), lhs_batch_dims={0,1}, lhs_contracting_dims={3}, rhs_batch_dims={0,1}, rhs_contracting_dims={2}
+  ROOT r = f32[2,4,16,16] add(d, res)
+})",
+                               "matmul(lhs, rhs) + binary_add", small);
+  // Just over the limit: oneDNN.
+  const std::string large = DotModule("f32[33,32]", "f32[32,32]", "f32[33,32]", "", dims, "");
+  auto module = ParseHloModule(large);
+  ASSERT_TRUE(module.ok());
+  auto exe = CompileForCpu(std::move(*module), {});
+  ASSERT_TRUE(exe.ok());
+  EXPECT_THAT((*exe)->ThunkSequenceText(), ::testing::Not(HasSubstr(small)));
 }
 
 // The gradients of the forward convolutions above (and of a NCHW one and a stride-3 VALID one)

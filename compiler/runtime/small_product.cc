@@ -1,0 +1,127 @@
+#include "compiler/runtime/small_product.h"
+
+#include <immintrin.h>
+
+#include <algorithm>
+#include <vector>
+
+namespace xlens::runtime {
+namespace {
+
+bool HasAvx2() {
+  static const bool has = __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma");
+  return has;
+}
+
+// One output row from a contiguous lhs row `a` of k elements.
+void RowScalar(const SmallProductShape& s, const float* a, const float* rhs, float* c) {
+  if (s.rhs_transposed) {
+    for (int64_t j = 0; j < s.n; ++j) {
+      const float* b = rhs + j * s.k;
+      float sum = 0;
+      for (int64_t p = 0; p < s.k; ++p) sum += a[p] * b[p];
+      c[j] = sum;
+    }
+    return;
+  }
+  std::fill(c, c + s.n, 0.f);
+  for (int64_t p = 0; p < s.k; ++p) {
+    const float x = a[p];
+    const float* b = rhs + p * s.n;
+    for (int64_t j = 0; j < s.n; ++j) c[j] += x * b[j];
+  }
+}
+
+__attribute__((target("avx2,fma"))) float HorizontalSum(__m256 v) {
+  __m128 x = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
+  x = _mm_add_ps(x, _mm_movehl_ps(x, x));
+  x = _mm_add_ss(x, _mm_shuffle_ps(x, x, 1));
+  return _mm_cvtss_f32(x);
+}
+
+__attribute__((target("avx2,fma"))) void RowAvx2(const SmallProductShape& s, const float* a, const float* rhs,
+                                                 float* c) {
+  const int64_t k = s.k, n = s.n;
+  if (s.rhs_transposed) {
+    // Each output is a dot product of two contiguous rows of k.
+    for (int64_t j = 0; j < n; ++j) {
+      const float* b = rhs + j * k;
+      __m256 acc0 = _mm256_setzero_ps(), acc1 = _mm256_setzero_ps();
+      int64_t p = 0;
+      for (; p + 16 <= k; p += 16) {
+        acc0 = _mm256_fmadd_ps(_mm256_loadu_ps(a + p), _mm256_loadu_ps(b + p), acc0);
+        acc1 = _mm256_fmadd_ps(_mm256_loadu_ps(a + p + 8), _mm256_loadu_ps(b + p + 8), acc1);
+      }
+      for (; p + 8 <= k; p += 8) acc0 = _mm256_fmadd_ps(_mm256_loadu_ps(a + p), _mm256_loadu_ps(b + p), acc0);
+      float sum = HorizontalSum(_mm256_add_ps(acc0, acc1));
+      for (; p < k; ++p) sum += a[p] * b[p];
+      c[j] = sum;
+    }
+    return;
+  }
+  // A block of 32 (or 8) outputs kept in registers over the whole of k, each lhs element
+  // broadcast against a row of the rhs.
+  int64_t j = 0;
+  for (; j + 32 <= n; j += 32) {
+    __m256 c0 = _mm256_setzero_ps(), c1 = c0, c2 = c0, c3 = c0;
+    for (int64_t p = 0; p < k; ++p) {
+      const __m256 x = _mm256_broadcast_ss(a + p);
+      const float* b = rhs + p * n + j;
+      c0 = _mm256_fmadd_ps(x, _mm256_loadu_ps(b), c0);
+      c1 = _mm256_fmadd_ps(x, _mm256_loadu_ps(b + 8), c1);
+      c2 = _mm256_fmadd_ps(x, _mm256_loadu_ps(b + 16), c2);
+      c3 = _mm256_fmadd_ps(x, _mm256_loadu_ps(b + 24), c3);
+    }
+    _mm256_storeu_ps(c + j, c0);
+    _mm256_storeu_ps(c + j + 8, c1);
+    _mm256_storeu_ps(c + j + 16, c2);
+    _mm256_storeu_ps(c + j + 24, c3);
+  }
+  for (; j + 8 <= n; j += 8) {
+    __m256 c0 = _mm256_setzero_ps();
+    for (int64_t p = 0; p < k; ++p) c0 = _mm256_fmadd_ps(_mm256_broadcast_ss(a + p), _mm256_loadu_ps(rhs + p * n + j), c0);
+    _mm256_storeu_ps(c + j, c0);
+  }
+  if (j < n) {
+    // The last n % 8 columns under a mask: no element past the rhs row or the output row is read
+    // or written.
+    alignas(32) int32_t lanes[8];
+    for (int l = 0; l < 8; ++l) lanes[l] = j + l < n ? -1 : 0;
+    const __m256i mask = _mm256_load_si256(reinterpret_cast<const __m256i*>(lanes));
+    __m256 c0 = _mm256_setzero_ps();
+    for (int64_t p = 0; p < k; ++p) {
+      c0 = _mm256_fmadd_ps(_mm256_broadcast_ss(a + p), _mm256_maskload_ps(rhs + p * n + j, mask), c0);
+    }
+    _mm256_maskstore_ps(c + j, mask, c0);
+  }
+}
+
+}  // namespace
+
+const char* SmallProductIsa() { return HasAvx2() ? "avx2" : "scalar"; }
+
+void SmallProduct(const SmallProductShape& s, const float* lhs, const float* rhs, float* out) {
+  const bool avx2 = HasAvx2();
+  // A transposed lhs's row is a column of what is stored: gathered into a contiguous row first.
+  thread_local std::vector<float> row;
+  if (s.lhs_transposed && static_cast<int64_t>(row.size()) < s.k) row.resize(s.k);
+  for (int64_t b = 0; b < s.batch; ++b) {
+    const float* a = lhs + b * s.m * s.k;
+    const float* w = rhs + b * s.k * s.n;
+    float* c = out + b * s.m * s.n;
+    for (int64_t i = 0; i < s.m; ++i) {
+      const float* a_row = a + i * s.k;
+      if (s.lhs_transposed) {
+        for (int64_t p = 0; p < s.k; ++p) row[p] = a[p * s.m + i];
+        a_row = row.data();
+      }
+      if (avx2) {
+        RowAvx2(s, a_row, w, c + i * s.n);
+      } else {
+        RowScalar(s, a_row, w, c + i * s.n);
+      }
+    }
+  }
+}
+
+}  // namespace xlens::runtime

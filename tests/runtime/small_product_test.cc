@@ -1,0 +1,70 @@
+// The loops small matrix products run on (compiler/runtime/small_product.h) against a product
+// summed in double precision, over every remainder of the vector width in both dimensions that
+// the loops block (n for a plain rhs, k for a transposed one), both operand orders and several
+// batch elements. Canaries around the output catch a masked tail that writes past a row.
+#include "compiler/runtime/small_product.h"
+
+#include <cmath>
+#include <random>
+#include <vector>
+
+#include <gtest/gtest.h>
+
+namespace xlens::runtime {
+namespace {
+
+void ExpectProductMatches(const SmallProductShape& s, uint32_t seed) {
+  SCOPED_TRACE(testing::Message() << "batch " << s.batch << " m " << s.m << " k " << s.k << " n " << s.n
+                                  << (s.lhs_transposed ? " lhs^T" : "") << (s.rhs_transposed ? " rhs^T" : ""));
+  std::mt19937 rng(seed);
+  std::uniform_real_distribution<float> uniform(-1.f, 1.f);
+  std::vector<float> lhs(s.batch * s.m * s.k), rhs(s.batch * s.k * s.n);
+  for (float& x : lhs) x = uniform(rng);
+  for (float& x : rhs) x = uniform(rng);
+  const int64_t size = s.batch * s.m * s.n;
+  const float canary = 12345.f;
+  std::vector<float> out(size + 16, canary);
+  SmallProduct(s, lhs.data(), rhs.data(), out.data() + 8);
+  for (int64_t b = 0; b < s.batch; ++b) {
+    for (int64_t i = 0; i < s.m; ++i) {
+      for (int64_t j = 0; j < s.n; ++j) {
+        double sum = 0;
+        for (int64_t p = 0; p < s.k; ++p) {
+          const float a = s.lhs_transposed ? lhs[b * s.m * s.k + p * s.m + i] : lhs[b * s.m * s.k + i * s.k + p];
+          const float w = s.rhs_transposed ? rhs[b * s.k * s.n + j * s.k + p] : rhs[b * s.k * s.n + p * s.n + j];
+          sum += static_cast<double>(a) * w;
+        }
+        const float got = out[8 + (b * s.m + i) * s.n + j];
+        ASSERT_NEAR(got, sum, 1e-5 * (1 + s.k)) << "at batch " << b << " row " << i << " column " << j;
+      }
+    }
+  }
+  for (int e = 0; e < 8; ++e) {
+    EXPECT_EQ(out[e], canary) << "written before the output";
+    EXPECT_EQ(out[8 + size + e], canary) << "written past the output";
+  }
+}
+
+TEST(SmallProductTest, EveryRemainderAndLayoutMatchesADoublePrecisionSum) {
+  uint32_t seed = 1;
+  for (bool lhs_t : {false, true}) {
+    for (bool rhs_t : {false, true}) {
+      for (int64_t n : {1, 3, 7, 8, 9, 16, 31, 32, 33, 40, 64, 71}) {
+        for (int64_t k : {1, 5, 8, 15, 16, 17, 33}) {
+          ExpectProductMatches({1, 3, k, n, lhs_t, rhs_t}, seed++);
+        }
+      }
+      ExpectProductMatches({3, 5, 12, 20, lhs_t, rhs_t}, seed++);
+      ExpectProductMatches({2, 1, 64, 256, lhs_t, rhs_t}, seed++);
+    }
+  }
+}
+
+TEST(SmallProductTest, NamesTheLoopsItRuns) {
+  const std::string isa = SmallProductIsa();
+  EXPECT_TRUE(isa == "avx2" || isa == "scalar") << isa;
+  EXPECT_EQ(isa == "avx2", __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma"));
+}
+
+}  // namespace
+}  // namespace xlens::runtime
