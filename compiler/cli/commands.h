@@ -50,6 +50,10 @@ struct EvalArgs {
   double timeout_seconds = 0;           // --timeout; 0: none
   double max_work = kDefaultMaxWork;    // --max-work; 0: none
   std::string fill_elided_constants;    // zeros, random; empty: refuse elided constants
+  // --num_replicas, --num_partitions (0: not given): as RunArgs's, on the evaluator alone.
+  int64_t num_replicas = 0;
+  int64_t num_partitions = 0;
+  double collective_timeout_seconds = 60;  // --collective_timeout
 };
 int RunEval(const EvalArgs& args);
 

@@ -144,6 +144,18 @@ int main(int argc, char** argv) {
                    "of refusing the module")
       ->check(CLI::IsMember({"zeros", "random"}));
   AddWorkLimits(*eval, eval_args.timeout_seconds, eval_args.max_work);
+  eval->add_option("--num_replicas", eval_args.num_replicas,
+                   "Evaluate on this many replicas, each with --num_partitions devices, the "
+                   "collectives between them (as xlens run does, without compiling)")
+      ->check(CLI::Validator(PositiveWholeNumber, "POSITIVE"));
+  eval->add_option("--num_partitions", eval_args.num_partitions,
+                   "Evaluate on this many partitions per replica; --inputs and --outputs as xlens run's")
+      ->check(CLI::Validator(PositiveWholeNumber, "POSITIVE"));
+  eval->add_option("--collective_timeout", eval_args.collective_timeout_seconds,
+                   "With several devices: fail a collective that a device waits at this many seconds "
+                   "(deadlocks are reported at once; 0: no limit)")
+      ->check(CLI::NonNegativeNumber)
+      ->capture_default_str();
 
   OptArgs opt_args;
   auto* opt = app.add_subcommand(
@@ -205,8 +217,8 @@ int main(int argc, char** argv) {
       ->check(CLI::NonNegativeNumber)
       ->capture_default_str();
   run->add_option("--num_replicas", run_args.num_replicas,
-                  "Run on this many replicas (XLA's name), each with --num_partitions devices, on the "
-                  "reference evaluator with the collectives between them")
+                  "Run on this many replicas (XLA's name), each with --num_partitions devices: "
+                  "simulated CPU devices in this process, the collectives between them")
       ->check(CLI::Validator(PositiveWholeNumber, "POSITIVE"));
   run->add_option("--num_partitions", run_args.num_partitions,
                   "Run on this many partitions per replica (an SPMD-partitioned module's count); "
@@ -573,6 +585,20 @@ int main(int argc, char** argv) {
       if (*print) return RunPrint(print_args);
       if (*verify) return RunVerify(verify_args);
       if (*dot) return RunDot(dot_args);
+      if (*eval && (eval_args.num_replicas > 0 || eval_args.num_partitions > 0)) {
+        RunArgs on_devices;
+        on_devices.file = eval_args.file;
+        on_devices.inputs = eval_args.inputs;
+        on_devices.outputs = eval_args.outputs;
+        on_devices.seed = eval_args.seed;
+        on_devices.timeout_seconds = eval_args.timeout_seconds;
+        on_devices.max_work = eval_args.max_work;
+        on_devices.fill_elided_constants = eval_args.fill_elided_constants;
+        on_devices.num_replicas = eval_args.num_replicas;
+        on_devices.num_partitions = eval_args.num_partitions;
+        on_devices.collective_timeout_seconds = eval_args.collective_timeout_seconds;
+        return RunOnDevices(on_devices, /*compiled=*/false);
+      }
       if (*eval) return RunEval(eval_args);
       if (*demo) return RunDemo(demo_args);
       if (*opt) {
@@ -581,8 +607,8 @@ int main(int argc, char** argv) {
       }
       if (*run) {
         run_args.extra_flags = run->remaining();
-        // Several devices run on the reference evaluator (the compiled path is one device).
-        if (run_args.num_replicas > 0 || run_args.num_partitions > 0) return RunOnDevices(run_args);
+        // Several devices: one executable each, in one process.
+        if (run_args.num_replicas > 0 || run_args.num_partitions > 0) return RunOnDevices(run_args, /*compiled=*/true);
         return RunRun(run_args);
       }
       if (*compile) {

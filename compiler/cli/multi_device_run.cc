@@ -1,6 +1,9 @@
-// `xlens run --num_replicas=R --num_partitions=P`: a module on R x P simulated devices, each with
-// its own arguments, the collectives between them (the reference evaluator over N devices,
-// multi_device_evaluator.h). Device d = replica * P + partition, XLA's default assignment.
+// `xlens run --num_replicas=R --num_partitions=P`: a module compiled for the CPU once per device
+// and run on R x P simulated devices in this process, each with its own buffers and arguments,
+// the collectives between them (multi_device_executable.h); `--reference` checks every device's
+// result against the reference evaluator over the same devices (multi_device_evaluator.h), and
+// `xlens eval` with the same flags runs the evaluator alone. Device d = replica * P + partition,
+// XLA's default assignment.
 //
 // Inputs: --inputs DIR holding device_0/, device_1/, ... (each with arg0.npy, ... as a single
 // device reads them), or DIR's own arg0.npy, ... as global arrays, each split by its entry
@@ -8,17 +11,21 @@
 // the same on every device, without --inputs. Outputs: --outputs DIR gets device_0/out0.npy, ...
 #include "compiler/cli/multi_device_run.h"
 
+#include <chrono>
 #include <cstdio>
+#include <cstdlib>
 
 #include <fmt/format.h>
 
 #include "compiler/cli/cli_util.h"
+#include "compiler/hlo/literal_comparison.h"
 #include "compiler/hlo/multi_device_evaluator.h"
 #include "compiler/hlo/npy.h"
 #include "compiler/hlo/sharded_literals.h"
 #include "compiler/support/activity.h"
 #include "compiler/support/file_io.h"
 #include "compiler/support/terminal_text.h"
+#include "compiler/runtime/multi_device_executable.h"
 #include "compiler/support/watchdog.h"
 
 namespace xlens::cli {
@@ -119,33 +126,63 @@ StatusOr<std::vector<std::vector<Literal>>> LoadDeviceInputs(const HloModule& mo
   return LoadGlobalInputs(module, args.inputs, topology);
 }
 
+// Prints (or writes under DIR/device_D/) every device's result.
+Status ReportResults(const RunArgs& args, const DeviceTopology& topology,
+                     const std::vector<Literal>& results) {
+  for (int64_t d = 0; d < topology.num_devices(); ++d) {
+    std::vector<const Literal*> leaves;
+    CollectLeaves(results[d], leaves);
+    if (!args.outputs.empty()) {
+      RETURN_IF_ERROR(WriteOutputs(DeviceDir(args.outputs, d), leaves));
+      continue;
+    }
+    std::printf("%s:\n", DeviceName(topology, d).c_str());
+    for (size_t i = 0; i < leaves.size(); ++i) {
+      std::printf("  out%zu: %s %s\n", i, leaves[i]->shape().ToString(false).c_str(),
+                  Summarize(*leaves[i]).c_str());
+    }
+  }
+  return OkStatus();
+}
+
+// Compiled code cannot be interrupted: a device that will not stop after another failed is left
+// running, and the process ends here, before anything could tear down what that device still uses.
+[[noreturn]] void ExitLeavingDevicesBehind(const Status& failure) {
+  Fail(failure);
+  std::fflush(stdout);
+  std::fflush(stderr);
+  std::_Exit(1);
+}
+
 }  // namespace
 
-int RunOnDevices(const RunArgs& args) {
+int RunOnDevices(const RunArgs& args, bool compiled) {
   const DeviceTopology topology{std::max<int64_t>(args.num_replicas, 1),
                                 std::max<int64_t>(args.num_partitions, 1)};
   if (args.backend != "cpu") {
     return Fail(Error(fmt::format("--backend={}: --num_replicas and --num_partitions run on the "
-                                  "reference evaluator; leave --backend out", args.backend)));
+                                  "CPU (simulated devices in this process); leave --backend out",
+                                  args.backend)));
   }
-  for (const auto& [given, flag] : {std::pair{args.reference, "--reference"},
-                                    std::pair{!args.trace.empty(), "--trace"},
+  for (const auto& [given, flag] : {std::pair{!args.trace.empty(), "--trace"},
                                     std::pair{args.iterations > 1, "--iterations"}}) {
     if (given) {
-      return Fail(Error(fmt::format("{}: not available with --num_replicas and --num_partitions, "
-                                    "which run on the reference evaluator", flag)));
+      return Fail(Error(fmt::format("{}: not available with --num_replicas and --num_partitions yet",
+                                    flag)));
     }
   }
-  if (topology.num_devices() > kMaxSimulatedDevices) {
-    return Fail(Error(fmt::format("--num_replicas={} --num_partitions={}: at most {} devices are "
-                                  "simulated", topology.num_replicas, topology.num_partitions,
-                                  kMaxSimulatedDevices)));
+  if (Status s = CheckTopology(topology); !s.ok()) {
+    return Fail(Error(fmt::format("--num_replicas={} --num_partitions={}: {}", topology.num_replicas,
+                                  topology.num_partitions, s.message())));
   }
   FlagsSetup setup;
-  if (Status s = SetUpFromFlags(args.extra_flags, "run", setup); !s.ok()) return Fail(s);
+  if (compiled) {
+    if (Status s = SetUpFromFlags(args.extra_flags, "run", setup); !s.ok()) return Fail(s);
+  }
   auto module = LoadModule(args.file, /*verify=*/true);
   if (!module.ok()) return Fail(module.status());
-  if (Status s = PrepareModuleToRun(**module, args.file, "run", args.fill_elided_constants, args.seed);
+  const char* command = compiled ? "run" : "eval";
+  if (Status s = PrepareModuleToRun(**module, args.file, command, args.fill_elided_constants, args.seed);
       !s.ok()) {
     return Fail(s);
   }
@@ -160,36 +197,74 @@ int RunOnDevices(const RunArgs& args) {
   auto arguments = LoadDeviceInputs(**module, args, topology);
   if (!arguments.ok()) return Fail(arguments.status());
 
-  ActivityScope activity("evaluating module " + (*module)->name() + " of " + args.file);
-  Watchdog watchdog(args.timeout_seconds, "run");
-  watchdog.SetActivity(fmt::format("evaluating module {} on {} devices", (*module)->name(),
-                                   topology.num_devices()));
-  EvaluatorOptions options{.cancel = watchdog.cancel_flag(), .max_work = args.max_work};
+  ActivityScope activity(fmt::format("running module {} of {} on {} devices", (*module)->name(),
+                                     args.file, topology.num_devices()));
+  Watchdog watchdog(args.timeout_seconds, command);
+  const auto stopped = [&](const Status& failure) {
+    if (watchdog.fired()) return Error(watchdog.StopMessage() + ": " + failure.message()).WithContext(args.file);
+    return failure.WithContext(args.file);
+  };
   MultiDeviceOptions multi{.collective_timeout_seconds = args.collective_timeout_seconds};
-  auto results = EvaluateModuleOnDevices(**module, *arguments, topology, options, multi);
-  if (!results.ok() && watchdog.fired()) {
-    return Fail(Error(watchdog.StopMessage() + ": " + results.status().message()).WithContext(args.file));
+  std::string report;
+  StatusOr<std::vector<Literal>> results = Error("not run");
+  if (compiled) {
+    watchdog.SetActivity(fmt::format("compiling module {} for {} CPU devices", (*module)->name(),
+                                     topology.num_devices()));
+    runtime::CompileOptions options;
+    options.optimize = setup.optimize;
+    options.opt_level = setup.opt_level;
+    auto executable = runtime::MultiDeviceExecutable::Compile(**module, topology, options);
+    if (!executable.ok()) return Fail(executable.status().WithContext(args.file));
+    watchdog.SetActivity(fmt::format("running module {} on {} CPU devices", (*module)->name(),
+                                     topology.num_devices()));
+    int64_t left_behind = 0;
+    multi.abandon_after_seconds = 1;
+    multi.left_behind = &left_behind;
+    const auto start = std::chrono::steady_clock::now();
+    results = (*executable)->Execute(*arguments, multi, watchdog.cancel_flag());
+    const double run_ms =
+        std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count();
+    if (!results.ok() && left_behind > 0) ExitLeavingDevicesBehind(stopped(results.status()));
+    if (!results.ok()) return Fail(stopped(results.status()));
+    report = fmt::format("compiled {} executables in {:.1f} ms; ran in {:.3f} ms on {} devices ({} "
+                         "replicas x {} partitions)\n", topology.num_devices(),
+                         (*executable)->compile_ns() / 1e6, run_ms, topology.num_devices(),
+                         topology.num_replicas, topology.num_partitions);
+  } else {
+    watchdog.SetActivity(fmt::format("evaluating module {} on {} devices", (*module)->name(),
+                                     topology.num_devices()));
+    EvaluatorOptions options{.cancel = watchdog.cancel_flag(), .max_work = args.max_work};
+    results = EvaluateModuleOnDevices(**module, *arguments, topology, options, multi);
+    if (!results.ok()) return Fail(stopped(results.status()));
   }
-  if (!results.ok()) return Fail(results.status().WithContext(args.file));
+  if (Status s = ReportResults(args, topology, *results); !s.ok()) return Fail(s);
+  std::fputs(report.c_str(), stdout);
+  if (!compiled || !args.reference) return 0;
 
-  std::printf("ran on %lld devices (%lld replicas x %lld partitions) on the reference evaluator\n",
-              static_cast<long long>(topology.num_devices()),
-              static_cast<long long>(topology.num_replicas),
-              static_cast<long long>(topology.num_partitions));
+  watchdog.SetActivity(fmt::format("evaluating module {} on {} devices for --reference",
+                                   (*module)->name(), topology.num_devices()));
+  EvaluatorOptions options{.cancel = watchdog.cancel_flag(), .max_work = args.max_work};
+  auto expected = EvaluateModuleOnDevices(**module, *arguments, topology, options, multi);
+  if (!expected.ok()) return Fail(stopped(expected.status()).WithContext("reference evaluator"));
+  int exit_code = 0;
+  LiteralDifference worst;
   for (int64_t d = 0; d < topology.num_devices(); ++d) {
-    std::vector<const Literal*> leaves;
-    CollectLeaves((*results)[d], leaves);
-    if (!args.outputs.empty()) {
-      if (Status s = WriteOutputs(DeviceDir(args.outputs, d), leaves); !s.ok()) return Fail(s);
-      continue;
-    }
-    std::printf("%s:\n", DeviceName(topology, d).c_str());
-    for (size_t i = 0; i < leaves.size(); ++i) {
-      std::printf("  out%zu: %s %s\n", i, leaves[i]->shape().ToString(false).c_str(),
-                  Summarize(*leaves[i]).c_str());
+    LiteralDifference difference;
+    Status match = ExpectLiteralNear((*expected)[d], (*results)[d],
+                                     ErrorSpec{args.tolerance, args.tolerance}, &difference);
+    worst.max_abs_error = std::max(worst.max_abs_error, difference.max_abs_error);
+    worst.max_rel_error = std::max(worst.max_rel_error, difference.max_rel_error);
+    if (!match.ok() && exit_code == 0) {
+      std::fprintf(stderr, "xlens: %s: %s: the compiled result differs from the reference evaluator: %s\n",
+                   args.file.c_str(), DeviceName(topology, d).c_str(), match.message().c_str());
+      exit_code = 1;
     }
   }
-  return 0;
+  std::printf("reference: largest absolute error %.3g, largest relative error %.3g over %lld "
+              "devices (tolerance %g): %s\n", worst.max_abs_error, worst.max_rel_error,
+              static_cast<long long>(topology.num_devices()), args.tolerance,
+              exit_code == 0 ? "match" : "MISMATCH");
+  return exit_code;
 }
 
 }  // namespace xlens::cli

@@ -16,7 +16,7 @@ CollectiveRendezvous::CollectiveRendezvous(int64_t num_devices, double timeout_s
       finished_(num_devices, false) {}
 
 std::string CollectiveRendezvous::Where(const Meeting& meeting) {
-  std::string where = "%" + meeting.instruction->name();
+  std::string where = "%" + meeting.instruction;
   if (meeting.occurrence > 0) where += fmt::format(" (execution {})", meeting.occurrence + 1);
   return where;
 }
@@ -74,10 +74,10 @@ StatusOr<std::vector<std::shared_ptr<const Literal>>> CollectiveRendezvous::Meet
   const size_t rank = static_cast<size_t>(rank_it - group.begin());
   std::unique_lock<std::mutex> lock(mutex_);
   if (aborted_) return *aborted_;
-  const Key key{&instruction, occurrence, group.front()};
+  const Key key{instruction.name(), occurrence, group.front()};
   Meeting& meeting = meetings_[key];
-  if (meeting.instruction == nullptr) {
-    meeting.instruction = &instruction;
+  if (meeting.values.empty()) {
+    meeting.instruction = instruction.name();
     meeting.occurrence = occurrence;
     meeting.group.assign(group.begin(), group.end());
     meeting.values.resize(group.size());

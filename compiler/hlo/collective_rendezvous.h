@@ -1,6 +1,7 @@
-// Where the simulated devices of the multi-device evaluator meet: each collective instruction,
-// each time it runs (a collective in a while loop meets once per iteration), gathers the
-// contributions of one group of devices and hands every member all of them.
+// Where simulated devices meet (the multi-device evaluator's, the CPU runtime's): each collective
+// instruction (by name: every device runs the same module), each time it runs (a collective in a
+// while loop meets once per iteration), gathers the contributions of one group of devices and
+// hands every member all of them.
 //
 // A meeting that can never complete does not hang. It fails at once when a device it waits for
 // has finished the program or failed, or when every device still running is waiting in a meeting
@@ -36,7 +37,8 @@ class CollectiveRendezvous {
                        const std::atomic<bool>* cancel = nullptr);
 
   // Device `device` (a member of `group`, in rank order) brings `value` to the `occurrence`-th
-  // run of `instruction`; returns every member's value in rank order once all have come.
+  // run of `instruction` (the instruction of that name in its copy of the module); returns every
+  // member's value in rank order once all have come.
   StatusOr<std::vector<std::shared_ptr<const Literal>>> Meet(const HloInstruction& instruction,
                                                              int64_t occurrence, int64_t device,
                                                              std::span<const int64_t> group,
@@ -48,14 +50,16 @@ class CollectiveRendezvous {
 
  private:
   struct Meeting {
-    const HloInstruction* instruction = nullptr;
+    std::string instruction;  // its name
     int64_t occurrence = 0;
     std::vector<int64_t> group;
     std::vector<std::shared_ptr<const Literal>> values;  // by rank
     int64_t arrived = 0;
     int64_t departed = 0;
   };
-  using Key = std::tuple<const HloInstruction*, int64_t, int64_t>;  // instruction, run, leader
+  // The instruction's name, its run, the group's first device. By name, not address: each
+  // compiled device holds its own copy of the module.
+  using Key = std::tuple<std::string, int64_t, int64_t>;
 
   // "%ar (run 3)"
   static std::string Where(const Meeting& meeting);

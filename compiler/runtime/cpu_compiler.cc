@@ -17,10 +17,12 @@
 #include "compiler/codegen/planted_kernel_fault.h"
 #include "compiler/hlo/annotation_custom_calls.h"
 #include "compiler/hlo/bounded_dynamic_shapes.h"
+#include "compiler/hlo/collective_attributes.h"
 #include "compiler/hlo/custom_call_targets.h"
 #include "compiler/hlo/hlo_cost_analysis.h"
 #include "compiler/hlo/stack_frames.h"
 #include "compiler/runtime/cholesky_thunk.h"
+#include "compiler/runtime/collective_thunk.h"
 #include "compiler/runtime/control_flow_thunks.h"
 #include "compiler/runtime/dynamic_update_slice_thunk.h"
 #include "compiler/runtime/fft_thunk.h"
@@ -44,20 +46,15 @@ static bool IsLibraryCall(const HloInstruction& hlo) {
 
 namespace {
 
-// What a one-device CPU program cannot hold, refused before any pass fuses it out of sight: the
-// operations of multi-device programs, and transfers through a host framework.
-Status CheckRunsOnOneCpu(const HloModule& module) {
+// What a CPU program cannot hold, refused before any pass fuses it out of sight: transfers
+// through a host framework, and the collectives the runtime has no thunk for. (The others run as
+// CollectiveThunks between the executables of simulated devices.)
+Status CheckRunsOnCpu(const HloModule& module) {
   for (const HloComputation* computation : module.computations()) {
     for (const HloInstruction* hlo : computation->instructions()) {
       switch (hlo->opcode()) {
-        case HloOpcode::kAllReduce: case HloOpcode::kAllReduceStart: case HloOpcode::kAllReduceDone:
-        case HloOpcode::kAllGather: case HloOpcode::kAllGatherStart: case HloOpcode::kAllGatherDone:
-        case HloOpcode::kAllToAll: case HloOpcode::kRaggedAllToAll: case HloOpcode::kReduceScatter:
-        case HloOpcode::kCollectiveBroadcast: case HloOpcode::kCollectivePermute:
-        case HloOpcode::kCollectivePermuteStart: case HloOpcode::kCollectivePermuteDone:
-        case HloOpcode::kReplicaId: case HloOpcode::kPartitionId:
-          return Error(fmt::format("{}: {} belongs to a program of several devices (a collective, or "
-                                   "which device runs it); the CPU backend runs one device",
+        case HloOpcode::kRaggedAllToAll:
+          return Error(fmt::format("{}: {} is not supported by the CPU backend's collectives",
                                    hlo->name(), HloOpcodeString(hlo->opcode())));
         case HloOpcode::kSend: case HloOpcode::kSendDone: case HloOpcode::kRecv:
         case HloOpcode::kRecvDone: case HloOpcode::kInfeed: case HloOpcode::kOutfeed:
@@ -161,6 +158,7 @@ Status ExecutableBuilder::EmitComputation(const HloComputation& computation,
       default:
         break;
     }
+    if (IsCollectiveOpcode(hlo->opcode())) continue;  // a CollectiveThunk
     if (!codegen::IsKernelInstruction(*hlo) || IsLibraryCall(*hlo) || IsEigenDot(*hlo) ||
         IsEigenConvolution(*hlo) || IsOneDnnFusion(*hlo)) {
       continue;
@@ -310,6 +308,13 @@ StatusOr<ThunkSequence> ExecutableBuilder::BuildThunks(
       }
       default:
         break;
+    }
+    if (IsCollectiveOpcode(hlo->opcode())) {
+      std::vector<std::vector<int64_t>> operand_slots;
+      for (const HloInstruction* operand : hlo->operands()) operand_slots.push_back(plan.LeafSlots(operand));
+      thunks.push_back(std::make_unique<CollectiveThunk>(name, *hlo, std::move(operand_slots),
+                                                         plan.LeafSlots(hlo)));
+      continue;
     }
     if (IsOneDnnFusion(*hlo)) {
       std::vector<int64_t> operand_slots;
@@ -469,7 +474,8 @@ StatusOr<std::unique_ptr<Executable>> ExecutableBuilder::Build() {
   OptimizeOptions optimize = options_.optimize;
   optimize.backend = Backend::kCpu;
   optimize.end_dump_module = false;
-  RETURN_IF_ERROR(CheckRunsOnOneCpu(module));
+  RETURN_IF_ERROR(CheckRunsOnCpu(module));
+  RETURN_IF_ERROR(CheckModuleCollectives(module, options_.topology));
   // Buffers are sized at compile time: a run-time size has nowhere to live. The commands that run
   // modules make bounded ones static first (bounded_dynamic_shapes.h).
   if (HasDynamicShapes(module)) {

@@ -7,6 +7,7 @@
 
 #include <memory>
 
+#include "compiler/hlo/collective_attributes.h"
 #include "compiler/passes/hlo_optimizer.h"
 #include "compiler/runtime/executable.h"
 
@@ -22,6 +23,9 @@ struct CompileOptions {
   bool keep_llvm_ir = false;
   // --xla_xlens_persistent_cache_dir: compiled kernels are reused from (and saved to) here.
   std::string persistent_cache_dir;
+  // The devices the program runs on (XLA's num_replicas, num_partitions): its collectives'
+  // groups must fit them (CheckModuleCollectives). multi_device_executable.h runs several.
+  DeviceTopology topology;
 };
 
 StatusOr<std::unique_ptr<Executable>> CompileForCpu(std::unique_ptr<HloModule> module,

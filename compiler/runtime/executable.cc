@@ -170,7 +170,7 @@ Status Executable::Run(std::vector<int64_t>* thunk_ns) {
   // As XLA's CPU runtime does: subnormals are flushed to zero while the computation runs (the
   // pool's chunks inherit it).
   ScopedFlushDenormal flush_denormals;
-  ExecuteContext context{&ThreadPool::Default(), arena_ + scratch_offset_};
+  ExecuteContext context{&ThreadPool::Default(), arena_ + scratch_offset_, device_};
   if (thunk_ns == nullptr) return RunThunks(thunks_, frame_.data(), context);
   thunk_ns->resize(thunks_.size(), 0);
   for (size_t i = 0; i < thunks_.size(); ++i) {

@@ -57,6 +57,9 @@ class Executable {
                       bool borrow = false);
   // With `thunk_ns`, the wall time of each top-level thunk is added to it (one entry per thunk).
   Status Run(std::vector<int64_t>* thunk_ns = nullptr);
+  // Runs as `device` among several simulated devices (its collectives meet theirs) from now on;
+  // nullptr: the only device. Not owned.
+  void set_device(DeviceCollectives* device) { device_ = device; }
   // The top-level thunks, in the order Run times them.
   const ThunkSequence& thunks() const { return thunks_; }
   StatusOr<Literal> Results() const;
@@ -105,6 +108,7 @@ class Executable {
   codegen::CompiledIr llvm_ir_;
   std::string execute_span_name_;
   int64_t runs_ = 0;
+  DeviceCollectives* device_ = nullptr;
 };
 
 // Checks `arguments` against the entry's parameters (count, shapes) and calls fn(leaf shape,

@@ -12,11 +12,18 @@
 #include "compiler/support/thread_pool.h"
 #include "profiler/host_tracer.h"
 
+namespace xlens {
+class DeviceCollectives;  // compiler/hlo/collective_rendezvous.h
+}  // namespace xlens
+
 namespace xlens::runtime {
 
 struct ExecuteContext {
   ThreadPool* pool = nullptr;
   char* scratch = nullptr;  // kernel scratch, shared by all kernels (they run one at a time)
+  // The simulated device the executable runs as among several, for its collectives; nullptr:
+  // the only device.
+  DeviceCollectives* device = nullptr;
 };
 
 // What a thunk's span on the timeline and its row in the per-HLO profile show, fixed when the

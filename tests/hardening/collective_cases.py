@@ -18,12 +18,12 @@ def _module(body, computations=""):
 
 
 def _case(name, text, flags, mentions, expect="error", setup_extra=None, names="m.hlo", timeout=20,
-          outputs=()):
+          outputs=(), command="run"):
     def setup(ctx):
         ctx.write("m.hlo", text)
         if setup_extra:
             setup_extra(ctx)
-    return Case(id=f"collectives/{name}", reader="collectives", args=["run", "m.hlo"] + list(flags),
+    return Case(id=f"collectives/{name}", reader="collectives", args=[command, "m.hlo"] + list(flags),
                 setup=setup, expect=expect, names=None if expect == "ok" else names,
                 mentions=mentions, quick=True, timeout=timeout, outputs=outputs)
 
@@ -128,10 +128,20 @@ def cases(shared, root_user):
         _case("too-many-devices", _module(AR.format(groups="{}")), ["--num_replicas=100000"],
               r"at most \d+ devices", names="--num_replicas"),
         _case("gpu-backend", _module(AR.format(groups="{}")), two + ["--backend=gpu"],
-              r"reference evaluator", names="--backend"),
+              r"run on the CPU", names="--backend"),
         # The good forms run.
         _case("all-reduce-runs", _module(AR.format(groups="[2,2]<=[4]")), four + ["--inputs", "in"],
               None, expect="ok", setup_extra=_device_folders(4)),
         _case("one-device-group-of-one", _module(AR.format(groups="{}")), ["--num_partitions=1"], None,
               expect="ok"),
+        _case("one-device-compiled-without-flags", _module(AR.format(groups="{}")), [], None, expect="ok"),
+        # The evaluator alone (xlens eval) on the same devices: the same refusals, the same results.
+        _case("eval-permute-leaves-a-device-waiting", SKIPPED, two, r"%cp.*device 1 never arrived",
+              command="eval"),
+        _case("eval-device-that-never-comes-times-out", SPINS, two + ["--collective_timeout=0.5"],
+              r"%ar.*within 0.5 s", command="eval"),
+        _case("eval-all-reduce-runs", _module(AR.format(groups="mesh['a'=2,'b'=2] {'b'}")),
+              four + ["--inputs", "in"], None, expect="ok", setup_extra=_device_folders(4), command="eval"),
+        _case("compiled-matches-the-evaluator", _module(AR.format(groups="[2,2]<=[2,2]T(1,0)")),
+              four + ["--reference"], r"reference: .* match", expect="ok"),
     ]

@@ -4,10 +4,13 @@
 make_sharded_programs.py compiles programs with jax on 4 and 8 host devices (data and tensor
 parallel, a pipeline permute, all-to-all, all-gather, reduce-scatter, uneven tiles) and keeps the
 module after XLA's spmd-partitioning pass with jax's inputs and outputs. Each partitioned module
-runs under `xlens run --num_replicas=R --num_partitions=P` on the reference evaluator twice:
+runs twice with --num_replicas=R --num_partitions=P:
 
-  - from jax's global inputs, which xlens splits by the entry parameters' shardings;
-  - from jax's per-device shards, one folder per device (device_0/, device_1/, ...);
+  - `xlens run` (compiled for the CPU, one executable per device, --reference checking every
+    device against the evaluator) from jax's global inputs, which xlens splits by the entry
+    parameters' shardings;
+  - `xlens eval` (the reference evaluator over the devices) from jax's per-device shards, one
+    folder per device (device_0/, device_1/, ...);
 
 and every device's every output must match jax's shard of it.
 
@@ -63,13 +66,14 @@ def check_program(args, where, scratch, failures):
   os.makedirs(per_device)
   for d in range(devices):
     os.symlink(os.path.join(where, "devices", str(d), "inputs"), os.path.join(per_device, f"device_{d}"))
-  for how, inputs in (("global inputs", os.path.join(where, "inputs")), ("per-device inputs", per_device)):
-    outputs = os.path.join(scratch, how.replace(" ", "_"))
-    result = subprocess.run([args.xlens, "run", module, f"--num_replicas={replicas}",
-                             f"--num_partitions={partitions}", "--inputs", inputs, "--outputs", outputs],
-                            capture_output=True, text=True, timeout=300)
+  for how, command, inputs in (("compiled, global inputs", ["run", "--reference"], os.path.join(where, "inputs")),
+                               ("evaluated, per-device inputs", ["eval"], per_device)):
+    outputs = os.path.join(scratch, how.replace(" ", "_").replace(",", ""))
+    result = subprocess.run([args.xlens, command[0], module] + command[1:] +
+                            [f"--num_replicas={replicas}", f"--num_partitions={partitions}", "--inputs",
+                             inputs, "--outputs", outputs], capture_output=True, text=True, timeout=300)
     if result.returncode != 0:
-      failures.append(f"{name} ({how}): xlens run failed: {result.stderr.strip()}")
+      failures.append(f"{name} ({how}): xlens {command[0]} failed: {result.stderr.strip()}")
       continue
     compare(f"{name} ({how})", outputs, where, devices, failures)
 

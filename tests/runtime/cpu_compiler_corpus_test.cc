@@ -42,13 +42,12 @@ constexpr NotRunHere kNotRunHere[] = {
     {"slice_to_dynamic_custom_call", NotRun::kUnrunnable, "sets a dimension's size at run time",
      "SliceToDynamic gives a value whose size is known at run time only; XLA:CPU returns the "
      "padded buffer, whose elements past that size are unspecified"},
-    {"all_gather_async_conv_scheduled", NotRun::kRefused, "belongs to a program of several devices",
-     "an all-gather over replica group {0,1}: a program for two devices (collectives belong to "
-     "the multi-device runtime)"},
-    {"thunk_coverage_misc_ops", NotRun::kRefused, "belongs to a program of several devices",
-     "one of each of XLA:CPU's thunks: an all-reduce, partition-id and replica-id among them "
-     "(the multi-device runtime's), and rng-get-and-update-state and __onednn$layernorm, which "
-     "xlens does not implement; its fft is fft_transpose_c64's"},
+    {"all_gather_async_conv_scheduled", NotRun::kRefused, "names replica 1",
+     "an all-gather over replica group {0,1}: a program for two devices, refused on one "
+     "(multi_device_executable_test runs collectives on several)"},
+    {"thunk_coverage_misc_ops", NotRun::kRefused, "cannot run on the CPU backend",
+     "one of each of XLA:CPU's thunks: rng-get-and-update-state and __onednn$layernorm among "
+     "them, which xlens does not implement; its fft is fft_transpose_c64's"},
     {"gemm_custom_call_sqrt_fusions", NotRun::kRefused, "XLA:CPU cannot run it either",
      "a cuBLAS call written by XLA's GPU compiler"},
     {"jax_triton_ffi_opaque_backend_config", NotRun::kRefused, "XLA:CPU cannot run it either",

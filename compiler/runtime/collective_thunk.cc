@@ -1,0 +1,76 @@
+#include "compiler/runtime/collective_thunk.h"
+
+#include <fmt/format.h>
+
+#include "compiler/hlo/evaluator.h"
+#include "compiler/runtime/executable.h"
+
+namespace xlens::runtime {
+namespace {
+
+// Calls fn on every array leaf of `literal`, depth-first (the order of FramePlan::LeafSlots).
+template <typename L, typename Fn>
+void ForEachArrayLeaf(L& literal, Fn&& fn) {
+  if (literal.shape().IsTuple()) {
+    for (int64_t i = 0; i < literal.tuple_size(); ++i) ForEachArrayLeaf(literal.tuple_element(i), fn);
+    return;
+  }
+  if (literal.shape().IsArray()) fn(literal);
+}
+
+}  // namespace
+
+CollectiveThunk::CollectiveThunk(std::string hlo_name, const HloInstruction& hlo,
+                                 std::vector<std::vector<int64_t>> operand_slots,
+                                 std::vector<int64_t> output_slots)
+    : Thunk(std::move(hlo_name)),
+      hlo_(&hlo),
+      operand_slots_(std::move(operand_slots)),
+      output_slots_(std::move(output_slots)) {}
+
+Status CollectiveThunk::Execute(char** frame, ExecuteContext& context) const {
+  std::vector<Literal> operands;
+  for (size_t i = 0; i < operand_slots_.size(); ++i) {
+    Literal operand(hlo_->operand(static_cast<int64_t>(i))->shape());
+    size_t leaf = 0;
+    Status read = OkStatus();
+    ForEachArrayLeaf(operand, [&](Literal& array) {
+      if (leaf >= operand_slots_[i].size() || operand_slots_[i][leaf] < 0) {
+        read = Error(fmt::format("operand {} has no buffer for leaf {}", i, leaf));
+        return;
+      }
+      CopyFromLayout(frame[operand_slots_[i][leaf++]], array.shape(), array.untyped_data());
+    });
+    RETURN_IF_ERROR(read);
+    operands.push_back(std::move(operand));
+  }
+  std::vector<const Literal*> pointers;
+  for (const Literal& operand : operands) pointers.push_back(&operand);
+  EvaluatorOptions options;
+  options.device = context.device;
+  options.max_work = 0;  // the module was checked when it was compiled
+  ASSIGN_OR_RETURN(Literal result, EvaluateInstruction(*hlo_, pointers, options));
+  // Written as the buffers lay out the instruction's leaves (the literal is row-major).
+  std::vector<Shape> leaf_shapes;
+  hlo_->shape().ForEachLeaf([&](const Shape& s, const std::vector<int64_t>&) {
+    if (s.IsArray()) leaf_shapes.push_back(s);
+  });
+  size_t leaf = 0;
+  Status written = OkStatus();
+  ForEachArrayLeaf(result, [&](const Literal& array) {
+    if (leaf >= output_slots_.size() || leaf >= leaf_shapes.size() || output_slots_[leaf] < 0) {
+      written = Error(fmt::format("the result has no buffer for leaf {}", leaf));
+      return;
+    }
+    CopyToLayout(array.untyped_data(), leaf_shapes[leaf], frame[output_slots_[leaf]]);
+    ++leaf;
+  });
+  return written;
+}
+
+std::string CollectiveThunk::ToString(int indent) const {
+  return fmt::format("{:{}}collective {} ({})\n", "", indent, hlo_name(),
+                     HloOpcodeString(hlo_->opcode()));
+}
+
+}  // namespace xlens::runtime

@@ -1,0 +1,58 @@
+#include "compiler/runtime/multi_device_executable.h"
+
+#include <chrono>
+
+#include <fmt/format.h>
+
+#include "compiler/hlo/collective_rendezvous.h"
+#include "compiler/hlo/parser.h"
+
+namespace xlens::runtime {
+
+StatusOr<std::unique_ptr<MultiDeviceExecutable>> MultiDeviceExecutable::Compile(
+    const HloModule& module, const DeviceTopology& topology, const CompileOptions& options) {
+  RETURN_IF_ERROR(CheckTopology(topology));
+  RETURN_IF_ERROR(CheckModuleCollectives(module, topology));
+  auto result = std::unique_ptr<MultiDeviceExecutable>(new MultiDeviceExecutable());
+  result->topology_ = topology;
+  const auto start = std::chrono::steady_clock::now();
+  // Each device compiles its own copy (a copy through the text, as the compilation cache makes).
+  const std::string text = module.ToString();
+  CompileOptions device_options = options;
+  device_options.topology = topology;
+  for (int64_t d = 0; d < topology.num_devices(); ++d) {
+    ASSIGN_OR_RETURN(std::unique_ptr<HloModule> copy, ParseHloModule(text, ParseOptions{.verify = true}));
+    ASSIGN_OR_RETURN(std::unique_ptr<Executable> executable, CompileForCpu(std::move(copy), device_options));
+    result->executables_.push_back(std::move(executable));
+  }
+  result->compile_ns_ = std::chrono::duration_cast<std::chrono::nanoseconds>(
+                            std::chrono::steady_clock::now() - start).count();
+  return result;
+}
+
+StatusOr<std::vector<Literal>> MultiDeviceExecutable::Execute(
+    std::span<const std::vector<Literal>> per_device_arguments, const MultiDeviceOptions& options,
+    const std::atomic<bool>* cancel) {
+  const int64_t devices = topology_.num_devices();
+  if (static_cast<int64_t>(per_device_arguments.size()) != devices) {
+    return Error(fmt::format("{} devices need {} argument lists, got {}", devices, devices,
+                             per_device_arguments.size()));
+  }
+  // A device left behind still holds its executable and its arguments: the program owns copies.
+  auto arguments = std::make_shared<std::vector<std::vector<Literal>>>(per_device_arguments.begin(),
+                                                                        per_device_arguments.end());
+  std::vector<std::shared_ptr<Executable>> executables = executables_;
+  return RunOnSimulatedDevices(
+      topology_, options, cancel,
+      [executables, arguments](DeviceCollectives& device, const std::atomic<bool>*) -> StatusOr<Literal> {
+        Executable& executable = *executables[static_cast<size_t>(device.device_id())];
+        executable.set_device(&device);
+        Status ran = executable.SetArguments((*arguments)[static_cast<size_t>(device.device_id())]);
+        if (ran.ok()) ran = executable.Run();
+        executable.set_device(nullptr);
+        if (!ran.ok()) return ran;
+        return executable.Results();
+      });
+}
+
+}  // namespace xlens::runtime

@@ -1,0 +1,243 @@
+// Collectives compiled for the CPU between simulated devices: every collective of handwritten
+// modules and of random ones gives what the reference evaluator gives over the same devices;
+// meetings that can never complete fail instead of hanging; one device is a group of one.
+#include "compiler/runtime/multi_device_executable.h"
+
+#include <random>
+
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+#include <fmt/format.h>
+
+#include "compiler/hlo/literal_comparison.h"
+#include "compiler/hlo/parser.h"
+
+namespace xlens::runtime {
+namespace {
+
+using ::testing::HasSubstr;
+
+constexpr char kReducers[] = R"(
+add {
+  x = f32[] parameter(0)
+  y = f32[] parameter(1)
+  ROOT s = f32[] add(x, y)
+}
+max {
+  x = f32[] parameter(0)
+  y = f32[] parameter(1)
+  ROOT s = f32[] maximum(x, y)
+}
+)";
+
+std::unique_ptr<HloModule> Parse(const std::string& entry) {
+  auto module = ParseHloModule("HloModule m\n" + std::string(kReducers) + entry);
+  EXPECT_TRUE(module.ok()) << module.status().message() << "\n" << entry;
+  return module.ok() ? std::move(*module) : nullptr;
+}
+
+// Device d's arguments: one f32 array of `dims` per parameter, distinct on every device.
+std::vector<std::vector<Literal>> Arguments(const HloModule& module, int64_t devices, uint64_t seed) {
+  std::mt19937_64 rng(seed);
+  std::uniform_real_distribution<float> value(-2, 2);
+  std::vector<std::vector<Literal>> arguments(devices);
+  for (int64_t d = 0; d < devices; ++d) {
+    for (const HloInstruction* parameter : module.entry_computation()->parameter_instructions()) {
+      Literal literal(parameter->shape());
+      for (float& v : literal.data<float>()) v = value(rng);
+      arguments[d].push_back(std::move(literal));
+    }
+  }
+  return arguments;
+}
+
+// Compiled on the devices and evaluated on them: the same values, device by device.
+void ExpectCompiledMatchesEvaluator(const std::string& entry, DeviceTopology topology,
+                                    uint64_t seed = 1) {
+  auto module = Parse(entry);
+  ASSERT_NE(module, nullptr);
+  auto arguments = Arguments(*module, topology.num_devices(), seed);
+  auto expected = EvaluateModuleOnDevices(*module, arguments, topology);
+  ASSERT_TRUE(expected.ok()) << expected.status().message() << "\n" << entry;
+  auto executable = MultiDeviceExecutable::Compile(*module, topology, CompileOptions{});
+  ASSERT_TRUE(executable.ok()) << executable.status().message() << "\n" << entry;
+  auto actual = (*executable)->Execute(arguments, MultiDeviceOptions{});
+  ASSERT_TRUE(actual.ok()) << actual.status().message() << "\n" << entry;
+  for (int64_t d = 0; d < topology.num_devices(); ++d) {
+    Status match = ExpectLiteralNear((*expected)[d], (*actual)[d], ErrorSpec{1e-5, 1e-5});
+    EXPECT_TRUE(match.ok()) << "device " << d << ": " << match.message() << "\n" << entry;
+  }
+}
+
+TEST(MultiDeviceExecutableTest, EveryCollectiveMatchesTheEvaluator) {
+  ExpectCompiledMatchesEvaluator(R"(ENTRY e {
+  p = f32[4,6] parameter(0)
+  r = u32[] replica-id()
+  q = u32[] partition-id()
+  ar = f32[4,6] all-reduce(p), replica_groups={{0,1},{2,3}}, to_apply=add
+  ag = f32[4,12]{0,1} all-gather(ar), replica_groups=[2,2]<=[2,2]T(1,0), dimensions={1}
+  rs = f32[1,12] reduce-scatter(ag), replica_groups={}, dimensions={0}, to_apply=max
+  a2a = f32[4,6] all-to-all(p), replica_groups={{0,1,2,3}}, dimensions={0}
+  cp = f32[4,6] collective-permute(a2a), source_target_pairs={{0,1},{1,2},{2,3}}
+  b = f32[4,6] collective-broadcast(cp), replica_groups={{3,2,1,0}}
+  ars = f32[4,6] all-reduce-start(b), replica_groups={}, to_apply=add
+  ard = f32[4,6] all-reduce-done(ars)
+  ags = (f32[4,6], f32[16,6]) all-gather-start(ard), replica_groups={}, dimensions={0}
+  agd = f32[16,6] all-gather-done(ags)
+  cps = (f32[16,6], f32[16,6], u32[], u32[]) collective-permute-start(agd), source_target_pairs={{3,0}}
+  cpd = f32[16,6] collective-permute-done(cps)
+  ROOT t = (u32[], u32[], f32[1,12], f32[16,6]) tuple(r, q, rs, cpd)
+})", {4, 1});
+}
+
+TEST(MultiDeviceExecutableTest, ReplicasAndPartitionsAndALoop) {
+  ExpectCompiledMatchesEvaluator(R"(
+cond {
+  s = (s32[], f32[8]) parameter(0)
+  i = s32[] get-tuple-element(s), index=0
+  n = s32[] constant(3)
+  ROOT lt = pred[] compare(i, n), direction=LT
+}
+body {
+  s = (s32[], f32[8]) parameter(0)
+  i = s32[] get-tuple-element(s), index=0
+  x = f32[8] get-tuple-element(s), index=1
+  one = s32[] constant(1)
+  next = s32[] add(i, one)
+  r = f32[8] all-reduce(x), channel_id=1, replica_groups={{0,3},{1,2}}, use_global_device_ids=true, to_apply=max
+  half = f32[] constant(0.5)
+  h = f32[8] broadcast(half), dimensions={}
+  y = f32[8] multiply(r, h)
+  ROOT t = (s32[], f32[8]) tuple(next, y)
+}
+ENTRY e {
+  p = f32[8] parameter(0)
+  a = f32[8] all-reduce(p), channel_id=2, replica_groups={{0},{1}}, use_global_device_ids=false, to_apply=add
+  g = f32[32] all-gather(a), channel_id=3, replica_groups={{1,0}}, dimensions={0}
+  s = f32[8] slice(g), slice={[12:20]}
+  zero = s32[] constant(0)
+  init = (s32[], f32[8]) tuple(zero, s)
+  w = (s32[], f32[8]) while(init), condition=cond, body=body
+  ROOT x = f32[8] get-tuple-element(w), index=1
+})", {2, 2});
+}
+
+// Random programs of collectives and elementwise ops over f32[4,6] on 4 devices: the groups in
+// every form, the ops that change the shape undone by their inverse.
+std::string RandomProgram(std::mt19937_64& rng) {
+  const std::vector<std::string> groups = {
+      "{}", "{{0,1},{2,3}}", "{{0,2},{1,3}}", "[2,2]<=[4]", "[2,2]<=[2,2]T(1,0)", "[1,4]<=[4]",
+      "mesh['a'=2,'b'=2] {'a'}", "mesh['a'=2,'b'=2] {'b'}", "{{3,1},{0,2}}"};
+  auto pick = [&](int n) { return static_cast<int>(rng() % n); };
+  std::string body = "  v0 = f32[4,6] parameter(0)\n  w = f32[4,6] parameter(1)\n";
+  int last = 0;
+  for (int step = 1; step <= 8; ++step) {
+    const std::string in = fmt::format("v{}", last);
+    const std::string out = fmt::format("v{}", step);
+    const std::string group = groups[pick(static_cast<int>(groups.size()))];
+    const int members = group == "{}" || group.find("[1,4]") != std::string::npos ? 4 : 2;
+    switch (pick(6)) {
+      case 0:
+        body += fmt::format("  {} = f32[4,6] all-reduce({}), replica_groups={}, to_apply={}\n", out, in,
+                            group, pick(2) ? "add" : "max");
+        break;
+      case 1: {
+        const int d = pick(2);
+        const std::string wide = d == 0 ? fmt::format("f32[{},6]", 4 * members)
+                                        : fmt::format("f32[4,{}]", 6 * members);
+        body += fmt::format("  g{} = {} all-gather({}), replica_groups={}, dimensions={{{}}}\n", step,
+                            wide, in, group, d);
+        body += fmt::format("  {} = f32[4,6] reduce-scatter(g{}), replica_groups={}, dimensions={{{}}}, "
+                            "to_apply=add\n", out, step, group, d);
+        break;
+      }
+      case 2:
+        body += fmt::format("  {} = f32[4,6] all-to-all({}), replica_groups={}, dimensions={{0}}\n", out,
+                            in, group);
+        break;
+      case 3: {
+        std::vector<int> targets = {0, 1, 2, 3};
+        std::shuffle(targets.begin(), targets.end(), rng);
+        std::string pairs;
+        for (int s = 0; s < 3; ++s) pairs += fmt::format("{}{{{},{}}}", s ? "," : "", s, targets[s]);
+        body += fmt::format("  {} = f32[4,6] collective-permute({}), source_target_pairs={{{}}}\n", out,
+                            in, pairs);
+        break;
+      }
+      case 4:
+        body += fmt::format("  {} = f32[4,6] collective-broadcast({}), replica_groups={}\n", out, in, group);
+        break;
+      default:
+        body += fmt::format("  {} = f32[4,6] {}({}, w)\n", out, pick(2) ? "add" : "multiply", in);
+        break;
+    }
+    last = step;
+  }
+  body += fmt::format("  ROOT r = f32[4,6] add(v{}, w)\n", last);
+  return "ENTRY e {\n" + body + "}\n";
+}
+
+TEST(MultiDeviceExecutableTest, RandomProgramsMatchTheEvaluator) {
+  std::mt19937_64 rng(20261129);
+  for (int i = 0; i < 6; ++i) {
+    SCOPED_TRACE(fmt::format("program {}", i));
+    ExpectCompiledMatchesEvaluator(RandomProgram(rng), {4, 1}, /*seed=*/i);
+  }
+}
+
+TEST(MultiDeviceExecutableTest, ADeviceThatSkipsACollectiveFailsTheMeeting) {
+  auto module = Parse(R"(
+with {
+  x = f32[2] parameter(0)
+  ROOT ar = f32[2] all-reduce(x), replica_groups={}, to_apply=add
+}
+without {
+  ROOT x = f32[2] parameter(0)
+}
+ENTRY e {
+  p = f32[2] parameter(0)
+  r = u32[] replica-id()
+  zero = u32[] constant(0)
+  first = pred[] compare(r, zero), direction=EQ
+  ROOT c = f32[2] conditional(first, p, p), true_computation=with, false_computation=without
+})");
+  ASSERT_NE(module, nullptr);
+  auto executable = MultiDeviceExecutable::Compile(*module, {2, 1}, CompileOptions{});
+  ASSERT_TRUE(executable.ok()) << executable.status().message();
+  auto results = (*executable)->Execute(Arguments(*module, 2, 0), MultiDeviceOptions{});
+  ASSERT_FALSE(results.ok());
+  EXPECT_THAT(results.status().message(), HasSubstr("%ar"));
+  EXPECT_THAT(results.status().message(), HasSubstr("device 1 never arrived"));
+}
+
+TEST(MultiDeviceExecutableTest, GroupsThatDoNotFitAreRefusedWhenCompiling) {
+  auto module = Parse(R"(ENTRY e {
+  p = f32[2] parameter(0)
+  ROOT ar = f32[2] all-reduce(p), replica_groups={{0,1}}, to_apply=add
+})");
+  ASSERT_NE(module, nullptr);
+  auto one = CompileForCpu(ParseHloModule(module->ToString()).value(), CompileOptions{});
+  ASSERT_FALSE(one.ok());
+  EXPECT_THAT(one.status().message(), HasSubstr("names replica 1"));
+  auto two = MultiDeviceExecutable::Compile(*module, {2, 1}, CompileOptions{});
+  EXPECT_TRUE(two.ok()) << two.status().message();
+}
+
+TEST(MultiDeviceExecutableTest, OneDeviceIsAGroupOfOne) {
+  auto module = Parse(R"(ENTRY e {
+  p = f32[3] parameter(0)
+  ar = f32[3] all-reduce(p), replica_groups={}, to_apply=add
+  ROOT g = f32[3] all-gather(ar), replica_groups={{0}}, dimensions={0}
+})");
+  ASSERT_NE(module, nullptr);
+  auto executable = CompileForCpu(ParseHloModule(module->ToString()).value(), CompileOptions{});
+  ASSERT_TRUE(executable.ok()) << executable.status().message();
+  std::vector<Literal> arguments;
+  arguments.push_back(Literal::CreateR1<float>(PrimitiveType::F32, {1, 2, 3}));
+  auto result = (*executable)->Execute(arguments);
+  ASSERT_TRUE(result.ok()) << result.status().message();
+  EXPECT_EQ(*result, arguments[0]);
+}
+
+}  // namespace
+}  // namespace xlens::runtime
