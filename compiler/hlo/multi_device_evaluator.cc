@@ -2,6 +2,7 @@
 
 #include <atomic>
 #include <chrono>
+#include <condition_variable>
 #include <mutex>
 #include <optional>
 #include <thread>
@@ -31,6 +32,7 @@ struct SharedRun {
   std::vector<std::optional<StatusOr<Literal>>> results;
   std::optional<Status> first_failure;
   std::atomic<int64_t> running{0};
+  std::condition_variable all_done;  // with `mutex`: running reached 0
 
   void Fail(const Status& failure) {
     {
@@ -55,7 +57,8 @@ struct SharedRun {
       results[static_cast<size_t>(d)] = std::move(result);
     }
     rendezvous.DeviceFinished(d);
-    running.fetch_sub(1);
+    std::lock_guard<std::mutex> lock(mutex);
+    if (running.fetch_sub(1) == 1) all_done.notify_all();
   }
 };
 
@@ -93,7 +96,15 @@ StatusOr<std::vector<Literal>> RunOnSimulatedDevices(const DeviceTopology& topol
   // that do not stop within the grace period are left behind.
   std::optional<std::chrono::steady_clock::time_point> failed_at;
   bool abandoned = false;
-  while (run->running.load() > 0) {
+  while (true) {
+    {
+      // Woken when the last device finishes; the bound polls the cancel flag.
+      std::unique_lock<std::mutex> lock(run->mutex);
+      if (run->all_done.wait_for(lock, std::chrono::milliseconds(10),
+                                 [&] { return run->running.load() == 0; })) {
+        break;
+      }
+    }
     if (cancel != nullptr && cancel->load() && !run->stop.load()) run->Fail(Error("cancelled"));
     if (run->stop.load() && !failed_at) failed_at = std::chrono::steady_clock::now();
     if (failed_at && options.abandon_after_seconds > 0 &&
@@ -102,7 +113,6 @@ StatusOr<std::vector<Literal>> RunOnSimulatedDevices(const DeviceTopology& topol
       abandoned = true;
       break;
     }
-    std::this_thread::sleep_for(std::chrono::milliseconds(5));
   }
   for (std::thread& thread : threads) {
     if (abandoned) {
