@@ -40,12 +40,13 @@ add { a = f32[] parameter(0)  b = f32[] parameter(1)  ROOT r = f32[] add(a, b) }
 max { a = f32[] parameter(0)  b = f32[] parameter(1)  ROOT r = f32[] maximum(a, b) }
 iadd { a = s32[] parameter(0)  b = s32[] parameter(1)  ROOT r = s32[] add(a, b) }
 imin { a = s32[] parameter(0)  b = s32[] parameter(1)  ROOT r = s32[] minimum(a, b) }
+parity { a = pred[] parameter(0)  b = pred[] parameter(1)  ROOT r = pred[] xor(a, b) }
 )";
 
-// `x` of `shape` reduced over `dims` with `reducer` from `init` (an s32 or f32 constant).
+// `x` of `shape` reduced over `dims` with `reducer` from `init` (a constant of its type).
 std::string Reduce(const std::string& shape, const std::string& out, const std::string& dims,
                    const std::string& reducer, const std::string& init) {
-  const std::string type = shape.substr(0, 3);
+  const std::string type = shape.substr(0, shape.find('['));
   return std::string("HloModule m\n") + kReducers + "ENTRY e {\n  x = " + shape +
          " parameter(0)\n  z = " + type + "[] constant(" + init + ")\n  ROOT r = " + out +
          " reduce(x, z), dimensions={" + dims + "}, to_apply=" + reducer + "\n}\n";
@@ -131,10 +132,15 @@ TEST(CpuColumnReductionTest, IntegerSumWithANonIdentityInitAddsItOnce) {
   testing::ExpectMatchesEvaluator(Reduce("s32[100,70]", "s32[70]", "0", "iadd", "7"));
 }
 
-TEST(CpuColumnReductionTest, MaxAndMinOverOddShapes) {
+TEST(CpuColumnReductionTest, MaxMinAndParityOverOddShapes) {
   testing::ExpectMatchesEvaluator(Reduce("f32[3001,77]", "f32[77]", "0", "max", "-inf"));
   testing::ExpectMatchesEvaluator(Reduce("f32[5,17]", "f32[17]", "0", "max", "-inf"));
   testing::ExpectMatchesEvaluator(Reduce("s32[2500,61]", "s32[61]", "0", "imin", "2147483647"));
+  // pred: the parity of each column, folded four rows per visit (xor is one instruction) and
+  // sliced.
+  const std::string parity = Reduce("pred[3000,50]", "pred[50]", "0", "parity", "false");
+  EXPECT_EQ(SpecOfRoot(parity).phases.size(), 2u);
+  testing::ExpectMatchesEvaluator(parity);
 }
 
 TEST(CpuColumnReductionTest, OneRowOneColumnAndNoRows) {
