@@ -403,6 +403,23 @@ StatusOr<std::vector<int64_t>> PermuteSources(const HloInstruction& instruction,
   return sources;
 }
 
+std::string HeaderTopologyHint(const HloInstruction& instruction, const DeviceTopology& topology) {
+  const HloComputation* computation = instruction.parent();
+  const HloModule* module = computation == nullptr ? nullptr : computation->parent();
+  if (module == nullptr) return "";
+  std::vector<std::string> differ;
+  for (const RawAttribute& attribute : module->header_attributes()) {
+    const int64_t given = attribute.key == "replica_count"    ? topology.num_replicas
+                          : attribute.key == "num_partitions" ? topology.num_partitions
+                                                              : -1;
+    if (given >= 0 && attribute.value != std::to_string(given)) {
+      differ.push_back(attribute.key + "=" + attribute.value);
+    }
+  }
+  if (differ.empty()) return "";
+  return fmt::format("; the module's header says {}", fmt::join(differ, ", "));
+}
+
 Status CheckModuleCollectives(const HloModule& module, const DeviceTopology& topology) {
   std::map<int64_t, const HloInstruction*> channels;
   for (const HloComputation* computation : module.computations()) {
@@ -417,10 +434,11 @@ Status CheckModuleCollectives(const HloModule& module, const DeviceTopology& top
                                    it->second->name(), instruction->name()));
         }
       }
-      RETURN_IF_ERROR(ParticipatingDeviceGroups(*instruction, topology).status());
-      if (IsPermute(instruction->opcode())) {
-        RETURN_IF_ERROR(PermuteSources(*instruction, topology).status());
+      Status fits = ParticipatingDeviceGroups(*instruction, topology).status();
+      if (fits.ok() && IsPermute(instruction->opcode())) {
+        fits = PermuteSources(*instruction, topology).status();
       }
+      if (!fits.ok()) return Error(fits.message() + HeaderTopologyHint(*instruction, topology));
     }
   }
   return OkStatus();

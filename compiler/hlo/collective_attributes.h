@@ -92,6 +92,11 @@ StatusOr<std::vector<int64_t>> PermuteSources(const HloInstruction& instruction,
 
 // Checks every collective of `module`'s computations against `topology` (the groups and pairs
 // above), and that no channel_id is shared by two collectives (a -start and its -done are one).
+// When the module's header gives other counts (replica_count=, num_partitions=), the error says so.
 Status CheckModuleCollectives(const class HloModule& module, const DeviceTopology& topology);
+
+// "; the module's header says num_partitions=4" when the header of the module holding
+// `instruction` gives device counts other than `topology`'s; empty otherwise.
+std::string HeaderTopologyHint(const HloInstruction& instruction, const DeviceTopology& topology);
 
 }  // namespace xlens

@@ -27,8 +27,11 @@ StatusOr<Placement> Place(const HloEvaluator& evaluator, const HloInstruction& i
   const DeviceCollectives* device = evaluator.device();
   const DeviceTopology& topology = device ? device->topology() : SingleDevice();
   const int64_t id = device ? device->device_id() : 0;
-  ASSIGN_OR_RETURN(auto groups, ParticipatingDeviceGroups(instruction, topology));
-  for (auto& group : groups) {
+  auto groups = ParticipatingDeviceGroups(instruction, topology);
+  if (!groups.ok()) {
+    return Error(groups.status().message() + HeaderTopologyHint(instruction, topology));
+  }
+  for (auto& group : *groups) {
     for (size_t rank = 0; rank < group.size(); ++rank) {
       if (group[rank] == id) return Placement{std::move(group), static_cast<int64_t>(rank), id};
     }

@@ -220,5 +220,24 @@ ENTRY e {
   EXPECT_THAT(status.message(), HasSubstr("%b"));
 }
 
+TEST(CollectiveAttributesTest, ModuleCheckSaysWhatTheHeaderSays) {
+  auto module = ParseHloModule(R"(HloModule m, num_partitions=4
+add {
+  x = f32[] parameter(0)
+  y = f32[] parameter(1)
+  ROOT s = f32[] add(x, y)
+}
+ENTRY e {
+  p = f32[4] parameter(0)
+  ROOT a = f32[4] all-reduce(p), channel_id=1, replica_groups=[1,4]<=[4], use_global_device_ids=true, to_apply=add
+})");
+  ASSERT_TRUE(module.ok()) << module.status().message();
+  Status status = CheckModuleCollectives(**module, DeviceTopology{});
+  ASSERT_FALSE(status.ok());
+  EXPECT_THAT(status.message(), HasSubstr("device 1"));
+  EXPECT_THAT(status.message(), HasSubstr("header says num_partitions=4"));
+  EXPECT_TRUE(CheckModuleCollectives(**module, DeviceTopology{1, 4}).ok());
+}
+
 }  // namespace
 }  // namespace xlens
