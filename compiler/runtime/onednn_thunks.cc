@@ -179,51 +179,6 @@ namespace {
 // About the size at which a oneDNN call's fixed cost (1.5 us) is its brgemm kernel's time for the
 // product: measured on the LSTM and attention products of the model corpus.
 std::atomic<int64_t> small_product_limit{int64_t{1} << 15};
-
-// Applies `ops` in order over the output [rows, n] of a product SmallProduct computed; `addends`
-// holds the added tensors of the kAdd ones, in order.
-void ApplyPostOps(const std::vector<OneDnnPostOp>& ops, const std::vector<const float*>& addends, int64_t rows,
-                  int64_t n, float* out) {
-  const int64_t size = rows * n;
-  size_t next = 0;
-  for (const OneDnnPostOp& op : ops) {
-    switch (op.kind) {
-      case OneDnnPostOp::Kind::kAdd: {
-        const float* a = addends[next++];
-        if (op.addend == OneDnnPostOp::Addend::kFull) {
-          for (int64_t e = 0; e < size; ++e) out[e] += a[e];
-        } else if (op.addend == OneDnnPostOp::Addend::kLastDimension) {
-          for (int64_t r = 0; r < rows; ++r) {
-            for (int64_t j = 0; j < n; ++j) out[r * n + j] += a[j];
-          }
-        } else {
-          for (int64_t e = 0; e < size; ++e) out[e] += a[0];
-        }
-        break;
-      }
-      case OneDnnPostOp::Kind::kRelu:
-        for (int64_t e = 0; e < size; ++e) out[e] = std::max(out[e], 0.f);
-        break;
-      case OneDnnPostOp::Kind::kGeluTanh:
-        for (int64_t e = 0; e < size; ++e) {
-          const float x = out[e];
-          out[e] = 0.5f * x * (1.f + std::tanh(0.7978845608f * (x + 0.044715f * x * x * x)));
-        }
-        break;
-      case OneDnnPostOp::Kind::kGeluErf:
-        for (int64_t e = 0; e < size; ++e) out[e] = 0.5f * out[e] * (1.f + std::erf(out[e] * 0.70710678f));
-        break;
-      case OneDnnPostOp::Kind::kLinear: {
-        const float alpha = static_cast<float>(op.alpha), beta = static_cast<float>(op.beta);
-        for (int64_t e = 0; e < size; ++e) out[e] = alpha * out[e] + beta;
-        break;
-      }
-      case OneDnnPostOp::Kind::kLogistic:
-        for (int64_t e = 0; e < size; ++e) out[e] = 1.f / (1.f + std::exp(-out[e]));
-        break;
-    }
-  }
-}
 }  // namespace
 
 int64_t SmallProductLimit() { return small_product_limit.load(); }
@@ -276,11 +231,21 @@ struct OneDnnThunk::Impl {
   dnnl::memory::desc user_weights_md;
   mutable dnnl::memory weights_buffer;
   mutable std::vector<dnnl::memory> partial_weights;  // backward weights: one per part
+  // A forward convolution of one image split into bands of output rows (its first spatial
+  // dimension), each band its own primitive over the input rows it reads (the top and bottom
+  // bands keep the padding); empty when the call runs in parts of images.
+  struct Band {
+    Part part;
+    int64_t src_offset = 0, dst_offset = 0;  // elements
+  };
+  std::vector<Band> bands;
   std::string implementation;
 
   Status BuildConvolution(const OneDnnCall& call, const std::string& name, int64_t parallelism,
                           const std::function<dnnl::primitive_attr(const std::vector<dnnl::memory::desc>&)>& attributes);
   Status ExecuteConvolution(char** frame, ExecuteContext& context, const std::string& name) const;
+  void BuildBands(const OneDnnConvolution& c, int64_t count, const dnnl::memory::desc& weights_md,
+                  const std::function<dnnl::primitive_attr(const std::vector<dnnl::memory::desc>&)>& attributes);
 };
 
 OneDnnThunk::OneDnnThunk(std::string hlo_name) : Thunk(std::move(hlo_name)) {}
@@ -436,7 +401,9 @@ StatusOr<std::unique_ptr<OneDnnThunk>> OneDnnThunk::Create(std::string hlo_name,
       };
       // With too few rows to share, a product small enough to run in tens of microseconds stays
       // whole on one thread rather than going to gemm:jit in column blocks.
-      const bool rows_suffice = m >= 16 * std::min<int64_t>(parallelism, 2) || m >= n;
+      // A pointwise convolution's weights split in columns would go to gemm:jit as well (measured:
+      // DenseNet121's 1024-to-512 one on 4x4 images 3x slower on two threads than brgemm on one).
+      const bool rows_suffice = m >= 16 * std::min<int64_t>(parallelism, 2) || m >= n || pointwise;
       const bool small = impl.batch * m * n * k < (int64_t{1} << 22);
       const int64_t unlimited = std::numeric_limits<int64_t>::max();
       if (impl.small) {
@@ -571,12 +538,80 @@ Status OneDnnThunk::Impl::BuildConvolution(
     if (part.weights != chosen) return Error(name + ": oneDNN parts disagree on the weights' layout");
   }
   reorder_weights = chosen != user_weights_md;
+  // One image is one part on one thread: where it has rows enough and 2^20 multiply-adds per
+  // band (a band's call then outlasts waking a thread), it runs in bands over the pool instead,
+  // on the same weights (one reorder serves them all). Bands that oneDNN would run on another
+  // weights layout or its reference kernel leave the call whole.
+  if (c.kind == Kind::kForward && total == 1 && parallelism > 1 && !c.dst_spatial.empty()) {
+    int64_t macs = dst_step * c.input_channels;
+    for (int64_t k : c.kernel_spatial) macs *= k;
+    const int64_t count = std::min({parallelism, c.dst_spatial[0], macs >> 20});
+    if (count >= 2) {
+      try {
+        BuildBands(c, count, chosen, attributes);
+      } catch (const dnnl::error&) {
+        bands.clear();
+      }
+    }
+  }
   if (c.kind != Kind::kBackwardWeights) {
     if (reorder_weights) weights_buffer = dnnl::memory(chosen, CpuEngine());
   } else if (blocks > 1 || reorder_weights) {
     for (int64_t t = 0; t < blocks; ++t) partial_weights.push_back(dnnl::memory(chosen, CpuEngine()));
   }
   return OkStatus();
+}
+
+void OneDnnThunk::Impl::BuildBands(
+    const OneDnnConvolution& c, int64_t count, const dnnl::memory::desc& weights_md,
+    const std::function<dnnl::primitive_attr(const std::vector<dnnl::memory::desc>&)>& attributes) {
+  bands.clear();
+  const int64_t rows = c.dst_spatial[0], height = c.src_spatial[0];
+  const int64_t src_row = src_step / height, dst_row = dst_step / rows;
+  // The input rows a window spans: (kernel - 1) * (dilation + 1) + 1 (oneDNN's dilation 0 is dense).
+  const int64_t extent = (c.kernel_spatial[0] - 1) * (c.dilations[0] + 1) + 1;
+  for (int64_t t = 0; t < count; ++t) {
+    const int64_t first = t * rows / count, last = (t + 1) * rows / count;  // output rows [first, last)
+    // The input rows [low, high) the band's windows cover, padding included, and the part of them
+    // that is the input; what lies outside is the band's own padding.
+    const int64_t low = first * c.strides[0] - c.padding_low[0];
+    const int64_t high = (last - 1) * c.strides[0] - c.padding_low[0] + extent;
+    const int64_t in_low = std::max<int64_t>(0, low), in_high = std::min(height, high);
+    if (in_high <= in_low) {  // a band of padding only: not worth a case of its own
+      bands.clear();
+      return;
+    }
+    dims src{1, c.input_channels, in_high - in_low}, dst{1, c.output_channels, last - first};
+    src.insert(src.end(), c.src_spatial.begin() + 1, c.src_spatial.end());
+    dst.insert(dst.end(), c.dst_spatial.begin() + 1, c.dst_spatial.end());
+    dims padding_l(c.padding_low.begin(), c.padding_low.end()), padding_r(c.padding_high.begin(), c.padding_high.end());
+    padding_l[0] = in_low - low;
+    padding_r[0] = high - in_high;
+    Band band;
+    band.part.src = dnnl::memory::desc(src, dt::f32, ChannelsLast(src.size()));
+    band.part.dst = dnnl::memory::desc(dst, dt::f32, ChannelsLast(dst.size()));
+    for (OneDnnPostOp::Addend a : addend_kinds) {
+      dims d(dst.size(), 1);
+      if (a == OneDnnPostOp::Addend::kFull) d = dst;
+      if (a == OneDnnPostOp::Addend::kLastDimension) d[1] = c.output_channels;
+      band.part.addends.push_back(dnnl::memory::desc(d, dt::f32, ChannelsLast(d.size())));
+    }
+    dnnl::convolution_forward::desc desc(dnnl::prop_kind::forward_inference, dnnl::algorithm::convolution_direct,
+                                         band.part.src, weights_md, band.part.dst,
+                                         dims(c.strides.begin(), c.strides.end()),
+                                         dims(c.dilations.begin(), c.dilations.end()), padding_l, padding_r);
+    dnnl::convolution_forward::primitive_desc pd(desc, attributes(band.part.addends), CpuEngine());
+    if (pd.weights_desc() != weights_md || std::string(pd.impl_info_str()).rfind("ref", 0) == 0) {
+      bands.clear();
+      return;
+    }
+    band.part.primitive = dnnl::convolution_forward(pd);
+    band.part.scratchpad = pd.scratchpad_desc();
+    band.part.weights = weights_md;
+    band.src_offset = in_low * src_row;
+    band.dst_offset = first * dst_row;
+    bands.push_back(std::move(band));
+  }
 }
 
 Status OneDnnThunk::Impl::ExecuteConvolution(char** frame, ExecuteContext& context,
@@ -603,12 +638,24 @@ Status OneDnnThunk::Impl::ExecuteConvolution(char** frame, ExecuteContext& conte
   }
   auto bind_part = [&](int64_t t, std::unordered_map<int, dnnl::memory>& args,
                        dnnl::stream&) -> const Part& {
-    const int64_t first = t * block;
-    const Part& part = parts.at(std::min(block, total - first));
-    float* src = lhs + first * src_step;
     auto bind = [&](int arg, const dnnl::memory::desc& md, void* data) {
       args[arg] = dnnl::memory(md, CpuEngine(), data);
     };
+    if (!bands.empty()) {
+      const Band& band = bands[t];
+      bind(DNNL_ARG_SRC, band.part.src, lhs + band.src_offset);
+      bind(DNNL_ARG_WEIGHTS, band.part.weights, weights);
+      bind(DNNL_ARG_DST, band.part.dst, output + band.dst_offset);
+      for (size_t a = 0; a < addend_slots.size(); ++a) {
+        float* addend = reinterpret_cast<float*>(frame[addend_slots[a]]);
+        if (addend_kinds[a] == OneDnnPostOp::Addend::kFull) addend += band.dst_offset;
+        bind(DNNL_ARG_ATTR_MULTIPLE_POST_OP(addend_post_ops[a]) | DNNL_ARG_SRC_1, band.part.addends[a], addend);
+      }
+      return band.part;
+    }
+    const int64_t first = t * block;
+    const Part& part = parts.at(std::min(block, total - first));
+    float* src = lhs + first * src_step;
     switch (convolution_kind) {
       case Kind::kForward:
         bind(DNNL_ARG_SRC, part.src, src);
@@ -634,7 +681,8 @@ Status OneDnnThunk::Impl::ExecuteConvolution(char** frame, ExecuteContext& conte
     }
     return part;
   };
-  RETURN_IF_ERROR(ExecutePartsOnPool(context.pool, blocks, name, bind_part));
+  const int64_t tasks = bands.empty() ? blocks : static_cast<int64_t>(bands.size());
+  RETURN_IF_ERROR(ExecutePartsOnPool(context.pool, tasks, name, bind_part));
   if (partial_weights.empty()) return OkStatus();
   // Backward weights in parts: each part summed its images; the kernel's gradient is the sum.
   float* sum = static_cast<float*>(partial_weights[0].get_data_handle());
@@ -678,7 +726,7 @@ Status OneDnnThunk::Execute(char** frame, ExecuteContext& context) const {
     }
     SmallProduct(s, reinterpret_cast<const float*>(frame[impl.lhs_slot]),
                  reinterpret_cast<const float*>(frame[impl.rhs_slot]), result);
-    ApplyPostOps(impl.post_ops, addends, s.batch * s.m, s.n, result);
+    ApplySmallProductPostOps(impl.post_ops, addends, s.batch * s.m, s.n, result);
     if (shared) std::memcpy(output, result, size * sizeof(float));
     return OkStatus();
   }
@@ -726,6 +774,7 @@ Status OneDnnThunk::Execute(char** frame, ExecuteContext& context) const {
 
 int64_t OneDnnThunk::Parts() const {
   if (impl_->small) return 1;
+  if (!impl_->bands.empty()) return static_cast<int64_t>(impl_->bands.size());
   return impl_->is_convolution ? impl_->blocks : impl_->batch * impl_->blocks;
 }
 

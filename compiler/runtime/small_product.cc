@@ -3,6 +3,7 @@
 #include <immintrin.h>
 
 #include <algorithm>
+#include <cmath>
 #include <vector>
 
 namespace xlens::runtime {
@@ -97,6 +98,49 @@ __attribute__((target("avx2,fma"))) void RowAvx2(const SmallProductShape& s, con
 }
 
 }  // namespace
+
+void ApplySmallProductPostOps(const std::vector<OneDnnPostOp>& ops, const std::vector<const float*>& addends,
+                              int64_t rows, int64_t n, float* out) {
+  const int64_t size = rows * n;
+  size_t next = 0;
+  for (const OneDnnPostOp& op : ops) {
+    switch (op.kind) {
+      case OneDnnPostOp::Kind::kAdd: {
+        const float* a = addends[next++];
+        if (op.addend == OneDnnPostOp::Addend::kFull) {
+          for (int64_t e = 0; e < size; ++e) out[e] += a[e];
+        } else if (op.addend == OneDnnPostOp::Addend::kLastDimension) {
+          for (int64_t r = 0; r < rows; ++r) {
+            for (int64_t j = 0; j < n; ++j) out[r * n + j] += a[j];
+          }
+        } else {
+          for (int64_t e = 0; e < size; ++e) out[e] += a[0];
+        }
+        break;
+      }
+      case OneDnnPostOp::Kind::kRelu:
+        for (int64_t e = 0; e < size; ++e) out[e] = std::max(out[e], 0.f);
+        break;
+      case OneDnnPostOp::Kind::kGeluTanh:
+        for (int64_t e = 0; e < size; ++e) {
+          const float x = out[e];
+          out[e] = 0.5f * x * (1.f + std::tanh(0.7978845608f * (x + 0.044715f * x * x * x)));
+        }
+        break;
+      case OneDnnPostOp::Kind::kGeluErf:
+        for (int64_t e = 0; e < size; ++e) out[e] = 0.5f * out[e] * (1.f + std::erf(out[e] * 0.70710678f));
+        break;
+      case OneDnnPostOp::Kind::kLinear: {
+        const float alpha = static_cast<float>(op.alpha), beta = static_cast<float>(op.beta);
+        for (int64_t e = 0; e < size; ++e) out[e] = alpha * out[e] + beta;
+        break;
+      }
+      case OneDnnPostOp::Kind::kLogistic:
+        for (int64_t e = 0; e < size; ++e) out[e] = 1.f / (1.f + std::exp(-out[e]));
+        break;
+    }
+  }
+}
 
 const char* SmallProductIsa() { return HasAvx2() ? "avx2" : "scalar"; }
 

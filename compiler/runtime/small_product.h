@@ -6,6 +6,9 @@
 #pragma once
 
 #include <cstdint>
+#include <vector>
+
+#include "compiler/passes/onednn_rewriter.h"
 
 namespace xlens::runtime {
 
@@ -18,6 +21,11 @@ struct SmallProductShape {
 
 // out[b] = lhs[b] x rhs[b] for every batch element, on the calling thread.
 void SmallProduct(const SmallProductShape& shape, const float* lhs, const float* rhs, float* out);
+
+// Applies the post-ops `ops` in order, as oneDNN would, over the output [rows, n] of a product
+// SmallProduct computed; `addends` holds the tensors the kAdd ones add, in order.
+void ApplySmallProductPostOps(const std::vector<OneDnnPostOp>& ops, const std::vector<const float*>& addends,
+                              int64_t rows, int64_t n, float* out);
 
 // "avx2" or "scalar": the loops SmallProduct runs on this CPU.
 const char* SmallProductIsa();

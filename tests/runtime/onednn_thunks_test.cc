@@ -444,6 +444,42 @@ ENTRY e {
                                "convolution;");
 }
 
+// A forward convolution of one image with work enough for every thread runs in bands of output
+// rows over the pool, each band reading its own input rows and keeping its share of the padding:
+// strides, dilation, asymmetric and negative padding, a residual and a bias, 1-D and 2-D.
+TEST_F(OneDnnThunkTest, OneImageConvolutionsRunInBandsOfRows) {
+  const std::string bands = ThreadPool::Default().parallelism() >= 2 ? "; 2 parts on the pool" : "; 1 part on";
+  ExpectOneDnnMatchesEvaluator(R"(HloModule c
+ENTRY e {
+  x = f32[1,20,20,32] parameter(0)
+  k = f32[3,3,32,64] parameter(1)
+  bias = f32[64] parameter(2)
+  c = f32[1,20,20,64] convolution(x, k), window={size=3x3 pad=1_1x1_1}, dim_labels=b01f_01io->b01f
+  bb = f32[1,20,20,64] broadcast(bias), dimensions={3}
+  a = f32[1,20,20,64] add(c, bb)
+  z = f32[] constant(0)
+  zb = f32[1,20,20,64] broadcast(z), dimensions={}
+  ROOT r = f32[1,20,20,64] maximum(a, zb)
+})",
+                               "convolution + binary_add[bias] + relu", bands);
+  ExpectOneDnnMatchesEvaluator(R"(HloModule c
+ENTRY e {
+  x = f32[1,23,19,16] parameter(0)
+  k = f32[5,3,16,48] parameter(1)
+  res = f32[1,11,19,48] parameter(2)
+  c = f32[1,11,19,48] convolution(x, k), window={size=5x3 stride=2x1 pad=2_1x1_1}, dim_labels=b01f_01io->b01f
+  ROOT a = f32[1,11,19,48] add(c, res)
+})",
+                               "convolution + binary_add", bands);
+  ExpectOneDnnMatchesEvaluator(ConvolutionModule("f32[1,21,16,24]", "f32[3,3,24,64]", "f32[1,18,16,64]",
+                                                 "window={size=3x3 pad=1_0x2_2 rhs_dilate=2x2}, "
+                                                 "dim_labels=b01f_01io->b01f"),
+                               "convolution;", bands);
+  ExpectOneDnnMatchesEvaluator(ConvolutionModule("f32[1,801,32]", "f32[5,32,64]", "f32[1,398,64]",
+                                                 "window={size=5 stride=2 pad=0_-1}, dim_labels=b0f_0io->b0f"),
+                               "convolution;", bands);
+}
+
 // Products under the small-product limit run in the thunk's own loops, every post-op after them
 // as oneDNN would apply it, in every layout the rewriter accepts; a residual whose buffer the
 // result may take is read before it is overwritten; larger products still call oneDNN.
