@@ -214,6 +214,10 @@ int RunOnDevices(const RunArgs& args, bool compiled) {
     options.optimize = setup.optimize;
     options.opt_level = setup.opt_level;
     auto executable = runtime::MultiDeviceExecutable::Compile(**module, topology, options);
+    if (!executable.ok() && topology.num_devices() > runtime::kMaxCompiledDevices) {
+      return Fail(Error(fmt::format("--num_replicas={} --num_partitions={}: {}", topology.num_replicas,
+                                    topology.num_partitions, executable.status().message())));
+    }
     if (!executable.ok()) return Fail(executable.status().WithContext(args.file));
     watchdog.SetActivity(fmt::format("running module {} on {} CPU devices", (*module)->name(),
                                      topology.num_devices()));

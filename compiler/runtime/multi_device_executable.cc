@@ -12,6 +12,12 @@ namespace xlens::runtime {
 StatusOr<std::unique_ptr<MultiDeviceExecutable>> MultiDeviceExecutable::Compile(
     const HloModule& module, const DeviceTopology& topology, const CompileOptions& options) {
   RETURN_IF_ERROR(CheckTopology(topology));
+  if (topology.num_devices() > kMaxCompiledDevices) {
+    return Error(fmt::format("{} replicas x {} partitions: at most {} devices are compiled in one "
+                             "process, one executable each (xlens eval simulates up to {})",
+                             topology.num_replicas, topology.num_partitions, kMaxCompiledDevices,
+                             kMaxSimulatedDevices));
+  }
   RETURN_IF_ERROR(CheckModuleCollectives(module, topology));
   auto result = std::unique_ptr<MultiDeviceExecutable>(new MultiDeviceExecutable());
   result->topology_ = topology;

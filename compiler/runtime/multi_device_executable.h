@@ -15,10 +15,14 @@
 
 namespace xlens::runtime {
 
+// Each device holds a whole executable (its code and its buffers): beyond this many devices the
+// evaluator (EvaluateModuleOnDevices, up to kMaxSimulatedDevices) is the way to run a module.
+inline constexpr int64_t kMaxCompiledDevices = 64;
+
 class MultiDeviceExecutable {
  public:
   // Checks the module's collectives against `topology` (CheckModuleCollectives) and compiles one
-  // executable per device.
+  // executable per device (at most kMaxCompiledDevices).
   static StatusOr<std::unique_ptr<MultiDeviceExecutable>> Compile(const HloModule& module,
                                                                   const DeviceTopology& topology,
                                                                   const CompileOptions& options);

@@ -127,6 +127,8 @@ def cases(shared, root_user):
         # Flags that cannot go with several devices.
         _case("too-many-devices", _module(AR.format(groups="{}")), ["--num_replicas=100000"],
               r"at most \d+ devices", names="--num_replicas"),
+        _case("too-many-devices-to-compile", _module(AR.format(groups="{}")), ["--num_replicas=512"],
+              r"at most \d+ devices are compiled", names="--num_replicas"),
         _case("gpu-backend", _module(AR.format(groups="{}")), two + ["--backend=gpu"],
               r"run on the CPU", names="--backend"),
         # The good forms run.
