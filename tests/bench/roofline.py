@@ -7,10 +7,11 @@ for every matrix product and convolution in the given modules. `bound(...)` then
 workload, whichever of these takes longest (the tightest floor under its run time):
 
   - memory: the bytes it must move (its arguments and results, from their shapes) over the
-    bandwidth a STREAM kernel of the same working set reaches: the triad's, or the read-only
-    sum's when the workload writes less than an eighth of what it moves (a reduction). The sweep
-    point used is the largest working set not above the workload's, so a working set that fits
-    in a cache is held to that cache (its percentage cannot pass 100 by hitting in cache);
+    bandwidth a STREAM kernel of the same working set reaches: the triad's (or the copy's where
+    that measured faster), or the read-only sum's when the workload writes less than an eighth
+    of what it moves (a reduction). The sweep point used is the largest working set not above
+    the workload's, so a working set that fits in a cache is held to that cache (its percentage
+    cannot pass 100 by hitting in cache);
   - library: the sum of oneDNN's standalone times of its products and convolutions (a chain of
     library calls can at best lose nothing between them); a convolution oneDNN cannot be posed
     is counted at the peak FLOP/s instead.
@@ -76,11 +77,16 @@ class Limits:
             f"{m['copy_gbps_one_thread']:.1f} GB/s on 1 thread, {m['copy_gbps_all_threads']:.1f} on all; "
             f"triad {m['triad_gbps_one_thread']:.1f} / {m['triad_gbps_all_threads']:.1f}; "
             f"read {m['read_gbps_all_threads']:.1f} on all",
-            "caches (all threads, triad / read GB/s by working set): " + ", ".join(
-                f"{p['working_set_bytes'] / 2**10:.3g}K {p['triad_gbps']:.0f}/{p['read_gbps']:.0f}"
-                if p["working_set_bytes"] < 2**20 else
-                f"{p['working_set_bytes'] / 2**20:.3g}M {p['triad_gbps']:.0f}/{p['read_gbps']:.0f}"
-                for p in self.points),
+        ]
+        # The sweep, a few points to a line.
+        cells = [f"{p['working_set_bytes'] / 2**10:.3g}K {p['triad_gbps']:.0f}/{p['read_gbps']:.0f}"
+                 if p["working_set_bytes"] < 2**20 else
+                 f"{p['working_set_bytes'] / 2**20:.3g}M {p['triad_gbps']:.0f}/{p['read_gbps']:.0f}"
+                 for p in self.points]
+        lines.append("caches (all threads, triad / read GB/s by working set):")
+        for i in range(0, len(cells), 9):
+            lines.append("  " + ", ".join(cells[i:i + 9]))
+        lines += [
             f"peak f32 ({peak['isa']} FMA): {peak['gflops_one_core']:.0f} GFLOP/s on 1 core, "
             f"{peak['gflops_all_cores']:.0f} on all" + (
                 f" (avx2: {peak['avx2_gflops_one_core']:.0f} / {peak['avx2_gflops_all_cores']:.0f})"
@@ -92,7 +98,10 @@ class Limits:
         """(bound ms, label, achieved unit, work) for one workload: `work` is bytes for a memory
         bound and flops for a library bound, so achieved = work / time."""
         moved = read_bytes + write_bytes
-        pattern = "read" if write_bytes * 8 <= moved else "triad"
+        if write_bytes * 8 <= moved:
+            pattern = "read"
+        else:  # STREAM's triad, or its copy where that measured faster
+            pattern = max(("triad", "copy"), key=lambda p: self.bandwidth(moved, p))
         gbps = self.bandwidth(moved, pattern)
         memory_ms = moved / (gbps * 1e9) * 1e3
         module = self.modules.get(hlo_file)
