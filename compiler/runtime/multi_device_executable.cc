@@ -44,12 +44,19 @@ StatusOr<std::vector<Literal>> MultiDeviceExecutable::Execute(
     return Error(fmt::format("{} devices need {} argument lists, got {}", devices, devices,
                              per_device_arguments.size()));
   }
+  if (left_behind_ > 0) {
+    return Error(fmt::format("{} device{} of an earlier run never stopped and still run{} these "
+                             "executables: compile the module again", left_behind_,
+                             left_behind_ > 1 ? "s" : "", left_behind_ > 1 ? "" : "s"));
+  }
   // A device left behind still holds its executable and its arguments: the program owns copies.
   auto arguments = std::make_shared<std::vector<std::vector<Literal>>>(per_device_arguments.begin(),
                                                                         per_device_arguments.end());
   std::vector<std::shared_ptr<Executable>> executables = executables_;
-  return RunOnSimulatedDevices(
-      topology_, options, cancel,
+  MultiDeviceOptions run_options = options;
+  run_options.left_behind = &left_behind_;
+  auto results = RunOnSimulatedDevices(
+      topology_, run_options, cancel,
       [executables, arguments](DeviceCollectives& device, const std::atomic<bool>*) -> StatusOr<Literal> {
         Executable& executable = *executables[static_cast<size_t>(device.device_id())];
         executable.set_device(&device);
@@ -59,6 +66,8 @@ StatusOr<std::vector<Literal>> MultiDeviceExecutable::Execute(
         if (!ran.ok()) return ran;
         return executable.Results();
       });
+  if (options.left_behind != nullptr) *options.left_behind = left_behind_;
+  return results;
 }
 
 }  // namespace xlens::runtime

@@ -30,7 +30,8 @@ class MultiDeviceExecutable {
   // Runs every device on its arguments (per_device_arguments[d], one literal per entry
   // parameter): result d is device d's. The first failure stops the others and is the error.
   // A device that cannot stop (compiled code in an endless loop) is left behind after
-  // options.abandon_after_seconds, its executable kept alive while it runs.
+  // options.abandon_after_seconds, its executable kept alive while it runs; later calls then
+  // fail, since that device still uses it.
   StatusOr<std::vector<Literal>> Execute(std::span<const std::vector<Literal>> per_device_arguments,
                                          const MultiDeviceOptions& options,
                                          const std::atomic<bool>* cancel = nullptr);
@@ -45,6 +46,7 @@ class MultiDeviceExecutable {
   DeviceTopology topology_;
   std::vector<std::shared_ptr<Executable>> executables_;
   int64_t compile_ns_ = 0;
+  int64_t left_behind_ = 0;  // devices of an earlier run still running
 };
 
 }  // namespace xlens::runtime
