@@ -1,9 +1,10 @@
 """The bound each workload of codegen_vs_xla.py is held to, from this machine's measured limits.
 
-`measure(binary, hlo_files)` runs tests/bench/machine_limits (built beside xlens) once: STREAM's
+`measure(binary, hlo_files)` runs tests/bench/machine_limits (built beside xlens): STREAM's
 copy and triad, the bandwidth of copy, triad and a read-only sum over working sets from L1 to
 twice the last-level cache, the peak f32 FLOP/s of the vector units, and oneDNN's standalone time
-for every matrix product and convolution in the given modules. `bound(...)` then picks, for one
+for every matrix product and convolution in the given modules; `better` keeps the better figures
+of two such measurements, and `Limits` reads them. `Limits.bound(...)` then picks, for one
 workload, whichever of these takes longest (the tightest floor under its run time):
 
   - memory: the bytes it must move (its arguments and results, from their shapes) over the
@@ -27,12 +28,41 @@ def find_binary(xlens):
     return os.path.join(build, "tests", "bench", "machine_limits")
 
 
+def better(first, second):
+    """Two measurements of the same machine and modules merged into the better of each figure:
+    the higher bandwidth and FLOP/s, the shorter oneDNN time per call. A neighbour that took a
+    core during one of them then costs the bound nothing."""
+    merged = json.loads(json.dumps(first))
+    memory, other = merged["memory"], second["memory"]
+    for key, value in other.items():
+        if key.endswith("_gbps_one_thread") or key.endswith("_gbps_all_threads"):
+            memory[key] = max(memory.get(key, 0), value)
+    by_size = {p["working_set_bytes"]: p for p in second["working_set_sweep"]}
+    for point in merged["working_set_sweep"]:
+        twin = by_size.get(point["working_set_bytes"], {})
+        for key in ("copy_gbps", "triad_gbps", "read_gbps"):
+            point[key] = max(point[key], twin.get(key, 0))
+    for key, value in second["peak_f32"].items():
+        if key != "isa":
+            merged["peak_f32"][key] = max(merged["peak_f32"].get(key, 0), value)
+    modules = {m["file"]: m for m in second.get("hlo_modules") or []}
+    for module in merged.get("hlo_modules") or []:
+        twin = modules.get(module["file"])
+        if not twin or len(twin["calls"]) != len(module["calls"]):
+            continue
+        for i, call in enumerate(module["calls"]):
+            if "ms" in call and "ms" in twin["calls"][i] and twin["calls"][i]["ms"] < call["ms"]:
+                module["calls"][i] = twin["calls"][i]
+        module["total_ms"] = sum(c.get("ms", 0) for c in module["calls"])
+    return merged
+
+
 def measure(binary, hlo_files, quick=False):
     command = [binary] + ([f"--hlo={f}" for f in hlo_files]) + (["--quick"] if quick else [])
     proc = subprocess.run(command, capture_output=True, text=True)
     if proc.returncode != 0:
         raise RuntimeError(proc.stderr.strip() or f"{binary} exited with {proc.returncode}")
-    return Limits(json.loads(proc.stdout))
+    return json.loads(proc.stdout)
 
 
 class Limits:
