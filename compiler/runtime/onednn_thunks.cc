@@ -540,9 +540,13 @@ Status OneDnnThunk::Impl::BuildConvolution(
   reorder_weights = chosen != user_weights_md;
   // One image is one part on one thread: where it has rows enough and 2^20 multiply-adds per
   // band (a band's call then outlasts waking a thread), it runs in bands over the pool instead,
-  // on the same weights (one reorder serves them all). Bands that oneDNN would run on another
-  // weights layout or its reference kernel leave the call whole.
-  if (c.kind == Kind::kForward && total == 1 && parallelism > 1 && !c.dst_spatial.empty()) {
+  // on the same weights (one reorder serves them all). Each band reads all the weights: not for
+  // weights past a core's L2 (ResNet50's last stage, 9 MB each, ran 25% slower in two bands),
+  // nor on the im2col kernel such weights get. Bands that oneDNN would run on another weights
+  // layout or its reference kernel leave the call whole.
+  const bool bands_reread_little = user_weights_md.get_size() <= (size_t{1} << 20) &&
+                                   implementation.find("gemm") == std::string::npos;
+  if (c.kind == Kind::kForward && total == 1 && parallelism > 1 && !c.dst_spatial.empty() && bands_reread_little) {
     int64_t macs = dst_step * c.input_channels;
     for (int64_t k : c.kernel_spatial) macs *= k;
     const int64_t count = std::min({parallelism, c.dst_spatial[0], macs >> 20});
