@@ -82,6 +82,10 @@ class KernelBuilder {
   // `may_split`, sliced rows put partial tiles in scratch (past what the kernel has reserved so
   // far) and a second phase combines them.
   Status EmitCpuColumnReductions(const std::vector<ColumnOutput>& outputs, bool may_split);
+  // The combine phase of strided row reductions: each output the init value folded with its
+  // lanes of every slice in `partials` ([slices, output dims, lanes] per output).
+  Status EmitCpuLaneCombine(const std::vector<ColumnOutput>& outputs,
+                            const std::vector<std::vector<Binding>>& partials, int64_t slices);
   // --- CPU row kernels (cpu/cpu_row_emitter.cc) ---
   // `outputs` as one phase of one task per row when they form a row fusion (row_analysis.h):
   // the row's reductions, its per-row values and its outputs while the row is in cache. False

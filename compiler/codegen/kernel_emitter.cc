@@ -8,6 +8,7 @@
 #include <fmt/format.h>
 #include <llvm/IR/IntrinsicsNVPTX.h>
 
+#include "compiler/codegen/cpu/cpu_column_reduction.h"
 #include "compiler/codegen/elemental_ir_emitter.h"
 #include "compiler/codegen/llvm_ir_util.h"
 #include "compiler/codegen/scalar_ops.h"
@@ -221,6 +222,8 @@ bool KernelBuilder::IsColumnReduction(const HloInstruction* hlo) const {
   }
   const Shape& in = hlo->operand(0)->shape();
   if (in.rank() < 2) return false;
+  // On the CPU, strided row reductions take the column reduction's sweep too (lanes).
+  if (target_ == KernelTarget::kCpu && cpu::IsStridedRowReduction(*hlo)) return true;
   const int64_t minor = MajorToMinor(in).back();
   const auto& reduced = hlo->dimensions();
   return std::find(reduced.begin(), reduced.end(), minor) == reduced.end();

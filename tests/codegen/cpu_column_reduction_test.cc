@@ -2,7 +2,9 @@
 // slices a reduction that keeps the contiguous dimension, which phases the emitter makes of it,
 // and that every form (sliced and not, grouped output rows, narrow and wide tiles, odd sizes, one
 // row, one column, no rows, integers, max and min, a fused producer, variadic and sibling
-// reductions, non-default layouts) computes what the reference evaluator computes.
+// reductions, non-default layouts) computes what the reference evaluator computes; and which
+// strided row reductions take the same sweep with the minor dimension as lanes, and that they too
+// compute what the evaluator computes.
 #include "compiler/codegen/cpu/cpu_column_reduction.h"
 
 #include <gtest/gtest.h>
@@ -284,6 +286,76 @@ ENTRY e {
   Literal out = testing::ExpectMatchesEvaluator(text, std::move(args));
   ASSERT_EQ(out.tuple_size(), 2);
   for (int32_t i : out.tuple_element(1).data<int32_t>()) EXPECT_EQ(i, 0);
+}
+
+// The reduce at the root of the entry of `text`.
+bool StridedRowReductionAtRoot(const std::string& text) {
+  auto module = ParseHloModule(text);
+  EXPECT_TRUE(module.ok()) << module.status().message();
+  return module.ok() && cpu::IsStridedRowReduction(*(*module)->entry_computation()->root_instruction());
+}
+
+TEST(CpuStridedRowReductionTest, WhichReductionsAreSweptWithLanes) {
+  // A reduced dimension major to the kept one, a short minor dimension, enough rows.
+  EXPECT_TRUE(StridedRowReductionAtRoot(Reduce("f32[64,256,64]", "f32[256]", "0,2", "add", "0")));
+  EXPECT_TRUE(StridedRowReductionAtRoot(Reduce("f32[4,6,10,12]", "f32[6]", "0,2,3", "max", "-inf")));
+  EXPECT_TRUE(StridedRowReductionAtRoot(Reduce("s32[64,6,10]", "s32[6]", "0,2", "imin", "0")));
+  // The minor dimension longer than kMaxLanes: a row reduction's loop is better.
+  EXPECT_FALSE(StridedRowReductionAtRoot(Reduce("f32[64,64,1024]", "f32[64]", "0,2", "add", "0")));
+  // Fewer than 8 rows besides the lanes: the partials would be too large a share.
+  EXPECT_FALSE(StridedRowReductionAtRoot(Reduce("f32[4,16,64]", "f32[16]", "0,2", "add", "0")));
+  // Reduced dimensions all minor to the kept ones: a row reduction.
+  EXPECT_FALSE(StridedRowReductionAtRoot(Reduce("f32[3,5,70]", "f32[3]", "1,2", "add", "0")));
+  // The minor dimension kept: a column reduction.
+  EXPECT_FALSE(StridedRowReductionAtRoot(Reduce("f32[64,5,70]", "f32[5,70]", "0", "add", "0")));
+  // A reducer that is not one associative operation of its parameters.
+  const std::string sub = std::string("HloModule m\n") +
+                          "sub { a = f32[] parameter(0)  b = f32[] parameter(1)  ROOT r = f32[] subtract(a, b) }\n"
+                          "ENTRY e {\n  x = f32[64,8,16] parameter(0)\n  z = f32[] constant(0)\n"
+                          "  ROOT r = f32[8] reduce(x, z), dimensions={0,2}, to_apply=sub\n}\n";
+  EXPECT_FALSE(StridedRowReductionAtRoot(sub));
+}
+
+TEST(CpuStridedRowReductionTest, LanesMatchTheEvaluator) {
+  // 20 lanes (not a whole vector), a sweep and a lane combine phase.
+  const std::string text = Reduce("f32[32,200,20]", "f32[200]", "0,2", "add", "0");
+  KernelSpec spec = SpecOfRoot(text);
+  ASSERT_EQ(spec.phases.size(), 2u);
+  EXPECT_EQ(spec.scratch_bytes, (200 * 20 * 4 + 63) / 64 * 64);
+  testing::ExpectMatchesEvaluator(text, {}, kFloat);
+  // NCHW batch statistics: rows N x H, lanes W.
+  testing::ExpectMatchesEvaluator(Reduce("f32[4,6,10,12]", "f32[6]", "0,2,3", "add", "0"), {}, kFloat);
+  testing::ExpectMatchesEvaluator(Reduce("f32[4,6,10,12]", "f32[6]", "0,2,3", "max", "-inf"));
+  // Integers with a non-identity init: it enters once, in the combine.
+  testing::ExpectMatchesEvaluator(Reduce("s32[64,6,10]", "s32[6]", "0,2", "iadd", "7"));
+  testing::ExpectMatchesEvaluator(Reduce("s32[64,6,10]", "s32[6]", "0,2", "imin", "2147483647"));
+  // Sliced too: 640000 elements over two outputs afford four slices.
+  const std::string sliced = Reduce("f32[8000,2,40]", "f32[2]", "0,2", "add", "0");
+  spec = SpecOfRoot(sliced);
+  ASSERT_EQ(spec.phases.size(), 2u);
+  EXPECT_EQ(spec.phases[0].tasks, 8);
+  testing::ExpectMatchesEvaluator(sliced, {}, kFloat);
+  // A non-default layout: the minor dimension is logical dimension 0.
+  testing::ExpectMatchesEvaluator(Reduce("f32[12,30,20]{0,2,1}", "f32[20]", "0,1", "add", "0"), {}, kFloat);
+}
+
+TEST(CpuStridedRowReductionTest, FusedProducerAndSiblingsShareTheSweep) {
+  const std::string text = std::string("HloModule m\n") + kReducers + R"(
+fused {
+  x = f32[16,24,48] parameter(0)
+  sq = f32[16,24,48] multiply(x, x)
+  z = f32[] constant(0)
+  s = f32[24] reduce(x, z), dimensions={0,2}, to_apply=add
+  s2 = f32[24] reduce(sq, z), dimensions={0,2}, to_apply=add
+  ROOT t = (f32[24], f32[24]) tuple(s, s2)
+}
+ENTRY e {
+  x = f32[16,24,48] parameter(0)
+  ROOT f = (f32[24], f32[24]) fusion(x), kind=kInput, calls=fused
+})";
+  KernelSpec spec = SpecOfRoot(text);
+  ASSERT_EQ(spec.phases.size(), 2u);
+  testing::ExpectMatchesEvaluator(text, {}, kFloat);
 }
 
 }  // namespace

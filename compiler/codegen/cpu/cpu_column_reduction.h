@@ -13,9 +13,18 @@
 // scratch and a second phase combines the slices in slice order with the init value. The plan
 // depends only on the shapes, never on the number of threads, so a result is the same on every run
 // and every machine; small reductions stay one task (and so one thread).
+//
+// A strided row reduction (the operand's minor dimension reduced, and a reduced dimension major to
+// a kept one: sum over {0, 2} of [64, 256, 256], the batch statistics of NCHW over {0, 2, 3}) is
+// the same sweep with the minor dimension kept as lanes: tiles of [outputs, lanes] accumulate
+// whole rows, and the combine phase folds each output's lanes. Reducing each output alone, as a
+// row reduction does, reads its rows scattered a page or less at a time and reduces each to a
+// scalar across the vector (f32[256,256,64] over {0, 2}: every 256 bytes).
 #pragma once
 
 #include <cstdint>
+
+#include "compiler/hlo/instruction.h"
 
 namespace xlens::codegen::cpu {
 
@@ -30,6 +39,9 @@ inline constexpr int64_t kColumnTargetTasks = 64;
 inline constexpr int64_t kColumnMinTaskElements = int64_t{1} << 16;
 // Blocks narrower than this (four 16-lane vectors) are not cut to make more tasks.
 inline constexpr int64_t kColumnMinBlock = 64;
+
+// A strided row reduction keeps its minor dimension as lanes only up to this many elements.
+inline constexpr int64_t kMaxLanes = 128;
 
 struct ColumnReductionPlan {
   int64_t block = 0;         // outputs of the kept minor dimension per task
@@ -46,5 +58,12 @@ struct ColumnReductionPlan {
 // caller cannot give it scratch); blocks are made narrower instead when that gives more tasks.
 ColumnReductionPlan PlanColumnReduction(int64_t out_rows, int64_t n, int64_t reduce_length,
                                         bool may_split);
+
+// Whether `reduce` is a strided row reduction the sweep takes: one operand, a reducer that is one
+// associative and commutative operation of its parameters (add, multiply, max, min, and, or,
+// xor: the lanes are folded in another order than the evaluator's), a minor dimension of at most
+// kMaxLanes, a reduced dimension major to a kept one, and at least 8 rows besides the lanes (the
+// partial tiles at most an eighth of the operand).
+bool IsStridedRowReduction(const HloInstruction& reduce);
 
 }  // namespace xlens::codegen::cpu
