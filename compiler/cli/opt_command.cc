@@ -10,6 +10,7 @@
 #include "compiler/hlo/parser.h"
 #include "compiler/hlo/printer.h"
 #include "compiler/passes/hlo_optimizer.h"
+#include "compiler/passes/spmd_partitioner.h"
 #include "compiler/support/file_io.h"
 #include "dump/flags.h"
 
@@ -30,6 +31,24 @@ std::vector<std::string> SplitCommaList(const std::string& list) {
   return out;
 }
 
+// Runs spmd-partitioning alone on `file` and prints its decisions, one line each.
+int ExplainSpmd(const std::string& file) {
+  auto text = ReadFile(file);
+  if (!text.ok()) return Fail(text.status());
+  auto module = ParseHloModule(*text, ParseOptions{.verify = true, .filename = file});
+  if (!module.ok()) return Fail(module.status());
+  SpmdPartitioner partitioner;
+  auto changed = partitioner.Run(**module);
+  if (!changed.ok()) return Fail(changed.status().WithContext(file));
+  if (!*changed) {
+    std::printf("%s: one partition (num_partitions in the header is absent or 1): nothing to partition\n",
+                file.c_str());
+    return 0;
+  }
+  for (const std::string& d : partitioner.decisions()) std::printf("%s\n", d.c_str());
+  return 0;
+}
+
 }  // namespace
 
 int RunOpt(const OptArgs& args) {
@@ -47,8 +66,16 @@ int RunOpt(const OptArgs& args) {
   }
   if (args.file.empty()) return Fail(Error("opt: a module file is required (or --list-passes)"));
 
+  // --explain-spmd: partition the module and print why each instruction became what it is.
+  std::vector<std::string> extra_flags = args.extra_flags;
+  bool explain_spmd = false;
+  std::erase_if(extra_flags, [&](const std::string& f) {
+    return f == "--explain-spmd" ? (explain_spmd = true) : false;
+  });
+  if (explain_spmd) return ExplainSpmd(args.file);
+
   FlagsSetup setup;
-  if (Status s = SetUpFromFlags(args.extra_flags, "opt", setup); !s.ok()) return Fail(s);
+  if (Status s = SetUpFromFlags(extra_flags, "opt", setup); !s.ok()) return Fail(s);
   OptimizeOptions& options = setup.optimize;
   if (args.backend == "cpu") {
     options.backend = Backend::kCpu;

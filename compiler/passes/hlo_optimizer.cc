@@ -27,6 +27,8 @@
 #include "compiler/passes/rng_bit_generator_expander.h"
 #include "compiler/passes/topk_decomposer.h"
 #include "compiler/passes/tuple_simplifier.h"
+#include "compiler/passes/sharding_propagation.h"
+#include "compiler/passes/spmd_partitioner.h"
 #include "dump/dump_names.h"
 #include "profiler/host_tracer.h"
 
@@ -64,6 +66,8 @@ StatusOr<std::unique_ptr<HloPass>> MakePassByName(std::string_view name, Backend
   if (name == "rng-bit-generator-expander") {
     return std::unique_ptr<HloPass>(new RngBitGeneratorExpander());
   }
+  if (name == "sharding-propagation") return std::unique_ptr<HloPass>(new ShardingPropagation());
+  if (name == "spmd-partitioning") return std::unique_ptr<HloPass>(new SpmdPartitioner());
   if (name == "tuple-simplifier") return std::unique_ptr<HloPass>(new TupleSimplifier());
   RETURN_IF_ERROR(CheckPassNames({std::string(name)}, "--passes"));
   return Error(fmt::format("--passes: pass '{}' cannot run on its own", name));

@@ -156,6 +156,9 @@ std::vector<std::string> KnownPassNames() {
   for (Backend backend : {Backend::kCpu, Backend::kGpu}) {
     for (std::string& name : MakeHloPipeline(backend)->LeafPassNames()) names.insert(std::move(name));
   }
+  // Not in the pipelines (a module reaches them partitioned or on one device), run by --passes.
+  names.insert("sharding-propagation");
+  names.insert("spmd-partitioning");
   return {names.begin(), names.end()};
 }
 

@@ -1,0 +1,114 @@
+#!/usr/bin/env python3
+"""xlens's own SPMD partitioner on jax's sharded programs, against jax's per-device outputs.
+
+make_sharded_programs.py compiles programs with jax on 4 and 8 host devices and keeps the modules
+before XLA's partitioner ran. Each program is partitioned by `xlens opt
+--passes=spmd-partitioning`, from both of them:
+
+  - before_spmd_partitioning.txt   XLA's shardings propagated, Shardy's made HLO's; shard_map's
+                                   bodies already manual;
+  - before_optimizations.txt       what jax handed XLA: shardings on the parameters, Shardy's
+                                   annotations, calls not yet inlined;
+
+and the result is evaluated on the devices (`xlens eval --num_partitions=P`) from jax's global
+inputs, which xlens splits by the partitioned module's parameter shardings. Every device's every
+output must match jax's shard of it. A table says which program partitions from which module.
+
+Programs that are expected not to partition from a module are listed in KNOWN_GAPS with the
+reason; a gap that starts to pass is reported so the list shrinks. Everything is made in a
+temporary directory that is removed. Exit 77 (skip) without jax.
+"""
+import argparse
+import glob
+import json
+import os
+import subprocess
+import sys
+import tempfile
+
+try:
+  import numpy as np
+  import jax  # noqa: F401
+except ImportError:
+  print("skip: jax and numpy are needed")
+  sys.exit(77)
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, HERE)
+from sharded_programs_evaluator_test import compare  # noqa: E402
+
+SOURCES = ("before_spmd_partitioning", "before_optimizations")
+# (program, source): why it does not partition yet.
+KNOWN_GAPS = {
+}
+
+
+def check(args, where, source, scratch):
+  """Failures (empty: every device matches jax)."""
+  name = f"{os.path.relpath(where, args.out)} from {source}"
+  with open(os.path.join(where, "meta.json")) as f:
+    meta = json.load(f)
+  partitions = meta["num_partitions"]
+  if meta["num_replicas"] != 1:
+    return [f"{name}: {meta['num_replicas']} replicas: the partitioner makes partitions only"]
+  partitioned = os.path.join(scratch, "partitioned.txt")
+  result = subprocess.run([args.xlens, "opt", os.path.join(where, source + ".txt"),
+                           "--passes=spmd-partitioning"], capture_output=True, text=True, timeout=120)
+  if result.returncode != 0:
+    return [f"{name}: xlens opt failed: {result.stderr.strip()}"]
+  with open(partitioned, "w") as f:
+    f.write(result.stdout)
+  outputs = os.path.join(scratch, "outputs")
+  result = subprocess.run([args.xlens, "eval", partitioned, f"--num_partitions={partitions}", "--inputs",
+                           os.path.join(where, "inputs"), "--outputs", outputs],
+                          capture_output=True, text=True, timeout=120)
+  if result.returncode != 0:
+    return [f"{name}: xlens eval failed: {result.stderr.strip()}"]
+  failures = []
+  compare(name, outputs, where, partitions, failures)
+  return failures
+
+
+def main():
+  parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+  parser.add_argument("--xlens", required=True)
+  parser.add_argument("--out", help="use programs already made here instead of making them")
+  args = parser.parse_args()
+  failures, rows = [], []
+  with tempfile.TemporaryDirectory(prefix="sharded_partitioner_") as tmp:
+    if not args.out:
+      args.out = os.path.join(tmp, "programs")
+      made = subprocess.run([sys.executable, os.path.join(HERE, "make_sharded_programs.py"),
+                             "--out", args.out], timeout=240)
+      if made.returncode == 77:
+        return 77
+      if made.returncode != 0:
+        print("FAIL: make_sharded_programs.py failed")
+        return 1
+    for where in sorted(glob.glob(os.path.join(args.out, "n*", "*"))):
+      program = os.path.relpath(where, args.out)
+      row = [program]
+      for source in SOURCES:
+        got = check(args, where, source, tempfile.mkdtemp(dir=tmp))
+        gap = KNOWN_GAPS.get((program, source))
+        row.append("match" if not got else ("known gap" if gap else "FAIL"))
+        if got and not gap:
+          failures.extend(got)
+        if not got and gap:
+          failures.append(f"{program} from {source} now matches jax: drop it from KNOWN_GAPS")
+      rows.append(row)
+  print(f"{'program':28} {SOURCES[0]:26} {SOURCES[1]}")
+  for row in rows:
+    print(f"{row[0]:28} {row[1]:26} {row[2]}")
+  for f in failures:
+    print("FAIL:", f)
+  if not rows:
+    print("FAIL: no programs were made")
+    return 1
+  matched = sum(cell == "match" for row in rows for cell in row[1:])
+  print(f"{matched} of {2 * len(rows)} partitioned programs match jax on their devices")
+  return 1 if failures else 0
+
+
+if __name__ == "__main__":
+  sys.exit(main())

@@ -1,0 +1,166 @@
+#include "compiler/passes/spmd_partitioner.h"
+
+#include <gtest/gtest.h>
+
+#include <random>
+
+#include "compiler/hlo/literal_comparison.h"
+#include "compiler/hlo/multi_device_evaluator.h"
+#include "compiler/hlo/printer.h"
+#include "compiler/hlo/random_literal.h"
+#include "compiler/hlo/sharded_literals.h"
+#include "pass_test_util.h"
+
+namespace xlens {
+namespace {
+
+using xlens::testing::CountOpcode;
+using xlens::testing::ParseModuleOrDie;
+using xlens::testing::RunPassChecked;
+
+// Partitions `text` for `n` devices and checks, on random global inputs split by the parameters'
+// shardings, that every device's result is its piece of what the unpartitioned module computes
+// on one device (assembled by the root's sharding).
+std::unique_ptr<HloModule> PartitionAndCheck(const std::string& text, int64_t n) {
+  auto oracle = ParseModuleOrDie(text);
+  auto module = ParseModuleOrDie(text);
+  SpmdPartitioner partitioner;
+  auto changed = RunPassChecked(partitioner, *module);
+  EXPECT_TRUE(changed.ok()) << changed.status().message();
+  if (!changed.ok()) return module;
+  std::mt19937_64 rng(7);
+  std::vector<Literal> globals;
+  for (const HloInstruction* p : oracle->entry_computation()->parameter_instructions()) {
+    globals.push_back(*MakeRandomLiteral(p->shape(), rng));
+  }
+  auto expected = EvaluateModule(*oracle, globals);
+  EXPECT_TRUE(expected.ok()) << expected.status().message();
+  auto shardings = EntryParameterShardings(*module);
+  EXPECT_TRUE(shardings.ok());
+  std::vector<std::vector<Literal>> per_device(n);
+  for (size_t i = 0; i < globals.size(); ++i) {
+    auto pieces = SplitLiteral(globals[i], (*shardings)[i], n);
+    EXPECT_TRUE(pieces.ok()) << pieces.status().message();
+    for (int64_t d = 0; d < n; ++d) per_device[d].push_back(std::move((*pieces)[d]));
+  }
+  DeviceTopology topology{1, n};
+  auto results = EvaluateModuleOnDevices(*module, per_device, topology);
+  EXPECT_TRUE(results.ok()) << results.status().message() << "\n" << PrintModule(*module);
+  if (!results.ok()) return module;
+  auto root = EntryRootSharding(*module);
+  EXPECT_TRUE(root.ok());
+  auto assembled = AssembleLiteral(*results, *root, oracle->entry_computation()->root_instruction()->shape());
+  EXPECT_TRUE(assembled.ok()) << assembled.status().message() << "\n" << PrintModule(*module);
+  if (assembled.ok()) {
+    Status near = ExpectLiteralNear(*expected, *assembled, ErrorSpec{1e-4, 1e-4});
+    EXPECT_TRUE(near.ok()) << near.message() << "\n" << PrintModule(*module);
+  }
+  return module;
+}
+
+TEST(SpmdPartitionerTest, ElementwiseOnTiledOperandsStaysLocal) {
+  auto m = PartitionAndCheck(R"(HloModule m, num_partitions=4
+ENTRY e {
+  a = f32[8,6] parameter(0), sharding={devices=[4,1]<=[4]}
+  b = f32[8,6] parameter(1), sharding={devices=[4,1]<=[4]}
+  c = f32[] constant(2)
+  cb = f32[8,6] broadcast(c), dimensions={}
+  m = f32[8,6] multiply(a, cb)
+  ROOT r = f32[8,6] add(m, b), sharding={devices=[4,1]<=[4]}
+})", 4);
+  EXPECT_EQ(CountOpcode(*m, HloOpcode::kAllGather), 0);
+  EXPECT_EQ(m->entry_computation()->parameter_instruction(0)->shape().dimensions(0), 2);
+}
+
+TEST(SpmdPartitionerTest, RowParallelDotAllReducesPartialSums) {
+  // Megatron's second layer: the contracting dim is tiled over 'model', so each device computes
+  // a partial product and the partial sums meet in an all-reduce over {0,1} and {2,3}.
+  auto m = PartitionAndCheck(R"(HloModule m, num_partitions=4
+ENTRY e {
+  x = f32[8,32] parameter(0), sharding={devices=[2,2]<=[4]}
+  w = f32[32,16] parameter(1), sharding={devices=[2,1,2]<=[2,2]T(1,0) last_tile_dim_replicate}
+  ROOT d = f32[8,16] dot(x, w), lhs_contracting_dims={1}, rhs_contracting_dims={0}, sharding={devices=[2,1,2]<=[4] last_tile_dim_replicate}
+})", 4);
+  EXPECT_EQ(CountOpcode(*m, HloOpcode::kAllReduce), 1);
+  EXPECT_EQ(CountOpcode(*m, HloOpcode::kAllGather), 0);
+}
+
+TEST(SpmdPartitionerTest, ColumnParallelDotTakesItsShardingFromBothOperands) {
+  auto m = PartitionAndCheck(R"(HloModule m, num_partitions=4
+ENTRY e {
+  x = f32[8,16] parameter(0), sharding={devices=[2,1,2]<=[4] last_tile_dim_replicate}
+  w = f32[16,32] parameter(1), sharding={devices=[1,2,2]<=[2,2]T(1,0) last_tile_dim_replicate}
+  d = f32[8,32] dot(x, w), lhs_contracting_dims={1}, rhs_contracting_dims={0}
+  z = f32[] constant(0)
+  zb = f32[8,32] broadcast(z), dimensions={}
+  ROOT r = f32[8,32] maximum(d, zb)
+})", 4);
+  EXPECT_EQ(CountOpcode(*m, HloOpcode::kAllGather), 0);
+  EXPECT_EQ(CountOpcode(*m, HloOpcode::kAllReduce), 0);
+}
+
+TEST(SpmdPartitionerTest, BatchDotTransposeReshapeAndUnevenReduce) {
+  PartitionAndCheck(R"(HloModule m, num_partitions=4
+add {
+  a = f32[] parameter(0)
+  b = f32[] parameter(1)
+  ROOT s = f32[] add(a, b)
+}
+ENTRY e {
+  q = f32[4,6,8] parameter(0), sharding={devices=[4,1,1]<=[4]}
+  k = f32[4,6,8] parameter(1), sharding={devices=[4,1,1]<=[4]}
+  s = f32[4,6,6] dot(q, k), lhs_batch_dims={0}, rhs_batch_dims={0}, lhs_contracting_dims={2}, rhs_contracting_dims={2}
+  t = f32[6,4,6] transpose(s), dimensions={1,0,2}
+  r = f32[6,24] reshape(t)
+  sl = f32[5,24] slice(r), slice={[0:5], [0:24]}
+  z = f32[] constant(0)
+  ROOT sum = f32[24] reduce(sl, z), dimensions={0}, to_apply=add, sharding={replicated}
+})", 4);
+}
+
+TEST(SpmdPartitionerTest, UnevenTilesAreMaskedBeforeTheReduction) {
+  auto m = PartitionAndCheck(R"(HloModule m, num_partitions=4
+add {
+  a = f32[] parameter(0)
+  b = f32[] parameter(1)
+  ROOT s = f32[] add(a, b)
+}
+ENTRY e {
+  x = f32[8,6] parameter(0), sharding={devices=[4,1]<=[4]}
+  s = f32[7,6] slice(x), slice={[0:7], [0:6]}
+  c = f32[7,6] cosine(s), sharding={devices=[4,1]<=[4]}
+  z = f32[] constant(0)
+  ROOT r = f32[6] reduce(c, z), dimensions={0}, to_apply=add, sharding={replicated}
+})", 4);
+  EXPECT_EQ(CountOpcode(*m, HloOpcode::kSelect), 1);
+  EXPECT_EQ(CountOpcode(*m, HloOpcode::kAllReduce), 1);
+}
+
+TEST(SpmdPartitionerTest, ReshardsBetweenDimsAndRunsOtherOpsWhole) {
+  PartitionAndCheck(R"(HloModule m, num_partitions=2
+ENTRY e {
+  x = f32[4,6] parameter(0), sharding={devices=[2,1]<=[2]}
+  y = f32[4,6] parameter(1), sharding={devices=[1,2]<=[2]}
+  a = f32[4,6] add(x, y), sharding={devices=[1,2]<=[2]}
+  ROOT s = f32[4,6] sort(a), dimensions={1}, to_apply=lt, sharding={devices=[2,1]<=[2]}
+}
+lt {
+  p = f32[] parameter(0)
+  q = f32[] parameter(1)
+  ROOT c = pred[] compare(p, q), direction=LT
+})", 2);
+}
+
+TEST(SpmdPartitionerTest, OneDeviceIsLeftAlone) {
+  auto module = ParseModuleOrDie(R"(HloModule m
+ENTRY e {
+  ROOT x = f32[4] parameter(0), sharding={replicated}
+})");
+  SpmdPartitioner partitioner;
+  auto changed = RunPassChecked(partitioner, *module);
+  ASSERT_TRUE(changed.ok());
+  EXPECT_FALSE(*changed);
+}
+
+}  // namespace
+}  // namespace xlens
