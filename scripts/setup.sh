@@ -14,6 +14,7 @@ packages=(
   liblapack-dev libblas-dev  # jax's LAPACK custom calls (lapack_thunk.cc)
   libarchive-dev  # bug bundles (xlens bundle, xlens replay)
   libboost-context-dev  # the GPU simulator's fibers (optional at build time)
+  openmpi-bin libopenmpi-dev  # xlens run --distributed=mpi under mpirun (optional at build time)
   libdnnl-dev  # oneDNN: dots and convolutions with kernels chosen for the CPU at run time (optional)
   libprotobuf-dev protobuf-compiler
   qt6-base-dev qt6-svg-dev libgraphviz-dev fonts-dejavu-core

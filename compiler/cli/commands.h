@@ -54,6 +54,7 @@ struct EvalArgs {
   int64_t num_replicas = 0;
   int64_t num_partitions = 0;
   double collective_timeout_seconds = 60;  // --collective_timeout
+  std::string distributed;  // --distributed=mpi: the devices spread over mpirun's processes
 };
 int RunEval(const EvalArgs& args);
 
@@ -109,6 +110,8 @@ struct RunArgs {
   int64_t num_replicas = 0;
   int64_t num_partitions = 0;
   double collective_timeout_seconds = 60;  // --collective_timeout
+  // --distributed=mpi: under mpirun, the devices spread over the processes (distributed_run.h).
+  std::string distributed;
 };
 // Compiles and runs a module (xlens run); with --reference checks it against the evaluator.
 int RunRun(const RunArgs& args);

@@ -156,6 +156,9 @@ int main(int argc, char** argv) {
                    "(deadlocks are reported at once; 0: no limit)")
       ->check(CLI::NonNegativeNumber)
       ->capture_default_str();
+  eval->add_option("--distributed", eval_args.distributed,
+                   "Under mpirun: spread the devices over the processes, collectives as MPI calls")
+      ->check(CLI::IsMember({"mpi"}));
 
   OptArgs opt_args;
   auto* opt = app.add_subcommand(
@@ -230,6 +233,10 @@ int main(int argc, char** argv) {
                   "(deadlocks are reported at once; 0: no limit)")
       ->check(CLI::NonNegativeNumber)
       ->capture_default_str();
+  run->add_option("--distributed", run_args.distributed,
+                  "Under mpirun: spread the devices over the processes (each rank runs its block of "
+                  "device ids and writes their outputs), collectives as MPI calls")
+      ->check(CLI::IsMember({"mpi"}));
   run->allow_extras();
   run->footer("XLA flags (--xla_dump_to=DIR, --xla_disable_hlo_passes=fusion, "
               "--xla_backend_optimization_level=N, --xla_hlo_profile, ...) are read from XLA_FLAGS and from this "
@@ -585,7 +592,8 @@ int main(int argc, char** argv) {
       if (*print) return RunPrint(print_args);
       if (*verify) return RunVerify(verify_args);
       if (*dot) return RunDot(dot_args);
-      if (*eval && (eval_args.num_replicas > 0 || eval_args.num_partitions > 0)) {
+      if (*eval && (eval_args.num_replicas > 0 || eval_args.num_partitions > 0 ||
+                    !eval_args.distributed.empty())) {
         RunArgs on_devices;
         on_devices.file = eval_args.file;
         on_devices.inputs = eval_args.inputs;
@@ -597,6 +605,7 @@ int main(int argc, char** argv) {
         on_devices.num_replicas = eval_args.num_replicas;
         on_devices.num_partitions = eval_args.num_partitions;
         on_devices.collective_timeout_seconds = eval_args.collective_timeout_seconds;
+        on_devices.distributed = eval_args.distributed;
         return RunOnDevices(on_devices, /*compiled=*/false);
       }
       if (*eval) return RunEval(eval_args);
@@ -608,7 +617,9 @@ int main(int argc, char** argv) {
       if (*run) {
         run_args.extra_flags = run->remaining();
         // Several devices: one executable each, in one process.
-        if (run_args.num_replicas > 0 || run_args.num_partitions > 0) return RunOnDevices(run_args, /*compiled=*/true);
+        if (run_args.num_replicas > 0 || run_args.num_partitions > 0 || !run_args.distributed.empty()) {
+          return RunOnDevices(run_args, /*compiled=*/true);
+        }
         return RunRun(run_args);
       }
       if (*compile) {

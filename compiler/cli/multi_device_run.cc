@@ -19,6 +19,7 @@
 #include <fmt/format.h>
 
 #include "compiler/cli/cli_util.h"
+#include "compiler/cli/distributed_run.h"
 #include "compiler/hlo/literal_comparison.h"
 #include "compiler/hlo/multi_device_evaluator.h"
 #include "compiler/hlo/npy.h"
@@ -111,6 +112,8 @@ StatusOr<std::vector<std::vector<Literal>>> LoadGlobalInputs(const HloModule& mo
   return arguments;
 }
 
+}  // namespace
+
 StatusOr<std::vector<std::vector<Literal>>> LoadDeviceInputs(const HloModule& module,
                                                              const RunArgs& args,
                                                              const DeviceTopology& topology) {
@@ -126,6 +129,8 @@ StatusOr<std::vector<std::vector<Literal>>> LoadDeviceInputs(const HloModule& mo
   }
   return LoadGlobalInputs(module, args.inputs, topology);
 }
+
+namespace {
 
 // Prints (or writes under DIR/device_D/) every device's result.
 Status ReportResults(const RunArgs& args, const DeviceTopology& topology,
@@ -158,6 +163,7 @@ Status ReportResults(const RunArgs& args, const DeviceTopology& topology,
 }  // namespace
 
 int RunOnDevices(const RunArgs& args, bool compiled) {
+  if (!args.distributed.empty()) return RunDistributed(args, compiled);
   const DeviceTopology topology{std::max<int64_t>(args.num_replicas, 1),
                                 std::max<int64_t>(args.num_partitions, 1)};
   if (args.backend != "cpu") {

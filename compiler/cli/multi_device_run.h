@@ -2,6 +2,9 @@
 #pragma once
 
 #include "compiler/cli/commands.h"
+#include "compiler/hlo/collective_attributes.h"
+#include "compiler/hlo/literal.h"
+#include "compiler/hlo/module.h"
 
 namespace xlens::cli {
 
@@ -10,5 +13,11 @@ namespace xlens::cli {
 // evaluator (xlens eval); returns the exit code. multi_device_run.cc says how inputs and outputs
 // are laid out.
 int RunOnDevices(const RunArgs& args, bool compiled);
+
+// Every device's arguments: --inputs DIR's device_D/ folders or global arrays split by the entry
+// parameters' shardings, or random values (the same on every device).
+StatusOr<std::vector<std::vector<Literal>>> LoadDeviceInputs(const HloModule& module,
+                                                             const RunArgs& args,
+                                                             const DeviceTopology& topology);
 
 }  // namespace xlens::cli

@@ -35,18 +35,21 @@ class CollectiveRendezvous {
   // `cancel` (optional) is polled while waiting: once it reads true the waits end as cancelled.
   CollectiveRendezvous(int64_t num_devices, double timeout_seconds,
                        const std::atomic<bool>* cancel = nullptr);
+  // Runs spread over processes meet through a subclass (distributed_rendezvous.h).
+  virtual ~CollectiveRendezvous() = default;
 
   // Device `device` (a member of `group`, in rank order) brings `value` to the `occurrence`-th
   // run of `instruction` (the instruction of that name in its copy of the module); returns every
-  // member's value in rank order once all have come.
-  StatusOr<std::vector<std::shared_ptr<const Literal>>> Meet(const HloInstruction& instruction,
+  // member's value in rank order once all have come (or, from a rendezvous that reduces an
+  // all-reduce itself, the one reduced value).
+  virtual StatusOr<std::vector<std::shared_ptr<const Literal>>> Meet(const HloInstruction& instruction,
                                                              int64_t occurrence, int64_t device,
                                                              std::span<const int64_t> group,
                                                              Literal value);
   // `device` stopped running the program (done or failed): meetings waiting for it fail.
-  void DeviceFinished(int64_t device);
+  virtual void DeviceFinished(int64_t device);
   // Fails every meeting, now and later, with `why` (another device failed).
-  void Abort(const Status& why);
+  virtual void Abort(const Status& why);
 
  private:
   struct Meeting {

@@ -144,6 +144,8 @@ StatusOr<Literal> AllReduce(HloEvaluator& evaluator, const HloInstruction& instr
   RETURN_IF_ERROR(ExpectArrays(operands));
   ASSIGN_OR_RETURN(Placement placement, Place(evaluator, instruction));
   ASSIGN_OR_RETURN(Values values, Exchange(evaluator, instruction, placement, Bundle(operands)));
+  // A rendezvous spanning processes may reduce itself (MPI_Allreduce) and bring one value.
+  if (values.size() == 1 && placement.group.size() > 1) return Literal(*values[0]);
   ASSIGN_OR_RETURN(std::vector<Literal> results,
                    Reduce(evaluator, instruction, values, operands.size()));
   return Unbundle(std::move(results));

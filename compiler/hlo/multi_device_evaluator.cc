@@ -21,6 +21,7 @@ struct SharedRun {
       : topology(topology),
         program(std::move(program)),
         rendezvous(topology.num_devices(), options.collective_timeout_seconds, &stop),
+        meet(options.rendezvous != nullptr ? options.rendezvous : &rendezvous),
         results(topology.num_devices()) {}
 
   const DeviceTopology topology;
@@ -28,6 +29,7 @@ struct SharedRun {
   // Set when any device fails (or the caller cancels): the others stop where they poll it.
   std::atomic<bool> stop{false};
   CollectiveRendezvous rendezvous;
+  CollectiveRendezvous* meet;  // `rendezvous`, or a run's over processes
   std::mutex mutex;  // guards results and first_failure
   std::vector<std::optional<StatusOr<Literal>>> results;
   std::optional<Status> first_failure;
@@ -41,12 +43,12 @@ struct SharedRun {
       if (!first_failure) first_failure = failure;
     }
     stop.store(true);
-    rendezvous.Abort(*first_failure);
+    meet->Abort(*first_failure);
   }
 
   void RunDevice(int64_t d) {
     DeviceCollectives device(topology, d / topology.num_partitions, d % topology.num_partitions,
-                             &rendezvous);
+                             meet);
     StatusOr<Literal> result = program(device, &stop);
     if (!result.ok()) {
       Fail(result.status().WithContext(fmt::format("device {} (replica {}, partition {})", d,
@@ -56,7 +58,7 @@ struct SharedRun {
       std::lock_guard<std::mutex> lock(mutex);
       results[static_cast<size_t>(d)] = std::move(result);
     }
-    rendezvous.DeviceFinished(d);
+    meet->DeviceFinished(d);
     std::lock_guard<std::mutex> lock(mutex);
     if (running.fetch_sub(1) == 1) all_done.notify_all();
   }
@@ -86,10 +88,15 @@ StatusOr<std::vector<Literal>> RunOnSimulatedDevices(const DeviceTopology& topol
   RETURN_IF_ERROR(CheckTopology(topology));
   const int64_t devices = topology.num_devices();
   auto run = std::make_shared<SharedRun>(topology, options, std::move(program));
-  run->running.store(devices);
+  std::vector<int64_t> here = options.local_devices;
+  if (options.rendezvous == nullptr || here.empty()) {
+    here.clear();
+    for (int64_t d = 0; d < devices; ++d) here.push_back(d);
+  }
+  run->running.store(static_cast<int64_t>(here.size()));
   std::vector<std::thread> threads;
-  threads.reserve(devices);
-  for (int64_t d = 0; d < devices; ++d) {
+  threads.reserve(here.size());
+  for (int64_t d : here) {
     threads.emplace_back([run, d] { run->RunDevice(d); });
   }
   // The caller's cancel flag is watched here and handed to the devices; after a failure, devices
@@ -126,7 +133,7 @@ StatusOr<std::vector<Literal>> RunOnSimulatedDevices(const DeviceTopology& topol
   if (run->first_failure) {
     if (!abandoned) return *run->first_failure;
     std::vector<int64_t> still;
-    for (int64_t d = 0; d < devices; ++d) {
+    for (int64_t d : here) {
       if (!run->results[static_cast<size_t>(d)]) still.push_back(d);
     }
     return Error(fmt::format("{} (device{} {} still running, left behind)",
@@ -135,7 +142,7 @@ StatusOr<std::vector<Literal>> RunOnSimulatedDevices(const DeviceTopology& topol
   }
   std::vector<Literal> outputs;
   outputs.reserve(devices);
-  for (auto& result : run->results) outputs.push_back(std::move(**result));
+  for (auto& result : run->results) outputs.push_back(result ? std::move(**result) : Literal());
   return outputs;
 }
 

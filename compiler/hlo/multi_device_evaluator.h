@@ -31,6 +31,11 @@ struct MultiDeviceOptions {
   double abandon_after_seconds = 0;
   // When set, receives how many devices were left running (0 when all stopped).
   int64_t* left_behind = nullptr;
+  // A run spread over processes (xlens run --distributed=mpi): the devices meet at `rendezvous`
+  // (a DistributedRendezvous, which outlives the run) and only `local_devices` run here; the
+  // other devices' results are left empty. nullptr: every device runs here, meeting in memory.
+  class CollectiveRendezvous* rendezvous = nullptr;
+  std::vector<int64_t> local_devices = {};
 };
 
 // Error unless `topology` has 1 to kMaxSimulatedDevices devices.

@@ -1,5 +1,6 @@
 #include "compiler/runtime/multi_device_executable.h"
 
+#include <algorithm>
 #include <chrono>
 
 #include <fmt/format.h>
@@ -10,9 +11,11 @@
 namespace xlens::runtime {
 
 StatusOr<std::unique_ptr<MultiDeviceExecutable>> MultiDeviceExecutable::Compile(
-    const HloModule& module, const DeviceTopology& topology, const CompileOptions& options) {
+    const HloModule& module, const DeviceTopology& topology, const CompileOptions& options,
+    const std::vector<int64_t>& devices) {
   RETURN_IF_ERROR(CheckTopology(topology));
-  if (topology.num_devices() > kMaxCompiledDevices) {
+  const int64_t compiled = devices.empty() ? topology.num_devices() : static_cast<int64_t>(devices.size());
+  if (compiled > kMaxCompiledDevices) {
     return Error(fmt::format("{} replicas x {} partitions: at most {} devices are compiled in one "
                              "process, one executable each (xlens eval simulates up to {})",
                              topology.num_replicas, topology.num_partitions, kMaxCompiledDevices,
@@ -27,6 +30,10 @@ StatusOr<std::unique_ptr<MultiDeviceExecutable>> MultiDeviceExecutable::Compile(
   CompileOptions device_options = options;
   device_options.topology = topology;
   for (int64_t d = 0; d < topology.num_devices(); ++d) {
+    if (!devices.empty() && std::find(devices.begin(), devices.end(), d) == devices.end()) {
+      result->executables_.push_back(nullptr);
+      continue;
+    }
     ASSIGN_OR_RETURN(std::unique_ptr<HloModule> copy, ParseHloModule(text, ParseOptions{.verify = true}));
     ASSIGN_OR_RETURN(std::unique_ptr<Executable> executable, CompileForCpu(std::move(copy), device_options));
     result->executables_.push_back(std::move(executable));

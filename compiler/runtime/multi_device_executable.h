@@ -22,10 +22,11 @@ inline constexpr int64_t kMaxCompiledDevices = 64;
 class MultiDeviceExecutable {
  public:
   // Checks the module's collectives against `topology` (CheckModuleCollectives) and compiles one
-  // executable per device (at most kMaxCompiledDevices).
-  static StatusOr<std::unique_ptr<MultiDeviceExecutable>> Compile(const HloModule& module,
-                                                                  const DeviceTopology& topology,
-                                                                  const CompileOptions& options);
+  // executable per device (at most kMaxCompiledDevices), or only for `devices` when given (the
+  // devices this process runs of a run spread over processes; the others are never run here).
+  static StatusOr<std::unique_ptr<MultiDeviceExecutable>> Compile(
+      const HloModule& module, const DeviceTopology& topology, const CompileOptions& options,
+      const std::vector<int64_t>& devices = {});
 
   // Runs every device on its arguments (per_device_arguments[d], one literal per entry
   // parameter): result d is device d's. The first failure stops the others and is the error.

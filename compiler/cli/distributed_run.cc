@@ -1,0 +1,246 @@
+#include "compiler/cli/distributed_run.h"
+
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+
+#include <fmt/format.h>
+
+#include "compiler/cli/cli_util.h"
+#include "compiler/cli/multi_device_run.h"
+#include "compiler/hlo/distributed_rendezvous.h"
+#include "compiler/hlo/literal_comparison.h"
+#include "compiler/hlo/multi_device_evaluator.h"
+#include "compiler/runtime/mpi_transport.h"
+#include "compiler/runtime/multi_device_executable.h"
+#include "compiler/support/file_io.h"
+#include "compiler/support/terminal_text.h"
+#include "compiler/support/watchdog.h"
+
+namespace xlens::cli {
+namespace {
+
+std::string DeviceDir(const std::string& dir, int64_t device) {
+  return fmt::format("{}/device_{}", dir, device);
+}
+
+// This rank's devices' arguments (the other devices' lists stay empty): with device_D/ folders,
+// only this rank's are read, so a folder missing for another rank's device is that rank's error.
+StatusOr<std::vector<std::vector<Literal>>> LoadRankInputs(const HloModule& module,
+                                                           const RunArgs& args,
+                                                           const DeviceTopology& topology,
+                                                           const std::vector<int64_t>& devices) {
+  const bool per_device = !args.inputs.empty() && args.inputs != "random" &&
+                          GetPathKind(DeviceDir(args.inputs, 0)) == PathKind::kDirectory;
+  if (!per_device) {
+    ASSIGN_OR_RETURN(auto all, LoadDeviceInputs(module, args, topology));
+    std::vector<std::vector<Literal>> mine(all.size());
+    for (int64_t d : devices) mine[d] = std::move(all[d]);
+    return mine;
+  }
+  std::vector<std::vector<Literal>> arguments(topology.num_devices());
+  for (int64_t d : devices) {
+    const std::string dir = DeviceDir(args.inputs, d);
+    if (GetPathKind(dir) != PathKind::kDirectory) {
+      return Error(fmt::format("--inputs {}: device_{}/ is missing: {} devices ({} replicas x {} "
+                               "partitions) need device_0/ to device_{}/", DisplayPath(args.inputs),
+                               d, topology.num_devices(), topology.num_replicas,
+                               topology.num_partitions, topology.num_devices() - 1));
+    }
+    ASSIGN_OR_RETURN(arguments[d], LoadInputs(*module.entry_computation(), dir, args.seed));
+  }
+  if (GetPathKind(DeviceDir(args.inputs, topology.num_devices())) == PathKind::kDirectory) {
+    return Error(fmt::format("--inputs {}: holds device_{}/, but only {} devices run: the inputs "
+                             "are for another device count", DisplayPath(args.inputs),
+                             topology.num_devices(), topology.num_devices()));
+  }
+  return arguments;
+}
+
+// Writes (or prints) this rank's devices' results: no file is written by two ranks.
+Status ReportRankResults(const RunArgs& args, const DeviceTopology& topology,
+                         const std::vector<int64_t>& devices, const std::vector<Literal>& results) {
+  for (int64_t d : devices) {
+    std::vector<const Literal*> leaves;
+    CollectLeaves(results[d], leaves);
+    if (!args.outputs.empty()) {
+      RETURN_IF_ERROR(WriteOutputs(DeviceDir(args.outputs, d), leaves));
+      continue;
+    }
+    std::string text = fmt::format("device {} (replica {}, partition {}):\n", d,
+                                   d / topology.num_partitions, d % topology.num_partitions);
+    for (size_t i = 0; i < leaves.size(); ++i) {
+      text += fmt::format("  out{}: {} {}\n", i, leaves[i]->shape().ToString(false),
+                          Summarize(*leaves[i]));
+    }
+    // One write per device, so that mpirun does not interleave two ranks' devices.
+    std::fputs(text.c_str(), stdout);
+    std::fflush(stdout);
+  }
+  return OkStatus();
+}
+
+// Everything a rank does before the run; its failure is announced to every rank at the start.
+struct Prepared {
+  std::unique_ptr<HloModule> module;
+  std::vector<std::vector<Literal>> arguments;
+  std::unique_ptr<runtime::MultiDeviceExecutable> executable;
+};
+
+Status Prepare(const RunArgs& args, bool compiled, const DeviceTopology& topology,
+               const std::vector<int64_t>& devices, int num_ranks, Prepared& out) {
+  if (devices.empty()) {
+    return Error(fmt::format("{} processes for {} devices ({} replicas x {} partitions): each rank "
+                             "needs at least one device (run fewer processes)", num_ranks,
+                             topology.num_devices(), topology.num_replicas, topology.num_partitions));
+  }
+  FlagsSetup setup;
+  if (compiled) RETURN_IF_ERROR(SetUpFromFlags(args.extra_flags, "run", setup));
+  ASSIGN_OR_RETURN(out.module, LoadModule(args.file, /*verify=*/true));
+  RETURN_IF_ERROR(PrepareModuleToRun(*out.module, args.file, compiled ? "run" : "eval",
+                                     args.fill_elided_constants, args.seed, /*quiet=*/true));
+  if (Status s = CheckModuleCollectives(*out.module, topology); !s.ok()) {
+    return Error(fmt::format("{}: on {} replicas x {} partitions: {}", args.file,
+                             topology.num_replicas, topology.num_partitions, s.message()));
+  }
+  RETURN_IF_ERROR(CheckEvaluationWork(*out.module, args.max_work).WithContext(args.file));
+  ASSIGN_OR_RETURN(out.arguments, LoadRankInputs(*out.module, args, topology, devices));
+  if (compiled) {
+    runtime::CompileOptions options;
+    options.optimize = setup.optimize;
+    options.opt_level = setup.opt_level;
+    auto executable = runtime::MultiDeviceExecutable::Compile(*out.module, topology, options, devices);
+    if (!executable.ok()) return executable.status().WithContext(args.file);
+    out.executable = std::move(*executable);
+  }
+  return OkStatus();
+}
+
+}  // namespace
+
+int RunDistributed(const RunArgs& args, bool compiled) {
+  if (args.distributed != "mpi") {
+    return Fail(Error(fmt::format("--distributed={}: the one engine is mpi (under mpirun)",
+                                  args.distributed)));
+  }
+  if (args.backend != "cpu") {
+    return Fail(Error(fmt::format("--backend={}: --distributed=mpi runs on the CPU; leave --backend "
+                                  "out", args.backend)));
+  }
+  if (!args.trace.empty()) {
+    return Fail(Error("--trace: not available with --distributed=mpi yet"));
+  }
+  if (!compiled && args.iterations > 1) return Fail(Error("--iterations: the evaluator is not timed"));
+  const DeviceTopology topology{std::max<int64_t>(args.num_replicas, 1),
+                                std::max<int64_t>(args.num_partitions, 1)};
+  if (Status s = CheckTopology(topology); !s.ok()) {
+    return Fail(Error(fmt::format("--num_replicas={} --num_partitions={}: {}", topology.num_replicas,
+                                  topology.num_partitions, s.message())));
+  }
+  auto transport = runtime::MpiTransport::Create();
+  if (!transport.ok()) return Fail(transport.status());
+  runtime::MpiTransport& mpi = **transport;
+  const std::string who = mpi.RankName();
+  const auto fail = [&](const Status& s) {
+    const int code = Fail(s.WithContext(who));
+    mpi.Finalize();
+    return code;
+  };
+  DistributedRendezvous rendezvous(topology, &mpi, args.collective_timeout_seconds);
+  const std::vector<int64_t>& devices = rendezvous.local_devices();
+  Prepared prepared;
+  const auto compile_start = std::chrono::steady_clock::now();
+  Status ready = Prepare(args, compiled, topology, devices, mpi.num_ranks(), prepared);
+  const double compile_ms =
+      std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - compile_start).count();
+  if (Status s = rendezvous.Start(ready); !s.ok()) return fail(s);
+
+  const std::string command = compiled ? "run" : "eval";
+  Watchdog watchdog(args.timeout_seconds, command);
+  MultiDeviceOptions multi{.collective_timeout_seconds = args.collective_timeout_seconds};
+  multi.rendezvous = &rendezvous;
+  multi.local_devices = devices;
+  int64_t left_behind = 0;
+  StatusOr<std::vector<Literal>> results = Error("not run");
+  std::vector<double> run_ms;
+  if (compiled) {
+    multi.abandon_after_seconds = 1;
+    multi.left_behind = &left_behind;
+    for (int i = 0; i < args.iterations + (args.iterations > 1 ? 1 : 0); ++i) {
+      const auto start = std::chrono::steady_clock::now();
+      results = prepared.executable->Execute(prepared.arguments, multi, watchdog.cancel_flag());
+      if (!results.ok()) break;
+      if (args.iterations > 1 && i == 0) continue;
+      run_ms.push_back(std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count());
+    }
+  } else {
+    EvaluatorOptions options{.cancel = watchdog.cancel_flag(), .max_work = args.max_work};
+    results = EvaluateModuleOnDevices(*prepared.module, prepared.arguments, topology, options, multi);
+  }
+  Status outcome = results.status();
+  if (!outcome.ok() && watchdog.fired()) outcome = Error(watchdog.StopMessage() + ": " + outcome.message());
+  outcome = outcome.WithContext(args.file);
+  if (outcome.ok()) outcome = ReportRankResults(args, topology, devices, *results);
+  if (Status s = rendezvous.Finish(outcome); !s.ok()) {
+    if (left_behind > 0) {
+      // Compiled code that cannot be stopped still runs: end here, as RunOnDevices does.
+      Fail(s.WithContext(who));
+      std::fflush(stdout);
+      std::_Exit(1);
+    }
+    return fail(s);
+  }
+  if (mpi.rank() == 0) {
+    std::sort(run_ms.begin(), run_ms.end());
+    if (compiled) {
+      std::printf("compiled in %.1f ms; run median %.3f ms over %d iteration%s on %lld devices "
+                  "(%lld replicas x %lld partitions) over %d MPI ranks\n", compile_ms,
+                  run_ms[run_ms.size() / 2], args.iterations, args.iterations == 1 ? "" : "s",
+                  static_cast<long long>(topology.num_devices()),
+                  static_cast<long long>(topology.num_replicas),
+                  static_cast<long long>(topology.num_partitions), mpi.num_ranks());
+    } else {
+      std::printf("evaluated on %lld devices (%lld replicas x %lld partitions) over %d MPI ranks\n",
+                  static_cast<long long>(topology.num_devices()),
+                  static_cast<long long>(topology.num_replicas),
+                  static_cast<long long>(topology.num_partitions), mpi.num_ranks());
+    }
+    std::fflush(stdout);
+  }
+  if (!compiled || !args.reference) {
+    mpi.Finalize();
+    return 0;
+  }
+  // --reference: the evaluator over the same ranks, each rank checking its own devices.
+  DistributedRendezvous reference_rendezvous(topology, &mpi, args.collective_timeout_seconds);
+  multi.rendezvous = &reference_rendezvous;
+  multi.abandon_after_seconds = 0;
+  multi.left_behind = nullptr;
+  if (Status s = reference_rendezvous.Start(OkStatus()); !s.ok()) return fail(s);
+  EvaluatorOptions options{.cancel = watchdog.cancel_flag(), .max_work = args.max_work};
+  auto expected = EvaluateModuleOnDevices(*prepared.module, prepared.arguments, topology, options, multi);
+  Status checked = expected.status().WithContext("reference evaluator");
+  LiteralDifference worst;
+  for (int64_t d : devices) {
+    if (!checked.ok()) break;
+    LiteralDifference difference;
+    Status match = ExpectLiteralNear((*expected)[d], (*results)[d],
+                                     ErrorSpec{args.tolerance, args.tolerance}, &difference);
+    worst.max_abs_error = std::max(worst.max_abs_error, difference.max_abs_error);
+    worst.max_rel_error = std::max(worst.max_rel_error, difference.max_rel_error);
+    if (!match.ok()) {
+      checked = Error(fmt::format("{}: device {}: the compiled result differs from the reference "
+                                  "evaluator: {}", args.file, d, match.message()));
+    }
+  }
+  if (Status s = reference_rendezvous.Finish(checked); !s.ok()) return fail(s);
+  std::printf("%s: reference: largest absolute error %.3g, largest relative error %.3g over "
+              "devices %lld to %lld (tolerance %g): match\n", who.c_str(), worst.max_abs_error,
+              worst.max_rel_error, static_cast<long long>(devices.front()),
+              static_cast<long long>(devices.back()), args.tolerance);
+  mpi.Finalize();
+  return 0;
+}
+
+}  // namespace xlens::cli

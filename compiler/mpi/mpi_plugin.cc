@@ -1,0 +1,193 @@
+// libxlens_mpi.so: mpi_plugin.h's calls over Open MPI. Every call is nonblocking underneath
+// (MPI_Iallgather, MPI_Iallgatherv, MPI_Iallreduce) and waited on with MPI_Test against a
+// deadline, since a blocking MPI call cannot be given a time limit; errors return
+// (MPI_ERRORS_RETURN) and are turned into text.
+#include "compiler/mpi/mpi_plugin.h"
+
+#include <mpi.h>
+
+#include <chrono>
+#include <climits>
+#include <cstdio>
+#include <cstring>
+#include <thread>
+#include <vector>
+
+namespace {
+
+MPI_Comm g_comm = MPI_COMM_NULL;
+
+void SetError(char* error, size_t error_size, const char* what, int code) {
+  char text[MPI_MAX_ERROR_STRING] = {0};
+  int length = 0;
+  if (code != MPI_SUCCESS) MPI_Error_string(code, text, &length);
+  std::snprintf(error, error_size, "%s failed: %s", what, length > 0 ? text : "MPI error");
+}
+
+// Waits for `request` until `timeout_seconds` (0: no limit). Polls briefly at full speed (small
+// messages complete in microseconds), then yields the core: ranks are often oversubscribed.
+int Wait(MPI_Request* request, double timeout_seconds, const char* what, char* error,
+         size_t error_size) {
+  const auto start = std::chrono::steady_clock::now();
+  for (int64_t polls = 0;; ++polls) {
+    int done = 0;
+    const int rc = MPI_Test(request, &done, MPI_STATUS_IGNORE);
+    if (rc != MPI_SUCCESS) {
+      SetError(error, error_size, what, rc);
+      return kXlensMpiError;
+    }
+    if (done) return kXlensMpiOk;
+    const double waited =
+        std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+    if (timeout_seconds > 0 && waited > timeout_seconds) {
+      std::snprintf(error, error_size, "not every rank came within %g s", timeout_seconds);
+      return kXlensMpiTimeout;
+    }
+    if (waited < 1e-3) continue;
+    if (waited < 0.05) {
+      std::this_thread::yield();
+    } else {
+      std::this_thread::sleep_for(std::chrono::microseconds(200));
+    }
+  }
+}
+
+MPI_Datatype TypeOf(int type) {
+  switch (type) {
+    case kXlensMpiF32: return MPI_FLOAT;
+    case kXlensMpiF64: return MPI_DOUBLE;
+    case kXlensMpiS8: return MPI_INT8_T;
+    case kXlensMpiS16: return MPI_INT16_T;
+    case kXlensMpiS32: return MPI_INT32_T;
+    case kXlensMpiS64: return MPI_INT64_T;
+    case kXlensMpiU8: return MPI_UINT8_T;
+    case kXlensMpiU16: return MPI_UINT16_T;
+    case kXlensMpiU32: return MPI_UINT32_T;
+    case kXlensMpiU64: return MPI_UINT64_T;
+    default: return MPI_DATATYPE_NULL;
+  }
+}
+
+size_t SizeOf(int type) {
+  switch (type) {
+    case kXlensMpiF32: case kXlensMpiS32: case kXlensMpiU32: return 4;
+    case kXlensMpiF64: case kXlensMpiS64: case kXlensMpiU64: return 8;
+    case kXlensMpiS16: case kXlensMpiU16: return 2;
+    default: return 1;
+  }
+}
+
+MPI_Op OpOf(int op) {
+  switch (op) {
+    case kXlensMpiSum: return MPI_SUM;
+    case kXlensMpiProd: return MPI_PROD;
+    case kXlensMpiMax: return MPI_MAX;
+    case kXlensMpiMin: return MPI_MIN;
+    default: return MPI_OP_NULL;
+  }
+}
+
+int Init(int* rank, int* size, char* error, size_t error_size) {
+  int provided = 0;
+  int rc = MPI_Init_thread(nullptr, nullptr, MPI_THREAD_SERIALIZED, &provided);
+  if (rc != MPI_SUCCESS) {
+    SetError(error, error_size, "MPI_Init_thread", rc);
+    return kXlensMpiError;
+  }
+  if (provided < MPI_THREAD_SERIALIZED) {
+    std::snprintf(error, error_size, "this MPI runs calls from one thread only "
+                  "(MPI_THREAD_SERIALIZED was asked for)");
+    return kXlensMpiError;
+  }
+  MPI_Comm_set_errhandler(MPI_COMM_WORLD, MPI_ERRORS_RETURN);
+  rc = MPI_Comm_dup(MPI_COMM_WORLD, &g_comm);
+  if (rc == MPI_SUCCESS) rc = MPI_Comm_set_errhandler(g_comm, MPI_ERRORS_RETURN);
+  if (rc == MPI_SUCCESS) rc = MPI_Comm_rank(g_comm, rank);
+  if (rc == MPI_SUCCESS) rc = MPI_Comm_size(g_comm, size);
+  if (rc != MPI_SUCCESS) {
+    SetError(error, error_size, "setting up MPI_COMM_WORLD", rc);
+    return kXlensMpiError;
+  }
+  return kXlensMpiOk;
+}
+
+int AllgatherSizes(int64_t bytes, int64_t* sizes, double timeout, char* error, size_t error_size) {
+  MPI_Request request;
+  const int rc = MPI_Iallgather(&bytes, 1, MPI_INT64_T, sizes, 1, MPI_INT64_T, g_comm, &request);
+  if (rc != MPI_SUCCESS) {
+    SetError(error, error_size, "MPI_Iallgather", rc);
+    return kXlensMpiError;
+  }
+  return Wait(&request, timeout, "MPI_Iallgather", error, error_size);
+}
+
+int Allgatherv(const void* mine, int64_t bytes, const int64_t* sizes, void* out, double timeout,
+               char* error, size_t error_size) {
+  int ranks = 0;
+  MPI_Comm_size(g_comm, &ranks);
+  std::vector<int> counts(ranks), displacements(ranks);
+  int64_t offset = 0;
+  for (int r = 0; r < ranks; ++r) {
+    if (sizes[r] > INT_MAX || offset > INT_MAX) {
+      std::snprintf(error, error_size, "one exchange holds more than 2 GiB (rank %d brings %lld "
+                    "bytes)", r, static_cast<long long>(sizes[r]));
+      return kXlensMpiError;
+    }
+    counts[r] = static_cast<int>(sizes[r]);
+    displacements[r] = static_cast<int>(offset);
+    offset += sizes[r];
+  }
+  MPI_Request request;
+  const int rc = MPI_Iallgatherv(mine, static_cast<int>(bytes), MPI_BYTE, out, counts.data(),
+                                 displacements.data(), MPI_BYTE, g_comm, &request);
+  if (rc != MPI_SUCCESS) {
+    SetError(error, error_size, "MPI_Iallgatherv", rc);
+    return kXlensMpiError;
+  }
+  return Wait(&request, timeout, "MPI_Iallgatherv", error, error_size);
+}
+
+int Allreduce(void* data, int64_t count, int type, int op, double timeout, char* error,
+              size_t error_size) {
+  const MPI_Datatype datatype = TypeOf(type);
+  const MPI_Op mpi_op = OpOf(op);
+  if (datatype == MPI_DATATYPE_NULL || mpi_op == MPI_OP_NULL) {
+    std::snprintf(error, error_size, "no MPI reduction for type %d, op %d", type, op);
+    return kXlensMpiError;
+  }
+  // MPI counts are ints: larger arrays go in pieces.
+  constexpr int64_t kPiece = int64_t{1} << 28;
+  char* bytes = static_cast<char*>(data);
+  for (int64_t done = 0; done < count; done += kPiece) {
+    const int n = static_cast<int>(count - done < kPiece ? count - done : kPiece);
+    MPI_Request request;
+    const int rc = MPI_Iallreduce(MPI_IN_PLACE, bytes + done * SizeOf(type), n, datatype, mpi_op,
+                                  g_comm, &request);
+    if (rc != MPI_SUCCESS) {
+      SetError(error, error_size, "MPI_Iallreduce", rc);
+      return kXlensMpiError;
+    }
+    const int waited = Wait(&request, timeout, "MPI_Iallreduce", error, error_size);
+    if (waited != kXlensMpiOk) return waited;
+  }
+  return kXlensMpiOk;
+}
+
+void Abort(int exit_code) {
+  MPI_Abort(MPI_COMM_WORLD, exit_code);
+  std::_Exit(exit_code);
+}
+
+void Finalize() {
+  if (g_comm != MPI_COMM_NULL) MPI_Comm_free(&g_comm);
+  MPI_Finalize();
+}
+
+const XlensMpiApi kApi = {kXlensMpiAbiVersion, Init, AllgatherSizes, Allgatherv, Allreduce,
+                          Abort, Finalize};
+
+}  // namespace
+
+extern "C" __attribute__((visibility("default"))) const XlensMpiApi* xlens_mpi_api(void) {
+  return &kApi;
+}

@@ -1,0 +1,46 @@
+// The CollectiveTransport (hlo/collective_transport.h) of xlens run --distributed=mpi: Open MPI's
+// collectives through libxlens_mpi.so (mpi/mpi_plugin.h), which is opened with dlopen here, only
+// when asked for, so that the xlens binary starts without libmpi on machines that lack it.
+#pragma once
+
+#include <memory>
+#include <string>
+
+#include "compiler/hlo/collective_transport.h"
+#include "compiler/support/status.h"
+
+namespace xlens::runtime {
+
+class MpiTransport : public CollectiveTransport {
+ public:
+  // Opens libxlens_mpi.so (beside the executable, or $XLENS_MPI_LIBRARY) and initialises MPI.
+  // Errors in one line: the library or MPI is missing, or MPI_Init failed.
+  static StatusOr<std::unique_ptr<MpiTransport>> Create();
+  ~MpiTransport() override;
+
+  int rank() const override { return rank_; }
+  int num_ranks() const override { return size_; }
+  std::vector<std::string> AllGather(std::string_view mine, std::string_view what,
+                                     double timeout_seconds) override;
+  bool CanReduce(PrimitiveType type) const override;
+  void AllReduce(void* data, int64_t count, PrimitiveType type, TransportReduction op,
+                 std::string_view what, double timeout_seconds) override;
+
+  // "rank 1 of 4", the prefix of every line a rank prints about the run.
+  std::string RankName() const;
+  // Prints "xlens: rank R of N: MESSAGE; stopping every rank" and ends every rank (MPI_Abort).
+  [[noreturn]] void AbortAll(std::string_view message);
+  // MPI_Finalize; call once every rank has made its last exchange.
+  void Finalize();
+
+ private:
+  MpiTransport() = default;
+  struct Api;
+  const Api* api_ = nullptr;
+  void* handle_ = nullptr;
+  int rank_ = 0;
+  int size_ = 1;
+  bool finalized_ = false;
+};
+
+}  // namespace xlens::runtime
