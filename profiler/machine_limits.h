@@ -39,9 +39,9 @@ double StreamBandwidthGBps(StreamKernel kernel, int64_t bytes, int threads, int 
 // "avx512f", "avx2" or "scalar": the vector unit PeakGflops and the stream kernels use.
 const char* WidestVectorIsa();
 
-// GFLOP/s of 16 independent FMA chains per thread on `threads` threads, the best of
-// `repetitions` of `iterations` steps each; `narrower` uses 256-bit vectors on an AVX-512 CPU
-// (some cores issue 512-bit FMAs at half rate).
+// GFLOP/s of 16 independent FMA chains per thread on `threads` threads running at once: the sum
+// of each thread's best of `repetitions` runs of `iterations` steps; `narrower` uses 256-bit
+// vectors on an AVX-512 CPU (some cores issue 512-bit FMAs at half rate).
 double PeakGflops(int threads, int repetitions, int64_t iterations, bool narrower = false);
 
 // One point of the working-set sweep, on all threads.
