@@ -328,8 +328,14 @@ void Handler::AppendArgText(JsonKind kind) {
 
 bool Handler::FinishArg(TraceArgValue value) {
   if (!wants_args_ && !args_are_other_data_) {
-    if (arg_key_ != "hlo_op" && arg_key_ != "hlo_module") return true;
-    // At most these two, however often a hostile event repeats them: the last counts.
+    // What an XLA kernel is, what a collective waited for (the summary's per-device lines), and
+    // the names of processes and threads (metadata events' "name").
+    if (arg_key_ != "hlo_op" && arg_key_ != "hlo_module" && arg_key_ != "wait_ns" &&
+        arg_key_ != "last_arrival" && arg_key_ != "bytes" && arg_key_ != "name" &&
+        arg_key_ != "sort_index") {
+      return true;
+    }
+    // At most these few, however often a hostile event repeats them: the last counts.
     for (TraceArg& arg : event_.args) {
       if (arg.key == arg_key_) {
         arg.value = std::move(value);

@@ -47,7 +47,9 @@ struct RawTraceEvent {
   size_t index = 0;  // in "traceEvents"
   JsonScalar ph, name, cat, pid, tid, ts, dur, id;
   // Filled when the consumer wants args and "args" is an object: its members in file order
-  // (without args wanted, only "hlo_op" and "hlo_module": which of XLA's kernels it is).
+  // (without args wanted, only "hlo_op" and "hlo_module": which of XLA's kernels it is; and
+  // "bytes", "wait_ns" and "last_arrival": what a collective brought and waited for; "name" and
+  // "sort_index": what metadata events name).
   // Scalars keep their type (booleans become 0/1), lists of integers stay lists, anything else
   // (nested objects and lists, null) is kept as compact JSON text, cut off deeper than 16 levels.
   std::vector<TraceArg> args;

@@ -64,7 +64,8 @@ class ChromeTraceVisitor {
   virtual ~ChromeTraceVisitor() = default;
   // Whether events need their args; without, they are skipped unread (faster, and a hostile
   // file's args cost no memory) but for "hlo_op" and "hlo_module", which say what an XLA kernel
-  // is. otherData's scalars are read either way.
+  // is, "bytes", "wait_ns" and "last_arrival" (a collective's), and the names of processes and
+  // threads. otherData's scalars are read either way.
   virtual bool WantsArgs() const { return true; }
   // Whether flows are bound to events (OnFlow, unbound_flow_points): that keeps 24 bytes an event.
   virtual bool WantsFlows() const { return true; }

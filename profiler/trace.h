@@ -20,9 +20,12 @@ struct TraceArg {
   TraceArgValue value;
 };
 
-// Process ids: the host is 0, GPU n is kGpuPidBase + n (one process per device).
+// Process ids: the host is 0, GPU n is kGpuPidBase + n (one process per device); simulated CPU
+// device d of a run on several devices is kCpuDevicePidBase + d (its global id, so the traces of
+// several processes merge without clashing).
 inline constexpr int32_t kHostPid = 0;
 inline constexpr int32_t kGpuPidBase = 1;
+inline constexpr int32_t kCpuDevicePidBase = 1000;
 
 // Categories, as PyTorch's profiler names them where it has a name for the thing, so tools that
 // read its traces (HolisticTraceAnalysis, Perfetto's queries) find what they look for.
@@ -37,6 +40,8 @@ inline constexpr const char* kThunk = "thunk";            // copies, control flo
 inline constexpr const char* kCpuKernel = "cpu_kernel";   // a generated kernel on the CPU
 inline constexpr const char* kLibrary = "library_call";   // Eigen dot/conv, sort
 inline constexpr const char* kCopy = "memcpy";            // host <-> device copies (host side)
+// A collective of several devices (all-reduce, ...): args bytes, group, wait_ns, waited_for.
+inline constexpr const char* kCollective = "collective";
 // GPU activity (CUPTI), with PyTorch's names.
 inline constexpr const char* kGpuKernel = "kernel";
 inline constexpr const char* kGpuMemcpy = "gpu_memcpy";

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <climits>
+#include <map>
 #include <set>
 #include <string_view>
 #include <unordered_map>
@@ -53,6 +54,66 @@ constexpr const char* kOtherCategories = "(other categories)";
 // threads), up to this many; past it the summary says "more than".
 constexpr size_t kMaxCountedTracks = size_t{1} << 16;
 
+// The collectives of each device (process) of a run on several devices: how many, what they
+// brought, how long they waited and for whom (the spans' bytes, wait_ns and last_arrival; see
+// compiler/runtime/multi_device_trace.h). One entry per process with collectives.
+class CollectivesByDevice {
+ public:
+  void Add(const TraceEvent& event) {
+    if (by_pid_.size() >= kMaxCountedTracks && !by_pid_.count(event.pid)) return;
+    Device& device = by_pid_[event.pid];
+    ++device.count;
+    device.bytes += IntArg(event, "bytes");
+    const int64_t wait = std::max<int64_t>(0, IntArg(event, "wait_ns"));
+    device.wait_ns += wait;
+    if (wait > 0 && FindArg(event, "last_arrival") != nullptr &&
+        (device.waited_for.size() < kMaxCountedTracks || device.waited_for.count(IntArg(event, "last_arrival")))) {
+      device.waited_for[IntArg(event, "last_arrival")] += wait;
+    }
+  }
+  void AddNames(const std::vector<TraceProcess>& processes) {
+    for (const TraceProcess& process : processes) {
+      if (by_pid_.count(process.pid)) names_[process.pid] = process.name;
+    }
+  }
+
+  std::string Render() const {
+    if (by_pid_.empty()) return "";
+    std::string out = "\nCollectives by device (wait: from its arrival to the last member's):\n";
+    out += fmt::format("  {:>11} {:>10} {:>10}  {:<22}  {}\n", "collectives", "MB", "wait ms", "waited most for",
+                       "device");
+    for (const auto& [pid, device] : by_pid_) {
+      std::string most = "-";
+      __int128 most_ns = 0;
+      for (const auto& [who, ns] : device.waited_for) {
+        if (ns > most_ns) {
+          most_ns = ns;
+          most = fmt::format("device {} ({} ms)", who, Ms(ns));
+        }
+      }
+      auto name = names_.find(pid);
+      out += fmt::format("  {:>11} {:>10.3f} {:>10}  {:<22}  {}\n", device.count,
+                         static_cast<double>(device.bytes) / 1e6, Ms(device.wait_ns), most,
+                         name != names_.end() ? Shown(name->second) : fmt::format("process {}", pid));
+    }
+    return out;
+  }
+
+ private:
+  struct Device {
+    int64_t count = 0;
+    __int128 bytes = 0, wait_ns = 0;
+    std::map<int64_t, __int128> waited_for;  // last member -> time waited for it
+  };
+  static int64_t IntArg(const TraceEvent& event, const char* key) {
+    const TraceArg* arg = FindArg(event, key);
+    const int64_t* value = arg != nullptr ? std::get_if<int64_t>(&arg->value) : nullptr;
+    return value != nullptr ? *value : 0;
+  }
+  std::map<int32_t, Device> by_pid_;
+  std::map<int32_t, std::string> names_;
+};
+
 class SummaryBuilder {
  public:
   void Add(const TraceEvent& event) {
@@ -73,6 +134,7 @@ class SummaryBuilder {
         }
       }
     }
+    if (event.category == category::kCollective) collectives_.Add(event);
   }
 
   // A track (and its process), with or without events: the named threads and processes of the
@@ -89,6 +151,7 @@ class SummaryBuilder {
   void AddNamed(const std::vector<TraceThread>& threads, const std::vector<TraceProcess>& processes) {
     for (const TraceThread& thread : threads) AddTrack(thread.pid, thread.tid);
     for (const TraceProcess& process : processes) AddProcess(process.pid);
+    collectives_.AddNames(processes);
   }
 
   std::string Render(const std::vector<TraceArg>& metadata, int top_kernels) const;
@@ -117,6 +180,7 @@ class SummaryBuilder {
   std::set<std::pair<int32_t, int64_t>> tracks_;
   std::set<int32_t> processes_;
   bool tracks_overflowed_ = false, processes_overflowed_ = false;
+  CollectivesByDevice collectives_;
 };
 
 // The largest totals first; equal totals by name, so the output does not depend on hashing.
@@ -161,6 +225,7 @@ std::string SummaryBuilder::Render(const std::vector<TraceArg>& metadata, int to
                        Ms(totals.total_ns));
   }
 
+  out += collectives_.Render();
   if (by_kernel_.empty() && other_kernel_.count == 0) {
     out += "\nNo kernels (no events in categories cpu_kernel, library_call or kernel).\n";
     return out;
@@ -205,6 +270,15 @@ class SummaryVisitor : public ChromeTraceVisitor {
 };
 
 }  // namespace
+
+std::string SummarizeDeviceCollectives(const Trace& trace) {
+  CollectivesByDevice collectives;
+  for (const TraceEvent& event : trace.events) {
+    if (event.category == category::kCollective) collectives.Add(event);
+  }
+  collectives.AddNames(trace.processes);
+  return collectives.Render();
+}
 
 std::string SummarizeTrace(const Trace& trace, int top_kernels) {
   SummaryBuilder builder;

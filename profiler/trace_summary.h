@@ -15,6 +15,11 @@
 
 namespace xlens::profiler {
 
+// The per-device collectives section of the summary (empty when the trace has no collective
+// spans): one line per device with its collectives, the bytes they brought, the time it waited
+// in them and the device it waited for longest.
+std::string SummarizeDeviceCollectives(const Trace& trace);
+
 // The summary of a trace in memory.
 std::string SummarizeTrace(const Trace& trace, int top_kernels = 15);
 

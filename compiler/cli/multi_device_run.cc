@@ -19,6 +19,7 @@
 #include <fmt/format.h>
 
 #include "compiler/cli/cli_util.h"
+#include "compiler/cli/multi_device_profile.h"
 #include "compiler/cli/distributed_run.h"
 #include "compiler/hlo/literal_comparison.h"
 #include "compiler/hlo/multi_device_evaluator.h"
@@ -171,8 +172,8 @@ int RunOnDevices(const RunArgs& args, bool compiled) {
                                   "CPU (simulated devices in this process); leave --backend out",
                                   args.backend)));
   }
-  if (!args.trace.empty()) {
-    return Fail(Error("--trace: not available with --num_replicas and --num_partitions yet"));
+  if (!compiled && !args.trace.empty()) {
+    return Fail(Error("--trace: xlens eval on several devices records no trace; xlens run does"));
   }
   if (!compiled && args.iterations > 1) {
     return Fail(Error("--iterations: the evaluator is not timed"));
@@ -213,7 +214,10 @@ int RunOnDevices(const RunArgs& args, bool compiled) {
   MultiDeviceOptions multi{.collective_timeout_seconds = args.collective_timeout_seconds};
   std::string report;
   StatusOr<std::vector<Literal>> results = Error("not run");
+  // --trace and --xla_hlo_profile: every device's timeline and profile (multi_device_profile.h).
+  DeviceRunProfile profile(args, setup, topology);
   if (compiled) {
+    if (Status s = profile.Start(watchdog); !s.ok()) return Fail(s);
     watchdog.SetActivity(fmt::format("compiling module {} for {} CPU devices", (*module)->name(),
                                      topology.num_devices()));
     runtime::CompileOptions options;
@@ -224,7 +228,7 @@ int RunOnDevices(const RunArgs& args, bool compiled) {
       return Fail(Error(fmt::format("--num_replicas={} --num_partitions={}: {}", topology.num_replicas,
                                     topology.num_partitions, executable.status().message())));
     }
-    if (!executable.ok()) return Fail(executable.status().WithContext(args.file));
+    if (!executable.ok()) return Fail(profile.Failed(executable.status().WithContext(args.file), watchdog));
     watchdog.SetActivity(fmt::format("running module {} on {} CPU devices", (*module)->name(),
                                      topology.num_devices()));
     int64_t left_behind = 0;
@@ -234,10 +238,12 @@ int RunOnDevices(const RunArgs& args, bool compiled) {
     // then the median of the timed ones: every device's step, from the first start to the last end.
     std::vector<double> run_ms;
     for (int i = 0; i < args.iterations + (args.iterations > 1 ? 1 : 0); ++i) {
+      const bool timed = args.iterations == 1 || i > 0;
+      profile.Prepare(timed);
       const auto start = std::chrono::steady_clock::now();
-      results = (*executable)->Execute(*arguments, multi, watchdog.cancel_flag());
+      results = (*executable)->Execute(*arguments, multi, watchdog.cancel_flag(), profile.thunk_ns(timed));
       if (!results.ok() && left_behind > 0) ExitLeavingDevicesBehind(stopped(results.status()));
-      if (!results.ok()) return Fail(stopped(results.status()));
+      if (!results.ok()) return Fail(profile.Failed(stopped(results.status()), watchdog));
       if (args.iterations > 1 && i == 0) continue;
       run_ms.push_back(std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count());
     }
@@ -247,6 +253,7 @@ int RunOnDevices(const RunArgs& args, bool compiled) {
                          topology.num_devices(), (*executable)->compile_ns() / 1e6,
                          run_ms[run_ms.size() / 2], args.iterations, args.iterations == 1 ? "" : "s",
                          topology.num_devices(), topology.num_replicas, topology.num_partitions);
+    if (Status s = profile.Finish(**executable, watchdog, report); !s.ok()) return Fail(s);
   } else {
     watchdog.SetActivity(fmt::format("evaluating module {} on {} devices", (*module)->name(),
                                      topology.num_devices()));

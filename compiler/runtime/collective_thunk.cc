@@ -1,9 +1,15 @@
 #include "compiler/runtime/collective_thunk.h"
 
-#include <fmt/format.h>
+#include <algorithm>
 
+#include <fmt/format.h>
+#include <fmt/ranges.h>
+
+#include "compiler/hlo/collective_attributes.h"
+#include "compiler/hlo/collective_rendezvous.h"
 #include "compiler/hlo/evaluator.h"
 #include "compiler/runtime/executable.h"
+#include "profiler/host_tracer.h"
 
 namespace xlens::runtime {
 namespace {
@@ -29,6 +35,8 @@ CollectiveThunk::CollectiveThunk(std::string hlo_name, const HloInstruction& hlo
       output_slots_(std::move(output_slots)) {}
 
 Status CollectiveThunk::Execute(char** frame, ExecuteContext& context) const {
+  const bool tracing = profiler::TracingEnabled();
+  const int64_t start_ns = tracing ? profiler::NowNs() : 0;
   std::vector<Literal> operands;
   for (size_t i = 0; i < operand_slots_.size(); ++i) {
     Literal operand(hlo_->operand(static_cast<int64_t>(i))->shape());
@@ -49,7 +57,17 @@ Status CollectiveThunk::Execute(char** frame, ExecuteContext& context) const {
   EvaluatorOptions options;
   options.device = context.device;
   options.max_work = 0;  // the module was checked when it was compiled
-  ASSIGN_OR_RETURN(Literal result, EvaluateInstruction(*hlo_, pointers, options));
+  int64_t bytes = 0;
+  for (const Literal& operand : operands) ForEachArrayLeaf(operand, [&](const Literal& array) {
+    bytes += static_cast<int64_t>(array.size_bytes());
+  });
+  const int64_t arrived_ns = tracing ? profiler::NowNs() : 0;
+  StatusOr<Literal> evaluated = EvaluateInstruction(*hlo_, pointers, options);
+  if (!evaluated.ok()) {
+    if (tracing) RecordExecution(context, start_ns, arrived_ns, bytes);
+    return evaluated.status();
+  }
+  Literal result = std::move(*evaluated);
   // Written as the buffers lay out the instruction's leaves (the literal is row-major).
   std::vector<Shape> leaf_shapes;
   hlo_->shape().ForEachLeaf([&](const Shape& s, const std::vector<int64_t>&) {
@@ -65,7 +83,39 @@ Status CollectiveThunk::Execute(char** frame, ExecuteContext& context) const {
     CopyToLayout(array.untyped_data(), leaf_shapes[leaf], frame[output_slots_[leaf]]);
     ++leaf;
   });
+  if (tracing) RecordExecution(context, start_ns, arrived_ns, bytes);
   return written;
+}
+
+void CollectiveThunk::RecordExecution(const ExecuteContext& context, int64_t start_ns, int64_t arrived_ns,
+                                      int64_t bytes) const {
+  std::vector<profiler::TraceArg> args;
+  if (trace_info().span != nullptr) args = trace_info().span->args;
+  // The ids only say which instruction ran: they meet no one.
+  const HloOpcode opcode = hlo_->opcode();
+  const bool meets = opcode != HloOpcode::kReplicaId && opcode != HloOpcode::kPartitionId &&
+                     opcode != HloOpcode::kAllReduceDone && opcode != HloOpcode::kAllGatherDone &&
+                     opcode != HloOpcode::kCollectivePermuteDone;
+  if (!meets) {
+    profiler::RecordSpan(hlo_name(), profiler::category::kThunk, start_ns, profiler::NowNs(), args);
+    return;
+  }
+  const DeviceTopology single;
+  const DeviceTopology& topology = context.device != nullptr ? context.device->topology() : single;
+  const int64_t device = context.device != nullptr ? context.device->device_id() : 0;
+  std::vector<int64_t> group{device};
+  if (auto groups = ParticipatingDeviceGroups(*hlo_, topology); groups.ok()) {
+    for (const std::vector<int64_t>& g : *groups) {
+      if (std::find(g.begin(), g.end(), device) != g.end()) group = g;
+    }
+  }
+  const int64_t rank = std::find(group.begin(), group.end(), device) - group.begin();
+  args.push_back({"device", device});
+  args.push_back({"group", fmt::format("{}", fmt::join(group, ","))});
+  args.push_back({"rank", rank});
+  args.push_back({"bytes", bytes});
+  args.push_back({"arrived_ns", arrived_ns - start_ns});
+  profiler::RecordSpan(hlo_name(), profiler::category::kCollective, start_ns, profiler::NowNs(), args);
 }
 
 std::string CollectiveThunk::ToString(int indent) const {

@@ -23,8 +23,17 @@ class CollectiveThunk : public Thunk {
                   std::vector<std::vector<int64_t>> operand_slots, std::vector<int64_t> output_slots);
   Status Execute(char** frame, ExecuteContext& context) const override;
   std::string ToString(int indent) const override;
+  // While a trace is recorded, each execution is a span of category "collective" with the
+  // thunk's own arguments and what this device brought to the meeting: device, group (the
+  // members' ids, "0,1,2,3"), rank, bytes, arrived_ns (from the span's start to its arrival,
+  // after reading its operands). profiler/collective_timeline.h joins the meetings from these.
+  bool RecordsOwnSpan() const override { return true; }
 
  private:
+  // The span of one execution that started at `start_ns` and arrived at `arrived_ns`.
+  void RecordExecution(const ExecuteContext& context, int64_t start_ns, int64_t arrived_ns,
+                       int64_t bytes) const;
+
   const HloInstruction* hlo_;
   std::vector<std::vector<int64_t>> operand_slots_;
   std::vector<int64_t> output_slots_;

@@ -7,6 +7,8 @@
 
 #include "compiler/hlo/collective_rendezvous.h"
 #include "compiler/hlo/parser.h"
+#include "compiler/runtime/multi_device_trace.h"
+#include "profiler/host_tracer.h"
 
 namespace xlens::runtime {
 
@@ -45,7 +47,7 @@ StatusOr<std::unique_ptr<MultiDeviceExecutable>> MultiDeviceExecutable::Compile(
 
 StatusOr<std::vector<Literal>> MultiDeviceExecutable::Execute(
     std::span<const std::vector<Literal>> per_device_arguments, const MultiDeviceOptions& options,
-    const std::atomic<bool>* cancel) {
+    const std::atomic<bool>* cancel, std::vector<std::vector<int64_t>>* thunk_ns) {
   const int64_t devices = topology_.num_devices();
   if (static_cast<int64_t>(per_device_arguments.size()) != devices) {
     return Error(fmt::format("{} devices need {} argument lists, got {}", devices, devices,
@@ -62,13 +64,18 @@ StatusOr<std::vector<Literal>> MultiDeviceExecutable::Execute(
   std::vector<std::shared_ptr<Executable>> executables = executables_;
   MultiDeviceOptions run_options = options;
   run_options.left_behind = &left_behind_;
+  // Each device adds into its own vector: no two threads share one.
+  if (thunk_ns != nullptr) thunk_ns->resize(static_cast<size_t>(devices));
   auto results = RunOnSimulatedDevices(
       topology_, run_options, cancel,
-      [executables, arguments](DeviceCollectives& device, const std::atomic<bool>*) -> StatusOr<Literal> {
-        Executable& executable = *executables[static_cast<size_t>(device.device_id())];
+      [executables, arguments, thunk_ns](DeviceCollectives& device, const std::atomic<bool>*) -> StatusOr<Literal> {
+        const size_t id = static_cast<size_t>(device.device_id());
+        Executable& executable = *executables[id];
+        // The timeline puts this thread's spans on the device's own track.
+        if (profiler::TracingEnabled()) profiler::SetCurrentThreadName(DeviceThreadName(device.device_id()));
         executable.set_device(&device);
-        Status ran = executable.SetArguments((*arguments)[static_cast<size_t>(device.device_id())]);
-        if (ran.ok()) ran = executable.Run();
+        Status ran = executable.SetArguments((*arguments)[id]);
+        if (ran.ok()) ran = executable.Run(thunk_ns != nullptr ? &(*thunk_ns)[id] : nullptr);
         executable.set_device(nullptr);
         if (!ran.ok()) return ran;
         return executable.Results();

@@ -33,9 +33,13 @@ class MultiDeviceExecutable {
   // A device that cannot stop (compiled code in an endless loop) is left behind after
   // options.abandon_after_seconds, its executable kept alive while it runs; later calls then
   // fail, since that device still uses it.
+  // With `thunk_ns`, each device's thunk times are added into (*thunk_ns)[d] (one entry per
+  // thunk of executable(d), for the per-HLO profile). While a trace is recorded each device's
+  // thread is named for its device (DeviceThreadName, multi_device_trace.h).
   StatusOr<std::vector<Literal>> Execute(std::span<const std::vector<Literal>> per_device_arguments,
                                          const MultiDeviceOptions& options,
-                                         const std::atomic<bool>* cancel = nullptr);
+                                         const std::atomic<bool>* cancel = nullptr,
+                                         std::vector<std::vector<int64_t>>* thunk_ns = nullptr);
 
   const DeviceTopology& topology() const { return topology_; }
   // Device d's executable.

@@ -7,6 +7,7 @@
 namespace xlens::runtime {
 
 Status Thunk::ExecuteTraced(char** frame, ExecuteContext& context) const {
+  if (RecordsOwnSpan()) return Execute(frame, context);
   if (trace_info_.span == nullptr) {
     profiler::TraceSpan span(hlo_name_, profiler::category::kThunk);
     return Execute(frame, context);

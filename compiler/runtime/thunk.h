@@ -50,6 +50,9 @@ class Thunk {
     return ExecuteTraced(frame, context);
   }
   void set_trace_info(ThunkTraceInfo info) { trace_info_ = std::move(info); }
+  // True for a thunk whose span says what happened in this execution (a collective: whom it met,
+  // how long it waited), so Run records none around it.
+  virtual bool RecordsOwnSpan() const { return false; }
   const ThunkTraceInfo& trace_info() const { return trace_info_; }
   // One line (and nested lines for control flow) of thunk_sequence.txt.
   virtual std::string ToString(int indent) const = 0;

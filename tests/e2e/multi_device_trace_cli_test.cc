@@ -1,0 +1,237 @@
+// `xlens run --num_partitions=4 --trace` as a user runs it: every device on the timeline, a
+// process each with its kernels, each collective a span per device with its bytes and group,
+// flows joining the devices that meet, and the waits saying who waited for whom: device 0 alone
+// computes a chain of products before the first all-reduce (a conditional on partition-id), so
+// the others wait for it there. The trace summary and --xla_hlo_profile say the same per device.
+#include <algorithm>
+#include <fstream>
+#include <map>
+#include <set>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+#include <nlohmann/json.hpp>
+
+#include "cli_test_util.h"
+#include "profiler/trace_schema.h"
+
+namespace xlens {
+namespace {
+
+using ::testing::HasSubstr;
+using ::testing::IsEmpty;
+using json = nlohmann::json;
+
+// ar.1 meets all four devices after device 0's products; ar.2 meets pairs {0,1} and {2,3}.
+constexpr const char* kSkewedStep = R"hlo(HloModule skewed_step, num_partitions=4
+
+add {
+  a = f32[] parameter(0)
+  b = f32[] parameter(1)
+  ROOT s = f32[] add(a, b)
+}
+
+heavy {
+  p = f32[320,320] parameter(0)
+  d1 = f32[320,320] dot(p, p), lhs_contracting_dims={1}, rhs_contracting_dims={0}
+  t1 = f32[320,320] tanh(d1)
+  d2 = f32[320,320] dot(t1, p), lhs_contracting_dims={1}, rhs_contracting_dims={0}
+  t2 = f32[320,320] tanh(d2)
+  d3 = f32[320,320] dot(t2, t1), lhs_contracting_dims={1}, rhs_contracting_dims={0}
+  t3 = f32[320,320] tanh(d3)
+  d4 = f32[320,320] dot(t3, t2), lhs_contracting_dims={1}, rhs_contracting_dims={0}
+  t4 = f32[320,320] tanh(d4)
+  d5 = f32[320,320] dot(t4, t3), lhs_contracting_dims={1}, rhs_contracting_dims={0}
+  t5 = f32[320,320] tanh(d5)
+  d6 = f32[320,320] dot(t5, t4), lhs_contracting_dims={1}, rhs_contracting_dims={0}
+  t6 = f32[320,320] tanh(d6)
+  ROOT r = f32[8,8] slice(t6), slice={[0:8], [0:8]}
+}
+
+light {
+  p = f32[320,320] parameter(0)
+  ROOT r = f32[8,8] slice(p), slice={[0:8], [0:8]}
+}
+
+ENTRY main {
+  x = f32[320,320] parameter(0)
+  pid = u32[] partition-id()
+  zero = u32[] constant(0)
+  first = pred[] compare(pid, zero), direction=EQ
+  y = f32[8,8] conditional(first, x, x), true_computation=heavy, false_computation=light
+  ar.1 = f32[8,8] all-reduce(y), channel_id=1, replica_groups={{0,1,2,3}}, use_global_device_ids=true, to_apply=add
+  e = f32[8,8] exponential(ar.1)
+  ar.2 = f32[8,8] all-reduce(e), channel_id=2, replica_groups={{0,1},{2,3}}, use_global_device_ids=true, to_apply=add
+  ROOT r = f32[8,8] add(ar.2, y)
+}
+)hlo";
+
+constexpr int64_t kDevicePidBase = 1000;
+constexpr int64_t kCollectiveFlowIdBase = int64_t{1} << 40;
+
+class MultiDeviceTraceCliTest : public CliTest {
+ protected:
+  // Runs the step on 4 devices (3 runs: the untimed first and 2 timed) with a trace.
+  json TraceOfSkewedStep(const std::string& extra = "") {
+    std::string module = Write("skewed_step.hlo", kSkewedStep);
+    trace_ = (dir_ / "timeline.ctf.json").string();
+    RunResult r = RunXlens("run " + module + " --num_partitions=4 --iterations 2 --trace " + trace_ + " " + extra);
+    EXPECT_EQ(r.exit_code, 0) << r.output;
+    output_ = r.output;
+    std::ifstream in(trace_);
+    return json::parse(in);
+  }
+  std::string trace_, output_;
+};
+
+std::vector<json> Collectives(const json& doc) {
+  std::vector<json> spans;
+  for (const auto& e : doc["traceEvents"]) {
+    if (e["ph"] == "X" && e.value("cat", "") == "collective") spans.push_back(e);
+  }
+  std::sort(spans.begin(), spans.end(), [](const json& a, const json& b) {
+    return a["ts"].get<double>() < b["ts"].get<double>();
+  });
+  return spans;
+}
+
+TEST_F(MultiDeviceTraceCliTest, EveryDeviceIsAProcessWithItsKernelsAndCollectives) {
+  json doc = TraceOfSkewedStep();
+  EXPECT_THAT(output_, HasSubstr("trace events on 4 devices to " + trace_));
+  EXPECT_THAT(testing::CheckTraceSchema(doc), IsEmpty());
+  std::map<int64_t, std::string> processes;
+  std::map<int64_t, int64_t> kernels, runs;
+  for (const auto& e : doc["traceEvents"]) {
+    if (e["ph"] == "M" && e["name"] == "process_name") processes[e["pid"]] = e["args"]["name"];
+    if (e["ph"] != "X") continue;
+    const std::string cat = e.value("cat", "");
+    if (cat == "cpu_kernel" || cat == "library_call") ++kernels[e["pid"]];
+    if (cat == "execute") ++runs[e["pid"]];
+  }
+  for (int64_t d = 0; d < 4; ++d) {
+    const int64_t pid = kDevicePidBase + d;
+    EXPECT_EQ(processes[pid], "CPU device " + std::to_string(d) + " (replica 0, partition " + std::to_string(d) + ")");
+    EXPECT_EQ(runs[pid], 3) << "device " << d;
+    EXPECT_GT(kernels[pid], 0) << "device " << d;
+  }
+  // Device 0 ran the products: more kernels than a device that took the other branch.
+  EXPECT_GT(kernels[kDevicePidBase], kernels[kDevicePidBase + 1]);
+  // The compilations stay on the host; no device's run is there.
+  EXPECT_EQ(runs[0], 0);
+
+  // One span per collective per device per run, with what it brought and whom it met.
+  std::map<std::pair<int64_t, std::string>, int64_t> count;
+  for (const json& span : Collectives(doc)) {
+    const int64_t device = span["pid"].get<int64_t>() - kDevicePidBase;
+    ++count[{device, span["name"]}];
+    const json& args = span["args"];
+    EXPECT_EQ(args["device"], device);
+    EXPECT_EQ(args["bytes"], 8 * 8 * 4);
+    EXPECT_EQ(args["hlo_op"], span["name"]);
+    std::vector<int64_t> group = args["group"];
+    if (span["name"] == "ar.1") {
+      EXPECT_EQ(group, (std::vector<int64_t>{0, 1, 2, 3}));
+    } else {
+      EXPECT_EQ(group, device < 2 ? (std::vector<int64_t>{0, 1}) : (std::vector<int64_t>{2, 3}));
+    }
+    EXPECT_EQ(args["rank"], std::find(group.begin(), group.end(), device) - group.begin());
+    EXPECT_TRUE(args["wait_ns"].is_number_integer());
+    EXPECT_TRUE(args["last_arrival"].is_number_integer());
+    EXPECT_TRUE(args["waited_for"].is_string());
+  }
+  for (int64_t d = 0; d < 4; ++d) {
+    EXPECT_EQ((count[{d, "ar.1"}]), 3) << "device " << d;
+    EXPECT_EQ((count[{d, "ar.2"}]), 3) << "device " << d;
+  }
+  EXPECT_EQ(doc["otherData"]["collective_meetings"], 3 * (1 + 2));
+}
+
+TEST_F(MultiDeviceTraceCliTest, FlowsJoinTheDevicesOfEachMeeting) {
+  json doc = TraceOfSkewedStep();
+  // Each flow id starts on one device's collective and ends on another's, at the same instruction.
+  std::map<int64_t, std::pair<json, json>> flows;  // id -> (start, end)
+  for (const auto& e : doc["traceEvents"]) {
+    if (e["ph"] != "s" && e["ph"] != "f") continue;
+    const int64_t id = e["id"];
+    if (id < kCollectiveFlowIdBase) continue;
+    (e["ph"] == "s" ? flows[id].first : flows[id].second) = e;
+  }
+  // Per run: 3 flows join ar.1's four devices, one each ar.2's pairs.
+  EXPECT_EQ(flows.size(), 3u * (3 + 1 + 1));
+  std::map<std::pair<int64_t, double>, std::string> collective_at;  // (pid, ts) -> name
+  for (const json& span : Collectives(doc)) collective_at[{span["pid"], span["ts"]}] = span["name"];
+  std::map<std::string, std::set<int64_t>> devices_joined;
+  for (const auto& [id, ends] : flows) {
+    ASSERT_FALSE(ends.first.is_null()) << id;
+    ASSERT_FALSE(ends.second.is_null()) << id;
+    EXPECT_NE(ends.first["pid"], ends.second["pid"]);
+    auto from = collective_at.find({ends.first["pid"], ends.first["ts"]});
+    auto to = collective_at.find({ends.second["pid"], ends.second["ts"]});
+    ASSERT_NE(from, collective_at.end()) << "flow " << id << " starts on no collective";
+    ASSERT_NE(to, collective_at.end()) << "flow " << id << " ends on no collective";
+    EXPECT_EQ(from->second, to->second);
+    // Arrival order: the arrow runs forward in time.
+    EXPECT_LE(ends.first["ts"].get<double>(), ends.second["ts"].get<double>());
+    devices_joined[from->second].insert(ends.first["pid"].get<int64_t>());
+    devices_joined[from->second].insert(ends.second["pid"].get<int64_t>());
+  }
+  EXPECT_EQ(devices_joined["ar.1"].size(), 4u);
+  EXPECT_EQ(devices_joined["ar.2"].size(), 4u);
+}
+
+TEST_F(MultiDeviceTraceCliTest, TheDevicesWaitForTheOneThatComputedMore) {
+  json doc = TraceOfSkewedStep();
+  // Every run of ar.1: device 0 comes last, waits for no one, and the others wait for it.
+  std::map<int64_t, int64_t> wait_ns;
+  int64_t meetings = 0;
+  for (const json& span : Collectives(doc)) {
+    if (span["name"] != "ar.1") continue;
+    const int64_t device = span["args"]["device"];
+    EXPECT_EQ(span["args"]["last_arrival"], 0);
+    EXPECT_EQ(span["args"]["waited_for"], device == 0 ? "" : "device 0");
+    if (device == 0) {
+      EXPECT_EQ(span["args"]["wait_ns"], 0);
+      ++meetings;
+    }
+    wait_ns[device] += span["args"]["wait_ns"].get<int64_t>();
+  }
+  EXPECT_EQ(meetings, 3);
+  for (int64_t d = 1; d < 4; ++d) EXPECT_GT(wait_ns[d], wait_ns[0]) << "device " << d;
+
+  // The run and `xlens trace summary` say it per device.
+  EXPECT_THAT(output_, HasSubstr("Collectives by device"));
+  RunResult summary = RunXlens("trace summary " + trace_);
+  ASSERT_EQ(summary.exit_code, 0) << summary.output;
+  EXPECT_THAT(summary.output, HasSubstr("5 processes"));
+  EXPECT_THAT(summary.output, HasSubstr("Collectives by device"));
+  for (int64_t d = 1; d < 4; ++d) {
+    const std::string name = "CPU device " + std::to_string(d) + " (replica 0, partition " + std::to_string(d) + ")";
+    bool found = false;
+    std::istringstream lines(summary.output);
+    for (std::string line; std::getline(lines, line);) {
+      if (line.find(name) == std::string::npos) continue;
+      found = true;
+      EXPECT_THAT(line, HasSubstr("device 0 (")) << "the device it waited for longest";
+    }
+    EXPECT_TRUE(found) << summary.output;
+  }
+}
+
+TEST_F(MultiDeviceTraceCliTest, HloProfilePerDevice) {
+  std::string module = Write("skewed_step.hlo", kSkewedStep);
+  RunResult r = RunXlens("run " + module + " --num_partitions=4 --xla_hlo_profile");
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  for (int64_t d = 0; d < 4; ++d) {
+    EXPECT_THAT(r.output, HasSubstr("Execution profile for skewed_step on CPU device " + std::to_string(d)));
+  }
+  // Each device's table has its own collectives.
+  size_t rows = 0;
+  for (size_t at = r.output.find("ar.1"); at != std::string::npos; at = r.output.find("ar.1", at + 1)) ++rows;
+  EXPECT_GE(rows, 4u);
+}
+
+}  // namespace
+}  // namespace xlens
