@@ -168,6 +168,22 @@ std::optional<std::vector<int64_t>> OpDimMap(const HloInstruction& instr, int64_
     }
     case HloOpcode::kTranspose:
       return instr.dimensions();
+    case HloOpcode::kConvolution: {
+      // Images split by batch, kernels by output feature; the windowed and the summed dims
+      // stay whole. Grouped convolutions are replicated.
+      if (instr.feature_group_count() != 1 || instr.batch_group_count() != 1 ||
+          !instr.convolution_dimension_numbers || operand > 1) {
+        return std::nullopt;
+      }
+      const ConvolutionDimensionNumbers& dn = *instr.convolution_dimension_numbers;
+      std::vector<int64_t> map(out.rank(), -1);
+      if (operand == 0) {
+        map[dn.output_batch_dimension] = dn.input_batch_dimension;
+      } else {
+        map[dn.output_feature_dimension] = dn.kernel_output_feature_dimension;
+      }
+      return map;
+    }
     case HloOpcode::kReshape:
       return ReshapeDims(in.dimensions(), out.dimensions()).map;
     case HloOpcode::kReduce: {

@@ -151,6 +151,17 @@ lt {
 })", 2);
 }
 
+TEST(SpmdPartitionerTest, ConvolutionSplitsImagesByBatchAndKernelsByOutputFeature) {
+  auto m = PartitionAndCheck(R"(HloModule m, num_partitions=4
+ENTRY e {
+  x = f32[4,6,6,3] parameter(0), sharding={devices=[2,1,1,1,2]<=[4] last_tile_dim_replicate}
+  k = f32[3,3,3,8] parameter(1), sharding={devices=[1,1,1,2,2]<=[2,2]T(1,0) last_tile_dim_replicate}
+  ROOT c = f32[4,6,6,8] convolution(x, k), window={size=3x3 pad=1_1x1_1}, dim_labels=b01f_01io->b01f, sharding={devices=[2,1,1,2]<=[4]}
+})", 4);
+  EXPECT_EQ(CountOpcode(*m, HloOpcode::kAllGather), 0);
+  EXPECT_EQ(CountOpcode(*m, HloOpcode::kDynamicSlice), 0);
+}
+
 TEST(SpmdPartitionerTest, OneDeviceIsLeftAlone) {
   auto module = ParseModuleOrDie(R"(HloModule m
 ENTRY e {
