@@ -74,10 +74,39 @@ StatusOr<Tiling> Tiling::FromSharding(const HloSharding& sharding, int64_t rank,
   return t;
 }
 
+namespace {
+
+// The iota form XLA would print for `devices` (`<=[4]`, `<=[2,2]T(1,0)`, ...), tried over the
+// factorizations of the device count into at most three factors; nullopt when none gives them.
+std::optional<TileAssignment> AsIota(const std::vector<int64_t>& dims,
+                                     const std::vector<int64_t>& devices) {
+  const int64_t n = static_cast<int64_t>(devices.size());
+  std::vector<std::vector<int64_t>> shapes = {{n}};
+  for (int64_t a = 2; a < n; ++a) {
+    if (n % a != 0) continue;
+    shapes.push_back({a, n / a});
+    for (int64_t b = 2; b < n / a; ++b) {
+      if ((n / a) % b == 0) shapes.push_back({a, b, n / a / b});
+    }
+  }
+  for (const auto& reshape : shapes) {
+    std::vector<int> perm(reshape.size());
+    std::iota(perm.begin(), perm.end(), 0);
+    do {
+      auto t = TileAssignment::Iota(dims, reshape, perm);
+      if (t.ok() && t->devices() == devices) return *t;
+    } while (std::next_permutation(perm.begin(), perm.end()));
+  }
+  return std::nullopt;
+}
+
+}  // namespace
+
 HloSharding Tiling::ToSharding() const {
   if (IsReplicated()) return HloSharding::Replicated();
   std::vector<int64_t> dims = tiles;
   if (rep > 1) dims.push_back(rep);
+  if (auto iota = AsIota(dims, devices)) return HloSharding::Tiled(*iota, rep > 1);
   auto ta = TileAssignment::FromDevices(dims, devices);
   // The device list is a permutation by construction.
   return HloSharding::Tiled(*ta, rep > 1);
