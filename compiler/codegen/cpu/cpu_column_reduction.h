@@ -15,7 +15,7 @@
 // and every machine; small reductions stay one task (and so one thread).
 //
 // A strided row reduction (the operand's minor dimension reduced, and a reduced dimension major to
-// a kept one: sum over {0, 2} of [64, 256, 256], the batch statistics of NCHW over {0, 2, 3}) is
+// a kept one: sum over {0, 2} of [256, 256, 64], the batch statistics of NCHW over {0, 2, 3}) is
 // the same sweep with the minor dimension kept as lanes: tiles of [outputs, lanes] accumulate
 // whole rows, and the combine phase folds each output's lanes. Reducing each output alone, as a
 // row reduction does, reads its rows scattered a page or less at a time and reduces each to a
