@@ -26,48 +26,7 @@ using ::testing::IsEmpty;
 using json = nlohmann::json;
 
 // ar.1 meets all four devices after device 0's products; ar.2 meets pairs {0,1} and {2,3}.
-constexpr const char* kSkewedStep = R"hlo(HloModule skewed_step, num_partitions=4
-
-add {
-  a = f32[] parameter(0)
-  b = f32[] parameter(1)
-  ROOT s = f32[] add(a, b)
-}
-
-heavy {
-  p = f32[320,320] parameter(0)
-  d1 = f32[320,320] dot(p, p), lhs_contracting_dims={1}, rhs_contracting_dims={0}
-  t1 = f32[320,320] tanh(d1)
-  d2 = f32[320,320] dot(t1, p), lhs_contracting_dims={1}, rhs_contracting_dims={0}
-  t2 = f32[320,320] tanh(d2)
-  d3 = f32[320,320] dot(t2, t1), lhs_contracting_dims={1}, rhs_contracting_dims={0}
-  t3 = f32[320,320] tanh(d3)
-  d4 = f32[320,320] dot(t3, t2), lhs_contracting_dims={1}, rhs_contracting_dims={0}
-  t4 = f32[320,320] tanh(d4)
-  d5 = f32[320,320] dot(t4, t3), lhs_contracting_dims={1}, rhs_contracting_dims={0}
-  t5 = f32[320,320] tanh(d5)
-  d6 = f32[320,320] dot(t5, t4), lhs_contracting_dims={1}, rhs_contracting_dims={0}
-  t6 = f32[320,320] tanh(d6)
-  ROOT r = f32[8,8] slice(t6), slice={[0:8], [0:8]}
-}
-
-light {
-  p = f32[320,320] parameter(0)
-  ROOT r = f32[8,8] slice(p), slice={[0:8], [0:8]}
-}
-
-ENTRY main {
-  x = f32[320,320] parameter(0)
-  pid = u32[] partition-id()
-  zero = u32[] constant(0)
-  first = pred[] compare(pid, zero), direction=EQ
-  y = f32[8,8] conditional(first, x, x), true_computation=heavy, false_computation=light
-  ar.1 = f32[8,8] all-reduce(y), channel_id=1, replica_groups={{0,1,2,3}}, use_global_device_ids=true, to_apply=add
-  e = f32[8,8] exponential(ar.1)
-  ar.2 = f32[8,8] all-reduce(e), channel_id=2, replica_groups={{0,1},{2,3}}, use_global_device_ids=true, to_apply=add
-  ROOT r = f32[8,8] add(ar.2, y)
-}
-)hlo";
+const std::string kSkewedStep = std::string(XLENS_SOURCE_DIR) + "/samples/skewed_allreduce_step.hlo";
 
 constexpr int64_t kDevicePidBase = 1000;
 constexpr int64_t kCollectiveFlowIdBase = int64_t{1} << 40;
@@ -76,7 +35,7 @@ class MultiDeviceTraceCliTest : public CliTest {
  protected:
   // Runs the step on 4 devices (3 runs: the untimed first and 2 timed) with a trace.
   json TraceOfSkewedStep(const std::string& extra = "") {
-    std::string module = Write("skewed_step.hlo", kSkewedStep);
+    const std::string& module = kSkewedStep;
     trace_ = (dir_ / "timeline.ctf.json").string();
     RunResult r = RunXlens("run " + module + " --num_partitions=4 --iterations 2 --trace " + trace_ + " " + extra);
     EXPECT_EQ(r.exit_code, 0) << r.output;
@@ -221,7 +180,7 @@ TEST_F(MultiDeviceTraceCliTest, TheDevicesWaitForTheOneThatComputedMore) {
 }
 
 TEST_F(MultiDeviceTraceCliTest, HloProfilePerDevice) {
-  std::string module = Write("skewed_step.hlo", kSkewedStep);
+  const std::string& module = kSkewedStep;
   RunResult r = RunXlens("run " + module + " --num_partitions=4 --xla_hlo_profile");
   ASSERT_EQ(r.exit_code, 0) << r.output;
   for (int64_t d = 0; d < 4; ++d) {
