@@ -64,6 +64,7 @@ struct OptArgs {
   std::string passes;  // comma list; empty: the backend's pipeline
   bool list_passes = false;
   bool explain_fusion = false;
+  bool explain_spmd = false;  // --explain-spmd: partition and print each decision
   bool short_form = false;
   bool verify_each_pass = false;
   bool pass_timing = false;

@@ -169,6 +169,9 @@ int main(int argc, char** argv) {
   opt->add_flag("--list-passes", opt_args.list_passes, "List both pipelines and their passes");
   opt->add_flag("--explain-fusion", opt_args.explain_fusion,
                 "Print every fusion decision (fused A into B / refused: why) instead of the module");
+  opt->add_flag("--explain-spmd", opt_args.explain_spmd,
+                "Partition the module for its num_partitions (spmd-partitioning) and print why each "
+                "instruction got its collectives instead of the module");
   opt->add_flag("--short", opt_args.short_form, "Print XLA's short parsable form");
   opt->add_flag("--verify-each-pass", opt_args.verify_each_pass,
                 "Verify after every pass and catch passes that change the module silently");

@@ -66,16 +66,10 @@ int RunOpt(const OptArgs& args) {
   }
   if (args.file.empty()) return Fail(Error("opt: a module file is required (or --list-passes)"));
 
-  // --explain-spmd: partition the module and print why each instruction became what it is.
-  std::vector<std::string> extra_flags = args.extra_flags;
-  bool explain_spmd = false;
-  std::erase_if(extra_flags, [&](const std::string& f) {
-    return f == "--explain-spmd" ? (explain_spmd = true) : false;
-  });
-  if (explain_spmd) return ExplainSpmd(args.file);
+  if (args.explain_spmd) return ExplainSpmd(args.file);
 
   FlagsSetup setup;
-  if (Status s = SetUpFromFlags(extra_flags, "opt", setup); !s.ok()) return Fail(s);
+  if (Status s = SetUpFromFlags(args.extra_flags, "opt", setup); !s.ok()) return Fail(s);
   OptimizeOptions& options = setup.optimize;
   if (args.backend == "cpu") {
     options.backend = Backend::kCpu;
