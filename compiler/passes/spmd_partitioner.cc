@@ -376,6 +376,14 @@ class Partitioner {
     if (!instr.shape().IsArray() || sharding.IsTuple()) return RewriteWhole(instr, sharding);
     ASSIGN_OR_RETURN(Tiling want, Tiling::FromSharding(sharding, instr.shape().rank(), n_));
     if (instr.opcode() == HloOpcode::kDot) return RewriteDot(instr, want);
+    if (instr.opcode() == HloOpcode::kSlice && SliceStaysInPieces(instr, want)) {
+      // Dropping the end of a tiled dim that still has as many rows per piece: every piece is the
+      // operand's, the dropped rows now the last piece's padding.
+      pieces_[&instr] = Piece{ReshardOperand(*instr.operand(0), want), want, false, {}};
+      decisions_.push_back(fmt::format("%{}: slice keeps the pieces of {}; what it drops is padding",
+                                       instr.name(), want.ToString()));
+      return OkStatus();
+    }
     if (instr.opcode() == HloOpcode::kReduce && instr.operand_count() == 2) return RewriteReduce(instr, want);
     if (instr.opcode() != HloOpcode::kConstant && instr.opcode() != HloOpcode::kIota &&
         instr.operand_count() > 0) {
@@ -386,6 +394,21 @@ class Partitioner {
       if (mapped) return RewriteMapped(instr, want);
     }
     return RewriteWhole(instr, sharding);
+  }
+
+  static bool SliceStaysInPieces(const HloInstruction& instr, const Tiling& want) {
+    const Shape& in = instr.operand(0)->shape();
+    bool cut = false;
+    for (int64_t d = 0; d < in.rank(); ++d) {
+      if (instr.slice_starts[d] != 0 || instr.slice_strides[d] != 1) return false;
+      int64_t out = instr.shape().dimensions(d);
+      if (out == in.dimensions(d)) continue;
+      if (want.tiles[d] == 1 || CeilDiv(out, want.tiles[d]) != CeilDiv(in.dimensions(d), want.tiles[d])) {
+        return false;
+      }
+      cut = true;
+    }
+    return cut;
   }
 
   Status RewriteTuple(const HloInstruction& instr, const HloSharding& sharding) {
