@@ -779,6 +779,9 @@ void MainWindow::OnSpanSelected(qint64 span_id) {
     if (!info.kernel.fusion_kind.empty()) args << "fusion_kind=" + Q(std::string(info.kernel.fusion_kind));
     if (info.kernel.bytes_accessed >= 0) args << "bytes_accessed=" + QString::number(info.kernel.bytes_accessed);
     if (info.kernel.flops >= 0) args << "flops=" + QString::number(info.kernel.flops);
+    // A collective: how long it waited, and for which device (the arrows join its meeting).
+    if (info.kernel.wait_ns >= 0) args << "wait_ns=" + QString::number(info.kernel.wait_ns);
+    if (!info.kernel.waited_for.empty()) args << "waited_for=" + Q(std::string(info.kernel.waited_for));
   }
   details_->ShowSpan(Q(std::string(info.name)), Q(std::string(info.category)), info.start_ns, info.duration_ns, args);
 }

@@ -84,7 +84,10 @@ class TraceModelBuilder : public profiler::ChromeTraceVisitor {
     record.track = TrackOf(event.pid, event.tid);
     record.kernel = TraceModel::kNoKernel;
     record.ordinal = static_cast<uint32_t>(model_.spans_.size());
-    if (!event.args.empty() && profiler::IsKernelCategory(event.category)) record.kernel = KeepKernelArgs(event);
+    if (!event.args.empty() && (profiler::IsKernelCategory(event.category) ||
+                                event.category == profiler::category::kCollective)) {
+      record.kernel = KeepKernelArgs(event);
+    }
     model_.spans_.push_back(record);
   }
 
@@ -130,8 +133,8 @@ class TraceModelBuilder : public profiler::ChromeTraceVisitor {
   uint32_t KeepKernelArgs(const profiler::TraceEvent& event) {
     TraceModel::KernelRecord kernel{};
     uint32_t empty = model_.Intern("");
-    kernel.hlo_op = kernel.module = kernel.op_names = kernel.fusion_kind = empty;
-    kernel.bytes_accessed = kernel.flops = -1;
+    kernel.hlo_op = kernel.module = kernel.op_names = kernel.fusion_kind = kernel.waited_for = empty;
+    kernel.bytes_accessed = kernel.flops = kernel.wait_ns = -1;
     bool any = false;
     auto intern = [&](const profiler::TraceArgValue& value) {
       const auto* text = std::get_if<std::string>(&value);
@@ -152,6 +155,10 @@ class TraceModelBuilder : public profiler::ChromeTraceVisitor {
         kernel.bytes_accessed = ArgInt(arg.value);
       } else if (key == "flops") {
         kernel.flops = ArgInt(arg.value);
+      } else if (key == "waited_for") {
+        kernel.waited_for = intern(arg.value);
+      } else if (key == "wait_ns") {
+        kernel.wait_ns = ArgInt(arg.value);
       } else {
         continue;
       }
@@ -521,7 +528,8 @@ SpanInfo TraceModel::Span(SpanId id) const {
     const KernelRecord& kernel = kernels_[span.kernel];
     info.has_kernel_args = true;
     info.kernel = {strings_[kernel.hlo_op], strings_[kernel.module], strings_[kernel.op_names],
-                   strings_[kernel.fusion_kind], kernel.bytes_accessed, kernel.flops};
+                   strings_[kernel.fusion_kind], kernel.bytes_accessed, kernel.flops,
+                   strings_[kernel.waited_for], kernel.wait_ns};
   }
   return info;
 }

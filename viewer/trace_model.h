@@ -6,7 +6,8 @@
 // so a span's id is its index and each track's level is one sorted run; a running maximum of the
 // ends beside them makes "the first span ending after t" one binary search even where a file's
 // spans overlap without nesting. Only the args that link a kernel to the compiler are kept
-// (hlo_op, module, op_names, fusion_kind, bytes_accessed, flops); the file itself is never held.
+// (hlo_op, module, op_names, fusion_kind, bytes_accessed, flops), and a collective's wait
+// (wait_ns, waited_for); the file itself is never held.
 //
 // Tracks, as Perfetto shows them: one per (pid, tid) named from the thread and process metadata,
 // ordered by process sort index, pid, thread sort index, tid; then one per counter series of a
@@ -43,11 +44,14 @@ struct TraceTrack {
   double max_value = 0;
 };
 
-// The args that tie a kernel span to the HLO instruction it ran.
+// The args that tie a kernel span to the HLO instruction it ran; a collective's (a span of
+// category "collective") also say whom it waited for (profiler/collective_timeline.h).
 struct KernelArgs {
   std::string_view hlo_op, module, op_names, fusion_kind;
   int64_t bytes_accessed = -1;  // -1: absent
   int64_t flops = -1;
+  std::string_view waited_for;  // "device 0"; empty on the member that came last, or not said
+  int64_t wait_ns = -1;         // -1: absent
 };
 
 struct SpanInfo {
@@ -156,8 +160,8 @@ class TraceModel {
     uint16_t depth;
   };
   struct KernelRecord {
-    uint32_t hlo_op, module, op_names, fusion_kind;
-    int64_t bytes_accessed, flops;
+    uint32_t hlo_op, module, op_names, fusion_kind, waited_for;
+    int64_t bytes_accessed, flops, wait_ns;
     SpanId span;
   };
   // Where a track's spans are: level d is [levels[d], levels[d + 1]) of spans_.

