@@ -168,6 +168,21 @@ std::optional<std::vector<int64_t>> OpDimMap(const HloInstruction& instr, int64_
     }
     case HloOpcode::kTranspose:
       return instr.dimensions();
+    case HloOpcode::kGather: {
+      // Indices split along their batch dims give the rows of the result they gather; the table
+      // stays whole (XLA's index-parallel gather). Batching dims of the table are not split.
+      if (!instr.gather_dimension_numbers || operand != 1) return std::vector<int64_t>(out.rank(), -1);
+      const GatherDimensionNumbers& dn = *instr.gather_dimension_numbers;
+      if (!dn.operand_batching_dims.empty()) return std::nullopt;
+      std::vector<int64_t> map(out.rank(), -1);
+      int64_t index_dim = 0;
+      for (int64_t o = 0; o < out.rank(); ++o) {
+        if (std::find(dn.offset_dims.begin(), dn.offset_dims.end(), o) != dn.offset_dims.end()) continue;
+        if (index_dim == dn.index_vector_dim) ++index_dim;
+        map[o] = index_dim++;
+      }
+      return map;
+    }
     case HloOpcode::kConvolution: {
       // Images split by batch, kernels by output feature; the windowed and the summed dims
       // stay whole. Grouped convolutions are replicated.

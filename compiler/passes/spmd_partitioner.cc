@@ -478,9 +478,9 @@ class Partitioner {
     Tiling op0 = BackwardThroughMap(instr, 0, want, map0);
     // A broadcast makes its new dims itself, so its pieces can be cut any way the result is.
     Tiling result = instr.opcode() == HloOpcode::kBroadcast ? want : ForwardThroughMap(instr, 0, op0, map0);
-    if (instr.opcode() == HloOpcode::kConvolution) {
-      // Each operand brings its own dim (the images' batch, the kernels' output feature): the
-      // result keeps the ones either gives and makes the rest whole.
+    if (instr.opcode() == HloOpcode::kConvolution || instr.opcode() == HloOpcode::kGather) {
+      // Each operand brings its own dim (the images' batch, the kernels' output feature; the
+      // indices' batch for a gather): the result keeps the ones either gives, the rest whole.
       std::vector<int64_t> map1 = *OpDimMap(instr, 1), whole;
       for (int64_t o = 0; o < want.rank(); ++o) {
         if (map0[o] < 0 && map1[o] < 0) whole.push_back(o);

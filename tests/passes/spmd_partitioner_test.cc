@@ -162,6 +162,19 @@ ENTRY e {
   EXPECT_EQ(CountOpcode(*m, HloOpcode::kDynamicSlice), 0);
 }
 
+TEST(SpmdPartitionerTest, GatherSplitsItsIndicesAndKeepsTheTableWhole) {
+  // An embedding lookup: the token ids are cut by batch, the table replicated; every device looks
+  // up its own tokens and nothing moves between devices.
+  auto m = PartitionAndCheck(R"(HloModule m, num_partitions=2
+ENTRY e {
+  table = f32[10,4] parameter(0), sharding={replicated}
+  ids = s32[6,1] constant({{3},{0},{9},{9},{2},{5}})
+  ROOT g = f32[6,4] gather(table, ids), offset_dims={1}, collapsed_slice_dims={0}, start_index_map={0}, index_vector_dim=1, slice_sizes={1,4}, sharding={devices=[2,1]<=[2]}
+})", 2);
+  EXPECT_EQ(CountOpcode(*m, HloOpcode::kAllGather), 0);
+  EXPECT_EQ(m->entry_computation()->root_instruction()->shape().dimensions(0), 3);
+}
+
 TEST(SpmdPartitionerTest, OneDeviceIsLeftAlone) {
   auto module = ParseModuleOrDie(R"(HloModule m
 ENTRY e {
