@@ -359,19 +359,22 @@ MachineLimits MeasureMachineLimits(const MachineLimitsOptions& options) {
   };
   // Each in-cache repetition moves about 32 MiB: a few hundred microseconds.
   constexpr int64_t kPerRepetition = int64_t{32} << 20;
+  const int64_t array = options.memory_bytes > 0 ? options.memory_bytes : 4 * llc;
   if (options.fine) {
     // Half-octave steps: a working set just past a point is held to that point's bandwidth, so
-    // the finer the steps, the less a bound near a cache's capacity overstates it.
-    for (int64_t bytes = 16 << 10; bytes <= 2 * llc; bytes *= 2) {
+    // the finer the steps, the less a bound near a cache's capacity overstates it. On to eight
+    // times the last-level cache: at twice it a working set still hits in it a good part of
+    // the time, and would hold a workload of four times it to more than memory gives.
+    const int64_t last = std::min(8 * llc, 3 * array);
+    for (int64_t bytes = 16 << 10; bytes <= last; bytes *= 2) {
       limits.sweep.push_back(measure(bytes, kPerRepetition));
-      if (bytes < 2 * llc) limits.sweep.push_back(measure(static_cast<int64_t>(bytes * 1.4142) / 4096 * 4096, kPerRepetition));
+      if (bytes < last) limits.sweep.push_back(measure(static_cast<int64_t>(bytes * 1.4142) / 4096 * 4096, kPerRepetition));
     }
   } else {
     // Half of each level's capacity (well inside it), and twice the last level's.
     for (const CacheLevel& level : limits.caches) limits.sweep.push_back(measure(level.total_bytes() / 2, kPerRepetition));
     limits.sweep.push_back(measure(2 * llc, kPerRepetition));
   }
-  const int64_t array = options.memory_bytes > 0 ? options.memory_bytes : 4 * llc;
   // STREAM's arrays: each of `array` bytes, whatever the kernel.
   limits.memory.working_set_bytes = array * 3;
   limits.memory.copy_gbps = StreamBandwidthGBps(StreamKernel::kCopy, array * 2, limits.threads, reps, 1);

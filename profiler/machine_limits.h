@@ -1,6 +1,6 @@
 // What this machine can do, measured: the roofline a kernel's time is held to. The bandwidth of
 // STREAM's kernels (copy a[i] = b[i], triad a[i] = b[i] + s c[i], and a read-only sum) over
-// working sets from L1 to beyond the last-level cache, and the peak f32 FLOP/s of FMA chains on
+// working sets from L1 to well beyond the last-level cache, and the peak f32 FLOP/s of FMA chains on
 // the widest vector unit the CPU has. A kernel whose working set fits in a cache is held to that
 // cache's bandwidth, never to memory's, so its share of the bound cannot pass 100% by hitting
 // in cache.
@@ -76,7 +76,7 @@ struct MachineLimitsOptions {
   int threads = 0;          // 0: every online CPU
   int repetitions = 3;      // per point
   int64_t memory_bytes = 0;  // per STREAM array; 0: four times the last-level cache
-  bool fine = true;          // the sweep at every half-octave, or only at half of each level
+  bool fine = true;  // the sweep at every half-octave to 8x the last level, or at half of each level
 };
 
 MachineLimits MeasureMachineLimits(const MachineLimitsOptions& options);

@@ -7,7 +7,7 @@
 //     times the last-level cache, on one thread and on all, counted as STREAM counts them (the
 //     bytes named in the loop, no write-allocate), best of several repetitions;
 //   - caches: the same kernels and a read-only sum over working sets from a fraction of L1 to
-//     twice the last-level cache, on all threads, so that a kernel whose working set fits in a
+//     eight times the last-level cache, on all threads, so that a kernel whose working set fits in a
 //     cache is held to that cache's bandwidth, never to memory's (its percentage cannot pass 100);
 //   - peak f32 FLOP/s: fused multiply-adds on the widest vector unit the CPU has, with enough
 //     independent accumulators to cover the FMA latency, on one core and on all;

@@ -2,7 +2,7 @@
 
 `measure(binary, hlo_files)` runs tests/bench/machine_limits (built beside xlens): STREAM's
 copy and triad, the bandwidth of copy, triad and a read-only sum over working sets from L1 to
-twice the last-level cache, the peak f32 FLOP/s of the vector units, and oneDNN's standalone time
+eight times the last-level cache, the peak f32 FLOP/s of the vector units, and oneDNN's standalone time
 for every matrix product and convolution in the given modules; `better` keeps the better figures
 of two such measurements, and `Limits` reads them. `Limits.bound(...)` then picks, for one
 workload, whichever of these takes longest (the tightest floor under its run time):
