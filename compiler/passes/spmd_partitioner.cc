@@ -220,6 +220,79 @@ class Partitioner {
     return x;
   }
 
+  // The dims (from, to) when `to` is `from` with the tiles of one dim moved to another that
+  // `from` keeps whole, every device keeping its place (its piece of one dim becomes its piece of
+  // the other), both dims divisible: one all-to-all moves it.
+  static std::optional<std::pair<int64_t, int64_t>> AllToAllMove(const Tiling& from, const Tiling& to,
+                                                                 const std::vector<int64_t>& global) {
+    if (from.rep != to.rep) return std::nullopt;
+    int64_t i = -1, j = -1;
+    for (int64_t d = 0; d < from.rank(); ++d) {
+      if (from.tiles[d] == to.tiles[d]) continue;
+      if (from.tiles[d] > 1 && to.tiles[d] == 1 && i < 0) {
+        i = d;
+      } else if (from.tiles[d] == 1 && to.tiles[d] > 1 && j < 0) {
+        j = d;
+      } else {
+        return std::nullopt;
+      }
+    }
+    if (i < 0 || j < 0 || from.tiles[i] != to.tiles[j]) return std::nullopt;
+    const int64_t k = from.tiles[i];
+    if (global[i] % k != 0 || global[j] % k != 0) return std::nullopt;
+    for (int64_t dev : from.devices) {
+      std::vector<int64_t> a = from.Coordinates(dev), b = to.Coordinates(dev);
+      for (int64_t d = 0; d < from.rank(); ++d) {
+        int64_t want = d == j ? a[i] : d == i ? 0 : a[d];
+        if (b[d] != want) return std::nullopt;
+      }
+    }
+    return std::make_pair(i, j);
+  }
+
+  // Splits dim j into (k, rest), exchanges the k parts among the devices along dim i, and merges
+  // the received parts, in their senders' order, in front of dim i.
+  HloInstruction* AllToAll(HloInstruction* x, const Tiling& cur, int64_t i, int64_t j, std::string& how) {
+    const int64_t k = cur.tiles[i];
+    std::vector<int64_t> dims = x->shape().dimensions();
+    std::vector<int64_t> split = dims;
+    split[j] = dims[j] / k;
+    split.insert(split.begin() + j, k);
+    auto reshape = [&](HloInstruction* in, const std::vector<int64_t>& to) {
+      Shape s(x->shape().element_type(), to);
+      auto r = std::make_unique<HloInstruction>(HloOpcode::kReshape, s);
+      r->AppendOperand(in);
+      return Add(std::move(r));
+    };
+    HloInstruction* r1 = reshape(x, split);
+    auto groups = cur.GroupsAlong({i});
+    auto a2a = std::make_unique<HloInstruction>(HloOpcode::kAllToAll, r1->shape());
+    a2a->AppendOperand(r1);
+    a2a->dimensions_attr = std::vector<int64_t>{j};
+    SetCollective(a2a.get(), groups);
+    HloInstruction* moved = Add(std::move(a2a));
+    // Axis j of `moved` now counts the senders, whose pieces of dim i follow one another.
+    const int64_t ii = i < j ? i : i + 1;
+    std::vector<int64_t> perm;
+    for (int64_t a = 0; a < static_cast<int64_t>(split.size()); ++a) {
+      if (a == j) continue;
+      if (a == ii) perm.push_back(j);
+      perm.push_back(a);
+    }
+    std::vector<int64_t> tdims;
+    for (int64_t a : perm) tdims.push_back(split[a]);
+    auto t = std::make_unique<HloInstruction>(HloOpcode::kTranspose, Shape(x->shape().element_type(), tdims));
+    t->AppendOperand(moved);
+    t->dimensions_attr = perm;
+    HloInstruction* transposed = Add(std::move(t));
+    std::vector<int64_t> merged = dims;
+    merged[i] = dims[i] * k;
+    merged[j] = dims[j] / k;
+    how += fmt::format("{}all-to-all moving the tiles of dim {} to dim {} over {}", how.empty() ? "" : ", ",
+                       i, j, Groups(groups));
+    return reshape(transposed, merged);
+  }
+
   HloInstruction* SliceTo(HloInstruction* x, const Tiling& cur, const Tiling& to,
                           const std::vector<int64_t>& global, std::string& how) {
     const size_t rank = global.size();
@@ -270,6 +343,10 @@ class Partitioner {
     Tiling cur = v.tiling;
     HloInstruction* x = v.hlo;
     std::string how;
+    if (auto move = AllToAllMove(cur, to, global)) {
+      x = AllToAll(x, cur, move->first, move->second, how);
+      cur = to;
+    }
     if (!SliceSuffices(cur, to, global)) {
       std::vector<int64_t> dims;
       for (int64_t d = 0; d < cur.rank(); ++d) {

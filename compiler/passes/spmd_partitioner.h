@@ -9,18 +9,22 @@
 // Where an op needs its operands laid out otherwise than they are, the operand is resharded:
 //   all-gather        over the devices that hold the other tiles of a dim, to make it whole
 //   dynamic-slice     by offsets indexed by partition-id, to cut a dim the device holds whole
+//   all-to-all        to move the tiles of one dim to another, each device keeping its place
 // An elementwise op, broadcast, transpose, reshape (dims kept, split or merged along tiles), slice,
-// pad, concatenate and reverse run on their pieces with the dims they cut made whole. A reduce
+// pad, concatenate and reverse run on their pieces with the dims they cut made whole; a slice that
+// only drops the end of a tiled dim keeps the pieces; a convolution runs on images cut by batch and
+// kernels cut by output feature, a gather on the pieces of its indices. A reduce
 // over a tiled dim reduces its piece and all-reduces with its own reducer. A dot picks the layout
 // of its iteration space (batch, non-contracting and contracting dims) that moves the fewest bytes
 // among: the result's sharding, each operand's, and both merged; a tiled contracting dim ends in an
 // all-reduce of partial sums. Anything else runs whole on every device (its operands all-gathered)
 // and is cut to its sharding after. Manual values (shard_map's body, between SPMDFullToShardShape
-// and SPMDShardToFullShape) are already per device and pass through unchanged.
+// and SPMDShardToFullShape, or Shardy's xla.sdy.GlobalToLocalShape and LocalToGlobalShape) are
+// already per device and pass through unchanged.
 //
 // The entry parameters take per-device shapes and keep their shardings, so `xlens run OUT
 // --num_partitions P` splits global inputs for them. Every decision is recorded (decisions()),
-// which `xlens opt --passes=spmd-partitioning --explain-spmd` prints. Reports a change when the
+// which `xlens opt --explain-spmd` prints. Reports a change when the
 // module has more than one partition; a module of one is left alone.
 #pragma once
 

@@ -175,6 +175,21 @@ ENTRY e {
   EXPECT_EQ(m->entry_computation()->root_instruction()->shape().dimensions(0), 3);
 }
 
+TEST(SpmdPartitionerTest, MovingTheTiledDimIsOneAllToAll) {
+  for (const char* x_sharding : {"{devices=[4,1]<=[4]}", "{devices=[1,4]<=[4]}"}) {
+    std::string y_sharding = std::string(x_sharding) == "{devices=[4,1]<=[4]}" ? "{devices=[1,4]<=[4]}"
+                                                                             : "{devices=[4,1]<=[4]}";
+    auto m = PartitionAndCheck(std::string(R"(HloModule m, num_partitions=4
+ENTRY e {
+  x = f32[8,12] parameter(0), sharding=)") + x_sharding + R"(
+  y = f32[8,12] parameter(1), sharding=)" + y_sharding + R"(
+  ROOT a = f32[8,12] add(x, y), sharding=)" + y_sharding + R"(
+})", 4);
+    EXPECT_EQ(CountOpcode(*m, HloOpcode::kAllToAll), 1) << x_sharding;
+    EXPECT_EQ(CountOpcode(*m, HloOpcode::kAllGather), 0) << x_sharding;
+  }
+}
+
 TEST(SpmdPartitionerTest, OneDeviceIsLeftAlone) {
   auto module = ParseModuleOrDie(R"(HloModule m
 ENTRY e {
