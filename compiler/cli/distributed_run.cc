@@ -4,10 +4,12 @@
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
+#include <memory>
 
 #include <fmt/format.h>
 
 #include "compiler/cli/cli_util.h"
+#include "compiler/cli/distributed_trace.h"
 #include "compiler/cli/multi_device_run.h"
 #include "compiler/hlo/distributed_rendezvous.h"
 #include "compiler/hlo/literal_comparison.h"
@@ -128,8 +130,8 @@ int RunDistributed(const RunArgs& args, bool compiled) {
     return Fail(Error(fmt::format("--backend={}: --distributed=mpi runs on the CPU; leave --backend "
                                   "out", args.backend)));
   }
-  if (!args.trace.empty()) {
-    return Fail(Error("--trace: not available with --distributed=mpi yet"));
+  if (!compiled && !args.trace.empty()) {
+    return Fail(Error("--trace: xlens eval records no trace; xlens run does"));
   }
   if (!compiled && args.iterations > 1) return Fail(Error("--iterations: the evaluator is not timed"));
   const DeviceTopology topology{std::max<int64_t>(args.num_replicas, 1),
@@ -147,19 +149,24 @@ int RunDistributed(const RunArgs& args, bool compiled) {
     mpi.Finalize();
     return code;
   };
-  DistributedRendezvous rendezvous(topology, &mpi, args.collective_timeout_seconds);
-  const std::vector<int64_t>& devices = rendezvous.local_devices();
+  // One rendezvous per run: a run's meetings and finished devices are its own.
+  auto rendezvous = std::make_unique<DistributedRendezvous>(topology, &mpi,
+                                                            args.collective_timeout_seconds);
+  const std::vector<int64_t> devices = rendezvous->local_devices();
+  // --trace: each rank records its devices, rank 0 writes them merged (distributed_trace.h).
+  DistributedTrace trace(args.trace);
+  if (Status s = trace.Start(); !s.ok()) return fail(s);
   Prepared prepared;
   const auto compile_start = std::chrono::steady_clock::now();
   Status ready = Prepare(args, compiled, topology, devices, mpi.num_ranks(), prepared);
   const double compile_ms =
       std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - compile_start).count();
-  if (Status s = rendezvous.Start(ready); !s.ok()) return fail(s);
+  if (Status s = rendezvous->Start(ready); !s.ok()) return fail(s);
 
   const std::string command = compiled ? "run" : "eval";
   Watchdog watchdog(args.timeout_seconds, command);
   MultiDeviceOptions multi{.collective_timeout_seconds = args.collective_timeout_seconds};
-  multi.rendezvous = &rendezvous;
+  multi.rendezvous = rendezvous.get();
   multi.local_devices = devices;
   int64_t left_behind = 0;
   StatusOr<std::vector<Literal>> results = Error("not run");
@@ -168,6 +175,11 @@ int RunDistributed(const RunArgs& args, bool compiled) {
     multi.abandon_after_seconds = 1;
     multi.left_behind = &left_behind;
     for (int i = 0; i < args.iterations + (args.iterations > 1 ? 1 : 0); ++i) {
+      if (i > 0) {
+        rendezvous = std::make_unique<DistributedRendezvous>(topology, &mpi,
+                                                             args.collective_timeout_seconds);
+        multi.rendezvous = rendezvous.get();
+      }
       const auto start = std::chrono::steady_clock::now();
       results = prepared.executable->Execute(prepared.arguments, multi, watchdog.cancel_flag());
       if (!results.ok()) break;
@@ -182,13 +194,17 @@ int RunDistributed(const RunArgs& args, bool compiled) {
   if (!outcome.ok() && watchdog.fired()) outcome = Error(watchdog.StopMessage() + ": " + outcome.message());
   outcome = outcome.WithContext(args.file);
   if (outcome.ok()) outcome = ReportRankResults(args, topology, devices, *results);
-  if (Status s = rendezvous.Finish(outcome); !s.ok()) {
+  if (Status s = rendezvous->Finish(outcome); !s.ok()) {
     if (left_behind > 0) {
       // Compiled code that cannot be stopped still runs: end here, as RunOnDevices does.
       Fail(s.WithContext(who));
       std::fflush(stdout);
       std::_Exit(1);
     }
+    return fail(s);
+  }
+  std::string trace_lines;
+  if (Status s = trace.Finish(mpi, topology, args.collective_timeout_seconds, trace_lines); !s.ok()) {
     return fail(s);
   }
   if (mpi.rank() == 0) {
@@ -206,6 +222,7 @@ int RunDistributed(const RunArgs& args, bool compiled) {
                   static_cast<long long>(topology.num_replicas),
                   static_cast<long long>(topology.num_partitions), mpi.num_ranks());
     }
+    std::fputs(trace_lines.c_str(), stdout);
     std::fflush(stdout);
   }
   if (!compiled || !args.reference) {

@@ -89,6 +89,27 @@ Status ExpectArrays(std::span<const Literal* const> operands) {
   return OkStatus();
 }
 
+// When to_apply is one elementwise binary instruction of its two parameters (add, multiply,
+// maximum, ... of `type`), the evaluator's own kernel for it, which folds whole arrays with the
+// same bits as calling to_apply per element; `swapped` when it reads parameter 1 first.
+BinaryKernel WholeArrayFold(const HloComputation* to_apply, PrimitiveType type, bool& swapped) {
+  const HloInstruction* root = to_apply->root_instruction();
+  if (to_apply->num_parameters() != 2 || root == nullptr || root->operand_count() != 2 ||
+      root->opcode() == HloOpcode::kCompare || !root->shape().IsArray() ||
+      root->shape().rank() != 0 || root->shape().element_type() != type) {
+    return nullptr;
+  }
+  const HloInstruction* lhs = root->operand(0);
+  const HloInstruction* rhs = root->operand(1);
+  if (lhs->opcode() != HloOpcode::kParameter || rhs->opcode() != HloOpcode::kParameter ||
+      lhs == rhs || lhs->shape().element_type() != type || rhs->shape().element_type() != type) {
+    return nullptr;
+  }
+  swapped = lhs->parameter_number() == 1;
+  auto kernel = SelectBinaryKernel(*root, type);
+  return kernel.ok() ? *kernel : nullptr;
+}
+
 // Folds every member's k-th value with to_apply, in rank order.
 StatusOr<std::vector<Literal>> Reduce(HloEvaluator& evaluator, const HloInstruction& instruction,
                                       const Values& values, size_t count) {
@@ -97,6 +118,20 @@ StatusOr<std::vector<Literal>> Reduce(HloEvaluator& evaluator, const HloInstruct
   for (size_t k = 0; k < count; ++k) {
     Literal accumulator(Part(*values[0], count, k));
     const PrimitiveType type = accumulator.shape().element_type();
+    bool swapped = false;
+    if (BinaryKernel fold = WholeArrayFold(instruction.to_apply(), type, swapped)) {
+      uint8_t* acc = accumulator.untyped_data();
+      for (size_t rank = 1; rank < values.size(); ++rank) {
+        const uint8_t* in = Part(*values[rank], count, k).untyped_data();
+        if (swapped) {
+          fold(in, acc, acc, accumulator.element_count());
+        } else {
+          fold(acc, in, acc, accumulator.element_count());
+        }
+      }
+      results.push_back(std::move(accumulator));
+      continue;
+    }
     ASSIGN_OR_RETURN(ScalarCaller caller,
                      ScalarCaller::Create(evaluator, instruction.to_apply(), {type, type}, {type}));
     const int64_t width = ByteWidth(type);
