@@ -507,6 +507,28 @@ class Partitioner {
     return OkStatus();
   }
 
+  // A flat tuple of whole values from `in`'s pieces (each element gathered as needed).
+  HloInstruction* WholeTuple(const Piece& in, const Shape& global, const std::string& what) {
+    bool whole = true;
+    for (const Tiling& e : in.elements) whole &= e.IsReplicated();
+    if (whole) return in.hlo;
+    std::vector<HloInstruction*> elements;
+    for (int64_t k = 0; k < static_cast<int64_t>(in.elements.size()); ++k) {
+      auto g = std::make_unique<HloInstruction>(HloOpcode::kGetTupleElement, in.hlo->shape().tuple_shapes(k));
+      g->AppendOperand(in.hlo);
+      g->tuple_index_attr = k;
+      Piece element{Add(std::move(g)), in.elements[k], false, {}};
+      const Shape& shape = global.tuple_shapes(k);
+      elements.push_back(Reshard(element, Tiling::Replicated(shape.rank(), n_), shape.dimensions(),
+                                 fmt::format("{}[{}]", what, k)));
+    }
+    std::vector<Shape> shapes;
+    for (HloInstruction* e : elements) shapes.push_back(e->shape());
+    auto t = std::make_unique<HloInstruction>(HloOpcode::kTuple, Shape::Tuple(shapes));
+    for (HloInstruction* e : elements) t->AppendOperand(e);
+    return Add(std::move(t));
+  }
+
   // Runs `instr` on whole values on every device, then cuts its result to its sharding.
   Status RewriteWhole(const HloInstruction& instr, const HloSharding& sharding) {
     std::vector<HloInstruction*> ops;
@@ -518,10 +540,7 @@ class Partitioner {
         moved |= !(in.tiling == whole) && !in.manual;
         ops.push_back(ReshardOperand(*op, whole));
       } else {
-        for (const Tiling& e : in.elements) {
-          if (!e.IsReplicated()) return Error("a tuple of tiled values feeds an op the partitioner runs whole");
-        }
-        ops.push_back(in.hlo);
+        ops.push_back(WholeTuple(in, op->shape(), "%" + op->name()));
       }
     }
     auto c = instr.CloneWithNewOperands(instr.shape(), ops);

@@ -190,6 +190,34 @@ ENTRY e {
   }
 }
 
+TEST(SpmdPartitionerTest, LoopsOverTiledValuesRunWholeAndAreCutAfter) {
+  PartitionAndCheck(R"(HloModule m, num_partitions=2
+cond {
+  s = (s32[], f32[4,6]) parameter(0)
+  i = s32[] get-tuple-element(s), index=0
+  n = s32[] constant(3)
+  ROOT lt = pred[] compare(i, n), direction=LT
+}
+body {
+  s = (s32[], f32[4,6]) parameter(0)
+  i = s32[] get-tuple-element(s), index=0
+  v = f32[4,6] get-tuple-element(s), index=1
+  one = s32[] constant(1)
+  j = s32[] add(i, one)
+  w = f32[4,6] sine(v)
+  ROOT t = (s32[], f32[4,6]) tuple(j, w)
+}
+ENTRY e {
+  x = f32[4,6] parameter(0), sharding={devices=[2,1]<=[2]}
+  y = f32[4,6] exponential(x)
+  z = s32[] constant(0)
+  t = (s32[], f32[4,6]) tuple(z, y)
+  l = (s32[], f32[4,6]) while(t), condition=cond, body=body
+  r = f32[4,6] get-tuple-element(l), index=1
+  ROOT o = f32[4,6] negate(r), sharding={devices=[1,2]<=[2]}
+})", 2);
+}
+
 TEST(SpmdPartitionerTest, OneDeviceIsLeftAlone) {
   auto module = ParseModuleOrDie(R"(HloModule m
 ENTRY e {
