@@ -4,6 +4,7 @@
 // computes a chain of products before the first all-reduce (a conditional on partition-id), so
 // the others wait for it there. The trace summary and --xla_hlo_profile say the same per device.
 #include <algorithm>
+#include <filesystem>
 #include <fstream>
 #include <map>
 #include <set>
@@ -190,6 +191,50 @@ TEST_F(MultiDeviceTraceCliTest, HloProfilePerDevice) {
   size_t rows = 0;
   for (size_t at = r.output.find("ar.1"); at != std::string::npos; at = r.output.find("ar.1", at + 1)) ++rows;
   EXPECT_GE(rows, 4u);
+}
+
+// Under mpirun each rank records its own devices and rank 0 writes them as one trace: a host
+// process per rank, the four devices, and flows joining devices of different ranks.
+TEST_F(MultiDeviceTraceCliTest, UnderMpiOneTraceHoldsEveryRank) {
+  if (RunShellCommand("command -v mpirun").exit_code != 0 ||
+      !std::filesystem::exists(std::string(XLENS_BINARY_DIR) + "/compiler/cli/libxlens_mpi.so")) {
+    GTEST_SKIP() << "no mpirun or no libxlens_mpi.so";
+  }
+  trace_ = (dir_ / "mpi.ctf.json").string();
+  RunResult r = RunShellCommand("mpirun --allow-run-as-root --oversubscribe -np 2 " + std::string(XLENS_BINARY_DIR) +
+                                "/compiler/cli/xlens run " + kSkewedStep +
+                                " --num_partitions=4 --distributed=mpi --iterations 2 --trace " + trace_ + " 2>&1");
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  EXPECT_THAT(r.output, HasSubstr("trace events of 2 ranks on 4 devices to " + trace_));
+  EXPECT_THAT(r.output, HasSubstr("Collectives by device"));
+  std::ifstream in(trace_);
+  json doc = json::parse(in);
+  EXPECT_THAT(testing::CheckTraceSchema(doc), IsEmpty());
+  std::set<std::string> processes;
+  for (const auto& e : doc["traceEvents"]) {
+    if (e["ph"] == "M" && e["name"] == "process_name") processes.insert(e["args"]["name"].get<std::string>());
+  }
+  EXPECT_EQ(processes, (std::set<std::string>{"Host (CPU), rank 0", "Host (CPU), rank 1",
+                                              "CPU device 0 (replica 0, partition 0)",
+                                              "CPU device 1 (replica 0, partition 1)",
+                                              "CPU device 2 (replica 0, partition 2)",
+                                              "CPU device 3 (replica 0, partition 3)"}));
+  EXPECT_EQ(doc["otherData"]["ranks"], 2);
+  EXPECT_EQ(doc["otherData"]["collective_meetings"], 3 * (1 + 2));
+  // ar.1 meets devices of both ranks: its flows cross from {0,1} to {2,3} or back.
+  std::map<int64_t, int64_t> from, to;
+  for (const auto& e : doc["traceEvents"]) {
+    if ((e["ph"] == "s" || e["ph"] == "f") && e["id"].get<int64_t>() >= kCollectiveFlowIdBase) {
+      (e["ph"] == "s" ? from : to)[e["id"]] = e["pid"].get<int64_t>() - kDevicePidBase;
+    }
+  }
+  EXPECT_EQ(from.size(), 15u);
+  int crossing = 0;
+  for (const auto& [id, device] : from) crossing += (device < 2) != (to[id] < 2);
+  EXPECT_GE(crossing, 3);
+  for (const json& span : Collectives(doc)) {
+    if (span["name"] == "ar.1") EXPECT_EQ(span["args"]["last_arrival"], 0);
+  }
 }
 
 }  // namespace
