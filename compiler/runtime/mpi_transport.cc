@@ -75,10 +75,21 @@ StatusOr<std::unique_ptr<MpiTransport>> MpiTransport::Create() {
   // globally.
   void* handle = dlopen(path.c_str(), RTLD_NOW | RTLD_GLOBAL);
   if (handle == nullptr) {
-    const char* why = dlerror();
-    return Error(fmt::format("--distributed=mpi: cannot load {} ({}): this xlens was built without "
-                             "Open MPI (install openmpi-bin and libopenmpi-dev, scripts/setup.sh, "
-                             "and rebuild)", path, why ? why : "unknown error"));
+    const char* error = dlerror();
+    const std::string why = error ? error : "unknown error";
+    const bool from_environment = std::getenv("XLENS_MPI_LIBRARY") != nullptr &&
+                                  *std::getenv("XLENS_MPI_LIBRARY") != '\0';
+    std::error_code exists_error;
+    if (!std::filesystem::exists(path, exists_error)) {
+      return Error(fmt::format(
+          "--distributed=mpi: {} does not exist: {}", path,
+          from_environment ? "XLENS_MPI_LIBRARY names it"
+                           : "this xlens was built without Open MPI (install openmpi-bin and "
+                             "libopenmpi-dev, scripts/setup.sh, and rebuild)"));
+    }
+    // The library is there but what it links is not (a machine without Open MPI's runtime).
+    return Error(fmt::format("--distributed=mpi: cannot load {} ({}): is Open MPI installed "
+                             "(openmpi-bin)?", path, why));
   }
   using Entry = const XlensMpiApi* (*)();
   auto entry = reinterpret_cast<Entry>(dlsym(handle, "xlens_mpi_api"));
