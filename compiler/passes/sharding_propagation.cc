@@ -411,6 +411,8 @@ class Propagator {
   }
 
   std::optional<HloSharding> Forward(const HloInstruction& instr) const {
+    // Constants and iotas are whole wherever their users do not cut them.
+    if (instr.operand_count() == 0 && instr.shape().IsArray()) return HloSharding::Replicated();
     for (const HloInstruction* op : instr.operands()) {
       if (IsManual(op)) return HloSharding::Manual();
     }

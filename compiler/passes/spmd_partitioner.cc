@@ -61,7 +61,9 @@ class Partitioner {
       }
     }
     for (HloInstruction* instr : old->MakeInstructionPostOrder()) {
+      const size_t mark = decisions_.size();
       RETURN_IF_ERROR(Rewrite(*instr).WithContext(instr->name()));
+      HeadlineFirst(*instr, mark);
     }
     HloInstruction* root = pieces_.at(old->root_instruction()).hlo;
     if (const std::string* s = old->root_instruction()->raw_attribute("sharding")) {
@@ -78,6 +80,21 @@ class Partitioner {
   }
 
  private:
+  // The lines `instr` added since `mark`: its own line first, the reshards of its operands and
+  // result under it (a line naming the op when it had none).
+  void HeadlineFirst(const HloInstruction& instr, size_t mark) {
+    if (decisions_.size() == mark) return;
+    const std::string head = "%" + instr.name() + ":";
+    auto it = std::find_if(decisions_.begin() + mark, decisions_.end(),
+                           [&](const std::string& d) { return d.rfind(head, 0) == 0; });
+    if (it == decisions_.end()) {
+      decisions_.insert(decisions_.begin() + mark,
+                        fmt::format("{} {} on its pieces", head, HloOpcodeString(instr.opcode())));
+    } else {
+      std::rotate(decisions_.begin() + mark, it, it + 1);
+    }
+  }
+
   HloInstruction* Add(std::unique_ptr<HloInstruction> instr) {
     return comp_->AddInstruction(std::move(instr));
   }
@@ -541,6 +558,7 @@ class Partitioner {
         ops.push_back(ReshardOperand(*op, whole));
       } else {
         ops.push_back(WholeTuple(in, op->shape(), "%" + op->name()));
+        moved |= ops.back() != in.hlo;
       }
     }
     auto c = instr.CloneWithNewOperands(instr.shape(), ops);
