@@ -10,6 +10,7 @@
 #include "compiler/passes/call_inliner.h"
 #include "compiler/passes/dce.h"
 #include "compiler/passes/sharding_propagation.h"
+#include "compiler/passes/spmd_reshard.h"
 #include "compiler/passes/spmd_tiling.h"
 
 namespace xlens {
@@ -25,15 +26,7 @@ struct Piece {
   std::vector<Tiling> elements;
 };
 
-std::string Groups(const std::vector<std::vector<int64_t>>& groups) {
-  return ReplicaGroupsToString(groups);
-}
 
-Shape WithDims(const Shape& shape, const std::vector<int64_t>& dims) {
-  Shape s = shape;
-  for (size_t i = 0; i < dims.size(); ++i) s.set_dimensions(static_cast<int64_t>(i), dims[i]);
-  return s;
-}
 
 void DropSharding(HloInstruction* instr) {
   auto& raw = instr->raw_attributes;
@@ -53,13 +46,7 @@ class Partitioner {
     HloComputation* old = module_.entry_computation();
     auto fresh = std::make_unique<HloComputation>(old->name() + "_spmd");
     comp_ = module_.AddComputation(std::move(fresh), /*is_entry=*/false);
-    for (const HloComputation* c : module_.computations()) {
-      for (const HloInstruction* i : c->instructions()) {
-        if (const std::string* ch = i->raw_attribute("channel_id")) {
-          next_channel_ = std::max<int64_t>(next_channel_, std::atoll(ch->c_str()) + 1);
-        }
-      }
-    }
+    b_ = std::make_unique<SpmdBuilder>(module_, comp_, n_, decisions_);
     for (HloInstruction* instr : old->MakeInstructionPostOrder()) {
       const size_t mark = decisions_.size();
       RETURN_IF_ERROR(Rewrite(*instr).WithContext(instr->name()));
@@ -95,9 +82,7 @@ class Partitioner {
     }
   }
 
-  HloInstruction* Add(std::unique_ptr<HloInstruction> instr) {
-    return comp_->AddInstruction(std::move(instr));
-  }
+  HloInstruction* Add(std::unique_ptr<HloInstruction> instr) { return b_->Add(std::move(instr)); }
 
   StatusOr<HloSharding> ShardingOf(const HloInstruction& instr) {
     const std::string* text = instr.raw_attribute("sharding");
@@ -105,283 +90,10 @@ class Partitioner {
     return HloSharding::Parse(*text, instr.name());
   }
 
-  // --- small builders ---
-  HloInstruction* ScalarS32(int64_t v) {
-    return Add(HloInstruction::CreateConstant(
-        Literal::CreateR0<int32_t>(PrimitiveType::S32, static_cast<int32_t>(v))));
-  }
-  HloInstruction* PartitionId() {
-    if (partition_id_ == nullptr) {
-      auto pid = std::make_unique<HloInstruction>(HloOpcode::kPartitionId, Shape::Scalar(PrimitiveType::U32));
-      HloInstruction* p = Add(std::move(pid));
-      partition_id_ = Add(HloInstruction::CreateUnary(HloOpcode::kConvert, Shape::Scalar(PrimitiveType::S32), p));
-    }
-    return partition_id_;
-  }
-  // values[partition-id] as an s32 scalar (a constant when every device has the same).
-  HloInstruction* PerDevice(const std::vector<int64_t>& values) {
-    if (std::all_of(values.begin(), values.end(), [&](int64_t v) { return v == values[0]; })) {
-      return ScalarS32(values[0]);
-    }
-    std::vector<int32_t> v32(values.begin(), values.end());
-    HloInstruction* table = Add(HloInstruction::CreateConstant(Literal::CreateR1<int32_t>(PrimitiveType::S32, v32)));
-    auto ds = std::make_unique<HloInstruction>(HloOpcode::kDynamicSlice, Shape(PrimitiveType::S32, {1}));
-    ds->AppendOperand(table);
-    ds->AppendOperand(PartitionId());
-    ds->dynamic_slice_sizes_attr = std::vector<int64_t>{1};
-    HloInstruction* one = Add(std::move(ds));
-    auto r = std::make_unique<HloInstruction>(HloOpcode::kReshape, Shape::Scalar(PrimitiveType::S32));
-    r->AppendOperand(one);
-    return Add(std::move(r));
-  }
-  HloInstruction* Zero(PrimitiveType type) {
-    Literal lit{Shape::Scalar(type)};
-    return Add(HloInstruction::CreateConstant(std::move(lit)));
-  }
-  HloInstruction* Broadcast(HloInstruction* scalar, const Shape& like) {
-    Shape s = like;
-    s.set_element_type(scalar->shape().element_type());
-    auto b = std::make_unique<HloInstruction>(HloOpcode::kBroadcast, s);
-    b->AppendOperand(scalar);
-    b->dimensions_attr = std::vector<int64_t>{};
-    return Add(std::move(b));
-  }
-  void SetCollective(HloInstruction* instr, const std::vector<std::vector<int64_t>>& groups) {
-    instr->SetRawAttribute("channel_id", std::to_string(next_channel_++));
-    instr->SetRawAttribute("replica_groups", Groups(groups));
-    instr->SetRawAttribute("use_global_device_ids", "true");
-  }
-  HloComputation* Reducer(HloComputation* given, PrimitiveType type) {
-    if (given != nullptr) return given;
-    auto it = adders_.find(type);
-    if (it != adders_.end()) return it->second;
-    auto c = std::make_unique<HloComputation>(fmt::format("sum.{}", PrimitiveTypeName(type)));
-    HloComputation* comp = c.get();
-    Shape s = Shape::Scalar(type);
-    HloInstruction* a = comp->AddInstruction(HloInstruction::CreateParameter(0, s, "x"));
-    HloInstruction* b = comp->AddInstruction(HloInstruction::CreateParameter(1, s, "y"));
-    comp->set_root_instruction(comp->AddInstruction(HloInstruction::CreateBinary(HloOpcode::kAdd, s, a, b)));
-    HloComputation* added = module_.AddComputationBefore(std::move(c), module_.entry_computation());
-    adders_[type] = added;
-    return added;
-  }
-  HloInstruction* AllReduce(HloInstruction* x, const std::vector<std::vector<int64_t>>& groups,
-                            HloComputation* reducer) {
-    auto ar = std::make_unique<HloInstruction>(HloOpcode::kAllReduce, x->shape());
-    ar->AppendOperand(x);
-    SetCollective(ar.get(), groups);
-    ar->SetCalledComputation("to_apply", Reducer(reducer, x->shape().element_type()));
-    return Add(std::move(ar));
-  }
-
-  // x with dim `dim` past `global` (padding) replaced by `fill`, for the devices whose piece
-  // passes the end.
-  HloInstruction* Mask(HloInstruction* x, const Tiling& t, const std::vector<int64_t>& global,
-                       const std::vector<int64_t>& dims, HloInstruction* fill) {
-    HloInstruction* pred = nullptr;
-    for (int64_t d : dims) {
-      if (t.tiles[d] == 1 || CeilDiv(global[d], t.tiles[d]) * t.tiles[d] == global[d]) continue;
-      Shape is = x->shape();
-      is.set_element_type(PrimitiveType::S32);
-      auto iota = std::make_unique<HloInstruction>(HloOpcode::kIota, is);
-      iota->iota_dimension_attr = d;
-      HloInstruction* i = Add(std::move(iota));
-      std::vector<int64_t> offsets;
-      for (int64_t dev = 0; dev < n_; ++dev) offsets.push_back(t.Offset(global, d, dev));
-      HloInstruction* at = Add(HloInstruction::CreateBinary(HloOpcode::kAdd, is, i, Broadcast(PerDevice(offsets), is)));
-      Shape ps = x->shape();
-      ps.set_element_type(PrimitiveType::PRED);
-      auto lt = HloInstruction::CreateBinary(HloOpcode::kCompare, ps, at, Broadcast(ScalarS32(global[d]), is));
-      lt->comparison_direction = ComparisonDirection::kLt;
-      HloInstruction* p = Add(std::move(lt));
-      pred = pred == nullptr ? p : Add(HloInstruction::CreateBinary(HloOpcode::kAnd, ps, pred, p));
-    }
-    if (pred == nullptr) return x;
-    auto sel = std::make_unique<HloInstruction>(HloOpcode::kSelect, x->shape());
-    sel->AppendOperand(pred);
-    sel->AppendOperand(x);
-    sel->AppendOperand(Broadcast(fill, x->shape()));
-    return Add(std::move(sel));
-  }
-
-  // --- resharding ---
-  HloInstruction* Gather(HloInstruction* x, Tiling& cur, const std::vector<int64_t>& dims,
-                         const std::vector<int64_t>& global, std::string& how) {
-    for (int64_t d : dims) {
-      if (cur.tiles[d] == 1) continue;
-      auto groups = cur.GroupsAlong({d});
-      std::vector<int64_t> local = x->shape().dimensions();
-      local[d] *= cur.tiles[d];
-      auto ag = std::make_unique<HloInstruction>(HloOpcode::kAllGather, WithDims(x->shape(), local));
-      ag->AppendOperand(x);
-      ag->dimensions_attr = std::vector<int64_t>{d};
-      SetCollective(ag.get(), groups);
-      x = Add(std::move(ag));
-      how += fmt::format("{}all-gather dim {} over {}", how.empty() ? "" : ", ", d, Groups(groups));
-      cur = cur.ReplicateDims({d});
-      if (local[d] > global[d]) {
-        auto sl = std::make_unique<HloInstruction>(HloOpcode::kSlice, WithDims(x->shape(), [&] {
-          auto l = local;
-          l[d] = global[d];
-          return l;
-        }()));
-        sl->AppendOperand(x);
-        sl->has_slice = true;
-        sl->slice_starts.assign(local.size(), 0);
-        sl->slice_limits = local;
-        sl->slice_limits[d] = global[d];
-        sl->slice_strides.assign(local.size(), 1);
-        x = Add(std::move(sl));
-      }
-    }
-    return x;
-  }
-
-  // The dims (from, to) when `to` is `from` with the tiles of one dim moved to another that
-  // `from` keeps whole, every device keeping its place (its piece of one dim becomes its piece of
-  // the other), both dims divisible: one all-to-all moves it.
-  static std::optional<std::pair<int64_t, int64_t>> AllToAllMove(const Tiling& from, const Tiling& to,
-                                                                 const std::vector<int64_t>& global) {
-    if (from.rep != to.rep) return std::nullopt;
-    int64_t i = -1, j = -1;
-    for (int64_t d = 0; d < from.rank(); ++d) {
-      if (from.tiles[d] == to.tiles[d]) continue;
-      if (from.tiles[d] > 1 && to.tiles[d] == 1 && i < 0) {
-        i = d;
-      } else if (from.tiles[d] == 1 && to.tiles[d] > 1 && j < 0) {
-        j = d;
-      } else {
-        return std::nullopt;
-      }
-    }
-    if (i < 0 || j < 0 || from.tiles[i] != to.tiles[j]) return std::nullopt;
-    const int64_t k = from.tiles[i];
-    if (global[i] % k != 0 || global[j] % k != 0) return std::nullopt;
-    for (int64_t dev : from.devices) {
-      std::vector<int64_t> a = from.Coordinates(dev), b = to.Coordinates(dev);
-      for (int64_t d = 0; d < from.rank(); ++d) {
-        int64_t want = d == j ? a[i] : d == i ? 0 : a[d];
-        if (b[d] != want) return std::nullopt;
-      }
-    }
-    return std::make_pair(i, j);
-  }
-
-  // Splits dim j into (k, rest), exchanges the k parts among the devices along dim i, and merges
-  // the received parts, in their senders' order, in front of dim i.
-  HloInstruction* AllToAll(HloInstruction* x, const Tiling& cur, int64_t i, int64_t j, std::string& how) {
-    const int64_t k = cur.tiles[i];
-    std::vector<int64_t> dims = x->shape().dimensions();
-    std::vector<int64_t> split = dims;
-    split[j] = dims[j] / k;
-    split.insert(split.begin() + j, k);
-    auto reshape = [&](HloInstruction* in, const std::vector<int64_t>& to) {
-      Shape s(x->shape().element_type(), to);
-      auto r = std::make_unique<HloInstruction>(HloOpcode::kReshape, s);
-      r->AppendOperand(in);
-      return Add(std::move(r));
-    };
-    HloInstruction* r1 = reshape(x, split);
-    auto groups = cur.GroupsAlong({i});
-    auto a2a = std::make_unique<HloInstruction>(HloOpcode::kAllToAll, r1->shape());
-    a2a->AppendOperand(r1);
-    a2a->dimensions_attr = std::vector<int64_t>{j};
-    SetCollective(a2a.get(), groups);
-    HloInstruction* moved = Add(std::move(a2a));
-    // Axis j of `moved` now counts the senders, whose pieces of dim i follow one another.
-    const int64_t ii = i < j ? i : i + 1;
-    std::vector<int64_t> perm;
-    for (int64_t a = 0; a < static_cast<int64_t>(split.size()); ++a) {
-      if (a == j) continue;
-      if (a == ii) perm.push_back(j);
-      perm.push_back(a);
-    }
-    std::vector<int64_t> tdims;
-    for (int64_t a : perm) tdims.push_back(split[a]);
-    auto t = std::make_unique<HloInstruction>(HloOpcode::kTranspose, Shape(x->shape().element_type(), tdims));
-    t->AppendOperand(moved);
-    t->dimensions_attr = perm;
-    HloInstruction* transposed = Add(std::move(t));
-    std::vector<int64_t> merged = dims;
-    merged[i] = dims[i] * k;
-    merged[j] = dims[j] / k;
-    how += fmt::format("{}all-to-all moving the tiles of dim {} to dim {} over {}", how.empty() ? "" : ", ",
-                       i, j, Groups(groups));
-    return reshape(transposed, merged);
-  }
-
-  HloInstruction* SliceTo(HloInstruction* x, const Tiling& cur, const Tiling& to,
-                          const std::vector<int64_t>& global, std::string& how) {
-    const size_t rank = global.size();
-    std::vector<int64_t> target = to.TileDims(global);
-    std::vector<HloInstruction*> starts(rank, nullptr);
-    bool any = false;
-    PaddingConfig pad;
-    bool padded = false;
-    for (size_t d = 0; d < rank; ++d) {
-      PaddingDimension p;
-      if (cur.tiles[d] == 1 && target[d] * to.tiles[d] > x->shape().dimensions(d)) {
-        p.edge_padding_high = target[d] * to.tiles[d] - x->shape().dimensions(d);
-        padded = true;
-      }
-      pad.dimensions.push_back(p);
-      std::vector<int64_t> offsets;
-      for (int64_t dev = 0; dev < n_; ++dev) {
-        int64_t off = to.Offset(global, d, dev);
-        if (cur.tiles[d] > 1) off -= cur.Offset(global, d, dev);
-        offsets.push_back(off);
-      }
-      bool moves = target[d] != x->shape().dimensions(d) + p.edge_padding_high ||
-                   std::any_of(offsets.begin(), offsets.end(), [](int64_t o) { return o != 0; });
-      any |= moves;
-      starts[d] = moves ? PerDevice(offsets) : nullptr;
-    }
-    if (!any) return x;
-    if (padded) {
-      std::vector<int64_t> dims = x->shape().dimensions();
-      for (size_t d = 0; d < rank; ++d) dims[d] += pad.dimensions[d].edge_padding_high;
-      auto p = std::make_unique<HloInstruction>(HloOpcode::kPad, WithDims(x->shape(), dims));
-      p->AppendOperand(x);
-      p->AppendOperand(Zero(x->shape().element_type()));
-      p->padding_config = pad;
-      x = Add(std::move(p));
-    }
-    auto ds = std::make_unique<HloInstruction>(HloOpcode::kDynamicSlice, WithDims(x->shape(), target));
-    ds->AppendOperand(x);
-    for (size_t d = 0; d < rank; ++d) ds->AppendOperand(starts[d] ? starts[d] : ScalarS32(0));
-    ds->dynamic_slice_sizes_attr = target;
-    how += fmt::format("{}dynamic-slice by partition-id", how.empty() ? "" : ", ");
-    return Add(std::move(ds));
-  }
-
   HloInstruction* Reshard(const Piece& v, const Tiling& to, const std::vector<int64_t>& global,
                           const std::string& what) {
-    if (v.manual || v.tiling == to || global.empty()) return v.hlo;
-    Tiling cur = v.tiling;
-    HloInstruction* x = v.hlo;
-    std::string how;
-    if (auto move = AllToAllMove(cur, to, global)) {
-      x = AllToAll(x, cur, move->first, move->second, how);
-      cur = to;
-    }
-    if (!SliceSuffices(cur, to, global)) {
-      std::vector<int64_t> dims;
-      for (int64_t d = 0; d < cur.rank(); ++d) {
-        if (cur.tiles[d] > 1 && cur.tiles[d] != to.tiles[d]) dims.push_back(d);
-      }
-      x = Gather(x, cur, dims, global, how);
-      if (!SliceSuffices(cur, to, global)) {
-        dims.clear();
-        for (int64_t d = 0; d < cur.rank(); ++d) dims.push_back(d);
-        x = Gather(x, cur, dims, global, how);
-      }
-    }
-    x = SliceTo(x, cur, to, global, how);
-    if (!how.empty()) {
-      decisions_.push_back(fmt::format("  reshard {} from {} to {}: {}", what, v.tiling.ToString(),
-                                       to.ToString(), how));
-    }
-    return x;
+    if (v.manual) return v.hlo;
+    return b_->Reshard(v.hlo, v.tiling, to, global, what);
   }
 
   HloInstruction* ReshardOperand(const HloInstruction& op, const Tiling& to) {
@@ -644,16 +356,16 @@ class Partitioner {
       if (in.tiling.tiles[d] > 1) cut.push_back(d);
     }
     HloInstruction* init = ReshardOperand(*instr.operand(1), Tiling::Replicated(0, n_));
-    HloInstruction* x = Mask(in.hlo, in.tiling, global, cut, init);
+    HloInstruction* x = b_->Mask(in.hlo, in.tiling, global, cut, init);
     Tiling result = ForwardThroughMap(instr, 0, in.tiling, *OpDimMap(instr, 0));
     auto c = instr.CloneWithNewOperands(WithDims(instr.shape(), result.TileDims(instr.shape().dimensions())), {x, init});
     DropSharding(c.get());
     HloInstruction* r = Add(std::move(c));
     if (!cut.empty()) {
       auto groups = in.tiling.GroupsAlong(cut);
-      r = AllReduce(r, groups, instr.to_apply());
+      r = b_->AllReduce(r, groups, instr.to_apply());
       decisions_.push_back(fmt::format("%{}: reduce of pieces of {} over tiled dims, then all-reduce over {}",
-                                       instr.name(), in.tiling.ToString(), Groups(groups)));
+                                       instr.name(), in.tiling.ToString(), ReplicaGroupsToString(groups)));
     }
     Piece p{r, result, false, {}};
     p.hlo = Reshard(p, want, instr.shape().dimensions(), "%" + instr.name());
@@ -716,8 +428,8 @@ class Partitioner {
       }
     }
     if (!cut_axes.empty()) {
-      lp = Mask(lp, space.Lhs(s), lhs->shape().dimensions(), lhs_cut, Zero(lhs->shape().element_type()));
-      rp = Mask(rp, space.Rhs(s), rhs->shape().dimensions(), rhs_cut, Zero(rhs->shape().element_type()));
+      lp = b_->Mask(lp, space.Lhs(s), lhs->shape().dimensions(), lhs_cut, b_->Zero(lhs->shape().element_type()));
+      rp = b_->Mask(rp, space.Rhs(s), rhs->shape().dimensions(), rhs_cut, b_->Zero(rhs->shape().element_type()));
     }
     Tiling result = space.Result(s);
     auto c = instr.CloneWithNewOperands(WithDims(instr.shape(), result.TileDims(instr.shape().dimensions())), {lp, rp});
@@ -728,8 +440,8 @@ class Partitioner {
                                    rp->shape().ToString());
     if (!cut_axes.empty()) {
       auto groups = s.GroupsAlong(cut_axes);
-      d = AllReduce(d, groups, nullptr);
-      note += fmt::format(", contracting dims tiled: all-reduce of partial sums over {}", Groups(groups));
+      d = b_->AllReduce(d, groups, nullptr);
+      note += fmt::format(", contracting dims tiled: all-reduce of partial sums over {}", ReplicaGroupsToString(groups));
     }
     decisions_.push_back(note);
     Piece p{d, result, false, {}};
@@ -743,10 +455,8 @@ class Partitioner {
   int64_t n_;
   std::vector<std::string>& decisions_;
   HloComputation* comp_ = nullptr;
-  HloInstruction* partition_id_ = nullptr;
-  int64_t next_channel_ = 1;
+  std::unique_ptr<SpmdBuilder> b_;
   std::map<const HloInstruction*, Piece> pieces_;
-  std::map<PrimitiveType, HloComputation*> adders_;
 };
 
 }  // namespace

@@ -1,0 +1,68 @@
+// What spmd-partitioning builds into the per-device program besides the ops themselves: moving a
+// value from one tiling to another (all-gather, all-to-all, dynamic-slice by partition-id), the
+// all-reduce that sums partial results, and the masks that keep a padded tile's padding out of a
+// reduction. Every collective gets a fresh channel_id and replica_groups of partition ids
+// (use_global_device_ids=true), as XLA's partitioner writes them.
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "compiler/hlo/module.h"
+#include "compiler/passes/spmd_tiling.h"
+
+namespace xlens {
+
+// `shape` with its first dims.size() dims replaced (layout and element type kept).
+Shape WithDims(const Shape& shape, const std::vector<int64_t>& dims);
+
+class SpmdBuilder {
+ public:
+  // Builds into `computation` of `module` for `n` partitions; reshards are explained in
+  // `decisions` (one indented line each).
+  SpmdBuilder(HloModule& module, HloComputation* computation, int64_t n,
+              std::vector<std::string>& decisions);
+
+  HloInstruction* Add(std::unique_ptr<HloInstruction> instruction);
+  // An s32 scalar: a constant, or values[partition-id] when the devices differ.
+  HloInstruction* ScalarS32(int64_t value);
+  HloInstruction* PerDevice(const std::vector<int64_t>& values);
+  HloInstruction* Zero(PrimitiveType type);
+  // `scalar` broadcast to `like`'s dims.
+  HloInstruction* Broadcast(HloInstruction* scalar, const Shape& like);
+  // Combines `x` over each group with `reducer` (a sum when null).
+  HloInstruction* AllReduce(HloInstruction* x, const std::vector<std::vector<int64_t>>& groups,
+                            HloComputation* reducer);
+  // `x`, a piece under `tiling` of a value of `global` dims, with the elements past the end of
+  // the tiled dims among `dims` (a short last tile's padding) replaced by `fill`.
+  HloInstruction* Mask(HloInstruction* x, const Tiling& tiling, const std::vector<int64_t>& global,
+                       const std::vector<int64_t>& dims, HloInstruction* fill);
+  // The piece under `to` of the value whose piece under `from` is `x`: an all-to-all when the
+  // tiles move between dims in place, all-gathers of the dims `to` cuts otherwise (or of all),
+  // then a dynamic-slice by partition-id. `what` names the value in the explanation.
+  HloInstruction* Reshard(HloInstruction* x, const Tiling& from, const Tiling& to,
+                          const std::vector<int64_t>& global, const std::string& what);
+
+ private:
+  HloInstruction* PartitionId();
+  void SetCollective(HloInstruction* instr, const std::vector<std::vector<int64_t>>& groups);
+  HloComputation* Reducer(HloComputation* given, PrimitiveType type);
+  HloInstruction* Gather(HloInstruction* x, Tiling& cur, const std::vector<int64_t>& dims,
+                         const std::vector<int64_t>& global, std::string& how);
+  HloInstruction* AllToAll(HloInstruction* x, const Tiling& cur, int64_t i, int64_t j, std::string& how);
+  HloInstruction* SliceTo(HloInstruction* x, const Tiling& cur, const Tiling& to,
+                          const std::vector<int64_t>& global, std::string& how);
+
+  HloModule& module_;
+  HloComputation* comp_;
+  int64_t n_;
+  std::vector<std::string>& decisions_;
+  HloInstruction* partition_id_ = nullptr;
+  int64_t next_channel_ = 1;
+  std::map<PrimitiveType, HloComputation*> adders_;
+};
+
+}  // namespace xlens
