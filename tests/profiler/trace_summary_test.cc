@@ -150,6 +150,34 @@ TEST(TraceSummary, StreamedFromAFileAsInMemory) {
   EXPECT_THAT(*streamed, HasSubstr("warning: dropped_records = 2"));
 }
 
+// A run on several devices: a line per device of its collectives, what they moved, how long it
+// waited and for whom, named by its process, the same streamed from the file as in memory.
+TEST(TraceSummary, CollectivesByDevice) {
+  Trace trace;
+  trace.processes = {{0, "Host (CPU)", 0}, {1000, "CPU device 0 (replica 0, partition 0)", 1},
+                     {1001, "CPU device 1 (replica 0, partition 1)", 2}};
+  auto collective = [](int32_t pid, int64_t start, int64_t wait, int64_t last) {
+    return TraceEvent{"ar.1", "collective", pid, 1, start, 5'000'000,
+                      {{"bytes", int64_t{2'000'000}}, {"wait_ns", wait}, {"last_arrival", last}}};
+  };
+  // Device 1 waits 3 ms and 1 ms for device 0; device 0 waits for no one.
+  trace.events = {collective(1000, 4'000'000, 0, 0), collective(1001, 1'000'000, 3'000'000, 0),
+                  collective(1000, 20'000'000, 0, 0), collective(1001, 19'000'000, 1'000'000, 0)};
+  std::string summary = SummarizeTrace(trace, 15);
+  EXPECT_THAT(summary, HasSubstr("Collectives by device"));
+  EXPECT_THAT(summary, HasSubstr("            2      4.000      0.000  -                       "
+                                 "CPU device 0 (replica 0, partition 0)\n"));
+  EXPECT_THAT(summary, HasSubstr("            2      4.000      4.000  device 0 (4.000 ms)     "
+                                 "CPU device 1 (replica 0, partition 1)\n"));
+  EXPECT_THAT(summary, HasSubstr(SummarizeDeviceCollectives(trace)));
+  std::string path = (std::filesystem::temp_directory_path() / fmt::format("xlens_summary_devices_{}.json", ::getpid())).string();
+  ASSERT_TRUE(WriteChromeTrace(trace, path).ok());
+  auto streamed = SummarizeChromeTrace(path, 15);
+  std::filesystem::remove(path);
+  ASSERT_TRUE(streamed.ok()) << streamed.status().message();
+  EXPECT_EQ(*streamed, summary);
+}
+
 // Names are kept up to a budget (64 MiB, or the input limit when smaller); the events of names
 // beyond it are counted together, the totals stay whole and the summary says so.
 TEST(TraceSummary, DistinctNamesBeyondTheBudgetAreCountedTogether) {
