@@ -4,6 +4,8 @@
 
 #include <random>
 
+#include <fmt/format.h>
+
 #include "compiler/hlo/literal_comparison.h"
 #include "compiler/hlo/multi_device_evaluator.h"
 #include "compiler/hlo/printer.h"
@@ -216,6 +218,56 @@ ENTRY e {
   r = f32[4,6] get-tuple-element(l), index=1
   ROOT o = f32[4,6] negate(r), sharding={devices=[1,2]<=[2]}
 })", 2);
+}
+
+TEST(SpmdPartitionerTest, EveryLayoutOfAnMlpLayerMatchesOneDevice) {
+  // A layer (dot, bias, tanh, transpose, reshape, row sums) under every combination of input,
+  // weight and result shardings: propagation and resharding must agree with one device whatever
+  // the user asked for, including layouts that make them move data.
+  const std::vector<std::string> two_d = {
+      "{replicated}", "{devices=[4,1]<=[4]}", "{devices=[1,4]<=[4]}", "{devices=[2,2]<=[4]}",
+      "{devices=[2,1,2]<=[4] last_tile_dim_replicate}",
+      "{devices=[1,2,2]<=[2,2]T(1,0) last_tile_dim_replicate}"};
+  const std::vector<std::string> one_d = {"{replicated}", "{devices=[4]<=[4]}",
+                                          "{devices=[2,2]<=[4] last_tile_dim_replicate}"};
+  // 6 rows: the row tiles are uneven, and the last one padded.
+  for (int rows : {8, 6}) {
+  for (const std::string& x : two_d) {
+    for (const std::string& w : two_d) {
+      for (const std::string& out : one_d) {
+        SCOPED_TRACE(fmt::format("{} rows: {} {} {}", rows, x, w, out));
+        auto dims = [&](std::string text) {
+          for (auto [from, to] : {std::pair<std::string, std::string>{"f32[8,", fmt::format("f32[{},", rows)},
+                                  {"f32[6,8]", fmt::format("f32[6,{}]", rows)},
+                                  {"f32[6,2,4]", fmt::format("f32[6,2,{}]", rows / 2)}}) {
+            for (size_t at = text.find(from); at != std::string::npos; at = text.find(from, at + 1)) {
+              text.replace(at, from.size(), to);
+            }
+          }
+          return text;
+        };
+        PartitionAndCheck(dims(R"(HloModule m, num_partitions=4
+add {
+  a = f32[] parameter(0)
+  b = f32[] parameter(1)
+  ROOT s = f32[] add(a, b)
+}
+ENTRY e {
+  x = f32[8,12] parameter(0), sharding=)" + x + R"(
+  w = f32[12,6] parameter(1), sharding=)" + w + R"(
+  b = f32[6] parameter(2), sharding={replicated}
+  d = f32[8,6] dot(x, w), lhs_contracting_dims={1}, rhs_contracting_dims={0}
+  bb = f32[8,6] broadcast(b), dimensions={1}
+  h = f32[8,6] tanh(f32[8,6] add(d, bb))
+  t = f32[6,8] transpose(h), dimensions={1,0}
+  r = f32[6,2,4] reshape(t)
+  z = f32[] constant(0)
+  ROOT s = f32[6] reduce(r, z), dimensions={1,2}, to_apply=add, sharding=)" + out + R"(
+})"), 4);
+      }
+    }
+  }
+  }
 }
 
 TEST(SpmdPartitionerTest, OneDeviceIsLeftAlone) {
