@@ -18,7 +18,7 @@ enum XlensMpiType {
 };
 enum XlensMpiOp { kXlensMpiSum, kXlensMpiProd, kXlensMpiMax, kXlensMpiMin };
 
-inline constexpr int kXlensMpiAbiVersion = 1;
+inline constexpr int kXlensMpiAbiVersion = 2;
 
 struct XlensMpiApi {
   int abi_version;
@@ -38,6 +38,9 @@ struct XlensMpiApi {
   void (*abort)(int exit_code);
   // MPI_Finalize (after every rank's last call).
   void (*finalize)(void);
+  // The line (with its newline) printed to stderr when the next calls overrun their time limit,
+  // before this rank exits (and mpirun ends the others).
+  void (*set_timeout_line)(const char* line);
 };
 
 // The table above; the one symbol xlens looks up.

@@ -108,7 +108,7 @@ StatusOr<std::unique_ptr<MpiTransport>> MpiTransport::Create() {
   }
   std::snprintf(g_stopped_line, sizeof(g_stopped_line),
                 "xlens: rank %d of %d: stopped by mpirun: another rank ended before the run "
-                "finished (mpirun names it below)\n", transport->rank_, transport->size_);
+                "finished (mpirun says which)\n", transport->rank_, transport->size_);
   struct sigaction action {};
   action.sa_handler = OnTerminate;
   sigemptyset(&action.sa_mask);
@@ -139,6 +139,7 @@ void MpiTransport::Finalize() {
 
 std::vector<std::string> MpiTransport::AllGather(std::string_view mine, std::string_view what,
                                                  double timeout_seconds) {
+  SetTimeoutLine(what, timeout_seconds);
   char error[kErrorSize] = {0};
   std::vector<int64_t> sizes(static_cast<size_t>(size_));
   int rc = api_->allgather_sizes(static_cast<int64_t>(mine.size()), sizes.data(), timeout_seconds,
@@ -161,10 +162,17 @@ std::vector<std::string> MpiTransport::AllGather(std::string_view mine, std::str
   return all;
 }
 
+void MpiTransport::SetTimeoutLine(std::string_view what, double timeout_seconds) {
+  const std::string line = fmt::format("xlens: {}: {}: not every rank came within {:g} s; stopping "
+                                       "every rank\n", RankName(), what, timeout_seconds);
+  api_->set_timeout_line(line.c_str());
+}
+
 bool MpiTransport::CanReduce(PrimitiveType type) const { return TypeOf(type).has_value(); }
 
 void MpiTransport::AllReduce(void* data, int64_t count, PrimitiveType type, TransportReduction op,
                              std::string_view what, double timeout_seconds) {
+  SetTimeoutLine(what, timeout_seconds);
   char error[kErrorSize] = {0};
   const int rc = api_->allreduce(data, count, TypeOf(type).value_or(-1), OpOf(op), timeout_seconds,
                                  error, sizeof(error));

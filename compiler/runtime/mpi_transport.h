@@ -35,6 +35,8 @@ class MpiTransport : public CollectiveTransport {
 
  private:
   MpiTransport() = default;
+  // What the plugin's watchdog prints if the next call overruns `timeout_seconds`.
+  void SetTimeoutLine(std::string_view what, double timeout_seconds);
   struct Api;
   const Api* api_ = nullptr;
   void* handle_ = nullptr;
