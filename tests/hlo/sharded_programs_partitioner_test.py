@@ -10,8 +10,9 @@ before XLA's partitioner ran. Each program is partitioned by `xlens opt
   - before_optimizations.txt       what jax handed XLA: shardings on the parameters, Shardy's
                                    annotations, calls not yet inlined;
 
-and the result is evaluated on the devices (`xlens eval --num_partitions=P`) from jax's global
-inputs, which xlens splits by the partitioned module's parameter shardings. Every device's every
+and the result is evaluated on the devices (`xlens eval --num_partitions=P`), and on 4 devices also
+compiled (`xlens run --reference`), from jax's global inputs, which xlens splits by the partitioned
+module's parameter shardings. Every device's every
 output must match jax's shard of it. A table says which program partitions from which module.
 
 Programs that are expected not to partition from a module are listed in KNOWN_GAPS with the
@@ -58,14 +59,19 @@ def check(args, where, source, scratch):
     return [f"{name}: xlens opt failed: {result.stderr.strip()}"]
   with open(partitioned, "w") as f:
     f.write(result.stdout)
-  outputs = os.path.join(scratch, "outputs")
-  result = subprocess.run([args.xlens, "eval", partitioned, f"--num_partitions={partitions}", "--inputs",
-                           os.path.join(where, "inputs"), "--outputs", outputs],
-                          capture_output=True, text=True, timeout=120)
-  if result.returncode != 0:
-    return [f"{name}: xlens eval failed: {result.stderr.strip()}"]
   failures = []
-  compare(name, outputs, where, partitions, failures)
+  # The evaluator everywhere; compiled too (one executable per device) on 4 devices, to keep the
+  # test short.
+  runs = [("eval", [])] + ([("run", ["--reference"])] if partitions == 4 else [])
+  for command, extra in runs:
+    outputs = os.path.join(scratch, command)
+    result = subprocess.run([args.xlens, command, partitioned, f"--num_partitions={partitions}", "--inputs",
+                             os.path.join(where, "inputs"), "--outputs", outputs] + extra,
+                            capture_output=True, text=True, timeout=120)
+    if result.returncode != 0:
+      failures.append(f"{name}: xlens {command} failed: {result.stderr.strip()}")
+      continue
+    compare(f"{name} (xlens {command})", outputs, where, partitions, failures)
   return failures
 
 
