@@ -115,8 +115,19 @@ class Partitioner {
       if (sharding.IsManual()) {
         p.manual = true;
         p.hlo = Add(instr.CloneWithNewOperands(instr.shape(), {}));
+      } else if (instr.shape().IsTuple()) {
+        // A flat tuple: each element is cut by its own sharding.
+        std::vector<Shape> pieces;
+        for (int64_t k = 0; k < instr.shape().tuple_shapes_size(); ++k) {
+          const Shape& element = instr.shape().tuple_shapes(k);
+          if (!element.IsArray()) return Error("nested tuple-shaped entry parameters are not partitioned yet");
+          ASSIGN_OR_RETURN(Tiling t, Tiling::FromSharding(sharding.IsTuple() ? sharding.tuple_elements()[k] : sharding,
+                                                          element.rank(), n_));
+          pieces.push_back(WithDims(element, t.TileDims(element.dimensions())));
+          p.elements.push_back(std::move(t));
+        }
+        p.hlo = Add(instr.CloneWithNewOperands(Shape::Tuple(pieces), {}));
       } else {
-        if (!instr.shape().IsArray()) return Error("tuple-shaped entry parameters are not partitioned yet");
         ASSIGN_OR_RETURN(p.tiling, Tiling::FromSharding(sharding, instr.shape().rank(), n_));
         p.hlo = Add(instr.CloneWithNewOperands(
             WithDims(instr.shape(), p.tiling.TileDims(instr.shape().dimensions())), {}));

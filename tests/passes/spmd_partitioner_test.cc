@@ -270,6 +270,17 @@ ENTRY e {
   }
 }
 
+TEST(SpmdPartitionerTest, TupleParametersAreCutElementByElement) {
+  PartitionAndCheck(R"(HloModule m, num_partitions=2
+ENTRY e {
+  p = (f32[4,6], f32[6]) parameter(0), sharding={{devices=[2,1]<=[2]}, {replicated}}
+  a = f32[4,6] get-tuple-element(p), index=0
+  b = f32[6] get-tuple-element(p), index=1
+  bb = f32[4,6] broadcast(b), dimensions={1}
+  ROOT n = f32[4,6] add(a, bb), sharding={devices=[1,2]<=[2]}
+})", 2);
+}
+
 TEST(SpmdPartitionerTest, OneDeviceIsLeftAlone) {
   auto module = ParseModuleOrDie(R"(HloModule m
 ENTRY e {
