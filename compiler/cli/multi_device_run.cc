@@ -97,11 +97,16 @@ StatusOr<std::vector<std::vector<Literal>>> LoadGlobalInputs(const HloModule& mo
     for (int64_t p = 0; p < topology.num_partitions; ++p) {
       const Literal& piece = (*pieces)[p];
       if (!shape_util::Compatible(piece.shape(), parameter->shape())) {
+        // A module that takes the whole value was never partitioned (jax's before_optimizations).
+        const bool global_module = shape_util::Compatible(global.shape(), parameter->shape());
         return Error(fmt::format("{}: holds {}, whose piece for partition {} by the parameter's "
-                                 "sharding is {}, but parameter {} (%{}) expects {}",
+                                 "sharding is {}, but parameter {} (%{}) expects {}{}",
                                  DisplayPath(path), global.shape().ToString(false), p,
                                  piece.shape().ToString(false), i, parameter->name(),
-                                 parameter->shape().ToString(false)));
+                                 parameter->shape().ToString(false),
+                                 global_module ? ": the module is not partitioned yet; partition it "
+                                                 "first with xlens opt MODULE --passes=spmd-partitioning"
+                                               : ""));
       }
     }
     for (int64_t r = 0; r < topology.num_replicas; ++r) {
