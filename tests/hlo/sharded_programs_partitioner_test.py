@@ -103,6 +103,14 @@ def main():
         if not got and gap:
           failures.append(f"{program} from {source} now matches jax: drop it from KNOWN_GAPS")
       rows.append(row)
+      if program == "n4/tp_mlp":
+        # Run unpartitioned, the module is refused with the way to partition it.
+        result = subprocess.run([args.xlens, "eval", os.path.join(where, "before_optimizations.txt"),
+                                 "--num_partitions=4", "--inputs", os.path.join(where, "inputs")],
+                                capture_output=True, text=True, timeout=120)
+        if result.returncode != 1 or "--passes=spmd-partitioning" not in result.stderr:
+          failures.append(f"{program}: before_optimizations run unpartitioned: expected a refusal naming "
+                          f"--passes=spmd-partitioning, got exit {result.returncode}: {result.stderr.strip()}")
   print(f"{'program':28} {SOURCES[0]:26} {SOURCES[1]}")
   for row in rows:
     print(f"{row[0]:28} {row[1]:26} {row[2]}")
