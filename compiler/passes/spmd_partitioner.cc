@@ -451,8 +451,18 @@ class Partitioner {
                                    rp->shape().ToString());
     if (!cut_axes.empty()) {
       auto groups = s.GroupsAlong(cut_axes);
-      d = b_->AllReduce(d, groups, nullptr);
-      note += fmt::format(", contracting dims tiled: all-reduce of partial sums over {}", ReplicaGroupsToString(groups));
+      if (auto dim = b_->ScatterDim(result, want, groups, instr.shape().dimensions())) {
+        // The result is wanted cut along a dim across the same devices that sum: each takes its
+        // part of the sum (XLA's reduce-scatter), not the whole sum to cut after.
+        d = b_->ReduceScatter(d, *dim, groups);
+        result = want;
+        note += fmt::format(", contracting dims tiled: reduce-scatter of partial sums along dim {} over {}",
+                            *dim, ReplicaGroupsToString(groups));
+      } else {
+        d = b_->AllReduce(d, groups, nullptr);
+        note += fmt::format(", contracting dims tiled: all-reduce of partial sums over {}",
+                            ReplicaGroupsToString(groups));
+      }
     }
     decisions_.push_back(note);
     Piece p{d, result, false, {}};

@@ -17,7 +17,8 @@
 // over a tiled dim reduces its piece and all-reduces with its own reducer. A dot picks the layout
 // of its iteration space (batch, non-contracting and contracting dims) that moves the fewest bytes
 // among: the result's sharding, each operand's, and both merged; a tiled contracting dim ends in an
-// all-reduce of partial sums. Anything else runs whole on every device (its operands all-gathered)
+// all-reduce of partial sums (a reduce-scatter when the result is wanted cut across the devices
+// that sum). Anything else runs whole on every device (its operands all-gathered)
 // and is cut to its sharding after. Manual values (shard_map's body, between SPMDFullToShardShape
 // and SPMDShardToFullShape, or Shardy's xla.sdy.GlobalToLocalShape and LocalToGlobalShape) are
 // already per device and pass through unchanged.

@@ -140,6 +140,41 @@ HloInstruction* SpmdBuilder::AllReduce(HloInstruction* x, const std::vector<std:
 
 // x with dim `dim` past `global` (padding) replaced by `fill`, for the devices whose piece
 // passes the end.
+std::optional<int64_t> SpmdBuilder::ScatterDim(const Tiling& from, const Tiling& to,
+                                               const std::vector<std::vector<int64_t>>& groups,
+                                               const std::vector<int64_t>& global) const {
+  if (groups.empty() || groups[0].size() < 2) return std::nullopt;
+  const int64_t k = static_cast<int64_t>(groups[0].size());
+  std::optional<int64_t> dim;
+  for (int64_t d = 0; d < from.rank(); ++d) {
+    if (from.tiles[d] == to.tiles[d]) continue;
+    if (dim || from.tiles[d] != 1 || to.tiles[d] != k || global[d] % k != 0) return std::nullopt;
+    dim = d;
+  }
+  if (!dim) return std::nullopt;
+  for (const auto& group : groups) {
+    for (int64_t r = 0; r < static_cast<int64_t>(group.size()); ++r) {
+      std::vector<int64_t> a = from.Coordinates(group[r]), b = to.Coordinates(group[r]);
+      for (int64_t d = 0; d < from.rank(); ++d) {
+        if (b[d] != (d == *dim ? r : a[d])) return std::nullopt;
+      }
+    }
+  }
+  return dim;
+}
+
+HloInstruction* SpmdBuilder::ReduceScatter(HloInstruction* x, int64_t dim,
+                                           const std::vector<std::vector<int64_t>>& groups) {
+  std::vector<int64_t> dims = x->shape().dimensions();
+  dims[dim] /= static_cast<int64_t>(groups[0].size());
+  auto rs = std::make_unique<HloInstruction>(HloOpcode::kReduceScatter, WithDims(x->shape(), dims));
+  rs->AppendOperand(x);
+  rs->dimensions_attr = std::vector<int64_t>{dim};
+  SetCollective(rs.get(), groups);
+  rs->SetCalledComputation("to_apply", Reducer(nullptr, x->shape().element_type()));
+  return Add(std::move(rs));
+}
+
 HloInstruction* SpmdBuilder::Mask(HloInstruction* x, const Tiling& t, const std::vector<int64_t>& global,
                      const std::vector<int64_t>& dims, HloInstruction* fill) {
   HloInstruction* pred = nullptr;

@@ -36,6 +36,15 @@ class SpmdBuilder {
   // Combines `x` over each group with `reducer` (a sum when null).
   HloInstruction* AllReduce(HloInstruction* x, const std::vector<std::vector<int64_t>>& groups,
                             HloComputation* reducer);
+  // The dim along which `to` cuts what `from` holds whole, across each of `groups` in rank order
+  // (every other dim as `from` has it, the dim divisible): a reduce-scatter over `groups` then
+  // gives `to`'s pieces of the sum. nullopt otherwise.
+  std::optional<int64_t> ScatterDim(const Tiling& from, const Tiling& to,
+                                    const std::vector<std::vector<int64_t>>& groups,
+                                    const std::vector<int64_t>& global) const;
+  // Sums `x` over each group and leaves rank r its r-th part along `dim`.
+  HloInstruction* ReduceScatter(HloInstruction* x, int64_t dim,
+                                const std::vector<std::vector<int64_t>>& groups);
   // `x`, a piece under `tiling` of a value of `global` dims, with the elements past the end of
   // the tiled dims among `dims` (a short last tile's padding) replaced by `fill`.
   HloInstruction* Mask(HloInstruction* x, const Tiling& tiling, const std::vector<int64_t>& global,

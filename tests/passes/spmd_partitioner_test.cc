@@ -87,6 +87,20 @@ ENTRY e {
   EXPECT_EQ(CountOpcode(*m, HloOpcode::kAllGather), 0);
 }
 
+TEST(SpmdPartitionerTest, PartialSumsWantedCutAreReduceScattered) {
+  // Contracting dims tiled over {0,1} and {2,3}, the result wanted cut by columns across the same
+  // pairs: each device keeps only its part of the sum.
+  auto m = PartitionAndCheck(R"(HloModule m, num_partitions=4
+ENTRY e {
+  x = f32[8,32] parameter(0), sharding={devices=[2,2]<=[4]}
+  w = f32[32,16] parameter(1), sharding={devices=[2,1,2]<=[2,2]T(1,0) last_tile_dim_replicate}
+  ROOT d = f32[8,16] dot(x, w), lhs_contracting_dims={1}, rhs_contracting_dims={0}, sharding={devices=[2,2]<=[4]}
+})", 4);
+  EXPECT_EQ(CountOpcode(*m, HloOpcode::kReduceScatter), 1);
+  EXPECT_EQ(CountOpcode(*m, HloOpcode::kAllReduce), 0);
+  EXPECT_EQ(CountOpcode(*m, HloOpcode::kDynamicSlice), 0);
+}
+
 TEST(SpmdPartitionerTest, ColumnParallelDotTakesItsShardingFromBothOperands) {
   auto m = PartitionAndCheck(R"(HloModule m, num_partitions=4
 ENTRY e {
