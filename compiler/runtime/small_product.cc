@@ -1,6 +1,8 @@
 #include "compiler/runtime/small_product.h"
 
+#if defined(__x86_64__)
 #include <immintrin.h>
+#endif
 
 #include <algorithm>
 #include <cmath>
@@ -10,8 +12,12 @@ namespace xlens::runtime {
 namespace {
 
 bool HasAvx2() {
+#if defined(__x86_64__)
   static const bool has = __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma");
   return has;
+#else
+  return false;
+#endif
 }
 
 // One output row from a contiguous lhs row `a` of k elements.
@@ -33,6 +39,7 @@ void RowScalar(const SmallProductShape& s, const float* a, const float* rhs, flo
   }
 }
 
+#if defined(__x86_64__)
 __attribute__((target("avx2,fma"))) float HorizontalSum(__m256 v) {
   __m128 x = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
   x = _mm_add_ps(x, _mm_movehl_ps(x, x));
@@ -97,6 +104,8 @@ __attribute__((target("avx2,fma"))) void RowAvx2(const SmallProductShape& s, con
   }
 }
 
+#endif  // __x86_64__
+
 }  // namespace
 
 void ApplySmallProductPostOps(const std::vector<OneDnnPostOp>& ops, const std::vector<const float*>& addends,
@@ -145,7 +154,7 @@ void ApplySmallProductPostOps(const std::vector<OneDnnPostOp>& ops, const std::v
 const char* SmallProductIsa() { return HasAvx2() ? "avx2" : "scalar"; }
 
 void SmallProduct(const SmallProductShape& s, const float* lhs, const float* rhs, float* out) {
-  const bool avx2 = HasAvx2();
+  [[maybe_unused]] const bool avx2 = HasAvx2();
   // A transposed lhs's row is a column of what is stored: gathered into a contiguous row first.
   thread_local std::vector<float> row;
   if (s.lhs_transposed && static_cast<int64_t>(row.size()) < s.k) row.resize(s.k);
@@ -159,11 +168,13 @@ void SmallProduct(const SmallProductShape& s, const float* lhs, const float* rhs
         for (int64_t p = 0; p < s.k; ++p) row[p] = a[p * s.m + i];
         a_row = row.data();
       }
+#if defined(__x86_64__)
       if (avx2) {
         RowAvx2(s, a_row, w, c + i * s.n);
-      } else {
-        RowScalar(s, a_row, w, c + i * s.n);
+        continue;
       }
+#endif
+      RowScalar(s, a_row, w, c + i * s.n);
     }
   }
 }
