@@ -140,7 +140,8 @@ StatusOr<std::optional<HloSharding>> StatedSharding(const HloInstruction& instru
   const std::string target = instruction.custom_call_target.value_or("");
   if (target == "xla.sdy.GlobalToLocalShape") return std::optional<HloSharding>(HloSharding::Manual());
   if (target == "xla.sdy.LocalToGlobalShape") {
-    ASSIGN_OR_RETURN(std::vector<HloSharding> out, ShardyValueShardings(instruction, meshes, "xla.sdy.out_shardings"));
+    ASSIGN_OR_RETURN(std::vector<HloSharding> out,
+                     ShardyValueShardings(instruction, meshes, "xla.sdy.out_shardings"));
     if (out.size() == 1) return std::optional<HloSharding>(out[0]);
   }
   ASSIGN_OR_RETURN(std::vector<HloSharding> shardy, InstructionShardySharding(instruction, meshes));

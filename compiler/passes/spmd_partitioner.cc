@@ -120,9 +120,11 @@ class Partitioner {
         std::vector<Shape> pieces;
         for (int64_t k = 0; k < instr.shape().tuple_shapes_size(); ++k) {
           const Shape& element = instr.shape().tuple_shapes(k);
-          if (!element.IsArray()) return Error("nested tuple-shaped entry parameters are not partitioned yet");
-          ASSIGN_OR_RETURN(Tiling t, Tiling::FromSharding(sharding.IsTuple() ? sharding.tuple_elements()[k] : sharding,
-                                                          element.rank(), n_));
+          if (!element.IsArray()) {
+            return Error("nested tuple-shaped entry parameters are not partitioned yet");
+          }
+          const HloSharding& leaf = sharding.IsTuple() ? sharding.tuple_elements()[k] : sharding;
+          ASSIGN_OR_RETURN(Tiling t, Tiling::FromSharding(leaf, element.rank(), n_));
           pieces.push_back(WithDims(element, t.TileDims(element.dimensions())));
           p.elements.push_back(std::move(t));
         }
@@ -139,7 +141,8 @@ class Partitioner {
     if (target == "xla.sdy.GlobalToLocalShape") {
       // Shardy's entry into a shard_map body: the operand laid out as in_shardings says.
       ASSIGN_OR_RETURN(ShardyMeshes meshes, ModuleShardyMeshes(module_));
-      ASSIGN_OR_RETURN(std::vector<HloSharding> in, ShardyValueShardings(instr, meshes, "xla.sdy.in_shardings"));
+      ASSIGN_OR_RETURN(std::vector<HloSharding> in,
+                       ShardyValueShardings(instr, meshes, "xla.sdy.in_shardings"));
       if (in.size() != 1 || instr.operand_count() != 1) {
         return Error("a shard_map of several values (xla.sdy.GlobalToLocalShape) is not partitioned yet");
       }
@@ -153,7 +156,9 @@ class Partitioner {
         return Error(fmt::format("{}'s pieces are {}, its result {}", target,
                                  in.hlo->shape().ToString(), instr.shape().ToString()));
       }
-      pieces_[&instr] = Piece{Add(HloInstruction::CreateUnary(HloOpcode::kCopy, in.hlo->shape(), in.hlo)), {}, true, {}};
+      HloInstruction* copy =
+          Add(HloInstruction::CreateUnary(HloOpcode::kCopy, in.hlo->shape(), in.hlo));
+      pieces_[&instr] = Piece{copy, {}, true, {}};
       decisions_.push_back(fmt::format("%{}: enters manual code with the pieces of {}", instr.name(),
                                        in.tiling.ToString()));
       return OkStatus();
@@ -165,8 +170,10 @@ class Partitioner {
         return Error(fmt::format("{}'s operand {} is not a piece of {} under {}", target,
                                  in->shape().ToString(), instr.shape().ToString(), t.ToString()));
       }
-      pieces_[&instr] = Piece{Add(HloInstruction::CreateUnary(HloOpcode::kCopy, in->shape(), in)), t, false, {}};
-      decisions_.push_back(fmt::format("%{}: leaves manual code as the pieces of {}", instr.name(), t.ToString()));
+      HloInstruction* copy = Add(HloInstruction::CreateUnary(HloOpcode::kCopy, in->shape(), in));
+      pieces_[&instr] = Piece{copy, t, false, {}};
+      decisions_.push_back(
+          fmt::format("%{}: leaves manual code as the pieces of {}", instr.name(), t.ToString()));
       return OkStatus();
     }
     if (sharding.IsManual()) {
@@ -369,7 +376,8 @@ class Partitioner {
     HloInstruction* init = ReshardOperand(*instr.operand(1), Tiling::Replicated(0, n_));
     HloInstruction* x = b_->Mask(in.hlo, in.tiling, global, cut, init);
     Tiling result = ForwardThroughMap(instr, 0, in.tiling, *OpDimMap(instr, 0));
-    auto c = instr.CloneWithNewOperands(WithDims(instr.shape(), result.TileDims(instr.shape().dimensions())), {x, init});
+    auto c = instr.CloneWithNewOperands(
+        WithDims(instr.shape(), result.TileDims(instr.shape().dimensions())), {x, init});
     DropSharding(c.get());
     HloInstruction* r = Add(std::move(c));
     if (!cut.empty()) {
@@ -439,11 +447,14 @@ class Partitioner {
       }
     }
     if (!cut_axes.empty()) {
-      lp = b_->Mask(lp, space.Lhs(s), lhs->shape().dimensions(), lhs_cut, b_->Zero(lhs->shape().element_type()));
-      rp = b_->Mask(rp, space.Rhs(s), rhs->shape().dimensions(), rhs_cut, b_->Zero(rhs->shape().element_type()));
+      lp = b_->Mask(lp, space.Lhs(s), lhs->shape().dimensions(), lhs_cut,
+                    b_->Zero(lhs->shape().element_type()));
+      rp = b_->Mask(rp, space.Rhs(s), rhs->shape().dimensions(), rhs_cut,
+                    b_->Zero(rhs->shape().element_type()));
     }
     Tiling result = space.Result(s);
-    auto c = instr.CloneWithNewOperands(WithDims(instr.shape(), result.TileDims(instr.shape().dimensions())), {lp, rp});
+    auto c = instr.CloneWithNewOperands(
+        WithDims(instr.shape(), result.TileDims(instr.shape().dimensions())), {lp, rp});
     DropSharding(c.get());
     HloInstruction* d = Add(std::move(c));
     std::string note = fmt::format("%{}: dot laid out by {} (space {}), pieces {} x {}", instr.name(),

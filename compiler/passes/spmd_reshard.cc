@@ -78,7 +78,8 @@ HloInstruction* SpmdBuilder::PartitionId() {
   if (partition_id_ == nullptr) {
     auto pid = std::make_unique<HloInstruction>(HloOpcode::kPartitionId, Shape::Scalar(PrimitiveType::U32));
     HloInstruction* p = Add(std::move(pid));
-    partition_id_ = Add(HloInstruction::CreateUnary(HloOpcode::kConvert, Shape::Scalar(PrimitiveType::S32), p));
+    partition_id_ = Add(
+        HloInstruction::CreateUnary(HloOpcode::kConvert, Shape::Scalar(PrimitiveType::S32), p));
   }
   return partition_id_;
 }
@@ -88,7 +89,8 @@ HloInstruction* SpmdBuilder::PerDevice(const std::vector<int64_t>& values) {
     return ScalarS32(values[0]);
   }
   std::vector<int32_t> v32(values.begin(), values.end());
-  HloInstruction* table = Add(HloInstruction::CreateConstant(Literal::CreateR1<int32_t>(PrimitiveType::S32, v32)));
+  HloInstruction* table =
+      Add(HloInstruction::CreateConstant(Literal::CreateR1<int32_t>(PrimitiveType::S32, v32)));
   auto ds = std::make_unique<HloInstruction>(HloOpcode::kDynamicSlice, Shape(PrimitiveType::S32, {1}));
   ds->AppendOperand(table);
   ds->AppendOperand(PartitionId());
@@ -187,7 +189,8 @@ HloInstruction* SpmdBuilder::Mask(HloInstruction* x, const Tiling& t, const std:
     HloInstruction* i = Add(std::move(iota));
     std::vector<int64_t> offsets;
     for (int64_t dev = 0; dev < n_; ++dev) offsets.push_back(t.Offset(global, d, dev));
-    HloInstruction* at = Add(HloInstruction::CreateBinary(HloOpcode::kAdd, is, i, Broadcast(PerDevice(offsets), is)));
+    HloInstruction* at = Add(
+        HloInstruction::CreateBinary(HloOpcode::kAdd, is, i, Broadcast(PerDevice(offsets), is)));
     Shape ps = x->shape();
     ps.set_element_type(PrimitiveType::PRED);
     auto lt = HloInstruction::CreateBinary(HloOpcode::kCompare, ps, at, Broadcast(ScalarS32(global[d]), is));
@@ -239,7 +242,8 @@ HloInstruction* SpmdBuilder::Gather(HloInstruction* x, Tiling& cur, const std::v
 
 // Splits dim j into (k, rest), exchanges the k parts among the devices along dim i, and merges
 // the received parts, in their senders' order, in front of dim i.
-HloInstruction* SpmdBuilder::AllToAll(HloInstruction* x, const Tiling& cur, int64_t i, int64_t j, std::string& how) {
+HloInstruction* SpmdBuilder::AllToAll(HloInstruction* x, const Tiling& cur, int64_t i, int64_t j,
+                                      std::string& how) {
   const int64_t k = cur.tiles[i];
   std::vector<int64_t> dims = x->shape().dimensions();
   std::vector<int64_t> split = dims;
