@@ -54,7 +54,15 @@ StatusOr<Tiling> Tiling::FromSharding(const HloSharding& sharding, int64_t rank,
       sharding.kind() == HloSharding::Kind::kUnknown) {
     return Replicated(rank, num_devices);
   }
-  if (!sharding.IsTiled() || !sharding.subgroups().empty()) {
+  if (sharding.IsManual()) {
+    return Error("sharding {manual} has no tiles: each device's value is its own");
+  }
+  if (!sharding.subgroups().empty()) {
+    return Error(fmt::format("sharding {} is manual along some of the mesh's axes: partially "
+                             "manual values (shard_map over some axes) are not partitioned yet",
+                             sharding.ToString()));
+  }
+  if (!sharding.IsTiled()) {
     return Error(fmt::format("sharding {} is not an array tiling", sharding.ToString()));
   }
   const TileAssignment& ta = sharding.tile_assignment();
