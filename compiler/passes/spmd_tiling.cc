@@ -75,6 +75,12 @@ StatusOr<Tiling> Tiling::FromSharding(const HloSharding& sharding, int64_t rank,
   for (int64_t i = 0; i < data_rank; ++i) t.tiles.push_back(ta.dim(i));
   t.rep = sharding.replicate_on_last_tile_dim() ? ta.dim(ta.num_dimensions() - 1) : 1;
   t.devices = ta.devices();
+  for (int64_t d : t.devices) {
+    if (d >= num_devices) {
+      return Error(fmt::format("sharding {} names device {}, the module has {}", sharding.ToString(),
+                               d, num_devices));
+    }
+  }
   if (t.num_devices() != num_devices) {
     return Error(fmt::format("sharding {} places {} devices, the module has {}",
                              sharding.ToString(), t.num_devices(), num_devices));
@@ -127,8 +133,11 @@ int64_t Tiling::num_tiles() const {
 }
 
 std::vector<int64_t> Tiling::Coordinates(int64_t device) const {
-  auto it = std::find(devices.begin(), devices.end(), device);
-  int64_t at = it - devices.begin();
+  if (position_.size() != devices.size()) {
+    position_.assign(devices.size(), 0);
+    for (size_t i = 0; i < devices.size(); ++i) position_[devices[i]] = static_cast<int64_t>(i);
+  }
+  int64_t at = position_[device];
   std::vector<int64_t> coords(tiles.size() + 1);
   coords.back() = at % rep;
   at /= rep;

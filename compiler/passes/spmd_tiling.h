@@ -44,7 +44,8 @@ struct Tiling {
     return tiles == other.tiles && rep == other.rep && devices == other.devices;
   }
 
-  // Device `device`'s coordinates over [tiles..., rep].
+  // Device `device`'s coordinates over [tiles..., rep]. The first call indexes the devices, so
+  // that loops over every device stay linear: set `devices` before asking.
   std::vector<int64_t> Coordinates(int64_t device) const;
   // Each device's piece: ceil(dim / tiles) per dim.
   std::vector<int64_t> TileDims(const std::vector<int64_t>& dims) const;
@@ -60,6 +61,9 @@ struct Tiling {
   // The groups of devices whose coordinates differ only in `dims`, each ordered row-major by
   // those coordinates: who meets in an all-gather or all-reduce over those dims.
   std::vector<std::vector<int64_t>> GroupsAlong(const std::vector<int64_t>& dims) const;
+
+ private:
+  mutable std::vector<int64_t> position_;  // position_[device]: its index in `devices`
 };
 
 // One tiling that holds both `a`'s and `b`'s cuts (XLA's MergeSharding): a dim either tiles is
