@@ -57,6 +57,9 @@ Shape WithDims(const Shape& shape, const std::vector<int64_t>& dims) {
 SpmdBuilder::SpmdBuilder(HloModule& module, HloComputation* computation, int64_t n,
                          std::vector<std::string>& decisions)
     : module_(module), comp_(computation), n_(n), decisions_(decisions) {
+  for (const RawAttribute& a : module_.header_attributes()) {
+    if (a.key == "replica_count") num_replicas_ = std::max<int64_t>(1, std::atoll(a.value.c_str()));
+  }
   for (const HloComputation* c : module_.computations()) {
     for (const HloInstruction* i : c->instructions()) {
       if (const std::string* ch = i->raw_attribute("channel_id")) {
@@ -112,9 +115,26 @@ HloInstruction* SpmdBuilder::Broadcast(HloInstruction* scalar, const Shape& like
   b->dimensions_attr = std::vector<int64_t>{};
   return Add(std::move(b));
 }
-void SpmdBuilder::SetCollective(HloInstruction* instr, const std::vector<std::vector<int64_t>>& groups) {
+void SpmdBuilder::SetCollective(HloInstruction* instr,
+                                const std::vector<std::vector<int64_t>>& groups) {
   instr->SetRawAttribute("channel_id", std::to_string(next_channel_++));
-  instr->SetRawAttribute("replica_groups", Groups(groups));
+  if (instr->opcode() == HloOpcode::kAllToAll) {
+    // With a channel and no use_global_device_ids an all-to-all meets across partitions only, in
+    // every replica: the groups are partition ids.
+    instr->SetRawAttribute("replica_groups", Groups(groups));
+    return;
+  }
+  // all-reduce, all-gather and reduce-scatter without use_global_device_ids would meet across
+  // replicas too; XLA's partitioner gives them global device ids, each group once per replica.
+  std::vector<std::vector<int64_t>> global;
+  for (int64_t r = 0; r < num_replicas_; ++r) {
+    for (const auto& group : groups) {
+      std::vector<int64_t> ids;
+      for (int64_t p : group) ids.push_back(r * n_ + p);
+      global.push_back(std::move(ids));
+    }
+  }
+  instr->SetRawAttribute("replica_groups", Groups(global));
   instr->SetRawAttribute("use_global_device_ids", "true");
 }
 HloComputation* SpmdBuilder::Reducer(HloComputation* given, PrimitiveType type) {

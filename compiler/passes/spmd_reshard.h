@@ -1,8 +1,9 @@
 // What spmd-partitioning builds into the per-device program besides the ops themselves: moving a
 // value from one tiling to another (all-gather, all-to-all, dynamic-slice by partition-id), the
 // all-reduce that sums partial results, and the masks that keep a padded tile's padding out of a
-// reduction. Every collective gets a fresh channel_id and replica_groups of partition ids
-// (use_global_device_ids=true), as XLA's partitioner writes them.
+// reduction. Every collective gets a fresh channel_id; an all-to-all's groups are partition ids
+// (cross-partition), the others' global device ids (use_global_device_ids=true) repeated for each
+// of the header's replica_count replicas, as XLA's partitioner writes them.
 #pragma once
 
 #include <cstdint>
@@ -68,6 +69,7 @@ class SpmdBuilder {
   HloModule& module_;
   HloComputation* comp_;
   int64_t n_;
+  int64_t num_replicas_ = 1;
   std::vector<std::string>& decisions_;
   HloInstruction* partition_id_ = nullptr;
   int64_t next_channel_ = 1;

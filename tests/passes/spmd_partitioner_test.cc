@@ -23,7 +23,8 @@ using xlens::testing::RunPassChecked;
 // Partitions `text` for `n` devices and checks, on random global inputs split by the parameters'
 // shardings, that every device's result is its piece of what the unpartitioned module computes
 // on one device (assembled by the root's sharding).
-std::unique_ptr<HloModule> PartitionAndCheck(const std::string& text, int64_t n) {
+std::unique_ptr<HloModule> PartitionAndCheck(const std::string& text, int64_t n,
+                                             int64_t replicas = 1) {
   auto oracle = ParseModuleOrDie(text);
   auto module = ParseModuleOrDie(text);
   SpmdPartitioner partitioner;
@@ -39,23 +40,29 @@ std::unique_ptr<HloModule> PartitionAndCheck(const std::string& text, int64_t n)
   EXPECT_TRUE(expected.ok()) << expected.status().message();
   auto shardings = EntryParameterShardings(*module);
   EXPECT_TRUE(shardings.ok());
-  std::vector<std::vector<Literal>> per_device(n);
+  // Device r * n + p is partition p of replica r; every replica gets the same pieces.
+  std::vector<std::vector<Literal>> per_device(replicas * n);
   for (size_t i = 0; i < globals.size(); ++i) {
     auto pieces = SplitLiteral(globals[i], (*shardings)[i], n);
     EXPECT_TRUE(pieces.ok()) << pieces.status().message();
-    for (int64_t d = 0; d < n; ++d) per_device[d].push_back(std::move((*pieces)[d]));
+    for (int64_t d = 0; d < replicas * n; ++d) per_device[d].push_back((*pieces)[d % n]);
   }
-  DeviceTopology topology{1, n};
+  DeviceTopology topology{replicas, n};
   auto results = EvaluateModuleOnDevices(*module, per_device, topology);
   EXPECT_TRUE(results.ok()) << results.status().message() << "\n" << PrintModule(*module);
   if (!results.ok()) return module;
   auto root = EntryRootSharding(*module);
   EXPECT_TRUE(root.ok());
-  auto assembled = AssembleLiteral(*results, *root, oracle->entry_computation()->root_instruction()->shape());
-  EXPECT_TRUE(assembled.ok()) << assembled.status().message() << "\n" << PrintModule(*module);
-  if (assembled.ok()) {
-    Status near = ExpectLiteralNear(*expected, *assembled, ErrorSpec{1e-4, 1e-4});
-    EXPECT_TRUE(near.ok()) << near.message() << "\n" << PrintModule(*module);
+  for (int64_t r = 0; r < replicas; ++r) {
+    std::vector<Literal> replica(results->begin() + r * n, results->begin() + (r + 1) * n);
+    auto assembled =
+        AssembleLiteral(replica, *root, oracle->entry_computation()->root_instruction()->shape());
+    EXPECT_TRUE(assembled.ok()) << assembled.status().message() << "\n" << PrintModule(*module);
+    if (assembled.ok()) {
+      Status near = ExpectLiteralNear(*expected, *assembled, ErrorSpec{1e-4, 1e-4});
+      EXPECT_TRUE(near.ok()) << "replica " << r << ": " << near.message() << "\n"
+                             << PrintModule(*module);
+    }
   }
   return module;
 }
@@ -99,6 +106,22 @@ ENTRY e {
   EXPECT_EQ(CountOpcode(*m, HloOpcode::kReduceScatter), 1);
   EXPECT_EQ(CountOpcode(*m, HloOpcode::kAllReduce), 0);
   EXPECT_EQ(CountOpcode(*m, HloOpcode::kDynamicSlice), 0);
+}
+
+TEST(SpmdPartitionerTest, EachReplicaMeetsOnlyItsOwnPartitions) {
+  // Two replicas of four partitions: the all-reduce's and all-gather's groups name global device
+  // ids once per replica, the all-to-all's partition ids.
+  auto m = PartitionAndCheck(R"(HloModule m, num_partitions=4, replica_count=2
+ENTRY e {
+  x = f32[8,32] parameter(0), sharding={devices=[2,2]<=[4]}
+  w = f32[32,16] parameter(1), sharding={devices=[2,1,2]<=[2,2]T(1,0) last_tile_dim_replicate}
+  d = f32[8,16] dot(x, w), lhs_contracting_dims={1}, rhs_contracting_dims={0}, sharding={devices=[2,1,2]<=[4] last_tile_dim_replicate}
+  y = f32[8,16] parameter(2), sharding={devices=[1,4]<=[4]}
+  a = f32[8,16] add(d, y), sharding={devices=[4,1]<=[4]}
+  ROOT g = f32[8,16] copy(a), sharding={replicated}
+})", 4, 2);
+  EXPECT_EQ(CountOpcode(*m, HloOpcode::kAllReduce), 1);
+  EXPECT_EQ(CountOpcode(*m, HloOpcode::kAllToAll), 1);
 }
 
 TEST(SpmdPartitionerTest, ColumnParallelDotTakesItsShardingFromBothOperands) {
