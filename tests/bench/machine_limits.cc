@@ -322,11 +322,24 @@ std::optional<Json> ModuleCalls(const std::string& file, int executions) {
         const int64_t m = elements(lhs) / (batch * k);
         const int64_t n = elements(rhs) / (batch * Product(rhs, dn.rhs_contracting_dimensions));
         if (batch * m * k * n == 0) continue;
-        call = TimeMatmul(batch, m, k, n, executions);
+        try {
+          call = TimeMatmul(batch, m, k, n, executions);
+        } catch (const dnnl::error& e) {
+          complete = false;
+          call = {{"kind", "matmul"}, {"refused", std::string("oneDNN: ") + e.what()},
+                  {"flops", 2.0 * batch * m * k * n}};
+        }
       } else if (i->opcode() == xlens::HloOpcode::kConvolution) {
         std::string why;
         std::optional<ConvShape> pose = PoseConvolution(*i, &why);
-        if (!pose) {
+        if (pose) {
+          try {
+            call = TimeConvolution(*pose, executions);
+          } catch (const dnnl::error& e) {
+            why = std::string("oneDNN: ") + e.what();
+          }
+        }
+        if (!call.contains("ms")) {
           complete = false;
           // Its flops, from the HLO, for a bound at the peak FLOP/s instead.
           double flops = 2.0;
@@ -337,8 +350,6 @@ std::optional<Json> ModuleCalls(const std::string& file, int executions) {
             flops *= rhs.dimensions(dn.kernel_input_feature_dimension) * Product(rhs, dn.kernel_spatial_dimensions);
           }
           call = {{"kind", "convolution"}, {"refused", why}, {"flops", flops}};
-        } else {
-          call = TimeConvolution(*pose, executions);
         }
       } else {
         continue;
@@ -397,6 +408,49 @@ int main(int argc, char** argv) {
       return 1;
     }
   }
+  // The shapes are read before anything is measured, so a mistyped one fails at once.
+#ifdef XLENS_HAVE_ONEDNN
+  std::vector<std::vector<int64_t>> matmul_shapes;
+  for (const std::string& m : matmuls) {
+    std::vector<int64_t> v = Numbers(m);
+    if (v.size() == 3) v.insert(v.begin(), 1);
+    if (v.size() != 4 || *std::min_element(v.begin(), v.end()) < 1) {
+      std::fprintf(stderr, "xlens machine_limits: --matmul=%s: expected [B,]M,K,N, all positive\n", m.c_str());
+      return 1;
+    }
+    matmul_shapes.push_back(v);
+  }
+  std::vector<ConvShape> conv_shapes;
+  for (const std::string& c : convs) {
+    std::vector<int64_t> v = Numbers(c);
+    const int64_t stride = v.size() > 7 ? v[7] : 1, pad = v.size() > 8 ? v[8] : 0;
+    const int64_t groups = v.size() > 9 ? v[9] : 1;
+    if (v.size() < 7 || v.size() > 10 || *std::min_element(v.begin(), v.begin() + 7) < 1 || stride < 1 ||
+        pad < 0 || groups < 1 || v[3] % groups != 0 || v[6] % groups != 0 || v[1] + 2 * pad < v[4] ||
+        v[2] + 2 * pad < v[5]) {
+      std::fprintf(stderr,
+                   "xlens machine_limits: --conv=%s: expected N,H,W,C,KH,KW,O[,stride[,pad[,groups]]], the "
+                   "kernel no larger than the padded image and the groups dividing C and O\n",
+                   c.c_str());
+      return 1;
+    }
+    ConvShape s;
+    s.kind = "forward";
+    s.images = v[0];
+    s.src_spatial = {v[1], v[2]};
+    s.input_channels = v[3];
+    s.kernel_spatial = {v[4], v[5]};
+    s.output_channels = v[6];
+    s.groups = groups;
+    s.strides = {stride, stride};
+    s.dilations = {0, 0};
+    s.padding_low = s.padding_high = {pad, pad};
+    for (int d = 0; d < 2; ++d) {
+      s.dst_spatial.push_back((s.src_spatial[d] + 2 * pad - s.kernel_spatial[d]) / stride + 1);
+    }
+    conv_shapes.push_back(s);
+  }
+#endif
   using xlens::profiler::StreamKernel;
   namespace profiler = xlens::profiler;
   // Every figure is the best of many short repetitions rather than the mean of a few long ones:
@@ -449,38 +503,12 @@ int main(int argc, char** argv) {
 #ifdef XLENS_HAVE_ONEDNN
   const int executions = quick ? 3 : repetitions * 4;
   Json onednn = Json::array();
-  for (const std::string& m : matmuls) {
-    std::vector<int64_t> v = Numbers(m);
-    if (v.size() == 3) v.insert(v.begin(), 1);
-    if (v.size() != 4) {
-      std::fprintf(stderr, "xlens machine_limits: --matmul=%s: expected [B,]M,K,N\n", m.c_str());
-      return 1;
-    }
-    onednn.push_back(TimeMatmul(v[0], v[1], v[2], v[3], executions));
-  }
-  for (const std::string& c : convs) {
-    std::vector<int64_t> v = Numbers(c);
-    if (v.size() < 7 || v.size() > 10) {
-      std::fprintf(stderr, "xlens machine_limits: --conv=%s: expected N,H,W,C,KH,KW,O[,stride[,pad[,groups]]]\n",
-                   c.c_str());
-      return 1;
-    }
-    ConvShape s;
-    s.kind = "forward";
-    s.images = v[0];
-    s.src_spatial = {v[1], v[2]};
-    s.input_channels = v[3];
-    s.kernel_spatial = {v[4], v[5]};
-    s.output_channels = v[6];
-    const int64_t stride = v.size() > 7 ? v[7] : 1, pad = v.size() > 8 ? v[8] : 0;
-    s.groups = v.size() > 9 ? v[9] : 1;
-    s.strides = {stride, stride};
-    s.dilations = {0, 0};
-    s.padding_low = s.padding_high = {pad, pad};
-    for (int d = 0; d < 2; ++d) {
-      s.dst_spatial.push_back((s.src_spatial[d] + 2 * pad - s.kernel_spatial[d]) / stride + 1);
-    }
-    onednn.push_back(TimeConvolution(s, executions));
+  try {
+    for (const std::vector<int64_t>& v : matmul_shapes) onednn.push_back(TimeMatmul(v[0], v[1], v[2], v[3], executions));
+    for (const ConvShape& shape : conv_shapes) onednn.push_back(TimeConvolution(shape, executions));
+  } catch (const dnnl::error& e) {
+    std::fprintf(stderr, "xlens machine_limits: oneDNN refused a shape given on the command line: %s\n", e.what());
+    return 1;
   }
   Json modules = Json::array();
   for (const std::string& file : hlos) {
