@@ -169,6 +169,23 @@ std::optional<std::vector<int64_t>> OpDimMap(const HloInstruction& instr, int64_
     }
     case HloOpcode::kTranspose:
       return instr.dimensions();
+    case HloOpcode::kReduceWindow: {
+      // Dims the window does not span (size 1, stride 1, no padding or dilation) pass through:
+      // a pooling over the image keeps its batch and channels cut. Variadic forms are whole.
+      if (instr.operand_count() != 2 || !instr.window || operand != 0) {
+        return operand == 1 ? std::optional<std::vector<int64_t>>(std::vector<int64_t>(out.rank(), -1))
+                            : std::nullopt;
+      }
+      std::vector<int64_t> map(out.rank(), -1);
+      for (int64_t d = 0; d < out.rank(); ++d) {
+        const WindowDimension& w = instr.window->dimensions[d];
+        if (w.size == 1 && w.stride == 1 && w.padding_low == 0 && w.padding_high == 0 &&
+            w.window_dilation == 1 && w.base_dilation == 1) {
+          map[d] = d;
+        }
+      }
+      return map;
+    }
     case HloOpcode::kGather: {
       // Indices split along their batch dims give the rows of the result they gather; the table
       // stays whole (XLA's index-parallel gather). Batching dims of the table are not split.

@@ -318,6 +318,22 @@ ENTRY e {
 })", 2);
 }
 
+TEST(SpmdPartitionerTest, PoolingKeepsTheBatchCut) {
+  auto m = PartitionAndCheck(R"(HloModule m, num_partitions=2
+max {
+  a = f32[] parameter(0)
+  b = f32[] parameter(1)
+  ROOT m = f32[] maximum(a, b)
+}
+ENTRY e {
+  x = f32[4,6,6,3] parameter(0), sharding={devices=[2,1,1,1]<=[2]}
+  ninf = f32[] constant(-inf)
+  ROOT p = f32[4,3,3,3] reduce-window(x, ninf), window={size=1x2x2x1 stride=1x2x2x1}, to_apply=max, sharding={devices=[2,1,1,1]<=[2]}
+})", 2);
+  EXPECT_EQ(CountOpcode(*m, HloOpcode::kAllGather), 0);
+  EXPECT_EQ(m->entry_computation()->root_instruction()->shape().dimensions(0), 2);
+}
+
 TEST(SpmdPartitionerTest, OneDeviceIsLeftAlone) {
   auto module = ParseModuleOrDie(R"(HloModule m
 ENTRY e {
