@@ -13,7 +13,8 @@
 // An elementwise op, broadcast, transpose, reshape (dims kept, split or merged along tiles), slice,
 // pad, concatenate and reverse run on their pieces with the dims they cut made whole; a slice that
 // only drops the end of a tiled dim keeps the pieces; a convolution runs on images cut by batch and
-// kernels cut by output feature, a gather on the pieces of its indices. A reduce
+// kernels cut by output feature, a gather on the pieces of its indices, a reduce-window along the
+// dims its window does not span. A reduce
 // over a tiled dim reduces its piece and all-reduces with its own reducer. A dot picks the layout
 // of its iteration space (batch, non-contracting and contracting dims) that moves the fewest bytes
 // among: the result's sharding, each operand's, and both merged; a tiled contracting dim ends in an
