@@ -31,6 +31,7 @@ Usage: tests/bench/codegen_vs_xla.py --xlens build/compiler/cli/xlens [--iterati
 Exit status: 0 when every output agrees, 1 otherwise, 77 without jax.
 """
 import argparse
+import atexit
 import math
 import os
 import re
@@ -286,6 +287,8 @@ def main():
     import roofline
     jax.config.update("jax_platforms", "cpu")
     work = args.keep or tempfile.mkdtemp(prefix="codegen_vs_xla.")
+    if not args.keep:  # removed however the run ends (a failed xlens, an interrupt)
+        atexit.register(shutil.rmtree, work, True)
     rounds = max(1, args.rounds)
     # First every workload's HLO, so that the machine's limits, oneDNN's standalone time for
     # every product and convolution among them included, are measured once, in this run.
@@ -406,8 +409,6 @@ def main():
         share = results["triad"][1] / results["chain8"][1]
         gbs = 3 * 16777216 * 4 / (results["chain8"][1] * 1e-3) / 1e9
         print(f"chain8: {gbs:.1f} GB/s, {share * 100:.0f}% of the triad's bandwidth (xlens)")
-    if not args.keep:
-        subprocess.run(["rm", "-rf", work])
     return 1 if failures else 0
 
 
