@@ -187,12 +187,30 @@ std::optional<std::vector<int64_t>> OpDimMap(const HloInstruction& instr, int64_
       return map;
     }
     case HloOpcode::kGather: {
-      // Indices split along their batch dims give the rows of the result they gather; the table
-      // stays whole (XLA's index-parallel gather). Batching dims of the table are not split.
-      if (!instr.gather_dimension_numbers || operand != 1) return std::vector<int64_t>(out.rank(), -1);
+      // Indices split along their batch dims give the rows of the result they gather (XLA's
+      // index-parallel gather). Batching dims of the table are not split.
+      if (!instr.gather_dimension_numbers || operand > 1) return std::nullopt;
       const GatherDimensionNumbers& dn = *instr.gather_dimension_numbers;
       if (!dn.operand_batching_dims.empty()) return std::nullopt;
       std::vector<int64_t> map(out.rank(), -1);
+      if (operand == 0) {
+        // The table's dims a slice takes whole and no index moves in pass through to the offset
+        // dims (an embedding table cut by its hidden dim gathers its own columns).
+        auto has = [](const std::vector<int64_t>& v, int64_t d) {
+          return std::find(v.begin(), v.end(), d) != v.end();
+        };
+        const auto& sizes = instr.slice_sizes_attr;
+        size_t k = 0;
+        for (int64_t d = 0; d < in.rank() && sizes; ++d) {
+          if (has(dn.collapsed_slice_dims, d)) continue;
+          if (k >= dn.offset_dims.size()) break;
+          if (!has(dn.start_index_map, d) && (*sizes)[d] == in.dimensions(d)) {
+            map[dn.offset_dims[k]] = d;
+          }
+          ++k;
+        }
+        return map;
+      }
       int64_t index_dim = 0;
       for (int64_t o = 0; o < out.rank(); ++o) {
         if (std::find(dn.offset_dims.begin(), dn.offset_dims.end(), o) != dn.offset_dims.end()) continue;

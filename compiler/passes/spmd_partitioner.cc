@@ -357,6 +357,15 @@ class Partitioner {
       }
     }
     if (instr.opcode() == HloOpcode::kDynamicSlice) c->dynamic_slice_sizes_attr = local;
+    if (instr.opcode() == HloOpcode::kGather && c->slice_sizes_attr) {
+      // A slice that took a table dim whole takes the piece of it whole.
+      const Shape& table = instr.operand(0)->shape();
+      for (int64_t d = 0; d < table.rank(); ++d) {
+        if ((*c->slice_sizes_attr)[d] == table.dimensions(d)) {
+          (*c->slice_sizes_attr)[d] = ops[0]->shape().dimensions(d);
+        }
+      }
+    }
     Piece p{Add(std::move(c)), result, false, {}};
     p.hlo = Reshard(p, want, instr.shape().dimensions(), "%" + instr.name());
     p.tiling = want;

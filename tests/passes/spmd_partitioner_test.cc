@@ -334,6 +334,20 @@ ENTRY e {
   EXPECT_EQ(m->entry_computation()->root_instruction()->shape().dimensions(0), 2);
 }
 
+TEST(SpmdPartitionerTest, GatherFromATableCutByColumnsStaysCut) {
+  // The table's hidden dim is cut and every slice takes it whole: each device gathers its own
+  // columns for every token.
+  auto m = PartitionAndCheck(R"(HloModule m, num_partitions=2
+ENTRY e {
+  table = f32[10,4] parameter(0), sharding={devices=[1,2]<=[2]}
+  ids = s32[6,1] parameter(1), sharding={replicated}
+  c = s32[6,1] clamp(s32[] constant(0), ids, s32[] constant(9))
+  ROOT g = f32[6,4] gather(table, c), offset_dims={1}, collapsed_slice_dims={0}, start_index_map={0}, index_vector_dim=1, slice_sizes={1,4}, sharding={devices=[1,2]<=[2]}
+})", 2);
+  EXPECT_EQ(CountOpcode(*m, HloOpcode::kAllGather), 0);
+  EXPECT_EQ(m->entry_computation()->root_instruction()->shape().dimensions(1), 2);
+}
+
 TEST(SpmdPartitionerTest, OneDeviceIsLeftAlone) {
   auto module = ParseModuleOrDie(R"(HloModule m
 ENTRY e {
