@@ -221,11 +221,12 @@ Status DistributedRendezvous::Step(const HloInstruction& instruction, int64_t oc
   if (plan.reduction) {
     auto all = Gather(mine, "");
     if (auto why = Disagreement(all, mine)) return Error(*why);
-    Literal result(*slot.local.begin()->second);
-    transport_->AllReduce(result.untyped_data(), result.element_count(),
-                          result.shape().element_type(), *plan.reduction,
-                          CollectiveWhere(mine.instruction, occurrence), TransportTimeout());
-    slot.reduced = std::make_shared<const Literal>(std::move(result));
+    // In place: the slot holds this process's one value, which no one else reads.
+    Literal& value = *slot.local.begin()->second;
+    transport_->AllReduce(value.untyped_data(), value.element_count(), value.shape().element_type(),
+                          *plan.reduction, CollectiveWhere(mine.instruction, occurrence),
+                          TransportTimeout());
+    slot.reduced = slot.local.begin()->second;
     return OkStatus();
   }
   std::string payload;
@@ -286,7 +287,7 @@ StatusOr<std::vector<std::shared_ptr<const Literal>>> DistributedRendezvous::Mee
   if (failure_) return *failure_;
   const auto key = std::make_pair(instruction.name(), occurrence);
   Slot& slot = slots_[key];
-  slot.local[device] = std::make_shared<const Literal>(std::move(value));
+  slot.local[device] = std::make_shared<Literal>(std::move(value));
   const auto leave = [&]() -> StatusOr<std::vector<std::shared_ptr<const Literal>>> {
     std::vector<std::shared_ptr<const Literal>> values;
     if (slot.reduced) {

@@ -67,7 +67,7 @@ class DistributedRendezvous : public CollectiveRendezvous {
   };
   // One run of a collective on this process.
   struct Slot {
-    std::map<int64_t, std::shared_ptr<const Literal>> local;  // by device
+    std::map<int64_t, std::shared_ptr<Literal>> local;  // by device (a reduction works in place)
     bool stepping = false;
     bool done = false;
     std::vector<std::shared_ptr<const Literal>> all;  // by device, once done
