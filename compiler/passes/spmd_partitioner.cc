@@ -393,7 +393,7 @@ class Partitioner {
       auto groups = in.tiling.GroupsAlong(cut);
       r = b_->AllReduce(r, groups, instr.to_apply());
       decisions_.push_back(fmt::format("%{}: reduce of pieces of {} over tiled dims, then all-reduce over {}",
-                                       instr.name(), in.tiling.ToString(), ReplicaGroupsToString(groups)));
+                                       instr.name(), in.tiling.ToString(), ReplicaGroupsText(groups)));
     }
     Piece p{r, result, false, {}};
     p.hlo = Reshard(p, want, instr.shape().dimensions(), "%" + instr.name());
@@ -477,11 +477,11 @@ class Partitioner {
         d = b_->ReduceScatter(d, *dim, groups);
         result = want;
         note += fmt::format(", contracting dims tiled: reduce-scatter of partial sums along dim {} over {}",
-                            *dim, ReplicaGroupsToString(groups));
+                            *dim, ReplicaGroupsText(groups));
       } else {
         d = b_->AllReduce(d, groups, nullptr);
         note += fmt::format(", contracting dims tiled: all-reduce of partial sums over {}",
-                            ReplicaGroupsToString(groups));
+                            ReplicaGroupsText(groups));
       }
     }
     decisions_.push_back(note);

@@ -10,9 +10,6 @@ namespace xlens {
 
 namespace {
 
-std::string Groups(const std::vector<std::vector<int64_t>>& groups) {
-  return ReplicaGroupsToString(groups);
-}
 
 int64_t CeilDiv(int64_t a, int64_t b) { return (a + b - 1) / b; }
 
@@ -47,6 +44,20 @@ std::optional<std::pair<int64_t, int64_t>> AllToAllMove(const Tiling& from, cons
 }
 
 }  // namespace
+
+// Replica groups as XLA prints them now: the iota form (`[2,2]<=[4]`, each row a group) where one
+// gives them, the list otherwise.
+std::string ReplicaGroupsText(const std::vector<std::vector<int64_t>>& groups) {
+  std::vector<int64_t> flat;
+  for (const auto& g : groups) {
+    if (g.size() != groups[0].size()) return ReplicaGroupsToString(groups);
+    flat.insert(flat.end(), g.begin(), g.end());
+  }
+  const std::vector<int64_t> dims = {static_cast<int64_t>(groups.size()),
+                                     static_cast<int64_t>(groups[0].size())};
+  if (auto iota = IotaTileAssignment(dims, flat)) return iota->ToString();
+  return ReplicaGroupsToString(groups);
+}
 
 Shape WithDims(const Shape& shape, const std::vector<int64_t>& dims) {
   Shape s = shape;
@@ -121,7 +132,7 @@ void SpmdBuilder::SetCollective(HloInstruction* instr,
   if (instr->opcode() == HloOpcode::kAllToAll) {
     // With a channel and no use_global_device_ids an all-to-all meets across partitions only, in
     // every replica: the groups are partition ids.
-    instr->SetRawAttribute("replica_groups", Groups(groups));
+    instr->SetRawAttribute("replica_groups", ReplicaGroupsText(groups));
     return;
   }
   // all-reduce, all-gather and reduce-scatter without use_global_device_ids would meet across
@@ -134,7 +145,7 @@ void SpmdBuilder::SetCollective(HloInstruction* instr,
       global.push_back(std::move(ids));
     }
   }
-  instr->SetRawAttribute("replica_groups", Groups(global));
+  instr->SetRawAttribute("replica_groups", ReplicaGroupsText(global));
   instr->SetRawAttribute("use_global_device_ids", "true");
 }
 HloComputation* SpmdBuilder::Reducer(HloComputation* given, PrimitiveType type) {
@@ -239,7 +250,8 @@ HloInstruction* SpmdBuilder::Gather(HloInstruction* x, Tiling& cur, const std::v
     ag->dimensions_attr = std::vector<int64_t>{d};
     SetCollective(ag.get(), groups);
     x = Add(std::move(ag));
-    how += fmt::format("{}all-gather dim {} over {}", how.empty() ? "" : ", ", d, Groups(groups));
+    how += fmt::format("{}all-gather dim {} over {}", how.empty() ? "" : ", ", d,
+                       ReplicaGroupsText(groups));
     cur = cur.ReplicateDims({d});
     if (local[d] > global[d]) {
       auto sl = std::make_unique<HloInstruction>(HloOpcode::kSlice, WithDims(x->shape(), [&] {
@@ -300,7 +312,7 @@ HloInstruction* SpmdBuilder::AllToAll(HloInstruction* x, const Tiling& cur, int6
   merged[i] = dims[i] * k;
   merged[j] = dims[j] / k;
   how += fmt::format("{}all-to-all moving the tiles of dim {} to dim {} over {}", how.empty() ? "" : ", ",
-                     i, j, Groups(groups));
+                     i, j, ReplicaGroupsText(groups));
   return reshape(transposed, merged);
 }
 

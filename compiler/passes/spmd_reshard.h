@@ -17,6 +17,10 @@
 
 namespace xlens {
 
+// Replica groups as XLA prints them now: the iota form (`[2,2]<=[4]`, each row a group) where one
+// gives them, the list otherwise.
+std::string ReplicaGroupsText(const std::vector<std::vector<int64_t>>& groups);
+
 // `shape` with its first dims.size() dims replaced (layout and element type kept).
 Shape WithDims(const Shape& shape, const std::vector<int64_t>& dims);
 

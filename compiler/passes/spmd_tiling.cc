@@ -88,12 +88,8 @@ StatusOr<Tiling> Tiling::FromSharding(const HloSharding& sharding, int64_t rank,
   return t;
 }
 
-namespace {
-
-// The iota form XLA would print for `devices` (`<=[4]`, `<=[2,2]T(1,0)`, ...), tried over the
-// factorizations of the device count into at most three factors; nullopt when none gives them.
-std::optional<TileAssignment> AsIota(const std::vector<int64_t>& dims,
-                                     const std::vector<int64_t>& devices) {
+std::optional<TileAssignment> IotaTileAssignment(const std::vector<int64_t>& dims,
+                                                 const std::vector<int64_t>& devices) {
   const int64_t n = static_cast<int64_t>(devices.size());
   std::vector<std::vector<int64_t>> shapes = {{n}};
   for (int64_t a = 2; a < n; ++a) {
@@ -114,13 +110,12 @@ std::optional<TileAssignment> AsIota(const std::vector<int64_t>& dims,
   return std::nullopt;
 }
 
-}  // namespace
 
 HloSharding Tiling::ToSharding() const {
   if (IsReplicated()) return HloSharding::Replicated();
   std::vector<int64_t> dims = tiles;
   if (rep > 1) dims.push_back(rep);
-  if (auto iota = AsIota(dims, devices)) return HloSharding::Tiled(*iota, rep > 1);
+  if (auto iota = IotaTileAssignment(dims, devices)) return HloSharding::Tiled(*iota, rep > 1);
   auto ta = TileAssignment::FromDevices(dims, devices);
   // The device list is a permutation by construction.
   return HloSharding::Tiled(*ta, rep > 1);

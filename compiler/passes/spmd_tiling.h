@@ -71,6 +71,12 @@ struct Tiling {
 // arranged so that every device's piece lies inside its piece under both.
 std::optional<Tiling> MergeTilings(const Tiling& a, const Tiling& b);
 
+// `devices` (row-major over `dims`) in XLA's iota form (`[4]<=[4]`, `[2,2]<=[2,2]T(1,0)`, ...),
+// tried over the factorizations of their count into at most three factors; nullopt when none
+// gives them.
+std::optional<TileAssignment> IotaTileAssignment(const std::vector<int64_t>& dims,
+                                                 const std::vector<int64_t>& devices);
+
 // Whether every device's piece under `to` lies inside its piece under `from` (padding past the
 // end of a dim `from` does not cut counts as inside): resharding is then a local slice.
 bool SliceSuffices(const Tiling& from, const Tiling& to, const std::vector<int64_t>& dims);
