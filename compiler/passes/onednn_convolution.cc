@@ -108,10 +108,11 @@ OneDnnOperandView ViewThrough(const HloInstruction& operand, bool allow_reverse)
 }
 
 std::string OneDnnConvolution::ToString() const {
+  const std::string grouped = groups > 1 ? "[" + std::to_string(groups) + " groups]" : "";
   switch (kind) {
-    case Kind::kForward: return "convolution";
-    case Kind::kBackwardData: return "convolution_backward_data";
-    case Kind::kBackwardWeights: return "convolution_backward_weights";
+    case Kind::kForward: return "convolution" + grouped;
+    case Kind::kBackwardData: return "convolution_backward_data" + grouped;
+    case Kind::kBackwardWeights: return "convolution_backward_weights" + grouped;
   }
   return "";
 }
@@ -131,9 +132,11 @@ std::optional<OneDnnConvolution> DescribeOneDnnConvolution(const HloInstruction&
     return refuse("oneDNN calls take f32 row-major arrays only");
   }
   if (!conv.convolution_dimension_numbers || !conv.window) return refuse("no dimension numbers");
-  if (conv.feature_group_count() != 1 || conv.batch_group_count() != 1) {
-    return refuse("grouped convolutions stay with Eigen");
-  }
+  // XLA writes a grouped convolution's kernel gradient with batch_group_count: its input's
+  // batch is split into groups, which none of oneDNN's primitives reads.
+  if (conv.batch_group_count() != 1) return refuse("batch-grouped convolutions stay with Eigen");
+  const int64_t groups = conv.feature_group_count();
+  if (groups < 1) return refuse("malformed feature_group_count");
   const ConvolutionDimensionNumbers& dn = *conv.convolution_dimension_numbers;
   const int64_t n = static_cast<int64_t>(dn.input_spatial_dimensions.size());
   if (n < 1 || n > 3) return refuse("oneDNN takes 1 to 3 spatial dimensions");
@@ -201,6 +204,16 @@ std::optional<OneDnnConvolution> DescribeOneDnnConvolution(const HloInstruction&
     }
     c.weights_strides = Pick(kernel.strides, Order(ko, {}, ki));
     for (int64_t d : ks) c.weights_strides.push_back(kernel.strides[d]);
+    // Group g reads input features [g*I/G, (g+1)*I/G) and writes the kernel's output features
+    // [g*O/G, (g+1)*O/G): the kernel's output feature dimension is (group, output in group).
+    if (groups > 1) {
+      if (c.input_channels % groups != 0 || kernel.sizes[ki] * groups != c.input_channels ||
+          c.output_channels % groups != 0) {
+        return refuse("malformed feature groups");
+      }
+      c.groups = groups;
+      c.group_stride = c.output_channels / groups * kernel.strides[ko];
+    }
     if (!Consistent(c)) return refuse("negative padding");
     return c;
   };
@@ -209,6 +222,7 @@ std::optional<OneDnnConvolution> DescribeOneDnnConvolution(const HloInstruction&
   // src with batch and feature swapped, the HLO kernel the forward output's gradient, the HLO
   // window the forward output; the HLO stride is the forward dilation and the other way round.
   auto backward_weights = [&]() -> std::optional<OneDnnConvolution> {
+    if (groups > 1) return refuse("a grouped convolution is no kernel's gradient oneDNN computes");
     if (!DenseInOrder(in, Order(ifeat, is, ib)) || !DenseInOrder(kernel, Order(ki, ks, ko))) {
       return refuse(kLayout);
     }
@@ -263,6 +277,19 @@ std::optional<OneDnnConvolution> DescribeOneDnnConvolution(const HloInstruction&
     // reversal is the backward pass's own.
     c.weights_strides = {kernel.strides[ki], kernel.strides[ko]};
     for (int64_t d : ks) c.weights_strides.push_back(kernel.strides[d]);
+    // Grouped (JAX's input gradient of a grouped convolution): the HLO reads its input features
+    // (the forward outputs) in G groups against the kernel's input features, and writes its
+    // output features (the forward inputs) as the kernel's output feature dimension, (group,
+    // forward input in group): oneDNN's weights (group, output, input) are the HLO kernel at
+    // (input feature o, output feature g*I/G + i).
+    if (groups > 1) {
+      if (c.output_channels % groups != 0 || kernel.sizes[ki] * groups != c.output_channels ||
+          c.input_channels % groups != 0) {
+        return refuse("malformed feature groups");
+      }
+      c.groups = groups;
+      c.group_stride = c.input_channels / groups * kernel.strides[ko];
+    }
     if (!Consistent(c)) return refuse("padding beyond the kernel's extent in a backward-data convolution");
     return c;
   };

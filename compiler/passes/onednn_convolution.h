@@ -14,6 +14,12 @@
 // transposes conv-canonicalization puts around a gradient's convolution cost nothing. The
 // activations must then lie channels-last (batch, spatial..., feature), as oneDNN's fast kernels
 // want them; the weights may lie in any order (they are reordered once per call).
+// A grouped convolution (feature_group_count G, depthwise when G is the input's features) goes
+// to oneDNN's grouped primitives as its forward pass or its input's gradient: oneDNN's weights
+// then have a leading groups dimension, the HLO kernel's grouped feature dimension read as
+// (group, feature in group). The kernel's gradient of a grouped convolution (batch_group_count
+// in XLA's gradients) stays with Eigen: its HLO splits the batch, which oneDNN's backward weights
+// do not read.
 #pragma once
 
 #include <optional>
@@ -49,11 +55,15 @@ struct OneDnnConvolution {
   // Element strides of the weights (output channel, input channel, spatial...) in the array that
   // holds them: the kernel operand's base, or for backward weights the result.
   std::vector<int64_t> weights_strides;
+  // Grouped: `groups` groups of output_channels / groups outputs from input_channels / groups
+  // inputs each; the weights' group dimension lies `group_stride` elements apart.
+  int64_t groups = 1, group_stride = 0;
   // The HLO operands and result by role: the convolution's lhs is the forward's src (forward,
   // backward weights) or diff_dst (backward data); its rhs the weights or (backward weights)
   // diff_dst; its result dst, diff_src or diff_weights.
 
-  // "convolution", "convolution_backward_data" or "convolution_backward_weights".
+  // "convolution", "convolution_backward_data" or "convolution_backward_weights", and
+  // "[G groups]" after it when grouped.
   std::string ToString() const;
 };
 

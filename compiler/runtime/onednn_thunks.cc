@@ -146,7 +146,9 @@ struct PointwiseProduct {
 
   static std::optional<PointwiseProduct> Of(const OneDnnCall& call, bool constant_weights) {
     const OneDnnConvolution& c = call.convolution;
-    if (!call.is_convolution || constant_weights || c.kind != OneDnnConvolution::Kind::kForward) return std::nullopt;
+    if (!call.is_convolution || constant_weights || c.kind != OneDnnConvolution::Kind::kForward || c.groups > 1) {
+      return std::nullopt;
+    }
     auto all = [](const std::vector<int64_t>& v, int64_t x) {
       return std::all_of(v.begin(), v.end(), [x](int64_t e) { return e == x; });
     };
@@ -443,8 +445,13 @@ Status OneDnnThunk::Impl::BuildConvolution(
     return dnnl::memory::desc(d, dt::f32, ChannelsLast(d.size()));
   };
   dims weights{c.output_channels, c.input_channels};
+  dims weights_strides(c.weights_strides.begin(), c.weights_strides.end());
+  if (c.groups > 1) {  // oneDNN's grouped weights: (group, output in group, input in group, spatial...)
+    weights = {c.groups, c.output_channels / c.groups, c.input_channels / c.groups};
+    weights_strides.insert(weights_strides.begin(), c.group_stride);
+  }
   weights.insert(weights.end(), c.kernel_spatial.begin(), c.kernel_spatial.end());
-  user_weights_md = dnnl::memory::desc(weights, dt::f32, dims(c.weights_strides.begin(), c.weights_strides.end()));
+  user_weights_md = dnnl::memory::desc(weights, dt::f32, weights_strides);
   src_step = c.input_channels;
   for (int64_t d : c.src_spatial) src_step *= d;
   dst_step = c.output_channels;

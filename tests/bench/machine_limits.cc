@@ -252,6 +252,7 @@ std::optional<ConvShape> PoseConvolution(const xlens::HloInstruction& conv, std:
       s.images = c->images;
       s.input_channels = c->input_channels;
       s.output_channels = c->output_channels;
+      s.groups = c->groups;
       s.src_spatial = c->src_spatial;
       s.dst_spatial = c->dst_spatial;
       s.kernel_spatial = c->kernel_spatial;

@@ -589,9 +589,10 @@ TEST_F(OneDnnThunkTest, WhatOneDnnCannotTakeRunsWithoutIt) {
       // Negative low padding.
       ConvolutionModule("f32[2,6,3]", "f32[3,3,4]", "f32[2,5,4]",
                         "window={size=3 pad=-1_2}, dim_labels=b0f_0io->b0f"),
-      // A grouped convolution.
-      ConvolutionModule("f32[2,6,6,4]", "f32[3,3,2,6]", "f32[2,4,4,6]",
-                        "window={size=3x3}, dim_labels=b01f_01io->b01f, feature_group_count=2"),
+      // A batch-grouped convolution (a grouped convolution's kernel gradient); feature groups are
+      // onednn_grouped_convolution_test's.
+      ConvolutionModule("f32[4,6,6,3]", "f32[3,3,3,4]", "f32[2,4,4,4]",
+                        "window={size=3x3}, dim_labels=b01f_01io->b01f, batch_group_count=2"),
   };
   for (const std::string& text : modules) {
     SCOPED_TRACE(text);
