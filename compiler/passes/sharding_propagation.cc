@@ -230,6 +230,14 @@ std::optional<std::vector<int64_t>> OpDimMap(const HloInstruction& instr, int64_
       std::vector<int64_t> map(out.rank(), -1);
       if (operand == 0) {
         map[dn.output_batch_dimension] = dn.input_batch_dimension;
+        // A spatial dim the window does not span (a 1x1 convolution's) passes through too.
+        for (size_t i = 0; i < dn.input_spatial_dimensions.size() && instr.window; ++i) {
+          const WindowDimension& w = instr.window->dimensions[i];
+          if (w.size == 1 && w.stride == 1 && w.padding_low == 0 && w.padding_high == 0 &&
+              w.window_dilation == 1 && w.base_dilation == 1) {
+            map[dn.output_spatial_dimensions[i]] = dn.input_spatial_dimensions[i];
+          }
+        }
       } else {
         map[dn.output_feature_dimension] = dn.kernel_output_feature_dimension;
       }

@@ -9,8 +9,9 @@
 // move dims; slice, pad, concatenate, reverse and dynamic-(update-)slice keep the dims they do not
 // cut and replicate the ones they do; a dot maps its batch and non-contracting dims (a tiled
 // contracting dim becomes copies of partial sums, which the partitioner all-reduces); a
-// convolution its images' batch and its kernels' output feature; a gather its indices' batch
-// dims; a reduce-window the dims its window does not span. Other ops are replicated.
+// convolution its images' batch (and spatial dims its window does not span) and its kernels'
+// output feature; a gather its indices' batch dims and the table's dims its slices take whole; a
+// reduce-window the dims its window does not span. Other ops are replicated.
 //
 // The choices, XLA's in spirit, kept simple:
 //  - Tiled before replicated: rounds that give only tiled shardings run first, forward (from

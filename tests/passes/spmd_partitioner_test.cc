@@ -348,6 +348,17 @@ ENTRY e {
   EXPECT_EQ(m->entry_computation()->root_instruction()->shape().dimensions(1), 2);
 }
 
+TEST(SpmdPartitionerTest, PointwiseConvolutionKeepsTheImageCutByRows) {
+  auto m = PartitionAndCheck(R"(HloModule m, num_partitions=2
+ENTRY e {
+  x = f32[2,8,6,3] parameter(0), sharding={devices=[1,2,1,1]<=[2]}
+  k = f32[1,1,3,5] parameter(1), sharding={replicated}
+  ROOT c = f32[2,8,6,5] convolution(x, k), window={size=1x1}, dim_labels=b01f_01io->b01f, sharding={devices=[1,2,1,1]<=[2]}
+})", 2);
+  EXPECT_EQ(CountOpcode(*m, HloOpcode::kAllGather), 0);
+  EXPECT_EQ(m->entry_computation()->root_instruction()->shape().dimensions(1), 4);
+}
+
 TEST(SpmdPartitionerTest, OneDeviceIsLeftAlone) {
   auto module = ParseModuleOrDie(R"(HloModule m
 ENTRY e {
