@@ -23,10 +23,6 @@
 namespace xlens::cli {
 namespace {
 
-std::string DeviceDir(const std::string& dir, int64_t device) {
-  return fmt::format("{}/device_{}", dir, device);
-}
-
 // This rank's devices' arguments (the other devices' lists stay empty): with device_D/ folders,
 // only this rank's are read, so a folder missing for another rank's device is that rank's error.
 StatusOr<std::vector<std::vector<Literal>>> LoadRankInputs(const HloModule& module,

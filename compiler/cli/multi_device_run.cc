@@ -19,8 +19,8 @@
 #include <fmt/format.h>
 
 #include "compiler/cli/cli_util.h"
-#include "compiler/cli/multi_device_profile.h"
 #include "compiler/cli/distributed_run.h"
+#include "compiler/cli/multi_device_profile.h"
 #include "compiler/hlo/literal_comparison.h"
 #include "compiler/hlo/multi_device_evaluator.h"
 #include "compiler/hlo/npy.h"
@@ -33,10 +33,6 @@
 
 namespace xlens::cli {
 namespace {
-
-std::string DeviceDir(const std::string& dir, int64_t device) {
-  return fmt::format("{}/device_{}", dir, device);
-}
 
 std::string DeviceName(const DeviceTopology& topology, int64_t device) {
   return fmt::format("device {} (replica {}, partition {})", device,
@@ -119,6 +115,10 @@ StatusOr<std::vector<std::vector<Literal>>> LoadGlobalInputs(const HloModule& mo
 }
 
 }  // namespace
+
+std::string DeviceDir(const std::string& dir, int64_t device) {
+  return fmt::format("{}/device_{}", dir, device);
+}
 
 StatusOr<std::vector<std::vector<Literal>>> LoadDeviceInputs(const HloModule& module,
                                                              const RunArgs& args,

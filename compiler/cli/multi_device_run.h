@@ -14,6 +14,9 @@ namespace xlens::cli {
 // are laid out.
 int RunOnDevices(const RunArgs& args, bool compiled);
 
+// Where device `device`'s inputs and outputs lie under `dir`: DIR/device_D.
+std::string DeviceDir(const std::string& dir, int64_t device);
+
 // Every device's arguments: --inputs DIR's device_D/ folders or global arrays split by the entry
 // parameters' shardings, or random values (the same on every device).
 StatusOr<std::vector<std::vector<Literal>>> LoadDeviceInputs(const HloModule& module,

@@ -80,7 +80,7 @@ class Reader {
   size_t pos_ = 0;
 };
 
-struct AxisRef {
+struct MeshAxisRef {
   int64_t axis = 0;
   std::optional<std::pair<int64_t, int64_t>> sub;  // pre, size
 };
@@ -92,7 +92,7 @@ struct AxisCut {
   std::vector<int64_t> referenced;  // per reference to this axis, in the order listed
 };
 
-StatusOr<AxisCut> CutAxis(int64_t full, const std::vector<AxisRef>& refs) {
+StatusOr<AxisCut> CutAxis(int64_t full, const std::vector<MeshAxisRef>& refs) {
   AxisCut cut;
   if (refs.size() == 1 && !refs[0].sub) {
     cut.sizes = {full};
@@ -101,7 +101,7 @@ StatusOr<AxisCut> CutAxis(int64_t full, const std::vector<AxisRef>& refs) {
   }
   std::vector<size_t> order(refs.size());
   std::iota(order.begin(), order.end(), 0);
-  for (const AxisRef& ref : refs) {
+  for (const MeshAxisRef& ref : refs) {
     if (!ref.sub) return Error("an axis listed whole and in parts");
   }
   std::sort(order.begin(), order.end(),
@@ -162,13 +162,13 @@ StatusOr<std::vector<std::vector<int64_t>>> Expand(std::string_view text) {
     devices = assignment.devices();
   }
   RETURN_IF_ERROR(reader.Expect("{"));
-  std::vector<AxisRef> refs;
+  std::vector<MeshAxisRef> refs;
   if (!reader.TryConsume("}")) {
     while (true) {
       ASSIGN_OR_RETURN(std::string name, reader.ReadName());
       auto it = std::find(names.begin(), names.end(), name);
       if (it == names.end()) return Error(fmt::format("axis '{}' is not in the mesh", name));
-      AxisRef ref{static_cast<int64_t>(it - names.begin()), std::nullopt};
+      MeshAxisRef ref{static_cast<int64_t>(it - names.begin()), std::nullopt};
       if (reader.TryConsume(":")) {
         RETURN_IF_ERROR(reader.Expect("("));
         ASSIGN_OR_RETURN(int64_t pre, reader.ReadInt());
@@ -189,7 +189,7 @@ StatusOr<std::vector<std::vector<int64_t>>> Expand(std::string_view text) {
   std::vector<int64_t> grouped;  // indices into part_sizes, in the order listed
   std::vector<int64_t> part_of_ref(refs.size());
   for (int64_t axis = 0; axis < static_cast<int64_t>(sizes.size()); ++axis) {
-    std::vector<AxisRef> mine;
+    std::vector<MeshAxisRef> mine;
     std::vector<size_t> which;
     for (size_t k = 0; k < refs.size(); ++k) {
       if (refs[k].axis == axis) {

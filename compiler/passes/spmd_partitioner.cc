@@ -35,7 +35,6 @@ void DropSharding(HloInstruction* instr) {
             raw.end());
 }
 
-int64_t CeilDiv(int64_t a, int64_t b) { return (a + b - 1) / b; }
 
 class Partitioner {
  public:

@@ -11,7 +11,6 @@ namespace xlens {
 namespace {
 
 
-int64_t CeilDiv(int64_t a, int64_t b) { return (a + b - 1) / b; }
 
 // The dims (from, to) when `to` is `from` with the tiles of one dim moved to another that
 // `from` keeps whole, every device keeping its place (its piece of one dim becomes its piece of

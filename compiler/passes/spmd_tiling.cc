@@ -35,7 +35,6 @@ std::vector<int64_t> TransposeDevices(const std::vector<int64_t>& devices,
   return out;
 }
 
-int64_t CeilDiv(int64_t a, int64_t b) { return (a + b - 1) / b; }
 
 }  // namespace
 

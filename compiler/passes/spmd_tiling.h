@@ -22,6 +22,9 @@
 
 namespace xlens {
 
+// The size of each of `b` tiles of `a` elements (XLA's tiles: the last ones may be short).
+inline int64_t CeilDiv(int64_t a, int64_t b) { return (a + b - 1) / b; }
+
 struct Tiling {
   std::vector<int64_t> tiles;    // per data dim
   int64_t rep = 1;               // copies of each tile
