@@ -132,11 +132,12 @@ std::optional<OneDnnConvolution> DescribeOneDnnConvolution(const HloInstruction&
     return refuse("oneDNN calls take f32 row-major arrays only");
   }
   if (!conv.convolution_dimension_numbers || !conv.window) return refuse("no dimension numbers");
-  // XLA writes a grouped convolution's kernel gradient with batch_group_count: its input's
-  // batch is split into groups, which none of oneDNN's primitives reads.
-  if (conv.batch_group_count() != 1) return refuse("batch-grouped convolutions stay with Eigen");
-  const int64_t groups = conv.feature_group_count();
-  if (groups < 1) return refuse("malformed feature_group_count");
+  // XLA writes a grouped convolution's kernel gradient with batch_group_count G instead: its
+  // input's batch (the forward's features) is split into G groups, output feature group g
+  // reading batch group g, which is oneDNN's grouped backward weights.
+  const int64_t groups = conv.feature_group_count(), batch_groups = conv.batch_group_count();
+  if (groups < 1 || batch_groups < 1) return refuse("malformed group counts");
+  if (groups > 1 && batch_groups > 1) return refuse("feature and batch groups together");
   const ConvolutionDimensionNumbers& dn = *conv.convolution_dimension_numbers;
   const int64_t n = static_cast<int64_t>(dn.input_spatial_dimensions.size());
   if (n < 1 || n > 3) return refuse("oneDNN takes 1 to 3 spatial dimensions");
@@ -185,6 +186,7 @@ std::optional<OneDnnConvolution> DescribeOneDnnConvolution(const HloInstruction&
   const char* kLayout = "the activations do not lie channels-last (batch, spatial..., feature)";
 
   auto forward = [&]() -> std::optional<OneDnnConvolution> {
+    if (batch_groups > 1) return refuse("a batch-grouped convolution that is no kernel's gradient");
     if (!DenseInOrder(in, Order(ib, is, ifeat)) || !DenseInOrder(out, Order(ob, os, of))) {
       return refuse(kLayout);
     }
@@ -222,7 +224,7 @@ std::optional<OneDnnConvolution> DescribeOneDnnConvolution(const HloInstruction&
   // src with batch and feature swapped, the HLO kernel the forward output's gradient, the HLO
   // window the forward output; the HLO stride is the forward dilation and the other way round.
   auto backward_weights = [&]() -> std::optional<OneDnnConvolution> {
-    if (groups > 1) return refuse("a grouped convolution is no kernel's gradient oneDNN computes");
+    if (groups > 1) return refuse("a feature-grouped convolution read as a kernel's gradient");
     if (!DenseInOrder(in, Order(ifeat, is, ib)) || !DenseInOrder(kernel, Order(ki, ks, ko))) {
       return refuse(kLayout);
     }
@@ -247,6 +249,16 @@ std::optional<OneDnnConvolution> DescribeOneDnnConvolution(const HloInstruction&
     }
     c.weights_strides = {out.strides[of], out.strides[ob]};
     for (int64_t d : os) c.weights_strides.push_back(out.strides[d]);
+    // Batch-grouped: the HLO's output (the forward kernel, input features C/G by outputs O) at
+    // (i, g*O/G + o) is group g's gradient at (o, i), from forward inputs g*C/G + i.
+    if (batch_groups > 1) {
+      if (c.input_channels % batch_groups != 0 || out.sizes[ob] * batch_groups != c.input_channels ||
+          c.output_channels % batch_groups != 0) {
+        return refuse("malformed batch groups");
+      }
+      c.groups = batch_groups;
+      c.group_stride = c.output_channels / batch_groups * out.strides[of];
+    }
     if (!Consistent(c)) return refuse("padding oneDNN's backward weights cannot express");
     return c;
   };
@@ -254,6 +266,7 @@ std::optional<OneDnnConvolution> DescribeOneDnnConvolution(const HloInstruction&
   // The forward convolution's gradient with respect to its input: the HLO dilates the forward
   // output's gradient by the forward stride and slides the reversed kernel, features swapped.
   auto backward_data = [&]() -> std::optional<OneDnnConvolution> {
+    if (batch_groups > 1) return refuse("a batch-grouped convolution that is no kernel's gradient");
     if (!DenseInOrder(in, Order(ib, is, ifeat)) || !DenseInOrder(out, Order(ob, os, of))) {
       return refuse(kLayout);
     }

@@ -17,9 +17,9 @@
 // A grouped convolution (feature_group_count G, depthwise when G is the input's features) goes
 // to oneDNN's grouped primitives as its forward pass or its input's gradient: oneDNN's weights
 // then have a leading groups dimension, the HLO kernel's grouped feature dimension read as
-// (group, feature in group). The kernel's gradient of a grouped convolution (batch_group_count
-// in XLA's gradients) stays with Eigen: its HLO splits the batch, which oneDNN's backward weights
-// do not read.
+// (group, feature in group). The kernel's gradient of a grouped convolution is written with
+// batch_group_count G (the input's batch, the forward's features, split into G groups): oneDNN's
+// grouped backward weights.
 #pragma once
 
 #include <optional>

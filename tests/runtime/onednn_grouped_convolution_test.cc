@@ -1,8 +1,9 @@
 // Grouped and depthwise convolutions (feature_group_count > 1) on oneDNN's grouped primitives,
 // against the reference evaluator: forward passes with strides, dilation, asymmetric padding,
 // bias and activation epilogues, odd channel counts, depthwise with a channel multiplier, kernels
-// read through transposes, NCHW modules, one image in bands of rows, and the input's gradient
-// JAX writes for a grouped convolution. Each case checks the thunk listing names the grouped
+// read through transposes, NCHW modules, one image in bands of rows, and the two gradients JAX
+// writes for a grouped convolution (the input's with feature groups, the kernel's with batch
+// groups). Each case checks the thunk listing names the grouped
 // oneDNN call, so one that fell back to Eigen fails.
 #include <string>
 #include <vector>
@@ -139,6 +140,23 @@ TEST_F(OneDnnGroupedConvolutionTest, InputGradientOfGroupedConvolution) {
                                "feature_group_count=5",
                                "  rb = f32[3,3,1,5] reverse(b), dimensions={0,1}\n"),
                         "convolution_backward_data[5 groups]");
+}
+
+TEST_F(OneDnnGroupedConvolutionTest, KernelGradientOfGroupedConvolution) {
+  // The forward f32[2,9,11,8] (4 groups of 2) -> 12 features, SAME: the kernel's gradient is the
+  // input (features as its batch, 4 batch groups) against the output's gradient.
+  ExpectGroupedOnOneDnn(Module("f32[2,9,11,8]", "f32[2,9,11,12]", "f32[3,3,2,12]",
+                               "window={size=9x11 pad=1_1x1_1}, dim_labels=f01b_i01o->01bf, batch_group_count=4"),
+                        "convolution_backward_weights[4 groups]");
+  // Stride 2 (the gradient's window dilation), 3 groups of 2 to 2, odd sizes.
+  ExpectGroupedOnOneDnn(Module("f32[2,9,11,6]", "f32[2,5,6,6]", "f32[3,3,2,6]",
+                               "window={size=5x6 pad=1_1x1_1 rhs_dilate=2x2}, dim_labels=f01b_i01o->01bf, "
+                               "batch_group_count=3"),
+                        "convolution_backward_weights[3 groups]");
+  // Depthwise, 5 channels; 6 images so that parts of them add up on a pool of several threads.
+  ExpectGroupedOnOneDnn(Module("f32[6,8,8,5]", "f32[6,8,8,5]", "f32[3,3,1,5]",
+                               "window={size=8x8 pad=1_1x1_1}, dim_labels=f01b_i01o->01bf, batch_group_count=5"),
+                        "convolution_backward_weights[5 groups]");
 }
 
 }  // namespace

@@ -589,8 +589,8 @@ TEST_F(OneDnnThunkTest, WhatOneDnnCannotTakeRunsWithoutIt) {
       // Negative low padding.
       ConvolutionModule("f32[2,6,3]", "f32[3,3,4]", "f32[2,5,4]",
                         "window={size=3 pad=-1_2}, dim_labels=b0f_0io->b0f"),
-      // A batch-grouped convolution (a grouped convolution's kernel gradient); feature groups are
-      // onednn_grouped_convolution_test's.
+      // A batch-grouped convolution whose activations do not lie as a kernel's gradient's do
+      // (the grouped cases oneDNN takes are onednn_grouped_convolution_test's).
       ConvolutionModule("f32[4,6,6,3]", "f32[3,3,3,4]", "f32[2,4,4,4]",
                         "window={size=3x3}, dim_labels=b01f_01io->b01f, batch_group_count=2"),
   };
