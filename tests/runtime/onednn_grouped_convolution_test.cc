@@ -159,5 +159,59 @@ TEST_F(OneDnnGroupedConvolutionTest, KernelGradientOfGroupedConvolution) {
                         "convolution_backward_weights[5 groups]");
 }
 
+// Both gradients of sum(sin(conv(x, w))) as jax.grad lowers them (jaxlib 0.10): the forward,
+// the input's gradient reading the kernel through JAX's reshape and reverse, and the kernel's
+// gradient with batch groups, all three on oneDNN and agreeing with the evaluator.
+TEST_F(OneDnnGroupedConvolutionTest, JaxGradientsOfGroupedAndDepthwiseConvolutions) {
+  struct Case {
+    std::string text, groups;
+  };
+  const std::vector<Case> cases = {
+      // 4 groups of 4 inputs to 6 outputs, stride 2x1, SAME.
+      {R"(HloModule jit__lambda, entry_computation_layout={(f32[4,15,13,16]{3,2,1,0}, f32[3,3,4,24]{3,2,1,0})->(f32[4,15,13,16]{3,2,1,0}, f32[3,3,4,24]{3,2,1,0})}
+
+ENTRY main.1 {
+  x.1 = f32[4,15,13,16]{3,2,1,0} parameter(0)
+  w.1 = f32[3,3,4,24]{3,2,1,0} parameter(1)
+  conv_general_dilated.3 = f32[4,8,13,24]{3,2,1,0} convolution(x.1, w.1), window={size=3x3 stride=2x1 pad=1_1x1_1}, dim_labels=b01f_01io->b01f, feature_group_count=4
+  cos.1 = f32[4,8,13,24]{3,2,1,0} cosine(conv_general_dilated.3)
+  reshape.3 = f32[3,3,4,4,6]{4,3,2,1,0} reshape(w.1)
+  reshape.4 = f32[3,3,4,4,6]{4,2,3,1,0} transpose(reshape.3), dimensions={0,1,3,2,4}
+  reshape.5 = f32[3,3,16,6]{3,2,1,0} reshape(reshape.4)
+  rev.1 = f32[3,3,16,6]{3,2,1,0} reverse(reshape.5), dimensions={0,1}
+  conv_general_dilated.5 = f32[4,15,13,16]{3,2,1,0} convolution(cos.1, rev.1), window={size=3x3 pad=1_1x1_1 lhs_dilate=2x1}, dim_labels=b01f_01oi->b01f, feature_group_count=4
+  conv_general_dilated.4 = f32[3,3,4,24]{3,2,1,0} convolution(x.1, cos.1), window={size=8x13 pad=1_1x1_1 rhs_dilate=2x1}, dim_labels=f01b_i01o->01bf, batch_group_count=4
+  ROOT tuple.1 = (f32[4,15,13,16]{3,2,1,0}, f32[3,3,4,24]{3,2,1,0}) tuple(conv_general_dilated.5, conv_general_dilated.4)
+})", "[4 groups]"},
+      // Depthwise with a channel multiplier of 2 on 7 channels, stride 2, SAME.
+      {R"(HloModule jit__lambda, entry_computation_layout={(f32[3,15,15,7]{3,2,1,0}, f32[3,3,1,14]{3,2,1,0})->(f32[3,15,15,7]{3,2,1,0}, f32[3,3,1,14]{3,2,1,0})}
+
+ENTRY main.1 {
+  x.1 = f32[3,15,15,7]{3,2,1,0} parameter(0)
+  w.1 = f32[3,3,1,14]{3,2,1,0} parameter(1)
+  conv_general_dilated.3 = f32[3,8,8,14]{3,2,1,0} convolution(x.1, w.1), window={size=3x3 stride=2x2 pad=1_1x1_1}, dim_labels=b01f_01io->b01f, feature_group_count=7
+  cos.1 = f32[3,8,8,14]{3,2,1,0} cosine(conv_general_dilated.3)
+  reshape.1 = f32[3,3,7,2]{3,2,1,0} reshape(w.1)
+  rev.1 = f32[3,3,7,2]{3,2,1,0} reverse(reshape.1), dimensions={0,1}
+  conv_general_dilated.5 = f32[3,15,15,7]{3,2,1,0} convolution(cos.1, rev.1), window={size=3x3 pad=1_1x1_1 lhs_dilate=2x2}, dim_labels=b01f_01oi->b01f, feature_group_count=7
+  conv_general_dilated.4 = f32[3,3,1,14]{3,2,1,0} convolution(x.1, cos.1), window={size=8x8 pad=1_1x1_1 rhs_dilate=2x2}, dim_labels=f01b_i01o->01bf, batch_group_count=7
+  ROOT tuple.1 = (f32[3,15,15,7]{3,2,1,0}, f32[3,3,1,14]{3,2,1,0}) tuple(conv_general_dilated.5, conv_general_dilated.4)
+})", "[7 groups]"},
+  };
+  for (const Case& c : cases) {
+    SCOPED_TRACE(c.text);
+    auto module = ParseHloModule(c.text);
+    ASSERT_TRUE(module.ok()) << module.status().message();
+    auto exe = CompileForCpu(std::move(*module), {});
+    ASSERT_TRUE(exe.ok()) << exe.status().message();
+    const std::string listing = (*exe)->ThunkSequenceText();
+    EXPECT_THAT(listing, HasSubstr("oneDNN convolution" + c.groups));
+    EXPECT_THAT(listing, HasSubstr("oneDNN convolution_backward_data" + c.groups));
+    EXPECT_THAT(listing, HasSubstr("oneDNN convolution_backward_weights" + c.groups));
+    EXPECT_THAT(listing, Not(HasSubstr("kernel ref")));
+    testing::ExpectMatchesEvaluator(c.text, {}, {2e-5, 2e-5});
+  }
+}
+
 }  // namespace
 }  // namespace xlens::runtime
