@@ -1,7 +1,6 @@
 #include "compiler/hlo/collective_attributes.h"
 
 #include <algorithm>
-#include <cctype>
 #include <map>
 #include <numeric>
 
@@ -9,89 +8,12 @@
 
 #include "compiler/hlo/mesh_replica_groups.h"
 #include "compiler/hlo/module.h"
+#include "compiler/hlo/text_cursor.h"
 #include "compiler/hlo/tile_assignment.h"
+#include "compiler/hlo/value_reader.h"
 
 namespace xlens {
 namespace {
-
-// A cursor over a raw attribute value; spaces between tokens are skipped.
-class ValueReader {
- public:
-  explicit ValueReader(std::string_view text) : text_(text) {}
-  void SkipSpaces() {
-    while (pos_ < text_.size() && std::isspace(static_cast<unsigned char>(text_[pos_]))) ++pos_;
-  }
-  bool TryConsume(std::string_view s) {
-    SkipSpaces();
-    if (text_.substr(pos_, s.size()) != s) return false;
-    pos_ += s.size();
-    return true;
-  }
-  Status Expect(std::string_view s) {
-    if (TryConsume(s)) return OkStatus();
-    return Error(fmt::format("expected '{}' at offset {}", s, pos_));
-  }
-  bool AtEnd() {
-    SkipSpaces();
-    return pos_ >= text_.size();
-  }
-  StatusOr<int64_t> ReadInt() {
-    SkipSpaces();
-    size_t start = pos_;
-    if (pos_ < text_.size() && text_[pos_] == '-') ++pos_;
-    int64_t value = 0;
-    bool any = false;
-    while (pos_ < text_.size() && std::isdigit(static_cast<unsigned char>(text_[pos_]))) {
-      const int digit = text_[pos_] - '0';
-      if (value > (INT64_MAX - digit) / 10) return Error("an integer out of range");
-      value = value * 10 + digit;
-      ++pos_;
-      any = true;
-    }
-    if (!any) return Error(fmt::format("expected an integer at offset {}", start));
-    return text_[start] == '-' ? -value : value;
-  }
-  // {a,b,c} (possibly empty).
-  StatusOr<std::vector<int64_t>> ReadBraceList() {
-    RETURN_IF_ERROR(Expect("{"));
-    std::vector<int64_t> values;
-    if (TryConsume("}")) return values;
-    while (true) {
-      ASSIGN_OR_RETURN(int64_t v, ReadInt());
-      values.push_back(v);
-      if (TryConsume("}")) return values;
-      RETURN_IF_ERROR(Expect(","));
-    }
-  }
-  // [a,b,c] (possibly empty), or (a,b,c) with `open` '('.
-  StatusOr<std::vector<int64_t>> ReadBracketList(char open, char close) {
-    RETURN_IF_ERROR(Expect(std::string_view(&open, 1)));
-    std::vector<int64_t> values;
-    if (TryConsume(std::string_view(&close, 1))) return values;
-    while (true) {
-      ASSIGN_OR_RETURN(int64_t v, ReadInt());
-      values.push_back(v);
-      if (TryConsume(std::string_view(&close, 1))) return values;
-      RETURN_IF_ERROR(Expect(","));
-    }
-  }
-  // {{...},{...}}: a list of brace lists.
-  StatusOr<std::vector<std::vector<int64_t>>> ReadNestedList() {
-    RETURN_IF_ERROR(Expect("{"));
-    std::vector<std::vector<int64_t>> lists;
-    if (TryConsume("}")) return lists;
-    while (true) {
-      ASSIGN_OR_RETURN(std::vector<int64_t> list, ReadBraceList());
-      lists.push_back(std::move(list));
-      if (TryConsume("}")) return lists;
-      RETURN_IF_ERROR(Expect(","));
-    }
-  }
-
- private:
-  std::string_view text_;
-  size_t pos_ = 0;
-};
 
 // The iota form [G,S]<=[dims]T(perm), read as a tile assignment: its rows are the groups.
 StatusOr<std::vector<std::vector<int64_t>>> ExpandIotaGroups(std::string_view text) {
@@ -178,13 +100,12 @@ bool IsCollectiveOpcode(HloOpcode opcode) {
 }
 
 StatusOr<std::vector<std::vector<int64_t>>> ParseReplicaGroups(std::string_view text) {
-  ValueReader reader(text);
+  TextCursor reader(text, "replica_groups");
   StatusOr<std::vector<std::vector<int64_t>>> groups = [&]() -> StatusOr<std::vector<std::vector<int64_t>>> {
-    reader.SkipSpaces();
     if (IsMeshAxesReplicaGroups(text)) return ExpandMeshAxesReplicaGroups(text);
     if (text.find("<=") != std::string_view::npos) return ExpandIotaGroups(text);
-    ASSIGN_OR_RETURN(auto lists, reader.ReadNestedList());
-    if (!reader.AtEnd()) return Error("unexpected text after the groups");
+    ASSIGN_OR_RETURN(auto lists, value::ReadNestedList(reader));
+    if (!value::AtEnd(reader)) return Error("unexpected text after the groups");
     return lists;
   }();
   if (!groups.ok()) {
@@ -200,9 +121,9 @@ std::string ReplicaGroupsToString(const std::vector<std::vector<int64_t>>& group
 }
 
 StatusOr<std::vector<std::pair<int64_t, int64_t>>> ParseSourceTargetPairs(std::string_view text) {
-  ValueReader reader(text);
-  auto lists = reader.ReadNestedList();
-  if (lists.ok() && !reader.AtEnd()) lists = Error("unexpected text after the pairs");
+  TextCursor reader(text, "source_target_pairs");
+  auto lists = value::ReadNestedList(reader);
+  if (lists.ok() && !value::AtEnd(reader)) lists = Error("unexpected text after the pairs");
   if (!lists.ok()) {
     return Error(fmt::format("source_target_pairs={}: {}", text, lists.status().message()));
   }
@@ -225,9 +146,9 @@ StatusOr<CollectiveAttributes> ReadCollectiveAttributes(const HloInstruction& in
     attributes.replica_groups = std::move(*parsed);
   }
   if (const std::string* channel = instruction.raw_attribute("channel_id")) {
-    ValueReader reader(*channel);
-    auto id = reader.ReadInt();
-    if (!id.ok() || !reader.AtEnd() || *id < 0) {
+    TextCursor reader(*channel, "channel_id");
+    auto id = value::ReadInt(reader, /*allow_minus=*/true);
+    if (!id.ok() || !value::AtEnd(reader) || *id < 0) {
       return Error(fmt::format("{}: channel_id={}: expected a non-negative integer", name, *channel));
     }
     attributes.channel_id = *id;

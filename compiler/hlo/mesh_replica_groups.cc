@@ -8,77 +8,48 @@
 
 #include <fmt/format.h>
 
+#include "compiler/hlo/text_cursor.h"
 #include "compiler/hlo/tile_assignment.h"
+#include "compiler/hlo/value_reader.h"
 
 namespace xlens {
 namespace {
 
-class Reader {
- public:
-  explicit Reader(std::string_view text) : text_(text) {}
-  void SkipSpaces() {
-    while (pos_ < text_.size() && std::isspace(static_cast<unsigned char>(text_[pos_]))) ++pos_;
+// 'name' (or a bare name).
+StatusOr<std::string> ReadAxisName(TextCursor& reader) {
+  const std::string_view text = reader.text();
+  size_t pos = reader.Here();
+  if (reader.TryConsume("'")) {
+    pos = reader.pos();
+    const size_t end = text.find('\'', pos);
+    if (end == std::string_view::npos) return Error("an axis name without its closing quote");
+    reader.set_pos(end + 1);
+    return std::string(text.substr(pos, end - pos));
   }
-  bool TryConsume(std::string_view s) {
-    SkipSpaces();
-    if (text_.substr(pos_, s.size()) != s) return false;
-    pos_ += s.size();
-    return true;
+  const size_t start = pos;
+  while (pos < text.size() && (std::isalnum(static_cast<unsigned char>(text[pos])) || text[pos] == '_')) {
+    ++pos;
   }
-  Status Expect(std::string_view s) {
-    if (TryConsume(s)) return OkStatus();
-    return Error(fmt::format("expected '{}' at offset {}", s, pos_));
-  }
-  bool AtEnd() {
-    SkipSpaces();
-    return pos_ >= text_.size();
-  }
-  StatusOr<int64_t> ReadInt() {
-    SkipSpaces();
-    const size_t start = pos_;
-    int64_t value = 0;
-    while (pos_ < text_.size() && std::isdigit(static_cast<unsigned char>(text_[pos_]))) {
-      const int digit = text_[pos_] - '0';
-      if (value > (INT64_MAX - digit) / 10) return Error("an integer out of range");
-      value = value * 10 + digit;
-      ++pos_;
-    }
-    if (pos_ == start) return Error(fmt::format("expected an integer at offset {}", start));
-    return value;
-  }
-  // 'name' (or a bare name).
-  StatusOr<std::string> ReadName() {
-    SkipSpaces();
-    if (TryConsume("'")) {
-      const size_t end = text_.find('\'', pos_);
-      if (end == std::string_view::npos) return Error("an axis name without its closing quote");
-      std::string name(text_.substr(pos_, end - pos_));
-      pos_ = end + 1;
-      return name;
-    }
-    const size_t start = pos_;
-    while (pos_ < text_.size() &&
-           (std::isalnum(static_cast<unsigned char>(text_[pos_])) || text_[pos_] == '_')) {
-      ++pos_;
-    }
-    if (pos_ == start) return Error(fmt::format("expected an axis name at offset {}", start));
-    return std::string(text_.substr(start, pos_ - start));
-  }
-  // The text up to the parenthesis that closes the one just read.
-  StatusOr<std::string_view> ReadParenthesized() {
-    int depth = 1;
-    const size_t start = pos_;
-    for (; pos_ < text_.size(); ++pos_) {
-      if (text_[pos_] == '(') ++depth;
-      if (text_[pos_] == ')' && --depth == 0) return text_.substr(start, pos_++ - start);
-    }
-    return Error("device_ids=( without its closing parenthesis");
-  }
+  reader.set_pos(pos);
+  if (pos == start) return Error(fmt::format("expected an axis name at offset {}", start));
+  return std::string(text.substr(start, pos - start));
+}
 
- private:
-  std::string_view text_;
-  size_t pos_ = 0;
-};
+// The text up to the parenthesis that closes the one just read.
+StatusOr<std::string_view> ReadParenthesized(TextCursor& reader) {
+  const std::string_view text = reader.text();
+  int depth = 1;
+  const size_t start = reader.pos();
+  for (size_t pos = start; pos < text.size(); ++pos) {
+    if (text[pos] == '(') ++depth;
+    if (text[pos] == ')' && --depth == 0) {
+      reader.set_pos(pos + 1);
+      return text.substr(start, pos - start);
+    }
+  }
+  reader.set_pos(text.size());
+  return Error("device_ids=( without its closing parenthesis");
+}
 
 struct MeshAxisRef {
   int64_t axis = 0;
@@ -127,15 +98,15 @@ StatusOr<AxisCut> CutAxis(int64_t full, const std::vector<MeshAxisRef>& refs) {
 }
 
 StatusOr<std::vector<std::vector<int64_t>>> Expand(std::string_view text) {
-  Reader reader(text);
-  RETURN_IF_ERROR(reader.Expect("mesh["));
+  TextCursor reader(text, "replica_groups");
+  RETURN_IF_ERROR(value::Expect(reader, "mesh["));
   std::vector<std::string> names;
   std::vector<int64_t> sizes;
   int64_t total = 1;
   while (true) {
-    ASSIGN_OR_RETURN(std::string name, reader.ReadName());
-    RETURN_IF_ERROR(reader.Expect("="));
-    ASSIGN_OR_RETURN(int64_t size, reader.ReadInt());
+    ASSIGN_OR_RETURN(std::string name, ReadAxisName(reader));
+    RETURN_IF_ERROR(value::Expect(reader, "="));
+    ASSIGN_OR_RETURN(int64_t size, value::ReadInt(reader, /*allow_minus=*/false));
     if (size < 1 || size > TileAssignment::kMaxDevices) {
       return Error(fmt::format("axis '{}' has size {}", name, size));
     }
@@ -147,13 +118,13 @@ StatusOr<std::vector<std::vector<int64_t>>> Expand(std::string_view text) {
     names.push_back(std::move(name));
     sizes.push_back(size);
     if (reader.TryConsume("]")) break;
-    RETURN_IF_ERROR(reader.Expect(","));
+    RETURN_IF_ERROR(value::Expect(reader, ","));
   }
   std::vector<int64_t> devices(total);
   std::iota(devices.begin(), devices.end(), 0);
   if (reader.TryConsume(",")) {
-    RETURN_IF_ERROR(reader.Expect("device_ids=("));
-    ASSIGN_OR_RETURN(std::string_view ids, reader.ReadParenthesized());
+    RETURN_IF_ERROR(value::Expect(reader, "device_ids=("));
+    ASSIGN_OR_RETURN(std::string_view ids, ReadParenthesized(reader));
     ASSIGN_OR_RETURN(TileAssignment assignment, TileAssignment::Parse(ids, "device_ids"));
     if (assignment.num_elements() != total) {
       return Error(fmt::format("device_ids holds {} devices, the mesh {}",
@@ -161,28 +132,28 @@ StatusOr<std::vector<std::vector<int64_t>>> Expand(std::string_view text) {
     }
     devices = assignment.devices();
   }
-  RETURN_IF_ERROR(reader.Expect("{"));
+  RETURN_IF_ERROR(value::Expect(reader, "{"));
   std::vector<MeshAxisRef> refs;
   if (!reader.TryConsume("}")) {
     while (true) {
-      ASSIGN_OR_RETURN(std::string name, reader.ReadName());
+      ASSIGN_OR_RETURN(std::string name, ReadAxisName(reader));
       auto it = std::find(names.begin(), names.end(), name);
       if (it == names.end()) return Error(fmt::format("axis '{}' is not in the mesh", name));
       MeshAxisRef ref{static_cast<int64_t>(it - names.begin()), std::nullopt};
       if (reader.TryConsume(":")) {
-        RETURN_IF_ERROR(reader.Expect("("));
-        ASSIGN_OR_RETURN(int64_t pre, reader.ReadInt());
-        RETURN_IF_ERROR(reader.Expect(")"));
-        ASSIGN_OR_RETURN(int64_t size, reader.ReadInt());
+        RETURN_IF_ERROR(value::Expect(reader, "("));
+        ASSIGN_OR_RETURN(int64_t pre, value::ReadInt(reader, /*allow_minus=*/false));
+        RETURN_IF_ERROR(value::Expect(reader, ")"));
+        ASSIGN_OR_RETURN(int64_t size, value::ReadInt(reader, /*allow_minus=*/false));
         if (pre < 1 || size < 1) return Error("a sub-axis of size 0");
         ref.sub = {pre, size};
       }
       refs.push_back(ref);
       if (reader.TryConsume("}")) break;
-      RETURN_IF_ERROR(reader.Expect(","));
+      RETURN_IF_ERROR(value::Expect(reader, ","));
     }
   }
-  if (!reader.AtEnd()) return Error("unexpected text after the axes");
+  if (!value::AtEnd(reader)) return Error("unexpected text after the axes");
 
   // Each mesh axis cut into the parts its references name; the listed parts go last, in order.
   std::vector<int64_t> part_sizes;
