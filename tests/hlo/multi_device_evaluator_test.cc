@@ -8,8 +8,8 @@
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
-#include "compiler/hlo/parser.h"
 #include "evaluator_test_util.h"
+#include "multi_device_test_util.h"
 
 namespace xlens {
 namespace {
@@ -18,26 +18,8 @@ using ::testing::ElementsAre;
 using ::testing::ElementsAreArray;
 using ::testing::HasSubstr;
 using xlens::testing::MakeLiteral;
+using xlens::testing::ParseWithReducers;
 using xlens::testing::Values;
-
-constexpr char kAdd[] = R"(
-add {
-  x = f32[] parameter(0)
-  y = f32[] parameter(1)
-  ROOT s = f32[] add(x, y)
-}
-max {
-  x = f32[] parameter(0)
-  y = f32[] parameter(1)
-  ROOT s = f32[] maximum(x, y)
-}
-)";
-
-std::unique_ptr<HloModule> Parse(const std::string& entry) {
-  auto module = ParseHloModule("HloModule m\n" + std::string(kAdd) + entry);
-  EXPECT_TRUE(module.ok()) << module.status().message();
-  return module.ok() ? std::move(*module) : nullptr;
-}
 
 // Device d's argument: f32[n] with values d*100 + i.
 std::vector<std::vector<Literal>> RampArguments(int64_t devices, int64_t n) {
@@ -55,7 +37,7 @@ float Ramp(int64_t device, int64_t i) { return static_cast<float>(device * 100 +
 StatusOr<std::vector<Literal>> RunOnDevices(const std::string& entry, DeviceTopology topology,
                                    std::vector<std::vector<Literal>> arguments,
                                    double timeout = 60) {
-  auto module = Parse(entry);
+  auto module = ParseWithReducers(entry);
   if (!module) return Error("parse failed");
   return EvaluateModuleOnDevices(*module, arguments, topology, {},
                                  MultiDeviceOptions{.collective_timeout_seconds = timeout});
@@ -330,7 +312,7 @@ TEST(MultiDeviceEvaluatorTest, MalformedGroupsFailBeforeAnythingRuns) {
 }
 
 TEST(MultiDeviceEvaluatorTest, OneDeviceIsAGroupOfOne) {
-  auto module = Parse(R"(ENTRY e {
+  auto module = ParseWithReducers(R"(ENTRY e {
   p = f32[2] parameter(0)
   ar = f32[2] all-reduce(p), replica_groups={}, to_apply=add
   g = f32[2] all-gather(ar), replica_groups={{0}}, dimensions={0}

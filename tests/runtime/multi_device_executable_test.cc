@@ -10,31 +10,13 @@
 #include <fmt/format.h>
 
 #include "compiler/hlo/literal_comparison.h"
-#include "compiler/hlo/parser.h"
+#include "tests/hlo/multi_device_test_util.h"
 
 namespace xlens::runtime {
 namespace {
 
 using ::testing::HasSubstr;
-
-constexpr char kReducers[] = R"(
-add {
-  x = f32[] parameter(0)
-  y = f32[] parameter(1)
-  ROOT s = f32[] add(x, y)
-}
-max {
-  x = f32[] parameter(0)
-  y = f32[] parameter(1)
-  ROOT s = f32[] maximum(x, y)
-}
-)";
-
-std::unique_ptr<HloModule> Parse(const std::string& entry) {
-  auto module = ParseHloModule("HloModule m\n" + std::string(kReducers) + entry);
-  EXPECT_TRUE(module.ok()) << module.status().message() << "\n" << entry;
-  return module.ok() ? std::move(*module) : nullptr;
-}
+using xlens::testing::ParseWithReducers;
 
 // Device d's arguments: one f32 array of `dims` per parameter, distinct on every device.
 std::vector<std::vector<Literal>> Arguments(const HloModule& module, int64_t devices, uint64_t seed) {
@@ -54,7 +36,7 @@ std::vector<std::vector<Literal>> Arguments(const HloModule& module, int64_t dev
 // Compiled on the devices and evaluated on them: the same values, device by device.
 void ExpectCompiledMatchesEvaluator(const std::string& entry, DeviceTopology topology,
                                     uint64_t seed = 1) {
-  auto module = Parse(entry);
+  auto module = ParseWithReducers(entry);
   ASSERT_NE(module, nullptr);
   auto arguments = Arguments(*module, topology.num_devices(), seed);
   auto expected = EvaluateModuleOnDevices(*module, arguments, topology);
@@ -186,7 +168,7 @@ TEST(MultiDeviceExecutableTest, RandomProgramsMatchTheEvaluator) {
 }
 
 TEST(MultiDeviceExecutableTest, ADeviceThatSkipsACollectiveFailsTheMeeting) {
-  auto module = Parse(R"(
+  auto module = ParseWithReducers(R"(
 with {
   x = f32[2] parameter(0)
   ROOT ar = f32[2] all-reduce(x), replica_groups={}, to_apply=add
@@ -211,7 +193,7 @@ ENTRY e {
 }
 
 TEST(MultiDeviceExecutableTest, GroupsThatDoNotFitAreRefusedWhenCompiling) {
-  auto module = Parse(R"(ENTRY e {
+  auto module = ParseWithReducers(R"(ENTRY e {
   p = f32[2] parameter(0)
   ROOT ar = f32[2] all-reduce(p), replica_groups={{0,1}}, to_apply=add
 })");
@@ -224,7 +206,7 @@ TEST(MultiDeviceExecutableTest, GroupsThatDoNotFitAreRefusedWhenCompiling) {
 }
 
 TEST(MultiDeviceExecutableTest, OneDeviceIsAGroupOfOne) {
-  auto module = Parse(R"(ENTRY e {
+  auto module = ParseWithReducers(R"(ENTRY e {
   p = f32[3] parameter(0)
   ar = f32[3] all-reduce(p), replica_groups={}, to_apply=add
   ROOT g = f32[3] all-gather(ar), replica_groups={{0}}, dimensions={0}
