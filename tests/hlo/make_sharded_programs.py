@@ -16,6 +16,7 @@ jax), compiles each program with XLA's dumps on, runs it, and keeps under OUT/nN
   meta.json                     num_devices, num_replicas, num_partitions, device_assignment (the
                                 device of each partition), and the entry parameters' and root's
                                 shardings as XLA printed them
+  FINISHED                      written last, when every program is there
 
 Usage: make_sharded_programs.py --out DIR [--devices 4,8] [--programs a,b]. Exits 77 when jax is
 not installed.
@@ -222,6 +223,9 @@ def main():
     print("make_sharded_programs: jax is not installed; skipping")
     return 77
   start = time.monotonic()
+  finished = os.path.join(args.out, "FINISHED")
+  if os.path.exists(finished):
+    os.remove(finished)
   for n in [int(d) for d in args.devices.split(",")]:
     with tempfile.TemporaryDirectory(prefix="sharded_dump_") as dump:
       env = dict(os.environ)
@@ -231,6 +235,10 @@ def main():
       env["JAX_PLATFORMS"] = "cpu"
       subprocess.run([sys.executable, __file__, "--out", args.out, "--child", str(n),
                       "--programs", args.programs], env=env, check=True, timeout=300)
+  # Last: the tests that take these programs check for it (sharded_programs_common.py).
+  os.makedirs(args.out, exist_ok=True)
+  with open(finished, "w"):
+    pass
   print(f"make_sharded_programs: {args.out} in {time.monotonic() - start:.1f} s")
   return 0
 

@@ -14,58 +14,31 @@ runs twice with --num_replicas=R --num_partitions=P:
 
 and every device's every output must match jax's shard of it.
 
-Everything is made in a temporary directory that is removed. Exit 77 (skip) without jax.
+The programs are those of --programs DIR (in CTest, made once by the fixture
+sharded_programs_make), or made here; everything else is made in a temporary directory that is
+removed. Exit 77 (skip) without jax.
 """
 import argparse
-import glob
-import json
 import os
 import subprocess
 import sys
 import tempfile
 
-try:
-  import numpy as np
-  import jax  # noqa: F401
-except ImportError:
-  print("skip: jax and numpy are needed")
-  sys.exit(77)
-
 HERE = os.path.dirname(os.path.abspath(__file__))
-# f32 sums in another order than XLA:CPU's.
-RTOL, ATOL = 1e-4, 1e-5
+sys.path.insert(0, HERE)
+import sharded_programs_common as common  # noqa: E402
 
-
-def compare(name, outputs_dir, where, devices, failures):
-  for d in range(devices):
-    wanted = sorted(glob.glob(os.path.join(where, "devices", str(d), "outputs", "out*.npy")))
-    if not wanted:
-      failures.append(f"{name}: jax kept no outputs for device {d}")
-    for want_path in wanted:
-      out = os.path.basename(want_path)
-      got_path = os.path.join(outputs_dir, f"device_{d}", out)
-      if not os.path.exists(got_path):
-        failures.append(f"{name}: device {d} wrote no {out}")
-        continue
-      got, want = np.load(got_path), np.load(want_path)
-      if got.shape != want.shape:
-        failures.append(f"{name}: device {d} {out} is {list(got.shape)}, jax's {list(want.shape)}")
-      elif not np.allclose(got, want, rtol=RTOL, atol=ATOL):
-        worst = float(np.max(np.abs(got.astype(np.float64) - want)))
-        failures.append(f"{name}: device {d} {out} differs from jax's by up to {worst:.3g}")
+common.require_jax()
+compare = common.compare
 
 
 def check_program(args, where, scratch, failures):
   name = os.path.relpath(where, args.out)
-  with open(os.path.join(where, "meta.json")) as f:
-    meta = json.load(f)
+  meta = common.read_meta(where)
   replicas, partitions = meta["num_replicas"], meta["num_partitions"]
   devices = replicas * partitions
   module = os.path.join(where, "after_spmd_partitioning.txt")
-  per_device = os.path.join(scratch, "per_device_inputs")
-  os.makedirs(per_device)
-  for d in range(devices):
-    os.symlink(os.path.join(where, "devices", str(d), "inputs"), os.path.join(per_device, f"device_{d}"))
+  per_device = common.per_device_inputs(where, devices, os.path.join(scratch, "per_device_inputs"))
   for how, command, inputs in (("compiled, global inputs", ["run", "--reference"], os.path.join(where, "inputs")),
                                ("evaluated, per-device inputs", ["eval"], per_device)):
     outputs = os.path.join(scratch, how.replace(" ", "_").replace(",", ""))
@@ -81,20 +54,14 @@ def check_program(args, where, scratch, failures):
 def main():
   parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
   parser.add_argument("--xlens", required=True)
-  parser.add_argument("--out", help="use programs already made here instead of making them")
+  common.add_programs_option(parser)
   args = parser.parse_args()
   with tempfile.TemporaryDirectory(prefix="sharded_evaluator_") as tmp:
-    if not args.out:
-      args.out = os.path.join(tmp, "programs")
-      made = subprocess.run([sys.executable, os.path.join(HERE, "make_sharded_programs.py"),
-                             "--out", args.out], timeout=240)
-      if made.returncode == 77:
-        return 77
-      if made.returncode != 0:
-        print("FAIL: make_sharded_programs.py failed")
-        return 1
+    failed = common.obtain(args, tmp)
+    if failed is not None:
+      return failed
     failures, checked = [], 0
-    for where in sorted(glob.glob(os.path.join(args.out, "n*", "*"))):
+    for where in common.program_dirs(args.out):
       check_program(args, where, tempfile.mkdtemp(dir=tmp), failures)
       checked += 1
   for f in failures:

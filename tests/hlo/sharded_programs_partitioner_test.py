@@ -16,27 +16,25 @@ module's parameter shardings. Every device's every
 output must match jax's shard of it. A table says which program partitions from which module.
 
 Programs that are expected not to partition from a module are listed in KNOWN_GAPS with the
-reason; a gap that starts to pass is reported so the list shrinks. Everything is made in a
-temporary directory that is removed. Exit 77 (skip) without jax.
+reason; a gap that starts to pass is reported so the list shrinks.
+
+The programs are those of --programs DIR (in CTest, made once by the fixture
+sharded_programs_make), or made here; everything else is made in a temporary directory that is
+removed. Exit 77 (skip) without jax.
 """
 import argparse
 import glob
-import json
 import os
 import subprocess
 import sys
 import tempfile
 
-try:
-  import numpy as np
-  import jax  # noqa: F401
-except ImportError:
-  print("skip: jax and numpy are needed")
-  sys.exit(77)
-
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
-from sharded_programs_evaluator_test import compare  # noqa: E402
+import sharded_programs_common as common  # noqa: E402
+
+common.require_jax()
+compare = common.compare
 
 SOURCES = ("before_spmd_partitioning", "before_optimizations")
 # (program, source): why it does not partition yet.
@@ -47,8 +45,7 @@ KNOWN_GAPS = {
 def check(args, where, source, scratch):
   """Failures (empty: every device matches jax)."""
   name = f"{os.path.relpath(where, args.out)} from {source}"
-  with open(os.path.join(where, "meta.json")) as f:
-    meta = json.load(f)
+  meta = common.read_meta(where)
   partitions = meta["num_partitions"]
   if meta["num_replicas"] != 1:
     return [f"{name}: {meta['num_replicas']} replicas: the partitioner makes partitions only"]
@@ -78,20 +75,14 @@ def check(args, where, source, scratch):
 def main():
   parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
   parser.add_argument("--xlens", required=True)
-  parser.add_argument("--out", help="use programs already made here instead of making them")
+  common.add_programs_option(parser)
   args = parser.parse_args()
   failures, rows = [], []
   with tempfile.TemporaryDirectory(prefix="sharded_partitioner_") as tmp:
-    if not args.out:
-      args.out = os.path.join(tmp, "programs")
-      made = subprocess.run([sys.executable, os.path.join(HERE, "make_sharded_programs.py"),
-                             "--out", args.out], timeout=240)
-      if made.returncode == 77:
-        return 77
-      if made.returncode != 0:
-        print("FAIL: make_sharded_programs.py failed")
-        return 1
-    for where in sorted(glob.glob(os.path.join(args.out, "n*", "*"))):
+    failed = common.obtain(args, tmp)
+    if failed is not None:
+      return failed
+    for where in common.program_dirs(args.out):
       program = os.path.relpath(where, args.out)
       row = [program]
       for source in SOURCES:

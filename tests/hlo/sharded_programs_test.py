@@ -10,25 +10,24 @@ xlens's shardings:
     addressable shards, and each shard has the shape of the partitioned module's parameter;
   - assembling jax's per-device outputs by the root's sharding gives exactly jax's global outputs.
 
-Everything is made in a temporary directory that is removed. Exit 77 (skip) without jax.
+The programs are those of --programs DIR (in CTest, made once by the fixture
+sharded_programs_make), or made here; everything else is made in a temporary directory that is
+removed. Exit 77 (skip) without jax.
 """
 import argparse
 import glob
-import json
 import os
 import re
 import subprocess
 import sys
 import tempfile
 
-try:
-  import numpy as np
-  import jax  # noqa: F401
-except ImportError:
-  print("skip: jax and numpy are needed")
-  sys.exit(77)
-
 HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, HERE)
+import sharded_programs_common as common  # noqa: E402
+
+common.require_jax()
+import numpy as np  # noqa: E402
 MODULES = ["before_optimizations.txt", "before_spmd_partitioning.txt", "after_spmd_partitioning.txt"]
 
 
@@ -48,8 +47,7 @@ def entry_parameter_shapes(text):
 def check_program(args, where, n, scratch, failures):
   name = os.path.relpath(where, args.out)
   fail = lambda message: failures.append(f"{name}: {message}")
-  with open(os.path.join(where, "meta.json")) as f:
-    meta = json.load(f)
+  meta = common.read_meta(where)
   if meta["num_partitions"] * meta["num_replicas"] != n:
     fail(f"meta.json says {meta['num_replicas']} x {meta['num_partitions']} devices, expected {n}")
 
@@ -115,20 +113,14 @@ def main():
   parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
   parser.add_argument("--xlens", required=True)
   parser.add_argument("--shard-tool", required=True)
-  parser.add_argument("--out", help="use programs already made here instead of making them")
+  common.add_programs_option(parser)
   args = parser.parse_args()
   with tempfile.TemporaryDirectory(prefix="sharded_programs_") as tmp:
-    if not args.out:
-      args.out = os.path.join(tmp, "programs")
-      made = subprocess.run([sys.executable, os.path.join(HERE, "make_sharded_programs.py"),
-                             "--out", args.out], timeout=240)
-      if made.returncode == 77:
-        return 77
-      if made.returncode != 0:
-        print("FAIL: make_sharded_programs.py failed")
-        return 1
+    failed = common.obtain(args, tmp)
+    if failed is not None:
+      return failed
     failures, checked = [], 0
-    for where in sorted(glob.glob(os.path.join(args.out, "n*", "*"))):
+    for where in common.program_dirs(args.out):
       n = int(os.path.basename(os.path.dirname(where))[1:])
       scratch = tempfile.mkdtemp(dir=tmp)
       check_program(args, where, n, scratch, failures)

@@ -10,11 +10,12 @@ hostile cases: a rank whose input is missing, a rank killed mid-run, a device la
 --collective_timeout, more ranks than devices: each ends within seconds with one line per rank
 that still runs, starting "xlens: rank R of N:".
 
-Everything is made in a temporary directory that is removed. Exit 77 (skip) without mpirun, jax,
-or an xlens built without Open MPI (no libxlens_mpi.so beside it).
+The programs are those of --programs DIR (in CTest, made once by the fixture
+sharded_programs_make), or made here; everything else is made in a temporary directory that is
+removed. Exit 77 (skip) without mpirun, jax, or an xlens built without Open MPI (no
+libxlens_mpi.so beside it).
 """
 import argparse
-import glob
 import os
 import re
 import shutil
@@ -26,6 +27,7 @@ import time
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.join(HERE, "..", "hlo"))
+import sharded_programs_common as common  # noqa: E402
 
 MPIRUN = shutil.which("mpirun")
 
@@ -45,19 +47,14 @@ def rank_lines(stderr, ranks):
 
 
 def check_programs(args, tmp, failures):
-  from sharded_programs_evaluator_test import compare  # noqa: E402 (needs numpy)
   checked = 0
-  for where in sorted(glob.glob(os.path.join(args.out, "n*", "*"))):
+  for where in common.program_dirs(args.out):
     name = os.path.relpath(where, args.out)
-    import json
-    with open(os.path.join(where, "meta.json")) as f:
-      meta = json.load(f)
+    meta = common.read_meta(where)
     replicas, partitions = meta["num_replicas"], meta["num_partitions"]
     devices = replicas * partitions
     module = os.path.join(where, "after_spmd_partitioning.txt")
-    per_device = tempfile.mkdtemp(dir=tmp)
-    for d in range(devices):
-      os.symlink(os.path.join(where, "devices", str(d), "inputs"), os.path.join(per_device, f"device_{d}"))
+    per_device = common.per_device_inputs(where, devices, tempfile.mkdtemp(dir=tmp))
     # 4 devices: 2 ranks compiled, 4 ranks evaluated; 8 devices: 4 ranks (2 devices each) both ways.
     runs = ([(2, "run", os.path.join(where, "inputs")), (4, "eval", per_device)] if devices == 4 else
             [(4, "run", per_device), (4, "eval", os.path.join(where, "inputs"))])
@@ -71,7 +68,7 @@ def check_programs(args, tmp, failures):
       if result.returncode != 0:
         failures.append(f"{name} ({how}): failed: {result.stderr.strip()[:2000]}")
         continue
-      compare(f"{name} ({how})", outputs, where, devices, failures)
+      common.compare(f"{name} ({how})", outputs, where, devices, failures)
       checked += 1
   return checked
 
@@ -223,7 +220,7 @@ def environ_of(pid):
 def main():
   parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
   parser.add_argument("--xlens", required=True)
-  parser.add_argument("--out", help="use programs already made here instead of making them")
+  common.add_programs_option(parser)
   parser.add_argument("--hostile-only", action="store_true")
   args = parser.parse_args()
   if MPIRUN is None:
@@ -232,23 +229,12 @@ def main():
   if not os.path.exists(os.path.join(os.path.dirname(os.path.abspath(args.xlens)), "libxlens_mpi.so")):
     print("skip: this xlens was built without Open MPI (libopenmpi-dev): no libxlens_mpi.so beside it")
     return 77
-  try:
-    import numpy  # noqa: F401
-    import jax  # noqa: F401
-  except ImportError:
-    print("skip: jax and numpy are needed")
-    return 77
+  common.require_jax()
   start = time.time()
   with tempfile.TemporaryDirectory(prefix="mpi_run_") as tmp:
-    if not args.out:
-      args.out = os.path.join(tmp, "programs")
-      made = subprocess.run([sys.executable, os.path.join(HERE, "..", "hlo", "make_sharded_programs.py"),
-                             "--out", args.out], timeout=240)
-      if made.returncode == 77:
-        return 77
-      if made.returncode != 0:
-        print("FAIL: make_sharded_programs.py failed")
-        return 1
+    failed = common.obtain(args, tmp)
+    if failed is not None:
+      return failed
     failures = []
     checked = 0 if args.hostile_only else check_programs(args, tmp, failures)
     hostile(args, tmp, failures)
