@@ -7,18 +7,10 @@
 #include <fmt/format.h>
 
 #include "compiler/hlo/computation.h"
+#include "compiler/hlo/literal_leaves.h"
 
 namespace xlens {
 namespace {
-
-template <typename L, typename Fn>
-void ForEachArrayLeaf(L& literal, Fn&& fn) {
-  if (literal.shape().IsTuple()) {
-    for (int64_t i = 0; i < literal.tuple_size(); ++i) ForEachArrayLeaf(literal.tuple_element(i), fn);
-    return;
-  }
-  if (literal.shape().IsArray()) fn(literal);
-}
 
 void PutU64(std::string& out, uint64_t value) { out.append(reinterpret_cast<const char*>(&value), 8); }
 

@@ -8,23 +8,11 @@
 #include "compiler/hlo/collective_attributes.h"
 #include "compiler/hlo/collective_rendezvous.h"
 #include "compiler/hlo/evaluator.h"
+#include "compiler/hlo/literal_leaves.h"
 #include "compiler/runtime/executable.h"
 #include "profiler/host_tracer.h"
 
 namespace xlens::runtime {
-namespace {
-
-// Calls fn on every array leaf of `literal`, depth-first (the order of FramePlan::LeafSlots).
-template <typename L, typename Fn>
-void ForEachArrayLeaf(L& literal, Fn&& fn) {
-  if (literal.shape().IsTuple()) {
-    for (int64_t i = 0; i < literal.tuple_size(); ++i) ForEachArrayLeaf(literal.tuple_element(i), fn);
-    return;
-  }
-  if (literal.shape().IsArray()) fn(literal);
-}
-
-}  // namespace
 
 CollectiveThunk::CollectiveThunk(std::string hlo_name, const HloInstruction& hlo,
                                  std::vector<std::vector<int64_t>> operand_slots,
