@@ -22,6 +22,12 @@ StatusOr<std::string> ReadAxisName(TextCursor& cursor) {
   return std::string(name);
 }
 
+// A mesh's name: a quoted string or a bare name (empty when there is neither).
+StatusOr<std::string> ReadMeshName(TextCursor& cursor) {
+  if (cursor.Peek() == '"') return cursor.ReadString();
+  return std::string(cursor.ReadName());
+}
+
 // `[...]` of ints.
 StatusOr<std::vector<int64_t>> ReadIntBrackets(TextCursor& cursor, std::string_view what) {
   RETURN_IF_ERROR(cursor.Expect('[', fmt::format("to open the {}", what)));
@@ -183,12 +189,7 @@ StatusOr<HloSharding> ReadShardingBody(TextCursor& cursor, const ShardyMeshes& m
   const ShardyMesh* mesh = nullptr;
   if (cursor.TryConsume('@')) {
     const size_t name_pos = cursor.Here();
-    std::string name;
-    if (cursor.Peek() == '"') {
-      ASSIGN_OR_RETURN(name, cursor.ReadString());
-    } else {
-      name = std::string(cursor.ReadName());
-    }
+    ASSIGN_OR_RETURN(std::string name, ReadMeshName(cursor));
     auto it = meshes.find(name);
     if (it == meshes.end()) {
       return cursor.ErrorAt(name_pos, fmt::format("no mesh named @{} in the module's "
@@ -277,12 +278,7 @@ StatusOr<ShardyMeshes> ParseShardyMeshes(std::string_view text, std::string sour
   if (!cursor.TryConsume('}')) {
     do {
       const size_t name_pos = cursor.Here();
-      std::string name;
-      if (cursor.Peek() == '"') {
-        ASSIGN_OR_RETURN(name, cursor.ReadString());
-      } else {
-        name = std::string(cursor.ReadName());
-      }
+      ASSIGN_OR_RETURN(std::string name, ReadMeshName(cursor));
       if (name.empty()) {
         return cursor.Error(fmt::format("expected a mesh name, found {}", cursor.Describe()));
       }
