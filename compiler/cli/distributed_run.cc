@@ -141,6 +141,7 @@ int RunDistributed(const RunArgs& args, bool compiled) {
   runtime::MpiTransport& mpi = **transport;
   const std::string who = mpi.RankName();
   const auto fail = [&](const Status& s) {
+    mpi.VerdictGiven();
     const int code = Fail(s.WithContext(who));
     mpi.Finalize();
     return code;
@@ -193,6 +194,7 @@ int RunDistributed(const RunArgs& args, bool compiled) {
   if (Status s = rendezvous->Finish(outcome); !s.ok()) {
     if (left_behind > 0) {
       // Compiled code that cannot be stopped still runs: end here, as RunOnDevices does.
+      mpi.VerdictGiven();
       Fail(s.WithContext(who));
       std::fflush(stdout);
       std::_Exit(1);

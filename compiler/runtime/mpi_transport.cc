@@ -24,10 +24,15 @@ constexpr size_t kErrorSize = 512;
 // The line a rank prints when mpirun stops it because another rank ended (mpirun's SIGTERM),
 // prepared beforehand: a signal handler may only write.
 char g_stopped_line[256];
+// Set once this rank has said how its run ended: mpirun's SIGTERM then ends it without a second
+// line (a rank that failed exits first, and mpirun stops the others as they finish printing).
+volatile sig_atomic_t g_verdict_given = 0;
 
 void OnTerminate(int) {
-  const ssize_t written = write(STDERR_FILENO, g_stopped_line, std::strlen(g_stopped_line));
-  (void)written;
+  if (!g_verdict_given) {
+    const ssize_t written = write(STDERR_FILENO, g_stopped_line, std::strlen(g_stopped_line));
+    (void)written;
+  }
   _exit(1);
 }
 
@@ -120,7 +125,10 @@ MpiTransport::~MpiTransport() { Finalize(); }
 
 std::string MpiTransport::RankName() const { return fmt::format("rank {} of {}", rank_, size_); }
 
+void MpiTransport::VerdictGiven() { g_verdict_given = 1; }
+
 void MpiTransport::AbortAll(std::string_view message) {
+  g_verdict_given = 1;
   std::fprintf(stderr, "xlens: %s: %.*s; stopping every rank\n", RankName().c_str(),
                static_cast<int>(message.size()), message.data());
   std::fflush(stderr);

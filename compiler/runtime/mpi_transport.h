@@ -30,6 +30,9 @@ class MpiTransport : public CollectiveTransport {
   std::string RankName() const;
   // Prints "xlens: rank R of N: MESSAGE; stopping every rank" and ends every rank (MPI_Abort).
   [[noreturn]] void AbortAll(std::string_view message);
+  // This rank is about to print how its run ended: from now on mpirun stopping it (another rank
+  // exited first) adds no "stopped by mpirun" line.
+  void VerdictGiven();
   // MPI_Finalize; call once every rank has made its last exchange.
   void Finalize();
 
