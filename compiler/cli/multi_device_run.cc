@@ -9,6 +9,7 @@
 // device reads them), or DIR's own arg0.npy, ... as global arrays, each split by its entry
 // parameter's sharding over the partitions (every replica gets the same pieces); random values,
 // the same on every device, without --inputs. Outputs: --outputs DIR gets device_0/out0.npy, ...
+// and, assembled by the entry root's sharding where it can be, the global out0.npy, ...
 #include "compiler/cli/multi_device_run.h"
 
 #include <algorithm>
@@ -138,9 +139,69 @@ StatusOr<std::vector<std::vector<Literal>>> LoadDeviceInputs(const HloModule& mo
 
 namespace {
 
-// Prints (or writes under DIR/device_D/) every device's result.
-Status ReportResults(const RunArgs& args, const DeviceTopology& topology,
+// The global value of every result leaf, assembled from the partitions' pieces by the entry
+// root's sharding, or why it cannot be. A partitioned program holds only the tile shape, so the
+// global shape is the tile shape times the tiles on each dim: exact for even tiles, the only kind
+// jax and XLA let a program's results have (a last tile short of the others, padded, is not
+// told apart by its shape).
+StatusOr<std::vector<Literal>> AssembleGlobalOutputs(const HloModule& module,
+                                                     const DeviceTopology& topology,
+                                                     const std::vector<Literal>& results) {
+  if (topology.num_replicas > 1) {
+    return Error(fmt::format("each of the {} replicas holds results of its own",
+                             topology.num_replicas));
+  }
+  ASSIGN_OR_RETURN(HloSharding root, EntryRootSharding(module));
+  // XLA's partitioned modules drop the root's sharding= (jax keeps it outside the module): a
+  // result every device holds alike is still the global value; one that differs cannot be placed.
+  const HloInstruction* root_instruction = module.entry_computation()->root_instruction();
+  const bool root_sharded = root_instruction->raw_attribute("sharding") != nullptr;
+  std::vector<std::vector<const Literal*>> per_device(results.size());
+  for (size_t d = 0; d < results.size(); ++d) CollectLeaves(results[d], per_device[d]);
+  std::vector<Literal> global;
+  for (size_t i = 0; i < per_device[0].size(); ++i) {
+    const HloSharding& sharding = root.LeafSharding(static_cast<int64_t>(i));
+    if (sharding.IsManual()) {
+      return Error(fmt::format("out{}'s sharding is {{manual}}: each device's value is its own", i));
+    }
+    Shape shape = per_device[0][i]->shape();
+    std::vector<Literal> pieces;
+    for (const auto& leaves : per_device) pieces.push_back(*leaves[i]);
+    if (sharding.IsTiled() && shape.IsArray()) {
+      const std::vector<int64_t>& tiles = sharding.tile_assignment().dims();
+      const int64_t rank = std::min<int64_t>(sharding.TiledDataRank(), shape.rank());
+      for (int64_t k = 0; k < rank; ++k) {
+        shape.set_dimensions(k, shape.dimensions()[k] * tiles[static_cast<size_t>(k)]);
+      }
+    }
+    auto value = AssembleLiteral(pieces, sharding, shape);
+    if (!value.ok() && !root_sharded) {
+      return Error(fmt::format("out{} differs between the devices, and the entry root %{} has no "
+                               "sharding= to assemble it by", i, root_instruction->name()));
+    }
+    if (!value.ok()) {
+      return Error(fmt::format("out{} by {}: {}", i, sharding.ToString(), value.status().message()));
+    }
+    global.push_back(std::move(*value));
+  }
+  return global;
+}
+
+// Prints (or writes under DIR/device_D/) every device's result; with --outputs, also the global
+// results as DIR/outI.npy, the names a single device's run gives them, where they can be assembled.
+Status ReportResults(const RunArgs& args, const HloModule& module, const DeviceTopology& topology,
                      const std::vector<Literal>& results) {
+  if (!args.outputs.empty()) {
+    auto global = AssembleGlobalOutputs(module, topology, results);
+    if (global.ok()) {
+      std::vector<const Literal*> leaves;
+      for (const Literal& value : *global) leaves.push_back(&value);
+      RETURN_IF_ERROR(WriteOutputs(args.outputs, leaves));
+    } else {
+      std::printf("global outputs not assembled, only %s/device_D/ written: %s\n",
+                  DisplayPath(args.outputs).c_str(), global.status().message().c_str());
+    }
+  }
   for (int64_t d = 0; d < topology.num_devices(); ++d) {
     std::vector<const Literal*> leaves;
     CollectLeaves(results[d], leaves);
@@ -266,7 +327,7 @@ int RunOnDevices(const RunArgs& args, bool compiled) {
     results = EvaluateModuleOnDevices(**module, *arguments, topology, options, multi);
     if (!results.ok()) return Fail(stopped(results.status()));
   }
-  if (Status s = ReportResults(args, topology, *results); !s.ok()) return Fail(s);
+  if (Status s = ReportResults(args, **module, topology, *results); !s.ok()) return Fail(s);
   std::fputs(report.c_str(), stdout);
   if (!compiled || !args.reference) return 0;
 
