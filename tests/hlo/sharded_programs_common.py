@@ -85,9 +85,43 @@ def per_device_inputs(where, devices, into):
   return into
 
 
-def compare(name, outputs_dir, where, devices, failures):
-  """Every device's every output xlens wrote under outputs_dir/device_D/ against jax's shard."""
+def replicated_outputs(where, devices):
+  """Whether every device holds each of jax's outputs whole: the results xlens can assemble from
+  XLA's partitioned modules, whose root carries no sharding= to assemble sharded ones by."""
   import numpy as np
+  for want_path in sorted(glob.glob(os.path.join(where, "outputs", "out*.npy"))):
+    whole = np.load(want_path)
+    for d in range(devices):
+      shard = np.load(os.path.join(where, "devices", str(d), "outputs", os.path.basename(want_path)))
+      if shard.shape != whole.shape or not np.array_equal(shard, whole):
+        return False
+  return True
+
+
+def compare_global(name, outputs_dir, where, failures):
+  """The global outputs xlens assembled by the root's sharding, outputs_dir/outI.npy, against
+  jax's global outputs, where xlens wrote them."""
+  import numpy as np
+  for want_path in sorted(glob.glob(os.path.join(where, "outputs", "out*.npy"))):
+    out = os.path.basename(want_path)
+    got_path = os.path.join(outputs_dir, out)
+    if not os.path.exists(got_path):
+      failures.append(f"{name}: no global {out} was assembled")
+      continue
+    got, want = np.load(got_path), np.load(want_path)
+    if got.shape != want.shape:
+      failures.append(f"{name}: global {out} is {list(got.shape)}, jax's {list(want.shape)}")
+    elif not np.allclose(got, want, rtol=RTOL, atol=ATOL):
+      worst = float(np.max(np.abs(got.astype(np.float64) - want)))
+      failures.append(f"{name}: global {out} differs from jax's by up to {worst:.3g}")
+
+
+def compare(name, outputs_dir, where, devices, failures):
+  """Every device's every output xlens wrote under outputs_dir/device_D/ against jax's shard, and
+  the global outputs outputs_dir/outI.npy against jax's where xlens assembled them."""
+  import numpy as np
+  if glob.glob(os.path.join(outputs_dir, "out*.npy")):
+    compare_global(name, outputs_dir, where, failures)
   for d in range(devices):
     wanted = sorted(glob.glob(os.path.join(where, "devices", str(d), "outputs", "out*.npy")))
     if not wanted:

@@ -12,7 +12,10 @@ runs twice with --num_replicas=R --num_partitions=P:
   - `xlens eval` (the reference evaluator over the devices) from jax's per-device shards, one
     folder per device (device_0/, device_1/, ...);
 
-and every device's every output must match jax's shard of it.
+and every device's every output must match jax's shard of it. The global outputs xlens assembles
+by the root's sharding (OUT/outI.npy) must match jax's global outputs wherever jax's results are
+the same on every device (XLA's partitioned modules drop the root's sharding, so a sharded result
+cannot be assembled: xlens must say so and write none).
 
 The programs are those of --programs DIR (in CTest, made once by the fixture
 sharded_programs_make), or made here; everything else is made in a temporary directory that is
@@ -32,6 +35,10 @@ common.require_jax()
 compare = common.compare
 
 
+# [runs whose global outputs were rightly not assembled, runs whose were and were compared]
+global_checks = [0, 0]
+
+
 def check_program(args, where, scratch, failures):
   name = os.path.relpath(where, args.out)
   meta = common.read_meta(where)
@@ -49,6 +56,18 @@ def check_program(args, where, scratch, failures):
       failures.append(f"{name} ({how}): xlens {command[0]} failed: {result.stderr.strip()}")
       continue
     compare(f"{name} ({how})", outputs, where, devices, failures)
+    assembled = os.path.exists(os.path.join(outputs, "out0.npy"))
+    if common.replicated_outputs(where, devices) and replicas == 1:
+      if not assembled:
+        failures.append(f"{name} ({how}): no global outputs were assembled: {result.stdout.strip()[-300:]}")
+    elif assembled:
+      failures.append(f"{name} ({how}): global outputs were assembled without a sharding to assemble them by")
+    elif "global outputs not assembled" not in result.stdout:
+      failures.append(f"{name} ({how}): no line says why the global outputs were not assembled")
+    else:
+      global_checks[0] += 1
+    if assembled:
+      global_checks[1] += 1
 
 
 def main():
@@ -69,7 +88,11 @@ def main():
   if checked == 0:
     print("FAIL: no programs were made")
     return 1
-  print(f"{checked} partitioned programs ran on their devices, {len(failures)} failures")
+  print(f"{checked} partitioned programs ran on their devices, {len(failures)} failures; global "
+        f"outputs assembled and compared in {global_checks[1]} runs, rightly refused in {global_checks[0]}")
+  if global_checks[1] == 0:
+    print("FAIL: no run's global outputs were assembled")
+    return 1
   return 1 if failures else 0
 
 
