@@ -67,6 +67,19 @@ std::vector<std::shared_ptr<const Literal>> CollectiveRendezvous::Leave(const Ke
 StatusOr<std::vector<std::shared_ptr<const Literal>>> CollectiveRendezvous::Meet(
     const HloInstruction& instruction, int64_t occurrence, int64_t device,
     std::span<const int64_t> group, Literal value) {
+  return MeetAt(instruction, occurrence, 0, device, group, std::move(value));
+}
+
+StatusOr<std::vector<std::shared_ptr<const Literal>>> CollectiveRendezvous::MeetStep(
+    const HloInstruction& instruction, int64_t occurrence, int64_t step, int64_t device,
+    std::span<const int64_t> group, Literal value) {
+  if (step < 1) return Error(fmt::format("step {} of a collective: steps count from 1", step));
+  return MeetAt(instruction, occurrence, step, device, group, std::move(value));
+}
+
+StatusOr<std::vector<std::shared_ptr<const Literal>>> CollectiveRendezvous::MeetAt(
+    const HloInstruction& instruction, int64_t occurrence, int64_t step, int64_t device,
+    std::span<const int64_t> group, Literal value) {
   auto rank_it = std::find(group.begin(), group.end(), device);
   if (group.empty() || rank_it == group.end() || device < 0 || device >= num_devices_) {
     return Error(fmt::format("device {} is not in its own group", device));
@@ -74,7 +87,7 @@ StatusOr<std::vector<std::shared_ptr<const Literal>>> CollectiveRendezvous::Meet
   const size_t rank = static_cast<size_t>(rank_it - group.begin());
   std::unique_lock<std::mutex> lock(mutex_);
   if (aborted_) return *aborted_;
-  const Key key{instruction.name(), occurrence, group.front()};
+  const Key key{instruction.name(), occurrence, step, group.front()};
   Meeting& meeting = meetings_[key];
   if (meeting.values.empty()) {
     meeting.instruction = instruction.name();

@@ -46,6 +46,18 @@ class CollectiveRendezvous {
                                                              int64_t occurrence, int64_t device,
                                                              std::span<const int64_t> group,
                                                              Literal value);
+  // Whether every member lives in this process, so that what they bring may be addresses of
+  // their buffers (MeetStep); a rendezvous spanning processes says no.
+  virtual bool InProcess() const { return true; }
+  // One step (`step` >= 1) of an in-process collective that works on the members' buffers
+  // directly: a meeting like Meet's, apart from the one Meet holds for the same run. A collective
+  // exchanges its buffers' addresses at one step and waits at the next until every member has
+  // finished with them. Only where InProcess().
+  StatusOr<std::vector<std::shared_ptr<const Literal>>> MeetStep(const HloInstruction& instruction,
+                                                                 int64_t occurrence, int64_t step,
+                                                                 int64_t device,
+                                                                 std::span<const int64_t> group,
+                                                                 Literal value);
   // `device` stopped running the program (done or failed): meetings waiting for it fail.
   virtual void DeviceFinished(int64_t device);
   // Fails every meeting, now and later, with `why` (another device failed).
@@ -60,9 +72,15 @@ class CollectiveRendezvous {
     int64_t arrived = 0;
     int64_t departed = 0;
   };
-  // The instruction's name, its run, the group's first device. By name, not address: each
-  // compiled device holds its own copy of the module.
-  using Key = std::tuple<std::string, int64_t, int64_t>;
+  // The instruction's name, its run, the step (0: Meet's), the group's first device. By name,
+  // not address: each compiled device holds its own copy of the module.
+  using Key = std::tuple<std::string, int64_t, int64_t, int64_t>;
+
+  StatusOr<std::vector<std::shared_ptr<const Literal>>> MeetAt(const HloInstruction& instruction,
+                                                               int64_t occurrence, int64_t step,
+                                                               int64_t device,
+                                                               std::span<const int64_t> group,
+                                                               Literal value);
 
   // "%ar (run 3)"
   static std::string Where(const Meeting& meeting);

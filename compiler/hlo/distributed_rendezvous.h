@@ -55,6 +55,7 @@ class DistributedRendezvous : public CollectiveRendezvous {
                                                              int64_t occurrence, int64_t device,
                                                              std::span<const int64_t> group,
                                                              Literal value) override;
+  bool InProcess() const override { return false; }
   void DeviceFinished(int64_t device) override;
   void Abort(const Status& why) override;
 

@@ -89,9 +89,8 @@ Status ExpectArrays(std::span<const Literal* const> operands) {
   return OkStatus();
 }
 
-// When to_apply is one elementwise binary instruction of its two parameters (add, multiply,
-// maximum, ... of `type`), the evaluator's own kernel for it, which folds whole arrays with the
-// same bits as calling to_apply per element; `swapped` when it reads parameter 1 first.
+}  // namespace
+
 BinaryKernel WholeArrayFold(const HloComputation* to_apply, PrimitiveType type, bool& swapped) {
   const HloInstruction* root = to_apply->root_instruction();
   if (to_apply->num_parameters() != 2 || root == nullptr || root->operand_count() != 2 ||
@@ -109,6 +108,8 @@ BinaryKernel WholeArrayFold(const HloComputation* to_apply, PrimitiveType type, 
   auto kernel = SelectBinaryKernel(*root, type);
   return kernel.ok() ? *kernel : nullptr;
 }
+
+namespace {
 
 // Folds every member's k-th value with to_apply, in rank order.
 StatusOr<std::vector<Literal>> Reduce(HloEvaluator& evaluator, const HloInstruction& instruction,

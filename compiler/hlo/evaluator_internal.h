@@ -123,6 +123,13 @@ using BinaryKernel = void (*)(const void* lhs, const void* rhs, void* out, int64
 StatusOr<BinaryKernel> SelectBinaryKernel(const HloInstruction& instruction,
                                           PrimitiveType operand_type);
 
+// When `to_apply` is one elementwise binary instruction of its two parameters (add, multiply,
+// maximum, ... of `type`), the evaluator's own kernel for it, which folds whole arrays with the
+// same bits as calling to_apply per element; `swapped` when it reads parameter 1 first; else
+// nullptr. The reductions of the collectives fold with it (evaluator_collectives.cc, and the CPU
+// runtime's in-process all-reduce).
+BinaryKernel WholeArrayFold(const HloComputation* to_apply, PrimitiveType type, bool& swapped);
+
 // out[i] = op(in[i]) for i in [0, n).
 using UnaryKernel = void (*)(const void* in, void* out, int64_t n);
 // The kernel of a unary elementwise opcode for an operand of `operand_type`.

@@ -4,7 +4,9 @@
 // its operands out of the frame, meets the other devices at the rendezvous of its device
 // (ExecuteContext::device, collective_rendezvous.h) and computes its result as the reference
 // evaluator does, so the compiled program and the evaluator agree by construction on who meets
-// and what each device gets; without a device it is the only one (every group is itself).
+// and what each device gets; without a device it is the only one (every group is itself). An
+// all-reduce between devices of this process works on their buffers instead, with the same bits
+// (in_process_all_reduce.h).
 #pragma once
 
 #include <string>

@@ -167,6 +167,57 @@ TEST(MultiDeviceExecutableTest, RandomProgramsMatchTheEvaluator) {
   }
 }
 
+// The all-reduces between devices of one process work on the devices' buffers, each device
+// folding a slice for all: every element has the evaluator's bits on every device, whatever the
+// fold's order (a subtraction that reads its second parameter first, values of far apart
+// magnitudes), the group's order, the slices' uneven ends, a tuple, an operand that may share the
+// result's buffer, and a reducer no single kernel does (the evaluator's way).
+TEST(MultiDeviceExecutableTest, AllReducesOnTheBuffersHaveTheEvaluatorsBits) {
+  auto module = ParseWithReducers(R"(
+rsub {
+  x = f32[] parameter(0)
+  y = f32[] parameter(1)
+  ROOT d = f32[] subtract(y, x)
+}
+twice {
+  x = f32[] parameter(0)
+  y = f32[] parameter(1)
+  s = f32[] add(x, y)
+  ROOT t = f32[] add(s, y)
+}
+ENTRY e {
+  p = f32[1001] parameter(0)
+  q = f32[7] parameter(1)
+  ar = (f32[1001], f32[7]) all-reduce(p, q), replica_groups={}, to_apply=add
+  a0 = f32[1001] get-tuple-element(ar), index=0
+  a1 = f32[7] get-tuple-element(ar), index=1
+  x = f32[1001] multiply(a0, p)
+  s = f32[1001] all-reduce(x), replica_groups={{2,0,1}}, to_apply=rsub
+  m = f32[1001] all-reduce(s), replica_groups={{0},{1,2}}, to_apply=max
+  t = f32[7] all-reduce(a1), replica_groups={}, to_apply=twice
+  ROOT r = (f32[1001], f32[7], f32[1001]) tuple(m, t, s)
+})");
+  ASSERT_NE(module, nullptr);
+  const DeviceTopology topology{3, 1};
+  auto arguments = Arguments(*module, 3, 7);
+  for (int64_t d = 0; d < 3; ++d) {
+    for (Literal& argument : arguments[d]) {
+      float scale = d == 1 ? 1e7f : 1e-3f * static_cast<float>(d + 1);
+      for (float& v : argument.data<float>()) v *= scale;
+    }
+  }
+  auto expected = EvaluateModuleOnDevices(*module, arguments, topology);
+  ASSERT_TRUE(expected.ok()) << expected.status().message();
+  auto executable = MultiDeviceExecutable::Compile(*module, topology, CompileOptions{});
+  ASSERT_TRUE(executable.ok()) << executable.status().message();
+  for (int run = 0; run < 2; ++run) {
+    auto actual = (*executable)->Execute(arguments, MultiDeviceOptions{});
+    ASSERT_TRUE(actual.ok()) << actual.status().message();
+    for (int64_t d = 0; d < 3; ++d) EXPECT_EQ((*expected)[d], (*actual)[d]) << "device " << d;
+    EXPECT_EQ((*actual)[0].tuple_element(2), (*actual)[2].tuple_element(2));
+  }
+}
+
 TEST(MultiDeviceExecutableTest, ADeviceThatSkipsACollectiveFailsTheMeeting) {
   auto module = ParseWithReducers(R"(
 with {
