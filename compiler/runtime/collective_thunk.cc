@@ -26,7 +26,7 @@ CollectiveThunk::CollectiveThunk(std::string hlo_name, const HloInstruction& hlo
 Status CollectiveThunk::Execute(char** frame, ExecuteContext& context) const {
   const bool tracing = profiler::TracingEnabled();
   const int64_t start_ns = tracing ? profiler::NowNs() : 0;
-  if (CanAllReduceInPlace(*hlo_, context.device)) {
+  if (CanRunInPlace(*hlo_, context.device)) {
     std::vector<const char*> inputs;
     std::vector<char*> outputs;
     int64_t bytes = 0;
@@ -38,12 +38,12 @@ Status CollectiveThunk::Execute(char** frame, ExecuteContext& context) const {
     }
     if (inputs.size() == operand_slots_.size() && outputs.size() == output_slots_.size()) {
       const int64_t arrived_ns = tracing ? profiler::NowNs() : 0;
-      StatusOr<bool> done = AllReduceInPlace(*hlo_, *context.device, inputs, outputs);
+      StatusOr<bool> done = RunInPlace(*hlo_, *context.device, inputs, outputs);
       if (!done.ok() || *done) {
         if (tracing) RecordExecution(context, start_ns, arrived_ns, bytes);
         return done.status();
       }
-      // The members' buffers overlap: every member takes the evaluator's way below.
+      // Not run here (see RunInPlace): the evaluator's way below.
     }
   }
   std::vector<Literal> operands;

@@ -5,8 +5,8 @@
 // (ExecuteContext::device, collective_rendezvous.h) and computes its result as the reference
 // evaluator does, so the compiled program and the evaluator agree by construction on who meets
 // and what each device gets; without a device it is the only one (every group is itself). An
-// all-reduce between devices of this process works on their buffers instead, with the same bits
-// (in_process_all_reduce.h).
+// all-reduce, reduce-scatter or all-gather between devices of this process works on their
+// buffers instead, with the same bits (in_process_all_reduce.h).
 #pragma once
 
 #include <string>

@@ -171,8 +171,9 @@ TEST(MultiDeviceExecutableTest, RandomProgramsMatchTheEvaluator) {
 // folding a slice for all: every element has the evaluator's bits on every device, whatever the
 // fold's order (a subtraction that reads its second parameter first, values of far apart
 // magnitudes), the group's order, the slices' uneven ends, a tuple, an operand that may share the
-// result's buffer, and a reducer no single kernel does (the evaluator's way).
-TEST(MultiDeviceExecutableTest, AllReducesOnTheBuffersHaveTheEvaluatorsBits) {
+// result's buffer, and a reducer no single kernel does (the evaluator's way); gathers and
+// scatters along the first dimension and a later one.
+TEST(MultiDeviceExecutableTest, CollectivesOnTheBuffersHaveTheEvaluatorsBits) {
   auto module = ParseWithReducers(R"(
 rsub {
   x = f32[] parameter(0)
@@ -195,7 +196,16 @@ ENTRY e {
   s = f32[1001] all-reduce(x), replica_groups={{2,0,1}}, to_apply=rsub
   m = f32[1001] all-reduce(s), replica_groups={{0},{1,2}}, to_apply=max
   t = f32[7] all-reduce(a1), replica_groups={}, to_apply=twice
-  ROOT r = (f32[1001], f32[7], f32[1001]) tuple(m, t, s)
+  s14 = f32[14] slice(x), slice={[0:14]}
+  s27 = f32[2,7] reshape(s14)
+  g = f32[6,7] all-gather(s27), replica_groups={}, dimensions={0}
+  p14 = f32[14] slice(p), slice={[3:17]}
+  p27 = f32[2,7] reshape(p14)
+  h = f32[2,21] all-gather(p27), replica_groups={{1,2,0}}, dimensions={1}
+  rs = f32[2,7] reduce-scatter(h), replica_groups={{2,1,0}}, dimensions={1}, to_apply=rsub
+  g61 = f32[6,1] slice(g), slice={[0:6],[2:3]}
+  rt = f32[2,1] reduce-scatter(g61), replica_groups={}, dimensions={0}, to_apply=add
+  ROOT r = (f32[1001], f32[7], f32[1001], f32[6,7], f32[2,21], f32[2,7], f32[2,1]) tuple(m, t, s, g, h, rs, rt)
 })");
   ASSERT_NE(module, nullptr);
   const DeviceTopology topology{3, 1};
