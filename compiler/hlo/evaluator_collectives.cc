@@ -9,7 +9,8 @@
 namespace xlens::evaluator_internal {
 namespace {
 
-using Values = std::vector<std::shared_ptr<const Literal>>;
+// Each member's value in a collective, by rank.
+using Pieces = std::vector<std::shared_ptr<const Literal>>;
 
 // This device's group in a collective and its rank there.
 struct Placement {
@@ -41,15 +42,15 @@ StatusOr<Placement> Place(const HloEvaluator& evaluator, const HloInstruction& i
 
 // Every member's value (in rank order) once all have brought theirs; checks that they agree on
 // its shape.
-StatusOr<Values> Exchange(HloEvaluator& evaluator, const HloInstruction& instruction,
+StatusOr<Pieces> Exchange(HloEvaluator& evaluator, const HloInstruction& instruction,
                           const Placement& placement, Literal mine) {
   DeviceCollectives* device = evaluator.device();
   const int64_t occurrence = device ? device->NextOccurrence(instruction) : 0;
-  if (placement.group.size() == 1) return Values{std::make_shared<const Literal>(std::move(mine))};
+  if (placement.group.size() == 1) return Pieces{std::make_shared<const Literal>(std::move(mine))};
   if (device == nullptr || device->rendezvous() == nullptr) {
     return Error("a group of several devices on a single-device evaluation");
   }
-  ASSIGN_OR_RETURN(Values values, device->rendezvous()->Meet(instruction, occurrence,
+  ASSIGN_OR_RETURN(Pieces values, device->rendezvous()->Meet(instruction, occurrence,
                                                               placement.device, placement.group,
                                                               std::move(mine)));
   for (size_t rank = 1; rank < values.size(); ++rank) {
@@ -113,7 +114,7 @@ namespace {
 
 // Folds every member's k-th value with to_apply, in rank order.
 StatusOr<std::vector<Literal>> Reduce(HloEvaluator& evaluator, const HloInstruction& instruction,
-                                      const Values& values, size_t count) {
+                                      const Pieces& values, size_t count) {
   if (instruction.to_apply() == nullptr) return Error("missing to_apply");
   std::vector<Literal> results;
   for (size_t k = 0; k < count; ++k) {
@@ -179,7 +180,7 @@ StatusOr<Literal> AllReduce(HloEvaluator& evaluator, const HloInstruction& instr
                             std::span<const Literal* const> operands) {
   RETURN_IF_ERROR(ExpectArrays(operands));
   ASSIGN_OR_RETURN(Placement placement, Place(evaluator, instruction));
-  ASSIGN_OR_RETURN(Values values, Exchange(evaluator, instruction, placement, Bundle(operands)));
+  ASSIGN_OR_RETURN(Pieces values, Exchange(evaluator, instruction, placement, Bundle(operands)));
   // A rendezvous spanning processes may reduce itself (MPI_Allreduce) and bring one value.
   if (values.size() == 1 && placement.group.size() > 1) return Literal(*values[0]);
   ASSIGN_OR_RETURN(std::vector<Literal> results,
@@ -193,7 +194,7 @@ StatusOr<Literal> AllGather(HloEvaluator& evaluator, const HloInstruction& instr
   RETURN_IF_ERROR(ExpectArrays(operands));
   ASSIGN_OR_RETURN(int64_t d, OneDimension(instruction, operands[0]->shape()));
   ASSIGN_OR_RETURN(Placement placement, Place(evaluator, instruction));
-  ASSIGN_OR_RETURN(Values values, Exchange(evaluator, instruction, placement, Bundle(operands)));
+  ASSIGN_OR_RETURN(Pieces values, Exchange(evaluator, instruction, placement, Bundle(operands)));
   std::vector<Literal> results;
   for (size_t k = 0; k < operands.size(); ++k) {
     const Shape& shape = operands[k]->shape();
@@ -225,7 +226,7 @@ StatusOr<Literal> ReduceScatter(HloEvaluator& evaluator, const HloInstruction& i
                                operand->shape().ToString(false), members));
     }
   }
-  ASSIGN_OR_RETURN(Values values, Exchange(evaluator, instruction, placement, Bundle(operands)));
+  ASSIGN_OR_RETURN(Pieces values, Exchange(evaluator, instruction, placement, Bundle(operands)));
   ASSIGN_OR_RETURN(std::vector<Literal> reduced,
                    Reduce(evaluator, instruction, values, operands.size()));
   std::vector<Literal> results;
@@ -258,7 +259,7 @@ StatusOr<Literal> AllToAll(HloEvaluator& evaluator, const HloInstruction& instru
       return Error(fmt::format("dimension {} of {} does not split into {} equal pieces", d,
                                shape.ToString(false), members));
     }
-    ASSIGN_OR_RETURN(Values values, Exchange(evaluator, instruction, placement, Bundle(operands)));
+    ASSIGN_OR_RETURN(Pieces values, Exchange(evaluator, instruction, placement, Bundle(operands)));
     std::vector<int64_t> piece(shape.dimensions().begin(), shape.dimensions().end());
     piece[d] /= members;
     Literal result(Shape(shape.element_type(), shape.dimensions()));
@@ -271,7 +272,7 @@ StatusOr<Literal> AllToAll(HloEvaluator& evaluator, const HloInstruction& instru
     return Error(fmt::format("all-to-all without dimensions= takes one operand per member of its "
                              "group ({}), got {}", members, operands.size()));
   }
-  ASSIGN_OR_RETURN(Values values, Exchange(evaluator, instruction, placement, Bundle(operands)));
+  ASSIGN_OR_RETURN(Pieces values, Exchange(evaluator, instruction, placement, Bundle(operands)));
   std::vector<Literal> results;
   for (int64_t rank = 0; rank < members; ++rank) {
     results.push_back(Part(*values[rank], operands.size(), placement.rank));
@@ -289,7 +290,7 @@ StatusOr<Literal> CollectivePermute(HloEvaluator& evaluator, const HloInstructio
   const DeviceCollectives* device = evaluator.device();
   ASSIGN_OR_RETURN(std::vector<int64_t> sources,
                    PermuteSources(instruction, device ? device->topology() : SingleDevice()));
-  ASSIGN_OR_RETURN(Values values, Exchange(evaluator, instruction, placement, Bundle(operands)));
+  ASSIGN_OR_RETURN(Pieces values, Exchange(evaluator, instruction, placement, Bundle(operands)));
   const int64_t source = sources[placement.device];
   for (size_t rank = 0; rank < placement.group.size(); ++rank) {
     if (placement.group[rank] == source) return Literal(*values[rank]);
@@ -301,7 +302,7 @@ StatusOr<Literal> CollectiveBroadcast(HloEvaluator& evaluator, const HloInstruct
                                       std::span<const Literal* const> operands) {
   RETURN_IF_ERROR(ExpectArrays(operands));
   ASSIGN_OR_RETURN(Placement placement, Place(evaluator, instruction));
-  ASSIGN_OR_RETURN(Values values, Exchange(evaluator, instruction, placement, Bundle(operands)));
+  ASSIGN_OR_RETURN(Pieces values, Exchange(evaluator, instruction, placement, Bundle(operands)));
   return Literal(*values[0]);
 }
 

@@ -25,10 +25,10 @@ int64_t PhysicalMemoryBytes() {
 }
 
 // Elements of every leaf array; huge shapes saturate rather than wrap (Shape::num_elements).
-double Elements(const Shape& shape) {
+double LeafElements(const Shape& shape) {
   if (!shape.IsTuple()) return shape.IsArray() ? static_cast<double>(shape.num_elements()) : 0;
   double total = 0;
-  for (const Shape& element : shape.tuple_shapes()) total += Elements(element);
+  for (const Shape& element : shape.tuple_shapes()) total += LeafElements(element);
   return total;
 }
 
@@ -52,7 +52,7 @@ double WindowPositions(const HloInstruction& instruction) {
   return positions;
 }
 
-double Dim(const Shape& shape, int64_t d) {
+double DimSize(const Shape& shape, int64_t d) {
   return shape.IsArray() && d >= 0 && d < shape.rank()
              ? static_cast<double>(std::max<int64_t>(shape.dimensions(d), 0))
              : 1;
@@ -76,7 +76,7 @@ double EvaluationWork(const HloInstruction& instruction) {
       double width = 1;
       if (instruction.dot_dimension_numbers && instruction.operand_count() > 0) {
         for (int64_t d : instruction.dot_dimension_numbers->lhs_contracting_dimensions) {
-          width *= Dim(instruction.operand(0)->shape(), d);
+          width *= DimSize(instruction.operand(0)->shape(), d);
         }
       }
       return FirstElements(shape) * width;
@@ -86,7 +86,7 @@ double EvaluationWork(const HloInstruction& instruction) {
       if (instruction.operand_count() < 2 || !instruction.convolution_dimension_numbers) break;
       const Shape& rhs = instruction.operand(1)->shape();
       const double output_features =
-          Dim(rhs, instruction.convolution_dimension_numbers->kernel_output_feature_dimension);
+          DimSize(rhs, instruction.convolution_dimension_numbers->kernel_output_feature_dimension);
       return FirstElements(shape) * OperandElements(instruction, 1) /
              std::max(output_features, 1.0);
     }
@@ -103,7 +103,7 @@ double EvaluationWork(const HloInstruction& instruction) {
       const std::vector<int64_t>& dims = instruction.dimensions();
       const double length = dims.empty() || instruction.operand_count() == 0
                                 ? n
-                                : Dim(instruction.operand(0)->shape(), dims[0]);
+                                : DimSize(instruction.operand(0)->shape(), dims[0]);
       return n * std::max(std::log2(std::max(length, 2.0)), 1.0);
     }
     case HloOpcode::kFft: {
@@ -120,16 +120,16 @@ double EvaluationWork(const HloInstruction& instruction) {
     }
     case HloOpcode::kCholesky:
       // n^3/6 multiply-adds per n x n matrix, counted as n per element.
-      return FirstElements(shape) * Dim(shape, shape.rank() - 1);
+      return FirstElements(shape) * DimSize(shape, shape.rank() - 1);
     case HloOpcode::kTriangularSolve:
       // Up to k multiply-adds per element of the result, a being k x k.
       if (instruction.operand_count() < 1) return FirstElements(shape);
-      return FirstElements(shape) * Dim(instruction.operand(0)->shape(), shape.rank() - 1);
+      return FirstElements(shape) * DimSize(instruction.operand(0)->shape(), shape.rank() - 1);
     case HloOpcode::kTopK: {
       const Shape& values = shape.IsTuple() && shape.tuple_shapes_size() > 0
                                 ? shape.tuple_shapes(0)
                                 : shape;
-      const double k = Dim(values, values.rank() - 1);
+      const double k = DimSize(values, values.rank() - 1);
       return OperandElements(instruction, 0) * std::max(std::log2(std::max(k, 2.0)), 1.0);
     }
     case HloOpcode::kBatchNormTraining:
@@ -144,7 +144,7 @@ double EvaluationWork(const HloInstruction& instruction) {
     default:
       break;
   }
-  return Elements(shape);
+  return LeafElements(shape);
 }
 
 namespace evaluator_internal {
