@@ -144,22 +144,34 @@ TEST_F(MultiDeviceTraceCliTest, FlowsJoinTheDevicesOfEachMeeting) {
 
 TEST_F(MultiDeviceTraceCliTest, TheDevicesWaitForTheOneThatComputedMore) {
   json doc = TraceOfSkewedStep();
-  // Every run of ar.1: device 0 comes last, waits for no one, and the others wait for it.
-  std::map<int64_t, int64_t> wait_ns;
-  int64_t meetings = 0;
+  // Each device's k-th span of ar.1 is its part of the k-th run's meeting.
+  std::map<int64_t, std::vector<json>> ar1;  // device -> its ar.1 spans in time order
   for (const json& span : Collectives(doc)) {
-    if (span["name"] != "ar.1") continue;
-    const int64_t device = span["args"]["device"];
-    EXPECT_EQ(span["args"]["last_arrival"], 0);
-    EXPECT_EQ(span["args"]["waited_for"], device == 0 ? "" : "device 0");
-    if (device == 0) {
-      EXPECT_EQ(span["args"]["wait_ns"], 0);
-      ++meetings;
-    }
-    wait_ns[device] += span["args"]["wait_ns"].get<int64_t>();
+    if (span["name"] == "ar.1") ar1[span["args"]["device"].get<int64_t>()].push_back(span);
   }
-  EXPECT_EQ(meetings, 3);
-  for (int64_t d = 1; d < 4; ++d) EXPECT_GT(wait_ns[d], wait_ns[0]) << "device " << d;
+  ASSERT_EQ(ar1.size(), 4u);
+  for (const auto& [device, spans] : ar1) ASSERT_EQ(spans.size(), 3u) << "device " << device;
+  // Every span of a meeting names the same last arrival; it waited for no one, the others for
+  // it. Which device comes last is the scheduler's to decide: device 0 computes about 10 ms more
+  // than the others, so it comes last unless a loaded machine holds another device's thread
+  // back longer than that; asked of one run in three, not of all.
+  int64_t runs_device_0_last = 0;
+  for (size_t run = 0; run < 3; ++run) {
+    const int64_t last = ar1[0][run]["args"]["last_arrival"];
+    runs_device_0_last += last == 0;
+    for (int64_t device = 0; device < 4; ++device) {
+      const json& args = ar1[device][run]["args"];
+      EXPECT_EQ(args["last_arrival"], last) << "run " << run << ", device " << device;
+      if (device == last) {
+        EXPECT_EQ(args["waited_for"], "") << "run " << run;
+        EXPECT_EQ(args["wait_ns"], 0) << "run " << run;
+      } else {
+        EXPECT_EQ(args["waited_for"], "device " + std::to_string(last)) << "run " << run;
+        if (last == 0) EXPECT_GT(args["wait_ns"].get<int64_t>(), 0) << "run " << run;
+      }
+    }
+  }
+  EXPECT_GE(runs_device_0_last, 1) << "device 0, which computes more, never came last";
 
   // The run and `xlens trace summary` say it per device.
   EXPECT_THAT(output_, HasSubstr("Collectives by device"));
@@ -174,7 +186,9 @@ TEST_F(MultiDeviceTraceCliTest, TheDevicesWaitForTheOneThatComputedMore) {
     for (std::string line; std::getline(lines, line);) {
       if (line.find(name) == std::string::npos) continue;
       found = true;
-      EXPECT_THAT(line, HasSubstr("device 0 (")) << "the device it waited for longest";
+      if (runs_device_0_last == 3) {
+        EXPECT_THAT(line, HasSubstr("device 0 (")) << "the device it waited for longest";
+      }
     }
     EXPECT_TRUE(found) << summary.output;
   }
