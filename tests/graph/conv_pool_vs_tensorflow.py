@@ -12,7 +12,9 @@ Exits 77 (skipped) when TensorFlow or NumPy cannot be imported.
 
 usage: conv_pool_vs_tensorflow.py --xlens path/to/xlens [--keep DIR]
 """
+import atexit
 import os
+import shutil
 import sys
 import tempfile
 
@@ -178,6 +180,9 @@ def main():
                                {f"{name}:0": value for name, value in feeds.items()})
 
     work = args.keep or tempfile.mkdtemp(prefix="conv_pool_vs_tf.")
+    if not args.keep:
+        # What this check writes is scratch unless the user asked to keep it.
+        atexit.register(shutil.rmtree, work, True)
     os.makedirs(work, exist_ok=True)
     graph_path = os.path.join(work, "cases.pb")
     with open(graph_path, "wb") as f:

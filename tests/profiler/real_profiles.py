@@ -14,10 +14,12 @@ TensorFlow 1's timeline of a session run (RunMetadata, `timeline.ctf.json`). The
 Prints what it read and exits 1 on any failure, 77 (skipped) when jax is not installed.
 """
 import argparse
+import atexit
 import glob
 import importlib.util
 import os
 import re
+import shutil
 import subprocess
 import sys
 import tempfile
@@ -112,6 +114,9 @@ def main():
         return SKIP
     have_tf = importlib.util.find_spec("tensorflow") is not None
     work = args.keep or tempfile.mkdtemp(prefix="xlens_real_profiles_")
+    if not args.keep:
+        # What this check writes is scratch unless the user asked to keep it.
+        atexit.register(shutil.rmtree, work, True)
     failures = []
     started = time.time()
 
