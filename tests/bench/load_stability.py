@@ -25,8 +25,12 @@ the kernel lost more than the busy machine took, e.g. by waiting at the end of a
 for a thread that was descheduled while holding its share. The `excess` column is
 (busy/idle) / ideal; `range` is the lowest and highest per-round busy/idle ratio.
 
+Several builds are compared in the same rounds with `--xlens LABEL=PATH` given once for each:
+they then meet the same neighbours, which on a shared machine matter more than anything else.
+
 Usage: tests/bench/load_stability.py --xlens build/compiler/cli/xlens [--iterations 20]
                                      [--rounds 3] [--only REGEX] [--busy-cpu N] [--keep DIR]
+       tests/bench/load_stability.py --xlens before=/tmp/xlens.old --xlens after=build/...
 Exit status: 0 when every output agrees, 1 otherwise, 77 without jax.
 """
 import argparse
@@ -83,7 +87,8 @@ def load_average():
 
 def main():
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--xlens", required=True)
+    parser.add_argument("--xlens", action="append", required=True,
+                        help="the xlens binary, or LABEL=PATH to compare several (repeat)")
     parser.add_argument("--iterations", type=int, default=20)
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--only", default="",
@@ -117,20 +122,24 @@ def main():
     work = args.keep or tempfile.mkdtemp(prefix="load_stability.")
     if not args.keep:
         atexit.register(shutil.rmtree, work, True)
-    try:  # a rebuild of the tree during the run must not pull xlens away
-        xlens = shutil.copy2(args.xlens, os.path.join(work, "xlens"))
-    except OSError as e:
-        print(f"xlens load_stability: --xlens {args.xlens}: {e.strerror}", file=sys.stderr)
-        return 1
+    builds = []
+    for spec in args.xlens:
+        label, _, path = spec.rpartition("=")
+        label = label or "xlens"
+        try:  # a rebuild of the tree during the run must not pull xlens away
+            builds.append((label, shutil.copy2(path, os.path.join(work, f"xlens.{len(builds)}"))))
+        except OSError as e:
+            print(f"xlens load_stability: --xlens {spec}: {e.strerror}", file=sys.stderr)
+            return 1
     rounds, iterations = max(1, args.rounds), args.iterations
     print(f"jax {jax.__version__}, {len(cpus)} CPUs, the busy process on CPU {busy_cpu}, "
           f"one-core runs on CPU {free_cpu}; medians of {iterations} runs, then over {rounds} "
           f"rounds (ms); load average (1 min) at the start {load_average():.2f}")
-    print(f"{'workload':<20}{'xlens idle':>11}{'busy':>8}{'busy/idle':>10}{'range':>11}"
-          f"{'XLA idle':>10}{'busy':>8}{'busy/idle':>10}{'range':>11}{'ideal':>7}"
-          f"{'xlens excess':>13}{'XLA excess':>11}{'XLA/xlens idle':>15}{'busy':>6}{'load':>6}"
+    print(f"{'workload':<20}{'runner':<10}{'idle':>9}{'busy':>9}{'busy/idle':>10}{'range':>11}"
+          f"{'one core':>10}{'ideal':>7}{'excess':>8}{'XLA/this idle':>14}{'busy':>7}{'load':>6}"
           f"  agree")
-    failures, excesses = 0, {"xlens": [], "XLA": []}
+    runners = [label for label, _ in builds] + ["XLA"]
+    failures, excesses = 0, {label: [] for label in runners}
     for seed, (name, (fn, specs)) in enumerate(cvx.workloads(jax, jnp).items()):
         if not (re.search(args.only, name) if args.only else name in DEFAULT_WORKLOADS):
             continue
@@ -150,42 +159,54 @@ def main():
         device_args = [jax.device_put(a) for a in host_args]
         compiled = lowered.compile()
         expected = compiled(*device_args)
-        times = {key: [] for key in ("xlens idle", "xlens busy", "xlens one", "XLA idle", "XLA busy")}
-        loads = []
+        times = {(who, how): [] for who in runners for how in ("idle", "one", "busy")}
+        agree, loads = {}, []
+
+        def run(binary, label):
+            outputs = os.path.join(directory, "outputs." + label)
+            os.makedirs(outputs, exist_ok=True)
+            ms = cvx.run_xlens(binary, hlo_file, inputs, outputs, iterations)[1]
+            if label not in agree:
+                agree[label] = cvx.outputs_agree(np, expected, outputs)
+            return ms
+
         try:
             for _ in range(rounds):
-                times["xlens idle"].append(cvx.run_xlens(xlens, hlo_file, inputs, outputs, iterations)[1])
-                times["XLA idle"].append(cvx.time_xla(jax, compiled, device_args, iterations))
-                times["xlens one"].append(on_one_cpu(free_cpu, cvx.run_xlens, xlens, hlo_file,
-                                                     inputs, outputs, iterations)[1])
                 loads.append(load_average())
+                for label, binary in builds:
+                    times[label, "idle"].append(run(binary, label))
+                times["XLA", "idle"].append(cvx.time_xla(jax, compiled, device_args, iterations))
+                for label, binary in builds:
+                    times[label, "one"].append(on_one_cpu(free_cpu, run, binary, label))
                 with BusyProcess(busy_cpu):
-                    times["xlens busy"].append(cvx.run_xlens(xlens, hlo_file, inputs, outputs,
-                                                             iterations)[1])
-                    times["XLA busy"].append(cvx.time_xla(jax, compiled, device_args, iterations))
+                    for label, binary in builds:
+                        times[label, "busy"].append(run(binary, label))
+                    times["XLA", "busy"].append(cvx.time_xla(jax, compiled, device_args, iterations))
         except RuntimeError as e:
             print(f"{name:<20}xlens failed: {str(e).splitlines()[0][:200]}")
             failures += 1
             continue
-        ok, detail = cvx.outputs_agree(np, expected, outputs)
-        failures += 0 if ok else 1
-        med = {key: statistics.median(values) for key, values in times.items()}
-        ideal = max(1.0, med["xlens one"] / med["xlens idle"])
-
-        def ratio_and_range(who):
-            per_round = [b / i for b, i in zip(times[who + " busy"], times[who + " idle"])]
-            ratio = med[who + " busy"] / med[who + " idle"]
-            excesses[who].append(ratio / ideal)
-            return ratio, f"{min(per_round):.2f}-{max(per_round):.2f}"
-
-        ours, our_range = ratio_and_range("xlens")
-        theirs, their_range = ratio_and_range("XLA")
-        print(f"{name:<20}{med['xlens idle']:>11.3f}{med['xlens busy']:>8.3f}{ours:>9.2f}x"
-              f"{our_range:>11}{med['XLA idle']:>10.3f}{med['XLA busy']:>8.3f}{theirs:>9.2f}x"
-              f"{their_range:>11}{ideal:>6.2f}x{ours / ideal:>12.2f}x{theirs / ideal:>10.2f}x"
-              f"{med['XLA idle'] / med['xlens idle']:>14.2f}x"
-              f"{med['XLA busy'] / med['xlens busy']:>5.2f}x{statistics.median(loads):>6.2f}"
-              f"  {'yes' if ok else 'NO'} {detail}")
+        med = {key: statistics.median(values) for key, values in times.items() if values}
+        # XLA is held to the first build's ideal: the workload's, as near as can be measured.
+        first_ideal = max(1.0, med[builds[0][0], "one"] / med[builds[0][0], "idle"])
+        for who in runners:
+            idle, busy = med[who, "idle"], med[who, "busy"]
+            per_round = [b / i for b, i in zip(times[who, "busy"], times[who, "idle"])]
+            if who == "XLA":
+                one_core, ideal = "", first_ideal
+            else:
+                one_core = f"{med[who, 'one']:.3f}"
+                ideal = max(1.0, med[who, "one"] / idle)
+                ok, detail = agree[who]
+                failures += 0 if ok else 1
+            excesses[who].append(busy / idle / ideal)
+            agreement = "" if who == "XLA" else ("yes " if ok else "NO ") + detail
+            versus = (f"{med['XLA', 'idle'] / idle:>13.2f}x{med['XLA', 'busy'] / busy:>6.2f}x"
+                      if who != "XLA" else f"{'':>21}")
+            print(f"{name:<20}{who:<10}{idle:>9.3f}{busy:>9.3f}{busy / idle:>9.2f}x"
+                  f"{min(per_round):>6.2f}-{max(per_round):<4.2f}{one_core:>10}{ideal:>6.2f}x"
+                  f"{busy / idle / ideal:>7.2f}x{versus}{statistics.median(loads):>6.2f}"
+                  f"  {agreement}")
     for who, values in excesses.items():
         if values:
             geomean = math.exp(sum(math.log(v) for v in values) / len(values))
