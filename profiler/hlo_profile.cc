@@ -82,7 +82,7 @@ std::string FormatHloProfile(const HloProfile& profile) {
                        profile.peak_bandwidth_gbps);
   }
   if (profile.limits != nullptr) {
-    out += fmt::format("Machine limits (measured, this machine): {}\n", profile.limits->Summary());
+    out += fmt::format("Machine limits ({}): {}\n", profile.limits->origin, profile.limits->Summary());
   }
   // The floor the limits put under a row's time (ns per run) and which limit it is.
   auto bound = [&](double bytes, double flops) -> std::pair<double, std::string> {

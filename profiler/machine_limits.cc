@@ -388,17 +388,4 @@ MachineLimits MeasureMachineLimits(const MachineLimitsOptions& options) {
   return limits;
 }
 
-const MachineLimits& ThisMachineLimits() {
-  static const MachineLimits* limits = [] {
-    MachineLimitsOptions options;
-    options.repetitions = 3;
-    options.fine = false;
-    // Arrays past the last-level cache, but not four times it: this runs inside a user's command.
-    const std::vector<CacheLevel> caches = DataCaches();
-    options.memory_bytes = std::max<int64_t>(int64_t{64} << 20, caches.empty() ? 0 : caches.back().total_bytes());
-    return new MachineLimits(MeasureMachineLimits(options));
-  }();
-  return *limits;
-}
-
 }  // namespace xlens::profiler

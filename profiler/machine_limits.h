@@ -57,6 +57,9 @@ struct MachineLimits {
   std::vector<BandwidthPoint> sweep;  // ascending working sets
   BandwidthPoint memory;              // arrays well beyond the last-level cache
   double peak_gflops = 0;             // all cores
+  // Where the figures come from, for the profile's header: "measured, this machine" or when they
+  // were measured and the file that keeps them (ThisMachineLimits).
+  std::string origin = "measured, this machine";
 
   // The most any of the stream kernels moves per second over a working set of `bytes`: the
   // largest sweep point not above it (or the smallest), or a larger one that measured faster
@@ -80,9 +83,5 @@ struct MachineLimitsOptions {
 };
 
 MachineLimits MeasureMachineLimits(const MachineLimitsOptions& options);
-
-// A short measurement (about each cache level and memory, a few repetitions), made on the first
-// call and kept for the process: what --xla_hlo_profile holds its rows to.
-const MachineLimits& ThisMachineLimits();
 
 }  // namespace xlens::profiler

@@ -10,6 +10,7 @@
 #include "profiler/chrome_trace_writer.h"
 #include "profiler/collective_timeline.h"
 #include "profiler/hlo_profile.h"
+#include "profiler/machine_limits_cache.h"
 #include "profiler/host_tracer.h"
 #include "profiler/trace_summary.h"
 

@@ -32,6 +32,7 @@
 #include "profiler/chrome_trace_writer.h"
 #include "profiler/cupti_collector.h"
 #include "profiler/hlo_profile.h"
+#include "profiler/machine_limits_cache.h"
 #include "profiler/host_tracer.h"
 #include "profiler/predicted_kernels.h"
 

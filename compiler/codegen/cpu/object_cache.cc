@@ -16,6 +16,7 @@
 
 #include "compiler/support/activity.h"
 #include "compiler/support/file_io.h"
+#include "compiler/support/private_directory.h"
 #include "compiler/support/terminal_text.h"
 
 namespace xlens::codegen {
@@ -159,48 +160,6 @@ Found ReadEntry(const std::string& path, const std::string& key, std::string* ob
   return Found::kValid;
 }
 
-std::string Parent(const std::string& path) {
-  size_t slash = path.find_last_not_of('/');
-  slash = slash == std::string::npos ? std::string::npos : path.rfind('/', slash);
-  if (slash == std::string::npos) return ".";
-  return slash == 0 ? "/" : path.substr(0, slash);
-}
-
-// Why `dir` must not hold the cache, or "" when it may (creating it, 0700, when `create`).
-// Whoever can write to the directory can put code there that this process would run, so it
-// must be ours and writable by no one else. The path may go through symbolic links (a cache on
-// another disk); what it ends at is what is checked.
-std::string DirectoryProblem(const std::string& dir, bool create, bool* missing) {
-  *missing = false;
-  struct stat st;
-  if (::stat(dir.c_str(), &st) != 0) {
-    if (errno != ENOENT) return fmt::format("cannot be used: {}", std::strerror(errno));
-    if (!create) {
-      *missing = true;
-      return "";
-    }
-    if (::mkdir(dir.c_str(), 0700) != 0 && errno == ENOENT) {
-      if (Status made = CreateDirectories(Parent(dir)); !made.ok()) {
-        return fmt::format("cannot be created: {}", made.message());
-      }
-      ::mkdir(dir.c_str(), 0700);
-    }
-    if (::stat(dir.c_str(), &st) != 0) {
-      return fmt::format("cannot be created: {}", std::strerror(errno));
-    }
-  }
-  if (!S_ISDIR(st.st_mode)) return "is not a directory";
-  if (st.st_uid != ::geteuid()) {
-    return fmt::format("belongs to user id {}, not to this user (id {})", st.st_uid, ::geteuid());
-  }
-  if ((st.st_mode & (S_IWGRP | S_IWOTH)) != 0) {
-    return fmt::format("can be written by {} (mode {:04o}); make it private with chmod go-w",
-                       (st.st_mode & S_IWOTH) != 0 ? "every user" : "its group",
-                       st.st_mode & 07777);
-  }
-  return "";
-}
-
 }  // namespace
 
 ObjectCache& ObjectCache::Global() {
@@ -236,7 +195,7 @@ void ObjectCache::SetMaxEntryBytes(int64_t bytes) {
 
 bool ObjectCache::UsableDirectory(const std::string& dir, bool create, std::string* warning) {
   bool missing = false;
-  const std::string problem = DirectoryProblem(dir, create, &missing);
+  const std::string problem = PrivateDirectoryProblem(dir, create, &missing);
   if (problem.empty()) return !missing;
   std::lock_guard<std::mutex> lock(mu_);
   if (refused_reported_.insert(dir).second) {
