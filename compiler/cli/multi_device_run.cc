@@ -21,6 +21,7 @@
 
 #include "compiler/cli/cli_util.h"
 #include "compiler/cli/distributed_run.h"
+#include "compiler/cli/gpu_multi_device_run.h"
 #include "compiler/cli/multi_device_profile.h"
 #include "compiler/hlo/literal_comparison.h"
 #include "compiler/hlo/multi_device_evaluator.h"
@@ -233,11 +234,15 @@ int RunOnDevices(const RunArgs& args, bool compiled) {
   if (!args.distributed.empty()) return RunDistributed(args, compiled);
   const DeviceTopology topology{std::max<int64_t>(args.num_replicas, 1),
                                 std::max<int64_t>(args.num_partitions, 1)};
-  if (args.backend != "cpu") {
+  // xlens run also runs the devices on the GPU backend (gpu_multi_device_run.h).
+  const bool on_gpu = compiled && (args.backend == "gpu" || args.backend == "gpu-sim");
+  if (args.backend != "cpu" && !on_gpu) {
     return Fail(Error(fmt::format("--backend={}: --num_replicas and --num_partitions run on the "
-                                  "CPU (simulated devices in this process); leave --backend out",
-                                  args.backend)));
+                                  "CPU (simulated devices in this process){}", args.backend,
+                                  compiled ? ", the GPU simulator (gpu-sim) or GPUs (gpu)"
+                                           : "; leave --backend out")));
   }
+  if (Status s = on_gpu ? CheckGpuDevices(args, topology) : OkStatus(); !s.ok()) return Fail(s);
   if (!compiled && !args.trace.empty()) {
     return Fail(Error("--trace: xlens eval on several devices records no trace; xlens run does"));
   }
@@ -282,7 +287,11 @@ int RunOnDevices(const RunArgs& args, bool compiled) {
   StatusOr<std::vector<Literal>> results = Error("not run");
   // --trace and --xla_hlo_profile: every device's timeline and profile (multi_device_profile.h).
   DeviceRunProfile profile(args, setup, topology);
-  if (compiled) {
+  if (on_gpu) {
+    if (Status s = profile.Start(watchdog); !s.ok()) return Fail(s);
+    results = RunOnGpuDevices(args, setup, **module, topology, *arguments, multi, watchdog, report);
+    if (!results.ok()) return Fail(profile.Failed(stopped(results.status()), watchdog));
+  } else if (compiled) {
     if (Status s = profile.Start(watchdog); !s.ok()) return Fail(s);
     watchdog.SetActivity(fmt::format("compiling module {} for {} CPU devices", (*module)->name(),
                                      topology.num_devices()));

@@ -107,24 +107,29 @@ class CudaDevice : public GpuDevice {
   std::string arch() const override { return arch_; }
 
   StatusOr<DevicePointer> Allocate(int64_t bytes) override {
+    RETURN_IF_ERROR(MakeCurrent());
     CUdeviceptr p = 0;
     RETURN_IF_ERROR(Check(driver_, driver_.cuMemAlloc(&p, std::max<int64_t>(bytes, 1)), "cuMemAlloc"));
     allocations_.push_back(p);
     return p;
   }
   Status Free(DevicePointer pointer) override {
+    RETURN_IF_ERROR(MakeCurrent());
     allocations_.erase(std::remove(allocations_.begin(), allocations_.end(), pointer), allocations_.end());
     return Check(driver_, driver_.cuMemFree(pointer), "cuMemFree");
   }
   Status CopyToDevice(DevicePointer destination, const void* source, int64_t bytes) override {
+    RETURN_IF_ERROR(MakeCurrent());
     if (bytes == 0) return OkStatus();
     return Check(driver_, driver_.cuMemcpyHtoD(destination, source, bytes), "cuMemcpyHtoD");
   }
   Status CopyFromDevice(void* destination, DevicePointer source, int64_t bytes) override {
+    RETURN_IF_ERROR(MakeCurrent());
     if (bytes == 0) return OkStatus();
     return Check(driver_, driver_.cuMemcpyDtoH(destination, source, bytes), "cuMemcpyDtoH");
   }
   StatusOr<GpuModuleHandle> LoadModule(const GpuModuleImage& image) override {
+    RETURN_IF_ERROR(MakeCurrent());
     CUmodule module = nullptr;
     RETURN_IF_ERROR(Check(driver_, driver_.cuModuleLoadData(&module, image.ptx.c_str()), "cuModuleLoadData"));
     modules_.push_back(module);
@@ -132,6 +137,7 @@ class CudaDevice : public GpuDevice {
   }
   Status Launch(GpuModuleHandle module, const std::string& name, const LaunchDimensions& dims,
                 const std::vector<DevicePointer>& arguments) override {
+    RETURN_IF_ERROR(MakeCurrent());
     if (module < 0 || module >= static_cast<GpuModuleHandle>(modules_.size())) {
       return Error(fmt::format("kernel {}: module {} was never loaded", name, module));
     }
@@ -155,11 +161,15 @@ class CudaDevice : public GpuDevice {
                  "cuLaunchKernel");
   }
   Status Synchronize() override {
+    RETURN_IF_ERROR(MakeCurrent());
     return Check(driver_, driver_.cuCtxSynchronize(), "cuCtxSynchronize");
   }
   bool runs_cuda_libraries() const override { return true; }
 
  private:
+  // The calling thread's context is this device's (a thread per device on several GPUs).
+  Status MakeCurrent() { return Check(driver_, driver_.cuCtxSetCurrent(context_), "cuCtxSetCurrent"); }
+
   const CudaDriver& driver_;
   CUdevice device_;
   CUcontext context_;
@@ -180,11 +190,21 @@ Status CheckCudaDevice() {
   return OkStatus();
 }
 
-StatusOr<std::unique_ptr<GpuDevice>> OpenCudaDevice() {
+StatusOr<int> CountCudaDevices() {
+  ASSIGN_OR_RETURN(const CudaDriver* driver, LoadDriver());
+  RETURN_IF_ERROR(Check(*driver, driver->cuInit(0), "cuInit"));
+  int count = 0;
+  RETURN_IF_ERROR(Check(*driver, driver->cuDeviceGetCount(&count), "cuDeviceGetCount"));
+  return count;
+}
+
+StatusOr<std::unique_ptr<GpuDevice>> OpenCudaDevice() { return OpenCudaDevice(0); }
+
+StatusOr<std::unique_ptr<GpuDevice>> OpenCudaDevice(int ordinal) {
   RETURN_IF_ERROR(CheckCudaDevice());
   ASSIGN_OR_RETURN(const CudaDriver* driver, LoadDriver());
   CUdevice device = 0;
-  RETURN_IF_ERROR(Check(*driver, driver->cuDeviceGet(&device, 0), "cuDeviceGet"));
+  RETURN_IF_ERROR(Check(*driver, driver->cuDeviceGet(&device, ordinal), "cuDeviceGet"));
   int major = 0, minor = 0;
   RETURN_IF_ERROR(Check(*driver, driver->cuDeviceGetAttribute(&major, kComputeCapabilityMajor, device),
                         "cuDeviceGetAttribute"));

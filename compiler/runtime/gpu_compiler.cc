@@ -12,6 +12,7 @@
 #include "compiler/codegen/planted_kernel_fault.h"
 #include "compiler/hlo/annotation_custom_calls.h"
 #include "compiler/hlo/bounded_dynamic_shapes.h"
+#include "compiler/hlo/collective_attributes.h"
 
 namespace xlens::runtime {
 namespace {
@@ -88,6 +89,8 @@ StatusOr<GpuCompilation> CompileForGpuToPtx(std::unique_ptr<HloModule> module,
                                  "calls {}); it runs with --backend=cpu",
                                  hlo->name(), HloOpcodeString(hlo->opcode()), library));
       }
+      // Collectives run between the devices (gpu_collectives.h), not as kernels.
+      if (IsCollectiveOpcode(hlo->opcode())) continue;
       const bool is_sort = hlo->opcode() == HloOpcode::kSort;
       if (!is_sort && !codegen::IsKernelInstruction(*hlo)) continue;
       const std::string name = codegen::UniqueKernelName(hlo->name(), symbols);

@@ -5,6 +5,7 @@
 
 #include <fmt/format.h>
 
+#include "compiler/hlo/collective_attributes.h"
 #include "compiler/hlo/hlo_cost_analysis.h"
 #include "compiler/hlo/stack_frames.h"
 #include "compiler/runtime/executable.h"
@@ -44,7 +45,10 @@ StatusOr<std::unique_ptr<GpuExecutable>> GpuExecutable::Create(std::unique_ptr<H
   arena_bytes += AlignedSize(scratch);
 
   ASSIGN_OR_RETURN(exe->arena_, device.Allocate(arena_bytes));
-  ASSIGN_OR_RETURN(exe->module_, device.LoadModule({exe->compiled_.ptx, exe->compiled_.nvvm_ir}));
+  // A module of collectives alone (a reduce-scatter and nothing else) has no kernel to load.
+  if (!exe->compiled_.kernels.empty()) {
+    ASSIGN_OR_RETURN(exe->module_, device.LoadModule({exe->compiled_.ptx, exe->compiled_.nvvm_ir}));
+  }
   auto frame_of = [&](const FramePlan& p) {
     std::vector<DevicePointer> frame(p.slot_count(), 0);
     for (int64_t s = 0; s < p.slot_count(); ++s) {
@@ -162,6 +166,15 @@ StatusOr<std::vector<GpuCommand>> GpuExecutable::BuildCommands(
       default:
         break;
     }
+    if (IsCollectiveOpcode(hlo->opcode())) {
+      command.kind = GpuCommand::Kind::kCollective;
+      command.launch = collectives_.size();
+      std::vector<std::vector<int64_t>> operand_slots;
+      for (const HloInstruction* operand : hlo->operands()) operand_slots.push_back(plan.LeafSlots(operand));
+      collectives_.push_back(std::make_unique<GpuCollective>(*hlo, std::move(operand_slots), plan.LeafSlots(hlo)));
+      commands.push_back(std::move(command));
+      continue;
+    }
     auto spec = compiled_.specs.find(hlo);
     if (spec == compiled_.specs.end()) {
       switch (hlo->opcode()) {
@@ -278,6 +291,10 @@ Status GpuExecutable::RunCommands(const std::vector<GpuCommand>& commands,
   };
   for (const GpuCommand& command : commands) {
     switch (command.kind) {
+      case GpuCommand::Kind::kCollective:
+        RETURN_IF_ERROR(collectives_[command.launch]->Run(device_, frame, collective_context_)
+                            .WithContext(command.hlo_instruction));
+        break;
       case GpuCommand::Kind::kLaunch: {
         const GpuLaunch& launch = launches_[command.launch];
         arguments.clear();
@@ -362,6 +379,11 @@ Status GpuExecutable::Run(profiler::CuptiCollector* cupti) {
   RETURN_IF_ERROR(RunCommands(commands_, entry_frame_, cupti));
   profiler::TraceSpan sync("synchronize", profiler::category::kThunk);
   return device_.Synchronize();
+}
+
+void GpuExecutable::SetCollectives(const GpuCollectiveContext& context) {
+  collective_context_ = context;
+  for (const auto& collective : collectives_) collective->Prepare(context);
 }
 
 StatusOr<Literal> GpuExecutable::Results() {

@@ -13,6 +13,7 @@
 #include "compiler/hlo/literal.h"
 #include "compiler/runtime/cublas_library.h"
 #include "compiler/runtime/frame_plan.h"
+#include "compiler/runtime/gpu_collectives.h"
 #include "compiler/runtime/gpu_compiler.h"
 #include "compiler/runtime/gpu_device.h"
 #include "profiler/host_tracer.h"
@@ -42,14 +43,14 @@ struct GpuLaunch {
 // slots point at the caller's buffers for each run.
 struct GpuNestedComputation;
 
-// One step of a computation: a kernel launch, or control flow around nested computations. The
-// host drives control flow: a while reads its predicate back from the device after each run of
-// the condition, a conditional its branch index.
+// One step of a computation: a kernel launch, a collective, or control flow around nested
+// computations. The host drives control flow: a while reads its predicate back from the device
+// after each run of the condition, a conditional its branch index.
 struct GpuCommand {
-  enum class Kind { kLaunch, kWhile, kConditional, kCall };
+  enum class Kind { kLaunch, kWhile, kConditional, kCall, kCollective };
   Kind kind = Kind::kLaunch;
   std::string hlo_instruction;
-  size_t launch = 0;  // kLaunch: the index in launches()
+  size_t launch = 0;  // kLaunch: the index in launches(); kCollective: in the collectives
   // kWhile: {condition, body}; kConditional: the branches; kCall: {callee}.
   std::vector<std::shared_ptr<GpuNestedComputation>> computations;
   // kWhile: {the initial state}; kConditional: each branch's operand; kCall: {the operands}.
@@ -80,6 +81,12 @@ class GpuExecutable {
   // links back to the HLO instruction that launched it.
   Status Run(profiler::CuptiCollector* cupti = nullptr);
   StatusOr<Literal> Results();
+  // What the module's collectives meet with in the runs that follow (gpu_collectives.h): the
+  // other devices, NCCL's communicators, the target of the modelled times. Without a call, the
+  // executable is the only device.
+  void SetCollectives(const GpuCollectiveContext& context);
+  // How many collective instructions the module runs (those inside control flow included).
+  size_t num_collectives() const { return collectives_.size(); }
 
   // Every launch of the module, those inside control flow included, in program order.
   const std::vector<GpuLaunch>& launches() const { return launches_; }
@@ -125,6 +132,8 @@ class GpuExecutable {
   std::vector<GpuCommand> commands_;  // the entry computation's
   std::vector<DevicePointer> entry_frame_;
   std::vector<std::shared_ptr<GpuNestedComputation>> nested_;  // every nested computation
+  std::vector<std::unique_ptr<GpuCollective>> collectives_;
+  GpuCollectiveContext collective_context_;
   std::vector<size_t> last_run_launches_;
   std::vector<uint8_t> staging_;
   int64_t compile_ns_ = 0;

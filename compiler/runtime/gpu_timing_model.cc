@@ -32,6 +32,14 @@ GpuTarget Gh100(std::string name, std::string description, double peak_gbps, dou
   // A back-to-back launch of an empty kernel in one stream, as Nsight Systems shows it on
   // Hopper with the driver API: about 2 us from one kernel's start to the next.
   t.launch_overhead_ns = 2000;
+  // NVLink 4: 18 links of 25 GB/s each way, 450 GB/s a direction (900 GB/s both ways, the
+  // datasheet's figure). Not measured here (one GPU): nccl-tests' all_reduce_perf on 8 H100 SXM
+  // reaches a bus bandwidth of about 360 GB/s at large sizes (80% of the link), and NCCL's ring
+  // steps cost a few microseconds each, so small collectives are latency (about 20 us for a
+  // 8-GPU all-reduce of a few KB); both figures are assumptions of the model.
+  t.nvlink_gbps = 450;
+  t.nvlink_bus_gbps = 360;
+  t.collective_step_ns = 1500;
   return t;
 }
 

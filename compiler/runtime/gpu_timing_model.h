@@ -50,6 +50,13 @@ struct GpuTarget {
   int64_t shared_bytes_per_block = 227 * 1024;
   int64_t shared_reserved_per_block = 1024;  // the driver's reservation
   double launch_overhead_ns = 0;  // one launch in a stream, back to back
+  // NVLink between the GPUs of one board (an HGX H100/H200 8-GPU baseboard, NVSwitch): the
+  // datasheet's bandwidth per GPU in one direction, what NCCL's ring collectives reach of it
+  // (bus bandwidth, as nccl-tests reports it) and the time of one step of a ring (a peer's
+  // flag seen, the next chunk posted). gpu_collective_model.h turns them into a collective's time.
+  double nvlink_gbps = 0;
+  double nvlink_bus_gbps = 0;
+  double collective_step_ns = 0;
 };
 
 // "h100" or "h200"; any other name is an error that lists the known ones.

@@ -1,0 +1,244 @@
+// The GPU backend's collectives between simulated GPUs, each with its own memory: every
+// collective (and its -start/-done form) gives what the reference evaluator and the CPU runtime
+// give over the same devices; a meeting that can never complete fails instead of hanging; the
+// trace has a track per device with each collective's modelled time. On a real GPU (where a
+// driver is present) one device runs the same module with its collectives as a group of one.
+#include "compiler/runtime/gpu_multi_device_executable.h"
+
+#include <random>
+#include <set>
+
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+#include <fmt/format.h>
+
+#include "compiler/hlo/literal_comparison.h"
+#include "compiler/runtime/cuda_driver.h"
+#include "compiler/runtime/gpu_sim_device.h"
+#include "compiler/runtime/multi_device_executable.h"
+#include "compiler/runtime/multi_device_trace.h"
+#include "profiler/host_tracer.h"
+#include "tests/hlo/multi_device_test_util.h"
+
+namespace xlens::runtime {
+namespace {
+
+using ::testing::HasSubstr;
+using xlens::testing::ParseWithReducers;
+
+std::vector<std::vector<Literal>> Arguments(const HloModule& module, int64_t devices, uint64_t seed) {
+  std::mt19937_64 rng(seed);
+  std::uniform_real_distribution<float> value(-2, 2);
+  std::vector<std::vector<Literal>> arguments(devices);
+  for (int64_t d = 0; d < devices; ++d) {
+    for (const HloInstruction* parameter : module.entry_computation()->parameter_instructions()) {
+      Literal literal(parameter->shape());
+      for (float& v : literal.data<float>()) v = value(rng);
+      arguments[d].push_back(std::move(literal));
+    }
+  }
+  return arguments;
+}
+
+StatusOr<std::unique_ptr<GpuDevice>> OpenSim(int64_t) {
+  ASSIGN_OR_RETURN(std::unique_ptr<GpuSimDevice> sim, OpenSimulatedGpuDevice());
+  return std::unique_ptr<GpuDevice>(std::move(sim));
+}
+
+bool SimulatorAvailable() { return OpenSimulatedGpuDevice().ok(); }
+
+// On the simulated GPUs, on the CPU devices and evaluated: the same values, device by device.
+void ExpectSimulatedMatchesEvaluator(const std::string& entry, DeviceTopology topology, uint64_t seed = 1) {
+  auto module = ParseWithReducers(entry);
+  ASSERT_NE(module, nullptr);
+  auto arguments = Arguments(*module, topology.num_devices(), seed);
+  auto expected = EvaluateModuleOnDevices(*module, arguments, topology);
+  ASSERT_TRUE(expected.ok()) << expected.status().message() << "\n" << entry;
+  auto target = GpuTargetByName("h100");
+  ASSERT_TRUE(target.ok());
+  auto executable = GpuMultiDeviceExecutable::Compile(*module, topology, GpuCompileOptions{}, OpenSim, &*target);
+  ASSERT_TRUE(executable.ok()) << executable.status().message() << "\n" << entry;
+  EXPECT_GT((*executable)->executable(0).num_collectives(), 0u);
+  EXPECT_FALSE((*executable)->uses_nccl());
+  // Twice: the rendezvous of one run is not the next's.
+  for (int run = 0; run < 2; ++run) {
+    auto actual = (*executable)->Execute(arguments, MultiDeviceOptions{});
+    ASSERT_TRUE(actual.ok()) << actual.status().message() << "\n" << entry;
+    for (int64_t d = 0; d < topology.num_devices(); ++d) {
+      Status match = ExpectLiteralNear((*expected)[d], (*actual)[d], ErrorSpec{1e-5, 1e-5});
+      EXPECT_TRUE(match.ok()) << "run " << run << " device " << d << ": " << match.message() << "\n" << entry;
+    }
+  }
+  auto cpu = MultiDeviceExecutable::Compile(*module, topology, CompileOptions{});
+  ASSERT_TRUE(cpu.ok()) << cpu.status().message();
+  auto on_cpu = (*cpu)->Execute(arguments, MultiDeviceOptions{});
+  ASSERT_TRUE(on_cpu.ok()) << on_cpu.status().message();
+  auto on_gpu = (*executable)->Execute(arguments, MultiDeviceOptions{});
+  ASSERT_TRUE(on_gpu.ok()) << on_gpu.status().message();
+  for (int64_t d = 0; d < topology.num_devices(); ++d) {
+    Status match = ExpectLiteralNear((*on_cpu)[d], (*on_gpu)[d], ErrorSpec{1e-5, 1e-5});
+    EXPECT_TRUE(match.ok()) << "CPU vs simulated GPU, device " << d << ": " << match.message();
+  }
+}
+
+constexpr char kEveryCollective[] = R"(ENTRY e {
+  p = f32[4,6] parameter(0)
+  r = u32[] replica-id()
+  q = u32[] partition-id()
+  ar = f32[4,6] all-reduce(p), replica_groups={{0,1},{2,3}}, to_apply=add
+  ag = f32[4,12]{0,1} all-gather(ar), replica_groups=[2,2]<=[2,2]T(1,0), dimensions={1}
+  rs = f32[1,12] reduce-scatter(ag), replica_groups={}, dimensions={0}, to_apply=max
+  a2a = f32[4,6] all-to-all(p), replica_groups={{0,1,2,3}}, dimensions={0}
+  cp = f32[4,6] collective-permute(a2a), source_target_pairs={{0,1},{1,2},{2,3}}
+  b = f32[4,6] collective-broadcast(cp), replica_groups={{3,2,1,0}}
+  ars = f32[4,6] all-reduce-start(b), replica_groups={}, to_apply=add
+  ard = f32[4,6] all-reduce-done(ars)
+  ags = (f32[4,6], f32[16,6]) all-gather-start(ard), replica_groups={}, dimensions={0}
+  agd = f32[16,6] all-gather-done(ags)
+  cps = (f32[16,6], f32[16,6], u32[], u32[]) collective-permute-start(agd), source_target_pairs={{3,0}}
+  cpd = f32[16,6] collective-permute-done(cps)
+  e = f32[16,6] exponential(cpd)
+  ROOT t = (u32[], u32[], f32[1,12], f32[16,6]) tuple(r, q, rs, e)
+})";
+
+TEST(GpuMultiDeviceExecutableTest, EveryCollectiveMatchesTheEvaluatorAndTheCpu) {
+  if (!SimulatorAvailable()) GTEST_SKIP() << "no GPU simulator";
+  ExpectSimulatedMatchesEvaluator(kEveryCollective, {4, 1});
+}
+
+TEST(GpuMultiDeviceExecutableTest, ReplicasAndPartitionsAndALoop) {
+  if (!SimulatorAvailable()) GTEST_SKIP() << "no GPU simulator";
+  ExpectSimulatedMatchesEvaluator(R"(
+cond {
+  s = (s32[], f32[8]) parameter(0)
+  i = s32[] get-tuple-element(s), index=0
+  n = s32[] constant(3)
+  ROOT lt = pred[] compare(i, n), direction=LT
+}
+body {
+  s = (s32[], f32[8]) parameter(0)
+  i = s32[] get-tuple-element(s), index=0
+  x = f32[8] get-tuple-element(s), index=1
+  one = s32[] constant(1)
+  next = s32[] add(i, one)
+  r = f32[8] all-reduce(x), channel_id=1, replica_groups={{0,3},{1,2}}, use_global_device_ids=true, to_apply=max
+  half = f32[] constant(0.5)
+  h = f32[8] broadcast(half), dimensions={}
+  y = f32[8] multiply(r, h)
+  ROOT t = (s32[], f32[8]) tuple(next, y)
+}
+ENTRY e {
+  p = f32[8] parameter(0)
+  a = f32[8] all-reduce(p), channel_id=2, replica_groups={{0},{1}}, use_global_device_ids=false, to_apply=add
+  g = f32[32] all-gather(a), channel_id=3, replica_groups={{1,0}}, dimensions={0}
+  s = f32[8] slice(g), slice={[12:20]}
+  zero = s32[] constant(0)
+  init = (s32[], f32[8]) tuple(zero, s)
+  w = (s32[], f32[8]) while(init), condition=cond, body=body
+  ROOT x = f32[8] get-tuple-element(w), index=1
+})", {2, 2});
+}
+
+// A permutation that leaves device 1 waiting for a device that finished: one line, no hang.
+TEST(GpuMultiDeviceExecutableTest, AMeetingThatCannotCompleteFails) {
+  if (!SimulatorAvailable()) GTEST_SKIP() << "no GPU simulator";
+  auto module = ParseWithReducers(R"(
+skip {
+  x = f32[4] parameter(0)
+  ROOT n = f32[4] negate(x)
+}
+meet {
+  x = f32[4] parameter(0)
+  ROOT a = f32[4] all-reduce(x), replica_groups={}, to_apply=add
+}
+ENTRY e {
+  p = f32[4] parameter(0)
+  r = u32[] replica-id()
+  zero = u32[] constant(0)
+  first = pred[] compare(r, zero), direction=EQ
+  ROOT c = f32[4] conditional(first, p, p), true_computation=skip, false_computation=meet
+})");
+  ASSERT_NE(module, nullptr);
+  const DeviceTopology topology{2, 1};
+  auto executable = GpuMultiDeviceExecutable::Compile(*module, topology, GpuCompileOptions{}, OpenSim);
+  ASSERT_TRUE(executable.ok()) << executable.status().message();
+  MultiDeviceOptions options;
+  options.collective_timeout_seconds = 20;
+  auto result = (*executable)->Execute(Arguments(*module, 2, 3), options);
+  ASSERT_FALSE(result.ok());
+  EXPECT_THAT(result.status().message(), HasSubstr("cannot complete"));
+  EXPECT_EQ(result.status().message().find('\n'), std::string::npos) << result.status().message();
+}
+
+// Each device's spans go to its own track; every meeting span carries the bytes, the group and
+// the time the timing model gives it between GPUs of an NVLink board.
+TEST(GpuMultiDeviceExecutableTest, TheTraceHasADeviceTrackAndModelledCollectives) {
+  if (!SimulatorAvailable()) GTEST_SKIP() << "no GPU simulator";
+  auto module = ParseWithReducers(R"(ENTRY e {
+  p = f32[1024] parameter(0)
+  a = f32[1024] all-reduce(p), replica_groups={}, to_apply=add
+  ROOT n = f32[1024] negate(a)
+})");
+  ASSERT_NE(module, nullptr);
+  const DeviceTopology topology{4, 1};
+  auto target = GpuTargetByName("h100");
+  auto executable = GpuMultiDeviceExecutable::Compile(*module, topology, GpuCompileOptions{}, OpenSim, &*target);
+  ASSERT_TRUE(executable.ok()) << executable.status().message();
+  ASSERT_TRUE(profiler::TracerSession::Start());
+  auto result = (*executable)->Execute(Arguments(*module, 4, 5), MultiDeviceOptions{});
+  profiler::Trace trace = profiler::TracerSession::Stop();
+  ASSERT_TRUE(result.ok()) << result.status().message();
+  EXPECT_EQ(PlaceDevicesOnTimeline(trace, topology), 4);
+  std::set<int64_t> devices_with_meetings;
+  for (const profiler::TraceEvent& event : trace.events) {
+    if (event.category != profiler::category::kCollective) continue;
+    const int64_t* device = nullptr;
+    const int64_t* modelled = nullptr;
+    const int64_t* bytes = nullptr;
+    for (const profiler::TraceArg& arg : event.args) {
+      if (arg.key == "device") device = std::get_if<int64_t>(&arg.value);
+      if (arg.key == "modelled_ns") modelled = std::get_if<int64_t>(&arg.value);
+      if (arg.key == "bytes") bytes = std::get_if<int64_t>(&arg.value);
+    }
+    ASSERT_NE(device, nullptr);
+    ASSERT_NE(modelled, nullptr);
+    ASSERT_NE(bytes, nullptr);
+    EXPECT_EQ(*bytes, 4096);
+    // A ring of 4: 6 steps of 1.5 us and 2*3/4*4096 bytes at 360 GB/s (17 ns).
+    EXPECT_EQ(*modelled, 9017);
+    EXPECT_EQ(event.pid, profiler::kCpuDevicePidBase + *device);
+    devices_with_meetings.insert(*device);
+  }
+  EXPECT_EQ(devices_with_meetings.size(), 4u);
+}
+
+// A real GPU, where one is present: a single device is every group of its collectives.
+TEST(GpuMultiDeviceExecutableTest, OneRealGpuIsAGroupOfOne) {
+  auto count = CountCudaDevices();
+  if (!count.ok() || *count < 1) GTEST_SKIP() << "no GPU: " << (count.ok() ? "none seen" : count.status().message());
+  auto module = ParseWithReducers(R"(ENTRY e {
+  p = f32[4,6] parameter(0)
+  r = u32[] replica-id()
+  ar = f32[4,6] all-reduce(p), replica_groups={}, to_apply=add
+  ag = f32[4,6] all-gather(ar), replica_groups={}, dimensions={0}
+  a2a = f32[4,6] all-to-all(ag), replica_groups={}, dimensions={0}
+  cp = f32[4,6] collective-permute(a2a), source_target_pairs={{0,0}}
+  ROOT t = (u32[], f32[4,6]) tuple(r, cp)
+})");
+  ASSERT_NE(module, nullptr);
+  const DeviceTopology topology{1, 1};
+  auto arguments = Arguments(*module, 1, 7);
+  auto expected = EvaluateModuleOnDevices(*module, arguments, topology);
+  ASSERT_TRUE(expected.ok()) << expected.status().message();
+  auto executable = GpuMultiDeviceExecutable::Compile(
+      *module, topology, GpuCompileOptions{},
+      [](int64_t d) { return OpenCudaDevice(static_cast<int>(d)); });
+  ASSERT_TRUE(executable.ok()) << executable.status().message();
+  auto actual = (*executable)->Execute(arguments, MultiDeviceOptions{});
+  ASSERT_TRUE(actual.ok()) << actual.status().message();
+  Status match = ExpectLiteralNear((*expected)[0], (*actual)[0], ErrorSpec{1e-5, 1e-5});
+  EXPECT_TRUE(match.ok()) << match.message();
+}
+
+}  // namespace
+}  // namespace xlens::runtime
