@@ -1,14 +1,29 @@
-// ThreadPool: a fixed set of worker threads for data-parallel loops. ParallelFor splits a range
-// of tasks into contiguous chunks (many per thread), which the workers and the calling thread
-// take one at a time until none is left, and returns when all are done. Small ranges run inline:
-// a chunk is never smaller than `grain` tasks. Every chunk runs under the caller's floating-point
-// control word (rounding, flushing of subnormals), so a loop computes the same wherever its
-// chunks land.
+// ThreadPool: a fixed set of worker threads for data-parallel loops, built for a machine that
+// other work shares.
+//
+// ParallelFor splits a range of tasks into contiguous chunks (up to kChunksPerThread per thread,
+// none smaller than `grain` tasks) and deals each thread, the calling thread included, an equal
+// run of them; a thread takes chunks from the front of its own run and, when that is empty,
+// steals from the back of another's. On an idle machine every thread works through its own part
+// of the range (the same part in every call, so consecutive loops over the same data find it in
+// that core's cache); on a busy one a thread that is descheduled, or woken late, holds back only
+// the chunk it is running, and the others take the rest of its share.
+//
+// Idle workers spin for a few microseconds (a loop that follows at once then starts without a
+// wake-up) and then sleep on a condition variable: a pool never keeps a core that another
+// process could use. A loop too small for two chunks, and a ParallelFor made from inside a
+// chunk of the same pool, run inline on the caller. Every chunk runs under the caller's
+// floating-point control word (rounding, flushing of subnormals), so a loop computes the same
+// wherever its chunks land. An exception thrown by a chunk stops the handing out of chunks and
+// is rethrown by ParallelFor once the chunks already running have finished.
 #pragma once
 
+#include <atomic>
 #include <condition_variable>
 #include <cstdint>
+#include <exception>
 #include <functional>
+#include <memory>
 #include <mutex>
 #include <thread>
 #include <vector>
@@ -17,40 +32,60 @@ namespace xlens {
 
 class ThreadPool {
  public:
-  // `threads` workers besides the caller; 0: hardware_concurrency() - 1.
+  // `threads` workers besides the caller; 0: one fewer than the CPUs this process may run on.
   explicit ThreadPool(int threads = 0);
   ~ThreadPool();
   ThreadPool(const ThreadPool&) = delete;
   ThreadPool& operator=(const ThreadPool&) = delete;
 
-  // Runs fn(begin, end) over [0, tasks) in chunks of at least `grain` tasks.
+  // Runs fn(begin, end) over [0, tasks) in chunks of at least `grain` tasks; returns when all
+  // have run. Calls from different threads take turns.
   void ParallelFor(int64_t tasks, int64_t grain, const std::function<void(int64_t, int64_t)>& fn);
 
   // Threads that run a ParallelFor, the caller included.
   int parallelism() const { return static_cast<int>(workers_.size()) + 1; }
 
-  // One pool per process, sized to the machine.
+  // One pool per process, sized to the CPUs the process may run on.
   static ThreadPool& Default();
 
   // A ParallelFor splits its range into at most this many chunks per thread.
   static constexpr int kChunksPerThread = 16;
 
+  // The CPUs this process may run on (its affinity mask; `taskset` and cgroups' cpusets narrow it).
+  static int SchedulableCpus();
+
  private:
-  void WorkerLoop();
+  // One thread's run of chunks, [begin, end) packed into one word (begin in the high half) so
+  // that the owner taking from the front and a thief taking from the back agree by one
+  // compare-and-swap. Each on its own cache line.
+  struct alignas(64) Run {
+    std::atomic<uint64_t> range{0};
+  };
+
+  void WorkerLoop(int slot);
+  // Runs chunks of the current loop until none is left to take or one has thrown.
+  void RunChunks(int slot);
+  bool TakeChunk(int slot, int64_t* chunk);
 
   std::vector<std::thread> workers_;
+  std::unique_ptr<Run[]> runs_;  // one per thread; the caller's is runs_[0]
+
+  // The current loop; written by the caller before it is published, read by the workers.
+  const std::function<void(int64_t, int64_t)>* fn_ = nullptr;
+  int64_t tasks_ = 0;
+  int64_t chunk_ = 0;
+  uint32_t float_control_ = 0;
+  std::atomic<bool> failed_{false};
+  std::exception_ptr error_;  // the first chunk's exception, under mu_
+
   std::mutex mu_;
   std::condition_variable work_ready_;
   std::condition_variable work_done_;
-  const std::function<void(int64_t, int64_t)>* job_ = nullptr;
-  int64_t job_tasks_ = 0;
-  int64_t job_chunk_ = 0;
-  int64_t next_chunk_ = 0;
-  int64_t chunks_ = 0;
-  int64_t chunks_done_ = 0;
-  uint32_t job_float_control_ = 0;
-  uint64_t generation_ = 0;
-  bool stopping_ = false;
+  std::atomic<uint64_t> generation_{0};  // advanced under mu_ when a loop is published
+  bool open_ = false;                    // workers may still join the current loop (under mu_)
+  std::atomic<int> active_{0};           // workers inside the current loop (changed under mu_)
+  int sleepers_ = 0;                     // workers waiting on work_ready_ (under mu_)
+  std::atomic<bool> stopping_{false};
   std::mutex run_mu_;  // one ParallelFor at a time
 };
 

@@ -1,7 +1,11 @@
 #include "compiler/support/thread_pool.h"
 
+#include <sched.h>
+#include <time.h>
+
 #include <atomic>
 #include <chrono>
+#include <stdexcept>
 #include <thread>
 #include <vector>
 
@@ -47,6 +51,164 @@ TEST(ThreadPoolTest, AStalledThreadHoldsBackOnlyTheChunkItIsIn) {
     if (!stalled.exchange(true)) std::this_thread::sleep_for(std::chrono::milliseconds(200));
   });
   EXPECT_LE(on_worker.load(), tasks / 16);
+}
+
+TEST(ThreadPoolTest, EveryTaskRunsExactlyOnceUnderContention) {
+  // More pool threads than this machine may have cores, and two spinning threads beside them
+  // (another process' work): threads are descheduled mid-loop and their runs stolen.
+  std::atomic<bool> stop{false};
+  std::vector<std::thread> hogs;
+  for (int i = 0; i < 2; ++i) {
+    hogs.emplace_back([&] {
+      while (!stop.load(std::memory_order_relaxed)) {
+      }
+    });
+  }
+  ThreadPool pool(3);
+  for (int round = 0; round < 200; ++round) {
+    const int64_t tasks = 1 + (round * 7919) % 5000;
+    const int64_t grain = 1 + round % 7;
+    std::vector<std::atomic<int>> hits(tasks);
+    pool.ParallelFor(tasks, grain, [&](int64_t begin, int64_t end) {
+      ASSERT_LT(begin, end);
+      ASSERT_LE(end - begin, std::max<int64_t>(grain, (tasks + 63) / 64) + grain);
+      for (int64_t i = begin; i < end; ++i) hits[i].fetch_add(1, std::memory_order_relaxed);
+    });
+    for (int64_t i = 0; i < tasks; ++i) ASSERT_EQ(hits[i].load(), 1) << i << " of " << tasks;
+  }
+  stop = true;
+  for (std::thread& t : hogs) t.join();
+}
+
+TEST(ThreadPoolTest, ADescheduledWorkerDoesNotStallTheLoop) {
+  // The worker stalls 400 ms in the first chunk it takes, as a thread descheduled by a busy
+  // machine would. Split into one part per thread, the loop would take the stall plus the rest
+  // of the worker's half (about 530 ms); taken chunk by chunk, the caller runs the rest of the
+  // worker's half meanwhile (all its work takes about 250 ms) and the loop ends with the
+  // stalled chunk (about 410 ms).
+  ThreadPool pool(1);
+  const int64_t tasks = 64;  // 32 chunks of 2 tasks, 4 ms each
+  const std::thread::id caller = std::this_thread::get_id();
+  std::atomic<int64_t> on_worker{0};
+  std::atomic<bool> stalled{false};
+  const auto start = std::chrono::steady_clock::now();
+  pool.ParallelFor(tasks, 1, [&](int64_t begin, int64_t end) {
+    if (std::this_thread::get_id() != caller) {
+      on_worker += end - begin;
+      if (!stalled.exchange(true)) std::this_thread::sleep_for(std::chrono::milliseconds(400));
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(4) * (end - begin));
+  });
+  const auto elapsed = std::chrono::steady_clock::now() - start;
+  EXPECT_LE(on_worker.load(), 8);  // of its 32 under a split into parts
+  EXPECT_LT(elapsed, std::chrono::milliseconds(480));
+}
+
+TEST(ThreadPoolTest, AnExceptionStopsTheLoopAndReachesTheCaller) {
+  ThreadPool pool(2);
+  std::atomic<int64_t> ran{0};
+  try {
+    pool.ParallelFor(300, 1, [&](int64_t begin, int64_t end) {
+      if (begin == 0) throw std::runtime_error("chunk 0");  // the caller's first
+      std::this_thread::sleep_for(std::chrono::milliseconds(2));
+      ran += end - begin;
+    });
+    ADD_FAILURE() << "no exception";
+  } catch (const std::runtime_error& e) {
+    EXPECT_STREQ(e.what(), "chunk 0");
+  }
+  // The chunks already running finished; the rest (about two thirds) never started.
+  EXPECT_LT(ran.load(), 150);
+  // The pool is whole afterwards.
+  std::vector<std::atomic<int>> hits(1000);
+  pool.ParallelFor(1000, 1, [&](int64_t begin, int64_t end) {
+    for (int64_t i = begin; i < end; ++i) hits[i]++;
+  });
+  for (int i = 0; i < 1000; ++i) ASSERT_EQ(hits[i].load(), 1) << i;
+}
+
+TEST(ThreadPoolTest, AWorkersExceptionReachesTheCaller) {
+  ThreadPool pool(1);
+  const std::thread::id caller = std::this_thread::get_id();
+  EXPECT_THROW(pool.ParallelFor(64, 1,
+                                [&](int64_t, int64_t) {
+                                  std::this_thread::sleep_for(std::chrono::milliseconds(5));
+                                  if (std::this_thread::get_id() != caller) {
+                                    throw std::out_of_range("on the worker");
+                                  }
+                                }),
+               std::out_of_range);
+}
+
+TEST(ThreadPoolTest, NestedLoopsRunInlineAndCoverEveryPair) {
+  ThreadPool pool(2);
+  constexpr int64_t kOuter = 48, kInner = 500;
+  std::vector<std::atomic<int>> hits(kOuter * kInner);
+  pool.ParallelFor(kOuter, 1, [&](int64_t begin, int64_t end) {
+    for (int64_t i = begin; i < end; ++i) {
+      const std::thread::id outer = std::this_thread::get_id();
+      pool.ParallelFor(kInner, 1, [&](int64_t b, int64_t e) {
+        EXPECT_EQ(std::this_thread::get_id(), outer);
+        for (int64_t j = b; j < e; ++j) hits[i * kInner + j]++;
+      });
+    }
+  });
+  for (int64_t k = 0; k < kOuter * kInner; ++k) ASSERT_EQ(hits[k].load(), 1) << k;
+}
+
+TEST(ThreadPoolTest, CallsFromManyThreadsTakeTurns) {
+  ThreadPool pool(2);
+  std::vector<std::thread> callers;
+  std::atomic<int> wrong{0};
+  for (int c = 0; c < 4; ++c) {
+    callers.emplace_back([&, c] {
+      for (int round = 0; round < 50; ++round) {
+        const int64_t tasks = 100 + 37 * c + round;
+        std::vector<std::atomic<int>> hits(tasks);
+        pool.ParallelFor(tasks, 1, [&](int64_t begin, int64_t end) {
+          for (int64_t i = begin; i < end; ++i) hits[i]++;
+        });
+        for (int64_t i = 0; i < tasks; ++i) wrong += hits[i].load() != 1;
+      }
+    });
+  }
+  for (std::thread& t : callers) t.join();
+  EXPECT_EQ(wrong.load(), 0);
+}
+
+double ProcessCpuSeconds() {
+  timespec ts;
+  clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &ts);
+  return ts.tv_sec + ts.tv_nsec * 1e-9;
+}
+
+TEST(ThreadPoolTest, IdleWorkersSleep) {
+  // Between loops the workers spin for microseconds, then sleep: 300 ms without a loop cost the
+  // process next to no CPU time (three spinning workers would burn 900 ms of it).
+  ThreadPool pool(3);
+  pool.ParallelFor(64, 1, [](int64_t, int64_t) {});
+  std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  const double before = ProcessCpuSeconds();
+  std::this_thread::sleep_for(std::chrono::milliseconds(300));
+  EXPECT_LT(ProcessCpuSeconds() - before, 0.03);
+}
+
+TEST(ThreadPoolTest, TheDefaultSizeFollowsTheCpusTheProcessMayUse) {
+  cpu_set_t saved;
+  ASSERT_EQ(sched_getaffinity(0, sizeof(saved), &saved), 0);
+  int first = 0;
+  while (!CPU_ISSET(first, &saved)) ++first;
+  cpu_set_t one;
+  CPU_ZERO(&one);
+  CPU_SET(first, &one);
+  ASSERT_EQ(sched_setaffinity(0, sizeof(one), &one), 0);  // as under `taskset -c N`
+  EXPECT_EQ(ThreadPool::SchedulableCpus(), 1);
+  {
+    ThreadPool pool;
+    EXPECT_EQ(pool.parallelism(), 1);
+  }
+  ASSERT_EQ(sched_setaffinity(0, sizeof(saved), &saved), 0);
+  EXPECT_EQ(ThreadPool::SchedulableCpus(), CPU_COUNT(&saved));
 }
 
 TEST(ThreadPoolTest, ChunksRunUnderTheCallersFloatControl) {
