@@ -25,6 +25,9 @@ OperationFilter OperationFilter::ForMustCompile() {
   filter.allow_tensor_array_ops = true;
   filter.allow_stack_ops = true;
   filter.allow_resource_ops_in_called_functions = true;
+  // TensorFlow's must-compile check keeps OperationFilter's default here: an Assert's message
+  // (a string Const) compiles, to nothing.
+  filter.allow_string_consts = true;
   return filter;
 }
 
@@ -77,8 +80,11 @@ bool HasUnsupportedType(const Node& node) {
   // XLA kernels are registered for value types only: a reference-typed input or output (the
   // VariableV2 family) has none.
   const bool variants_ok = XlaKernelTakesVariants(node.type_string());
-  auto bad = [variants_ok](DataType t) {
-    return graph::IsRefType(t) || t == graph::DT_STRING || (t == graph::DT_VARIANT && !variants_ok);
+  // TensorFlow's XLA Assert (a kernel that checks nothing) takes its message's strings.
+  const bool strings_ok = node.type_string() == "Assert";
+  auto bad = [variants_ok, strings_ok](DataType t) {
+    return graph::IsRefType(t) || (t == graph::DT_STRING && !strings_ok) ||
+           (t == graph::DT_VARIANT && !variants_ok);
   };
   for (DataType t : node.input_types()) {
     if (bad(t)) return true;

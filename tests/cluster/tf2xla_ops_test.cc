@@ -771,15 +771,7 @@ TEST(Tf2XlaOpsTest, EveryCompilableOpHasALowering) {
       // stateless ones are lowered as TensorFlow's XLA lowers them.
       "RandomStandardNormal", "RandomUniform", "RandomUniformInt", "TruncatedNormal",
       // Dynamic shapes (bounded dynamic dimensions), and resource deletion.
-      "Unique", "Where", "DestroyResourceOp",
-      // TF1's TensorArray and Stack: their handles are resources the function creates and hands
-      // from node to node (TensorArrayGradV3 finds a second one by the first and a source name),
-      // where the lowering knows resources only as the function's arguments (variables).
-      // tf.function and Keras 3 build TensorList ops instead (control flow v2), which compile.
-      "StackCloseV2", "StackPopV2", "StackPushV2", "StackV2", "TensorArrayCloseV3",
-      "TensorArrayConcatV3", "TensorArrayGatherV3", "TensorArrayGradV3", "TensorArrayReadV3",
-      "TensorArrayScatterV3", "TensorArraySizeV3", "TensorArraySplitV3", "TensorArrayV3",
-      "TensorArrayWriteV3"};
+      "Unique", "Where", "DestroyResourceOp"};
   std::vector<std::string> missing;
   const auto& registry = graph::OpRegistry::Global();
   for (const std::string& op : registry.OpNames()) {

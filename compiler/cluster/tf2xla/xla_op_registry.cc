@@ -39,6 +39,12 @@ XlaExpression XlaExpression::Resource(XlaResource* resource) {
   return e;
 }
 
+XlaExpression XlaExpression::OwnedResource(std::shared_ptr<XlaResource> resource) {
+  XlaExpression e = Resource(resource.get());
+  e.owned_resource_ = std::move(resource);
+  return e;
+}
+
 XlaExpression XlaExpression::WithFreshList() const {
   XlaExpression e = *this;
   e.fresh_list_ = true;
@@ -222,6 +228,8 @@ const XlaOpRegistry& XlaOpRegistry::Global() {
     RegisterTrainingXlaOps(*r);
     RegisterTensorListXlaOps(*r);
     RegisterTensorListSplitXlaOps(*r);
+    RegisterTensorArrayXlaOps(*r);
+    RegisterStackXlaOps(*r);
     RegisterStatelessRandomXlaOps(*r);
     RegisterModelXlaOps(*r);
     return r;

@@ -30,6 +30,18 @@ struct XlaResource {
   HloInstruction* initial_value = nullptr;  // the entry parameter; null when uninitialized
   HloInstruction* value = nullptr;          // the current value; null when uninitialized
   bool modified = false;
+
+  // A TensorArray or a stack the function makes (tensor_array_ops.cc, stack_ops.cc), which
+  // tf2xla keeps as resources too: a loop carries its value as it carries a variable's.
+  //   kTensorArray: the value is the buffer [size, element...]; uninitialized until the first
+  //     write gives the element shape when TensorArrayV3 does not. A gradient array's writes
+  //     add to it; `gradients` are the arrays TensorArrayGradV3 made of this one, by source.
+  //   kStack: the value is the tuple (buffer [max_size, element...], s32 push index).
+  enum class Kind { kVariable, kTensorArray, kStack };
+  Kind kind = Kind::kVariable;
+  int64_t size = 0;  // kTensorArray: its elements; kStack: its max_size
+  bool gradient = false;
+  std::map<std::string, std::shared_ptr<XlaResource>> gradients;
 };
 
 // The value of one output of a node while lowering: a compile-time constant (a host tensor), an
@@ -42,6 +54,9 @@ class XlaExpression {
   static XlaExpression Constant(graph::Tensor value);
   static XlaExpression XlaOp(HloInstruction* op, graph::DataType dtype);
   static XlaExpression Resource(XlaResource* resource);
+  // A resource the lowering made (a TensorArray, a stack): the expressions that refer to it keep
+  // it alive.
+  static XlaExpression OwnedResource(std::shared_ptr<XlaResource> resource);
 
   Kind kind() const { return kind_; }
   graph::DataType dtype() const { return dtype_; }
@@ -67,6 +82,7 @@ class XlaExpression {
   graph::Tensor constant_;
   HloInstruction* handle_ = nullptr;
   XlaResource* resource_ = nullptr;
+  std::shared_ptr<XlaResource> owned_resource_;
   bool fresh_list_ = false;
   std::optional<graph::Tensor> uniform_list_element_;
 };
@@ -164,6 +180,8 @@ void RegisterVariableXlaOps(XlaOpRegistry& registry);
 void RegisterTrainingXlaOps(XlaOpRegistry& registry);
 void RegisterTensorListXlaOps(XlaOpRegistry& registry);  // tensor_list_ops.cc
 void RegisterTensorListSplitXlaOps(XlaOpRegistry& registry);  // tensor_list_split_ops.cc
+void RegisterTensorArrayXlaOps(XlaOpRegistry& registry);  // tensor_array_ops.cc
+void RegisterStackXlaOps(XlaOpRegistry& registry);        // stack_ops.cc
 void RegisterStatelessRandomXlaOps(XlaOpRegistry& registry);  // stateless_random_ops.cc
 // Einsum (einsum_op.cc), Erfc and the special functions (special_math_ops.cc), the resizes
 // (image_resize_ops.cc), ConcatOffset and VariableShape (shape_helper_ops.cc), _FusedBatchNormEx

@@ -131,7 +131,12 @@ void RegisterControlFlowOps(OpRegistry& r) {
       .SetShapeFn(SwitchNShape)
       .SetKernel(SwitchNKernel)
       .NoXlaKernel();
-  REGISTER_OP(r, "ControlTrigger").SetShapeFn(shape_fn::NoOutputs).NoXlaKernel();
+  // Nothing to compute: it orders by its control edges (and runs live whatever its inputs, which
+  // the executor sees to). TensorFlow's XLA kernel for it is empty too, so a must-compile v1
+  // loop gradient gets past it to what does decide (its stacks' size bound).
+  REGISTER_OP(r, "ControlTrigger")
+      .SetShapeFn(shape_fn::NoOutputs)
+      .SetKernel([](OpKernelContext&) { return OkStatus(); });
 }
 
 }  // namespace xlens::graph

@@ -1,0 +1,360 @@
+// TensorFlow's v1 TensorArrays as tf2xla lowers them (tensor_array_ops.cc): TensorArrayV3 makes a
+// resource whose value is one buffer [size, element...], the size a compile-time constant. The
+// handle flows through the graph and into loops as a resource, so a functional While carries the
+// buffer in its state like a variable's value (and XLA updates it in place); the flow tensor is
+// only an ordering token and passes through unchanged.
+//   Write / Read: dynamic-update-slice / dynamic-slice of one row at the index.
+//   Gather / Scatter: the rows at an index vector (a gather; one update per index).
+//   Concat / Split: the buffer reshaped, every element of the same length (as tf2xla requires).
+//   Size: the constant size. Close: nothing.
+//   GradV3: the gradient array of a source, made once per array and source: zeros of the
+//     array's shape, and every write to it adds (several reads of one element in the forward
+//     graph give several writes of its gradient, which sum).
+// An array whose element shape TensorArrayV3 leaves partial takes it from its first write. A
+// gradient array made inside a loop or a branch would not be carried out of it, so it is refused
+// there with the node named.
+#include <fmt/format.h>
+
+#include <memory>
+#include <numeric>
+
+#include "compiler/cluster/tf2xla/xla_op_registry.h"
+#include "compiler/graph/tensor_list.h"
+#include "compiler/hlo/computation.h"
+#include "compiler/hlo/module.h"
+
+namespace xlens::cluster {
+
+namespace {
+
+using graph::DataType;
+using graph::Tensor;
+
+StatusOr<XlaResource*> ArrayInput(XlaOpKernelContext& ctx, int i) {
+  const XlaExpression& e = ctx.input_expression(i);
+  if (e.kind() != XlaExpression::Kind::kResource ||
+      e.resource()->kind != XlaResource::Kind::kTensorArray) {
+    return ctx.Error(fmt::format("input {} must be a TensorArray handle", i));
+  }
+  return e.resource();
+}
+
+StatusOr<HloInstruction*> S32(XlaOpKernelContext& ctx, int64_t value) {
+  HloInstruction* c = nullptr;
+  LOWER_OR_RETURN(c, ctx, ctx.builder().ScalarConstant(PrimitiveType::S32, static_cast<double>(value)));
+  return c;
+}
+
+// The start indices of a dynamic slice of rows from `row` on: `row` (an s32 scalar), 0 elsewhere.
+StatusOr<std::vector<HloInstruction*>> RowStarts(XlaOpKernelContext& ctx, HloInstruction* row,
+                                                 int64_t rank) {
+  HloInstruction* start = row;
+  if (start->shape().element_type() != PrimitiveType::S32) {
+    LOWER_OR_RETURN(start, ctx, ctx.builder().Convert(start, PrimitiveType::S32));
+  }
+  if (start->shape().rank() != 0) {
+    LOWER_OR_RETURN(start, ctx, ctx.builder().Reshape(start, {}));
+  }
+  std::vector<HloInstruction*> starts{start};
+  ASSIGN_OR_RETURN(HloInstruction * zero, S32(ctx, 0));
+  for (int64_t d = 1; d < rank; ++d) starts.push_back(zero);
+  return starts;
+}
+
+// buffer[row] as a tensor of the element's shape.
+StatusOr<HloInstruction*> ReadRow(XlaOpKernelContext& ctx, HloInstruction* buffer,
+                                  HloInstruction* row) {
+  std::vector<int64_t> sizes = buffer->shape().dimensions();
+  ASSIGN_OR_RETURN(std::vector<HloInstruction*> starts,
+                   RowStarts(ctx, row, static_cast<int64_t>(sizes.size())));
+  auto slice = std::make_unique<HloInstruction>(HloOpcode::kDynamicSlice, Shape());
+  slice->AppendOperand(buffer);
+  for (HloInstruction* s : starts) slice->AppendOperand(s);
+  sizes[0] = 1;
+  slice->dynamic_slice_sizes_attr = sizes;
+  HloInstruction* sliced = nullptr;
+  LOWER_OR_RETURN(sliced, ctx, ctx.builder().Add(std::move(slice)));
+  HloInstruction* element = nullptr;
+  LOWER_OR_RETURN(element, ctx,
+                  ctx.builder().Reshape(sliced, std::vector<int64_t>(sizes.begin() + 1, sizes.end())));
+  return element;
+}
+
+// The buffer with `element` written at `row`, or added to what is there (a gradient array).
+StatusOr<HloInstruction*> WriteRow(XlaOpKernelContext& ctx, HloInstruction* buffer,
+                                   HloInstruction* row, HloInstruction* element, bool add) {
+  std::vector<int64_t> one = buffer->shape().dimensions();
+  one[0] = 1;
+  HloInstruction* update = nullptr;
+  LOWER_OR_RETURN(update, ctx, ctx.builder().Reshape(element, one));
+  if (add) {
+    ASSIGN_OR_RETURN(HloInstruction * old, ReadRow(ctx, buffer, row));
+    HloInstruction* sum = nullptr;
+    LOWER_OR_RETURN(sum, ctx, ctx.builder().Binary(HloOpcode::kAdd, old, element));
+    LOWER_OR_RETURN(update, ctx, ctx.builder().Reshape(sum, one));
+  }
+  ASSIGN_OR_RETURN(std::vector<HloInstruction*> starts,
+                   RowStarts(ctx, row, static_cast<int64_t>(one.size())));
+  auto dus = std::make_unique<HloInstruction>(HloOpcode::kDynamicUpdateSlice, Shape());
+  dus->AppendOperand(buffer);
+  dus->AppendOperand(update);
+  for (HloInstruction* s : starts) dus->AppendOperand(s);
+  HloInstruction* out = nullptr;
+  LOWER_OR_RETURN(out, ctx, ctx.builder().Add(std::move(dus)));
+  return out;
+}
+
+std::vector<int64_t> ElementDims(const XlaResource& a) {
+  const std::vector<int64_t>& dims = a.value->shape().dimensions();
+  return std::vector<int64_t>(dims.begin() + 1, dims.end());
+}
+
+std::string ShapeWords(const std::vector<int64_t>& dims) {
+  std::string s = "[";
+  for (size_t i = 0; i < dims.size(); ++i) s += (i ? "," : "") + std::to_string(dims[i]);
+  return s + "]";
+}
+
+// The array, given its element shape by a write of `element` dims if it has none yet (tf2xla's
+// MaybeInitializeTensorArray); an error when the write does not fit the shape it has.
+Status InitializeFor(XlaOpKernelContext& ctx, XlaResource& a, PrimitiveType type,
+                     const std::vector<int64_t>& element) {
+  if (a.value == nullptr) {
+    std::vector<int64_t> dims{a.size};
+    dims.insert(dims.end(), element.begin(), element.end());
+    LOWER_OR_RETURN(a.value, ctx, ctx.builder().FullConstant(type, 0, dims));
+    a.initial_value = a.value;
+    return OkStatus();
+  }
+  if (ElementDims(a) != element || a.value->shape().element_type() != type) {
+    return ctx.Error(fmt::format("TensorArray '{}' holds elements of {} {}, not {} {}", a.name,
+                                 PrimitiveTypeName(a.value->shape().element_type()),
+                                 ShapeWords(ElementDims(a)), PrimitiveTypeName(type),
+                                 ShapeWords(element)));
+  }
+  return OkStatus();
+}
+
+Status RequireInitialized(XlaOpKernelContext& ctx, const XlaResource& a) {
+  if (a.value != nullptr) return OkStatus();
+  return ctx.Error(fmt::format("TensorArray '{}' is read before any write gave its elements a "
+                               "shape, which a compiled read needs",
+                               a.name));
+}
+
+// The flow output: the flow input, unchanged.
+void PassFlow(XlaOpKernelContext& ctx, int output, int input) {
+  ctx.SetOutputExpression(output, ctx.input_expression(input));
+}
+
+Status TensorArrayLowering(XlaOpKernelContext& ctx) {
+  ASSIGN_OR_RETURN(Tensor size, ctx.ConstantInput(0));
+  if (size.num_elements() != 1 || size.GetAsInt64(0) < 0) {
+    return ctx.Error("TensorArray size must be a non-negative scalar");
+  }
+  ASSIGN_OR_RETURN(DataType dtype, ctx.GetTypeAttr("dtype"));
+  ASSIGN_OR_RETURN(PrimitiveType type, XlaType(ctx, dtype));
+  ASSIGN_OR_RETURN(bool dynamic_size, ctx.GetBoolAttr("dynamic_size"));
+  if (dynamic_size) {
+    return ctx.Error("a TensorArray of dynamic size cannot be compiled: XLA's buffers have a "
+                     "size fixed at compile time");
+  }
+  auto a = std::make_shared<XlaResource>();
+  a->kind = XlaResource::Kind::kTensorArray;
+  a->name = ctx.name();
+  a->dtype = dtype;
+  a->size = size.GetAsInt64(0);
+  const graph::AttrValue* shape = graph::FindAttr(ctx.attrs(), "element_shape");
+  if (shape != nullptr && shape->kind() == graph::AttrValue::Kind::kShape &&
+      shape->shape().IsFullyDefined()) {
+    RETURN_IF_ERROR(InitializeFor(ctx, *a, type, shape->shape().dims()));
+  }
+  ctx.SetOutputExpression(0, XlaExpression::OwnedResource(std::move(a)));
+  ctx.SetConstantOutput(1, Tensor::Scalar<float>(graph::DT_FLOAT, 0.0f));
+  return OkStatus();
+}
+
+Status WriteLowering(XlaOpKernelContext& ctx) {
+  ASSIGN_OR_RETURN(XlaResource * a, ArrayInput(ctx, 0));
+  ASSIGN_OR_RETURN(HloInstruction * index, ctx.Input(1));
+  ASSIGN_OR_RETURN(HloInstruction * value, ctx.Input(2));
+  RETURN_IF_ERROR(InitializeFor(ctx, *a, value->shape().element_type(), value->shape().dimensions()));
+  ASSIGN_OR_RETURN(a->value, WriteRow(ctx, a->value, index, value, a->gradient));
+  a->modified = true;
+  PassFlow(ctx, 0, 3);
+  return OkStatus();
+}
+
+Status ReadLowering(XlaOpKernelContext& ctx) {
+  ASSIGN_OR_RETURN(XlaResource * a, ArrayInput(ctx, 0));
+  RETURN_IF_ERROR(RequireInitialized(ctx, *a));
+  ASSIGN_OR_RETURN(HloInstruction * index, ctx.Input(1));
+  ASSIGN_OR_RETURN(HloInstruction * element, ReadRow(ctx, a->value, index));
+  ctx.SetOutput(0, element);
+  return OkStatus();
+}
+
+Status GatherLowering(XlaOpKernelContext& ctx) {
+  ASSIGN_OR_RETURN(XlaResource * a, ArrayInput(ctx, 0));
+  RETURN_IF_ERROR(RequireInitialized(ctx, *a));
+  ASSIGN_OR_RETURN(HloInstruction * indices, ctx.Input(1));
+  if (indices->shape().rank() != 1) return ctx.Error("indices must be a vector");
+  HloInstruction* out = nullptr;
+  LOWER_OR_RETURN(out, ctx, GatherAlongAxis(ctx.builder(), a->value, indices, 0));
+  ctx.SetOutput(0, out);
+  return OkStatus();
+}
+
+Status ScatterLowering(XlaOpKernelContext& ctx) {
+  ASSIGN_OR_RETURN(XlaResource * a, ArrayInput(ctx, 0));
+  ASSIGN_OR_RETURN(HloInstruction * value, ctx.Input(2));
+  const std::vector<int64_t>& vdims = value->shape().dimensions();
+  if (vdims.empty()) return ctx.Error("the value to scatter must be at least a vector");
+  const std::vector<int64_t> element(vdims.begin() + 1, vdims.end());
+  RETURN_IF_ERROR(InitializeFor(ctx, *a, value->shape().element_type(), element));
+  const std::vector<int64_t> idims = ctx.InputShape(1);
+  if (idims.size() != 1 || idims[0] != vdims[0]) {
+    return ctx.Error(fmt::format("{} indices for a value of {} rows", ShapeWords(idims), vdims[0]));
+  }
+  const int64_t n = vdims[0];
+  // Every row in order into an array of that many: the value is the buffer (tf2xla's fast path).
+  if (ctx.input_expression(1).kind() == XlaExpression::Kind::kConstant && n == a->size) {
+    ASSIGN_OR_RETURN(std::vector<int64_t> indices, ctx.ConstantInputAsIntVector(1));
+    std::vector<int64_t> in_order(n);
+    std::iota(in_order.begin(), in_order.end(), 0);
+    if (indices == in_order) {
+      if (a->gradient) {
+        LOWER_OR_RETURN(a->value, ctx, ctx.builder().Binary(HloOpcode::kAdd, a->value, value));
+      } else {
+        a->value = value;
+      }
+      a->modified = true;
+      PassFlow(ctx, 0, 3);
+      return OkStatus();
+    }
+  }
+  ASSIGN_OR_RETURN(HloInstruction * indices, ctx.Input(1));
+  for (int64_t k = 0; k < n; ++k) {
+    HloInstruction* index = nullptr;
+    LOWER_OR_RETURN(index, ctx, ctx.builder().Slice(indices, {k}, {k + 1}, {1}));
+    std::vector<int64_t> start(vdims.size(), 0), limit = vdims, strides(vdims.size(), 1);
+    start[0] = k;
+    limit[0] = k + 1;
+    HloInstruction* row = nullptr;
+    LOWER_OR_RETURN(row, ctx, ctx.builder().Slice(value, start, limit, strides));
+    LOWER_OR_RETURN(row, ctx, ctx.builder().Reshape(row, element));
+    ASSIGN_OR_RETURN(a->value, WriteRow(ctx, a->value, index, row, a->gradient));
+  }
+  a->modified = true;
+  PassFlow(ctx, 0, 3);
+  return OkStatus();
+}
+
+Status SizeLowering(XlaOpKernelContext& ctx) {
+  ASSIGN_OR_RETURN(XlaResource * a, ArrayInput(ctx, 0));
+  ctx.SetConstantOutput(0, Tensor::Scalar<int32_t>(graph::DT_INT32, static_cast<int32_t>(a->size)));
+  return OkStatus();
+}
+
+Status ConcatLowering(XlaOpKernelContext& ctx) {
+  ASSIGN_OR_RETURN(XlaResource * a, ArrayInput(ctx, 0));
+  RETURN_IF_ERROR(RequireInitialized(ctx, *a));
+  const std::vector<int64_t> element = ElementDims(*a);
+  if (element.empty()) return ctx.Error("Concat of a TensorArray of scalars: no axis to join along");
+  std::vector<int64_t> dims = element;
+  dims[0] *= a->size;
+  HloInstruction* out = nullptr;
+  LOWER_OR_RETURN(out, ctx, ctx.builder().Reshape(a->value, dims));
+  ctx.SetOutput(0, out);
+  ctx.SetConstantOutput(1, Tensor::Vector<int64_t>(graph::DT_INT64,
+                                                   std::vector<int64_t>(a->size, element[0])));
+  return OkStatus();
+}
+
+Status SplitLowering(XlaOpKernelContext& ctx) {
+  ASSIGN_OR_RETURN(XlaResource * a, ArrayInput(ctx, 0));
+  ASSIGN_OR_RETURN(HloInstruction * value, ctx.Input(1));
+  ASSIGN_OR_RETURN(std::vector<int64_t> lengths, ctx.ConstantInputAsIntVector(2));
+  const std::vector<int64_t>& vdims = value->shape().dimensions();
+  if (vdims.empty()) return ctx.Error("the value to split must be at least a vector");
+  if (static_cast<int64_t>(lengths.size()) != a->size) {
+    return ctx.Error(fmt::format("{} lengths to split into TensorArray '{}' of {} elements",
+                                 lengths.size(), a->name, a->size));
+  }
+  int64_t total = 0;
+  for (int64_t l : lengths) {
+    if (l != lengths[0]) {
+      return ctx.Error("a compiled TensorArraySplit needs lengths that are all equal, as "
+                       "TensorFlow's XLA does: each element is a row of one buffer");
+    }
+    total += l;
+  }
+  if (total != vdims[0]) {
+    return ctx.Error(fmt::format("lengths sum to {}, the value has {} rows", total, vdims[0]));
+  }
+  std::vector<int64_t> element = vdims;
+  element[0] = lengths.empty() ? 0 : lengths[0];
+  RETURN_IF_ERROR(InitializeFor(ctx, *a, value->shape().element_type(), element));
+  std::vector<int64_t> dims{a->size};
+  dims.insert(dims.end(), element.begin(), element.end());
+  HloInstruction* rows = nullptr;
+  LOWER_OR_RETURN(rows, ctx, ctx.builder().Reshape(value, dims));
+  if (a->gradient) {
+    LOWER_OR_RETURN(a->value, ctx, ctx.builder().Binary(HloOpcode::kAdd, a->value, rows));
+  } else {
+    a->value = rows;
+  }
+  a->modified = true;
+  PassFlow(ctx, 0, 3);
+  return OkStatus();
+}
+
+Status CloseLowering(XlaOpKernelContext&) { return OkStatus(); }
+
+Status GradLowering(XlaOpKernelContext& ctx) {
+  ASSIGN_OR_RETURN(XlaResource * a, ArrayInput(ctx, 0));
+  RETURN_IF_ERROR(RequireInitialized(ctx, *a));
+  const graph::AttrValue* source = graph::FindAttr(ctx.attrs(), "source");
+  const std::string key = source != nullptr ? source->s() : "";
+  HloBuilder& b = ctx.builder();
+  if (b.computation() != b.module()->entry_computation()) {
+    // A loop's or a branch's state holds the arrays passed in, not the gradients made of them
+    // inside: the writes to one would be lost when the loop ends.
+    return ctx.Error(fmt::format("the gradient of TensorArray '{}' is taken inside a loop or a "
+                                 "branch, which xlens does not carry out of it yet",
+                                 a->name));
+  }
+  std::shared_ptr<XlaResource>& grad = a->gradients[key];
+  if (grad == nullptr) {
+    grad = std::make_shared<XlaResource>();
+    grad->kind = XlaResource::Kind::kTensorArray;
+    grad->name = a->name + "@" + key;
+    grad->dtype = a->dtype;
+    grad->size = a->size;
+    grad->gradient = true;
+    LOWER_OR_RETURN(grad->value, ctx,
+                    b.FullConstant(a->value->shape().element_type(), 0,
+                                   a->value->shape().dimensions()));
+    grad->initial_value = grad->value;
+  }
+  ctx.SetOutputExpression(0, XlaExpression::OwnedResource(grad));
+  PassFlow(ctx, 1, 1);
+  return OkStatus();
+}
+
+}  // namespace
+
+void RegisterTensorArrayXlaOps(XlaOpRegistry& r) {
+  r.Register("TensorArrayV3", TensorArrayLowering);
+  r.Register("TensorArrayWriteV3", WriteLowering);
+  r.Register("TensorArrayReadV3", ReadLowering);
+  r.Register("TensorArrayGatherV3", GatherLowering);
+  r.Register("TensorArrayScatterV3", ScatterLowering);
+  r.Register("TensorArraySizeV3", SizeLowering);
+  r.Register("TensorArrayConcatV3", ConcatLowering);
+  r.Register("TensorArraySplitV3", SplitLowering);
+  r.Register("TensorArrayCloseV3", CloseLowering);
+  r.Register("TensorArrayGradV3", GradLowering);
+}
+
+}  // namespace xlens::cluster

@@ -1,0 +1,254 @@
+// The TensorArray and stack lowerings (tf2xla/tensor_array_ops.cc, stack_ops.cc) against the
+// executor's kernels: a function body of TensorArray ops (scattered, read and written at run-time
+// indices, gathered, concatenated and split, with a gradient array written twice at one index)
+// and of stack pushes and pops runs op by op and as HLO on the reference evaluator and the CPU
+// backend, and every output agrees; arrays and stacks of no size bound are refused with the node
+// named, in TensorFlow's words where it has them.
+#include <gtest/gtest.h>
+
+#include "cluster_test_util.h"
+
+#include "compiler/cluster/tf2xla/xla_compiler.h"
+#include "compiler/graph/cc_ops.h"
+#include "compiler/graph/executor.h"
+#include "compiler/graph/scope.h"
+#include "compiler/hlo/evaluator.h"
+#include "compiler/hlo/literal_comparison.h"
+#include "compiler/runtime/cpu_compiler.h"
+
+namespace xlens::cluster {
+namespace {
+
+using graph::AttrValue;
+using graph::Output;
+using graph::Scope;
+using graph::Tensor;
+namespace ops = graph::ops;
+
+class ArrayBody {
+ public:
+  Scope root = Scope::NewRootScope();
+  std::vector<Tensor> values;
+  std::vector<XlaArgument> args;
+
+  Output Arg(Tensor value) {
+    const int index = static_cast<int>(values.size());
+    XlaArgument arg;
+    arg.dtype = value.dtype();
+    arg.shape = value.dims();
+    args.push_back(arg);
+    Output out(root.WithOpName("arg_" + std::to_string(index))
+                   .AddNode("_Arg", {}, {{"T", AttrValue::Type(value.dtype())},
+                                         {"index", AttrValue::Int(index)}}),
+               0);
+    values.push_back(std::move(value));
+    return out;
+  }
+  void Ret(Output out) {
+    const int index = num_rets_++;
+    root.WithOpName("retval_" + std::to_string(index))
+        .AddNode("_Retval", {out},
+                 {{"T", AttrValue::Type(out.type())}, {"index", AttrValue::Int(index)}});
+  }
+  Output Op(const std::string& op, const std::vector<ops::Input>& inputs, graph::AttrMap attrs,
+            int output = 0) {
+    graph::Node* n = ops::BuildOp(root, op, inputs, std::move(attrs));
+    return n == nullptr ? Output() : Output(n, output);
+  }
+  // A float TensorArray of `size` elements, of `element_shape` when given, its elements readable
+  // more than once: its handle (its flow is Output(handle.node, 1)).
+  Output Array(int size, std::optional<std::vector<int64_t>> element_shape = std::nullopt) {
+    graph::AttrMap attrs{{"dtype", AttrValue::Type(graph::DT_FLOAT)},
+                         {"clear_after_read", AttrValue::Bool(false)}};
+    if (element_shape) attrs["element_shape"] = AttrValue::Shape(graph::PartialShape(*element_shape));
+    return Op("TensorArrayV3", {ops::Input(size)}, attrs);
+  }
+
+  StatusOr<XlaCompilationResult> Compile() {
+    if (!root.ok()) return root.status();
+    XlaCompileOptions options;
+    options.module_name = "arrays";
+    return CompileGraphToHlo(*root.graph(), args, options);
+  }
+
+  void Check() {
+    ASSERT_TRUE(root.ok()) << root.status().message();
+    auto executor = graph::Executor::Create(root.graph(), {});
+    ASSERT_TRUE(executor.ok()) << executor.status().message();
+    auto expected = (*executor)->Run(values);
+    ASSERT_TRUE(expected.ok()) << expected.status().message();
+    auto compiled = Compile();
+    ASSERT_TRUE(compiled.ok()) << compiled.status().message();
+    std::vector<Literal> params;
+    for (int arg : compiled->input_mapping) params.push_back(*values[arg].ToLiteral());
+    auto evaluated = EvaluateModule(*compiled->module, params);
+    ASSERT_TRUE(evaluated.ok()) << evaluated.status().message() << "\n"
+                                << compiled->module->ToString();
+    const std::string text = compiled->module->ToString();
+    EXPECT_NE(text.find("dynamic-slice("), std::string::npos) << text;
+    EXPECT_NE(text.find("dynamic-update-slice("), std::string::npos) << text;
+    auto again = Compile();
+    ASSERT_TRUE(again.ok());
+    auto executable = runtime::CompileForCpu(std::move(again->module), {});
+    ASSERT_TRUE(executable.ok()) << executable.status().message();
+    auto ran = (*executable)->Execute(params);
+    ASSERT_TRUE(ran.ok()) << ran.status().message();
+    Status same = ExpectLiteralNear(*evaluated, *ran, ErrorSpec{1e-6, 1e-6});
+    EXPECT_TRUE(same.ok()) << same.message();
+    std::vector<Literal> outputs;
+    if (evaluated->shape().IsTuple()) {
+      outputs = std::move(evaluated->tuple_elements());
+    } else {
+      outputs.push_back(std::move(*evaluated));  // one output is the root itself
+    }
+    ASSERT_EQ(outputs.size(), expected->size());
+    for (size_t i = 0; i < outputs.size(); ++i) {
+      auto got = Tensor::FromLiteral(std::move(outputs[i]));
+      ASSERT_TRUE(got.ok());
+      EXPECT_TRUE(got->Identical((*expected)[i]))
+          << "output " << i << ": " << got->DebugString() << " vs " << (*expected)[i].DebugString();
+    }
+  }
+
+ private:
+  int num_rets_ = 0;
+};
+
+Tensor Iota(std::vector<int64_t> dims) {
+  Tensor t(graph::DT_FLOAT, dims);
+  for (int64_t i = 0; i < t.num_elements(); ++i) t.flat<float>()[i] = static_cast<float>(i) - 3;
+  return t;
+}
+
+Tensor Int64s(std::vector<int64_t> v) { return Tensor::Vector<int64_t>(graph::DT_INT64, std::move(v)); }
+
+const graph::AttrMap kFloatT{{"T", AttrValue::Type(graph::DT_FLOAT)}};
+const graph::AttrMap kFloatDtype{{"dtype", AttrValue::Type(graph::DT_FLOAT)}};
+
+TEST(TensorArrayXlaTest, AnArrayIsABufferReadAndWrittenAtRunTimeIndices) {
+  ArrayBody b;
+  Output x = b.Arg(Iota({4, 3}));
+  Output index = b.Arg(Tensor::Scalar<int32_t>(graph::DT_INT32, 2));
+  // Scattered out of order into an array whose element shape the scatter gives.
+  Output rows = b.Array(4);
+  Output scattered =
+      b.Op("TensorArrayScatterV3", {rows, ops::Input({3, 1, 0, 2}), x, Output(rows.node, 1)},
+           kFloatT);
+  Output row = b.Op("TensorArrayReadV3", {rows, index, scattered}, kFloatDtype);
+  b.Ret(row);
+  b.Ret(b.Op("TensorArrayGatherV3", {rows, ops::Input({0, 2}), scattered}, kFloatDtype));
+  // Written at a run-time index into an array of a known element shape; unwritten rows are zeros.
+  Output out = b.Array(3, std::vector<int64_t>{3});
+  Output written = b.Op("TensorArrayWriteV3", {out, index, row, Output(out.node, 1)}, kFloatT);
+  written = b.Op("TensorArrayWriteV3", {out, ops::Input(0), row, written}, kFloatT);
+  b.Ret(b.Op("TensorArrayReadV3", {out, index, written}, kFloatDtype));
+  b.Ret(b.Op("TensorArrayGatherV3", {out, ops::Input({0, 2}), written}, kFloatDtype));
+  b.Ret(b.Op("TensorArraySizeV3", {out, written}, {}));
+  // Concatenated, and split again into two elements of one length.
+  Output concat = b.Op("TensorArrayConcatV3", {rows, scattered}, kFloatDtype);
+  b.Ret(concat);
+  b.Ret(Output(concat.node, 1));
+  Output halves = b.Array(2);
+  Output split =
+      b.Op("TensorArraySplitV3", {halves, concat, Int64s({6, 6}), Output(halves.node, 1)}, kFloatT);
+  b.Ret(b.Op("TensorArrayReadV3", {halves, ops::Input(1), split}, kFloatDtype));
+  b.Check();
+}
+
+// A gradient array is made once per array and source, zeros of the array's shape; its writes add,
+// so two reads of one element in the forward graph give the sum of their gradients.
+TEST(TensorArrayXlaTest, AGradientArrayAddsItsWrites) {
+  ArrayBody b;
+  Output x = b.Arg(Iota({3, 2}));
+  Output index = b.Arg(Tensor::Scalar<int32_t>(graph::DT_INT32, 1));
+  Output forward = b.Array(3);
+  Output flow = b.Op("TensorArrayScatterV3",
+                     {forward, ops::Input({0, 1, 2}), x, Output(forward.node, 1)}, kFloatT);
+  Output row = b.Op("TensorArrayReadV3", {forward, index, flow}, kFloatDtype);
+  graph::AttrMap source{{"source", AttrValue::String("gradients")}};
+  Output grad = b.Op("TensorArrayGradV3", {forward, flow}, source);
+  Output gflow = b.Op("TensorArrayWriteV3", {grad, index, row, Output(grad.node, 1)}, kFloatT);
+  // The same gradient array again, by source: the second write adds to the first.
+  Output again = b.Op("TensorArrayGradV3", {forward, gflow}, source);
+  gflow = b.Op("TensorArrayWriteV3", {again, index, row, Output(again.node, 1)}, kFloatT);
+  gflow = b.Op("TensorArrayScatterV3", {again, ops::Input({2, 0}),
+                                        b.Op("TensorArrayGatherV3",
+                                             {forward, ops::Input({0, 0}), flow}, kFloatDtype),
+                                        gflow},
+               kFloatT);
+  b.Ret(b.Op("TensorArrayGatherV3", {again, ops::Input({0, 1, 2}), gflow}, kFloatDtype));
+  b.Check();
+}
+
+TEST(TensorArrayXlaTest, AStackIsABufferAndAnIndex) {
+  ArrayBody b;
+  Output x = b.Arg(Iota({2, 3}));
+  Output stack = b.Op("StackV2", {ops::Input(4)}, {{"elem_type", AttrValue::Type(graph::DT_FLOAT)}});
+  graph::AttrMap push{{"T", AttrValue::Type(graph::DT_FLOAT)}};
+  graph::AttrMap pop{{"elem_type", AttrValue::Type(graph::DT_FLOAT)}};
+  Output first = b.Op("StackPushV2", {stack, x}, push);
+  Output doubled = b.Op("Mul", {x, ops::Const(b.root, 2.0f)}, kFloatT);
+  Output second = b.Op("StackPushV2", {stack, doubled}, push);
+  // The pops follow the pushes (control edges, as TensorFlow's gradients order them).
+  graph::Node* top = ops::BuildOp(b.root.WithControlDependencies(std::vector<graph::Node*>{first.node, second.node}),
+                                  "StackPopV2", {stack}, pop);
+  graph::Node* below =
+      ops::BuildOp(b.root.WithControlDependencies(std::vector<graph::Node*>{top}), "StackPopV2", {stack}, pop);
+  b.Ret(Output(top, 0));
+  b.Ret(Output(below, 0));
+  ASSERT_TRUE(b.root.ok()) << b.root.status().message();
+  auto compiled = b.Compile();
+  ASSERT_TRUE(compiled.ok()) << compiled.status().message();
+  std::vector<Literal> params{*b.values[0].ToLiteral()};
+  auto evaluated = EvaluateModule(*compiled->module, params);
+  ASSERT_TRUE(evaluated.ok()) << evaluated.status().message();
+  std::vector<Literal> outputs = std::move(evaluated->tuple_elements());
+  ASSERT_EQ(outputs.size(), 2u);
+  auto top_value = Tensor::FromLiteral(std::move(outputs[0]));
+  auto below_value = Tensor::FromLiteral(std::move(outputs[1]));
+  ASSERT_TRUE(top_value.ok() && below_value.ok());
+  for (int64_t i = 0; i < 6; ++i) {
+    EXPECT_EQ(top_value->flat<float>()[i], 2.0f * (static_cast<float>(i) - 3));
+    EXPECT_EQ(below_value->flat<float>()[i], static_cast<float>(i) - 3);
+  }
+}
+
+TEST(TensorArrayXlaTest, UnboundedArraysAndStacksAreRefusedWithTheNode) {
+  ArrayBody stack;
+  Output x = stack.Arg(Iota({3}));
+  Output s =
+      stack.Op("StackV2", {ops::Input(-1)}, {{"elem_type", AttrValue::Type(graph::DT_FLOAT)}});
+  stack.Ret(stack.Op("StackPushV2", {s, x}, kFloatT));
+  auto refused = stack.Compile();
+  ASSERT_FALSE(refused.ok());
+  EXPECT_NE(refused.status().message().find("StackV2"), std::string::npos)
+      << refused.status().message();
+  EXPECT_NE(refused.status().message().find("set the maximum_iterations parameter"),
+            std::string::npos)
+      << refused.status().message();
+
+  ArrayBody dynamic;
+  Output y = dynamic.Arg(Iota({3}));
+  Output a = dynamic.Op("TensorArrayV3", {ops::Input(2)},
+                        {{"dtype", AttrValue::Type(graph::DT_FLOAT)},
+                         {"dynamic_size", AttrValue::Bool(true)}});
+  dynamic.Ret(dynamic.Op("TensorArrayWriteV3", {a, ops::Input(0), y, Output(a.node, 1)}, kFloatT));
+  auto also_refused = dynamic.Compile();
+  ASSERT_FALSE(also_refused.ok());
+  EXPECT_NE(also_refused.status().message().find("dynamic size"), std::string::npos)
+      << also_refused.status().message();
+
+  // A read before any write gave the elements a shape.
+  ArrayBody unread;
+  Output i = unread.Arg(Tensor::Scalar<int32_t>(graph::DT_INT32, 0));
+  Output empty = unread.Array(2);
+  unread.Ret(unread.Op("TensorArrayReadV3", {empty, i, Output(empty.node, 1)}, kFloatDtype));
+  auto unshaped = unread.Compile();
+  ASSERT_FALSE(unshaped.ok());
+  EXPECT_NE(unshaped.status().message().find("before any write gave its elements a shape"),
+            std::string::npos)
+      << unshaped.status().message();
+}
+
+}  // namespace
+}  // namespace xlens::cluster
