@@ -28,8 +28,11 @@ StatusOr<std::shared_ptr<Executable>> CompilationCache::GetOrCompile(const HloMo
   const std::string text = PrintModule(module);
   const std::string shapes = ArgumentShapes(module);
   const auto& filter = options.optimize.filter;
+  // The devices are part of what was compiled: a module checked and compiled for 4 devices (its
+  // collectives' groups fitted to them) is not the program for 2.
   const std::string flags = fmt::format(
-      "O{} disabled={} only={} planted={}/{}", options.opt_level,
+      "O{} devices={}x{} disabled={} only={} planted={}/{}", options.opt_level,
+      options.topology.num_replicas, options.topology.num_partitions,
       fmt::join(filter.disabled.begin(), filter.disabled.end(), ","),
       fmt::join(filter.enabled_only.begin(), filter.enabled_only.end(), ","),
       options.optimize.planted.miscompile_after_pass, options.optimize.planted.miscompile_kernel);

@@ -1,5 +1,6 @@
 // CompilationCache: executables keyed by the module's fingerprint, the argument shapes and the
-// compile options, as XLA's JIT keeps them. A second run with the same shapes does not compile;
+// compile options (the device counts, XLA's num_replicas and num_partitions, among them), as
+// XLA's JIT keeps them. A second run with the same shapes does not compile;
 // a module compiled again with other argument shapes is logged as
 //   recompiling MODULE: argument shapes changed from (f32[8]) to (f32[16])
 // which is what TensorFlow users see as a retrace/recompile storm, made visible.

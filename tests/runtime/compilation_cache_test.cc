@@ -44,5 +44,45 @@ TEST(CompilationCacheTest, SameShapesCompileOnceNewShapesRecompileVisibly) {
   EXPECT_EQ(log.size(), 1u);
 }
 
+// A module with collectives is compiled for its devices: its groups were checked against them
+// and its replica-id answers within them. The executable for 4 devices is not served for 2.
+TEST(CompilationCacheTest, DeviceCountsArePartOfTheKey) {
+  const std::string text = R"(HloModule ar
+sum {
+  a = f32[] parameter(0)
+  b = f32[] parameter(1)
+  ROOT s = f32[] add(a, b)
+}
+ENTRY e {
+  x = f32[8] parameter(0)
+  ROOT r = f32[8] all-reduce(x), replica_groups={{0,1,2,3}}, to_apply=sum
+}
+)";
+  auto module = ParseHloModule(text);
+  ASSERT_TRUE(module.ok()) << module.status().message();
+  CompilationCache cache([](const std::string&) {});
+  CompileOptions four;
+  four.topology = DeviceTopology{4, 1};
+  auto on_four = cache.GetOrCompile(**module, four);
+  ASSERT_TRUE(on_four.ok()) << on_four.status().message();
+  auto again = cache.GetOrCompile(**module, four);
+  ASSERT_TRUE(again.ok());
+  EXPECT_EQ(on_four->get(), again->get());
+
+  // On 2 devices the group {0,1,2,3} names devices that do not exist: compiling says so.
+  CompileOptions two;
+  two.topology = DeviceTopology{2, 1};
+  auto on_two = cache.GetOrCompile(**module, two);
+  EXPECT_FALSE(on_two.ok());
+  EXPECT_EQ(cache.misses(), 2);
+
+  // 4 replicas of 2 partitions each are other devices too.
+  CompileOptions partitions;
+  partitions.topology = DeviceTopology{4, 2};
+  auto on_partitions = cache.GetOrCompile(**module, partitions);
+  ASSERT_TRUE(on_partitions.ok()) << on_partitions.status().message();
+  EXPECT_NE(on_four->get(), on_partitions->get());
+}
+
 }  // namespace
 }  // namespace xlens::runtime
