@@ -4,6 +4,7 @@
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
+#include <cstring>
 #include <memory>
 
 #include <fmt/format.h>
@@ -13,6 +14,7 @@
 #include "compiler/cli/multi_device_run.h"
 #include "compiler/hlo/distributed_rendezvous.h"
 #include "compiler/hlo/literal_comparison.h"
+#include "compiler/hlo/literal_leaves.h"
 #include "compiler/hlo/multi_device_evaluator.h"
 #include "compiler/runtime/mpi_transport.h"
 #include "compiler/runtime/multi_device_executable.h"
@@ -22,39 +24,6 @@
 
 namespace xlens::cli {
 namespace {
-
-// This rank's devices' arguments (the other devices' lists stay empty): with device_D/ folders,
-// only this rank's are read, so a folder missing for another rank's device is that rank's error.
-StatusOr<std::vector<std::vector<Literal>>> LoadRankInputs(const HloModule& module,
-                                                           const RunArgs& args,
-                                                           const DeviceTopology& topology,
-                                                           const std::vector<int64_t>& devices) {
-  const bool per_device = !args.inputs.empty() && args.inputs != "random" &&
-                          GetPathKind(DeviceDir(args.inputs, 0)) == PathKind::kDirectory;
-  if (!per_device) {
-    ASSIGN_OR_RETURN(auto all, LoadDeviceInputs(module, args, topology));
-    std::vector<std::vector<Literal>> mine(all.size());
-    for (int64_t d : devices) mine[d] = std::move(all[d]);
-    return mine;
-  }
-  std::vector<std::vector<Literal>> arguments(topology.num_devices());
-  for (int64_t d : devices) {
-    const std::string dir = DeviceDir(args.inputs, d);
-    if (GetPathKind(dir) != PathKind::kDirectory) {
-      return Error(fmt::format("--inputs {}: device_{}/ is missing: {} devices ({} replicas x {} "
-                               "partitions) need device_0/ to device_{}/", DisplayPath(args.inputs),
-                               d, topology.num_devices(), topology.num_replicas,
-                               topology.num_partitions, topology.num_devices() - 1));
-    }
-    ASSIGN_OR_RETURN(arguments[d], LoadInputs(*module.entry_computation(), dir, args.seed));
-  }
-  if (GetPathKind(DeviceDir(args.inputs, topology.num_devices())) == PathKind::kDirectory) {
-    return Error(fmt::format("--inputs {}: holds device_{}/, but only {} devices run: the inputs "
-                             "are for another device count", DisplayPath(args.inputs),
-                             topology.num_devices(), topology.num_devices()));
-  }
-  return arguments;
-}
 
 // Writes (or prints) this rank's devices' results: no file is written by two ranks.
 Status ReportRankResults(const RunArgs& args, const DeviceTopology& topology,
@@ -79,10 +48,53 @@ Status ReportRankResults(const RunArgs& args, const DeviceTopology& topology,
   return OkStatus();
 }
 
+// The global outputs (--outputs DIR/outI.npy), as one process writes them: every rank's devices'
+// results go to every rank in one all-gather, and rank 0 alone assembles them by the entry root's
+// sharding and writes them. Called by every rank once the run succeeded on all of them.
+Status WriteGlobalOutputsOnRankZero(const RunArgs& args, const HloModule& module,
+                                    const DeviceTopology& topology,
+                                    const std::vector<int64_t>& devices,
+                                    const std::vector<Literal>& results,
+                                    runtime::MpiTransport& mpi) {
+  std::string mine;
+  for (int64_t d : devices) {
+    ForEachArrayLeaf(results[d], [&](const Literal& leaf) {
+      mine.append(reinterpret_cast<const char*>(leaf.untyped_data()), leaf.size_bytes());
+    });
+  }
+  const double timeout = args.collective_timeout_seconds > 0 ? args.collective_timeout_seconds * 1.5 + 2 : 0;
+  std::vector<std::string> all = mpi.AllGather(mine, "the global outputs", timeout);
+  if (mpi.rank() != 0) return OkStatus();
+  const Shape& shape = module.entry_computation()->root_instruction()->shape();
+  std::vector<Literal> every;
+  for (int r = 0; r < mpi.num_ranks(); ++r) {
+    std::string_view in = all[r];
+    for (int64_t d : DevicesOfRank(topology.num_devices(), r, mpi.num_ranks())) {
+      Literal value(shape);
+      bool short_payload = false;
+      ForEachArrayLeaf(value, [&](Literal& leaf) {
+        if (in.size() < leaf.size_bytes()) {
+          short_payload = true;
+          return;
+        }
+        std::memcpy(leaf.untyped_data(), in.data(), leaf.size_bytes());
+        in.remove_prefix(leaf.size_bytes());
+      });
+      if (short_payload) {
+        return Error(fmt::format("the global outputs: rank {} sent {} bytes, too few for its "
+                                 "devices' results", r, all[r].size()));
+      }
+      every.push_back(std::move(value));
+    }
+  }
+  return WriteGlobalOutputs(args, module, topology, every);
+}
+
 // Everything a rank does before the run; its failure is announced to every rank at the start.
 struct Prepared {
   std::unique_ptr<HloModule> module;
-  std::vector<std::vector<Literal>> arguments;
+  // Shared with the devices' threads for every run, never copied per run.
+  std::shared_ptr<const runtime::MultiDeviceExecutable::Arguments> arguments;
   std::unique_ptr<runtime::MultiDeviceExecutable> executable;
 };
 
@@ -103,7 +115,8 @@ Status Prepare(const RunArgs& args, bool compiled, const DeviceTopology& topolog
                              topology.num_replicas, topology.num_partitions, s.message()));
   }
   RETURN_IF_ERROR(CheckEvaluationWork(*out.module, args.max_work).WithContext(args.file));
-  ASSIGN_OR_RETURN(out.arguments, LoadRankInputs(*out.module, args, topology, devices));
+  ASSIGN_OR_RETURN(auto arguments, LoadDeviceInputs(*out.module, args, topology, devices));
+  out.arguments = std::make_shared<const runtime::MultiDeviceExecutable::Arguments>(std::move(arguments));
   if (compiled) {
     runtime::CompileOptions options;
     options.optimize = setup.optimize;
@@ -178,14 +191,17 @@ int RunDistributed(const RunArgs& args, bool compiled) {
         multi.rendezvous = rendezvous.get();
       }
       const auto start = std::chrono::steady_clock::now();
-      results = prepared.executable->Execute(prepared.arguments, multi, watchdog.cancel_flag());
+      // The results stay in the devices' buffers until the last run is done.
+      results = prepared.executable->Execute(prepared.arguments, multi, watchdog.cancel_flag(),
+                                             nullptr, /*read_results=*/false);
       if (!results.ok()) break;
       if (args.iterations > 1 && i == 0) continue;
       run_ms.push_back(std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count());
     }
+    if (results.ok()) results = prepared.executable->Results();
   } else {
     EvaluatorOptions options{.cancel = watchdog.cancel_flag(), .max_work = args.max_work};
-    results = EvaluateModuleOnDevices(*prepared.module, prepared.arguments, topology, options, multi);
+    results = EvaluateModuleOnDevices(*prepared.module, *prepared.arguments, topology, options, multi);
   }
   Status outcome = results.status();
   if (!outcome.ok() && watchdog.fired()) outcome = Error(watchdog.StopMessage() + ": " + outcome.message());
@@ -200,6 +216,12 @@ int RunDistributed(const RunArgs& args, bool compiled) {
       std::_Exit(1);
     }
     return fail(s);
+  }
+  if (!args.outputs.empty()) {
+    if (Status s = WriteGlobalOutputsOnRankZero(args, *prepared.module, topology, devices, *results, mpi);
+        !s.ok()) {
+      return fail(s);
+    }
   }
   std::string trace_lines;
   if (Status s = trace.Finish(mpi, topology, args.collective_timeout_seconds, trace_lines); !s.ok()) {
@@ -234,7 +256,7 @@ int RunDistributed(const RunArgs& args, bool compiled) {
   multi.left_behind = nullptr;
   if (Status s = reference_rendezvous.Start(OkStatus()); !s.ok()) return fail(s);
   EvaluatorOptions options{.cancel = watchdog.cancel_flag(), .max_work = args.max_work};
-  auto expected = EvaluateModuleOnDevices(*prepared.module, prepared.arguments, topology, options, multi);
+  auto expected = EvaluateModuleOnDevices(*prepared.module, *prepared.arguments, topology, options, multi);
   Status checked = expected.status().WithContext("reference evaluator");
   LiteralDifference worst;
   for (int64_t d : devices) {

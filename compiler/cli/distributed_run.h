@@ -10,8 +10,10 @@ namespace xlens::cli {
 
 // As RunOnDevices (multi_device_run.h) with args.distributed set, on this rank's devices. Each
 // rank reads only its devices' inputs (device_D/ folders, or the global arrays' pieces), writes
-// only their outputs under --outputs DIR/device_D/, and prints one line per failure, prefixed
-// "rank R of N", the same verdict on every rank; rank 0 prints the run's summary line.
+// only their outputs under --outputs DIR/device_D/ (rank 0 writes the global DIR/outI.npy,
+// assembled from every rank's devices as one process assembles them), and prints one line per
+// failure, prefixed "rank R of N", the same verdict on every rank; rank 0 prints the run's
+// summary line.
 int RunDistributed(const RunArgs& args, bool compiled);
 
 }  // namespace xlens::cli

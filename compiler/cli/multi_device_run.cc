@@ -41,29 +41,29 @@ std::string DeviceName(const DeviceTopology& topology, int64_t device) {
                      device / topology.num_partitions, device % topology.num_partitions);
 }
 
-// Each device's arguments from DIR/device_D/.
+// The arguments of `devices` from DIR/device_D/ (the others' lists stay empty): only their
+// folders are read, so under MPI a folder missing for another rank's device is that rank's error.
 StatusOr<std::vector<std::vector<Literal>>> LoadPerDeviceInputs(const HloComputation& entry,
                                                                 const std::string& dir,
                                                                 const DeviceTopology& topology,
+                                                                const std::vector<int64_t>& devices,
                                                                 uint64_t seed) {
-  const int64_t devices = topology.num_devices();
-  std::vector<std::vector<Literal>> arguments;
-  for (int64_t d = 0; d < devices; ++d) {
+  const int64_t count = topology.num_devices();
+  std::vector<std::vector<Literal>> arguments(static_cast<size_t>(count));
+  for (int64_t d : devices) {
     const std::string device_dir = DeviceDir(dir, d);
     if (GetPathKind(device_dir) != PathKind::kDirectory) {
-      return Error(fmt::format("--inputs {}: {} is missing: {} devices ({} replicas x {} "
-                               "partitions) need device_0/ to device_{}/", DisplayPath(dir),
-                               "device_" + std::to_string(d) + "/", devices,
-                               topology.num_replicas, topology.num_partitions, devices - 1));
+      return Error(fmt::format("--inputs {}: device_{}/ is missing: {} devices ({} replicas x {} "
+                               "partitions) need device_0/ to device_{}/", DisplayPath(dir), d,
+                               count, topology.num_replicas, topology.num_partitions, count - 1));
     }
-    ASSIGN_OR_RETURN(std::vector<Literal> inputs, LoadInputs(entry, device_dir, seed));
-    arguments.push_back(std::move(inputs));
+    ASSIGN_OR_RETURN(arguments[d], LoadInputs(entry, device_dir, seed));
   }
   // A folder for a device that does not run says the inputs were made for another device count.
-  if (GetPathKind(DeviceDir(dir, devices)) == PathKind::kDirectory) {
+  if (GetPathKind(DeviceDir(dir, count)) == PathKind::kDirectory) {
     return Error(fmt::format("--inputs {}: holds device_{}/, but only {} devices run ({} replicas "
                              "x {} partitions): the inputs are for another device count",
-                             DisplayPath(dir), devices, devices, topology.num_replicas,
+                             DisplayPath(dir), count, count, topology.num_replicas,
                              topology.num_partitions));
   }
   return arguments;
@@ -72,7 +72,8 @@ StatusOr<std::vector<std::vector<Literal>>> LoadPerDeviceInputs(const HloComputa
 // DIR/argI.npy as global values, each split by its parameter's sharding over the partitions.
 StatusOr<std::vector<std::vector<Literal>>> LoadGlobalInputs(const HloModule& module,
                                                              const std::string& dir,
-                                                             const DeviceTopology& topology) {
+                                                             const DeviceTopology& topology,
+                                                             const std::vector<bool>& wanted) {
   const HloComputation& entry = *module.entry_computation();
   ASSIGN_OR_RETURN(std::vector<HloSharding> shardings, EntryParameterShardings(module));
   std::vector<std::vector<Literal>> arguments(topology.num_devices());
@@ -109,7 +110,8 @@ StatusOr<std::vector<std::vector<Literal>>> LoadGlobalInputs(const HloModule& mo
     }
     for (int64_t r = 0; r < topology.num_replicas; ++r) {
       for (int64_t p = 0; p < topology.num_partitions; ++p) {
-        arguments[topology.DeviceId(r, p)].push_back((*pieces)[p]);
+        const int64_t d = topology.DeviceId(r, p);
+        if (wanted[d]) arguments[d].push_back((*pieces)[p]);
       }
     }
   }
@@ -124,18 +126,33 @@ std::string DeviceDir(const std::string& dir, int64_t device) {
 
 StatusOr<std::vector<std::vector<Literal>>> LoadDeviceInputs(const HloModule& module,
                                                              const RunArgs& args,
-                                                             const DeviceTopology& topology) {
+                                                             const DeviceTopology& topology,
+                                                             const std::vector<int64_t>& devices) {
+  std::vector<int64_t> all;
+  if (devices.empty()) {
+    for (int64_t d = 0; d < topology.num_devices(); ++d) all.push_back(d);
+  }
+  const std::vector<int64_t>& loaded = devices.empty() ? all : devices;
+  std::vector<bool> wanted(static_cast<size_t>(topology.num_devices()), false);
+  for (int64_t d : loaded) {
+    if (d < 0 || d >= topology.num_devices()) {
+      return Error(fmt::format("device {} is not one of the {} devices", d, topology.num_devices()));
+    }
+    wanted[d] = true;
+  }
   const HloComputation& entry = *module.entry_computation();
   const bool random = args.inputs.empty() || args.inputs == "random";
   if (random || GetPathKind(args.inputs) != PathKind::kDirectory) {
     // LoadInputs says what is wrong with a path that is not a directory.
     ASSIGN_OR_RETURN(std::vector<Literal> same, LoadInputs(entry, args.inputs, args.seed));
-    return std::vector<std::vector<Literal>>(topology.num_devices(), same);
+    std::vector<std::vector<Literal>> arguments(static_cast<size_t>(topology.num_devices()));
+    for (int64_t d : loaded) arguments[d] = same;
+    return arguments;
   }
   if (GetPathKind(DeviceDir(args.inputs, 0)) == PathKind::kDirectory) {
-    return LoadPerDeviceInputs(entry, args.inputs, topology, args.seed);
+    return LoadPerDeviceInputs(entry, args.inputs, topology, loaded, args.seed);
   }
-  return LoadGlobalInputs(module, args.inputs, topology);
+  return LoadGlobalInputs(module, args.inputs, topology, wanted);
 }
 
 namespace {
@@ -188,21 +205,28 @@ StatusOr<std::vector<Literal>> AssembleGlobalOutputs(const HloModule& module,
   return global;
 }
 
+}  // namespace
+
+Status WriteGlobalOutputs(const RunArgs& args, const HloModule& module,
+                          const DeviceTopology& topology, const std::vector<Literal>& results) {
+  auto global = AssembleGlobalOutputs(module, topology, results);
+  if (global.ok()) {
+    std::vector<const Literal*> leaves;
+    for (const Literal& value : *global) leaves.push_back(&value);
+    return WriteOutputs(args.outputs, leaves);
+  }
+  std::printf("global outputs not assembled, only %s/device_D/ written: %s\n",
+              DisplayPath(args.outputs).c_str(), global.status().message().c_str());
+  return OkStatus();
+}
+
+namespace {
+
 // Prints (or writes under DIR/device_D/) every device's result; with --outputs, also the global
 // results as DIR/outI.npy, the names a single device's run gives them, where they can be assembled.
 Status ReportResults(const RunArgs& args, const HloModule& module, const DeviceTopology& topology,
                      const std::vector<Literal>& results) {
-  if (!args.outputs.empty()) {
-    auto global = AssembleGlobalOutputs(module, topology, results);
-    if (global.ok()) {
-      std::vector<const Literal*> leaves;
-      for (const Literal& value : *global) leaves.push_back(&value);
-      RETURN_IF_ERROR(WriteOutputs(args.outputs, leaves));
-    } else {
-      std::printf("global outputs not assembled, only %s/device_D/ written: %s\n",
-                  DisplayPath(args.outputs).c_str(), global.status().message().c_str());
-    }
-  }
+  if (!args.outputs.empty()) RETURN_IF_ERROR(WriteGlobalOutputs(args, module, topology, results));
   for (int64_t d = 0; d < topology.num_devices(); ++d) {
     std::vector<const Literal*> leaves;
     CollectLeaves(results[d], leaves);
@@ -272,8 +296,11 @@ int RunOnDevices(const RunArgs& args, bool compiled) {
   if (Status s = CheckEvaluationWork(**module, args.max_work); !s.ok()) {
     return Fail(s.WithContext(args.file));
   }
-  auto arguments = LoadDeviceInputs(**module, args, topology);
-  if (!arguments.ok()) return Fail(arguments.status());
+  auto loaded = LoadDeviceInputs(**module, args, topology);
+  if (!loaded.ok()) return Fail(loaded.status());
+  // Shared with the devices' threads for every run, never copied per run.
+  const auto arguments =
+      std::make_shared<const runtime::MultiDeviceExecutable::Arguments>(std::move(*loaded));
 
   ActivityScope activity(fmt::format("running module {} of {} on {} devices", (*module)->name(),
                                      args.file, topology.num_devices()));
@@ -316,12 +343,16 @@ int RunOnDevices(const RunArgs& args, bool compiled) {
       const bool timed = args.iterations == 1 || i > 0;
       profile.Prepare(timed);
       const auto start = std::chrono::steady_clock::now();
-      results = (*executable)->Execute(*arguments, multi, watchdog.cancel_flag(), profile.thunk_ns(timed));
+      // The results stay in the devices' buffers until the last run is done.
+      results = (*executable)->Execute(arguments, multi, watchdog.cancel_flag(), profile.thunk_ns(timed),
+                                       /*read_results=*/false);
       if (!results.ok() && left_behind > 0) ExitLeavingDevicesBehind(stopped(results.status()));
       if (!results.ok()) return Fail(profile.Failed(stopped(results.status()), watchdog));
       if (args.iterations > 1 && i == 0) continue;
       run_ms.push_back(std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count());
     }
+    results = (*executable)->Results();
+    if (!results.ok()) return Fail(profile.Failed(results.status().WithContext(args.file), watchdog));
     std::sort(run_ms.begin(), run_ms.end());
     report = fmt::format("compiled {} executables in {:.1f} ms; run median {:.3f} ms over {} "
                          "iteration{} on {} devices ({} replicas x {} partitions)\n",

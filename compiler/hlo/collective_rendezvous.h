@@ -49,6 +49,20 @@ class CollectiveRendezvous {
   // Whether every member lives in this process, so that what they bring may be addresses of
   // their buffers (MeetStep); a rendezvous spanning processes says no.
   virtual bool InProcess() const { return true; }
+  // The same for one collective: a rendezvous spanning processes says yes for a collective whose
+  // groups all stay within this process.
+  virtual bool MeetsInProcess(const HloInstruction& instruction) { return InProcess(); }
+  // Whether `instruction` may meet through MeetOnBuffers: a rendezvous spanning processes that
+  // moves the members' buffers itself (typed transport calls on them) for this collective.
+  virtual bool CanMeetOnBuffers(const HloInstruction& instruction) { return false; }
+  // Runs the `occurrence`-th run of `instruction` (CanMeetOnBuffers) for `device`: operands[k]
+  // and results[k] are the buffers (row-major arrays) of its k-th operand and result, filled
+  // when this returns OK.
+  virtual Status MeetOnBuffers(const HloInstruction& instruction, int64_t occurrence,
+                               int64_t device, std::span<const char* const> operands,
+                               std::span<char* const> results) {
+    return Error("this rendezvous does not meet on buffers");
+  }
   // One step (`step` >= 1) of an in-process collective that works on the members' buffers
   // directly: a meeting like Meet's, apart from the one Meet holds for the same run. A collective
   // exchanges its buffers' addresses at one step and waits at the next until every member has

@@ -4,13 +4,24 @@
 //
 // Design: every device runs the same program, so every process reaches its collectives in the
 // same order. For each run of such a collective, once this process's members have all brought
-// their values, the last of them takes one step over the transport for the whole process: one
-// all-gather of a small header (which collective, which run) and of the serialized values of its
-// devices, from which each device picks its group's values. An all-reduce of one array of a type
-// the transport reduces, over one group of every device with one device per process, is one
-// MPI_Allreduce instead (its to_apply recognisably add, multiply, maximum or minimum), so its
-// bandwidth is MPI's. Collectives whose groups all stay within one process meet in memory as
-// CollectiveRendezvous's do, with no step.
+// their buffers (or values), the last of them takes one step over the transport for the whole
+// process: an all-gather of a small header (which collective, which run, or that the process
+// failed), then the collective itself.
+//
+// The compiled runtime's all-reduce, reduce-scatter, all-gather and collective-permute of
+// row-major arrays meet on the members' buffers (MeetOnBuffers) with the transport's typed calls:
+// MPI_Allreduce, MPI_Reduce_scatter_block and MPI_Allgather on a communicator per group
+// (MPI_Comm_split, made once per set of groups), MPI_Isend/MPI_Irecv pairs for a permutation. A
+// process's several members of one group first fold (or pack) their buffers in memory and take
+// one place in the communicator. That needs each process's members of a group to follow each
+// other in the group's order, and all of them in one group ("aligned"), and a reduction MPI
+// has: a to_apply of add, multiply, maximum or minimum, of f32, f64 or a signed or unsigned
+// integer of 8 to 64 bits. Anything else (f16, bf16, pred, complex, another to_apply, groups
+// interleaved across processes, all-to-all, collective-broadcast, the -start forms, the
+// evaluator's Meet) goes the generic way: an all-gather of every device's serialized values,
+// from which each device picks its group's (an all-reduce over one group of every device with
+// one device per process is one MPI_Allreduce there too). Collectives whose groups all stay within
+// one process meet in memory as CollectiveRendezvous's do, with no step.
 //
 // Failure: the header says what each process is doing, so a process that failed (before the
 // run, or during it) or finished tells the others in the step they are waiting in, and every
@@ -19,6 +30,7 @@
 #pragma once
 
 #include <condition_variable>
+#include <functional>
 #include <map>
 #include <mutex>
 #include <optional>
@@ -56,6 +68,11 @@ class DistributedRendezvous : public CollectiveRendezvous {
                                                              std::span<const int64_t> group,
                                                              Literal value) override;
   bool InProcess() const override { return false; }
+  bool MeetsInProcess(const HloInstruction& instruction) override;
+  bool CanMeetOnBuffers(const HloInstruction& instruction) override;
+  Status MeetOnBuffers(const HloInstruction& instruction, int64_t occurrence, int64_t device,
+                       std::span<const char* const> operands,
+                       std::span<char* const> results) override;
   void DeviceFinished(int64_t device) override;
   void Abort(const Status& why) override;
 
@@ -65,10 +82,26 @@ class DistributedRendezvous : public CollectiveRendezvous {
     bool crosses = false;                 // some group spans two processes
     std::vector<bool> participates;       // by device: in a group of two or more
     std::optional<TransportReduction> reduction;  // a transport all-reduce applies
+    // MeetOnBuffers applies (see the file comment).
+    bool on_buffers = false;
+    std::optional<TransportReduction> buffer_reduction;  // all-reduce and reduce-scatter
+    std::string group_set;  // the communicator's key: the groups' text
+    int color = 0;          // this process's group
+    int key = 0;            // this process's place in it
+    bool every_process = false;  // one group, the processes in rank order
+    std::vector<int64_t> local_members;  // this process's members of its group, in group order
+    int64_t group_size = 0;
+    std::vector<int64_t> permute_source;  // by device (collective-permute): -1 none
+  };
+  // A member's buffers (MeetOnBuffers).
+  struct Buffers {
+    std::vector<const char*> operands;
+    std::vector<char*> results;
   };
   // One run of a collective on this process.
   struct Slot {
     std::map<int64_t, std::shared_ptr<Literal>> local;  // by device (a reduction works in place)
+    std::map<int64_t, Buffers> buffers;                 // by device, MeetOnBuffers
     bool stepping = false;
     bool done = false;
     std::vector<std::shared_ptr<const Literal>> all;  // by device, once done
@@ -85,6 +118,18 @@ class DistributedRendezvous : public CollectiveRendezvous {
   StatusOr<const Plan*> PlanFor(const HloInstruction& instruction, int64_t participants_hint);
   // The step for `slot`; called without mutex_.
   Status Step(const HloInstruction& instruction, int64_t occurrence, const Plan& plan, Slot& slot);
+  // The step of a MeetOnBuffers slot; called without mutex_.
+  Status StepOnBuffers(const HloInstruction& instruction, int64_t occurrence, const Plan& plan,
+                       Slot& slot);
+  // Decides plan.on_buffers and what it needs.
+  void PlanBuffers(const HloInstruction& instruction,
+                   const std::vector<std::vector<int64_t>>& groups, Plan& plan) const;
+  // Brings this device's part to the slot of `instruction`'s `occurrence` (`deposit` puts it
+  // there, under mutex_); the last local member steps (`step`), the others wait for it. Returns
+  // the slot's outcome; `leave` (under mutex_) takes what the device needs from a done slot.
+  Status Arrive(const HloInstruction& instruction, int64_t occurrence, const Plan& plan,
+                const std::function<void(Slot&)>& deposit,
+                const std::function<Status(Slot&)>& step, const std::function<void(Slot&)>& leave);
   // One all-gather of headers (and payloads) over every process.
   std::vector<std::pair<Header, std::string>> Gather(const Header& mine, std::string_view payload);
   // The verdict of headers that do not all agree with `mine`; nullopt when they do.
@@ -110,6 +155,7 @@ class DistributedRendezvous : public CollectiveRendezvous {
   std::optional<Status> failure_;          // this process's run failed (Abort)
   std::optional<Status> verdict_;          // the processes agreed the run failed: no more steps
   std::mutex step_mutex_;                  // one step at a time on the transport
+  std::map<std::string, int> communicators_;  // by group set (under step_mutex_)
 };
 
 }  // namespace xlens

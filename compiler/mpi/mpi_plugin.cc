@@ -1,4 +1,5 @@
-// libxlens_mpi.so: mpi_plugin.h's calls over Open MPI. The calls are MPI's blocking collectives,
+// libxlens_mpi.so: mpi_plugin.h's calls over Open MPI. The calls are MPI's blocking collectives
+// (and point-to-point transfers waited for at once with MPI_Waitall),
 // which run at MPI's speed (a nonblocking one polled with MPI_Test progresses only as often as it
 // is polled: a 1 MB MPI_Iallreduce between two busy ranks took 30x longer). Their time limit is
 // kept by a watchdog thread: a call still running past it prints the line the caller set and
@@ -22,6 +23,13 @@
 namespace {
 
 MPI_Comm g_comm = MPI_COMM_NULL;
+// The communicators by handle: 0 is g_comm, split() adds the others (freed by finalize).
+std::vector<MPI_Comm> g_comms;
+
+MPI_Comm CommOf(int comm) {
+  if (comm < 0 || comm >= static_cast<int>(g_comms.size())) return MPI_COMM_NULL;
+  return g_comms[comm];
+}
 
 void SetError(char* error, size_t error_size, const char* what, int code) {
   char text[MPI_MAX_ERROR_STRING] = {0};
@@ -124,15 +132,97 @@ int Init(int* rank, int* size, char* error, size_t error_size) {
     SetError(error, error_size, "setting up MPI_COMM_WORLD", rc);
     return kXlensMpiError;
   }
+  g_comms.assign(1, g_comm);
   std::thread(Watch).detach();
   return kXlensMpiOk;
 }
 
-int AllgatherSizes(int64_t bytes, int64_t* sizes, double timeout, char* error, size_t error_size) {
+bool TooLarge(int64_t count, const char* what, char* error, size_t error_size) {
+  if (count <= INT_MAX) return false;
+  std::snprintf(error, error_size, "%s of %lld elements: MPI counts stop at 2^31", what,
+                static_cast<long long>(count));
+  return true;
+}
+
+int BadComm(int comm, char* error, size_t error_size) {
+  std::snprintf(error, error_size, "no communicator %d", comm);
+  return kXlensMpiError;
+}
+
+int Allgather(int comm, const void* mine, int64_t bytes_each, void* out, double timeout,
+              char* error, size_t error_size) {
+  const MPI_Comm c = CommOf(comm);
+  if (c == MPI_COMM_NULL) return BadComm(comm, error, error_size);
+  if (TooLarge(bytes_each, "MPI_Allgather", error, error_size)) return kXlensMpiError;
   Deadline deadline(timeout);
-  const int rc = MPI_Allgather(&bytes, 1, MPI_INT64_T, sizes, 1, MPI_INT64_T, g_comm);
+  const int rc = MPI_Allgather(mine, static_cast<int>(bytes_each), MPI_BYTE, out,
+                               static_cast<int>(bytes_each), MPI_BYTE, c);
   if (rc != MPI_SUCCESS) {
     SetError(error, error_size, "MPI_Allgather", rc);
+    return kXlensMpiError;
+  }
+  return kXlensMpiOk;
+}
+
+int ReduceScatter(int comm, const void* in, void* out, int64_t count_each, int type, int op,
+                  double timeout, char* error, size_t error_size) {
+  const MPI_Comm c = CommOf(comm);
+  if (c == MPI_COMM_NULL) return BadComm(comm, error, error_size);
+  const MPI_Datatype datatype = TypeOf(type);
+  const MPI_Op mpi_op = OpOf(op);
+  if (datatype == MPI_DATATYPE_NULL || mpi_op == MPI_OP_NULL) {
+    std::snprintf(error, error_size, "no MPI reduction for type %d, op %d", type, op);
+    return kXlensMpiError;
+  }
+  if (TooLarge(count_each, "MPI_Reduce_scatter_block", error, error_size)) return kXlensMpiError;
+  Deadline deadline(timeout);
+  const int rc = MPI_Reduce_scatter_block(in, out, static_cast<int>(count_each), datatype, mpi_op, c);
+  if (rc != MPI_SUCCESS) {
+    SetError(error, error_size, "MPI_Reduce_scatter_block", rc);
+    return kXlensMpiError;
+  }
+  return kXlensMpiOk;
+}
+
+int Split(int color, int key, int* comm, double timeout, char* error, size_t error_size) {
+  MPI_Comm split = MPI_COMM_NULL;
+  Deadline deadline(timeout);
+  int rc = MPI_Comm_split(g_comm, color, key, &split);
+  if (rc == MPI_SUCCESS) rc = MPI_Comm_set_errhandler(split, MPI_ERRORS_RETURN);
+  if (rc != MPI_SUCCESS) {
+    SetError(error, error_size, "MPI_Comm_split", rc);
+    return kXlensMpiError;
+  }
+  g_comms.push_back(split);
+  *comm = static_cast<int>(g_comms.size()) - 1;
+  return kXlensMpiOk;
+}
+
+int Exchange(const XlensMpiTransfer* sends, int send_count, const XlensMpiTransfer* receives,
+             int receive_count, double timeout, char* error, size_t error_size) {
+  std::vector<MPI_Request> requests;
+  requests.reserve(static_cast<size_t>(send_count + receive_count));
+  Deadline deadline(timeout);
+  int rc = MPI_SUCCESS;
+  for (int i = 0; i < receive_count && rc == MPI_SUCCESS; ++i) {
+    if (TooLarge(receives[i].bytes, "MPI_Irecv", error, error_size)) rc = MPI_ERR_COUNT;
+    if (rc != MPI_SUCCESS) break;
+    requests.emplace_back();
+    rc = MPI_Irecv(receives[i].data, static_cast<int>(receives[i].bytes), MPI_BYTE,
+                   receives[i].peer, receives[i].tag, g_comm, &requests.back());
+  }
+  for (int i = 0; i < send_count && rc == MPI_SUCCESS; ++i) {
+    if (TooLarge(sends[i].bytes, "MPI_Isend", error, error_size)) rc = MPI_ERR_COUNT;
+    if (rc != MPI_SUCCESS) break;
+    requests.emplace_back();
+    rc = MPI_Isend(sends[i].data, static_cast<int>(sends[i].bytes), MPI_BYTE, sends[i].peer,
+                   sends[i].tag, g_comm, &requests.back());
+  }
+  if (rc == MPI_SUCCESS && !requests.empty()) {
+    rc = MPI_Waitall(static_cast<int>(requests.size()), requests.data(), MPI_STATUSES_IGNORE);
+  }
+  if (rc != MPI_SUCCESS) {
+    if (error[0] == '\0') SetError(error, error_size, "MPI_Isend/MPI_Irecv", rc);
     return kXlensMpiError;
   }
   return kXlensMpiOk;
@@ -164,8 +254,10 @@ int Allgatherv(const void* mine, int64_t bytes, const int64_t* sizes, void* out,
   return kXlensMpiOk;
 }
 
-int Allreduce(void* data, int64_t count, int type, int op, double timeout, char* error,
+int Allreduce(int comm, void* data, int64_t count, int type, int op, double timeout, char* error,
               size_t error_size) {
+  const MPI_Comm c = CommOf(comm);
+  if (c == MPI_COMM_NULL) return BadComm(comm, error, error_size);
   const MPI_Datatype datatype = TypeOf(type);
   const MPI_Op mpi_op = OpOf(op);
   if (datatype == MPI_DATATYPE_NULL || mpi_op == MPI_OP_NULL) {
@@ -178,8 +270,7 @@ int Allreduce(void* data, int64_t count, int type, int op, double timeout, char*
   for (int64_t done = 0; done < count; done += kPiece) {
     const int n = static_cast<int>(count - done < kPiece ? count - done : kPiece);
     Deadline deadline(timeout);
-    const int rc = MPI_Allreduce(MPI_IN_PLACE, bytes + done * SizeOf(type), n, datatype, mpi_op,
-                                 g_comm);
+    const int rc = MPI_Allreduce(MPI_IN_PLACE, bytes + done * SizeOf(type), n, datatype, mpi_op, c);
     if (rc != MPI_SUCCESS) {
       SetError(error, error_size, "MPI_Allreduce", rc);
       return kXlensMpiError;
@@ -194,6 +285,10 @@ void Abort(int exit_code) {
 }
 
 void Finalize() {
+  for (size_t i = 1; i < g_comms.size(); ++i) {
+    if (g_comms[i] != MPI_COMM_NULL) MPI_Comm_free(&g_comms[i]);
+  }
+  g_comms.clear();
   if (g_comm != MPI_COMM_NULL) MPI_Comm_free(&g_comm);
   MPI_Finalize();
 }
@@ -203,8 +298,9 @@ void SetTimeoutLine(const char* line) {
   g_timeout_line = line;
 }
 
-const XlensMpiApi kApi = {kXlensMpiAbiVersion, Init, AllgatherSizes, Allgatherv, Allreduce,
-                          Abort, Finalize, SetTimeoutLine};
+const XlensMpiApi kApi = {kXlensMpiAbiVersion, Init,  Allgather, Allgatherv, Allreduce,
+                          ReduceScatter,       Split, Exchange,  Abort,      Finalize,
+                          SetTimeoutLine};
 
 }  // namespace
 

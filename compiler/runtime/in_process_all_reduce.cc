@@ -57,7 +57,8 @@ bool CanRunInPlace(const HloInstruction& collective, const DeviceCollectives* de
   const HloOpcode opcode = collective.opcode();
   if ((opcode != HloOpcode::kAllReduce && opcode != HloOpcode::kReduceScatter &&
        opcode != HloOpcode::kAllGather) ||
-      device == nullptr || device->rendezvous() == nullptr || !device->rendezvous()->InProcess() ||
+      device == nullptr || device->rendezvous() == nullptr ||
+      !device->rendezvous()->MeetsInProcess(collective) ||
       collective.operand_count() < 1) {
     return false;
   }

@@ -20,8 +20,8 @@ namespace xlens::runtime {
 
 // Whether `collective` (all-reduce, reduce-scatter or all-gather) may run here on `device`:
 // arrays in the default layout (as many results as operands), a to_apply of one elementwise
-// instruction of its parameters, and a rendezvous in this process. Otherwise the thunk evaluates
-// it the evaluator's way.
+// instruction of its parameters, and members all in this process (under --distributed=mpi too,
+// where its groups stay within one process). Otherwise the thunk evaluates it the evaluator's way.
 bool CanRunInPlace(const HloInstruction& collective, const DeviceCollectives* device);
 
 // Runs `collective` on `device` (CanRunInPlace): operands[k] and results[k] are the buffers of

@@ -4,6 +4,7 @@
 #include <signal.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -147,27 +148,92 @@ void MpiTransport::Finalize() {
 
 std::vector<std::string> MpiTransport::AllGather(std::string_view mine, std::string_view what,
                                                  double timeout_seconds) {
+  // One MPI_Allgather of fixed blocks (each rank's size and its first bytes): the headers of the
+  // steps fit, and only bytes beyond a block take a second call, an MPI_Allgatherv.
+  constexpr size_t kBlock = 256;
+  constexpr size_t kInline = kBlock - sizeof(int64_t);
   SetTimeoutLine(what, timeout_seconds);
   char error[kErrorSize] = {0};
-  std::vector<int64_t> sizes(static_cast<size_t>(size_));
-  int rc = api_->allgather_sizes(static_cast<int64_t>(mine.size()), sizes.data(), timeout_seconds,
-                                 error, sizeof(error));
-  std::string out;
-  if (rc == kXlensMpiOk) {
-    int64_t total = 0;
-    for (int64_t s : sizes) total += s;
-    out.resize(static_cast<size_t>(total));
-    rc = api_->allgatherv(mine.data(), static_cast<int64_t>(mine.size()), sizes.data(), out.data(),
-                          timeout_seconds, error, sizeof(error));
-  }
+  char block[kBlock] = {0};
+  const int64_t size = static_cast<int64_t>(mine.size());
+  std::memcpy(block, &size, sizeof(size));
+  std::memcpy(block + sizeof(size), mine.data(), std::min(mine.size(), kInline));
+  std::string blocks(kBlock * static_cast<size_t>(size_), '\0');
+  int rc = api_->allgather(kEveryProcess, block, kBlock, blocks.data(), timeout_seconds, error,
+                           sizeof(error));
   if (rc != kXlensMpiOk) AbortAll(fmt::format("{}: {}", what, error));
+  std::vector<int64_t> sizes(static_cast<size_t>(size_));
+  bool all_inline = true;
+  for (int r = 0; r < size_; ++r) {
+    std::memcpy(&sizes[r], blocks.data() + r * kBlock, sizeof(int64_t));
+    all_inline = all_inline && sizes[r] >= 0 && static_cast<size_t>(sizes[r]) <= kInline;
+  }
   std::vector<std::string> all;
+  if (all_inline) {
+    for (int r = 0; r < size_; ++r) {
+      all.emplace_back(blocks.data() + r * kBlock + sizeof(int64_t), static_cast<size_t>(sizes[r]));
+    }
+    return all;
+  }
+  int64_t total = 0;
+  for (int64_t s : sizes) total += s;
+  std::string out(static_cast<size_t>(total), '\0');
+  rc = api_->allgatherv(mine.data(), size, sizes.data(), out.data(), timeout_seconds, error,
+                        sizeof(error));
+  if (rc != kXlensMpiOk) AbortAll(fmt::format("{}: {}", what, error));
   size_t offset = 0;
   for (int64_t s : sizes) {
     all.push_back(out.substr(offset, static_cast<size_t>(s)));
     offset += static_cast<size_t>(s);
   }
   return all;
+}
+
+int MpiTransport::Split(int color, int key, std::string_view what, double timeout_seconds) {
+  SetTimeoutLine(what, timeout_seconds);
+  char error[kErrorSize] = {0};
+  int communicator = 0;
+  if (api_->split(color, key, &communicator, timeout_seconds, error, sizeof(error)) != kXlensMpiOk) {
+    AbortAll(fmt::format("{}: {}", what, error));
+  }
+  return communicator;
+}
+
+void MpiTransport::ReduceScatter(int communicator, const void* in, void* out, int64_t count_each,
+                                 PrimitiveType type, TransportReduction op, std::string_view what,
+                                 double timeout_seconds) {
+  SetTimeoutLine(what, timeout_seconds);
+  char error[kErrorSize] = {0};
+  const int rc = api_->reduce_scatter(communicator, in, out, count_each, TypeOf(type).value_or(-1),
+                                      OpOf(op), timeout_seconds, error, sizeof(error));
+  if (rc != kXlensMpiOk) AbortAll(fmt::format("{}: {}", what, error));
+}
+
+void MpiTransport::AllGatherBytes(int communicator, const void* in, void* out, int64_t bytes_each,
+                                  std::string_view what, double timeout_seconds) {
+  SetTimeoutLine(what, timeout_seconds);
+  char error[kErrorSize] = {0};
+  const int rc = api_->allgather(communicator, in, bytes_each, out, timeout_seconds, error,
+                                 sizeof(error));
+  if (rc != kXlensMpiOk) AbortAll(fmt::format("{}: {}", what, error));
+}
+
+void MpiTransport::Exchange(std::span<const TransportSend> sends,
+                            std::span<const TransportReceive> receives, std::string_view what,
+                            double timeout_seconds) {
+  if (sends.empty() && receives.empty()) return;
+  SetTimeoutLine(what, timeout_seconds);
+  std::vector<XlensMpiTransfer> out, in;
+  for (const TransportSend& s : sends) {
+    out.push_back({const_cast<void*>(s.data), s.bytes, s.peer, static_cast<int>(s.tag)});
+  }
+  for (const TransportReceive& r : receives) {
+    in.push_back({r.data, r.bytes, r.peer, static_cast<int>(r.tag)});
+  }
+  char error[kErrorSize] = {0};
+  const int rc = api_->exchange(out.data(), static_cast<int>(out.size()), in.data(),
+                                static_cast<int>(in.size()), timeout_seconds, error, sizeof(error));
+  if (rc != kXlensMpiOk) AbortAll(fmt::format("{}: {}", what, error));
 }
 
 void MpiTransport::SetTimeoutLine(std::string_view what, double timeout_seconds) {
@@ -178,11 +244,11 @@ void MpiTransport::SetTimeoutLine(std::string_view what, double timeout_seconds)
 
 bool MpiTransport::CanReduce(PrimitiveType type) const { return TypeOf(type).has_value(); }
 
-void MpiTransport::AllReduce(void* data, int64_t count, PrimitiveType type, TransportReduction op,
-                             std::string_view what, double timeout_seconds) {
+void MpiTransport::AllReduce(int communicator, void* data, int64_t count, PrimitiveType type,
+                             TransportReduction op, std::string_view what, double timeout_seconds) {
   SetTimeoutLine(what, timeout_seconds);
   char error[kErrorSize] = {0};
-  const int rc = api_->allreduce(data, count, TypeOf(type).value_or(-1), OpOf(op), timeout_seconds,
+  const int rc = api_->allreduce(communicator, data, count, TypeOf(type).value_or(-1), OpOf(op), timeout_seconds,
                                  error, sizeof(error));
   if (rc != kXlensMpiOk) AbortAll(fmt::format("{}: {}", what, error));
 }

@@ -1,5 +1,6 @@
 // The CollectiveTransport (hlo/collective_transport.h) of xlens run --distributed=mpi: Open MPI's
-// collectives through libxlens_mpi.so (mpi/mpi_plugin.h), which is opened with dlopen here, only
+// typed collectives on the buffers (MPI_Allreduce, MPI_Reduce_scatter_block, MPI_Allgather on
+// communicators from MPI_Comm_split, MPI_Isend/MPI_Irecv) through libxlens_mpi.so (mpi/mpi_plugin.h), which is opened with dlopen here, only
 // when asked for, so that the xlens binary starts without libmpi on machines that lack it.
 #pragma once
 
@@ -22,9 +23,17 @@ class MpiTransport : public CollectiveTransport {
   int num_ranks() const override { return size_; }
   std::vector<std::string> AllGather(std::string_view mine, std::string_view what,
                                      double timeout_seconds) override;
+  int Split(int color, int key, std::string_view what, double timeout_seconds) override;
   bool CanReduce(PrimitiveType type) const override;
-  void AllReduce(void* data, int64_t count, PrimitiveType type, TransportReduction op,
-                 std::string_view what, double timeout_seconds) override;
+  void AllReduce(int communicator, void* data, int64_t count, PrimitiveType type,
+                 TransportReduction op, std::string_view what, double timeout_seconds) override;
+  void ReduceScatter(int communicator, const void* in, void* out, int64_t count_each,
+                     PrimitiveType type, TransportReduction op, std::string_view what,
+                     double timeout_seconds) override;
+  void AllGatherBytes(int communicator, const void* in, void* out, int64_t bytes_each,
+                      std::string_view what, double timeout_seconds) override;
+  void Exchange(std::span<const TransportSend> sends, std::span<const TransportReceive> receives,
+                std::string_view what, double timeout_seconds) override;
 
   // "rank 1 of 4", the prefix of every line a rank prints about the run.
   std::string RankName() const;

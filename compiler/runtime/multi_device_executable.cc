@@ -48,19 +48,27 @@ StatusOr<std::unique_ptr<MultiDeviceExecutable>> MultiDeviceExecutable::Compile(
 StatusOr<std::vector<Literal>> MultiDeviceExecutable::Execute(
     std::span<const std::vector<Literal>> per_device_arguments, const MultiDeviceOptions& options,
     const std::atomic<bool>* cancel, std::vector<std::vector<int64_t>>* thunk_ns) {
+  return Execute(std::make_shared<const Arguments>(per_device_arguments.begin(),
+                                                   per_device_arguments.end()),
+                 options, cancel, thunk_ns);
+}
+
+StatusOr<std::vector<Literal>> MultiDeviceExecutable::Execute(
+    std::shared_ptr<const Arguments> arguments, const MultiDeviceOptions& options,
+    const std::atomic<bool>* cancel, std::vector<std::vector<int64_t>>* thunk_ns,
+    bool read_results) {
   const int64_t devices = topology_.num_devices();
-  if (static_cast<int64_t>(per_device_arguments.size()) != devices) {
+  if (arguments == nullptr || static_cast<int64_t>(arguments->size()) != devices) {
     return Error(fmt::format("{} devices need {} argument lists, got {}", devices, devices,
-                             per_device_arguments.size()));
+                             arguments == nullptr ? 0 : arguments->size()));
   }
   if (left_behind_ > 0) {
     return Error(fmt::format("{} device{} of an earlier run never stopped and still run{} these "
                              "executables: compile the module again", left_behind_,
                              left_behind_ > 1 ? "s" : "", left_behind_ > 1 ? "" : "s"));
   }
-  // A device left behind still holds its executable and its arguments: the program owns copies.
-  auto arguments = std::make_shared<std::vector<std::vector<Literal>>>(per_device_arguments.begin(),
-                                                                        per_device_arguments.end());
+  ran_ = false;
+  last_arguments_ = arguments;
   std::vector<std::shared_ptr<Executable>> executables = executables_;
   MultiDeviceOptions run_options = options;
   run_options.left_behind = &left_behind_;
@@ -68,19 +76,42 @@ StatusOr<std::vector<Literal>> MultiDeviceExecutable::Execute(
   if (thunk_ns != nullptr) thunk_ns->resize(static_cast<size_t>(devices));
   auto results = RunOnSimulatedDevices(
       topology_, run_options, cancel,
-      [executables, arguments, thunk_ns](DeviceCollectives& device, const std::atomic<bool>*) -> StatusOr<Literal> {
+      [executables, arguments, thunk_ns, read_results](DeviceCollectives& device,
+                                                       const std::atomic<bool>*) -> StatusOr<Literal> {
         const size_t id = static_cast<size_t>(device.device_id());
         Executable& executable = *executables[id];
+        const std::vector<Literal>& mine = (*arguments)[id];
         // The timeline puts this thread's spans on the device's own track.
         if (profiler::TracingEnabled()) profiler::SetCurrentThreadName(DeviceThreadName(device.device_id()));
         executable.set_device(&device);
-        Status ran = executable.SetArguments((*arguments)[id]);
+        // Read in place where the program allows it: `arguments` outlives the run (and the
+        // results read after it), held here and by last_arguments_.
+        Status ran = executable.SetArguments(
+            mine.size(), [&](size_t p) -> const Literal& { return mine[p]; },
+            executable.borrows_arguments());
         if (ran.ok()) ran = executable.Run(thunk_ns != nullptr ? &(*thunk_ns)[id] : nullptr);
         executable.set_device(nullptr);
         if (!ran.ok()) return ran;
+        if (!read_results) return Literal();
         return executable.Results();
       });
   if (options.left_behind != nullptr) *options.left_behind = left_behind_;
+  ran_ = results.ok();
+  return results;
+}
+
+StatusOr<std::vector<Literal>> MultiDeviceExecutable::Results() const {
+  if (!ran_) return Error("no run has finished: there are no results to read");
+  std::vector<Literal> results;
+  results.reserve(executables_.size());
+  for (const std::shared_ptr<Executable>& executable : executables_) {
+    if (executable == nullptr) {
+      results.emplace_back();
+      continue;
+    }
+    ASSIGN_OR_RETURN(Literal result, executable->Results());
+    results.push_back(std::move(result));
+  }
   return results;
 }
 

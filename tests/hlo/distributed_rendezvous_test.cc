@@ -47,6 +47,7 @@ class Hub {
     return result_;
   }
   std::atomic<int> reductions{0};
+  std::atomic<int> splits{0};
 
  private:
   const int ranks_;
@@ -65,21 +66,18 @@ class FakeTransport : public CollectiveTransport {
   std::vector<std::string> AllGather(std::string_view mine, std::string_view, double) override {
     return hub_->AllGather(rank_, mine);
   }
-  bool CanReduce(PrimitiveType type) const override { return type == PrimitiveType::F32; }
-  void AllReduce(void* data, int64_t count, PrimitiveType, TransportReduction op, std::string_view,
-                 double) override {
-    EXPECT_EQ(op, TransportReduction::kSum);
+  bool CanReduce(PrimitiveType type) const override {
+    return type == PrimitiveType::F32 || type == PrimitiveType::S32;
+  }
+  // The plain typed calls (over AllGather), counted.
+  void AllReduce(int communicator, void* data, int64_t count, PrimitiveType type,
+                 TransportReduction op, std::string_view what, double timeout) override {
     ++hub_->reductions;
-    auto all = hub_->AllGather(rank_, std::string_view(static_cast<const char*>(data), count * 4));
-    std::vector<float> sum(count, 0.0f);
-    for (const std::string& bytes : all) {
-      for (int64_t i = 0; i < count; ++i) {
-        float v;
-        std::memcpy(&v, bytes.data() + i * 4, 4);
-        sum[i] += v;
-      }
-    }
-    std::memcpy(data, sum.data(), count * 4);
+    CollectiveTransport::AllReduce(communicator, data, count, type, op, what, timeout);
+  }
+  int Split(int color, int key, std::string_view what, double timeout) override {
+    ++hub_->splits;
+    return CollectiveTransport::Split(color, key, what, timeout);
   }
 
  private:
@@ -93,6 +91,18 @@ add {
   x = f32[] parameter(0)
   y = f32[] parameter(1)
   ROOT s = f32[] add(x, y)
+}
+
+maximum {
+  x = f32[] parameter(0)
+  y = f32[] parameter(1)
+  ROOT s = f32[] maximum(x, y)
+}
+
+add_s32 {
+  x = s32[] parameter(0)
+  y = s32[] parameter(1)
+  ROOT s = s32[] add(x, y)
 }
 )";
 
@@ -227,6 +237,160 @@ ENTRY e {
               HasSubstr("the processes cannot meet: rank 0 waits at collective %ar; rank 1 finished its run"));
   EXPECT_THAT(outcomes[1].finish.message(),
               HasSubstr("the processes cannot meet: rank 0 waits at collective %ar; rank 1 finished its run"));
+}
+
+// Runs the collective ROOT of `entry` (of f32[n] or s32[n] parameter p, each device's a ramp)
+// through MeetOnBuffers on `devices` partitions over `ranks` threads, a thread per device, and
+// returns every device's result bytes; `on_buffers` says whether every rank took that way.
+std::vector<std::vector<char>> MeetOnBuffersOfRanks(const std::string& entry, int64_t devices,
+                                                    int ranks, Hub& hub, bool& on_buffers) {
+  auto module = ParseHloModule(std::string(kHeader) + entry);
+  EXPECT_TRUE(module.ok()) << module.status().message();
+  const HloInstruction& root = *(*module)->entry_computation()->root_instruction();
+  const DeviceTopology topology{1, devices};
+  const Shape& in = root.operand(0)->shape();
+  const int64_t in_bytes = shape_util::ByteSizeOf(in);
+  const int64_t out_bytes = shape_util::ByteSizeOf(root.shape());
+  std::vector<std::vector<char>> operands(devices), results(devices);
+  for (int64_t d = 0; d < devices; ++d) {
+    operands[d].resize(in_bytes);
+    for (int64_t i = 0; i < in.num_elements(); ++i) {
+      if (in.element_type() == PrimitiveType::F32) {
+        const float v = static_cast<float>(d * 100 + i);
+        std::memcpy(operands[d].data() + i * 4, &v, 4);
+      } else {
+        const int32_t v = static_cast<int32_t>(d * 100 + i);
+        std::memcpy(operands[d].data() + i * 4, &v, 4);
+      }
+    }
+    results[d].assign(out_bytes, 7);
+  }
+  std::atomic<int> took{0};
+  std::vector<std::thread> rank_threads;
+  for (int r = 0; r < ranks; ++r) {
+    rank_threads.emplace_back([&, r] {
+      FakeTransport transport(&hub, r, ranks);
+      DistributedRendezvous rendezvous(topology, &transport, /*timeout_seconds=*/10);
+      ASSERT_TRUE(rendezvous.Start(OkStatus()).ok());
+      if (!rendezvous.CanMeetOnBuffers(root)) {
+        EXPECT_TRUE(rendezvous.Finish(OkStatus()).ok());
+        return;
+      }
+      ++took;
+      std::vector<std::thread> device_threads;
+      for (int64_t d : rendezvous.local_devices()) {
+        device_threads.emplace_back([&, d] {
+          const char* operand = operands[d].data();
+          char* result = results[d].data();
+          Status met = rendezvous.MeetOnBuffers(root, 0, d, std::span<const char* const>(&operand, 1),
+                                                std::span<char* const>(&result, 1));
+          EXPECT_TRUE(met.ok()) << met.message();
+        });
+      }
+      for (auto& t : device_threads) t.join();
+      EXPECT_TRUE(rendezvous.Finish(OkStatus()).ok());
+    });
+  }
+  for (auto& t : rank_threads) t.join();
+  on_buffers = took.load() == ranks;
+  return results;
+}
+
+// The same collective evaluated in one process: every device's result bytes.
+std::vector<std::vector<char>> EvaluatedBytes(const std::string& entry, int64_t devices) {
+  auto module = ParseHloModule(std::string(kHeader) + entry);
+  EXPECT_TRUE(module.ok()) << module.status().message();
+  const HloInstruction& root = *(*module)->entry_computation()->root_instruction();
+  const Shape& in = root.operand(0)->shape();
+  std::vector<std::vector<Literal>> arguments(devices);
+  for (int64_t d = 0; d < devices; ++d) {
+    Literal value(in);
+    for (int64_t i = 0; i < in.num_elements(); ++i) {
+      if (in.element_type() == PrimitiveType::F32) {
+        reinterpret_cast<float*>(value.untyped_data())[i] = static_cast<float>(d * 100 + i);
+      } else {
+        reinterpret_cast<int32_t*>(value.untyped_data())[i] = static_cast<int32_t>(d * 100 + i);
+      }
+    }
+    arguments[d].push_back(std::move(value));
+  }
+  auto results = EvaluateModuleOnDevices(**module, arguments, DeviceTopology{1, devices}, {}, {});
+  EXPECT_TRUE(results.ok()) << results.status().message();
+  std::vector<std::vector<char>> bytes;
+  for (const Literal& result : *results) {
+    const char* data = reinterpret_cast<const char*>(result.untyped_data());
+    bytes.emplace_back(data, data + result.size_bytes());
+  }
+  return bytes;
+}
+
+TEST(DistributedRendezvousTest, CollectivesOnBuffersGiveTheEvaluatorsValues) {
+  struct Case {
+    const char* entry;
+    int64_t devices;
+    int ranks;
+    int splits;  // communicators made, per rank
+  };
+  const Case cases[] = {
+      // Every device in one group: the ranks in order are every process's communicator.
+      {R"(ENTRY e {
+  p = f32[6] parameter(0)
+  ROOT c = f32[6] all-reduce(p), replica_groups={{0,1,2,3}}, use_global_device_ids=true, channel_id=1, to_apply=add
+})", 4, 2, 0},
+      {R"(ENTRY e {
+  p = s32[6] parameter(0)
+  ROOT c = s32[6] all-reduce(p), replica_groups={{0,1},{2,3}}, use_global_device_ids=true, channel_id=1, to_apply=add_s32
+})", 4, 4, 1},
+      // The ranks in another order than theirs: a communicator of its own.
+      {R"(ENTRY e {
+  p = f32[6] parameter(0)
+  ROOT c = f32[6] all-reduce(p), replica_groups={{2,3,0,1}}, use_global_device_ids=true, channel_id=1, to_apply=maximum
+})", 4, 2, 1},
+      {R"(ENTRY e {
+  p = f32[2,3] parameter(0)
+  ROOT c = f32[2,12] all-gather(p), replica_groups={{0,1,2,3}}, use_global_device_ids=true, channel_id=1, dimensions={1}
+})", 4, 2, 0},
+      {R"(ENTRY e {
+  p = f32[4,3] parameter(0)
+  ROOT c = f32[8,3] all-gather(p), replica_groups={{0,1},{2,3}}, use_global_device_ids=true, channel_id=1, dimensions={0}
+})", 4, 4, 1},
+      {R"(ENTRY e {
+  p = f32[3,8] parameter(0)
+  ROOT c = f32[3,2] reduce-scatter(p), replica_groups={{0,1,2,3}}, use_global_device_ids=true, channel_id=1, dimensions={1}, to_apply=add
+})", 4, 2, 0},
+      {R"(ENTRY e {
+  p = f32[8] parameter(0)
+  ROOT c = f32[2] reduce-scatter(p), replica_groups={{0,1,2,3}}, use_global_device_ids=true, channel_id=1, dimensions={0}, to_apply=add
+})", 4, 4, 0},
+      {R"(ENTRY e {
+  p = f32[5] parameter(0)
+  ROOT c = f32[5] collective-permute(p), channel_id=1, source_target_pairs={{0,1},{1,2},{2,3}}
+})", 4, 2, 0},
+      {R"(ENTRY e {
+  p = f32[5] parameter(0)
+  ROOT c = f32[5] collective-permute(p), channel_id=1, source_target_pairs={{0,3},{3,0},{1,2}}
+})", 4, 4, 0},
+  };
+  for (const Case& c : cases) {
+    SCOPED_TRACE(c.entry);
+    Hub hub(c.ranks);
+    bool on_buffers = false;
+    auto met = MeetOnBuffersOfRanks(c.entry, c.devices, c.ranks, hub, on_buffers);
+    EXPECT_TRUE(on_buffers);
+    EXPECT_EQ(met, EvaluatedBytes(c.entry, c.devices));
+    EXPECT_EQ(hub.splits.load(), c.splits * c.ranks);
+  }
+}
+
+TEST(DistributedRendezvousTest, GroupsInterleavedAcrossRanksGoTheGenericWay) {
+  Hub hub(2);
+  bool on_buffers = true;
+  // Rank 0 holds devices 0 and 1, which are in two groups.
+  MeetOnBuffersOfRanks(R"(ENTRY e {
+  p = f32[4] parameter(0)
+  ROOT c = f32[4] all-reduce(p), replica_groups={{0,2},{1,3}}, use_global_device_ids=true, channel_id=1, to_apply=add
+})", 4, 2, hub, on_buffers);
+  EXPECT_FALSE(on_buffers);
 }
 
 }  // namespace
