@@ -69,6 +69,18 @@ def check_programs(args, tmp, failures):
         failures.append(f"{name} ({how}): failed: {result.stderr.strip()[:2000]}")
         continue
       common.compare(f"{name} ({how})", outputs, where, devices, failures)
+      # The global outputs, as one process writes them: assembled where jax's results are the same
+      # on every device, by rank 0 alone; otherwise one line (rank 0's) says why not.
+      assembled = os.path.exists(os.path.join(outputs, "out0.npy"))
+      if common.replicated_outputs(where, devices) and replicas == 1:
+        if not assembled:
+          failures.append(f"{name} ({how}): no global outputs were assembled: {result.stdout.strip()[-300:]}")
+        elif result.stdout.count(f"wrote {outputs}/out0.npy") != 1:
+          failures.append(f"{name} ({how}): the global out0.npy was not written once")
+      elif assembled:
+        failures.append(f"{name} ({how}): global outputs were assembled without a sharding to assemble them by")
+      elif result.stdout.count("global outputs not assembled") != 1:
+        failures.append(f"{name} ({how}): not one line says why the global outputs were not assembled")
       checked += 1
   return checked
 
