@@ -575,12 +575,40 @@ StatusOr<KernelSpec> KernelBuilder::Build() {
 
   // Materialise expensive fused values that other fused instructions read.
   if (fused) {
-    int64_t scratch = 0;
+    // On the CPU a column reduction that only an elementwise root reads is materialised too (a
+    // batch mean, `sum(x * x, axis=(0, 1, 2)) / n`): computed per output it would be a scalar
+    // strided walk of the operand on one thread, not the vectorized, sliced sweep.
+    auto needs_scratch = [&](const HloInstruction* x) {
+      if (!IsExpensivePerElement(x->opcode()) || x == root_ || x == gemm) return false;
+      const bool root_reads_per_output = target_ == KernelTarget::kCpu &&
+                                         root_->opcode() != HloOpcode::kTuple &&
+                                         IsColumnReduction(x);
+      for (const HloInstruction* user : x->users()) {
+        if (user != root_ || root_reads_per_output) return true;
+      }
+      return false;
+    };
+    std::vector<const HloInstruction*> pending;
     for (const HloInstruction* x : fused->MakeInstructionPostOrder()) {
-      if (!IsExpensivePerElement(x->opcode()) || x == root_ || x == gemm) continue;
-      bool read_inside = false;
-      for (const HloInstruction* user : x->users()) read_inside |= user != root_;
-      if (!read_inside) continue;
+      if (needs_scratch(x)) pending.push_back(x);
+    }
+    // Whether `x` reads (through any chain of fused values) `also` or one of `pending`.
+    auto reads_pending = [&](const HloInstruction* x, const HloInstruction* also) {
+      std::set<const HloInstruction*> seen;
+      std::vector<const HloInstruction*> stack(x->operands().begin(), x->operands().end());
+      while (!stack.empty()) {
+        const HloInstruction* y = stack.back();
+        stack.pop_back();
+        if (!seen.insert(y).second) continue;
+        if (y == also || std::find(pending.begin(), pending.end(), y) != pending.end()) return true;
+        stack.insert(stack.end(), y->operands().begin(), y->operands().end());
+      }
+      return false;
+    };
+    int64_t scratch = 0;
+    while (!pending.empty()) {
+      const HloInstruction* x = pending.front();
+      pending.erase(pending.begin());
       // Into scratch even when `x` is also an output: an output may share its buffer with an
       // operand (in place), which later phases still read. The output phase copies it out.
       std::vector<Binding> materialized;
@@ -600,14 +628,45 @@ StatusOr<KernelSpec> KernelBuilder::Build() {
         ASSIGN_OR_RETURN(done, TryEmitGpuGemm(x, nullptr, to_scratch, /*may_split=*/false));
       }
       if (done) {
+      } else if (IsColumnReduction(x) && target_ == KernelTarget::kCpu) {
+        // With the later column reductions of the same operand shape and dimensions that read
+        // none still pending (batch norm's gradient: four sums over N, H and W in one sweep that
+        // reads x and dy once, not four); their slices' partials go to scratch past what this
+        // loop has laid out so far (batch statistics: one output row, which only slicing spreads
+        // over threads).
+        std::vector<std::vector<Binding>> sibling_bindings;
+        std::vector<const HloInstruction*> siblings;
+        for (const HloInstruction* y : pending) {
+          if (IsColumnReduction(y) && y->dimensions() == x->dimensions() &&
+              y->operand(0)->shape() == x->operand(0)->shape() &&
+              y->shape() == x->shape() && !reads_pending(y, x)) {
+            siblings.push_back(y);
+          }
+        }
+        for (const HloInstruction* y : siblings) {
+          pending.erase(std::find(pending.begin(), pending.end(), y));
+          std::vector<Binding> leaves;
+          y->shape().ForEachLeaf([&](const Shape& s, const std::vector<int64_t>& index) {
+            Shape dense = s;
+            dense.SetDefaultLayout();
+            leaves.push_back({y, index, dense, spec_.operand_leaves + spec_.output_leaves, scratch});
+            scratch += (shape_util::ByteSizeOf(dense) + 63) / 64 * 64;
+          });
+          sibling_bindings.push_back(std::move(leaves));
+        }
+        std::vector<ColumnOutput> sweep = {{x, [&](int64_t k) { return ArrayOf(materialized[k]); }}};
+        for (size_t i = 0; i < siblings.size(); ++i) {
+          sweep.push_back({siblings[i], [&, i](int64_t k) { return ArrayOf(sibling_bindings[i][k]); }});
+        }
+        spec_.scratch_bytes = scratch;
+        RETURN_IF_ERROR(EmitCpuColumnReductions(sweep, /*may_split=*/true));
+        scratch = spec_.scratch_bytes;
+        for (auto& leaves : sibling_bindings) {
+          bindings_.insert(bindings_.end(), leaves.begin(), leaves.end());
+        }
       } else if (IsColumnReduction(x)) {
-        // On the CPU its slices' partials go to scratch past what this loop has laid out so far
-        // (batch statistics: one output row, which only slicing spreads over threads).
-        const bool cpu = target_ == KernelTarget::kCpu;
-        if (cpu) spec_.scratch_bytes = scratch;
         RETURN_IF_ERROR(EmitColumnReduction(x, [&](int64_t k) { return ArrayOf(materialized[k]); },
-                                            /*may_split=*/cpu));
-        if (cpu) scratch = spec_.scratch_bytes;
+                                            /*may_split=*/false));
       } else RETURN_IF_ERROR(EmitParallelLoop(loop_shape, WorkPerElement(*x),
                                        [&](ElementalIrEmitter& e, const IrIndex& index) -> Status {
         ASSIGN_OR_RETURN(std::vector<Value*> leaves, e.EmitLeaves(x, index));

@@ -252,6 +252,68 @@ ENTRY e {
   testing::ExpectMatchesEvaluator(text, {}, kFloat);
 }
 
+TEST(CpuColumnReductionTest, ReductionOnlyTheRootReadsIsSweptIntoScratch) {
+  // mean(x * x, axis=0) as the root divides it: computed per output it would be one strided
+  // scalar walk of the rows on one thread; it is the sliced sweep, the combine, then the root's
+  // loop over the 96 means.
+  const std::string text = std::string("HloModule m\n") + kReducers + R"(
+fused {
+  x = f32[4000,96] parameter(0)
+  sq = f32[4000,96] multiply(x, x)
+  z = f32[] constant(0)
+  s = f32[96] reduce(sq, z), dimensions={0}, to_apply=add
+  c = f32[] constant(4000)
+  cb = f32[96] broadcast(c), dimensions={}
+  ROOT m = f32[96] divide(s, cb)
+}
+ENTRY e {
+  x = f32[4000,96] parameter(0)
+  ROOT f = f32[96] fusion(x), kind=kInput, calls=fused
+})";
+  KernelSpec spec = SpecOfRoot(text);
+  ASSERT_EQ(spec.phases.size(), 3u);
+  EXPECT_EQ(spec.phases[0].tasks, 5);
+  EXPECT_EQ(spec.scratch_bytes, 384 + 5 * 384);
+  testing::ExpectMatchesEvaluator(text, {}, kFloat);
+}
+
+TEST(CpuColumnReductionTest, IndependentMaterialisedReductionsShareOneSweep) {
+  // Batch norm's gradient in small: sum(dy) and sum(dy * x) read nothing materialised and share
+  // one sweep; sum(x * k) reads their result k, so it is a second sweep; then the outputs.
+  const std::string text = std::string("HloModule m\n") + kReducers + R"(
+fused {
+  x = f32[4000,96] parameter(0)
+  dy = f32[4000,96] parameter(1)
+  z = f32[] constant(0)
+  s1 = f32[96] reduce(dy, z), dimensions={0}, to_apply=add
+  p = f32[4000,96] multiply(dy, x)
+  s2 = f32[96] reduce(p, z), dimensions={0}, to_apply=add
+  k = f32[96] multiply(s1, s2)
+  kb = f32[4000,96] broadcast(k), dimensions={1}
+  q = f32[4000,96] multiply(x, kb)
+  s3 = f32[96] reduce(q, z), dimensions={0}, to_apply=add
+  c = f32[] constant(0.00025)
+  cb = f32[96] broadcast(c), dimensions={}
+  mean = f32[96] multiply(s3, cb)
+  s3b = f32[4000,96] broadcast(mean), dimensions={1}
+  o = f32[4000,96] subtract(q, s3b)
+  s1b = f32[4000,96] broadcast(s1), dimensions={1}
+  o2 = f32[4000,96] add(dy, s1b)
+  ROOT t = (f32[4000,96], f32[4000,96]) tuple(o, o2)
+}
+ENTRY e {
+  x = f32[4000,96] parameter(0)
+  dy = f32[4000,96] parameter(1)
+  ROOT f = (f32[4000,96], f32[4000,96]) fusion(x, dy), kind=kInput, calls=fused
+})";
+  KernelSpec spec = SpecOfRoot(text);
+  // Two sweeps, each with its combine, then the outputs' loop.
+  ASSERT_EQ(spec.phases.size(), 5u);
+  EXPECT_EQ(spec.phases[0].tasks, 5);
+  EXPECT_EQ(spec.phases[2].tasks, 5);
+  testing::ExpectMatchesEvaluator(text, {}, kFloat);
+}
+
 TEST(CpuColumnReductionTest, VariadicArgmaxKeepsTheFirstIndexAcrossSlices) {
   // Ties between slices: every row equal, so the first row's index must win, as the evaluator's
   // sequential fold keeps it; slices combine in order.
