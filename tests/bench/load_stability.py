@@ -59,10 +59,12 @@ class BusyProcess:
         self.proc = None
 
     def __enter__(self):
-        # It pins itself: a preexec_fn would fork this multithreaded (JAX) process.
+        # It pins itself: a preexec_fn would fork this multithreaded (JAX) process. In a session
+        # of its own, as another user's job: Linux's autogroups share the CPUs between sessions
+        # first, so a spinner in this session would only divide this session's own share.
         self.proc = subprocess.Popen(
             [sys.executable, "-c", f"import os\nos.sched_setaffinity(0, {{{self.cpu}}})\n"
-                                   "while True: pass"])
+                                   "while True: pass"], start_new_session=True)
         time.sleep(0.2)  # running, and seen by the scheduler as a CPU-bound task
         return self
 
