@@ -11,15 +11,22 @@
 # The checks: the GPU tests that skip without a driver (the executable against the evaluator on
 # 300 random modules, cuBLAS, CUPTI), the simulator's tests for comparison, and `xlens run
 # --backend=gpu --reference --trace` on the suite's modules (split launches on and off), on sort
-# and complex modules, and on every corpus module.
+# and complex modules, and on every corpus module. Collectives: the multi-device executable on the
+# GPU (every collective NCCL takes through a communicator of one rank, the rest through the host,
+# against the evaluator), NCCL's version and whether it puts two ranks on one GPU (it should not:
+# --backend=gpu then needs a GPU per device), and `xlens run --backend=gpu --num_partitions=4`
+# refused in one line on fewer than 4 GPUs (run, with NCCL, on 4 or more). NCCL is the device's
+# own (/usr/local/cuda/lib64/libnccl.so.2, or NCCL_HOME): too large for the kit.
 set -uo pipefail
 cd "$(dirname "$0")/.."
 
 # The device's own tests first; the simulator's (which CI runs too) last, for comparison, as time
 # allows: GPU_CHECKS_SECONDS (default 480) bounds the whole run.
-tests=(runtime_gpu_executable_test runtime_cublas_library_test profiler_cupti_collector_test
-       runtime_gpu_compiler_corpus_test runtime_gpu_sim_sort_test runtime_gpu_sim_complex_test
-       runtime_gpu_sim_control_flow_test)
+device_tests=(runtime_gpu_executable_test runtime_cublas_library_test profiler_cupti_collector_test
+              runtime_gpu_compiler_corpus_test runtime_nccl_library_test
+              runtime_gpu_multi_device_executable_test)
+sim_tests=(runtime_gpu_sim_sort_test runtime_gpu_sim_complex_test runtime_gpu_sim_control_flow_test)
+tests=("${device_tests[@]}" "${sim_tests[@]}")
 
 if [ "${1:-}" = "--make-kit" ]; then
   kit=${2:?usage: gpu_checks.sh --make-kit KIT}
@@ -79,7 +86,9 @@ tests_run() {  # tests_run TEST...: each under what is left of the budget
 }
 
 say "== the device's tests"
-tests_run "${tests[@]:0:4}"
+tests_run "${device_tests[@]}"
+say "NCCL: $(ls /usr/local/cuda/lib64/libnccl.so.2 ${NCCL_HOME:+$NCCL_HOME/lib/libnccl.so.2} 2>/dev/null | tr '\n' ' ')"
+grep -h -E '^NCCL |two ranks on GPU' "$out/runtime_nccl_library_test.log" 2>/dev/null | sed 's/^/    /' | tee -a "$summary"
 
 xlens="$kit/bin/xlens"
 run() {  # run NAME MODULE ARGS...: one `xlens run` on the GPU, its first lines into the summary
@@ -118,6 +127,43 @@ done
 rm -f "$out/corpus.tmp"
 say "corpus: $agree agree, $differ differ, $refused refused with a message, $other other"
 
+say "== collectives: one GPU, and more devices than GPUs"
+# Every collective on 4 devices (1 replica x 4 partitions) and the same on one (groups of one).
+collectives() {  # collectives N: the module for N partitions
+  local n=$1 all
+  all="{{$(seq -s, 0 $((n - 1)))}}"
+  cat <<HLO
+HloModule collectives_$n, num_partitions=$n
+add {
+  x = f32[] parameter(0)
+  y = f32[] parameter(1)
+  ROOT s = f32[] add(x, y)
+}
+ENTRY e {
+  p = f32[8,6] parameter(0)
+  q = u32[] partition-id()
+  ar = f32[8,6] all-reduce(p), channel_id=1, replica_groups=$all, use_global_device_ids=true, to_apply=add
+  ag = f32[$((8 * n)),6] all-gather(ar), channel_id=2, replica_groups=$all, use_global_device_ids=true, dimensions={0}
+  rs = f32[8,6] reduce-scatter(ag), channel_id=3, replica_groups=$all, use_global_device_ids=true, dimensions={0}, to_apply=add
+  a2a = f32[8,6] all-to-all(rs), channel_id=4, replica_groups=$all, dimensions={0}
+  cp = f32[8,6] collective-permute(a2a), channel_id=5, source_target_pairs={{0,$((n - 1))}}
+  b = f32[8,6] collective-broadcast(cp), channel_id=6, replica_groups=$all
+  ROOT t = (u32[], f32[8,6]) tuple(q, b)
+}
+HLO
+}
+collectives 1 >"$out/collectives_1.hlo"
+collectives 4 >"$out/collectives_4.hlo"
+run collectives_one_gpu "$out/collectives_1.hlo"
+timeout 120 "$xlens" run "$out/collectives_4.hlo" --backend=gpu --num_partitions=4 --reference \
+  >"$out/collectives_4_gpu.log" 2>&1
+say "collectives on 4 devices, --backend=gpu: exit $? (1 and one line when fewer than 4 GPUs)"
+head -4 "$out/collectives_4_gpu.log" | sed 's/^/    /' | tee -a "$summary"
+timeout 120 "$xlens" run "$out/collectives_4.hlo" --backend=gpu-sim --num_partitions=4 --reference \
+  --trace "$out/collectives_4_sim.ctf.json" >"$out/collectives_4_sim.log" 2>&1
+say "collectives on 4 simulated GPUs: exit $?"
+grep -E 'compiled|reference|modelled' "$out/collectives_4_sim.log" | sed 's/^/    /' | tee -a "$summary"
+
 say "== the simulator's tests, for comparison"
-tests_run "${tests[@]:4}"
+tests_run "${sim_tests[@]}"
 say "total: $SECONDS s"

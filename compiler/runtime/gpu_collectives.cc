@@ -48,7 +48,8 @@ int64_t LeafBytes(const Shape& shape, std::vector<int64_t>& out) {
 StatusOr<std::unique_ptr<NcclCliques>> NcclCliques::Create(const NcclLibrary& library,
                                                             const HloModule& module,
                                                             const DeviceTopology& topology,
-                                                            const std::vector<int>& gpu_of_device) {
+                                                            const std::vector<int>& gpu_of_device,
+                                                            bool groups_of_one) {
   std::unique_ptr<NcclCliques> cliques(new NcclCliques(library));
   std::set<std::vector<int64_t>> groups;
   for (const HloComputation* computation : module.computations()) {
@@ -56,7 +57,7 @@ StatusOr<std::unique_ptr<NcclCliques>> NcclCliques::Create(const NcclLibrary& li
       if (!PlanNcclCollective(*hlo).ok()) continue;
       ASSIGN_OR_RETURN(auto all, ParticipatingDeviceGroups(*hlo, topology));
       for (std::vector<int64_t>& g : all) {
-        if (g.size() > 1) groups.insert(std::move(g));
+        if (g.size() > 1 || groups_of_one) groups.insert(std::move(g));
       }
     }
   }
@@ -218,9 +219,9 @@ Status GpuCollective::RunNccl(GpuDevice& device, const std::vector<DevicePointer
   const int64_t start_ns = tracing ? profiler::NowNs() : 0;
   int64_t bytes = 0;
   for (const auto& leaves : operand_slots_) bytes += slot_bytes_.at(leaves[0]);
-  // The group's own device: copies of what it would exchange with itself.
-  if (members == 1) return RunThroughHost(device, frame, context);
   NcclComm comm = context.nccl->Comm(group, me);
+  // A device alone in its group without a communicator of its own: the host's way (copies).
+  if (members == 1 && comm == nullptr) return RunThroughHost(device, frame, context);
   if (comm == nullptr) {
     return Error(fmt::format("%{}: no NCCL communicator for devices {}", hlo_->name(), fmt::join(group, ",")));
   }

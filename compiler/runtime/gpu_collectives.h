@@ -37,10 +37,13 @@ class CollectiveThunk;
 class NcclCliques {
  public:
   // `gpu_of_device[d]` is device d's CUDA ordinal. NCCL refuses a group that names one GPU twice.
+  // With `groups_of_one`, a device alone in its group gets a communicator of one rank too (its
+  // collectives then go through NCCL as well: how the calls are tested on a single GPU).
   static StatusOr<std::unique_ptr<NcclCliques>> Create(const NcclLibrary& library,
                                                        const HloModule& module,
                                                        const DeviceTopology& topology,
-                                                       const std::vector<int>& gpu_of_device);
+                                                       const std::vector<int>& gpu_of_device,
+                                                       bool groups_of_one = false);
   ~NcclCliques();
   NcclCliques(const NcclCliques&) = delete;
   NcclCliques& operator=(const NcclCliques&) = delete;

@@ -13,7 +13,7 @@ namespace xlens::runtime {
 
 StatusOr<std::unique_ptr<GpuMultiDeviceExecutable>> GpuMultiDeviceExecutable::Compile(
     const HloModule& module, const DeviceTopology& topology, const GpuCompileOptions& options,
-    const GpuDeviceOpener& open, const GpuTarget* target) {
+    const GpuDeviceOpener& open, const GpuTarget* target, bool nccl_on_one_gpu) {
   RETURN_IF_ERROR(CheckTopology(topology));
   RETURN_IF_ERROR(CheckModuleCollectives(module, topology));
   auto result = std::unique_ptr<GpuMultiDeviceExecutable>(new GpuMultiDeviceExecutable());
@@ -32,12 +32,13 @@ StatusOr<std::unique_ptr<GpuMultiDeviceExecutable>> GpuMultiDeviceExecutable::Co
     ASSIGN_OR_RETURN(device->executable, GpuExecutable::Create(std::move(copy), options, *device->device));
     result->devices_.push_back(std::move(device));
   }
-  if (topology.num_devices() > 1 && result->devices_[0]->device->runs_cuda_libraries()) {
+  if ((topology.num_devices() > 1 || nccl_on_one_gpu) && result->devices_[0]->device->runs_cuda_libraries()) {
     ASSIGN_OR_RETURN(const NcclLibrary* nccl, LoadNccl());
     std::vector<int> gpus;
     for (int64_t d = 0; d < topology.num_devices(); ++d) gpus.push_back(static_cast<int>(d));
     ASSIGN_OR_RETURN(std::unique_ptr<NcclCliques> cliques,
-                     NcclCliques::Create(*nccl, result->devices_[0]->executable->module(), topology, gpus));
+                     NcclCliques::Create(*nccl, result->devices_[0]->executable->module(), topology, gpus,
+                                         /*groups_of_one=*/nccl_on_one_gpu));
     result->nccl_ = std::move(cliques);
   }
   result->compile_ns_ = std::chrono::duration_cast<std::chrono::nanoseconds>(

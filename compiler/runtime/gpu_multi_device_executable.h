@@ -27,10 +27,11 @@ class GpuMultiDeviceExecutable {
   // device and compiles one executable on each. When the devices run CUDA libraries (real GPUs)
   // and there are several, NCCL is loaded (an error without it) and the communicators of the
   // module's groups created, device d on CUDA device d. `target` (may be null) gives the modelled
-  // time of the collectives on the trace.
+  // time of the collectives on the trace. `nccl_on_one_gpu`: NCCL even for one device, each
+  // group of one a communicator of one rank (how the NCCL calls are tested on a single GPU).
   static StatusOr<std::unique_ptr<GpuMultiDeviceExecutable>> Compile(
       const HloModule& module, const DeviceTopology& topology, const GpuCompileOptions& options,
-      const GpuDeviceOpener& open, const GpuTarget* target = nullptr);
+      const GpuDeviceOpener& open, const GpuTarget* target = nullptr, bool nccl_on_one_gpu = false);
   ~GpuMultiDeviceExecutable();
 
   // Runs every device on its arguments (per_device_arguments[d]): result d is device d's. The

@@ -17,6 +17,7 @@
 #include "compiler/runtime/gpu_sim_device.h"
 #include "compiler/runtime/multi_device_executable.h"
 #include "compiler/runtime/multi_device_trace.h"
+#include "compiler/runtime/nccl_library.h"
 #include "profiler/host_tracer.h"
 #include "tests/hlo/multi_device_test_util.h"
 
@@ -238,6 +239,46 @@ TEST(GpuMultiDeviceExecutableTest, OneRealGpuIsAGroupOfOne) {
   ASSERT_TRUE(actual.ok()) << actual.status().message();
   Status match = ExpectLiteralNear((*expected)[0], (*actual)[0], ErrorSpec{1e-5, 1e-5});
   EXPECT_TRUE(match.ok()) << match.message();
+}
+
+// A real GPU with NCCL: each collective NCCL takes goes through a communicator of one rank (the
+// calls, their types, counts and buffers as several GPUs would make them), the rest (an all-gather
+// along a minor dimension, the -done forms) through the host; all of it the evaluator's values.
+TEST(GpuMultiDeviceExecutableTest, OneRealGpuThroughNccl) {
+  auto count = CountCudaDevices();
+  if (!count.ok() || *count < 1) GTEST_SKIP() << "no GPU: " << (count.ok() ? "none seen" : count.status().message());
+  auto nccl = LoadNccl();
+  if (!nccl.ok()) GTEST_SKIP() << nccl.status().message();
+  auto module = ParseWithReducers(R"(ENTRY e {
+  p = f32[8,6] parameter(0)
+  ar = f32[8,6] all-reduce(p), replica_groups={}, to_apply=add
+  mx = f32[8,6] all-reduce(ar), replica_groups={}, to_apply=max
+  ag = f32[8,6] all-gather(mx), replica_groups={}, dimensions={0}
+  agm = f32[8,6] all-gather(ag), replica_groups={}, dimensions={1}
+  rs = f32[8,6] reduce-scatter(agm), replica_groups={}, dimensions={0}, to_apply=add
+  a2a = f32[8,6] all-to-all(rs), replica_groups={}, dimensions={0}
+  cp = f32[8,6] collective-permute(a2a), source_target_pairs={{0,0}}
+  b = f32[8,6] collective-broadcast(cp), replica_groups={}
+  ars = f32[8,6] all-reduce-start(b), replica_groups={}, to_apply=add
+  ard = f32[8,6] all-reduce-done(ars)
+  ROOT n = f32[8,6] negate(ard)
+})");
+  ASSERT_NE(module, nullptr);
+  const DeviceTopology topology{1, 1};
+  auto arguments = Arguments(*module, 1, 11);
+  auto expected = EvaluateModuleOnDevices(*module, arguments, topology);
+  ASSERT_TRUE(expected.ok()) << expected.status().message();
+  auto executable = GpuMultiDeviceExecutable::Compile(
+      *module, topology, GpuCompileOptions{}, [](int64_t d) { return OpenCudaDevice(static_cast<int>(d)); },
+      nullptr, /*nccl_on_one_gpu=*/true);
+  ASSERT_TRUE(executable.ok()) << executable.status().message();
+  EXPECT_TRUE((*executable)->uses_nccl());
+  for (int run = 0; run < 2; ++run) {
+    auto actual = (*executable)->Execute(arguments, MultiDeviceOptions{});
+    ASSERT_TRUE(actual.ok()) << actual.status().message();
+    Status match = ExpectLiteralNear((*expected)[0], (*actual)[0], ErrorSpec{1e-5, 1e-5});
+    EXPECT_TRUE(match.ok()) << "run " << run << ": " << match.message();
+  }
 }
 
 }  // namespace

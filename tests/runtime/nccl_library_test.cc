@@ -9,6 +9,7 @@
 
 #include <algorithm>
 #include <cstdio>
+#include <filesystem>
 
 #include <fmt/format.h>
 #include <gmock/gmock.h>
@@ -33,6 +34,21 @@ TEST(NcclLibraryTest, AbsentIsOneLineNamingTheLibraryAndWhatToInstall) {
   EXPECT_THAT(message, HasSubstr("/nonexistent/libnccl.so.2"));
   EXPECT_THAT(message, HasSubstr("install libnccl2"));
   EXPECT_EQ(message.find('\n'), std::string::npos) << message;
+}
+
+// The CUDA toolkit's NCCL, where the toolkit ships one: found and every entry point resolved
+// (no GPU needed to load it).
+TEST(NcclLibraryTest, TheToolkitsNcclLoads) {
+  if (!std::filesystem::exists("/usr/local/cuda/lib64/libnccl.so.2")) {
+    GTEST_SKIP() << "/usr/local/cuda/lib64/libnccl.so.2 is absent";
+  }
+  auto library = LoadNcclFrom({"/usr/local/cuda/lib64/libnccl.so.2"});
+  ASSERT_TRUE(library.ok()) << library.status().message();
+  EXPECT_GE(library->version, 20700);  // ncclSend/ncclRecv came with 2.7
+  EXPECT_NE(library->ncclSend, nullptr);
+  EXPECT_NE(library->ncclCommInitAll, nullptr);
+  EXPECT_THAT(CheckNccl(*library, 5, "ncclAllReduce").message(), HasSubstr("ncclAllReduce failed"));
+  EXPECT_TRUE(CheckNccl(*library, 0, "ncclAllReduce").ok());
 }
 
 TEST(NcclLibraryTest, CandidatesTryTheSonameFirst) {
