@@ -48,6 +48,33 @@ ReshapeMap ReshapeDims(const std::vector<int64_t>& in, const std::vector<int64_t
   return r;
 }
 
+}  // namespace
+
+std::vector<bool> WindowedDims(const HloInstruction& instr) {
+  const Shape& out = instr.shape();
+  std::vector<bool> windowed(out.IsArray() ? out.rank() : 0, false);
+  if (!out.IsArray()) return windowed;
+  switch (instr.opcode()) {
+    case HloOpcode::kSlice:
+      for (int64_t d = 0; d < out.rank(); ++d) windowed[d] = instr.slice_strides[d] == 1;
+      break;
+    case HloOpcode::kPad:
+      if (!instr.padding_config) break;
+      for (int64_t d = 0; d < out.rank(); ++d) {
+        windowed[d] = instr.padding_config->dimensions[d].interior_padding == 0;
+      }
+      break;
+    case HloOpcode::kConcatenate:
+      for (int64_t d : instr.dimensions()) windowed[d] = true;
+      break;
+    default:
+      break;
+  }
+  return windowed;
+}
+
+namespace {
+
 bool CutsDims(HloOpcode op) {
   switch (op) {
     case HloOpcode::kSlice: case HloOpcode::kPad: case HloOpcode::kConcatenate:
@@ -58,26 +85,31 @@ bool CutsDims(HloOpcode op) {
   }
 }
 
-// The dims a slice-like op changes (and so needs whole).
+// The dims a slice-like op changes and needs whole. A slice of stride 1, an edge pad and a
+// concatenation keep their dims cut: each device's piece is a window of the operand's rows, which
+// the partitioner brings from the neighbours (WindowedDims).
 std::vector<bool> CutDims(const HloInstruction& instr) {
   const Shape& out = instr.shape();
   std::vector<bool> cut(out.rank(), false);
   const Shape& in = instr.operand(0)->shape();
+  const std::vector<bool> windowed = WindowedDims(instr);
   for (int64_t d = 0; d < out.rank(); ++d) {
-    if (in.dimensions(d) != out.dimensions(d)) cut[d] = true;
+    if (in.dimensions(d) != out.dimensions(d) && !windowed[d]) cut[d] = true;
   }
-  if (instr.opcode() == HloOpcode::kConcatenate || instr.opcode() == HloOpcode::kReverse) {
+  if (instr.opcode() == HloOpcode::kReverse) {
     for (int64_t d : instr.dimensions()) cut[d] = true;
   }
   if (instr.opcode() == HloOpcode::kSlice) {
     for (int64_t d = 0; d < out.rank(); ++d) {
-      if (instr.slice_starts[d] != 0 || instr.slice_strides[d] != 1) cut[d] = true;
+      if (!windowed[d] && (instr.slice_starts[d] != 0 || instr.slice_strides[d] != 1)) cut[d] = true;
     }
   }
   if (instr.opcode() == HloOpcode::kPad && instr.padding_config) {
     for (int64_t d = 0; d < out.rank(); ++d) {
       const auto& p = instr.padding_config->dimensions[d];
-      if (p.edge_padding_low != 0 || p.edge_padding_high != 0 || p.interior_padding != 0) cut[d] = true;
+      if (!windowed[d] && (p.edge_padding_low != 0 || p.edge_padding_high != 0 || p.interior_padding != 0)) {
+        cut[d] = true;
+      }
     }
   }
   if (instr.opcode() == HloOpcode::kDynamicUpdateSlice) {
@@ -243,6 +275,11 @@ std::optional<std::vector<int64_t>> OpDimMap(const HloInstruction& instr, int64_
       }
       return map;
     }
+    case HloOpcode::kScatter:
+      // The result is the operand updated: it keeps the operand's layout (the indices and
+      // updates are made whole where the operand is cut).
+      if (operand != 0 || instr.operand_count() != 3) return std::nullopt;
+      return identity;
     case HloOpcode::kReshape:
       return ReshapeDims(in.dimensions(), out.dimensions()).map;
     case HloOpcode::kReduce: {
@@ -358,22 +395,77 @@ Tiling PreferTiling(const Tiling& a, const Tiling& b) {
 
 namespace {
 
+// Whether `s` can be a loop's state: a tuple of array shardings, none manual.
+bool IsFlatStateSharding(const HloSharding& s, const Shape& shape) {
+  if (!s.IsTuple() || !shape.IsTuple() ||
+      static_cast<int64_t>(s.tuple_elements().size()) != shape.tuple_shapes_size()) {
+    return false;
+  }
+  for (int64_t k = 0; k < shape.tuple_shapes_size(); ++k) {
+    if (!shape.tuple_shapes(k).IsArray() || s.tuple_elements()[k].IsManual() ||
+        s.tuple_elements()[k].IsTuple()) {
+      return false;
+    }
+  }
+  return true;
+}
+
 class Propagator {
  public:
-  Propagator(HloModule& module, int64_t n) : module_(module), n_(n) {}
+  Propagator(HloModule& module, HloComputation* computation, int64_t n)
+      : module_(module), computation_(computation), n_(n) {}
 
-  Status Init() {
-    for (HloInstruction* instr : module_.entry_computation()->MakeInstructionPostOrder()) {
+  // `seeds`: shardings the caller fixes (a loop body's parameter and root: the loop's state).
+  Status Init(const std::map<const HloInstruction*, HloSharding>& seeds = {}) {
+    for (HloInstruction* instr : computation_->MakeInstructionPostOrder()) {
       ASSIGN_OR_RETURN(std::optional<HloSharding> s, StatedSharding(*instr, module_));
       if (s) known_[instr] = *s;
     }
+    for (const auto& [instr, s] : seeds) known_.emplace(instr, s);
     return OkStatus();
+  }
+
+  // The loops of this computation whose state has a sharding the body can take: each body is
+  // propagated with its parameter and root fixed to the state's sharding, so the state keeps one
+  // layout from step to step, and the condition with its parameter fixed.
+  Status Loops() {
+    for (HloInstruction* instr : computation_->MakeInstructionPostOrder()) {
+      if (instr->opcode() != HloOpcode::kWhile) continue;
+      auto it = known_.find(instr);
+      if (it == known_.end() || !IsFlatStateSharding(it->second, instr->shape())) continue;
+      HloComputation* body = instr->while_body();
+      HloComputation* cond = instr->while_condition();
+      if (body == nullptr || cond == nullptr || body->num_parameters() != 1 ||
+          cond->num_parameters() != 1) {
+        continue;
+      }
+      // A computation called from elsewhere too keeps its own shardings.
+      if (CallCount(body) != 1 || CallCount(cond) != 1) continue;
+      for (HloComputation* c : {body, cond}) {
+        std::map<const HloInstruction*, HloSharding> seeds{{c->parameter_instruction(0), it->second}};
+        if (c == body) seeds.emplace(c->root_instruction(), it->second);
+        RETURN_IF_ERROR(Propagate(module_, c, n_, seeds).status());
+      }
+    }
+    return OkStatus();
+  }
+
+  static StatusOr<bool> Propagate(HloModule& module, HloComputation* computation, int64_t n,
+                                  const std::map<const HloInstruction*, HloSharding>& seeds) {
+    Propagator p(module, computation, n);
+    RETURN_IF_ERROR(p.Init(seeds));
+    for (int round = 0; round < 8 && p.Sweep(false); ++round) {
+    }
+    for (int round = 0; round < 8 && p.Sweep(true); ++round) {
+    }
+    RETURN_IF_ERROR(p.Loops());
+    return p.Finish();
   }
 
   // One sweep each way; true when anything was added.
   bool Sweep(bool allow_replicated) {
     bool changed = false;
-    auto order = module_.entry_computation()->MakeInstructionPostOrder();
+    auto order = computation_->MakeInstructionPostOrder();
     for (HloInstruction* instr : order) {
       if (known_.count(instr)) continue;
       if (auto s = Forward(*instr); s && (allow_replicated || IsTiledOrManual(*s))) {
@@ -408,7 +500,7 @@ class Propagator {
 
   bool Finish() {
     bool changed = false;
-    for (HloInstruction* instr : module_.entry_computation()->MakeInstructionPostOrder()) {
+    for (HloInstruction* instr : computation_->MakeInstructionPostOrder()) {
       auto it = known_.find(instr);
       HloSharding s;
       if (it != known_.end()) {
@@ -434,6 +526,15 @@ class Propagator {
       return false;
     }
     return s.IsTiled() || s.IsManual();
+  }
+  int64_t CallCount(const HloComputation* callee) const {
+    int64_t count = 0;
+    for (const HloComputation* c : module_.computations()) {
+      for (const HloInstruction* i : c->instructions()) {
+        for (const HloComputation* called : i->called_computations()) count += called == callee;
+      }
+    }
+    return count;
   }
   static int64_t LeafCount(const Shape& shape) {
     if (!shape.IsTuple()) return 1;
@@ -469,6 +570,12 @@ class Propagator {
       }
       return HloSharding::Tuple(std::move(leaves));
     }
+    if (instr.opcode() == HloOpcode::kWhile) {
+      // The state keeps the layout it enters with.
+      auto it = known_.find(instr.operand(0));
+      if (it == known_.end() || !IsFlatStateSharding(it->second, instr.shape())) return std::nullopt;
+      return it->second;
+    }
     if (instr.opcode() == HloOpcode::kGetTupleElement) {
       auto it = known_.find(instr.operand(0));
       if (it == known_.end() || !instr.shape().IsArray()) return std::nullopt;
@@ -502,6 +609,11 @@ class Propagator {
 
   // The sharding `user` would have its operand `operand` take.
   std::optional<HloSharding> Backward(const HloInstruction& user, const HloInstruction& operand) const {
+    if (user.opcode() == HloOpcode::kWhile) {
+      auto it = known_.find(&user);
+      if (it == known_.end() || !IsFlatStateSharding(it->second, operand.shape())) return std::nullopt;
+      return it->second;
+    }
     if (!operand.shape().IsArray()) return std::nullopt;
     if (IsManual(&user) && user.opcode() != HloOpcode::kCustomCall) return HloSharding::Manual();
     if (user.opcode() == HloOpcode::kTuple) {
@@ -529,6 +641,7 @@ class Propagator {
   }
 
   HloModule& module_;
+  HloComputation* computation_;
   int64_t n_;
   std::map<const HloInstruction*, HloSharding> known_;
 };
@@ -538,13 +651,7 @@ class Propagator {
 StatusOr<bool> ShardingPropagation::Run(HloModule& module) {
   const int64_t n = ModuleNumPartitions(module);
   if (n <= 1 || module.entry_computation() == nullptr) return false;
-  Propagator p(module, n);
-  RETURN_IF_ERROR(p.Init());
-  for (int round = 0; round < 8 && p.Sweep(false); ++round) {
-  }
-  for (int round = 0; round < 8 && p.Sweep(true); ++round) {
-  }
-  return p.Finish();
+  return Propagator::Propagate(module, module.entry_computation(), n, {});
 }
 
 }  // namespace xlens

@@ -1,4 +1,6 @@
-// sharding-propagation: gives every instruction of the entry computation a `sharding=`, starting
+// sharding-propagation: gives every instruction of the entry computation (and of the bodies and
+// conditions of its while loops, whose parameter and body root take the loop state's sharding, so
+// the state keeps one layout from step to step) a `sharding=`, starting
 // from the ones the module states: entry parameters, the root, with_sharding_constraint's
 // `Sharding` custom calls, any instruction XLA's own propagation already annotated, and Shardy's
 // `xla.sdy.sharding` frontend attributes (converted, shardy_shardings.h). A stated sharding is
@@ -6,8 +8,9 @@
 //
 // How a sharding travels through an op is a map between its operands' dims and its result's
 // (OpDimMap): elementwise ops and copies keep every dim; broadcast, transpose, reduce and reshape
-// move dims; slice, pad, concatenate, reverse and dynamic-(update-)slice keep the dims they do not
-// cut and replicate the ones they do; a dot maps its batch and non-contracting dims (a tiled
+// move dims; slice, pad and concatenate keep every dim (a piece is a window of the operand's rows,
+// see WindowedDims), reverse and dynamic-(update-)slice keep the dims they do not cut and
+// replicate the ones they do; a dot maps its batch and non-contracting dims (a tiled
 // contracting dim becomes copies of partial sums, which the partitioner all-reduces); a
 // convolution its images' batch (and spatial dims its window does not span) and its kernels'
 // output feature; a gather its indices' batch dims and the table's dims its slices take whole; a
@@ -60,6 +63,11 @@ StatusOr<std::vector<HloSharding>> ShardyValueShardings(const HloInstruction& in
 // operand dim that result dim o follows, or -1. nullopt for ops that do not pass shardings
 // (replicated), dots and tuples.
 std::optional<std::vector<int64_t>> OpDimMap(const HloInstruction& instruction, int64_t operand);
+
+// The dims of a slice (stride 1), pad (no interior padding) or concatenate (its dim) whose
+// pieces are windows of the operands' rows: they keep their tiling, and the partitioner brings
+// each device the rows it needs. All false for other ops.
+std::vector<bool> WindowedDims(const HloInstruction& instruction);
 
 // A result tiling from an operand's through `map`: dims the map drops become copies; a reshape's
 // dims whose tiles do not fit are replicated first.

@@ -4,6 +4,7 @@
 #include <map>
 
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 
 #include "compiler/hlo/annotation_custom_calls.h"
 #include "compiler/hlo/collective_attributes.h"
@@ -28,6 +29,56 @@ struct Piece {
 
 
 
+// Whether each device holds a value of its own: {manual}, or a tiling with a manual subgroup
+// (shard_map manual over some mesh axes only: last_tile_dims={manual}).
+bool IsManualLike(const HloSharding& s) {
+  if (s.IsManual()) return true;
+  if (!s.IsTiled()) return false;
+  const auto& groups = s.subgroups();
+  return std::find(groups.begin(), groups.end(), HloSharding::Subgroup::kManual) != groups.end();
+}
+
+// The tiling of a global value of `global` dims under which each device holds, whole, the piece
+// that a partially manual sharding `s` gives it as a local value of `local` dims: the manual
+// subgroup's index cuts the dims `global` is larger in (row-major), the other devices of a
+// subgroup hold copies. The automatic axes stay whole inside the manual code, so its ops run on
+// whole values there.
+StatusOr<Tiling> ManualPieces(const HloSharding& s, const std::vector<int64_t>& global,
+                              const std::vector<int64_t>& local, int64_t n) {
+  const int64_t rank = static_cast<int64_t>(global.size());
+  const TileAssignment& ta = s.tile_assignment();
+  int64_t manual_dim = -1;
+  for (size_t g = 0; g < s.subgroups().size(); ++g) {
+    if (s.subgroups()[g] == HloSharding::Subgroup::kManual) manual_dim = rank + static_cast<int64_t>(g);
+  }
+  if (manual_dim < 0 || manual_dim >= ta.num_dimensions() || static_cast<int64_t>(local.size()) != rank) {
+    return Error(fmt::format("sharding {} is not partially manual over a value of rank {}", s.ToString(), rank));
+  }
+  Tiling t;
+  int64_t groups = 1;
+  for (int64_t d = 0; d < rank; ++d) {
+    if (local[d] <= 0 || global[d] % local[d] != 0) {
+      return Error(fmt::format("a manual piece of dims [{}] does not divide [{}]", fmt::join(local, ","),
+                               fmt::join(global, ",")));
+    }
+    t.tiles.push_back(global[d] / local[d]);
+    groups *= t.tiles.back();
+  }
+  if (groups != ta.dim(manual_dim) || n % groups != 0) {
+    return Error(fmt::format("sharding {}: {} manual groups, but the value is cut into {}", s.ToString(),
+                             ta.dim(manual_dim), groups));
+  }
+  t.rep = n / groups;
+  for (int64_t m = 0; m < groups; ++m) {
+    for (int64_t device : ta.devices()) {
+      auto index = ta.IndexOf(device);
+      if (index && (*index)[manual_dim] == m) t.devices.push_back(device);
+    }
+  }
+  if (t.num_devices() != n) return Error(fmt::format("sharding {} does not name {} devices", s.ToString(), n));
+  return t;
+}
+
 void DropSharding(HloInstruction* instr) {
   auto& raw = instr->raw_attributes;
   raw.erase(std::remove_if(raw.begin(), raw.end(),
@@ -41,11 +92,14 @@ class Partitioner {
   Partitioner(HloModule& module, int64_t n, std::vector<std::string>& decisions)
       : module_(module), n_(n), decisions_(decisions) {}
 
-  Status Run() {
-    HloComputation* old = module_.entry_computation();
+  // The per-device program of `old` (the entry, or a loop's body or condition), added to the
+  // module before `before` (its caller's new computation; the end when null).
+  StatusOr<HloComputation*> Build(HloComputation* old, const HloComputation* before) {
     auto fresh = std::make_unique<HloComputation>(old->name() + "_spmd");
-    comp_ = module_.AddComputation(std::move(fresh), /*is_entry=*/false);
+    comp_ = before == nullptr ? module_.AddComputation(std::move(fresh), /*is_entry=*/false)
+                              : module_.AddComputationBefore(std::move(fresh), before);
     b_ = std::make_unique<SpmdBuilder>(module_, comp_, n_, decisions_);
+    if (next_channel_ > 0) b_->set_next_channel(std::max(b_->next_channel(), next_channel_));
     for (HloInstruction* instr : old->MakeInstructionPostOrder()) {
       const size_t mark = decisions_.size();
       RETURN_IF_ERROR(Rewrite(*instr).WithContext(instr->name()));
@@ -56,6 +110,13 @@ class Partitioner {
       if (root->raw_attribute("sharding") == nullptr) root->SetRawAttribute("sharding", *s);
     }
     comp_->set_root_instruction(root);
+    return comp_;
+  }
+
+  Status Run() {
+    HloComputation* old = module_.entry_computation();
+    RETURN_IF_ERROR(Build(old, nullptr).status());
+    HloInstruction* root = comp_->root_instruction();
     module_.set_entry_computation(comp_);
     module_.RemoveComputation(old);
     ComputationLayout layout;
@@ -111,7 +172,7 @@ class Partitioner {
     const std::string target = is_custom ? instr.custom_call_target.value_or("") : "";
     if (instr.opcode() == HloOpcode::kParameter) {
       Piece p;
-      if (sharding.IsManual()) {
+      if (IsManualLike(sharding)) {
         p.manual = true;
         p.hlo = Add(instr.CloneWithNewOperands(instr.shape(), {}));
       } else if (instr.shape().IsTuple()) {
@@ -149,6 +210,12 @@ class Partitioner {
       ASSIGN_OR_RETURN(Tiling t, Tiling::FromSharding(in[0], op->shape().rank(), n_));
       pieces_[op] = Piece{ReshardOperand(*op, t), t, false, {}};
     }
+    if (target == "SPMDFullToShardShape" && IsManualLike(sharding) && !sharding.IsManual()) {
+      // Manual over some axes only: each device takes its manual piece whole.
+      const HloInstruction* op = instr.operand(0);
+      ASSIGN_OR_RETURN(Tiling t, ManualPieces(sharding, op->shape().dimensions(), instr.shape().dimensions(), n_));
+      pieces_[op] = Piece{ReshardOperand(*op, t), t, false, {}};
+    }
     if (target == "SPMDFullToShardShape" || target == "xla.sdy.GlobalToLocalShape") {
       const Piece& in = pieces_.at(instr.operand(0));
       if (in.hlo->shape().dimensions() != instr.shape().dimensions()) {
@@ -161,6 +228,22 @@ class Partitioner {
       decisions_.push_back(fmt::format("%{}: enters manual code with the pieces of {}", instr.name(),
                                        in.tiling.ToString()));
       return OkStatus();
+    }
+    if (target == "SPMDShardToFullShape" && instr.operand_count() == 1) {
+      const HloInstruction* op = instr.operand(0);
+      ASSIGN_OR_RETURN(HloSharding inner, ShardingOf(*op));
+      if (IsManualLike(inner) && !inner.IsManual()) {
+        ASSIGN_OR_RETURN(Tiling t, ManualPieces(inner, instr.shape().dimensions(), op->shape().dimensions(), n_));
+        ASSIGN_OR_RETURN(Tiling want, Tiling::FromSharding(sharding, instr.shape().rank(), n_));
+        HloInstruction* in = pieces_.at(op).hlo;
+        Piece p{Add(HloInstruction::CreateUnary(HloOpcode::kCopy, in->shape(), in)), t, false, {}};
+        p.hlo = Reshard(p, want, instr.shape().dimensions(), "%" + instr.name());
+        p.tiling = want;
+        pieces_[&instr] = p;
+        decisions_.push_back(fmt::format("%{}: leaves partially manual code as the pieces of {}", instr.name(),
+                                         t.ToString()));
+        return OkStatus();
+      }
     }
     if (target == "SPMDShardToFullShape" || target == "xla.sdy.LocalToGlobalShape") {
       ASSIGN_OR_RETURN(Tiling t, Tiling::FromSharding(sharding, instr.shape().rank(), n_));
@@ -175,7 +258,7 @@ class Partitioner {
           fmt::format("%{}: leaves manual code as the pieces of {}", instr.name(), t.ToString()));
       return OkStatus();
     }
-    if (sharding.IsManual()) {
+    if (IsManualLike(sharding)) {
       std::vector<HloInstruction*> ops;
       for (const HloInstruction* op : instr.operands()) ops.push_back(pieces_.at(op).hlo);
       HloInstruction* c = Add(instr.CloneWithNewOperands(instr.shape(), ops));
@@ -183,6 +266,10 @@ class Partitioner {
       return OkStatus();
     }
     if (instr.opcode() == HloOpcode::kTuple && sharding.IsTuple()) return RewriteTuple(instr, sharding);
+    if (instr.opcode() == HloOpcode::kWhile && sharding.IsTuple()) {
+      ASSIGN_OR_RETURN(bool done, RewriteWhile(instr, sharding));
+      if (done) return OkStatus();
+    }
     if (instr.opcode() == HloOpcode::kGetTupleElement) {
       const Piece& in = pieces_.at(instr.operand(0));
       if (!in.elements.empty() && instr.shape().IsArray()) {
@@ -207,7 +294,16 @@ class Partitioner {
                                        instr.name(), want.ToString()));
       return OkStatus();
     }
+    if (instr.opcode() == HloOpcode::kSlice || instr.opcode() == HloOpcode::kPad ||
+        instr.opcode() == HloOpcode::kConcatenate) {
+      ASSIGN_OR_RETURN(bool done, RewriteWindowed(instr, want));
+      if (done) return OkStatus();
+    }
     if (instr.opcode() == HloOpcode::kReduce && instr.operand_count() == 2) return RewriteReduce(instr, want);
+    if (instr.opcode() == HloOpcode::kGather || instr.opcode() == HloOpcode::kScatter) {
+      ASSIGN_OR_RETURN(bool done, RewriteIndexed(instr, want));
+      if (done) return OkStatus();
+    }
     if (instr.opcode() != HloOpcode::kConstant && instr.opcode() != HloOpcode::kIota &&
         instr.operand_count() > 0) {
       bool mapped = true;
@@ -252,6 +348,347 @@ class Partitioner {
     pieces_[&instr] = p;
     return OkStatus();
   }
+
+  // A loop whose state is a flat tuple of arrays runs on its pieces: the state keeps the layout
+  // propagation gave it (the body's parameter and root share it), and the body and condition are
+  // partitioned as programs of their own. False when the loop is not of that form.
+  StatusOr<bool> RewriteWhile(const HloInstruction& instr, const HloSharding& sharding) {
+    const Shape& shape = instr.shape();
+    HloComputation* body = instr.while_body();
+    HloComputation* cond = instr.while_condition();
+    if (body == nullptr || cond == nullptr ||
+        static_cast<int64_t>(sharding.tuple_elements().size()) != shape.tuple_shapes_size()) {
+      return false;
+    }
+    for (HloComputation* c : {body, cond}) {
+      const std::string* s = c->parameter_instruction(0)->raw_attribute("sharding");
+      if (s == nullptr) return false;
+      ASSIGN_OR_RETURN(HloSharding param, HloSharding::Parse(*s, c->parameter_instruction(0)->name()));
+      if (!(param == sharding)) return false;
+    }
+    std::vector<Tiling> state;
+    for (int64_t k = 0; k < shape.tuple_shapes_size(); ++k) {
+      const Shape& element = shape.tuple_shapes(k);
+      if (!element.IsArray() || sharding.tuple_elements()[k].IsManual()) return false;
+      ASSIGN_OR_RETURN(Tiling t, Tiling::FromSharding(sharding.tuple_elements()[k], element.rank(), n_));
+      state.push_back(std::move(t));
+    }
+    const Piece& in = pieces_.at(instr.operand(0));
+    if (in.manual || in.elements.size() != state.size()) return false;
+    HloInstruction* init = in.hlo;
+    if (in.elements != state) {
+      std::vector<HloInstruction*> elements;
+      std::vector<Shape> shapes;
+      for (int64_t k = 0; k < static_cast<int64_t>(state.size()); ++k) {
+        auto g = std::make_unique<HloInstruction>(HloOpcode::kGetTupleElement, in.hlo->shape().tuple_shapes(k));
+        g->AppendOperand(in.hlo);
+        g->tuple_index_attr = k;
+        Piece element{Add(std::move(g)), in.elements[k], false, {}};
+        elements.push_back(Reshard(element, state[k], shape.tuple_shapes(k).dimensions(),
+                                   fmt::format("%{}[{}]", instr.operand(0)->name(), k)));
+        shapes.push_back(elements.back()->shape());
+      }
+      auto t = std::make_unique<HloInstruction>(HloOpcode::kTuple, Shape::Tuple(shapes));
+      for (HloInstruction* e : elements) t->AppendOperand(e);
+      init = Add(std::move(t));
+    }
+    decisions_.push_back(fmt::format("%{}: while runs on its pieces: the state stays {}, body %{} and "
+                                     "condition %{} partitioned",
+                                     instr.name(), sharding.ToString(), body->name(), cond->name()));
+    Partitioner body_partitioner(module_, n_, decisions_);
+    body_partitioner.next_channel_ = b_->next_channel();
+    ASSIGN_OR_RETURN(HloComputation* new_body, body_partitioner.Build(body, comp_));
+    Partitioner cond_partitioner(module_, n_, decisions_);
+    cond_partitioner.next_channel_ = body_partitioner.b_->next_channel();
+    ASSIGN_OR_RETURN(HloComputation* new_cond, cond_partitioner.Build(cond, comp_));
+    b_->set_next_channel(cond_partitioner.b_->next_channel());
+    if (!ShapeUtilEqual(new_body->root_instruction()->shape(), init->shape()) ||
+        !ShapeUtilEqual(new_body->parameter_instruction(0)->shape(), init->shape())) {
+      return Error(fmt::format("the partitioned body of %{} takes {} and gives {}, its state is {}",
+                               instr.name(), new_body->parameter_instruction(0)->shape().ToString(),
+                               new_body->root_instruction()->shape().ToString(), init->shape().ToString()));
+    }
+    auto w = instr.CloneWithNewOperands(init->shape(), {init});
+    w->ReplaceCalledComputation(body, new_body);
+    w->ReplaceCalledComputation(cond, new_cond);
+    DropSharding(w.get());
+    Piece p{Add(std::move(w)), {}, false, state};
+    pieces_[&instr] = p;
+    return true;
+  }
+
+  // A gather from, or a scatter into, an operand cut along one dim its indices pick, one row at a
+  // time there (an embedding table cut by its vocabulary): each device works on its own rows with
+  // the indices shifted by where its rows start, as XLA's partitioner does. A gather clamps the
+  // indices as a gather would (so the row it takes is the whole table's), takes them from its
+  // rows, zeroes the ids another device holds and all-reduces; a scatter needs nothing more, since
+  // it skips updates whose shifted index falls outside its rows. The indices (and updates) are
+  // whole on every device; the operand's other dims are made whole. False when not of that form.
+  StatusOr<bool> RewriteIndexed(const HloInstruction& instr, const Tiling& want) {
+    const bool gather = instr.opcode() == HloOpcode::kGather;
+    if (gather ? !instr.gather_dimension_numbers || !instr.slice_sizes_attr
+               : !instr.scatter_dimension_numbers || instr.operand_count() != 3) {
+      return false;
+    }
+    const HloInstruction* operand = instr.operand(0);
+    const HloInstruction* indices = instr.operand(1);
+    const Piece& in = pieces_.at(operand);
+    if (in.manual || !indices->shape().IsArray() || !IsIntegralType(indices->shape().element_type()) ||
+        operand->shape().element_type() == PrimitiveType::PRED) {
+      return false;
+    }
+    const auto& map = gather ? instr.gather_dimension_numbers->start_index_map
+                             : instr.scatter_dimension_numbers->scatter_dims_to_operand_dims;
+    const int64_t ivd = gather ? instr.gather_dimension_numbers->index_vector_dim
+                               : instr.scatter_dimension_numbers->index_vector_dim;
+    if (gather ? !instr.gather_dimension_numbers->operand_batching_dims.empty()
+               : !instr.scatter_dimension_numbers->input_batching_dims.empty()) {
+      return false;
+    }
+    // The one tiled dim of the operand an index picks, with windows of one row there.
+    int64_t dim = -1, component = -1;
+    for (int64_t d = 0; d < operand->shape().rank(); ++d) {
+      if (in.tiling.tiles[d] <= 1) continue;
+      auto at = std::find(map.begin(), map.end(), d);
+      if (at == map.end() || dim >= 0) return false;
+      dim = d;
+      component = at - map.begin();
+    }
+    if (dim < 0) return false;
+    if (gather && (*instr.slice_sizes_attr)[dim] != 1) return false;
+    if (!gather) {
+      const auto& inserted = instr.scatter_dimension_numbers->inserted_window_dims;
+      if (std::find(inserted.begin(), inserted.end(), dim) == inserted.end()) return false;
+    }
+    const std::vector<int64_t>& global = operand->shape().dimensions();
+    std::vector<int64_t> others;
+    for (int64_t d = 0; d < operand->shape().rank(); ++d) {
+      if (d != dim) others.push_back(d);
+    }
+    const Tiling rows = in.tiling.ReplicateDims(others);
+    HloInstruction* table = ReshardOperand(*operand, rows);
+    HloInstruction* ids = ReshardOperand(*indices, Tiling::Replicated(indices->shape().rank(), n_));
+    Shape ids_shape = indices->shape();
+    ids_shape.set_element_type(PrimitiveType::S32);
+    if (indices->shape().element_type() != PrimitiveType::S32) {
+      ids = Add(HloInstruction::CreateUnary(HloOpcode::kConvert, ids_shape, ids));
+    }
+    // This device's index component along `dim`, shape of the indices without the index vector.
+    std::vector<int64_t> batch_dims;
+    for (int64_t d = 0; d < ids_shape.rank(); ++d) {
+      if (d != ivd) batch_dims.push_back(ids_shape.dimensions(d));
+    }
+    Shape batch(PrimitiveType::S32, batch_dims);
+    HloInstruction* column = ids;
+    if (ivd < ids_shape.rank()) {
+      auto slice = std::make_unique<HloInstruction>(HloOpcode::kSlice, ids_shape);
+      slice->AppendOperand(ids);
+      slice->slice_starts.assign(ids_shape.rank(), 0);
+      slice->slice_limits = ids_shape.dimensions();
+      slice->slice_strides.assign(ids_shape.rank(), 1);
+      slice->has_slice = true;
+      slice->slice_starts[ivd] = component;
+      slice->slice_limits[ivd] = component + 1;
+      Shape one = ids_shape;
+      one.set_dimensions(ivd, 1);
+      slice->set_shape(one);
+      column = Add(std::move(slice));
+      column = Add(HloInstruction::CreateUnary(HloOpcode::kReshape, batch, column));
+    }
+    if (gather) {
+      // The gather's own clamp, on the whole table's rows.
+      auto clamp = std::make_unique<HloInstruction>(HloOpcode::kClamp, batch);
+      clamp->AppendOperand(b_->Broadcast(b_->ScalarS32(0), batch));
+      clamp->AppendOperand(column);
+      clamp->AppendOperand(b_->Broadcast(b_->ScalarS32(global[dim] - 1), batch));
+      column = Add(std::move(clamp));
+    }
+    std::vector<int64_t> starts;
+    for (int64_t dev = 0; dev < n_; ++dev) starts.push_back(rows.Offset(global, dim, dev));
+    HloInstruction* local =
+        Add(HloInstruction::CreateBinary(HloOpcode::kSubtract, batch, column,
+                                         b_->Broadcast(b_->PerDevice(starts), batch)));
+    // The shifted indices in the op's index layout.
+    HloInstruction* shifted = local;
+    if (ivd < ids_shape.rank()) {
+      Shape one = ids_shape;
+      one.set_dimensions(ivd, 1);
+      shifted = Add(HloInstruction::CreateUnary(HloOpcode::kReshape, one, local));
+      if (ids_shape.dimensions(ivd) > 1) {
+        // The other components as they were, this one replaced.
+        auto cat = std::make_unique<HloInstruction>(HloOpcode::kConcatenate, ids_shape);
+        auto part = [&](int64_t lo, int64_t hi) {
+          auto slice = std::make_unique<HloInstruction>(HloOpcode::kSlice, ids_shape);
+          slice->AppendOperand(ids);
+          slice->slice_starts.assign(ids_shape.rank(), 0);
+          slice->slice_limits = ids_shape.dimensions();
+          slice->slice_strides.assign(ids_shape.rank(), 1);
+      slice->has_slice = true;
+          slice->slice_starts[ivd] = lo;
+          slice->slice_limits[ivd] = hi;
+          Shape piece = ids_shape;
+          piece.set_dimensions(ivd, hi - lo);
+          slice->set_shape(piece);
+          return Add(std::move(slice));
+        };
+        if (component > 0) cat->AppendOperand(part(0, component));
+        cat->AppendOperand(shifted);
+        if (component + 1 < ids_shape.dimensions(ivd)) cat->AppendOperand(part(component + 1, ids_shape.dimensions(ivd)));
+        cat->dimensions_attr = std::vector<int64_t>{ivd};
+        shifted = Add(std::move(cat));
+      }
+    }
+    if (indices->shape().element_type() != PrimitiveType::S32) {
+      shifted = Add(HloInstruction::CreateUnary(HloOpcode::kConvert, WithDims(indices->shape(), shifted->shape().dimensions()), shifted));
+    }
+    const std::string note_rows = fmt::format("rows of {} along dim {}", rows.ToString(), dim);
+    if (!gather) {
+      HloInstruction* updates =
+          ReshardOperand(*instr.operand(2), Tiling::Replicated(instr.operand(2)->shape().rank(), n_));
+      auto c = instr.CloneWithNewOperands(table->shape(), {table, shifted, updates});
+      DropSharding(c.get());
+      Piece p{Add(std::move(c)), rows, false, {}};
+      decisions_.push_back(fmt::format("%{}: scatter into its {}, the indices shifted by where its rows "
+                                       "start (updates for other rows are skipped)", instr.name(), note_rows));
+      p.hlo = Reshard(p, want, instr.shape().dimensions(), "%" + instr.name());
+      p.tiling = want;
+      pieces_[&instr] = p;
+      return true;
+    }
+    // In range: 0 <= local < the rows this device holds.
+    const int64_t held = rows.TileDims(global)[dim];
+    Shape ok_shape(PrimitiveType::PRED, batch_dims);
+    auto ge = HloInstruction::CreateBinary(HloOpcode::kCompare, ok_shape, local, b_->Broadcast(b_->ScalarS32(0), batch));
+    ge->comparison_direction = ComparisonDirection::kGe;
+    auto lt = HloInstruction::CreateBinary(HloOpcode::kCompare, ok_shape, local, b_->Broadcast(b_->ScalarS32(held), batch));
+    lt->comparison_direction = ComparisonDirection::kLt;
+    HloInstruction* ok = Add(HloInstruction::CreateBinary(HloOpcode::kAnd, ok_shape, Add(std::move(ge)), Add(std::move(lt))));
+    auto c = instr.CloneWithNewOperands(instr.shape(), {table, shifted});
+    DropSharding(c.get());
+    const auto& offset_dims = instr.gather_dimension_numbers->offset_dims;
+    HloInstruction* got = Add(std::move(c));
+    std::vector<int64_t> where;
+    for (int64_t o = 0; o < instr.shape().rank(); ++o) {
+      if (std::find(offset_dims.begin(), offset_dims.end(), o) == offset_dims.end()) where.push_back(o);
+    }
+    Shape ok_out = instr.shape();
+    ok_out.set_element_type(PrimitiveType::PRED);
+    auto bcast = std::make_unique<HloInstruction>(HloOpcode::kBroadcast, ok_out);
+    bcast->AppendOperand(ok);
+    bcast->dimensions_attr = where;
+    HloInstruction* mask = Add(std::move(bcast));
+    auto sel = std::make_unique<HloInstruction>(HloOpcode::kSelect, instr.shape());
+    sel->AppendOperand(mask);
+    sel->AppendOperand(got);
+    sel->AppendOperand(b_->Broadcast(b_->Zero(instr.shape().element_type()), instr.shape()));
+    HloInstruction* r = Add(std::move(sel));
+    auto groups = rows.GroupsAlong({dim});
+    r = b_->AllReduce(r, groups, nullptr);
+    decisions_.push_back(fmt::format("%{}: gather from its {}, the indices shifted by where its rows start "
+                                     "and the rows another device holds zeroed, then all-reduce over {}",
+                                     instr.name(), note_rows, ReplicaGroupsText(groups)));
+    Piece p{r, Tiling::Replicated(instr.shape().rank(), n_), false, {}};
+    p.hlo = Reshard(p, want, instr.shape().dimensions(), "%" + instr.name());
+    p.tiling = want;
+    pieces_[&instr] = p;
+    return true;
+  }
+
+  // A slice, pad or concatenation whose result is cut along a dim it changes: each device's piece
+  // is a window of the operands' rows (SpmdBuilder::Window), then the op runs on the other dims.
+  // False when no such dim is cut (the op runs on its pieces as mapped).
+  StatusOr<bool> RewriteWindowed(const HloInstruction& instr, const Tiling& want) {
+    const Shape& out = instr.shape();
+    const std::vector<bool> windowed = WindowedDims(instr);
+    std::vector<int64_t> dims;
+    for (int64_t d = 0; d < out.rank(); ++d) {
+      const bool changes = instr.opcode() == HloOpcode::kConcatenate
+                               ? d == instr.dimensions()[0]
+                               : out.dimensions(d) != instr.operand(0)->shape().dimensions(d) ||
+                                     (instr.opcode() == HloOpcode::kSlice && instr.slice_starts[d] != 0);
+      if (want.tiles[d] > 1 && changes) {
+        if (!windowed[d]) return false;
+        dims.push_back(d);
+      }
+    }
+    if (dims.empty()) return false;
+    for (int64_t k = 0; k < instr.operand_count(); ++k) {
+      if (pieces_.at(instr.operand(k)).manual) return false;
+    }
+    const std::vector<int64_t> local = want.TileDims(out.dimensions());
+    const Shape shape = WithDims(out, local);
+    HloInstruction* result = nullptr;
+    if (instr.opcode() == HloOpcode::kConcatenate) {
+      const int64_t d = dims[0];
+      HloInstruction* zero = b_->Zero(out.element_type());
+      std::vector<HloInstruction*> windows;
+      std::vector<int64_t> offsets;
+      int64_t offset = 0;
+      for (int64_t k = 0; k < instr.operand_count(); ++k) {
+        const HloInstruction* op = instr.operand(k);
+        HloInstruction* x = ReshardOperand(*op, want);
+        windows.push_back(b_->Window(x, want, op->shape().dimensions(), d, -offset, local[d], local[d], zero,
+                                     "%" + op->name()));
+        offsets.push_back(offset);
+        offset += op->shape().dimensions(d);
+      }
+      // Each row from the operand it falls in.
+      Shape is = windows[0]->shape();
+      is.set_element_type(PrimitiveType::S32);
+      auto iota = std::make_unique<HloInstruction>(HloOpcode::kIota, is);
+      iota->iota_dimension_attr = d;
+      std::vector<int64_t> first;
+      for (int64_t dev = 0; dev < n_; ++dev) first.push_back(want.Offset(out.dimensions(), d, dev));
+      HloInstruction* row = Add(HloInstruction::CreateBinary(HloOpcode::kAdd, is, Add(std::move(iota)),
+                                                             b_->Broadcast(b_->PerDevice(first), is)));
+      result = windows[0];
+      for (size_t k = 1; k < windows.size(); ++k) {
+        Shape ps = is;
+        ps.set_element_type(PrimitiveType::PRED);
+        auto ge = HloInstruction::CreateBinary(HloOpcode::kCompare, ps, row,
+                                               b_->Broadcast(b_->ScalarS32(offsets[k]), is));
+        ge->comparison_direction = ComparisonDirection::kGe;
+        auto sel = std::make_unique<HloInstruction>(HloOpcode::kSelect, windows[k]->shape());
+        sel->AppendOperand(Add(std::move(ge)));
+        sel->AppendOperand(windows[k]);
+        sel->AppendOperand(result);
+        result = Add(std::move(sel));
+      }
+      decisions_.push_back(fmt::format("%{}: concatenate of windows of its operands' rows along dim {} ({})",
+                                       instr.name(), d, want.ToString()));
+    } else {
+      const bool pad = instr.opcode() == HloOpcode::kPad;
+      const HloInstruction* op = instr.operand(0);
+      HloInstruction* x = ReshardOperand(*op, want);
+      HloInstruction* fill = pad ? ReshardOperand(*instr.operand(1), Tiling::Replicated(0, n_))
+                                 : b_->Zero(out.element_type());
+      std::vector<int64_t> global = op->shape().dimensions();
+      for (int64_t d : dims) {
+        const int64_t start = pad ? -instr.padding_config->dimensions[d].edge_padding_low : instr.slice_starts[d];
+        x = b_->Window(x, want, global, d, start, local[d], local[d], fill, "%" + op->name());
+        global[d] = out.dimensions(d);
+      }
+      auto c = instr.CloneWithNewOperands(shape, pad ? std::vector<HloInstruction*>{x, fill}
+                                                     : std::vector<HloInstruction*>{x});
+      DropSharding(c.get());
+      for (int64_t d = 0; d < out.rank(); ++d) {
+        if (want.tiles[d] <= 1) continue;
+        if (pad) {
+          c->padding_config->dimensions[d] = PaddingDimension{};
+        } else {
+          c->slice_starts[d] = 0;
+          c->slice_limits[d] = x->shape().dimensions(d);
+        }
+      }
+      result = Add(std::move(c));
+      decisions_.push_back(fmt::format("%{}: {} of windows of the operand's rows along dim {} ({})", instr.name(),
+                                       HloOpcodeString(instr.opcode()), fmt::join(dims, ", "), want.ToString()));
+    }
+    pieces_[&instr] = Piece{result, want, false, {}};
+    return true;
+  }
+
+  static bool ShapeUtilEqual(const Shape& a, const Shape& b) { return a.ToString() == b.ToString(); }
 
   // A flat tuple of whole values from `in`'s pieces (each element gathered as needed).
   HloInstruction* WholeTuple(const Piece& in, const Shape& global, const std::string& what) {
@@ -497,6 +934,7 @@ class Partitioner {
   HloComputation* comp_ = nullptr;
   std::unique_ptr<SpmdBuilder> b_;
   std::map<const HloInstruction*, Piece> pieces_;
+  int64_t next_channel_ = 0;  // the first channel id this computation's collectives may take
 };
 
 }  // namespace

@@ -390,3 +390,147 @@ HloInstruction* SpmdBuilder::Reshard(HloInstruction* x, const Tiling& from, cons
 }
 
 }  // namespace xlens
+
+namespace xlens {
+
+HloInstruction* SpmdBuilder::Slice(HloInstruction* x, int64_t dim, int64_t lo, int64_t hi) {
+  std::vector<int64_t> dims = x->shape().dimensions();
+  dims[dim] = hi - lo;
+  auto slice = std::make_unique<HloInstruction>(HloOpcode::kSlice, WithDims(x->shape(), dims));
+  slice->AppendOperand(x);
+  slice->slice_starts.assign(dims.size(), 0);
+  slice->slice_limits = x->shape().dimensions();
+  slice->slice_strides.assign(dims.size(), 1);
+  slice->has_slice = true;
+  slice->slice_starts[dim] = lo;
+  slice->slice_limits[dim] = hi;
+  return Add(std::move(slice));
+}
+
+// Every device receives `x` from the device whose tile index along `dim` is `shift` more (the
+// same elsewhere); the ends receive zeros.
+HloInstruction* SpmdBuilder::Permute(HloInstruction* x, const Tiling& t, int64_t dim, int64_t shift) {
+  std::string pairs;
+  for (int64_t dev = 0; dev < n_; ++dev) {
+    std::vector<int64_t> at = t.Coordinates(dev);
+    at[dim] += shift;
+    if (at[dim] < 0 || at[dim] >= t.tiles[dim]) continue;
+    int64_t flat = 0;
+    for (int64_t d = 0; d < t.rank(); ++d) flat = flat * t.tiles[d] + at[d];
+    flat = flat * t.rep + at[t.rank()];
+    pairs += fmt::format("{}{{{},{}}}", pairs.empty() ? "" : ",", t.devices[flat], dev);
+  }
+  auto cp = std::make_unique<HloInstruction>(HloOpcode::kCollectivePermute, x->shape());
+  cp->AppendOperand(x);
+  cp->SetRawAttribute("channel_id", std::to_string(next_channel_++));
+  cp->SetRawAttribute("source_target_pairs", "{" + pairs + "}");
+  return Add(std::move(cp));
+}
+
+HloInstruction* SpmdBuilder::Window(HloInstruction* x, const Tiling& t, const std::vector<int64_t>& global,
+                                    int64_t dim, int64_t start, int64_t step, int64_t size,
+                                    HloInstruction* fill, const std::string& what) {
+  const int64_t k = t.tiles[dim];
+  const int64_t piece = x->shape().dimensions(dim);
+  // Where each device's window starts, from the start of its own piece.
+  std::vector<int64_t> tile_of(n_), rel(n_);
+  int64_t lo = 0, hi = 0;
+  for (int64_t dev = 0; dev < n_; ++dev) {
+    tile_of[dev] = t.Coordinates(dev)[dim];
+    rel[dev] = start + tile_of[dev] * (step - piece);
+    lo = std::min(lo, rel[dev]);
+    hi = std::max(hi, rel[dev] + size);
+  }
+  const int64_t left = -lo, right = std::max<int64_t>(0, hi - piece);
+  std::string how;
+  std::vector<int64_t> first(n_);  // the global row of each device's first row of `ext`
+  HloInstruction* ext = nullptr;
+  int64_t ext_left = 0;
+  if (k > 1 && left <= piece && right <= piece) {
+    std::vector<HloInstruction*> parts;
+    if (left > 0) {
+      parts.push_back(Permute(Slice(x, dim, piece - left, piece), t, dim, -1));
+      how += fmt::format("collective-permute of {} row{} from the left", left, left == 1 ? "" : "s");
+    }
+    parts.push_back(x);
+    if (right > 0) {
+      parts.push_back(Permute(Slice(x, dim, 0, right), t, dim, 1));
+      how += fmt::format("{}collective-permute of {} row{} from the right", how.empty() ? "" : ", ", right,
+                         right == 1 ? "" : "s");
+    }
+    ext = x;
+    if (parts.size() > 1) {
+      std::vector<int64_t> dims = x->shape().dimensions();
+      dims[dim] = left + piece + right;
+      auto cat = std::make_unique<HloInstruction>(HloOpcode::kConcatenate, WithDims(x->shape(), dims));
+      for (HloInstruction* part : parts) cat->AppendOperand(part);
+      cat->dimensions_attr = std::vector<int64_t>{dim};
+      ext = Add(std::move(cat));
+    }
+    ext_left = left;
+    for (int64_t dev = 0; dev < n_; ++dev) first[dev] = tile_of[dev] * piece - left;
+  } else {
+    // Too far for the neighbours: the whole dim on every device.
+    Tiling whole = t.ReplicateDims({dim});
+    ext = Reshard(x, t, whole, global, what);
+    how = k > 1 ? "the dim gathered" : "";
+    for (int64_t dev = 0; dev < n_; ++dev) {
+      rel[dev] = start + tile_of[dev] * step;
+      first[dev] = 0;
+    }
+    // Room for windows that start before the first row or end past the last.
+    int64_t before = 0, after = 0;
+    for (int64_t dev = 0; dev < n_; ++dev) {
+      before = std::max(before, -rel[dev]);
+      after = std::max(after, rel[dev] + size - ext->shape().dimensions(dim));
+    }
+    if (before > 0 || after > 0) {
+      PaddingConfig pad;
+      pad.dimensions.resize(x->shape().rank());
+      pad.dimensions[dim].edge_padding_low = before;
+      pad.dimensions[dim].edge_padding_high = after;
+      std::vector<int64_t> dims = ext->shape().dimensions();
+      dims[dim] += before + after;
+      auto p = std::make_unique<HloInstruction>(HloOpcode::kPad, WithDims(x->shape(), dims));
+      p->AppendOperand(ext);
+      p->AppendOperand(fill);
+      p->padding_config = pad;
+      ext = Add(std::move(p));
+      for (int64_t dev = 0; dev < n_; ++dev) first[dev] = -before;
+    }
+    ext_left = -first[0];
+  }
+  // Rows outside the value (before it, past its end, a short last piece's padding) read `fill`.
+  Shape is = ext->shape();
+  is.set_element_type(PrimitiveType::S32);
+  auto iota = std::make_unique<HloInstruction>(HloOpcode::kIota, is);
+  iota->iota_dimension_attr = dim;
+  HloInstruction* row = Add(HloInstruction::CreateBinary(HloOpcode::kAdd, is, Add(std::move(iota)),
+                                                         Broadcast(PerDevice(first), is)));
+  Shape ps = ext->shape();
+  ps.set_element_type(PrimitiveType::PRED);
+  auto ge = HloInstruction::CreateBinary(HloOpcode::kCompare, ps, row, Broadcast(ScalarS32(0), is));
+  ge->comparison_direction = ComparisonDirection::kGe;
+  auto lt = HloInstruction::CreateBinary(HloOpcode::kCompare, ps, row, Broadcast(ScalarS32(global[dim]), is));
+  lt->comparison_direction = ComparisonDirection::kLt;
+  HloInstruction* inside = Add(HloInstruction::CreateBinary(HloOpcode::kAnd, ps, Add(std::move(ge)), Add(std::move(lt))));
+  auto sel = std::make_unique<HloInstruction>(HloOpcode::kSelect, ext->shape());
+  sel->AppendOperand(inside);
+  sel->AppendOperand(ext);
+  sel->AppendOperand(Broadcast(fill, ext->shape()));
+  ext = Add(std::move(sel));
+  // Each device's window.
+  std::vector<int64_t> at(n_);
+  for (int64_t dev = 0; dev < n_; ++dev) at[dev] = rel[dev] + ext_left;
+  std::vector<int64_t> dims = ext->shape().dimensions();
+  dims[dim] = size;
+  auto ds = std::make_unique<HloInstruction>(HloOpcode::kDynamicSlice, WithDims(ext->shape(), dims));
+  ds->AppendOperand(ext);
+  for (int64_t d = 0; d < ext->shape().rank(); ++d) ds->AppendOperand(d == dim ? PerDevice(at) : ScalarS32(0));
+  ds->dynamic_slice_sizes_attr = dims;
+  decisions_.push_back(fmt::format("  window of {} row{} of {} along dim {}: {}", size, size == 1 ? "" : "s", what, dim,
+                                   how.empty() ? "its own rows" : how));
+  return Add(std::move(ds));
+}
+
+}  // namespace xlens

@@ -32,6 +32,10 @@ class SpmdBuilder {
               std::vector<std::string>& decisions);
 
   HloInstruction* Add(std::unique_ptr<HloInstruction> instruction);
+  // The channel id the next collective takes; a loop's body and condition, built by builders of
+  // their own, continue the numbering so that no two collectives share a channel.
+  int64_t next_channel() const { return next_channel_; }
+  void set_next_channel(int64_t next) { next_channel_ = next; }
   // An s32 scalar: a constant, or values[partition-id] when the devices differ.
   HloInstruction* ScalarS32(int64_t value);
   HloInstruction* PerDevice(const std::vector<int64_t>& values);
@@ -54,6 +58,14 @@ class SpmdBuilder {
   // the tiled dims among `dims` (a short last tile's padding) replaced by `fill`.
   HloInstruction* Mask(HloInstruction* x, const Tiling& tiling, const std::vector<int64_t>& global,
                        const std::vector<int64_t>& dims, HloInstruction* fill);
+  // Rows [a, a + size) of dim `dim` of the value whose piece under `t` is `x` (of `global` dims),
+  // where a = start + i * step for the device's tile index i along `dim`: the window a slice, pad
+  // or concatenation cut by `dim` needs. Rows the neighbours hold come by collective-permute (XLA's
+  // halo exchange); when they reach past the neighbours' pieces the dim is all-gathered instead.
+  // Rows outside [0, global[dim]) read `fill`. `what` names the value in the explanation.
+  HloInstruction* Window(HloInstruction* x, const Tiling& t, const std::vector<int64_t>& global,
+                         int64_t dim, int64_t start, int64_t step, int64_t size,
+                         HloInstruction* fill, const std::string& what);
   // The piece under `to` of the value whose piece under `from` is `x`: an all-to-all when the
   // tiles move between dims in place, all-gathers of the dims `to` cuts otherwise (or of all),
   // then a dynamic-slice by partition-id. `what` names the value in the explanation.
@@ -62,6 +74,8 @@ class SpmdBuilder {
 
  private:
   HloInstruction* PartitionId();
+  HloInstruction* Slice(HloInstruction* x, int64_t dim, int64_t lo, int64_t hi);
+  HloInstruction* Permute(HloInstruction* x, const Tiling& t, int64_t dim, int64_t shift);
   void SetCollective(HloInstruction* instr, const std::vector<std::vector<int64_t>>& groups);
   HloComputation* Reducer(HloComputation* given, PrimitiveType type);
   HloInstruction* Gather(HloInstruction* x, Tiling& cur, const std::vector<int64_t>& dims,

@@ -34,7 +34,11 @@ import tempfile
 import time
 
 PROGRAMS = ["dp_mlp_train_step", "tp_mlp", "tp_attention", "pipeline_permute", "all_to_all",
-            "all_gather", "reduce_scatter", "uneven_tiles"]
+            "all_gather", "reduce_scatter", "uneven_tiles", "loop_train_step", "embedding_step",
+            "halo_slices", "partial_manual"]
+# Made on 4 devices only (what they add is the op, not the device count): fewer programs for every
+# test that takes them.
+FOUR_ONLY = {"loop_train_step", "embedding_step", "halo_slices", "partial_manual"}
 
 
 def build_programs(jax, n):
@@ -137,6 +141,48 @@ def build_programs(jax, n):
     return jnp.sum(rows * 2.0, axis=0)
   programs.append(("uneven_tiles", uneven_tiles, [normal(2 * n, 6)], [s(line, "x", None)],
                    s(line)))
+
+  # A fori_loop of data-parallel SGD steps: the loop carries the replicated parameters and the
+  # batch-sharded data, so its body is what gets partitioned (the gradients all-reduced each step).
+  def loop_train_step(w, x, y):
+    def step(_, w):
+      grad = jax.grad(lambda w: jnp.mean((jnp.tanh(x @ w) - y) ** 2))(w)
+      return w - 0.5 * grad
+    return jax.lax.fori_loop(0, 3, step, w)
+  programs.append(("loop_train_step", loop_train_step,
+                   [normal(8, 4), normal(4 * n, 8), normal(4 * n, 4)],
+                   [s(line), s(line, "x", None), s(line, "x", None)], s(line)))
+
+  # An embedding table cut along its vocabulary: the lookup (a gather) and its gradient (a
+  # scatter-add) run on each device's rows, as XLA masks the ids another device holds.
+  def embedding_step(table, ids, y):
+    def loss(table):
+      return jnp.mean((jnp.take(table, ids, axis=0, mode="clip") - y) ** 2)
+    return table - 0.5 * jax.grad(loss)(table)
+  vocab = 4 * n
+  programs.append(("embedding_step", embedding_step,
+                   [normal(vocab, 6), rng.integers(0, vocab, size=10).astype(np.int32),
+                    normal(10, 6)],
+                   [s(line, "x", None), s(line), s(line)], s(line, "x", None)))
+
+  # Slices, pads and concatenations along the sharded rows: each device needs rows its
+  # neighbours hold (XLA's halo exchange, a collective-permute).
+  def halo_slices(x):
+    d = x[2:] - x[:-2]
+    smooth = jnp.pad(d, ((1, 1), (0, 0))) + x
+    return smooth, jnp.concatenate([x, x[:4] * 2.0], axis=0)
+  programs.append(("halo_slices", halo_slices, [normal(4 * n, 3)], [s(line, "x", None)],
+                   (s(line, "x", None), s(line, "x", None))))
+
+  # shard_map manual over 'data' only: 'model' stays automatic inside the body (its shardings
+  # say last_tile_dims={manual}).
+  def partial_manual(x):
+    def body(block):
+      return jnp.sin(block) * jax.lax.psum(jnp.sum(block), "data")
+    return shard_map(body, mesh=grid, in_specs=P("data"), out_specs=P("data"),
+                     axis_names={"data"})(x)
+  programs.append(("partial_manual", partial_manual, [normal(4, 2 * n)],
+                   [s(grid, "data", "model")], s(grid, "data", "model")))
   return programs
 
 
@@ -163,7 +209,7 @@ def child(out, n, names):
   if len(jax.devices()) < n:
     sys.exit(f"make_sharded_programs: expected {n} host devices, jax has {len(jax.devices())}")
   for name, fn, inputs, in_shardings, out_sharding in build_programs(jax, n):
-    if name not in names:
+    if name not in names or (name in FOUR_ONLY and n != 4):
       continue
     fn.__name__ = name
     jitted = jax.jit(fn, in_shardings=in_shardings, out_shardings=out_sharding)

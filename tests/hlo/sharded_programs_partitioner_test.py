@@ -25,6 +25,7 @@ removed. Exit 77 (skip) without jax.
 import argparse
 import glob
 import os
+import re
 import subprocess
 import sys
 import tempfile
@@ -37,6 +38,17 @@ common.require_jax()
 compare = common.compare
 
 SOURCES = ("before_spmd_partitioning", "before_optimizations")
+# Programs whose point is one op partitioned rather than run whole: a line `xlens opt
+# --explain-spmd` must print for the before_optimizations module (and none may say an op "runs on
+# whole values on every device").
+EXPLAINED = {
+  "n4/loop_train_step": "while runs on its pieces",
+  "n4/embedding_step": "gather from its rows of",
+  "n4/halo_slices": "collective-permute of",
+  "n4/partial_manual": "enters manual code",
+}
+SCATTER_EXPLAINED = ("n4/embedding_step", "scatter into its rows of")
+COLLECTIVES = re.compile(r" (all-reduce|all-gather|collective-permute|all-to-all|reduce-scatter)(?:-start)?\(")
 # (program, source): why it does not partition yet.
 KNOWN_GAPS = {
 }
@@ -57,6 +69,8 @@ def check(args, where, source, scratch):
   with open(partitioned, "w") as f:
     f.write(result.stdout)
   failures = []
+  if source == "before_optimizations":
+    check_decisions(args, where, result.stdout, failures)
   # The evaluator everywhere; compiled too (one executable per device) on 4 devices, to keep the
   # test short.
   runs = [("eval", [])] + ([("run", ["--reference"])] if partitions == 4 else [])
@@ -70,6 +84,37 @@ def check(args, where, source, scratch):
       continue
     compare(f"{name} (xlens {command})", outputs, where, partitions, failures)
   return failures
+
+
+def count_collectives(text):
+  counts = {}
+  for m in COLLECTIVES.finditer(text):
+    counts[m.group(1)] = counts.get(m.group(1), 0) + 1
+  return counts
+
+
+def check_decisions(args, where, partitioned, failures):
+  """The explanation of the partitioned ops, and no more collectives than XLA's own partitioned
+  module of the same program has."""
+  program = os.path.relpath(where, args.out)
+  ours = count_collectives(partitioned)
+  with open(os.path.join(where, "after_spmd_partitioning.txt")) as f:
+    xla = count_collectives(f.read())
+  line = ", ".join(f"{k} {v}" for k, v in sorted(ours.items())) or "none"
+  print(f"{program}: collectives {line} (XLA's: {', '.join(f'{k} {v}' for k, v in sorted(xla.items())) or 'none'})")
+  if sum(ours.values()) > sum(xla.values()):
+    failures.append(f"{program}: {sum(ours.values())} collectives, XLA's partitioned module has {sum(xla.values())}")
+  if program not in EXPLAINED:
+    return
+  result = subprocess.run([args.xlens, "opt", os.path.join(where, "before_optimizations.txt"), "--explain-spmd"],
+                          capture_output=True, text=True, timeout=120)
+  text = result.stdout + result.stderr
+  wanted = [EXPLAINED[program]] + ([SCATTER_EXPLAINED[1]] if program == SCATTER_EXPLAINED[0] else [])
+  for phrase in wanted:
+    if phrase not in text:
+      failures.append(f"{program}: --explain-spmd does not say '{phrase}':\n{text}")
+  if "runs on whole values on every device" in text:
+    failures.append(f"{program}: --explain-spmd runs an op whole:\n{text}")
 
 
 def main():
