@@ -96,7 +96,7 @@ def build_graphs(out_dir):
     os.environ["TF_XLA_FLAGS"] = " ".join(CLUSTER_FLAGS)
     os.environ["TF_DUMP_GRAPH_PREFIX"] = dump
     tf, np = tf_driver.tensorflow_or_skip()
-    from tensorflow.python.ops import control_flow_util
+    from tensorflow.python.ops import control_flow_ops, control_flow_util
 
     rng = np.random.RandomState(11)
 
@@ -122,16 +122,24 @@ def build_graphs(out_dir):
         with tf.compat.v1.Session(graph=g, config=config) as sess:
             return sess.run(fetches, feed)
 
-    def case(name, v1, build, x, compile_ok):
-        """build(x_placeholder) -> {fetch name: tensor} in a graph of its own."""
+    def case(name, v1, build, x, compile_ok, xla_context=False):
+        """build(x_placeholder) -> {fetch name: tensor} in a graph of its own; with
+        `xla_context`, built inside an XLA control-flow context, as tf.compat.v1's XLA
+        compilation built graphs: the v1 gradient's stacks are then bounded by the loop's
+        maximum_iterations."""
         g = tf.Graph()
         with g.as_default():
             if v1:
                 tf.compat.v1.disable_control_flow_v2()
+            context = control_flow_ops.XLAControlFlowContext() if xla_context else None
             try:
                 assert control_flow_util.EnableControlFlowV2(g) == (not v1)
                 xp = tf.compat.v1.placeholder(tf.float32, x.shape, name="x")
+                if context:
+                    context.Enter()
                 outs = build(xp)
+                if context:
+                    context.Exit()
                 fetches = [tf.identity(t, name=n) for n, t in outs.items()]
             finally:
                 tf.compat.v1.enable_control_flow_v2()
@@ -203,6 +211,10 @@ def build_graphs(out_dir):
         # of max_size -1 outside an XLA context), which tf2xla refuses to compile.
         case(f"lstm_grad_{cf}", v1, lstm_grad, x_rnn, "refused" if v1 else "compile")
         case(f"gru_grad_{cf}", v1, gru_grad, x_rnn, "refused" if v1 else "compile")
+    # The v1 gradients built in an XLA context: stacks of max_size maximum_iterations (the
+    # sequence length), the input's gradient array taken in every backward iteration.
+    case("lstm_grad_v1_xla_context", True, lstm_grad, x_rnn, "compile", xla_context=True)
+    case("gru_grad_v1_xla_context", True, gru_grad, x_rnn, "compile", xla_context=True)
 
 
 def cluster_assignment(path):

@@ -7,6 +7,7 @@
 #include <set>
 
 #include "compiler/cluster/tf2xla/tensor_list_ops.h"
+#include "compiler/cluster/tf2xla/while_resources.h"
 #include "compiler/hlo/computation.h"
 
 namespace xlens::cluster {
@@ -50,6 +51,7 @@ struct LoopComputation {
   std::unique_ptr<HloBuilder> builder;
   std::vector<std::unique_ptr<XlaResource>> resources;  // by argument; null for values
   std::vector<XlaExpression> args;
+  HloInstruction* param = nullptr;  // the state tuple
 };
 
 StatusOr<LoopComputation> StartLoopComputation(const std::string& prefix, HloBuilder& outer,
@@ -63,6 +65,7 @@ StatusOr<LoopComputation> StartLoopComputation(const std::string& prefix, HloBui
   c.builder = std::make_unique<HloBuilder>(module, c.computation);
   c.builder->SetMetadata(outer.metadata(), "");
   ASSIGN_OR_RETURN(HloInstruction * tuple, c.builder->Parameter(0, state, "arg_tuple"));
+  c.param = tuple;
   c.resources.resize(inputs.size());
   for (size_t i = 0; i < inputs.size(); ++i) {
     ASSIGN_OR_RETURN(HloInstruction * element,
@@ -84,10 +87,12 @@ StatusOr<LoopComputation> StartLoopComputation(const std::string& prefix, HloBui
 
 
 // The values of `inputs` as HLO: a variable's current value, a constant's instruction. Errors
-// name the node and the `what` (loop variable, input) at fault.
+// name the node and the `what` (loop variable, input) at fault. With `placeholders`, a
+// TensorArray or stack without a value yet is an s32[] 0 (a first compilation of a loop body
+// learns its value).
 StatusOr<std::vector<HloInstruction*>> ValuesOf(const Node& node, const std::string& what,
                                                 const std::vector<XlaExpression>& inputs,
-                                                HloBuilder& builder) {
+                                                HloBuilder& builder, bool placeholders = false) {
   std::vector<HloInstruction*> values;
   std::set<const XlaResource*> seen;
   for (size_t i = 0; i < inputs.size(); ++i) {
@@ -95,6 +100,13 @@ StatusOr<std::vector<HloInstruction*>> ValuesOf(const Node& node, const std::str
     switch (e.kind()) {
       case XlaExpression::Kind::kResource: {
         const XlaResource* r = e.resource();
+        if (r->value == nullptr && placeholders && IsMadeResource(e)) {
+          auto zero = builder.ScalarConstant(PrimitiveType::S32, 0);
+          if (!zero.ok()) return NodeError(node, zero.status().message());
+          values.push_back(*zero);
+          seen.insert(r);
+          break;
+        }
         if (r->value == nullptr) {
           return NodeError(node, fmt::format("{} {} is variable '{}', which is uninitialized",
                                              what, i, r->name));
@@ -128,6 +140,10 @@ StatusOr<std::vector<HloInstruction*>> ValuesOf(const Node& node, const std::str
 struct FirstPass {
   std::vector<std::optional<Shape>> list_shapes;
   std::vector<std::optional<graph::Tensor>> uniform;
+  // Per loop variable that is a TensorArray or stack: the value the body leaves it with, and the
+  // sources of the gradient arrays the body takes of it (while_resources.h).
+  std::vector<std::optional<Shape>> resource_shapes;
+  std::vector<std::set<std::string>> gradient_sources;
 };
 
 // Whether loop variable `i` is a list nothing has been pushed onto (uninitialized or empty).
@@ -149,8 +165,17 @@ StatusOr<FirstPass> CompileBodyOnce(const graph::FunctionBody& body, const Shape
     ASSIGN_OR_RETURN(LoopComputation b, StartLoopComputation("body", builder, state, inputs));
     for (size_t i = 0; i < inputs.size(); ++i) {
       if (EntersFresh(inputs, i)) b.args[i] = b.args[i].WithFreshList();
+      if (IsMadeResource(inputs[i])) PrepareFirstPassCopy(*inputs[i].resource(), *b.resources[i]);
     }
     ASSIGN_OR_RETURN(std::vector<XlaExpression> out, lower_body(*body.graph, b.builder.get(), b.args));
+    pass.resource_shapes.resize(inputs.size());
+    pass.gradient_sources.resize(inputs.size());
+    for (size_t i = 0; i < inputs.size(); ++i) {
+      if (!IsMadeResource(inputs[i])) continue;
+      const XlaResource& copy = *b.resources[i];
+      if (copy.value != nullptr) pass.resource_shapes[i] = copy.value->shape();
+      for (const auto& [source, grad] : copy.gradients) pass.gradient_sources[i].insert(source);
+    }
     for (size_t i = 0; i < inputs.size() && i < out.size(); ++i) {
       const XlaExpression& e = out[i];
       if (inputs[i].dtype() != DataType::DT_VARIANT || e.kind() != XlaExpression::Kind::kXlaOp) {
@@ -207,9 +232,12 @@ StatusOr<std::vector<XlaExpression>> LowerWhile(const Node& node,
                                        "loop variables",
                                        inputs.size()));
   }
-  // The initial state: every loop variable's value, a variable's current value included.
+  // The initial state: every loop variable's value, a variable's current value included (a
+  // TensorArray or stack without one yet learns it from the first compilation below).
+  bool made = false;
+  for (const XlaExpression& e : inputs) made |= IsMadeResource(e);
   ASSIGN_OR_RETURN(std::vector<HloInstruction*> init,
-                   ValuesOf(node, "loop variable", inputs, builder));
+                   ValuesOf(node, "loop variable", inputs, builder, /*placeholders=*/made));
   // Lists every element of which is one constant stay so through the loop when the body only
   // pops them or pushes that constant; the body sees them so and pops the constant.
   std::vector<std::optional<graph::Tensor>> uniform(inputs.size());
@@ -219,9 +247,12 @@ StatusOr<std::vector<XlaExpression>> LowerWhile(const Node& node,
     if (const graph::Tensor* held = inputs[i].uniform_list_element()) uniform[i] = *held;
     fresh |= EntersFresh(inputs, i);
   }
-  if (fresh) {
+  std::vector<CarriedGradient> carried;
+  if (fresh || made) {
     // Lists that enter uninitialized take the shape the body's first write gives them, and
-    // lists that enter empty the constant the body pushes, from a first compilation of the body.
+    // lists that enter empty the constant the body pushes, from a first compilation of the body;
+    // so do TensorArrays and stacks, and the gradient arrays the body takes are made for the
+    // loop to carry.
     std::vector<Shape> first_shapes;
     for (HloInstruction* v : init) first_shapes.push_back(v->shape());
     Shape first_state = Shape::Tuple(first_shapes);
@@ -242,7 +273,24 @@ StatusOr<std::vector<XlaExpression>> LowerWhile(const Node& node,
       }
       init[i] = *initial;
     }
+    for (size_t i = 0; i < inputs.size(); ++i) {
+      if (!IsMadeResource(inputs[i]) || inputs[i].resource()->value != nullptr) continue;
+      if (!first->resource_shapes[i]) {
+        return NodeError(node, fmt::format("loop variable {} is '{}', which the body leaves "
+                                           "without a value",
+                                           i, inputs[i].resource()->name));
+      }
+      XlaResource* r = inputs[i].resource();
+      auto zeros = ZerosOfShape(builder, *first->resource_shapes[i]);
+      if (!zeros.ok()) return NodeError(node, zeros.status().message());
+      r->value = r->initial_value = init[i] = *zeros;
+    }
+    auto gradients = GradientsToCarry(builder, inputs, first->gradient_sources);
+    if (!gradients.ok()) return NodeError(node, gradients.status().message());
+    carried = std::move(*gradients);
   }
+  const size_t num_vars = init.size();
+  for (const CarriedGradient& g : carried) init.push_back(g.outer->value);
   std::vector<Shape> element_shapes;
   for (HloInstruction* v : init) element_shapes.push_back(v->shape());
   Shape state = Shape::Tuple(element_shapes);
@@ -269,6 +317,10 @@ StatusOr<std::vector<XlaExpression>> LowerWhile(const Node& node,
 
   // body: the state -> the next state; a variable's element is its value after the body.
   ASSIGN_OR_RETURN(LoopComputation b, StartLoopComputation("body", builder, state, inputs));
+  {
+    Status bound = BindCarriedGradients(*b.builder, b.param, num_vars, carried, b.resources);
+    if (!bound.ok()) return NodeError(node, bound.message());
+  }
   for (size_t i = 0; i < inputs.size(); ++i) {
     if (uniform[i]) b.args[i] = b.args[i].WithUniformListElement(*uniform[i]);
   }
@@ -309,6 +361,15 @@ StatusOr<std::vector<XlaExpression>> LowerWhile(const Node& node,
     }
     next.push_back(v);
   }
+  for (size_t k = 0; k < carried.size(); ++k) {
+    const CarriedGradient& g = carried[k];
+    HloInstruction* v = b.resources[g.input]->gradients.at(g.source)->value;
+    if (!(v->shape() == element_shapes[num_vars + k])) {
+      return NodeError(node, fmt::format("the body changes the gradient array '{}'",
+                                         g.outer->name));
+    }
+    next.push_back(v);
+  }
   ASSIGN_OR_RETURN(HloInstruction * next_state, b.builder->Tuple(next));
   b.computation->set_root_instruction(next_state);
 
@@ -335,6 +396,12 @@ StatusOr<std::vector<XlaExpression>> LowerWhile(const Node& node,
       XlaExpression value = XlaExpression::XlaOp(element, inputs[i].dtype());
       outputs.push_back(uniform[i] ? value.WithUniformListElement(*uniform[i]) : value);
     }
+  }
+  for (size_t k = 0; k < carried.size(); ++k) {
+    ASSIGN_OR_RETURN(HloInstruction * element,
+                     builder.GetTupleElement(*added, static_cast<int64_t>(num_vars + k)));
+    carried[k].outer->value = element;
+    carried[k].outer->modified = true;
   }
   return outputs;
 }

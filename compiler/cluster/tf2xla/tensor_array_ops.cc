@@ -10,9 +10,9 @@
 //   GradV3: the gradient array of a source, made once per array and source: zeros of the
 //     array's shape, and every write to it adds (several reads of one element in the forward
 //     graph give several writes of its gradient, which sum).
-// An array whose element shape TensorArrayV3 leaves partial takes it from its first write. A
-// gradient array made inside a loop or a branch would not be carried out of it, so it is refused
-// there with the node named.
+// An array whose element shape TensorArrayV3 leaves partial takes it from its first write. A loop
+// carries the gradient arrays its body takes (while_resources.h); one taken inside a branch would
+// not be carried out of it, so it is refused there with the node named.
 #include <fmt/format.h>
 
 #include <memory>
@@ -317,11 +317,15 @@ Status GradLowering(XlaOpKernelContext& ctx) {
   const graph::AttrValue* source = graph::FindAttr(ctx.attrs(), "source");
   const std::string key = source != nullptr ? source->s() : "";
   HloBuilder& b = ctx.builder();
-  if (b.computation() != b.module()->entry_computation()) {
-    // A loop's or a branch's state holds the arrays passed in, not the gradients made of them
-    // inside: the writes to one would be lost when the loop ends.
-    return ctx.Error(fmt::format("the gradient of TensorArray '{}' is taken inside a loop or a "
-                                 "branch, which xlens does not carry out of it yet",
+  auto found = a->gradients.find(key);
+  const bool here = b.computation() == b.module()->entry_computation() || a->make_gradients;
+  if ((found == a->gradients.end() && !here) ||
+      (found != a->gradients.end() && found->second->value != nullptr &&
+       found->second->value->parent() != b.computation())) {
+    // A loop carries the gradients its body takes (while_resources.h); a branch does not, and
+    // the writes to one made or used there would be lost when it ends.
+    return ctx.Error(fmt::format("the gradient of TensorArray '{}' is taken inside a branch, "
+                                 "which xlens does not carry out of it yet",
                                  a->name));
   }
   std::shared_ptr<XlaResource>& grad = a->gradients[key];

@@ -42,6 +42,10 @@ struct XlaResource {
   int64_t size = 0;  // kTensorArray: its elements; kStack: its max_size
   bool gradient = false;
   std::map<std::string, std::shared_ptr<XlaResource>> gradients;
+  // Whether TensorArrayGradV3 may make a gradient array of this one outside the entry
+  // computation: in the first compilation of a loop body, which learns what the loop must carry
+  // (while_resources.h).
+  bool make_gradients = false;
 };
 
 // The value of one output of a node while lowering: a compile-time constant (a host tensor), an
