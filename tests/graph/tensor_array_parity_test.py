@@ -14,7 +14,8 @@ cells are written here with constant weights, so no graph needs freezing.
 Each graph runs with `xlens graph run` op by op, with --jit=auto and --jit=compile; every output
 must be within 1e-4 of the largest reference value. A graph TensorFlow's XLA refuses to compile
 (the v1 gradient's stacks have no size bound: tf2xla asks for maximum_iterations) must be
-refused by --jit=compile in one line of xlens's own. `xlens cluster` on TensorFlow's own
+refused by --jit=compile in one line of xlens's own; the same gradients built in an XLA
+control-flow context (stacks bounded by the loop's maximum_iterations) must compile. `xlens cluster` on TensorFlow's own
 before_mark_for_compilation graph of each must put every node in TensorFlow's cluster.
 
 Exits 77 (skipped) when tensorflow cannot be imported.
