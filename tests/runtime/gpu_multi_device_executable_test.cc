@@ -140,6 +140,73 @@ ENTRY e {
 })", {2, 2});
 }
 
+// Random programs of collectives (their -start/-done forms and tuple operands too) and
+// elementwise kernels over f32[4,6] on 2 x 2 devices, the groups in every form: the simulated GPUs
+// give the evaluator's values.
+std::string RandomGpuProgram(std::mt19937_64& rng) {
+  const std::vector<std::string> groups = {"{{0,1},{2,3}}", "{{0,2},{1,3}}", "[2,2]<=[4]", "[2,2]<=[2,2]T(1,0)",
+                                           "{{3,1},{0,2}}", "{{0,1,2,3}}"};
+  auto pick = [&](int n) { return static_cast<int>(rng() % n); };
+  std::string body = "  v0 = f32[4,6] parameter(0)\n  w = f32[4,6] parameter(1)\n";
+  int channel = 1;
+  for (int step = 1; step <= 8; ++step) {
+    const std::string in = fmt::format("v{}", step - 1), out = fmt::format("v{}", step);
+    const std::string group = groups[pick(static_cast<int>(groups.size()))];
+    const int members = group == "{{0,1,2,3}}" ? 4 : 2;
+    // Flattened ids: every group form names devices.
+    const std::string ids = fmt::format("channel_id={}, replica_groups={}, use_global_device_ids=true", channel++, group);
+    switch (pick(7)) {
+      case 0:
+        body += fmt::format("  {} = f32[4,6] all-reduce({}), {}, to_apply={}\n", out, in, ids, pick(2) ? "add" : "max");
+        break;
+      case 1:
+        body += fmt::format("  s{0} = f32[4,6] all-reduce-start({1}), {2}, to_apply=add\n"
+                            "  {3} = f32[4,6] all-reduce-done(s{0})\n", step, in, ids, out);
+        break;
+      case 2: {
+        const int d = pick(2);
+        const std::string wide = d == 0 ? fmt::format("f32[{},6]", 4 * members) : fmt::format("f32[4,{}]", 6 * members);
+        body += fmt::format("  g{} = {} all-gather({}), {}, dimensions={{{}}}\n", step, wide, in, ids, d);
+        body += fmt::format("  {} = f32[4,6] reduce-scatter(g{}), channel_id={}, replica_groups={}, "
+                            "use_global_device_ids=true, dimensions={{{}}}, to_apply=add\n", out, step, channel++, group, d);
+        break;
+      }
+      case 3:
+        body += fmt::format("  t{0} = (f32[4,6], f32[4,6]) all-reduce({1}, w), {2}, to_apply=add\n"
+                            "  {3} = f32[4,6] get-tuple-element(t{0}), index={4}\n", step, in, ids, out, pick(2));
+        break;
+      case 4: {
+        // With a channel_id the pairs name partitions: a swap, or one partition sending its own.
+        const int a = pick(3);
+        const std::string pairs = a == 0 ? "{0,1},{1,0}" : a == 1 ? "{0,0},{1,1}" : "{1,0}";
+        body += fmt::format("  c{0} = (f32[4,6], f32[4,6], u32[], u32[]) collective-permute-start({1}), "
+                            "channel_id={2}, source_target_pairs={{{3}}}\n"
+                            "  {4} = f32[4,6] collective-permute-done(c{0})\n",
+                            step, in, channel++, pairs, out);
+        break;
+      }
+      case 5:
+        body += fmt::format("  {} = f32[4,6] all-to-all({}), channel_id={}, replica_groups={{{{0,1}}}}, dimensions={{0}}\n",
+                            out, in, channel++);
+        break;
+      default:
+        body += fmt::format("  {} = f32[4,6] {}({}, w)\n", out, pick(2) ? "add" : "multiply", in);
+        break;
+    }
+  }
+  body += "  ROOT r = f32[4,6] add(v8, w)\n";
+  return "ENTRY e {\n" + body + "}\n";
+}
+
+TEST(GpuMultiDeviceExecutableTest, RandomProgramsMatchTheEvaluator) {
+  if (!SimulatorAvailable()) GTEST_SKIP() << "no GPU simulator";
+  std::mt19937_64 rng(20261130);
+  for (int i = 0; i < 4; ++i) {
+    SCOPED_TRACE(fmt::format("program {}", i));
+    ExpectSimulatedMatchesEvaluator(RandomGpuProgram(rng), {2, 2}, /*seed=*/i);
+  }
+}
+
 // A permutation that leaves device 1 waiting for a device that finished: one line, no hang.
 TEST(GpuMultiDeviceExecutableTest, AMeetingThatCannotCompleteFails) {
   if (!SimulatorAvailable()) GTEST_SKIP() << "no GPU simulator";
