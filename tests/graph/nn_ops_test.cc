@@ -2,6 +2,7 @@
 // Kernel values are checked against TensorFlow in op_kernels_test.cc.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <limits>
 #include <random>
@@ -92,11 +93,16 @@ TEST_F(NnOpsTest, ConvolutionKernelRefusesNchwOnTheCpu) {
 // A grouped Conv2D (input depth 6, filter depth 2: three groups of two channels, two filters
 // each) and its backprops, in f32 (oneDNN where the build has it) and f64 (the im2col path),
 // against each group convolved on its own. SAME padding with stride 2 leaves an uneven border.
+// With `in` 1 (one group) it is a grayscale image's first layer, whose input gradient takes its
+// own path (a product and the taps added row by row).
 template <typename T>
-void CheckGroupedConvolution(testing::LocalKernelRunner& runner, DataType dtype) {
-  const int64_t n = 2, rows = 5, cols = 6, in = 6, groups = 3, ig = 2, og = 2, out = 6, k = 3;
-  // SAME: rows padded 1 before (2 in all), columns 0 before (1 in all).
-  const int64_t out_rows = 3, out_cols = 3, stride = 2, pad_top = 1, pad_left = 0;
+void CheckGroupedConvolution(testing::LocalKernelRunner& runner, DataType dtype, int64_t in = 6,
+                             int64_t groups = 3, int64_t stride = 2) {
+  const int64_t n = 2, rows = 5, cols = 6, ig = in / groups, out = 6, og = out / groups, k = 3;
+  // SAME: with stride 2, rows padded 1 before (2 in all), columns 0 before (1 in all).
+  const int64_t out_rows = (rows + stride - 1) / stride, out_cols = (cols + stride - 1) / stride;
+  const int64_t pad_top = std::max<int64_t>((out_rows - 1) * stride + k - rows, 0) / 2;
+  const int64_t pad_left = std::max<int64_t>((out_cols - 1) * stride + k - cols, 0) / 2;
   std::mt19937 gen(3);
   std::uniform_real_distribution<double> dist(-1, 1);
   auto random = [&](std::vector<int64_t> dims) {
@@ -154,6 +160,10 @@ TEST_F(NnOpsTest, GroupedConvolutionAgainstEachGroupAlone) {
             S({2, 3, 3, 6}));
   CheckGroupedConvolution<float>(runner_, DT_FLOAT);
   CheckGroupedConvolution<double>(runner_, DT_DOUBLE);
+  for (int64_t stride : {1, 2}) {
+    SCOPED_TRACE("one input channel, stride " + std::to_string(stride));
+    CheckGroupedConvolution<float>(runner_, DT_FLOAT, /*in=*/1, /*groups=*/1, stride);
+  }
   // TensorFlow's words when the depths do not divide.
   auto uneven = runner_.InferShapes("Conv2D", ConvAttrs("SAME", {1, 1, 1, 1}),
                                     {S({1, 5, 5, 6}), S({3, 3, 4, 6})});
@@ -187,6 +197,39 @@ TEST_F(NnOpsTest, ReluGradsMultiplyByTheMask) {
     EXPECT_TRUE(std::isnan(o[3])) << op << ": inf * 0 is " << o[3];
     EXPECT_TRUE(o[4] == 0.0f && std::signbit(o[4])) << op << ": -4 * 0 is " << o[4];
     EXPECT_EQ(o[5], 5.0f) << op;
+  }
+}
+
+// The same on a tensor long enough for the vectorised loops and their remainder, with the
+// gradient's buffer forwarded to the output (nothing else holds it) and apart from it: both give
+// TensorFlow's products element for element.
+TEST_F(NnOpsTest, ReluGradInPlaceAndApartAgree) {
+  const float inf = std::numeric_limits<float>::infinity();
+  const float nan = std::numeric_limits<float>::quiet_NaN();
+  const float dys[] = {2.0f, 3.0f, nan, inf, -4.0f, 5.0f, -1.5f};
+  const float xs[] = {0.0f, 6.0f, 0.0f, -1.0f, -1.0f, 0.5f, 7.0f};
+  constexpr int kN = 45;
+  Tensor dy(DT_FLOAT, {kN}), x(DT_FLOAT, {kN});
+  for (int i = 0; i < kN; ++i) dy.flat<float>()[i] = dys[i % 7], x.flat<float>()[i] = xs[i % 7];
+  for (bool forwarded : {true, false}) {
+    std::vector<Tensor> inputs;
+    inputs.push_back(forwarded ? dy.Clone() : dy);
+    inputs.push_back(x);
+    const float* dy_buffer = inputs[0].flat<float>().data();
+    auto out = runner_.Run("ReluGrad", {{"T", AttrValue::Type(DT_FLOAT)}}, std::move(inputs));
+    ASSERT_TRUE(out.ok()) << out.status().message();
+    auto o = (*out)[0].flat<float>();
+    // The forwarded case must write over the gradient's buffer, else it tests nothing new.
+    EXPECT_EQ(o.data() == dy_buffer, forwarded);
+    for (int i = 0; i < kN; ++i) {
+      const float want = dys[i % 7] * (xs[i % 7] > 0.0f ? 1.0f : 0.0f);
+      if (std::isnan(want)) {
+        EXPECT_TRUE(std::isnan(o[i])) << i << (forwarded ? " forwarded" : " apart");
+      } else {
+        EXPECT_EQ(o[i], want) << i << (forwarded ? " forwarded" : " apart");
+        EXPECT_EQ(std::signbit(o[i]), std::signbit(want)) << i << (forwarded ? " forwarded" : " apart");
+      }
+    }
   }
 }
 
