@@ -6,7 +6,9 @@ std::shared_ptr<Var> ResourceMgr::LookupOrCreate(const std::string& container,
                                                       const std::string& name, DataType dtype,
                                                       const PartialShape& shape) {
   std::lock_guard<std::mutex> lock(mu_);
-  auto& slot = variables_[{container, name}];
+  auto it = variables_.find(KeyLess::View(container, name));
+  if (it == variables_.end()) it = variables_.emplace(std::make_pair(container, name), nullptr).first;
+  std::shared_ptr<Var>& slot = it->second;
   if (!slot) {
     slot = std::make_shared<Var>();
     slot->dtype = dtype;
@@ -18,7 +20,7 @@ std::shared_ptr<Var> ResourceMgr::LookupOrCreate(const std::string& container,
 std::shared_ptr<Var> ResourceMgr::Lookup(const std::string& container,
                                               const std::string& name) const {
   std::lock_guard<std::mutex> lock(mu_);
-  auto it = variables_.find({container, name});
+  auto it = variables_.find(KeyLess::View(container, name));
   return it == variables_.end() ? nullptr : it->second;
 }
 

@@ -8,6 +8,7 @@
 #include <memory>
 #include <mutex>
 #include <string>
+#include <string_view>
 #include <utility>
 
 #include "compiler/graph/tensor.h"
@@ -46,8 +47,19 @@ class ResourceMgr {
   void Clear();
 
  private:
+  // Orders (container, name) keys and compares them with views of the handle's strings, so a
+  // lookup copies no strings: a function with hundreds of captured variables looks every one up
+  // on each call.
+  struct KeyLess {
+    using is_transparent = void;
+    using View = std::pair<std::string_view, std::string_view>;
+    static View AsView(const std::pair<std::string, std::string>& k) { return {k.first, k.second}; }
+    static View AsView(const View& k) { return k; }
+    template <typename A, typename B>
+    bool operator()(const A& a, const B& b) const { return AsView(a) < AsView(b); }
+  };
   mutable std::mutex mu_;
-  std::map<std::pair<std::string, std::string>, std::shared_ptr<Var>> variables_;
+  std::map<std::pair<std::string, std::string>, std::shared_ptr<Var>, KeyLess> variables_;
   std::map<std::string, std::shared_ptr<ResourceBase>> resources_;
 };
 

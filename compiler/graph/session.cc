@@ -1,5 +1,9 @@
 #include "compiler/graph/session.h"
 
+#include <algorithm>
+#include <string_view>
+#include <unordered_map>
+
 #include "compiler/graph/lower_functional_ops.h"
 
 namespace xlens::graph {
@@ -41,6 +45,7 @@ Status Session::Extend(const GraphDef& more) {
   graph_ = std::move(g);
   prepared_.clear();
   by_key_.clear();
+  last_call_ = LastCall();
   return OkStatus();
 }
 
@@ -72,6 +77,19 @@ StatusOr<Session::Prepared*> Session::Prepare(const RunSignature& signature) {
   eo.kernel_state = &kernel_state_;
   eo.max_tensor_bytes = options_.max_tensor_bytes;
   ASSIGN_OR_RETURN(prepared->executor, Executor::Create(prepared->graph.get(), eo));
+  for (const std::string& feed : signature.feeds) {
+    FeedCheck check;
+    auto id = ParseTensorName(feed);
+    if (const Node* n = id.ok() ? graph_->FindNode(id->node) : nullptr) {
+      check.node = n;
+      check.dtype = RemoveRefType(n->output_type(id->index));
+      if (n->type_string() == "Placeholder") {
+        const AttrValue* s = FindAttr(n->attrs(), "shape");
+        if (s && s->kind() == AttrValue::Kind::kShape) check.shape = s;
+      }
+    }
+    prepared->checks.push_back(check);
+  }
   Prepared* raw = prepared.get();
   by_key_[key] = raw;
   prepared_.push_back(std::move(prepared));
@@ -81,41 +99,49 @@ StatusOr<Session::Prepared*> Session::Prepare(const RunSignature& signature) {
 StatusOr<std::vector<Tensor>> Session::Run(
     const std::vector<std::pair<std::string, Tensor>>& feeds,
     const std::vector<std::string>& fetches, const std::vector<std::string>& targets) {
-  RunSignature signature;
-  std::vector<Tensor> args;
-  for (const auto& [name, tensor] : feeds) {
-    signature.feeds.push_back(name);
-    args.push_back(tensor);
-  }
-  signature.fetches = fetches;
-  signature.targets = targets;
-  // The cache key sorts feeds; the _Arg indices follow the first run's order, so map the
-  // arguments onto the prepared graph's order.
-  ASSIGN_OR_RETURN(Prepared * prepared, Prepare(signature));
-  std::vector<Tensor> ordered(args.size());
-  for (size_t i = 0; i < prepared->signature.feeds.size(); ++i) {
-    for (size_t j = 0; j < signature.feeds.size(); ++j) {
-      if (signature.feeds[j] == prepared->signature.feeds[i]) ordered[i] = args[j];
+  const bool same_call = last_call_.prepared != nullptr && last_call_.feeds.size() == feeds.size() &&
+                         last_call_.fetches == fetches && last_call_.targets == targets &&
+                         std::equal(feeds.begin(), feeds.end(), last_call_.feeds.begin(),
+                                    [](const auto& feed, const std::string& name) { return feed.first == name; });
+  if (!same_call) {
+    RunSignature signature;
+    for (const auto& feed : feeds) signature.feeds.push_back(feed.first);
+    signature.fetches = fetches;
+    signature.targets = targets;
+    ASSIGN_OR_RETURN(Prepared * prepared, Prepare(signature));
+    // The cache key sorts feeds; the _Arg indices follow the first run's order, so map the
+    // arguments onto the prepared graph's order (a name fed twice: the last value, as before).
+    std::unordered_map<std::string_view, size_t> index;
+    for (size_t i = 0; i < prepared->signature.feeds.size(); ++i) index[prepared->signature.feeds[i]] = i;
+    LastCall call;
+    call.prepared = prepared;
+    for (const auto& feed : feeds) {
+      auto it = index.find(feed.first);
+      call.order.push_back(it == index.end() ? prepared->signature.feeds.size() : it->second);
     }
+    call.feeds = std::move(signature.feeds);
+    call.fetches = fetches;
+    call.targets = targets;
+    last_call_ = std::move(call);
+  }
+  Prepared* prepared = last_call_.prepared;
+  std::vector<Tensor> ordered(prepared->signature.feeds.size());
+  for (size_t j = 0; j < feeds.size(); ++j) {
+    if (last_call_.order[j] < ordered.size()) ordered[last_call_.order[j]] = feeds[j].second;
   }
   // Feeds must match what the graph declares (dtype; a Placeholder's shape).
-  for (size_t i = 0; i < prepared->signature.feeds.size(); ++i) {
-    auto id = ParseTensorName(prepared->signature.feeds[i]);
-    Node* n = id.ok() ? graph_->FindNode(id->node) : nullptr;
-    if (!n) continue;
-    DataType want = RemoveRefType(n->output_type(id->index));
-    if (ordered[i].dtype() != want) {
+  for (size_t i = 0; i < prepared->checks.size(); ++i) {
+    const FeedCheck& check = prepared->checks[i];
+    if (check.node == nullptr) continue;
+    if (ordered[i].dtype() != check.dtype) {
       return Status::Error("feed '" + prepared->signature.feeds[i] + "' is " +
                            DataTypeName(ordered[i].dtype()) + ", the graph expects " +
-                           DataTypeName(want));
+                           DataTypeName(check.dtype));
     }
-    if (n->type_string() == "Placeholder") {
-      if (const AttrValue* s = FindAttr(n->attrs(), "shape");
-          s && s->kind() == AttrValue::Kind::kShape && !s->shape().IsCompatibleWith(ordered[i].dims())) {
-        return Status::Error("feed '" + prepared->signature.feeds[i] + "' has shape " +
-                             DimsToString(ordered[i].dims()) + ", the placeholder's shape is " +
-                             s->shape().ToString());
-      }
+    if (check.shape != nullptr && !check.shape->shape().IsCompatibleWith(ordered[i].dims())) {
+      return Status::Error("feed '" + prepared->signature.feeds[i] + "' has shape " +
+                           DimsToString(ordered[i].dims()) + ", the placeholder's shape is " +
+                           check.shape->shape().ToString());
     }
   }
   return prepared->executor->Run(ordered);

@@ -67,10 +67,27 @@ class Session {
 
  private:
   Session(SessionOptions options);
+  // What a fed tensor is checked against on every run: the dtype the graph declares and, for a
+  // Placeholder, its shape attr (nullptr: none). Found once per signature, not by name per run.
+  struct FeedCheck {
+    const Node* node = nullptr;  // nullptr: the name resolves to no node (nothing to check)
+    DataType dtype = DT_INVALID;
+    const AttrValue* shape = nullptr;
+  };
   struct Prepared {
     RunSignature signature;
     std::unique_ptr<Graph> graph;
     std::unique_ptr<Executor> executor;
+    std::vector<FeedCheck> checks;  // one per signature.feeds
+  };
+  // The last Run's call as given (feeds in the caller's order) and where each feed goes in its
+  // prepared signature's order: a loop that runs the same call again (a training loop; a
+  // function with hundreds of captured variables fed by handle) skips the key and the name
+  // matching, which took longer than the step on small graphs.
+  struct LastCall {
+    std::vector<std::string> feeds, fetches, targets;
+    Prepared* prepared = nullptr;
+    std::vector<size_t> order;  // order[i]: the prepared feed the caller's feed i is
   };
   StatusOr<Prepared*> Prepare(const RunSignature& signature);
 
@@ -80,6 +97,7 @@ class Session {
   std::map<std::string, KernelState> kernel_state_;
   std::vector<std::unique_ptr<Prepared>> prepared_;  // in first-run order
   std::map<std::string, Prepared*> by_key_;
+  LastCall last_call_;
 };
 
 }  // namespace xlens::graph

@@ -395,5 +395,33 @@ TEST(ExecutorTest, BadFeedsAndFetchesAreNamed) {
   ASSERT_FALSE(unfed.ok());
 }
 
+// A call repeated with the same names (the fast path) and with its feeds in another order (the
+// same prepared graph) binds each value to its own placeholder, and a value of the wrong type or
+// shape is still refused on the repeated call.
+TEST(ExecutorTest, RepeatedCallsBindFeedsByName) {
+  GraphDef def;
+  def.node.push_back(PlaceholderNode("a", DT_FLOAT, PartialShape({2})));
+  def.node.push_back(PlaceholderNode("b", DT_FLOAT, PartialShape({2})));
+  def.node.push_back(BinaryNode("d", "Sub", "a", "b"));
+  auto session = Session::Create(def);
+  ASSERT_TRUE(session.ok()) << session.status().message();
+  auto run = [&](std::vector<std::pair<std::string, Tensor>> feeds) {
+    auto out = (*session)->Run(feeds, {"d"});
+    return out.ok() ? (*out)[0].DebugString() : out.status().message();
+  };
+  const Tensor one = Tensor::Vector<float>(DT_FLOAT, {1, 1});
+  const Tensor ten = Tensor::Vector<float>(DT_FLOAT, {10, 20});
+  EXPECT_EQ(run({{"a", ten}, {"b", one}}), "float [2] [9, 19]");
+  EXPECT_EQ(run({{"a", ten}, {"b", one}}), "float [2] [9, 19]");
+  EXPECT_EQ(run({{"b", ten}, {"a", one}}), "float [2] [-9, -19]");
+  EXPECT_EQ(run({{"b", ten}, {"a", one}}), "float [2] [-9, -19]");
+  EXPECT_EQ(run({{"a", one}, {"b", ten}}), "float [2] [-9, -19]");
+  EXPECT_THAT(run({{"a", one}, {"b", Tensor::Vector<int32_t>(DT_INT32, {1, 2})}}),
+              HasSubstr("feed 'b' is int32"));
+  EXPECT_THAT(run({{"a", one}, {"b", Tensor::Vector<float>(DT_FLOAT, {1, 2, 3})}}),
+              HasSubstr("feed 'b' has shape [3]"));
+  EXPECT_EQ(run({{"a", one}, {"b", ten}}), "float [2] [-9, -19]");
+}
+
 }  // namespace
 }  // namespace xlens::graph
