@@ -1,0 +1,308 @@
+// The convolution half of OneDnnThunk (onednn_thunks.h): oneDNN's forward, backward-data and
+// backward-weights primitives over channels-last images, split over the pool in blocks of images
+// or, for one image, in bands of output rows.
+#ifdef XLENS_HAVE_ONEDNN
+#include <algorithm>
+#include <cstring>
+
+#include "compiler/runtime/onednn_thunk_parts.h"
+
+namespace xlens::runtime {
+
+using namespace onednn_detail;
+
+Status OneDnnThunk::Impl::BuildConvolution(
+    const OneDnnCall& call, const std::string& name, int64_t parallelism,
+    const std::function<dnnl::primitive_attr(const std::vector<dnnl::memory::desc>&)>& attributes) {
+  using Kind = OneDnnConvolution::Kind;
+  const OneDnnConvolution& c = call.convolution;
+  convolution_kind = c.kind;
+  // Made under Create's SingleThreadedCreation: backward weights, too, fixes its OpenMP team
+  // when the primitive is made.
+  // The activations are channels-last arrays of `count` images; a part starts at an image.
+  auto activation = [](int64_t count, int64_t channels, const std::vector<int64_t>& spatial) {
+    dims d{count, channels};
+    d.insert(d.end(), spatial.begin(), spatial.end());
+    return dnnl::memory::desc(d, dt::f32, ChannelsLast(d.size()));
+  };
+  dims weights{c.output_channels, c.input_channels};
+  dims weights_strides(c.weights_strides.begin(), c.weights_strides.end());
+  if (c.groups > 1) {  // oneDNN's grouped weights: (group, output in group, input in group, spatial...)
+    weights = {c.groups, c.output_channels / c.groups, c.input_channels / c.groups};
+    weights_strides.insert(weights_strides.begin(), c.group_stride);
+  }
+  weights.insert(weights.end(), c.kernel_spatial.begin(), c.kernel_spatial.end());
+  user_weights_md = dnnl::memory::desc(weights, dt::f32, weights_strides);
+  src_step = c.input_channels;
+  for (int64_t d : c.src_spatial) src_step *= d;
+  dst_step = c.output_channels;
+  for (int64_t d : c.dst_spatial) dst_step *= d;
+  const dims strides(c.strides.begin(), c.strides.end()), dilates(c.dilations.begin(), c.dilations.end());
+  const dims padding_l(c.padding_low.begin(), c.padding_low.end());
+  const dims padding_r(c.padding_high.begin(), c.padding_high.end());
+  total = c.images;
+  block = (total + parallelism - 1) / parallelism;
+  blocks = (total + block - 1) / block;
+  const dnnl::memory::desc any_weights(weights, dt::f32, dnnl::memory::format_tag::any);
+  // The parts' primitives for weights in `weights_md` (oneDNN's choice when it is `any`).
+  auto build = [&](const dnnl::memory::desc& weights_md) {
+    parts.clear();
+    for (int64_t count : {block, total - (blocks - 1) * block}) {
+      if (parts.count(count)) continue;
+      Part part;
+      part.src = activation(count, c.input_channels, c.src_spatial);
+      part.dst = activation(count, c.output_channels, c.dst_spatial);
+      for (OneDnnPostOp::Addend a : addend_kinds) {
+        dims d(part.dst.dims().size(), 1);
+        if (a == OneDnnPostOp::Addend::kFull) d = part.dst.dims();
+        if (a == OneDnnPostOp::Addend::kLastDimension) d[1] = c.output_channels;
+        part.addends.push_back(dnnl::memory::desc(d, dt::f32, ChannelsLast(d.size())));
+      }
+      const dnnl::primitive_attr attr = attributes(part.addends);
+      auto forward = [&](dnnl::prop_kind prop) {
+        return dnnl::convolution_forward::desc(prop, dnnl::algorithm::convolution_direct, part.src,
+                                               weights_md, part.dst, strides, dilates, padding_l, padding_r);
+      };
+      if (c.kind == Kind::kForward) {
+        dnnl::convolution_forward::primitive_desc pd(forward(dnnl::prop_kind::forward_inference), attr, CpuEngine());
+        part.primitive = dnnl::convolution_forward(pd);
+        part.scratchpad = pd.scratchpad_desc();
+        part.weights = pd.weights_desc();
+        implementation = pd.impl_info_str();
+      } else {
+        // A backward primitive is chosen to match a forward one (its hint).
+        const dnnl::convolution_forward::primitive_desc hint(forward(dnnl::prop_kind::forward_training), CpuEngine());
+        if (c.kind == Kind::kBackwardData) {
+          dnnl::convolution_backward_data::desc desc(dnnl::algorithm::convolution_direct, part.src, weights_md,
+                                                     part.dst, strides, dilates, padding_l, padding_r);
+          dnnl::convolution_backward_data::primitive_desc pd(desc, attr, CpuEngine(), hint);
+          part.primitive = dnnl::convolution_backward_data(pd);
+          part.scratchpad = pd.scratchpad_desc();
+          part.weights = pd.weights_desc();
+          implementation = pd.impl_info_str();
+        } else {
+          dnnl::convolution_backward_weights::desc desc(dnnl::algorithm::convolution_direct, part.src, weights_md,
+                                                        part.dst, strides, dilates, padding_l, padding_r);
+          dnnl::convolution_backward_weights::primitive_desc pd(desc, attr, CpuEngine(), hint);
+          part.primitive = dnnl::convolution_backward_weights(pd);
+          part.scratchpad = pd.scratchpad_desc();
+          part.weights = pd.diff_weights_desc();
+          implementation = pd.impl_info_str();
+        }
+      }
+      parts.emplace(count, std::move(part));
+    }
+  };
+  build(any_weights);
+  // A forward convolution whose weights outweigh its activations (the late layers of a network
+  // at batch 1: 9 MB of 3x3x512x512 weights against 2x2 images) is bound by reading them. When
+  // they change between calls (variables), reordering them into oneDNN's blocked layout every
+  // call reads and writes them once more than the convolution itself: it runs on the weights as
+  // they lie where oneDNN has a direct kernel for them, or where they outweigh the images so far
+  // that the product is a few rows against the whole kernel and oneDNN's im2col kernel (gemm:jit)
+  // is a matrix-vector pass over it. Between the two, gemm:jit is the slower: measured on
+  // ResNet50's layers at batch 1 (64x64 images), it ran 8x8 and 4x4 images with 18-30x their
+  // bytes in weights at 6-25 GFLOP/s, a third to a fifth of the reorder and brgconv together,
+  // and only the 2x2 images of the last stage (weights 500x the images) faster, by 2x.
+  if (c.kind == Kind::kForward && !constant_weights && parts.begin()->second.weights != user_weights_md) {
+    const int64_t weight_bytes = static_cast<int64_t>(user_weights_md.get_size());
+    const int64_t image_bytes = total * (src_step + dst_step) * static_cast<int64_t>(sizeof(float));
+    if (weight_bytes >= image_bytes) {
+      try {
+        build(user_weights_md);
+        const bool im2col = implementation.find("gemm") != std::string::npos;
+        if (implementation.rfind("ref", 0) == 0 || (im2col && weight_bytes < 64 * image_bytes)) {
+          build(any_weights);
+        }
+      } catch (const dnnl::error&) {
+        build(any_weights);
+      }
+    }
+  }
+  // Every part must agree on the weights' layout, as they share one reordered copy (or add up
+  // their partial sums element by element).
+  const dnnl::memory::desc& chosen = parts.begin()->second.weights;
+  for (const auto& [count, part] : parts) {
+    if (part.weights != chosen) return Error(name + ": oneDNN parts disagree on the weights' layout");
+  }
+  reorder_weights = chosen != user_weights_md;
+  // One image is one part on one thread: where it has rows enough and 2^20 multiply-adds per
+  // band (a band's call then outlasts waking a thread), it runs in bands over the pool instead,
+  // on the same weights (one reorder serves them all). Each band reads all the weights: not for
+  // weights past a core's L2 (ResNet50's last stage, 9 MB each, ran 25% slower in two bands),
+  // nor on the im2col kernel such weights get. Bands that oneDNN would run on another weights
+  // layout or its reference kernel leave the call whole.
+  const bool bands_reread_little = user_weights_md.get_size() <= (size_t{1} << 20) &&
+                                   implementation.find("gemm") == std::string::npos;
+  if (c.kind == Kind::kForward && total == 1 && parallelism > 1 && !c.dst_spatial.empty() && bands_reread_little) {
+    int64_t macs = dst_step * c.input_channels;
+    for (int64_t k : c.kernel_spatial) macs *= k;
+    const int64_t count = std::min({parallelism, c.dst_spatial[0], macs >> 20});
+    if (count >= 2) {
+      try {
+        BuildBands(c, count, chosen, attributes);
+      } catch (const dnnl::error&) {
+        bands.clear();
+      }
+    }
+  }
+  if (c.kind != Kind::kBackwardWeights) {
+    if (reorder_weights) {
+      weights_buffer = dnnl::memory(chosen, CpuEngine());
+      weights_reorder = dnnl::reorder(dnnl::reorder::primitive_desc(CpuEngine(), user_weights_md, CpuEngine(), chosen));
+    }
+  } else if (blocks > 1 || reorder_weights) {
+    for (int64_t t = 0; t < blocks; ++t) partial_weights.push_back(dnnl::memory(chosen, CpuEngine()));
+    if (reorder_weights) {
+      weights_reorder = dnnl::reorder(dnnl::reorder::primitive_desc(CpuEngine(), chosen, CpuEngine(), user_weights_md));
+    }
+  }
+  return OkStatus();
+}
+
+void OneDnnThunk::Impl::BuildBands(
+    const OneDnnConvolution& c, int64_t count, const dnnl::memory::desc& weights_md,
+    const std::function<dnnl::primitive_attr(const std::vector<dnnl::memory::desc>&)>& attributes) {
+  bands.clear();
+  const int64_t rows = c.dst_spatial[0], height = c.src_spatial[0];
+  const int64_t src_row = src_step / height, dst_row = dst_step / rows;
+  // The input rows a window spans: (kernel - 1) * (dilation + 1) + 1 (oneDNN's dilation 0 is dense).
+  const int64_t extent = (c.kernel_spatial[0] - 1) * (c.dilations[0] + 1) + 1;
+  for (int64_t t = 0; t < count; ++t) {
+    const int64_t first = t * rows / count, last = (t + 1) * rows / count;  // output rows [first, last)
+    // The input rows [low, high) the band's windows cover, padding included, and the part of them
+    // that is the input; what lies outside is the band's own padding.
+    const int64_t low = first * c.strides[0] - c.padding_low[0];
+    const int64_t high = (last - 1) * c.strides[0] - c.padding_low[0] + extent;
+    const int64_t in_low = std::max<int64_t>(0, low), in_high = std::min(height, high);
+    if (in_high <= in_low) {  // a band of padding only: not worth a case of its own
+      bands.clear();
+      return;
+    }
+    dims src{1, c.input_channels, in_high - in_low}, dst{1, c.output_channels, last - first};
+    src.insert(src.end(), c.src_spatial.begin() + 1, c.src_spatial.end());
+    dst.insert(dst.end(), c.dst_spatial.begin() + 1, c.dst_spatial.end());
+    dims padding_l(c.padding_low.begin(), c.padding_low.end()), padding_r(c.padding_high.begin(), c.padding_high.end());
+    padding_l[0] = in_low - low;
+    padding_r[0] = high - in_high;
+    Band band;
+    band.part.src = dnnl::memory::desc(src, dt::f32, ChannelsLast(src.size()));
+    band.part.dst = dnnl::memory::desc(dst, dt::f32, ChannelsLast(dst.size()));
+    for (OneDnnPostOp::Addend a : addend_kinds) {
+      dims d(dst.size(), 1);
+      if (a == OneDnnPostOp::Addend::kFull) d = dst;
+      if (a == OneDnnPostOp::Addend::kLastDimension) d[1] = c.output_channels;
+      band.part.addends.push_back(dnnl::memory::desc(d, dt::f32, ChannelsLast(d.size())));
+    }
+    dnnl::convolution_forward::desc desc(dnnl::prop_kind::forward_inference, dnnl::algorithm::convolution_direct,
+                                         band.part.src, weights_md, band.part.dst,
+                                         dims(c.strides.begin(), c.strides.end()),
+                                         dims(c.dilations.begin(), c.dilations.end()), padding_l, padding_r);
+    dnnl::convolution_forward::primitive_desc pd(desc, attributes(band.part.addends), CpuEngine());
+    if (pd.weights_desc() != weights_md || std::string(pd.impl_info_str()).rfind("ref", 0) == 0) {
+      bands.clear();
+      return;
+    }
+    band.part.primitive = dnnl::convolution_forward(pd);
+    band.part.scratchpad = pd.scratchpad_desc();
+    band.part.weights = weights_md;
+    band.src_offset = in_low * src_row;
+    band.dst_offset = first * dst_row;
+    bands.push_back(std::move(band));
+  }
+}
+
+Status OneDnnThunk::Impl::ExecuteConvolution(char** frame, ExecuteContext& context,
+                                             const std::string& name) const {
+  using Kind = OneDnnConvolution::Kind;
+  float* lhs = reinterpret_cast<float*>(frame[lhs_slot]);
+  float* rhs = reinterpret_cast<float*>(frame[rhs_slot]);
+  float* output = reinterpret_cast<float*>(frame[output_slot]);
+  float* weights = rhs;
+  try {
+    if (convolution_kind != Kind::kBackwardWeights && reorder_weights) {
+      std::unique_lock<std::mutex> lock(weights_mutex, std::defer_lock);
+      if (constant_weights) lock.lock();
+      if (!constant_weights || !weights_ready) {
+        dnnl::memory user(user_weights_md, CpuEngine(), rhs);
+        weights_reorder.execute(ThreadStream(), user, weights_buffer);
+        ThreadStream().wait();
+        weights_ready = constant_weights;
+      }
+      weights = static_cast<float*>(weights_buffer.get_data_handle());
+    }
+  } catch (const dnnl::error& e) {
+    return Error(fmt::format("{}: oneDNN: {}", name, e.what()));
+  }
+  auto bind_part = [&](int64_t t, std::unordered_map<int, dnnl::memory>& args,
+                       dnnl::stream&) -> const Part& {
+    auto bind = [&](int arg, const dnnl::memory::desc& md, void* data) {
+      args[arg] = dnnl::memory(md, CpuEngine(), data);
+    };
+    if (!bands.empty()) {
+      const Band& band = bands[t];
+      bind(DNNL_ARG_SRC, band.part.src, lhs + band.src_offset);
+      bind(DNNL_ARG_WEIGHTS, band.part.weights, weights);
+      bind(DNNL_ARG_DST, band.part.dst, output + band.dst_offset);
+      for (size_t a = 0; a < addend_slots.size(); ++a) {
+        float* addend = reinterpret_cast<float*>(frame[addend_slots[a]]);
+        if (addend_kinds[a] == OneDnnPostOp::Addend::kFull) addend += band.dst_offset;
+        bind(DNNL_ARG_ATTR_MULTIPLE_POST_OP(addend_post_ops[a]) | DNNL_ARG_SRC_1, band.part.addends[a], addend);
+      }
+      return band.part;
+    }
+    const int64_t first = t * block;
+    const Part& part = parts.at(std::min(block, total - first));
+    float* src = lhs + first * src_step;
+    switch (convolution_kind) {
+      case Kind::kForward:
+        bind(DNNL_ARG_SRC, part.src, src);
+        bind(DNNL_ARG_WEIGHTS, part.weights, weights);
+        bind(DNNL_ARG_DST, part.dst, output + first * dst_step);
+        for (size_t a = 0; a < addend_slots.size(); ++a) {
+          float* addend = reinterpret_cast<float*>(frame[addend_slots[a]]);
+          if (addend_kinds[a] == OneDnnPostOp::Addend::kFull) addend += first * dst_step;
+          bind(DNNL_ARG_ATTR_MULTIPLE_POST_OP(addend_post_ops[a]) | DNNL_ARG_SRC_1, part.addends[a], addend);
+        }
+        break;
+      case Kind::kBackwardData:
+        bind(DNNL_ARG_DIFF_DST, part.dst, lhs + first * dst_step);
+        bind(DNNL_ARG_WEIGHTS, part.weights, weights);
+        bind(DNNL_ARG_DIFF_SRC, part.src, output + first * src_step);
+        break;
+      case Kind::kBackwardWeights:
+        bind(DNNL_ARG_SRC, part.src, src);
+        bind(DNNL_ARG_DIFF_DST, part.dst, rhs + first * dst_step);
+        bind(DNNL_ARG_DIFF_WEIGHTS, part.weights,
+             partial_weights.empty() ? output : partial_weights[t].get_data_handle());
+        break;
+    }
+    return part;
+  };
+  const int64_t tasks = bands.empty() ? blocks : static_cast<int64_t>(bands.size());
+  RETURN_IF_ERROR(ExecutePartsOnPool(context.pool, tasks, name, bind_part));
+  if (partial_weights.empty()) return OkStatus();
+  // Backward weights in parts: each part summed its images; the kernel's gradient is the sum.
+  float* sum = static_cast<float*>(partial_weights[0].get_data_handle());
+  const size_t elements = partial_weights[0].get_desc().get_size() / sizeof(float);
+  for (size_t p = 1; p < partial_weights.size(); ++p) {
+    const float* part = static_cast<const float*>(partial_weights[p].get_data_handle());
+    for (size_t e = 0; e < elements; ++e) sum[e] += part[e];
+  }
+  try {
+    if (reorder_weights) {
+      dnnl::memory user(user_weights_md, CpuEngine(), output);
+      weights_reorder.execute(ThreadStream(), partial_weights[0], user);
+      ThreadStream().wait();
+    } else {
+      std::memcpy(output, sum, elements * sizeof(float));
+    }
+  } catch (const dnnl::error& e) {
+    return Error(fmt::format("{}: oneDNN: {}", name, e.what()));
+  }
+  return OkStatus();
+}
+
+}  // namespace xlens::runtime
+
+#endif  // XLENS_HAVE_ONEDNN

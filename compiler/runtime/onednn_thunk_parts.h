@@ -1,0 +1,181 @@
+// Internal to the oneDNN thunks, shared by the matrix products (onednn_thunks.cc) and the
+// convolutions (onednn_convolution_thunks.cc): the thunk's state, the engine and per-thread
+// streams, and how a call's parts run over the pool. Only in a build with oneDNN.
+#pragma once
+
+#ifdef XLENS_HAVE_ONEDNN
+#include <atomic>
+#include <cstdint>
+#include <functional>
+#include <map>
+#include <mutex>
+#include <string>
+#include <unordered_map>
+#include <vector>
+
+#include <fmt/format.h>
+#include <oneapi/dnnl/dnnl.hpp>
+#if DNNL_CPU_RUNTIME == DNNL_RUNTIME_OMP
+#include <omp.h>
+#endif
+
+#include "compiler/passes/onednn_rewriter.h"
+#include "compiler/runtime/onednn_thunks.h"
+#include "compiler/runtime/small_product.h"
+#include "compiler/support/thread_pool.h"
+
+namespace xlens::runtime {
+namespace onednn_detail {
+
+using dims = dnnl::memory::dims;
+using dt = dnnl::memory::data_type;
+
+inline dnnl::memory::format_tag ChannelsLast(size_t rank) {
+  using tag = dnnl::memory::format_tag;
+  return rank == 3 ? tag::nwc : rank == 4 ? tag::nhwc : tag::ndhwc;
+}
+
+inline const dnnl::engine& CpuEngine() {
+  static const dnnl::engine* engine = new dnnl::engine(dnnl::engine::kind::cpu, 0);
+  return *engine;
+}
+
+// Each thread of the runtime's pool runs its part of a call on its own stream, and oneDNN stays
+// on that thread: Debian builds oneDNN with OpenMP, whose own team would compete with the pool
+// for the same cores (its spinning waits cost a scheduler tick per call on a busy machine).
+inline dnnl::stream& ThreadStream() {
+  thread_local dnnl::stream stream = [] {
+#if DNNL_CPU_RUNTIME == DNNL_RUNTIME_OMP
+    omp_set_num_threads(1);
+#endif
+    return dnnl::stream(CpuEngine());
+  }();
+  return stream;
+}
+
+// oneDNN sizes a primitive's parallel loops for the threads OpenMP offers when the primitive is
+// created, and opens an OpenMP team of that size on every execution even where the executing
+// thread allows one: a primitive made on a thread that allows two then runs each part with a
+// second, spinning OpenMP thread that competes with the pool for the cores (measured: a matmul
+// part 2x slower, and the kernels after it slower while the team spins down). Primitives are
+// therefore made with OpenMP held to one thread, as they run.
+class SingleThreadedCreation {
+ public:
+#if DNNL_CPU_RUNTIME == DNNL_RUNTIME_OMP
+  SingleThreadedCreation() : saved_(omp_get_max_threads()) { omp_set_num_threads(1); }
+  ~SingleThreadedCreation() { omp_set_num_threads(saved_); }
+
+ private:
+  int saved_;
+#endif
+};
+
+// Runs the parts [0, tasks) of one call over the pool (inline without one, or for one part). For
+// each part, `bind(t, args, stream)` fills the part's arguments and returns the part (its
+// primitive and scratchpad size); the part then runs on its thread's stream with that thread's
+// scratchpad. The first oneDNN error, if any, is the call's.
+template <typename BindPart>
+Status ExecutePartsOnPool(ThreadPool* pool, int64_t tasks, const std::string& name, BindPart bind) {
+  std::atomic<bool> failed{false};
+  std::string failure;
+  std::mutex failure_mu;
+  auto run = [&](int64_t begin, int64_t end) {
+    for (int64_t t = begin; t < end; ++t) {
+      try {
+        std::unordered_map<int, dnnl::memory> args;
+        dnnl::stream& stream = ThreadStream();
+        const auto& part = bind(t, args, stream);
+        thread_local std::vector<char> scratchpad;
+        if (scratchpad.size() < part.scratchpad.get_size()) scratchpad.resize(part.scratchpad.get_size());
+        args[DNNL_ARG_SCRATCHPAD] = dnnl::memory(part.scratchpad, CpuEngine(), scratchpad.data());
+        part.primitive.execute(stream, args);
+        stream.wait();
+      } catch (const dnnl::error& e) {
+        std::lock_guard<std::mutex> lock(failure_mu);
+        failed = true;
+        failure = e.what();
+      }
+    }
+  };
+  if (pool == nullptr || tasks == 1) {
+    run(0, tasks);
+  } else {
+    pool->ParallelFor(tasks, 1, run);
+  }
+  if (failed) return Error(fmt::format("{}: oneDNN: {}", name, failure));
+  return OkStatus();
+}
+
+}  // namespace onednn_detail
+
+// The call is split into parts that the pool runs in parallel: blocks of rows of each batch
+// element for a matmul, blocks of images for a convolution. Parts of the same size share one
+// primitive (at most two sizes: the block and the remainder).
+struct OneDnnThunk::Impl {
+  using dims = onednn_detail::dims;
+  using dt = onednn_detail::dt;
+
+  struct Part {
+    dnnl::primitive primitive;
+    dnnl::memory::desc src, weights, dst, scratchpad;
+    std::vector<dnnl::memory::desc> addends;  // one per kAdd post-op
+    // A transposed lhs split into blocks of rows is strided in both dimensions, which oneDNN's
+    // fast matmul (brgemm) refuses and its fallback (gemm:jit) runs with a 30-40 ms code
+    // generation at its first call: the block is packed into a row-major buffer first.
+    bool pack_src = false;
+    dnnl::reorder pack;
+    dnnl::memory::desc strided_src;
+  };
+  bool is_convolution = false;
+  // A product under SmallProductLimit: computed by SmallProduct, then its post-ops, no oneDNN.
+  bool small = false;
+  SmallProductShape small_shape;
+  std::vector<OneDnnPostOp> post_ops;
+  std::map<int64_t, Part> parts;  // by rows (matmul) or images (convolution)
+  int64_t lhs_slot = -1, rhs_slot = -1, output_slot = -1;
+  std::vector<int> addend_post_ops;      // the post-op index of each addend
+  std::vector<int64_t> addend_slots;
+  std::vector<OneDnnPostOp::Addend> addend_kinds;
+  // Matmul: batch x blocks of `block` rows out of m (or columns out of n); element offsets per
+  // batch element, row and column.
+  // Convolution: blocks of `block` images out of `total`.
+  int64_t batch = 1, total = 0, block = 0, blocks = 1;
+  bool split_rows = true;  // matmul: parts are blocks of rows (else of columns)
+  int64_t src_step = 0, src_row_step = 0, weights_step = 0, weights_column_step = 0;
+  int64_t dst_step = 0, dst_row_step = 0;
+  // Convolution weights lie in any order of their dimensions; oneDNN may want them blocked:
+  // reordered once per call into a buffer made with the thunk (the weights may change between
+  // calls). For backward weights the other way: the parts' partial sums, in oneDNN's layout,
+  // are added up and reordered into the result. The reorder is made with the thunk, as its
+  // other primitives are (single-threaded, see SingleThreadedCreation), not looked up in
+  // oneDNN's primitive cache on every call.
+  OneDnnConvolution::Kind convolution_kind = OneDnnConvolution::Kind::kForward;
+  bool reorder_weights = false;
+  // Weights that are constants of the program are reordered once, at the first call, and kept.
+  bool constant_weights = false;
+  mutable std::mutex weights_mutex;
+  mutable bool weights_ready = false;
+  dnnl::memory::desc user_weights_md;
+  mutable dnnl::memory weights_buffer;
+  mutable std::vector<dnnl::memory> partial_weights;  // backward weights: one per part
+  dnnl::reorder weights_reorder;  // user -> oneDNN's layout (backward weights: the reverse)
+  // A forward convolution of one image split into bands of output rows (its first spatial
+  // dimension), each band its own primitive over the input rows it reads (the top and bottom
+  // bands keep the padding); empty when the call runs in parts of images.
+  struct Band {
+    Part part;
+    int64_t src_offset = 0, dst_offset = 0;  // elements
+  };
+  std::vector<Band> bands;
+  std::string implementation;
+
+  Status BuildConvolution(const OneDnnCall& call, const std::string& name, int64_t parallelism,
+                          const std::function<dnnl::primitive_attr(const std::vector<dnnl::memory::desc>&)>& attributes);
+  Status ExecuteConvolution(char** frame, ExecuteContext& context, const std::string& name) const;
+  void BuildBands(const OneDnnConvolution& c, int64_t count, const dnnl::memory::desc& weights_md,
+                  const std::function<dnnl::primitive_attr(const std::vector<dnnl::memory::desc>&)>& attributes);
+};
+
+}  // namespace xlens::runtime
+
+#endif  // XLENS_HAVE_ONEDNN
