@@ -29,7 +29,7 @@ StatusOr<XlaResource*> StackInput(XlaOpKernelContext& ctx) {
 }
 
 // The stack's (buffer, index): its value's two parts.
-StatusOr<std::pair<HloInstruction*, HloInstruction*>> Parts(XlaOpKernelContext& ctx,
+StatusOr<std::pair<HloInstruction*, HloInstruction*>> StackParts(XlaOpKernelContext& ctx,
                                                             const XlaResource& s) {
   HloInstruction* buffer = nullptr;
   HloInstruction* index = nullptr;
@@ -38,7 +38,7 @@ StatusOr<std::pair<HloInstruction*, HloInstruction*>> Parts(XlaOpKernelContext& 
   return std::make_pair(buffer, index);
 }
 
-StatusOr<std::vector<HloInstruction*>> Starts(XlaOpKernelContext& ctx, HloInstruction* index,
+StatusOr<std::vector<HloInstruction*>> StackStarts(XlaOpKernelContext& ctx, HloInstruction* index,
                                               int64_t rank) {
   std::vector<HloInstruction*> starts{index};
   HloInstruction* zero = nullptr;
@@ -47,7 +47,7 @@ StatusOr<std::vector<HloInstruction*>> Starts(XlaOpKernelContext& ctx, HloInstru
   return starts;
 }
 
-Status StackLowering(XlaOpKernelContext& ctx) {
+Status StackV2Lowering(XlaOpKernelContext& ctx) {
   ASSIGN_OR_RETURN(Tensor max_size, ctx.ConstantInput(0));
   if (max_size.num_elements() != 1 || max_size.GetAsInt64(0) < 0) {
     return ctx.Error("XLA compilation requires a fixed stack size upper bound. If you are using "
@@ -62,7 +62,7 @@ Status StackLowering(XlaOpKernelContext& ctx) {
   return OkStatus();
 }
 
-Status PushLowering(XlaOpKernelContext& ctx) {
+Status StackPushLowering(XlaOpKernelContext& ctx) {
   ASSIGN_OR_RETURN(XlaResource * s, StackInput(ctx));
   ASSIGN_OR_RETURN(HloInstruction * elem, ctx.Input(1));
   const std::vector<int64_t>& element = elem->shape().dimensions();
@@ -78,7 +78,7 @@ Status PushLowering(XlaOpKernelContext& ctx) {
     LOWER_OR_RETURN(s->value, ctx, b.Tuple({zeros, start}));
     s->initial_value = s->value;
   }
-  ASSIGN_OR_RETURN(auto parts, Parts(ctx, *s));
+  ASSIGN_OR_RETURN(auto parts, StackParts(ctx, *s));
   auto [buffer, index] = parts;
   if (buffer->shape().dimensions() != dims ||
       buffer->shape().element_type() != elem->shape().element_type()) {
@@ -90,7 +90,7 @@ Status PushLowering(XlaOpKernelContext& ctx) {
   HloInstruction* update = nullptr;
   LOWER_OR_RETURN(update, ctx, b.Reshape(elem, one));
   ASSIGN_OR_RETURN(std::vector<HloInstruction*> starts,
-                   Starts(ctx, index, static_cast<int64_t>(dims.size())));
+                   StackStarts(ctx, index, static_cast<int64_t>(dims.size())));
   auto dus = std::make_unique<HloInstruction>(HloOpcode::kDynamicUpdateSlice, Shape());
   dus->AppendOperand(buffer);
   dus->AppendOperand(update);
@@ -107,13 +107,13 @@ Status PushLowering(XlaOpKernelContext& ctx) {
   return OkStatus();
 }
 
-Status PopLowering(XlaOpKernelContext& ctx) {
+Status StackPopLowering(XlaOpKernelContext& ctx) {
   ASSIGN_OR_RETURN(XlaResource * s, StackInput(ctx));
   if (s->value == nullptr) {
     return ctx.Error(fmt::format("pops stack '{}' before anything was pushed onto it", s->name));
   }
   HloBuilder& b = ctx.builder();
-  ASSIGN_OR_RETURN(auto parts, Parts(ctx, *s));
+  ASSIGN_OR_RETURN(auto parts, StackParts(ctx, *s));
   auto [buffer, index] = parts;
   HloInstruction* one_s32 = nullptr;
   HloInstruction* last = nullptr;
@@ -121,7 +121,7 @@ Status PopLowering(XlaOpKernelContext& ctx) {
   LOWER_OR_RETURN(last, ctx, b.Binary(HloOpcode::kSubtract, index, one_s32));
   std::vector<int64_t> sizes = buffer->shape().dimensions();
   ASSIGN_OR_RETURN(std::vector<HloInstruction*> starts,
-                   Starts(ctx, last, static_cast<int64_t>(sizes.size())));
+                   StackStarts(ctx, last, static_cast<int64_t>(sizes.size())));
   auto slice = std::make_unique<HloInstruction>(HloOpcode::kDynamicSlice, Shape());
   slice->AppendOperand(buffer);
   for (HloInstruction* st : starts) slice->AppendOperand(st);
@@ -138,15 +138,15 @@ Status PopLowering(XlaOpKernelContext& ctx) {
   return OkStatus();
 }
 
-Status CloseLowering(XlaOpKernelContext&) { return OkStatus(); }
+Status StackCloseLowering(XlaOpKernelContext&) { return OkStatus(); }
 
 }  // namespace
 
 void RegisterStackXlaOps(XlaOpRegistry& r) {
-  r.Register("StackV2", StackLowering);
-  r.Register("StackPushV2", PushLowering);
-  r.Register("StackPopV2", PopLowering);
-  r.Register("StackCloseV2", CloseLowering);
+  r.Register("StackV2", StackV2Lowering);
+  r.Register("StackPushV2", StackPushLowering);
+  r.Register("StackPopV2", StackPopLowering);
+  r.Register("StackCloseV2", StackCloseLowering);
 }
 
 }  // namespace xlens::cluster

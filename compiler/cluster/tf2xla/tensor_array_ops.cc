@@ -39,7 +39,7 @@ StatusOr<XlaResource*> ArrayInput(XlaOpKernelContext& ctx, int i) {
   return e.resource();
 }
 
-StatusOr<HloInstruction*> S32(XlaOpKernelContext& ctx, int64_t value) {
+StatusOr<HloInstruction*> ArrayS32(XlaOpKernelContext& ctx, int64_t value) {
   HloInstruction* c = nullptr;
   LOWER_OR_RETURN(c, ctx, ctx.builder().ScalarConstant(PrimitiveType::S32, static_cast<double>(value)));
   return c;
@@ -56,7 +56,7 @@ StatusOr<std::vector<HloInstruction*>> RowStarts(XlaOpKernelContext& ctx, HloIns
     LOWER_OR_RETURN(start, ctx, ctx.builder().Reshape(start, {}));
   }
   std::vector<HloInstruction*> starts{start};
-  ASSIGN_OR_RETURN(HloInstruction * zero, S32(ctx, 0));
+  ASSIGN_OR_RETURN(HloInstruction * zero, ArrayS32(ctx, 0));
   for (int64_t d = 1; d < rank; ++d) starts.push_back(zero);
   return starts;
 }
@@ -174,7 +174,7 @@ Status TensorArrayLowering(XlaOpKernelContext& ctx) {
   return OkStatus();
 }
 
-Status WriteLowering(XlaOpKernelContext& ctx) {
+Status ArrayWriteLowering(XlaOpKernelContext& ctx) {
   ASSIGN_OR_RETURN(XlaResource * a, ArrayInput(ctx, 0));
   ASSIGN_OR_RETURN(HloInstruction * index, ctx.Input(1));
   ASSIGN_OR_RETURN(HloInstruction * value, ctx.Input(2));
@@ -185,7 +185,7 @@ Status WriteLowering(XlaOpKernelContext& ctx) {
   return OkStatus();
 }
 
-Status ReadLowering(XlaOpKernelContext& ctx) {
+Status ArrayReadLowering(XlaOpKernelContext& ctx) {
   ASSIGN_OR_RETURN(XlaResource * a, ArrayInput(ctx, 0));
   RETURN_IF_ERROR(RequireInitialized(ctx, *a));
   ASSIGN_OR_RETURN(HloInstruction * index, ctx.Input(1));
@@ -194,7 +194,7 @@ Status ReadLowering(XlaOpKernelContext& ctx) {
   return OkStatus();
 }
 
-Status GatherLowering(XlaOpKernelContext& ctx) {
+Status ArrayGatherLowering(XlaOpKernelContext& ctx) {
   ASSIGN_OR_RETURN(XlaResource * a, ArrayInput(ctx, 0));
   RETURN_IF_ERROR(RequireInitialized(ctx, *a));
   ASSIGN_OR_RETURN(HloInstruction * indices, ctx.Input(1));
@@ -205,7 +205,7 @@ Status GatherLowering(XlaOpKernelContext& ctx) {
   return OkStatus();
 }
 
-Status ScatterLowering(XlaOpKernelContext& ctx) {
+Status ArrayScatterLowering(XlaOpKernelContext& ctx) {
   ASSIGN_OR_RETURN(XlaResource * a, ArrayInput(ctx, 0));
   ASSIGN_OR_RETURN(HloInstruction * value, ctx.Input(2));
   const std::vector<int64_t>& vdims = value->shape().dimensions();
@@ -250,13 +250,13 @@ Status ScatterLowering(XlaOpKernelContext& ctx) {
   return OkStatus();
 }
 
-Status SizeLowering(XlaOpKernelContext& ctx) {
+Status ArraySizeLowering(XlaOpKernelContext& ctx) {
   ASSIGN_OR_RETURN(XlaResource * a, ArrayInput(ctx, 0));
   ctx.SetConstantOutput(0, Tensor::Scalar<int32_t>(graph::DT_INT32, static_cast<int32_t>(a->size)));
   return OkStatus();
 }
 
-Status ConcatLowering(XlaOpKernelContext& ctx) {
+Status ArrayConcatLowering(XlaOpKernelContext& ctx) {
   ASSIGN_OR_RETURN(XlaResource * a, ArrayInput(ctx, 0));
   RETURN_IF_ERROR(RequireInitialized(ctx, *a));
   const std::vector<int64_t> element = ElementDims(*a);
@@ -271,7 +271,7 @@ Status ConcatLowering(XlaOpKernelContext& ctx) {
   return OkStatus();
 }
 
-Status SplitLowering(XlaOpKernelContext& ctx) {
+Status ArraySplitLowering(XlaOpKernelContext& ctx) {
   ASSIGN_OR_RETURN(XlaResource * a, ArrayInput(ctx, 0));
   ASSIGN_OR_RETURN(HloInstruction * value, ctx.Input(1));
   ASSIGN_OR_RETURN(std::vector<int64_t> lengths, ctx.ConstantInputAsIntVector(2));
@@ -309,9 +309,9 @@ Status SplitLowering(XlaOpKernelContext& ctx) {
   return OkStatus();
 }
 
-Status CloseLowering(XlaOpKernelContext&) { return OkStatus(); }
+Status ArrayCloseLowering(XlaOpKernelContext&) { return OkStatus(); }
 
-Status GradLowering(XlaOpKernelContext& ctx) {
+Status ArrayGradLowering(XlaOpKernelContext& ctx) {
   ASSIGN_OR_RETURN(XlaResource * a, ArrayInput(ctx, 0));
   RETURN_IF_ERROR(RequireInitialized(ctx, *a));
   const graph::AttrValue* source = graph::FindAttr(ctx.attrs(), "source");
@@ -350,15 +350,15 @@ Status GradLowering(XlaOpKernelContext& ctx) {
 
 void RegisterTensorArrayXlaOps(XlaOpRegistry& r) {
   r.Register("TensorArrayV3", TensorArrayLowering);
-  r.Register("TensorArrayWriteV3", WriteLowering);
-  r.Register("TensorArrayReadV3", ReadLowering);
-  r.Register("TensorArrayGatherV3", GatherLowering);
-  r.Register("TensorArrayScatterV3", ScatterLowering);
-  r.Register("TensorArraySizeV3", SizeLowering);
-  r.Register("TensorArrayConcatV3", ConcatLowering);
-  r.Register("TensorArraySplitV3", SplitLowering);
-  r.Register("TensorArrayCloseV3", CloseLowering);
-  r.Register("TensorArrayGradV3", GradLowering);
+  r.Register("TensorArrayWriteV3", ArrayWriteLowering);
+  r.Register("TensorArrayReadV3", ArrayReadLowering);
+  r.Register("TensorArrayGatherV3", ArrayGatherLowering);
+  r.Register("TensorArrayScatterV3", ArrayScatterLowering);
+  r.Register("TensorArraySizeV3", ArraySizeLowering);
+  r.Register("TensorArrayConcatV3", ArrayConcatLowering);
+  r.Register("TensorArraySplitV3", ArraySplitLowering);
+  r.Register("TensorArrayCloseV3", ArrayCloseLowering);
+  r.Register("TensorArrayGradV3", ArrayGradLowering);
 }
 
 }  // namespace xlens::cluster
