@@ -10,6 +10,10 @@ the in-process runs on 2 and 4 devices (xlens run --num_partitions=N), and the M
 and 4 ranks of one device each (MPI_Allreduce) and 2 ranks of 2 devices each (an MPI
 all-gather of both devices' arrays, then the evaluator's sum).
 
+With --baseline OTHER_XLENS (an earlier build, say; its libxlens_mpi.so beside it), each run of
+--xlens is followed by the same run of OTHER_XLENS, so that both meet the same load on a shared
+machine, and a second table gives its figures.
+
 Run by hand (not in CI): python3 tests/bench/allreduce_bandwidth.py --xlens build/compiler/cli/xlens
 """
 import argparse
@@ -69,6 +73,7 @@ def main():
   parser.add_argument("--xlens", required=True)
   parser.add_argument("--iterations", type=int, default=5)
   parser.add_argument("--sizes", default="4K,64K,1M,16M,64M")
+  parser.add_argument("--baseline", help="another xlens run beside --xlens, for comparison")
   args = parser.parse_args()
   mpirun = shutil.which("mpirun")
   units = {"K": 1 << 10, "M": 1 << 20}
@@ -80,26 +85,38 @@ def main():
         f"{args.iterations} runs of {CHAIN} chained all-reduces; in parentheses, the ratio against "
         f"memcpy bandwidth at the same size in this run")
   header = f"{'size':>6} {'memcpy GB/s':>11} " + " ".join(f"{name:>26}" for name, _, _ in setups)
-  print(header)
+  binaries = [args.xlens] + ([args.baseline] if args.baseline else [])
+  rows = {b: [] for b in binaries}
+  if not args.baseline:
+    print(header)
   with tempfile.TemporaryDirectory(prefix="allreduce_bw_") as tmp:
     for nbytes in sizes:
       elements = nbytes // 4
       copy = memcpy_gbs(nbytes)
-      cells = []
+      cells = {b: [] for b in binaries}
       for name, ranks, devices in setups:
         path = os.path.join(tmp, f"ar_{elements}_{devices}.hlo")
         with open(path, "w") as f:
           f.write(module(elements, devices))
-        argv = [args.xlens, "run", path, f"--num_partitions={devices}",
-                f"--iterations={args.iterations}", "--inputs=random"]
-        if ranks:
-          argv = [mpirun, "--allow-run-as-root", "--oversubscribe", "-np", str(ranks)] + argv + [
-              "--distributed=mpi"]
-        ms = run_ms(argv) / CHAIN
-        gbs = nbytes / (ms / 1e3) / 1e9
-        cells.append(f"{gbs:8.3f} GB/s ({gbs / copy:6.3f}x)")
+        for binary in binaries:
+          argv = [binary, "run", path, f"--num_partitions={devices}",
+                  f"--iterations={args.iterations}", "--inputs=random"]
+          if ranks:
+            argv = [mpirun, "--allow-run-as-root", "--oversubscribe", "-np", str(ranks)] + argv + [
+                "--distributed=mpi"]
+          ms = run_ms(argv) / CHAIN
+          gbs = nbytes / (ms / 1e3) / 1e9
+          cells[binary].append(f"{gbs:8.3f} GB/s ({gbs / copy:6.3f}x)")
       label = f"{nbytes >> 20}M" if nbytes >= 1 << 20 else f"{nbytes >> 10}K"
-      print(f"{label:>6} {copy:11.2f} " + " ".join(f"{c:>26}" for c in cells), flush=True)
+      for binary in binaries:
+        rows[binary].append(f"{label:>6} {copy:11.2f} " + " ".join(f"{c:>26}" for c in cells[binary]))
+      if not args.baseline:
+        print(rows[args.xlens][-1], flush=True)
+  if args.baseline:
+    for binary in binaries:
+      print(f"{binary}{' (baseline)' if binary == args.baseline else ''}:")
+      print(header)
+      print("\n".join(rows[binary]))
   return 0
 
 

@@ -15,8 +15,13 @@ outputs xlens assembles must match jax's.
 The devices are threads of one process sharing this machine's cores: with fewer cores than
 devices they take turns, and the figure says what the collectives and the scheduling cost.
 
-Usage: data_parallel_scaling.py --xlens build/compiler/cli/xlens [--devices 1,2,4] [--rounds 3]
-[--iterations 20] [--work DIR]. Exits 77 when jax is not installed.
+With --baseline OTHER_XLENS (an earlier build, say), OTHER_XLENS is timed in the same rounds,
+each run beside the same run of --xlens, so that both meet the same load on a shared machine;
+its figures follow in columns of their own. With --work DIR the programs are kept there and
+reused by later runs (jax compiles them once).
+
+Usage: data_parallel_scaling.py --xlens build/compiler/cli/xlens [--baseline OTHER_XLENS]
+[--devices 1,2,4] [--rounds 3] [--iterations 20] [--work DIR]. Exits 77 when jax is not installed.
 """
 import argparse
 import glob
@@ -76,6 +81,8 @@ def child(where):
 
 def make(work, n):
   where = os.path.join(work, f"n{n}")
+  if os.path.exists(os.path.join(where, "partitioned_by")):
+    return where  # made by an earlier run with the same --work
   os.makedirs(where, exist_ok=True)
   with tempfile.TemporaryDirectory(prefix="dp_dump_") as dump:
     env = dict(os.environ, JAX_PLATFORMS="cpu", DATA_PARALLEL_DUMP=dump,
@@ -112,6 +119,7 @@ def check_outputs(where, outputs, n):
 def main():
   parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
   parser.add_argument("--xlens")
+  parser.add_argument("--baseline", help="another xlens timed in the same rounds, for comparison")
   parser.add_argument("--devices", default="1,2,4")
   parser.add_argument("--rounds", type=int, default=3)
   parser.add_argument("--iterations", type=int, default=20)
@@ -133,24 +141,36 @@ def main():
     work = args.work or tmp
     programs = {n: make(work, n) for n in counts}
     outputs = os.path.join(tmp, "outputs")
-    times = {n: [] for n in counts}
+    binaries = [args.xlens] + ([args.baseline] if args.baseline else [])
+    times = {(b, n): [] for b in binaries for n in counts}
     for _ in range(args.rounds):
       for n in counts:  # alternating: every round runs every device count once
-        times[n].append(time_step(args.xlens, programs[n], n, args.iterations, outputs))
-        check_outputs(programs[n], outputs, n)
+        for b in binaries:
+          times[(b, n)].append(time_step(b, programs[n], n, args.iterations, outputs))
+          check_outputs(programs[n], outputs, n)
     partitioned = {n: open(os.path.join(programs[n], "partitioned_by")).read() for n in counts}
   import jax
   print(f"jax {jax.__version__}, {os.cpu_count()} CPUs; MLP training step f32 [{BATCH},{IN}] -> "
         f"{HIDDEN} -> {OUT}, the batch sharded over the devices, the parameters replicated; times "
         f"are xlens's median of {args.iterations} steps, then the median over {args.rounds} "
         "alternating rounds (ms)")
-  print("| devices | step (ms) | range over rounds | speedup over 1 device | module |")
-  print("| --- | --- | --- | --- | --- |")
-  base = statistics.median(times[counts[0]])
+  if args.baseline:
+    print(f"baseline: {args.baseline}, timed in the same rounds")
+  header = "| devices | step (ms) | range over rounds | speedup over 1 device |"
+  rule = "| --- | --- | --- | --- |"
+  if args.baseline:
+    header += " baseline step (ms) | baseline range | baseline speedup |"
+    rule += " --- | --- | --- |"
+  print(header + " module |")
+  print(rule + " --- |")
   for n in counts:
-    median = statistics.median(times[n])
-    print(f"| {n} | {median:.2f} | {min(times[n]):.2f}-{max(times[n]):.2f} | {base / median:.2f}x | "
-          f"{partitioned[n]} |")
+    row = f"| {n} |"
+    for b in binaries:
+      runs = times[(b, n)]
+      median = statistics.median(runs)
+      base = statistics.median(times[(b, counts[0])])
+      row += f" {median:.2f} | {min(runs):.2f}-{max(runs):.2f} | {base / median:.2f}x |"
+    print(f"{row} {partitioned[n]} |")
   return 0
 
 

@@ -282,5 +282,39 @@ TEST(MultiDeviceExecutableTest, OneDeviceIsAGroupOfOne) {
   EXPECT_EQ(*result, arguments[0]);
 }
 
+// Repeated runs share the arguments and leave the results in the devices' buffers until asked:
+// every run gives the evaluator's values, read once after the last.
+TEST(MultiDeviceExecutableTest, RunsShareTheirArgumentsAndResultsAreReadAfterTheLast) {
+  auto module = ParseWithReducers(R"(ENTRY e {
+  p = f32[64] parameter(0)
+  q = f32[64] parameter(1)
+  ar = f32[64] all-reduce(p), replica_groups={}, to_apply=add
+  ROOT s = (f32[64], f32[64]) tuple(ar, q)
+})");
+  ASSERT_NE(module, nullptr);
+  const DeviceTopology topology{2, 1};
+  auto arguments = std::make_shared<const MultiDeviceExecutable::Arguments>(
+      Arguments(*module, topology.num_devices(), 3));
+  auto expected = EvaluateModuleOnDevices(*module, *arguments, topology);
+  ASSERT_TRUE(expected.ok()) << expected.status().message();
+  auto executable = MultiDeviceExecutable::Compile(*module, topology, CompileOptions{});
+  ASSERT_TRUE(executable.ok()) << executable.status().message();
+  EXPECT_FALSE((*executable)->Results().ok()) << "no run has finished";
+  for (int run = 0; run < 3; ++run) {
+    auto ran = (*executable)->Execute(arguments, MultiDeviceOptions{}, nullptr, nullptr,
+                                      /*read_results=*/false);
+    ASSERT_TRUE(ran.ok()) << ran.status().message();
+    for (const Literal& unread : *ran) EXPECT_EQ(unread.shape().ToString(false), Literal().shape().ToString(false));
+  }
+  // The devices hold the arguments, not copies of them.
+  EXPECT_GE(arguments.use_count(), 2);
+  auto results = (*executable)->Results();
+  ASSERT_TRUE(results.ok()) << results.status().message();
+  for (int64_t d = 0; d < topology.num_devices(); ++d) {
+    Status match = ExpectLiteralNear((*expected)[d], (*results)[d], ErrorSpec{1e-5, 1e-5});
+    EXPECT_TRUE(match.ok()) << "device " << d << ": " << match.message();
+  }
+}
+
 }  // namespace
 }  // namespace xlens::runtime
