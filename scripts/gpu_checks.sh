@@ -130,8 +130,9 @@ say "corpus: $agree agree, $differ differ, $refused refused with a message, $oth
 say "== collectives: one GPU, and more devices than GPUs"
 # Every collective on 4 devices (1 replica x 4 partitions) and the same on one (groups of one).
 collectives() {  # collectives N: the module for N partitions
-  local n=$1 all
+  local n=$1 all pairs="" i
   all="{{$(seq -s, 0 $((n - 1)))}}"
+  for i in $(seq 0 $((n - 1))); do pairs+="{$i,$(((i + 1) % n))},"; done
   cat <<HLO
 HloModule collectives_$n, num_partitions=$n
 add {
@@ -146,9 +147,9 @@ ENTRY e {
   ag = f32[$((8 * n)),6] all-gather(ar), channel_id=2, replica_groups=$all, use_global_device_ids=true, dimensions={0}
   rs = f32[8,6] reduce-scatter(ag), channel_id=3, replica_groups=$all, use_global_device_ids=true, dimensions={0}, to_apply=add
   a2a = f32[8,6] all-to-all(rs), channel_id=4, replica_groups=$all, dimensions={0}
-  cp = f32[8,6] collective-permute(a2a), channel_id=5, source_target_pairs={{0,$((n - 1))}}
+  cp = f32[8,6] collective-permute(a2a), channel_id=5, source_target_pairs={${pairs%,}}
   b = f32[8,6] collective-broadcast(cp), channel_id=6, replica_groups=$all
-  ROOT t = (u32[], f32[8,6]) tuple(q, b)
+  ROOT t = (u32[], f32[8,6], f32[8,6], f32[8,6]) tuple(q, a2a, cp, b)
 }
 HLO
 }

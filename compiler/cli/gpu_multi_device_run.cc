@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <cstdio>
 #include <map>
 #include <variant>
 
@@ -92,6 +93,10 @@ StatusOr<std::vector<Literal>> RunOnGpuDevices(const RunArgs& args, tools::Flags
                                                std::string& report) {
   const bool simulated = args.backend == "gpu-sim";
   ASSIGN_OR_RETURN(runtime::GpuTarget target, runtime::GpuTargetByName(args.gpu_target));
+  if (setup.debug.xla_hlo_profile) {
+    std::fprintf(stderr, "xlens run: --xla_hlo_profile: no per-HLO profile on several GPU devices "
+                         "yet; --trace records every device's kernels and collectives\n");
+  }
   runtime::GpuDeviceOpener open = [&](int64_t device) -> StatusOr<std::unique_ptr<runtime::GpuDevice>> {
     if (!simulated) return runtime::OpenCudaDevice(static_cast<int>(device));
     runtime::GpuSimOptions options;
