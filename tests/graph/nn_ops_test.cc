@@ -233,5 +233,40 @@ TEST_F(NnOpsTest, ReluGradInPlaceAndApartAgree) {
   }
 }
 
+// MaxPoolGrad with windows that do not overlap (2x2 at stride 2, the usual pooling) writes each
+// pixel once instead of adding at the maxima: against the first maximum of each window taking
+// its gradient, with rows and columns no VALID window reaches (7x5) and SAME's clipped windows.
+TEST_F(NnOpsTest, MaxPoolGradOfDisjointWindowsAgainstTheFirstMaximum) {
+  const int64_t n = 2, rows = 7, cols = 5, depth = 19;  // 19: vector loops and a remainder
+  std::mt19937 gen(5);
+  std::uniform_int_distribution<int> dist(-3, 3);  // small integers: ties within windows
+  Tensor x(DT_FLOAT, {n, rows, cols, depth});
+  for (float& v : x.flat<float>()) v = static_cast<float>(dist(gen));
+  for (const char* padding : {"VALID", "SAME"}) {
+    const bool same = std::string(padding) == "SAME";
+    const int64_t out_rows = same ? 4 : 3, out_cols = same ? 3 : 2;  // SAME pads after only
+    Tensor dy(DT_FLOAT, {n, out_rows, out_cols, depth});
+    for (float& v : dy.flat<float>()) v = static_cast<float>(dist(gen)) + 0.5f;
+    std::vector<float> want(x.num_elements(), 0.0f);
+    auto at = [&](int64_t b, int64_t y, int64_t c, int64_t ch) { return ((b * rows + y) * cols + c) * depth + ch; };
+    for (int64_t b = 0; b < n; ++b)
+      for (int64_t oy = 0; oy < out_rows; ++oy)
+        for (int64_t ox = 0; ox < out_cols; ++ox)
+          for (int64_t ch = 0; ch < depth; ++ch) {
+            int64_t best = -1;
+            for (int64_t y = 2 * oy; y < std::min(2 * oy + 2, rows); ++y)
+              for (int64_t c = 2 * ox; c < std::min(2 * ox + 2, cols); ++c)
+                if (best < 0 || x.flat<float>()[at(b, y, c, ch)] > x.flat<float>()[best]) best = at(b, y, c, ch);
+            want[best] += dy.flat<float>()[((b * out_rows + oy) * out_cols + ox) * depth + ch];
+          }
+    Tensor y(DT_FLOAT, {n, out_rows, out_cols, depth});  // MaxPoolGrad reads only its shape
+    auto out = runner_.Run("MaxPoolGrad", PoolAttrs(padding, {1, 2, 2, 1}, {1, 2, 2, 1}), {x, y, dy});
+    ASSERT_TRUE(out.ok()) << padding << ": " << out.status().message();
+    auto got = (*out)[0].flat<float>();
+    ASSERT_EQ(got.size(), want.size());
+    for (size_t i = 0; i < want.size(); ++i) ASSERT_EQ(got[i], want[i]) << padding << " element " << i;
+  }
+}
+
 }  // namespace
 }  // namespace xlens::graph

@@ -810,6 +810,10 @@ Status MaxPoolKernel(OpKernelContext& ctx) {
     ASSIGN_OR_RETURN(Tensor * out, ctx.allocate_output(0, kGrad ? x.dims() : out_dims));
     T* o = MutableData<T>(*out);
     const T* g = kGrad ? Data<T>(ctx.input(2)) : nullptr;
+    // Windows that do not overlap (a stride as large as the window, the usual 2x2 pooling): the
+    // gradient is written pixel by pixel instead of added at each maximum (the output is
+    // zero-filled when made, which covers the pixels no window reaches).
+    const bool disjoint = p.stride_rows >= p.ksize_rows && p.stride_cols >= p.ksize_cols;
     // Windows one image row of outputs at a time, channels innermost (contiguous in NHWC, so
     // the comparisons vectorise); rows of outputs in parallel, whole images for the gradient
     // (whose windows of one image add into the same input elements).
@@ -847,6 +851,16 @@ Status MaxPoolKernel(OpKernelContext& ctx) {
             }
           if constexpr (!kGrad) {
             std::copy_n(b, depth, o + out_base);
+          } else if (disjoint) {
+            // No other window holds these pixels: each is written once, the gradient where it
+            // is the maximum and 0 elsewhere, a select over contiguous channels (no scatter).
+            const T* __restrict gw = g + out_base;
+            for (int64_t iy = y0; iy < y1; ++iy)
+              for (int64_t ix = x0; ix < x1; ++ix) {
+                const int32_t pixel = static_cast<int32_t>(iy * d.in_cols + ix);
+                T* __restrict to = o + (n * d.in_rows * d.in_cols + pixel) * depth;
+                for (int64_t c = 0; c < depth; ++c) to[c] = a[c] == pixel ? gw[c] : T(0);
+              }
           } else {
             T* image_grad = o + n * d.in_rows * d.in_cols * depth;
             for (int64_t c = 0; c < depth; ++c) image_grad[a[c] * depth + c] += g[out_base + c];
