@@ -194,10 +194,9 @@ StatusOr<std::unique_ptr<OneDnnThunk>> OneDnnThunk::Create(std::string hlo_name,
         impl.post_ops = call->post_ops;
         impl.implementation = std::string("small-product:") + SmallProductIsa();
       }
-      // Enough parts for every thread, split along rows where there are enough of them: a block
-      // of rows keeps every operand dense, which oneDNN's brgemm kernels need (a column block is
-      // a strided matrix they refuse, leaving it to gemm:jit, slower to start and to run). A
-      // column split is the fallback for products with few rows.
+      // Enough parts for every thread, split along rows or columns (below). A block of rows
+      // keeps every operand dense, which oneDNN's brgemm kernels need; a block of columns is a
+      // strided matrix they refuse, leaving it to gemm:jit.
       auto build = [&](bool split_rows, int64_t max_parts) {
         impl.parts.clear();
         impl.split_rows = split_rows;
@@ -253,10 +252,26 @@ StatusOr<std::unique_ptr<OneDnnThunk>> OneDnnThunk::Create(std::string hlo_name,
       // DenseNet121's 1024-to-512 one on 4x4 images 3x slower on two threads than brgemm on one).
       const bool rows_suffice = m >= 16 * std::min<int64_t>(parallelism, 2) || m >= n || pointwise;
       const bool small = impl.batch * m * n * k < (int64_t{1} << 22);
+      // A product much wider than it is tall (n >= 4m: its weights outweigh its lhs four times)
+      // is split in columns even where rows suffice: each part then reads its share of the
+      // weights instead of all of them, as oneDNN's own threads share such a product. Measured
+      // on this project's machine (AVX-512, one thread per part, CPU time per part of two): the
+      // LSTM step's 64x512x2048 0.75 ms in columns (gemm:jit) against 0.89 ms in rows (brgemm)
+      // with its weights in cache and 1.0 ms without; 64x256x2048 0.35 against 0.39-0.50; the
+      // GELU MLP's 256x512x2048 2.66 against 2.81. Narrower products lost in columns (the MLP
+      // step's 128x784x256, 6% slower in the step), and so did a transposed lhs (packed per
+      // block of rows instead: its 256x128x784 weight gradient 15% slower on gemm:jit). gemm:jit
+      // generates its kernels once per process, at its first call (about 45 ms). A product with
+      // a bias or another addend keeps its rows: gemm:jit takes no binary post-op here and its
+      // parts would fall to the reference kernel (build() then falls back to rows). Batched
+      // products keep their batch parts; pointwise convolutions and blocks of fewer than 64
+      // columns or 32 rows keep their rows (gemm:jit was slower there: see above).
+      const bool columns_read_less = impl.batch == 1 && !pointwise && !small && !lhs_transposed && n >= 4 * m &&
+                                     m >= 32 && n >= 64 * std::min<int64_t>(parallelism, 2);
       const int64_t unlimited = std::numeric_limits<int64_t>::max();
       if (impl.small) {
         impl.blocks = 1;
-      } else if (!build(rows_suffice || small, rows_suffice || !small ? unlimited : 1)) {
+      } else if (!build(!columns_read_less && (rows_suffice || small), rows_suffice || !small ? unlimited : 1)) {
         build(true, unlimited);
       }
       impl.src_step = m * k;

@@ -235,6 +235,40 @@ std::string KernelOf(const std::string& text) {
   return listing.substr(at + 9, listing.find(';', at + 9) - at - 9);
 }
 
+TEST_F(OneDnnThunkTest, WideProductsSplitInColumnsShareTheirWeights) {
+  // An LSTM-like product, its weights sixteen times its lhs: split in columns over the pool, each
+  // part reads its share of the weights (on gemm:jit: brgemm refuses a block of columns) and
+  // writes its columns, scaled, at its offset.
+  const std::string wide = R"(HloModule m
+ENTRY e {
+  a = f32[32,256] parameter(0)
+  b = f32[256,512] parameter(1)
+  d = f32[32,512] dot(a, b), lhs_contracting_dims={1}, rhs_contracting_dims={0}
+  c = f32[] constant(0.5)
+  cb = f32[32,512] broadcast(c), dimensions={}
+  ROOT r = f32[32,512] multiply(d, cb)
+})";
+  // With a bias and a residual gemm:jit has no kernel but its reference one, so the product
+  // keeps its rows on brgemm.
+  const std::string with_addends = R"(HloModule m
+ENTRY e {
+  a = f32[32,256] parameter(0)
+  b = f32[256,512] parameter(1)
+  bias = f32[512] parameter(2)
+  res = f32[32,512] parameter(3)
+  d = f32[32,512] dot(a, b), lhs_contracting_dims={1}, rhs_contracting_dims={0}
+  bb = f32[32,512] broadcast(bias), dimensions={1}
+  s = f32[32,512] add(d, bb)
+  ROOT r = f32[32,512] add(s, res)
+})";
+  const bool parallel = ThreadPool::Default().parallelism() >= 2;
+  const std::string parts = parallel ? "; 2 parts on the pool" : "";
+  if (parallel) EXPECT_THAT(KernelOf(wide), HasSubstr("gemm"));
+  EXPECT_THAT(KernelOf(with_addends), ::testing::Not(HasSubstr("ref")));
+  ExpectOneDnnMatchesEvaluator(wide, "matmul(lhs, rhs) + linear(0.5x+0)", parts);
+  ExpectOneDnnMatchesEvaluator(with_addends, "matmul(lhs, rhs) + binary_add[bias] + binary_add", parts);
+}
+
 TEST_F(OneDnnThunkTest, TransposedOperandsRunOnThePlainProductsKernel) {
   // The weight gradient of a dense layer (x^T dy): split into row blocks over the pool, the
   // transposed lhs is packed per block so that it runs on the kernel a plain product gets, not
