@@ -23,6 +23,18 @@ namespace {
 constexpr auto kIdleSpin = std::chrono::microseconds(20);
 constexpr auto kFinishSpin = std::chrono::microseconds(10);
 
+// A loop runs inline once its recent parallel runs took this much longer than the caller alone
+// would have (a margin for the error of that estimate: chunks of unequal cost); each parallel
+// run's weight then decays by kHistoryDecay per later one.
+constexpr double kInlineAbove = 1.2;
+constexpr double kHistoryDecay = 0.75;
+// A loop that runs inline tries a parallel run again after kProbeShare times what its last
+// parallel run lost, within [kProbeEvery, kProbeAtMost]: a probe that stalls again then costs a
+// fifth of the time at most, and a machine that has become free is noticed soon.
+constexpr std::chrono::milliseconds kProbeEvery{4};
+constexpr std::chrono::milliseconds kProbeAtMost{100};
+constexpr int kProbeShare = 4;
+
 // The pool whose chunk this thread is running (a worker: its own pool, always), so that a
 // ParallelFor made from inside a chunk runs inline instead of waiting for the loop it is part of.
 thread_local const ThreadPool* inside_pool = nullptr;
@@ -96,8 +108,19 @@ void ThreadPool::ParallelFor(int64_t tasks, int64_t grain,
     fn(0, tasks);
     return;
   }
-  std::lock_guard<std::mutex> run_lock(run_mu_);
+  std::unique_lock<std::mutex> run_lock(run_mu_);
   InsidePool inside(this);
+  // A loop whose recent parallel runs took longer than its caller alone would have (the workers
+  // descheduled while holding chunks, on a machine that other work keeps busy) runs inline until
+  // a probe, a parallel run again, is due.
+  LoopHistory& history = history_[(static_cast<uint64_t>(tasks) * 0x9e3779b97f4a7c15u ^
+                                   static_cast<uint64_t>(grain)) % kHistorySlots];
+  const auto start = std::chrono::steady_clock::now();
+  if (start < history.inline_until) {
+    run_lock.unlock();
+    fn(0, tasks);
+    return;
+  }
   chunk_ = (tasks + max_chunks - 1) / max_chunks;
   const int64_t chunks = (tasks + chunk_ - 1) / chunk_;
   for (int t = 0; t < threads; ++t) {
@@ -116,7 +139,8 @@ void ThreadPool::ParallelFor(int64_t tasks, int64_t grain,
     wake = sleepers_ > 0;
   }
   if (wake) work_ready_.notify_all();
-  RunChunks(0);
+  const int64_t own_chunks = RunChunks(0);
+  const auto caller_done = std::chrono::steady_clock::now();
   // What is left runs on workers; a worker that has not joined yet will find nothing to take.
   SpinUntil([&] { return active_.load(std::memory_order_acquire) == 0; }, kFinishSpin);
   std::exception_ptr error;
@@ -128,6 +152,19 @@ void ThreadPool::ParallelFor(int64_t tasks, int64_t grain,
   }
   fn_ = nullptr;
   if (error) std::rethrow_exception(error);
+  if (own_chunks > 0) {
+    // The caller's own pace, over all the chunks, is what the loop would have cost it alone.
+    const auto end = std::chrono::steady_clock::now();
+    const double took = std::chrono::duration<double, std::nano>(end - start).count();
+    const double alone = std::chrono::duration<double, std::nano>(caller_done - start).count() *
+                         static_cast<double>(chunks) / static_cast<double>(own_chunks);
+    history.parallel_ns = history.parallel_ns * kHistoryDecay + took;
+    history.alone_ns = history.alone_ns * kHistoryDecay + alone;
+    if (history.parallel_ns > kInlineAbove * history.alone_ns) {
+      const auto lost = std::chrono::nanoseconds(static_cast<int64_t>(std::max(0.0, took - alone)));
+      history.inline_until = end + std::clamp<std::chrono::nanoseconds>(kProbeShare * lost, kProbeEvery, kProbeAtMost);
+    }
+  }
 }
 
 bool ThreadPool::TakeChunk(int slot, int64_t* chunk) {
@@ -158,8 +195,8 @@ bool ThreadPool::TakeChunk(int slot, int64_t* chunk) {
   return false;
 }
 
-void ThreadPool::RunChunks(int slot) {
-  int64_t c;
+int64_t ThreadPool::RunChunks(int slot) {
+  int64_t c, ran = 0;
   while (!failed_.load(std::memory_order_relaxed) && TakeChunk(slot, &c)) {
     const int64_t begin = c * chunk_;
     try {
@@ -169,7 +206,9 @@ void ThreadPool::RunChunks(int slot) {
       if (!error_) error_ = std::current_exception();
       failed_.store(true, std::memory_order_relaxed);
     }
+    ++ran;
   }
+  return ran;
 }
 
 void ThreadPool::WorkerLoop(int slot) {

@@ -12,13 +12,17 @@
 // Idle workers spin for a few microseconds (a loop that follows at once then starts without a
 // wake-up) and then sleep on a condition variable: a pool never keeps a core that another
 // process could use. A loop too small for two chunks, and a ParallelFor made from inside a
-// chunk of the same pool, run inline on the caller. Every chunk runs under the caller's
+// chunk of the same pool, run inline on the caller; so does, for a while, a loop (known by its
+// task count and grain) whose recent parallel runs took longer than the caller alone would have
+// taken, which happens when the workers' cores are so busy that a worker is descheduled while
+// holding a chunk and the loop waits for it: the loop then loses no more than one core's worth. Every chunk runs under the caller's
 // floating-point control word (rounding, flushing of subnormals), so a loop computes the same
 // wherever its chunks land. An exception thrown by a chunk stops the handing out of chunks and
 // is rethrown by ParallelFor once the chunks already running have finished.
 #pragma once
 
 #include <atomic>
+#include <chrono>
 #include <condition_variable>
 #include <cstdint>
 #include <exception>
@@ -62,9 +66,18 @@ class ThreadPool {
     std::atomic<uint64_t> range{0};
   };
 
+  // What the parallel runs of one kind of loop took, and what the caller alone would have taken
+  // (its own pace times all the chunks), each a sum that decays with every later run.
+  struct LoopHistory {
+    double parallel_ns = 0;
+    double alone_ns = 0;
+    std::chrono::steady_clock::time_point inline_until;  // runs until then are inline
+  };
+  static constexpr int kHistorySlots = 64;
+
   void WorkerLoop(int slot);
-  // Runs chunks of the current loop until none is left to take or one has thrown.
-  void RunChunks(int slot);
+  // Runs chunks of the current loop until none is left to take or one has thrown; how many.
+  int64_t RunChunks(int slot);
   bool TakeChunk(int slot, int64_t* chunk);
 
   std::vector<std::thread> workers_;
@@ -86,7 +99,8 @@ class ThreadPool {
   std::atomic<int> active_{0};           // workers inside the current loop (changed under mu_)
   int sleepers_ = 0;                     // workers waiting on work_ready_ (under mu_)
   std::atomic<bool> stopping_{false};
-  std::mutex run_mu_;  // one ParallelFor at a time
+  std::mutex run_mu_;  // one ParallelFor at a time; guards history_
+  LoopHistory history_[kHistorySlots];
 };
 
 }  // namespace xlens

@@ -71,7 +71,9 @@ TEST(ThreadPoolTest, EveryTaskRunsExactlyOnceUnderContention) {
     std::vector<std::atomic<int>> hits(tasks);
     pool.ParallelFor(tasks, grain, [&](int64_t begin, int64_t end) {
       ASSERT_LT(begin, end);
-      ASSERT_LE(end - begin, std::max<int64_t>(grain, (tasks + 63) / 64) + grain);
+      // A chunk, or the whole range where the loop ran inline.
+      ASSERT_TRUE(end - begin <= std::max<int64_t>(grain, (tasks + 63) / 64) + grain ||
+                  (begin == 0 && end == tasks));
       for (int64_t i = begin; i < end; ++i) hits[i].fetch_add(1, std::memory_order_relaxed);
     });
     for (int64_t i = 0; i < tasks; ++i) ASSERT_EQ(hits[i].load(), 1) << i << " of " << tasks;
@@ -174,6 +176,50 @@ TEST(ThreadPoolTest, CallsFromManyThreadsTakeTurns) {
   }
   for (std::thread& t : callers) t.join();
   EXPECT_EQ(wrong.load(), 0);
+}
+
+// Runs `loops` loops of 32 one-task chunks; in each, a task takes `caller_us` on the calling
+// thread and `worker_us` on a worker. Returns in how many loops a worker ran a chunk.
+int LoopsWithWorkerChunks(ThreadPool& pool, int loops, int caller_us, int worker_us) {
+  const std::thread::id caller = std::this_thread::get_id();
+  int with_worker = 0;
+  for (int l = 0; l < loops; ++l) {
+    std::atomic<bool> on_worker{false};
+    pool.ParallelFor(32, 1, [&](int64_t begin, int64_t end) {
+      const bool worker = std::this_thread::get_id() != caller;
+      if (worker) on_worker = true;
+      std::this_thread::sleep_for(std::chrono::microseconds(worker ? worker_us : caller_us) * (end - begin));
+    });
+    with_worker += on_worker;
+  }
+  return with_worker;
+}
+
+TEST(ThreadPoolTest, ALoopWhoseWorkersOnlyStallItRunsInline) {
+  // Every chunk a worker takes stalls 30 ms (its core taken by other work); the caller's take
+  // 100 us. The first run waits for the stalled chunk (30 ms where the caller alone needs
+  // about 3); the loops after it run on the caller alone, until a probe is due (after 4 x 27 ms
+  // lost, capped at 100 ms).
+  ThreadPool pool(1);
+  const auto start = std::chrono::steady_clock::now();
+  const int with_worker = LoopsWithWorkerChunks(pool, 20, 100, 30000);
+  const auto elapsed = std::chrono::steady_clock::now() - start;
+  EXPECT_LE(with_worker, 2);
+  EXPECT_LT(elapsed, std::chrono::milliseconds(300));  // 20 x 30 ms if every run waited
+}
+
+TEST(ThreadPoolTest, ALoopThatGainsFromItsWorkersStaysParallel) {
+  ThreadPool pool(1);
+  EXPECT_GE(LoopsWithWorkerChunks(pool, 20, 1000, 1000), 16);
+}
+
+TEST(ThreadPoolTest, ALoopRunInlineGoesParallelAgainOnceItsWorkersKeepUp) {
+  ThreadPool pool(1);
+  EXPECT_LE(LoopsWithWorkerChunks(pool, 5, 100, 30000), 2);
+  std::this_thread::sleep_for(std::chrono::milliseconds(110));  // past the longest inline spell
+  // The probes find the worker keeping pace, and the loop's history turns parallel again.
+  LoopsWithWorkerChunks(pool, 10, 1000, 1000);
+  EXPECT_GE(LoopsWithWorkerChunks(pool, 10, 1000, 1000), 8);
 }
 
 double ProcessCpuSeconds() {
