@@ -224,7 +224,8 @@ int main(int argc, char** argv) {
       ->capture_default_str();
   run->add_option("--num_replicas", run_args.num_replicas,
                   "Run on this many replicas (XLA's name), each with --num_partitions devices: "
-                  "simulated CPU devices in this process, the collectives between them")
+                  "simulated CPU devices in this process (with --backend=gpu-sim GPU simulators, "
+                  "with --backend=gpu one GPU each through NCCL), the collectives between them")
       ->check(CLI::Validator(PositiveWholeNumber, "POSITIVE"));
   run->add_option("--num_partitions", run_args.num_partitions,
                   "Run on this many partitions per replica (an SPMD-partitioned module's count); "
