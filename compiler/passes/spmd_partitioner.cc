@@ -38,47 +38,6 @@ bool IsManualLike(const HloSharding& s) {
   return std::find(groups.begin(), groups.end(), HloSharding::Subgroup::kManual) != groups.end();
 }
 
-// The tiling of a global value of `global` dims under which each device holds, whole, the piece
-// that a partially manual sharding `s` gives it as a local value of `local` dims: the manual
-// subgroup's index cuts the dims `global` is larger in (row-major), the other devices of a
-// subgroup hold copies. The automatic axes stay whole inside the manual code, so its ops run on
-// whole values there.
-StatusOr<Tiling> ManualPieces(const HloSharding& s, const std::vector<int64_t>& global,
-                              const std::vector<int64_t>& local, int64_t n) {
-  const int64_t rank = static_cast<int64_t>(global.size());
-  const TileAssignment& ta = s.tile_assignment();
-  int64_t manual_dim = -1;
-  for (size_t g = 0; g < s.subgroups().size(); ++g) {
-    if (s.subgroups()[g] == HloSharding::Subgroup::kManual) manual_dim = rank + static_cast<int64_t>(g);
-  }
-  if (manual_dim < 0 || manual_dim >= ta.num_dimensions() || static_cast<int64_t>(local.size()) != rank) {
-    return Error(fmt::format("sharding {} is not partially manual over a value of rank {}", s.ToString(), rank));
-  }
-  Tiling t;
-  int64_t groups = 1;
-  for (int64_t d = 0; d < rank; ++d) {
-    if (local[d] <= 0 || global[d] % local[d] != 0) {
-      return Error(fmt::format("a manual piece of dims [{}] does not divide [{}]", fmt::join(local, ","),
-                               fmt::join(global, ",")));
-    }
-    t.tiles.push_back(global[d] / local[d]);
-    groups *= t.tiles.back();
-  }
-  if (groups != ta.dim(manual_dim) || n % groups != 0) {
-    return Error(fmt::format("sharding {}: {} manual groups, but the value is cut into {}", s.ToString(),
-                             ta.dim(manual_dim), groups));
-  }
-  t.rep = n / groups;
-  for (int64_t m = 0; m < groups; ++m) {
-    for (int64_t device : ta.devices()) {
-      auto index = ta.IndexOf(device);
-      if (index && (*index)[manual_dim] == m) t.devices.push_back(device);
-    }
-  }
-  if (t.num_devices() != n) return Error(fmt::format("sharding {} does not name {} devices", s.ToString(), n));
-  return t;
-}
-
 void DropSharding(HloInstruction* instr) {
   auto& raw = instr->raw_attributes;
   raw.erase(std::remove_if(raw.begin(), raw.end(),
@@ -468,79 +427,11 @@ class Partitioner {
     const Tiling rows = in.tiling.ReplicateDims(others);
     HloInstruction* table = ReshardOperand(*operand, rows);
     HloInstruction* ids = ReshardOperand(*indices, Tiling::Replicated(indices->shape().rank(), n_));
-    Shape ids_shape = indices->shape();
-    ids_shape.set_element_type(PrimitiveType::S32);
-    if (indices->shape().element_type() != PrimitiveType::S32) {
-      ids = Add(HloInstruction::CreateUnary(HloOpcode::kConvert, ids_shape, ids));
-    }
-    // This device's index component along `dim`, shape of the indices without the index vector.
-    std::vector<int64_t> batch_dims;
-    for (int64_t d = 0; d < ids_shape.rank(); ++d) {
-      if (d != ivd) batch_dims.push_back(ids_shape.dimensions(d));
-    }
-    Shape batch(PrimitiveType::S32, batch_dims);
-    HloInstruction* column = ids;
-    if (ivd < ids_shape.rank()) {
-      auto slice = std::make_unique<HloInstruction>(HloOpcode::kSlice, ids_shape);
-      slice->AppendOperand(ids);
-      slice->slice_starts.assign(ids_shape.rank(), 0);
-      slice->slice_limits = ids_shape.dimensions();
-      slice->slice_strides.assign(ids_shape.rank(), 1);
-      slice->has_slice = true;
-      slice->slice_starts[ivd] = component;
-      slice->slice_limits[ivd] = component + 1;
-      Shape one = ids_shape;
-      one.set_dimensions(ivd, 1);
-      slice->set_shape(one);
-      column = Add(std::move(slice));
-      column = Add(HloInstruction::CreateUnary(HloOpcode::kReshape, batch, column));
-    }
-    if (gather) {
-      // The gather's own clamp, on the whole table's rows.
-      auto clamp = std::make_unique<HloInstruction>(HloOpcode::kClamp, batch);
-      clamp->AppendOperand(b_->Broadcast(b_->ScalarS32(0), batch));
-      clamp->AppendOperand(column);
-      clamp->AppendOperand(b_->Broadcast(b_->ScalarS32(global[dim] - 1), batch));
-      column = Add(std::move(clamp));
-    }
     std::vector<int64_t> starts;
     for (int64_t dev = 0; dev < n_; ++dev) starts.push_back(rows.Offset(global, dim, dev));
-    HloInstruction* local =
-        Add(HloInstruction::CreateBinary(HloOpcode::kSubtract, batch, column,
-                                         b_->Broadcast(b_->PerDevice(starts), batch)));
-    // The shifted indices in the op's index layout.
-    HloInstruction* shifted = local;
-    if (ivd < ids_shape.rank()) {
-      Shape one = ids_shape;
-      one.set_dimensions(ivd, 1);
-      shifted = Add(HloInstruction::CreateUnary(HloOpcode::kReshape, one, local));
-      if (ids_shape.dimensions(ivd) > 1) {
-        // The other components as they were, this one replaced.
-        auto cat = std::make_unique<HloInstruction>(HloOpcode::kConcatenate, ids_shape);
-        auto part = [&](int64_t lo, int64_t hi) {
-          auto slice = std::make_unique<HloInstruction>(HloOpcode::kSlice, ids_shape);
-          slice->AppendOperand(ids);
-          slice->slice_starts.assign(ids_shape.rank(), 0);
-          slice->slice_limits = ids_shape.dimensions();
-          slice->slice_strides.assign(ids_shape.rank(), 1);
-      slice->has_slice = true;
-          slice->slice_starts[ivd] = lo;
-          slice->slice_limits[ivd] = hi;
-          Shape piece = ids_shape;
-          piece.set_dimensions(ivd, hi - lo);
-          slice->set_shape(piece);
-          return Add(std::move(slice));
-        };
-        if (component > 0) cat->AppendOperand(part(0, component));
-        cat->AppendOperand(shifted);
-        if (component + 1 < ids_shape.dimensions(ivd)) cat->AppendOperand(part(component + 1, ids_shape.dimensions(ivd)));
-        cat->dimensions_attr = std::vector<int64_t>{ivd};
-        shifted = Add(std::move(cat));
-      }
-    }
-    if (indices->shape().element_type() != PrimitiveType::S32) {
-      shifted = Add(HloInstruction::CreateUnary(HloOpcode::kConvert, WithDims(indices->shape(), shifted->shape().dimensions()), shifted));
-    }
+    SpmdBuilder::ShiftedIndices ix = b_->ShiftIndices(
+        ids, ivd, component, gather ? std::optional<int64_t>(global[dim]) : std::nullopt, starts);
+    HloInstruction* shifted = ix.indices;
     const std::string note_rows = fmt::format("rows of {} along dim {}", rows.ToString(), dim);
     if (!gather) {
       HloInstruction* updates =
@@ -555,33 +446,14 @@ class Partitioner {
       pieces_[&instr] = p;
       return true;
     }
-    // In range: 0 <= local < the rows this device holds.
-    const int64_t held = rows.TileDims(global)[dim];
-    Shape ok_shape(PrimitiveType::PRED, batch_dims);
-    auto ge = HloInstruction::CreateBinary(HloOpcode::kCompare, ok_shape, local, b_->Broadcast(b_->ScalarS32(0), batch));
-    ge->comparison_direction = ComparisonDirection::kGe;
-    auto lt = HloInstruction::CreateBinary(HloOpcode::kCompare, ok_shape, local, b_->Broadcast(b_->ScalarS32(held), batch));
-    lt->comparison_direction = ComparisonDirection::kLt;
-    HloInstruction* ok = Add(HloInstruction::CreateBinary(HloOpcode::kAnd, ok_shape, Add(std::move(ge)), Add(std::move(lt))));
     auto c = instr.CloneWithNewOperands(instr.shape(), {table, shifted});
     DropSharding(c.get());
     const auto& offset_dims = instr.gather_dimension_numbers->offset_dims;
-    HloInstruction* got = Add(std::move(c));
-    std::vector<int64_t> where;
+    std::vector<int64_t> batch_dims;
     for (int64_t o = 0; o < instr.shape().rank(); ++o) {
-      if (std::find(offset_dims.begin(), offset_dims.end(), o) == offset_dims.end()) where.push_back(o);
+      if (std::find(offset_dims.begin(), offset_dims.end(), o) == offset_dims.end()) batch_dims.push_back(o);
     }
-    Shape ok_out = instr.shape();
-    ok_out.set_element_type(PrimitiveType::PRED);
-    auto bcast = std::make_unique<HloInstruction>(HloOpcode::kBroadcast, ok_out);
-    bcast->AppendOperand(ok);
-    bcast->dimensions_attr = where;
-    HloInstruction* mask = Add(std::move(bcast));
-    auto sel = std::make_unique<HloInstruction>(HloOpcode::kSelect, instr.shape());
-    sel->AppendOperand(mask);
-    sel->AppendOperand(got);
-    sel->AppendOperand(b_->Broadcast(b_->Zero(instr.shape().element_type()), instr.shape()));
-    HloInstruction* r = Add(std::move(sel));
+    HloInstruction* r = b_->ZeroOutside(Add(std::move(c)), ix.local, rows.TileDims(global)[dim], batch_dims);
     auto groups = rows.GroupsAlong({dim});
     r = b_->AllReduce(r, groups, nullptr);
     decisions_.push_back(fmt::format("%{}: gather from its {}, the indices shifted by where its rows start "

@@ -58,6 +58,21 @@ class SpmdBuilder {
   // the tiled dims among `dims` (a short last tile's padding) replaced by `fill`.
   HloInstruction* Mask(HloInstruction* x, const Tiling& tiling, const std::vector<int64_t>& global,
                        const std::vector<int64_t>& dims, HloInstruction* fill);
+  // For a gather from, or a scatter into, an operand cut along the dim index component
+  // `component` of `indices` picks (the index vector along `ivd`; none when ivd is the rank): that
+  // component, clamped to [0, clamp_rows) when given (a gather's clamp), minus each device's start
+  // `starts` (`local`, shaped as the indices without the index vector, s32), and the indices with
+  // it replaced (`indices`, their own type). spmd_indexing.cc.
+  struct ShiftedIndices {
+    HloInstruction* local = nullptr;
+    HloInstruction* indices = nullptr;
+  };
+  ShiftedIndices ShiftIndices(HloInstruction* indices, int64_t ivd, int64_t component,
+                              std::optional<int64_t> clamp_rows, const std::vector<int64_t>& starts);
+  // `x` (a gather's result) with zeros where `local` (its batch dims `batch_dims` of x) falls
+  // outside [0, held): the rows another device holds.
+  HloInstruction* ZeroOutside(HloInstruction* x, HloInstruction* local, int64_t held,
+                              const std::vector<int64_t>& batch_dims);
   // Rows [a, a + size) of dim `dim` of the value whose piece under `t` is `x` (of `global` dims),
   // where a = start + i * step for the device's tile index i along `dim`: the window a slice, pad
   // or concatenation cut by `dim` needs. Rows the neighbours hold come by collective-permute (XLA's

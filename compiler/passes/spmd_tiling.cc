@@ -276,4 +276,41 @@ bool SliceSuffices(const Tiling& from, const Tiling& to, const std::vector<int64
   return true;
 }
 
+StatusOr<Tiling> ManualPieces(const HloSharding& s, const std::vector<int64_t>& global,
+                              const std::vector<int64_t>& local, int64_t n) {
+  const int64_t rank = static_cast<int64_t>(global.size());
+  const TileAssignment& ta = s.tile_assignment();
+  int64_t manual_dim = -1;
+  for (size_t g = 0; g < s.subgroups().size(); ++g) {
+    if (s.subgroups()[g] == HloSharding::Subgroup::kManual) manual_dim = rank + static_cast<int64_t>(g);
+  }
+  if (!s.IsTiled() || manual_dim < 0 || manual_dim >= ta.num_dimensions() ||
+      static_cast<int64_t>(local.size()) != rank) {
+    return Error(fmt::format("sharding {} is not partially manual over a value of rank {}", s.ToString(), rank));
+  }
+  Tiling t;
+  int64_t groups = 1;
+  for (int64_t d = 0; d < rank; ++d) {
+    if (local[d] <= 0 || global[d] % local[d] != 0) {
+      return Error(fmt::format("a manual piece of dims [{}] does not divide [{}]", fmt::join(local, ","),
+                               fmt::join(global, ",")));
+    }
+    t.tiles.push_back(global[d] / local[d]);
+    groups *= t.tiles.back();
+  }
+  if (groups != ta.dim(manual_dim) || n % groups != 0) {
+    return Error(fmt::format("sharding {}: {} manual groups, but the value is cut into {}", s.ToString(),
+                             ta.dim(manual_dim), groups));
+  }
+  t.rep = n / groups;
+  for (int64_t m = 0; m < groups; ++m) {
+    for (int64_t device : ta.devices()) {
+      auto index = ta.IndexOf(device);
+      if (index && (*index)[manual_dim] == m) t.devices.push_back(device);
+    }
+  }
+  if (t.num_devices() != n) return Error(fmt::format("sharding {} does not name {} devices", s.ToString(), n));
+  return t;
+}
+
 }  // namespace xlens

@@ -80,6 +80,13 @@ std::optional<Tiling> MergeTilings(const Tiling& a, const Tiling& b);
 std::optional<TileAssignment> IotaTileAssignment(const std::vector<int64_t>& dims,
                                                  const std::vector<int64_t>& devices);
 
+// The tiling of a global value of `global` dims under which each device holds, whole, the piece
+// that a partially manual sharding `s` (a tiling with a manual subgroup: shard_map manual over
+// some mesh axes only) gives it as a local value of `local` dims: the manual subgroup's index cuts
+// the dims `global` is larger in (row-major), the subgroup's other devices hold copies.
+StatusOr<Tiling> ManualPieces(const HloSharding& s, const std::vector<int64_t>& global,
+                              const std::vector<int64_t>& local, int64_t num_devices);
+
 // Whether every device's piece under `to` lies inside its piece under `from` (padding past the
 // end of a dim `from` does not cut counts as inside): resharding is then a local slice.
 bool SliceSuffices(const Tiling& from, const Tiling& to, const std::vector<int64_t>& dims);

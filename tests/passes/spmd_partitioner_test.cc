@@ -229,8 +229,22 @@ ENTRY e {
   }
 }
 
-TEST(SpmdPartitionerTest, LoopsOverTiledValuesRunWholeAndAreCutAfter) {
-  PartitionAndCheck(R"(HloModule m, num_partitions=2
+// The collectives of `computation` with opcode `op`.
+int64_t CountIn(const HloComputation* computation, HloOpcode op) {
+  int64_t count = 0;
+  for (const HloInstruction* i : computation->instructions()) count += i->opcode() == op;
+  return count;
+}
+
+const HloInstruction* FindWhile(const HloModule& m) {
+  for (const HloInstruction* i : m.entry_computation()->instructions()) {
+    if (i->opcode() == HloOpcode::kWhile) return i;
+  }
+  return nullptr;
+}
+
+TEST(SpmdPartitionerTest, LoopsCarryTheirStateInPiecesAndAreCutAfter) {
+  auto m = PartitionAndCheck(R"(HloModule m, num_partitions=2
 cond {
   s = (s32[], f32[4,6]) parameter(0)
   i = s32[] get-tuple-element(s), index=0
@@ -255,6 +269,107 @@ ENTRY e {
   r = f32[4,6] get-tuple-element(l), index=1
   ROOT o = f32[4,6] negate(r), sharding={devices=[1,2]<=[2]}
 })", 2);
+  const HloInstruction* loop = FindWhile(*m);
+  ASSERT_NE(loop, nullptr);
+  // The state holds each device's rows; nothing is gathered for the loop.
+  EXPECT_EQ(loop->shape().tuple_shapes(1).dimensions(0), 2);
+  EXPECT_EQ(CountIn(loop->while_body(), HloOpcode::kAllGather), 0);
+  EXPECT_EQ(CountIn(m->entry_computation(), HloOpcode::kAllGather), 0);
+}
+
+TEST(SpmdPartitionerTest, LoopBodiesSumTheirPartialProductsInside) {
+  // A fori_loop of data-parallel steps: the weights replicated, the batch cut; each step's product
+  // over the batch is all-reduced inside the body, with a channel of its own.
+  auto m = PartitionAndCheck(R"(HloModule m, num_partitions=4
+cond {
+  s = (s32[], f32[3,2], f32[8,3]) parameter(0)
+  i = s32[] get-tuple-element(s), index=0
+  n = s32[] constant(2)
+  ROOT lt = pred[] compare(i, n), direction=LT
+}
+body {
+  s = (s32[], f32[3,2], f32[8,3]) parameter(0)
+  i = s32[] get-tuple-element(s), index=0
+  w = f32[3,2] get-tuple-element(s), index=1
+  x = f32[8,3] get-tuple-element(s), index=2
+  one = s32[] constant(1)
+  j = s32[] add(i, one)
+  h = f32[8,2] dot(x, w), lhs_contracting_dims={1}, rhs_contracting_dims={0}
+  t = f32[8,2] tanh(h)
+  g = f32[3,2] dot(x, t), lhs_contracting_dims={0}, rhs_contracting_dims={0}
+  c = f32[] constant(0.1)
+  cb = f32[3,2] broadcast(c), dimensions={}
+  d = f32[3,2] multiply(g, cb)
+  w2 = f32[3,2] subtract(w, d)
+  ROOT r = (s32[], f32[3,2], f32[8,3]) tuple(j, w2, x)
+}
+ENTRY e {
+  w = f32[3,2] parameter(0), sharding={replicated}
+  x = f32[8,3] parameter(1), sharding={devices=[4,1]<=[4]}
+  z = s32[] constant(0)
+  t = (s32[], f32[3,2], f32[8,3]) tuple(z, w, x)
+  l = (s32[], f32[3,2], f32[8,3]) while(t), condition=cond, body=body
+  ROOT r = f32[3,2] get-tuple-element(l), index=1, sharding={replicated}
+})", 4);
+  const HloInstruction* loop = FindWhile(*m);
+  ASSERT_NE(loop, nullptr);
+  EXPECT_EQ(loop->shape().tuple_shapes(2).dimensions(0), 2);
+  EXPECT_EQ(CountIn(loop->while_body(), HloOpcode::kAllReduce), 1);
+  EXPECT_EQ(CountOpcode(*m, HloOpcode::kAllGather), 0);
+}
+
+TEST(SpmdPartitionerTest, GatherFromATableCutByRowsMasksAndAllReduces) {
+  // An embedding table cut by its vocabulary, 10 rows over 4 devices (the last piece short): each
+  // device looks up the ids it holds, ids past either end clamped as a gather clamps them.
+  auto m = PartitionAndCheck(R"(HloModule m, num_partitions=4
+ENTRY e {
+  table = f32[10,4] parameter(0), sharding={devices=[4,1]<=[4]}
+  ids = s32[7,1] constant({{3},{0},{9},{12},{-2},{5},{8}})
+  ROOT g = f32[7,4] gather(table, ids), offset_dims={1}, collapsed_slice_dims={0}, start_index_map={0}, index_vector_dim=1, slice_sizes={1,4}, sharding={replicated}
+})", 4);
+  EXPECT_EQ(CountOpcode(*m, HloOpcode::kAllGather), 0);
+  EXPECT_EQ(CountOpcode(*m, HloOpcode::kAllReduce), 1);
+}
+
+TEST(SpmdPartitionerTest, ScatterIntoATableCutByRowsStaysOnItsRows) {
+  // The gradient of a lookup: updates added into the rows each device holds, repeated ids summed,
+  // an id past the end skipped; nothing moves between devices.
+  auto m = PartitionAndCheck(R"(HloModule m, num_partitions=4
+add {
+  a = f32[] parameter(0)
+  b = f32[] parameter(1)
+  ROOT s = f32[] add(a, b)
+}
+ENTRY e {
+  table = f32[10,4] parameter(0), sharding={devices=[4,1]<=[4]}
+  ids = s32[6,1] constant({{3},{0},{9},{3},{11},{5}})
+  updates = f32[6,4] parameter(1), sharding={replicated}
+  ROOT s = f32[10,4] scatter(table, ids, updates), update_window_dims={1}, inserted_window_dims={0}, scatter_dims_to_operand_dims={0}, index_vector_dim=1, to_apply=add, sharding={devices=[4,1]<=[4]}
+})", 4);
+  EXPECT_EQ(CountOpcode(*m, HloOpcode::kAllGather), 0);
+  EXPECT_EQ(CountOpcode(*m, HloOpcode::kAllReduce), 0);
+}
+
+TEST(SpmdPartitionerTest, SlicesPadsAndConcatenationsExchangeHalos) {
+  // 14 rows over 4 devices (pieces of 4, the last short): shifted slices and a pad take their
+  // neighbours' rows by collective-permute; the concatenation's small operand lies further off.
+  auto m = PartitionAndCheck(R"(HloModule m, num_partitions=4
+ENTRY e {
+  x = f32[14,3] parameter(0), sharding={devices=[4,1]<=[4]}
+  a = f32[12,3] slice(x), slice={[2:14], [0:3]}
+  b = f32[12,3] slice(x), slice={[0:12], [0:3]}
+  d = f32[12,3] subtract(a, b)
+  zero = f32[] constant(0)
+  p = f32[14,3] pad(d, zero), padding=1_1x0_0
+  s = f32[14,3] add(p, x)
+  h = f32[3,3] slice(x), slice={[0:3], [0:3]}
+  c = f32[17,3] concatenate(x, h), dimensions={0}
+  ROOT t = (f32[14,3], f32[17,3]) tuple(s, c), sharding={{devices=[4,1]<=[4]}, {devices=[4,1]<=[4]}}
+})", 4);
+  EXPECT_GE(CountOpcode(*m, HloOpcode::kCollectivePermute), 3);
+  // Only what lies further than a neighbour is gathered: the rows the short slice takes for the
+  // later devices, and the concatenation's small operand (as XLA's partitioner does).
+  EXPECT_LE(CountOpcode(*m, HloOpcode::kAllGather), 2);
 }
 
 TEST(SpmdPartitionerTest, EveryLayoutOfAnMlpLayerMatchesOneDevice) {

@@ -24,6 +24,21 @@ TEST(SpmdTilingTest, ReadsAndPrintsXlasForms) {
   EXPECT_FALSE(Tiling::FromSharding(HloSharding::Manual(), 2, 4).ok());
 }
 
+TEST(SpmdTilingTest, PartiallyManualPiecesAreTheManualAxisCutsWithTheRestWhole) {
+  // shard_map manual over 'data' of a (data=2, model=2) mesh: the body's f32[2,8] is a piece of
+  // the global f32[4,8] cut by rows over 'data', whole over 'model'.
+  auto s = HloSharding::Parse("{devices=[1,2,2]<=[2,2]T(1,0) last_tile_dims={manual}}");
+  ASSERT_TRUE(s.ok()) << s.status().message();
+  auto t = ManualPieces(*s, {4, 8}, {2, 8}, 4);
+  ASSERT_TRUE(t.ok()) << t.status().message();
+  EXPECT_EQ(t->tiles, (std::vector<int64_t>{2, 1}));
+  EXPECT_EQ(t->rep, 2);
+  EXPECT_EQ(t->devices, (std::vector<int64_t>{0, 1, 2, 3}));  // data 0: devices 0, 1
+  EXPECT_FALSE(ManualPieces(*s, {4, 8}, {3, 8}, 4).ok());      // 3 rows do not divide 4
+  EXPECT_FALSE(ManualPieces(*s, {8, 8}, {2, 8}, 4).ok());      // 4 pieces, 2 manual groups
+  EXPECT_FALSE(ManualPieces(HloSharding::Replicated(), {4}, {4}, 4).ok());
+}
+
 TEST(SpmdTilingTest, ProjectEmbedAndReplicateKeepWhoHoldsWhat) {
   Tiling grid = Parse("{devices=[2,2]<=[4]}", 2, 4);  // rows over {0,1}|{2,3}
   // Keeping dim 0 only: columns become copies, devices 0 and 1 hold the same rows.
