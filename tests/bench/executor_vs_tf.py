@@ -221,6 +221,9 @@ def main():
     sessions = {m: TfSide(tf, np, m, args.workdir, metas[m]) for m in models}
     times = {m: {"tf": []} | {label: [] for label, _ in binaries} for m in models}
     cpus = {m: {"tf": []} | {label: [] for label, _ in binaries} for m in models}
+    # The machine's load (1-minute average) after each round: the figures' context on a shared
+    # machine, where other work moves the wall times by more than the changes measured.
+    loads = []
     for r in range(args.rounds):
         for m in models:
             # Which side goes first alternates by round.
@@ -234,7 +237,8 @@ def main():
                     ms, cpu = time_xlens(binary, m, args.workdir, metas[m], args.steps, args.cpu)
                 times[m][label].append(ms)
                 cpus[m][label].append(cpu)
-        print(f"round {r + 1}/{args.rounds} done", file=sys.stderr)
+        loads.append(os.getloadavg()[0])
+        print(f"round {r + 1}/{args.rounds} done (load average {loads[-1]:.2f})", file=sys.stderr)
 
     header = f"{'model':<16}{'TF ms':>9}"
     for label, _ in binaries:
@@ -259,6 +263,8 @@ def main():
                 summary[m][label + "_cpu_ms"] = cpus[m][label]
             summary[m]["tf_cpu_ms"] = cpus[m]["tf"]
         print(line)
+    print(f"load average over the rounds: {min(loads):.1f} to {max(loads):.1f} "
+          f"on {os.cpu_count()} CPUs")
     if args.json:
         with open(args.json, "w") as f:
             json.dump(summary, f, indent=1)

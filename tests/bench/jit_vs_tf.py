@@ -225,6 +225,9 @@ def main():
     times = {(m, mode): {"tf": []} | {label: [] for label, _ in binaries}
              for m in models for mode in modes}
     overhead = {m: [] for m in models}
+    # The machine's load (1-minute average) after each round: the figures' context on a shared
+    # machine, where other work moves the wall times by more than the changes measured.
+    loads = []
     for r in range(args.rounds):
         for m in models:
             for mode in modes:
@@ -238,7 +241,8 @@ def main():
                     else:
                         ms, _ = run_xlens(binary, metas[m], mode, args.steps)
                     times[(m, mode)][label].append(ms)
-        print(f"round {r + 1}/{args.rounds} done", file=sys.stderr)
+        loads.append(os.getloadavg()[0])
+        print(f"round {r + 1}/{args.rounds} done (load average {loads[-1]:.2f})", file=sys.stderr)
 
     names = {"compile": "TF XLA", "auto": "TF auto"}
     summary = {}
@@ -264,6 +268,8 @@ def main():
             summary[f"{m}/{mode}"] = entry
     print(f"\nTensorFlow's call overhead taken off (median ms): "
           + ", ".join(f"{m} {statistics.median(overhead[m]):.3f}" for m in models))
+    print(f"load average over the rounds: {min(loads):.1f} to {max(loads):.1f} "
+          f"on {os.cpu_count()} CPUs")
     if args.json:
         with open(args.json, "w") as f:
             json.dump(summary, f, indent=1)
