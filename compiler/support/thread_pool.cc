@@ -162,7 +162,8 @@ void ThreadPool::ParallelFor(int64_t tasks, int64_t grain,
     history.alone_ns = history.alone_ns * kHistoryDecay + alone;
     if (history.parallel_ns > kInlineAbove * history.alone_ns) {
       const auto lost = std::chrono::nanoseconds(static_cast<int64_t>(std::max(0.0, took - alone)));
-      history.inline_until = end + std::clamp<std::chrono::nanoseconds>(kProbeShare * lost, kProbeEvery, kProbeAtMost);
+      history.inline_until =
+          end + std::clamp<std::chrono::nanoseconds>(kProbeShare * lost, kProbeEvery, kProbeAtMost);
     }
   }
 }

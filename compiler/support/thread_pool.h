@@ -15,10 +15,11 @@
 // chunk of the same pool, run inline on the caller; so does, for a while, a loop (known by its
 // task count and grain) whose recent parallel runs took longer than the caller alone would have
 // taken, which happens when the workers' cores are so busy that a worker is descheduled while
-// holding a chunk and the loop waits for it: the loop then loses no more than one core's worth. Every chunk runs under the caller's
-// floating-point control word (rounding, flushing of subnormals), so a loop computes the same
-// wherever its chunks land. An exception thrown by a chunk stops the handing out of chunks and
-// is rethrown by ParallelFor once the chunks already running have finished.
+// holding a chunk and the loop waits for it: the loop then loses no more than one core's worth.
+// Every chunk runs under the caller's floating-point control word (rounding, flushing of
+// subnormals), so a loop computes the same wherever its chunks land. An exception thrown by a
+// chunk stops the handing out of chunks and is rethrown by ParallelFor once the chunks already
+// running have finished.
 #pragma once
 
 #include <atomic>
