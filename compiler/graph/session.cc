@@ -1,6 +1,7 @@
 #include "compiler/graph/session.h"
 
 #include <algorithm>
+#include <mutex>
 #include <string_view>
 #include <unordered_map>
 
@@ -45,6 +46,7 @@ Status Session::Extend(const GraphDef& more) {
   graph_ = std::move(g);
   prepared_.clear();
   by_key_.clear();
+  std::lock_guard<std::mutex> lock(last_call_mu_);
   last_call_ = LastCall();
   return OkStatus();
 }
@@ -99,35 +101,42 @@ StatusOr<Session::Prepared*> Session::Prepare(const RunSignature& signature) {
 StatusOr<std::vector<Tensor>> Session::Run(
     const std::vector<std::pair<std::string, Tensor>>& feeds,
     const std::vector<std::string>& fetches, const std::vector<std::string>& targets) {
-  const bool same_call = last_call_.prepared != nullptr && last_call_.feeds.size() == feeds.size() &&
-                         last_call_.fetches == fetches && last_call_.targets == targets &&
-                         std::equal(feeds.begin(), feeds.end(), last_call_.feeds.begin(),
-                                    [](const auto& feed, const std::string& name) { return feed.first == name; });
-  if (!same_call) {
-    RunSignature signature;
-    for (const auto& feed : feeds) signature.feeds.push_back(feed.first);
-    signature.fetches = fetches;
-    signature.targets = targets;
-    ASSIGN_OR_RETURN(Prepared * prepared, Prepare(signature));
-    // The cache key sorts feeds; the _Arg indices follow the first run's order, so map the
-    // arguments onto the prepared graph's order (a name fed twice: the last value, as before).
-    std::unordered_map<std::string_view, size_t> index;
-    for (size_t i = 0; i < prepared->signature.feeds.size(); ++i) index[prepared->signature.feeds[i]] = i;
-    LastCall call;
-    call.prepared = prepared;
-    for (const auto& feed : feeds) {
-      auto it = index.find(feed.first);
-      call.order.push_back(it == index.end() ? prepared->signature.feeds.size() : it->second);
+  Prepared* prepared = nullptr;
+  std::vector<size_t> source;  // per prepared feed: the index of the caller's feed it takes
+  {
+    std::lock_guard<std::mutex> lock(last_call_mu_);
+    const bool same_call =
+        last_call_.prepared != nullptr && last_call_.feeds.size() == feeds.size() &&
+        last_call_.fetches == fetches && last_call_.targets == targets &&
+        std::equal(feeds.begin(), feeds.end(), last_call_.feeds.begin(),
+                   [](const auto& feed, const std::string& name) { return feed.first == name; });
+    if (!same_call) {
+      RunSignature signature;
+      for (const auto& feed : feeds) signature.feeds.push_back(feed.first);
+      signature.fetches = fetches;
+      signature.targets = targets;
+      ASSIGN_OR_RETURN(Prepared * p, Prepare(signature));
+      // The cache key sorts feeds; the _Arg indices follow the first run's order, so map the
+      // arguments onto the prepared graph's order (a name fed twice: its last value).
+      std::unordered_map<std::string_view, size_t> last;
+      for (size_t j = 0; j < feeds.size(); ++j) last[feeds[j].first] = j;
+      LastCall call;
+      call.prepared = p;
+      for (const std::string& name : p->signature.feeds) {
+        auto it = last.find(name);
+        call.source.push_back(it == last.end() ? feeds.size() : it->second);
+      }
+      call.feeds = std::move(signature.feeds);
+      call.fetches = fetches;
+      call.targets = targets;
+      last_call_ = std::move(call);
     }
-    call.feeds = std::move(signature.feeds);
-    call.fetches = fetches;
-    call.targets = targets;
-    last_call_ = std::move(call);
+    prepared = last_call_.prepared;
+    source = last_call_.source;
   }
-  Prepared* prepared = last_call_.prepared;
   std::vector<Tensor> ordered(prepared->signature.feeds.size());
-  for (size_t j = 0; j < feeds.size(); ++j) {
-    if (last_call_.order[j] < ordered.size()) ordered[last_call_.order[j]] = feeds[j].second;
+  for (size_t i = 0; i < ordered.size(); ++i) {
+    if (source[i] < feeds.size()) ordered[i] = feeds[source[i]].second;
   }
   // Feeds must match what the graph declares (dtype; a Placeholder's shape).
   for (size_t i = 0; i < prepared->checks.size(); ++i) {

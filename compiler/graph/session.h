@@ -7,6 +7,7 @@
 #include <functional>
 #include <map>
 #include <memory>
+#include <mutex>
 #include <string>
 #include <utility>
 #include <vector>
@@ -87,7 +88,7 @@ class Session {
   struct LastCall {
     std::vector<std::string> feeds, fetches, targets;
     Prepared* prepared = nullptr;
-    std::vector<size_t> order;  // order[i]: the prepared feed the caller's feed i is
+    std::vector<size_t> source;  // source[i]: the caller's feed that prepared feed i takes
   };
   StatusOr<Prepared*> Prepare(const RunSignature& signature);
 
@@ -97,6 +98,7 @@ class Session {
   std::map<std::string, KernelState> kernel_state_;
   std::vector<std::unique_ptr<Prepared>> prepared_;  // in first-run order
   std::map<std::string, Prepared*> by_key_;
+  std::mutex last_call_mu_;  // Run may be called from several threads, as TensorFlow's
   LastCall last_call_;
 };
 
