@@ -9,6 +9,8 @@
 #include <fmt/format.h>
 
 #include "compiler/runtime/cuda_driver.h"
+#include "compiler/runtime/gpu_kernel_resources.h"
+#include "compiler/runtime/gpu_launch_analysis.h"
 #include "compiler/runtime/gpu_multi_device_executable.h"
 #include "compiler/runtime/gpu_sim_device.h"
 #include "compiler/runtime/multi_device_trace.h"
@@ -93,6 +95,10 @@ StatusOr<std::vector<Literal>> RunOnGpuDevices(const RunArgs& args, tools::Flags
                                                std::string& report) {
   const bool simulated = args.backend == "gpu-sim";
   ASSIGN_OR_RETURN(runtime::GpuTarget target, runtime::GpuTargetByName(args.gpu_target));
+  if (args.gpu_sim_analysis && !simulated) {
+    return Error("--gpu_sim_analysis: the analysis needs --backend=gpu-sim (a real GPU is measured with "
+                 "--trace, and Nsight Compute)");
+  }
   if (setup.debug.xla_hlo_profile) {
     std::fprintf(stderr, "xlens run: --xla_hlo_profile: no per-HLO profile on several GPU devices "
                          "yet; --trace records every device's kernels and collectives\n");
@@ -102,6 +108,8 @@ StatusOr<std::vector<Literal>> RunOnGpuDevices(const RunArgs& args, tools::Flags
     runtime::GpuSimOptions options;
     options.race_check = args.gpu_sim_race_check;
     options.opt_level = setup.opt_level;
+    // PTX (for ptxas's register counts in the analysis) needs the CUDA toolkit.
+    options.want_ptx = args.gpu_sim_analysis && !runtime::FindPtxas().empty();
     ASSIGN_OR_RETURN(std::unique_ptr<runtime::GpuSimDevice> sim, runtime::OpenSimulatedGpuDevice(options));
     return std::unique_ptr<runtime::GpuDevice>(std::move(sim));
   };
@@ -131,6 +139,31 @@ StatusOr<std::vector<Literal>> RunOnGpuDevices(const RunArgs& args, tools::Flags
                        topology.num_replicas, topology.num_partitions,
                        simulated ? "" : (executable->uses_nccl() ? ", collectives through NCCL" : ""));
   if (profiler::TracerSession::running()) RETURN_IF_ERROR(WriteDeviceTrace(args, topology, watchdog, report));
+  if (args.gpu_sim_analysis) {
+    // One more run, observed: each device's kernels predicted on the target and its collectives
+    // modelled over NVLink, the step a board of such GPUs would take.
+    watchdog.SetActivity(fmt::format("analysing module {} on {} simulated GPUs", module.name(),
+                                     topology.num_devices()));
+    ASSIGN_OR_RETURN(std::vector<runtime::GpuSimAnalysis> analyses,
+                     executable->AnalyseRun(multi, watchdog.cancel_flag(), args.gpu_sim_sample_blocks));
+    report += "device 0:\n";
+    report += runtime::FormatGpuLaunchAnalyses(analyses[0].launches, target, analyses[0].resources_source);
+    report += fmt::format("each device's step predicted for {} ({}); collectives modelled over NVLink at "
+                          "{:.0f} GB/s bus bandwidth and {:.1f} us a ring step (assumed):\n",
+                          target.name, target.description, target.nvlink_bus_gbps,
+                          target.collective_step_ns / 1e3);
+    for (int64_t d = 0; d < topology.num_devices(); ++d) {
+      double kernels_ns = 0;
+      for (const runtime::GpuLaunchAnalysis& launch : analyses[static_cast<size_t>(d)].launches) {
+        kernels_ns += launch.prediction.total_ns;
+      }
+      const runtime::GpuExecutable& exe = executable->executable(d);
+      const double collectives_ns = exe.last_run_modelled_collective_ns();
+      report += fmt::format("  device {}: {} launches {:.2f} us + {} collectives {:.2f} us = {:.2f} us\n", d,
+                            analyses[static_cast<size_t>(d)].launches.size(), kernels_ns / 1e3,
+                            exe.last_run_collectives(), collectives_ns / 1e3, (kernels_ns + collectives_ns) / 1e3);
+    }
+  }
   return results;
 }
 

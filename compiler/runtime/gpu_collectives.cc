@@ -124,6 +124,7 @@ void GpuCollective::Prepare(const GpuCollectiveContext& context) {
   const DeviceTopology single;
   const DeviceTopology& topology = context.devices != nullptr ? context.devices->topology() : single;
   const int64_t device = context.devices != nullptr ? context.devices->device_id() : 0;
+  modelled_ns_ = 0;
   std::vector<profiler::TraceArg> args = {{"hlo_op", hlo_->name()},
                                           {"backend", std::string(context.nccl != nullptr ? "nccl" : "host")}};
   if (context.target != nullptr) {
@@ -134,6 +135,7 @@ void GpuCollective::Prepare(const GpuCollectiveContext& context) {
     const int64_t members = static_cast<int64_t>(GroupOf(*hlo_, topology, device).size());
     const CollectivePrediction p =
         PredictCollectiveTime(*context.target, hlo_->opcode(), operand_bytes, result_bytes, members);
+    modelled_ns_ = p.ns;
     args.push_back({"modelled_ns", static_cast<int64_t>(p.ns)});
     args.push_back({"bus_bytes", static_cast<int64_t>(p.bus_bytes)});
     args.push_back({"link", fmt::format("NVLink, {:.0f} GB/s bus bandwidth, {:.1f} us a ring step ({})",

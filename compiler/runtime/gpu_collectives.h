@@ -80,6 +80,9 @@ class GpuCollective {
   // Runs once on `device`, whose frame holds the buffers of the slots.
   Status Run(GpuDevice& device, const std::vector<DevicePointer>& frame,
              const GpuCollectiveContext& context) const;
+  // What one run takes between GPUs of an NVLink board (gpu_collective_model.h), as Prepare
+  // found it for its context's target and group; 0 without a target.
+  double modelled_ns() const { return modelled_ns_; }
   // Why NCCL does not take it (empty when it does).
   const std::string& why_not_nccl() const { return why_not_nccl_; }
 
@@ -98,6 +101,7 @@ class GpuCollective {
   std::optional<NcclPlan> nccl_;
   std::string why_not_nccl_;
   std::vector<profiler::TraceArg> nccl_span_args_;
+  double modelled_ns_ = 0;
 };
 
 }  // namespace xlens::runtime

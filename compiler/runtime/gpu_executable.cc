@@ -294,6 +294,8 @@ Status GpuExecutable::RunCommands(const std::vector<GpuCommand>& commands,
       case GpuCommand::Kind::kCollective:
         RETURN_IF_ERROR(collectives_[command.launch]->Run(device_, frame, collective_context_)
                             .WithContext(command.hlo_instruction));
+        ++last_run_collectives_;
+        last_run_modelled_collective_ns_ += collectives_[command.launch]->modelled_ns();
         break;
       case GpuCommand::Kind::kLaunch: {
         const GpuLaunch& launch = launches_[command.launch];
@@ -376,6 +378,8 @@ Status GpuExecutable::Run(profiler::CuptiCollector* cupti) {
   last_run_external_ids_.clear();
   last_run_launch_ns_.clear();
   last_run_launches_.clear();
+  last_run_collectives_ = 0;
+  last_run_modelled_collective_ns_ = 0;
   RETURN_IF_ERROR(RunCommands(commands_, entry_frame_, cupti));
   profiler::TraceSpan sync("synchronize", profiler::category::kThunk);
   return device_.Synchronize();

@@ -87,6 +87,10 @@ class GpuExecutable {
   void SetCollectives(const GpuCollectiveContext& context);
   // How many collective instructions the module runs (those inside control flow included).
   size_t num_collectives() const { return collectives_.size(); }
+  // Of the last Run: the collectives run and their modelled time between GPUs of an NVLink
+  // board, on the target SetCollectives gave (0 without one).
+  int64_t last_run_collectives() const { return last_run_collectives_; }
+  double last_run_modelled_collective_ns() const { return last_run_modelled_collective_ns_; }
 
   // Every launch of the module, those inside control flow included, in program order.
   const std::vector<GpuLaunch>& launches() const { return launches_; }
@@ -134,6 +138,8 @@ class GpuExecutable {
   std::vector<std::shared_ptr<GpuNestedComputation>> nested_;  // every nested computation
   std::vector<std::unique_ptr<GpuCollective>> collectives_;
   GpuCollectiveContext collective_context_;
+  int64_t last_run_collectives_ = 0;
+  double last_run_modelled_collective_ns_ = 0;
   std::vector<size_t> last_run_launches_;
   std::vector<uint8_t> staging_;
   int64_t compile_ns_ = 0;

@@ -80,4 +80,33 @@ StatusOr<std::vector<Literal>> GpuMultiDeviceExecutable::Execute(
       });
 }
 
+StatusOr<std::vector<GpuSimAnalysis>> GpuMultiDeviceExecutable::AnalyseRun(
+    const MultiDeviceOptions& options, const std::atomic<bool>* cancel, int64_t sample_blocks) {
+  if (!has_target_) return Error("the analysis needs the target the executable was compiled for");
+  for (const auto& device : devices_) {
+    if (dynamic_cast<GpuSimDevice*>(device->device.get()) == nullptr) {
+      return Error("the analysis needs the GPU simulator");
+    }
+  }
+  // Each device's thread writes its own entry.
+  auto analyses = std::make_shared<std::vector<GpuSimAnalysis>>(devices_.size());
+  std::vector<std::shared_ptr<Device>> held = devices_;
+  auto target = std::make_shared<GpuTarget>(target_);
+  auto ran = RunOnSimulatedDevices(
+      topology_, options, cancel,
+      [held, analyses, target, sample_blocks](DeviceCollectives& collectives, const std::atomic<bool>*) -> StatusOr<Literal> {
+        const size_t id = static_cast<size_t>(collectives.device_id());
+        GpuExecutable& executable = *held[id]->executable;
+        auto& sim = dynamic_cast<GpuSimDevice&>(*held[id]->device);
+        executable.SetCollectives({&collectives, target.get(), nullptr});
+        StatusOr<GpuSimAnalysis> analysis = AnalyseGpuSimRun(executable, sim, *target, sample_blocks);
+        executable.SetCollectives({});
+        if (!analysis.ok()) return analysis.status();
+        (*analyses)[id] = std::move(*analysis);
+        return Literal();
+      });
+  RETURN_IF_ERROR(ran.status());
+  return std::move(*analyses);
+}
+
 }  // namespace xlens::runtime

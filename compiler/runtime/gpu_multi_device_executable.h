@@ -15,6 +15,7 @@
 #include "compiler/hlo/collective_attributes.h"
 #include "compiler/hlo/multi_device_evaluator.h"
 #include "compiler/runtime/gpu_executable.h"
+#include "compiler/runtime/gpu_sim_analysis.h"
 
 namespace xlens::runtime {
 
@@ -40,6 +41,13 @@ class GpuMultiDeviceExecutable {
   StatusOr<std::vector<Literal>> Execute(std::span<const std::vector<Literal>> per_device_arguments,
                                          const MultiDeviceOptions& options,
                                          const std::atomic<bool>* cancel = nullptr);
+
+  // One more run of every device with the simulator's analysis observing it
+  // (gpu_sim_analysis.h), on the arguments of the last Execute: each device's launches predicted
+  // on the target given to Compile. Simulated devices only.
+  StatusOr<std::vector<GpuSimAnalysis>> AnalyseRun(const MultiDeviceOptions& options,
+                                                   const std::atomic<bool>* cancel,
+                                                   int64_t sample_blocks);
 
   const DeviceTopology& topology() const { return topology_; }
   GpuExecutable& executable(int64_t device) const { return *devices_[static_cast<size_t>(device)]->executable; }

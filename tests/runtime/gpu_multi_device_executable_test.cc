@@ -280,6 +280,36 @@ TEST(GpuMultiDeviceExecutableTest, TheTraceHasADeviceTrackAndModelledCollectives
   EXPECT_EQ(devices_with_meetings.size(), 4u);
 }
 
+// The simulator's analysis of every device in one more run: each device's launches predicted,
+// and its collectives counted with their modelled time.
+TEST(GpuMultiDeviceExecutableTest, TheAnalysisPredictsEveryDevicesStep) {
+  if (!SimulatorAvailable()) GTEST_SKIP() << "no GPU simulator";
+  auto module = ParseWithReducers(R"(ENTRY e {
+  p = f32[1024] parameter(0)
+  a = f32[1024] all-reduce(p), replica_groups={{0,1}}, to_apply=add
+  n = f32[1024] negate(a)
+  ROOT g = f32[2048] all-gather(n), replica_groups={{0,1}}, dimensions={0}
+})");
+  ASSERT_NE(module, nullptr);
+  const DeviceTopology topology{2, 1};
+  auto target = GpuTargetByName("h100");
+  auto executable = GpuMultiDeviceExecutable::Compile(*module, topology, GpuCompileOptions{}, OpenSim, &*target);
+  ASSERT_TRUE(executable.ok()) << executable.status().message();
+  ASSERT_TRUE((*executable)->Execute(Arguments(*module, 2, 9), MultiDeviceOptions{}).ok());
+  auto analyses = (*executable)->AnalyseRun(MultiDeviceOptions{}, nullptr, 256);
+  ASSERT_TRUE(analyses.ok()) << analyses.status().message();
+  ASSERT_EQ(analyses->size(), 2u);
+  for (int64_t d = 0; d < 2; ++d) {
+    const GpuSimAnalysis& analysis = (*analyses)[static_cast<size_t>(d)];
+    ASSERT_FALSE(analysis.launches.empty());
+    EXPECT_GT(analysis.launches[0].prediction.total_ns, 0);
+    EXPECT_EQ((*executable)->executable(d).last_run_collectives(), 2);
+    // A ring of 2: the all-reduce 2 steps and 4096 bytes, the all-gather 1 step and 4096 bytes.
+    EXPECT_NEAR((*executable)->executable(d).last_run_modelled_collective_ns(),
+                3 * 1500 + 4096.0 / 360 + 4096.0 / 360, 1e-6);
+  }
+}
+
 // A real GPU, where one is present: a single device is every group of its collectives.
 TEST(GpuMultiDeviceExecutableTest, OneRealGpuIsAGroupOfOne) {
   auto count = CountCudaDevices();
