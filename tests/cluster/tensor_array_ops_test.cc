@@ -15,6 +15,7 @@
 #include "compiler/hlo/evaluator.h"
 #include "compiler/hlo/literal_comparison.h"
 #include "compiler/runtime/cpu_compiler.h"
+#include "tests/graph/while_test_util.h"
 
 namespace xlens::cluster {
 namespace {
@@ -211,6 +212,55 @@ TEST(TensorArrayXlaTest, AStackIsABufferAndAnIndex) {
     EXPECT_EQ(top_value->flat<float>()[i], 2.0f * (static_cast<float>(i) - 3));
     EXPECT_EQ(below_value->flat<float>()[i], static_cast<float>(i) - 3);
   }
+}
+
+// What a v1 loop gradient compiled in an XLA context holds: a loop passed an array it reads, a
+// stack made before it and first pushed inside it (uninitialized when the loop starts), and the
+// array's gradient taken in every iteration and gathered after the loop by its source. The loop
+// carries all three: the stack starts as zeros of the shape the body's first compilation gives
+// it, the gradient array is made before the loop and its writes add up across iterations.
+TEST(TensorArrayXlaTest, ALoopCarriesArraysStacksAndTheGradientsItsBodyTakes) {
+  ArrayBody b;
+  Output x = b.Arg(Iota({4, 3}));
+  Output rows = b.Array(4);
+  // Shifted off zero: a gradient array adds its first write to zeros, which turns a -0 into 0.
+  Output shifted = ops::Add(b.root, x, ops::Const(b.root, 0.25f));
+  Output flow = b.Op("TensorArrayScatterV3",
+                     {rows, ops::Input({0, 1, 2, 3}), shifted, Output(rows.node, 1)}, kFloatT);
+  Output stack =
+      b.Op("StackV2", {ops::Input(4)}, {{"elem_type", AttrValue::Type(graph::DT_FLOAT)}});
+  graph::AttrMap source{{"source", AttrValue::String("gradients")}};
+  Output h0 = ops::Const(b.root, Tensor::Vector<float>(graph::DT_FLOAT, {0.5f, -0.25f, 0.0f}));
+  graph::Node* loop = graph::testing::While(
+      b.root, {ops::Const(b.root, 0), h0, rows, flow, stack},
+      [](const Scope& s, const std::vector<Output>& v) {
+        return std::vector<Output>{ops::Less(s, v[0], ops::Const(s, 4))};
+      },
+      [&](const Scope& s, const std::vector<Output>& v) {
+        auto op = [&](const std::string& name, const std::vector<ops::Input>& in,
+                      graph::AttrMap attrs) { return Output(ops::BuildOp(s, name, in, attrs), 0); };
+        Output row = op("TensorArrayReadV3", {v[2], v[0], v[3]}, kFloatDtype);
+        Output h = ops::Tanh(s, ops::Add(s, ops::Mul(s, v[1], ops::Const(s, 0.9f)), row));
+        Output pushed = op("StackPushV2", {v[4], h}, kFloatT);
+        Output grad = op("TensorArrayGradV3", {v[2], v[3]}, source);
+        Output gflow = op("TensorArrayWriteV3",
+                          {grad, v[0], ops::Mul(s, pushed, row), Output(grad.node, 1)}, kFloatT);
+        return std::vector<Output>{ops::Add(s, v[0], ops::Const(s, 1)), h, v[2], gflow, v[4]};
+      });
+  ASSERT_NE(loop, nullptr) << b.root.status().message();
+  b.Ret(Output(loop, 1));
+  graph::AttrMap pop{{"elem_type", AttrValue::Type(graph::DT_FLOAT)}};
+  graph::Node* top = ops::BuildOp(b.root.WithControlDependencies(std::vector<graph::Node*>{loop}),
+                                  "StackPopV2", {Output(loop, 4)}, pop);
+  graph::Node* below =
+      ops::BuildOp(b.root.WithControlDependencies(std::vector<graph::Node*>{top}), "StackPopV2",
+                   {Output(loop, 4)}, pop);
+  b.Ret(Output(top, 0));
+  b.Ret(Output(below, 0));
+  Output grad = b.Op("TensorArrayGradV3", {Output(loop, 2), Output(loop, 3)}, source);
+  b.Ret(b.Op("TensorArrayGatherV3", {grad, ops::Input({0, 1, 2, 3}), Output(grad.node, 1)},
+             kFloatDtype));
+  b.Check();
 }
 
 TEST(TensorArrayXlaTest, UnboundedArraysAndStacksAreRefusedWithTheNode) {
