@@ -122,6 +122,23 @@ void CollectiveTransport::AllGatherBytes(int communicator, const void* in, void*
   }
 }
 
+void CollectiveTransport::AllToAllBytes(int communicator, const void* in, void* out,
+                                        int64_t bytes_each, std::string_view what,
+                                        double timeout_seconds) {
+  const std::vector<int>& members = Members(communicator);
+  const size_t bytes = static_cast<size_t>(bytes_each);
+  std::vector<std::string> all = AllGather(
+      std::string_view(static_cast<const char*>(in), bytes * members.size()), what, timeout_seconds);
+  const size_t position =
+      static_cast<size_t>(std::find(members.begin(), members.end(), rank()) - members.begin());
+  char* to = static_cast<char*>(out);
+  for (int r : members) {
+    const std::string& theirs = all.at(static_cast<size_t>(r));
+    if (theirs.size() >= (position + 1) * bytes) std::memcpy(to, theirs.data() + position * bytes, bytes);
+    to += bytes;
+  }
+}
+
 void CollectiveTransport::Exchange(std::span<const TransportSend> sends,
                                    std::span<const TransportReceive> receives,
                                    std::string_view what, double timeout_seconds) {

@@ -73,6 +73,11 @@ class CollectiveTransport {
   // in its rank order.
   virtual void AllGatherBytes(int communicator, const void* in, void* out, int64_t bytes_each,
                               std::string_view what, double timeout_seconds);
+  // Every process of the communicator brings one block of `bytes_each` bytes for each of its
+  // processes at `in`, in its rank order; `out` receives the block each process brought for this
+  // one, in its rank order.
+  virtual void AllToAllBytes(int communicator, const void* in, void* out, int64_t bytes_each,
+                             std::string_view what, double timeout_seconds);
   // Point-to-point transfers over every process, all of them at once: each send meets the
   // receive of its peer with its tag. Every process calls it (with no transfers, if it has none).
   virtual void Exchange(std::span<const TransportSend> sends,

@@ -428,14 +428,17 @@ void DistributedRendezvous::PlanBuffers(const HloInstruction& instruction,
                                         Plan& plan) const {
   const HloOpcode opcode = instruction.opcode();
   const bool reduces = opcode == HloOpcode::kAllReduce || opcode == HloOpcode::kReduceScatter;
-  if (!reduces && opcode != HloOpcode::kAllGather && opcode != HloOpcode::kCollectivePermute) return;
+  if (!reduces && opcode != HloOpcode::kAllGather && opcode != HloOpcode::kCollectivePermute &&
+      opcode != HloOpcode::kAllToAll) {
+    return;
+  }
   const int64_t count = instruction.operand_count();
   if (count < 1 || instruction.shape().IsTuple() != (count > 1)) return;
   if (instruction.shape().IsTuple() &&
       static_cast<int64_t>(instruction.shape().tuple_shapes().size()) != count) {
     return;
   }
-  if (opcode == HloOpcode::kCollectivePermute && count != 1) return;
+  if ((opcode == HloOpcode::kCollectivePermute || opcode == HloOpcode::kAllToAll) && count != 1) return;
   for (int64_t k = 0; k < count; ++k) {
     const Shape& in = instruction.operand(k)->shape();
     const Shape& out = ResultShape(instruction, static_cast<size_t>(k));
@@ -445,6 +448,14 @@ void DistributedRendezvous::PlanBuffers(const HloInstruction& instruction,
     }
     if (opcode == HloOpcode::kAllReduce || opcode == HloOpcode::kCollectivePermute) {
       if (in.num_elements() != out.num_elements()) return;
+    } else if (opcode == HloOpcode::kAllToAll) {
+      // The array form: dimension d split into one block per member, the blocks exchanged.
+      if (instruction.dimensions().size() != 1 || in.dimensions() != out.dimensions()) return;
+      const int64_t d = instruction.dimensions()[0];
+      if (d < 0 || d >= in.rank()) return;
+      for (const auto& group : groups) {
+        if (in.dimensions()[d] % static_cast<int64_t>(group.size()) != 0) return;
+      }
     } else {
       if (instruction.dimensions().size() != 1) return;
       const int64_t d = instruction.dimensions()[0];
@@ -605,10 +616,9 @@ Status DistributedRendezvous::StepOnBuffers(const HloInstruction& instruction, i
     std::vector<const char*> sources;
     for (int64_t d : members) sources.push_back(buffers(d).operands[k]);
     bool swapped = false;
+    const bool reduces = opcode == HloOpcode::kAllReduce || opcode == HloOpcode::kReduceScatter;
     evaluator_internal::BinaryKernel fold =
-        opcode == HloOpcode::kAllGather
-            ? nullptr
-            : evaluator_internal::WholeArrayFold(instruction.to_apply(), type, swapped);
+        reduces ? evaluator_internal::WholeArrayFold(instruction.to_apply(), type, swapped) : nullptr;
     if (opcode == HloOpcode::kAllReduce) {
       // This process's members folded into the first one's result, reduced over the processes
       // in place there, and copied to the others'.
@@ -622,6 +632,43 @@ Status DistributedRendezvous::StepOnBuffers(const HloInstruction& instruction, i
     }
     const int64_t d = instruction.dimensions()[0];
     const int64_t outer = DimsProduct(operand, 0, d);
+    if (opcode == HloOpcode::kAllToAll) {
+      // Member g's operand holds, under each of the `outer` leading indices, one block for every
+      // member; member m's result holds there every member's block for m, in member order. Each
+      // process sends a process its members' blocks for that process's members, together.
+      const int64_t block = n / outer / group;
+      const int64_t block_bytes = block * width;
+      const int64_t L = static_cast<int64_t>(local);
+      const int64_t processes = group / L;
+      const int64_t chunk = L * L * outer * block_bytes;  // per process, both ways
+      std::vector<char> sent(static_cast<size_t>(processes * chunk));
+      std::vector<char> received(sent.size());
+      for (int64_t p = 0; p < processes; ++p) {
+        for (int64_t j = 0; j < L; ++j) {
+          for (int64_t i = 0; i < L; ++i) {
+            for (int64_t o = 0; o < outer; ++o) {
+              std::memcpy(sent.data() + p * chunk + ((j * L + i) * outer + o) * block_bytes,
+                          sources[j] + (o * group + p * L + i) * block_bytes,
+                          static_cast<size_t>(block_bytes));
+            }
+          }
+        }
+      }
+      transport_->AllToAllBytes(communicator, sent.data(), received.data(), chunk, what, timeout);
+      for (int64_t p = 0; p < processes; ++p) {
+        for (int64_t j = 0; j < L; ++j) {
+          for (int64_t i = 0; i < L; ++i) {
+            char* out = buffers(members[i]).results[k];
+            for (int64_t o = 0; o < outer; ++o) {
+              std::memcpy(out + (o * group + p * L + j) * block_bytes,
+                          received.data() + p * chunk + ((j * L + i) * outer + o) * block_bytes,
+                          static_cast<size_t>(block_bytes));
+            }
+          }
+        }
+      }
+      continue;
+    }
     if (opcode == HloOpcode::kReduceScatter) {
       // Member m's result is block m of dimension d under each of the `outer` leading indices:
       // packed member by member, each process's members' blocks follow each other.

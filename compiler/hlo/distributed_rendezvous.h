@@ -8,20 +8,21 @@
 // process: an all-gather of a small header (which collective, which run, or that the process
 // failed), then the collective itself.
 //
-// The compiled runtime's all-reduce, reduce-scatter, all-gather and collective-permute of
-// row-major arrays meet on the members' buffers (MeetOnBuffers) with the transport's typed calls:
-// MPI_Allreduce, MPI_Reduce_scatter_block and MPI_Allgather on a communicator per group
-// (MPI_Comm_split, made once per set of groups), MPI_Isend/MPI_Irecv pairs for a permutation. A
-// process's several members of one group first fold (or pack) their buffers in memory and take
-// one place in the communicator. That needs each process's members of a group to follow each
-// other in the group's order, and all of them in one group ("aligned"), and a reduction MPI
-// has: a to_apply of add, multiply, maximum or minimum, of f32, f64 or a signed or unsigned
-// integer of 8 to 64 bits. Anything else (f16, bf16, pred, complex, another to_apply, groups
-// interleaved across processes, all-to-all, collective-broadcast, the -start forms, the
-// evaluator's Meet) goes the generic way: an all-gather of every device's serialized values,
-// from which each device picks its group's (an all-reduce over one group of every device with
-// one device per process is one MPI_Allreduce there too). Collectives whose groups all stay within
-// one process meet in memory as CollectiveRendezvous's do, with no step.
+// The compiled runtime's all-reduce, reduce-scatter, all-gather, all-to-all (its array form) and
+// collective-permute of row-major arrays meet on the members' buffers (MeetOnBuffers) with the
+// transport's typed calls: MPI_Allreduce, MPI_Reduce_scatter_block, MPI_Allgather and
+// MPI_Alltoall on a communicator per group (MPI_Comm_split, made once per set of groups),
+// MPI_Isend/MPI_Irecv pairs for a permutation. A process's several members of one group first
+// fold (or pack) their buffers in memory and take one place in the communicator. That needs each
+// process's members of a group to follow each other in the group's order, and all of them in one
+// group ("aligned"), and a reduction MPI has: a to_apply of add, multiply, maximum or minimum, of
+// f32, f64 or a signed or unsigned integer of 8 to 64 bits. Anything else (f16, bf16, pred,
+// complex, another to_apply, groups interleaved across processes, the tuple form of all-to-all,
+// collective-broadcast, the -start forms, the evaluator's Meet) goes the generic way: an
+// all-gather of every device's serialized values, from which each device picks its group's (an
+// all-reduce over one group of every device with one device per process is one MPI_Allreduce
+// there too). Collectives whose groups all stay within one process meet in memory as
+// CollectiveRendezvous's do, with no step.
 //
 // Failure: the header says what each process is doing, so a process that failed (before the
 // run, or during it) or finished tells the others in the step they are waiting in, and every

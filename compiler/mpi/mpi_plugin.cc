@@ -164,6 +164,21 @@ int Allgather(int comm, const void* mine, int64_t bytes_each, void* out, double 
   return kXlensMpiOk;
 }
 
+int Alltoall(int comm, const void* mine, int64_t bytes_each, void* out, double timeout, char* error,
+             size_t error_size) {
+  const MPI_Comm c = CommOf(comm);
+  if (c == MPI_COMM_NULL) return BadComm(comm, error, error_size);
+  if (TooLarge(bytes_each, "MPI_Alltoall", error, error_size)) return kXlensMpiError;
+  Deadline deadline(timeout);
+  const int rc = MPI_Alltoall(mine, static_cast<int>(bytes_each), MPI_BYTE, out,
+                              static_cast<int>(bytes_each), MPI_BYTE, c);
+  if (rc != MPI_SUCCESS) {
+    SetError(error, error_size, "MPI_Alltoall", rc);
+    return kXlensMpiError;
+  }
+  return kXlensMpiOk;
+}
+
 int ReduceScatter(int comm, const void* in, void* out, int64_t count_each, int type, int op,
                   double timeout, char* error, size_t error_size) {
   const MPI_Comm c = CommOf(comm);
@@ -298,9 +313,9 @@ void SetTimeoutLine(const char* line) {
   g_timeout_line = line;
 }
 
-const XlensMpiApi kApi = {kXlensMpiAbiVersion, Init,  Allgather, Allgatherv, Allreduce,
-                          ReduceScatter,       Split, Exchange,  Abort,      Finalize,
-                          SetTimeoutLine};
+const XlensMpiApi kApi = {kXlensMpiAbiVersion, Init,  Allgather, Alltoall, Allgatherv,
+                          Allreduce,           ReduceScatter, Split,  Exchange, Abort,
+                          Finalize,            SetTimeoutLine};
 
 }  // namespace
 

@@ -18,7 +18,7 @@ enum XlensMpiType {
 };
 enum XlensMpiOp { kXlensMpiSum, kXlensMpiProd, kXlensMpiMax, kXlensMpiMin };
 
-inline constexpr int kXlensMpiAbiVersion = 3;
+inline constexpr int kXlensMpiAbiVersion = 4;
 
 // One point-to-point transfer of exchange: `bytes` at `data` to (from) rank `peer`, by `tag`.
 struct XlensMpiTransfer {
@@ -38,6 +38,10 @@ struct XlensMpiApi {
   // MPI_Allgather of `bytes_each` bytes from every rank of `comm`, in its rank order, into `out`.
   int (*allgather)(int comm, const void* mine, int64_t bytes_each, void* out,
                    double timeout_seconds, char* error, size_t error_size);
+  // MPI_Alltoall over `comm`: block k of `bytes_each` bytes at `mine` to its rank k; `out` gets
+  // every rank's block for this one, in its rank order.
+  int (*alltoall)(int comm, const void* mine, int64_t bytes_each, void* out,
+                  double timeout_seconds, char* error, size_t error_size);
   // Every rank's data, rank after rank, into `out` (each rank's size in sizes[0..size)).
   int (*allgatherv)(const void* mine, int64_t bytes, const int64_t* sizes, void* out,
                     double timeout_seconds, char* error, size_t error_size);

@@ -218,6 +218,15 @@ void MpiTransport::AllGatherBytes(int communicator, const void* in, void* out, i
   if (rc != kXlensMpiOk) AbortAll(fmt::format("{}: {}", what, error));
 }
 
+void MpiTransport::AllToAllBytes(int communicator, const void* in, void* out, int64_t bytes_each,
+                                 std::string_view what, double timeout_seconds) {
+  SetTimeoutLine(what, timeout_seconds);
+  char error[kErrorSize] = {0};
+  const int rc = api_->alltoall(communicator, in, bytes_each, out, timeout_seconds, error,
+                                sizeof(error));
+  if (rc != kXlensMpiOk) AbortAll(fmt::format("{}: {}", what, error));
+}
+
 void MpiTransport::Exchange(std::span<const TransportSend> sends,
                             std::span<const TransportReceive> receives, std::string_view what,
                             double timeout_seconds) {

@@ -1,5 +1,6 @@
 // The CollectiveTransport (hlo/collective_transport.h) of xlens run --distributed=mpi: Open MPI's
-// typed collectives on the buffers (MPI_Allreduce, MPI_Reduce_scatter_block, MPI_Allgather on
+// typed collectives on the buffers (MPI_Allreduce, MPI_Reduce_scatter_block, MPI_Allgather,
+// MPI_Alltoall on
 // communicators from MPI_Comm_split, MPI_Isend/MPI_Irecv) through libxlens_mpi.so (mpi/mpi_plugin.h), which is opened with dlopen here, only
 // when asked for, so that the xlens binary starts without libmpi on machines that lack it.
 #pragma once
@@ -32,6 +33,8 @@ class MpiTransport : public CollectiveTransport {
                      double timeout_seconds) override;
   void AllGatherBytes(int communicator, const void* in, void* out, int64_t bytes_each,
                       std::string_view what, double timeout_seconds) override;
+  void AllToAllBytes(int communicator, const void* in, void* out, int64_t bytes_each,
+                     std::string_view what, double timeout_seconds) override;
   void Exchange(std::span<const TransportSend> sends, std::span<const TransportReceive> receives,
                 std::string_view what, double timeout_seconds) override;
 

@@ -363,6 +363,14 @@ TEST(DistributedRendezvousTest, CollectivesOnBuffersGiveTheEvaluatorsValues) {
   ROOT c = f32[2] reduce-scatter(p), replica_groups={{0,1,2,3}}, use_global_device_ids=true, channel_id=1, dimensions={0}, to_apply=add
 })", 4, 4, 0},
       {R"(ENTRY e {
+  p = f32[3,8] parameter(0)
+  ROOT c = f32[3,8] all-to-all(p), replica_groups={{0,1,2,3}}, channel_id=1, dimensions={1}
+})", 4, 2, 0},
+      {R"(ENTRY e {
+  p = f32[8,3] parameter(0)
+  ROOT c = f32[8,3] all-to-all(p), replica_groups={{0,1},{2,3}}, channel_id=1, dimensions={0}
+})", 4, 4, 1},
+      {R"(ENTRY e {
   p = f32[5] parameter(0)
   ROOT c = f32[5] collective-permute(p), channel_id=1, source_target_pairs={{0,1},{1,2},{2,3}}
 })", 4, 2, 0},
