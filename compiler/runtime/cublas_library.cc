@@ -1,13 +1,12 @@
 #include "compiler/runtime/cublas_library.h"
 
-#include <dlfcn.h>
-
 #include <cstdlib>
 #include <mutex>
 
 #include <fmt/format.h>
 
 #include "compiler/hlo/computation.h"
+#include "compiler/runtime/dynamic_library.h"
 
 namespace xlens::runtime {
 
@@ -39,33 +38,14 @@ std::vector<std::string> CublasCandidates() {
 }
 
 StatusOr<CublasLibrary> LoadCublasFrom(const std::vector<std::string>& candidates) {
+  ASSIGN_OR_RETURN(DynamicLibrary opened, OpenFirstLibrary(candidates, "cuBLAS"));
   CublasLibrary lib;
-  std::string last_error;
-  for (const std::string& name : candidates) {
-    lib.handle = dlopen(name.c_str(), RTLD_NOW | RTLD_LOCAL);
-    if (lib.handle != nullptr) {
-      lib.path = name;
-      break;
-    }
-    const char* why = dlerror();
-    last_error = why ? why : name + " not loadable";
-  }
-  if (lib.handle == nullptr) {
-    return Error(fmt::format("no cuBLAS found (tried {}; last: {})", fmt::join(candidates, ", "), last_error));
-  }
-  std::string missing;
-  auto bind = [&](auto& fn, const char* symbol) {
-    fn = reinterpret_cast<std::remove_reference_t<decltype(fn)>>(dlsym(lib.handle, symbol));
-    if (fn == nullptr && missing.empty()) missing = symbol;
-  };
-  bind(lib.cublasCreate_v2, "cublasCreate_v2");
-  bind(lib.cublasDestroy_v2, "cublasDestroy_v2");
-  bind(lib.cublasSgemm_v2, "cublasSgemm_v2");
-  bind(lib.cublasGetStatusString, "cublasGetStatusString");
-  if (!missing.empty()) {
-    dlclose(lib.handle);
-    return Error(fmt::format("{} lacks {}", lib.path, missing));
-  }
+  RETURN_IF_ERROR(ResolveSymbols(opened, {{lib.cublasCreate_v2, "cublasCreate_v2"},
+                                          {lib.cublasDestroy_v2, "cublasDestroy_v2"},
+                                          {lib.cublasSgemm_v2, "cublasSgemm_v2"},
+                                          {lib.cublasGetStatusString, "cublasGetStatusString"}}));
+  lib.path = opened.path;
+  lib.handle = opened.handle;
   return lib;
 }
 

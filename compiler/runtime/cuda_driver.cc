@@ -1,12 +1,11 @@
 #include "compiler/runtime/cuda_driver.h"
 
-#include <dlfcn.h>
-
 #include <algorithm>
 #include <map>
 
 #include <fmt/format.h>
 
+#include "compiler/runtime/dynamic_library.h"
 #include "compiler/runtime/gpu_device.h"
 
 namespace xlens::runtime {
@@ -47,42 +46,30 @@ struct CudaDriver {
 
 StatusOr<const CudaDriver*> LoadDriver() {
   static CudaDriver driver;
-  static std::string error;
-  static bool loaded = [] {
-    driver.library = dlopen("libcuda.so.1", RTLD_NOW | RTLD_LOCAL);
-    if (driver.library == nullptr) {
-      const char* why = dlerror();
-      error = fmt::format("no CUDA driver found ({})", why ? why : "libcuda.so.1 not loadable");
-      return false;
-    }
-    bool complete = true;
-    auto bind = [&](auto& fn, const char* name) {
-      fn = reinterpret_cast<std::remove_reference_t<decltype(fn)>>(dlsym(driver.library, name));
-      if (fn == nullptr) {
-        complete = false;
-        if (error.empty()) error = fmt::format("the CUDA driver lacks {}", name);
-      }
-    };
-    bind(driver.cuInit, "cuInit");
-    bind(driver.cuDeviceGetCount, "cuDeviceGetCount");
-    bind(driver.cuDeviceGet, "cuDeviceGet");
-    bind(driver.cuDeviceGetAttribute, "cuDeviceGetAttribute");
-    bind(driver.cuDevicePrimaryCtxRetain, "cuDevicePrimaryCtxRetain");
-    bind(driver.cuDevicePrimaryCtxRelease, "cuDevicePrimaryCtxRelease_v2");
-    bind(driver.cuCtxSetCurrent, "cuCtxSetCurrent");
-    bind(driver.cuModuleLoadData, "cuModuleLoadData");
-    bind(driver.cuModuleUnload, "cuModuleUnload");
-    bind(driver.cuModuleGetFunction, "cuModuleGetFunction");
-    bind(driver.cuMemAlloc, "cuMemAlloc_v2");
-    bind(driver.cuMemFree, "cuMemFree_v2");
-    bind(driver.cuMemcpyHtoD, "cuMemcpyHtoD_v2");
-    bind(driver.cuMemcpyDtoH, "cuMemcpyDtoH_v2");
-    bind(driver.cuLaunchKernel, "cuLaunchKernel");
-    bind(driver.cuCtxSynchronize, "cuCtxSynchronize");
-    bind(driver.cuGetErrorString, "cuGetErrorString");
-    return complete;
+  static const Status loaded = []() -> Status {
+    ASSIGN_OR_RETURN(DynamicLibrary library, OpenFirstLibrary({"libcuda.so.1"}, "CUDA driver"));
+    RETURN_IF_ERROR(ResolveSymbols(
+        library, {{driver.cuInit, "cuInit"},
+                  {driver.cuDeviceGetCount, "cuDeviceGetCount"},
+                  {driver.cuDeviceGet, "cuDeviceGet"},
+                  {driver.cuDeviceGetAttribute, "cuDeviceGetAttribute"},
+                  {driver.cuDevicePrimaryCtxRetain, "cuDevicePrimaryCtxRetain"},
+                  {driver.cuDevicePrimaryCtxRelease, "cuDevicePrimaryCtxRelease_v2"},
+                  {driver.cuCtxSetCurrent, "cuCtxSetCurrent"},
+                  {driver.cuModuleLoadData, "cuModuleLoadData"},
+                  {driver.cuModuleUnload, "cuModuleUnload"},
+                  {driver.cuModuleGetFunction, "cuModuleGetFunction"},
+                  {driver.cuMemAlloc, "cuMemAlloc_v2"},
+                  {driver.cuMemFree, "cuMemFree_v2"},
+                  {driver.cuMemcpyHtoD, "cuMemcpyHtoD_v2"},
+                  {driver.cuMemcpyDtoH, "cuMemcpyDtoH_v2"},
+                  {driver.cuLaunchKernel, "cuLaunchKernel"},
+                  {driver.cuCtxSynchronize, "cuCtxSynchronize"},
+                  {driver.cuGetErrorString, "cuGetErrorString"}}));
+    driver.library = library.handle;
+    return OkStatus();
   }();
-  if (!loaded) return Error(error);
+  RETURN_IF_ERROR(loaded);
   return &driver;
 }
 

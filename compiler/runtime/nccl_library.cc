@@ -1,14 +1,12 @@
 #include "compiler/runtime/nccl_library.h"
 
-#include <dlfcn.h>
-
 #include <cstdlib>
 
 #include <fmt/format.h>
-#include <fmt/ranges.h>
 
 #include "compiler/hlo/computation.h"
 #include "compiler/hlo/shape.h"
+#include "compiler/runtime/dynamic_library.h"
 
 namespace xlens::runtime {
 
@@ -30,45 +28,28 @@ std::vector<std::string> NcclCandidates() {
 }
 
 StatusOr<NcclLibrary> LoadNcclFrom(const std::vector<std::string>& candidates) {
+  ASSIGN_OR_RETURN(DynamicLibrary opened,
+                   OpenFirstLibrary(candidates, "NCCL",
+                                    "collectives between GPUs need it: install libnccl2 (from "
+                                    "NVIDIA's CUDA repository), or pip's nvidia-nccl-cu12 with "
+                                    "NCCL_HOME set to its nvidia/nccl folder"));
   NcclLibrary lib;
-  std::string last_error;
-  for (const std::string& name : candidates) {
-    lib.handle = dlopen(name.c_str(), RTLD_NOW | RTLD_LOCAL);
-    if (lib.handle != nullptr) {
-      lib.path = name;
-      break;
-    }
-    const char* why = dlerror();
-    last_error = why ? why : name + " not loadable";
-  }
-  if (lib.handle == nullptr) {
-    return Error(fmt::format("no NCCL found (tried {}; last: {}): collectives between GPUs need "
-                             "libnccl.so.2 (Debian's libnccl2 from NVIDIA's CUDA repository, or pip's "
-                             "nvidia-nccl-cu12 with NCCL_HOME set to its nvidia/nccl folder)",
-                             fmt::join(candidates, ", "), last_error));
-  }
-  std::string missing;
-  auto bind = [&](auto& fn, const char* symbol) {
-    fn = reinterpret_cast<std::remove_reference_t<decltype(fn)>>(dlsym(lib.handle, symbol));
-    if (fn == nullptr && missing.empty()) missing = symbol;
-  };
-  bind(lib.ncclGetVersion, "ncclGetVersion");
-  bind(lib.ncclGetErrorString, "ncclGetErrorString");
-  bind(lib.ncclCommInitAll, "ncclCommInitAll");
-  bind(lib.ncclCommDestroy, "ncclCommDestroy");
-  bind(lib.ncclGroupStart, "ncclGroupStart");
-  bind(lib.ncclGroupEnd, "ncclGroupEnd");
-  bind(lib.ncclAllReduce, "ncclAllReduce");
-  bind(lib.ncclAllGather, "ncclAllGather");
-  bind(lib.ncclReduceScatter, "ncclReduceScatter");
-  bind(lib.ncclBroadcast, "ncclBroadcast");
-  bind(lib.ncclSend, "ncclSend");
-  bind(lib.ncclRecv, "ncclRecv");
-  if (!missing.empty()) {
-    dlclose(lib.handle);
-    return Error(fmt::format("{} lacks {} (ncclSend and ncclRecv need NCCL 2.7 or later)", lib.path,
-                             missing));
-  }
+  RETURN_IF_ERROR(ResolveSymbols(opened,
+                                 {{lib.ncclGetVersion, "ncclGetVersion"},
+                                  {lib.ncclGetErrorString, "ncclGetErrorString"},
+                                  {lib.ncclCommInitAll, "ncclCommInitAll"},
+                                  {lib.ncclCommDestroy, "ncclCommDestroy"},
+                                  {lib.ncclGroupStart, "ncclGroupStart"},
+                                  {lib.ncclGroupEnd, "ncclGroupEnd"},
+                                  {lib.ncclAllReduce, "ncclAllReduce"},
+                                  {lib.ncclAllGather, "ncclAllGather"},
+                                  {lib.ncclReduceScatter, "ncclReduceScatter"},
+                                  {lib.ncclBroadcast, "ncclBroadcast"},
+                                  {lib.ncclSend, "ncclSend"},
+                                  {lib.ncclRecv, "ncclRecv"}},
+                                 "ncclSend and ncclRecv need NCCL 2.7 or later"));
+  lib.path = opened.path;
+  lib.handle = opened.handle;
   if (lib.ncclGetVersion(&lib.version) != 0) lib.version = 0;
   return lib;
 }

@@ -20,6 +20,7 @@
 #include "compiler/runtime/cuda_driver.h"
 #include "compiler/runtime/gpu_collective_model.h"
 #include "compiler/runtime/gpu_collectives.h"
+#include "tests/hlo/multi_device_test_util.h"
 
 namespace xlens::runtime {
 namespace {
@@ -29,7 +30,7 @@ using ::testing::HasSubstr;
 TEST(NcclLibraryTest, AbsentIsOneLineNamingTheLibraryAndWhatToInstall) {
   auto library = LoadNcclFrom({"/nonexistent/libnccl.so.2", "libnccl-absent.so.2"});
   ASSERT_FALSE(library.ok());
-  const std::string& message = library.status().message();
+  const std::string message = library.status().message();
   EXPECT_THAT(message, HasSubstr("no NCCL found"));
   EXPECT_THAT(message, HasSubstr("/nonexistent/libnccl.so.2"));
   EXPECT_THAT(message, HasSubstr("install libnccl2"));
@@ -115,12 +116,8 @@ TEST(NcclLibraryTest, ReductionsMapToNcclsOps) {
   EXPECT_FALSE(NcclOpOf(module->entry_computation(), PrimitiveType::F32).has_value());
 }
 
-constexpr char kReducers[] = R"(HloModule m
-add {
-  x = f32[] parameter(0)
-  y = f32[] parameter(1)
-  ROOT s = f32[] add(x, y)
-}
+// A subtraction, a reduction NCCL has no op for (add and max come with the reducers).
+constexpr char kSubtract[] = R"(
 sub {
   x = f32[] parameter(0)
   y = f32[] parameter(1)
@@ -130,7 +127,7 @@ sub {
 
 // The plan for the root of an entry computation holding `body`.
 StatusOr<NcclPlan> PlanOf(const std::string& body) {
-  auto module = Parse(std::string(kReducers) + "ENTRY e {\n" + body + "\n}\n");
+  auto module = xlens::testing::ParseWithReducers(std::string(kSubtract) + "ENTRY e {\n" + body + "\n}\n");
   if (module == nullptr) return Error("does not parse");
   return PlanNcclCollective(*module->entry_computation()->root_instruction());
 }
