@@ -26,20 +26,7 @@ namespace {
 
 using ::testing::HasSubstr;
 using xlens::testing::ParseWithReducers;
-
-std::vector<std::vector<Literal>> Arguments(const HloModule& module, int64_t devices, uint64_t seed) {
-  std::mt19937_64 rng(seed);
-  std::uniform_real_distribution<float> value(-2, 2);
-  std::vector<std::vector<Literal>> arguments(devices);
-  for (int64_t d = 0; d < devices; ++d) {
-    for (const HloInstruction* parameter : module.entry_computation()->parameter_instructions()) {
-      Literal literal(parameter->shape());
-      for (float& v : literal.data<float>()) v = value(rng);
-      arguments[d].push_back(std::move(literal));
-    }
-  }
-  return arguments;
-}
+using xlens::testing::RandomDeviceArguments;
 
 StatusOr<std::unique_ptr<GpuDevice>> OpenSim(int64_t) {
   ASSIGN_OR_RETURN(std::unique_ptr<GpuSimDevice> sim, OpenSimulatedGpuDevice());
@@ -52,7 +39,7 @@ bool SimulatorAvailable() { return OpenSimulatedGpuDevice().ok(); }
 void ExpectSimulatedMatchesEvaluator(const std::string& entry, DeviceTopology topology, uint64_t seed = 1) {
   auto module = ParseWithReducers(entry);
   ASSERT_NE(module, nullptr);
-  auto arguments = Arguments(*module, topology.num_devices(), seed);
+  auto arguments = RandomDeviceArguments(*module, topology.num_devices(), seed);
   auto expected = EvaluateModuleOnDevices(*module, arguments, topology);
   ASSERT_TRUE(expected.ok()) << expected.status().message() << "\n" << entry;
   auto target = GpuTargetByName("h100");
@@ -82,23 +69,8 @@ void ExpectSimulatedMatchesEvaluator(const std::string& entry, DeviceTopology to
   }
 }
 
-constexpr char kEveryCollective[] = R"(ENTRY e {
-  p = f32[4,6] parameter(0)
-  r = u32[] replica-id()
-  q = u32[] partition-id()
-  ar = f32[4,6] all-reduce(p), replica_groups={{0,1},{2,3}}, to_apply=add
-  ag = f32[4,12]{0,1} all-gather(ar), replica_groups=[2,2]<=[2,2]T(1,0), dimensions={1}
-  rs = f32[1,12] reduce-scatter(ag), replica_groups={}, dimensions={0}, to_apply=max
-  a2a = f32[4,6] all-to-all(p), replica_groups={{0,1,2,3}}, dimensions={0}
-  cp = f32[4,6] collective-permute(a2a), source_target_pairs={{0,1},{1,2},{2,3}}
-  b = f32[4,6] collective-broadcast(cp), replica_groups={{3,2,1,0}}
-  ars = f32[4,6] all-reduce-start(b), replica_groups={}, to_apply=add
-  ard = f32[4,6] all-reduce-done(ars)
-  ags = (f32[4,6], f32[16,6]) all-gather-start(ard), replica_groups={}, dimensions={0}
-  agd = f32[16,6] all-gather-done(ags)
-  cps = (f32[16,6], f32[16,6], u32[], u32[]) collective-permute-start(agd), source_target_pairs={{3,0}}
-  cpd = f32[16,6] collective-permute-done(cps)
-  e = f32[16,6] exponential(cpd)
+// Every collective, then a kernel on the last one's value.
+const std::string kEveryCollective = std::string(xlens::testing::kEveryCollectiveUpToCpd) + R"(  e = f32[16,6] exponential(cpd)
   ROOT t = (u32[], u32[], f32[1,12], f32[16,6]) tuple(r, q, rs, e)
 })";
 
@@ -109,35 +81,7 @@ TEST(GpuMultiDeviceExecutableTest, EveryCollectiveMatchesTheEvaluatorAndTheCpu) 
 
 TEST(GpuMultiDeviceExecutableTest, ReplicasAndPartitionsAndALoop) {
   if (!SimulatorAvailable()) GTEST_SKIP() << "no GPU simulator";
-  ExpectSimulatedMatchesEvaluator(R"(
-cond {
-  s = (s32[], f32[8]) parameter(0)
-  i = s32[] get-tuple-element(s), index=0
-  n = s32[] constant(3)
-  ROOT lt = pred[] compare(i, n), direction=LT
-}
-body {
-  s = (s32[], f32[8]) parameter(0)
-  i = s32[] get-tuple-element(s), index=0
-  x = f32[8] get-tuple-element(s), index=1
-  one = s32[] constant(1)
-  next = s32[] add(i, one)
-  r = f32[8] all-reduce(x), channel_id=1, replica_groups={{0,3},{1,2}}, use_global_device_ids=true, to_apply=max
-  half = f32[] constant(0.5)
-  h = f32[8] broadcast(half), dimensions={}
-  y = f32[8] multiply(r, h)
-  ROOT t = (s32[], f32[8]) tuple(next, y)
-}
-ENTRY e {
-  p = f32[8] parameter(0)
-  a = f32[8] all-reduce(p), channel_id=2, replica_groups={{0},{1}}, use_global_device_ids=false, to_apply=add
-  g = f32[32] all-gather(a), channel_id=3, replica_groups={{1,0}}, dimensions={0}
-  s = f32[8] slice(g), slice={[12:20]}
-  zero = s32[] constant(0)
-  init = (s32[], f32[8]) tuple(zero, s)
-  w = (s32[], f32[8]) while(init), condition=cond, body=body
-  ROOT x = f32[8] get-tuple-element(w), index=1
-})", {2, 2});
+  ExpectSimulatedMatchesEvaluator(xlens::testing::kReplicasPartitionsAndALoop, {2, 2});
 }
 
 // Random programs of collectives (their -start/-done forms and tuple operands too) and
@@ -232,7 +176,7 @@ ENTRY e {
   ASSERT_TRUE(executable.ok()) << executable.status().message();
   MultiDeviceOptions options;
   options.collective_timeout_seconds = 20;
-  auto result = (*executable)->Execute(Arguments(*module, 2, 3), options);
+  auto result = (*executable)->Execute(RandomDeviceArguments(*module, 2, 3), options);
   ASSERT_FALSE(result.ok());
   EXPECT_THAT(result.status().message(), HasSubstr("cannot complete"));
   EXPECT_EQ(result.status().message().find('\n'), std::string::npos) << result.status().message();
@@ -253,7 +197,7 @@ TEST(GpuMultiDeviceExecutableTest, TheTraceHasADeviceTrackAndModelledCollectives
   auto executable = GpuMultiDeviceExecutable::Compile(*module, topology, GpuCompileOptions{}, OpenSim, &*target);
   ASSERT_TRUE(executable.ok()) << executable.status().message();
   ASSERT_TRUE(profiler::TracerSession::Start());
-  auto result = (*executable)->Execute(Arguments(*module, 4, 5), MultiDeviceOptions{});
+  auto result = (*executable)->Execute(RandomDeviceArguments(*module, 4, 5), MultiDeviceOptions{});
   profiler::Trace trace = profiler::TracerSession::Stop();
   ASSERT_TRUE(result.ok()) << result.status().message();
   EXPECT_EQ(PlaceDevicesOnTimeline(trace, topology), 4);
@@ -295,7 +239,7 @@ TEST(GpuMultiDeviceExecutableTest, TheAnalysisPredictsEveryDevicesStep) {
   auto target = GpuTargetByName("h100");
   auto executable = GpuMultiDeviceExecutable::Compile(*module, topology, GpuCompileOptions{}, OpenSim, &*target);
   ASSERT_TRUE(executable.ok()) << executable.status().message();
-  ASSERT_TRUE((*executable)->Execute(Arguments(*module, 2, 9), MultiDeviceOptions{}).ok());
+  ASSERT_TRUE((*executable)->Execute(RandomDeviceArguments(*module, 2, 9), MultiDeviceOptions{}).ok());
   auto analyses = (*executable)->AnalyseRun(MultiDeviceOptions{}, nullptr, 256);
   ASSERT_TRUE(analyses.ok()) << analyses.status().message();
   ASSERT_EQ(analyses->size(), 2u);
@@ -325,7 +269,7 @@ TEST(GpuMultiDeviceExecutableTest, OneRealGpuIsAGroupOfOne) {
 })");
   ASSERT_NE(module, nullptr);
   const DeviceTopology topology{1, 1};
-  auto arguments = Arguments(*module, 1, 7);
+  auto arguments = RandomDeviceArguments(*module, 1, 7);
   auto expected = EvaluateModuleOnDevices(*module, arguments, topology);
   ASSERT_TRUE(expected.ok()) << expected.status().message();
   auto executable = GpuMultiDeviceExecutable::Compile(
@@ -362,7 +306,7 @@ TEST(GpuMultiDeviceExecutableTest, OneRealGpuThroughNccl) {
 })");
   ASSERT_NE(module, nullptr);
   const DeviceTopology topology{1, 1};
-  auto arguments = Arguments(*module, 1, 11);
+  auto arguments = RandomDeviceArguments(*module, 1, 11);
   auto expected = EvaluateModuleOnDevices(*module, arguments, topology);
   ASSERT_TRUE(expected.ok()) << expected.status().message();
   auto executable = GpuMultiDeviceExecutable::Compile(

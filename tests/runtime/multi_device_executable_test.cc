@@ -17,28 +17,14 @@ namespace {
 
 using ::testing::HasSubstr;
 using xlens::testing::ParseWithReducers;
-
-// Device d's arguments: one f32 array of `dims` per parameter, distinct on every device.
-std::vector<std::vector<Literal>> Arguments(const HloModule& module, int64_t devices, uint64_t seed) {
-  std::mt19937_64 rng(seed);
-  std::uniform_real_distribution<float> value(-2, 2);
-  std::vector<std::vector<Literal>> arguments(devices);
-  for (int64_t d = 0; d < devices; ++d) {
-    for (const HloInstruction* parameter : module.entry_computation()->parameter_instructions()) {
-      Literal literal(parameter->shape());
-      for (float& v : literal.data<float>()) v = value(rng);
-      arguments[d].push_back(std::move(literal));
-    }
-  }
-  return arguments;
-}
+using xlens::testing::RandomDeviceArguments;
 
 // Compiled on the devices and evaluated on them: the same values, device by device.
 void ExpectCompiledMatchesEvaluator(const std::string& entry, DeviceTopology topology,
                                     uint64_t seed = 1) {
   auto module = ParseWithReducers(entry);
   ASSERT_NE(module, nullptr);
-  auto arguments = Arguments(*module, topology.num_devices(), seed);
+  auto arguments = RandomDeviceArguments(*module, topology.num_devices(), seed);
   auto expected = EvaluateModuleOnDevices(*module, arguments, topology);
   ASSERT_TRUE(expected.ok()) << expected.status().message() << "\n" << entry;
   auto executable = MultiDeviceExecutable::Compile(*module, topology, CompileOptions{});
@@ -52,56 +38,13 @@ void ExpectCompiledMatchesEvaluator(const std::string& entry, DeviceTopology top
 }
 
 TEST(MultiDeviceExecutableTest, EveryCollectiveMatchesTheEvaluator) {
-  ExpectCompiledMatchesEvaluator(R"(ENTRY e {
-  p = f32[4,6] parameter(0)
-  r = u32[] replica-id()
-  q = u32[] partition-id()
-  ar = f32[4,6] all-reduce(p), replica_groups={{0,1},{2,3}}, to_apply=add
-  ag = f32[4,12]{0,1} all-gather(ar), replica_groups=[2,2]<=[2,2]T(1,0), dimensions={1}
-  rs = f32[1,12] reduce-scatter(ag), replica_groups={}, dimensions={0}, to_apply=max
-  a2a = f32[4,6] all-to-all(p), replica_groups={{0,1,2,3}}, dimensions={0}
-  cp = f32[4,6] collective-permute(a2a), source_target_pairs={{0,1},{1,2},{2,3}}
-  b = f32[4,6] collective-broadcast(cp), replica_groups={{3,2,1,0}}
-  ars = f32[4,6] all-reduce-start(b), replica_groups={}, to_apply=add
-  ard = f32[4,6] all-reduce-done(ars)
-  ags = (f32[4,6], f32[16,6]) all-gather-start(ard), replica_groups={}, dimensions={0}
-  agd = f32[16,6] all-gather-done(ags)
-  cps = (f32[16,6], f32[16,6], u32[], u32[]) collective-permute-start(agd), source_target_pairs={{3,0}}
-  cpd = f32[16,6] collective-permute-done(cps)
-  ROOT t = (u32[], u32[], f32[1,12], f32[16,6]) tuple(r, q, rs, cpd)
-})", {4, 1});
+  ExpectCompiledMatchesEvaluator(std::string(xlens::testing::kEveryCollectiveUpToCpd) +
+                                     "  ROOT t = (u32[], u32[], f32[1,12], f32[16,6]) tuple(r, q, rs, cpd)\n}",
+                                 {4, 1});
 }
 
 TEST(MultiDeviceExecutableTest, ReplicasAndPartitionsAndALoop) {
-  ExpectCompiledMatchesEvaluator(R"(
-cond {
-  s = (s32[], f32[8]) parameter(0)
-  i = s32[] get-tuple-element(s), index=0
-  n = s32[] constant(3)
-  ROOT lt = pred[] compare(i, n), direction=LT
-}
-body {
-  s = (s32[], f32[8]) parameter(0)
-  i = s32[] get-tuple-element(s), index=0
-  x = f32[8] get-tuple-element(s), index=1
-  one = s32[] constant(1)
-  next = s32[] add(i, one)
-  r = f32[8] all-reduce(x), channel_id=1, replica_groups={{0,3},{1,2}}, use_global_device_ids=true, to_apply=max
-  half = f32[] constant(0.5)
-  h = f32[8] broadcast(half), dimensions={}
-  y = f32[8] multiply(r, h)
-  ROOT t = (s32[], f32[8]) tuple(next, y)
-}
-ENTRY e {
-  p = f32[8] parameter(0)
-  a = f32[8] all-reduce(p), channel_id=2, replica_groups={{0},{1}}, use_global_device_ids=false, to_apply=add
-  g = f32[32] all-gather(a), channel_id=3, replica_groups={{1,0}}, dimensions={0}
-  s = f32[8] slice(g), slice={[12:20]}
-  zero = s32[] constant(0)
-  init = (s32[], f32[8]) tuple(zero, s)
-  w = (s32[], f32[8]) while(init), condition=cond, body=body
-  ROOT x = f32[8] get-tuple-element(w), index=1
-})", {2, 2});
+  ExpectCompiledMatchesEvaluator(xlens::testing::kReplicasPartitionsAndALoop, {2, 2});
 }
 
 // Random programs of collectives and elementwise ops over f32[4,6] on 4 devices: the groups in
@@ -209,7 +152,7 @@ ENTRY e {
 })");
   ASSERT_NE(module, nullptr);
   const DeviceTopology topology{3, 1};
-  auto arguments = Arguments(*module, 3, 7);
+  auto arguments = RandomDeviceArguments(*module, 3, 7);
   for (int64_t d = 0; d < 3; ++d) {
     for (Literal& argument : arguments[d]) {
       float scale = d == 1 ? 1e7f : 1e-3f * static_cast<float>(d + 1);
@@ -247,7 +190,7 @@ ENTRY e {
   ASSERT_NE(module, nullptr);
   auto executable = MultiDeviceExecutable::Compile(*module, {2, 1}, CompileOptions{});
   ASSERT_TRUE(executable.ok()) << executable.status().message();
-  auto results = (*executable)->Execute(Arguments(*module, 2, 0), MultiDeviceOptions{});
+  auto results = (*executable)->Execute(RandomDeviceArguments(*module, 2, 0), MultiDeviceOptions{});
   ASSERT_FALSE(results.ok());
   EXPECT_THAT(results.status().message(), HasSubstr("%ar"));
   EXPECT_THAT(results.status().message(), HasSubstr("device 1 never arrived"));
@@ -294,7 +237,7 @@ TEST(MultiDeviceExecutableTest, RunsShareTheirArgumentsAndResultsAreReadAfterThe
   ASSERT_NE(module, nullptr);
   const DeviceTopology topology{2, 1};
   auto arguments = std::make_shared<const MultiDeviceExecutable::Arguments>(
-      Arguments(*module, topology.num_devices(), 3));
+      RandomDeviceArguments(*module, topology.num_devices(), 3));
   auto expected = EvaluateModuleOnDevices(*module, *arguments, topology);
   ASSERT_TRUE(expected.ok()) << expected.status().message();
   auto executable = MultiDeviceExecutable::Compile(*module, topology, CompileOptions{});
