@@ -68,6 +68,13 @@ int CollectiveTransport::Split(int color, int key, std::string_view what, double
   return static_cast<int>(communicators_.size()) - 1;
 }
 
+int CollectiveTransport::CommunicatorFor(const std::string& set, int color, int key,
+                                         std::string_view what, double timeout_seconds) {
+  auto it = kept_.find(set);
+  if (it == kept_.end()) it = kept_.emplace(set, Split(color, key, what, timeout_seconds)).first;
+  return it->second;
+}
+
 bool CollectiveTransport::CanReduce(PrimitiveType type) const {
   char scratch[8] = {0};
   return Fold(type, TransportReduction::kSum, scratch, scratch, 0);

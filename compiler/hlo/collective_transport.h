@@ -7,6 +7,7 @@
 #pragma once
 
 #include <cstdint>
+#include <map>
 #include <span>
 #include <string>
 #include <string_view>
@@ -58,6 +59,10 @@ class CollectiveTransport {
   // A communicator of the processes that bring the same `color`, ranked by `key`: its handle
   // (kEveryProcess is every process's). Every process calls it at once.
   virtual int Split(int color, int key, std::string_view what, double timeout_seconds);
+  // Split's communicator for the set of groups named `set` (every process names it alike), made
+  // the first time it is asked for and kept for every later run over this transport.
+  int CommunicatorFor(const std::string& set, int color, int key, std::string_view what,
+                      double timeout_seconds);
   // Whether the reductions below take `type`.
   virtual bool CanReduce(PrimitiveType type) const;
   // Reduces `count` elements of `type` at `data` elementwise over the communicator's processes,
@@ -87,6 +92,8 @@ class CollectiveTransport {
  protected:
   // The processes of each communicator made by the plain Split, by its rank order.
   std::vector<std::vector<int>> communicators_;
+  // CommunicatorFor's, by set.
+  std::map<std::string, int> kept_;
   const std::vector<int>& Members(int communicator);
 };
 

@@ -595,12 +595,8 @@ Status DistributedRendezvous::StepOnBuffers(const HloInstruction& instruction, i
 
   int communicator = CollectiveTransport::kEveryProcess;
   if (!plan.every_process) {
-    auto it = communicators_.find(plan.group_set);
-    if (it == communicators_.end()) {
-      it = communicators_.emplace(plan.group_set,
-                                  transport_->Split(plan.color, plan.key, what, timeout)).first;
-    }
-    communicator = it->second;
+    // Made once per set of groups, and kept by the transport for the later runs' rendezvous.
+    communicator = transport_->CommunicatorFor(plan.group_set, plan.color, plan.key, what, timeout);
   }
   const std::vector<int64_t>& members = plan.local_members;
   const size_t local = members.size();

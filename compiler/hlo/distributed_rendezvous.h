@@ -156,7 +156,6 @@ class DistributedRendezvous : public CollectiveRendezvous {
   std::optional<Status> failure_;          // this process's run failed (Abort)
   std::optional<Status> verdict_;          // the processes agreed the run failed: no more steps
   std::mutex step_mutex_;                  // one step at a time on the transport
-  std::map<std::string, int> communicators_;  // by group set (under step_mutex_)
 };
 
 }  // namespace xlens
