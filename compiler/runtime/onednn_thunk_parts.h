@@ -141,6 +141,9 @@ struct OneDnnThunk::Impl {
   // Convolution: blocks of `block` images out of `total`.
   int64_t batch = 1, total = 0, block = 0, blocks = 1;
   bool split_rows = true;  // matmul: parts are blocks of rows (else of columns)
+  // Column parts: the addends are summed into the output first and added to by oneDNN's sum
+  // post-op (onednn_thunks.cc: SumAddendsInto), not read as binary post-ops.
+  bool sum_addends = false;
   int64_t src_step = 0, src_row_step = 0, weights_step = 0, weights_column_step = 0;
   int64_t dst_step = 0, dst_row_step = 0;
   // Convolution weights lie in any order of their dimensions; oneDNN may want them blocked:
@@ -172,6 +175,7 @@ struct OneDnnThunk::Impl {
   Status BuildConvolution(const OneDnnCall& call, const std::string& name, int64_t parallelism,
                           const std::function<dnnl::primitive_attr(const std::vector<dnnl::memory::desc>&)>& attributes);
   Status ExecuteConvolution(char** frame, ExecuteContext& context, const std::string& name) const;
+  void SumAddendsInto(char** frame, const Part& part, float* output, int64_t dst_offset, int64_t bias_offset) const;
   void BuildBands(const OneDnnConvolution& c, int64_t count, const dnnl::memory::desc& weights_md,
                   const std::function<dnnl::primitive_attr(const std::vector<dnnl::memory::desc>&)>& attributes);
 };

@@ -168,6 +168,33 @@ StatusOr<std::unique_ptr<OneDnnThunk>> OneDnnThunk::Create(std::string hlo_name,
     attr.set_scratchpad_mode(dnnl::scratchpad_mode::user);
     return attr;
   };
+  // Column parts with addends: gemm:jit takes no binary post-op (its parts would run on the
+  // reference kernel), but it takes oneDNN's sum, which adds the product to what the output holds.
+  // Where every add comes before the activations, each part first writes the sum of its addends
+  // into its block of the output and the product is summed onto it, the activations after.
+  bool adds_first = true, activation_seen = false;
+  for (const OneDnnPostOp& op : call->post_ops) {
+    if (op.kind != OneDnnPostOp::Kind::kAdd) activation_seen = true;
+    else if (activation_seen) adds_first = false;
+  }
+  auto summed_attributes = [&]() -> dnnl::primitive_attr {
+    std::vector<dnnl::memory::desc> none(impl.addend_kinds.size());
+    dnnl::primitive_attr binary = attributes(none);
+    dnnl::post_ops po;
+    po.append_sum(1.f);
+    const dnnl::post_ops all = binary.get_post_ops();
+    for (int i = 0; i < all.len(); ++i) {
+      if (all.kind(i) != dnnl::primitive::kind::eltwise) continue;
+      float scale, alpha, beta;
+      dnnl::algorithm algorithm;
+      all.get_params_eltwise(i, scale, algorithm, alpha, beta);
+      po.append_eltwise(scale, algorithm, alpha, beta);
+    }
+    dnnl::primitive_attr attr;
+    attr.set_post_ops(po);
+    attr.set_scratchpad_mode(dnnl::scratchpad_mode::user);
+    return attr;
+  };
   try {
     SingleThreadedCreation single_threaded;
     if (!impl.is_convolution) {
@@ -237,7 +264,9 @@ StatusOr<std::unique_ptr<OneDnnThunk>> OneDnnThunk::Create(std::string hlo_name,
             }
           }
           dnnl::matmul::desc desc(part.src, part.weights, part.dst);
-          dnnl::matmul::primitive_desc pd(desc, attributes(part.addends), CpuEngine());
+          impl.sum_addends = !split_rows && !impl.addend_kinds.empty() && adds_first;
+          dnnl::matmul::primitive_desc pd(desc, impl.sum_addends ? summed_attributes() : attributes(part.addends),
+                                          CpuEngine());
           part.primitive = dnnl::matmul(pd);
           part.scratchpad = pd.scratchpad_desc();
           impl.implementation = pd.impl_info_str();
@@ -262,8 +291,9 @@ StatusOr<std::unique_ptr<OneDnnThunk>> OneDnnThunk::Create(std::string hlo_name,
       // step's 128x784x256, 6% slower in the step), and so did a transposed lhs (packed per
       // block of rows instead: its 256x128x784 weight gradient 15% slower on gemm:jit). gemm:jit
       // generates its kernels once per process, at its first call (about 45 ms). A product with
-      // a bias or another addend keeps its rows: gemm:jit takes no binary post-op here and its
-      // parts would fall to the reference kernel (build() then falls back to rows). Batched
+      // a bias or another addend has them summed into its output first (summed_attributes), as
+      // gemm:jit takes no binary post-op: the LSTM step's 64x256x2048 product with the other's
+      // result and the bias added. Batched
       // products keep their batch parts; pointwise convolutions and blocks of fewer than 64
       // columns or 32 rows keep their rows (gemm:jit was slower there: see above).
       const bool columns_read_less = impl.batch == 1 && !pointwise && !small && !lhs_transposed && n >= 4 * m &&
@@ -289,6 +319,44 @@ StatusOr<std::unique_ptr<OneDnnThunk>> OneDnnThunk::Create(std::string hlo_name,
   thunk->description_ = call->ToString() + (pointwise ? " as matmul" : "");
   thunk->implementation_ = impl.implementation;
   return thunk;
+}
+
+// A column part's block of the output (all rows, the part's columns) set to the sum of its
+// addends, for oneDNN's sum post-op to add the product onto. A full addend that is the output
+// itself (a residual updated in place) is already there.
+void OneDnnThunk::Impl::SumAddendsInto(char** frame, const Part& part, float* output, int64_t dst_offset,
+                                       int64_t bias_offset) const {
+  const Impl& impl = *this;
+  const dims d = part.dst.dims();
+  const int64_t rows = d[0], cols = d[1];
+  size_t in_place = impl.addend_slots.size();
+  for (size_t a = 0; a < impl.addend_slots.size(); ++a) {
+    if (impl.addend_kinds[a] == OneDnnPostOp::Addend::kFull &&
+        reinterpret_cast<float*>(frame[impl.addend_slots[a]]) == output) {
+      in_place = a;
+    }
+  }
+  for (int64_t r = 0; r < rows; ++r) {
+    float* row = output + dst_offset + r * impl.dst_row_step;
+    if (in_place == impl.addend_slots.size()) std::fill(row, row + cols, 0.f);
+    for (size_t a = 0; a < impl.addend_slots.size(); ++a) {
+      if (a == in_place) continue;
+      const float* addend = reinterpret_cast<const float*>(frame[impl.addend_slots[a]]);
+      switch (impl.addend_kinds[a]) {
+        case OneDnnPostOp::Addend::kFull:
+          addend += dst_offset + r * impl.dst_row_step;
+          for (int64_t c = 0; c < cols; ++c) row[c] += addend[c];
+          break;
+        case OneDnnPostOp::Addend::kLastDimension:
+          addend += bias_offset;
+          for (int64_t c = 0; c < cols; ++c) row[c] += addend[c];
+          break;
+        case OneDnnPostOp::Addend::kScalar:
+          for (int64_t c = 0; c < cols; ++c) row[c] += addend[0];
+          break;
+      }
+    }
+  }
 }
 
 Status OneDnnThunk::Execute(char** frame, ExecuteContext& context) const {
@@ -346,6 +414,10 @@ Status OneDnnThunk::Execute(char** frame, ExecuteContext& context) const {
     }
     args[DNNL_ARG_WEIGHTS] = dnnl::memory(part.weights, CpuEngine(), rhs + weights_offset);
     args[DNNL_ARG_DST] = dnnl::memory(part.dst, CpuEngine(), output + dst_offset);
+    if (impl.sum_addends) {
+      impl.SumAddendsInto(frame, part, output, dst_offset, bias_offset);
+      return part;
+    }
     for (size_t a = 0; a < impl.addend_slots.size(); ++a) {
       float* addend = reinterpret_cast<float*>(frame[impl.addend_slots[a]]);
       if (impl.addend_kinds[a] == OneDnnPostOp::Addend::kFull) addend += dst_offset;
