@@ -9,6 +9,7 @@
 
 #include <memory>
 
+#include "compiler/cluster/tf2xla/buffer_rows.h"
 #include "compiler/cluster/tf2xla/xla_op_registry.h"
 #include "compiler/hlo/computation.h"
 
@@ -38,15 +39,6 @@ StatusOr<std::pair<HloInstruction*, HloInstruction*>> StackParts(XlaOpKernelCont
   return std::make_pair(buffer, index);
 }
 
-StatusOr<std::vector<HloInstruction*>> StackStarts(XlaOpKernelContext& ctx, HloInstruction* index,
-                                              int64_t rank) {
-  std::vector<HloInstruction*> starts{index};
-  HloInstruction* zero = nullptr;
-  LOWER_OR_RETURN(zero, ctx, ctx.builder().ScalarConstant(PrimitiveType::S32, 0));
-  for (int64_t d = 1; d < rank; ++d) starts.push_back(zero);
-  return starts;
-}
-
 Status StackV2Lowering(XlaOpKernelContext& ctx) {
   ASSIGN_OR_RETURN(Tensor max_size, ctx.ConstantInput(0));
   if (max_size.num_elements() != 1 || max_size.GetAsInt64(0) < 0) {
@@ -65,9 +57,7 @@ Status StackV2Lowering(XlaOpKernelContext& ctx) {
 Status StackPushLowering(XlaOpKernelContext& ctx) {
   ASSIGN_OR_RETURN(XlaResource * s, StackInput(ctx));
   ASSIGN_OR_RETURN(HloInstruction * elem, ctx.Input(1));
-  const std::vector<int64_t>& element = elem->shape().dimensions();
-  std::vector<int64_t> dims{s->size};
-  dims.insert(dims.end(), element.begin(), element.end());
+  const std::vector<int64_t> dims = BufferDims(s->size, elem->shape().dimensions());
   HloBuilder& b = ctx.builder();
   if (s->value == nullptr) {
     // The first push gives the element shape (tf2xla's MaybeInitializeStack).
@@ -85,20 +75,9 @@ Status StackPushLowering(XlaOpKernelContext& ctx) {
     return ctx.Error(fmt::format("pushes {} onto stack '{}' of {}", elem->shape().ToString(false),
                                  s->name, buffer->shape().ToString(false)));
   }
-  std::vector<int64_t> one = dims;
-  one[0] = 1;
-  HloInstruction* update = nullptr;
-  LOWER_OR_RETURN(update, ctx, b.Reshape(elem, one));
-  ASSIGN_OR_RETURN(std::vector<HloInstruction*> starts,
-                   StackStarts(ctx, index, static_cast<int64_t>(dims.size())));
-  auto dus = std::make_unique<HloInstruction>(HloOpcode::kDynamicUpdateSlice, Shape());
-  dus->AppendOperand(buffer);
-  dus->AppendOperand(update);
-  for (HloInstruction* st : starts) dus->AppendOperand(st);
-  HloInstruction* written = nullptr;
+  ASSIGN_OR_RETURN(HloInstruction * written, WriteBufferRow(ctx, buffer, index, elem));
   HloInstruction* one_s32 = nullptr;
   HloInstruction* next = nullptr;
-  LOWER_OR_RETURN(written, ctx, b.Add(std::move(dus)));
   LOWER_OR_RETURN(one_s32, ctx, b.ScalarConstant(PrimitiveType::S32, 1));
   LOWER_OR_RETURN(next, ctx, b.Binary(HloOpcode::kAdd, index, one_s32));
   LOWER_OR_RETURN(s->value, ctx, b.Tuple({written, next}));
@@ -119,19 +98,7 @@ Status StackPopLowering(XlaOpKernelContext& ctx) {
   HloInstruction* last = nullptr;
   LOWER_OR_RETURN(one_s32, ctx, b.ScalarConstant(PrimitiveType::S32, 1));
   LOWER_OR_RETURN(last, ctx, b.Binary(HloOpcode::kSubtract, index, one_s32));
-  std::vector<int64_t> sizes = buffer->shape().dimensions();
-  ASSIGN_OR_RETURN(std::vector<HloInstruction*> starts,
-                   StackStarts(ctx, last, static_cast<int64_t>(sizes.size())));
-  auto slice = std::make_unique<HloInstruction>(HloOpcode::kDynamicSlice, Shape());
-  slice->AppendOperand(buffer);
-  for (HloInstruction* st : starts) slice->AppendOperand(st);
-  sizes[0] = 1;
-  slice->dynamic_slice_sizes_attr = sizes;
-  HloInstruction* sliced = nullptr;
-  HloInstruction* element = nullptr;
-  LOWER_OR_RETURN(sliced, ctx, b.Add(std::move(slice)));
-  LOWER_OR_RETURN(element, ctx,
-                  b.Reshape(sliced, std::vector<int64_t>(sizes.begin() + 1, sizes.end())));
+  ASSIGN_OR_RETURN(HloInstruction * element, ReadBufferRow(ctx, buffer, last));
   LOWER_OR_RETURN(s->value, ctx, b.Tuple({buffer, last}));
   s->modified = true;
   ctx.SetOutput(0, element);

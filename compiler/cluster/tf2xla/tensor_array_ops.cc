@@ -18,6 +18,7 @@
 #include <memory>
 #include <numeric>
 
+#include "compiler/cluster/tf2xla/buffer_rows.h"
 #include "compiler/cluster/tf2xla/xla_op_registry.h"
 #include "compiler/graph/tensor_list.h"
 #include "compiler/hlo/computation.h"
@@ -39,69 +40,14 @@ StatusOr<XlaResource*> ArrayInput(XlaOpKernelContext& ctx, int i) {
   return e.resource();
 }
 
-StatusOr<HloInstruction*> ArrayS32(XlaOpKernelContext& ctx, int64_t value) {
-  HloInstruction* c = nullptr;
-  LOWER_OR_RETURN(c, ctx, ctx.builder().ScalarConstant(PrimitiveType::S32, static_cast<double>(value)));
-  return c;
-}
-
-// The start indices of a dynamic slice of rows from `row` on: `row` (an s32 scalar), 0 elsewhere.
-StatusOr<std::vector<HloInstruction*>> RowStarts(XlaOpKernelContext& ctx, HloInstruction* row,
-                                                 int64_t rank) {
-  HloInstruction* start = row;
-  if (start->shape().element_type() != PrimitiveType::S32) {
-    LOWER_OR_RETURN(start, ctx, ctx.builder().Convert(start, PrimitiveType::S32));
-  }
-  if (start->shape().rank() != 0) {
-    LOWER_OR_RETURN(start, ctx, ctx.builder().Reshape(start, {}));
-  }
-  std::vector<HloInstruction*> starts{start};
-  ASSIGN_OR_RETURN(HloInstruction * zero, ArrayS32(ctx, 0));
-  for (int64_t d = 1; d < rank; ++d) starts.push_back(zero);
-  return starts;
-}
-
-// buffer[row] as a tensor of the element's shape.
-StatusOr<HloInstruction*> ReadRow(XlaOpKernelContext& ctx, HloInstruction* buffer,
-                                  HloInstruction* row) {
-  std::vector<int64_t> sizes = buffer->shape().dimensions();
-  ASSIGN_OR_RETURN(std::vector<HloInstruction*> starts,
-                   RowStarts(ctx, row, static_cast<int64_t>(sizes.size())));
-  auto slice = std::make_unique<HloInstruction>(HloOpcode::kDynamicSlice, Shape());
-  slice->AppendOperand(buffer);
-  for (HloInstruction* s : starts) slice->AppendOperand(s);
-  sizes[0] = 1;
-  slice->dynamic_slice_sizes_attr = sizes;
-  HloInstruction* sliced = nullptr;
-  LOWER_OR_RETURN(sliced, ctx, ctx.builder().Add(std::move(slice)));
-  HloInstruction* element = nullptr;
-  LOWER_OR_RETURN(element, ctx,
-                  ctx.builder().Reshape(sliced, std::vector<int64_t>(sizes.begin() + 1, sizes.end())));
-  return element;
-}
-
 // The buffer with `element` written at `row`, or added to what is there (a gradient array).
 StatusOr<HloInstruction*> WriteRow(XlaOpKernelContext& ctx, HloInstruction* buffer,
                                    HloInstruction* row, HloInstruction* element, bool add) {
-  std::vector<int64_t> one = buffer->shape().dimensions();
-  one[0] = 1;
-  HloInstruction* update = nullptr;
-  LOWER_OR_RETURN(update, ctx, ctx.builder().Reshape(element, one));
   if (add) {
-    ASSIGN_OR_RETURN(HloInstruction * old, ReadRow(ctx, buffer, row));
-    HloInstruction* sum = nullptr;
-    LOWER_OR_RETURN(sum, ctx, ctx.builder().Binary(HloOpcode::kAdd, old, element));
-    LOWER_OR_RETURN(update, ctx, ctx.builder().Reshape(sum, one));
+    ASSIGN_OR_RETURN(HloInstruction * old, ReadBufferRow(ctx, buffer, row));
+    LOWER_OR_RETURN(element, ctx, ctx.builder().Binary(HloOpcode::kAdd, old, element));
   }
-  ASSIGN_OR_RETURN(std::vector<HloInstruction*> starts,
-                   RowStarts(ctx, row, static_cast<int64_t>(one.size())));
-  auto dus = std::make_unique<HloInstruction>(HloOpcode::kDynamicUpdateSlice, Shape());
-  dus->AppendOperand(buffer);
-  dus->AppendOperand(update);
-  for (HloInstruction* s : starts) dus->AppendOperand(s);
-  HloInstruction* out = nullptr;
-  LOWER_OR_RETURN(out, ctx, ctx.builder().Add(std::move(dus)));
-  return out;
+  return WriteBufferRow(ctx, buffer, row, element);
 }
 
 std::vector<int64_t> ElementDims(const XlaResource& a) {
@@ -120,9 +66,8 @@ std::string ShapeWords(const std::vector<int64_t>& dims) {
 Status InitializeFor(XlaOpKernelContext& ctx, XlaResource& a, PrimitiveType type,
                      const std::vector<int64_t>& element) {
   if (a.value == nullptr) {
-    std::vector<int64_t> dims{a.size};
-    dims.insert(dims.end(), element.begin(), element.end());
-    LOWER_OR_RETURN(a.value, ctx, ctx.builder().FullConstant(type, 0, dims));
+    LOWER_OR_RETURN(a.value, ctx,
+                    ctx.builder().FullConstant(type, 0, BufferDims(a.size, element)));
     a.initial_value = a.value;
     return OkStatus();
   }
@@ -189,7 +134,7 @@ Status ArrayReadLowering(XlaOpKernelContext& ctx) {
   ASSIGN_OR_RETURN(XlaResource * a, ArrayInput(ctx, 0));
   RETURN_IF_ERROR(RequireInitialized(ctx, *a));
   ASSIGN_OR_RETURN(HloInstruction * index, ctx.Input(1));
-  ASSIGN_OR_RETURN(HloInstruction * element, ReadRow(ctx, a->value, index));
+  ASSIGN_OR_RETURN(HloInstruction * element, ReadBufferRow(ctx, a->value, index));
   ctx.SetOutput(0, element);
   return OkStatus();
 }
@@ -295,10 +240,8 @@ Status ArraySplitLowering(XlaOpKernelContext& ctx) {
   std::vector<int64_t> element = vdims;
   element[0] = lengths.empty() ? 0 : lengths[0];
   RETURN_IF_ERROR(InitializeFor(ctx, *a, value->shape().element_type(), element));
-  std::vector<int64_t> dims{a->size};
-  dims.insert(dims.end(), element.begin(), element.end());
   HloInstruction* rows = nullptr;
-  LOWER_OR_RETURN(rows, ctx, ctx.builder().Reshape(value, dims));
+  LOWER_OR_RETURN(rows, ctx, ctx.builder().Reshape(value, BufferDims(a->size, element)));
   if (a->gradient) {
     LOWER_OR_RETURN(a->value, ctx, ctx.builder().Binary(HloOpcode::kAdd, a->value, rows));
   } else {

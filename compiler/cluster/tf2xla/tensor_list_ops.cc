@@ -21,6 +21,7 @@
 #include <map>
 #include <optional>
 
+#include "compiler/cluster/tf2xla/buffer_rows.h"
 #include "compiler/cluster/tf2xla/xla_op_registry.h"
 #include "compiler/graph/tensor_list.h"
 #include "compiler/hlo/computation.h"
@@ -175,12 +176,11 @@ StatusOr<ListParts> ListForElement(XlaOpKernelContext& ctx, int i, HloInstructio
   ListParts parts;
   for (size_t k = 0; k < item_parts.size(); ++k) {
     // An element list's last part is its push index, stacked too; the outer push index follows.
-    std::vector<int64_t> dims{count};
-    const std::vector<int64_t>& element = item_parts[k]->shape().dimensions();
-    dims.insert(dims.end(), element.begin(), element.end());
+    const Shape& part = item_parts[k]->shape();
     HloInstruction* zeros = nullptr;
     LOWER_OR_RETURN(zeros, ctx,
-                    ctx.builder().FullConstant(item_parts[k]->shape().element_type(), 0, dims));
+                    ctx.builder().FullConstant(part.element_type(), 0,
+                                               BufferDims(count, part.dimensions())));
     if (k == 0) {
       parts.buffer = zeros;
     } else {
@@ -189,40 +189,6 @@ StatusOr<ListParts> ListForElement(XlaOpKernelContext& ctx, int i, HloInstructio
   }
   ASSIGN_OR_RETURN(parts.push_index, S32(ctx, push_index_at_end ? count : 0));
   return parts;
-}
-
-// The starts of a dynamic slice along dimension 0 at `index`, 0 elsewhere.
-StatusOr<std::vector<HloInstruction*>> StartsAt(XlaOpKernelContext& ctx, HloInstruction* index,
-                                               int64_t rank) {
-  std::vector<HloInstruction*> starts{index};
-  if (index->shape().element_type() != PrimitiveType::S32) {
-    LOWER_OR_RETURN(starts[0], ctx, ctx.builder().Convert(index, PrimitiveType::S32));
-  }
-  if (index->shape().rank() != 0) {
-    LOWER_OR_RETURN(starts[0], ctx, ctx.builder().Reshape(starts[0], {}));
-  }
-  ASSIGN_OR_RETURN(HloInstruction * zero, S32(ctx, 0));
-  for (int64_t d = 1; d < rank; ++d) starts.push_back(zero);
-  return starts;
-}
-
-// buffer[index] (the element, without the leading dimension).
-StatusOr<HloInstruction*> ReadElement(XlaOpKernelContext& ctx, HloInstruction* buffer,
-                                      HloInstruction* index) {
-  const std::vector<int64_t>& dims = buffer->shape().dimensions();
-  ASSIGN_OR_RETURN(std::vector<HloInstruction*> starts, StartsAt(ctx, index, buffer->shape().rank()));
-  auto slice = std::make_unique<HloInstruction>(HloOpcode::kDynamicSlice, Shape());
-  slice->AppendOperand(buffer);
-  for (HloInstruction* s : starts) slice->AppendOperand(s);
-  std::vector<int64_t> sizes = dims;
-  sizes[0] = 1;
-  slice->dynamic_slice_sizes_attr = sizes;
-  HloInstruction* sliced = nullptr;
-  LOWER_OR_RETURN(sliced, ctx, ctx.builder().Add(std::move(slice)));
-  HloInstruction* element = nullptr;
-  LOWER_OR_RETURN(element, ctx,
-                  ctx.builder().Reshape(sliced, std::vector<int64_t>(dims.begin() + 1, dims.end())));
-  return element;
 }
 
 // buffer with element `item` written at `index`.
@@ -236,28 +202,17 @@ StatusOr<HloInstruction*> WriteElement(XlaOpKernelContext& ctx, HloInstruction* 
                                  item->shape().ToString(false),
                                  Shape(buffer->shape().element_type(), element).ToString(false)));
   }
-  std::vector<int64_t> one = dims;
-  one[0] = 1;
-  HloInstruction* update = nullptr;
-  LOWER_OR_RETURN(update, ctx, ctx.builder().Reshape(item, one));
-  ASSIGN_OR_RETURN(std::vector<HloInstruction*> starts, StartsAt(ctx, index, buffer->shape().rank()));
-  auto dus = std::make_unique<HloInstruction>(HloOpcode::kDynamicUpdateSlice, Shape());
-  dus->AppendOperand(buffer);
-  dus->AppendOperand(update);
-  for (HloInstruction* s : starts) dus->AppendOperand(s);
-  HloInstruction* out = nullptr;
-  LOWER_OR_RETURN(out, ctx, ctx.builder().Add(std::move(dus)));
-  return out;
+  return WriteBufferRow(ctx, buffer, index, item);
 }
 
 // Element `index` of the list: buffer[index], or for a list of lists the element list's tuple.
 StatusOr<HloInstruction*> ReadItem(XlaOpKernelContext& ctx, const ListParts& list,
                                    HloInstruction* index) {
-  ASSIGN_OR_RETURN(HloInstruction * element, ReadElement(ctx, list.buffer, index));
+  ASSIGN_OR_RETURN(HloInstruction * element, ReadBufferRow(ctx, list.buffer, index));
   if (list.inner.empty()) return element;
   std::vector<HloInstruction*> parts{element};
   for (HloInstruction* stacked : list.inner) {
-    ASSIGN_OR_RETURN(HloInstruction * part, ReadElement(ctx, stacked, index));
+    ASSIGN_OR_RETURN(HloInstruction * part, ReadBufferRow(ctx, stacked, index));
     parts.push_back(part);
   }
   HloInstruction* tuple = nullptr;
@@ -284,10 +239,8 @@ StatusOr<HloInstruction*> ZerosBuffer(XlaOpKernelContext& ctx, int64_t n,
                                       const std::vector<int64_t>& element) {
   ASSIGN_OR_RETURN(DataType dtype, ctx.GetTypeAttr("element_dtype"));
   ASSIGN_OR_RETURN(PrimitiveType type, XlaType(ctx, dtype));
-  std::vector<int64_t> dims{n};
-  dims.insert(dims.end(), element.begin(), element.end());
   HloInstruction* zeros = nullptr;
-  LOWER_OR_RETURN(zeros, ctx, ctx.builder().FullConstant(type, 0, dims));
+  LOWER_OR_RETURN(zeros, ctx, ctx.builder().FullConstant(type, 0, BufferDims(n, element)));
   return zeros;
 }
 
