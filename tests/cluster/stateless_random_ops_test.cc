@@ -8,18 +8,13 @@
 
 #include <cstring>
 
-#include "compiler/cluster/tf2xla/xla_compiler.h"
-#include "compiler/graph/cc_ops.h"
-#include "compiler/graph/scope.h"
-#include "compiler/hlo/evaluator.h"
-#include "compiler/runtime/cpu_compiler.h"
+#include "function_body_test_util.h"
 
 namespace xlens::cluster {
 namespace {
 
 using graph::AttrValue;
 using graph::Output;
-using graph::Scope;
 using graph::Tensor;
 namespace ops = graph::ops;
 
@@ -29,45 +24,27 @@ struct Golden {
   std::vector<uint32_t> uniform_bits;  // of a [2, 3] uniform
 };
 
-// Compiles `root`'s graph, whose one argument is `arg`, and runs it on `arg` on the CPU backend
-// or on the reference evaluator.
-StatusOr<Literal> CompileAndRun(const Scope& root, const Tensor& arg,
-                                const XlaCompileOptions& options, bool cpu) {
-  RETURN_IF_ERROR(root.status());
-  XlaArgument a;
-  a.dtype = arg.dtype();
-  a.shape = arg.dims();
-  ASSIGN_OR_RETURN(auto compiled, CompileGraphToHlo(*root.graph(), {a}, options));
-  std::vector<Literal> params;
-  ASSIGN_OR_RETURN(Literal param, arg.ToLiteral());
-  params.push_back(std::move(param));
+// `body` compiled and run on the CPU backend or on the reference evaluator.
+StatusOr<Literal> CompileAndRun(const cluster_testing::FunctionBody& body, bool cpu) {
+  ASSIGN_OR_RETURN(XlaCompilationResult compiled, body.Compile());
+  ASSIGN_OR_RETURN(std::vector<Literal> params, body.Params(compiled));
   if (!cpu) return EvaluateModule(*compiled.module, params);
-  ASSIGN_OR_RETURN(auto executable, runtime::CompileForCpu(std::move(compiled.module), {}));
-  return executable->Execute(params);
+  return cluster_testing::RunOnCpu(std::move(compiled), params);
 }
 
 // Compiles seed -> GetKeyCounter -> UniformV2([2, 3], alg auto-select); returns (key, counter,
 // uniform) as run on the CPU backend or on the reference evaluator.
 std::vector<Literal> RunDropoutRng(const Tensor& seed, const std::string& key_counter_op,
                                    bool cpu) {
-  Scope root = Scope::NewRootScope();
-  graph::Node* arg = root.WithOpName("seed").AddNode(
-      "_Arg", {}, {{"T", AttrValue::Type(seed.dtype())}, {"index", AttrValue::Int(0)}});
-  graph::Node* kc = ops::BuildOp(root, key_counter_op, {Output(arg, 0)},
-                                 {{"Tseed", AttrValue::Type(seed.dtype())}});
-  graph::Node* uniform =
-      ops::BuildOp(root, "StatelessRandomUniformV2",
-                   {ops::Input({2, 3}), Output(kc, 0), Output(kc, 1), ops::Input(3)},
-                   {{"dtype", AttrValue::Type(graph::DT_FLOAT)}});
-  std::vector<Output> outs = {Output(kc, 0), Output(kc, 1), Output(uniform, 0)};
-  for (int i = 0; i < 3; ++i) {
-    root.WithOpName("r" + std::to_string(i))
-        .AddNode("_Retval", {outs[i]},
-                 {{"T", AttrValue::Type(outs[i].type())}, {"index", AttrValue::Int(i)}});
-  }
-  XlaCompileOptions options;
-  options.module_name = "dropout_rng";
-  StatusOr<Literal> result = CompileAndRun(root, seed, options, cpu);
+  cluster_testing::FunctionBody body("dropout_rng");
+  Output arg = body.Arg(seed);
+  Output key = body.Op(key_counter_op, {arg}, {{"Tseed", AttrValue::Type(seed.dtype())}});
+  Output counter(key.node, 1);
+  body.Ret(key);
+  body.Ret(counter);
+  body.Ret(body.Op("StatelessRandomUniformV2", {ops::Input({2, 3}), key, counter, ops::Input(3)},
+                   {{"dtype", AttrValue::Type(graph::DT_FLOAT)}}));
+  StatusOr<Literal> result = CompileAndRun(body, cpu);
   EXPECT_TRUE(result.ok()) << result.status().message();
   if (!result.ok()) return {};
   return std::move(result->tuple_elements());
@@ -112,27 +89,15 @@ TEST(StatelessRandomXlaTest, NormalsAreTensorFlowsCompiledOnes) {
   const std::vector<float> stream = {0.26183963f, 1.0231868f,   0.15502696f, -1.0682782f,
                                      2.5638773f,  -0.39442232f, 0.8950776f,  -0.5095947f};
   for (bool odd : {false, true}) {
-    Scope root = Scope::NewRootScope();
-    graph::Node* arg = root.WithOpName("seed").AddNode(
-        "_Arg", {}, {{"T", AttrValue::Type(graph::DT_INT32)}, {"index", AttrValue::Int(0)}});
-    graph::Node* kc = ops::BuildOp(root, "StatelessRandomGetKeyCounter", {Output(arg, 0)},
-                                   {{"Tseed", AttrValue::Type(graph::DT_INT32)}});
-    graph::Node* normal = ops::BuildOp(
-        root, "StatelessRandomNormalV2",
-        {odd ? ops::Input({3, 5}) : ops::Input({64}), Output(kc, 0), Output(kc, 1), ops::Input(3)},
-        {{"dtype", AttrValue::Type(graph::DT_FLOAT)}});
-    root.WithOpName("r").AddNode("_Retval", {Output(normal, 0)},
-                                 {{"T", AttrValue::Type(graph::DT_FLOAT)},
-                                  {"index", AttrValue::Int(0)}});
-    ASSERT_TRUE(root.ok()) << root.status().message();
-    XlaArgument a;
-    a.dtype = graph::DT_INT32;
-    a.shape = {2};
-    auto compiled = CompileGraphToHlo(*root.graph(), {a}, XlaCompileOptions{});
-    ASSERT_TRUE(compiled.ok()) << compiled.status().message();
-    std::vector<Literal> params;
-    params.push_back(*Tensor::Vector<int32_t>(graph::DT_INT32, {5, -9}).ToLiteral());
-    auto result = EvaluateModule(*compiled->module, params);
+    cluster_testing::FunctionBody body;
+    Output key = body.Op("StatelessRandomGetKeyCounter",
+                         {body.Arg(Tensor::Vector<int32_t>(graph::DT_INT32, {5, -9}))},
+                         {{"Tseed", AttrValue::Type(graph::DT_INT32)}});
+    body.Ret(body.Op("StatelessRandomNormalV2",
+                     {odd ? ops::Input({3, 5}) : ops::Input({64}), key, Output(key.node, 1),
+                      ops::Input(3)},
+                     {{"dtype", AttrValue::Type(graph::DT_FLOAT)}}));
+    auto result = CompileAndRun(body, /*cpu=*/false);
     ASSERT_TRUE(result.ok()) << result.status().message();
     const Literal& out = result->shape().IsTuple() ? result->tuple_elements()[0] : *result;
     const std::vector<int> picks = odd ? std::vector<int>{0, 1, 2, 3, 4, 6}
@@ -147,20 +112,15 @@ TEST(StatelessRandomXlaTest, NormalsAreTensorFlowsCompiledOnes) {
 // `shape` and `dtype`, and runs it on the reference evaluator or the CPU backend.
 Literal RunKeyCounterOp(const std::string& op, std::vector<int32_t> shape, graph::DataType dtype,
                         std::vector<ops::Input> extra, bool cpu) {
-  Scope root = Scope::NewRootScope();
-  graph::Node* arg = root.WithOpName("seed").AddNode(
-      "_Arg", {}, {{"T", AttrValue::Type(graph::DT_INT32)}, {"index", AttrValue::Int(0)}});
-  graph::Node* kc = ops::BuildOp(root, "StatelessRandomGetKeyCounter", {Output(arg, 0)},
-                                 {{"Tseed", AttrValue::Type(graph::DT_INT32)}});
-  graph::Node* alg = ops::BuildOp(root, "StatelessRandomGetAlg", {});
-  std::vector<ops::Input> inputs = {Tensor::Vector<int32_t>(graph::DT_INT32, shape),
-                                    Output(kc, 0), Output(kc, 1), Output(alg, 0)};
+  cluster_testing::FunctionBody body;
+  Output key = body.Op("StatelessRandomGetKeyCounter",
+                       {body.Arg(Tensor::Vector<int32_t>(graph::DT_INT32, {5, -9}))},
+                       {{"Tseed", AttrValue::Type(graph::DT_INT32)}});
+  std::vector<ops::Input> inputs = {Tensor::Vector<int32_t>(graph::DT_INT32, shape), key,
+                                    Output(key.node, 1), body.Op("StatelessRandomGetAlg", {}, {})};
   inputs.insert(inputs.end(), extra.begin(), extra.end());
-  graph::Node* values = ops::BuildOp(root, op, inputs, {{"dtype", AttrValue::Type(dtype)}});
-  root.WithOpName("r").AddNode("_Retval", {Output(values, 0)},
-                               {{"T", AttrValue::Type(dtype)}, {"index", AttrValue::Int(0)}});
-  StatusOr<Literal> result = CompileAndRun(
-      root, Tensor::Vector<int32_t>(graph::DT_INT32, {5, -9}), XlaCompileOptions{}, cpu);
+  body.Ret(body.Op(op, inputs, {{"dtype", AttrValue::Type(dtype)}}));
+  StatusOr<Literal> result = CompileAndRun(body, cpu);
   EXPECT_TRUE(result.ok()) << result.status().message();
   if (!result.ok()) return Literal();
   return result->shape().IsTuple() ? std::move(result->tuple_elements()[0]) : std::move(*result);

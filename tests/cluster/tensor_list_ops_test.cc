@@ -5,14 +5,7 @@
 #include <gtest/gtest.h>
 
 #include "cluster_test_util.h"
-
-#include "compiler/cluster/tf2xla/xla_compiler.h"
-#include "compiler/graph/cc_ops.h"
-#include "compiler/graph/executor.h"
-#include "compiler/graph/scope.h"
-#include "compiler/hlo/evaluator.h"
-#include "compiler/hlo/literal_comparison.h"
-#include "compiler/runtime/cpu_compiler.h"
+#include "function_body_test_util.h"
 
 namespace xlens::cluster {
 namespace {
@@ -24,36 +17,10 @@ using graph::Scope;
 using graph::Tensor;
 namespace ops = graph::ops;
 
-class ListBody {
+class ListBody : public cluster_testing::FunctionBody {
  public:
-  Scope root = Scope::NewRootScope();
-  std::vector<Tensor> values;
-  std::vector<XlaArgument> args;
+  ListBody() : FunctionBody("lists") {}
 
-  Output Arg(Tensor value) {
-    const int index = static_cast<int>(values.size());
-    XlaArgument arg;
-    arg.dtype = value.dtype();
-    arg.shape = value.dims();
-    args.push_back(arg);
-    Output out(root.WithOpName("arg_" + std::to_string(index))
-                   .AddNode("_Arg", {}, {{"T", AttrValue::Type(value.dtype())},
-                                         {"index", AttrValue::Int(index)}}),
-               0);
-    values.push_back(std::move(value));
-    return out;
-  }
-  void Ret(Output out) {
-    const int index = num_rets_++;
-    root.WithOpName("retval_" + std::to_string(index))
-        .AddNode("_Retval", {out},
-                 {{"T", AttrValue::Type(out.type())}, {"index", AttrValue::Int(index)}});
-  }
-  Output Op(const std::string& op, const std::vector<ops::Input>& inputs, graph::AttrMap attrs,
-            int output = 0) {
-    graph::Node* n = ops::BuildOp(root, op, inputs, std::move(attrs));
-    return n == nullptr ? Output() : Output(n, output);
-  }
   // TensorListStack of a float list, its elements of `element_shape`; num_elements -1 leaves the
   // count unchecked.
   Output Stack(Output list, ops::Input element_shape, int64_t num_elements) {
@@ -70,49 +37,7 @@ class ListBody {
     return Op("TensorListPopBack", {pushed, ops::Input({3})}, elements, 1);
   }
 
-  StatusOr<XlaCompilationResult> Compile() {
-    if (!root.ok()) return root.status();
-    XlaCompileOptions options;
-    options.module_name = "lists";
-    return CompileGraphToHlo(*root.graph(), args, options);
-  }
-
-  void Check() {
-    ASSERT_TRUE(root.ok()) << root.status().message();
-    auto executor = graph::Executor::Create(root.graph(), {});
-    ASSERT_TRUE(executor.ok()) << executor.status().message();
-    auto expected = (*executor)->Run(values);
-    ASSERT_TRUE(expected.ok()) << expected.status().message();
-    auto compiled = Compile();
-    ASSERT_TRUE(compiled.ok()) << compiled.status().message();
-    std::vector<Literal> params;
-    for (int arg : compiled->input_mapping) params.push_back(*values[arg].ToLiteral());
-    auto evaluated = EvaluateModule(*compiled->module, params);
-    ASSERT_TRUE(evaluated.ok()) << evaluated.status().message() << "\n"
-                                << compiled->module->ToString();
-    auto again = Compile();
-    ASSERT_TRUE(again.ok());
-    const std::string text = again->module->ToString();
-    EXPECT_NE(text.find("dynamic-slice("), std::string::npos) << text;
-    EXPECT_NE(text.find("dynamic-update-slice("), std::string::npos) << text;
-    auto executable = runtime::CompileForCpu(std::move(again->module), {});
-    ASSERT_TRUE(executable.ok()) << executable.status().message();
-    auto ran = (*executable)->Execute(params);
-    ASSERT_TRUE(ran.ok()) << ran.status().message();
-    Status same = ExpectLiteralNear(*evaluated, *ran, ErrorSpec{1e-6, 1e-6});
-    EXPECT_TRUE(same.ok()) << same.message();
-    std::vector<Literal> outputs = std::move(evaluated->tuple_elements());
-    ASSERT_EQ(outputs.size(), expected->size());
-    for (size_t i = 0; i < outputs.size(); ++i) {
-      auto got = Tensor::FromLiteral(std::move(outputs[i]));
-      ASSERT_TRUE(got.ok());
-      EXPECT_TRUE(got->Identical((*expected)[i]))
-          << "output " << i << ": " << got->DebugString() << " vs " << (*expected)[i].DebugString();
-    }
-  }
-
- private:
-  int num_rets_ = 0;
+  void Check() { cluster_testing::CheckBufferBody(*this); }
 };
 
 Tensor Iota(std::vector<int64_t> dims) {

@@ -8,15 +8,9 @@
 #include <random>
 #include <set>
 
-#include "compiler/cluster/tf2xla/xla_compiler.h"
 #include "compiler/cluster/tf2xla/xla_op_registry.h"
-#include "compiler/graph/cc_ops.h"
-#include "compiler/graph/executor.h"
 #include "compiler/graph/gradients.h"
-#include "compiler/graph/scope.h"
-#include "compiler/hlo/evaluator.h"
-#include "compiler/hlo/literal_comparison.h"
-#include "compiler/runtime/cpu_compiler.h"
+#include "function_body_test_util.h"
 
 namespace xlens::cluster {
 namespace {
@@ -46,77 +40,21 @@ Tensor RandomTensor(DataType dtype, std::vector<int64_t> dims, std::mt19937& rng
 }
 
 // A function body under construction, with the values its arguments take.
-class Body {
+class Body : public cluster_testing::FunctionBody {
  public:
-  Scope root = Scope::NewRootScope();
-  std::vector<Tensor> values;
-  std::vector<XlaArgument> args;
-
-  // A run-time argument (an entry parameter).
-  Output Arg(Tensor value) { return AddArg(std::move(value), XlaArgument::Kind::kParameter); }
-  // A compile-time constant argument.
-  Output ConstArg(Tensor value) { return AddArg(std::move(value), XlaArgument::Kind::kConstant); }
-  void Ret(Output out) {
-    const int index = num_rets_++;
-    root.WithOpName("retval_" + std::to_string(index))
-        .AddNode("_Retval", {out},
-                 {{"T", AttrValue::Type(out.type())}, {"index", AttrValue::Int(index)}});
-  }
-
-  StatusOr<XlaCompilationResult> Compile() {
-    if (!root.ok()) return root.status();
-    XlaCompileOptions options;
-    options.module_name = "test_module";
-    return CompileGraphToHlo(*root.graph(), args, options);
-  }
-
   // Runs both ways and compares every output.
   void Check(double tolerance = 1e-5) {
-    ASSERT_TRUE(root.ok()) << root.status().message();
-    auto executor = graph::Executor::Create(root.graph(), {});
-    ASSERT_TRUE(executor.ok()) << executor.status().message();
-    auto expected = (*executor)->Run(values);
-    ASSERT_TRUE(expected.ok()) << expected.status().message();
-
-    auto compiled = Compile();
-    ASSERT_TRUE(compiled.ok()) << compiled.status().message();
-    std::vector<Literal> params;
-    for (int arg : compiled->input_mapping) {
-      auto lit = values[arg].ToLiteral();
-      ASSERT_TRUE(lit.ok());
-      params.push_back(std::move(*lit));
-    }
-    auto result = EvaluateModule(*compiled->module, params);
-    ASSERT_TRUE(result.ok()) << result.status().message() << "\n"
-                             << compiled->module->ToString();
-    // The CPU backend runs the same module to the same result (the evaluator is its oracle).
-    {
-      auto again = Compile();
-      ASSERT_TRUE(again.ok());
-      auto executable = runtime::CompileForCpu(std::move(again->module), {});
-      ASSERT_TRUE(executable.ok()) << executable.status().message();
-      auto ran = (*executable)->Execute(params);
-      ASSERT_TRUE(ran.ok()) << ran.status().message();
-      Status same = ExpectLiteralNear(*result, *ran, ErrorSpec{1e-5, 1e-5});
-      EXPECT_TRUE(same.ok()) << "CPU backend: " << same.message() << "\n"
-                             << compiled->module->ToString();
-    }
-    std::vector<Literal> outputs;
-    if (expected->size() == 1) {
-      outputs.push_back(std::move(*result));
-    } else {
-      outputs = std::move(result->tuple_elements());
-    }
-    ASSERT_EQ(outputs.size(), expected->size());
-    ASSERT_EQ(compiled->output_dtypes.size(), expected->size());
-    for (size_t i = 0; i < outputs.size(); ++i) {
-      const Tensor& want = (*expected)[i];
-      auto got = Tensor::FromLiteral(std::move(outputs[i]));
+    cluster_testing::BodyRuns runs;
+    ASSERT_NO_FATAL_FAILURE(cluster_testing::RunBody(*this, 1e-5, &runs));
+    ASSERT_EQ(runs.compiled.output_dtypes.size(), runs.expected.size());
+    for (size_t i = 0; i < runs.evaluated.size(); ++i) {
+      const Tensor& want = runs.expected[i];
+      auto got = Tensor::FromLiteral(std::move(runs.evaluated[i]));
       ASSERT_TRUE(got.ok()) << got.status().message();
       EXPECT_EQ(got->dtype(), want.dtype()) << "output " << i;
-      EXPECT_EQ(compiled->output_dtypes[i], want.dtype()) << "output " << i;
+      EXPECT_EQ(runs.compiled.output_dtypes[i], want.dtype()) << "output " << i;
       ASSERT_EQ(got->dims(), want.dims()) << "output " << i;
-      EXPECT_EQ(compiled->output_shapes[i], want.dims()) << "output " << i;
+      EXPECT_EQ(runs.compiled.output_shapes[i], want.dims()) << "output " << i;
       for (int64_t k = 0; k < want.num_elements(); ++k) {
         const double w = want.GetAsDouble(k), g = got->GetAsDouble(k);
         if (std::isnan(w)) {
@@ -129,28 +67,10 @@ class Body {
         }
         EXPECT_NEAR(g, w, tolerance * (1 + std::abs(w)))
             << "output " << i << " element " << k << "\n"
-            << compiled->module->ToString();
+            << runs.hlo;
       }
     }
   }
-
- private:
-  Output AddArg(Tensor value, XlaArgument::Kind kind) {
-    const int index = static_cast<int>(values.size());
-    XlaArgument arg;
-    arg.kind = kind;
-    arg.dtype = value.dtype();
-    arg.shape = value.dims();
-    if (kind == XlaArgument::Kind::kConstant) arg.constant_value = value;
-    args.push_back(arg);
-    values.push_back(value);
-    graph::Node* n = root.WithOpName("arg_" + std::to_string(index))
-                         .AddNode("_Arg", {},
-                                  {{"T", AttrValue::Type(value.dtype())},
-                                   {"index", AttrValue::Int(index)}});
-    return Output(n, 0);
-  }
-  int num_rets_ = 0;
 };
 
 using UnaryBuilder = std::function<Output(const Scope&, Output)>;

@@ -4,18 +4,13 @@
 // module gives the executor's numbers.
 #include <gtest/gtest.h>
 
-#include "compiler/cluster/tf2xla/xla_compiler.h"
-#include "compiler/graph/cc_ops.h"
-#include "compiler/graph/executor.h"
 #include "compiler/graph/gradients.h"
-#include "compiler/graph/scope.h"
-#include "compiler/runtime/cpu_compiler.h"
+#include "function_body_test_util.h"
 #include "tests/graph/while_test_util.h"
 
 namespace xlens::cluster {
 namespace {
 
-using graph::AttrValue;
 using graph::Output;
 using graph::Scope;
 using graph::Tensor;
@@ -34,48 +29,25 @@ Tensor Values(std::vector<int64_t> dims, float scale) {
 void CheckCompiledGradient(
     const std::vector<Tensor>& values,
     const std::function<Output(const Scope&, const std::vector<Output>&)>& build) {
-  Scope root = Scope::NewRootScope();
+  cluster_testing::FunctionBody body("while_grad");
   std::vector<Output> xs;
-  std::vector<XlaArgument> args;
-  for (size_t i = 0; i < values.size(); ++i) {
-    XlaArgument arg;
-    arg.dtype = values[i].dtype();
-    arg.shape = values[i].dims();
-    args.push_back(arg);
-    xs.push_back(Output(root.WithOpName("arg_" + std::to_string(i))
-                            .AddNode("_Arg", {}, {{"T", AttrValue::Type(values[i].dtype())},
-                                                  {"index", AttrValue::Int(static_cast<int>(i))}}),
-                        0));
-  }
-  Output loss = build(root, xs);
+  for (const Tensor& value : values) xs.push_back(body.Arg(value));
+  Output loss = build(body.root, xs);
   std::vector<Output> grads;
-  ASSERT_TRUE(graph::AddSymbolicGradients(root, {loss}, xs, {}, &grads).ok());
-  std::vector<Output> results{loss};
-  results.insert(results.end(), grads.begin(), grads.end());
-  for (size_t i = 0; i < results.size(); ++i) {
-    root.WithOpName("retval_" + std::to_string(i))
-        .AddNode("_Retval", {results[i]},
-                 {{"T", AttrValue::Type(results[i].type())},
-                  {"index", AttrValue::Int(static_cast<int>(i))}});
-  }
-  ASSERT_TRUE(root.ok()) << root.status().message();
+  ASSERT_TRUE(graph::AddSymbolicGradients(body.root, {loss}, xs, {}, &grads).ok());
+  body.Ret(loss);
+  for (const Output& grad : grads) body.Ret(grad);
+  ASSERT_TRUE(body.root.ok()) << body.root.status().message();
 
-  auto executor = graph::Executor::Create(root.graph(), {});
-  ASSERT_TRUE(executor.ok()) << executor.status().message();
-  auto expected = (*executor)->Run(values);
+  auto expected = body.RunOpByOp();
   ASSERT_TRUE(expected.ok()) << expected.status().message();
-
-  XlaCompileOptions options;
-  options.module_name = "while_grad";
-  auto compiled = CompileGraphToHlo(*root.graph(), args, options);
+  auto compiled = body.Compile();
   ASSERT_TRUE(compiled.ok()) << compiled.status().message();
-  std::vector<Literal> params;
-  for (int arg : compiled->input_mapping) params.push_back(*values[arg].ToLiteral());
-  auto executable = runtime::CompileForCpu(std::move(compiled->module), {});
-  ASSERT_TRUE(executable.ok()) << executable.status().message();
-  auto ran = (*executable)->Execute(params);
+  auto params = body.Params(*compiled);
+  ASSERT_TRUE(params.ok()) << params.status().message();
+  auto ran = cluster_testing::RunOnCpu(std::move(*compiled), *params);
   ASSERT_TRUE(ran.ok()) << ran.status().message();
-  std::vector<Literal> outputs = std::move(ran->tuple_elements());
+  std::vector<Literal> outputs = cluster_testing::SplitOutputs(std::move(*ran));
   ASSERT_EQ(outputs.size(), expected->size());
   for (size_t i = 0; i < outputs.size(); ++i) {
     auto got = Tensor::FromLiteral(std::move(outputs[i]));
