@@ -11,6 +11,7 @@
 #include "compiler/hlo/text_cursor.h"
 #include "compiler/hlo/tile_assignment.h"
 #include "compiler/hlo/value_reader.h"
+#include "compiler/support/terminal_text.h"
 
 namespace xlens {
 namespace {
@@ -109,7 +110,7 @@ StatusOr<std::vector<std::vector<int64_t>>> ParseReplicaGroups(std::string_view 
     return lists;
   }();
   if (!groups.ok()) {
-    return Error(fmt::format("replica_groups={}: {}", text, groups.status().message()));
+    return Error(fmt::format("replica_groups={}: {}", DisplayText(text), groups.status().message()));
   }
   return groups;
 }
@@ -125,12 +126,12 @@ StatusOr<std::vector<std::pair<int64_t, int64_t>>> ParseSourceTargetPairs(std::s
   auto lists = value::ReadNestedList(reader);
   if (lists.ok() && !value::AtEnd(reader)) lists = Error("unexpected text after the pairs");
   if (!lists.ok()) {
-    return Error(fmt::format("source_target_pairs={}: {}", text, lists.status().message()));
+    return Error(fmt::format("source_target_pairs={}: {}", DisplayText(text), lists.status().message()));
   }
   std::vector<std::pair<int64_t, int64_t>> pairs;
   for (const auto& list : *lists) {
     if (list.size() != 2) {
-      return Error(fmt::format("source_target_pairs={}: each pair is {{source,target}}", text));
+      return Error(fmt::format("source_target_pairs={}: each pair is {{source,target}}", DisplayText(text)));
     }
     pairs.emplace_back(list[0], list[1]);
   }
@@ -149,13 +150,15 @@ StatusOr<CollectiveAttributes> ReadCollectiveAttributes(const HloInstruction& in
     TextCursor reader(*channel, "channel_id");
     auto id = value::ReadInt(reader, /*allow_minus=*/true);
     if (!id.ok() || !value::AtEnd(reader) || *id < 0) {
-      return Error(fmt::format("{}: channel_id={}: expected a non-negative integer", name, *channel));
+      return Error(fmt::format("{}: channel_id={}: expected a non-negative integer", name,
+                               DisplayText(*channel)));
     }
     attributes.channel_id = *id;
   }
   if (const std::string* global = instruction.raw_attribute("use_global_device_ids")) {
     if (*global != "true" && *global != "false") {
-      return Error(fmt::format("{}: use_global_device_ids={}: expected true or false", name, *global));
+      return Error(fmt::format("{}: use_global_device_ids={}: expected true or false", name,
+                               DisplayText(*global)));
     }
     attributes.use_global_device_ids = *global == "true";
   } else if (CarriesUseGlobalDeviceIds(instruction.opcode())) {
@@ -217,11 +220,11 @@ StatusOr<std::vector<std::vector<int64_t>>> ParticipatingDeviceGroups(
   for (size_t g = 0; g < id_groups.size(); ++g) {
     if (id_groups[g].empty()) {
       return Error(fmt::format("{}: replica_groups={} has an empty group", name,
-                               ReplicaGroupsToString(id_groups)));
+                               DisplayText(ReplicaGroupsToString(id_groups), 200)));
     }
     if (NeedsEqualGroups(instruction.opcode()) && id_groups[g].size() != id_groups[0].size()) {
       return Error(fmt::format("{}: replica_groups={} has groups of {} and {} {}s; {} needs groups "
-                               "of one size", name, ReplicaGroupsToString(id_groups),
+                               "of one size", name, DisplayText(ReplicaGroupsToString(id_groups), 200),
                                id_groups[0].size(), id_groups[g].size(), id_kind,
                                HloOpcodeString(instruction.opcode())));
     }
@@ -229,13 +232,13 @@ StatusOr<std::vector<std::vector<int64_t>>> ParticipatingDeviceGroups(
       if (id < 0 || id >= id_count) {
         return Error(fmt::format("{}: replica_groups={} names {} {}, but there are {} {}s ({} "
                                  "replicas x {} partitions, {} mode)", name,
-                                 ReplicaGroupsToString(id_groups), id_kind, id, id_count, id_kind,
+                                 DisplayText(ReplicaGroupsToString(id_groups), 200), id_kind, id, id_count, id_kind,
                                  replicas, partitions,
                                  CollectiveOpGroupModeName(attributes.mode)));
       }
       if (group_of[id] != -1) {
         return Error(fmt::format("{}: replica_groups={} puts {} {} in two groups", name,
-                                 ReplicaGroupsToString(id_groups), id_kind, id));
+                                 DisplayText(ReplicaGroupsToString(id_groups), 200), id_kind, id));
       }
       group_of[id] = static_cast<int64_t>(g);
     }
@@ -246,7 +249,7 @@ StatusOr<std::vector<std::vector<int64_t>>> ParticipatingDeviceGroups(
   }
   if (!missing.empty()) {
     return Error(fmt::format("{}: replica_groups={} leaves out {} {} of the {} ({} replicas x {} "
-                             "partitions, {} mode)", name, ReplicaGroupsToString(id_groups),
+                             "partitions, {} mode)", name, DisplayText(ReplicaGroupsToString(id_groups), 200),
                              std::string(id_kind) + (missing.size() > 1 ? "s" : ""),
                              DeviceList(missing), id_count, replicas, partitions,
                              CollectiveOpGroupModeName(attributes.mode)));

@@ -11,6 +11,7 @@
 #include "compiler/hlo/text_cursor.h"
 #include "compiler/hlo/tile_assignment.h"
 #include "compiler/hlo/value_reader.h"
+#include "compiler/support/terminal_text.h"
 
 namespace xlens {
 namespace {
@@ -108,10 +109,10 @@ StatusOr<std::vector<std::vector<int64_t>>> Expand(std::string_view text) {
     RETURN_IF_ERROR(value::Expect(reader, "="));
     ASSIGN_OR_RETURN(int64_t size, value::ReadInt(reader, /*allow_minus=*/false));
     if (size < 1 || size > TileAssignment::kMaxDevices) {
-      return Error(fmt::format("axis '{}' has size {}", name, size));
+      return Error(fmt::format("axis '{}' has size {}", DisplayText(name), size));
     }
     if (std::find(names.begin(), names.end(), name) != names.end()) {
-      return Error(fmt::format("axis '{}' is named twice", name));
+      return Error(fmt::format("axis '{}' is named twice", DisplayText(name)));
     }
     total *= size;
     if (total > TileAssignment::kMaxDevices) return Error("more devices than any mesh holds");
@@ -138,7 +139,7 @@ StatusOr<std::vector<std::vector<int64_t>>> Expand(std::string_view text) {
     while (true) {
       ASSIGN_OR_RETURN(std::string name, ReadAxisName(reader));
       auto it = std::find(names.begin(), names.end(), name);
-      if (it == names.end()) return Error(fmt::format("axis '{}' is not in the mesh", name));
+      if (it == names.end()) return Error(fmt::format("axis '{}' is not in the mesh", DisplayText(name)));
       MeshAxisRef ref{static_cast<int64_t>(it - names.begin()), std::nullopt};
       if (reader.TryConsume(":")) {
         RETURN_IF_ERROR(value::Expect(reader, "("));
@@ -174,7 +175,7 @@ StatusOr<std::vector<std::vector<int64_t>>> Expand(std::string_view text) {
       continue;
     }
     auto cut = CutAxis(sizes[axis], mine);
-    if (!cut.ok()) return Error(fmt::format("axis '{}': {}", names[axis], cut.status().message()));
+    if (!cut.ok()) return Error(fmt::format("axis '{}': {}", DisplayText(names[axis]), cut.status().message()));
     for (size_t j = 0; j < which.size(); ++j) part_of_ref[which[j]] = offset + cut->referenced[j];
     part_sizes.insert(part_sizes.end(), cut->sizes.begin(), cut->sizes.end());
   }

@@ -8,6 +8,7 @@
 #include "compiler/hlo/computation.h"
 #include "compiler/hlo/instruction.h"
 #include "compiler/hlo/text_cursor.h"
+#include "compiler/support/terminal_text.h"
 
 namespace xlens {
 namespace {
@@ -54,10 +55,11 @@ StatusOr<ShardyMesh> ReadMeshBody(TextCursor& cursor) {
       ASSIGN_OR_RETURN(int64_t size, cursor.ReadInt64("a mesh axis size"));
       if (size < 1 || size > TileAssignment::kMaxDevices) {
         return cursor.ErrorAt(size_pos, fmt::format("mesh axis \"{}\" has size {}: expected 1 to "
-                                                    "{}", name, size, TileAssignment::kMaxDevices));
+                                                    "{}", DisplayText(name), size, TileAssignment::kMaxDevices));
       }
       for (const auto& [other, _] : mesh.axes) {
-        if (other == name) return cursor.ErrorAt(start, fmt::format("mesh axis \"{}\" is named twice", name));
+        if (other == name) return cursor.ErrorAt(start, fmt::format("mesh axis \"{}\" is named twice",
+                                                                    DisplayText(name)));
       }
       mesh.axes.emplace_back(std::move(name), size);
     } while (cursor.TryConsume(','));
@@ -106,7 +108,7 @@ StatusOr<HloSharding> Convert(TextCursor& cursor, size_t pos, const ShardyMesh& 
     for (size_t i = 0; i < mesh.axes.size(); ++i) {
       if (mesh.axes[i].first == ref.name) return i;
     }
-    return cursor.ErrorAt(ref.pos, fmt::format("the mesh has no axis \"{}\"", ref.name));
+    return cursor.ErrorAt(ref.pos, fmt::format("the mesh has no axis \"{}\"", DisplayText(ref.name)));
   };
   for (size_t a = 0; a < mesh.axes.size(); ++a) cuts[a] = {1, mesh.axes[a].second};
   for (const auto& refs : dims) {
@@ -117,7 +119,7 @@ StatusOr<HloSharding> Convert(TextCursor& cursor, size_t pos, const ShardyMesh& 
       const int64_t n = mesh.axes[a].second;
       if (pre < 1 || size < 1 || pre > n / size || n % (pre * size) != 0) {
         return cursor.ErrorAt(ref.pos, fmt::format("sub-axis \"{}\":({}){} does not divide the "
-                                                   "axis of size {}", ref.name, pre, size, n));
+                                                   "axis of size {}", DisplayText(ref.name), pre, size, n));
       }
       cuts[a].insert(pre);
       cuts[a].insert(pre * size);
@@ -132,7 +134,7 @@ StatusOr<HloSharding> Convert(TextCursor& cursor, size_t pos, const ShardyMesh& 
     for (size_t j = 1; j < boundaries[a].size(); ++j) {
       if (boundaries[a][j] % boundaries[a][j - 1] != 0) {
         return cursor.ErrorAt(pos, fmt::format("the sub-axes of \"{}\" do not nest",
-                                               mesh.axes[a].first));
+                                               DisplayText(mesh.axes[a].first)));
       }
       reshape_dims.push_back(boundaries[a][j] / boundaries[a][j - 1]);
     }
@@ -151,7 +153,7 @@ StatusOr<HloSharding> Convert(TextCursor& cursor, size_t pos, const ShardyMesh& 
         const size_t piece = first_piece[a] + j - 1;
         if (used[piece]) {
           return cursor.ErrorAt(ref.pos, fmt::format("mesh axis \"{}\" shards two dimensions",
-                                                     ref.name));
+                                                     DisplayText(ref.name)));
         }
         used[piece] = true;
         perm.push_back(static_cast<int>(piece));
@@ -193,7 +195,7 @@ StatusOr<HloSharding> ReadShardingBody(TextCursor& cursor, const ShardyMeshes& m
     auto it = meshes.find(name);
     if (it == meshes.end()) {
       return cursor.ErrorAt(name_pos, fmt::format("no mesh named @{} in the module's "
-                                                  "xla.sdy.meshes", name));
+                                                  "xla.sdy.meshes", DisplayText(name)));
     }
     mesh = &it->second;
   } else if (cursor.TryConsume("mesh<")) {

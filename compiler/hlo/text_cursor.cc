@@ -206,7 +206,8 @@ std::string TextCursor::LineCol(size_t pos) const {
 std::string TextCursor::DescribeAt(size_t pos) const {
   if (pos >= text_.size()) return "the end of the text";
   unsigned char c = static_cast<unsigned char>(text_[pos]);
-  if (c >= 0x80 || (c < 0x20 && c != '\n' && c != '\t' && c != '\r')) {
+  // DEL and the line breaks too: quoted raw, they would repaint or break the message's line.
+  if (c >= 0x7F || c < 0x20) {
     return fmt::format("byte 0x{:02X} (not HLO text)", c);
   }
   if (IsNameChar(static_cast<char>(c)) || c == '%') {

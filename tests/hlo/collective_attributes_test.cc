@@ -85,6 +85,22 @@ TEST(CollectiveAttributesTest, RefusesMalformedGroupsSayingWhy) {
   }
 }
 
+TEST(CollectiveAttributesTest, TextThatDoesNotReadIsQuotedEscaped) {
+  // Raw control bytes from a module reach the terminal only escaped.
+  auto groups = ParseReplicaGroups("{{0,1\x1b[2J\x07}}");
+  ASSERT_FALSE(groups.ok());
+  EXPECT_THAT(groups.status().message(), HasSubstr("replica_groups={{0,1\\x1b[2J\\x07}}"));
+  auto pairs = ParseSourceTargetPairs("{{0,1\x1b}}");
+  ASSERT_FALSE(pairs.ok());
+  EXPECT_THAT(pairs.status().message(), HasSubstr("source_target_pairs={{0,1\\x1b}}"));
+  auto mesh = ParseReplicaGroups("mesh['x'=2] {'\x1bZ'}");
+  ASSERT_FALSE(mesh.ok());
+  EXPECT_THAT(mesh.status().message(), HasSubstr("axis '\\x1bZ' is not in the mesh"));
+  for (const auto& status : {groups.status(), pairs.status(), mesh.status()}) {
+    EXPECT_EQ(status.message().find('\x1b'), std::string::npos) << status.message();
+  }
+}
+
 TEST(CollectiveAttributesTest, ReadsSourceTargetPairs) {
   auto pairs = ParseSourceTargetPairs("{{0,1},{1,2},{2,0}}");
   ASSERT_TRUE(pairs.ok());

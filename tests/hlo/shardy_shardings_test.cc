@@ -95,5 +95,20 @@ TEST(ShardyShardingsTest, MalformedAnnotationsSayWhere) {
               HasSubstr("more than"));
 }
 
+TEST(ShardyShardingsTest, NamesFromTheTextAreEscapedInMessages) {
+  // Axis and mesh names of raw bytes (invalid UTF-8, a terminal escape) reach a message escaped.
+  ShardyMeshes line = Meshes(R"({mesh = #sdy.mesh<["x"=4]>})");
+  std::string axis = Convert("#sdy.sharding<@mesh, [{\"\x97\x9e\x1b[2J\"}]>", line);
+  EXPECT_THAT(axis, HasSubstr("no axis \"\\x97\\x9e\\x1b[2J\""));
+  std::string mesh = Convert("#sdy.sharding<@m\x1b, [{\"x\"}]>", line);
+  EXPECT_EQ(mesh.find('\x1b'), std::string::npos) << mesh;
+  std::string twice = ParseShardyMeshes("{m = #sdy.mesh<[\"\x07\"=2, \"\x07\"=2]>}").status().message();
+  EXPECT_THAT(twice, HasSubstr("\"\\x07\" is named twice"));
+  for (const std::string& m : {axis, mesh, twice}) {
+    EXPECT_EQ(m.find('\x97'), std::string::npos) << m;
+    EXPECT_EQ(m.find('\x07'), std::string::npos) << m;
+  }
+}
+
 }  // namespace
 }  // namespace xlens
