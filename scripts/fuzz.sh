@@ -3,7 +3,7 @@
 #   scripts/fuzz.sh [SECONDS]                  fuzz the HLO parser for SECONDS (default 300)
 #   scripts/fuzz.sh --target T [SECONDS]       fuzz another reader instead (hlo, trace, npy,
 #                                              manifest, flags, graphdef, outline, bundle,
-#                                              xladump, xspace, checkpoint)
+#                                              xladump, xspace, checkpoint, sharding)
 #   scripts/fuzz.sh --smoke                    a short run of every target for the test suite:
 #                                              built in one build, run XLENS_FUZZ_JOBS at a time
 #                                              (default: the number of cores), each for its time
@@ -19,6 +19,9 @@
 # The XSpace seeds are the good and broken *.xplane.pb of tests/profiler/testdata/xspace. The
 # checkpoint seeds are the index and data shard of each SavedModel of tests/graph/testdata/saved_model
 # (two bytes of the index's length, the index, then the shard: see tests/fuzz/tensor_bundle_fuzz.cc).
+# The sharding seeds are the attribute values of jax's sharded modules, in
+# tests/fuzz/testdata/sharding_seeds (the first byte picks the reader: see
+# tests/fuzz/sharding_readers_fuzz.cc).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 seconds=300
@@ -26,7 +29,7 @@ targets=hlo
 while [ $# -gt 0 ]; do
   case "$1" in
     # The 20-second targets first, so the 10-second ones fill in beside them.
-    --smoke) seconds=smoke; targets="hlo trace graphdef npy manifest flags outline bundle xladump xspace checkpoint" ;;
+    --smoke) seconds=smoke; targets="hlo trace graphdef npy manifest flags outline bundle xladump xspace checkpoint sharding" ;;
     --target) targets=$2; shift ;;
     *) seconds=$1 ;;
   esac
@@ -68,7 +71,8 @@ settings() {
     xladump) binary=xla_dump_names_fuzz; smoke=10; max_len=512 ;;
     xspace) binary=xspace_reader_fuzz; smoke=10; max_len=16384 ;;
     checkpoint) binary=tensor_bundle_fuzz; smoke=10; max_len=8192 ;;
-    *) echo "fuzz: unknown target '$target' (expected hlo, trace, npy, manifest, flags, graphdef, outline, bundle, xladump, xspace or checkpoint)" >&2; exit 1 ;;
+    sharding) binary=sharding_readers_fuzz; smoke=5; max_len=1024 ;;
+    *) echo "fuzz: unknown target '$target' (expected hlo, trace, npy, manifest, flags, graphdef, outline, bundle, xladump, xspace, checkpoint or sharding)" >&2; exit 1 ;;
   esac
 }
 
@@ -118,6 +122,8 @@ members = [("manifest.json", b'{"format": 1, "modules": [{"id": 1, "name": "m", 
 open(sys.argv[1] + "/good.tar.gz", "wb").write(pack(members))
 open(sys.argv[1] + "/good_dot_slash.tar.gz", "wb").write(pack(members, "./"))
 PY
+  elif [ "$target" = sharding ]; then
+    cp tests/fuzz/testdata/sharding_seeds/* $seeds/
   elif [ "$target" = checkpoint ]; then
     for d in tests/graph/testdata/saved_model/*/variables; do
       python3 - "$d" "$seeds/$(basename "$(dirname "$d")")" <<'PY'
