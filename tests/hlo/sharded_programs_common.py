@@ -42,6 +42,26 @@ def add_programs_option(parser):
                            "instead of making them")
 
 
+def argument_parser(doc):
+  """The tests' parser: described by `doc`'s first line, with --xlens BINARY and --programs DIR."""
+  parser = argparse.ArgumentParser(description=doc.splitlines()[0])
+  parser.add_argument("--xlens", required=True)
+  add_programs_option(parser)
+  return parser
+
+
+def report(failures, checked, summary):
+  """Prints every failure, then `summary` (or that no programs were made when `checked` is 0): the
+  test's exit code, 1 when anything failed or nothing was checked."""
+  for f in failures:
+    print("FAIL:", f)
+  if checked == 0:
+    print("FAIL: no programs were made")
+    return 1
+  print(summary)
+  return 1 if failures else 0
+
+
 def make(out):
   """Makes the programs afresh under `out`: 0, 77 (no jax: skip) or 1 (the reason printed)."""
   shutil.rmtree(out, ignore_errors=True)

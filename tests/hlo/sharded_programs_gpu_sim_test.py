@@ -12,11 +12,9 @@ device's every output must match jax's shard of it (and the evaluator over the s
 One program also runs with --trace: the timeline must hold a track for each of the 4 devices and
 every collective span its bytes and the time the timing model gives it over NVLink (modelled_ns).
 
-The programs are those of --programs DIR (in CTest, made once by the fixture
-sharded_programs_make), or made here; everything else is made in a temporary directory that is
-removed. Exit 77 (skip) without jax.
+The programs, and where the rest is made, are as sharded_programs_common.py says; exit 77 (skip)
+without jax.
 """
-import argparse
 import glob
 import json
 import os
@@ -87,10 +85,7 @@ def check_real_gpus(args, where, partitions, failures, name):
 
 
 def main():
-  parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-  parser.add_argument("--xlens", required=True)
-  common.add_programs_option(parser)
-  args = parser.parse_args()
+  args = common.argument_parser(__doc__).parse_args()
   failures, checked, lines = [], 0, []
   with tempfile.TemporaryDirectory(prefix="sharded_gpu_sim_") as tmp:
     failed = common.obtain(args, tmp)
@@ -126,13 +121,8 @@ def main():
         check_real_gpus(args, where, partitions, failures, name)
   for line in lines:
     print(line)
-  for f in failures:
-    print("FAIL:", f)
-  if checked == 0:
-    print("FAIL: no programs were made")
-    return 1
-  print(f"{checked} partitioned programs ran on their simulated GPUs, {len(failures)} failures")
-  return 1 if failures else 0
+  return common.report(failures, checked,
+                       f"{checked} partitioned programs ran on their simulated GPUs, {len(failures)} failures")
 
 
 if __name__ == "__main__":

@@ -10,11 +10,9 @@ xlens's shardings:
     addressable shards, and each shard has the shape of the partitioned module's parameter;
   - assembling jax's per-device outputs by the root's sharding gives exactly jax's global outputs.
 
-The programs are those of --programs DIR (in CTest, made once by the fixture
-sharded_programs_make), or made here; everything else is made in a temporary directory that is
-removed. Exit 77 (skip) without jax.
+The programs, and where the rest is made, are as sharded_programs_common.py says; exit 77 (skip)
+without jax.
 """
-import argparse
 import glob
 import os
 import re
@@ -110,10 +108,8 @@ def check_program(args, where, n, scratch, failures):
 
 
 def main():
-  parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-  parser.add_argument("--xlens", required=True)
+  parser = common.argument_parser(__doc__)
   parser.add_argument("--shard-tool", required=True)
-  common.add_programs_option(parser)
   args = parser.parse_args()
   with tempfile.TemporaryDirectory(prefix="sharded_programs_") as tmp:
     failed = common.obtain(args, tmp)
@@ -125,13 +121,7 @@ def main():
       scratch = tempfile.mkdtemp(dir=tmp)
       check_program(args, where, n, scratch, failures)
       checked += 1
-  for f in failures:
-    print("FAIL:", f)
-  if checked == 0:
-    print("FAIL: no programs were made")
-    return 1
-  print(f"{checked} sharded programs checked, {len(failures)} failures")
-  return 1 if failures else 0
+  return common.report(failures, checked, f"{checked} sharded programs checked, {len(failures)} failures")
 
 
 if __name__ == "__main__":
