@@ -316,7 +316,12 @@ int RunOnDevices(const RunArgs& args, bool compiled) {
   DeviceRunProfile profile(args, setup, topology);
   if (on_gpu) {
     if (Status s = profile.Start(watchdog); !s.ok()) return Fail(s);
+    // A simulated device in an endless loop cannot be stopped either: left behind as on the CPU.
+    int64_t left_behind = 0;
+    multi.abandon_after_seconds = 1;
+    multi.left_behind = &left_behind;
     results = RunOnGpuDevices(args, setup, **module, topology, *arguments, multi, watchdog, report);
+    if (!results.ok() && left_behind > 0) ExitLeavingDevicesBehind(stopped(results.status()));
     if (!results.ok()) return Fail(profile.Failed(stopped(results.status()), watchdog));
   } else if (compiled) {
     if (Status s = profile.Start(watchdog); !s.ok()) return Fail(s);

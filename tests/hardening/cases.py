@@ -1108,11 +1108,12 @@ def _round_two_modules():
     import saved_model_cases
     import aot_cases
     import collective_cases
+    import gpu_collective_cases
     import sharding_cases
     import mpi_cases
     return [cache_cases, executor_cases, bundle_replay_cases, viewer_cases, output_cases, hlo_frames_cases,
             xla_dump_cases, profile_cases, hlo_ops_cases, saved_model_cases, aot_cases, collective_cases,
-            sharding_cases, mpi_cases]
+            gpu_collective_cases, sharding_cases, mpi_cases]
 
 
 ROUND_TWO = _round_two_modules()
