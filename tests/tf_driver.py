@@ -11,8 +11,11 @@ A test script imports it from the directory above its own:
 import argparse
 import importlib.util
 import os
+import re
+import shutil
 import subprocess
 import sys
+import tempfile
 
 SKIPPED = 77  # ctest's SKIP_RETURN_CODE for these tests
 
@@ -185,3 +188,176 @@ def compare_to_references(np, name, workdir, outputs, count, tolerance):
         if err > tolerance * scale:
             errors.append(f"output {k}: off by {err:.3g} (largest value {scale:.3g})")
     return errors
+
+
+def parity_parser():
+    """The arguments of a test whose TensorFlow side builds its cases in a process of its own
+    (built_cases): --xlens PATH, --workdir DIR (kept, TensorFlow's outputs there reused), --only
+    NAME and the hidden --build-only; the test adds its own."""
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--xlens", required=True)
+    parser.add_argument("--workdir", help="keep (and reuse) TensorFlow's graphs and outputs here")
+    parser.add_argument("--only", help="run only the cases whose name contains this")
+    parser.add_argument("--build-only", action="store_true", help=argparse.SUPPRESS)
+    return parser
+
+
+def case_meta(workdir, name):
+    """(feed, fetches, compile_ok) of a case whose NAME.meta holds those three lines (save_case):
+    the input's name, the fetches (a list) and what --jit=compile must do: "compile", "refused"
+    (TensorFlow's XLA refuses the graph) or "nocompile" (not tried)."""
+    with open(os.path.join(workdir, name + ".meta")) as f:
+        feed, fetches, compile_ok = f.read().split("\n")
+    return feed, fetches.split(","), compile_ok
+
+
+def run_case_modes(np, xlens, workdir, name, tolerance, known_gaps=None):
+    """Runs the case `name` of `workdir` (case_meta) with `xlens graph run` op by op, with
+    --jit=auto and, unless it is "nocompile", with --jit=compile, every output within `tolerance`
+    of TensorFlow's (compare_to_references). Where TensorFlow's XLA refuses the graph, or it is in
+    `known_gaps` ({name: why}: what TensorFlow compiles and xlens does not yet), --jit=compile
+    must be refused in one line of xlens's own. Prints a line a run; (failures, runs)."""
+    known_gaps = known_gaps or {}
+    feed, fetches, compile_ok = case_meta(workdir, name)
+    modes = ["off", "auto"] + (["compile"] if compile_ok != "nocompile" else [])
+    failures = []
+    for mode in modes:
+        out_dir = tempfile.mkdtemp(prefix=f"{name}_{mode}_", dir=workdir)
+        proc = graph_run(xlens, os.path.join(workdir, name + ".pb"),
+                         [(feed, os.path.join(workdir, name + ".in.npy"))], fetches, out_dir,
+                         ["--jit", mode, "--timeout", "60"], timeout=None)
+        if mode == "compile" and name in known_gaps:
+            if proc.returncode == 0:
+                failures.append(f"{name} --jit=compile: compiles now; take it out of the known "
+                                "gaps")
+            elif not refused_in_one_line(proc):
+                failures.append(f"{name} --jit=compile: exit {proc.returncode}: "
+                                f"{proc.stderr[-300:]}")
+            print(f"{name} --jit=compile: refused (known gap: {known_gaps[name]})")
+            continue
+        if mode == "compile" and compile_ok == "refused":
+            if not refused_in_one_line(proc):
+                failures.append(f"{name} --jit=compile: TensorFlow's XLA refuses it, xlens "
+                                f"gave exit {proc.returncode}: {proc.stderr[-300:]}")
+            print(f"{name} --jit=compile: refused as by TensorFlow: {proc.stderr.strip()}")
+            continue
+        if proc.returncode != 0:
+            failures.append(f"{name} --jit={mode}: exit {proc.returncode}: "
+                            f"{(proc.stderr or proc.stdout).strip()[-600:]}")
+            continue
+        errors = compare_to_references(np, name, workdir, out_dir, len(fetches), tolerance)
+        worst = 0.0
+        for k in range(len(fetches) if not errors else 0):
+            ref = np.load(os.path.join(workdir, f"{name}.ref{k}.npy"))
+            got = np.load(os.path.join(out_dir, f"out{k}.npy"))
+            err, scale = max_error(np, got, ref, 1.0)
+            worst = max(worst, err / scale)
+        failures += [f"{name} --jit={mode}: {e}" for e in errors]
+        print(f"{name} --jit={mode}: " +
+              (f"ok (largest error {worst:.2g} of the largest value)" if not errors
+               else "FAILED"))
+    return failures, len(modes)
+
+
+def cluster_assignment(path):
+    """{node: cluster} of a mark_for_compilation.pbtxt dump; {} when there is none."""
+    if not os.path.exists(path):
+        return {}
+    with open(path) as f:
+        text = f.read()
+    out = {}
+    for m in re.finditer(r'node \{\n  name: "([^"]+)"(.*?)\n\}', text, re.S):
+        c = re.search(r'key: "_XlaCluster"\n    value \{\n      s: "([^"]+)"', m.group(2))
+        if c:
+            out[m.group(1)] = c.group(1)
+    return out
+
+
+def compare_clusters(xlens, name, workdir, tf_dir, flags, same_names=False):
+    """`xlens cluster` with TensorFlow's clustering `flags` on TensorFlow's
+    TF_DIR/before_mark_for_compilation.pbtxt against TensorFlow's mark_for_compilation.pbtxt
+    there: (errors, nodes clustered, clusters). With `same_names` each node's cluster must have
+    TensorFlow's name; else the partitions are compared, each node's cluster named by the nodes it
+    holds (TensorFlow numbers its clusters across the sessions of its process)."""
+    before = os.path.join(tf_dir, "before_mark_for_compilation.pbtxt")
+    if not os.path.exists(before):
+        return ["TensorFlow wrote no before_mark_for_compilation.pbtxt"], 0, 0
+    ours_dir = tempfile.mkdtemp(prefix=name + "_cluster_", dir=workdir)
+    env = dict(os.environ, TF_DUMP_GRAPH_PREFIX=ours_dir)
+    proc = subprocess.run([xlens, "cluster", before, "--jit-level", "ON_1"] + list(flags),
+                          env=env, capture_output=True, text=True)
+    if proc.returncode != 0:
+        return [f"xlens cluster: exit {proc.returncode}: {proc.stderr[-400:]}"], 0, 0
+    theirs = cluster_assignment(os.path.join(tf_dir, "mark_for_compilation.pbtxt"))
+    ours = cluster_assignment(os.path.join(ours_dir, "mark_for_compilation.pbtxt"))
+
+    def members(assignment):
+        if same_names:
+            return assignment
+        groups = {}
+        for node, cluster in assignment.items():
+            groups.setdefault(cluster, set()).add(node)
+        return {node: min(groups[cluster]) for node, cluster in assignment.items()}
+
+    theirs_by, ours_by = members(theirs), members(ours)
+    errors = [f"node {n}: TensorFlow's cluster {theirs.get(n)} (with {theirs_by.get(n)}), "
+              f"xlens's {ours.get(n)} (with {ours_by.get(n)})"
+              for n in sorted(set(theirs) | set(ours)) if theirs_by.get(n) != ours_by.get(n)]
+    return errors[:10], len(theirs), len(set(theirs.values()))
+
+
+def run_parity_cases(script, args, workdir, tolerance, check_clusters=None, known_gaps=None):
+    """Every case `script` builds in `workdir` (built_cases) whose name holds `args.only`, run by
+    run_case_modes, and where `check_clusters(name)` gives (errors, nodes, clusters), not None,
+    clustered as TensorFlow clusters it. Prints a line a run and the summary: the exit code."""
+    os.makedirs(workdir, exist_ok=True)
+    cases = built_cases(script, args.xlens, workdir)
+    if isinstance(cases, int):
+        return cases
+    import numpy as np
+    failures = []
+    runs = 0
+    for name in cases:
+        if args.only and args.only not in name:
+            continue
+        errors, ran = run_case_modes(np, args.xlens, workdir, name, tolerance, known_gaps)
+        failures += errors
+        runs += ran
+        clustered = check_clusters(name) if check_clusters else None
+        if clustered is None:
+            continue
+        errors, nodes, clusters = clustered
+        runs += 1
+        failures += [f"{name} clustering: {e}" for e in errors]
+        print(f"{name} clustering: " + (f"TensorFlow's, node for node ({nodes} nodes in "
+                                        f"{clusters} clusters)" if not errors else "FAILED"))
+    return finish(failures, f"{runs} runs, {len(failures)} failures")
+
+
+def in_workdir(workdir, prefix, run):
+    """run(WORKDIR): in `workdir` when given (kept, and TensorFlow's outputs there reused), else in
+    a temporary directory named from `prefix`, removed after."""
+    path = os.path.abspath(workdir or tempfile.mkdtemp(prefix=prefix))
+    try:
+        return run(path)
+    finally:
+        if not workdir:
+            shutil.rmtree(path, ignore_errors=True)
+
+
+def parity_main(script, args, build_graphs, prefix, tolerance, check_clusters=None,
+                known_gaps=None):
+    """A parity test's main after its own arguments (parity_parser): with --build-only,
+    `build_graphs(WORKDIR)` (TensorFlow's side) and the process ends at once (TensorFlow's objects
+    complain while the interpreter tears them down); else run_parity_cases in in_workdir(`prefix`),
+    `check_clusters(WORKDIR, NAME)` comparing a case's clustering. The exit code."""
+    if args.build_only:
+        build_graphs(args.workdir)
+        sys.stdout.flush()
+        os._exit(0)
+
+    def run(workdir):
+        check = (lambda name: check_clusters(workdir, name)) if check_clusters else None
+        return run_parity_cases(script, args, workdir, tolerance, check, known_gaps)
+
+    return in_workdir(args.workdir, prefix, run)

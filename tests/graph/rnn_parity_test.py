@@ -18,11 +18,8 @@ Exits 77 (skipped) when tensorflow cannot be imported.
 usage: rnn_parity_test.py --xlens path/to/xlens [--workdir DIR] [--only NAME]
 """
 import argparse
-import shutil
 import os
-import subprocess
 import sys
-import tempfile
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
 import tf_driver  # noqa: E402
@@ -219,20 +216,9 @@ def tf_cluster(graph, feed, fetches, x):
         sess.run([f + ":0" for f in fetches], {feed + ":0": np.load(x)})
 
 
-def cluster_assignment(path):
-    """{node: cluster} of a mark_for_compilation.pbtxt dump."""
-    import re
-    with open(path) as f:
-        text = f.read()
-    out = {}
-    for m in re.finditer(r'node \{\n  name: "([^"]+)"(.*?)\n\}', text, re.S):
-        c = re.search(r'key: "_XlaCluster"\n    value \{\n      s: "([^"]+)"', m.group(2))
-        if c:
-            out[m.group(1)] = c.group(1)
-    return out
-
-
 def check_clustering(args, name, workdir, feed, fetches):
+    """TensorFlow clusters the case in a session of a process of its own (once; the dumps are kept
+    in WORKDIR/NAME.tf_clustering), and xlens must give its clusters, by name: compare_clusters."""
     tf_dir = os.path.join(workdir, name + ".tf_clustering")
     if not os.path.isdir(tf_dir):
         env = tf_driver.tensorflow_env(" ".join(CLUSTER_FLAGS + ["--tf_xla_auto_jit=1"]), tf_dir)
@@ -242,35 +228,13 @@ def check_clustering(args, name, workdir, feed, fetches):
                                               os.path.join(workdir, name + ".in.npy")],
                                    env=env, capture_output=True, text=True)
         if ran.returncode != 0:
-            return [f"TensorFlow's session failed: {ran.stderr[-400:]}"]
-    before = os.path.join(tf_dir, "before_mark_for_compilation.pbtxt")
-    if not os.path.exists(before):
-        return ["TensorFlow wrote no before_mark_for_compilation.pbtxt"]
-    ours_dir = tempfile.mkdtemp(prefix=name + "_cluster_", dir=workdir)
-    env = dict(os.environ, TF_DUMP_GRAPH_PREFIX=ours_dir)
-    proc = subprocess.run([args.xlens, "cluster", before, "--jit-level", "ON_1"] + CLUSTER_FLAGS,
-                          env=env, capture_output=True, text=True)
-    if proc.returncode != 0:
-        return [f"xlens cluster: exit {proc.returncode}: {proc.stderr[-400:]}"]
-    theirs = cluster_assignment(os.path.join(tf_dir, "mark_for_compilation.pbtxt"))
-    ours_path = os.path.join(ours_dir, "mark_for_compilation.pbtxt")
-    ours = cluster_assignment(ours_path) if os.path.exists(ours_path) else {}
-    errors = []
-    for node in sorted(set(theirs) | set(ours)):
-        if theirs.get(node) != ours.get(node):
-            errors.append(f"node {node}: TensorFlow's cluster {theirs.get(node)}, "
-                          f"xlens's {ours.get(node)}")
-    if not errors:
-        print(f"{name}: {len(theirs)} nodes in {len(set(theirs.values()))} clusters")
-    return errors[:10]
+            return [f"TensorFlow's session failed: {ran.stderr[-400:]}"], 0, 0
+    return tf_driver.compare_clusters(args.xlens, name, workdir, tf_dir, CLUSTER_FLAGS,
+                                      same_names=True)
 
 
 def main():
-    parser = argparse.ArgumentParser()
-    parser.add_argument("--xlens", required=True)
-    parser.add_argument("--workdir", help="keep (and reuse) TensorFlow's graphs and outputs here")
-    parser.add_argument("--only", help="run only the cases whose name contains this")
-    parser.add_argument("--build-only", action="store_true", help=argparse.SUPPRESS)
+    parser = tf_driver.parity_parser()
     parser.add_argument("--tf-cluster", nargs=4, help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.tf_cluster:
@@ -278,75 +242,15 @@ def main():
         tf_cluster(graph, feed, fetches.split(","), x)
         sys.stdout.flush()
         os._exit(0)
-    if args.build_only:
-        build_graphs(args.workdir)
-        sys.stdout.flush()
-        # TensorFlow's function objects complain while the interpreter tears them down.
-        os._exit(0)
 
-    workdir = os.path.abspath(args.workdir or tempfile.mkdtemp(prefix="xlens_rnn_"))
-    try:
-        return run_cases(args, workdir)
-    finally:
-        if not args.workdir:
-            shutil.rmtree(workdir, ignore_errors=True)
+    def check_clusters(workdir, name):
+        if name not in CLUSTER_CASES:
+            return None
+        feed, fetches, _ = tf_driver.case_meta(workdir, name)
+        return check_clustering(args, name, workdir, feed, fetches)
 
-
-def run_cases(args, workdir):
-    os.makedirs(workdir, exist_ok=True)
-    # TensorFlow builds the graphs in a process of its own, which ends without tearing down.
-    cases = tf_driver.built_cases(__file__, args.xlens, workdir)
-    if isinstance(cases, int):
-        return cases
-    import numpy as np
-    failures = []
-    runs = 0
-    for name in cases:
-        if args.only and args.only not in name:
-            continue
-        with open(os.path.join(workdir, name + ".meta")) as f:
-            feed, fetches, compile_ok = f.read().split("\n")
-        fetches = fetches.split(",")
-        modes = ["off", "auto"] + (["compile"] if compile_ok != "nocompile" else [])
-        for mode in modes:
-            out_dir = tempfile.mkdtemp(prefix=f"{name}_{mode}_", dir=workdir)
-            proc = tf_driver.graph_run(args.xlens, os.path.join(workdir, name + ".pb"),
-                                       [(feed, os.path.join(workdir, name + ".in.npy"))], fetches,
-                                       out_dir, ["--jit", mode, "--timeout", "60"], timeout=None)
-            runs += 1
-            if mode == "compile" and name in KNOWN_GAPS:
-                if proc.returncode == 0:
-                    failures.append(f"{name} --jit=compile: compiles now; take it out of "
-                                    "KNOWN_GAPS")
-                elif not tf_driver.refused_in_one_line(proc):
-                    failures.append(f"{name} --jit=compile: exit {proc.returncode}: "
-                                    f"{proc.stderr[-300:]}")
-                print(f"{name} --jit=compile: refused (known gap: {KNOWN_GAPS[name]})")
-                continue
-            if mode == "compile" and compile_ok == "refused":
-                # TensorFlow refuses to compile it: so must xlens, in one line of its own.
-                if not tf_driver.refused_in_one_line(proc):
-                    failures.append(f"{name} --jit=compile: TensorFlow refuses to compile it, "
-                                    f"xlens gave exit {proc.returncode}: {proc.stderr[-300:]}")
-                print(f"{name} --jit=compile: refused as by TensorFlow")
-                continue
-            if proc.returncode != 0:
-                failures.append(f"{name} --jit={mode}: exit {proc.returncode}: "
-                                f"{(proc.stderr or proc.stdout).strip()[-600:]}")
-                continue
-            for e in tf_driver.compare_to_references(np, name, workdir, out_dir, len(fetches),
-                                                     TOLERANCE):
-                failures.append(f"{name} --jit={mode}: {e}")
-            print(f"{name} --jit={mode}: " + ("ok" if not failures or
-                                               not failures[-1].startswith(f"{name} --jit={mode}")
-                                               else "FAILED"))
-        if name in CLUSTER_CASES:
-            errors = check_clustering(args, name, workdir, feed, fetches)
-            runs += 1
-            failures += [f"{name} clustering: {e}" for e in errors]
-            print(f"{name} clustering: " + ("TensorFlow's, node for node" if not errors
-                                             else "FAILED"))
-    return tf_driver.finish(failures, f"{runs} runs, {len(failures)} failures")
+    return tf_driver.parity_main(__file__, args, build_graphs, "xlens_rnn_", TOLERANCE,
+                                 check_clusters, KNOWN_GAPS)
 
 
 if __name__ == "__main__":

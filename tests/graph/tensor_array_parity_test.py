@@ -22,13 +22,10 @@ Exits 77 (skipped) when tensorflow cannot be imported.
 
 usage: tensor_array_parity_test.py --xlens path/to/xlens [--workdir DIR] [--only NAME]
 """
-import argparse
 import os
 import re
 import shutil
-import subprocess
 import sys
-import tempfile
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
 import tf_driver  # noqa: E402
@@ -218,118 +215,16 @@ def build_graphs(out_dir):
     case("gru_grad_v1_xla_context", True, gru_grad, x_rnn, "compile", xla_context=True)
 
 
-def cluster_assignment(path):
-    """{node: cluster} of a mark_for_compilation.pbtxt dump."""
-    with open(path) as f:
-        text = f.read()
-    out = {}
-    for m in re.finditer(r'node \{\n  name: "([^"]+)"(.*?)\n\}', text, re.S):
-        c = re.search(r'key: "_XlaCluster"\n    value \{\n      s: "([^"]+)"', m.group(2))
-        if c:
-            out[m.group(1)] = c.group(1)
-    return out
-
-
-def check_clustering(args, name, workdir):
-    """xlens's clusters on TensorFlow's before_mark_for_compilation graph against TensorFlow's:
-    (errors, nodes clustered, clusters)."""
-    tf_dir = os.path.join(workdir, name + ".tf_clustering")
-    before = os.path.join(tf_dir, "before_mark_for_compilation.pbtxt")
-    if not os.path.exists(before):
-        return ["TensorFlow wrote no before_mark_for_compilation.pbtxt"], 0, 0
-    ours_dir = tempfile.mkdtemp(prefix=name + "_cluster_", dir=workdir)
-    env = dict(os.environ, TF_DUMP_GRAPH_PREFIX=ours_dir)
-    proc = subprocess.run([args.xlens, "cluster", before, "--jit-level", "ON_1"] + CLUSTER_FLAGS,
-                          env=env, capture_output=True, text=True)
-    if proc.returncode != 0:
-        return [f"xlens cluster: exit {proc.returncode}: {proc.stderr[-400:]}"], 0, 0
-    theirs_path = os.path.join(tf_dir, "mark_for_compilation.pbtxt")
-    theirs = cluster_assignment(theirs_path) if os.path.exists(theirs_path) else {}
-    ours_path = os.path.join(ours_dir, "mark_for_compilation.pbtxt")
-    ours = cluster_assignment(ours_path) if os.path.exists(ours_path) else {}
-    # TensorFlow numbers its clusters across the sessions of its process: the partitions are
-    # compared, each node's cluster named by the nodes it holds.
-    def members(assignment):
-        groups = {}
-        for node, cluster in assignment.items():
-            groups.setdefault(cluster, set()).add(node)
-        return {node: min(groups[cluster]) for node, cluster in assignment.items()}
-
-    theirs_by, ours_by = members(theirs), members(ours)
-    errors = [f"node {n}: TensorFlow's cluster {theirs.get(n)} (with {theirs_by.get(n)}), "
-              f"xlens's {ours.get(n)} (with {ours_by.get(n)})"
-              for n in sorted(set(theirs) | set(ours)) if theirs_by.get(n) != ours_by.get(n)]
-    return errors[:10], len(theirs), len(set(theirs.values()))
-
-
-def run_cases(args, workdir):
-    os.makedirs(workdir, exist_ok=True)
-    cases = tf_driver.built_cases(__file__, args.xlens, workdir)
-    if isinstance(cases, int):
-        return cases
-    import numpy as np
-    failures = []
-    runs = 0
-    for name in cases:
-        if args.only and args.only not in name:
-            continue
-        with open(os.path.join(workdir, name + ".meta")) as f:
-            feed, fetches, compile_ok = f.read().split("\n")
-        fetches = fetches.split(",")
-        for mode in ("off", "auto", "compile"):
-            out_dir = tempfile.mkdtemp(prefix=f"{name}_{mode}_", dir=workdir)
-            proc = tf_driver.graph_run(args.xlens, os.path.join(workdir, name + ".pb"),
-                                       [(feed, os.path.join(workdir, name + ".in.npy"))], fetches,
-                                       out_dir, ["--jit", mode, "--timeout", "60"], timeout=None)
-            runs += 1
-            if mode == "compile" and compile_ok == "refused":
-                if not tf_driver.refused_in_one_line(proc):
-                    failures.append(f"{name} --jit=compile: TensorFlow's XLA refuses it, xlens "
-                                    f"gave exit {proc.returncode}: {proc.stderr[-300:]}")
-                print(f"{name} --jit=compile: refused as by TensorFlow: {proc.stderr.strip()}")
-                continue
-            if proc.returncode != 0:
-                failures.append(f"{name} --jit={mode}: exit {proc.returncode}: "
-                                f"{(proc.stderr or proc.stdout).strip()[-600:]}")
-                continue
-            errors = tf_driver.compare_to_references(np, name, workdir, out_dir, len(fetches),
-                                                     TOLERANCE)
-            worst = 0.0
-            for k in range(len(fetches) if not errors else 0):
-                ref = np.load(os.path.join(workdir, f"{name}.ref{k}.npy"))
-                got = np.load(os.path.join(out_dir, f"out{k}.npy"))
-                err, scale = tf_driver.max_error(np, got, ref, 1.0)
-                worst = max(worst, err / scale)
-            failures += [f"{name} --jit={mode}: {e}" for e in errors]
-            print(f"{name} --jit={mode}: " +
-                  (f"ok (largest error {worst:.2g} of the largest value)" if not errors
-                   else "FAILED"))
-        errors, nodes, clusters = check_clustering(args, name, workdir)
-        runs += 1
-        failures += [f"{name} clustering: {e}" for e in errors]
-        print(f"{name} clustering: " + (f"TensorFlow's, node for node ({nodes} nodes in "
-                                        f"{clusters} clusters)" if not errors else "FAILED"))
-    return tf_driver.finish(failures, f"{runs} runs, {len(failures)} failures")
+def check_clustering(xlens, workdir, name):
+    """xlens's clusters against the ones TensorFlow's build process dumped for the case."""
+    return tf_driver.compare_clusters(xlens, name, workdir,
+                                      os.path.join(workdir, name + ".tf_clustering"), CLUSTER_FLAGS)
 
 
 def main():
-    parser = argparse.ArgumentParser()
-    parser.add_argument("--xlens", required=True)
-    parser.add_argument("--workdir", help="keep (and reuse) TensorFlow's graphs and outputs here")
-    parser.add_argument("--only", help="run only the cases whose name contains this")
-    parser.add_argument("--build-only", action="store_true", help=argparse.SUPPRESS)
-    args = parser.parse_args()
-    if args.build_only:
-        build_graphs(args.workdir)
-        sys.stdout.flush()
-        # TensorFlow's objects complain while the interpreter tears them down.
-        os._exit(0)
-    workdir = os.path.abspath(args.workdir or tempfile.mkdtemp(prefix="xlens_tensor_array_"))
-    try:
-        return run_cases(args, workdir)
-    finally:
-        if not args.workdir:
-            shutil.rmtree(workdir, ignore_errors=True)
+    args = tf_driver.parity_parser().parse_args()
+    return tf_driver.parity_main(__file__, args, build_graphs, "xlens_tensor_array_", TOLERANCE,
+                                 lambda workdir, name: check_clustering(args.xlens, workdir, name))
 
 
 if __name__ == "__main__":
