@@ -1,6 +1,5 @@
 #include "compiler/runtime/cublas_library.h"
 
-#include <cstdlib>
 #include <mutex>
 
 #include <fmt/format.h>
@@ -24,17 +23,7 @@ bool DefaultLayout(const Shape& s) {
 }  // namespace
 
 std::vector<std::string> CublasCandidates() {
-  std::vector<std::string> dirs;
-  if (const char* home = std::getenv("CUDA_HOME"); home != nullptr && *home != '\0') {
-    dirs.push_back(std::string(home) + "/lib64/");
-  }
-  dirs.push_back("/usr/local/cuda/lib64/");
-  dirs.push_back("");  // the loader's search path
-  std::vector<std::string> names;
-  for (const std::string& dir : dirs) {
-    for (const char* name : {"libcublas.so.13", "libcublas.so.12", "libcublas.so"}) names.push_back(dir + name);
-  }
-  return names;
+  return CudaLibraryCandidates({"libcublas.so.13", "libcublas.so.12", "libcublas.so"});
 }
 
 StatusOr<CublasLibrary> LoadCublasFrom(const std::vector<std::string>& candidates) {

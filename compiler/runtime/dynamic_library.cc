@@ -2,10 +2,30 @@
 
 #include <dlfcn.h>
 
+#include <cstdlib>
+
 #include <fmt/format.h>
 #include <fmt/ranges.h>
 
 namespace xlens::runtime {
+
+std::vector<std::string> CudaLibraryCandidates(std::initializer_list<const char*> sonames,
+                                               const char* home_variable) {
+  std::vector<std::string> dirs;
+  auto from = [&](const char* variable, const char* lib) {
+    const char* home = variable != nullptr ? std::getenv(variable) : nullptr;
+    if (home != nullptr && *home != '\0') dirs.push_back(std::string(home) + lib);
+  };
+  from(home_variable, "/lib/");
+  from("CUDA_HOME", "/lib64/");
+  dirs.push_back("/usr/local/cuda/lib64/");
+  dirs.push_back("");  // the loader's search path
+  std::vector<std::string> names;
+  for (const std::string& dir : dirs) {
+    for (const char* soname : sonames) names.push_back(dir + soname);
+  }
+  return names;
+}
 
 StatusOr<DynamicLibrary> OpenFirstLibrary(const std::vector<std::string>& candidates,
                                           std::string_view what, std::string_view install) {

@@ -20,6 +20,12 @@ struct DynamicLibrary {
   void* handle = nullptr;
 };
 
+// Where CUDA's libraries are looked for, in order: $`home_variable`/lib where that variable is set
+// (NCCL_HOME: pip's nvidia-nccl), $CUDA_HOME/lib64, /usr/local/cuda/lib64, then the loader's
+// search path; in each, every one of `sonames` in turn.
+std::vector<std::string> CudaLibraryCandidates(std::initializer_list<const char*> sonames,
+                                               const char* home_variable = nullptr);
+
 // Opens the first of `candidates` that dlopen opens (RTLD_NOW | RTLD_LOCAL). Otherwise one line:
 // "no <what> found (tried a, b; last: <dlerror>)" ("no <what> found (<dlerror>)" for a single
 // candidate, whose name dlerror already gives), then ": <install>" where `install` is not empty.

@@ -1,7 +1,5 @@
 #include "compiler/runtime/nccl_library.h"
 
-#include <cstdlib>
-
 #include <fmt/format.h>
 
 #include "compiler/hlo/computation.h"
@@ -11,20 +9,7 @@
 namespace xlens::runtime {
 
 std::vector<std::string> NcclCandidates() {
-  std::vector<std::string> dirs;
-  if (const char* home = std::getenv("NCCL_HOME"); home != nullptr && *home != '\0') {
-    dirs.push_back(std::string(home) + "/lib/");
-  }
-  if (const char* home = std::getenv("CUDA_HOME"); home != nullptr && *home != '\0') {
-    dirs.push_back(std::string(home) + "/lib64/");
-  }
-  dirs.push_back("/usr/local/cuda/lib64/");
-  dirs.push_back("");  // the loader's search path
-  std::vector<std::string> names;
-  for (const std::string& dir : dirs) {
-    for (const char* name : {"libnccl.so.2", "libnccl.so"}) names.push_back(dir + name);
-  }
-  return names;
+  return CudaLibraryCandidates({"libnccl.so.2", "libnccl.so"}, "NCCL_HOME");
 }
 
 StatusOr<NcclLibrary> LoadNcclFrom(const std::vector<std::string>& candidates) {
