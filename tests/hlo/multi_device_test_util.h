@@ -91,6 +91,24 @@ ENTRY e {
   ROOT x = f32[8] get-tuple-element(w), index=1
 })";
 
+// On 2 devices: replica 0 meets at all-reduce %ar inside a conditional's branch, replica 1 takes
+// the other branch, so the meeting can never complete (device 1 never arrives).
+inline constexpr char kOnlyReplicaZeroMeets[] = R"(
+with {
+  x = f32[4] parameter(0)
+  ROOT ar = f32[4] all-reduce(x), replica_groups={}, to_apply=add
+}
+without {
+  ROOT x = f32[4] parameter(0)
+}
+ENTRY e {
+  p = f32[4] parameter(0)
+  r = u32[] replica-id()
+  zero = u32[] constant(0)
+  first = pred[] compare(r, zero), direction=EQ
+  ROOT c = f32[4] conditional(first, p, p), true_computation=with, false_computation=without
+})";
+
 // Device d's arguments: one array per entry parameter (f32, its shape), values in [-2, 2)
 // from `seed`, distinct on every device.
 inline std::vector<std::vector<Literal>> RandomDeviceArguments(const HloModule& module, int64_t devices,

@@ -154,22 +154,7 @@ TEST(GpuMultiDeviceExecutableTest, RandomProgramsMatchTheEvaluator) {
 // A permutation that leaves device 1 waiting for a device that finished: one line, no hang.
 TEST(GpuMultiDeviceExecutableTest, AMeetingThatCannotCompleteFails) {
   if (!SimulatorAvailable()) GTEST_SKIP() << "no GPU simulator";
-  auto module = ParseWithReducers(R"(
-skip {
-  x = f32[4] parameter(0)
-  ROOT n = f32[4] negate(x)
-}
-meet {
-  x = f32[4] parameter(0)
-  ROOT a = f32[4] all-reduce(x), replica_groups={}, to_apply=add
-}
-ENTRY e {
-  p = f32[4] parameter(0)
-  r = u32[] replica-id()
-  zero = u32[] constant(0)
-  first = pred[] compare(r, zero), direction=EQ
-  ROOT c = f32[4] conditional(first, p, p), true_computation=skip, false_computation=meet
-})");
+  auto module = ParseWithReducers(xlens::testing::kOnlyReplicaZeroMeets);
   ASSERT_NE(module, nullptr);
   const DeviceTopology topology{2, 1};
   auto executable = GpuMultiDeviceExecutable::Compile(*module, topology, GpuCompileOptions{}, OpenSim);

@@ -172,21 +172,7 @@ ENTRY e {
 }
 
 TEST(MultiDeviceExecutableTest, ADeviceThatSkipsACollectiveFailsTheMeeting) {
-  auto module = ParseWithReducers(R"(
-with {
-  x = f32[2] parameter(0)
-  ROOT ar = f32[2] all-reduce(x), replica_groups={}, to_apply=add
-}
-without {
-  ROOT x = f32[2] parameter(0)
-}
-ENTRY e {
-  p = f32[2] parameter(0)
-  r = u32[] replica-id()
-  zero = u32[] constant(0)
-  first = pred[] compare(r, zero), direction=EQ
-  ROOT c = f32[2] conditional(first, p, p), true_computation=with, false_computation=without
-})");
+  auto module = ParseWithReducers(xlens::testing::kOnlyReplicaZeroMeets);
   ASSERT_NE(module, nullptr);
   auto executable = MultiDeviceExecutable::Compile(*module, {2, 1}, CompileOptions{});
   ASSERT_TRUE(executable.ok()) << executable.status().message();
