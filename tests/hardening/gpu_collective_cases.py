@@ -40,11 +40,12 @@ def cases(shared, root_user):
         _case("replica-groups-counted-over-partitions", _module(AR.format(groups="{{0,1,2,3}}")),
               SIM + ["--num_replicas=2", "--num_partitions=2"], r"%ar.*names replica 2, but there are 2"),
         # Channels and permutations.
-        _case("channel-used-twice",
-              _module("  a = f32[4] all-reduce(p), channel_id=7, replica_groups={{0,1}}, "
-                      "use_global_device_ids=true, to_apply=add\n"
-                      "  ROOT b = f32[4] all-reduce(a), channel_id=7, replica_groups={{0,1}}, "
-                      "use_global_device_ids=true, to_apply=add"), two, r"channel_id=7.*%a.*%b"),
+        # Two kinds of collective on one channel (an all-reduce, then an all-gather of its value).
+        _case("channel-used-by-two-kinds",
+              _module("  a = f32[4] all-reduce(p), channel_id=3, replica_groups={{0,1}}, "
+                      "use_global_device_ids=true, to_apply=add\n  ROOT g = f32[8] all-gather(a), "
+                      "channel_id=3, replica_groups={{1,0}}, use_global_device_ids=true, dimensions={0}"),
+              two, r"channel_id=3.*%a.*%g"),
         _case("permute-source-used-twice",
               _module("  ROOT cp = f32[4] collective-permute(p), source_target_pairs={{0,1},{0,2}}"),
               SIM + ["--num_replicas=3"], r"%cp.*source twice"),
