@@ -35,12 +35,20 @@ ReshapeMap ReshapeDims(const std::vector<int64_t>& in, const std::vector<int64_t
         po *= out[o1++];
       }
     }
-    if (i1 - i == 1 && o1 - o == 1) {
-      r.map[o] = static_cast<int64_t>(i);
+    // Dims of size 1 in a run (a squeeze's or an expand's) carry nothing: the run's major dims
+    // are its first ones of more than one element.
+    size_t im = i, om = o;
+    while (im + 1 < i1 && in[im] == 1) ++im;
+    while (om + 1 < o1 && out[om] == 1) ++om;
+    const auto sized = [](const std::vector<int64_t>& dims, size_t a, size_t b) {
+      return std::count_if(dims.begin() + a, dims.begin() + b, [](int64_t d) { return d > 1; });
+    };
+    if (sized(in, i, i1) <= 1 && sized(out, o, o1) <= 1) {
+      r.map[om] = static_cast<int64_t>(im);
     } else if (pi > 1) {
-      r.map[o] = static_cast<int64_t>(i);
+      r.map[om] = static_cast<int64_t>(im);
       // A split cuts the major result dim; a merge cuts the major operand dim.
-      r.divide[o] = std::min(in[i], out[o]);
+      r.divide[om] = std::min(in[im], out[om]);
     }
     i = i1;
     o = o1;

@@ -142,16 +142,18 @@ def build_programs(jax, n):
   programs.append(("uneven_tiles", uneven_tiles, [normal(2 * n, 6)], [s(line, "x", None)],
                    s(line)))
 
-  # A fori_loop of data-parallel SGD steps: the loop carries the replicated parameters and the
-  # batch-sharded data, so its body is what gets partitioned (the gradients all-reduced each step).
-  def loop_train_step(w, x, y):
-    def step(_, w):
-      grad = jax.grad(lambda w: jnp.mean((jnp.tanh(x @ w) - y) ** 2))(w)
-      return w - 0.5 * grad
-    return jax.lax.fori_loop(0, 3, step, w)
+  # A scan of data-parallel SGD steps over microbatches: the loop carries the replicated
+  # parameters and the stacked batch-sharded data, so its body is what gets partitioned (each
+  # step's microbatch sliced and squeezed, the gradients all-reduced, a loss stacked per step).
+  def loop_train_step(w, xs, ys):
+    def step(w, xy):
+      x, y = xy
+      loss, grad = jax.value_and_grad(lambda w: jnp.mean((jnp.tanh(x @ w) - y) ** 2))(w)
+      return w - 0.5 * grad, loss
+    return jax.lax.scan(step, w, (xs, ys))
   programs.append(("loop_train_step", loop_train_step,
-                   [normal(8, 4), normal(4 * n, 8), normal(4 * n, 4)],
-                   [s(line), s(line, "x", None), s(line, "x", None)], s(line)))
+                   [normal(8, 4), normal(3, 4 * n, 8), normal(3, 4 * n, 4)],
+                   [s(line), s(line, None, "x", None), s(line, None, "x", None)], (s(line), s(line))))
 
   # An embedding table cut along its vocabulary: the lookup (a gather) and its gradient (a
   # scatter-add) run on each device's rows, as XLA masks the ids another device holds.

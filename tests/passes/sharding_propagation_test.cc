@@ -40,6 +40,22 @@ ENTRY e {
   EXPECT_EQ(ShardingOf(*module, "z"), "{replicated}");
 }
 
+TEST(ShardingPropagationTest, SqueezesAndExpandsCarryTheTiledDim) {
+  // A scan's step takes a slice [1,16,8] of the stacked batch and squeezes it: the batch's cut
+  // follows it through the dims of size 1 both ways.
+  auto module = ParseModuleOrDie(R"(HloModule m, num_partitions=4
+ENTRY e {
+  x = f32[1,16,8] parameter(0), sharding={devices=[1,4,1]<=[4]}
+  s = f32[16,8] reshape(x)
+  n = f32[16,8] negate(s)
+  ROOT e = f32[16,1,8,1] reshape(n)
+})");
+  ShardingPropagation pass;
+  ASSERT_TRUE(RunPassChecked(pass, *module).ok());
+  EXPECT_EQ(ShardingOf(*module, "s"), "{devices=[4,1]<=[4]}");
+  EXPECT_EQ(ShardingOf(*module, "e"), "{devices=[4,1,1,1]<=[4]}");
+}
+
 TEST(ShardingPropagationTest, ReduceTransposeAndReshapeCarryTheTiledDim) {
   auto module = ParseModuleOrDie(R"(HloModule m, num_partitions=4
 add {
