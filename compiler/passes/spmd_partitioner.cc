@@ -361,8 +361,8 @@ class Partitioner {
     cond_partitioner.next_channel_ = body_partitioner.b_->next_channel();
     ASSIGN_OR_RETURN(HloComputation* new_cond, cond_partitioner.Build(cond, comp_));
     b_->set_next_channel(cond_partitioner.b_->next_channel());
-    if (!ShapeUtilEqual(new_body->root_instruction()->shape(), init->shape()) ||
-        !ShapeUtilEqual(new_body->parameter_instruction(0)->shape(), init->shape())) {
+    if (!SameShape(new_body->root_instruction()->shape(), init->shape()) ||
+        !SameShape(new_body->parameter_instruction(0)->shape(), init->shape())) {
       return Error(fmt::format("the partitioned body of %{} takes {} and gives {}, its state is {}",
                                instr.name(), new_body->parameter_instruction(0)->shape().ToString(),
                                new_body->root_instruction()->shape().ToString(), init->shape().ToString()));
@@ -560,7 +560,8 @@ class Partitioner {
     return true;
   }
 
-  static bool ShapeUtilEqual(const Shape& a, const Shape& b) { return a.ToString() == b.ToString(); }
+  // Dims, element types and layouts alike.
+  static bool SameShape(const Shape& a, const Shape& b) { return a.ToString() == b.ToString(); }
 
   // A flat tuple of whole values from `in`'s pieces (each element gathered as needed).
   HloInstruction* WholeTuple(const Piece& in, const Shape& global, const std::string& what) {
