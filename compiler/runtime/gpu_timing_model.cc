@@ -43,7 +43,7 @@ GpuTarget Gh100(std::string name, std::string description, double peak_gbps, dou
   return t;
 }
 
-int64_t CeilDiv(int64_t a, int64_t b) { return (a + b - 1) / b; }
+int64_t CeilOfRatio(int64_t a, int64_t b) { return (a + b - 1) / b; }
 
 }  // namespace
 
@@ -59,7 +59,7 @@ StatusOr<GpuTarget> GpuTargetByName(const std::string& name) {
 GpuOccupancy ComputeOccupancy(const GpuTarget& target, int64_t threads_per_block,
                               int registers_per_thread, int64_t shared_bytes) {
   GpuOccupancy occupancy;
-  const int64_t warps_per_block = std::max<int64_t>(1, CeilDiv(threads_per_block, 32));
+  const int64_t warps_per_block = std::max<int64_t>(1, CeilOfRatio(threads_per_block, 32));
   if (threads_per_block > target.max_threads_per_block ||
       registers_per_thread > target.max_registers_per_thread ||
       shared_bytes > target.shared_bytes_per_block) {
@@ -76,7 +76,7 @@ GpuOccupancy ComputeOccupancy(const GpuTarget& target, int64_t threads_per_block
   if (registers_per_thread > 0) {
     // Registers are allocated per warp in units of 256.
     const int64_t per_warp =
-        CeilDiv(int64_t{registers_per_thread} * 32, target.register_allocation_unit) *
+        CeilOfRatio(int64_t{registers_per_thread} * 32, target.register_allocation_unit) *
         target.register_allocation_unit;
     limits.push_back({(target.registers_per_sm / per_warp) / warps_per_block, "registers"});
   }
@@ -98,7 +98,7 @@ KernelPrediction PredictKernelTime(const GpuTarget& target, const KernelWorkload
   KernelPrediction p;
   const int registers = workload.registers_per_thread > 0 ? workload.registers_per_thread : 32;
   p.occupancy = ComputeOccupancy(target, workload.threads_per_block, registers, workload.shared_bytes);
-  const int64_t warps_per_block = std::max<int64_t>(1, CeilDiv(workload.threads_per_block, 32));
+  const int64_t warps_per_block = std::max<int64_t>(1, CeilOfRatio(workload.threads_per_block, 32));
   const double total_warps = static_cast<double>(workload.blocks * warps_per_block);
   const double resident =
       std::min(total_warps, static_cast<double>(target.sms) * std::max(1, p.occupancy.warps_per_sm));
