@@ -273,7 +273,9 @@ TEST(ThreadPoolTest, ChunksRunUnderTheCallersFloatControl) {
     EXPECT_NE(flushing, plain);
     for (uint32_t c : controls()) EXPECT_EQ(c & ~0x3fu, flushing & ~0x3fu);
   }
-  EXPECT_EQ(GetFloatControl(), plain);
+  // The low six bits are MXCSR's sticky exception flags, which any inexact operation sets (the
+  // pool's own timing arithmetic included); the modes are what must come back.
+  EXPECT_EQ(GetFloatControl() & ~0x3fu, plain & ~0x3fu);
   for (uint32_t c : controls()) EXPECT_EQ(c & ~0x3fu, plain & ~0x3fu);
 }
 
