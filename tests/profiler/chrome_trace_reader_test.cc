@@ -3,6 +3,8 @@
 #include <unistd.h>
 #include <zlib.h>
 
+#include <cstdio>
+#include <cstdlib>
 #include <filesystem>
 #include <map>
 
@@ -11,6 +13,7 @@
 #include <gtest/gtest.h>
 
 #include "compiler/support/file_io.h"
+#include "compiler/support/temporary_directory.h"
 #include "profiler/chrome_trace_writer.h"
 
 namespace xlens::profiler {
@@ -20,9 +23,16 @@ namespace fs = std::filesystem;
 using ::testing::HasSubstr;
 
 std::string TempPath(const std::string& name) {
-  fs::path dir = fs::temp_directory_path() / fmt::format("xlens_reader_test_{}", ::getpid());
-  fs::create_directories(dir);
-  return (dir / name).string();
+  // One folder per test process, removed when the process ends (or is signalled).
+  static const TemporaryDirectory dir = [] {
+    StatusOr<TemporaryDirectory> made = TemporaryDirectory::Create("trace-reader-test");
+    if (!made.ok()) {
+      std::fprintf(stderr, "%s\n", made.status().message().c_str());
+      std::abort();
+    }
+    return std::move(*made);
+  }();
+  return dir.path() + "/" + name;
 }
 
 std::string Testdata(const std::string& name) { return std::string(XLENS_TESTDATA_DIR) + "/" + name; }

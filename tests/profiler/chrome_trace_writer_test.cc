@@ -3,6 +3,8 @@
 #include <unistd.h>
 #include <zlib.h>
 
+#include <cstdio>
+#include <cstdlib>
 #include <filesystem>
 #include <fstream>
 
@@ -12,6 +14,7 @@
 #include <nlohmann/json.hpp>
 
 #include "compiler/support/file_io.h"
+#include "compiler/support/temporary_directory.h"
 #include "profiler/trace_schema.h"
 
 namespace xlens::profiler {
@@ -20,9 +23,16 @@ namespace {
 namespace fs = std::filesystem;
 
 std::string TempPath(const std::string& name) {
-  fs::path dir = fs::temp_directory_path() / fmt::format("xlens_writer_test_{}", ::getpid());
-  fs::create_directories(dir);
-  return (dir / name).string();
+  // One folder per test process, removed when the process ends (or is signalled).
+  static const TemporaryDirectory dir = [] {
+    StatusOr<TemporaryDirectory> made = TemporaryDirectory::Create("trace-writer-test");
+    if (!made.ok()) {
+      std::fprintf(stderr, "%s\n", made.status().message().c_str());
+      std::abort();
+    }
+    return std::move(*made);
+  }();
+  return dir.path() + "/" + name;
 }
 
 // A small timeline in the shape the runtime and CUPTI collector produce.

@@ -2,6 +2,8 @@
 
 #include <unistd.h>
 
+#include <cstdio>
+#include <cstdlib>
 #include <filesystem>
 #include <string>
 
@@ -10,6 +12,7 @@
 #include <gtest/gtest.h>
 
 #include "compiler/support/file_io.h"
+#include "compiler/support/temporary_directory.h"
 #include "profiler/chrome_trace_reader.h"
 #include "profiler/proto/xplane.pb.h"
 #include "profiler/trace_summary.h"
@@ -22,9 +25,16 @@ namespace xp = xlens::xplaneproto;
 using ::testing::HasSubstr;
 
 std::string TempPath(const std::string& name) {
-  fs::path dir = fs::temp_directory_path() / fmt::format("xlens_xspace_test_{}", ::getpid());
-  fs::create_directories(dir);
-  return (dir / name).string();
+  // One folder per test process, removed when the process ends (or is signalled).
+  static const TemporaryDirectory dir = [] {
+    StatusOr<TemporaryDirectory> made = TemporaryDirectory::Create("xspace-test");
+    if (!made.ok()) {
+      std::fprintf(stderr, "%s\n", made.status().message().c_str());
+      std::abort();
+    }
+    return std::move(*made);
+  }();
+  return dir.path() + "/" + name;
 }
 
 void AddStat(xp::XPlane& plane, google::protobuf::RepeatedPtrField<xp::XStat>* stats, int64_t id,

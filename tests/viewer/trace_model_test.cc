@@ -5,6 +5,8 @@
 
 #include <algorithm>
 #include <cctype>
+#include <cstdio>
+#include <cstdlib>
 #include <filesystem>
 #include <map>
 #include <set>
@@ -15,6 +17,7 @@
 #include <fmt/ranges.h>
 
 #include "compiler/support/file_io.h"
+#include "compiler/support/temporary_directory.h"
 #include "profiler/chrome_trace_reader.h"
 #include "profiler/chrome_trace_writer.h"
 #include "profiler/trace.h"
@@ -31,9 +34,16 @@ std::string DumpTrace() {
 }
 
 std::string TempPath(const std::string& name) {
-  fs::path dir = fs::temp_directory_path() / ("xlens_trace_model_test_" + std::to_string(::getpid()));
-  fs::create_directories(dir);
-  return (dir / name).string();
+  // One folder per test process, removed when the process ends (or is signalled).
+  static const TemporaryDirectory dir = [] {
+    StatusOr<TemporaryDirectory> made = TemporaryDirectory::Create("trace-model-test");
+    if (!made.ok()) {
+      std::fprintf(stderr, "%s\n", made.status().message().c_str());
+      std::abort();
+    }
+    return std::move(*made);
+  }();
+  return dir.path() + "/" + name;
 }
 
 bool ContainsIgnoringCase(const std::string& text, const std::string& needle) {
