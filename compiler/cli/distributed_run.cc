@@ -71,16 +71,7 @@ Status WriteGlobalOutputsOnRankZero(const RunArgs& args, const HloModule& module
     std::string_view in = all[r];
     for (int64_t d : DevicesOfRank(topology.num_devices(), r, mpi.num_ranks())) {
       Literal value(shape);
-      bool short_payload = false;
-      ForEachArrayLeaf(value, [&](Literal& leaf) {
-        if (in.size() < leaf.size_bytes()) {
-          short_payload = true;
-          return;
-        }
-        std::memcpy(leaf.untyped_data(), in.data(), leaf.size_bytes());
-        in.remove_prefix(leaf.size_bytes());
-      });
-      if (short_payload) {
+      if (!ReadArrayLeaves(in, value)) {
         return Error(fmt::format("the global outputs: rank {} sent {} bytes, too few for its "
                                  "devices' results", r, all[r].size()));
       }

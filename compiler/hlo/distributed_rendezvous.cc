@@ -77,27 +77,6 @@ const Shape& ResultShape(const HloInstruction& instruction, size_t k) {
   return instruction.shape().IsTuple() ? instruction.shape().tuple_shapes()[k] : instruction.shape();
 }
 
-// out = in[0] op in[1] op ... in order, as the evaluator folds them; `out` may be in[0].
-void FoldInOrder(evaluator_internal::BinaryKernel fold, bool swapped,
-                 const std::vector<const char*>& in, char* out, int64_t n, int64_t width) {
-  if (in.size() == 1) {
-    if (out != in[0]) std::memmove(out, in[0], static_cast<size_t>(n * width));
-    return;
-  }
-  if (swapped) {
-    fold(in[1], in[0], out, n);
-  } else {
-    fold(in[0], in[1], out, n);
-  }
-  for (size_t m = 2; m < in.size(); ++m) {
-    if (swapped) {
-      fold(in[m], out, out, n);
-    } else {
-      fold(out, in[m], out, n);
-    }
-  }
-}
-
 bool Overlap(const char* a, int64_t a_bytes, const char* b, int64_t b_bytes) {
   return a < b + b_bytes && b < a + a_bytes;
 }
@@ -291,16 +270,7 @@ Status DistributedRendezvous::Step(const HloInstruction& instruction, int64_t oc
         continue;
       }
       Literal value(like.shape());
-      bool short_payload = false;
-      ForEachArrayLeaf(value, [&](Literal& leaf) {
-        if (in.size() < leaf.size_bytes()) {
-          short_payload = true;
-          return;
-        }
-        std::memcpy(leaf.untyped_data(), in.data(), leaf.size_bytes());
-        in.remove_prefix(leaf.size_bytes());
-      });
-      if (short_payload) {
+      if (!ReadArrayLeaves(in, value)) {
         return Error(fmt::format("{}: rank {} brought {} bytes, too few for its devices' {}",
                                  CollectiveWhere(mine.instruction, occurrence), r, all[r].second.size(),
                                  like.shape().ToString(false)));
@@ -619,7 +589,7 @@ Status DistributedRendezvous::StepOnBuffers(const HloInstruction& instruction, i
       // This process's members folded into the first one's result, reduced over the processes
       // in place there, and copied to the others'.
       char* acc = buffers(members[0]).results[k];
-      FoldInOrder(fold, swapped, sources, acc, n, width);
+      evaluator_internal::FoldInOrder(fold, swapped, sources, acc, n, width);
       transport_->AllReduce(communicator, acc, n, type, *plan.buffer_reduction, what, timeout);
       for (size_t j = 1; j < local; ++j) {
         std::memcpy(buffers(members[j]).results[k], acc, static_cast<size_t>(n * width));
@@ -673,7 +643,7 @@ Status DistributedRendezvous::StepOnBuffers(const HloInstruction& instruction, i
       const char* whole = sources[0];
       if (local > 1) {
         folded.resize(static_cast<size_t>(n * width));
-        FoldInOrder(fold, swapped, sources, folded.data(), n, width);
+        evaluator_internal::FoldInOrder(fold, swapped, sources, folded.data(), n, width);
         whole = folded.data();
       }
       std::vector<char> packed;

@@ -123,6 +123,30 @@ using BinaryKernel = void (*)(const void* lhs, const void* rhs, void* out, int64
 StatusOr<BinaryKernel> SelectBinaryKernel(const HloInstruction& instruction,
                                           PrimitiveType operand_type);
 
+// out = in[0] op in[1] op ... in member order, `n` elements of `width` bytes, as the evaluator
+// folds a collective's operands (its accumulator starts as the first member's value); `out` may
+// be in[0] itself. Byte is char or uint8_t, whichever the caller's buffers are.
+template <typename Byte>
+void FoldInOrder(BinaryKernel fold, bool swapped, const std::vector<const Byte*>& in, Byte* out,
+                 int64_t n, int64_t width) {
+  if (in.size() == 1) {
+    if (out != in[0]) std::memmove(out, in[0], static_cast<size_t>(n * width));
+    return;
+  }
+  if (swapped) {
+    fold(in[1], in[0], out, n);
+  } else {
+    fold(in[0], in[1], out, n);
+  }
+  for (size_t m = 2; m < in.size(); ++m) {
+    if (swapped) {
+      fold(in[m], out, out, n);
+    } else {
+      fold(out, in[m], out, n);
+    }
+  }
+}
+
 // When `to_apply` is one elementwise binary instruction of its two parameters (add, multiply,
 // maximum, ... of `type`), the evaluator's own kernel for it, which folds whole arrays with the
 // same bits as calling to_apply per element; `swapped` when it reads parameter 1 first; else

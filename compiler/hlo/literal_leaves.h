@@ -3,6 +3,8 @@
 #pragma once
 
 #include <cstdint>
+#include <cstring>
+#include <string_view>
 
 #include "compiler/hlo/literal.h"
 
@@ -16,6 +18,21 @@ void ForEachArrayLeaf(L& literal, Fn&& fn) {
     return;
   }
   if (literal.shape().IsArray()) fn(literal);
+}
+
+// Fills the array leaves of `value`, in ForEachArrayLeaf's order, from the front of `bytes`,
+// which it consumes: a transport's message read back. False when `bytes` holds too few.
+inline bool ReadArrayLeaves(std::string_view& bytes, Literal& value) {
+  bool enough = true;
+  ForEachArrayLeaf(value, [&](Literal& leaf) {
+    if (!enough || bytes.size() < static_cast<size_t>(leaf.size_bytes())) {
+      enough = false;
+      return;
+    }
+    std::memcpy(leaf.untyped_data(), bytes.data(), leaf.size_bytes());
+    bytes.remove_prefix(leaf.size_bytes());
+  });
+  return enough;
 }
 
 }  // namespace xlens

@@ -98,28 +98,6 @@ bool CanRunInPlace(const HloInstruction& collective, const DeviceCollectives* de
 
 namespace {
 
-// out = in[0] op in[1] op ... in rank order, `n` elements, as the evaluator folds them (its
-// accumulator starts as rank 0's value); `out` may be in[0] itself.
-void Fold(evaluator_internal::BinaryKernel fold, bool swapped, const std::vector<const uint8_t*>& in,
-          uint8_t* out, int64_t n, int64_t width) {
-  if (in.size() == 1) {
-    std::memmove(out, in[0], n * width);
-    return;
-  }
-  if (swapped) {
-    fold(in[1], in[0], out, n);
-  } else {
-    fold(in[0], in[1], out, n);
-  }
-  for (size_t m = 2; m < in.size(); ++m) {
-    if (swapped) {
-      fold(in[m], out, out, n);
-    } else {
-      fold(out, in[m], out, n);
-    }
-  }
-}
-
 int64_t Product(const Shape& shape, int64_t from, int64_t to) {
   int64_t product = 1;
   for (int64_t i = from; i < to; ++i) product *= shape.dimensions()[i];
@@ -237,7 +215,7 @@ StatusOr<bool> RunInPlace(const HloInstruction& collective, DeviceCollectives& d
       if (begin >= end) continue;
       for (size_t m = 0; m < members; ++m) sources[m] = in(m, k) + begin * width;
       uint8_t* acc = out(0, k) + begin * width;
-      Fold(fold, swapped, sources, acc, end - begin, width);
+      evaluator_internal::FoldInOrder(fold, swapped, sources, acc, end - begin, width);
       for (size_t m = 1; m < members; ++m) {
         std::memcpy(out(m, k) + begin * width, acc, (end - begin) * width);
       }
@@ -264,7 +242,7 @@ StatusOr<bool> RunInPlace(const HloInstruction& collective, DeviceCollectives& d
         for (size_t m = 0; m < members; ++m) {
           sources[m] = in(m, k) + (o * m_count + rank) * piece * width;
         }
-        Fold(fold, swapped, sources, mine_out + o * piece * width, piece, width);
+        evaluator_internal::FoldInOrder(fold, swapped, sources, mine_out + o * piece * width, piece, width);
       }
     }
   }
