@@ -17,6 +17,7 @@
 #include "compiler/hlo/parser.h"
 #include "compiler/support/file_io.h"
 #include "nested_modules.h"
+#include "scratch_directory.h"
 
 namespace xlens {
 namespace {
@@ -46,8 +47,7 @@ void ExpectRenders(const std::string& dot, const std::string& name) {
   if (!HaveGraphviz()) {
     GTEST_SKIP() << "Graphviz `dot` is not on PATH: structure checked, rendering skipped";
   }
-  fs::path dir = fs::path(::testing::TempDir()) / "dot_printer_test";
-  fs::create_directories(dir);
+  const fs::path dir = ::xlens::testing::ScratchDirectory();
   fs::path input = dir / (name + ".dot");
   fs::path svg = dir / (name + ".svg");
   fs::path errors = dir / (name + ".stderr");

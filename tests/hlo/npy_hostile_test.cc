@@ -25,6 +25,7 @@
 #include "compiler/hlo/npy.h"
 #include "compiler/support/file_io.h"
 #include "compiler/support/terminal_text.h"
+#include "scratch_directory.h"
 
 namespace xlens {
 namespace {
@@ -35,12 +36,7 @@ using ::testing::StartsWith;
 
 constexpr size_t kLongestMessage = 1000;
 
-fs::path FreshTempDir(const std::string& name) {
-  fs::path dir = fs::path(::testing::TempDir()) / ("npy_hostile_test_" + name);
-  fs::remove_all(dir);
-  fs::create_directories(dir);
-  return dir;
-}
+using ::xlens::testing::FreshScratchDir;
 
 // A .npy file of `major` version around the header text `dict` (no alignment: the reader must
 // not need it).
@@ -249,7 +245,7 @@ std::string ReadNpyMessage(const std::string& path) {
 }
 
 TEST(NpyHostileTest, SpecialFilesAreRefusedWithoutBlocking) {
-  fs::path dir = FreshTempDir("special");
+  fs::path dir = FreshScratchDir("special");
   const std::string fifo = (dir / "fifo.npy").string();
   ASSERT_EQ(::mkfifo(fifo.c_str(), 0600), 0);
   fs::create_directory(dir / "dir.npy");
@@ -273,7 +269,7 @@ TEST(NpyHostileTest, SpecialFilesAreRefusedWithoutBlocking) {
 
 TEST(NpyHostileTest, AFileLargerThanTheInputLimitIsRefusedBeforeItIsRead) {
   // A sparse file: 3 GiB long, no disk used. Reading it whole would take 3 GiB of memory.
-  fs::path dir = FreshTempDir("sparse");
+  fs::path dir = FreshScratchDir("sparse");
   const std::string path = (dir / "big.npy").string();
   {
     StatusOr<OutputFile> out = OutputFile::Create(path);
@@ -288,7 +284,7 @@ TEST(NpyHostileTest, AFileLargerThanTheInputLimitIsRefusedBeforeItIsRead) {
 }
 
 TEST(NpyHostileTest, WritingKeepsLinksDevicesAndDirectoriesAsTheyAre) {
-  fs::path dir = FreshTempDir("write");
+  fs::path dir = FreshScratchDir("write");
   Shape shape(PrimitiveType::F32, {2});
   shape.SetDefaultLayout();
   Literal literal(shape);

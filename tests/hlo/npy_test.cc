@@ -13,6 +13,7 @@
 #include <gtest/gtest.h>
 
 #include "compiler/support/file_io.h"
+#include "scratch_directory.h"
 
 namespace xlens {
 namespace {
@@ -23,12 +24,7 @@ using ::testing::StartsWith;
 
 const fs::path kFixtures = fs::path(XLENS_SOURCE_DIR) / "tests/hlo/testdata/npy";
 
-fs::path FreshTempDir(const std::string& name) {
-  fs::path dir = fs::path(::testing::TempDir()) / ("npy_test_" + name);
-  fs::remove_all(dir);
-  fs::create_directories(dir);
-  return dir;
-}
+using ::xlens::testing::FreshScratchDir;
 
 // A literal of `type` and `dims` whose element i is i - 3 (wrapping for unsigned types,
 // 1 for odd i for pred, i - 3i*j for complex).
@@ -84,7 +80,7 @@ TEST(NpyTest, RoundTripsEverySupportedType) {
 }
 
 TEST(NpyTest, WriteAndReadFiles) {
-  fs::path dir = FreshTempDir("files");
+  fs::path dir = FreshScratchDir("files");
   Literal literal = Iota(PrimitiveType::F32, {4, 5});
   std::string path = (dir / "x.npy").string();
   ASSERT_TRUE(WriteNpy(path, literal).ok());
@@ -139,7 +135,7 @@ TEST(NpyTest, RefusesLiteralsWithoutData) {
   }
   StatusOr<std::string> f4 = SerializeNpy(refused[0]);
   EXPECT_THAT(f4.status().message(), HasSubstr("no dtype for f4e2m1fn"));
-  fs::path path = FreshTempDir("refused") / "t.npy";
+  fs::path path = FreshScratchDir("refused") / "t.npy";
   Status write = WriteNpy(path.string(), refused[1]);
   ASSERT_FALSE(write.ok());
   EXPECT_THAT(write.message(), HasSubstr("t.npy"));
@@ -366,7 +362,7 @@ TEST(NpyTest, NumpyReadsWhatXlensWrites) {
   if (std::system("python3 -c 'import numpy' >/dev/null 2>&1") != 0) {
     GTEST_SKIP() << "python3 with numpy is not available; the committed fixtures cover reading";
   }
-  fs::path dir = FreshTempDir("numpy");
+  fs::path dir = FreshScratchDir("numpy");
   std::vector<Literal> cases = RoundTripCases();
   for (size_t i = 0; i < cases.size(); ++i) {
     ASSERT_TRUE(WriteNpy((dir / ("case" + std::to_string(i) + ".npy")).string(), cases[i]).ok());
