@@ -2,8 +2,6 @@
 // unpack or give one clean error line, with no crash, no sanitizer report, no hang, and nothing
 // left outside the private directory (which is gone afterwards, whatever happened). The bytes are
 // written to a file because the reader takes a path, as `xlens replay` does.
-#include <unistd.h>
-
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
@@ -13,23 +11,31 @@
 
 #include "compiler/support/file_io.h"
 #include "dump/bundle_reader.h"
+#include "tests/scratch_directory.h"
 
 namespace {
 
-// A scratch directory per process: the input file and the parent of the private directories.
+// A scratch directory per process, removed when the process ends: the input file and the parent
+// of the private directories.
 const std::filesystem::path& Scratch() {
   static const std::filesystem::path dir = [] {
-    auto d = std::filesystem::temp_directory_path() /
-             ("xlens_bundle_fuzz_" + std::to_string(::getpid()));
+    std::filesystem::path d = xlens::testing::ScratchDirectory("bundle-fuzz");
     std::filesystem::create_directories(d / "unpack");
-    // Expansion is bounded well below the fuzzer's memory limit.
-    xlens::SetMaxInputBytes(int64_t{64} << 20);
     return d;
   }();
   return dir;
 }
 
 }  // namespace
+
+extern "C" int LLVMFuzzerInitialize(int*, char***) {
+  // Expansion is bounded well below the fuzzer's memory limit.
+  xlens::SetMaxInputBytes(int64_t{64} << 20);
+  // Made before libFuzzer sets its signal handlers, so that its own removal on SIGINT and SIGTERM
+  // is the one kept.
+  Scratch();
+  return 0;
+}
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   const auto& scratch = Scratch();

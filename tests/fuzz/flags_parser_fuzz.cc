@@ -6,8 +6,6 @@
 //
 // The first byte picks where the rest goes (its value modulo 4): 0 XLA_FLAGS, 1 a file named by
 // XLA_FLAGS, 2 TF_XLA_FLAGS, 3 the command line (one flag per line).
-#include <unistd.h>
-
 #include <algorithm>
 #include <cstdint>
 #include <cstdio>
@@ -20,6 +18,7 @@
 #include "compiler/support/file_io.h"
 #include "compiler/support/terminal_text.h"
 #include "dump/flags.h"
+#include "tests/scratch_directory.h"
 
 namespace {
 
@@ -28,9 +27,10 @@ namespace {
   std::abort();
 }
 
-// This process's flags file, rewritten for every input.
+// This process's flags file, rewritten for every input, in a private folder that goes when the
+// process ends (a name under /tmp would be left behind by every run).
 const std::string& FlagsFile() {
-  static const std::string path = "/tmp/xlens_flags_fuzz_" + std::to_string(::getpid()) + ".txt";
+  static const std::string path = xlens::testing::ScratchDirectory("flags-fuzz") + "/flags.txt";
   return path;
 }
 
@@ -40,7 +40,9 @@ extern "C" int LLVMFuzzerInitialize(int*, char***) {
   // A value that does not start with "-" names a file; the fuzzer may name any file on the
   // machine, so a large one is refused rather than read.
   xlens::SetMaxInputBytes(int64_t{1} << 20);
-  std::atexit([] { std::remove(FlagsFile().c_str()); });
+  // Made before libFuzzer sets its signal handlers, so that its own removal on SIGINT and SIGTERM
+  // is the one kept.
+  FlagsFile();
   return 0;
 }
 
