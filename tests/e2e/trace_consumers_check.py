@@ -312,6 +312,10 @@ def check_perfetto(trace_path, exp, screenshot, workdir, deadline):
 
     server = proc = cdp = None
     profile = tempfile.mkdtemp(prefix="profile-", dir=workdir)
+    # Chromium makes its singleton socket's folder (org.chromium.Chromium.XXXXXX) under TMPDIR
+    # whatever the profile, and leaves it when it is stopped by a signal: inside workdir, it goes
+    # with the rest.
+    chrome_tmp = tempfile.mkdtemp(prefix="tmp-", dir=workdir)
     chrome_log = os.path.join(workdir, "chromium.log")
     try:
         server, requests = start_server(web, trace_path)
@@ -323,7 +327,8 @@ def check_perfetto(trace_path, exp, screenshot, workdir, deadline):
                  "--disable-background-networking", "--disable-component-update", "--disable-sync",
                  "--remote-debugging-port=0", "--remote-debugging-address=127.0.0.1",
                  f"--user-data-dir={profile}", "--window-size=1600,900", "about:blank"],
-                stdin=subprocess.DEVNULL, stdout=logf, stderr=logf, start_new_session=True)
+                stdin=subprocess.DEVNULL, stdout=logf, stderr=logf, start_new_session=True,
+                env=dict(os.environ, TMPDIR=chrome_tmp))
 
         # Chromium writes the DevTools port it picked into the profile directory.
         port_file = os.path.join(profile, "DevToolsActivePort")
