@@ -73,8 +73,14 @@ SCRIPT_TIMEOUT = 240
 def run_script(script, args, env=None, timeout=SCRIPT_TIMEOUT, **kwargs):
     """Runs `script` (a test's own file, for its TensorFlow side) with `args` in a new Python, for
     at most `timeout` seconds. Past it the child is killed and the result is a failure, exit 124,
-    whose stderr (also printed) says which script did not finish."""
+    whose stderr (also printed) says which script did not finish.
+
+    The child's TMPDIR is a folder of its own, removed when the child ends: TensorFlow's autograph
+    writes __autograph_generated_file*.py there and removes them only at a clean interpreter exit,
+    which a child that ends with os._exit (or is killed) never has."""
     cmd = [sys.executable, os.path.abspath(script)] + list(args)
+    child_tmp = tempfile.mkdtemp(prefix="xlens-tf-child-")
+    env = dict(os.environ if env is None else env, TMPDIR=child_tmp)
     try:
         return subprocess.run(cmd, env=env, timeout=timeout, **kwargs)
     except subprocess.TimeoutExpired as e:
@@ -86,6 +92,8 @@ def run_script(script, args, env=None, timeout=SCRIPT_TIMEOUT, **kwargs):
         if text and isinstance(out, bytes):
             out = out.decode(errors="replace")
         return subprocess.CompletedProcess(cmd, 124, out, message if text else message.encode())
+    finally:
+        shutil.rmtree(child_tmp, ignore_errors=True)
 
 
 def save_case(np, directory, name, graph_def, x, refs, meta):
