@@ -14,4 +14,5 @@ XLENS_UNITY_BUILD=ON scripts/build.sh | tail -n 1
 # compile: pip reuses build/); the python_package test runs its pytest suite there.
 scripts/install_python_package.sh
 cd build
-ctest --output-on-failure -j2 "$@"
+# A run leaves nothing in the temporary folder: what it does leave is named, and the run fails.
+exec ../scripts/tmp_leftovers.sh ctest --output-on-failure -j2 "$@"
