@@ -56,6 +56,32 @@ std::string Reduce(const std::string& shape, const std::string& out, const std::
 
 const ErrorSpec kFloat{1e-3, 1e-3};
 
+// A module whose entry calls `body` (a fused computation's lines, parameters first, its root
+// last) as one kInput fusion of the entry's parameters, declared as `body` declares them, beside
+// `computations` (the reducers).
+std::string InInputFusion(const std::string& body, const std::string& computations = kReducers) {
+  std::string parameters, operands, root_shape;
+  size_t start = 0;
+  while (start < body.size()) {
+    size_t end = body.find('\n', start);
+    if (end == std::string::npos) end = body.size();
+    const std::string line = body.substr(start, end - start);
+    start = end + 1;
+    if (line.find(" parameter(") != std::string::npos) {
+      parameters += line + "\n";
+      const size_t name = line.find_first_not_of(' ');
+      operands += (operands.empty() ? "" : ", ") + line.substr(name, line.find(' ', name) - name);
+    } else if (line.starts_with("  ROOT ")) {
+      // The shape after "= ": a tuple's up to its closing parenthesis, an array's up to a space.
+      const size_t shape = line.find("= ") + 2;
+      const size_t shape_end = line[shape] == '(' ? line.find(')', shape) + 1 : line.find(' ', shape);
+      root_shape = line.substr(shape, shape_end - shape);
+    }
+  }
+  return "HloModule m\n" + computations + "fused {\n" + body + "}\nENTRY e {\n" + parameters +
+         "  ROOT f = " + root_shape + " fusion(" + operands + "), kind=kInput, calls=fused\n}\n";
+}
+
 TEST(CpuColumnReductionPlanTest, ASumOverRowsOfOneWideRowIsSlicedAcrossTheRows) {
   // f32[4096,1024] over dimension 0: one output row of 1024, so the kept dimension gives one
   // task; 64 slices of 64 rows, each reading whole 4 KiB rows.
@@ -184,17 +210,12 @@ TEST(CpuColumnReductionTest, NonDefaultLayouts) {
 }
 
 TEST(CpuColumnReductionTest, FusedProducerIsComputedInTheSweep) {
-  const std::string text = std::string("HloModule m\n") + kReducers + R"(
-fused {
+  const std::string text = InInputFusion(R"(
   x = f32[2048,100] parameter(0)
   e = f32[2048,100] exponential(x)
   z = f32[] constant(0)
   ROOT r = f32[100] reduce(e, z), dimensions={0}, to_apply=add
-}
-ENTRY e {
-  x = f32[2048,100] parameter(0)
-  ROOT f = f32[100] fusion(x), kind=kInput, calls=fused
-})";
+)");
   KernelSpec spec = SpecOfRoot(text);
   ASSERT_EQ(spec.phases.size(), 2u);
   EXPECT_EQ(spec.phases[0].tasks, 3);
@@ -204,8 +225,7 @@ ENTRY e {
 TEST(CpuColumnReductionTest, SiblingReductionsShareOneSweep) {
   // sum(x) and sum(x * x) over the same rows, and a max: one sweep phase and one combine phase
   // for all three, not one pair per output.
-  const std::string text = std::string("HloModule m\n") + kReducers + R"(
-fused {
+  const std::string text = InInputFusion(R"(
   x = f32[3000,130] parameter(0)
   sq = f32[3000,130] multiply(x, x)
   z = f32[] constant(0)
@@ -214,11 +234,7 @@ fused {
   s2 = f32[130] reduce(sq, z), dimensions={0}, to_apply=add
   m = f32[130] reduce(x, lo), dimensions={0}, to_apply=max
   ROOT t = (f32[130], f32[130], f32[130]) tuple(s, s2, m)
-}
-ENTRY e {
-  x = f32[3000,130] parameter(0)
-  ROOT f = (f32[130], f32[130], f32[130]) fusion(x), kind=kInput, calls=fused
-})";
+)");
   KernelSpec spec = SpecOfRoot(text);
   ASSERT_EQ(spec.phases.size(), 2u);
   EXPECT_EQ(spec.phases[0].tasks, 5);
@@ -229,8 +245,7 @@ ENTRY e {
 TEST(CpuColumnReductionTest, MaterialisedReductionIsSlicedIntoScratchPastItsResult) {
   // x - mean(x, axis=0): the column sum that the output reads is materialised in scratch, and
   // sliced too (its one output row would otherwise be one task): its partials go past the sum.
-  const std::string text = std::string("HloModule m\n") + kReducers + R"(
-fused {
+  const std::string text = InInputFusion(R"(
   x = f32[4000,96] parameter(0)
   z = f32[] constant(0)
   s = f32[96] reduce(x, z), dimensions={0}, to_apply=add
@@ -239,11 +254,7 @@ fused {
   m = f32[96] multiply(s, cb)
   mb = f32[4000,96] broadcast(m), dimensions={1}
   ROOT d = f32[4000,96] subtract(x, mb)
-}
-ENTRY e {
-  x = f32[4000,96] parameter(0)
-  ROOT f = f32[4000,96] fusion(x), kind=kInput, calls=fused
-})";
+)");
   KernelSpec spec = SpecOfRoot(text);
   // 384000 elements afford 5 slices: the sweep, the combine, then the output loop.
   ASSERT_EQ(spec.phases.size(), 3u);
@@ -256,8 +267,7 @@ TEST(CpuColumnReductionTest, ReductionOnlyTheRootReadsIsSweptIntoScratch) {
   // mean(x * x, axis=0) as the root divides it: computed per output it would be one strided
   // scalar walk of the rows on one thread; it is the sliced sweep, the combine, then the root's
   // loop over the 96 means.
-  const std::string text = std::string("HloModule m\n") + kReducers + R"(
-fused {
+  const std::string text = InInputFusion(R"(
   x = f32[4000,96] parameter(0)
   sq = f32[4000,96] multiply(x, x)
   z = f32[] constant(0)
@@ -265,11 +275,7 @@ fused {
   c = f32[] constant(4000)
   cb = f32[96] broadcast(c), dimensions={}
   ROOT m = f32[96] divide(s, cb)
-}
-ENTRY e {
-  x = f32[4000,96] parameter(0)
-  ROOT f = f32[96] fusion(x), kind=kInput, calls=fused
-})";
+)");
   KernelSpec spec = SpecOfRoot(text);
   ASSERT_EQ(spec.phases.size(), 3u);
   EXPECT_EQ(spec.phases[0].tasks, 5);
@@ -280,8 +286,7 @@ ENTRY e {
 TEST(CpuColumnReductionTest, IndependentMaterialisedReductionsShareOneSweep) {
   // Batch norm's gradient in small: sum(dy) and sum(dy * x) read nothing materialised and share
   // one sweep; sum(x * k) reads their result k, so it is a second sweep; then the outputs.
-  const std::string text = std::string("HloModule m\n") + kReducers + R"(
-fused {
+  const std::string text = InInputFusion(R"(
   x = f32[4000,96] parameter(0)
   dy = f32[4000,96] parameter(1)
   z = f32[] constant(0)
@@ -300,12 +305,7 @@ fused {
   s1b = f32[4000,96] broadcast(s1), dimensions={1}
   o2 = f32[4000,96] add(dy, s1b)
   ROOT t = (f32[4000,96], f32[4000,96]) tuple(o, o2)
-}
-ENTRY e {
-  x = f32[4000,96] parameter(0)
-  dy = f32[4000,96] parameter(1)
-  ROOT f = (f32[4000,96], f32[4000,96]) fusion(x, dy), kind=kInput, calls=fused
-})";
+)");
   KernelSpec spec = SpecOfRoot(text);
   // Two sweeps, each with its combine, then the outputs' loop.
   ASSERT_EQ(spec.phases.size(), 5u);
@@ -317,7 +317,13 @@ ENTRY e {
 TEST(CpuColumnReductionTest, VariadicArgmaxKeepsTheFirstIndexAcrossSlices) {
   // Ties between slices: every row equal, so the first row's index must win, as the evaluator's
   // sequential fold keeps it; slices combine in order.
-  const std::string text = R"(HloModule m
+  const std::string text = InInputFusion(R"(
+  x = f32[4000,40] parameter(0)
+  i = s32[4000,40] iota(), iota_dimension=0
+  lo = f32[] constant(-inf)
+  z = s32[] constant(0)
+  ROOT r = (f32[40], s32[40]) reduce(x, i, lo, z), dimensions={0}, to_apply=argmax
+)", R"(
 argmax {
   av = f32[] parameter(0)
   ai = s32[] parameter(1)
@@ -328,17 +334,7 @@ argmax {
   i = s32[] select(gt, ai, bi)
   ROOT t = (f32[], s32[]) tuple(v, i)
 }
-fused {
-  x = f32[4000,40] parameter(0)
-  i = s32[4000,40] iota(), iota_dimension=0
-  lo = f32[] constant(-inf)
-  z = s32[] constant(0)
-  ROOT r = (f32[40], s32[40]) reduce(x, i, lo, z), dimensions={0}, to_apply=argmax
-}
-ENTRY e {
-  x = f32[4000,40] parameter(0)
-  ROOT f = (f32[40], s32[40]) fusion(x), kind=kInput, calls=fused
-})";
+)");
   EXPECT_EQ(SpecOfRoot(text).phases.size(), 2u);
   testing::ExpectMatchesEvaluator(text);
   Literal ones(Shape(PrimitiveType::F32, {4000, 40}));
@@ -402,19 +398,14 @@ TEST(CpuStridedRowReductionTest, LanesMatchTheEvaluator) {
 }
 
 TEST(CpuStridedRowReductionTest, FusedProducerAndSiblingsShareTheSweep) {
-  const std::string text = std::string("HloModule m\n") + kReducers + R"(
-fused {
+  const std::string text = InInputFusion(R"(
   x = f32[16,24,48] parameter(0)
   sq = f32[16,24,48] multiply(x, x)
   z = f32[] constant(0)
   s = f32[24] reduce(x, z), dimensions={0,2}, to_apply=add
   s2 = f32[24] reduce(sq, z), dimensions={0,2}, to_apply=add
   ROOT t = (f32[24], f32[24]) tuple(s, s2)
-}
-ENTRY e {
-  x = f32[16,24,48] parameter(0)
-  ROOT f = (f32[24], f32[24]) fusion(x), kind=kInput, calls=fused
-})";
+)");
   KernelSpec spec = SpecOfRoot(text);
   ASSERT_EQ(spec.phases.size(), 2u);
   testing::ExpectMatchesEvaluator(text, {}, kFloat);
