@@ -38,17 +38,13 @@ namespace {
 using graph::Tensor;
 using Feeds = std::vector<std::pair<std::string, Tensor>>;
 
-// As the command line fails: the whole message escaped, one line.
-[[noreturn]] void Fail(const Status& status) { throw Error(EscapeForTerminal(status.message())); }
-void FailIfError(const Status& status) {
-  if (!status.ok()) Fail(status);
-}
+// As `xlens graph run` fails: the whole message escaped, one line.
+constexpr Lines kGraph = Lines::kEscaped;
 
 graph::GraphDef ParseDef(nb::bytes bytes, const std::string& shown) {
-  auto def = graph::ParseGraphDef(std::string_view(bytes.c_str(), bytes.size()),
-                                  graph::GraphDefFormat::kBinary, shown);
-  if (!def.ok()) Fail(def.status());
-  return std::move(*def);
+  return ValueOrThrow(graph::ParseGraphDef(std::string_view(bytes.c_str(), bytes.size()),
+                                           graph::GraphDefFormat::kBinary, shown),
+                      kGraph);
 }
 
 class GraphSession {
@@ -63,7 +59,7 @@ class GraphSession {
       const std::string path = nb::cast<std::string>(graph_def);
       shown_ = DisplayPath(path);
       auto def = graph::ReadGraphDef(path);
-      if (!def.ok()) Fail(cluster::InGraphFile(def.status(), shown_));
+      ThrowIfError(cluster::InGraphFile(def.status(), shown_), kGraph);
       def_ = std::move(*def);
     } else if (nb::isinstance<nb::bytes>(graph_def) && nb::isinstance<nb::str>(shown)) {
       shown_ = nb::cast<std::string>(shown);
@@ -71,7 +67,7 @@ class GraphSession {
     } else {
       throw Error("graph_def: expected a file's path, or bytes with the name messages show");
     }
-    check_graph_ = ValueOr(cluster::BuildGraphToRun(def_, shown_));
+    check_graph_ = ValueOrThrow(cluster::BuildGraphToRun(def_, shown_), kGraph);
     if (jit != "off" && jit != "auto" && jit != "compile") {
       throw Error(fmt::format("jit {}: expected off, auto or compile", cluster::QuoteName(jit)));
     }
@@ -92,14 +88,15 @@ class GraphSession {
                                   cluster::QuoteName(flag)));
         }
       }
-      options.flags = ValueOr(DebugOptionsFromEnvironment(flags));
+      options.flags = ValueOrThrow(DebugOptionsFromEnvironment(flags), kGraph);
     }
     graph::SessionOptions session_options;
     std::optional<graph::GraphDef> def_to_run;
-    jit_ = ValueOr(cluster::InstallGraphJit(options, def_, &session_options, &def_to_run));
+    jit_ = ValueOrThrow(cluster::InstallGraphJit(options, def_, &session_options, &def_to_run),
+                        kGraph);
     compile_ = jit == "compile";
     auto session = graph::Session::Create(def_to_run ? *def_to_run : def_, session_options);
-    if (!session.ok()) Fail(cluster::InGraphFile(session.status(), shown_));
+    ThrowIfError(cluster::InGraphFile(session.status(), shown_), kGraph);
     session_ = std::move(*session);
   }
 
@@ -113,11 +110,12 @@ class GraphSession {
     graph::GraphDef all = def_;
     for (const graph::NodeDef& n : more.node) all.node.push_back(n);
     for (const graph::FunctionDef& f : more.library.function) all.library.function.push_back(f);
-    std::unique_ptr<graph::Graph> check = ValueOr(cluster::BuildGraphToRun(all, shown_));
+    std::unique_ptr<graph::Graph> check =
+        ValueOrThrow(cluster::BuildGraphToRun(all, shown_), kGraph);
     if (compile_) cluster::KeepFunctionalControlFlow(&more);
     nb::gil_scoped_release release;
     std::lock_guard<std::mutex> lock(mu_);
-    FailIfError(cluster::InGraphFile(Live().Extend(more), shown_));
+    ThrowIfError(cluster::InGraphFile(Live().Extend(more), shown_), kGraph);
     def_ = std::move(all);
     check_graph_ = std::move(check);
   }
@@ -147,17 +145,18 @@ class GraphSession {
       std::string name = nb::cast<std::string>(t[0]);
       auto target = cluster::FindGraphTensor(*check_graph_, shown_, "feed_dict", name,
                                              /*output_required=*/true);
-      if (!target.ok()) Fail(target.status());
+      ThrowIfError(target.status(), kGraph);
       Tensor tensor = TensorFromPython(
           fmt::format("{}: feed_dict {}", shown_, cluster::QuoteName(name)), t[1], t[2], t[3]);
-      FailIfError(cluster::CheckFeed(shown_, *target->first, target->second, tensor,
-                                     "the fed value"));
+      ThrowIfError(cluster::CheckFeed(shown_, *target->first, target->second, tensor,
+                                      "the fed value"),
+                   kGraph);
       feeds.emplace_back(std::move(name), std::move(tensor));
     }
     for (const std::string& fetch : fetches) {
       auto found = cluster::FindGraphTensor(*check_graph_, shown_, "fetch", fetch,
                                             /*output_required=*/true);
-      if (!found.ok()) Fail(found.status());
+      ThrowIfError(found.status(), kGraph);
     }
     for (const std::string& target : targets) {
       if (check_graph_->FindNode(target) == nullptr) {
@@ -171,14 +170,15 @@ class GraphSession {
       nb::gil_scoped_release release;
       std::lock_guard<std::mutex> lock(mu_);
       for (const auto& [name, handle] : capture_feeds_) feeds.emplace_back(name, handle);
-      FailIfError(cluster::CheckCapturesAssigned(*check_graph_, shown_, fetches, targets, feeds,
-                                                 "give each a value first"));
+      ThrowIfError(cluster::CheckCapturesAssigned(*check_graph_, shown_, fetches, targets, feeds,
+                                                  "give each a value first"),
+                   kGraph);
       // One span per run, so a timeline tells the steps apart (the sample counts the kernels
       // of the last one).
       profiler::TraceSpan span("Session.run", "session");
       if (full_trace) span.AddArg("full_trace", true);
       auto ran = Live().Run(feeds, fetches, targets);
-      if (!ran.ok()) Fail(cluster::InGraphFile(ran.status(), shown_));
+      ThrowIfError(cluster::InGraphFile(ran.status(), shown_), kGraph);
       results = std::move(*ran);
     }
     nb::list out;
@@ -199,8 +199,9 @@ class GraphSession {
     nb::gil_scoped_release release;
     std::lock_guard<std::mutex> lock(mu_);
     Feeds feeds;
-    FailIfError(cluster::AssignVariable(*check_graph_, shown_, "assign", Live(), name,
-                                        std::move(value), "the value", &feeds));
+    ThrowIfError(cluster::AssignVariable(*check_graph_, shown_, "assign", Live(), name,
+                                         std::move(value), "the value", &feeds),
+                 kGraph);
     for (auto& feed : feeds) capture_feeds_[feed.first] = std::move(feed.second);
     assigned_[name] = std::move(kept);
   }
@@ -238,7 +239,7 @@ class GraphSession {
     if (!tracing_) return 0;
     tracing_ = false;
     profiler::Trace trace = profiler::TracerSession::Stop();
-    FailIfError(profiler::WriteChromeTrace(trace, path));
+    ThrowIfError(profiler::WriteChromeTrace(trace, path), kGraph);
     return trace.events.size();
   }
 
@@ -284,12 +285,6 @@ class GraphSession {
   }
 
  private:
-  template <typename T>
-  T ValueOr(StatusOr<T> result) {
-    if (!result.ok()) Fail(result.status());
-    return std::move(result).value();
-  }
-
   graph::Session& Live() {
     if (session_ == nullptr) throw Error("Attempted to use a closed Session.");
     return *session_;

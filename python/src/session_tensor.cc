@@ -68,7 +68,7 @@ graph::Tensor TensorFromPython(const std::string& what, nb::handle dtype_object,
     throw Error(what + ": the data must be a C-contiguous uint8 array of the elements' bytes");
   }
   auto created = graph::Tensor::Create(dtype, std::move(dims));
-  if (!created.ok()) throw Error(what + ": " + created.status().message());
+  ThrowIfError(created.status().WithContext(what), Lines::kEscaped);
   graph::Tensor t = std::move(*created);
   if (bytes.size() != t.byte_size()) {
     throw Error(fmt::format("{}: {} bytes for {} {} elements ({} bytes)", what, bytes.size(),
