@@ -6,8 +6,10 @@ for the tests that compare the package's messages with its."""
 
 import argparse
 import os
+import shutil
 import subprocess
 import sys
+import tempfile
 
 
 def main():
@@ -24,10 +26,17 @@ def main():
         return 77
     here = os.path.dirname(os.path.abspath(__file__))
     env = dict(os.environ, XLENS_BINARY=os.path.abspath(args.xlens))
-    # -p no:cacheprovider: the suite writes nothing into the source tree. A crash of the test
-    # process (a signal) is a failure like any other: pytest's exit status is the test's.
-    command = [python, "-m", "pytest", "-q", "-p", "no:cacheprovider", here] + args.pytest_args
-    result = subprocess.run(command, env=env, cwd=args.venv)
+    # -p no:cacheprovider: the suite writes nothing into the source tree. --basetemp: the tests'
+    # tmp_path folders go in a folder removed afterwards, not /tmp/pytest-of-USER, which pytest
+    # keeps (its last three runs). A crash of the test process (a signal) is a failure like any
+    # other: pytest's exit status is the test's.
+    base = tempfile.mkdtemp(prefix="xlens-pytest-")
+    command = [python, "-m", "pytest", "-q", "-p", "no:cacheprovider",
+               f"--basetemp={os.path.join(base, 'tmp')}", here] + args.pytest_args
+    try:
+        result = subprocess.run(command, env=env, cwd=args.venv)
+    finally:
+        shutil.rmtree(base, ignore_errors=True)
     if result.returncode < 0:
         print(f"python_package: pytest died of signal {-result.returncode}")
         return 1
