@@ -10,6 +10,7 @@
 #include <map>
 #include <set>
 
+#include "compiler/codegen/cpu/cpu_row_loops.h"
 #include "compiler/codegen/kernel_builder.h"
 #include "compiler/codegen/llvm_ir_util.h"
 #include "compiler/codegen/row_analysis.h"
@@ -136,12 +137,18 @@ StatusOr<bool> KernelBuilder::TryEmitCpuRowKernel(const std::vector<RowOutput>& 
     };
     walk(reader);
   }
+  // Reductions by level: the level-L ones share one loop over the row, which also fills the
+  // row caches of level L-1 (softmax: the sum's loop computes exp(x - max) once, stores it and
+  // adds it up), so each level reads the row once.
+  std::map<int, std::vector<const HloInstruction*>> by_level;
+  for (const HloInstruction* r : analysis.reductions()) by_level[analysis.Level(r)].push_back(r);
   std::vector<const HloInstruction*> cached;
   int64_t cache_bytes = 0;
   if (hlo_.opcode() == HloOpcode::kFusion) {
     for (const HloInstruction* x : hlo_.fused_computation()->MakeInstructionPostOrder()) {
       if (!IsTranscendental(x->opcode()) || passes_reading[x] < 2 || !x->shape().IsArray() ||
-          analysis.Classify(x) != Space::kRow || x->shape().dimensions() != row_shape.dimensions()) {
+          analysis.Classify(x) != Space::kRow || x->shape().dimensions() != row_shape.dimensions() ||
+          by_level.count(analysis.Level(x) + 1) == 0) {
         continue;
       }
       const int64_t bytes = length * shape_util::ByteSizeOf(Shape(x->shape().element_type(), {}));
@@ -161,21 +168,13 @@ StatusOr<bool> KernelBuilder::TryEmitCpuRowKernel(const std::vector<RowOutput>& 
     caches.emplace_back(buffer, window);
     caches.back().set_access_group(access_group_);
   }
-  auto fill_caches = [&](ElementalIrEmitter& e, const IrIndex& kept_index, int level) -> Status {
-    for (size_t c = 0; c < cached.size(); ++c) {
-      if (analysis.Level(cached[c]) != level) continue;
-      RETURN_IF_ERROR(for_each_element(e, kept_index, [&](const IrIndex& index) -> Status {
-        ASSIGN_OR_RETURN(Value * v, e.EmitElement(cached[c], index));
-        return caches[c].EmitWrite(b_, index, v);
-      }));
-      e.BindArray(cached[c], {}, caches[c]);
-    }
-    return OkStatus();
-  };
-  std::vector<const HloInstruction*> by_level = analysis.reductions();
-  std::stable_sort(by_level.begin(), by_level.end(), [&](const HloInstruction* a, const HloInstruction* b) {
-    return analysis.Level(a) < analysis.Level(b);
-  });
+  // Divisions of elements by a per-row value become multiplications by its reciprocal.
+  std::vector<const HloInstruction*> row_divisors;
+  if (hlo_.opcode() == HloOpcode::kFusion) {
+    row_divisors = PerRowDivisors(*hlo_.fused_computation(), [&](const HloInstruction* x) {
+      return analysis.Classify(x) == Space::kRow;
+    });
+  }
   RETURN_IF_ERROR(e->EmitLoop(f->getArg(1), f->getArg(2), "row", [&](Value* row) -> Status {
     // The row's position in the kept dimensions (the reductions' results are indexed by them,
     // in increasing dimension order).
@@ -191,14 +190,16 @@ StatusOr<bool> KernelBuilder::TryEmitCpuRowKernel(const std::vector<RowOutput>& 
       }
     }
     // Reductions in dependency order, then the per-row values: each computed once per row and
-    // reused (the emitter's cache) wherever the element loops below read it.
-    RETURN_IF_ERROR(fill_caches(*e, kept_index, 0));
-    for (size_t i = 0; i < by_level.size(); ++i) {
-      RETURN_IF_ERROR(e->EmitLeaves(by_level[i], kept_index).status());
-      const int level = analysis.Level(by_level[i]);
-      if (i + 1 == by_level.size() || analysis.Level(by_level[i + 1]) != level) {
-        RETURN_IF_ERROR(fill_caches(*e, kept_index, level));
+    // reused (bound as values) wherever the element loops below read it.
+    for (const auto& [level, reductions] : by_level) {
+      std::vector<size_t> filled;
+      for (size_t c = 0; c < cached.size(); ++c) {
+        if (analysis.Level(cached[c]) == level - 1) filled.push_back(c);
       }
+      RETURN_IF_ERROR(EmitRowReductions(*e, reductions, cached, caches, filled,
+                                           [&](const std::function<Status(const IrIndex&)>& body) {
+        return for_each_element(*e, kept_index, body);
+      }));
     }
     for (const HloInstruction* x : row_values) RETURN_IF_ERROR(e->EmitLeaves(x, kept_index).status());
     // Per-row outputs are computed now and stored after the element loop: an output may share
@@ -208,8 +209,14 @@ StatusOr<bool> KernelBuilder::TryEmitCpuRowKernel(const std::vector<RowOutput>& 
       ASSIGN_OR_RETURN(std::vector<Value*> leaves, e->EmitLeaves(out->hlo, kept_index));
       row_results.push_back(std::move(leaves));
     }
+    std::vector<Value*> divisors;
+    for (const HloInstruction* d : row_divisors) {
+      ASSIGN_OR_RETURN(Value * v, e->EmitElement(d, kept_index));
+      divisors.push_back(v);
+    }
     if (!element_outputs.empty()) {
-      RETURN_IF_ERROR(for_each_element(*e, kept_index, [&](const IrIndex& index) -> Status {
+      RETURN_IF_ERROR(EmitWithRowReciprocals(*e, divisors, [&]() -> Status {
+        return for_each_element(*e, kept_index, [&](const IrIndex& index) -> Status {
         // Every output's element is computed before any is stored (in-place outputs).
         std::vector<std::vector<Value*>> values;
         for (const RowOutput* out : element_outputs) {
@@ -222,6 +229,7 @@ StatusOr<bool> KernelBuilder::TryEmitCpuRowKernel(const std::vector<RowOutput>& 
           }
         }
         return OkStatus();
+        });
       }));
     }
     for (size_t o = 0; o < row_outputs.size(); ++o) {

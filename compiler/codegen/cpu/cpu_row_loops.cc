@@ -1,0 +1,164 @@
+#include "compiler/codegen/cpu/cpu_row_loops.h"
+
+#include <algorithm>
+#include <map>
+
+#include <llvm/ADT/APFloat.h>
+#include <llvm/IR/Constants.h>
+#include <llvm/IR/Instructions.h>
+#include <llvm/IR/Intrinsics.h>
+#include <llvm/IR/Metadata.h>
+
+#include "compiler/codegen/llvm_ir_util.h"
+
+namespace xlens::codegen {
+
+using llvm::Value;
+
+namespace {
+
+// Asks the loop vectorizer for `count` interleaved copies of the loop whose header is `header`
+// (several independent accumulators per reduction), keeping the loop's other properties.
+void RequestInterleave(llvm::BasicBlock* header, unsigned count) {
+  if (header == nullptr) return;
+  for (llvm::BasicBlock* pred : llvm::predecessors(header)) {
+    llvm::Instruction* latch = pred->getTerminator();
+    llvm::MDNode* old_id = latch->getMetadata(llvm::LLVMContext::MD_loop);
+    if (old_id == nullptr) continue;
+    llvm::LLVMContext& c = header->getContext();
+    std::vector<llvm::Metadata*> ops = {nullptr};
+    for (unsigned i = 1; i < old_id->getNumOperands(); ++i) ops.push_back(old_id->getOperand(i));
+    ops.push_back(llvm::MDNode::get(
+        c, {llvm::MDString::get(c, "llvm.loop.interleave.count"),
+            llvm::ConstantAsMetadata::get(llvm::ConstantInt::get(llvm::Type::getInt32Ty(c), count))}));
+    llvm::MDNode* id = llvm::MDNode::getDistinct(c, ops);
+    id->replaceOperandWith(0, id);
+    latch->setMetadata(llvm::LLVMContext::MD_loop, id);
+  }
+}
+
+}  // namespace
+
+Status EmitRowReductions(ElementalIrEmitter& e, const std::vector<const HloInstruction*>& reductions,
+                         const std::vector<const HloInstruction*>& cached,
+                         const std::vector<IrArray>& caches, const std::vector<size_t>& filled,
+                         const RowElementLoop& for_each_element) {
+  llvm::IRBuilder<>& b = e.builder();
+  std::vector<std::vector<llvm::AllocaInst*>> accumulators;
+  for (const HloInstruction* r : reductions) {
+    const int64_t n = r->operand_count() / 2;
+    std::vector<llvm::AllocaInst*> accs;
+    for (int64_t i = 0; i < n; ++i) {
+      ASSIGN_OR_RETURN(Value * init, e.EmitElement(r->operand(n + i), {}));
+      llvm::AllocaInst* acc = EmitEntryAlloca(b, init->getType(), "row.acc");
+      b.CreateStore(init, acc);
+      accs.push_back(acc);
+    }
+    accumulators.push_back(std::move(accs));
+  }
+  llvm::BasicBlock* header = nullptr;
+  RETURN_IF_ERROR(for_each_element([&](const IrIndex& index) -> Status {
+    // The innermost loop's body: its only predecessor is the loop's header.
+    header = b.GetInsertBlock()->getSinglePredecessor();
+    for (size_t c : filled) {
+      ASSIGN_OR_RETURN(Value * v, e.EmitElement(cached[c], index));
+      RETURN_IF_ERROR(caches[c].EmitWrite(b, index, v));
+    }
+    for (size_t k = 0; k < reductions.size(); ++k) {
+      const HloInstruction* r = reductions[k];
+      const int64_t n = r->operand_count() / 2;
+      std::vector<Value*> args;
+      for (llvm::AllocaInst* acc : accumulators[k]) {
+        args.push_back(b.CreateLoad(acc->getAllocatedType(), acc));
+      }
+      for (int64_t i = 0; i < n; ++i) {
+        // The operands have the row's shape: the element's index is theirs.
+        ASSIGN_OR_RETURN(Value * x, e.EmitElement(r->operand(i), index));
+        args.push_back(x);
+      }
+      // Float reductions may be reassociated (as in ElementalIrEmitter::EmitReduce): the order
+      // of a sum is not part of reduce's semantics.
+      llvm::IRBuilder<>::FastMathFlagGuard guard(b);
+      llvm::FastMathFlags flags;
+      flags.setAllowReassoc();
+      b.setFastMathFlags(flags);
+      ASSIGN_OR_RETURN(std::vector<Value*> results, e.EmitScalarComputation(*r->to_apply(), args));
+      for (int64_t i = 0; i < n; ++i) b.CreateStore(results[i], accumulators[k][i]);
+    }
+    return OkStatus();
+  }));
+  if (!reductions.empty()) RequestInterleave(header, kRowReductionInterleave);
+  for (size_t c : filled) e.BindArray(cached[c], {}, caches[c]);
+  for (size_t k = 0; k < reductions.size(); ++k) {
+    std::vector<Value*> results;
+    for (llvm::AllocaInst* acc : accumulators[k]) {
+      results.push_back(b.CreateLoad(acc->getAllocatedType(), acc));
+    }
+    e.BindValues(reductions[k], std::move(results));
+  }
+  return OkStatus();
+}
+
+std::vector<const HloInstruction*> PerRowDivisors(
+    const HloComputation& computation,
+    const std::function<bool(const HloInstruction*)>& is_row_broadcast) {
+  std::vector<const HloInstruction*> divisors;
+  for (const HloInstruction* x : computation.MakeInstructionPostOrder()) {
+    if (x->opcode() != HloOpcode::kDivide || !x->shape().IsArray()) continue;
+    const PrimitiveType type = x->shape().element_type();
+    if (type != PrimitiveType::F32 && type != PrimitiveType::F64) continue;
+    const HloInstruction* divisor = x->operand(1);
+    if (divisor->opcode() != HloOpcode::kBroadcast || !is_row_broadcast(divisor)) continue;
+    if (std::find(divisors.begin(), divisors.end(), divisor->operand(0)) == divisors.end()) {
+      divisors.push_back(divisor->operand(0));
+    }
+  }
+  return divisors;
+}
+
+Status EmitWithRowReciprocals(ElementalIrEmitter& e, const std::vector<Value*>& divisors,
+                              const std::function<Status()>& emit_loop) {
+  llvm::IRBuilder<>& b = e.builder();
+  std::map<Value*, Value*> reciprocal;
+  Value* normal = nullptr;
+  for (Value* d : divisors) {
+    llvm::Type* type = d->getType();
+    if ((!type->isFloatTy() && !type->isDoubleTy()) || reciprocal.count(d)) continue;
+    Value* r = b.CreateFDiv(llvm::ConstantFP::get(type, 1.0), d, "row.reciprocal");
+    reciprocal[d] = r;
+    // x * (1/d) is within two roundings of x / d while 1/d is a normal number; a NaN fails both
+    // comparisons.
+    const llvm::fltSemantics& semantics = type->getFltSemantics();
+    Value* magnitude = b.CreateUnaryIntrinsic(llvm::Intrinsic::fabs, r);
+    Value* ok = b.CreateAnd(
+        b.CreateFCmpOGE(magnitude, llvm::ConstantFP::get(type, llvm::APFloat::getSmallestNormalized(semantics))),
+        b.CreateFCmpOLE(magnitude, llvm::ConstantFP::get(type, llvm::APFloat::getLargest(semantics))));
+    normal = normal == nullptr ? ok : b.CreateAnd(normal, ok);
+  }
+  if (normal == nullptr) return emit_loop();
+  RETURN_IF_ERROR(e.EmitIf(normal, "row.multiply", [&]() -> Status {
+    // Blocks made from here on, and this one, hold the multiplying version.
+    llvm::BasicBlock* first = b.GetInsertBlock();
+    llvm::Function* f = first->getParent();
+    llvm::BasicBlock* last_before = &f->back();
+    RETURN_IF_ERROR(emit_loop());
+    std::vector<llvm::BasicBlock*> blocks = {first};
+    for (auto it = std::next(last_before->getIterator()); it != f->end(); ++it) blocks.push_back(&*it);
+    for (llvm::BasicBlock* block : blocks) {
+      for (auto it = block->begin(); it != block->end();) {
+        llvm::Instruction& inst = *it++;
+        if (inst.getOpcode() != llvm::Instruction::FDiv) continue;
+        auto found = reciprocal.find(inst.getOperand(1));
+        if (found == reciprocal.end()) continue;
+        auto* product = llvm::BinaryOperator::CreateFMul(inst.getOperand(0), found->second, "", &inst);
+        product->copyFastMathFlags(&inst);
+        inst.replaceAllUsesWith(product);
+        inst.eraseFromParent();
+      }
+    }
+    return OkStatus();
+  }));
+  return e.EmitIf(b.CreateNot(normal), "row.divide", emit_loop);
+}
+
+}  // namespace xlens::codegen

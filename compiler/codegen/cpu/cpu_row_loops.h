@@ -1,0 +1,51 @@
+// The loops of a CPU row kernel (cpu_row_emitter.cc) that decide its speed:
+//
+// - The reductions of one level share one loop over the row, and that loop also stores the row
+//   caches the later passes read (softmax: exp(x - max) is computed, stored and summed in one
+//   loop). The loop is interleaved, so a reduction keeps several vector accumulators and runs at
+//   the vector units' throughput instead of waiting on one chain of dependent adds or maxima
+//   (a NaN-propagating maximum is six dependent instructions per vector).
+// - A division by a per-row value (softmax's sum) becomes one reciprocal per row and a multiply
+//   per element, where that reciprocal is a normal number; rows whose divisor is not (a
+//   subnormal, infinite or NaN sum) take the loop that divides.
+#pragma once
+
+#include <functional>
+#include <vector>
+
+#include "compiler/codegen/elemental_ir_emitter.h"
+#include "compiler/codegen/ir_array.h"
+
+namespace xlens::codegen {
+
+// Accumulators per row reduction: four vectors' worth, enough to cover the latency of an add or
+// a maximum on today's x86 cores without spilling.
+inline constexpr unsigned kRowReductionInterleave = 4;
+
+// Runs `body` for every element of the current row (a loop nest over the reduced dimensions).
+using RowElementLoop = std::function<Status(const std::function<Status(const IrIndex&)>&)>;
+
+// Emits `reductions` (row reductions of one level, independent of each other) as one interleaved
+// loop over the row, storing into caches[c] the value of cached[c] for every c in `filled` in the
+// same loop. Afterwards the reductions are bound to their per-row results and the filled caches
+// to their arrays, so later passes read them instead of recomputing.
+Status EmitRowReductions(ElementalIrEmitter& e, const std::vector<const HloInstruction*>& reductions,
+                         const std::vector<const HloInstruction*>& cached,
+                         const std::vector<IrArray>& caches, const std::vector<size_t>& filled,
+                         const RowElementLoop& for_each_element);
+
+// The per-row divisors of `outputs`' computation: the per-row operands (the operands of the
+// broadcast along the row) of divides of f32 or f64 elements by such a broadcast.
+// `is_row_broadcast` says whether a broadcast spreads a per-row value along the row.
+std::vector<const HloInstruction*> PerRowDivisors(
+    const HloComputation& computation,
+    const std::function<bool(const HloInstruction*)>& is_row_broadcast);
+
+// Emits the element loop `emit_loop` twice when `divisors` (the per-row divisors' values for
+// this row) is not empty: a version in which every division by one of them is a multiplication
+// by its reciprocal, taken when every reciprocal is a normal number, and the plain version
+// otherwise. Just the plain loop when there are no divisors.
+Status EmitWithRowReciprocals(ElementalIrEmitter& e, const std::vector<llvm::Value*>& divisors,
+                              const std::function<Status()>& emit_loop);
+
+}  // namespace xlens::codegen

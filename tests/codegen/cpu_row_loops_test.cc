@@ -1,0 +1,221 @@
+// The loops of the CPU row kernel (compiler/codegen/cpu/cpu_row_loops.h): the reductions of a
+// level share one interleaved loop that also fills the row caches, divisions by a per-row value
+// become multiplications by its reciprocal only where that reciprocal is a normal number, and
+// the results match the reference evaluator on the rows that break careless kernels (one
+// element, odd lengths, -inf and NaN rows, masked rows, subnormal and infinite sums).
+#include <cmath>
+#include <limits>
+#include <random>
+#include <regex>
+#include <string>
+
+#include <gtest/gtest.h>
+#include <llvm/IR/LLVMContext.h>
+#include <llvm/IR/Verifier.h>
+#include <llvm/Support/raw_ostream.h>
+
+#include "codegen_test_util.h"
+#include "compiler/codegen/kernel_emitter.h"
+#include "compiler/hlo/parser.h"
+
+namespace xlens::codegen {
+namespace {
+
+// The unoptimized IR of the kernel of the entry's root.
+std::string IrOfRoot(const std::string& text) {
+  auto module = ParseHloModule(text);
+  EXPECT_TRUE(module.ok()) << module.status().message();
+  if (!module.ok()) return "";
+  llvm::LLVMContext context;
+  llvm::Module llvm_module("test", context);
+  auto spec = EmitKernel(*(*module)->entry_computation()->root_instruction(), "k", llvm_module);
+  EXPECT_TRUE(spec.ok()) << spec.status().message();
+  std::string errors;
+  llvm::raw_string_ostream es(errors);
+  EXPECT_FALSE(llvm::verifyModule(llvm_module, &es)) << errors;
+  std::string ir;
+  llvm::raw_string_ostream os(ir);
+  llvm_module.print(os, nullptr);
+  return ir;
+}
+
+int Count(const std::string& text, const std::string& what) {
+  int n = 0;
+  for (size_t at = text.find(what); at != std::string::npos; at = text.find(what, at + 1)) ++n;
+  return n;
+}
+
+// The loops of the IR: blocks named <loop>.header, numbered or not where names repeat.
+int Loops(const std::string& ir) {
+  const std::regex header(R"(\n[A-Za-z0-9_.]*\.header[0-9]*:)");
+  return std::distance(std::sregex_iterator(ir.begin(), ir.end(), header), std::sregex_iterator());
+}
+
+constexpr const char* kReducers = R"(
+max { a = f32[] parameter(0)  b = f32[] parameter(1)  ROOT r = f32[] maximum(a, b) }
+add { a = f32[] parameter(0)  b = f32[] parameter(1)  ROOT r = f32[] add(a, b) }
+)";
+
+// softmax over rows of `n` elements of f32[rows, n].
+std::string Softmax(int rows, int n) {
+  const std::string s = "f32[" + std::to_string(rows) + "," + std::to_string(n) + "]";
+  const std::string r = "f32[" + std::to_string(rows) + "]";
+  return std::string("HloModule m\n") + kReducers + "fused {\n  x = " + s +
+         " parameter(0)\n  lo = f32[] constant(-inf)\n  m = " + r +
+         " reduce(x, lo), dimensions={1}, to_apply=max\n  mb = " + s +
+         " broadcast(m), dimensions={0}\n  d = " + s + " subtract(x, mb)\n  e = " + s +
+         " exponential(d)\n  z = f32[] constant(0)\n  sum = " + r +
+         " reduce(e, z), dimensions={1}, to_apply=add\n  sb = " + s +
+         " broadcast(sum), dimensions={0}\n  ROOT o = " + s + " divide(e, sb)\n}\nENTRY e {\n  x = " +
+         s + " parameter(0)\n  ROOT f = " + s + " fusion(x), kind=kInput, calls=fused\n}\n";
+}
+
+Literal Rows(int rows, int n, uint64_t seed) {
+  Literal x(Shape(PrimitiveType::F32, {rows, n}));
+  std::mt19937_64 rng(seed);
+  std::uniform_real_distribution<float> uniform(-8.0f, 8.0f);
+  for (float& v : x.data<float>()) v = uniform(rng);
+  return x;
+}
+
+TEST(CpuRowLoopsTest, SoftmaxSumsTheCacheAsItFillsItWithInterleavedAccumulators) {
+  const std::string ir = IrOfRoot(Softmax(37, 129));
+  // The max's loop, the loop that stores and sums exp(x - max), and the output loop in its
+  // multiplying and dividing versions, inside the loop over rows: five loops, none of them the
+  // elemental emitter's one-reduction loop.
+  EXPECT_EQ(Loops(ir), 5) << ir;
+  EXPECT_EQ(Count(ir, "reduce.0.header"), 0) << ir;
+  // The reduction loops ask for several accumulators (the property is one uniqued node).
+  EXPECT_EQ(Count(ir, "!\"llvm.loop.interleave.count\", i32 4"), 1) << ir;
+  EXPECT_EQ(Count(ir, "!llvm.loop"), 4) << ir;
+  // One reciprocal per row, and the multiplying loop guarded by its being normal.
+  EXPECT_EQ(Count(ir, "%row.reciprocal = fdiv float 1.000000e+00"), 1) << ir;
+  EXPECT_GE(Count(ir, "row.multiply.then:"), 1) << ir;
+  EXPECT_GE(Count(ir, "row.divide.then:"), 1) << ir;
+  testing::ExpectMatchesEvaluator(Softmax(37, 129), {}, {1e-6, 1e-5});
+}
+
+TEST(CpuRowLoopsTest, SoftmaxOnOneElementOddLengthAndExtremeRows) {
+  for (int n : {1, 3, 17, 67, 1001}) {
+    SCOPED_TRACE("row length " + std::to_string(n));
+    const int rows = 9;
+    Literal x = Rows(rows, n, n);
+    auto row = [&](int r) { return x.data<float>().subspan(r * n, n); };
+    const float inf = std::numeric_limits<float>::infinity();
+    for (float& v : row(0)) v = -inf;                                  // max -inf: NaN row
+    row(1)[n / 2] = inf;                                               // an infinite element
+    row(2)[n - 1] = std::numeric_limits<float>::quiet_NaN();           // a NaN element
+    for (float& v : row(3)) v = 3.0e38f;                               // max at the top of f32
+    for (float& v : row(4)) v = -1.0e9f;                               // all masked
+    row(5)[0] = -inf;                                                  // one masked element
+    for (int i = 0; i < n; ++i) row(6)[i] = i % 2 ? -1.0e9f : 50.0f;   // half masked
+    std::vector<Literal> args;
+    args.push_back(std::move(x));
+    testing::ExpectMatchesEvaluator(Softmax(rows, n), std::move(args), {1e-6, 1e-5});
+  }
+}
+
+TEST(CpuRowLoopsTest, DivisionByAHugeOrInfiniteRowSumDivides) {
+  // x / sum(x) per row: a sum above 2^126 has a subnormal reciprocal (flushed to zero where the
+  // kernel runs with subnormals flushed), an infinite one a zero reciprocal, a NaN one a NaN:
+  // each of those rows must divide, not multiply.
+  const std::string text = std::string("HloModule m\n") + kReducers + R"(
+fused {
+  x = f32[4,3] parameter(0)
+  z = f32[] constant(0)
+  s = f32[4] reduce(x, z), dimensions={1}, to_apply=add
+  sb = f32[4,3] broadcast(s), dimensions={0}
+  ROOT o = f32[4,3] divide(x, sb)
+}
+ENTRY e {
+  x = f32[4,3] parameter(0)
+  ROOT f = f32[4,3] fusion(x), kind=kInput, calls=fused
+})";
+  Literal x(Shape(PrimitiveType::F32, {4, 3}));
+  const float nan = std::numeric_limits<float>::quiet_NaN();
+  const std::vector<float> values = {1e38f, 1e38f, 1e38f,  // sum 3e38: 1/sum is subnormal
+                                     3e38f, 3e38f, 1.0f,   // sum inf: 3e38/inf = 0
+                                     1.0f,  2.0f,  5.0f,   // ordinary: multiplies
+                                     1.0f,  nan,   2.0f};  // NaN
+  std::copy(values.begin(), values.end(), x.data<float>().begin());
+  std::vector<Literal> args;
+  args.push_back(std::move(x));
+  Literal got = testing::ExpectMatchesEvaluator(text, std::move(args), {0, 2e-7});
+  if (got.element_count() == 12) {
+    EXPECT_NEAR(got.data<float>()[0], 1.0f / 3.0f, 1e-7);
+    EXPECT_EQ(got.data<float>()[3], 0.0f);
+    EXPECT_NEAR(got.data<float>()[8], 0.625f, 1e-7);
+  }
+}
+
+TEST(CpuRowLoopsTest, CausalMaskedSoftmaxMatchesTheEvaluator) {
+  // The masked softmax of causal attention: an iota comparison selects the scores or -1e9.
+  const std::string text = std::string("HloModule m\n") + kReducers + R"(
+fused {
+  x = f32[2,7,7] parameter(0)
+  big = f32[] constant(-1e+09)
+  bigb = f32[2,7,7] broadcast(big), dimensions={}
+  i = s32[7] iota(), iota_dimension=0
+  col = s32[7,7] broadcast(i), dimensions={1}
+  row = s32[7,7] broadcast(i), dimensions={0}
+  keep = pred[7,7] compare(row, col), direction=GE
+  keepb = pred[2,7,7] broadcast(keep), dimensions={1,2}
+  s = f32[2,7,7] select(keepb, x, bigb)
+  lo = f32[] constant(-inf)
+  m = f32[2,7] reduce(s, lo), dimensions={2}, to_apply=max
+  mb = f32[2,7,7] broadcast(m), dimensions={0,1}
+  d = f32[2,7,7] subtract(s, mb)
+  e = f32[2,7,7] exponential(d)
+  z = f32[] constant(0)
+  sum = f32[2,7] reduce(e, z), dimensions={2}, to_apply=add
+  sb = f32[2,7,7] broadcast(sum), dimensions={0,1}
+  ROOT o = f32[2,7,7] divide(e, sb)
+}
+ENTRY e {
+  x = f32[2,7,7] parameter(0)
+  ROOT f = f32[2,7,7] fusion(x), kind=kInput, calls=fused
+})";
+  Literal got = testing::ExpectMatchesEvaluator(text, {}, {1e-6, 1e-5});
+  // The first row of each head keeps one element: its weight is exactly 1, the rest 0.
+  if (got.element_count() == 98) {
+    EXPECT_EQ(got.data<float>()[0], 1.0f);
+    EXPECT_EQ(got.data<float>()[1], 0.0f);
+  }
+}
+
+TEST(CpuRowLoopsTest, TwoStatisticsOfOneLevelShareOneLoop) {
+  // Layer norm from the mean and the mean of squares: both sums are level 1, one loop.
+  const std::string text = std::string("HloModule m\n") + kReducers + R"(
+fused {
+  x = f32[6,301] parameter(0)
+  z = f32[] constant(0)
+  s = f32[6] reduce(x, z), dimensions={1}, to_apply=add
+  xx = f32[6,301] multiply(x, x)
+  ss = f32[6] reduce(xx, z), dimensions={1}, to_apply=add
+  n = f32[] constant(301)
+  nb = f32[6] broadcast(n), dimensions={}
+  mean = f32[6] divide(s, nb)
+  msq = f32[6] divide(ss, nb)
+  m2 = f32[6] multiply(mean, mean)
+  var = f32[6] subtract(msq, m2)
+  eps = f32[] constant(1e-5)
+  epsb = f32[6] broadcast(eps), dimensions={}
+  vare = f32[6] add(var, epsb)
+  inv = f32[6] rsqrt(vare)
+  mb = f32[6,301] broadcast(mean), dimensions={0}
+  ib = f32[6,301] broadcast(inv), dimensions={0}
+  c = f32[6,301] subtract(x, mb)
+  ROOT o = f32[6,301] multiply(c, ib)
+}
+ENTRY e {
+  x = f32[6,301] parameter(0)
+  ROOT f = f32[6,301] fusion(x), kind=kInput, calls=fused
+})";
+  const std::string ir = IrOfRoot(text);
+  // The rows, one loop for both sums, the output loop (no division by a per-row value).
+  EXPECT_EQ(Loops(ir), 3) << ir;
+  testing::ExpectMatchesEvaluator(text, {}, {1e-5, 1e-4});
+}
+
+}  // namespace
+}  // namespace xlens::codegen
