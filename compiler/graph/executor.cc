@@ -149,11 +149,7 @@ StatusOr<std::unique_ptr<Executor>> Executor::Create(const Graph* graph, Executo
   return executor;
 }
 
-namespace {
-
-// Whether a node computes the same value on every run when its inputs are constants: a kernel of
-// a stateless op that calls no function and yields no handle, list or reference.
-bool FoldableKernel(const Node& node) {
+bool IsFoldableKernel(const Node& node) {
   if (!node.registration().kernel || node.is_stateful() || node.IsControlFlow()) return false;
   const std::string& op = node.type_string();
   if (op == "_Arg" || op == "_Retval" || op == "Placeholder" || op == "PlaceholderWithDefault") {
@@ -168,8 +164,6 @@ bool FoldableKernel(const Node& node) {
   }
   return true;
 }
-
-}  // namespace
 
 Status Executor::Impl::Build() {
   ASSIGN_OR_RETURN(std::vector<Node*> order, graph->TopologicalOrder());
@@ -264,7 +258,7 @@ Status Executor::Impl::Build() {
   is_constant.assign(n, 0);
   for (const Node* node : order) {
     if (!node->IsOp() || frame_of[node->id()] != 0) continue;
-    bool constant = node->type_string() == "Const" ? true : num_in_edges[node->id()] > 0 && FoldableKernel(*node);
+    bool constant = node->type_string() == "Const" ? true : num_in_edges[node->id()] > 0 && IsFoldableKernel(*node);
     for (const Edge* e : node->in_edges()) {
       if (e->src->IsOp() && !is_constant[e->src->id()]) constant = false;
     }

@@ -50,6 +50,11 @@ struct ExecutorRunStats {
   int64_t iterations_started = 0;    // iteration states created in all
 };
 
+// Whether a node computes the same value on every run when its inputs are constants: a kernel of
+// a stateless op that calls no function and yields no handle, list or reference. The executor
+// computes such nodes of constants once (as grappler's constant folding would) and reuses them.
+bool IsFoldableKernel(const Node& node);
+
 class Executor {
  public:
   // Checks the graph can run: every node has a kernel, the graph is acyclic except for loop

@@ -6,6 +6,7 @@
 #include <unordered_map>
 
 #include "compiler/graph/lower_functional_ops.h"
+#include "compiler/graph/remapper.h"
 
 namespace xlens::graph {
 
@@ -73,6 +74,8 @@ StatusOr<Session::Prepared*> Session::Prepare(const RunSignature& signature) {
   for (const GraphOptimizationPass& pass : options_.post_rewrite_passes) {
     RETURN_IF_ERROR(pass(&prepared->graph, &resources_));
   }
+  // Grappler's remapper, last: what the clustering left to run op by op.
+  if (options_.remap) RETURN_IF_ERROR(RemapGraph(prepared->graph.get()).status());
   ExecutorOptions eo;
   eo.resources = &resources_;
   eo.pool = options_.pool;

@@ -42,6 +42,9 @@ struct SessionOptions {
   std::vector<GraphOptimizationPass> post_rewrite_passes;
   ThreadPool* pool = nullptr;
   int64_t max_tensor_bytes = int64_t{1} << 34;
+  // Fuse convolutions and products with the per-channel ops and activation after them before
+  // running op by op (grappler's remapper: compiler/graph/remapper.h).
+  bool remap = true;
 };
 
 class Session {

@@ -134,6 +134,51 @@ TEST_F(OneDnnKernelsTest, ConvolutionForwardWithBiasAndRelu) {
   }
 }
 
+// The epilogue as post-ops: the side input y holds on entry added, then each activation, on
+// every way of splitting a call (by images, by rows, by blocks of channels, whose parts compute
+// beside the output and must start from the side input's channels).
+TEST_F(OneDnnKernelsTest, ConvolutionForwardWithSumAndActivations) {
+  const std::pair<Eltwise, double (*)(double)> activations[] = {
+      {Eltwise::kNone, [](double v) { return v; }},
+      {Eltwise::kRelu, [](double v) { return std::max(0.0, v); }},
+      {Eltwise::kRelu6, [](double v) { return std::min(6.0, std::max(0.0, v)); }},
+      {Eltwise::kElu, [](double v) { return v < 0 ? std::expm1(v) : v; }},
+      {Eltwise::kLeakyRelu, [](double v) { return v < 0 ? 0.3 * v : v; }},
+      {Eltwise::kTanh, [](double v) { return std::tanh(v); }},
+      {Eltwise::kSigmoid, [](double v) { return 1 / (1 + std::exp(-v)); }},
+  };
+  for (const ConvGeometry& g : Geometries()) {
+    SCOPED_TRACE(testing::Message() << "batch " << g.batch << " rows " << g.in_rows << " out_depth "
+                                    << g.out_depth);
+    Conv c{g};
+    std::vector<float> x = Random(c.x_size(), 1), w = Random(c.w_size(), 2), b = Random(g.out_depth, 3);
+    std::vector<float> side = Random(c.y_size(), 4);
+    std::vector<double> conv(c.y_size(), 0.0);
+    ForEachTap(g, [&](int64_t n, int64_t oy, int64_t ox, int64_t ky, int64_t kx, int64_t iy, int64_t ix) {
+      for (int64_t o = 0; o < g.out_depth; ++o)
+        for (int64_t i = 0; i < g.in_depth; ++i)
+          conv[c.Y(n, oy, ox, o)] += double(x[c.X(n, iy, ix, i)]) * w[c.W(ky, kx, i, o)];
+    });
+    PackedFilter packed;
+    for (const auto& [eltwise, f] : activations) {
+      for (bool sum : {false, true}) {
+        SCOPED_TRACE(testing::Message() << "activation " << static_cast<int>(eltwise) << " sum " << sum);
+        PostOps post;
+        post.sum = sum;
+        post.eltwise = eltwise;
+        post.alpha = 0.3f;
+        std::vector<double> want(c.y_size());
+        for (size_t e = 0; e < want.size(); ++e) {
+          want[e] = f(conv[e] + b[e % g.out_depth] + (sum ? side[e] : 0.0));
+        }
+        std::vector<float> y = sum ? side : std::vector<float>(c.y_size(), -7.f);
+        ASSERT_TRUE(Conv2DForward(g, x.data(), w.data(), b.data(), post, y.data(), &pool_, &packed).ok());
+        ExpectNear(y, want, "post-ops");
+      }
+    }
+  }
+}
+
 TEST_F(OneDnnKernelsTest, ConvolutionBackwardDataAndWeights) {
   for (const ConvGeometry& g : Geometries()) {
     SCOPED_TRACE(testing::Message() << "batch " << g.batch << " rows " << g.in_rows << " stride "

@@ -7,11 +7,13 @@
 // same node (the fused op has their attrs); the epilogue runs over their output in place, in
 // float for the 16-bit types, as TensorFlow's CPU kernels compute it. With oneDNN on, grappler also
 // writes _MklSwish, _MklFusedMish and _MklLayerNorm, which run here too.
+#include <algorithm>
 #include <cmath>
 #include <string>
 
 #include "compiler/graph/op_registry.h"
 #include "compiler/graph/ops/cwise.h"
+#include "compiler/graph/ops/fused_conv.h"
 #include "compiler/graph/ops/op_util.h"
 #include "compiler/graph/ops/register_ops.h"
 #include "compiler/graph/shape_inference.h"
@@ -255,16 +257,51 @@ Status RunEpilogue(OpKernelContext& ctx, const std::vector<Epilogue>& steps, Ten
   });
 }
 
-// Runs the kernel of `op` (Conv2D, MatMul) on this node with its first two inputs.
-StatusOr<Tensor> RunBaseKernel(OpKernelContext& ctx, const char* op) {
+// Runs the kernel of `op` (Conv2D, MatMul; AddV2) on this node with `inputs` (default: its
+// first two).
+StatusOr<Tensor> RunBaseKernel(OpKernelContext& ctx, const char* op, std::vector<Tensor> inputs = {}) {
   const OpRegistration* reg = OpRegistry::Global().Find(op);
   if (reg == nullptr || !reg->kernel) return ctx.Error(std::string("no kernel for ") + op);
-  OpKernelContext base(ctx.node(), {ctx.input(0), ctx.input(1)}, {}, ctx.resources(), nullptr,
-                       ctx.pool());
+  if (inputs.empty()) inputs = {ctx.input(0), ctx.input(1)};
+  // The node's state: the convolution keeps its packed constant filter there.
+  OpKernelContext base(ctx.node(), std::move(inputs), {}, ctx.resources(), ctx.state(), ctx.pool());
   base.set_max_tensor_bytes(ctx.max_tensor_bytes());
   base.set_graph(ctx.graph());
   RETURN_IF_ERROR(reg->kernel(base));
   return base.output(0);
+}
+
+// A float convolution whose epilogue is a bias, an optional side input and an optional
+// activation that oneDNN has: the whole node as one oneDNN call, the epilogue as its post-ops
+// (applied to each block of the output while it is in cache). False where that does not apply.
+StatusOr<bool> FusedConvOneDnn(OpKernelContext& ctx, const std::vector<Epilogue>& steps) {
+  if (steps.empty() || steps[0].kind != Epilogue::Kind::kBias) return false;
+  onednn::PostOps post;
+  int side = -1;
+  for (size_t i = 1; i < steps.size(); ++i) {
+    if (steps[i].kind == Epilogue::Kind::kAdd) {
+      post.sum = true;
+      side = steps[i].first_arg;
+    } else if (steps[i].kind == Epilogue::Kind::kActivation) {
+      switch (steps[i].activation) {
+        case Activation::kRelu: post.eltwise = onednn::Eltwise::kRelu; break;
+        case Activation::kRelu6: post.eltwise = onednn::Eltwise::kRelu6; break;
+        case Activation::kElu: post.eltwise = onednn::Eltwise::kElu; break;
+        case Activation::kLeakyRelu: {
+          ASSIGN_OR_RETURN(float alpha, GetFloatAttr(ctx.attrs(), "leakyrelu_alpha", ctx.name()));
+          post.eltwise = onednn::Eltwise::kLeakyRelu;
+          post.alpha = alpha;
+          break;
+        }
+        case Activation::kTanh: post.eltwise = onednn::Eltwise::kTanh; break;
+        case Activation::kSigmoid: post.eltwise = onednn::Eltwise::kSigmoid; break;
+        default: return false;
+      }
+    } else {
+      return false;
+    }
+  }
+  return FusedConv2DOneDnn(ctx, steps[0].first_arg, side, post);
 }
 
 template <bool kConv>
@@ -276,7 +313,21 @@ Status FusedKernel(OpKernelContext& ctx) {
     }
   }
   ASSIGN_OR_RETURN(std::vector<Epilogue> steps, ParseFusedOps(ctx, 2, /*allow_batch_norm=*/kConv));
+  if constexpr (kConv) {
+    ASSIGN_OR_RETURN(bool ran, FusedConvOneDnn(ctx, steps));
+    if (ran) return OkStatus();
+  }
   ASSIGN_OR_RETURN(Tensor out, RunBaseKernel(ctx, kConv ? "Conv2D" : "MatMul"));
+  // A side input that broadcasts (the graph's Add was fused where the shapes were not all
+  // known): the Add's own kernel, between the steps before it and after it.
+  auto add = std::find_if(steps.begin(), steps.end(), [&](const Epilogue& e) {
+    return e.kind == Epilogue::Kind::kAdd && ctx.input(e.first_arg).dims() != out.dims();
+  });
+  if (add != steps.end()) {
+    RETURN_IF_ERROR(RunEpilogue(ctx, std::vector<Epilogue>(steps.begin(), add), out));
+    ASSIGN_OR_RETURN(out, RunBaseKernel(ctx, "AddV2", {out, ctx.input(add->first_arg)}));
+    steps.erase(steps.begin(), add + 1);
+  }
   RETURN_IF_ERROR(RunEpilogue(ctx, steps, out));
   ctx.set_output(0, std::move(out));
   return OkStatus();

@@ -11,8 +11,10 @@
 #include <Eigen/Dense>
 
 #include "compiler/graph/op_registry.h"
+#include "compiler/graph/remapper.h"
 #include "compiler/graph/ops/conv_geometry.h"
 #include "compiler/graph/ops/cwise.h"
+#include "compiler/graph/ops/fused_conv.h"
 #include "compiler/graph/ops/math_ops_kernels.h"
 #include "compiler/graph/ops/onednn_kernels.h"
 #include "compiler/graph/ops/register_ops.h"
@@ -554,22 +556,26 @@ void Col2ImAdd(const Conv2DDims& d, const Conv2DParams& p, const C* cols, C* ima
 
 enum class ConvPass { kForward, kBackpropInput, kBackpropFilter };
 
-// Whether input `i` of `node` is a constant (a Const, through Identities): a frozen graph's
-// weights, which a kernel may prepare once and keep across runs.
-bool InputIsConstant(const Node& node, int i) {
-  const Node* src = node.input_node(i).first;
-  while (src != nullptr && src->type_string() == "Identity") src = src->input_node(0).first;
-  return src != nullptr && src->type_string() == "Const";
-}
+// A node's packed filter and whether its filter input is a constant (a frozen graph's weights,
+// or weights a batch norm's constant scale was folded into): decided at the first run.
+struct FilterState {
+  bool constant = false;
+  onednn::PackedFilter packed;
+};
 
 // The node's packed filter, kept in its state across runs, when its filter (input `i`) is a
-// constant; null otherwise.
+// constant, which a kernel may prepare once and keep; null otherwise.
 onednn::PackedFilter* PackedFilterOf(OpKernelContext& ctx, int i) {
-  if (ctx.state() == nullptr || !InputIsConstant(ctx.node(), i)) return nullptr;
+  if (ctx.state() == nullptr) return nullptr;
   std::any& v = ctx.state()->value;
-  if (!v.has_value()) v = std::make_shared<onednn::PackedFilter>();
-  auto* packed = std::any_cast<std::shared_ptr<onednn::PackedFilter>>(&v);
-  return packed ? packed->get() : nullptr;
+  if (!v.has_value()) {
+    auto made = std::make_shared<FilterState>();
+    const Node* src = ctx.node().input_node(i).first;
+    made->constant = src != nullptr && ComputesConstant(*src);
+    v = std::move(made);
+  }
+  auto* state = std::any_cast<std::shared_ptr<FilterState>>(&v);
+  return state != nullptr && (*state)->constant ? &(*state)->packed : nullptr;
 }
 
 // The input gradient of a convolution whose input has one channel (a grayscale image's first
@@ -616,10 +622,13 @@ Status SingleChannelBackwardData(const onednn::ConvGeometry& g, const float* w, 
 
 // The f32 convolutions through oneDNN (its kernels for this CPU), as TensorFlow runs them.
 // Returns false (nothing done) where oneDNN does not apply: other types, empty tensors.
+// With kForward, `bias`, `side` (input indices, or -1) and `post` are the fused epilogue of a
+// _FusedConv2D: the side input's buffer becomes the output where nothing else holds it.
 template <ConvPass kPass>
 StatusOr<bool> Conv2DOneDnn(OpKernelContext& ctx, const Conv2DParams& p, const Conv2DDims& d,
                             const std::vector<int64_t>& input_dims,
-                            const std::vector<int64_t>& filter_dims) {
+                            const std::vector<int64_t>& filter_dims, int bias = -1, int side = -1,
+                            const onednn::PostOps& post = {}) {
   const int typed_input = kPass == ConvPass::kBackpropInput ? 1 : 0;
   if (!onednn::Available() || ctx.input(typed_input).dtype() != DT_FLOAT) return false;
   if (d.batch <= 0 || d.in_rows <= 0 || d.in_cols <= 0 || d.in_depth <= 0 || d.out_depth <= 0 ||
@@ -648,9 +657,21 @@ StatusOr<bool> Conv2DOneDnn(OpKernelContext& ctx, const Conv2DParams& p, const C
   ThreadPool* threads = ctx.pool();
   Status status;
   if constexpr (kPass == ConvPass::kForward) {
-    ASSIGN_OR_RETURN(Tensor * out, ctx.allocate_output(0, {d.batch, d.rows.out, d.cols.out, d.out_depth}));
-    status = onednn::Conv2DForward(g, Data<float>(ctx.input(0)), Data<float>(ctx.input(1)), nullptr,
-                                   false, MutableData<float>(*out), threads, PackedFilterOf(ctx, 1));
+    const std::vector<int64_t> out_dims = {d.batch, d.rows.out, d.cols.out, d.out_depth};
+    Tensor* out = nullptr;
+    if (side >= 0) {
+      // A side input that broadcasts is added by the caller's own path.
+      if (ctx.input(side).dims() != out_dims || ctx.input(side).dtype() != DT_FLOAT) return false;
+      ASSIGN_OR_RETURN(out, ctx.forward_input_or_allocate_output(side, 0, out_dims));
+      if (out->raw_data() != ctx.input(side).raw_data()) {
+        std::copy_n(Data<float>(ctx.input(side)), out->num_elements(), MutableData<float>(*out));
+      }
+    } else {
+      ASSIGN_OR_RETURN(out, ctx.allocate_output(0, out_dims));
+    }
+    status = onednn::Conv2DForward(g, Data<float>(ctx.input(0)), Data<float>(ctx.input(1)),
+                                   bias >= 0 ? Data<float>(ctx.input(bias)) : nullptr, post,
+                                   MutableData<float>(*out), threads, PackedFilterOf(ctx, 1));
   } else if constexpr (kPass == ConvPass::kBackpropInput) {
     ASSIGN_OR_RETURN(Tensor * out, ctx.allocate_output(0, input_dims));
     if (d.in_depth == 1 && d.groups == 1) {
@@ -1110,6 +1131,23 @@ KernelFn FloatUnary(std::string op) {
 }
 
 }  // namespace
+
+StatusOr<bool> FusedConv2DOneDnn(OpKernelContext& ctx, int bias, int side,
+                                 const onednn::PostOps& post) {
+  if (!onednn::Available() || ctx.input(0).dtype() != DT_FLOAT) return false;
+  if (const AttrValue* f = FindAttr(ctx.attrs(), "data_format"); f != nullptr && f->s() != "NHWC") {
+    return false;
+  }
+  auto params = GetConv2DParams(ctx.attrs(), ctx.name(), /*pooling=*/false);
+  if (!params.ok()) return ctx.Error(params.status().message());
+  const std::vector<int64_t> input_dims = ctx.input(0).dims(), filter_dims = ctx.input(1).dims();
+  auto dims = ConvDimsFromFilter(*params, input_dims, filter_dims);
+  if (!dims.ok()) return ctx.Error(dims.status().message());
+  if (bias >= 0 && (ctx.input(bias).dtype() != DT_FLOAT || ctx.input(bias).dims() != std::vector<int64_t>{dims->out_depth})) {
+    return false;
+  }
+  return Conv2DOneDnn<ConvPass::kForward>(ctx, *params, *dims, input_dims, filter_dims, bias, side, post);
+}
 
 void RegisterNnOps(OpRegistry& r) {
   REGISTER_OP(r, "Relu")

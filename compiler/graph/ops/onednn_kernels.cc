@@ -2,6 +2,7 @@
 
 #ifdef XLENS_HAVE_ONEDNN
 #include <algorithm>
+#include <cstring>
 #include <functional>
 #include <map>
 #include <mutex>
@@ -20,6 +21,10 @@ namespace xlens::graph::onednn {
 #ifndef XLENS_HAVE_ONEDNN
 
 bool Available() { return false; }
+Status Conv2DForward(const ConvGeometry&, const float*, const float*, const float*, const PostOps&,
+                     float*, ThreadPool*, PackedFilter*) {
+  return Status::Error("this build has no oneDNN");
+}
 Status Conv2DForward(const ConvGeometry&, const float*, const float*, const float*, bool, float*,
                      ThreadPool*, PackedFilter*) {
   return Status::Error("this build has no oneDNN");
@@ -204,19 +209,35 @@ dnnl::memory::desc UserWeightsOf(const ConvGeometry& g) {
                             dims{og, 1, g.out_depth, g.k_cols * ig * g.out_depth, ig * g.out_depth});
 }
 
-dnnl::primitive_attr Attr(bool relu) {
+// A key of the post-ops for the caches: the sum, the activation and its slope's bits.
+int64_t PostKey(const PostOps& post) {
+  uint32_t alpha_bits;
+  std::memcpy(&alpha_bits, &post.alpha, sizeof alpha_bits);
+  return (static_cast<int64_t>(alpha_bits) << 8) | (static_cast<int64_t>(post.eltwise) << 1) | post.sum;
+}
+
+dnnl::primitive_attr Attr(const PostOps& post) {
   dnnl::primitive_attr attr;
-  if (relu) {
-    dnnl::post_ops po;
-    po.append_eltwise(1.f, dnnl::algorithm::eltwise_relu, 0.f, 0.f);
-    attr.set_post_ops(po);
+  dnnl::post_ops po;
+  if (post.sum) po.append_sum(1.f);
+  switch (post.eltwise) {
+    case Eltwise::kNone: break;
+    case Eltwise::kRelu: po.append_eltwise(1.f, dnnl::algorithm::eltwise_relu, 0.f, 0.f); break;
+    case Eltwise::kRelu6: po.append_eltwise(1.f, dnnl::algorithm::eltwise_clip, 0.f, 6.f); break;
+    case Eltwise::kElu: po.append_eltwise(1.f, dnnl::algorithm::eltwise_elu, 1.f, 0.f); break;
+    case Eltwise::kLeakyRelu:
+      po.append_eltwise(1.f, dnnl::algorithm::eltwise_relu, post.alpha, 0.f);
+      break;
+    case Eltwise::kTanh: po.append_eltwise(1.f, dnnl::algorithm::eltwise_tanh, 0.f, 0.f); break;
+    case Eltwise::kSigmoid: po.append_eltwise(1.f, dnnl::algorithm::eltwise_logistic, 0.f, 0.f); break;
   }
+  if (po.len() > 0) attr.set_post_ops(po);
   attr.set_scratchpad_mode(dnnl::scratchpad_mode::user);
   return attr;
 }
 
-dnnl::convolution_forward::primitive_desc ForwardPd(const ConvGeometry& g, bool bias, bool relu,
-                                                    dnnl::prop_kind prop) {
+dnnl::convolution_forward::primitive_desc ForwardPd(const ConvGeometry& g, bool bias,
+                                                    const PostOps& post, dnnl::prop_kind prop) {
   const dims strides{g.stride_rows, g.stride_cols}, dilates{g.dil_rows - 1, g.dil_cols - 1};
   const dims pad_l{g.pad_top, g.pad_left}, pad_r{g.pad_bottom, g.pad_right};
   const auto algo = dnnl::algorithm::convolution_direct;
@@ -226,36 +247,37 @@ dnnl::convolution_forward::primitive_desc ForwardPd(const ConvGeometry& g, bool 
                          dilates, pad_l, pad_r)
                    : dnnl::convolution_forward::desc(prop, algo, SrcOf(g), WeightsOf(g, tag::any),
                                                      DstOf(g), strides, dilates, pad_l, pad_r);
-  return dnnl::convolution_forward::primitive_desc(desc, Attr(relu), Engine());
+  return dnnl::convolution_forward::primitive_desc(desc, Attr(post), Engine());
 }
 
 // The primitive of one part's geometry, made single-threaded.
-std::shared_ptr<const Primitive> ConvPrimitive(Kind kind, const ConvGeometry& g, bool bias, bool relu) {
-  return Cached<Primitive>(ConvKey(kind, g, bias * 2 + relu), [&] {
+std::shared_ptr<const Primitive> ConvPrimitive(Kind kind, const ConvGeometry& g, bool bias,
+                                               const PostOps& post) {
+  return Cached<Primitive>(ConvKey(kind, g, PostKey(post) * 2 + bias), [&] {
     SingleThreaded single;
     const dims strides{g.stride_rows, g.stride_cols}, dilates{g.dil_rows - 1, g.dil_cols - 1};
     const dims pad_l{g.pad_top, g.pad_left}, pad_r{g.pad_bottom, g.pad_right};
     const auto algo = dnnl::algorithm::convolution_direct;
     auto made = std::make_shared<Primitive>();
     if (kind == kForward) {
-      auto pd = ForwardPd(g, bias, relu, dnnl::prop_kind::forward_inference);
+      auto pd = ForwardPd(g, bias, post, dnnl::prop_kind::forward_inference);
       made->primitive = dnnl::convolution_forward(pd);
       made->weights = pd.weights_desc();
       made->scratchpad = pd.scratchpad_desc();
     } else if (kind == kBackwardData) {
       // A backward primitive is chosen to match a forward one (its hint).
-      auto hint = ForwardPd(g, false, false, dnnl::prop_kind::forward_training);
+      auto hint = ForwardPd(g, false, PostOps{}, dnnl::prop_kind::forward_training);
       dnnl::convolution_backward_data::desc desc(algo, SrcOf(g), WeightsOf(g, tag::any), DstOf(g),
                                                  strides, dilates, pad_l, pad_r);
-      dnnl::convolution_backward_data::primitive_desc pd(desc, Attr(false), Engine(), hint);
+      dnnl::convolution_backward_data::primitive_desc pd(desc, Attr(PostOps{}), Engine(), hint);
       made->primitive = dnnl::convolution_backward_data(pd);
       made->weights = pd.weights_desc();
       made->scratchpad = pd.scratchpad_desc();
     } else {
-      auto hint = ForwardPd(g, false, false, dnnl::prop_kind::forward_training);
+      auto hint = ForwardPd(g, false, PostOps{}, dnnl::prop_kind::forward_training);
       dnnl::convolution_backward_weights::desc desc(algo, SrcOf(g), WeightsOf(g, tag::any),
                                                     DstOf(g), strides, dilates, pad_l, pad_r);
-      dnnl::convolution_backward_weights::primitive_desc pd(desc, Attr(false), Engine(), hint);
+      dnnl::convolution_backward_weights::primitive_desc pd(desc, Attr(PostOps{}), Engine(), hint);
       made->primitive = dnnl::convolution_backward_weights(pd);
       made->weights = pd.diff_weights_desc();
       made->scratchpad = pd.scratchpad_desc();
@@ -295,9 +317,9 @@ void AddPart(Plan& plan, Part part, bool to_user, const dnnl::memory::desc* user
 
 // Splits a convolution into parts: blocks of images, or for one image blocks of output rows
 // (forward only: each block reads the input rows its windows cover, with its own padding).
-std::shared_ptr<const Plan> ConvPlan(Kind kind, const ConvGeometry& g, bool bias, bool relu,
+std::shared_ptr<const Plan> ConvPlan(Kind kind, const ConvGeometry& g, bool bias, const PostOps& post,
                                      int parallelism) {
-  return Cached<Plan>(ConvKey(kind, g, (bias * 2 + relu) * 1024 + parallelism), [&] {
+  return Cached<Plan>(ConvKey(kind, g, (PostKey(post) * 2 + bias) * 1024 + parallelism), [&] {
     auto plan = std::make_shared<Plan>();
     plan->user_weights = UserWeightsOf(g);
     const bool to_user = kind == kBackwardWeights;
@@ -320,7 +342,7 @@ std::shared_ptr<const Plan> ConvPlan(Kind kind, const ConvGeometry& g, bool bias
         ConvGeometry pg = g;
         pg.out_depth = std::min(block, g.out_depth - o0);
         Part part;
-        part.primitive = ConvPrimitive(kind, pg, bias, relu);
+        part.primitive = ConvPrimitive(kind, pg, bias, post);
         part.src = SrcOf(pg);
         part.dst = DstOf(pg);
         part.bias = dnnl::memory::desc({pg.out_depth}, dt::f32, tag::x);
@@ -352,7 +374,7 @@ std::shared_ptr<const Plan> ConvPlan(Kind kind, const ConvGeometry& g, bool bias
         pg.pad_top = first - start;
         pg.pad_bottom = end - last;
         Part part;
-        part.primitive = ConvPrimitive(kind, pg, bias, relu);
+        part.primitive = ConvPrimitive(kind, pg, bias, post);
         part.src = SrcOf(pg);
         part.dst = DstOf(pg);
         part.src_offset = first * g.in_cols * g.in_depth;
@@ -369,7 +391,7 @@ std::shared_ptr<const Plan> ConvPlan(Kind kind, const ConvGeometry& g, bool bias
       ConvGeometry pg = g;
       pg.batch = std::min(images, g.batch - n0);
       Part part;
-      part.primitive = ConvPrimitive(kind, pg, bias, relu);
+      part.primitive = ConvPrimitive(kind, pg, bias, post);
       part.src = SrcOf(pg);
       part.dst = DstOf(pg);
       part.src_offset = n0 * in_image;
@@ -432,9 +454,9 @@ Status Guard(const char* what, Fn&& fn) {
 bool Available() { return true; }
 
 Status Conv2DForward(const ConvGeometry& g, const float* x, const float* w, const float* bias,
-                     bool relu, float* y, ThreadPool* pool, PackedFilter* packed) {
+                     const PostOps& post, float* y, ThreadPool* pool, PackedFilter* packed) {
   return Guard("convolution", [&]() -> Status {
-    auto plan = ConvPlan(kForward, g, bias != nullptr, relu, Parallelism(pool));
+    auto plan = ConvPlan(kForward, g, bias != nullptr, post, Parallelism(pool));
     std::vector<std::vector<char>> scratch;
     const std::vector<const void*> filters = FilterLayouts(*plan, w, packed, scratch);
     const dnnl::memory::desc bias_md({g.out_depth}, dt::f32, tag::x);
@@ -451,10 +473,17 @@ Status Conv2DForward(const ConvGeometry& g, const float* x, const float* w, cons
         Execute(part, args);
         return;
       }
+      // A block of channels is computed densely beside the output (with the side input's
+      // channels first, for the sum) and copied to its channels after.
       float* block = static_cast<float*>(Scratch(part.dst.get_size(), 1));
+      const int64_t positions = g.batch * g.out_rows * g.out_cols;
+      if (post.sum) {
+        for (int64_t q = 0; q < positions; ++q) {
+          std::copy_n(y + q * g.out_depth + part.dst_offset, part.channels, block + q * part.channels);
+        }
+      }
       args[DNNL_ARG_DST] = dnnl::memory(part.dst, Engine(), block);
       Execute(part, args);
-      const int64_t positions = g.out_rows * g.out_cols;
       for (int64_t q = 0; q < positions; ++q) {
         std::copy_n(block + q * part.channels, part.channels, y + q * g.out_depth + part.dst_offset);
       }
@@ -462,10 +491,17 @@ Status Conv2DForward(const ConvGeometry& g, const float* x, const float* w, cons
   });
 }
 
+Status Conv2DForward(const ConvGeometry& g, const float* x, const float* w, const float* bias,
+                     bool relu, float* y, ThreadPool* pool, PackedFilter* packed) {
+  PostOps post;
+  if (relu) post.eltwise = Eltwise::kRelu;
+  return Conv2DForward(g, x, w, bias, post, y, pool, packed);
+}
+
 Status Conv2DBackwardData(const ConvGeometry& g, const float* w, const float* dy, float* dx,
                           ThreadPool* pool, PackedFilter* packed) {
   return Guard("convolution backward data", [&]() -> Status {
-    auto plan = ConvPlan(kBackwardData, g, false, false, Parallelism(pool));
+    auto plan = ConvPlan(kBackwardData, g, false, PostOps{}, Parallelism(pool));
     std::vector<std::vector<char>> scratch;
     const std::vector<const void*> filters = FilterLayouts(*plan, w, packed, scratch);
     return RunParts(pool, plan->parts.size(), "convolution backward data", [&](int64_t t) {
@@ -482,7 +518,7 @@ Status Conv2DBackwardData(const ConvGeometry& g, const float* w, const float* dy
 Status Conv2DBackwardWeights(const ConvGeometry& g, const float* x, const float* dy, float* dw,
                              ThreadPool* pool) {
   return Guard("convolution backward weights", [&]() -> Status {
-    auto plan = ConvPlan(kBackwardWeights, g, false, false, Parallelism(pool));
+    auto plan = ConvPlan(kBackwardWeights, g, false, PostOps{}, Parallelism(pool));
     const int64_t elements = g.k_rows * g.k_cols * g.in_depth / g.groups * g.out_depth;
     // Each part's partial filter in HWIO: the first into dw, the others beside it, summed after.
     std::vector<std::vector<float>> partial(plan->parts.size() - 1, std::vector<float>(elements));
@@ -551,7 +587,7 @@ Status MatMul(const float* a, bool ta, const float* b, bool tb, int64_t m, int64
             SingleThreaded single;
             auto desc = with_bias ? dnnl::matmul::desc(part.src, part.weights, part.bias, part.dst)
                                   : dnnl::matmul::desc(part.src, part.weights, part.dst);
-            dnnl::matmul::primitive_desc pd(desc, Attr(false), Engine());
+            dnnl::matmul::primitive_desc pd(desc, Attr(PostOps{}), Engine());
             auto made = std::make_shared<Primitive>();
             made->primitive = dnnl::matmul(pd);
             made->scratchpad = pd.scratchpad_desc();
@@ -581,7 +617,7 @@ Status MatMul(const float* a, bool ta, const float* b, bool tb, int64_t m, int64
           SingleThreaded single;
           auto desc = bias ? dnnl::matmul::desc(part.src, part.weights, part.bias, part.dst)
                            : dnnl::matmul::desc(part.src, part.weights, part.dst);
-          dnnl::matmul::primitive_desc pd(desc, Attr(false), Engine());
+          dnnl::matmul::primitive_desc pd(desc, Attr(PostOps{}), Engine());
           auto made = std::make_shared<Primitive>();
           made->primitive = dnnl::matmul(pd);
           made->scratchpad = pd.scratchpad_desc();

@@ -51,10 +51,25 @@ struct PackedFilter {
   std::vector<std::pair<std::shared_ptr<const void>, std::shared_ptr<void>>> layouts;
 };
 
-// y = relu?(conv(x, w) + bias?): x [batch, in_rows, in_cols, in_depth], w HWIO, bias
-// [out_depth] or null, y [batch, out_rows, out_cols, out_depth]. `packed`: null when the filter
-// may change between calls; else the filter is packed into it on the first call and read from
-// it afterwards.
+// The activations a convolution's epilogue may end with (oneDNN's eltwise post-ops).
+enum class Eltwise { kNone, kRelu, kRelu6, kElu, kLeakyRelu, kTanh, kSigmoid };
+
+// What a convolution does to its output in the same pass, after the bias (oneDNN post-ops, as
+// TensorFlow's _FusedConv2D runs them): add what y holds on entry (a residual connection's side
+// input), then an activation.
+struct PostOps {
+  bool sum = false;
+  Eltwise eltwise = Eltwise::kNone;
+  float alpha = 0;  // LeakyRelu's slope
+};
+
+// y = act(conv(x, w) + bias? + y?): x [batch, in_rows, in_cols, in_depth], w HWIO, bias
+// [out_depth] or null, y [batch, out_rows, out_cols, out_depth] (read first with post.sum).
+// `packed`: null when the filter may change between calls; else the filter is packed into it
+// on the first call and read from it afterwards.
+Status Conv2DForward(const ConvGeometry& g, const float* x, const float* w, const float* bias,
+                     const PostOps& post, float* y, ThreadPool* pool, PackedFilter* packed);
+// The same with only a ReLU (or nothing) after the bias.
 Status Conv2DForward(const ConvGeometry& g, const float* x, const float* w, const float* bias,
                      bool relu, float* y, ThreadPool* pool, PackedFilter* packed);
 
