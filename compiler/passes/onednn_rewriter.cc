@@ -32,35 +32,51 @@ bool ScalarConstant(const HloInstruction* i, double* value) {
 // One step of the chain on top of the product: the instructions it absorbs and where the value
 // continues.
 struct ChainStep {
-  OneDnnPostOp op;
+  std::vector<OneDnnPostOp> ops;  // one, or the three a subtraction takes
   std::vector<HloInstruction*> members;  // including scalar constants and broadcasts
   HloInstruction* addend = nullptr;      // kAdd: the tensor added (outside the members)
   HloInstruction* result = nullptr;
 };
 
 // `v` + bias (broadcast along the minor dimension), + a tensor of its shape, or + a broadcast
-// scalar that is not a constant (constants are the affine map's).
+// scalar that is not a constant (constants are the affine map's); `v` - such a tensor, or such a
+// tensor - `v` (a gradient step's w - lr * g). oneDNN adds: `other` - `v` is -v + other, and
+// `v` - `other` is -(-v + other), each exact in IEEE arithmetic (negation is exact and a + (-b)
+// is a - b), so the result is bit for bit the subtraction's up to the sign of a zero.
 std::optional<ChainStep> FindAdd(HloInstruction* v) {
   if (UseCount(*v) != 1 || v->users().size() != 1) return std::nullopt;
   HloInstruction* u = v->users()[0];
-  if (u->opcode() != HloOpcode::kAdd || u->operand(0) == u->operand(1) ||
-      !IsRowMajorF32(u->shape())) {
+  if ((u->opcode() != HloOpcode::kAdd && u->opcode() != HloOpcode::kSubtract) ||
+      u->operand(0) == u->operand(1) || !IsRowMajorF32(u->shape())) {
     return std::nullopt;
   }
   HloInstruction* other = u->operand(0) == v ? u->operand(1) : u->operand(0);
   double ignored;
   if (ScalarConstant(other, &ignored)) return std::nullopt;
   ChainStep step;
-  step.op.kind = OneDnnPostOp::Kind::kAdd;
+  OneDnnPostOp add;
+  add.kind = OneDnnPostOp::Kind::kAdd;
   step.result = u;
   step.members = {u};
+  auto finish = [&](OneDnnPostOp::Addend kind, HloInstruction* addend) {
+    add.addend = kind;
+    step.addend = addend;
+    if (u->opcode() == HloOpcode::kAdd) {
+      step.ops = {add};
+      return step;
+    }
+    OneDnnPostOp negate;
+    negate.kind = OneDnnPostOp::Kind::kLinear;
+    negate.alpha = -1;
+    step.ops = {negate, add};
+    if (u->operand(0) == v) step.ops.push_back(negate);
+    return step;
+  };
   if (other->opcode() != HloOpcode::kBroadcast) {
     if (!IsRowMajorF32(other->shape()) || other->shape().dimensions() != v->shape().dimensions()) {
       return std::nullopt;
     }
-    step.op.addend = OneDnnPostOp::Addend::kFull;
-    step.addend = other;
-    return step;
+    return finish(OneDnnPostOp::Addend::kFull, other);
   }
   // The broadcast operand's elements are contiguous either way: one, or n along a dimension
   // that lands on the minor one (a [n] bias, or JAX's [1, n] reshape of it).
@@ -73,17 +89,13 @@ std::optional<ChainStep> FindAdd(HloInstruction* v) {
     if (spread >= 0) return std::nullopt;
     spread = d;
   }
-  if (spread < 0) {
-    step.op.addend = OneDnnPostOp::Addend::kScalar;
-  } else if (other->dimensions(spread) == rank - 1 &&
-             x->shape().dimensions(spread) == v->shape().dimensions(rank - 1)) {
-    step.op.addend = OneDnnPostOp::Addend::kLastDimension;
-  } else {
-    return std::nullopt;
-  }
-  step.addend = x;
   step.members.push_back(other);
-  return step;
+  if (spread < 0) return finish(OneDnnPostOp::Addend::kScalar, x);
+  if (other->dimensions(spread) == rank - 1 &&
+      x->shape().dimensions(spread) == v->shape().dimensions(rank - 1)) {
+    return finish(OneDnnPostOp::Addend::kLastDimension, x);
+  }
+  return std::nullopt;
 }
 
 // The activation on top of `v`, recognised by its structure (onednn_activation_matcher.h).
@@ -91,7 +103,7 @@ std::optional<ChainStep> FindActivation(HloInstruction* v, const Positions& posi
   std::optional<ActivationMatch> match = MatchOneDnnActivation(v);
   if (!match) return std::nullopt;
   ChainStep step;
-  step.op = match->op;
+  step.ops = {match->op};
   step.result = match->root;
   step.members = std::move(match->members);
   // In the computation's order, so that fusions and decisions come out the same every time.
@@ -102,7 +114,15 @@ std::optional<ChainStep> FindActivation(HloInstruction* v, const Positions& posi
   return step;
 }
 
-// The post-ops on top of `core`, greedily, and where the value ends.
+bool IsNegation(const OneDnnPostOp& op) {
+  return op.kind == OneDnnPostOp::Kind::kLinear && op.alpha == -1 && op.beta == 0;
+}
+
+// The post-ops on top of `core`, greedily, and where the value ends. oneDNN (2.6) applies every
+// eltwise_linear of one call with the first one's parameters (measured: linear(0.1x), add,
+// linear(-x) computed 0.1 * (0.1 d + r)), so a chain holds linear post-ops of one (alpha, beta)
+// only and ends before a step that would bring another. A subtraction's leading negation right
+// after a linear map is folded into it: -(a x + b) is (-a) x + (-b), exactly.
 std::vector<ChainStep> FindChain(HloInstruction* core, HloInstruction** end) {
   HloComputation* computation = core->parent();
   std::vector<HloInstruction*> order = computation->MakeInstructionPostOrder();
@@ -114,6 +134,26 @@ std::vector<ChainStep> FindChain(HloInstruction* core, HloInstruction** end) {
     std::optional<ChainStep> step = FindAdd(v);
     if (!step) step = FindActivation(v, positions);
     if (!step) break;
+    OneDnnPostOp* last = chain.empty() ? nullptr : &chain.back().ops.back();
+    const bool fold = step->ops.size() > 1 && IsNegation(step->ops.front()) && last != nullptr &&
+                      last->kind == OneDnnPostOp::Kind::kLinear;
+    // The linear maps the chain would hold with this step.
+    std::vector<std::pair<double, double>> maps;
+    for (const ChainStep& c : chain) {
+      for (const OneDnnPostOp& op : c.ops) {
+        if (op.kind != OneDnnPostOp::Kind::kLinear) continue;
+        maps.push_back(fold && &op == last ? std::pair(-op.alpha, -op.beta) : std::pair(op.alpha, op.beta));
+      }
+    }
+    for (size_t i = fold ? 1 : 0; i < step->ops.size(); ++i) {
+      if (step->ops[i].kind == OneDnnPostOp::Kind::kLinear) maps.push_back({step->ops[i].alpha, step->ops[i].beta});
+    }
+    if (std::any_of(maps.begin(), maps.end(), [&](const auto& m) { return m != maps.front(); })) break;
+    if (fold) {
+      last->alpha = -last->alpha;
+      last->beta = -last->beta;
+      step->ops.erase(step->ops.begin());
+    }
     v = step->result;
     chain.push_back(std::move(*step));
   }
@@ -192,6 +232,78 @@ std::string RefusalReason(const HloInstruction& core) {
   return "";
 }
 
+// A minor transpose of a product's result, with at most an elementwise chain by scalar constants
+// between them (a gradient's transpose(dot(g^T, x)) * lr, as JAX differentiates x @ w), is the
+// product of the transposed operands in swapped order: (a b)^T = b^T a^T. Computing that
+// product gives the transposed result directly (row-major, as the call writes it), its operands
+// read in place through strides, instead of a call followed by a transposing loop; the chain
+// stays on top of the product for the post-ops. `what` gets "transpose.5 of dot.2" per rewrite.
+StatusOr<bool> SinkTransposesIntoProducts(HloComputation& computation,
+                                          std::vector<std::pair<std::string, std::string>>* what) {
+  // An elementwise f32 instruction of `v`'s shape whose other operands are broadcast scalars.
+  auto commutes = [](const HloInstruction* u, const HloInstruction* v) {
+    if (!u->IsElementwise() || !IsRowMajorF32(u->shape()) ||
+        u->shape().dimensions() != v->shape().dimensions()) {
+      return false;
+    }
+    for (const HloInstruction* o : u->operands()) {
+      if (o == v) continue;
+      if (o->opcode() != HloOpcode::kBroadcast || o->operand_count() != 1 || !o->dimensions().empty() ||
+          o->operand(0)->shape().rank() != 0) {
+        return false;
+      }
+    }
+    return std::count(u->operands().begin(), u->operands().end(), v) == 1;
+  };
+  bool changed = false;
+  for (HloInstruction* t : computation.MakeInstructionPostOrder()) {
+    if (!IsMinorTranspose(*t) || !IsRowMajorF32(t->shape())) continue;
+    // Down from the transpose to the product, every value read only by the next.
+    std::vector<HloInstruction*> chain;  // from the product's user up to the transpose's operand
+    HloInstruction* v = t->operand(0);
+    while (v->opcode() != HloOpcode::kDot && UseCount(*v) == 1) {
+      HloInstruction* below = nullptr;
+      for (HloInstruction* o : v->operands()) {
+        if (commutes(v, o)) below = o;
+      }
+      if (below == nullptr) break;
+      chain.push_back(v);
+      v = below;
+    }
+    HloInstruction* dot = v;
+    if (dot->opcode() != HloOpcode::kDot || UseCount(*dot) != 1 || !RefusalReason(*dot).empty()) continue;
+    std::reverse(chain.begin(), chain.end());
+    // b^T and a^T: a transpose of a transpose is its operand.
+    auto transposed = [&](HloInstruction* o) -> HloInstruction* {
+      if (IsMinorTranspose(*o)) return o->operand(0);
+      std::vector<int64_t> dims = o->shape().dimensions();
+      std::swap(dims[dims.size() - 2], dims[dims.size() - 1]);
+      Shape shape(PrimitiveType::F32, dims);
+      shape.SetDefaultLayout();
+      return computation.AddInstruction(t->CloneWithNewOperands(shape, {o}));
+    };
+    HloInstruction* lhs = transposed(dot->operand(1));
+    HloInstruction* rhs = transposed(dot->operand(0));
+    HloInstruction* value = computation.AddInstruction(dot->CloneWithNewOperands(t->shape(), {lhs, rhs}));
+    for (HloInstruction* c : chain) {
+      std::vector<HloInstruction*> operands;
+      for (HloInstruction* o : c->operands()) {
+        if (o->opcode() == HloOpcode::kBroadcast && o->shape().dimensions() == c->shape().dimensions() &&
+            std::count(chain.begin(), chain.end(), o) == 0 && o != dot) {
+          operands.push_back(computation.AddInstruction(o->CloneWithNewOperands(t->shape(), {o->operand(0)})));
+        } else {
+          operands.push_back(value);
+        }
+      }
+      value = computation.AddInstruction(c->CloneWithNewOperands(t->shape(), operands));
+    }
+    what->push_back({t->name(), dot->name()});
+    RETURN_IF_ERROR(computation.ReplaceInstruction(t, value));
+    changed = true;
+  }
+  return changed;
+}
+
 }  // namespace
 
 
@@ -265,11 +377,13 @@ std::optional<OneDnnCall> MatchOneDnnCall(const HloInstruction& fusion) {
   }
   HloInstruction* end = nullptr;
   for (ChainStep& step : FindChain(core, &end)) {
-    if (step.op.kind == OneDnnPostOp::Kind::kAdd) {
-      if (step.addend->opcode() != HloOpcode::kParameter) return std::nullopt;
-      step.op.parameter = step.addend->parameter_number();
+    for (OneDnnPostOp& op : step.ops) {
+      if (op.kind == OneDnnPostOp::Kind::kAdd) {
+        if (step.addend->opcode() != HloOpcode::kParameter) return std::nullopt;
+        op.parameter = step.addend->parameter_number();
+      }
+      call.post_ops.push_back(op);
     }
-    call.post_ops.push_back(step.op);
   }
   if (end != computation.root_instruction()) return std::nullopt;
   return call;
@@ -286,11 +400,18 @@ StatusOr<bool> OneDnnRewriter::Run(HloModule& module) {
 }
 
 StatusOr<bool> OneDnnRewriter::RewriteComputation(HloComputation& computation) {
+  std::vector<std::pair<std::string, std::string>> sunk;
+  ASSIGN_OR_RETURN(bool changed, SinkTransposesIntoProducts(computation, &sunk));
+  for (const auto& [transpose, dot] : sunk) {
+    decisions_.push_back({transpose, dot, true,
+                          "the transpose of the product computed as the product of the transposed operands "
+                          "in swapped order, read in place (no transpose)",
+                          "kCustom", ""});
+  }
   std::vector<HloInstruction*> cores;
   for (HloInstruction* i : computation.MakeInstructionPostOrder()) {
     if (i->opcode() == HloOpcode::kDot || i->opcode() == HloOpcode::kConvolution) cores.push_back(i);
   }
-  bool changed = false;
   for (HloInstruction* core : cores) {
     const std::string core_name = core->name();
     if (std::string why = RefusalReason(*core); !why.empty()) {
@@ -341,10 +462,12 @@ StatusOr<bool> OneDnnRewriter::RewriteComputation(HloComputation& computation) {
     }
     HloInstruction* end = nullptr;
     for (const ChainStep& step : post_ops ? FindChain(core, &end) : std::vector<ChainStep>{}) {
+      std::string names;
+      for (const OneDnnPostOp& op : step.ops) names += (names.empty() ? "" : " + ") + OneDnnPostOpName(op);
       for (HloInstruction* m : step.members) {
         const bool helper = m->opcode() == HloOpcode::kConstant ||
                             (m->opcode() == HloOpcode::kBroadcast && m->operand(0)->opcode() == HloOpcode::kConstant);
-        add(m, helper ? "" : "oneDNN post-op " + OneDnnPostOpName(step.op));
+        add(m, helper ? "" : (step.ops.size() == 1 ? "oneDNN post-op " : "oneDNN post-ops ") + names);
       }
     }
     // A constant stays outside too when anything outside, or a broadcast that stays, reads it.

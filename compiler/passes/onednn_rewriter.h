@@ -1,8 +1,10 @@
 // Hands matrix products and convolutions to oneDNN together with what oneDNN can apply to their
-// results in the same call, as XLA's CPU oneDNN rewriter does: a bias or residual add, ReLU, GELU
-// (tanh and erf forms), scaling (x * c + d). Transposed operands (a transpose swapping the two
-// minor dimensions, as dot-decomposer leaves before a `x^T y` product) are read in place through
-// strides instead of being materialised, and batch dimensions make one batched call.
+// results in the same call, as XLA's CPU oneDNN rewriter does: a bias or residual add or
+// subtraction, ReLU, GELU (tanh and erf forms), scaling (x * c + d). Transposed operands (a
+// transpose swapping the two minor dimensions, as dot-decomposer leaves before a `x^T y` product)
+// are read in place through strides instead of being materialised, a transposed result (a weight
+// gradient's transpose(g^T x)) is computed as the product of the transposed operands, and batch
+// dimensions make one batched call.
 // Convolutions run as oneDNN's forward, backward-data or backward-weights pass, whichever
 // computes them (compiler/passes/onednn_convolution.h: the gradients JAX emits), with the
 // transposes and kernel reverse around them read in place; only the forward pass takes post-ops.

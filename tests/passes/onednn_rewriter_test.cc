@@ -151,6 +151,114 @@ ENTRY e {
   EXPECT_EQ(CountOpcode(*module, HloOpcode::kTranspose), 1);
 }
 
+// JAX's weight gradient and update for x @ w: w - transpose(g^T x) * 0.1.
+constexpr char kGradientStep[] = R"(HloModule m
+ENTRY e {
+  g = f32[8,16]{1,0} parameter(0)
+  x = f32[8,32]{1,0} parameter(1)
+  w = f32[32,16]{1,0} parameter(2)
+  tg = f32[16,8]{1,0} transpose(g), dimensions={1,0}
+  d = f32[16,32]{1,0} dot(tg, x), lhs_contracting_dims={1}, rhs_contracting_dims={0}
+  c = f32[] constant(0.1)
+  cb = f32[16,32]{1,0} broadcast(c), dimensions={}
+  m = f32[16,32]{1,0} multiply(d, cb)
+  t = f32[32,16]{1,0} transpose(m), dimensions={1,0}
+  ROOT s = f32[32,16]{1,0} subtract(w, t)
+})";
+
+TEST(OneDnnRewriterTest, TransposedProductIsTheProductOfTransposedOperands) {
+  OneDnnRewriter checked;
+  Rewrite(checked, kGradientStep);
+  // The transpose is taken into the product, (g^T x)^T = x^T g, so one call computes the
+  // update: x read transposed in place, g^T^T is g, the scaling and the subtraction its
+  // post-ops. Once more, to read the decisions of the run that rewrote the module.
+  OneDnnRewriter pass;
+  auto module = xlens::testing::ParseModuleOrDie(kGradientStep);
+  ASSERT_NE(module, nullptr);
+  ASSERT_TRUE(xlens::testing::RunPassChecked(pass, *module).ok());
+  EXPECT_EQ(Calls(*module), "matmul(lhs^T, rhs) + linear(-0.1x-0) + binary_add\n");
+  EXPECT_EQ(module->entry_computation()->instruction_count(), 4);  // 3 parameters, the call
+  const HloInstruction* call = module->entry_computation()->root_instruction();
+  ASSERT_EQ(call->opcode(), HloOpcode::kFusion);
+  // lhs^T is x's transpose read in place, rhs g itself; the result is w's shape, row-major.
+  EXPECT_EQ(call->operand(0)->name(), "x");
+  EXPECT_EQ(call->operand(1)->name(), "g");
+  EXPECT_EQ(call->shape().dimensions(), (std::vector<int64_t>{32, 16}));
+  bool decided = false;
+  for (const FusionDecision& d : pass.decisions()) {
+    decided |= d.producer == "t" && d.fused && d.reason.find("transposed operands") != std::string::npos;
+  }
+  EXPECT_TRUE(decided);
+}
+
+TEST(OneDnnRewriterTest, ATransposeThatCannotMoveStaysOutside) {
+  OneDnnRewriter pass;
+  // The product's result is read twice (and, in the second module, the chain adds a tensor that
+  // is not a scalar): the transpose stays a transpose of the call's result.
+  auto module = Rewrite(pass, R"(HloModule m
+ENTRY e {
+  a = f32[8,16]{1,0} parameter(0)
+  b = f32[16,32]{1,0} parameter(1)
+  d = f32[8,32]{1,0} dot(a, b), lhs_contracting_dims={1}, rhs_contracting_dims={0}
+  t = f32[32,8]{1,0} transpose(d), dimensions={1,0}
+  ROOT r = (f32[32,8]{1,0}, f32[8,32]{1,0}) tuple(t, d)
+})");
+  ASSERT_NE(module, nullptr);
+  EXPECT_EQ(Calls(*module), "matmul(lhs, rhs)\n");
+  EXPECT_EQ(CountOpcode(*module, HloOpcode::kTranspose), 1);
+  module = Rewrite(pass, R"(HloModule m
+ENTRY e {
+  a = f32[8,16]{1,0} parameter(0)
+  b = f32[16,32]{1,0} parameter(1)
+  e = f32[8,32]{1,0} parameter(2)
+  d = f32[8,32]{1,0} dot(a, b), lhs_contracting_dims={1}, rhs_contracting_dims={0}
+  m = f32[8,32]{1,0} multiply(d, e)
+  ROOT t = f32[32,8]{1,0} transpose(m), dimensions={1,0}
+})");
+  ASSERT_NE(module, nullptr);
+  EXPECT_EQ(Calls(*module), "matmul(lhs, rhs)\n");
+  EXPECT_EQ(CountOpcode(*module, HloOpcode::kTranspose), 1);
+}
+
+TEST(OneDnnRewriterTest, SubtractionsBecomeNegationsAndAdds) {
+  OneDnnRewriter pass;
+  auto module = Rewrite(pass, R"(HloModule m
+ENTRY e {
+  x = f32[8,16]{1,0} parameter(0)
+  w = f32[16,32]{1,0} parameter(1)
+  b = f32[32]{0} parameter(2)
+  d = f32[8,32]{1,0} dot(x, w), lhs_contracting_dims={1}, rhs_contracting_dims={0}
+  bb = f32[8,32]{1,0} broadcast(b), dimensions={1}
+  ROOT s = f32[8,32]{1,0} subtract(d, bb)
+})");
+  ASSERT_NE(module, nullptr);
+  EXPECT_EQ(Calls(*module), "matmul(lhs, rhs) + linear(-1x+0) + binary_add[bias] + linear(-1x+0)\n");
+  EXPECT_EQ(module->entry_computation()->instruction_count(), 4);
+}
+
+TEST(OneDnnRewriterTest, AChainHoldsOneLinearMap) {
+  OneDnnRewriter pass;
+  // oneDNN applies all linear post-ops of a call with the first one's parameters: (d * 2 + r) * 3
+  // keeps the second scaling outside.
+  auto module = Rewrite(pass, R"(HloModule m
+ENTRY e {
+  x = f32[8,16]{1,0} parameter(0)
+  w = f32[16,32]{1,0} parameter(1)
+  r = f32[8,32]{1,0} parameter(2)
+  d = f32[8,32]{1,0} dot(x, w), lhs_contracting_dims={1}, rhs_contracting_dims={0}
+  two = f32[] constant(2)
+  tb = f32[8,32]{1,0} broadcast(two), dimensions={}
+  s = f32[8,32]{1,0} multiply(d, tb)
+  a = f32[8,32]{1,0} add(s, r)
+  three = f32[] constant(3)
+  hb = f32[8,32]{1,0} broadcast(three), dimensions={}
+  ROOT t = f32[8,32]{1,0} multiply(a, hb)
+})");
+  ASSERT_NE(module, nullptr);
+  EXPECT_EQ(Calls(*module), "matmul(lhs, rhs) + linear(2x+0) + binary_add\n");
+  EXPECT_EQ(CountOpcode(*module, HloOpcode::kMultiply), 1);
+}
+
 TEST(OneDnnRewriterTest, AValueUsedOutsideEndsTheChain) {
   OneDnnRewriter pass;
   // The bias add's result also feeds the ReLU mask of a backward pass: the add is fused, the

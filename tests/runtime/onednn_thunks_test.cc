@@ -120,6 +120,19 @@ void ExpectEveryPostOpMatchesEvaluator(const std::string& listed) {
       {"", "  z = f32[] constant(0)\n  zb = f32[6,8] broadcast(z), dimensions={}\n"
            "  ROOT r = f32[6,8] maximum(d, zb)\n",
        "matmul(lhs, rhs) + relu"},
+      // Two linear maps around an add: oneDNN would apply the first's parameters to both, so the
+      // second stays outside the call.
+      {"  res = f32[6,8] parameter(2)\n",
+       half + "  m = f32[6,8] multiply(d, hb)\n  s = f32[6,8] add(m, res)\n"
+              "  c = f32[] constant(3)\n  cb = f32[6,8] broadcast(c), dimensions={}\n"
+              "  ROOT r = f32[6,8] multiply(s, cb)\n",
+       "matmul(lhs, rhs) + linear(0.5x+0) + binary_add"},
+      // Subtractions: res - d as -d + res, d - bias as -(-d + bias).
+      {"  res = f32[6,8] parameter(2)\n", "  ROOT r = f32[6,8] subtract(res, d)\n",
+       "matmul(lhs, rhs) + linear(-1x+0) + binary_add"},
+      {"  bias = f32[8] parameter(2)\n",
+       "  bb = f32[6,8] broadcast(bias), dimensions={1}\n  ROOT r = f32[6,8] subtract(d, bb)\n",
+       "matmul(lhs, rhs) + linear(-1x+0) + binary_add[bias] + linear(-1x+0)"},
       {"", "  c = f32[] constant(0.125)\n  cb = f32[6,8] broadcast(c), dimensions={}\n"
            "  m = f32[6,8] multiply(d, cb)\n  ROOT r = f32[6,8] subtract(m, ob)\n" + one,
        "matmul(lhs, rhs) + linear(0.125x-1)"},
@@ -141,6 +154,33 @@ void ExpectEveryPostOpMatchesEvaluator(const std::string& listed) {
 }
 
 TEST_F(OneDnnThunkTest, EveryPostOpMatchesTheEvaluator) { ExpectEveryPostOpMatchesEvaluator(""); }
+
+// A gradient step as JAX writes it for x @ w: w - transpose(g^T x) * lr is one call computing
+// x^T g (both operands read in place) with the scaling and the subtraction as post-ops; large
+// enough to be split over the pool.
+TEST_F(OneDnnThunkTest, TransposedProductsWithAGradientStep) {
+  const std::string text = R"(HloModule m
+ENTRY e {
+  g = f32[96,48] parameter(0)
+  x = f32[96,80] parameter(1)
+  w = f32[80,48] parameter(2)
+  tg = f32[48,96] transpose(g), dimensions={1,0}
+  d = f32[48,80] dot(tg, x), lhs_contracting_dims={1}, rhs_contracting_dims={0}
+  c = f32[] constant(0.1)
+  cb = f32[48,80] broadcast(c), dimensions={}
+  m = f32[48,80] multiply(d, cb)
+  t = f32[80,48] transpose(m), dimensions={1,0}
+  ROOT r = f32[80,48] subtract(w, t)
+})";
+  ExpectOneDnnMatchesEvaluator(text, "matmul(lhs^T, rhs) + linear(-0.1x-0) + binary_add");
+  auto module = ParseHloModule(text);
+  ASSERT_TRUE(module.ok());
+  auto exe = CompileForCpu(std::move(*module), {});
+  ASSERT_TRUE(exe.ok());
+  // The call is all there is: no transposing loop after it.
+  EXPECT_THAT((*exe)->ThunkSequenceText(), ::testing::Not(HasSubstr("\nkernel ")));
+  EXPECT_THAT((*exe)->ThunkSequenceText(), ::testing::Not(HasSubstr("transpose")));
+}
 
 TEST_F(OneDnnThunkTest, StructurallyMatchedFormsAndTheirNearMissesMatchTheEvaluator) {
   const std::string head =
