@@ -67,6 +67,31 @@ std::unique_ptr<HloModule> PartitionAndCheck(const std::string& text, int64_t n,
   return module;
 }
 
+// `text` with the `add` reducer its reductions and scatters apply, after its HloModule line.
+std::string WithAdd(const std::string& text) {
+  const size_t header_end = text.find('\n') + 1;
+  return text.substr(0, header_end) + R"(add {
+  a = f32[] parameter(0)
+  b = f32[] parameter(1)
+  ROOT s = f32[] add(a, b)
+}
+)" + text.substr(header_end);
+}
+
+// Megatron's second layer on 4 partitions (`header`: the HloModule line): x (f32[8,32], cut 2x2)
+// times w (f32[32,16], its rows cut over the pairs {0,1} and {2,3}), so that the contracting dim
+// is tiled and each device holds a partial product. `d` names the product ("ROOT d" when it is
+// the result), `d_sharding` is the one asked for it, and `rest` holds the entry's further lines.
+std::string RowParallelDot(const std::string& header, const std::string& d,
+                           const std::string& d_sharding, const std::string& rest = "") {
+  return header + R"(
+ENTRY e {
+  x = f32[8,32] parameter(0), sharding={devices=[2,2]<=[4]}
+  w = f32[32,16] parameter(1), sharding={devices=[2,1,2]<=[2,2]T(1,0) last_tile_dim_replicate}
+  )" + d + " = f32[8,16] dot(x, w), lhs_contracting_dims={1}, rhs_contracting_dims={0}, sharding=" +
+         d_sharding + "\n" + rest + "}\n";
+}
+
 TEST(SpmdPartitionerTest, ElementwiseOnTiledOperandsStaysLocal) {
   auto m = PartitionAndCheck(R"(HloModule m, num_partitions=4
 ENTRY e {
@@ -84,12 +109,9 @@ ENTRY e {
 TEST(SpmdPartitionerTest, RowParallelDotAllReducesPartialSums) {
   // Megatron's second layer: the contracting dim is tiled over 'model', so each device computes
   // a partial product and the partial sums meet in an all-reduce over {0,1} and {2,3}.
-  auto m = PartitionAndCheck(R"(HloModule m, num_partitions=4
-ENTRY e {
-  x = f32[8,32] parameter(0), sharding={devices=[2,2]<=[4]}
-  w = f32[32,16] parameter(1), sharding={devices=[2,1,2]<=[2,2]T(1,0) last_tile_dim_replicate}
-  ROOT d = f32[8,16] dot(x, w), lhs_contracting_dims={1}, rhs_contracting_dims={0}, sharding={devices=[2,1,2]<=[4] last_tile_dim_replicate}
-})", 4);
+  auto m = PartitionAndCheck(RowParallelDot("HloModule m, num_partitions=4", "ROOT d",
+                                            "{devices=[2,1,2]<=[4] last_tile_dim_replicate}"),
+                             4);
   EXPECT_EQ(CountOpcode(*m, HloOpcode::kAllReduce), 1);
   EXPECT_EQ(CountOpcode(*m, HloOpcode::kAllGather), 0);
 }
@@ -97,12 +119,8 @@ ENTRY e {
 TEST(SpmdPartitionerTest, PartialSumsWantedCutAreReduceScattered) {
   // Contracting dims tiled over {0,1} and {2,3}, the result wanted cut by columns across the same
   // pairs: each device keeps only its part of the sum.
-  auto m = PartitionAndCheck(R"(HloModule m, num_partitions=4
-ENTRY e {
-  x = f32[8,32] parameter(0), sharding={devices=[2,2]<=[4]}
-  w = f32[32,16] parameter(1), sharding={devices=[2,1,2]<=[2,2]T(1,0) last_tile_dim_replicate}
-  ROOT d = f32[8,16] dot(x, w), lhs_contracting_dims={1}, rhs_contracting_dims={0}, sharding={devices=[2,2]<=[4]}
-})", 4);
+  auto m = PartitionAndCheck(
+      RowParallelDot("HloModule m, num_partitions=4", "ROOT d", "{devices=[2,2]<=[4]}"), 4);
   EXPECT_EQ(CountOpcode(*m, HloOpcode::kReduceScatter), 1);
   EXPECT_EQ(CountOpcode(*m, HloOpcode::kAllReduce), 0);
   EXPECT_EQ(CountOpcode(*m, HloOpcode::kDynamicSlice), 0);
@@ -111,15 +129,13 @@ ENTRY e {
 TEST(SpmdPartitionerTest, EachReplicaMeetsOnlyItsOwnPartitions) {
   // Two replicas of four partitions: the all-reduce's and all-gather's groups name global device
   // ids once per replica, the all-to-all's partition ids.
-  auto m = PartitionAndCheck(R"(HloModule m, num_partitions=4, replica_count=2
-ENTRY e {
-  x = f32[8,32] parameter(0), sharding={devices=[2,2]<=[4]}
-  w = f32[32,16] parameter(1), sharding={devices=[2,1,2]<=[2,2]T(1,0) last_tile_dim_replicate}
-  d = f32[8,16] dot(x, w), lhs_contracting_dims={1}, rhs_contracting_dims={0}, sharding={devices=[2,1,2]<=[4] last_tile_dim_replicate}
+  auto m = PartitionAndCheck(RowParallelDot("HloModule m, num_partitions=4, replica_count=2", "d",
+                                            "{devices=[2,1,2]<=[4] last_tile_dim_replicate}", R"(
   y = f32[8,16] parameter(2), sharding={devices=[1,4]<=[4]}
   a = f32[8,16] add(d, y), sharding={devices=[4,1]<=[4]}
   ROOT g = f32[8,16] copy(a), sharding={replicated}
-})", 4, 2);
+)"),
+                             4, 2);
   EXPECT_EQ(CountOpcode(*m, HloOpcode::kAllReduce), 1);
   EXPECT_EQ(CountOpcode(*m, HloOpcode::kAllToAll), 1);
 }
@@ -139,12 +155,7 @@ ENTRY e {
 }
 
 TEST(SpmdPartitionerTest, BatchDotTransposeReshapeAndUnevenReduce) {
-  PartitionAndCheck(R"(HloModule m, num_partitions=4
-add {
-  a = f32[] parameter(0)
-  b = f32[] parameter(1)
-  ROOT s = f32[] add(a, b)
-}
+  PartitionAndCheck(WithAdd(R"(HloModule m, num_partitions=4
 ENTRY e {
   q = f32[4,6,8] parameter(0), sharding={devices=[4,1,1]<=[4]}
   k = f32[4,6,8] parameter(1), sharding={devices=[4,1,1]<=[4]}
@@ -154,23 +165,18 @@ ENTRY e {
   sl = f32[5,24] slice(r), slice={[0:5], [0:24]}
   z = f32[] constant(0)
   ROOT sum = f32[24] reduce(sl, z), dimensions={0}, to_apply=add, sharding={replicated}
-})", 4);
+})"), 4);
 }
 
 TEST(SpmdPartitionerTest, UnevenTilesAreMaskedBeforeTheReduction) {
-  auto m = PartitionAndCheck(R"(HloModule m, num_partitions=4
-add {
-  a = f32[] parameter(0)
-  b = f32[] parameter(1)
-  ROOT s = f32[] add(a, b)
-}
+  auto m = PartitionAndCheck(WithAdd(R"(HloModule m, num_partitions=4
 ENTRY e {
   x = f32[8,6] parameter(0), sharding={devices=[4,1]<=[4]}
   s = f32[7,6] slice(x), slice={[0:7], [0:6]}
   c = f32[7,6] cosine(s), sharding={devices=[4,1]<=[4]}
   z = f32[] constant(0)
   ROOT r = f32[6] reduce(c, z), dimensions={0}, to_apply=add, sharding={replicated}
-})", 4);
+})"), 4);
   EXPECT_EQ(CountOpcode(*m, HloOpcode::kSelect), 1);
   EXPECT_EQ(CountOpcode(*m, HloOpcode::kAllReduce), 1);
 }
@@ -334,18 +340,13 @@ ENTRY e {
 TEST(SpmdPartitionerTest, ScatterIntoATableCutByRowsStaysOnItsRows) {
   // The gradient of a lookup: updates added into the rows each device holds, repeated ids summed,
   // an id past the end skipped; nothing moves between devices.
-  auto m = PartitionAndCheck(R"(HloModule m, num_partitions=4
-add {
-  a = f32[] parameter(0)
-  b = f32[] parameter(1)
-  ROOT s = f32[] add(a, b)
-}
+  auto m = PartitionAndCheck(WithAdd(R"(HloModule m, num_partitions=4
 ENTRY e {
   table = f32[10,4] parameter(0), sharding={devices=[4,1]<=[4]}
   ids = s32[6,1] constant({{3},{0},{9},{3},{11},{5}})
   updates = f32[6,4] parameter(1), sharding={replicated}
   ROOT s = f32[10,4] scatter(table, ids, updates), update_window_dims={1}, inserted_window_dims={0}, scatter_dims_to_operand_dims={0}, index_vector_dim=1, to_apply=add, sharding={devices=[4,1]<=[4]}
-})", 4);
+})"), 4);
   EXPECT_EQ(CountOpcode(*m, HloOpcode::kAllGather), 0);
   EXPECT_EQ(CountOpcode(*m, HloOpcode::kAllReduce), 0);
 }
@@ -398,12 +399,7 @@ TEST(SpmdPartitionerTest, EveryLayoutOfAnMlpLayerMatchesOneDevice) {
           }
           return text;
         };
-        PartitionAndCheck(dims(R"(HloModule m, num_partitions=4
-add {
-  a = f32[] parameter(0)
-  b = f32[] parameter(1)
-  ROOT s = f32[] add(a, b)
-}
+        PartitionAndCheck(dims(WithAdd(R"(HloModule m, num_partitions=4
 ENTRY e {
   x = f32[8,12] parameter(0), sharding=)" + x + R"(
   w = f32[12,6] parameter(1), sharding=)" + w + R"(
@@ -415,7 +411,7 @@ ENTRY e {
   r = f32[6,2,4] reshape(t)
   z = f32[] constant(0)
   ROOT s = f32[6] reduce(r, z), dimensions={1,2}, to_apply=add, sharding=)" + out + R"(
-})"), 4);
+})")), 4);
       }
     }
   }
