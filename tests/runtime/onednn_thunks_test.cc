@@ -309,6 +309,18 @@ ENTRY e {
   }
   ExpectOneDnnMatchesEvaluator(wide, "matmul(lhs, rhs) + linear(0.5x+0)", parts);
   ExpectOneDnnMatchesEvaluator(with_addends, "matmul(lhs, rhs) + binary_add[bias] + binary_add", parts);
+  // Weights of 2 MiB (the GELU MLP's second product has 4) are split in columns too, however
+  // tall the product; half of them stay in rows on brgemm.
+  auto product = [](int64_t k) {
+    const std::string ks = std::to_string(k);
+    return "HloModule m\nENTRY e {\n  a = f32[192," + ks + "] parameter(0)\n  b = f32[" + ks +
+           ",512] parameter(1)\n  ROOT d = f32[192,512] dot(a, b), lhs_contracting_dims={1}, "
+           "rhs_contracting_dims={0}\n}\n";
+  };
+  if (parallel) {
+    EXPECT_THAT(KernelOf(product(1024)), HasSubstr("gemm"));
+    EXPECT_THAT(KernelOf(product(512)), HasSubstr("brg"));
+  }
 }
 
 TEST_F(OneDnnThunkTest, TransposedOperandsRunOnThePlainProductsKernel) {
