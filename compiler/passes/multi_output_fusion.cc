@@ -80,19 +80,103 @@ std::string IterationMismatch(const HloInstruction& a, const HloInstruction& b) 
   return "";
 }
 
-// Where `producer` would land inside `consumer`: only element-by-element readers may take it.
-bool FeedsOnlyFusibleUses(const HloInstruction& producer, const HloInstruction& consumer) {
-  if (consumer.opcode() != HloOpcode::kFusion) return true;
+// The operands of `consumer` that read `producer`: the producer itself or, for a multi-output
+// producer, its get-tuple-elements.
+std::vector<int64_t> ReadsOf(const HloInstruction& consumer, const HloInstruction& producer) {
+  std::vector<int64_t> out;
   for (int64_t i = 0; i < consumer.operand_count(); ++i) {
-    if (consumer.operand(i) != &producer) continue;
+    const HloInstruction* operand = consumer.operand(i);
+    if (operand == &producer || (operand->opcode() == HloOpcode::kGetTupleElement &&
+                                 operand->operand(0) == &producer)) {
+      out.push_back(i);
+    }
+  }
+  return out;
+}
+
+// Where `producer` would land inside `consumer`: the instructions that read it there.
+std::vector<const HloInstruction*> UseSites(const HloInstruction& producer,
+                                            const HloInstruction& consumer) {
+  if (consumer.opcode() != HloOpcode::kFusion) return {&consumer};
+  std::vector<const HloInstruction*> sites;
+  for (int64_t i : ReadsOf(consumer, producer)) {
     for (const HloInstruction* user : consumer.fused_computation()->parameter_instruction(i)->users()) {
-      if (!IsLoopFusible(*user) && user->opcode() != HloOpcode::kReduce &&
-          user->opcode() != HloOpcode::kTuple) {
-        return false;
-      }
+      sites.push_back(user);
+    }
+  }
+  return sites;
+}
+
+// Only element-by-element readers may take it into a reduction's kernel.
+bool FeedsOnlyFusibleUses(const HloInstruction& producer, const HloInstruction& consumer) {
+  for (const HloInstruction* user : UseSites(producer, consumer)) {
+    if (!IsLoopFusible(*user) && user->opcode() != HloOpcode::kReduce &&
+        user->opcode() != HloOpcode::kTuple) {
+      return false;
     }
   }
   return true;
+}
+
+// In a loop kernel the producer's outputs are written at the loop's index, so the consumer must
+// read them there too: through elementwise ops over the whole iteration space (or as outputs
+// passed through). A broadcast, transpose or slice of them would compute the producer a second
+// time at other indices.
+bool ReadsInPlace(const HloInstruction& producer, const HloInstruction& consumer,
+                  const Shape& iteration) {
+  for (const HloInstruction* user : UseSites(producer, consumer)) {
+    if (user->opcode() == HloOpcode::kTuple) continue;
+    if (!user->IsElementwise() || !shape_util::SameDimensions(user->shape(), iteration)) {
+      return false;
+    }
+  }
+  return true;
+}
+
+// Every output of the kernel has the same dimensions, so that the emitter writes them all from
+// one loop.
+bool HasOneLoop(const HloInstruction& instruction) {
+  if (!IsTupleRootedFusion(instruction)) return instruction.shape().IsArray();
+  const HloInstruction* root = instruction.fused_computation()->root_instruction();
+  for (const HloInstruction* out : root->operands()) {
+    if (!out->shape().IsArray() ||
+        !shape_util::SameDimensions(out->shape(), root->operand(0)->shape())) {
+      return false;
+    }
+  }
+  return true;
+}
+
+// The users of `producer`'s outputs besides `consumer`, the computation's root counted as one.
+int64_t OtherReaders(const HloInstruction& producer, const HloInstruction& consumer) {
+  int64_t others = producer.IsRoot() ? 1 : 0;
+  for (const HloInstruction* user : producer.users()) {
+    if (user == &consumer) continue;
+    if (user->opcode() != HloOpcode::kGetTupleElement) {
+      ++others;
+      continue;
+    }
+    others += user->IsRoot() ? 1 : 0;
+    for (const HloInstruction* reader : user->users()) others += reader != &consumer;
+  }
+  return others;
+}
+
+// Siblings of which one also reads the other are a producer and its consumer in one kernel: the
+// same rule holds (a loop kernel reads it only at its own index). Empty when it holds.
+std::string ReadsOtherElsewhere(const HloInstruction& a, const HloInstruction& b) {
+  for (auto [producer, consumer] : {std::pair{&a, &b}, std::pair{&b, &a}}) {
+    if (ReadsOf(*consumer, *producer).empty()) continue;
+    const bool fine = HasReduction(*consumer)
+                          ? FeedsOnlyFusibleUses(*producer, *consumer)
+                          : ReadsInPlace(*producer, *consumer, IterationShape(*consumer));
+    if (!fine) {
+      return fmt::format("{} reads {} other than element by element at its own index; in one "
+                         "kernel it would be computed again at the other indices",
+                         consumer->name(), producer->name());
+    }
+  }
+  return "";
 }
 
 }  // namespace
@@ -145,29 +229,38 @@ StatusOr<bool> MultiOutputFusion::TryMerge(HloInstruction* into, HloInstruction*
   return true;
 }
 
-StatusOr<bool> MultiOutputFusion::MergeProducerIntoReduction(HloComputation& computation) {
+StatusOr<bool> MultiOutputFusion::MergeProducerIntoConsumer(HloComputation& computation) {
   // Each call merges at most once and returns, so the numbering stays exact while it is used.
   const TopologicalPositions positions = PostOrderPositions(computation);
   for (HloInstruction* consumer : computation.MakeInstructionPostOrder()) {
-    if (!HasReduction(*consumer) || !IsMergeable(*consumer)) continue;
-    std::vector<HloInstruction*> operands;
+    if (!IsMergeable(*consumer)) continue;
+    const bool reduction = HasReduction(*consumer);
+    if (!reduction && !HasOneLoop(*consumer)) continue;
+    const Shape& iteration = IterationShape(*consumer);
+    std::vector<HloInstruction*> producers;
     for (HloInstruction* operand : consumer->operands()) {
-      if (std::find(operands.begin(), operands.end(), operand) == operands.end()) {
-        operands.push_back(operand);
+      HloInstruction* producer = operand->opcode() == HloOpcode::kGetTupleElement
+                                     ? operand->operand(0)
+                                     : operand;
+      if (std::find(producers.begin(), producers.end(), producer) == producers.end()) {
+        producers.push_back(producer);
       }
     }
-    for (HloInstruction* producer : operands) {
-      if (!IsMergeable(*producer) || HasReduction(*producer) || UseCount(*producer) < 2 ||
-          !producer->shape().IsArray()) {
+    for (HloInstruction* producer : producers) {
+      if (!IsMergeable(*producer) || HasReduction(*producer) || !HasOneLoop(*producer)) continue;
+      // A producer read by the consumer alone was left to instruction fusion; a multi-output
+      // one loses outputs that only the consumer reads.
+      const int64_t others = OtherReaders(*producer, *consumer);
+      if (producer->shape().IsArray() && others == 0) continue;
+      if (!shape_util::SameDimensions(IterationShape(*producer), iteration)) continue;
+      if (reduction ? !FeedsOnlyFusibleUses(*producer, *consumer)
+                    : !ReadsInPlace(*producer, *consumer, iteration)) {
         continue;
       }
-      if (!shape_util::SameDimensions(producer->shape(), IterationShape(*consumer))) continue;
-      if (!FeedsOnlyFusibleUses(*producer, *consumer)) continue;
       if (WasRefused(*producer, *consumer)) continue;
       ASSIGN_OR_RETURN(bool merged,
                        TryMerge(consumer, producer,
-                                fmt::format("its {} other users read it as an output",
-                                            UseCount(*producer) - 1),
+                                fmt::format("its {} other users read it as an output", others),
                                 positions));
       if (merged) return true;
     }
@@ -196,6 +289,10 @@ StatusOr<bool> MultiOutputFusion::MergeSiblings(HloComputation& computation) {
           Refuse(*b, *a, mismatch);
           continue;
         }
+        if (std::string reuse = ReadsOtherElsewhere(*a, *b); !reuse.empty()) {
+          Refuse(*b, *a, reuse);
+          continue;
+        }
         ASSIGN_OR_RETURN(bool merged,
                          TryMerge(a, b, fmt::format("siblings reading {}", shared->name()),
                                   positions));
@@ -212,7 +309,7 @@ StatusOr<bool> MultiOutputFusion::Run(HloModule& module) {
   bool changed = false;
   for (HloComputation* computation : FusibleComputations(module)) {
     for (bool merged = true; merged;) {
-      ASSIGN_OR_RETURN(merged, MergeProducerIntoReduction(*computation));
+      ASSIGN_OR_RETURN(merged, MergeProducerIntoConsumer(*computation));
       if (!merged) {
         ASSIGN_OR_RETURN(merged, MergeSiblings(*computation));
       }

@@ -1,9 +1,14 @@
 // multi-output-fusion: merges kernels that read the same data into one kernel with several
 // outputs (a tuple root, read back through get-tuple-elements), as XLA's MultiOutputFusion does.
 //
-//  * producer-consumer: a producer that a reduction kernel reads but that also has other users
-//    (typically an expensive one instruction fusion would not duplicate) moves into the
-//    reduction's fusion and becomes one of its outputs; its other users read that output.
+//  * producer-consumer: a producer that a kernel reads but that also has other users (typically
+//    an expensive one instruction fusion would not duplicate, or a multi-output fusion whose
+//    outputs are also results: Adam's new moments, which its parameter update reads) moves into
+//    the consumer's fusion and becomes one of its outputs; its other users read that output, and
+//    the consumer no longer reads back what the producer wrote. Into a reduction the producer
+//    may be read through any loop-fusible op; into a loop kernel only elementwise, at the loop's
+//    own index (else it would be computed twice), and every output of both kernels must have the
+//    same dimensions (one loop writes them all).
 //  * siblings: two kernels that read the same array (two reductions of one input, a reduction and
 //    an elementwise consumer of one producer) become one fusion that reads it once.
 // Both need the same iteration space (a loop kernel's output shape, a reduction's input shape;
@@ -36,7 +41,7 @@ class MultiOutputFusion : public HloPass {
 
  private:
   // One merge in `computation`, or false when none is left.
-  StatusOr<bool> MergeProducerIntoReduction(HloComputation& computation);
+  StatusOr<bool> MergeProducerIntoConsumer(HloComputation& computation);
   StatusOr<bool> MergeSiblings(HloComputation& computation);
   // Checks limits and cycles; builds and records the fusion when they allow it.
   StatusOr<bool> TryMerge(HloInstruction* into, HloInstruction* other, const std::string& note,

@@ -22,6 +22,13 @@ using xlens::testing::ParseModuleOrDie;
 using xlens::testing::RunPassChecked;
 using xlens::testing::SameResults;
 
+bool AnyOf(const HloComputation& computation, HloOpcode opcode) {
+  for (const HloInstruction* i : computation.instructions()) {
+    if (i->opcode() == opcode) return true;
+  }
+  return false;
+}
+
 std::string Explain(const std::vector<FusionDecision>& decisions) {
   std::string out;
   for (const FusionDecision& d : decisions) out += d.ToString() + "\n";
@@ -119,6 +126,102 @@ ENTRY e {
   ASSERT_TRUE(changed.ok());
   EXPECT_FALSE(*changed);
   EXPECT_THAT(Explain(mof.decisions()), HasSubstr("reduce different dimensions"));
+}
+
+// Adam's update as JAX lowers it (f32[N] p, g, m, v): the new moments are results and the new
+// parameter reads them.
+std::string AdamModule(int n) {
+  std::string text = R"(HloModule adam
+ENTRY e {
+  p = f32[N]{0} parameter(0)
+  g = f32[N]{0} parameter(1)
+  m = f32[N]{0} parameter(2)
+  v = f32[N]{0} parameter(3)
+  c9 = f32[] constant(0.9)
+  b9 = f32[N]{0} broadcast(c9), dimensions={}
+  m9 = f32[N]{0} multiply(m, b9)
+  c1 = f32[] constant(0.1)
+  b1 = f32[N]{0} broadcast(c1), dimensions={}
+  g1 = f32[N]{0} multiply(g, b1)
+  m_new = f32[N]{0} add(m9, g1)
+  m_hat = f32[N]{0} divide(m_new, b1)
+  c3 = f32[] constant(0.001)
+  b3 = f32[N]{0} broadcast(c3), dimensions={}
+  lr_m = f32[N]{0} multiply(m_hat, b3)
+  c999 = f32[] constant(0.999)
+  b999 = f32[N]{0} broadcast(c999), dimensions={}
+  v9 = f32[N]{0} multiply(v, b999)
+  g3 = f32[N]{0} multiply(g, b3)
+  gg = f32[N]{0} multiply(g3, g)
+  v_new = f32[N]{0} add(v9, gg)
+  v_hat = f32[N]{0} divide(v_new, b3)
+  root_v = f32[N]{0} sqrt(v_hat)
+  eps = f32[] constant(1e-08)
+  beps = f32[N]{0} broadcast(eps), dimensions={}
+  den = f32[N]{0} add(root_v, beps)
+  step = f32[N]{0} divide(lr_m, den)
+  p_new = f32[N]{0} subtract(p, step)
+  ROOT t = (f32[N]{0}, f32[N]{0}, f32[N]{0}) tuple(p_new, m_new, v_new)
+})";
+  for (size_t at = text.find("[N]"); at != std::string::npos; at = text.find("[N]", at)) {
+    text.replace(at, 3, "[" + std::to_string(n) + "]");
+  }
+  return text;
+}
+
+TEST(MultiOutputFusionTest, AdamIsOneLoopKernelReadingEachInputOnce) {
+  // Instruction fusion leaves the moments' kernel (siblings reading g) and the update that reads
+  // them back; the update takes them in as outputs: one pass reads p, g, m, v and writes p, m, v.
+  auto module = ParseModuleOrDie(AdamModule(1037));
+  auto before = CloneModule(*module);
+  InstructionFusion fusion(FusionBackend::kCpu);
+  ASSERT_TRUE(RunPassChecked(fusion, *module).ok());
+  MultiOutputFusion mof;
+  auto changed = RunPassChecked(mof, *module);
+  ASSERT_TRUE(changed.ok()) << changed.status().message();
+  EXPECT_TRUE(*changed);
+  ASSERT_EQ(EntryFusions(*module).size(), 1u) << module->ToString();
+  const HloInstruction* f = EntryFusions(*module)[0];
+  EXPECT_EQ(f->fusion_kind, FusionKind::kLoop);
+  EXPECT_EQ(f->operand_count(), 4) << module->ToString();  // p, g, m, v, each read once
+  const HloInstruction* root = f->fused_computation()->root_instruction();
+  ASSERT_EQ(root->opcode(), HloOpcode::kTuple);
+  EXPECT_EQ(root->operand_count(), 3);
+  EXPECT_EQ(CountKernels(*module), 1);
+  EXPECT_THAT(Explain(mof.decisions()), HasSubstr("other users read it as an output"));
+  EXPECT_TRUE(SameResults(*before, *module));
+}
+
+TEST(MultiOutputFusionTest, LoopConsumerTakesAProducerOnlyWhereItReadsItInPlace) {
+  // `e` (expensive, two readers) is read elementwise by `a` but transposed by `b`: `a` takes it
+  // as an output; inside `b` it would be computed again at the transposed index, so `b` reads
+  // that output.
+  auto module = ParseModuleOrDie(R"(HloModule m
+ENTRY e {
+  x = f32[33,33] parameter(0)
+  e = f32[33,33] exponential(x)
+  a = f32[33,33] add(e, x)
+  t = f32[33,33] transpose(e), dimensions={1,0}
+  b = f32[33,33] multiply(t, x)
+  ROOT r = (f32[33,33], f32[33,33]) tuple(a, b)
+})");
+  auto before = CloneModule(*module);
+  InstructionFusion fusion(FusionBackend::kCpu);
+  ASSERT_TRUE(RunPassChecked(fusion, *module).ok());
+  MultiOutputFusion mof;
+  auto changed = RunPassChecked(mof, *module);
+  ASSERT_TRUE(changed.ok()) << changed.status().message();
+  EXPECT_TRUE(*changed);
+  EXPECT_EQ(CountKernels(*module), 2) << module->ToString();
+  int64_t exps = 0;
+  for (const HloInstruction* f : EntryFusions(*module)) {
+    exps += AnyOf(*f->fused_computation(), HloOpcode::kExp);
+    if (!AnyOf(*f->fused_computation(), HloOpcode::kTranspose)) continue;
+    EXPECT_FALSE(AnyOf(*f->fused_computation(), HloOpcode::kExp)) << module->ToString();
+  }
+  EXPECT_EQ(exps, 1) << module->ToString();
+  EXPECT_THAT(Explain(mof.decisions()), HasSubstr("other than element by element at its own index"));
+  EXPECT_TRUE(SameResults(*before, *module));
 }
 
 TEST(HorizontalLoopFusionTest, IndependentSmallKernelsLaunchAsOne) {
