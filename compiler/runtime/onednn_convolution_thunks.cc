@@ -1,9 +1,11 @@
 // The convolution half of OneDnnThunk (onednn_thunks.h): oneDNN's forward, backward-data and
 // backward-weights primitives over channels-last images, split over the pool in blocks of images
-// or, for one image, in bands of output rows.
+// or, for one image, in bands of output rows; a forward convolution of few output positions with
+// variable weights as a product in the thunk's own loops instead (few_position_convolution.h).
 #ifdef XLENS_HAVE_ONEDNN
 #include <algorithm>
 #include <cstring>
+#include <optional>
 
 #include "compiler/runtime/onednn_thunk_parts.h"
 
@@ -17,6 +19,26 @@ Status OneDnnThunk::Impl::BuildConvolution(
   using Kind = OneDnnConvolution::Kind;
   const OneDnnConvolution& c = call.convolution;
   convolution_kind = c.kind;
+  if (!constant_weights) {
+    if (std::optional<FewPositionConvolution> f = FewPositionConvolutionOf(c)) {
+      few_positions = true;
+      few = *f;
+      post_ops = call.post_ops;
+      // Parts where each has 2^19 multiply-adds (some 5 us on one core, past what waking a
+      // thread costs); a product of a few positions otherwise stays on the calling thread. A
+      // part is a block of 32 columns, or with fewer blocks than parts, a share of the rows of
+      // one (each share then reads the block's weights).
+      const int64_t columns = (few.output_channels / few.groups + 31) / 32 * few.groups;
+      const int64_t parts = std::clamp<int64_t>(std::min<int64_t>(parallelism, few.MultiplyAdds() >> 19), 1,
+                                                columns * ((few.Positions() + 7) / 8));
+      few_row_parts = std::max<int64_t>(1, (parts + columns - 1) / columns);
+      total = columns * few_row_parts;
+      block = (total + parts - 1) / parts;
+      blocks = (total + block - 1) / block;
+      implementation = std::string("few-positions:") + (FewPositionProductHasAvx512() ? "avx512" : "scalar");
+      return OkStatus();
+    }
+  }
   // Made under Create's SingleThreadedCreation: backward weights, too, fixes its OpenMP team
   // when the primitive is made.
   // The activations are channels-last arrays of `count` images; a part starts at an image.
@@ -212,9 +234,61 @@ void OneDnnThunk::Impl::BuildBands(
   }
 }
 
+Status OneDnnThunk::Impl::ExecuteFewPositions(char** frame, ExecuteContext& context) const {
+  const float* lhs = reinterpret_cast<const float*>(frame[lhs_slot]);
+  const float* rhs = reinterpret_cast<const float*>(frame[rhs_slot]);
+  float* output = reinterpret_cast<float*>(frame[output_slot]);
+  const int64_t rows = few.Positions(), depth = few.Depth(), n = few.output_channels;
+  const int64_t outputs = n / few.groups, group_blocks = (outputs + 31) / 32;
+  thread_local std::vector<float> windows, aside;
+  const float* a = lhs;
+  int64_t lda = few.input_channels;
+  // The windows are gathered aside unless the input is itself the product's lhs (and is not the
+  // output, which the product writes while it reads).
+  if (!few.ReadsInputInPlace() || lhs == output) {
+    lda = few.groups * depth;
+    if (static_cast<int64_t>(windows.size()) < rows * lda) windows.resize(rows * lda);
+    GatherWindows(few, lhs, windows.data());
+    a = windows.data();
+  }
+  // An addend or the weights in the output's buffer (a residual updated in place) are read after
+  // the product is written: the product goes aside first.
+  std::vector<const float*> addends;
+  for (int64_t slot : addend_slots) addends.push_back(reinterpret_cast<const float*>(frame[slot]));
+  bool shared = rhs == output;
+  for (const float* addend : addends) shared |= addend == output;
+  float* result = output;
+  if (shared) {
+    if (static_cast<int64_t>(aside.size()) < rows * n) aside.resize(rows * n);
+    result = aside.data();
+  }
+  // Task t is share t % few_row_parts of the rows (whole groups of 8) of column block
+  // (t / few_row_parts) % group_blocks of group t / (few_row_parts * group_blocks).
+  const int64_t share = (rows + 8 * few_row_parts - 1) / (8 * few_row_parts) * 8;
+  auto run = [&](int64_t begin, int64_t end) {
+    for (int64_t t = begin; t < end; ++t) {
+      const int64_t column = t / few_row_parts, first_row = (t % few_row_parts) * share;
+      const int64_t g = column / group_blocks, first = (column % group_blocks) * 32;
+      if (first_row >= rows) continue;
+      FewRowProduct(std::min(share, rows - first_row), depth, a + first_row * lda + g * depth, lda,
+                    rhs + g * outputs, n, result + first_row * n + g * outputs, n, first,
+                    std::min(outputs, first + 32));
+    }
+  };
+  if (context.pool != nullptr && blocks > 1) {
+    context.pool->ParallelFor(total, block, run);
+  } else {
+    run(0, total);
+  }
+  ApplySmallProductPostOps(post_ops, addends, rows, n, result);
+  if (shared) std::memcpy(output, result, rows * n * sizeof(float));
+  return OkStatus();
+}
+
 Status OneDnnThunk::Impl::ExecuteConvolution(char** frame, ExecuteContext& context,
                                              const std::string& name) const {
   using Kind = OneDnnConvolution::Kind;
+  if (few_positions) return ExecuteFewPositions(frame, context);
   float* lhs = reinterpret_cast<float*>(frame[lhs_slot]);
   float* rhs = reinterpret_cast<float*>(frame[rhs_slot]);
   float* output = reinterpret_cast<float*>(frame[output_slot]);

@@ -20,6 +20,7 @@
 #endif
 
 #include "compiler/passes/onednn_rewriter.h"
+#include "compiler/runtime/few_position_convolution.h"
 #include "compiler/runtime/onednn_thunks.h"
 #include "compiler/runtime/small_product.h"
 #include "compiler/support/thread_pool.h"
@@ -170,11 +171,18 @@ struct OneDnnThunk::Impl {
     int64_t src_offset = 0, dst_offset = 0;  // elements
   };
   std::vector<Band> bands;
+  // A forward convolution of few output positions with variable weights: the windows gathered
+  // and multiplied by the weights as they lie, its post-ops after (few_position_convolution.h),
+  // in `blocks` parts of its columns (and rows) on the pool; no oneDNN call.
+  bool few_positions = false;
+  FewPositionConvolution few;
+  int64_t few_row_parts = 1;  // shares of the rows per column block
   std::string implementation;
 
   Status BuildConvolution(const OneDnnCall& call, const std::string& name, int64_t parallelism,
                           const std::function<dnnl::primitive_attr(const std::vector<dnnl::memory::desc>&)>& attributes);
   Status ExecuteConvolution(char** frame, ExecuteContext& context, const std::string& name) const;
+  Status ExecuteFewPositions(char** frame, ExecuteContext& context) const;
   void SumAddendsInto(char** frame, const Part& part, float* output, int64_t dst_offset, int64_t bias_offset) const;
   void BuildBands(const OneDnnConvolution& c, int64_t count, const dnnl::memory::desc& weights_md,
                   const std::function<dnnl::primitive_attr(const std::vector<dnnl::memory::desc>&)>& attributes);

@@ -56,6 +56,11 @@ struct PointwiseProduct {
     if (!call.is_convolution || constant_weights || c.kind != OneDnnConvolution::Kind::kForward || c.groups > 1) {
       return std::nullopt;
     }
+    // At most 32 output positions run in the convolution's own loops (few_position_convolution.h):
+    // there a call's fixed cost is much of the product (DenseNet121's 1x1 layers on 2x2 images).
+    if (std::optional<FewPositionConvolution> few = FewPositionConvolutionOf(c); few && few->Positions() <= 32) {
+      return std::nullopt;
+    }
     auto all = [](const std::vector<int64_t>& v, int64_t x) {
       return std::all_of(v.begin(), v.end(), [x](int64_t e) { return e == x; });
     };
