@@ -20,8 +20,14 @@ bool PullsComputationAlong(const HloInstruction& producer) {
     HloOpcode op = operand->opcode();
     if (op == HloOpcode::kParameter || op == HloOpcode::kConstant || op == HloOpcode::kIota) continue;
     if (op == HloOpcode::kBroadcast) {
-      HloOpcode source = operand->operand(0)->opcode();
-      if (source == HloOpcode::kParameter || source == HloOpcode::kConstant) continue;
+      // A broadcast of a value that is never copied (an input, or an expensive or unfusible
+      // one: a batch's mean) ends the cascade one step on: copying it only adds a reader.
+      const HloInstruction& source = *operand->operand(0);
+      HloOpcode s = source.opcode();
+      if (s == HloOpcode::kParameter || s == HloOpcode::kConstant || IsExpensive(source) ||
+          !IsLoopFusible(source)) {
+        continue;
+      }
     }
     if (IsExpensive(*operand) || !IsLoopFusible(*operand)) continue;
     return true;

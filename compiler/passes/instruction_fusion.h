@@ -19,9 +19,13 @@
 // effect or a control dependency; kCustom fusions; nothing is fused into a dot's operands.
 // A producer with other users is duplicated into the consumer when cheap (it stays for the
 // others, as XLA does) and refused when expensive (exp, log, divide, power, tanh, logistic, rsqrt,
-// sqrt, reductions, dots, gathers, fusions containing any of them). Fusions stay within
-// FusionLimits. Existing fusions grow (a fusion consumer keeps its name; a fusion producer is
-// inlined). Fusion text and metadata are described in fusion_utils.h.
+// sqrt, reductions, dots, gathers, fusions containing any of them). A cheap producer that reads
+// other cheap computed values is not copied (the copies would cascade), but a broadcast of a value
+// that is never copied ends the cascade: x - mean, the batch mean broadcast, is copied into the
+// four reductions and two outputs that read it, rather than a kernel that writes x - mean and six
+// that read it back. Fusions stay within FusionLimits. Existing fusions grow (a fusion consumer
+// keeps its name; a fusion producer is inlined). Fusion text and metadata are described in
+// fusion_utils.h.
 //
 // Reports a change when it made or grew a fusion. decisions() lists, after Run, the fusions made
 // and, for each producer/consumer pair left apart, the last reason it was refused.

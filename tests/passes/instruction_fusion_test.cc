@@ -151,6 +151,49 @@ ENTRY e {
   EXPECT_TRUE(SameResults(*before, *module));
 }
 
+// Batch norm's statistics over N, H and W of f32[N,H,W,C] and the normalised output.
+constexpr char kBatchNormStatistics[] = R"(HloModule m
+add { a = f32[] parameter(0) b = f32[] parameter(1) ROOT s = f32[] add(a, b) }
+ENTRY e {
+  x = f32[3,5,7,12] parameter(0)
+  zero = f32[] constant(0)
+  sum = f32[12] reduce(x, zero), dimensions={0,1,2}, to_apply=add
+  n = f32[] constant(105)
+  nb = f32[12] broadcast(n), dimensions={}
+  mean = f32[12] divide(sum, nb)
+  mb = f32[3,5,7,12] broadcast(mean), dimensions={3}
+  xc = f32[3,5,7,12] subtract(x, mb)
+  sq = f32[3,5,7,12] multiply(xc, xc)
+  ssq = f32[12] reduce(sq, zero), dimensions={0,1,2}, to_apply=add
+  var = f32[12] divide(ssq, nb)
+  inv = f32[12] rsqrt(var)
+  ib = f32[3,5,7,12] broadcast(inv), dimensions={3}
+  y = f32[3,5,7,12] multiply(xc, ib)
+  ROOT t = (f32[3,5,7,12], f32[12], f32[12]) tuple(y, mean, var)
+})";
+
+TEST(InstructionFusionTest, BatchMeanEndsItsKernelAndTheCentredValueIsCopiedIntoItsReaders) {
+  // The mean's divide stays with its column sum (a kernel of 12 outputs); x - mean is cheap and
+  // copied into the sum of squares and the output, so no kernel writes the centred x.
+  auto module = ParseModuleOrDie(kBatchNormStatistics);
+  auto before = CloneModule(*module);
+  InstructionFusion fusion(FusionBackend::kCpu);
+  std::vector<std::string> lines = Fuse(fusion, *module);
+  int64_t batch_sized = 0;
+  for (const HloInstruction* i : module->entry_computation()->instructions()) {
+    if (CountsAsKernel(*i) && i->shape().IsArray() && i->shape().num_elements() == 3 * 5 * 7 * 12) {
+      ++batch_sized;
+    }
+  }
+  EXPECT_EQ(batch_sized, 1) << module->ToString();  // y alone
+  EXPECT_EQ(CountOpcode(*module, HloOpcode::kSubtract), 0) << module->ToString();
+  const HloInstruction* mean = module->entry_computation()->root_instruction()->operand(1);
+  ASSERT_EQ(mean->opcode(), HloOpcode::kFusion) << module->ToString();
+  EXPECT_EQ(mean->fusion_kind, FusionKind::kInput);
+  EXPECT_EQ(mean->fused_computation()->root_instruction()->opcode(), HloOpcode::kDivide);
+  EXPECT_TRUE(SameResults(*before, *module));
+}
+
 TEST(InstructionFusionTest, DuplicatesACheapProducerIntoEachConsumer) {
   auto module = ParseModuleOrDie(R"(HloModule m
 ENTRY e {
