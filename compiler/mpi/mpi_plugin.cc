@@ -149,54 +149,61 @@ int BadComm(int comm, char* error, size_t error_size) {
   return kXlensMpiError;
 }
 
-int Allgather(int comm, const void* mine, int64_t bytes_each, void* out, double timeout,
-              char* error, size_t error_size) {
+// The result of MPI call `what`: kXlensMpiOk, or its error as text.
+int Result(int rc, const char* what, char* error, size_t error_size) {
+  if (rc == MPI_SUCCESS) return kXlensMpiOk;
+  SetError(error, error_size, what, rc);
+  return kXlensMpiError;
+}
+
+// MPI's type and operation for a reduction of `type` by `op`; false (the error set) when MPI has
+// none.
+bool ReductionOf(int type, int op, MPI_Datatype* datatype, MPI_Op* mpi_op, char* error,
+                 size_t error_size) {
+  *datatype = TypeOf(type);
+  *mpi_op = OpOf(op);
+  if (*datatype != MPI_DATATYPE_NULL && *mpi_op != MPI_OP_NULL) return true;
+  std::snprintf(error, error_size, "no MPI reduction for type %d, op %d", type, op);
+  return false;
+}
+
+// MPI_Allgather and MPI_Alltoall: `bytes_each` bytes from and to every member of `comm`.
+using EqualBlocksCall = int (*)(const void*, int, MPI_Datatype, void*, int, MPI_Datatype, MPI_Comm);
+int EqualBlocks(EqualBlocksCall call, const char* what, int comm, const void* mine,
+                int64_t bytes_each, void* out, double timeout, char* error, size_t error_size) {
   const MPI_Comm c = CommOf(comm);
   if (c == MPI_COMM_NULL) return BadComm(comm, error, error_size);
-  if (TooLarge(bytes_each, "MPI_Allgather", error, error_size)) return kXlensMpiError;
+  if (TooLarge(bytes_each, what, error, error_size)) return kXlensMpiError;
   Deadline deadline(timeout);
-  const int rc = MPI_Allgather(mine, static_cast<int>(bytes_each), MPI_BYTE, out,
-                               static_cast<int>(bytes_each), MPI_BYTE, c);
-  if (rc != MPI_SUCCESS) {
-    SetError(error, error_size, "MPI_Allgather", rc);
-    return kXlensMpiError;
-  }
-  return kXlensMpiOk;
+  return Result(call(mine, static_cast<int>(bytes_each), MPI_BYTE, out, static_cast<int>(bytes_each),
+                     MPI_BYTE, c),
+                what, error, error_size);
+}
+
+int Allgather(int comm, const void* mine, int64_t bytes_each, void* out, double timeout,
+              char* error, size_t error_size) {
+  return EqualBlocks(MPI_Allgather, "MPI_Allgather", comm, mine, bytes_each, out, timeout, error,
+                     error_size);
 }
 
 int Alltoall(int comm, const void* mine, int64_t bytes_each, void* out, double timeout, char* error,
              size_t error_size) {
-  const MPI_Comm c = CommOf(comm);
-  if (c == MPI_COMM_NULL) return BadComm(comm, error, error_size);
-  if (TooLarge(bytes_each, "MPI_Alltoall", error, error_size)) return kXlensMpiError;
-  Deadline deadline(timeout);
-  const int rc = MPI_Alltoall(mine, static_cast<int>(bytes_each), MPI_BYTE, out,
-                              static_cast<int>(bytes_each), MPI_BYTE, c);
-  if (rc != MPI_SUCCESS) {
-    SetError(error, error_size, "MPI_Alltoall", rc);
-    return kXlensMpiError;
-  }
-  return kXlensMpiOk;
+  return EqualBlocks(MPI_Alltoall, "MPI_Alltoall", comm, mine, bytes_each, out, timeout, error,
+                     error_size);
 }
 
 int ReduceScatter(int comm, const void* in, void* out, int64_t count_each, int type, int op,
                   double timeout, char* error, size_t error_size) {
   const MPI_Comm c = CommOf(comm);
   if (c == MPI_COMM_NULL) return BadComm(comm, error, error_size);
-  const MPI_Datatype datatype = TypeOf(type);
-  const MPI_Op mpi_op = OpOf(op);
-  if (datatype == MPI_DATATYPE_NULL || mpi_op == MPI_OP_NULL) {
-    std::snprintf(error, error_size, "no MPI reduction for type %d, op %d", type, op);
-    return kXlensMpiError;
-  }
+  MPI_Datatype datatype;
+  MPI_Op mpi_op;
+  if (!ReductionOf(type, op, &datatype, &mpi_op, error, error_size)) return kXlensMpiError;
   if (TooLarge(count_each, "MPI_Reduce_scatter_block", error, error_size)) return kXlensMpiError;
   Deadline deadline(timeout);
-  const int rc = MPI_Reduce_scatter_block(in, out, static_cast<int>(count_each), datatype, mpi_op, c);
-  if (rc != MPI_SUCCESS) {
-    SetError(error, error_size, "MPI_Reduce_scatter_block", rc);
-    return kXlensMpiError;
-  }
-  return kXlensMpiOk;
+  return Result(
+      MPI_Reduce_scatter_block(in, out, static_cast<int>(count_each), datatype, mpi_op, c),
+      "MPI_Reduce_scatter_block", error, error_size);
 }
 
 int Split(int color, int key, int* comm, double timeout, char* error, size_t error_size) {
@@ -260,25 +267,18 @@ int Allgatherv(const void* mine, int64_t bytes, const int64_t* sizes, void* out,
     offset += sizes[r];
   }
   Deadline deadline(timeout);
-  const int rc = MPI_Allgatherv(mine, static_cast<int>(bytes), MPI_BYTE, out, counts.data(),
-                                displacements.data(), MPI_BYTE, g_comm);
-  if (rc != MPI_SUCCESS) {
-    SetError(error, error_size, "MPI_Allgatherv", rc);
-    return kXlensMpiError;
-  }
-  return kXlensMpiOk;
+  return Result(MPI_Allgatherv(mine, static_cast<int>(bytes), MPI_BYTE, out, counts.data(),
+                               displacements.data(), MPI_BYTE, g_comm),
+                "MPI_Allgatherv", error, error_size);
 }
 
 int Allreduce(int comm, void* data, int64_t count, int type, int op, double timeout, char* error,
               size_t error_size) {
   const MPI_Comm c = CommOf(comm);
   if (c == MPI_COMM_NULL) return BadComm(comm, error, error_size);
-  const MPI_Datatype datatype = TypeOf(type);
-  const MPI_Op mpi_op = OpOf(op);
-  if (datatype == MPI_DATATYPE_NULL || mpi_op == MPI_OP_NULL) {
-    std::snprintf(error, error_size, "no MPI reduction for type %d, op %d", type, op);
-    return kXlensMpiError;
-  }
+  MPI_Datatype datatype;
+  MPI_Op mpi_op;
+  if (!ReductionOf(type, op, &datatype, &mpi_op, error, error_size)) return kXlensMpiError;
   // MPI counts are ints: larger arrays go in pieces.
   constexpr int64_t kPiece = int64_t{1} << 28;
   char* bytes = static_cast<char*>(data);
@@ -286,10 +286,7 @@ int Allreduce(int comm, void* data, int64_t count, int type, int op, double time
     const int n = static_cast<int>(count - done < kPiece ? count - done : kPiece);
     Deadline deadline(timeout);
     const int rc = MPI_Allreduce(MPI_IN_PLACE, bytes + done * SizeOf(type), n, datatype, mpi_op, c);
-    if (rc != MPI_SUCCESS) {
-      SetError(error, error_size, "MPI_Allreduce", rc);
-      return kXlensMpiError;
-    }
+    if (Result(rc, "MPI_Allreduce", error, error_size) != kXlensMpiOk) return kXlensMpiError;
   }
   return kXlensMpiOk;
 }
