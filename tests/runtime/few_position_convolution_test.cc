@@ -158,6 +158,10 @@ TEST(FewPositionConvolutionTest, TakesForwardHwioConvolutionsOfFewPositions) {
   depthwise.groups = 32, depthwise.input_channels = 32, depthwise.group_stride = 1;
   depthwise.weights_strides = {1, 32, 3 * 32, 32};
   EXPECT_FALSE(FewPositionConvolutionOf(depthwise).has_value()) << "one output per group";
+  OneDnnConvolution heavy = c;
+  heavy.input_channels = 512, heavy.output_channels = 512;
+  heavy.weights_strides = {1, 512, 3 * 512 * 512, 512 * 512};
+  EXPECT_FALSE(FewPositionConvolutionOf(heavy).has_value()) << "9 MB of weights";
   OneDnnConvolution backward = c;
   backward.kind = OneDnnConvolution::Kind::kBackwardData;
   EXPECT_FALSE(FewPositionConvolutionOf(backward).has_value());
