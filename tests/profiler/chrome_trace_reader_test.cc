@@ -3,8 +3,6 @@
 #include <unistd.h>
 #include <zlib.h>
 
-#include <cstdio>
-#include <cstdlib>
 #include <filesystem>
 #include <map>
 
@@ -13,8 +11,8 @@
 #include <gtest/gtest.h>
 
 #include "compiler/support/file_io.h"
-#include "compiler/support/temporary_directory.h"
 #include "profiler/chrome_trace_writer.h"
+#include "tests/scratch_directory.h"
 
 namespace xlens::profiler {
 namespace {
@@ -22,17 +20,9 @@ namespace {
 namespace fs = std::filesystem;
 using ::testing::HasSubstr;
 
+// In one folder per test process, removed when the process ends (or is signalled).
 std::string TempPath(const std::string& name) {
-  // One folder per test process, removed when the process ends (or is signalled).
-  static const TemporaryDirectory dir = [] {
-    StatusOr<TemporaryDirectory> made = TemporaryDirectory::Create("trace-reader-test");
-    if (!made.ok()) {
-      std::fprintf(stderr, "%s\n", made.status().message().c_str());
-      std::abort();
-    }
-    return std::move(*made);
-  }();
-  return dir.path() + "/" + name;
+  return xlens::testing::ScratchDirectory("trace-reader-test") + "/" + name;
 }
 
 std::string Testdata(const std::string& name) { return std::string(XLENS_TESTDATA_DIR) + "/" + name; }

@@ -3,8 +3,6 @@
 #include <unistd.h>
 #include <zlib.h>
 
-#include <cstdio>
-#include <cstdlib>
 #include <filesystem>
 #include <fstream>
 
@@ -14,25 +12,17 @@
 #include <nlohmann/json.hpp>
 
 #include "compiler/support/file_io.h"
-#include "compiler/support/temporary_directory.h"
 #include "profiler/trace_schema.h"
+#include "tests/scratch_directory.h"
 
 namespace xlens::profiler {
 namespace {
 
 namespace fs = std::filesystem;
 
+// In one folder per test process, removed when the process ends (or is signalled).
 std::string TempPath(const std::string& name) {
-  // One folder per test process, removed when the process ends (or is signalled).
-  static const TemporaryDirectory dir = [] {
-    StatusOr<TemporaryDirectory> made = TemporaryDirectory::Create("trace-writer-test");
-    if (!made.ok()) {
-      std::fprintf(stderr, "%s\n", made.status().message().c_str());
-      std::abort();
-    }
-    return std::move(*made);
-  }();
-  return dir.path() + "/" + name;
+  return xlens::testing::ScratchDirectory("trace-writer-test") + "/" + name;
 }
 
 // A small timeline in the shape the runtime and CUPTI collector produce.

@@ -2,8 +2,6 @@
 
 #include <unistd.h>
 
-#include <cstdio>
-#include <cstdlib>
 #include <filesystem>
 #include <string>
 
@@ -12,10 +10,10 @@
 #include <gtest/gtest.h>
 
 #include "compiler/support/file_io.h"
-#include "compiler/support/temporary_directory.h"
 #include "profiler/chrome_trace_reader.h"
 #include "profiler/proto/xplane.pb.h"
 #include "profiler/trace_summary.h"
+#include "tests/scratch_directory.h"
 
 namespace xlens::profiler {
 namespace {
@@ -24,17 +22,9 @@ namespace fs = std::filesystem;
 namespace xp = xlens::xplaneproto;
 using ::testing::HasSubstr;
 
+// In one folder per test process, removed when the process ends (or is signalled).
 std::string TempPath(const std::string& name) {
-  // One folder per test process, removed when the process ends (or is signalled).
-  static const TemporaryDirectory dir = [] {
-    StatusOr<TemporaryDirectory> made = TemporaryDirectory::Create("xspace-test");
-    if (!made.ok()) {
-      std::fprintf(stderr, "%s\n", made.status().message().c_str());
-      std::abort();
-    }
-    return std::move(*made);
-  }();
-  return dir.path() + "/" + name;
+  return xlens::testing::ScratchDirectory("xspace-test") + "/" + name;
 }
 
 void AddStat(xp::XPlane& plane, google::protobuf::RepeatedPtrField<xp::XStat>* stats, int64_t id,

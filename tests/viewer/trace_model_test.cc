@@ -5,8 +5,6 @@
 
 #include <algorithm>
 #include <cctype>
-#include <cstdio>
-#include <cstdlib>
 #include <filesystem>
 #include <map>
 #include <set>
@@ -17,10 +15,10 @@
 #include <fmt/ranges.h>
 
 #include "compiler/support/file_io.h"
-#include "compiler/support/temporary_directory.h"
 #include "profiler/chrome_trace_reader.h"
 #include "profiler/chrome_trace_writer.h"
 #include "profiler/trace.h"
+#include "tests/scratch_directory.h"
 #include "viewer/trace_model.h"
 
 namespace xlens::viewer {
@@ -33,17 +31,9 @@ std::string DumpTrace() {
   return dump.isEmpty() ? std::string() : dump.toStdString() + "/timeline.ctf.json";
 }
 
+// In one folder per test process, removed when the process ends (or is signalled).
 std::string TempPath(const std::string& name) {
-  // One folder per test process, removed when the process ends (or is signalled).
-  static const TemporaryDirectory dir = [] {
-    StatusOr<TemporaryDirectory> made = TemporaryDirectory::Create("trace-model-test");
-    if (!made.ok()) {
-      std::fprintf(stderr, "%s\n", made.status().message().c_str());
-      std::abort();
-    }
-    return std::move(*made);
-  }();
-  return dir.path() + "/" + name;
+  return xlens::testing::ScratchDirectory("trace-model-test") + "/" + name;
 }
 
 bool ContainsIgnoringCase(const std::string& text, const std::string& needle) {
