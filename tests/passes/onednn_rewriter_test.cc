@@ -154,16 +154,16 @@ ENTRY e {
 // JAX's weight gradient and update for x @ w: w - transpose(g^T x) * 0.1.
 constexpr char kGradientStep[] = R"(HloModule m
 ENTRY e {
-  g = f32[8,16]{1,0} parameter(0)
+  g = f32[8,64]{1,0} parameter(0)
   x = f32[8,32]{1,0} parameter(1)
-  w = f32[32,16]{1,0} parameter(2)
-  tg = f32[16,8]{1,0} transpose(g), dimensions={1,0}
-  d = f32[16,32]{1,0} dot(tg, x), lhs_contracting_dims={1}, rhs_contracting_dims={0}
+  w = f32[32,64]{1,0} parameter(2)
+  tg = f32[64,8]{1,0} transpose(g), dimensions={1,0}
+  d = f32[64,32]{1,0} dot(tg, x), lhs_contracting_dims={1}, rhs_contracting_dims={0}
   c = f32[] constant(0.1)
-  cb = f32[16,32]{1,0} broadcast(c), dimensions={}
-  m = f32[16,32]{1,0} multiply(d, cb)
-  t = f32[32,16]{1,0} transpose(m), dimensions={1,0}
-  ROOT s = f32[32,16]{1,0} subtract(w, t)
+  cb = f32[64,32]{1,0} broadcast(c), dimensions={}
+  m = f32[64,32]{1,0} multiply(d, cb)
+  t = f32[32,64]{1,0} transpose(m), dimensions={1,0}
+  ROOT s = f32[32,64]{1,0} subtract(w, t)
 })";
 
 TEST(OneDnnRewriterTest, TransposedProductIsTheProductOfTransposedOperands) {
@@ -183,7 +183,7 @@ TEST(OneDnnRewriterTest, TransposedProductIsTheProductOfTransposedOperands) {
   // lhs^T is x's transpose read in place, rhs g itself; the result is w's shape, row-major.
   EXPECT_EQ(call->operand(0)->name(), "x");
   EXPECT_EQ(call->operand(1)->name(), "g");
-  EXPECT_EQ(call->shape().dimensions(), (std::vector<int64_t>{32, 16}));
+  EXPECT_EQ(call->shape().dimensions(), (std::vector<int64_t>{32, 64}));
   bool decided = false;
   for (const FusionDecision& d : pass.decisions()) {
     decided |= d.producer == "t" && d.fused && d.reason.find("transposed operands") != std::string::npos;
@@ -214,6 +214,17 @@ ENTRY e {
   d = f32[8,32]{1,0} dot(a, b), lhs_contracting_dims={1}, rhs_contracting_dims={0}
   m = f32[8,32]{1,0} multiply(d, e)
   ROOT t = f32[32,8]{1,0} transpose(m), dimensions={1,0}
+})");
+  ASSERT_NE(module, nullptr);
+  EXPECT_EQ(Calls(*module), "matmul(lhs, rhs)\n");
+  EXPECT_EQ(CountOpcode(*module, HloOpcode::kTranspose), 1);
+  // The swapped product's rows would be 10 long instead of 32: the call keeps its wide rows.
+  module = Rewrite(pass, R"(HloModule m
+ENTRY e {
+  a = f32[10,16]{1,0} parameter(0)
+  b = f32[16,32]{1,0} parameter(1)
+  d = f32[10,32]{1,0} dot(a, b), lhs_contracting_dims={1}, rhs_contracting_dims={0}
+  ROOT t = f32[32,10]{1,0} transpose(d), dimensions={1,0}
 })");
   ASSERT_NE(module, nullptr);
   EXPECT_EQ(Calls(*module), "matmul(lhs, rhs)\n");

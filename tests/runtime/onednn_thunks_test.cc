@@ -161,16 +161,16 @@ TEST_F(OneDnnThunkTest, EveryPostOpMatchesTheEvaluator) { ExpectEveryPostOpMatch
 TEST_F(OneDnnThunkTest, TransposedProductsWithAGradientStep) {
   const std::string text = R"(HloModule m
 ENTRY e {
-  g = f32[96,48] parameter(0)
+  g = f32[96,64] parameter(0)
   x = f32[96,80] parameter(1)
-  w = f32[80,48] parameter(2)
-  tg = f32[48,96] transpose(g), dimensions={1,0}
-  d = f32[48,80] dot(tg, x), lhs_contracting_dims={1}, rhs_contracting_dims={0}
+  w = f32[80,64] parameter(2)
+  tg = f32[64,96] transpose(g), dimensions={1,0}
+  d = f32[64,80] dot(tg, x), lhs_contracting_dims={1}, rhs_contracting_dims={0}
   c = f32[] constant(0.1)
-  cb = f32[48,80] broadcast(c), dimensions={}
-  m = f32[48,80] multiply(d, cb)
-  t = f32[80,48] transpose(m), dimensions={1,0}
-  ROOT r = f32[80,48] subtract(w, t)
+  cb = f32[64,80] broadcast(c), dimensions={}
+  m = f32[64,80] multiply(d, cb)
+  t = f32[80,64] transpose(m), dimensions={1,0}
+  ROOT r = f32[80,64] subtract(w, t)
 })";
   ExpectOneDnnMatchesEvaluator(text, "matmul(lhs^T, rhs) + linear(-0.1x-0) + binary_add");
   auto module = ParseHloModule(text);
