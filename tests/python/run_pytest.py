@@ -26,13 +26,15 @@ def main():
         return 77
     here = os.path.dirname(os.path.abspath(__file__))
     env = dict(os.environ, XLENS_BINARY=os.path.abspath(args.xlens))
-    # -p no:cacheprovider: the suite writes nothing into the source tree. --basetemp: the tests'
-    # tmp_path folders go in a folder removed afterwards, not /tmp/pytest-of-USER, which pytest
-    # keeps (its last three runs). A crash of the test process (a signal) is a failure like any
-    # other: pytest's exit status is the test's.
+    # -p no:cacheprovider: the suite writes nothing into the source tree. Its temporary files go
+    # in a folder removed afterwards: the tests' tmp_path folders (--basetemp; by default pytest
+    # keeps its last three runs in /tmp/pytest-of-USER), and through TMPDIR what TensorFlow's
+    # autograph and Qt (the viewer's runtime folder) make there. A crash of the test process (a
+    # signal) is a failure like any other: pytest's exit status is the test's.
     base = tempfile.mkdtemp(prefix="xlens-pytest-")
+    env["TMPDIR"] = base
     command = [python, "-m", "pytest", "-q", "-p", "no:cacheprovider",
-               f"--basetemp={os.path.join(base, 'tmp')}", here] + args.pytest_args
+               f"--basetemp={os.path.join(base, 'pytest')}", here] + args.pytest_args
     try:
         result = subprocess.run(command, env=env, cwd=args.venv)
     finally:
