@@ -20,9 +20,10 @@ bool HasAvx512() {
 #endif
 }
 
-// 64 positions: an 8x8 image at batch 1. Measured on DenseNet121 (AVX-512, one core): its 3x3
-// layers ran 2-3x faster in this form on 4x4 and 2x2 images and no slower on 8x8 ones; past that
-// oneDNN's blocked kernels, with the weights' reorder shared among more positions, are faster.
+// 64 positions: an 8x8 image at batch 1. Measured on DenseNet121 (AVX-512, under load): its 3x3
+// layers ran 2.3x faster in this form on 2x2 images, 1.6x on 4x4 and 1.15x on 8x8 ones; on its
+// 16x16 ones (256 positions) 6% slower than oneDNN's blocked kernels, whose one reorder of the
+// weights is shared among more positions.
 std::atomic<int64_t> few_position_limit{HasAvx512() ? 64 : 0};
 
 int64_t Product(const std::vector<int64_t>& v) {
@@ -31,45 +32,54 @@ int64_t Product(const std::vector<int64_t>& v) {
   return p;
 }
 
-void RowsScalar(int64_t rows, int64_t k, const float* a, int64_t lda, const float* b, int64_t ldb, float* c,
-                int64_t ldc, int64_t j0, int64_t j1) {
-  for (int64_t i = 0; i < rows; ++i) {
-    float* out = c + i * ldc;
-    std::fill(out + j0, out + j1, 0.f);
-    for (int64_t p = 0; p < k; ++p) {
-      const float x = a[i * lda + p];
-      const float* w = b + p * ldb;
+// Row `origin` of the windows times the weights' columns [j0, j1) of group g, into `out`.
+void RowScalar(const FewPositionConvolution& c, const float* origin, const float* b, float* out, int64_t j0,
+               int64_t j1) {
+  const int64_t inputs = c.input_channels / c.groups, n = c.output_channels;
+  std::fill(out + j0, out + j1, 0.f);
+  for (size_t t = 0; t < c.tap_offsets.size(); ++t) {
+    for (int64_t p = 0; p < inputs; ++p) {
+      const float x = origin[c.tap_offsets[t] + p];
+      const float* w = b + (static_cast<int64_t>(t) * inputs + p) * n;
       for (int64_t j = j0; j < j1; ++j) out[j] += x * w[j];
     }
   }
 }
 
 #if defined(__x86_64__)
-// R rows by up to 32 columns (the masks say which) over the whole depth, kept in 2R registers;
-// each weight row of the block is loaded once for the R rows. With `packed`, the block's weights
-// are also stored there, 32 to a row, for the next rows to read contiguously: rows of the weights
-// that lie a power of two apart (2 KB for 512 outputs) fall into few cache sets, and a block read
-// from them is evicted before the next group of rows comes back to it.
+// R positions by up to 32 columns (the masks say which) over the whole window, kept in 2R
+// registers; each weight row of the block is loaded once for the R positions, whose windows
+// start at `origins` and whose taps lie `taps` apart there. With `packed`, the block's weights
+// are also stored there, 32 to a row, for the next positions to read contiguously: rows of the
+// weights that lie a power of two apart (2 KB for 512 outputs) fall into few cache sets, and a
+// block read from them is evicted before the next group of positions comes back to it.
 template <int R>
-__attribute__((target("avx512f"))) void BlockAvx512(int64_t k, const float* a, int64_t lda, const float* b,
-                                                    int64_t ldb, float* c, int64_t ldc, __mmask16 m0,
-                                                    __mmask16 m1, float* packed) {
+__attribute__((target("avx512f"))) void BlockAvx512(int64_t tap_count, const int64_t* taps, int64_t inputs,
+                                                    const float* const* origins, const float* b, int64_t ldb,
+                                                    float* c, int64_t ldc, __mmask16 m0, __mmask16 m1,
+                                                    float* packed) {
   __m512 lo[R], hi[R];
+  const float* row[R];
 #pragma GCC unroll 8
   for (int r = 0; r < R; ++r) lo[r] = hi[r] = _mm512_setzero_ps();
-  for (int64_t p = 0; p < k; ++p) {
-    const float* w = b + p * ldb;
-    const __m512 w0 = _mm512_maskz_loadu_ps(m0, w);
-    const __m512 w1 = _mm512_maskz_loadu_ps(m1, w + 16);
-    if (packed != nullptr) {
-      _mm512_storeu_ps(packed + p * 32, w0);
-      _mm512_storeu_ps(packed + p * 32 + 16, w1);
-    }
+  const float* w = b;
+  for (int64_t t = 0; t < tap_count; ++t) {
 #pragma GCC unroll 8
-    for (int r = 0; r < R; ++r) {
-      const __m512 x = _mm512_set1_ps(a[r * lda + p]);
-      lo[r] = _mm512_fmadd_ps(x, w0, lo[r]);
-      hi[r] = _mm512_fmadd_ps(x, w1, hi[r]);
+    for (int r = 0; r < R; ++r) row[r] = origins[r] + taps[t];
+    for (int64_t p = 0; p < inputs; ++p, w += ldb) {
+      const __m512 w0 = _mm512_maskz_loadu_ps(m0, w);
+      const __m512 w1 = _mm512_maskz_loadu_ps(m1, w + 16);
+      if (packed != nullptr) {
+        _mm512_storeu_ps(packed, w0);
+        _mm512_storeu_ps(packed + 16, w1);
+        packed += 32;
+      }
+#pragma GCC unroll 8
+      for (int r = 0; r < R; ++r) {
+        const __m512 x = _mm512_set1_ps(row[r][p]);
+        lo[r] = _mm512_fmadd_ps(x, w0, lo[r]);
+        hi[r] = _mm512_fmadd_ps(x, w1, hi[r]);
+      }
     }
   }
 #pragma GCC unroll 8
@@ -79,8 +89,8 @@ __attribute__((target("avx512f"))) void BlockAvx512(int64_t k, const float* a, i
   }
 }
 
-using BlockFn = void (*)(int64_t, const float*, int64_t, const float*, int64_t, float*, int64_t, __mmask16,
-                         __mmask16, float*);
+using BlockFn = void (*)(int64_t, const int64_t*, int64_t, const float* const*, const float*, int64_t, float*,
+                         int64_t, __mmask16, __mmask16, float*);
 constexpr int kRowsPerBlock = 8;
 constexpr BlockFn kBlocks[kRowsPerBlock + 1] = {nullptr,          BlockAvx512<1>, BlockAvx512<2>,
                                                 BlockAvx512<3>, BlockAvx512<4>, BlockAvx512<5>,
@@ -97,13 +107,43 @@ int64_t FewPositionConvolution::Positions() const { return images * Product(dst_
 int64_t FewPositionConvolution::Depth() const { return Product(kernel_spatial) * (input_channels / groups); }
 int64_t FewPositionConvolution::MultiplyAdds() const { return Positions() * Depth() * output_channels; }
 
-bool FewPositionConvolution::ReadsInputInPlace() const {
-  for (size_t d = 0; d < kernel_spatial.size(); ++d) {
-    if (kernel_spatial[d] != 1 || strides[d] != 1 || padding_low[d] != 0 || src_spatial[d] != dst_spatial[d]) {
-      return false;
+bool FewPositionConvolution::NeedsPadding() const { return padded_spatial != src_spatial; }
+int64_t FewPositionConvolution::PaddedSize() const { return images * Product(padded_spatial) * input_channels; }
+
+void FewPositionConvolution::Prepare() {
+  const int64_t n = static_cast<int64_t>(dst_spatial.size());
+  // The padded input spans every element a window reads, from -padding_low on; a window's
+  // corner at output position o is o * stride there.
+  padded_spatial.clear();
+  for (int64_t d = 0; d < n; ++d) {
+    const int64_t reach = (dst_spatial[d] - 1) * strides[d] + (kernel_spatial[d] - 1) * (dilations[d] + 1) + 1;
+    padded_spatial.push_back(std::max(reach, padding_low[d] + src_spatial[d]));
+  }
+  std::vector<int64_t> stride(n);
+  int64_t s = input_channels;
+  for (int64_t d = n - 1; d >= 0; --d) {
+    stride[d] = s;
+    s *= padded_spatial[d];
+  }
+  const int64_t image = s;
+  position_offsets.clear();
+  std::vector<int64_t> at(n, 0);
+  for (int64_t b = 0; b < images; ++b) {
+    for (int64_t position = 0; position < Product(dst_spatial); ++position) {
+      int64_t offset = b * image;
+      for (int64_t d = 0; d < n; ++d) offset += at[d] * strides[d] * stride[d];
+      position_offsets.push_back(offset);
+      for (int64_t d = n - 1; d >= 0 && ++at[d] == dst_spatial[d]; --d) at[d] = 0;
     }
   }
-  return groups == 1;
+  tap_offsets.clear();
+  std::fill(at.begin(), at.end(), 0);
+  for (int64_t t = 0; t < Product(kernel_spatial); ++t) {
+    int64_t offset = 0;
+    for (int64_t d = 0; d < n; ++d) offset += at[d] * (dilations[d] + 1) * stride[d];
+    tap_offsets.push_back(offset);
+    for (int64_t d = n - 1; d >= 0 && ++at[d] == kernel_spatial[d]; --d) at[d] = 0;
+  }
 }
 
 int64_t FewPositionLimit() { return few_position_limit.load(); }
@@ -146,71 +186,64 @@ std::optional<FewPositionConvolution> FewPositionConvolutionOf(const OneDnnConvo
     expected *= c.kernel_spatial[d];
   }
   if (c.groups > 1 && c.group_stride != outputs) return std::nullopt;
+  f.Prepare();
   return f;
 }
 
-void GatherWindows(const FewPositionConvolution& c, const float* input, float* windows) {
-  const int64_t n = static_cast<int64_t>(c.dst_spatial.size());
-  const int64_t inputs = c.input_channels / c.groups, taps = Product(c.kernel_spatial);
-  const int64_t depth = taps * inputs, row = c.groups * depth;
-  // Element strides of the input's spatial dimensions (channels-last).
+void PadInput(const FewPositionConvolution& c, const float* input, float* padded) {
+  const int64_t n = static_cast<int64_t>(c.src_spatial.size());
+  std::fill(padded, padded + c.PaddedSize(), 0.f);
+  // Input row by input row (its last spatial dimension, all channels), each to where it lies
+  // among the padding.
+  const int64_t row = c.src_spatial[n - 1] * c.input_channels;
   std::vector<int64_t> stride(n);
   int64_t s = c.input_channels;
   for (int64_t d = n - 1; d >= 0; --d) {
     stride[d] = s;
-    s *= c.src_spatial[d];
+    s *= c.padded_spatial[d];
   }
-  const int64_t image_size = s;
-  std::vector<int64_t> out(n, 0), tap(n, 0);
-  float* w = windows;
-  for (int64_t b = 0; b < c.images; ++b) {
-    const float* image = input + b * image_size;
-    std::fill(out.begin(), out.end(), 0);
-    for (int64_t position = 0; position < c.Positions() / c.images; ++position, w += row) {
-      std::fill(tap.begin(), tap.end(), 0);
-      for (int64_t t = 0; t < taps; ++t) {
-        int64_t offset = 0;
-        bool inside = true;
-        for (int64_t d = 0; d < n; ++d) {
-          const int64_t x = out[d] * c.strides[d] - c.padding_low[d] + tap[d] * (c.dilations[d] + 1);
-          inside &= x >= 0 && x < c.src_spatial[d];
-          offset += x * stride[d];
-        }
-        for (int64_t g = 0; g < c.groups; ++g) {
-          float* to = w + g * depth + t * inputs;
-          if (inside) {
-            std::memcpy(to, image + offset + g * inputs, inputs * sizeof(float));
-          } else {
-            std::fill(to, to + inputs, 0.f);
-          }
-        }
-        for (int64_t d = n - 1; d >= 0 && ++tap[d] == c.kernel_spatial[d]; --d) tap[d] = 0;
-      }
-      for (int64_t d = n - 1; d >= 0 && ++out[d] == c.dst_spatial[d]; --d) out[d] = 0;
-    }
+  const int64_t rows = c.images * Product(c.src_spatial) / c.src_spatial[n - 1];
+  std::vector<int64_t> at(n, 0);
+  for (int64_t r = 0, b = 0; r < rows; ++r) {
+    int64_t offset = b * s + c.padding_low[n - 1] * stride[n - 1];
+    for (int64_t d = 0; d + 1 < n; ++d) offset += (at[d] + c.padding_low[d]) * stride[d];
+    std::memcpy(padded + offset, input + r * row, row * sizeof(float));
+    int64_t d = n - 2;
+    for (; d >= 0 && ++at[d] == c.src_spatial[d]; --d) at[d] = 0;
+    if (d < 0) ++b;
   }
 }
 
-void FewRowProduct(int64_t m, int64_t k, const float* a, int64_t lda, const float* b, int64_t ldb, float* c,
-                   int64_t ldc, int64_t column_begin, int64_t column_end) {
+void FewPositionProduct(const FewPositionConvolution& c, const float* input, const float* weights, float* output,
+                        int64_t group, int64_t row_begin, int64_t row_end, int64_t column_begin,
+                        int64_t column_end) {
+  const int64_t inputs = c.input_channels / c.groups, outputs = c.output_channels / c.groups;
+  const int64_t n = c.output_channels;
+  const float* b = weights + group * outputs;
+  const float* in = input + group * inputs;
+  float* out = output + group * outputs;
 #if defined(__x86_64__)
   if (HasAvx512()) {
-    // Block by block of 32 columns; within a block every group of rows reads the block's
+    // Block by block of 32 columns; within a block every group of positions reads the block's
     // weights, which the first group brought into cache. Where the weights' rows lie 1 KB or
     // more apart, the first group packs them for the others (measured: 20% off a 16x1024x512
     // product; no gain on rows 512 bytes apart, a loss on dense ones).
     thread_local std::vector<float> packed;
-    const bool pack = m > kRowsPerBlock && ldb >= 256;
-    if (pack && static_cast<int64_t>(packed.size()) < k * 32) packed.resize(k * 32);
+    const bool pack = row_end - row_begin > kRowsPerBlock && n >= 256;
+    if (pack && static_cast<int64_t>(packed.size()) < c.Depth() * 32) packed.resize(c.Depth() * 32);
+    const int64_t tap_count = static_cast<int64_t>(c.tap_offsets.size());
     for (int64_t j = column_begin; j < column_end; j += 32) {
       const int64_t width = std::min<int64_t>(32, column_end - j);
       const __mmask16 m0 = Mask(width), m1 = Mask(width - 16);
-      for (int64_t i = 0; i < m; i += kRowsPerBlock) {
-        const int64_t rows = std::min<int64_t>(kRowsPerBlock, m - i);
-        if (i > 0 && pack) {
-          kBlocks[rows](k, a + i * lda, lda, packed.data(), 32, c + i * ldc + j, ldc, m0, m1, nullptr);
+      for (int64_t i = row_begin; i < row_end; i += kRowsPerBlock) {
+        const int rows = static_cast<int>(std::min<int64_t>(kRowsPerBlock, row_end - i));
+        const float* origins[kRowsPerBlock];
+        for (int r = 0; r < rows; ++r) origins[r] = in + c.position_offsets[i + r];
+        if (i > row_begin && pack) {
+          kBlocks[rows](tap_count, c.tap_offsets.data(), inputs, origins, packed.data(), 32, out + i * n + j, n,
+                        m0, m1, nullptr);
         } else {
-          kBlocks[rows](k, a + i * lda, lda, b + j, ldb, c + i * ldc + j, ldc, m0, m1,
+          kBlocks[rows](tap_count, c.tap_offsets.data(), inputs, origins, b + j, n, out + i * n + j, n, m0, m1,
                         pack ? packed.data() : nullptr);
         }
       }
@@ -218,7 +251,9 @@ void FewRowProduct(int64_t m, int64_t k, const float* a, int64_t lda, const floa
     return;
   }
 #endif
-  RowsScalar(m, k, a, lda, b, ldb, c, ldc, column_begin, column_end);
+  for (int64_t i = row_begin; i < row_end; ++i) {
+    RowScalar(c, in + c.position_offsets[i], b, out + i * n, column_begin, column_end);
+  }
 }
 
 }  // namespace xlens::runtime

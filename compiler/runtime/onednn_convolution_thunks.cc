@@ -238,18 +238,16 @@ Status OneDnnThunk::Impl::ExecuteFewPositions(char** frame, ExecuteContext& cont
   const float* lhs = reinterpret_cast<const float*>(frame[lhs_slot]);
   const float* rhs = reinterpret_cast<const float*>(frame[rhs_slot]);
   float* output = reinterpret_cast<float*>(frame[output_slot]);
-  const int64_t rows = few.Positions(), depth = few.Depth(), n = few.output_channels;
+  const int64_t rows = few.Positions(), n = few.output_channels;
   const int64_t outputs = n / few.groups, group_blocks = (outputs + 31) / 32;
-  thread_local std::vector<float> windows, aside;
-  const float* a = lhs;
-  int64_t lda = few.input_channels;
-  // The windows are gathered aside unless the input is itself the product's lhs (and is not the
-  // output, which the product writes while it reads).
-  if (!few.ReadsInputInPlace() || lhs == output) {
-    lda = few.groups * depth;
-    if (static_cast<int64_t>(windows.size()) < rows * lda) windows.resize(rows * lda);
-    GatherWindows(few, lhs, windows.data());
-    a = windows.data();
+  thread_local std::vector<float> padded, aside;
+  // The windows read a copy of the input with its padding around it where they reach past its
+  // edges, or where the input is the output, which the product writes while it reads.
+  const float* input = lhs;
+  if (few.NeedsPadding() || lhs == output) {
+    if (static_cast<int64_t>(padded.size()) < few.PaddedSize()) padded.resize(few.PaddedSize());
+    PadInput(few, lhs, padded.data());
+    input = padded.data();
   }
   // An addend or the weights in the output's buffer (a residual updated in place) are read after
   // the product is written: the product goes aside first.
@@ -270,9 +268,8 @@ Status OneDnnThunk::Impl::ExecuteFewPositions(char** frame, ExecuteContext& cont
       const int64_t column = t / few_row_parts, first_row = (t % few_row_parts) * share;
       const int64_t g = column / group_blocks, first = (column % group_blocks) * 32;
       if (first_row >= rows) continue;
-      FewRowProduct(std::min(share, rows - first_row), depth, a + first_row * lda + g * depth, lda,
-                    rhs + g * outputs, n, result + first_row * n + g * outputs, n, first,
-                    std::min(outputs, first + 32));
+      FewPositionProduct(few, input, rhs, result, g, first_row, std::min(rows, first_row + share), first,
+                         std::min(outputs, first + 32));
     }
   };
   if (context.pool != nullptr && blocks > 1) {

@@ -1,6 +1,7 @@
 // Forward convolutions of few output positions as one product of their windows by the weights
 // as they lie (compiler/runtime/few_position_convolution.h): the loops against a convolution
-// summed in double precision over every remainder of the 32-column blocks and 8-row groups, and
+// summed in double precision over every remainder of the 32-column blocks and 8-position groups,
+// parts of the rows and columns, padding on every side, and
 // compiled modules against the reference evaluator on odd shapes, strides, padding, dilation,
 // groups, 1-D and 3-D windows and epilogues, each checking the thunk listing names the path so a
 // module that went back to oneDNN's kernels fails.
@@ -61,7 +62,8 @@ std::vector<double> DirectConvolution(const FewPositionConvolution& c, const std
   return out;
 }
 
-void ExpectLoopsMatch(const FewPositionConvolution& c, uint32_t seed) {
+void ExpectLoopsMatch(FewPositionConvolution c, uint32_t seed) {
+  c.Prepare();
   SCOPED_TRACE(::testing::Message() << "images " << c.images << " in " << c.input_channels << " out "
                                   << c.output_channels << " groups " << c.groups << " rank "
                                   << c.dst_spatial.size());
@@ -73,14 +75,19 @@ void ExpectLoopsMatch(const FewPositionConvolution& c, uint32_t seed) {
   std::vector<float> input(input_size), weights(taps * c.input_channels / c.groups * c.output_channels);
   for (float& x : input) x = uniform(rng);
   for (float& x : weights) x = uniform(rng);
-  const int64_t depth = c.Depth(), row = c.groups * depth, n = c.output_channels, outputs = n / c.groups;
-  std::vector<float> windows(c.Positions() * row, 7.f);
-  GatherWindows(c, input.data(), windows.data());
+  const int64_t depth = c.Depth(), n = c.output_channels, outputs = n / c.groups;
+  std::vector<float> padded(c.PaddedSize(), 7.f);
+  PadInput(c, input.data(), padded.data());
+  const float* windows = c.NeedsPadding() ? padded.data() : input.data();
   const float canary = 12345.f;
   std::vector<float> out(c.Positions() * n + 16, canary);
+  // Each group's columns in two calls (a block boundary at 16) and its rows in two shares.
+  const int64_t half = c.Positions() / 2;
   for (int64_t g = 0; g < c.groups; ++g) {
-    FewRowProduct(c.Positions(), depth, windows.data() + g * depth, row, weights.data() + g * outputs, n,
-                  out.data() + 8 + g * outputs, n, 0, outputs);
+    for (auto [r0, r1] : {std::pair<int64_t, int64_t>{0, half}, {half, c.Positions()}}) {
+      FewPositionProduct(c, windows, weights.data(), out.data() + 8, g, r0, r1, 0, std::min<int64_t>(16, outputs));
+      if (outputs > 16) FewPositionProduct(c, windows, weights.data(), out.data() + 8, g, r0, r1, 16, outputs);
+    }
   }
   const std::vector<double> expected = DirectConvolution(c, input, weights);
   for (size_t e = 0; e < expected.size(); ++e) {
@@ -122,6 +129,8 @@ TEST(FewPositionConvolutionTest, LoopsMatchTheFormula) {
   ExpectLoopsMatch(Conv2D(3, 6, 6, 7, 3, 3, 12, 1, 2, 1, 1), seed++);
   ExpectLoopsMatch(Conv2D(1, 4, 4, 128, 3, 3, 32, 1, 1), seed++);
   ExpectLoopsMatch(Conv2D(1, 2, 2, 900, 1, 1, 128, 1, 0), seed++);
+  // 260 outputs over 20 positions: the first group of positions packs the weights for the next.
+  ExpectLoopsMatch(Conv2D(1, 6, 6, 24, 2, 3, 260, 1, 0), seed++);
   // Groups: 3 groups of 4 inputs to 8 outputs; 2 groups of 5 to 11.
   ExpectLoopsMatch(Conv2D(2, 4, 5, 12, 3, 3, 24, 1, 1, 3), seed++);
   ExpectLoopsMatch(Conv2D(1, 5, 5, 10, 2, 2, 22, 2, 0, 2), seed++);
