@@ -17,6 +17,7 @@
 #include "compiler/support/file_io.h"
 #include "dump/dump_names.h"
 #include "dump/manifest.h"
+#include "processes_at_once.h"
 
 namespace xlens {
 namespace {
@@ -456,31 +457,13 @@ TEST_F(DumpContextTest, ThreadsDumpingAtOnceGetDistinctIdsAndOneManifest) {
 // number (module_0001, module_0002, ...), and the manifest lists every module of every process.
 TEST_F(DumpContextTest, ProcessesDumpingAtOnceGetDistinctNumbersAndOneManifest) {
   constexpr int kProcesses = 6;
-  int gate[2];
-  ASSERT_EQ(::pipe(gate), 0);
-  std::vector<pid_t> children;
-  for (int p = 0; p < kProcesses; ++p) {
-    pid_t pid = ::fork();
-    ASSERT_GE(pid, 0);
-    if (pid == 0) {
-      ::close(gate[1]);
-      char c;
-      (void)!::read(gate[0], &c, 1);  // all start together
-      std::unique_ptr<HloModule> module = ParseOrDie("m" + std::to_string(p));
-      DumpContext context(DumpTo(dir_));
-      bool ok = context.DumpModule(*module, kBeforeOptimizations).size() == 1;
-      context.EndModule(*module);
-      ::_exit(ok && context.warnings().empty() ? 0 : 1);
-    }
-    children.push_back(pid);
-  }
-  ::close(gate[0]);
-  ::close(gate[1]);
-  for (pid_t pid : children) {
-    int status = 0;
-    ASSERT_EQ(::waitpid(pid, &status, 0), pid);
-    EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0);
-  }
+  testing::RunInProcessesAtOnce(kProcesses, [&](int p) {
+    std::unique_ptr<HloModule> module = ParseOrDie("m" + std::to_string(p));
+    DumpContext context(DumpTo(dir_));
+    bool ok = context.DumpModule(*module, kBeforeOptimizations).size() == 1;
+    context.EndModule(*module);
+    return ok && context.warnings().empty();
+  });
   std::set<int64_t> numbers;
   for (const std::string& file : Files()) {
     if (file != "manifest.json") numbers.insert(ModuleIdFromFileName(file));

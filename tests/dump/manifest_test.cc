@@ -14,6 +14,7 @@
 #include <nlohmann/json.hpp>
 
 #include "compiler/support/file_io.h"
+#include "processes_at_once.h"
 #include "test_util.h"
 
 namespace xlens {
@@ -203,22 +204,14 @@ TEST_F(ManifestTest, TwoWritersAppend) {
 
 TEST_F(ManifestTest, ProcessesWritingAtOnceLoseNothing) {
   constexpr int kProcesses = 8;
-  std::vector<pid_t> children;
-  for (int p = 0; p < kProcesses; ++p) {
-    pid_t pid = ::fork();
-    ASSERT_GE(pid, 0);
-    if (pid == 0) {
-      ManifestWriter writer(dir_);
-      writer.AddModule(100 + p, "m" + std::to_string(p));
-      ::_exit(writer.Write().ok() ? 0 : 1);
-    }
-    children.push_back(pid);
-  }
-  for (pid_t pid : children) {
-    int status = 0;
-    ASSERT_EQ(::waitpid(pid, &status, 0), pid);
-    EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0);
-  }
+  testing::RunInProcessesAtOnce(
+      kProcesses,
+      [&](int p) {
+        ManifestWriter writer(dir_);
+        writer.AddModule(100 + p, "m" + std::to_string(p));
+        return writer.Write().ok();
+      },
+      /*start_together=*/false);
   StatusOr<Manifest> read = ReadManifest(ManifestPath());
   ASSERT_TRUE(read.ok()) << read.status().message();
   EXPECT_EQ(read->modules.size(), static_cast<size_t>(kProcesses));
@@ -414,30 +407,12 @@ TEST_F(ManifestTest, TheNextWriterListsTheFilesOfAWriterThatEnded) {
 // lists every one of them.
 TEST_F(ManifestTest, ProcessesClaimingAtOnceGetDistinctIds) {
   constexpr int kProcesses = 8;
-  int gate[2];
-  ASSERT_EQ(::pipe(gate), 0);
-  std::vector<pid_t> children;
-  for (int p = 0; p < kProcesses; ++p) {
-    pid_t pid = ::fork();
-    ASSERT_GE(pid, 0);
-    if (pid == 0) {
-      ::close(gate[1]);
-      char c;
-      (void)!::read(gate[0], &c, 1);  // all start together
-      ManifestWriter writer(dir_);
-      ManifestWriter::Claim claim =
-          writer.ClaimModule("m" + std::to_string(p), 1, -1, [] { return std::set<int64_t>(); });
-      ::_exit(claim.recorded && claim.problem.empty() ? 0 : 1);
-    }
-    children.push_back(pid);
-  }
-  ::close(gate[0]);
-  ::close(gate[1]);
-  for (pid_t pid : children) {
-    int status = 0;
-    ASSERT_EQ(::waitpid(pid, &status, 0), pid);
-    EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0);
-  }
+  testing::RunInProcessesAtOnce(kProcesses, [&](int p) {
+    ManifestWriter writer(dir_);
+    ManifestWriter::Claim claim =
+        writer.ClaimModule("m" + std::to_string(p), 1, -1, [] { return std::set<int64_t>(); });
+    return claim.recorded && claim.problem.empty();
+  });
   StatusOr<Manifest> read = ReadManifest(ManifestPath());
   ASSERT_TRUE(read.ok()) << read.status().message();
   std::set<int64_t> ids;
