@@ -7,7 +7,7 @@
 // call, reading and writing them once more than the product itself and paying a call's fixed
 // cost, which is most of the work on a few positions: measured on DenseNet121's 3x3 layers on
 // 4x4 and 2x2 images, 20-25 us a call against 8 us for oneDNN alone on warm blocked weights.
-// The loops keep 8 positions by 32 outputs in registers over the whole window and read each
+// The loops keep 6 positions by 64 outputs in registers over the whole window and read each
 // weight once per call (a block of columns stays in cache while every position is multiplied by
 // it), which is what bounds a product of a few positions.
 #pragma once
@@ -64,10 +64,14 @@ bool FewPositionProductHasAvx512();
 // Copies `input` into `padded` (PaddedSize() elements) with zeros around it where windows reach.
 void PadInput(const FewPositionConvolution& c, const float* input, float* padded);
 
+// The columns the loops take at a time: 64, or 32 where a group has at most 32 outputs. Parts
+// of a call over the pool begin on such blocks.
+int64_t FewPositionColumnBlock(const FewPositionConvolution& c);
+
 // Output rows (positions) [row_begin, row_end) and columns [column_begin, column_end) of group
 // `group` (column 0 is the group's first output) from `input` (the padded copy when
 // NeedsPadding) and the weights; `output` is [positions, outputs] row-major. Columns are taken in
-// blocks of 32, each block's weights read once from memory for every row.
+// blocks of FewPositionColumnBlock, each block's weights read once from memory for every row.
 void FewPositionProduct(const FewPositionConvolution& c, const float* input, const float* weights, float* output,
                         int64_t group, int64_t row_begin, int64_t row_end, int64_t column_begin,
                         int64_t column_end);

@@ -26,9 +26,10 @@ Status OneDnnThunk::Impl::BuildConvolution(
       post_ops = call.post_ops;
       // Parts where each has 2^19 multiply-adds (some 5 us on one core, past what waking a
       // thread costs); a product of a few positions otherwise stays on the calling thread. A
-      // part is a block of 32 columns, or with fewer blocks than parts, a share of the rows of
-      // one (each share then reads the block's weights).
-      const int64_t columns = (few.output_channels / few.groups + 31) / 32 * few.groups;
+      // part is a block of columns (FewPositionColumnBlock), or with fewer blocks than parts, a
+      // share of the rows of one (each share then reads the block's weights).
+      const int64_t width = FewPositionColumnBlock(few);
+      const int64_t columns = (few.output_channels / few.groups + width - 1) / width * few.groups;
       const int64_t parts = std::clamp<int64_t>(std::min<int64_t>(parallelism, few.MultiplyAdds() >> 19), 1,
                                                 columns * ((few.Positions() + 7) / 8));
       few_row_parts = std::max<int64_t>(1, (parts + columns - 1) / columns);
@@ -239,7 +240,8 @@ Status OneDnnThunk::Impl::ExecuteFewPositions(char** frame, ExecuteContext& cont
   const float* rhs = reinterpret_cast<const float*>(frame[rhs_slot]);
   float* output = reinterpret_cast<float*>(frame[output_slot]);
   const int64_t rows = few.Positions(), n = few.output_channels;
-  const int64_t outputs = n / few.groups, group_blocks = (outputs + 31) / 32;
+  const int64_t width = FewPositionColumnBlock(few);
+  const int64_t outputs = n / few.groups, group_blocks = (outputs + width - 1) / width;
   thread_local std::vector<float> padded, aside;
   // The windows read a copy of the input with its padding around it where they reach past its
   // edges, or where the input is the output, which the product writes while it reads.
@@ -266,10 +268,10 @@ Status OneDnnThunk::Impl::ExecuteFewPositions(char** frame, ExecuteContext& cont
   auto run = [&](int64_t begin, int64_t end) {
     for (int64_t t = begin; t < end; ++t) {
       const int64_t column = t / few_row_parts, first_row = (t % few_row_parts) * share;
-      const int64_t g = column / group_blocks, first = (column % group_blocks) * 32;
+      const int64_t g = column / group_blocks, first = (column % group_blocks) * width;
       if (first_row >= rows) continue;
       FewPositionProduct(few, input, rhs, result, g, first_row, std::min(rows, first_row + share), first,
-                         std::min(outputs, first + 32));
+                         std::min(outputs, first + width));
     }
   };
   if (context.pool != nullptr && blocks > 1) {
