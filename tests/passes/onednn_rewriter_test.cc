@@ -181,14 +181,38 @@ TEST(OneDnnRewriterTest, TransposedProductIsTheProductOfTransposedOperands) {
   const HloInstruction* call = module->entry_computation()->root_instruction();
   ASSERT_EQ(call->opcode(), HloOpcode::kFusion);
   // lhs^T is x's transpose read in place, rhs g itself; the result is w's shape, row-major.
-  EXPECT_EQ(call->operand(0)->name(), "x");
-  EXPECT_EQ(call->operand(1)->name(), "g");
+  std::optional<OneDnnCall> c = MatchOneDnnCall(*call);
+  ASSERT_TRUE(c.has_value());
+  EXPECT_EQ(call->operand(c->lhs_parameter)->name(), "x");
+  EXPECT_EQ(call->operand(c->rhs_parameter)->name(), "g");
   EXPECT_EQ(call->shape().dimensions(), (std::vector<int64_t>{32, 64}));
   bool decided = false;
   for (const FusionDecision& d : pass.decisions()) {
     decided |= d.producer == "t" && d.fused && d.reason.find("transposed operands") != std::string::npos;
   }
   EXPECT_TRUE(decided);
+}
+
+TEST(OneDnnRewriterTest, BatchedTransposedProductWithANegation) {
+  OneDnnRewriter pass;
+  // Per head: transpose(-(a b)) = -(b^T a^T), b stored transposed already ([.., n, k]).
+  auto module = Rewrite(pass, R"(HloModule m
+ENTRY e {
+  a = f32[2,64,16]{2,1,0} parameter(0)
+  b = f32[2,64,16]{2,1,0} parameter(1)
+  tb = f32[2,16,64]{2,1,0} transpose(b), dimensions={0,2,1}
+  d = f32[2,64,64]{2,1,0} dot(a, tb), lhs_batch_dims={0}, lhs_contracting_dims={2}, rhs_batch_dims={0}, rhs_contracting_dims={1}
+  n = f32[2,64,64]{2,1,0} negate(d)
+  ROOT t = f32[2,64,64]{2,1,0} transpose(n), dimensions={0,2,1}
+})");
+  ASSERT_NE(module, nullptr);
+  EXPECT_EQ(Calls(*module), "matmul(lhs, rhs^T) + linear(-1x+0)\n");
+  EXPECT_EQ(module->entry_computation()->instruction_count(), 3);  // 2 parameters, the call
+  const HloInstruction* call = module->entry_computation()->root_instruction();
+  std::optional<OneDnnCall> c = MatchOneDnnCall(*call);
+  ASSERT_TRUE(c.has_value());
+  EXPECT_EQ(call->operand(c->lhs_parameter)->name(), "b");
+  EXPECT_EQ(call->operand(c->rhs_parameter)->name(), "a");
 }
 
 TEST(OneDnnRewriterTest, ATransposeThatCannotMoveStaysOutside) {
