@@ -8,34 +8,19 @@
 #include "compiler/codegen/cpu/cpu_column_reduction.h"
 
 #include <gtest/gtest.h>
-#include <llvm/IR/LLVMContext.h>
-#include <llvm/IR/Verifier.h>
-#include <llvm/Support/raw_ostream.h>
 
 #include "codegen_test_util.h"
 #include "compiler/codegen/kernel_emitter.h"
 #include "compiler/hlo/parser.h"
+#include "fused_kernel_test_util.h"
 
 namespace xlens::codegen {
 namespace {
 
 using cpu::ColumnReductionPlan;
 using cpu::PlanColumnReduction;
-
-// The kernel spec of the entry's root, and the IR verified.
-KernelSpec SpecOfRoot(const std::string& text) {
-  auto module = ParseHloModule(text);
-  EXPECT_TRUE(module.ok()) << module.status().message();
-  if (!module.ok()) return {};
-  llvm::LLVMContext context;
-  llvm::Module llvm_module("test", context);
-  auto spec = EmitKernel(*(*module)->entry_computation()->root_instruction(), "k", llvm_module);
-  EXPECT_TRUE(spec.ok()) << spec.status().message();
-  std::string errors;
-  llvm::raw_string_ostream os(errors);
-  EXPECT_FALSE(llvm::verifyModule(llvm_module, &os)) << errors;
-  return spec.ok() ? *spec : KernelSpec{};
-}
+using testing::InInputFusion;
+using testing::SpecOfRoot;
 
 constexpr const char* kReducers = R"(
 add { a = f32[] parameter(0)  b = f32[] parameter(1)  ROOT r = f32[] add(a, b) }
@@ -55,32 +40,6 @@ std::string Reduce(const std::string& shape, const std::string& out, const std::
 }
 
 const ErrorSpec kFloat{1e-3, 1e-3};
-
-// A module whose entry calls `body` (a fused computation's lines, parameters first, its root
-// last) as one kInput fusion of the entry's parameters, declared as `body` declares them, beside
-// `computations` (the reducers).
-std::string InInputFusion(const std::string& body, const std::string& computations = kReducers) {
-  std::string parameters, operands, root_shape;
-  size_t start = 0;
-  while (start < body.size()) {
-    size_t end = body.find('\n', start);
-    if (end == std::string::npos) end = body.size();
-    const std::string line = body.substr(start, end - start);
-    start = end + 1;
-    if (line.find(" parameter(") != std::string::npos) {
-      parameters += line + "\n";
-      const size_t name = line.find_first_not_of(' ');
-      operands += (operands.empty() ? "" : ", ") + line.substr(name, line.find(' ', name) - name);
-    } else if (line.starts_with("  ROOT ")) {
-      // The shape after "= ": a tuple's up to its closing parenthesis, an array's up to a space.
-      const size_t shape = line.find("= ") + 2;
-      const size_t shape_end = line[shape] == '(' ? line.find(')', shape) + 1 : line.find(' ', shape);
-      root_shape = line.substr(shape, shape_end - shape);
-    }
-  }
-  return "HloModule m\n" + computations + "fused {\n" + body + "}\nENTRY e {\n" + parameters +
-         "  ROOT f = " + root_shape + " fusion(" + operands + "), kind=kInput, calls=fused\n}\n";
-}
 
 TEST(CpuColumnReductionPlanTest, ASumOverRowsOfOneWideRowIsSlicedAcrossTheRows) {
   // f32[4096,1024] over dimension 0: one output row of 1024, so the kept dimension gives one
@@ -210,7 +169,7 @@ TEST(CpuColumnReductionTest, NonDefaultLayouts) {
 }
 
 TEST(CpuColumnReductionTest, FusedProducerIsComputedInTheSweep) {
-  const std::string text = InInputFusion(R"(
+  const std::string text = InInputFusion(kReducers, R"(
   x = f32[2048,100] parameter(0)
   e = f32[2048,100] exponential(x)
   z = f32[] constant(0)
@@ -225,7 +184,7 @@ TEST(CpuColumnReductionTest, FusedProducerIsComputedInTheSweep) {
 TEST(CpuColumnReductionTest, SiblingReductionsShareOneSweep) {
   // sum(x) and sum(x * x) over the same rows, and a max: one sweep phase and one combine phase
   // for all three, not one pair per output.
-  const std::string text = InInputFusion(R"(
+  const std::string text = InInputFusion(kReducers, R"(
   x = f32[3000,130] parameter(0)
   sq = f32[3000,130] multiply(x, x)
   z = f32[] constant(0)
@@ -245,7 +204,7 @@ TEST(CpuColumnReductionTest, SiblingReductionsShareOneSweep) {
 TEST(CpuColumnReductionTest, MaterialisedReductionIsSlicedIntoScratchPastItsResult) {
   // x - mean(x, axis=0): the column sum that the output reads is materialised in scratch, and
   // sliced too (its one output row would otherwise be one task): its partials go past the sum.
-  const std::string text = InInputFusion(R"(
+  const std::string text = InInputFusion(kReducers, R"(
   x = f32[4000,96] parameter(0)
   z = f32[] constant(0)
   s = f32[96] reduce(x, z), dimensions={0}, to_apply=add
@@ -267,7 +226,7 @@ TEST(CpuColumnReductionTest, ReductionOnlyTheRootReadsIsSweptIntoScratch) {
   // mean(x * x, axis=0) as the root divides it: computed per output it would be one strided
   // scalar walk of the rows on one thread; it is the sliced sweep, the combine, then the root's
   // loop over the 96 means.
-  const std::string text = InInputFusion(R"(
+  const std::string text = InInputFusion(kReducers, R"(
   x = f32[4000,96] parameter(0)
   sq = f32[4000,96] multiply(x, x)
   z = f32[] constant(0)
@@ -286,7 +245,7 @@ TEST(CpuColumnReductionTest, ReductionOnlyTheRootReadsIsSweptIntoScratch) {
 TEST(CpuColumnReductionTest, IndependentMaterialisedReductionsShareOneSweep) {
   // Batch norm's gradient in small: sum(dy) and sum(dy * x) read nothing materialised and share
   // one sweep; sum(x * k) reads their result k, so it is a second sweep; then the outputs.
-  const std::string text = InInputFusion(R"(
+  const std::string text = InInputFusion(kReducers, R"(
   x = f32[4000,96] parameter(0)
   dy = f32[4000,96] parameter(1)
   z = f32[] constant(0)
@@ -317,23 +276,12 @@ TEST(CpuColumnReductionTest, IndependentMaterialisedReductionsShareOneSweep) {
 TEST(CpuColumnReductionTest, VariadicArgmaxKeepsTheFirstIndexAcrossSlices) {
   // Ties between slices: every row equal, so the first row's index must win, as the evaluator's
   // sequential fold keeps it; slices combine in order.
-  const std::string text = InInputFusion(R"(
+  const std::string text = InInputFusion(testing::kArgmax, R"(
   x = f32[4000,40] parameter(0)
   i = s32[4000,40] iota(), iota_dimension=0
   lo = f32[] constant(-inf)
   z = s32[] constant(0)
   ROOT r = (f32[40], s32[40]) reduce(x, i, lo, z), dimensions={0}, to_apply=argmax
-)", R"(
-argmax {
-  av = f32[] parameter(0)
-  ai = s32[] parameter(1)
-  bv = f32[] parameter(2)
-  bi = s32[] parameter(3)
-  gt = pred[] compare(av, bv), direction=GE
-  v = f32[] select(gt, av, bv)
-  i = s32[] select(gt, ai, bi)
-  ROOT t = (f32[], s32[]) tuple(v, i)
-}
 )");
   EXPECT_EQ(SpecOfRoot(text).phases.size(), 2u);
   testing::ExpectMatchesEvaluator(text);
@@ -398,7 +346,7 @@ TEST(CpuStridedRowReductionTest, LanesMatchTheEvaluator) {
 }
 
 TEST(CpuStridedRowReductionTest, FusedProducerAndSiblingsShareTheSweep) {
-  const std::string text = InInputFusion(R"(
+  const std::string text = InInputFusion(kReducers, R"(
   x = f32[16,24,48] parameter(0)
   sq = f32[16,24,48] multiply(x, x)
   z = f32[] constant(0)

@@ -4,30 +4,16 @@
 // kept and several reduced dimensions, non-default layouts, variadic reducers, a whole-array
 // reduction).
 #include <gtest/gtest.h>
-#include <llvm/IR/LLVMContext.h>
-#include <llvm/IR/Verifier.h>
-#include <llvm/Support/raw_ostream.h>
 
 #include "codegen_test_util.h"
 #include "compiler/codegen/kernel_emitter.h"
-#include "compiler/hlo/parser.h"
+#include "fused_kernel_test_util.h"
 
 namespace xlens::codegen {
 namespace {
 
-// The kernel spec of the entry's root.
-KernelSpec SpecOfRoot(const std::string& text) {
-  auto module = ParseHloModule(text);
-  EXPECT_TRUE(module.ok()) << module.status().message();
-  llvm::LLVMContext context;
-  llvm::Module llvm_module("test", context);
-  auto spec = EmitKernel(*(*module)->entry_computation()->root_instruction(), "k", llvm_module);
-  EXPECT_TRUE(spec.ok()) << spec.status().message();
-  std::string errors;
-  llvm::raw_string_ostream os(errors);
-  EXPECT_FALSE(llvm::verifyModule(llvm_module, &os)) << errors;
-  return spec.ok() ? *spec : KernelSpec{};
-}
+using testing::InInputFusion;
+using testing::SpecOfRoot;
 
 constexpr const char* kReducers = R"(
 max { a = f32[] parameter(0)  b = f32[] parameter(1)  ROOT r = f32[] maximum(a, b) }
@@ -35,8 +21,7 @@ add { a = f32[] parameter(0)  b = f32[] parameter(1)  ROOT r = f32[] add(a, b) }
 )";
 
 TEST(CpuRowEmitterTest, LogSoftmaxIsOnePhaseOfOneTaskPerRow) {
-  const std::string text = std::string("HloModule m\n") + kReducers + R"(
-fused {
+  const std::string text = InInputFusion(kReducers, R"(
   x = f32[37,129] parameter(0)
   lo = f32[] constant(-inf)
   m = f32[37] reduce(x, lo), dimensions={1}, to_apply=max
@@ -48,11 +33,7 @@ fused {
   l = f32[37] log(sum)
   lb = f32[37,129] broadcast(l), dimensions={0}
   ROOT d = f32[37,129] subtract(s, lb)
-}
-ENTRY e {
-  x = f32[37,129] parameter(0)
-  ROOT f = f32[37,129] fusion(x), kind=kInput, calls=fused
-})";
+)");
   KernelSpec spec = SpecOfRoot(text);
   ASSERT_EQ(spec.phases.size(), 1u);
   EXPECT_EQ(spec.phases[0].tasks, 37);
@@ -65,8 +46,7 @@ ENTRY e {
 TEST(CpuRowEmitterTest, LayerNormWithPerRowAndPerElementOutputs) {
   // Two kept dimensions, a per-row operand read through a broadcast, per-row outputs (the mean
   // and the inverse deviation) beside the normalised rows.
-  const std::string text = std::string("HloModule m\n") + kReducers + R"(
-fused {
+  const std::string text = InInputFusion(kReducers, R"(
   x = f32[3,5,70] parameter(0)
   g = f32[70] parameter(1)
   shift = f32[3,5] parameter(2)
@@ -91,13 +71,7 @@ fused {
   shiftb = f32[3,5,70] broadcast(shift), dimensions={0,1}
   out = f32[3,5,70] add(yg, shiftb)
   ROOT t = (f32[3,5,70], f32[3,5], f32[3,5]) tuple(out, mean, inv)
-}
-ENTRY e {
-  x = f32[3,5,70] parameter(0)
-  g = f32[70] parameter(1)
-  shift = f32[3,5] parameter(2)
-  ROOT f = (f32[3,5,70], f32[3,5], f32[3,5]) fusion(x, g, shift), kind=kInput, calls=fused
-})";
+)");
   KernelSpec spec = SpecOfRoot(text);
   ASSERT_EQ(spec.phases.size(), 1u);
   EXPECT_EQ(spec.phases[0].tasks, 15);
@@ -107,18 +81,13 @@ ENTRY e {
 TEST(CpuRowEmitterTest, TwoReducedDimensionsInAColumnMajorLayout) {
   // Dimensions 0 and 1 are minor-most in this layout: they are the row, dimension 2 the row's
   // index; the output loop nests over both reduced dimensions.
-  const std::string text = std::string("HloModule m\n") + kReducers + R"(
-fused {
+  const std::string text = InInputFusion(kReducers, R"(
   x = f32[6,20,9]{1,0,2} parameter(0)
   lo = f32[] constant(-inf)
   m = f32[9] reduce(x, lo), dimensions={0,1}, to_apply=max
   mb = f32[6,20,9]{1,0,2} broadcast(m), dimensions={2}
   ROOT d = f32[6,20,9]{1,0,2} subtract(x, mb)
-}
-ENTRY e {
-  x = f32[6,20,9]{1,0,2} parameter(0)
-  ROOT f = f32[6,20,9]{1,0,2} fusion(x), kind=kInput, calls=fused
-})";
+)");
   KernelSpec spec = SpecOfRoot(text);
   ASSERT_EQ(spec.phases.size(), 1u);
   EXPECT_EQ(spec.phases[0].tasks, 9);
@@ -126,35 +95,19 @@ ENTRY e {
 }
 
 TEST(CpuRowEmitterTest, VariadicArgmaxPerRowAndAWholeArrayReduction) {
-  const char* argmax = R"(HloModule m
-argmax {
-  av = f32[] parameter(0)
-  ai = s32[] parameter(1)
-  bv = f32[] parameter(2)
-  bi = s32[] parameter(3)
-  gt = pred[] compare(av, bv), direction=GE
-  v = f32[] select(gt, av, bv)
-  i = s32[] select(gt, ai, bi)
-  ROOT t = (f32[], s32[]) tuple(v, i)
-}
-fused {
+  const std::string argmax = InInputFusion(testing::kArgmax, R"(
   x = f32[16,45] parameter(0)
   i = s32[16,45] iota(), iota_dimension=1
   lo = f32[] constant(-inf)
   z = s32[] constant(0)
   ROOT r = (f32[16], s32[16]) reduce(x, i, lo, z), dimensions={1}, to_apply=argmax
-}
-ENTRY e {
-  x = f32[16,45] parameter(0)
-  ROOT f = (f32[16], s32[16]) fusion(x), kind=kInput, calls=fused
-})";
+)");
   KernelSpec spec = SpecOfRoot(argmax);
   ASSERT_EQ(spec.phases.size(), 1u);
   EXPECT_EQ(spec.phases[0].tasks, 16);
   testing::ExpectMatchesEvaluator(argmax);
   // A reduction of everything: one row; the mean is subtracted from every element.
-  const std::string centre = std::string("HloModule m\n") + kReducers + R"(
-fused {
+  const std::string centre = InInputFusion(kReducers, R"(
   x = f32[1000] parameter(0)
   z = f32[] constant(0)
   s = f32[] reduce(x, z), dimensions={0}, to_apply=add
@@ -162,11 +115,7 @@ fused {
   mean = f32[] divide(s, n)
   mb = f32[1000] broadcast(mean), dimensions={}
   ROOT d = f32[1000] subtract(x, mb)
-}
-ENTRY e {
-  x = f32[1000] parameter(0)
-  ROOT f = f32[1000] fusion(x), kind=kInput, calls=fused
-})";
+)");
   KernelSpec whole = SpecOfRoot(centre);
   ASSERT_EQ(whole.phases.size(), 1u);
   EXPECT_EQ(whole.phases[0].tasks, 1);
@@ -175,18 +124,13 @@ ENTRY e {
 
 TEST(CpuRowEmitterTest, AReductionOverTheMajorDimensionKeepsThePhasedForm) {
   // Not a row fusion: the reduced dimension is not minor-most.
-  const std::string text = std::string("HloModule m\n") + kReducers + R"(
-fused {
+  const std::string text = InInputFusion(kReducers, R"(
   x = f32[40,30] parameter(0)
   z = f32[] constant(0)
   s = f32[30] reduce(x, z), dimensions={0}, to_apply=add
   sb = f32[40,30] broadcast(s), dimensions={1}
   ROOT d = f32[40,30] divide(x, sb)
-}
-ENTRY e {
-  x = f32[40,30] parameter(0)
-  ROOT f = f32[40,30] fusion(x), kind=kInput, calls=fused
-})";
+)");
   KernelSpec spec = SpecOfRoot(text);
   EXPECT_EQ(spec.phases.size(), 2u);
   testing::ExpectMatchesEvaluator(text, {}, {1e-5, 1e-5});

@@ -1,0 +1,76 @@
+// What the CPU row and column reduction tests share: a fused computation written alone and called
+// from an entry as a kInput fusion, the kernel spec the emitter plans for a module's root, and the
+// variadic argmax reducer.
+#pragma once
+
+#include <string>
+
+#include <gtest/gtest.h>
+#include <llvm/IR/LLVMContext.h>
+#include <llvm/IR/Module.h>
+#include <llvm/IR/Verifier.h>
+#include <llvm/Support/raw_ostream.h>
+
+#include "compiler/codegen/kernel_emitter.h"
+#include "compiler/hlo/parser.h"
+
+namespace xlens::testing {
+
+// A module of `computations` (the reducers) and `body` (a fused computation's lines, parameters
+// first, its root last) called from the entry as one kInput fusion of the entry's parameters,
+// declared as `body` declares them.
+inline std::string InInputFusion(const std::string& computations, const std::string& body) {
+  std::string parameters, operands, root_shape;
+  size_t start = 0;
+  while (start < body.size()) {
+    size_t end = body.find('\n', start);
+    if (end == std::string::npos) end = body.size();
+    const std::string line = body.substr(start, end - start);
+    start = end + 1;
+    if (line.find(" parameter(") != std::string::npos) {
+      parameters += line + "\n";
+      const size_t name = line.find_first_not_of(' ');
+      operands += (operands.empty() ? "" : ", ") + line.substr(name, line.find(' ', name) - name);
+    } else if (line.starts_with("  ROOT ")) {
+      // The shape after "= ": a tuple's up to its closing parenthesis, an array's up to a space.
+      const size_t shape = line.find("= ") + 2;
+      const size_t shape_end = line[shape] == '(' ? line.find(')', shape) + 1 : line.find(' ', shape);
+      root_shape = line.substr(shape, shape_end - shape);
+    }
+  }
+  return "HloModule m\n" + computations + "fused {\n" + body + "}\nENTRY e {\n" + parameters +
+         "  ROOT f = " + root_shape + " fusion(" + operands + "), kind=kInput, calls=fused\n}\n";
+}
+
+// The kernel spec the emitter plans for the entry's root, its IR verified.
+inline codegen::KernelSpec SpecOfRoot(const std::string& text) {
+  auto module = ParseHloModule(text);
+  EXPECT_TRUE(module.ok()) << module.status().message();
+  if (!module.ok()) return {};
+  llvm::LLVMContext context;
+  llvm::Module llvm_module("test", context);
+  auto spec =
+      codegen::EmitKernel(*(*module)->entry_computation()->root_instruction(), "k", llvm_module);
+  EXPECT_TRUE(spec.ok()) << spec.status().message();
+  std::string errors;
+  llvm::raw_string_ostream os(errors);
+  EXPECT_FALSE(llvm::verifyModule(llvm_module, &os)) << errors;
+  return spec.ok() ? *spec : codegen::KernelSpec{};
+}
+
+// A variadic reducer of (value, index) pairs: the larger value's, the first index on a tie, as
+// the evaluator's sequential fold keeps it.
+constexpr const char* kArgmax = R"(
+argmax {
+  av = f32[] parameter(0)
+  ai = s32[] parameter(1)
+  bv = f32[] parameter(2)
+  bi = s32[] parameter(3)
+  gt = pred[] compare(av, bv), direction=GE
+  v = f32[] select(gt, av, bv)
+  i = s32[] select(gt, ai, bi)
+  ROOT t = (f32[], s32[]) tuple(v, i)
+}
+)";
+
+}  // namespace xlens::testing
