@@ -669,9 +669,14 @@ StatusOr<bool> Conv2DOneDnn(OpKernelContext& ctx, const Conv2DParams& p, const C
     } else {
       ASSIGN_OR_RETURN(out, ctx.allocate_output(0, out_dims));
     }
+    // The tensors the call reads and writes, shared with it: it may leave a descheduled helper
+    // thread to finish a part it has computed again itself.
+    auto tensors = std::make_shared<std::vector<Tensor>>(std::vector<Tensor>{ctx.input(0), ctx.input(1), *out});
+    if (bias >= 0) tensors->push_back(ctx.input(bias));
     status = onednn::Conv2DForward(g, Data<float>(ctx.input(0)), Data<float>(ctx.input(1)),
                                    bias >= 0 ? Data<float>(ctx.input(bias)) : nullptr, post,
-                                   MutableData<float>(*out), threads, PackedFilterOf(ctx, 1));
+                                   MutableData<float>(*out), threads, PackedFilterOf(ctx, 1),
+                                   std::move(tensors));
   } else if constexpr (kPass == ConvPass::kBackpropInput) {
     ASSIGN_OR_RETURN(Tensor * out, ctx.allocate_output(0, input_dims));
     if (d.in_depth == 1 && d.groups == 1) {

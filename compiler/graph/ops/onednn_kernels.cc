@@ -13,6 +13,7 @@
 #include <omp.h>
 #endif
 
+#include "compiler/graph/ops/part_runner.h"
 #include "compiler/support/thread_pool.h"
 #endif
 
@@ -22,7 +23,7 @@ namespace xlens::graph::onednn {
 
 bool Available() { return false; }
 Status Conv2DForward(const ConvGeometry&, const float*, const float*, const float*, const PostOps&,
-                     float*, ThreadPool*, PackedFilter*) {
+                     float*, ThreadPool*, PackedFilter*, std::shared_ptr<const void>) {
   return Status::Error("this build has no oneDNN");
 }
 Status Conv2DForward(const ConvGeometry&, const float*, const float*, const float*, bool, float*,
@@ -128,6 +129,8 @@ struct Part {
 
 struct Plan {
   std::vector<Part> parts;
+  // How its calls ran with helper threads and without (part_runner.h).
+  mutable PartTimings timings;
   std::vector<std::shared_ptr<const Layout>> layouts;
   dnnl::memory::desc user_weights;
 };
@@ -453,41 +456,106 @@ Status Guard(const char* what, Fn&& fn) {
 
 bool Available() { return true; }
 
-Status Conv2DForward(const ConvGeometry& g, const float* x, const float* w, const float* bias,
-                     const PostOps& post, float* y, ThreadPool* pool, PackedFilter* packed) {
-  return Guard("convolution", [&]() -> Status {
-    auto plan = ConvPlan(kForward, g, bias != nullptr, post, Parallelism(pool));
-    std::vector<std::vector<char>> scratch;
-    const std::vector<const void*> filters = FilterLayouts(*plan, w, packed, scratch);
-    const dnnl::memory::desc bias_md({g.out_depth}, dt::f32, tag::x);
-    return RunParts(pool, plan->parts.size(), "convolution", [&](int64_t t) {
-      const Part& part = plan->parts[t];
-      Args args;
-      args[DNNL_ARG_SRC] = Mem(part.src, x, part.src_offset);
-      args[DNNL_ARG_WEIGHTS] = dnnl::memory(part.primitive->weights, Engine(), const_cast<void*>(filters[part.layout]));
-      if (bias) {
-        args[DNNL_ARG_BIAS] = part.channels ? Mem(part.bias, bias, part.bias_offset) : Mem(bias_md, bias, 0);
-      }
+namespace {
+
+// The parts of one forward convolution, owning what a helper still running one after the call
+// has returned reads: the plan, the reordered filter, the caller's tensors (keep_alive).
+class ConvJob : public PartJob {
+ public:
+  std::shared_ptr<const Plan> plan;
+  ConvGeometry g;
+  PostOps post;
+  const float* x = nullptr;
+  const float* bias = nullptr;
+  float* y = nullptr;
+  std::vector<const void*> filters;
+  std::vector<std::vector<char>> reordered;       // filters reordered for this call
+  std::vector<std::shared_ptr<void>> packed;      // or packed once, for a constant filter
+  std::shared_ptr<const void> keep_alive;
+
+  void RunInPlace(int64_t t) override {
+    const Part& part = plan->parts[t];
+    if (part.channels == 0) return Run(part, y + part.dst_offset);
+    // A block of channels is computed densely beside the output and copied to its channels.
+    float* block = static_cast<float*>(Scratch(part.dst.get_size(), 1));
+    if (post.sum) Gather(part, block);
+    Run(part, block);
+    Scatter(part, block);
+  }
+  size_t ScratchBytes(int64_t t) const override { return plan->parts[t].dst.get_size(); }
+  void RunInto(int64_t t, void* scratch) override {
+    const Part& part = plan->parts[t];
+    float* block = static_cast<float*>(scratch);
+    if (post.sum) {
       if (part.channels == 0) {
-        args[DNNL_ARG_DST] = Mem(part.dst, y, part.dst_offset);
-        Execute(part, args);
-        return;
+        std::copy_n(y + part.dst_offset, part.dst.get_size() / sizeof(float), block);
+      } else {
+        Gather(part, block);
       }
-      // A block of channels is computed densely beside the output (with the side input's
-      // channels first, for the sum) and copied to its channels after.
-      float* block = static_cast<float*>(Scratch(part.dst.get_size(), 1));
-      const int64_t positions = g.batch * g.out_rows * g.out_cols;
-      if (post.sum) {
-        for (int64_t q = 0; q < positions; ++q) {
-          std::copy_n(y + q * g.out_depth + part.dst_offset, part.channels, block + q * part.channels);
-        }
-      }
-      args[DNNL_ARG_DST] = dnnl::memory(part.dst, Engine(), block);
-      Execute(part, args);
-      for (int64_t q = 0; q < positions; ++q) {
-        std::copy_n(block + q * part.channels, part.channels, y + q * g.out_depth + part.dst_offset);
-      }
-    });
+    }
+    Run(part, block);
+  }
+  void Commit(int64_t t, const void* scratch) override {
+    const Part& part = plan->parts[t];
+    const float* block = static_cast<const float*>(scratch);
+    if (part.channels == 0) {
+      std::copy_n(block, part.dst.get_size() / sizeof(float), y + part.dst_offset);
+    } else {
+      Scatter(part, block);
+    }
+  }
+
+ private:
+  int64_t Positions() const { return g.batch * g.out_rows * g.out_cols; }
+  // The side input's channels of a block of channels (for the sum), and the block's result back.
+  void Gather(const Part& part, float* block) const {
+    for (int64_t q = 0; q < Positions(); ++q) {
+      std::copy_n(y + q * g.out_depth + part.dst_offset, part.channels, block + q * part.channels);
+    }
+  }
+  void Scatter(const Part& part, const float* block) const {
+    for (int64_t q = 0; q < Positions(); ++q) {
+      std::copy_n(block + q * part.channels, part.channels, y + q * g.out_depth + part.dst_offset);
+    }
+  }
+  void Run(const Part& part, float* dst) const {
+    SingleThreaded single;
+    Args args;
+    args[DNNL_ARG_SRC] = Mem(part.src, x, part.src_offset);
+    args[DNNL_ARG_WEIGHTS] = dnnl::memory(part.primitive->weights, Engine(), const_cast<void*>(filters[part.layout]));
+    if (bias) {
+      args[DNNL_ARG_BIAS] = part.channels ? Mem(part.bias, bias, part.bias_offset)
+                                          : Mem(dnnl::memory::desc({g.out_depth}, dt::f32, tag::x), bias, 0);
+    }
+    args[DNNL_ARG_DST] = dnnl::memory(part.dst, Engine(), dst);
+    Execute(part, args);
+  }
+};
+
+}  // namespace
+
+Status Conv2DForward(const ConvGeometry& g, const float* x, const float* w, const float* bias,
+                     const PostOps& post, float* y, ThreadPool* pool, PackedFilter* packed,
+                     std::shared_ptr<const void> keep_alive) {
+  return Guard("convolution", [&]() -> Status {
+    auto job = std::make_shared<ConvJob>();
+    job->plan = ConvPlan(kForward, g, bias != nullptr, post, Parallelism(pool));
+    job->g = g;
+    job->post = post;
+    job->x = x;
+    job->bias = bias;
+    job->y = y;
+    job->filters = FilterLayouts(*job->plan, w, packed, job->reordered);
+    if (packed != nullptr) {
+      for (const auto& [key, buffer] : packed->layouts) job->packed.push_back(buffer);
+    }
+    job->keep_alive = std::move(keep_alive);
+    const bool may_leave = job->keep_alive != nullptr;
+    const std::string failure = RunPartsLeavingLateHelpers(
+        job, static_cast<int64_t>(job->plan->parts.size()), Parallelism(pool) - 1, may_leave,
+        &job->plan->timings);
+    if (!failure.empty()) return Status::Error("oneDNN convolution: " + failure);
+    return OkStatus();
   });
 }
 

@@ -66,9 +66,13 @@ struct PostOps {
 // y = act(conv(x, w) + bias? + y?): x [batch, in_rows, in_cols, in_depth], w HWIO, bias
 // [out_depth] or null, y [batch, out_rows, out_cols, out_depth] (read first with post.sum).
 // `packed`: null when the filter may change between calls; else the filter is packed into it
-// on the first call and read from it afterwards.
+// on the first call and read from it afterwards. `keep_alive`: shared ownership of x, w, bias
+// and y, which lets the call return without waiting for a helper thread that was descheduled
+// in the middle of a part (it computes that part again itself; see part_runner.h); null: the
+// call waits for every part it handed out.
 Status Conv2DForward(const ConvGeometry& g, const float* x, const float* w, const float* bias,
-                     const PostOps& post, float* y, ThreadPool* pool, PackedFilter* packed);
+                     const PostOps& post, float* y, ThreadPool* pool, PackedFilter* packed,
+                     std::shared_ptr<const void> keep_alive = nullptr);
 // The same with only a ReLU (or nothing) after the bias.
 Status Conv2DForward(const ConvGeometry& g, const float* x, const float* w, const float* bias,
                      bool relu, float* y, ThreadPool* pool, PackedFilter* packed);
