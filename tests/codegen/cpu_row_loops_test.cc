@@ -97,6 +97,13 @@ TEST(CpuRowLoopsTest, SoftmaxSumsTheCacheAsItFillsItWithInterleavedAccumulators)
   testing::ExpectMatchesEvaluator(Softmax(37, 129), {}, {1e-6, 1e-5});
 }
 
+TEST(CpuRowLoopsTest, AVocabularySizedRowKeepsItsExpInTheRowCache) {
+  // 50257 floats (196 KiB) a row: past L1, but reading exp back from L2 beats computing it again.
+  const std::string ir = IrOfRoot(Softmax(2, 50257));
+  EXPECT_EQ(Count(ir, "alloca [50257 x float]"), 1);
+  testing::ExpectMatchesEvaluator(Softmax(2, 50257), {}, {1e-6, 1e-5});
+}
+
 TEST(CpuRowLoopsTest, SoftmaxOnOneElementOddLengthAndExtremeRows) {
   for (int n : {1, 3, 17, 67, 1001}) {
     SCOPED_TRACE("row length " + std::to_string(n));

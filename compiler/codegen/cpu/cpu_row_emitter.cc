@@ -33,8 +33,10 @@ bool IsTranscendental(HloOpcode op) {
   }
 }
 
-// Row caches of all transcendental values together stay within L1.
-constexpr int64_t kRowCacheBytes = 32 * 1024;
+// Row caches of all transcendental values together: a row up to 8K floats stays in L1; a longer
+// one (a softmax over a vocabulary of 50K) is still read back from L2 far faster than its exp is
+// computed again. The bound keeps the stack buffer well within a thread's stack.
+constexpr int64_t kRowCacheBytes = 256 * 1024;
 
 }  // namespace
 
