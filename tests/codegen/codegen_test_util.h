@@ -15,6 +15,21 @@
 
 namespace xlens::testing {
 
+// A variadic reducer of (value, index) pairs: the larger value's, the first index on a tie, as
+// the evaluator's sequential fold keeps it.
+constexpr const char* kArgmax = R"(
+argmax {
+  av = f32[] parameter(0)
+  ai = s32[] parameter(1)
+  bv = f32[] parameter(2)
+  bi = s32[] parameter(3)
+  gt = pred[] compare(av, bv), direction=GE
+  v = f32[] select(gt, av, bv)
+  i = s32[] select(gt, ai, bi)
+  ROOT t = (f32[], s32[]) tuple(v, i)
+}
+)";
+
 // Compiles `text` with the CPU pipeline and runs it.
 inline StatusOr<Literal> CompileAndRun(std::string_view text, const std::vector<Literal>& arguments,
                                        const runtime::CompileOptions& options = {}) {

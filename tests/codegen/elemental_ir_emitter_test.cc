@@ -263,17 +263,7 @@ ENTRY e {
 }
 
 TEST(ElementalIrEmitterTest, VariadicReduceArgmax) {
-  const char* text = R"(HloModule m
-argmax {
-  av = f32[] parameter(0)
-  ai = s32[] parameter(1)
-  bv = f32[] parameter(2)
-  bi = s32[] parameter(3)
-  gt = pred[] compare(av, bv), direction=GE
-  v = f32[] select(gt, av, bv)
-  i = s32[] select(gt, ai, bi)
-  ROOT t = (f32[], s32[]) tuple(v, i)
-}
+  const std::string text = std::string("HloModule m\n") + testing::kArgmax + R"(
 ENTRY e {
   a = f32[5,9] parameter(0)
   i = s32[5,9] iota(), iota_dimension=1

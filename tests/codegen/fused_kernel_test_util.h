@@ -1,6 +1,5 @@
 // What the CPU row and column reduction tests share: a fused computation written alone and called
-// from an entry as a kInput fusion, the kernel spec the emitter plans for a module's root, and the
-// variadic argmax reducer.
+// from an entry as a kInput fusion, and the kernel spec the emitter plans for a module's root.
 #pragma once
 
 #include <string>
@@ -57,20 +56,5 @@ inline codegen::KernelSpec SpecOfRoot(const std::string& text) {
   EXPECT_FALSE(llvm::verifyModule(llvm_module, &os)) << errors;
   return spec.ok() ? *spec : codegen::KernelSpec{};
 }
-
-// A variadic reducer of (value, index) pairs: the larger value's, the first index on a tie, as
-// the evaluator's sequential fold keeps it.
-constexpr const char* kArgmax = R"(
-argmax {
-  av = f32[] parameter(0)
-  ai = s32[] parameter(1)
-  bv = f32[] parameter(2)
-  bi = s32[] parameter(3)
-  gt = pred[] compare(av, bv), direction=GE
-  v = f32[] select(gt, av, bv)
-  i = s32[] select(gt, ai, bi)
-  ROOT t = (f32[], s32[]) tuple(v, i)
-}
-)";
 
 }  // namespace xlens::testing

@@ -119,17 +119,7 @@ ENTRY e {
   EXPECT_EQ(spec->phases[0].work_per_task, 300 * 256);
   testing::ExpectMatchesEvaluator(text, {}, {1e-5, 1e-5});
   // A variadic column reduction inside a fusion whose result other fused ops read.
-  const char* fused = R"(HloModule m
-argmax {
-  av = f32[] parameter(0)
-  ai = s32[] parameter(1)
-  bv = f32[] parameter(2)
-  bi = s32[] parameter(3)
-  gt = pred[] compare(av, bv), direction=GE
-  v = f32[] select(gt, av, bv)
-  i = s32[] select(gt, ai, bi)
-  ROOT t = (f32[], s32[]) tuple(v, i)
-}
+  const std::string fused = std::string("HloModule m\n") + testing::kArgmax + R"(
 fused {
   x = f32[64,33] parameter(0)
   i = s32[64,33] iota(), iota_dimension=0
