@@ -142,5 +142,36 @@ ENTRY e {
   testing::ExpectMatchesEvaluator(text, {}, ErrorSpec{1e-5, 1e-5});
 }
 
+// JAX's sigmoid(x) * tanh(x) + exp(-x * x), as jax lowers it (the sigmoid a divide of exp), over
+// [-100, 100] and the special values: two exps, a tanh and two divides per element in one
+// vectorized loop (large enough for the full optimization level), close to the evaluator.
+TEST(FastMathVectorTest, SigmoidTanhExpLoopMatchesTheEvaluator) {
+  const char* text = R"(HloModule m
+ENTRY e {
+  x = f32[65536] parameter(0)
+  one = f32[] constant(1)
+  ones = f32[65536] broadcast(one), dimensions={}
+  nx = f32[65536] negate(x)
+  ex = f32[65536] exponential(nx)
+  den = f32[65536] add(ex, ones)
+  sig = f32[65536] divide(ones, den)
+  th = f32[65536] tanh(x)
+  st = f32[65536] multiply(sig, th)
+  sq = f32[65536] multiply(nx, x)
+  g = f32[65536] exponential(sq)
+  ROOT r = f32[65536] add(st, g)
+})";
+  std::vector<float> x(65536);
+  for (size_t i = 0; i < x.size(); ++i) x[i] = -100.0f + 200.0f * static_cast<float>(i) / 65535;
+  const float kInf = std::numeric_limits<float>::infinity();
+  x[0] = -kInf;
+  x[1] = kInf;
+  x[2] = -0.0f;
+  x[3] = std::numeric_limits<float>::quiet_NaN();
+  std::vector<Literal> args;
+  args.push_back(Literal::CreateR1<float>(PrimitiveType::F32, x));
+  testing::ExpectMatchesEvaluator(text, std::move(args), ErrorSpec{1e-6, 1e-6});
+}
+
 }  // namespace
 }  // namespace xlens
