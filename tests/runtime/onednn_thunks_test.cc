@@ -237,15 +237,15 @@ TEST_F(OneDnnThunkTest, JaxErfGeluAfterABias) {
 }
 
 TEST_F(OneDnnThunkTest, CallsSplitOverThePoolAgreeAtEveryOffset) {
-  // Large enough to be split into parts on a machine with two or more threads: columns for a
-  // wide product (bias offsets), rows for a tall one (residual and transposed-operand offsets).
+  // Large enough to be split into parts (of at least 2^19 multiply-adds) on a machine with two
+  // or more threads: bias, residual and transposed-operand offsets.
   const std::string parts = ThreadPool::Default().parallelism() >= 2 ? "; 2 parts on the pool" : "";
   ExpectOneDnnMatchesEvaluator(R"(HloModule m
 ENTRY e {
-  a = f32[40,64] parameter(0)
-  b = f32[72,64] parameter(1)
+  a = f32[40,512] parameter(0)
+  b = f32[72,512] parameter(1)
   bias = f32[72] parameter(2)
-  tb = f32[64,72] transpose(b), dimensions={1,0}
+  tb = f32[512,72] transpose(b), dimensions={1,0}
   d = f32[40,72] dot(a, tb), lhs_contracting_dims={1}, rhs_contracting_dims={0}
   bb = f32[40,72] broadcast(bias), dimensions={1}
   ROOT r = f32[40,72] add(d, bb)
@@ -253,14 +253,22 @@ ENTRY e {
                                "matmul(lhs, rhs^T) + binary_add[bias]", parts);
   ExpectOneDnnMatchesEvaluator(R"(HloModule m
 ENTRY e {
-  a = f32[24,144] parameter(0)
-  b = f32[24,40] parameter(1)
+  a = f32[192,144] parameter(0)
+  b = f32[192,40] parameter(1)
   res = f32[144,40] parameter(2)
-  ta = f32[144,24] transpose(a), dimensions={1,0}
+  ta = f32[144,192] transpose(a), dimensions={1,0}
   d = f32[144,40] dot(ta, b), lhs_contracting_dims={1}, rhs_contracting_dims={0}
   ROOT r = f32[144,40] add(d, res)
 })",
                                "matmul(lhs^T, rhs) + binary_add", parts);
+  // 2^18 multiply-adds: not worth waking a thread for.
+  ExpectOneDnnMatchesEvaluator(R"(HloModule m
+ENTRY e {
+  a = f32[64,64] parameter(0)
+  b = f32[64,64] parameter(1)
+  ROOT d = f32[64,64] dot(a, b), lhs_contracting_dims={1}, rhs_contracting_dims={0}
+})",
+                               "matmul(lhs, rhs)", "; 1 part on the pool");
 }
 
 // The oneDNN kernel the first library call of `text` runs on ("brg:avx512_core", "gemm:jit").
@@ -495,14 +503,14 @@ ENTRY e {
                                     {testing::RandomArguments(hwio, 1), testing::RandomArguments(hwio, 2),
                                      testing::RandomArguments(hwio, 3)});
   // OIHW weights (the matmul reads them transposed), two images, a residual added; enough rows
-  // for a part per thread.
+  // and multiply-adds for a part per thread.
   const std::string oihw = R"(HloModule c
 ENTRY e {
-  x = f32[2,9,8,24] parameter(0)
-  k = f32[40,24,1,1] parameter(1)
-  res = f32[2,9,8,40] parameter(2)
-  c = f32[2,9,8,40] convolution(x, k), window={size=1x1}, dim_labels=b01f_oi01->b01f
-  ROOT a = f32[2,9,8,40] add(c, res)
+  x = f32[2,9,8,96] parameter(0)
+  k = f32[160,96,1,1] parameter(1)
+  res = f32[2,9,8,160] parameter(2)
+  c = f32[2,9,8,160] convolution(x, k), window={size=1x1}, dim_labels=b01f_oi01->b01f
+  ROOT a = f32[2,9,8,160] add(c, res)
 })";
   const std::string parts = ThreadPool::Default().parallelism() >= 2 ? "; 2 parts on the pool" : "";
   ExpectOneDnnMatchesEvaluator(oihw, "convolution + binary_add as matmul", parts);
