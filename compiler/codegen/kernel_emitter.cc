@@ -13,6 +13,7 @@
 #include "compiler/codegen/llvm_ir_util.h"
 #include "compiler/codegen/scalar_ops.h"
 #include "compiler/hlo/computation.h"
+#include "compiler/passes/fusion_utils.h"
 
 namespace xlens::codegen {
 
@@ -578,7 +579,39 @@ StatusOr<KernelSpec> KernelBuilder::Build() {
     // On the CPU a column reduction that only an elementwise root reads is materialised too (a
     // batch mean, `sum(x * x, axis=(0, 1, 2)) / n`): computed per output it would be a scalar
     // strided walk of the operand on one thread, not the vectorized, sliced sweep.
+    // On the CPU, so is an expensive elementwise value far smaller than the kernel that a
+    // broadcast spreads over it (batch norm's per-channel (sum / n) * rsqrt(var) factors): inside
+    // the loops it would be computed again for every element, a vector divide per 16 outputs
+    // where a load from a table of one value per channel suffices.
+    int64_t loop_elements = 0;
+    for (const HloInstruction* p : fused->parameter_instructions()) {
+      if (p->shape().IsArray()) loop_elements = std::max(loop_elements, p->shape().num_elements());
+    }
+    auto broadcast_reads = [&](const HloInstruction* x) {
+      std::vector<const HloInstruction*> stack = {x};
+      while (!stack.empty()) {
+        const HloInstruction* y = stack.back();
+        stack.pop_back();
+        for (const HloInstruction* user : y->users()) {
+          if (user->opcode() == HloOpcode::kBroadcast &&
+              user->shape().num_elements() > x->shape().num_elements()) {
+            return true;
+          }
+          if (user->IsElementwise() && user->shape().IsArray() &&
+              user->shape().num_elements() == x->shape().num_elements()) {
+            stack.push_back(user);
+          }
+        }
+      }
+      return false;
+    };
+    auto small_expensive = [&](const HloInstruction* x) {
+      return target_ == KernelTarget::kCpu && x != root_ && x->IsElementwise() &&
+             x->shape().IsArray() && IsExpensive(*x) &&
+             x->shape().num_elements() * 16 <= loop_elements && broadcast_reads(x);
+    };
     auto needs_scratch = [&](const HloInstruction* x) {
+      if (small_expensive(x)) return true;
       if (!IsExpensivePerElement(x->opcode()) || x == root_ || x == gemm) return false;
       const bool root_reads_per_output = target_ == KernelTarget::kCpu &&
                                          root_->opcode() != HloOpcode::kTuple &&
@@ -592,6 +625,21 @@ StatusOr<KernelSpec> KernelBuilder::Build() {
     for (const HloInstruction* x : fused->MakeInstructionPostOrder()) {
       if (needs_scratch(x)) pending.push_back(x);
     }
+    // Small values that read no pending reduction go first, so that none sits between two
+    // reductions that could share a sweep and keeps the later one out of it (see below).
+    std::stable_partition(pending.begin(), pending.end(), [&](const HloInstruction* x) {
+      if (!small_expensive(x)) return false;
+      std::vector<const HloInstruction*> stack(x->operands().begin(), x->operands().end());
+      std::set<const HloInstruction*> seen;
+      while (!stack.empty()) {
+        const HloInstruction* y = stack.back();
+        stack.pop_back();
+        if (!seen.insert(y).second) continue;
+        if (IsExpensivePerElement(y->opcode())) return false;
+        stack.insert(stack.end(), y->operands().begin(), y->operands().end());
+      }
+      return true;
+    });
     // Whether `x` reads (through any chain of fused values) `also` or one of `pending`.
     auto reads_pending = [&](const HloInstruction* x, const HloInstruction* also) {
       std::set<const HloInstruction*> seen;

@@ -273,6 +273,45 @@ TEST(CpuColumnReductionTest, IndependentMaterialisedReductionsShareOneSweep) {
   testing::ExpectMatchesEvaluator(text, {}, kFloat);
 }
 
+TEST(CpuColumnReductionTest, PerColumnFactorOfASumIsComputedOncePerColumn) {
+  // x / sum(x, axis=0): the divide by the broadcast sum is per element, but 1 / sum, a divide of
+  // 96 values, is written to scratch once instead of computed again for each of the 4000 rows.
+  const std::string text = std::string("HloModule m\n") + kReducers + R"(
+fused {
+  x = f32[4000,96] parameter(0)
+  z = f32[] constant(0)
+  s = f32[96] reduce(x, z), dimensions={0}, to_apply=add
+  one = f32[] constant(1)
+  ones = f32[96] broadcast(one), dimensions={}
+  inv = f32[96] divide(ones, s)
+  invb = f32[4000,96] broadcast(inv), dimensions={1}
+  ROOT d = f32[4000,96] multiply(x, invb)
+}
+ENTRY e {
+  x = f32[4000,96] parameter(0)
+  ROOT f = f32[4000,96] fusion(x), kind=kInput, calls=fused
+})";
+  auto module = ParseHloModule(text);
+  ASSERT_TRUE(module.ok()) << module.status().message();
+  llvm::LLVMContext context;
+  llvm::Module llvm_module("test", context);
+  auto spec = EmitKernel(*(*module)->entry_computation()->root_instruction(), "k", llvm_module);
+  ASSERT_TRUE(spec.ok()) << spec.status().message();
+  // The sweep, its combine, the 96 factors, then the output loop, which divides nothing.
+  ASSERT_EQ(spec->phases.size(), 4u);
+  EXPECT_EQ(spec->phases[2].tasks, 1);
+  llvm::Function* output_loop = llvm_module.getFunction(spec->phases.back().function_name);
+  ASSERT_NE(output_loop, nullptr);
+  int64_t divides = 0;
+  for (const llvm::BasicBlock& block : *output_loop) {
+    for (const llvm::Instruction& instruction : block) {
+      divides += instruction.getOpcode() == llvm::Instruction::FDiv;
+    }
+  }
+  EXPECT_EQ(divides, 0);
+  testing::ExpectMatchesEvaluator(text, {}, kFloat);
+}
+
 TEST(CpuColumnReductionTest, VariadicArgmaxKeepsTheFirstIndexAcrossSlices) {
   // Ties between slices: every row equal, so the first row's index must win, as the evaluator's
   // sequential fold keeps it; slices combine in order.
