@@ -278,6 +278,11 @@ StatusOr<bool> SinkTransposesIntoProducts(HloComputation& computation,
     // [256,10] bias-layer gradient: 4x slower as a 256x128x10 product than as 10x128x256).
     const int64_t before = dot->shape().dimensions().back(), after = t->shape().dimensions().back();
     if (after < std::min<int64_t>(before, 64)) continue;
+    // Nor where b^T would be a new transposed lhs larger than the result: the call packs a
+    // transposed lhs block by block, which then costs more than transposing the result after it.
+    const Shape& a_shape = dot->operand(0)->shape();
+    const int64_t m = a_shape.dimensions(a_shape.rank() - 2), k = a_shape.dimensions(a_shape.rank() - 1);
+    if (!IsMinorTranspose(*dot->operand(1)) && k > m) continue;
     std::reverse(chain.begin(), chain.end());
     // b^T and a^T: a transpose of a transpose is its operand.
     auto transposed = [&](HloInstruction* o) -> HloInstruction* {

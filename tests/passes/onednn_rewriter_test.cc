@@ -242,6 +242,18 @@ ENTRY e {
   ASSERT_NE(module, nullptr);
   EXPECT_EQ(Calls(*module), "matmul(lhs, rhs)\n");
   EXPECT_EQ(CountOpcode(*module, HloOpcode::kTranspose), 1);
+  // b^T, a new transposed lhs, would be [128,256] for a [128,64] result: packing it would cost
+  // more than the transpose.
+  module = Rewrite(pass, R"(HloModule m
+ENTRY e {
+  a = f32[64,256]{1,0} parameter(0)
+  b = f32[256,128]{1,0} parameter(1)
+  d = f32[64,128]{1,0} dot(a, b), lhs_contracting_dims={1}, rhs_contracting_dims={0}
+  ROOT t = f32[128,64]{1,0} transpose(d), dimensions={1,0}
+})");
+  ASSERT_NE(module, nullptr);
+  EXPECT_EQ(Calls(*module), "matmul(lhs, rhs)\n");
+  EXPECT_EQ(CountOpcode(*module, HloOpcode::kTranspose), 1);
   // The swapped product's rows would be 10 long instead of 32: the call keeps its wide rows.
   module = Rewrite(pass, R"(HloModule m
 ENTRY e {

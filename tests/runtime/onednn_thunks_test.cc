@@ -161,10 +161,10 @@ TEST_F(OneDnnThunkTest, EveryPostOpMatchesTheEvaluator) { ExpectEveryPostOpMatch
 TEST_F(OneDnnThunkTest, TransposedProductsWithAGradientStep) {
   const std::string text = R"(HloModule m
 ENTRY e {
-  g = f32[96,64] parameter(0)
-  x = f32[96,80] parameter(1)
+  g = f32[48,64] parameter(0)
+  x = f32[48,80] parameter(1)
   w = f32[80,64] parameter(2)
-  tg = f32[64,96] transpose(g), dimensions={1,0}
+  tg = f32[64,48] transpose(g), dimensions={1,0}
   d = f32[64,80] dot(tg, x), lhs_contracting_dims={1}, rhs_contracting_dims={0}
   c = f32[] constant(0.1)
   cb = f32[64,80] broadcast(c), dimensions={}
