@@ -192,6 +192,35 @@ ENTRY e {
   }
 }
 
+TEST(CpuRowLoopsTest, HalfPrecisionSoftmaxAccumulatesInF32) {
+  // JAX's bf16 softmax: the row in bf16, exp and the sum in f32, the division in bf16 (no
+  // reciprocal: only f32 and f64 divisions become multiplications).
+  const std::string module = std::string("HloModule m\n") + kReducers + R"(
+maxb { a = bf16[] parameter(0)  b = bf16[] parameter(1)  ROOT r = bf16[] maximum(a, b) }
+fused {
+  x = bf16[5,77] parameter(0)
+  lo = bf16[] constant(-inf)
+  m = bf16[5] reduce(x, lo), dimensions={1}, to_apply=maxb
+  mb = bf16[5,77] broadcast(m), dimensions={0}
+  d = bf16[5,77] subtract(x, mb)
+  df = f32[5,77] convert(d)
+  e = f32[5,77] exponential(df)
+  z = f32[] constant(0)
+  sum = f32[5] reduce(e, z), dimensions={1}, to_apply=add
+  sumh = bf16[5] convert(sum)
+  sb = bf16[5,77] broadcast(sumh), dimensions={0}
+  eh = bf16[5,77] convert(e)
+  ROOT o = bf16[5,77] divide(eh, sb)
+}
+ENTRY e {
+  x = bf16[5,77] parameter(0)
+  ROOT f = bf16[5,77] fusion(x), kind=kInput, calls=fused
+})";
+  const std::string ir = IrOfRoot(module);
+  EXPECT_EQ(Count(ir, "row.reciprocal"), 0);
+  testing::ExpectMatchesEvaluator(module, {}, {1e-2, 1e-2});
+}
+
 TEST(CpuRowLoopsTest, TwoStatisticsOfOneLevelShareOneLoop) {
   // Layer norm from the mean and the mean of squares: both sums are level 1, one loop.
   const std::string text = std::string("HloModule m\n") + kReducers + R"(
