@@ -2,7 +2,9 @@
 
 #include <initializer_list>
 
+#include <llvm/Analysis/ValueTracking.h>
 #include <llvm/IR/Intrinsics.h>
+#include <llvm/IR/PatternMatch.h>
 #include <llvm/IR/Module.h>
 #include <llvm/TargetParser/Triple.h>
 
@@ -28,6 +30,20 @@ Value* Polynomial(llvm::IRBuilder<>& b, Value* z, std::initializer_list<double> 
 }
 
 Value* IsNan(llvm::IRBuilder<>& b, Value* x) { return b.CreateFCmpUNO(x, x); }
+
+// Whether `x` is known to be zero, negative or NaN: -(a * a) (JAX's erfc takes exp of it, from
+// every erf GELU) and -a * a (a Gaussian), or whatever LLVM's value tracking can tell.
+bool KnownNotPositive(llvm::IRBuilder<>& b, Value* x) {
+  Value* a = nullptr;
+  if (llvm::PatternMatch::match(x, llvm::PatternMatch::m_c_FMul(
+                                       llvm::PatternMatch::m_FNeg(llvm::PatternMatch::m_Value(a)),
+                                       llvm::PatternMatch::m_Deferred(a)))) {
+    return true;
+  }
+  const llvm::DataLayout& layout = b.GetInsertBlock()->getModule()->getDataLayout();
+  return llvm::computeKnownFPClass(x, layout, llvm::KnownFPClass::OrderedGreaterThanZeroMask)
+      .cannotBeOrderedGreaterThanZero();
+}
 
 // 2^n for an i32 n in [-252, 254] as the product of two normal powers of two, so that `y * 2^n`
 // rounds once even when the result is denormal or n is 128.
@@ -55,8 +71,11 @@ Value* EmitFastExpF32(llvm::IRBuilder<>& b, Value* x) {
   // Beyond [-110, 89] the result is 0 or inf already. The clamps are compares and selects, which
   // x86 does in one min or max each and which pass NaN through: NaN then flows through every
   // step below to the result, with no compare and blend at the end for it.
+  // The upper one is left out where x cannot be positive.
   Value* xc = b.CreateSelect(b.CreateFCmpOLT(x, F(b, -110.0)), F(b, -110.0), x);
-  xc = b.CreateSelect(b.CreateFCmpOGT(xc, F(b, 89.0)), F(b, 89.0), xc);
+  if (!KnownNotPositive(b, x)) {
+    xc = b.CreateSelect(b.CreateFCmpOGT(xc, F(b, 89.0)), F(b, 89.0), xc);
+  }
   // x = n ln2 + r, |r| <= ln2 / 2, with ln2 in two parts so that n * ln2_hi is exact. n is
   // rounded by adding 1.5 * 2^23 in the same fused multiply-add that scales x (the sum's ulp is
   // 1, so it rounds x log2(e) to the nearest integer, ties to even), and its integer is the

@@ -121,6 +121,15 @@ double Log(double x) { return std::log(x); }
 double Exp(double x) { return std::exp(x); }
 double Tanh(double x) { return std::tanh(x); }
 double Erf(double x) { return std::erf(x); }
+// e^(-x x), the square rounded to f32 first as the compiled code rounds it.
+double Gaussian(double x) {
+  const float f = static_cast<float>(x);
+  return std::exp(static_cast<double>(-f * f));
+}
+// exp of an argument that cannot be positive, which it clamps below only.
+llvm::Value* EmitGaussian(llvm::IRBuilder<>& b, llvm::Value* x) {
+  return EmitFastExpF32(b, b.CreateFMul(b.CreateFNeg(x), x));
+}
 
 class FastMathAccuracyTest : public ::testing::TestWithParam<Case> {};
 
@@ -170,7 +179,8 @@ INSTANTIATE_TEST_SUITE_P(
                       Case{"log", EmitFastLogF32, Log, 0.0f, 4.0f, 1},
                       Case{"tanh", EmitFastTanhF32, Tanh, -10.0f, 10.0f, 4},
                       Case{"logistic", EmitFastLogisticF32, Logistic, -104.0f, 30.0f, 2},
-                      Case{"erf", EmitFastErfF32, Erf, -5.0f, 5.0f, 2}),
+                      Case{"erf", EmitFastErfF32, Erf, -5.0f, 5.0f, 2},
+                      Case{"gaussian", EmitGaussian, Gaussian, -11.0f, 11.0f, 1}),
     [](const auto& info) { return std::string(info.param.name); });
 
 size_t Count(const std::string& text, const std::string& what) {
@@ -196,6 +206,22 @@ TEST(FastMathExpCostTest, TheVectorLoopRoundsByAddingAndEvaluatesOneHornerChain)
   EXPECT_EQ(Count(vector_body, "fcmp uno"), 0u) << vector_body;
   EXPECT_EQ(Count(vector_body, "@llvm.fmuladd."), 9u) << vector_body;
   EXPECT_EQ(Count(vector_body, " = fmul "), 2u) << vector_body;
+  EXPECT_EQ(Count(vector_body, "fcmp"), 2u) << vector_body;
+}
+
+// exp(-a * a) and exp(-(a * a)), as a Gaussian and JAX's erfc take it, cannot overflow: the
+// upper clamp is left out.
+TEST(FastMathExpCostTest, ANonPositiveArgumentIsClampedBelowOnly) {
+  for (Emitter emit : {EmitGaussian, +[](llvm::IRBuilder<>& b, llvm::Value* x) {
+                         return EmitFastExpF32(b, b.CreateFNeg(b.CreateFMul(x, x)));
+                       }}) {
+    Compiled compiled = Compile(emit);
+    const std::string& ir = compiled.optimized_ir;
+    const size_t body = ir.find("vector.body:");
+    ASSERT_NE(body, std::string::npos) << ir;
+    const std::string vector_body = ir.substr(body, ir.find("\n\n", body) - body);
+    EXPECT_EQ(Count(vector_body, "fcmp"), 1u) << vector_body;
+  }
 }
 
 }  // namespace
