@@ -168,6 +168,7 @@ StatusOr<std::shared_ptr<XlaCompiledCluster>> XlaDeviceCompiler::Compile(
 }
 
 std::shared_ptr<XlaCompiledCluster> XlaDeviceCompiler::Lookup(const std::string& key) const {
+  lookups_.fetch_add(1, std::memory_order_relaxed);
   std::lock_guard<std::mutex> lock(mu_);
   auto it = compiled_.find(key);
   return it == compiled_.end() ? nullptr : it->second;

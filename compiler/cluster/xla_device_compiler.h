@@ -9,6 +9,7 @@
 // on the log (stderr) and as a span of the trace.
 #pragma once
 
+#include <atomic>
 #include <functional>
 #include <map>
 #include <memory>
@@ -53,6 +54,9 @@ class XlaDeviceCompiler : public graph::ResourceBase {
                                                         bool lazy);
   // A compiled signature by its key (what _XlaCompile hands _XlaRun).
   std::shared_ptr<XlaCompiledCluster> Lookup(const std::string& key) const;
+  // How many times a launch looked a key up in the cache (a launch that ran the same cluster
+  // last time does not: it keeps the cluster its key named).
+  int64_t lookups() const { return lookups_.load(std::memory_order_relaxed); }
 
   int64_t compilations() const;
   int64_t lazy_fallbacks() const;
@@ -74,6 +78,7 @@ class XlaDeviceCompiler : public graph::ResourceBase {
   std::map<std::string, std::string> last_shapes_;  // function -> its last compiled shapes
   std::map<std::string, std::vector<std::string>> modules_;
   int64_t lazy_fallbacks_ = 0;
+  mutable std::atomic<int64_t> lookups_{0};
 };
 
 // TensorFlow's name for a function with its attrs (Canonicalize), as its HLO module is named:

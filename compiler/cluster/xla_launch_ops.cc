@@ -1,5 +1,6 @@
 #include "compiler/cluster/xla_launch_ops.h"
 
+#include <algorithm>
 #include <any>
 #include <memory>
 #include <mutex>
@@ -60,22 +61,54 @@ struct ArgKey {
 // arguments are the same as last time (every call of a loop) takes it without building the
 // signature text again: over a function's hundreds of captured variables that took half a
 // millisecond a call. The keys hold the variables, so a variable made anew (the session's
-// resources cleared) never matches an old one at the same address.
+// resources cleared) never matches an old one at the same address. The function is known by its
+// attrs' map, held, and its name, so a repeated launch does not spell its canonical name either;
+// the key goes out as the same string tensor every time instead of a new string a call.
 struct CompileMemo {
   std::mutex mu;
-  std::string function;  // the launched function and its attrs (nodes of two graphs share a name)
+  std::shared_ptr<const graph::AttrMap> attrs;  // the launched function's, held for identity
+  std::string name;                             // the launched function's name
+  std::string function;  // its canonical name (nodes of two graphs share a node name)
   std::vector<ArgKey> keys;
   std::vector<std::shared_ptr<graph::Var>> vars;
   std::string signature;
+  Tensor key;  // StringScalar(signature)
 };
 
-std::shared_ptr<CompileMemo> MemoOf(OpKernelContext& ctx) {
+template <typename Memo>
+std::shared_ptr<Memo> MemoOf(OpKernelContext& ctx) {
   if (ctx.state() == nullptr) return nullptr;
   std::any& value = ctx.state()->value;
-  if (auto* memo = std::any_cast<std::shared_ptr<CompileMemo>>(&value)) return *memo;
-  auto memo = std::make_shared<CompileMemo>();
+  if (auto* memo = std::any_cast<std::shared_ptr<Memo>>(&value)) return *memo;
+  auto memo = std::make_shared<Memo>();
   value = memo;
   return memo;
+}
+
+// Whether the launch's inputs after the constants are those `memo` keyed last time, compared in
+// place (no key is built: a vector of dims per argument cost an allocation each).
+StatusOr<bool> SameArguments(OpKernelContext& ctx, const CompileMemo& memo, size_t num_args) {
+  if (memo.signature.empty() || memo.keys.size() != static_cast<size_t>(ctx.num_inputs())) {
+    return false;
+  }
+  for (int i = 0; i < ctx.num_inputs(); ++i) {
+    const Tensor& t = ctx.input(i);
+    const ArgKey& key = memo.keys[i];
+    if (static_cast<size_t>(i) < num_args) {
+      if (key.var != nullptr || key.dtype != t.dtype() || key.dims != t.dims()) return false;
+      continue;
+    }
+    ASSIGN_OR_RETURN(std::shared_ptr<graph::Var> var, VariableOf(ctx, t));
+    if (var.get() != key.var) return false;
+    std::lock_guard<std::mutex> lock(var->mu);
+    if (var->is_initialized() != key.initialized) return false;
+    if (key.initialized) {
+      if (var->value.dtype() != key.dtype || var->value.dims() != key.dims) return false;
+    } else if (var->dtype != key.dtype) {
+      return false;
+    }
+  }
+  return true;
 }
 
 Status XlaCompileKernel(OpKernelContext& ctx) {
@@ -96,7 +129,19 @@ Status XlaCompileKernel(OpKernelContext& ctx) {
   std::vector<ArgKey> keys;
   std::vector<std::shared_ptr<graph::Var>> vars;
   std::string function_name;
-  std::shared_ptr<CompileMemo> memo = num_constants == 0 ? MemoOf(ctx) : nullptr;
+  std::shared_ptr<CompileMemo> memo = num_constants == 0 ? MemoOf<CompileMemo>(ctx) : nullptr;
+  if (memo != nullptr) {
+    const graph::NameAttrList& func = function->func();
+    std::lock_guard<std::mutex> lock(memo->mu);
+    if (memo->attrs == func.attr && memo->name == func.name) {
+      ASSIGN_OR_RETURN(bool same, SameArguments(ctx, *memo, num_args));
+      if (same) {
+        ctx.set_output(0, memo->key);
+        ctx.set_output(1, Tensor::Scalar<bool>(graph::DT_BOOL, true));
+        return OkStatus();
+      }
+    }
+  }
   if (memo != nullptr) {
     keys.resize(ctx.num_inputs());
     vars.resize(ctx.num_inputs());
@@ -121,7 +166,9 @@ Status XlaCompileKernel(OpKernelContext& ctx) {
     function_name = ModuleNameForFunction(function->func());
     std::lock_guard<std::mutex> lock(memo->mu);
     if (!memo->signature.empty() && memo->function == function_name && memo->keys == keys) {
-      ctx.set_output(0, Tensor::StringScalar(memo->signature));
+      memo->attrs = function->func().attr;
+      memo->name = function->func().name;
+      ctx.set_output(0, memo->key);
       ctx.set_output(1, Tensor::Scalar<bool>(graph::DT_BOOL, true));
       return OkStatus();
     }
@@ -171,54 +218,89 @@ Status XlaCompileKernel(OpKernelContext& ctx) {
   const bool ok = *compiled != nullptr;
   if (ok && memo != nullptr) {
     std::lock_guard<std::mutex> lock(memo->mu);
+    memo->attrs = function->func().attr;
+    memo->name = function->func().name;
     memo->function = std::move(function_name);
     memo->keys = std::move(keys);
     memo->vars = std::move(vars);
     memo->signature = (*compiled)->signature;
+    memo->key = Tensor::StringScalar(memo->signature);
+    ctx.set_output(0, memo->key);
+    ctx.set_output(1, Tensor::Scalar<bool>(graph::DT_BOOL, true));
+    return OkStatus();
   }
   ctx.set_output(0, Tensor::StringScalar(ok ? (*compiled)->signature : ""));
   ctx.set_output(1, Tensor::Scalar<bool>(graph::DT_BOOL, ok));
   return OkStatus();
 }
 
-Status XlaRunKernel(OpKernelContext& ctx) {
-  ASSIGN_OR_RETURN(XlaDeviceCompiler * compiler, CompilerFor(ctx));
-  const int key_index = ctx.num_inputs() - 1;
-  const Tensor& key = ctx.input(key_index);
-  if (key.dtype() != graph::DT_STRING || key.strings().empty()) {
-    return ctx.Error("the compilation key must be a string scalar");
+// The cluster a launch node ran last and the key tensor that named it: the next call with the
+// same key (every call after the first, since _XlaCompile hands out its key tensor again) takes
+// it without looking the long signature text up in the compiler's cache.
+struct RunMemo {
+  std::mutex mu;
+  std::shared_ptr<graph::ResourceBase> compiler;  // held: the cache the cluster came from
+  Tensor key;
+  std::shared_ptr<XlaCompiledCluster> cluster;
+};
+
+StatusOr<std::shared_ptr<XlaCompiledCluster>> ClusterFor(OpKernelContext& ctx, const Tensor& key) {
+  std::shared_ptr<graph::ResourceBase> base =
+      ctx.resources() ? ctx.resources()->LookupResource(kXlaDeviceCompilerResource) : nullptr;
+  auto* compiler = dynamic_cast<XlaDeviceCompiler*>(base.get());
+  if (compiler == nullptr) {
+    return ctx.Error("the XLA launch ops run only in a session with the XLA JIT enabled");
+  }
+  std::shared_ptr<RunMemo> memo = MemoOf<RunMemo>(ctx);
+  if (memo != nullptr) {
+    std::lock_guard<std::mutex> lock(memo->mu);
+    if (memo->cluster != nullptr && memo->compiler == base &&
+        (key.SharesBufferWith(memo->key) || memo->cluster->signature == key.strings()[0])) {
+      memo->key = key;
+      return memo->cluster;
+    }
   }
   std::shared_ptr<XlaCompiledCluster> cluster = compiler->Lookup(key.strings()[0]);
   if (cluster == nullptr) {
     return ctx.Error("no compiled cluster for key '" + key.strings()[0] + "'");
   }
-  // _XlaRun's inputs are the launch's arguments after the constants.
-  const int num_constants = static_cast<int>(std::count(
-      cluster->arg_kinds.begin(), cluster->arg_kinds.end(), XlaArgument::Kind::kConstant));
-  auto input_of_arg = [&](int arg) { return arg - num_constants; };
-
-  profiler::TraceSpan span(cluster->function_name, profiler::category::kExecute);
-  span.AddArg("module", cluster->module_name);
-  // The arguments are passed where the tensors hold them (a variable's value is taken, shared,
-  // under its lock and kept alive by `held` through the run): copying ResNet50's 94 MB of
-  // weights into fresh literals on every call cost more than running it.
-  std::vector<Tensor> held;
-  held.reserve(cluster->input_mapping.size());
-  std::vector<Literal> reshaped;  // a tensor whose dims are not its literal's
-  reshaped.reserve(cluster->input_mapping.size());
-  std::vector<std::shared_ptr<graph::Var>> vars(cluster->arg_kinds.size());
-  for (int arg : cluster->input_mapping) {
-    int input = input_of_arg(arg);
-    if (input < 0 || input >= key_index) return ctx.Error("argument mapping out of range");
-    const Tensor& t = ctx.input(input);
-    if (cluster->arg_kinds[arg] == XlaArgument::Kind::kResource) {
-      ASSIGN_OR_RETURN(vars[arg], VariableOf(ctx, t));
-      std::lock_guard<std::mutex> lock(vars[arg]->mu);
-      held.push_back(vars[arg]->value);
-    } else {
-      held.push_back(t);
-    }
+  if (memo != nullptr) {
+    std::lock_guard<std::mutex> lock(memo->mu);
+    memo->compiler = std::move(base);
+    memo->key = key;
+    memo->cluster = cluster;
   }
+  return cluster;
+}
+
+// The compiled program's result for `held` (one tensor per entry parameter). Arguments of the
+// entry's own types and dims (every argument, unless a variable changed shape after the launch
+// was keyed) go as arrays where the tensors hold them: no literal per argument is looked at
+// leaf by leaf, as Execute does for tuples. Others go through Execute, which checks them.
+StatusOr<Literal> RunCluster(XlaCompiledCluster& cluster, const std::vector<Tensor>& held) {
+  const HloComputation& entry = *cluster.executable->module().entry_computation();
+  bool as_arrays = static_cast<int64_t>(held.size()) == entry.num_parameters();
+  std::vector<const void*> arrays;
+  arrays.reserve(held.size());
+  for (size_t p = 0; as_arrays && p < held.size(); ++p) {
+    const Tensor& t = held[p];
+    const Shape& shape = entry.parameter_instruction(static_cast<int64_t>(p))->shape();
+    const graph::DataType d = t.dtype();
+    const bool numeric = d != graph::DT_INVALID && d != graph::DT_STRING &&
+                         d != graph::DT_RESOURCE && d != graph::DT_VARIANT;
+    as_arrays = numeric && shape.IsArray() &&
+                shape.element_type() == graph::ToPrimitiveType(d) &&
+                std::equal(shape.dimensions().begin(), shape.dimensions().end(), t.dims().begin(),
+                           t.dims().end()) &&
+                t.num_elements() > 0 && t.raw_data() != nullptr;
+    if (as_arrays) arrays.push_back(t.raw_data());
+  }
+  if (as_arrays) {
+    std::lock_guard<std::mutex> lock(cluster.run_mu);
+    return cluster.executable->ExecuteOnArrays(std::span<const void* const>(arrays));
+  }
+  std::vector<Literal> reshaped;  // a tensor whose dims are not its literal's
+  reshaped.reserve(held.size());
   std::vector<const Literal*> literals;
   literals.reserve(held.size());
   for (const Tensor& t : held) {
@@ -233,11 +315,43 @@ Status XlaRunKernel(OpKernelContext& ctx) {
       literals.push_back(&reshaped.back());
     }
   }
-  Literal result;
-  {
-    std::lock_guard<std::mutex> lock(cluster->run_mu);
-    ASSIGN_OR_RETURN(result, cluster->executable->Execute(std::span<const Literal* const>(literals)));
+  std::lock_guard<std::mutex> lock(cluster.run_mu);
+  return cluster.executable->Execute(std::span<const Literal* const>(literals));
+}
+
+Status XlaRunKernel(OpKernelContext& ctx) {
+  const int key_index = ctx.num_inputs() - 1;
+  const Tensor& key = ctx.input(key_index);
+  if (key.dtype() != graph::DT_STRING || key.strings().empty()) {
+    return ctx.Error("the compilation key must be a string scalar");
   }
+  ASSIGN_OR_RETURN(std::shared_ptr<XlaCompiledCluster> cluster, ClusterFor(ctx, key));
+  // _XlaRun's inputs are the launch's arguments after the constants.
+  const int num_constants = static_cast<int>(std::count(
+      cluster->arg_kinds.begin(), cluster->arg_kinds.end(), XlaArgument::Kind::kConstant));
+  auto input_of_arg = [&](int arg) { return arg - num_constants; };
+
+  profiler::TraceSpan span(cluster->function_name, profiler::category::kExecute);
+  span.AddArg("module", cluster->module_name);
+  // The arguments are passed where the tensors hold them (a variable's value is taken, shared,
+  // under its lock and kept alive by `held` through the run): copying ResNet50's 94 MB of
+  // weights into fresh literals on every call cost more than running it.
+  std::vector<Tensor> held;
+  held.reserve(cluster->input_mapping.size());
+  std::vector<std::shared_ptr<graph::Var>> vars(cluster->arg_kinds.size());
+  for (int arg : cluster->input_mapping) {
+    int input = input_of_arg(arg);
+    if (input < 0 || input >= key_index) return ctx.Error("argument mapping out of range");
+    const Tensor& t = ctx.input(input);
+    if (cluster->arg_kinds[arg] == XlaArgument::Kind::kResource) {
+      ASSIGN_OR_RETURN(vars[arg], VariableOf(ctx, t));
+      std::lock_guard<std::mutex> lock(vars[arg]->mu);
+      held.push_back(vars[arg]->value);
+    } else {
+      held.push_back(t);
+    }
+  }
+  ASSIGN_OR_RETURN(Literal result, RunCluster(*cluster, held));
   const int num_outputs = cluster->num_retvals + static_cast<int>(cluster->resource_updates.size());
   std::vector<Literal> outputs;
   if (num_outputs == 1 && !result.shape().IsTuple()) {

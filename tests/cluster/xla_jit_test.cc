@@ -285,6 +285,44 @@ TEST(XlaJitTest, ANewShapeRunsOpByOpOnceThenRecompilesAndSaysWhyOnce) {
   EXPECT_EQ(recompiles, 1);
 }
 
+TEST(XlaJitTest, ALaunchKeepsItsClusterAcrossStepsAndTakesTheNewOneOnANewShape) {
+  SKIP_WITHOUT_CORPUS();
+  // `a + b` auto-clustered: a step with the shapes of the last one runs the cluster the launch
+  // ran then, without looking its key up in the cache; a new shape's cluster is looked up once.
+  std::string dir = CorpusDir() + "/recompile/autojit_dynamic_signature";
+  JitSession s = OpenJitSession(dir + "/graph.pbtxt", graph::GlobalJitLevel::kDefault,
+                                "--tf_xla_auto_jit=2 --tf_xla_cpu_global_jit "
+                                "--tf_xla_min_cluster_size=1");
+  ASSERT_NE(s.session, nullptr);
+  auto values = [](int64_t n, float scale) {
+    Tensor t(graph::DT_FLOAT, {1, n});
+    for (int64_t i = 0; i < n; ++i) t.flat<float>()[i] = scale * (1.0f + i);
+    return t;
+  };
+  auto run = [&](int64_t n, float scale) {
+    auto out = s.session->Run({{"a", values(n, scale)}, {"b", values(n, 1.0f)}}, {"Identity"});
+    ASSERT_TRUE(out.ok()) << out.status().message();
+    ASSERT_EQ((*out)[0].dims(), (std::vector<int64_t>{1, n}));
+    // The values of this step, not a step before: the kept cluster reads the new arguments.
+    for (int64_t i = 0; i < n; ++i) {
+      ASSERT_EQ((*out)[0].GetAsDouble(i), (scale + 1.0) * (1.0 + i)) << "element " << i;
+    }
+  };
+  for (int step = 0; step < 5; ++step) run(10, 1.0f + step);
+  ASSERT_NE(s.jit->compiler(), nullptr);
+  EXPECT_EQ(s.jit->compiler()->compilations(), 1);
+  EXPECT_EQ(s.jit->compiler()->lookups(), 1);
+  run(100, 2.0f);  // lazily op by op
+  run(100, 3.0f);  // compiled
+  run(100, 4.0f);  // kept
+  EXPECT_EQ(s.jit->compiler()->compilations(), 2);
+  EXPECT_EQ(s.jit->compiler()->lookups(), 2);
+  run(10, 5.0f);  // back to the first signature: cached, looked up once more
+  run(10, 6.0f);
+  EXPECT_EQ(s.jit->compiler()->compilations(), 2);
+  EXPECT_EQ(s.jit->compiler()->lookups(), 3);
+}
+
 TEST(XlaJitTest, JitScopesCompileWithAutoJitOffEachScopeItsOwnCluster) {
   SKIP_WITHOUT_CORPUS();
   // TensorFlow's jit_scope run with grappler's arithmetic optimizer off (the graph as Python
