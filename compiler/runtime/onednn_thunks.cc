@@ -333,6 +333,7 @@ StatusOr<std::unique_ptr<OneDnnThunk>> OneDnnThunk::Create(std::string hlo_name,
   }
   thunk->description_ = call->ToString() + (pointwise ? " as matmul" : "");
   thunk->implementation_ = impl.implementation;
+  thunk->runs_inline_ = thunk->ComputeRunsInline();
   return thunk;
 }
 
@@ -442,7 +443,7 @@ Status OneDnnThunk::Execute(char** frame, ExecuteContext& context) const {
     }
     return part;
   };
-  return ExecutePartsOnPool(context.pool, tasks, hlo_name(), bind_part);
+  return ExecutePartsOnPool(runs_inline_ ? nullptr : context.pool, tasks, hlo_name(), bind_part);
 }
 
 int64_t OneDnnThunk::Parts() const {
@@ -451,10 +452,20 @@ int64_t OneDnnThunk::Parts() const {
   return impl_->is_convolution ? impl_->blocks : impl_->batch * impl_->blocks;
 }
 
+bool OneDnnThunk::ComputeRunsInline() const {
+  const Impl& impl = *impl_;
+  if (impl.small || impl.is_convolution || impl.parts.empty() || impl.batch * impl.blocks == 1) return false;
+  // The largest part (the block; the other size is the remainder) bounds them all.
+  const Impl::Part& part = impl.parts.rbegin()->second;
+  const dims src = part.src.dims(), weights = part.weights.dims();
+  const int64_t multiply_adds = impl.batch * impl.blocks * src[0] * src[1] * weights[1];
+  return multiply_adds < (int64_t{2} << 19);
+}
+
 std::string OneDnnThunk::ToString(int indent) const {
-  return fmt::format("{:{}}library-call {} (oneDNN {}; kernel {}; {} part{} on the pool)\n", "",
+  return fmt::format("{:{}}library-call {} (oneDNN {}; kernel {}; {} part{} on the {})\n", "",
                      indent, hlo_name(), description_, implementation_,
-                     Parts(), Parts() == 1 ? "" : "s");
+                     Parts(), Parts() == 1 ? "" : "s", runs_inline_ ? "calling thread" : "pool");
 }
 
 #endif

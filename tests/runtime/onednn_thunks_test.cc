@@ -269,6 +269,14 @@ ENTRY e {
   ROOT d = f32[64,64] dot(a, b), lhs_contracting_dims={1}, rhs_contracting_dims={0}
 })",
                                "matmul(lhs, rhs)", "; 1 part on the pool");
+  // Batch parts of a product that small run one after the other on the calling thread.
+  ExpectOneDnnMatchesEvaluator(R"(HloModule m
+ENTRY e {
+  a = f32[4,32,32] parameter(0)
+  b = f32[4,32,32] parameter(1)
+  ROOT d = f32[4,32,32] dot(a, b), lhs_batch_dims={0}, lhs_contracting_dims={2}, rhs_batch_dims={0}, rhs_contracting_dims={1}
+})",
+                               "matmul(lhs, rhs)", "; 4 parts on the calling thread");
 }
 
 // The oneDNN kernel the first library call of `text` runs on ("brg:avx512_core", "gemm:jit").
