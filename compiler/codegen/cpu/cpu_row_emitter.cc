@@ -1,10 +1,11 @@
 // The CPU row kernel (kernel_builder.h): a row fusion (row_analysis.h: softmax, log-softmax,
 // layer norm, RMS norm, a row reduction with its elementwise epilogue) as one phase of one task
-// per row. A task computes its row's reductions in order (each a vectorised loop over the row,
-// the later ones reading the earlier results as scalars), then every per-row value once, then the
-// row's outputs. A row of a few KiB stays in L1 across these passes, where the phase-per-
-// reduction form streams the whole operand through memory once per pass and waits for every
-// thread at each phase's end.
+// per row. A task computes its row's reductions level by level (the independent ones of a level
+// in one vectorised loop over the row, cpu_row_loops.h; the later levels reading the earlier
+// results as scalars), then every per-row value once, then the row's outputs. A row of a few
+// KiB stays in L1 across these passes (a longer one in L2), where the phase-per-reduction form
+// streams the whole operand through memory once per pass and waits for every thread at each
+// phase's end.
 #include <algorithm>
 #include <functional>
 #include <map>
@@ -199,9 +200,9 @@ StatusOr<bool> KernelBuilder::TryEmitCpuRowKernel(const std::vector<RowOutput>& 
         if (analysis.Level(cached[c]) == level - 1) filled.push_back(c);
       }
       RETURN_IF_ERROR(EmitRowReductions(*e, reductions, cached, caches, filled,
-                                           [&](const std::function<Status(const IrIndex&)>& body) {
-        return for_each_element(*e, kept_index, body);
-      }));
+                                        [&](const std::function<Status(const IrIndex&)>& body) {
+                                          return for_each_element(*e, kept_index, body);
+                                        }));
     }
     for (const HloInstruction* x : row_values) RETURN_IF_ERROR(e->EmitLeaves(x, kept_index).status());
     // Per-row outputs are computed now and stored after the element loop: an output may share
@@ -217,22 +218,23 @@ StatusOr<bool> KernelBuilder::TryEmitCpuRowKernel(const std::vector<RowOutput>& 
       divisors.push_back(v);
     }
     if (!element_outputs.empty()) {
-      RETURN_IF_ERROR(EmitWithRowReciprocals(*e, divisors, [&]() -> Status {
+      auto output_loop = [&]() -> Status {
         return for_each_element(*e, kept_index, [&](const IrIndex& index) -> Status {
-        // Every output's element is computed before any is stored (in-place outputs).
-        std::vector<std::vector<Value*>> values;
-        for (const RowOutput* out : element_outputs) {
-          ASSIGN_OR_RETURN(std::vector<Value*> leaves, e->EmitLeaves(out->hlo, index));
-          values.push_back(std::move(leaves));
-        }
-        for (size_t o = 0; o < element_outputs.size(); ++o) {
-          for (size_t k = 0; k < values[o].size(); ++k) {
-            RETURN_IF_ERROR(element_outputs[o]->destination(k).EmitWrite(b_, index, values[o][k]));
+          // Every output's element is computed before any is stored (in-place outputs).
+          std::vector<std::vector<Value*>> values;
+          for (const RowOutput* out : element_outputs) {
+            ASSIGN_OR_RETURN(std::vector<Value*> leaves, e->EmitLeaves(out->hlo, index));
+            values.push_back(std::move(leaves));
           }
-        }
-        return OkStatus();
+          for (size_t o = 0; o < element_outputs.size(); ++o) {
+            for (size_t k = 0; k < values[o].size(); ++k) {
+              RETURN_IF_ERROR(element_outputs[o]->destination(k).EmitWrite(b_, index, values[o][k]));
+            }
+          }
+          return OkStatus();
         });
-      }));
+      };
+      RETURN_IF_ERROR(EmitWithRowReciprocals(*e, divisors, output_loop));
     }
     for (size_t o = 0; o < row_outputs.size(); ++o) {
       for (size_t k = 0; k < row_results[o].size(); ++k) {
