@@ -14,6 +14,7 @@
 #include "compiler/graph/op_registry.h"
 #include "compiler/graph/ops/cwise.h"
 #include "compiler/graph/ops/fused_conv.h"
+#include "compiler/graph/ops/onednn_kernels.h"
 #include "compiler/graph/ops/op_util.h"
 #include "compiler/graph/ops/register_ops.h"
 #include "compiler/graph/shape_inference.h"
@@ -304,6 +305,49 @@ StatusOr<bool> FusedConvOneDnn(OpKernelContext& ctx, const std::vector<Epilogue>
   return FusedConv2DOneDnn(ctx, steps[0].first_arg, side, post);
 }
 
+// RunEpilogue, where a side input that broadcasts (the graph's Add was fused where the shapes
+// were not all known) is added by the Add's own kernel between the steps before and after it.
+Status RunEpilogueBroadcasting(OpKernelContext& ctx, std::vector<Epilogue> steps, Tensor& out) {
+  auto add = std::find_if(steps.begin(), steps.end(), [&](const Epilogue& e) {
+    return e.kind == Epilogue::Kind::kAdd && ctx.input(e.first_arg).dims() != out.dims();
+  });
+  if (add != steps.end()) {
+    RETURN_IF_ERROR(RunEpilogue(ctx, std::vector<Epilogue>(steps.begin(), add), out));
+    ASSIGN_OR_RETURN(out, RunBaseKernel(ctx, "AddV2", {out, ctx.input(add->first_arg)}));
+    steps.erase(steps.begin(), add + 1);
+  }
+  return RunEpilogue(ctx, steps, out);
+}
+
+// A float product of matrices with a bias first: one oneDNN call with the bias (its parts on
+// helper threads that never hold the call back), the rest of the epilogue after. False where
+// that does not apply.
+StatusOr<bool> FusedMatMulOneDnn(OpKernelContext& ctx, std::vector<Epilogue>& steps) {
+  const Tensor& a = ctx.input(0);
+  const Tensor& b = ctx.input(1);
+  if (!onednn::Available() || a.dtype() != DT_FLOAT || b.dtype() != DT_FLOAT || a.rank() != 2 ||
+      b.rank() != 2 || steps.empty() || steps[0].kind != Epilogue::Kind::kBias) {
+    return false;
+  }
+  ASSIGN_OR_RETURN(bool ta, ctx.GetAttr<bool>("transpose_a"));
+  ASSIGN_OR_RETURN(bool tb, ctx.GetAttr<bool>("transpose_b"));
+  const int64_t m = ta ? a.dim(1) : a.dim(0), k = ta ? a.dim(0) : a.dim(1);
+  const int64_t n = tb ? b.dim(0) : b.dim(1);
+  const Tensor& bias = ctx.input(steps[0].first_arg);
+  if ((tb ? b.dim(1) : b.dim(0)) != k || m == 0 || n == 0 || k == 0 || bias.dtype() != DT_FLOAT ||
+      bias.dims() != std::vector<int64_t>{n}) {
+    return false;
+  }
+  ASSIGN_OR_RETURN(Tensor * out, ctx.allocate_output(0, {m, n}));
+  // The tensors the call reads and writes, shared with it (onednn_kernels.h).
+  auto tensors = std::make_shared<std::vector<Tensor>>(std::vector<Tensor>{a, b, bias, *out});
+  Status status = onednn::MatMul(Data<float>(a), ta, Data<float>(b), tb, m, k, n, Data<float>(bias),
+                                 MutableData<float>(*out), ctx.pool(), std::move(tensors));
+  if (!status.ok()) return ctx.Error(status.message());
+  steps.erase(steps.begin());
+  return true;
+}
+
 template <bool kConv>
 Status FusedKernel(OpKernelContext& ctx) {
   if constexpr (kConv) {
@@ -316,19 +360,18 @@ Status FusedKernel(OpKernelContext& ctx) {
   if constexpr (kConv) {
     ASSIGN_OR_RETURN(bool ran, FusedConvOneDnn(ctx, steps));
     if (ran) return OkStatus();
+  } else {
+    ASSIGN_OR_RETURN(bool ran, FusedMatMulOneDnn(ctx, steps));
+    if (ran) {
+      // The rest of the epilogue (a side input, an activation) over the product.
+      Tensor out = ctx.output(0);
+      RETURN_IF_ERROR(RunEpilogueBroadcasting(ctx, std::move(steps), out));
+      ctx.set_output(0, std::move(out));
+      return OkStatus();
+    }
   }
   ASSIGN_OR_RETURN(Tensor out, RunBaseKernel(ctx, kConv ? "Conv2D" : "MatMul"));
-  // A side input that broadcasts (the graph's Add was fused where the shapes were not all
-  // known): the Add's own kernel, between the steps before it and after it.
-  auto add = std::find_if(steps.begin(), steps.end(), [&](const Epilogue& e) {
-    return e.kind == Epilogue::Kind::kAdd && ctx.input(e.first_arg).dims() != out.dims();
-  });
-  if (add != steps.end()) {
-    RETURN_IF_ERROR(RunEpilogue(ctx, std::vector<Epilogue>(steps.begin(), add), out));
-    ASSIGN_OR_RETURN(out, RunBaseKernel(ctx, "AddV2", {out, ctx.input(add->first_arg)}));
-    steps.erase(steps.begin(), add + 1);
-  }
-  RETURN_IF_ERROR(RunEpilogue(ctx, steps, out));
+  RETURN_IF_ERROR(RunEpilogueBroadcasting(ctx, std::move(steps), out));
   ctx.set_output(0, std::move(out));
   return OkStatus();
 }

@@ -38,7 +38,7 @@ Status Conv2DBackwardWeights(const ConvGeometry&, const float*, const float*, fl
   return Status::Error("this build has no oneDNN");
 }
 Status MatMul(const float*, bool, const float*, bool, int64_t, int64_t, int64_t, const float*,
-              float*, ThreadPool*) {
+              float*, ThreadPool*, std::shared_ptr<const void>) {
   return Status::Error("this build has no oneDNN");
 }
 
@@ -614,8 +614,52 @@ Status Conv2DBackwardWeights(const ConvGeometry& g, const float* x, const float*
   });
 }
 
+namespace {
+
+// The parts of one product (blocks of rows or columns of the output, or partial products over
+// blocks of the reduction), owning what a helper still running one after the call reads.
+class MatMulJob : public PartJob {
+ public:
+  struct Place {
+    float* base;  // where part t's block starts: in the output, or in `sums`
+    int64_t rows, cols, ld;
+  };
+  std::shared_ptr<const Plan> plan;
+  const float* a = nullptr;
+  const float* b = nullptr;
+  const float* bias = nullptr;
+  std::vector<float> transposed;  // a, row-major, when it came transposed
+  std::vector<float> sums;        // the partial products
+  std::vector<Place> places;
+  std::shared_ptr<const void> keep_alive;
+
+  void RunInPlace(int64_t t) override { Run(t, places[t].base); }
+  size_t ScratchBytes(int64_t t) const override { return plan->parts[t].dst.get_size(); }
+  void RunInto(int64_t t, void* scratch) override { Run(t, static_cast<float*>(scratch)); }
+  void Commit(int64_t t, const void* scratch) override {
+    const Place& p = places[t];
+    const float* from = static_cast<const float*>(scratch);
+    for (int64_t r = 0; r < p.rows; ++r) std::copy_n(from + r * p.ld, p.cols, p.base + r * p.ld);
+  }
+
+ private:
+  // The block laid out as the part's destination is (rows p.ld apart), from `dst`.
+  void Run(int64_t t, float* dst) const {
+    SingleThreaded single;
+    const Part& part = plan->parts[t];
+    Args args;
+    args[DNNL_ARG_SRC] = Mem(part.src, a, part.src_offset);
+    args[DNNL_ARG_WEIGHTS] = Mem(part.weights, b, part.weights_offset);
+    if (bias && !part.partial) args[DNNL_ARG_BIAS] = Mem(part.bias, bias, part.bias_offset);
+    args[DNNL_ARG_DST] = dnnl::memory(part.dst, Engine(), dst);
+    Execute(part, args);
+  }
+};
+
+}  // namespace
+
 Status MatMul(const float* a, bool ta, const float* b, bool tb, int64_t m, int64_t k, int64_t n,
-              const float* bias, float* out, ThreadPool* pool) {
+              const float* bias, float* out, ThreadPool* pool, std::shared_ptr<const void> keep_alive) {
   return Guard("matmul", [&]() -> Status {
     // A transposed lhs is copied row-major first: split into blocks of rows it would be strided
     // in both dimensions, which oneDNN's fast kernels (brgemm) refuse, leaving it to gemm:jit,
@@ -696,21 +740,30 @@ Status MatMul(const float* a, bool ta, const float* b, bool tb, int64_t m, int64
       return std::shared_ptr<const Plan>(std::move(plan));
     });
     // Partial products (blocks of the reduction after the first) go beside the output.
+    auto job = std::make_shared<MatMulJob>();
+    job->plan = plan;
+    job->a = a;
+    job->b = b;
+    job->bias = bias;
+    job->transposed = std::move(transposed);
+    if (!job->transposed.empty()) job->a = job->transposed.data();
     int64_t partials = 0;
     for (const Part& part : plan->parts) partials += part.partial;
-    std::vector<float> sums(partials * m * n);
-    RETURN_IF_ERROR(RunParts(pool, plan->parts.size(), "matmul", [&](int64_t t) {
+    job->sums.resize(partials * m * n);
+    const int64_t first_partial = static_cast<int64_t>(plan->parts.size()) - partials;
+    for (int64_t t = 0; t < static_cast<int64_t>(plan->parts.size()); ++t) {
       const Part& part = plan->parts[t];
-      Args args;
-      args[DNNL_ARG_SRC] = Mem(part.src, a, part.src_offset);
-      args[DNNL_ARG_WEIGHTS] = Mem(part.weights, b, part.weights_offset);
-      if (bias && !part.partial) args[DNNL_ARG_BIAS] = Mem(part.bias, bias, part.bias_offset);
-      args[DNNL_ARG_DST] = part.partial ? Mem(part.dst, sums.data(), (t - (static_cast<int64_t>(plan->parts.size()) - partials)) * m * n)
-                                        : Mem(part.dst, out, part.dst_offset);
-      Execute(part, args);
-    }));
+      const dnnl::memory::dims d = part.dst.dims();
+      job->places.push_back({part.partial ? job->sums.data() + (t - first_partial) * m * n : out + part.dst_offset,
+                             d[0], d[1], n});
+    }
+    job->keep_alive = std::move(keep_alive);
+    const bool may_leave = job->keep_alive != nullptr;
+    const std::string failure = RunPartsLeavingLateHelpers(
+        job, static_cast<int64_t>(plan->parts.size()), parallelism - 1, may_leave, &plan->timings);
+    if (!failure.empty()) return Status::Error("oneDNN matmul: " + failure);
     for (int64_t p = 0; p < partials; ++p) {
-      const float* partial = sums.data() + p * m * n;
+      const float* partial = job->sums.data() + p * m * n;
       for (int64_t e = 0; e < m * n; ++e) out[e] += partial[e];
     }
     return OkStatus();

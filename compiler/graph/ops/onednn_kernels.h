@@ -86,8 +86,9 @@ Status Conv2DBackwardWeights(const ConvGeometry& g, const float* x, const float*
                              ThreadPool* pool);
 
 // out[m, n] = op(a) * op(b), row-major, a stored [m, k] ([k, m] when ta), b [k, n] ([n, k] when
-// tb); `bias` [n] added to every row when non-null.
+// tb); `bias` [n] added to every row when non-null. `keep_alive`: as for Conv2DForward.
 Status MatMul(const float* a, bool ta, const float* b, bool tb, int64_t m, int64_t k, int64_t n,
-              const float* bias, float* out, ThreadPool* pool);
+              const float* bias, float* out, ThreadPool* pool,
+              std::shared_ptr<const void> keep_alive = nullptr);
 
 }  // namespace xlens::graph::onednn
