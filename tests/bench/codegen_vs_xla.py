@@ -21,8 +21,9 @@ cache bandwidth by working set, peak f32 FLOP/s, oneDNN's standalone time for ev
 convolution of the suite), and each row gives what xlens achieves (GB/s of its arguments and
 results, or GFLOP/s of its products and convolutions) and its time as a percentage of the bound
 that applies: bytes over the bandwidth of a working set that size (memory's triad, or the cache
-that holds it), or oneDNN's standalone time for its products and convolutions, whichever is
-longer. The `bound` column says which. The chain's bandwidth is also printed as a share of the
+that holds it), oneDNN's standalone time for its products and convolutions, or the module's own
+floating-point operations (counted as XLA's HloCostAnalysis counts them) over the FMA units' peak,
+whichever is longest. The `bound` column says which. The chain's bandwidth is also printed as a share of the
 triad's (a[i] = b[i] + 3 c[i], compiled by xlens).
 
 Usage: tests/bench/codegen_vs_xla.py --xlens build/compiler/cli/xlens [--iterations 20]
@@ -388,7 +389,8 @@ def main():
                                                         row["write_bytes"])
         achieved = f"{work_done / (ours_ms * 1e-3) / 1e9:.1f} {unit}"
         share = 100.0 * bound_ms / ours_ms
-        shares[name] = (share, unit)
+        shares[name] = (share, "library" if label.startswith("oneDNN") else
+                         "arithmetic" if label.startswith("FMA") else "memory")
         print(f"{name:<22}{xla_ms:>9.3f}{ours_ms:>10.3f}{ratio:>9.2f}x{spread:>12}"
               f"{achieved:>16}{share:>7.0f}%  {label:<28}{row['xla_compile_ms']:>9.1f}"
               f"{row['ours_compile_ms']:>11.1f}  {'yes' if row['ok'] else 'NO'} {row['detail']}")
@@ -396,14 +398,18 @@ def main():
         geomean = math.exp(sum(math.log(r) for r in ratios) / len(ratios))
         print(f"geometric mean XLA/xlens over {len(ratios)} workloads: {geomean:.2f}x; "
               f"{sum(r >= 1.2 for r in ratios)} of {len(ratios)} at 1.2x or more")
-    memory = [v for v, unit in shares.values() if unit == "GB/s"]
-    library = [v for v, unit in shares.values() if unit != "GB/s"]
+    memory = [v for v, kind in shares.values() if kind == "memory"]
+    library = [v for v, kind in shares.values() if kind == "library"]
+    arithmetic = [v for v, kind in shares.values() if kind == "arithmetic"]
     if memory:
         print(f"bandwidth-bound: {sum(v >= 90 for v in memory)} of {len(memory)} at 90% of their "
               f"bound or more (median {statistics.median(memory):.0f}%)")
     if library:
         print(f"library-bound: {sum(v >= 90 for v in library)} of {len(library)} at 90% of oneDNN "
               f"standalone or more (median {statistics.median(library):.0f}%)")
+    if arithmetic:
+        print(f"arithmetic-bound: {sum(v >= 90 for v in arithmetic)} of {len(arithmetic)} at 90% "
+              f"of the FMA peak or more (median {statistics.median(arithmetic):.0f}%)")
     if "chain8" in results and "triad" in results:
         # Both move 3 x 64 MiB (two reads, one write) per run.
         share = results["triad"][1] / results["chain8"][1]

@@ -15,11 +15,69 @@ workload, whichever of these takes longest (the tightest floor under its run tim
     cannot pass 100 by hitting in cache);
   - library: the sum of oneDNN's standalone times of its products and convolutions (a chain of
     library calls can at best lose nothing between them); a convolution oneDNN cannot be posed
-    is counted at the peak FLOP/s instead.
+    is counted at the peak FLOP/s instead;
+  - arithmetic: the floating-point operations of its elementwise ops and reductions, counted
+    from the module as XLA's HloCostAnalysis counts them (one per element of each add, multiply,
+    compare, select, ...; one per element reduced), over the vector units' peak FLOP/s, with
+    the library floor added where it has products too. JAX spells some functions out as
+    elementwise arithmetic in the module itself (the exact GELU's erf is three polynomials, a
+    division and an exponential per element), so such a workload is bound by arithmetic, not
+    by its bytes. The floor is generous: a transcendental op (exp, tanh, logistic) counts one
+    operation although it takes tens, and a lone add one although the FMA peak counts two.
 """
 import json
 import os
+import re
 import subprocess
+
+# HLO opcodes whose every output element costs one floating-point operation (HloCostAnalysis's
+# flop count, with its transcendentals counted as one operation each).
+ELEMENTWISE_FLOP_OPCODES = frozenset("""
+    add subtract multiply divide remainder maximum minimum negate abs sign compare select clamp
+    sqrt rsqrt cbrt exponential exponential-minus-one log log-plus-one logistic tanh erf power
+    atan2 sine cosine tan floor ceil round-nearest-afz round-nearest-even
+""".split())
+
+# `name = f32[4096,1024]{1,0} multiply(a, b)`: the name, the result's element type and dims (none
+# for a tuple), the opcode and the operands.
+_INSTRUCTION = re.compile(r"^\s*(?:ROOT\s+)?%?([\w.-]+)\s*=\s*(?:\(.*?\)|(\w+)\[([\d,]*)\](?:\{[^}]*\})?)"
+                          r"\s+([\w-]+)\((.*)$")
+# The first operand of an instruction, with its shape written before it (XLA's dumps) or not
+# (JAX's `as_text`).
+_FIRST_OPERAND = re.compile(r"^\s*(?:\w+\[([\d,]*)\](?:\{[^}]*\})?\s+)?%?([\w.-]+)")
+
+
+def _elements(dims):
+    count = 1
+    for d in filter(None, dims.split(",")):
+        count *= int(d)
+    return count
+
+
+def hlo_flops(text):
+    """Floating-point operations of a module's elementwise ops and reductions on floats, each
+    computation counted once (JAX's modules call each of theirs once; a reducer's scalar add
+    adds one operation, and the reduce counts one per element it reads)."""
+    flops = 0
+    dims_of = {}  # instruction name -> its result's dims, to size a reduce's operand
+    for line in text.splitlines():
+        m = _INSTRUCTION.match(line)
+        if not m:
+            continue
+        name, element_type, dims, opcode, operands = m.groups()
+        if dims is not None:
+            dims_of[name] = dims
+        if opcode in ELEMENTWISE_FLOP_OPCODES and dims is not None:
+            # A compare of floats yields pred; a select's result type is its branches'.
+            if element_type.startswith(("f", "bf", "c")) or opcode == "compare":
+                flops += _elements(dims) * (2 if opcode == "clamp" else 1)
+        elif opcode == "reduce" and element_type and element_type.startswith(("f", "bf", "c")):
+            first = _FIRST_OPERAND.match(operands)
+            if first:
+                operand_dims = first.group(1) if first.group(1) is not None else dims_of.get(first.group(2))
+                if operand_dims is not None:
+                    flops += _elements(operand_dims)
+    return flops
 
 
 def find_binary(xlens):
@@ -145,10 +203,23 @@ class Limits:
                     refused += 1
                     library_ms += call.get("flops", 0) / (self.peak_gflops * 1e9) * 1e3
                     flops += call.get("flops", 0)
-        if library_ms > memory_ms:
-            # How close oneDNN itself comes to the FMA units' peak, for scale.
+        arithmetic_flops = 0
+        try:
+            with open(hlo_file) as f:
+                arithmetic_flops = hlo_flops(f.read())
+        except OSError:
+            pass
+        arithmetic_ms = arithmetic_flops / (self.peak_gflops * 1e9) * 1e3
+        if library_ms == 0 and arithmetic_ms > memory_ms:
+            per_element = arithmetic_flops / max(1, write_bytes // 4)
+            return (arithmetic_ms, f"FMA peak {self.peak_gflops:.0f} GFLOP/s, {per_element:.0f}/elt",
+                    "GFLOP/s", arithmetic_flops)
+        if library_ms > 0 and library_ms + arithmetic_ms > memory_ms:
+            # How close oneDNN itself comes to the FMA units' peak, for scale. The arithmetic
+            # around the calls (a bias, an activation, a softmax between them) runs beside them
+            # on the same units, so it adds to the floor.
             of_peak = 100.0 * flops / (self.peak_gflops * 1e9) / (library_ms * 1e-3)
             label = (f"oneDNN {library_ms:.3f} ms" + (f" ({refused} at peak)" if refused else "")
                      + f", {of_peak:.0f}% pk")
-            return library_ms, label, "GFLOP/s", flops
+            return library_ms + arithmetic_ms, label, "GFLOP/s", flops
         return memory_ms, f"{self.level(moved)} {pattern} {gbps:.0f} GB/s", "GB/s", moved

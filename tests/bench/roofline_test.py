@@ -1,0 +1,111 @@
+#!/usr/bin/env python3
+"""roofline.py's arithmetic count and its choice of bound, on small modules in the two forms it
+reads: JAX's `as_text` (operands named without shapes) and XLA's dumps (shapes and % names)."""
+import os
+import sys
+import tempfile
+import unittest
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import roofline  # noqa: E402
+
+JAX_MODULE = """HloModule jit_f, entry_computation_layout={(f32[64,32]{1,0})->f32[64]{0}}
+
+region_0.1 {
+  Arg_0.2 = f32[] parameter(0)
+  Arg_1.3 = f32[] parameter(1)
+  ROOT add.4 = f32[] add(Arg_0.2, Arg_1.3)
+}
+
+ENTRY main.9 {
+  x.1 = f32[64,32]{1,0} parameter(0)
+  multiply.5 = f32[64,32]{1,0} multiply(x.1, x.1)
+  compare.6 = pred[64,32]{1,0} compare(multiply.5, x.1), direction=GT
+  select.7 = f32[64,32]{1,0} select(compare.6, multiply.5, x.1)
+  constant.1 = f32[] constant(0)
+  ROOT reduce_sum.8 = f32[64]{0} reduce(select.7, constant.1), dimensions={1}, to_apply=region_0.1
+}
+"""
+
+# The same in XLA's dump form, with a convert (no arithmetic) and an integer add (not a float op).
+XLA_MODULE = """HloModule f
+
+%add (a: f32[], b: f32[]) -> f32[] {
+  %a = f32[] parameter(0)
+  %b = f32[] parameter(1)
+  ROOT %sum = f32[] add(f32[] %a, f32[] %b)
+}
+
+ENTRY %main (x: f32[64,32], i: s32[64,32]) -> f32[64] {
+  %x = f32[64,32]{1,0} parameter(0)
+  %i = s32[64,32]{1,0} parameter(1)
+  %j = s32[64,32]{1,0} add(s32[64,32]{1,0} %i, s32[64,32]{1,0} %i)
+  %c = f32[64,32]{1,0} convert(s32[64,32]{1,0} %j)
+  %m = f32[64,32]{1,0} multiply(f32[64,32]{1,0} %x, f32[64,32]{1,0} %c)
+  %zero = f32[] constant(0)
+  ROOT %r = f32[64]{0} reduce(f32[64,32]{1,0} %m, f32[] %zero), dimensions={1}, to_apply=%add
+}
+"""
+
+ELEMENTS = 64 * 32
+
+
+def limits(hlo_file=None, library_ms=None):
+    """Limits with flat figures: 10 GB/s at every working set, 100 GFLOP/s peak."""
+    point = {"triad_gbps": 10.0, "copy_gbps": 10.0, "read_gbps": 10.0}
+    data = {
+        "cpu": "test", "threads": 2,
+        "caches": [{"level": 1, "total_bytes": 1 << 16}, {"level": 3, "total_bytes": 1 << 25}],
+        "memory": {"array_bytes": 1 << 27, "triad_gbps_all_threads": 10.0,
+                   "copy_gbps_all_threads": 10.0, "read_gbps_all_threads": 10.0},
+        "working_set_sweep": [dict(point, working_set_bytes=1 << 14)],
+        "peak_f32": {"isa": "avx512f", "gflops_one_core": 50.0, "gflops_all_cores": 100.0},
+        "hlo_modules": [],
+    }
+    if library_ms is not None:
+        data["hlo_modules"] = [{"file": hlo_file, "calls": [{"ms": library_ms, "flops": 1e6}]}]
+    return roofline.Limits(data)
+
+
+class HloFlopsTest(unittest.TestCase):
+    def test_jax_form(self):
+        # multiply, compare and select per element, the reduce one per element read, and the
+        # reducer's scalar add once.
+        self.assertEqual(roofline.hlo_flops(JAX_MODULE), 4 * ELEMENTS + 1)
+
+    def test_xla_dump_form(self):
+        # The float multiply and the reduce; the integer add and the convert count nothing.
+        self.assertEqual(roofline.hlo_flops(XLA_MODULE), 2 * ELEMENTS + 1)
+
+
+class BoundTest(unittest.TestCase):
+    def setUp(self):
+        self.directory = tempfile.TemporaryDirectory()
+        self.file = os.path.join(self.directory.name, "m.hlo")
+        with open(self.file, "w") as f:
+            f.write(JAX_MODULE)
+
+    def tearDown(self):
+        self.directory.cleanup()
+
+    def test_memory_bound_when_bytes_take_longer(self):
+        ms, label, unit, work = limits().bound(self.file, 4 * ELEMENTS, 4 * 64)
+        self.assertEqual(unit, "GB/s")
+        self.assertAlmostEqual(ms, (4 * ELEMENTS + 4 * 64) / 10e9 * 1e3)
+
+    def test_arithmetic_bound_when_operations_take_longer(self):
+        # The same operations over few bytes: 8193 flops at 100 GFLOP/s outlast 8 bytes at 10 GB/s.
+        ms, label, unit, work = limits().bound(self.file, 4, 4)
+        self.assertEqual(unit, "GFLOP/s")
+        self.assertEqual(work, 4 * ELEMENTS + 1)
+        self.assertAlmostEqual(ms, (4 * ELEMENTS + 1) / 100e9 * 1e3)
+        self.assertIn("FMA peak", label)
+
+    def test_library_floor_takes_the_arithmetic_beside_it(self):
+        ms, label, unit, work = limits(self.file, library_ms=1.0).bound(self.file, 4, 4)
+        self.assertTrue(label.startswith("oneDNN"))
+        self.assertAlmostEqual(ms, 1.0 + (4 * ELEMENTS + 1) / 100e9 * 1e3)
+
+
+if __name__ == "__main__":
+    unittest.main()
