@@ -207,6 +207,16 @@ TEST_F(OneDnnKernelsTest, ConvolutionBackwardDataAndWeights) {
     std::vector<float> got_dx(c.x_size(), -7.f), got_dw(c.w_size(), -7.f);
     ASSERT_TRUE(Conv2DBackwardData(g, w.data(), dy.data(), got_dx.data(), &pool_, nullptr).ok());
     ExpectNear(got_dx, dx, "backward data");
+    // The operands shared with the call (it may leave a late helper behind), over calls enough
+    // for the helped and the lone runs both.
+    for (int call = 0; call < 6; ++call) {
+      auto kept = std::make_shared<std::vector<std::vector<float>>>(
+          std::vector<std::vector<float>>{w, dy, std::vector<float>(c.x_size(), -7.f)});
+      ASSERT_TRUE(Conv2DBackwardData(g, (*kept)[0].data(), (*kept)[1].data(), (*kept)[2].data(), &pool_,
+                                     nullptr, kept)
+                      .ok());
+      ExpectNear((*kept)[2], dx, "backward data, operands shared");
+    }
     ASSERT_TRUE(Conv2DBackwardWeights(g, x.data(), dy.data(), got_dw.data(), &pool_).ok());
     ExpectNear(got_dw, dw, "backward weights");
   }

@@ -685,8 +685,10 @@ StatusOr<bool> Conv2DOneDnn(OpKernelContext& ctx, const Conv2DParams& p, const C
       if (!status.ok()) return ctx.Error(status.message());
       return true;
     }
+    auto tensors = std::make_shared<std::vector<Tensor>>(std::vector<Tensor>{ctx.input(1), ctx.input(2), *out});
     status = onednn::Conv2DBackwardData(g, Data<float>(ctx.input(1)), Data<float>(ctx.input(2)),
-                                        MutableData<float>(*out), threads, PackedFilterOf(ctx, 1));
+                                        MutableData<float>(*out), threads, PackedFilterOf(ctx, 1),
+                                        std::move(tensors));
   } else {
     ASSIGN_OR_RETURN(Tensor * out, ctx.allocate_output(0, filter_dims));
     status = onednn::Conv2DBackwardWeights(g, Data<float>(ctx.input(0)), Data<float>(ctx.input(2)),

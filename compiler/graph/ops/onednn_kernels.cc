@@ -31,7 +31,7 @@ Status Conv2DForward(const ConvGeometry&, const float*, const float*, const floa
   return Status::Error("this build has no oneDNN");
 }
 Status Conv2DBackwardData(const ConvGeometry&, const float*, const float*, float*, ThreadPool*,
-                          PackedFilter*) {
+                          PackedFilter*, std::shared_ptr<const void>) {
   return Status::Error("this build has no oneDNN");
 }
 Status Conv2DBackwardWeights(const ConvGeometry&, const float*, const float*, float*, ThreadPool*) {
@@ -566,20 +566,61 @@ Status Conv2DForward(const ConvGeometry& g, const float* x, const float* w, cons
   return Conv2DForward(g, x, w, bias, post, y, pool, packed);
 }
 
+namespace {
+
+// The parts of one input gradient (blocks of images of dx), owning what a helper still running
+// one after the call reads.
+class BackwardDataJob : public PartJob {
+ public:
+  std::shared_ptr<const Plan> plan;
+  const float* dy = nullptr;
+  float* dx = nullptr;
+  std::vector<const void*> filters;
+  std::vector<std::vector<char>> reordered;
+  std::vector<std::shared_ptr<void>> packed;
+  std::shared_ptr<const void> keep_alive;
+
+  void RunInPlace(int64_t t) override { Run(t, dx + plan->parts[t].src_offset); }
+  size_t ScratchBytes(int64_t t) const override { return plan->parts[t].src.get_size(); }
+  void RunInto(int64_t t, void* scratch) override { Run(t, static_cast<float*>(scratch)); }
+  void Commit(int64_t t, const void* scratch) override {
+    const Part& part = plan->parts[t];
+    std::copy_n(static_cast<const float*>(scratch), part.src.get_size() / sizeof(float), dx + part.src_offset);
+  }
+
+ private:
+  void Run(int64_t t, float* to) const {
+    SingleThreaded single;
+    const Part& part = plan->parts[t];
+    Args args;
+    args[DNNL_ARG_DIFF_DST] = Mem(part.dst, dy, part.dst_offset);
+    args[DNNL_ARG_WEIGHTS] = dnnl::memory(part.primitive->weights, Engine(), const_cast<void*>(filters[part.layout]));
+    args[DNNL_ARG_DIFF_SRC] = dnnl::memory(part.src, Engine(), to);
+    Execute(part, args);
+  }
+};
+
+}  // namespace
+
 Status Conv2DBackwardData(const ConvGeometry& g, const float* w, const float* dy, float* dx,
-                          ThreadPool* pool, PackedFilter* packed) {
+                          ThreadPool* pool, PackedFilter* packed,
+                          std::shared_ptr<const void> keep_alive) {
   return Guard("convolution backward data", [&]() -> Status {
-    auto plan = ConvPlan(kBackwardData, g, false, PostOps{}, Parallelism(pool));
-    std::vector<std::vector<char>> scratch;
-    const std::vector<const void*> filters = FilterLayouts(*plan, w, packed, scratch);
-    return RunParts(pool, plan->parts.size(), "convolution backward data", [&](int64_t t) {
-      const Part& part = plan->parts[t];
-      Args args;
-      args[DNNL_ARG_DIFF_DST] = Mem(part.dst, dy, part.dst_offset);
-      args[DNNL_ARG_WEIGHTS] = dnnl::memory(part.primitive->weights, Engine(), const_cast<void*>(filters[part.layout]));
-      args[DNNL_ARG_DIFF_SRC] = Mem(part.src, dx, part.src_offset);
-      Execute(part, args);
-    });
+    auto job = std::make_shared<BackwardDataJob>();
+    job->plan = ConvPlan(kBackwardData, g, false, PostOps{}, Parallelism(pool));
+    job->dy = dy;
+    job->dx = dx;
+    job->filters = FilterLayouts(*job->plan, w, packed, job->reordered);
+    if (packed != nullptr) {
+      for (const auto& [key, buffer] : packed->layouts) job->packed.push_back(buffer);
+    }
+    job->keep_alive = std::move(keep_alive);
+    const bool may_leave = job->keep_alive != nullptr;
+    const std::string failure = RunPartsLeavingLateHelpers(
+        job, static_cast<int64_t>(job->plan->parts.size()), Parallelism(pool) - 1, may_leave,
+        &job->plan->timings);
+    if (!failure.empty()) return Status::Error("oneDNN convolution backward data: " + failure);
+    return OkStatus();
   });
 }
 

@@ -78,8 +78,10 @@ Status Conv2DForward(const ConvGeometry& g, const float* x, const float* w, cons
                      bool relu, float* y, ThreadPool* pool, PackedFilter* packed);
 
 // dx = the gradient of the convolution with respect to its input, from dy and w (HWIO).
+// `keep_alive`: as for Conv2DForward (dy, w and dx).
 Status Conv2DBackwardData(const ConvGeometry& g, const float* w, const float* dy, float* dx,
-                          ThreadPool* pool, PackedFilter* packed);
+                          ThreadPool* pool, PackedFilter* packed,
+                          std::shared_ptr<const void> keep_alive = nullptr);
 
 // dw (HWIO) = the gradient of the convolution with respect to its filter, from x and dy.
 Status Conv2DBackwardWeights(const ConvGeometry& g, const float* x, const float* dy, float* dw,
