@@ -92,6 +92,26 @@ GraphDef ResourceVariableGraph() {
   return g;
 }
 
+TEST(StateOpsTest, AVarHandleOpHandsOutOneHandleTensorStepAfterStep) {
+  // The handle depends on the node's attrs alone, so a step does not build it again (a
+  // SavedModel's function opens hundreds of variables per call); the variable it names is the
+  // same and still reads as assigned.
+  auto s = Session::Create(ResourceVariableGraph());
+  ASSERT_TRUE(s.ok()) << s.status().message();
+  Session& session = **s;
+  auto first = session.Run({}, {"v"});
+  auto second = session.Run({}, {"v"});
+  ASSERT_TRUE(first.ok() && second.ok());
+  EXPECT_TRUE((*first)[0].SharesBufferWith((*second)[0]));
+  EXPECT_EQ((*second)[0].handle().name, "v");
+  EXPECT_EQ((*second)[0].handle().dtype, DT_FLOAT);
+  ASSERT_TRUE(session.Run({}, {}, {"v/Assign"}).ok());
+  ASSERT_TRUE(session.Run({}, {}, {"v/Add"}).ok());
+  auto read = session.Run({}, {"v/Read"});
+  ASSERT_TRUE(read.ok()) << read.status().message();
+  EXPECT_EQ((*read)[0].flat<float>()[2], 6.0f);
+}
+
 TEST(StateOpsTest, ResourceVariableLifecycle) {
   auto s = Session::Create(ResourceVariableGraph());
   ASSERT_TRUE(s.ok()) << s.status().message();

@@ -4,6 +4,7 @@
 // following their ref input back to its VariableV2. Resource variables: VarHandleOp outputs a
 // ResourceHandle and the *VariableOp kernels look the variable up by it. Updates never change a
 // tensor another op already holds: they replace the variable's tensor or copy it first.
+#include <any>
 #include <complex>
 
 #include "compiler/graph/op_kernel.h"
@@ -198,7 +199,39 @@ Status VarHandleShape(InferenceContext& c) {
   return OkStatus();
 }
 
+// Whether `handle` (a VarHandleOp's output kept from an earlier step) names the variable the
+// node's attrs name now; the kept state is the node name's, which graphs of one session share.
+bool SameVariableHandle(const OpKernelContext& c, const Tensor& handle) {
+  const ResourceHandle& h = handle.handle();
+  static const std::string kEmpty;
+  auto string_attr = [&](const char* attr) -> const std::string* {
+    const AttrValue* v = FindAttr(c.attrs(), attr);
+    if (v == nullptr) return &kEmpty;
+    return v->kind() == AttrValue::Kind::kString ? &v->s() : nullptr;
+  };
+  const std::string* container = string_attr("container");
+  const std::string* shared = string_attr("shared_name");
+  const AttrValue* dtype = FindAttr(c.attrs(), "dtype");
+  if (container == nullptr || shared == nullptr || dtype == nullptr ||
+      dtype->kind() != AttrValue::Kind::kType) {
+    return false;
+  }
+  const std::string& name = shared->empty() ? c.name() : *shared;
+  return h.container == *container && h.name == name && h.dtype == dtype->type() &&
+         h.device == c.node().requested_device();
+}
+
 Status VarHandleKernel(OpKernelContext& c) {
+  // A handle depends on the node's attrs alone: it is built once and the same tensor goes out on
+  // every step (a SavedModel's function opens its hundreds of variables on every call).
+  if (c.state() != nullptr) {
+    if (const auto* kept = std::any_cast<Tensor>(&c.state()->value)) {
+      if (SameVariableHandle(c, *kept)) {
+        c.set_output(0, *kept);
+        return OkStatus();
+      }
+    }
+  }
   ASSIGN_OR_RETURN(VariableName n, NameOfVariableNode(c.node()));
   ResourceHandle h;
   h.container = n.container;
@@ -206,7 +239,9 @@ Status VarHandleKernel(OpKernelContext& c) {
   h.device = c.node().requested_device();
   ASSIGN_OR_RETURN(h.dtype, GetTypeAttr(c.attrs(), "dtype", c.name()));
   ASSIGN_OR_RETURN(h.shape, GetShapeAttr(c.attrs(), "shape", c.name()));
-  c.set_output(0, Tensor::ResourceScalar(std::move(h)));
+  Tensor handle = Tensor::ResourceScalar(std::move(h));
+  if (c.state() != nullptr) c.state()->value = handle;
+  c.set_output(0, std::move(handle));
   return OkStatus();
 }
 
