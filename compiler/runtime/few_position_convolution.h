@@ -46,7 +46,7 @@ struct FewPositionConvolution {
 };
 
 // The few-position form of `c` when it is a forward convolution whose weights lie spatial...,
-// input, output, weigh at most kFewPositionWeightBytes, and that has at most FewPositionLimit()
+// input, output, weigh less than kFewPositionWeightBytes, and that has at most FewPositionLimit()
 // output positions and at least 8 outputs per group (a depthwise convolution has one: a
 // matrix-vector loop, which oneDNN runs better).
 inline constexpr int64_t kFewPositionWeightBytes = int64_t{1} << 20;

@@ -171,6 +171,13 @@ TEST(FewPositionConvolutionTest, TakesForwardHwioConvolutionsOfFewPositions) {
   heavy.input_channels = 512, heavy.output_channels = 512;
   heavy.weights_strides = {1, 512, 3 * 512 * 512, 512 * 512};
   EXPECT_FALSE(FewPositionConvolutionOf(heavy).has_value()) << "9 MB of weights";
+  OneDnnConvolution mebibyte = c;  // a 1x1 layer of 1024 inputs to 256 outputs
+  mebibyte.input_channels = 1024, mebibyte.output_channels = 256, mebibyte.kernel_spatial = {1, 1};
+  mebibyte.padding_low = mebibyte.padding_high = {0, 0};
+  mebibyte.weights_strides = {1, 256, 1024 * 256, 1024 * 256};
+  EXPECT_FALSE(FewPositionConvolutionOf(mebibyte).has_value()) << "1 MiB of weights";
+  mebibyte.input_channels = 1020;
+  EXPECT_TRUE(FewPositionConvolutionOf(mebibyte).has_value()) << "just under 1 MiB";
   OneDnnConvolution backward = c;
   backward.kind = OneDnnConvolution::Kind::kBackwardData;
   EXPECT_FALSE(FewPositionConvolutionOf(backward).has_value());
