@@ -97,6 +97,21 @@ TEST(CpuRowLoopsTest, SoftmaxSumsTheCacheAsItFillsItWithInterleavedAccumulators)
   testing::ExpectMatchesEvaluator(Softmax(37, 129), {}, {1e-6, 1e-5});
 }
 
+TEST(CpuRowLoopsTest, ReductionLoopsOverLongRowsAreNotUnrolled) {
+  // 1000 elements: both reduction loops stay loops. Their loop ids are the ones with three
+  // properties besides themselves: parallel accesses, interleave, no unrolling.
+  const std::string ir = IrOfRoot(Softmax(4, 1000));
+  EXPECT_EQ(Count(ir, "!{!\"llvm.loop.unroll.disable\"}"), 1) << ir;
+  const std::regex three_properties(R"(\n!([0-9]+) = distinct !\{!\1, ![0-9]+, ![0-9]+, ![0-9]+\})");
+  EXPECT_EQ(std::distance(std::sregex_iterator(ir.begin(), ir.end(), three_properties),
+                          std::sregex_iterator()),
+            2)
+      << ir;
+  // 129 elements: short enough to unroll.
+  EXPECT_EQ(Count(IrOfRoot(Softmax(37, 129)), "llvm.loop.unroll.disable"), 0);
+  testing::ExpectMatchesEvaluator(Softmax(4, 1000), {}, {1e-6, 1e-5});
+}
+
 TEST(CpuRowLoopsTest, AVocabularySizedRowKeepsItsExpInTheRowCache) {
   // 50257 floats (196 KiB) a row: past L1, but reading exp back from L2 beats computing it again.
   const std::string ir = IrOfRoot(Softmax(2, 50257));

@@ -200,6 +200,7 @@ StatusOr<bool> KernelBuilder::TryEmitCpuRowKernel(const std::vector<RowOutput>& 
         if (analysis.Level(cached[c]) == level - 1) filled.push_back(c);
       }
       RETURN_IF_ERROR(EmitRowReductions(*e, reductions, cached, caches, filled,
+                                        row_shape.dimensions(reduced_physical.back()),
                                         [&](const std::function<Status(const IrIndex&)>& body) {
                                           return for_each_element(*e, kept_index, body);
                                         }));

@@ -18,8 +18,9 @@ using llvm::Value;
 namespace {
 
 // Asks the loop vectorizer for `count` interleaved copies of the loop whose header is `header`
-// (several independent accumulators per reduction), keeping the loop's other properties.
-void RequestInterleave(llvm::BasicBlock* header, unsigned count) {
+// (several independent accumulators per reduction), and with `no_unroll` the unroller for none,
+// keeping the loop's other properties.
+void RequestInterleave(llvm::BasicBlock* header, unsigned count, bool no_unroll) {
   if (header == nullptr) return;
   for (llvm::BasicBlock* pred : llvm::predecessors(header)) {
     llvm::Instruction* latch = pred->getTerminator();
@@ -31,6 +32,9 @@ void RequestInterleave(llvm::BasicBlock* header, unsigned count) {
     ops.push_back(llvm::MDNode::get(
         c, {llvm::MDString::get(c, "llvm.loop.interleave.count"),
             llvm::ConstantAsMetadata::get(llvm::ConstantInt::get(llvm::Type::getInt32Ty(c), count))}));
+    if (no_unroll) {
+      ops.push_back(llvm::MDNode::get(c, {llvm::MDString::get(c, "llvm.loop.unroll.disable")}));
+    }
     llvm::MDNode* id = llvm::MDNode::getDistinct(c, ops);
     id->replaceOperandWith(0, id);
     latch->setMetadata(llvm::LLVMContext::MD_loop, id);
@@ -42,7 +46,7 @@ void RequestInterleave(llvm::BasicBlock* header, unsigned count) {
 Status EmitRowReductions(ElementalIrEmitter& e, const std::vector<const HloInstruction*>& reductions,
                          const std::vector<const HloInstruction*>& cached,
                          const std::vector<IrArray>& caches, const std::vector<size_t>& filled,
-                         const RowElementLoop& for_each_element) {
+                         int64_t innermost_length, const RowElementLoop& for_each_element) {
   llvm::IRBuilder<>& b = e.builder();
   std::vector<std::vector<llvm::AllocaInst*>> accumulators;
   for (const HloInstruction* r : reductions) {
@@ -89,7 +93,9 @@ Status EmitRowReductions(ElementalIrEmitter& e, const std::vector<const HloInstr
     }
     return OkStatus();
   }));
-  if (!reductions.empty()) RequestInterleave(header, kRowReductionInterleave);
+  if (!reductions.empty()) {
+    RequestInterleave(header, kRowReductionInterleave, innermost_length > kRowUnrollLimit);
+  }
   for (size_t c : filled) e.BindArray(cached[c], {}, caches[c]);
   for (size_t k = 0; k < reductions.size(); ++k) {
     std::vector<Value*> results;
