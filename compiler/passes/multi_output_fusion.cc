@@ -162,23 +162,6 @@ int64_t OtherReaders(const HloInstruction& producer, const HloInstruction& consu
   return others;
 }
 
-// Siblings of which one also reads the other are a producer and its consumer in one kernel: the
-// same rule holds (a loop kernel reads it only at its own index). Empty when it holds.
-std::string ReadsOtherElsewhere(const HloInstruction& a, const HloInstruction& b) {
-  for (auto [producer, consumer] : {std::pair{&a, &b}, std::pair{&b, &a}}) {
-    if (ReadsOf(*consumer, *producer).empty()) continue;
-    const bool fine = HasReduction(*consumer)
-                          ? FeedsOnlyFusibleUses(*producer, *consumer)
-                          : ReadsInPlace(*producer, *consumer, IterationShape(*consumer));
-    if (!fine) {
-      return fmt::format("{} reads {} other than element by element at its own index; in one "
-                         "kernel it would be computed again at the other indices",
-                         consumer->name(), producer->name());
-    }
-  }
-  return "";
-}
-
 }  // namespace
 
 // A refused pair stays refused for the rest of the run: merges elsewhere only add paths (a cycle
@@ -229,7 +212,8 @@ StatusOr<bool> MultiOutputFusion::TryMerge(HloInstruction* into, HloInstruction*
   return true;
 }
 
-StatusOr<bool> MultiOutputFusion::MergeProducerIntoConsumer(HloComputation& computation) {
+StatusOr<bool> MultiOutputFusion::MergeProducerIntoConsumer(HloComputation& computation,
+                                                            bool widened) {
   // Each call merges at most once and returns, so the numbering stays exact while it is used.
   const TopologicalPositions positions = PostOrderPositions(computation);
   for (HloInstruction* consumer : computation.MakeInstructionPostOrder()) {
@@ -248,6 +232,9 @@ StatusOr<bool> MultiOutputFusion::MergeProducerIntoConsumer(HloComputation& comp
     }
     for (HloInstruction* producer : producers) {
       if (!IsMergeable(*producer) || HasReduction(*producer) || !HasOneLoop(*producer)) continue;
+      // The first pass takes array producers into reductions alone; loop consumers and
+      // multi-output producers wait until those and the siblings are merged.
+      if (widened == (reduction && producer->shape().IsArray())) continue;
       // A producer read by the consumer alone was left to instruction fusion; a multi-output
       // one loses outputs that only the consumer reads.
       const int64_t others = OtherReaders(*producer, *consumer);
@@ -289,10 +276,6 @@ StatusOr<bool> MultiOutputFusion::MergeSiblings(HloComputation& computation) {
           Refuse(*b, *a, mismatch);
           continue;
         }
-        if (std::string reuse = ReadsOtherElsewhere(*a, *b); !reuse.empty()) {
-          Refuse(*b, *a, reuse);
-          continue;
-        }
         ASSIGN_OR_RETURN(bool merged,
                          TryMerge(a, b, fmt::format("siblings reading {}", shared->name()),
                                   positions));
@@ -309,9 +292,15 @@ StatusOr<bool> MultiOutputFusion::Run(HloModule& module) {
   bool changed = false;
   for (HloComputation* computation : FusibleComputations(module)) {
     for (bool merged = true; merged;) {
-      ASSIGN_OR_RETURN(merged, MergeProducerIntoConsumer(*computation));
+      // Merges into reductions and between siblings first: they read the big arrays the
+      // reductions sweep, and a merge into a loop kernel taken earlier could close the path
+      // (a cycle) that one of them needs.
+      ASSIGN_OR_RETURN(merged, MergeProducerIntoConsumer(*computation, /*widened=*/false));
       if (!merged) {
         ASSIGN_OR_RETURN(merged, MergeSiblings(*computation));
+      }
+      if (!merged) {
+        ASSIGN_OR_RETURN(merged, MergeProducerIntoConsumer(*computation, /*widened=*/true));
       }
       changed = changed || merged;
     }

@@ -41,7 +41,9 @@ class MultiOutputFusion : public HloPass {
 
  private:
   // One merge in `computation`, or false when none is left.
-  StatusOr<bool> MergeProducerIntoConsumer(HloComputation& computation);
+  // Without `widened`, array producers into reductions only; with it, producers into loop
+  // consumers and multi-output producers, which are merged after the siblings.
+  StatusOr<bool> MergeProducerIntoConsumer(HloComputation& computation, bool widened);
   StatusOr<bool> MergeSiblings(HloComputation& computation);
   // Checks limits and cycles; builds and records the fusion when they allow it.
   StatusOr<bool> TryMerge(HloInstruction* into, HloInstruction* other, const std::string& note,
