@@ -16,8 +16,10 @@
 // another instruction (that would make a cycle), and FusionLimits. Merged: fusions of kind kLoop
 // or kInput, unfused loop-fusible instructions and reduces. Left alone: dot and convolution
 // (kOutput) fusions, kCustom fusions, instructions with control dependencies, constants and
-// parameters. Reports a change when it merged anything; decisions() explains each merge and each
-// refusal.
+// parameters. Merges into reductions and between siblings come first, merges into loop kernels
+// (and of multi-output producers) only when none of those is left: taken earlier, one can close
+// a path that a merge around a batch norm's reductions needs. Reports a change when it merged
+// anything; decisions() explains each merge and each refusal.
 #pragma once
 
 #include <set>
