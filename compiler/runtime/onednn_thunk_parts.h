@@ -171,9 +171,10 @@ struct OneDnnThunk::Impl {
     int64_t src_offset = 0, dst_offset = 0;  // elements
   };
   std::vector<Band> bands;
-  // A forward convolution of few output positions with variable weights: the windows gathered
-  // and multiplied by the weights as they lie, its post-ops after (few_position_convolution.h),
-  // in `blocks` parts of its columns (and rows) on the pool; no oneDNN call.
+  // A forward convolution of few output positions with variable weights: each position's window
+  // read from the input (or its padded copy) and multiplied by the weights as they lie, its
+  // post-ops after (few_position_convolution.h), in `blocks` parts of its columns (and rows) on
+  // the pool; no oneDNN call.
   bool few_positions = false;
   FewPositionConvolution few;
   int64_t few_row_parts = 1;  // shares of the rows per column block
