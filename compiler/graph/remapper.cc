@@ -178,6 +178,9 @@ class Remapper {
     }
     ASSIGN_OR_RETURN(Node * node, graph_->AddNode(std::move(def)));
     for (size_t i = 0; i < inputs.size(); ++i) graph_->AddEdge(inputs[i].first, inputs[i].second, node, static_cast<int>(i));
+    // A new constant runs where the chain does: inside a loop's frame, under a control input
+    // from the chain's first input, as TensorFlow anchors a loop body's constants to its pivot.
+    if (inputs.empty() && anchor_ != nullptr) graph_->AddControlEdge(anchor_, node);
     (void)graph_->InferNodeShapes(node);
     return node;
   }
@@ -189,6 +192,7 @@ class Remapper {
 
   Status Rewrite(const Match& m, RemapperStats& stats) {
     Node* root = m.root;
+    anchor_ = root->input_node(0).first;
     Node* last = m.chain.back();
     const bool conv = root->type_string() == "Conv2D";
     const std::string name = last->name(), device = root->requested_device();
@@ -312,6 +316,7 @@ class Remapper {
 
  private:
   Graph* graph_;
+  Node* anchor_ = nullptr;
 };
 
 }  // namespace

@@ -294,6 +294,77 @@ TEST(RemapperTest, MatMulBiasAddReluBecomesFusedMatMul) {
   EXPECT_EQ(ran.fused_ops, "BiasAdd,LeakyRelu");
 }
 
+// A v1 loop (as a frozen TF2 graph has it), four times v <- tanh(v @ w): the product and Tanh
+// fuse with a zero bias, which must be a constant of the loop's frame (one of the root frame
+// feeding the body is an error of the executor: "inputs from two different loop frames").
+GraphDef LoopGraph() {
+  GraphDef def;
+  auto typed = [](NodeDef n, DataType t) {
+    n.attr["T"] = AttrValue::Type(t);
+    return n;
+  };
+  auto enter = [&](std::string name, std::string in, DataType t) {
+    NodeDef n = typed(MakeNode(std::move(name), "Enter", {std::move(in)}), t);
+    n.attr["frame_name"] = AttrValue::String("loop");
+    return n;
+  };
+  auto merge = [&](std::string name, std::string a, std::string b, DataType t) {
+    NodeDef n = typed(MakeNode(std::move(name), "Merge", {std::move(a), std::move(b)}), t);
+    n.attr["N"] = AttrValue::Int(2);
+    return n;
+  };
+  auto with_control = [](NodeDef n, std::string control) {
+    n.input.push_back("^" + control);
+    return n;
+  };
+  def.node.push_back(ConstNode("i0", Tensor::Scalar<int32_t>(DT_INT32, 0)));
+  def.node.push_back(ConstNode("v0", RandomTensor(DT_FLOAT, {2, 3}, 1)));
+  def.node.push_back(enter("i_enter", "i0", DT_INT32));
+  def.node.push_back(enter("v_enter", "v0", DT_FLOAT));
+  def.node.push_back(merge("i_merge", "i_enter", "i_next", DT_INT32));
+  def.node.push_back(merge("v_merge", "v_enter", "v_next", DT_FLOAT));
+  def.node.push_back(with_control(ConstNode("limit", Tensor::Scalar<int32_t>(DT_INT32, 4)), "i_merge"));
+  def.node.push_back(BinaryNode("cond", "Less", "i_merge", "limit", DT_INT32));
+  def.node.push_back(MakeNode("loop_cond", "LoopCond", {"cond"}));
+  def.node.push_back(typed(MakeNode("i_switch", "Switch", {"i_merge", "loop_cond"}), DT_INT32));
+  def.node.push_back(typed(MakeNode("v_switch", "Switch", {"v_merge", "loop_cond"}), DT_FLOAT));
+  def.node.push_back(UnaryNode("i_body", "Identity", "i_switch:1", DT_INT32));
+  def.node.push_back(with_control(ConstNode("one", Tensor::Scalar<int32_t>(DT_INT32, 1)), "i_body"));
+  def.node.push_back(BinaryNode("i_inc", "AddV2", "i_body", "one", DT_INT32));
+  def.node.push_back(UnaryNode("v_body", "Identity", "v_switch:1"));
+  def.node.push_back(with_control(ConstNode("shape", Tensor::Vector<int32_t>(DT_INT32, {2, 3})), "v_body"));
+  def.node.push_back(MakeNode("v_known", "Reshape", {"v_body", "shape"},
+                              {{"T", AttrValue::Type(DT_FLOAT)}, {"Tshape", AttrValue::Type(DT_INT32)}}));
+  def.node.push_back(with_control(ConstNode("w", RandomTensor(DT_FLOAT, {3, 3}, 2)), "v_body"));
+  def.node.push_back(MakeNode("mm", "MatMul", {"v_known", "w"}, {{"T", AttrValue::Type(DT_FLOAT)}}));
+  def.node.push_back(UnaryNode("act", "Tanh", "mm"));
+  def.node.push_back(UnaryNode("i_next", "NextIteration", "i_inc", DT_INT32));
+  def.node.push_back(UnaryNode("v_next", "NextIteration", "act"));
+  def.node.push_back(UnaryNode("v_exit", "Exit", "v_switch:0"));
+  def.node.push_back(UnaryNode("result", "Identity", "v_exit"));
+  return def;
+}
+
+TEST(RemapperTest, AChainInsideALoopGetsItsConstantsInTheLoopsFrame) {
+  std::vector<Tensor> results;
+  for (bool remap : {true, false}) {
+    SessionOptions options;
+    options.remap = remap;
+    auto session = Session::Create(LoopGraph(), options);
+    ASSERT_TRUE(session.ok()) << session.status().message();
+    auto got = (*session)->Run({}, {"result"});
+    ASSERT_TRUE(got.ok()) << got.status().message();
+    results.push_back((*got)[0]);
+    for (const auto& [key, g] : (*session)->ExecutedGraphs()) {
+      EXPECT_EQ(g->FindNode("act")->type_string(), remap ? "_FusedMatMul" : "Tanh");
+    }
+  }
+  ASSERT_EQ(results[0].dims(), results[1].dims());
+  for (int64_t e = 0; e < results[0].num_elements(); ++e) {
+    EXPECT_NEAR(results[0].GetAsDouble(e), results[1].GetAsDouble(e), 1e-5);
+  }
+}
+
 TEST(RemapperTest, ComputesConstantFollowsStatelessOpsOfConstants) {
   GraphDef def = ConvGraph();
   AddKerasBatchNorm(def, "conv");
