@@ -7,7 +7,6 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
-#include <memory>
 #include <random>
 #include <vector>
 
@@ -175,16 +174,6 @@ TEST_F(OneDnnKernelsTest, ConvolutionForwardWithSumAndActivations) {
         std::vector<float> y = sum ? side : std::vector<float>(c.y_size(), -7.f);
         ASSERT_TRUE(Conv2DForward(g, x.data(), w.data(), b.data(), post, y.data(), &pool_, &packed).ok());
         ExpectNear(y, want, "post-ops");
-        // The operands shared with the call: it may leave a late helper behind.
-        auto kept = std::make_shared<std::vector<float>>(sum ? side : std::vector<float>(c.y_size(), -7.f));
-        auto keep = std::make_shared<std::vector<std::vector<float>>>(std::vector<std::vector<float>>{x, w, b});
-        const std::vector<float>& kx = (*keep)[0];
-        const std::vector<float>& kw = (*keep)[1];
-        const std::vector<float>& kb = (*keep)[2];
-        ASSERT_TRUE(Conv2DForward(g, kx.data(), kw.data(), kb.data(), post, kept->data(), &pool_, &packed,
-                                  std::make_shared<std::pair<decltype(keep), decltype(kept)>>(keep, kept))
-                        .ok());
-        ExpectNear(*kept, want, "post-ops, operands shared");
       }
     }
   }
@@ -207,16 +196,6 @@ TEST_F(OneDnnKernelsTest, ConvolutionBackwardDataAndWeights) {
     std::vector<float> got_dx(c.x_size(), -7.f), got_dw(c.w_size(), -7.f);
     ASSERT_TRUE(Conv2DBackwardData(g, w.data(), dy.data(), got_dx.data(), &pool_, nullptr).ok());
     ExpectNear(got_dx, dx, "backward data");
-    // The operands shared with the call (it may leave a late helper behind), over calls enough
-    // for the helped and the lone runs both.
-    for (int call = 0; call < 6; ++call) {
-      auto kept = std::make_shared<std::vector<std::vector<float>>>(
-          std::vector<std::vector<float>>{w, dy, std::vector<float>(c.x_size(), -7.f)});
-      ASSERT_TRUE(Conv2DBackwardData(g, (*kept)[0].data(), (*kept)[1].data(), (*kept)[2].data(), &pool_,
-                                     nullptr, kept)
-                      .ok());
-      ExpectNear((*kept)[2], dx, "backward data, operands shared");
-    }
     ASSERT_TRUE(Conv2DBackwardWeights(g, x.data(), dy.data(), got_dw.data(), &pool_).ok());
     ExpectNear(got_dw, dw, "backward weights");
   }
@@ -246,17 +225,6 @@ TEST_F(OneDnnKernelsTest, MatMulByRowsAndByColumns) {
     ASSERT_TRUE(MatMul(a.data(), t.ta, b.data(), t.tb, t.m, t.k, t.n, t.bias ? bias.data() : nullptr,
                        out.data(), &pool_).ok());
     ExpectNear(out, want, "matmul");
-    // With its operands shared with the call (it may then leave a late helper behind), over
-    // enough calls that the caller alone and the helped calls both run.
-    auto a_kept = std::make_shared<std::vector<float>>(a), b_kept = std::make_shared<std::vector<float>>(b);
-    auto keep = std::make_shared<std::vector<std::shared_ptr<std::vector<float>>>>(
-        std::vector<std::shared_ptr<std::vector<float>>>{a_kept, b_kept});
-    for (int call = 0; call < 6; ++call) {
-      std::fill(out.begin(), out.end(), -7.f);
-      ASSERT_TRUE(MatMul(a_kept->data(), t.ta, b_kept->data(), t.tb, t.m, t.k, t.n,
-                         t.bias ? bias.data() : nullptr, out.data(), &pool_, keep).ok());
-      ExpectNear(out, want, "matmul, operands shared");
-    }
   }
 }
 

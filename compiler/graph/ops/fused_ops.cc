@@ -319,8 +319,8 @@ Status RunEpilogueBroadcasting(OpKernelContext& ctx, std::vector<Epilogue> steps
   return RunEpilogue(ctx, steps, out);
 }
 
-// A float product of matrices with a bias first: one oneDNN call with the bias (its parts on
-// helper threads that never hold the call back), the rest of the epilogue after. False where
+// A float product of matrices with a bias first: one oneDNN call with the bias, the rest of the
+// epilogue after. False where
 // that does not apply.
 StatusOr<bool> FusedMatMulOneDnn(OpKernelContext& ctx, std::vector<Epilogue>& steps) {
   const Tensor& a = ctx.input(0);
@@ -339,10 +339,8 @@ StatusOr<bool> FusedMatMulOneDnn(OpKernelContext& ctx, std::vector<Epilogue>& st
     return false;
   }
   ASSIGN_OR_RETURN(Tensor * out, ctx.allocate_output(0, {m, n}));
-  // The tensors the call reads and writes, shared with it (onednn_kernels.h).
-  auto tensors = std::make_shared<std::vector<Tensor>>(std::vector<Tensor>{a, b, bias, *out});
   Status status = onednn::MatMul(Data<float>(a), ta, Data<float>(b), tb, m, k, n, Data<float>(bias),
-                                 MutableData<float>(*out), ctx.pool(), std::move(tensors));
+                                 MutableData<float>(*out), ctx.pool());
   if (!status.ok()) return ctx.Error(status.message());
   steps.erase(steps.begin());
   return true;

@@ -669,14 +669,9 @@ StatusOr<bool> Conv2DOneDnn(OpKernelContext& ctx, const Conv2DParams& p, const C
     } else {
       ASSIGN_OR_RETURN(out, ctx.allocate_output(0, out_dims));
     }
-    // The tensors the call reads and writes, shared with it: it may leave a descheduled helper
-    // thread to finish a part it has computed again itself.
-    auto tensors = std::make_shared<std::vector<Tensor>>(std::vector<Tensor>{ctx.input(0), ctx.input(1), *out});
-    if (bias >= 0) tensors->push_back(ctx.input(bias));
     status = onednn::Conv2DForward(g, Data<float>(ctx.input(0)), Data<float>(ctx.input(1)),
                                    bias >= 0 ? Data<float>(ctx.input(bias)) : nullptr, post,
-                                   MutableData<float>(*out), threads, PackedFilterOf(ctx, 1),
-                                   std::move(tensors));
+                                   MutableData<float>(*out), threads, PackedFilterOf(ctx, 1));
   } else if constexpr (kPass == ConvPass::kBackpropInput) {
     ASSIGN_OR_RETURN(Tensor * out, ctx.allocate_output(0, input_dims));
     if (d.in_depth == 1 && d.groups == 1) {
@@ -685,10 +680,8 @@ StatusOr<bool> Conv2DOneDnn(OpKernelContext& ctx, const Conv2DParams& p, const C
       if (!status.ok()) return ctx.Error(status.message());
       return true;
     }
-    auto tensors = std::make_shared<std::vector<Tensor>>(std::vector<Tensor>{ctx.input(1), ctx.input(2), *out});
     status = onednn::Conv2DBackwardData(g, Data<float>(ctx.input(1)), Data<float>(ctx.input(2)),
-                                        MutableData<float>(*out), threads, PackedFilterOf(ctx, 1),
-                                        std::move(tensors));
+                                        MutableData<float>(*out), threads, PackedFilterOf(ctx, 1));
   } else {
     ASSIGN_OR_RETURN(Tensor * out, ctx.allocate_output(0, filter_dims));
     status = onednn::Conv2DBackwardWeights(g, Data<float>(ctx.input(0)), Data<float>(ctx.input(2)),
@@ -898,10 +891,7 @@ Status MaxPoolKernel(OpKernelContext& ctx) {
     };
     const int64_t total_rows = d.batch * d.rows.out;
     const int64_t work = total_rows * d.cols.out * depth * p.ksize_rows * p.ksize_cols;
-    // A pass over memory that takes a thread well under a millisecond: split, it saves half of
-    // that on an idle machine, and waits for a descheduled worker (milliseconds) on a busy one
-    // (ResNet50's one MaxPool, 1x32x32x64: 3 ms at load 9 against 0.1 alone).
-    if (ctx.pool() == nullptr || work < (int64_t{1} << 20) || total_rows < 2) {
+    if (ctx.pool() == nullptr || work < (int64_t{1} << 16) || total_rows < 2) {
       rows(0, total_rows);
     } else if constexpr (kGrad) {
       ctx.pool()->ParallelFor(d.batch, 1, [&](int64_t b, int64_t e) { rows(b * d.rows.out, e * d.rows.out); });

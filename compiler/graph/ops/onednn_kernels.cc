@@ -13,7 +13,6 @@
 #include <omp.h>
 #endif
 
-#include "compiler/graph/ops/part_runner.h"
 #include "compiler/support/thread_pool.h"
 #endif
 
@@ -23,7 +22,7 @@ namespace xlens::graph::onednn {
 
 bool Available() { return false; }
 Status Conv2DForward(const ConvGeometry&, const float*, const float*, const float*, const PostOps&,
-                     float*, ThreadPool*, PackedFilter*, std::shared_ptr<const void>) {
+                     float*, ThreadPool*, PackedFilter*) {
   return Status::Error("this build has no oneDNN");
 }
 Status Conv2DForward(const ConvGeometry&, const float*, const float*, const float*, bool, float*,
@@ -31,14 +30,14 @@ Status Conv2DForward(const ConvGeometry&, const float*, const float*, const floa
   return Status::Error("this build has no oneDNN");
 }
 Status Conv2DBackwardData(const ConvGeometry&, const float*, const float*, float*, ThreadPool*,
-                          PackedFilter*, std::shared_ptr<const void>) {
+                          PackedFilter*) {
   return Status::Error("this build has no oneDNN");
 }
 Status Conv2DBackwardWeights(const ConvGeometry&, const float*, const float*, float*, ThreadPool*) {
   return Status::Error("this build has no oneDNN");
 }
 Status MatMul(const float*, bool, const float*, bool, int64_t, int64_t, int64_t, const float*,
-              float*, ThreadPool*, std::shared_ptr<const void>) {
+              float*, ThreadPool*) {
   return Status::Error("this build has no oneDNN");
 }
 
@@ -129,8 +128,6 @@ struct Part {
 
 struct Plan {
   std::vector<Part> parts;
-  // How its calls ran with helper threads and without (part_runner.h).
-  mutable PartTimings timings;
   std::vector<std::shared_ptr<const Layout>> layouts;
   dnnl::memory::desc user_weights;
 };
@@ -458,9 +455,8 @@ bool Available() { return true; }
 
 namespace {
 
-// The parts of one forward convolution, owning what a helper still running one after the call
-// has returned reads: the plan, the reordered filter, the caller's tensors (keep_alive).
-class ConvJob : public PartJob {
+// The parts of one forward convolution.
+class ConvJob {
  public:
   std::shared_ptr<const Plan> plan;
   ConvGeometry g;
@@ -469,57 +465,28 @@ class ConvJob : public PartJob {
   const float* bias = nullptr;
   float* y = nullptr;
   std::vector<const void*> filters;
-  std::vector<std::vector<char>> reordered;       // filters reordered for this call
-  std::vector<std::shared_ptr<void>> packed;      // or packed once, for a constant filter
-  std::shared_ptr<const void> keep_alive;
+  std::vector<std::vector<char>> reordered;  // filters reordered for this call
 
-  void RunInPlace(int64_t t) override {
+  void RunInPlace(int64_t t) const {
     const Part& part = plan->parts[t];
     if (part.channels == 0) return Run(part, y + part.dst_offset);
-    // A block of channels is computed densely beside the output and copied to its channels.
+    // A block of channels is computed densely beside the output (starting from the side input's
+    // channels, for the sum) and copied to its channels.
     float* block = static_cast<float*>(Scratch(part.dst.get_size(), 1));
-    if (post.sum) Gather(part, block);
-    Run(part, block);
-    Scatter(part, block);
-  }
-  size_t ScratchBytes(int64_t t) const override { return plan->parts[t].dst.get_size(); }
-  void RunInto(int64_t t, void* scratch) override {
-    const Part& part = plan->parts[t];
-    float* block = static_cast<float*>(scratch);
+    const int64_t positions = g.batch * g.out_rows * g.out_cols;
     if (post.sum) {
-      if (part.channels == 0) {
-        std::copy_n(y + part.dst_offset, part.dst.get_size() / sizeof(float), block);
-      } else {
-        Gather(part, block);
+      for (int64_t q = 0; q < positions; ++q) {
+        std::copy_n(y + q * g.out_depth + part.dst_offset, part.channels, block + q * part.channels);
       }
     }
     Run(part, block);
-  }
-  void Commit(int64_t t, const void* scratch) override {
-    const Part& part = plan->parts[t];
-    const float* block = static_cast<const float*>(scratch);
-    if (part.channels == 0) {
-      std::copy_n(block, part.dst.get_size() / sizeof(float), y + part.dst_offset);
-    } else {
-      Scatter(part, block);
+    for (int64_t q = 0; q < positions; ++q) {
+      std::copy_n(block + q * part.channels, part.channels, y + q * g.out_depth + part.dst_offset);
     }
   }
 
  private:
-  int64_t Positions() const { return g.batch * g.out_rows * g.out_cols; }
-  // The side input's channels of a block of channels (for the sum), and the block's result back.
-  void Gather(const Part& part, float* block) const {
-    for (int64_t q = 0; q < Positions(); ++q) {
-      std::copy_n(y + q * g.out_depth + part.dst_offset, part.channels, block + q * part.channels);
-    }
-  }
-  void Scatter(const Part& part, const float* block) const {
-    for (int64_t q = 0; q < Positions(); ++q) {
-      std::copy_n(block + q * part.channels, part.channels, y + q * g.out_depth + part.dst_offset);
-    }
-  }
   void Run(const Part& part, float* dst) const {
-    SingleThreaded single;
     Args args;
     args[DNNL_ARG_SRC] = Mem(part.src, x, part.src_offset);
     args[DNNL_ARG_WEIGHTS] = dnnl::memory(part.primitive->weights, Engine(), const_cast<void*>(filters[part.layout]));
@@ -535,27 +502,17 @@ class ConvJob : public PartJob {
 }  // namespace
 
 Status Conv2DForward(const ConvGeometry& g, const float* x, const float* w, const float* bias,
-                     const PostOps& post, float* y, ThreadPool* pool, PackedFilter* packed,
-                     std::shared_ptr<const void> keep_alive) {
+                     const PostOps& post, float* y, ThreadPool* pool, PackedFilter* packed) {
   return Guard("convolution", [&]() -> Status {
-    auto job = std::make_shared<ConvJob>();
-    job->plan = ConvPlan(kForward, g, bias != nullptr, post, Parallelism(pool));
-    job->g = g;
-    job->post = post;
-    job->x = x;
-    job->bias = bias;
-    job->y = y;
-    job->filters = FilterLayouts(*job->plan, w, packed, job->reordered);
-    if (packed != nullptr) {
-      for (const auto& [key, buffer] : packed->layouts) job->packed.push_back(buffer);
-    }
-    job->keep_alive = std::move(keep_alive);
-    const bool may_leave = job->keep_alive != nullptr;
-    const std::string failure = RunPartsLeavingLateHelpers(
-        job, static_cast<int64_t>(job->plan->parts.size()), Parallelism(pool) - 1, may_leave,
-        &job->plan->timings);
-    if (!failure.empty()) return Status::Error("oneDNN convolution: " + failure);
-    return OkStatus();
+    ConvJob job;
+    job.plan = ConvPlan(kForward, g, bias != nullptr, post, Parallelism(pool));
+    job.g = g;
+    job.post = post;
+    job.x = x;
+    job.bias = bias;
+    job.y = y;
+    job.filters = FilterLayouts(*job.plan, w, packed, job.reordered);
+    return RunParts(pool, job.plan->parts.size(), "convolution", [&](int64_t t) { job.RunInPlace(t); });
   });
 }
 
@@ -566,61 +523,20 @@ Status Conv2DForward(const ConvGeometry& g, const float* x, const float* w, cons
   return Conv2DForward(g, x, w, bias, post, y, pool, packed);
 }
 
-namespace {
-
-// The parts of one input gradient (blocks of images of dx), owning what a helper still running
-// one after the call reads.
-class BackwardDataJob : public PartJob {
- public:
-  std::shared_ptr<const Plan> plan;
-  const float* dy = nullptr;
-  float* dx = nullptr;
-  std::vector<const void*> filters;
-  std::vector<std::vector<char>> reordered;
-  std::vector<std::shared_ptr<void>> packed;
-  std::shared_ptr<const void> keep_alive;
-
-  void RunInPlace(int64_t t) override { Run(t, dx + plan->parts[t].src_offset); }
-  size_t ScratchBytes(int64_t t) const override { return plan->parts[t].src.get_size(); }
-  void RunInto(int64_t t, void* scratch) override { Run(t, static_cast<float*>(scratch)); }
-  void Commit(int64_t t, const void* scratch) override {
-    const Part& part = plan->parts[t];
-    std::copy_n(static_cast<const float*>(scratch), part.src.get_size() / sizeof(float), dx + part.src_offset);
-  }
-
- private:
-  void Run(int64_t t, float* to) const {
-    SingleThreaded single;
-    const Part& part = plan->parts[t];
-    Args args;
-    args[DNNL_ARG_DIFF_DST] = Mem(part.dst, dy, part.dst_offset);
-    args[DNNL_ARG_WEIGHTS] = dnnl::memory(part.primitive->weights, Engine(), const_cast<void*>(filters[part.layout]));
-    args[DNNL_ARG_DIFF_SRC] = dnnl::memory(part.src, Engine(), to);
-    Execute(part, args);
-  }
-};
-
-}  // namespace
-
 Status Conv2DBackwardData(const ConvGeometry& g, const float* w, const float* dy, float* dx,
-                          ThreadPool* pool, PackedFilter* packed,
-                          std::shared_ptr<const void> keep_alive) {
+                          ThreadPool* pool, PackedFilter* packed) {
   return Guard("convolution backward data", [&]() -> Status {
-    auto job = std::make_shared<BackwardDataJob>();
-    job->plan = ConvPlan(kBackwardData, g, false, PostOps{}, Parallelism(pool));
-    job->dy = dy;
-    job->dx = dx;
-    job->filters = FilterLayouts(*job->plan, w, packed, job->reordered);
-    if (packed != nullptr) {
-      for (const auto& [key, buffer] : packed->layouts) job->packed.push_back(buffer);
-    }
-    job->keep_alive = std::move(keep_alive);
-    const bool may_leave = job->keep_alive != nullptr;
-    const std::string failure = RunPartsLeavingLateHelpers(
-        job, static_cast<int64_t>(job->plan->parts.size()), Parallelism(pool) - 1, may_leave,
-        &job->plan->timings);
-    if (!failure.empty()) return Status::Error("oneDNN convolution backward data: " + failure);
-    return OkStatus();
+    auto plan = ConvPlan(kBackwardData, g, false, PostOps{}, Parallelism(pool));
+    std::vector<std::vector<char>> scratch;
+    const std::vector<const void*> filters = FilterLayouts(*plan, w, packed, scratch);
+    return RunParts(pool, plan->parts.size(), "convolution backward data", [&](int64_t t) {
+      const Part& part = plan->parts[t];
+      Args args;
+      args[DNNL_ARG_DIFF_DST] = Mem(part.dst, dy, part.dst_offset);
+      args[DNNL_ARG_WEIGHTS] = dnnl::memory(part.primitive->weights, Engine(), const_cast<void*>(filters[part.layout]));
+      args[DNNL_ARG_DIFF_SRC] = Mem(part.src, dx, part.src_offset);
+      Execute(part, args);
+    });
   });
 }
 
@@ -655,52 +571,8 @@ Status Conv2DBackwardWeights(const ConvGeometry& g, const float* x, const float*
   });
 }
 
-namespace {
-
-// The parts of one product (blocks of rows or columns of the output, or partial products over
-// blocks of the reduction), owning what a helper still running one after the call reads.
-class MatMulJob : public PartJob {
- public:
-  struct Place {
-    float* base;  // where part t's block starts: in the output, or in `sums`
-    int64_t rows, cols, ld;
-  };
-  std::shared_ptr<const Plan> plan;
-  const float* a = nullptr;
-  const float* b = nullptr;
-  const float* bias = nullptr;
-  std::vector<float> transposed;  // a, row-major, when it came transposed
-  std::vector<float> sums;        // the partial products
-  std::vector<Place> places;
-  std::shared_ptr<const void> keep_alive;
-
-  void RunInPlace(int64_t t) override { Run(t, places[t].base); }
-  size_t ScratchBytes(int64_t t) const override { return plan->parts[t].dst.get_size(); }
-  void RunInto(int64_t t, void* scratch) override { Run(t, static_cast<float*>(scratch)); }
-  void Commit(int64_t t, const void* scratch) override {
-    const Place& p = places[t];
-    const float* from = static_cast<const float*>(scratch);
-    for (int64_t r = 0; r < p.rows; ++r) std::copy_n(from + r * p.ld, p.cols, p.base + r * p.ld);
-  }
-
- private:
-  // The block laid out as the part's destination is (rows p.ld apart), from `dst`.
-  void Run(int64_t t, float* dst) const {
-    SingleThreaded single;
-    const Part& part = plan->parts[t];
-    Args args;
-    args[DNNL_ARG_SRC] = Mem(part.src, a, part.src_offset);
-    args[DNNL_ARG_WEIGHTS] = Mem(part.weights, b, part.weights_offset);
-    if (bias && !part.partial) args[DNNL_ARG_BIAS] = Mem(part.bias, bias, part.bias_offset);
-    args[DNNL_ARG_DST] = dnnl::memory(part.dst, Engine(), dst);
-    Execute(part, args);
-  }
-};
-
-}  // namespace
-
 Status MatMul(const float* a, bool ta, const float* b, bool tb, int64_t m, int64_t k, int64_t n,
-              const float* bias, float* out, ThreadPool* pool, std::shared_ptr<const void> keep_alive) {
+              const float* bias, float* out, ThreadPool* pool) {
   return Guard("matmul", [&]() -> Status {
     // A transposed lhs is copied row-major first: split into blocks of rows it would be strided
     // in both dimensions, which oneDNN's fast kernels (brgemm) refuse, leaving it to gemm:jit,
@@ -781,30 +653,21 @@ Status MatMul(const float* a, bool ta, const float* b, bool tb, int64_t m, int64
       return std::shared_ptr<const Plan>(std::move(plan));
     });
     // Partial products (blocks of the reduction after the first) go beside the output.
-    auto job = std::make_shared<MatMulJob>();
-    job->plan = plan;
-    job->a = a;
-    job->b = b;
-    job->bias = bias;
-    job->transposed = std::move(transposed);
-    if (!job->transposed.empty()) job->a = job->transposed.data();
     int64_t partials = 0;
     for (const Part& part : plan->parts) partials += part.partial;
-    job->sums.resize(partials * m * n);
-    const int64_t first_partial = static_cast<int64_t>(plan->parts.size()) - partials;
-    for (int64_t t = 0; t < static_cast<int64_t>(plan->parts.size()); ++t) {
+    std::vector<float> sums(partials * m * n);
+    RETURN_IF_ERROR(RunParts(pool, plan->parts.size(), "matmul", [&](int64_t t) {
       const Part& part = plan->parts[t];
-      const dnnl::memory::dims d = part.dst.dims();
-      job->places.push_back({part.partial ? job->sums.data() + (t - first_partial) * m * n : out + part.dst_offset,
-                             d[0], d[1], n});
-    }
-    job->keep_alive = std::move(keep_alive);
-    const bool may_leave = job->keep_alive != nullptr;
-    const std::string failure = RunPartsLeavingLateHelpers(
-        job, static_cast<int64_t>(plan->parts.size()), parallelism - 1, may_leave, &plan->timings);
-    if (!failure.empty()) return Status::Error("oneDNN matmul: " + failure);
+      Args args;
+      args[DNNL_ARG_SRC] = Mem(part.src, a, part.src_offset);
+      args[DNNL_ARG_WEIGHTS] = Mem(part.weights, b, part.weights_offset);
+      if (bias && !part.partial) args[DNNL_ARG_BIAS] = Mem(part.bias, bias, part.bias_offset);
+      args[DNNL_ARG_DST] = part.partial ? Mem(part.dst, sums.data(), (t - (static_cast<int64_t>(plan->parts.size()) - partials)) * m * n)
+                                        : Mem(part.dst, out, part.dst_offset);
+      Execute(part, args);
+    }));
     for (int64_t p = 0; p < partials; ++p) {
-      const float* partial = job->sums.data() + p * m * n;
+      const float* partial = sums.data() + p * m * n;
       for (int64_t e = 0; e < m * n; ++e) out[e] += partial[e];
     }
     return OkStatus();

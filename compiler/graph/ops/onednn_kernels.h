@@ -66,31 +66,24 @@ struct PostOps {
 // y = act(conv(x, w) + bias? + y?): x [batch, in_rows, in_cols, in_depth], w HWIO, bias
 // [out_depth] or null, y [batch, out_rows, out_cols, out_depth] (read first with post.sum).
 // `packed`: null when the filter may change between calls; else the filter is packed into it
-// on the first call and read from it afterwards. `keep_alive`: shared ownership of x, w, bias
-// and y, which lets the call return without waiting for a helper thread that was descheduled
-// in the middle of a part (it computes that part again itself; see part_runner.h); null: the
-// call waits for every part it handed out.
+// on the first call and read from it afterwards.
 Status Conv2DForward(const ConvGeometry& g, const float* x, const float* w, const float* bias,
-                     const PostOps& post, float* y, ThreadPool* pool, PackedFilter* packed,
-                     std::shared_ptr<const void> keep_alive = nullptr);
+                     const PostOps& post, float* y, ThreadPool* pool, PackedFilter* packed);
 // The same with only a ReLU (or nothing) after the bias.
 Status Conv2DForward(const ConvGeometry& g, const float* x, const float* w, const float* bias,
                      bool relu, float* y, ThreadPool* pool, PackedFilter* packed);
 
 // dx = the gradient of the convolution with respect to its input, from dy and w (HWIO).
-// `keep_alive`: as for Conv2DForward (dy, w and dx).
 Status Conv2DBackwardData(const ConvGeometry& g, const float* w, const float* dy, float* dx,
-                          ThreadPool* pool, PackedFilter* packed,
-                          std::shared_ptr<const void> keep_alive = nullptr);
+                          ThreadPool* pool, PackedFilter* packed);
 
 // dw (HWIO) = the gradient of the convolution with respect to its filter, from x and dy.
 Status Conv2DBackwardWeights(const ConvGeometry& g, const float* x, const float* dy, float* dw,
                              ThreadPool* pool);
 
 // out[m, n] = op(a) * op(b), row-major, a stored [m, k] ([k, m] when ta), b [k, n] ([n, k] when
-// tb); `bias` [n] added to every row when non-null. `keep_alive`: as for Conv2DForward.
+// tb); `bias` [n] added to every row when non-null.
 Status MatMul(const float* a, bool ta, const float* b, bool tb, int64_t m, int64_t k, int64_t n,
-              const float* bias, float* out, ThreadPool* pool,
-              std::shared_ptr<const void> keep_alive = nullptr);
+              const float* bias, float* out, ThreadPool* pool);
 
 }  // namespace xlens::graph::onednn
