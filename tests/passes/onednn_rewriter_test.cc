@@ -216,21 +216,19 @@ ENTRY e {
 }
 
 TEST(OneDnnRewriterTest, ATransposeThatCannotMoveStaysOutside) {
-  OneDnnRewriter pass;
-  // The product's result is read twice (and, in the second module, the chain adds a tensor that
-  // is not a scalar): the transpose stays a transpose of the call's result.
-  auto module = Rewrite(pass, R"(HloModule m
+  // Each module keeps one call and the transpose of its result.
+  const char* const kModules[] = {
+      // The product's result is read twice.
+      R"(HloModule m
 ENTRY e {
   a = f32[8,16]{1,0} parameter(0)
   b = f32[16,32]{1,0} parameter(1)
   d = f32[8,32]{1,0} dot(a, b), lhs_contracting_dims={1}, rhs_contracting_dims={0}
   t = f32[32,8]{1,0} transpose(d), dimensions={1,0}
   ROOT r = (f32[32,8]{1,0}, f32[8,32]{1,0}) tuple(t, d)
-})");
-  ASSERT_NE(module, nullptr);
-  EXPECT_EQ(Calls(*module), "matmul(lhs, rhs)\n");
-  EXPECT_EQ(CountOpcode(*module, HloOpcode::kTranspose), 1);
-  module = Rewrite(pass, R"(HloModule m
+})",
+      // The chain multiplies by a tensor that is not a scalar.
+      R"(HloModule m
 ENTRY e {
   a = f32[8,16]{1,0} parameter(0)
   b = f32[16,32]{1,0} parameter(1)
@@ -238,33 +236,33 @@ ENTRY e {
   d = f32[8,32]{1,0} dot(a, b), lhs_contracting_dims={1}, rhs_contracting_dims={0}
   m = f32[8,32]{1,0} multiply(d, e)
   ROOT t = f32[32,8]{1,0} transpose(m), dimensions={1,0}
-})");
-  ASSERT_NE(module, nullptr);
-  EXPECT_EQ(Calls(*module), "matmul(lhs, rhs)\n");
-  EXPECT_EQ(CountOpcode(*module, HloOpcode::kTranspose), 1);
-  // b^T, a new transposed lhs, would be [128,256] for a [128,64] result: packing it would cost
-  // more than the transpose.
-  module = Rewrite(pass, R"(HloModule m
+})",
+      // b^T, a new transposed lhs, would be [128,256] for a [128,64] result: packing it would
+      // cost more than the transpose.
+      R"(HloModule m
 ENTRY e {
   a = f32[64,256]{1,0} parameter(0)
   b = f32[256,128]{1,0} parameter(1)
   d = f32[64,128]{1,0} dot(a, b), lhs_contracting_dims={1}, rhs_contracting_dims={0}
   ROOT t = f32[128,64]{1,0} transpose(d), dimensions={1,0}
-})");
-  ASSERT_NE(module, nullptr);
-  EXPECT_EQ(Calls(*module), "matmul(lhs, rhs)\n");
-  EXPECT_EQ(CountOpcode(*module, HloOpcode::kTranspose), 1);
-  // The swapped product's rows would be 10 long instead of 32: the call keeps its wide rows.
-  module = Rewrite(pass, R"(HloModule m
+})",
+      // The swapped product's rows would be 10 long instead of 32: the call keeps its wide rows.
+      R"(HloModule m
 ENTRY e {
   a = f32[10,16]{1,0} parameter(0)
   b = f32[16,32]{1,0} parameter(1)
   d = f32[10,32]{1,0} dot(a, b), lhs_contracting_dims={1}, rhs_contracting_dims={0}
   ROOT t = f32[32,10]{1,0} transpose(d), dimensions={1,0}
-})");
-  ASSERT_NE(module, nullptr);
-  EXPECT_EQ(Calls(*module), "matmul(lhs, rhs)\n");
-  EXPECT_EQ(CountOpcode(*module, HloOpcode::kTranspose), 1);
+})",
+  };
+  for (const char* text : kModules) {
+    SCOPED_TRACE(text);
+    OneDnnRewriter pass;
+    auto module = Rewrite(pass, text);
+    ASSERT_NE(module, nullptr);
+    EXPECT_EQ(Calls(*module), "matmul(lhs, rhs)\n");
+    EXPECT_EQ(CountOpcode(*module, HloOpcode::kTranspose), 1);
+  }
 }
 
 TEST(OneDnnRewriterTest, SubtractionsBecomeNegationsAndAdds) {
