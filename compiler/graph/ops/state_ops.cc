@@ -212,13 +212,15 @@ bool SameVariableHandle(const OpKernelContext& c, const Tensor& handle) {
   const std::string* container = string_attr("container");
   const std::string* shared = string_attr("shared_name");
   const AttrValue* dtype = FindAttr(c.attrs(), "dtype");
+  const AttrValue* shape = FindAttr(c.attrs(), "shape");
   if (container == nullptr || shared == nullptr || dtype == nullptr ||
-      dtype->kind() != AttrValue::Kind::kType) {
+      dtype->kind() != AttrValue::Kind::kType || shape == nullptr ||
+      shape->kind() != AttrValue::Kind::kShape) {
     return false;
   }
   const std::string& name = shared->empty() ? c.name() : *shared;
   return h.container == *container && h.name == name && h.dtype == dtype->type() &&
-         h.device == c.node().requested_device();
+         h.shape == shape->shape() && h.device == c.node().requested_device();
 }
 
 Status VarHandleKernel(OpKernelContext& c) {
