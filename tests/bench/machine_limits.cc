@@ -13,7 +13,9 @@
 //     independent accumulators to cover the FMA latency, on one core and on all;
 //   - oneDNN standalone: each matrix product and convolution given on the command line, or found
 //     in the HLO modules given, as one oneDNN primitive on its preferred layouts (weights
-//     reordered once, before timing), created once, best of N executions on oneDNN's own threads.
+//     reordered once, before timing), created once, best of N executions on oneDNN's own threads;
+//   - transcendentals: oneDNN's eltwise exp, log, tanh, logistic, exact GELU (for erf) and sqrt
+//     over a block that fits each core's L2, on all threads, in elements per second.
 //
 // Usage: machine_limits [--threads=N] [--quick] [--repetitions=R]
 //                       [--matmul=[B,]M,K,N]... [--conv=N,H,W,C,KH,KW,O[,stride[,pad[,groups]]]]...
@@ -226,6 +228,49 @@ Json TimeConvolutionOnce(const ConvShape& s, int executions) {
 
 Json TimeConvolution(const ConvShape& s, int executions) {
   return BestOverThreads([&] { return TimeConvolutionOnce(s, executions); });
+}
+
+// The transcendental functions on their own: oneDNN's eltwise primitive (its JIT kernels: range
+// reduction, a polynomial and the exponent's bits, the best vector code for them on this
+// machine) over a block that stays in the caches, src and dst apart, on all threads; elements
+// per second, best of `executions`. A fusion that computes N of a function per element can at
+// best spend N / rate seconds on them. erf has no primitive of its own here: oneDNN's exact GELU,
+// x / 2 (1 + erf(x / sqrt 2)), is erf and three more operations.
+Json TimeEltwise(const char* name, dnnl::algorithm algorithm, int executions, int64_t elements) {
+  using tag = dnnl::memory::format_tag;
+  using dt = dnnl::memory::data_type;
+  const dnnl::memory::desc md({elements}, dt::f32, tag::a);
+  return BestOverThreads([&] {
+    const dnnl::eltwise_forward::primitive_desc pd(
+        dnnl::eltwise_forward::desc(dnnl::prop_kind::forward_inference, algorithm, md, 0.f, 0.f), Engine());
+    dnnl::memory src(md, Engine()), dst(md, Engine());
+    float* in = static_cast<float*>(src.get_data_handle());
+    // Arguments spread over [-8, 8) (log's over (0, 16)): no function takes a shortcut on them.
+    for (int64_t i = 0; i < elements; ++i) {
+      in[i] = 16.0f * static_cast<float>((i * 7919) % 4096) / 4096.0f - 8.0f;
+      if (algorithm == dnnl::algorithm::eltwise_log) in[i] += 8.0f + 1.0f / 1024;
+    }
+    const double ms = BestMs(dnnl::eltwise_forward(pd), {{DNNL_ARG_SRC, src}, {DNNL_ARG_DST, dst}}, executions);
+    return Json{{"function", name}, {"elements", elements}, {"ms", ms},
+                {"elements_per_second", elements / (ms * 1e-3)}, {"impl", pd.impl_info_str()}};
+  });
+}
+
+// Every function roofline.py holds a fusion to, keyed by its name there.
+Json TranscendentalRates(int executions, int64_t elements) {
+  Json out = Json::object();
+  const std::pair<const char*, dnnl::algorithm> functions[] = {
+      {"exp", dnnl::algorithm::eltwise_exp},           {"log", dnnl::algorithm::eltwise_log},
+      {"tanh", dnnl::algorithm::eltwise_tanh},         {"logistic", dnnl::algorithm::eltwise_logistic},
+      {"gelu_erf", dnnl::algorithm::eltwise_gelu_erf}, {"sqrt", dnnl::algorithm::eltwise_sqrt}};
+  for (const auto& [name, algorithm] : functions) {
+    try {
+      out[name] = TimeEltwise(name, algorithm, executions, elements);
+    } catch (const dnnl::error& e) {
+      out[name] = {{"function", name}, {"refused", std::string("oneDNN: ") + e.what()}};
+    }
+  }
+  return out;
 }
 
 int64_t Product(const xlens::Shape& shape, const std::vector<int64_t>& dims) {
@@ -519,6 +564,9 @@ int main(int argc, char** argv) {
   }
   out["onednn"] = onednn;
   out["hlo_modules"] = modules;
+  // 64K floats a thread, in and out: 512 KiB a core, inside its L2, and tens of microseconds of
+  // work, far more than a parallel region's start.
+  out["transcendentals"] = TranscendentalRates(executions, (int64_t{1} << (quick ? 14 : 16)) * threads);
 #else
   out["onednn"] = nullptr;  // this build has no oneDNN
 #endif

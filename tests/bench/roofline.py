@@ -18,12 +18,17 @@ workload, whichever of these takes longest (the tightest floor under its run tim
     is counted at the peak FLOP/s instead;
   - arithmetic: the floating-point operations of its elementwise ops and reductions, counted
     from the module as XLA's HloCostAnalysis counts them (one per element of each add, multiply,
-    compare, select, ...; one per element reduced), over the vector units' peak FLOP/s, with
-    the library floor added where it has products too. JAX spells some functions out as
-    elementwise arithmetic in the module itself (the exact GELU's erf is three polynomials, a
-    division and an exponential per element), so such a workload is bound by arithmetic, not
-    by its bytes. The floor is generous: a transcendental op (exp, tanh, logistic) counts one
-    operation although it takes tens, and a lone add one although the FMA peak counts two.
+    compare, select, ...; one per element reduced), over the vector units' peak FLOP/s, plus,
+    as HloCostAnalysis counts transcendentals apart from flops, each transcendental function's
+    elements over that function's measured rate: oneDNN's eltwise primitive for it run alone on
+    a block in cache on all threads (exp, log, tanh, logistic, sqrt; erf at the rate of oneDNN's
+    exact GELU, which is erf and three operations more; expm1 and log1p at exp's and log's;
+    rsqrt at sqrt's; power at exp's and log's together). A function oneDNN has no primitive for
+    (sine, cosine, ...) counts one operation, as before. With the library floor added where it
+    has products too. A softmax then is held to its exps where they take longer than its bytes,
+    and JAX's exact GELU (its erf spelled out as three polynomials, a division and an exp per
+    element) to its arithmetic, not to its 32 MiB. A lone add still counts one operation
+    although the FMA peak counts two.
 """
 import json
 import os
@@ -31,12 +36,21 @@ import re
 import subprocess
 
 # HLO opcodes whose every output element costs one floating-point operation (HloCostAnalysis's
-# flop count, with its transcendentals counted as one operation each).
+# flop count).
 ELEMENTWISE_FLOP_OPCODES = frozenset("""
     add subtract multiply divide remainder maximum minimum negate abs sign compare select clamp
-    sqrt rsqrt cbrt exponential exponential-minus-one log log-plus-one logistic tanh erf power
-    atan2 sine cosine tan floor ceil round-nearest-afz round-nearest-even
+    floor ceil round-nearest-afz round-nearest-even
 """.split())
+
+# HloCostAnalysis's transcendentals, counted apart from the flops: each opcode's elements are
+# timed at the rates of the oneDNN functions named (machine_limits' "transcendentals"), one
+# element of each per element of the op. Where none was measured, an element counts one flop.
+TRANSCENDENTAL_FUNCTIONS = {
+    "exponential": ("exp",), "exponential-minus-one": ("exp",), "log": ("log",),
+    "log-plus-one": ("log",), "tanh": ("tanh",), "logistic": ("logistic",), "erf": ("gelu_erf",),
+    "sqrt": ("sqrt",), "rsqrt": ("sqrt",), "power": ("exp", "log"), "cbrt": (), "sine": (),
+    "cosine": (), "tan": (), "atan2": (),
+}
 
 # `name = f32[4096,1024]{1,0} multiply(a, b)`: the name, the result's element type and dims (none
 # for a tuple), the opcode and the operands.
@@ -54,11 +68,13 @@ def _elements(dims):
     return count
 
 
-def hlo_flops(text):
-    """Floating-point operations of a module's elementwise ops and reductions on floats, each
+def hlo_costs(text):
+    """(flops, transcendentals) of a module's elementwise ops and reductions on floats, each
     computation counted once (JAX's modules call each of theirs once; a reducer's scalar add
-    adds one operation, and the reduce counts one per element it reads)."""
+    adds one operation, and the reduce counts one per element it reads). `transcendentals` maps
+    each transcendental opcode present to its elements."""
     flops = 0
+    transcendentals = {}
     dims_of = {}  # instruction name -> its result's dims, to size a reduce's operand
     for line in text.splitlines():
         m = _INSTRUCTION.match(line)
@@ -67,17 +83,25 @@ def hlo_flops(text):
         name, element_type, dims, opcode, operands = m.groups()
         if dims is not None:
             dims_of[name] = dims
-        if opcode in ELEMENTWISE_FLOP_OPCODES and dims is not None:
+        floating = element_type is not None and element_type.startswith(("f", "bf", "c"))
+        if opcode in TRANSCENDENTAL_FUNCTIONS and dims is not None and floating:
+            transcendentals[opcode] = transcendentals.get(opcode, 0) + _elements(dims)
+        elif opcode in ELEMENTWISE_FLOP_OPCODES and dims is not None:
             # A compare of floats yields pred; a select's result type is its branches'.
-            if element_type.startswith(("f", "bf", "c")) or opcode == "compare":
+            if floating or opcode == "compare":
                 flops += _elements(dims) * (2 if opcode == "clamp" else 1)
-        elif opcode == "reduce" and element_type and element_type.startswith(("f", "bf", "c")):
+        elif opcode == "reduce" and floating:
             first = _FIRST_OPERAND.match(operands)
             if first:
                 operand_dims = first.group(1) if first.group(1) is not None else dims_of.get(first.group(2))
                 if operand_dims is not None:
                     flops += _elements(operand_dims)
-    return flops
+    return flops, transcendentals
+
+
+def hlo_flops(text):
+    """The flops of hlo_costs, without its transcendentals."""
+    return hlo_costs(text)[0]
 
 
 def find_binary(xlens):
@@ -103,6 +127,13 @@ def better(first, second):
     for key, value in second["peak_f32"].items():
         if key != "isa":
             merged["peak_f32"][key] = max(merged["peak_f32"].get(key, 0), value)
+    rates = merged.get("transcendentals") or {}
+    for function, twin in (second.get("transcendentals") or {}).items():
+        if "elements_per_second" in twin and (
+                twin["elements_per_second"] > rates.get(function, {}).get("elements_per_second", 0)):
+            rates[function] = twin
+    if rates:
+        merged["transcendentals"] = rates
     modules = {m["file"]: m for m in second.get("hlo_modules") or []}
     for module in merged.get("hlo_modules") or []:
         twin = modules.get(module["file"])
@@ -138,6 +169,10 @@ class Limits:
         self.points = sorted(data["working_set_sweep"], key=lambda p: p["working_set_bytes"])
         self.peak_gflops = max(data["peak_f32"]["gflops_all_cores"],
                                data["peak_f32"].get("avx2_gflops_all_cores", 0))
+        # function -> elements per second, for those oneDNN measured.
+        self.rates = {name: r["elements_per_second"]
+                      for name, r in (data.get("transcendentals") or {}).items()
+                      if r.get("elements_per_second", 0) > 0}
 
     def level(self, working_set):
         for name, size in self.levels:
@@ -180,7 +215,26 @@ class Limits:
                 f" (avx2: {peak['avx2_gflops_one_core']:.0f} / {peak['avx2_gflops_all_cores']:.0f})"
                 if "avx2_gflops_one_core" in peak else ""),
         ]
+        if self.rates:
+            lines.append("transcendentals (oneDNN eltwise, in cache, all threads, Gelt/s): " + ", ".join(
+                f"{name} {rate / 1e9:.2f}" for name, rate in sorted(self.rates.items())))
         return lines
+
+    def arithmetic(self, flops, transcendentals):
+        """(ms, timed, flops) of the arithmetic floor: `flops` over the FMA peak plus each
+        transcendental's elements over its functions' measured rates. `timed` maps each function
+        so timed to its elements; `flops` comes back with the transcendentals no rate covers."""
+        ms = 0.0
+        timed = {}  # function -> elements timed at its rate
+        for opcode, count in transcendentals.items():
+            functions = TRANSCENDENTAL_FUNCTIONS.get(opcode, ())
+            if functions and all(f in self.rates for f in functions):
+                for f in functions:
+                    ms += count / self.rates[f] * 1e3
+                    timed[f] = timed.get(f, 0) + count
+            else:
+                flops += count
+        return ms + flops / (self.peak_gflops * 1e9) * 1e3, timed, flops
 
     def bound(self, hlo_file, read_bytes, write_bytes):
         """(bound ms, label, achieved unit, work) for one workload: `work` is bytes for a memory
@@ -203,17 +257,23 @@ class Limits:
                     refused += 1
                     library_ms += call.get("flops", 0) / (self.peak_gflops * 1e9) * 1e3
                     flops += call.get("flops", 0)
-        arithmetic_flops = 0
+        arithmetic_flops, transcendentals = 0, {}
         try:
             with open(hlo_file) as f:
-                arithmetic_flops = hlo_flops(f.read())
+                arithmetic_flops, transcendentals = hlo_costs(f.read())
         except OSError:
             pass
-        arithmetic_ms = arithmetic_flops / (self.peak_gflops * 1e9) * 1e3
+        arithmetic_ms, timed, arithmetic_flops = self.arithmetic(arithmetic_flops, transcendentals)
         if library_ms == 0 and arithmetic_ms > memory_ms:
-            per_element = arithmetic_flops / max(1, write_bytes // 4)
-            return (arithmetic_ms, f"FMA peak {self.peak_gflops:.0f} GFLOP/s, {per_element:.0f}/elt",
-                    "GFLOP/s", arithmetic_flops)
+            elements = max(1, write_bytes // 4)
+            if not timed:
+                return (arithmetic_ms, f"FMA peak {self.peak_gflops:.0f} GFLOP/s, "
+                        f"{arithmetic_flops / elements:.0f}/elt", "GFLOP/s", arithmetic_flops)
+            # Achieved: operations per second, a transcendental element one operation, as
+            # HloCostAnalysis's flops and transcendentals together.
+            label = "FMA + " + " + ".join(f"{f} {count / elements:.3g}/elt"
+                                          for f, count in sorted(timed.items()))
+            return arithmetic_ms, label, "Gop/s", arithmetic_flops + sum(timed.values())
         if library_ms > 0 and library_ms + arithmetic_ms > memory_ms:
             # How close oneDNN itself comes to the FMA units' peak, for scale. The arithmetic
             # around the calls (a bias, an activation, a softmax between them) runs beside them

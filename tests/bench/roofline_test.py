@@ -47,11 +47,45 @@ ENTRY %main (x: f32[64,32], i: s32[64,32]) -> f32[64] {
 }
 """
 
+# A softmax's row: exp of x minus its maximum, and that over the exps' sum; a log and a tanh
+# beside it, and a sine, which no rate covers.
+SOFTMAX_MODULE = """HloModule jit_softmax
+
+region_max {
+  a = f32[] parameter(0)
+  b = f32[] parameter(1)
+  ROOT m = f32[] maximum(a, b)
+}
+
+region_add {
+  a = f32[] parameter(0)
+  b = f32[] parameter(1)
+  ROOT s = f32[] add(a, b)
+}
+
+ENTRY main {
+  x = f32[64,32]{1,0} parameter(0)
+  lowest = f32[] constant(-inf)
+  max = f32[64]{0} reduce(x, lowest), dimensions={1}, to_apply=region_max
+  bmax = f32[64,32]{1,0} broadcast(max), dimensions={0}
+  shifted = f32[64,32]{1,0} subtract(x, bmax)
+  e = f32[64,32]{1,0} exponential(shifted)
+  zero = f32[] constant(0)
+  sum = f32[64]{0} reduce(e, zero), dimensions={1}, to_apply=region_add
+  l = f32[64]{0} log(sum)
+  t = f32[64]{0} tanh(l)
+  s = f32[64]{0} sine(t)
+  bsum = f32[64,32]{1,0} broadcast(sum), dimensions={0}
+  ROOT out = f32[64,32]{1,0} divide(e, bsum)
+}
+"""
+
 ELEMENTS = 64 * 32
 
 
-def limits(hlo_file=None, library_ms=None):
-    """Limits with flat figures: 10 GB/s at every working set, 100 GFLOP/s peak."""
+def limits(hlo_file=None, library_ms=None, rates=None):
+    """Limits with flat figures: 10 GB/s at every working set, 100 GFLOP/s peak, and the
+    transcendental functions' elements per second given in `rates`."""
     point = {"triad_gbps": 10.0, "copy_gbps": 10.0, "read_gbps": 10.0}
     data = {
         "cpu": "test", "threads": 2,
@@ -62,6 +96,10 @@ def limits(hlo_file=None, library_ms=None):
         "peak_f32": {"isa": "avx512f", "gflops_one_core": 50.0, "gflops_all_cores": 100.0},
         "hlo_modules": [],
     }
+    if rates:
+        data["transcendentals"] = {name: {"function": name, "elements_per_second": rate}
+                                   for name, rate in rates.items()}
+        data["transcendentals"]["gelu_erf"] = {"function": "gelu_erf", "refused": "oneDNN: no"}
     if library_ms is not None:
         data["hlo_modules"] = [{"file": hlo_file, "calls": [{"ms": library_ms, "flops": 1e6}]}]
     return roofline.Limits(data)
@@ -76,6 +114,13 @@ class HloFlopsTest(unittest.TestCase):
     def test_xla_dump_form(self):
         # The float multiply and the reduce; the integer add and the convert count nothing.
         self.assertEqual(roofline.hlo_flops(XLA_MODULE), 2 * ELEMENTS + 1)
+
+    def test_transcendentals_apart_from_flops(self):
+        # The maximum's and the sum's reduce (one per element each, one for each reducer's scalar
+        # op), the subtract and the divide; the exp, log, tanh and sine apart.
+        flops, transcendentals = roofline.hlo_costs(SOFTMAX_MODULE)
+        self.assertEqual(flops, 4 * ELEMENTS + 2)
+        self.assertEqual(transcendentals, {"exponential": ELEMENTS, "log": 64, "tanh": 64, "sine": 64})
 
 
 class BoundTest(unittest.TestCase):
@@ -100,6 +145,43 @@ class BoundTest(unittest.TestCase):
         self.assertEqual(work, 4 * ELEMENTS + 1)
         self.assertAlmostEqual(ms, (4 * ELEMENTS + 1) / 100e9 * 1e3)
         self.assertIn("FMA peak", label)
+
+    def test_each_transcendental_at_its_measured_rate(self):
+        with open(self.file, "w") as f:
+            f.write(SOFTMAX_MODULE)
+        rates = {"exp": 1e9, "log": 2e8, "tanh": 5e8}
+        ms, label, unit, work = limits(rates=rates).bound(self.file, 4 * ELEMENTS, 4 * ELEMENTS)
+        # The sine has no rate: one flop, with the others.
+        flops = 4 * ELEMENTS + 2 + 64
+        expected = flops / 100e9 + ELEMENTS / 1e9 + 64 / 2e8 + 64 / 5e8
+        self.assertAlmostEqual(ms, expected * 1e3)
+        # Longer than its bytes (16 KiB at 10 GB/s, 1.6 us against 2.8 us), so arithmetic-bound,
+        # the label naming each function per element of the result.
+        self.assertLess(8 * ELEMENTS / 10e9, expected)
+        self.assertEqual(label, "FMA + exp 1/elt + log 0.0312/elt + tanh 0.0312/elt")
+        self.assertEqual(unit, "Gop/s")
+        self.assertEqual(work, flops + ELEMENTS + 128)
+
+    def test_without_rates_a_transcendental_counts_one_flop(self):
+        with open(self.file, "w") as f:
+            f.write(SOFTMAX_MODULE)
+        ms, label, unit, work = limits().bound(self.file, 4, 4)
+        self.assertEqual(work, 5 * ELEMENTS + 2 + 3 * 64)
+        self.assertIn("FMA peak", label)
+
+    def test_slower_exps_move_the_bound_from_bytes_to_arithmetic(self):
+        with open(self.file, "w") as f:
+            f.write(SOFTMAX_MODULE)
+        _, fast_label, _, _ = limits(rates={"exp": 1e12}).bound(self.file, 4 * ELEMENTS, 4 * ELEMENTS)
+        _, slow_label, _, _ = limits(rates={"exp": 1e9}).bound(self.file, 4 * ELEMENTS, 4 * ELEMENTS)
+        self.assertIn("GB/s", fast_label)
+        self.assertTrue(slow_label.startswith("FMA + exp 1/elt"), slow_label)
+
+    def test_better_keeps_the_faster_rate(self):
+        first = limits(rates={"exp": 1e9, "tanh": 5e8}).data
+        second = limits(rates={"exp": 2e9, "tanh": 4e8}).data
+        merged = roofline.Limits(roofline.better(first, second))
+        self.assertEqual(merged.rates, {"exp": 2e9, "tanh": 5e8})
 
     def test_library_floor_takes_the_arithmetic_beside_it(self):
         ms, label, unit, work = limits(self.file, library_ms=1.0).bound(self.file, 4, 4)
