@@ -45,17 +45,6 @@ bool KnownNotPositive(llvm::IRBuilder<>& b, Value* x) {
       .cannotBeOrderedGreaterThanZero();
 }
 
-// 2^n for an i32 n in [-252, 254] as the product of two normal powers of two, so that `y * 2^n`
-// rounds once even when the result is denormal or n is 128.
-Value* ScaleByPowerOfTwo(llvm::IRBuilder<>& b, Value* y, Value* n) {
-  Value* n1 = b.CreateAShr(n, I(b, 1));
-  Value* n2 = b.CreateSub(n, n1);
-  auto power = [&](Value* k) {
-    return b.CreateBitCast(b.CreateShl(b.CreateAdd(k, I(b, 127)), I(b, 23)), b.getFloatTy());
-  };
-  return b.CreateFMul(b.CreateFMul(y, power(n1)), power(n2));
-}
-
 }  // namespace
 
 bool UseInlineTranscendentals(llvm::IRBuilder<>& b) {
@@ -65,15 +54,16 @@ bool UseInlineTranscendentals(llvm::IRBuilder<>& b) {
          !triple.isAMDGPU();
 }
 
-Value* EmitFastExpF32(llvm::IRBuilder<>& b, Value* x) {
+Value* EmitFastExpF32(llvm::IRBuilder<>& b, Value* x, bool not_positive) {
   llvm::IRBuilder<>::FastMathFlagGuard guard(b);
   b.clearFastMathFlags();
   // Beyond [-110, 89] the result is 0 or inf already. The clamps are compares and selects, which
   // x86 does in one min or max each and which pass NaN through: NaN then flows through every
   // step below to the result, with no compare and blend at the end for it.
   // The upper one is left out where x cannot be positive.
+  not_positive = not_positive || KnownNotPositive(b, x);
   Value* xc = b.CreateSelect(b.CreateFCmpOLT(x, F(b, -110.0)), F(b, -110.0), x);
-  if (!KnownNotPositive(b, x)) {
+  if (!not_positive) {
     xc = b.CreateSelect(b.CreateFCmpOGT(xc, F(b, 89.0)), F(b, 89.0), xc);
   }
   // x = n ln2 + r, |r| <= ln2 / 2, with ln2 in two parts so that n * ln2_hi is exact. n is
@@ -84,22 +74,38 @@ Value* EmitFastExpF32(llvm::IRBuilder<>& b, Value* x) {
   constexpr double kRoundMagic = 12582912.0;  // 1.5 * 2^23, bits 0x4b400000
   Value* t = Call(b, llvm::Intrinsic::fmuladd, {xc, F(b, 1.44269504088896341), F(b, kRoundMagic)});
   Value* n = b.CreateFSub(t, F(b, kRoundMagic));
-  Value* ni = b.CreateSub(b.CreateBitCast(t, b.getInt32Ty()), I(b, 0x4b400000));
   Value* r = Call(b, llvm::Intrinsic::fmuladd, {n, F(b, -0.693359375), xc});
   r = Call(b, llvm::Intrinsic::fmuladd, {n, F(b, 2.12194440e-4), r});
-  // e^r = 1 + r + r^2 P(r), P of degree 4 minimax for relative error on [-ln2/2, ln2/2]
+  // e^r - 1 = r + r^2 P(r), P of degree 4 minimax for relative error on [-ln2/2, ln2/2]
   // (3.1e-9 with its f32 coefficients; 1 ulp in all), evaluated as a tree of fused
   // multiply-adds in r and r^2 (Estrin's scheme) rather than one Horner chain: one operation
-  // more, but the chain from r to the result is a square, three fused multiply-adds and an add
-  // instead of six fused multiply-adds, and a loop of these waits on that latency as much as on
-  // the multiply ports (sigmoid * tanh + exp 1.5% faster per core). Cephes' degree-5 P took seven multiplies and fused multiply-adds and an add.
+  // more, but the chain from r to the result is a square and three fused multiply-adds instead
+  // of six, and a loop of these waits on that latency as much as on the multiply ports.
   Value* r2 = b.CreateFMul(r, r);
   Value* lo = Call(b, llvm::Intrinsic::fmuladd, {F(b, 1.66665211e-1), r, F(b, 4.99999940e-1)});
   Value* hi = Call(b, llvm::Intrinsic::fmuladd, {F(b, 8.36874545e-3), r, F(b, 4.16683890e-2)});
   hi = Call(b, llvm::Intrinsic::fmuladd, {F(b, 1.38145394e-3), r2, hi});
   Value* h = Call(b, llvm::Intrinsic::fmuladd, {hi, r2, lo});
-  Value* y = b.CreateFAdd(Call(b, llvm::Intrinsic::fmuladd, {h, r2, r}), F(b, 1.0));
-  return ScaleByPowerOfTwo(b, y, ni);
+  Value* q = Call(b, llvm::Intrinsic::fmuladd, {h, r2, r});
+  // e^x = (1 + q) 2^n, n in [-159, 128]: more than one float's exponent range, so 2^n is
+  // 2^(n + k) 2^-k, the first factor a normal number whose bits are (n + k + 127) << 23 and
+  // whose product with 1 + q is exact (normal), the second rounding once where the result is
+  // subnormal. For n <= 0, k = 34 (n + k >= -125: 1 + q >= 0.7 stays normal); for n > 0, k = -1
+  // (n + k <= 127). Where x cannot be positive k is a constant: two integer operations and two
+  // multiplies in all, where halving n into two powers took seven and two. The sum's bits are
+  // 0x4b400000 + n, and 0x4b400000 << 23 is 0 in 32 bits, so the shift takes n from them as is.
+  // (1 + q) p is one fused multiply-add, q p + p: p is a power of two, so it rounds as 1 + q
+  // does.
+  Value* bits = b.CreateBitCast(t, b.getInt32Ty());
+  Value* k = I(b, 127 + 34);
+  Value* scale = F(b, 0x1p-34);
+  if (!not_positive) {
+    Value* negative = b.CreateFCmpOLT(xc, F(b, 0.0));
+    k = b.CreateSelect(negative, k, I(b, 127 - 1));
+    scale = b.CreateSelect(negative, scale, F(b, 2.0));
+  }
+  Value* p = b.CreateBitCast(b.CreateShl(b.CreateAdd(bits, k), I(b, 23)), b.getFloatTy());
+  return b.CreateFMul(Call(b, llvm::Intrinsic::fmuladd, {q, p, p}), scale);
 }
 
 Value* EmitFastLogF32(llvm::IRBuilder<>& b, Value* x) {

@@ -20,8 +20,9 @@ namespace xlens::codegen {
 // the functions below replace the C library's; GPU code keeps libdevice's.
 bool UseInlineTranscendentals(llvm::IRBuilder<>& b);
 
-// e^x of a float `x`.
-llvm::Value* EmitFastExpF32(llvm::IRBuilder<>& b, llvm::Value* x);
+// e^x of a float `x`; `not_positive`: the caller knows x is <= 0 or NaN (a softmax's x minus its
+// row's maximum), which saves the upper clamp and the choice of scaling.
+llvm::Value* EmitFastExpF32(llvm::IRBuilder<>& b, llvm::Value* x, bool not_positive = false);
 // The natural logarithm of a float `x`.
 llvm::Value* EmitFastLogF32(llvm::IRBuilder<>& b, llvm::Value* x);
 // tanh of a float `x`.

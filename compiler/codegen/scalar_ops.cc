@@ -1,5 +1,6 @@
 #include "compiler/codegen/scalar_ops.h"
 
+#include <algorithm>
 #include <limits>
 
 #include <fmt/format.h>
@@ -9,6 +10,7 @@
 #include "compiler/codegen/complex_ops.h"
 #include "compiler/codegen/fast_math.h"
 #include "compiler/codegen/llvm_ir_util.h"
+#include "compiler/hlo/computation.h"
 #include "compiler/hlo/float8.h"
 
 namespace xlens::codegen {
@@ -85,7 +87,38 @@ StatusOr<Value*> EmitComplexUnary(llvm::IRBuilder<>& b, HloOpcode op, PrimitiveT
   }
 }
 
-StatusOr<Value*> EmitFloatUnary(llvm::IRBuilder<>& b, HloOpcode op, PrimitiveType type, Value* v) {
+// Whether `exp` is exp(a - broadcast(reduce(a, init) with a maximum)), every element of a less
+// its own row's maximum (softmax's and log-softmax's shift): <= 0 at every element, or NaN.
+bool ExpOfShiftByMaximum(const HloInstruction& exp) {
+  const HloInstruction* shift = exp.operand(0);
+  if (shift->opcode() != HloOpcode::kSubtract) return false;
+  const HloInstruction* a = shift->operand(0);
+  const HloInstruction* broadcast = shift->operand(1);
+  if (broadcast->opcode() != HloOpcode::kBroadcast) return false;
+  const HloInstruction* reduce = broadcast->operand(0);
+  if (reduce->opcode() != HloOpcode::kReduce || reduce->operand_count() != 2 || reduce->operand(0) != a ||
+      reduce->to_apply() == nullptr) {
+    return false;
+  }
+  const HloInstruction* root = reduce->to_apply()->root_instruction();
+  if (root == nullptr || root->opcode() != HloOpcode::kMaximum ||
+      root->operand(0)->opcode() != HloOpcode::kParameter ||
+      root->operand(1)->opcode() != HloOpcode::kParameter ||
+      root->operand(0)->parameter_number() == root->operand(1)->parameter_number()) {
+    return false;
+  }
+  // The broadcast puts each maximum back on the dimensions it was kept on, in order, so that
+  // element i of a meets the maximum of the row that holds it.
+  const std::vector<int64_t>& reduced = reduce->dimensions();
+  std::vector<int64_t> kept;
+  for (int64_t d = 0; d < a->shape().rank(); ++d) {
+    if (std::find(reduced.begin(), reduced.end(), d) == reduced.end()) kept.push_back(d);
+  }
+  return broadcast->dimensions() == kept && broadcast->shape().dimensions() == a->shape().dimensions();
+}
+
+StatusOr<Value*> EmitFloatUnary(llvm::IRBuilder<>& b, HloOpcode op, PrimitiveType type, Value* v,
+                                bool not_positive = false) {
   Value* x = FloatToCompute(b, type, v);
   Value* r = nullptr;
   llvm::Type* t = x->getType();
@@ -93,7 +126,7 @@ StatusOr<Value*> EmitFloatUnary(llvm::IRBuilder<>& b, HloOpcode op, PrimitiveTyp
   // the loop around them (fast_math.h); f64 and GPUs keep the C library's and libdevice's.
   if (t->isFloatTy() && UseInlineTranscendentals(b)) {
     switch (op) {
-      case HloOpcode::kExp: r = EmitFastExpF32(b, x); break;
+      case HloOpcode::kExp: r = EmitFastExpF32(b, x, not_positive); break;
       case HloOpcode::kLog: r = EmitFastLogF32(b, x); break;
       case HloOpcode::kTanh: r = EmitFastTanhF32(b, x); break;
       case HloOpcode::kLogistic: r = EmitFastLogisticF32(b, x); break;
@@ -246,7 +279,9 @@ StatusOr<Value*> EmitUnaryOp(llvm::IRBuilder<>& b, const HloInstruction& hlo, Va
     return Unsupported(HloOpcodeString(op).data(), type);
   }
   if (IsComplexType(type)) return EmitComplexUnary(b, op, hlo.shape().element_type(), operand);
-  if (IsFloatingPointType(type)) return EmitFloatUnary(b, op, type, operand);
+  if (IsFloatingPointType(type)) {
+    return EmitFloatUnary(b, op, type, operand, op == HloOpcode::kExp && ExpOfShiftByMaximum(hlo));
+  }
   return EmitIntegerUnary(b, op, type, operand);
 }
 

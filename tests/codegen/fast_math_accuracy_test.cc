@@ -17,6 +17,7 @@
 
 #include <gtest/gtest.h>
 #include <llvm/IR/IRBuilder.h>
+#include <llvm/IR/Intrinsics.h>
 #include <llvm/IR/LLVMContext.h>
 #include <llvm/IR/Module.h>
 #include <llvm/TargetParser/Host.h>
@@ -130,6 +131,14 @@ double Gaussian(double x) {
 llvm::Value* EmitGaussian(llvm::IRBuilder<>& b, llvm::Value* x) {
   return EmitFastExpF32(b, b.CreateFMul(b.CreateFNeg(x), x));
 }
+llvm::Value* EmitExp(llvm::IRBuilder<>& b, llvm::Value* x) { return EmitFastExpF32(b, x); }
+// exp(-|x|) told that its argument cannot be positive (as a softmax's x minus its maximum is
+// not): one constant scaling by 2^n instead of a choice.
+double ExpOfMinusAbs(double x) { return std::exp(-std::fabs(x)); }
+llvm::Value* EmitExpNotPositive(llvm::IRBuilder<>& b, llvm::Value* x) {
+  llvm::Value* a = b.CreateIntrinsic(llvm::Intrinsic::fabs, {b.getFloatTy()}, {x});
+  return EmitFastExpF32(b, b.CreateFNeg(a), /*not_positive=*/true);
+}
 
 class FastMathAccuracyTest : public ::testing::TestWithParam<Case> {};
 
@@ -175,7 +184,8 @@ TEST_P(FastMathAccuracyTest, WithinTheStatedUlpOfDoublePrecisionWithSubnormalsKe
 
 INSTANTIATE_TEST_SUITE_P(
     Functions, FastMathAccuracyTest,
-    ::testing::Values(Case{"exp", EmitFastExpF32, Exp, -104.0f, 89.0f, 1},
+    ::testing::Values(Case{"exp", EmitExp, Exp, -104.0f, 89.0f, 1},
+                      Case{"exp_not_positive", EmitExpNotPositive, ExpOfMinusAbs, -104.0f, 104.0f, 1},
                       Case{"log", EmitFastLogF32, Log, 0.0f, 4.0f, 1},
                       Case{"tanh", EmitFastTanhF32, Tanh, -10.0f, 10.0f, 4},
                       Case{"logistic", EmitFastLogisticF32, Logistic, -104.0f, 30.0f, 2},
@@ -191,11 +201,11 @@ size_t Count(const std::string& text, const std::string& what) {
 
 // exp is the inner cost of softmax, sigmoid, GELU and every loop that JAX expands erfc into:
 // per vector it may take one fused multiply-add to scale and round x, two for the reduction,
-// five and a square for the polynomial's tree and two multiplies to scale by 2^n. No round
-// instruction, no float-to-int conversion and no NaN compare: the clamps pass NaN through by
-// themselves.
+// five and a square for the polynomial's tree, one fused multiply-add and one multiply to scale
+// by 2^n, and one compare to choose that scaling by x's sign. No round instruction, no
+// float-to-int conversion and no NaN compare: the clamps pass NaN through by themselves.
 TEST(FastMathExpCostTest, TheVectorLoopRoundsByAddingAndEvaluatesAShallowTree) {
-  Compiled compiled = Compile(EmitFastExpF32);
+  Compiled compiled = Compile(EmitExp);
   const std::string& ir = compiled.optimized_ir;
   ASSERT_NE(ir.find("x float>"), std::string::npos) << "the loop did not vectorize:\n" << ir;
   // The vector body alone (the scalar remainder loop repeats it).
@@ -205,9 +215,25 @@ TEST(FastMathExpCostTest, TheVectorLoopRoundsByAddingAndEvaluatesAShallowTree) {
   EXPECT_EQ(Count(vector_body, "llvm.roundeven"), 0u) << vector_body;
   EXPECT_EQ(Count(vector_body, "fptosi"), 0u) << vector_body;
   EXPECT_EQ(Count(vector_body, "fcmp uno"), 0u) << vector_body;
-  EXPECT_EQ(Count(vector_body, "@llvm.fmuladd."), 8u) << vector_body;
-  EXPECT_EQ(Count(vector_body, " = fmul "), 3u) << vector_body;
-  EXPECT_EQ(Count(vector_body, "fcmp"), 2u) << vector_body;
+  EXPECT_EQ(Count(vector_body, "@llvm.fmuladd."), 9u) << vector_body;
+  EXPECT_EQ(Count(vector_body, " = fmul "), 2u) << vector_body;
+  EXPECT_EQ(Count(vector_body, "fcmp"), 3u) << vector_body;
+  // 2^n: one add and one shift of the rounded sum's bits (no halving of n into two powers).
+  EXPECT_EQ(Count(vector_body, " = ashr "), 0u) << vector_body;
+  EXPECT_EQ(Count(vector_body, " = shl "), 1u) << vector_body;
+}
+
+// Told that x cannot be positive, exp scales by one constant: no upper clamp, no compare of
+// the sign, no select.
+TEST(FastMathExpCostTest, ANonPositiveArgumentScalesByAConstant) {
+  Compiled compiled = Compile(EmitExpNotPositive);
+  const std::string& ir = compiled.optimized_ir;
+  const size_t body = ir.find("vector.body:");
+  ASSERT_NE(body, std::string::npos) << ir;
+  const std::string vector_body = ir.substr(body, ir.find("\n\n", body) - body);
+  EXPECT_EQ(Count(vector_body, "fcmp"), 1u) << vector_body;
+  EXPECT_EQ(Count(vector_body, " = select "), 1u) << vector_body;
+  EXPECT_EQ(Count(vector_body, " = fmul "), 2u) << vector_body;
 }
 
 // exp(-a * a) and exp(-(a * a)), as a Gaussian and JAX's erfc take it, cannot overflow: the

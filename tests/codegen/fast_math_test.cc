@@ -5,11 +5,13 @@
 // call left in it.
 #include "compiler/codegen/fast_math.h"
 
+#include <algorithm>
 #include <bit>
 #include <cmath>
 #include <cstdint>
 #include <limits>
 #include <string>
+#include <vector>
 
 #include <fmt/format.h>
 #include <gtest/gtest.h>
@@ -171,6 +173,71 @@ ENTRY e {
   std::vector<Literal> args;
   args.push_back(Literal::CreateR1<float>(PrimitiveType::F32, x));
   testing::ExpectMatchesEvaluator(text, std::move(args), ErrorSpec{1e-6, 1e-6});
+}
+
+// The optimized IR of `text`'s kernels.
+std::string OptimizedIr(const char* text) {
+  auto module = ParseHloModule(text);
+  EXPECT_TRUE(module.ok());
+  if (!module.ok()) return "";
+  runtime::CompileOptions options;
+  options.keep_llvm_ir = true;
+  auto executable = runtime::CompileForCpu(std::move(*module), options);
+  EXPECT_TRUE(executable.ok()) << executable.status().message();
+  return executable.ok() ? (*executable)->llvm_ir().ir_with_opt : "";
+}
+
+// A softmax's exp(x - max): every element less its row's maximum is <= 0 (or NaN), so its exp
+// has no upper clamp (89) and scales by a constant power of two; rows of infinities and NaN
+// come out as the evaluator's.
+TEST(FastMathVectorTest, SoftmaxExpOfXLessItsMaximumIsClampedBelowOnly) {
+  const char* text = R"(HloModule m
+max { a = f32[] parameter(0)  b = f32[] parameter(1)  ROOT r = f32[] maximum(a, b) }
+add { a = f32[] parameter(0)  b = f32[] parameter(1)  ROOT r = f32[] add(a, b) }
+ENTRY e {
+  x = f32[256,1000] parameter(0)
+  lo = f32[] constant(-inf)
+  m = f32[256] reduce(x, lo), dimensions={1}, to_apply=max
+  mb = f32[256,1000] broadcast(m), dimensions={0}
+  s = f32[256,1000] subtract(x, mb)
+  e = f32[256,1000] exponential(s)
+  z = f32[] constant(0)
+  sum = f32[256] reduce(e, z), dimensions={1}, to_apply=add
+  sb = f32[256,1000] broadcast(sum), dimensions={0}
+  ROOT d = f32[256,1000] divide(e, sb)
+})";
+  const std::string ir = OptimizedIr(text);
+  EXPECT_NE(ir.find("x float>"), std::string::npos) << ir;
+  EXPECT_NE(ir.find("-1.100000e+02"), std::string::npos) << ir;
+  EXPECT_EQ(ir.find("8.900000e+01"), std::string::npos) << "the upper clamp is still there:\n" << ir;
+  std::vector<float> x(256 * 1000);
+  for (size_t i = 0; i < x.size(); ++i) x[i] = -120.0f + 240.0f * static_cast<float>((i * 7919) % 1000) / 1000;
+  const float kInf = std::numeric_limits<float>::infinity();
+  x[1000] = kInf;                                          // row 1: inf - inf is NaN
+  x[2000] = std::numeric_limits<float>::quiet_NaN();       // row 2: NaN throughout
+  for (int i = 3000; i < 4000; ++i) x[i] = -kInf;          // row 3: every element -inf
+  for (int i = 4000; i < 5000; ++i) x[i] = -100.0f - (i % 7);  // row 4: subnormal terms
+  std::vector<Literal> args;
+  Literal arg{Shape(PrimitiveType::F32, {256, 1000})};
+  std::copy(x.begin(), x.end(), arg.data<float>().begin());
+  args.push_back(std::move(arg));
+  testing::ExpectMatchesEvaluator(text, std::move(args), ErrorSpec{1e-6, 1e-6});
+}
+
+// x less the maximum of another array may be positive: that exp keeps its upper clamp.
+TEST(FastMathVectorTest, ExpOfXLessAnotherMaximumKeepsItsUpperClamp) {
+  const char* text = R"(HloModule m
+max { a = f32[] parameter(0)  b = f32[] parameter(1)  ROOT r = f32[] maximum(a, b) }
+ENTRY e {
+  x = f32[256,1000] parameter(0)
+  y = f32[256,1000] parameter(1)
+  lo = f32[] constant(-inf)
+  m = f32[256] reduce(y, lo), dimensions={1}, to_apply=max
+  mb = f32[256,1000] broadcast(m), dimensions={0}
+  s = f32[256,1000] subtract(x, mb)
+  ROOT e = f32[256,1000] exponential(s)
+})";
+  EXPECT_NE(OptimizedIr(text).find("8.900000e+01"), std::string::npos);
 }
 
 }  // namespace
