@@ -64,6 +64,15 @@ class KernelBuilder {
   TaskRange EmitTaskRange(llvm::Value* task, const Shape& shape, const std::vector<int64_t>& outer,
                           int64_t minor, int64_t block, int64_t blocks);
   Status EmitOutputs();
+  // --- CPU streaming stores (cpu/cpu_streaming_store.cc) ---
+  // Outputs of one shape that share an element loop, each with its first output leaf.
+  using OutputGroup = std::vector<std::pair<const HloInstruction*, int64_t>>;
+  // Whether `group`'s loop writes its outputs with streaming stores: a CPU loop whose array
+  // outputs together reach KernelOptions::cpu_streaming_store_bytes.
+  bool StreamsOutputs(const OutputGroup& group) const;
+  // EmitParallelLoop's loop over `shape` for `group`, each stretch of a task computed into stack
+  // buffers and written out with streaming stores (cpu/cpu_streaming_store.h).
+  Status EmitCpuStreamedLoop(const Shape& shape, int64_t work_per_element, const OutputGroup& group);
   bool IsColumnReduction(const HloInstruction* hlo) const;
   // A reduction that keeps its operand's minor-most dimension, emitted with the loops
   // interchanged: each task owns a tile of outputs and sweeps the reduced rows over it, so

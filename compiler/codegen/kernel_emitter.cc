@@ -310,6 +310,11 @@ Status KernelBuilder::EmitOutputs() {
   for (const auto& group : groups) {
     int64_t work = 1;
     for (const auto& out : group) work = std::max(work, WorkPerElement(*out.first));
+    if (StreamsOutputs(group)) {
+      RETURN_IF_ERROR(EmitCpuStreamedLoop(output_shapes_[group[0].second], work, group));
+      for (const auto& out : group) written_[out.first] = true;
+      continue;
+    }
     RETURN_IF_ERROR(EmitParallelLoop(
         output_shapes_[group[0].second], work,
         [&](ElementalIrEmitter& e, const IrIndex& index) -> Status {

@@ -61,6 +61,10 @@ struct KernelOptions {
   // launch would fill too few SMs (gpu/gpu_launch_plan.h). Off: always the one tiled kernel
   // (--xla_gpu_xlens_split_launches=false, and tests that check that kernel).
   bool gpu_split_launches = true;
+  // CPU: element loops whose outputs together reach this many bytes write them with streaming
+  // (non-temporal) stores (cpu/cpu_streaming_store.h); 0: never; -1: half the host's last-level
+  // cache (cpu::DefaultStreamingStoreBytes).
+  int64_t cpu_streaming_store_bytes = -1;
 };
 
 // Emits the kernel of `hlo` into `module`, its functions named after `name`.

@@ -163,7 +163,10 @@ Status ExecutableBuilder::EmitComputation(const HloComputation& computation,
         IsEigenConvolution(*hlo) || IsOneDnnFusion(*hlo)) {
       continue;
     }
-    auto spec = codegen::EmitKernel(*hlo, codegen::UniqueKernelName(hlo->name(), symbols_), *llvm_module_);
+    codegen::KernelOptions kernel_options;
+    kernel_options.cpu_streaming_store_bytes = options_.cpu_streaming_store_bytes;
+    auto spec = codegen::EmitKernel(*hlo, codegen::UniqueKernelName(hlo->name(), symbols_), *llvm_module_,
+                                    codegen::KernelTarget::kCpu, kernel_options);
     if (!spec.ok()) return spec.status().WithContext(hlo->name());
     if (codegen::IsPlantedKernel(options_.optimize.planted.miscompile_kernel, *hlo, *spec)) {
       codegen::PlantKernelFault(*hlo, *spec, *llvm_module_);

@@ -26,6 +26,9 @@ struct CompileOptions {
   // The devices the program runs on (XLA's num_replicas, num_partitions): its collectives'
   // groups must fit them (CheckModuleCollectives). multi_device_executable.h runs several.
   DeviceTopology topology;
+  // codegen::KernelOptions::cpu_streaming_store_bytes: element loops writing at least this many
+  // bytes use streaming stores (-1: half the host's last-level cache; 0: never).
+  int64_t cpu_streaming_store_bytes = -1;
 };
 
 StatusOr<std::unique_ptr<Executable>> CompileForCpu(std::unique_ptr<HloModule> module,

@@ -1,0 +1,230 @@
+// Streaming stores (cpu_streaming_store.h) and the CPU element loop that writes its outputs with
+// them (KernelBuilder::EmitCpuStreamedLoop).
+#include "compiler/codegen/cpu/cpu_streaming_store.h"
+
+#include <algorithm>
+#include <bit>
+#include <fstream>
+#include <string>
+
+#include <fmt/format.h>
+#include <llvm/IR/IntrinsicsX86.h>
+
+#include "compiler/codegen/kernel_builder.h"
+#include "compiler/codegen/llvm_ir_util.h"
+
+namespace xlens::codegen {
+
+using llvm::Value;
+
+namespace cpu {
+namespace {
+
+constexpr int64_t kLine = 64;
+
+// The size in bytes of the largest data or unified cache cpu0 reports; 0 when unknown.
+int64_t LastLevelCacheBytes() {
+  int64_t largest = 0;
+  for (int index = 0; index < 8; ++index) {
+    const std::string dir = fmt::format("/sys/devices/system/cpu/cpu0/cache/index{}/", index);
+    std::ifstream type_file(dir + "type"), size_file(dir + "size");
+    std::string type, size;
+    if (!(type_file >> type) || !(size_file >> size) || type == "Instruction" || size.empty()) continue;
+    int64_t bytes = 0;
+    try {
+      bytes = std::stoll(size);
+    } catch (...) {
+      continue;
+    }
+    const char unit = size.back();
+    bytes *= unit == 'K' ? 1024 : unit == 'M' ? 1024 * 1024 : unit == 'G' ? 1024 * 1024 * 1024 : 1;
+    largest = std::max(largest, bytes);
+  }
+  return largest;
+}
+
+}  // namespace
+
+bool HasStreamingStores() {
+#if defined(__x86_64__)
+  return true;
+#else
+  return false;
+#endif
+}
+
+int64_t DefaultStreamingStoreBytes() {
+  static const int64_t bytes = [] {
+    if (!HasStreamingStores()) return int64_t{0};
+    const int64_t llc = LastLevelCacheBytes();
+    // An unknown cache: as large as today's larger server parts', so that only loops that
+    // surely miss it stream.
+    return std::max<int64_t>(int64_t{1} << 20, (llc > 0 ? llc : int64_t{64} << 20) / 2);
+  }();
+  return bytes;
+}
+
+void EmitStreamingCopy(llvm::IRBuilder<>& b, Value* destination, Value* source, Value* elements,
+                       int64_t element_bytes) {
+  llvm::LLVMContext& c = b.getContext();
+  llvm::Type* element = b.getIntNTy(static_cast<unsigned>(element_bytes * 8));
+  const llvm::Align element_align(static_cast<uint64_t>(element_bytes));
+  auto copy_elements = [&](Value* begin, Value* end, std::string_view name) {
+    (void)EmitForLoop(b, begin, end, name, [&](Value* i) -> Status {
+      Value* v = b.CreateAlignedLoad(element, b.CreateInBoundsGEP(element, source, {i}), element_align);
+      b.CreateAlignedStore(v, b.CreateInBoundsGEP(element, destination, {i}), element_align);
+      return OkStatus();
+    });
+  };
+  const int shift = std::countr_zero(static_cast<uint64_t>(element_bytes));
+  Value* bytes = b.CreateShl(elements, b.getInt64(shift));
+  // Elements before the destination's first 64-byte boundary (none past the end).
+  Value* address = b.CreatePtrToInt(destination, b.getInt64Ty());
+  Value* to_boundary = b.CreateAnd(b.CreateNeg(address), b.getInt64(kLine - 1));
+  Value* head_bytes = b.CreateSelect(b.CreateICmpULT(to_boundary, bytes), to_boundary, bytes);
+  Value* head = b.CreateLShr(head_bytes, b.getInt64(shift));
+  copy_elements(b.getInt64(0), head, "stream.head");
+  // Whole lines, each one aligned vector store that writes the line without reading it.
+  Value* lines = b.CreateLShr(b.CreateSub(bytes, head_bytes), b.getInt64(6));
+  auto* line_type = llvm::FixedVectorType::get(b.getInt32Ty(), kLine / 4);
+  llvm::MDNode* nontemporal =
+      llvm::MDNode::get(c, {llvm::ConstantAsMetadata::get(b.getInt32(1))});
+  (void)EmitForLoop(b, b.getInt64(0), lines, "stream.line", [&](Value* line) -> Status {
+    Value* offset = b.CreateAdd(head_bytes, b.CreateShl(line, b.getInt64(6)));
+    Value* v = b.CreateAlignedLoad(line_type, b.CreateInBoundsGEP(b.getInt8Ty(), source, {offset}),
+                                   element_align);
+    llvm::StoreInst* store = b.CreateAlignedStore(
+        v, b.CreateInBoundsGEP(b.getInt8Ty(), destination, {offset}), llvm::Align(kLine));
+    store->setMetadata(llvm::LLVMContext::MD_nontemporal, nontemporal);
+    return OkStatus();
+  });
+  Value* tail = b.CreateAdd(head, b.CreateShl(lines, b.getInt64(6 - shift)));
+  copy_elements(tail, elements, "stream.tail");
+}
+
+void EmitStreamingFence(llvm::IRBuilder<>& b) {
+#if defined(__x86_64__)
+  b.CreateIntrinsic(llvm::Intrinsic::x86_sse_sfence, {}, {});
+#else
+  (void)b;
+#endif
+}
+
+}  // namespace cpu
+
+namespace {
+
+// Elements per output leaf computed before they are written out: a few KiB per leaf, so that the
+// buffers of a loop's outputs together stay in L1.
+int64_t StageElements(int64_t element_bytes, size_t leaves) {
+  const int64_t bytes = std::clamp<int64_t>(16384 / static_cast<int64_t>(std::max<size_t>(leaves, 1)),
+                                            1024, 4096);
+  return bytes / element_bytes;
+}
+
+}  // namespace
+
+bool KernelBuilder::StreamsOutputs(const OutputGroup& group) const {
+  if (target_ != KernelTarget::kCpu || !cpu::HasStreamingStores()) return false;
+  const int64_t threshold = options_.cpu_streaming_store_bytes < 0
+                                ? cpu::DefaultStreamingStoreBytes()
+                                : options_.cpu_streaming_store_bytes;
+  if (threshold == 0) return false;
+  int64_t bytes = 0;
+  for (const auto& [hlo, first_leaf] : group) {
+    // Array outputs only (one leaf each), of types stored in whole bytes.
+    const Shape& s = output_shapes_[first_leaf];
+    if (hlo->shape().IsTuple() || !s.IsArray() || s.rank() == 0 ||
+        !IsCodegenSupportedType(s.element_type())) {
+      return false;
+    }
+    const int64_t width = ByteWidth(s.element_type());
+    if (width != 1 && width != 2 && width != 4 && width != 8 && width != 16) return false;
+    bytes += s.num_elements() * width;
+  }
+  return bytes >= threshold;
+}
+
+Status KernelBuilder::EmitCpuStreamedLoop(const Shape& shape, int64_t work_per_element,
+                                          const OutputGroup& group) {
+  const std::vector<int64_t> order = MajorToMinor(shape);
+  const int64_t minor = order.back();
+  const int64_t n = shape.dimensions(minor);
+  const int64_t elements = shape.num_elements();
+  // Tasks as EmitParallelLoop makes them.
+  const int64_t block = std::min(n, std::clamp<int64_t>((int64_t{1} << 16) / work_per_element,
+                                                       1, 8192));
+  const int64_t blocks = (n + block - 1) / block;
+  const int64_t rows = elements / n;
+  llvm::Function* f = NewPhase(false, rows * blocks, block * work_per_element);
+  auto e = MakeEmitter();
+  // The leaves the group writes: their output slot, storage type and stack buffer.
+  struct Leaf {
+    int64_t output;  // leaf of the kernel's result
+    PrimitiveType type;
+    llvm::Type* storage;
+    int64_t width;
+    llvm::AllocaInst* stage;
+  };
+  std::vector<Leaf> leaves;
+  for (const auto& [hlo, first_leaf] : group) {
+    (void)hlo;
+    const PrimitiveType type = output_shapes_[first_leaf].element_type();
+    ASSIGN_OR_RETURN(llvm::Type * storage, StorageType(type, module_.getContext()));
+    leaves.push_back({first_leaf, type, storage, ByteWidth(type), nullptr});
+  }
+  int64_t stage = n;
+  for (const Leaf& leaf : leaves) stage = std::min(stage, StageElements(leaf.width, leaves.size()));
+  for (Leaf& leaf : leaves) {
+    leaf.stage = EmitEntryAlloca(b_, llvm::ArrayType::get(leaf.storage, stage), "stage");
+    leaf.stage->setAlignment(llvm::Align(64));
+  }
+  RETURN_IF_ERROR(e->EmitLoop(f->getArg(1), f->getArg(2), "task", [&](Value* task) -> Status {
+    const std::vector<int64_t> outer(order.begin(), order.end() - 1);
+    auto [index, begin, end] = EmitTaskRange(task, shape, outer, minor, block, blocks);
+    // The physical position of the row's first element: the loop walks the shape in physical
+    // order, so element i of the task's row is at row * n + i in every output.
+    Value* row = blocks == 1 ? task : b_.CreateUDiv(task, b_.getInt64(blocks));
+    Value* row_start = b_.CreateMul(row, b_.getInt64(n));
+    Value* stretches = b_.CreateUDiv(b_.CreateAdd(b_.CreateSub(end, begin), b_.getInt64(stage - 1)),
+                                     b_.getInt64(stage));
+    return e->EmitLoop(b_.getInt64(0), stretches, "stretch", [&](Value* k) -> Status {
+      Value* from = b_.CreateAdd(begin, b_.CreateMul(k, b_.getInt64(stage)));
+      Value* stop = b_.CreateAdd(from, b_.getInt64(stage));
+      Value* to = b_.CreateSelect(b_.CreateICmpSLT(stop, end), stop, end);
+      // Every output's element is computed before any is stored (as EmitOutputs does); the
+      // stores go to the stack, the outputs are written after the stretch.
+      RETURN_IF_ERROR(e->EmitLoop(from, to, "element", [&](Value* i) -> Status {
+        index[minor] = i;
+        Value* at = b_.CreateSub(i, from);
+        std::vector<Value*> values;
+        for (const auto& [hlo, first_leaf] : group) {
+          (void)first_leaf;
+          ASSIGN_OR_RETURN(std::vector<Value*> out, e->EmitLeaves(hlo, index));
+          if (out.size() != 1) return Error(fmt::format("{}: one leaf expected", hlo->name()));
+          values.push_back(out[0]);
+        }
+        for (size_t j = 0; j < leaves.size(); ++j) {
+          llvm::StoreInst* store = b_.CreateStore(
+              ValueToStorage(b_, leaves[j].type, values[j]),
+              b_.CreateInBoundsGEP(leaves[j].storage, leaves[j].stage, {at}));
+          if (access_group_ != nullptr) store->setMetadata(llvm::LLVMContext::MD_access_group, access_group_);
+        }
+        return OkStatus();
+      }, access_group_));
+      Value* count = b_.CreateSub(to, from);
+      for (const Leaf& leaf : leaves) {
+        Value* base = OutputArray(leaf.output).base();
+        Value* destination =
+            b_.CreateInBoundsGEP(leaf.storage, base, {b_.CreateAdd(row_start, from)});
+        cpu::EmitStreamingCopy(b_, destination, leaf.stage, count, leaf.width);
+      }
+      return OkStatus();
+    });
+  }));
+  cpu::EmitStreamingFence(b_);
+  b_.CreateRetVoid();
+  return OkStatus();
+}
+
+}  // namespace xlens::codegen

@@ -1,0 +1,41 @@
+// Streaming (non-temporal) stores for CPU loops whose outputs do not fit in the last-level cache.
+//
+// A plain store to a line that is not in cache first reads the line from memory (write-allocate),
+// so an elementwise loop over arrays larger than the cache moves its output twice: b + s * c on
+// 64 MiB arrays moves 256 MiB for 192 MiB of arguments and results. A non-temporal store writes
+// whole lines straight to memory. x86 has it only for aligned vectors (a misaligned one is
+// split, on AMD into one scalar store per element), and LLVM's loop vectorizer widens a scalar
+// store at the scalar's alignment, so the loop cannot be left to it: the kernel computes a
+// stretch of its outputs into a small stack buffer (the body vectorizes as before, the buffer
+// stays in L1), and EmitStreamingCopy writes the buffer out with plain stores up to the first
+// 64-byte boundary, 64-byte aligned non-temporal stores from there, and plain stores for what
+// is left.
+//
+// Non-temporal stores are weakly ordered: a phase that made them ends with an sfence, so that
+// the next phase (possibly on another thread, after the pool's release of the chunk) sees them.
+#pragma once
+
+#include <cstdint>
+
+#include <llvm/IR/IRBuilder.h>
+
+namespace xlens::codegen::cpu {
+
+// Outputs of a loop at least this large (bytes, all output leaves of the loop together) are
+// written with streaming stores: half of this machine's last-level cache (the largest data or
+// unified cache cpu0 reports), at least 1 MiB; 0 (never) where the target has no such store.
+int64_t DefaultStreamingStoreBytes();
+
+// Copies `elements` elements of `element_bytes` bytes (1, 2, 4, 8 or 16) from `source` (any
+// alignment that of the elements) to `destination` (aligned to its element size), the 64-byte
+// aligned whole lines of the destination with non-temporal vector stores.
+void EmitStreamingCopy(llvm::IRBuilder<>& b, llvm::Value* destination, llvm::Value* source,
+                       llvm::Value* elements, int64_t element_bytes);
+
+// Orders the non-temporal stores made so far before any later store (x86's sfence).
+void EmitStreamingFence(llvm::IRBuilder<>& b);
+
+// Whether this build can emit streaming stores for the JIT's target (x86-64 hosts).
+bool HasStreamingStores();
+
+}  // namespace xlens::codegen::cpu

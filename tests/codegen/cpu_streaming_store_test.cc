@@ -1,0 +1,159 @@
+// Streaming stores of CPU element loops (compiler/codegen/cpu/cpu_streaming_store.cc): which loops
+// write their outputs through them, and that what they write matches the reference evaluator at
+// every alignment a task's stretch can start and end on (rows whose bytes are no multiple of 64,
+// rows split into several tasks, stretches shorter than a line), for every element width, for
+// several outputs of one loop and for a non-default layout.
+#include "compiler/codegen/cpu/cpu_streaming_store.h"
+
+#include <string>
+
+#include <gtest/gtest.h>
+#include <llvm/IR/LLVMContext.h>
+#include <llvm/IR/Module.h>
+#include <llvm/IR/Verifier.h>
+#include <llvm/Support/raw_ostream.h>
+
+#include "codegen_test_util.h"
+#include "compiler/codegen/kernel_emitter.h"
+#include "compiler/hlo/parser.h"
+
+namespace xlens::codegen {
+namespace {
+
+// The IR of the root's kernel with outputs of `threshold` bytes or more streamed.
+std::string IrOfRoot(const std::string& text, int64_t threshold) {
+  auto module = ParseHloModule(text);
+  EXPECT_TRUE(module.ok()) << module.status().message();
+  if (!module.ok()) return "";
+  llvm::LLVMContext context;
+  llvm::Module llvm_module("test", context);
+  KernelOptions options;
+  options.cpu_streaming_store_bytes = threshold;
+  auto spec = EmitKernel(*(*module)->entry_computation()->root_instruction(), "k", llvm_module,
+                         KernelTarget::kCpu, options);
+  EXPECT_TRUE(spec.ok()) << spec.status().message();
+  std::string ir;
+  llvm::raw_string_ostream os(ir);
+  EXPECT_FALSE(llvm::verifyModule(llvm_module, &os)) << ir;
+  llvm_module.print(os, nullptr);
+  return ir;
+}
+
+int Count(const std::string& text, const std::string& what) {
+  int n = 0;
+  for (size_t at = text.find(what); at != std::string::npos; at = text.find(what, at + 1)) ++n;
+  return n;
+}
+
+// b + 3 c over `shape` (an array shape in HLO text).
+std::string Triad(const std::string& shape) {
+  return "HloModule triad\nENTRY e {\n  b = " + shape + " parameter(0)\n  c = " + shape +
+         " parameter(1)\n  three = f32[] constant(3)\n  t = " + shape +
+         " broadcast(three), dimensions={}\n  m = " + shape + " multiply(c, t)\n  ROOT a = " +
+         shape + " add(b, m)\n}\n";
+}
+
+runtime::CompileOptions Streaming(int64_t threshold = 1) {
+  runtime::CompileOptions options;
+  options.cpu_streaming_store_bytes = threshold;
+  return options;
+}
+
+TEST(CpuStreamingStoreTest, LoopsWritingAtLeastTheThresholdStream) {
+  const std::string text = Triad("f32[1024,256]");  // 1 MiB of output
+  const std::string streamed = IrOfRoot(text, 1 << 20);
+  EXPECT_GT(Count(streamed, "!nontemporal"), 0);
+  EXPECT_EQ(Count(streamed, "llvm.x86.sse.sfence"), cpu::HasStreamingStores() ? 2 : 0);  // call, declaration
+  EXPECT_EQ(Count(IrOfRoot(text, (1 << 20) + 1), "!nontemporal"), 0);
+  EXPECT_EQ(Count(IrOfRoot(text, 0), "!nontemporal"), 0);
+}
+
+TEST(CpuStreamingStoreTest, DefaultThresholdIsHalfTheLastLevelCache) {
+  if (!cpu::HasStreamingStores()) GTEST_SKIP() << "no streaming stores on this target";
+  EXPECT_GE(cpu::DefaultStreamingStoreBytes(), int64_t{1} << 20);
+  // A small loop never streams by default.
+  EXPECT_EQ(Count(IrOfRoot(Triad("f32[1000]"), -1), "!nontemporal"), 0);
+}
+
+TEST(CpuStreamingStoreTest, TriadMatchesTheEvaluatorAtEveryAlignment) {
+  // A row of 1001 floats starts 4 bytes further off a line each row; 20001 floats split a row
+  // into three tasks and each task into stretches; 7 floats are all head and tail.
+  for (const char* shape : {"f32[37,1001]", "f32[3,20001]", "f32[5,7]", "f32[100003]", "f32[64,64]"}) {
+    SCOPED_TRACE(shape);
+    testing::ExpectMatchesEvaluator(Triad(shape), {}, {0, 0}, Streaming());
+  }
+}
+
+TEST(CpuStreamingStoreTest, EveryElementWidth) {
+  for (const char* type : {"f64", "bf16", "s8", "f16", "s32"}) {
+    SCOPED_TRACE(type);
+    const std::string t = type;
+    const std::string text = "HloModule m\nENTRY e {\n  x = " + t + "[9,517] parameter(0)\n  y = " +
+                             t + "[9,517] parameter(1)\n  ROOT z = " + t + "[9,517] maximum(x, y)\n}\n";
+    EXPECT_GT(Count(IrOfRoot(text, 1), "!nontemporal"), 0);
+    testing::ExpectMatchesEvaluator(text, {}, {0, 0}, Streaming());
+  }
+  const std::string compare = R"(HloModule m
+ENTRY e {
+  x = f32[3,1999] parameter(0)
+  y = f32[3,1999] parameter(1)
+  ROOT z = pred[3,1999] compare(x, y), direction=LT
+})";
+  testing::ExpectMatchesEvaluator(compare, {}, {0, 0}, Streaming());
+  const std::string complex = R"(HloModule m
+ENTRY e {
+  x = f32[7,333] parameter(0)
+  y = f32[7,333] parameter(1)
+  ROOT z = c64[7,333] complex(x, y)
+})";
+  testing::ExpectMatchesEvaluator(complex, {}, {0, 0}, Streaming());
+}
+
+TEST(CpuStreamingStoreTest, SeveralOutputsOfOneLoopAndATransposedLayout) {
+  const std::string multi = R"(HloModule m
+fused {
+  x = f32[13,2050] parameter(0)
+  y = f32[13,2050] parameter(1)
+  s = f32[13,2050] add(x, y)
+  d = f64[13,2050] convert(s)
+  ROOT t = (f32[13,2050], f64[13,2050]) tuple(s, d)
+}
+ENTRY e {
+  x = f32[13,2050] parameter(0)
+  y = f32[13,2050] parameter(1)
+  ROOT f = (f32[13,2050], f64[13,2050]) fusion(x, y), kind=kLoop, calls=fused
+})";
+  EXPECT_GT(Count(IrOfRoot(multi, 1), "!nontemporal"), 0);
+  testing::ExpectMatchesEvaluator(multi, {}, {0, 0}, Streaming());
+  const std::string transpose = R"(HloModule m
+ENTRY e {
+  x = f32[301,517] parameter(0)
+  ROOT t = f32[517,301] transpose(x), dimensions={1,0}
+})";
+  testing::ExpectMatchesEvaluator(transpose, {}, {0, 0}, Streaming());
+  const std::string layout = R"(HloModule m
+ENTRY e {
+  x = f32[129,67]{0,1} parameter(0)
+  y = f32[129,67]{0,1} parameter(1)
+  ROOT z = f32[129,67]{0,1} subtract(x, y)
+})";
+  testing::ExpectMatchesEvaluator(layout, {}, {0, 0}, Streaming());
+}
+
+TEST(CpuStreamingStoreTest, AnOutputWrittenOverItsOperandStillReadsTheOperand) {
+  // The exponential's buffer dies at the add, which may be written over it in place.
+  const std::string text = R"(HloModule m
+ENTRY e {
+  x = f32[17,3001] parameter(0)
+  y = f32[17,3001] parameter(1)
+  e = f32[17,3001] exponential(x)
+  n = f32[17,3001] negate(e)
+  ROOT a = f32[17,3001] add(n, y)
+})";
+  runtime::CompileOptions options = Streaming();
+  options.optimize.filter.disabled = {"fusion"};
+  testing::ExpectMatchesEvaluator(text, {}, {1e-6, 1e-6}, options);
+}
+
+}  // namespace
+}  // namespace xlens::codegen
