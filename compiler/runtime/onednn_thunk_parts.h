@@ -75,8 +75,9 @@ class SingleThreadedCreation {
 // each part, `bind(t, args, stream)` fills the part's arguments and returns the part (its
 // primitive and scratchpad size); the part then runs on its thread's stream with that thread's
 // scratchpad. The first oneDNN error, if any, is the call's.
-template <typename BindPart>
-Status ExecutePartsOnPool(ThreadPool* pool, int64_t tasks, const std::string& name, BindPart bind) {
+// `after(t)`, where given, runs on the part's thread once the part has run.
+template <typename BindPart, typename AfterPart>
+Status ExecutePartsOnPool(ThreadPool* pool, int64_t tasks, const std::string& name, BindPart bind, AfterPart after) {
   std::atomic<bool> failed{false};
   std::string failure;
   std::mutex failure_mu;
@@ -91,6 +92,7 @@ Status ExecutePartsOnPool(ThreadPool* pool, int64_t tasks, const std::string& na
         args[DNNL_ARG_SCRATCHPAD] = dnnl::memory(part.scratchpad, CpuEngine(), scratchpad.data());
         part.primitive.execute(stream, args);
         stream.wait();
+        after(t);
       } catch (const dnnl::error& e) {
         std::lock_guard<std::mutex> lock(failure_mu);
         failed = true;
@@ -105,6 +107,11 @@ Status ExecutePartsOnPool(ThreadPool* pool, int64_t tasks, const std::string& na
   }
   if (failed) return Error(fmt::format("{}: oneDNN: {}", name, failure));
   return OkStatus();
+}
+
+template <typename BindPart>
+Status ExecutePartsOnPool(ThreadPool* pool, int64_t tasks, const std::string& name, BindPart bind) {
+  return ExecutePartsOnPool(pool, tasks, name, bind, [](int64_t) {});
 }
 
 }  // namespace onednn_detail
@@ -128,6 +135,17 @@ struct OneDnnThunk::Impl {
     dnnl::memory::desc strided_src;
   };
   bool is_convolution = false;
+  // A product whose consumer reads only some columns of each row (product_mask.h: a causal
+  // mask): per batch element, blocks of rows with the columns they need, the rest never written.
+  // A block narrower than the output is computed into a dense buffer and copied into place, as
+  // oneDNN's brgemm takes no output with a longer row than its own (gemm:jit would).
+  struct MaskedBlock {
+    int64_t row = 0, rows = 0, column = 0, columns = 0;
+  };
+  std::vector<MaskedBlock> masked_blocks;
+  std::map<std::pair<int64_t, int64_t>, Part> masked_parts;  // by (rows, columns)
+  int64_t masked_n = 0, masked_k = 0;
+  double masked_share = 1;  // of the output computed
   // A product under SmallProductLimit: computed by SmallProduct, then its post-ops, no oneDNN.
   bool small = false;
   SmallProductShape small_shape;
@@ -184,6 +202,7 @@ struct OneDnnThunk::Impl {
                           const std::function<dnnl::primitive_attr(const std::vector<dnnl::memory::desc>&)>& attributes);
   Status ExecuteConvolution(char** frame, ExecuteContext& context, const std::string& name) const;
   Status ExecuteFewPositions(char** frame, ExecuteContext& context) const;
+  Status ExecuteMasked(char** frame, ExecuteContext& context, const std::string& name) const;
   void SumAddendsInto(char** frame, const Part& part, float* output, int64_t dst_offset, int64_t bias_offset) const;
   void BuildBands(const OneDnnConvolution& c, int64_t count, const dnnl::memory::desc& weights_md,
                   const std::function<dnnl::primitive_attr(const std::vector<dnnl::memory::desc>&)>& attributes);

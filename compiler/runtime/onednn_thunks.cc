@@ -3,6 +3,7 @@
 #include <fmt/format.h>
 
 #include "compiler/passes/onednn_rewriter.h"
+#include "compiler/runtime/product_mask.h"
 #include "compiler/runtime/small_product.h"
 
 #ifdef XLENS_HAVE_ONEDNN
@@ -314,8 +315,66 @@ StatusOr<std::unique_ptr<OneDnnThunk>> OneDnnThunk::Create(std::string hlo_name,
                                      (n >= 4 * m || large_weights) && m >= 32 &&
                                      n >= 64 * std::min<int64_t>(parallelism, 2);
       const int64_t unlimited = std::numeric_limits<int64_t>::max();
+      // Only the columns the consumer reads (product_mask.h), in blocks of 128 rows: a causal
+      // mask's 512x512 scores in 4 blocks compute 62.5% of the product. A block's columns are
+      // rounded out to 16 (a vector) and read as rows of a transposed rhs, which stay dense;
+      // a plain rhs's block of columns would be strided (gemm:jit), so it is left whole.
+      auto build_masked = [&]() -> bool {
+        if (pointwise || lhs_transposed || !rhs_transposed) return false;
+        for (OneDnnPostOp::Addend a : impl.addend_kinds) {
+          if (a == OneDnnPostOp::Addend::kFull) return false;
+        }
+        std::optional<std::vector<ColumnRange>> ranges = ReadColumnsPerRow(fusion);
+        if (!ranges || static_cast<int64_t>(ranges->size()) != m) return false;
+        const int64_t rows_per_block = std::min<int64_t>(m, 128);
+        std::vector<Impl::MaskedBlock> blocks;
+        int64_t computed = 0;
+        for (int64_t r0 = 0; r0 < m; r0 += rows_per_block) {
+          const int64_t rows = std::min(rows_per_block, m - r0);
+          int64_t begin = n, end = 0;
+          for (int64_t r = r0; r < r0 + rows; ++r) {
+            const ColumnRange& c = (*ranges)[r];
+            if (c.begin >= c.end) continue;
+            begin = std::min(begin, c.begin);
+            end = std::max(end, c.end);
+          }
+          if (begin >= end) continue;  // no column of these rows is read
+          begin = begin / 16 * 16;
+          end = std::min(n, (end + 15) / 16 * 16);
+          blocks.push_back({r0, rows, begin, end - begin});
+          computed += rows * (end - begin);
+        }
+        if (4 * computed > 3 * m * n) return false;  // not worth the copies and the calls
+        for (const Impl::MaskedBlock& b : blocks) {
+          const std::pair<int64_t, int64_t> key{b.rows, b.columns};
+          if (impl.masked_parts.count(key)) continue;
+          Impl::Part part;
+          part.src = dnnl::memory::desc({b.rows, k}, dt::f32, dims{k, 1});
+          part.weights = dnnl::memory::desc({k, b.columns}, dt::f32, dims{1, k});
+          part.dst = dnnl::memory::desc({b.rows, b.columns}, dt::f32, dims{b.columns, 1});
+          for (OneDnnPostOp::Addend a : impl.addend_kinds) {
+            part.addends.push_back(a == OneDnnPostOp::Addend::kLastDimension
+                                       ? dnnl::memory::desc({1, b.columns}, dt::f32, dims{b.columns, 1})
+                                       : dnnl::memory::desc({1, 1}, dt::f32, dims{1, 1}));
+          }
+          dnnl::matmul::primitive_desc pd(dnnl::matmul::desc(part.src, part.weights, part.dst),
+                                          attributes(part.addends), CpuEngine());
+          part.primitive = dnnl::matmul(pd);
+          part.scratchpad = pd.scratchpad_desc();
+          impl.implementation = pd.impl_info_str();
+          impl.masked_parts.emplace(key, std::move(part));
+        }
+        impl.masked_blocks = std::move(blocks);
+        impl.blocks = static_cast<int64_t>(impl.masked_blocks.size());
+        impl.masked_n = n;
+        impl.masked_k = k;
+        impl.masked_share = static_cast<double>(computed) / static_cast<double>(m * n);
+        return true;
+      };
       if (impl.small) {
         impl.blocks = 1;
+      } else if (build_masked()) {
+        // masked_blocks set
       } else if (!build(!columns_read_less && (rows_suffice || small), rows_suffice || !small ? unlimited : 1)) {
         build(true, unlimited);
       }
@@ -332,6 +391,9 @@ StatusOr<std::unique_ptr<OneDnnThunk>> OneDnnThunk::Create(std::string hlo_name,
     return Error(fmt::format("{}: oneDNN refused {}: {}", thunk->hlo_name(), call->ToString(), e.what()));
   }
   thunk->description_ = call->ToString() + (pointwise ? " as matmul" : "");
+  if (!impl.masked_blocks.empty()) {
+    thunk->description_ += fmt::format(" on the {:.0f}% of its outputs read", 100 * impl.masked_share);
+  }
   thunk->implementation_ = impl.implementation;
   thunk->runs_inline_ = thunk->ComputeRunsInline();
   return thunk;
@@ -375,9 +437,52 @@ void OneDnnThunk::Impl::SumAddendsInto(char** frame, const Part& part, float* ou
   }
 }
 
+// Each block of rows computes its columns; blocks narrower than the output go through a dense
+// buffer of their thread's.
+Status OneDnnThunk::Impl::ExecuteMasked(char** frame, ExecuteContext& context, const std::string& name) const {
+  const int64_t per_batch = static_cast<int64_t>(masked_blocks.size());
+  const float* lhs = reinterpret_cast<const float*>(frame[lhs_slot]);
+  const float* rhs = reinterpret_cast<const float*>(frame[rhs_slot]);
+  float* output = reinterpret_cast<float*>(frame[output_slot]);
+  thread_local std::vector<float> block_output;
+  auto bind_part = [&](int64_t t, std::unordered_map<int, dnnl::memory>& args, dnnl::stream&) -> const Part& {
+    const int64_t b = t / per_batch;
+    const MaskedBlock& block = masked_blocks[t % per_batch];
+    const Part& part = masked_parts.at({block.rows, block.columns});
+    args[DNNL_ARG_SRC] = dnnl::memory(part.src, CpuEngine(), const_cast<float*>(lhs + b * src_step + block.row * masked_k));
+    args[DNNL_ARG_WEIGHTS] =
+        dnnl::memory(part.weights, CpuEngine(), const_cast<float*>(rhs + b * weights_step + block.column * masked_k));
+    float* dst = output + b * dst_step + block.row * masked_n;
+    if (block.columns < masked_n) {
+      if (static_cast<int64_t>(block_output.size()) < block.rows * block.columns) {
+        block_output.resize(block.rows * block.columns);
+      }
+      dst = block_output.data();
+    }
+    args[DNNL_ARG_DST] = dnnl::memory(part.dst, CpuEngine(), dst);
+    for (size_t a = 0; a < addend_slots.size(); ++a) {
+      float* addend = reinterpret_cast<float*>(frame[addend_slots[a]]);
+      if (addend_kinds[a] == OneDnnPostOp::Addend::kLastDimension) addend += block.column;
+      args[DNNL_ARG_ATTR_MULTIPLE_POST_OP(addend_post_ops[a]) | DNNL_ARG_SRC_1] =
+          dnnl::memory(part.addends[a], CpuEngine(), addend);
+    }
+    return part;
+  };
+  auto place = [&](int64_t t) {
+    const MaskedBlock& block = masked_blocks[t % per_batch];
+    if (block.columns == masked_n) return;
+    float* dst = output + (t / per_batch) * dst_step + block.row * masked_n + block.column;
+    for (int64_t r = 0; r < block.rows; ++r) {
+      std::memcpy(dst + r * masked_n, block_output.data() + r * block.columns, block.columns * sizeof(float));
+    }
+  };
+  return ExecutePartsOnPool(context.pool, batch * per_batch, name, bind_part, place);
+}
+
 Status OneDnnThunk::Execute(char** frame, ExecuteContext& context) const {
   const Impl& impl = *impl_;
   if (impl.is_convolution) return impl.ExecuteConvolution(frame, context, hlo_name());
+  if (!impl.masked_blocks.empty()) return impl.ExecuteMasked(frame, context, hlo_name());
   if (impl.small) {
     const SmallProductShape& s = impl.small_shape;
     float* output = reinterpret_cast<float*>(frame[impl.output_slot]);

@@ -6,6 +6,7 @@
 // without it and still agree.
 #include "compiler/runtime/onednn_thunks.h"
 
+#include <algorithm>
 #include <fstream>
 #include <sstream>
 
@@ -618,6 +619,64 @@ ENTRY e {
   auto exe = CompileForCpu(std::move(*module), {});
   ASSERT_TRUE(exe.ok());
   EXPECT_THAT((*exe)->ThunkSequenceText(), ::testing::Not(HasSubstr(small)));
+}
+
+// Attention over [batch..., 384, 32] whose scores go through select(mask, scores, -1e9), `mask`
+// a pred[384,384] made of iotas by `mask_lines` (i0: the row, i1: the column), then softmax and
+// the second product. Only the scores the mask keeps need computing (product_mask.h).
+std::string MaskedAttention(const std::string& batch, const std::string& batch_dims, const std::string& mask_lines) {
+  const std::string x = "f32[" + batch + "384,32]", s = "f32[" + batch + "384,384]", r = "f32[" + batch + "384]";
+  const int rank = batch_dims.empty() ? 2 : static_cast<int>(std::count(batch_dims.begin(), batch_dims.end(), ',')) + 3;
+  const std::string last = std::to_string(rank - 1), rows = std::to_string(rank - 2);
+  std::string kept;
+  for (int d = 0; d < rank - 1; ++d) kept += (d ? "," : "") + std::to_string(d);
+  const std::string b = batch_dims.empty() ? "" : "lhs_batch_dims={" + batch_dims + "}, ";
+  const std::string rb = batch_dims.empty() ? "" : "rhs_batch_dims={" + batch_dims + "}, ";
+  return "HloModule attention\nmax {\n  a = f32[] parameter(0)\n  b = f32[] parameter(1)\n"
+         "  ROOT m = f32[] maximum(a, b)\n}\nsum {\n  a = f32[] parameter(0)\n  b = f32[] parameter(1)\n"
+         "  ROOT s = f32[] add(a, b)\n}\nENTRY e {\n  q = " + x + " parameter(0)\n  k = " + x +
+         " parameter(1)\n  v = " + x + " parameter(2)\n  d = " + s + " dot(q, k), " + b +
+         "lhs_contracting_dims={" + last + "}, " + rb + "rhs_contracting_dims={" + last + "}\n"
+         "  c = f32[] constant(0.125)\n  cb = " + s + " broadcast(c), dimensions={}\n"
+         "  scaled = " + s + " multiply(d, cb)\n"
+         "  i0 = s32[384,384] iota(), iota_dimension=0\n  i1 = s32[384,384] iota(), iota_dimension=1\n" +
+         mask_lines + "  mb = pred[" + batch + "384,384] broadcast(mask), dimensions={" + rows + "," + last + "}\n"
+         "  n = f32[] constant(-1e9)\n  nb = " + s + " broadcast(n), dimensions={}\n"
+         "  masked = " + s + " select(mb, scaled, nb)\n"
+         "  lo = f32[] constant(-inf)\n  mx = " + r + " reduce(masked, lo), dimensions={" + last + "}, to_apply=max\n"
+         "  mxb = " + s + " broadcast(mx), dimensions={" + kept + "}\n"
+         "  sub = " + s + " subtract(masked, mxb)\n  ex = " + s + " exponential(sub)\n"
+         "  zero = f32[] constant(0)\n  sm = " + r + " reduce(ex, zero), dimensions={" + last + "}, to_apply=sum\n"
+         "  smb = " + s + " broadcast(sm), dimensions={" + kept + "}\n  p = " + s + " divide(ex, smb)\n"
+         "  ROOT o = " + x + " dot(p, v), " + b + "lhs_contracting_dims={" + last + "}, " + rb +
+         "rhs_contracting_dims={" + rows + "}\n}\n";
+}
+
+TEST_F(OneDnnThunkTest, MaskedScoresComputeOnlyTheColumnsTheMaskKeeps) {
+  const std::string call = "matmul(lhs, rhs^T) + linear(0.125x+0)";
+  const std::string causal = "  mask = pred[384,384] compare(i0, i1), direction=GE\n";
+  // Causal, in 3 blocks of 128 rows: columns [0,128), [0,256), [0,384) of 384 (67%); the last
+  // block is written in place, the others through their buffers.
+  ExpectOneDnnMatchesEvaluator(MaskedAttention("3,", "0", causal), call + " on the 67% of its outputs read");
+  ExpectOneDnnMatchesEvaluator(MaskedAttention("2,2,", "0,1", causal), call + " on the 67% of its outputs read");
+  ExpectOneDnnMatchesEvaluator(MaskedAttention("", "", causal), call + " on the 67% of its outputs read");
+  // A band of the last 100 positions: blocks start past column 0 (rows 128-255 read columns
+  // 29-255, rounded out to 16-255), so the rhs is read from an offset.
+  const std::string band =
+      "  ge = pred[384,384] compare(i0, i1), direction=GE\n  dist = s32[384,384] subtract(i0, i1)\n"
+      "  w = s32[] constant(100)\n  wb = s32[384,384] broadcast(w), dimensions={}\n"
+      "  near = pred[384,384] compare(dist, wb), direction=LT\n  mask = pred[384,384] and(ge, near)\n";
+  ExpectOneDnnMatchesEvaluator(MaskedAttention("3,", "0", band), call + " on the 53% of its outputs read");
+  // Keeping the upper triangle instead: rows read from their diagonal to the end.
+  ExpectOneDnnMatchesEvaluator(
+      MaskedAttention("3,", "0", "  mask = pred[384,384] compare(i0, i1), direction=LE\n"),
+      call + " on the 67% of its outputs read");
+  // A mask that keeps more than three quarters is computed whole.
+  auto module = ParseHloModule(MaskedAttention("3,", "0", "  mask = pred[384,384] compare(i0, i1), direction=NE\n"));
+  ASSERT_TRUE(module.ok());
+  auto exe = CompileForCpu(std::move(*module), {});
+  ASSERT_TRUE(exe.ok());
+  EXPECT_THAT((*exe)->ThunkSequenceText(), HasSubstr("oneDNN " + call + ";"));
 }
 
 // The gradients of the forward convolutions above (and of a NCHW one and a stride-3 VALID one)

@@ -1,0 +1,116 @@
+#include "compiler/runtime/product_mask.h"
+
+#include <algorithm>
+#include <map>
+#include <span>
+
+#include "compiler/hlo/computation.h"
+#include "compiler/hlo/evaluator.h"
+#include "compiler/hlo/literal.h"
+
+namespace xlens::runtime {
+namespace {
+
+// Conditions are worked out by the evaluator at compile time: at most this many elements in any
+// instruction they are made of (a 2048x2048 mask).
+constexpr int64_t kMaxConditionElements = int64_t{1} << 22;
+
+bool RowMajor(const Shape& shape) {
+  return !shape.has_layout() || shape.layout().minor_to_major == shape_util::DefaultMinorToMajor(shape.rank());
+}
+
+// What a condition may be made of: values of the positions alone, no parameter, nothing random.
+bool Computable(HloOpcode opcode) {
+  switch (opcode) {
+    case HloOpcode::kConstant: case HloOpcode::kIota: case HloOpcode::kBroadcast:
+    case HloOpcode::kReshape: case HloOpcode::kTranspose: case HloOpcode::kConvert:
+    case HloOpcode::kCompare: case HloOpcode::kSelect: case HloOpcode::kAnd: case HloOpcode::kOr:
+    case HloOpcode::kXor: case HloOpcode::kNot: case HloOpcode::kAdd: case HloOpcode::kSubtract:
+    case HloOpcode::kMultiply: case HloOpcode::kMaximum: case HloOpcode::kMinimum:
+    case HloOpcode::kNegate: case HloOpcode::kAbs: case HloOpcode::kSlice:
+      return true;
+    default:
+      return false;
+  }
+}
+
+// The value of a parameter-free `instruction`, or nullopt.
+std::optional<Literal> Evaluate(const HloInstruction& instruction, std::map<const HloInstruction*, Literal>& done) {
+  if (auto it = done.find(&instruction); it != done.end()) return it->second;
+  if (!Computable(instruction.opcode()) || !instruction.shape().IsArray() ||
+      instruction.shape().num_elements() > kMaxConditionElements) {
+    return std::nullopt;
+  }
+  std::vector<Literal> operands;
+  for (const HloInstruction* operand : instruction.operands()) {
+    std::optional<Literal> value = Evaluate(*operand, done);
+    if (!value) return std::nullopt;
+    operands.push_back(std::move(*value));
+  }
+  std::vector<const Literal*> pointers;
+  for (const Literal& l : operands) pointers.push_back(&l);
+  StatusOr<Literal> value = EvaluateInstruction(instruction, std::span<const Literal* const>(pointers));
+  if (!value.ok()) return std::nullopt;
+  done.emplace(&instruction, *value);
+  return std::move(*value);
+}
+
+// The [m, n] condition of a select over [batch..., m, n]: the condition itself at rank 2, or the
+// rank-2 operand a broadcast spreads over the batch.
+const HloInstruction* RowColumnCondition(const HloInstruction& condition, int64_t rank) {
+  if (rank == 2) return &condition;
+  if (condition.opcode() == HloOpcode::kBroadcast && condition.operand(0)->shape().rank() == 2 &&
+      condition.dimensions() == std::vector<int64_t>{rank - 2, rank - 1}) {
+    return condition.operand(0);
+  }
+  return nullptr;
+}
+
+}  // namespace
+
+std::optional<std::vector<ColumnRange>> ReadColumnsPerRow(const HloInstruction& product) {
+  const Shape& shape = product.shape();
+  if (!shape.IsArray() || shape.rank() < 2 || !RowMajor(shape) || product.users().size() != 1) return std::nullopt;
+  const HloInstruction& consumer = *product.users()[0];
+  if (consumer.opcode() != HloOpcode::kFusion || consumer.fused_computation() == nullptr) return std::nullopt;
+  const int64_t rank = shape.rank(), m = shape.dimensions(rank - 2), n = shape.dimensions(rank - 1);
+  if (m * n > kMaxConditionElements) return std::nullopt;
+  std::vector<char> read(m * n, 0);
+  std::map<const HloInstruction*, Literal> done;
+  bool any = false;
+  for (int64_t i = 0; i < consumer.operand_count(); ++i) {
+    if (consumer.operand(i) != &product) continue;
+    const HloInstruction* parameter = consumer.fused_computation()->parameter_instruction(i);
+    if (parameter == consumer.fused_computation()->root_instruction()) return std::nullopt;
+    for (const HloInstruction* user : parameter->users()) {
+      if (user->opcode() != HloOpcode::kSelect || user->operand(0) == parameter ||
+          user->operand(1) == user->operand(2)) {
+        return std::nullopt;
+      }
+      const bool taken_when = user->operand(1) == parameter;
+      const HloInstruction* condition = RowColumnCondition(*user->operand(0), rank);
+      if (condition == nullptr) return std::nullopt;
+      std::optional<Literal> value = Evaluate(*condition, done);
+      if (!value || value->shape().element_type() != PrimitiveType::PRED || value->element_count() != m * n) {
+        return std::nullopt;
+      }
+      std::span<const bool> taken = value->data<bool>();
+      for (int64_t p = 0; p < m * n; ++p) read[p] |= taken[p] == taken_when;
+      any = true;
+    }
+  }
+  if (!any) return std::nullopt;
+  std::vector<ColumnRange> ranges(m);
+  for (int64_t r = 0; r < m; ++r) {
+    const char* row = &read[r * n];
+    const char* first = std::find(row, row + n, 1);
+    if (first == row + n) continue;
+    const int64_t begin = first - row;
+    int64_t end = n;
+    while (!row[end - 1]) --end;
+    ranges[r] = {begin, end};
+  }
+  return ranges;
+}
+
+}  // namespace xlens::runtime

@@ -1,0 +1,122 @@
+#include "compiler/runtime/product_mask.h"
+
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
+#include "compiler/hlo/computation.h"
+#include "compiler/hlo/parser.h"
+
+namespace xlens::runtime {
+namespace {
+
+// A product fusion `p` over f32[2,6,6] and its consumer, a fusion whose computation is `body`
+// (its parameter x is the product, y another f32[2,6,6]); `extra` adds instructions to the entry.
+std::unique_ptr<HloModule> Module(const std::string& body, const std::string& extra = "") {
+  const std::string text =
+      "HloModule m\n"
+      "product {\n  a = f32[2,6,4] parameter(0)\n  b = f32[2,6,4] parameter(1)\n"
+      "  ROOT d = f32[2,6,6] dot(a, b), lhs_batch_dims={0}, lhs_contracting_dims={2}, "
+      "rhs_batch_dims={0}, rhs_contracting_dims={2}\n}\n"
+      "consumer {\n  x = f32[2,6,6] parameter(0)\n  y = f32[2,6,6] parameter(1)\n" + body + "}\n"
+      "ENTRY e {\n  a = f32[2,6,4] parameter(0)\n  b = f32[2,6,4] parameter(1)\n"
+      "  y = f32[2,6,6] parameter(2)\n"
+      "  p = f32[2,6,6] fusion(a, b), kind=kCustom, calls=product\n" + extra +
+      "  ROOT c = f32[2,6,6] fusion(p, y), kind=kLoop, calls=consumer\n}\n";
+  auto module = ParseHloModule(text);
+  EXPECT_TRUE(module.ok()) << module.status().message() << "\n" << text;
+  return module.ok() ? std::move(*module) : nullptr;
+}
+
+const HloInstruction& Product(const HloModule& module) {
+  for (const HloInstruction* i : module.entry_computation()->instructions()) {
+    if (i->name() == "p") return *i;
+  }
+  ADD_FAILURE() << "no p";
+  return *module.entry_computation()->root_instruction();
+}
+
+// row >= column, as JAX's tril writes it (through a select of constants), broadcast over the batch.
+const std::string kCausal =
+    "  i0 = s32[6,6] iota(), iota_dimension=0\n  i1 = s32[6,6] iota(), iota_dimension=1\n"
+    "  ge = pred[6,6] compare(i0, i1), direction=GE\n"
+    "  on = pred[] constant(true)\n  onb = pred[6,6] broadcast(on), dimensions={}\n"
+    "  off = pred[] constant(false)\n  offb = pred[6,6] broadcast(off), dimensions={}\n"
+    "  tril = pred[6,6] select(ge, onb, offb)\n"
+    "  mask = pred[2,6,6] broadcast(tril), dimensions={1,2}\n"
+    "  n = f32[] constant(-1e9)\n  nb = f32[2,6,6] broadcast(n), dimensions={}\n";
+
+std::vector<ColumnRange> Causal() {
+  std::vector<ColumnRange> r;
+  for (int64_t row = 0; row < 6; ++row) r.push_back({0, row + 1});
+  return r;
+}
+
+TEST(ProductMaskTest, ACausalMaskReadsEachRowUpToItsDiagonal) {
+  auto module = Module(kCausal + "  ROOT s = f32[2,6,6] select(mask, x, nb)\n");
+  ASSERT_NE(module, nullptr);
+  std::optional<std::vector<ColumnRange>> ranges = ReadColumnsPerRow(Product(*module));
+  ASSERT_TRUE(ranges.has_value());
+  EXPECT_EQ(*ranges, Causal());
+}
+
+TEST(ProductMaskTest, TheProductTakenWhereTheConditionIsFalseReadsTheOtherSide) {
+  // select(mask, -1e9, x): the product is read above the diagonal, columns row+1..5; the last
+  // row reads none.
+  auto module = Module(kCausal + "  ROOT s = f32[2,6,6] select(mask, nb, x)\n");
+  ASSERT_NE(module, nullptr);
+  std::optional<std::vector<ColumnRange>> ranges = ReadColumnsPerRow(Product(*module));
+  ASSERT_TRUE(ranges.has_value());
+  std::vector<ColumnRange> expected;
+  for (int64_t row = 0; row < 5; ++row) expected.push_back({row + 1, 6});
+  expected.push_back({0, 0});
+  EXPECT_EQ(*ranges, expected);
+}
+
+TEST(ProductMaskTest, TwoSelectsReadTheUnionOfTheirColumns) {
+  // A band: row - column < 2 read by one select, the causal half by another; the product is
+  // read where either takes it.
+  auto module = Module(kCausal +
+                       "  d = s32[6,6] subtract(i0, i1)\n  two = s32[] constant(2)\n"
+                       "  twob = s32[6,6] broadcast(two), dimensions={}\n"
+                       "  near = pred[6,6] compare(d, twob), direction=LT\n"
+                       "  nearb = pred[2,6,6] broadcast(near), dimensions={1,2}\n"
+                       "  s1 = f32[2,6,6] select(mask, x, nb)\n  s2 = f32[2,6,6] select(nearb, x, nb)\n"
+                       "  ROOT s = f32[2,6,6] add(s1, s2)\n");
+  ASSERT_NE(module, nullptr);
+  std::optional<std::vector<ColumnRange>> ranges = ReadColumnsPerRow(Product(*module));
+  ASSERT_TRUE(ranges.has_value());
+  std::vector<ColumnRange> expected(6, ColumnRange{0, 6});  // row - column < 2 holds up to the end
+  EXPECT_EQ(*ranges, expected);
+}
+
+TEST(ProductMaskTest, EveryOtherReadOrConditionReadsEverything) {
+  const std::string causal = kCausal;
+  // The product read outside a select too.
+  auto module = Module(causal + "  s = f32[2,6,6] select(mask, x, nb)\n  ROOT r = f32[2,6,6] add(s, x)\n");
+  ASSERT_NE(module, nullptr);
+  EXPECT_FALSE(ReadColumnsPerRow(Product(*module)).has_value());
+  // A condition that depends on a parameter.
+  module = Module(causal + "  z = f32[2,6,6] broadcast(n), dimensions={}\n"
+                           "  pos = pred[2,6,6] compare(y, z), direction=GT\n"
+                           "  ROOT s = f32[2,6,6] select(pos, x, nb)\n");
+  ASSERT_NE(module, nullptr);
+  EXPECT_FALSE(ReadColumnsPerRow(Product(*module)).has_value());
+  // A condition that differs between batch elements.
+  module = Module(causal + "  ib = s32[2,6,6] iota(), iota_dimension=0\n"
+                           "  zero = s32[] constant(0)\n  zb = s32[2,6,6] broadcast(zero), dimensions={}\n"
+                           "  first = pred[2,6,6] compare(ib, zb), direction=EQ\n"
+                           "  ROOT s = f32[2,6,6] select(first, x, nb)\n");
+  ASSERT_NE(module, nullptr);
+  EXPECT_FALSE(ReadColumnsPerRow(Product(*module)).has_value());
+  // A second consumer of the product in the entry.
+  module = Module(causal + "  ROOT s = f32[2,6,6] select(mask, x, nb)\n", "  other = f32[2,6,6] negate(p)\n");
+  ASSERT_NE(module, nullptr);
+  EXPECT_FALSE(ReadColumnsPerRow(Product(*module)).has_value());
+  // The product selected against itself, and the product as the condition's input.
+  module = Module(causal + "  ROOT s = f32[2,6,6] select(mask, x, x)\n");
+  ASSERT_NE(module, nullptr);
+  EXPECT_FALSE(ReadColumnsPerRow(Product(*module)).has_value());
+}
+
+}  // namespace
+}  // namespace xlens::runtime
