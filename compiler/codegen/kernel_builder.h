@@ -70,6 +70,9 @@ class KernelBuilder {
   // Whether `group`'s loop writes its outputs with streaming stores: a CPU loop whose array
   // outputs together reach KernelOptions::cpu_streaming_store_bytes.
   bool StreamsOutputs(const OutputGroup& group) const;
+  // The bytes of output from which a CPU loop streams (KernelOptions::cpu_streaming_store_bytes
+  // resolved); 0: never.
+  int64_t StreamingStoreThreshold() const;
   // EmitParallelLoop's loop over `shape` for `group`, each stretch of a task computed into stack
   // buffers and written out with streaming stores (cpu/cpu_streaming_store.h).
   Status EmitCpuStreamedLoop(const Shape& shape, int64_t work_per_element, const OutputGroup& group);

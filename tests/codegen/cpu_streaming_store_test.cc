@@ -2,10 +2,14 @@
 // write their outputs through them, and that what they write matches the reference evaluator at
 // every alignment a task's stretch can start and end on (rows whose bytes are no multiple of 64,
 // rows split into several tasks, stretches shorter than a line), for every element width, for
-// several outputs of one loop and for a non-default layout.
+// several outputs of one loop and for a non-default layout; and the same for the row kernels'
+// per-element outputs (layer norm, RMS norm with its residual sum), written a row at a time.
 #include "compiler/codegen/cpu/cpu_streaming_store.h"
 
 #include <string>
+#include <utility>
+
+#include <fmt/format.h>
 
 #include <gtest/gtest.h>
 #include <llvm/IR/LLVMContext.h>
@@ -14,6 +18,7 @@
 #include <llvm/Support/raw_ostream.h>
 
 #include "codegen_test_util.h"
+#include "fused_kernel_test_util.h"
 #include "compiler/codegen/kernel_emitter.h"
 #include "compiler/hlo/parser.h"
 
@@ -153,6 +158,55 @@ ENTRY e {
   runtime::CompileOptions options = Streaming();
   options.optimize.filter.disabled = {"fusion"};
   testing::ExpectMatchesEvaluator(text, {}, {1e-6, 1e-6}, options);
+}
+
+constexpr const char* kAdd = R"(
+add { a = f32[] parameter(0)  b = f32[] parameter(1)  ROOT r = f32[] add(a, b) }
+)";
+
+// RMS norm of x + r over rows of `n` floats, with the sum as a second output.
+std::string RmsNormResidual(int64_t rows, int64_t n) {
+  const std::string x = fmt::format("f32[{},{}]", rows, n), row = fmt::format("f32[{}]", rows);
+  return testing::InInputFusion(kAdd, fmt::format(R"(
+  x = {0} parameter(0)
+  r = {0} parameter(1)
+  g = f32[{2}] parameter(2)
+  h = {0} add(x, r)
+  sq = {0} multiply(h, h)
+  z = f32[] constant(0)
+  ss = {1} reduce(sq, z), dimensions={{1}}, to_apply=add
+  inv_n = f32[] constant({3})
+  ib = {1} broadcast(inv_n), dimensions={{}}
+  ms = {1} multiply(ss, ib)
+  eps = f32[] constant(1e-6)
+  eb = {1} broadcast(eps), dimensions={{}}
+  me = {1} add(ms, eb)
+  rs = {1} rsqrt(me)
+  rb = {0} broadcast(rs), dimensions={{0}}
+  gb = {0} broadcast(g), dimensions={{1}}
+  hn = {0} multiply(h, rb)
+  y = {0} multiply(hn, gb)
+  ROOT t = ({0}, {0}) tuple(h, y)
+)", x, row, n, 1.0 / static_cast<double>(n)));
+}
+
+TEST(CpuStreamingStoreTest, RowKernelOutputsStreamARowAtATime) {
+  const std::string text = RmsNormResidual(64, 1024);
+  const std::string streamed = IrOfRoot(text, 1);
+  EXPECT_GT(Count(streamed, "!nontemporal"), 0);
+  EXPECT_NE(streamed.find("row.stage"), std::string::npos);
+  EXPECT_EQ(Count(IrOfRoot(text, 0), "!nontemporal"), 0);
+  // Rows of 1024, 1001 (each row 4 bytes further off a line) and 5 floats (head and tail only).
+  for (auto [rows, n] : {std::pair<int64_t, int64_t>{64, 1024}, {37, 1001}, {9, 5}}) {
+    SCOPED_TRACE(n);
+    testing::ExpectMatchesEvaluator(RmsNormResidual(rows, n), {}, {1e-5, 1e-5}, Streaming());
+  }
+}
+
+TEST(CpuStreamingStoreTest, RowsLongerThanTheStageAreNotStreamed) {
+  // 8192 floats a row for two outputs: 64 KiB of stack buffers, past what stays in L1.
+  EXPECT_EQ(Count(IrOfRoot(RmsNormResidual(2, 8192), 1), "!nontemporal"), 0);
+  testing::ExpectMatchesEvaluator(RmsNormResidual(2, 8192), {}, {1e-5, 1e-5}, Streaming());
 }
 
 }  // namespace

@@ -12,6 +12,7 @@
 #include <set>
 
 #include "compiler/codegen/cpu/cpu_row_loops.h"
+#include "compiler/codegen/cpu/cpu_streaming_store.h"
 #include "compiler/codegen/kernel_builder.h"
 #include "compiler/codegen/llvm_ir_util.h"
 #include "compiler/codegen/row_analysis.h"
@@ -38,6 +39,8 @@ bool IsTranscendental(HloOpcode op) {
 // one (a softmax over a vocabulary of 50K) is still read back from L2 far faster than its exp is
 // computed again. The bound keeps the stack buffer well within a thread's stack.
 constexpr int64_t kRowCacheBytes = 256 * 1024;
+// The stack buffers of a row's streamed outputs together: within L1 beside the row itself.
+constexpr int64_t kRowStageBytes = 16 * 1024;
 
 }  // namespace
 
@@ -178,6 +181,33 @@ StatusOr<bool> KernelBuilder::TryEmitCpuRowKernel(const std::vector<RowOutput>& 
       return analysis.Classify(x) == Space::kRow;
     });
   }
+  // Per-element outputs at least the streaming threshold are written a row at a time from stack
+  // buffers with streaming stores (cpu_streaming_store.h), where the row is contiguous in each.
+  std::vector<IrArray> stages;
+  int64_t stream_bytes = 0, stage_bytes = 0;
+  for (const RowOutput* out : element_outputs) {
+    const Shape& s = out->hlo->shape();
+    const int64_t width = ByteWidth(s.element_type());
+    const bool contiguous = MajorToMinor(s) == MajorToMinor(row_shape);
+    if (!contiguous || (width != 1 && width != 2 && width != 4 && width != 8 && width != 16)) {
+      stream_bytes = -1;
+      break;
+    }
+    stream_bytes += s.num_elements() * width;
+    stage_bytes += length * width;
+  }
+  const int64_t threshold = StreamingStoreThreshold();
+  if (threshold > 0 && stream_bytes >= threshold && stage_bytes <= kRowStageBytes) {
+    for (const RowOutput* out : element_outputs) {
+      ASSIGN_OR_RETURN(llvm::Type * storage, StorageType(out->hlo->shape().element_type(), b_.getContext()));
+      llvm::AllocaInst* buffer = EmitEntryAlloca(b_, llvm::ArrayType::get(storage, length), "row.stage");
+      buffer->setAlignment(llvm::Align(64));
+      Shape window = out->hlo->shape();
+      for (int64_t d : kept) window.set_dimensions(d, 1);
+      stages.emplace_back(buffer, window);
+      stages.back().set_access_group(access_group_);
+    }
+  }
   RETURN_IF_ERROR(e->EmitLoop(f->getArg(1), f->getArg(2), "row", [&](Value* row) -> Status {
     // The row's position in the kept dimensions (the reductions' results are indexed by them,
     // in increasing dimension order).
@@ -229,13 +259,23 @@ StatusOr<bool> KernelBuilder::TryEmitCpuRowKernel(const std::vector<RowOutput>& 
           }
           for (size_t o = 0; o < element_outputs.size(); ++o) {
             for (size_t k = 0; k < values[o].size(); ++k) {
-              RETURN_IF_ERROR(element_outputs[o]->destination(k).EmitWrite(b_, index, values[o][k]));
+              const IrArray& to = stages.empty() ? element_outputs[o]->destination(k) : stages[o];
+              RETURN_IF_ERROR(to.EmitWrite(b_, index, values[o][k]));
             }
           }
           return OkStatus();
         });
       };
       RETURN_IF_ERROR(EmitWithRowReciprocals(*e, divisors, output_loop));
+      if (!stages.empty()) {
+        IrIndex first(row_shape.rank(), b_.getInt64(0));
+        for (size_t k = 0; k < kept.size(); ++k) first[kept[k]] = kept_index[k];
+        for (size_t o = 0; o < element_outputs.size(); ++o) {
+          cpu::EmitStreamingCopy(b_, element_outputs[o]->destination(0).EmitElementPointer(b_, first),
+                                 stages[o].base(), b_.getInt64(length),
+                                 ByteWidth(element_outputs[o]->hlo->shape().element_type()));
+        }
+      }
     }
     for (size_t o = 0; o < row_outputs.size(); ++o) {
       for (size_t k = 0; k < row_results[o].size(); ++k) {
@@ -244,6 +284,7 @@ StatusOr<bool> KernelBuilder::TryEmitCpuRowKernel(const std::vector<RowOutput>& 
     }
     return OkStatus();
   }));
+  if (!stages.empty()) cpu::EmitStreamingFence(b_);
   b_.CreateRetVoid();
   return true;
 }

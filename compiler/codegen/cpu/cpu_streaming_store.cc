@@ -124,11 +124,14 @@ int64_t StageElements(int64_t element_bytes, size_t leaves) {
 
 }  // namespace
 
+int64_t KernelBuilder::StreamingStoreThreshold() const {
+  if (target_ != KernelTarget::kCpu || !cpu::HasStreamingStores()) return 0;
+  return options_.cpu_streaming_store_bytes < 0 ? cpu::DefaultStreamingStoreBytes()
+                                                : options_.cpu_streaming_store_bytes;
+}
+
 bool KernelBuilder::StreamsOutputs(const OutputGroup& group) const {
-  if (target_ != KernelTarget::kCpu || !cpu::HasStreamingStores()) return false;
-  const int64_t threshold = options_.cpu_streaming_store_bytes < 0
-                                ? cpu::DefaultStreamingStoreBytes()
-                                : options_.cpu_streaming_store_bytes;
+  const int64_t threshold = StreamingStoreThreshold();
   if (threshold == 0) return false;
   int64_t bytes = 0;
   for (const auto& [hlo, first_leaf] : group) {
