@@ -15,7 +15,9 @@
 //     in the HLO modules given, as one oneDNN primitive on its preferred layouts (weights
 //     reordered once, before timing), created once, best of N executions on oneDNN's own threads;
 //   - transcendentals: oneDNN's eltwise exp, log, tanh, logistic, exact GELU (for erf) and sqrt
-//     over a block that fits each core's L2, on all threads, in elements per second.
+//     over a block that fits each core's L2, on all threads, in elements per second; and the
+//     same functions as xlens emits them inline, each in a loop alone; the better of the two is
+//     the function's rate.
 //
 // Usage: machine_limits [--threads=N] [--quick] [--repetitions=R]
 //                       [--matmul=[B,]M,K,N]... [--conv=N,H,W,C,KH,KW,O[,stride[,pad[,groups]]]]...
@@ -34,8 +36,16 @@
 #include <unordered_map>
 #include <vector>
 
+#include <llvm/IR/IRBuilder.h>
+#include <llvm/IR/Intrinsics.h>
+#include <llvm/IR/LLVMContext.h>
+#include <llvm/IR/Module.h>
+#include <llvm/TargetParser/Host.h>
+
 #include <nlohmann/json.hpp>
 
+#include "compiler/codegen/cpu/cpu_jit.h"
+#include "compiler/codegen/fast_math.h"
 #include "profiler/machine_limits.h"
 
 #ifdef XLENS_HAVE_ONEDNN
@@ -67,6 +77,106 @@ std::string CpuModel() {
     if (line.rfind("model name", 0) == 0) return line.substr(line.find(':') + 2);
   }
   return "unknown";
+}
+
+// ---------------------------------------------------------------------------------------------
+// The transcendental functions as xlens itself emits them (compiler/codegen/fast_math.h), each in
+// a loop alone, compiled for this CPU: on this machine they can outrun oneDNN's eltwise kernels,
+// and a floor must be the best that is measured, or a fusion would pass 100% of it.
+
+using UnaryEmitter = llvm::Value* (*)(llvm::IRBuilder<>&, llvm::Value*);
+using UnaryKernel = void (*)(const float*, float*, int64_t);
+
+// void f(const float* in, float* out, i64 n) { for (i < n) out[i] = emit(in[i]); }
+UnaryKernel CompileLoop(xlens::codegen::CpuJit& jit, const std::string& name, UnaryEmitter emit) {
+  auto context = std::make_unique<llvm::LLVMContext>();
+  auto module = std::make_unique<llvm::Module>(name, *context);
+  module->setTargetTriple(llvm::sys::getProcessTriple());
+  llvm::IRBuilder<> b(*context);
+  auto* ptr = b.getPtrTy();
+  auto* f = llvm::Function::Create(llvm::FunctionType::get(b.getVoidTy(), {ptr, ptr, b.getInt64Ty()}, false),
+                                   llvm::Function::ExternalLinkage, name, module.get());
+  auto* entry = llvm::BasicBlock::Create(*context, "entry", f);
+  auto* loop = llvm::BasicBlock::Create(*context, "loop", f);
+  auto* exit = llvm::BasicBlock::Create(*context, "exit", f);
+  b.SetInsertPoint(entry);
+  b.CreateCondBr(b.CreateICmpSGT(f->getArg(2), b.getInt64(0)), loop, exit);
+  b.SetInsertPoint(loop);
+  llvm::PHINode* i = b.CreatePHI(b.getInt64Ty(), 2);
+  i->addIncoming(b.getInt64(0), entry);
+  llvm::Value* x = b.CreateLoad(b.getFloatTy(), b.CreateGEP(b.getFloatTy(), f->getArg(0), i));
+  b.CreateStore(emit(b, x), b.CreateGEP(b.getFloatTy(), f->getArg(1), i));
+  llvm::Value* next = b.CreateAdd(i, b.getInt64(1));
+  i->addIncoming(next, loop);
+  b.CreateCondBr(b.CreateICmpSLT(next, f->getArg(2)), loop, exit);
+  b.SetInsertPoint(exit);
+  b.CreateRetVoid();
+  if (!jit.AddModule(std::move(module), std::move(context), /*keep_ir=*/false).ok()) return nullptr;
+  auto address = jit.Lookup(name);
+  return address.ok() ? reinterpret_cast<UnaryKernel>(*address) : nullptr;
+}
+
+// Arguments spread over [-8, 8) (log's over (0, 16)), as for oneDNN below.
+void FillArguments(float* in, int64_t elements, bool positive) {
+  for (int64_t i = 0; i < elements; ++i) {
+    in[i] = 16.0f * static_cast<float>((i * 7919) % 4096) / 4096.0f - 8.0f + (positive ? 8.0f + 1.0f / 1024 : 0.0f);
+  }
+}
+
+// Elements per second of `kernel` on `threads` threads at once, each over its own block of
+// `elements_per_thread` in cache: each thread's best of `executions` passes, summed.
+double InlineRate(UnaryKernel kernel, bool positive, int threads, int executions, int64_t elements_per_thread) {
+  std::vector<double> rates(threads);
+  std::vector<std::thread> workers;
+  for (int t = 0; t < threads; ++t) {
+    workers.emplace_back([&, t] {
+      std::vector<float> in(elements_per_thread), out(elements_per_thread);
+      FillArguments(in.data(), elements_per_thread, positive);
+      kernel(in.data(), out.data(), elements_per_thread);
+      double best = 1e30;
+      const int64_t began = NowNs();
+      for (int i = 0; i < executions || (i < 50 * executions && NowNs() - began < 200'000'000); ++i) {
+        const int64_t start = NowNs();
+        kernel(in.data(), out.data(), elements_per_thread);
+        best = std::min(best, (NowNs() - start) * 1e-9);
+      }
+      rates[t] = elements_per_thread / best;
+    });
+  }
+  for (std::thread& w : workers) w.join();
+  double sum = 0;
+  for (double r : rates) sum += r;
+  return sum;
+}
+
+// Keyed as roofline.py keys them; gelu_erf is x / 2 (1 + erf(x / sqrt 2)), as oneDNN's.
+Json InlineTranscendentalRates(int threads, int executions, int64_t elements_per_thread) {
+  namespace cg = xlens::codegen;
+  const std::pair<const char*, UnaryEmitter> functions[] = {
+      {"exp", +[](llvm::IRBuilder<>& b, llvm::Value* x) { return cg::EmitFastExpF32(b, x); }},
+      {"log", cg::EmitFastLogF32},
+      {"tanh", cg::EmitFastTanhF32},
+      {"logistic", cg::EmitFastLogisticF32},
+      {"gelu_erf",
+       +[](llvm::IRBuilder<>& b, llvm::Value* x) {
+         llvm::Value* half = b.CreateFMul(x, llvm::ConstantFP::get(b.getFloatTy(), 0.5));
+         llvm::Value* e = cg::EmitFastErfF32(b, b.CreateFMul(x, llvm::ConstantFP::get(b.getFloatTy(), M_SQRT1_2)));
+         return b.CreateFMul(half, b.CreateFAdd(e, llvm::ConstantFP::get(b.getFloatTy(), 1.0)));
+       }},
+      {"sqrt", +[](llvm::IRBuilder<>& b, llvm::Value* x) -> llvm::Value* {
+         return b.CreateIntrinsic(llvm::Intrinsic::sqrt, {b.getFloatTy()}, {x});
+       }}};
+  Json out = Json::object();
+  auto jit = xlens::codegen::CpuJit::Create();
+  if (!jit.ok()) return out;
+  for (const auto& [name, emit] : functions) {
+    UnaryKernel kernel = CompileLoop(**jit, std::string("inline_") + name, emit);
+    if (kernel == nullptr) continue;
+    const bool positive = std::string(name) == "log" || std::string(name) == "sqrt";
+    out[name] = {{"function", name}, {"impl", "xlens inline"},
+                 {"elements_per_second", InlineRate(kernel, positive, threads, executions, elements_per_thread)}};
+  }
+  return out;
 }
 
 #ifdef XLENS_HAVE_ONEDNN
@@ -570,6 +680,23 @@ int main(int argc, char** argv) {
 #else
   out["onednn"] = nullptr;  // this build has no oneDNN
 #endif
+  // Each function's rate is the better of oneDNN's and xlens's own loop, the other kept beside.
+  {
+    const int executions = quick ? 3 : repetitions * 4;
+    Json rates = out.contains("transcendentals") ? out["transcendentals"] : Json::object();
+    const Json inline_rates = InlineTranscendentalRates(threads, executions, int64_t{1} << (quick ? 14 : 16));
+    for (const auto& [name, own] : inline_rates.items()) {
+      const Json library = rates.contains(name) ? rates[name] : Json::object();
+      const double library_rate = library.value("elements_per_second", 0.0);
+      const double own_rate = own["elements_per_second"].get<double>();
+      rates[name] = {{"function", name},
+                     {"elements_per_second", std::max(library_rate, own_rate)},
+                     {"impl", own_rate > library_rate ? "xlens inline" : library.value("impl", "oneDNN")},
+                     {"inline_elements_per_second", own_rate},
+                     {"onednn", library}};
+    }
+    out["transcendentals"] = rates;
+  }
   std::printf("%s\n", out.dump(1).c_str());
   return 0;
 }

@@ -20,11 +20,12 @@ workload, whichever of these takes longest (the tightest floor under its run tim
     from the module as XLA's HloCostAnalysis counts them (one per element of each add, multiply,
     compare, select, ...; one per element reduced), over the vector units' peak FLOP/s, plus,
     as HloCostAnalysis counts transcendentals apart from flops, each transcendental function's
-    elements over that function's measured rate: oneDNN's eltwise primitive for it run alone on
-    a block in cache on all threads (exp, log, tanh, logistic, sqrt; erf at the rate of oneDNN's
-    exact GELU, which is erf and three operations more; expm1 and log1p at exp's and log's;
-    rsqrt at sqrt's; power at exp's and log's together). A function oneDNN has no primitive for
-    (sine, cosine, ...) counts one operation, as before. With the library floor added where it
+    elements over that function's measured rate: the better of oneDNN's eltwise primitive for
+    it and xlens's own inline function (fast_math.h) in a loop alone, each on a block in cache
+    on all threads (exp, log, tanh, logistic, sqrt; erf at the rate of the exact GELU, which is
+    erf and three operations more; expm1 and log1p at exp's and log's; rsqrt at sqrt's; power
+    at exp's and log's together). A function with no such rate (sine, cosine, ...) counts one
+    operation. With the library floor added where it
     has products too. A softmax then is held to its exps where they take longer than its bytes,
     and JAX's exact GELU (its erf spelled out as three polynomials, a division and an exp per
     element) to its arithmetic, not to its 32 MiB. A lone add still counts one operation
@@ -43,8 +44,8 @@ ELEMENTWISE_FLOP_OPCODES = frozenset("""
 """.split())
 
 # HloCostAnalysis's transcendentals, counted apart from the flops: each opcode's elements are
-# timed at the rates of the oneDNN functions named (machine_limits' "transcendentals"), one
-# element of each per element of the op. Where none was measured, an element counts one flop.
+# timed at the rates of the functions named (machine_limits' "transcendentals"), one element of
+# each per element of the op. Where none was measured, an element counts one flop.
 TRANSCENDENTAL_FUNCTIONS = {
     "exponential": ("exp",), "exponential-minus-one": ("exp",), "log": ("log",),
     "log-plus-one": ("log",), "tanh": ("tanh",), "logistic": ("logistic",), "erf": ("gelu_erf",),
@@ -169,7 +170,7 @@ class Limits:
         self.points = sorted(data["working_set_sweep"], key=lambda p: p["working_set_bytes"])
         self.peak_gflops = max(data["peak_f32"]["gflops_all_cores"],
                                data["peak_f32"].get("avx2_gflops_all_cores", 0))
-        # function -> elements per second, for those oneDNN measured.
+        # function -> elements per second (the better of oneDNN and the inline loop), where measured.
         self.rates = {name: r["elements_per_second"]
                       for name, r in (data.get("transcendentals") or {}).items()
                       if r.get("elements_per_second", 0) > 0}
@@ -216,8 +217,15 @@ class Limits:
                 if "avx2_gflops_one_core" in peak else ""),
         ]
         if self.rates:
-            lines.append("transcendentals (oneDNN eltwise, in cache, all threads, Gelt/s): " + ", ".join(
-                f"{name} {rate / 1e9:.2f}" for name, rate in sorted(self.rates.items())))
+            functions = d.get("transcendentals") or {}
+
+            def both(name):
+                f = functions.get(name, {})
+                library = (f.get("onednn") or {}).get("elements_per_second", f.get("elements_per_second", 0))
+                own = f.get("inline_elements_per_second")
+                return f"{name} {library / 1e9:.2f}" + (f"/{own / 1e9:.2f}" if own else "")
+            lines.append("transcendentals (in cache, all threads, Gelt/s, oneDNN eltwise/xlens's own loop; "
+                         "the better holds): " + ", ".join(both(n) for n in sorted(self.rates)))
         return lines
 
     def arithmetic(self, flops, transcendentals):

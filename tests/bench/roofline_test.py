@@ -177,6 +177,17 @@ class BoundTest(unittest.TestCase):
         self.assertIn("GB/s", fast_label)
         self.assertTrue(slow_label.startswith("FMA + exp 1/elt"), slow_label)
 
+    def test_the_better_of_onednn_and_the_inline_loop_holds(self):
+        # machine_limits' form: the better rate on top, oneDNN's and the inline loop's beside it.
+        data = limits().data
+        data["memory"].update(copy_gbps_one_thread=10.0, triad_gbps_one_thread=10.0)
+        data["transcendentals"] = {"exp": {
+            "function": "exp", "elements_per_second": 2e9, "impl": "xlens inline",
+            "inline_elements_per_second": 2e9, "onednn": {"elements_per_second": 1e9}}}
+        merged = roofline.Limits(data)
+        self.assertEqual(merged.rates, {"exp": 2e9})
+        self.assertIn("exp 1.00/2.00", merged.summary_lines()[-1])
+
     def test_better_keeps_the_faster_rate(self):
         first = limits(rates={"exp": 1e9, "tanh": 5e8}).data
         second = limits(rates={"exp": 2e9, "tanh": 4e8}).data
