@@ -87,34 +87,49 @@ StatusOr<Value*> EmitComplexUnary(llvm::IRBuilder<>& b, HloOpcode op, PrimitiveT
   }
 }
 
-// Whether `exp` is exp(a - broadcast(reduce(a, init) with a maximum)), every element of a less
-// its own row's maximum (softmax's and log-softmax's shift): <= 0 at every element, or NaN.
-bool ExpOfShiftByMaximum(const HloInstruction& exp) {
-  const HloInstruction* shift = exp.operand(0);
-  if (shift->opcode() != HloOpcode::kSubtract) return false;
-  const HloInstruction* a = shift->operand(0);
-  const HloInstruction* broadcast = shift->operand(1);
-  if (broadcast->opcode() != HloOpcode::kBroadcast) return false;
-  const HloInstruction* reduce = broadcast->operand(0);
-  if (reduce->opcode() != HloOpcode::kReduce || reduce->operand_count() != 2 || reduce->operand(0) != a ||
-      reduce->to_apply() == nullptr) {
+// Whether `v`, of `a`'s shape less the dimensions it keeps, is at least the maximum of each row
+// of `a`: a reduce of `a` with a maximum (whatever its initial value), or the maximum of such a
+// value and anything (JAX's log_softmax takes max(reduce_max(x), -inf)). `kept` gets the
+// reduce's kept dimensions.
+bool AtLeastRowMaximum(const HloInstruction* v, const HloInstruction* a, std::vector<int64_t>* kept,
+                       int depth = 0) {
+  if (v->opcode() == HloOpcode::kMaximum && depth < 4) {
+    return AtLeastRowMaximum(v->operand(0), a, kept, depth + 1) ||
+           AtLeastRowMaximum(v->operand(1), a, kept, depth + 1);
+  }
+  if (v->opcode() != HloOpcode::kReduce || v->operand_count() != 2 || v->operand(0) != a ||
+      v->to_apply() == nullptr) {
     return false;
   }
-  const HloInstruction* root = reduce->to_apply()->root_instruction();
+  const HloInstruction* root = v->to_apply()->root_instruction();
   if (root == nullptr || root->opcode() != HloOpcode::kMaximum ||
       root->operand(0)->opcode() != HloOpcode::kParameter ||
       root->operand(1)->opcode() != HloOpcode::kParameter ||
       root->operand(0)->parameter_number() == root->operand(1)->parameter_number()) {
     return false;
   }
+  const std::vector<int64_t>& reduced = v->dimensions();
+  kept->clear();
+  for (int64_t d = 0; d < a->shape().rank(); ++d) {
+    if (std::find(reduced.begin(), reduced.end(), d) == reduced.end()) kept->push_back(d);
+  }
+  return true;
+}
+
+// Whether `exp` is exp(a - broadcast(m)) with m at least the maximum of each row of a, every
+// element of a less its own row's maximum or more (softmax's and log-softmax's shift): <= 0 at
+// every element, or NaN.
+bool ExpOfShiftByMaximum(const HloInstruction& exp) {
+  const HloInstruction* shift = exp.operand(0);
+  if (shift->opcode() != HloOpcode::kSubtract) return false;
+  const HloInstruction* a = shift->operand(0);
+  const HloInstruction* broadcast = shift->operand(1);
+  if (broadcast->opcode() != HloOpcode::kBroadcast) return false;
   // The broadcast puts each maximum back on the dimensions it was kept on, in order, so that
   // element i of a meets the maximum of the row that holds it.
-  const std::vector<int64_t>& reduced = reduce->dimensions();
   std::vector<int64_t> kept;
-  for (int64_t d = 0; d < a->shape().rank(); ++d) {
-    if (std::find(reduced.begin(), reduced.end(), d) == reduced.end()) kept.push_back(d);
-  }
-  return broadcast->dimensions() == kept && broadcast->shape().dimensions() == a->shape().dimensions();
+  return AtLeastRowMaximum(broadcast->operand(0), a, &kept) && broadcast->dimensions() == kept &&
+         broadcast->shape().dimensions() == a->shape().dimensions();
 }
 
 StatusOr<Value*> EmitFloatUnary(llvm::IRBuilder<>& b, HloOpcode op, PrimitiveType type, Value* v,

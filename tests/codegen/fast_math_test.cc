@@ -224,6 +224,31 @@ ENTRY e {
   testing::ExpectMatchesEvaluator(text, std::move(args), ErrorSpec{1e-6, 1e-6});
 }
 
+// JAX's log_softmax shifts by max(reduce_max(x), -inf), no less than the row's maximum: its exp
+// has no upper clamp either.
+TEST(FastMathVectorTest, LogSoftmaxExpOfXLessAMaximumAboveTheRowsIsClampedBelowOnly) {
+  const char* text = R"(HloModule m
+max { a = f32[] parameter(0)  b = f32[] parameter(1)  ROOT r = f32[] maximum(a, b) }
+add { a = f32[] parameter(0)  b = f32[] parameter(1)  ROOT r = f32[] add(a, b) }
+ENTRY e {
+  x = f32[256,1000] parameter(0)
+  lo = f32[] constant(-inf)
+  m = f32[256] reduce(x, lo), dimensions={1}, to_apply=max
+  floor = f32[256] broadcast(lo), dimensions={}
+  m2 = f32[256] maximum(m, floor)
+  mb = f32[256,1000] broadcast(m2), dimensions={0}
+  s = f32[256,1000] subtract(x, mb)
+  e = f32[256,1000] exponential(s)
+  z = f32[] constant(0)
+  sum = f32[256] reduce(e, z), dimensions={1}, to_apply=add
+  l = f32[256] log(sum)
+  lb = f32[256,1000] broadcast(l), dimensions={0}
+  ROOT d = f32[256,1000] subtract(s, lb)
+})";
+  EXPECT_EQ(OptimizedIr(text).find("8.900000e+01"), std::string::npos);
+  testing::ExpectMatchesEvaluator(text, {}, ErrorSpec{1e-5, 1e-5});
+}
+
 // x less the maximum of another array may be positive: that exp keeps its upper clamp.
 TEST(FastMathVectorTest, ExpOfXLessAnotherMaximumKeepsItsUpperClamp) {
   const char* text = R"(HloModule m
