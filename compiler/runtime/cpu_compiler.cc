@@ -12,6 +12,7 @@
 #include <llvm/IR/Module.h>
 #include <llvm/TargetParser/Host.h>
 
+#include "compiler/codegen/cpu/cpu_streaming_store.h"
 #include "compiler/codegen/kernel_emitter.h"
 #include "compiler/codegen/sort_comparator.h"
 #include "compiler/codegen/planted_kernel_fault.h"
@@ -164,7 +165,11 @@ Status ExecutableBuilder::EmitComputation(const HloComputation& computation,
       continue;
     }
     codegen::KernelOptions kernel_options;
-    kernel_options.cpu_streaming_store_bytes = options_.cpu_streaming_store_bytes;
+    kernel_options.cpu_streaming_store_bytes =
+        options_.cpu_streaming_store_bytes >= 0
+            ? options_.cpu_streaming_store_bytes
+            : codegen::cpu::StreamingStoreBytesFor(*hlo, exe_->assignment_.get());
+    if (options_.cpu_streaming_store_bytes < 0 && MayJoinRowPipeline(*hlo)) kernel_options.cpu_streaming_store_bytes = 0;
     auto spec = codegen::EmitKernel(*hlo, codegen::UniqueKernelName(hlo->name(), symbols_), *llvm_module_,
                                     codegen::KernelTarget::kCpu, kernel_options);
     if (!spec.ok()) return spec.status().WithContext(hlo->name());

@@ -20,7 +20,9 @@
 #include "codegen_test_util.h"
 #include "fused_kernel_test_util.h"
 #include "compiler/codegen/kernel_emitter.h"
+#include "compiler/hlo/computation.h"
 #include "compiler/hlo/parser.h"
+#include "compiler/passes/buffer_assignment.h"
 
 namespace xlens::codegen {
 namespace {
@@ -78,6 +80,47 @@ TEST(CpuStreamingStoreTest, DefaultThresholdIsHalfTheLastLevelCache) {
   EXPECT_GE(cpu::DefaultStreamingStoreBytes(), int64_t{1} << 20);
   // A small loop never streams by default.
   EXPECT_EQ(Count(IrOfRoot(Triad("f32[1000]"), -1), "!nontemporal"), 0);
+}
+
+TEST(CpuStreamingStoreTest, ThresholdByWhereTheOutputGoes) {
+  if (!cpu::HasStreamingStores()) GTEST_SKIP() << "no streaming stores on this target";
+  // e's buffer is fresh and read by the next op; n is written over e's buffer (e dies at it);
+  // r is returned; inside the loop body the assignment knows nothing.
+  auto module = ParseHloModule(R"(HloModule m
+body {
+  p = f32[64] parameter(0)
+  ROOT q = f32[64] negate(p)
+}
+cond {
+  p = f32[64] parameter(0)
+  ROOT t = pred[] constant(false)
+}
+ENTRY e {
+  x = f32[1024,1024] parameter(0)
+  y = f32[1024,1024] parameter(1)
+  s = f32[64] parameter(2)
+  e = f32[1024,1024] exponential(x)
+  n = f32[1024,1024] negate(e)
+  w = f32[64] while(s), condition=cond, body=body
+  a = f32[1024,1024] add(n, y)
+  r = f32[1024,1024] multiply(x, y)
+  ROOT t = (f32[1024,1024], f32[1024,1024], f32[64]) tuple(a, r, w)
+})");
+  ASSERT_TRUE(module.ok()) << module.status().message();
+  auto assignment = AssignBuffers(**module);
+  ASSERT_TRUE(assignment.ok()) << assignment.status().message();
+  const HloComputation& entry = *(*module)->entry_computation();
+  const int64_t half = cpu::DefaultStreamingStoreBytes();
+  auto n = assignment->GetSlice(*entry.GetInstructionWithName("n"));
+  auto e = assignment->GetSlice(*entry.GetInstructionWithName("e"));
+  ASSERT_TRUE(n.ok() && e.ok());
+  EXPECT_EQ(cpu::StreamingStoreBytesFor(*entry.GetInstructionWithName("e"), &*assignment), 2 * half);
+  ASSERT_EQ(n->allocation, e->allocation);  // in place
+  EXPECT_EQ(cpu::StreamingStoreBytesFor(*entry.GetInstructionWithName("n"), &*assignment), 0);
+  EXPECT_EQ(cpu::StreamingStoreBytesFor(*entry.GetInstructionWithName("r"), &*assignment), half);
+  const HloInstruction* q = entry.GetInstructionWithName("w")->while_body()->root_instruction();
+  EXPECT_EQ(cpu::StreamingStoreBytesFor(*q, &*assignment), 0);
+  EXPECT_EQ(cpu::StreamingStoreBytesFor(*entry.GetInstructionWithName("r"), nullptr), 0);
 }
 
 TEST(CpuStreamingStoreTest, TriadMatchesTheEvaluatorAtEveryAlignment) {

@@ -12,6 +12,8 @@
 
 #include "compiler/codegen/kernel_builder.h"
 #include "compiler/codegen/llvm_ir_util.h"
+#include "compiler/hlo/computation.h"
+#include "compiler/hlo/module.h"
 
 namespace xlens::codegen {
 
@@ -62,6 +64,49 @@ int64_t DefaultStreamingStoreBytes() {
     return std::max<int64_t>(int64_t{1} << 20, (llc > 0 ? llc : int64_t{64} << 20) / 2);
   }();
   return bytes;
+}
+
+int64_t StreamingStoreBytesFor(const HloInstruction& hlo, const BufferAssignment* assignment) {
+  const int64_t threshold = DefaultStreamingStoreBytes();
+  const HloComputation* computation = hlo.parent();
+  const HloModule* module = computation == nullptr ? nullptr : computation->parent();
+  if (threshold == 0 || assignment == nullptr || module == nullptr ||
+      computation != module->entry_computation()) {
+    return 0;
+  }
+  const HloComputation* entry = computation;
+  std::vector<BufferSlice> outputs;
+  bool known = true;
+  hlo.shape().ForEachLeaf([&](const Shape& s, const std::vector<int64_t>& index) {
+    if (!s.IsArray()) return;
+    auto slice = assignment->GetSlice(hlo, index);
+    if (slice.ok()) {
+      outputs.push_back(*slice);
+    } else {
+      known = false;
+    }
+  });
+  if (!known) return 0;
+  for (const HloInstruction* operand : hlo.operands()) {
+    bool shared = false;
+    operand->shape().ForEachLeaf([&](const Shape& s, const std::vector<int64_t>& index) {
+      if (!s.IsArray() || shared) return;
+      auto slice = assignment->GetSlice(*operand, index);
+      if (!slice.ok()) return;
+      for (const BufferSlice& out : outputs) {
+        shared |= out.allocation == slice->allocation && out.offset < slice->offset + slice->size &&
+                  slice->offset < out.offset + out.size;
+      }
+    });
+    if (shared) return 0;
+  }
+  const HloInstruction* root = entry->root_instruction();
+  bool returned = &hlo == root;
+  if (!returned && root->opcode() == HloOpcode::kTuple && !hlo.users().empty()) {
+    returned = std::all_of(hlo.users().begin(), hlo.users().end(),
+                           [&](const HloInstruction* user) { return user == root; });
+  }
+  return returned ? threshold : 2 * threshold;
 }
 
 void EmitStreamingCopy(llvm::IRBuilder<>& b, Value* destination, Value* source, Value* elements,

@@ -19,12 +19,26 @@
 
 #include <llvm/IR/IRBuilder.h>
 
+#include "compiler/hlo/instruction.h"
+#include "compiler/passes/buffer_assignment.h"
+
 namespace xlens::codegen::cpu {
 
 // Outputs of a loop at least this large (bytes, all output leaves of the loop together) are
 // written with streaming stores: half of this machine's last-level cache (the largest data or
 // unified cache cpu0 reports), at least 1 MiB; 0 (never) where the target has no such store.
 int64_t DefaultStreamingStoreBytes();
+
+// The threshold for the kernel of `hlo` (KernelOptions::cpu_streaming_store_bytes), given the
+// entry's buffer assignment:
+//  - 0 (never) where an output shares a buffer with an operand: written in place, its lines were
+//    just read into the cache, so a plain store costs no read, and a streaming store would evict
+//    them (an unfused chain over 64 MiB in one buffer: 15% slower); 0 too where the assignment
+//    does not know the instruction (one of a nested computation);
+//  - DefaultStreamingStoreBytes() for what the module returns;
+//  - twice that, the whole cache, for a value a later kernel reads: one that fits beside its
+//    operands is read back from the cache (an unfused chain over 16 MiB: 20-40% slower streamed).
+int64_t StreamingStoreBytesFor(const HloInstruction& hlo, const BufferAssignment* assignment);
 
 // Copies `elements` elements of `element_bytes` bytes (1, 2, 4, 8 or 16) from `source` (any
 // alignment that of the elements) to `destination` (aligned to its element size), the 64-byte
