@@ -13,6 +13,43 @@ namespace xlens::runtime {
 
 using namespace onednn_detail;
 
+namespace {
+
+// How many blocks of images a call runs in. One per thread leaves the call to its slowest
+// thread: a worker woken late or descheduled on a busy machine holds back half the call, which
+// the caller, done with its own half, waits for (the pool takes back only parts not yet
+// started), and the pool's history may then run the loop inline for a while. With up
+// to kPartsPerThread parts per thread a late thread holds back one part, and the others take the
+// rest of its share. Each part costs a few microseconds of its own (oneDNN's setup of an
+// execution, its arguments) and a small convolution's kernel loses speed on fewer images, so a
+// part has 2^22 multiply-adds or 2 MiB of images or more (some 100 us either way): a CNN
+// training step's convolutions of 32 images of 28x28x8 (1.8-7.2M multiply-adds) keep a part per
+// thread, and the 8 images of a 3x3 depthwise layer on 56x56x128 (3.2 MB each) run in 8 parts.
+// A backward-weights call sums one gradient per part after the parts: more parts only where
+// those sums read little against the images.
+constexpr int64_t kPartsPerThread = 4;
+
+int64_t ConvolutionParts(const OneDnnConvolution& c, int64_t parallelism) {
+  if (parallelism <= 1 || c.images <= 1) return 1;
+  int64_t macs = c.images * c.output_channels * (c.input_channels / c.groups);
+  for (int64_t d : c.dst_spatial) macs *= d;
+  for (int64_t k : c.kernel_spatial) macs *= k;
+  int64_t src = c.input_channels, dst = c.output_channels;
+  for (int64_t d : c.src_spatial) src *= d;
+  for (int64_t d : c.dst_spatial) dst *= d;
+  const int64_t image_bytes = (src + dst) * c.images * static_cast<int64_t>(sizeof(float));
+  int64_t parts = std::clamp<int64_t>(std::max(macs >> 22, image_bytes >> 21), parallelism,
+                                      parallelism * kPartsPerThread);
+  if (c.kind == OneDnnConvolution::Kind::kBackwardWeights) {
+    int64_t weights = c.output_channels * (c.input_channels / c.groups);
+    for (int64_t k : c.kernel_spatial) weights *= k;
+    if (weights * parts > (src + dst) * c.images / 8) parts = parallelism;
+  }
+  return std::min(parts, c.images);
+}
+
+}  // namespace
+
 Status OneDnnThunk::Impl::BuildConvolution(
     const OneDnnCall& call, const std::string& name, int64_t parallelism,
     const std::function<dnnl::primitive_attr(const std::vector<dnnl::memory::desc>&)>& attributes) {
@@ -64,7 +101,8 @@ Status OneDnnThunk::Impl::BuildConvolution(
   const dims padding_l(c.padding_low.begin(), c.padding_low.end());
   const dims padding_r(c.padding_high.begin(), c.padding_high.end());
   total = c.images;
-  block = (total + parallelism - 1) / parallelism;
+  const int64_t image_blocks = ConvolutionParts(c, parallelism);
+  block = (total + image_blocks - 1) / image_blocks;
   blocks = (total + block - 1) / block;
   const dnnl::memory::desc any_weights(weights, dt::f32, dnnl::memory::format_tag::any);
   // The parts' primitives for weights in `weights_md` (oneDNN's choice when it is `any`).
