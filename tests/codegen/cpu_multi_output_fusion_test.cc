@@ -1,9 +1,15 @@
 // Multi-output kernels compiled for the CPU: Adam's update and batch norm's training step (as
 // JAX lowers them, at odd sizes) take the fewest passes over their big arrays that their data
 // dependences allow, and compute what the reference evaluator computes.
+#include <regex>
+
 #include <gtest/gtest.h>
+#include <llvm/IR/LLVMContext.h>
+#include <llvm/IR/Module.h>
 
 #include "codegen_test_util.h"
+#include "compiler/codegen/kernel_emitter.h"
+#include "compiler/hlo/parser.h"
 #include "compiler/passes/fusion_utils.h"
 #include "compiler/passes/hlo_optimizer.h"
 
@@ -247,6 +253,37 @@ TEST(CpuMultiOutputFusionTest, BatchNormTrainingWritesOnlyItsTwoOutputsAndMatche
   ASSERT_NE(module, nullptr);
   EXPECT_EQ(KernelsWriting(*module, 3 * 5 * 7 * 37), 1) << module->ToString();
   testing::ExpectMatchesEvaluator(kBatchNormTrain, {}, ErrorSpec{1e-4, 1e-4});
+}
+
+TEST(CpuMultiOutputFusionTest, BatchNormTrainingIsOneKernelOfFourSweeps) {
+  // The statistics' kernel, rsqrt(var + eps) and the gradient's kernel are one: the mean's sweep
+  // reads x; the variance, sum(dy) and sum(dy * (x - mean)) share the next, which reads x and
+  // dy; the gradient's three other sums the third; the fourth writes y and dx. Nine passes
+  // over a batch-sized array, the fewest the chain mean -> variance -> sums -> dx allows, in
+  // four sweeps rather than five.
+  // At 401408 elements, so that the sweeps are sliced over tasks.
+  auto big = ParseHloModule(std::regex_replace(
+      std::regex_replace(std::string(kBatchNormTrain), std::regex("3,5,7,37"), "32,14,14,64"),
+      std::regex("37\\]"), "64]"));
+  ASSERT_TRUE(big.ok()) << big.status().message();
+  OptimizeOptions options;
+  options.backend = Backend::kCpu;
+  ASSERT_TRUE(OptimizeHloModule(**big, options).ok());
+  ASSERT_EQ(CountKernels(**big), 1) << (*big)->ToString();
+  const HloInstruction* kernel = nullptr;
+  for (const HloInstruction* i : (*big)->entry_computation()->instructions()) {
+    if (i->opcode() == HloOpcode::kFusion) kernel = i;
+  }
+  ASSERT_NE(kernel, nullptr);
+  llvm::LLVMContext context;
+  llvm::Module llvm_module("test", context);
+  auto spec = EmitKernel(*kernel, "k", llvm_module);
+  ASSERT_TRUE(spec.ok()) << spec.status().message();
+  // The sweeps and the output loop are the phases of many tasks; the rest (combines, per-channel
+  // factors) are one task each.
+  int64_t sweeps = 0;
+  for (const KernelPhase& phase : spec->phases) sweeps += phase.tasks > 1;
+  EXPECT_EQ(sweeps, 4) << spec->phases.size() << " phases";
 }
 
 }  // namespace

@@ -128,6 +128,77 @@ ENTRY e {
   EXPECT_THAT(Explain(mof.decisions()), HasSubstr("reduce different dimensions"));
 }
 
+TEST(MultiOutputFusionTest, SmallValuesBetweenTwoReductionsJoinTheirMerge) {
+  // Batch norm's statistics in small: the variance's kernel (which took the mean) and the
+  // gradient's sum both sweep x and dy over rows, but rsqrt(var + eps) between them is a kernel
+  // of its own (expensive, two readers). It joins the merge: one kernel, which computes it once
+  // between its sweeps. Without it the two reductions stay apart (a cycle through it).
+  const std::string text = R"(HloModule m
+add { a = f32[] parameter(0) b = f32[] parameter(1) ROOT s = f32[] add(a, b) }
+ENTRY e {
+  x = f32[64,16] parameter(0)
+  dy = f32[64,16] parameter(1)
+  zero = f32[] constant(0)
+  n = f32[] constant(64)
+  n_b = f32[16] broadcast(n), dimensions={}
+  sum = f32[16] reduce(x, zero), dimensions={0}, to_apply=add
+  mean = f32[16] divide(sum, n_b)
+  mean_b = f32[64,16] broadcast(mean), dimensions={1}
+  c = f32[64,16] subtract(x, mean_b)
+  sq = f32[64,16] multiply(c, c)
+  ss = f32[16] reduce(sq, zero), dimensions={0}, to_apply=add
+  var = f32[16] divide(ss, n_b)
+  eps = f32[] constant(1e-05)
+  eps_b = f32[16] broadcast(eps), dimensions={}
+  ve = f32[16] add(var, eps_b)
+  r = f32[16] rsqrt(ve)
+  r_b = f32[64,16] broadcast(r), dimensions={1}
+  y = f32[64,16] multiply(c, r_b)
+  g = f32[64,16] multiply(dy, r_b)
+  gs = f32[16] reduce(g, zero), dimensions={0}, to_apply=add
+  ROOT t = (f32[64,16], f32[16], f32[16]) tuple(y, gs, var)
+})";
+  auto module = ParseModuleOrDie(text);
+  auto before = CloneModule(*module);
+  InstructionFusion fusion(FusionBackend::kCpu);
+  ASSERT_TRUE(RunPassChecked(fusion, *module).ok());
+  ASSERT_GE(CountKernels(*module), 3) << module->ToString();
+  MultiOutputFusion mof;
+  auto changed = RunPassChecked(mof, *module);
+  ASSERT_TRUE(changed.ok()) << changed.status().message();
+  EXPECT_TRUE(*changed);
+  EXPECT_EQ(CountKernels(*module), 1) << module->ToString() << Explain(mof.decisions());
+  ASSERT_EQ(EntryFusions(*module).size(), 1u);
+  EXPECT_EQ(EntryFusions(*module)[0]->fusion_kind, FusionKind::kInput);
+  EXPECT_EQ(EntryFusions(*module)[0]->operand_count(), 2);  // x and dy, each read once
+  EXPECT_THAT(Explain(mof.decisions()), HasSubstr(" between them"));
+  EXPECT_TRUE(SameResults(*before, *module));
+}
+
+TEST(MultiOutputFusionTest, ABigKernelBetweenTwoReductionsStillKeepsThemApart) {
+  // What lies between is as big as the sweep (a product read through an opaque call): no
+  // bridge, the merge is refused as a cycle.
+  auto module = ParseModuleOrDie(R"(HloModule m
+add { a = f32[] parameter(0) b = f32[] parameter(1) ROOT s = f32[] add(a, b) }
+ENTRY e {
+  p = f32[16,32] parameter(0)
+  zero = f32[] constant(0)
+  first = f32[32] reduce(p, zero), dimensions={0}, to_apply=add
+  first_b = f32[16,32] broadcast(first), dimensions={1}
+  mid = f32[16,32] multiply(p, first_b)
+  opaque = f32[16,32] custom-call(mid), custom_call_target="opaque"
+  mixed = f32[16,32] add(p, opaque)
+  second = f32[32] reduce(mixed, zero), dimensions={0}, to_apply=add
+  ROOT t = (f32[32], f32[32]) tuple(first, second)
+})");
+  InstructionFusion fusion(FusionBackend::kCpu);
+  ASSERT_TRUE(RunPassChecked(fusion, *module).ok());
+  MultiOutputFusion mof;
+  ASSERT_TRUE(RunPassChecked(mof, *module).ok());
+  EXPECT_THAT(Explain(mof.decisions()), HasSubstr("merging would create a cycle"));
+  EXPECT_THAT(Explain(mof.decisions()), ::testing::Not(HasSubstr(" between them")));
+}
+
 // Adam's update as JAX lowers it (f32[N] p, g, m, v): the new moments are results and the new
 // parameter reads them.
 std::string AdamModule(int n) {
