@@ -348,7 +348,7 @@ Status OneDnnThunk::Impl::ExecuteConvolution(char** frame, ExecuteContext& conte
   auto bind_part = [&](int64_t t, std::unordered_map<int, dnnl::memory>& args,
                        dnnl::stream&) -> const Part& {
     auto bind = [&](int arg, const dnnl::memory::desc& md, void* data) {
-      args[arg] = dnnl::memory(md, CpuEngine(), data);
+      BindArgument(args, arg, md, data);
     };
     if (!bands.empty()) {
       const Band& band = bands[t];

@@ -531,10 +531,10 @@ Status OneDnnThunk::Execute(char** frame, ExecuteContext& context) const {
       part.pack.execute(stream, from, to);
       args[DNNL_ARG_SRC] = to;
     } else {
-      args[DNNL_ARG_SRC] = dnnl::memory(part.src, CpuEngine(), lhs + src_offset);
+      BindArgument(args, DNNL_ARG_SRC, part.src, lhs + src_offset);
     }
-    args[DNNL_ARG_WEIGHTS] = dnnl::memory(part.weights, CpuEngine(), rhs + weights_offset);
-    args[DNNL_ARG_DST] = dnnl::memory(part.dst, CpuEngine(), output + dst_offset);
+    BindArgument(args, DNNL_ARG_WEIGHTS, part.weights, rhs + weights_offset);
+    BindArgument(args, DNNL_ARG_DST, part.dst, output + dst_offset);
     if (impl.sum_addends) {
       impl.SumAddendsInto(frame, part, output, dst_offset, bias_offset);
       return part;
@@ -543,8 +543,8 @@ Status OneDnnThunk::Execute(char** frame, ExecuteContext& context) const {
       float* addend = reinterpret_cast<float*>(frame[impl.addend_slots[a]]);
       if (impl.addend_kinds[a] == OneDnnPostOp::Addend::kFull) addend += dst_offset;
       if (impl.addend_kinds[a] == OneDnnPostOp::Addend::kLastDimension) addend += bias_offset;
-      args[DNNL_ARG_ATTR_MULTIPLE_POST_OP(impl.addend_post_ops[a]) | DNNL_ARG_SRC_1] =
-          dnnl::memory(part.addends[a], CpuEngine(), addend);
+      BindArgument(args, DNNL_ARG_ATTR_MULTIPLE_POST_OP(impl.addend_post_ops[a]) | DNNL_ARG_SRC_1,
+                   part.addends[a], addend);
     }
     return part;
   };
