@@ -169,7 +169,6 @@ Status ExecutableBuilder::EmitComputation(const HloComputation& computation,
         options_.cpu_streaming_store_bytes >= 0
             ? options_.cpu_streaming_store_bytes
             : codegen::cpu::StreamingStoreBytesFor(*hlo, exe_->assignment_.get());
-    if (options_.cpu_streaming_store_bytes < 0 && MayJoinRowPipeline(*hlo)) kernel_options.cpu_streaming_store_bytes = 0;
     auto spec = codegen::EmitKernel(*hlo, codegen::UniqueKernelName(hlo->name(), symbols_), *llvm_module_,
                                     codegen::KernelTarget::kCpu, kernel_options);
     if (!spec.ok()) return spec.status().WithContext(hlo->name());
