@@ -77,11 +77,12 @@ class SingleThreadedCreation {
 // tiny product, against 1.6 us with kept ones, which is much of a small module's time (the MNIST
 // step's two products). Kept by the thunk (the address of its name, unique among the live ones)
 // and the part; a kept object is reused only for a descriptor equal to its own, so a thunk made
-// where a freed one was finds nothing of the old one's in use. The store is emptied at 4096
-// parts, so that a process that makes thunks for ever does not keep their objects for ever.
+// where a freed one was finds nothing of the old one's in use. The store is emptied at 1024
+// parts (a memory object holds some 1-2 KB): a process that makes thunks for ever does not keep
+// their objects for ever, and a program of more parts than that makes its objects anew, as before.
 inline std::unordered_map<int, dnnl::memory>& KeptArguments(const void* thunk, int64_t part) {
   thread_local std::map<std::pair<const void*, int64_t>, std::unordered_map<int, dnnl::memory>> kept;
-  if (kept.size() >= 4096) kept.clear();
+  if (kept.size() >= 1024) kept.clear();
   return kept[{thunk, part}];
 }
 
