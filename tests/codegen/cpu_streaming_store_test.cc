@@ -246,6 +246,21 @@ TEST(CpuStreamingStoreTest, RowKernelOutputsStreamARowAtATime) {
   }
 }
 
+TEST(CpuStreamingStoreTest, RowKernelOverTwoReducedDimensionsStreamsWholeRows) {
+  const std::string text = testing::InInputFusion(kAdd, R"(
+  x = f32[6,33,40] parameter(0)
+  z = f32[] constant(0)
+  s = f32[6] reduce(x, z), dimensions={1,2}, to_apply=add
+  k = f32[] constant(0.000757576)
+  kb = f32[6] broadcast(k), dimensions={}
+  m = f32[6] multiply(s, kb)
+  mb = f32[6,33,40] broadcast(m), dimensions={0}
+  ROOT y = f32[6,33,40] subtract(x, mb)
+)");
+  EXPECT_GT(Count(IrOfRoot(text, 1), "!nontemporal"), 0);
+  testing::ExpectMatchesEvaluator(text, {}, {1e-5, 1e-5}, Streaming());
+}
+
 TEST(CpuStreamingStoreTest, RowsLongerThanTheStageAreNotStreamed) {
   // 8192 floats a row for two outputs: 64 KiB of stack buffers, past what stays in L1.
   EXPECT_EQ(Count(IrOfRoot(RmsNormResidual(2, 8192), 1), "!nontemporal"), 0);

@@ -249,33 +249,62 @@ StatusOr<bool> KernelBuilder::TryEmitCpuRowKernel(const std::vector<RowOutput>& 
       divisors.push_back(v);
     }
     if (!element_outputs.empty()) {
+      auto write_element = [&](const IrIndex& index) -> Status {
+        // Every output's element is computed before any is stored (in-place outputs).
+        std::vector<std::vector<Value*>> values;
+        for (const RowOutput* out : element_outputs) {
+          ASSIGN_OR_RETURN(std::vector<Value*> leaves, e->EmitLeaves(out->hlo, index));
+          values.push_back(std::move(leaves));
+        }
+        for (size_t o = 0; o < element_outputs.size(); ++o) {
+          for (size_t k = 0; k < values[o].size(); ++k) {
+            const IrArray& to = stages.empty() ? element_outputs[o]->destination(k) : stages[o];
+            RETURN_IF_ERROR(to.EmitWrite(b_, index, values[o][k]));
+          }
+        }
+        return OkStatus();
+      };
+      // Streamed outputs are written out from their row buffers as each stretch of the row is
+      // computed (cpu_streaming_store.h: short stretches stream faster), or after the row where
+      // it spans several dimensions.
+      IrIndex first(row_shape.rank(), b_.getInt64(0));
+      for (size_t k = 0; k < kept.size(); ++k) first[kept[k]] = kept_index[k];
+      auto stream_out = [&](Value* from, Value* count) {
+        for (size_t o = 0; o < element_outputs.size(); ++o) {
+          llvm::Type* storage =
+              StorageType(element_outputs[o]->hlo->shape().element_type(), b_.getContext()).value();
+          Value* row_start = element_outputs[o]->destination(0).EmitElementPointer(b_, first);
+          cpu::EmitStreamingCopy(b_, b_.CreateInBoundsGEP(storage, row_start, {from}),
+                                 b_.CreateInBoundsGEP(storage, stages[o].base(), {from}), count,
+                                 ByteWidth(element_outputs[o]->hlo->shape().element_type()));
+        }
+      };
       auto output_loop = [&]() -> Status {
-        return for_each_element(*e, kept_index, [&](const IrIndex& index) -> Status {
-          // Every output's element is computed before any is stored (in-place outputs).
-          std::vector<std::vector<Value*>> values;
-          for (const RowOutput* out : element_outputs) {
-            ASSIGN_OR_RETURN(std::vector<Value*> leaves, e->EmitLeaves(out->hlo, index));
-            values.push_back(std::move(leaves));
-          }
-          for (size_t o = 0; o < element_outputs.size(); ++o) {
-            for (size_t k = 0; k < values[o].size(); ++k) {
-              const IrArray& to = stages.empty() ? element_outputs[o]->destination(k) : stages[o];
-              RETURN_IF_ERROR(to.EmitWrite(b_, index, values[o][k]));
-            }
-          }
+        if (stages.empty() || reduced_physical.size() != 1) {
+          RETURN_IF_ERROR(for_each_element(*e, kept_index, write_element));
+          if (!stages.empty()) stream_out(b_.getInt64(0), b_.getInt64(length));
+          return OkStatus();
+        }
+        int64_t stretch = length;
+        for (const RowOutput* out : element_outputs) {
+          stretch = std::min(stretch, cpu::kStreamingStretchBytes / ByteWidth(out->hlo->shape().element_type()));
+        }
+        IrIndex index(row_shape.rank(), nullptr);
+        for (size_t k = 0; k < kept.size(); ++k) index[kept[k]] = kept_index[k];
+        return e->EmitLoop(b_.getInt64(0), b_.getInt64((length + stretch - 1) / stretch), "row.stretch",
+                           [&](Value* s) -> Status {
+          Value* from = b_.CreateMul(s, b_.getInt64(stretch));
+          Value* stop = b_.CreateAdd(from, b_.getInt64(stretch));
+          Value* to = b_.CreateSelect(b_.CreateICmpSLT(stop, b_.getInt64(length)), stop, b_.getInt64(length));
+          RETURN_IF_ERROR(e->EmitLoop(from, to, "row.element", [&](Value* iv) -> Status {
+            index[reduced_physical[0]] = iv;
+            return write_element(index);
+          }, access_group_));
+          stream_out(from, b_.CreateSub(to, from));
           return OkStatus();
         });
       };
       RETURN_IF_ERROR(EmitWithRowReciprocals(*e, divisors, output_loop));
-      if (!stages.empty()) {
-        IrIndex first(row_shape.rank(), b_.getInt64(0));
-        for (size_t k = 0; k < kept.size(); ++k) first[kept[k]] = kept_index[k];
-        for (size_t o = 0; o < element_outputs.size(); ++o) {
-          cpu::EmitStreamingCopy(b_, element_outputs[o]->destination(0).EmitElementPointer(b_, first),
-                                 stages[o].base(), b_.getInt64(length),
-                                 ByteWidth(element_outputs[o]->hlo->shape().element_type()));
-        }
-      }
     }
     for (size_t o = 0; o < row_outputs.size(); ++o) {
       for (size_t k = 0; k < row_results[o].size(); ++k) {

@@ -159,13 +159,8 @@ void EmitStreamingFence(llvm::IRBuilder<>& b) {
 
 namespace {
 
-// Elements per output leaf computed before they are written out: a few KiB per leaf, so that the
-// buffers of a loop's outputs together stay in L1.
-int64_t StageElements(int64_t element_bytes, size_t leaves) {
-  const int64_t bytes = std::clamp<int64_t>(16384 / static_cast<int64_t>(std::max<size_t>(leaves, 1)),
-                                            1024, 4096);
-  return bytes / element_bytes;
-}
+// Elements per output leaf computed before they are written out.
+int64_t StageElements(int64_t element_bytes) { return cpu::kStreamingStretchBytes / element_bytes; }
 
 }  // namespace
 
@@ -222,7 +217,7 @@ Status KernelBuilder::EmitCpuStreamedLoop(const Shape& shape, int64_t work_per_e
     leaves.push_back({first_leaf, type, storage, ByteWidth(type), nullptr});
   }
   int64_t stage = n;
-  for (const Leaf& leaf : leaves) stage = std::min(stage, StageElements(leaf.width, leaves.size()));
+  for (const Leaf& leaf : leaves) stage = std::min(stage, StageElements(leaf.width));
   for (Leaf& leaf : leaves) {
     leaf.stage = EmitEntryAlloca(b_, llvm::ArrayType::get(leaf.storage, stage), "stage");
     leaf.stage->setAlignment(llvm::Align(64));
