@@ -658,49 +658,10 @@ StatusOr<KernelSpec> KernelBuilder::Build() {
       }
       return false;
     };
-    // Whether `x` reads `y` through any chain of fused values.
-    auto reads = [](const HloInstruction* x, const HloInstruction* y) {
-      std::set<const HloInstruction*> seen;
-      std::vector<const HloInstruction*> stack(x->operands().begin(), x->operands().end());
-      while (!stack.empty()) {
-        const HloInstruction* z = stack.back();
-        stack.pop_back();
-        if (z == y) return true;
-        if (seen.insert(z).second) stack.insert(stack.end(), z->operands().begin(), z->operands().end());
-      }
-      return false;
-    };
     int64_t scratch = 0;
     while (!pending.empty()) {
       const HloInstruction* x = pending.front();
       pending.erase(pending.begin());
-      // A CPU column reduction sweeps with the later ones of its operand shape and dimensions
-      // that read none still pending, unless a later sweep reads their arrays anyway
-      // (cpu_column_reduction.h); one that nothing pending reads may wait for that sweep.
-      cpu::SweepMembers sweep_members;
-      if (IsColumnReduction(x) && target_ == KernelTarget::kCpu) {
-        std::vector<const HloInstruction*> ready;
-        bool later_sweep = false;
-        for (const HloInstruction* y : pending) {
-          if (IsColumnReduction(y) && y->dimensions() == x->dimensions() &&
-              y->operand(0)->shape() == x->operand(0)->shape() && y->shape() == x->shape()) {
-            if (reads_pending(y, x)) {
-              later_sweep = true;
-            } else {
-              ready.push_back(y);
-            }
-          }
-        }
-        sweep_members = cpu::ChooseSweepMembers(
-            *x, ready, later_sweep, [&](const HloInstruction* y) {
-              return std::any_of(pending.begin(), pending.end(),
-                                 [&](const HloInstruction* z) { return reads(z, y); });
-            });
-        if (sweep_members.defer_leader) {
-          pending.push_back(x);
-          continue;
-        }
-      }
       // Into scratch even when `x` is also an output: an output may share its buffer with an
       // operand (in place), which later phases still read. The output phase copies it out.
       std::vector<Binding> materialized;
@@ -727,7 +688,14 @@ StatusOr<KernelSpec> KernelBuilder::Build() {
         // loop has laid out so far (batch statistics: one output row, which only slicing spreads
         // over threads).
         std::vector<std::vector<Binding>> sibling_bindings;
-        const std::vector<const HloInstruction*>& siblings = sweep_members.siblings;
+        std::vector<const HloInstruction*> siblings;
+        for (const HloInstruction* y : pending) {
+          if (IsColumnReduction(y) && y->dimensions() == x->dimensions() &&
+              y->operand(0)->shape() == x->operand(0)->shape() &&
+              y->shape() == x->shape() && !reads_pending(y, x)) {
+            siblings.push_back(y);
+          }
+        }
         for (const HloInstruction* y : siblings) {
           pending.erase(std::find(pending.begin(), pending.end(), y));
           std::vector<Binding> leaves;

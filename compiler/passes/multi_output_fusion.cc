@@ -162,19 +162,6 @@ int64_t OtherReaders(const HloInstruction& producer, const HloInstruction& consu
   return others;
 }
 
-// How many small kernels between two reductions one merge may take along.
-constexpr int kMaxBridges = 4;
-
-// `between` lies on a path from one of two reduction kernels over the same iteration space to
-// the other, and may be merged with them: a kernel of values far smaller than what they sweep
-// (per-column statistics), with no reduction of its own. Inside the merged kernel it is computed
-// once, after the sweep whose results it reads.
-bool IsBridge(const HloInstruction& between, const HloInstruction& a, const HloInstruction& b) {
-  if (!HasReduction(a) || !HasReduction(b) || !IterationMismatch(a, b).empty()) return false;
-  if (!IsMergeable(between) || HasReduction(between) || !between.shape().IsArray()) return false;
-  return between.shape().num_elements() * 16 <= IterationShape(a).num_elements();
-}
-
 }  // namespace
 
 // A refused pair stays refused for the rest of the run: merges elsewhere only add paths (a cycle
@@ -200,20 +187,7 @@ StatusOr<bool> MultiOutputFusion::TryMerge(HloInstruction* into, HloInstruction*
   plan.keep_name_of = into->opcode() == HloOpcode::kFusion    ? into
                       : other->opcode() == HloOpcode::kFusion ? other
                                                               : nullptr;
-  // Between two reductions over one iteration space, the small values on a path from one to
-  // the other (batch norm's rsqrt(var + eps), computed from one sweep's sums and broadcast into
-  // the next) join the merge rather than keep the two apart: the kernel computes them once
-  // between its sweeps, and the sweeps that need neither of them can then share one.
-  std::vector<std::string> bridges;
-  const HloInstruction* witness = FindCycleWitness(plan, &positions);
-  for (int tries = 0; witness != nullptr && tries < kMaxBridges &&
-                      IsBridge(*witness, *into, *other);
-       ++tries) {
-    bridges.push_back(witness->name());
-    plan.members.push_back(const_cast<HloInstruction*>(witness));
-    witness = FindCycleWitness(plan, &positions);
-  }
-  if (witness != nullptr) {
+  if (const HloInstruction* witness = FindCycleWitness(plan, &positions)) {
     Refuse(*other, *into,
            fmt::format("merging would create a cycle: {} lies on a path from one to the other",
                        witness->name()));
@@ -229,10 +203,7 @@ StatusOr<bool> MultiOutputFusion::TryMerge(HloInstruction* into, HloInstruction*
                        limits_.max_instructions, limits_.max_operands));
     return false;
   }
-  FusionDecision decision{other->name(), into->name(), true,
-                          bridges.empty() ? note
-                                          : fmt::format("{}, with {} between them", note,
-                                                        fmt::join(bridges, ", ")),
+  FusionDecision decision{other->name(), into->name(), true, note,
                           std::string(FusionKindString(PlannedKind(plan))), "",
                           DecisionSource(*other)};
   ASSIGN_OR_RETURN(HloInstruction* fusion, BuildFusion(plan));

@@ -13,10 +13,7 @@
 //    an elementwise consumer of one producer) become one fusion that reads it once.
 // Both need the same iteration space (a loop kernel's output shape, a reduction's input shape;
 // two reductions also reduce the same dimensions), no path between the merged kernels through
-// another instruction (that would make a cycle), and FusionLimits. Between two reductions, small
-// kernels on such a path (per-column values far smaller than the sweep: batch norm's
-// rsqrt(var + eps) between the variance and the gradient's sums) join the merge instead: the
-// kernel computes them once between its sweeps. Merged: fusions of kind kLoop
+// another instruction (that would make a cycle), and FusionLimits. Merged: fusions of kind kLoop
 // or kInput, unfused loop-fusible instructions and reduces. Left alone: dot and convolution
 // (kOutput) fusions, kCustom fusions, instructions with control dependencies, constants and
 // parameters. Merges into reductions and between siblings come first, merges into loop kernels

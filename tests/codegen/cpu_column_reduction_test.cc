@@ -273,68 +273,6 @@ TEST(CpuColumnReductionTest, IndependentMaterialisedReductionsShareOneSweep) {
   testing::ExpectMatchesEvaluator(text, {}, kFloat);
 }
 
-// Batch norm's chain in small: s1 (sum x) must sweep before s2 (sum((x - mean)^2 + dy^2)); sd (sum dy)
-// and sx (sum x * x) wait for nothing and nothing waits for them. The root lists sd's reader
-// first, so that sd comes first in post order.
-constexpr char kChainedSums[] = R"(
-  x = f32[4000,96] parameter(0)
-  dy = f32[4000,96] parameter(1)
-  z = f32[] constant(0)
-  sd = f32[96] reduce(dy, z), dimensions={0}, to_apply=add
-  sdb = f32[4000,96] broadcast(sd), dimensions={1}
-  o2 = f32[4000,96] add(dy, sdb)
-  s1 = f32[96] reduce(x, z), dimensions={0}, to_apply=add
-  k = f32[] constant(0.00025)
-  kb = f32[96] broadcast(k), dimensions={}
-  m = f32[96] multiply(s1, kb)
-  mb = f32[4000,96] broadcast(m), dimensions={1}
-  c = f32[4000,96] subtract(x, mb)
-  cc = f32[4000,96] multiply(c, c)
-  dd = f32[4000,96] multiply(dy, dy)
-  cd = f32[4000,96] add(cc, dd)
-  s2 = f32[96] reduce(cd, z), dimensions={0}, to_apply=add
-  s2b = f32[4000,96] broadcast(s2), dimensions={1}
-  xx = f32[4000,96] multiply(x, x)
-  sx = f32[96] reduce(xx, z), dimensions={0}, to_apply=add
-  sxb = f32[4000,96] broadcast(sx), dimensions={1}
-  o1 = f32[4000,96] multiply(x, s2b)
-  o3 = f32[4000,96] multiply(o1, sxb)
-  ROOT t = (f32[4000,96], f32[4000,96]) tuple(o2, o3)
-)";
-
-TEST(CpuColumnReductionTest, ASumNothingWaitsForSweepsWithTheArraysItReads) {
-  const std::string text = InInputFusion(kReducers, kChainedSums);
-  auto module = ParseHloModule(text);
-  ASSERT_TRUE(module.ok()) << module.status().message();
-  const HloComputation* fused = (*module)->entry_computation()->root_instruction()->fused_computation();
-  auto named = [&](const std::string& name) -> const HloInstruction* {
-    for (const HloInstruction* i : fused->instructions()) {
-      if (i->name() == name) return i;
-    }
-    ADD_FAILURE() << "no " << name;
-    return nullptr;
-  };
-  const HloInstruction* s1 = named("s1");
-  const HloInstruction* sd = named("sd");
-  const HloInstruction* sx = named("sx");
-  auto needed = [&](const HloInstruction* y) { return y == s1; };  // s2 reads s1
-  // s1's sweep reads x: sx (x alone) joins it, sd (dy) waits for s2's sweep, which reads dy.
-  cpu::SweepMembers first = cpu::ChooseSweepMembers(*s1, {sd, sx}, /*later_sweep=*/true, needed);
-  EXPECT_FALSE(first.defer_leader);
-  EXPECT_EQ(first.siblings, std::vector<const HloInstruction*>{sx});
-  // Led by sd, which nothing waits for: it waits itself.
-  EXPECT_TRUE(cpu::ChooseSweepMembers(*sd, {s1, sx}, true, needed).defer_leader);
-  // With no sweep after this one, every ready reduction joins.
-  cpu::SweepMembers last = cpu::ChooseSweepMembers(*named("s2"), {sd}, false, needed);
-  EXPECT_EQ(last.siblings, std::vector<const HloInstruction*>{sd});
-  // In the kernel: two sweeps (s1 and sx; s2 and sd), each with its combine, then the outputs.
-  KernelSpec spec = SpecOfRoot(text);
-  ASSERT_EQ(spec.phases.size(), 5u);
-  EXPECT_GT(spec.phases[0].tasks, 1);
-  EXPECT_GT(spec.phases[2].tasks, 1);
-  testing::ExpectMatchesEvaluator(text, {}, kFloat);
-}
-
 TEST(CpuColumnReductionTest, PerColumnFactorOfASumIsComputedOncePerColumn) {
   // x / sum(x, axis=0): the divide by the broadcast sum is per element, but 1 / sum, a divide of
   // 96 values, is written to scratch once instead of computed again for each of the 4000 rows.

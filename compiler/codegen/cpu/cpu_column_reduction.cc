@@ -5,7 +5,6 @@
 #include "compiler/codegen/cpu/cpu_column_reduction.h"
 
 #include <algorithm>
-#include <set>
 
 #include <llvm/IR/CFG.h>
 
@@ -481,63 +480,6 @@ bool IsStridedRowReduction(const HloInstruction& reduce) {
       return false;
   }
   return true;
-}
-
-namespace {
-
-// The fused parameters of the operand's size that computing `reduce`'s inputs reads, element by
-// element. Small values (per-column statistics) and other reductions are read from what an
-// earlier phase computed, not from the arrays behind them.
-std::set<const HloInstruction*> SweptArrays(const HloInstruction& reduce) {
-  const int64_t elements = reduce.operand(0)->shape().num_elements();
-  auto big = [&](const HloInstruction* h) {
-    return h->shape().IsArray() && h->shape().num_elements() * 16 > elements;
-  };
-  std::set<const HloInstruction*> arrays, seen;
-  std::vector<const HloInstruction*> stack(reduce.operands().begin(), reduce.operands().end());
-  while (!stack.empty()) {
-    const HloInstruction* h = stack.back();
-    stack.pop_back();
-    if (!seen.insert(h).second || !big(h) || h->opcode() == HloOpcode::kReduce) continue;
-    if (h->opcode() == HloOpcode::kParameter) arrays.insert(h);
-    stack.insert(stack.end(), h->operands().begin(), h->operands().end());
-  }
-  return arrays;
-}
-
-bool Covers(const std::set<const HloInstruction*>& have, const std::set<const HloInstruction*>& want) {
-  return std::includes(have.begin(), have.end(), want.begin(), want.end());
-}
-
-}  // namespace
-
-SweepMembers ChooseSweepMembers(const HloInstruction& leader,
-                                const std::vector<const HloInstruction*>& ready, bool later_sweep,
-                                const std::function<bool(const HloInstruction*)>& needed) {
-  SweepMembers members;
-  if (!later_sweep) {
-    members.siblings = ready;
-    return members;
-  }
-  // What the reductions that must sweep now read anyway.
-  std::set<const HloInstruction*> swept;
-  bool any_needed = false;
-  for (const HloInstruction* y : ready) {
-    if (!needed(y)) continue;
-    any_needed = true;
-    const std::set<const HloInstruction*> arrays = SweptArrays(*y);
-    swept.insert(arrays.begin(), arrays.end());
-  }
-  const std::set<const HloInstruction*> leader_arrays = SweptArrays(leader);
-  if (!needed(&leader) && any_needed && !Covers(swept, leader_arrays)) {
-    members.defer_leader = true;
-    return members;
-  }
-  swept.insert(leader_arrays.begin(), leader_arrays.end());
-  for (const HloInstruction* y : ready) {
-    if (needed(y) || Covers(swept, SweptArrays(*y))) members.siblings.push_back(y);
-  }
-  return members;
 }
 
 }  // namespace cpu

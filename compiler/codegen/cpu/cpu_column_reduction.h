@@ -23,8 +23,6 @@
 #pragma once
 
 #include <cstdint>
-#include <functional>
-#include <vector>
 
 #include "compiler/hlo/instruction.h"
 
@@ -67,23 +65,5 @@ ColumnReductionPlan PlanColumnReduction(int64_t out_rows, int64_t n, int64_t red
 // kMaxLanes, a reduced dimension major to a kept one, and at least 8 rows besides the lanes (the
 // partial tiles at most an eighth of the operand).
 bool IsStridedRowReduction(const HloInstruction& reduce);
-
-// Which column reductions of one fused kernel share a sweep when a later sweep of the same shape
-// follows (a reduction still to compute reads this one's results, as batch norm's variance reads
-// the mean). `leader` is the first reduction still to compute, `ready` the others of its shape
-// and dimensions that read no result still to compute; `needed` says whether a value still to
-// compute reads one. Needed ones sweep now, or the chain of sweeps gets longer; the others join
-// only when the sweep already reads every array of the operand's size that they read, and else
-// wait for a later sweep: batch norm's sum(dy) joins the variance's sweep, which reads dy for
-// sum(dy * (x - mean)) anyway, not the mean's, which reads x alone (one more pass over dy).
-// `defer_leader`: the leader is not needed and would add such an array; it waits too.
-// Without a later sweep every ready reduction joins.
-struct SweepMembers {
-  std::vector<const HloInstruction*> siblings;
-  bool defer_leader = false;
-};
-SweepMembers ChooseSweepMembers(const HloInstruction& leader,
-                                const std::vector<const HloInstruction*>& ready, bool later_sweep,
-                                const std::function<bool(const HloInstruction*)>& needed);
 
 }  // namespace xlens::codegen::cpu
