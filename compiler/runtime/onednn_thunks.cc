@@ -324,6 +324,12 @@ StatusOr<std::unique_ptr<OneDnnThunk>> OneDnnThunk::Create(std::string hlo_name,
         for (OneDnnPostOp::Addend a : impl.addend_kinds) {
           if (a == OneDnnPostOp::Addend::kFull) return false;
         }
+        // The fusion's result is the product's [batch..., m, n], as the parts write it.
+        const Shape& result = fusion.shape();
+        if (!result.IsArray() || result.rank() < 2 || result.dimensions(result.rank() - 1) != n ||
+            result.num_elements() != impl.batch * m * n) {
+          return false;
+        }
         std::optional<std::vector<ColumnRange>> ranges = ReadColumnsPerRow(fusion);
         if (!ranges || static_cast<int64_t>(ranges->size()) != m) return false;
         const int64_t rows_per_block = std::min<int64_t>(m, 128);
