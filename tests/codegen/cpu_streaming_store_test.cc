@@ -84,40 +84,51 @@ TEST(CpuStreamingStoreTest, DefaultThresholdIsHalfTheLastLevelCache) {
 
 TEST(CpuStreamingStoreTest, ThresholdByWhereTheOutputGoes) {
   if (!cpu::HasStreamingStores()) GTEST_SKIP() << "no streaming stores on this target";
-  // e's buffer is fresh and read by the next op; n is written over e's buffer (e dies at it);
-  // r is returned; inside the loop body the assignment knows nothing.
-  auto module = ParseHloModule(R"(HloModule m
-body {
+  const int64_t half = cpu::DefaultStreamingStoreBytes();  // bytes: half the cache
+  // Arrays of 2, 1/2 and 1/4 of the cache. e's buffer is fresh and read by the next op; n is
+  // written over e's buffer (e dies at it); r, u and v are returned, u with its operand less
+  // than the cache, v as large as it; inside the loop body the assignment knows nothing.
+  auto module = ParseHloModule(fmt::format(R"(HloModule m
+body {{
   p = f32[64] parameter(0)
   ROOT q = f32[64] negate(p)
-}
-cond {
+}}
+cond {{
   p = f32[64] parameter(0)
   ROOT t = pred[] constant(false)
-}
-ENTRY e {
-  x = f32[1024,1024] parameter(0)
-  y = f32[1024,1024] parameter(1)
+}}
+ENTRY e {{
+  x = {0} parameter(0)
+  y = {0} parameter(1)
   s = f32[64] parameter(2)
-  e = f32[1024,1024] exponential(x)
-  n = f32[1024,1024] negate(e)
+  x1 = {1} parameter(3)
+  x2 = {2} parameter(4)
+  e = {0} exponential(x)
+  n = {0} negate(e)
   w = f32[64] while(s), condition=cond, body=body
-  a = f32[1024,1024] add(n, y)
-  r = f32[1024,1024] multiply(x, y)
-  ROOT t = (f32[1024,1024], f32[1024,1024], f32[64]) tuple(a, r, w)
-})");
+  a = {0} add(n, y)
+  r = {0} multiply(x, y)
+  u = {2} negate(x2)
+  v = {1} negate(x1)
+  ROOT t = ({0}, {0}, f32[64], {2}, {1}) tuple(a, r, w, u, v)
+}})", fmt::format("f32[{}]", half), fmt::format("f32[{}]", half / 4),
+                                                 fmt::format("f32[{}]", half / 8)));
   ASSERT_TRUE(module.ok()) << module.status().message();
   auto assignment = AssignBuffers(**module);
   ASSERT_TRUE(assignment.ok()) << assignment.status().message();
   const HloComputation& entry = *(*module)->entry_computation();
-  const int64_t half = cpu::DefaultStreamingStoreBytes();
+  auto bytes_for = [&](const char* name) {
+    return cpu::StreamingStoreBytesFor(*entry.GetInstructionWithName(name), &*assignment);
+  };
   auto n = assignment->GetSlice(*entry.GetInstructionWithName("n"));
   auto e = assignment->GetSlice(*entry.GetInstructionWithName("e"));
   ASSERT_TRUE(n.ok() && e.ok());
-  EXPECT_EQ(cpu::StreamingStoreBytesFor(*entry.GetInstructionWithName("e"), &*assignment), 2 * half);
+  EXPECT_EQ(bytes_for("e"), 2 * half);
   ASSERT_EQ(n->allocation, e->allocation);  // in place
-  EXPECT_EQ(cpu::StreamingStoreBytesFor(*entry.GetInstructionWithName("n"), &*assignment), 0);
-  EXPECT_EQ(cpu::StreamingStoreBytesFor(*entry.GetInstructionWithName("r"), &*assignment), half);
+  EXPECT_EQ(bytes_for("n"), 0);
+  EXPECT_EQ(bytes_for("r"), half);
+  EXPECT_EQ(bytes_for("u"), 0);
+  EXPECT_EQ(bytes_for("v"), half);
   const HloInstruction* q = entry.GetInstructionWithName("w")->while_body()->root_instruction();
   EXPECT_EQ(cpu::StreamingStoreBytesFor(*q, &*assignment), 0);
   EXPECT_EQ(cpu::StreamingStoreBytesFor(*entry.GetInstructionWithName("r"), nullptr), 0);

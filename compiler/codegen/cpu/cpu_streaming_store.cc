@@ -100,6 +100,18 @@ int64_t StreamingStoreBytesFor(const HloInstruction& hlo, const BufferAssignment
     });
     if (shared) return 0;
   }
+  // Operands and results that fit in the cache together can stay there from one run to the next.
+  // At the cache's size streaming already wins where other work shares the cache: a layer norm
+  // over 16 MiB (32 MiB moved, as large as the cache) took 0.47 ms a run streamed and 0.43 with
+  // plain stores on an idle machine, but 1.0 and 1.5 ms beside other work.
+  int64_t working_set = 0;
+  for (const HloInstruction* x : hlo.operands()) {
+    x->shape().ForEachLeaf([&](const Shape& s, const std::vector<int64_t>&) {
+      if (s.IsArray()) working_set += shape_util::ByteSizeOf(s);
+    });
+  }
+  for (const BufferSlice& out : outputs) working_set += out.size;
+  if (working_set < 2 * threshold) return 0;
   const HloInstruction* root = entry->root_instruction();
   bool returned = &hlo == root;
   if (!returned && root->opcode() == HloOpcode::kTuple && !hlo.users().empty()) {

@@ -43,6 +43,8 @@ int64_t DefaultStreamingStoreBytes();
 //    just read into the cache, so a plain store costs no read, and a streaming store would evict
 //    them (an unfused chain over 64 MiB in one buffer: 15% slower); 0 too where the assignment
 //    does not know the instruction (one of a nested computation);
+//  - 0 where the kernel's operands and results together fit in the last-level cache: they can
+//    stay in it from one run to the next;
 //  - DefaultStreamingStoreBytes() for what the module returns;
 //  - twice that, the whole cache, for a value a later kernel reads: one that fits beside its
 //    operands is read back from the cache (an unfused chain over 16 MiB: 20-40% slower streamed).
