@@ -442,6 +442,8 @@ void ExecutableBuilder::AnnotateThunks(const std::vector<const HloInstruction*>&
     HloCost cost = costs_.InstructionCost(hlo);
     info.bytes_accessed = static_cast<double>(cost.bytes_accessed);
     info.flops = cost.flops;
+    // A masked product computes only the outputs read (onednn_thunks.h): rated by those.
+    if (const auto* onednn = dynamic_cast<const OneDnnThunk*>(thunk.get())) info.flops *= onednn->ComputedShare();
     info.transcendentals = cost.transcendentals;
     std::vector<profiler::TraceArg>& args = span->args;
     // Every span has the same keys, empty where there is nothing to say (no fusion, no
@@ -457,7 +459,7 @@ void ExecutableBuilder::AnnotateThunks(const std::vector<const HloInstruction*>&
     args.push_back({"stack", stack.size() > 1 ? StackText({stack.begin() + 1, stack.end()}) : std::string()});
     args.push_back({"module", exe_->module_->name()});
     args.push_back({"bytes_accessed", cost.bytes_accessed});
-    args.push_back({"flops", static_cast<int64_t>(cost.flops)});
+    args.push_back({"flops", static_cast<int64_t>(info.flops)});
     if (cost.transcendentals > 0) {
       args.push_back({"transcendentals", static_cast<int64_t>(cost.transcendentals)});
     }

@@ -34,6 +34,7 @@ StatusOr<std::unique_ptr<OneDnnThunk>> OneDnnThunk::Create(std::string hlo_name,
 Status OneDnnThunk::Execute(char**, ExecuteContext&) const { return Error("no oneDNN"); }
 std::string OneDnnThunk::ToString(int) const { return ""; }
 int64_t OneDnnThunk::Parts() const { return 0; }
+double OneDnnThunk::ComputedShare() const { return 1; }
 
 #else
 
@@ -562,6 +563,8 @@ int64_t OneDnnThunk::Parts() const {
   if (!impl_->bands.empty()) return static_cast<int64_t>(impl_->bands.size());
   return impl_->is_convolution ? impl_->blocks : impl_->batch * impl_->blocks;
 }
+
+double OneDnnThunk::ComputedShare() const { return impl_->masked_blocks.empty() ? 1 : impl_->masked_share; }
 
 bool OneDnnThunk::ComputeRunsInline() const {
   const Impl& impl = *impl_;

@@ -44,6 +44,9 @@ class OneDnnThunk : public Thunk {
   const std::string& implementation() const { return implementation_; }
   // How many parts a call runs as on the pool.
   int64_t Parts() const;
+  // The share of the product's outputs a call computes: below 1 where a mask leaves the rest
+  // unread (product_mask.h), so that the profile rates the kernel by the work it does.
+  double ComputedShare() const;
 
  private:
   // Whether the call's parts are too small to be worth waking a thread for (a batched product

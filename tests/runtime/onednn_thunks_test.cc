@@ -671,6 +671,22 @@ TEST_F(OneDnnThunkTest, MaskedScoresComputeOnlyTheColumnsTheMaskKeeps) {
   ExpectOneDnnMatchesEvaluator(
       MaskedAttention("3,", "0", "  mask = pred[384,384] compare(i0, i1), direction=LE\n"),
       call + " on the 67% of its outputs read");
+  // The profile rates the masked product by the multiply-adds it does: 2/3 of the product's.
+  {
+    auto module = ParseHloModule(MaskedAttention("3,", "0", causal));
+    ASSERT_TRUE(module.ok());
+    auto exe = CompileForCpu(std::move(*module), {});
+    ASSERT_TRUE(exe.ok());
+    int masked = 0;
+    for (const auto& thunk : (*exe)->thunks()) {
+      const auto* call = dynamic_cast<const OneDnnThunk*>(thunk.get());
+      if (call == nullptr || call->ComputedShare() == 1) continue;
+      ++masked;
+      EXPECT_DOUBLE_EQ(call->ComputedShare(), 2.0 / 3);
+      EXPECT_NEAR(thunk->trace_info().flops, 2.0 / 3 * 3 * 384 * 384 * (2 * 32 + 1), 3 * 384 * 384);
+    }
+    EXPECT_EQ(masked, 1);
+  }
   // A mask that keeps more than three quarters is computed whole.
   auto module = ParseHloModule(MaskedAttention("3,", "0", "  mask = pred[384,384] compare(i0, i1), direction=NE\n"));
   ASSERT_TRUE(module.ok());
