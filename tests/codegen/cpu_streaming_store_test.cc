@@ -75,6 +75,16 @@ TEST(CpuStreamingStoreTest, LoopsWritingAtLeastTheThresholdStream) {
   EXPECT_EQ(Count(IrOfRoot(text, 0), "!nontemporal"), 0);
 }
 
+TEST(CpuStreamingStoreTest, StretchesAreLongerWhereTheLoopReadsThroughATranspose) {
+  EXPECT_NE(IrOfRoot(Triad("f32[64,1024]"), 1).find("alloca [128 x float]"), std::string::npos);
+  const std::string transpose = R"(HloModule m
+ENTRY e {
+  x = f32[1024,64] parameter(0)
+  ROOT t = f32[64,1024] transpose(x), dimensions={1,0}
+})";
+  EXPECT_NE(IrOfRoot(transpose, 1).find("alloca [1024 x float]"), std::string::npos);
+}
+
 TEST(CpuStreamingStoreTest, DefaultThresholdIsHalfTheLastLevelCache) {
   if (!cpu::HasStreamingStores()) GTEST_SKIP() << "no streaming stores on this target";
   EXPECT_GE(cpu::DefaultStreamingStoreBytes(), int64_t{1} << 20);

@@ -171,8 +171,24 @@ void EmitStreamingFence(llvm::IRBuilder<>& b) {
 
 namespace {
 
+// Whether `hlo` reads an operand across its layout (a transpose, or a copy that changes the
+// layout): its loads are strided, and a longer inner loop keeps more of them in flight.
+bool ReadsAcrossLayout(const HloInstruction& hlo) {
+  auto across = [](const HloInstruction& x) {
+    return x.opcode() == HloOpcode::kTranspose ||
+           (x.opcode() == HloOpcode::kCopy && MajorToMinor(x.shape()) != MajorToMinor(x.operand(0)->shape()));
+  };
+  if (hlo.opcode() != HloOpcode::kFusion) return across(hlo);
+  for (const HloInstruction* x : hlo.fused_computation()->MakeInstructionPostOrder()) {
+    if (across(*x)) return true;
+  }
+  return false;
+}
+
 // Elements per output leaf computed before they are written out.
-int64_t StageElements(int64_t element_bytes) { return cpu::kStreamingStretchBytes / element_bytes; }
+int64_t StageElements(int64_t element_bytes, bool strided) {
+  return (strided ? cpu::kStridedStreamingStretchBytes : cpu::kStreamingStretchBytes) / element_bytes;
+}
 
 }  // namespace
 
@@ -229,7 +245,8 @@ Status KernelBuilder::EmitCpuStreamedLoop(const Shape& shape, int64_t work_per_e
     leaves.push_back({first_leaf, type, storage, ByteWidth(type), nullptr});
   }
   int64_t stage = n;
-  for (const Leaf& leaf : leaves) stage = std::min(stage, StageElements(leaf.width));
+  const bool strided = ReadsAcrossLayout(hlo_);
+  for (const Leaf& leaf : leaves) stage = std::min(stage, StageElements(leaf.width, strided));
   for (Leaf& leaf : leaves) {
     leaf.stage = EmitEntryAlloca(b_, llvm::ArrayType::get(leaf.storage, stage), "stage");
     leaf.stage->setAlignment(llvm::Align(64));

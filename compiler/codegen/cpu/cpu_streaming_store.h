@@ -28,9 +28,11 @@ namespace xlens::codegen::cpu {
 // Shorter stretches interleave the loads and the streaming stores more finely, which the memory
 // system serves faster: on a 2-core EPYC, b + 3c over 64 MiB took 6.5 ms a run with 512-byte
 // stretches and 7.5 ms with 4 KiB ones (9.5 ms with plain stores), an Adam update of 16 MiB
-// arrays 3.5 and 5.2 ms (4.2 plain), best of 6-8 runs. A transpose, whose loads are strided,
-// loses some 10% to the shorter inner loop.
+// arrays 3.5 and 5.2 ms (4.2 plain), best of 6-8 runs. A loop that reads through a transpose
+// takes 4 KiB: its strided loads want the longer inner loop (f32[2048,4096] transposed: 2.4 ms
+// a run with 4 KiB, 2.8 with 512 bytes, median of 6).
 constexpr int64_t kStreamingStretchBytes = 512;
+constexpr int64_t kStridedStreamingStretchBytes = 4096;
 
 // Outputs of a loop at least this large (bytes, all output leaves of the loop together) are
 // written with streaming stores: half of this machine's last-level cache (the largest data or
