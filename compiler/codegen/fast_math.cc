@@ -204,4 +204,30 @@ Value* EmitFastErfF32(llvm::IRBuilder<>& b, Value* x) {
   return b.CreateSelect(IsNan(b, x), x, result);
 }
 
+llvm::Function* EmitUnaryF32Loop(llvm::Module& module, const std::string& name,
+                                 UnaryF32Emitter emit) {
+  llvm::IRBuilder<> b(module.getContext());
+  llvm::Type* ptr = b.getPtrTy();
+  llvm::Function* f = llvm::Function::Create(
+      llvm::FunctionType::get(b.getVoidTy(), {ptr, ptr, b.getInt64Ty()}, false),
+      llvm::Function::ExternalLinkage, name, &module);
+  llvm::LLVMContext& context = module.getContext();
+  auto* entry = llvm::BasicBlock::Create(context, "entry", f);
+  auto* loop = llvm::BasicBlock::Create(context, "loop", f);
+  auto* exit = llvm::BasicBlock::Create(context, "exit", f);
+  b.SetInsertPoint(entry);
+  b.CreateCondBr(b.CreateICmpSGT(f->getArg(2), b.getInt64(0)), loop, exit);
+  b.SetInsertPoint(loop);
+  llvm::PHINode* i = b.CreatePHI(b.getInt64Ty(), 2);
+  i->addIncoming(b.getInt64(0), entry);
+  llvm::Value* x = b.CreateLoad(b.getFloatTy(), b.CreateGEP(b.getFloatTy(), f->getArg(0), i));
+  b.CreateStore(emit(b, x), b.CreateGEP(b.getFloatTy(), f->getArg(1), i));
+  llvm::Value* next = b.CreateAdd(i, b.getInt64(1));
+  i->addIncoming(next, loop);
+  b.CreateCondBr(b.CreateICmpSLT(next, f->getArg(2)), loop, exit);
+  b.SetInsertPoint(exit);
+  b.CreateRetVoid();
+  return f;
+}
+
 }  // namespace xlens::codegen

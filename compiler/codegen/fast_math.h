@@ -12,6 +12,8 @@
 // NaN in gives NaN out; denormal inputs and results are computed, not flushed.
 #pragma once
 
+#include <string>
+
 #include <llvm/IR/IRBuilder.h>
 
 namespace xlens::codegen {
@@ -31,5 +33,12 @@ llvm::Value* EmitFastTanhF32(llvm::IRBuilder<>& b, llvm::Value* x);
 llvm::Value* EmitFastLogisticF32(llvm::IRBuilder<>& b, llvm::Value* x);
 // The error function of a float `x`.
 llvm::Value* EmitFastErfF32(llvm::IRBuilder<>& b, llvm::Value* x);
+
+// Adds to `module` `void name(const float* in, float* out, i64 n)`, which writes emit(in[i]) to
+// out[i] for i < n: one of the functions above in a loop alone, to check it element by element
+// (fast_math_accuracy_test) or to time it (machine_limits' transcendental rates).
+using UnaryF32Emitter = llvm::Value* (*)(llvm::IRBuilder<>&, llvm::Value*);
+llvm::Function* EmitUnaryF32Loop(llvm::Module& module, const std::string& name,
+                                 UnaryF32Emitter emit);
 
 }  // namespace xlens::codegen

@@ -84,33 +84,15 @@ std::string CpuModel() {
 // a loop alone, compiled for this CPU: on this machine they can outrun oneDNN's eltwise kernels,
 // and a floor must be the best that is measured, or a fusion would pass 100% of it.
 
-using UnaryEmitter = llvm::Value* (*)(llvm::IRBuilder<>&, llvm::Value*);
+using UnaryEmitter = xlens::codegen::UnaryF32Emitter;
 using UnaryKernel = void (*)(const float*, float*, int64_t);
 
-// void f(const float* in, float* out, i64 n) { for (i < n) out[i] = emit(in[i]); }
+// The loop of `emit` alone (EmitUnaryF32Loop), compiled for this CPU.
 UnaryKernel CompileLoop(xlens::codegen::CpuJit& jit, const std::string& name, UnaryEmitter emit) {
   auto context = std::make_unique<llvm::LLVMContext>();
   auto module = std::make_unique<llvm::Module>(name, *context);
   module->setTargetTriple(llvm::sys::getProcessTriple());
-  llvm::IRBuilder<> b(*context);
-  auto* ptr = b.getPtrTy();
-  auto* f = llvm::Function::Create(llvm::FunctionType::get(b.getVoidTy(), {ptr, ptr, b.getInt64Ty()}, false),
-                                   llvm::Function::ExternalLinkage, name, module.get());
-  auto* entry = llvm::BasicBlock::Create(*context, "entry", f);
-  auto* loop = llvm::BasicBlock::Create(*context, "loop", f);
-  auto* exit = llvm::BasicBlock::Create(*context, "exit", f);
-  b.SetInsertPoint(entry);
-  b.CreateCondBr(b.CreateICmpSGT(f->getArg(2), b.getInt64(0)), loop, exit);
-  b.SetInsertPoint(loop);
-  llvm::PHINode* i = b.CreatePHI(b.getInt64Ty(), 2);
-  i->addIncoming(b.getInt64(0), entry);
-  llvm::Value* x = b.CreateLoad(b.getFloatTy(), b.CreateGEP(b.getFloatTy(), f->getArg(0), i));
-  b.CreateStore(emit(b, x), b.CreateGEP(b.getFloatTy(), f->getArg(1), i));
-  llvm::Value* next = b.CreateAdd(i, b.getInt64(1));
-  i->addIncoming(next, loop);
-  b.CreateCondBr(b.CreateICmpSLT(next, f->getArg(2)), loop, exit);
-  b.SetInsertPoint(exit);
-  b.CreateRetVoid();
+  xlens::codegen::EmitUnaryF32Loop(*module, name, emit);
   if (!jit.AddModule(std::move(module), std::move(context), /*keep_ir=*/false).ok()) return nullptr;
   auto address = jit.Lookup(name);
   return address.ok() ? reinterpret_cast<UnaryKernel>(*address) : nullptr;

@@ -27,7 +27,7 @@
 namespace xlens::codegen {
 namespace {
 
-using Emitter = llvm::Value* (*)(llvm::IRBuilder<>&, llvm::Value*);
+using Emitter = UnaryF32Emitter;
 using Kernel = void (*)(const float*, float*, int64_t);
 
 struct Compiled {
@@ -36,31 +36,12 @@ struct Compiled {
   std::string optimized_ir;
 };
 
-// void f(const float* in, float* out, i64 n) { for (i < n) out[i] = fn(in[i]); } for the host.
+// The loop of `fn` alone (EmitUnaryF32Loop) as `f`, compiled for the host.
 Compiled Compile(Emitter fn) {
   auto context = std::make_unique<llvm::LLVMContext>();
   auto module = std::make_unique<llvm::Module>("fast_math", *context);
   module->setTargetTriple(llvm::sys::getProcessTriple());
-  llvm::IRBuilder<> b(*context);
-  auto* ptr = b.getPtrTy();
-  auto* f = llvm::Function::Create(
-      llvm::FunctionType::get(b.getVoidTy(), {ptr, ptr, b.getInt64Ty()}, false),
-      llvm::Function::ExternalLinkage, "f", module.get());
-  auto* entry = llvm::BasicBlock::Create(*context, "entry", f);
-  auto* loop = llvm::BasicBlock::Create(*context, "loop", f);
-  auto* exit = llvm::BasicBlock::Create(*context, "exit", f);
-  b.SetInsertPoint(entry);
-  b.CreateCondBr(b.CreateICmpSGT(f->getArg(2), b.getInt64(0)), loop, exit);
-  b.SetInsertPoint(loop);
-  llvm::PHINode* i = b.CreatePHI(b.getInt64Ty(), 2);
-  i->addIncoming(b.getInt64(0), entry);
-  llvm::Value* x = b.CreateLoad(b.getFloatTy(), b.CreateGEP(b.getFloatTy(), f->getArg(0), i));
-  b.CreateStore(fn(b, x), b.CreateGEP(b.getFloatTy(), f->getArg(1), i));
-  llvm::Value* next = b.CreateAdd(i, b.getInt64(1));
-  i->addIncoming(next, loop);
-  b.CreateCondBr(b.CreateICmpSLT(next, f->getArg(2)), loop, exit);
-  b.SetInsertPoint(exit);
-  b.CreateRetVoid();
+  EmitUnaryF32Loop(*module, "f", fn);
   Compiled compiled;
   auto jit = CpuJit::Create();
   EXPECT_TRUE(jit.ok()) << jit.status().message();
