@@ -28,13 +28,18 @@ std::vector<int64_t> LayoutStrides(const Shape& shape) {
 
 llvm::Value* IrArray::EmitLinearIndex(llvm::IRBuilder<>& b, const IrIndex& index) const {
   std::vector<int64_t> strides = LayoutStrides(shape_);
-  llvm::Value* linear = b.getInt64(0);
-  for (size_t d = 0; d < index.size(); ++d) {
-    if (shape_.dimensions(d) == 1) continue;
-    linear = b.CreateAdd(linear, b.CreateMul(index[d], b.getInt64(strides[d]), "", true, true), "",
-                         true, true);
+  // Summed minor first: an index delinearized from one counter (i % a, (i / a) % b, ...) then
+  // folds back into that counter, which a vectorizer reads as a unit stride.
+  std::vector<int64_t> order = MajorToMinor(shape_);
+  llvm::Value* linear = nullptr;
+  for (auto it = order.rbegin(); it != order.rend(); ++it) {
+    const int64_t d = *it;
+    if (d >= static_cast<int64_t>(index.size()) || shape_.dimensions(d) == 1) continue;
+    llvm::Value* term = strides[d] == 1 ? index[d]
+                                        : b.CreateMul(index[d], b.getInt64(strides[d]), "", true, true);
+    linear = linear == nullptr ? term : b.CreateAdd(linear, term, "", true, true);
   }
-  return linear;
+  return linear == nullptr ? b.getInt64(0) : linear;
 }
 
 llvm::Value* IrArray::EmitElementPointer(llvm::IRBuilder<>& b, const IrIndex& index) const {
@@ -88,12 +93,18 @@ IrIndex DelinearizeRowMajor(llvm::IRBuilder<>& b, llvm::Value* linear,
 
 llvm::Value* LinearizeRowMajor(llvm::IRBuilder<>& b, const IrIndex& index,
                                const std::vector<int64_t>& dims) {
-  llvm::Value* linear = b.getInt64(0);
-  for (size_t d = 0; d < dims.size(); ++d) {
-    linear = b.CreateAdd(b.CreateMul(linear, b.getInt64(dims[d]), "", true, true), index[d], "",
-                         true, true);
+  // Summed minor first, as EmitLinearIndex: a reshape of a loop's own index folds back into it.
+  llvm::Value* linear = nullptr;
+  int64_t stride = 1;
+  for (int64_t d = static_cast<int64_t>(dims.size()) - 1; d >= 0; --d) {
+    if (dims[d] != 1) {
+      llvm::Value* term =
+          stride == 1 ? index[d] : b.CreateMul(index[d], b.getInt64(stride), "", true, true);
+      linear = linear == nullptr ? term : b.CreateAdd(linear, term, "", true, true);
+    }
+    stride *= dims[d];
   }
-  return linear;
+  return linear == nullptr ? b.getInt64(0) : linear;
 }
 
 }  // namespace xlens::codegen

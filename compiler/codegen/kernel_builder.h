@@ -54,6 +54,11 @@ class KernelBuilder {
   // An emitter with every binding made so far.
   std::unique_ptr<ElementalIrEmitter> MakeEmitter();
   Status EmitParallelLoop(const Shape& shape, int64_t work_per_element, const Body& body);
+  // How many of `shape`'s minor-most physical dimensions a CPU loop runs as one element loop
+  // of at most `task_elements` (1: the minor one alone), and that loop.
+  size_t CombinedMinorDimensions(const Shape& shape, int64_t task_elements) const;
+  Status EmitCombinedLoop(const Shape& shape, int64_t work_per_element, size_t combined,
+                          const Body& body);
   // A task of a phase split into rows x blocks of the minor-most dimension `minor` (of size n):
   // the row's index in every other dimension (`outer`, major first) and its block's [begin, end).
   struct TaskRange {

@@ -197,8 +197,10 @@ Status KernelBuilder::EmitParallelLoop(const Shape& shape, int64_t work_per_elem
   const int64_t n = shape.dimensions(minor);
   // Tasks of about 64K elements' worth of work (8192 elements of an elementwise loop, fewer
   // outputs of a reduction), so that a short row of long reductions still spreads over threads.
-  const int64_t block = std::min(n, std::clamp<int64_t>((int64_t{1} << 16) / work_per_element,
-                                                       1, 8192));
+  const int64_t task_elements = std::clamp<int64_t>((int64_t{1} << 16) / work_per_element, 1, 8192);
+  const size_t combined = CombinedMinorDimensions(shape, task_elements);
+  if (combined > 1) return EmitCombinedLoop(shape, work_per_element, combined, body);
+  const int64_t block = std::min(n, task_elements);
   const int64_t blocks = (n + block - 1) / block;
   const int64_t rows = elements / n;
   llvm::Function* f = NewPhase(false, rows * blocks, block * work_per_element);
@@ -210,6 +212,58 @@ Status KernelBuilder::EmitParallelLoop(const Shape& shape, int64_t work_per_elem
     // the element they write: independent, as the access group tells the vectorizer.
     return e->EmitLoop(begin, end, "element", [&](Value* i) -> Status {
       index[minor] = i;
+      return body(*e, index);
+    }, access_group_);
+  }));
+  b_.CreateRetVoid();
+  return OkStatus();
+}
+
+size_t KernelBuilder::CombinedMinorDimensions(const Shape& shape, int64_t task_elements) const {
+  // A short minor dimension (NHWC's 8 channels) as a loop of its own leaves the vectorizer the
+  // loop over rows, whose stride-8 accesses it shuffles apart and back together: slower than
+  // scalar code. Only where every operand holds as many elements as the loop writes (read in
+  // place or through a reshape, not broadcast), so the combined index folds back to one offset.
+  const std::vector<int64_t> order = MajorToMinor(shape);
+  constexpr int64_t kShortMinor = 64;
+  if (target_ != KernelTarget::kCpu || order.size() < 2 ||
+      shape.dimensions(order.back()) >= kShortMinor) {
+    return 1;
+  }
+  for (const Binding& binding : bindings_) {
+    if (binding.shape.num_elements() != shape.num_elements()) return 1;
+  }
+  size_t combined = 1;
+  int64_t span = shape.dimensions(order.back());
+  while (combined < order.size() &&
+         span * shape.dimensions(order[order.size() - 1 - combined]) <= task_elements) {
+    span *= shape.dimensions(order[order.size() - 1 - combined]);
+    ++combined;
+  }
+  return combined;
+}
+
+Status KernelBuilder::EmitCombinedLoop(const Shape& shape, int64_t work_per_element,
+                                       size_t combined, const Body& body) {
+  const std::vector<int64_t> order = MajorToMinor(shape);
+  const size_t first = order.size() - combined;
+  int64_t span = 1;
+  for (size_t k = first; k < order.size(); ++k) span *= shape.dimensions(order[k]);
+  llvm::Function* f = NewPhase(false, shape.num_elements() / span, span * work_per_element);
+  auto e = MakeEmitter();
+  RETURN_IF_ERROR(e->EmitLoop(f->getArg(1), f->getArg(2), "task", [&](Value* task) -> Status {
+    const std::vector<int64_t> outer(order.begin(), order.begin() + first);
+    IrIndex index = EmitTaskRange(task, shape, outer, order.back(), 1, 1).index;
+    return e->EmitLoop(b_.getInt64(0), b_.getInt64(span), "element", [&](Value* i) -> Status {
+      // Remainders and quotients nested minor first: with the array offsets summed minor first
+      // (IrArray), the optimizer folds them back into i, a unit-stride loop.
+      Value* rest = i;
+      for (size_t k = order.size() - 1; k > first; --k) {
+        const int64_t size = shape.dimensions(order[k]);
+        index[order[k]] = b_.CreateURem(rest, b_.getInt64(size));
+        rest = b_.CreateUDiv(rest, b_.getInt64(size));
+      }
+      index[order[first]] = rest;
       return body(*e, index);
     }, access_group_);
   }));

@@ -8,14 +8,16 @@
 #include <llvm/Support/raw_ostream.h>
 
 #include "codegen_test_util.h"
+#include "compiler/codegen/cpu/cpu_jit.h"
 #include "compiler/hlo/parser.h"
 
 namespace xlens::codegen {
 namespace {
 
 // Emits the kernel of the instruction called `name` in the entry of `text`.
+// With `optimized_ir`, also the module's IR after the host's optimization pipeline.
 StatusOr<KernelSpec> EmitFor(const std::string& text, const std::string& name,
-                             std::string* errors = nullptr) {
+                             std::string* errors = nullptr, std::string* optimized_ir = nullptr) {
   auto module = ParseHloModule(text);
   if (!module.ok()) return module.status();
   const HloInstruction* hlo = (*module)->entry_computation()->GetInstructionWithName(name);
@@ -27,6 +29,11 @@ StatusOr<KernelSpec> EmitFor(const std::string& text, const std::string& name,
   llvm::raw_string_ostream os(verify);
   if (llvm::verifyModule(llvm_module, &os)) return Error("invalid IR: " + verify);
   if (errors) *errors = verify;
+  if (optimized_ir != nullptr && spec.ok()) {
+    RETURN_IF_ERROR(OptimizeModuleForHost(llvm_module, 2));
+    llvm::raw_string_ostream ir(*optimized_ir);
+    llvm_module.print(ir, nullptr);
+  }
   return spec;
 }
 
@@ -138,6 +145,86 @@ ENTRY e {
   ASSERT_TRUE(fused_spec.ok()) << fused_spec.status().message();
   EXPECT_EQ(fused_spec->phases.size(), 2u);
   testing::ExpectMatchesEvaluator(fused);
+}
+
+// The ReLU gradient of an NHWC activation with 8 channels, its incoming gradient read through a
+// reshape from the dense layer's [batch, features] (as JAX differentiates a small CNN).
+constexpr const char* kReluGradient = R"(HloModule m
+fused {
+  x = f32[32,14,14,8] parameter(0)
+  zero = f32[] constant(0)
+  zb = f32[32,14,14,8] broadcast(zero), dimensions={}
+  one = f32[] constant(1)
+  ob = f32[32,14,14,8] broadcast(one), dimensions={}
+  two = f32[] constant(2)
+  tb = f32[32,14,14,8] broadcast(two), dimensions={}
+  m = f32[32,14,14,8] maximum(x, zb)
+  at_zero = pred[32,14,14,8] compare(zb, m), direction=EQ
+  divisor = f32[32,14,14,8] select(at_zero, tb, ob)
+  kept = pred[32,14,14,8] compare(x, m), direction=EQ
+  mask = f32[32,14,14,8] select(kept, ob, zb)
+  q = f32[32,14,14,8] divide(mask, divisor)
+  g = f32[32,1568] parameter(1)
+  gr = f32[32,14,14,8] reshape(g)
+  ROOT r = f32[32,14,14,8] multiply(gr, q)
+}
+ENTRY e {
+  x = f32[32,14,14,8] parameter(0)
+  g = f32[32,1568] parameter(1)
+  ROOT f = f32[32,14,14,8] fusion(x, g), kind=kLoop, calls=fused
+})";
+
+TEST(KernelEmitterTest, AShortMinorDimensionJoinsTheDimensionsAboveItInOneUnitStrideLoop) {
+  // A task per image: its 14x14x8 elements as one loop, not 196 tasks of 8 (whose stride-8
+  // accesses the vectorizer shuffles apart), and no division left per element once optimized.
+  std::string ir;
+  auto spec = EmitFor(kReluGradient, "f", nullptr, &ir);
+  ASSERT_TRUE(spec.ok()) << spec.status().message();
+  ASSERT_EQ(spec->phases.size(), 1u);
+  EXPECT_EQ(spec->phases[0].tasks, 32);
+  EXPECT_EQ(spec->phases[0].work_per_task, 14 * 14 * 8);
+  EXPECT_THAT(ir, ::testing::HasSubstr("load <16 x float>"));
+  EXPECT_THAT(ir, ::testing::Not(::testing::HasSubstr("udiv")));
+  EXPECT_THAT(ir, ::testing::Not(::testing::HasSubstr("urem")));
+  EXPECT_THAT(ir, ::testing::Not(::testing::HasSubstr("gather")));
+  // Bit for bit what the evaluator computes, zeros (the divisor 2) included.
+  std::vector<Literal> args = testing::RandomArguments(kReluGradient);
+  for (int64_t k = 0; k < args[0].shape().num_elements(); k += 7) args[0].data<float>()[k] = 0.0f;
+  testing::ExpectMatchesEvaluator(kReluGradient, std::move(args));
+}
+
+TEST(KernelEmitterTest, ABroadcastOperandKeepsTheLoopOverTheMinorDimension) {
+  // A per-channel bias read at every element: joined dimensions would index it by a remainder
+  // per element, so the loop stays a task per row of 8.
+  const char* text = R"(HloModule m
+fused {
+  x = f32[4,6,6,8] parameter(0)
+  b = f32[8] parameter(1)
+  bb = f32[4,6,6,8] broadcast(b), dimensions={3}
+  ROOT r = f32[4,6,6,8] add(x, bb)
+}
+ENTRY e {
+  x = f32[4,6,6,8] parameter(0)
+  b = f32[8] parameter(1)
+  ROOT f = f32[4,6,6,8] fusion(x, b), kind=kLoop, calls=fused
+})";
+  auto spec = EmitFor(text, "f");
+  ASSERT_TRUE(spec.ok()) << spec.status().message();
+  ASSERT_EQ(spec->phases.size(), 1u);
+  EXPECT_EQ(spec->phases[0].tasks, 4 * 6 * 6);
+  testing::ExpectMatchesEvaluator(text);
+  // A transposed layout: the loop runs the physical order (dimension 1 minor, then 3, 2, 0).
+  const char* transposed = R"(HloModule m
+ENTRY e {
+  x = f32[4,3,6,5]{1,3,2,0} parameter(0)
+  y = f32[4,3,6,5]{1,3,2,0} parameter(1)
+  ROOT r = f32[4,3,6,5]{1,3,2,0} multiply(x, y)
+})";
+  auto joined = EmitFor(transposed, "r");
+  ASSERT_TRUE(joined.ok()) << joined.status().message();
+  ASSERT_EQ(joined->phases.size(), 1u);
+  EXPECT_EQ(joined->phases[0].tasks, 1);
+  testing::ExpectMatchesEvaluator(transposed);
 }
 
 TEST(KernelEmitterTest, SanitizedNamesAreValidSymbols) {
