@@ -97,11 +97,9 @@ llvm::Value* LinearizeRowMajor(llvm::IRBuilder<>& b, const IrIndex& index,
   llvm::Value* linear = nullptr;
   int64_t stride = 1;
   for (int64_t d = static_cast<int64_t>(dims.size()) - 1; d >= 0; --d) {
-    if (dims[d] != 1) {
-      llvm::Value* term =
-          stride == 1 ? index[d] : b.CreateMul(index[d], b.getInt64(stride), "", true, true);
-      linear = linear == nullptr ? term : b.CreateAdd(linear, term, "", true, true);
-    }
+    llvm::Value* term =
+        stride == 1 ? index[d] : b.CreateMul(index[d], b.getInt64(stride), "", true, true);
+    linear = linear == nullptr ? term : b.CreateAdd(linear, term, "", true, true);
     stride *= dims[d];
   }
   return linear == nullptr ? b.getInt64(0) : linear;
