@@ -233,6 +233,19 @@ size_t KernelBuilder::CombinedMinorDimensions(const Shape& shape, int64_t task_e
   for (const Binding& binding : bindings_) {
     if (binding.shape.num_elements() != shape.num_elements()) return 1;
   }
+  // Nor through a transpose, slice or the like, whose offsets would stay a division per element.
+  const std::vector<HloInstruction*> fused = hlo_.opcode() == HloOpcode::kFusion
+                                                 ? hlo_.fused_computation()->instructions()
+                                                 : std::vector<HloInstruction*>{};
+  for (const HloInstruction* i : fused) {
+    const HloOpcode op = i->opcode();
+    const bool in_place = i->IsElementwise() || op == HloOpcode::kParameter ||
+                          op == HloOpcode::kConstant || op == HloOpcode::kReshape ||
+                          op == HloOpcode::kBitcast || op == HloOpcode::kTuple ||
+                          (op == HloOpcode::kBroadcast && i->operand(0)->shape().rank() == 0);
+    if (!in_place) return 1;
+  }
+  if (hlo_.opcode() != HloOpcode::kFusion && !hlo_.IsElementwise()) return 1;
   size_t combined = 1;
   int64_t span = shape.dimensions(order.back());
   while (combined < order.size() &&

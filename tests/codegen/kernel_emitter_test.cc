@@ -193,7 +193,7 @@ TEST(KernelEmitterTest, AShortMinorDimensionJoinsTheDimensionsAboveItInOneUnitSt
   testing::ExpectMatchesEvaluator(kReluGradient, std::move(args));
 }
 
-TEST(KernelEmitterTest, ABroadcastOperandKeepsTheLoopOverTheMinorDimension) {
+TEST(KernelEmitterTest, ABroadcastOrTransposedOperandKeepsTheLoopOverTheMinorDimension) {
   // A per-channel bias read at every element: joined dimensions would index it by a remainder
   // per element, so the loop stays a task per row of 8.
   const char* text = R"(HloModule m
@@ -225,6 +225,24 @@ ENTRY e {
   ASSERT_EQ(joined->phases.size(), 1u);
   EXPECT_EQ(joined->phases[0].tasks, 1);
   testing::ExpectMatchesEvaluator(transposed);
+  // An operand read through a transpose: its offsets would not fold, so a task per row of 10.
+  const char* through_transpose = R"(HloModule m
+fused {
+  g = f32[10,300] parameter(0)
+  t = f32[300,10] transpose(g), dimensions={1,0}
+  w = f32[300,10] parameter(1)
+  ROOT r = f32[300,10] subtract(w, t)
+}
+ENTRY e {
+  g = f32[10,300] parameter(0)
+  w = f32[300,10] parameter(1)
+  ROOT f = f32[300,10] fusion(g, w), kind=kLoop, calls=fused
+})";
+  auto rows = EmitFor(through_transpose, "f");
+  ASSERT_TRUE(rows.ok()) << rows.status().message();
+  ASSERT_EQ(rows->phases.size(), 1u);
+  EXPECT_EQ(rows->phases[0].tasks, 300);
+  testing::ExpectMatchesEvaluator(through_transpose);
 }
 
 TEST(KernelEmitterTest, SanitizedNamesAreValidSymbols) {
