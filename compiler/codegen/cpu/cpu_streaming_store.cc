@@ -258,11 +258,26 @@ Status KernelBuilder::EmitCpuStreamedLoop(const Shape& shape, int64_t work_per_e
     // order, so element i of the task's row is at row * n + i in every output.
     Value* row = blocks == 1 ? task : b_.CreateUDiv(task, b_.getInt64(blocks));
     Value* row_start = b_.CreateMul(row, b_.getInt64(n));
-    Value* stretches = b_.CreateUDiv(b_.CreateAdd(b_.CreateSub(end, begin), b_.getInt64(stage - 1)),
-                                     b_.getInt64(stage));
+    // Where rows or tasks are not whole lines (rows of 1000 floats), stretches after the first
+    // start on a line of the first output: the copy's vector loads then match the element loop's
+    // vector stores to the buffer one for one, instead of each waiting on two of them
+    // (b + 3c over f32[16384,1000]: 5.4 -> 4.3 ms a run beside other work, as over f32[16000,1024]).
+    Value* shift = b_.getInt64(0);
+    if (stage < block && (n * leaves[0].width % 64 != 0 || block * leaves[0].width % 64 != 0)) {
+      Value* first = b_.CreateInBoundsGEP(leaves[0].storage, OutputArray(leaves[0].output).base(),
+                                          {b_.CreateAdd(row_start, begin)});
+      Value* head = b_.CreateUDiv(b_.CreateAnd(b_.CreateNeg(b_.CreatePtrToInt(first, b_.getInt64Ty())),
+                                               b_.getInt64(63)),
+                                  b_.getInt64(leaves[0].width));
+      shift = b_.CreateURem(b_.CreateSub(b_.getInt64(stage), head), b_.getInt64(stage));
+    }
+    Value* stretches = b_.CreateUDiv(
+        b_.CreateAdd(b_.CreateAdd(b_.CreateSub(end, begin), shift), b_.getInt64(stage - 1)),
+        b_.getInt64(stage));
     return e->EmitLoop(b_.getInt64(0), stretches, "stretch", [&](Value* k) -> Status {
-      Value* from = b_.CreateAdd(begin, b_.CreateMul(k, b_.getInt64(stage)));
-      Value* stop = b_.CreateAdd(from, b_.getInt64(stage));
+      Value* start = b_.CreateSub(b_.CreateAdd(begin, b_.CreateMul(k, b_.getInt64(stage))), shift);
+      Value* from = b_.CreateSelect(b_.CreateICmpSLT(start, begin), begin, start);
+      Value* stop = b_.CreateAdd(start, b_.getInt64(stage));
       Value* to = b_.CreateSelect(b_.CreateICmpSLT(stop, end), stop, end);
       // Every output's element is computed before any is stored (as EmitOutputs does); the
       // stores go to the stack, the outputs are written after the stretch.
