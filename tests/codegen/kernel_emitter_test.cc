@@ -174,6 +174,24 @@ ENTRY e {
   ROOT f = f32[32,14,14,8] fusion(x, g), kind=kLoop, calls=fused
 })";
 
+TEST(KernelEmitterTest, AColumnSweepLoadsWholeVectorsOfItsRows) {
+  // The sweep's offsets (its row's times the stride, plus the vectorized column) are summed
+  // major first: summed the other way, the vectorizer no longer saw the column loads as
+  // consecutive and gathered them, a column sum over f32[4096,1024] 4x slower.
+  const char* text = R"(HloModule m
+add { a = f32[] parameter(0)  b = f32[] parameter(1)  ROOT r = f32[] add(a, b) }
+ENTRY e {
+  x = f32[4096,1024] parameter(0)
+  z = f32[] constant(0)
+  ROOT r = f32[1024] reduce(x, z), dimensions={0}, to_apply=add
+})";
+  std::string ir;
+  auto spec = EmitFor(text, "r", nullptr, &ir);
+  ASSERT_TRUE(spec.ok()) << spec.status().message();
+  EXPECT_THAT(ir, ::testing::HasSubstr("load <16 x float>"));
+  EXPECT_THAT(ir, ::testing::Not(::testing::HasSubstr("gather")));
+}
+
 TEST(KernelEmitterTest, AShortMinorDimensionJoinsTheDimensionsAboveItInOneUnitStrideLoop) {
   // A task per image: its 14x14x8 elements as one loop, not 196 tasks of 8 (whose stride-8
   // accesses the vectorizer shuffles apart), and no division left per element once optimized.
