@@ -32,7 +32,8 @@ const char* StreamKernelName(StreamKernel kernel);  // "copy", "triad", "read"
 // GB/s of `kernel` over a working set of `bytes` (all its arrays together), split evenly over
 // `threads` threads that meet at a barrier before timing; each repetition moves at least
 // `bytes_per_repetition` (the slice is swept again until it has). The best of `repetitions`,
-// after an untimed one.
+// after an untimed one; beyond the last-level cache copy and triad are also timed with
+// non-temporal stores (no write-allocate read), the better kept.
 double StreamBandwidthGBps(StreamKernel kernel, int64_t bytes, int threads, int repetitions,
                            int64_t bytes_per_repetition);
 
