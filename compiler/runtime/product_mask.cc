@@ -34,16 +34,21 @@ bool Computable(HloOpcode opcode) {
   }
 }
 
+// A mask is a few operations deep (iotas, a compare, a broadcast); a deeper chain is not worked
+// out, so a hostile module cannot run the recursion below out of stack.
+constexpr int kMaxConditionDepth = 64;
+
 // The value of a parameter-free `instruction`, or nullopt.
-std::optional<Literal> Evaluate(const HloInstruction& instruction, std::map<const HloInstruction*, Literal>& done) {
+std::optional<Literal> Evaluate(const HloInstruction& instruction, std::map<const HloInstruction*, Literal>& done,
+                                int depth = 0) {
   if (auto it = done.find(&instruction); it != done.end()) return it->second;
-  if (!Computable(instruction.opcode()) || !instruction.shape().IsArray() ||
+  if (depth > kMaxConditionDepth || !Computable(instruction.opcode()) || !instruction.shape().IsArray() ||
       instruction.shape().num_elements() > kMaxConditionElements) {
     return std::nullopt;
   }
   std::vector<Literal> operands;
   for (const HloInstruction* operand : instruction.operands()) {
-    std::optional<Literal> value = Evaluate(*operand, done);
+    std::optional<Literal> value = Evaluate(*operand, done, depth + 1);
     if (!value) return std::nullopt;
     operands.push_back(std::move(*value));
   }

@@ -118,5 +118,21 @@ TEST(ProductMaskTest, EveryOtherReadOrConditionReadsEverything) {
   EXPECT_FALSE(ReadColumnsPerRow(Product(*module)).has_value());
 }
 
+TEST(ProductMaskTest, AConditionTooDeepToWorkOutReadsEverything) {
+  // 100000 nots between the iota compare and the select: not worked out (nor recursed through to
+  // the end of the stack), so every position counts as read.
+  std::string chain = "  i0 = s32[6,6] iota(), iota_dimension=0\n  i1 = s32[6,6] iota(), iota_dimension=1\n"
+                      "  c0 = pred[6,6] compare(i0, i1), direction=GE\n";
+  constexpr int kDepth = 100000;
+  for (int d = 1; d <= kDepth; ++d) {
+    chain += "  c" + std::to_string(d) + " = pred[6,6] not(c" + std::to_string(d - 1) + ")\n";
+  }
+  chain += "  mask = pred[2,6,6] broadcast(c" + std::to_string(kDepth) + "), dimensions={1,2}\n"
+           "  n = f32[] constant(-1e9)\n  nb = f32[2,6,6] broadcast(n), dimensions={}\n";
+  auto module = Module(chain + "  ROOT s = f32[2,6,6] select(mask, x, nb)\n");
+  ASSERT_NE(module, nullptr);
+  EXPECT_FALSE(ReadColumnsPerRow(Product(*module)).has_value());
+}
+
 }  // namespace
 }  // namespace xlens::runtime
