@@ -380,9 +380,7 @@ StatusOr<std::unique_ptr<OneDnnThunk>> OneDnnThunk::Create(std::string hlo_name,
       };
       if (impl.small) {
         impl.blocks = 1;
-      } else if (build_masked()) {
-        // masked_blocks set
-      } else if (!build(!columns_read_less && (rows_suffice || small), rows_suffice || !small ? unlimited : 1)) {
+      } else if (!build_masked() && !build(!columns_read_less && (rows_suffice || small), rows_suffice || !small ? unlimited : 1)) {
         build(true, unlimited);
       }
       impl.src_step = m * k;
@@ -456,9 +454,9 @@ Status OneDnnThunk::Impl::ExecuteMasked(char** frame, ExecuteContext& context, c
     const int64_t b = t / per_batch;
     const MaskedBlock& block = masked_blocks[t % per_batch];
     const Part& part = masked_parts.at({block.rows, block.columns});
-    args[DNNL_ARG_SRC] = dnnl::memory(part.src, CpuEngine(), const_cast<float*>(lhs + b * src_step + block.row * masked_k));
-    args[DNNL_ARG_WEIGHTS] =
-        dnnl::memory(part.weights, CpuEngine(), const_cast<float*>(rhs + b * weights_step + block.column * masked_k));
+    BindArgument(args, DNNL_ARG_SRC, part.src, const_cast<float*>(lhs + b * src_step + block.row * masked_k));
+    BindArgument(args, DNNL_ARG_WEIGHTS, part.weights,
+                 const_cast<float*>(rhs + b * weights_step + block.column * masked_k));
     float* dst = output + b * dst_step + block.row * masked_n;
     if (block.columns < masked_n) {
       if (static_cast<int64_t>(block_output.size()) < block.rows * block.columns) {
@@ -466,12 +464,12 @@ Status OneDnnThunk::Impl::ExecuteMasked(char** frame, ExecuteContext& context, c
       }
       dst = block_output.data();
     }
-    args[DNNL_ARG_DST] = dnnl::memory(part.dst, CpuEngine(), dst);
+    BindArgument(args, DNNL_ARG_DST, part.dst, dst);
     for (size_t a = 0; a < addend_slots.size(); ++a) {
       float* addend = reinterpret_cast<float*>(frame[addend_slots[a]]);
       if (addend_kinds[a] == OneDnnPostOp::Addend::kLastDimension) addend += block.column;
-      args[DNNL_ARG_ATTR_MULTIPLE_POST_OP(addend_post_ops[a]) | DNNL_ARG_SRC_1] =
-          dnnl::memory(part.addends[a], CpuEngine(), addend);
+      BindArgument(args, DNNL_ARG_ATTR_MULTIPLE_POST_OP(addend_post_ops[a]) | DNNL_ARG_SRC_1,
+                   part.addends[a], addend);
     }
     return part;
   };
