@@ -101,7 +101,7 @@ void Triad(float* a, const float* b, const float* c, float s, int64_t n) {
 // Copy and triad with non-temporal stores. Beyond the last-level cache a plain store first reads
 // the line it writes (write-allocate: the plain triad moves four arrays' bytes for the three it
 // counts); xlens's streamed loops skip that read, so their floor is these loops' rate, or they
-// would pass 100% of a bound that is not the machine's best. Returns false where there are none.
+// would pass 100% of a bound that is not the machine's best.
 #if defined(__x86_64__)
 __attribute__((target("avx512f"), noinline)) void CopyStreamAvx512(float* a, const float* b,
                                                                    int64_t n) {
@@ -133,20 +133,37 @@ __attribute__((target("avx2,fma"), noinline)) void TriadStreamAvx2(float* a, con
 }
 #endif
 
-bool CopyStreaming(float* a, const float* b, int64_t n) {
+bool HasStreamingStores() {
 #if defined(__x86_64__)
-  if (HasAvx512()) return CopyStreamAvx512(a, b, n), true;
-  if (HasAvx2()) return CopyStreamAvx2(a, b, n), true;
-#endif
+  return HasAvx512() || HasAvx2();
+#else
   return false;
+#endif
 }
 
-bool TriadStreaming(float* a, const float* b, const float* c, float s, int64_t n) {
+// Only where HasStreamingStores().
+void CopyStreaming(float* a, const float* b, int64_t n) {
 #if defined(__x86_64__)
-  if (HasAvx512()) return TriadStreamAvx512(a, b, c, s, n), true;
-  if (HasAvx2()) return TriadStreamAvx2(a, b, c, s, n), true;
+  if (HasAvx512()) return CopyStreamAvx512(a, b, n);
+  CopyStreamAvx2(a, b, n);
 #endif
-  return false;
+}
+
+void TriadStreaming(float* a, const float* b, const float* c, float s, int64_t n) {
+#if defined(__x86_64__)
+  if (HasAvx512()) return TriadStreamAvx512(a, b, c, s, n);
+  TriadStreamAvx2(a, b, c, s, n);
+#endif
+}
+
+// The bytes of the outermost data cache, all its instances (0 where sysfs does not say), read once.
+int64_t LastLevelCacheBytes() {
+  static const int64_t bytes = [] {
+    int64_t largest = 0;
+    for (const CacheLevel& level : DataCaches()) largest = std::max(largest, level.bytes * level.instances);
+    return largest;
+  }();
+  return bytes;
 }
 
 float Sum(const float* a, int64_t n) {
@@ -291,11 +308,8 @@ double StreamBandwidthGBps(StreamKernel kernel, int64_t bytes, int threads, int 
   });
   // Beyond the last-level cache copy and triad are also timed with non-temporal stores, and the
   // better of the two kept (in a cache they only lose).
-  int64_t largest_cache = 0;
-  for (const CacheLevel& level : DataCaches()) {
-    largest_cache = std::max(largest_cache, level.bytes * level.instances);
-  }
-  bool streaming = kernel != StreamKernel::kRead && largest_cache > 0 && bytes > largest_cache;
+  const int64_t llc = LastLevelCacheBytes();
+  const bool streaming = kernel != StreamKernel::kRead && HasStreamingStores() && llc > 0 && bytes > llc;
   double best = 0;
   for (int variant = 0; variant < (streaming ? 2 : 1); ++variant) {
     for (int r = 0; r <= repetitions; ++r) {  // the first untimed: it warms the caches
@@ -324,11 +338,6 @@ double StreamBandwidthGBps(StreamKernel kernel, int64_t bytes, int threads, int 
         sink.store(total, std::memory_order_relaxed);
       });
       if (r > 0) best = std::max(best, static_cast<double>(moved) * inner / std::max<int64_t>(ns, 1));
-    }
-    // No streaming stores on this target: the plain loops stand.
-    if (variant == 0 && streaming) {
-      float probe[64] __attribute__((aligned(64))) = {};
-      streaming = CopyStreaming(probe, probe, 64);
     }
   }
   return best;
