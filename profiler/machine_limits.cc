@@ -156,16 +156,6 @@ void TriadStreaming(float* a, const float* b, const float* c, float s, int64_t n
 #endif
 }
 
-// The bytes of the outermost data cache, all its instances (0 where sysfs does not say), read once.
-int64_t LastLevelCacheBytes() {
-  static const int64_t bytes = [] {
-    int64_t largest = 0;
-    for (const CacheLevel& level : DataCaches()) largest = std::max(largest, level.bytes * level.instances);
-    return largest;
-  }();
-  return bytes;
-}
-
 float Sum(const float* a, int64_t n) {
 #if defined(__x86_64__)
   if (HasAvx512()) return SumAvx512(a, n);
@@ -272,6 +262,15 @@ std::vector<CacheLevel> DataCaches() {
   }
   std::sort(caches.begin(), caches.end(), [](const CacheLevel& a, const CacheLevel& b) { return a.level < b.level; });
   return caches;
+}
+
+int64_t LastLevelCacheBytes() {
+  static const int64_t bytes = [] {
+    int64_t largest = 0;
+    for (const CacheLevel& level : DataCaches()) largest = std::max(largest, level.bytes);
+    return largest;
+  }();
+  return bytes;
 }
 
 const char* StreamKernelName(StreamKernel kernel) {

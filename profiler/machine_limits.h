@@ -25,6 +25,9 @@ struct CacheLevel {
 
 // The data caches of this machine, innermost first; empty where sysfs does not say.
 std::vector<CacheLevel> DataCaches();
+// The bytes of one instance of the outermost data cache (what one CPU sees), 0 where sysfs does
+// not say; read once per process.
+int64_t LastLevelCacheBytes();
 
 enum class StreamKernel { kCopy, kTriad, kRead };
 const char* StreamKernelName(StreamKernel kernel);  // "copy", "triad", "read"

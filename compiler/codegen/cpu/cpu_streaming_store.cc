@@ -4,7 +4,6 @@
 
 #include <algorithm>
 #include <bit>
-#include <fstream>
 #include <string>
 
 #include <fmt/format.h>
@@ -14,6 +13,7 @@
 #include "compiler/codegen/llvm_ir_util.h"
 #include "compiler/hlo/computation.h"
 #include "compiler/hlo/module.h"
+#include "profiler/machine_limits.h"
 
 namespace xlens::codegen {
 
@@ -23,27 +23,6 @@ namespace cpu {
 namespace {
 
 constexpr int64_t kLine = 64;
-
-// The size in bytes of the largest data or unified cache cpu0 reports; 0 when unknown.
-int64_t LastLevelCacheBytes() {
-  int64_t largest = 0;
-  for (int index = 0; index < 8; ++index) {
-    const std::string dir = fmt::format("/sys/devices/system/cpu/cpu0/cache/index{}/", index);
-    std::ifstream type_file(dir + "type"), size_file(dir + "size");
-    std::string type, size;
-    if (!(type_file >> type) || !(size_file >> size) || type == "Instruction" || size.empty()) continue;
-    int64_t bytes = 0;
-    try {
-      bytes = std::stoll(size);
-    } catch (...) {
-      continue;
-    }
-    const char unit = size.back();
-    bytes *= unit == 'K' ? 1024 : unit == 'M' ? 1024 * 1024 : unit == 'G' ? 1024 * 1024 * 1024 : 1;
-    largest = std::max(largest, bytes);
-  }
-  return largest;
-}
 
 }  // namespace
 
@@ -58,7 +37,7 @@ bool HasStreamingStores() {
 int64_t DefaultStreamingStoreBytes() {
   static const int64_t bytes = [] {
     if (!HasStreamingStores()) return int64_t{0};
-    const int64_t llc = LastLevelCacheBytes();
+    const int64_t llc = profiler::LastLevelCacheBytes();
     // An unknown cache: as large as today's larger server parts', so that only loops that
     // surely miss it stream.
     return std::max<int64_t>(int64_t{1} << 20, (llc > 0 ? llc : int64_t{64} << 20) / 2);
