@@ -5,6 +5,8 @@
 // gpu/*_emitter.cc, each a few member functions of this class.
 #pragma once
 
+#include <algorithm>
+
 #include <functional>
 #include <map>
 #include <memory>
@@ -54,6 +56,12 @@ class KernelBuilder {
   // An emitter with every binding made so far.
   std::unique_ptr<ElementalIrEmitter> MakeEmitter();
   Status EmitParallelLoop(const Shape& shape, int64_t work_per_element, const Body& body);
+  // Elements of a parallel loop's task: about 64K elements' worth of work (8192 elements of an
+  // elementwise loop, fewer outputs of a reduction), so that a short row of long reductions
+  // still spreads over threads.
+  static int64_t TaskElements(int64_t work_per_element) {
+    return std::clamp<int64_t>((int64_t{1} << 16) / work_per_element, 1, 8192);
+  }
   // How many of `shape`'s minor-most physical dimensions a CPU loop runs as one element loop
   // of at most `task_elements` (1: the minor one alone), and that loop.
   size_t CombinedMinorDimensions(const Shape& shape, int64_t task_elements) const;

@@ -195,9 +195,7 @@ Status KernelBuilder::EmitParallelLoop(const Shape& shape, int64_t work_per_elem
   }
   const int64_t minor = order.back();
   const int64_t n = shape.dimensions(minor);
-  // Tasks of about 64K elements' worth of work (8192 elements of an elementwise loop, fewer
-  // outputs of a reduction), so that a short row of long reductions still spreads over threads.
-  const int64_t task_elements = std::clamp<int64_t>((int64_t{1} << 16) / work_per_element, 1, 8192);
+  const int64_t task_elements = TaskElements(work_per_element);
   const size_t combined = CombinedMinorDimensions(shape, task_elements);
   if (combined > 1) return EmitCombinedLoop(shape, work_per_element, combined, body);
   const int64_t block = std::min(n, task_elements);

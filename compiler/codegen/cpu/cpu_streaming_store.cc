@@ -202,8 +202,7 @@ Status KernelBuilder::EmitCpuStreamedLoop(const Shape& shape, int64_t work_per_e
   const int64_t n = shape.dimensions(minor);
   const int64_t elements = shape.num_elements();
   // Tasks as EmitParallelLoop makes them.
-  const int64_t block = std::min(n, std::clamp<int64_t>((int64_t{1} << 16) / work_per_element,
-                                                       1, 8192));
+  const int64_t block = std::min(n, TaskElements(work_per_element));
   const int64_t blocks = (n + block - 1) / block;
   const int64_t rows = elements / n;
   llvm::Function* f = NewPhase(false, rows * blocks, block * work_per_element);
