@@ -181,7 +181,9 @@ class Remapper {
     // A new constant runs where the chain does: inside a loop's frame, under a control input
     // from the chain's first input, as TensorFlow anchors a loop body's constants to its pivot.
     if (inputs.empty() && anchor_ != nullptr) graph_->AddControlEdge(anchor_, node);
-    (void)graph_->InferNodeShapes(node);
+    // The rest of the rewrite reads these shapes (the fused node's own inference among them):
+    // a node whose shapes cannot be inferred is an error here, not an unknown shape later.
+    RETURN_IF_ERROR(graph_->InferNodeShapes(node));
     return node;
   }
 
@@ -309,7 +311,7 @@ class Remapper {
         graph_->AddEdge(fused, 0, dst, slot);
       }
     }
-    (void)graph_->InferNodeShapes(fused);
+    RETURN_IF_ERROR(graph_->InferNodeShapes(fused));
     ++(conv ? stats.fused_conv : stats.fused_matmul);
     return OkStatus();
   }
