@@ -538,8 +538,10 @@ StatusOr<std::unique_ptr<Executable>> ExecutableBuilder::Build() {
     // its name for the readers of traces).
     profiler::TraceSpan span("LLVM IR optimization", profiler::category::kCodegen);
     span.AddArg("opt_level", options_.opt_level);
-    ASSIGN_OR_RETURN(exe_->jit_, codegen::CpuJit::Create(
-                                     {options_.opt_level, options_.persistent_cache_dir}));
+    codegen::CpuJitOptions jit_options;
+    jit_options.opt_level = options_.opt_level;
+    jit_options.persistent_cache_dir = options_.persistent_cache_dir;
+    ASSIGN_OR_RETURN(exe_->jit_, codegen::CpuJit::Create(jit_options));
     // The optimization level of each kernel, by what it gains: a kernel that touches little
     // memory and does little arithmetic runs in microseconds whatever LLVM does with it, so it
     // gets O1 (no vectorizer, the cheapest pipeline); the others get the level asked for.

@@ -28,6 +28,7 @@
 
 #include "compiler/codegen/cpu/module_partition.h"
 #include "compiler/codegen/cpu/object_cache.h"
+#include "compiler/codegen/cpu/perf_map.h"
 #include "compiler/codegen/cpu/runtime_symbols.h"
 #include "compiler/support/thread_pool.h"
 
@@ -198,6 +199,11 @@ StatusOr<std::unique_ptr<CpuJit>> CpuJit::Create(const CpuJitOptions& options) {
   auto jit = llvm::orc::LLJITBuilder().setJITTargetMachineBuilder(std::move(*jtmb)).create();
   if (!jit) return Error("cannot create the CPU JIT: " + ErrorText(jit.takeError()));
   cpu_jit->jit_ = std::move(*jit);
+  const std::string perf_map =
+      options.perf_map_path.empty() ? PerfMapPathFromEnvironment() : options.perf_map_path;
+  if (!perf_map.empty() && !WritePerfMap(*cpu_jit->jit_, perf_map)) {
+    return Error("cannot list the JIT's functions for perf: the JIT does not link with JITLink");
+  }
   llvm::orc::JITDylib& dylib = cpu_jit->jit_->getMainJITDylib();
   auto process = llvm::orc::DynamicLibrarySearchGenerator::GetForCurrentProcess(
       cpu_jit->jit_->getDataLayout().getGlobalPrefix());

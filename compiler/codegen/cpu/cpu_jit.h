@@ -28,6 +28,8 @@ struct CpuJitOptions {
   // --xla_xlens_persistent_cache_dir: compiled partitions are kept here across processes
   // (object_cache.h); empty: in memory only.
   std::string persistent_cache_dir;
+  // Where to list the linked functions for perf (perf_map.h); empty: XLENS_PERF_MAP decides.
+  std::string perf_map_path;
 };
 
 // What compiling a module produced besides the code: its IR before and after optimization, and
