@@ -62,7 +62,13 @@ bool SpinUntil(Done done, std::chrono::nanoseconds limit) {
   const auto deadline = std::chrono::steady_clock::now() + limit;
   for (int i = 1;; ++i) {
     if (done()) return true;
-    if (i % 32 == 0 && std::chrono::steady_clock::now() >= deadline) return false;
+    if (i % 32 == 0) {
+      if (std::chrono::steady_clock::now() >= deadline) return false;
+      // A thread this one waits for may be runnable on this very CPU (a caller preempted by
+      // the worker it woke, a worker holding a chunk): give it the CPU rather than spin
+      // through it (a no-op when nothing else waits for this CPU).
+      sched_yield();
+    }
     Pause();
   }
 }

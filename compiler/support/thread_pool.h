@@ -11,7 +11,8 @@
 //
 // Idle workers spin for a few microseconds (a loop that follows at once then starts without a
 // wake-up) and then sleep on a condition variable: a pool never keeps a core that another
-// process could use. A loop too small for two chunks, and a ParallelFor made from inside a
+// process could use. A spinning thread yields the CPU every microsecond or so, so that a
+// thread it waits for (the caller, preempted on the same CPU by the worker it woke) runs. A loop too small for two chunks, and a ParallelFor made from inside a
 // chunk of the same pool, run inline on the caller; so does, for a while, a loop (known by its
 // task count and grain) whose recent parallel runs took longer than the caller alone would have
 // taken, which happens when the workers' cores are so busy that a worker is descheduled while
