@@ -192,6 +192,28 @@ ENTRY e {
   EXPECT_THAT(ir, ::testing::Not(::testing::HasSubstr("gather")));
 }
 
+TEST(KernelEmitterTest, ColumnSlicesOfAWiderRowLoadWholeVectors) {
+  // The LSTM gates: slices of one [64, 2048] product's columns. Each slice's start joins the
+  // row's term before the column counter is added (IrArray): summed after it, LLVM rewrote the
+  // offsets into ors the vectorizer no longer read as consecutive, and it gathered every load.
+  const char* text = R"(HloModule m
+fused {
+  p = f32[64,2048] parameter(0)
+  i = f32[64,512] slice(p), slice={[0:64], [512:1024]}
+  g = f32[64,512] slice(p), slice={[0:64], [1536:2048]}
+  ROOT r = f32[64,512] multiply(i, g)
+}
+ENTRY e {
+  p = f32[64,2048] parameter(0)
+  ROOT f = f32[64,512] fusion(p), kind=kLoop, calls=fused
+})";
+  std::string ir;
+  auto spec = EmitFor(text, "f", nullptr, &ir);
+  ASSERT_TRUE(spec.ok()) << spec.status().message();
+  EXPECT_THAT(ir, ::testing::HasSubstr("load <"));
+  EXPECT_THAT(ir, ::testing::Not(::testing::HasSubstr("gather"))) << ir;
+}
+
 TEST(KernelEmitterTest, AShortMinorDimensionJoinsTheDimensionsAboveItInOneUnitStrideLoop) {
   // A task per image: its 14x14x8 elements as one loop, not 196 tasks of 8 (whose stride-8
   // accesses the vectorizer shuffles apart), and no division left per element once optimized.
