@@ -1,6 +1,7 @@
 // `xlens run` and `xlens compile` as a user runs them.
 #include <filesystem>
 #include <fstream>
+#include <regex>
 
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
@@ -34,7 +35,12 @@ TEST_F(RunCliTest, RunsComparesWithTheEvaluatorAndTimes) {
   EXPECT_THAT(r.output, ::testing::ContainsRegex(
                             "reference: largest absolute error [0-9.e-]+, largest relative error "
                             "[0-9.e-]+ \\(tolerance 0.001\\): match"));
-  EXPECT_THAT(r.output, ::testing::ContainsRegex("compile [0-9.]+ ms; run median [0-9.]+ ms over 5 iterations"));
+  EXPECT_THAT(r.output, ::testing::ContainsRegex(
+                            "compile [0-9.]+ ms; run median [0-9.]+ ms over 5 iterations \\(best [0-9.]+ ms\\)"));
+  // The best of the runs is never above their median.
+  std::smatch times;
+  ASSERT_TRUE(std::regex_search(r.output, times, std::regex("run median ([0-9.]+) ms .*best ([0-9.]+) ms")));
+  EXPECT_LE(std::stod(times[2]), std::stod(times[1])) << r.output;
   EXPECT_THAT(r.output, HasSubstr("1 kernels"));
 }
 
