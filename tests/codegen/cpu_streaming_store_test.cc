@@ -144,6 +144,41 @@ ENTRY e {{
   EXPECT_EQ(cpu::StreamingStoreBytesFor(*entry.GetInstructionWithName("r"), nullptr), 0);
 }
 
+TEST(CpuStreamingStoreTest, MultiOutputFusionReturnedThroughGetTupleElements) {
+  if (!cpu::HasStreamingStores()) GTEST_SKIP() << "no streaming stores on this target";
+  const int64_t half = cpu::DefaultStreamingStoreBytes();
+  // Two multi-output fusions of arrays of half the cache each (batch norm's y and dx): f's
+  // results reach the root only through get-tuple-elements, so the module returns them; g's
+  // second result is also read by h.
+  auto module = ParseHloModule(fmt::format(R"(HloModule m
+pair {{
+  a = {0} parameter(0)
+  b = {0} parameter(1)
+  s = {0} add(a, b)
+  d = {0} subtract(a, b)
+  ROOT t = ({0}, {0}) tuple(s, d)
+}}
+ENTRY e {{
+  x = {0} parameter(0)
+  y = {0} parameter(1)
+  f = ({0}, {0}) fusion(x, y), kind=kLoop, calls=pair
+  g = ({0}, {0}) fusion(x, y), kind=kLoop, calls=pair
+  f0 = {0} get-tuple-element(f), index=0
+  f1 = {0} get-tuple-element(f), index=1
+  g0 = {0} get-tuple-element(g), index=0
+  g1 = {0} get-tuple-element(g), index=1
+  h = {0} negate(g1)
+  ROOT t = ({0}, {0}, {0}, {0}) tuple(f0, f1, g0, h)
+}})", fmt::format("f32[{}]", half / 4)));
+  ASSERT_TRUE(module.ok()) << module.status().message();
+  auto assignment = AssignBuffers(**module);
+  ASSERT_TRUE(assignment.ok()) << assignment.status().message();
+  const HloComputation& entry = *(*module)->entry_computation();
+  EXPECT_EQ(cpu::StreamingStoreBytesFor(*entry.GetInstructionWithName("f"), &*assignment), half);
+  EXPECT_EQ(cpu::StreamingStoreBytesFor(*entry.GetInstructionWithName("g"), &*assignment),
+            2 * half);
+}
+
 TEST(CpuStreamingStoreTest, TriadMatchesTheEvaluatorAtEveryAlignment) {
   // A row of 1001 floats starts 4 bytes further off a line each row; 20001 floats split a row
   // into three tasks and each task into stretches; 7 floats are all head and tail.
