@@ -31,6 +31,7 @@
 #include "compiler/runtime/library_thunks.h"
 #include "compiler/runtime/onednn_thunks.h"
 #include "compiler/runtime/triangular_solve_thunk.h"
+#include "compiler/support/large_allocation.h"
 
 namespace xlens::runtime {
 
@@ -524,7 +525,7 @@ StatusOr<std::unique_ptr<Executable>> ExecutableBuilder::Build() {
   exe_->scratch_offset_ = arena_end_;
   arena_end_ += AlignedSize(scratch_bytes_);
   exe_->arena_bytes_ = arena_end_;
-  exe_->arena_ = static_cast<char*>(std::aligned_alloc(64, std::max<int64_t>(64, arena_end_)));
+  exe_->arena_ = static_cast<char*>(AllocateLarge(static_cast<size_t>(arena_end_)));
   if (exe_->arena_ == nullptr) {
     return Error(fmt::format("cannot allocate {} for the module's buffers",
                              HumanReadableBytes(arena_end_)));

@@ -1,0 +1,75 @@
+#include "compiler/support/large_allocation.h"
+
+#include <cstdint>
+#include <cstdlib>
+#include <cstring>
+#include <fstream>
+#include <sstream>
+#include <string>
+
+#include <gtest/gtest.h>
+
+namespace xlens {
+namespace {
+
+// The THPeligible line of the mapping that holds `p` in /proc/self/smaps: "1" where the kernel
+// may back it with huge pages, "" where the file or the field is missing.
+std::string HugePageEligible(const void* p) {
+  std::ifstream smaps("/proc/self/smaps");
+  const uintptr_t address = reinterpret_cast<uintptr_t>(p);
+  std::string line;
+  bool inside = false;
+  while (std::getline(smaps, line)) {
+    unsigned long long begin = 0, end = 0;
+    char dash = 0;
+    std::istringstream header(line);
+    if (header >> std::hex >> begin >> dash >> end && dash == '-' && line.find(':') > line.find(' ')) {
+      inside = begin <= address && address < end;
+      continue;
+    }
+    if (inside && line.rfind("THPeligible:", 0) == 0) {
+      std::istringstream value(line.substr(12));
+      std::string v;
+      value >> v;
+      return v;
+    }
+  }
+  return "";
+}
+
+std::string TransparentHugePageMode() {
+  std::ifstream f("/sys/kernel/mm/transparent_hugepage/enabled");
+  std::string text;
+  std::getline(f, text);
+  const size_t open = text.find('['), close = text.find(']');
+  return open == std::string::npos || close == std::string::npos ? ""
+                                                                   : text.substr(open + 1, close - open - 1);
+}
+
+TEST(LargeAllocationTest, SmallBuffersAreAlignedToALine) {
+  for (size_t bytes : {size_t{0}, size_t{1}, size_t{100}, kHugePageBytes - 1}) {
+    void* p = AllocateLarge(bytes);
+    ASSERT_NE(p, nullptr);
+    EXPECT_EQ(reinterpret_cast<uintptr_t>(p) % 64, 0u) << bytes;
+    std::memset(p, 1, bytes);
+    std::free(p);
+  }
+}
+
+TEST(LargeAllocationTest, LargeBuffersAreAlignedToAHugePageAndAskForThem) {
+  const size_t bytes = 3 * kHugePageBytes + 12345;  // not a whole number of huge pages
+  void* p = AllocateLarge(bytes);
+  ASSERT_NE(p, nullptr);
+  EXPECT_EQ(reinterpret_cast<uintptr_t>(p) % kHugePageBytes, 0u);
+  std::memset(p, 1, bytes);
+  const std::string mode = TransparentHugePageMode();
+  const std::string eligible = HugePageEligible(p);
+  std::free(p);
+  if ((mode != "madvise" && mode != "always") || eligible.empty()) {
+    GTEST_SKIP() << "transparent huge pages are off here, or smaps does not say (mode '" << mode << "')";
+  }
+  EXPECT_EQ(eligible, "1");
+}
+
+}  // namespace
+}  // namespace xlens
