@@ -302,15 +302,6 @@ TEST(CpuStreamingStoreTest, RowKernelOutputsStreamARowAtATime) {
   }
 }
 
-TEST(CpuStreamingStoreTest, StreamedRowKernelPrefetchesTheNextRowOfWhatItReadsInPlace) {
-  // x and r, read along the rows; not g, one row's worth read by every row.
-  const std::string text = RmsNormResidual(64, 1024);
-  EXPECT_EQ(Count(IrOfRoot(text, 1), "call void @llvm.prefetch"), 2);
-  EXPECT_EQ(Count(IrOfRoot(text, 0), "call void @llvm.prefetch"), 0);
-  // The last rows prefetch past the arrays' ends, which must not fault.
-  testing::ExpectMatchesEvaluator(RmsNormResidual(3, 1001), {}, {1e-5, 1e-5}, Streaming());
-}
-
 TEST(CpuStreamingStoreTest, RowKernelOverTwoReducedDimensionsStreamsWholeRows) {
   const std::string text = testing::InInputFusion(kAdd, R"(
   x = f32[6,33,40] parameter(0)
