@@ -29,6 +29,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <fstream>
+#include <memory>
 #include <optional>
 #include <sstream>
 #include <string>
@@ -46,6 +47,7 @@
 
 #include "compiler/codegen/cpu/cpu_jit.h"
 #include "compiler/codegen/fast_math.h"
+#include "compiler/support/large_allocation.h"
 #include "profiler/machine_limits.h"
 
 #ifdef XLENS_HAVE_ONEDNN
@@ -172,8 +174,18 @@ const dnnl::engine& Engine() {
   return *engine;
 }
 
-dnnl::memory Filled(const dnnl::memory::desc& md) {
-  dnnl::memory m(md, Engine());
+struct FreeBuffer {
+  void operator()(void* p) const { std::free(p); }
+};
+using KeptBuffers = std::vector<std::unique_ptr<void, FreeBuffer>>;
+
+// An operand on the pages a compiled module's arena has (AllocateLarge: huge pages from 2 MiB),
+// so that oneDNN run standalone reads and writes memory as it does inside xlens; `kept` owns it.
+dnnl::memory Filled(const dnnl::memory::desc& md, KeptBuffers& kept) {
+  void* data = xlens::AllocateLarge(md.get_size());
+  if (data == nullptr) throw std::bad_alloc();
+  kept.emplace_back(data);
+  dnnl::memory m(md, Engine(), data);
   float* p = static_cast<float*>(m.get_data_handle());
   const size_t n = md.get_size() / sizeof(float);
   for (size_t i = 0; i < n; ++i) p[i] = 0.001f * static_cast<float>(i % 997) - 0.5f;
@@ -231,8 +243,9 @@ Json TimeMatmulOnce(int64_t batch, int64_t m, int64_t k, int64_t n, int executio
   const dnnl::memory::desc src({batch, m, k}, dt::f32, tag::abc), weights({batch, k, n}, dt::f32, tag::abc),
       dst({batch, m, n}, dt::f32, tag::abc);
   const dnnl::matmul::primitive_desc pd(dnnl::matmul::desc(src, weights, dst), Engine());
+  KeptBuffers kept;
   const std::unordered_map<int, dnnl::memory> args{
-      {DNNL_ARG_SRC, Filled(src)}, {DNNL_ARG_WEIGHTS, Filled(weights)}, {DNNL_ARG_DST, Filled(dst)}};
+      {DNNL_ARG_SRC, Filled(src, kept)}, {DNNL_ARG_WEIGHTS, Filled(weights, kept)}, {DNNL_ARG_DST, Filled(dst, kept)}};
   const double ms = BestMs(dnnl::matmul(pd), args, executions);
   const double flops = 2.0 * batch * m * k * n;
   return {{"kind", "matmul"},
@@ -276,10 +289,11 @@ Json TimeConvolutionOnce(const ConvShape& s, int executions) {
   for (int64_t d : s.kernel_spatial) flops *= d;
   double ms = 0;
   std::string impl;
+  KeptBuffers kept;
   if (s.kind == "forward") {
     const dnnl::convolution_forward::primitive_desc pd(forward(dnnl::prop_kind::forward_inference), Engine());
     ms = BestMs(dnnl::convolution_forward(pd),
-                {{DNNL_ARG_SRC, Filled(src)}, {DNNL_ARG_WEIGHTS, Filled(pd.weights_desc())}, {DNNL_ARG_DST, Filled(dst)}},
+                {{DNNL_ARG_SRC, Filled(src, kept)}, {DNNL_ARG_WEIGHTS, Filled(pd.weights_desc(), kept)}, {DNNL_ARG_DST, Filled(dst, kept)}},
                 executions);
     impl = pd.impl_info_str();
   } else {
@@ -290,8 +304,8 @@ Json TimeConvolutionOnce(const ConvShape& s, int executions) {
                                                 dilates, pl, ph),
           Engine(), hint);
       ms = BestMs(dnnl::convolution_backward_data(pd),
-                  {{DNNL_ARG_DIFF_SRC, Filled(src)}, {DNNL_ARG_WEIGHTS, Filled(pd.weights_desc())},
-                   {DNNL_ARG_DIFF_DST, Filled(dst)}},
+                  {{DNNL_ARG_DIFF_SRC, Filled(src, kept)}, {DNNL_ARG_WEIGHTS, Filled(pd.weights_desc(), kept)},
+                   {DNNL_ARG_DIFF_DST, Filled(dst, kept)}},
                   executions);
       impl = pd.impl_info_str();
     } else {
@@ -300,8 +314,8 @@ Json TimeConvolutionOnce(const ConvShape& s, int executions) {
                                                    strides, dilates, pl, ph),
           Engine(), hint);
       ms = BestMs(dnnl::convolution_backward_weights(pd),
-                  {{DNNL_ARG_SRC, Filled(src)}, {DNNL_ARG_DIFF_WEIGHTS, Filled(pd.diff_weights_desc())},
-                   {DNNL_ARG_DIFF_DST, Filled(dst)}},
+                  {{DNNL_ARG_SRC, Filled(src, kept)}, {DNNL_ARG_DIFF_WEIGHTS, Filled(pd.diff_weights_desc(), kept)},
+                   {DNNL_ARG_DIFF_DST, Filled(dst, kept)}},
                   executions);
       impl = pd.impl_info_str();
     }
