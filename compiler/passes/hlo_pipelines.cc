@@ -8,6 +8,7 @@
 
 #include "compiler/passes/algebraic_simplifier.h"
 #include "compiler/passes/batch_norm_expander.h"
+#include "compiler/passes/batched_chain_split.h"
 #include "compiler/passes/call_inliner.h"
 #include "compiler/passes/constant_folding.h"
 #include "compiler/passes/conv_canonicalization.h"
@@ -97,6 +98,9 @@ std::unique_ptr<HloPassPipeline> MakeHloPipeline(
   simplification->AddPass<TupleSimplifier>();
   simplification->AddPass<HloDce>();
   optimization->AddPass(std::make_unique<HloPassFix>(std::move(simplification)));
+  // Attention's scores too large for the caches, one batch element at a time (CSE then merges
+  // the chains' copies of the same scalar broadcasts).
+  if (backend == Backend::kCpu) optimization->AddPass<BatchedChainSplit>();
   optimization->AddPass<HloCse>();
   optimization->AddPass<HloDce>();
   pipeline->AddPass(std::move(optimization));
