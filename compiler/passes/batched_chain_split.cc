@@ -128,7 +128,11 @@ bool FindChain(HloInstruction* second, int64_t batch, Chain* chain) {
         ok = false;
       }
     }
-    if (!ok) continue;
+    // Control dependencies would not carry over to the copies.
+    auto ordered = [](const HloInstruction* x) {
+      return !x->control_predecessors().empty() || !x->control_successors().empty();
+    };
+    if (!ok || ordered(first) || ordered(second) || std::any_of(down.begin(), down.end(), ordered)) continue;
     chain->first = first;
     chain->second = second;
     chain->between.clear();
