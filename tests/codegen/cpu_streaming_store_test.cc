@@ -302,6 +302,16 @@ TEST(CpuStreamingStoreTest, RowKernelOutputsStreamARowAtATime) {
   }
 }
 
+TEST(CpuStreamingStoreTest, StreamedRowKernelPrefetchesOperandsLargerThanTheCache) {
+  if (!cpu::HasStreamingStores()) GTEST_SKIP() << "no streaming stores on this target";
+  // x and r, read along the rows, 256 MiB each (only the IR is made): past any last-level cache;
+  // not g, one row's worth read by every row.
+  EXPECT_EQ(Count(IrOfRoot(RmsNormResidual(32768, 2048), 1), "call void @llvm.prefetch"), 2);
+  // Operands that fit in the cache are read back from it: no prefetches; nor without streaming.
+  EXPECT_EQ(Count(IrOfRoot(RmsNormResidual(64, 1024), 1), "call void @llvm.prefetch"), 0);
+  EXPECT_EQ(Count(IrOfRoot(RmsNormResidual(32768, 2048), 0), "call void @llvm.prefetch"), 0);
+}
+
 TEST(CpuStreamingStoreTest, RowKernelOverTwoReducedDimensionsStreamsWholeRows) {
   const std::string text = testing::InInputFusion(kAdd, R"(
   x = f32[6,33,40] parameter(0)
