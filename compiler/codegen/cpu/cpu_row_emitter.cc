@@ -41,15 +41,14 @@ bool IsTranscendental(HloOpcode op) {
 constexpr int64_t kRowCacheBytes = 256 * 1024;
 // The stack buffers of a row's streamed outputs together: within L1 beside the row itself.
 constexpr int64_t kRowStageBytes = 16 * 1024;
-// A streamed row kernel whose operands read along the rows do not fit in the last-level cache
-// together prefetches them this many rows ahead of the row it writes, a stretch at a time as it
-// writes it: the next row's reads then go out beside this row's streaming stores, as an
-// elementwise loop's do, instead of all at once in the next row's first pass. An RMS norm with
-// its residual over f32[4096,1024] (32 MiB of operands, as large as the cache here) took 2.34 ms
-// a run beside other work, 1.89 prefetched (medians of 10 alternating runs with the arena on huge
-// pages; 2.39 and 2.04 over 12 on small pages). Layer norm's 16 MiB, read back from the cache,
-// lost 5-10% to the prefetches; the whole next row prefetched at the start of a row lost 15%.
-constexpr int64_t kRowPrefetchRows = 1;
+// A streamed row kernel prefetches the operands it reads along the rows this many rows ahead of
+// the row it writes, a stretch at a time as it writes it: the reads go out beside the streaming
+// stores, as an elementwise loop's do, instead of all at once in a row's first pass, from memory
+// or from the last-level cache. Layer norm over f32[4096,1024] took 1.06 ms a run beside other
+// work, 0.89 prefetched (medians of 14 alternating runs; 1.39 and 1.03 over 10 others), an RMS
+// norm with its residual 2.27 and 2.20, softmax the same. One row ahead is too late: layer norm
+// lost 5-10%; the whole next row prefetched at the start of a row lost 15% on the RMS norm.
+constexpr int64_t kRowPrefetchRows = 2;
 
 }  // namespace
 
@@ -217,28 +216,19 @@ StatusOr<bool> KernelBuilder::TryEmitCpuRowKernel(const std::vector<RowOutput>& 
       stages.back().set_access_group(access_group_);
     }
   }
-  // The operands read along the rows in place (x and the residual of an RMS norm), whose next
-  // row a streamed row kernel prefetches while it writes this one (kRowPrefetchRows).
+  // The operands read along the rows in place (x and the residual of an RMS norm), which a
+  // streamed row kernel prefetches kRowPrefetchRows ahead while it writes a row.
   std::vector<std::pair<IrArray, int64_t>> prefetched;  // array, element bytes
   const std::vector<int64_t> physical = MajorToMinor(row_shape);
   const bool rows_contiguous =
       std::equal(reduced_physical.begin(), reduced_physical.end(),
                  physical.end() - static_cast<std::ptrdiff_t>(reduced_physical.size()));
   if (!stages.empty() && rows_contiguous && reduced_physical.size() == 1) {
-    std::vector<const Binding*> along_rows;
-    int64_t bytes = 0;
     for (const Binding& binding : bindings_) {
       if (binding.scratch_offset < 0 && binding.shape.IsArray() &&
           binding.shape.dimensions() == row_shape.dimensions() &&
           MajorToMinor(binding.shape) == physical) {
-        along_rows.push_back(&binding);
-        bytes += shape_util::ByteSizeOf(binding.shape);
-      }
-    }
-    // Against the last-level cache's size (the default streaming threshold is half of it).
-    if (bytes >= 2 * cpu::DefaultStreamingStoreBytes()) {
-      for (const Binding* binding : along_rows) {
-        prefetched.push_back({ArrayOf(*binding), ByteWidth(binding->shape.element_type())});
+        prefetched.push_back({ArrayOf(binding), ByteWidth(binding.shape.element_type())});
       }
     }
   }
