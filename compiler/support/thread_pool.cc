@@ -21,6 +21,12 @@ namespace {
 // on a busy machine a spinning thread takes the core from another process' work (and from this
 // process' own descheduled threads).
 constexpr auto kIdleSpin = std::chrono::microseconds(20);
+// A worker whose loops have recently come closer together than half this spins through twice
+// their gap (IdleSpinPolicy); each gap's weight then decays by kGapDecay per later one. Measured
+// on a 2-CPU virtual machine, where a sleeping worker takes tens of microseconds to wake: the
+// MLP training step 0.61-0.65 -> 0.54-0.58 ms with the other CPU idle.
+constexpr auto kIdleSpinAtMost = std::chrono::microseconds(200);
+constexpr double kGapDecay = 0.75;
 constexpr auto kFinishSpin = std::chrono::microseconds(10);
 
 // A loop runs inline once its recent parallel runs took this much longer than the caller alone
@@ -76,6 +82,17 @@ bool SpinUntil(Done done, std::chrono::nanoseconds limit) {
 constexpr uint64_t Pack(uint64_t begin, uint64_t end) { return begin << 32 | end; }
 
 }  // namespace
+
+void IdleSpinPolicy::Observe(std::chrono::nanoseconds gap) {
+  const double ns = static_cast<double>(std::max<int64_t>(0, gap.count()));
+  gap_ns_ = gap_ns_ < 0 ? ns : kGapDecay * gap_ns_ + (1 - kGapDecay) * ns;
+}
+
+std::chrono::nanoseconds IdleSpinPolicy::Limit() const {
+  const double at_most = static_cast<double>(std::chrono::nanoseconds(kIdleSpinAtMost).count());
+  if (gap_ns_ < 0 || 2 * gap_ns_ > at_most) return kIdleSpin;
+  return std::max<std::chrono::nanoseconds>(kIdleSpin, std::chrono::nanoseconds(static_cast<int64_t>(2 * gap_ns_)));
+}
 
 int ThreadPool::SchedulableCpus() {
   cpu_set_t set;
@@ -141,6 +158,7 @@ void ThreadPool::ParallelFor(int64_t tasks, int64_t grain,
     std::lock_guard<std::mutex> lock(mu_);
     error_ = nullptr;
     open_ = true;
+    published_ns_.store(std::chrono::steady_clock::now().time_since_epoch().count(), std::memory_order_relaxed);
     generation_.fetch_add(1, std::memory_order_release);
     wake = sleepers_ > 0;
   }
@@ -221,11 +239,15 @@ int64_t ThreadPool::RunChunks(int slot) {
 void ThreadPool::WorkerLoop(int slot) {
   inside_pool = this;
   uint64_t seen = 0;
+  // The gaps from the end of this worker's last loop to the publishing of the next set how long
+  // it spins for the next one.
+  int64_t idle_since = 0;  // steady clock, ns; 0 before the first loop
+  IdleSpinPolicy spin;
   while (true) {
     SpinUntil([&] {
       return generation_.load(std::memory_order_acquire) != seen ||
              stopping_.load(std::memory_order_relaxed);
-    }, kIdleSpin);
+    }, spin.Limit());
     std::unique_lock<std::mutex> lock(mu_);
     ++sleepers_;
     work_ready_.wait(lock, [&] {
@@ -235,13 +257,18 @@ void ThreadPool::WorkerLoop(int slot) {
     --sleepers_;
     if (stopping_.load(std::memory_order_relaxed)) return;
     seen = generation_.load(std::memory_order_relaxed);
-    if (!open_) continue;  // that loop has ended
-    active_.fetch_add(1, std::memory_order_relaxed);
-    lock.unlock();
-    SetFloatControl(float_control_);
-    RunChunks(slot);
-    lock.lock();
-    if (active_.fetch_sub(1, std::memory_order_release) == 1) work_done_.notify_all();
+    if (idle_since != 0) {
+      spin.Observe(std::chrono::nanoseconds(published_ns_.load(std::memory_order_relaxed) - idle_since));
+    }
+    if (open_) {  // else that loop has ended
+      active_.fetch_add(1, std::memory_order_relaxed);
+      lock.unlock();
+      SetFloatControl(float_control_);
+      RunChunks(slot);
+      lock.lock();
+      if (active_.fetch_sub(1, std::memory_order_release) == 1) work_done_.notify_all();
+    }
+    idle_since = std::chrono::steady_clock::now().time_since_epoch().count();
   }
 }
 

@@ -11,16 +11,21 @@
 //
 // Idle workers spin for a few microseconds (a loop that follows at once then starts without a
 // wake-up) and then sleep on a condition variable: a pool never keeps a core that another
-// process could use. A spinning thread yields the CPU every microsecond or so, so that a
-// thread it waits for (the caller, preempted on the same CPU by the worker it woke) runs. A loop too small for two chunks, and a ParallelFor made from inside a
-// chunk of the same pool, run inline on the caller; so does, for a while, a loop (known by its
-// task count and grain) whose recent parallel runs took longer than the caller alone would have
-// taken, which happens when the workers' cores are so busy that a worker is descheduled while
-// holding a chunk and the loop waits for it: the loop then loses no more than one core's worth.
-// Every chunk runs under the caller's floating-point control word (rounding, flushing of
-// subnormals), so a loop computes the same wherever its chunks land. An exception thrown by a
-// chunk stops the handing out of chunks and is rethrown by ParallelFor once the chunks already
-// running have finished.
+// process could use. Where loops have been following each other closely (a training step's
+// kernels, one step after the next), a worker spins for up to twice the recent gap between them,
+// 200 us at most, so that the next loop finds it awake: waking a sleeping thread takes tens of
+// microseconds on a virtual machine, more than a small loop's share of the work. A spinning
+// thread yields the CPU every microsecond or so, so that a thread it waits for (the caller,
+// preempted on the same CPU by the worker it woke) or another process runs.
+//
+// A loop too small for two chunks, and a ParallelFor made from inside a chunk of the same pool,
+// run inline on the caller; so does, for a while, a loop (known by its task count and grain)
+// whose recent parallel runs took longer than the caller alone would have taken, which happens
+// when the workers' cores are so busy that a worker is descheduled while holding a chunk and the
+// loop waits for it: the loop then loses no more than one core's worth. Every chunk runs under
+// the caller's floating-point control word (rounding, flushing of subnormals), so a loop
+// computes the same wherever its chunks land. An exception thrown by a chunk stops the handing
+// out of chunks and is rethrown by ParallelFor once the chunks already running have finished.
 #pragma once
 
 #include <atomic>
@@ -35,6 +40,19 @@
 #include <vector>
 
 namespace xlens {
+
+// How long an idle worker spins before it sleeps: 20 us, or, where the loops it was given have
+// recently come at most 100 us apart, twice that gap (averaged with decaying weights), so that a
+// loop that follows as closely finds it awake.
+class IdleSpinPolicy {
+ public:
+  // A loop was published `gap` after the end of the worker's previous one.
+  void Observe(std::chrono::nanoseconds gap);
+  std::chrono::nanoseconds Limit() const;
+
+ private:
+  double gap_ns_ = -1;  // none seen yet
+};
 
 class ThreadPool {
  public:
@@ -97,6 +115,7 @@ class ThreadPool {
   std::condition_variable work_ready_;
   std::condition_variable work_done_;
   std::atomic<uint64_t> generation_{0};  // advanced under mu_ when a loop is published
+  std::atomic<int64_t> published_ns_{0};  // when the current loop was published (steady clock)
   bool open_ = false;                    // workers may still join the current loop (under mu_)
   std::atomic<int> active_{0};           // workers inside the current loop (changed under mu_)
   int sleepers_ = 0;                     // workers waiting on work_ready_ (under mu_)

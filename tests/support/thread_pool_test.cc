@@ -283,6 +283,29 @@ TEST(ThreadPoolTest, ASpinningThreadLetsTheThreadItWaitsForRun) {
   EXPECT_LT(best, 12.5) << "ms of CPU time";
 }
 
+TEST(ThreadPoolTest, AnIdleWorkerSpinsThroughTheGapsItsLoopsHaveLeft) {
+  using std::chrono::microseconds;
+  IdleSpinPolicy spin;
+  EXPECT_EQ(spin.Limit(), microseconds(20));  // nothing seen yet
+  // Loops 60 us apart (a training step's kernels, one step after the next): twice that.
+  for (int i = 0; i < 10; ++i) spin.Observe(microseconds(60));
+  EXPECT_EQ(spin.Limit(), microseconds(120));
+  // One long pause weighs a quarter: the spin falls back to 20 us until close loops return.
+  spin.Observe(microseconds(3000));
+  EXPECT_EQ(spin.Limit(), microseconds(20));
+  for (int i = 0; i < 30; ++i) spin.Observe(microseconds(60));
+  EXPECT_LT(spin.Limit(), microseconds(130));
+  EXPECT_GT(spin.Limit(), microseconds(115));
+  // Never less than the 20 us of sparse loops, never more than 200 us.
+  for (int i = 0; i < 30; ++i) spin.Observe(microseconds(2));
+  EXPECT_EQ(spin.Limit(), microseconds(20));
+  for (int i = 0; i < 30; ++i) spin.Observe(microseconds(101));
+  EXPECT_EQ(spin.Limit(), microseconds(20));
+  for (int i = 0; i < 30; ++i) spin.Observe(microseconds(99));
+  EXPECT_LE(spin.Limit(), microseconds(200));
+  EXPECT_GT(spin.Limit(), microseconds(190));
+}
+
 TEST(ThreadPoolTest, TheDefaultSizeFollowsTheCpusTheProcessMayUse) {
   cpu_set_t saved;
   ASSERT_EQ(sched_getaffinity(0, sizeof(saved), &saved), 0);
