@@ -195,6 +195,12 @@ std::string HloInstruction::AttributesToString() const {
   return fmt::format("{}", fmt::join(attrs, ", "));
 }
 
+std::string TypedAttributesToString(const HloInstruction& instruction) {
+  std::vector<std::string> attrs;
+  AppendTypedAttributes(instruction, attrs);
+  return fmt::format("{}", fmt::join(attrs, ", "));
+}
+
 std::string HloComputation::ToString(bool short_form) const {
   std::string out;
   if (IsEntryComputation()) out += "ENTRY ";

@@ -21,4 +21,9 @@ struct PrintOptions {
 
 std::string PrintModule(const HloModule& module, const PrintOptions& options = {});
 
+// The typed attributes of `instruction` alone, as the printer writes them ("dimensions={0},
+// slice={[0:2]}"): no called computations, raw attributes, metadata or names. What
+// canonical_text.h builds its name-free form from.
+std::string TypedAttributesToString(const HloInstruction& instruction);
+
 }  // namespace xlens
