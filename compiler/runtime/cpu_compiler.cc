@@ -5,6 +5,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <map>
+#include <optional>
 #include <set>
 
 #include <fmt/format.h>
@@ -18,6 +19,7 @@
 #include "compiler/codegen/planted_kernel_fault.h"
 #include "compiler/hlo/annotation_custom_calls.h"
 #include "compiler/hlo/bounded_dynamic_shapes.h"
+#include "compiler/hlo/canonical_text.h"
 #include "compiler/hlo/collective_attributes.h"
 #include "compiler/hlo/custom_call_targets.h"
 #include "compiler/hlo/hlo_cost_analysis.h"
@@ -89,6 +91,25 @@ bool MayBorrowArguments(const HloModule& module) {
   return true;
 }
 
+// What decides the code of `hlo`'s kernel: its canonical text (the fused computation up to
+// names: opcodes, shapes with layouts, attributes, constants' values, operand order; its operand
+// and result shapes) and the options it is emitted with. Nullopt: never shared (a constant
+// whose value the text does not hold).
+std::optional<std::string> KernelReuseKey(const HloInstruction& hlo,
+                                          const codegen::KernelOptions& options) {
+  std::optional<std::string> text = CanonicalInstructionText(hlo);
+  if (!text) return std::nullopt;
+  return fmt::format("streaming_store_bytes={}\n{}", options.cpu_streaming_store_bytes, *text);
+}
+
+// Whether the planted fault (planted_kernel_fault.h) may name `hlo`'s kernel, by the
+// instruction's name or a function named after it: that kernel is its own, neither reused nor
+// lent, so that the fault stays in the one instruction the flag names.
+bool MayBePlanted(std::string_view planted, const HloInstruction& hlo) {
+  return !planted.empty() &&
+         (planted == hlo.name() || planted.starts_with(codegen::SanitizeName(hlo.name())));
+}
+
 }  // namespace
 
 class ExecutableBuilder {
@@ -120,6 +141,9 @@ class ExecutableBuilder {
   std::unique_ptr<llvm::LLVMContext> context_ = std::make_unique<llvm::LLVMContext>();
   std::unique_ptr<llvm::Module> llvm_module_;
   std::map<const HloInstruction*, codegen::KernelSpec> kernels_;
+  // The instruction whose kernel each class of identical instructions runs (KernelReuseKey).
+  std::map<std::string, const HloInstruction*> kernel_classes_;
+  int64_t shared_kernels_ = 0;
   std::map<const HloInstruction*, std::string> comparators_;
   std::map<const HloComputation*, std::unique_ptr<FramePlan>> nested_plans_;
   std::set<std::string> symbols_;
@@ -170,14 +194,30 @@ Status ExecutableBuilder::EmitComputation(const HloComputation& computation,
         options_.cpu_streaming_store_bytes >= 0
             ? options_.cpu_streaming_store_bytes
             : codegen::cpu::StreamingStoreBytesFor(*hlo, exe_->assignment_.get());
+    // Identical instructions run one kernel, as XLA's kernel reuse cache does: a transformer's
+    // layers, or attention split per batch element, repeat the same fusions, and each copy
+    // would cost LLVM the same time again. The thunks keep their own HLO names (profiles,
+    // traces, the manifest); the dumped LLVM IR holds the one shared function.
+    const std::string& planted = options_.optimize.planted.miscompile_kernel;
+    std::optional<std::string> key;
+    if (!MayBePlanted(planted, *hlo)) key = KernelReuseKey(*hlo, kernel_options);
+    if (key) {
+      auto same = kernel_classes_.find(*key);
+      if (same != kernel_classes_.end()) {
+        kernels_[hlo] = kernels_.at(same->second);
+        ++shared_kernels_;
+        continue;
+      }
+    }
     auto spec = codegen::EmitKernel(*hlo, codegen::UniqueKernelName(hlo->name(), symbols_), *llvm_module_,
                                     codegen::KernelTarget::kCpu, kernel_options);
     if (!spec.ok()) return spec.status().WithContext(hlo->name());
-    if (codegen::IsPlantedKernel(options_.optimize.planted.miscompile_kernel, *hlo, *spec)) {
+    if (codegen::IsPlantedKernel(planted, *hlo, *spec)) {
       codegen::PlantKernelFault(*hlo, *spec, *llvm_module_);
     }
     scratch_bytes_ = std::max(scratch_bytes_, spec->scratch_bytes);
     kernels_[hlo] = std::move(*spec);
+    if (key) kernel_classes_.emplace(std::move(*key), hlo);
   }
   return OkStatus();
 }
@@ -521,6 +561,7 @@ StatusOr<std::unique_ptr<Executable>> ExecutableBuilder::Build() {
   {
     profiler::TraceSpan span("emit LLVM IR", profiler::category::kCodegen);
     RETURN_IF_ERROR(EmitComputation(*module.entry_computation(), assignment.schedule()));
+    span.AddArg("shared_kernels", shared_kernels_);
   }
   exe_->scratch_offset_ = arena_end_;
   arena_end_ += AlignedSize(scratch_bytes_);
