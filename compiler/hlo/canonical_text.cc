@@ -67,7 +67,9 @@ class CanonicalPrinter {
 
   // Parameters by number, then the instructions the root depends on, in post order from the
   // root (operands in order): the numbering follows the structure, not the order in which the
-  // instructions were added. Dead instructions compute nothing and are left out.
+  // instructions were added. Instructions the root does not reach (dead code, which the
+  // emitters still see among the users of the others) come after them, in the computation's
+  // post order.
   std::string Computation(const HloComputation& computation) {
     std::map<const HloInstruction*, int64_t> numbers;
     std::vector<const HloInstruction*> order;
@@ -76,11 +78,11 @@ class CanonicalPrinter {
       numbers[parameter] = static_cast<int64_t>(order.size());
       order.push_back(parameter);
     }
-    const HloInstruction* root = computation.root_instruction();
-    if (root != nullptr && !numbers.count(root)) {
-      // Iterative: fused computations can be deep chains.
-      std::vector<std::pair<const HloInstruction*, size_t>> stack = {{root, 0}};
-      numbers[root] = -1;
+    // Iterative: fused computations can be deep chains.
+    auto number_from = [&](const HloInstruction* start) {
+      if (start == nullptr || numbers.count(start)) return;
+      std::vector<std::pair<const HloInstruction*, size_t>> stack = {{start, 0}};
+      numbers[start] = -1;
       while (!stack.empty()) {
         auto& [instruction, next] = stack.back();
         if (next < instruction->operands().size()) {
@@ -95,6 +97,11 @@ class CanonicalPrinter {
         order.push_back(instruction);
         stack.pop_back();
       }
+    };
+    const HloInstruction* root = computation.root_instruction();
+    number_from(root);
+    for (const HloInstruction* instruction : computation.MakeInstructionPostOrder()) {
+      number_from(instruction);
     }
     std::string out = "{";
     for (const HloInstruction* instruction : order) {

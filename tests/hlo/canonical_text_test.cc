@@ -133,6 +133,32 @@ ENTRY e {
   EXPECT_NE(text("z"), text("nz")) << "0 and -0";
 }
 
+TEST(CanonicalText, ADeadInstructionDistinguishes) {
+  auto module = ParseHloModule(R"(HloModule m
+f {
+  p = f32[8]{0} parameter(0)
+  ROOT n = f32[8]{0} negate(p)
+}
+g {
+  p = f32[8]{0} parameter(0)
+  dead = f32[8]{0} exponential(p)
+  ROOT n = f32[8]{0} negate(p)
+}
+ENTRY e {
+  a = f32[8]{0} parameter(0)
+  x = f32[8]{0} fusion(a), kind=kLoop, calls=f
+  y = f32[8]{0} fusion(a), kind=kLoop, calls=g
+  ROOT t = (f32[8]{0}, f32[8]{0}) tuple(x, y)
+})");
+  ASSERT_TRUE(module.ok()) << module.status().message();
+  const HloComputation* entry = (*module)->entry_computation();
+  auto text = [&](std::string_view name) {
+    return CanonicalInstructionText(*entry->GetInstructionWithName(name)).value_or("");
+  };
+  EXPECT_NE(text("x"), text("y")) << "the emitters see a dead instruction among the users";
+  EXPECT_NE(text("y").find("exponential"), std::string::npos);
+}
+
 TEST(CanonicalText, ElidedConstantHasNone) {
   auto module = ParseHloModule(R"(HloModule m
 ENTRY e {
