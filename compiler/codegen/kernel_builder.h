@@ -89,6 +89,15 @@ class KernelBuilder {
   // EmitParallelLoop's loop over `shape` for `group`, each stretch of a task computed into stack
   // buffers and written out with streaming stores (cpu/cpu_streaming_store.h).
   Status EmitCpuStreamedLoop(const Shape& shape, int64_t work_per_element, const OutputGroup& group);
+  // --- CPU loops that read an operand transposed (cpu/cpu_transposed_loop.cc) ---
+  // The transposes through which `group`'s loop over `shape` (2-D, row-major) reads parameters
+  // in the other order, where everything else it reads is elementwise at its own index; empty
+  // where the loop is not of that form.
+  std::vector<const HloInstruction*> TransposedReads(const Shape& shape, const OutputGroup& group) const;
+  // That loop in tiles of rows: each transposed operand's tile loaded by rows, transposed in
+  // registers into a stack buffer, the body then run with unit stride throughout.
+  Status EmitCpuTransposedLoop(const Shape& shape, int64_t work_per_element, const OutputGroup& group,
+                               const std::vector<const HloInstruction*>& transposes);
   bool IsColumnReduction(const HloInstruction* hlo) const;
   // A reduction that keeps its operand's minor-most dimension, emitted with the loops
   // interchanged: each task owns a tile of outputs and sweeps the reduced rows over it, so

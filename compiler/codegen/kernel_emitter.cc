@@ -380,6 +380,11 @@ Status KernelBuilder::EmitOutputs() {
       for (const auto& out : group) written_[out.first] = true;
       continue;
     }
+    if (auto transposes = TransposedReads(output_shapes_[group[0].second], group); !transposes.empty()) {
+      RETURN_IF_ERROR(EmitCpuTransposedLoop(output_shapes_[group[0].second], work, group, transposes));
+      for (const auto& out : group) written_[out.first] = true;
+      continue;
+    }
     RETURN_IF_ERROR(EmitParallelLoop(
         output_shapes_[group[0].second], work,
         [&](ElementalIrEmitter& e, const IrIndex& index) -> Status {

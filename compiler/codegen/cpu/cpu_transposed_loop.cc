@@ -1,0 +1,265 @@
+// The CPU element loop of a fusion that reads an operand transposed (KernelBuilder::
+// EmitCpuTransposedLoop): an SGD update `w - c * transpose(g)` whose gradient a product wrote in
+// the other order. Walked element by element, the transposed reads stride over a whole row of
+// the operand each: the vectorizer gathers them, about 3 cycles an element. Here each task walks
+// tiles of kLanes output rows: the tile's part of every transposed operand (kLanes contiguous
+// elements of each of its rows) is loaded whole, transposed in registers, and stored to a stack
+// buffer laid out as the output is; the elementwise body then reads that buffer, the other
+// operands and the outputs with unit stride, one loop over the tile's rows x columns.
+#include <algorithm>
+#include <vector>
+
+#include "compiler/codegen/kernel_builder.h"
+#include "compiler/codegen/llvm_ir_util.h"
+#include "compiler/hlo/computation.h"
+
+namespace xlens::codegen {
+
+using llvm::Value;
+
+namespace {
+
+// Rows of a tile, and the width of the register transpose: a power of two.
+constexpr int64_t kLanes = 8;
+// The largest tile buffer (per transposed operand), to stay in L1.
+constexpr int64_t kMaxTileBytes = 16 << 10;
+
+bool RowMajor2d(const Shape& s) {
+  return s.IsArray() && s.rank() == 2 && MajorToMinor(s) == std::vector<int64_t>{0, 1};
+}
+
+// `vectors[j]` (row j of a kLanes x kLanes block) transposed: element i of result j is element j
+// of vectors[i]. log2(kLanes) stages, each swapping the off-diagonal s x s blocks of every 2s x 2s
+// block with two shuffles per pair of rows.
+std::vector<Value*> TransposeInRegisters(llvm::IRBuilder<>& b, std::vector<Value*> v) {
+  for (int64_t s = 1; s < kLanes; s *= 2) {
+    std::vector<int> low(kLanes), high(kLanes);
+    for (int64_t i = 0; i < kLanes; ++i) {
+      low[i] = static_cast<int>((i & s) == 0 ? i : kLanes + i - s);
+      high[i] = static_cast<int>((i & s) == 0 ? i + s : kLanes + i);
+    }
+    for (int64_t j = 0; j < kLanes; ++j) {
+      if ((j & s) != 0) continue;
+      Value* a = v[j];
+      Value* c = v[j + s];
+      v[j] = b.CreateShuffleVector(a, c, low);
+      v[j + s] = b.CreateShuffleVector(a, c, high);
+    }
+  }
+  return v;
+}
+
+}  // namespace
+
+std::vector<const HloInstruction*> KernelBuilder::TransposedReads(const Shape& shape,
+                                                                  const OutputGroup& group) const {
+  if (target_ != KernelTarget::kCpu || hlo_.opcode() != HloOpcode::kFusion || !RowMajor2d(shape)) {
+    return {};
+  }
+  const int64_t rows = shape.dimensions(0);
+  const int64_t columns = shape.dimensions(1);
+  if (rows < kLanes) return {};
+  for (const auto& [out, leaf] : group) {
+    if (!out->shape().IsArray() || !RowMajor2d(output_shapes_[leaf]) ||
+        output_shapes_[leaf].dimensions() != shape.dimensions()) {
+      return {};
+    }
+  }
+  // Transposes of a 2-D parameter [columns, rows], read by nothing else.
+  std::vector<const HloInstruction*> transposes;
+  auto transposed_parameter = [&](const HloInstruction* p) {
+    if (p->opcode() != HloOpcode::kParameter || !RowMajor2d(p->shape()) ||
+        p->shape().dimensions(0) != columns || p->shape().dimensions(1) != rows ||
+        p->users().empty()) {
+      return false;
+    }
+    for (const HloInstruction* user : p->users()) {
+      if (user->opcode() != HloOpcode::kTranspose ||
+          user->dimensions() != std::vector<int64_t>{1, 0}) {
+        return false;
+      }
+    }
+    return true;
+  };
+  for (const HloInstruction* i : hlo_.fused_computation()->instructions()) {
+    const HloOpcode op = i->opcode();
+    if (op == HloOpcode::kTranspose) {
+      if (!transposed_parameter(i->operand(0))) return {};
+      transposes.push_back(i);
+      continue;
+    }
+    // Everything else is read at the output's own index, within the tile: no constant arrays
+    // (read at a tile's index they would need its rows' offset), no other data movement.
+    const bool in_place = i->IsElementwise() || op == HloOpcode::kParameter ||
+                          op == HloOpcode::kTuple ||
+                          (op == HloOpcode::kConstant && i->shape().rank() == 0) ||
+                          (op == HloOpcode::kBroadcast && i->operand(0)->shape().rank() == 0);
+    if (!in_place) return {};
+    // (Parameters are checked by their bindings below.)
+    if (op != HloOpcode::kParameter && op != HloOpcode::kTuple && i->shape().rank() != 0 &&
+        i->shape().dimensions() != shape.dimensions()) {
+      return {};
+    }
+  }
+  if (transposes.empty()) return {};
+  for (const Binding& binding : bindings_) {
+    const Shape& s = binding.shape;
+    if (!s.IsArray()) return {};
+    if (binding.hlo->opcode() == HloOpcode::kParameter && transposed_parameter(binding.hlo)) {
+      // Whole vectors of 2, 4 or 8 bytes an element (not pred's bits).
+      auto type = StorageType(s.element_type(), module_.getContext());
+      if (!type.ok()) return {};
+      const uint64_t bits = (*type)->getPrimitiveSizeInBits();
+      if (!binding.shape_index.empty() || !RowMajor2d(s) || (bits != 16 && bits != 32 && bits != 64) ||
+          kLanes * columns * static_cast<int64_t>(bits / 8) > kMaxTileBytes) {
+        return {};
+      }
+      continue;
+    }
+    if (s.rank() != 0 && !(RowMajor2d(s) && s.dimensions() == shape.dimensions())) return {};
+  }
+  return transposes;
+}
+
+Status KernelBuilder::EmitCpuTransposedLoop(const Shape& shape, int64_t work_per_element,
+                                            const OutputGroup& group,
+                                            const std::vector<const HloInstruction*>& transposes) {
+  const int64_t rows = shape.dimensions(0);
+  const int64_t columns = shape.dimensions(1);
+  // Tasks of whole tiles, about TaskElements' worth each; the last takes the rows past the
+  // last whole tile, computed as the loop always was.
+  const int64_t task_rows =
+      std::max<int64_t>(kLanes, TaskElements(work_per_element) / columns / kLanes * kLanes);
+  const int64_t tasks = (rows + task_rows - 1) / task_rows;
+  llvm::Function* f = NewPhase(false, tasks, task_rows * columns * work_per_element);
+
+  // One tile buffer per transposed parameter, in the entry block.
+  struct Transposed {
+    const HloInstruction* parameter;
+    IrArray source;
+    llvm::Type* type;
+    Value* buffer;
+  };
+  std::vector<Transposed> transposed;
+  for (const Binding& binding : bindings_) {
+    if (binding.hlo->opcode() != HloOpcode::kParameter) continue;
+    bool read_transposed = false;
+    for (const HloInstruction* t : transposes) read_transposed |= t->operand(0) == binding.hlo;
+    if (!read_transposed) continue;
+    ASSIGN_OR_RETURN(llvm::Type * type, StorageType(binding.shape.element_type(), module_.getContext()));
+    llvm::AllocaInst* buffer = b_.CreateAlloca(type, b_.getInt64(kLanes * columns), "tile");
+    buffer->setAlignment(llvm::Align(64));
+    transposed.push_back({binding.hlo, ArrayOf(binding), type, buffer});
+  }
+
+  auto plain = MakeEmitter();
+  RETURN_IF_ERROR(plain->EmitLoop(f->getArg(1), f->getArg(2), "task", [&](Value* task) -> Status {
+    Value* start = b_.CreateMul(task, b_.getInt64(task_rows));
+    Value* stop = b_.CreateAdd(start, b_.getInt64(task_rows));
+    Value* end = b_.CreateSelect(b_.CreateICmpSLT(stop, b_.getInt64(rows)), stop, b_.getInt64(rows));
+    Value* tiles = b_.CreateUDiv(b_.CreateSub(end, start), b_.getInt64(kLanes));
+    RETURN_IF_ERROR(plain->EmitLoop(b_.getInt64(0), tiles, "tile", [&](Value* tile) -> Status {
+      Value* r0 = b_.CreateAdd(start, b_.CreateMul(tile, b_.getInt64(kLanes)));
+      for (const Transposed& t : transposed) {
+        auto* vector = llvm::FixedVectorType::get(t.type, kLanes);
+        // Row c of the operand, its kLanes elements from r0: column c of the tile's rows.
+        auto load_row = [&](Value* c) -> Value* {
+          Value* at = t.source.EmitElementPointer(b_, {c, r0});
+          return b_.CreateAlignedLoad(vector, at, llvm::Align(1));
+        };
+        auto tile_at = [&](int64_t i, Value* c) {
+          return b_.CreateInBoundsGEP(t.type, t.buffer,
+                                      {b_.CreateAdd(b_.getInt64(i * columns), c)});
+        };
+        const int64_t blocks = columns / kLanes;
+        if (blocks > 0) {
+          RETURN_IF_ERROR(plain->EmitLoop(b_.getInt64(0), b_.getInt64(blocks), "block", [&](Value* block) {
+            Value* c0 = b_.CreateMul(block, b_.getInt64(kLanes));
+            std::vector<Value*> v;
+            for (int64_t j = 0; j < kLanes; ++j) v.push_back(load_row(b_.CreateAdd(c0, b_.getInt64(j))));
+            v = TransposeInRegisters(b_, std::move(v));
+            for (int64_t i = 0; i < kLanes; ++i) b_.CreateAlignedStore(v[i], tile_at(i, c0), llvm::Align(1));
+            return OkStatus();
+          }));
+        }
+        if (columns % kLanes != 0) {
+          RETURN_IF_ERROR(plain->EmitLoop(b_.getInt64(blocks * kLanes), b_.getInt64(columns), "rest", [&](Value* c) {
+            Value* v = load_row(c);
+            for (int64_t i = 0; i < kLanes; ++i) {
+              b_.CreateStore(b_.CreateExtractElement(v, b_.getInt64(i)), tile_at(i, c));
+            }
+            return OkStatus();
+          }));
+        }
+      }
+      // The body over the tile's kLanes x columns elements, every array seen from row r0.
+      auto at_tile = [&](const IrArray& array) -> StatusOr<IrArray> {
+        ASSIGN_OR_RETURN(llvm::Type * type, StorageType(array.shape().element_type(), module_.getContext()));
+        Value* base = b_.CreateInBoundsGEP(type, array.base(), {b_.CreateMul(r0, b_.getInt64(columns))});
+        IrArray moved(base, Shape(array.shape().element_type(), {kLanes, columns}));
+        moved.set_access_group(access_group_);
+        return moved;
+      };
+      ElementalIrEmitter e(b_);
+      for (const Binding& binding : bindings_) {
+        IrArray array = ArrayOf(binding);
+        if (binding.shape.rank() == 0) {
+          e.BindArray(binding.hlo, binding.shape_index, array);
+          continue;
+        }
+        bool is_transposed = false;
+        for (const Transposed& t : transposed) is_transposed |= t.parameter == binding.hlo;
+        if (is_transposed) continue;
+        ASSIGN_OR_RETURN(IrArray moved, at_tile(array));
+        e.BindArray(binding.hlo, binding.shape_index, moved);
+      }
+      for (const HloInstruction* t : transposes) {
+        for (const Transposed& p : transposed) {
+          if (p.parameter != t->operand(0)) continue;
+          IrArray tile(p.buffer, Shape(t->shape().element_type(), {kLanes, columns}));
+          tile.set_access_group(access_group_);
+          e.BindArray(t, {}, tile);
+        }
+      }
+      std::vector<IrArray> outputs;
+      for (const auto& [out, leaf] : group) {
+        ASSIGN_OR_RETURN(IrArray moved, at_tile(OutputArray(leaf)));
+        outputs.push_back(moved);
+      }
+      // One loop over the tile, its index split minor first so that the offsets fold back into
+      // the counter (IrArray::EmitLinearIndex): unit stride, vectorized.
+      return e.EmitLoop(b_.getInt64(0), b_.getInt64(kLanes * columns), "element", [&](Value* k) -> Status {
+        IrIndex index = {b_.CreateUDiv(k, b_.getInt64(columns)), b_.CreateURem(k, b_.getInt64(columns))};
+        std::vector<std::vector<Value*>> values;
+        for (const auto& [out, leaf] : group) {
+          ASSIGN_OR_RETURN(std::vector<Value*> leaves, e.EmitLeaves(out, index));
+          values.push_back(std::move(leaves));
+        }
+        for (size_t j = 0; j < values.size(); ++j) {
+          RETURN_IF_ERROR(outputs[j].EmitWrite(b_, index, values[j][0]));
+        }
+        return OkStatus();
+      }, access_group_);
+    }));
+    // The rows past the last whole tile (the last task's), element by element.
+    Value* rest = b_.CreateAdd(start, b_.CreateMul(tiles, b_.getInt64(kLanes)));
+    return plain->EmitLoop(rest, end, "row", [&](Value* r) -> Status {
+      return plain->EmitLoop(b_.getInt64(0), b_.getInt64(columns), "column", [&](Value* c) -> Status {
+        const IrIndex index = {r, c};
+        std::vector<std::vector<Value*>> values;
+        for (const auto& [out, leaf] : group) {
+          ASSIGN_OR_RETURN(std::vector<Value*> leaves, plain->EmitLeaves(out, index));
+          values.push_back(std::move(leaves));
+        }
+        for (size_t j = 0; j < values.size(); ++j) {
+          RETURN_IF_ERROR(OutputArray(group[j].second).EmitWrite(b_, index, values[j][0]));
+        }
+        return OkStatus();
+      });
+    });
+  }));
+  b_.CreateRetVoid();
+  return OkStatus();
+}
+
+}  // namespace xlens::codegen
