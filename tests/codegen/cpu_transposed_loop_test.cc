@@ -95,25 +95,38 @@ ENTRY e {
 }
 
 TEST(CpuTransposedLoopTest, MatchesTheEvaluatorOnOddShapes) {
-  // Tasks of whole tiles of 8 rows, about 8192 elements each, the rows past the last whole
-  // tile in the last task: [2003,10] is three tasks of 816 rows, the last with 3 rows left over.
+  // Tasks of whole tiles of 64 rows, about 8192 elements each; the last task's rows past its
+  // last whole tile go in strips of 8 rows, then one by one: [2003,10] is three tasks of 832
+  // rows, the last with 339 (five tiles, two strips, 3 rows); [333,17] one task of five tiles,
+  // a strip and 5 rows; [101,64] one of a tile, four strips and 5 rows.
   for (auto [rows, columns, tasks] : {std::tuple<int64_t, int64_t, int64_t>{784, 10, 1},
-                                      {13, 1, 1}, {21, 17, 1}, {37, 64, 1}, {8, 10, 1}, {9, 3, 1},
-                                      {2003, 10, 3}}) {
+                                      {2003, 10, 3}, {6000, 1, 1}, {1900, 3, 1}, {333, 17, 1},
+                                      {101, 64, 1}}) {
     SCOPED_TRACE(fmt::format("[{},{}]", rows, columns));
     std::string ir;
     auto spec = EmitRoot(Update(rows, columns), &ir);
     ASSERT_TRUE(spec.ok()) << spec.status().message();
     ASSERT_EQ(spec->phases.size(), 1u);
     EXPECT_EQ(spec->phases[0].tasks, tasks);
+    EXPECT_THAT(ir, ::testing::HasSubstr("shufflevector"));
     testing::ExpectMatchesEvaluator(Update(rows, columns));
   }
+}
+
+TEST(CpuTransposedLoopTest, ASmallLoopIsLeftScalar) {
+  // Under 64 KiB a kernel is compiled without the loop vectorizer: its scalar loop reads the
+  // transposed operand as cheaply, so it is left as it was, a task per row.
+  std::string ir;
+  auto spec = EmitRoot(Update(256, 10), &ir);
+  ASSERT_TRUE(spec.ok()) << spec.status().message();
+  ASSERT_EQ(spec->phases.size(), 1u);
+  EXPECT_EQ(spec->phases[0].tasks, 256);
 }
 
 TEST(CpuTransposedLoopTest, MatchesTheEvaluatorForOtherElementWidths) {
   for (const char* type : {"f64", "bf16", "s32"}) {
     SCOPED_TRACE(type);
-    testing::ExpectMatchesEvaluator(Update(45, 17, type));
+    testing::ExpectMatchesEvaluator(Update(1003, 17, type));
   }
 }
 

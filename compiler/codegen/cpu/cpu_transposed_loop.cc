@@ -23,6 +23,9 @@ namespace {
 constexpr int64_t kLanes = 8;
 // The largest tile buffer (per transposed operand), to stay in L1.
 constexpr int64_t kMaxTileBytes = 16 << 10;
+// The bytes from which the CPU compiler optimizes a kernel with the loop vectorizer
+// (kSmallKernelBytes in compiler/runtime/cpu_compiler.cc).
+constexpr int64_t kVectorizedBytes = 64 << 10;
 
 bool RowMajor2d(const Shape& s) {
   return s.IsArray() && s.rank() == 2 && MajorToMinor(s) == std::vector<int64_t>{0, 1};
@@ -102,6 +105,14 @@ std::vector<const HloInstruction*> KernelBuilder::TransposedReads(const Shape& s
     }
   }
   if (transposes.empty()) return {};
+  // A kernel that touches under 64 KiB is compiled without the loop vectorizer (the CPU
+  // compiler's small kernels, at O1): its element loop is scalar, strided loads cost it no more
+  // than contiguous ones, and a tile's transposition would only add to it (f32[256,10]: 0.8 ->
+  // 1.0 us).
+  int64_t bytes = 0;
+  for (const Binding& binding : bindings_) bytes += shape_util::ByteSizeOf(binding.shape);
+  for (const auto& [out, leaf] : group) bytes += shape_util::ByteSizeOf(output_shapes_[leaf]);
+  if (bytes < kVectorizedBytes) return {};
   for (const Binding& binding : bindings_) {
     const Shape& s = binding.shape;
     if (!s.IsArray()) return {};
@@ -126,10 +137,19 @@ Status KernelBuilder::EmitCpuTransposedLoop(const Shape& shape, int64_t work_per
                                             const std::vector<const HloInstruction*>& transposes) {
   const int64_t rows = shape.dimensions(0);
   const int64_t columns = shape.dimensions(1);
-  // Tasks of whole tiles, about TaskElements' worth each; the last takes the rows past the
-  // last whole tile, computed as the loop always was.
+  // Tiles of up to 64 rows (the buffer within kMaxTileBytes), transposed kLanes rows at a time:
+  // read back right after their stores, tiles of kLanes rows stalled on store forwarding and lost
+  // to the gathers on a short loop (f32[256,10]).
+  int64_t widest = 1;
+  for (const HloInstruction* t : transposes) {
+    widest = std::max<int64_t>(widest, BitWidth(t->shape().element_type()) / 8);
+  }
+  const int64_t tile_rows =
+      std::clamp<int64_t>(kMaxTileBytes / (columns * widest) / kLanes * kLanes, kLanes, 8 * kLanes);
+  // Tasks of whole tiles, about TaskElements' worth each; the last takes the rows past its last
+  // whole tile in tiles of kLanes rows, then those past the last of these as the loop always was.
   const int64_t task_rows =
-      std::max<int64_t>(kLanes, TaskElements(work_per_element) / columns / kLanes * kLanes);
+      std::max<int64_t>(tile_rows, (TaskElements(work_per_element) / columns + tile_rows / 2) / tile_rows * tile_rows);
   const int64_t tasks = (rows + task_rows - 1) / task_rows;
   llvm::Function* f = NewPhase(false, tasks, task_rows * columns * work_per_element);
 
@@ -147,56 +167,59 @@ Status KernelBuilder::EmitCpuTransposedLoop(const Shape& shape, int64_t work_per
     for (const HloInstruction* t : transposes) read_transposed |= t->operand(0) == binding.hlo;
     if (!read_transposed) continue;
     ASSIGN_OR_RETURN(llvm::Type * type, StorageType(binding.shape.element_type(), module_.getContext()));
-    llvm::AllocaInst* buffer = b_.CreateAlloca(type, b_.getInt64(kLanes * columns), "tile");
+    llvm::AllocaInst* buffer = b_.CreateAlloca(type, b_.getInt64(tile_rows * columns), "tile");
     buffer->setAlignment(llvm::Align(64));
     transposed.push_back({binding.hlo, ArrayOf(binding), type, buffer});
   }
 
   auto plain = MakeEmitter();
-  RETURN_IF_ERROR(plain->EmitLoop(f->getArg(1), f->getArg(2), "task", [&](Value* task) -> Status {
-    Value* start = b_.CreateMul(task, b_.getInt64(task_rows));
-    Value* stop = b_.CreateAdd(start, b_.getInt64(task_rows));
-    Value* end = b_.CreateSelect(b_.CreateICmpSLT(stop, b_.getInt64(rows)), stop, b_.getInt64(rows));
-    Value* tiles = b_.CreateUDiv(b_.CreateSub(end, start), b_.getInt64(kLanes));
-    RETURN_IF_ERROR(plain->EmitLoop(b_.getInt64(0), tiles, "tile", [&](Value* tile) -> Status {
-      Value* r0 = b_.CreateAdd(start, b_.CreateMul(tile, b_.getInt64(kLanes)));
-      for (const Transposed& t : transposed) {
-        auto* vector = llvm::FixedVectorType::get(t.type, kLanes);
-        // Row c of the operand, its kLanes elements from r0: column c of the tile's rows.
-        auto load_row = [&](Value* c) -> Value* {
-          Value* at = t.source.EmitElementPointer(b_, {c, r0});
-          return b_.CreateAlignedLoad(vector, at, llvm::Align(1));
-        };
-        auto tile_at = [&](int64_t i, Value* c) {
-          return b_.CreateInBoundsGEP(t.type, t.buffer,
-                                      {b_.CreateAdd(b_.getInt64(i * columns), c)});
-        };
-        const int64_t blocks = columns / kLanes;
-        if (blocks > 0) {
-          RETURN_IF_ERROR(plain->EmitLoop(b_.getInt64(0), b_.getInt64(blocks), "block", [&](Value* block) {
-            Value* c0 = b_.CreateMul(block, b_.getInt64(kLanes));
-            std::vector<Value*> v;
-            for (int64_t j = 0; j < kLanes; ++j) v.push_back(load_row(b_.CreateAdd(c0, b_.getInt64(j))));
-            v = TransposeInRegisters(b_, std::move(v));
-            for (int64_t i = 0; i < kLanes; ++i) b_.CreateAlignedStore(v[i], tile_at(i, c0), llvm::Align(1));
-            return OkStatus();
-          }));
+  // `count` tiles of `n` rows from row `first`.
+  auto emit_tiles = [&](Value* first, Value* count, int64_t n) -> Status {
+    return plain->EmitLoop(b_.getInt64(0), count, "tile", [&](Value* tile) -> Status {
+      Value* r0 = b_.CreateAdd(first, b_.CreateMul(tile, b_.getInt64(n)));
+      RETURN_IF_ERROR(plain->EmitLoop(b_.getInt64(0), b_.getInt64(n / kLanes), "strip", [&](Value* strip) -> Status {
+        Value* strip_row = b_.CreateMul(strip, b_.getInt64(kLanes));
+        Value* rs = b_.CreateAdd(r0, strip_row);
+        Value* strip_offset = b_.CreateMul(strip_row, b_.getInt64(columns));
+        for (const Transposed& t : transposed) {
+          auto* vector = llvm::FixedVectorType::get(t.type, kLanes);
+          // Row c of the operand, its kLanes elements from rs: column c of the strip's rows.
+          auto load_row = [&](Value* c) -> Value* {
+            Value* at = t.source.EmitElementPointer(b_, {c, rs});
+            return b_.CreateAlignedLoad(vector, at, llvm::Align(1));
+          };
+          auto tile_at = [&](int64_t i, Value* c) {
+            return b_.CreateInBoundsGEP(
+                t.type, t.buffer, {b_.CreateAdd(strip_offset, b_.CreateAdd(b_.getInt64(i * columns), c))});
+          };
+          const int64_t blocks = columns / kLanes;
+          if (blocks > 0) {
+            RETURN_IF_ERROR(plain->EmitLoop(b_.getInt64(0), b_.getInt64(blocks), "block", [&](Value* block) {
+              Value* c0 = b_.CreateMul(block, b_.getInt64(kLanes));
+              std::vector<Value*> v;
+              for (int64_t j = 0; j < kLanes; ++j) v.push_back(load_row(b_.CreateAdd(c0, b_.getInt64(j))));
+              v = TransposeInRegisters(b_, std::move(v));
+              for (int64_t i = 0; i < kLanes; ++i) b_.CreateAlignedStore(v[i], tile_at(i, c0), llvm::Align(1));
+              return OkStatus();
+            }));
+          }
+          if (columns % kLanes != 0) {
+            RETURN_IF_ERROR(plain->EmitLoop(b_.getInt64(blocks * kLanes), b_.getInt64(columns), "rest", [&](Value* c) {
+              Value* v = load_row(c);
+              for (int64_t i = 0; i < kLanes; ++i) {
+                b_.CreateStore(b_.CreateExtractElement(v, b_.getInt64(i)), tile_at(i, c));
+              }
+              return OkStatus();
+            }));
+          }
         }
-        if (columns % kLanes != 0) {
-          RETURN_IF_ERROR(plain->EmitLoop(b_.getInt64(blocks * kLanes), b_.getInt64(columns), "rest", [&](Value* c) {
-            Value* v = load_row(c);
-            for (int64_t i = 0; i < kLanes; ++i) {
-              b_.CreateStore(b_.CreateExtractElement(v, b_.getInt64(i)), tile_at(i, c));
-            }
-            return OkStatus();
-          }));
-        }
-      }
-      // The body over the tile's kLanes x columns elements, every array seen from row r0.
+        return OkStatus();
+      }));
+      // The body over the tile's n x columns elements, every array seen from row r0.
       auto at_tile = [&](const IrArray& array) -> StatusOr<IrArray> {
         ASSIGN_OR_RETURN(llvm::Type * type, StorageType(array.shape().element_type(), module_.getContext()));
         Value* base = b_.CreateInBoundsGEP(type, array.base(), {b_.CreateMul(r0, b_.getInt64(columns))});
-        IrArray moved(base, Shape(array.shape().element_type(), {kLanes, columns}));
+        IrArray moved(base, Shape(array.shape().element_type(), {n, columns}));
         moved.set_access_group(access_group_);
         return moved;
       };
@@ -216,7 +239,7 @@ Status KernelBuilder::EmitCpuTransposedLoop(const Shape& shape, int64_t work_per
       for (const HloInstruction* t : transposes) {
         for (const Transposed& p : transposed) {
           if (p.parameter != t->operand(0)) continue;
-          IrArray tile(p.buffer, Shape(t->shape().element_type(), {kLanes, columns}));
+          IrArray tile(p.buffer, Shape(t->shape().element_type(), {n, columns}));
           tile.set_access_group(access_group_);
           e.BindArray(t, {}, tile);
         }
@@ -228,7 +251,7 @@ Status KernelBuilder::EmitCpuTransposedLoop(const Shape& shape, int64_t work_per
       }
       // One loop over the tile, its index split minor first so that the offsets fold back into
       // the counter (IrArray::EmitLinearIndex): unit stride, vectorized.
-      return e.EmitLoop(b_.getInt64(0), b_.getInt64(kLanes * columns), "element", [&](Value* k) -> Status {
+      return e.EmitLoop(b_.getInt64(0), b_.getInt64(n * columns), "element", [&](Value* k) -> Status {
         IrIndex index = {b_.CreateUDiv(k, b_.getInt64(columns)), b_.CreateURem(k, b_.getInt64(columns))};
         std::vector<std::vector<Value*>> values;
         for (const auto& [out, leaf] : group) {
@@ -240,9 +263,22 @@ Status KernelBuilder::EmitCpuTransposedLoop(const Shape& shape, int64_t work_per
         }
         return OkStatus();
       }, access_group_);
-    }));
-    // The rows past the last whole tile (the last task's), element by element.
-    Value* rest = b_.CreateAdd(start, b_.CreateMul(tiles, b_.getInt64(kLanes)));
+    });
+  };
+
+  RETURN_IF_ERROR(plain->EmitLoop(f->getArg(1), f->getArg(2), "task", [&](Value* task) -> Status {
+    Value* start = b_.CreateMul(task, b_.getInt64(task_rows));
+    Value* stop = b_.CreateAdd(start, b_.getInt64(task_rows));
+    Value* end = b_.CreateSelect(b_.CreateICmpSLT(stop, b_.getInt64(rows)), stop, b_.getInt64(rows));
+    Value* tiles = b_.CreateUDiv(b_.CreateSub(end, start), b_.getInt64(tile_rows));
+    RETURN_IF_ERROR(emit_tiles(start, tiles, tile_rows));
+    Value* rest = b_.CreateAdd(start, b_.CreateMul(tiles, b_.getInt64(tile_rows)));
+    if (tile_rows > kLanes) {
+      Value* strips = b_.CreateUDiv(b_.CreateSub(end, rest), b_.getInt64(kLanes));
+      RETURN_IF_ERROR(emit_tiles(rest, strips, kLanes));
+      rest = b_.CreateAdd(rest, b_.CreateMul(strips, b_.getInt64(kLanes)));
+    }
+    // The rows past the last strip (the last task's), element by element.
     return plain->EmitLoop(rest, end, "row", [&](Value* r) -> Status {
       return plain->EmitLoop(b_.getInt64(0), b_.getInt64(columns), "column", [&](Value* c) -> Status {
         const IrIndex index = {r, c};
