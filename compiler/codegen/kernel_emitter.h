@@ -67,6 +67,12 @@ struct KernelOptions {
   int64_t cpu_streaming_store_bytes = -1;
 };
 
+// The CPU compiler compiles a kernel that touches fewer bytes than this and does fewer
+// floating-point operations at O1, without the loop vectorizer: it runs in microseconds whatever
+// LLVM does with it. Emitters whose code pays off only when vectorized leave such kernels alone.
+inline constexpr int64_t kCpuSmallKernelBytes = 64 << 10;
+inline constexpr double kCpuSmallKernelFlops = 64 << 10;
+
 // Emits the kernel of `hlo` into `module`, its functions named after `name`.
 StatusOr<KernelSpec> EmitKernel(const HloInstruction& hlo, const std::string& name,
                                 llvm::Module& module, KernelTarget target = KernelTarget::kCpu,

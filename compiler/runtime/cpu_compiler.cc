@@ -37,10 +37,6 @@
 
 namespace xlens::runtime {
 
-// Kernels below both bounds are compiled at O1 (see Build).
-constexpr int64_t kSmallKernelBytes = 64 << 10;
-constexpr double kSmallKernelFlops = 64 << 10;
-
 // Instructions that run as a call of a library, as in XLA's CPU runtime (fft_thunk.h,
 // cholesky_thunk.h), never as a generated kernel.
 static bool IsLibraryCall(const HloInstruction& hlo) {
@@ -590,7 +586,8 @@ StatusOr<std::unique_ptr<Executable>> ExecutableBuilder::Build() {
     std::map<std::string, int> levels;
     for (const auto& [hlo, spec] : kernels_) {
       const HloCost cost = costs_.InstructionCost(*hlo);
-      const bool small = cost.bytes_accessed < kSmallKernelBytes && cost.flops < kSmallKernelFlops;
+      const bool small = cost.bytes_accessed < codegen::kCpuSmallKernelBytes &&
+                         cost.flops < codegen::kCpuSmallKernelFlops;
       const int level = small ? std::min(options_.opt_level, 1) : options_.opt_level;
       for (const codegen::KernelPhase& phase : spec.phases) levels[phase.function_name] = level;
     }

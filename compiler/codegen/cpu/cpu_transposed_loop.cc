@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "compiler/codegen/kernel_builder.h"
+#include "compiler/codegen/kernel_emitter.h"
 #include "compiler/codegen/llvm_ir_util.h"
 #include "compiler/hlo/computation.h"
 
@@ -23,9 +24,6 @@ namespace {
 constexpr int64_t kLanes = 8;
 // The largest tile buffer (per transposed operand), to stay in L1.
 constexpr int64_t kMaxTileBytes = 16 << 10;
-// The bytes from which the CPU compiler optimizes a kernel with the loop vectorizer
-// (kSmallKernelBytes in compiler/runtime/cpu_compiler.cc).
-constexpr int64_t kVectorizedBytes = 64 << 10;
 
 bool RowMajor2d(const Shape& s) {
   return s.IsArray() && s.rank() == 2 && MajorToMinor(s) == std::vector<int64_t>{0, 1};
@@ -112,7 +110,7 @@ std::vector<const HloInstruction*> KernelBuilder::TransposedReads(const Shape& s
   int64_t bytes = 0;
   for (const Binding& binding : bindings_) bytes += shape_util::ByteSizeOf(binding.shape);
   for (const auto& [out, leaf] : group) bytes += shape_util::ByteSizeOf(output_shapes_[leaf]);
-  if (bytes < kVectorizedBytes) return {};
+  if (bytes < kCpuSmallKernelBytes) return {};
   for (const Binding& binding : bindings_) {
     const Shape& s = binding.shape;
     if (!s.IsArray()) return {};
