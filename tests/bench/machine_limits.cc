@@ -23,6 +23,11 @@
 //                       [--matmul=[B,]M,K,N]... [--conv=N,H,W,C,KH,KW,O[,stride[,pad[,groups]]]]...
 //                       [--hlo=FILE]...
 // --quick measures smaller arrays and fewer repetitions (a smoke run, not a measurement).
+//
+//        machine_limits --stream=BYTES [--threads=N] [--repetitions=R]
+// measures copy, triad and the read-only sum over that one working set and nothing else, in
+// about a second: a benchmark takes it right beside a workload, so that both meet the memory
+// system in the same state (on a shared machine it changes from one minute to the next).
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
@@ -546,6 +551,7 @@ int main(int argc, char** argv) {
   const int cpus = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
   int threads = cpus, repetitions = 5;
   bool quick = false;
+  int64_t stream_bytes = 0;
   std::vector<std::string> matmuls, convs, hlos;
   for (int i = 1; i < argc; ++i) {
     const std::string arg = argv[i];
@@ -559,6 +565,13 @@ int main(int argc, char** argv) {
       repetitions = std::max(1, std::atoi(v));
     } else if (arg == "--quick") {
       quick = true;
+    } else if (const char* v = value("--stream=")) {
+      char* end = nullptr;
+      stream_bytes = std::strtoll(v, &end, 10);
+      if (end == v || *end != '\0' || stream_bytes < 1024 || stream_bytes > (int64_t{1} << 40)) {
+        std::fprintf(stderr, "xlens machine_limits: --stream=%s: expected a working set in bytes, 1024 to 2^40\n", v);
+        return 1;
+      }
     } else if (const char* v = value("--matmul=")) {
       matmuls.push_back(v);
     } else if (const char* v = value("--conv=")) {
@@ -568,7 +581,8 @@ int main(int argc, char** argv) {
     } else {
       std::fprintf(stderr,
                    "xlens machine_limits: unknown argument '%s' (expected --threads=N, --repetitions=R, "
-                   "--quick, --matmul=[B,]M,K,N, --conv=N,H,W,C,KH,KW,O[,stride[,pad[,groups]]], --hlo=FILE)\n",
+                   "--quick, --stream=BYTES, --matmul=[B,]M,K,N, --conv=N,H,W,C,KH,KW,O[,stride[,pad[,groups]]], "
+                   "--hlo=FILE)\n",
                    arg.c_str());
       return 1;
     }
@@ -618,6 +632,18 @@ int main(int argc, char** argv) {
 #endif
   using xlens::profiler::StreamKernel;
   namespace profiler = xlens::profiler;
+  if (stream_bytes > 0) {
+    // As the sweep measures a point: each repetition moves at least 32 MiB, the best of 3R.
+    const int reps = 3 * repetitions;
+    constexpr int64_t kPerRepetition = int64_t{32} << 20;
+    Json point = {{"working_set_bytes", stream_bytes}, {"threads", threads}};
+    for (StreamKernel k : {StreamKernel::kCopy, StreamKernel::kTriad, StreamKernel::kRead}) {
+      point[std::string(profiler::StreamKernelName(k)) + "_gbps"] =
+          profiler::StreamBandwidthGBps(k, stream_bytes, threads, reps, kPerRepetition);
+    }
+    std::printf("%s\n", point.dump(2).c_str());
+    return 0;
+  }
   // Every figure is the best of many short repetitions rather than the mean of a few long ones:
   // on a shared machine a neighbour can take the memory bus or a core for a while.
   profiler::MachineLimitsOptions options;

@@ -155,6 +155,16 @@ def measure(binary, hlo_files, quick=False):
     return json.loads(proc.stdout)
 
 
+def measure_stream(binary, working_set):
+    """STREAM's copy, triad and read-only sum over `working_set` bytes, measured now (about a
+    second): the memory floor of a workload timed right after it, in the same state of the memory
+    system."""
+    proc = subprocess.run([binary, f"--stream={int(working_set)}"], capture_output=True, text=True)
+    if proc.returncode != 0:
+        raise RuntimeError(proc.stderr.strip() or f"{binary} exited with {proc.returncode}")
+    return json.loads(proc.stdout)
+
+
 class Limits:
     def __init__(self, data):
         self.data = data
@@ -244,15 +254,21 @@ class Limits:
                 flops += count
         return ms + flops / (self.peak_gflops * 1e9) * 1e3, timed, flops
 
-    def bound(self, hlo_file, read_bytes, write_bytes):
+    def bound(self, hlo_file, read_bytes, write_bytes, stream=None):
         """(bound ms, label, achieved unit, work) for one workload: `work` is bytes for a memory
-        bound and flops for a library bound, so achieved = work / time."""
+        bound and flops for a library bound, so achieved = work / time. `stream`: the stream
+        kernels measured over this very working set beside the workload (measure_stream), which
+        then give the memory floor in place of the sweep."""
         moved = read_bytes + write_bytes
+
+        def bandwidth(pattern):
+            return stream[pattern + "_gbps"] if stream else self.bandwidth(moved, pattern)
+
         if write_bytes * 8 <= moved:
             pattern = "read"
         else:  # STREAM's triad, or its copy where that measured faster
-            pattern = max(("triad", "copy"), key=lambda p: self.bandwidth(moved, p))
-        gbps = self.bandwidth(moved, pattern)
+            pattern = max(("triad", "copy"), key=bandwidth)
+        gbps = bandwidth(pattern)
         memory_ms = moved / (gbps * 1e9) * 1e3
         module = self.modules.get(hlo_file)
         library_ms, flops, refused = 0.0, 0.0, 0
