@@ -138,6 +138,19 @@ class BoundTest(unittest.TestCase):
         self.assertEqual(unit, "GB/s")
         self.assertAlmostEqual(ms, (4 * ELEMENTS + 4 * 64) / 10e9 * 1e3)
 
+    def test_a_stream_measured_beside_the_workload_replaces_the_sweep(self):
+        # The sweep says 10 GB/s; the stream kernels measured over this working set just before
+        # the round say 20 for the read-only sum (the workload writes under an eighth).
+        stream = {"copy_gbps": 5.0, "triad_gbps": 6.0, "read_gbps": 20.0}
+        moved = 4 * ELEMENTS + 4 * 64
+        ms, label, unit, work = limits().bound(self.file, 4 * ELEMENTS, 4 * 64, stream=stream)
+        self.assertAlmostEqual(ms, moved / 20e9 * 1e3)
+        self.assertIn("read 20 GB/s", label)
+        # A workload that writes as much as it reads takes the faster of triad and copy.
+        ms, label, unit, work = limits().bound(self.file, 4 * ELEMENTS, 4 * ELEMENTS, stream=stream)
+        self.assertAlmostEqual(ms, 8 * ELEMENTS / 6e9 * 1e3)
+        self.assertIn("triad 6 GB/s", label)
+
     def test_arithmetic_bound_when_operations_take_longer(self):
         # The same operations over few bytes: 8193 flops at 100 GFLOP/s outlast 8 bytes at 10 GB/s.
         ms, label, unit, work = limits().bound(self.file, 4, 4)
