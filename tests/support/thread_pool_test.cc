@@ -252,6 +252,33 @@ void WorkFor(int us) {
   }
 }
 
+// Runs the calling thread (and the threads it starts) on the first CPU it may use, as under
+// `taskset -c N`, until destroyed; `saved()` is the set it had.
+class PinnedToOneCpu {
+ public:
+  PinnedToOneCpu() {
+    ok_ = sched_getaffinity(0, sizeof(saved_), &saved_) == 0;
+    int first = 0;
+    while (ok_ && !CPU_ISSET(first, &saved_)) ++first;
+    cpu_set_t one;
+    CPU_ZERO(&one);
+    CPU_SET(first, &one);
+    ok_ = ok_ && sched_setaffinity(0, sizeof(one), &one) == 0;
+  }
+  ~PinnedToOneCpu() { Restore(); }
+  bool ok() const { return ok_; }
+  const cpu_set_t& saved() const { return saved_; }
+  bool Restore() {
+    if (!ok_) return false;
+    ok_ = false;
+    return sched_setaffinity(0, sizeof(saved_), &saved_) == 0;
+  }
+
+ private:
+  cpu_set_t saved_;
+  bool ok_ = false;
+};
+
 TEST(ThreadPoolTest, ASpinningThreadLetsTheThreadItWaitsForRun) {
   // The caller and the worker share one CPU, as on a machine whose other cores are busy: a
   // worker woken for a loop may preempt the caller and run its chunks, then spin for the next
@@ -260,14 +287,8 @@ TEST(ThreadPoolTest, ASpinningThreadLetsTheThreadItWaitsForRun) {
   // so 500 loops of two 10 us chunks cost the process about their 10 ms of work (14-15 ms
   // when each wait spins out its 10-20 us instead). Process CPU time: what other processes
   // take from the CPU does not count.
-  cpu_set_t saved;
-  ASSERT_EQ(sched_getaffinity(0, sizeof(saved), &saved), 0);
-  int first = 0;
-  while (!CPU_ISSET(first, &saved)) ++first;
-  cpu_set_t one;
-  CPU_ZERO(&one);
-  CPU_SET(first, &one);
-  ASSERT_EQ(sched_setaffinity(0, sizeof(one), &one), 0);
+  PinnedToOneCpu pinned;
+  ASSERT_TRUE(pinned.ok());
   double best = 1e30;
   {
     ThreadPool pool(1);  // its worker inherits the one CPU
@@ -279,7 +300,7 @@ TEST(ThreadPoolTest, ASpinningThreadLetsTheThreadItWaitsForRun) {
       best = std::min(best, (ProcessCpuSeconds() - start) * 1e3);
     }
   }
-  ASSERT_EQ(sched_setaffinity(0, sizeof(saved), &saved), 0);
+  ASSERT_TRUE(pinned.Restore());
   EXPECT_LT(best, 12.5) << "ms of CPU time";
 }
 
@@ -307,20 +328,15 @@ TEST(ThreadPoolTest, AnIdleWorkerSpinsThroughTheGapsItsLoopsHaveLeft) {
 }
 
 TEST(ThreadPoolTest, TheDefaultSizeFollowsTheCpusTheProcessMayUse) {
-  cpu_set_t saved;
-  ASSERT_EQ(sched_getaffinity(0, sizeof(saved), &saved), 0);
-  int first = 0;
-  while (!CPU_ISSET(first, &saved)) ++first;
-  cpu_set_t one;
-  CPU_ZERO(&one);
-  CPU_SET(first, &one);
-  ASSERT_EQ(sched_setaffinity(0, sizeof(one), &one), 0);  // as under `taskset -c N`
+  PinnedToOneCpu pinned;
+  ASSERT_TRUE(pinned.ok());
+  const cpu_set_t saved = pinned.saved();
   EXPECT_EQ(ThreadPool::SchedulableCpus(), 1);
   {
     ThreadPool pool;
     EXPECT_EQ(pool.parallelism(), 1);
   }
-  ASSERT_EQ(sched_setaffinity(0, sizeof(saved), &saved), 0);
+  ASSERT_TRUE(pinned.Restore());
   EXPECT_EQ(ThreadPool::SchedulableCpus(), CPU_COUNT(&saved));
 }
 
