@@ -374,20 +374,6 @@ StatusOr<bool> KernelBuilder::TryEmitCpuRowKernel(const std::vector<RowOutput>& 
   }));
   if (!stages.empty()) cpu::EmitStreamingFence(b_);
   b_.CreateRetVoid();
-  // Over rows in cache a row kernel runs at the rate of its vector units (layer norm: three
-  // passes, the output's reading x, gamma and beta), so the products feeding a sum (the squares
-  // of a variance, the scaled row plus beta) may contract into fused multiply-adds: one rounding
-  // instead of two, as XLA's CPU backend allows everywhere. Layer norm over f32[1024,1024] in
-  // cache: 0.077 -> 0.071 ms a run (6 alternating pairs, all faster); over f32[4096,1024] from
-  // memory, on a core shared with other work, within 1% (15 pairs).
-  for (llvm::BasicBlock& block : *f) {
-    for (llvm::Instruction& inst : block) {
-      if (inst.getOpcode() == llvm::Instruction::FMul || inst.getOpcode() == llvm::Instruction::FAdd ||
-          inst.getOpcode() == llvm::Instruction::FSub) {
-        inst.setHasAllowContract(true);
-      }
-    }
-  }
   return true;
 }
 
