@@ -1,5 +1,8 @@
 #include "compiler/codegen/cpu/perf_map.h"
 
+#include <sys/stat.h>
+#include <unistd.h>
+
 #include <cstdlib>
 #include <sstream>
 
@@ -56,6 +59,29 @@ TEST(PerfMapTest, ListsEachLinkedFunctionAtTheAddressItRunsAt) {
     }
   }
   EXPECT_EQ(found, 2);
+}
+
+TEST(PerfMapTest, ASymbolicLinkOrAFifoAtTheMapsNameIsNeverWrittenThrough) {
+  // The map's name is a convention in /tmp, where another user may have put something first.
+  auto dir = TemporaryDirectory::Create("perf-map");
+  ASSERT_TRUE(dir.ok()) << dir.status().message();
+  const std::string victim = dir->path() + "/victim";
+  ASSERT_TRUE(WriteFile(victim, "keep\n").ok());
+  const std::string link = dir->path() + "/perf.map";
+  ASSERT_EQ(::symlink(victim.c_str(), link.c_str()), 0);
+  const std::string fifo = dir->path() + "/fifo.map";
+  ASSERT_EQ(::mkfifo(fifo.c_str(), 0600), 0);
+  for (const std::string& path : {link, fifo}) {
+    CpuJitOptions options;
+    options.perf_map_path = path;
+    auto jit = CpuJit::Create(options);
+    ASSERT_TRUE(jit.ok()) << jit.status().message();
+    AddConstantFunctions(**jit);
+    ASSERT_TRUE((*jit)->Lookup("fusion.6_phase0").ok());  // links: the map is written now
+  }
+  auto kept = ReadFile(victim);
+  ASSERT_TRUE(kept.ok()) << kept.status().message();
+  EXPECT_EQ(*kept, "keep\n");
 }
 
 TEST(PerfMapTest, TheEnvironmentNamesTheMapPerfReadsForThisProcess) {

@@ -1,8 +1,9 @@
 #include "compiler/codegen/cpu/perf_map.h"
 
+#include <fcntl.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
-#include <cstdio>
 #include <cstdlib>
 #include <mutex>
 
@@ -48,10 +49,20 @@ class PerfMapPlugin : public llvm::orc::ObjectLinkingLayer::Plugin {
     if (lines.empty()) return;
     std::lock_guard<std::mutex> lock(mutex);
     // A profiling aid: a map that cannot be written leaves the profile unnamed, nothing else.
-    if (FILE* file = std::fopen(path_.c_str(), "a")) {
-      std::fwrite(lines.data(), 1, lines.size(), file);
-      std::fclose(file);
+    // The map's name is a convention in a shared directory (/tmp), so what stands there is not
+    // trusted: a symbolic link is refused, never followed, and only a regular file of this user
+    // is appended to. O_NONBLOCK: a FIFO there would block the open until someone read it.
+    const int fd = open(path_.c_str(), O_WRONLY | O_APPEND | O_CREAT | O_NOFOLLOW | O_CLOEXEC | O_NONBLOCK, 0600);
+    if (fd < 0) return;
+    struct stat st;
+    if (fstat(fd, &st) == 0 && S_ISREG(st.st_mode) && st.st_uid == geteuid()) {
+      for (size_t done = 0; done < lines.size();) {
+        const ssize_t n = write(fd, lines.data() + done, lines.size() - done);
+        if (n <= 0) break;
+        done += static_cast<size_t>(n);
+      }
     }
+    close(fd);
   }
 
   std::string path_;
