@@ -302,10 +302,30 @@ TEST(CpuStreamingStoreTest, RowKernelOutputsStreamARowAtATime) {
   }
 }
 
+TEST(CpuStreamingStoreTest, RowsOfWholeLinesStreamEachLineFromRegisters) {
+  // Rows of 1024 floats: each line of each output is one vector stored with one aligned
+  // non-temporal store, the line's stack buffer gone once LLVM has optimized it; rows of 1001
+  // floats (and rows whose outputs start off a line) take the stretches through the row's buffer.
+  const std::string lines = IrOfRoot(RmsNormResidual(64, 1024), 1);
+  EXPECT_NE(lines.find("row.line.stage"), std::string::npos);
+  EXPECT_EQ(Count(lines, "store <16 x float>"), 2);
+  for (size_t at = lines.find("store <16 x float>"); at != std::string::npos;
+       at = lines.find("store <16 x float>", at + 1)) {
+    const std::string store = lines.substr(at, lines.find('\n', at) - at);
+    EXPECT_NE(store.find("align 64, !nontemporal"), std::string::npos) << store;
+  }
+  const std::string stretches = IrOfRoot(RmsNormResidual(37, 1001), 1);
+  EXPECT_EQ(stretches.find("row.line.stage"), std::string::npos);
+  EXPECT_EQ(Count(stretches, "store <16 x float>"), 0);
+  testing::ExpectMatchesEvaluator(RmsNormResidual(16, 1024), {}, {1e-5, 1e-5}, Streaming());
+}
+
 TEST(CpuStreamingStoreTest, StreamedRowKernelPrefetchesWhatItReadsAlongTheRows) {
-  // x and r, read along the rows; not g, one row's worth read by every row.
+  // x and r, read along the rows; not g, one row's worth read by every row. Rows of whole lines
+  // prefetch in the line loop and in the stretches.
   const std::string text = RmsNormResidual(64, 1024);
-  EXPECT_EQ(Count(IrOfRoot(text, 1), "call void @llvm.prefetch"), 2);
+  EXPECT_EQ(Count(IrOfRoot(text, 1), "call void @llvm.prefetch"), 4);
+  EXPECT_EQ(Count(IrOfRoot(RmsNormResidual(64, 1001), 1), "call void @llvm.prefetch"), 2);
   EXPECT_EQ(Count(IrOfRoot(text, 0), "call void @llvm.prefetch"), 0);
   // The last rows prefetch past the arrays' ends, which must not fault.
   testing::ExpectMatchesEvaluator(RmsNormResidual(3, 1001), {}, {1e-5, 1e-5}, Streaming());

@@ -216,6 +216,32 @@ StatusOr<bool> KernelBuilder::TryEmitCpuRowKernel(const std::vector<RowOutput>& 
       stages.back().set_access_group(access_group_);
     }
   }
+  // Streamed outputs of rows of whole lines, all of one element width: a line's stack buffer
+  // each, for the line loop below.
+  std::vector<IrArray> line_stages;
+  int64_t line_elements = 0;
+  if (!stages.empty() && reduced_physical.size() == 1) {
+    const int64_t width = ByteWidth(element_outputs[0]->hlo->shape().element_type());
+    bool whole_lines = 64 % width == 0 && length * width % 64 == 0;
+    for (const RowOutput* out : element_outputs) {
+      ASSIGN_OR_RETURN(llvm::Type * storage, StorageType(out->hlo->shape().element_type(), b_.getContext()));
+      whole_lines &= ByteWidth(out->hlo->shape().element_type()) == width &&
+                     llvm::VectorType::isValidElementType(storage);
+    }
+    if (whole_lines) {
+      line_elements = 64 / width;
+      for (const RowOutput* out : element_outputs) {
+        ASSIGN_OR_RETURN(llvm::Type * storage, StorageType(out->hlo->shape().element_type(), b_.getContext()));
+        llvm::AllocaInst* buffer = EmitEntryAlloca(b_, llvm::ArrayType::get(storage, line_elements), "row.line.stage");
+        buffer->setAlignment(llvm::Align(64));
+        Shape window = out->hlo->shape();
+        for (int64_t d : kept) window.set_dimensions(d, 1);
+        window.set_dimensions(reduced_physical[0], line_elements);
+        line_stages.emplace_back(buffer, window);
+        line_stages.back().set_access_group(access_group_);
+      }
+    }
+  }
   // The operands read along the rows in place (x and the residual of an RMS norm), which a
   // streamed row kernel prefetches kRowPrefetchRows ahead while it writes a row.
   std::vector<std::pair<IrArray, int64_t>> prefetched;  // array, element bytes
@@ -303,12 +329,64 @@ StatusOr<bool> KernelBuilder::TryEmitCpuRowKernel(const std::vector<RowOutput>& 
                                  ByteWidth(element_outputs[o]->hlo->shape().element_type()));
         }
       };
-      auto output_loop = [&]() -> Status {
-        if (stages.empty() || reduced_physical.size() != 1) {
-          RETURN_IF_ERROR(for_each_element(*e, kept_index, write_element));
-          if (!stages.empty()) stream_out(b_.getInt64(0), b_.getInt64(length));
+      // Rows of whole lines whose outputs start on a line (checked per row) are written a line
+      // at a time straight from the registers that compute it: the line's element loop is one
+      // vector (its stores to a line-sized stack buffer and the reload become one value), stored
+      // with one aligned non-temporal store per output. The row's buffer cost a vector store and
+      // a reload per line besides: layer norm over f32[4096,1024] 1.10 -> 0.96 ms a run, the RMS
+      // norm with its residual 2.28 -> 2.06 (medians of 10-12 alternating runs beside other work).
+      auto line_loop = [&](const std::vector<Value*>& row_starts) -> Status {
+        IrIndex index(row_shape.rank(), nullptr);
+        for (size_t k = 0; k < kept.size(); ++k) index[kept[k]] = kept_index[k];
+        return e->EmitLoop(b_.getInt64(0), b_.getInt64(length / line_elements), "row.line",
+                           [&](Value* line) -> Status {
+          Value* begin = b_.CreateMul(line, b_.getInt64(line_elements));
+          llvm::BasicBlock* header = nullptr;
+          RETURN_IF_ERROR(e->EmitLoop(begin, b_.CreateAdd(begin, b_.getInt64(line_elements)),
+                                      "row.line.element", [&](Value* iv) -> Status {
+            header = b_.GetInsertBlock()->getSinglePredecessor();
+            index[reduced_physical[0]] = iv;
+            std::vector<std::vector<Value*>> values;
+            for (const RowOutput* out : element_outputs) {
+              ASSIGN_OR_RETURN(std::vector<Value*> leaves, e->EmitLeaves(out->hlo, index));
+              values.push_back(std::move(leaves));
+            }
+            IrIndex at(row_shape.rank(), b_.getInt64(0));
+            at[reduced_physical[0]] = b_.CreateSub(iv, begin);
+            for (size_t o = 0; o < element_outputs.size(); ++o) {
+              RETURN_IF_ERROR(line_stages[o].EmitWrite(b_, at, values[o][0]));
+            }
+            return OkStatus();
+          }, access_group_));
+          RequestOneVector(header, static_cast<unsigned>(line_elements));
+          for (size_t o = 0; o < element_outputs.size(); ++o) {
+            llvm::Type* storage =
+                StorageType(element_outputs[o]->hlo->shape().element_type(), b_.getContext()).value();
+            auto* vector = llvm::FixedVectorType::get(storage, static_cast<unsigned>(line_elements));
+            Value* v = b_.CreateAlignedLoad(vector, line_stages[o].base(), llvm::Align(64));
+            llvm::StoreInst* store = b_.CreateAlignedStore(
+                v, b_.CreateInBoundsGEP(storage, row_starts[o], {begin}), llvm::Align(64));
+            store->setMetadata(llvm::LLVMContext::MD_nontemporal,
+                               llvm::MDNode::get(b_.getContext(),
+                                                 {llvm::ConstantAsMetadata::get(b_.getInt32(1))}));
+          }
+          for (const auto& [array, width] : prefetched) {
+            Value* first_byte = b_.CreateMul(
+                b_.CreateAdd(b_.CreateMul(b_.CreateAdd(row, b_.getInt64(kRowPrefetchRows)),
+                                          b_.getInt64(length)), begin),
+                b_.getInt64(width));
+            for (int64_t byte = 0; byte < line_elements * width; byte += 64) {
+              b_.CreateIntrinsic(llvm::Intrinsic::prefetch, {b_.getPtrTy()},
+                                 {b_.CreateGEP(b_.getInt8Ty(), array.base(),
+                                               {b_.CreateAdd(first_byte, b_.getInt64(byte))}),
+                                  /*write=*/b_.getInt32(0), /*locality=*/b_.getInt32(3),
+                                  /*data=*/b_.getInt32(1)});
+            }
+          }
           return OkStatus();
-        }
+        });
+      };
+      auto stretch_loop = [&]() -> Status {
         int64_t stretch = length;
         for (const RowOutput* out : element_outputs) {
           stretch = std::min(stretch, cpu::kStreamingStretchBytes / ByteWidth(out->hlo->shape().element_type()));
@@ -362,6 +440,27 @@ StatusOr<bool> KernelBuilder::TryEmitCpuRowKernel(const std::vector<RowOutput>& 
           }
           return OkStatus();
         });
+      };
+      auto output_loop = [&]() -> Status {
+        if (stages.empty() || reduced_physical.size() != 1) {
+          RETURN_IF_ERROR(for_each_element(*e, kept_index, write_element));
+          if (!stages.empty()) stream_out(b_.getInt64(0), b_.getInt64(length));
+          return OkStatus();
+        }
+        if (!line_stages.empty()) {
+          std::vector<Value*> row_starts;
+          Value* aligned = b_.getTrue();
+          for (const RowOutput* out : element_outputs) {
+            Value* start = out->destination(0).EmitElementPointer(b_, first);
+            row_starts.push_back(start);
+            aligned = b_.CreateAnd(aligned, b_.CreateICmpEQ(b_.CreateAnd(b_.CreatePtrToInt(start, b_.getInt64Ty()),
+                                                                         b_.getInt64(63)),
+                                                            b_.getInt64(0)));
+          }
+          RETURN_IF_ERROR(e->EmitIf(aligned, "row.lines", [&]() { return line_loop(row_starts); }));
+          return e->EmitIf(b_.CreateNot(aligned), "row.stretches", stretch_loop);
+        }
+        return stretch_loop();
       };
       RETURN_IF_ERROR(EmitWithRowReciprocals(*e, divisors, output_loop));
     }

@@ -43,6 +43,31 @@ void RequestInterleave(llvm::BasicBlock* header, unsigned count, bool no_unroll)
 
 }  // namespace
 
+void RequestOneVector(llvm::BasicBlock* header, unsigned width) {
+  if (header == nullptr) return;
+  llvm::LLVMContext& c = header->getContext();
+  auto hint = [&](const char* name, unsigned value) {
+    return llvm::MDNode::get(
+        c, {llvm::MDString::get(c, name),
+            llvm::ConstantAsMetadata::get(llvm::ConstantInt::get(llvm::Type::getInt32Ty(c), value))});
+  };
+  for (llvm::BasicBlock* pred : llvm::predecessors(header)) {
+    llvm::Instruction* latch = pred->getTerminator();
+    llvm::MDNode* old_id = latch->getMetadata(llvm::LLVMContext::MD_loop);
+    if (old_id == nullptr) continue;
+    std::vector<llvm::Metadata*> ops = {nullptr};
+    for (unsigned i = 1; i < old_id->getNumOperands(); ++i) ops.push_back(old_id->getOperand(i));
+    ops.push_back(hint("llvm.loop.vectorize.width", width));
+    ops.push_back(llvm::MDNode::get(c, {llvm::MDString::get(c, "llvm.loop.vectorize.enable"),
+                                        llvm::ConstantAsMetadata::get(llvm::ConstantInt::getTrue(c))}));
+    ops.push_back(hint("llvm.loop.interleave.count", 1));
+    ops.push_back(llvm::MDNode::get(c, {llvm::MDString::get(c, "llvm.loop.unroll.disable")}));
+    llvm::MDNode* id = llvm::MDNode::getDistinct(c, ops);
+    id->replaceOperandWith(0, id);
+    latch->setMetadata(llvm::LLVMContext::MD_loop, id);
+  }
+}
+
 Status EmitRowReductions(ElementalIrEmitter& e, const std::vector<const HloInstruction*>& reductions,
                          const std::vector<const HloInstruction*>& cached,
                          const std::vector<IrArray>& caches, const std::vector<size_t>& filled,

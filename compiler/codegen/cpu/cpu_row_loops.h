@@ -43,6 +43,10 @@ Status EmitRowReductions(ElementalIrEmitter& e, const std::vector<const HloInstr
                          const std::vector<IrArray>& caches, const std::vector<size_t>& filled,
                          int64_t innermost_length, const RowElementLoop& for_each_element);
 
+// Asks the loop vectorizer to make the loop whose header is `header`, of `width` iterations, one
+// vector of `width` lanes, neither interleaved nor unrolled (nor unrolled whole before it).
+void RequestOneVector(llvm::BasicBlock* header, unsigned width);
+
 // The per-row divisors of `outputs`' computation: the per-row operands (the operands of the
 // broadcast along the row) of divides of f32 or f64 elements by such a broadcast.
 // `is_row_broadcast` says whether a broadcast spreads a per-row value along the row.
