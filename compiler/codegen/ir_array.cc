@@ -30,6 +30,17 @@ std::vector<int64_t> LayoutStrides(const Shape& shape) {
   return strides;
 }
 
+bool KeepsPhysicalOrder(const Shape& operand, const Shape& result, const std::vector<int64_t>& permutation) {
+  std::vector<int64_t> in, out;
+  for (int64_t d : MajorToMinor(operand)) {
+    if (operand.dimensions(d) > 1) in.push_back(d);
+  }
+  for (int64_t d : MajorToMinor(result)) {
+    if (result.dimensions(d) > 1) out.push_back(permutation[d]);
+  }
+  return in == out;
+}
+
 namespace {
 
 // Whether `v` is a remainder, as the minor index of one delinearized from a counter is.

@@ -19,6 +19,10 @@ using IrIndex = std::vector<llvm::Value*>;
 std::vector<int64_t> MajorToMinor(const Shape& shape);
 // Element strides of each logical dimension in a dense array of `shape` laid out by its layout.
 std::vector<int64_t> LayoutStrides(const Shape& shape);
+// Whether `result`, a transpose of `operand` by `permutation` (result dimension d is operand
+// dimension permutation[d]; the identity for a copy), holds the operand's elements in the
+// operand's own physical order, dimensions of size 1 aside: a bitcast in bytes.
+bool KeepsPhysicalOrder(const Shape& operand, const Shape& result, const std::vector<int64_t>& permutation);
 
 class IrArray {
  public:

@@ -98,6 +98,11 @@ class KernelBuilder {
   // registers into a stack buffer, the body then run with unit stride throughout.
   Status EmitCpuTransposedLoop(const Shape& shape, int64_t work_per_element, const OutputGroup& group,
                                const std::vector<const HloInstruction*>& transposes);
+  // --- CPU transposes (cpu/cpu_transpose.cc) ---
+  // A root transpose or layout-changing copy of an operand read straight from its buffer: a
+  // flat copy where the bytes keep their order, else tiles of whole lines transposed in
+  // registers. False (nothing emitted) for what it does not handle.
+  StatusOr<bool> TryEmitCpuTranspose();
   bool IsColumnReduction(const HloInstruction* hlo) const;
   // A reduction that keeps its operand's minor-most dimension, emitted with the loops
   // interchanged: each task owns a tile of outputs and sweeps the reduced rows over it, so

@@ -813,6 +813,8 @@ StatusOr<KernelSpec> KernelBuilder::Build() {
       ASSIGN_OR_RETURN(done, TryEmitGpuGemm(gemm, root_, [this](int64_t k) { return OutputArray(k); }));
     } else if (GpuTuned()) {
       ASSIGN_OR_RETURN(done, TryEmitGpuTranspose());
+    } else if (target_ == KernelTarget::kCpu) {
+      ASSIGN_OR_RETURN(done, TryEmitCpuTranspose());
     }
     if (!done) RETURN_IF_ERROR(EmitOutputs());
   }

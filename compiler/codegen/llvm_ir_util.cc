@@ -135,6 +135,25 @@ llvm::AllocaInst* EmitEntryAlloca(llvm::IRBuilder<>& b, llvm::Type* type, std::s
   return entry.CreateAlloca(type, nullptr, llvm::StringRef(name.data(), name.size()));
 }
 
+std::vector<llvm::Value*> EmitTransposeInRegisters(llvm::IRBuilder<>& b, std::vector<llvm::Value*> v) {
+  const int64_t n = static_cast<int64_t>(v.size());
+  for (int64_t s = 1; s < n; s *= 2) {
+    std::vector<int> low(n), high(n);
+    for (int64_t i = 0; i < n; ++i) {
+      low[i] = static_cast<int>((i & s) == 0 ? i : n + i - s);
+      high[i] = static_cast<int>((i & s) == 0 ? i + s : n + i);
+    }
+    for (int64_t j = 0; j < n; ++j) {
+      if ((j & s) != 0) continue;
+      llvm::Value* a = v[j];
+      llvm::Value* c = v[j + s];
+      v[j] = b.CreateShuffleVector(a, c, low);
+      v[j + s] = b.CreateShuffleVector(a, c, high);
+    }
+  }
+  return v;
+}
+
 llvm::FunctionCallee DeclareFunction(llvm::Module& module, std::string_view name,
                                      llvm::Type* result, llvm::ArrayRef<llvm::Type*> params) {
   auto* type = llvm::FunctionType::get(result, params, false);

@@ -4,6 +4,7 @@
 
 #include <functional>
 #include <string_view>
+#include <vector>
 
 #include <llvm/IR/IRBuilder.h>
 
@@ -42,6 +43,11 @@ Status EmitForLoop(llvm::IRBuilder<>& b, llvm::Value* start, llvm::Value* end,
 
 // An alloca in the function's entry block (so that mem2reg promotes it), initialised to `init`.
 llvm::AllocaInst* EmitEntryAlloca(llvm::IRBuilder<>& b, llvm::Type* type, std::string_view name);
+
+// The n x n block whose row j is `rows[j]` (n vectors of n lanes, n a power of two) transposed:
+// lane i of result j is lane j of rows[i]. log2(n) stages, each swapping the off-diagonal s x s
+// blocks of every 2s x 2s block with two shuffles per pair of rows (n log2(n) shuffles).
+std::vector<llvm::Value*> EmitTransposeInRegisters(llvm::IRBuilder<>& b, std::vector<llvm::Value*> rows);
 
 // Declares (or finds) `double name(double)`-style functions of the C library and runtime.
 llvm::FunctionCallee DeclareFunction(llvm::Module& module, std::string_view name,

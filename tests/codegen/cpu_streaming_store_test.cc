@@ -75,14 +75,27 @@ TEST(CpuStreamingStoreTest, LoopsWritingAtLeastTheThresholdStream) {
   EXPECT_EQ(Count(IrOfRoot(text, 0), "!nontemporal"), 0);
 }
 
+// exp(transpose(x)) as one loop fusion: x and the result in the layouts given.
+std::string ExpOfTranspose(const std::string& x, const std::string& result) {
+  return fmt::format(R"(HloModule m
+fused {{
+  x = {0} parameter(0)
+  t = {1} transpose(x), dimensions={{1,0}}
+  ROOT e = {1} exponential(t)
+}}
+ENTRY e {{
+  x = {0} parameter(0)
+  ROOT f = {1} fusion(x), kind=kLoop, calls=fused
+}})", x, result);
+}
+
 TEST(CpuStreamingStoreTest, StretchesAreLongerWhereTheLoopReadsThroughATranspose) {
   EXPECT_NE(IrOfRoot(Triad("f32[64,1024]"), 1).find("alloca [128 x float]"), std::string::npos);
-  const std::string transpose = R"(HloModule m
-ENTRY e {
-  x = f32[1024,64] parameter(0)
-  ROOT t = f32[64,1024] transpose(x), dimensions={1,0}
-})";
-  EXPECT_NE(IrOfRoot(transpose, 1).find("alloca [1024 x float]"), std::string::npos);
+  EXPECT_NE(IrOfRoot(ExpOfTranspose("f32[1024,64]{1,0}", "f32[64,1024]{1,0}"), 1).find("alloca [1024 x float]"),
+            std::string::npos);
+  // A transpose whose result layout makes it a bitcast reads in memory order.
+  EXPECT_NE(IrOfRoot(ExpOfTranspose("f32[64,1024]{1,0}", "f32[1024,64]{0,1}"), 1).find("alloca [128 x float]"),
+            std::string::npos);
 }
 
 TEST(CpuStreamingStoreTest, DefaultThresholdIsHalfTheLastLevelCache) {

@@ -2,9 +2,14 @@
 // SGD update `w - c * transpose(g)` matches the reference evaluator whatever its rows and columns
 // (not multiples of the vector width, one column, tails past the last whole tile, several tasks,
 // other element widths), and its kernel reads the transposed operand with whole vectors, not
-// gathers.
+// gathers. And the lone transposes and layout-changing copies (compiler/codegen/cpu/
+// cpu_transpose.cc): tiles of whole lines transposed in registers, or a flat copy where the
+// result keeps the operand's bytes in order, matching the evaluator on every shape, layout,
+// permutation and element width, streamed or not.
+#include <algorithm>
 #include <string>
 #include <tuple>
+#include <vector>
 
 #include <fmt/format.h>
 #include <gmock/gmock.h>
@@ -44,12 +49,13 @@ ENTRY e {{
 }
 
 // The root's kernel, its IR after the host's optimization pipeline in `ir`.
-StatusOr<KernelSpec> EmitRoot(const std::string& text, std::string* ir) {
+StatusOr<KernelSpec> EmitRoot(const std::string& text, std::string* ir, const KernelOptions& options = {}) {
   auto module = ParseHloModule(text);
   if (!module.ok()) return module.status();
   llvm::LLVMContext context;
   llvm::Module llvm_module("test", context);
-  auto spec = EmitKernel(*(*module)->entry_computation()->root_instruction(), "k", llvm_module);
+  auto spec = EmitKernel(*(*module)->entry_computation()->root_instruction(), "k", llvm_module,
+                         KernelTarget::kCpu, options);
   std::string verify;
   llvm::raw_string_ostream os(verify);
   if (llvm::verifyModule(llvm_module, &os)) return Error("invalid IR: " + verify);
@@ -127,6 +133,100 @@ TEST(CpuTransposedLoopTest, MatchesTheEvaluatorForOtherElementWidths) {
   for (const char* type : {"f64", "bf16", "s32"}) {
     SCOPED_TRACE(type);
     testing::ExpectMatchesEvaluator(Update(1003, 17, type));
+  }
+}
+
+// A lone transpose of x: `in` and `out` its shapes (with layouts), `dims` its permutation.
+std::string Transpose(const std::string& in, const std::string& out, const std::string& dims) {
+  return fmt::format("HloModule m\nENTRY e {{\n  x = {} parameter(0)\n  ROOT t = {} transpose(x), "
+                     "dimensions={{{}}}\n}}\n",
+                     in, out, dims);
+}
+
+runtime::CompileOptions Streaming() {
+  runtime::CompileOptions options;
+  options.cpu_streaming_store_bytes = 1;
+  return options;
+}
+
+TEST(CpuTransposeTest, ALoneTransposeMovesWholeLinesTransposedInRegisters) {
+  // f32[2048,64] -> [64,2048]: bands of 64 rows of the operand (32 tasks), each read as 16 x 16
+  // blocks of whole lines; where the output streams, every row of a block is one non-temporal
+  // line.
+  const std::string text = Transpose("f32[2048,64]", "f32[64,2048]", "1,0");
+  std::string ir;
+  auto spec = EmitRoot(text, &ir);
+  ASSERT_TRUE(spec.ok()) << spec.status().message();
+  ASSERT_EQ(spec->phases.size(), 1u);
+  EXPECT_EQ(spec->phases[0].tasks, 32);
+  EXPECT_THAT(ir, ::testing::HasSubstr("load <16 x i32>"));
+  EXPECT_THAT(ir, ::testing::HasSubstr("shufflevector"));
+  EXPECT_THAT(ir, ::testing::Not(::testing::HasSubstr("gather")));
+  EXPECT_THAT(ir, ::testing::Not(::testing::HasSubstr("!nontemporal")));
+  KernelOptions streamed;
+  streamed.cpu_streaming_store_bytes = 1;
+  ir.clear();
+  ASSERT_TRUE(EmitRoot(text, &ir, streamed).ok());
+  int nontemporal_lines = 0;
+  for (size_t at = 0, end; at < ir.size(); at = end + 1) {
+    end = std::min(ir.find('\n', at), ir.size());
+    const std::string line = ir.substr(at, end - at);
+    nontemporal_lines += line.find("store <16 x i32>") != std::string::npos &&
+                         line.find("align 64, !nontemporal") != std::string::npos;
+  }
+  EXPECT_GE(nontemporal_lines, 16);
+}
+
+TEST(CpuTransposeTest, ATransposeThatKeepsTheBytesInOrderIsAFlatCopy) {
+  // JAX's jnp.transpose(x): the result layout {0,1} makes it a bitcast in bytes.
+  const std::string text = Transpose("f32[512,300]{1,0}", "f32[300,512]{0,1}", "1,0");
+  std::string ir;
+  auto spec = EmitRoot(text, &ir);
+  ASSERT_TRUE(spec.ok()) << spec.status().message();
+  EXPECT_THAT(ir, ::testing::HasSubstr("llvm.memcpy"));
+  EXPECT_THAT(ir, ::testing::Not(::testing::HasSubstr("shufflevector")));
+  KernelOptions streamed;
+  streamed.cpu_streaming_store_bytes = 1;
+  ir.clear();
+  ASSERT_TRUE(EmitRoot(text, &ir, streamed).ok());
+  EXPECT_THAT(ir, ::testing::HasSubstr("!nontemporal"));
+  EXPECT_THAT(ir, ::testing::Not(::testing::HasSubstr("llvm.memcpy")));
+  for (const auto& options : {runtime::CompileOptions{}, Streaming()}) {
+    testing::ExpectMatchesEvaluator(text, {}, {0, 0}, options);
+    // A copy to the same order, a degenerate dimension moved.
+    testing::ExpectMatchesEvaluator(Transpose("f32[7,1,3001]", "f32[1,7,3001]", "1,0,2"), {}, {0, 0}, options);
+  }
+}
+
+TEST(CpuTransposeTest, MatchesTheEvaluatorOnEveryShapeAndLayout) {
+  // Rows and columns no multiple of the 16 lanes (the columns past the last block, the band's
+  // rows past its last), bands cut short at the end, batch dimensions outside and between the
+  // two that swap, a layout-changing copy, and 8- and 2-byte elements (8 and 32 lanes).
+  const std::vector<std::tuple<std::string, std::string, std::string>> cases = {
+      {"f32[301,517]", "f32[517,301]", "1,0"},
+      {"f32[64,64]", "f32[64,64]", "1,0"},
+      {"f32[16,16]", "f32[16,16]", "1,0"},
+      {"f32[17,200]", "f32[200,17]", "1,0"},
+      {"f32[3,40,50]", "f32[3,50,40]", "0,2,1"},
+      {"f32[40,3,50]", "f32[50,3,40]", "2,1,0"},
+      {"f32[5,24,36]", "f32[36,5,24]", "2,0,1"},
+      {"f32[6,5,40,33]", "f32[33,5,6,40]", "3,1,0,2"},
+      {"f64[129,67]", "f64[67,129]", "1,0"},
+      {"c64[40,20]", "c64[20,40]", "1,0"},
+      {"bf16[100,70]", "bf16[70,100]", "1,0"},
+      {"s32[3,50,40]", "s32[40,50,3]", "2,1,0"},
+  };
+  for (const auto& options : {runtime::CompileOptions{}, Streaming()}) {
+    for (const auto& [in, out, dims] : cases) {
+      SCOPED_TRACE(in + " -> " + out);
+      testing::ExpectMatchesEvaluator(Transpose(in, out, dims), {}, {0, 0}, options);
+    }
+    const std::string copy = R"(HloModule m
+ENTRY e {
+  x = f32[129,67]{1,0} parameter(0)
+  ROOT c = f32[129,67]{0,1} copy(x)
+})";
+    testing::ExpectMatchesEvaluator(copy, {}, {0, 0}, options);
   }
 }
 

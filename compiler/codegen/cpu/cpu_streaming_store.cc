@@ -158,11 +158,18 @@ void EmitStreamingFence(llvm::IRBuilder<>& b) {
 namespace {
 
 // Whether `hlo` reads an operand across its layout (a transpose, or a copy that changes the
-// layout): its loads are strided, and a longer inner loop keeps more of them in flight.
+// layout, that moves elements): its loads are strided, and a longer inner loop keeps more of
+// them in flight. A transpose that is a bitcast in bytes reads in memory order.
 bool ReadsAcrossLayout(const HloInstruction& hlo) {
   auto across = [](const HloInstruction& x) {
-    return x.opcode() == HloOpcode::kTranspose ||
-           (x.opcode() == HloOpcode::kCopy && MajorToMinor(x.shape()) != MajorToMinor(x.operand(0)->shape()));
+    if (x.opcode() != HloOpcode::kTranspose && x.opcode() != HloOpcode::kCopy) return false;
+    const Shape& in = x.operand(0)->shape();
+    if (!in.IsArray() || !x.shape().IsArray()) return false;
+    std::vector<int64_t> perm(x.shape().rank());
+    for (int64_t d = 0; d < x.shape().rank(); ++d) {
+      perm[d] = x.opcode() == HloOpcode::kTranspose ? x.dimensions()[d] : d;
+    }
+    return !KeepsPhysicalOrder(in, x.shape(), perm);
   };
   if (hlo.opcode() != HloOpcode::kFusion) return across(hlo);
   for (const HloInstruction* x : hlo.fused_computation()->MakeInstructionPostOrder()) {

@@ -29,27 +29,6 @@ bool RowMajor2d(const Shape& s) {
   return s.IsArray() && s.rank() == 2 && MajorToMinor(s) == std::vector<int64_t>{0, 1};
 }
 
-// `vectors[j]` (row j of a kLanes x kLanes block) transposed: element i of result j is element j
-// of vectors[i]. log2(kLanes) stages, each swapping the off-diagonal s x s blocks of every 2s x 2s
-// block with two shuffles per pair of rows.
-std::vector<Value*> TransposeInRegisters(llvm::IRBuilder<>& b, std::vector<Value*> v) {
-  for (int64_t s = 1; s < kLanes; s *= 2) {
-    std::vector<int> low(kLanes), high(kLanes);
-    for (int64_t i = 0; i < kLanes; ++i) {
-      low[i] = static_cast<int>((i & s) == 0 ? i : kLanes + i - s);
-      high[i] = static_cast<int>((i & s) == 0 ? i + s : kLanes + i);
-    }
-    for (int64_t j = 0; j < kLanes; ++j) {
-      if ((j & s) != 0) continue;
-      Value* a = v[j];
-      Value* c = v[j + s];
-      v[j] = b.CreateShuffleVector(a, c, low);
-      v[j + s] = b.CreateShuffleVector(a, c, high);
-    }
-  }
-  return v;
-}
-
 }  // namespace
 
 std::vector<const HloInstruction*> KernelBuilder::TransposedReads(const Shape& shape,
@@ -196,7 +175,7 @@ Status KernelBuilder::EmitCpuTransposedLoop(const Shape& shape, int64_t work_per
               Value* c0 = b_.CreateMul(block, b_.getInt64(kLanes));
               std::vector<Value*> v;
               for (int64_t j = 0; j < kLanes; ++j) v.push_back(load_row(b_.CreateAdd(c0, b_.getInt64(j))));
-              v = TransposeInRegisters(b_, std::move(v));
+              v = EmitTransposeInRegisters(b_, std::move(v));
               for (int64_t i = 0; i < kLanes; ++i) b_.CreateAlignedStore(v[i], tile_at(i, c0), llvm::Align(1));
               return OkStatus();
             }));
