@@ -23,6 +23,7 @@
 #include "compiler/passes/multi_output_fusion.h"
 #include "compiler/passes/onednn_rewriter.h"
 #include "compiler/passes/planted_miscompile.h"
+#include "compiler/passes/reduce_factor_hoisting.h"
 #include "compiler/passes/reduce_precision_insertion.h"
 #include "compiler/passes/reshape_mover.h"
 #include "compiler/passes/bitcast_dtypes_expander.h"
@@ -98,6 +99,10 @@ std::unique_ptr<HloPassPipeline> MakeHloPipeline(
   simplification->AddPass<TupleSimplifier>();
   simplification->AddPass<HloDce>();
   optimization->AddPass(std::make_unique<HloPassFix>(std::move(simplification)));
+  // Per-output factors out of sums, so that a sum waits only for what varies along its reduced
+  // dimensions (batch norm's backward sums then need only the mean); CSE below merges the
+  // products it builds with the rest.
+  optimization->AddPass<ReduceFactorHoisting>();
   // Attention's scores too large for the caches, one batch element at a time (CSE then merges
   // the chains' copies of the same scalar broadcasts).
   if (backend == Backend::kCpu) optimization->AddPass<BatchedChainSplit>();

@@ -1,0 +1,198 @@
+#include "compiler/passes/reduce_factor_hoisting.h"
+
+#include <algorithm>
+#include <unordered_set>
+#include <vector>
+
+namespace xlens {
+namespace {
+
+bool HasControlDeps(const HloInstruction& instruction) {
+  return !instruction.control_predecessors().empty() ||
+         !instruction.control_successors().empty();
+}
+
+// A scalar constant zero of an integer or float type (either sign: a sum's init value enters
+// once, and a zero's sign is all it could change).
+bool IsZero(const HloInstruction& instruction) {
+  if (instruction.opcode() != HloOpcode::kConstant || !instruction.has_literal()) return false;
+  const Literal& literal = instruction.literal();
+  if (literal.is_elided() || literal.is_text_only() || !literal.shape().IsArray() ||
+      literal.element_count() != 1 || !IsEvaluatorSupportedType(literal.shape().element_type())) {
+    return false;
+  }
+  return IsIntegralType(literal.shape().element_type()) ? literal.GetAsInt64(0) == 0
+                                                        : literal.GetAsDouble(0) == 0.0;
+}
+
+// A reducer that adds its two parameters.
+bool IsAddReducer(const HloComputation* reducer) {
+  if (reducer == nullptr || reducer->num_parameters() != 2) return false;
+  const HloInstruction* root = reducer->root_instruction();
+  const HloInstruction* p0 = reducer->parameter_instruction(0);
+  const HloInstruction* p1 = reducer->parameter_instruction(1);
+  return root != nullptr && root->opcode() == HloOpcode::kAdd && p0 != nullptr && p1 != nullptr &&
+         ((root->operand(0) == p0 && root->operand(1) == p1) ||
+          (root->operand(0) == p1 && root->operand(1) == p0));
+}
+
+// A sum this pass may rewrite: of one array of integers or floats, from zero.
+bool IsSum(const HloInstruction& reduce) {
+  if (reduce.opcode() != HloOpcode::kReduce || reduce.operand_count() != 2 ||
+      !reduce.shape().IsArray() || HasControlDeps(reduce)) {
+    return false;
+  }
+  const Shape& in = reduce.operand(0)->shape();
+  const PrimitiveType type = in.element_type();
+  return in.IsArray() && in.is_static() && (IsIntegralType(type) || IsFloatingPointType(type)) &&
+         IsZero(*reduce.operand(1)) && IsAddReducer(reduce.to_apply());
+}
+
+std::vector<int64_t> Sorted(std::vector<int64_t> v) {
+  std::sort(v.begin(), v.end());
+  return v;
+}
+
+// The reduce's operand as a signed product: the factors that vary along the reduced dimensions
+// (in the order they are multiplied), and the broadcasts that do not.
+struct Product {
+  std::vector<HloInstruction*> varying;
+  std::vector<HloInstruction*> invariant;
+  bool negated = false;
+};
+
+class Hoister {
+ public:
+  explicit Hoister(HloComputation* computation) : computation_(computation) {}
+
+  StatusOr<bool> Run() {
+    bool changed = false;
+    for (HloInstruction* reduce : computation_->MakeInstructionPostOrder()) {
+      if (removed_.count(reduce) || !IsSum(*reduce)) continue;
+      ASSIGN_OR_RETURN(bool rewritten, Rewrite(reduce));
+      changed |= rewritten;
+    }
+    return changed;
+  }
+
+ private:
+  StatusOr<bool> Rewrite(HloInstruction* reduce) {
+    const std::vector<int64_t> reduced = Sorted(reduce->dimensions());
+    auto is_reduced = [&](int64_t d) {
+      return std::binary_search(reduced.begin(), reduced.end(), d);
+    };
+    HloInstruction* operand = reduce->operand(0);
+    Product product;
+    Collect(operand, operand->shape(), is_reduced, product);
+    if (product.varying.empty() || (product.invariant.empty() && !product.negated)) return false;
+
+    // The kept dimensions in order are the reduce's dimensions.
+    std::vector<int64_t> kept;
+    for (int64_t d = 0; d < operand->shape().rank(); ++d) {
+      if (!is_reduced(d)) kept.push_back(d);
+    }
+    HloInstruction* rest = product.varying[0];
+    for (size_t i = 1; i < product.varying.size(); ++i) {
+      rest = FindOrAddMultiply(operand->shape(), rest, product.varying[i], *operand);
+    }
+    HloInstruction* result = FindOrAddSum(rest, reduce);
+    for (HloInstruction* broadcast : product.invariant) {
+      HloInstruction* factor = broadcast->operand(0);
+      std::vector<int64_t> dims;
+      for (int64_t d : broadcast->dimensions()) {
+        dims.push_back(std::find(kept.begin(), kept.end(), d) - kept.begin());
+      }
+      bool identity = factor->shape().rank() == reduce->shape().rank();
+      for (size_t i = 0; i < dims.size(); ++i) identity &= dims[i] == static_cast<int64_t>(i);
+      if (!identity || !(factor->shape() == reduce->shape())) {
+        auto spread = HloInstruction::CreateUnary(HloOpcode::kBroadcast, reduce->shape(), factor);
+        spread->dimensions_attr = dims;
+        factor = Add(std::move(spread), *broadcast);
+      }
+      result = Add(HloInstruction::CreateBinary(HloOpcode::kMultiply, reduce->shape(), result,
+                                                factor),
+                   *reduce);
+    }
+    if (product.negated) {
+      result = Add(HloInstruction::CreateUnary(HloOpcode::kNegate, reduce->shape(), result),
+                   *reduce);
+    }
+    RETURN_IF_ERROR(computation_->ReplaceInstruction(reduce, result));
+    removed_.insert(reduce);
+    return true;
+  }
+
+  // Walks the multiplies and negates of the operand's shape down to their other operands.
+  template <typename IsReduced>
+  void Collect(HloInstruction* value, const Shape& shape, const IsReduced& is_reduced,
+               Product& product) {
+    const bool walk = !HasControlDeps(*value) && value->shape().IsArray() &&
+                      shape_util::SameDimensions(value->shape(), shape) &&
+                      value->shape().element_type() == shape.element_type();
+    if (walk && value->opcode() == HloOpcode::kMultiply) {
+      Collect(value->operand(0), shape, is_reduced, product);
+      Collect(value->operand(1), shape, is_reduced, product);
+      return;
+    }
+    if (walk && value->opcode() == HloOpcode::kNegate) {
+      product.negated = !product.negated;
+      Collect(value->operand(0), shape, is_reduced, product);
+      return;
+    }
+    if (walk && value->opcode() == HloOpcode::kBroadcast && value->operand(0)->shape().IsArray() &&
+        std::none_of(value->dimensions().begin(), value->dimensions().end(), is_reduced)) {
+      product.invariant.push_back(value);
+      return;
+    }
+    product.varying.push_back(value);
+  }
+
+  HloInstruction* FindOrAddMultiply(const Shape& shape, HloInstruction* lhs, HloInstruction* rhs,
+                                    const HloInstruction& origin) {
+    for (HloInstruction* user : lhs->users()) {
+      if (user->opcode() == HloOpcode::kMultiply && user->operand(0) == lhs &&
+          user->operand(1) == rhs && user->shape() == shape && !HasControlDeps(*user)) {
+        return user;
+      }
+    }
+    return Add(HloInstruction::CreateBinary(HloOpcode::kMultiply, shape, lhs, rhs), origin);
+  }
+
+  // A sum of `values` as `like` sums its operand: an existing one, or a new one.
+  HloInstruction* FindOrAddSum(HloInstruction* values, HloInstruction* like) {
+    const std::vector<int64_t> dims = Sorted(like->dimensions());
+    for (HloInstruction* user : values->users()) {
+      if (user != like && !removed_.count(user) && IsSum(*user) && user->operand(0) == values &&
+          user->shape() == like->shape() && Sorted(user->dimensions()) == dims) {
+        return user;
+      }
+    }
+    auto sum = HloInstruction::CreateBinary(HloOpcode::kReduce, like->shape(), values,
+                                            like->operand(1));
+    sum->dimensions_attr = like->dimensions();
+    sum->SetCalledComputation("to_apply", like->to_apply());
+    return Add(std::move(sum), *like);
+  }
+
+  HloInstruction* Add(std::unique_ptr<HloInstruction> instruction, const HloInstruction& origin) {
+    instruction->metadata = origin.metadata;
+    return computation_->AddInstruction(std::move(instruction));
+  }
+
+  HloComputation* computation_;
+  std::unordered_set<const HloInstruction*> removed_;
+};
+
+}  // namespace
+
+StatusOr<bool> ReduceFactorHoisting::Run(HloModule& module) {
+  bool changed = false;
+  for (HloComputation* computation : module.computations()) {
+    if (computation->IsFusionComputation()) continue;
+    ASSIGN_OR_RETURN(bool rewritten, Hoister(computation).Run());
+    changed |= rewritten;
+  }
+  return changed;
+}
+
+}  // namespace xlens
