@@ -327,9 +327,17 @@ KernelBuilder::TaskRange KernelBuilder::EmitTaskRange(Value* task, const Shape& 
 Status KernelBuilder::EmitOutputs() {
   // Outputs of the same dimensions share one loop.
   std::vector<std::vector<std::pair<const HloInstruction*, int64_t>>> groups;
+  // A reduction already computed into scratch (values of the kernel read it) is copied out with
+  // the outputs of its dimensions, not computed again: swept again, batch norm's sum(dy) and
+  // sum(dy * (x - mean)) cost a second pass over x and dy.
+  auto materialized = [&](const HloInstruction* x) {
+    return std::any_of(bindings_.begin(), bindings_.end(),
+                       [&](const Binding& binding) { return binding.hlo == x; });
+  };
   for (const auto& out : outputs_) {
     if (written_[out.first]) continue;
-    if (GpuTuned() && out.first->opcode() == HloOpcode::kReduce && !IsColumnReduction(out.first)) {
+    const bool reduction = out.first->opcode() == HloOpcode::kReduce && !materialized(out.first);
+    if (GpuTuned() && reduction && !IsColumnReduction(out.first)) {
       const int64_t first = out.second;
       ASSIGN_OR_RETURN(bool done, TryEmitGpuRowKernel(
                                       {{out.first, [&](int64_t k) { return OutputArray(first + k); }}}));
@@ -338,18 +346,18 @@ Status KernelBuilder::EmitOutputs() {
         continue;
       }
     }
-    if (IsColumnReduction(out.first) && GpuTuned()) {
+    if (reduction && IsColumnReduction(out.first) && GpuTuned()) {
       const int64_t first = out.second;
       RETURN_IF_ERROR(EmitColumnReduction(out.first, [&](int64_t k) { return OutputArray(first + k); }));
       written_[out.first] = true;
       continue;
     }
-    if (IsColumnReduction(out.first)) {
+    if (reduction && IsColumnReduction(out.first)) {
       // With its siblings (the same operand shape and reduced dimensions: one sweep reads their
       // operands once).
       std::vector<ColumnOutput> siblings;
       for (const auto& other : outputs_) {
-        if (written_[other.first] || !IsColumnReduction(other.first) ||
+        if (written_[other.first] || !IsColumnReduction(other.first) || materialized(other.first) ||
             other.first->dimensions() != out.first->dimensions() ||
             !(other.first->operand(0)->shape() == out.first->operand(0)->shape())) {
           continue;
@@ -374,7 +382,9 @@ Status KernelBuilder::EmitOutputs() {
   }
   for (const auto& group : groups) {
     int64_t work = 1;
-    for (const auto& out : group) work = std::max(work, WorkPerElement(*out.first));
+    for (const auto& out : group) {
+      work = std::max(work, materialized(out.first) ? 1 : WorkPerElement(*out.first));
+    }
     if (StreamsOutputs(group)) {
       RETURN_IF_ERROR(EmitCpuStreamedLoop(output_shapes_[group[0].second], work, group));
       for (const auto& out : group) written_[out.first] = true;
