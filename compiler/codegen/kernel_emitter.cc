@@ -385,13 +385,15 @@ Status KernelBuilder::EmitOutputs() {
     for (const auto& out : group) {
       work = std::max(work, materialized(out.first) ? 1 : WorkPerElement(*out.first));
     }
-    if (StreamsOutputs(group)) {
-      RETURN_IF_ERROR(EmitCpuStreamedLoop(output_shapes_[group[0].second], work, group));
+    // Tiles of a transposed read before streaming stores: streamed element by element, a wide
+    // transposed operand is read a gather at a time.
+    if (auto transposes = TransposedReads(output_shapes_[group[0].second], group); !transposes.empty()) {
+      RETURN_IF_ERROR(EmitCpuTransposedLoop(output_shapes_[group[0].second], work, group, transposes));
       for (const auto& out : group) written_[out.first] = true;
       continue;
     }
-    if (auto transposes = TransposedReads(output_shapes_[group[0].second], group); !transposes.empty()) {
-      RETURN_IF_ERROR(EmitCpuTransposedLoop(output_shapes_[group[0].second], work, group, transposes));
+    if (StreamsOutputs(group)) {
+      RETURN_IF_ERROR(EmitCpuStreamedLoop(output_shapes_[group[0].second], work, group));
       for (const auto& out : group) written_[out.first] = true;
       continue;
     }

@@ -75,12 +75,13 @@ TEST(CpuStreamingStoreTest, LoopsWritingAtLeastTheThresholdStream) {
   EXPECT_EQ(Count(IrOfRoot(text, 0), "!nontemporal"), 0);
 }
 
-// exp(transpose(x)) as one loop fusion: x and the result in the layouts given.
+// exp(transpose(-x)) as one loop fusion: x and the result in the layouts given.
 std::string ExpOfTranspose(const std::string& x, const std::string& result) {
   return fmt::format(R"(HloModule m
 fused {{
   x = {0} parameter(0)
-  t = {1} transpose(x), dimensions={{1,0}}
+  n = {0} negate(x)
+  t = {1} transpose(n), dimensions={{1,0}}
   ROOT e = {1} exponential(t)
 }}
 ENTRY e {{

@@ -129,6 +129,28 @@ TEST(CpuTransposedLoopTest, ASmallLoopIsLeftScalar) {
   EXPECT_EQ(spec->phases[0].tasks, 256);
 }
 
+TEST(CpuTransposedLoopTest, AWideUpdateIsTiledInBlocksOfColumns) {
+  // f32[256,2048] from g f32[2048,256]: 16 rows of the gradient's tile would not stay in L1,
+  // so tiles of 64 rows take 64 columns at a time; streamed or not, nothing gathers.
+  for (int64_t threshold : {int64_t{-1}, int64_t{1}}) {
+    KernelOptions options;
+    options.cpu_streaming_store_bytes = threshold;
+    std::string ir;
+    auto spec = EmitRoot(Update(256, 2048), &ir, options);
+    ASSERT_TRUE(spec.ok()) << spec.status().message();
+    EXPECT_THAT(ir, ::testing::HasSubstr("alloca [4096 x float]"));
+    EXPECT_THAT(ir, ::testing::HasSubstr("shufflevector"));
+    EXPECT_THAT(ir, ::testing::Not(::testing::HasSubstr("gather")));
+  }
+  // Columns past the last whole block (700 = 10 x 64 + 60), rows past the last tile and strip.
+  runtime::CompileOptions streamed;
+  streamed.cpu_streaming_store_bytes = 1;
+  for (const auto& options : {runtime::CompileOptions{}, streamed}) {
+    testing::ExpectMatchesEvaluator(Update(100, 700), {}, {0, 0}, options);
+    testing::ExpectMatchesEvaluator(Update(77, 1030, "f64"), {}, {0, 0}, options);
+  }
+}
+
 TEST(CpuTransposedLoopTest, MatchesTheEvaluatorForOtherElementWidths) {
   for (const char* type : {"f64", "bf16", "s32"}) {
     SCOPED_TRACE(type);

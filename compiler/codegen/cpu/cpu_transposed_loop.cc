@@ -24,6 +24,9 @@ namespace {
 constexpr int64_t kLanes = 8;
 // The largest tile buffer (per transposed operand), to stay in L1.
 constexpr int64_t kMaxTileBytes = 16 << 10;
+// Columns of a tile where kLanes rows of all of them exceed kMaxTileBytes: the tile then covers
+// 64 rows x 64 columns of f32, each of its 64 rows of the transposed operand 256 contiguous bytes.
+constexpr int64_t kBlockColumns = 64;
 
 bool RowMajor2d(const Shape& s) {
   return s.IsArray() && s.rank() == 2 && MajorToMinor(s) == std::vector<int64_t>{0, 1};
@@ -98,8 +101,7 @@ std::vector<const HloInstruction*> KernelBuilder::TransposedReads(const Shape& s
       auto type = StorageType(s.element_type(), module_.getContext());
       if (!type.ok()) return {};
       const uint64_t bits = (*type)->getPrimitiveSizeInBits();
-      if (!binding.shape_index.empty() || !RowMajor2d(s) || (bits != 16 && bits != 32 && bits != 64) ||
-          kLanes * columns * static_cast<int64_t>(bits / 8) > kMaxTileBytes) {
+      if (!binding.shape_index.empty() || !RowMajor2d(s) || (bits != 16 && bits != 32 && bits != 64)) {
         return {};
       }
       continue;
@@ -121,8 +123,11 @@ Status KernelBuilder::EmitCpuTransposedLoop(const Shape& shape, int64_t work_per
   for (const HloInstruction* t : transposes) {
     widest = std::max<int64_t>(widest, BitWidth(t->shape().element_type()) / 8);
   }
+  // All the columns where kLanes rows of them fit the buffer, else blocks of kBlockColumns (a
+  // wide update, f32[4096,2048] - c * transpose(g): every transposed read a gather, 50-67 ms).
+  const int64_t tile_columns = kLanes * columns * widest <= kMaxTileBytes ? columns : kBlockColumns;
   const int64_t tile_rows =
-      std::clamp<int64_t>(kMaxTileBytes / (columns * widest) / kLanes * kLanes, kLanes, 8 * kLanes);
+      std::clamp<int64_t>(kMaxTileBytes / (tile_columns * widest) / kLanes * kLanes, kLanes, 8 * kLanes);
   // Tasks of whole tiles, about TaskElements' worth each; the last takes the rows past its last
   // whole tile in tiles of kLanes rows, then those past the last of these as the loop always was.
   const int64_t task_rows =
@@ -144,102 +149,124 @@ Status KernelBuilder::EmitCpuTransposedLoop(const Shape& shape, int64_t work_per
     for (const HloInstruction* t : transposes) read_transposed |= t->operand(0) == binding.hlo;
     if (!read_transposed) continue;
     ASSIGN_OR_RETURN(llvm::Type * type, StorageType(binding.shape.element_type(), module_.getContext()));
-    llvm::AllocaInst* buffer = b_.CreateAlloca(type, b_.getInt64(tile_rows * columns), "tile");
+    llvm::AllocaInst* buffer = b_.CreateAlloca(type, b_.getInt64(tile_rows * tile_columns), "tile");
     buffer->setAlignment(llvm::Align(64));
     transposed.push_back({binding.hlo, ArrayOf(binding), type, buffer});
   }
 
   auto plain = MakeEmitter();
-  // `count` tiles of `n` rows from row `first`.
-  auto emit_tiles = [&](Value* first, Value* count, int64_t n) -> Status {
-    return plain->EmitLoop(b_.getInt64(0), count, "tile", [&](Value* tile) -> Status {
-      Value* r0 = b_.CreateAdd(first, b_.CreateMul(tile, b_.getInt64(n)));
-      RETURN_IF_ERROR(plain->EmitLoop(b_.getInt64(0), b_.getInt64(n / kLanes), "strip", [&](Value* strip) -> Status {
-        Value* strip_row = b_.CreateMul(strip, b_.getInt64(kLanes));
-        Value* rs = b_.CreateAdd(r0, strip_row);
-        Value* strip_offset = b_.CreateMul(strip_row, b_.getInt64(columns));
-        for (const Transposed& t : transposed) {
-          auto* vector = llvm::FixedVectorType::get(t.type, kLanes);
-          // Row c of the operand, its kLanes elements from rs: column c of the strip's rows.
-          auto load_row = [&](Value* c) -> Value* {
-            Value* at = t.source.EmitElementPointer(b_, {c, rs});
-            return b_.CreateAlignedLoad(vector, at, llvm::Align(1));
-          };
-          auto tile_at = [&](int64_t i, Value* c) {
-            return b_.CreateInBoundsGEP(
-                t.type, t.buffer, {b_.CreateAdd(strip_offset, b_.CreateAdd(b_.getInt64(i * columns), c))});
-          };
-          const int64_t blocks = columns / kLanes;
-          if (blocks > 0) {
-            RETURN_IF_ERROR(plain->EmitLoop(b_.getInt64(0), b_.getInt64(blocks), "block", [&](Value* block) {
-              Value* c0 = b_.CreateMul(block, b_.getInt64(kLanes));
-              std::vector<Value*> v;
-              for (int64_t j = 0; j < kLanes; ++j) v.push_back(load_row(b_.CreateAdd(c0, b_.getInt64(j))));
-              v = EmitTransposeInRegisters(b_, std::move(v));
-              for (int64_t i = 0; i < kLanes; ++i) b_.CreateAlignedStore(v[i], tile_at(i, c0), llvm::Align(1));
-              return OkStatus();
-            }));
-          }
-          if (columns % kLanes != 0) {
-            RETURN_IF_ERROR(plain->EmitLoop(b_.getInt64(blocks * kLanes), b_.getInt64(columns), "rest", [&](Value* c) {
-              Value* v = load_row(c);
-              for (int64_t i = 0; i < kLanes; ++i) {
-                b_.CreateStore(b_.CreateExtractElement(v, b_.getInt64(i)), tile_at(i, c));
-              }
-              return OkStatus();
-            }));
-          }
+  // The tile of `n` rows from r0 and `w` columns from c0.
+  auto emit_tile = [&](Value* r0, int64_t n, Value* c0, int64_t w) -> Status {
+    RETURN_IF_ERROR(plain->EmitLoop(b_.getInt64(0), b_.getInt64(n / kLanes), "strip", [&](Value* strip) -> Status {
+      Value* strip_row = b_.CreateMul(strip, b_.getInt64(kLanes));
+      Value* rs = b_.CreateAdd(r0, strip_row);
+      Value* strip_offset = b_.CreateMul(strip_row, b_.getInt64(w));
+      for (const Transposed& t : transposed) {
+        auto* vector = llvm::FixedVectorType::get(t.type, kLanes);
+        // Row c0 + c of the operand, its kLanes elements from rs: column c0 + c of the strip's rows.
+        auto load_row = [&](Value* c) -> Value* {
+          Value* at = t.source.EmitElementPointer(b_, {b_.CreateAdd(c0, c), rs});
+          return b_.CreateAlignedLoad(vector, at, llvm::Align(1));
+        };
+        auto tile_at = [&](int64_t i, Value* c) {
+          return b_.CreateInBoundsGEP(
+              t.type, t.buffer, {b_.CreateAdd(strip_offset, b_.CreateAdd(b_.getInt64(i * w), c))});
+        };
+        const int64_t blocks = w / kLanes;
+        if (blocks > 0) {
+          RETURN_IF_ERROR(plain->EmitLoop(b_.getInt64(0), b_.getInt64(blocks), "block", [&](Value* block) {
+            Value* cb = b_.CreateMul(block, b_.getInt64(kLanes));
+            std::vector<Value*> v;
+            for (int64_t j = 0; j < kLanes; ++j) v.push_back(load_row(b_.CreateAdd(cb, b_.getInt64(j))));
+            v = EmitTransposeInRegisters(b_, std::move(v));
+            for (int64_t i = 0; i < kLanes; ++i) b_.CreateAlignedStore(v[i], tile_at(i, cb), llvm::Align(1));
+            return OkStatus();
+          }));
         }
-        return OkStatus();
-      }));
-      // The body over the tile's n x columns elements, every array seen from row r0.
-      auto at_tile = [&](const IrArray& array) -> StatusOr<IrArray> {
-        ASSIGN_OR_RETURN(llvm::Type * type, StorageType(array.shape().element_type(), module_.getContext()));
-        Value* base = b_.CreateInBoundsGEP(type, array.base(), {b_.CreateMul(r0, b_.getInt64(columns))});
-        IrArray moved(base, Shape(array.shape().element_type(), {n, columns}));
-        moved.set_access_group(access_group_);
-        return moved;
-      };
-      ElementalIrEmitter e(b_);
-      for (const Binding& binding : bindings_) {
-        IrArray array = ArrayOf(binding);
-        if (binding.shape.rank() == 0) {
-          e.BindArray(binding.hlo, binding.shape_index, array);
-          continue;
-        }
-        bool is_transposed = false;
-        for (const Transposed& t : transposed) is_transposed |= t.parameter == binding.hlo;
-        if (is_transposed) continue;
-        ASSIGN_OR_RETURN(IrArray moved, at_tile(array));
-        e.BindArray(binding.hlo, binding.shape_index, moved);
-      }
-      for (const HloInstruction* t : transposes) {
-        for (const Transposed& p : transposed) {
-          if (p.parameter != t->operand(0)) continue;
-          IrArray tile(p.buffer, Shape(t->shape().element_type(), {n, columns}));
-          tile.set_access_group(access_group_);
-          e.BindArray(t, {}, tile);
+        if (w % kLanes != 0) {
+          RETURN_IF_ERROR(plain->EmitLoop(b_.getInt64(blocks * kLanes), b_.getInt64(w), "rest", [&](Value* c) {
+            Value* v = load_row(c);
+            for (int64_t i = 0; i < kLanes; ++i) {
+              b_.CreateStore(b_.CreateExtractElement(v, b_.getInt64(i)), tile_at(i, c));
+            }
+            return OkStatus();
+          }));
         }
       }
-      std::vector<IrArray> outputs;
+      return OkStatus();
+    }));
+    // The body over the tile's n x w elements, every array seen from (r0, c0).
+    auto at_tile = [&](const IrArray& array) -> StatusOr<IrArray> {
+      ASSIGN_OR_RETURN(llvm::Type * type, StorageType(array.shape().element_type(), module_.getContext()));
+      Value* base = b_.CreateInBoundsGEP(type, array.base(),
+                                         {b_.CreateAdd(b_.CreateMul(r0, b_.getInt64(columns)), c0)});
+      IrArray moved(base, Shape(array.shape().element_type(), {n, columns}));
+      moved.set_access_group(access_group_);
+      return moved;
+    };
+    ElementalIrEmitter e(b_);
+    for (const Binding& binding : bindings_) {
+      IrArray array = ArrayOf(binding);
+      if (binding.shape.rank() == 0) {
+        e.BindArray(binding.hlo, binding.shape_index, array);
+        continue;
+      }
+      bool is_transposed = false;
+      for (const Transposed& t : transposed) is_transposed |= t.parameter == binding.hlo;
+      if (is_transposed) continue;
+      ASSIGN_OR_RETURN(IrArray moved, at_tile(array));
+      e.BindArray(binding.hlo, binding.shape_index, moved);
+    }
+    for (const HloInstruction* t : transposes) {
+      for (const Transposed& p : transposed) {
+        if (p.parameter != t->operand(0)) continue;
+        IrArray tile(p.buffer, Shape(t->shape().element_type(), {n, w}));
+        tile.set_access_group(access_group_);
+        e.BindArray(t, {}, tile);
+      }
+    }
+    std::vector<IrArray> outputs;
+    for (const auto& [out, leaf] : group) {
+      ASSIGN_OR_RETURN(IrArray moved, at_tile(OutputArray(leaf)));
+      outputs.push_back(moved);
+    }
+    auto element = [&](const IrIndex& index) -> Status {
+      std::vector<std::vector<Value*>> values;
       for (const auto& [out, leaf] : group) {
-        ASSIGN_OR_RETURN(IrArray moved, at_tile(OutputArray(leaf)));
-        outputs.push_back(moved);
+        ASSIGN_OR_RETURN(std::vector<Value*> leaves, e.EmitLeaves(out, index));
+        values.push_back(std::move(leaves));
       }
+      for (size_t j = 0; j < values.size(); ++j) {
+        RETURN_IF_ERROR(outputs[j].EmitWrite(b_, index, values[j][0]));
+      }
+      return OkStatus();
+    };
+    if (w == columns) {
       // One loop over the tile, its index split minor first so that the offsets fold back into
       // the counter (IrArray::EmitLinearIndex): unit stride, vectorized.
       return e.EmitLoop(b_.getInt64(0), b_.getInt64(n * columns), "element", [&](Value* k) -> Status {
-        IrIndex index = {b_.CreateUDiv(k, b_.getInt64(columns)), b_.CreateURem(k, b_.getInt64(columns))};
-        std::vector<std::vector<Value*>> values;
-        for (const auto& [out, leaf] : group) {
-          ASSIGN_OR_RETURN(std::vector<Value*> leaves, e.EmitLeaves(out, index));
-          values.push_back(std::move(leaves));
-        }
-        for (size_t j = 0; j < values.size(); ++j) {
-          RETURN_IF_ERROR(outputs[j].EmitWrite(b_, index, values[j][0]));
-        }
-        return OkStatus();
+        return element({b_.CreateUDiv(k, b_.getInt64(columns)), b_.CreateURem(k, b_.getInt64(columns))});
       }, access_group_);
+    }
+    // A block of the columns: its rows, each unit stride.
+    return e.EmitLoop(b_.getInt64(0), b_.getInt64(n), "tile.row", [&](Value* i) -> Status {
+      return e.EmitLoop(b_.getInt64(0), b_.getInt64(w), "element", [&](Value* j) -> Status {
+        return element({i, j});
+      }, access_group_);
+    });
+  };
+  // `count` tiles of `n` rows from row `first`, each over all the columns in blocks of
+  // tile_columns (and one of the columns past the last whole block).
+  auto emit_tiles = [&](Value* first, Value* count, int64_t n) -> Status {
+    return plain->EmitLoop(b_.getInt64(0), count, "tile", [&](Value* tile) -> Status {
+      Value* r0 = b_.CreateAdd(first, b_.CreateMul(tile, b_.getInt64(n)));
+      if (tile_columns == columns) return emit_tile(r0, n, b_.getInt64(0), columns);
+      const int64_t blocks = columns / tile_columns;
+      RETURN_IF_ERROR(plain->EmitLoop(b_.getInt64(0), b_.getInt64(blocks), "column.block", [&](Value* block) -> Status {
+        return emit_tile(r0, n, b_.CreateMul(block, b_.getInt64(tile_columns)), tile_columns);
+      }));
+      if (columns % tile_columns == 0) return OkStatus();
+      return emit_tile(r0, n, b_.getInt64(blocks * tile_columns), columns % tile_columns);
     });
   };
 
