@@ -48,6 +48,12 @@ bool IsSum(const HloInstruction& reduce) {
          IsZero(*reduce.operand(1)) && IsAddReducer(reduce.to_apply());
 }
 
+// The most multiplies, negates and leaves the walk of one sum's operand visits. The walk follows
+// both operands of every multiply, so a product that reuses itself (m1 = x * x, m2 = m1 * m1, ...)
+// has 2^n leaves in n instructions, and a chain of n multiplies is n calls deep: past this the
+// sum is left as it is. Batch norm's sums have 3-4 factors.
+constexpr int kMaxVisits = 64;
+
 std::vector<int64_t> Sorted(std::vector<int64_t> v) {
   std::sort(v.begin(), v.end());
   return v;
@@ -59,6 +65,7 @@ struct Product {
   std::vector<HloInstruction*> varying;
   std::vector<HloInstruction*> invariant;
   bool negated = false;
+  int visits = 0;  // past kMaxVisits the walk stops and the sum is left alone
 };
 
 class Hoister {
@@ -84,7 +91,10 @@ class Hoister {
     HloInstruction* operand = reduce->operand(0);
     Product product;
     Collect(operand, operand->shape(), is_reduced, product);
-    if (product.varying.empty() || (product.invariant.empty() && !product.negated)) return false;
+    if (product.visits > kMaxVisits || product.varying.empty() ||
+        (product.invariant.empty() && !product.negated)) {
+      return false;
+    }
 
     // The kept dimensions in order are the reduce's dimensions.
     std::vector<int64_t> kept;
@@ -126,6 +136,7 @@ class Hoister {
   template <typename IsReduced>
   void Collect(HloInstruction* value, const Shape& shape, const IsReduced& is_reduced,
                Product& product) {
+    if (++product.visits > kMaxVisits) return;
     const bool walk = !HasControlDeps(*value) && value->shape().IsArray() &&
                       shape_util::SameDimensions(value->shape(), shape) &&
                       value->shape().element_type() == shape.element_type();

@@ -194,4 +194,37 @@ ENTRY e {
 }
 
 }  // namespace
+// A product that reuses itself has 2^n leaves in n instructions (here 2^61): the walk gives up
+// after a bounded number of steps (which bounds its depth on a long chain too) and leaves such a
+// sum alone, where it ran for ever.
+TEST(ReduceFactorHoistingTest, ASelfReusingProductIsLeftAloneQuickly) {
+  std::string squares = R"(HloModule m
+add {
+  a = f32[] parameter(0)
+  b = f32[] parameter(1)
+  ROOT s = f32[] add(a, b)
+}
+ENTRY e {
+  x = f32[4,8] parameter(0)
+  c = f32[4] parameter(1)
+  zero = f32[] constant(0)
+  m0 = f32[4,8] multiply(x, x)
+)";
+  for (int i = 1; i <= 60; ++i) {
+    squares += "  m" + std::to_string(i) + " = f32[4,8] multiply(m" + std::to_string(i - 1) + ", m" +
+               std::to_string(i - 1) + ")\n";
+  }
+  squares += R"(  bc = f32[4,8] broadcast(c), dimensions={0}
+  p = f32[4,8] multiply(m60, bc)
+  ROOT r = f32[4] reduce(p, zero), dimensions={1}, to_apply=add
+}
+)";
+  // Not evaluated: x^(2^61) is all infinities and NaNs.
+  ReduceFactorHoisting pass;
+  std::unique_ptr<HloModule> module =
+      xlens::testing::RunPassOnText(pass, squares, /*expect_change=*/false, /*evaluable=*/false);
+  ASSERT_NE(module, nullptr);
+  EXPECT_EQ(module->entry_computation()->root_instruction()->opcode(), HloOpcode::kReduce);
+}
+
 }  // namespace xlens
