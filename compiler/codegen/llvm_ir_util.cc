@@ -1,6 +1,7 @@
 #include "compiler/codegen/llvm_ir_util.h"
 
 #include <fmt/format.h>
+#include <llvm/IR/CFG.h>
 #include <llvm/IR/Module.h>
 
 #include "compiler/codegen/float8_ir.h"
@@ -127,6 +128,28 @@ Status EmitForLoop(llvm::IRBuilder<>& b, llvm::Value* start, llvm::Value* end,
   }
   b.SetInsertPoint(exit);
   return OkStatus();
+}
+
+llvm::MDNode* LoopHint(llvm::LLVMContext& context, std::string_view name, llvm::Constant* value) {
+  std::vector<llvm::Metadata*> ops = {llvm::MDString::get(context, llvm::StringRef(name.data(), name.size()))};
+  if (value != nullptr) ops.push_back(llvm::ConstantAsMetadata::get(value));
+  return llvm::MDNode::get(context, ops);
+}
+
+void AddLoopHints(llvm::BasicBlock* header, const std::vector<llvm::Metadata*>& hints) {
+  if (header == nullptr) return;
+  llvm::LLVMContext& c = header->getContext();
+  for (llvm::BasicBlock* pred : llvm::predecessors(header)) {
+    llvm::Instruction* latch = pred->getTerminator();
+    llvm::MDNode* old_id = latch->getMetadata(llvm::LLVMContext::MD_loop);
+    if (old_id == nullptr) continue;
+    std::vector<llvm::Metadata*> ops = {nullptr};
+    for (unsigned i = 1; i < old_id->getNumOperands(); ++i) ops.push_back(old_id->getOperand(i));
+    ops.insert(ops.end(), hints.begin(), hints.end());
+    llvm::MDNode* id = llvm::MDNode::getDistinct(c, ops);
+    id->replaceOperandWith(0, id);
+    latch->setMetadata(llvm::LLVMContext::MD_loop, id);
+  }
 }
 
 llvm::AllocaInst* EmitEntryAlloca(llvm::IRBuilder<>& b, llvm::Type* type, std::string_view name) {

@@ -41,6 +41,13 @@ Status EmitForLoop(llvm::IRBuilder<>& b, llvm::Value* start, llvm::Value* end,
                    std::string_view name, const std::function<Status(llvm::Value*)>& body,
                    llvm::MDNode* parallel_access_group = nullptr);
 
+// One property of a loop for AddLoopHints: `name` with `value` (an i1 or i32 constant), or
+// `name` alone where `value` is null ("llvm.loop.unroll.disable").
+llvm::MDNode* LoopHint(llvm::LLVMContext& context, std::string_view name, llvm::Constant* value = nullptr);
+// Adds `hints` to the llvm.loop metadata of the loop whose header is `header` (on each latch
+// that has it, as EmitForLoop's loops do), keeping the properties it had.
+void AddLoopHints(llvm::BasicBlock* header, const std::vector<llvm::Metadata*>& hints);
+
 // An alloca in the function's entry block (so that mem2reg promotes it), initialised to `init`.
 llvm::AllocaInst* EmitEntryAlloca(llvm::IRBuilder<>& b, llvm::Type* type, std::string_view name);
 

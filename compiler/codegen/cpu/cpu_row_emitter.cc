@@ -329,6 +329,16 @@ StatusOr<bool> KernelBuilder::TryEmitCpuRowKernel(const std::vector<RowOutput>& 
                                  ByteWidth(element_outputs[o]->hlo->shape().element_type()));
         }
       };
+      // Prefetches the line `byte` bytes past element `element` of the row kRowPrefetchRows ahead
+      // of this one in `array` (prefetches never fault: past the last row they are dropped).
+      auto prefetch_line = [&](const IrArray& array, int64_t width, Value* element, Value* byte) {
+        Value* ahead_row = b_.CreateAdd(row, b_.getInt64(kRowPrefetchRows));
+        Value* first_byte = b_.CreateMul(
+            b_.CreateAdd(b_.CreateMul(ahead_row, b_.getInt64(length)), element), b_.getInt64(width));
+        b_.CreateIntrinsic(llvm::Intrinsic::prefetch, {b_.getPtrTy()},
+                           {b_.CreateGEP(b_.getInt8Ty(), array.base(), {b_.CreateAdd(first_byte, byte)}),
+                            /*write=*/b_.getInt32(0), /*locality=*/b_.getInt32(3), /*data=*/b_.getInt32(1)});
+      };
       // Rows of whole lines whose outputs start on a line (checked per row) are written a line
       // at a time straight from the registers that compute it: the line's element loop is one
       // vector (its stores to a line-sized stack buffer and the reload become one value), stored
@@ -364,23 +374,13 @@ StatusOr<bool> KernelBuilder::TryEmitCpuRowKernel(const std::vector<RowOutput>& 
                 StorageType(element_outputs[o]->hlo->shape().element_type(), b_.getContext()).value();
             auto* vector = llvm::FixedVectorType::get(storage, static_cast<unsigned>(line_elements));
             Value* v = b_.CreateAlignedLoad(vector, line_stages[o].base(), llvm::Align(64));
-            llvm::StoreInst* store = b_.CreateAlignedStore(
-                v, b_.CreateInBoundsGEP(storage, row_starts[o], {begin}), llvm::Align(64));
-            store->setMetadata(llvm::LLVMContext::MD_nontemporal,
-                               llvm::MDNode::get(b_.getContext(),
-                                                 {llvm::ConstantAsMetadata::get(b_.getInt32(1))}));
+            cpu::MarkNonTemporal(b_.CreateAlignedStore(
+                v, b_.CreateInBoundsGEP(storage, row_starts[o], {begin}), llvm::Align(64)));
           }
+          // The operands' elements of this line of the outputs, kRowPrefetchRows rows ahead.
           for (const auto& [array, width] : prefetched) {
-            Value* first_byte = b_.CreateMul(
-                b_.CreateAdd(b_.CreateMul(b_.CreateAdd(row, b_.getInt64(kRowPrefetchRows)),
-                                          b_.getInt64(length)), begin),
-                b_.getInt64(width));
             for (int64_t byte = 0; byte < line_elements * width; byte += 64) {
-              b_.CreateIntrinsic(llvm::Intrinsic::prefetch, {b_.getPtrTy()},
-                                 {b_.CreateGEP(b_.getInt8Ty(), array.base(),
-                                               {b_.CreateAdd(first_byte, b_.getInt64(byte))}),
-                                  /*write=*/b_.getInt32(0), /*locality=*/b_.getInt32(3),
-                                  /*data=*/b_.getInt32(1)});
+              prefetch_line(array, width, begin, b_.getInt64(byte));
             }
           }
           return OkStatus();
@@ -423,18 +423,11 @@ StatusOr<bool> KernelBuilder::TryEmitCpuRowKernel(const std::vector<RowOutput>& 
           // row's streaming stores, as an elementwise loop's do, instead of all at once after
           // them (prefetches never fault: past the last row they are dropped).
           for (const auto& [array, width] : prefetched) {
-            Value* ahead_row = b_.CreateAdd(row, b_.getInt64(kRowPrefetchRows));
-            Value* first_byte = b_.CreateMul(
-                b_.CreateAdd(b_.CreateMul(ahead_row, b_.getInt64(length)), from), b_.getInt64(width));
-            Value* ahead = b_.CreateGEP(b_.getInt8Ty(), array.base(), {first_byte});
             Value* lines = b_.CreateLShr(
                 b_.CreateAdd(b_.CreateMul(b_.CreateSub(to, from), b_.getInt64(width)), b_.getInt64(63)),
                 b_.getInt64(6));
             RETURN_IF_ERROR(EmitForLoop(b_, b_.getInt64(0), lines, "row.prefetch", [&](Value* line) -> Status {
-              b_.CreateIntrinsic(llvm::Intrinsic::prefetch, {b_.getPtrTy()},
-                                 {b_.CreateGEP(b_.getInt8Ty(), ahead, {b_.CreateShl(line, b_.getInt64(6))}),
-                                  /*write=*/b_.getInt32(0), /*locality=*/b_.getInt32(3),
-                                  /*data=*/b_.getInt32(1)});
+              prefetch_line(array, width, from, b_.CreateShl(line, b_.getInt64(6)));
               return OkStatus();
             }));
           }

@@ -18,27 +18,14 @@ using llvm::Value;
 namespace {
 
 // Asks the loop vectorizer for `count` interleaved copies of the loop whose header is `header`
-// (several independent accumulators per reduction), and with `no_unroll` the unroller for none,
-// keeping the loop's other properties.
+// (several independent accumulators per reduction), and with `no_unroll` the unroller for none.
 void RequestInterleave(llvm::BasicBlock* header, unsigned count, bool no_unroll) {
   if (header == nullptr) return;
-  for (llvm::BasicBlock* pred : llvm::predecessors(header)) {
-    llvm::Instruction* latch = pred->getTerminator();
-    llvm::MDNode* old_id = latch->getMetadata(llvm::LLVMContext::MD_loop);
-    if (old_id == nullptr) continue;
-    llvm::LLVMContext& c = header->getContext();
-    std::vector<llvm::Metadata*> ops = {nullptr};
-    for (unsigned i = 1; i < old_id->getNumOperands(); ++i) ops.push_back(old_id->getOperand(i));
-    ops.push_back(llvm::MDNode::get(
-        c, {llvm::MDString::get(c, "llvm.loop.interleave.count"),
-            llvm::ConstantAsMetadata::get(llvm::ConstantInt::get(llvm::Type::getInt32Ty(c), count))}));
-    if (no_unroll) {
-      ops.push_back(llvm::MDNode::get(c, {llvm::MDString::get(c, "llvm.loop.unroll.disable")}));
-    }
-    llvm::MDNode* id = llvm::MDNode::getDistinct(c, ops);
-    id->replaceOperandWith(0, id);
-    latch->setMetadata(llvm::LLVMContext::MD_loop, id);
-  }
+  llvm::LLVMContext& c = header->getContext();
+  std::vector<llvm::Metadata*> hints = {
+      LoopHint(c, "llvm.loop.interleave.count", llvm::ConstantInt::get(llvm::Type::getInt32Ty(c), count))};
+  if (no_unroll) hints.push_back(LoopHint(c, "llvm.loop.unroll.disable"));
+  AddLoopHints(header, hints);
 }
 
 }  // namespace
@@ -46,26 +33,11 @@ void RequestInterleave(llvm::BasicBlock* header, unsigned count, bool no_unroll)
 void RequestOneVector(llvm::BasicBlock* header, unsigned width) {
   if (header == nullptr) return;
   llvm::LLVMContext& c = header->getContext();
-  auto hint = [&](const char* name, unsigned value) {
-    return llvm::MDNode::get(
-        c, {llvm::MDString::get(c, name),
-            llvm::ConstantAsMetadata::get(llvm::ConstantInt::get(llvm::Type::getInt32Ty(c), value))});
-  };
-  for (llvm::BasicBlock* pred : llvm::predecessors(header)) {
-    llvm::Instruction* latch = pred->getTerminator();
-    llvm::MDNode* old_id = latch->getMetadata(llvm::LLVMContext::MD_loop);
-    if (old_id == nullptr) continue;
-    std::vector<llvm::Metadata*> ops = {nullptr};
-    for (unsigned i = 1; i < old_id->getNumOperands(); ++i) ops.push_back(old_id->getOperand(i));
-    ops.push_back(hint("llvm.loop.vectorize.width", width));
-    ops.push_back(llvm::MDNode::get(c, {llvm::MDString::get(c, "llvm.loop.vectorize.enable"),
-                                        llvm::ConstantAsMetadata::get(llvm::ConstantInt::getTrue(c))}));
-    ops.push_back(hint("llvm.loop.interleave.count", 1));
-    ops.push_back(llvm::MDNode::get(c, {llvm::MDString::get(c, "llvm.loop.unroll.disable")}));
-    llvm::MDNode* id = llvm::MDNode::getDistinct(c, ops);
-    id->replaceOperandWith(0, id);
-    latch->setMetadata(llvm::LLVMContext::MD_loop, id);
-  }
+  llvm::Type* i32 = llvm::Type::getInt32Ty(c);
+  AddLoopHints(header, {LoopHint(c, "llvm.loop.vectorize.width", llvm::ConstantInt::get(i32, width)),
+                        LoopHint(c, "llvm.loop.vectorize.enable", llvm::ConstantInt::getTrue(c)),
+                        LoopHint(c, "llvm.loop.interleave.count", llvm::ConstantInt::get(i32, 1)),
+                        LoopHint(c, "llvm.loop.unroll.disable")});
 }
 
 Status EmitRowReductions(ElementalIrEmitter& e, const std::vector<const HloInstruction*>& reductions,

@@ -130,19 +130,24 @@ void EmitStreamingCopy(llvm::IRBuilder<>& b, Value* destination, Value* source, 
   // Whole lines, each one aligned vector store that writes the line without reading it.
   Value* lines = b.CreateLShr(b.CreateSub(bytes, head_bytes), b.getInt64(6));
   auto* line_type = llvm::FixedVectorType::get(b.getInt32Ty(), kLine / 4);
-  llvm::MDNode* nontemporal =
-      llvm::MDNode::get(c, {llvm::ConstantAsMetadata::get(b.getInt32(1))});
   (void)EmitForLoop(b, b.getInt64(0), lines, "stream.line", [&](Value* line) -> Status {
     Value* offset = b.CreateAdd(head_bytes, b.CreateShl(line, b.getInt64(6)));
     Value* v = b.CreateAlignedLoad(line_type, b.CreateInBoundsGEP(b.getInt8Ty(), source, {offset}),
                                    element_align);
     llvm::StoreInst* store = b.CreateAlignedStore(
         v, b.CreateInBoundsGEP(b.getInt8Ty(), destination, {offset}), llvm::Align(kLine));
-    store->setMetadata(llvm::LLVMContext::MD_nontemporal, nontemporal);
+    MarkNonTemporal(store);
     return OkStatus();
   });
   Value* tail = b.CreateAdd(head, b.CreateShl(lines, b.getInt64(6 - shift)));
   copy_elements(tail, elements, "stream.tail");
+}
+
+void MarkNonTemporal(llvm::StoreInst* store) {
+  llvm::LLVMContext& c = store->getContext();
+  store->setMetadata(llvm::LLVMContext::MD_nontemporal,
+                     llvm::MDNode::get(c, {llvm::ConstantAsMetadata::get(
+                                              llvm::ConstantInt::get(llvm::Type::getInt32Ty(c), 1))}));
 }
 
 void EmitStreamingFence(llvm::IRBuilder<>& b) {

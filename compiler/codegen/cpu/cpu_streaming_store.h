@@ -58,6 +58,10 @@ int64_t StreamingStoreBytesFor(const HloInstruction& hlo, const BufferAssignment
 void EmitStreamingCopy(llvm::IRBuilder<>& b, llvm::Value* destination, llvm::Value* source,
                        llvm::Value* elements, int64_t element_bytes);
 
+// Makes `store` (an aligned vector store of whole lines) non-temporal: it writes the lines without
+// reading them first.
+void MarkNonTemporal(llvm::StoreInst* store);
+
 // Orders the non-temporal stores made so far before any later store (x86's sfence).
 void EmitStreamingFence(llvm::IRBuilder<>& b);
 

@@ -156,8 +156,6 @@ StatusOr<bool> KernelBuilder::TryEmitCpuTranspose() {
                               b_.getInt64(0));
   }
   auto* vector = llvm::FixedVectorType::get(storage, static_cast<unsigned>(lanes));
-  llvm::MDNode* nontemporal = llvm::MDNode::get(
-      module_.getContext(), {llvm::ConstantAsMetadata::get(b_.getInt32(1))});
   const llvm::Align element_align(static_cast<uint64_t>(width));
   RETURN_IF_ERROR(EmitForLoop(b_, f->getArg(1), f->getArg(2), "task", [&](Value* task) -> Status {
     Value* in_base = b_.getInt64(0);
@@ -199,7 +197,7 @@ StatusOr<bool> KernelBuilder::TryEmitCpuTranspose() {
             llvm::StoreInst* store = b_.CreateAlignedStore(
                 rows[j], out_at(r0, b_.CreateAdd(c0, b_.getInt64(j))),
                 whole_lines ? llvm::Align(kLineBytes) : element_align);
-            if (whole_lines) store->setMetadata(llvm::LLVMContext::MD_nontemporal, nontemporal);
+            if (whole_lines) cpu::MarkNonTemporal(store);
           }
         };
         if (!lines) {
