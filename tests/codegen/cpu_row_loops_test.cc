@@ -80,15 +80,17 @@ Literal Rows(int rows, int n, uint64_t seed) {
 
 TEST(CpuRowLoopsTest, SoftmaxSumsTheCacheAsItFillsItWithInterleavedAccumulators) {
   const std::string ir = IrOfRoot(Softmax(37, 129));
-  // The max's loop, the loop that stores and sums exp(x - max), and the output loop in its
-  // multiplying and dividing versions, inside the loop over rows: five loops, none of them the
-  // elemental emitter's one-reduction loop.
-  EXPECT_EQ(Loops(ir), 5) << ir;
+  // The max's loop (and its NaN-semantics loop for rows with a NaN), the loop that stores and
+  // sums exp(x - max), and the output loop in its multiplying and dividing versions, inside the
+  // loop over rows: six loops, none of them the elemental emitter's one-reduction loop.
+  EXPECT_EQ(Loops(ir), 6) << ir;
   EXPECT_EQ(Count(ir, "reduce.0.header"), 0) << ir;
   // The reduction loops ask for several accumulators (the property is one uniqued node).
   EXPECT_EQ(Count(ir, "!\"llvm.loop.interleave.count\", i32 4"), 1) << ir;
-  EXPECT_EQ(Count(ir, "!llvm.loop"), 4) << ir;
-  // The maximum ignores the sign of zero (three instructions a vector instead of six).
+  EXPECT_EQ(Count(ir, "!llvm.loop"), 5) << ir;
+  // The maximum ignores the sign of zero, and in the row's first loop NaNs too (one instruction
+  // a vector instead of three).
+  EXPECT_EQ(Count(ir, "call nnan nsz float @llvm.maxnum.f32"), 1) << ir;
   EXPECT_EQ(Count(ir, "call reassoc nsz float @llvm.maximum.f32"), 1) << ir;
   // One reciprocal per row, and the multiplying loop guarded by its being normal.
   EXPECT_EQ(Count(ir, "%row.reciprocal = fdiv float 1.000000e+00"), 1) << ir;
@@ -234,6 +236,60 @@ ENTRY e {
   const std::string ir = IrOfRoot(module);
   EXPECT_EQ(Count(ir, "row.reciprocal"), 0);
   testing::ExpectMatchesEvaluator(module, {}, {1e-2, 1e-2});
+}
+
+// x - max(x) per row, with the maximum's initial value `init` (HLO text).
+std::string ShiftByRowMax(int rows, int n, const std::string& init) {
+  const std::string s = "f32[" + std::to_string(rows) + "," + std::to_string(n) + "]";
+  const std::string r = "f32[" + std::to_string(rows) + "]";
+  return std::string("HloModule m\n") + kReducers + "fused {\n  x = " + s +
+         " parameter(0)\n  lo = f32[] constant(" + init + ")\n  m = " + r +
+         " reduce(x, lo), dimensions={1}, to_apply=max\n  mb = " + s +
+         " broadcast(m), dimensions={0}\n  ROOT d = " + s + " subtract(x, mb)\n}\nENTRY e {\n  x = " +
+         s + " parameter(0)\n  ROOT f = " + s + " fusion(x), kind=kInput, calls=fused\n}\n";
+}
+
+TEST(CpuRowLoopsTest, ARowMaximumWithoutNaNSemanticsTakesANaNRowAgain) {
+  // The maximum's loop is one max instruction a vector (maxnum without NaNs) beside an or of
+  // the elements' unordered compares; a row with a NaN is taken again with maximum's NaN
+  // semantics (+inf and -inf in a row are no NaN).
+  const std::string ir = IrOfRoot(ShiftByRowMax(9, 1001, "-inf"));
+  EXPECT_EQ(Count(ir, "call nnan nsz float @llvm.maxnum.f32"), 1) << ir;
+  EXPECT_EQ(Count(ir, "call reassoc nsz float @llvm.maximum.f32"), 1) << ir;
+  EXPECT_GE(Count(ir, "row.nan.then:"), 1) << ir;
+  const float inf = std::numeric_limits<float>::infinity();
+  const float nan = std::numeric_limits<float>::quiet_NaN();
+  for (int n : {1, 37, 1001}) {
+    SCOPED_TRACE("row length " + std::to_string(n));
+    const int rows = 9;
+    Literal x = Rows(rows, n, n);
+    auto row = [&](int r) { return x.data<float>().subspan(r * n, n); };
+    row(0)[0] = nan;                                                   // NaN first,
+    row(1)[n - 1] = nan;                                               // last,
+    row(2)[n / 2] = nan;                                               // in the middle
+    row(3)[0] = -inf;                                                  // +inf and -inf:
+    row(3)[n - 1] = inf;                                               // max inf
+    for (float& v : row(4)) v = -inf;                                  // max -inf
+    for (float& v : row(5)) v = 3.0e38f;                               // the top of f32
+    for (int i = 0; i < n; ++i) row(6)[i] = i % 2 ? -3.0e38f : 3.0e38f;
+    std::vector<Literal> args;
+    args.push_back(x);
+    Literal got = testing::ExpectMatchesEvaluator(ShiftByRowMax(rows, n, "-inf"), std::move(args));
+    if (got.element_count() != rows * n) continue;
+    for (int r : {0, 1, 2}) {
+      for (int i = 0; i < n; ++i) EXPECT_TRUE(std::isnan(got.data<float>()[r * n + i])) << r << " " << i;
+    }
+    if (n > 1) {
+      EXPECT_EQ(got.data<float>()[3 * n], -inf);
+    }
+    // A NaN initial value makes every row's maximum NaN.
+    std::vector<Literal> again;
+    again.push_back(std::move(x));
+    Literal all_nan = testing::ExpectMatchesEvaluator(ShiftByRowMax(rows, n, "nan"), std::move(again));
+    if (all_nan.element_count() == rows * n) {
+      EXPECT_TRUE(std::isnan(all_nan.data<float>()[5 * n]));
+    }
+  }
 }
 
 TEST(CpuRowLoopsTest, TwoStatisticsOfOneLevelShareOneLoop) {

@@ -5,6 +5,9 @@
 //   loop). The loop is interleaved, so a reduction keeps several vector accumulators and runs at
 //   the vector units' throughput instead of waiting on one chain of dependent adds or maxima
 //   (a NaN-propagating maximum is six dependent instructions per vector).
+// - A float maximum is taken as one max instruction a vector, without NaN semantics, beside an
+//   or of the elements' unordered compares; a row with a NaN is taken again with the maximum's
+//   own semantics.
 // - A division by a per-row value (softmax's sum) becomes one reciprocal per row and a multiply
 //   per element, where that reciprocal is a normal number; rows whose divisor is not (a
 //   subnormal, infinite or NaN sum) take the loop that divides.
