@@ -6,7 +6,12 @@
 // elements of each of its rows) is loaded whole, transposed in registers, and stored to a stack
 // buffer laid out as the output is; the elementwise body then reads that buffer, the other
 // operands and the outputs with unit stride, one loop over the tile's rows x columns.
+// What is transposed may be computed: the algebraic simplifier turns `c * transpose(g)` into
+// `transpose(c * g)`, so JAX's `w - 0.1 * g.T` reaches the backend as a transpose of a product.
+// Elementwise work commutes with a transpose, so the parameters under it are what is transposed
+// into tiles, and the work is done on the tiles.
 #include <algorithm>
+#include <set>
 #include <vector>
 
 #include "compiler/codegen/kernel_builder.h"
@@ -32,6 +37,27 @@ bool RowMajor2d(const Shape& s) {
   return s.IsArray() && s.rank() == 2 && MajorToMinor(s) == std::vector<int64_t>{0, 1};
 }
 
+// Scalars, and broadcasts of them: read at any index, the same value.
+bool IndexFree(const HloInstruction* i) {
+  return (i->opcode() == HloOpcode::kConstant && i->shape().rank() == 0) ||
+         (i->opcode() == HloOpcode::kBroadcast && i->operand(0)->shape().rank() == 0);
+}
+
+// What the transposes read: every instruction their operands are computed from, the scalars
+// and their broadcasts left out (they are read at any index alike).
+std::set<const HloInstruction*> UnderTransposes(const std::vector<const HloInstruction*>& transposes) {
+  std::set<const HloInstruction*> under;
+  std::vector<const HloInstruction*> stack;
+  for (const HloInstruction* t : transposes) stack.push_back(t->operand(0));
+  while (!stack.empty()) {
+    const HloInstruction* i = stack.back();
+    stack.pop_back();
+    if (IndexFree(i) || !under.insert(i).second) continue;
+    for (const HloInstruction* operand : i->operands()) stack.push_back(operand);
+  }
+  return under;
+}
+
 }  // namespace
 
 std::vector<const HloInstruction*> KernelBuilder::TransposedReads(const Shape& shape,
@@ -48,35 +74,35 @@ std::vector<const HloInstruction*> KernelBuilder::TransposedReads(const Shape& s
       return {};
     }
   }
-  // Transposes of a 2-D parameter [columns, rows], read by nothing else.
+  // Transposes of 2-D values [columns, rows] computed elementwise from parameters; what they
+  // read is read by nothing else, so that each parameter under them is read transposed only.
   std::vector<const HloInstruction*> transposes;
-  auto transposed_parameter = [&](const HloInstruction* p) {
-    if (p->opcode() != HloOpcode::kParameter || !RowMajor2d(p->shape()) ||
-        p->shape().dimensions(0) != columns || p->shape().dimensions(1) != rows ||
-        p->users().empty()) {
-      return false;
+  for (const HloInstruction* i : hlo_.fused_computation()->instructions()) {
+    if (i->opcode() != HloOpcode::kTranspose) continue;
+    if (i->dimensions() != std::vector<int64_t>{1, 0}) return {};
+    transposes.push_back(i);
+  }
+  if (transposes.empty()) return {};
+  const std::set<const HloInstruction*> under = UnderTransposes(transposes);
+  for (const HloInstruction* i : under) {
+    const bool elementwise = i->opcode() == HloOpcode::kParameter ||
+                             (i->IsElementwise() && i->opcode() != HloOpcode::kConstant);
+    if (!elementwise || i->shape().rank() != 2 || i->shape().dimensions(0) != columns ||
+        i->shape().dimensions(1) != rows) {
+      return {};
     }
-    for (const HloInstruction* user : p->users()) {
-      if (user->opcode() != HloOpcode::kTranspose ||
-          user->dimensions() != std::vector<int64_t>{1, 0}) {
-        return false;
-      }
+    // (No users: the fusion's root, read at the output's index, not transposed.)
+    if (i->users().empty()) return {};
+    for (const HloInstruction* user : i->users()) {
+      if (!under.contains(user) && user->opcode() != HloOpcode::kTranspose) return {};
     }
-    return true;
-  };
+  }
   for (const HloInstruction* i : hlo_.fused_computation()->instructions()) {
     const HloOpcode op = i->opcode();
-    if (op == HloOpcode::kTranspose) {
-      if (!transposed_parameter(i->operand(0))) return {};
-      transposes.push_back(i);
-      continue;
-    }
+    if (op == HloOpcode::kTranspose || under.contains(i) || IndexFree(i)) continue;
     // Everything else is read at the output's own index, within the tile: no constant arrays
     // (read at a tile's index they would need its rows' offset), no other data movement.
-    const bool in_place = i->IsElementwise() || op == HloOpcode::kParameter ||
-                          op == HloOpcode::kTuple ||
-                          (op == HloOpcode::kConstant && i->shape().rank() == 0) ||
-                          (op == HloOpcode::kBroadcast && i->operand(0)->shape().rank() == 0);
+    const bool in_place = i->IsElementwise() || op == HloOpcode::kParameter || op == HloOpcode::kTuple;
     if (!in_place) return {};
     // (Parameters are checked by their bindings below.)
     if (op != HloOpcode::kParameter && op != HloOpcode::kTuple && i->shape().rank() != 0 &&
@@ -96,7 +122,7 @@ std::vector<const HloInstruction*> KernelBuilder::TransposedReads(const Shape& s
   for (const Binding& binding : bindings_) {
     const Shape& s = binding.shape;
     if (!s.IsArray()) return {};
-    if (binding.hlo->opcode() == HloOpcode::kParameter && transposed_parameter(binding.hlo)) {
+    if (under.contains(binding.hlo)) {
       // Whole vectors of 2, 4 or 8 bytes an element (not pred's bits).
       auto type = StorageType(s.element_type(), module_.getContext());
       if (!type.ok()) return {};
@@ -119,9 +145,12 @@ Status KernelBuilder::EmitCpuTransposedLoop(const Shape& shape, int64_t work_per
   // Tiles of up to 64 rows (the buffer within kMaxTileBytes), transposed kLanes rows at a time:
   // read back right after their stores, tiles of kLanes rows stalled on store forwarding and lost
   // to the gathers on a short loop (f32[256,10]).
+  const std::set<const HloInstruction*> under = UnderTransposes(transposes);
   int64_t widest = 1;
-  for (const HloInstruction* t : transposes) {
-    widest = std::max<int64_t>(widest, BitWidth(t->shape().element_type()) / 8);
+  for (const Binding& binding : bindings_) {
+    if (under.contains(binding.hlo)) {
+      widest = std::max<int64_t>(widest, BitWidth(binding.shape.element_type()) / 8);
+    }
   }
   // All the columns where kLanes rows of them fit the buffer, else blocks of kBlockColumns (a
   // wide update, f32[4096,2048] - c * transpose(g): every transposed read a gather, 50-67 ms).
@@ -144,10 +173,7 @@ Status KernelBuilder::EmitCpuTransposedLoop(const Shape& shape, int64_t work_per
   };
   std::vector<Transposed> transposed;
   for (const Binding& binding : bindings_) {
-    if (binding.hlo->opcode() != HloOpcode::kParameter) continue;
-    bool read_transposed = false;
-    for (const HloInstruction* t : transposes) read_transposed |= t->operand(0) == binding.hlo;
-    if (!read_transposed) continue;
+    if (!under.contains(binding.hlo)) continue;
     ASSIGN_OR_RETURN(llvm::Type * type, StorageType(binding.shape.element_type(), module_.getContext()));
     llvm::AllocaInst* buffer = b_.CreateAlloca(type, b_.getInt64(tile_rows * tile_columns), "tile");
     buffer->setAlignment(llvm::Align(64));
@@ -211,19 +237,19 @@ Status KernelBuilder::EmitCpuTransposedLoop(const Shape& shape, int64_t work_per
         e.BindArray(binding.hlo, binding.shape_index, array);
         continue;
       }
-      bool is_transposed = false;
-      for (const Transposed& t : transposed) is_transposed |= t.parameter == binding.hlo;
-      if (is_transposed) continue;
+      if (under.contains(binding.hlo)) continue;
       ASSIGN_OR_RETURN(IrArray moved, at_tile(array));
       e.BindArray(binding.hlo, binding.shape_index, moved);
     }
-    for (const HloInstruction* t : transposes) {
-      for (const Transposed& p : transposed) {
-        if (p.parameter != t->operand(0)) continue;
-        IrArray tile(p.buffer, Shape(t->shape().element_type(), {n, w}));
-        tile.set_access_group(access_group_);
-        e.BindArray(t, {}, tile);
-      }
+    // A transposed parameter is its tile, seen in the parameter's own order: [w, n] with
+    // dimension 0 minor, so that what the transpose reads at (j, i) for output element (i, j) is
+    // the tile's element i * w + j, and the work under the transpose is done on the tile.
+    for (const Transposed& p : transposed) {
+      Shape view(p.parameter->shape().element_type(), {w, n});
+      view.set_layout(Layout{{0, 1}});
+      IrArray tile(p.buffer, std::move(view));
+      tile.set_access_group(access_group_);
+      e.BindArray(p.parameter, {}, tile);
     }
     std::vector<IrArray> outputs;
     for (const auto& [out, leaf] : group) {
