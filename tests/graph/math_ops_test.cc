@@ -103,5 +103,84 @@ TEST(MathOpsKernelTest, ThreadedMatMulEqualsSingleThreaded) {
   }
 }
 
+// Elementwise ops under every broadcasting pattern the row loops see (both operands of the
+// output's shape, one a single element, one repeated along the leading dims, and the general
+// case row by row with either operand broadcast along the innermost dim), on a non-commutative
+// op so that swapped operands would show.
+TEST(MathOpsKernelTest, BroadcastSubtractsElementByElement) {
+  OpRegistry registry;
+  RegisterMathOps(registry);
+  testing::LocalKernelRunner runner(&registry);
+  auto make = [](std::vector<int64_t> dims, int seed) {
+    Tensor t(DT_INT32, dims);
+    for (int64_t i = 0; i < t.num_elements(); ++i) t.flat<int32_t>()[i] = seed * 1000 + int32_t(i);
+    return t;
+  };
+  // The operand's element at output element `out` (dims aligned at the right, size-1 dims
+  // broadcast).
+  auto at = [](const Tensor& t, const std::vector<int64_t>& out_dims, int64_t out) {
+    int64_t index = 0, stride = 1;
+    for (int64_t d = int64_t(out_dims.size()) - 1, td = t.rank() - 1; d >= 0; --d, --td) {
+      const int64_t coord = out % out_dims[d];
+      out /= out_dims[d];
+      if (td < 0) continue;
+      if (t.dim(td) != 1) index += coord * stride;
+      stride *= t.dim(td);
+    }
+    return t.flat<int32_t>()[index];
+  };
+  const std::vector<std::pair<std::vector<int64_t>, std::vector<int64_t>>> shapes = {
+      {{2, 3}, {2, 3}},       {{2, 3}, {}},     {{}, {2, 3}},       {{4, 2, 3}, {2, 3}},
+      {{2, 3}, {4, 2, 3}},    {{2, 1, 3}, {1, 4, 1}}, {{2, 4, 1}, {2, 1, 3}}, {{3, 1}, {2, 1, 1}},
+      {{2, 3, 4}, {3, 1}},    {{1}, {2, 3}}};
+  for (const auto& [xd, yd] : shapes) {
+    const Tensor x = make(xd, 1), y = make(yd, 2);
+    auto out = runner.Run("Sub", {{"T", AttrValue::Type(DT_INT32)}}, {x, y});
+    ASSERT_TRUE(out.ok()) << out.status().message();
+    const Tensor& z = (*out)[0];
+    for (int64_t i = 0; i < z.num_elements(); ++i) {
+      ASSERT_EQ(z.flat<int32_t>()[i], at(x, z.dims(), i) - at(y, z.dims(), i))
+          << DimsToString(xd) << " - " << DimsToString(yd) << " at " << i;
+    }
+  }
+}
+
+// Integer products wrap as the element type does (computed in uint64_t and truncated), with
+// either operand transposed; the values overflow int32 in both the products and the sums, and
+// the expected values are computed in 32-bit unsigned arithmetic.
+TEST(MathOpsKernelTest, Int32MatMulWrapsAsInt32) {
+  OpRegistry registry;
+  RegisterMathOps(registry);
+  testing::LocalKernelRunner runner(&registry);
+  const int64_t m = 3, k = 5, n = 4;
+  for (bool ta : {false, true}) {
+    for (bool tb : {false, true}) {
+      Tensor a(DT_INT32, ta ? std::vector<int64_t>{k, m} : std::vector<int64_t>{m, k});
+      Tensor b(DT_INT32, tb ? std::vector<int64_t>{n, k} : std::vector<int64_t>{k, n});
+      for (int64_t i = 0; i < a.num_elements(); ++i)
+        a.flat<int32_t>()[i] = int32_t(2000000000 - 276543217 * i);
+      for (int64_t i = 0; i < b.num_elements(); ++i)
+        b.flat<int32_t>()[i] = int32_t(-1900000000 + 191234567 * i);
+      auto out = runner.Run("MatMul",
+                            {{"T", AttrValue::Type(DT_INT32)},
+                             {"transpose_a", AttrValue::Bool(ta)},
+                             {"transpose_b", AttrValue::Bool(tb)}},
+                            {a, b});
+      ASSERT_TRUE(out.ok()) << out.status().message();
+      for (int64_t r = 0; r < m; ++r) {
+        for (int64_t c = 0; c < n; ++c) {
+          uint32_t want = 0;
+          for (int64_t q = 0; q < k; ++q) {
+            want += uint32_t(a.flat<int32_t>()[ta ? q * m + r : r * k + q]) *
+                    uint32_t(b.flat<int32_t>()[tb ? c * k + q : q * n + c]);
+          }
+          EXPECT_EQ((*out)[0].flat<int32_t>()[r * n + c], static_cast<int32_t>(want))
+              << ta << tb << " at " << r << "," << c;
+        }
+      }
+    }
+  }
+}
+
 }  // namespace
 }  // namespace xlens::graph

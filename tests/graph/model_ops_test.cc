@@ -129,6 +129,28 @@ TEST(EinsumKernelTest, EllipsisBroadcastsSizeOneBatches) {
   EXPECT_EQ(FloatsOf(*r), (std::vector<float>{1, 20, 3, 40}));
 }
 
+// Integer einsums wrap as the element type does (the product and the summed-out label computed in
+// uint64_t and truncated): int8 values whose products and sums overflow int8.
+TEST(EinsumKernelTest, Int8ProductsWrapAsInt8) {
+  Tensor a(DT_INT8, {2, 3, 2}), b(DT_INT8, {3, 2});
+  for (int64_t i = 0; i < a.num_elements(); ++i) a.flat<int8_t>()[i] = int8_t(120 - 41 * i);
+  for (int64_t i = 0; i < b.num_elements(); ++i) b.flat<int8_t>()[i] = int8_t(-100 + 53 * i);
+  // Label i is summed within a alone, j contracted with b, k free in both.
+  auto r = RunOp([&](const Scope& s) {
+    return Einsum(s, {ops::Const(s, a), ops::Const(s, b)}, "ijk,jk->k");
+  });
+  ASSERT_TRUE(r.ok()) << r.status().message();
+  ASSERT_EQ(r->dims(), (std::vector<int64_t>{2}));
+  for (int64_t k = 0; k < 2; ++k) {
+    int64_t want = 0;
+    for (int64_t i = 0; i < 2; ++i)
+      for (int64_t j = 0; j < 3; ++j)
+        want += int64_t(a.flat<int8_t>()[(i * 3 + j) * 2 + k]) *
+                int64_t(b.flat<int8_t>()[j * 2 + k]);
+    EXPECT_EQ(r->flat<int8_t>()[k], static_cast<int8_t>(want)) << k;
+  }
+}
+
 TEST(EinsumKernelTest, BuffersPastTheTensorLimitAreRefusedFirst) {
   // An outer product of two 2^20-element vectors would be 2^40 elements.
   const Tensor big(DT_FLOAT, {int64_t{1} << 20});

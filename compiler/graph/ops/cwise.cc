@@ -1,6 +1,7 @@
 #include "compiler/graph/ops/cwise.h"
 
 #include <algorithm>
+#include <memory>
 
 namespace xlens::graph::cwise {
 
@@ -44,6 +45,88 @@ StatusOr<Broadcast> MakeBroadcast(const std::vector<std::vector<int64_t>>& opera
   return bc;
 }
 
+void BinaryLoopRows(const Broadcast& bc, const void* a, int64_t a_size, const void* b,
+                    int64_t b_size, void* out, int64_t out_size, const BinaryRowFns& fns) {
+  const int64_t n = bc.num_elements;
+  if (n == 0) return;
+  const char* x = static_cast<const char*>(a);
+  const char* y = static_cast<const char*>(b);
+  char* o = static_cast<char*>(out);
+  if (bc.same[0] && !bc.scalar[1]) {
+    // x op y with y repeated along the leading dims: rows of straight loops.
+    if (const int64_t block = RepeatedBlock(bc, 1); block > 0 && n % block == 0) {
+      for (int64_t r = 0; r < n; r += block) fns.both(x + r * a_size, y, o + r * out_size, block);
+      return;
+    }
+  }
+  if (bc.same[1] && !bc.scalar[0]) {
+    if (const int64_t block = RepeatedBlock(bc, 0); block > 0 && n % block == 0) {
+      for (int64_t r = 0; r < n; r += block) fns.both(x, y + r * b_size, o + r * out_size, block);
+      return;
+    }
+  }
+  if (bc.same[0] && bc.same[1]) {
+    fns.both(x, y, o, n);
+    return;
+  }
+  if (bc.same[0] && bc.scalar[1]) {
+    fns.b_scalar(x, y, o, n);
+    return;
+  }
+  if (bc.scalar[0] && bc.same[1]) {
+    fns.a_scalar(x, y, o, n);
+    return;
+  }
+  const int64_t rank = static_cast<int64_t>(bc.out_dims.size());
+  if (rank == 0) {
+    fns.both(x, y, o, 1);
+    return;
+  }
+  // Row by row over the innermost dim, along which each operand's stride is 1 or 0 (broadcast).
+  const int64_t inner = bc.out_dims[rank - 1];
+  const bool x_row = bc.strides[0][rank - 1] != 0, y_row = bc.strides[1][rank - 1] != 0;
+  const BinaryRowFns::Fn row = x_row == y_row ? fns.both : x_row ? fns.b_scalar : fns.a_scalar;
+  std::vector<int64_t> index(rank, 0);
+  for (int64_t start = 0; start < n; start += inner) {
+    int64_t xo = 0, yo = 0;
+    for (int64_t d = 0; d + 1 < rank; ++d) {
+      xo += index[d] * bc.strides[0][d];
+      yo += index[d] * bc.strides[1][d];
+    }
+    row(x + xo * a_size, y + yo * b_size, o + start * out_size, inner);
+    for (int64_t d = rank - 2; d >= 0; --d) {
+      if (++index[d] < bc.out_dims[d]) break;
+      index[d] = 0;
+    }
+  }
+}
+
+Status BinaryOpRows(OpKernelContext& ctx, int64_t in_size, int64_t out_size, bool may_forward,
+                    const BinaryRowFns& fns) {
+  const Tensor& x = ctx.input(0);
+  const Tensor& y = ctx.input(1);
+  auto bc = MakeBroadcast({x.dims(), y.dims()});
+  if (!bc.ok()) return ctx.Error(bc.status().message());
+  // In place over an operand of the output's shape that nothing else holds.
+  int forward = -1;
+  if (may_forward) {
+    if (x.RefCountIsOne() && x.dims() == bc->out_dims) forward = 0;
+    else if (y.RefCountIsOne() && y.dims() == bc->out_dims) forward = 1;
+  }
+  ASSIGN_OR_RETURN(Tensor * out, forward >= 0
+                                     ? ctx.forward_input_or_allocate_output(forward, 0, bc->out_dims)
+                                     : ctx.allocate_output(0, bc->out_dims));
+  BinaryLoopRows(*bc, x.raw_data(), in_size, y.raw_data(), in_size, out->raw_data(), out_size,
+                 fns);
+  return OkStatus();
+}
+
+StatusOr<Tensor*> UnaryOutput(OpKernelContext& ctx, bool may_forward) {
+  const Tensor& x = ctx.input(0);
+  return may_forward ? ctx.forward_input_or_allocate_output(0, 0, x.dims())
+                     : ctx.allocate_output(0, x.dims());
+}
+
 StatusOr<Reduction> MakeReduction(const std::vector<int64_t>& dims,
                                   const std::vector<int64_t>& axes) {
   Reduction r;
@@ -68,6 +151,77 @@ StatusOr<Reduction> MakeReduction(const std::vector<int64_t>& dims,
     }
   }
   return r;
+}
+
+namespace {
+
+// Copies the n elements of `in` at `offsets` (from `base`) to `buffer`, as elements of U (the
+// element size's unsigned type, or a 16-byte block for complex128).
+template <typename U>
+void Gather(const void* in, int64_t base, const std::vector<int64_t>& offsets, void* buffer) {
+  const U* from = static_cast<const U*>(in) + base;
+  U* to = static_cast<U*>(buffer);
+  for (size_t i = 0; i < offsets.size(); ++i) to[i] = from[offsets[i]];
+}
+
+struct Bytes16 {
+  uint64_t lo, hi;
+};
+
+}  // namespace
+
+void ForEachReductionErased(const Reduction& r, const void* in, int64_t elem_size, ReductionFn fn,
+                            void* state) {
+  const int64_t rank = static_cast<int64_t>(r.in_dims.size());
+  const int64_t n = r.reduced_size;
+  const char* bytes = static_cast<const char*>(in);
+  // Reduced axes all trailing: the values of an output are contiguous already.
+  int64_t first_reduced = rank;
+  while (first_reduced > 0 && r.reduced[first_reduced - 1]) --first_reduced;
+  bool trailing = true;
+  for (int64_t d = 0; d < first_reduced; ++d) trailing &= !r.reduced[d];
+  if (trailing) {
+    for (int64_t o = 0; o < r.num_outputs; ++o) fn(bytes + o * n * elem_size, n, o, state);
+    return;
+  }
+  std::vector<int64_t> stride(rank, 1);
+  for (int64_t d = rank - 2; d >= 0; --d) stride[d] = stride[d + 1] * r.in_dims[d + 1];
+  std::vector<int64_t> kept_axes, red_axes;
+  for (int64_t d = 0; d < rank; ++d) (r.reduced[d] ? red_axes : kept_axes).push_back(d);
+  // Offsets of the reduced elements relative to an output's first element.
+  std::vector<int64_t> red_offsets;
+  red_offsets.reserve(n);
+  {
+    std::vector<int64_t> idx(red_axes.size(), 0);
+    for (int64_t i = 0; i < n; ++i) {
+      int64_t off = 0;
+      for (size_t k = 0; k < red_axes.size(); ++k) off += idx[k] * stride[red_axes[k]];
+      red_offsets.push_back(off);
+      for (int64_t k = static_cast<int64_t>(red_axes.size()) - 1; k >= 0; --k) {
+        if (++idx[k] < r.in_dims[red_axes[k]]) break;
+        idx[k] = 0;
+      }
+    }
+  }
+  void (*gather)(const void*, int64_t, const std::vector<int64_t>&, void*) =
+      elem_size == 1   ? &Gather<uint8_t>
+      : elem_size == 2 ? &Gather<uint16_t>
+      : elem_size == 4 ? &Gather<uint32_t>
+      : elem_size == 8 ? &Gather<uint64_t>
+                       : &Gather<Bytes16>;
+  // operator new's alignment suits every element type (16 bytes for complex128).
+  std::unique_ptr<char[]> buffer(new char[(n > 0 ? n : 1) * elem_size]);
+  std::vector<int64_t> idx(kept_axes.size(), 0);
+  for (int64_t o = 0; o < r.num_outputs; ++o) {
+    int64_t base = 0;
+    for (size_t k = 0; k < kept_axes.size(); ++k) base += idx[k] * stride[kept_axes[k]];
+    gather(in, base, red_offsets, buffer.get());
+    fn(buffer.get(), n, o, state);
+    for (int64_t k = static_cast<int64_t>(kept_axes.size()) - 1; k >= 0; --k) {
+      if (++idx[k] < r.in_dims[kept_axes[k]]) break;
+      idx[k] = 0;
+    }
+  }
 }
 
 }  // namespace xlens::graph::cwise

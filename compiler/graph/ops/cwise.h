@@ -85,6 +85,13 @@ inline constexpr bool kIsComplex = std::is_same_v<T, std::complex<float>> ||
 template <typename T>
 using ComputeType = std::conditional_t<kIsHalf<T>, float, T>;
 
+// The type a kernel's matrix products over elements of T are computed in (Eigen's GEMM): float for
+// the 16-bit floats, uint64_t for every integer type. Products and sums modulo 2^64 truncate to
+// exactly the wrapped results of the narrower type, so one instantiation of the GEMM serves all
+// eight (each one cost seconds of compile time; integer products are rare).
+template <typename T>
+using ProductType = std::conditional_t<std::is_integral_v<T>, uint64_t, ComputeType<T>>;
+
 // Typed element pointers of a numeric tensor.
 template <typename T>
 const T* Data(const Tensor& t) {
@@ -167,79 +174,74 @@ inline int64_t RepeatedBlock(const Broadcast& bc, size_t k) {
   return block;
 }
 
-// out[i] = f(a[.], b[.]) under broadcasting; straight loops when both operands have the
-// output's shape, one is a single element, or one repeats along the leading dims.
+// The loops of one binary elementwise op for one element type, over a row of n elements: both
+// operands contiguous, or one of them a single element. Everything else of the op (broadcasting,
+// the output's buffer) is type-independent and compiled once (BinaryOpRows): a kernel
+// instantiates only these three loops per element type, not the whole kernel (the ~240 binary
+// kernels of the math ops took ~20 s of their ~95 s compile that way).
+struct BinaryRowFns {
+  using Fn = void (*)(const void* a, const void* b, void* out, int64_t n);
+  Fn both;      // out[i] = f(a[i], b[i])
+  Fn a_scalar;  // out[i] = f(a[0], b[i])
+  Fn b_scalar;  // out[i] = f(a[i], b[0])
+};
+
 template <typename A, typename B, typename Out, typename F>
-void BinaryLoop(const Broadcast& bc, const A* a, const B* b, Out* out, F f) {
-  const int64_t n = bc.num_elements;
-  if (bc.same[0] && !bc.scalar[1] && n > 0) {
-    // x op y with y repeated along the leading dims: rows of straight loops.
-    if (const int64_t block = RepeatedBlock(bc, 1); block > 0 && n % block == 0) {
-      for (int64_t r = 0; r < n; r += block) {
-        const A* ar = a + r;
-        Out* orow = out + r;
-        for (int64_t i = 0; i < block; ++i) orow[i] = f(ar[i], b[i]);
-      }
-      return;
-    }
+struct BinaryRows {
+  // F is a stateless functor (a class of functors or a lambda without captures).
+  static_assert(std::is_empty_v<F> && std::is_default_constructible_v<F>);
+  static void Both(const void* a, const void* b, void* out, int64_t n) {
+    const A* x = static_cast<const A*>(a);
+    const B* y = static_cast<const B*>(b);
+    Out* o = static_cast<Out*>(out);
+    for (int64_t i = 0; i < n; ++i) o[i] = F{}(x[i], y[i]);
   }
-  if (bc.same[1] && !bc.scalar[0] && n > 0) {
-    if (const int64_t block = RepeatedBlock(bc, 0); block > 0 && n % block == 0) {
-      for (int64_t r = 0; r < n; r += block) {
-        const B* br = b + r;
-        Out* orow = out + r;
-        for (int64_t i = 0; i < block; ++i) orow[i] = f(a[i], br[i]);
-      }
-      return;
-    }
+  static void AScalar(const void* a, const void* b, void* out, int64_t n) {
+    const A x = *static_cast<const A*>(a);
+    const B* y = static_cast<const B*>(b);
+    Out* o = static_cast<Out*>(out);
+    for (int64_t i = 0; i < n; ++i) o[i] = F{}(x, y[i]);
   }
-  if (bc.same[0] && bc.same[1]) {
-    for (int64_t i = 0; i < n; ++i) out[i] = f(a[i], b[i]);
-  } else if (bc.same[0] && bc.scalar[1]) {
-    const B y = b[0];
-    for (int64_t i = 0; i < n; ++i) out[i] = f(a[i], y);
-  } else if (bc.scalar[0] && bc.same[1]) {
-    const A x = a[0];
-    for (int64_t i = 0; i < n; ++i) out[i] = f(x, b[i]);
-  } else {
-    ForEachBroadcast<2>(bc, [&](int64_t i, const std::array<int64_t, 2>& o) {
-      out[i] = f(a[o[0]], b[o[1]]);
-    });
+  static void BScalar(const void* a, const void* b, void* out, int64_t n) {
+    const A* x = static_cast<const A*>(a);
+    const B y = *static_cast<const B*>(b);
+    Out* o = static_cast<Out*>(out);
+    for (int64_t i = 0; i < n; ++i) o[i] = F{}(x[i], y);
   }
+  static constexpr BinaryRowFns kFns = {&Both, &AScalar, &BScalar};
+};
+
+// out = f(a, b) under broadcasting, as rows of the row loops: both operands of the output's
+// shape, one a single element, one repeated along the leading dims (a bias or a per-channel
+// scale over NHWC activations: rows of straight loops), or else row by row over the innermost
+// dim. Element sizes in bytes.
+void BinaryLoopRows(const Broadcast& bc, const void* a, int64_t a_size, const void* b,
+                    int64_t b_size, void* out, int64_t out_size, const BinaryRowFns& fns);
+
+// A binary elementwise kernel: output 0 = f(input 0, input 1) broadcast, with element sizes and
+// the row loops of the element type; written over an operand of the output's shape that nothing
+// else holds when `may_forward` (input and output types the same). Returns a Broadcast error
+// (naming the node) for incompatible shapes.
+Status BinaryOpRows(OpKernelContext& ctx, int64_t in_size, int64_t out_size, bool may_forward,
+                    const BinaryRowFns& fns);
+
+// A binary elementwise kernel: output 0 (of the node's output type) = f(x, y) broadcast; F is a
+// stateless functor of (In, In) returning Out.
+template <typename In, typename Out, typename F>
+Status BinaryOp(OpKernelContext& ctx, F) {
+  return BinaryOpRows(ctx, sizeof(In), sizeof(Out), std::is_same_v<In, Out>,
+                      BinaryRows<In, In, Out, F>::kFns);
 }
 
-// A binary elementwise kernel: output 0 (of the node's output type) = f(x, y) broadcast. F is
-// called as f(TypeTag<T>) to get the functor for element type T, whose result type is Out.
-// Returns a Broadcast error (naming the node) for incompatible shapes.
-template <typename In, typename Out, typename F>
-Status BinaryOp(OpKernelContext& ctx, F f) {
-  const Tensor& x = ctx.input(0);
-  const Tensor& y = ctx.input(1);
-  auto bc = MakeBroadcast({x.dims(), y.dims()});
-  if (!bc.ok()) return ctx.Error(bc.status().message());
-  // In place over an operand of the output's shape that nothing else holds.
-  int forward = -1;
-  if constexpr (std::is_same_v<In, Out>) {
-    if (x.RefCountIsOne() && x.dims() == bc->out_dims) forward = 0;
-    else if (y.RefCountIsOne() && y.dims() == bc->out_dims) forward = 1;
-  }
-  ASSIGN_OR_RETURN(Tensor * out, forward >= 0
-                                     ? ctx.forward_input_or_allocate_output(forward, 0, bc->out_dims)
-                                     : ctx.allocate_output(0, bc->out_dims));
-  BinaryLoop(*bc, Data<In>(x), Data<In>(y), MutableData<Out>(*out), f);
-  return OkStatus();
-}
+// Output 0 of a unary elementwise kernel, of input 0's shape: input 0's own buffer when
+// `may_forward` (the same element type) and nothing else holds it.
+StatusOr<Tensor*> UnaryOutput(OpKernelContext& ctx, bool may_forward);
 
 // out[i] = f(in[i]).
 template <typename In, typename Out, typename F>
 Status UnaryOp(OpKernelContext& ctx, F f) {
   const Tensor& x = ctx.input(0);
-  Tensor* out;
-  if constexpr (std::is_same_v<In, Out>) {
-    ASSIGN_OR_RETURN(out, ctx.forward_input_or_allocate_output(0, 0, x.dims()));
-  } else {
-    ASSIGN_OR_RETURN(out, ctx.allocate_output(0, x.dims()));
-  }
+  ASSIGN_OR_RETURN(Tensor * out, UnaryOutput(ctx, std::is_same_v<In, Out>));
   const In* in = Data<In>(x);
   Out* o = MutableData<Out>(*out);
   for (int64_t i = 0, n = x.num_elements(); i < n; ++i) o[i] = f(in[i]);
@@ -261,52 +263,24 @@ struct Reduction {
 StatusOr<Reduction> MakeReduction(const std::vector<int64_t>& dims,
                                   const std::vector<int64_t>& axes);
 
+// Calls fn(values, n, out_index, state) for every output element, `values` holding the n input
+// elements (of elem_size bytes) reduced into it, contiguous and in input order: type-independent,
+// compiled once for every reduction kernel and element type.
+using ReductionFn = void (*)(const void* values, int64_t n, int64_t out_index, void* state);
+void ForEachReductionErased(const Reduction& r, const void* in, int64_t elem_size, ReductionFn fn,
+                            void* state);
+
 // Calls fn(out_index, values, n) for every output element, `values` holding the n input
 // elements reduced into it, contiguous and in input order.
 template <typename T, typename Fn>
 void ForEachReduction(const Reduction& r, const T* in, Fn&& fn) {
-  const int64_t rank = static_cast<int64_t>(r.in_dims.size());
-  const int64_t n = r.reduced_size;
-  // Reduced axes all trailing: the values of an output are contiguous already.
-  int64_t first_reduced = rank;
-  while (first_reduced > 0 && r.reduced[first_reduced - 1]) --first_reduced;
-  bool trailing = true;
-  for (int64_t d = 0; d < first_reduced; ++d) trailing &= !r.reduced[d];
-  if (trailing) {
-    for (int64_t o = 0; o < r.num_outputs; ++o) fn(o, in + o * n, n);
-    return;
-  }
-  std::vector<int64_t> stride(rank, 1);
-  for (int64_t d = rank - 2; d >= 0; --d) stride[d] = stride[d + 1] * r.in_dims[d + 1];
-  std::vector<int64_t> kept_axes, red_axes;
-  for (int64_t d = 0; d < rank; ++d) (r.reduced[d] ? red_axes : kept_axes).push_back(d);
-  // Offsets of the reduced elements relative to an output's first element.
-  std::vector<int64_t> red_offsets;
-  red_offsets.reserve(n);
-  {
-    std::vector<int64_t> idx(red_axes.size(), 0);
-    for (int64_t i = 0; i < n; ++i) {
-      int64_t off = 0;
-      for (size_t k = 0; k < red_axes.size(); ++k) off += idx[k] * stride[red_axes[k]];
-      red_offsets.push_back(off);
-      for (int64_t k = static_cast<int64_t>(red_axes.size()) - 1; k >= 0; --k) {
-        if (++idx[k] < r.in_dims[red_axes[k]]) break;
-        idx[k] = 0;
-      }
-    }
-  }
-  std::unique_ptr<T[]> buffer(new T[n > 0 ? n : 1]);
-  std::vector<int64_t> idx(kept_axes.size(), 0);
-  for (int64_t o = 0; o < r.num_outputs; ++o) {
-    int64_t base = 0;
-    for (size_t k = 0; k < kept_axes.size(); ++k) base += idx[k] * stride[kept_axes[k]];
-    for (int64_t i = 0; i < n; ++i) buffer[i] = in[base + red_offsets[i]];
-    fn(o, buffer.get(), n);
-    for (int64_t k = static_cast<int64_t>(kept_axes.size()) - 1; k >= 0; --k) {
-      if (++idx[k] < r.in_dims[kept_axes[k]]) break;
-      idx[k] = 0;
-    }
-  }
+  using F = std::remove_reference_t<Fn>;
+  ForEachReductionErased(
+      r, in, sizeof(T),
+      [](const void* values, int64_t n, int64_t out_index, void* state) {
+        (*static_cast<F*>(state))(out_index, static_cast<const T*>(values), n);
+      },
+      const_cast<void*>(static_cast<const void*>(&fn)));
 }
 
 // Pairwise summation (blocks of 128 summed in order, then halves added): the error grows with

@@ -3,7 +3,7 @@
 // summed out), the two operands are packed as [batch, free, contracted] and multiplied batch by
 // batch (Eigen's GEMM; batch dimensions of the ellipsis broadcast), and the product is laid out
 // in the output's order, put on the diagonal where an output label repeats. Half types compute
-// in float.
+// in float, integer types in uint64_t (cwise::ProductType).
 #include <Eigen/Dense>
 #include <algorithm>
 #include <numeric>
@@ -87,7 +87,7 @@ std::vector<int> Distinct(const std::vector<int>& labels) {
 
 template <typename T>
 Status EinsumTyped(OpKernelContext& ctx, const EinsumDims& d) {
-  using C = ComputeType<T>;
+  using C = cwise::ProductType<T>;
   using Matrix = Eigen::Matrix<C, Eigen::Dynamic, Eigen::Dynamic, Eigen::RowMajor>;
   const int n = ctx.num_inputs();
   const std::vector<int>& out_labels = d.output_labels;

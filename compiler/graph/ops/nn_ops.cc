@@ -152,6 +152,31 @@ Status ActivationGradKernel(OpKernelContext& ctx) {
 
 // ----- Softmax and the losses -------------------------------------------------------------------
 
+// Softmax, the losses and AvgPool compute in ComputeType<T> on loaded copies: their math is a
+// function of the compute type alone, instantiated once for float (half, bfloat16 and float
+// share it) and once for double; only the loads and stores are per element type.
+
+// Softmax (or log-softmax) of each row of `classes` values, in place.
+template <bool kLog, typename C>
+void SoftmaxRows(std::vector<C>& v, int64_t rows, int64_t classes) {
+  for (int64_t r = 0; r < rows; ++r) {
+    C* row = v.data() + r * classes;
+    const C max = *std::max_element(row, row + classes);
+    for (int64_t j = 0; j < classes; ++j) row[j] -= max;
+    if constexpr (kLog) {
+      std::vector<C> e(classes);
+      for (int64_t j = 0; j < classes; ++j) e[j] = std::exp(row[j]);
+      const C log_sum = std::log(cwise::PairwiseSum(e.data(), classes));
+      for (int64_t j = 0; j < classes; ++j) row[j] -= log_sum;
+    } else {
+      for (int64_t j = 0; j < classes; ++j) row[j] = std::exp(row[j]);
+      // TensorFlow multiplies by the reciprocal of the sum.
+      const C inv = C(1) / cwise::PairwiseSum(row, classes);
+      for (int64_t j = 0; j < classes; ++j) row[j] *= inv;
+    }
+  }
+}
+
 template <bool kLog>
 Status SoftmaxKernel(OpKernelContext& ctx) {
   const Tensor& x = ctx.input(0);
@@ -163,27 +188,32 @@ Status SoftmaxKernel(OpKernelContext& ctx) {
     ASSIGN_OR_RETURN(Tensor * out, ctx.allocate_output(0, x.dims()));
     const int64_t classes = x.dim(x.rank() - 1);
     if (classes == 0) return OkStatus();
-    const int64_t rows = x.num_elements() / classes;
     std::vector<C> v = LoadAs<C, T>(x);
-    for (int64_t r = 0; r < rows; ++r) {
-      C* row = v.data() + r * classes;
-      const C max = *std::max_element(row, row + classes);
-      for (int64_t j = 0; j < classes; ++j) row[j] -= max;
-      if constexpr (kLog) {
-        std::vector<C> e(classes);
-        for (int64_t j = 0; j < classes; ++j) e[j] = std::exp(row[j]);
-        const C log_sum = std::log(cwise::PairwiseSum(e.data(), classes));
-        for (int64_t j = 0; j < classes; ++j) row[j] -= log_sum;
-      } else {
-        for (int64_t j = 0; j < classes; ++j) row[j] = std::exp(row[j]);
-        // TensorFlow multiplies by the reciprocal of the sum.
-        const C inv = C(1) / cwise::PairwiseSum(row, classes);
-        for (int64_t j = 0; j < classes; ++j) row[j] *= inv;
-      }
-    }
+    SoftmaxRows<kLog>(v, x.num_elements() / classes, classes);
     StoreAs<T>(v, *out);
     return OkStatus();
   });
+}
+
+// The loss and backprop of each row of the softmax cross-entropy.
+template <typename C>
+void SoftmaxXentRows(const std::vector<C>& logits, const std::vector<C>& labels, int64_t batch,
+                     int64_t classes, std::vector<C>& loss, std::vector<C>& backprop) {
+  std::vector<C> terms(classes);
+  for (int64_t b = 0; b < batch && classes > 0; ++b) {
+    const C* row = logits.data() + b * classes;
+    const C* y = labels.data() + b * classes;
+    C* bp = backprop.data() + b * classes;
+    const C max = *std::max_element(row, row + classes);
+    for (int64_t j = 0; j < classes; ++j) bp[j] = row[j] - max;
+    for (int64_t j = 0; j < classes; ++j) terms[j] = std::exp(bp[j]);
+    const C sum = cwise::PairwiseSum(terms.data(), classes);
+    const C log_sum = std::log(sum);
+    // loss = sum(labels * (log(sum(exp(shifted))) - shifted)), as TensorFlow's xent functor.
+    for (int64_t j = 0; j < classes; ++j) terms[j] = y[j] * (log_sum - bp[j]);
+    loss[b] = cwise::PairwiseSum(terms.data(), classes);
+    for (int64_t j = 0; j < classes; ++j) bp[j] = std::exp(bp[j]) / sum - y[j];
+  }
 }
 
 Status SoftmaxXentKernel(OpKernelContext& ctx) {
@@ -209,26 +239,29 @@ Status SoftmaxXentKernel(OpKernelContext& ctx) {
     });
     ASSIGN_OR_RETURN(Tensor * loss_t, ctx.allocate_output(0, {batch}));
     std::vector<C> loss(batch), backprop(batch * classes);
-    std::vector<C> terms(classes);
-    for (int64_t b = 0; b < batch && classes > 0; ++b) {
-      const C* row = logits.data() + b * classes;
-      const C* y = labels.data() + b * classes;
-      C* bp = backprop.data() + b * classes;
-      const C max = *std::max_element(row, row + classes);
-      for (int64_t j = 0; j < classes; ++j) bp[j] = row[j] - max;
-      for (int64_t j = 0; j < classes; ++j) terms[j] = std::exp(bp[j]);
-      const C sum = cwise::PairwiseSum(terms.data(), classes);
-      const C log_sum = std::log(sum);
-      // loss = sum(labels * (log(sum(exp(shifted))) - shifted)), as TensorFlow's xent functor.
-      for (int64_t j = 0; j < classes; ++j) terms[j] = y[j] * (log_sum - bp[j]);
-      loss[b] = cwise::PairwiseSum(terms.data(), classes);
-      for (int64_t j = 0; j < classes; ++j) bp[j] = std::exp(bp[j]) / sum - y[j];
-    }
+    SoftmaxXentRows(logits, labels, batch, classes, loss, backprop);
     StoreAs<T>(loss, *loss_t);
     ASSIGN_OR_RETURN(Tensor * bp_t, ctx.allocate_output(1, {batch, classes}));
     StoreAs<T>(backprop, *bp_t);
     return OkStatus();
   });
+}
+
+// The loss of each row of logits against its label, and the backprop in place of the logits.
+template <typename C>
+void SparseSoftmaxXentRows(std::vector<C>& bp, const std::vector<int64_t>& labels, int64_t batch,
+                           int64_t classes, std::vector<C>& loss) {
+  std::vector<C> terms(classes);
+  for (int64_t b = 0; b < batch; ++b) {
+    C* row = bp.data() + b * classes;
+    const C max = *std::max_element(row, row + classes);
+    for (int64_t j = 0; j < classes; ++j) row[j] -= max;
+    for (int64_t j = 0; j < classes; ++j) terms[j] = std::exp(row[j]);
+    const C sum = cwise::PairwiseSum(terms.data(), classes);
+    loss[b] = std::log(sum) - row[labels[b]];
+    for (int64_t j = 0; j < classes; ++j)
+      row[j] = std::exp(row[j]) / sum - (j == labels[b] ? C(1) : C(0));
+  }
 }
 
 Status SparseSoftmaxXentKernel(OpKernelContext& ctx) {
@@ -261,17 +294,8 @@ Status SparseSoftmaxXentKernel(OpKernelContext& ctx) {
     using T = typename decltype(tag)::type;
     using C = ComputeType<T>;
     std::vector<C> bp = LoadAs<C, T>(logits_in);
-    std::vector<C> loss(batch), terms(classes);
-    for (int64_t b = 0; b < batch; ++b) {
-      C* row = bp.data() + b * classes;
-      const C max = *std::max_element(row, row + classes);
-      for (int64_t j = 0; j < classes; ++j) row[j] -= max;
-      for (int64_t j = 0; j < classes; ++j) terms[j] = std::exp(row[j]);
-      const C sum = cwise::PairwiseSum(terms.data(), classes);
-      loss[b] = std::log(sum) - row[labels[b]];
-      for (int64_t j = 0; j < classes; ++j)
-        row[j] = std::exp(row[j]) / sum - (j == labels[b] ? C(1) : C(0));
-    }
+    std::vector<C> loss(batch);
+    SparseSoftmaxXentRows(bp, labels, batch, classes, loss);
     ASSIGN_OR_RETURN(Tensor * loss_t, ctx.allocate_output(0, {batch}));
     StoreAs<T>(loss, *loss_t);
     ASSIGN_OR_RETURN(Tensor * bp_t, ctx.allocate_output(1, {batch, classes}));
@@ -735,7 +759,7 @@ Status Conv2DKernel(OpKernelContext& ctx) {
   return Dispatch<cwise::kFloating | cwise::kSignedTypes>(
       ctx, ctx.input(kPass == ConvPass::kBackpropInput ? 1 : 0).dtype(), [&](auto tag) -> Status {
         using T = typename decltype(tag)::type;
-        using C = ComputeType<T>;
+        using C = cwise::ProductType<T>;
         std::vector<C> cols(positions * patch);
         Eigen::Map<Matrix<C>> col_m(cols.data(), positions, patch);
         if constexpr (kPass == ConvPass::kForward) {
@@ -904,6 +928,31 @@ Status MaxPoolKernel(OpKernelContext& ctx) {
 
 // AvgPool and AvgPoolGrad: windows average over their elements inside the image (padding is not
 // counted), as TensorFlow's SAME padding does.
+template <bool kGrad, typename C>
+std::vector<C> AvgPoolValues(const Conv2DDims& d, const Conv2DParams& p,
+                             const std::vector<C>& in) {
+  const int64_t depth = d.in_depth;
+  std::vector<C> result(kGrad ? d.batch * d.in_rows * d.in_cols * depth
+                              : d.batch * d.rows.out * d.cols.out * depth,
+                        C(0));
+  ForEachPoolWindow(d, p, [&](int64_t n, int64_t oy, int64_t ox, int64_t y0, int64_t y1,
+                              int64_t x0, int64_t x1) {
+    const int64_t out_base = ((n * d.rows.out + oy) * d.cols.out + ox) * depth;
+    const C count = C((y1 - y0) * (x1 - x0));
+    for (int64_t iy = y0; iy < y1; ++iy)
+      for (int64_t ix = x0; ix < x1; ++ix) {
+        const int64_t in_base = ((n * d.in_rows + iy) * d.in_cols + ix) * depth;
+        for (int64_t c = 0; c < depth; ++c) {
+          if constexpr (kGrad) result[in_base + c] += in[out_base + c] / count;
+          else result[out_base + c] += in[in_base + c];
+        }
+      }
+    if constexpr (!kGrad)
+      for (int64_t c = 0; c < depth; ++c) result[out_base + c] /= count;
+  });
+  return result;
+}
+
 template <bool kGrad>
 Status AvgPoolKernel(OpKernelContext& ctx) {
   const std::vector<int64_t> in_dims =
@@ -919,26 +968,7 @@ Status AvgPoolKernel(OpKernelContext& ctx) {
   return Dispatch<cwise::kFloating>(ctx, src.dtype(), [&](auto tag) -> Status {
     using T = typename decltype(tag)::type;
     using C = ComputeType<T>;
-    std::vector<C> in = LoadAs<C, T>(src);
-    const int64_t depth = d.in_depth;
-    std::vector<C> result(kGrad ? d.batch * d.in_rows * d.in_cols * depth
-                                : d.batch * d.rows.out * d.cols.out * depth,
-                          C(0));
-    ForEachPoolWindow(d, p, [&](int64_t n, int64_t oy, int64_t ox, int64_t y0, int64_t y1,
-                                int64_t x0, int64_t x1) {
-      const int64_t out_base = ((n * d.rows.out + oy) * d.cols.out + ox) * depth;
-      const C count = C((y1 - y0) * (x1 - x0));
-      for (int64_t iy = y0; iy < y1; ++iy)
-        for (int64_t ix = x0; ix < x1; ++ix) {
-          const int64_t in_base = ((n * d.in_rows + iy) * d.in_cols + ix) * depth;
-          for (int64_t c = 0; c < depth; ++c) {
-            if constexpr (kGrad) result[in_base + c] += in[out_base + c] / count;
-            else result[out_base + c] += in[in_base + c];
-          }
-        }
-      if constexpr (!kGrad)
-        for (int64_t c = 0; c < depth; ++c) result[out_base + c] /= count;
-    });
+    const std::vector<C> result = AvgPoolValues<kGrad>(d, p, LoadAs<C, T>(src));
     ASSIGN_OR_RETURN(Tensor * out, ctx.allocate_output(0, kGrad ? in_dims : out_dims));
     StoreAs<T>(result, *out);
     return OkStatus();
