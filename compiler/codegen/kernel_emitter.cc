@@ -3,7 +3,10 @@
 #include "compiler/codegen/kernel_builder.h"
 
 #include <algorithm>
+#include <limits>
 #include <map>
+#include <set>
+#include <unordered_map>
 
 #include <fmt/format.h>
 #include <llvm/IR/IntrinsicsNVPTX.h>
@@ -740,10 +743,56 @@ StatusOr<KernelSpec> KernelBuilder::Build() {
       }
       return false;
     };
+    // The sweep each column reduction joins (cpu_column_reduction.h): a reduction that needs no
+    // statistic may wait for a later sweep that reads its arrays anyway.
+    std::unordered_map<const HloInstruction*, int> sweep_levels;
+    if (target_ == KernelTarget::kCpu) {
+      std::vector<const HloInstruction*> column;
+      for (const HloInstruction* x : pending) {
+        if (IsColumnReduction(x)) column.push_back(x);
+      }
+      sweep_levels = cpu::PlanColumnSweepLevels(column);
+    }
+    // The next value to materialise: one that reads nothing pending and is no column reduction of
+    // a later level than the earliest pending one, nor reads one. Values other than column
+    // reductions go first, so that the reductions of a level find the values they read (the
+    // batch's mean over its channels) computed and all share one sweep. (In post-order, the first
+    // pending value that does not wait for a later level reads nothing pending: there is one.)
+    auto next_pending = [&]() {
+      int level = std::numeric_limits<int>::max();
+      for (const HloInstruction* x : pending) {
+        if (auto it = sweep_levels.find(x); it != sweep_levels.end()) level = std::min(level, it->second);
+      }
+      std::set<const HloInstruction*> waiting;
+      auto first = pending.end();
+      for (auto at = pending.begin(); at != pending.end(); ++at) {
+        auto it = sweep_levels.find(*at);
+        bool wait = it != sweep_levels.end() && it->second > level;
+        bool ready = true;
+        std::set<const HloInstruction*> seen;
+        std::vector<const HloInstruction*> stack((*at)->operands().begin(), (*at)->operands().end());
+        while (!wait && !stack.empty()) {
+          const HloInstruction* y = stack.back();
+          stack.pop_back();
+          if (!seen.insert(y).second) continue;
+          wait = waiting.count(y) > 0;
+          ready = ready && std::find(pending.begin(), pending.end(), y) == pending.end();
+          stack.insert(stack.end(), y->operands().begin(), y->operands().end());
+        }
+        if (wait) {
+          waiting.insert(*at);
+        } else if (ready) {
+          if (it == sweep_levels.end()) return at;
+          if (first == pending.end()) first = at;
+        }
+      }
+      return first == pending.end() ? pending.begin() : first;
+    };
     int64_t scratch = 0;
     while (!pending.empty()) {
-      const HloInstruction* x = pending.front();
-      pending.erase(pending.begin());
+      auto at = next_pending();
+      const HloInstruction* x = *at;
+      pending.erase(at);
       // Into scratch even when `x` is also an output: an output may share its buffer with an
       // operand (in place), which later phases still read. The output phase copies it out.
       std::vector<Binding> materialized;
@@ -774,7 +823,8 @@ StatusOr<KernelSpec> KernelBuilder::Build() {
         for (const HloInstruction* y : pending) {
           if (IsColumnReduction(y) && y->dimensions() == x->dimensions() &&
               y->operand(0)->shape() == x->operand(0)->shape() &&
-              y->shape() == x->shape() && !reads_pending(y, x)) {
+              y->shape() == x->shape() && sweep_levels[y] == sweep_levels[x] &&
+              !reads_pending(y, x)) {
             siblings.push_back(y);
           }
         }

@@ -3,6 +3,7 @@
 #include <algorithm>
 
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 
 namespace xlens {
 
@@ -162,6 +163,33 @@ int64_t OtherReaders(const HloInstruction& producer, const HloInstruction& consu
   return others;
 }
 
+// A kernel this small beside the siblings' iteration space (at most 1/16 of its elements in each
+// output and each operand) is taken into their merge when it lies on a path between them: the
+// merged kernel computes it once, between the sweeps, where two kernels would each sweep the
+// shared array. Batch norm's rsqrt(var + eps) over 128 channels lies between the variance and the
+// sums and outputs that read it, beside an iteration space of 3.2M elements.
+constexpr int64_t kBridgeRatio = 16;
+// At most this many such kernels join one merge.
+constexpr int kMaxBridges = 4;
+
+int64_t LargestLeaf(const Shape& shape) {
+  int64_t largest = 0;
+  shape.ForEachLeaf([&](const Shape& leaf, const std::vector<int64_t>&) {
+    if (leaf.IsArray()) largest = std::max(largest, leaf.num_elements());
+  });
+  return largest;
+}
+
+bool IsSmallBridge(const HloInstruction& instruction, const Shape& iteration) {
+  if (!IsMergeable(instruction) || !iteration.IsArray()) return false;
+  const int64_t limit = iteration.num_elements() / kBridgeRatio;
+  if (LargestLeaf(instruction.shape()) > limit) return false;
+  return std::all_of(instruction.operands().begin(), instruction.operands().end(),
+                     [&](const HloInstruction* operand) {
+                       return LargestLeaf(operand->shape()) <= limit;
+                     });
+}
+
 }  // namespace
 
 // A refused pair stays refused for the rest of the run: merges elsewhere only add paths (a cycle
@@ -180,18 +208,31 @@ void MultiOutputFusion::Refuse(const HloInstruction& producer, const HloInstruct
 }
 
 StatusOr<bool> MultiOutputFusion::TryMerge(HloInstruction* into, HloInstruction* other,
-                                           const std::string& note,
-                                           const TopologicalPositions& positions) {
+                                           std::string note,
+                                           const TopologicalPositions& positions,
+                                           bool take_bridges) {
   FusionPlan plan;
   plan.members = {other, into};
   plan.keep_name_of = into->opcode() == HloOpcode::kFusion    ? into
                       : other->opcode() == HloOpcode::kFusion ? other
                                                               : nullptr;
-  if (const HloInstruction* witness = FindCycleWitness(plan, &positions)) {
-    Refuse(*other, *into,
-           fmt::format("merging would create a cycle: {} lies on a path from one to the other",
-                       witness->name()));
-    return false;
+  std::vector<std::string> bridges;
+  while (const HloInstruction* witness = FindCycleWitness(plan, &positions)) {
+    HloInstruction* bridge = const_cast<HloInstruction*>(witness);
+    if (!take_bridges || bridges.size() >= kMaxBridges ||
+        !IsSmallBridge(*bridge, IterationShape(*into))) {
+      Refuse(*other, *into,
+             fmt::format("merging would create a cycle: {} lies on a path from one to the other",
+                         witness->name()));
+      return false;
+    }
+    plan.members.push_back(bridge);
+    bridges.push_back(bridge->name());
+  }
+  if (!bridges.empty()) {
+    note += fmt::format(", with {} between them ({} at most 1/{} of the iteration space)",
+                        fmt::join(bridges, ", "), bridges.size() == 1 ? "small:" : "each",
+                        kBridgeRatio);
   }
   const FusionFootprint footprint = EstimateFusion(plan);
   if (footprint.instructions > limits_.max_instructions ||
@@ -278,7 +319,7 @@ StatusOr<bool> MultiOutputFusion::MergeSiblings(HloComputation& computation) {
         }
         ASSIGN_OR_RETURN(bool merged,
                          TryMerge(a, b, fmt::format("siblings reading {}", shared->name()),
-                                  positions));
+                                  positions, /*take_bridges=*/true));
         if (merged) return true;
       }
     }

@@ -13,7 +13,11 @@
 //    an elementwise consumer of one producer) become one fusion that reads it once.
 // Both need the same iteration space (a loop kernel's output shape, a reduction's input shape;
 // two reductions also reduce the same dimensions), no path between the merged kernels through
-// another instruction (that would make a cycle), and FusionLimits. Merged: fusions of kind kLoop
+// another instruction (that would make a cycle), and FusionLimits. Siblings whose paths between
+// them run only through small kernels (each output and operand at most 1/16 of the iteration
+// space: batch norm's rsqrt(var + eps) per channel, between the variance and the kernel that
+// normalizes with it) take those kernels in too, computed once between the merged kernel's
+// sweeps, so that the variance shares a sweep with the sums that need only the mean. Merged: fusions of kind kLoop
 // or kInput, unfused loop-fusible instructions and reduces. Left alone: dot and convolution
 // (kOutput) fusions, kCustom fusions, instructions with control dependencies, constants and
 // parameters. Merges into reductions and between siblings come first, merges into loop kernels
@@ -47,9 +51,11 @@ class MultiOutputFusion : public HloPass {
   // consumers and multi-output producers, which are merged after the siblings.
   StatusOr<bool> MergeProducerIntoConsumer(HloComputation& computation, bool widened);
   StatusOr<bool> MergeSiblings(HloComputation& computation);
-  // Checks limits and cycles; builds and records the fusion when they allow it.
-  StatusOr<bool> TryMerge(HloInstruction* into, HloInstruction* other, const std::string& note,
-                          const TopologicalPositions& positions);
+  // Checks limits and cycles; builds and records the fusion when they allow it. With
+  // `take_bridges`, small kernels on the paths between the two join the merge instead of
+  // refusing it.
+  StatusOr<bool> TryMerge(HloInstruction* into, HloInstruction* other, std::string note,
+                          const TopologicalPositions& positions, bool take_bridges = false);
   void Refuse(const HloInstruction& producer, const HloInstruction& consumer, std::string reason);
 
   FusionLimits limits_;

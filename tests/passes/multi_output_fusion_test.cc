@@ -4,6 +4,7 @@
 #include <fstream>
 #include <sstream>
 
+#include <fmt/format.h>
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
@@ -109,6 +110,48 @@ ENTRY e {
               HasSubstr("refused mixed into first: merging would create a cycle: first_b lies "
                         "on a path from one to the other"));
   EXPECT_EQ(CountOpcode(*module, HloOpcode::kFusion), 0) << module->ToString();
+}
+
+// A column sum of x, its per-column rsqrt (also a result, so neither is copied into a reader),
+// and x scaled by it: the sum and the scaling both sweep x, and the rsqrt lies between them.
+std::string ScaledByColumnStatistic(int rows) {
+  return fmt::format(R"(HloModule m
+add {{ a = f32[] parameter(0) b = f32[] parameter(1) ROOT s = f32[] add(a, b) }}
+ENTRY e {{
+  x = f32[{0},32] parameter(0)
+  zero = f32[] constant(0)
+  sum = f32[32] reduce(x, zero), dimensions={{0}}, to_apply=add
+  r = f32[32] rsqrt(sum)
+  rb = f32[{0},32] broadcast(r), dimensions={{1}}
+  y = f32[{0},32] multiply(x, rb)
+  ROOT t = (f32[32], f32[32], f32[{0},32]) tuple(sum, r, y)
+}})",
+                     rows);
+}
+
+TEST(MultiOutputFusionTest, SiblingsTakeInASmallKernelBetweenThem) {
+  // 64 rows: the rsqrt's 32 elements are at most 1/16 of the 2048 the siblings sweep, so the
+  // merged kernel computes it between its sweep and its loop, and x is read in one kernel.
+  auto module = ParseModuleOrDie(ScaledByColumnStatistic(64));
+  auto before = CloneModule(*module);
+  InstructionFusion fusion(FusionBackend::kCpu);
+  ASSERT_TRUE(RunPassChecked(fusion, *module).ok());
+  EXPECT_EQ(CountKernels(*module), 3) << module->ToString();
+  MultiOutputFusion mof;
+  auto changed = RunPassChecked(mof, *module);
+  ASSERT_TRUE(changed.ok()) << changed.status().message();
+  EXPECT_TRUE(*changed);
+  EXPECT_EQ(CountKernels(*module), 1) << module->ToString();
+  EXPECT_THAT(Explain(mof.decisions()), HasSubstr("siblings reading x, with r between them"));
+  EXPECT_TRUE(SameResults(*before, *module));
+
+  // 4 rows: the rsqrt is a quarter of the sweep's size; the kernels stay apart.
+  auto small = ParseModuleOrDie(ScaledByColumnStatistic(4));
+  ASSERT_TRUE(RunPassChecked(fusion, *small).ok());
+  MultiOutputFusion apart;
+  ASSERT_TRUE(RunPassChecked(apart, *small).ok());
+  EXPECT_EQ(CountKernels(*small), 3) << small->ToString();
+  EXPECT_THAT(Explain(apart.decisions()), HasSubstr("r lies on a path from one to the other"));
 }
 
 TEST(MultiOutputFusionTest, RefusesSiblingsWithDifferentIterationSpaces) {

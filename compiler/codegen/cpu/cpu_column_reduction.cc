@@ -5,6 +5,7 @@
 #include "compiler/codegen/cpu/cpu_column_reduction.h"
 
 #include <algorithm>
+#include <set>
 
 #include <llvm/IR/CFG.h>
 
@@ -467,6 +468,113 @@ bool IsStridedRowReduction(const HloInstruction& reduce) {
       return false;
   }
   return true;
+}
+
+namespace {
+
+// What `reduction` reads through the fused values it is computed from: the reduces it waits for
+// (the walk stops at them: their results are read, not their operands) and the large parameters.
+struct SweepReads {
+  std::set<const HloInstruction*> reduces;
+  std::set<const HloInstruction*> arrays;
+};
+
+SweepReads ReadsOf(const HloInstruction& reduction) {
+  SweepReads reads;
+  const int64_t elements = reduction.operand(0)->shape().num_elements();
+  std::set<const HloInstruction*> seen;
+  std::vector<const HloInstruction*> stack(reduction.operands().begin(), reduction.operands().end());
+  while (!stack.empty()) {
+    const HloInstruction* x = stack.back();
+    stack.pop_back();
+    if (!seen.insert(x).second) continue;
+    if (x->opcode() == HloOpcode::kReduce) {
+      reads.reduces.insert(x);
+    } else if (x->opcode() == HloOpcode::kParameter) {
+      if (x->shape().IsArray() && x->shape().num_elements() * 16 > elements) reads.arrays.insert(x);
+    } else {
+      stack.insert(stack.end(), x->operands().begin(), x->operands().end());
+    }
+  }
+  return reads;
+}
+
+bool SharesSweep(const HloInstruction& a, const HloInstruction& b) {
+  return a.dimensions() == b.dimensions() && a.operand(0)->shape() == b.operand(0)->shape() &&
+         a.shape() == b.shape();
+}
+
+}  // namespace
+
+std::unordered_map<const HloInstruction*, int> PlanColumnSweepLevels(
+    const std::vector<const HloInstruction*>& reductions) {
+  const size_t n = reductions.size();
+  std::vector<SweepReads> reads;
+  for (const HloInstruction* r : reductions) reads.push_back(ReadsOf(*r));
+  // Whether reductions[i] reads reductions[j], directly or through reductions outside the list.
+  std::vector<std::vector<bool>> waits(n, std::vector<bool>(n, false));
+  for (size_t i = 0; i < n; ++i) {
+    std::set<const HloInstruction*> seen;
+    std::vector<const HloInstruction*> stack(reads[i].reduces.begin(), reads[i].reduces.end());
+    while (!stack.empty()) {
+      const HloInstruction* x = stack.back();
+      stack.pop_back();
+      if (!seen.insert(x).second) continue;
+      auto at = std::find(reductions.begin(), reductions.end(), x);
+      if (at != reductions.end()) {
+        waits[i][at - reductions.begin()] = true;
+        continue;
+      }
+      const SweepReads further = ReadsOf(*x);
+      stack.insert(stack.end(), further.reduces.begin(), further.reduces.end());
+    }
+  }
+  // Earliest levels (post-order: what a reduction reads comes before it), then the latest each
+  // may take below its readers.
+  std::vector<int> earliest(n, 0);
+  int last = 0;
+  for (size_t i = 0; i < n; ++i) {
+    for (size_t j = 0; j < i; ++j) {
+      if (waits[i][j]) earliest[i] = std::max(earliest[i], earliest[j] + 1);
+    }
+    last = std::max(last, earliest[i]);
+  }
+  std::vector<int> latest(n, last);
+  for (size_t i = 0; i < n; ++i) {
+    for (size_t j = 0; j < n; ++j) {
+      if (waits[j][i]) latest[i] = std::min(latest[i], earliest[j] - 1);
+    }
+  }
+  // The large arrays that the reductions held to one level read there, sharing `i`'s sweep.
+  auto arrays_at = [&](size_t i, int level) {
+    std::set<const HloInstruction*> arrays;
+    for (size_t j = 0; j < n; ++j) {
+      if (j == i || earliest[j] != latest[j] || earliest[j] != level ||
+          !SharesSweep(*reductions[i], *reductions[j])) {
+        continue;
+      }
+      arrays.insert(reads[j].arrays.begin(), reads[j].arrays.end());
+    }
+    return arrays;
+  };
+  auto covers = [&](const std::set<const HloInstruction*>& arrays, size_t i) {
+    return std::includes(arrays.begin(), arrays.end(), reads[i].arrays.begin(),
+                         reads[i].arrays.end());
+  };
+  std::unordered_map<const HloInstruction*, int> levels;
+  for (size_t i = 0; i < n; ++i) {
+    int level = earliest[i];
+    if (latest[i] > earliest[i] && !covers(arrays_at(i, earliest[i]), i)) {
+      for (int later = earliest[i] + 1; later <= latest[i]; ++later) {
+        if (covers(arrays_at(i, later), i)) {
+          level = later;
+          break;
+        }
+      }
+    }
+    levels[reductions[i]] = level;
+  }
+  return levels;
 }
 
 }  // namespace cpu

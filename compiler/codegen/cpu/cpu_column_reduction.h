@@ -23,6 +23,8 @@
 #pragma once
 
 #include <cstdint>
+#include <unordered_map>
+#include <vector>
 
 #include "compiler/hlo/instruction.h"
 
@@ -65,5 +67,18 @@ ColumnReductionPlan PlanColumnReduction(int64_t out_rows, int64_t n, int64_t red
 // kMaxLanes, a reduced dimension major to a kept one, and at least 8 rows besides the lanes (the
 // partial tiles at most an eighth of the operand).
 bool IsStridedRowReduction(const HloInstruction& reduce);
+
+// Which sweep each of a kernel's column reductions joins, as a level: the reductions of one level
+// that share an operand shape and reduced dimensions share one sweep, and level k's sweeps run
+// after level k - 1's. `reductions` are the kernel's column reductions that go to scratch, in
+// post-order. A reduction's level is at least one past those of the reductions it reads (through
+// any fused values) and below those of the reductions that read it. Where that leaves a choice,
+// it sweeps first when its earliest sweep already reads every large array it reads, and else
+// waits for the first later level within its range whose reductions do read them all: batch
+// norm's sum(dy) needs no statistic, but the mean's sweep reads x alone, and the sweep of the
+// variance and sum(dy * (x - mean)) reads dy anyway (three sweeps over the batch, not four).
+// Large: an array of more than 1/16 the elements of the reduction's operand.
+std::unordered_map<const HloInstruction*, int> PlanColumnSweepLevels(
+    const std::vector<const HloInstruction*>& reductions);
 
 }  // namespace xlens::codegen::cpu
