@@ -105,7 +105,8 @@ TEST(MathOpsKernelTest, ThreadedMatMulEqualsSingleThreaded) {
 
 // Elementwise ops under every broadcasting pattern the row loops see (both operands of the
 // output's shape, one a single element, one repeated along the leading dims, and the general
-// case row by row with either operand broadcast along the innermost dim), on a non-commutative
+// case row by row with either operand broadcast along the innermost dim, its dims of size 1
+// dropped and its neighbours merged first), on a non-commutative
 // op so that swapped operands would show.
 TEST(MathOpsKernelTest, BroadcastSubtractsElementByElement) {
   OpRegistry registry;
@@ -132,7 +133,9 @@ TEST(MathOpsKernelTest, BroadcastSubtractsElementByElement) {
   const std::vector<std::pair<std::vector<int64_t>, std::vector<int64_t>>> shapes = {
       {{2, 3}, {2, 3}},       {{2, 3}, {}},     {{}, {2, 3}},       {{4, 2, 3}, {2, 3}},
       {{2, 3}, {4, 2, 3}},    {{2, 1, 3}, {1, 4, 1}}, {{2, 4, 1}, {2, 1, 3}}, {{3, 1}, {2, 1, 1}},
-      {{2, 3, 4}, {3, 1}},    {{1}, {2, 3}}};
+      {{2, 3, 4}, {3, 1}},    {{1}, {2, 3}},
+      // Size-1 dims dropped and neighbours walked alike merged into longer rows.
+      {{5, 4, 1}, {5, 1, 1}}, {{2, 3, 4, 5}, {2, 3, 1, 1}}, {{1, 3, 1, 4}, {2, 1, 5, 1}}};
   for (const auto& [xd, yd] : shapes) {
     const Tensor x = make(xd, 1), y = make(yd, 2);
     auto out = runner.Run("Sub", {{"T", AttrValue::Type(DT_INT32)}}, {x, y});

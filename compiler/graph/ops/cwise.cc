@@ -1,6 +1,7 @@
 #include "compiler/graph/ops/cwise.h"
 
 #include <algorithm>
+#include <cstring>
 #include <memory>
 
 namespace xlens::graph::cwise {
@@ -77,25 +78,45 @@ void BinaryLoopRows(const Broadcast& bc, const void* a, int64_t a_size, const vo
     fns.a_scalar(x, y, o, n);
     return;
   }
-  const int64_t rank = static_cast<int64_t>(bc.out_dims.size());
+  // The output's dimensions with those of size 1 dropped and neighbours that both operands walk
+  // alike merged (each contiguous across them, or broadcast along both), so that the rows below
+  // are as long as they can be: x[1000,1000,1] - y[1000,1,1] is a thousand rows of a thousand,
+  // not a million rows of one.
+  std::vector<int64_t> dims;
+  std::vector<int64_t> strides[2];
+  for (size_t d = 0; d < bc.out_dims.size(); ++d) {
+    const int64_t size = bc.out_dims[d];
+    if (size == 1) continue;
+    if (!dims.empty() && strides[0].back() == bc.strides[0][d] * size &&
+        strides[1].back() == bc.strides[1][d] * size) {
+      dims.back() *= size;
+      strides[0].back() = bc.strides[0][d];
+      strides[1].back() = bc.strides[1][d];
+      continue;
+    }
+    dims.push_back(size);
+    strides[0].push_back(bc.strides[0][d]);
+    strides[1].push_back(bc.strides[1][d]);
+  }
+  const int64_t rank = static_cast<int64_t>(dims.size());
   if (rank == 0) {
     fns.both(x, y, o, 1);
     return;
   }
   // Row by row over the innermost dim, along which each operand's stride is 1 or 0 (broadcast).
-  const int64_t inner = bc.out_dims[rank - 1];
-  const bool x_row = bc.strides[0][rank - 1] != 0, y_row = bc.strides[1][rank - 1] != 0;
+  const int64_t inner = dims[rank - 1];
+  const bool x_row = strides[0][rank - 1] != 0, y_row = strides[1][rank - 1] != 0;
   const BinaryRowFns::Fn row = x_row == y_row ? fns.both : x_row ? fns.b_scalar : fns.a_scalar;
   std::vector<int64_t> index(rank, 0);
   for (int64_t start = 0; start < n; start += inner) {
     int64_t xo = 0, yo = 0;
     for (int64_t d = 0; d + 1 < rank; ++d) {
-      xo += index[d] * bc.strides[0][d];
-      yo += index[d] * bc.strides[1][d];
+      xo += index[d] * strides[0][d];
+      yo += index[d] * strides[1][d];
     }
     row(x + xo * a_size, y + yo * b_size, o + start * out_size, inner);
     for (int64_t d = rank - 2; d >= 0; --d) {
-      if (++index[d] < bc.out_dims[d]) break;
+      if (++index[d] < dims[d]) break;
       index[d] = 0;
     }
   }
@@ -157,11 +178,15 @@ namespace {
 
 // Copies the n elements of `in` at `offsets` (from `base`) to `buffer`, as elements of U (the
 // element size's unsigned type, or a 16-byte block for complex128).
+// Copied as bytes (a memcpy of a constant size is one move): read through U's type, a float or
+// a complex would be accessed as an object of another type.
 template <typename U>
 void Gather(const void* in, int64_t base, const std::vector<int64_t>& offsets, void* buffer) {
-  const U* from = static_cast<const U*>(in) + base;
-  U* to = static_cast<U*>(buffer);
-  for (size_t i = 0; i < offsets.size(); ++i) to[i] = from[offsets[i]];
+  const char* from = static_cast<const char*>(in) + base * sizeof(U);
+  char* to = static_cast<char*>(buffer);
+  for (size_t i = 0; i < offsets.size(); ++i) {
+    std::memcpy(to + i * sizeof(U), from + offsets[i] * sizeof(U), sizeof(U));
+  }
 }
 
 struct Bytes16 {
