@@ -4,7 +4,8 @@
 //   caches the later passes read (softmax: exp(x - max) is computed, stored and summed in one
 //   loop). The loop is interleaved, so a reduction keeps several vector accumulators and runs at
 //   the vector units' throughput instead of waiting on one chain of dependent adds or maxima
-//   (a NaN-propagating maximum is six dependent instructions per vector).
+//   (a NaN-propagating maximum is three dependent instructions per vector: a max, a compare
+//   and a blend).
 // - A float maximum is taken as one max instruction a vector, without NaN semantics, beside an
 //   or of the elements' unordered compares; a row with a NaN is taken again with the maximum's
 //   own semantics.

@@ -110,7 +110,6 @@ std::vector<const HloInstruction*> KernelBuilder::TransposedReads(const Shape& s
       return {};
     }
   }
-  if (transposes.empty()) return {};
   // A kernel that touches under 64 KiB is compiled without the loop vectorizer (the CPU
   // compiler's small kernels, at O1): its element loop is scalar, strided loads cost it no more
   // than contiguous ones, and a tile's transposition would only add to it (f32[256,10]: 0.8 ->
@@ -246,7 +245,9 @@ Status KernelBuilder::EmitCpuTransposedLoop(const Shape& shape, int64_t work_per
     // the tile's element i * w + j, and the work under the transpose is done on the tile.
     for (const Transposed& p : transposed) {
       Shape view(p.parameter->shape().element_type(), {w, n});
-      view.set_layout(Layout{{0, 1}});
+      Layout column_major;
+      column_major.minor_to_major = {0, 1};
+      view.set_layout(std::move(column_major));
       IrArray tile(p.buffer, std::move(view));
       tile.set_access_group(access_group_);
       e.BindArray(p.parameter, {}, tile);
