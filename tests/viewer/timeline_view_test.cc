@@ -119,18 +119,6 @@ class TimelineViewTest : public QObject {
     QRgb background = image.pixel(image.width() - 2, image.height() - 2);
     QRect time_area(240, 52, image.width() - 250, 40);  // below the process's title row
     QVERIFY2(PaintedPixels(image, time_area, background) > 500, "spans are drawn");
-    // The execute span at the top level covers its whole width in its colour.
-    std::vector<SpanId> executes = model_->Search("execute");
-    QVERIFY(!executes.empty());
-    SpanId widest = executes[0];
-    for (SpanId id : executes) {
-      if (model_->Span(id).duration_ns > model_->Span(widest).duration_ns) widest = id;
-    }
-    QRectF rect = view_->SpanRect(widest);
-    QVERIFY(rect.width() >= 1);
-    QPoint centre = rect.center().toPoint();
-    QVERIFY(image.pixel(centre) != background);
-    QCOMPARE(view_->SpanAtPoint(centre), widest);
     // Every span was accounted for in the paint.
     QCOMPARE(view_->lastPaintSpans(), model_->span_count());
     // The ruler has labels: dark text pixels above the tracks.
@@ -142,6 +130,27 @@ class TimelineViewTest : public QObject {
       for (int x = 0; x < widget.width(); x += 3) colours.insert(widget.pixel(x, y));
     }
     QVERIFY(colours.size() > 10);
+    // The widest execute span, in a view of it and its neighbourhood, is drawn where the view
+    // says it is and found there. (In the whole trace a run can be a pixel wide, beside the
+    // compile: 0.2 ms of 430 where the compile ran beside other work, with the other runs
+    // within the same pixel.)
+    std::vector<SpanId> executes = model_->Search("execute");
+    QVERIFY(!executes.empty());
+    SpanId widest = executes[0];
+    for (SpanId id : executes) {
+      if (model_->Span(id).duration_ns > model_->Span(widest).duration_ns) widest = id;
+    }
+    const SpanInfo execute = model_->Span(widest);
+    view_->SetVisibleRange(execute.start_ns - execute.duration_ns / 2,
+                           execute.start_ns + execute.duration_ns * 3 / 2);
+    QImage zoomed = view_->viewport()->grab().toImage();
+    QRectF rect = view_->SpanRect(widest);
+    QVERIFY(rect.width() >= 100);
+    // Its box is painted (its label, drawn over part of it, can be in the background's colour).
+    const QRect box = rect.toAlignedRect().intersected(zoomed.rect());
+    QVERIFY2(PaintedPixels(zoomed, box, background) * 2 > box.width() * box.height(),
+             "the execute span's box is painted");
+    QCOMPARE(view_->SpanAtPoint(rect.center().toPoint()), widest);
   }
 
   // W/S zoom at the mouse, A/D pan, the wheel zooms, a drag pans.
