@@ -491,20 +491,17 @@ using ColMajor = Eigen::Matrix<T, Eigen::Dynamic, Eigen::Dynamic, Eigen::ColMajo
 // An integer product in uint64_t arithmetic: products and sums modulo 2^64 truncate to exactly
 // the wrapped results of the narrower type, so one loop serves every integer type. Eigen's GEMM
 // instantiated for the four of them took ~18 s of this file's compile (of ~95 s), for products
-// no model runs at scale.
-void IntegerMatMul(const uint64_t* a, bool ta, const uint64_t* b, bool tb, int64_t m, int64_t k,
-                   int64_t n, uint64_t* out) {
+// no model runs at scale. a [m, k] and b [k, n] row-major: each row of the output adds rows of b,
+// read with unit stride.
+void IntegerMatMul(const uint64_t* a, const uint64_t* b, int64_t m, int64_t k, int64_t n,
+                   uint64_t* out) {
   std::fill(out, out + m * n, uint64_t{0});
   for (int64_t i = 0; i < m; ++i) {
     uint64_t* row = out + i * n;
     for (int64_t q = 0; q < k; ++q) {
-      const uint64_t x = ta ? a[q * m + i] : a[i * k + q];
-      if (tb) {
-        for (int64_t j = 0; j < n; ++j) row[j] += x * b[j * k + q];
-      } else {
-        const uint64_t* brow = b + q * n;
-        for (int64_t j = 0; j < n; ++j) row[j] += x * brow[j];
-      }
+      const uint64_t x = a[i * k + q];
+      const uint64_t* brow = b + q * n;
+      for (int64_t j = 0; j < n; ++j) row[j] += x * brow[j];
     }
   }
 }
@@ -552,9 +549,21 @@ template <typename T>
 void MatMulInto(const T* a, bool ta, const T* b, bool tb, int64_t m, int64_t k, int64_t n, T* out,
                 ThreadPool* pool) {
   if constexpr (std::is_integral_v<T>) {
-    // Widened to uint64_t (a negative value to its residue modulo 2^64) and truncated back.
-    std::vector<uint64_t> x(a, a + m * k), y(b, b + k * n), product(m * n);
-    IntegerMatMul(x.data(), ta, y.data(), tb, m, k, n, product.data());
+    // Widened to uint64_t (a negative value to its residue modulo 2^64) in row-major order, a
+    // transposed operand transposed as it is widened (read in place, b's transpose strode over
+    // its rows for every element of the product), and truncated back.
+    std::vector<uint64_t> x(m * k), y(k * n), product(m * n);
+    for (int64_t i = 0; i < m; ++i) {
+      for (int64_t q = 0; q < k; ++q) {
+        x[i * k + q] = static_cast<uint64_t>(ta ? a[q * m + i] : a[i * k + q]);
+      }
+    }
+    for (int64_t q = 0; q < k; ++q) {
+      for (int64_t j = 0; j < n; ++j) {
+        y[q * n + j] = static_cast<uint64_t>(tb ? b[j * k + q] : b[q * n + j]);
+      }
+    }
+    IntegerMatMul(x.data(), y.data(), m, k, n, product.data());
     for (int64_t i = 0; i < m * n; ++i) out[i] = static_cast<T>(product[i]);
   } else {
     MatMulFloating(a, ta, b, tb, m, k, n, out, pool);
