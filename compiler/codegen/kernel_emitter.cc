@@ -756,9 +756,9 @@ StatusOr<KernelSpec> KernelBuilder::Build() {
     // The next value to materialise: one that reads nothing pending and is no column reduction of
     // a later level than the earliest pending one, nor reads one. Values other than column
     // reductions go first, so that the reductions of a level find the values they read (the
-    // batch's mean over its channels) computed and all share one sweep. (`pending` keeps a topological order within
-    // the small values and within the rest, so some value that does not wait for a later level
-    // reads nothing pending: there is one.)
+    // batch's mean over its channels) computed and all share one sweep. (`pending` keeps a
+    // topological order within the small values and within the rest, so some value that does
+    // not wait for a later level reads nothing pending: there is one.)
     auto next_pending = [&]() {
       int level = std::numeric_limits<int>::max();
       for (const HloInstruction* x : pending) {
@@ -822,10 +822,8 @@ StatusOr<KernelSpec> KernelBuilder::Build() {
         std::vector<std::vector<Binding>> sibling_bindings;
         std::vector<const HloInstruction*> siblings;
         for (const HloInstruction* y : pending) {
-          if (IsColumnReduction(y) && y->dimensions() == x->dimensions() &&
-              y->operand(0)->shape() == x->operand(0)->shape() &&
-              y->shape() == x->shape() && sweep_levels.at(y) == sweep_levels.at(x) &&
-              !reads_pending(y, x)) {
+          if (IsColumnReduction(y) && cpu::SharesColumnSweep(*y, *x) &&
+              sweep_levels.at(y) == sweep_levels.at(x) && !reads_pending(y, x)) {
             siblings.push_back(y);
           }
         }

@@ -499,12 +499,12 @@ SweepReads ReadsOf(const HloInstruction& reduction) {
   return reads;
 }
 
-bool SharesSweep(const HloInstruction& a, const HloInstruction& b) {
+}  // namespace
+
+bool SharesColumnSweep(const HloInstruction& a, const HloInstruction& b) {
   return a.dimensions() == b.dimensions() && a.operand(0)->shape() == b.operand(0)->shape() &&
          a.shape() == b.shape();
 }
-
-}  // namespace
 
 std::unordered_map<const HloInstruction*, int> PlanColumnSweepLevels(
     const std::vector<const HloInstruction*>& reductions) {
@@ -550,7 +550,7 @@ std::unordered_map<const HloInstruction*, int> PlanColumnSweepLevels(
     std::set<const HloInstruction*> arrays;
     for (size_t j = 0; j < n; ++j) {
       if (j == i || earliest[j] != latest[j] || earliest[j] != level ||
-          !SharesSweep(*reductions[i], *reductions[j])) {
+          !SharesColumnSweep(*reductions[i], *reductions[j])) {
         continue;
       }
       arrays.insert(reads[j].arrays.begin(), reads[j].arrays.end());

@@ -68,6 +68,10 @@ ColumnReductionPlan PlanColumnReduction(int64_t out_rows, int64_t n, int64_t red
 // partial tiles at most an eighth of the operand).
 bool IsStridedRowReduction(const HloInstruction& reduce);
 
+// Whether column reductions `a` and `b` can share one sweep: the same reduced dimensions, operand
+// shape and result shape.
+bool SharesColumnSweep(const HloInstruction& a, const HloInstruction& b);
+
 // Which sweep each of a kernel's column reductions joins, as a level: the reductions of one level
 // that share an operand shape and reduced dimensions share one sweep, and level k's sweeps run
 // after level k - 1's. `reductions` are the kernel's column reductions that go to scratch, in
