@@ -193,7 +193,6 @@ ENTRY e {
 })", /*expect_change=*/false);
 }
 
-}  // namespace
 // A product that reuses itself has 2^n leaves in n instructions (here 2^61): the walk gives up
 // after a bounded number of steps (which bounds its depth on a long chain too) and leaves such a
 // sum alone, where it ran for ever.
@@ -227,4 +226,5 @@ ENTRY e {
   EXPECT_EQ(module->entry_computation()->root_instruction()->opcode(), HloOpcode::kReduce);
 }
 
+}  // namespace
 }  // namespace xlens
