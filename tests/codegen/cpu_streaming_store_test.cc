@@ -164,9 +164,10 @@ ENTRY e {{
 TEST(CpuStreamingStoreTest, MultiOutputFusionReturnedThroughGetTupleElements) {
   if (!cpu::HasStreamingStores()) GTEST_SKIP() << "no streaming stores on this target";
   const int64_t half = cpu::DefaultStreamingStoreBytes();
-  // Two multi-output fusions of arrays of half the cache each (batch norm's y and dx): f's
+  // Three multi-output fusions of arrays of half the cache each (batch norm's y and dx): f's
   // results reach the root only through get-tuple-elements, so the module returns them; g's
-  // second result is also read by h.
+  // second result is also read by h; k's large results are returned, and only its small one
+  // (batch norm's per-channel sums) is read by another kernel, l.
   auto module = ParseHloModule(fmt::format(R"(HloModule m
 pair {{
   a = {0} parameter(0)
@@ -175,18 +176,37 @@ pair {{
   d = {0} subtract(a, b)
   ROOT t = ({0}, {0}) tuple(s, d)
 }}
+sum {{
+  a = f32[] parameter(0)
+  b = f32[] parameter(1)
+  ROOT c = f32[] add(a, b)
+}}
+triple {{
+  a = {0} parameter(0)
+  b = {0} parameter(1)
+  s = {0} add(a, b)
+  d = {0} subtract(a, b)
+  z = f32[] constant(0)
+  r = f32[128] reduce(a, z), dimensions={{0}}, to_apply=sum
+  ROOT t = ({0}, {0}, f32[128]) tuple(s, d, r)
+}}
 ENTRY e {{
   x = {0} parameter(0)
   y = {0} parameter(1)
   f = ({0}, {0}) fusion(x, y), kind=kLoop, calls=pair
   g = ({0}, {0}) fusion(x, y), kind=kLoop, calls=pair
+  k = ({0}, {0}, f32[128]) fusion(x, y), kind=kInput, calls=triple
   f0 = {0} get-tuple-element(f), index=0
   f1 = {0} get-tuple-element(f), index=1
   g0 = {0} get-tuple-element(g), index=0
   g1 = {0} get-tuple-element(g), index=1
   h = {0} negate(g1)
-  ROOT t = ({0}, {0}, {0}, {0}) tuple(f0, f1, g0, h)
-}})", fmt::format("f32[{}]", half / 4)));
+  k0 = {0} get-tuple-element(k), index=0
+  k1 = {0} get-tuple-element(k), index=1
+  k2 = f32[128] get-tuple-element(k), index=2
+  l = f32[128] negate(k2)
+  ROOT t = ({0}, {0}, {0}, {0}, {0}, {0}, f32[128]) tuple(f0, f1, g0, h, k0, k1, l)
+}})", fmt::format("f32[{},128]", half / 512)));
   ASSERT_TRUE(module.ok()) << module.status().message();
   auto assignment = AssignBuffers(**module);
   ASSERT_TRUE(assignment.ok()) << assignment.status().message();
@@ -194,6 +214,7 @@ ENTRY e {{
   EXPECT_EQ(cpu::StreamingStoreBytesFor(*entry.GetInstructionWithName("f"), &*assignment), half);
   EXPECT_EQ(cpu::StreamingStoreBytesFor(*entry.GetInstructionWithName("g"), &*assignment),
             2 * half);
+  EXPECT_EQ(cpu::StreamingStoreBytesFor(*entry.GetInstructionWithName("k"), &*assignment), half);
 }
 
 TEST(CpuStreamingStoreTest, TriadMatchesTheEvaluatorAtEveryAlignment) {

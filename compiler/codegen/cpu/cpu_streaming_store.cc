@@ -97,11 +97,18 @@ int64_t StreamingStoreBytesFor(const HloInstruction& hlo, const BufferAssignment
     // A multi-output fusion's results reach the root through get-tuple-elements (batch norm's
     // y and dx): read as values a later kernel takes, their 25.7 MB stayed under twice the
     // threshold and were written with plain stores, each line read first and x and dy evicted.
+    // A small result that a later kernel reads does not count: it is in the cache however the
+    // large ones are written. Batch norm's kernel also yields its per-channel sums (512 bytes)
+    // to small kernels that finish the gradients of gamma and beta; counted, they kept y and dx
+    // on plain stores after the sums joined the kernel.
     auto only_returned = [&](const HloInstruction* user) { return user == root; };
     returned = std::all_of(hlo.users().begin(), hlo.users().end(), [&](const HloInstruction* user) {
       if (user == root) return true;
-      return user->opcode() == HloOpcode::kGetTupleElement && !user->users().empty() &&
-             std::all_of(user->users().begin(), user->users().end(), only_returned);
+      if (user->opcode() != HloOpcode::kGetTupleElement || user->users().empty()) return false;
+      if (user->shape().IsArray() && shape_util::ByteSizeOf(user->shape()) * 16 <= threshold) {
+        return true;
+      }
+      return std::all_of(user->users().begin(), user->users().end(), only_returned);
     });
   }
   return returned ? threshold : 2 * threshold;
