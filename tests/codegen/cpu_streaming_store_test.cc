@@ -6,8 +6,10 @@
 // per-element outputs (layer norm, RMS norm with its residual sum), written a row at a time.
 #include "compiler/codegen/cpu/cpu_streaming_store.h"
 
+#include <regex>
 #include <string>
 #include <utility>
+#include <vector>
 
 #include <fmt/format.h>
 
@@ -301,6 +303,18 @@ constexpr const char* kAdd = R"(
 add { a = f32[] parameter(0)  b = f32[] parameter(1)  ROOT r = f32[] add(a, b) }
 )";
 
+// The constant bytes each prefetch of a row kernel's unoptimized IR adds to its element's offset
+// (its distance ahead), in order: the add before the line's own offset and the address.
+std::vector<int64_t> PrefetchDistances(const std::string& ir) {
+  static const std::regex prefetch(R"(add i64 %[\w.]+, (\d+)\n\s*%[\w.]+ = add i64 [^\n]+\n)"
+                                   R"(\s*%[\w.]+ = getelementptr i8, ptr [^\n]+\n\s*call void @llvm\.prefetch)");
+  std::vector<int64_t> distances;
+  for (auto it = std::sregex_iterator(ir.begin(), ir.end(), prefetch); it != std::sregex_iterator(); ++it) {
+    distances.push_back(std::stoll((*it)[1]));
+  }
+  return distances;
+}
+
 // RMS norm of x + r over rows of `n` floats, with the sum as a second output.
 std::string RmsNormResidual(int64_t rows, int64_t n) {
   const std::string x = fmt::format("f32[{},{}]", rows, n), row = fmt::format("f32[{}]", rows);
@@ -365,8 +379,23 @@ TEST(CpuStreamingStoreTest, StreamedRowKernelPrefetchesWhatItReadsAlongTheRows) 
   EXPECT_EQ(Count(IrOfRoot(text, 1), "call void @llvm.prefetch"), 4);
   EXPECT_EQ(Count(IrOfRoot(RmsNormResidual(64, 1001), 1), "call void @llvm.prefetch"), 2);
   EXPECT_EQ(Count(IrOfRoot(text, 0), "call void @llvm.prefetch"), 0);
+  // The operands share the distance ahead: x and r 4 KiB each (one row of 1024 floats), a lone
+  // operand 8 KiB (two rows).
+  EXPECT_EQ(PrefetchDistances(IrOfRoot(text, 1)), std::vector<int64_t>(4, 4096));
+  const std::string centred = testing::InInputFusion(kAdd, R"(
+  x = f32[64,1024] parameter(0)
+  z = f32[] constant(0)
+  s = f32[64] reduce(x, z), dimensions={1}, to_apply=add
+  k = f32[] constant(0.0009765625)
+  kb = f32[64] broadcast(k), dimensions={}
+  m = f32[64] multiply(s, kb)
+  mb = f32[64,1024] broadcast(m), dimensions={0}
+  ROOT y = f32[64,1024] subtract(x, mb)
+)");
+  EXPECT_EQ(PrefetchDistances(IrOfRoot(centred, 1)), std::vector<int64_t>(2, 8192));
   // The last rows prefetch past the arrays' ends, which must not fault.
   testing::ExpectMatchesEvaluator(RmsNormResidual(3, 1001), {}, {1e-5, 1e-5}, Streaming());
+  testing::ExpectMatchesEvaluator(centred, {}, {1e-5, 1e-5}, Streaming());
 }
 
 TEST(CpuStreamingStoreTest, RowKernelOverTwoReducedDimensionsStreamsWholeRows) {

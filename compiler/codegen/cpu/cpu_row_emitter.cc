@@ -41,14 +41,23 @@ bool IsTranscendental(HloOpcode op) {
 constexpr int64_t kRowCacheBytes = 256 * 1024;
 // The stack buffers of a row's streamed outputs together: within L1 beside the row itself.
 constexpr int64_t kRowStageBytes = 16 * 1024;
-// A streamed row kernel prefetches the operands it reads along the rows this many rows ahead of
-// the row it writes, a stretch at a time as it writes it: the reads go out beside the streaming
-// stores, as an elementwise loop's do, instead of all at once in a row's first pass, from memory
-// or from the last-level cache. Layer norm over f32[4096,1024] took 1.06 ms a run beside other
-// work, 0.89 prefetched (medians of 14 alternating runs; 1.39 and 1.03 over 10 others), an RMS
-// norm with its residual 2.27 and 2.20, softmax the same. One row ahead is too late: layer norm
-// lost 5-10%; the whole next row prefetched at the start of a row lost 15% on the RMS norm.
-constexpr int64_t kRowPrefetchRows = 2;
+// A streamed row kernel prefetches the operands it reads along the rows ahead of the line it
+// writes, a stretch at a time as it writes it: the reads go out beside the streaming stores, as
+// an elementwise loop's do, instead of all at once in a row's first pass, from memory or from the
+// last-level cache. Layer norm over f32[4096,1024] took 1.06 ms a run beside other work, 0.89
+// prefetched two rows ahead (medians of 14 alternating runs; 1.39 and 1.03 over 10 others). One
+// row ahead is too late there: layer norm lost 5-10%; the whole next row prefetched at the start
+// of a row lost 15% on the RMS norm.
+//
+// The distance is this many bytes of all the prefetched operands together, each operand's share
+// ahead of the line written, so that what is in flight stays within L1 (32 KiB) beside the row
+// being read again: two rows ahead of each operand put the RMS norm's x and residual 16 KiB
+// ahead, 24 KiB of rows in L1 with the current one, and its prefetched lines were evicted before
+// its reduction read them. RMS norm with its residual over f32[4096,1024] on one core, best of
+// 100 runs in 4-5 alternating rounds beside other work: 1.97-2.08 ms two rows ahead, 1.59-1.91
+// at 8 KiB (6 KiB 1.65-1.71, 12 KiB 1.53-1.98, 4 KiB 1.91-2.04); layer norm, one operand, is
+// still two rows ahead.
+constexpr int64_t kRowPrefetchBytes = 8 * 1024;
 
 }  // namespace
 
@@ -243,7 +252,7 @@ StatusOr<bool> KernelBuilder::TryEmitCpuRowKernel(const std::vector<RowOutput>& 
     }
   }
   // The operands read along the rows in place (x and the residual of an RMS norm), which a
-  // streamed row kernel prefetches kRowPrefetchRows ahead while it writes a row.
+  // streamed row kernel prefetches kRowPrefetchBytes ahead, together, while it writes a row.
   std::vector<std::pair<IrArray, int64_t>> prefetched;  // array, element bytes
   const std::vector<int64_t> physical = MajorToMinor(row_shape);
   const bool rows_contiguous =
@@ -329,12 +338,15 @@ StatusOr<bool> KernelBuilder::TryEmitCpuRowKernel(const std::vector<RowOutput>& 
                                  ByteWidth(element_outputs[o]->hlo->shape().element_type()));
         }
       };
-      // Prefetches the line `byte` bytes past element `element` of the row kRowPrefetchRows ahead
-      // of this one in `array` (prefetches never fault: past the last row they are dropped).
+      // Prefetches the line `byte` bytes past element `element` of this row in `array`, plus
+      // `ahead` bytes, each operand's share of kRowPrefetchBytes in whole lines (prefetches never
+      // fault: past the last row they are dropped).
+      const int64_t operands = std::max<int64_t>(1, static_cast<int64_t>(prefetched.size()));
+      const int64_t ahead = std::max<int64_t>(64, kRowPrefetchBytes / operands / 64 * 64);
       auto prefetch_line = [&](const IrArray& array, int64_t width, Value* element, Value* byte) {
-        Value* ahead_row = b_.CreateAdd(row, b_.getInt64(kRowPrefetchRows));
-        Value* first_byte = b_.CreateMul(
-            b_.CreateAdd(b_.CreateMul(ahead_row, b_.getInt64(length)), element), b_.getInt64(width));
+        Value* first_byte = b_.CreateAdd(
+            b_.CreateMul(b_.CreateAdd(b_.CreateMul(row, b_.getInt64(length)), element), b_.getInt64(width)),
+            b_.getInt64(ahead));
         b_.CreateIntrinsic(llvm::Intrinsic::prefetch, {b_.getPtrTy()},
                            {b_.CreateGEP(b_.getInt8Ty(), array.base(), {b_.CreateAdd(first_byte, byte)}),
                             /*write=*/b_.getInt32(0), /*locality=*/b_.getInt32(3), /*data=*/b_.getInt32(1)});
@@ -377,7 +389,7 @@ StatusOr<bool> KernelBuilder::TryEmitCpuRowKernel(const std::vector<RowOutput>& 
             cpu::MarkNonTemporal(b_.CreateAlignedStore(
                 v, b_.CreateInBoundsGEP(storage, row_starts[o], {begin}), llvm::Align(64)));
           }
-          // The operands' elements of this line of the outputs, kRowPrefetchRows rows ahead.
+          // The operands' elements of this line of the outputs, kRowPrefetchBytes ahead.
           for (const auto& [array, width] : prefetched) {
             for (int64_t byte = 0; byte < line_elements * width; byte += 64) {
               prefetch_line(array, width, begin, b_.getInt64(byte));
@@ -418,7 +430,7 @@ StatusOr<bool> KernelBuilder::TryEmitCpuRowKernel(const std::vector<RowOutput>& 
             return write_element(index);
           }, access_group_));
           stream_out(from, b_.CreateSub(to, from));
-          // The same stretch of the row kRowPrefetchRows ahead in each operand read in place,
+          // The same stretch kRowPrefetchBytes ahead in the operands read in place,
           // a line at a time: the reads of the next row's reduction pass go out beside this
           // row's streaming stores, as an elementwise loop's do, instead of all at once after
           // them (prefetches never fault: past the last row they are dropped).
