@@ -80,18 +80,21 @@ Literal Rows(int rows, int n, uint64_t seed) {
 
 TEST(CpuRowLoopsTest, SoftmaxSumsTheCacheAsItFillsItWithInterleavedAccumulators) {
   const std::string ir = IrOfRoot(Softmax(37, 129));
-  // The max's loop (and its NaN-semantics loop for rows with a NaN), the loop that stores and
-  // sums exp(x - max), and the output loop in its multiplying and dividing versions, inside the
-  // loop over rows: six loops, none of them the elemental emitter's one-reduction loop.
-  EXPECT_EQ(Loops(ir), 6) << ir;
+  // The max runs a row ahead: a task's first row takes it in a loop of its own (and a
+  // NaN-semantics loop for a row with a NaN) before the loop over rows; inside it, the loop
+  // that stores and sums exp(x - max) takes the next row's max too (and its NaN loop after it),
+  // then the output loop in its multiplying and dividing versions: seven loops, none of them
+  // the elemental emitter's one-reduction loop.
+  EXPECT_EQ(Loops(ir), 7) << ir;
+  EXPECT_EQ(Count(ir, "row.first.then:"), 1) << ir;
   EXPECT_EQ(Count(ir, "reduce.0.header"), 0) << ir;
   // The reduction loops ask for several accumulators (the property is one uniqued node).
   EXPECT_EQ(Count(ir, "!\"llvm.loop.interleave.count\", i32 4"), 1) << ir;
-  EXPECT_EQ(Count(ir, "!llvm.loop"), 5) << ir;
-  // The maximum ignores the sign of zero, and in the row's first loop NaNs too (one instruction
-  // a vector instead of three).
-  EXPECT_EQ(Count(ir, "call nnan nsz float @llvm.maxnum.f32"), 1) << ir;
-  EXPECT_EQ(Count(ir, "call reassoc nsz float @llvm.maximum.f32"), 1) << ir;
+  EXPECT_EQ(Count(ir, "!llvm.loop"), 6) << ir;
+  // The maximum ignores the sign of zero, and in its first loop over a row NaNs too (one
+  // instruction a vector instead of three): the first row's, and the next row's in the sum's.
+  EXPECT_EQ(Count(ir, "call nnan nsz float @llvm.maxnum.f32"), 2) << ir;
+  EXPECT_EQ(Count(ir, "call reassoc nsz float @llvm.maximum.f32"), 2) << ir;
   // One reciprocal per row, and the multiplying loop guarded by its being normal.
   EXPECT_EQ(Count(ir, "%row.reciprocal = fdiv float 1.000000e+00"), 1) << ir;
   EXPECT_GE(Count(ir, "row.multiply.then:"), 1) << ir;
@@ -288,6 +291,43 @@ TEST(CpuRowLoopsTest, ARowMaximumWithoutNaNSemanticsTakesANaNRowAgain) {
     Literal all_nan = testing::ExpectMatchesEvaluator(ShiftByRowMax(rows, n, "nan"), std::move(again));
     if (all_nan.element_count() == rows * n) {
       EXPECT_TRUE(std::isnan(all_nan.data<float>()[5 * n]));
+    }
+  }
+}
+
+TEST(CpuRowLoopsTest, TheFirstLevelRunsARowAheadWithItsNaNRows) {
+  // A row's maximum is taken in the loop of the previous row's sum (a task's first row's before
+  // the loop over rows), and a row with a NaN is taken again there: the maximum is an output, and
+  // the elements (x - max) / sum(exp(x - max)) show it too.
+  const std::string text = std::string("HloModule m\n") + kReducers + R"(
+fused {
+  x = f32[7,37] parameter(0)
+  lo = f32[] constant(-inf)
+  m = f32[7] reduce(x, lo), dimensions={1}, to_apply=max
+  mb = f32[7,37] broadcast(m), dimensions={0}
+  d = f32[7,37] subtract(x, mb)
+  e = f32[7,37] exponential(d)
+  z = f32[] constant(0)
+  sum = f32[7] reduce(e, z), dimensions={1}, to_apply=add
+  sb = f32[7,37] broadcast(sum), dimensions={0}
+  o = f32[7,37] divide(d, sb)
+  ROOT t = (f32[7,37], f32[7]) tuple(o, m)
+}
+ENTRY e {
+  x = f32[7,37] parameter(0)
+  ROOT f = (f32[7,37], f32[7]) fusion(x), kind=kInput, calls=fused
+})";
+  EXPECT_EQ(Count(IrOfRoot(text), "row.first.then:"), 1);
+  const float nan = std::numeric_limits<float>::quiet_NaN();
+  for (int r : {0, 1, 3, 6}) {
+    SCOPED_TRACE("NaN in row " + std::to_string(r));
+    Literal x = Rows(7, 37, r);
+    x.data<float>()[r * 37 + 5] = nan;
+    std::vector<Literal> args;
+    args.push_back(std::move(x));
+    Literal got = testing::ExpectMatchesEvaluator(text, std::move(args), {1e-6, 1e-5});
+    if (got.tuple_elements().size() == 2) {
+      EXPECT_TRUE(std::isnan(got.tuple_elements()[1].data<float>()[r]));
     }
   }
 }

@@ -56,14 +56,23 @@ void RequestOneVector(llvm::BasicBlock* header, unsigned width) {
 Status EmitRowReductions(ElementalIrEmitter& e, const std::vector<const HloInstruction*>& reductions,
                          const std::vector<const HloInstruction*>& cached,
                          const std::vector<IrArray>& caches, const std::vector<size_t>& filled,
-                         int64_t innermost_length, const RowElementLoop& for_each_element) {
+                         int64_t innermost_length, const RowElementLoop& for_each_element,
+                         const RowReductionsAhead* ahead) {
   llvm::IRBuilder<>& b = e.builder();
+  // This row's reductions, then the next row's: `all` and `next` side by side.
+  std::vector<const HloInstruction*> all = reductions;
+  std::vector<bool> next(reductions.size(), false);
+  if (ahead != nullptr) {
+    all.insert(all.end(), ahead->reductions.begin(), ahead->reductions.end());
+    next.resize(all.size(), true);
+  }
+  auto at = [&](size_t k, const IrIndex& index) { return next[k] ? ahead->next_row(index) : index; };
   std::vector<std::vector<llvm::AllocaInst*>> accumulators;
   // Per reduction: whether an element of its operand was NaN, where it is a float maximum taken
   // without NaN semantics (below), else null.
   std::vector<llvm::AllocaInst*> nan_seen;
   std::vector<Value*> inits;
-  for (const HloInstruction* r : reductions) {
+  for (const HloInstruction* r : all) {
     const int64_t n = r->operand_count() / 2;
     std::vector<llvm::AllocaInst*> accs;
     for (int64_t i = 0; i < n; ++i) {
@@ -84,8 +93,9 @@ Status EmitRowReductions(ElementalIrEmitter& e, const std::vector<const HloInstr
   }
   // Emits the accumulation of reduction k for the element at `index`; `exact`: with the
   // reducer's own semantics even where a maximum has a NaN-free form.
-  auto accumulate = [&](size_t k, const IrIndex& index, bool exact) -> Status {
-    const HloInstruction* r = reductions[k];
+  auto accumulate = [&](size_t k, const IrIndex& row_index, bool exact) -> Status {
+    const HloInstruction* r = all[k];
+    const IrIndex index = at(k, row_index);
     const int64_t n = r->operand_count() / 2;
     std::vector<Value*> args;
     for (llvm::AllocaInst* acc : accumulators[k]) {
@@ -133,15 +143,15 @@ Status EmitRowReductions(ElementalIrEmitter& e, const std::vector<const HloInstr
       ASSIGN_OR_RETURN(Value * v, e.EmitElement(cached[c], index));
       RETURN_IF_ERROR(caches[c].EmitWrite(b, index, v));
     }
-    for (size_t k = 0; k < reductions.size(); ++k) RETURN_IF_ERROR(accumulate(k, index, false));
+    for (size_t k = 0; k < all.size(); ++k) RETURN_IF_ERROR(accumulate(k, index, false));
     return OkStatus();
   }));
-  if (!reductions.empty()) {
+  if (!all.empty()) {
     RequestInterleave(header, kRowReductionInterleave, innermost_length > kRowUnrollLimit);
   }
   // A maximum whose row (or initial value) held a NaN is taken again with NaN semantics.
   size_t first_init = 0;
-  for (size_t k = 0; k < reductions.size(); ++k) {
+  for (size_t k = 0; k < all.size(); ++k) {
     const size_t init = first_init;
     first_init += accumulators[k].size();
     if (nan_seen[k] == nullptr) continue;
@@ -159,6 +169,12 @@ Status EmitRowReductions(ElementalIrEmitter& e, const std::vector<const HloInstr
       results.push_back(b.CreateLoad(acc->getAllocatedType(), acc));
     }
     e.BindValues(reductions[k], std::move(results));
+  }
+  for (size_t k = reductions.size(); k < all.size(); ++k) {
+    const std::vector<llvm::AllocaInst*>& to = ahead->results[k - reductions.size()];
+    for (size_t i = 0; i < accumulators[k].size(); ++i) {
+      b.CreateStore(b.CreateLoad(accumulators[k][i]->getAllocatedType(), accumulators[k][i]), to[i]);
+    }
   }
   return OkStatus();
 }
