@@ -2,10 +2,11 @@
 // EmitCpuTransposedLoop): an SGD update `w - c * transpose(g)` whose gradient a product wrote in
 // the other order. Walked element by element, the transposed reads stride over a whole row of
 // the operand each: the vectorizer gathers them, about 3 cycles an element. Here each task walks
-// tiles of kLanes output rows: the tile's part of every transposed operand (kLanes contiguous
-// elements of each of its rows) is loaded whole, transposed in registers, and stored to a stack
-// buffer laid out as the output is; the elementwise body then reads that buffer, the other
-// operands and the outputs with unit stride, one loop over the tile's rows x columns.
+// tiles of output rows in strips of a cache line's elements: the strip's part of every transposed
+// operand (one line of each of its rows) is loaded whole, transposed in registers kLanes columns
+// at a time, and stored to a stack buffer laid out as the output is; the elementwise body then
+// reads that buffer, the other operands and the outputs with unit stride, one loop over the
+// tile's rows x columns.
 // What is transposed may be computed: the algebraic simplifier turns `c * transpose(g)` into
 // `transpose(c * g)`, so JAX's `w - 0.1 * g.T` reaches the backend as a transpose of a product.
 // Elementwise work commutes with a transpose, so the parameters under it are what is transposed
@@ -25,11 +26,17 @@ using llvm::Value;
 
 namespace {
 
-// Rows of a tile, and the width of the register transpose: a power of two.
+// The width of the register transpose (a power of two), and the fewest rows a strip has.
 constexpr int64_t kLanes = 8;
+// A strip's rows are a line of the transposed operand's elements, so that every line is read
+// once, whole. Its rows lie a whole operand row apart, often a multiple of 4 KiB, and so fall in
+// the same L1 sets: a strip that read half a line left the other half for the next strip, by
+// when the 64 rows' lines had evicted it (f32[4096,2048] - c * transpose(g): strips of 8 rows
+// read every line twice from L2).
+constexpr int64_t kLineBytes = 64;
 // The largest tile buffer (per transposed operand), to stay in L1.
 constexpr int64_t kMaxTileBytes = 16 << 10;
-// Columns of a tile where kLanes rows of all of them exceed kMaxTileBytes: the tile then covers
+// Columns of a tile where a strip of all of them exceeds kMaxTileBytes: the tile then covers
 // 64 rows x 64 columns of f32, each of its 64 rows of the transposed operand 256 contiguous bytes.
 constexpr int64_t kBlockColumns = 64;
 
@@ -141,8 +148,8 @@ Status KernelBuilder::EmitCpuTransposedLoop(const Shape& shape, int64_t work_per
                                             const std::vector<const HloInstruction*>& transposes) {
   const int64_t rows = shape.dimensions(0);
   const int64_t columns = shape.dimensions(1);
-  // Tiles of up to 64 rows (the buffer within kMaxTileBytes), transposed kLanes rows at a time:
-  // read back right after their stores, tiles of kLanes rows stalled on store forwarding and lost
+  // Tiles of up to 64 rows (the buffer within kMaxTileBytes), transposed a strip at a time:
+  // read back right after their stores, tiles of one strip stalled on store forwarding and lost
   // to the gathers on a short loop (f32[256,10]).
   const std::set<const HloInstruction*> under = UnderTransposes(transposes);
   int64_t widest = 1;
@@ -151,13 +158,20 @@ Status KernelBuilder::EmitCpuTransposedLoop(const Shape& shape, int64_t work_per
       widest = std::max<int64_t>(widest, BitWidth(binding.shape.element_type()) / 8);
     }
   }
-  // All the columns where kLanes rows of them fit the buffer, else blocks of kBlockColumns (a
+  // A line of the widest transposed operand's elements (f32: 16), where the output has as many
+  // rows and two register blocks of columns; else kLanes. (With one block, the columns past it,
+  // extracted element by element, cost the line's strip more than its reads save: f32[65536,10]
+  // took 1.07-1.09x the half-line strips' time, where [16384,64] took 0.70x.)
+  const int64_t strip =
+      rows >= kLineBytes / widest && columns >= 2 * kLanes ? kLineBytes / widest : kLanes;
+  // All the columns where a strip of them fits the buffer, else blocks of kBlockColumns (a
   // wide update, f32[4096,2048] - c * transpose(g): every transposed read a gather, 50-67 ms).
-  const int64_t tile_columns = kLanes * columns * widest <= kMaxTileBytes ? columns : kBlockColumns;
+  const int64_t tile_columns = strip * columns * widest <= kMaxTileBytes ? columns : kBlockColumns;
   const int64_t tile_rows =
-      std::clamp<int64_t>(kMaxTileBytes / (tile_columns * widest) / kLanes * kLanes, kLanes, 8 * kLanes);
+      std::clamp<int64_t>(kMaxTileBytes / (tile_columns * widest) / strip * strip, strip, 64);
   // Tasks of whole tiles, about TaskElements' worth each; the last takes the rows past its last
-  // whole tile in tiles of kLanes rows, then those past the last of these as the loop always was.
+  // whole tile in tiles of one strip, then of kLanes rows, then those past the last of these as
+  // the loop always was.
   const int64_t task_rows =
       std::max<int64_t>(tile_rows, (TaskElements(work_per_element) / columns + tile_rows / 2) / tile_rows * tile_rows);
   const int64_t tasks = (rows + task_rows - 1) / task_rows;
@@ -180,15 +194,16 @@ Status KernelBuilder::EmitCpuTransposedLoop(const Shape& shape, int64_t work_per
   }
 
   auto plain = MakeEmitter();
-  // The tile of `n` rows from r0 and `w` columns from c0.
-  auto emit_tile = [&](Value* r0, int64_t n, Value* c0, int64_t w) -> Status {
-    RETURN_IF_ERROR(plain->EmitLoop(b_.getInt64(0), b_.getInt64(n / kLanes), "strip", [&](Value* strip) -> Status {
-      Value* strip_row = b_.CreateMul(strip, b_.getInt64(kLanes));
+  // The tile of `n` rows from r0 and `w` columns from c0, in strips of `m` rows (n a multiple of
+  // m, m of kLanes).
+  auto emit_tile = [&](Value* r0, int64_t n, int64_t m, Value* c0, int64_t w) -> Status {
+    RETURN_IF_ERROR(plain->EmitLoop(b_.getInt64(0), b_.getInt64(n / m), "strip", [&](Value* index) -> Status {
+      Value* strip_row = b_.CreateMul(index, b_.getInt64(m));
       Value* rs = b_.CreateAdd(r0, strip_row);
       Value* strip_offset = b_.CreateMul(strip_row, b_.getInt64(w));
       for (const Transposed& t : transposed) {
-        auto* vector = llvm::FixedVectorType::get(t.type, kLanes);
-        // Row c0 + c of the operand, its kLanes elements from rs: column c0 + c of the strip's rows.
+        auto* vector = llvm::FixedVectorType::get(t.type, m);
+        // Row c0 + c of the operand, its m elements from rs: column c0 + c of the strip's rows.
         auto load_row = [&](Value* c) -> Value* {
           Value* at = t.source.EmitElementPointer(b_, {b_.CreateAdd(c0, c), rs});
           return b_.CreateAlignedLoad(vector, at, llvm::Align(1));
@@ -201,17 +216,28 @@ Status KernelBuilder::EmitCpuTransposedLoop(const Shape& shape, int64_t work_per
         if (blocks > 0) {
           RETURN_IF_ERROR(plain->EmitLoop(b_.getInt64(0), b_.getInt64(blocks), "block", [&](Value* block) {
             Value* cb = b_.CreateMul(block, b_.getInt64(kLanes));
-            std::vector<Value*> v;
-            for (int64_t j = 0; j < kLanes; ++j) v.push_back(load_row(b_.CreateAdd(cb, b_.getInt64(j))));
-            v = EmitTransposeInRegisters(b_, std::move(v));
-            for (int64_t i = 0; i < kLanes; ++i) b_.CreateAlignedStore(v[i], tile_at(i, cb), llvm::Align(1));
+            std::vector<Value*> lines;
+            for (int64_t j = 0; j < kLanes; ++j) lines.push_back(load_row(b_.CreateAdd(cb, b_.getInt64(j))));
+            // Each kLanes-element part of the lines is a kLanes x kLanes block of the tile. (Loading
+            // the parts apart, where the shuffles split the lines, measured slower: 0.76 against
+            // 0.70 of the half-line strips' time on f32[16384,64], 0.80 against 0.50 on f16.)
+            for (int64_t part = 0; part < m / kLanes; ++part) {
+              std::vector<int> lanes(kLanes);
+              for (int64_t i = 0; i < kLanes; ++i) lanes[i] = static_cast<int>(part * kLanes + i);
+              std::vector<Value*> v;
+              for (Value* line : lines) v.push_back(m == kLanes ? line : b_.CreateShuffleVector(line, lanes));
+              v = EmitTransposeInRegisters(b_, std::move(v));
+              for (int64_t i = 0; i < kLanes; ++i) {
+                b_.CreateAlignedStore(v[i], tile_at(part * kLanes + i, cb), llvm::Align(1));
+              }
+            }
             return OkStatus();
           }));
         }
         if (w % kLanes != 0) {
           RETURN_IF_ERROR(plain->EmitLoop(b_.getInt64(blocks * kLanes), b_.getInt64(w), "rest", [&](Value* c) {
             Value* v = load_row(c);
-            for (int64_t i = 0; i < kLanes; ++i) {
+            for (int64_t i = 0; i < m; ++i) {
               b_.CreateStore(b_.CreateExtractElement(v, b_.getInt64(i)), tile_at(i, c));
             }
             return OkStatus();
@@ -282,18 +308,18 @@ Status KernelBuilder::EmitCpuTransposedLoop(const Shape& shape, int64_t work_per
       }, access_group_);
     });
   };
-  // `count` tiles of `n` rows from row `first`, each over all the columns in blocks of
-  // tile_columns (and one of the columns past the last whole block).
-  auto emit_tiles = [&](Value* first, Value* count, int64_t n) -> Status {
+  // `count` tiles of `n` rows from row `first`, in strips of `m` rows, each over all the columns
+  // in blocks of tile_columns (and one of the columns past the last whole block).
+  auto emit_tiles = [&](Value* first, Value* count, int64_t n, int64_t m) -> Status {
     return plain->EmitLoop(b_.getInt64(0), count, "tile", [&](Value* tile) -> Status {
       Value* r0 = b_.CreateAdd(first, b_.CreateMul(tile, b_.getInt64(n)));
-      if (tile_columns == columns) return emit_tile(r0, n, b_.getInt64(0), columns);
+      if (tile_columns == columns) return emit_tile(r0, n, m, b_.getInt64(0), columns);
       const int64_t blocks = columns / tile_columns;
       RETURN_IF_ERROR(plain->EmitLoop(b_.getInt64(0), b_.getInt64(blocks), "column.block", [&](Value* block) -> Status {
-        return emit_tile(r0, n, b_.CreateMul(block, b_.getInt64(tile_columns)), tile_columns);
+        return emit_tile(r0, n, m, b_.CreateMul(block, b_.getInt64(tile_columns)), tile_columns);
       }));
       if (columns % tile_columns == 0) return OkStatus();
-      return emit_tile(r0, n, b_.getInt64(blocks * tile_columns), columns % tile_columns);
+      return emit_tile(r0, n, m, b_.getInt64(blocks * tile_columns), columns % tile_columns);
     });
   };
 
@@ -302,12 +328,15 @@ Status KernelBuilder::EmitCpuTransposedLoop(const Shape& shape, int64_t work_per
     Value* stop = b_.CreateAdd(start, b_.getInt64(task_rows));
     Value* end = b_.CreateSelect(b_.CreateICmpSLT(stop, b_.getInt64(rows)), stop, b_.getInt64(rows));
     Value* tiles = b_.CreateUDiv(b_.CreateSub(end, start), b_.getInt64(tile_rows));
-    RETURN_IF_ERROR(emit_tiles(start, tiles, tile_rows));
+    RETURN_IF_ERROR(emit_tiles(start, tiles, tile_rows, strip));
     Value* rest = b_.CreateAdd(start, b_.CreateMul(tiles, b_.getInt64(tile_rows)));
-    if (tile_rows > kLanes) {
-      Value* strips = b_.CreateUDiv(b_.CreateSub(end, rest), b_.getInt64(kLanes));
-      RETURN_IF_ERROR(emit_tiles(rest, strips, kLanes));
-      rest = b_.CreateAdd(rest, b_.CreateMul(strips, b_.getInt64(kLanes)));
+    std::vector<int64_t> tails;
+    if (tile_rows > strip) tails.push_back(strip);
+    if (strip > kLanes) tails.push_back(kLanes);
+    for (int64_t m : tails) {
+      Value* strips = b_.CreateUDiv(b_.CreateSub(end, rest), b_.getInt64(m));
+      RETURN_IF_ERROR(emit_tiles(rest, strips, m, m));
+      rest = b_.CreateAdd(rest, b_.CreateMul(strips, b_.getInt64(m)));
     }
     // The rows past the last strip (the last task's), element by element.
     return plain->EmitLoop(rest, end, "row", [&](Value* r) -> Status {
