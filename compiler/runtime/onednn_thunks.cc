@@ -404,9 +404,33 @@ StatusOr<std::unique_ptr<OneDnnThunk>> OneDnnThunk::Create(std::string hlo_name,
   return thunk;
 }
 
+namespace {
+
+// row[c] += from[c], in runs of 16 and then one by one: at -O2 GCC vectorizes only a loop whose
+// vector code replaces it whole, which a run of known length is and a loop over `n` is not (the
+// plain loop compiled to one scalar add an element, 4.5% of the LSTM step's CPU time).
+void AddTo(float* __restrict row, const float* __restrict from, int64_t n) {
+  int64_t c = 0;
+  for (; c + 16 <= n; c += 16) {
+    for (int j = 0; j < 16; ++j) row[c + j] += from[c + j];
+  }
+  for (; c < n; ++c) row[c] += from[c];
+}
+
+void AddTo(float* __restrict row, float x, int64_t n) {
+  int64_t c = 0;
+  for (; c + 16 <= n; c += 16) {
+    for (int j = 0; j < 16; ++j) row[c + j] += x;
+  }
+  for (; c < n; ++c) row[c] += x;
+}
+
+}  // namespace
+
 // A column part's block of the output (all rows, the part's columns) set to the sum of its
-// addends, for oneDNN's sum post-op to add the product onto. A full addend that is the output
-// itself (a residual updated in place) is already there.
+// addends, for oneDNN's sum post-op to add the product onto: each row written from its first
+// addend and added to from the others. A full addend that is the output itself (a residual
+// updated in place) is already there.
 void OneDnnThunk::Impl::SumAddendsInto(char** frame, const Part& part, float* output, int64_t dst_offset,
                                        int64_t bias_offset) const {
   const Impl& impl = *this;
@@ -421,23 +445,26 @@ void OneDnnThunk::Impl::SumAddendsInto(char** frame, const Part& part, float* ou
   }
   for (int64_t r = 0; r < rows; ++r) {
     float* row = output + dst_offset + r * impl.dst_row_step;
-    if (in_place == impl.addend_slots.size()) std::fill(row, row + cols, 0.f);
+    bool written = in_place < impl.addend_slots.size();
     for (size_t a = 0; a < impl.addend_slots.size(); ++a) {
       if (a == in_place) continue;
       const float* addend = reinterpret_cast<const float*>(frame[impl.addend_slots[a]]);
-      switch (impl.addend_kinds[a]) {
-        case OneDnnPostOp::Addend::kFull:
-          addend += dst_offset + r * impl.dst_row_step;
-          for (int64_t c = 0; c < cols; ++c) row[c] += addend[c];
-          break;
-        case OneDnnPostOp::Addend::kLastDimension:
-          addend += bias_offset;
-          for (int64_t c = 0; c < cols; ++c) row[c] += addend[c];
-          break;
-        case OneDnnPostOp::Addend::kScalar:
-          for (int64_t c = 0; c < cols; ++c) row[c] += addend[0];
-          break;
+      if (impl.addend_kinds[a] == OneDnnPostOp::Addend::kScalar) {
+        if (written) {
+          AddTo(row, addend[0], cols);
+        } else {
+          std::fill(row, row + cols, addend[0]);
+        }
+      } else {
+        addend += impl.addend_kinds[a] == OneDnnPostOp::Addend::kFull ? dst_offset + r * impl.dst_row_step
+                                                                       : bias_offset;
+        if (written) {
+          AddTo(row, addend, cols);
+        } else {
+          std::memcpy(row, addend, cols * sizeof(float));
+        }
       }
+      written = true;
     }
   }
 }

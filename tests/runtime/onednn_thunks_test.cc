@@ -318,14 +318,29 @@ ENTRY e {
   s = f32[32,512] add(d, bb)
   ROOT r = f32[32,512] add(s, res)
 })";
+  // A scalar first (it fills the columns) and a bias after it (added to them).
+  const std::string with_scalar = R"(HloModule m
+ENTRY e {
+  a = f32[32,256] parameter(0)
+  b = f32[256,512] parameter(1)
+  s = f32[] parameter(2)
+  bias = f32[512] parameter(3)
+  d = f32[32,512] dot(a, b), lhs_contracting_dims={1}, rhs_contracting_dims={0}
+  sb = f32[32,512] broadcast(s), dimensions={}
+  t = f32[32,512] add(d, sb)
+  bb = f32[32,512] broadcast(bias), dimensions={1}
+  ROOT r = f32[32,512] add(t, bb)
+})";
   const bool parallel = ThreadPool::Default().parallelism() >= 2;
   const std::string parts = parallel ? "; 2 parts on the pool" : "";
   if (parallel) {
     EXPECT_THAT(KernelOf(wide), HasSubstr("gemm"));
     EXPECT_THAT(KernelOf(with_addends), HasSubstr("gemm"));
+    EXPECT_THAT(KernelOf(with_scalar), HasSubstr("gemm"));
   }
   ExpectOneDnnMatchesEvaluator(wide, "matmul(lhs, rhs) + linear(0.5x+0)", parts);
   ExpectOneDnnMatchesEvaluator(with_addends, "matmul(lhs, rhs) + binary_add[bias] + binary_add", parts);
+  ExpectOneDnnMatchesEvaluator(with_scalar, "matmul(lhs, rhs) + binary_add[scalar] + binary_add[bias]", parts);
   // Weights of 2 MiB (the GELU MLP's second product has 4) are split in columns too, however
   // tall the product; half of them stay in rows on brgemm.
   auto product = [](int64_t k) {
