@@ -319,15 +319,21 @@ ENTRY e {
 })";
   EXPECT_EQ(Count(IrOfRoot(text), "row.first.then:"), 1);
   const float nan = std::numeric_limits<float>::quiet_NaN();
+  const float inf = std::numeric_limits<float>::infinity();
   for (int r : {0, 1, 3, 6}) {
     SCOPED_TRACE("NaN in row " + std::to_string(r));
     Literal x = Rows(7, 37, r);
     x.data<float>()[r * 37 + 5] = nan;
+    // An infinity of each sign (the next row's NaN test, a sum, is NaN; the maximum is not).
+    const int both = (r + 2) % 7;
+    x.data<float>()[both * 37 + 3] = inf;
+    x.data<float>()[both * 37 + 30] = -inf;
     std::vector<Literal> args;
     args.push_back(std::move(x));
     Literal got = testing::ExpectMatchesEvaluator(text, std::move(args), {1e-6, 1e-5});
     if (got.tuple_elements().size() == 2) {
       EXPECT_TRUE(std::isnan(got.tuple_elements()[1].data<float>()[r]));
+      EXPECT_EQ(got.tuple_elements()[1].data<float>()[both], inf);
     }
   }
 }
