@@ -80,10 +80,13 @@ class SingleThreadedCreation {
 // where a freed one was finds nothing of the old one's in use. The store is emptied at 1024
 // parts (a memory object holds some 1-2 KB): a process that makes thunks for ever does not keep
 // their objects for ever, and a program of more parts than that makes its objects anew, as before.
-inline std::unordered_map<int, dnnl::memory>& KeptArguments(const void* thunk, int64_t part) {
-  thread_local std::map<std::pair<const void*, int64_t>, std::unordered_map<int, dnnl::memory>> kept;
-  if (kept.size() >= 1024) kept.clear();
-  return kept[{thunk, part}];
+// A part's packing reorder keeps its own arguments in a store of their own (`packing`), so that
+// emptying one store leaves the other's arguments, in use in the same part, in place.
+inline std::unordered_map<int, dnnl::memory>& KeptArguments(const void* thunk, int64_t part, bool packing = false) {
+  thread_local std::map<std::pair<const void*, int64_t>, std::unordered_map<int, dnnl::memory>> kept[2];
+  auto& store = kept[packing ? 1 : 0];
+  if (store.size() >= 1024) store.clear();
+  return store[{thunk, part}];
 }
 
 // Sets argument `arg` of a part to `data` laid out as `md`, reusing the kept memory object. The
