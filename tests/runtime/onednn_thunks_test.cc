@@ -38,6 +38,10 @@ void ExpectOneDnnMatchesEvaluator(const std::string& text, const std::string& ex
   testing::ExpectMatchesEvaluator(text, {}, {2e-5, 2e-5});
 }
 
+// Below, with the convolutions' cases.
+void ExpectRepeatedCallsMatchEvaluator(const std::string& text, const std::string& expected_call,
+                                       const std::vector<std::vector<Literal>>& argument_sets);
+
 std::string DotModule(const std::string& lhs, const std::string& rhs, const std::string& out,
                       const std::string& operands, const std::string& dims,
                       const std::string& epilogue, const std::string& extra_params = "") {
@@ -252,7 +256,8 @@ ENTRY e {
   ROOT r = f32[40,72] add(d, bb)
 })",
                                "matmul(lhs, rhs^T) + binary_add[bias]", parts);
-  ExpectOneDnnMatchesEvaluator(R"(HloModule m
+  // Each block of the transposed lhs is packed into rows again on every call.
+  const std::string transposed = R"(HloModule m
 ENTRY e {
   a = f32[192,144] parameter(0)
   b = f32[192,40] parameter(1)
@@ -260,8 +265,10 @@ ENTRY e {
   ta = f32[144,192] transpose(a), dimensions={1,0}
   d = f32[144,40] dot(ta, b), lhs_contracting_dims={1}, rhs_contracting_dims={0}
   ROOT r = f32[144,40] add(d, res)
-})",
-                               "matmul(lhs^T, rhs) + binary_add", parts);
+})";
+  ExpectOneDnnMatchesEvaluator(transposed, "matmul(lhs^T, rhs) + binary_add", parts);
+  ExpectRepeatedCallsMatchEvaluator(transposed, "matmul(lhs^T, rhs) + binary_add",
+                                    {testing::RandomArguments(transposed, 1), testing::RandomArguments(transposed, 2)});
   // 2^18 multiply-adds: not worth waking a thread for.
   ExpectOneDnnMatchesEvaluator(R"(HloModule m
 ENTRY e {
