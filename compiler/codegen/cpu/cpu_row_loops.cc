@@ -172,9 +172,8 @@ Status EmitRowReductions(ElementalIrEmitter& e, const std::vector<const HloInstr
     const size_t init = first_init;
     first_init += accumulators[k].size();
     if (nan_seen[k] == nullptr) continue;
-    llvm::Type* type = nan_seen[k]->getAllocatedType();
-    Value* seen = next[k] ? b.CreateFCmpUNO(b.CreateLoad(type, nan_seen[k]), b.CreateLoad(type, nan_seen[k]))
-                          : b.CreateICmpNE(b.CreateLoad(type, nan_seen[k]), b.getInt8(0));
+    Value* tested = b.CreateLoad(nan_seen[k]->getAllocatedType(), nan_seen[k]);
+    Value* seen = next[k] ? b.CreateFCmpUNO(tested, tested) : b.CreateICmpNE(tested, b.getInt8(0));
     Value* nan = b.CreateOr(seen, b.CreateFCmpUNO(inits[init], inits[init]));
     RETURN_IF_ERROR(e.EmitIf(nan, "row.nan", [&]() -> Status {
       b.CreateStore(inits[init], accumulators[k][0]);
