@@ -26,6 +26,7 @@
 #include "compiler/passes/reduce_factor_hoisting.h"
 #include "compiler/passes/reduce_precision_insertion.h"
 #include "compiler/passes/reshape_mover.h"
+#include "compiler/passes/shifted_moments.h"
 #include "compiler/passes/bitcast_dtypes_expander.h"
 #include "compiler/passes/rng_bit_generator_expander.h"
 #include "compiler/passes/topk_decomposer.h"
@@ -103,6 +104,9 @@ std::unique_ptr<HloPassPipeline> MakeHloPipeline(
   // dimensions (batch norm's backward sums then need only the mean); CSE below merges the
   // products it builds with the rest.
   optimization->AddPass<ReduceFactorHoisting>();
+  // The sums of x - mean about a sample mean of x: with the mean's sum they take one sweep of the
+  // CPU's column reductions where they took two.
+  if (backend == Backend::kCpu) optimization->AddPass<ShiftedMoments>();
   // Attention's scores too large for the caches, one batch element at a time (CSE then merges
   // the chains' copies of the same scalar broadcasts).
   if (backend == Backend::kCpu) optimization->AddPass<BatchedChainSplit>();

@@ -1,0 +1,328 @@
+#include "compiler/passes/shifted_moments.h"
+
+#include <algorithm>
+#include <unordered_set>
+#include <vector>
+
+namespace xlens {
+namespace {
+
+// The shift is the mean of 1/kSampleShare of the batch (at least one entry of the dimension it
+// is taken along): d^2 / var stays under kSampleShare, and its sum reads that share of x.
+constexpr int64_t kSampleShare = 32;
+
+// The most multiplies, negates and factors the walk of one sum's operand visits (as
+// reduce-factor-hoisting's walk; batch norm's sums have 2-3 factors).
+constexpr int kMaxVisits = 64;
+
+bool HasControlDeps(const HloInstruction& instruction) {
+  return !instruction.control_predecessors().empty() ||
+         !instruction.control_successors().empty();
+}
+
+// A scalar constant zero (either sign).
+bool IsZero(const HloInstruction& instruction) {
+  if (instruction.opcode() != HloOpcode::kConstant || !instruction.has_literal()) return false;
+  const Literal& literal = instruction.literal();
+  return !literal.is_elided() && !literal.is_text_only() && literal.shape().IsArray() &&
+         literal.element_count() == 1 && IsFloatingPointType(literal.shape().element_type()) &&
+         literal.GetAsDouble(0) == 0.0;
+}
+
+// A broadcast of a scalar constant (any shape), and its value.
+std::optional<double> BroadcastScalar(const HloInstruction& instruction) {
+  if (instruction.opcode() != HloOpcode::kBroadcast) return std::nullopt;
+  const HloInstruction& scalar = *instruction.operand(0);
+  if (scalar.opcode() != HloOpcode::kConstant || !scalar.has_literal()) return std::nullopt;
+  const Literal& literal = scalar.literal();
+  if (literal.is_elided() || literal.is_text_only() || !literal.shape().IsArray() ||
+      literal.shape().rank() != 0) {
+    return std::nullopt;
+  }
+  return literal.GetAsDouble(0);
+}
+
+bool IsAddReducer(const HloComputation* reducer) {
+  if (reducer == nullptr || reducer->num_parameters() != 2) return false;
+  const HloInstruction* root = reducer->root_instruction();
+  const HloInstruction* p0 = reducer->parameter_instruction(0);
+  const HloInstruction* p1 = reducer->parameter_instruction(1);
+  return root != nullptr && root->opcode() == HloOpcode::kAdd && p0 != nullptr && p1 != nullptr &&
+         ((root->operand(0) == p0 && root->operand(1) == p1) ||
+          (root->operand(0) == p1 && root->operand(1) == p0));
+}
+
+// A floating-point sum from zero of one static array.
+bool IsSum(const HloInstruction& reduce) {
+  if (reduce.opcode() != HloOpcode::kReduce || reduce.operand_count() != 2 ||
+      !reduce.shape().IsArray() || HasControlDeps(reduce)) {
+    return false;
+  }
+  const Shape& in = reduce.operand(0)->shape();
+  return in.IsArray() && in.is_static() && IsFloatingPointType(in.element_type()) &&
+         IsZero(*reduce.operand(1)) && IsAddReducer(reduce.to_apply());
+}
+
+std::vector<int64_t> Sorted(std::vector<int64_t> v) {
+  std::sort(v.begin(), v.end());
+  return v;
+}
+
+std::vector<int64_t> MajorToMinorOf(const Shape& shape) {
+  std::vector<int64_t> order;
+  if (shape.has_layout() &&
+      static_cast<int64_t>(shape.layout().minor_to_major.size()) == shape.rank()) {
+    order.assign(shape.layout().minor_to_major.rbegin(), shape.layout().minor_to_major.rend());
+  } else {
+    for (int64_t d = 0; d < shape.rank(); ++d) order.push_back(d);
+  }
+  return order;
+}
+
+// A sum's operand as a signed product: how many of its factors are x - broadcast(mean), and the
+// others.
+struct Product {
+  int centred = 0;
+  std::vector<HloInstruction*> others;
+  bool negated = false;
+  int visits = 0;
+};
+
+class Shifter {
+ public:
+  explicit Shifter(HloComputation* computation) : computation_(computation) {}
+
+  StatusOr<bool> Run() {
+    bool changed = false;
+    for (HloInstruction* mean : computation_->MakeInstructionPostOrder()) {
+      if (removed_.count(mean)) continue;
+      ASSIGN_OR_RETURN(bool rewritten, Rewrite(mean));
+      changed |= rewritten;
+    }
+    return changed;
+  }
+
+ private:
+  StatusOr<bool> Rewrite(HloInstruction* mean) {
+    // mean = sum(x) / n, n the number of elements each output adds.
+    if (mean->opcode() != HloOpcode::kDivide || HasControlDeps(*mean) ||
+        !IsSum(*mean->operand(0))) {
+      return false;
+    }
+    HloInstruction* sum = mean->operand(0);
+    HloInstruction* x = sum->operand(0);
+    const Shape& shape = x->shape();
+    const std::vector<int64_t> reduced = Sorted(sum->dimensions());
+    auto is_reduced = [&](int64_t d) {
+      return std::binary_search(reduced.begin(), reduced.end(), d);
+    };
+    int64_t n = 1;
+    for (int64_t d : reduced) n *= shape.dimensions(d);
+    const std::optional<double> divisor = BroadcastScalar(*mean->operand(1));
+    const std::vector<int64_t> order = MajorToMinorOf(shape);
+    if (!divisor || *divisor != static_cast<double>(n) || n < 2 || is_reduced(order.back())) {
+      return false;
+    }
+    // The dimension the shift's sample is taken along: the major-most reduced one of 2 or more.
+    int64_t along = -1;
+    for (int64_t d : order) {
+      if (is_reduced(d) && shape.dimensions(d) >= 2) {
+        along = d;
+        break;
+      }
+    }
+    if (along < 0) return false;
+    std::vector<int64_t> kept;
+    for (int64_t d = 0; d < shape.rank(); ++d) {
+      if (!is_reduced(d)) kept.push_back(d);
+    }
+
+    // x - broadcast(mean) along the kept dimensions, and everything that depends on the mean.
+    std::unordered_set<const HloInstruction*> centred;
+    for (HloInstruction* user : mean->users()) {
+      if (user->opcode() != HloOpcode::kBroadcast || !user->dimensions_attr ||
+          *user->dimensions_attr != kept || !shape_util::SameDimensions(user->shape(), shape)) {
+        continue;
+      }
+      for (HloInstruction* difference : user->users()) {
+        if (difference->opcode() == HloOpcode::kSubtract && difference->operand(0) == x &&
+            difference->operand(1) == user && !HasControlDeps(*difference)) {
+          centred.insert(difference);
+        }
+      }
+    }
+    if (centred.empty()) return false;
+    std::unordered_set<const HloInstruction*> dependent;
+    std::vector<const HloInstruction*> stack = {mean};
+    while (!stack.empty()) {
+      const HloInstruction* at = stack.back();
+      stack.pop_back();
+      if (!dependent.insert(at).second) continue;
+      stack.insert(stack.end(), at->users().begin(), at->users().end());
+    }
+
+    // The sums over the same dimensions of products of one or two centred factors.
+    struct Moment {
+      HloInstruction* reduce;
+      Product product;
+    };
+    std::vector<Moment> moments;
+    for (HloInstruction* other : computation_->MakeInstructionPostOrder()) {
+      if (other == sum || removed_.count(other) || !IsSum(*other) || !dependent.count(other) ||
+          Sorted(other->dimensions()) != reduced || !(other->shape() == sum->shape()) ||
+          !shape_util::SameDimensions(other->operand(0)->shape(), shape)) {
+        continue;
+      }
+      Product product;
+      Collect(other->operand(0), shape, centred, product);
+      if (product.visits > kMaxVisits || product.centred < 1 || product.centred > 2 ||
+          std::any_of(product.others.begin(), product.others.end(),
+                      [&](const HloInstruction* f) { return dependent.count(f) > 0; })) {
+        continue;
+      }
+      moments.push_back({other, std::move(product)});
+    }
+    if (moments.empty()) return false;
+
+    // K: the mean of the sample; v = x - K; d = sum(v) / n; the mean is K + d.
+    const int64_t taken = (shape.dimensions(along) + kSampleShare - 1) / kSampleShare;
+    Shape sample_shape = shape;
+    sample_shape.set_dimensions(along, taken);
+    auto slice = HloInstruction::CreateUnary(HloOpcode::kSlice, sample_shape, x);
+    slice->has_slice = true;
+    slice->slice_starts.assign(shape.rank(), 0);
+    slice->slice_limits = shape.dimensions();
+    slice->slice_limits[along] = taken;
+    slice->slice_strides.assign(shape.rank(), 1);
+    HloInstruction* sample = NewSum(Add(std::move(slice), *x), sum);
+    const Shape& out = sum->shape();
+    HloInstruction* shift =
+        Binary(HloOpcode::kDivide, out, sample, Constant(out, n / shape.dimensions(along) * taken), *mean);
+    auto spread = HloInstruction::CreateUnary(HloOpcode::kBroadcast, shape, shift);
+    spread->dimensions_attr = kept;
+    HloInstruction* v = Binary(HloOpcode::kSubtract, shape, x, Add(std::move(spread), *mean), *mean);
+    HloInstruction* sum_v = FindOrAddSum(v, sum);
+    HloInstruction* d = Binary(HloOpcode::kDivide, out, sum_v, Constant(out, n), *mean);
+    HloInstruction* n_out = Constant(out, n);
+
+    for (const Moment& moment : moments) {
+      const HloInstruction& origin = *moment.reduce;
+      HloInstruction* g = nullptr;
+      for (HloInstruction* factor : moment.product.others) {
+        g = g == nullptr ? factor : Binary(HloOpcode::kMultiply, shape, g, factor, origin);
+      }
+      auto times_g = [&](HloInstruction* a) {
+        return g == nullptr ? a : Binary(HloOpcode::kMultiply, shape, a, g, origin);
+      };
+      // sum(g), or n where there is no g.
+      HloInstruction* sum_g = g == nullptr ? n_out : FindOrAddSum(g, moment.reduce);
+      HloInstruction* sum_vg = g == nullptr ? sum_v : FindOrAddSum(times_g(v), moment.reduce);
+      HloInstruction* result;
+      if (moment.product.centred == 1) {
+        // sum(v * g) - d * sum(g)
+        result = Binary(HloOpcode::kSubtract, out, sum_vg,
+                        Binary(HloOpcode::kMultiply, out, d, sum_g, origin), origin);
+      } else {
+        // sum(v^2 * g) - 2d * sum(v * g) + d^2 * sum(g)
+        HloInstruction* vv = Binary(HloOpcode::kMultiply, shape, v, v, origin);
+        HloInstruction* sum_vvg = FindOrAddSum(times_g(vv), moment.reduce);
+        HloInstruction* two_d = Binary(HloOpcode::kAdd, out, d, d, origin);
+        HloInstruction* dd = Binary(HloOpcode::kMultiply, out, d, d, origin);
+        result = Binary(HloOpcode::kAdd, out,
+                        Binary(HloOpcode::kSubtract, out, sum_vvg,
+                               Binary(HloOpcode::kMultiply, out, two_d, sum_vg, origin), origin),
+                        Binary(HloOpcode::kMultiply, out, dd, sum_g, origin), origin);
+      }
+      if (moment.product.negated) {
+        result = Add(HloInstruction::CreateUnary(HloOpcode::kNegate, out, result), origin);
+      }
+      RETURN_IF_ERROR(computation_->ReplaceInstruction(moment.reduce, result));
+      removed_.insert(moment.reduce);
+    }
+    RETURN_IF_ERROR(computation_->ReplaceInstruction(
+        mean, Binary(HloOpcode::kAdd, out, shift, d, *mean)));
+    removed_.insert(mean);
+    return true;
+  }
+
+  // Walks the multiplies and negates of x's shape down to their other operands.
+  void Collect(HloInstruction* value, const Shape& shape,
+               const std::unordered_set<const HloInstruction*>& centred, Product& product) {
+    if (++product.visits > kMaxVisits) return;
+    const bool walk = !HasControlDeps(*value) && value->shape().IsArray() &&
+                      shape_util::SameDimensions(value->shape(), shape) &&
+                      value->shape().element_type() == shape.element_type();
+    if (walk && value->opcode() == HloOpcode::kMultiply) {
+      Collect(value->operand(0), shape, centred, product);
+      Collect(value->operand(1), shape, centred, product);
+      return;
+    }
+    if (walk && value->opcode() == HloOpcode::kNegate) {
+      product.negated = !product.negated;
+      Collect(value->operand(0), shape, centred, product);
+      return;
+    }
+    if (centred.count(value)) {
+      ++product.centred;
+      return;
+    }
+    product.others.push_back(value);
+  }
+
+  // A sum of `values` as `like` sums its operand: an existing one, or a new one.
+  HloInstruction* FindOrAddSum(HloInstruction* values, HloInstruction* like) {
+    const std::vector<int64_t> dims = Sorted(like->dimensions());
+    for (HloInstruction* user : values->users()) {
+      if (user != like && !removed_.count(user) && IsSum(*user) && user->operand(0) == values &&
+          user->shape() == like->shape() && Sorted(user->dimensions()) == dims) {
+        return user;
+      }
+    }
+    return NewSum(values, like);
+  }
+
+  HloInstruction* NewSum(HloInstruction* values, HloInstruction* like) {
+    auto sum = HloInstruction::CreateBinary(HloOpcode::kReduce, like->shape(), values,
+                                            like->operand(1));
+    sum->dimensions_attr = like->dimensions();
+    sum->SetCalledComputation("to_apply", like->to_apply());
+    return Add(std::move(sum), *like);
+  }
+
+  // `value` in every element of `shape`.
+  HloInstruction* Constant(const Shape& shape, int64_t value) {
+    Literal literal(Shape::Scalar(shape.element_type()));
+    literal.SetFromDouble(0, static_cast<double>(value));
+    HloInstruction* scalar = computation_->AddInstruction(HloInstruction::CreateConstant(std::move(literal)));
+    auto broadcast = HloInstruction::CreateUnary(HloOpcode::kBroadcast, shape, scalar);
+    broadcast->dimensions_attr = std::vector<int64_t>{};
+    return computation_->AddInstruction(std::move(broadcast));
+  }
+
+  HloInstruction* Binary(HloOpcode opcode, const Shape& shape, HloInstruction* lhs,
+                         HloInstruction* rhs, const HloInstruction& origin) {
+    return Add(HloInstruction::CreateBinary(opcode, shape, lhs, rhs), origin);
+  }
+
+  HloInstruction* Add(std::unique_ptr<HloInstruction> instruction, const HloInstruction& origin) {
+    instruction->metadata = origin.metadata;
+    return computation_->AddInstruction(std::move(instruction));
+  }
+
+  HloComputation* computation_;
+  std::unordered_set<const HloInstruction*> removed_;
+};
+
+}  // namespace
+
+StatusOr<bool> ShiftedMoments::Run(HloModule& module) {
+  bool changed = false;
+  for (HloComputation* computation : module.computations()) {
+    if (computation->IsFusionComputation()) continue;
+    ASSIGN_OR_RETURN(bool rewritten, Shifter(computation).Run());
+    changed |= rewritten;
+  }
+  return changed;
+}
+
+}  // namespace xlens
