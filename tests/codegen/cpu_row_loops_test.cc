@@ -88,8 +88,10 @@ TEST(CpuRowLoopsTest, SoftmaxSumsTheCacheAsItFillsItWithInterleavedAccumulators)
   EXPECT_EQ(Loops(ir), 7) << ir;
   EXPECT_EQ(Count(ir, "row.first.then:"), 1) << ir;
   EXPECT_EQ(Count(ir, "reduce.0.header"), 0) << ir;
-  // The reduction loops ask for several accumulators (the property is one uniqued node).
+  // The reduction loops ask for several accumulators (the property is one uniqued node): four
+  // for the maximum's, two for the exponentials'.
   EXPECT_EQ(Count(ir, "!\"llvm.loop.interleave.count\", i32 4"), 1) << ir;
+  EXPECT_EQ(Count(ir, "!\"llvm.loop.interleave.count\", i32 2"), 1) << ir;
   EXPECT_EQ(Count(ir, "!llvm.loop"), 6) << ir;
   // The maximum ignores the sign of zero, and in its first loop over a row NaNs too (one
   // instruction a vector instead of three): the first row's, and the next row's in the sum's.

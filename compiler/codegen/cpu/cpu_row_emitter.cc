@@ -23,18 +23,6 @@ using llvm::Value;
 
 namespace {
 
-bool IsTranscendental(HloOpcode op) {
-  switch (op) {
-    case HloOpcode::kExp: case HloOpcode::kExpm1: case HloOpcode::kLog: case HloOpcode::kLog1p:
-    case HloOpcode::kTanh: case HloOpcode::kLogistic: case HloOpcode::kErf: case HloOpcode::kPower:
-    case HloOpcode::kSin: case HloOpcode::kCos: case HloOpcode::kTan: case HloOpcode::kAtan2:
-    case HloOpcode::kCbrt:
-      return true;
-    default:
-      return false;
-  }
-}
-
 // Row caches of all transcendental values together: a row up to 8K floats stays in L1; a longer
 // one (a softmax over a vocabulary of 50K) is still read back from L2 far faster than its exp is
 // computed again. The bound keeps the stack buffer well within a thread's stack.

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <map>
+#include <set>
 
 #include <llvm/ADT/APFloat.h>
 #include <llvm/IR/Constants.h>
@@ -42,6 +43,18 @@ bool IsFloatMaximum(const HloInstruction* r) {
 }
 
 }  // namespace
+
+bool IsTranscendental(HloOpcode op) {
+  switch (op) {
+    case HloOpcode::kExp: case HloOpcode::kExpm1: case HloOpcode::kLog: case HloOpcode::kLog1p:
+    case HloOpcode::kTanh: case HloOpcode::kLogistic: case HloOpcode::kErf: case HloOpcode::kPower:
+    case HloOpcode::kSin: case HloOpcode::kCos: case HloOpcode::kTan: case HloOpcode::kAtan2:
+    case HloOpcode::kCbrt:
+      return true;
+    default:
+      return false;
+  }
+}
 
 void RequestOneVector(llvm::BasicBlock* header, unsigned width) {
   if (header == nullptr) return;
@@ -164,7 +177,22 @@ Status EmitRowReductions(ElementalIrEmitter& e, const std::vector<const HloInstr
     return OkStatus();
   }));
   if (!all.empty()) {
-    RequestInterleave(header, kRowReductionInterleave, innermost_length > kRowUnrollLimit);
+    // Whether the loop computes a transcendental function: one the reductions' operands or the
+    // filled caches reach before a value read from memory or bound to a register.
+    bool transcendental = false;
+    std::set<const HloInstruction*> seen;
+    std::function<void(const HloInstruction*)> walk = [&](const HloInstruction* x) {
+      if (transcendental || !seen.insert(x).second || e.IsBound(x)) return;
+      if (x->opcode() == HloOpcode::kReduce || x->opcode() == HloOpcode::kParameter) return;
+      transcendental = IsTranscendental(x->opcode());
+      for (const HloInstruction* operand : x->operands()) walk(operand);
+    };
+    for (const HloInstruction* r : all) {
+      for (int64_t i = 0; i < r->operand_count() / 2; ++i) walk(r->operand(i));
+    }
+    for (size_t c : filled) walk(cached[c]);
+    RequestInterleave(header, transcendental ? kTranscendentalRowReductionInterleave : kRowReductionInterleave,
+                      innermost_length > kRowUnrollLimit);
   }
   // A maximum whose row (or initial value) held a NaN is taken again with NaN semantics.
   size_t first_init = 0;

@@ -27,6 +27,17 @@ namespace xlens::codegen {
 // Accumulators per row reduction: four vectors' worth, enough to cover the latency of an add or
 // a maximum on today's x86 cores without spilling.
 inline constexpr unsigned kRowReductionInterleave = 4;
+// Two where the loop computes a transcendental function per element (softmax's exponentials):
+// its body has the parallelism, and the 16 x 4 elements a step left rows of 1000 floats 40 for
+// the vectorizer's remainder loop of 8 lanes, whose exponentials' latency the row's sum then
+// waited for (1000 mod 32 leaves 8). Softmax over f32[256,1000] on one core, the kernel alone:
+// 0.0678 -> 0.0642 ms a run, log-softmax 0.0724 -> 0.0683; rows of 1024 the same either way
+// (0.0645); three accumulators 0.0669, one 0.0673.
+inline constexpr unsigned kTranscendentalRowReductionInterleave = 2;
+
+// Functions that cost an elementwise loop tens of instructions an element (polynomials and their
+// range reductions).
+bool IsTranscendental(HloOpcode op);
 
 // Reduction loops longer than this many elements are not unrolled: the interleaved vector loop
 // already has the parallelism, and a row of a thousand elements unrolled whole (the level's loop
