@@ -22,8 +22,10 @@
 // over D whose operand is, through multiplies and negates of x's shape, a product of one or two
 // factors x - broadcast(mean) and factors that do not depend on the mean. The mean's other users
 // take K + d. Sums of g are found where they exist (JAX's sums each have their own reducer, which
-// CSE does not merge). Leaves alone fusion computations and instructions with control
-// dependencies. Reports a change when it rewrote a sum.
+// CSE does not merge). An infinity in x makes the statistics NaN or infinite either way, but not
+// always the same way (the mean is NaN where the sample holds the infinity, infinite before).
+// Leaves alone fusion computations and instructions with control dependencies. Reports a change
+// when it rewrote a sum.
 #pragma once
 
 #include "compiler/passes/hlo_pass.h"
