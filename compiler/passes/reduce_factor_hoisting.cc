@@ -4,49 +4,10 @@
 #include <unordered_set>
 #include <vector>
 
+#include "compiler/passes/sum_pattern.h"
+
 namespace xlens {
 namespace {
-
-bool HasControlDeps(const HloInstruction& instruction) {
-  return !instruction.control_predecessors().empty() ||
-         !instruction.control_successors().empty();
-}
-
-// A scalar constant zero of an integer or float type (either sign: a sum's init value enters
-// once, and a zero's sign is all it could change).
-bool IsZero(const HloInstruction& instruction) {
-  if (instruction.opcode() != HloOpcode::kConstant || !instruction.has_literal()) return false;
-  const Literal& literal = instruction.literal();
-  if (literal.is_elided() || literal.is_text_only() || !literal.shape().IsArray() ||
-      literal.element_count() != 1 || !IsEvaluatorSupportedType(literal.shape().element_type())) {
-    return false;
-  }
-  return IsIntegralType(literal.shape().element_type()) ? literal.GetAsInt64(0) == 0
-                                                        : literal.GetAsDouble(0) == 0.0;
-}
-
-// A reducer that adds its two parameters.
-bool IsAddReducer(const HloComputation* reducer) {
-  if (reducer == nullptr || reducer->num_parameters() != 2) return false;
-  const HloInstruction* root = reducer->root_instruction();
-  const HloInstruction* p0 = reducer->parameter_instruction(0);
-  const HloInstruction* p1 = reducer->parameter_instruction(1);
-  return root != nullptr && root->opcode() == HloOpcode::kAdd && p0 != nullptr && p1 != nullptr &&
-         ((root->operand(0) == p0 && root->operand(1) == p1) ||
-          (root->operand(0) == p1 && root->operand(1) == p0));
-}
-
-// A sum this pass may rewrite: of one array of integers or floats, from zero.
-bool IsSum(const HloInstruction& reduce) {
-  if (reduce.opcode() != HloOpcode::kReduce || reduce.operand_count() != 2 ||
-      !reduce.shape().IsArray() || HasControlDeps(reduce)) {
-    return false;
-  }
-  const Shape& in = reduce.operand(0)->shape();
-  const PrimitiveType type = in.element_type();
-  return in.IsArray() && in.is_static() && (IsIntegralType(type) || IsFloatingPointType(type)) &&
-         IsZero(*reduce.operand(1)) && IsAddReducer(reduce.to_apply());
-}
 
 // The most multiplies, negates and leaves the walk of one sum's operand visits. The walk follows
 // both operands of every multiply, so a product that reuses itself (m1 = x * x, m2 = m1 * m1, ...)
@@ -75,7 +36,7 @@ class Hoister {
   StatusOr<bool> Run() {
     bool changed = false;
     for (HloInstruction* reduce : computation_->MakeInstructionPostOrder()) {
-      if (removed_.count(reduce) || !IsSum(*reduce)) continue;
+      if (removed_.count(reduce) || !IsSumFromZero(*reduce)) continue;
       ASSIGN_OR_RETURN(bool rewritten, Rewrite(reduce));
       changed |= rewritten;
     }
@@ -137,7 +98,7 @@ class Hoister {
   void Collect(HloInstruction* value, const Shape& shape, const IsReduced& is_reduced,
                Product& product) {
     if (++product.visits > kMaxVisits) return;
-    const bool walk = !HasControlDeps(*value) && value->shape().IsArray() &&
+    const bool walk = !HasControlDependencies(*value) && value->shape().IsArray() &&
                       shape_util::SameDimensions(value->shape(), shape) &&
                       value->shape().element_type() == shape.element_type();
     if (walk && value->opcode() == HloOpcode::kMultiply) {
@@ -162,7 +123,7 @@ class Hoister {
                                     const HloInstruction& origin) {
     for (HloInstruction* user : lhs->users()) {
       if (user->opcode() == HloOpcode::kMultiply && user->operand(0) == lhs &&
-          user->operand(1) == rhs && user->shape() == shape && !HasControlDeps(*user)) {
+          user->operand(1) == rhs && user->shape() == shape && !HasControlDependencies(*user)) {
         return user;
       }
     }
@@ -173,7 +134,7 @@ class Hoister {
   HloInstruction* FindOrAddSum(HloInstruction* values, HloInstruction* like) {
     const std::vector<int64_t> dims = Sorted(like->dimensions());
     for (HloInstruction* user : values->users()) {
-      if (user != like && !removed_.count(user) && IsSum(*user) && user->operand(0) == values &&
+      if (user != like && !removed_.count(user) && IsSumFromZero(*user) && user->operand(0) == values &&
           user->shape() == like->shape() && Sorted(user->dimensions()) == dims) {
         return user;
       }

@@ -4,6 +4,8 @@
 #include <unordered_set>
 #include <vector>
 
+#include "compiler/passes/sum_pattern.h"
+
 namespace xlens {
 namespace {
 
@@ -14,20 +16,6 @@ constexpr int64_t kSampleShare = 32;
 // The most multiplies, negates and factors the walk of one sum's operand visits (as
 // reduce-factor-hoisting's walk; batch norm's sums have 2-3 factors).
 constexpr int kMaxVisits = 64;
-
-bool HasControlDeps(const HloInstruction& instruction) {
-  return !instruction.control_predecessors().empty() ||
-         !instruction.control_successors().empty();
-}
-
-// A scalar constant zero (either sign).
-bool IsZero(const HloInstruction& instruction) {
-  if (instruction.opcode() != HloOpcode::kConstant || !instruction.has_literal()) return false;
-  const Literal& literal = instruction.literal();
-  return !literal.is_elided() && !literal.is_text_only() && literal.shape().IsArray() &&
-         literal.element_count() == 1 && IsFloatingPointType(literal.shape().element_type()) &&
-         literal.GetAsDouble(0) == 0.0;
-}
 
 // A broadcast of a scalar constant (any shape), and its value.
 std::optional<double> BroadcastScalar(const HloInstruction& instruction) {
@@ -42,25 +30,9 @@ std::optional<double> BroadcastScalar(const HloInstruction& instruction) {
   return literal.GetAsDouble(0);
 }
 
-bool IsAddReducer(const HloComputation* reducer) {
-  if (reducer == nullptr || reducer->num_parameters() != 2) return false;
-  const HloInstruction* root = reducer->root_instruction();
-  const HloInstruction* p0 = reducer->parameter_instruction(0);
-  const HloInstruction* p1 = reducer->parameter_instruction(1);
-  return root != nullptr && root->opcode() == HloOpcode::kAdd && p0 != nullptr && p1 != nullptr &&
-         ((root->operand(0) == p0 && root->operand(1) == p1) ||
-          (root->operand(0) == p1 && root->operand(1) == p0));
-}
-
-// A floating-point sum from zero of one static array.
-bool IsSum(const HloInstruction& reduce) {
-  if (reduce.opcode() != HloOpcode::kReduce || reduce.operand_count() != 2 ||
-      !reduce.shape().IsArray() || HasControlDeps(reduce)) {
-    return false;
-  }
-  const Shape& in = reduce.operand(0)->shape();
-  return in.IsArray() && in.is_static() && IsFloatingPointType(in.element_type()) &&
-         IsZero(*reduce.operand(1)) && IsAddReducer(reduce.to_apply());
+// A floating-point sum from zero.
+bool IsFloatSum(const HloInstruction& reduce) {
+  return IsSumFromZero(reduce) && IsFloatingPointType(reduce.operand(0)->shape().element_type());
 }
 
 std::vector<int64_t> Sorted(std::vector<int64_t> v) {
@@ -105,8 +77,8 @@ class Shifter {
  private:
   StatusOr<bool> Rewrite(HloInstruction* mean) {
     // mean = sum(x) / n, n the number of elements each output adds.
-    if (mean->opcode() != HloOpcode::kDivide || HasControlDeps(*mean) ||
-        !IsSum(*mean->operand(0))) {
+    if (mean->opcode() != HloOpcode::kDivide || HasControlDependencies(*mean) ||
+        !IsFloatSum(*mean->operand(0))) {
       return false;
     }
     HloInstruction* sum = mean->operand(0);
@@ -146,7 +118,7 @@ class Shifter {
       }
       for (HloInstruction* difference : user->users()) {
         if (difference->opcode() == HloOpcode::kSubtract && difference->operand(0) == x &&
-            difference->operand(1) == user && !HasControlDeps(*difference)) {
+            difference->operand(1) == user && !HasControlDependencies(*difference)) {
           centred.insert(difference);
         }
       }
@@ -168,7 +140,7 @@ class Shifter {
     };
     std::vector<Moment> moments;
     for (HloInstruction* other : computation_->MakeInstructionPostOrder()) {
-      if (other == sum || removed_.count(other) || !IsSum(*other) || !dependent.count(other) ||
+      if (other == sum || removed_.count(other) || !IsFloatSum(*other) || !dependent.count(other) ||
           Sorted(other->dimensions()) != reduced || !(other->shape() == sum->shape()) ||
           !shape_util::SameDimensions(other->operand(0)->shape(), shape)) {
         continue;
@@ -249,7 +221,7 @@ class Shifter {
   void Collect(HloInstruction* value, const Shape& shape,
                const std::unordered_set<const HloInstruction*>& centred, Product& product) {
     if (++product.visits > kMaxVisits) return;
-    const bool walk = !HasControlDeps(*value) && value->shape().IsArray() &&
+    const bool walk = !HasControlDependencies(*value) && value->shape().IsArray() &&
                       shape_util::SameDimensions(value->shape(), shape) &&
                       value->shape().element_type() == shape.element_type();
     if (walk && value->opcode() == HloOpcode::kMultiply) {
@@ -273,7 +245,7 @@ class Shifter {
   HloInstruction* FindOrAddSum(HloInstruction* values, HloInstruction* like) {
     const std::vector<int64_t> dims = Sorted(like->dimensions());
     for (HloInstruction* user : values->users()) {
-      if (user != like && !removed_.count(user) && IsSum(*user) && user->operand(0) == values &&
+      if (user != like && !removed_.count(user) && IsFloatSum(*user) && user->operand(0) == values &&
           user->shape() == like->shape() && Sorted(user->dimensions()) == dims) {
         return user;
       }
