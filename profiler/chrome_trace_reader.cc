@@ -183,8 +183,9 @@ class FlowBinder {
   }
   void AddPoint(const FlowPoint& point) { points_.push_back(point); }
 
-  // Calls `bind(ordinal, point)` for each bound point; returns how many found no event.
-  int64_t Bind(const std::function<void(size_t, const FlowPoint&)>& bind) {
+  // Calls `bind(ordinal, point, at_ns)` for each bound point (at_ns after the event's start);
+  // returns how many found no event.
+  int64_t Bind(const std::function<void(size_t, const FlowPoint&, int64_t)>& bind) {
     if (points_.empty()) return 0;
     for (auto& [key, spans] : tracks_) {
       std::stable_sort(spans.begin(), spans.end(), [](const Span& a, const Span& b) { return a.start_ns < b.start_ns; });
@@ -193,7 +194,7 @@ class FlowBinder {
     for (const FlowPoint& point : points_) {
       auto it = tracks_.find({point.pid, point.tid});
       const Span* best = nullptr;
-      if (it != tracks_.end()) {
+      if (it != tracks_.end()) {  // (best, if found, starts at or before the point)
         const std::vector<Span>& spans = it->second;
         // The innermost event containing the point is the one that started last before it; a
         // few steps back reach it in nested host tracks.
@@ -212,7 +213,7 @@ class FlowBinder {
         ++unbound;
         continue;
       }
-      bind(best->ordinal, point);
+      bind(best->ordinal, point, point.ts_ns - best->start_ns);
     }
     return unbound;
   }
@@ -257,8 +258,8 @@ class EventInterpreter : public RawTraceConsumer {
   ChromeTraceHeader Finish() {
     for (auto& [key, process] : processes_) header_.processes.push_back(std::move(process));
     for (auto& [key, thread] : threads_) header_.threads.push_back(std::move(thread));
-    int64_t unbound = flows_.Bind([&](size_t ordinal, const FlowPoint& point) {
-      visitor_.OnFlow(ordinal, point.id, point.is_start);
+    int64_t unbound = flows_.Bind([&](size_t ordinal, const FlowPoint& point, int64_t at_ns) {
+      visitor_.OnFlow(ordinal, point.id, point.is_start, at_ns);
     });
     if (unbound > 0) header_.metadata.push_back({"unbound_flow_points", unbound});
     return std::move(header_);
@@ -433,9 +434,10 @@ class TraceBuilder : public ChromeTraceVisitor {
  public:
   explicit TraceBuilder(Trace& trace) : trace_(trace) {}
   void OnEvent(TraceEvent& event) override { trace_.events.push_back(std::move(event)); }
-  void OnFlow(size_t ordinal, int64_t id, bool is_start) override {
+  void OnFlow(size_t ordinal, int64_t id, bool is_start, int64_t at_ns) override {
     TraceEvent& event = trace_.events[ordinal];
     (is_start ? event.flow_out : event.flow_in) = id;
+    (is_start ? event.flow_out_at_ns : event.flow_in_at_ns) = at_ns;
   }
 
  private:

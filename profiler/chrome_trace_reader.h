@@ -73,8 +73,9 @@ class ChromeTraceVisitor {
   // start_ns on the file's clock *without* the base time (a file may give it after its events).
   // Flow ids are left 0; OnFlow sets them. The visitor may move from `event`.
   virtual void OnEvent(TraceEvent& event) = 0;
-  // After the last event: the `ordinal`-th event handed on (0-based) starts (or ends) flow `id`.
-  virtual void OnFlow(size_t ordinal, int64_t id, bool is_start) {}
+  // After the last event: the `ordinal`-th event handed on (0-based) starts (or ends) flow `id`,
+  // at `at_ns` after its start.
+  virtual void OnFlow(size_t ordinal, int64_t id, bool is_start, int64_t at_ns) {}
   // Whether counters are read (OnCounter); without, "C" events are skipped unread, so readers that
   // do not show counters accept whatever a file puts in them.
   virtual bool WantsCounters() const { return false; }

@@ -3,6 +3,7 @@
 #include <unistd.h>
 #include <zlib.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cmath>
 #include <cstring>
@@ -138,12 +139,14 @@ void AppendMetadataEvent(std::string_view name, int32_t pid, int64_t tid, std::s
   out += "}}";
 }
 
-void AppendFlow(char phase, int64_t id, const TraceEvent& event, int64_t base_ns,
+void AppendFlow(char phase, int64_t id, const TraceEvent& event, int64_t at_ns, int64_t base_ns,
                 std::string& out) {
+  // Within the span, where a reader binds the point back to it.
+  at_ns = std::clamp<int64_t>(at_ns, 0, std::max<int64_t>(0, event.duration_ns));
   fmt::format_to(std::back_inserter(out),
                  "{{\"ph\":\"{}\",\"cat\":\"ac2g\",\"name\":\"ac2g\",\"id\":{},\"pid\":{},\"tid\":{},"
                  "\"ts\":{}{}}}",
-                 phase, id, event.pid, event.tid, FormatMicros(event.start_ns - base_ns),
+                 phase, id, event.pid, event.tid, FormatMicros(event.start_ns + at_ns - base_ns),
                  phase == 'f' ? ",\"bp\":\"e\"" : "");
 }
 
@@ -249,11 +252,11 @@ Status WriteChromeTrace(const Trace& trace, const std::string& path) {
     out += "}";
     if (event.flow_out != 0) {
       next_item();
-      AppendFlow('s', event.flow_out, event, trace.base_ns, out);
+      AppendFlow('s', event.flow_out, event, event.flow_out_at_ns, trace.base_ns, out);
     }
     if (event.flow_in != 0) {
       next_item();
-      AppendFlow('f', event.flow_in, event, trace.base_ns, out);
+      AppendFlow('f', event.flow_in, event, event.flow_in_at_ns, trace.base_ns, out);
     }
     sink.MaybeFlush();
   }

@@ -86,6 +86,7 @@ CollectiveLinks LinkCollectives(Trace& trace) {
                      [](const Member& a, const Member& b) { return a.arrival_ns < b.arrival_ns; });
     const Member& last = members.back();
     TraceEvent* previous = nullptr;
+    int64_t previous_arrival = 0;
     for (const Member& member : members) {
       TraceEvent& event = trace.events[member.event];
       for (TraceArg& arg : event.args) {
@@ -97,9 +98,12 @@ CollectiveLinks LinkCollectives(Trace& trace) {
           {"waited_for", &member == &last ? std::string() : fmt::format("device {}", last.device)});
       if (previous != nullptr && previous->flow_out == 0 && event.flow_in == 0) {
         previous->flow_out = event.flow_in = next_flow++;
+        previous->flow_out_at_ns = previous_arrival - previous->start_ns;
+        event.flow_in_at_ns = member.arrival_ns - event.start_ns;
         ++links.flows;
       }
       previous = &event;
+      previous_arrival = member.arrival_ns;
     }
   }
   return links;

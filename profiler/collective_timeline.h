@@ -10,7 +10,8 @@
 //   last_arrival the member that came last
 //   waited_for   "device N" (that member), "" on the last member itself
 //
-// and flows join the members' spans in the order they arrived, so the arrows run forward in time
+// and flows join the members' spans in the order they arrived, each from one member's arrival to
+// the next one's (TraceEvent::flow_out_at_ns, flow_in_at_ns), so the arrows run forward in time
 // and end on the device the others waited for (a flow joins two spans: a chain draws one arrow
 // between neighbours where a star from one member would pile them up).
 //

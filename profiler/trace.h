@@ -66,6 +66,12 @@ struct TraceEvent {
   // on the host and the kernel it launched share the id (CUPTI's correlation id).
   int64_t flow_out = 0;
   int64_t flow_in = 0;
+  // Where within the span each of its flows attaches, after its start: 0 (the start) for a launch
+  // and its kernel; a collective's arrival, so that the arrows between the members of a meeting
+  // run forward in time in the order they arrived, though a member may start its span after
+  // another that arrives later.
+  int64_t flow_out_at_ns = 0;
+  int64_t flow_in_at_ns = 0;
 };
 
 struct TraceProcess {

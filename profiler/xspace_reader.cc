@@ -440,7 +440,10 @@ class XSpaceWalker {
         (flow_points_[j].is_start ? start : end) = true;
       }
       if (start && end) {
-        for (size_t k = i; k < j; ++k) visitor_.OnFlow(flow_points_[k].ordinal, flow_points_[i].id, flow_points_[k].is_start);
+        // (XSpace's launches and kernels are joined by correlation id, at their starts.)
+        for (size_t k = i; k < j; ++k) {
+          visitor_.OnFlow(flow_points_[k].ordinal, flow_points_[i].id, flow_points_[k].is_start, 0);
+        }
       }
       i = j;
     }

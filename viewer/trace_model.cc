@@ -91,7 +91,7 @@ class TraceModelBuilder : public profiler::ChromeTraceVisitor {
     model_.spans_.push_back(record);
   }
 
-  void OnFlow(size_t ordinal, int64_t id, bool is_start) override {
+  void OnFlow(size_t ordinal, int64_t id, bool is_start, int64_t /*at_ns*/) override {
     if (ordinal < model_.spans_.size()) flow_points_.push_back({id, static_cast<uint32_t>(ordinal), is_start});
   }
 

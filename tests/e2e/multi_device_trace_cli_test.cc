@@ -122,28 +122,40 @@ TEST_F(MultiDeviceTraceCliTest, FlowsJoinTheDevicesOfEachMeeting) {
   }
   // Per run: 3 flows join ar.1's four devices, one each ar.2's pairs.
   EXPECT_EQ(flows.size(), 3u * (3 + 1 + 1));
-  std::map<std::pair<int64_t, double>, json> collective_at;  // (pid, ts) -> the span
-  for (const json& span : Collectives(doc)) collective_at[{span["pid"], span["ts"]}] = span;
   // When the span's device reached the meeting (ns on the trace's clock): its start plus its
   // arrived_ns.
-  auto arrival_ns = [](const json& span) {
-    return std::llround(span["ts"].get<double>() * 1000) + span["args"]["arrived_ns"].get<int64_t>();
+  auto ns = [](const json& ts) { return std::llround(ts.get<double>() * 1000); };
+  auto arrival_ns = [&](const json& span) {
+    return ns(span["ts"]) + span["args"]["arrived_ns"].get<int64_t>();
+  };
+  // The collective span of `point`'s device that holds it.
+  const std::vector<json> collectives = Collectives(doc);
+  auto span_of = [&](const json& point) -> const json* {
+    for (const json& span : collectives) {
+      if (span["pid"] == point["pid"] && ns(span["ts"]) <= ns(point["ts"]) &&
+          ns(point["ts"]) <= ns(span["ts"]) + ns(span["dur"])) {
+        return &span;
+      }
+    }
+    return nullptr;
   };
   std::map<std::string, std::set<int64_t>> devices_joined;
   for (const auto& [id, ends] : flows) {
     ASSERT_FALSE(ends.first.is_null()) << id;
     ASSERT_FALSE(ends.second.is_null()) << id;
     EXPECT_NE(ends.first["pid"], ends.second["pid"]);
-    auto from = collective_at.find({ends.first["pid"], ends.first["ts"]});
-    auto to = collective_at.find({ends.second["pid"], ends.second["ts"]});
-    ASSERT_NE(from, collective_at.end()) << "flow " << id << " starts on no collective";
-    ASSERT_NE(to, collective_at.end()) << "flow " << id << " ends on no collective";
-    const std::string name = from->second["name"];
-    EXPECT_EQ(name, to->second["name"]);
-    // Arrival order: the arrow runs from a device that reached the meeting to one that reached
-    // it later. (Its ends sit at the spans' starts, and a span can start a few nanoseconds after
-    // another whose device arrived later: compared by start, this failed in one run of many.)
-    EXPECT_LE(arrival_ns(from->second), arrival_ns(to->second)) << "flow " << id;
+    const json* from = span_of(ends.first);
+    const json* to = span_of(ends.second);
+    ASSERT_NE(from, nullptr) << "flow " << id << " starts on no collective";
+    ASSERT_NE(to, nullptr) << "flow " << id << " ends on no collective";
+    const std::string name = (*from)["name"];
+    EXPECT_EQ(name, (*to)["name"]);
+    // Each end sits where its device reached the meeting, so the arrow runs forward in time, from
+    // a device that arrived to the next one to arrive (a span can start a few nanoseconds after
+    // another whose device arrived later: arrows between the spans' starts ran backwards then).
+    EXPECT_EQ(ns(ends.first["ts"]), arrival_ns(*from)) << "flow " << id;
+    EXPECT_EQ(ns(ends.second["ts"]), arrival_ns(*to)) << "flow " << id;
+    EXPECT_LE(arrival_ns(*from), arrival_ns(*to)) << "flow " << id;
     devices_joined[name].insert(ends.first["pid"].get<int64_t>());
     devices_joined[name].insert(ends.second["pid"].get<int64_t>());
   }

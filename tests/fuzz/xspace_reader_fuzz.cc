@@ -20,7 +20,7 @@ struct CountingVisitor : xlens::profiler::ChromeTraceVisitor {
     ++events;
     if (event.duration_ns < 0) std::abort();
   }
-  void OnFlow(size_t ordinal, int64_t, bool) override {
+  void OnFlow(size_t ordinal, int64_t, bool, int64_t) override {
     if (ordinal >= events) std::abort();
   }
   bool full;

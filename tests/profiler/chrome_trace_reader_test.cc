@@ -412,7 +412,7 @@ TEST(ChromeTraceReader, StreamsEventsToAVisitor) {
       starts.push_back(event.start_ns);
       args += event.args.size();
     }
-    void OnFlow(size_t ordinal, int64_t id, bool is_start) override { flows.push_back({ordinal, id}); }
+    void OnFlow(size_t ordinal, int64_t id, bool is_start, int64_t at_ns) override { flows.push_back({ordinal, id}); }
     std::vector<std::string> names;
     std::vector<int64_t> starts;
     std::vector<std::pair<size_t, int64_t>> flows;

@@ -3,9 +3,16 @@
 // of flows in arrival order.
 #include "profiler/collective_timeline.h"
 
+#include <map>
 #include <string>
+#include <utility>
+#include <vector>
 
 #include <gtest/gtest.h>
+
+#include "profiler/chrome_trace_reader.h"
+#include "profiler/chrome_trace_writer.h"
+#include "tests/scratch_directory.h"
 
 namespace xlens::profiler {
 namespace {
@@ -60,6 +67,35 @@ TEST(CollectiveTimelineTest, MembersWaitForTheLastToArriveAndFlowsChainThemInArr
   EXPECT_EQ(trace.events[1].flow_out, trace.events[3].flow_in);
   EXPECT_EQ(trace.events[3].flow_out, 0);
   EXPECT_GE(trace.events[2].flow_out, kCollectiveFlowIdBase);
+}
+
+TEST(CollectiveTimelineTest, EachFlowRunsFromAnArrivalToTheNextInTheWrittenTrace) {
+  Trace trace;
+  // Device 1 starts its span first (at 0) but arrives at 500, after device 0 (span and arrival
+  // at 200): an arrow drawn between the spans' starts would run backwards, from 200 to 0.
+  trace.events = {Collective(0, "ar", "0,1,2,3", 200), Collective(1, "ar", "0,1,2,3", 0, 500),
+                  Collective(2, "ar", "0,1,2,3", 100), Collective(3, "ar", "0,1,2,3", 900)};
+  ASSERT_EQ(LinkCollectives(trace).flows, 3);
+  EXPECT_EQ(trace.events[0].flow_out_at_ns, 0);
+  EXPECT_EQ(trace.events[1].flow_in_at_ns, 500);
+  EXPECT_EQ(trace.events[1].flow_out_at_ns, 500);
+  EXPECT_EQ(trace.events[3].flow_in_at_ns, 0);
+  // Written and read back, each flow's two points are where the devices arrived, in order.
+  const std::string path = xlens::testing::ScratchDirectory("collective-timeline-test") + "/t.json";
+  ASSERT_TRUE(WriteChromeTrace(trace, path).ok());
+  auto read = ReadChromeTrace(path);
+  ASSERT_TRUE(read.ok()) << read.status().message();
+  std::map<int64_t, int64_t> out_at, in_at;
+  for (const TraceEvent& event : read->events) {
+    if (event.flow_out != 0) out_at[event.flow_out] = event.start_ns + event.flow_out_at_ns;
+    if (event.flow_in != 0) in_at[event.flow_in] = event.start_ns + event.flow_in_at_ns;
+  }
+  ASSERT_EQ(out_at.size(), 3u);
+  ASSERT_EQ(in_at.size(), 3u);
+  std::vector<std::pair<int64_t, int64_t>> arrows;
+  for (const auto& [id, from] : out_at) arrows.push_back({from - read->base_ns, in_at.at(id) - read->base_ns});
+  // 2 (100) -> 0 (200) -> 1 (500) -> 3 (900).
+  EXPECT_EQ(arrows, (std::vector<std::pair<int64_t, int64_t>>{{100, 200}, {200, 500}, {500, 900}}));
 }
 
 TEST(CollectiveTimelineTest, RepeatedRunsAndSeparateGroupsMeetApart) {
