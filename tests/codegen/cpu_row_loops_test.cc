@@ -21,14 +21,18 @@
 namespace xlens::codegen {
 namespace {
 
-// The unoptimized IR of the kernel of the entry's root.
-std::string IrOfRoot(const std::string& text) {
+// The unoptimized IR of the kernel of the entry's root (with outputs of `streamed` bytes or more
+// written with streaming stores, none where 0).
+std::string IrOfRoot(const std::string& text, int64_t streamed = 0) {
   auto module = ParseHloModule(text);
   EXPECT_TRUE(module.ok()) << module.status().message();
   if (!module.ok()) return "";
   llvm::LLVMContext context;
   llvm::Module llvm_module("test", context);
-  auto spec = EmitKernel(*(*module)->entry_computation()->root_instruction(), "k", llvm_module);
+  KernelOptions options;
+  options.cpu_streaming_store_bytes = streamed;
+  auto spec = EmitKernel(*(*module)->entry_computation()->root_instruction(), "k", llvm_module,
+                         KernelTarget::kCpu, options);
   EXPECT_TRUE(spec.ok()) << spec.status().message();
   std::string errors;
   llvm::raw_string_ostream es(errors);
@@ -338,6 +342,41 @@ ENTRY e {
       EXPECT_EQ(got.tuple_elements()[1].data<float>()[both], inf);
     }
   }
+}
+
+TEST(CpuRowLoopsTest, AStreamedKernelRunsItsFirstLevelAheadBesideExponentialsOnly) {
+  // Streamed, softmax's maximum still runs a row ahead in the exponentials' loop; layer norm's
+  // mean, whose next loop is light, waits for the row as its prefetches expect.
+  const std::string layer_norm = std::string("HloModule m\n") + kReducers + R"(
+fused {
+  x = f32[8,301] parameter(0)
+  z = f32[] constant(0)
+  s = f32[8] reduce(x, z), dimensions={1}, to_apply=add
+  n = f32[] constant(0.00332225906)
+  nb = f32[8] broadcast(n), dimensions={}
+  mean = f32[8] multiply(s, nb)
+  mb = f32[8,301] broadcast(mean), dimensions={0}
+  c = f32[8,301] subtract(x, mb)
+  cc = f32[8,301] multiply(c, c)
+  v = f32[8] reduce(cc, z), dimensions={1}, to_apply=add
+  vb = f32[8,301] broadcast(v), dimensions={0}
+  ROOT o = f32[8,301] divide(c, vb)
+}
+ENTRY e {
+  x = f32[8,301] parameter(0)
+  ROOT f = f32[8,301] fusion(x), kind=kInput, calls=fused
+})";
+  const std::string softmax = IrOfRoot(Softmax(8, 301), 1);
+  EXPECT_GT(Count(softmax, "!nontemporal"), 0);
+  EXPECT_EQ(Count(softmax, "row.first.then:"), 1);
+  const std::string streamed = IrOfRoot(layer_norm, 1);
+  EXPECT_GT(Count(streamed, "!nontemporal"), 0);
+  EXPECT_EQ(Count(streamed, "row.first.then:"), 0);
+  EXPECT_EQ(Count(IrOfRoot(layer_norm), "row.first.then:"), 1);
+  runtime::CompileOptions streaming;
+  streaming.cpu_streaming_store_bytes = 1;
+  testing::ExpectMatchesEvaluator(Softmax(8, 301), {}, {1e-6, 1e-5}, streaming);
+  testing::ExpectMatchesEvaluator(layer_norm, {}, {1e-5, 1e-4}, streaming);
 }
 
 TEST(CpuRowLoopsTest, TwoStatisticsOfOneLevelShareOneLoop) {

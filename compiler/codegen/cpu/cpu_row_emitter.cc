@@ -287,12 +287,21 @@ StatusOr<bool> KernelBuilder::TryEmitCpuRowKernel(const std::vector<RowOutput>& 
   // With more than one level, the first level's reductions (which read no per-row value) run a
   // row ahead, in the last level's loop (cpu_row_loops.h), and a task's first row takes them
   // before its row loop. Not where the first level's loop fills a row cache (that buffer holds
-  // one row), nor in a streamed kernel: its reads from memory are timed by the prefetches that
-  // its output pass issues, and a row read a pass earlier outran them (layer norm over
-  // f32[4096,1024] on one core 0.64-0.87 -> 0.77-1.08 ms a run, where rows in cache gained
-  // 0.009 -> 0.008).
+  // one row), nor in a streamed kernel whose last level's loop is light: its reads from memory
+  // are timed by the prefetches that its output pass issues, and a row read a pass earlier
+  // outran them (layer norm over f32[4096,1024] on one core 0.64-0.87 -> 0.77-1.08 ms a run,
+  // where rows in cache gained 0.009 -> 0.008). A loop that computes a transcendental function
+  // (softmax's exponentials) hides the next row's reads: softmax over f32[4200,1000], streamed,
+  // 1.87 -> 1.71 ms a run (medians of 6 alternating pairs on both cores beside other work).
+  std::vector<const HloInstruction*> last_level_operands;
+  for (const HloInstruction* r : by_level.rbegin()->second) {
+    for (int64_t i = 0; i < r->operand_count() / 2; ++i) last_level_operands.push_back(r->operand(i));
+  }
   const bool first_level_ahead =
-      by_level.size() >= 2 && stages.empty() &&
+      by_level.size() >= 2 &&
+      (stages.empty() || ReachesTranscendental(last_level_operands, [&](const HloInstruction* x) {
+         return bound.count(x) > 0;
+       })) &&
       std::none_of(cached.begin(), cached.end(), [&](const HloInstruction* x) {
         return analysis.Level(x) == by_level.begin()->first - 1;
       });

@@ -56,6 +56,20 @@ bool IsTranscendental(HloOpcode op) {
   }
 }
 
+bool ReachesTranscendental(const std::vector<const HloInstruction*>& values,
+                           const std::function<bool(const HloInstruction*)>& read) {
+  bool reached = false;
+  std::set<const HloInstruction*> seen;
+  std::function<void(const HloInstruction*)> walk = [&](const HloInstruction* x) {
+    if (reached || !seen.insert(x).second || read(x)) return;
+    if (x->opcode() == HloOpcode::kReduce || x->opcode() == HloOpcode::kParameter) return;
+    reached = IsTranscendental(x->opcode());
+    for (const HloInstruction* operand : x->operands()) walk(operand);
+  };
+  for (const HloInstruction* x : values) walk(x);
+  return reached;
+}
+
 void RequestOneVector(llvm::BasicBlock* header, unsigned width) {
   if (header == nullptr) return;
   llvm::LLVMContext& c = header->getContext();
@@ -177,20 +191,15 @@ Status EmitRowReductions(ElementalIrEmitter& e, const std::vector<const HloInstr
     return OkStatus();
   }));
   if (!all.empty()) {
-    // Whether the loop computes a transcendental function: one the reductions' operands or the
-    // filled caches reach before a value read from memory or bound to a register.
-    bool transcendental = false;
-    std::set<const HloInstruction*> seen;
-    std::function<void(const HloInstruction*)> walk = [&](const HloInstruction* x) {
-      if (transcendental || !seen.insert(x).second || e.IsBound(x)) return;
-      if (x->opcode() == HloOpcode::kReduce || x->opcode() == HloOpcode::kParameter) return;
-      transcendental = IsTranscendental(x->opcode());
-      for (const HloInstruction* operand : x->operands()) walk(operand);
-    };
+    // Whether the loop computes a transcendental function (of the reductions' operands or the
+    // filled caches).
+    std::vector<const HloInstruction*> computed;
     for (const HloInstruction* r : all) {
-      for (int64_t i = 0; i < r->operand_count() / 2; ++i) walk(r->operand(i));
+      for (int64_t i = 0; i < r->operand_count() / 2; ++i) computed.push_back(r->operand(i));
     }
-    for (size_t c : filled) walk(cached[c]);
+    for (size_t c : filled) computed.push_back(cached[c]);
+    const bool transcendental =
+        ReachesTranscendental(computed, [&](const HloInstruction* x) { return e.IsBound(x); });
     RequestInterleave(header, transcendental ? kTranscendentalRowReductionInterleave : kRowReductionInterleave,
                       innermost_length > kRowUnrollLimit);
   }

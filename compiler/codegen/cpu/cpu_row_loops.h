@@ -39,6 +39,12 @@ inline constexpr unsigned kTranscendentalRowReductionInterleave = 2;
 // range reductions).
 bool IsTranscendental(HloOpcode op);
 
+// Whether computing `values` per element computes a transcendental function: one they reach
+// before a reduction, a parameter or an instruction for which `read` is true (a value read from
+// memory or a register).
+bool ReachesTranscendental(const std::vector<const HloInstruction*>& values,
+                           const std::function<bool(const HloInstruction*)>& read);
+
 // Reduction loops longer than this many elements are not unrolled: the interleaved vector loop
 // already has the parallelism, and a row of a thousand elements unrolled whole (the level's loop
 // and the next one's over the same row, merged by load elimination) keeps the row in registers
