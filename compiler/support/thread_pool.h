@@ -7,7 +7,10 @@
 // steals from the back of another's. On an idle machine every thread works through its own part
 // of the range (the same part in every call, so consecutive loops over the same data find it in
 // that core's cache); on a busy one a thread that is descheduled, or woken late, holds back only
-// the chunk it is running, and the others take the rest of its share.
+// the chunk it is running, and the others take the rest of its share. The caller returns once
+// every chunk has run: a worker that joined the loop and was descheduled before it took a chunk
+// (or after its last) holds nothing back, and should it wake during a later loop it takes none of
+// that loop's chunks in the old one's name (each run of chunks carries its loop's tag).
 //
 // Idle workers spin for a few microseconds (a loop that follows at once then starts without a
 // wake-up) and then sleep on a condition variable: a pool never keeps a core that another
@@ -69,6 +72,10 @@ class ThreadPool {
   // Threads that run a ParallelFor, the caller included.
   int parallelism() const { return static_cast<int>(workers_.size()) + 1; }
 
+  // For tests: called by a worker as it joins a loop, before it takes a chunk (where a busy
+  // machine may deschedule it). Set while the pool is idle.
+  void SetJoinHookForTesting(std::function<void()> hook) { join_hook_ = std::move(hook); }
+
   // One pool per process, sized to the CPUs the process may run on.
   static ThreadPool& Default();
 
@@ -79,9 +86,11 @@ class ThreadPool {
   static int SchedulableCpus();
 
  private:
-  // One thread's run of chunks, [begin, end) packed into one word (begin in the high half) so
-  // that the owner taking from the front and a thief taking from the back agree by one
-  // compare-and-swap. Each on its own cache line.
+  // One thread's run of chunks of one loop: the loop's tag (the low 32 bits of its generation)
+  // and [begin, end), packed into one word (tag, begin, end from the high bits down, 32, 16 and
+  // 16 bits) so that the owner taking from the front and a thief taking from the back agree by one
+  // compare-and-swap, and a thread still working for an earlier loop takes nothing from a later
+  // one. Each on its own cache line.
   struct alignas(64) Run {
     std::atomic<uint64_t> range{0};
   };
@@ -96,9 +105,11 @@ class ThreadPool {
   static constexpr int kHistorySlots = 64;
 
   void WorkerLoop(int slot);
-  // Runs chunks of the current loop until none is left to take or one has thrown; how many.
-  int64_t RunChunks(int slot);
-  bool TakeChunk(int slot, int64_t* chunk);
+  // Runs chunks of the loop tagged `tag` until none is left to take or one has thrown; how many.
+  int64_t RunChunks(int slot, uint32_t tag);
+  bool TakeChunk(int slot, uint32_t tag, int64_t* chunk);
+  // Counts a chunk of the current loop as finished (run, or dropped after a chunk threw).
+  void FinishChunk();
 
   std::vector<std::thread> workers_;
   std::unique_ptr<Run[]> runs_;  // one per thread; the caller's is runs_[0]
@@ -107,6 +118,8 @@ class ThreadPool {
   const std::function<void(int64_t, int64_t)>* fn_ = nullptr;
   int64_t tasks_ = 0;
   int64_t chunk_ = 0;
+  int64_t chunks_ = 0;
+  std::atomic<int64_t> finished_{0};  // chunks of the current loop run or dropped
   uint32_t float_control_ = 0;
   std::atomic<bool> failed_{false};
   std::exception_ptr error_;  // the first chunk's exception, under mu_
@@ -117,11 +130,11 @@ class ThreadPool {
   std::atomic<uint64_t> generation_{0};  // advanced under mu_ when a loop is published
   std::atomic<int64_t> published_ns_{0};  // when the current loop was published (steady clock)
   bool open_ = false;                    // workers may still join the current loop (under mu_)
-  std::atomic<int> active_{0};           // workers inside the current loop (changed under mu_)
   int sleepers_ = 0;                     // workers waiting on work_ready_ (under mu_)
   std::atomic<bool> stopping_{false};
   std::mutex run_mu_;  // one ParallelFor at a time; guards history_
   LoopHistory history_[kHistorySlots];
+  std::function<void()> join_hook_;
 };
 
 }  // namespace xlens

@@ -107,6 +107,38 @@ TEST(ThreadPoolTest, ADescheduledWorkerDoesNotStallTheLoop) {
   EXPECT_LT(elapsed, std::chrono::milliseconds(480));
 }
 
+TEST(ThreadPoolTest, AWorkerDescheduledBeforeItTakesAChunkHoldsNothingBack) {
+  // The worker joins the first loop and stalls 200 ms before it takes a chunk, as a thread
+  // descheduled on a busy machine would. The caller runs all 32 chunks (about 32 ms) and returns:
+  // it waits for chunks, not for workers. The worker wakes during the second loop, takes nothing
+  // of it in the first loop's name, and joins it.
+  std::atomic<int> joins{0};  // (outlives the pool, whose worker calls the hook)
+  ThreadPool pool(1);
+  pool.SetJoinHookForTesting([&] {
+    if (joins++ == 0) std::this_thread::sleep_for(std::chrono::milliseconds(200));
+  });
+  std::vector<std::atomic<int>> first(32), second(32);
+  const auto start = std::chrono::steady_clock::now();
+  pool.ParallelFor(32, 1, [&](int64_t begin, int64_t end) {
+    for (int64_t i = begin; i < end; ++i) first[i]++;
+    std::this_thread::sleep_for(std::chrono::milliseconds(1) * (end - begin));
+  });
+  const auto elapsed = std::chrono::steady_clock::now() - start;
+  for (int64_t i = 0; i < 32; ++i) ASSERT_EQ(first[i].load(), 1) << i;
+  if (joins.load() > 0) EXPECT_LT(elapsed, std::chrono::milliseconds(150));
+  pool.ParallelFor(32, 1, [&](int64_t begin, int64_t end) {
+    for (int64_t i = begin; i < end; ++i) second[i]++;
+    std::this_thread::sleep_for(std::chrono::milliseconds(8) * (end - begin));
+  });
+  for (int64_t i = 0; i < 32; ++i) {
+    ASSERT_EQ(second[i].load(), 1) << i;
+    ASSERT_EQ(first[i].load(), 1) << i;
+  }
+  // (Unless the machine held the worker back past the second loop's 250 ms, it woke in it,
+  // found its stale loop's chunks gone and joined.)
+  EXPECT_GE(joins.load(), 1);
+}
+
 TEST(ThreadPoolTest, AnExceptionStopsTheLoopAndReachesTheCaller) {
   ThreadPool pool(2);
   std::atomic<int64_t> ran{0};
