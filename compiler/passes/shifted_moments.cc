@@ -66,10 +66,17 @@ class Shifter {
 
   StatusOr<bool> Run() {
     bool changed = false;
-    for (HloInstruction* mean : computation_->MakeInstructionPostOrder()) {
-      if (removed_.count(mean)) continue;
+    // A rewrite removes the sums it replaced with the operands only they read, which come after
+    // the mean in post order: what is still to be visited is checked against what is left.
+    const std::vector<HloInstruction*> order = computation_->MakeInstructionPostOrder();
+    std::unordered_set<const HloInstruction*> live(order.begin(), order.end());
+    for (HloInstruction* mean : order) {
+      if (!live.count(mean)) continue;
       ASSIGN_OR_RETURN(bool rewritten, Rewrite(mean));
-      changed |= rewritten;
+      if (!rewritten) continue;
+      changed = true;
+      const std::vector<HloInstruction*> left = computation_->instructions();
+      live = std::unordered_set<const HloInstruction*>(left.begin(), left.end());
     }
     return changed;
   }
@@ -140,7 +147,7 @@ class Shifter {
     };
     std::vector<Moment> moments;
     for (HloInstruction* other : computation_->MakeInstructionPostOrder()) {
-      if (other == sum || removed_.count(other) || !IsFloatSum(*other) || !dependent.count(other) ||
+      if (other == sum || !IsFloatSum(*other) || !dependent.count(other) ||
           Sorted(other->dimensions()) != reduced || !(other->shape() == sum->shape()) ||
           !shape_util::SameDimensions(other->operand(0)->shape(), shape)) {
         continue;
@@ -167,7 +174,7 @@ class Shifter {
     slice->slice_limits[along] = taken;
     slice->slice_strides.assign(shape.rank(), 1);
     HloInstruction* sample = NewSum(Add(std::move(slice), *x), sum);
-    const Shape& out = sum->shape();
+    const Shape out = sum->shape();
     HloInstruction* shift =
         Binary(HloOpcode::kDivide, out, sample, Constant(out, n / shape.dimensions(along) * taken), *mean);
     auto spread = HloInstruction::CreateUnary(HloOpcode::kBroadcast, shape, shift);
@@ -187,8 +194,8 @@ class Shifter {
         return g == nullptr ? a : Binary(HloOpcode::kMultiply, shape, a, g, origin);
       };
       // sum(g), or n where there is no g.
-      HloInstruction* sum_g = g == nullptr ? n_out : FindOrAddSum(g, moment.reduce);
-      HloInstruction* sum_vg = g == nullptr ? sum_v : FindOrAddSum(times_g(v), moment.reduce);
+      HloInstruction* sum_g = g == nullptr ? n_out : FindOrAddSum(g, sum);
+      HloInstruction* sum_vg = g == nullptr ? sum_v : FindOrAddSum(times_g(v), sum);
       HloInstruction* result;
       if (moment.product.centred == 1) {
         // sum(v * g) - d * sum(g)
@@ -197,7 +204,7 @@ class Shifter {
       } else {
         // sum(v^2 * g) - 2d * sum(v * g) + d^2 * sum(g)
         HloInstruction* vv = Binary(HloOpcode::kMultiply, shape, v, v, origin);
-        HloInstruction* sum_vvg = FindOrAddSum(times_g(vv), moment.reduce);
+        HloInstruction* sum_vvg = FindOrAddSum(times_g(vv), sum);
         HloInstruction* two_d = Binary(HloOpcode::kAdd, out, d, d, origin);
         HloInstruction* dd = Binary(HloOpcode::kMultiply, out, d, d, origin);
         result = Binary(HloOpcode::kAdd, out,
@@ -209,11 +216,9 @@ class Shifter {
         result = Add(HloInstruction::CreateUnary(HloOpcode::kNegate, out, result), origin);
       }
       RETURN_IF_ERROR(computation_->ReplaceInstruction(moment.reduce, result));
-      removed_.insert(moment.reduce);
     }
     RETURN_IF_ERROR(computation_->ReplaceInstruction(
         mean, Binary(HloOpcode::kAdd, out, shift, d, *mean)));
-    removed_.insert(mean);
     return true;
   }
 
@@ -245,7 +250,7 @@ class Shifter {
   HloInstruction* FindOrAddSum(HloInstruction* values, HloInstruction* like) {
     const std::vector<int64_t> dims = Sorted(like->dimensions());
     for (HloInstruction* user : values->users()) {
-      if (user != like && !removed_.count(user) && IsFloatSum(*user) && user->operand(0) == values &&
+      if (user != like && IsFloatSum(*user) && user->operand(0) == values &&
           user->shape() == like->shape() && Sorted(user->dimensions()) == dims) {
         return user;
       }
@@ -282,7 +287,6 @@ class Shifter {
   }
 
   HloComputation* computation_;
-  std::unordered_set<const HloInstruction*> removed_;
 };
 
 }  // namespace
