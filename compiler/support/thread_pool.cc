@@ -295,7 +295,7 @@ void ThreadPool::WorkerLoop(int slot) {
     if (open_) {  // else that loop has ended
       const uint32_t float_control = float_control_;
       lock.unlock();
-      if (join_hook_) join_hook_();
+      if (join_hook_) join_hook_(seen);
       SetFloatControl(float_control);
       RunChunks(slot, static_cast<uint32_t>(seen));
     }

@@ -72,9 +72,10 @@ class ThreadPool {
   // Threads that run a ParallelFor, the caller included.
   int parallelism() const { return static_cast<int>(workers_.size()) + 1; }
 
-  // For tests: called by a worker as it joins a loop, before it takes a chunk (where a busy
-  // machine may deschedule it). Set while the pool is idle.
-  void SetJoinHookForTesting(std::function<void()> hook) { join_hook_ = std::move(hook); }
+  // For tests: called by a worker as it joins a loop (with the loop's generation, counted from
+  // 1), before it takes a chunk, where a busy machine may deschedule it. Set while the pool is
+  // idle.
+  void SetJoinHookForTesting(std::function<void(uint64_t)> hook) { join_hook_ = std::move(hook); }
 
   // One pool per process, sized to the CPUs the process may run on.
   static ThreadPool& Default();
@@ -134,7 +135,7 @@ class ThreadPool {
   std::atomic<bool> stopping_{false};
   std::mutex run_mu_;  // one ParallelFor at a time; guards history_
   LoopHistory history_[kHistorySlots];
-  std::function<void()> join_hook_;
+  std::function<void(uint64_t)> join_hook_;
 };
 
 }  // namespace xlens

@@ -107,36 +107,65 @@ TEST(ThreadPoolTest, ADescheduledWorkerDoesNotStallTheLoop) {
   EXPECT_LT(elapsed, std::chrono::milliseconds(480));
 }
 
+// The loop a pool worker last joined (ThreadPool::SetJoinHookForTesting).
+thread_local uint64_t joined_generation = 0;
+
+// Spins until `done` or 5 s have passed (a test that would hang fails instead).
+template <typename Done>
+bool WaitFor(Done done) {
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(5);
+  while (!done()) {
+    if (std::chrono::steady_clock::now() > deadline) return false;
+    std::this_thread::yield();
+  }
+  return true;
+}
+
 TEST(ThreadPoolTest, AWorkerDescheduledBeforeItTakesAChunkHoldsNothingBack) {
-  // The worker joins the first loop and stalls 200 ms before it takes a chunk, as a thread
-  // descheduled on a busy machine would. The caller runs all 32 chunks (about 32 ms) and returns:
-  // it waits for chunks, not for workers. The worker wakes during the second loop, takes nothing
-  // of it in the first loop's name, and joins it.
-  std::atomic<int> joins{0};  // (outlives the pool, whose worker calls the hook)
+  // The worker joins the first loop and is held, before it takes a chunk, as a thread
+  // descheduled on a busy machine would be: the caller runs every chunk and returns, for it waits
+  // for chunks, not for workers. The worker is let go during the second loop: it must take
+  // nothing of that loop in the first one's name (its chunks would run with the first loop's
+  // float control, and race its end), but join the second loop and run chunks of it.
+  std::atomic<int> joins{0};
+  std::atomic<bool> held{false}, release{false};
+  uint64_t first_generation = 0;
   ThreadPool pool(1);
-  pool.SetJoinHookForTesting([&] {
-    if (joins++ == 0) std::this_thread::sleep_for(std::chrono::milliseconds(200));
+  pool.SetJoinHookForTesting([&](uint64_t generation) {
+    joined_generation = generation;
+    if (joins++ == 0) {
+      first_generation = generation;
+      held = true;
+      WaitFor([&] { return release.load(); });
+    }
   });
   std::vector<std::atomic<int>> first(32), second(32);
-  const auto start = std::chrono::steady_clock::now();
+  const std::thread::id caller = std::this_thread::get_id();
   pool.ParallelFor(32, 1, [&](int64_t begin, int64_t end) {
+    // The caller's first chunk waits until the worker is held inside the loop.
+    if (std::this_thread::get_id() == caller) ASSERT_TRUE(WaitFor([&] { return held.load(); }));
     for (int64_t i = begin; i < end; ++i) first[i]++;
-    std::this_thread::sleep_for(std::chrono::milliseconds(1) * (end - begin));
   });
-  const auto elapsed = std::chrono::steady_clock::now() - start;
+  EXPECT_FALSE(release.load());  // returned with the worker still held in the first loop
   for (int64_t i = 0; i < 32; ++i) ASSERT_EQ(first[i].load(), 1) << i;
-  if (joins.load() > 0) EXPECT_LT(elapsed, std::chrono::milliseconds(150));
+  std::atomic<int64_t> on_worker{0}, in_a_stale_name{0};
   pool.ParallelFor(32, 1, [&](int64_t begin, int64_t end) {
+    if (std::this_thread::get_id() == caller) {
+      // Let the worker go, and wait until it has run a chunk of this loop.
+      release = true;
+      ASSERT_TRUE(WaitFor([&] { return on_worker.load() > 0; }));
+    } else {
+      if (joined_generation == first_generation) ++in_a_stale_name;
+      ++on_worker;
+    }
     for (int64_t i = begin; i < end; ++i) second[i]++;
-    std::this_thread::sleep_for(std::chrono::milliseconds(8) * (end - begin));
   });
   for (int64_t i = 0; i < 32; ++i) {
     ASSERT_EQ(second[i].load(), 1) << i;
     ASSERT_EQ(first[i].load(), 1) << i;
   }
-  // (Unless the machine held the worker back past the second loop's 250 ms, it woke in it,
-  // found its stale loop's chunks gone and joined.)
-  EXPECT_GE(joins.load(), 1);
+  EXPECT_EQ(in_a_stale_name.load(), 0);
+  EXPECT_EQ(joins.load(), 2);
 }
 
 TEST(ThreadPoolTest, AnExceptionStopsTheLoopAndReachesTheCaller) {
