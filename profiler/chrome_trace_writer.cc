@@ -141,8 +141,9 @@ void AppendMetadataEvent(std::string_view name, int32_t pid, int64_t tid, std::s
 
 void AppendFlow(char phase, int64_t id, const TraceEvent& event, int64_t at_ns, int64_t base_ns,
                 std::string& out) {
-  // Within the span, where a reader binds the point back to it.
-  at_ns = std::clamp<int64_t>(at_ns, 0, std::max<int64_t>(0, event.duration_ns));
+  // Within the span, where a reader binds the point back to it: short of its end, where a span
+  // that starts there on the same track would take the point.
+  at_ns = std::clamp<int64_t>(at_ns, 0, std::max<int64_t>(0, event.duration_ns - 1));
   fmt::format_to(std::back_inserter(out),
                  "{{\"ph\":\"{}\",\"cat\":\"ac2g\",\"name\":\"ac2g\",\"id\":{},\"pid\":{},\"tid\":{},"
                  "\"ts\":{}{}}}",

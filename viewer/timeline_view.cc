@@ -12,6 +12,7 @@
 #include <QToolTip>
 #include <QWheelEvent>
 
+#include "profiler/trace.h"
 #include "viewer/timeline_ruler.h"
 
 namespace xlens::viewer {
@@ -498,8 +499,19 @@ void TimelineView::PaintFlows(QPainter& painter) {
     QRectF from = SpanRect(flow.from);
     QRectF to = SpanRect(flow.to);
     if (from.isNull() || to.isNull()) continue;
+    // A launch's arrow leaves its end for its kernel's start; a collective's runs from one
+    // member's arrival to the next one's, where the trace put the flow's ends (spans of a meeting
+    // start apart and end together: between their edges the arrows would run backwards).
+    const SpanInfo from_span = model_->Span(flow.from);
+    const SpanInfo to_span = model_->Span(flow.to);
+    const bool meeting = from_span.category == profiler::category::kCollective &&
+                         to_span.category == profiler::category::kCollective;
     QPointF a(from.right(), from.center().y());
     QPointF b(to.left(), to.center().y());
+    if (meeting) {
+      a.setX(XOf(static_cast<double>(from_span.start_ns + flow.from_at_ns)));
+      b.setX(XOf(static_cast<double>(to_span.start_ns + flow.to_at_ns)));
+    }
     QPainterPath path(a);
     double bend = std::max(30.0, std::fabs(b.x() - a.x()) / 3);
     path.cubicTo(a + QPointF(bend, 0), b - QPointF(bend, 0), b);

@@ -91,8 +91,8 @@ class TraceModelBuilder : public profiler::ChromeTraceVisitor {
     model_.spans_.push_back(record);
   }
 
-  void OnFlow(size_t ordinal, int64_t id, bool is_start, int64_t /*at_ns*/) override {
-    if (ordinal < model_.spans_.size()) flow_points_.push_back({id, static_cast<uint32_t>(ordinal), is_start});
+  void OnFlow(size_t ordinal, int64_t id, bool is_start, int64_t at_ns) override {
+    if (ordinal < model_.spans_.size()) flow_points_.push_back({id, at_ns, static_cast<uint32_t>(ordinal), is_start});
   }
 
   void OnCounter(profiler::TraceCounterSample& sample) override {
@@ -116,6 +116,7 @@ class TraceModelBuilder : public profiler::ChromeTraceVisitor {
  private:
   struct FlowPoint {
     int64_t id;
+    int64_t at_ns;  // after the span's start
     uint32_t ordinal;
     bool is_start;
   };
@@ -316,13 +317,15 @@ void TraceModelBuilder::BindFlows(const std::vector<uint32_t>& ordinal_to_id) {
   for (size_t i = 0; i < flow_points_.size();) {
     size_t j = i;
     while (j < flow_points_.size() && flow_points_[j].id == flow_points_[i].id) ++j;
-    std::vector<SpanId> starts, ends;
+    std::vector<std::pair<SpanId, int64_t>> starts, ends;  // (span, at_ns)
     for (size_t k = i; k < j; ++k) {
       auto& list = flow_points_[k].is_start ? starts : ends;
-      if (list.size() < kMaxFlowEndsPerId) list.push_back(ordinal_to_id[flow_points_[k].ordinal]);
+      if (list.size() < kMaxFlowEndsPerId) {
+        list.push_back({ordinal_to_id[flow_points_[k].ordinal], flow_points_[k].at_ns});
+      }
     }
-    for (SpanId from : starts) {
-      for (SpanId to : ends) model_.flows_by_from_.push_back({from, to});
+    for (const auto& [from, from_at] : starts) {
+      for (const auto& [to, to_at] : ends) model_.flows_by_from_.push_back({from, to, from_at, to_at});
     }
     i = j;
   }

@@ -96,10 +96,14 @@ struct SpanStats {
   double mean_ns = 0;
 };
 
-// A flow arrow (a launch and the kernel it started).
+// A flow arrow: a launch and the kernel it started, or two members of a collective meeting, one
+// that arrived and the next to arrive. from_at_ns and to_at_ns say where the trace put the
+// flow's ends on the two spans, after their starts (a collective member's arrival).
 struct TraceFlow {
   SpanId from = kNoSpan;
   SpanId to = kNoSpan;
+  int64_t from_at_ns = 0;
+  int64_t to_at_ns = 0;
 };
 
 class TraceModel {

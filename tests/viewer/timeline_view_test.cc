@@ -382,6 +382,46 @@ class TimelineViewTest : public QObject {
     fs::remove(path);
   }
 
+  // Two members of a collective meeting: device 1's span starts first, but device 0 arrives
+  // first (at 4000 ns) and device 1 after it (at 6000). The arrow runs between the arrivals, not
+  // from the end of one span back to the start of the other.
+  void CollectiveFlowsRunFromArrivalToArrival() {
+    profiler::Trace trace;
+    trace.processes = {{100, "CPU 0", 0}, {101, "CPU 1", 1}};
+    profiler::TraceEvent first{"ar.1", profiler::category::kCollective, 100, 1, 3000, 4000, {}};
+    first.flow_out = 9;
+    first.flow_out_at_ns = 1000;
+    profiler::TraceEvent next{"ar.1", profiler::category::kCollective, 101, 1, 1000, 6000, {}};
+    next.flow_in = 9;
+    next.flow_in_at_ns = 5000;
+    trace.events = {first, next};
+    std::string path = (fs::temp_directory_path() / ("xlens_timeline_meeting_" + std::to_string(::getpid()) + ".json")).string();
+    QVERIFY(profiler::WriteChromeTrace(trace, path).ok());
+    auto model = MustLoad(path);
+    view_->SetModel(model);
+    std::vector<SpanId> spans = model->Search("ar.1");
+    QCOMPARE(spans.size(), size_t{2});
+    SpanId from = model->Span(spans[0]).start_ns > model->Span(spans[1]).start_ns ? spans[0] : spans[1];
+    QRectF a = view_->SpanRect(from);
+    QRectF b = view_->SpanRect(from == spans[0] ? spans[1] : spans[0]);
+    // x of a time on the trace's clock, from the first span's box (3000 to 7000 ns).
+    auto x = [&](double ns) { return a.left() + (ns - 3000) * a.width() / 4000; };
+    const double mid_y = (a.center().y() + b.center().y()) / 2;
+    auto dark_near = [&](const QImage& image, QPointF at) {
+      for (int dy = -2; dy <= 2; ++dy) {
+        for (int dx = -2; dx <= 2; ++dx) {
+          if (image.pixelColor(at.toPoint() + QPoint(dx, dy)).red() < 150) return true;
+        }
+      }
+      return false;
+    };
+    view_->SelectSpan(from, false);
+    QImage image = view_->viewport()->grab().toImage();
+    QVERIFY(dark_near(image, QPointF(x(5000), mid_y)));   // halfway between the arrivals
+    QVERIFY(!dark_near(image, QPointF(x(4000), mid_y)));  // halfway from first's end to next's start
+    fs::remove(path);
+  }
+
   // Counters are drawn as a filled step chart in their row; a trace at the edges of time paints.
   void CountersAndExtremeTimesPaint() {
     std::string path = (fs::temp_directory_path() / ("xlens_timeline_counter_" + std::to_string(::getpid()) + ".json")).string();
