@@ -36,7 +36,8 @@ inline constexpr unsigned kRowReductionInterleave = 4;
 inline constexpr unsigned kTranscendentalRowReductionInterleave = 2;
 
 // Functions that cost an elementwise loop tens of instructions an element (polynomials and their
-// range reductions).
+// range reductions). Not HloCostAnalysis's list of transcendentals, which is XLA's count and
+// stays as XLA counts: sqrt and rsqrt, for one, are a single instruction each in a loop.
 bool IsTranscendental(HloOpcode op);
 
 // Whether computing `values` per element computes a transcendental function: one they reach
