@@ -187,7 +187,24 @@ StatusOr<bool> KernelBuilder::TryEmitCpuRowKernel(const std::vector<RowOutput>& 
     });
   }
   // Per-element outputs at least the streaming threshold are written a row at a time from stack
-  // buffers with streaming stores (cpu_streaming_store.h), where the row is contiguous in each.
+  // buffers with streaming stores (cpu_streaming_store.h), where the row is contiguous in each,
+  // and where the kernel is bound by memory: not where its reductions compute a transcendental
+  // function per element (softmax's and log-softmax's exponentials). Such a row's time goes to
+  // its exponentials; plain stores leave the output lines to be written back while the next
+  // row's exponentials run, where the output pass's streaming stores, a row's lines in a burst
+  // with no reads beside them, wait for memory. Streamed against plain, median of 3-4
+  // alternating pairs of 60-100 runs beside other work: softmax over f32[8192,1000] 3.65 against
+  // 2.38 ms a run on one core (3.56 / 2.39 on both), over f32[4200,1000] 1.61 / 1.17,
+  // f32[32768,1000] 15.4 / 9.9, f32[8192,1024] 3.27 / 2.49; log-softmax over f32[8192,1000] 3.51
+  // / 2.44. Layer norm and the RMS norm, light loops, keep streaming: 2.02 / 3.02 and 3.66 / 5.23
+  // over f32[8192,1024] on one core.
+  std::vector<const HloInstruction*> reduced_values;
+  for (const HloInstruction* r : analysis.reductions()) {
+    for (int64_t i = 0; i < r->operand_count() / 2; ++i) reduced_values.push_back(r->operand(i));
+  }
+  const bool bound_by_compute = ReachesTranscendental(reduced_values, [&](const HloInstruction* x) {
+    return bound.count(x) > 0;
+  });
   std::vector<IrArray> stages;
   int64_t stream_bytes = 0, stage_bytes = 0;
   for (const RowOutput* out : element_outputs) {
@@ -202,7 +219,7 @@ StatusOr<bool> KernelBuilder::TryEmitCpuRowKernel(const std::vector<RowOutput>& 
     stage_bytes += length * width;
   }
   const int64_t threshold = StreamingStoreThreshold();
-  if (threshold > 0 && stream_bytes >= threshold && stage_bytes <= kRowStageBytes) {
+  if (threshold > 0 && stream_bytes >= threshold && stage_bytes <= kRowStageBytes && !bound_by_compute) {
     for (const RowOutput* out : element_outputs) {
       ASSIGN_OR_RETURN(llvm::Type * storage, StorageType(out->hlo->shape().element_type(), b_.getContext()));
       llvm::AllocaInst* buffer = EmitEntryAlloca(b_, llvm::ArrayType::get(storage, length), "row.stage");
@@ -287,21 +304,12 @@ StatusOr<bool> KernelBuilder::TryEmitCpuRowKernel(const std::vector<RowOutput>& 
   // With more than one level, the first level's reductions (which read no per-row value) run a
   // row ahead, in the last level's loop (cpu_row_loops.h), and a task's first row takes them
   // before its row loop. Not where the first level's loop fills a row cache (that buffer holds
-  // one row), nor in a streamed kernel whose last level's loop is light: its reads from memory
+  // one row), nor in a streamed kernel (its loops are light, see above): its reads from memory
   // are timed by the prefetches that its output pass issues, and a row read a pass earlier
   // outran them (layer norm over f32[4096,1024] on one core 0.64-0.87 -> 0.77-1.08 ms a run,
-  // where rows in cache gained 0.009 -> 0.008). A loop that computes a transcendental function
-  // (softmax's exponentials) hides the next row's reads: softmax over f32[4200,1000], streamed,
-  // 1.87 -> 1.71 ms a run (medians of 6 alternating pairs on both cores beside other work).
-  std::vector<const HloInstruction*> last_level_operands;
-  for (const HloInstruction* r : by_level.rbegin()->second) {
-    for (int64_t i = 0; i < r->operand_count() / 2; ++i) last_level_operands.push_back(r->operand(i));
-  }
+  // where rows in cache gained 0.009 -> 0.008).
   const bool first_level_ahead =
-      by_level.size() >= 2 &&
-      (stages.empty() || ReachesTranscendental(last_level_operands, [&](const HloInstruction* x) {
-         return bound.count(x) > 0;
-       })) &&
+      by_level.size() >= 2 && stages.empty() &&
       std::none_of(cached.begin(), cached.end(), [&](const HloInstruction* x) {
         return analysis.Level(x) == by_level.begin()->first - 1;
       });
