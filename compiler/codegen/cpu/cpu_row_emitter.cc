@@ -188,22 +188,25 @@ StatusOr<bool> KernelBuilder::TryEmitCpuRowKernel(const std::vector<RowOutput>& 
   }
   // Per-element outputs at least the streaming threshold are written a row at a time from stack
   // buffers with streaming stores (cpu_streaming_store.h), where the row is contiguous in each,
-  // and where the kernel is bound by memory: not where its reductions compute a transcendental
-  // function per element (softmax's and log-softmax's exponentials). Such a row's time goes to
-  // its exponentials; plain stores leave the output lines to be written back while the next
-  // row's exponentials run, where the output pass's streaming stores, a row's lines in a burst
-  // with no reads beside them, wait for memory. Streamed against plain, median of 3-4
+  // and where the kernel is bound by memory: not where it computes a transcendental function per
+  // element (softmax's and log-softmax's exponentials, an activation after a norm). Such a row's
+  // time goes to its exponentials; plain stores leave the output lines to be written back while
+  // the next row's exponentials run, where the output pass's streaming stores, a row's lines in a
+  // burst with no reads beside them, wait for memory. Streamed against plain, median of 3-4
   // alternating pairs of 60-100 runs beside other work: softmax over f32[8192,1000] 3.65 against
   // 2.38 ms a run on one core (3.56 / 2.39 on both), over f32[4200,1000] 1.61 / 1.17,
   // f32[32768,1000] 15.4 / 9.9, f32[8192,1024] 3.27 / 2.49; log-softmax over f32[8192,1000] 3.51
   // / 2.44. Layer norm and the RMS norm, light loops, keep streaming: 2.02 / 3.02 and 3.66 / 5.23
-  // over f32[8192,1024] on one core.
-  std::vector<const HloInstruction*> reduced_values;
+  // over f32[8192,1024] on one core; layer norm with a tanh after it is as heavy: 3.90 / 3.81
+  // (best 3.76 / 3.61), medians of 5 pairs.
+  // Per-row values (layer norm's rsqrt, log-softmax's log of the sum) are computed once a row.
+  std::vector<const HloInstruction*> per_element;
   for (const HloInstruction* r : analysis.reductions()) {
-    for (int64_t i = 0; i < r->operand_count() / 2; ++i) reduced_values.push_back(r->operand(i));
+    for (int64_t i = 0; i < r->operand_count() / 2; ++i) per_element.push_back(r->operand(i));
   }
-  const bool bound_by_compute = ReachesTranscendental(reduced_values, [&](const HloInstruction* x) {
-    return bound.count(x) > 0;
+  for (const RowOutput* out : element_outputs) per_element.push_back(out->hlo);
+  const bool bound_by_compute = ReachesTranscendental(per_element, [&](const HloInstruction* x) {
+    return bound.count(x) > 0 || analysis.Classify(x) != Space::kRow;
   });
   std::vector<IrArray> stages;
   int64_t stream_bytes = 0, stage_bytes = 0;
