@@ -7,6 +7,10 @@
 // compute what the evaluator computes.
 #include "compiler/codegen/cpu/cpu_column_reduction.h"
 
+#include <string>
+#include <unordered_map>
+#include <vector>
+
 #include <gtest/gtest.h>
 
 #include "codegen_test_util.h"
@@ -338,6 +342,72 @@ bool StridedRowReductionAtRoot(const std::string& text) {
   auto module = ParseHloModule(text);
   EXPECT_TRUE(module.ok()) << module.status().message();
   return module.ok() && cpu::IsStridedRowReduction(*(*module)->entry_computation()->root_instruction());
+}
+
+// The levels PlanColumnSweepLevels gives batch norm's column sums over N, H and W (channels
+// kept): `extra` is appended to the fused computation, `roots` its tuple's operands.
+std::unordered_map<std::string, int> SweepLevels(const std::string& extra, const std::string& roots) {
+  std::string tuple = "(f32[16]";
+  for (char c : roots) {
+    if (c == ',') tuple += ", f32[16]";
+  }
+  tuple += ")";
+  const std::string text = std::string("HloModule m\n") + kReducers + R"(
+fused {
+  x = f32[64,8,8,16] parameter(0)
+  dy = f32[64,8,8,16] parameter(1)
+  z = f32[] constant(0)
+  sx = f32[16] reduce(x, z), dimensions={0,1,2}, to_apply=add
+  c = f32[] constant(0.000244140625)
+  cb = f32[16] broadcast(c), dimensions={}
+  mean = f32[16] multiply(sx, cb)
+  mb = f32[64,8,8,16] broadcast(mean), dimensions={3}
+  xm = f32[64,8,8,16] subtract(x, mb)
+  sq = f32[64,8,8,16] multiply(xm, xm)
+  sv = f32[16] reduce(sq, z), dimensions={0,1,2}, to_apply=add
+  sdy = f32[16] reduce(dy, z), dimensions={0,1,2}, to_apply=add
+)" + extra + "  ROOT t = " + tuple + " tuple(" + roots + R"()
+}
+ENTRY e {
+  x = f32[64,8,8,16] parameter(0)
+  dy = f32[64,8,8,16] parameter(1)
+  ROOT f = )" + tuple + R"( fusion(x, dy), kind=kInput, calls=fused
+})";
+  auto module = ParseHloModule(text);
+  EXPECT_TRUE(module.ok()) << module.status().message();
+  if (!module.ok()) return {};
+  std::vector<const HloInstruction*> reductions;
+  for (const HloInstruction* i :
+       (*module)->entry_computation()->root_instruction()->fused_computation()->MakeInstructionPostOrder()) {
+    if (i->opcode() == HloOpcode::kReduce) reductions.push_back(i);
+  }
+  std::unordered_map<std::string, int> levels;
+  for (const auto& [reduce, level] : cpu::PlanColumnSweepLevels(reductions)) levels[reduce->name()] = level;
+  return levels;
+}
+
+TEST(CpuColumnSweepLevelsTest, ASumThatNeedsNoStatisticWaitsForTheSweepThatReadsItsArray) {
+  // The mean's sweep reads x alone; the variance's and sum(dy * (x - mean))'s read x and dy. So
+  // sum(dy), which could go first, joins them: two sweeps of the batch where it would be three.
+  EXPECT_EQ(SweepLevels("  g = f32[64,8,8,16] multiply(dy, xm)\n"
+                        "  sg = f32[16] reduce(g, z), dimensions={0,1,2}, to_apply=add\n",
+                        "sx, sv, sdy, sg"),
+            (std::unordered_map<std::string, int>{{"sx", 0}, {"sv", 1}, {"sdy", 1}, {"sg", 1}}));
+  // Where no later sweep reads dy, sum(dy) goes first, beside the mean.
+  EXPECT_EQ(SweepLevels("", "sx, sv, sdy"),
+            (std::unordered_map<std::string, int>{{"sx", 0}, {"sv", 1}, {"sdy", 0}}));
+}
+
+TEST(CpuColumnSweepLevelsTest, AReductionStaysBelowTheReductionsThatReadIt) {
+  // sum(dy) read by a third level's sum, each sum one level past the sums it reads: though the
+  // only later sweep that reads dy is that third level's, sum(dy) must run before it, and with
+  // no sweep between that reads dy it goes first.
+  EXPECT_EQ(SweepLevels("  sd = f32[16] add(sv, sdy)\n"
+                        "  sdb = f32[64,8,8,16] broadcast(sd), dimensions={3}\n"
+                        "  h = f32[64,8,8,16] multiply(dy, sdb)\n"
+                        "  sh = f32[16] reduce(h, z), dimensions={0,1,2}, to_apply=add\n",
+                        "sx, sv, sdy, sh"),
+            (std::unordered_map<std::string, int>{{"sx", 0}, {"sv", 1}, {"sdy", 0}, {"sh", 2}}));
 }
 
 TEST(CpuStridedRowReductionTest, WhichReductionsAreSweptWithLanes) {
