@@ -5,6 +5,7 @@
 #include <vector>
 
 #include "compiler/passes/sum_pattern.h"
+#include "compiler/passes/sum_rewriting.h"
 
 namespace xlens {
 namespace {
@@ -12,10 +13,6 @@ namespace {
 // The shift is the mean of 1/kSampleShare of the batch (at least one entry of the dimension it
 // is taken along): d^2 / var stays under kSampleShare, and its sum reads that share of x.
 constexpr int64_t kSampleShare = 32;
-
-// The most multiplies, negates and factors the walk of one sum's operand visits (as
-// reduce-factor-hoisting's walk; batch norm's sums have 2-3 factors).
-constexpr int kMaxVisits = 64;
 
 // A broadcast of a scalar constant (any shape), and its value.
 std::optional<double> BroadcastScalar(const HloInstruction& instruction) {
@@ -42,11 +39,6 @@ bool IsShiftableSum(const HloInstruction& reduce) {
   return IsSumFromZero(reduce) && (type == PrimitiveType::F32 || type == PrimitiveType::F64);
 }
 
-std::vector<int64_t> Sorted(std::vector<int64_t> v) {
-  std::sort(v.begin(), v.end());
-  return v;
-}
-
 std::vector<int64_t> MajorToMinorOf(const Shape& shape) {
   std::vector<int64_t> order;
   if (shape.has_layout() &&
@@ -57,15 +49,6 @@ std::vector<int64_t> MajorToMinorOf(const Shape& shape) {
   }
   return order;
 }
-
-// A sum's operand as a signed product: how many of its factors are x - broadcast(mean), and the
-// others.
-struct Product {
-  int centred = 0;
-  std::vector<HloInstruction*> others;
-  bool negated = false;
-  int visits = 0;
-};
 
 class Shifter {
  public:
@@ -98,7 +81,7 @@ class Shifter {
     HloInstruction* sum = mean->operand(0);
     HloInstruction* x = sum->operand(0);
     const Shape& shape = x->shape();
-    const std::vector<int64_t> reduced = Sorted(sum->dimensions());
+    const std::vector<int64_t> reduced = SortedDimensions(sum->dimensions());
     auto is_reduced = [&](int64_t d) {
       return std::binary_search(reduced.begin(), reduced.end(), d);
     };
@@ -148,25 +131,37 @@ class Shifter {
     }
 
     // The sums over the same dimensions of products of one or two centred factors.
+    // A sum's operand as a signed product: how many of its factors are x - broadcast(mean), and
+    // the others.
     struct Moment {
       HloInstruction* reduce;
-      Product product;
+      int centred = 0;
+      std::vector<HloInstruction*> others;
+      bool negated = false;
     };
     std::vector<Moment> moments;
     for (HloInstruction* other : computation_->MakeInstructionPostOrder()) {
       if (other == sum || !IsFloatSum(*other) || !dependent.count(other) ||
-          Sorted(other->dimensions()) != reduced || !(other->shape() == sum->shape()) ||
+          SortedDimensions(other->dimensions()) != reduced || !(other->shape() == sum->shape()) ||
           !shape_util::SameDimensions(other->operand(0)->shape(), shape)) {
         continue;
       }
-      Product product;
-      Collect(other->operand(0), shape, centred, product);
-      if (product.visits > kMaxVisits || product.centred < 1 || product.centred > 2 ||
-          std::any_of(product.others.begin(), product.others.end(),
+      const SignedProduct product = CollectProduct(other->operand(0), shape);
+      if (!product.complete()) continue;
+      Moment moment{other, 0, {}, product.negated};
+      for (HloInstruction* factor : product.factors) {
+        if (centred.count(factor)) {
+          ++moment.centred;
+        } else {
+          moment.others.push_back(factor);
+        }
+      }
+      if (moment.centred < 1 || moment.centred > 2 ||
+          std::any_of(moment.others.begin(), moment.others.end(),
                       [&](const HloInstruction* f) { return dependent.count(f) > 0; })) {
         continue;
       }
-      moments.push_back({other, std::move(product)});
+      moments.push_back(std::move(moment));
     }
     if (moments.empty()) return false;
 
@@ -180,7 +175,8 @@ class Shifter {
     slice->slice_limits = shape.dimensions();
     slice->slice_limits[along] = taken;
     slice->slice_strides.assign(shape.rank(), 1);
-    HloInstruction* sample = NewSum(Add(std::move(slice), *x), sum);
+    HloInstruction* sample =
+        NewSumLike(*computation_, AddLike(*computation_, std::move(slice), *x), *sum);
     const Shape out = sum->shape();
     // A sample that holds an infinity or a NaN shifts by zero: x - K would be NaN or infinite in
     // every element, where the mean is sum(x) / n (an infinity, say) without the shift. (The
@@ -192,33 +188,35 @@ class Shifter {
                                    Constant(out, n / shape.dimensions(along) * taken), *mean);
     auto spread = HloInstruction::CreateUnary(HloOpcode::kBroadcast, shape, shift);
     spread->dimensions_attr = kept;
-    HloInstruction* v = Binary(HloOpcode::kSubtract, shape, x, Add(std::move(spread), *mean), *mean);
-    HloInstruction* sum_v = FindOrAddSum(v, sum);
+    HloInstruction* v = Binary(HloOpcode::kSubtract, shape, x,
+                               AddLike(*computation_, std::move(spread), *mean), *mean);
+    HloInstruction* sum_v = FindOrAddSumLike(*computation_, v, *sum);
     HloInstruction* d = Binary(HloOpcode::kDivide, out, sum_v, Constant(out, n), *mean);
     HloInstruction* n_out = Constant(out, n);
 
     for (const Moment& moment : moments) {
       const HloInstruction& origin = *moment.reduce;
       HloInstruction* g = nullptr;
-      for (HloInstruction* factor : moment.product.others) {
+      for (HloInstruction* factor : moment.others) {
         g = g == nullptr ? factor : Binary(HloOpcode::kMultiply, shape, g, factor, origin);
       }
       auto times_g = [&](HloInstruction* a) {
         return g == nullptr ? a : Binary(HloOpcode::kMultiply, shape, a, g, origin);
       };
       // sum(g), or n where there is no g.
-      HloInstruction* sum_g = g == nullptr ? n_out : FindOrAddSum(g, sum);
-      HloInstruction* sum_vg = g == nullptr ? sum_v : FindOrAddSum(times_g(v), sum);
+      HloInstruction* sum_g = g == nullptr ? n_out : FindOrAddSumLike(*computation_, g, *sum);
+      HloInstruction* sum_vg =
+          g == nullptr ? sum_v : FindOrAddSumLike(*computation_, times_g(v), *sum);
       HloInstruction* result;
       HloInstruction* sum_vvg = nullptr;
-      if (moment.product.centred == 1) {
+      if (moment.centred == 1) {
         // sum(v * g) - d * sum(g)
         result = Binary(HloOpcode::kSubtract, out, sum_vg,
                         Binary(HloOpcode::kMultiply, out, d, sum_g, origin), origin);
       } else {
         // sum(v^2 * g) - 2d * sum(v * g) + d^2 * sum(g)
         HloInstruction* vv = Binary(HloOpcode::kMultiply, shape, v, v, origin);
-        sum_vvg = FindOrAddSum(times_g(vv), sum);
+        sum_vvg = FindOrAddSumLike(*computation_, times_g(vv), *sum);
         HloInstruction* two_d = Binary(HloOpcode::kAdd, out, d, d, origin);
         HloInstruction* dd = Binary(HloOpcode::kMultiply, out, d, d, origin);
         result = Binary(HloOpcode::kAdd, out,
@@ -233,62 +231,19 @@ class Shifter {
       // mean): there the moment is d - d, a NaN. Both are tests on [C] values, after the sweep.
       if (g != nullptr) {
         result = Select(IsFinite(sum_g, origin), result,
-                        moment.product.centred == 1 ? sum_vg : sum_vvg, origin);
+                        moment.centred == 1 ? sum_vg : sum_vvg, origin);
       }
       result = Select(IsFinite(d, origin), result,
                       Binary(HloOpcode::kSubtract, out, d, d, origin), origin);
-      if (moment.product.negated) {
-        result = Add(HloInstruction::CreateUnary(HloOpcode::kNegate, out, result), origin);
+      if (moment.negated) {
+        result = AddLike(*computation_,
+                         HloInstruction::CreateUnary(HloOpcode::kNegate, out, result), origin);
       }
       RETURN_IF_ERROR(computation_->ReplaceInstruction(moment.reduce, result));
     }
     RETURN_IF_ERROR(computation_->ReplaceInstruction(
         mean, Binary(HloOpcode::kAdd, out, shift, d, *mean)));
     return true;
-  }
-
-  // Walks the multiplies and negates of x's shape down to their other operands.
-  void Collect(HloInstruction* value, const Shape& shape,
-               const std::unordered_set<const HloInstruction*>& centred, Product& product) {
-    if (++product.visits > kMaxVisits) return;
-    const bool walk = !HasControlDependencies(*value) && value->shape().IsArray() &&
-                      shape_util::SameDimensions(value->shape(), shape) &&
-                      value->shape().element_type() == shape.element_type();
-    if (walk && value->opcode() == HloOpcode::kMultiply) {
-      Collect(value->operand(0), shape, centred, product);
-      Collect(value->operand(1), shape, centred, product);
-      return;
-    }
-    if (walk && value->opcode() == HloOpcode::kNegate) {
-      product.negated = !product.negated;
-      Collect(value->operand(0), shape, centred, product);
-      return;
-    }
-    if (centred.count(value)) {
-      ++product.centred;
-      return;
-    }
-    product.others.push_back(value);
-  }
-
-  // A sum of `values` as `like` sums its operand: an existing one, or a new one.
-  HloInstruction* FindOrAddSum(HloInstruction* values, HloInstruction* like) {
-    const std::vector<int64_t> dims = Sorted(like->dimensions());
-    for (HloInstruction* user : values->users()) {
-      if (user != like && IsFloatSum(*user) && user->operand(0) == values &&
-          user->shape() == like->shape() && Sorted(user->dimensions()) == dims) {
-        return user;
-      }
-    }
-    return NewSum(values, like);
-  }
-
-  HloInstruction* NewSum(HloInstruction* values, HloInstruction* like) {
-    auto sum = HloInstruction::CreateBinary(HloOpcode::kReduce, like->shape(), values,
-                                            like->operand(1));
-    sum->dimensions_attr = like->dimensions();
-    sum->SetCalledComputation("to_apply", like->to_apply());
-    return Add(std::move(sum), *like);
   }
 
   // `value` in every element of `shape`.
@@ -303,7 +258,7 @@ class Shifter {
 
   // Whether each element of `value` is finite.
   HloInstruction* IsFinite(HloInstruction* value, const HloInstruction& origin) {
-    return Add(HloInstruction::CreateUnary(
+    return AddLike(*computation_, HloInstruction::CreateUnary(
                    HloOpcode::kIsFinite,
                    shape_util::ChangeElementType(value->shape(), PrimitiveType::PRED), value),
                origin);
@@ -315,17 +270,12 @@ class Shifter {
     select->AppendOperand(predicate);
     select->AppendOperand(on_true);
     select->AppendOperand(on_false);
-    return Add(std::move(select), origin);
+    return AddLike(*computation_, std::move(select), origin);
   }
 
   HloInstruction* Binary(HloOpcode opcode, const Shape& shape, HloInstruction* lhs,
                          HloInstruction* rhs, const HloInstruction& origin) {
-    return Add(HloInstruction::CreateBinary(opcode, shape, lhs, rhs), origin);
-  }
-
-  HloInstruction* Add(std::unique_ptr<HloInstruction> instruction, const HloInstruction& origin) {
-    instruction->metadata = origin.metadata;
-    return computation_->AddInstruction(std::move(instruction));
+    return AddLike(*computation_, HloInstruction::CreateBinary(opcode, shape, lhs, rhs), origin);
   }
 
   HloComputation* computation_;
