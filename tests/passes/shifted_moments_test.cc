@@ -305,5 +305,31 @@ TEST(ShiftedMomentsTest, LeavesAloneHalfPrecisionSums) {
   }
 }
 
+TEST(ShiftedMomentsTest, LeavesAloneDividesOfWhatIsNoSum) {
+  // A divide whose dividend is a parameter, a constant or an integer sum: nothing to shift, and
+  // nothing of the dividend's operands to read (a parameter has none).
+  Shift(R"(HloModule m
+add {
+  a = s32[] parameter(0)
+  b = s32[] parameter(1)
+  ROOT s = s32[] add(a, b)
+}
+ENTRY e {
+  p = f32[8,4] parameter(0)
+  two = f32[] constant(2)
+  tb = f32[8,4] broadcast(two), dimensions={}
+  half = f32[8,4] divide(p, tb)
+  q = f32[8,4] divide(tb, p)
+  i = s32[8,4] parameter(1)
+  zero = s32[] constant(0)
+  si = s32[4] reduce(i, zero), dimensions={0}, to_apply=add
+  eight = s32[] constant(8)
+  eb = s32[4] broadcast(eight), dimensions={}
+  mi = s32[4] divide(si, eb)
+  ROOT t = (f32[8,4], f32[8,4], s32[4]) tuple(half, q, mi)
+})",
+        /*expect_change=*/false);
+}
+
 }  // namespace
 }  // namespace xlens
