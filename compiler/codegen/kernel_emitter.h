@@ -73,6 +73,10 @@ struct KernelOptions {
 inline constexpr int64_t kCpuSmallKernelBytes = 64 << 10;
 inline constexpr double kCpuSmallKernelFlops = 64 << 10;
 
+// The CPU's cache line: the loops that move whole lines at a time (transposes in registers)
+// read and write this much of each row.
+inline constexpr int64_t kCpuLineBytes = 64;
+
 // Emits the kernel of `hlo` into `module`, its functions named after `name`.
 StatusOr<KernelSpec> EmitKernel(const HloInstruction& hlo, const std::string& name,
                                 llvm::Module& module, KernelTarget target = KernelTarget::kCpu,

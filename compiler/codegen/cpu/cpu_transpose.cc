@@ -32,12 +32,11 @@ using llvm::Value;
 
 namespace {
 
-constexpr int64_t kLineBytes = 64;
 // The band of the result's minor dimension a task covers in one sweep of the operand's: four
 // lines of each result row (a C++ loop of the same 16 x 16 blocks, f32[2048,4096] transposed on
 // 2 threads beside other work, best of 40 runs: bands of one line 1.36 ms, of two 1.23-1.28, of
 // four 1.04-1.05, of eight 1.01-1.20).
-constexpr int64_t kBandBytes = 4 * kLineBytes;
+constexpr int64_t kBandBytes = 4 * kCpuLineBytes;
 // Elements a flat copy's task moves: 64 KiB.
 constexpr int64_t kFlatTaskBytes = 64 << 10;
 
@@ -115,7 +114,7 @@ StatusOr<bool> KernelBuilder::TryEmitCpuTranspose() {
 
   // A tiled transpose: whole lines of 2-, 4- and 8-byte elements.
   if (width != 2 && width != 4 && width != 8) return false;
-  const int64_t lanes = kLineBytes / width;
+  const int64_t lanes = kCpuLineBytes / width;
   const std::vector<int64_t> in_order = NonTrivialDimensions(in);
   const std::vector<int64_t> out_order = NonTrivialDimensions(out);
   const int64_t m = in_order.back();         // the operand's minor dimension
@@ -141,7 +140,7 @@ StatusOr<bool> KernelBuilder::TryEmitCpuTranspose() {
   // Non-temporal stores need every result row of the tile to start on a line.
   bool lines = streamed;
   for (int64_t d = 0; d < rank; ++d) {
-    if (d != p && in.dimensions(d) > 1 && out_stride[d] * width % kLineBytes != 0) lines = false;
+    if (d != p && in.dimensions(d) > 1 && out_stride[d] * width % kCpuLineBytes != 0) lines = false;
   }
   const int64_t band = std::min(size_p, kBandBytes / width);
   const int64_t bands = (size_p + band - 1) / band;
@@ -152,7 +151,7 @@ StatusOr<bool> KernelBuilder::TryEmitCpuTranspose() {
   // aligns to 64 bytes by default, a caller's buffer may not be).
   Value* aligned = b_.getFalse();
   if (lines) {
-    aligned = b_.CreateICmpEQ(b_.CreateAnd(b_.CreatePtrToInt(to, b_.getInt64Ty()), b_.getInt64(kLineBytes - 1)),
+    aligned = b_.CreateICmpEQ(b_.CreateAnd(b_.CreatePtrToInt(to, b_.getInt64Ty()), b_.getInt64(kCpuLineBytes - 1)),
                               b_.getInt64(0));
   }
   auto* vector = llvm::FixedVectorType::get(storage, static_cast<unsigned>(lanes));
@@ -196,7 +195,7 @@ StatusOr<bool> KernelBuilder::TryEmitCpuTranspose() {
           for (int64_t j = 0; j < lanes; ++j) {
             llvm::StoreInst* store = b_.CreateAlignedStore(
                 rows[j], out_at(r0, b_.CreateAdd(c0, b_.getInt64(j))),
-                whole_lines ? llvm::Align(kLineBytes) : element_align);
+                whole_lines ? llvm::Align(kCpuLineBytes) : element_align);
             if (whole_lines) cpu::MarkNonTemporal(store);
           }
         };

@@ -28,12 +28,6 @@ namespace {
 
 // The width of the register transpose (a power of two), and the fewest rows a strip has.
 constexpr int64_t kLanes = 8;
-// A strip's rows are a line of the transposed operand's elements, so that every line is read
-// once, whole. Its rows lie a whole operand row apart, often a multiple of 4 KiB, and so fall in
-// the same L1 sets: a strip that read half a line left the other half for the next strip, by
-// when the 64 rows' lines had evicted it (f32[4096,2048] - c * transpose(g): strips of 8 rows
-// read every line twice from L2).
-constexpr int64_t kLineBytes = 64;
 // The largest tile buffer (per transposed operand), to stay in L1.
 constexpr int64_t kMaxTileBytes = 16 << 10;
 // Columns of a tile where a strip of all of them exceeds kMaxTileBytes: the tile then covers
@@ -158,12 +152,16 @@ Status KernelBuilder::EmitCpuTransposedLoop(const Shape& shape, int64_t work_per
       widest = std::max<int64_t>(widest, BitWidth(binding.shape.element_type()) / 8);
     }
   }
-  // A line of the widest transposed operand's elements (f32: 16), where the output has as many
-  // rows and two register blocks of columns; else kLanes. (With one block, the columns past it,
-  // extracted element by element, cost the line's strip more than its reads save: f32[65536,10]
-  // took 1.07-1.09x the half-line strips' time, where [16384,64] took 0.70x.)
+  // A strip's rows are a line of the widest transposed operand's elements (f32: 16), where the
+  // output has as many rows and two register blocks of columns; else kLanes. A whole line, so
+  // that every line is read once: the strip's rows lie a whole operand row apart, often a
+  // multiple of 4 KiB, and so fall in the same L1 sets, and a strip that read half a line left
+  // the other half for the next strip, by when the other rows' lines had evicted it. (With one
+  // block, the columns past it, extracted element by element, cost the line's strip more than
+  // its reads save: f32[65536,10] took 1.07-1.09x the half-line strips' time, where [16384,64]
+  // took 0.70x.)
   const int64_t strip =
-      rows >= kLineBytes / widest && columns >= 2 * kLanes ? kLineBytes / widest : kLanes;
+      rows >= kCpuLineBytes / widest && columns >= 2 * kLanes ? kCpuLineBytes / widest : kLanes;
   // All the columns where a strip of them fits the buffer, else blocks of kBlockColumns (a
   // wide update, f32[4096,2048] - c * transpose(g): every transposed read a gather, 50-67 ms).
   const int64_t tile_columns = strip * columns * widest <= kMaxTileBytes ? columns : kBlockColumns;
