@@ -301,28 +301,26 @@ TEST(CpuRowLoopsTest, ARowMaximumWithoutNaNSemanticsTakesANaNRowAgain) {
   }
 }
 
+// The rows' maximum beside (x - max) / sum(exp(x - max)) over f32[rows, 37], one input fusion.
+std::string MaximumAndScaledRows(int rows) {
+  const std::string s = "f32[" + std::to_string(rows) + ",37]";
+  const std::string r = "f32[" + std::to_string(rows) + "]";
+  return std::string("HloModule m\n") + kReducers + "fused {\n  x = " + s +
+         " parameter(0)\n  lo = f32[] constant(-inf)\n  m = " + r +
+         " reduce(x, lo), dimensions={1}, to_apply=max\n  mb = " + s +
+         " broadcast(m), dimensions={0}\n  d = " + s + " subtract(x, mb)\n  e = " + s +
+         " exponential(d)\n  z = f32[] constant(0)\n  sum = " + r +
+         " reduce(e, z), dimensions={1}, to_apply=add\n  sb = " + s +
+         " broadcast(sum), dimensions={0}\n  o = " + s + " divide(d, sb)\n  ROOT t = (" + s + ", " + r +
+         ") tuple(o, m)\n}\nENTRY e {\n  x = " + s + " parameter(0)\n  ROOT f = (" + s + ", " + r +
+         ") fusion(x), kind=kInput, calls=fused\n}\n";
+}
+
 TEST(CpuRowLoopsTest, TheFirstLevelRunsARowAheadWithItsNaNRows) {
   // A row's maximum is taken in the loop of the previous row's sum (a task's first row's before
   // the loop over rows), and a row with a NaN is taken again there: the maximum is an output, and
   // the elements (x - max) / sum(exp(x - max)) show it too.
-  const std::string text = std::string("HloModule m\n") + kReducers + R"(
-fused {
-  x = f32[7,37] parameter(0)
-  lo = f32[] constant(-inf)
-  m = f32[7] reduce(x, lo), dimensions={1}, to_apply=max
-  mb = f32[7,37] broadcast(m), dimensions={0}
-  d = f32[7,37] subtract(x, mb)
-  e = f32[7,37] exponential(d)
-  z = f32[] constant(0)
-  sum = f32[7] reduce(e, z), dimensions={1}, to_apply=add
-  sb = f32[7,37] broadcast(sum), dimensions={0}
-  o = f32[7,37] divide(d, sb)
-  ROOT t = (f32[7,37], f32[7]) tuple(o, m)
-}
-ENTRY e {
-  x = f32[7,37] parameter(0)
-  ROOT f = (f32[7,37], f32[7]) fusion(x), kind=kInput, calls=fused
-})";
+  const std::string text = MaximumAndScaledRows(7);
   EXPECT_EQ(Count(IrOfRoot(text), "row.first.then:"), 1);
   const float nan = std::numeric_limits<float>::quiet_NaN();
   const float inf = std::numeric_limits<float>::infinity();
@@ -350,24 +348,7 @@ TEST(CpuRowLoopsTest, ARowAheadStopsAtEachTasksLastRow) {
   // of infinities on either side of a task boundary is taken again in its own row. Every third
   // row has a NaN, every third an infinity of each sign, so each boundary meets both.
   const int rows = 1500, n = 37;
-  const std::string text = std::string("HloModule m\n") + kReducers + R"(
-fused {
-  x = f32[1500,37] parameter(0)
-  lo = f32[] constant(-inf)
-  m = f32[1500] reduce(x, lo), dimensions={1}, to_apply=max
-  mb = f32[1500,37] broadcast(m), dimensions={0}
-  d = f32[1500,37] subtract(x, mb)
-  e = f32[1500,37] exponential(d)
-  z = f32[] constant(0)
-  sum = f32[1500] reduce(e, z), dimensions={1}, to_apply=add
-  sb = f32[1500,37] broadcast(sum), dimensions={0}
-  o = f32[1500,37] divide(d, sb)
-  ROOT t = (f32[1500,37], f32[1500]) tuple(o, m)
-}
-ENTRY e {
-  x = f32[1500,37] parameter(0)
-  ROOT f = (f32[1500,37], f32[1500]) fusion(x), kind=kInput, calls=fused
-})";
+  const std::string text = MaximumAndScaledRows(rows);
   {
     auto module = ParseHloModule(text);
     ASSERT_TRUE(module.ok()) << module.status().message();
