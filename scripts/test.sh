@@ -18,7 +18,9 @@ peers_log=build/test-peers.log
     echo "test: the trace consumers could not be installed; trace_loads_in_perfetto_and_hta will skip" >&2
 ) >"$peers_log" 2>&1 &
 peers=$!
-# A tree configured here compiles its libraries in batches (in about half the time).
+# A tree configured here compiles its libraries in batches (in about half the time). Of the build's
+# stdout only the last line is kept; if a batch does not compile, build.sh puts its first error on
+# stderr before it goes on file by file.
 build_status=0
 XLENS_UNITY_BUILD=ON scripts/build.sh | tail -n 1 || build_status=$?
 # The installs finish (an apt or pip run is never cut off halfway) and say what they did.
