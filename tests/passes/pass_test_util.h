@@ -6,6 +6,7 @@
 #include <random>
 #include <string>
 #include <string_view>
+#include <vector>
 
 #include <gtest/gtest.h>
 
@@ -89,6 +90,20 @@ inline int64_t CountOpcode(const HloModule& module, HloOpcode opcode) {
   int64_t n = 0;
   for (const HloInstruction* i : module.entry_computation()->instructions()) n += i->opcode() == opcode;
   return n;
+}
+
+// The instruction of the entry computation named `name`, or null.
+inline const HloInstruction* FindInstruction(const HloModule& module, std::string_view name) {
+  return module.entry_computation()->GetInstructionWithName(name);
+}
+
+// The reduces of the entry computation that are still used (or are its root), in its order.
+inline std::vector<const HloInstruction*> LiveReduces(const HloModule& module) {
+  std::vector<const HloInstruction*> live;
+  for (const HloInstruction* i : module.entry_computation()->instructions()) {
+    if (i->opcode() == HloOpcode::kReduce && (i->user_count() > 0 || i->IsRoot())) live.push_back(i);
+  }
+  return live;
 }
 
 }  // namespace xlens::testing

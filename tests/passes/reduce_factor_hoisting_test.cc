@@ -8,26 +8,12 @@ namespace xlens {
 namespace {
 
 using xlens::testing::CountOpcode;
+using xlens::testing::FindInstruction;
+using xlens::testing::LiveReduces;
 
 std::unique_ptr<HloModule> Hoist(std::string_view text, bool expect_change = true) {
   ReduceFactorHoisting pass;
   return xlens::testing::RunPassOnText(pass, text, expect_change);
-}
-
-const HloInstruction* Find(const HloModule& module, std::string_view name) {
-  for (const HloInstruction* i : module.entry_computation()->instructions()) {
-    if (i->name() == name) return i;
-  }
-  return nullptr;
-}
-
-// The reduces of the entry that are still used.
-std::vector<const HloInstruction*> LiveReduces(const HloModule& module) {
-  std::vector<const HloInstruction*> out;
-  for (const HloInstruction* i : module.entry_computation()->instructions()) {
-    if (i->opcode() == HloOpcode::kReduce && (i->user_count() > 0 || i->IsRoot())) out.push_back(i);
-  }
-  return out;
 }
 
 // Batch norm's backward sums over N, H and W as JAX writes them, each with its own reducer.
@@ -83,7 +69,7 @@ TEST(ReduceFactorHoistingTest, BatchNormSumsReadOnlyWhatVariesAlongTheBatch) {
   // sum((x - m) * dy * g) and sum((x - m) * r * dy) -> one sum((x - m) * dy), times gamma or rstd.
   std::vector<const HloInstruction*> reduces = LiveReduces(*module);
   ASSERT_EQ(reduces.size(), 2u) << PrintModule(*module);
-  const HloInstruction* sum_dy = Find(*module, "sum_dy");
+  const HloInstruction* sum_dy = FindInstruction(*module, "sum_dy");
   ASSERT_NE(sum_dy, nullptr);
   const HloInstruction* other = reduces[0] == sum_dy ? reduces[1] : reduces[0];
   ASSERT_EQ(other->operand(0)->opcode(), HloOpcode::kMultiply);

@@ -12,21 +12,8 @@
 namespace xlens {
 namespace {
 
-const HloInstruction* Find(const HloModule& module, std::string_view name) {
-  for (const HloInstruction* i : module.entry_computation()->instructions()) {
-    if (i->name() == name) return i;
-  }
-  return nullptr;
-}
-
-// The reduces of the entry that are still used.
-std::vector<const HloInstruction*> LiveReduces(const HloModule& module) {
-  std::vector<const HloInstruction*> out;
-  for (const HloInstruction* i : module.entry_computation()->instructions()) {
-    if (i->opcode() == HloOpcode::kReduce && (i->user_count() > 0 || i->IsRoot())) out.push_back(i);
-  }
-  return out;
-}
+using xlens::testing::FindInstruction;
+using xlens::testing::LiveReduces;
 
 // The sums below are those reduce-factor-hoisting leaves (it runs before shifted-moments in the
 // pipeline).
@@ -103,8 +90,8 @@ TEST(ShiftedMomentsTest, CentredSumsWaitOnlyForTheSample) {
   EXPECT_EQ(sweeps, 4) << PrintModule(*module);
   EXPECT_EQ(samples, 1);
   // The sum of x is gone; JAX's sum of dy serves the rewritten sums too.
-  EXPECT_EQ(Find(*module, "sum_x"), nullptr);
-  const HloInstruction* sum_dy = Find(*module, "sum_dy");
+  EXPECT_EQ(FindInstruction(*module, "sum_x"), nullptr);
+  const HloInstruction* sum_dy = FindInstruction(*module, "sum_dy");
   ASSERT_NE(sum_dy, nullptr);
   EXPECT_GT(sum_dy->user_count(), 1);
 }
