@@ -5,6 +5,7 @@
 #include <vector>
 
 #include "compiler/hlo/numeric_op_attributes.h"
+#include "compiler/passes/hlo_creation_utils.h"
 
 namespace xlens {
 namespace {
@@ -160,9 +161,7 @@ class Expander {
 
   HloInstruction* Broadcast(HloInstruction* operand, const Shape& shape,
                             std::vector<int64_t> dimensions) {
-    auto broadcast = HloInstruction::CreateUnary(HloOpcode::kBroadcast, shape, operand);
-    broadcast->dimensions_attr = std::move(dimensions);
-    return Add(std::move(broadcast));
+    return Add(CreateBroadcast(shape, operand, std::move(dimensions)));
   }
 
   // A per-feature value along feature_index of the operand's shape.

@@ -5,6 +5,8 @@
 
 #include <fmt/format.h>
 
+#include "compiler/passes/hlo_creation_utils.h"
+
 namespace xlens {
 namespace {
 
@@ -61,10 +63,7 @@ class Expansion {
       out.push_back(k);
       std::vector<int64_t> kept;
       for (size_t d = 0; d < in.size(); ++d) kept.push_back(static_cast<int64_t>(d));
-      auto broadcast = HloInstruction::CreateUnary(HloOpcode::kBroadcast,
-                                                   MakeShape(from_unsigned, out), bits);
-      broadcast->dimensions_attr = kept;
-      HloInstruction* wide = Add(std::move(broadcast));
+      HloInstruction* wide = Add(CreateBroadcast(MakeShape(from_unsigned, out), bits, kept));
       auto iota = std::make_unique<HloInstruction>(HloOpcode::kIota, MakeShape(from_unsigned, out));
       iota->iota_dimension_attr = static_cast<int64_t>(in.size());
       HloInstruction* shift = Binary(HloOpcode::kMultiply, Add(std::move(iota)),
@@ -100,9 +99,7 @@ class Expansion {
     Literal literal(MakeShape(type, {}));
     literal.SetFromDouble(0, static_cast<double>(value));
     HloInstruction* scalar = Add(HloInstruction::CreateConstant(std::move(literal)));
-    auto broadcast = HloInstruction::CreateUnary(HloOpcode::kBroadcast, MakeShape(type, dims), scalar);
-    broadcast->dimensions_attr = std::vector<int64_t>{};
-    return Add(std::move(broadcast));
+    return Add(CreateBroadcast(MakeShape(type, dims), scalar, {}));
   }
   HloInstruction* Slice(HloInstruction* v, std::vector<int64_t> starts, std::vector<int64_t> limits) {
     std::vector<int64_t> dims;

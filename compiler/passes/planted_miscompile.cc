@@ -2,6 +2,7 @@
 
 #include <fmt/format.h>
 
+#include "compiler/passes/hlo_creation_utils.h"
 #include "compiler/passes/pass_pipeline.h"
 
 namespace xlens {
@@ -34,10 +35,7 @@ HloInstruction* AddOne(HloComputation& computation, HloInstruction* value) {
     converted = computation.AddInstruction(
         HloInstruction::CreateUnary(HloOpcode::kConvert, scalar, one));
   }
-  auto broadcast = std::make_unique<HloInstruction>(HloOpcode::kBroadcast, shape);
-  broadcast->AppendOperand(converted);
-  broadcast->dimensions_attr = std::vector<int64_t>{};
-  HloInstruction* ones = computation.AddInstruction(std::move(broadcast));
+  HloInstruction* ones = computation.AddInstruction(CreateBroadcast(shape, converted, {}));
   return computation.AddInstruction(
       HloInstruction::CreateBinary(HloOpcode::kAdd, shape, value, ones));
 }

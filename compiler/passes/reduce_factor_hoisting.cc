@@ -4,6 +4,7 @@
 #include <unordered_set>
 #include <vector>
 
+#include "compiler/passes/hlo_creation_utils.h"
 #include "compiler/passes/sum_pattern.h"
 #include "compiler/passes/sum_rewriting.h"
 
@@ -64,9 +65,7 @@ class Hoister {
       bool identity = factor->shape().rank() == reduce->shape().rank();
       for (size_t i = 0; i < dims.size(); ++i) identity &= dims[i] == static_cast<int64_t>(i);
       if (!identity || !(factor->shape() == reduce->shape())) {
-        auto spread = HloInstruction::CreateUnary(HloOpcode::kBroadcast, reduce->shape(), factor);
-        spread->dimensions_attr = dims;
-        factor = AddLike(*computation_, std::move(spread), *broadcast);
+        factor = AddLike(*computation_, CreateBroadcast(reduce->shape(), factor, dims), *broadcast);
       }
       result = AddLike(
           *computation_,

@@ -6,6 +6,8 @@
 
 #include <fmt/format.h>
 
+#include "compiler/passes/hlo_creation_utils.h"
+
 namespace xlens {
 namespace {
 
@@ -59,10 +61,8 @@ class Expansion {
   }
 
   HloInstruction* Broadcast(HloInstruction* scalar, std::vector<int64_t> dims) {
-    auto broadcast = HloInstruction::CreateUnary(
-        HloOpcode::kBroadcast, MakeShape(scalar->shape().element_type(), std::move(dims)), scalar);
-    broadcast->dimensions_attr = std::vector<int64_t>{};
-    return Add(std::move(broadcast));
+    return Add(
+        CreateBroadcast(MakeShape(scalar->shape().element_type(), std::move(dims)), scalar, {}));
   }
 
   HloInstruction* Binary(HloOpcode opcode, HloInstruction* lhs, HloInstruction* rhs) {

@@ -4,6 +4,7 @@
 #include <unordered_set>
 #include <vector>
 
+#include "compiler/passes/hlo_creation_utils.h"
 #include "compiler/passes/sum_pattern.h"
 #include "compiler/passes/sum_rewriting.h"
 
@@ -183,10 +184,9 @@ class Shifter {
         Select(IsFinite(sample, *mean), sample, Constant(out, 0), *mean);
     HloInstruction* shift = Binary(HloOpcode::kDivide, out, finite_sample,
                                    Constant(out, n / shape.dimensions(along) * taken), *mean);
-    auto spread = HloInstruction::CreateUnary(HloOpcode::kBroadcast, shape, shift);
-    spread->dimensions_attr = kept;
-    HloInstruction* v = Binary(HloOpcode::kSubtract, shape, x,
-                               AddLike(*computation_, std::move(spread), *mean), *mean);
+    HloInstruction* v =
+        Binary(HloOpcode::kSubtract, shape, x,
+               AddLike(*computation_, CreateBroadcast(shape, shift, kept), *mean), *mean);
     HloInstruction* sum_v = FindOrAddSumLike(*computation_, v, *sum);
     HloInstruction* d = Binary(HloOpcode::kDivide, out, sum_v, Constant(out, n), *mean);
     HloInstruction* n_out = Constant(out, n);
@@ -248,9 +248,7 @@ class Shifter {
     Literal literal(Shape::Scalar(shape.element_type()));
     literal.SetFromDouble(0, static_cast<double>(value));
     HloInstruction* scalar = computation_->AddInstruction(HloInstruction::CreateConstant(std::move(literal)));
-    auto broadcast = HloInstruction::CreateUnary(HloOpcode::kBroadcast, shape, scalar);
-    broadcast->dimensions_attr = std::vector<int64_t>{};
-    return computation_->AddInstruction(std::move(broadcast));
+    return computation_->AddInstruction(CreateBroadcast(shape, scalar, {}));
   }
 
   // Whether each element of `value` is finite.

@@ -2,6 +2,7 @@
 // pick (spmd_reshard.h: SpmdBuilder::ShiftIndices, SpmdBuilder::ZeroOutside).
 #include <algorithm>
 
+#include "compiler/passes/hlo_creation_utils.h"
 #include "compiler/passes/spmd_reshard.h"
 
 namespace xlens {
@@ -94,9 +95,7 @@ HloInstruction* SpmdBuilder::ZeroOutside(HloInstruction* x, HloInstruction* loca
       Add(HloInstruction::CreateBinary(HloOpcode::kAnd, ok_shape, Add(std::move(ge)), Add(std::move(lt))));
   Shape mask_shape = x->shape();
   mask_shape.set_element_type(PrimitiveType::PRED);
-  auto mask = std::make_unique<HloInstruction>(HloOpcode::kBroadcast, mask_shape);
-  mask->AppendOperand(ok);
-  mask->dimensions_attr = batch_dims;
+  auto mask = CreateBroadcast(mask_shape, ok, batch_dims);
   auto sel = std::make_unique<HloInstruction>(HloOpcode::kSelect, x->shape());
   sel->AppendOperand(Add(std::move(mask)));
   sel->AppendOperand(x);

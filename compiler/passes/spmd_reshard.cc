@@ -5,6 +5,7 @@
 #include <fmt/format.h>
 
 #include "compiler/hlo/collective_attributes.h"
+#include "compiler/passes/hlo_creation_utils.h"
 
 namespace xlens {
 
@@ -120,10 +121,7 @@ HloInstruction* SpmdBuilder::Zero(PrimitiveType type) {
 HloInstruction* SpmdBuilder::Broadcast(HloInstruction* scalar, const Shape& like) {
   Shape s = like;
   s.set_element_type(scalar->shape().element_type());
-  auto b = std::make_unique<HloInstruction>(HloOpcode::kBroadcast, s);
-  b->AppendOperand(scalar);
-  b->dimensions_attr = std::vector<int64_t>{};
-  return Add(std::move(b));
+  return Add(CreateBroadcast(std::move(s), scalar, {}));
 }
 void SpmdBuilder::SetCollective(HloInstruction* instr,
                                 const std::vector<std::vector<int64_t>>& groups) {

@@ -1,0 +1,27 @@
+// Instructions that several passes build, made one way (after XLA's HloInstruction::CreateX
+// factories and hlo_creation_utils). They return the instruction unowned by any computation, so
+// that each pass adds it with the metadata it gives what it adds.
+// Header only: a new source file of the passes library would move the files after it into other
+// unity batches, where file-local names that never met before could clash.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <utility>
+#include <vector>
+
+#include "compiler/hlo/instruction.h"
+#include "compiler/hlo/shape.h"
+
+namespace xlens {
+
+// A broadcast of `operand` to `shape`: operand dimension i becomes dimension `dimensions[i]` of
+// `shape` (empty for a scalar operand), as in XLA's `broadcast(...), dimensions={...}`.
+inline std::unique_ptr<HloInstruction> CreateBroadcast(Shape shape, HloInstruction* operand,
+                                                       std::vector<int64_t> dimensions) {
+  auto broadcast = HloInstruction::CreateUnary(HloOpcode::kBroadcast, std::move(shape), operand);
+  broadcast->dimensions_attr = std::move(dimensions);
+  return broadcast;
+}
+
+}  // namespace xlens
