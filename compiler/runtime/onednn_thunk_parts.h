@@ -110,14 +110,16 @@ inline void BindArgument(std::unordered_map<int, dnnl::memory>& args, int arg, c
 // each part, `bind(t, args, stream)` fills the part's arguments and returns the part (its
 // primitive and scratchpad size); the part then runs on its thread's stream with that thread's
 // scratchpad. The first oneDNN error, if any, is the call's.
-// `after(t)`, where given, runs on the part's thread once the part has run.
+// `after(t)`, where given, runs on the part's thread once the part has run. The parts are
+// numbered from `first`, which also keys their kept arguments.
 template <typename BindPart, typename AfterPart>
-Status ExecutePartsOnPool(ThreadPool* pool, int64_t tasks, const std::string& name, BindPart bind, AfterPart after) {
+Status ExecutePartsOnPool(ThreadPool* pool, int64_t tasks, const std::string& name, BindPart bind, AfterPart after,
+                          int64_t first = 0) {
   std::atomic<bool> failed{false};
   std::string failure;
   std::mutex failure_mu;
   auto run = [&](int64_t begin, int64_t end) {
-    for (int64_t t = begin; t < end; ++t) {
+    for (int64_t t = first + begin; t < first + end; ++t) {
       try {
         std::unordered_map<int, dnnl::memory>& args = KeptArguments(&name, t);
         dnnl::stream& stream = ThreadStream();
@@ -195,6 +197,10 @@ struct OneDnnThunk::Impl {
   // Convolution: blocks of `block` images out of `total`.
   int64_t batch = 1, total = 0, block = 0, blocks = 1;
   bool split_rows = true;  // matmul: parts are blocks of rows (else of columns)
+  // Matmul: the product is also kept whole, as one more part (of `total` rows or columns), which
+  // runs instead of the parts one after the other where the pool would run them on the caller
+  // alone (ThreadPool::RunsInline: a machine so busy that the parallel runs lost).
+  bool whole = false;
   // Column parts: the addends are summed into the output first and added to by oneDNN's sum
   // post-op (onednn_thunks.cc: SumAddendsInto), not read as binary post-ops.
   bool sum_addends = false;

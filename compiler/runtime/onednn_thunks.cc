@@ -231,25 +231,30 @@ StatusOr<std::unique_ptr<OneDnnThunk>> OneDnnThunk::Create(std::string hlo_name,
       // Enough parts for every thread, split along rows or columns (below). A block of rows
       // keeps every operand dense, which oneDNN's brgemm kernels need; a block of columns is a
       // strided matrix they refuse, leaving it to gemm:jit.
-      auto build = [&](bool split_rows, int64_t max_parts) {
+      auto build = [&](bool split_rows) {
         impl.parts.clear();
         impl.split_rows = split_rows;
         const int64_t extent = split_rows ? m : n;
-        // Parts of at least 16 rows or columns and 2^19 multiply-adds (about 10 us of a core at
-        // oneDNN's speed): a smaller product is not worth waking a thread for, least of all on a
-        // busy machine, where the wake-up costs more than the part. Measured under load (5-9 on
-        // two cores, 2-thread CPU time and wall medians alternating): the MNIST step's 100x784x10
-        // products in one part 0.057 against 0.074 ms CPU per step (wall 0.051 against 0.055),
-        // the MLP step's three 327K products 1.21 against 1.25 ms (wall 1.16 against 1.29).
-        const int64_t worth = std::max<int64_t>(1, impl.batch * m * n * k / (int64_t{1} << 19));
-        const int64_t per_batch = std::clamp<int64_t>(
-            (std::min({parallelism, worth, max_parts}) + impl.batch - 1) / impl.batch, 1,
-            std::max<int64_t>(1, extent / 16));
+        // Parts of at least 4 rows or columns and 2^18 multiply-adds (about 5 us of a core at
+        // oneDNN's speed): a smaller product is not worth waking a thread for. The MNIST step's
+        // 100x784x10 and 10x100x784 products (784K each) run in two parts: oneDNN's own two
+        // threads take 0.012 and 0.010 ms for them where one takes 0.022 and 0.014, and so do
+        // the parts with the pool's worker awake (0.012 ms each at best, against 0.022 and 0.015
+        // in one part; the step 0.030 against 0.042 ms at best). Under load the pool runs such a
+        // loop inline for a while, and the product then runs whole (Impl::whole): the step's
+        // median stays at 0.042 ms (load 3-4.5 on the two cores), where its parts one after the
+        // other took 0.045.
+        const int64_t worth = std::max<int64_t>(1, impl.batch * m * n * k / (int64_t{1} << 18));
+        const int64_t per_batch = std::clamp<int64_t>((std::min(parallelism, worth) + impl.batch - 1) / impl.batch,
+                                                      1, std::max<int64_t>(1, extent / 4));
         impl.total = extent;
         impl.block = (extent + per_batch - 1) / per_batch;
         impl.blocks = (extent + impl.block - 1) / impl.block;
+        // A product of tens of microseconds in parts is also kept whole, for when the pool would
+        // run its parts inline (Impl::whole).
+        impl.whole = impl.batch == 1 && impl.blocks > 1 && m * n * k < (int64_t{1} << 22);
         bool reference = false;
-        for (int64_t count : {impl.block, extent - (impl.blocks - 1) * impl.block}) {
+        for (int64_t count : {impl.block, extent - (impl.blocks - 1) * impl.block, impl.whole ? extent : impl.block}) {
           if (impl.parts.count(count)) continue;
           const int64_t rows = split_rows ? count : m, cols = split_rows ? n : count;
           Impl::Part part;
@@ -286,8 +291,9 @@ StatusOr<std::unique_ptr<OneDnnThunk>> OneDnnThunk::Create(std::string hlo_name,
         }
         return !reference;
       };
-      // With too few rows to share, a product small enough to run in tens of microseconds stays
-      // whole on one thread rather than going to gemm:jit in column blocks.
+      // With too few rows to share, a product small enough to run in tens of microseconds is
+      // split in rows all the same (of at least 4 a part) rather than going to gemm:jit in
+      // column blocks.
       // A pointwise convolution's weights split in columns would go to gemm:jit as well (measured:
       // DenseNet121's 1024-to-512 one on 4x4 images 3x slower on two threads than brgemm on one).
       const bool rows_suffice = m >= 16 * std::min<int64_t>(parallelism, 2) || m >= n || pointwise;
@@ -315,7 +321,6 @@ StatusOr<std::unique_ptr<OneDnnThunk>> OneDnnThunk::Create(std::string hlo_name,
       const bool columns_read_less = impl.batch == 1 && !pointwise && !small && !lhs_transposed &&
                                      (n >= 4 * m || large_weights) && m >= 32 &&
                                      n >= 64 * std::min<int64_t>(parallelism, 2);
-      const int64_t unlimited = std::numeric_limits<int64_t>::max();
       // Only the columns the consumer reads (product_mask.h), in blocks of 128 rows: a causal
       // mask's 512x512 scores in 4 blocks compute 62.5% of the product. A block's columns are
       // rounded out to 16 (a vector) and read as rows of a transposed rhs, which stay dense;
@@ -380,8 +385,8 @@ StatusOr<std::unique_ptr<OneDnnThunk>> OneDnnThunk::Create(std::string hlo_name,
       };
       if (impl.small) {
         impl.blocks = 1;
-      } else if (!build_masked() && !build(!columns_read_less && (rows_suffice || small), rows_suffice || !small ? unlimited : 1)) {
-        build(true, unlimited);
+      } else if (!build_masked() && !build(!columns_read_less && (rows_suffice || small))) {
+        build(true);
       }
       impl.src_step = m * k;
       impl.src_row_step = lhs_transposed ? 1 : k;
@@ -544,7 +549,10 @@ Status OneDnnThunk::Execute(char** frame, ExecuteContext& context) const {
   auto bind_part = [&](int64_t t, std::unordered_map<int, dnnl::memory>& args,
                        dnnl::stream& stream) -> const Impl::Part& {
     int64_t src_offset, weights_offset = 0, dst_offset, count, bias_offset = 0;
-    {
+    if (t == tasks) {  // the whole product (Impl::whole)
+      count = impl.total;
+      src_offset = dst_offset = 0;
+    } else {
       const int64_t b = t / impl.blocks, first = (t % impl.blocks) * impl.block;
       count = std::min(impl.block, impl.total - first);
       const int64_t r0 = impl.split_rows ? first : 0, c0 = impl.split_rows ? 0 : first;
@@ -584,6 +592,10 @@ Status OneDnnThunk::Execute(char** frame, ExecuteContext& context) const {
     }
     return part;
   };
+  if (impl.whole && (context.pool == nullptr || context.pool->RunsInline(tasks, 1))) {
+    // One call on this thread rather than the parts one after the other; numbered after them.
+    return ExecutePartsOnPool(nullptr, 1, hlo_name(), bind_part, [](int64_t) {}, /*first=*/tasks);
+  }
   return ExecutePartsOnPool(runs_inline_ ? nullptr : context.pool, tasks, hlo_name(), bind_part);
 }
 
@@ -598,11 +610,11 @@ double OneDnnThunk::ComputedShare() const { return impl_->masked_blocks.empty() 
 bool OneDnnThunk::ComputeRunsInline() const {
   const Impl& impl = *impl_;
   if (impl.small || impl.is_convolution || impl.parts.empty() || impl.batch * impl.blocks == 1) return false;
-  // The largest part (the block; the other size is the remainder) bounds them all.
-  const Impl::Part& part = impl.parts.rbegin()->second;
+  // The block (the other size is the remainder) bounds them all.
+  const Impl::Part& part = impl.parts.at(impl.block);
   const dims src = part.src.dims(), weights = part.weights.dims();
   const int64_t multiply_adds = impl.batch * impl.blocks * src[0] * src[1] * weights[1];
-  return multiply_adds < (int64_t{2} << 19);
+  return multiply_adds < (int64_t{2} << 18);
 }
 
 std::string OneDnnThunk::ToString(int indent) const {

@@ -50,7 +50,7 @@ class OneDnnThunk : public Thunk {
 
  private:
   // Whether the call's parts are too small to be worth waking a thread for (a batched product
-  // below two parts' worth of 2^19 multiply-adds): they run one after the other on the calling
+  // below two parts' worth of 2^18 multiply-adds): they run one after the other on the calling
   // thread. Set by Create.
   bool ComputeRunsInline() const;
   bool runs_inline_ = false;

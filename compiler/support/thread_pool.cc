@@ -129,6 +129,24 @@ ThreadPool& ThreadPool::Default() {
   return *pool;
 }
 
+ThreadPool::LoopHistory& ThreadPool::HistoryOf(int64_t tasks, int64_t grain) {
+  return history_[(static_cast<uint64_t>(tasks) * 0x9e3779b97f4a7c15u ^ static_cast<uint64_t>(grain)) %
+                  kHistorySlots];
+}
+
+bool ThreadPool::Shareable(int64_t tasks, int64_t grain) const {
+  const int64_t max_chunks =
+      std::min({int64_t{parallelism()} * kChunksPerThread, kMaxChunks, (tasks + grain - 1) / grain});
+  return max_chunks > 1 && !workers_.empty() && inside_pool != this;
+}
+
+bool ThreadPool::RunsInline(int64_t tasks, int64_t grain) {
+  grain = std::max<int64_t>(1, grain);
+  if (tasks <= 0 || !Shareable(tasks, grain)) return true;
+  std::lock_guard<std::mutex> run_lock(run_mu_);
+  return std::chrono::steady_clock::now() < HistoryOf(tasks, grain).inline_until;
+}
+
 void ThreadPool::ParallelFor(int64_t tasks, int64_t grain,
                              const std::function<void(int64_t, int64_t)>& fn) {
   if (tasks <= 0) return;
@@ -136,7 +154,7 @@ void ThreadPool::ParallelFor(int64_t tasks, int64_t grain,
   const int threads = parallelism();
   const int64_t max_chunks =
       std::min({int64_t{threads} * kChunksPerThread, kMaxChunks, (tasks + grain - 1) / grain});
-  if (max_chunks <= 1 || workers_.empty() || inside_pool == this) {
+  if (!Shareable(tasks, grain)) {
     fn(0, tasks);
     return;
   }
@@ -145,8 +163,7 @@ void ThreadPool::ParallelFor(int64_t tasks, int64_t grain,
   // A loop whose recent parallel runs took longer than its caller alone would have (the workers
   // descheduled while holding chunks, on a machine that other work keeps busy) runs inline until
   // a probe, a parallel run again, is due.
-  LoopHistory& history = history_[(static_cast<uint64_t>(tasks) * 0x9e3779b97f4a7c15u ^
-                                   static_cast<uint64_t>(grain)) % kHistorySlots];
+  LoopHistory& history = HistoryOf(tasks, grain);
   const auto start = std::chrono::steady_clock::now();
   if (start < history.inline_until) {
     run_lock.unlock();

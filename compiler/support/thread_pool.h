@@ -69,6 +69,13 @@ class ThreadPool {
   // have run. Calls from different threads take turns.
   void ParallelFor(int64_t tasks, int64_t grain, const std::function<void(int64_t, int64_t)>& fn);
 
+  // Whether ParallelFor(tasks, grain), called now from this thread, would run on the caller
+  // alone (too few chunks, no workers, from inside a chunk, or a loop its history runs inline for
+  // now), so that a caller with a cheaper way to do the whole range on one thread takes that
+  // instead: a library call split in parts runs as one call rather than its parts one after the
+  // other. Calls from different threads take turns with ParallelFor.
+  bool RunsInline(int64_t tasks, int64_t grain);
+
   // Threads that run a ParallelFor, the caller included.
   int parallelism() const { return static_cast<int>(workers_.size()) + 1; }
 
@@ -104,6 +111,11 @@ class ThreadPool {
     std::chrono::steady_clock::time_point inline_until;  // runs until then are inline
   };
   static constexpr int kHistorySlots = 64;
+
+  // The history of loops of `tasks` and `grain` (a slot shared by some other kinds); under run_mu_.
+  LoopHistory& HistoryOf(int64_t tasks, int64_t grain);
+  // More than one chunk to share and someone to share them with.
+  bool Shareable(int64_t tasks, int64_t grain) const;
 
   void WorkerLoop(int slot);
   // Runs chunks of the loop tagged `tag` until none is left to take or one has thrown; how many.

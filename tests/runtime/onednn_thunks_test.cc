@@ -242,7 +242,7 @@ TEST_F(OneDnnThunkTest, JaxErfGeluAfterABias) {
 }
 
 TEST_F(OneDnnThunkTest, CallsSplitOverThePoolAgreeAtEveryOffset) {
-  // Large enough to be split into parts (of at least 2^19 multiply-adds) on a machine with two
+  // Large enough to be split into parts (of at least 2^18 multiply-adds) on a machine with two
   // or more threads: bias, residual and transposed-operand offsets.
   const std::string parts = ThreadPool::Default().parallelism() >= 2 ? "; 2 parts on the pool" : "";
   ExpectOneDnnMatchesEvaluator(R"(HloModule m
@@ -269,6 +269,22 @@ ENTRY e {
   ExpectOneDnnMatchesEvaluator(transposed, "matmul(lhs^T, rhs) + binary_add", parts);
   ExpectRepeatedCallsMatchEvaluator(transposed, "matmul(lhs^T, rhs) + binary_add",
                                     {testing::RandomArguments(transposed, 1), testing::RandomArguments(transposed, 2)});
+  // The MNIST step's weight gradient, 10x100x784 (784K multiply-adds): two parts of 5 rows of
+  // its transposed lhs, each packed.
+  const std::string few_rows = R"(HloModule m
+ENTRY e {
+  g = f32[100,10] parameter(0)
+  x = f32[100,784] parameter(1)
+  d = f32[10,784] dot(g, x), lhs_contracting_dims={0}, rhs_contracting_dims={0}
+  c = f32[10,784] broadcast(f32[] constant(0.5)), dimensions={}
+  ROOT r = f32[10,784] multiply(d, c)
+})";
+  ExpectOneDnnMatchesEvaluator(few_rows, "matmul(lhs^T, rhs) + linear(0.5x+0)", parts);
+  // Where the pool would run the parts on the caller alone (here: from inside one of its
+  // chunks), the product runs whole, as one more part.
+  ThreadPool::Default().ParallelFor(2, 1, [&](int64_t begin, int64_t) {
+    if (begin == 0) testing::ExpectMatchesEvaluator(few_rows, {}, {2e-5, 2e-5});
+  });
   // 2^18 multiply-adds: not worth waking a thread for.
   ExpectOneDnnMatchesEvaluator(R"(HloModule m
 ENTRY e {

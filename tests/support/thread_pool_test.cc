@@ -270,6 +270,21 @@ TEST(ThreadPoolTest, ALoopWhoseWorkersOnlyStallItRunsInline) {
   EXPECT_LT(elapsed, std::chrono::milliseconds(300));  // 20 x 30 ms if every run waited
 }
 
+TEST(ThreadPoolTest, RunsInlineSaysWhenALoopWouldRunOnTheCallerAlone) {
+  ThreadPool pool(1);
+  EXPECT_TRUE(pool.RunsInline(1, 1));    // one chunk
+  EXPECT_TRUE(pool.RunsInline(10, 10));  // one chunk of the grain
+  EXPECT_FALSE(pool.RunsInline(32, 1));  // a loop with no history runs in parallel
+  pool.ParallelFor(2, 1, [&](int64_t, int64_t) { EXPECT_TRUE(pool.RunsInline(32, 1)); });  // nested
+  // A worker stalled in its chunk (20 ms, where the caller alone takes 3) turns loops of 32
+  // tasks inline for a while; loops of another size stay parallel. (A loop the worker joined
+  // too late to take a chunk in lost nothing: another is run.)
+  for (int i = 0; i < 20 && LoopsWithWorkerChunks(pool, 1, 100, 20000) == 0; ++i) {
+  }
+  EXPECT_TRUE(pool.RunsInline(32, 1));
+  EXPECT_FALSE(pool.RunsInline(33, 1));
+}
+
 TEST(ThreadPoolTest, ALoopThatGainsFromItsWorkersStaysParallel) {
   ThreadPool pool(1);
   EXPECT_GE(LoopsWithWorkerChunks(pool, 20, 1000, 1000), 16);
