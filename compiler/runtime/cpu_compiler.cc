@@ -562,6 +562,8 @@ StatusOr<std::unique_ptr<Executable>> ExecutableBuilder::Build() {
   exe_->scratch_offset_ = arena_end_;
   arena_end_ += AlignedSize(scratch_bytes_);
   exe_->arena_bytes_ = arena_end_;
+  // Every call copies the results into fresh literals: the freed ones are kept for the next.
+  RetainFreedLargeBlocks();
   exe_->arena_ = static_cast<char*>(AllocateLarge(static_cast<size_t>(arena_end_)));
   if (exe_->arena_ == nullptr) {
     return Error(fmt::format("cannot allocate {} for the module's buffers",

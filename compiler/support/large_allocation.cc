@@ -6,6 +6,9 @@
 #if defined(__linux__)
 #include <sys/mman.h>
 #endif
+#if defined(__GLIBC__)
+#include <malloc.h>
+#endif
 
 namespace xlens {
 
@@ -16,10 +19,27 @@ void* AllocateLarge(size_t bytes) {
   const size_t size = (bytes + alignment - 1) / alignment * alignment;
   void* p = std::aligned_alloc(alignment, size);
 #if defined(MADV_HUGEPAGE)
-  // Only a request: where huge pages are off or none is free, the range keeps its small pages.
-  if (p != nullptr && alignment == kHugePageBytes) (void)madvise(p, size, MADV_HUGEPAGE);
+  if (p != nullptr && alignment == kHugePageBytes) {
+    // A block the heap hands back (RetainFreedLargeBlocks) may already be backed by small pages
+    // from an earlier use: dropping them lets the first touch fault in huge ones. On a fresh
+    // mapping there is nothing to drop.
+    (void)madvise(p, size, MADV_DONTNEED);
+    // Only a request: where huge pages are off or none is free, the range keeps its small pages.
+    (void)madvise(p, size, MADV_HUGEPAGE);
+  }
 #endif
   return p;
+}
+
+void RetainFreedLargeBlocks() {
+#if defined(__GLIBC__)
+  // Fixed thresholds also turn off glibc's own adjustment of them, which raises the mmap
+  // threshold to the largest block freed so far but trims the heap's top beyond twice that: two
+  // 12.8 MB results freed together went back to the kernel, and came back as fresh pages on the
+  // next call.
+  (void)mallopt(M_MMAP_THRESHOLD, static_cast<int>(kRetainedBlockBytes));
+  (void)mallopt(M_TRIM_THRESHOLD, static_cast<int>(kRetainedHeapTopBytes));
+#endif
 }
 
 }  // namespace xlens

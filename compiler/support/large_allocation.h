@@ -22,4 +22,23 @@ inline constexpr size_t kHugePageBytes = size_t{2} << 20;
 // with huge pages asked for; nullptr when the allocation fails. Release it with std::free.
 void* AllocateLarge(size_t bytes);
 
+// Blocks up to this size come from the heap and go back to it when freed (glibc's largest mmap
+// threshold); larger ones are mapped and unmapped each time.
+inline constexpr size_t kRetainedBlockBytes = size_t{32} << 20;
+// The heap keeps up to this much free memory at its top before it returns any to the kernel.
+inline constexpr size_t kRetainedHeapTopBytes = size_t{256} << 20;
+
+// Has the process's allocator keep freed blocks of up to kRetainedBlockBytes for reuse instead
+// of returning them to the kernel. A module's results are copied into fresh literals on every
+// call (Executable::Execute, the Python binding's jit), tens of megabytes each for a
+// memory-bound module; glibc maps blocks that large and unmaps them when freed, so every call
+// faulted its results' pages in again, each zeroed by the kernel. On a 2-core EPYC virtual
+// machine beside other work (three alternating pairs, each the median of 20 calls): batch
+// norm's two f32[32,28,28,128] results, 6241 faults a call, 22-44 -> 8.8-20 ms a call (best
+// calls 21-23 -> 7.7-8.9; the run alone 2.7); Adam's three f32[4194304], 12258 faults,
+// 45-79 -> 26-28 ms (best 42-47 -> 16-20). A result over kRetainedBlockBytes (a transposed
+// f32[2048,4096]) is still mapped afresh on every call.
+// Called by the runtime before it builds a CPU executable; calling it again changes nothing.
+void RetainFreedLargeBlocks();
+
 }  // namespace xlens
