@@ -111,6 +111,8 @@ int ThreadPool::SchedulableCpus() {
 
 ThreadPool::ThreadPool(int threads) {
   if (threads <= 0) threads = SchedulableCpus() - 1;
+  CPU_ZERO(&cpus_);
+  keep_off_caller_ = sched_getaffinity(0, sizeof(cpus_), &cpus_) == 0 && threads < CPU_COUNT(&cpus_);
   runs_ = std::make_unique<Run[]>(threads + 1);
   for (int i = 0; i < threads; ++i) workers_.emplace_back([this, i] { WorkerLoop(i + 1); });
 }
@@ -189,6 +191,7 @@ void ThreadPool::ParallelFor(int64_t tasks, int64_t grain,
     error_ = nullptr;
     open_ = true;
     published_ns_.store(std::chrono::steady_clock::now().time_since_epoch().count(), std::memory_order_relaxed);
+    caller_cpu_.store(sched_getcpu(), std::memory_order_relaxed);
     generation_.fetch_add(1, std::memory_order_release);
     wake = sleepers_ > 0;
   }
@@ -285,6 +288,18 @@ void ThreadPool::FinishChunk() {
   }
 }
 
+void ThreadPool::KeepOffCallersCpu(int* off) {
+  const int cpu = caller_cpu_.load(std::memory_order_relaxed);
+  if (!keep_off_caller_ || cpu < 0 || cpu == *off) return;
+  *off = cpu;
+  // The pool's CPUs less the caller's (all of them when the caller runs outside them). Setting
+  // its own affinity moves a thread at once; a CPU taken offline since leaves the call failing
+  // and the worker where it was.
+  cpu_set_t set = cpus_;
+  if (cpu < CPU_SETSIZE) CPU_CLR(cpu, &set);
+  if (CPU_COUNT(&set) > 0) (void)sched_setaffinity(0, sizeof(set), &set);
+}
+
 void ThreadPool::WorkerLoop(int slot) {
   inside_pool = this;
   uint64_t seen = 0;
@@ -292,6 +307,7 @@ void ThreadPool::WorkerLoop(int slot) {
   // it spins for the next one.
   int64_t idle_since = 0;  // steady clock, ns; 0 before the first loop
   IdleSpinPolicy spin;
+  int off_cpu = -1;  // the CPU this worker keeps off (KeepOffCallersCpu)
   while (true) {
     SpinUntil([&] {
       return generation_.load(std::memory_order_acquire) != seen ||
@@ -313,8 +329,13 @@ void ThreadPool::WorkerLoop(int slot) {
       const uint32_t float_control = float_control_;
       lock.unlock();
       if (join_hook_) join_hook_(seen);
+      KeepOffCallersCpu(&off_cpu);
       SetFloatControl(float_control);
       RunChunks(slot, static_cast<uint32_t>(seen));
+    } else {
+      // Woken too late for the loop, perhaps on the caller's CPU, where it waited for it.
+      lock.unlock();
+      KeepOffCallersCpu(&off_cpu);
     }
     idle_since = std::chrono::steady_clock::now().time_since_epoch().count();
   }

@@ -21,6 +21,19 @@
 // thread yields the CPU every microsecond or so, so that a thread it waits for (the caller,
 // preempted on the same CPU by the worker it woke) or another process runs.
 //
+// A worker keeps off the CPU its loop's caller runs on, where the pool has fewer workers than
+// CPUs (a default pool: one fewer). Linux may wake a thread on its waker's CPU (it does when it
+// judges the other CPUs busy, as right after a process streamed memory on all of them), and a
+// worker woken onto the caller's CPU waits there while the caller runs every chunk alone; the
+// next wake-up then finds the same CPU. On a 2-CPU virtual machine, in the CPU benchmark's own
+// sequence (STREAM on both CPUs, then `xlens run`), 100 of 189 loops of b + 3c and layer norm
+// had the worker on the caller's CPU, 75 ran without it, and 14 had it apart; layer norm over
+// f32[4096,1024] took one core's time (0.60-0.69 ms, its best run in 5 of 6 benchmark runs)
+// where 0.31-0.33 with the threads apart. A worker that joins a loop published from another CPU
+// than the one it keeps off moves itself (its affinity: the pool's CPUs less the caller's), so
+// no later wake-up puts it there; on a busy machine it then shares another core with other
+// work, where stealing covers for it (medians beside a busy core unchanged, 1.01 -> 0.99 ms).
+//
 // A loop too small for two chunks, and a ParallelFor made from inside a chunk of the same pool,
 // run inline on the caller; so does, for a while, a loop (known by its task count and grain)
 // whose recent parallel runs took longer than the caller alone would have taken, which happens
@@ -30,6 +43,8 @@
 // computes the same wherever its chunks land. An exception thrown by a chunk stops the handing
 // out of chunks and is rethrown by ParallelFor once the chunks already running have finished.
 #pragma once
+
+#include <sched.h>
 
 #include <atomic>
 #include <chrono>
@@ -123,6 +138,9 @@ class ThreadPool {
   bool TakeChunk(int slot, uint32_t tag, int64_t* chunk);
   // Counts a chunk of the current loop as finished (run, or dropped after a chunk threw).
   void FinishChunk();
+  // Keeps the calling worker off the CPU the current loop was published from: `*off` is the CPU
+  // it keeps off now (-1: none), updated when the caller's CPU has changed.
+  void KeepOffCallersCpu(int* off);
 
   std::vector<std::thread> workers_;
   std::unique_ptr<Run[]> runs_;  // one per thread; the caller's is runs_[0]
@@ -143,6 +161,9 @@ class ThreadPool {
   std::atomic<uint64_t> generation_{0};  // advanced under mu_ when a loop is published
   std::atomic<int64_t> published_ns_{0};  // when the current loop was published (steady clock)
   bool open_ = false;                    // workers may still join the current loop (under mu_)
+  std::atomic<int> caller_cpu_{-1};       // the CPU the current loop was published from
+  cpu_set_t cpus_;                       // the CPUs the pool may run on (its creator's affinity)
+  bool keep_off_caller_ = false;         // fewer workers than CPUs: workers keep off the caller's
   int sleepers_ = 0;                     // workers waiting on work_ready_ (under mu_)
   std::atomic<bool> stopping_{false};
   std::mutex run_mu_;  // one ParallelFor at a time; guards history_

@@ -416,6 +416,42 @@ TEST(ThreadPoolTest, TheDefaultSizeFollowsTheCpusTheProcessMayUse) {
   EXPECT_EQ(ThreadPool::SchedulableCpus(), CPU_COUNT(&saved));
 }
 
+TEST(ThreadPoolTest, WorkersKeepOffTheCallersCpu) {
+  // A worker woken onto the caller's CPU would wait there while the caller runs the loop alone.
+  // The caller runs on one CPU, then on another: a worker's chunks never run where it is, nor
+  // may the worker be woken there.
+  cpu_set_t saved;
+  ASSERT_EQ(sched_getaffinity(0, sizeof(saved), &saved), 0);
+  std::vector<int> cpus;
+  for (int cpu = 0; cpu < CPU_SETSIZE && cpus.size() < 2; ++cpu) {
+    if (CPU_ISSET(cpu, &saved)) cpus.push_back(cpu);
+  }
+  if (cpus.size() < 2) GTEST_SKIP() << "one CPU";
+  ThreadPool pool(1);
+  const std::thread::id caller = std::this_thread::get_id();
+  for (int cpu : cpus) {
+    cpu_set_t one;
+    CPU_ZERO(&one);
+    CPU_SET(cpu, &one);
+    ASSERT_EQ(sched_setaffinity(0, sizeof(one), &one), 0);
+    std::atomic<int> worker_chunks{0}, on_callers_cpu{0};
+    for (int l = 0; l < 20; ++l) {
+      pool.ParallelFor(8, 1, [&](int64_t, int64_t) {
+        if (std::this_thread::get_id() != caller) {
+          ++worker_chunks;
+          cpu_set_t mine;
+          const bool may_run_there = sched_getaffinity(0, sizeof(mine), &mine) != 0 || CPU_ISSET(cpu, &mine);
+          on_callers_cpu += sched_getcpu() == cpu || may_run_there;
+        }
+        std::this_thread::sleep_for(std::chrono::microseconds(100));
+      });
+    }
+    EXPECT_GT(worker_chunks.load(), 0) << "caller on CPU " << cpu;
+    EXPECT_EQ(on_callers_cpu.load(), 0) << "caller on CPU " << cpu;
+  }
+  ASSERT_EQ(sched_setaffinity(0, sizeof(saved), &saved), 0);
+}
+
 TEST(ThreadPoolTest, ChunksRunUnderTheCallersFloatControl) {
   ThreadPool pool(3);
   auto controls = [&] {
