@@ -33,7 +33,10 @@ fi
   sed 's/\x1b\[[0-9;]*[mK]//g' "$log" | awk '
     !failed && /^FAILED: / { failed = 1; print; getline; next }
     !failed { tail[NR % 8] = $0; next }
-    /^(FAILED: |ninja: |\[[0-9]+\/[0-9]+\] )/ { exit }
+    # Read on to the end rather than exit: sed, earlier in the pipe, would die of SIGPIPE on a long
+    # log, and pipefail would end the script before it falls back.
+    done { next }
+    /^(FAILED: |ninja: |\[[0-9]+\/[0-9]+\] )/ { done = 1; next }
     { message[++n] = $0; if (!first && /error:|undefined reference|multiple definition/) first = n }
     END {
       if (!failed) { for (i = NR - 7; i <= NR; ++i) if (i > 0) print tail[i % 8]; exit }
