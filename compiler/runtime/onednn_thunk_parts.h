@@ -185,6 +185,10 @@ struct OneDnnThunk::Impl {
   double masked_share = 1;  // of the output computed
   // A product under SmallProductLimit: computed by SmallProduct, then its post-ops, no oneDNN.
   bool small = false;
+  // A product of narrow output rows (narrow_product.h), its shape in small_shape: computed by
+  // NarrowProduct in the parts' blocks of rows, then its post-ops. The oneDNN parts stay built,
+  // for a call whose output shares a buffer with an operand.
+  bool narrow = false;
   SmallProductShape small_shape;
   std::vector<OneDnnPostOp> post_ops;
   std::map<int64_t, Part> parts;  // by rows (matmul) or images (convolution)
@@ -244,6 +248,8 @@ struct OneDnnThunk::Impl {
   Status ExecuteConvolution(char** frame, ExecuteContext& context, const std::string& name) const;
   Status ExecuteFewPositions(char** frame, ExecuteContext& context) const;
   Status ExecuteMasked(char** frame, ExecuteContext& context, const std::string& name) const;
+  // False, having done nothing, where the output shares a buffer with an operand.
+  bool ExecuteNarrow(char** frame, ExecuteContext& context) const;
   void SumAddendsInto(char** frame, const Part& part, float* output, int64_t dst_offset, int64_t bias_offset) const;
   void BuildBands(const OneDnnConvolution& c, int64_t count, const dnnl::memory::desc& weights_md,
                   const std::function<dnnl::primitive_attr(const std::vector<dnnl::memory::desc>&)>& attributes);

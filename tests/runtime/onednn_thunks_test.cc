@@ -15,6 +15,7 @@
 
 #include "../codegen/codegen_test_util.h"
 #include "compiler/runtime/cpu_compiler.h"
+#include "compiler/runtime/narrow_product.h"
 #include "compiler/support/thread_pool.h"
 #include "test_util.h"
 
@@ -301,6 +302,33 @@ ENTRY e {
   ROOT d = f32[4,32,32] dot(a, b), lhs_batch_dims={0}, lhs_contracting_dims={2}, rhs_batch_dims={0}, rhs_contracting_dims={1}
 })",
                                "matmul(lhs, rhs)", "; 4 parts on the calling thread");
+}
+
+TEST_F(OneDnnThunkTest, NarrowOutputRowsRunInTheirOwnLoops) {
+  // Output rows of at most 12 columns (a classifier's logits) run in NarrowProduct's loops
+  // where the CPU has them, in the same parts of rows: a bias, and a full addend read at each
+  // part's rows; a transposed rhs is read as it lies.
+  const std::string kernel = NarrowProductAvailable() ? "narrow-product:avx512" : "brg";
+  const std::string parts = ThreadPool::Default().parallelism() >= 2 ? "; 2 parts on the pool" : "";
+  ExpectOneDnnMatchesEvaluator(R"(HloModule m
+ENTRY e {
+  x = f32[100,784] parameter(0)
+  w = f32[784,10] parameter(1)
+  b = f32[10] parameter(2)
+  r = f32[100,10] parameter(3)
+  d = f32[100,10] dot(x, w), lhs_contracting_dims={1}, rhs_contracting_dims={0}
+  bb = f32[100,10] broadcast(b), dimensions={1}
+  s = f32[100,10] add(d, bb)
+  ROOT o = f32[100,10] add(s, r)
+})",
+                               "matmul(lhs, rhs) + binary_add[bias] + binary_add; kernel " + kernel, parts);
+  ExpectOneDnnMatchesEvaluator(R"(HloModule m
+ENTRY e {
+  x = f32[64,200] parameter(0)
+  w = f32[7,200] parameter(1)
+  ROOT d = f32[64,7] dot(x, w), lhs_contracting_dims={1}, rhs_contracting_dims={1}
+})",
+                               "matmul(lhs, rhs^T); kernel " + kernel);
 }
 
 // The oneDNN kernel the first library call of `text` runs on ("brg:avx512_core", "gemm:jit").

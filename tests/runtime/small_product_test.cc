@@ -2,8 +2,12 @@
 // summed in double precision, over every remainder of the vector width in both dimensions that
 // the loops block (n for a plain rhs, k for a transposed one), both operand orders and several
 // batch elements. Canaries around the output catch a masked tail that writes past a row.
+// Also the loops of products with narrow output rows (compiler/runtime/narrow_product.h).
 #include "compiler/runtime/small_product.h"
 
+#include "compiler/runtime/narrow_product.h"
+
+#include <algorithm>
 #include <cmath>
 #include <random>
 #include <vector>
@@ -58,6 +62,55 @@ TEST(SmallProductTest, EveryRemainderAndLayoutMatchesADoublePrecisionSum) {
       ExpectProductMatches({2, 1, 64, 256, lhs_t, rhs_t}, seed++);
     }
   }
+}
+
+// out = lhs [m, k] x rhs [k, n] by NarrowProduct, the rhs packed by PackNarrowRhs (or given
+// transposed), against a double-precision sum; canaries around the output and past the lhs's
+// last row (whose masked tail must not be read: a NaN there would reach every sum).
+void ExpectNarrowProductMatches(int64_t m, int64_t k, int64_t n, bool rhs_transposed, uint32_t seed) {
+  SCOPED_TRACE(testing::Message() << "m " << m << " k " << k << " n " << n << (rhs_transposed ? " rhs^T" : ""));
+  std::mt19937 rng(seed);
+  std::uniform_real_distribution<float> uniform(-1.f, 1.f);
+  std::vector<float> lhs(m * k + 16, std::nanf("")), rhs(k * n), packed(k * n + 16, std::nanf(""));
+  for (int64_t e = 0; e < m * k; ++e) lhs[e] = uniform(rng);
+  for (float& x : rhs) x = uniform(rng);
+  auto at = [&](int64_t p, int64_t j) { return rhs_transposed ? rhs[j * k + p] : rhs[p * n + j]; };
+  if (rhs_transposed) {
+    std::copy(rhs.begin(), rhs.end(), packed.begin());
+  } else {
+    PackNarrowRhs(rhs.data(), k, n, packed.data());
+    for (int64_t p = 0; p < k; ++p) {
+      for (int64_t j = 0; j < n; ++j) ASSERT_EQ(packed[j * k + p], rhs[p * n + j]) << "packed at " << p << ", " << j;
+    }
+  }
+  const float canary = 12345.f;
+  std::vector<float> out(m * n + 16, canary);
+  NarrowProduct(m, k, n, lhs.data(), packed.data(), out.data() + 8);
+  for (int64_t i = 0; i < m; ++i) {
+    for (int64_t j = 0; j < n; ++j) {
+      double sum = 0;
+      for (int64_t p = 0; p < k; ++p) sum += static_cast<double>(lhs[i * k + p]) * at(p, j);
+      ASSERT_NEAR(out[8 + i * n + j], sum, 1e-5 * (1 + k)) << "at row " << i << " column " << j;
+    }
+  }
+  for (int e = 0; e < 8; ++e) {
+    EXPECT_EQ(out[e], canary) << "written before the output";
+    EXPECT_EQ(out[8 + m * n + e], canary) << "written past the output";
+  }
+}
+
+TEST(NarrowProductTest, EveryRemainderMatchesADoublePrecisionSum) {
+  if (!NarrowProductAvailable()) GTEST_SKIP() << "no AVX-512";
+  uint32_t seed = 1;
+  // Rows and columns in blocks of 4 and every remainder of both; k in vectors of 16 and every
+  // remainder, and rows of the rhs in blocks of 16 for the packing.
+  for (int64_t n = 1; n <= kNarrowProductMaxColumns; ++n) {
+    for (int64_t m : {1, 2, 3, 4, 7}) {
+      for (int64_t k : {1, 15, 16, 17, 40}) ExpectNarrowProductMatches(m, k, n, false, seed++);
+    }
+    ExpectNarrowProductMatches(5, 33, n, true, seed++);
+  }
+  ExpectNarrowProductMatches(100, 784, 10, false, seed++);  // the MNIST step's logits
 }
 
 TEST(SmallProductTest, NamesTheLoopsItRuns) {

@@ -1,0 +1,27 @@
+// Matrix products whose output rows fit in one vector (n <= 16: a classifier's logits over its
+// features, [100,784]x[784,10] in the MNIST step). oneDNN's kernels keep a row of the output in
+// a vector and broadcast each lhs element against a row of the rhs, so 10 columns use 10 of the
+// 16 lanes of every multiply-add (the MNIST product at 72 GFLOP/s on one core, 61% of its FMA
+// peak). These loops run along k instead: each output is the dot product of an lhs row and a
+// column of the rhs, 16 products per multiply-add, the column read from the rhs packed as its
+// transpose. AVX-512 only (chosen at run time; the project is compiled for generic x86-64).
+#pragma once
+
+#include <cstdint>
+
+namespace xlens::runtime {
+
+// The widest output row the loops take.
+inline constexpr int64_t kNarrowProductMaxColumns = 16;
+
+// Whether this CPU runs the loops (AVX-512F).
+bool NarrowProductAvailable();
+
+// packed[j * k + p] = rhs[p * n + j]: the rhs [k, n] (n <= 16) as its transpose, for NarrowProduct.
+void PackNarrowRhs(const float* rhs, int64_t k, int64_t n, float* packed);
+
+// out[m, n] (rows n apart) = lhs[m, k] (rows k apart) x the rhs, given as its transpose [n, k]
+// (PackNarrowRhs, or an rhs stored [n, k]). Needs NarrowProductAvailable() and n <= 16.
+void NarrowProduct(int64_t m, int64_t k, int64_t n, const float* lhs, const float* rhs_transposed, float* out);
+
+}  // namespace xlens::runtime
