@@ -14,6 +14,49 @@ namespace {
 
 using ::testing::ElementsAre;
 
+// Each element lands where the layout puts it, for every element width, and the copy back
+// restores row-major order: f32[3,4,5]{0,2,1} puts (i, j, k) at i + 3 * (k + 5 * j); the other
+// layouts have minor dimensions longer than a tile, and not a multiple of it, or the same minor
+// dimension as row-major order.
+TEST(ExecutableTest, CopiesToAndFromALayoutPutEachElementWhereTheLayoutSays) {
+  struct Case {
+    std::vector<int64_t> dimensions, minor_to_major;
+  };
+  for (const Case& c : {Case{{3, 4, 5}, {0, 2, 1}}, Case{{2, 33, 18}, {1, 2, 0}},
+                        Case{{40, 17}, {0, 1}}, Case{{3, 5, 7}, {2, 0, 1}}}) {
+    for (PrimitiveType type : {PrimitiveType::S8, PrimitiveType::F16, PrimitiveType::F32,
+                               PrimitiveType::F64, PrimitiveType::C128}) {
+      Shape shape(type, c.dimensions);
+      shape.set_layout(Layout{c.minor_to_major, ""});
+      const int64_t width = ByteWidth(type), n = shape.num_elements();
+      std::vector<uint8_t> row_major(n * width);
+      for (size_t b = 0; b < row_major.size(); ++b) row_major[b] = static_cast<uint8_t>(b * 7 + b / 251);
+      std::vector<char> laid_out(row_major.size());
+      CopyToLayout(row_major.data(), shape, laid_out.data());
+      // Element e's index, and from it its place: the sum of index times stride, each stride the
+      // product of the dimensions more minor in the layout.
+      for (int64_t e = 0; e < n; ++e) {
+        int64_t physical = 0, rest = e;
+        std::vector<int64_t> index(c.dimensions.size());
+        for (int64_t d = shape.rank() - 1; d >= 0; --d) {
+          index[d] = rest % c.dimensions[d];
+          rest /= c.dimensions[d];
+        }
+        int64_t stride = 1;
+        for (int64_t d : c.minor_to_major) {
+          physical += index[d] * stride;
+          stride *= c.dimensions[d];
+        }
+        ASSERT_EQ(0, std::memcmp(laid_out.data() + physical * width, row_major.data() + e * width, width))
+            << shape.ToString(true) << " element " << e;
+      }
+      std::vector<uint8_t> back(row_major.size());
+      CopyFromLayout(laid_out.data(), shape, back.data());
+      EXPECT_EQ(back, row_major) << shape.ToString(true);
+    }
+  }
+}
+
 TEST(ExecutableTest, AWhileBodyThatSwapsItsStateIsStagedNotClobbered) {
   const char* text = R"(HloModule swap
 cond {
