@@ -222,7 +222,10 @@ void ThreadPool::ParallelFor(int64_t tasks, int64_t grain,
                          static_cast<double>(chunks) / static_cast<double>(own_chunks);
     history.parallel_ns = history.parallel_ns * kHistoryDecay + took;
     history.alone_ns = history.alone_ns * kHistoryDecay + alone;
-    if (history.parallel_ns > kInlineAbove * history.alone_ns) {
+    const bool stalled = took > kInlineAbove * alone;
+    const bool again = stalled && history.stalled;
+    history.stalled = stalled;
+    if (again && history.parallel_ns > kInlineAbove * history.alone_ns) {
       const auto lost = std::chrono::nanoseconds(static_cast<int64_t>(std::max(0.0, took - alone)));
       history.inline_until =
           end + std::clamp<std::chrono::nanoseconds>(kProbeShare * lost, kProbeEvery, kProbeAtMost);
