@@ -17,9 +17,9 @@ namespace {
 #define XLENS_AVX512 __attribute__((target("avx512f")))
 
 // 16 accumulators summed across their lanes into one vector: element 4q + e holds the sum of
-// accumulator q + 4 * kQuarter[e] (kSumLane below inverts it). A shuffle tree, 45 instructions
+// accumulator q + 4 * {0, 2, 1, 3}[e] (kNarrowSumLane below). A shuffle tree, 45 instructions
 // for the 16 sums, where reducing each alone takes 8.
-XLENS_AVX512 inline __m512 SumEachOf16(const __m512* v) {
+XLENS_AVX512 inline __m512 NarrowSumEachOf16(const __m512* v) {
   __m512 s[8];
 #pragma GCC unroll 8
   for (int i = 0; i < 8; ++i) {  // s[i], 128-bit lane q: halves of v[2i] (q < 2), v[2i + 1]
@@ -46,12 +46,12 @@ XLENS_AVX512 inline __m512 SumEachOf16(const __m512* v) {
   return _mm512_add_ps(x, y);  // lane q: v[q], v[8 + q], v[4 + q], v[12 + q]
 }
 
-// Where SumEachOf16 leaves the sum of accumulator a: element 4 (a % 4) + kSumLane[a / 4].
-constexpr int kSumLane[4] = {0, 2, 1, 3};
+// Where NarrowSumEachOf16 leaves the sum of accumulator a: element 4 (a % 4) + kNarrowSumLane[a / 4].
+constexpr int kNarrowSumLane[4] = {0, 2, 1, 3};
 
-// One step of Block: the next 16 elements of k (those under `mask`).
+// One step of NarrowBlock: the next 16 elements of k (those under `mask`).
 template <int R, int G>
-XLENS_AVX512 __attribute__((always_inline)) inline void Step(const float* a, int64_t lda, const float* bt, int64_t k,
+XLENS_AVX512 __attribute__((always_inline)) inline void NarrowStep(const float* a, int64_t lda, const float* bt, int64_t k,
                                                              int64_t p, __mmask16 mask, __m512* acc) {
   __m512 b[G];
 #pragma GCC unroll 4
@@ -69,42 +69,42 @@ XLENS_AVX512 __attribute__((always_inline)) inline void Step(const float* a, int
 // R x G multiply-adds (4 x 4 at most: 16 of the 32 vector registers, and loads at half the rate
 // of the multiply-adds).
 template <int R, int G>
-XLENS_AVX512 void Block(const float* a, int64_t lda, const float* bt, int64_t k, float* c, int64_t ldc) {
+XLENS_AVX512 void NarrowBlock(const float* a, int64_t lda, const float* bt, int64_t k, float* c, int64_t ldc) {
   __m512 acc[16];
 #pragma GCC unroll 16
   for (int i = 0; i < 16; ++i) acc[i] = _mm512_setzero_ps();
   int64_t p = 0;
-  for (; p + 16 <= k; p += 16) Step<R, G>(a, lda, bt, k, p, 0xffff, acc);
+  for (; p + 16 <= k; p += 16) NarrowStep<R, G>(a, lda, bt, k, p, 0xffff, acc);
   // The last k % 16 under a mask: nothing past a row is read (it may be another's, or unmapped).
-  if (p < k) Step<R, G>(a, lda, bt, k, p, static_cast<__mmask16>((1u << (k - p)) - 1), acc);
+  if (p < k) NarrowStep<R, G>(a, lda, bt, k, p, static_cast<__mmask16>((1u << (k - p)) - 1), acc);
   alignas(64) float sums[16];
-  _mm512_store_ps(sums, SumEachOf16(acc));
+  _mm512_store_ps(sums, NarrowSumEachOf16(acc));
 #pragma GCC unroll 4
   for (int r = 0; r < R; ++r) {
 #pragma GCC unroll 4
-    for (int g = 0; g < G; ++g) c[r * ldc + g] = sums[4 * ((r * G + g) % 4) + kSumLane[(r * G + g) / 4]];
+    for (int g = 0; g < G; ++g) c[r * ldc + g] = sums[4 * ((r * G + g) % 4) + kNarrowSumLane[(r * G + g) / 4]];
   }
 }
 
 template <int R>
-XLENS_AVX512 void Rows(const float* a, int64_t k, const float* bt, int64_t n, float* c) {
+XLENS_AVX512 void NarrowRows(const float* a, int64_t k, const float* bt, int64_t n, float* c) {
   int64_t j = 0;
-  for (; j + 4 <= n; j += 4) Block<R, 4>(a, k, bt + j * k, k, c + j, n);
+  for (; j + 4 <= n; j += 4) NarrowBlock<R, 4>(a, k, bt + j * k, k, c + j, n);
   switch (n - j) {
-    case 3: Block<R, 3>(a, k, bt + j * k, k, c + j, n); break;
-    case 2: Block<R, 2>(a, k, bt + j * k, k, c + j, n); break;
-    case 1: Block<R, 1>(a, k, bt + j * k, k, c + j, n); break;
+    case 3: NarrowBlock<R, 3>(a, k, bt + j * k, k, c + j, n); break;
+    case 2: NarrowBlock<R, 2>(a, k, bt + j * k, k, c + j, n); break;
+    case 1: NarrowBlock<R, 1>(a, k, bt + j * k, k, c + j, n); break;
     default: break;
   }
 }
 
 XLENS_AVX512 void NarrowProductAvx512(int64_t m, int64_t k, int64_t n, const float* a, const float* bt, float* c) {
   int64_t i = 0;
-  for (; i + 4 <= m; i += 4) Rows<4>(a + i * k, k, bt, n, c + i * n);
+  for (; i + 4 <= m; i += 4) NarrowRows<4>(a + i * k, k, bt, n, c + i * n);
   switch (m - i) {
-    case 3: Rows<3>(a + i * k, k, bt, n, c + i * n); break;
-    case 2: Rows<2>(a + i * k, k, bt, n, c + i * n); break;
-    case 1: Rows<1>(a + i * k, k, bt, n, c + i * n); break;
+    case 3: NarrowRows<3>(a + i * k, k, bt, n, c + i * n); break;
+    case 2: NarrowRows<2>(a + i * k, k, bt, n, c + i * n); break;
+    case 1: NarrowRows<1>(a + i * k, k, bt, n, c + i * n); break;
     default: break;
   }
 }
@@ -112,7 +112,7 @@ XLENS_AVX512 void NarrowProductAvx512(int64_t m, int64_t k, int64_t n, const flo
 // Blocks of 16 rows of the rhs, each row a masked load of its n elements, transposed in registers
 // (unpacks and shuffles: 64 for the block): about 1 us for the MNIST step's [784,10] on one core,
 // where a gather per column took 3 and a scalar loop 4.4.
-XLENS_AVX512 void PackAvx512(const float* b, int64_t k, int64_t n, float* bt) {
+XLENS_AVX512 void PackNarrowAvx512(const float* b, int64_t k, int64_t n, float* bt) {
   const __mmask16 row_mask = static_cast<__mmask16>((1u << n) - 1);
   int64_t p = 0;
   for (; p + 16 <= k; p += 16) {
@@ -152,6 +152,7 @@ XLENS_AVX512 void PackAvx512(const float* b, int64_t k, int64_t n, float* bt) {
 }  // namespace
 
 #pragma GCC diagnostic pop
+#undef XLENS_AVX512
 
 bool NarrowProductAvailable() {
   static const bool has = __builtin_cpu_supports("avx512f");
@@ -160,7 +161,7 @@ bool NarrowProductAvailable() {
 
 void PackNarrowRhs(const float* rhs, int64_t k, int64_t n, float* packed) {
   if (NarrowProductAvailable()) {
-    PackAvx512(rhs, k, n, packed);
+    PackNarrowAvx512(rhs, k, n, packed);
     return;
   }
   for (int64_t p = 0; p < k; ++p) {
