@@ -155,7 +155,8 @@ Status ExecutePartsOnPool(ThreadPool* pool, int64_t tasks, const std::string& na
 
 // The call is split into parts that the pool runs in parallel: blocks of rows of each batch
 // element for a matmul, blocks of images for a convolution. Parts of the same size share one
-// primitive (at most two sizes: the block and the remainder).
+// primitive: at most three sizes, the block, the remainder and, for a matmul kept whole
+// (Impl::whole), the whole product.
 struct OneDnnThunk::Impl {
   using dims = onednn_detail::dims;
   using dt = onednn_detail::dt;

@@ -286,8 +286,15 @@ StatusOr<std::unique_ptr<OneDnnThunk>> OneDnnThunk::Create(std::string hlo_name,
                                           CpuEngine());
           part.primitive = dnnl::matmul(pd);
           part.scratchpad = pd.scratchpad_desc();
-          impl.implementation = pd.impl_info_str();
-          reference |= impl.implementation.rfind("ref", 0) == 0;
+          // The listing names the kernel the parts run (the block's; the parts are built
+          // first), and the whole product's where oneDNN picked another for it.
+          const std::string kernel = pd.impl_info_str();
+          reference |= kernel.rfind("ref", 0) == 0;
+          if (count == impl.block) {
+            impl.implementation = kernel;
+          } else if (impl.whole && count == extent && kernel != impl.implementation) {
+            impl.implementation += " (whole: " + kernel + ")";
+          }
           impl.parts.emplace(count, std::move(part));
         }
         return !reference;
@@ -648,6 +655,7 @@ Status OneDnnThunk::Execute(char** frame, ExecuteContext& context) const {
   };
   if (impl.whole && (context.pool == nullptr || context.pool->RunsInline(tasks, 1))) {
     // One call on this thread rather than the parts one after the other; numbered after them.
+    whole_runs_.fetch_add(1, std::memory_order_relaxed);
     return ExecutePartsOnPool(nullptr, 1, hlo_name(), bind_part, [](int64_t) {}, /*first=*/tasks);
   }
   return ExecutePartsOnPool(runs_inline_ ? nullptr : context.pool, tasks, hlo_name(), bind_part);

@@ -5,6 +5,7 @@
 // pipeline never makes such fusions.
 #pragma once
 
+#include <atomic>
 #include <cstdint>
 #include <memory>
 #include <string>
@@ -47,6 +48,9 @@ class OneDnnThunk : public Thunk {
   // The share of the product's outputs a call computes: below 1 where a mask leaves the rest
   // unread (product_mask.h), so that the profile rates the kernel by the work it does.
   double ComputedShare() const;
+  // How many calls ran the product whole, as one call on the calling thread, instead of its
+  // parts (a split product kept whole, where the pool would have run the parts inline).
+  int64_t WholeRuns() const { return whole_runs_.load(std::memory_order_relaxed); }
 
  private:
   // Whether the call's parts are too small to be worth waking a thread for (a batched product
@@ -54,6 +58,7 @@ class OneDnnThunk : public Thunk {
   // thread. Set by Create.
   bool ComputeRunsInline() const;
   bool runs_inline_ = false;
+  mutable std::atomic<int64_t> whole_runs_{0};
 
   struct Impl;
   explicit OneDnnThunk(std::string hlo_name);

@@ -282,10 +282,31 @@ ENTRY e {
 })";
   ExpectOneDnnMatchesEvaluator(few_rows, "matmul(lhs^T, rhs) + linear(0.5x+0)", parts);
   // Where the pool would run the parts on the caller alone (here: from inside one of its
-  // chunks), the product runs whole, as one more part.
-  ThreadPool::Default().ParallelFor(2, 1, [&](int64_t begin, int64_t) {
-    if (begin == 0) testing::ExpectMatchesEvaluator(few_rows, {}, {2e-5, 2e-5});
-  });
+  // chunks), the product runs whole, as one more part: one whole run, and the same numbers.
+  {
+    auto module = ParseHloModule(few_rows);
+    ASSERT_TRUE(module.ok());
+    auto exe = CompileForCpu(std::move(*module), {});
+    ASSERT_TRUE(exe.ok());
+    const OneDnnThunk* call = nullptr;
+    for (const auto& thunk : (*exe)->thunks()) {
+      if (const auto* c = dynamic_cast<const OneDnnThunk*>(thunk.get())) call = c;
+    }
+    ASSERT_NE(call, nullptr);
+    auto reference = ParseHloModule(few_rows);
+    ASSERT_TRUE(reference.ok());
+    const std::vector<Literal> arguments = testing::RandomArguments(few_rows, 3);
+    auto expected = EvaluateModule(**reference, arguments);
+    ASSERT_TRUE(expected.ok());
+    ThreadPool::Default().ParallelFor(2, 1, [&](int64_t begin, int64_t) {
+      if (begin != 0) return;
+      auto actual = (*exe)->Execute(arguments);
+      ASSERT_TRUE(actual.ok()) << actual.status().message();
+      Status match = ExpectLiteralNear(*expected, *actual, {2e-5, 2e-5});
+      EXPECT_TRUE(match.ok()) << match.message();
+    });
+    EXPECT_EQ(call->WholeRuns(), call->Parts() > 1 ? 1 : 0);
+  }
   // 2^18 multiply-adds: not worth waking a thread for.
   ExpectOneDnnMatchesEvaluator(R"(HloModule m
 ENTRY e {
