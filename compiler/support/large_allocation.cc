@@ -33,11 +33,11 @@ void* AllocateLarge(size_t bytes) {
 
 void RetainFreedLargeBlocks() {
 #if defined(__GLIBC__)
-  // Fixed thresholds also turn off glibc's own adjustment of them, which raises the mmap
-  // threshold to the largest block freed so far but trims the heap's top beyond twice that: two
-  // 12.8 MB results freed together went back to the kernel, and came back as fresh pages on the
-  // next call.
-  (void)mallopt(M_MMAP_THRESHOLD, static_cast<int>(kRetainedBlockBytes));
+  // No block is mapped on its own: glibc maps blocks above its mmap threshold (32 MiB at most)
+  // and unmaps them when freed. A fixed trim threshold also turns off glibc's adjustment of it,
+  // which trims the heap's top beyond twice the largest block freed so far: two 12.8 MB results
+  // freed together went back to the kernel, and came back as fresh pages on the next call.
+  (void)mallopt(M_MMAP_MAX, 0);
   (void)mallopt(M_TRIM_THRESHOLD, static_cast<int>(kRetainedHeapTopBytes));
 #endif
 }

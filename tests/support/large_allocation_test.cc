@@ -79,24 +79,26 @@ long MinorFaults() {
   return usage.ru_minflt;
 }
 
-// Three 12 MiB blocks allocated, written and freed together, as a call's results are: glibc's
-// own thresholds trim the heap's top past twice the largest block freed, so each round gets
-// fresh pages again (9216 faults) unless the freed blocks are kept.
+// Three 12 MiB blocks and one of 40 MiB allocated, written and freed together, as a call's
+// results are: glibc maps a block of more than 32 MiB on its own and unmaps it when freed, and
+// trims the heap's top past twice the largest block freed, so each round got fresh pages again
+// unless the freed blocks are kept.
 TEST(LargeAllocationTest, FreedLargeBlocksAreReusedWithoutFaultingTheirPagesAgain) {
   RetainFreedLargeBlocks();
-  constexpr size_t kBytes = size_t{12} << 20, kPage = 4096;
+  constexpr size_t kMiB = size_t{1} << 20, kPage = 4096;
+  const size_t sizes[] = {12 * kMiB, 12 * kMiB, 12 * kMiB, 40 * kMiB};
   long faults_after_first = 0;
   for (int round = 0; round < 3; ++round) {
     if (round == 1) faults_after_first = MinorFaults();
-    volatile char* blocks[3];
-    for (volatile char*& b : blocks) {
-      b = static_cast<volatile char*>(std::malloc(kBytes));
-      ASSERT_NE(b, nullptr);
-      for (size_t i = 0; i < kBytes; i += kPage) b[i] = 1;
+    volatile char* blocks[4];
+    for (int b = 0; b < 4; ++b) {
+      blocks[b] = static_cast<volatile char*>(std::malloc(sizes[b]));
+      ASSERT_NE(blocks[b], nullptr);
+      for (size_t i = 0; i < sizes[b]; i += kPage) blocks[b][i] = 1;
     }
     for (volatile char* b : blocks) std::free(const_cast<char*>(b));
   }
-  // Two rounds of 3 * 3072 pages each; a few faults for the heap's own bookkeeping at most.
+  // Two rounds of 19456 pages each; a few faults for the heap's own bookkeeping at most.
   EXPECT_LT(MinorFaults() - faults_after_first, 256);
 }
 
