@@ -224,7 +224,8 @@ void ThreadPool::ParallelFor(int64_t tasks, int64_t grain,
     history.alone_ns = history.alone_ns * kHistoryDecay + alone;
     const bool stalled = took > kInlineAbove * alone;
     const bool again = stalled && history.stalled;
-    history.stalled = stalled;
+    // A run whose every chunk the caller took (its workers came too late) says nothing either way.
+    if (own_chunks < chunks) history.stalled = stalled;
     if (again && history.parallel_ns > kInlineAbove * history.alone_ns) {
       const auto lost = std::chrono::nanoseconds(static_cast<int64_t>(std::max(0.0, took - alone)));
       history.inline_until =

@@ -443,7 +443,8 @@ TEST(ThreadPoolTest, WorkersKeepOffTheCallersCpu) {
     CPU_SET(cpu, &one);
     ASSERT_EQ(sched_setaffinity(0, sizeof(one), &one), 0);
     std::atomic<int> worker_chunks{0}, on_callers_cpu{0};
-    for (int l = 0; l < 20; ++l) {
+    // Until the worker has taken some chunks: its CPU may be busy with other work for a while.
+    for (int l = 0; l < 1000 && worker_chunks < 20; ++l) {
       pool.ParallelFor(8, 1, [&](int64_t, int64_t) {
         if (std::this_thread::get_id() != caller) {
           ++worker_chunks;
