@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cstdlib>
+#include <cstring>
 
 #if defined(__linux__)
 #include <sys/mman.h>
@@ -31,8 +32,19 @@ void* AllocateLarge(size_t bytes) {
   return p;
 }
 
+bool ProcessTunesItsAllocator() {
+  // glibc's own environment settings: a process (or its user) that chose them keeps them.
+  for (const char* name : {"MALLOC_MMAP_MAX_", "MALLOC_MMAP_THRESHOLD_", "MALLOC_TRIM_THRESHOLD_",
+                           "MALLOC_TOP_PAD_", "MALLOC_ARENA_MAX"}) {
+    if (std::getenv(name) != nullptr) return true;
+  }
+  const char* tunables = std::getenv("GLIBC_TUNABLES");
+  return tunables != nullptr && std::strstr(tunables, "glibc.malloc.") != nullptr;
+}
+
 void RetainFreedLargeBlocks() {
 #if defined(__GLIBC__)
+  if (ProcessTunesItsAllocator()) return;
   // No block is mapped on its own: glibc maps blocks above its mmap threshold (32 MiB at most)
   // and unmaps them when freed. A fixed trim threshold also turns off glibc's adjustment of it,
   // which trims the heap's top beyond twice the largest block freed so far: two 12.8 MB results

@@ -38,7 +38,16 @@ inline constexpr size_t kRetainedHeapTopBytes = size_t{256} << 20;
 // f32[16777216], 16385 faults, 112-118 -> 39-45 ms; a transposed f32[4096,2048], 8193 faults,
 // 83-84 -> 49-56 ms. The price: the resident size stays near its peak (the heap returns only a
 // top beyond kRetainedHeapTopBytes; the CPU corpus test's peak was 3.13 GB before, 3.10 after).
-// Called by the runtime before it builds a CPU executable; calling it again changes nothing.
+// This is a setting of the whole process (the Python package's host included), so it is left
+// alone where the process already tunes glibc's allocator (ProcessTunesItsAllocator): setting
+// any of glibc's malloc variables, e.g. MALLOC_MMAP_MAX_=65536 (glibc's default), keeps glibc's
+// own behaviour. Called by the runtime before it builds a CPU executable; calling it again
+// changes nothing.
 void RetainFreedLargeBlocks();
+
+// Whether the environment sets any of glibc's malloc tunables (MALLOC_MMAP_MAX_,
+// MALLOC_MMAP_THRESHOLD_, MALLOC_TRIM_THRESHOLD_, MALLOC_TOP_PAD_, MALLOC_ARENA_MAX, or a
+// glibc.malloc.* entry of GLIBC_TUNABLES).
+bool ProcessTunesItsAllocator();
 
 }  // namespace xlens

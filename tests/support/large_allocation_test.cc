@@ -4,8 +4,11 @@
 #include <cstdlib>
 #include <cstring>
 #include <fstream>
+#include <optional>
 #include <sstream>
 #include <string>
+#include <utility>
+#include <vector>
 
 #include <sys/resource.h>
 
@@ -84,6 +87,7 @@ long MinorFaults() {
 // trims the heap's top past twice the largest block freed, so each round got fresh pages again
 // unless the freed blocks are kept.
 TEST(LargeAllocationTest, FreedLargeBlocksAreReusedWithoutFaultingTheirPagesAgain) {
+  if (ProcessTunesItsAllocator()) GTEST_SKIP() << "the environment sets glibc's malloc tunables";
   RetainFreedLargeBlocks();
   constexpr size_t kMiB = size_t{1} << 20, kPage = 4096;
   const size_t sizes[] = {12 * kMiB, 12 * kMiB, 12 * kMiB, 40 * kMiB};
@@ -100,6 +104,36 @@ TEST(LargeAllocationTest, FreedLargeBlocksAreReusedWithoutFaultingTheirPagesAgai
   }
   // Two rounds of 19456 pages each; a few faults for the heap's own bookkeeping at most.
   EXPECT_LT(MinorFaults() - faults_after_first, 256);
+}
+
+// The allocator setting is the whole process's: one that sets glibc's own tunables keeps them.
+TEST(LargeAllocationTest, AProcessThatTunesGlibcsAllocatorKeepsItsTuning) {
+  const char* names[] = {"MALLOC_MMAP_MAX_", "MALLOC_MMAP_THRESHOLD_", "MALLOC_TRIM_THRESHOLD_",
+                         "MALLOC_TOP_PAD_", "MALLOC_ARENA_MAX", "GLIBC_TUNABLES"};
+  std::vector<std::pair<const char*, std::optional<std::string>>> saved;
+  for (const char* name : names) {
+    const char* value = std::getenv(name);
+    saved.emplace_back(name, value ? std::optional<std::string>(value) : std::nullopt);
+    unsetenv(name);
+  }
+  EXPECT_FALSE(ProcessTunesItsAllocator());
+  for (const char* name : names) {
+    if (std::string(name) == "GLIBC_TUNABLES") continue;
+    setenv(name, "65536", 1);
+    EXPECT_TRUE(ProcessTunesItsAllocator()) << name;
+    unsetenv(name);
+  }
+  setenv("GLIBC_TUNABLES", "glibc.pthread.rseq=0", 1);
+  EXPECT_FALSE(ProcessTunesItsAllocator());
+  setenv("GLIBC_TUNABLES", "glibc.pthread.rseq=0:glibc.malloc.mmap_max=65536", 1);
+  EXPECT_TRUE(ProcessTunesItsAllocator());
+  for (const auto& [name, value] : saved) {
+    if (value) {
+      setenv(name, value->c_str(), 1);
+    } else {
+      unsetenv(name);
+    }
+  }
 }
 
 }  // namespace
