@@ -3,6 +3,7 @@
 #include "compiler/support/float_environment.h"
 
 #include <sched.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <chrono>
@@ -296,10 +297,16 @@ void ThreadPool::KeepOffCallersCpu(int* off) {
   const int cpu = caller_cpu_.load(std::memory_order_relaxed);
   if (!keep_off_caller_ || cpu < 0 || cpu == *off) return;
   *off = cpu;
-  // The pool's CPUs less the caller's (all of them when the caller runs outside them). Setting
+  // The pool's CPUs less the caller's (all of them when the caller runs outside them), within
+  // the process's CPUs as they are now: its main thread's affinity, which `taskset -a -p` and
+  // the like change for every thread after the pool was made, so a worker never widens what
+  // the user narrowed. When that leaves no CPU, the worker stays where it is allowed. Setting
   // its own affinity moves a thread at once; a CPU taken offline since leaves the call failing
   // and the worker where it was.
   cpu_set_t set = cpus_;
+  cpu_set_t process;
+  CPU_ZERO(&process);
+  if (sched_getaffinity(getpid(), sizeof(process), &process) == 0) CPU_AND(&set, &set, &process);
   if (cpu < CPU_SETSIZE) CPU_CLR(cpu, &set);
   if (CPU_COUNT(&set) > 0) (void)sched_setaffinity(0, sizeof(set), &set);
 }

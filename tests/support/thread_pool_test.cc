@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <atomic>
 #include <chrono>
+#include <initializer_list>
 #include <stdexcept>
 #include <thread>
 #include <vector>
@@ -424,40 +425,101 @@ TEST(ThreadPoolTest, TheDefaultSizeFollowsTheCpusTheProcessMayUse) {
   EXPECT_EQ(ThreadPool::SchedulableCpus(), CPU_COUNT(&saved));
 }
 
-TEST(ThreadPoolTest, WorkersKeepOffTheCallersCpu) {
-  // A worker woken onto the caller's CPU would wait there while the caller runs the loop alone.
-  // The caller runs on one CPU, then on another: a worker's chunks never run where it is, nor
-  // may the worker be woken there.
-  cpu_set_t saved;
-  ASSERT_EQ(sched_getaffinity(0, sizeof(saved), &saved), 0);
+// The first two CPUs this process may run on, or fewer.
+std::vector<int> FirstTwoCpus(const cpu_set_t& allowed) {
   std::vector<int> cpus;
   for (int cpu = 0; cpu < CPU_SETSIZE && cpus.size() < 2; ++cpu) {
-    if (CPU_ISSET(cpu, &saved)) cpus.push_back(cpu);
+    if (CPU_ISSET(cpu, &allowed)) cpus.push_back(cpu);
   }
+  return cpus;
+}
+
+bool SetOwnCpus(std::initializer_list<int> cpus) {
+  cpu_set_t set;
+  CPU_ZERO(&set);
+  for (int cpu : cpus) CPU_SET(cpu, &set);
+  return sched_setaffinity(0, sizeof(set), &set) == 0;
+}
+
+// Runs loops of 8 chunks of 100 us from the calling thread until the pool's worker has taken 20
+// chunks (its CPU may be busy with other work for a while) or 1000 loops have run; each worker
+// chunk counts whether it runs on, or may be scheduled on, `cpu`.
+void RunUntilTheWorkerJoins(ThreadPool& pool, int cpu, int* worker_chunks, int* may_run_on_cpu) {
+  const std::thread::id caller = std::this_thread::get_id();
+  std::atomic<int> chunks{0}, on_cpu{0};
+  for (int l = 0; l < 1000 && chunks < 20; ++l) {
+    pool.ParallelFor(8, 1, [&](int64_t, int64_t) {
+      if (std::this_thread::get_id() != caller) {
+        ++chunks;
+        cpu_set_t mine;
+        const bool may_run_there = sched_getaffinity(0, sizeof(mine), &mine) != 0 || CPU_ISSET(cpu, &mine);
+        on_cpu += sched_getcpu() == cpu || may_run_there;
+      }
+      std::this_thread::sleep_for(std::chrono::microseconds(100));
+    });
+  }
+  *worker_chunks = chunks.load();
+  *may_run_on_cpu = on_cpu.load();
+}
+
+TEST(ThreadPoolTest, WorkersKeepOffTheCallersCpu) {
+  // A worker woken onto the caller's CPU would wait there while the caller runs the loop alone.
+  // The caller (a thread of its own: the process's CPUs stay all of them) runs on one CPU, then
+  // on another: a worker's chunks never run where it is, nor may the worker be woken there.
+  cpu_set_t saved;
+  ASSERT_EQ(sched_getaffinity(0, sizeof(saved), &saved), 0);
+  const std::vector<int> cpus = FirstTwoCpus(saved);
   if (cpus.size() < 2) GTEST_SKIP() << "one CPU";
   ThreadPool pool(1);
-  const std::thread::id caller = std::this_thread::get_id();
-  for (int cpu : cpus) {
-    cpu_set_t one;
-    CPU_ZERO(&one);
-    CPU_SET(cpu, &one);
-    ASSERT_EQ(sched_setaffinity(0, sizeof(one), &one), 0);
-    std::atomic<int> worker_chunks{0}, on_callers_cpu{0};
-    // Until the worker has taken some chunks: its CPU may be busy with other work for a while.
-    for (int l = 0; l < 1000 && worker_chunks < 20; ++l) {
+  std::thread caller([&] {
+    for (int cpu : cpus) {
+      ASSERT_TRUE(SetOwnCpus({cpu}));
+      int worker_chunks = 0, on_callers_cpu = 0;
+      RunUntilTheWorkerJoins(pool, cpu, &worker_chunks, &on_callers_cpu);
+      EXPECT_GT(worker_chunks, 0) << "caller on CPU " << cpu;
+      EXPECT_EQ(on_callers_cpu, 0) << "caller on CPU " << cpu;
+    }
+  });
+  caller.join();
+}
+
+TEST(ThreadPoolTest, WorkersStayWithinTheCpusTheProcessWasNarrowedTo) {
+  // As `taskset -a -p` does to a running process: every thread, the worker and the process's
+  // main thread included, narrowed to the CPU the worker had kept to. A worker must not then
+  // move itself onto the CPU it kept off when the caller comes to its CPU.
+  cpu_set_t saved;
+  ASSERT_EQ(sched_getaffinity(0, sizeof(saved), &saved), 0);
+  const std::vector<int> cpus = FirstTwoCpus(saved);
+  if (cpus.size() < 2) GTEST_SKIP() << "one CPU";
+  const int a = cpus[0], b = cpus[1];
+  ThreadPool pool(1);
+  std::thread caller([&] {
+    ASSERT_TRUE(SetOwnCpus({a}));
+    int worker_chunks = 0, on_a = 0;
+    RunUntilTheWorkerJoins(pool, a, &worker_chunks, &on_a);  // the worker keeps to b now
+    ASSERT_GT(worker_chunks, 0);
+    // Narrow every thread to b: the worker (from one of its chunks), the main thread (below,
+    // before this thread goes on) and this one.
+    const std::thread::id self = std::this_thread::get_id();
+    std::atomic<bool> worker_narrowed{false};
+    for (int l = 0; l < 1000 && !worker_narrowed; ++l) {
       pool.ParallelFor(8, 1, [&](int64_t, int64_t) {
-        if (std::this_thread::get_id() != caller) {
-          ++worker_chunks;
-          cpu_set_t mine;
-          const bool may_run_there = sched_getaffinity(0, sizeof(mine), &mine) != 0 || CPU_ISSET(cpu, &mine);
-          on_callers_cpu += sched_getcpu() == cpu || may_run_there;
-        }
+        if (std::this_thread::get_id() != self && SetOwnCpus({b})) worker_narrowed = true;
         std::this_thread::sleep_for(std::chrono::microseconds(100));
       });
     }
-    EXPECT_GT(worker_chunks.load(), 0) << "caller on CPU " << cpu;
-    EXPECT_EQ(on_callers_cpu.load(), 0) << "caller on CPU " << cpu;
-  }
+    ASSERT_TRUE(worker_narrowed);
+  });
+  caller.join();
+  ASSERT_TRUE(SetOwnCpus({b}));
+  std::thread narrowed_caller([&] {
+    ASSERT_TRUE(SetOwnCpus({b}));
+    int worker_chunks = 0, on_a = 0;
+    RunUntilTheWorkerJoins(pool, a, &worker_chunks, &on_a);
+    EXPECT_GT(worker_chunks, 0);
+    EXPECT_EQ(on_a, 0) << "the worker moved itself onto a CPU the process no longer has";
+  });
+  narrowed_caller.join();
   ASSERT_EQ(sched_setaffinity(0, sizeof(saved), &saved), 0);
 }
 
