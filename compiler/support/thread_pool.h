@@ -30,7 +30,8 @@
 // had the worker on the caller's CPU, 75 ran without it, and 14 had it apart; layer norm over
 // f32[4096,1024] took one core's time (0.60-0.69 ms, its best run in 5 of 6 benchmark runs)
 // where 0.31-0.33 with the threads apart. A worker that joins a loop published from another CPU
-// than the one it keeps off moves itself (its affinity: the pool's CPUs less the caller's), so
+// than the one it keeps off moves itself (its affinity: the pool's CPUs less the caller's, within
+// those the process's main thread may use now, so that no worker widens a later `taskset -a`), so
 // no later wake-up puts it there; on a busy machine it then shares another core with other
 // work, where stealing covers for it (medians beside a busy core unchanged, 1.01 -> 0.99 ms).
 //
@@ -41,8 +42,8 @@
 // for it: the loop then loses no more than one core's worth. It takes two such runs in a row: one
 // alone says little of the load (a first run faulting its outputs' pages in, one preemption), and
 // sent the loop inline for four times what it lost (layer norm, timed in 15 processes of 20 runs
-// beside other work, ran 103 of its 315 loops inline; none since, and its median went 0.70 -> 0.57
-// ms). Every chunk runs under the caller's floating-point control word (rounding, flushing of
+// beside other work, ran 103 of its 315 loops inline after single stalls, and none when it takes
+// two; its median 0.70 -> 0.57 ms). Every chunk runs under the caller's floating-point control word (rounding, flushing of
 // subnormals), so a loop computes the same wherever its chunks land. An exception thrown by a chunk
 // stops the handing out of chunks and is rethrown by ParallelFor once the chunks already running
 // have finished.

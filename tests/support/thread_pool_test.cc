@@ -293,7 +293,7 @@ TEST(ThreadPoolTest, ALoopThatGainsFromItsWorkersStaysParallel) {
 TEST(ThreadPoolTest, OneStalledRunLeavesALoopParallel) {
   // The first run's worker chunk stalls 30 ms (as a first run faults its outputs' pages in);
   // in the runs after it the worker keeps pace. One stall says little of the load: the loop
-  // stays parallel, where it used to run inline for 100 ms (about ten of these runs).
+  // stays parallel, where a single stall would send it inline for 100 ms (about ten of these runs).
   ThreadPool pool(1);
   EXPECT_EQ(LoopsWithWorkerChunks(pool, 1, 100, 30000), 1);
   EXPECT_GE(LoopsWithWorkerChunks(pool, 10, 300, 300), 8);
