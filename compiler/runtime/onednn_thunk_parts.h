@@ -187,9 +187,10 @@ struct OneDnnThunk::Impl {
   // A product under SmallProductLimit: computed by SmallProduct, then its post-ops, no oneDNN.
   bool small = false;
   // A product of narrow output rows (narrow_product.h), its shape in small_shape: computed by
-  // NarrowProduct in the parts' blocks of rows, then its post-ops. The oneDNN parts stay built,
-  // for a call whose output shares a buffer with an operand.
+  // NarrowProduct in narrow_parts blocks of narrow_block rows, then its post-ops. The oneDNN parts
+  // stay built, for a call whose output shares a buffer with an operand.
   bool narrow = false;
+  int64_t narrow_block = 0, narrow_parts = 1;
   SmallProductShape small_shape;
   std::vector<OneDnnPostOp> post_ops;
   std::map<int64_t, Part> parts;  // by rows (matmul) or images (convolution)

@@ -397,14 +397,20 @@ StatusOr<std::unique_ptr<OneDnnThunk>> OneDnnThunk::Create(std::string hlo_name,
         build(true);
       }
       // Output rows of at most 12 columns (75% of a vector's lanes, which oneDNN's kernels leave
-      // idle from there down) run in NarrowProduct's loops, in the parts built above where those
-      // are blocks of rows. Measured on one core, best of 20000 calls with the rhs packed on
+      // idle from there down) run in NarrowProduct's loops, in as many parts of rows as built
+      // above. Measured on one core, best of 20000 calls with the rhs packed on
       // every call: the MNIST step's 100x784x10 0.0168 ms against oneDNN's 0.0216, the MLP
       // step's 128x256x10 0.0072 against 0.0092, the convolution step's 32x3136x10 0.0253
       // against 0.0277 (its [3136,10] rhs takes 4 us to pack).
       impl.narrow = !impl.small && impl.masked_blocks.empty() && impl.batch == 1 && !lhs_transposed && n <= 12 &&
                     k >= 64 && NarrowProductAvailable();
       if (impl.narrow) {
+        // As many parts as oneDNN's, in rows even where those are columns (few rows, a long k):
+        // [8,50000]x[50000,12] in two parts of 4 rows, best of 300 calls 0.123-0.131 ms against
+        // 0.173-0.181 whole on one thread; oneDNN's gemm:jit in two parts of 6 columns took 17
+        // times the loops' time on one thread.
+        impl.narrow_block = impl.split_rows ? impl.block : (m + impl.blocks - 1) / impl.blocks;
+        impl.narrow_parts = (m + impl.narrow_block - 1) / impl.narrow_block;
         impl.small_shape = {1, m, k, n, false, rhs_transposed};
         impl.post_ops = call->post_ops;
         impl.implementation = "narrow-product:avx512";
@@ -565,12 +571,12 @@ bool OneDnnThunk::Impl::ExecuteNarrow(char** frame, ExecuteContext& context) con
     }
     ApplySmallProductPostOps(post_ops, addends, count, s.n, out);
   };
-  const int64_t parts = split_rows ? blocks : 1;
+  const int64_t parts = narrow_parts;
   if (parts == 1 || context.pool == nullptr || context.pool->RunsInline(parts, 1)) {
     rows(0, s.m);
   } else {
     context.pool->ParallelFor(parts, 1, [&](int64_t begin, int64_t end) {
-      for (int64_t t = begin; t < end; ++t) rows(t * block, std::min(block, s.m - t * block));
+      for (int64_t t = begin; t < end; ++t) rows(t * narrow_block, std::min(narrow_block, s.m - t * narrow_block));
     });
   }
   return true;
@@ -663,6 +669,7 @@ Status OneDnnThunk::Execute(char** frame, ExecuteContext& context) const {
 
 int64_t OneDnnThunk::Parts() const {
   if (impl_->small) return 1;
+  if (impl_->narrow) return impl_->narrow_parts;
   if (!impl_->bands.empty()) return static_cast<int64_t>(impl_->bands.size());
   return impl_->is_convolution ? impl_->blocks : impl_->batch * impl_->blocks;
 }

@@ -362,6 +362,22 @@ ENTRY e {
 })";
   ExpectOneDnnMatchesEvaluator(transposed, "matmul(lhs, rhs^T)");
   expect_narrow_kernel(transposed);
+  // Few rows and a long k, which oneDNN's parts split in columns: the loops split it in as many
+  // parts of rows.
+  const std::string long_k = R"(HloModule m
+ENTRY e {
+  x = f32[8,50000] parameter(0)
+  w = f32[50000,12] parameter(1)
+  ROOT d = f32[8,12] dot(x, w), lhs_contracting_dims={1}, rhs_contracting_dims={0}
+})";
+  expect_narrow_kernel(long_k);
+  auto module = ParseHloModule(long_k);
+  ASSERT_TRUE(module.ok());
+  auto exe = CompileForCpu(std::move(*module), {});
+  ASSERT_TRUE(exe.ok());
+  EXPECT_THAT((*exe)->ThunkSequenceText(), HasSubstr(parts));
+  // Sums of 50000 products: the loops' order of them and the evaluator's differ by 1e-4.
+  testing::ExpectMatchesEvaluator(long_k, {}, {1e-3, 1e-3});
 }
 
 // Whether oneDNN's brgemm kernels run here: its f32 ones need AVX-512.
