@@ -1,10 +1,25 @@
 #include "compiler/runtime/narrow_product.h"
 
+#include <cstdio>
+#include <cstdlib>
+
 #if defined(__x86_64__)
 #include <immintrin.h>
 #endif
 
 namespace xlens::runtime {
+namespace {
+
+// The loops keep a column per vector lane (a mask of 1 << n, t[j] of 16 vectors): a wider
+// output would be read and written past its rows, so a caller's bug stops here.
+void CheckNarrowColumns(int64_t n, const char* function) {
+  if (n >= 1 && n <= kNarrowProductMaxColumns) return;
+  std::fprintf(stderr, "xlens: %s of %lld columns (1 to %lld)\n", function, static_cast<long long>(n),
+               static_cast<long long>(kNarrowProductMaxColumns));
+  std::abort();
+}
+
+}  // namespace
 
 #if defined(__x86_64__)
 // GCC 12 takes the undefined vector that some intrinsics pass to their builtins (the unused
@@ -160,6 +175,7 @@ bool NarrowProductAvailable() {
 }
 
 void PackNarrowRhs(const float* rhs, int64_t k, int64_t n, float* packed) {
+  CheckNarrowColumns(n, "PackNarrowRhs");
   if (NarrowProductAvailable()) {
     PackNarrowAvx512(rhs, k, n, packed);
     return;
@@ -170,6 +186,7 @@ void PackNarrowRhs(const float* rhs, int64_t k, int64_t n, float* packed) {
 }
 
 void NarrowProduct(int64_t m, int64_t k, int64_t n, const float* lhs, const float* rhs_transposed, float* out) {
+  CheckNarrowColumns(n, "NarrowProduct");
   NarrowProductAvx512(m, k, n, lhs, rhs_transposed, out);
 }
 
@@ -178,12 +195,24 @@ void NarrowProduct(int64_t m, int64_t k, int64_t n, const float* lhs, const floa
 bool NarrowProductAvailable() { return false; }
 
 void PackNarrowRhs(const float* rhs, int64_t k, int64_t n, float* packed) {
+  CheckNarrowColumns(n, "PackNarrowRhs");
   for (int64_t p = 0; p < k; ++p) {
     for (int64_t j = 0; j < n; ++j) packed[j * k + p] = rhs[p * n + j];
   }
 }
 
-void NarrowProduct(int64_t, int64_t, int64_t, const float*, const float*, float*) {}
+// The thunks never choose the loops here (NarrowProductAvailable); a direct caller gets the
+// product, one dot product at a time, rather than an output left unwritten.
+void NarrowProduct(int64_t m, int64_t k, int64_t n, const float* lhs, const float* rhs_transposed, float* out) {
+  CheckNarrowColumns(n, "NarrowProduct");
+  for (int64_t i = 0; i < m; ++i) {
+    for (int64_t j = 0; j < n; ++j) {
+      float sum = 0;
+      for (int64_t p = 0; p < k; ++p) sum += lhs[i * k + p] * rhs_transposed[j * k + p];
+      out[i * n + j] = sum;
+    }
+  }
+}
 
 #endif
 

@@ -17,11 +17,13 @@ inline constexpr int64_t kNarrowProductMaxColumns = 16;
 // Whether this CPU runs the loops (AVX-512F).
 bool NarrowProductAvailable();
 
-// packed[j * k + p] = rhs[p * n + j]: the rhs [k, n] (n <= 16) as its transpose, for NarrowProduct.
+// packed[j * k + p] = rhs[p * n + j]: the rhs [k, n] as its transpose, for NarrowProduct. Aborts
+// unless 1 <= n <= kNarrowProductMaxColumns.
 void PackNarrowRhs(const float* rhs, int64_t k, int64_t n, float* packed);
 
 // out[m, n] (rows n apart) = lhs[m, k] (rows k apart) x the rhs, given as its transpose [n, k]
-// (PackNarrowRhs, or an rhs stored [n, k]). Needs NarrowProductAvailable() and n <= 16.
+// (PackNarrowRhs, or an rhs stored [n, k]). Aborts unless 1 <= n <= kNarrowProductMaxColumns;
+// without NarrowProductAvailable() a scalar loop computes it.
 void NarrowProduct(int64_t m, int64_t k, int64_t n, const float* lhs, const float* rhs_transposed, float* out);
 
 }  // namespace xlens::runtime

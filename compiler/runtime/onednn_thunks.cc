@@ -43,6 +43,12 @@ using namespace onednn_detail;
 
 namespace {
 
+// The widest output rows that run in NarrowProduct's loops (which take up to
+// kNarrowProductMaxColumns) rather than oneDNN's kernels: 12 columns fill 75% of a vector's 16
+// lanes, and oneDNN's kernels, a row of the output per vector, leave the rest of every
+// multiply-add idle from there down.
+constexpr int64_t kNarrowOutputColumns = 12;
+
 // A forward convolution with a 1x1 window, unit strides and no padding over channels-last images
 // is the product [images x pixels, in] x [in, out]. Its weights, unless they are constants
 // (reordered once and kept), would be reordered into oneDNN's blocked layout on every call, or
@@ -396,14 +402,13 @@ StatusOr<std::unique_ptr<OneDnnThunk>> OneDnnThunk::Create(std::string hlo_name,
       } else if (!build_masked() && !build(!columns_read_less && (rows_suffice || small))) {
         build(true);
       }
-      // Output rows of at most 12 columns (75% of a vector's lanes, which oneDNN's kernels leave
-      // idle from there down) run in NarrowProduct's loops, in as many parts of rows as built
-      // above. Measured on one core, best of 20000 calls with the rhs packed on
-      // every call: the MNIST step's 100x784x10 0.0168 ms against oneDNN's 0.0216, the MLP
+      // Output rows of at most kNarrowOutputColumns run in NarrowProduct's loops, in as many
+      // parts of rows as built above. Measured on one core, best of 20000 calls with the rhs
+      // packed on every call: the MNIST step's 100x784x10 0.0168 ms against oneDNN's 0.0216, the MLP
       // step's 128x256x10 0.0072 against 0.0092, the convolution step's 32x3136x10 0.0253
       // against 0.0277 (its [3136,10] rhs takes 4 us to pack).
-      impl.narrow = !impl.small && impl.masked_blocks.empty() && impl.batch == 1 && !lhs_transposed && n <= 12 &&
-                    k >= 64 && NarrowProductAvailable();
+      impl.narrow = !impl.small && impl.masked_blocks.empty() && impl.batch == 1 && !lhs_transposed &&
+                    n <= kNarrowOutputColumns && k >= 64 && NarrowProductAvailable();
       if (impl.narrow) {
         // As many parts as oneDNN's, in rows even where those are columns (few rows, a long k):
         // [8,50000]x[50000,12] in two parts of 4 rows, best of 300 calls 0.123-0.131 ms against

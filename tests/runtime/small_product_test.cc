@@ -113,6 +113,13 @@ TEST(NarrowProductTest, EveryRemainderMatchesADoublePrecisionSum) {
   ExpectNarrowProductMatches(100, 784, 10, false, seed++);  // the MNIST step's logits
 }
 
+TEST(NarrowProductTest, MoreColumnsThanLanesAbort) {
+  // A column per vector lane: 17 would be packed and written past the rows, not rejected.
+  std::vector<float> rhs(4 * 17, 1.f), packed(4 * 17), lhs(4, 1.f), out(17);
+  EXPECT_DEATH(PackNarrowRhs(rhs.data(), 4, 17, packed.data()), "PackNarrowRhs of 17 columns");
+  EXPECT_DEATH(NarrowProduct(1, 4, 17, lhs.data(), packed.data(), out.data()), "NarrowProduct of 17 columns");
+}
+
 TEST(SmallProductTest, NamesTheLoopsItRuns) {
   const std::string isa = SmallProductIsa();
   EXPECT_TRUE(isa == "avx2" || isa == "scalar") << isa;
