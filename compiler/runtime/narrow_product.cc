@@ -19,6 +19,14 @@ void CheckNarrowColumns(int64_t n, const char* function) {
   std::abort();
 }
 
+// packed[j * k + p] = rhs[p * n + j] for the rows p of the rhs from `first` to k, one at a time:
+// a CPU without AVX-512, and the rows after PackNarrowAvx512's blocks of 16.
+void PackNarrowRowsScalar(const float* rhs, int64_t first, int64_t k, int64_t n, float* packed) {
+  for (int64_t p = first; p < k; ++p) {
+    for (int64_t j = 0; j < n; ++j) packed[j * k + p] = rhs[p * n + j];
+  }
+}
+
 }  // namespace
 
 #if defined(__x86_64__)
@@ -159,9 +167,7 @@ XLENS_AVX512 void PackNarrowAvx512(const float* b, int64_t k, int64_t n, float* 
     }
     for (int64_t j = 0; j < n; ++j) _mm512_storeu_ps(bt + j * k + p, t[j]);
   }
-  for (; p < k; ++p) {
-    for (int64_t j = 0; j < n; ++j) bt[j * k + p] = b[p * n + j];
-  }
+  PackNarrowRowsScalar(b, p, k, n, bt);
 }
 
 }  // namespace
@@ -180,9 +186,7 @@ void PackNarrowRhs(const float* rhs, int64_t k, int64_t n, float* packed) {
     PackNarrowAvx512(rhs, k, n, packed);
     return;
   }
-  for (int64_t p = 0; p < k; ++p) {
-    for (int64_t j = 0; j < n; ++j) packed[j * k + p] = rhs[p * n + j];
-  }
+  PackNarrowRowsScalar(rhs, 0, k, n, packed);
 }
 
 void NarrowProduct(int64_t m, int64_t k, int64_t n, const float* lhs, const float* rhs_transposed, float* out) {
@@ -196,9 +200,7 @@ bool NarrowProductAvailable() { return false; }
 
 void PackNarrowRhs(const float* rhs, int64_t k, int64_t n, float* packed) {
   CheckNarrowColumns(n, "PackNarrowRhs");
-  for (int64_t p = 0; p < k; ++p) {
-    for (int64_t j = 0; j < n; ++j) packed[j * k + p] = rhs[p * n + j];
-  }
+  PackNarrowRowsScalar(rhs, 0, k, n, packed);
 }
 
 // The thunks never choose the loops here (NarrowProductAvailable); a direct caller gets the
