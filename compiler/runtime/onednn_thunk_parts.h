@@ -250,8 +250,9 @@ struct OneDnnThunk::Impl {
   Status ExecuteConvolution(char** frame, ExecuteContext& context, const std::string& name) const;
   Status ExecuteFewPositions(char** frame, ExecuteContext& context) const;
   Status ExecuteMasked(char** frame, ExecuteContext& context, const std::string& name) const;
-  // False, having done nothing, where the output shares a buffer with an operand.
-  bool ExecuteNarrow(char** frame, ExecuteContext& context) const;
+  // False, having done nothing, where the output shares a buffer with an operand. A call that
+  // runs its parts on the caller as one counts in `whole_runs`.
+  bool ExecuteNarrow(char** frame, ExecuteContext& context, std::atomic<int64_t>& whole_runs) const;
   void SumAddendsInto(char** frame, const Part& part, float* output, int64_t dst_offset, int64_t bias_offset) const;
   void BuildBands(const OneDnnConvolution& c, int64_t count, const dnnl::memory::desc& weights_md,
                   const std::function<dnnl::primitive_attr(const std::vector<dnnl::memory::desc>&)>& attributes);

@@ -548,7 +548,8 @@ Status OneDnnThunk::Impl::ExecuteMasked(char** frame, ExecuteContext& context, c
   return ExecutePartsOnPool(context.pool, batch * per_batch, name, bind_part, place);
 }
 
-bool OneDnnThunk::Impl::ExecuteNarrow(char** frame, ExecuteContext& context) const {
+bool OneDnnThunk::Impl::ExecuteNarrow(char** frame, ExecuteContext& context,
+                                      std::atomic<int64_t>& whole_runs) const {
   const SmallProductShape& s = small_shape;
   const float* lhs = reinterpret_cast<const float*>(frame[lhs_slot]);
   const float* rhs = reinterpret_cast<const float*>(frame[rhs_slot]);
@@ -578,6 +579,7 @@ bool OneDnnThunk::Impl::ExecuteNarrow(char** frame, ExecuteContext& context) con
   };
   const int64_t parts = narrow_parts;
   if (parts == 1 || context.pool == nullptr || context.pool->RunsInline(parts, 1)) {
+    if (parts > 1) whole_runs.fetch_add(1, std::memory_order_relaxed);
     rows(0, s.m);
   } else {
     context.pool->ParallelFor(parts, 1, [&](int64_t begin, int64_t end) {
@@ -614,7 +616,7 @@ Status OneDnnThunk::Execute(char** frame, ExecuteContext& context) const {
     return OkStatus();
   }
   const int64_t tasks = impl.batch * impl.blocks;
-  if (impl.narrow && impl.ExecuteNarrow(frame, context)) return OkStatus();
+  if (impl.narrow && impl.ExecuteNarrow(frame, context, whole_runs_)) return OkStatus();
   float* lhs = reinterpret_cast<float*>(frame[impl.lhs_slot]);
   float* rhs = reinterpret_cast<float*>(frame[impl.rhs_slot]);
   float* output = reinterpret_cast<float*>(frame[impl.output_slot]);

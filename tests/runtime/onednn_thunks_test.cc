@@ -378,6 +378,18 @@ ENTRY e {
   EXPECT_THAT((*exe)->ThunkSequenceText(), HasSubstr(parts));
   // Sums of 50000 products: the loops' order of them and the evaluator's differ by 1e-4.
   testing::ExpectMatchesEvaluator(long_k, {}, {1e-3, 1e-3});
+  // The parts listed are the parts run: called from inside a chunk of the pool's, which runs
+  // them on the caller, the loops count one whole run where they have more than one part.
+  const OneDnnThunk* call = nullptr;
+  for (const auto& thunk : (*exe)->thunks()) {
+    if (const auto* c = dynamic_cast<const OneDnnThunk*>(thunk.get())) call = c;
+  }
+  ASSERT_NE(call, nullptr);
+  const std::vector<Literal> arguments = testing::RandomArguments(long_k, 1);
+  ThreadPool::Default().ParallelFor(2, 1, [&](int64_t begin, int64_t) {
+    if (begin == 0) EXPECT_TRUE((*exe)->Execute(arguments).ok());
+  });
+  EXPECT_EQ(call->WholeRuns(), call->Parts() > 1 ? 1 : 0);
 }
 
 // Whether oneDNN's brgemm kernels run here: its f32 ones need AVX-512.
