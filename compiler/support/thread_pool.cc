@@ -40,6 +40,11 @@ constexpr double kHistoryDecay = 0.75;
 // fifth of the time at most, and a machine that has become free is noticed soon.
 constexpr std::chrono::milliseconds kProbeEvery{4};
 constexpr std::chrono::milliseconds kProbeAtMost{100};
+// A stall counts toward the next one across at most this many runs whose every chunk the caller
+// took (its workers came too late): a late worker between two stalls says nothing of the load,
+// but a stall long ago (a first run faulting its pages in) followed by many such runs is not
+// "two in a row".
+constexpr int kStallKeptAcrossCallerOnlyRuns = 3;
 constexpr int kProbeShare = 4;
 
 // The pool whose chunk this thread is running (a worker: its own pool, always), so that a
@@ -225,8 +230,14 @@ void ThreadPool::ParallelFor(int64_t tasks, int64_t grain,
     history.alone_ns = history.alone_ns * kHistoryDecay + alone;
     const bool stalled = took > kInlineAbove * alone;
     const bool again = stalled && history.stalled;
-    // A run whose every chunk the caller took (its workers came too late) says nothing either way.
-    if (own_chunks < chunks) history.stalled = stalled;
+    // A run whose every chunk the caller took (its workers came too late) says nothing either
+    // way, for a few runs (kStallKeptAcrossCallerOnlyRuns).
+    if (own_chunks < chunks) {
+      history.stalled = stalled;
+      history.caller_only_runs = 0;
+    } else if (++history.caller_only_runs > kStallKeptAcrossCallerOnlyRuns) {
+      history.stalled = false;
+    }
     if (again && history.parallel_ns > kInlineAbove * history.alone_ns) {
       const auto lost = std::chrono::nanoseconds(static_cast<int64_t>(std::max(0.0, took - alone)));
       history.inline_until =

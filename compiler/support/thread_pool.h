@@ -129,6 +129,7 @@ class ThreadPool {
     double parallel_ns = 0;
     double alone_ns = 0;
     bool stalled = false;  // the last parallel run took longer than the caller alone would have
+    int caller_only_runs = 0;  // runs since, whose every chunk the caller took
     std::chrono::steady_clock::time_point inline_until;  // runs until then are inline
   };
   static constexpr int kHistorySlots = 64;

@@ -285,6 +285,23 @@ TEST(ThreadPoolTest, RunsInlineSaysWhenALoopWouldRunOnTheCallerAlone) {
   EXPECT_FALSE(pool.RunsInline(33, 1));
 }
 
+TEST(ThreadPoolTest, AStallLongAgoDoesNotCountTowardTheNextOne) {
+  // One stalled run (a first run faulting its pages in), then 20 runs whose worker joins 20 ms
+  // late, so the caller takes every chunk, then one more stall: not two in a row.
+  ThreadPool pool(1);
+  std::atomic<bool> late{false};
+  pool.SetJoinHookForTesting([&](uint64_t) {
+    if (late) std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  });
+  LoopsWithWorkerChunks(pool, 1, 100, 30000);
+  late = true;
+  LoopsWithWorkerChunks(pool, 20, 100, 100);
+  std::this_thread::sleep_for(std::chrono::milliseconds(25));  // the worker out of its hook
+  late = false;
+  LoopsWithWorkerChunks(pool, 1, 100, 30000);
+  EXPECT_FALSE(pool.RunsInline(32, 1));
+}
+
 TEST(ThreadPoolTest, ALoopThatGainsFromItsWorkersStaysParallel) {
   ThreadPool pool(1);
   EXPECT_GE(LoopsWithWorkerChunks(pool, 20, 1000, 1000), 16);
