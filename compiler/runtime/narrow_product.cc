@@ -10,8 +10,11 @@
 namespace xlens::runtime {
 namespace {
 
-// The loops keep a column per vector lane (a mask of 1 << n, t[j] of 16 vectors): a wider
-// output would be read and written past its rows, so a caller's bug stops here.
+// NarrowProduct's loops take any n, in blocks of 4 columns; the limit is PackNarrowRhs's, whose
+// AVX-512 packing keeps a column per vector lane (a row's mask of 1 << n bits in a 16-bit
+// __mmask16, columns t[j] of 16 vectors) and would read and write past the rows of a wider rhs.
+// NarrowProduct keeps the same limit, the one the thunks choose it under (kNarrowOutputColumns),
+// so that a caller's bug stops here rather than where the packing runs.
 void CheckNarrowColumns(int64_t n, const char* function) {
   if (n >= 1 && n <= kNarrowProductMaxColumns) return;
   std::fprintf(stderr, "xlens: %s of %lld columns (1 to %lld)\n", function, static_cast<long long>(n),
@@ -28,6 +31,17 @@ void PackNarrowRowsScalar(const float* rhs, int64_t first, int64_t k, int64_t n,
 }
 
 }  // namespace
+
+void NarrowProductScalar(int64_t m, int64_t k, int64_t n, const float* lhs, const float* rhs_transposed, float* out) {
+  CheckNarrowColumns(n, "NarrowProduct");
+  for (int64_t i = 0; i < m; ++i) {
+    for (int64_t j = 0; j < n; ++j) {
+      float sum = 0;
+      for (int64_t p = 0; p < k; ++p) sum += lhs[i * k + p] * rhs_transposed[j * k + p];
+      out[i * n + j] = sum;
+    }
+  }
+}
 
 #if defined(__x86_64__)
 // GCC 12 takes the undefined vector that some intrinsics pass to their builtins (the unused
@@ -191,6 +205,12 @@ void PackNarrowRhs(const float* rhs, int64_t k, int64_t n, float* packed) {
 
 void NarrowProduct(int64_t m, int64_t k, int64_t n, const float* lhs, const float* rhs_transposed, float* out) {
   CheckNarrowColumns(n, "NarrowProduct");
+  // The thunks never choose the loops without AVX-512; a direct caller gets the product rather
+  // than an illegal instruction.
+  if (!NarrowProductAvailable()) {
+    NarrowProductScalar(m, k, n, lhs, rhs_transposed, out);
+    return;
+  }
   NarrowProductAvx512(m, k, n, lhs, rhs_transposed, out);
 }
 
@@ -204,16 +224,9 @@ void PackNarrowRhs(const float* rhs, int64_t k, int64_t n, float* packed) {
 }
 
 // The thunks never choose the loops here (NarrowProductAvailable); a direct caller gets the
-// product, one dot product at a time, rather than an output left unwritten.
+// product rather than an output left unwritten.
 void NarrowProduct(int64_t m, int64_t k, int64_t n, const float* lhs, const float* rhs_transposed, float* out) {
-  CheckNarrowColumns(n, "NarrowProduct");
-  for (int64_t i = 0; i < m; ++i) {
-    for (int64_t j = 0; j < n; ++j) {
-      float sum = 0;
-      for (int64_t p = 0; p < k; ++p) sum += lhs[i * k + p] * rhs_transposed[j * k + p];
-      out[i * n + j] = sum;
-    }
-  }
+  NarrowProductScalar(m, k, n, lhs, rhs_transposed, out);
 }
 
 #endif

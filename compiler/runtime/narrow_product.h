@@ -23,7 +23,12 @@ void PackNarrowRhs(const float* rhs, int64_t k, int64_t n, float* packed);
 
 // out[m, n] (rows n apart) = lhs[m, k] (rows k apart) x the rhs, given as its transpose [n, k]
 // (PackNarrowRhs, or an rhs stored [n, k]). Aborts unless 1 <= n <= kNarrowProductMaxColumns;
-// without NarrowProductAvailable() a scalar loop computes it.
+// without NarrowProductAvailable() NarrowProductScalar computes it.
 void NarrowProduct(int64_t m, int64_t k, int64_t n, const float* lhs, const float* rhs_transposed, float* out);
+
+// The same product one dot product at a time, in order along k: NarrowProduct on a CPU without
+// the loops (no AVX-512, or off x86).
+void NarrowProductScalar(int64_t m, int64_t k, int64_t n, const float* lhs, const float* rhs_transposed,
+                         float* out);
 
 }  // namespace xlens::runtime

@@ -67,7 +67,8 @@ TEST(SmallProductTest, EveryRemainderAndLayoutMatchesADoublePrecisionSum) {
 // out = lhs [m, k] x rhs [k, n] by NarrowProduct, the rhs packed by PackNarrowRhs (or given
 // transposed), against a double-precision sum; canaries around the output and past the lhs's
 // last row (whose masked tail must not be read: a NaN there would reach every sum).
-void ExpectNarrowProductMatches(int64_t m, int64_t k, int64_t n, bool rhs_transposed, uint32_t seed) {
+void ExpectNarrowProductMatches(int64_t m, int64_t k, int64_t n, bool rhs_transposed, uint32_t seed,
+                                decltype(&NarrowProduct) product = &NarrowProduct) {
   SCOPED_TRACE(testing::Message() << "m " << m << " k " << k << " n " << n << (rhs_transposed ? " rhs^T" : ""));
   std::mt19937 rng(seed);
   std::uniform_real_distribution<float> uniform(-1.f, 1.f);
@@ -85,7 +86,7 @@ void ExpectNarrowProductMatches(int64_t m, int64_t k, int64_t n, bool rhs_transp
   }
   const float canary = 12345.f;
   std::vector<float> out(m * n + 16, canary);
-  NarrowProduct(m, k, n, lhs.data(), packed.data(), out.data() + 8);
+  product(m, k, n, lhs.data(), packed.data(), out.data() + 8);
   for (int64_t i = 0; i < m; ++i) {
     for (int64_t j = 0; j < n; ++j) {
       double sum = 0;
@@ -100,7 +101,7 @@ void ExpectNarrowProductMatches(int64_t m, int64_t k, int64_t n, bool rhs_transp
 }
 
 TEST(NarrowProductTest, EveryRemainderMatchesADoublePrecisionSum) {
-  if (!NarrowProductAvailable()) GTEST_SKIP() << "no AVX-512";
+  // Without AVX-512 this checks the scalar loops NarrowProduct and PackNarrowRhs fall back to.
   uint32_t seed = 1;
   // Rows and columns in blocks of 4 and every remainder of both; k in vectors of 16 and every
   // remainder, and rows of the rhs in blocks of 16 for the packing.
@@ -113,11 +114,21 @@ TEST(NarrowProductTest, EveryRemainderMatchesADoublePrecisionSum) {
   ExpectNarrowProductMatches(100, 784, 10, false, seed++);  // the MNIST step's logits
 }
 
+TEST(NarrowProductTest, TheScalarLoopMatchesADoublePrecisionSum) {
+  // What NarrowProduct runs without AVX-512, checked on any CPU.
+  uint32_t seed = 1000;
+  for (int64_t n : {1, 3, 12, 16}) {
+    ExpectNarrowProductMatches(3, 17, n, false, seed++, &NarrowProductScalar);
+    ExpectNarrowProductMatches(5, 33, n, true, seed++, &NarrowProductScalar);
+  }
+}
+
 TEST(NarrowProductTest, MoreColumnsThanLanesAbort) {
   // A column per vector lane: 17 would be packed and written past the rows, not rejected.
   std::vector<float> rhs(4 * 17, 1.f), packed(4 * 17), lhs(4, 1.f), out(17);
   EXPECT_DEATH(PackNarrowRhs(rhs.data(), 4, 17, packed.data()), "PackNarrowRhs of 17 columns");
   EXPECT_DEATH(NarrowProduct(1, 4, 17, lhs.data(), packed.data(), out.data()), "NarrowProduct of 17 columns");
+  EXPECT_DEATH(NarrowProductScalar(1, 4, 17, lhs.data(), packed.data(), out.data()), "NarrowProduct of 17 columns");
 }
 
 TEST(SmallProductTest, NamesTheLoopsItRuns) {
