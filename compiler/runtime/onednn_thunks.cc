@@ -570,7 +570,9 @@ bool OneDnnThunk::Impl::ExecuteNarrow(char** frame, ExecuteContext& context,
     }
     float* out = output + first * s.n;
     NarrowProduct(count, s.k, s.n, lhs + first * s.k, rhs_transposed, out);
-    std::vector<const float*> addends;
+    // Reused from call to call: no allocation on the product's path.
+    thread_local std::vector<const float*> addends;
+    addends.clear();
     for (size_t a = 0; a < addend_slots.size(); ++a) {
       const float* addend = reinterpret_cast<const float*>(frame[addend_slots[a]]);
       addends.push_back(addend_kinds[a] == OneDnnPostOp::Addend::kFull ? addend + first * s.n : addend);
