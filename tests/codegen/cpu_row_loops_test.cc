@@ -60,18 +60,23 @@ max { a = f32[] parameter(0)  b = f32[] parameter(1)  ROOT r = f32[] maximum(a, 
 add { a = f32[] parameter(0)  b = f32[] parameter(1)  ROOT r = f32[] add(a, b) }
 )";
 
+// The fused computation's first lines over s = f32[rows, n] (r = f32[rows]): the rows' maximum m,
+// d = x - m, e = exp(d), and sb, the broadcast sum of e over each row.
+std::string MaxShiftedExpSum(const std::string& s, const std::string& r) {
+  return "fused {\n  x = " + s + " parameter(0)\n  lo = f32[] constant(-inf)\n  m = " + r +
+         " reduce(x, lo), dimensions={1}, to_apply=max\n  mb = " + s +
+         " broadcast(m), dimensions={0}\n  d = " + s + " subtract(x, mb)\n  e = " + s +
+         " exponential(d)\n  z = f32[] constant(0)\n  sum = " + r +
+         " reduce(e, z), dimensions={1}, to_apply=add\n  sb = " + s + " broadcast(sum), dimensions={0}\n";
+}
+
 // softmax over rows of `n` elements of f32[rows, n].
 std::string Softmax(int rows, int n) {
   const std::string s = "f32[" + std::to_string(rows) + "," + std::to_string(n) + "]";
   const std::string r = "f32[" + std::to_string(rows) + "]";
-  return std::string("HloModule m\n") + kReducers + "fused {\n  x = " + s +
-         " parameter(0)\n  lo = f32[] constant(-inf)\n  m = " + r +
-         " reduce(x, lo), dimensions={1}, to_apply=max\n  mb = " + s +
-         " broadcast(m), dimensions={0}\n  d = " + s + " subtract(x, mb)\n  e = " + s +
-         " exponential(d)\n  z = f32[] constant(0)\n  sum = " + r +
-         " reduce(e, z), dimensions={1}, to_apply=add\n  sb = " + s +
-         " broadcast(sum), dimensions={0}\n  ROOT o = " + s + " divide(e, sb)\n}\nENTRY e {\n  x = " +
-         s + " parameter(0)\n  ROOT f = " + s + " fusion(x), kind=kInput, calls=fused\n}\n";
+  return std::string("HloModule m\n") + kReducers + MaxShiftedExpSum(s, r) + "  ROOT o = " + s +
+         " divide(e, sb)\n}\nENTRY e {\n  x = " + s + " parameter(0)\n  ROOT f = " + s +
+         " fusion(x), kind=kInput, calls=fused\n}\n";
 }
 
 Literal Rows(int rows, int n, uint64_t seed) {
@@ -305,15 +310,9 @@ TEST(CpuRowLoopsTest, ARowMaximumWithoutNaNSemanticsTakesANaNRowAgain) {
 std::string MaximumAndScaledRows(int rows) {
   const std::string s = "f32[" + std::to_string(rows) + ",37]";
   const std::string r = "f32[" + std::to_string(rows) + "]";
-  return std::string("HloModule m\n") + kReducers + "fused {\n  x = " + s +
-         " parameter(0)\n  lo = f32[] constant(-inf)\n  m = " + r +
-         " reduce(x, lo), dimensions={1}, to_apply=max\n  mb = " + s +
-         " broadcast(m), dimensions={0}\n  d = " + s + " subtract(x, mb)\n  e = " + s +
-         " exponential(d)\n  z = f32[] constant(0)\n  sum = " + r +
-         " reduce(e, z), dimensions={1}, to_apply=add\n  sb = " + s +
-         " broadcast(sum), dimensions={0}\n  o = " + s + " divide(d, sb)\n  ROOT t = (" + s + ", " + r +
-         ") tuple(o, m)\n}\nENTRY e {\n  x = " + s + " parameter(0)\n  ROOT f = (" + s + ", " + r +
-         ") fusion(x), kind=kInput, calls=fused\n}\n";
+  return std::string("HloModule m\n") + kReducers + MaxShiftedExpSum(s, r) + "  o = " + s +
+         " divide(d, sb)\n  ROOT t = (" + s + ", " + r + ") tuple(o, m)\n}\nENTRY e {\n  x = " + s +
+         " parameter(0)\n  ROOT f = (" + s + ", " + r + ") fusion(x), kind=kInput, calls=fused\n}\n";
 }
 
 TEST(CpuRowLoopsTest, TheFirstLevelRunsARowAheadWithItsNaNRows) {
