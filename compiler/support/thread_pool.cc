@@ -95,6 +95,11 @@ constexpr uint64_t EndOf(uint64_t r) { return r & 0xffffu; }
 // Chunks a loop may have: a run's begin and end are 16 bits.
 constexpr int64_t kMaxChunks = 0xffff;
 
+// How many chunks a loop of `tasks` and `grain` is cut into at most, on `threads` threads.
+int64_t MaxChunks(int threads, int64_t tasks, int64_t grain) {
+  return std::min({int64_t{threads} * ThreadPool::kChunksPerThread, kMaxChunks, (tasks + grain - 1) / grain});
+}
+
 }  // namespace
 
 void IdleSpinPolicy::Observe(std::chrono::nanoseconds gap) {
@@ -143,9 +148,7 @@ ThreadPool::LoopHistory& ThreadPool::HistoryOf(int64_t tasks, int64_t grain) {
 }
 
 bool ThreadPool::Shareable(int64_t tasks, int64_t grain) const {
-  const int64_t max_chunks =
-      std::min({int64_t{parallelism()} * kChunksPerThread, kMaxChunks, (tasks + grain - 1) / grain});
-  return max_chunks > 1 && !workers_.empty() && inside_pool != this;
+  return MaxChunks(parallelism(), tasks, grain) > 1 && !workers_.empty() && inside_pool != this;
 }
 
 bool ThreadPool::RunsInline(int64_t tasks, int64_t grain) {
@@ -160,8 +163,7 @@ void ThreadPool::ParallelFor(int64_t tasks, int64_t grain,
   if (tasks <= 0) return;
   grain = std::max<int64_t>(1, grain);
   const int threads = parallelism();
-  const int64_t max_chunks =
-      std::min({int64_t{threads} * kChunksPerThread, kMaxChunks, (tasks + grain - 1) / grain});
+  const int64_t max_chunks = MaxChunks(threads, tasks, grain);
   if (!Shareable(tasks, grain)) {
     fn(0, tasks);
     return;
