@@ -20,8 +20,9 @@ same run measures the machine's limits with tests/bench/machine_limits (STREAM c
 cache bandwidth by working set, peak f32 FLOP/s, oneDNN's standalone time for every product and
 convolution of the suite), and each row gives what xlens achieves (GB/s of its arguments and
 results, or GFLOP/s of its products and convolutions) and its time as a percentage of the bound
-that applies: bytes over the bandwidth of a working set that size (memory's triad, or the cache
-that holds it), oneDNN's standalone time for its products and convolutions, or the module's own
+that applies: bytes over the bandwidth of a working set that size (memory's copy, triad, or the
+rate of the workload's own mix of reads and writes between them, or the cache that holds it),
+oneDNN's standalone time for its products and convolutions, or the module's own
 floating-point operations (counted as XLA's HloCostAnalysis counts them) over the FMA units' peak,
 whichever is longest. The `bound` column says which. Each floor is the best of many runs, so
 `% bound` holds xlens's best run to it (the best over the rounds of what `xlens run` prints); the

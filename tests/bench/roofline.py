@@ -8,9 +8,11 @@ of two such measurements, and `Limits` reads them. `Limits.bound(...)` then pick
 workload, whichever of these takes longest (the tightest floor under its run time):
 
   - memory: the bytes it must move (its arguments and results, from their shapes) over the
-    bandwidth a STREAM kernel of the same working set reaches: the triad's (or the copy's where
-    that measured faster), or the read-only sum's when the workload writes less than an eighth
-    of what it moves (a reduction). The sweep point used is the largest working set not above
+    bandwidth a STREAM kernel of the same working set reaches: the copy's for a workload that
+    writes as much as it reads, the triad's (or the copy's where that measured faster) for one
+    that reads two bytes for each it writes, the rate of its own mix between them otherwise
+    (`Limits.write_mix_bandwidth`), or the read-only sum's when the workload writes less than an
+    eighth of what it moves (a reduction). The sweep point used is the largest working set not above
     the workload's, so a working set that fits in a cache is held to that cache (its percentage
     cannot pass 100 by hitting in cache);
   - library: the sum of oneDNN's standalone times of its products and convolutions (a chain of
@@ -254,6 +256,29 @@ class Limits:
                 flops += count
         return ms + flops / (self.peak_gflops * 1e9) * 1e3, timed, flops
 
+    @staticmethod
+    def write_mix_bandwidth(written, bandwidth):
+        """(pattern, GB/s) of a workload that writes the share `written` of the bytes it moves:
+        copy's rate (half its bytes written), or where triad (a third written) measured faster,
+        the rate of the workload's own mix between the two. Beyond the last-level cache the
+        streamed stores are what runs out: over 33.5 MB here copy moved 50-55 GB/s and triad
+        48-74 in the same minutes (its two arrays read stay in the cache while the one written
+        streams past it), and layer norm, which writes as much as it reads, takes the time of a
+        streamed copy of its bytes (0.62-0.65 ms, as xlens's own x * g + b over them), so triad's
+        rate is no floor it could reach. Seconds per byte are taken as linear in the share written
+        (a read and a written byte each cost their own time), fitted through the two kernels."""
+        copy, triad = bandwidth("copy"), bandwidth("triad")
+        if triad <= copy or written >= 0.5:
+            return "copy", copy
+        if written <= 1 / 3:
+            return "triad", triad
+        toward_copy = (written - 1 / 3) / (0.5 - 1 / 3)
+        seconds = toward_copy / copy + (1 - toward_copy) / triad
+        # Named by the kernel whose mix it is within 1% of (layer norm's gamma and beta, 8 KiB
+        # beside 32 MiB, leave it a hair short of copy's).
+        name = "copy" if toward_copy > 0.99 else "triad" if toward_copy < 0.01 else "copy-triad"
+        return name, 1 / seconds
+
     def bound(self, hlo_file, read_bytes, write_bytes, stream=None):
         """(bound ms, label, achieved unit, work) for one workload: `work` is bytes for a memory
         bound and flops for a library bound, so achieved = work / time. `stream`: the stream
@@ -266,9 +291,9 @@ class Limits:
 
         if write_bytes * 8 <= moved:
             pattern = "read"
-        else:  # STREAM's triad, or its copy where that measured faster
-            pattern = max(("triad", "copy"), key=bandwidth)
-        gbps = bandwidth(pattern)
+            gbps = bandwidth(pattern)
+        else:
+            pattern, gbps = self.write_mix_bandwidth(write_bytes / moved, bandwidth)
         memory_ms = moved / (gbps * 1e9) * 1e3
         module = self.modules.get(hlo_file)
         library_ms, flops, refused = 0.0, 0.0, 0

@@ -146,10 +146,28 @@ class BoundTest(unittest.TestCase):
         ms, label, unit, work = limits().bound(self.file, 4 * ELEMENTS, 4 * 64, stream=stream)
         self.assertAlmostEqual(ms, moved / 20e9 * 1e3)
         self.assertIn("read 20 GB/s", label)
-        # A workload that writes as much as it reads takes the faster of triad and copy.
+        # A workload that writes as much as it reads is held to copy's rate, although triad
+        # measured faster; one that reads two bytes for each it writes to triad's.
         ms, label, unit, work = limits().bound(self.file, 4 * ELEMENTS, 4 * ELEMENTS, stream=stream)
-        self.assertAlmostEqual(ms, 8 * ELEMENTS / 6e9 * 1e3)
+        self.assertAlmostEqual(ms, 8 * ELEMENTS / 5e9 * 1e3)
+        self.assertIn("copy 5 GB/s", label)
+        ms, label, unit, work = limits().bound(self.file, 8 * ELEMENTS, 4 * ELEMENTS, stream=stream)
+        self.assertAlmostEqual(ms, 12 * ELEMENTS / 6e9 * 1e3)
         self.assertIn("triad 6 GB/s", label)
+
+    def test_a_mix_between_copy_and_triad_takes_its_own_rate(self):
+        # Adam's mix: four arrays read, three written (3/7 of the bytes written, 4/7 of the way
+        # from triad's third to copy's half): seconds per byte 4/7 of copy's and 3/7 of triad's.
+        stream = {"copy_gbps": 5.0, "triad_gbps": 8.0, "read_gbps": 20.0}
+        ms, label, unit, work = limits().bound(self.file, 16 * ELEMENTS, 12 * ELEMENTS, stream=stream)
+        self.assertAlmostEqual(ms, 28 * ELEMENTS * (4 / 7 / 5e9 + 3 / 7 / 8e9) * 1e3)
+        self.assertIn("copy-triad 6 GB/s", label)
+        # Where copy measured faster it holds whatever the mix, as before.
+        stream = {"copy_gbps": 9.0, "triad_gbps": 8.0, "read_gbps": 20.0}
+        for read in (4, 8, 16):
+            ms, label, unit, work = limits().bound(self.file, read * ELEMENTS, 4 * ELEMENTS, stream=stream)
+            self.assertAlmostEqual(ms, (read + 4) * ELEMENTS / 9e9 * 1e3)
+            self.assertIn("copy 9 GB/s", label)
 
     def test_arithmetic_bound_when_operations_take_longer(self):
         # The same operations over few bytes: 8193 flops at 100 GFLOP/s outlast 8 bytes at 10 GB/s.
