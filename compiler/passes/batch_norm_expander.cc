@@ -10,12 +10,6 @@
 namespace xlens {
 namespace {
 
-Shape ScalarLike(PrimitiveType type, const Shape& like) {
-  Shape shape = Shape::Scalar(type);
-  if (like.has_layout()) shape.SetDefaultLayout();
-  return shape;
-}
-
 // The instructions of one expansion, each added to the batch norm's computation with its
 // metadata. Names and order follow XLA's BatchNormExpander, so that the arithmetic (and its
 // rounding) is the same.

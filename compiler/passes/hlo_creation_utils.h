@@ -15,6 +15,14 @@
 
 namespace xlens {
 
+// The scalar of `type` for an instruction made beside one of shape `like`: laid out (the default
+// layout) when `like` is, so that a module whose shapes carry layouts keeps them on every shape.
+inline Shape ScalarLike(PrimitiveType type, const Shape& like) {
+  Shape shape = Shape::Scalar(type);
+  if (like.has_layout()) shape.SetDefaultLayout();
+  return shape;
+}
+
 // A broadcast of `operand` to `shape`: operand dimension i becomes dimension `dimensions[i]` of
 // `shape` (empty for a scalar operand), as in XLA's `broadcast(...), dimensions={...}`.
 inline std::unique_ptr<HloInstruction> CreateBroadcast(Shape shape, HloInstruction* operand,

@@ -6,15 +6,10 @@
 #include <fmt/format.h>
 
 #include "compiler/hlo/numeric_op_attributes.h"
+#include "compiler/passes/hlo_creation_utils.h"
 
 namespace xlens {
 namespace {
-
-Shape ScalarLike(PrimitiveType type, const Shape& like) {
-  Shape shape = Shape::Scalar(type);
-  if (like.has_layout()) shape.SetDefaultLayout();
-  return shape;
-}
 
 // XLA's CreateScalarGtComputation / CreateScalarLtComputation over (x, s32): the result is the
 // comparison of the first pair only, in the total order for floating point; the index pair is
