@@ -128,6 +128,28 @@ TEST(CpuRowLoopsTest, ReductionLoopsOverLongRowsAreNotUnrolled) {
   testing::ExpectMatchesEvaluator(Softmax(4, 1000), {}, {1e-6, 1e-5});
 }
 
+TEST(CpuRowLoopsTest, ShortRowsAreOneMaskedVectorEach) {
+  // A classifier's rows of 10 logits: each loop over a row (the first row's maximum, the sum's
+  // loop with the next row's maximum, the output loop in its multiplying and dividing versions)
+  // asks for one vector of 16 lanes under a mask, with no interleaved accumulators; unrolled
+  // whole, it was scalar code.
+  const std::string ir = IrOfRoot(Softmax(37, 10));
+  const std::string predicated = "!\"llvm.loop.vectorize.predicate.enable\", i1 true}";
+  ASSERT_EQ(Count(ir, predicated), 1) << ir;
+  std::smatch hint;
+  ASSERT_TRUE(std::regex_search(ir, hint, std::regex(R"(\n(![0-9]+) = !\{!"llvm.loop.vectorize.predicate.enable")")));
+  const std::regex loop_with_hint("distinct !\\{[^\n]*" + hint.str(1) + "[,}]");
+  EXPECT_EQ(std::distance(std::sregex_iterator(ir.begin(), ir.end(), loop_with_hint), std::sregex_iterator()), 4)
+      << ir;
+  EXPECT_EQ(Count(ir, "!\"llvm.loop.vectorize.width\", i32 16}"), 1) << ir;
+  EXPECT_EQ(Count(ir, "llvm.loop.interleave.count\", i32 2"), 0) << ir;
+  EXPECT_EQ(Count(ir, "llvm.loop.interleave.count\", i32 4"), 0) << ir;
+  // Rows of 3 take a vector of 4 lanes; rows of 17 are long rows.
+  EXPECT_EQ(Count(IrOfRoot(Softmax(5, 3)), "!\"llvm.loop.vectorize.width\", i32 4}"), 1);
+  EXPECT_EQ(Count(IrOfRoot(Softmax(5, 17)), "llvm.loop.vectorize.predicate.enable"), 0);
+  testing::ExpectMatchesEvaluator(Softmax(37, 10), {}, {1e-6, 1e-5});
+}
+
 TEST(CpuRowLoopsTest, AVocabularySizedRowKeepsItsExpInTheRowCache) {
   // 50257 floats (196 KiB) a row: past L1, but reading exp back from L2 beats computing it again.
   const std::string ir = IrOfRoot(Softmax(2, 50257));
@@ -136,7 +158,7 @@ TEST(CpuRowLoopsTest, AVocabularySizedRowKeepsItsExpInTheRowCache) {
 }
 
 TEST(CpuRowLoopsTest, SoftmaxOnOneElementOddLengthAndExtremeRows) {
-  for (int n : {1, 3, 17, 67, 1001}) {
+  for (int n : {1, 3, 10, 16, 17, 67, 1001}) {
     SCOPED_TRACE("row length " + std::to_string(n));
     const int rows = 9;
     Literal x = Rows(rows, n, n);

@@ -528,7 +528,15 @@ StatusOr<bool> KernelBuilder::TryEmitCpuRowKernel(const std::vector<RowOutput>& 
       };
       auto output_loop = [&]() -> Status {
         if (stages.empty() || reduced_physical.size() != 1) {
-          RETURN_IF_ERROR(for_each_element(*e, kept_index, write_element));
+          // A short row's outputs are one masked vector, as its reductions are (cpu_row_loops.h).
+          llvm::BasicBlock* header = nullptr;
+          RETURN_IF_ERROR(for_each_element(*e, kept_index, [&](const IrIndex& index) {
+            header = b_.GetInsertBlock()->getSinglePredecessor();
+            return write_element(index);
+          }));
+          if (const unsigned width = ShortRowVectorWidth(row_shape.dimensions(reduced_physical.back()))) {
+            RequestOneMaskedVector(header, width);
+          }
           if (!stages.empty()) stream_out(b_.getInt64(0), b_.getInt64(length));
           return OkStatus();
         }

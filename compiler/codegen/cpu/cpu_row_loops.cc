@@ -9,6 +9,7 @@
 #include <llvm/IR/Instructions.h>
 #include <llvm/IR/Intrinsics.h>
 #include <llvm/IR/Metadata.h>
+#include <llvm/Support/MathExtras.h>
 
 #include "compiler/codegen/llvm_ir_util.h"
 
@@ -76,6 +77,22 @@ void RequestOneVector(llvm::BasicBlock* header, unsigned width) {
   llvm::Type* i32 = llvm::Type::getInt32Ty(c);
   AddLoopHints(header, {LoopHint(c, "llvm.loop.vectorize.width", llvm::ConstantInt::get(i32, width)),
                         LoopHint(c, "llvm.loop.vectorize.enable", llvm::ConstantInt::getTrue(c)),
+                        LoopHint(c, "llvm.loop.interleave.count", llvm::ConstantInt::get(i32, 1)),
+                        LoopHint(c, "llvm.loop.unroll.disable")});
+}
+
+unsigned ShortRowVectorWidth(int64_t length) {
+  if (length < 2 || length > kShortRowMaxLength) return 0;
+  return static_cast<unsigned>(llvm::PowerOf2Ceil(static_cast<uint64_t>(length)));
+}
+
+void RequestOneMaskedVector(llvm::BasicBlock* header, unsigned width) {
+  if (header == nullptr) return;
+  llvm::LLVMContext& c = header->getContext();
+  llvm::Type* i32 = llvm::Type::getInt32Ty(c);
+  AddLoopHints(header, {LoopHint(c, "llvm.loop.vectorize.width", llvm::ConstantInt::get(i32, width)),
+                        LoopHint(c, "llvm.loop.vectorize.enable", llvm::ConstantInt::getTrue(c)),
+                        LoopHint(c, "llvm.loop.vectorize.predicate.enable", llvm::ConstantInt::getTrue(c)),
                         LoopHint(c, "llvm.loop.interleave.count", llvm::ConstantInt::get(i32, 1)),
                         LoopHint(c, "llvm.loop.unroll.disable")});
 }
@@ -200,8 +217,12 @@ Status EmitRowReductions(ElementalIrEmitter& e, const std::vector<const HloInstr
     for (size_t c : filled) computed.push_back(cached[c]);
     const bool transcendental =
         ReachesTranscendental(computed, [&](const HloInstruction* x) { return e.IsBound(x); });
-    RequestInterleave(header, transcendental ? kTranscendentalRowReductionInterleave : kRowReductionInterleave,
-                      innermost_length > kRowUnrollLimit);
+    if (const unsigned width = ShortRowVectorWidth(innermost_length)) {
+      RequestOneMaskedVector(header, width);
+    } else {
+      RequestInterleave(header, transcendental ? kTranscendentalRowReductionInterleave : kRowReductionInterleave,
+                        innermost_length > kRowUnrollLimit);
+    }
   }
   // A maximum whose row (or initial value) held a NaN is taken again with NaN semantics.
   size_t first_init = 0;
