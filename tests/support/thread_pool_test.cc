@@ -144,7 +144,9 @@ TEST(ThreadPoolTest, AWorkerDescheduledBeforeItTakesAChunkHoldsNothingBack) {
   const std::thread::id caller = std::this_thread::get_id();
   pool.ParallelFor(32, 1, [&](int64_t begin, int64_t end) {
     // The caller's first chunk waits until the worker is held inside the loop.
-    if (std::this_thread::get_id() == caller) ASSERT_TRUE(WaitFor([&] { return held.load(); }));
+    if (std::this_thread::get_id() == caller) {
+      ASSERT_TRUE(WaitFor([&] { return held.load(); }));
+    }
     for (int64_t i = begin; i < end; ++i) first[i]++;
   });
   EXPECT_FALSE(release.load());  // returned with the worker still held in the first loop
