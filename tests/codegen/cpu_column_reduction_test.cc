@@ -344,6 +344,24 @@ bool StridedRowReductionAtRoot(const std::string& text) {
   return module.ok() && cpu::IsStridedRowReduction(*(*module)->entry_computation()->root_instruction());
 }
 
+TEST(CpuColumnReductionTest, RowsPerVisitFollowsTheReducerAndTheRowStride) {
+  auto sum = ParseHloModule(Reduce("f32[64,128]", "f32[128]", "0", "add", "0"));
+  auto max = ParseHloModule(Reduce("f32[64,16]", "f32[16]", "0", "max", "-inf"));
+  ASSERT_TRUE(sum.ok() && max.ok());
+  const std::vector<const HloInstruction*> sums = {(*sum)->entry_computation()->root_instruction()};
+  // Four rows of a line or two each, or of a page or more each: four per visit.
+  EXPECT_EQ(cpu::ColumnRowsPerVisit(sums, 64), 4);
+  EXPECT_EQ(cpu::ColumnRowsPerVisit(sums, 128), 4);
+  EXPECT_EQ(cpu::ColumnRowsPerVisit(sums, 4096), 4);
+  EXPECT_EQ(cpu::ColumnRowsPerVisit(sums, 65536), 4);
+  // Rows 256 bytes to 4 KiB apart (batch norm's 128 channels: 512 bytes): one, in address order.
+  EXPECT_EQ(cpu::ColumnRowsPerVisit(sums, 256), 1);
+  EXPECT_EQ(cpu::ColumnRowsPerVisit(sums, 512), 1);
+  EXPECT_EQ(cpu::ColumnRowsPerVisit(sums, 4095), 1);
+  // A float max is several dependent instructions: one at any stride.
+  EXPECT_EQ(cpu::ColumnRowsPerVisit({(*max)->entry_computation()->root_instruction()}, 64), 1);
+}
+
 // The levels PlanColumnSweepLevels gives batch norm's column sums over N, H and W (channels
 // kept): `extra` is appended to the fused computation, `roots` its tuple's operands.
 std::unordered_map<std::string, int> SweepLevels(const std::string& extra, const std::string& roots) {

@@ -71,29 +71,8 @@ ColumnReductionPlan PlanColumnReduction(int64_t out_rows, int64_t n, int64_t red
   return p;
 }
 
-}  // namespace cpu
-
-using llvm::Value;
-
-namespace {
-
-// Asks the loop vectorizer to widen the loop whose induction variable is `iv`, however short its
-// trip count, and keeps the full unroller (which runs first) from turning a 16-wide tile into
-// straight-line scalar code that the vectorizer then never sees (f32[65536,16] over rows: 0.15 ms
-// scalar, 0.055 ms vectorized, on a 2-core Zen 4).
-void ForceVectorize(llvm::PHINode* iv) {
-  llvm::LLVMContext& c = iv->getContext();
-  AddLoopHints(iv->getParent(), {LoopHint(c, "llvm.loop.vectorize.enable", llvm::ConstantInt::getTrue(c)),
-                                 LoopHint(c, "llvm.loop.unroll.disable")});
-}
-
-// Reduced rows folded per visit of an accumulator (see sweep_rows): four when every reducer is
-// one pipelined instruction (an add, a product, a bitwise op, an integer min or max), so that the
-// chain of four per column costs no more than the load and store of the accumulator it saves
-// (f32[64,256,256] summed over dimension 0: 0.35 ms against 0.9 ms); one otherwise: a float max
-// is IEEE maximum, a sequence of several dependent instructions, and a chain of four of them per
-// column is slower than reloading the accumulator (f32[4096,1024]: 0.9 ms against 0.6 ms).
-int64_t RowsPerVisit(const std::vector<const HloInstruction*>& reduces) {
+int64_t ColumnRowsPerVisit(const std::vector<const HloInstruction*>& reduces, int64_t row_bytes) {
+  if (row_bytes >= 256 && row_bytes < 4096) return 1;
   for (const HloInstruction* reduce : reduces) {
     const HloInstruction* root = reduce->to_apply()->root_instruction();
     switch (root->opcode()) {
@@ -108,6 +87,22 @@ int64_t RowsPerVisit(const std::vector<const HloInstruction*>& reduces) {
     }
   }
   return 4;
+}
+
+}  // namespace cpu
+
+using llvm::Value;
+
+namespace {
+
+// Asks the loop vectorizer to widen the loop whose induction variable is `iv`, however short its
+// trip count, and keeps the full unroller (which runs first) from turning a 16-wide tile into
+// straight-line scalar code that the vectorizer then never sees (f32[65536,16] over rows: 0.15 ms
+// scalar, 0.055 ms vectorized, on a 2-core Zen 4).
+void ForceVectorize(llvm::PHINode* iv) {
+  llvm::LLVMContext& c = iv->getContext();
+  AddLoopHints(iv->getParent(), {LoopHint(c, "llvm.loop.vectorize.enable", llvm::ConstantInt::getTrue(c)),
+                                 LoopHint(c, "llvm.loop.unroll.disable")});
 }
 
 }  // namespace
@@ -152,6 +147,14 @@ Status KernelBuilder::EmitCpuColumnReductions(const std::vector<ColumnOutput>& o
     }
   }
   const int64_t n = in.dimensions(in_minor);
+  // Bytes between consecutive reduced rows of the operand: the stride of the minor-most reduced
+  // dimension the rows loop walks.
+  int64_t row_bytes = std::max(1, BitWidth(in.element_type()) / 8);
+  const std::vector<int64_t> in_order = MajorToMinor(in);
+  for (auto it = in_order.rbegin(); it != in_order.rend(); ++it) {
+    if (!loop_dims.empty() && *it == loop_dims.back()) break;
+    row_bytes *= in.dimensions(*it);
+  }
   const int64_t out_rows = out.num_elements() / (lanes ? 1 : std::max<int64_t>(n, 1));
   const cpu::ColumnReductionPlan plan = cpu::PlanColumnReduction(out_rows, n, reduce_length, may_split);
   const bool sliced = plan.slices > 1;
@@ -242,8 +245,8 @@ Status KernelBuilder::EmitCpuColumnReductions(const std::vector<ColumnOutput>& o
     // Reduced rows `rows` folded into the tile, in order. `start`: the accumulators are set
     // first (to the init value when `rows` is empty, to the first row's elements otherwise);
     // else they are read. Several rows per visit keep the accumulators in registers across them
-    // (one load and store of the tile per RowsPerVisit rows, not per row) without changing the
-    // order of the fold.
+    // (one load and store of the tile per ColumnRowsPerVisit rows, not per row) without changing
+    // the order of the fold.
     auto sweep_rows = [&](const std::vector<Value*>& rows, bool start) -> Status {
       std::vector<IrIndex> row_index;
       for (Value* row : rows) row_index.push_back(DelinearizeRowMajor(b_, row, loop_sizes));
@@ -301,10 +304,10 @@ Status KernelBuilder::EmitCpuColumnReductions(const std::vector<ColumnOutput>& o
     } else {
       RETURN_IF_ERROR(sweep_rows({}, /*start=*/true));
     }
-    // RowsPerVisit rows at a time while they last, then one at a time.
+    // ColumnRowsPerVisit rows at a time while they last, then one at a time.
     std::vector<const HloInstruction*> reduces;
     for (const ColumnOutput& output : outputs) reduces.push_back(output.reduce);
-    const int64_t unroll = RowsPerVisit(reduces);
+    const int64_t unroll = cpu::ColumnRowsPerVisit(reduces, row_bytes);
     if (unroll == 1) {
       return e->EmitLoop(sweep_begin, row_end, "rows", [&](Value* row) {
         return sweep_rows({row}, /*start=*/false);
