@@ -413,10 +413,32 @@ TEST(CpuStreamingStoreTest, RowKernelOverTwoReducedDimensionsStreamsWholeRows) {
   testing::ExpectMatchesEvaluator(text, {}, {1e-5, 1e-5}, Streaming());
 }
 
-TEST(CpuStreamingStoreTest, RowsLongerThanTheStageAreNotStreamed) {
-  // 8192 floats a row for two outputs: 64 KiB of stack buffers, past what stays in L1.
-  EXPECT_EQ(Count(IrOfRoot(RmsNormResidual(2, 8192), 1), "!nontemporal"), 0);
+TEST(CpuStreamingStoreTest, LongRowsStreamAStretchAtATime) {
+  // 8192 floats a row for two outputs (64 KiB of rows): each output's stack buffer holds one
+  // stretch (512 bytes), which every stretch of the row reuses, whatever the row's length.
+  const std::string ir = IrOfRoot(RmsNormResidual(2, 8192), 1);
+  EXPECT_GT(Count(ir, "!nontemporal"), 0);
+  EXPECT_EQ(Count(ir, "row.stage = alloca [128 x float]"), 1);
+  EXPECT_EQ(Count(ir, "row.stage1 = alloca [128 x float]"), 1);
+  EXPECT_EQ(Count(ir, "alloca [8192 x float]"), 0);
+  // Rows of whole lines, and rows of 8195 floats (each row 12 bytes further off a line, its
+  // stretches through the buffers).
   testing::ExpectMatchesEvaluator(RmsNormResidual(2, 8192), {}, {1e-5, 1e-5}, Streaming());
+  testing::ExpectMatchesEvaluator(RmsNormResidual(3, 8195), {}, {1e-5, 1e-5}, Streaming());
+}
+
+TEST(CpuStreamingStoreTest, RowsOverSeveralDimensionsLongerThanTheStageAreNotStreamed) {
+  // A row over two dimensions is streamed out whole once computed: 128 x 129 floats, 64.5 KiB of
+  // stack buffer, past what stays in L1.
+  const std::string text = testing::InInputFusion(kAdd, R"(
+  x = f32[2,128,129] parameter(0)
+  z = f32[] constant(0)
+  s = f32[2] reduce(x, z), dimensions={1,2}, to_apply=add
+  mb = f32[2,128,129] broadcast(s), dimensions={0}
+  ROOT y = f32[2,128,129] subtract(x, mb)
+)");
+  EXPECT_EQ(Count(IrOfRoot(text, 1), "!nontemporal"), 0);
+  testing::ExpectMatchesEvaluator(text, {}, {1e-4, 1e-4}, Streaming());
 }
 
 }  // namespace
