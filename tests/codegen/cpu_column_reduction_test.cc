@@ -459,6 +459,8 @@ TEST(CpuStridedRowReductionTest, LanesMatchTheEvaluator) {
   // NCHW batch statistics: rows N x H, lanes W.
   testing::ExpectMatchesEvaluator(Reduce("f32[4,6,10,12]", "f32[6]", "0,2,3", "add", "0"), {}, kFloat);
   testing::ExpectMatchesEvaluator(Reduce("f32[4,6,10,12]", "f32[6]", "0,2,3", "max", "-inf"));
+  // Rows of 64 lanes, 256 bytes apart: folded one per visit (ColumnRowsPerVisit).
+  testing::ExpectMatchesEvaluator(Reduce("f32[5,6,9,64]", "f32[6]", "0,2,3", "add", "0"), {}, kFloat);
   // Integers with a non-identity init: it enters once, in the combine.
   testing::ExpectMatchesEvaluator(Reduce("s32[64,6,10]", "s32[6]", "0,2", "iadd", "7"));
   testing::ExpectMatchesEvaluator(Reduce("s32[64,6,10]", "s32[6]", "0,2", "imin", "2147483647"));
