@@ -43,6 +43,18 @@ void NarrowProductScalar(int64_t m, int64_t k, int64_t n, const float* lhs, cons
   }
 }
 
+void NarrowProductTransposedLhsScalar(int64_t m, int64_t k, int64_t n, const float* lhs, int64_t lda,
+                                      const float* rhs, float* out) {
+  CheckNarrowColumns(n, "NarrowProductTransposedLhs");
+  for (int64_t i = 0; i < m; ++i) {
+    for (int64_t j = 0; j < n; ++j) {
+      float sum = 0;
+      for (int64_t p = 0; p < k; ++p) sum += lhs[p * lda + i] * rhs[p * n + j];
+      out[i * n + j] = sum;
+    }
+  }
+}
+
 #if defined(__x86_64__)
 // GCC 12 takes the undefined vector that some intrinsics pass to their builtins (the unused
 // merge source) for a read of an uninitialized one.
@@ -149,13 +161,7 @@ XLENS_AVX512 void NarrowProductAvx512(int64_t m, int64_t k, int64_t n, const flo
 // Blocks of 16 rows of the rhs, each row a masked load of its n elements, transposed in registers
 // (unpacks and shuffles: 64 for the block): about 1 us for the MNIST step's [784,10] on one core,
 // where a gather per column took 3 and a scalar loop 4.4.
-XLENS_AVX512 void PackNarrowAvx512(const float* b, int64_t k, int64_t n, float* bt) {
-  const __mmask16 row_mask = static_cast<__mmask16>((1u << n) - 1);
-  int64_t p = 0;
-  for (; p + 16 <= k; p += 16) {
-    __m512 r[16], t[16];
-#pragma GCC unroll 16
-    for (int i = 0; i < 16; ++i) r[i] = _mm512_maskz_loadu_ps(row_mask, b + (p + i) * n);
+XLENS_AVX512 __attribute__((always_inline)) inline void Transpose16(__m512* r, __m512* t) {
 #pragma GCC unroll 8
     for (int i = 0; i < 8; ++i) {
       t[2 * i] = _mm512_unpacklo_ps(r[2 * i], r[2 * i + 1]);
@@ -179,9 +185,77 @@ XLENS_AVX512 void PackNarrowAvx512(const float* b, int64_t k, int64_t n, float* 
       t[4 + c] = _mm512_shuffle_f32x4(odd01, odd23, _MM_SHUFFLE(2, 0, 2, 0));
       t[12 + c] = _mm512_shuffle_f32x4(odd01, odd23, _MM_SHUFFLE(3, 1, 3, 1));
     }
+}
+
+XLENS_AVX512 void PackNarrowAvx512(const float* b, int64_t k, int64_t n, float* bt) {
+  const __mmask16 row_mask = static_cast<__mmask16>((1u << n) - 1);
+  int64_t p = 0;
+  for (; p + 16 <= k; p += 16) {
+    __m512 r[16], t[16];
+#pragma GCC unroll 16
+    for (int i = 0; i < 16; ++i) r[i] = _mm512_maskz_loadu_ps(row_mask, b + (p + i) * n);
+    Transpose16(r, t);
     for (int64_t j = 0; j < n; ++j) _mm512_storeu_ps(bt + j * k + p, t[j]);
   }
   PackNarrowRowsScalar(b, p, k, n, bt);
+}
+
+// 32 rows of the output of NarrowProductTransposedLhs (those under `rows`, 16 a vector), N
+// columns: per k, the lhs row's 32 elements times each of the rhs row's N, broadcast once for
+// both vectors; an accumulator a column per vector, transposed in registers into the rows at the
+// end (2N + 3 of the 32 vector registers).
+template <int N>
+XLENS_AVX512 void NarrowTransposedBlock(int64_t k, const float* a, int64_t lda, const float* b, __mmask32 rows,
+                                        float* c) {
+  const __mmask16 low = static_cast<__mmask16>(rows), high = static_cast<__mmask16>(rows >> 16);
+  __m512 acc[2][N];
+#pragma GCC unroll 16
+  for (int j = 0; j < N; ++j) acc[0][j] = acc[1][j] = _mm512_setzero_ps();
+  for (int64_t p = 0; p < k; ++p) {
+    const __m512 x0 = _mm512_maskz_loadu_ps(low, a + p * lda);
+    const __m512 x1 = _mm512_maskz_loadu_ps(high, a + p * lda + 16);
+#pragma GCC unroll 16
+    for (int j = 0; j < N; ++j) {
+      const __m512 y = _mm512_set1_ps(b[p * N + j]);
+      acc[0][j] = _mm512_fmadd_ps(x0, y, acc[0][j]);
+      acc[1][j] = _mm512_fmadd_ps(x1, y, acc[1][j]);
+    }
+  }
+  const __mmask16 columns = static_cast<__mmask16>((1u << N) - 1);
+#pragma GCC unroll 2
+  for (int h = 0; h < 2; ++h) {
+    __m512 r[16], t[16];
+#pragma GCC unroll 16
+    for (int j = 0; j < 16; ++j) r[j] = j < N ? acc[h][j] : _mm512_setzero_ps();
+    Transpose16(r, t);
+#pragma GCC unroll 16
+    for (int l = 0; l < 16; ++l) {
+      if ((rows >> (16 * h + l)) & 1) _mm512_mask_storeu_ps(c + (16 * h + l) * N, columns, t[l]);
+    }
+  }
+}
+
+template <int N>
+XLENS_AVX512 void NarrowTransposedRows(int64_t m, int64_t k, const float* a, int64_t lda, const float* b, float* c) {
+  for (int64_t i = 0; i < m; i += 32) {
+    const int64_t count = m - i < 32 ? m - i : 32;
+    const __mmask32 rows = count == 32 ? ~__mmask32{0} : static_cast<__mmask32>((1u << count) - 1);
+    NarrowTransposedBlock<N>(k, a + i, lda, b, rows, c + i * N);
+  }
+}
+
+XLENS_AVX512 void NarrowProductTransposedLhsAvx512(int64_t m, int64_t k, int64_t n, const float* a, int64_t lda,
+                                                   const float* b, float* c) {
+  switch (n) {
+#define XLENS_NARROW_COLUMNS(N) \
+  case N: NarrowTransposedRows<N>(m, k, a, lda, b, c); break;
+    XLENS_NARROW_COLUMNS(1) XLENS_NARROW_COLUMNS(2) XLENS_NARROW_COLUMNS(3) XLENS_NARROW_COLUMNS(4)
+    XLENS_NARROW_COLUMNS(5) XLENS_NARROW_COLUMNS(6) XLENS_NARROW_COLUMNS(7) XLENS_NARROW_COLUMNS(8)
+    XLENS_NARROW_COLUMNS(9) XLENS_NARROW_COLUMNS(10) XLENS_NARROW_COLUMNS(11) XLENS_NARROW_COLUMNS(12)
+    XLENS_NARROW_COLUMNS(13) XLENS_NARROW_COLUMNS(14) XLENS_NARROW_COLUMNS(15) XLENS_NARROW_COLUMNS(16)
+#undef XLENS_NARROW_COLUMNS
+    default: break;
+  }
 }
 
 }  // namespace
@@ -214,9 +288,24 @@ void NarrowProduct(int64_t m, int64_t k, int64_t n, const float* lhs, const floa
   NarrowProductAvx512(m, k, n, lhs, rhs_transposed, out);
 }
 
+void NarrowProductTransposedLhs(int64_t m, int64_t k, int64_t n, const float* lhs, int64_t lda, const float* rhs,
+                                float* out) {
+  CheckNarrowColumns(n, "NarrowProductTransposedLhs");
+  if (!NarrowProductAvailable()) {
+    NarrowProductTransposedLhsScalar(m, k, n, lhs, lda, rhs, out);
+    return;
+  }
+  NarrowProductTransposedLhsAvx512(m, k, n, lhs, lda, rhs, out);
+}
+
 #else
 
 bool NarrowProductAvailable() { return false; }
+
+void NarrowProductTransposedLhs(int64_t m, int64_t k, int64_t n, const float* lhs, int64_t lda, const float* rhs,
+                                float* out) {
+  NarrowProductTransposedLhsScalar(m, k, n, lhs, lda, rhs, out);
+}
 
 void PackNarrowRhs(const float* rhs, int64_t k, int64_t n, float* packed) {
   CheckNarrowColumns(n, "PackNarrowRhs");

@@ -31,4 +31,18 @@ void NarrowProduct(int64_t m, int64_t k, int64_t n, const float* lhs, const floa
 void NarrowProductScalar(int64_t m, int64_t k, int64_t n, const float* lhs, const float* rhs_transposed,
                          float* out);
 
+// out[m, n] (rows n apart) = lhs^T x rhs, the lhs stored [k, m] (its rows `lda` apart: m of its
+// columns) and the rhs [k, n]: a layer's weight gradient x^T g, where x [k, m] is its input and g
+// [k, n] the gradient of its n outputs. Here the vector runs along the output's column instead
+// of its row: per k, 16 elements of an lhs row times each rhs element of the row (n multiply-adds
+// for 16 rows x n columns, every lane used), the 16 rows' accumulators transposed into rows at
+// the end. Aborts unless 1 <= n <= kNarrowProductMaxColumns; without NarrowProductAvailable()
+// NarrowProductTransposedLhsScalar computes it.
+void NarrowProductTransposedLhs(int64_t m, int64_t k, int64_t n, const float* lhs, int64_t lda, const float* rhs,
+                                float* out);
+
+// The same one dot product at a time, in order along k.
+void NarrowProductTransposedLhsScalar(int64_t m, int64_t k, int64_t n, const float* lhs, int64_t lda,
+                                      const float* rhs, float* out);
+
 }  // namespace xlens::runtime

@@ -407,8 +407,11 @@ StatusOr<std::unique_ptr<OneDnnThunk>> OneDnnThunk::Create(std::string hlo_name,
       // packed on every call: the MNIST step's 100x784x10 0.0168 ms against oneDNN's 0.0216, the MLP
       // step's 128x256x10 0.0072 against 0.0092, the convolution step's 32x3136x10 0.0253
       // against 0.0277 (its [3136,10] rhs takes 4 us to pack).
-      impl.narrow = !impl.small && impl.masked_blocks.empty() && impl.batch == 1 && !lhs_transposed &&
-                    n <= kNarrowOutputColumns && k >= 64 && NarrowProductAvailable();
+      // A transposed lhs with an rhs stored [k, n] (a weight gradient x^T g) runs in
+      // NarrowProductTransposedLhs's loops, which read both in place.
+      impl.narrow = !impl.small && impl.masked_blocks.empty() && impl.batch == 1 &&
+                    !(lhs_transposed && rhs_transposed) && n <= kNarrowOutputColumns && k >= 64 &&
+                    NarrowProductAvailable();
       if (impl.narrow) {
         // As many parts as oneDNN's, in rows even where those are columns (few rows, a long k):
         // [8,50000]x[50000,12] in two parts of 4 rows, best of 300 calls 0.123-0.131 ms against
@@ -416,7 +419,7 @@ StatusOr<std::unique_ptr<OneDnnThunk>> OneDnnThunk::Create(std::string hlo_name,
         // times the loops' time on one thread.
         impl.narrow_block = impl.split_rows ? impl.block : (m + impl.blocks - 1) / impl.blocks;
         impl.narrow_parts = (m + impl.narrow_block - 1) / impl.narrow_block;
-        impl.small_shape = {1, m, k, n, false, rhs_transposed};
+        impl.small_shape = {1, m, k, n, lhs_transposed, rhs_transposed};
         impl.post_ops = call->post_ops;
         impl.implementation = "narrow-product:avx512";
       }
@@ -561,15 +564,20 @@ bool OneDnnThunk::Impl::ExecuteNarrow(char** frame, ExecuteContext& context,
     if (frame[slot] == frame[output_slot]) return false;
   }
   auto rows = [&](int64_t first, int64_t count) {
-    const float* rhs_transposed = rhs;
-    if (!s.rhs_transposed) {
-      thread_local std::vector<float> packed;
-      if (static_cast<int64_t>(packed.size()) < s.k * s.n) packed.resize(s.k * s.n);
-      PackNarrowRhs(rhs, s.k, s.n, packed.data());
-      rhs_transposed = packed.data();
-    }
     float* out = output + first * s.n;
-    NarrowProduct(count, s.k, s.n, lhs + first * s.k, rhs_transposed, out);
+    if (s.lhs_transposed) {
+      // The lhs stored [k, m]: this part's rows are its columns from `first`.
+      NarrowProductTransposedLhs(count, s.k, s.n, lhs + first, s.m, rhs, out);
+    } else {
+      const float* rhs_transposed = rhs;
+      if (!s.rhs_transposed) {
+        thread_local std::vector<float> packed;
+        if (static_cast<int64_t>(packed.size()) < s.k * s.n) packed.resize(s.k * s.n);
+        PackNarrowRhs(rhs, s.k, s.n, packed.data());
+        rhs_transposed = packed.data();
+      }
+      NarrowProduct(count, s.k, s.n, lhs + first * s.k, rhs_transposed, out);
+    }
     // Reused from call to call: no allocation on the product's path.
     thread_local std::vector<const float*> addends;
     addends.clear();

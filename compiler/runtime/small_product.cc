@@ -106,10 +106,106 @@ __attribute__((target("avx2,fma"))) void RowAvx2(const SmallProductShape& s, con
 
 #endif  // __x86_64__
 
+#if defined(__x86_64__)
+// ApplySmallProductPostOps where every post-op is an add, a linear map or a ReLU: all of them in
+// one pass over the output, 8 elements at a time, computed as the scalar loops compute them. One scalar pass per post-op took the MNIST step's weight
+// gradient w - 0.5 x^T g, f32[784,10] from NarrowProductTransposedLhs, 6.4 of its 22 us on one
+// core.
+__attribute__((target("avx2,fma"))) bool ApplyPostOpsAvx2(const std::vector<OneDnnPostOp>& ops,
+                                                          const std::vector<const float*>& addends, int64_t rows,
+                                                          int64_t n, float* out) {
+  bool last_dimension = false;
+  for (const OneDnnPostOp& op : ops) {
+    if (op.kind != OneDnnPostOp::Kind::kAdd && op.kind != OneDnnPostOp::Kind::kLinear &&
+        op.kind != OneDnnPostOp::Kind::kRelu) {
+      return false;
+    }
+    last_dimension |= op.kind == OneDnnPostOp::Kind::kAdd && op.addend == OneDnnPostOp::Addend::kLastDimension;
+  }
+  // Without an addend along the rows the output is one run of elements.
+  if (!last_dimension) {
+    n *= rows;
+    rows = 1;
+  }
+  // Blocks of whole vectors, each post-op a loop over the block in L1, then a row's last n % 8
+  // elements one at a time (masked loads and stores are slow on AMD's cores: 4.5 us of the 20
+  // above with every vector masked; one vector at a time through every post-op, 1.8 us).
+  constexpr int64_t kBlock = 256;
+  for (int64_t r = 0; r < rows; ++r) {
+    const int64_t whole = n / 8 * 8;
+    for (int64_t c0 = 0; c0 < whole; c0 += kBlock) {
+      const int64_t c1 = std::min(whole, c0 + kBlock);
+      float* o = out + r * n;
+      size_t next = 0;
+      for (const OneDnnPostOp& op : ops) {
+        switch (op.kind) {
+          case OneDnnPostOp::Kind::kAdd: {
+            const float* a = addends[next++];
+            if (op.addend == OneDnnPostOp::Addend::kFull) {
+              for (int64_t c = c0; c < c1; c += 8) {
+                _mm256_storeu_ps(o + c, _mm256_add_ps(_mm256_loadu_ps(o + c), _mm256_loadu_ps(a + r * n + c)));
+              }
+            } else if (op.addend == OneDnnPostOp::Addend::kLastDimension) {
+              for (int64_t c = c0; c < c1; c += 8) {
+                _mm256_storeu_ps(o + c, _mm256_add_ps(_mm256_loadu_ps(o + c), _mm256_loadu_ps(a + c)));
+              }
+            } else {
+              const __m256 x = _mm256_set1_ps(a[0]);
+              for (int64_t c = c0; c < c1; c += 8) _mm256_storeu_ps(o + c, _mm256_add_ps(_mm256_loadu_ps(o + c), x));
+            }
+            break;
+          }
+          case OneDnnPostOp::Kind::kLinear: {
+            const __m256 alpha = _mm256_set1_ps(static_cast<float>(op.alpha));
+            const __m256 beta = _mm256_set1_ps(static_cast<float>(op.beta));
+            for (int64_t c = c0; c < c1; c += 8) {
+              _mm256_storeu_ps(o + c, _mm256_add_ps(_mm256_mul_ps(alpha, _mm256_loadu_ps(o + c)), beta));
+            }
+            break;
+          }
+          default:  // kRelu: max(x, 0) keeping a NaN, as std::max(x, 0.f) does
+            for (int64_t c = c0; c < c1; c += 8) {
+              _mm256_storeu_ps(o + c, _mm256_max_ps(_mm256_setzero_ps(), _mm256_loadu_ps(o + c)));
+            }
+            break;
+        }
+      }
+    }
+    for (int64_t c = whole; c < n; ++c) {
+      const int64_t e = r * n + c;
+      float x = out[e];
+      size_t next = 0;
+      for (const OneDnnPostOp& op : ops) {
+        switch (op.kind) {
+          case OneDnnPostOp::Kind::kAdd: {
+            const float* a = addends[next++];
+            x += op.addend == OneDnnPostOp::Addend::kFull            ? a[e]
+                 : op.addend == OneDnnPostOp::Addend::kLastDimension ? a[c]
+                                                                      : a[0];
+            break;
+          }
+          case OneDnnPostOp::Kind::kLinear:
+            x = static_cast<float>(op.alpha) * x + static_cast<float>(op.beta);
+            break;
+          default:
+            x = std::max(x, 0.f);
+            break;
+        }
+      }
+      out[e] = x;
+    }
+  }
+  return true;
+}
+#endif
+
 }  // namespace
 
 void ApplySmallProductPostOps(const std::vector<OneDnnPostOp>& ops, const std::vector<const float*>& addends,
                               int64_t rows, int64_t n, float* out) {
+#if defined(__x86_64__)
+  if (!ops.empty() && HasAvx2() && ApplyPostOpsAvx2(ops, addends, rows, n, out)) return;
+#endif
   const int64_t size = rows * n;
   size_t next = 0;
   for (const OneDnnPostOp& op : ops) {

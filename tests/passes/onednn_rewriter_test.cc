@@ -210,6 +210,34 @@ TEST(OneDnnRewriterTest, TransposedProductIsTheProductOfTransposedOperands) {
   EXPECT_TRUE(decided);
 }
 
+TEST(OneDnnRewriterTest, ANarrowWeightGradientIsSwappedWhereTheNarrowLoopsRun) {
+  // The MNIST step's update w - 0.5 transpose(g^T x): swapped, x^T g has rows of 10 where g^T x
+  // has rows of 784, which the runtime's loops for narrow results take (AVX-512); elsewhere the
+  // call keeps its wide rows and the transpose stays after it.
+  OneDnnRewriter pass;
+  auto module = Rewrite(pass, R"(HloModule m
+ENTRY e {
+  g = f32[100,10]{1,0} parameter(0)
+  x = f32[100,784]{1,0} parameter(1)
+  w = f32[784,10]{1,0} parameter(2)
+  tg = f32[10,100]{1,0} transpose(g), dimensions={1,0}
+  d = f32[10,784]{1,0} dot(tg, x), lhs_contracting_dims={1}, rhs_contracting_dims={0}
+  c = f32[] constant(0.5)
+  cb = f32[10,784]{1,0} broadcast(c), dimensions={}
+  m = f32[10,784]{1,0} multiply(d, cb)
+  t = f32[784,10]{1,0} transpose(m), dimensions={1,0}
+  ROOT s = f32[784,10]{1,0} subtract(w, t)
+})");
+  ASSERT_NE(module, nullptr);
+  if (__builtin_cpu_supports("avx512f")) {
+    EXPECT_EQ(Calls(*module), "matmul(lhs^T, rhs) + linear(-0.5x-0) + binary_add\n");
+    EXPECT_EQ(CountOpcode(*module, HloOpcode::kTranspose), 0);
+  } else {
+    EXPECT_EQ(Calls(*module), "matmul(lhs^T, rhs) + linear(0.5x+0)\n");
+    EXPECT_EQ(CountOpcode(*module, HloOpcode::kTranspose), 1);
+  }
+}
+
 TEST(OneDnnRewriterTest, BatchedTransposedProductWithANegation) {
   OneDnnRewriter pass;
   // Per head: transpose(-(a b)) = -(b^T a^T), b stored transposed already ([.., n, k]).

@@ -389,6 +389,17 @@ ENTRY e {
 })";
   ExpectOneDnnMatchesEvaluator(transposed, "matmul(lhs, rhs^T)");
   expect_narrow_kernel(transposed);
+  // A weight gradient x^T g: the lhs read transposed in place (each part its columns), the rhs
+  // stored [k, n].
+  const std::string gradient = R"(HloModule m
+ENTRY e {
+  x = f32[100,600] parameter(0)
+  g = f32[100,10] parameter(1)
+  ROOT d = f32[600,10] dot(x, g), lhs_contracting_dims={0}, rhs_contracting_dims={0}
+})";
+  ExpectOneDnnMatchesEvaluator(gradient, "matmul(lhs^T, rhs)");
+  ExpectPartsOnThePool(gradient);
+  expect_narrow_kernel(gradient);
   // Few rows and a long k, which oneDNN's parts split in columns: the loops split it in as many
   // parts of rows.
   const std::string long_k = R"(HloModule m

@@ -123,6 +123,91 @@ TEST(NarrowProductTest, TheScalarLoopMatchesADoublePrecisionSum) {
   }
 }
 
+// out = lhs^T x rhs by NarrowProductTransposedLhs (or `product`), the lhs [k, m] read as columns
+// `first`.. of a [k, lda] array and the rhs [k, n], against a double-precision sum; canaries
+// around the output, NaN in the lhs's columns outside the m read and past its last row.
+void ExpectNarrowTransposedMatches(int64_t m, int64_t k, int64_t n, uint32_t seed,
+                                   decltype(&NarrowProductTransposedLhs) product = &NarrowProductTransposedLhs) {
+  SCOPED_TRACE(testing::Message() << "m " << m << " k " << k << " n " << n);
+  const int64_t first = 3, lda = m + 5;
+  std::mt19937 rng(seed);
+  std::uniform_real_distribution<float> uniform(-1.f, 1.f);
+  std::vector<float> lhs(k * lda + 16, std::nanf("")), rhs(k * n);
+  for (int64_t p = 0; p < k; ++p) {
+    for (int64_t i = 0; i < m; ++i) lhs[p * lda + first + i] = uniform(rng);
+  }
+  for (float& x : rhs) x = uniform(rng);
+  const float canary = 12345.f;
+  std::vector<float> out(m * n + 16, canary);
+  product(m, k, n, lhs.data() + first, lda, rhs.data(), out.data() + 8);
+  for (int64_t i = 0; i < m; ++i) {
+    for (int64_t j = 0; j < n; ++j) {
+      double sum = 0;
+      for (int64_t p = 0; p < k; ++p) sum += static_cast<double>(lhs[p * lda + first + i]) * rhs[p * n + j];
+      ASSERT_NEAR(out[8 + i * n + j], sum, 1e-5 * (1 + k)) << "at row " << i << " column " << j;
+    }
+  }
+  for (int e = 0; e < 8; ++e) {
+    EXPECT_EQ(out[e], canary) << "written before the output";
+    EXPECT_EQ(out[8 + m * n + e], canary) << "written past the output";
+  }
+}
+
+TEST(NarrowProductTest, TheTransposedLhsMatchesADoublePrecisionSum) {
+  // Rows in blocks of 32 (two vectors) and every remainder; every width. Without AVX-512 this
+  // checks the scalar loop.
+  uint32_t seed = 2000;
+  for (int64_t n = 1; n <= kNarrowProductMaxColumns; ++n) {
+    for (int64_t m : {1, 15, 16, 17, 32, 33, 50}) ExpectNarrowTransposedMatches(m, 7, n, seed++);
+  }
+  ExpectNarrowTransposedMatches(784, 100, 10, seed++);  // the MNIST step's weight gradient
+  for (int64_t n : {1, 10, 16}) ExpectNarrowTransposedMatches(19, 9, n, seed++, &NarrowProductTransposedLhsScalar);
+}
+
+TEST(NarrowProductTest, PostOpsInOnePassMatchTheirScalarForm) {
+  // Adds of every kind, a linear map and a ReLU (a NaN kept) over rows of 10 (a vector of 8 and
+  // 2 elements past it), and over the rows as one run of elements.
+  const int64_t rows = 7, n = 10;
+  std::vector<float> out(rows * n), full(rows * n), last(n);
+  std::mt19937 rng(7);
+  std::uniform_real_distribution<float> uniform(-2.f, 2.f);
+  for (float& x : out) x = uniform(rng);
+  for (float& x : full) x = uniform(rng);
+  for (float& x : last) x = uniform(rng);
+  out[3] = std::nanf("");
+  const float scalar = 0.25f;
+  OneDnnPostOp add_full, add_last, add_scalar, linear, relu;
+  add_full.kind = add_last.kind = add_scalar.kind = OneDnnPostOp::Kind::kAdd;
+  add_last.addend = OneDnnPostOp::Addend::kLastDimension;
+  add_scalar.addend = OneDnnPostOp::Addend::kScalar;
+  linear.alpha = -0.5;
+  linear.beta = 0.125;
+  relu.kind = OneDnnPostOp::Kind::kRelu;
+  for (bool by_rows : {true, false}) {
+    SCOPED_TRACE(by_rows ? "an addend along the rows" : "one run");
+    std::vector<OneDnnPostOp> ops = {linear, add_full, add_scalar, relu};
+    std::vector<const float*> addends = {full.data(), &scalar};
+    if (by_rows) {
+      ops.insert(ops.begin() + 2, add_last);
+      addends.insert(addends.begin() + 1, last.data());
+    }
+    std::vector<float> got = out;
+    ApplySmallProductPostOps(ops, addends, rows, n, got.data());
+    for (int64_t e = 0; e < rows * n; ++e) {
+      float x = -0.5f * out[e] + 0.125f;
+      x += full[e];
+      if (by_rows) x += last[e % n];
+      x += scalar;
+      x = std::max(x, 0.f);
+      if (std::isnan(x)) {
+        EXPECT_TRUE(std::isnan(got[e])) << e;
+      } else {
+        EXPECT_EQ(got[e], x) << e;
+      }
+    }
+  }
+}
+
 TEST(NarrowProductTest, MoreColumnsThanLanesAbort) {
   // A column per vector lane: 17 would be packed and written past the rows, not rejected.
   std::vector<float> rhs(4 * 17, 1.f), packed(4 * 17), lhs(4, 1.f), out(17);
