@@ -344,22 +344,24 @@ bool StridedRowReductionAtRoot(const std::string& text) {
   return module.ok() && cpu::IsStridedRowReduction(*(*module)->entry_computation()->root_instruction());
 }
 
-TEST(CpuColumnReductionTest, RowsPerVisitFollowsTheReducerAndTheRowStride) {
+TEST(CpuColumnReductionTest, RowsPerVisitFollowsTheReducerTheRowStrideAndTheCache) {
   auto sum = ParseHloModule(Reduce("f32[64,128]", "f32[128]", "0", "add", "0"));
   auto max = ParseHloModule(Reduce("f32[64,16]", "f32[16]", "0", "max", "-inf"));
   ASSERT_TRUE(sum.ok() && max.ok());
   const std::vector<const HloInstruction*> sums = {(*sum)->entry_computation()->root_instruction()};
-  // Four rows of a line or two each, or of a page or more each: four per visit.
-  EXPECT_EQ(cpu::ColumnRowsPerVisit(sums, 64), 4);
-  EXPECT_EQ(cpu::ColumnRowsPerVisit(sums, 128), 4);
-  EXPECT_EQ(cpu::ColumnRowsPerVisit(sums, 4096), 4);
-  EXPECT_EQ(cpu::ColumnRowsPerVisit(sums, 65536), 4);
+  // From memory, four rows of a line or two each, or of a page or more each: four per visit.
+  EXPECT_EQ(cpu::ColumnRowsPerVisit(sums, 64, true), 4);
+  EXPECT_EQ(cpu::ColumnRowsPerVisit(sums, 128, true), 4);
+  EXPECT_EQ(cpu::ColumnRowsPerVisit(sums, 4096, true), 4);
+  EXPECT_EQ(cpu::ColumnRowsPerVisit(sums, 65536, true), 4);
   // Rows 256 bytes to 4 KiB apart (batch norm's 128 channels: 512 bytes): one, in address order.
-  EXPECT_EQ(cpu::ColumnRowsPerVisit(sums, 256), 1);
-  EXPECT_EQ(cpu::ColumnRowsPerVisit(sums, 512), 1);
-  EXPECT_EQ(cpu::ColumnRowsPerVisit(sums, 4095), 1);
+  EXPECT_EQ(cpu::ColumnRowsPerVisit(sums, 256, true), 1);
+  EXPECT_EQ(cpu::ColumnRowsPerVisit(sums, 512, true), 1);
+  EXPECT_EQ(cpu::ColumnRowsPerVisit(sums, 4095, true), 1);
+  // From the cache: four at any stride.
+  EXPECT_EQ(cpu::ColumnRowsPerVisit(sums, 512, false), 4);
   // A float max is several dependent instructions: one at any stride.
-  EXPECT_EQ(cpu::ColumnRowsPerVisit({(*max)->entry_computation()->root_instruction()}, 64), 1);
+  EXPECT_EQ(cpu::ColumnRowsPerVisit({(*max)->entry_computation()->root_instruction()}, 64, false), 1);
 }
 
 // The levels PlanColumnSweepLevels gives batch norm's column sums over N, H and W (channels
@@ -459,7 +461,7 @@ TEST(CpuStridedRowReductionTest, LanesMatchTheEvaluator) {
   // NCHW batch statistics: rows N x H, lanes W.
   testing::ExpectMatchesEvaluator(Reduce("f32[4,6,10,12]", "f32[6]", "0,2,3", "add", "0"), {}, kFloat);
   testing::ExpectMatchesEvaluator(Reduce("f32[4,6,10,12]", "f32[6]", "0,2,3", "max", "-inf"));
-  // Rows of 64 lanes, 256 bytes apart: folded one per visit (ColumnRowsPerVisit).
+  // Rows of 64 lanes, 256 bytes apart.
   testing::ExpectMatchesEvaluator(Reduce("f32[5,6,9,64]", "f32[6]", "0,2,3", "add", "0"), {}, kFloat);
   // Integers with a non-identity init: it enters once, in the combine.
   testing::ExpectMatchesEvaluator(Reduce("s32[64,6,10]", "s32[6]", "0,2", "iadd", "7"));

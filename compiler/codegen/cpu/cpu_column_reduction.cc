@@ -11,6 +11,8 @@
 
 #include "compiler/codegen/kernel_builder.h"
 #include "compiler/codegen/llvm_ir_util.h"
+#include "compiler/hlo/computation.h"
+#include "profiler/machine_limits.h"
 
 namespace xlens::codegen {
 
@@ -71,8 +73,9 @@ ColumnReductionPlan PlanColumnReduction(int64_t out_rows, int64_t n, int64_t red
   return p;
 }
 
-int64_t ColumnRowsPerVisit(const std::vector<const HloInstruction*>& reduces, int64_t row_bytes) {
-  if (row_bytes >= 256 && row_bytes < 4096) return 1;
+int64_t ColumnRowsPerVisit(const std::vector<const HloInstruction*>& reduces, int64_t row_bytes,
+                           bool from_memory) {
+  if (from_memory && row_bytes >= 256 && row_bytes < 4096) return 1;
   for (const HloInstruction* reduce : reduces) {
     const HloInstruction* root = reduce->to_apply()->root_instruction();
     switch (root->opcode()) {
@@ -103,6 +106,24 @@ void ForceVectorize(llvm::PHINode* iv) {
   llvm::LLVMContext& c = iv->getContext();
   AddLoopHints(iv->getParent(), {LoopHint(c, "llvm.loop.vectorize.enable", llvm::ConstantInt::getTrue(c)),
                                  LoopHint(c, "llvm.loop.unroll.disable")});
+}
+
+// Whether the arrays a sweep reads (the fused computation's parameters, or the reduce's operands
+// when it is not fused) take at least half the last-level cache: they stream from memory rather
+// than from the cache (ColumnRowsPerVisit).
+bool SweepReadsFromMemory(const HloInstruction& reduce) {
+  static const int64_t threshold = [] {
+    const int64_t llc = profiler::LastLevelCacheBytes();
+    return std::max<int64_t>(int64_t{1} << 20, (llc > 0 ? llc : int64_t{64} << 20) / 2);
+  }();
+  const HloComputation* computation = reduce.parent();
+  int64_t bytes = 0;
+  if (computation != nullptr && computation->IsFusionComputation()) {
+    for (const HloInstruction* p : computation->parameter_instructions()) bytes += shape_util::ByteSizeOf(p->shape());
+  } else {
+    for (const HloInstruction* operand : reduce.operands()) bytes += shape_util::ByteSizeOf(operand->shape());
+  }
+  return bytes >= threshold;
 }
 
 }  // namespace
@@ -307,7 +328,7 @@ Status KernelBuilder::EmitCpuColumnReductions(const std::vector<ColumnOutput>& o
     // ColumnRowsPerVisit rows at a time while they last, then one at a time.
     std::vector<const HloInstruction*> reduces;
     for (const ColumnOutput& output : outputs) reduces.push_back(output.reduce);
-    const int64_t unroll = cpu::ColumnRowsPerVisit(reduces, row_bytes);
+    const int64_t unroll = cpu::ColumnRowsPerVisit(reduces, row_bytes, SweepReadsFromMemory(*first));
     if (unroll == 1) {
       return e->EmitLoop(sweep_begin, row_end, "rows", [&](Value* row) {
         return sweep_rows({row}, /*start=*/false);

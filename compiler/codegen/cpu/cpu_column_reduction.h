@@ -68,16 +68,21 @@ ColumnReductionPlan PlanColumnReduction(int64_t out_rows, int64_t n, int64_t red
 // (f32[64,256,256] summed over dimension 0: 0.35 ms against 0.9 ms); one otherwise: a float max
 // is IEEE maximum, a sequence of several dependent instructions, and a chain of four of them per
 // column is slower than reloading the accumulator (f32[4096,1024]: 0.9 ms against 0.6 ms).
-// One also where consecutive reduced rows are 256 bytes to 4 KiB apart (`row_bytes`): a visit of
-// four then walks each column across four rows of the same page, 256 bytes to 2 KiB back and
+// One also where the sweep reads from memory (`from_memory`: its arrays take half the last-level
+// cache or more) and consecutive reduced rows are 256 bytes to 4 KiB apart (`row_bytes`): a visit
+// of four then walks each column across four rows of the same page, 256 bytes to 2 KiB back and
 // forth, which the stream prefetchers do not follow, where one row per visit reads the operand
 // in address order. On a 2-core Zen 4, one thread, 25.7 MB of two arrays swept for four sums
 // per column: rows of 512 bytes (batch norm's f32[32,28,28,128]) 1.62 ms in visits of four
 // against 0.82 ms one row at a time (a plain read of the same bytes: 0.79-0.87 ms), of 256 bytes
 // to 2 KiB the same (1.6-1.9 against 0.8-0.9 ms); rows of 64 or 128 bytes, four of them a few
 // consecutive lines, and rows of a page or more, each its own stream, keep four (64 bytes: 0.76
-// against 1.23 ms; 4 KiB: 1.1 against 1.7 ms).
-int64_t ColumnRowsPerVisit(const std::vector<const HloInstruction*>& reduces, int64_t row_bytes);
+// against 1.23 ms; 4 KiB: 1.1 against 1.7 ms). Over arrays the cache holds the prefetchers matter
+// less than the accumulators' loads and stores, and four stay faster (both threads: f32[64,300,77]
+// over {1}, 308-byte rows, 0.079 against 0.127 ms median; f32[2048,8,96] over {0} 0.079 against
+// 0.109 ms).
+int64_t ColumnRowsPerVisit(const std::vector<const HloInstruction*>& reduces, int64_t row_bytes,
+                           bool from_memory);
 
 // Whether `reduce` is a strided row reduction the sweep takes: one operand, a reducer that is one
 // associative and commutative operation of its parameters (add, multiply, max, min, and, or,
