@@ -408,10 +408,13 @@ StatusOr<std::unique_ptr<OneDnnThunk>> OneDnnThunk::Create(std::string hlo_name,
       // step's 128x256x10 0.0072 against 0.0092, the convolution step's 32x3136x10 0.0253
       // against 0.0277 (its [3136,10] rhs takes 4 us to pack).
       // A transposed lhs with an rhs stored [k, n] (a weight gradient x^T g) runs in
-      // NarrowProductTransposedLhs's loops, which read both in place.
+      // NarrowProductTransposedLhs's loops, which read both in place; their k is the trip count
+      // of an outer loop, so a k of 16 (a batch of 32: the convolution step's [3136,10]
+      // gradient, on one core 0.026 ms a run on oneDNN with the transposing subtraction, 0.025
+      // in the loops) is enough.
       impl.narrow = !impl.small && impl.masked_blocks.empty() && impl.batch == 1 &&
-                    !(lhs_transposed && rhs_transposed) && n <= kNarrowOutputColumns && k >= 64 &&
-                    NarrowProductAvailable();
+                    !(lhs_transposed && rhs_transposed) && n <= kNarrowOutputColumns &&
+                    k >= (lhs_transposed ? 16 : 64) && NarrowProductAvailable();
       if (impl.narrow) {
         // As many parts as oneDNN's, in rows even where those are columns (few rows, a long k):
         // [8,50000]x[50000,12] in two parts of 4 rows, best of 300 calls 0.123-0.131 ms against
