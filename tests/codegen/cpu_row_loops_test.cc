@@ -150,6 +150,54 @@ TEST(CpuRowLoopsTest, ShortRowsAreOneMaskedVectorEach) {
   testing::ExpectMatchesEvaluator(Softmax(37, 10), {}, {1e-6, 1e-5});
 }
 
+// A fusion over x = <type>[rows, n] of `body` (whose root is o), reduced by `reducers`.
+std::string RowFusion(const std::string& type, int rows, int n, const std::string& reducers, const std::string& body) {
+  const std::string s = type + "[" + std::to_string(rows) + "," + std::to_string(n) + "]";
+  return "HloModule m\n" + reducers + "fused {\n  x = " + s + " parameter(0)\n" + body + "}\nENTRY e {\n  x = " + s +
+         " parameter(0)\n  ROOT f = " + s + " fusion(x), kind=kInput, calls=fused\n}\n";
+}
+
+// x minus its row's sum, in `type`.
+std::string SumShifted(const std::string& type, int rows, int n) {
+  const std::string s = type + "[" + std::to_string(rows) + "," + std::to_string(n) + "]";
+  const std::string r = type + "[" + std::to_string(rows) + "]";
+  return RowFusion(type, rows, n,
+                   "sum { a = " + type + "[] parameter(0)  b = " + type + "[] parameter(1)  ROOT r = " + type +
+                       "[] add(a, b) }\n",
+                   "  z = " + type + "[] constant(0)\n  r = " + r + " reduce(x, z), dimensions={1}, to_apply=sum\n  rb = " +
+                       s + " broadcast(r), dimensions={0}\n  ROOT o = " + s + " subtract(x, rb)\n");
+}
+
+TEST(CpuRowLoopsTest, ShortRowsTheVectorizerCannotTakeStayUnrolledWhole) {
+  // A variadic argmax over rows of 10 (x minus the row's value at its argmax), sums of bf16 and
+  // f8 over rows of 10 and an f32 sum over many rows of 2: asked for one masked vector, the loop
+  // vectorizer refused each ("loop not vectorized" on every compile) and left the loop rolled.
+  // None is asked; each loop keeps the interleave hint alone, under which it is unrolled whole.
+  const std::string argmax = RowFusion(
+      "f32", 37, 10, testing::kArgmax,
+      "  i = s32[37,10] iota(), iota_dimension=1\n  lo = f32[] constant(-inf)\n  z = s32[] constant(0)\n"
+      "  r = (f32[37], s32[37]) reduce(x, i, lo, z), dimensions={1}, to_apply=argmax\n"
+      "  v = f32[37] get-tuple-element(r), index=0\n  vb = f32[37,10] broadcast(v), dimensions={0}\n"
+      "  ROOT o = f32[37,10] subtract(x, vb)\n");
+  for (const std::string& text : {argmax, SumShifted("bf16", 37, 10), SumShifted("f8e4m3fn", 37, 10),
+                                  SumShifted("f32", 5000, 2)}) {
+    SCOPED_TRACE(text);
+    const std::string ir = IrOfRoot(text);
+    EXPECT_EQ(Count(ir, "llvm.loop.vectorize.enable"), 0) << ir;
+    EXPECT_EQ(Count(ir, "llvm.loop.unroll.disable"), 0) << ir;
+    EXPECT_GT(Count(ir, "llvm.loop.interleave.count"), 0) << ir;
+    ::testing::internal::CaptureStderr();
+    testing::ExpectMatchesEvaluator(text, {}, {1e-6, 1e-5});
+    const std::string diagnostics = ::testing::internal::GetCapturedStderr();
+    EXPECT_EQ(Count(diagnostics, "not vectorized"), 0) << diagnostics;
+  }
+  // f32, integer and pred rows of 10 and 3 are still one masked vector each.
+  for (const std::string& text : {SumShifted("f32", 37, 10), SumShifted("s32", 37, 3), SumShifted("f64", 37, 16)}) {
+    SCOPED_TRACE(text);
+    EXPECT_GT(Count(IrOfRoot(text), "llvm.loop.vectorize.predicate.enable"), 0);
+  }
+}
+
 TEST(CpuRowLoopsTest, AVocabularySizedRowKeepsItsExpInTheRowCache) {
   // 50257 floats (196 KiB) a row: past L1, but reading exp back from L2 beats computing it again.
   const std::string ir = IrOfRoot(Softmax(2, 50257));

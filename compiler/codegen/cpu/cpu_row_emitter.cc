@@ -553,7 +553,10 @@ StatusOr<bool> KernelBuilder::TryEmitCpuRowKernel(const std::vector<RowOutput>& 
             header = b_.GetInsertBlock()->getSinglePredecessor();
             return write_element(index, index);
           }));
-          if (const unsigned width = ShortRowVectorWidth(row_shape.dimensions(reduced_physical.back()))) {
+          std::vector<PrimitiveType> written;
+          for (const RowOutput* out : element_outputs) written.push_back(out->hlo->shape().element_type());
+          const unsigned width = ShortRowVectorWidth(row_shape.dimensions(reduced_physical.back()));
+          if (width != 0 && ShortRowVectorizes(analysis.reductions(), written)) {
             RequestOneMaskedVector(header, width);
           }
           if (!stages.empty()) stream_out(b_.getInt64(0), b_.getInt64(length));

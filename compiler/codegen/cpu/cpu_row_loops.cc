@@ -71,30 +71,75 @@ bool ReachesTranscendental(const std::vector<const HloInstruction*>& values,
   return reached;
 }
 
+namespace {
+
+// The hints of RequestOneVector, which RequestOneMaskedVector extends.
+std::vector<llvm::Metadata*> OneVectorHints(llvm::LLVMContext& c, unsigned width) {
+  llvm::Type* i32 = llvm::Type::getInt32Ty(c);
+  return {LoopHint(c, "llvm.loop.vectorize.width", llvm::ConstantInt::get(i32, width)),
+          LoopHint(c, "llvm.loop.vectorize.enable", llvm::ConstantInt::getTrue(c)),
+          LoopHint(c, "llvm.loop.interleave.count", llvm::ConstantInt::get(i32, 1)),
+          LoopHint(c, "llvm.loop.unroll.disable")};
+}
+
+// Whether LLVM's loop vectorizer makes vectors of `type`'s elements and of their reductions:
+// f32, f64, the integers and pred. Not f16, bf16 or the f8 types, whose sums it leaves as scalar
+// loops (and, were it to vectorize them, would reorder, where long rows of them add in order).
+bool VectorizedElementType(PrimitiveType type) {
+  return type == PrimitiveType::F32 || type == PrimitiveType::F64 || type == PrimitiveType::PRED ||
+         IsIntegralType(type);
+}
+
+}  // namespace
+
 void RequestOneVector(llvm::BasicBlock* header, unsigned width) {
   if (header == nullptr) return;
-  llvm::LLVMContext& c = header->getContext();
-  llvm::Type* i32 = llvm::Type::getInt32Ty(c);
-  AddLoopHints(header, {LoopHint(c, "llvm.loop.vectorize.width", llvm::ConstantInt::get(i32, width)),
-                        LoopHint(c, "llvm.loop.vectorize.enable", llvm::ConstantInt::getTrue(c)),
-                        LoopHint(c, "llvm.loop.interleave.count", llvm::ConstantInt::get(i32, 1)),
-                        LoopHint(c, "llvm.loop.unroll.disable")});
+  AddLoopHints(header, OneVectorHints(header->getContext(), width));
 }
 
 unsigned ShortRowVectorWidth(int64_t length) {
-  if (length < 2 || length > kShortRowMaxLength) return 0;
+  if (length < kShortRowMinLength || length > kShortRowMaxLength) return 0;
   return static_cast<unsigned>(llvm::PowerOf2Ceil(static_cast<uint64_t>(length)));
+}
+
+bool ShortRowVectorizes(const std::vector<const HloInstruction*>& reductions,
+                        const std::vector<PrimitiveType>& element_types) {
+  for (PrimitiveType type : element_types) {
+    if (!VectorizedElementType(type)) return false;
+  }
+  for (const HloInstruction* r : reductions) {
+    // One operand and its initial value (a variadic reduction, an argmax, is no reduction the
+    // vectorizer recognizes), reduced by one associative op of the two parameters.
+    if (r->operand_count() != 2 || !r->shape().IsArray() || !VectorizedElementType(r->shape().element_type())) {
+      return false;
+    }
+    const HloInstruction* root = r->to_apply()->root_instruction();
+    switch (root->opcode()) {
+      case HloOpcode::kAdd:
+      case HloOpcode::kMultiply:
+      case HloOpcode::kMinimum:
+      case HloOpcode::kMaximum:
+      case HloOpcode::kAnd:
+      case HloOpcode::kOr:
+      case HloOpcode::kXor:
+        break;
+      default:
+        return false;
+    }
+    if (root->operand(0)->opcode() != HloOpcode::kParameter || root->operand(1)->opcode() != HloOpcode::kParameter ||
+        root->operand(0) == root->operand(1)) {
+      return false;
+    }
+  }
+  return true;
 }
 
 void RequestOneMaskedVector(llvm::BasicBlock* header, unsigned width) {
   if (header == nullptr) return;
   llvm::LLVMContext& c = header->getContext();
-  llvm::Type* i32 = llvm::Type::getInt32Ty(c);
-  AddLoopHints(header, {LoopHint(c, "llvm.loop.vectorize.width", llvm::ConstantInt::get(i32, width)),
-                        LoopHint(c, "llvm.loop.vectorize.enable", llvm::ConstantInt::getTrue(c)),
-                        LoopHint(c, "llvm.loop.vectorize.predicate.enable", llvm::ConstantInt::getTrue(c)),
-                        LoopHint(c, "llvm.loop.interleave.count", llvm::ConstantInt::get(i32, 1)),
-                        LoopHint(c, "llvm.loop.unroll.disable")});
+  std::vector<llvm::Metadata*> hints = OneVectorHints(c, width);
+  hints.push_back(LoopHint(c, "llvm.loop.vectorize.predicate.enable", llvm::ConstantInt::getTrue(c)));
+  AddLoopHints(header, hints);
 }
 
 Status EmitRowReductions(ElementalIrEmitter& e, const std::vector<const HloInstruction*>& reductions,
@@ -217,7 +262,8 @@ Status EmitRowReductions(ElementalIrEmitter& e, const std::vector<const HloInstr
     for (size_t c : filled) computed.push_back(cached[c]);
     const bool transcendental =
         ReachesTranscendental(computed, [&](const HloInstruction* x) { return e.IsBound(x); });
-    if (const unsigned width = ShortRowVectorWidth(innermost_length)) {
+    const unsigned width = ShortRowVectorWidth(innermost_length);
+    if (width != 0 && ShortRowVectorizes(all, {})) {
       RequestOneMaskedVector(header, width);
     } else {
       RequestInterleave(header, transcendental ? kTranscendentalRowReductionInterleave : kRowReductionInterleave,

@@ -95,11 +95,29 @@ void RequestOneVector(llvm::BasicBlock* header, unsigned width);
 // of f32. Such a row's loops, unrolled whole, were scalar code, every exponential computed alone
 // and every reduction a chain of dependent adds: the log-softmax gradient of the MNIST step over
 // f32[10000,10] on one core took 0.290 ms a run, 0.125 as one masked vector a loop (best of 2000).
+// The length is that of the row's innermost loop: a row over several dimensions whose innermost
+// has at most this many elements ([10,2] under each kept index) makes that innermost loop one
+// vector, its outer loops left as they are.
 inline constexpr int64_t kShortRowMaxLength = 16;
+// A row of 2 stays unrolled whole: two scalar operations, and a vector of two lanes is no gain;
+// over many rows (a layer norm over f32[200000,2], a maximum over [60000,10,2]) the vectorizer
+// refused it, "loop not vectorized" on every compile.
+inline constexpr int64_t kShortRowMinLength = 3;
 
 // The lanes of the one vector that a row's innermost loop of `length` iterations becomes: the
-// power of two at or above `length`, for 2 <= length <= kShortRowMaxLength; 0 for any other row.
+// power of two at or above `length`, for kShortRowMinLength <= length <= kShortRowMaxLength; 0 for
+// any other row.
 unsigned ShortRowVectorWidth(int64_t length);
+
+// Whether a short row's loops may ask for one masked vector: its `reductions` are each of one
+// operand, by add, multiply, minimum, maximum, and, or or xor of the reducer's two parameters,
+// and they and `element_types` (the outputs an output loop writes) are f32, f64, integers or
+// pred. Elsewhere the loop vectorizer cannot honour the request (a variadic argmax, a sum of
+// bf16 or f8) and warns "loop not vectorized" on every compile, the loop left rolled and scalar
+// where unrolled whole it was straight-line code; such rows keep the whole unroll. f16 and bf16
+// rows keep adding in order too, as their long rows do (the vectorizer, asked, would reorder).
+bool ShortRowVectorizes(const std::vector<const HloInstruction*>& reductions,
+                        const std::vector<PrimitiveType>& element_types);
 
 // Asks the loop vectorizer to make the loop whose header is `header`, of fewer than `width`
 // iterations or exactly as many, one vector of `width` lanes under a mask of its iterations (the
