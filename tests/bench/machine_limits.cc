@@ -28,6 +28,10 @@
 // measures copy, triad and the read-only sum over that one working set and nothing else, in
 // about a second: a benchmark takes it right beside a workload, so that both meet the memory
 // system in the same state (on a shared machine it changes from one minute to the next).
+//
+//        machine_limits --floors [--threads=N] [--repetitions=R] [--hlo=FILE]...
+// measures the other floors the same way: the FMA peak on all threads, the modules' library
+// calls and the transcendentals' rates (peak_f32, hlo_modules, transcendentals), nothing else.
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
@@ -545,12 +549,35 @@ std::vector<int64_t> Numbers(const std::string& text) {
   return out;
 }
 
+// Each function's rate: the better of oneDNN's eltwise kernel and xlens's own loop, the other
+// kept beside. 64K floats a thread, in and out: 512 KiB a core, inside its L2, and tens of
+// microseconds of work, far more than a parallel region's start.
+Json TranscendentalFloors(int threads, int executions, int64_t elements_per_thread) {
+#ifdef XLENS_HAVE_ONEDNN
+  Json rates = TranscendentalRates(executions, elements_per_thread, threads);
+#else
+  Json rates = Json::object();
+#endif
+  const Json inline_rates = InlineTranscendentalRates(threads, executions, elements_per_thread);
+  for (const auto& [name, own] : inline_rates.items()) {
+    const Json library = rates.contains(name) ? rates[name] : Json::object();
+    const double library_rate = library.value("elements_per_second", 0.0);
+    const double own_rate = own["elements_per_second"].get<double>();
+    rates[name] = {{"function", name},
+                   {"elements_per_second", std::max(library_rate, own_rate)},
+                   {"impl", own_rate > library_rate ? "xlens inline" : library.value("impl", "oneDNN")},
+                   {"inline_elements_per_second", own_rate},
+                   {"onednn", library}};
+  }
+  return rates;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
   const int cpus = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
   int threads = cpus, repetitions = 5;
-  bool quick = false;
+  bool quick = false, floors = false;
   int64_t stream_bytes = 0;
   std::vector<std::string> matmuls, convs, hlos;
   for (int i = 1; i < argc; ++i) {
@@ -565,6 +592,8 @@ int main(int argc, char** argv) {
       repetitions = std::max(1, std::atoi(v));
     } else if (arg == "--quick") {
       quick = true;
+    } else if (arg == "--floors") {
+      floors = true;
     } else if (const char* v = value("--stream=")) {
       char* end = nullptr;
       stream_bytes = std::strtoll(v, &end, 10);
@@ -581,7 +610,7 @@ int main(int argc, char** argv) {
     } else {
       std::fprintf(stderr,
                    "xlens machine_limits: unknown argument '%s' (expected --threads=N, --repetitions=R, "
-                   "--quick, --stream=BYTES, --matmul=[B,]M,K,N, --conv=N,H,W,C,KH,KW,O[,stride[,pad[,groups]]], "
+                   "--quick, --stream=BYTES, --floors, --matmul=[B,]M,K,N, --conv=N,H,W,C,KH,KW,O[,stride[,pad[,groups]]], "
                    "--hlo=FILE)\n",
                    arg.c_str());
       return 1;
@@ -642,6 +671,28 @@ int main(int argc, char** argv) {
           profiler::StreamBandwidthGBps(k, stream_bytes, threads, reps, kPerRepetition);
     }
     std::printf("%s\n", point.dump(2).c_str());
+    return 0;
+  }
+  if (floors) {
+    // The FMA peak, the modules' library calls and the transcendentals' rates, as the full run
+    // measures them, and nothing else (a second or two beside a workload's round).
+    const bool avx512 = std::string(profiler::WidestVectorIsa()) == "avx512f";
+    const int fma_reps = repetitions * 6, executions = repetitions * 4;
+    Json peak = {{"isa", profiler::WidestVectorIsa()},
+                 {"gflops_all_cores", profiler::PeakGflops(threads, fma_reps, 1 << 18)}};
+    if (avx512) peak["avx2_gflops_all_cores"] = profiler::PeakGflops(threads, fma_reps, 1 << 18, true);
+    Json out = {{"threads", threads}, {"peak_f32", peak}};
+#ifdef XLENS_HAVE_ONEDNN
+    Json modules = Json::array();
+    for (const std::string& file : hlos) {
+      auto module = ModuleCalls(file, executions);
+      if (!module) return 1;
+      modules.push_back(*module);
+    }
+    out["hlo_modules"] = modules;
+#endif
+    out["transcendentals"] = TranscendentalFloors(threads, executions, int64_t{1} << 16);
+    std::printf("%s\n", out.dump(1).c_str());
     return 0;
   }
   // Every figure is the best of many short repetitions rather than the mean of a few long ones:
@@ -709,29 +760,10 @@ int main(int argc, char** argv) {
   }
   out["onednn"] = onednn;
   out["hlo_modules"] = modules;
-  // 64K floats a thread, in and out: 512 KiB a core, inside its L2, and tens of microseconds of
-  // work, far more than a parallel region's start.
-  out["transcendentals"] = TranscendentalRates(executions, int64_t{1} << (quick ? 14 : 16), threads);
 #else
   out["onednn"] = nullptr;  // this build has no oneDNN
 #endif
-  // Each function's rate is the better of oneDNN's and xlens's own loop, the other kept beside.
-  {
-    const int executions = quick ? 3 : repetitions * 4;
-    Json rates = out.contains("transcendentals") ? out["transcendentals"] : Json::object();
-    const Json inline_rates = InlineTranscendentalRates(threads, executions, int64_t{1} << (quick ? 14 : 16));
-    for (const auto& [name, own] : inline_rates.items()) {
-      const Json library = rates.contains(name) ? rates[name] : Json::object();
-      const double library_rate = library.value("elements_per_second", 0.0);
-      const double own_rate = own["elements_per_second"].get<double>();
-      rates[name] = {{"function", name},
-                     {"elements_per_second", std::max(library_rate, own_rate)},
-                     {"impl", own_rate > library_rate ? "xlens inline" : library.value("impl", "oneDNN")},
-                     {"inline_elements_per_second", own_rate},
-                     {"onednn", library}};
-    }
-    out["transcendentals"] = rates;
-  }
+  out["transcendentals"] = TranscendentalFloors(threads, quick ? 3 : repetitions * 4, int64_t{1} << (quick ? 14 : 16));
   std::printf("%s\n", out.dump(1).c_str());
   return 0;
 }

@@ -167,6 +167,31 @@ def measure_stream(binary, working_set):
     return json.loads(proc.stdout)
 
 
+def measure_floors(binary, hlo_file):
+    """The FMA peak, `hlo_file`'s library calls standalone and the transcendentals' rates,
+    measured now (machine_limits --floors, a few seconds): the library and arithmetic floors of a
+    workload timed right after it, on a machine in the same state."""
+    proc = subprocess.run([binary, "--floors", f"--hlo={hlo_file}"], capture_output=True, text=True)
+    if proc.returncode != 0:
+        raise RuntimeError(proc.stderr.strip() or f"{binary} exited with {proc.returncode}")
+    return json.loads(proc.stdout)
+
+
+def beside(data, floors):
+    """The limits `data` with the figures of `floors` (measure_floors) in place of theirs, slower
+    or faster: unlike better(), which keeps the best of two measurements, a floor measured beside
+    a round is what that round is held to."""
+    merged = json.loads(json.dumps(data))
+    for key, value in (floors.get("peak_f32") or {}).items():
+        merged["peak_f32"][key] = value
+    if floors.get("transcendentals"):
+        merged["transcendentals"] = dict(merged.get("transcendentals") or {}, **floors["transcendentals"])
+    modules = {m["file"]: m for m in floors.get("hlo_modules") or []}
+    merged["hlo_modules"] = [modules.pop(m["file"], m) for m in merged.get("hlo_modules") or []]
+    merged["hlo_modules"] += list(modules.values())
+    return merged
+
+
 class Limits:
     def __init__(self, data):
         self.data = data

@@ -225,6 +225,26 @@ class BoundTest(unittest.TestCase):
         merged = roofline.Limits(roofline.better(first, second))
         self.assertEqual(merged.rates, {"exp": 2e9, "tanh": 5e8})
 
+    def test_floors_measured_beside_a_round_replace_the_better_ones(self):
+        # Measured before the workloads: oneDNN 1 ms, exp 2e9/s; beside the round, on a busier
+        # machine: 3 ms and 1e9/s, a slower FMA peak. The round is held to the figures beside it.
+        with open(self.file, "w") as f:
+            f.write(SOFTMAX_MODULE)
+        data = limits(self.file, library_ms=1.0, rates={"exp": 2e9, "log": 2e9}).data
+        floors = {"threads": 2, "peak_f32": {"isa": "avx512f", "gflops_all_cores": 50.0},
+                  "hlo_modules": [{"file": self.file, "calls": [{"ms": 3.0, "flops": 1e6}],
+                                   "total_ms": 3.0}],
+                  "transcendentals": {"exp": {"function": "exp", "elements_per_second": 1e9}}}
+        held = roofline.Limits(roofline.beside(data, floors))
+        self.assertEqual(held.peak_gflops, 50.0)
+        self.assertEqual(held.rates["exp"], 1e9)
+        self.assertEqual(held.rates["log"], 2e9)  # not measured beside: the earlier figure holds
+        ms, label, unit, work = held.bound(self.file, 4, 4)
+        self.assertTrue(label.startswith("oneDNN 3.000 ms"), label)
+        self.assertGreater(ms, 3.0)
+        # The figures before stay as they were.
+        self.assertEqual(roofline.Limits(data).rates["exp"], 2e9)
+
     def test_library_floor_takes_the_arithmetic_beside_it(self):
         ms, label, unit, work = limits(self.file, library_ms=1.0).bound(self.file, 4, 4)
         self.assertTrue(label.startswith("oneDNN"))
