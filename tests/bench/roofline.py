@@ -14,7 +14,9 @@ workload, whichever of these takes longest (the tightest floor under its run tim
     (`Limits.write_mix_bandwidth`), or the read-only sum's when the workload writes less than an
     eighth of what it moves (a reduction). The sweep point used is the largest working set not above
     the workload's, so a working set that fits in a cache is held to that cache (its percentage
-    cannot pass 100 by hitting in cache);
+    cannot pass 100 by hitting in cache). Beside it `Limits.triad_ms` keeps the stricter figure the
+    work item's criterion names ("memory-bound workloads reach 90% of triad"): the same bytes at
+    triad's rate whatever the mix, which codegen_vs_xla.py reports as `% triad`;
   - library: the sum of oneDNN's standalone times of its products and convolutions (a chain of
     library calls can at best lose nothing between them); a convolution oneDNN cannot be posed
     is counted at the peak FLOP/s instead;
@@ -284,14 +286,21 @@ class Limits:
     @staticmethod
     def write_mix_bandwidth(written, bandwidth):
         """(pattern, GB/s) of a workload that writes the share `written` of the bytes it moves:
-        copy's rate (half its bytes written), or where triad (a third written) measured faster,
-        the rate of the workload's own mix between the two. Beyond the last-level cache the
-        streamed stores are what runs out: over 33.5 MB here copy moved 50-55 GB/s and triad
-        48-74 in the same minutes (its two arrays read stay in the cache while the one written
-        streams past it), and layer norm, which writes as much as it reads, takes the time of a
-        streamed copy of its bytes (0.62-0.65 ms, as xlens's own x * g + b over them), so triad's
-        rate is no floor it could reach. Seconds per byte are taken as linear in the share written
-        (a read and a written byte each cost their own time), fitted through the two kernels."""
+        copy's rate where it writes half or more (copy writes half), triad's where it writes a
+        third or less (triad writes a third), between them the rate whose seconds per byte are
+        interpolated linearly in the share written between the two kernels' measured seconds per
+        byte; copy's rate whatever the mix where it measured faster than triad's.
+
+        Why copy and not triad for a workload that writes as much as it reads: beyond the
+        last-level cache the streamed stores are what runs out. Over 33.5 MB here copy moved 50-55
+        GB/s and triad 48-74 in the same minutes (triad's two arrays read stay in the cache while
+        the one written streams past it), and layer norm, which writes as much as it reads, takes
+        the time of a streamed copy of its bytes (0.62-0.65 ms, as xlens's own x * g + b over
+        them), so triad's rate is no floor it could reach. The interpolation is no model of what a
+        read and a written byte each cost (fitted through the two kernels, such a model gives a
+        read a negative cost wherever triad measures over 1.5 times copy): it only moves a mix
+        from one measured kernel to the other. The work item's own figure, the bytes at triad's
+        rate, is kept beside it (triad_ms)."""
         copy, triad = bandwidth("copy"), bandwidth("triad")
         if triad <= copy or written >= 0.5:
             return "copy", copy
@@ -303,6 +312,15 @@ class Limits:
         # beside 32 MiB, leave it a hair short of copy's).
         name = "copy" if toward_copy > 0.99 else "triad" if toward_copy < 0.01 else "copy-triad"
         return name, 1 / seconds
+
+    def triad_ms(self, read_bytes, write_bytes, stream=None):
+        """The bytes moved at triad's rate over their working set (`stream`'s, measured beside the
+        workload, where given), whatever the workload's mix of reads and writes: the floor the work
+        item's criterion ("memory-bound workloads reach 90% of triad") names, kept beside the
+        mix-matched one of `bound` so that the stricter figure is never hidden."""
+        moved = read_bytes + write_bytes
+        gbps = stream["triad_gbps"] if stream else self.bandwidth(moved, "triad")
+        return moved / (gbps * 1e9) * 1e3
 
     def bound(self, hlo_file, read_bytes, write_bytes, stream=None):
         """(bound ms, label, achieved unit, work) for one workload: `work` is bytes for a memory

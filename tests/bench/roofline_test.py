@@ -169,6 +169,42 @@ class BoundTest(unittest.TestCase):
             self.assertAlmostEqual(ms, (read + 4) * ELEMENTS / 9e9 * 1e3)
             self.assertIn("copy 9 GB/s", label)
 
+    def test_a_workload_writing_more_than_it_reads_takes_copys_rate(self):
+        # Three quarters written (one array read, three written), or all but a sliver: copy's
+        # rate, copy being the kernel that writes the most (half), although triad measured faster.
+        stream = {"copy_gbps": 5.0, "triad_gbps": 8.0, "read_gbps": 20.0}
+        for read, written in ((4, 12), (1, 28)):
+            ms, label, unit, work = limits().bound(self.file, read * ELEMENTS, written * ELEMENTS, stream=stream)
+            self.assertAlmostEqual(ms, (read + written) * ELEMENTS / 5e9 * 1e3)
+            self.assertIn("copy 5 GB/s", label)
+        self.assertEqual(roofline.Limits.write_mix_bandwidth(0.75, lambda p: stream[p + "_gbps"]), ("copy", 5.0))
+
+    def test_a_mix_within_one_percent_of_a_kernel_takes_its_name(self):
+        # The share written, as a fraction of the way from triad's third to copy's half: past 99%
+        # the mix is named copy, under 1% triad, and copy-triad between; the rate is the mix's own.
+        rates = {"copy": 5.0, "triad": 8.0}
+        cases = ((0.995, "copy"), (0.985, "copy-triad"), (0.5, "copy-triad"), (0.015, "copy-triad"),
+                 (0.005, "triad"))
+        for toward_copy, name in cases:
+            written = 1 / 3 + toward_copy * (0.5 - 1 / 3)
+            got, gbps = roofline.Limits.write_mix_bandwidth(written, lambda p: rates[p])
+            self.assertEqual(got, name, toward_copy)
+            self.assertAlmostEqual(1 / gbps, toward_copy / 5.0 + (1 - toward_copy) / 8.0)
+
+    def test_triad_figure_kept_beside_the_mix_matched_bound(self):
+        # Layer norm's mix (as much written as read) is held to copy's 5 GB/s; the work item's
+        # criterion, the same bytes at triad's 8 GB/s, is kept beside it, from the stream kernels
+        # measured beside the workload or, without them, from the sweep (10 GB/s everywhere).
+        stream = {"copy_gbps": 5.0, "triad_gbps": 8.0, "read_gbps": 20.0}
+        moved = 8 * ELEMENTS
+        ms = limits().bound(self.file, 4 * ELEMENTS, 4 * ELEMENTS, stream=stream)[0]
+        self.assertAlmostEqual(ms, moved / 5e9 * 1e3)
+        self.assertAlmostEqual(limits().triad_ms(4 * ELEMENTS, 4 * ELEMENTS, stream=stream), moved / 8e9 * 1e3)
+        self.assertAlmostEqual(limits().triad_ms(4 * ELEMENTS, 4 * ELEMENTS), moved / 10e9 * 1e3)
+        # A reduction (held to the read-only sum's 20) too.
+        self.assertAlmostEqual(limits().triad_ms(4 * ELEMENTS, 4 * 64, stream=stream),
+                               (4 * ELEMENTS + 4 * 64) / 8e9 * 1e3)
+
     def test_arithmetic_bound_when_operations_take_longer(self):
         # The same operations over few bytes: 8193 flops at 100 GFLOP/s outlast 8 bytes at 10 GB/s.
         ms, label, unit, work = limits().bound(self.file, 4, 4)
