@@ -248,9 +248,6 @@ std::string RefusalReason(const HloInstruction& core) {
   return "";
 }
 
-// The widest results of the CPU runtime's loops for narrow products (kNarrowOutputColumns).
-constexpr int64_t kNarrowResultColumns = 12;
-
 // Whether this CPU runs those loops (AVX-512F, as NarrowProductAvailable says): elsewhere oneDNN
 // computes a narrow product, at a fraction of its kernels' speed.
 bool NarrowLoopsAvailable() {
@@ -321,7 +318,7 @@ StatusOr<bool> SinkTransposesIntoProducts(HloComputation& computation,
     // [32,3136] (k = 32): that call and its transposing subtraction took 21.2-21.7 us a run at
     // best (medians 34-46), the loops 13.6-13.8 (medians 27-28), best of 300 runs of the step in
     // 3 alternating rounds.
-    const bool narrow = NarrowLoopsAvailable() && dot->shape().rank() == 2 && after <= kNarrowResultColumns &&
+    const bool narrow = NarrowLoopsAvailable() && dot->shape().rank() == 2 && after <= kNarrowOutputColumns &&
                         k >= 16 && IsMinorTranspose(*dot->operand(0)) && !IsMinorTranspose(*dot->operand(1));
     if (!narrow && after < std::min<int64_t>(before, 64)) continue;
     // Nor where b^T would be a new transposed lhs larger than the result: the call packs a

@@ -31,6 +31,13 @@
 
 namespace xlens {
 
+// The widest output rows (columns of a 2-D product's result) that the CPU runtime computes in its
+// own loops for narrow products (NarrowProduct, which takes up to 16) rather than oneDNN's
+// kernels: 12 columns fill 75% of a vector's 16 lanes, and oneDNN's kernels, a row of the output
+// per vector, leave the rest of every multiply-add idle from there down. The runtime's thunks
+// choose those loops under it, and the rewriter swaps a weight gradient's product into them.
+inline constexpr int64_t kNarrowOutputColumns = 12;
+
 // One operation oneDNN applies to the result of the product, in order.
 struct OneDnnPostOp {
   enum class Kind { kAdd, kRelu, kGeluTanh, kGeluErf, kLinear, kLogistic };

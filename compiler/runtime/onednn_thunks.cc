@@ -43,12 +43,6 @@ using namespace onednn_detail;
 
 namespace {
 
-// The widest output rows that run in NarrowProduct's loops (which take up to
-// kNarrowProductMaxColumns) rather than oneDNN's kernels: 12 columns fill 75% of a vector's 16
-// lanes, and oneDNN's kernels, a row of the output per vector, leave the rest of every
-// multiply-add idle from there down.
-constexpr int64_t kNarrowOutputColumns = 12;
-
 // A forward convolution with a 1x1 window, unit strides and no padding over channels-last images
 // is the product [images x pixels, in] x [in, out]. Its weights, unless they are constants
 // (reordered once and kept), would be reordered into oneDNN's blocked layout on every call, or

@@ -166,7 +166,10 @@ TEST(NarrowProductTest, TheTransposedLhsMatchesADoublePrecisionSum) {
 
 TEST(NarrowProductTest, PostOpsInOnePassMatchTheirScalarForm) {
   // Adds of every kind, a linear map and a ReLU (a NaN kept) over rows of 10 (a vector of 8 and
-  // 2 elements past it), and over the rows as one run of elements.
+  // 2 elements past it), and over the rows as one run of elements. The linear map is one fused
+  // multiply-add in the vector loop, its tail and the scalar loops alike: alpha = 0.1 and beta =
+  // 0.3 are not exact, so a multiply rounded before the add differs in the last bit for many
+  // elements.
   const int64_t rows = 7, n = 10;
   std::vector<float> out(rows * n), full(rows * n), last(n);
   std::mt19937 rng(7);
@@ -180,8 +183,8 @@ TEST(NarrowProductTest, PostOpsInOnePassMatchTheirScalarForm) {
   add_full.kind = add_last.kind = add_scalar.kind = OneDnnPostOp::Kind::kAdd;
   add_last.addend = OneDnnPostOp::Addend::kLastDimension;
   add_scalar.addend = OneDnnPostOp::Addend::kScalar;
-  linear.alpha = -0.5;
-  linear.beta = 0.125;
+  linear.alpha = 0.1;
+  linear.beta = 0.3;
   relu.kind = OneDnnPostOp::Kind::kRelu;
   for (bool by_rows : {true, false}) {
     SCOPED_TRACE(by_rows ? "an addend along the rows" : "one run");
@@ -194,7 +197,7 @@ TEST(NarrowProductTest, PostOpsInOnePassMatchTheirScalarForm) {
     std::vector<float> got = out;
     ApplySmallProductPostOps(ops, addends, rows, n, got.data());
     for (int64_t e = 0; e < rows * n; ++e) {
-      float x = -0.5f * out[e] + 0.125f;
+      float x = std::fma(0.1f, out[e], 0.3f);
       x += full[e];
       if (by_rows) x += last[e % n];
       x += scalar;
@@ -205,6 +208,35 @@ TEST(NarrowProductTest, PostOpsInOnePassMatchTheirScalarForm) {
         EXPECT_EQ(got[e], x) << e;
       }
     }
+  }
+}
+
+TEST(NarrowProductTest, ScalarPostOpsTakeTheLinearMapAsOneFusedMultiplyAdd) {
+  // A logistic post-op sends every post-op to the scalar loops, whose linear map (after it) rounds
+  // once as the one-pass loops' does (the linear map alone).
+  std::vector<float> out(70);
+  std::mt19937 rng(11);
+  std::uniform_real_distribution<float> uniform(-2.f, 2.f);
+  for (float& x : out) x = uniform(rng);
+  OneDnnPostOp linear, logistic;
+  linear.alpha = 0.1;
+  linear.beta = 0.3;
+  logistic.kind = OneDnnPostOp::Kind::kLogistic;
+  for (bool scalar : {false, true}) {
+    SCOPED_TRACE(scalar ? "after a logistic, in the scalar loops" : "alone, in one pass");
+    const std::vector<OneDnnPostOp> ops =
+        scalar ? std::vector<OneDnnPostOp>{logistic, linear} : std::vector<OneDnnPostOp>{linear};
+    std::vector<float> got = out;
+    ApplySmallProductPostOps(ops, {}, 7, 10, got.data());
+    int rounded_twice_differs = 0;
+    for (size_t e = 0; e < out.size(); ++e) {
+      const float x = scalar ? 1.f / (1.f + std::exp(-out[e])) : out[e];
+      const float fused = std::fma(0.1f, x, 0.3f);
+      volatile float product = 0.1f * x;  // rounded before the add, whatever the flags
+      rounded_twice_differs += fused != product + 0.3f;
+      EXPECT_EQ(got[e], fused) << e;
+    }
+    EXPECT_GT(rounded_twice_differs, 0);  // the case tells the two roundings apart
   }
 }
 
