@@ -364,6 +364,40 @@ TEST(CpuColumnReductionTest, RowsPerVisitFollowsTheReducerTheRowStrideAndTheCach
   EXPECT_EQ(cpu::ColumnRowsPerVisit({(*max)->entry_computation()->root_instruction()}, 64, false), 1);
 }
 
+// The float adds in the sweep phase of the kernel emitted for the entry's root: the rows a visit
+// folds (ColumnRowsPerVisit), plus one for the rest loop when a visit folds several.
+int SweepAdds(const std::string& text) {
+  auto module = ParseHloModule(text);
+  EXPECT_TRUE(module.ok()) << module.status().message();
+  if (!module.ok()) return -1;
+  llvm::LLVMContext context;
+  llvm::Module llvm_module("test", context);
+  auto spec = EmitKernel(*(*module)->entry_computation()->root_instruction(), "k", llvm_module);
+  EXPECT_TRUE(spec.ok()) << spec.status().message();
+  const llvm::Function* sweep = llvm_module.getFunction("k");
+  if (!spec.ok() || sweep == nullptr) return -1;
+  int adds = 0;
+  for (const llvm::BasicBlock& block : *sweep) {
+    for (const llvm::Instruction& i : block) adds += i.getOpcode() == llvm::Instruction::FAdd;
+  }
+  return adds;
+}
+
+TEST(CpuColumnReductionTest, TheEmittedSweepFoldsAsTheRowStrideAndTheCacheAsk) {
+  // Only emitted, never run: the large operands (2 GiB, 1.5 GiB) stream from memory on any
+  // machine, the small ones (512 KiB) stay in the cache.
+  // Batch norm's sum over N, H and W, rows of 128 channels 512 bytes apart: one per visit from
+  // memory, four (and the rest loop's one) from the cache.
+  EXPECT_EQ(SweepAdds(Reduce("f32[16384,16,16,128]", "f32[128]", "0,1,2", "add", "0")), 1);
+  EXPECT_EQ(SweepAdds(Reduce("f32[8,16,16,128]", "f32[128]", "0,1,2", "add", "0")), 5);
+  // Rows of 2048 channels, 8 KiB apart, each its own stream: four per visit from memory too.
+  EXPECT_EQ(SweepAdds(Reduce("f32[16384,16,2048]", "f32[2048]", "0,1", "add", "0")), 5);
+  // NCHW batch statistics, 64 lanes: the sweep walks rows of W, 256 bytes apart, not the 16 KiB
+  // between channels nor the 96 KiB between images.
+  EXPECT_EQ(SweepAdds(Reduce("f32[16384,6,64,64]", "f32[6]", "0,2,3", "add", "0")), 1);
+  EXPECT_EQ(SweepAdds(Reduce("f32[4,6,64,64]", "f32[6]", "0,2,3", "add", "0")), 5);
+}
+
 // The levels PlanColumnSweepLevels gives batch norm's column sums over N, H and W (channels
 // kept): `extra` is appended to the fused computation, `roots` its tuple's operands.
 std::unordered_map<std::string, int> SweepLevels(const std::string& extra, const std::string& roots) {
@@ -461,7 +495,8 @@ TEST(CpuStridedRowReductionTest, LanesMatchTheEvaluator) {
   // NCHW batch statistics: rows N x H, lanes W.
   testing::ExpectMatchesEvaluator(Reduce("f32[4,6,10,12]", "f32[6]", "0,2,3", "add", "0"), {}, kFloat);
   testing::ExpectMatchesEvaluator(Reduce("f32[4,6,10,12]", "f32[6]", "0,2,3", "max", "-inf"));
-  // Rows of 64 lanes, 256 bytes apart.
+  // Rows of 64 lanes, 256 bytes apart, from the cache: four per visit (the fold each stride and
+  // size emits: TheEmittedSweepFoldsAsTheRowStrideAndTheCacheAsk).
   testing::ExpectMatchesEvaluator(Reduce("f32[5,6,9,64]", "f32[6]", "0,2,3", "add", "0"), {}, kFloat);
   // Integers with a non-identity init: it enters once, in the combine.
   testing::ExpectMatchesEvaluator(Reduce("s32[64,6,10]", "s32[6]", "0,2", "iadd", "7"));
