@@ -8,6 +8,7 @@
 #include <unordered_set>
 
 #include "compiler/passes/dce.h"
+#include "compiler/passes/hlo_creation_utils.h"
 
 namespace xlens {
 namespace {
@@ -20,14 +21,6 @@ bool IsIntegerArray(const Shape& shape) {
 bool IsFloatArray(const Shape& shape) {
   return shape.IsArray() && IsFloatingPointType(shape.element_type()) &&
          !IsF8OrSmallerFloat(shape.element_type());
-}
-
-// An array shape of `type` and `dims`, with the default layout when `like` has a layout, so that
-// new instructions look like their neighbours.
-Shape ShapeLike(PrimitiveType type, std::vector<int64_t> dims, const Shape& like) {
-  Shape shape(type, std::move(dims));
-  if (like.has_layout()) shape.SetDefaultLayout();
-  return shape;
 }
 
 // The constant `instruction` is, or broadcasts; nullptr when it is neither.

@@ -3,6 +3,8 @@
 #include <optional>
 #include <vector>
 
+#include "compiler/passes/hlo_creation_utils.h"
+
 namespace xlens {
 namespace {
 
@@ -62,12 +64,6 @@ ConvolutionDimensionNumbers CanonicalDimensionNumbers(int64_t spatial) {
     dnums.output_spatial_dimensions.push_back(i + 1);
   }
   return dnums;
-}
-
-Shape ShapeLike(PrimitiveType type, std::vector<int64_t> dims, const Shape& like) {
-  Shape shape(type, std::move(dims));
-  if (like.has_layout()) shape.SetDefaultLayout();
-  return shape;
 }
 
 std::vector<int64_t> Permuted(const Shape& shape, const std::vector<int64_t>& order) {

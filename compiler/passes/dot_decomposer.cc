@@ -3,6 +3,8 @@
 #include <optional>
 #include <vector>
 
+#include "compiler/passes/hlo_creation_utils.h"
+
 namespace xlens {
 namespace {
 
@@ -36,12 +38,6 @@ bool IsCanonical(const HloInstruction& dot, const DotDimensionNumbers& dnums) {
          (rhs_rank == batch + 1 || rhs_rank == batch + 2) &&
          dnums.lhs_contracting_dimensions[0] == lhs_rank - 1 &&
          dnums.rhs_contracting_dimensions[0] == batch;
-}
-
-Shape ShapeLike(PrimitiveType type, std::vector<int64_t> dims, const Shape& like) {
-  Shape shape(type, std::move(dims));
-  if (like.has_layout()) shape.SetDefaultLayout();
-  return shape;
 }
 
 class Decomposer {

@@ -23,6 +23,14 @@ inline Shape ScalarLike(PrimitiveType type, const Shape& like) {
   return shape;
 }
 
+// The array of `type` and `dims` for an instruction made beside one of shape `like`: laid out (the
+// default layout) when `like` is, as ScalarLike.
+inline Shape ShapeLike(PrimitiveType type, std::vector<int64_t> dims, const Shape& like) {
+  Shape shape(type, std::move(dims));
+  if (like.has_layout()) shape.SetDefaultLayout();
+  return shape;
+}
+
 // A broadcast of `operand` to `shape`: operand dimension i becomes dimension `dimensions[i]` of
 // `shape` (empty for a scalar operand), as in XLA's `broadcast(...), dimensions={...}`.
 inline std::unique_ptr<HloInstruction> CreateBroadcast(Shape shape, HloInstruction* operand,

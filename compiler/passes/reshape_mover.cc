@@ -4,6 +4,7 @@
 #include <vector>
 
 #include "compiler/passes/dce.h"
+#include "compiler/passes/hlo_creation_utils.h"
 
 namespace xlens {
 namespace {
@@ -25,12 +26,6 @@ bool SameRearrangement(const HloInstruction& a, const HloInstruction& b) {
 bool IsScalarBroadcast(const HloInstruction& instruction) {
   return instruction.opcode() == HloOpcode::kBroadcast &&
          instruction.operand(0)->shape().IsArray() && instruction.operand(0)->shape().rank() == 0;
-}
-
-Shape ShapeLike(PrimitiveType type, const std::vector<int64_t>& dims, const Shape& like) {
-  Shape shape(type, dims);
-  if (like.has_layout()) shape.SetDefaultLayout();
-  return shape;
 }
 
 class Mover {
