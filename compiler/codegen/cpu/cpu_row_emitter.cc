@@ -547,7 +547,8 @@ StatusOr<bool> KernelBuilder::TryEmitCpuRowKernel(const std::vector<RowOutput>& 
       };
       auto output_loop = [&]() -> Status {
         if (stages.empty() || reduced_physical.size() != 1) {
-          // A short row's outputs are one masked vector, as its reductions are (cpu_row_loops.h).
+          // A short row's outputs are one masked vector, as its reductions are, where the loop
+          // vectorizer can make one (ShortRowVectorizes, cpu_row_loops.h).
           llvm::BasicBlock* header = nullptr;
           RETURN_IF_ERROR(for_each_element(*e, kept_index, [&](const IrIndex& index) {
             header = b_.GetInsertBlock()->getSinglePredecessor();
