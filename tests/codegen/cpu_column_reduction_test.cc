@@ -64,7 +64,9 @@ TEST(CpuColumnReductionPlanTest, ASumOverRowsOfOneWideRowIsSlicedAcrossTheRows) 
 
 TEST(CpuColumnReductionPlanTest, SmallReductionsStayOneTask) {
   for (auto [rows, n, length] : {std::tuple<int64_t, int64_t, int64_t>{1, 33, 64}, {1, 300, 200},
-                                 {4, 16, 1000}, {1, 1, 65535}}) {
+                                 {4, 16, 1000}, {1, 1, 65535},
+                                 // Batch norm's shifted mean, 1.53 grains (kColumnMinTaskElements).
+                                 {1, 128, 784}}) {
     EXPECT_EQ(PlanColumnReduction(rows, n, length, true).tasks(), 1) << rows << "x" << n << "x" << length;
   }
 }
