@@ -54,7 +54,10 @@ bool UseInlineTranscendentals(llvm::IRBuilder<>& b) {
          !triple.isAMDGPU();
 }
 
-Value* EmitFastExpF32(llvm::IRBuilder<>& b, Value* x, bool not_positive) {
+namespace {
+
+// e^x, or with `scaled` (x <= 0 or NaN) e^x 2^34 before its last multiply.
+Value* EmitFastExp(llvm::IRBuilder<>& b, Value* x, bool not_positive, bool scaled) {
   llvm::IRBuilder<>::FastMathFlagGuard guard(b);
   b.clearFastMathFlags();
   // Beyond [-110, 89] the result is 0 or inf already. The clamps are compares and selects, which
@@ -105,8 +108,17 @@ Value* EmitFastExpF32(llvm::IRBuilder<>& b, Value* x, bool not_positive) {
     scale = b.CreateSelect(negative, scale, F(b, 2.0));
   }
   Value* p = b.CreateBitCast(b.CreateShl(b.CreateAdd(bits, k), I(b, 23)), b.getFloatTy());
+  if (scaled) return Call(b, llvm::Intrinsic::fmuladd, {q, p, p});
   return b.CreateFMul(Call(b, llvm::Intrinsic::fmuladd, {q, p, p}), scale);
 }
+
+}  // namespace
+
+Value* EmitFastExpF32(llvm::IRBuilder<>& b, Value* x, bool not_positive) {
+  return EmitFastExp(b, x, not_positive, false);
+}
+
+Value* EmitFastExpF32Scaled(llvm::IRBuilder<>& b, Value* x) { return EmitFastExp(b, x, true, true); }
 
 Value* EmitFastLogF32(llvm::IRBuilder<>& b, Value* x) {
   llvm::IRBuilder<>::FastMathFlagGuard guard(b);

@@ -25,6 +25,13 @@ bool UseInlineTranscendentals(llvm::IRBuilder<>& b);
 // e^x of a float `x`; `not_positive`: the caller knows x is <= 0 or NaN (a softmax's x minus its
 // row's maximum), which saves the upper clamp and the choice of scaling.
 llvm::Value* EmitFastExpF32(llvm::IRBuilder<>& b, llvm::Value* x, bool not_positive = false);
+// e^x 2^34 of a float `x` <= 0 or NaN: EmitFastExpF32's value before its last multiply (by
+// kFastExpScaledFactor), which a sum of such exponentials takes once after the sum instead of
+// once an element (exact: the terms and the sum are normal floats, and scaling by a power of two
+// commutes with their rounding; terms that the multiply would make subnormal are each below
+// 2^-126, where a softmax's sum is at least 1).
+llvm::Value* EmitFastExpF32Scaled(llvm::IRBuilder<>& b, llvm::Value* x);
+inline constexpr double kFastExpScaledFactor = 0x1p-34;
 // The natural logarithm of a float `x`.
 llvm::Value* EmitFastLogF32(llvm::IRBuilder<>& b, llvm::Value* x);
 // tanh of a float `x`.

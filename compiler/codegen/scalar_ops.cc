@@ -116,22 +116,6 @@ bool AtLeastRowMaximum(const HloInstruction* v, const HloInstruction* a, std::ve
   return true;
 }
 
-// Whether `exp` is exp(a - broadcast(m)) with m at least the maximum of each row of a, every
-// element of a less its own row's maximum or more (softmax's and log-softmax's shift): <= 0 at
-// every element, or NaN.
-bool ExpOfShiftByMaximum(const HloInstruction& exp) {
-  const HloInstruction* shift = exp.operand(0);
-  if (shift->opcode() != HloOpcode::kSubtract) return false;
-  const HloInstruction* a = shift->operand(0);
-  const HloInstruction* broadcast = shift->operand(1);
-  if (broadcast->opcode() != HloOpcode::kBroadcast) return false;
-  // The broadcast puts each maximum back on the dimensions it was kept on, in order, so that
-  // element i of a meets the maximum of the row that holds it.
-  std::vector<int64_t> kept;
-  return AtLeastRowMaximum(broadcast->operand(0), a, &kept) && broadcast->dimensions() == kept &&
-         broadcast->shape().dimensions() == a->shape().dimensions();
-}
-
 StatusOr<Value*> EmitFloatUnary(llvm::IRBuilder<>& b, HloOpcode op, PrimitiveType type, Value* v,
                                 bool not_positive = false) {
   Value* x = FloatToCompute(b, type, v);
@@ -275,6 +259,22 @@ Value* EmitIntegerPower(llvm::IRBuilder<>& b, bool is_signed, Value* x, Value* y
 }
 
 }  // namespace
+
+// Whether `exp` is exp(a - broadcast(m)) with m at least the maximum of each row of a, every
+// element of a less its own row's maximum or more (softmax's and log-softmax's shift): <= 0 at
+// every element, or NaN.
+bool ExpOfShiftByMaximum(const HloInstruction& exp) {
+  const HloInstruction* shift = exp.operand(0);
+  if (shift->opcode() != HloOpcode::kSubtract) return false;
+  const HloInstruction* a = shift->operand(0);
+  const HloInstruction* broadcast = shift->operand(1);
+  if (broadcast->opcode() != HloOpcode::kBroadcast) return false;
+  // The broadcast puts each maximum back on the dimensions it was kept on, in order, so that
+  // element i of a meets the maximum of the row that holds it.
+  std::vector<int64_t> kept;
+  return AtLeastRowMaximum(broadcast->operand(0), a, &kept) && broadcast->dimensions() == kept &&
+         broadcast->shape().dimensions() == a->shape().dimensions();
+}
 
 StatusOr<Value*> EmitUnaryOp(llvm::IRBuilder<>& b, const HloInstruction& hlo, Value* operand) {
   const PrimitiveType type = hlo.operand(0)->shape().element_type();

@@ -12,6 +12,10 @@
 
 namespace xlens::codegen {
 
+// Whether `exp` is exp(a - broadcast(m)) with m at least the maximum of each row of a (softmax's
+// and log-softmax's shift): its operand is <= 0 at every element, or NaN.
+bool ExpOfShiftByMaximum(const HloInstruction& exp);
+
 // Operands and result are element values (see ValueType).
 StatusOr<llvm::Value*> EmitUnaryOp(llvm::IRBuilder<>& b, const HloInstruction& hlo,
                                    llvm::Value* operand);

@@ -23,12 +23,14 @@ namespace {
 
 // The unoptimized IR of the kernel of the entry's root (with outputs of `streamed` bytes or more
 // written with streaming stores, none where 0).
-std::string IrOfRoot(const std::string& text, int64_t streamed = 0) {
+// With `triple`, for that target (a CPU's: the transcendental functions inline, fast_math.h).
+std::string IrOfRoot(const std::string& text, int64_t streamed = 0, const std::string& triple = "") {
   auto module = ParseHloModule(text);
   EXPECT_TRUE(module.ok()) << module.status().message();
   if (!module.ok()) return "";
   llvm::LLVMContext context;
   llvm::Module llvm_module("test", context);
+  if (!triple.empty()) llvm_module.setTargetTriple(triple);
   KernelOptions options;
   options.cpu_streaming_store_bytes = streamed;
   auto spec = EmitKernel(*(*module)->entry_computation()->root_instruction(), "k", llvm_module,
@@ -76,6 +78,16 @@ std::string Softmax(int rows, int n) {
   const std::string r = "f32[" + std::to_string(rows) + "]";
   return std::string("HloModule m\n") + kReducers + MaxShiftedExpSum(s, r) + "  ROOT o = " + s +
          " divide(e, sb)\n}\nENTRY e {\n  x = " + s + " parameter(0)\n  ROOT f = " + s +
+         " fusion(x), kind=kInput, calls=fused\n}\n";
+}
+
+// log_softmax over rows of `n` elements of f32[rows, n]: d - log(sum of e).
+std::string LogSoftmax(int rows, int n) {
+  const std::string s = "f32[" + std::to_string(rows) + "," + std::to_string(n) + "]";
+  const std::string r = "f32[" + std::to_string(rows) + "]";
+  return std::string("HloModule m\n") + kReducers + MaxShiftedExpSum(s, r) + "  l = " + r +
+         " log(sum)\n  lb = " + s + " broadcast(l), dimensions={0}\n  ROOT o = " + s +
+         " subtract(d, lb)\n}\nENTRY e {\n  x = " + s + " parameter(0)\n  ROOT f = " + s +
          " fusion(x), kind=kInput, calls=fused\n}\n";
 }
 
@@ -222,6 +234,38 @@ TEST(CpuRowLoopsTest, SoftmaxOnOneElementOddLengthAndExtremeRows) {
     std::vector<Literal> args;
     args.push_back(std::move(x));
     testing::ExpectMatchesEvaluator(Softmax(rows, n), std::move(args), {1e-6, 1e-5});
+  }
+}
+
+TEST(CpuRowLoopsTest, LogSoftmaxScalesItsSumOfExponentialsOnceARow) {
+  // Log-softmax reads its exponentials only in their sum: each term stops before the
+  // exponential's last multiply (by 2^-34), which the row's sum takes once after its loop.
+  // Softmax divides the exponentials themselves, which keep it.
+  const std::string scale = "0x3DD0000000000000";
+  const std::regex once(R"(= load float, ptr %row\.acc[0-9]*, align 4\n  %[0-9]+ = fmul float %[0-9]+, 0x3DD0000000000000)");
+  const std::string cpu = "x86_64-unknown-linux-gnu";
+  const std::string ir = IrOfRoot(LogSoftmax(37, 129), 0, cpu);
+  EXPECT_EQ(Count(ir, scale), 1) << ir;
+  EXPECT_EQ(std::distance(std::sregex_iterator(ir.begin(), ir.end(), once), std::sregex_iterator()), 1) << ir;
+  const std::string softmax = IrOfRoot(Softmax(37, 129), 0, cpu);
+  EXPECT_GE(Count(softmax, scale), 1);
+  EXPECT_EQ(std::distance(std::sregex_iterator(softmax.begin(), softmax.end(), once), std::sregex_iterator()), 0);
+  // The extreme rows: subnormal terms (half masked, all masked), an infinity, NaN.
+  for (int n : {3, 17, 1001}) {
+    SCOPED_TRACE("row length " + std::to_string(n));
+    const int rows = 8;
+    Literal x = Rows(rows, n, n);
+    auto row = [&](int r) { return x.data<float>().subspan(r * n, n); };
+    const float inf = std::numeric_limits<float>::infinity();
+    for (float& v : row(0)) v = -inf;
+    row(1)[n / 2] = inf;
+    row(2)[n - 1] = std::numeric_limits<float>::quiet_NaN();
+    for (float& v : row(3)) v = 3.0e38f;
+    for (int i = 0; i < n; ++i) row(4)[i] = i % 2 ? -95.0f : 0.0f;  // terms e^-95, subnormal
+    for (int i = 0; i < n; ++i) row(5)[i] = i % 2 ? -1.0e9f : 50.0f;
+    std::vector<Literal> args;
+    args.push_back(std::move(x));
+    testing::ExpectMatchesEvaluator(LogSoftmax(rows, n), std::move(args), {1e-6, 1e-5});
   }
 }
 
