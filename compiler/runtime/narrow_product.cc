@@ -55,6 +55,18 @@ void NarrowProductTransposedLhsScalar(int64_t m, int64_t k, int64_t n, const flo
   }
 }
 
+void ShortKProductScalar(int64_t m, int64_t k, int64_t n, const float* lhs, const float* rhs, float* out,
+                         int64_t ldc) {
+  CheckNarrowColumns(k, "ShortKProduct");
+  for (int64_t i = 0; i < m; ++i) {
+    for (int64_t j = 0; j < n; ++j) {
+      float sum = 0;
+      for (int64_t p = 0; p < k; ++p) sum += lhs[i * k + p] * rhs[j * k + p];
+      out[i * ldc + j] = sum;
+    }
+  }
+}
+
 #if defined(__x86_64__)
 // GCC 12 takes the undefined vector that some intrinsics pass to their builtins (the unused
 // merge source) for a read of an uninitialized one.
@@ -244,6 +256,55 @@ XLENS_AVX512 void NarrowTransposedRows(int64_t m, int64_t k, const float* a, int
   }
 }
 
+// The output's columns from 16 rows of the rhs ([n, K] stored): those rows transposed in
+// registers into K vectors of 16 columns, then per lhs row K multiply-adds, 4 rows at a time.
+template <int K>
+XLENS_AVX512 void ShortKColumns(int64_t m, const float* a, const float* b, int64_t columns, float* c, int64_t ldc) {
+  const __mmask16 row = static_cast<__mmask16>((1u << K) - 1);
+  __m512 r[16], t[16];
+#pragma GCC unroll 16
+  for (int l = 0; l < 16; ++l) r[l] = l < columns ? _mm512_maskz_loadu_ps(row, b + l * K) : _mm512_setzero_ps();
+  Transpose16(r, t);
+  const __mmask16 out = columns >= 16 ? static_cast<__mmask16>(0xffff) : static_cast<__mmask16>((1u << columns) - 1);
+  int64_t i = 0;
+  for (; i + 4 <= m; i += 4) {
+    __m512 acc[4];
+#pragma GCC unroll 4
+    for (int q = 0; q < 4; ++q) acc[q] = _mm512_setzero_ps();
+#pragma GCC unroll 16
+    for (int p = 0; p < K; ++p) {
+#pragma GCC unroll 4
+      for (int q = 0; q < 4; ++q) acc[q] = _mm512_fmadd_ps(_mm512_set1_ps(a[(i + q) * K + p]), t[p], acc[q]);
+    }
+#pragma GCC unroll 4
+    for (int q = 0; q < 4; ++q) _mm512_mask_storeu_ps(c + (i + q) * ldc, out, acc[q]);
+  }
+  for (; i < m; ++i) {
+    __m512 acc = _mm512_setzero_ps();
+#pragma GCC unroll 16
+    for (int p = 0; p < K; ++p) acc = _mm512_fmadd_ps(_mm512_set1_ps(a[i * K + p]), t[p], acc);
+    _mm512_mask_storeu_ps(c + i * ldc, out, acc);
+  }
+}
+
+template <int K>
+XLENS_AVX512 void ShortKRows(int64_t m, int64_t n, const float* a, const float* b, float* c, int64_t ldc) {
+  for (int64_t j = 0; j < n; j += 16) ShortKColumns<K>(m, a, b + j * K, n - j < 16 ? n - j : 16, c + j, ldc);
+}
+
+XLENS_AVX512 void ShortKProductAvx512(int64_t m, int64_t k, int64_t n, const float* a, const float* b, float* c,
+                                      int64_t ldc) {
+  switch (k) {
+#define XLENS_SHORT_K(K) \
+  case K: ShortKRows<K>(m, n, a, b, c, ldc); break;
+    XLENS_SHORT_K(1) XLENS_SHORT_K(2) XLENS_SHORT_K(3) XLENS_SHORT_K(4) XLENS_SHORT_K(5) XLENS_SHORT_K(6)
+    XLENS_SHORT_K(7) XLENS_SHORT_K(8) XLENS_SHORT_K(9) XLENS_SHORT_K(10) XLENS_SHORT_K(11) XLENS_SHORT_K(12)
+    XLENS_SHORT_K(13) XLENS_SHORT_K(14) XLENS_SHORT_K(15) XLENS_SHORT_K(16)
+#undef XLENS_SHORT_K
+    default: break;
+  }
+}
+
 XLENS_AVX512 void NarrowProductTransposedLhsAvx512(int64_t m, int64_t k, int64_t n, const float* a, int64_t lda,
                                                    const float* b, float* c) {
   switch (n) {
@@ -298,9 +359,22 @@ void NarrowProductTransposedLhs(int64_t m, int64_t k, int64_t n, const float* lh
   NarrowProductTransposedLhsAvx512(m, k, n, lhs, lda, rhs, out);
 }
 
+void ShortKProduct(int64_t m, int64_t k, int64_t n, const float* lhs, const float* rhs, float* out, int64_t ldc) {
+  CheckNarrowColumns(k, "ShortKProduct");
+  if (!NarrowProductAvailable()) {
+    ShortKProductScalar(m, k, n, lhs, rhs, out, ldc);
+    return;
+  }
+  ShortKProductAvx512(m, k, n, lhs, rhs, out, ldc);
+}
+
 #else
 
 bool NarrowProductAvailable() { return false; }
+
+void ShortKProduct(int64_t m, int64_t k, int64_t n, const float* lhs, const float* rhs, float* out, int64_t ldc) {
+  ShortKProductScalar(m, k, n, lhs, rhs, out, ldc);
+}
 
 void NarrowProductTransposedLhs(int64_t m, int64_t k, int64_t n, const float* lhs, int64_t lda, const float* rhs,
                                 float* out) {

@@ -45,4 +45,16 @@ void NarrowProductTransposedLhs(int64_t m, int64_t k, int64_t n, const float* lh
 void NarrowProductTransposedLhsScalar(int64_t m, int64_t k, int64_t n, const float* lhs, int64_t lda,
                                       const float* rhs, float* out);
 
+// out[m, n] (rows `ldc` apart) = lhs [m, k] x rhs^T, the rhs stored [n, k], for a short k (at
+// most kNarrowProductMaxColumns): the gradient g w^T that flows back through a classifier's
+// logits (g [m, k] their gradient, w [n, k] its weights read transposed). 16 columns of the
+// output a vector: 16 rows of the rhs transposed in registers into k vectors, then k
+// multiply-adds per lhs row. Aborts unless 1 <= k <= kNarrowProductMaxColumns; without
+// NarrowProductAvailable() ShortKProductScalar computes it.
+void ShortKProduct(int64_t m, int64_t k, int64_t n, const float* lhs, const float* rhs, float* out, int64_t ldc);
+
+// The same one dot product at a time, in order along k.
+void ShortKProductScalar(int64_t m, int64_t k, int64_t n, const float* lhs, const float* rhs, float* out,
+                         int64_t ldc);
+
 }  // namespace xlens::runtime

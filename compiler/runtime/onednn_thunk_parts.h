@@ -191,6 +191,9 @@ struct OneDnnThunk::Impl {
   // stay built, for a call whose output shares a buffer with an operand.
   bool narrow = false;
   int64_t narrow_block = 0, narrow_parts = 1;
+  // With `narrow`: a product over a short k with a transposed rhs into wide rows, computed by
+  // ShortKProduct in narrow_parts blocks of narrow_block columns.
+  bool short_k = false;
   SmallProductShape small_shape;
   std::vector<OneDnnPostOp> post_ops;
   std::map<int64_t, Part> parts;  // by rows (matmul) or images (convolution)

@@ -400,6 +400,21 @@ ENTRY e {
   ExpectOneDnnMatchesEvaluator(gradient, "matmul(lhs^T, rhs)");
   ExpectPartsOnThePool(gradient);
   expect_narrow_kernel(gradient);
+  // A short k into wide rows, the rhs read transposed (the gradient through a classifier,
+  // g w^T): ShortKProduct's loops, in parts of columns.
+  const std::string short_k = R"(HloModule m
+ENTRY e {
+  g = f32[32,10] parameter(0)
+  w = f32[3136,10] parameter(1)
+  ROOT d = f32[32,3136] dot(g, w), lhs_contracting_dims={1}, rhs_contracting_dims={1}
+})";
+  ExpectOneDnnMatchesEvaluator(short_k, "matmul(lhs, rhs^T)");
+  ExpectPartsOnThePool(short_k);
+  if (NarrowProductAvailable()) {
+    EXPECT_EQ(KernelOf(short_k), "short-k-product:avx512");
+  } else {
+    EXPECT_THAT(KernelOf(short_k), Not(HasSubstr("short-k")));
+  }
   // Few rows and a long k, which oneDNN's parts split in columns: the loops split it in as many
   // parts of rows.
   const std::string long_k = R"(HloModule m

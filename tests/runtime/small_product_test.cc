@@ -164,6 +164,46 @@ TEST(NarrowProductTest, TheTransposedLhsMatchesADoublePrecisionSum) {
   for (int64_t n : {1, 10, 16}) ExpectNarrowTransposedMatches(19, 9, n, seed++, &NarrowProductTransposedLhsScalar);
 }
 
+// out = lhs [m, k] x rhs^T, the rhs stored [n, k], by ShortKProduct (or `product`) into rows ldc
+// apart, against a double-precision sum; the elements between the rows and past the last are
+// left alone, and NaN past the rhs's last row is never read.
+void ExpectShortKMatches(int64_t m, int64_t k, int64_t n, uint32_t seed,
+                         decltype(&ShortKProduct) product = &ShortKProduct) {
+  SCOPED_TRACE(testing::Message() << "m " << m << " k " << k << " n " << n);
+  const int64_t ldc = n + 3;
+  std::mt19937 rng(seed);
+  std::uniform_real_distribution<float> uniform(-1.f, 1.f);
+  std::vector<float> lhs(m * k), rhs(n * k + 16, std::nanf(""));
+  for (float& x : lhs) x = uniform(rng);
+  for (int64_t e = 0; e < n * k; ++e) rhs[e] = uniform(rng);
+  const float canary = 12345.f;
+  std::vector<float> out(m * ldc + 16, canary);
+  product(m, k, n, lhs.data(), rhs.data(), out.data(), ldc);
+  for (int64_t i = 0; i < m; ++i) {
+    for (int64_t j = 0; j < ldc; ++j) {
+      if (j >= n) {
+        ASSERT_EQ(out[i * ldc + j], canary) << "written past row " << i;
+        continue;
+      }
+      double sum = 0;
+      for (int64_t p = 0; p < k; ++p) sum += static_cast<double>(lhs[i * k + p]) * rhs[j * k + p];
+      ASSERT_NEAR(out[i * ldc + j], sum, 1e-5 * (1 + k)) << "at row " << i << " column " << j;
+    }
+  }
+  for (int e = 0; e < 16; ++e) EXPECT_EQ(out[m * ldc + e], canary) << "written past the output";
+}
+
+TEST(NarrowProductTest, AShortKMatchesADoublePrecisionSum) {
+  // Every k; rows in blocks of 4 and every remainder; columns in vectors of 16 and a remainder.
+  // Without AVX-512 this checks the scalar loop.
+  uint32_t seed = 3000;
+  for (int64_t k = 1; k <= kNarrowProductMaxColumns; ++k) {
+    for (int64_t m : {1, 3, 4, 5}) ExpectShortKMatches(m, k, 37, seed++);
+  }
+  ExpectShortKMatches(32, 10, 3136, seed++);  // the convolution step's gradient through its classifier
+  ExpectShortKMatches(6, 10, 21, seed++, &ShortKProductScalar);
+}
+
 TEST(NarrowProductTest, PostOpsInOnePassMatchTheirScalarForm) {
   // Adds of every kind, a linear map and a ReLU (a NaN kept) over rows of 10 (a vector of 8 and
   // 2 elements past it), and over the rows as one run of elements. The linear map is one fused
