@@ -30,10 +30,14 @@ whichever is longest. The `bound` column says which. Each floor is the best of m
 lowers as well. A memory-bound row also gives `% triad`: the same bytes at STREAM triad's rate
 over its working set whatever its mix of reads and writes (the work item's criterion, "memory-bound
 workloads reach 90% of triad"), stricter than the mix-matched bound wherever triad measured faster
-than that; the summary counts the rows at 90% of each. The floors a round is held to are measured right before it (`beside`): the stream
-kernels over the workload's working set, or its library calls and the FMA and transcendental
-rates (`machine_limits --floors`), each share the median over the rounds. The chain's bandwidth is also printed as a share of the
-triad's (a[i] = b[i] + 3 c[i], compiled by xlens).
+than that; the summary counts the rows at 90% of each. Floors are also measured right before
+each round: the stream kernels over the workload's working set, or its library calls and the FMA
+and transcendental rates (`machine_limits --floors`). Each round is held to the stricter of those
+and the run's best (the label says `beside` where the round's own was stricter), each share is the
+median over the rounds of that round's share, and the bound printed is that median round's
+(roofline.row_shares). A share over 100% (xlens beating oneDNN's own kernel, or STREAM's loops)
+is flagged `floor beaten: unreliable` and not counted at 90%. The chain's bandwidth is also
+printed as a share of the triad's (a[i] = b[i] + 3 c[i], compiled by xlens).
 
 Usage: tests/bench/codegen_vs_xla.py --xlens build/compiler/cli/xlens [--iterations 20]
                                      [--rounds 3] [--only REGEX] [--keep DIR]
@@ -413,7 +417,7 @@ def main():
     for line in limits.summary_lines():
         print("  " + line)
     print(header)
-    ratios, results, shares, triad_shares = [], {}, {}, {}
+    ratios, results, summaries = [], {}, {}
     for name, row in rows:
         if isinstance(row, str):
             print(row)
@@ -424,75 +428,42 @@ def main():
         ratio = xla_ms / ours_ms
         ratios.append(ratio)
         results[name] = (xla_ms, ours_ms)
-        bound_ms, label, unit, work_done = limits.bound(row["hlo_file"], row["read_bytes"],
-                                                        row["write_bytes"])
-        # The floors are each the best of many runs (STREAM's loops, the FMA chains, oneDNN's
-        # call standalone), so xlens is held to them by its best run too; a median against a
-        # best charges xlens with the machine's noise, which the column beside shows.
-        achieved = f"{work_done / (row['our_best'] * 1e-3) / 1e9:.1f} {unit}"
-        share = 100.0 * bound_ms / row["our_best"]
-        median_share = 100.0 * bound_ms / ours_ms
-        if row["streams"] and not label.startswith(("oneDNN", "FMA")):
-            # Memory-bound: each round against the stream kernels measured just before it, and
-            # the median over the rounds.
-            per_round = [limits.bound(row["hlo_file"], row["read_bytes"], row["write_bytes"], stream)
-                         for stream in row["streams"]]
-            share = statistics.median(100.0 * b[0] / best
-                                      for b, best in zip(per_round, row["our_best_rounds"]))
-            median_share = statistics.median(100.0 * b[0] / t
-                                             for b, t in zip(per_round, row["our_times"]))
-            bound_ms, label = sorted((b[0], b[1]) for b in per_round)[len(per_round) // 2]
-            label += " beside"
-        elif row["floors"] and label.startswith(("oneDNN", "FMA")):
-            # Library- or arithmetic-bound: each round against the floors measured just before it.
-            per_round = [roofline.Limits(roofline.beside(limits.data, floors)).bound(
-                row["hlo_file"], row["read_bytes"], row["write_bytes"]) for floors in row["floors"]]
-            share = statistics.median(100.0 * b[0] / best
-                                      for b, best in zip(per_round, row["our_best_rounds"]))
-            median_share = statistics.median(100.0 * b[0] / t
-                                             for b, t in zip(per_round, row["our_times"]))
-            bound_ms, label = sorted((b[0], b[1]) for b in per_round)[len(per_round) // 2]
-            label += " beside"
-        shares[name] = (share, "library" if label.startswith("oneDNN") else
-                         "arithmetic" if label.startswith("FMA") else "memory", median_share)
-        # The work item's criterion beside the bound: a memory-bound row's bytes at triad's rate,
-        # each round against the triad measured just before it, the median over the rounds.
-        triad_cell = f"{'-':>8}"
-        if not label.startswith(("oneDNN", "FMA")):
-            if row["streams"]:
-                triad_shares[name] = statistics.median(
-                    100.0 * limits.triad_ms(row["read_bytes"], row["write_bytes"], stream) / best
-                    for stream, best in zip(row["streams"], row["our_best_rounds"]))
-            else:
-                triad_shares[name] = 100.0 * limits.triad_ms(row["read_bytes"], row["write_bytes"]) / row["our_best"]
-            triad_cell = f"{triad_shares[name]:>7.0f}%"
+        # Each round is held to the stricter of the floors measured beside it and the run's best,
+        # each share the median over the rounds, the bound printed that median round's
+        # (roofline.row_shares). The floors are each the best of many runs (STREAM's loops, the
+        # FMA chains, oneDNN's call standalone), so xlens is held to them by its best run too; a
+        # median against a best charges xlens with the machine's noise, which `median` shows.
+        summary = roofline.row_shares(limits, row)
+        summaries[name] = summary
+        achieved = f"{summary['work'] / (row['our_best'] * 1e-3) / 1e9:.1f} {summary['unit']}"
+        label = summary["label"] + (" (median round)" if len(row["our_best_rounds"]) > 1 else "")
+        if summary["unreliable"]:
+            label += "; floor beaten: unreliable"
+        triad_cell = f"{summary['triad']:>7.0f}%" if summary["triad"] is not None else f"{'-':>8}"
         print(f"{name:<22}{xla_ms:>9.3f}{ours_ms:>10.3f}{ratio:>9.2f}x{spread:>12}"
-              f"{achieved:>16}{share:>7.0f}%{median_share:>6.0f}%{triad_cell}  {label:<28}{row['xla_compile_ms']:>9.1f}"
+              f"{achieved:>16}{summary['share']:>7.0f}%{summary['median_share']:>6.0f}%{triad_cell}  "
+              f"{label:<28}{row['xla_compile_ms']:>9.1f}"
               f"{row['ours_compile_ms']:>11.1f}  {'yes' if row['ok'] else 'NO'} {row['detail']}")
     if ratios:
         geomean = math.exp(sum(math.log(r) for r in ratios) / len(ratios))
         print(f"geometric mean XLA/xlens over {len(ratios)} workloads: {geomean:.2f}x; "
               f"{sum(r >= 1.2 for r in ratios)} of {len(ratios)} at 1.2x or more")
-    def kind_summary(kind):
-        best = [v for v, k, _ in shares.values() if k == kind]
-        median = [m for _, k, m in shares.values() if k == kind]
-        return (f"{sum(v >= 90 for v in best)} of {len(best)}", statistics.median(best),
-                sum(m >= 90 for m in median))
-
     for kind, what in (("memory", "of their bound"), ("library", "of oneDNN standalone"),
                        ("arithmetic", "of the FMA peak and the transcendentals' measured rates")):
-        if not any(k == kind for _, k, _ in shares.values()):
+        at_best, counted, median, unreliable = roofline.kind_counts(summaries.values(), kind)
+        if median is None:
             continue
-        count, median, at_median = kind_summary(kind)
+        at_median = roofline.kind_counts(summaries.values(), kind, "median_share")[0]
         label = {"memory": "bandwidth-bound"}.get(kind, kind + "-bound")
-        print(f"{label}: {count} at 90% {what} or more by the best run (median {median:.0f}%); "
-              f"{at_median} by the median run")
-        if kind == "memory" and triad_shares:
+        print(f"{label}: {at_best} of {counted} at 90% {what} or more by the best run "
+              f"(median {median:.0f}%); {at_median} by the median run"
+              + (f"; {unreliable} more beat their floor (unreliable, not counted)" if unreliable else ""))
+        if kind == "memory":
             # Never only the mix-matched count: the criterion's own, at triad's rate, beside it.
-            at_triad = list(triad_shares.values())
+            at_triad, counted, median, _ = roofline.kind_counts(summaries.values(), kind, "triad")
             print(f"bandwidth-bound at triad's rate whatever the mix (the work item's criterion): "
-                  f"{sum(v >= 90 for v in at_triad)} of {len(at_triad)} at 90% of triad or more by the best "
-                  f"run (median {statistics.median(at_triad):.0f}%)")
+                  f"{at_triad} of {counted} at 90% of triad or more by the best "
+                  f"run (median {median:.0f}%)")
     if "chain8" in results and "triad" in results:
         # Both move 3 x 64 MiB (two reads, one write) per run.
         share = results["triad"][1] / results["chain8"][1]

@@ -38,6 +38,7 @@ workload, whichever of these takes longest (the tightest floor under its run tim
 import json
 import os
 import re
+import statistics
 import subprocess
 
 # HLO opcodes whose every output element costs one floating-point operation (HloCostAnalysis's
@@ -375,3 +376,65 @@ class Limits:
                      + f", {of_peak:.0f}% pk")
             return library_ms + arithmetic_ms, label, "GFLOP/s", flops
         return memory_ms, f"{self.level(moved)} {pattern} {gbps:.0f} GB/s", "GB/s", moved
+
+
+# A share of a floor above this is xlens beating a floor it cannot beat (oneDNN's own kernel,
+# the FMA units' peak, STREAM's loops): the floor was measured in a busy moment, so the row is
+# flagged and left out of the counts at 90%.
+UNRELIABLE_SHARE = 100.0
+
+
+def row_shares(limits, row):
+    """The summary of one workload's rounds: a dict of `share` (% of the bound by the best run),
+    `median_share` (by the median run), `bound_ms` and `label` (the bound behind `share`),
+    `kind` ('memory', 'library' or 'arithmetic'), `triad` (% of triad's rate, memory-bound rows
+    only, else None) and `unreliable` (share above UNRELIABLE_SHARE).
+
+    `row` holds `hlo_file`, `read_bytes`, `write_bytes`, per round `our_best_rounds` and
+    `our_times`, and where measured beside each round `streams` (measure_stream) or `floors`
+    (measure_floors). Each round is held to the stricter (shorter) of the floor measured beside
+    it and the run's best floor (`limits`, the better of the measurements before and after the
+    workloads), so a floor measured in a busy moment never flatters xlens. Every share is the
+    median over the rounds of that round's share (the lower middle one where the rounds are
+    even), and the bound printed is that very round's."""
+    hlo, read, write = row["hlo_file"], row["read_bytes"], row["write_bytes"]
+    run_bound = limits.bound(hlo, read, write)
+    rounds = len(row["our_best_rounds"])
+    streams = row.get("streams") or [None] * rounds
+    floors = row.get("floors") or [None] * rounds
+    per_round = []
+    for stream, floor in zip(streams, floors):
+        held = limits.bound(hlo, read, write, stream) if stream else run_bound
+        if floor:
+            held = Limits(beside(limits.data, floor)).bound(hlo, read, write, stream)
+        # Never looser than what the run measured: the shorter bound holds; a label tells which.
+        per_round.append(min((held[0], held[1] + (" beside" if stream or floor else ""), *held[2:]),
+                             run_bound))
+    shares = [100.0 * b[0] / best for b, best in zip(per_round, row["our_best_rounds"])]
+    share = statistics.median_low(shares)
+    chosen = shares.index(share)
+    bound_ms, label, unit, work = per_round[chosen]
+    kind = ("library" if label.startswith("oneDNN") else
+            "arithmetic" if label.startswith("FMA") else "memory")
+    median_share = statistics.median_low(
+        100.0 * b[0] / t for b, t in zip(per_round, row["our_times"]))
+    triad = None
+    if kind == "memory":
+        triad = statistics.median_low(
+            100.0 * min(limits.triad_ms(read, write, stream) if stream else float("inf"),
+                        limits.triad_ms(read, write)) / best
+            for stream, best in zip(streams, row["our_best_rounds"]))
+    return dict(share=share, median_share=median_share, bound_ms=bound_ms, label=label,
+                unit=unit, work=work, kind=kind, triad=triad,
+                unreliable=share > UNRELIABLE_SHARE)
+
+
+def kind_counts(summaries, kind, key="share"):
+    """(at 90% or more, rows counted, median share, rows left out as unreliable) over the
+    summaries (row_shares) of one kind, by `key` ('share', 'median_share' or 'triad'). A row
+    that beat its floor counts neither way."""
+    values = [s[key] for s in summaries if s["kind"] == kind and s[key] is not None]
+    kept = [s[key] for s in summaries
+            if s["kind"] == kind and s[key] is not None and not s["unreliable"]]
+    return (sum(v >= 90 for v in kept), len(kept),
+            statistics.median(values) if values else None, len(values) - len(kept))

@@ -287,5 +287,81 @@ class BoundTest(unittest.TestCase):
         self.assertAlmostEqual(ms, 1.0 + (4 * ELEMENTS + 1) / 100e9 * 1e3)
 
 
+class RowSharesTest(unittest.TestCase):
+    """The per-round share, % triad and the counts at 90% that codegen_vs_xla.py prints."""
+
+    def setUp(self):
+        self.directory = tempfile.TemporaryDirectory()
+        self.file = os.path.join(self.directory.name, "m.hlo")
+        with open(self.file, "w") as f:
+            f.write(JAX_MODULE)
+
+    def tearDown(self):
+        self.directory.cleanup()
+
+    def library_row(self, beside_ms, best_rounds):
+        """A row bound by a 1 ms oneDNN call (the run's best), its floors beside each round
+        measured at `beside_ms`, xlens's best and median runs per round `best_rounds`."""
+        floors = [{"hlo_modules": [{"file": self.file, "calls": [{"ms": ms, "flops": 1e6}]}]}
+                  for ms in beside_ms]
+        return dict(hlo_file=self.file, read_bytes=4, write_bytes=4, floors=floors, streams=[],
+                    our_best_rounds=best_rounds, our_times=[t * 1.1 for t in best_rounds])
+
+    def test_a_floor_beside_never_looser_than_the_runs_best(self):
+        # Measured in a busy moment beside the rounds (2 and 3 ms) the floor would give xlens
+        # 150% and more; held to the run's best (1 ms) each round gives 80%.
+        summary = roofline.row_shares(limits(self.file, library_ms=1.0),
+                                      self.library_row([2.0, 3.0, 2.0], [1.25, 1.25, 1.25]))
+        self.assertEqual(summary["kind"], "library")
+        self.assertAlmostEqual(summary["share"], 80.0, delta=0.1)
+        self.assertAlmostEqual(summary["bound_ms"], 1.0, delta=0.001)
+        self.assertFalse(summary["unreliable"])
+        self.assertNotIn("beside", summary["label"])
+
+    def test_a_floor_beside_holds_where_it_is_stricter(self):
+        summary = roofline.row_shares(limits(self.file, library_ms=1.0),
+                                      self.library_row([0.5, 0.5, 0.5], [1.0, 1.0, 1.0]))
+        self.assertAlmostEqual(summary["share"], 50.0, delta=0.1)
+        self.assertIn("beside", summary["label"])
+
+    def test_the_bound_printed_is_the_median_rounds(self):
+        # Rounds' shares 90%, 45% and 60% (bounds 0.9, 0.45, 0.6 ms against best runs of 1 ms):
+        # the median share is the third round's, and so is the bound printed beside it.
+        summary = roofline.row_shares(limits(self.file, library_ms=1.0),
+                                      self.library_row([0.9, 0.45, 0.6], [1.0, 1.0, 1.0]))
+        self.assertAlmostEqual(summary["share"], 60.0, delta=0.1)
+        self.assertTrue(summary["label"].startswith("oneDNN 0.600 ms"), summary["label"])
+
+    def test_a_beaten_floor_is_flagged_and_not_counted(self):
+        run = limits(self.file, library_ms=1.0)
+        fast = roofline.row_shares(run, self.library_row([1.0], [0.8]))
+        good = roofline.row_shares(run, self.library_row([1.0], [1.05]))
+        slow = roofline.row_shares(run, self.library_row([1.0], [2.0]))
+        self.assertTrue(fast["unreliable"])
+        self.assertFalse(good["unreliable"])
+        at_90, counted, median, left_out = roofline.kind_counts([fast, good, slow], "library")
+        self.assertEqual((at_90, counted, left_out), (1, 2, 1))
+        self.assertEqual(roofline.kind_counts([fast, good, slow], "memory")[2], None)
+
+    def test_memory_rows_per_round_against_the_stricter_stream(self):
+        # 10 GB/s in the run; beside the rounds 5 GB/s (looser: the run's holds) and 20 GB/s.
+        moved = 4 * ELEMENTS + 4 * 64
+        stream = lambda gbps: {"triad_gbps": gbps, "copy_gbps": gbps, "read_gbps": gbps}
+        floor = moved / 10e9 * 1e3
+        row = dict(hlo_file=self.file, read_bytes=4 * ELEMENTS, write_bytes=4 * 64, floors=None,
+                   streams=[stream(5.0), stream(20.0), stream(5.0)],
+                   our_best_rounds=[floor / 0.8] * 3, our_times=[floor] * 3)
+        summary = roofline.row_shares(limits(), row)
+        self.assertEqual(summary["kind"], "memory")
+        self.assertAlmostEqual(summary["share"], 80.0, delta=0.1)  # rounds 80%, 40%, 80%
+        self.assertAlmostEqual(summary["triad"], 80.0, delta=0.1)
+        # Without streams beside, the same statistic: each round's best against the run's triad.
+        row.update(streams=None, our_best_rounds=[floor / 0.5, floor / 0.95, floor / 0.7])
+        summary = roofline.row_shares(limits(), row)
+        self.assertAlmostEqual(summary["triad"], 70.0, delta=0.1)
+        self.assertAlmostEqual(summary["share"], 70.0, delta=0.1)
+        self.assertEqual(roofline.kind_counts([summary], "memory", "triad")[:2], (0, 1))
+
+
 if __name__ == "__main__":
     unittest.main()
