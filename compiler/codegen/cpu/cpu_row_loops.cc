@@ -117,8 +117,8 @@ std::vector<llvm::Metadata*> OneVectorHints(llvm::LLVMContext& c, unsigned width
 }
 
 // Whether LLVM's loop vectorizer makes vectors of `type`'s elements and of their reductions:
-// f32, f64, the integers and pred. Not f16, bf16 or the f8 types, whose sums it leaves as scalar
-// loops (and, were it to vectorize them, would reorder, where long rows of them add in order).
+// f32, f64, the integers and pred. Not f16, bf16 or the f8 types, whose short rows asked for one
+// masked vector it leaves as scalar loops (their sums are reassociated all the same, below).
 bool VectorizedElementType(PrimitiveType type) {
   return type == PrimitiveType::F32 || type == PrimitiveType::F64 || type == PrimitiveType::PRED ||
          IsIntegralType(type);
@@ -248,7 +248,10 @@ Status EmitRowReductions(ElementalIrEmitter& e, const std::vector<const HloInstr
     }
     // Float reductions may be reassociated (as in ElementalIrEmitter::EmitReduce): the order
     // of a sum is not part of reduce's semantics. Nor is the sign of a zero result: without
-    // it, a NaN-propagating maximum is three vector instructions instead of six.
+    // it, a NaN-propagating maximum is three vector instructions instead of six. f16 and bf16
+    // sums too, though their roundings then differ from an in-order sum's: in order, a sum of
+    // f16[4096,1024] rows took 17 ms against 0.30, of f16[5000,64] 0.34 against 0.047 and of
+    // f16[5000,10] 0.041 against 0.023 (best of 300-500, 2-4 alternating pairs).
     llvm::IRBuilder<>::FastMathFlagGuard guard(b);
     llvm::FastMathFlags flags;
     flags.setAllowReassoc();

@@ -114,8 +114,10 @@ unsigned ShortRowVectorWidth(int64_t length);
 // and they and `element_types` (the outputs an output loop writes) are f32, f64, integers or
 // pred. Elsewhere the loop vectorizer cannot honour the request (a variadic argmax, a sum of
 // bf16 or f8) and warns "loop not vectorized" on every compile, the loop left rolled and scalar
-// where unrolled whole it was straight-line code; such rows keep the whole unroll. f16 and bf16
-// rows keep adding in order too, as their long rows do (the vectorizer, asked, would reorder).
+// where unrolled whole it was straight-line code; such rows keep the whole unroll. Their sums
+// are reassociated as f32's are (EmitRowReductions), f16 and bf16 included, so they do not add in
+// order: long rows are vectorized, and at 4096 rows or more the SLP vectorizer makes a short
+// row unrolled whole one tree of vector adds.
 bool ShortRowVectorizes(const std::vector<const HloInstruction*>& reductions,
                         const std::vector<PrimitiveType>& element_types);
 
