@@ -307,8 +307,9 @@ StatusOr<bool> SinkTransposesIntoProducts(HloComputation& computation,
     const Shape& a_shape = dot->operand(0)->shape();
     const int64_t m = a_shape.dimensions(a_shape.rank() - 2), k = a_shape.dimensions(a_shape.rank() - 1);
     // Except where the swapped product is one that the CPU runtime's loops for narrow results
-    // take (onednn_thunks.cc: at most 12 columns, k of 16 or more, no batch) with its lhs read
-    // transposed in place and its rhs stored [k, n]: a weight gradient transpose(g^T x) = x^T g
+    // take (onednn_thunks.cc: at most kNarrowOutputColumns columns, a k of
+    // kNarrowTransposedLhsMinK or more, no batch) with its lhs read transposed in place and its
+    // rhs stored [k, n]: a weight gradient transpose(g^T x) = x^T g
     // (NarrowProductTransposedLhs), the update's scaling and subtraction its post-ops, with no
     // transposing loop after it. The MNIST step's w - 0.5 transpose(g^T x), x [100,784] and g
     // [100,10], on one core 0.016 ms a run either way (both products at the FMA peak); on two
@@ -319,7 +320,7 @@ StatusOr<bool> SinkTransposesIntoProducts(HloComputation& computation,
     // best (medians 34-46), the loops 13.6-13.8 (medians 27-28), best of 300 runs of the step in
     // 3 alternating rounds.
     const bool narrow = NarrowLoopsAvailable() && dot->shape().rank() == 2 && after <= kNarrowOutputColumns &&
-                        k >= 16 && IsMinorTranspose(*dot->operand(0)) && !IsMinorTranspose(*dot->operand(1));
+                        k >= kNarrowTransposedLhsMinK && IsMinorTranspose(*dot->operand(0)) && !IsMinorTranspose(*dot->operand(1));
     if (!narrow && after < std::min<int64_t>(before, 64)) continue;
     // Nor where b^T would be a new transposed lhs larger than the result: the call packs a
     // transposed lhs block by block, which then costs more than transposing the result after it.

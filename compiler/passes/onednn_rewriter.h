@@ -38,6 +38,14 @@ namespace xlens {
 // choose those loops under it, and the rewriter swaps a weight gradient's product into them.
 inline constexpr int64_t kNarrowOutputColumns = 12;
 
+// The shortest k of a product with its lhs read transposed (a weight gradient x^T g) that the
+// narrow loops take (NarrowProductTransposedLhs): k is the trip count of their outer loop, so a
+// k of 16 (a batch of 32: the convolution step's [3136,10] gradient, on one core 0.026 ms a run
+// on oneDNN with the transposing subtraction, 0.025 in the loops) is enough. The runtime's
+// thunks choose those loops from it, and the rewriter swaps a weight gradient's product into
+// them only where they will run it.
+inline constexpr int64_t kNarrowTransposedLhsMinK = 16;
+
 // One operation oneDNN applies to the result of the product, in order.
 struct OneDnnPostOp {
   enum class Kind { kAdd, kRelu, kGeluTanh, kGeluErf, kLinear, kLogistic };

@@ -403,12 +403,10 @@ StatusOr<std::unique_ptr<OneDnnThunk>> OneDnnThunk::Create(std::string hlo_name,
       // against 0.0277 (its [3136,10] rhs takes 4 us to pack).
       // A transposed lhs with an rhs stored [k, n] (a weight gradient x^T g) runs in
       // NarrowProductTransposedLhs's loops, which read both in place; their k is the trip count
-      // of an outer loop, so a k of 16 (a batch of 32: the convolution step's [3136,10]
-      // gradient, on one core 0.026 ms a run on oneDNN with the transposing subtraction, 0.025
-      // in the loops) is enough.
+      // of an outer loop, so a k of kNarrowTransposedLhsMinK is enough.
       impl.narrow = !impl.small && impl.masked_blocks.empty() && impl.batch == 1 &&
                     !(lhs_transposed && rhs_transposed) && n <= kNarrowOutputColumns &&
-                    k >= (lhs_transposed ? 16 : 64) && NarrowProductAvailable();
+                    k >= (lhs_transposed ? kNarrowTransposedLhsMinK : 64) && NarrowProductAvailable();
       if (impl.narrow) {
         // As many parts as oneDNN's, in rows even where those are columns (few rows, a long k):
         // [8,50000]x[50000,12] in two parts of 4 rows, best of 300 calls 0.123-0.131 ms against

@@ -238,6 +238,32 @@ ENTRY e {
   }
 }
 
+TEST(OneDnnRewriterTest, ANarrowWeightGradientIsSwappedFromTheNarrowLoopsShortestK) {
+  // The same update over a batch of k: swapped from kNarrowTransposedLhsMinK (16), where the
+  // runtime's loops take x^T g; at 15 the call keeps its wide rows and the transpose after it.
+  for (int64_t k : {kNarrowTransposedLhsMinK - 1, kNarrowTransposedLhsMinK}) {
+    SCOPED_TRACE("k = " + std::to_string(k));
+    const std::string b = std::to_string(k);
+    OneDnnRewriter pass;
+    auto module = Rewrite(pass, "HloModule m\nENTRY e {\n  g = f32[" + b + ",10]{1,0} parameter(0)\n"
+                                "  x = f32[" + b + ",784]{1,0} parameter(1)\n  w = f32[784,10]{1,0} parameter(2)\n"
+                                "  tg = f32[10," + b + "]{1,0} transpose(g), dimensions={1,0}\n"
+                                "  d = f32[10,784]{1,0} dot(tg, x), lhs_contracting_dims={1}, rhs_contracting_dims={0}\n"
+                                "  c = f32[] constant(0.5)\n  cb = f32[10,784]{1,0} broadcast(c), dimensions={}\n"
+                                "  m = f32[10,784]{1,0} multiply(d, cb)\n"
+                                "  t = f32[784,10]{1,0} transpose(m), dimensions={1,0}\n"
+                                "  ROOT s = f32[784,10]{1,0} subtract(w, t)\n}\n");
+    ASSERT_NE(module, nullptr);
+    if (__builtin_cpu_supports("avx512f") && k >= kNarrowTransposedLhsMinK) {
+      EXPECT_EQ(Calls(*module), "matmul(lhs^T, rhs) + linear(-0.5x-0) + binary_add\n");
+      EXPECT_EQ(CountOpcode(*module, HloOpcode::kTranspose), 0);
+    } else {
+      EXPECT_EQ(Calls(*module), "matmul(lhs^T, rhs) + linear(0.5x+0)\n");
+      EXPECT_EQ(CountOpcode(*module, HloOpcode::kTranspose), 1);
+    }
+  }
+}
+
 TEST(OneDnnRewriterTest, BatchedTransposedProductWithANegation) {
   OneDnnRewriter pass;
   // Per head: transpose(-(a b)) = -(b^T a^T), b stored transposed already ([.., n, k]).

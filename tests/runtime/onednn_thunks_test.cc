@@ -14,6 +14,7 @@
 #include <gtest/gtest.h>
 
 #include "../codegen/codegen_test_util.h"
+#include "compiler/passes/onednn_rewriter.h"
 #include "compiler/runtime/cpu_compiler.h"
 #include "compiler/runtime/narrow_product.h"
 #include "compiler/support/thread_pool.h"
@@ -400,6 +401,20 @@ ENTRY e {
   ExpectOneDnnMatchesEvaluator(gradient, "matmul(lhs^T, rhs)");
   ExpectPartsOnThePool(gradient);
   expect_narrow_kernel(gradient);
+  // The same from a k of kNarrowTransposedLhsMinK (16), the loops' shortest; at 15, oneDNN's.
+  for (int64_t k : {kNarrowTransposedLhsMinK - 1, kNarrowTransposedLhsMinK}) {
+    const std::string b = std::to_string(k);
+    const std::string short_batch = "HloModule m\nENTRY e {\n  x = f32[" + b + ",3136] parameter(0)\n  g = f32[" + b +
+                                    ",10] parameter(1)\n  ROOT d = f32[3136,10] dot(x, g), lhs_contracting_dims={0}, "
+                                    "rhs_contracting_dims={0}\n}\n";
+    SCOPED_TRACE(short_batch);
+    ExpectOneDnnMatchesEvaluator(short_batch, "matmul(lhs^T, rhs)");
+    if (k >= kNarrowTransposedLhsMinK) {
+      expect_narrow_kernel(short_batch);
+    } else {
+      EXPECT_THAT(KernelOf(short_batch), Not(HasSubstr("narrow-product")));
+    }
+  }
   // A short k into wide rows, the rhs read transposed (the gradient through a classifier,
   // g w^T): ShortKProduct's loops, in parts of columns.
   const std::string short_k = R"(HloModule m
