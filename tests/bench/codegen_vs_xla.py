@@ -25,9 +25,9 @@ rate of the workload's own mix of reads and writes between them, or the cache th
 oneDNN's standalone time for its products and convolutions, or the module's own
 floating-point operations (counted as XLA's HloCostAnalysis counts them) over the FMA units' peak,
 whichever is longest. The `bound` column says which. Each floor is the best of many runs, so
-`% bound` holds xlens's best run to it (the best over the rounds of what `xlens run` prints); the
-`median` column beside it gives the same share for the median run, which the machine's noise
-lowers as well. A memory-bound row also gives `% triad`: the same bytes at STREAM triad's rate
+`% bound` holds xlens's best run of each round to it (what `xlens run` prints as its best); the
+`median` column beside it gives the same share for the round's median run, which the machine's
+noise lowers as well. A memory-bound row also gives `% triad`: the same bytes at STREAM triad's rate
 over its working set whatever its mix of reads and writes (the work item's criterion, "memory-bound
 workloads reach 90% of triad"), stricter than the mix-matched bound wherever triad measured faster
 than that; the summary counts the rows at 90% of each. Floors are also measured right before
