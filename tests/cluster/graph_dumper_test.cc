@@ -267,7 +267,9 @@ TEST_F(GraphDumperTest, EncapsulationDumpsAreTensorFlows) {
   }
   if (!HaveDot()) GTEST_SKIP() << "Graphviz's dot is not installed";
   for (const std::string& f : Files()) {
-    if (fs::path(f).extension() == ".dot") EXPECT_EQ(RenderWithDot(dir_ / f), "") << f;
+    if (fs::path(f).extension() == ".dot") {
+      EXPECT_EQ(RenderWithDot(dir_ / f), "") << f;
+    }
   }
 }
 

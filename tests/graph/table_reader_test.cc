@@ -78,7 +78,9 @@ TEST(TableReaderTest, RefusesBrokenTablesWithTheirPlace) {
     std::string b = good;
     b[i] = static_cast<char>(b[i] ^ 0xff);
     auto t = ReadTable(b, "t.index");
-    if (!t.ok()) EXPECT_THAT(t.status().message(), StartsWith("t.index: "));
+    if (!t.ok()) {
+      EXPECT_THAT(t.status().message(), StartsWith("t.index: "));
+    }
   }
 }
 

@@ -241,7 +241,9 @@ ENTRY e {
 })";
   for (size_t n = 0; n < text.size(); ++n) {
     auto module = ParseHloModule(text.substr(0, n), ParseOptions{.filename = "prefix"});
-    if (!module.ok()) EXPECT_THAT(module.status().message(), HasSubstr("prefix:"));
+    if (!module.ok()) {
+      EXPECT_THAT(module.status().message(), HasSubstr("prefix:"));
+    }
   }
 }
 
