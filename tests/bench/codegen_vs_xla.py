@@ -32,11 +32,14 @@ over its working set whatever its mix of reads and writes (the work item's crite
 workloads reach 90% of triad"), stricter than the mix-matched bound wherever triad measured faster
 than that; the summary counts the rows at 90% of each. Floors are also measured right before
 each round: the stream kernels over the workload's working set, or its library calls and the FMA
-and transcendental rates (`machine_limits --floors`). Each round is held to the stricter of those
-and the run's best (the label says `beside` where the round's own was stricter), each share is the
-median over the rounds of that round's share, and the bound printed is that median round's
+and transcendental rates (`machine_limits --floors`). The run's best is the better of every figure
+measured, before and after the workloads and beside every round; each round is held to the
+stricter of its own and that best (the label says `beside` where the round's own held), each share
+is the median over the rounds of that round's share, and the bound printed is that median round's
 (roofline.row_shares). A share over 100% (xlens beating oneDNN's own kernel, or STREAM's loops)
-is flagged `floor beaten: unreliable` and not counted at 90%. The chain's bandwidth is also
+is flagged `floor beaten: unreliable`; the summary's counts are out of all the rows of a kind and
+leave such a share out of the count at 90% and the median, saying how many (each share judged by
+itself: a row over 100% of its mix-matched bound may be under triad's). The chain's bandwidth is also
 printed as a share of the triad's (a[i] = b[i] + 3 c[i], compiled by xlens).
 
 Usage: tests/bench/codegen_vs_xla.py --xlens build/compiler/cli/xlens [--iterations 20]
@@ -281,6 +284,14 @@ def leaves_of(value):
     return list(value) if isinstance(value, (tuple, list)) else [value]
 
 
+def left_out(median, unreliable):
+    """The parenthesis after a count of kind_counts: the median over the rows counted, and how
+    many rows beat their floor and were left out of both."""
+    parts = ([f"median {median:.0f}%"] if median is not None else []) + (
+        [f"{unreliable} left out as unreliable, floor beaten"] if unreliable else [])
+    return f" ({'; '.join(parts)})" if parts else ""
+
+
 def main():
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--xlens", required=True)
@@ -428,8 +439,8 @@ def main():
         ratio = xla_ms / ours_ms
         ratios.append(ratio)
         results[name] = (xla_ms, ours_ms)
-        # Each round is held to the stricter of the floors measured beside it and the run's best,
-        # each share the median over the rounds, the bound printed that median round's
+        # Each round is held to the stricter of the floors measured beside it and the run's best
+        # (every floor the run measured, beside any round included), each share the median over the rounds, the bound printed that median round's
         # (roofline.row_shares). The floors are each the best of many runs (STREAM's loops, the
         # FMA chains, oneDNN's call standalone), so xlens is held to them by its best run too; a
         # median against a best charges xlens with the machine's noise, which `median` shows.
@@ -450,20 +461,24 @@ def main():
               f"{sum(r >= 1.2 for r in ratios)} of {len(ratios)} at 1.2x or more")
     for kind, what in (("memory", "of their bound"), ("library", "of oneDNN standalone"),
                        ("arithmetic", "of the FMA peak and the transcendentals' measured rates")):
-        at_best, counted, median, unreliable = roofline.kind_counts(summaries.values(), kind)
-        if median is None:
+        at_best, rows, median, unreliable = roofline.kind_counts(summaries.values(), kind)
+        if rows == 0:
             continue
-        at_median = roofline.kind_counts(summaries.values(), kind, "median_share")[0]
+        at_median, _, _, median_unreliable = roofline.kind_counts(
+            summaries.values(), kind, "median_share")
         label = {"memory": "bandwidth-bound"}.get(kind, kind + "-bound")
-        print(f"{label}: {at_best} of {counted} at 90% {what} or more by the best run "
-              f"(median {median:.0f}%); {at_median} by the median run"
-              + (f"; {unreliable} more beat their floor (unreliable, not counted)" if unreliable else ""))
+        # Every count is out of all the rows of the kind; a row that beat its floor (over 100%,
+        # judged share by share) counts neither way nor in the median, and the line says so.
+        print(f"{label}: {at_best} of {rows} at 90% {what} or more by the best run"
+              f"{left_out(median, unreliable)}; {at_median} of {rows} by the median run"
+              f"{left_out(None, median_unreliable)}")
         if kind == "memory":
             # Never only the mix-matched count: the criterion's own, at triad's rate, beside it.
-            at_triad, counted, median, _ = roofline.kind_counts(summaries.values(), kind, "triad")
+            at_triad, rows, median, unreliable = roofline.kind_counts(
+                summaries.values(), kind, "triad")
             print(f"bandwidth-bound at triad's rate whatever the mix (the work item's criterion): "
-                  f"{at_triad} of {counted} at 90% of triad or more by the best "
-                  f"run (median {median:.0f}%)")
+                  f"{at_triad} of {rows} at 90% of triad or more by the best run"
+                  f"{left_out(median, unreliable)}")
     if "chain8" in results and "triad" in results:
         # Both move 3 x 64 MiB (two reads, one write) per run.
         share = results["triad"][1] / results["chain8"][1]

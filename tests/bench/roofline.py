@@ -119,18 +119,20 @@ def find_binary(xlens):
 def better(first, second):
     """Two measurements of the same machine and modules merged into the better of each figure:
     the higher bandwidth and FLOP/s, the shorter oneDNN time per call. A neighbour that took a
-    core during one of them then costs the bound nothing."""
+    core during one of them then costs the bound nothing. `second` may hold only some of the
+    figures (measure_floors: the peak, the transcendentals and the modules' calls); a module
+    only `second` measured is taken as it is."""
     merged = json.loads(json.dumps(first))
-    memory, other = merged["memory"], second["memory"]
+    memory, other = merged["memory"], second.get("memory") or {}
     for key, value in other.items():
         if key.endswith("_gbps_one_thread") or key.endswith("_gbps_all_threads"):
             memory[key] = max(memory.get(key, 0), value)
-    by_size = {p["working_set_bytes"]: p for p in second["working_set_sweep"]}
+    by_size = {p["working_set_bytes"]: p for p in second.get("working_set_sweep") or []}
     for point in merged["working_set_sweep"]:
         twin = by_size.get(point["working_set_bytes"], {})
         for key in ("copy_gbps", "triad_gbps", "read_gbps"):
             point[key] = max(point[key], twin.get(key, 0))
-    for key, value in second["peak_f32"].items():
+    for key, value in (second.get("peak_f32") or {}).items():
         if key != "isa":
             merged["peak_f32"][key] = max(merged["peak_f32"].get(key, 0), value)
     rates = merged.get("transcendentals") or {}
@@ -142,13 +144,16 @@ def better(first, second):
         merged["transcendentals"] = rates
     modules = {m["file"]: m for m in second.get("hlo_modules") or []}
     for module in merged.get("hlo_modules") or []:
-        twin = modules.get(module["file"])
+        twin = modules.pop(module["file"], None)
         if not twin or len(twin["calls"]) != len(module["calls"]):
             continue
         for i, call in enumerate(module["calls"]):
             if "ms" in call and "ms" in twin["calls"][i] and twin["calls"][i]["ms"] < call["ms"]:
                 module["calls"][i] = twin["calls"][i]
         module["total_ms"] = sum(c.get("ms", 0) for c in module["calls"])
+    if modules:
+        merged["hlo_modules"] = (merged.get("hlo_modules") or []) + json.loads(
+            json.dumps(list(modules.values())))
     return merged
 
 
@@ -392,25 +397,36 @@ def row_shares(limits, row):
 
     `row` holds `hlo_file`, `read_bytes`, `write_bytes`, per round `our_best_rounds` and
     `our_times`, and where measured beside each round `streams` (measure_stream) or `floors`
-    (measure_floors). Each round is held to the stricter (shorter) of the floor measured beside
-    it and the run's best floor (`limits`, the better of the measurements before and after the
-    workloads), so a floor measured in a busy moment never flatters xlens. Every share is the
-    median over the rounds of that round's share (the lower middle one where the rounds are
-    even), and the bound printed is that very round's."""
+    (measure_floors). The run's best floor is the better of every measurement the run made:
+    `limits` (the measurements before and after the workloads) and every floor and stream
+    measured beside any of the rounds. Each round is held to the stricter (shorter) of the floor
+    measured beside it and that best, so a floor is never looser than what the run measured: a
+    oneDNN call that took 0.5 ms beside one round holds every round to 0.5 ms, though it took
+    2 ms beside the others. Every share is the median over the rounds of that round's share (the
+    lower middle one where the rounds are even), and the bound printed is that very round's."""
     hlo, read, write = row["hlo_file"], row["read_bytes"], row["write_bytes"]
-    run_bound = limits.bound(hlo, read, write)
+    moved = read + write
     rounds = len(row["our_best_rounds"])
     streams = row.get("streams") or [None] * rounds
     floors = row.get("floors") or [None] * rounds
+    best = limits.data
+    for floor in floors:
+        if floor:
+            best = better(best, floor)
+    best = Limits(best) if best is not limits.data else limits
+    # The streams beside the rounds were measured over this very working set: the best of them
+    # and of the sweep's figure there is what the run measured for each kernel.
+    measured = [s for s in streams if s]
+    run_stream = {f"{p}_gbps": max([best.bandwidth(moved, p)] + [s[f"{p}_gbps"] for s in measured])
+                  for p in ("copy", "triad", "read")} if measured else None
+    run_bound = best.bound(hlo, read, write, run_stream)
     per_round = []
     for stream, floor in zip(streams, floors):
-        held = limits.bound(hlo, read, write, stream) if stream else run_bound
-        if floor:
-            held = Limits(beside(limits.data, floor)).bound(hlo, read, write, stream)
-        # Never looser than what the run measured: the shorter bound holds; a label tells which.
-        per_round.append(min((held[0], held[1] + (" beside" if stream or floor else ""), *held[2:]),
-                             run_bound))
-    shares = [100.0 * b[0] / best for b, best in zip(per_round, row["our_best_rounds"])]
+        held = (Limits(beside(limits.data, floor)) if floor else limits).bound(hlo, read, write, stream)
+        # The shorter bound holds; the label says `beside` where the round's own measurement did.
+        per_round.append((held[0], held[1] + " beside", *held[2:])
+                         if (stream or floor) and held[0] <= run_bound[0] else run_bound)
+    shares = [100.0 * b[0] / best_ms for b, best_ms in zip(per_round, row["our_best_rounds"])]
     share = statistics.median_low(shares)
     chosen = shares.index(share)
     bound_ms, label, unit, work = per_round[chosen]
@@ -420,21 +436,24 @@ def row_shares(limits, row):
         100.0 * b[0] / t for b, t in zip(per_round, row["our_times"]))
     triad = None
     if kind == "memory":
+        run_triad = best.triad_ms(read, write, run_stream)
         triad = statistics.median_low(
             100.0 * min(limits.triad_ms(read, write, stream) if stream else float("inf"),
-                        limits.triad_ms(read, write)) / best
-            for stream, best in zip(streams, row["our_best_rounds"]))
+                        run_triad) / best_ms
+            for stream, best_ms in zip(streams, row["our_best_rounds"]))
     return dict(share=share, median_share=median_share, bound_ms=bound_ms, label=label,
                 unit=unit, work=work, kind=kind, triad=triad,
                 unreliable=share > UNRELIABLE_SHARE)
 
 
 def kind_counts(summaries, kind, key="share"):
-    """(at 90% or more, rows counted, median share, rows left out as unreliable) over the
+    """(at 90% or more, rows of the kind, median share, rows left out as unreliable) over the
     summaries (row_shares) of one kind, by `key` ('share', 'median_share' or 'triad'). A row
-    that beat its floor counts neither way."""
+    whose own `key` is above UNRELIABLE_SHARE beat its floor: it counts neither way, nor in the
+    median, but stays in the rows of the kind, so that "N of M" is always out of all of them. A
+    row's `triad` is judged by itself: a row that beat its mix-matched bound may still fall short
+    of triad's rate, which the work item's criterion names."""
     values = [s[key] for s in summaries if s["kind"] == kind and s[key] is not None]
-    kept = [s[key] for s in summaries
-            if s["kind"] == kind and s[key] is not None and not s["unreliable"]]
-    return (sum(v >= 90 for v in kept), len(kept),
-            statistics.median(values) if values else None, len(values) - len(kept))
+    kept = [v for v in values if v <= UNRELIABLE_SHARE]
+    return (sum(v >= 90 for v in kept), len(values),
+            statistics.median(kept) if kept else None, len(values) - len(kept))

@@ -324,13 +324,24 @@ class RowSharesTest(unittest.TestCase):
         self.assertAlmostEqual(summary["share"], 50.0, delta=0.1)
         self.assertIn("beside", summary["label"])
 
-    def test_the_bound_printed_is_the_median_rounds(self):
-        # Rounds' shares 90%, 45% and 60% (bounds 0.9, 0.45, 0.6 ms against best runs of 1 ms):
-        # the median share is the third round's, and so is the bound printed beside it.
+    def test_a_floor_beside_one_round_holds_every_round(self):
+        # The run's best before and after the workloads 1 ms, beside the rounds 0.5, 2 and 2 ms:
+        # the run measured the call at 0.5 ms, so xlens's 1.05 ms is 48% in every round, not 95%.
         summary = roofline.row_shares(limits(self.file, library_ms=1.0),
-                                      self.library_row([0.9, 0.45, 0.6], [1.0, 1.0, 1.0]))
+                                      self.library_row([0.5, 2.0, 2.0], [1.05, 1.05, 1.05]))
+        self.assertAlmostEqual(summary["share"], 100 * 0.5 / 1.05, delta=0.1)
+        self.assertAlmostEqual(summary["median_share"], 100 * 0.5 / 1.155, delta=0.1)
+        self.assertAlmostEqual(summary["bound_ms"], 0.5, delta=0.001)
+
+    def test_the_bound_printed_is_the_median_rounds(self):
+        # Each round held to the best floor (0.45 ms, beside the second round) against best runs
+        # of 0.5, 1 and 0.75 ms: shares 90%, 45% and 60%; the median is the third round's, whose
+        # own floor (0.6 ms) did not hold, so its bound is the run's, not `beside`.
+        summary = roofline.row_shares(limits(self.file, library_ms=1.0),
+                                      self.library_row([0.9, 0.45, 0.6], [0.5, 1.0, 0.75]))
         self.assertAlmostEqual(summary["share"], 60.0, delta=0.1)
-        self.assertTrue(summary["label"].startswith("oneDNN 0.600 ms"), summary["label"])
+        self.assertTrue(summary["label"].startswith("oneDNN 0.450 ms"), summary["label"])
+        self.assertNotIn("beside", summary["label"])
 
     def test_a_beaten_floor_is_flagged_and_not_counted(self):
         run = limits(self.file, library_ms=1.0)
@@ -339,12 +350,28 @@ class RowSharesTest(unittest.TestCase):
         slow = roofline.row_shares(run, self.library_row([1.0], [2.0]))
         self.assertTrue(fast["unreliable"])
         self.assertFalse(good["unreliable"])
-        at_90, counted, median, left_out = roofline.kind_counts([fast, good, slow], "library")
-        self.assertEqual((at_90, counted, left_out), (1, 2, 1))
-        self.assertEqual(roofline.kind_counts([fast, good, slow], "memory")[2], None)
+        at_90, rows, median, left_out = roofline.kind_counts([fast, good, slow], "library")
+        self.assertEqual((at_90, rows, left_out), (1, 3, 1))
+        self.assertAlmostEqual(median, (100 / 1.05 + 50) / 2, delta=0.1)  # the kept rows only
+        self.assertEqual(roofline.kind_counts([fast, good, slow], "memory"), (0, 0, None, 0))
+
+    def test_each_share_is_judged_unreliable_by_itself(self):
+        # Mix-matched shares 150%, 104% and 80%; at triad's rate 95%, 96% and 70%. The first two
+        # beat their mix-matched floor but not triad's: they count at triad, and every count is
+        # out of all three rows.
+        def row(share, triad):
+            return dict(share=share, median_share=share * 0.9, triad=triad, kind="memory",
+                        unreliable=share > roofline.UNRELIABLE_SHARE)
+        rows = [row(150, 95), row(104, 96), row(80, 70)]
+        self.assertEqual(roofline.kind_counts(rows, "memory"), (0, 3, 80, 2))
+        at_90, of, median, left_out = roofline.kind_counts(rows, "memory", "median_share")
+        self.assertEqual((at_90, of, left_out), (1, 3, 1))  # 135% left out, 93.6% counted
+        self.assertAlmostEqual(median, (93.6 + 72) / 2)
+        self.assertEqual(roofline.kind_counts(rows, "memory", "triad"), (2, 3, 95, 0))
 
     def test_memory_rows_per_round_against_the_stricter_stream(self):
-        # 10 GB/s in the run; beside the rounds 5 GB/s (looser: the run's holds) and 20 GB/s.
+        # 10 GB/s in the run; beside the rounds 5, 20 and 5 GB/s: the run measured 20 GB/s over
+        # this working set, so every round is held to it.
         moved = 4 * ELEMENTS + 4 * 64
         stream = lambda gbps: {"triad_gbps": gbps, "copy_gbps": gbps, "read_gbps": gbps}
         floor = moved / 10e9 * 1e3
@@ -353,8 +380,9 @@ class RowSharesTest(unittest.TestCase):
                    our_best_rounds=[floor / 0.8] * 3, our_times=[floor] * 3)
         summary = roofline.row_shares(limits(), row)
         self.assertEqual(summary["kind"], "memory")
-        self.assertAlmostEqual(summary["share"], 80.0, delta=0.1)  # rounds 80%, 40%, 80%
-        self.assertAlmostEqual(summary["triad"], 80.0, delta=0.1)
+        self.assertAlmostEqual(summary["share"], 40.0, delta=0.1)  # not 80%, 40%, 80%
+        self.assertAlmostEqual(summary["triad"], 40.0, delta=0.1)
+        self.assertIn("20 GB/s", summary["label"])
         # Without streams beside, the same statistic: each round's best against the run's triad.
         row.update(streams=None, our_best_rounds=[floor / 0.5, floor / 0.95, floor / 0.7])
         summary = roofline.row_shares(limits(), row)
