@@ -42,8 +42,10 @@ inline constexpr int64_t kNarrowOutputColumns = 12;
 // narrow loops take (NarrowProductTransposedLhs): k is the trip count of their outer loop, so a
 // k of 16 (a batch of 32: the convolution step's [3136,10] gradient, on one core 0.026 ms a run
 // on oneDNN with the transposing subtraction, 0.025 in the loops) is enough. The runtime's
-// thunks choose those loops from it, and the rewriter swaps a weight gradient's product into
-// them only where they will run it.
+// thunks choose those loops from it, and the rewriter swaps a weight gradient's product into the
+// shape they take. A product of at most SmallProductLimit() multiply-adds (2^15, in the runtime,
+// which passes do not see) runs in the small-product loops instead, whichever shape it has: the
+// swap then only changes which operand those loops read transposed, not the result.
 inline constexpr int64_t kNarrowTransposedLhsMinK = 16;
 
 // One operation oneDNN applies to the result of the product, in order.
