@@ -60,7 +60,10 @@ namespace {
 Value* EmitFastExp(llvm::IRBuilder<>& b, Value* x, bool not_positive, bool scaled) {
   llvm::IRBuilder<>::FastMathFlagGuard guard(b);
   b.clearFastMathFlags();
-  // Beyond [-110, 89] the result is 0 or inf already. The clamps are compares and selects, which
+  // Beyond [-110, 89] the result is 0 or inf already; with `scaled`, below -110 it is the
+  // clamped e^-110 2^34 (about 2^-125), which only the last multiply flushes to 0, so a caller
+  // that skips that multiply must know its terms are not all that small (cpu_row_loops.cc shifts
+  // by the row's own maximum, one term e^0). The clamps are compares and selects, which
   // x86 does in one min or max each and which pass NaN through: NaN then flows through every
   // step below to the result, with no compare and blend at the end for it.
   // The upper one is left out where x cannot be positive.

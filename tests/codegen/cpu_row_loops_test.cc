@@ -91,6 +91,32 @@ std::string LogSoftmax(int rows, int n) {
          " fusion(x), kind=kInput, calls=fused\n}\n";
 }
 
+// Softmax (or with `log`, log_softmax) of f32[rows, n] shifted by m, the rows' reduce-max from
+// `init`, and with `floor` by maximum(m, floor) instead: the shifts of ExpOfShiftByMaximum that
+// are at least, but not always, each row's own maximum.
+std::string ShiftedSoftmax(int rows, int n, const std::string& init, const std::string& floor, bool log) {
+  const std::string s = "f32[" + std::to_string(rows) + "," + std::to_string(n) + "]";
+  const std::string r = "f32[" + std::to_string(rows) + "]";
+  std::string text = std::string("HloModule m\n") + kReducers + "fused {\n  x = " + s +
+                     " parameter(0)\n  lo = f32[] constant(" + init + ")\n  m0 = " + r +
+                     " reduce(x, lo), dimensions={1}, to_apply=max\n";
+  if (!floor.empty()) {
+    text += "  c = f32[] constant(" + floor + ")\n  cb = " + r + " broadcast(c), dimensions={}\n  m = " + r +
+            " maximum(m0, cb)\n";
+  }
+  text += "  mb = " + s + " broadcast(" + std::string(floor.empty() ? "m0" : "m") + "), dimensions={0}\n  d = " + s +
+          " subtract(x, mb)\n  e = " + s + " exponential(d)\n  z = f32[] constant(0)\n  sum = " + r +
+          " reduce(e, z), dimensions={1}, to_apply=add\n  sb = " + s + " broadcast(sum), dimensions={0}\n";
+  if (log) {
+    text += "  l = " + r + " log(sum)\n  lb = " + s + " broadcast(l), dimensions={0}\n  ROOT o = " + s +
+            " subtract(d, lb)\n";
+  } else {
+    text += "  ROOT o = " + s + " divide(e, sb)\n";
+  }
+  return text + "}\nENTRY e {\n  x = " + s + " parameter(0)\n  ROOT f = " + s +
+         " fusion(x), kind=kInput, calls=fused\n}\n";
+}
+
 Literal Rows(int rows, int n, uint64_t seed) {
   Literal x(Shape(PrimitiveType::F32, {rows, n}));
   std::mt19937_64 rng(seed);
@@ -279,6 +305,12 @@ TEST(CpuRowLoopsTest, LogSoftmaxScalesItsSumOfExponentialsOnceARow) {
     args.push_back(std::move(x));
     testing::ExpectMatchesEvaluator(LogSoftmax(rows, n), std::move(args), {1e-6, 1e-5});
   }
+  // Only a shift by each row's own maximum has a sum of 1 or more, against which the terms the
+  // multiply would flush count for nothing (SoftmaxDividesItsExponentialsBeforeTheirLastMultiply):
+  // JAX's maximum(reduce_max(x), -inf) scales once, a shift from 200 term by term.
+  EXPECT_EQ(Count(IrOfRoot(ShiftedSoftmax(37, 129, "-inf", "-inf", true), 0, cpu), scale), 1);
+  const std::string above = IrOfRoot(ShiftedSoftmax(37, 129, "200", "", true), 0, cpu);
+  EXPECT_EQ(std::distance(std::sregex_iterator(above.begin(), above.end(), once), std::sregex_iterator()), 0) << above;
 }
 
 TEST(CpuRowLoopsTest, SoftmaxDividesItsExponentialsBeforeTheirLastMultiply) {
@@ -310,6 +342,29 @@ TEST(CpuRowLoopsTest, SoftmaxDividesItsExponentialsBeforeTheirLastMultiply) {
     std::vector<Literal> args;
     args.push_back(std::move(x));
     testing::ExpectMatchesEvaluator(Softmax(rows, n), std::move(args), {1e-6, 1e-5});
+  }
+  // Only a shift by each row's own maximum has a term e^0 a row: from -inf or the lowest float,
+  // maximum'd with -inf (JAX's), the multiply still cancels; from 200, or maximum'd with 200,
+  // every term of these rows is below e^-110, where the exponential clamps, and only the
+  // multiply flushes the clamped e^-110 2^34 to 0 (0 / 0: NaN, as the evaluator's). Without it
+  // the row [0, -1, ..., -7] was a uniform 1/8, and [100, 99, 85 x 3998] 0.645 for e^-1 / (1 + e^-1)
+  // with 0.730 as the evaluator computes (its e^-100 is subnormal).
+  EXPECT_EQ(Count(IrOfRoot(ShiftedSoftmax(37, 129, "-inf", "-inf", false), 0, cpu), scale), 0);
+  EXPECT_EQ(Count(IrOfRoot(ShiftedSoftmax(37, 129, "-3.40282347e+38", "", false), 0, cpu), scale), 0);
+  EXPECT_GE(Count(IrOfRoot(ShiftedSoftmax(1, 4000, "200", "", false), 0, cpu), scale), 1);
+  EXPECT_GE(Count(IrOfRoot(ShiftedSoftmax(37, 129, "-inf", "200", false), 0, cpu), scale), 1);
+  for (const char* floor : {"", "200"}) {
+    SCOPED_TRACE(std::string("floor ") + floor);
+    const int rows = 3, n = 8;
+    Literal x(Shape(PrimitiveType::F32, {rows, n}));
+    auto row = [&](int r) { return x.data<float>().subspan(r * n, n); };
+    for (int i = 0; i < n; ++i) row(0)[i] = -static_cast<float>(i);
+    for (float& v : row(1)) v = 0.0f;
+    for (int i = 0; i < n; ++i) row(2)[i] = i == 0 ? 20.0f : -1.0e9f;
+    std::vector<Literal> args;
+    args.push_back(std::move(x));
+    testing::ExpectMatchesEvaluator(ShiftedSoftmax(rows, n, *floor ? "-inf" : "200", floor, false),
+                                    std::move(args), {1e-6, 1e-5});
   }
 }
 

@@ -1,6 +1,7 @@
 #include "compiler/codegen/cpu/cpu_row_loops.h"
 
 #include <algorithm>
+#include <limits>
 #include <map>
 #include <set>
 
@@ -55,8 +56,33 @@ std::vector<int64_t> KeptDimensions(const HloInstruction* r) {
   return kept;
 }
 
+// Whether `v` is -inf or the lowest float at every element: a constant or a broadcast of one.
+bool IsLowestFloat(const HloInstruction* v) {
+  if (v->opcode() == HloOpcode::kBroadcast) v = v->operand(0);
+  if (v->opcode() != HloOpcode::kConstant || !v->has_literal() || v->literal().element_count() != 1) {
+    return false;
+  }
+  const double value = v->literal().GetAsDouble(0);
+  return value == -std::numeric_limits<double>::infinity() ||
+         value == static_cast<double>(std::numeric_limits<float>::lowest());
+}
+
+// Whether `m`, a shift that ExpOfShiftByMaximum takes (at least each row's maximum), is each
+// row's own maximum: its reduce-max starts from -inf or the lowest float, and any maximum around
+// it is with -inf or the lowest float only (JAX's log_softmax). A larger initial value or
+// operand would shift every term of a row below 1, down to the exponential's clamp at -110.
+bool IsOwnRowMaximum(const HloInstruction* m, int depth = 0) {
+  if (m->opcode() == HloOpcode::kMaximum) {
+    if (depth >= 4) return false;
+    if (IsLowestFloat(m->operand(1))) return IsOwnRowMaximum(m->operand(0), depth + 1);
+    return IsLowestFloat(m->operand(0)) && IsOwnRowMaximum(m->operand(1), depth + 1);
+  }
+  return m->opcode() == HloOpcode::kReduce && m->operand_count() == 2 && IsLowestFloat(m->operand(1));
+}
+
 // The exponential that `r` sums: an f32 sum, from zero, of exp(x - max(x)) over the maximum's
-// rows, each term at most 1 and the sum 1 or more; else null.
+// rows, the maximum each row's own (IsOwnRowMaximum), so that each term is at most 1, one of
+// them e^0, and the sum 1 or more (or NaN); else null.
 const HloInstruction* ExpSumOfShift(llvm::IRBuilder<>& b, const HloInstruction* r) {
   if (r->operand_count() != 2 || r->shape().element_type() != PrimitiveType::F32 || !UseInlineTranscendentals(b)) {
     return nullptr;
@@ -74,7 +100,7 @@ const HloInstruction* ExpSumOfShift(llvm::IRBuilder<>& b, const HloInstruction* 
   }
   // The maximum is over the rows this sum adds up.
   const HloInstruction* broadcast = exp->operand(0)->operand(1);
-  return broadcast->dimensions() == KeptDimensions(r) ? exp : nullptr;
+  return broadcast->dimensions() == KeptDimensions(r) && IsOwnRowMaximum(broadcast->operand(0)) ? exp : nullptr;
 }
 
 // The exponential that `r` sums, where the sum may take its terms before their last multiply and

@@ -78,7 +78,10 @@ struct RowReductionsAhead {
 // Emits `reductions` (row reductions of one level, independent of each other) as one interleaved
 // loop over the row, storing into caches[c] the value of cached[c] for every c in `filled` in the
 // same loop. Afterwards the reductions are bound to their per-row results and the filled caches
-// to their arrays, so later passes read them instead of recomputing. `innermost_length`: the
+// to their arrays, so later passes read them instead of recomputing. A sum of exp(x - max(x))
+// by each row's own maximum that only its quotients e / sum read besides (softmax's) is bound,
+// with its cache of e, 2^34 times too large (the exponential before its last multiply): only
+// those quotients, in which it cancels, may read either. `innermost_length`: the
 // trip count of the innermost loop of `for_each_element`. With `ahead`, the same loop also
 // computes its reductions over the next row, into ahead->results.
 Status EmitRowReductions(ElementalIrEmitter& e, const std::vector<const HloInstruction*>& reductions,
