@@ -108,11 +108,7 @@ bool AtLeastRowMaximum(const HloInstruction* v, const HloInstruction* a, std::ve
       root->operand(0)->parameter_number() == root->operand(1)->parameter_number()) {
     return false;
   }
-  const std::vector<int64_t>& reduced = v->dimensions();
-  kept->clear();
-  for (int64_t d = 0; d < a->shape().rank(); ++d) {
-    if (std::find(reduced.begin(), reduced.end(), d) == reduced.end()) kept->push_back(d);
-  }
+  *kept = KeptDimensions(*v);
   return true;
 }
 
@@ -259,6 +255,15 @@ Value* EmitIntegerPower(llvm::IRBuilder<>& b, bool is_signed, Value* x, Value* y
 }
 
 }  // namespace
+
+std::vector<int64_t> KeptDimensions(const HloInstruction& reduce) {
+  std::vector<int64_t> kept;
+  const std::vector<int64_t>& reduced = reduce.dimensions();
+  for (int64_t d = 0; d < reduce.operand(0)->shape().rank(); ++d) {
+    if (std::find(reduced.begin(), reduced.end(), d) == reduced.end()) kept.push_back(d);
+  }
+  return kept;
+}
 
 // Whether `exp` is exp(a - broadcast(m)) with m at least the maximum of each row of a, every
 // element of a less its own row's maximum or more (softmax's and log-softmax's shift): <= 0 at

@@ -5,6 +5,9 @@
 // evaluator's std::complex code does.
 #pragma once
 
+#include <cstdint>
+#include <vector>
+
 #include <llvm/IR/IRBuilder.h>
 
 #include "compiler/hlo/instruction.h"
@@ -15,6 +18,10 @@ namespace xlens::codegen {
 // Whether `exp` is exp(a - broadcast(m)) with m at least the maximum of each row of a (softmax's
 // and log-softmax's shift): its operand is <= 0 at every element, or NaN.
 bool ExpOfShiftByMaximum(const HloInstruction& exp);
+
+// The dimensions of `reduce`'s (first) operand that it keeps, in increasing order: those of its
+// result, which a broadcast of it back to the operand's shape takes as its dimensions.
+std::vector<int64_t> KeptDimensions(const HloInstruction& reduce);
 
 // Operands and result are element values (see ValueType).
 StatusOr<llvm::Value*> EmitUnaryOp(llvm::IRBuilder<>& b, const HloInstruction& hlo,

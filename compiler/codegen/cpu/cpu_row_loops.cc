@@ -46,16 +46,6 @@ bool IsFloatMaximum(const HloInstruction* r) {
          root->operand(0) != root->operand(1);
 }
 
-// The dimensions of `r`'s operand that it keeps, in increasing order.
-std::vector<int64_t> KeptDimensions(const HloInstruction* r) {
-  std::vector<int64_t> kept;
-  const std::vector<int64_t>& reduced = r->dimensions();
-  for (int64_t d = 0; d < r->operand(0)->shape().rank(); ++d) {
-    if (std::find(reduced.begin(), reduced.end(), d) == reduced.end()) kept.push_back(d);
-  }
-  return kept;
-}
-
 // Whether `v` is -inf or the lowest float at every element: a constant or a broadcast of one.
 bool IsLowestFloat(const HloInstruction* v) {
   if (v->opcode() == HloOpcode::kBroadcast) v = v->operand(0);
@@ -100,7 +90,7 @@ const HloInstruction* ExpSumOfShift(llvm::IRBuilder<>& b, const HloInstruction* 
   }
   // The maximum is over the rows this sum adds up.
   const HloInstruction* broadcast = exp->operand(0)->operand(1);
-  return broadcast->dimensions() == KeptDimensions(r) && IsOwnRowMaximum(broadcast->operand(0)) ? exp : nullptr;
+  return broadcast->dimensions() == KeptDimensions(*r) && IsOwnRowMaximum(broadcast->operand(0)) ? exp : nullptr;
 }
 
 // The exponential that `r` sums, where the sum may take its terms before their last multiply and
@@ -126,7 +116,7 @@ const HloInstruction* UnscaledExpQuotient(llvm::IRBuilder<>& b, const HloInstruc
       r == r->parent()->root_instruction() || r->user_count() == 0) {
     return nullptr;
   }
-  const std::vector<int64_t> kept = KeptDimensions(r);
+  const std::vector<int64_t> kept = KeptDimensions(*r);
   for (const HloInstruction* broadcast : r->users()) {
     if (broadcast->opcode() != HloOpcode::kBroadcast || broadcast->dimensions() != kept ||
         broadcast == broadcast->parent()->root_instruction() || broadcast->user_count() == 0 ||
