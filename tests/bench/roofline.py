@@ -452,8 +452,12 @@ def kind_counts(summaries, kind, key="share"):
     whose own `key` is above UNRELIABLE_SHARE beat its floor: it counts neither way, nor in the
     median, but stays in the rows of the kind, so that "N of M" is always out of all of them. A
     row's `triad` is judged by itself: a row that beat its mix-matched bound may still fall short
-    of triad's rate, which the work item's criterion names."""
-    values = [s[key] for s in summaries if s["kind"] == kind and s[key] is not None]
-    kept = [v for v in values if v <= UNRELIABLE_SHARE]
+    of triad's rate, which the work item's criterion names. Its `median_share` is not: it is held
+    to the same floor as its best run, so where the best run beat that floor (`unreliable`), the
+    floor is wrong for the median too."""
+    rows = [s for s in summaries if s["kind"] == kind and s[key] is not None]
+    values = [s[key] for s in rows]
+    kept = [s[key] for s in rows
+            if s[key] <= UNRELIABLE_SHARE and not (key == "median_share" and s["unreliable"])]
     return (sum(v >= 90 for v in kept), len(values),
             statistics.median(kept) if kept else None, len(values) - len(kept))
