@@ -267,7 +267,7 @@ BATCH = 4
 
 class CorpusMaker:
     """make_model_corpus.py --serve: one TensorFlow process builds every batch. A process a batch
-    started TensorFlow again for each: 5.5-14 s of a batch's making (median 8) beside its builds
+    started TensorFlow again for each: 5.1-14.3 s of a batch's making (median 7) beside its builds
     and auto-clustering run, against 0.4-1.9 s in the one process."""
 
     def __init__(self, corpus):
