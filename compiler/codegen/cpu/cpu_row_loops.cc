@@ -46,28 +46,28 @@ bool IsFloatMaximum(const HloInstruction* r) {
          root->operand(0) != root->operand(1);
 }
 
-// Whether `v` is -inf or the lowest float at every element: a constant or a broadcast of one.
-bool IsLowestFloat(const HloInstruction* v) {
+// Whether `v` is -inf at every element: a constant or a broadcast of one.
+bool IsNegativeInfinity(const HloInstruction* v) {
   if (v->opcode() == HloOpcode::kBroadcast) v = v->operand(0);
   if (v->opcode() != HloOpcode::kConstant || !v->has_literal() || v->literal().element_count() != 1) {
     return false;
   }
-  const double value = v->literal().GetAsDouble(0);
-  return value == -std::numeric_limits<double>::infinity() ||
-         value == static_cast<double>(std::numeric_limits<float>::lowest());
+  return v->literal().GetAsDouble(0) == -std::numeric_limits<double>::infinity();
 }
 
 // Whether `m`, a shift that ExpOfShiftByMaximum takes (at least each row's maximum), is each
-// row's own maximum: its reduce-max starts from -inf or the lowest float, and any maximum around
-// it is with -inf or the lowest float only (JAX's log_softmax). A larger initial value or
-// operand would shift every term of a row below 1, down to the exponential's clamp at -110.
+// row's own maximum: its reduce-max starts from -inf, and any maximum around it is with -inf only
+// (JAX's log_softmax). A larger initial value or operand would shift every term of a row below 1,
+// down to the exponential's clamp at -110: a row of 200's, or a row all -inf whose maximum is the
+// lowest float where it started there (x - lowest is -inf for each element, where x - (-inf) is
+// NaN and propagates).
 bool IsOwnRowMaximum(const HloInstruction* m, int depth = 0) {
   if (m->opcode() == HloOpcode::kMaximum) {
     if (depth >= 4) return false;
-    if (IsLowestFloat(m->operand(1))) return IsOwnRowMaximum(m->operand(0), depth + 1);
-    return IsLowestFloat(m->operand(0)) && IsOwnRowMaximum(m->operand(1), depth + 1);
+    if (IsNegativeInfinity(m->operand(1))) return IsOwnRowMaximum(m->operand(0), depth + 1);
+    return IsNegativeInfinity(m->operand(0)) && IsOwnRowMaximum(m->operand(1), depth + 1);
   }
-  return m->opcode() == HloOpcode::kReduce && m->operand_count() == 2 && IsLowestFloat(m->operand(1));
+  return m->opcode() == HloOpcode::kReduce && m->operand_count() == 2 && IsNegativeInfinity(m->operand(1));
 }
 
 // The exponential that `r` sums: an f32 sum, from zero, of exp(x - max(x)) over the maximum's
