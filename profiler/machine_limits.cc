@@ -1,5 +1,7 @@
 #include "profiler/machine_limits.h"
 
+#include "compiler/support/cpu_features.h"
+
 #include <sys/stat.h>
 
 #include <algorithm>
@@ -78,23 +80,21 @@ int64_t RunTeam(int threads, const std::function<void(int)>& job) {
 #if defined(__x86_64__)
 XLENS_STREAM_KERNELS(Avx512, __attribute__((target("avx512f"))), 16)
 XLENS_STREAM_KERNELS(Avx2, __attribute__((target("avx2,fma"))), 8)
-bool HasAvx512() { return __builtin_cpu_supports("avx512f"); }
-bool HasAvx2() { return __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma"); }
 #endif
 XLENS_STREAM_KERNELS(Generic, , 8)
 
 void Copy(float* a, const float* b, int64_t n) {
 #if defined(__x86_64__)
-  if (HasAvx512()) return CopyAvx512(a, b, n);
-  if (HasAvx2()) return CopyAvx2(a, b, n);
+  if (CpuHasAvx512F()) return CopyAvx512(a, b, n);
+  if (CpuHasAvx2Fma()) return CopyAvx2(a, b, n);
 #endif
   CopyGeneric(a, b, n);
 }
 
 void Triad(float* a, const float* b, const float* c, float s, int64_t n) {
 #if defined(__x86_64__)
-  if (HasAvx512()) return TriadAvx512(a, b, c, s, n);
-  if (HasAvx2()) return TriadAvx2(a, b, c, s, n);
+  if (CpuHasAvx512F()) return TriadAvx512(a, b, c, s, n);
+  if (CpuHasAvx2Fma()) return TriadAvx2(a, b, c, s, n);
 #endif
   TriadGeneric(a, b, c, s, n);
 }
@@ -136,7 +136,7 @@ __attribute__((target("avx2,fma"), noinline)) void TriadStreamAvx2(float* a, con
 
 bool HasStreamingStores() {
 #if defined(__x86_64__)
-  return HasAvx512() || HasAvx2();
+  return CpuHasAvx512F() || CpuHasAvx2Fma();
 #else
   return false;
 #endif
@@ -145,22 +145,22 @@ bool HasStreamingStores() {
 // Only where HasStreamingStores().
 void CopyStreaming(float* a, const float* b, int64_t n) {
 #if defined(__x86_64__)
-  if (HasAvx512()) return CopyStreamAvx512(a, b, n);
+  if (CpuHasAvx512F()) return CopyStreamAvx512(a, b, n);
   CopyStreamAvx2(a, b, n);
 #endif
 }
 
 void TriadStreaming(float* a, const float* b, const float* c, float s, int64_t n) {
 #if defined(__x86_64__)
-  if (HasAvx512()) return TriadStreamAvx512(a, b, c, s, n);
+  if (CpuHasAvx512F()) return TriadStreamAvx512(a, b, c, s, n);
   TriadStreamAvx2(a, b, c, s, n);
 #endif
 }
 
 float Sum(const float* a, int64_t n) {
 #if defined(__x86_64__)
-  if (HasAvx512()) return SumAvx512(a, n);
-  if (HasAvx2()) return SumAvx2(a, n);
+  if (CpuHasAvx512F()) return SumAvx512(a, n);
+  if (CpuHasAvx2Fma()) return SumAvx2(a, n);
 #endif
   return SumGeneric(a, n);
 }
@@ -283,8 +283,8 @@ const char* StreamKernelName(StreamKernel kernel) {
 
 const char* WidestVectorIsa() {
 #if defined(__x86_64__)
-  if (HasAvx512()) return "avx512f";
-  if (HasAvx2()) return "avx2";
+  if (CpuHasAvx512F()) return "avx512f";
+  if (CpuHasAvx2Fma()) return "avx2";
 #endif
   return "scalar";
 }
@@ -351,10 +351,10 @@ double PeakGflops(int threads, int repetitions, int64_t iterations, bool narrowe
   int width = 1;
   std::function<float(int64_t)> chains;
 #if defined(__x86_64__)
-  if (HasAvx512() && !narrower) {
+  if (CpuHasAvx512F() && !narrower) {
     width = 16;
     chains = FmaAvx512;
-  } else if (HasAvx2()) {
+  } else if (CpuHasAvx2Fma()) {
     width = 8;
     chains = FmaAvx2;
   }
@@ -472,7 +472,7 @@ MachineLimits MeasureMachineLimits(const MachineLimitsOptions& options) {
   // About a millisecond a repetition.
   limits.peak_gflops = PeakGflops(limits.threads, 6 * reps, 1 << 18);
 #if defined(__x86_64__)
-  if (HasAvx512()) limits.peak_gflops = std::max(limits.peak_gflops, PeakGflops(limits.threads, 6 * reps, 1 << 18, true));
+  if (CpuHasAvx512F()) limits.peak_gflops = std::max(limits.peak_gflops, PeakGflops(limits.threads, 6 * reps, 1 << 18, true));
 #endif
   return limits;
 }

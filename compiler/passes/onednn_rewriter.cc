@@ -1,6 +1,7 @@
 #include "compiler/passes/onednn_rewriter.h"
 
 #include "compiler/passes/onednn_activation_matcher.h"
+#include "compiler/support/cpu_features.h"
 
 #include <algorithm>
 #include <unordered_map>
@@ -250,14 +251,7 @@ std::string RefusalReason(const HloInstruction& core) {
 
 // Whether this CPU runs those loops (AVX-512F, as NarrowProductAvailable says): elsewhere oneDNN
 // computes a narrow product, at a fraction of its kernels' speed.
-bool NarrowLoopsAvailable() {
-#if defined(__x86_64__)
-  static const bool has = __builtin_cpu_supports("avx512f");
-  return has;
-#else
-  return false;
-#endif
-}
+bool NarrowLoopsAvailable() { return CpuHasAvx512F(); }
 
 // A minor transpose of a product's result, with at most an elementwise chain by scalar constants
 // between them (a gradient's transpose(dot(g^T, x)) * lr, as JAX differentiates x @ w), is the

@@ -1,5 +1,7 @@
 #include "compiler/runtime/few_position_convolution.h"
 
+#include "compiler/support/cpu_features.h"
+
 #if defined(__x86_64__)
 #include <immintrin.h>
 #endif
@@ -11,20 +13,11 @@
 namespace xlens::runtime {
 namespace {
 
-bool HasAvx512() {
-#if defined(__x86_64__)
-  static const bool has = __builtin_cpu_supports("avx512f");
-  return has;
-#else
-  return false;
-#endif
-}
-
 // 64 positions: an 8x8 image at batch 1. Measured on DenseNet121 (AVX-512, under load): its 3x3
 // layers ran 2.3x faster in this form on 2x2 images, 1.6x on 4x4 and 1.15x on 8x8 ones; on its
 // 16x16 ones (256 positions) 6% slower than oneDNN's blocked kernels, whose one reorder of the
 // weights is shared among more positions.
-std::atomic<int64_t> few_position_limit{HasAvx512() ? 64 : 0};
+std::atomic<int64_t> few_position_limit{CpuHasAvx512F() ? 64 : 0};
 
 int64_t Product(const std::vector<int64_t>& v) {
   int64_t p = 1;
@@ -162,7 +155,7 @@ int64_t FewPositionColumnBlock(const FewPositionConvolution& c) {
 
 int64_t FewPositionLimit() { return few_position_limit.load(); }
 void SetFewPositionLimit(int64_t positions) { few_position_limit.store(positions); }
-bool FewPositionProductHasAvx512() { return HasAvx512(); }
+bool FewPositionProductHasAvx512() { return CpuHasAvx512F(); }
 
 std::optional<FewPositionConvolution> FewPositionConvolutionOf(const OneDnnConvolution& c) {
   if (c.kind != OneDnnConvolution::Kind::kForward || c.groups < 1 || c.input_channels % c.groups != 0 ||
@@ -238,7 +231,7 @@ void FewPositionProduct(const FewPositionConvolution& c, const float* input, con
   const float* in = input + group * inputs;
   float* out = output + group * outputs;
 #if defined(__x86_64__)
-  if (HasAvx512()) {
+  if (CpuHasAvx512F()) {
     // Block by block of columns; within a block every group of positions reads the block's
     // weights, which the first group brought into cache. Where the weights' rows lie 1 KB or
     // more apart, the first group packs them for the others (measured: 20% off a 16x1024x512

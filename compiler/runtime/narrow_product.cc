@@ -1,5 +1,7 @@
 #include "compiler/runtime/narrow_product.h"
 
+#include "compiler/support/cpu_features.h"
+
 #include <cstdio>
 #include <cstdlib>
 
@@ -324,10 +326,7 @@ XLENS_AVX512 void NarrowProductTransposedLhsAvx512(int64_t m, int64_t k, int64_t
 #pragma GCC diagnostic pop
 #undef XLENS_AVX512
 
-bool NarrowProductAvailable() {
-  static const bool has = __builtin_cpu_supports("avx512f");
-  return has;
-}
+bool NarrowProductAvailable() { return CpuHasAvx512F(); }
 
 void PackNarrowRhs(const float* rhs, int64_t k, int64_t n, float* packed) {
   CheckNarrowColumns(n, "PackNarrowRhs");

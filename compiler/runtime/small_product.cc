@@ -1,5 +1,7 @@
 #include "compiler/runtime/small_product.h"
 
+#include "compiler/support/cpu_features.h"
+
 #if defined(__x86_64__)
 #include <immintrin.h>
 #endif
@@ -10,15 +12,6 @@
 
 namespace xlens::runtime {
 namespace {
-
-bool HasAvx2() {
-#if defined(__x86_64__)
-  static const bool has = __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma");
-  return has;
-#else
-  return false;
-#endif
-}
 
 // One output row from a contiguous lhs row `a` of k elements.
 void RowScalar(const SmallProductShape& s, const float* a, const float* rhs, float* c) {
@@ -206,7 +199,7 @@ __attribute__((target("avx2,fma"))) bool ApplyPostOpsAvx2(const std::vector<OneD
 void ApplySmallProductPostOps(const std::vector<OneDnnPostOp>& ops, const std::vector<const float*>& addends,
                               int64_t rows, int64_t n, float* out) {
 #if defined(__x86_64__)
-  if (!ops.empty() && HasAvx2() && ApplyPostOpsAvx2(ops, addends, rows, n, out)) return;
+  if (!ops.empty() && CpuHasAvx2Fma() && ApplyPostOpsAvx2(ops, addends, rows, n, out)) return;
 #endif
   const int64_t size = rows * n;
   size_t next = 0;
@@ -250,10 +243,10 @@ void ApplySmallProductPostOps(const std::vector<OneDnnPostOp>& ops, const std::v
   }
 }
 
-const char* SmallProductIsa() { return HasAvx2() ? "avx2" : "scalar"; }
+const char* SmallProductIsa() { return CpuHasAvx2Fma() ? "avx2" : "scalar"; }
 
 void SmallProduct(const SmallProductShape& s, const float* lhs, const float* rhs, float* out) {
-  [[maybe_unused]] const bool avx2 = HasAvx2();
+  [[maybe_unused]] const bool avx2 = CpuHasAvx2Fma();
   // A transposed lhs's row is a column of what is stored: gathered into a contiguous row first.
   thread_local std::vector<float> row;
   if (s.lhs_transposed && static_cast<int64_t>(row.size()) < s.k) row.resize(s.k);
