@@ -197,7 +197,9 @@ int main(int argc, char** argv) {
                   "s4/u4 as int8/uint8, exactly, since .npy has no dtype for them");
   run->add_flag("--reference", run_args.reference,
                 "Compare every output with the reference evaluator; exit 1 beyond the tolerance");
-  run->add_option("--tolerance", run_args.tolerance, "Absolute and relative tolerance of --reference")
+  run->add_option("--tolerance", run_args.tolerance,
+                  "Absolute and relative tolerance of --reference (f16 and bf16 outputs at least 0.01, "
+                  "f8 and f4 at least one unit in the last place)")
       ->check(CLI::Validator(FiniteNonNegative, "TOLERANCE"))
       ->capture_default_str();
   run->add_option("--iterations", run_args.iterations, "Runs to time (the median is printed)")

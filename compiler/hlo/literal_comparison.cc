@@ -1,5 +1,6 @@
 #include "compiler/hlo/literal_comparison.h"
 
+#include <algorithm>
 #include <cmath>
 #include <vector>
 
@@ -19,7 +20,22 @@ std::string IndexString(const Shape& shape, int64_t linear) {
   return fmt::format("{{{}}}", fmt::join(index, ", "));
 }
 
-Status CompareArrays(const Literal& expected, const Literal& actual, const ErrorSpec& spec,
+// Explicit mantissa bits of a type narrower than f32.
+int NarrowMantissaBits(PrimitiveType type) {
+  using P = PrimitiveType;
+  switch (type) {
+    case P::F16: return 10;
+    case P::BF16: return 7;
+    case P::F8E3M4: return 4;
+    case P::F8E4M3: case P::F8E4M3FN: case P::F8E4M3B11FNUZ: case P::F8E4M3FNUZ: return 3;
+    case P::F8E5M2: case P::F8E5M2FNUZ: return 2;
+    case P::F4E2M1FN: return 1;
+    case P::F8E8M0FNU: return 0;
+    default: return -1;
+  }
+}
+
+Status CompareArrays(const Literal& expected, const Literal& actual, const ErrorSpec& given_spec,
                      const std::string& where, LiteralDifference& diff) {
   const Shape& es = expected.shape();
   const Shape& as = actual.shape();
@@ -29,7 +45,12 @@ Status CompareArrays(const Literal& expected, const Literal& actual, const Error
   }
   PrimitiveType type = es.element_type();
   bool is_float = IsFloatingPointType(type) || IsComplexType(type);
-  std::string first_mismatch;
+  ErrorSpec spec = given_spec;
+  if (spec.widen_for_narrow_floats) {
+    spec.abs = std::max(spec.abs, NarrowFloatTolerance(type));
+    spec.rel = std::max(spec.rel, NarrowFloatTolerance(type));
+  }
+  std::string first_mismatch, first_non_finite;
   int64_t mismatches = 0;
   for (int64_t i = 0; i < expected.element_count(); ++i) {
     if (!is_float) {
@@ -47,11 +68,13 @@ Status CompareArrays(const Literal& expected, const Literal& actual, const Error
     complex128 a = actual.GetAsComplex(i);
     for (auto [ev, av] : {std::pair{e.real(), a.real()}, std::pair{e.imag(), a.imag()}}) {
       bool ok;
+      bool finite = std::isfinite(ev) && std::isfinite(av);
       double abs_error = 0, rel_error = 0;
       if (std::isnan(ev) || std::isnan(av)) {
         ok = std::isnan(ev) && std::isnan(av);
       } else if (std::isinf(ev) || std::isinf(av)) {
         ok = ev == av;
+        if (!ok) diff.max_abs_error = INFINITY;
       } else {
         abs_error = std::fabs(ev - av);
         rel_error = ev == 0 ? (av == 0 ? 0 : INFINITY) : abs_error / std::fabs(ev);
@@ -59,16 +82,22 @@ Status CompareArrays(const Literal& expected, const Literal& actual, const Error
         diff.max_abs_error = std::max(diff.max_abs_error, abs_error);
         if (!std::isinf(rel_error)) diff.max_rel_error = std::max(diff.max_rel_error, rel_error);
       }
-      if (!ok && mismatches++ == 0) {
-        first_mismatch = fmt::format("{} element {}: expected {}, got {} (abs error {:.3g}, rel {:.3g})",
-                                     where, IndexString(es, i), expected.ElementToString(i),
-                                     actual.ElementToString(i), abs_error, rel_error);
+      if (ok) continue;
+      std::string values = fmt::format("element {}: expected {}, got {}", IndexString(es, i),
+                                       expected.ElementToString(i), actual.ElementToString(i));
+      if (!finite && diff.non_finite_mismatches++ == 0 && mismatches > 0) first_non_finite = values;
+      if (mismatches++ == 0) {
+        first_mismatch = finite ? fmt::format("{} {} (abs error {:.3g}, rel {:.3g})", where, values,
+                                              abs_error, rel_error)
+                                : fmt::format("{} {}", where, values);
       }
     }
   }
   if (mismatches == 0) return OkStatus();
-  return Error(fmt::format("{}; {} mismatching value(s) in {}", first_mismatch, mismatches,
-                           es.ToString(false)));
+  std::string non_finite =
+      first_non_finite.empty() ? "" : fmt::format("; first non-finite mismatch: {}", first_non_finite);
+  return Error(fmt::format("{}{}; {} mismatching value(s) in {}", first_mismatch, non_finite,
+                           mismatches, es.ToString(false)));
 }
 
 Status CompareImpl(const Literal& expected, const Literal& actual, const ErrorSpec& spec,
@@ -90,6 +119,12 @@ Status CompareImpl(const Literal& expected, const Literal& actual, const ErrorSp
 }
 
 }  // namespace
+
+double NarrowFloatTolerance(PrimitiveType type) {
+  int bits = NarrowMantissaBits(type);
+  if (bits < 0) return 0;
+  return std::max(1e-2, std::ldexp(1.0, -bits));
+}
 
 Status ExpectLiteralNear(const Literal& expected, const Literal& actual, const ErrorSpec& spec,
                          LiteralDifference* difference) {

@@ -1,7 +1,7 @@
 // Compares a computed literal with the expected one (the reference evaluator's): exact for
-// integers and pred, within an absolute-or-relative tolerance for floating point, NaN equal to NaN.
-// The error names the first mismatching element and the largest errors, so a failing differential
-// test says where and by how much.
+// integers and pred, within an absolute-or-relative tolerance for floating point, NaN equal to NaN
+// and an infinity only to the same infinity. The error names the first mismatching element and the
+// largest errors, so a failing differential test says where and by how much.
 #pragma once
 
 #include "compiler/hlo/literal.h"
@@ -12,16 +12,32 @@ namespace xlens {
 struct ErrorSpec {
   double abs = 1e-5;
   double rel = 1e-5;
+  // Compare elements of a type narrower than f32 within at least NarrowFloatTolerance(type) (abs
+  // and rel): a tolerance chosen for f32 fails an f16 or bf16 result that differs from the
+  // expected one only in its rounding.
+  bool widen_for_narrow_floats = false;
 };
 
-// Largest absolute and relative error over all float elements (0 when there are none).
+// The least tolerance, absolute and relative, of a comparison of `type`'s values: 1e-2 for f16
+// and bf16, what XLA's own tests give them (ErrorSpec{1e-2, 1e-2} in its GEMM, Triton and oneDNN
+// tests), about 10 units in the last place of f16 and 1.3 of bf16; one unit in the last place
+// (2^-mantissa bits) for the f8 and f4 types, whose unit is larger; 0 for f32, f64, the complex
+// types and every other type.
+double NarrowFloatTolerance(PrimitiveType type);
+
+// Largest absolute and relative error over all float elements (0 when there are none). An infinity
+// against a finite value or the other infinity is an infinite absolute error; NaN against a number
+// has no error to measure, so those are counted apart.
 struct LiteralDifference {
   double max_abs_error = 0;
   double max_rel_error = 0;
+  int64_t non_finite_mismatches = 0;  // values where exactly one side is NaN, or unequal infinities
 };
 
 // OK when `actual` matches `expected` (shapes compatible, every element within `spec`); otherwise
-// an error such as "out0 element {3, 1}: expected 1.5, got 1.625 (abs error 0.125, rel 0.0833)".
+// an error such as "out0 element {3, 1}: expected 1.5, got 1.625 (abs error 0.125, rel 0.0833)",
+// or "result element {0}: expected -95, got -inf" for a non-finite mismatch, which the error
+// names too when a finite one came first.
 // `difference`, when given, receives the largest errors either way.
 Status ExpectLiteralNear(const Literal& expected, const Literal& actual, const ErrorSpec& spec,
                          LiteralDifference* difference = nullptr);

@@ -44,6 +44,19 @@ TEST_F(RunCliTest, RunsComparesWithTheEvaluatorAndTimes) {
   EXPECT_THAT(r.output, HasSubstr("1 kernels"));
 }
 
+TEST_F(RunCliTest, HalfOutputsAreComparedWithinTheirOwnTolerance) {
+  const std::string file = Write("half.hlo", R"(HloModule half
+ENTRY main {
+  x = f16[256] parameter(0)
+  s = f32[256] parameter(1)
+  ROOT t = (f16[256], f32[256]) tuple(x, s)
+}
+)");
+  RunResult r = RunXlens("run " + file + " --reference");
+  EXPECT_EQ(r.exit_code, 0) << r.output;
+  EXPECT_THAT(r.output, HasSubstr("(tolerance 0.001, f16 0.01): match")) << r.output;
+}
+
 TEST_F(RunCliTest, WritesOutputsReadsInputsAndDumpsCodegenFiles) {
   const std::string file = Write("chain.hlo", kChain);
   const std::string dump = (dir_ / "dump").string();

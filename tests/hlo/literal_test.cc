@@ -1,8 +1,10 @@
 #include "compiler/hlo/literal.h"
+#include "compiler/hlo/literal_comparison.h"
 
 #include <cmath>
 #include <limits>
 
+#include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
 namespace xlens {
@@ -60,6 +62,59 @@ TEST(LiteralTest, TuplesAndEquality) {
   b.tuple_element(1).data<int32_t>()[1] = 3;
   EXPECT_FALSE(a == b);
   EXPECT_EQ(a.ToStringWithoutShape(), "(1.5, {1, 2})");
+}
+
+Literal FloatsOf(PrimitiveType type, const std::vector<double>& values) {
+  Literal lit(Shape(type, {static_cast<int64_t>(values.size())}));
+  for (size_t i = 0; i < values.size(); ++i) lit.SetFromDouble(static_cast<int64_t>(i), values[i]);
+  return lit;
+}
+
+TEST(LiteralComparisonTest, NonFiniteMismatchesNameTheElementAndBothValues) {
+  const double inf = std::numeric_limits<double>::infinity();
+  LiteralDifference diff;
+  // exp(-95) is subnormal in f32: its log is -95 where an exponential flushed to 0 gives -inf.
+  Status s = ExpectLiteralNear(FloatsOf(PrimitiveType::F32, {-95, 1, inf, 2}),
+                               FloatsOf(PrimitiveType::F32, {-inf, 1, -inf, std::nan("")}),
+                               ErrorSpec{1e-3, 1e-3}, &diff);
+  ASSERT_FALSE(s.ok());
+  EXPECT_THAT(s.message(), ::testing::StartsWith("result element {0}: expected -95, got -inf; 3 "));
+  EXPECT_THAT(s.message(), ::testing::Not(::testing::HasSubstr("abs error")));
+  EXPECT_TRUE(std::isinf(diff.max_abs_error));
+  EXPECT_EQ(diff.non_finite_mismatches, 3);
+
+  // A finite mismatch first: the first non-finite one is named as well.
+  s = ExpectLiteralNear(FloatsOf(PrimitiveType::F32, {1, 2, -95}),
+                        FloatsOf(PrimitiveType::F32, {1.5, 2, -inf}), ErrorSpec{1e-3, 1e-3}, &diff);
+  EXPECT_THAT(s.message(), ::testing::StartsWith("result element {0}: expected 1, got 1.5 (abs error 0.5, "));
+  EXPECT_THAT(s.message(), ::testing::HasSubstr("first non-finite mismatch: element {2}: expected -95, got -inf"));
+  EXPECT_EQ(diff.non_finite_mismatches, 1);
+}
+
+TEST(LiteralComparisonTest, NarrowFloatsAreHeldToTheirOwnTypesTolerance) {
+  EXPECT_EQ(NarrowFloatTolerance(PrimitiveType::F16), 1e-2);
+  EXPECT_EQ(NarrowFloatTolerance(PrimitiveType::BF16), 1e-2);
+  EXPECT_EQ(NarrowFloatTolerance(PrimitiveType::F8E4M3FN), 0.125);
+  EXPECT_EQ(NarrowFloatTolerance(PrimitiveType::F8E5M2), 0.25);
+  EXPECT_EQ(NarrowFloatTolerance(PrimitiveType::F32), 0);
+  EXPECT_EQ(NarrowFloatTolerance(PrimitiveType::F64), 0);
+  // Two f16 sums of the same 65536 values taken in different orders (0.5% apart).
+  const ErrorSpec f32_spec{1e-3, 1e-3};
+  const ErrorSpec widened{1e-3, 1e-3, /*widen_for_narrow_floats=*/true};
+  for (PrimitiveType type : {PrimitiveType::F16, PrimitiveType::BF16}) {
+    Literal a = FloatsOf(type, {31.6875});
+    Literal b = FloatsOf(type, {31.84375});
+    EXPECT_FALSE(ExpectLiteralNear(a, b, f32_spec).ok());
+    EXPECT_TRUE(ExpectLiteralNear(a, b, widened).ok()) << PrimitiveTypeName(type);
+    EXPECT_FALSE(ExpectLiteralNear(a, FloatsOf(type, {32.5}), widened).ok()) << PrimitiveTypeName(type);
+  }
+  // f32 keeps the tolerance given, in a tuple beside an f16 that is widened.
+  Literal expected = Literal::MakeTuple({FloatsOf(PrimitiveType::F16, {31.6875}),
+                                         FloatsOf(PrimitiveType::F32, {31.6875})});
+  Literal actual = Literal::MakeTuple({FloatsOf(PrimitiveType::F16, {31.84375}),
+                                       FloatsOf(PrimitiveType::F32, {31.84375})});
+  Status s = ExpectLiteralNear(expected, actual, widened);
+  EXPECT_THAT(s.message(), ::testing::StartsWith("result{1} element {0}: expected 31.6875, got 31.84375"));
 }
 
 TEST(ShapeTest, PrintsDynamicAndTupleShapes) {
