@@ -101,7 +101,8 @@ Value* EmitFastExp(llvm::IRBuilder<>& b, Value* x, bool not_positive, bool scale
   // multiplies in all, where halving n into two powers took seven and two. The sum's bits are
   // 0x4b400000 + n, and 0x4b400000 << 23 is 0 in 32 bits, so the shift takes n from them as is.
   // (1 + q) p is one fused multiply-add, q p + p: p is a power of two, so it rounds as 1 + q
-  // does.
+  // does. A result below 2^-126 rounds to a subnormal here, which the runtime's FTZ flushes to 0
+  // as XLA:CPU's does (fast_math.h): matching XLA takes no compare and select.
   Value* bits = b.CreateBitCast(t, b.getInt32Ty());
   Value* k = I(b, 127 + 34);
   Value* scale = F(b, 0x1p-34);
