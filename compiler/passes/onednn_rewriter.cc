@@ -250,7 +250,11 @@ std::string RefusalReason(const HloInstruction& core) {
 }
 
 // Whether this CPU runs those loops (AVX-512F, as NarrowProductAvailable says): elsewhere oneDNN
-// computes a narrow product, at a fraction of its kernels' speed.
+// computes a narrow product, at a fraction of its kernels' speed. The host's answer is the
+// target's: the JIT compiles for the machine it runs on, and `xlens aot`, which compiles for
+// others, runs the passes without this one (aot_compiler.cc), its products and convolutions
+// generated loops for the target's own features (a 256x128x10 weight gradient compiled for
+// haswell on an AVX-512 host: no zmm register in the object, no undefined symbol).
 bool NarrowLoopsAvailable() { return CpuHasAvx512F(); }
 
 // A minor transpose of a product's result, with at most an elementwise chain by scalar constants
