@@ -285,6 +285,75 @@ ENTRY e {
   testing::ExpectMatchesEvaluator(through_transpose);
 }
 
+TEST(KernelEmitterTest, TranscendentalsWeighALoopsShareOfTheThreads) {
+  // An LSTM cell's gates: three logistics (as exp and divide) and two tanhs per element of two
+  // f32[64,512] outputs, the first read again by the second's tanh. Each transcendental is
+  // counted once, at two plain elements' work, so that the 32K elements (five transcendentals
+  // each) make more than the 64K elements' worth that one thread's share of a loop must reach.
+  const char* text = R"(HloModule m
+gates {
+  z = f32[64,2048] parameter(0)
+  c = f32[64,512] parameter(1)
+  one = f32[] constant(1)
+  ones = f32[64,512] broadcast(one), dimensions={}
+  zi = f32[64,512] slice(z), slice={[0:64], [0:512]}
+  ni = f32[64,512] negate(zi)
+  ei = f32[64,512] exponential(ni)
+  di = f32[64,512] add(ei, ones)
+  i = f32[64,512] divide(ones, di)
+  zf = f32[64,512] slice(z), slice={[0:64], [512:1024]}
+  nf = f32[64,512] negate(zf)
+  ef = f32[64,512] exponential(nf)
+  df = f32[64,512] add(ef, ones)
+  f = f32[64,512] divide(ones, df)
+  zg = f32[64,512] slice(z), slice={[0:64], [1024:1536]}
+  g = f32[64,512] tanh(zg)
+  zo = f32[64,512] slice(z), slice={[0:64], [1536:2048]}
+  no = f32[64,512] negate(zo)
+  eo = f32[64,512] exponential(no)
+  do = f32[64,512] add(eo, ones)
+  o = f32[64,512] divide(ones, do)
+  fc = f32[64,512] multiply(f, c)
+  ig = f32[64,512] multiply(i, g)
+  c2 = f32[64,512] add(fc, ig)
+  tc = f32[64,512] tanh(c2)
+  h2 = f32[64,512] multiply(o, tc)
+  ROOT t = (f32[64,512], f32[64,512]) tuple(c2, h2)
+}
+ENTRY e {
+  z = f32[64,2048] parameter(0)
+  c = f32[64,512] parameter(1)
+  ROOT f = (f32[64,512], f32[64,512]) fusion(z, c), kind=kLoop, calls=gates
+})";
+  auto spec = EmitFor(text, "f");
+  ASSERT_TRUE(spec.ok()) << spec.status().message();
+  ASSERT_EQ(spec->phases.size(), 1u);
+  EXPECT_EQ(spec->phases[0].tasks, 64);
+  EXPECT_EQ(spec->phases[0].work_per_task, 512 * (1 + 2 * 5));
+  EXPECT_GT(spec->phases[0].tasks * spec->phases[0].work_per_task, 2 * (int64_t{1} << 16));
+  // A plain loop of as many elements stays one thread's.
+  const char* plain = R"(HloModule m
+ENTRY e {
+  a = f32[64,512] parameter(0)
+  ROOT n = f32[64,512] negate(a)
+})";
+  auto inline_spec = EmitFor(plain, "n");
+  ASSERT_TRUE(inline_spec.ok()) << inline_spec.status().message();
+  ASSERT_EQ(inline_spec->phases.size(), 1u);
+  EXPECT_EQ(inline_spec->phases[0].work_per_task * inline_spec->phases[0].tasks, 64 * 512);
+  // An unfused tanh counts itself, not the exponential it reads from another kernel's buffer.
+  const char* unfused = R"(HloModule m
+ENTRY e {
+  a = f32[64,512] parameter(0)
+  x = f32[64,512] exponential(a)
+  ROOT t = f32[64,512] tanh(x)
+})";
+  auto own = EmitFor(unfused, "t");
+  ASSERT_TRUE(own.ok()) << own.status().message();
+  ASSERT_EQ(own->phases.size(), 1u);
+  EXPECT_EQ(own->phases[0].work_per_task * own->phases[0].tasks, 64 * 512 * (1 + 2));
+}
+
 TEST(KernelEmitterTest, SanitizedNamesAreValidSymbols) {
   EXPECT_EQ(SanitizeName("fusion.3"), "fusion_3");
   EXPECT_EQ(SanitizeName("0weird-name"), "k_0weird_name");

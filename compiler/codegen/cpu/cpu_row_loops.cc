@@ -155,16 +155,21 @@ bool IsTranscendental(HloOpcode op) {
 
 bool ReachesTranscendental(const std::vector<const HloInstruction*>& values,
                            const std::function<bool(const HloInstruction*)>& read) {
-  bool reached = false;
+  return TranscendentalsPerElement(values, read) > 0;
+}
+
+int64_t TranscendentalsPerElement(const std::vector<const HloInstruction*>& values,
+                                  const std::function<bool(const HloInstruction*)>& read) {
+  int64_t count = 0;
   std::set<const HloInstruction*> seen;
   std::function<void(const HloInstruction*)> walk = [&](const HloInstruction* x) {
-    if (reached || !seen.insert(x).second || read(x)) return;
+    if (!seen.insert(x).second || read(x)) return;
     if (x->opcode() == HloOpcode::kReduce || x->opcode() == HloOpcode::kParameter) return;
-    reached = IsTranscendental(x->opcode());
+    count += IsTranscendental(x->opcode()) ? 1 : 0;
     for (const HloInstruction* operand : x->operands()) walk(operand);
   };
   for (const HloInstruction* x : values) walk(x);
-  return reached;
+  return count;
 }
 
 namespace {

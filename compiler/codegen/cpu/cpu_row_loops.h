@@ -45,6 +45,10 @@ bool IsTranscendental(HloOpcode op);
 // memory or a register).
 bool ReachesTranscendental(const std::vector<const HloInstruction*>& values,
                            const std::function<bool(const HloInstruction*)>& read);
+// How many transcendental functions computing `values` per element computes (each instruction
+// once, however many of the values read it), up to the same reductions, parameters and reads.
+int64_t TranscendentalsPerElement(const std::vector<const HloInstruction*>& values,
+                                  const std::function<bool(const HloInstruction*)>& read);
 
 // Reduction loops longer than this many elements are not unrolled: the interleaved vector loop
 // already has the parallelism, and a row of a thousand elements unrolled whole (the level's loop
