@@ -36,6 +36,7 @@ Status OneDnnThunk::Execute(char**, ExecuteContext&) const { return Error("no on
 std::string OneDnnThunk::ToString(int) const { return ""; }
 int64_t OneDnnThunk::Parts() const { return 0; }
 double OneDnnThunk::ComputedShare() const { return 1; }
+bool OneDnnThunk::ReordersWeights() const { return false; }
 
 #else
 
@@ -709,6 +710,8 @@ int64_t OneDnnThunk::Parts() const {
 }
 
 double OneDnnThunk::ComputedShare() const { return impl_->masked_blocks.empty() ? 1 : impl_->masked_share; }
+
+bool OneDnnThunk::ReordersWeights() const { return impl_->reorder_weights; }
 
 bool OneDnnThunk::ComputeRunsInline() const {
   const Impl& impl = *impl_;

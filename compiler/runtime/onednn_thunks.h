@@ -48,6 +48,9 @@ class OneDnnThunk : public Thunk {
   // The share of the product's outputs a call computes: below 1 where a mask leaves the rest
   // unread (product_mask.h), so that the profile rates the kernel by the work it does.
   double ComputedShare() const;
+  // Whether a convolution's weights are reordered into another layout for oneDNN (on every call,
+  // or once where they are constants) rather than read where they lie.
+  bool ReordersWeights() const;
   // How many calls ran the product whole, as one call on the calling thread, instead of its
   // parts (a split product kept whole, where the pool would have run the parts inline).
   int64_t WholeRuns() const { return whole_runs_.load(std::memory_order_relaxed); }

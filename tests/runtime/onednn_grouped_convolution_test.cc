@@ -105,6 +105,40 @@ TEST_F(OneDnnGroupedConvolutionTest, DepthwiseForward) {
                         "convolution[32 groups]");
 }
 
+// Whether the oneDNN call of the module `text` (its last) reorders its weights; the module must
+// also match the evaluator.
+bool ReordersWeights(const std::string& text) {
+  SCOPED_TRACE(text);
+  auto module = ParseHloModule(text);
+  EXPECT_TRUE(module.ok()) << module.status().message();
+  if (!module.ok()) return true;
+  auto exe = CompileForCpu(std::move(*module), {});
+  EXPECT_TRUE(exe.ok()) << exe.status().message();
+  if (!exe.ok()) return true;
+  const OneDnnThunk* call = nullptr;
+  for (const auto& thunk : (*exe)->thunks()) {
+    if (const auto* c = dynamic_cast<const OneDnnThunk*>(thunk.get())) call = c;
+  }
+  EXPECT_NE(call, nullptr);
+  testing::ExpectMatchesEvaluator(text, {}, {2e-5, 2e-5});
+  return call == nullptr || call->ReordersWeights();
+}
+
+TEST_F(OneDnnGroupedConvolutionTest, DepthwiseWeightsAreReadWhereTheyLie) {
+  // HWIO depthwise weights over whole blocks of 16 (or 8) groups are the blocked layout of
+  // oneDNN's forward depthwise kernel (hwioG16g) as they lie: no reorder on each call.
+  const std::string depthwise = "window={size=3x3 pad=1_1x1_1}, dim_labels=b01f_01io->b01f, feature_group_count=";
+  EXPECT_FALSE(ReordersWeights(Module("f32[3,10,9,32]", "f32[3,3,1,32]", "f32[3,10,9,32]", depthwise + "32")));
+  EXPECT_FALSE(ReordersWeights(Module("f32[1,7,7,1024]", "f32[3,3,1,1024]", "f32[1,7,7,1024]", depthwise + "1024")));
+  // Those that are not: 5 groups (a block padded to 16), a kernel stored OIHW, 4 groups of 2 to 3.
+  EXPECT_TRUE(ReordersWeights(Module("f32[3,10,9,5]", "f32[3,3,1,5]", "f32[3,10,9,5]", depthwise + "5")));
+  EXPECT_TRUE(ReordersWeights(Module("f32[3,10,9,32]", "f32[32,1,3,3]", "f32[3,10,9,32]", depthwise + "32",
+                                     "  rb = f32[3,3,1,32] transpose(b), dimensions={2,3,1,0}\n")));
+  EXPECT_TRUE(ReordersWeights(Module("f32[2,9,11,8]", "f32[3,2,2,12]", "f32[2,5,11,12]",
+                                     "window={size=3x2 stride=2x1 pad=1_1x0_1}, dim_labels=b01f_01io->b01f, "
+                                     "feature_group_count=4")));
+}
+
 TEST_F(OneDnnGroupedConvolutionTest, OtherLayouts) {
   // Kernel stored [out, in, h, w] (OIHW) and read through a transpose.
   ExpectGroupedOnOneDnn(Module("f32[2,8,8,8]", "f32[12,2,3,3]", "f32[2,6,6,12]",
