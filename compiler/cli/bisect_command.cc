@@ -145,7 +145,7 @@ int RunBisect(const BisectArgs& args) {
 
   tools::BisectOptions options;
   options.compile = *settings;
-  options.tolerance = ErrorSpec{args.tolerance, args.tolerance};
+  options.tolerance = ReferenceTolerance(args.tolerance);
   options.passes_only = args.passes_only;
   // A module that never ends (a while loop whose condition stays true) is stopped here: the
   // evaluations are cancelled, compiled code that does not stop ends the process with one line.
@@ -272,7 +272,7 @@ int RunReduce(const ReduceArgs& args) {
   spec.timeout_seconds = args.timeout_seconds;
   spec.max_work = args.max_work;
   spec.compile = *settings;
-  spec.tolerance = ErrorSpec{args.tolerance, args.tolerance};
+  spec.tolerance = ReferenceTolerance(args.tolerance);
   spec.seed = args.seed;
   spec.work_directory = work->path();
   spec.xlens_flags = args.extra_flags;

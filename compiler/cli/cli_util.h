@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "compiler/hlo/literal.h"
+#include "compiler/hlo/literal_comparison.h"
 #include "compiler/passes/hlo_optimizer.h"
 #include "dump/dump_context.h"
 #include "compiler/hlo/module.h"
@@ -28,6 +29,13 @@ StatusOr<std::unique_ptr<HloModule>> LoadModule(const std::string& path, bool ve
 // the same file). Errors are the file's.
 Status PrepareModuleToRun(HloModule& module, const std::string& path, std::string_view command,
                           const std::string& fill, uint64_t seed, bool quiet = false);
+// The comparison with the reference evaluator of every command's --tolerance (run, bisect,
+// reduce, replay, the multi-device runs): absolute and relative `tolerance`, f16 and bf16 outputs
+// within at least 1e-2 (NarrowFloatTolerance), so that the `xlens run --reference` a bisection
+// prints to reproduce a miscompare judges it as the bisection did.
+inline ErrorSpec ReferenceTolerance(double tolerance) {
+  return ErrorSpec{tolerance, tolerance, /*widen_for_narrow_floats=*/true};
+}
 // Every leaf of a (possibly tuple) literal, in order.
 void CollectLeaves(const Literal& literal, std::vector<const Literal*>& leaves);
 // A literal for a terminal: whole when small, the first and last elements otherwise.

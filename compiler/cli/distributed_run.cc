@@ -254,7 +254,7 @@ int RunDistributed(const RunArgs& args, bool compiled) {
     if (!checked.ok()) break;
     LiteralDifference difference;
     Status match = ExpectLiteralNear((*expected)[d], (*results)[d],
-                                     ErrorSpec{args.tolerance, args.tolerance}, &difference);
+                                     ReferenceTolerance(args.tolerance), &difference);
     worst.max_abs_error = std::max(worst.max_abs_error, difference.max_abs_error);
     worst.max_rel_error = std::max(worst.max_rel_error, difference.max_rel_error);
     if (!match.ok()) {

@@ -386,7 +386,7 @@ int RunOnDevices(const RunArgs& args, bool compiled) {
   for (int64_t d = 0; d < topology.num_devices(); ++d) {
     LiteralDifference difference;
     Status match = ExpectLiteralNear((*expected)[d], (*results)[d],
-                                     ErrorSpec{args.tolerance, args.tolerance}, &difference);
+                                     ReferenceTolerance(args.tolerance), &difference);
     worst.max_abs_error = std::max(worst.max_abs_error, difference.max_abs_error);
     worst.max_rel_error = std::max(worst.max_rel_error, difference.max_rel_error);
     if (!match.ok() && exit_code == 0) {

@@ -203,7 +203,7 @@ Comparison Compare(const std::vector<const Literal*>& expected, std::string_view
   }
   for (size_t i = 0; i < expected.size(); ++i) {
     LiteralDifference difference;
-    Status near = ExpectLiteralNear(*expected[i], *actual[i], ErrorSpec{tolerance, tolerance},
+    Status near = ExpectLiteralNear(*expected[i], *actual[i], ReferenceTolerance(tolerance),
                                     &difference);
     if (near.ok()) continue;
     ++out.leaves_differing;

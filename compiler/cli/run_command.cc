@@ -363,9 +363,8 @@ int RunRun(const RunArgs& args) {
     LiteralDifference difference;
     // An f16 or bf16 output that differs from the evaluator's only in its rounding (a sum taken in
     // another order) is held to its own type's tolerance, not to one chosen for f32.
-    Status match = ExpectLiteralNear(
-        *expected, *result,
-        ErrorSpec{args.tolerance, args.tolerance, /*widen_for_narrow_floats=*/true}, &difference);
+    Status match =
+        ExpectLiteralNear(*expected, *result, ReferenceTolerance(args.tolerance), &difference);
     std::string tolerance = fmt::format("{:g}", args.tolerance);
     std::vector<PrimitiveType> widened;
     for (const Literal* leaf : leaves) {

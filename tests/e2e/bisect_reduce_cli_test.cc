@@ -75,6 +75,25 @@ TEST_F(BisectReduceCliTest, BisectFindsAWrongGpuKernelOnTheSimulator) {
   EXPECT_THAT(r.output, HasSubstr("culprit: code generation: kernel fusion computes wrong values"));
 }
 
+// Bisect judges an f16 result as `xlens run --reference`, its reproducer, does: within 1e-2 for
+// f16 (here a planted + 1 on values near 300, 0.33%), not within the --tolerance 1e-3 of f32.
+TEST_F(BisectReduceCliTest, BisectHoldsHalfResultsToTheToleranceRunDoes) {
+  const std::string file = Write("h.hlo", R"(HloModule h
+ENTRY main {
+  p = f16[4] parameter(0)
+  c = f16[4] broadcast(f16[] constant(300)), dimensions={}
+  ROOT a = f16[4] add(p, c)
+}
+)");
+  const std::string planted = " --xla_test_miscompile_kernel=fusion";
+  RunResult run = RunXlens("run " + file + " --reference" + planted);
+  EXPECT_EQ(run.exit_code, 0) << run.output;
+  EXPECT_THAT(run.output, HasSubstr("(tolerance 0.001, f16 0.01): match"));
+  RunResult bisect = RunXlens("bisect " + file + " -o " + (dir_ / "report").string() + planted);
+  EXPECT_EQ(bisect.exit_code, 2) << bisect.output;
+  EXPECT_THAT(bisect.output, HasSubstr("culprit: not reproduced"));
+}
+
 TEST_F(BisectReduceCliTest, BisectReadsSnapshotArguments) {
   const std::string file = Write("m.hlo", kModule);
   // Arguments bisect wrote once, renamed as a snapshot dump names them.
