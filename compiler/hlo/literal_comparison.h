@@ -25,13 +25,14 @@ struct ErrorSpec {
 // types and every other type.
 double NarrowFloatTolerance(PrimitiveType type);
 
-// Largest absolute and relative error over all float elements (0 when there are none). An infinity
-// against a finite value or the other infinity is an infinite absolute error; NaN against a number
-// has no error to measure, so those are counted apart.
+// Largest absolute and relative error over the float elements where both sides are finite (0 when
+// there are none). NaN against a number, or an infinity against a finite value or the other
+// infinity, has no error to measure: those are counted apart, so that a largest error of 0 never
+// stands for them.
 struct LiteralDifference {
   double max_abs_error = 0;
   double max_rel_error = 0;
-  int64_t non_finite_mismatches = 0;  // values where exactly one side is NaN, or unequal infinities
+  int64_t non_finite_mismatches = 0;  // exactly one side NaN, or an infinity the other side lacks
 };
 
 // OK when `actual` matches `expected` (shapes compatible, every element within `spec`); otherwise
