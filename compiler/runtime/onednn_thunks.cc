@@ -478,12 +478,22 @@ void AddTo(float* __restrict row, float x, int64_t n) {
   for (; c < n; ++c) row[c] += x;
 }
 
+// row[c] = a[c] + b[c], in AddTo's runs.
+void SumTo(float* __restrict row, const float* __restrict a, const float* __restrict b, int64_t n) {
+  int64_t c = 0;
+  for (; c + 16 <= n; c += 16) {
+    for (int j = 0; j < 16; ++j) row[c + j] = a[c + j] + b[c + j];
+  }
+  for (; c < n; ++c) row[c] = a[c] + b[c];
+}
+
 }  // namespace
 
 // A column part's block of the output (all rows, the part's columns) set to the sum of its
 // addends, for oneDNN's sum post-op to add the product onto: each row written from its first
-// addend and added to from the others. A full addend that is the output itself (a residual
-// updated in place) is already there.
+// two addends in one pass (the LSTM's other product and its bias: a copy and then an add were two
+// passes over each row) and added to from the others. A full addend that is the output itself (a
+// residual updated in place) is already there.
 void OneDnnThunk::Impl::SumAddendsInto(char** frame, const Part& part, float* output, int64_t dst_offset,
                                        int64_t bias_offset) const {
   const Impl& impl = *this;
@@ -496,6 +506,12 @@ void OneDnnThunk::Impl::SumAddendsInto(char** frame, const Part& part, float* ou
       in_place = a;
     }
   }
+  // Addend a's stretch of row r, for those not scalar.
+  auto stretch = [&](size_t a, int64_t r) {
+    const float* addend = reinterpret_cast<const float*>(frame[impl.addend_slots[a]]);
+    return addend + (impl.addend_kinds[a] == OneDnnPostOp::Addend::kFull ? dst_offset + r * impl.dst_row_step
+                                                                         : bias_offset);
+  };
   for (int64_t r = 0; r < rows; ++r) {
     float* row = output + dst_offset + r * impl.dst_row_step;
     bool written = in_place < impl.addend_slots.size();
@@ -508,14 +524,14 @@ void OneDnnThunk::Impl::SumAddendsInto(char** frame, const Part& part, float* ou
         } else {
           std::fill(row, row + cols, addend[0]);
         }
+      } else if (written) {
+        AddTo(row, stretch(a, r), cols);
+      } else if (a + 1 < impl.addend_slots.size() && impl.addend_kinds[a + 1] != OneDnnPostOp::Addend::kScalar) {
+        // Nothing is in place here (the row would be written already).
+        SumTo(row, stretch(a, r), stretch(a + 1, r), cols);
+        ++a;
       } else {
-        addend += impl.addend_kinds[a] == OneDnnPostOp::Addend::kFull ? dst_offset + r * impl.dst_row_step
-                                                                       : bias_offset;
-        if (written) {
-          AddTo(row, addend, cols);
-        } else {
-          std::memcpy(row, addend, cols * sizeof(float));
-        }
+        std::memcpy(row, stretch(a, r), cols * sizeof(float));
       }
       written = true;
     }

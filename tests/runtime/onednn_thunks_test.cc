@@ -518,16 +518,33 @@ ENTRY e {
   bb = f32[32,512] broadcast(bias), dimensions={1}
   ROOT r = f32[32,512] add(t, bb)
 })";
+  // The first two summed into each row in one pass and the third added, in parts of 260 columns
+  // (runs of 16 and a remainder of 4).
+  const std::string three_addends = R"(HloModule m
+ENTRY e {
+  a = f32[32,256] parameter(0)
+  b = f32[256,520] parameter(1)
+  res = f32[32,520] parameter(2)
+  bias = f32[520] parameter(3)
+  other = f32[32,520] parameter(4)
+  d = f32[32,520] dot(a, b), lhs_contracting_dims={1}, rhs_contracting_dims={0}
+  s = f32[32,520] add(d, res)
+  bb = f32[32,520] broadcast(bias), dimensions={1}
+  t = f32[32,520] add(s, bb)
+  ROOT r = f32[32,520] add(t, other)
+})";
   const bool parallel = ThreadPool::Default().parallelism() >= 2;
   const std::string parts = parallel ? "; 2 parts on the pool" : "";
   if (parallel) {
     EXPECT_THAT(KernelOf(wide), HasSubstr("gemm"));
     EXPECT_THAT(KernelOf(with_addends), HasSubstr("gemm"));
     EXPECT_THAT(KernelOf(with_scalar), HasSubstr("gemm"));
+    EXPECT_THAT(KernelOf(three_addends), HasSubstr("gemm"));
   }
   ExpectOneDnnMatchesEvaluator(wide, "matmul(lhs, rhs) + linear(0.5x+0)", parts);
   ExpectOneDnnMatchesEvaluator(with_addends, "matmul(lhs, rhs) + binary_add[bias] + binary_add", parts);
   ExpectOneDnnMatchesEvaluator(with_scalar, "matmul(lhs, rhs) + binary_add[scalar] + binary_add[bias]", parts);
+  ExpectOneDnnMatchesEvaluator(three_addends, "matmul(lhs, rhs) + binary_add + binary_add[bias] + binary_add", parts);
   // Weights of 2 MiB (the GELU MLP's second product has 4) are split in columns too, however
   // tall the product; half of them stay in rows on brgemm.
   auto product = [](int64_t k) {
