@@ -130,6 +130,8 @@ TEST_F(OneDnnGroupedConvolutionTest, DepthwiseWeightsAreReadWhereTheyLie) {
   const std::string depthwise = "window={size=3x3 pad=1_1x1_1}, dim_labels=b01f_01io->b01f, feature_group_count=";
   EXPECT_FALSE(ReordersWeights(Module("f32[3,10,9,32]", "f32[3,3,1,32]", "f32[3,10,9,32]", depthwise + "32")));
   EXPECT_FALSE(ReordersWeights(Module("f32[1,7,7,1024]", "f32[3,3,1,1024]", "f32[1,7,7,1024]", depthwise + "1024")));
+  // One image of 2.7M multiply-adds, in bands of rows on a pool of two or more threads.
+  EXPECT_FALSE(ReordersWeights(Module("f32[1,48,48,128]", "f32[3,3,1,128]", "f32[1,48,48,128]", depthwise + "128")));
   // Those that are not: 5 groups (a block padded to 16), a kernel stored OIHW, 4 groups of 2 to 3.
   EXPECT_TRUE(ReordersWeights(Module("f32[3,10,9,5]", "f32[3,3,1,5]", "f32[3,10,9,5]", depthwise + "5")));
   EXPECT_TRUE(ReordersWeights(Module("f32[3,10,9,32]", "f32[32,1,3,3]", "f32[3,10,9,32]", depthwise + "32",
