@@ -67,6 +67,10 @@ struct OneDnnCall {
   // The operand is stored with its two minor dimensions swapped ([.., k, m] for the lhs,
   // [.., n, k] for the rhs) and read in place.
   bool lhs_transposed = false, rhs_transposed = false;
+  // A product's operand that is a slice of the fusion operand lying whole in it (one batch
+  // element of a chain batched-chain-split took apart: [1, m, k] of [B, m, k]) is read in place
+  // from this many elements in, instead of from a copy the slice would make.
+  int64_t lhs_offset = 0, rhs_offset = 0;
   std::vector<OneDnnPostOp> post_ops;
   // A convolution: which oneDNN pass computes it and how its operands are read (post-ops only
   // on the forward pass).

@@ -122,6 +122,8 @@ StatusOr<std::unique_ptr<OneDnnThunk>> OneDnnThunk::Create(std::string hlo_name,
   impl.is_convolution = call->is_convolution && !pointwise;
   impl.lhs_slot = operand_slots.at(call->lhs_parameter);
   impl.rhs_slot = operand_slots.at(call->rhs_parameter);
+  impl.lhs_offset = call->lhs_offset;
+  impl.rhs_offset = call->rhs_offset;
   impl.output_slot = output_slot;
   const HloInstruction& core = *call->core;
   const int64_t parallelism = ThreadPool::Default().parallelism();
@@ -542,8 +544,8 @@ void OneDnnThunk::Impl::SumAddendsInto(char** frame, const Part& part, float* ou
 // buffer of their thread's.
 Status OneDnnThunk::Impl::ExecuteMasked(char** frame, ExecuteContext& context, const std::string& name) const {
   const int64_t per_batch = static_cast<int64_t>(masked_blocks.size());
-  const float* lhs = reinterpret_cast<const float*>(frame[lhs_slot]);
-  const float* rhs = reinterpret_cast<const float*>(frame[rhs_slot]);
+  const float* lhs = Lhs(frame);
+  const float* rhs = Rhs(frame);
   float* output = reinterpret_cast<float*>(frame[output_slot]);
   thread_local std::vector<float> block_output;
   auto bind_part = [&](int64_t t, std::unordered_map<int, dnnl::memory>& args, dnnl::stream&) -> const Part& {
@@ -583,8 +585,8 @@ Status OneDnnThunk::Impl::ExecuteMasked(char** frame, ExecuteContext& context, c
 bool OneDnnThunk::Impl::ExecuteNarrow(char** frame, ExecuteContext& context,
                                       std::atomic<int64_t>& whole_runs) const {
   const SmallProductShape& s = small_shape;
-  const float* lhs = reinterpret_cast<const float*>(frame[lhs_slot]);
-  const float* rhs = reinterpret_cast<const float*>(frame[rhs_slot]);
+  const float* lhs = Lhs(frame);
+  const float* rhs = Rhs(frame);
   float* output = reinterpret_cast<float*>(frame[output_slot]);
   // The loops write the output before the post-ops read the addends: an output in an operand's
   // buffer (a residual added in place) takes oneDNN's parts.
@@ -653,16 +655,15 @@ Status OneDnnThunk::Execute(char** frame, ExecuteContext& context) const {
       if (static_cast<int64_t>(aside.size()) < size) aside.resize(size);
       result = aside.data();
     }
-    SmallProduct(s, reinterpret_cast<const float*>(frame[impl.lhs_slot]),
-                 reinterpret_cast<const float*>(frame[impl.rhs_slot]), result);
+    SmallProduct(s, impl.Lhs(frame), impl.Rhs(frame), result);
     ApplySmallProductPostOps(impl.post_ops, addends, s.batch * s.m, s.n, result);
     if (shared) std::memcpy(output, result, size * sizeof(float));
     return OkStatus();
   }
   const int64_t tasks = impl.batch * impl.blocks;
   if (impl.narrow && impl.ExecuteNarrow(frame, context, whole_runs_)) return OkStatus();
-  float* lhs = reinterpret_cast<float*>(frame[impl.lhs_slot]);
-  float* rhs = reinterpret_cast<float*>(frame[impl.rhs_slot]);
+  float* lhs = impl.Lhs(frame);
+  float* rhs = impl.Rhs(frame);
   float* output = reinterpret_cast<float*>(frame[impl.output_slot]);
   auto bind_part = [&](int64_t t, std::unordered_map<int, dnnl::memory>& args,
                        dnnl::stream& stream) -> const Impl::Part& {

@@ -168,6 +168,41 @@ ENTRY e {
   EXPECT_EQ(CountOpcode(*module, HloOpcode::kTranspose), 1);
 }
 
+TEST(OneDnnRewriterTest, ContiguousSlicesAreReadInPlaceAtTheirOffset) {
+  OneDnnRewriter pass;
+  auto module = Rewrite(pass, R"(HloModule m
+ENTRY e {
+  q = f32[4,32,16]{2,1,0} parameter(0)
+  k = f32[4,32,16]{2,1,0} parameter(1)
+  q2 = f32[1,32,16]{2,1,0} slice(q), slice={[2:3], [0:32], [0:16]}
+  k3 = f32[1,32,16]{2,1,0} slice(k), slice={[3:4], [0:32], [0:16]}
+  tk = f32[1,16,32]{2,1,0} transpose(k3), dimensions={0,2,1}
+  s = f32[1,32,32]{2,1,0} dot(q2, tk), lhs_batch_dims={0}, lhs_contracting_dims={2}, rhs_batch_dims={0}, rhs_contracting_dims={1}
+  rows = f32[1,8,16]{2,1,0} slice(q), slice={[1:2], [8:16], [0:16]}
+  cols = f32[1,16,16]{2,1,0} slice(k), slice={[0:1], [0:16], [0:16]}
+  r = f32[1,8,16]{2,1,0} dot(rows, cols), lhs_batch_dims={0}, lhs_contracting_dims={2}, rhs_batch_dims={0}, rhs_contracting_dims={1}
+  half = f32[1,32,8]{2,1,0} slice(k), slice={[0:1], [0:32], [0:8]}
+  h = f32[1,32,8]{2,1,0} dot(s, half), lhs_batch_dims={0}, lhs_contracting_dims={2}, rhs_batch_dims={0}, rhs_contracting_dims={1}
+  ROOT t = (f32[1,8,16]{2,1,0}, f32[1,32,8]{2,1,0}) tuple(r, h)
+})");
+  ASSERT_NE(module, nullptr);
+  std::vector<std::pair<int64_t, int64_t>> offsets;
+  for (const HloInstruction* f : CustomFusions(*module)) {
+    std::optional<OneDnnCall> call = MatchOneDnnCall(*f);
+    ASSERT_TRUE(call.has_value()) << f->ToString();
+    offsets.push_back({call->lhs_offset, call->rhs_offset});
+  }
+  // q's element 2 from 2 * 32 * 16, k's 3 (read transposed) from 3 * 32 * 16; rows 8-15 of q's
+  // element 1 from 512 + 8 * 16, with the first 16 rows of k's element 0 from 0. The columns
+  // 0-7 of k's rows do not lie together: that slice stays a copy, and the scores s are read as
+  // they are.
+  EXPECT_THAT(offsets, ::testing::UnorderedElementsAre(std::pair<int64_t, int64_t>{1024, 1536},
+                                                       std::pair<int64_t, int64_t>{640, 0},
+                                                       std::pair<int64_t, int64_t>{0, 0}));
+  EXPECT_EQ(CountOpcode(*module, HloOpcode::kSlice), 1);
+  EXPECT_EQ(CountOpcode(*module, HloOpcode::kTranspose), 0);
+}
+
 // JAX's weight gradient and update for x @ w: w - transpose(g^T x) * 0.1.
 constexpr char kGradientStep[] = R"(HloModule m
 ENTRY e {

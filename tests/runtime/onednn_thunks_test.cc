@@ -808,6 +808,43 @@ ENTRY e {
 // Products under the small-product limit run in the thunk's own loops, every post-op after them
 // as oneDNN would apply it, in every layout the rewriter accepts; a residual whose buffer the
 // result may take is read before it is overwritten; larger products still call oneDNN.
+// Operands that are slices lying whole in a larger array (one batch element of q, k and v, as
+// batched-chain-split takes attention apart; a block of rows) are read in place at their offset:
+// no loop copies them first. A slice cutting the minor dimension is not contiguous and is copied.
+TEST_F(OneDnnThunkTest, ContiguousSlicesAreReadInPlaceAtTheirOffset) {
+  const std::string text = R"(HloModule m
+ENTRY e {
+  q = f32[3,40,16] parameter(0)
+  k = f32[3,48,16] parameter(1)
+  v = f32[3,48,24] parameter(2)
+  q2 = f32[1,40,16] slice(q), slice={[2:3], [0:40], [0:16]}
+  k2 = f32[1,48,16] slice(k), slice={[2:3], [0:48], [0:16]}
+  tk = f32[1,16,48] transpose(k2), dimensions={0,2,1}
+  s = f32[1,40,48] dot(q2, tk), lhs_batch_dims={0}, lhs_contracting_dims={2}, rhs_batch_dims={0}, rhs_contracting_dims={1}
+  v1 = f32[1,48,24] slice(v), slice={[1:2], [0:48], [0:24]}
+  o = f32[1,40,24] dot(s, v1), lhs_batch_dims={0}, lhs_contracting_dims={2}, rhs_batch_dims={0}, rhs_contracting_dims={1}
+  rows = f32[1,8,16] slice(q), slice={[1:2], [24:32], [0:16]}
+  cols = f32[1,48,16] slice(v), slice={[0:1], [0:48], [8:24]}
+  r = f32[1,8,48] dot(rows, cols), lhs_batch_dims={0}, lhs_contracting_dims={2}, rhs_batch_dims={0}, rhs_contracting_dims={2}
+  ROOT t = (f32[1,40,24], f32[1,8,48]) tuple(o, r)
+})";
+  ExpectOneDnnMatchesEvaluator(text, "matmul(lhs, rhs^T)");
+  auto module = ParseHloModule(text);
+  ASSERT_TRUE(module.ok());
+  auto exe = CompileForCpu(std::move(*module), {});
+  ASSERT_TRUE(exe.ok());
+  // One loop: the slice of v's minor dimension (cols) that no offset can read.
+  const std::string listing = (*exe)->ThunkSequenceText();
+  size_t kernels = 0;
+  for (size_t at = listing.find("kernel "); at != std::string::npos; at = listing.find("kernel ", at + 1)) {
+    if (at == 0 || listing[at - 1] == '\n') ++kernels;
+  }
+  EXPECT_EQ(kernels, 1u) << listing;
+  // The thunks' own loops read the offsets too.
+  SetSmallProductLimit(int64_t{1} << 20);
+  testing::ExpectMatchesEvaluator(text, {}, {2e-5, 2e-5});
+}
+
 TEST_F(OneDnnThunkTest, SmallProductsRunInTheThunksOwnLoops) {
   SetSmallProductLimit(int64_t{1} << 15);
   const std::string small = "kernel small-product:";
