@@ -516,16 +516,22 @@ StatusOr<bool> OneDnnRewriter::RewriteComputation(HloComputation& computation) {
     };
     if (core->opcode() == HloOpcode::kDot) {
       for (HloInstruction* o : core->operands()) {
+        bool stays = false;  // what `o` reads stays outside too
         if (IsMinorTranspose(*o)) {
           add(o, "operand read in place through strides (no transpose)");
-          // A transpose that stays outside for its other users keeps what it reads outside.
-          if (UseCount(*o) > 1) continue;
+          stays = UseCount(*o) > 1;
           o = o->operand(0);
         }
         // The slices batched-chain-split takes of q, k and v, 2 MiB each over attention's
         // f32[8,1024,64], were copied by a loop fusion before the chains (0.2-0.3 ms of a 12-15
-        // ms run): the call reads each in place instead.
-        if (ContiguousSliceOffset(*o) >= 0) add(o, "operand read in place at its offset (no slice copied)");
+        // ms run): the call reads each in place instead. A slice below a transpose that stays
+        // outside (k's, shared by two chains' products) is cloned in and stays outside too.
+        if (ContiguousSliceOffset(*o) >= 0) {
+          add(o, "operand read in place at its offset (no slice copied)");
+          if (stays && std::find(plan.duplicated.begin(), plan.duplicated.end(), o) == plan.duplicated.end()) {
+            plan.duplicated.push_back(o);
+          }
+        }
       }
     }
     bool post_ops = true;

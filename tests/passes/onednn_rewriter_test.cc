@@ -201,6 +201,33 @@ ENTRY e {
                                                        std::pair<int64_t, int64_t>{0, 0}));
   EXPECT_EQ(CountOpcode(*module, HloOpcode::kSlice), 1);
   EXPECT_EQ(CountOpcode(*module, HloOpcode::kTranspose), 0);
+
+  // k's element read transposed by two products (two blocks of q's rows): the transpose stays
+  // outside for the second while the first reads it, and so does the slice below it; each call
+  // reads k in place all the same, and nothing is left outside.
+  auto shared = Rewrite(pass, R"(HloModule m
+ENTRY e {
+  q = f32[4,32,16]{2,1,0} parameter(0)
+  k = f32[4,32,16]{2,1,0} parameter(1)
+  k1 = f32[1,32,16]{2,1,0} slice(k), slice={[1:2], [0:32], [0:16]}
+  tk = f32[1,16,32]{2,1,0} transpose(k1), dimensions={0,2,1}
+  top = f32[1,16,16]{2,1,0} slice(q), slice={[1:2], [0:16], [0:16]}
+  bottom = f32[1,16,16]{2,1,0} slice(q), slice={[1:2], [16:32], [0:16]}
+  s0 = f32[1,16,32]{2,1,0} dot(top, tk), lhs_batch_dims={0}, lhs_contracting_dims={2}, rhs_batch_dims={0}, rhs_contracting_dims={1}
+  s1 = f32[1,16,32]{2,1,0} dot(bottom, tk), lhs_batch_dims={0}, lhs_contracting_dims={2}, rhs_batch_dims={0}, rhs_contracting_dims={1}
+  ROOT t = (f32[1,16,32]{2,1,0}, f32[1,16,32]{2,1,0}) tuple(s0, s1)
+})");
+  ASSERT_NE(shared, nullptr);
+  offsets.clear();
+  for (const HloInstruction* f : CustomFusions(*shared)) {
+    std::optional<OneDnnCall> call = MatchOneDnnCall(*f);
+    ASSERT_TRUE(call.has_value()) << f->ToString();
+    offsets.push_back({call->lhs_offset, call->rhs_offset});
+  }
+  EXPECT_THAT(offsets, ::testing::UnorderedElementsAre(std::pair<int64_t, int64_t>{512, 512},
+                                                       std::pair<int64_t, int64_t>{768, 512}));
+  EXPECT_EQ(CountOpcode(*shared, HloOpcode::kSlice), 0);
+  EXPECT_EQ(CountOpcode(*shared, HloOpcode::kTranspose), 0);
 }
 
 // JAX's weight gradient and update for x @ w: w - transpose(g^T x) * 0.1.
