@@ -80,11 +80,8 @@ class SingleThreadedCreation {
 // where a freed one was finds nothing of the old one's in use. The store is emptied at 1024
 // parts (a memory object holds some 1-2 KB): a process that makes thunks for ever does not keep
 // their objects for ever, and a program of more parts than that makes its objects anew, as before.
-// A part's packing reorder keeps its own arguments in a store of their own (`packing`), so that
-// emptying one store leaves the other's arguments, in use in the same part, in place.
-inline std::unordered_map<int, dnnl::memory>& KeptArguments(const void* thunk, int64_t part, bool packing = false) {
-  thread_local std::map<std::pair<const void*, int64_t>, std::unordered_map<int, dnnl::memory>> kept[2];
-  auto& store = kept[packing ? 1 : 0];
+inline std::unordered_map<int, dnnl::memory>& KeptArguments(const void* thunk, int64_t part) {
+  thread_local std::map<std::pair<const void*, int64_t>, std::unordered_map<int, dnnl::memory>> store;
   if (store.size() >= 1024) store.clear();
   return store[{thunk, part}];
 }
@@ -167,10 +164,10 @@ struct OneDnnThunk::Impl {
     std::vector<dnnl::memory::desc> addends;  // one per kAdd post-op
     // A transposed lhs split into blocks of rows is strided in both dimensions, which oneDNN's
     // fast matmul (brgemm) refuses and its fallback (gemm:jit) runs with a 30-40 ms code
-    // generation at its first call: the block is packed into a row-major buffer first.
+    // generation at its first call: the block is packed into a row-major buffer first
+    // (TransposedCopy), from the lhs stored [k, m] (rows pack_lda = m apart).
     bool pack_src = false;
-    dnnl::reorder pack;
-    dnnl::memory::desc strided_src;
+    int64_t pack_lda = 0;
   };
   bool is_convolution = false;
   // A product whose consumer reads only some columns of each row (product_mask.h: a causal
@@ -200,7 +197,7 @@ struct OneDnnThunk::Impl {
   int64_t lhs_slot = -1, rhs_slot = -1, output_slot = -1;
   // Matmul: where in their buffers the operands start, in elements (OneDnnCall::lhs_offset).
   int64_t lhs_offset = 0, rhs_offset = 0;
-  float* Lhs(char** frame) const { return reinterpret_cast<float*>(frame[lhs_slot]) + lhs_offset; }
+  float* Lhs(char** frame) const { return reinterpret_cast<float*>(frame[lhs_slot]); }
   float* Rhs(char** frame) const { return reinterpret_cast<float*>(frame[rhs_slot]) + rhs_offset; }
   std::vector<int> addend_post_ops;      // the post-op index of each addend
   std::vector<int64_t> addend_slots;

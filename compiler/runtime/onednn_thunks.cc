@@ -6,6 +6,7 @@
 #include "compiler/runtime/narrow_product.h"
 #include "compiler/runtime/product_mask.h"
 #include "compiler/runtime/small_product.h"
+#include "compiler/runtime/transposed_copy.h"
 
 #ifdef XLENS_HAVE_ONEDNN
 #include <algorithm>
@@ -267,10 +268,8 @@ StatusOr<std::unique_ptr<OneDnnThunk>> OneDnnThunk::Create(std::string hlo_name,
           part.src = dnnl::memory::desc({rows, k}, dt::f32, lhs_transposed ? dims{1, m} : dims{k, 1});
           if (lhs_transposed && rows < m) {
             part.pack_src = true;
-            part.strided_src = part.src;
+            part.pack_lda = m;
             part.src = dnnl::memory::desc({rows, k}, dt::f32, dims{k, 1});
-            part.pack = dnnl::reorder(dnnl::reorder::primitive_desc(CpuEngine(), part.strided_src,
-                                                                    CpuEngine(), part.src));
           }
           part.weights = dnnl::memory::desc({k, cols}, dt::f32, rhs_transposed ? dims{1, k} : dims{n, 1});
           part.dst = dnnl::memory::desc({rows, cols}, dt::f32, dims{n, 1});
@@ -666,7 +665,7 @@ Status OneDnnThunk::Execute(char** frame, ExecuteContext& context) const {
   float* rhs = impl.Rhs(frame);
   float* output = reinterpret_cast<float*>(frame[impl.output_slot]);
   auto bind_part = [&](int64_t t, std::unordered_map<int, dnnl::memory>& args,
-                       dnnl::stream& stream) -> const Impl::Part& {
+                       dnnl::stream&) -> const Impl::Part& {
     int64_t src_offset, weights_offset = 0, dst_offset, count, bias_offset = 0;
     if (t == tasks) {  // the whole product (Impl::whole)
       count = impl.total;
@@ -682,16 +681,12 @@ Status OneDnnThunk::Execute(char** frame, ExecuteContext& context) const {
     }
     const Impl::Part& part = impl.parts.at(count);
     if (part.pack_src) {
-      // The reorder's arguments are kept as the part's are, not made anew for every call: in the
-      // MLP step, whose weight gradient packs two blocks a call, oneDNN's, libc's and the
-      // thunk's own code outside the kernels fell from 5.3% to 4.2% of the CPU samples.
+      // The block's rows are the lhs's columns: [k, count] at the block's first, read as their
+      // transpose [count, k].
       thread_local std::vector<float> packed;
-      const size_t size = part.src.get_size() / sizeof(float);
-      if (packed.size() < size) packed.resize(size);
-      std::unordered_map<int, dnnl::memory>& pack_args = KeptArguments(&hlo_name(), t, /*packing=*/true);
-      BindArgument(pack_args, DNNL_ARG_FROM, part.strided_src, lhs + src_offset);
-      BindArgument(pack_args, DNNL_ARG_TO, part.src, packed.data());
-      part.pack.execute(stream, pack_args);
+      const int64_t k = part.src.dims()[1];
+      if (static_cast<int64_t>(packed.size()) < count * k) packed.resize(count * k);
+      TransposedCopy(lhs + src_offset, k, count, part.pack_lda, packed.data(), k);
       BindArgument(args, DNNL_ARG_SRC, part.src, packed.data());
     } else {
       BindArgument(args, DNNL_ARG_SRC, part.src, lhs + src_offset);

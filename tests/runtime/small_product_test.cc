@@ -2,10 +2,12 @@
 // summed in double precision, over every remainder of the vector width in both dimensions that
 // the loops block (n for a plain rhs, k for a transposed one), both operand orders and several
 // batch elements. Canaries around the output catch a masked tail that writes past a row.
-// Also the loops of products with narrow output rows (compiler/runtime/narrow_product.h).
+// Also the loops of products with narrow output rows (compiler/runtime/narrow_product.h), and
+// the transposed copy that packs a transposed lhs's blocks (compiler/runtime/transposed_copy.h).
 #include "compiler/runtime/small_product.h"
 
 #include "compiler/runtime/narrow_product.h"
+#include "compiler/runtime/transposed_copy.h"
 
 #include <algorithm>
 #include <cmath>
@@ -286,6 +288,30 @@ TEST(NarrowProductTest, MoreColumnsThanLanesAbort) {
   EXPECT_DEATH(PackNarrowRhs(rhs.data(), 4, 17, packed.data()), "PackNarrowRhs of 17 columns");
   EXPECT_DEATH(NarrowProduct(1, 4, 17, lhs.data(), packed.data(), out.data()), "NarrowProduct of 17 columns");
   EXPECT_DEATH(NarrowProductScalar(1, 4, 17, lhs.data(), packed.data(), out.data()), "NarrowProduct of 17 columns");
+}
+
+// Every remainder of the 16x16 tiles in both dimensions, from a block inside a wider matrix
+// (lds > cols) into rows longer than the block's (ldd > rows): each element lands at its
+// transposed place, and nothing between or past the rows is written.
+TEST(TransposedCopyTest, EveryRemainderLandsTransposedAndNothingElse) {
+  const float canary = -777.f;
+  for (int64_t rows : {1, 15, 16, 17, 33, 128}) {
+    for (int64_t cols : {1, 5, 16, 31, 48, 392}) {
+      SCOPED_TRACE(testing::Message() << "rows " << rows << " cols " << cols);
+      const int64_t lds = cols + 3, ldd = rows + 2;
+      std::vector<float> src(rows * lds);
+      for (size_t i = 0; i < src.size(); ++i) src[i] = static_cast<float>(i);
+      std::vector<float> dst(cols * ldd + 8, canary);
+      TransposedCopy(src.data(), rows, cols, lds, dst.data(), ldd);
+      for (int64_t c = 0; c < cols; ++c) {
+        for (int64_t r = 0; r < rows; ++r) {
+          ASSERT_EQ(dst[c * ldd + r], src[r * lds + c]) << "at row " << c << " column " << r;
+        }
+        for (int64_t r = rows; r < ldd; ++r) ASSERT_EQ(dst[c * ldd + r], canary) << "written past row " << c;
+      }
+      for (int64_t e = cols * ldd; e < cols * ldd + 8; ++e) ASSERT_EQ(dst[e], canary) << "written past the output";
+    }
+  }
 }
 
 TEST(SmallProductTest, NamesTheLoopsItRuns) {
