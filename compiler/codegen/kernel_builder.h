@@ -55,7 +55,10 @@ class KernelBuilder {
   IrArray ArrayOf(const Binding& binding) const;
   // An emitter with every binding made so far.
   std::unique_ptr<ElementalIrEmitter> MakeEmitter();
-  Status EmitParallelLoop(const Shape& shape, int64_t work_per_element, const Body& body);
+  // With `interleave` above 1, the vectorizer is asked for that many vectors an iteration of the
+  // loop over the minor dimension (a loop over several joined dimensions is left to it).
+  Status EmitParallelLoop(const Shape& shape, int64_t work_per_element, const Body& body,
+                          unsigned interleave = 1);
   // Elements of a parallel loop's task: about 64K elements' worth of work (8192 elements of an
   // elementwise loop, fewer outputs of a reduction), so that a short row of long reductions
   // still spreads over threads.

@@ -285,12 +285,9 @@ ENTRY e {
   testing::ExpectMatchesEvaluator(through_transpose);
 }
 
-TEST(KernelEmitterTest, TranscendentalsWeighALoopsShareOfTheThreads) {
-  // An LSTM cell's gates: three logistics (as exp and divide) and two tanhs per element of two
-  // f32[64,512] outputs, the first read again by the second's tanh. Each transcendental is
-  // counted once, at two plain elements' work, so that the 32K elements (five transcendentals
-  // each) make more than the 64K elements' worth that one thread's share of a loop must reach.
-  const char* text = R"(HloModule m
+// An LSTM cell's gates: three logistics (as exp and divide) and two tanhs per element of two
+// f32[64,512] outputs, the first read again by the second's tanh.
+constexpr const char* kLstmGates = R"(HloModule m
 gates {
   z = f32[64,2048] parameter(0)
   c = f32[64,512] parameter(1)
@@ -325,7 +322,12 @@ ENTRY e {
   c = f32[64,512] parameter(1)
   ROOT f = (f32[64,512], f32[64,512]) fusion(z, c), kind=kLoop, calls=gates
 })";
-  auto spec = EmitFor(text, "f");
+
+TEST(KernelEmitterTest, TranscendentalsWeighALoopsShareOfTheThreads) {
+  // Each of the gates' transcendentals is counted once, at two plain elements' work, so that the
+  // 32K elements (five transcendentals each) make more than the 64K elements' worth that one
+  // thread's share of a loop must reach.
+  auto spec = EmitFor(kLstmGates, "f");
   ASSERT_TRUE(spec.ok()) << spec.status().message();
   ASSERT_EQ(spec->phases.size(), 1u);
   EXPECT_EQ(spec->phases[0].tasks, 64);
@@ -352,6 +354,36 @@ ENTRY e {
   ASSERT_TRUE(own.ok()) << own.status().message();
   ASSERT_EQ(own->phases.size(), 1u);
   EXPECT_EQ(own->phases[0].work_per_task * own->phases[0].tasks, 64 * 512 * (1 + 2));
+}
+
+TEST(KernelEmitterTest, ALoopOfTranscendentalsComputesTwoVectorsAnIteration) {
+  // The gates' loop asks the vectorizer for two vectors an iteration, whose five transcendentals'
+  // polynomials then overlap.
+  auto module = ParseHloModule(kLstmGates);
+  ASSERT_TRUE(module.ok()) << module.status().message();
+  llvm::LLVMContext context;
+  llvm::Module llvm_module("test", context);
+  auto spec = EmitKernel(*(*module)->entry_computation()->GetInstructionWithName("f"), "f", llvm_module);
+  ASSERT_TRUE(spec.ok()) << spec.status().message();
+  std::string ir;
+  llvm::raw_string_ostream os(ir);
+  llvm_module.print(os, nullptr);
+  EXPECT_THAT(ir, ::testing::HasSubstr("!\"llvm.loop.interleave.count\", i32 2}")) << ir;
+  // A loop of one transcendental is left to the cost model.
+  const char* one = R"(HloModule m
+ENTRY e {
+  a = f32[64,512] parameter(0)
+  ROOT t = f32[64,512] tanh(a)
+})";
+  auto one_module = ParseHloModule(one);
+  ASSERT_TRUE(one_module.ok()) << one_module.status().message();
+  llvm::Module one_llvm("one", context);
+  ASSERT_TRUE(EmitKernel(*(*one_module)->entry_computation()->GetInstructionWithName("t"), "t", one_llvm).ok());
+  std::string one_ir;
+  llvm::raw_string_ostream one_os(one_ir);
+  one_llvm.print(one_os, nullptr);
+  EXPECT_THAT(one_ir, ::testing::Not(::testing::HasSubstr("llvm.loop.interleave.count")));
+  testing::ExpectMatchesEvaluator(kLstmGates, {}, {1e-5, 1e-4});
 }
 
 TEST(KernelEmitterTest, SanitizedNamesAreValidSymbols) {
