@@ -197,7 +197,7 @@ struct OneDnnThunk::Impl {
   int64_t lhs_slot = -1, rhs_slot = -1, output_slot = -1;
   // Matmul: where in their buffers the operands start, in elements (OneDnnCall::lhs_offset).
   int64_t lhs_offset = 0, rhs_offset = 0;
-  float* Lhs(char** frame) const { return reinterpret_cast<float*>(frame[lhs_slot]); }
+  float* Lhs(char** frame) const { return reinterpret_cast<float*>(frame[lhs_slot]) + lhs_offset; }
   float* Rhs(char** frame) const { return reinterpret_cast<float*>(frame[rhs_slot]) + rhs_offset; }
   std::vector<int> addend_post_ops;      // the post-op index of each addend
   std::vector<int64_t> addend_slots;
