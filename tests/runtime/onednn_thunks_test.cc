@@ -843,6 +843,17 @@ ENTRY e {
   // The thunks' own loops read the offsets too.
   SetSmallProductLimit(int64_t{1} << 20);
   testing::ExpectMatchesEvaluator(text, {}, {2e-5, 2e-5});
+  SetSmallProductLimit(0);
+  // Rows of 10 outputs, in the narrow loops where the CPU has them, from an offset of 2590
+  // elements (not a whole vector: the loops load unaligned).
+  ExpectOneDnnMatchesEvaluator(R"(HloModule m
+ENTRY e {
+  x = f32[3,37,70] parameter(0)
+  w = f32[1,70,10] parameter(1)
+  x1 = f32[1,37,70] slice(x), slice={[1:2], [0:37], [0:70]}
+  ROOT d = f32[1,37,10] dot(x1, w), lhs_batch_dims={0}, lhs_contracting_dims={2}, rhs_batch_dims={0}, rhs_contracting_dims={1}
+})",
+                               "matmul(lhs, rhs)", NarrowProductAvailable() ? "narrow-product" : "");
 }
 
 TEST_F(OneDnnThunkTest, SmallProductsRunInTheThunksOwnLoops) {
