@@ -430,6 +430,37 @@ ENTRY e {
   } else {
     EXPECT_THAT(KernelOf(short_k), Not(HasSubstr("short-k")));
   }
+  // The MLP step's 128x256x10 products (327,680 multiply-adds: one oneDNN part) go to the
+  // loops in two parts from 2^17 multiply-adds: the logits x w + b, the weight gradient x^T g
+  // and the gradient g w^T back through the classifier.
+  const std::string mlp_products[] = {R"(HloModule m
+ENTRY e {
+  x = f32[128,256] parameter(0)
+  w = f32[256,10] parameter(1)
+  b = f32[10] parameter(2)
+  d = f32[128,10] dot(x, w), lhs_contracting_dims={1}, rhs_contracting_dims={0}
+  bb = f32[128,10] broadcast(b), dimensions={1}
+  ROOT s = f32[128,10] add(d, bb)
+})",
+                                      R"(HloModule m
+ENTRY e {
+  x = f32[128,256] parameter(0)
+  g = f32[128,10] parameter(1)
+  ROOT d = f32[256,10] dot(x, g), lhs_contracting_dims={0}, rhs_contracting_dims={0}
+})",
+                                      R"(HloModule m
+ENTRY e {
+  g = f32[128,10] parameter(0)
+  w = f32[256,10] parameter(1)
+  ROOT d = f32[128,256] dot(g, w), lhs_contracting_dims={1}, rhs_contracting_dims={1}
+})"};
+  for (const std::string& text : mlp_products) {
+    SCOPED_TRACE(text);
+    if (!NarrowProductAvailable()) continue;
+    EXPECT_THAT(KernelOf(text), HasSubstr("-product:avx512"));
+    ExpectPartsOnThePool(text);
+    ExpectOneDnnMatchesEvaluator(text, "matmul(");
+  }
   // Few rows and a long k, which oneDNN's parts split in columns: the loops split it in as many
   // parts of rows.
   const std::string long_k = R"(HloModule m
