@@ -15,6 +15,11 @@ void TransposedCopyScalar(const float* src, int64_t rows, int64_t cols, int64_t 
 }
 
 #if defined(__x86_64__)
+// GCC 12 takes the undefined vector that some intrinsics pass to their builtins (the unused
+// merge source) for a read of an uninitialized one.
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Wuninitialized"
+#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
 namespace {
 
 #define XLENS_AVX512 __attribute__((target("avx512f")))
@@ -74,6 +79,7 @@ XLENS_AVX512 void TransposedCopyAvx512(const float* src, int64_t rows, int64_t c
 #undef XLENS_AVX512
 
 }  // namespace
+#pragma GCC diagnostic pop
 
 void TransposedCopy(const float* src, int64_t rows, int64_t cols, int64_t lds, float* dst, int64_t ldd) {
   if (CpuHasAvx512F()) {
