@@ -383,6 +383,26 @@ class Limits:
         return memory_ms, f"{self.level(moved)} {pattern} {gbps:.0f} GB/s", "GB/s", moved
 
 
+# machine_limits times each library and arithmetic floor as the best of at least its executions
+# and of more while they take under 0.2 s in all, up to 50 times as many (BestMs): a short call
+# on a busy machine needs many tries to meet a quiet moment. xlens's best in a round is taken by
+# the same rule, or the two bests are of different statistics: oneDNN's standalone depthwise
+# convolution, its best of 20 runs held to its own floor's best of some 330 as a round held
+# xlens's, read a median 80.5% in 236 trials beside other work (36-121%).
+FLOOR_SAMPLING_MS = 200.0
+FLOOR_SAMPLING_MOST = 50
+
+
+def executions_to_match_floor(median_ms, done):
+    """How many more runs a round of xlens's `done` runs (median `median_ms`) needs for its best
+    to be sampled as machine_limits samples a floor: until `FLOOR_SAMPLING_MS` of runs, at most
+    `FLOOR_SAMPLING_MOST` times `done` in all; 0 when the round already has that many."""
+    if done <= 0 or median_ms <= 0:
+        return 0
+    wanted = min(-(-FLOOR_SAMPLING_MS // median_ms), FLOOR_SAMPLING_MOST * done)
+    return max(0, int(wanted) - done)
+
+
 # A share of a floor above this is xlens beating a floor it cannot beat (oneDNN's own kernel,
 # the FMA units' peak, STREAM's loops): the floor was measured in a busy moment, so the row is
 # flagged and left out of the counts at 90%.

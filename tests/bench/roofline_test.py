@@ -391,5 +391,20 @@ class RowSharesTest(unittest.TestCase):
         self.assertEqual(roofline.kind_counts([summary], "memory", "triad")[:2], (0, 1))
 
 
+
+class FloorSamplingTest(unittest.TestCase):
+    def test_rounds_are_topped_up_to_the_floors_sampling(self):
+        # 20 runs of 1 ms are 20 ms: 180 more reach 0.2 s, as BestMs times a floor.
+        self.assertEqual(roofline.executions_to_match_floor(1.0, 20), 180)
+        # A 3 ms median: ceil(200 / 3) = 67 runs in all.
+        self.assertEqual(roofline.executions_to_match_floor(3.0, 20), 47)
+        # Never more than 50 times the round's runs in all, as BestMs stops at 50x its count.
+        self.assertEqual(roofline.executions_to_match_floor(0.02, 20), 980)
+        # A round already past 0.2 s, or nothing to go by, needs none.
+        self.assertEqual(roofline.executions_to_match_floor(14.7, 20), 0)
+        self.assertEqual(roofline.executions_to_match_floor(10.0, 20), 0)
+        self.assertEqual(roofline.executions_to_match_floor(0.0, 20), 0)
+        self.assertEqual(roofline.executions_to_match_floor(1.0, 0), 0)
+
 if __name__ == "__main__":
     unittest.main()
