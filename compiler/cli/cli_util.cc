@@ -57,6 +57,32 @@ void CollectLeaves(const Literal& literal, std::vector<const Literal*>& leaves) 
 }
 
 // A literal for a terminal: whole when small, the first and last elements otherwise.
+std::string ReferenceToleranceLabel(const ErrorSpec& spec,
+                                    const std::vector<const Literal*>& leaves) {
+  std::string label = fmt::format("tolerance {:g}", spec.abs);
+  std::vector<PrimitiveType> widened;
+  for (const Literal* leaf : leaves) {
+    PrimitiveType type = leaf->shape().element_type();
+    double tolerance = ErrorSpecFor(spec, type).abs;
+    if (tolerance != spec.abs && std::find(widened.begin(), widened.end(), type) == widened.end()) {
+      widened.push_back(type);
+      label += fmt::format(", {} {:g}", PrimitiveTypeName(type), tolerance);
+    }
+  }
+  return label;
+}
+
+std::string ReferenceVerdict(const LiteralDifference& difference, const std::string& scope,
+                             const std::string& tolerance_label, bool match) {
+  std::string non_finite =
+      difference.non_finite_mismatches == 0
+          ? ""
+          : fmt::format(", {} non-finite mismatch(es)", difference.non_finite_mismatches);
+  return fmt::format("reference: largest absolute error {:.3g}, largest relative error {:.3g}{}{} "
+                     "({}): {}\n", difference.max_abs_error, difference.max_rel_error, non_finite,
+                     scope, tolerance_label, match ? "match" : "MISMATCH");
+}
+
 std::string Summarize(const Literal& literal) {
   constexpr int64_t kShown = 8;
   int64_t n = literal.element_count();

@@ -36,6 +36,14 @@ Status PrepareModuleToRun(HloModule& module, const std::string& path, std::strin
 inline ErrorSpec ReferenceTolerance(double tolerance) {
   return ErrorSpec{tolerance, tolerance, /*widen_for_narrow_floats=*/true};
 }
+// "tolerance 0.001, f16 0.01": what `spec` holds the types of `leaves` to (ErrorSpecFor), each
+// widened type named once with its own tolerance.
+std::string ReferenceToleranceLabel(const ErrorSpec& spec, const std::vector<const Literal*>& leaves);
+// The verdict line of a comparison with the reference evaluator, the same for run and the
+// multi-device runs: "reference: largest absolute error A, largest relative error R[, N
+// non-finite mismatch(es)]SCOPE (LABEL): match|MISMATCH", SCOPE being e.g. " over 2 devices".
+std::string ReferenceVerdict(const LiteralDifference& difference, const std::string& scope,
+                             const std::string& tolerance_label, bool match);
 // Every leaf of a (possibly tuple) literal, in order.
 void CollectLeaves(const Literal& literal, std::vector<const Literal*>& leaves);
 // A literal for a terminal: whole when small, the first and last elements otherwise.

@@ -249,24 +249,25 @@ int RunDistributed(const RunArgs& args, bool compiled) {
   EvaluatorOptions options{.cancel = watchdog.cancel_flag(), .max_work = args.max_work};
   auto expected = EvaluateModuleOnDevices(*prepared.module, *prepared.arguments, topology, options, multi);
   Status checked = expected.status().WithContext("reference evaluator");
+  ErrorSpec spec = ReferenceTolerance(args.tolerance);
   LiteralDifference worst;
   for (int64_t d : devices) {
     if (!checked.ok()) break;
     LiteralDifference difference;
-    Status match = ExpectLiteralNear((*expected)[d], (*results)[d],
-                                     ReferenceTolerance(args.tolerance), &difference);
-    worst.max_abs_error = std::max(worst.max_abs_error, difference.max_abs_error);
-    worst.max_rel_error = std::max(worst.max_rel_error, difference.max_rel_error);
+    Status match = ExpectLiteralNear((*expected)[d], (*results)[d], spec, &difference);
+    worst.Merge(difference);
     if (!match.ok()) {
       checked = Error(fmt::format("{}: device {}: the compiled result differs from the reference "
                                   "evaluator: {}", args.file, d, match.message()));
     }
   }
   if (Status s = reference_rendezvous.Finish(checked); !s.ok()) return fail(s);
-  std::printf("%s: reference: largest absolute error %.3g, largest relative error %.3g over "
-              "devices %lld to %lld (tolerance %g): match\n", who.c_str(), worst.max_abs_error,
-              worst.max_rel_error, static_cast<long long>(devices.front()),
-              static_cast<long long>(devices.back()), args.tolerance);
+  std::vector<const Literal*> leaves;
+  CollectLeaves((*results)[devices.front()], leaves);
+  std::string verdict = ReferenceVerdict(
+      worst, fmt::format(" over devices {} to {}", devices.front(), devices.back()),
+      ReferenceToleranceLabel(spec, leaves), /*match=*/true);
+  std::printf("%s: %s", who.c_str(), verdict.c_str());
   mpi.Finalize();
   return 0;
 }

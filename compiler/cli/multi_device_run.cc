@@ -382,23 +382,24 @@ int RunOnDevices(const RunArgs& args, bool compiled) {
   auto expected = EvaluateModuleOnDevices(**module, *arguments, topology, options, multi);
   if (!expected.ok()) return Fail(stopped(expected.status()).WithContext("reference evaluator"));
   int exit_code = 0;
+  ErrorSpec spec = ReferenceTolerance(args.tolerance);
   LiteralDifference worst;
   for (int64_t d = 0; d < topology.num_devices(); ++d) {
     LiteralDifference difference;
-    Status match = ExpectLiteralNear((*expected)[d], (*results)[d],
-                                     ReferenceTolerance(args.tolerance), &difference);
-    worst.max_abs_error = std::max(worst.max_abs_error, difference.max_abs_error);
-    worst.max_rel_error = std::max(worst.max_rel_error, difference.max_rel_error);
+    Status match = ExpectLiteralNear((*expected)[d], (*results)[d], spec, &difference);
+    worst.Merge(difference);
     if (!match.ok() && exit_code == 0) {
       std::fprintf(stderr, "xlens: %s: %s: the compiled result differs from the reference evaluator: %s\n",
                    args.file.c_str(), DeviceName(topology, d).c_str(), match.message().c_str());
       exit_code = 1;
     }
   }
-  std::printf("reference: largest absolute error %.3g, largest relative error %.3g over %lld "
-              "devices (tolerance %g): %s\n", worst.max_abs_error, worst.max_rel_error,
-              static_cast<long long>(topology.num_devices()), args.tolerance,
-              exit_code == 0 ? "match" : "MISMATCH");
+  std::vector<const Literal*> leaves;
+  if (!results->empty()) CollectLeaves((*results)[0], leaves);
+  std::fputs(ReferenceVerdict(worst, fmt::format(" over {} devices", topology.num_devices()),
+                              ReferenceToleranceLabel(spec, leaves), exit_code == 0)
+                 .c_str(),
+             stdout);
   return exit_code;
 }
 

@@ -363,25 +363,10 @@ int RunRun(const RunArgs& args) {
     LiteralDifference difference;
     // An f16 or bf16 output that differs from the evaluator's only in its rounding (a sum taken in
     // another order) is held to its own type's tolerance, not to one chosen for f32.
-    Status match =
-        ExpectLiteralNear(*expected, *result, ReferenceTolerance(args.tolerance), &difference);
-    std::string tolerance = fmt::format("{:g}", args.tolerance);
-    std::vector<PrimitiveType> widened;
-    for (const Literal* leaf : leaves) {
-      PrimitiveType type = leaf->shape().element_type();
-      if (NarrowFloatTolerance(type) > args.tolerance &&
-          std::find(widened.begin(), widened.end(), type) == widened.end()) {
-        widened.push_back(type);
-        tolerance += fmt::format(", {} {:g}", PrimitiveTypeName(type), NarrowFloatTolerance(type));
-      }
-    }
-    std::string non_finite =
-        difference.non_finite_mismatches == 0
-            ? ""
-            : fmt::format(", {} non-finite mismatch(es)", difference.non_finite_mismatches);
-    std::printf("reference: largest absolute error %.3g, largest relative error %.3g%s (tolerance %s): %s\n",
-                difference.max_abs_error, difference.max_rel_error, non_finite.c_str(),
-                tolerance.c_str(), match.ok() ? "match" : "MISMATCH");
+    ErrorSpec spec = ReferenceTolerance(args.tolerance);
+    Status match = ExpectLiteralNear(*expected, *result, spec, &difference);
+    std::fputs(ReferenceVerdict(difference, "", ReferenceToleranceLabel(spec, leaves), match.ok()).c_str(),
+               stdout);
     if (!match.ok()) {
       std::fprintf(stderr, "xlens: %s: the compiled result differs from the reference evaluator: %s\n",
                    args.file.c_str(), match.message().c_str());

@@ -45,11 +45,7 @@ Status CompareArrays(const Literal& expected, const Literal& actual, const Error
   }
   PrimitiveType type = es.element_type();
   bool is_float = IsFloatingPointType(type) || IsComplexType(type);
-  ErrorSpec spec = given_spec;
-  if (spec.widen_for_narrow_floats) {
-    spec.abs = std::max(spec.abs, NarrowFloatTolerance(type));
-    spec.rel = std::max(spec.rel, NarrowFloatTolerance(type));
-  }
+  ErrorSpec spec = ErrorSpecFor(given_spec, type);
   std::string first_mismatch, first_non_finite;
   int64_t mismatches = 0;
   for (int64_t i = 0; i < expected.element_count(); ++i) {
@@ -123,6 +119,21 @@ double NarrowFloatTolerance(PrimitiveType type) {
   int bits = NarrowMantissaBits(type);
   if (bits < 0) return 0;
   return std::max(1e-2, std::ldexp(1.0, -bits));
+}
+
+ErrorSpec ErrorSpecFor(const ErrorSpec& spec, PrimitiveType type) {
+  ErrorSpec result = spec;
+  if (spec.widen_for_narrow_floats) {
+    result.abs = std::max(spec.abs, NarrowFloatTolerance(type));
+    result.rel = std::max(spec.rel, NarrowFloatTolerance(type));
+  }
+  return result;
+}
+
+void LiteralDifference::Merge(const LiteralDifference& other) {
+  max_abs_error = std::max(max_abs_error, other.max_abs_error);
+  max_rel_error = std::max(max_rel_error, other.max_rel_error);
+  non_finite_mismatches += other.non_finite_mismatches;
 }
 
 Status ExpectLiteralNear(const Literal& expected, const Literal& actual, const ErrorSpec& spec,

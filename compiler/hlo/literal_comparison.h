@@ -25,6 +25,11 @@ struct ErrorSpec {
 // types and every other type.
 double NarrowFloatTolerance(PrimitiveType type);
 
+// The tolerance `spec` holds elements of `type` to: `spec` itself, raised to
+// NarrowFloatTolerance(type) when spec.widen_for_narrow_floats. The one rule a comparison and the
+// label that prints its tolerance both follow.
+ErrorSpec ErrorSpecFor(const ErrorSpec& spec, PrimitiveType type);
+
 // Largest absolute and relative error over the float elements where both sides are finite (0 when
 // there are none). NaN against a number, or an infinity against a finite value or the other
 // infinity, has no error to measure: those are counted apart, so that a largest error of 0 never
@@ -33,6 +38,10 @@ struct LiteralDifference {
   double max_abs_error = 0;
   double max_rel_error = 0;
   int64_t non_finite_mismatches = 0;  // exactly one side NaN, or an infinity the other side lacks
+
+  // Folds in the difference of another comparison (another device's result): the larger errors,
+  // the counts summed, so that a summary over several never hides a non-finite mismatch.
+  void Merge(const LiteralDifference& other);
 };
 
 // OK when `actual` matches `expected` (shapes compatible, every element within `spec`); otherwise

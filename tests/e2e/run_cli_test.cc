@@ -57,6 +57,41 @@ ENTRY main {
   EXPECT_THAT(r.output, HasSubstr("(tolerance 0.001, f16 0.01): match")) << r.output;
 }
 
+// The multi-device runs print the verdict run prints: non-finite mismatches counted (log(exp(-95))
+// is -inf once exp(-95), a subnormal, is flushed to 0), widened f16 tolerances named.
+TEST_F(RunCliTest, MultiDeviceVerdictCountsNonFiniteMismatchesAndNamesWidenedTolerances) {
+  const std::string values = Write("values.hlo", R"(HloModule values
+ENTRY main {
+  ROOT c = f32[4] constant({-95, -95, -95, 1})
+}
+)");
+  ASSERT_EQ(RunXlens("eval " + values + " --outputs " + (dir_ / "in").string()).exit_code, 0);
+  std::filesystem::rename(dir_ / "in/out0.npy", dir_ / "in/arg0.npy");
+  const std::string logexp = Write("logexp.hlo", R"(HloModule logexp
+ENTRY main {
+  x = f32[4] parameter(0)
+  e = f32[4] exponential(x)
+  ROOT l = f32[4] log(e)
+}
+)");
+  RunResult r = RunXlens("run " + logexp + " --reference --num_replicas 2 --inputs " +
+                         (dir_ / "in").string());
+  EXPECT_EQ(r.exit_code, 1) << r.output;
+  EXPECT_THAT(r.output, HasSubstr(", 6 non-finite mismatch(es) over 2 devices (tolerance 0.001): "
+                                  "MISMATCH")) << r.output;
+  const std::string half = Write("h.hlo", R"(HloModule h
+ENTRY main {
+  p = f16[4] parameter(0)
+  c = f16[4] broadcast(f16[] constant(300)), dimensions={}
+  ROOT a = f16[4] add(p, c)
+}
+)");
+  RunResult h = RunXlens("run " + half + " --reference --num_replicas 2 "
+                         "--xla_test_miscompile_kernel=fusion");
+  EXPECT_EQ(h.exit_code, 0) << h.output;
+  EXPECT_THAT(h.output, HasSubstr("over 2 devices (tolerance 0.001, f16 0.01): match")) << h.output;
+}
+
 TEST_F(RunCliTest, WritesOutputsReadsInputsAndDumpsCodegenFiles) {
   const std::string file = Write("chain.hlo", kChain);
   const std::string dump = (dir_ / "dump").string();
