@@ -1,9 +1,16 @@
 // What the kernel emitter makes of a fusion: its phases, their task counts, and valid IR.
 #include "compiler/codegen/kernel_emitter.h"
 
+#include <map>
+#include <string>
+#include <vector>
+
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
+#include <llvm/IR/Constants.h>
+#include <llvm/IR/Instructions.h>
 #include <llvm/IR/LLVMContext.h>
+#include <llvm/IR/Metadata.h>
 #include <llvm/IR/Verifier.h>
 #include <llvm/Support/raw_ostream.h>
 
@@ -356,6 +363,36 @@ ENTRY e {
   EXPECT_EQ(own->phases[0].work_per_task * own->phases[0].tasks, 64 * 512 * (1 + 2));
 }
 
+// The hints of each loop of `module` by its header block's name: each operand of the loop's
+// `!llvm.loop` node after its self-reference, as "name" or "name=value" (an access group as
+// its bare name).
+std::map<std::string, std::vector<std::string>> LoopHintsByHeader(const llvm::Module& module) {
+  std::map<std::string, std::vector<std::string>> hints;
+  for (const llvm::Function& f : module) {
+    for (const llvm::BasicBlock& block : f) {
+      const auto* branch = llvm::dyn_cast<llvm::BranchInst>(block.getTerminator());
+      if (branch == nullptr || branch->isConditional()) continue;
+      const llvm::MDNode* loop = branch->getMetadata(llvm::LLVMContext::MD_loop);
+      if (loop == nullptr) continue;
+      std::vector<std::string>& names = hints[branch->getSuccessor(0)->getName().str()];
+      for (unsigned i = 1; i < loop->getNumOperands(); ++i) {
+        const auto* hint = llvm::dyn_cast<llvm::MDNode>(loop->getOperand(i));
+        if (hint == nullptr || hint->getNumOperands() == 0) continue;
+        const auto* name = llvm::dyn_cast<llvm::MDString>(hint->getOperand(0));
+        if (name == nullptr) continue;
+        std::string entry = name->getString().str();
+        if (hint->getNumOperands() == 2) {
+          if (const auto* value = llvm::mdconst::dyn_extract_or_null<llvm::ConstantInt>(hint->getOperand(1))) {
+            entry += "=" + std::to_string(value->getSExtValue());
+          }
+        }
+        names.push_back(entry);
+      }
+    }
+  }
+  return hints;
+}
+
 TEST(KernelEmitterTest, ALoopOfTranscendentalsComputesTwoVectorsAnIteration) {
   // The gates' loop asks the vectorizer for two vectors an iteration, whose five transcendentals'
   // polynomials then overlap.
@@ -368,7 +405,14 @@ TEST(KernelEmitterTest, ALoopOfTranscendentalsComputesTwoVectorsAnIteration) {
   std::string ir;
   llvm::raw_string_ostream os(ir);
   llvm_module.print(os, nullptr);
-  EXPECT_THAT(ir, ::testing::HasSubstr("!\"llvm.loop.interleave.count\", i32 2}")) << ir;
+  // The hint joins the element loop's own node, beside its parallel accesses; the loop over
+  // tasks carries none.
+  const auto hints = LoopHintsByHeader(llvm_module);
+  ASSERT_TRUE(hints.count("element.header")) << ir;
+  EXPECT_THAT(hints.at("element.header"),
+              ::testing::UnorderedElementsAre("llvm.loop.parallel_accesses", "llvm.loop.interleave.count=2"))
+      << ir;
+  EXPECT_FALSE(hints.count("task.header")) << ir;
   // A loop of one transcendental is left to the cost model.
   const char* one = R"(HloModule m
 ENTRY e {
