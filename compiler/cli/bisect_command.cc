@@ -145,7 +145,7 @@ int RunBisect(const BisectArgs& args) {
 
   tools::BisectOptions options;
   options.compile = *settings;
-  options.tolerance = ReferenceTolerance(args.tolerance);
+  options.tolerance = ReferenceTolerance(args.tolerance, args.tolerance_given);
   options.passes_only = args.passes_only;
   // A module that never ends (a while loop whose condition stays true) is stopped here: the
   // evaluations are cancelled, compiled code that does not stop ends the process with one line.
@@ -202,9 +202,11 @@ int RunBisect(const BisectArgs& args) {
   }
   const std::string flags = FlagArguments(setup.debug);
   const std::string backend = args.backend == "cpu" ? "" : " --backend=" + args.backend;
+  const std::string tolerance =
+      args.tolerance_given ? fmt::format(" --tolerance {:g}", args.tolerance) : "";
   const std::string reproduce =
-      fmt::format("xlens run {} --inputs {}/inputs --reference --tolerance {:g}{}{}",
-                  ShellQuoteArg(args.file), ShellQuoteArg(dir), args.tolerance, backend, flags);
+      fmt::format("xlens run {} --inputs {}/inputs --reference{}{}{}", ShellQuoteArg(args.file),
+                  ShellQuoteArg(dir), tolerance, backend, flags);
   std::string report = fmt::format("{}\n\nreproduce: {}\n", r.summary, reproduce);
 
   if (r.kind == tools::CulpritKind::kPass) {
@@ -237,8 +239,8 @@ int RunBisect(const BisectArgs& args) {
       }
     }
     const std::string avoid =
-        fmt::format("xlens run {} --inputs {}/inputs --reference --tolerance {:g}{}{}", ShellQuoteArg(args.file),
-                    ShellQuoteArg(dir), args.tolerance, backend, FlagArguments(without));
+        fmt::format("xlens run {} --inputs {}/inputs --reference{}{}{}", ShellQuoteArg(args.file),
+                    ShellQuoteArg(dir), tolerance, backend, FlagArguments(without));
     std::printf("agrees without it: %s\n", avoid.c_str());
     report += "agrees without it: " + avoid + "\n";
   }
@@ -272,7 +274,7 @@ int RunReduce(const ReduceArgs& args) {
   spec.timeout_seconds = args.timeout_seconds;
   spec.max_work = args.max_work;
   spec.compile = *settings;
-  spec.tolerance = ReferenceTolerance(args.tolerance);
+  spec.tolerance = ReferenceTolerance(args.tolerance, args.tolerance_given);
   spec.seed = args.seed;
   spec.work_directory = work->path();
   spec.xlens_flags = args.extra_flags;

@@ -27,6 +27,7 @@ struct ReplayArgs {
   std::string backend;  // empty: the recorded one (cpu when none was recorded)
   int iterations = 1;
   double tolerance = 1e-3;
+  bool tolerance_given = false;  // --tolerance on the command line: no type widens it
   double timeout_seconds = kReplayDefaultTimeoutSeconds;  // --timeout; 0: none
   double max_work = 1e12;  // --max-work (kDefaultMaxWork); 0: none
 };

@@ -30,11 +30,13 @@ StatusOr<std::unique_ptr<HloModule>> LoadModule(const std::string& path, bool ve
 Status PrepareModuleToRun(HloModule& module, const std::string& path, std::string_view command,
                           const std::string& fill, uint64_t seed, bool quiet = false);
 // The comparison with the reference evaluator of every command's --tolerance (run, bisect,
-// reduce, replay, the multi-device runs): absolute and relative `tolerance`, f16 and bf16 outputs
-// within at least 1e-2 (NarrowFloatTolerance), so that the `xlens run --reference` a bisection
-// prints to reproduce a miscompare judges it as the bisection did.
-inline ErrorSpec ReferenceTolerance(double tolerance) {
-  return ErrorSpec{tolerance, tolerance, /*widen_for_narrow_floats=*/true};
+// reduce, replay, the multi-device runs): absolute and relative `tolerance`; by default (`given`
+// false) f16 and bf16 outputs within at least 1e-2 and f8 and f4 within at least their own
+// rounding (NarrowFloatTolerance). A --tolerance the user gave is held to as given, so that it can
+// also tighten the comparison of a narrow type. A bisection's `xlens run --reference` line repeats
+// --tolerance only when it was given, so that it judges a miscompare as the bisection did.
+inline ErrorSpec ReferenceTolerance(double tolerance, bool given) {
+  return ErrorSpec{tolerance, tolerance, /*widen_for_narrow_floats=*/!given};
 }
 // "tolerance 0.001, f16 0.01": what `spec` holds the types of `leaves` to (ErrorSpecFor), each
 // widened type named once with its own tolerance.

@@ -96,6 +96,7 @@ struct RunArgs {
   int iterations = 1;
   uint64_t seed = 42;
   double tolerance = 1e-3;
+  bool tolerance_given = false;  // --tolerance on the command line: no type widens it
   std::string trace;  // Chrome trace to write (.json or .json.gz); empty: none
   double timeout_seconds = 0;         // --timeout; 0: none
   double max_work = kDefaultMaxWork;  // --max-work; 0: none
@@ -264,6 +265,7 @@ struct BisectArgs {
   std::string pipeline;  // comma list of passes to run instead of the backend's pipeline
   std::string output_dir = "xlens-bisect";
   double tolerance = 1e-3;
+  bool tolerance_given = false;  // --tolerance on the command line: no type widens it
   uint64_t seed = 42;
   bool passes_only = false;  // check the passes with the evaluator only; do not compile
   double timeout_seconds = 1800;      // --timeout (default: half an hour); 0: none
@@ -283,6 +285,7 @@ struct ReduceArgs {
   std::string output;               // empty: NAME.reduced.hlo here
   std::string backend = "cpu";
   double tolerance = 1e-3;
+  bool tolerance_given = false;  // --tolerance on the command line: no type widens it
   uint64_t seed = 42;
   std::vector<std::string> extra_flags;
 };

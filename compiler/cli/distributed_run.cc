@@ -249,7 +249,7 @@ int RunDistributed(const RunArgs& args, bool compiled) {
   EvaluatorOptions options{.cancel = watchdog.cancel_flag(), .max_work = args.max_work};
   auto expected = EvaluateModuleOnDevices(*prepared.module, *prepared.arguments, topology, options, multi);
   Status checked = expected.status().WithContext("reference evaluator");
-  ErrorSpec spec = ReferenceTolerance(args.tolerance);
+  ErrorSpec spec = ReferenceTolerance(args.tolerance, args.tolerance_given);
   LiteralDifference worst;
   for (int64_t d : devices) {
     if (!checked.ok()) break;

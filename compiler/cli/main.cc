@@ -197,9 +197,9 @@ int main(int argc, char** argv) {
                   "s4/u4 as int8/uint8, exactly, since .npy has no dtype for them");
   run->add_flag("--reference", run_args.reference,
                 "Compare every output with the reference evaluator; exit 1 beyond the tolerance");
-  run->add_option("--tolerance", run_args.tolerance,
-                  "Absolute and relative tolerance of --reference (f16 and bf16 outputs at least 0.01, "
-                  "f8 and f4 at least one unit in the last place)")
+  CLI::Option* run_tolerance = run->add_option("--tolerance", run_args.tolerance,
+                  "Absolute and relative tolerance of --reference; when not given, f16 and bf16 "
+                  "outputs at least 0.01, f8 and f4 at least one unit in the last place")
       ->check(CLI::Validator(FiniteNonNegative, "TOLERANCE"))
       ->capture_default_str();
   run->add_option("--iterations", run_args.iterations, "Runs to time (the median is printed)")
@@ -303,7 +303,9 @@ int main(int argc, char** argv) {
   bisect->add_option("-o,--output", bisect_args.output_dir,
                      "Directory for the modules before and after the culprit, their diff and the inputs")
       ->capture_default_str();
-  bisect->add_option("--tolerance", bisect_args.tolerance, "Absolute and relative tolerance")
+  CLI::Option* bisect_tolerance = bisect->add_option("--tolerance", bisect_args.tolerance,
+                     "Absolute and relative tolerance; when not given, f16 and bf16 outputs at "
+                     "least 0.01, f8 and f4 at least one unit in the last place")
       ->check(CLI::Validator(FiniteNonNegative, "TOLERANCE"))
       ->capture_default_str();
   bisect->add_option("--seed", bisect_args.seed, "Seed of the random inputs")->check(CLI::Validator(Seed, "SEED"));
@@ -334,7 +336,9 @@ int main(int argc, char** argv) {
       ->capture_default_str();
   reduce->add_option("-o,--output", reduce_args.output, "Where to write the reduced module (default NAME.reduced.hlo)");
   reduce->add_option("--backend", reduce_args.backend, "cpu, gpu or gpu-sim, for the built-in tests")->capture_default_str();
-  reduce->add_option("--tolerance", reduce_args.tolerance, "Tolerance of --test=miscompare and bisect")
+  CLI::Option* reduce_tolerance = reduce->add_option("--tolerance", reduce_args.tolerance,
+                     "Tolerance of --test=miscompare and bisect; when not given, f16 and bf16 "
+                     "outputs at least 0.01, f8 and f4 at least one unit in the last place")
       ->check(CLI::Validator(FiniteNonNegative, "TOLERANCE"))
       ->capture_default_str();
   reduce->add_option("--seed", reduce_args.seed, "Seed of the random inputs")->check(CLI::Validator(Seed, "SEED"));
@@ -495,7 +499,9 @@ int main(int argc, char** argv) {
   replay->add_option("--iterations", replay_args.iterations, "Runs to compare (a flaky failure shows in some)")
       ->check(CLI::Validator(PositiveWholeNumber, "POSITIVE"))
       ->capture_default_str();
-  replay->add_option("--tolerance", replay_args.tolerance, "Absolute and relative tolerance of the comparisons")
+  CLI::Option* replay_tolerance = replay->add_option("--tolerance", replay_args.tolerance,
+                     "Absolute and relative tolerance of the comparisons; when not given, f16 and "
+                     "bf16 outputs at least 0.01, f8 and f4 at least one unit in the last place")
       ->check(CLI::Validator(FiniteNonNegative, "TOLERANCE"))
       ->capture_default_str();
   AddWorkLimits(*replay, replay_args.timeout_seconds, replay_args.max_work);
@@ -580,6 +586,11 @@ int main(int argc, char** argv) {
                  xlens::EscapeForTerminal(xlens::TruncateUtf8(e.what(), 2000)).c_str());
     return 1;
   }
+  // A --tolerance given is held to as given; the default one widens for narrow floats.
+  run_args.tolerance_given = run_tolerance->count() > 0;
+  bisect_args.tolerance_given = bisect_tolerance->count() > 0;
+  reduce_args.tolerance_given = reduce_tolerance->count() > 0;
+  replay_args.tolerance_given = replay_tolerance->count() > 0;
   if (!max_input_size.empty() || std::getenv("XLENS_MAX_INPUT_SIZE") != nullptr) {
     std::string_view source = max_input_size.empty() ? "XLENS_MAX_INPUT_SIZE" : "--max-input-size";
     auto bytes = xlens::ParseByteSize(max_input_size.empty() ? std::getenv("XLENS_MAX_INPUT_SIZE") : max_input_size);

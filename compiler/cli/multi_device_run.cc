@@ -382,7 +382,7 @@ int RunOnDevices(const RunArgs& args, bool compiled) {
   auto expected = EvaluateModuleOnDevices(**module, *arguments, topology, options, multi);
   if (!expected.ok()) return Fail(stopped(expected.status()).WithContext("reference evaluator"));
   int exit_code = 0;
-  ErrorSpec spec = ReferenceTolerance(args.tolerance);
+  ErrorSpec spec = ReferenceTolerance(args.tolerance, args.tolerance_given);
   LiteralDifference worst;
   for (int64_t d = 0; d < topology.num_devices(); ++d) {
     LiteralDifference difference;

@@ -194,7 +194,7 @@ struct Comparison {
 
 // `expected` and `actual` are named by `e` and `a` in the description.
 Comparison Compare(const std::vector<const Literal*>& expected, std::string_view e,
-                   const std::vector<const Literal*>& actual, std::string_view a, double tolerance) {
+                   const std::vector<const Literal*>& actual, std::string_view a, const ErrorSpec& tolerance) {
   Comparison out;
   if (expected.size() != actual.size()) {
     out.match = false;
@@ -203,7 +203,7 @@ Comparison Compare(const std::vector<const Literal*>& expected, std::string_view
   }
   for (size_t i = 0; i < expected.size(); ++i) {
     LiteralDifference difference;
-    Status near = ExpectLiteralNear(*expected[i], *actual[i], ReferenceTolerance(tolerance),
+    Status near = ExpectLiteralNear(*expected[i], *actual[i], tolerance,
                                     &difference);
     if (near.ok()) continue;
     ++out.leaves_differing;
@@ -381,13 +381,13 @@ int RunReplay(const ReplayArgs& args) {
     const std::string in_run =
         args.iterations > 1 ? fmt::format(" in run {} of {}", i + 1, args.iterations) : "";
     Comparison vs_evaluator, vs_recorded;
-    if (reference.ok()) vs_evaluator = Compare(evaluator_leaves, "from the evaluator", leaves, "here", args.tolerance);
-    if (execution != nullptr) vs_recorded = Compare(recorded_leaves, "recorded", leaves, "here", args.tolerance);
+    if (reference.ok()) vs_evaluator = Compare(evaluator_leaves, "from the evaluator", leaves, "here", ReferenceTolerance(args.tolerance, args.tolerance_given));
+    if (execution != nullptr) vs_recorded = Compare(recorded_leaves, "recorded", leaves, "here", ReferenceTolerance(args.tolerance, args.tolerance_given));
     if (!vs_recorded.match) {
       std::string evaluator_says;
       if (!reference.ok()) {
         evaluator_says = fmt::format("the evaluator could not run ({})", Shown(reference.status()));
-      } else if (Compare(evaluator_leaves, "", recorded_leaves, "", args.tolerance).match) {
+      } else if (Compare(evaluator_leaves, "", recorded_leaves, "", ReferenceTolerance(args.tolerance, args.tolerance_given)).match) {
         evaluator_says = "the evaluator agrees with the recorded result";
       } else if (vs_evaluator.match) {
         // The recording was wrong and this run is right: the failure is gone here.
@@ -411,7 +411,7 @@ int RunReplay(const ReplayArgs& args) {
   const StatusOr<Literal>& reference = *evaluated;
   if (execution != nullptr && reference.ok()) {
     Comparison recorded_vs_evaluator =
-        Compare(evaluator_leaves, "from the evaluator", recorded_leaves, "recorded", args.tolerance);
+        Compare(evaluator_leaves, "from the evaluator", recorded_leaves, "recorded", ReferenceTolerance(args.tolerance, args.tolerance_given));
     if (!recorded_vs_evaluator.match) {
       std::printf("not reproduced: every output agrees with the evaluator here; the recorded %s "
                   "differed from it %s\n",

@@ -363,7 +363,7 @@ int RunRun(const RunArgs& args) {
     LiteralDifference difference;
     // An f16 or bf16 output that differs from the evaluator's only in its rounding (a sum taken in
     // another order) is held to its own type's tolerance, not to one chosen for f32.
-    ErrorSpec spec = ReferenceTolerance(args.tolerance);
+    ErrorSpec spec = ReferenceTolerance(args.tolerance, args.tolerance_given);
     Status match = ExpectLiteralNear(*expected, *result, spec, &difference);
     std::fputs(ReferenceVerdict(difference, "", ReferenceToleranceLabel(spec, leaves), match.ok()).c_str(),
                stdout);
