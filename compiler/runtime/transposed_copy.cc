@@ -15,11 +15,6 @@ void TransposedCopyScalar(const float* src, int64_t rows, int64_t cols, int64_t 
 }
 
 #if defined(__x86_64__)
-// GCC 12 takes the undefined vector that some intrinsics pass to their builtins (the unused
-// merge source) for a read of an uninitialized one.
-#pragma GCC diagnostic push
-#pragma GCC diagnostic ignored "-Wuninitialized"
-#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
 namespace {
 
 #define XLENS_AVX512 __attribute__((target("avx512f")))
@@ -31,6 +26,12 @@ XLENS_AVX512 inline void TransposeTile(const float* src, int64_t lds, float* dst
   __m512 r[16], t[16];
 #pragma GCC unroll 16
   for (int i = 0; i < 16; ++i) r[i] = _mm512_loadu_ps(src + i * lds);
+  // GCC 12 takes the undefined vector that the unpacks and the 128-bit lane shuffles pass to
+  // their builtins (the unused merge source) for a read of an uninitialized one: ten warnings
+  // from avx512fintrin.h, all within these rounds.
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Wuninitialized"
+#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
 #pragma GCC unroll 8
   for (int i = 0; i < 16; i += 2) {
     t[i] = _mm512_unpacklo_ps(r[i], r[i + 1]);
@@ -57,6 +58,7 @@ XLENS_AVX512 inline void TransposeTile(const float* src, int64_t lds, float* dst
     r[i + 8] = _mm512_shuffle_f32x4(t[i], t[i + 4], 0xDD);
     r[i + 12] = _mm512_shuffle_f32x4(t[i + 8], t[i + 12], 0xDD);
   }
+#pragma GCC diagnostic pop
 #pragma GCC unroll 16
   for (int i = 0; i < 16; ++i) _mm512_storeu_ps(dst + i * ldd, r[i]);
 }
@@ -79,7 +81,6 @@ XLENS_AVX512 void TransposedCopyAvx512(const float* src, int64_t rows, int64_t c
 #undef XLENS_AVX512
 
 }  // namespace
-#pragma GCC diagnostic pop
 
 void TransposedCopy(const float* src, int64_t rows, int64_t cols, int64_t lds, float* dst, int64_t ldd) {
   if (CpuHasAvx512F()) {
