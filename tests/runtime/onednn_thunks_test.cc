@@ -587,7 +587,9 @@ ENTRY e {
   if (parallel) {
     EXPECT_THAT(KernelOf(product(1024)), HasSubstr("gemm"));
     // Without AVX-512 oneDNN runs every f32 product on gemm:jit.
-    if (HasAvx512()) EXPECT_THAT(KernelOf(product(512)), HasSubstr("brg"));
+    if (HasAvx512()) {
+      EXPECT_THAT(KernelOf(product(512)), HasSubstr("brg"));
+    }
   }
 }
 
