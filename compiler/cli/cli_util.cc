@@ -63,10 +63,13 @@ std::string ReferenceToleranceLabel(const ErrorSpec& spec,
   std::vector<PrimitiveType> widened;
   for (const Literal* leaf : leaves) {
     PrimitiveType type = leaf->shape().element_type();
-    double tolerance = ErrorSpecFor(spec, type).abs;
-    if (tolerance != spec.abs && std::find(widened.begin(), widened.end(), type) == widened.end()) {
+    ErrorSpec held = ErrorSpecFor(spec, type);
+    if ((held.abs != spec.abs || held.rel != spec.rel) &&
+        std::find(widened.begin(), widened.end(), type) == widened.end()) {
       widened.push_back(type);
-      label += fmt::format(", {} {:g}", PrimitiveTypeName(type), tolerance);
+      label += held.abs == held.rel
+                   ? fmt::format(", {} {:g}", PrimitiveTypeName(type), held.rel)
+                   : fmt::format(", {} {:g} (absolute {:g})", PrimitiveTypeName(type), held.rel, held.abs);
     }
   }
   return label;

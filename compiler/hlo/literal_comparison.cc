@@ -35,6 +35,24 @@ int NarrowMantissaBits(PrimitiveType type) {
   }
 }
 
+// Exponent of the smallest normal of a type narrower than f32.
+int NarrowMinNormalExponent(PrimitiveType type) {
+  using P = PrimitiveType;
+  switch (type) {
+    case P::F16: return -14;
+    case P::BF16: return -126;
+    case P::F8E3M4: return -2;
+    case P::F8E4M3: case P::F8E4M3FN: return -6;
+    case P::F8E4M3FNUZ: return -7;
+    case P::F8E4M3B11FNUZ: return -10;
+    case P::F8E5M2: return -14;
+    case P::F8E5M2FNUZ: return -15;
+    case P::F4E2M1FN: return 0;
+    case P::F8E8M0FNU: return -127;
+    default: return 0;
+  }
+}
+
 Status CompareArrays(const Literal& expected, const Literal& actual, const ErrorSpec& given_spec,
                      const std::string& where, LiteralDifference& diff) {
   const Shape& es = expected.shape();
@@ -121,10 +139,17 @@ double NarrowFloatTolerance(PrimitiveType type) {
   return std::max(1e-2, std::ldexp(1.0, -bits));
 }
 
+double NarrowFloatAbsoluteTolerance(PrimitiveType type) {
+  int bits = NarrowMantissaBits(type);
+  if (bits < 0 || type == PrimitiveType::F8E8M0FNU) return 0;
+  if (type == PrimitiveType::F16 || type == PrimitiveType::BF16) return 1e-2;
+  return std::ldexp(1.0, NarrowMinNormalExponent(type) - bits);
+}
+
 ErrorSpec ErrorSpecFor(const ErrorSpec& spec, PrimitiveType type) {
   ErrorSpec result = spec;
   if (spec.widen_for_narrow_floats) {
-    result.abs = std::max(spec.abs, NarrowFloatTolerance(type));
+    result.abs = std::max(spec.abs, NarrowFloatAbsoluteTolerance(type));
     result.rel = std::max(spec.rel, NarrowFloatTolerance(type));
   }
   return result;

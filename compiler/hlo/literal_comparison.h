@@ -12,21 +12,28 @@ namespace xlens {
 struct ErrorSpec {
   double abs = 1e-5;
   double rel = 1e-5;
-  // Compare elements of a type narrower than f32 within at least NarrowFloatTolerance(type) (abs
-  // and rel): a tolerance chosen for f32 fails an f16 or bf16 result that differs from the
+  // Compare elements of a type narrower than f32 within at least NarrowFloatAbsoluteTolerance and
+  // NarrowFloatTolerance (rel) of their type: a tolerance chosen for f32 fails an f16 or bf16 result that differs from the
   // expected one only in its rounding.
   bool widen_for_narrow_floats = false;
 };
 
-// The least tolerance, absolute and relative, of a comparison of `type`'s values: 1e-2 for f16
-// and bf16, what XLA's own tests give them (ErrorSpec{1e-2, 1e-2} in its GEMM, Triton and oneDNN
-// tests), about 10 units in the last place of f16 and 1.3 of bf16; one unit in the last place
-// (2^-mantissa bits) for the f8 and f4 types, whose unit is larger; 0 for f32, f64, the complex
-// types and every other type.
+// The least relative tolerance of a comparison of `type`'s values: 1e-2 for f16 and bf16, what
+// XLA's own tests give them (ErrorSpec{1e-2, 1e-2} in its GEMM, Triton and oneDNN tests), about 10
+// units in the last place of f16 and 1.3 of bf16; one unit in the last place (2^-mantissa bits)
+// for the f8 and f4 types, whose unit is larger; 0 for f32, f64, the complex types and every other
+// type.
 double NarrowFloatTolerance(PrimitiveType type);
+// The least absolute tolerance: 1e-2 for f16 and bf16 (as XLA's tests); for the f8 and f4 types
+// one unit in the last place near zero, the spacing of their subnormals, never more than their
+// smallest normal: their relative unit taken as absolute would make every f8e4m3fn value below
+// 0.125 equal to every other, and 0 equal to 1 in f8e8m0fnu. 0 for f8e8m0fnu, which has no zero
+// and no subnormals, and for every type NarrowFloatTolerance gives 0.
+double NarrowFloatAbsoluteTolerance(PrimitiveType type);
 
 // The tolerance `spec` holds elements of `type` to: `spec` itself, raised to
-// NarrowFloatTolerance(type) when spec.widen_for_narrow_floats. The one rule a comparison and the
+// NarrowFloatAbsoluteTolerance(type) and NarrowFloatTolerance(type) when
+// spec.widen_for_narrow_floats. The one rule a comparison and the
 // label that prints its tolerance both follow.
 ErrorSpec ErrorSpecFor(const ErrorSpec& spec, PrimitiveType type);
 

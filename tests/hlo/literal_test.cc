@@ -98,6 +98,18 @@ TEST(LiteralComparisonTest, NarrowFloatsAreHeldToTheirOwnTypesTolerance) {
   EXPECT_EQ(NarrowFloatTolerance(PrimitiveType::F8E5M2), 0.25);
   EXPECT_EQ(NarrowFloatTolerance(PrimitiveType::F32), 0);
   EXPECT_EQ(NarrowFloatTolerance(PrimitiveType::F64), 0);
+  // f8 and f4 widen the relative tolerance only: near zero they are held to their subnormals'
+  // spacing, so that small values stay apart.
+  EXPECT_EQ(NarrowFloatAbsoluteTolerance(PrimitiveType::F16), 1e-2);
+  EXPECT_EQ(NarrowFloatAbsoluteTolerance(PrimitiveType::F8E4M3FN), 0x1p-9);
+  EXPECT_EQ(NarrowFloatAbsoluteTolerance(PrimitiveType::F8E8M0FNU), 0);
+  const ErrorSpec widened_f32{1e-3, 1e-3, /*widen_for_narrow_floats=*/true};
+  EXPECT_FALSE(ExpectLiteralNear(FloatsOf(PrimitiveType::F8E4M3FN, {0.0625}),
+                                 FloatsOf(PrimitiveType::F8E4M3FN, {0.03125}), widened_f32).ok());
+  EXPECT_FALSE(ExpectLiteralNear(FloatsOf(PrimitiveType::F8E4M3FN, {0}),
+                                 FloatsOf(PrimitiveType::F8E4M3FN, {0.1}), widened_f32).ok());
+  EXPECT_TRUE(ExpectLiteralNear(FloatsOf(PrimitiveType::F8E4M3FN, {1}),
+                                FloatsOf(PrimitiveType::F8E4M3FN, {1.125}), widened_f32).ok());
   // Two f16 sums of the same 65536 values taken in different orders (0.5% apart).
   const ErrorSpec f32_spec{1e-3, 1e-3};
   const ErrorSpec widened{1e-3, 1e-3, /*widen_for_narrow_floats=*/true};
