@@ -210,7 +210,10 @@ Comparison Compare(const std::vector<const Literal*>& expected, std::string_view
     if (out.match) {
       out.match = false;
       out.first_leaf = static_cast<int64_t>(i);
-      out.how = HowTheyDiffer(*actual[i], a, *expected[i], e, difference.max_abs_error);
+      // Beside NaN and infinities, a largest error is news only where finite values are beyond
+      // the tolerance too.
+      out.how = HowTheyDiffer(*actual[i], a, *expected[i], e,
+                              difference.finite_mismatches() > 0 ? difference.max_abs_error : 0);
     }
   }
   return out;

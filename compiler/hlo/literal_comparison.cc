@@ -65,7 +65,7 @@ Status CompareArrays(const Literal& expected, const Literal& actual, const Error
   bool is_float = IsFloatingPointType(type) || IsComplexType(type);
   ErrorSpec spec = ErrorSpecFor(given_spec, type);
   std::string first_mismatch, first_non_finite;
-  int64_t mismatches = 0;
+  int64_t mismatches = 0, non_finite_mismatches = 0;
   for (int64_t i = 0; i < expected.element_count(); ++i) {
     if (!is_float) {
       if (expected.GetAsInt64(i) != actual.GetAsInt64(i) ||
@@ -98,7 +98,7 @@ Status CompareArrays(const Literal& expected, const Literal& actual, const Error
       if (ok) continue;
       std::string values = fmt::format("element {}: expected {}, got {}", IndexString(es, i),
                                        expected.ElementToString(i), actual.ElementToString(i));
-      if (!finite && diff.non_finite_mismatches++ == 0 && mismatches > 0) first_non_finite = values;
+      if (!finite && non_finite_mismatches++ == 0 && mismatches > 0) first_non_finite = values;
       if (mismatches++ == 0) {
         first_mismatch = finite ? fmt::format("{} {} (abs error {:.3g}, rel {:.3g})", where, values,
                                               abs_error, rel_error)
@@ -106,6 +106,8 @@ Status CompareArrays(const Literal& expected, const Literal& actual, const Error
       }
     }
   }
+  diff.mismatches += mismatches;
+  diff.non_finite_mismatches += non_finite_mismatches;
   if (mismatches == 0) return OkStatus();
   std::string non_finite =
       first_non_finite.empty() ? "" : fmt::format("; first non-finite mismatch: {}", first_non_finite);
@@ -124,11 +126,15 @@ Status CompareImpl(const Literal& expected, const Literal& actual, const ErrorSp
     return Error(fmt::format("{}: expected a tuple of {} elements, got {}", where,
                              expected.tuple_size(), actual.tuple_size()));
   }
+  // Every output, so that the counts and largest errors cover all of them; the first error names
+  // where they start to differ.
+  Status first = OkStatus();
   for (int64_t i = 0; i < expected.tuple_size(); ++i) {
-    RETURN_IF_ERROR(CompareImpl(expected.tuple_element(i), actual.tuple_element(i), spec,
-                                fmt::format("{}{{{}}}", where, i), diff));
+    Status s = CompareImpl(expected.tuple_element(i), actual.tuple_element(i), spec,
+                           fmt::format("{}{{{}}}", where, i), diff);
+    if (!s.ok() && first.ok()) first = s;
   }
-  return OkStatus();
+  return first;
 }
 
 }  // namespace
@@ -158,6 +164,7 @@ ErrorSpec ErrorSpecFor(const ErrorSpec& spec, PrimitiveType type) {
 void LiteralDifference::Merge(const LiteralDifference& other) {
   max_abs_error = std::max(max_abs_error, other.max_abs_error);
   max_rel_error = std::max(max_rel_error, other.max_rel_error);
+  mismatches += other.mismatches;
   non_finite_mismatches += other.non_finite_mismatches;
 }
 

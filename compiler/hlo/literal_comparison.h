@@ -44,7 +44,11 @@ ErrorSpec ErrorSpecFor(const ErrorSpec& spec, PrimitiveType type);
 struct LiteralDifference {
   double max_abs_error = 0;
   double max_rel_error = 0;
+  int64_t mismatches = 0;  // values beyond the tolerance, the non-finite mismatches among them
   int64_t non_finite_mismatches = 0;  // exactly one side NaN, or an infinity the other side lacks
+
+  // Values beyond the tolerance where both sides are finite: the ones the largest errors measure.
+  int64_t finite_mismatches() const { return mismatches - non_finite_mismatches; }
 
   // Folds in the difference of another comparison (another device's result): the larger errors,
   // the counts summed, so that a summary over several never hides a non-finite mismatch.
@@ -55,7 +59,8 @@ struct LiteralDifference {
 // an error such as "out0 element {3, 1}: expected 1.5, got 1.625 (abs error 0.125, rel 0.0833)",
 // or "result element {0}: expected -95, got -inf" for a non-finite mismatch, which the error
 // names too when a finite one came first.
-// `difference`, when given, receives the largest errors either way.
+// A tuple's outputs are all compared: the error is the first output's that mismatches, and
+// `difference`, when given, receives the largest errors and the counts over all of them either way.
 Status ExpectLiteralNear(const Literal& expected, const Literal& actual, const ErrorSpec& spec,
                          LiteralDifference* difference = nullptr);
 

@@ -91,6 +91,28 @@ TEST(LiteralComparisonTest, NonFiniteMismatchesNameTheElementAndBothValues) {
   EXPECT_EQ(diff.non_finite_mismatches, 1);
 }
 
+TEST(LiteralComparisonTest, EveryOutputOfATupleIsCountedAndTheFirstMismatchNamed) {
+  const double inf = std::numeric_limits<double>::infinity();
+  // out0 one -inf where -95 was expected; out1 three values 1 apart.
+  Literal expected = Literal::MakeTuple({FloatsOf(PrimitiveType::F32, {-95, 1}),
+                                         FloatsOf(PrimitiveType::F32, {1, 2, 3, 4})});
+  Literal actual = Literal::MakeTuple({FloatsOf(PrimitiveType::F32, {-inf, 1}),
+                                       FloatsOf(PrimitiveType::F32, {2, 3, 4, 4})});
+  LiteralDifference diff;
+  Status s = ExpectLiteralNear(expected, actual, ErrorSpec{1e-3, 1e-3}, &diff);
+  EXPECT_THAT(s.message(), ::testing::StartsWith("result{0} element {0}: expected -95, got -inf"));
+  EXPECT_EQ(diff.mismatches, 4);
+  EXPECT_EQ(diff.non_finite_mismatches, 1);
+  EXPECT_EQ(diff.finite_mismatches(), 3);
+  EXPECT_EQ(diff.max_abs_error, 1);
+  // Within the tolerance nothing counts, though the largest error is measured.
+  LiteralDifference near;
+  EXPECT_TRUE(ExpectLiteralNear(FloatsOf(PrimitiveType::F32, {1}), FloatsOf(PrimitiveType::F32, {1.0001}),
+                                ErrorSpec{1e-3, 1e-3}, &near).ok());
+  EXPECT_EQ(near.finite_mismatches(), 0);
+  EXPECT_GT(near.max_abs_error, 0);
+}
+
 TEST(LiteralComparisonTest, NarrowFloatsAreHeldToTheirOwnTypesTolerance) {
   EXPECT_EQ(NarrowFloatTolerance(PrimitiveType::F16), 1e-2);
   EXPECT_EQ(NarrowFloatTolerance(PrimitiveType::BF16), 1e-2);
