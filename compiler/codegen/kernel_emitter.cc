@@ -12,7 +12,6 @@
 #include <llvm/IR/IntrinsicsNVPTX.h>
 
 #include "compiler/codegen/cpu/cpu_column_reduction.h"
-#include "compiler/codegen/cpu/cpu_row_loops.h"
 #include "compiler/codegen/elemental_ir_emitter.h"
 #include "compiler/codegen/llvm_ir_util.h"
 #include "compiler/codegen/scalar_ops.h"

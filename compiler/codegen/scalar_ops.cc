@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <limits>
+#include <set>
 
 #include <fmt/format.h>
 #include <llvm/IR/Intrinsics.h>
@@ -635,6 +636,37 @@ StatusOr<Value*> EmitIndexToInt64(llvm::IRBuilder<>& b, PrimitiveType type, Valu
     return b.CreateSelect(past_int64, b.getInt64(std::numeric_limits<int64_t>::max()), v);
   }
   return EmitConvert(b, type, PrimitiveType::S64, v);
+}
+
+bool IsPolynomialTranscendental(HloOpcode op) {
+  switch (op) {
+    case HloOpcode::kExp: case HloOpcode::kExpm1: case HloOpcode::kLog: case HloOpcode::kLog1p:
+    case HloOpcode::kTanh: case HloOpcode::kLogistic: case HloOpcode::kErf: case HloOpcode::kPower:
+    case HloOpcode::kSin: case HloOpcode::kCos: case HloOpcode::kTan: case HloOpcode::kAtan2:
+    case HloOpcode::kCbrt:
+      return true;
+    default:
+      return false;
+  }
+}
+
+bool ReachesTranscendental(const std::vector<const HloInstruction*>& values,
+                           const std::function<bool(const HloInstruction*)>& read) {
+  return TranscendentalsPerElement(values, read) > 0;
+}
+
+int64_t TranscendentalsPerElement(const std::vector<const HloInstruction*>& values,
+                                  const std::function<bool(const HloInstruction*)>& read) {
+  int64_t count = 0;
+  std::set<const HloInstruction*> seen;
+  std::function<void(const HloInstruction*)> walk = [&](const HloInstruction* x) {
+    if (!seen.insert(x).second || read(x)) return;
+    if (x->opcode() == HloOpcode::kReduce || x->opcode() == HloOpcode::kParameter) return;
+    count += IsPolynomialTranscendental(x->opcode()) ? 1 : 0;
+    for (const HloInstruction* operand : x->operands()) walk(operand);
+  };
+  for (const HloInstruction* x : values) walk(x);
+  return count;
 }
 
 }  // namespace xlens::codegen

@@ -6,6 +6,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <vector>
 
 #include <llvm/IR/IRBuilder.h>
@@ -50,5 +51,24 @@ StatusOr<llvm::Value*> EmitFromInt64(llvm::IRBuilder<>& b, PrimitiveType type, l
 // past INT64_MAX saturates there. Read as s64 it would turn negative: a start of 2^63 would clamp
 // to 0 instead of to the end, and a scatter index would wrap. The evaluator reads them the same.
 StatusOr<llvm::Value*> EmitIndexToInt64(llvm::IRBuilder<>& b, PrimitiveType type, llvm::Value* v);
+
+// Functions that cost an elementwise loop tens of instructions an element (polynomials and their
+// range reductions, fast_math.h), which the loops' launch and unrolling weigh. Not
+// HloCostAnalysis's IsTranscendental, which is XLA's count of transcendentals and stays as XLA
+// counts: sqrt and rsqrt, for one, are transcendentals there and a single instruction each in a
+// loop here. Here, not in the CPU row loops, so that the generic kernel emitter prices its loops
+// with the same list.
+bool IsPolynomialTranscendental(HloOpcode op);
+
+// Whether computing `values` per element computes a polynomial transcendental function: one
+// they reach before a reduction, a parameter or an instruction for which `read` is true (a value
+// read from memory or a register).
+bool ReachesTranscendental(const std::vector<const HloInstruction*>& values,
+                           const std::function<bool(const HloInstruction*)>& read);
+// How many polynomial transcendental functions computing `values` per element computes (each
+// instruction once, however many of the values read it), up to the same reductions, parameters
+// and reads.
+int64_t TranscendentalsPerElement(const std::vector<const HloInstruction*>& values,
+                                  const std::function<bool(const HloInstruction*)>& read);
 
 }  // namespace xlens::codegen

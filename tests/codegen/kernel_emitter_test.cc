@@ -16,6 +16,7 @@
 
 #include "codegen_test_util.h"
 #include "compiler/codegen/cpu/cpu_jit.h"
+#include "compiler/codegen/scalar_ops.h"
 #include "compiler/hlo/parser.h"
 
 namespace xlens::codegen {
@@ -334,6 +335,12 @@ TEST(KernelEmitterTest, TranscendentalsWeighALoopsShareOfTheThreads) {
   // Each of the gates' transcendentals is counted once, at two plain elements' work, so that the
   // 32K elements (five transcendentals each) make more than the 64K elements' worth that one
   // thread's share of a loop must reach.
+  // The functions priced are the polynomial ones, not XLA's transcendentals: sqrt and rsqrt are
+  // one instruction each in a loop.
+  EXPECT_TRUE(IsPolynomialTranscendental(HloOpcode::kLogistic));
+  EXPECT_TRUE(IsPolynomialTranscendental(HloOpcode::kTanh));
+  EXPECT_FALSE(IsPolynomialTranscendental(HloOpcode::kSqrt));
+  EXPECT_FALSE(IsPolynomialTranscendental(HloOpcode::kRsqrt));
   auto spec = EmitFor(kLstmGates, "f");
   ASSERT_TRUE(spec.ok()) << spec.status().message();
   ASSERT_EQ(spec->phases.size(), 1u);

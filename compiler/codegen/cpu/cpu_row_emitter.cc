@@ -16,6 +16,7 @@
 #include "compiler/codegen/kernel_builder.h"
 #include "compiler/codegen/llvm_ir_util.h"
 #include "compiler/codegen/row_analysis.h"
+#include "compiler/codegen/scalar_ops.h"
 
 namespace xlens::codegen {
 
@@ -160,7 +161,7 @@ StatusOr<bool> KernelBuilder::TryEmitCpuRowKernel(const std::vector<RowOutput>& 
   int64_t cache_bytes = 0;
   if (hlo_.opcode() == HloOpcode::kFusion) {
     for (const HloInstruction* x : hlo_.fused_computation()->MakeInstructionPostOrder()) {
-      if (!IsTranscendental(x->opcode()) || passes_reading[x] < 2 || !x->shape().IsArray() ||
+      if (!IsPolynomialTranscendental(x->opcode()) || passes_reading[x] < 2 || !x->shape().IsArray() ||
           analysis.Classify(x) != Space::kRow || x->shape().dimensions() != row_shape.dimensions() ||
           by_level.count(analysis.Level(x) + 1) == 0) {
         continue;

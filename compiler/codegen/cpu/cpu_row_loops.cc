@@ -141,36 +141,6 @@ const HloInstruction* UnscaledExpQuotient(llvm::IRBuilder<>& b, const HloInstruc
 
 }  // namespace
 
-bool IsTranscendental(HloOpcode op) {
-  switch (op) {
-    case HloOpcode::kExp: case HloOpcode::kExpm1: case HloOpcode::kLog: case HloOpcode::kLog1p:
-    case HloOpcode::kTanh: case HloOpcode::kLogistic: case HloOpcode::kErf: case HloOpcode::kPower:
-    case HloOpcode::kSin: case HloOpcode::kCos: case HloOpcode::kTan: case HloOpcode::kAtan2:
-    case HloOpcode::kCbrt:
-      return true;
-    default:
-      return false;
-  }
-}
-
-bool ReachesTranscendental(const std::vector<const HloInstruction*>& values,
-                           const std::function<bool(const HloInstruction*)>& read) {
-  return TranscendentalsPerElement(values, read) > 0;
-}
-
-int64_t TranscendentalsPerElement(const std::vector<const HloInstruction*>& values,
-                                  const std::function<bool(const HloInstruction*)>& read) {
-  int64_t count = 0;
-  std::set<const HloInstruction*> seen;
-  std::function<void(const HloInstruction*)> walk = [&](const HloInstruction* x) {
-    if (!seen.insert(x).second || read(x)) return;
-    if (x->opcode() == HloOpcode::kReduce || x->opcode() == HloOpcode::kParameter) return;
-    count += IsTranscendental(x->opcode()) ? 1 : 0;
-    for (const HloInstruction* operand : x->operands()) walk(operand);
-  };
-  for (const HloInstruction* x : values) walk(x);
-  return count;
-}
 
 namespace {
 

@@ -35,21 +35,6 @@ inline constexpr unsigned kRowReductionInterleave = 4;
 // (0.0645); three accumulators 0.0669, one 0.0673.
 inline constexpr unsigned kTranscendentalRowReductionInterleave = 2;
 
-// Functions that cost an elementwise loop tens of instructions an element (polynomials and their
-// range reductions). Not HloCostAnalysis's list of transcendentals, which is XLA's count and
-// stays as XLA counts: sqrt and rsqrt, for one, are a single instruction each in a loop.
-bool IsTranscendental(HloOpcode op);
-
-// Whether computing `values` per element computes a transcendental function: one they reach
-// before a reduction, a parameter or an instruction for which `read` is true (a value read from
-// memory or a register).
-bool ReachesTranscendental(const std::vector<const HloInstruction*>& values,
-                           const std::function<bool(const HloInstruction*)>& read);
-// How many transcendental functions computing `values` per element computes (each instruction
-// once, however many of the values read it), up to the same reductions, parameters and reads.
-int64_t TranscendentalsPerElement(const std::vector<const HloInstruction*>& values,
-                                  const std::function<bool(const HloInstruction*)>& read);
-
 // Reduction loops longer than this many elements are not unrolled: the interleaved vector loop
 // already has the parallelism, and a row of a thousand elements unrolled whole (the level's loop
 // and the next one's over the same row, merged by load elimination) keeps the row in registers
