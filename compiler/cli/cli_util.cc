@@ -56,7 +56,6 @@ void CollectLeaves(const Literal& literal, std::vector<const Literal*>& leaves) 
   leaves.push_back(&literal);
 }
 
-// A literal for a terminal: whole when small, the first and last elements otherwise.
 std::string ReferenceToleranceLabel(const ErrorSpec& spec,
                                     const std::vector<const Literal*>& leaves) {
   std::string label = fmt::format("tolerance {:g}", spec.abs);
@@ -86,6 +85,7 @@ std::string ReferenceVerdict(const LiteralDifference& difference, const std::str
                      scope, tolerance_label, match ? "match" : "MISMATCH");
 }
 
+// A literal for a terminal: whole when small, the first and last elements otherwise.
 std::string Summarize(const Literal& literal) {
   constexpr int64_t kShown = 8;
   int64_t n = literal.element_count();
