@@ -1,5 +1,7 @@
 #include "compiler/hlo/literal_comparison.h"
 
+#include "compiler/hlo/float8.h"
+
 #include <algorithm>
 #include <cmath>
 #include <vector>
@@ -20,36 +22,22 @@ std::string IndexString(const Shape& shape, int64_t linear) {
   return fmt::format("{{{}}}", fmt::join(index, ", "));
 }
 
-// Explicit mantissa bits of a type narrower than f32.
-int NarrowMantissaBits(PrimitiveType type) {
-  using P = PrimitiveType;
-  switch (type) {
-    case P::F16: return 10;
-    case P::BF16: return 7;
-    case P::F8E3M4: return 4;
-    case P::F8E4M3: case P::F8E4M3FN: case P::F8E4M3B11FNUZ: case P::F8E4M3FNUZ: return 3;
-    case P::F8E5M2: case P::F8E5M2FNUZ: return 2;
-    case P::F4E2M1FN: return 1;
-    case P::F8E8M0FNU: return 0;
-    default: return -1;
+// The explicit mantissa bits and the smallest normal's exponent of a float type narrower than
+// f32; false for any other type. The 8-bit floats XLA computes with take both from their format
+// (float8.h: the smallest normal is 2^(1 - bias)).
+bool NarrowFloatBits(PrimitiveType type, int* mantissa_bits, int* min_normal_exponent) {
+  if (const Float8Format* format = Float8FormatOf(type)) {
+    *mantissa_bits = format->mantissa_bits;
+    *min_normal_exponent = 1 - format->bias;
+    return true;
   }
-}
-
-// Exponent of the smallest normal of a type narrower than f32.
-int NarrowMinNormalExponent(PrimitiveType type) {
   using P = PrimitiveType;
   switch (type) {
-    case P::F16: return -14;
-    case P::BF16: return -126;
-    case P::F8E3M4: return -2;
-    case P::F8E4M3: case P::F8E4M3FN: return -6;
-    case P::F8E4M3FNUZ: return -7;
-    case P::F8E4M3B11FNUZ: return -10;
-    case P::F8E5M2: return -14;
-    case P::F8E5M2FNUZ: return -15;
-    case P::F4E2M1FN: return 0;
-    case P::F8E8M0FNU: return -127;
-    default: return 0;
+    case P::F16: *mantissa_bits = 10, *min_normal_exponent = -14; return true;
+    case P::BF16: *mantissa_bits = 7, *min_normal_exponent = -126; return true;
+    case P::F4E2M1FN: *mantissa_bits = 1, *min_normal_exponent = 0; return true;
+    case P::F8E8M0FNU: *mantissa_bits = 0, *min_normal_exponent = -127; return true;
+    default: return false;
   }
 }
 
@@ -140,16 +128,16 @@ Status CompareImpl(const Literal& expected, const Literal& actual, const ErrorSp
 }  // namespace
 
 double NarrowFloatTolerance(PrimitiveType type) {
-  int bits = NarrowMantissaBits(type);
-  if (bits < 0) return 0;
+  int bits = 0, min_exponent = 0;
+  if (!NarrowFloatBits(type, &bits, &min_exponent)) return 0;
   return std::max(1e-2, std::ldexp(1.0, -bits));
 }
 
 double NarrowFloatAbsoluteTolerance(PrimitiveType type) {
-  int bits = NarrowMantissaBits(type);
-  if (bits < 0 || type == PrimitiveType::F8E8M0FNU) return 0;
+  int bits = 0, min_exponent = 0;
+  if (!NarrowFloatBits(type, &bits, &min_exponent) || type == PrimitiveType::F8E8M0FNU) return 0;
   if (type == PrimitiveType::F16 || type == PrimitiveType::BF16) return 1e-2;
-  return std::ldexp(1.0, NarrowMinNormalExponent(type) - bits);
+  return std::ldexp(1.0, min_exponent - bits);
 }
 
 ErrorSpec ErrorSpecFor(const ErrorSpec& spec, PrimitiveType type) {
