@@ -141,7 +141,6 @@ const HloInstruction* UnscaledExpQuotient(llvm::IRBuilder<>& b, const HloInstruc
 
 }  // namespace
 
-
 namespace {
 
 // The hints of RequestOneVector, which RequestOneMaskedVector extends.

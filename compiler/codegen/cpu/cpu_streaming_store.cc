@@ -116,7 +116,6 @@ int64_t StreamingStoreBytesFor(const HloInstruction& hlo, const BufferAssignment
 
 void EmitStreamingCopy(llvm::IRBuilder<>& b, Value* destination, Value* source, Value* elements,
                        int64_t element_bytes) {
-  llvm::LLVMContext& c = b.getContext();
   llvm::Type* element = b.getIntNTy(static_cast<unsigned>(element_bytes * 8));
   const llvm::Align element_align(static_cast<uint64_t>(element_bytes));
   auto copy_elements = [&](Value* begin, Value* end, std::string_view name) {
@@ -261,8 +260,9 @@ Status KernelBuilder::EmitCpuStreamedLoop(const Shape& shape, int64_t work_per_e
   // kernel over f32[32,28,28,128]: 0.78 against 0.80 ms where the cache holds x and dy, the same
   // at 1.5 and 2 times their size); rows backward but each row forward slows the output loop
   // (0.47 -> 0.52 ms), and a column sweep taking its slices last first is no faster either (1.77
-  // against 1.75 ms). What matters is that a thread re-reads the part it swept, which the runtime's pool keeps: a CPU
-  // reads again the 16 MB it just read at 73-77 GB/s, the other CPU at 34-40, memory's rate.
+  // against 1.75 ms). What matters is that a thread re-reads the part it swept, which the
+  // runtime's pool keeps: a CPU reads again the 16 MB it just read at 73-77 GB/s, the other CPU
+  // at 34-40, memory's rate.
   RETURN_IF_ERROR(e->EmitLoop(f->getArg(1), f->getArg(2), "task", [&](Value* task) -> Status {
     const std::vector<int64_t> outer(order.begin(), order.end() - 1);
     auto [index, begin, end] = EmitTaskRange(task, shape, outer, minor, block, blocks);
