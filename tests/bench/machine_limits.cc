@@ -14,6 +14,8 @@
 //   - oneDNN standalone: each matrix product and convolution given on the command line, or found
 //     in the HLO modules given, as one oneDNN primitive on its preferred layouts (weights
 //     reordered once, before timing), created once, best of N executions on oneDNN's own threads;
+//     a product whose output a constant mask partly discards (causal attention's scores) also as
+//     the blocks of it the mask keeps, and the faster holds;
 //   - transcendentals: oneDNN's eltwise exp, log, tanh, logistic, exact GELU (for erf) and sqrt
 //     over a block that fits each core's L2, on all threads, in elements per second; and the
 //     same functions as xlens emits them inline, each in a loop alone; the better of the two is
@@ -32,14 +34,21 @@
 //        machine_limits --floors [--threads=N] [--repetitions=R] [--hlo=FILE]...
 // measures the other floors the same way: the FMA peak on all threads, the modules' library
 // calls and the transcendentals' rates (peak_f32, hlo_modules, transcendentals), nothing else.
+//
+//        machine_limits --calls [--hlo=FILE]...
+// prints the modules' library calls as they would be timed (shapes, the share of a product a
+// mask keeps), timing nothing.
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <fstream>
+#include <map>
 #include <memory>
 #include <optional>
+#include <set>
+#include <span>
 #include <sstream>
 #include <string>
 #include <thread>
@@ -65,8 +74,12 @@
 #include <omp.h>
 #endif
 
+#include "compiler/hlo/evaluator.h"
+#include "compiler/hlo/literal.h"
 #include "compiler/hlo/module.h"
 #include "compiler/hlo/parser.h"
+#include "compiler/passes/call_inliner.h"
+#include "compiler/passes/dce.h"
 #include "compiler/passes/onednn_convolution.h"
 #include "compiler/support/file_io.h"
 #endif
@@ -266,6 +279,194 @@ Json TimeMatmul(int64_t batch, int64_t m, int64_t k, int64_t n, int executions) 
   return BestOverThreads([&] { return TimeMatmulOnce(batch, m, k, n, executions); });
 }
 
+// ---------------------------------------------------------------------------------------------
+// Scores a mask discards. Causal attention computes q.k for every query and key and then keeps
+// only the keys at or before each query (jnp.tril's select(compare(iota, iota), s, -1e9)): the
+// other half of the product is never read, and xlens computes only the blocks of rows and columns
+// the select keeps (runtime/product_mask.h). oneDNN's floor for that work is the kept share alone:
+// the product split into blocks of query rows, each against the keys its rows keep.
+
+// Columns [begin, end) of a row that anything reads (begin == end: none).
+using RowColumns = std::pair<int64_t, int64_t>;
+
+constexpr int64_t kMaxMaskElements = int64_t{1} << 22;  // a 2048x2048 mask, worked out here
+
+// The value of a parameter-free instruction (iotas, constants, broadcasts, compares, selects of
+// them), or nullopt.
+std::optional<xlens::Literal> EvaluateConstantExpression(const xlens::HloInstruction& instruction,
+                                                         std::map<const xlens::HloInstruction*, xlens::Literal>& done,
+                                                         int depth = 0) {
+  using xlens::HloOpcode;
+  if (auto it = done.find(&instruction); it != done.end()) return it->second;
+  const HloOpcode op = instruction.opcode();
+  const bool computable = op == HloOpcode::kConstant || op == HloOpcode::kIota || op == HloOpcode::kBroadcast ||
+                          op == HloOpcode::kReshape || op == HloOpcode::kTranspose || op == HloOpcode::kSlice ||
+                          xlens::IsElementwise(op);
+  if (depth > 64 || !computable || !instruction.shape().IsArray() ||
+      instruction.shape().num_elements() > kMaxMaskElements) {
+    return std::nullopt;
+  }
+  std::vector<xlens::Literal> operands;
+  for (const xlens::HloInstruction* operand : instruction.operands()) {
+    std::optional<xlens::Literal> value = EvaluateConstantExpression(*operand, done, depth + 1);
+    if (!value) return std::nullopt;
+    operands.push_back(std::move(*value));
+  }
+  std::vector<const xlens::Literal*> pointers;
+  for (const xlens::Literal& l : operands) pointers.push_back(&l);
+  auto value = xlens::EvaluateInstruction(instruction, std::span<const xlens::Literal* const>(pointers));
+  if (!value.ok()) return std::nullopt;
+  done.emplace(&instruction, *value);
+  return std::move(*value);
+}
+
+// For a product [batch..., m, n] (row-major), the columns of each of its m rows that the module
+// ever reads, the same for every batch element (the union over them): its value may pass through
+// elementwise operations (the 1/sqrt(d) scale) to selects whose condition is parameter-free, and
+// each such select reads only the positions it takes from it. nullopt where every position may be
+// read (any other use, a condition that depends on a parameter). Calls are inlined beforehand.
+std::optional<std::vector<RowColumns>> ReadColumnsPerRow(const xlens::HloInstruction& product) {
+  const xlens::Shape& shape = product.shape();
+  if (!shape.IsArray() || shape.rank() < 2 ||
+      (shape.has_layout() && shape.layout().minor_to_major != xlens::shape_util::DefaultMinorToMajor(shape.rank()))) {
+    return std::nullopt;
+  }
+  const int64_t rank = shape.rank(), m = shape.dimensions(rank - 2), n = shape.dimensions(rank - 1);
+  if (m * n > kMaxMaskElements) return std::nullopt;
+  std::vector<char> read(m * n, 0);
+  std::map<const xlens::HloInstruction*, xlens::Literal> done;
+  std::vector<const xlens::HloInstruction*> carriers{&product};  // hold the product's values, position for position
+  std::set<const xlens::HloInstruction*> seen{&product};
+  bool any = false;
+  while (!carriers.empty()) {
+    const xlens::HloInstruction* carrier = carriers.back();
+    carriers.pop_back();
+    if (carrier == carrier->parent()->root_instruction() || carrier->users().empty()) return std::nullopt;
+    for (const xlens::HloInstruction* user : carrier->users()) {
+      if (!user->IsElementwise() || !user->shape().IsArray() || user->shape().dimensions() != shape.dimensions()) {
+        return std::nullopt;
+      }
+      const bool branch = user->opcode() == xlens::HloOpcode::kSelect && user->operand(0) != carrier &&
+                          user->operand(1) != user->operand(2);
+      if (!branch) {
+        if (seen.insert(user).second) carriers.push_back(user);
+        continue;
+      }
+      const bool taken_when = user->operand(1) == carrier;
+      const xlens::HloInstruction* condition = user->operand(0);
+      // A [m, n] mask broadcast over the batch is worked out once.
+      if (condition->opcode() == xlens::HloOpcode::kBroadcast && condition->operand(0)->shape().rank() == 2 &&
+          condition->dimensions() == std::vector<int64_t>{rank - 2, rank - 1}) {
+        condition = condition->operand(0);
+      }
+      std::optional<xlens::Literal> value = EvaluateConstantExpression(*condition, done);
+      if (!value || value->shape().element_type() != xlens::PrimitiveType::PRED ||
+          value->element_count() % (m * n) != 0) {
+        return std::nullopt;
+      }
+      std::span<const bool> taken = value->data<bool>();
+      for (size_t p = 0; p < taken.size(); ++p) read[p % (m * n)] |= taken[p] == taken_when;
+      any = true;
+    }
+  }
+  if (!any) return std::nullopt;
+  std::vector<RowColumns> columns(m, {0, 0});
+  for (int64_t r = 0; r < m; ++r) {
+    const char* row = &read[r * n];
+    int64_t begin = 0, end = n;
+    while (begin < n && !row[begin]) ++begin;
+    if (begin == n) continue;
+    while (!row[end - 1]) --end;
+    columns[r] = {begin, end};
+  }
+  return columns;
+}
+
+// The best of at least `executions` runs of every primitive in `calls` one after the other (the
+// blocks of one product), and of more while they take under 0.2 s in all, as BestMs.
+double BestSequenceMs(const std::vector<std::pair<dnnl::primitive, std::unordered_map<int, dnnl::memory>>>& calls,
+                      int executions) {
+  dnnl::stream stream(Engine());
+  auto run = [&] {
+    for (const auto& [primitive, args] : calls) primitive.execute(stream, args);
+    stream.wait();
+  };
+  run();
+  double best = 1e30;
+  const int64_t began = NowNs();
+  for (int i = 0; i < executions || (i < 50 * executions && NowNs() - began < 200'000'000); ++i) {
+    const int64_t start = NowNs();
+    run();
+    best = std::min(best, (NowNs() - start) / 1e6);
+  }
+  return best;
+}
+
+// Rows [row, row + rows) against columns [column, column + columns) of an [m, n] product.
+struct KeptBlock {
+  int64_t row = 0, rows = 0, column = 0, columns = 0;
+};
+
+// Blocks of `rows_per_block` rows, each against the columns its rows read.
+std::vector<KeptBlock> KeptBlocks(int64_t m, int64_t n, const std::vector<RowColumns>& columns,
+                                  int64_t rows_per_block) {
+  std::vector<KeptBlock> blocks;
+  for (int64_t r0 = 0; r0 < m; r0 += rows_per_block) {
+    const int64_t rows = std::min(rows_per_block, m - r0);
+    int64_t begin = n, end = 0;
+    for (int64_t r = r0; r < r0 + rows; ++r) {
+      if (columns[r].first >= columns[r].second) continue;
+      begin = std::min(begin, columns[r].first);
+      end = std::max(end, columns[r].second);
+    }
+    if (begin < end) blocks.push_back({r0, rows, begin, end - begin});
+  }
+  return blocks;
+}
+
+// The share of an [m, n] product's multiply-adds that `blocks` compute.
+double KeptShare(int64_t m, int64_t n, const std::vector<KeptBlock>& blocks) {
+  double kept = 0;
+  for (const KeptBlock& b : blocks) kept += static_cast<double>(b.rows) * b.columns;
+  return kept / (static_cast<double>(m) * n);
+}
+
+// The product [batch, m, k] x [batch, k, n] computed in `blocks` alone. The rows of q are read
+// and the scores written in place ([m, k] and [m, n] row-major, as in the module); each block's
+// keys are in the layout oneDNN prefers, reordered before timing as every weight here (the keys'
+// own [n, k] rows measured 0.73-0.78 ms against 0.71-0.76 for 8x512x64x512 with a causal mask in
+// blocks of 64 rows, both gemm:jit).
+Json TimeKeptMatmulOnce(int64_t batch, int64_t m, int64_t k, int64_t n, const std::vector<KeptBlock>& blocks,
+                        int executions) {
+  using dt = dnnl::memory::data_type;
+  using dims = dnnl::memory::dims;
+  KeptBuffers kept;
+  const dnnl::memory q = Filled(dnnl::memory::desc({batch, m, k}, dt::f32, dims{m * k, k, 1}), kept);
+  const dnnl::memory scores = Filled(dnnl::memory::desc({batch, m, n}, dt::f32, dims{m * n, n, 1}), kept);
+  auto at = [](const dnnl::memory& whole, int64_t offset) {
+    return static_cast<float*>(whole.get_data_handle()) + offset;
+  };
+  std::vector<std::pair<dnnl::primitive, std::unordered_map<int, dnnl::memory>>> calls;
+  std::string impl;
+  for (const KeptBlock& b : blocks) {
+    const dnnl::memory::desc src({batch, b.rows, k}, dt::f32, dims{m * k, k, 1});
+    const dnnl::memory::desc weights({batch, k, b.columns}, dt::f32, dnnl::memory::format_tag::any);
+    const dnnl::memory::desc dst({batch, b.rows, b.columns}, dt::f32, dims{m * n, n, 1});
+    const dnnl::matmul::primitive_desc pd(dnnl::matmul::desc(src, weights, dst), Engine());
+    impl = pd.impl_info_str();
+    calls.push_back({dnnl::matmul(pd),
+                     {{DNNL_ARG_SRC, dnnl::memory(src, Engine(), at(q, b.row * k))},
+                      {DNNL_ARG_WEIGHTS, Filled(pd.weights_desc(), kept)},
+                      {DNNL_ARG_DST, dnnl::memory(dst, Engine(), at(scores, b.row * n + b.column))}}});
+  }
+  const double ms = BestSequenceMs(calls, executions);
+  const double flops = 2.0 * batch * m * k * n * KeptShare(m, n, blocks);
+  return {{"kind", "matmul"},
+          {"shape", std::to_string(batch) + "x" + std::to_string(m) + "x" + std::to_string(k) + "x" + std::to_string(n)},
+          {"kept_share", KeptShare(m, n, blocks)},
+          {"flops", flops}, {"ms", ms}, {"gflops", flops / (ms * 1e6)}, {"impl", impl}};
+}
+
 struct ConvShape {
   std::string kind;  // forward, backward_data, backward_weights
   int64_t images = 0, input_channels = 0, output_channels = 0, groups = 1;
@@ -463,8 +664,10 @@ std::optional<ConvShape> PoseConvolution(const xlens::HloInstruction& conv, std:
 }
 
 // Every dot and convolution of the module, timed standalone; the module's library time is
-// their sum (a chain of calls can at best lose nothing between them).
-std::optional<Json> ModuleCalls(const std::string& file, int executions) {
+// their sum (a chain of calls can at best lose nothing between them). A product whose output a
+// mask partly discards is timed also for the share it keeps (ReadColumnsPerRow), and the faster
+// holds. With `timed` false, the calls as they would be timed (shapes, kept shares), untimed.
+std::optional<Json> ModuleCalls(const std::string& file, int executions, bool timed = true) {
   auto text = xlens::ReadFile(file);
   if (!text.ok()) {
     std::fprintf(stderr, "xlens machine_limits: --hlo=%s: %s\n", file.c_str(), text.status().message().c_str());
@@ -475,6 +678,12 @@ std::optional<Json> ModuleCalls(const std::string& file, int executions) {
   auto module = xlens::ParseHloModule(*text, options);
   if (!module.ok()) {
     std::fprintf(stderr, "xlens machine_limits: %s\n", module.status().message().c_str());
+    return std::nullopt;
+  }
+  // jnp.tril's mask and jnp.where's select are calls in JAX's modules; the computations they
+  // called are then removed, so that a product inlined from one is counted once.
+  if (!xlens::CallInliner().Run(**module).ok() || !xlens::HloDce().Run(**module).ok()) {
+    std::fprintf(stderr, "xlens machine_limits: --hlo=%s: could not inline its calls\n", file.c_str());
     return std::nullopt;
   }
   Json calls = Json::array();
@@ -496,24 +705,68 @@ std::optional<Json> ModuleCalls(const std::string& file, int executions) {
         const int64_t m = elements(lhs) / (batch * k);
         const int64_t n = elements(rhs) / (batch * Product(rhs, dn.rhs_contracting_dimensions));
         if (batch * m * k * n == 0) continue;
-        try {
-          call = TimeMatmul(batch, m, k, n, executions);
-        } catch (const dnnl::error& e) {
-          complete = false;
-          call = {{"kind", "matmul"}, {"refused", std::string("oneDNN: ") + e.what()},
+        // One row and one column dimension beside the batch: the scores' [m, n] are its last two.
+        const bool rows_and_columns =
+            lhs.rank() == static_cast<int64_t>(dn.lhs_batch_dimensions.size() + dn.lhs_contracting_dimensions.size()) + 1 &&
+            rhs.rank() == static_cast<int64_t>(dn.rhs_batch_dimensions.size() + dn.rhs_contracting_dimensions.size()) + 1;
+        std::optional<std::vector<RowColumns>> read;
+        if (rows_and_columns) read = ReadColumnsPerRow(*i);
+        // Blocks of 128 rows as xlens computes them, and the two sizes below: for a causal
+        // 8x512x64x512 the best of 64 (0.71-0.80 ms) and 32 (0.73-0.95) beat 128 (0.77-0.82) in
+        // some runs; 16 (0.85-1.34) and 256 (0.91-2.0) never did.
+        std::vector<std::pair<int64_t, std::vector<KeptBlock>>> blockings;  // rows per block, blocks
+        for (int64_t rows_per_block : {32, 64, 128}) {
+          if (!read || rows_per_block >= m) continue;
+          std::vector<KeptBlock> blocks = KeptBlocks(m, n, *read, rows_per_block);
+          if (!blocks.empty()) blockings.emplace_back(rows_per_block, std::move(blocks));
+        }
+        if (!timed) {
+          call = {{"kind", "matmul"},
+                  {"shape", std::to_string(batch) + "x" + std::to_string(m) + "x" + std::to_string(k) + "x" +
+                                std::to_string(n)},
                   {"flops", 2.0 * batch * m * k * n}};
+          if (!blockings.empty()) {
+            Json kept = Json::array();
+            for (const auto& [rows_per_block, blocks] : blockings) {
+              kept.push_back({{"rows_per_block", rows_per_block}, {"kept_share", KeptShare(m, n, blocks)}});
+            }
+            call["kept"] = kept;
+          }
+        } else {
+          try {
+            call = TimeMatmul(batch, m, k, n, executions);
+            // The fastest of the full product and each blocking of the share kept.
+            const double full_ms = call["ms"].get<double>();
+            Json tried = Json::array();
+            for (const auto& [rows_per_block, blocks] : blockings) {
+              Json kept = BestOverThreads([&] { return TimeKeptMatmulOnce(batch, m, k, n, blocks, executions); });
+              kept["rows_per_block"] = rows_per_block;
+              tried.push_back({{"rows_per_block", rows_per_block}, {"ms", kept["ms"]}, {"threads", kept["threads"]}});
+              if (kept["ms"].get<double>() < call["ms"].get<double>()) call = kept;
+            }
+            if (!blockings.empty()) {
+              call["full_ms"] = full_ms;
+              call["blockings"] = tried;
+            }
+          } catch (const dnnl::error& e) {
+            complete = false;
+            call = {{"kind", "matmul"}, {"refused", std::string("oneDNN: ") + e.what()},
+                    {"flops", 2.0 * batch * m * k * n}};
+          }
         }
       } else if (i->opcode() == xlens::HloOpcode::kConvolution) {
         std::string why;
         std::optional<ConvShape> pose = PoseConvolution(*i, &why);
-        if (pose) {
+        if (pose && !timed) {
+          call = {{"kind", "convolution_" + pose->kind}};
+        } else if (pose) {
           try {
             call = TimeConvolution(*pose, executions);
           } catch (const dnnl::error& e) {
             why = std::string("oneDNN: ") + e.what();
           }
         }
-        if (!call.contains("ms")) {
+        if (!call.contains("kind")) {
           complete = false;
           // Its flops, from the HLO, for a bound at the peak FLOP/s instead.
           double flops = 2.0;
@@ -577,7 +830,7 @@ Json TranscendentalFloors(int threads, int executions, int64_t elements_per_thre
 int main(int argc, char** argv) {
   const int cpus = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
   int threads = cpus, repetitions = 5;
-  bool quick = false, floors = false;
+  bool quick = false, floors = false, calls = false;
   int64_t stream_bytes = 0;
   std::vector<std::string> matmuls, convs, hlos;
   for (int i = 1; i < argc; ++i) {
@@ -594,6 +847,8 @@ int main(int argc, char** argv) {
       quick = true;
     } else if (arg == "--floors") {
       floors = true;
+    } else if (arg == "--calls") {
+      calls = true;
     } else if (const char* v = value("--stream=")) {
       char* end = nullptr;
       stream_bytes = std::strtoll(v, &end, 10);
@@ -610,7 +865,7 @@ int main(int argc, char** argv) {
     } else {
       std::fprintf(stderr,
                    "xlens machine_limits: unknown argument '%s' (expected --threads=N, --repetitions=R, "
-                   "--quick, --stream=BYTES, --floors, --matmul=[B,]M,K,N, --conv=N,H,W,C,KH,KW,O[,stride[,pad[,groups]]], "
+                   "--quick, --stream=BYTES, --floors, --calls, --matmul=[B,]M,K,N, --conv=N,H,W,C,KH,KW,O[,stride[,pad[,groups]]], "
                    "--hlo=FILE)\n",
                    arg.c_str());
       return 1;
@@ -659,6 +914,18 @@ int main(int argc, char** argv) {
     conv_shapes.push_back(s);
   }
 #endif
+  if (calls) {
+    Json modules = Json::array();
+#ifdef XLENS_HAVE_ONEDNN
+    for (const std::string& file : hlos) {
+      auto module = ModuleCalls(file, 0, /*timed=*/false);
+      if (!module) return 1;
+      modules.push_back(*module);
+    }
+#endif
+    std::printf("%s\n", Json{{"hlo_modules", modules}}.dump(1).c_str());
+    return 0;
+  }
   using xlens::profiler::StreamKernel;
   namespace profiler = xlens::profiler;
   if (stream_bytes > 0) {

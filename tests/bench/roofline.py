@@ -377,7 +377,11 @@ class Limits:
             # around the calls (a bias, an activation, a softmax between them) runs beside them
             # on the same units, so it adds to the floor.
             of_peak = 100.0 * flops / (self.peak_gflops * 1e9) / (library_ms * 1e-3)
+            # A product whose scores a mask discards is timed for the blocks the mask keeps
+            # where that was faster (machine_limits: causal attention's q.k), and says so.
+            kept = [c["kept_share"] for c in module["calls"] if "ms" in c and "kept_share" in c]
             label = (f"oneDNN {library_ms:.3f} ms" + (f" ({refused} at peak)" if refused else "")
+                     + "".join(f", mask keeps {100 * share:.0f}%" for share in kept)
                      + f", {of_peak:.0f}% pk")
             return library_ms + arithmetic_ms, label, "GFLOP/s", flops
         return memory_ms, f"{self.level(moved)} {pattern} {gbps:.0f} GB/s", "GB/s", moved
@@ -423,7 +427,15 @@ def row_shares(limits, row):
     measured beside it and that best, so a floor is never looser than what the run measured: a
     oneDNN call that took 0.5 ms beside one round holds every round to 0.5 ms, though it took
     2 ms beside the others. Every share is the median over the rounds of that round's share (the
-    lower middle one where the rounds are even), and the bound printed is that very round's."""
+    lower middle one where the rounds are even), and the bound printed is that very round's.
+
+    `adjacent` (memory-bound rows whose rounds have `streams_after` too, else None) answers
+    another question: does xlens move bytes as fast as the stream kernels in the same minute? Each
+    round's best run against the stream kernels measured right before and right after it, the
+    faster figure of each kernel (adjacent_stream): never looser than the floor beside the round
+    alone, but not held to the run's best minute either. A shared machine's memory has slow and
+    fast phases (STREAM copy 50-86 GB/s from one run to the next), so `share` partly reads the
+    phase; `adjacent` cannot, and is reported beside it, never in its place."""
     hlo, read, write = row["hlo_file"], row["read_bytes"], row["write_bytes"]
     moved = read + write
     rounds = len(row["our_best_rounds"])
@@ -461,14 +473,26 @@ def row_shares(limits, row):
             100.0 * min(limits.triad_ms(read, write, stream) if stream else float("inf"),
                         run_triad) / best_ms
             for stream, best_ms in zip(streams, row["our_best_rounds"]))
+    adjacent = None
+    after = row.get("streams_after") or []
+    if kind == "memory" and len(after) == rounds and all(streams) and all(after):
+        adjacent = statistics.median_low(
+            100.0 * limits.bound(hlo, read, write, adjacent_stream(before, later))[0] / best_ms
+            for before, later, best_ms in zip(streams, after, row["our_best_rounds"]))
     return dict(share=share, median_share=median_share, bound_ms=bound_ms, label=label,
-                unit=unit, work=work, kind=kind, triad=triad,
+                unit=unit, work=work, kind=kind, triad=triad, adjacent=adjacent,
                 unreliable=share > UNRELIABLE_SHARE)
+
+
+def adjacent_stream(before, after):
+    """The floor of runs timed between two measure_stream results: each kernel's faster figure,
+    so that a phase change during the runs holds them to the faster side, never the slower."""
+    return {key: max(before[key], after[key]) for key in ("copy_gbps", "triad_gbps", "read_gbps")}
 
 
 def kind_counts(summaries, kind, key="share"):
     """(at 90% or more, rows of the kind, median share, rows left out as unreliable) over the
-    summaries (row_shares) of one kind, by `key` ('share', 'median_share' or 'triad'). A row
+    summaries (row_shares) of one kind, by `key` ('share', 'median_share', 'triad' or 'adjacent'). A row
     whose own `key` is above UNRELIABLE_SHARE beat its floor: it counts neither way, nor in the
     median, but stays in the rows of the kind, so that "N of M" is always out of all of them. A
     row's `triad` is judged by itself: a row that beat its mix-matched bound may still fall short

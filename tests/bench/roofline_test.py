@@ -1,7 +1,9 @@
 #!/usr/bin/env python3
 """roofline.py's arithmetic count and its choice of bound, on small modules in the two forms it
 reads: JAX's `as_text` (operands named without shapes) and XLA's dumps (shapes and % names)."""
+import json
 import os
+import subprocess
 import sys
 import tempfile
 import unittest
@@ -287,6 +289,117 @@ class BoundTest(unittest.TestCase):
         self.assertAlmostEqual(ms, 1.0 + (4 * ELEMENTS + 1) / 100e9 * 1e3)
 
 
+    def test_a_masked_products_kept_share_is_named(self):
+        data = limits(self.file, library_ms=1.0)
+        data.modules[self.file]["calls"] = [
+            {"ms": 0.5, "flops": 0.5625e6, "kept_share": 0.5625, "full_ms": 0.9},
+            {"ms": 0.5, "flops": 1e6}]
+        ms, label, unit, work = data.bound(self.file, 4, 4)
+        self.assertTrue(label.startswith("oneDNN 1.000 ms, mask keeps 56%,"), label)
+        self.assertEqual(work, 1.5625e6)
+
+
+# Causal attention as JAX writes it (jnp.where(jnp.tril(...), s, -1e9), the mask and the select
+# in calls), with TRIL, SELECT and SCALE standing for the mask, the select's operands and the
+# scores' users.
+MASKED_ATTENTION = """HloModule jit_masked_attention
+
+tril.1 {
+  iota.4 = s32[128]{0} iota(), iota_dimension=0
+  iota.5 = s32[128,128]{1,0} broadcast(iota.4), dimensions={0}
+  iota.6 = s32[128]{0} iota(), iota_dimension=0
+  iota.7 = s32[128,128]{1,0} broadcast(iota.6), dimensions={1}
+  ge.1 = pred[128,128]{1,0} compare(iota.5, iota.7), direction=GE
+  Arg_0.1 = pred[128,128]{1,0} parameter(0)
+  constant.7 = pred[] constant(false)
+  broadcast_in_dim.2 = pred[128,128]{1,0} broadcast(constant.7), dimensions={}
+  ROOT select_n.1 = pred[128,128]{1,0} select(ge.1, Arg_0.1, broadcast_in_dim.2)
+}
+
+_where.2 {
+  Arg_0.3 = pred[128,128]{1,0} parameter(0)
+  broadcast_in_dim.5 = pred[2,128,128]{2,1,0} broadcast(Arg_0.3), dimensions={1,2}
+  Arg_1.1 = f32[2,128,128]{2,1,0} parameter(1)
+  Arg_2.1 = f32[] parameter(2)
+  broadcast_in_dim.6 = f32[2,128,128]{2,1,0} broadcast(Arg_2.1), dimensions={}
+  ROOT select_n.3 = f32[2,128,128]{2,1,0} select(SELECT)
+}
+
+region_1.4 {
+  reduce_sum.3 = f32[] parameter(0)
+  reduce_sum.4 = f32[] parameter(1)
+  ROOT reduce_sum.5 = f32[] add(reduce_sum.3, reduce_sum.4)
+}
+
+ENTRY main.5 {
+  constant.9 = pred[] constant(true)
+  broadcast_in_dim.9 = pred[128,128]{1,0} broadcast(constant.9), dimensions={}
+  mask.1 = pred[128,128]{1,0} parameter(3)
+  jit_tril_.1 = pred[128,128]{1,0} call(TRIL), to_apply=tril.1
+  q.1 = f32[2,128,16]{2,1,0} parameter(0)
+  k.1 = f32[2,128,16]{2,1,0} parameter(1)
+  dot_general.2 = f32[2,128,128]{2,1,0} dot(q.1, k.1), lhs_batch_dims={0}, lhs_contracting_dims={2}, rhs_batch_dims={0}, rhs_contracting_dims={2}
+  constant.10 = f32[] constant(4)
+  div.6 = f32[2,128,128]{2,1,0} broadcast(constant.10), dimensions={}
+  div.7 = f32[2,128,128]{2,1,0} divide(dot_general.2, div.6)
+  constant.13 = f32[] constant(-1e+09)
+  jit__where_.1 = f32[2,128,128]{2,1,0} call(jit_tril_.1, div.7, constant.13), to_apply=_where.2
+  exp.1 = f32[2,128,128]{2,1,0} exponential(SCORES)
+  v.1 = f32[2,128,16]{2,1,0} parameter(2)
+  ROOT dot_general.3 = f32[2,128,16]{2,1,0} dot(exp.1, v.1), lhs_batch_dims={0}, lhs_contracting_dims={2}, rhs_batch_dims={0}, rhs_contracting_dims={1}
+}
+"""
+
+CAUSAL = dict(TRIL="broadcast_in_dim.9", SELECT="broadcast_in_dim.5, Arg_1.1, broadcast_in_dim.6",
+              SCORES="jit__where_.1")
+
+
+@unittest.skipUnless(os.environ.get("XLENS_MACHINE_LIMITS"), "machine_limits not given (XLENS_MACHINE_LIMITS)")
+class MaskedProductTest(unittest.TestCase):
+    """machine_limits --calls: the share of causal attention's scores its mask keeps, from the
+    HLO alone (the floor then times those blocks), and the full product wherever a score may be
+    read."""
+
+    def calls(self, **parts):
+        text = MASKED_ATTENTION
+        for key, value in dict(CAUSAL, **parts).items():
+            text = text.replace(key, value)
+        with tempfile.TemporaryDirectory() as directory:
+            path = os.path.join(directory, "m.hlo")
+            with open(path, "w") as f:
+                f.write(text)
+            proc = subprocess.run([os.environ["XLENS_MACHINE_LIMITS"], "--calls", f"--hlo={path}"],
+                                  capture_output=True, text=True, check=True)
+        return {c["instruction"]: c for c in json.loads(proc.stdout)["hlo_modules"][0]["calls"]}
+
+    def kept(self, call):
+        return {k["rows_per_block"]: k["kept_share"] for k in call.get("kept", [])}
+
+    def test_causal_scores_in_blocks_of_query_rows(self):
+        calls = self.calls()
+        # Rows 0-31 keep keys 0-31, rows 32-63 keys 0-63, ...: (1 + 2 + 3 + 4) / 16 in blocks of
+        # 32 rows, (1 + 2) / 4 in blocks of 64; 128 rows is the whole product.
+        self.assertEqual(self.kept(calls["dot_general.2"]), {32: 0.625, 64: 0.75})
+        # The second product reads every probability: held to the full product.
+        self.assertEqual(self.kept(calls["dot_general.3"]), {})
+
+    def test_the_select_either_way_round(self):
+        # jnp.where(~tril, -1e9, s): the scores are the branch taken where the condition is false.
+        calls = self.calls(SELECT="broadcast_in_dim.5, broadcast_in_dim.6, Arg_1.1")
+        # Then the scores kept are those above the diagonal: rows 0-63 read keys 1-127, rows
+        # 64-127 keys 65-127.
+        self.assertEqual(self.kept(calls["dot_general.2"])[64], (64 * 127 + 64 * 63) / 128 / 128)
+
+    def test_a_mask_from_a_parameter_is_the_full_product(self):
+        self.assertNotIn("kept", self.calls(TRIL="mask.1")["dot_general.2"])
+
+    def test_a_score_read_elsewhere_is_the_full_product(self):
+        # The scaled scores feed the exponential directly, the select unused: every score is read.
+        calls = self.calls(SCORES="div.7")
+        self.assertNotIn("kept", calls["dot_general.2"])
+        self.assertEqual(calls["dot_general.2"]["shape"], "2x128x16x128")
+
+
 class RowSharesTest(unittest.TestCase):
     """The per-round share, % triad and the counts at 90% that codegen_vs_xla.py prints."""
 
@@ -389,6 +502,36 @@ class RowSharesTest(unittest.TestCase):
         self.assertAlmostEqual(summary["triad"], 70.0, delta=0.1)
         self.assertAlmostEqual(summary["share"], 70.0, delta=0.1)
         self.assertEqual(roofline.kind_counts([summary], "memory", "triad")[:2], (0, 1))
+
+    def test_adjacent_holds_each_round_to_the_faster_stream_on_either_side(self):
+        # Streams before the rounds 5, 20 and 8 GB/s, after them 10, 10 and 8; best runs at 9.2,
+        # 18.4 and 9.5 GB/s. Each round against the faster of its two: 92%, 92% and 119%, median
+        # 92% (the stream before alone, or after alone, gives 119%; their mean 123%). The strict
+        # share holds every round to the run's 20 GB/s: 46%, 92% and 47.5%.
+        moved = 4 * ELEMENTS + 4 * 64
+        stream = lambda gbps: {"triad_gbps": gbps, "copy_gbps": gbps, "read_gbps": gbps}
+        ms = lambda gbps: moved / (gbps * 1e9) * 1e3
+        row = dict(hlo_file=self.file, read_bytes=4 * ELEMENTS, write_bytes=4 * 64, floors=None,
+                   streams=[stream(5.0), stream(20.0), stream(8.0)],
+                   streams_after=[stream(10.0), stream(10.0), stream(8.0)],
+                   our_best_rounds=[ms(9.2), ms(18.4), ms(9.5)], our_times=[ms(4.0)] * 3)
+        summary = roofline.row_shares(limits(), row)
+        self.assertAlmostEqual(summary["adjacent"], 92.0, delta=0.1)
+        self.assertAlmostEqual(summary["share"], 47.5, delta=0.1)  # never loosened by it
+        at_90, rows, median, left_out = roofline.kind_counts([summary], "memory", "adjacent")
+        self.assertEqual((at_90, rows, left_out), (1, 1, 0))
+        self.assertAlmostEqual(median, 92.0, delta=0.1)
+        # A round over its adjacent floor counts as beaten, by itself.
+        row.update(our_best_rounds=[ms(12.0)] * 3)
+        summary = roofline.row_shares(limits(), row)
+        self.assertAlmostEqual(summary["adjacent"], 120.0, delta=0.1)
+        self.assertEqual(roofline.kind_counts([summary], "memory", "adjacent")[:2], (0, 1))
+        # Without a stream after each round, or for a library-bound row, there is none.
+        row.update(streams_after=[stream(10.0)] * 2)
+        self.assertIsNone(roofline.row_shares(limits(), row)["adjacent"])
+        library = self.library_row([1.0], [1.0])
+        library.update(streams_after=[stream(10.0)])
+        self.assertIsNone(roofline.row_shares(limits(self.file, library_ms=1.0), library)["adjacent"])
 
 
 
