@@ -228,6 +228,55 @@ TEST(CpuStreamingStoreTest, TriadMatchesTheEvaluatorAtEveryAlignment) {
   }
 }
 
+// Batch norm's shape of kernel: sums over the rows of x, then two outputs of x's shape that read
+// x and y again with them.
+std::string CenteredPair(const std::string& shape) {
+  return fmt::format(R"(HloModule m
+add {{
+  a = f32[] parameter(0)
+  b = f32[] parameter(1)
+  ROOT c = f32[] add(a, b)
+}}
+fused {{
+  x = {0} parameter(0)
+  y = {0} parameter(1)
+  z = f32[] constant(0)
+  s = f32[{1}] reduce(x, z), dimensions={{0}}, to_apply=add
+  sb = {0} broadcast(s), dimensions={{1}}
+  a = {0} add(y, sb)
+  d = {0} subtract(x, sb)
+  ROOT t = ({0}, {0}) tuple(a, d)
+}}
+ENTRY e {{
+  x = {0} parameter(0)
+  y = {0} parameter(1)
+  ROOT f = ({0}, {0}) fusion(x, y), kind=kInput, calls=fused
+}})", shape, shape.substr(shape.find(',') + 1, shape.find(']') - shape.find(',') - 1));
+}
+
+TEST(CpuStreamingStoreTest, LoopsRereadingWhatTheyReducedStreamEachLineFromRegisters) {
+  // After the sums, rows of 128 floats: each line of each output is one vector, stored from the
+  // registers that compute it with one aligned non-temporal store. Rows of 1001 floats, and
+  // loops that read from memory (b + 3c) take the stretches, whose copy stores lines as
+  // <16 x i32>.
+  auto line_stores = [](const std::string& ir) {
+    int n = 0;
+    for (size_t at = ir.find("store <16 x float>"); at != std::string::npos;
+         at = ir.find("store <16 x float>", at + 1)) {
+      n += ir.substr(at, ir.find('\n', at) - at).find("align 64, !nontemporal") != std::string::npos;
+    }
+    return n;
+  };
+  EXPECT_GE(line_stores(IrOfRoot(CenteredPair("f32[96,128]"), 1)), 2);
+  EXPECT_EQ(line_stores(IrOfRoot(CenteredPair("f32[37,1001]"), 1)), 0);
+  EXPECT_EQ(line_stores(IrOfRoot(Triad("f32[64,1024]"), 1)), 0);
+  // Rows of 128 floats, of one line (several rows a task), and of 1001 floats.
+  for (const char* shape : {"f32[96,128]", "f32[300,16]", "f32[37,1001]"}) {
+    SCOPED_TRACE(shape);
+    testing::ExpectMatchesEvaluator(CenteredPair(shape), {}, {1e-5, 1e-5}, Streaming());
+  }
+}
+
 TEST(CpuStreamingStoreTest, EveryElementWidth) {
   for (const char* type : {"f64", "bf16", "s8", "f16", "s32"}) {
     SCOPED_TRACE(type);
