@@ -32,7 +32,13 @@ for a short workload, a second `xlens run` for the rest; roofline.executions_to_
 noise lowers as well. A memory-bound row also gives `% triad`: the same bytes at STREAM triad's rate
 over its working set whatever its mix of reads and writes (the work item's criterion, "memory-bound
 workloads reach 90% of triad"), stricter than the mix-matched bound wherever triad measured faster
-than that; the summary counts the rows at 90% of each. Floors are also measured right before
+than that; the summary counts the rows at 90% of each. Beside them `% adj` answers whether xlens
+moves bytes as fast as the stream kernels do in the same minute: the stream kernels are measured
+again right after each round's runs, and each round's best is held to the faster of the two
+measurements around it (roofline.row_shares' `adjacent`, median over the rounds, counted on a
+line of its own). The memory's speed here changes by half between minutes (STREAM copy 50-86 GB/s
+from run to run), so `% bound` and `% triad`, held to the run's best minute, partly read that
+phase; `% adj` cannot, and is never counted in their place. Floors are also measured right before
 each round: the stream kernels over the workload's working set, or its library calls and the FMA
 and transcendental rates (`machine_limits --floors`). The run's best is the better of every figure
 measured, before and after the workloads and beside every round; each round is held to the
@@ -358,7 +364,7 @@ def main():
           f"the machine's limits measured before the workloads ({time.perf_counter() - start:.0f} s) "
           f"and again after them, the better figures kept (the bounds below use both)")
     header = (f"{'workload':<22}{'XLA ms':>9}{'xlens ms':>10}{'XLA/xlens':>10}{'range':>12}"
-              f"{'xlens achieves':>16}{'% bound':>8}{'median':>7}{'% triad':>8}  {'bound':<28}{'XLA comp':>9}"
+              f"{'xlens achieves':>16}{'% bound':>8}{'median':>7}{'% triad':>8}{'% adj':>6}  {'bound':<28}{'XLA comp':>9}"
               f"{'xlens comp':>11}  agree")
     # The rows wait for the second measurement of the limits; meanwhile progress goes to stderr.
     rows, failures = [], 0
@@ -373,6 +379,7 @@ def main():
         xla_compile_ms = (time.perf_counter() - start) * 1e3
         expected = compiled(*device_args)
         xla_times, our_times, our_best, our_compiles, streams = [], [], [], [], []
+        streams_after = []
         read_bytes = sum(a.nbytes for a in host_args)
         moved = read_bytes + sum(np.asarray(leaf).nbytes for leaf in leaves_of(expected))
         # A workload bound by its library calls or its arithmetic is held, round by round, to
@@ -411,6 +418,13 @@ def main():
                     ours_best_ms = min(ours_best_ms, run_xlens(
                         xlens, hlo_file, os.path.join(directory, "inputs"),
                         os.path.join(directory, "outputs"), more)[2])
+                # And again right after them, before XLA's: the round's runs then lie between
+                # two floors of the same minute (roofline.row_shares' `adjacent`).
+                if streams is not None and streams_after is not None:
+                    try:
+                        streams_after.append(roofline.measure_stream(limits_binary, moved))
+                    except (OSError, RuntimeError, ValueError):
+                        streams_after = None
                 our_times.append(ours_ms)
                 our_best.append(ours_best_ms)
                 our_compiles.append(ours_compile_ms)
@@ -424,7 +438,7 @@ def main():
         failures += 0 if ok else 1
         rows.append((name, dict(
             xla_times=xla_times, our_times=our_times, our_best=min(our_best),
-            our_best_rounds=our_best, streams=streams, floors=floors,
+            our_best_rounds=our_best, streams=streams, streams_after=streams_after, floors=floors,
             xla_compile_ms=xla_compile_ms,
             ours_compile_ms=statistics.median(our_compiles), ok=ok, detail=detail, hlo_file=hlo_file,
             read_bytes=sum(a.nbytes for a in host_args),
@@ -460,8 +474,10 @@ def main():
         if summary["unreliable"]:
             label += "; floor beaten: unreliable"
         triad_cell = f"{summary['triad']:>7.0f}%" if summary["triad"] is not None else f"{'-':>8}"
+        adjacent_cell = (f"{summary['adjacent']:>5.0f}%" if summary["adjacent"] is not None
+                         else f"{'-':>6}")
         print(f"{name:<22}{xla_ms:>9.3f}{ours_ms:>10.3f}{ratio:>9.2f}x{spread:>12}"
-              f"{achieved:>16}{summary['share']:>7.0f}%{summary['median_share']:>6.0f}%{triad_cell}  "
+              f"{achieved:>16}{summary['share']:>7.0f}%{summary['median_share']:>6.0f}%{triad_cell}{adjacent_cell}  "
               f"{label:<28}{row['xla_compile_ms']:>9.1f}"
               f"{row['ours_compile_ms']:>11.1f}  {'yes' if row['ok'] else 'NO'} {row['detail']}")
     if ratios:
@@ -488,6 +504,13 @@ def main():
             print(f"bandwidth-bound at triad's rate whatever the mix (the work item's criterion): "
                   f"{at_triad} of {rows} at 90% of triad or more by the best run"
                   f"{left_out(median, unreliable)}")
+            # The same minute's answer beside the strict counts, never in their place.
+            at_adjacent, rows, median, unreliable = roofline.kind_counts(
+                summaries.values(), kind, "adjacent")
+            if rows:
+                print(f"bandwidth-bound against the stream kernels measured right before and after "
+                      f"each round's runs (the same minute, `% adj`): {at_adjacent} of {rows} at 90% "
+                      f"or more by the best run{left_out(median, unreliable)}")
     if "chain8" in results and "triad" in results:
         # Both move 3 x 64 MiB (two reads, one write) per run.
         share = results["triad"][1] / results["chain8"][1]
