@@ -207,6 +207,11 @@ struct OneDnnThunk::Impl {
   // Convolution: blocks of `block` images out of `total`.
   int64_t batch = 1, total = 0, block = 0, blocks = 1;
   bool split_rows = true;  // matmul: parts are blocks of rows (else of columns)
+  // Matmul: parts are blocks of the contraction dimension instead (onednn_thunks.cc: a long k
+  // into short rows). The first part writes the output, each other part a partial product of
+  // the whole output's size into a buffer of the caller's, and a second loop over the pool adds
+  // those into the output. No post-ops (they apply to the sum).
+  bool split_k = false;
   // Matmul: the product is also kept whole, as one more part (of `total` rows or columns), which
   // runs instead of the parts one after the other where the pool would run them on the caller
   // alone (ThreadPool::RunsInline: a machine so busy that the parallel runs lost).
@@ -254,6 +259,7 @@ struct OneDnnThunk::Impl {
   Status ExecuteConvolution(char** frame, ExecuteContext& context, const std::string& name) const;
   Status ExecuteFewPositions(char** frame, ExecuteContext& context) const;
   Status ExecuteMasked(char** frame, ExecuteContext& context, const std::string& name) const;
+  Status ExecuteSplitK(char** frame, ThreadPool* pool, const std::string& name) const;
   // False, having done nothing, where the output shares a buffer with an operand. A call that
   // runs its parts on the caller as one counts in `whole_runs`.
   bool ExecuteNarrow(char** frame, ExecuteContext& context, std::atomic<int64_t>& whole_runs) const;

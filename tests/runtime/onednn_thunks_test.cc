@@ -593,6 +593,30 @@ ENTRY e {
   }
 }
 
+TEST_F(OneDnnThunkTest, LongContractionsSplitInKAddTheirPartialProducts) {
+  // A contraction eight times as long as the output's rows (the GELU MLP's second product's is
+  // four times) over 2 MiB of weights: split in k over the pool, the first part writing the
+  // output and the second a partial product that is added to it. An odd k leaves the second
+  // part one shorter (its own primitive). A post-op applies to the sum, so a scaled product
+  // stays in columns.
+  auto product = [](const std::string& epilogue) {
+    return "HloModule m\nENTRY e {\n  a = f32[32,2049] parameter(0)\n  b = f32[2049,256] parameter(1)\n"
+           "  d = f32[32,256] dot(a, b), lhs_contracting_dims={1}, rhs_contracting_dims={0}\n" +
+           epilogue + "}\n";
+  };
+  const std::string plain = product("  ROOT r = f32[32,256] copy(d)\n");
+  const std::string scaled = product(
+      "  c = f32[] constant(0.5)\n  cb = f32[32,256] broadcast(c), dimensions={}\n"
+      "  ROOT r = f32[32,256] multiply(d, cb)\n");
+  if (ThreadPool::Default().parallelism() >= 2) {
+    EXPECT_THAT(KernelOf(plain), HasSubstr("split in k"));
+    EXPECT_THAT(KernelOf(scaled), Not(HasSubstr("split in k")));
+  }
+  // Sums of 2049 products, in another order than the evaluator's (in columns too).
+  testing::ExpectMatchesEvaluator(plain, {}, {1e-4, 1e-4});
+  testing::ExpectMatchesEvaluator(scaled, {}, {1e-4, 1e-4});
+}
+
 TEST_F(OneDnnThunkTest, TransposedOperandsRunOnThePlainProductsKernel) {
   // The weight gradient of a dense layer (x^T dy): split into row blocks over the pool, the
   // transposed lhs is packed per block so that it runs on the kernel a plain product gets, not
