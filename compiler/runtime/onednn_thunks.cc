@@ -351,7 +351,10 @@ StatusOr<std::unique_ptr<OneDnnThunk>> OneDnnThunk::Create(std::string hlo_name,
       auto build_k = [&]() -> bool {
         impl.parts.clear();
         const int64_t worth = std::max<int64_t>(1, m * n * k / (int64_t{1} << 18));
-        const int64_t count = std::clamp<int64_t>(std::min(parallelism, worth), 1, k / 256);
+        const int64_t count = std::max<int64_t>(1, std::min(parallelism, worth));
+        // Blocks of k at least n long, so that no part's partial product outweighs its share of
+        // the lhs; with more threads than that (k < count * n) the product stays in columns.
+        if (k < count * n) return false;
         impl.total = k;
         impl.block = (k + count - 1) / count;
         impl.blocks = (k + impl.block - 1) / impl.block;
