@@ -166,9 +166,9 @@ def measure(binary, hlo_files, quick=False):
 
 
 def measure_stream(binary, working_set):
-    """STREAM's copy, triad and read-only sum over `working_set` bytes, measured now (about a
-    second): the memory floor of a workload timed right after it, in the same state of the memory
-    system."""
+    """STREAM's copy, triad and read-only sum over `working_set` bytes, measured now (each over
+    at least FLOOR_SAMPLING_MS of repetitions, a second or two in all): the memory floor of a
+    workload timed right after it, in the same state of the memory system."""
     proc = subprocess.run([binary, f"--stream={int(working_set)}"], capture_output=True, text=True)
     if proc.returncode != 0:
         raise RuntimeError(proc.stderr.strip() or f"{binary} exited with {proc.returncode}")
