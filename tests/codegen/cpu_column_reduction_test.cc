@@ -12,8 +12,13 @@
 #include <vector>
 
 #include <gtest/gtest.h>
+#include <llvm/IR/DerivedTypes.h>
+#include <llvm/IR/Instructions.h>
+#include <llvm/IR/LLVMContext.h>
+#include <llvm/IR/Module.h>
 
 #include "codegen_test_util.h"
+#include "compiler/codegen/cpu/cpu_jit.h"
 #include "compiler/codegen/kernel_emitter.h"
 #include "compiler/hlo/parser.h"
 #include "fused_kernel_test_util.h"
@@ -398,6 +403,61 @@ TEST(CpuColumnReductionTest, TheEmittedSweepFoldsAsTheRowStrideAndTheCacheAsk) {
   // between channels nor the 96 KiB between images.
   EXPECT_EQ(SweepAdds(Reduce("f32[16384,6,64,64]", "f32[6]", "0,2,3", "add", "0")), 1);
   EXPECT_EQ(SweepAdds(Reduce("f32[4,6,64,64]", "f32[6]", "0,2,3", "add", "0")), 5);
+}
+
+// Vector values the sweep function of `text`'s root kernel carries from one row to the next
+// (phis of <16 x float>), its IR optimized as the JIT optimizes it.
+int SweepVectorPhis(const std::string& text) {
+  auto module = ParseHloModule(text);
+  EXPECT_TRUE(module.ok()) << module.status().message();
+  if (!module.ok()) return -1;
+  llvm::LLVMContext context;
+  llvm::Module llvm_module("test", context);
+  auto spec = EmitKernel(*(*module)->entry_computation()->root_instruction(), "k", llvm_module);
+  EXPECT_TRUE(spec.ok()) << spec.status().message();
+  if (!spec.ok()) return -1;
+  if (!OptimizeModuleForHost(llvm_module, 3).ok()) return -1;
+  const llvm::Function* sweep = llvm_module.getFunction("k");
+  if (sweep == nullptr) return -1;
+  int phis = 0;
+  for (const llvm::BasicBlock& block : *sweep) {
+    for (const llvm::PHINode& phi : block.phis()) {
+      auto* vector = llvm::dyn_cast<llvm::FixedVectorType>(phi.getType());
+      phis += vector != nullptr && vector->getNumElements() == 16 && vector->getElementType()->isFloatTy();
+    }
+  }
+  return phis;
+}
+
+// Batch norm's sums of x and x * x over rows of 128 channels.
+std::string SumAndSumOfSquares(const std::string& shape) {
+  return InInputFusion(kReducers, "  x = " + shape + R"( parameter(0)
+  sq = )" + shape + R"( multiply(x, x)
+  z = f32[] constant(0)
+  s = f32[128] reduce(x, z), dimensions={0}, to_apply=add
+  s2 = f32[128] reduce(sq, z), dimensions={0}, to_apply=add
+  ROOT t = (f32[128], f32[128]) tuple(s, s2)
+)");
+}
+
+TEST(CpuColumnReductionTest, AWholeRowTileOfAccumulatorsStaysInRegisters) {
+  // Two sums of 128 channels, 1 KiB of accumulators: sixteen vectors carried across the rows,
+  // not loaded and stored at every row, in one task and in slices; 1024 channels (4 KiB) stay
+  // in memory.
+  EXPECT_GE(SweepVectorPhis(SumAndSumOfSquares("f32[512,128]")), 16);
+  EXPECT_GE(SweepVectorPhis(SumAndSumOfSquares("f32[8192,128]")), 16);
+  EXPECT_EQ(SweepVectorPhis(Reduce("f32[512,1024]", "f32[1024]", "0", "add", "0")), 0);
+  for (const char* shape : {"f32[512,128]", "f32[8192,128]", "f32[3,128]"}) {
+    SCOPED_TRACE(shape);
+    testing::ExpectMatchesEvaluator(SumAndSumOfSquares(shape), {}, kFloat);
+  }
+  testing::ExpectMatchesEvaluator(R"(HloModule m
+add { a = f64[] parameter(0)  b = f64[] parameter(1)  ROOT r = f64[] add(a, b) }
+ENTRY e {
+  x = f64[300,32] parameter(0)
+  z = f64[] constant(0)
+  ROOT r = f64[32] reduce(x, z), dimensions={0}, to_apply=add
+})", {}, kFloat);
 }
 
 // The levels PlanColumnSweepLevels gives batch norm's column sums over N, H and W (channels

@@ -48,6 +48,10 @@ inline constexpr int64_t kColumnMinTaskElements = int64_t{1} << 16;
 // Blocks narrower than this (four 16-lane vectors) are not cut to make more tasks.
 inline constexpr int64_t kColumnMinBlock = 64;
 
+// A task's tile of accumulators, all its outputs together, is held in registers up to this many
+// bytes: 32 AVX-512 vectors.
+inline constexpr int64_t kRegisterTileBytes = 2048;
+
 // A strided row reduction keeps its minor dimension as lanes only up to this many elements.
 inline constexpr int64_t kMaxLanes = 128;
 
