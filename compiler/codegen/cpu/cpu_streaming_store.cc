@@ -190,8 +190,6 @@ bool ReadsAcrossLayout(const HloInstruction& hlo) {
   return false;
 }
 
-constexpr int64_t kLineBytes = 64;
-
 // Types whose element loop the loop vectorizer makes one vector of a line (cpu_row_loops.h's
 // RequestOneVector): f32, f64 and the 32- and 64-bit integers.
 bool LineVectorType(PrimitiveType type) {
@@ -282,9 +280,9 @@ Status KernelBuilder::EmitCpuStreamedLoop(const Shape& shape, int64_t work_per_e
   // whole lines of every output, all of one width and of a type the loop vectorizer widens; 0
   // otherwise (see the line loop below).
   int64_t line_elements = 0;
-  if (!strided && RereadsWhatItReduced(hlo_, shape) && kLineBytes % leaves[0].width == 0 &&
-      n * leaves[0].width % kLineBytes == 0 && block * leaves[0].width % kLineBytes == 0) {
-    line_elements = kLineBytes / leaves[0].width;
+  if (!strided && RereadsWhatItReduced(hlo_, shape) && cpu::kLine % leaves[0].width == 0 &&
+      n * leaves[0].width % cpu::kLine == 0 && block * leaves[0].width % cpu::kLine == 0) {
+    line_elements = cpu::kLine / leaves[0].width;
     for (const Leaf& leaf : leaves) {
       if (leaf.width != leaves[0].width || !LineVectorType(leaf.type)) line_elements = 0;
     }
