@@ -230,6 +230,55 @@ ENTRY e {
   EXPECT_EQ(CountOpcode(*shared, HloOpcode::kTranspose), 0);
 }
 
+// JAX takes an attention head as reshape(slice(q)): a reshape between row-major arrays keeps the
+// slice's bytes where they lie, so the call reads through it in place too, where it drops the
+// batch element (q's head 2, k's 3 read transposed), merges two batch elements into rows (q's
+// 1-2 as [64,16]) or is shared by two products (those rows; k's head under its transpose; v's
+// head 1), where it stays outside for the other and keeps its slice there, and nothing is left
+// once all are read. A reshape from another layout moves elements: its slice stays a copy.
+TEST(OneDnnRewriterTest, ReshapedContiguousSlicesAreReadInPlace) {
+  OneDnnRewriter pass;
+  auto module = Rewrite(pass, R"(HloModule m
+ENTRY e {
+  q = f32[4,32,16]{2,1,0} parameter(0)
+  k = f32[4,32,16]{2,1,0} parameter(1)
+  v = f32[4,16,16]{2,1,0} parameter(2)
+  q2s = f32[1,32,16]{2,1,0} slice(q), slice={[2:3], [0:32], [0:16]}
+  q2 = f32[32,16]{1,0} reshape(q2s)
+  k3s = f32[1,32,16]{2,1,0} slice(k), slice={[3:4], [0:32], [0:16]}
+  k3 = f32[32,16]{1,0} reshape(k3s)
+  tk = f32[16,32]{1,0} transpose(k3), dimensions={1,0}
+  s = f32[32,32]{1,0} dot(q2, tk), lhs_contracting_dims={1}, rhs_contracting_dims={0}
+  pair = f32[2,32,16]{2,1,0} slice(q), slice={[1:3], [0:32], [0:16]}
+  rows = f32[64,16]{1,0} reshape(pair)
+  v1s = f32[1,16,16]{2,1,0} slice(v), slice={[1:2], [0:16], [0:16]}
+  v1 = f32[16,16]{1,0} reshape(v1s)
+  r = f32[64,16]{1,0} dot(rows, v1), lhs_contracting_dims={1}, rhs_contracting_dims={0}
+  u = f32[64,32]{1,0} dot(rows, tk), lhs_contracting_dims={1}, rhs_contracting_dims={0}
+  w = f32[16,16]{1,0} dot(v1, v1), lhs_contracting_dims={1}, rhs_contracting_dims={0}
+  ks = f32[1,32,16]{1,2,0} slice(k), slice={[0:1], [0:32], [0:16]}
+  moved = f32[32,16]{1,0} reshape(ks)
+  x = f32[32,16]{1,0} dot(moved, v1), lhs_contracting_dims={1}, rhs_contracting_dims={0}
+  ROOT t = (f32[32,32]{1,0}, f32[64,16]{1,0}, f32[64,32]{1,0}, f32[16,16]{1,0}, f32[32,16]{1,0}) tuple(s, r, u, w, x)
+})");
+  ASSERT_NE(module, nullptr);
+  std::vector<std::pair<int64_t, int64_t>> offsets;
+  for (const HloInstruction* f : CustomFusions(*module)) {
+    std::optional<OneDnnCall> call = MatchOneDnnCall(*f);
+    ASSERT_TRUE(call.has_value()) << f->ToString();
+    offsets.push_back({call->lhs_offset, call->rhs_offset});
+  }
+  // s: q from 2 * 512, k from 3 * 512; r: q's rows from 512, v from 256; u: q's rows, k's head;
+  // w: v's head twice; x: the reshape of k's column-major head 0 as it is, then v's head.
+  EXPECT_THAT(offsets, ::testing::UnorderedElementsAre(
+                           std::pair<int64_t, int64_t>{1024, 1536}, std::pair<int64_t, int64_t>{512, 256},
+                           std::pair<int64_t, int64_t>{512, 1536}, std::pair<int64_t, int64_t>{256, 256},
+                           std::pair<int64_t, int64_t>{0, 256}));
+  // Left outside: only that reshape and its slice.
+  EXPECT_EQ(CountOpcode(*module, HloOpcode::kSlice), 1);
+  EXPECT_EQ(CountOpcode(*module, HloOpcode::kReshape), 1);
+}
+
 // JAX's weight gradient and update for x @ w: w - transpose(g^T x) * 0.1.
 constexpr char kGradientStep[] = R"(HloModule m
 ENTRY e {

@@ -913,6 +913,39 @@ ENTRY e {
                                "matmul(lhs, rhs)", NarrowProductAvailable() ? "narrow-product" : "");
 }
 
+// Heads taken as JAX writes them, reshape(slice(q)), and a reshape merging two batch elements
+// into rows are the same bytes as the slices: read in place at their offsets, no loop at all.
+TEST_F(OneDnnThunkTest, ReshapedContiguousSlicesAreReadInPlace) {
+  const std::string text = R"(HloModule m
+ENTRY e {
+  q = f32[3,40,16] parameter(0)
+  k = f32[3,48,16] parameter(1)
+  v = f32[3,48,24] parameter(2)
+  q2s = f32[1,40,16] slice(q), slice={[2:3], [0:40], [0:16]}
+  q2 = f32[40,16] reshape(q2s)
+  k2s = f32[1,48,16] slice(k), slice={[2:3], [0:48], [0:16]}
+  k2 = f32[48,16] reshape(k2s)
+  s = f32[40,48] dot(q2, k2), lhs_contracting_dims={1}, rhs_contracting_dims={1}
+  v1s = f32[1,48,24] slice(v), slice={[1:2], [0:48], [0:24]}
+  v1 = f32[48,24] reshape(v1s)
+  o = f32[40,24] dot(s, v1), lhs_contracting_dims={1}, rhs_contracting_dims={0}
+  pair = f32[2,40,16] slice(q), slice={[1:3], [0:40], [0:16]}
+  rows = f32[80,16] reshape(pair)
+  r = f32[80,48] dot(rows, k2), lhs_contracting_dims={1}, rhs_contracting_dims={1}
+  ROOT t = (f32[40,24], f32[80,48]) tuple(o, r)
+})";
+  ExpectOneDnnMatchesEvaluator(text, "matmul(lhs, rhs^T)");
+  auto module = ParseHloModule(text);
+  ASSERT_TRUE(module.ok());
+  auto exe = CompileForCpu(std::move(*module), {});
+  ASSERT_TRUE(exe.ok());
+  const std::string listing = (*exe)->ThunkSequenceText();
+  EXPECT_EQ(listing.rfind("kernel ", 0), std::string::npos) << listing;
+  EXPECT_EQ(listing.find("\nkernel "), std::string::npos) << listing;
+  SetSmallProductLimit(int64_t{1} << 20);
+  testing::ExpectMatchesEvaluator(text, {}, {2e-5, 2e-5});
+}
+
 TEST_F(OneDnnThunkTest, SmallProductsRunInTheThunksOwnLoops) {
   SetSmallProductLimit(int64_t{1} << 15);
   const std::string small = "kernel small-product:";
