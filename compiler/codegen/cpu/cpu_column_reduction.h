@@ -5,9 +5,10 @@
 // minor dimension, or several whole output rows when that dimension is short) and walks the
 // reduced rows as its outer loop, accumulating the tile in a row buffer that stays in L1 while
 // whole rows of the operand stream past it (in registers where the tile is one output row of at
-// most kRegisterTileBytes: batch norm's sums over 128 channels). The split never cuts a row into pieces narrower than
-// the tile: a block of 128 columns of a 1024-wide row, as an earlier form cut it, reads 512 bytes
-// of each 4 KiB page and leaves the hardware prefetchers, which stop at page boundaries, cold.
+// most kRegisterTileBytes: batch norm's sums over 128 channels). The split never cuts a row into
+// pieces narrower than the tile: a block of 128 columns of a 1024-wide row, as an earlier form cut
+// it, reads 512 bytes of each 4 KiB page and leaves the hardware prefetchers, which stop at page
+// boundaries, cold.
 //
 // When the kept dimension alone gives too few tasks for the threads (a [4096,1024] sum over rows
 // has one output row), the reduced rows are cut into slices too: each slice's partial tile goes to
