@@ -19,13 +19,16 @@ namespace {
 
 #define XLENS_AVX512 __attribute__((target("avx512f")))
 
-// One 16x16 tile: 16 rows loaded, transposed in four rounds of shuffles (pairs of elements,
-// pairs of pairs, then 128-bit lanes twice), 16 rows stored. The loops are unrolled so that the
-// tile stays in registers: at -O2 GCC kept the arrays in memory and took 2.5 times as long.
-XLENS_AVX512 inline void TransposeTile(const float* src, int64_t lds, float* dst, int64_t ldd) {
+// One 16x16 tile: 16 rows loaded (the first `cols` elements of each, the rest zero), transposed
+// in four rounds of shuffles (pairs of elements, pairs of pairs, then 128-bit lanes twice), its
+// first `cols` rows stored. The loops are unrolled so that the tile stays in registers: at -O2
+// GCC kept the arrays in memory and took 2.5 times as long.
+XLENS_AVX512 __attribute__((always_inline)) inline void TransposeTile(const float* src, int64_t lds, int cols,
+                                                                      float* dst, int64_t ldd) {
+  const __mmask16 columns = static_cast<__mmask16>((1u << cols) - 1);
   __m512 r[16], t[16];
 #pragma GCC unroll 16
-  for (int i = 0; i < 16; ++i) r[i] = _mm512_loadu_ps(src + i * lds);
+  for (int i = 0; i < 16; ++i) r[i] = _mm512_maskz_loadu_ps(columns, src + i * lds);
   // GCC 12 takes the undefined vector that the unpacks and the 128-bit lane shuffles pass to
   // their builtins (the unused merge source) for a read of an uninitialized one: ten warnings
   // from avx512fintrin.h, all within these rounds.
@@ -60,22 +63,27 @@ XLENS_AVX512 inline void TransposeTile(const float* src, int64_t lds, float* dst
   }
 #pragma GCC diagnostic pop
 #pragma GCC unroll 16
-  for (int i = 0; i < 16; ++i) _mm512_storeu_ps(dst + i * ldd, r[i]);
+  for (int i = 0; i < 16; ++i) {
+    if (i < cols) _mm512_storeu_ps(dst + i * ldd, r[i]);
+  }
 }
 
 // A band of 16 columns of src at a time (16 rows of dst, each written along its length), tiles
-// down the band, the rows past the last whole tile one at a time.
+// down the band, the rows past the last whole tile one at a time; the last band, of fewer
+// columns, in tiles of masked loads too (a narrow product's rhs, [784,10] in the MNIST step, is
+// all one such band).
 XLENS_AVX512 void TransposedCopyAvx512(const float* src, int64_t rows, int64_t cols, int64_t lds, float* dst,
                                        int64_t ldd) {
-  int64_t c = 0;
-  for (; c + 16 <= cols; c += 16) {
+  for (int64_t c = 0; c < cols; c += 16) {
+    const int band = cols - c < 16 ? static_cast<int>(cols - c) : 16;
     int64_t r = 0;
-    for (; r + 16 <= rows; r += 16) TransposeTile(src + r * lds + c, lds, dst + c * ldd + r, ldd);
-    for (; r < rows; ++r) {
-      for (int i = 0; i < 16; ++i) dst[(c + i) * ldd + r] = src[r * lds + c + i];
+    if (band == 16) {
+      for (; r + 16 <= rows; r += 16) TransposeTile(src + r * lds + c, lds, 16, dst + c * ldd + r, ldd);
+    } else {
+      for (; r + 16 <= rows; r += 16) TransposeTile(src + r * lds + c, lds, band, dst + c * ldd + r, ldd);
     }
+    TransposedCopyScalar(src + r * lds + c, rows - r, band, lds, dst + c * ldd + r, ldd);
   }
-  TransposedCopyScalar(src + c, rows, cols - c, lds, dst + c * ldd, ldd);
 }
 
 #undef XLENS_AVX512

@@ -283,7 +283,7 @@ TEST(NarrowProductTest, ScalarPostOpsTakeTheLinearMapAsOneFusedMultiplyAdd) {
 }
 
 TEST(NarrowProductTest, MoreColumnsThanLanesAbort) {
-  // A column per vector lane: 17 would be packed and written past the rows, not rejected.
+  // Past the limit the thunks choose the loops under, a caller's bug stops at once.
   std::vector<float> rhs(4 * 17, 1.f), packed(4 * 17), lhs(4, 1.f), out(17);
   EXPECT_DEATH(PackNarrowRhs(rhs.data(), 4, 17, packed.data()), "PackNarrowRhs of 17 columns");
   EXPECT_DEATH(NarrowProduct(1, 4, 17, lhs.data(), packed.data(), out.data()), "NarrowProduct of 17 columns");
