@@ -1,5 +1,6 @@
 #include "compiler/runtime/narrow_product.h"
 
+#include "compiler/runtime/avx512_transpose.h"
 #include "compiler/runtime/transposed_copy.h"
 #include "compiler/support/cpu_features.h"
 
@@ -174,33 +175,6 @@ XLENS_AVX512 void NarrowProductAvx512(int64_t m, int64_t k, int64_t n, const flo
   }
 }
 
-// 16 columns transposed in registers (unpacks and shuffles: 64 for the 16 vectors).
-XLENS_AVX512 __attribute__((always_inline)) inline void Transpose16(__m512* r, __m512* t) {
-#pragma GCC unroll 8
-    for (int i = 0; i < 8; ++i) {
-      t[2 * i] = _mm512_unpacklo_ps(r[2 * i], r[2 * i + 1]);
-      t[2 * i + 1] = _mm512_unpackhi_ps(r[2 * i], r[2 * i + 1]);
-    }
-#pragma GCC unroll 4
-    for (int i = 0; i < 4; ++i) {  // r[4i + c], 128-bit lane q: rows 4i..4i+3 of column 4q + c
-      r[4 * i + 0] = _mm512_shuffle_ps(t[4 * i], t[4 * i + 2], _MM_SHUFFLE(1, 0, 1, 0));
-      r[4 * i + 1] = _mm512_shuffle_ps(t[4 * i], t[4 * i + 2], _MM_SHUFFLE(3, 2, 3, 2));
-      r[4 * i + 2] = _mm512_shuffle_ps(t[4 * i + 1], t[4 * i + 3], _MM_SHUFFLE(1, 0, 1, 0));
-      r[4 * i + 3] = _mm512_shuffle_ps(t[4 * i + 1], t[4 * i + 3], _MM_SHUFFLE(3, 2, 3, 2));
-    }
-#pragma GCC unroll 4
-    for (int c = 0; c < 4; ++c) {  // the four row groups of columns c, 4 + c, 8 + c, 12 + c
-      const __m512 even01 = _mm512_shuffle_f32x4(r[c], r[4 + c], _MM_SHUFFLE(2, 0, 2, 0));
-      const __m512 odd01 = _mm512_shuffle_f32x4(r[c], r[4 + c], _MM_SHUFFLE(3, 1, 3, 1));
-      const __m512 even23 = _mm512_shuffle_f32x4(r[8 + c], r[12 + c], _MM_SHUFFLE(2, 0, 2, 0));
-      const __m512 odd23 = _mm512_shuffle_f32x4(r[8 + c], r[12 + c], _MM_SHUFFLE(3, 1, 3, 1));
-      t[c] = _mm512_shuffle_f32x4(even01, even23, _MM_SHUFFLE(2, 0, 2, 0));
-      t[8 + c] = _mm512_shuffle_f32x4(even01, even23, _MM_SHUFFLE(3, 1, 3, 1));
-      t[4 + c] = _mm512_shuffle_f32x4(odd01, odd23, _MM_SHUFFLE(2, 0, 2, 0));
-      t[12 + c] = _mm512_shuffle_f32x4(odd01, odd23, _MM_SHUFFLE(3, 1, 3, 1));
-    }
-}
-
 // 32 rows of the output of NarrowProductTransposedLhs (those under `rows`, 16 a vector), N
 // columns: per k, the lhs row's 32 elements times each of the rhs row's N, broadcast once for
 // both vectors; an accumulator a column per vector, transposed in registers into the rows at the
@@ -228,10 +202,10 @@ XLENS_AVX512 void NarrowTransposedBlock(int64_t k, const float* a, int64_t lda, 
     __m512 r[16], t[16];
 #pragma GCC unroll 16
     for (int j = 0; j < 16; ++j) r[j] = j < N ? acc[h][j] : _mm512_setzero_ps();
-    Transpose16(r, t);
+    Transpose16x16(r, t);
 #pragma GCC unroll 16
     for (int l = 0; l < 16; ++l) {
-      if ((rows >> (16 * h + l)) & 1) _mm512_mask_storeu_ps(c + (16 * h + l) * N, columns, t[l]);
+      if ((rows >> (16 * h + l)) & 1) _mm512_mask_storeu_ps(c + (16 * h + l) * N, columns, r[l]);
     }
   }
 }
@@ -253,7 +227,7 @@ XLENS_AVX512 void ShortKColumns(int64_t m, const float* a, const float* b, int64
   __m512 r[16], t[16];
 #pragma GCC unroll 16
   for (int l = 0; l < 16; ++l) r[l] = l < columns ? _mm512_maskz_loadu_ps(row, b + l * K) : _mm512_setzero_ps();
-  Transpose16(r, t);
+  Transpose16x16(r, t);
   const __mmask16 out = columns >= 16 ? static_cast<__mmask16>(0xffff) : static_cast<__mmask16>((1u << columns) - 1);
   int64_t i = 0;
   for (; i + 4 <= m; i += 4) {
@@ -263,7 +237,7 @@ XLENS_AVX512 void ShortKColumns(int64_t m, const float* a, const float* b, int64
 #pragma GCC unroll 16
     for (int p = 0; p < K; ++p) {
 #pragma GCC unroll 4
-      for (int q = 0; q < 4; ++q) acc[q] = _mm512_fmadd_ps(_mm512_set1_ps(a[(i + q) * K + p]), t[p], acc[q]);
+      for (int q = 0; q < 4; ++q) acc[q] = _mm512_fmadd_ps(_mm512_set1_ps(a[(i + q) * K + p]), r[p], acc[q]);
     }
 #pragma GCC unroll 4
     for (int q = 0; q < 4; ++q) _mm512_mask_storeu_ps(c + (i + q) * ldc, out, acc[q]);
@@ -271,7 +245,7 @@ XLENS_AVX512 void ShortKColumns(int64_t m, const float* a, const float* b, int64
   for (; i < m; ++i) {
     __m512 acc = _mm512_setzero_ps();
 #pragma GCC unroll 16
-    for (int p = 0; p < K; ++p) acc = _mm512_fmadd_ps(_mm512_set1_ps(a[i * K + p]), t[p], acc);
+    for (int p = 0; p < K; ++p) acc = _mm512_fmadd_ps(_mm512_set1_ps(a[i * K + p]), r[p], acc);
     _mm512_mask_storeu_ps(c + i * ldc, out, acc);
   }
 }

@@ -3,7 +3,7 @@
 #include "compiler/support/cpu_features.h"
 
 #if defined(__x86_64__)
-#include <immintrin.h>
+#include "compiler/runtime/avx512_transpose.h"
 #endif
 
 namespace xlens::runtime {
@@ -20,48 +20,14 @@ namespace {
 #define XLENS_AVX512 __attribute__((target("avx512f")))
 
 // One 16x16 tile: 16 rows loaded (the first `cols` elements of each, the rest zero), transposed
-// in four rounds of shuffles (pairs of elements, pairs of pairs, then 128-bit lanes twice), its
-// first `cols` rows stored. The loops are unrolled so that the tile stays in registers: at -O2
-// GCC kept the arrays in memory and took 2.5 times as long.
+// in registers, its first `cols` rows stored.
 XLENS_AVX512 __attribute__((always_inline)) inline void TransposeTile(const float* src, int64_t lds, int cols,
                                                                       float* dst, int64_t ldd) {
   const __mmask16 columns = static_cast<__mmask16>((1u << cols) - 1);
   __m512 r[16], t[16];
 #pragma GCC unroll 16
   for (int i = 0; i < 16; ++i) r[i] = _mm512_maskz_loadu_ps(columns, src + i * lds);
-  // GCC 12 takes the undefined vector that the unpacks and the 128-bit lane shuffles pass to
-  // their builtins (the unused merge source) for a read of an uninitialized one: ten warnings
-  // from avx512fintrin.h, all within these rounds.
-#pragma GCC diagnostic push
-#pragma GCC diagnostic ignored "-Wuninitialized"
-#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
-#pragma GCC unroll 8
-  for (int i = 0; i < 16; i += 2) {
-    t[i] = _mm512_unpacklo_ps(r[i], r[i + 1]);
-    t[i + 1] = _mm512_unpackhi_ps(r[i], r[i + 1]);
-  }
-#pragma GCC unroll 4
-  for (int i = 0; i < 16; i += 4) {
-    r[i] = _mm512_shuffle_ps(t[i], t[i + 2], 0x44);
-    r[i + 1] = _mm512_shuffle_ps(t[i], t[i + 2], 0xEE);
-    r[i + 2] = _mm512_shuffle_ps(t[i + 1], t[i + 3], 0x44);
-    r[i + 3] = _mm512_shuffle_ps(t[i + 1], t[i + 3], 0xEE);
-  }
-#pragma GCC unroll 4
-  for (int i = 0; i < 4; ++i) {
-    t[i] = _mm512_shuffle_f32x4(r[i], r[i + 4], 0x88);
-    t[i + 4] = _mm512_shuffle_f32x4(r[i + 8], r[i + 12], 0x88);
-    t[i + 8] = _mm512_shuffle_f32x4(r[i], r[i + 4], 0xDD);
-    t[i + 12] = _mm512_shuffle_f32x4(r[i + 8], r[i + 12], 0xDD);
-  }
-#pragma GCC unroll 4
-  for (int i = 0; i < 4; ++i) {
-    r[i] = _mm512_shuffle_f32x4(t[i], t[i + 4], 0x88);
-    r[i + 4] = _mm512_shuffle_f32x4(t[i + 8], t[i + 12], 0x88);
-    r[i + 8] = _mm512_shuffle_f32x4(t[i], t[i + 4], 0xDD);
-    r[i + 12] = _mm512_shuffle_f32x4(t[i + 8], t[i + 12], 0xDD);
-  }
-#pragma GCC diagnostic pop
+  Transpose16x16(r, t);
 #pragma GCC unroll 16
   for (int i = 0; i < 16; ++i) {
     if (i < cols) _mm512_storeu_ps(dst + i * ldd, r[i]);
