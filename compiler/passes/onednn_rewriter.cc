@@ -218,18 +218,13 @@ int64_t ContiguousSliceOffset(const HloInstruction& i) {
 }
 
 // A reshape or bitcast from one row-major f32 array to another leaves every element where it
-// was (a reshape is defined on the row-major order), so a contiguous slice under it is read in
-// place as well: JAX takes an attention head as reshape(slice(q)), f32[1,1024,64] -> [1024,64].
-// Under any other layout a reshape moves elements, and the slice stays a copy.
+// was (a reshape is defined on the row-major order), so a product reads what is under it in
+// place: JAX takes an attention head as reshape(slice(q)), f32[1,1024,64] -> [1024,64], and
+// flattens a batch for a layer as x.reshape(-1, d) @ w. Under any other layout a reshape moves
+// elements and stays a copy.
 bool IsRowMajorBitcast(const HloInstruction& i) {
   return (i.opcode() == HloOpcode::kReshape || i.opcode() == HloOpcode::kBitcast) && i.operand_count() == 1 &&
          IsRowMajorF32(i.shape()) && IsRowMajorF32(i.operand(0)->shape());
-}
-
-// The contiguous slice a product's operand is, under any such reshapes and bitcasts; null if none.
-const HloInstruction* InPlaceSlice(const HloInstruction* o) {
-  while (IsRowMajorBitcast(*o)) o = o->operand(0);
-  return ContiguousSliceOffset(*o) >= 0 ? o : nullptr;
 }
 
 // The views a convolution's operands are read through and how oneDNN computes it: the operands
@@ -444,9 +439,10 @@ std::optional<OneDnnCall> MatchOneDnnCall(const HloInstruction& fusion) {
       *transposed = true;
       o = o->operand(0);
     }
-    if (const HloInstruction* slice = InPlaceSlice(o)) {
-      *offset = ContiguousSliceOffset(*slice);
-      o = slice->operand(0);
+    while (IsRowMajorBitcast(*o)) o = o->operand(0);
+    if (const int64_t at = ContiguousSliceOffset(*o); at >= 0) {
+      *offset = at;
+      o = o->operand(0);
     }
     if (o->opcode() != HloOpcode::kParameter) return false;
     *parameter = o->parameter_number();
@@ -541,18 +537,23 @@ StatusOr<bool> OneDnnRewriter::RewriteComputation(HloComputation& computation) {
         // f32[8,1024,64], were copied by a loop fusion before the chains (0.2-0.3 ms of a 12-15
         // ms run): the call reads each in place instead. A slice below a transpose that stays
         // outside (k's, shared by two chains' products) is cloned in and stays outside too.
-        // So are the reshapes above it that keep its bytes where they lie (a head of q taken as
-        // reshape(slice(q))); one that stays outside for another user keeps all below it outside.
-        if (const HloInstruction* slice = InPlaceSlice(o)) {
-          for (HloInstruction* v = o;; v = v->operand(0)) {
-            add(v, v == slice ? "operand read in place at its offset (no slice copied)"
-                              : "reshape of a slice read in place (the same bytes)");
-            stays |= v != slice && (UseCount(*v) > 1 || v->IsRoot());
-            if (stays && std::find(plan.duplicated.begin(), plan.duplicated.end(), v) == plan.duplicated.end()) {
-              plan.duplicated.push_back(v);
-            }
-            if (v == slice) break;
+        // So are the reshapes that keep their operand's bytes where they lie, above a slice (a
+        // head of q taken as reshape(slice(q))) or a whole array (a batch flattened into rows,
+        // which a loop copied: 1 MiB for [4,256,64] -> [1024,64]). One that stays outside for
+        // another user keeps all below it outside.
+        auto keep_outside = [&](HloInstruction* v) {
+          if (stays && std::find(plan.duplicated.begin(), plan.duplicated.end(), v) == plan.duplicated.end()) {
+            plan.duplicated.push_back(v);
           }
+        };
+        for (; IsRowMajorBitcast(*o); o = o->operand(0)) {
+          add(o, "reshape read in place (the same bytes)");
+          stays |= UseCount(*o) > 1 || o->IsRoot();
+          keep_outside(o);
+        }
+        if (ContiguousSliceOffset(*o) >= 0) {
+          add(o, "operand read in place at its offset (no slice copied)");
+          keep_outside(o);
         }
       }
     }

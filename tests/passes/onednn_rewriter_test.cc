@@ -235,7 +235,8 @@ ENTRY e {
 // batch element (q's head 2, k's 3 read transposed), merges two batch elements into rows (q's
 // 1-2 as [64,16]) or is shared by two products (those rows; k's head under its transpose; v's
 // head 1), where it stays outside for the other and keeps its slice there, and nothing is left
-// once all are read. A reshape from another layout moves elements: its slice stays a copy.
+// once all are read; so is a reshape of a whole array (k flattened into rows). A reshape from
+// another layout moves elements: it and its slice stay a copy.
 TEST(OneDnnRewriterTest, ReshapedContiguousSlicesAreReadInPlace) {
   OneDnnRewriter pass;
   auto module = Rewrite(pass, R"(HloModule m
@@ -259,7 +260,9 @@ ENTRY e {
   ks = f32[1,32,16]{1,2,0} slice(k), slice={[0:1], [0:32], [0:16]}
   moved = f32[32,16]{1,0} reshape(ks)
   x = f32[32,16]{1,0} dot(moved, v1), lhs_contracting_dims={1}, rhs_contracting_dims={0}
-  ROOT t = (f32[32,32]{1,0}, f32[64,16]{1,0}, f32[64,32]{1,0}, f32[16,16]{1,0}, f32[32,16]{1,0}) tuple(s, r, u, w, x)
+  flat = f32[128,16]{1,0} reshape(k)
+  y = f32[128,16]{1,0} dot(flat, v1), lhs_contracting_dims={1}, rhs_contracting_dims={0}
+  ROOT t = (f32[32,32]{1,0}, f32[64,16]{1,0}, f32[64,32]{1,0}, f32[16,16]{1,0}, f32[32,16]{1,0}, f32[128,16]{1,0}) tuple(s, r, u, w, x, y)
 })");
   ASSERT_NE(module, nullptr);
   std::vector<std::pair<int64_t, int64_t>> offsets;
@@ -269,11 +272,12 @@ ENTRY e {
     offsets.push_back({call->lhs_offset, call->rhs_offset});
   }
   // s: q from 2 * 512, k from 3 * 512; r: q's rows from 512, v from 256; u: q's rows, k's head;
-  // w: v's head twice; x: the reshape of k's column-major head 0 as it is, then v's head.
+  // w: v's head twice; x: the reshape of k's column-major head 0 as it is, then v's head; y:
+  // all of k flattened into rows, read where it lies, then v's head.
   EXPECT_THAT(offsets, ::testing::UnorderedElementsAre(
                            std::pair<int64_t, int64_t>{1024, 1536}, std::pair<int64_t, int64_t>{512, 256},
                            std::pair<int64_t, int64_t>{512, 1536}, std::pair<int64_t, int64_t>{256, 256},
-                           std::pair<int64_t, int64_t>{0, 256}));
+                           std::pair<int64_t, int64_t>{0, 256}, std::pair<int64_t, int64_t>{0, 256}));
   // Left outside: only that reshape and its slice.
   EXPECT_EQ(CountOpcode(*module, HloOpcode::kSlice), 1);
   EXPECT_EQ(CountOpcode(*module, HloOpcode::kReshape), 1);

@@ -914,7 +914,8 @@ ENTRY e {
 }
 
 // Heads taken as JAX writes them, reshape(slice(q)), and a reshape merging two batch elements
-// into rows are the same bytes as the slices: read in place at their offsets, no loop at all.
+// into rows are the same bytes as the slices: read in place at their offsets; a whole array
+// flattened into rows is read where it lies. No loop at all.
 TEST_F(OneDnnThunkTest, ReshapedContiguousSlicesAreReadInPlace) {
   const std::string text = R"(HloModule m
 ENTRY e {
@@ -932,7 +933,9 @@ ENTRY e {
   pair = f32[2,40,16] slice(q), slice={[1:3], [0:40], [0:16]}
   rows = f32[80,16] reshape(pair)
   r = f32[80,48] dot(rows, k2), lhs_contracting_dims={1}, rhs_contracting_dims={1}
-  ROOT t = (f32[40,24], f32[80,48]) tuple(o, r)
+  flat = f32[144,16] reshape(k)
+  g = f32[144,40] dot(flat, q2), lhs_contracting_dims={1}, rhs_contracting_dims={1}
+  ROOT t = (f32[40,24], f32[80,48], f32[144,40]) tuple(o, r, g)
 })";
   ExpectOneDnnMatchesEvaluator(text, "matmul(lhs, rhs^T)");
   auto module = ParseHloModule(text);
