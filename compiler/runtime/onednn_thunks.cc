@@ -337,7 +337,7 @@ StatusOr<std::unique_ptr<OneDnnThunk>> OneDnnThunk::Create(std::string hlo_name,
       const bool columns_read_less = impl.batch == 1 && !pointwise && !small && !lhs_transposed &&
                                      (n >= 4 * m || large_weights) && m >= 32 &&
                                      n >= 64 * std::min<int64_t>(parallelism, 2);
-      // A contraction at least four times the output's rows (k >= 4n) in a product that columns
+      // A contraction at least four times the output's columns (k >= 4n) in a product that columns
       // would take is split in k instead: each part reads its share of the lhs's columns and of
       // the weights' rows, which stay dense, and writes a partial product of the output's size
       // (m x n, a quarter of the lhs's bytes or less), added up after the parts. In columns
