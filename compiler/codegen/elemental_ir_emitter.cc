@@ -28,6 +28,8 @@ void ElementalIrEmitter::BindValues(const HloInstruction* hlo, std::vector<Value
   values_[hlo] = std::move(leaves);
 }
 
+void ElementalIrEmitter::UnbindValues(const HloInstruction* hlo) { values_.erase(hlo); }
+
 bool ElementalIrEmitter::IsBound(const HloInstruction* hlo) const {
   if (values_.count(hlo)) return true;
   auto it = arrays_.lower_bound({hlo, {}});

@@ -32,6 +32,8 @@ class ElementalIrEmitter {
   void BindArray(const HloInstruction* hlo, std::vector<int64_t> shape_index, IrArray array);
   // `hlo` is the given values (one per array leaf of its shape, depth-first), at any index.
   void BindValues(const HloInstruction* hlo, std::vector<llvm::Value*> leaves);
+  // Forgets a binding of BindValues: `hlo` is computed again where it is read.
+  void UnbindValues(const HloInstruction* hlo);
   bool IsBound(const HloInstruction* hlo) const;
 
   // One element of an array-shaped instruction.

@@ -441,6 +441,71 @@ ENTRY e {
   }
 }
 
+// Causal attention's masked softmax over f32[heads, n, n]: keep = compare(lhs, rhs) of the
+// row and column iotas (`lhs` and `rhs` each "row" or "col"), through select(keep, true, false)
+// as JAX's jnp.tril leaves it where `tril`.
+std::string MaskedSoftmax(int heads, int n, const std::string& lhs, const std::string& direction,
+                          const std::string& rhs, bool tril) {
+  const std::string s = "f32[" + std::to_string(heads) + "," + std::to_string(n) + "," + std::to_string(n) + "]";
+  const std::string r = "f32[" + std::to_string(heads) + "," + std::to_string(n) + "]";
+  const std::string p = "pred[" + std::to_string(n) + "," + std::to_string(n) + "]";
+  const std::string i = "s32[" + std::to_string(n) + "," + std::to_string(n) + "]";
+  std::string text = std::string("HloModule m\n") + kReducers + "fused {\n  x = " + s +
+                     " parameter(0)\n  big = f32[] constant(-1e+09)\n  bigb = " + s +
+                     " broadcast(big), dimensions={}\n  i = s32[" + std::to_string(n) +
+                     "] iota(), iota_dimension=0\n  col = " + i + " broadcast(i), dimensions={1}\n  row = " + i +
+                     " broadcast(i), dimensions={0}\n  " + (tril ? "keep0" : "keep") + " = " + p + " compare(" + lhs +
+                     ", " + rhs + "), direction=" + direction + "\n";
+  if (tril) {
+    text += "  t = pred[] constant(true)\n  tb = " + p + " broadcast(t), dimensions={}\n  f = pred[] constant(false)\n  fb = " +
+            p + " broadcast(f), dimensions={}\n  keep = " + p + " select(keep0, tb, fb)\n";
+  }
+  return text + "  keepb = pred[" + std::to_string(heads) + "," + std::to_string(n) + "," + std::to_string(n) +
+         "] broadcast(keep), dimensions={1,2}\n  s = " + s + " select(keepb, x, bigb)\n  lo = f32[] constant(-inf)\n  m = " +
+         r + " reduce(s, lo), dimensions={2}, to_apply=max\n  mb = " + s + " broadcast(m), dimensions={0,1}\n  d = " + s +
+         " subtract(s, mb)\n  e = " + s + " exponential(d)\n  z = f32[] constant(0)\n  sum = " + r +
+         " reduce(e, z), dimensions={2}, to_apply=add\n  sb = " + s + " broadcast(sum), dimensions={0,1}\n  ROOT o = " + s +
+         " divide(e, sb)\n}\nENTRY e {\n  x = " + s + " parameter(0)\n  ROOT f = " + s +
+         " fusion(x), kind=kInput, calls=fused\n}\n";
+}
+
+TEST(CpuRowLoopsTest, APrefixMaskSplitsTheReductionsLoopWhereItTurnsFalse) {
+  // A causal mask keeps a prefix of each row: the loop of the maximum and the exponentials runs
+  // to the first multiple of 32 past it computing the mask, and on with the mask false (its
+  // exponential of -1e9 - max computed once a row), so there is one more loop than where the
+  // mask keeps no prefix (NE), for the task's first row's maximum and for each row's level, and
+  // for the loops that take a row with a NaN again.
+  const int n = 100;
+  const int plain = Loops(IrOfRoot(MaskedSoftmax(3, n, "row", "NE", "col", true)));
+  EXPECT_EQ(Loops(IrOfRoot(MaskedSoftmax(3, n, "row", "GE", "col", true))), plain + 4);
+  EXPECT_EQ(Loops(IrOfRoot(MaskedSoftmax(3, n, "col", "LT", "row", false))), plain + 4);
+  // A suffix is not a prefix: kept where the column is at least the row.
+  EXPECT_EQ(Loops(IrOfRoot(MaskedSoftmax(3, n, "col", "GE", "row", true))), plain);
+  // Each form matches the evaluator, and a masked element's weight is exactly 0 (rows of 100:
+  // splits at 32, 64, 96 and the row's end; the rows are several tasks, each row's maximum taken
+  // a row ahead).
+  struct Case {
+    const char* lhs;
+    const char* direction;
+    const char* rhs;
+    int offset;  // kept: column <= row + offset
+  };
+  for (const Case& c : {Case{"row", "GE", "col", 0}, Case{"row", "GT", "col", -1}, Case{"col", "LE", "row", 0},
+                        Case{"col", "LT", "row", -1}}) {
+    SCOPED_TRACE(std::string(c.lhs) + " " + c.direction + " " + c.rhs);
+    Literal got =
+        testing::ExpectMatchesEvaluator(MaskedSoftmax(3, n, c.lhs, c.direction, c.rhs, true), {}, {1e-6, 1e-5});
+    if (got.element_count() != 3 * n * n) continue;
+    for (int h = 0; h < 3; ++h) {
+      for (int r = -c.offset; r < n; ++r) {  // a row that keeps nothing weighs all alike
+        for (int j = r + c.offset + 1; j < n; ++j) {
+          ASSERT_EQ(got.data<float>()[(h * n + r) * n + j], 0.0f) << h << " " << r << " " << j;
+        }
+      }
+    }
+  }
+}
+
 TEST(CpuRowLoopsTest, HalfPrecisionSoftmaxAccumulatesInF32) {
   // JAX's bf16 softmax: the row in bf16, exp and the sum in f32, the division in bf16 (no
   // reciprocal: only f32 and f64 divisions become multiplications).

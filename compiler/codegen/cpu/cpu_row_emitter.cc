@@ -9,7 +9,10 @@
 #include <algorithm>
 #include <functional>
 #include <map>
+#include <optional>
 #include <set>
+
+#include <llvm/IR/Intrinsics.h>
 
 #include "compiler/codegen/cpu/cpu_row_loops.h"
 #include "compiler/codegen/cpu/cpu_streaming_store.h"
@@ -120,18 +123,32 @@ StatusOr<bool> KernelBuilder::TryEmitCpuRowKernel(const std::vector<RowOutput>& 
   }
   // A loop nest over the elements of the row at `kept_index` (the reduced dimensions in physical
   // order, the innermost parallel so that it vectorizes).
+  // `split` (or null): where the innermost loop stops computing mask->predicate and runs on with
+  // it false (ColumnPrefixMask).
+  std::optional<ColumnPrefixMask> mask;
+  if (hlo_.opcode() == HloOpcode::kFusion && reduced_physical.size() == 1) {
+    mask = FindColumnPrefixMask(*hlo_.fused_computation(), row_shape, reduced_physical[0], kept);
+  }
   auto for_each_element = [&](ElementalIrEmitter& e, const IrIndex& kept_index,
-                               const std::function<Status(const IrIndex&)>& body) -> Status {
+                              const std::function<Status(const IrIndex&)>& body, Value* split = nullptr) -> Status {
     IrIndex index(row_shape.rank(), nullptr);
     for (size_t k = 0; k < kept.size(); ++k) index[kept[k]] = kept_index[k];
     std::function<Status(size_t)> nest = [&](size_t level) -> Status {
       const int64_t d = reduced_physical[level];
       const bool innermost = level + 1 == reduced_physical.size();
-      return e.EmitLoop(b_.getInt64(0), b_.getInt64(row_shape.dimensions(d)), "row.element",
-                        [&](Value* iv) -> Status {
-        index[d] = iv;
-        return innermost ? body(index) : nest(level + 1);
-      }, innermost ? access_group_ : nullptr);
+      auto loop = [&](Value* begin, Value* end) {
+        return e.EmitLoop(begin, end, "row.element", [&](Value* iv) -> Status {
+          index[d] = iv;
+          return innermost ? body(index) : nest(level + 1);
+        }, innermost ? access_group_ : nullptr);
+      };
+      Value* size = b_.getInt64(row_shape.dimensions(d));
+      if (!innermost || split == nullptr) return loop(b_.getInt64(0), size);
+      RETURN_IF_ERROR(loop(b_.getInt64(0), split));
+      e.BindValues(mask->predicate, {b_.getFalse()});
+      Status status = loop(split, size);
+      e.UnbindValues(mask->predicate);
+      return status;
     };
     return nest(0);
   };
@@ -312,10 +329,30 @@ StatusOr<bool> KernelBuilder::TryEmitCpuRowKernel(const std::vector<RowOutput>& 
     for (size_t c = 0; c < cached.size(); ++c) {
       if (analysis.Level(cached[c]) == level - 1) filled.push_back(c);
     }
+    // The split of a prefix mask: past the kept prefix of this row and of the next one where
+    // that row's reductions are taken along, rounded up to whole vector steps, within the row.
+    Value* split = nullptr;
+    if (mask.has_value()) {
+      const size_t k = std::find(kept.begin(), kept.end(), mask->kept_dimension) - kept.begin();
+      auto prefix_end = [&](const IrIndex& index) {
+        return b_.CreateAdd(index[mask->kept_dimension], b_.getInt64(mask->offset + 1));
+      };
+      IrIndex index(row_shape.rank(), nullptr);
+      index[mask->kept_dimension] = kept_index[k];
+      Value* end = prefix_end(index);
+      if (ahead != nullptr) {
+        end = b_.CreateBinaryIntrinsic(llvm::Intrinsic::smax, end, prefix_end(ahead->next_row(index)));
+      }
+      constexpr int64_t a = kColumnPrefixSplitAlignment;
+      end = b_.CreateAnd(b_.CreateAdd(end, b_.getInt64(a - 1)), b_.getInt64(-a));
+      end = b_.CreateBinaryIntrinsic(llvm::Intrinsic::smax, end, b_.getInt64(0));
+      split = b_.CreateBinaryIntrinsic(llvm::Intrinsic::smin, end,
+                                       b_.getInt64(row_shape.dimensions(reduced_physical.back())));
+    }
     return EmitRowReductions(*e, reductions, cached, caches, filled,
                              row_shape.dimensions(reduced_physical.back()),
                              [&](const std::function<Status(const IrIndex&)>& body) {
-                               return for_each_element(*e, kept_index, body);
+                               return for_each_element(*e, kept_index, body, split);
                              },
                              ahead);
   };

@@ -348,10 +348,11 @@ Status EmitRowReductions(ElementalIrEmitter& e, const std::vector<const HloInstr
     for (int64_t i = 0; i < n; ++i) b.CreateStore(results[i], accumulators[k][i]);
     return OkStatus();
   };
-  llvm::BasicBlock* header = nullptr;
+  // One innermost loop, or two where the row is split (ColumnPrefixMask).
+  std::vector<llvm::BasicBlock*> headers;
   RETURN_IF_ERROR(for_each_element([&](const IrIndex& index) -> Status {
     // The innermost loop's body: its only predecessor is the loop's header.
-    header = b.GetInsertBlock()->getSinglePredecessor();
+    headers.push_back(b.GetInsertBlock()->getSinglePredecessor());
     for (size_t c : filled) {
       Value* v = nullptr;
       if (unscaled_value.count(c)) {
@@ -377,11 +378,13 @@ Status EmitRowReductions(ElementalIrEmitter& e, const std::vector<const HloInstr
     const bool transcendental =
         ReachesTranscendental(computed, [&](const HloInstruction* x) { return e.IsBound(x); });
     const unsigned width = ShortRowVectorWidth(innermost_length);
-    if (width != 0 && ShortRowVectorizes(all, {})) {
-      RequestOneMaskedVector(header, width);
-    } else {
-      RequestInterleave(header, transcendental ? kTranscendentalRowReductionInterleave : kRowReductionInterleave,
-                        innermost_length > kRowUnrollLimit);
+    for (llvm::BasicBlock* header : headers) {
+      if (width != 0 && ShortRowVectorizes(all, {})) {
+        RequestOneMaskedVector(header, width);
+      } else {
+        RequestInterleave(header, transcendental ? kTranscendentalRowReductionInterleave : kRowReductionInterleave,
+                          innermost_length > kRowUnrollLimit);
+      }
     }
   }
   // A maximum whose row (or initial value) held a NaN is taken again with NaN semantics.
@@ -481,6 +484,90 @@ Status EmitWithRowReciprocals(ElementalIrEmitter& e, const std::vector<Value*>& 
     return OkStatus();
   }));
   return e.EmitIf(b.CreateNot(normal), "row.divide", emit_loop);
+}
+
+namespace {
+
+// The row dimension along which `x`, an s32 or s64 array whose dimension i is the row's
+// dimension map[i], counts its index (an iota, through broadcasts); -1 where it does not.
+int64_t IotaRowDimension(const HloInstruction* x, const std::vector<int64_t>& map) {
+  const PrimitiveType type = x->shape().element_type();
+  if (type != PrimitiveType::S32 && type != PrimitiveType::S64) return -1;
+  if (x->opcode() == HloOpcode::kIota && x->iota_dimension_attr.has_value()) {
+    return map[*x->iota_dimension_attr];
+  }
+  if (x->opcode() == HloOpcode::kBroadcast) {
+    std::vector<int64_t> inner;
+    for (int64_t d : x->dimensions()) inner.push_back(map[d]);
+    return IotaRowDimension(x->operand(0), inner);
+  }
+  return -1;
+}
+
+// Whether `x` is the pred constant `value`, or a broadcast of it.
+bool IsPredConstant(const HloInstruction* x, bool value) {
+  if (x->opcode() == HloOpcode::kBroadcast) x = x->operand(0);
+  return x->opcode() == HloOpcode::kConstant && x->shape().element_type() == PrimitiveType::PRED &&
+         x->shape().rank() == 0 && x->has_literal() && !x->literal().is_elided() &&
+         (x->literal().GetAsInt64(0) != 0) == value;
+}
+
+std::optional<ColumnPrefixMask> PrefixOf(const HloInstruction* x, const std::vector<int64_t>& map,
+                                         int64_t column_dimension, const std::vector<int64_t>& kept) {
+  if (x->opcode() == HloOpcode::kBroadcast) {
+    std::vector<int64_t> inner;
+    for (int64_t d : x->dimensions()) inner.push_back(map[d]);
+    return PrefixOf(x->operand(0), inner, column_dimension, kept);
+  }
+  if (x->opcode() == HloOpcode::kSelect && IsPredConstant(x->operand(1), true) &&
+      IsPredConstant(x->operand(2), false)) {
+    return PrefixOf(x->operand(0), map, column_dimension, kept);
+  }
+  if (x->opcode() != HloOpcode::kCompare || !x->comparison_direction.has_value()) return std::nullopt;
+  const int64_t lhs = IotaRowDimension(x->operand(0), map);
+  const int64_t rhs = IotaRowDimension(x->operand(1), map);
+  auto is_kept = [&](int64_t d) { return std::find(kept.begin(), kept.end(), d) != kept.end(); };
+  ColumnPrefixMask mask;
+  switch (*x->comparison_direction) {
+    case ComparisonDirection::kGe:  // r >= j
+    case ComparisonDirection::kGt:  // r > j
+      if (rhs != column_dimension || !is_kept(lhs)) return std::nullopt;
+      mask.kept_dimension = lhs;
+      mask.offset = *x->comparison_direction == ComparisonDirection::kGe ? 0 : -1;
+      return mask;
+    case ComparisonDirection::kLe:  // j <= r
+    case ComparisonDirection::kLt:  // j < r
+      if (lhs != column_dimension || !is_kept(rhs)) return std::nullopt;
+      mask.kept_dimension = rhs;
+      mask.offset = *x->comparison_direction == ComparisonDirection::kLe ? 0 : -1;
+      return mask;
+    default:
+      return std::nullopt;
+  }
+}
+
+}  // namespace
+
+std::optional<ColumnPrefixMask> FindColumnPrefixMask(const HloComputation& computation, const Shape& row_shape,
+                                                     int64_t column_dimension, const std::vector<int64_t>& kept) {
+  for (const HloInstruction* x : computation.MakeInstructionPostOrder()) {
+    if (x->opcode() != HloOpcode::kSelect || x->shape().dimensions() != row_shape.dimensions()) continue;
+    const HloInstruction* predicate = x->operand(0);
+    if (predicate->shape().dimensions() != row_shape.dimensions()) continue;
+    const std::vector<HloInstruction*>& users = predicate->users();
+    const bool only_selects = std::all_of(users.begin(), users.end(), [&](const HloInstruction* u) {
+      return u->opcode() == HloOpcode::kSelect && u->operand(0) == predicate && u->operand(1) != predicate &&
+             u->operand(2) != predicate && u->shape().dimensions() == row_shape.dimensions();
+    });
+    if (!only_selects || predicate == computation.root_instruction()) continue;
+    std::vector<int64_t> identity(row_shape.rank());
+    for (int64_t d = 0; d < row_shape.rank(); ++d) identity[d] = d;
+    std::optional<ColumnPrefixMask> mask = PrefixOf(predicate, identity, column_dimension, kept);
+    if (!mask.has_value()) continue;
+    mask->predicate = predicate;
+    return mask;
+  }
+  return std::nullopt;
 }
 
 }  // namespace xlens::codegen
