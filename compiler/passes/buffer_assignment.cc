@@ -41,8 +41,10 @@ bool ForwardsBuffers(HloOpcode op) {
   }
 }
 
-// Whether every use of fused parameter `number` inside `fused` reads element i to write element i.
-bool ParameterReadElementwise(const HloComputation& fused, int64_t number) {
+// Whether every use of fused parameter `number` inside `fused` reads element i to write element i;
+// with `through_reductions`, or reduces (of elementwise values of it) that the root does not read
+// directly.
+bool ParameterReadElementwise(const HloComputation& fused, int64_t number, bool through_reductions = false) {
   if (number >= fused.num_parameters()) return false;
   const HloInstruction* param = fused.parameter_instruction(number);
   std::vector<const HloInstruction*> stack = {param};
@@ -53,6 +55,14 @@ bool ParameterReadElementwise(const HloComputation& fused, int64_t number) {
     for (const HloInstruction* user : value->users()) {
       if (!seen.insert(user).second) continue;
       if (user->opcode() == HloOpcode::kTuple && user == fused.root_instruction()) continue;
+      if (through_reductions && user->opcode() == HloOpcode::kReduce && user != fused.root_instruction()) {
+        const std::vector<HloInstruction*>& readers = user->users();
+        if (std::find(readers.begin(), readers.end(), fused.root_instruction()) != readers.end()) return false;
+        for (int64_t i = user->operand_count() / 2; i < user->operand_count(); ++i) {
+          if (user->operand(i) == value) return false;  // an initial value
+        }
+        continue;
+      }
       if (!user->IsElementwise() || !user->shape().IsArray() ||
           !shape_util::SameDimensions(user->shape(), param->shape())) {
         return false;
@@ -288,11 +298,12 @@ class ComputationBuffers {
         return pairs;
       case HloOpcode::kFusion: {
         const HloComputation* fused = instr.fused_computation();
-        if (fused == nullptr || instr.fusion_kind.value_or(FusionKind::kLoop) != FusionKind::kLoop) {
-          return pairs;
-        }
+        const FusionKind kind = instr.fusion_kind.value_or(FusionKind::kLoop);
+        const bool row = kind == FusionKind::kInput && options_.in_place_row_fusions && instr.shape().IsArray() &&
+                         fused != nullptr && fused->root_instruction()->opcode() != HloOpcode::kTuple;
+        if (fused == nullptr || (kind != FusionKind::kLoop && !row)) return pairs;
         for (int64_t k = 0; k < instr.operand_count(); ++k) {
-          if (!ParameterReadElementwise(*fused, k)) continue;
+          if (!ParameterReadElementwise(*fused, k, row)) continue;
           instr.shape().ForEachLeaf([&](const Shape& leaf, const std::vector<int64_t>& index) {
             if (same_array(leaf, instr.operand(k)->shape())) pairs.push_back({index, {k, {}}});
           });

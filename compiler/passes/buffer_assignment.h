@@ -39,6 +39,12 @@ struct BufferAssignmentOptions {
   int64_t alignment = 64;
   // Let an instruction write into the buffer of an operand that dies at it.
   bool allow_in_place = true;
+  // Let a row fusion (kInput, one array result) write into the buffer of a parameter that it
+  // reads only at the element it writes and through reductions whose results no output reads
+  // directly: the CPU's kernels compute such a reduction over a row, or materialize it, before
+  // they write any element it covers (softmax over causal attention's f32[8,512,512] scores:
+  // 16 MiB of temporaries -> 8, its output written over the lines it has just read).
+  bool in_place_row_fusions = false;
 };
 
 // One value: an array an instruction defines, or a called computation's scratch.

@@ -195,7 +195,9 @@ StatusOr<OptimizeResult> OptimizeHloModule(HloModule& module, const OptimizeOpti
   result.warnings = context.warnings;
   result.fusion_decisions = FusionDecisionsOf(fusion_passes);
   result.kernels_after = CountKernels(module);
-  ASSIGN_OR_RETURN(BufferAssignment buffers, AssignBuffers(module));
+  BufferAssignmentOptions buffer_options;
+  buffer_options.in_place_row_fusions = options.backend == Backend::kCpu;
+  ASSIGN_OR_RETURN(BufferAssignment buffers, AssignBuffers(module, buffer_options));
   if (options.dump != nullptr) {
     std::string report = buffers.ToString();
     options.dump->DumpModule(module,

@@ -165,6 +165,55 @@ ENTRY e {
   EXPECT_TRUE(same(slice("d"), slice("c")));
 }
 
+TEST(BufferAssignmentTest, ARowFusionWritesOverTheScoresItNormalizes) {
+  // Softmax over scores that a product computed (a temporary dying at the softmax): with
+  // in_place_row_fusions (the CPU's), the softmax writes over them; a fusion whose root reads
+  // its reduction directly (broadcast(max(x))), whose element i needs all of the row after
+  // element 0 is written, and a loop of the other backends keep their own buffers.
+  auto module = ParseModuleOrDie(R"(HloModule m
+max { a = f32[] parameter(0)  b = f32[] parameter(1)  ROOT r = f32[] maximum(a, b) }
+add { a = f32[] parameter(0)  b = f32[] parameter(1)  ROOT r = f32[] add(a, b) }
+softmax {
+  x = f32[64,128] parameter(0)
+  lo = f32[] constant(-inf)
+  m = f32[64] reduce(x, lo), dimensions={1}, to_apply=max
+  mb = f32[64,128] broadcast(m), dimensions={0}
+  d = f32[64,128] subtract(x, mb)
+  e = f32[64,128] exponential(d)
+  z = f32[] constant(0)
+  s = f32[64] reduce(e, z), dimensions={1}, to_apply=add
+  sb = f32[64,128] broadcast(s), dimensions={0}
+  ROOT o = f32[64,128] divide(e, sb)
+}
+spread {
+  x = f32[64,128] parameter(0)
+  lo = f32[] constant(-inf)
+  m = f32[64] reduce(x, lo), dimensions={1}, to_apply=max
+  ROOT mb = f32[64,128] broadcast(m), dimensions={0}
+}
+ENTRY e {
+  p = f32[64,128] parameter(0)
+  q = f32[64,128] exponential(p)
+  f = f32[64,128] fusion(q), kind=kInput, calls=softmax
+  g = f32[64,128] negate(f)
+  h = f32[64,128] fusion(g), kind=kInput, calls=spread
+  ROOT r = f32[64,128] add(h, h)
+})");
+  ASSERT_NE(module, nullptr);
+  auto same = [](const BufferSlice& x, const BufferSlice& y) {
+    return x.allocation == y.allocation && x.offset == y.offset;
+  };
+  BufferAssignmentOptions cpu;
+  cpu.in_place_row_fusions = true;
+  for (bool rows : {true, false}) {
+    BufferAssignment assignment = AssignOrDie(*module, rows ? cpu : BufferAssignmentOptions{});
+    CheckInvariants(assignment);
+    auto slice = [&](std::string_view name) { return *assignment.GetSlice(*Find(*module, name)); };
+    EXPECT_EQ(same(slice("f"), slice("q")), rows);
+    EXPECT_FALSE(same(slice("h"), slice("g")));
+  }
+}
+
 TEST(BufferAssignmentTest, ValueUsedLateStaysLive) {
   auto module = ParseModuleOrDie(R"(HloModule m
 ENTRY e {
