@@ -292,11 +292,12 @@ def leaves_of(value):
     return list(value) if isinstance(value, (tuple, list)) else [value]
 
 
-def left_out(median, unreliable):
-    """The parenthesis after a count of kind_counts: the median over the rows counted, and how
-    many rows beat their floor and were left out of both."""
+def left_out(median, unreliable, missing=0):
+    """The parenthesis after a count of kind_counts: the median over the rows counted, how many
+    rows beat their floor and how many had no figure, both left out of the count and the median."""
     parts = ([f"median {median:.0f}%"] if median is not None else []) + (
-        [f"{unreliable} left out as unreliable, floor beaten"] if unreliable else [])
+        [f"{unreliable} left out as unreliable, floor beaten"] if unreliable else []) + (
+        [f"{missing} left out without a figure"] if missing else [])
     return f" ({'; '.join(parts)})" if parts else ""
 
 
@@ -486,31 +487,32 @@ def main():
               f"{sum(r >= 1.2 for r in ratios)} of {len(ratios)} at 1.2x or more")
     for kind, what in (("memory", "of their bound"), ("library", "of oneDNN standalone"),
                        ("arithmetic", "of the FMA peak and the transcendentals' measured rates")):
-        at_best, rows, median, unreliable = roofline.kind_counts(summaries.values(), kind)
+        at_best, rows, median, unreliable, missing = roofline.kind_counts(
+            summaries.values(), kind)
         if rows == 0:
             continue
-        at_median, _, _, median_unreliable = roofline.kind_counts(
+        at_median, _, _, median_unreliable, median_missing = roofline.kind_counts(
             summaries.values(), kind, "median_share")
         label = {"memory": "bandwidth-bound"}.get(kind, kind + "-bound")
         # Every count is out of all the rows of the kind; a row that beat its floor (over 100%,
         # judged share by share) counts neither way nor in the median, and the line says so.
         print(f"{label}: {at_best} of {rows} at 90% {what} or more by the best run"
-              f"{left_out(median, unreliable)}; {at_median} of {rows} by the median run"
-              f"{left_out(None, median_unreliable)}")
+              f"{left_out(median, unreliable, missing)}; {at_median} of {rows} by the median run"
+              f"{left_out(None, median_unreliable, median_missing)}")
         if kind == "memory":
             # Never only the mix-matched count: the criterion's own, at triad's rate, beside it.
-            at_triad, rows, median, unreliable = roofline.kind_counts(
+            at_triad, rows, median, unreliable, missing = roofline.kind_counts(
                 summaries.values(), kind, "triad")
             print(f"bandwidth-bound at triad's rate whatever the mix (the work item's criterion): "
                   f"{at_triad} of {rows} at 90% of triad or more by the best run"
-                  f"{left_out(median, unreliable)}")
+                  f"{left_out(median, unreliable, missing)}")
             # The same minute's answer beside the strict counts, never in their place.
-            at_adjacent, rows, median, unreliable = roofline.kind_counts(
+            at_adjacent, rows, median, unreliable, missing = roofline.kind_counts(
                 summaries.values(), kind, "adjacent")
-            if rows:
+            if rows > missing:
                 print(f"bandwidth-bound against the stream kernels measured right before and after "
                       f"each round's runs (the same minute, `% adj`): {at_adjacent} of {rows} at 90% "
-                      f"or more by the best run{left_out(median, unreliable)}")
+                      f"or more by the best run{left_out(median, unreliable, missing)}")
     if "chain8" in results and "triad" in results:
         # Both move 3 x 64 MiB (two reads, one write) per run.
         share = results["triad"][1] / results["chain8"][1]

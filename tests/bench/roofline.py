@@ -491,17 +491,20 @@ def adjacent_stream(before, after):
 
 
 def kind_counts(summaries, kind, key="share"):
-    """(at 90% or more, rows of the kind, median share, rows left out as unreliable) over the
-    summaries (row_shares) of one kind, by `key` ('share', 'median_share', 'triad' or 'adjacent'). A row
-    whose own `key` is above UNRELIABLE_SHARE beat its floor: it counts neither way, nor in the
+    """(at 90% or more, rows of the kind, median share, rows left out as unreliable, rows left out
+    without a figure) over the summaries (row_shares) of one kind, by `key` ('share',
+    'median_share', 'triad' or 'adjacent'). A row whose own `key` is above UNRELIABLE_SHARE beat its floor: it counts neither way, nor in the
     median, but stays in the rows of the kind, so that "N of M" is always out of all of them. A
     row's `triad` is judged by itself: a row that beat its mix-matched bound may still fall short
     of triad's rate, which the work item's criterion names. Its `median_share` is not: it is held
     to the same floor as its best run, so where the best run beat that floor (`unreliable`), the
-    floor is wrong for the median too."""
-    rows = [s for s in summaries if s["kind"] == kind and s[key] is not None]
-    values = [s[key] for s in rows]
-    kept = [s[key] for s in rows
+    floor is wrong for the median too. A row without a figure for `key` (None: no stream was
+    measured after its rounds, say) stays in the rows of the kind as well and counts as left out
+    without a figure."""
+    rows = [s for s in summaries if s["kind"] == kind]
+    measured = [s for s in rows if s[key] is not None]
+    kept = [s[key] for s in measured
             if s[key] <= UNRELIABLE_SHARE and not (key == "median_share" and s["unreliable"])]
-    return (sum(v >= 90 for v in kept), len(values),
-            statistics.median(kept) if kept else None, len(values) - len(kept))
+    return (sum(v >= 90 for v in kept), len(rows),
+            statistics.median(kept) if kept else None, len(measured) - len(kept),
+            len(rows) - len(measured))

@@ -463,10 +463,10 @@ class RowSharesTest(unittest.TestCase):
         slow = roofline.row_shares(run, self.library_row([1.0], [2.0]))
         self.assertTrue(fast["unreliable"])
         self.assertFalse(good["unreliable"])
-        at_90, rows, median, left_out = roofline.kind_counts([fast, good, slow], "library")
+        at_90, rows, median, left_out, _ = roofline.kind_counts([fast, good, slow], "library")
         self.assertEqual((at_90, rows, left_out), (1, 3, 1))
         self.assertAlmostEqual(median, (100 / 1.05 + 50) / 2, delta=0.1)  # the kept rows only
-        self.assertEqual(roofline.kind_counts([fast, good, slow], "memory"), (0, 0, None, 0))
+        self.assertEqual(roofline.kind_counts([fast, good, slow], "memory"), (0, 0, None, 0, 0))
 
     def test_each_share_is_judged_unreliable_by_itself(self):
         # Mix-matched shares 150%, 104% and 80%; at triad's rate 95%, 96% and 70%. The first two
@@ -476,11 +476,18 @@ class RowSharesTest(unittest.TestCase):
             return dict(share=share, median_share=share * 0.9, triad=triad, kind="memory",
                         unreliable=share > roofline.UNRELIABLE_SHARE)
         rows = [row(150, 95), row(104, 96), row(80, 70)]
-        self.assertEqual(roofline.kind_counts(rows, "memory"), (0, 3, 80, 2))
+        self.assertEqual(roofline.kind_counts(rows, "memory"), (0, 3, 80, 2, 0))
         # By the median run both rows that beat their floor are left out (135% by itself, 93.6%
         # because its best run beat the same floor): that floor is wrong for the row.
-        self.assertEqual(roofline.kind_counts(rows, "memory", "median_share"), (0, 3, 72, 2))
-        self.assertEqual(roofline.kind_counts(rows, "memory", "triad"), (2, 3, 95, 0))
+        self.assertEqual(roofline.kind_counts(rows, "memory", "median_share"), (0, 3, 72, 2, 0))
+        self.assertEqual(roofline.kind_counts(rows, "memory", "triad"), (2, 3, 95, 0, 0))
+
+    def test_a_row_without_a_figure_counts_in_the_rows_of_its_kind(self):
+        # Two bandwidth-bound rows, one without an adjacent figure (no stream after its rounds):
+        # "1 of 2", with the one left out without a figure, never "1 of 1".
+        rows = [dict(kind="memory", adjacent=95.0, unreliable=False),
+                dict(kind="memory", adjacent=None, unreliable=False)]
+        self.assertEqual(roofline.kind_counts(rows, "memory", "adjacent"), (1, 2, 95.0, 0, 1))
 
     def test_memory_rows_per_round_against_the_stricter_stream(self):
         # 10 GB/s in the run; beside the rounds 5, 20 and 5 GB/s: the run measured 20 GB/s over
@@ -518,7 +525,7 @@ class RowSharesTest(unittest.TestCase):
         summary = roofline.row_shares(limits(), row)
         self.assertAlmostEqual(summary["adjacent"], 92.0, delta=0.1)
         self.assertAlmostEqual(summary["share"], 47.5, delta=0.1)  # never loosened by it
-        at_90, rows, median, left_out = roofline.kind_counts([summary], "memory", "adjacent")
+        at_90, rows, median, left_out, _ = roofline.kind_counts([summary], "memory", "adjacent")
         self.assertEqual((at_90, rows, left_out), (1, 1, 0))
         self.assertAlmostEqual(median, 92.0, delta=0.1)
         # A round over its adjacent floor counts as beaten, by itself.
