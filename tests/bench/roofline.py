@@ -345,16 +345,21 @@ class Limits:
             pattern, gbps = self.write_mix_bandwidth(write_bytes / moved, bandwidth)
         memory_ms = moved / (gbps * 1e9) * 1e3
         module = self.modules.get(hlo_file)
-        library_ms, flops, refused = 0.0, 0.0, 0
+        # `flops`: each call's whole work, the figure an achieved rate is over whichever of a
+        # masked product's timings won; `done`: what oneDNN computed in its time (a masked
+        # product's kept share where that timed faster), the figure its share of the peak is over.
+        library_ms, flops, done, refused = 0.0, 0.0, 0.0, 0
         if module:
             for call in module["calls"]:
                 if "ms" in call:
                     library_ms += call["ms"]
                     flops += call["flops"]
+                    done += call.get("kept_flops", call["flops"])
                 else:
                     refused += 1
                     library_ms += call.get("flops", 0) / (self.peak_gflops * 1e9) * 1e3
                     flops += call.get("flops", 0)
+                    done += call.get("flops", 0)
         arithmetic_flops, transcendentals = 0, {}
         try:
             with open(hlo_file) as f:
@@ -376,7 +381,7 @@ class Limits:
             # How close oneDNN itself comes to the FMA units' peak, for scale. The arithmetic
             # around the calls (a bias, an activation, a softmax between them) runs beside them
             # on the same units, so it adds to the floor.
-            of_peak = 100.0 * flops / (self.peak_gflops * 1e9) / (library_ms * 1e-3)
+            of_peak = 100.0 * done / (self.peak_gflops * 1e9) / (library_ms * 1e-3)
             # A product whose scores a mask discards is timed for the blocks the mask keeps
             # where that was faster (machine_limits: causal attention's q.k), and says so.
             kept = [c["kept_share"] for c in module["calls"] if "ms" in c and "kept_share" in c]

@@ -290,13 +290,21 @@ class BoundTest(unittest.TestCase):
 
 
     def test_a_masked_products_kept_share_is_named(self):
+        # machine_limits gives a masked product's whole flops and, where the blocks its mask keeps
+        # timed faster, their flops beside (kept_flops).
         data = limits(self.file, library_ms=1.0)
         data.modules[self.file]["calls"] = [
-            {"ms": 0.5, "flops": 0.5625e6, "kept_share": 0.5625, "full_ms": 0.9},
-            {"ms": 0.5, "flops": 1e6}]
+            {"ms": 0.5, "flops": 1e7, "kept_flops": 0.5625e7, "kept_share": 0.5625, "full_ms": 0.9},
+            {"ms": 0.5, "flops": 1e7}]
         ms, label, unit, work = data.bound(self.file, 4, 4)
         self.assertTrue(label.startswith("oneDNN 1.000 ms, mask keeps 56%,"), label)
-        self.assertEqual(work, 1.5625e6)
+        # The achieved rate is over the products' whole work whichever timing won: the same as
+        # where the full product had timed fastest. The share of the peak (100 GFLOP/s) is over
+        # the work oneDNN did: 1.5625e7 flops in 1 ms, 16%, not 20%.
+        self.assertEqual(work, 2e7)
+        self.assertTrue(label.endswith(", 16% pk"), label)
+        data.modules[self.file]["calls"][0] = {"ms": 0.5, "flops": 1e7}
+        self.assertEqual(data.bound(self.file, 4, 4)[3], 2e7)
 
 
 # Causal attention as JAX writes it (jnp.where(jnp.tril(...), s, -1e9), the mask and the select
