@@ -716,9 +716,12 @@ std::optional<Json> ModuleCalls(const std::string& file, int executions, bool ti
         const int64_t n = elements(rhs) / (batch * Product(rhs, dn.rhs_contracting_dimensions));
         if (batch * m * k * n == 0) continue;
         // One row and one column dimension beside the batch: the scores' [m, n] are its last two.
+        const auto beside = [](const std::vector<int64_t>& batch_dims, const std::vector<int64_t>& contracted) {
+          return static_cast<int64_t>(batch_dims.size() + contracted.size());
+        };
         const bool rows_and_columns =
-            lhs.rank() == static_cast<int64_t>(dn.lhs_batch_dimensions.size() + dn.lhs_contracting_dimensions.size()) + 1 &&
-            rhs.rank() == static_cast<int64_t>(dn.rhs_batch_dimensions.size() + dn.rhs_contracting_dimensions.size()) + 1;
+            lhs.rank() == beside(dn.lhs_batch_dimensions, dn.lhs_contracting_dimensions) + 1 &&
+            rhs.rank() == beside(dn.rhs_batch_dimensions, dn.rhs_contracting_dimensions) + 1;
         std::optional<std::vector<RowColumns>> read;
         if (rows_and_columns) read = ReadColumnsPerRow(*i);
         // Blocks of 128 rows as xlens computes them, and the two sizes below: for a causal
@@ -875,8 +878,8 @@ int main(int argc, char** argv) {
     } else {
       std::fprintf(stderr,
                    "xlens machine_limits: unknown argument '%s' (expected --threads=N, --repetitions=R, "
-                   "--quick, --stream=BYTES, --floors, --calls, --matmul=[B,]M,K,N, --conv=N,H,W,C,KH,KW,O[,stride[,pad[,groups]]], "
-                   "--hlo=FILE)\n",
+                   "--quick, --stream=BYTES, --floors, --calls, --matmul=[B,]M,K,N, "
+                   "--conv=N,H,W,C,KH,KW,O[,stride[,pad[,groups]]], --hlo=FILE)\n",
                    arg.c_str());
       return 1;
     }
