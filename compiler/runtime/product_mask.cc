@@ -73,49 +73,60 @@ const HloInstruction* RowColumnCondition(const HloInstruction& condition, int64_
 
 }  // namespace
 
-std::optional<std::vector<ColumnRange>> ReadColumnsPerRow(const HloInstruction& product) {
-  const Shape& shape = product.shape();
-  if (!shape.IsArray() || shape.rank() < 2 || !RowMajor(shape) || product.users().size() != 1) return std::nullopt;
-  const HloInstruction& consumer = *product.users()[0];
-  if (consumer.opcode() != HloOpcode::kFusion || consumer.fused_computation() == nullptr) return std::nullopt;
+std::optional<SelectedPositions> SelectedPositions::For(const Shape& shape) {
+  if (!shape.IsArray() || shape.rank() < 2 || !RowMajor(shape)) return std::nullopt;
   const int64_t rank = shape.rank(), m = shape.dimensions(rank - 2), n = shape.dimensions(rank - 1);
   if (m * n > kMaxConditionElements) return std::nullopt;
-  std::vector<char> read(m * n, 0);
-  std::map<const HloInstruction*, Literal> done;
-  bool any = false;
+  return SelectedPositions(rank, m, n);
+}
+
+bool SelectedPositions::AddSelect(const HloInstruction& select, const HloInstruction& operand) {
+  if (select.opcode() != HloOpcode::kSelect || select.operand(0) == &operand ||
+      select.operand(1) == select.operand(2) || (select.operand(1) != &operand && select.operand(2) != &operand)) {
+    return false;
+  }
+  const bool taken_when = select.operand(1) == &operand;
+  const HloInstruction* condition = RowColumnCondition(*select.operand(0), rank_);
+  if (condition == nullptr) return false;
+  std::optional<Literal> value = Evaluate(*condition, evaluated_);
+  if (!value || value->shape().element_type() != PrimitiveType::PRED || value->element_count() != m_ * n_) {
+    return false;
+  }
+  std::span<const bool> taken = value->data<bool>();
+  for (int64_t p = 0; p < m_ * n_; ++p) read_[p] |= taken[p] == taken_when;
+  any_ = true;
+  return true;
+}
+
+std::vector<ColumnRange> SelectedPositions::ColumnsPerRow() const {
+  std::vector<ColumnRange> ranges(m_);
+  for (int64_t r = 0; r < m_; ++r) {
+    const char* row = &read_[r * n_];
+    const char* first = std::find(row, row + n_, 1);
+    if (first == row + n_) continue;
+    const int64_t begin = first - row;
+    int64_t end = n_;
+    while (!row[end - 1]) --end;
+    ranges[r] = {begin, end};
+  }
+  return ranges;
+}
+
+std::optional<std::vector<ColumnRange>> ReadColumnsPerRow(const HloInstruction& product) {
+  std::optional<SelectedPositions> read = SelectedPositions::For(product.shape());
+  if (!read || product.users().size() != 1) return std::nullopt;
+  const HloInstruction& consumer = *product.users()[0];
+  if (consumer.opcode() != HloOpcode::kFusion || consumer.fused_computation() == nullptr) return std::nullopt;
   for (int64_t i = 0; i < consumer.operand_count(); ++i) {
     if (consumer.operand(i) != &product) continue;
     const HloInstruction* parameter = consumer.fused_computation()->parameter_instruction(i);
     if (parameter == consumer.fused_computation()->root_instruction()) return std::nullopt;
     for (const HloInstruction* user : parameter->users()) {
-      if (user->opcode() != HloOpcode::kSelect || user->operand(0) == parameter ||
-          user->operand(1) == user->operand(2)) {
-        return std::nullopt;
-      }
-      const bool taken_when = user->operand(1) == parameter;
-      const HloInstruction* condition = RowColumnCondition(*user->operand(0), rank);
-      if (condition == nullptr) return std::nullopt;
-      std::optional<Literal> value = Evaluate(*condition, done);
-      if (!value || value->shape().element_type() != PrimitiveType::PRED || value->element_count() != m * n) {
-        return std::nullopt;
-      }
-      std::span<const bool> taken = value->data<bool>();
-      for (int64_t p = 0; p < m * n; ++p) read[p] |= taken[p] == taken_when;
-      any = true;
+      if (!read->AddSelect(*user, *parameter)) return std::nullopt;
     }
   }
-  if (!any) return std::nullopt;
-  std::vector<ColumnRange> ranges(m);
-  for (int64_t r = 0; r < m; ++r) {
-    const char* row = &read[r * n];
-    const char* first = std::find(row, row + n, 1);
-    if (first == row + n) continue;
-    const int64_t begin = first - row;
-    int64_t end = n;
-    while (!row[end - 1]) --end;
-    ranges[r] = {begin, end};
-  }
-  return ranges;
+  if (read->empty()) return std::nullopt;
+  return read->ColumnsPerRow();
 }
 
 }  // namespace xlens::runtime

@@ -8,10 +8,12 @@
 #pragma once
 
 #include <cstdint>
+#include <map>
 #include <optional>
 #include <vector>
 
 #include "compiler/hlo/instruction.h"
+#include "compiler/hlo/literal.h"
 
 namespace xlens::runtime {
 
@@ -19,6 +21,39 @@ namespace xlens::runtime {
 struct ColumnRange {
   int64_t begin = 0, end = 0;
   bool operator==(const ColumnRange&) const = default;
+};
+
+// The positions of the [m, n] matrices of a row-major [batch..., m, n] array that selects over it
+// read from it, the same for every batch element. A select's condition is worked out at compile
+// time where it is parameter-free and made of a fixed list of operations (iotas, constants,
+// broadcasts, compares, integer arithmetic without division); anything else and every position may
+// be read. ReadColumnsPerRow below walks a product's fusion to its selects; the benchmark's
+// floors (machine_limits) walk the unoptimized module's, so that both count the same scores read.
+class SelectedPositions {
+ public:
+  // nullopt where `shape` is not a row-major array of rank 2 or more, or its [m, n] is too large
+  // to work out.
+  static std::optional<SelectedPositions> For(const Shape& shape);
+
+  // Marks as read the positions that `select` (over an array of this shape) takes from `operand`,
+  // its on-true or on-false operand and not also the other one. False where that is not known: the
+  // condition depends on a parameter, varies over the batch, is made of another operation, or is
+  // too large; the caller then takes every position as read.
+  bool AddSelect(const HloInstruction& select, const HloInstruction& operand);
+
+  // Whether AddSelect has marked anything (no select seen: nothing is known).
+  bool empty() const { return !any_; }
+
+  // Per row, the smallest column range that holds every position marked read.
+  std::vector<ColumnRange> ColumnsPerRow() const;
+
+ private:
+  SelectedPositions(int64_t rank, int64_t m, int64_t n) : rank_(rank), m_(m), n_(n), read_(m * n, 0) {}
+
+  int64_t rank_ = 0, m_ = 0, n_ = 0;
+  std::vector<char> read_;
+  std::map<const HloInstruction*, Literal> evaluated_;  // conditions shared by several selects
+  bool any_ = false;
 };
 
 // For `product`, an instruction whose array output is [batch..., m, n] in row-major order: per row

@@ -50,7 +50,6 @@
 #include <memory>
 #include <optional>
 #include <set>
-#include <span>
 #include <sstream>
 #include <string>
 #include <thread>
@@ -76,13 +75,12 @@
 #include <omp.h>
 #endif
 
-#include "compiler/hlo/evaluator.h"
-#include "compiler/hlo/literal.h"
 #include "compiler/hlo/module.h"
 #include "compiler/hlo/parser.h"
 #include "compiler/passes/call_inliner.h"
 #include "compiler/passes/dce.h"
 #include "compiler/passes/onednn_convolution.h"
+#include "compiler/runtime/product_mask.h"
 #include "compiler/support/file_io.h"
 #endif
 
@@ -288,58 +286,19 @@ Json TimeMatmul(int64_t batch, int64_t m, int64_t k, int64_t n, int executions) 
 // the select keeps (runtime/product_mask.h). oneDNN's floor for that work is the kept share alone:
 // the product split into blocks of query rows, each against the keys its rows keep.
 
-// Columns [begin, end) of a row that anything reads (begin == end: none).
-using RowColumns = std::pair<int64_t, int64_t>;
-
-constexpr int64_t kMaxMaskElements = int64_t{1} << 22;  // a 2048x2048 mask, worked out here
-
-// The value of a parameter-free instruction (iotas, constants, broadcasts, compares, selects of
-// them), or nullopt.
-std::optional<xlens::Literal> EvaluateConstantExpression(const xlens::HloInstruction& instruction,
-                                                         std::map<const xlens::HloInstruction*, xlens::Literal>& done,
-                                                         int depth = 0) {
-  using xlens::HloOpcode;
-  if (auto it = done.find(&instruction); it != done.end()) return it->second;
-  const HloOpcode op = instruction.opcode();
-  const bool computable = op == HloOpcode::kConstant || op == HloOpcode::kIota || op == HloOpcode::kBroadcast ||
-                          op == HloOpcode::kReshape || op == HloOpcode::kTranspose || op == HloOpcode::kSlice ||
-                          xlens::IsElementwise(op);
-  if (depth > 64 || !computable || !instruction.shape().IsArray() ||
-      instruction.shape().num_elements() > kMaxMaskElements) {
-    return std::nullopt;
-  }
-  std::vector<xlens::Literal> operands;
-  for (const xlens::HloInstruction* operand : instruction.operands()) {
-    std::optional<xlens::Literal> value = EvaluateConstantExpression(*operand, done, depth + 1);
-    if (!value) return std::nullopt;
-    operands.push_back(std::move(*value));
-  }
-  std::vector<const xlens::Literal*> pointers;
-  for (const xlens::Literal& l : operands) pointers.push_back(&l);
-  auto value = xlens::EvaluateInstruction(instruction, std::span<const xlens::Literal* const>(pointers));
-  if (!value.ok()) return std::nullopt;
-  done.emplace(&instruction, *value);
-  return std::move(*value);
-}
-
 // For a product [batch..., m, n] (row-major), the columns of each of its m rows that the module
-// ever reads, the same for every batch element (the union over them): its value may pass through
-// elementwise operations (the 1/sqrt(d) scale) to selects whose condition is parameter-free, and
-// each such select reads only the positions it takes from it. nullopt where every position may be
-// read (any other use, a condition that depends on a parameter). Calls are inlined beforehand.
-std::optional<std::vector<RowColumns>> ReadColumnsPerRow(const xlens::HloInstruction& product) {
+// ever reads, the same for every batch element: its value may pass through elementwise operations
+// (the 1/sqrt(d) scale) to selects, and each select reads only the positions it takes from it by
+// the runtime's rule (runtime::SelectedPositions), so that the floor keeps the scores xlens keeps.
+// nullopt where every position may be read (any other use, a condition the rule does not work
+// out). Calls are inlined beforehand.
+std::optional<std::vector<xlens::runtime::ColumnRange>> ReadColumnsPerRow(const xlens::HloInstruction& product) {
   const xlens::Shape& shape = product.shape();
-  if (!shape.IsArray() || shape.rank() < 2 ||
-      (shape.has_layout() && shape.layout().minor_to_major != xlens::shape_util::DefaultMinorToMajor(shape.rank()))) {
-    return std::nullopt;
-  }
-  const int64_t rank = shape.rank(), m = shape.dimensions(rank - 2), n = shape.dimensions(rank - 1);
-  if (m * n > kMaxMaskElements) return std::nullopt;
-  std::vector<char> read(m * n, 0);
-  std::map<const xlens::HloInstruction*, xlens::Literal> done;
-  std::vector<const xlens::HloInstruction*> carriers{&product};  // hold the product's values, position for position
+  std::optional<xlens::runtime::SelectedPositions> read = xlens::runtime::SelectedPositions::For(shape);
+  if (!read) return std::nullopt;
+  // Instructions that hold the product's values, position for position.
+  std::vector<const xlens::HloInstruction*> carriers{&product};
   std::set<const xlens::HloInstruction*> seen{&product};
-  bool any = false;
   while (!carriers.empty()) {
     const xlens::HloInstruction* carrier = carriers.back();
     carriers.pop_back();
@@ -352,36 +311,13 @@ std::optional<std::vector<RowColumns>> ReadColumnsPerRow(const xlens::HloInstruc
                           user->operand(1) != user->operand(2);
       if (!branch) {
         if (seen.insert(user).second) carriers.push_back(user);
-        continue;
-      }
-      const bool taken_when = user->operand(1) == carrier;
-      const xlens::HloInstruction* condition = user->operand(0);
-      // A [m, n] mask broadcast over the batch is worked out once.
-      if (condition->opcode() == xlens::HloOpcode::kBroadcast && condition->operand(0)->shape().rank() == 2 &&
-          condition->dimensions() == std::vector<int64_t>{rank - 2, rank - 1}) {
-        condition = condition->operand(0);
-      }
-      std::optional<xlens::Literal> value = EvaluateConstantExpression(*condition, done);
-      if (!value || value->shape().element_type() != xlens::PrimitiveType::PRED ||
-          value->element_count() % (m * n) != 0) {
+      } else if (!read->AddSelect(*user, *carrier)) {
         return std::nullopt;
       }
-      std::span<const bool> taken = value->data<bool>();
-      for (size_t p = 0; p < taken.size(); ++p) read[p % (m * n)] |= taken[p] == taken_when;
-      any = true;
     }
   }
-  if (!any) return std::nullopt;
-  std::vector<RowColumns> columns(m, {0, 0});
-  for (int64_t r = 0; r < m; ++r) {
-    const char* row = &read[r * n];
-    int64_t begin = 0, end = n;
-    while (begin < n && !row[begin]) ++begin;
-    if (begin == n) continue;
-    while (!row[end - 1]) --end;
-    columns[r] = {begin, end};
-  }
-  return columns;
+  if (read->empty()) return std::nullopt;
+  return read->ColumnsPerRow();
 }
 
 // The best of at least `executions` runs of every primitive in `calls` one after the other (the
@@ -410,16 +346,16 @@ struct KeptBlock {
 };
 
 // Blocks of `rows_per_block` rows, each against the columns its rows read.
-std::vector<KeptBlock> KeptBlocks(int64_t m, int64_t n, const std::vector<RowColumns>& columns,
+std::vector<KeptBlock> KeptBlocks(int64_t m, int64_t n, const std::vector<xlens::runtime::ColumnRange>& columns,
                                   int64_t rows_per_block) {
   std::vector<KeptBlock> blocks;
   for (int64_t r0 = 0; r0 < m; r0 += rows_per_block) {
     const int64_t rows = std::min(rows_per_block, m - r0);
     int64_t begin = n, end = 0;
     for (int64_t r = r0; r < r0 + rows; ++r) {
-      if (columns[r].first >= columns[r].second) continue;
-      begin = std::min(begin, columns[r].first);
-      end = std::max(end, columns[r].second);
+      if (columns[r].begin >= columns[r].end) continue;
+      begin = std::min(begin, columns[r].begin);
+      end = std::max(end, columns[r].end);
     }
     if (begin < end) blocks.push_back({r0, rows, begin, end - begin});
   }
@@ -722,7 +658,7 @@ std::optional<Json> ModuleCalls(const std::string& file, int executions, bool ti
         const bool rows_and_columns =
             lhs.rank() == beside(dn.lhs_batch_dimensions, dn.lhs_contracting_dimensions) + 1 &&
             rhs.rank() == beside(dn.rhs_batch_dimensions, dn.rhs_contracting_dimensions) + 1;
-        std::optional<std::vector<RowColumns>> read;
+        std::optional<std::vector<xlens::runtime::ColumnRange>> read;
         if (rows_and_columns) read = ReadColumnsPerRow(*i);
         // Blocks of 128 rows as xlens computes them, and the two sizes below: for a causal
         // 8x512x64x512 the best of 64 (0.71-0.80 ms) and 32 (0.73-0.95) beat 128 (0.77-0.82) in

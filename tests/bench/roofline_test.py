@@ -368,8 +368,7 @@ class MaskedProductTest(unittest.TestCase):
     HLO alone (the floor then times those blocks), and the full product wherever a score may be
     read."""
 
-    def calls(self, **parts):
-        text = MASKED_ATTENTION
+    def calls(self, text=MASKED_ATTENTION, **parts):
         for key, value in dict(CAUSAL, **parts).items():
             text = text.replace(key, value)
         with tempfile.TemporaryDirectory() as directory:
@@ -400,6 +399,21 @@ class MaskedProductTest(unittest.TestCase):
 
     def test_a_mask_from_a_parameter_is_the_full_product(self):
         self.assertNotIn("kept", self.calls(TRIL="mask.1")["dot_general.2"])
+
+    def test_the_masks_the_runtime_works_out(self):
+        # The runtime's rule (runtime::SelectedPositions) decides: xlens computes every score of a
+        # block-causal mask, row / 32 >= column / 32, as it works out no division; the floor then
+        # times the full product too. The same mask as row * 2 >= column * 2 keeps the causal share.
+        ge = "  ge.1 = pred[128,128]{1,0} compare(iota.5, iota.7), direction=GE\n"
+        scaled = lambda op: (
+            "  c.1 = s32[] constant(OP)\n  cb.1 = s32[128,128]{1,0} broadcast(c.1), dimensions={}\n"
+            "  r.1 = s32[128,128]{1,0} OP(iota.5, cb.1)\n  k.2 = s32[128,128]{1,0} OP(iota.7, cb.1)\n"
+            "  ge.1 = pred[128,128]{1,0} compare(r.1, k.2), direction=GE\n").replace(
+                "constant(OP)", "constant(32)" if op == "divide" else "constant(2)").replace("OP", op)
+        blocks = self.calls(MASKED_ATTENTION.replace(ge, scaled("divide")))
+        self.assertNotIn("kept", blocks["dot_general.2"])
+        doubled = self.calls(MASKED_ATTENTION.replace(ge, scaled("multiply")))
+        self.assertEqual(self.kept(doubled["dot_general.2"]), {32: 0.625, 64: 0.75})
 
     def test_a_score_read_elsewhere_is_the_full_product(self):
         # The scaled scores feed the exponential directly, the select unused: every score is read.

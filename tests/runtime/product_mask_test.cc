@@ -118,6 +118,37 @@ TEST(ProductMaskTest, EveryOtherReadOrConditionReadsEverything) {
   EXPECT_FALSE(ReadColumnsPerRow(Product(*module)).has_value());
 }
 
+const HloInstruction& Named(const HloComputation& computation, const std::string& name) {
+  for (const HloInstruction* i : computation.instructions()) {
+    if (i->name() == name) return *i;
+  }
+  ADD_FAILURE() << "no " << name;
+  return *computation.root_instruction();
+}
+
+TEST(ProductMaskTest, SelectedPositionsTakeTheRuntimesConditionsAlone) {
+  // The rule the benchmark's floors share (machine_limits walks the unoptimized module to the
+  // selects): a causal condition is worked out, a block-causal one through a division is not.
+  auto module = Module(kCausal + "  c2 = s32[] constant(2)\n  c2b = s32[6,6] broadcast(c2), dimensions={}\n"
+                                 "  r = s32[6,6] divide(i0, c2b)\n  k = s32[6,6] divide(i1, c2b)\n"
+                                 "  blocks = pred[6,6] compare(r, k), direction=GE\n"
+                                 "  blocksb = pred[2,6,6] broadcast(blocks), dimensions={1,2}\n"
+                                 "  s = f32[2,6,6] select(mask, x, nb)\n"
+                                 "  ROOT t = f32[2,6,6] select(blocksb, s, nb)\n");
+  ASSERT_NE(module, nullptr);
+  const HloComputation& consumer = *Product(*module).users()[0]->fused_computation();
+  const HloInstruction& x = Named(consumer, "x");
+  std::optional<SelectedPositions> read = SelectedPositions::For(x.shape());
+  ASSERT_TRUE(read.has_value());
+  EXPECT_TRUE(read->empty());
+  EXPECT_TRUE(read->AddSelect(Named(consumer, "s"), x));
+  EXPECT_FALSE(read->empty());
+  EXPECT_EQ(read->ColumnsPerRow(), Causal());
+  EXPECT_FALSE(read->AddSelect(Named(consumer, "t"), Named(consumer, "s")));
+  EXPECT_FALSE(read->AddSelect(Named(consumer, "t"), x));  // x is no operand of t
+  EXPECT_EQ(read->ColumnsPerRow(), Causal());
+}
+
 TEST(ProductMaskTest, AConditionTooDeepToWorkOutReadsEverything) {
   // 100000 nots between the iota compare and the select: not worked out (nor recursed through to
   // the end of the stack), so every position counts as read.
