@@ -294,6 +294,8 @@ Status KernelBuilder::EmitCpuStreamedLoop(const Shape& shape, int64_t work_per_e
       line_stages.back()->setAlignment(llvm::Align(64));
     }
   }
+  std::vector<llvm::AllocaInst*> stretch_stages;
+  for (const Leaf& leaf : leaves) stretch_stages.push_back(leaf.stage);
   // Tasks in address order, also where the loop re-reads what a column sweep of the same kernel
   // just read (batch norm's outputs read x and dy again after their statistics). Walking back from
   // the last rows swept, the likeliest to be cached, is no faster on a 2-core Zen 4 (batch norm's
@@ -310,6 +312,24 @@ Status KernelBuilder::EmitCpuStreamedLoop(const Shape& shape, int64_t work_per_e
     // order, so element i of the task's row is at row * n + i in every output.
     Value* row = blocks == 1 ? task : b_.CreateUDiv(task, b_.getInt64(blocks));
     Value* row_start = b_.CreateMul(row, b_.getInt64(n));
+    // Element `i` of every output, each computed before any is stored (as EmitOutputs does), at
+    // `at` of its stack buffer in `stages` (the stretch's or the line's).
+    auto emit_element_to_stages = [&](Value* i, Value* at, const std::vector<llvm::AllocaInst*>& stages) -> Status {
+      index[minor] = i;
+      std::vector<Value*> values;
+      for (const auto& [hlo, first_leaf] : group) {
+        (void)first_leaf;
+        ASSIGN_OR_RETURN(std::vector<Value*> out, e->EmitLeaves(hlo, index));
+        if (out.size() != 1) return Error(fmt::format("{}: one leaf expected", hlo->name()));
+        values.push_back(out[0]);
+      }
+      for (size_t j = 0; j < leaves.size(); ++j) {
+        llvm::StoreInst* store = b_.CreateStore(ValueToStorage(b_, leaves[j].type, values[j]),
+                                                b_.CreateInBoundsGEP(leaves[j].storage, stages[j], {at}));
+        if (access_group_ != nullptr) store->setMetadata(llvm::LLVMContext::MD_access_group, access_group_);
+      }
+      return OkStatus();
+    };
     auto stretch_loop = [&]() -> Status {
       // Where rows or tasks are not whole lines (rows of 1000 floats), stretches after the first
       // start on a line of the first output: the copy's vector loads then match the element loop's
@@ -335,22 +355,7 @@ Status KernelBuilder::EmitCpuStreamedLoop(const Shape& shape, int64_t work_per_e
         // Every output's element is computed before any is stored (as EmitOutputs does); the
         // stores go to the stack, the outputs are written after the stretch.
         RETURN_IF_ERROR(e->EmitLoop(from, to, "element", [&](Value* i) -> Status {
-          index[minor] = i;
-          Value* at = b_.CreateSub(i, from);
-          std::vector<Value*> values;
-          for (const auto& [hlo, first_leaf] : group) {
-            (void)first_leaf;
-            ASSIGN_OR_RETURN(std::vector<Value*> out, e->EmitLeaves(hlo, index));
-            if (out.size() != 1) return Error(fmt::format("{}: one leaf expected", hlo->name()));
-            values.push_back(out[0]);
-          }
-          for (size_t j = 0; j < leaves.size(); ++j) {
-            llvm::StoreInst* store = b_.CreateStore(
-                ValueToStorage(b_, leaves[j].type, values[j]),
-                b_.CreateInBoundsGEP(leaves[j].storage, leaves[j].stage, {at}));
-            if (access_group_ != nullptr) store->setMetadata(llvm::LLVMContext::MD_access_group, access_group_);
-          }
-          return OkStatus();
+          return emit_element_to_stages(i, b_.CreateSub(i, from), stretch_stages);
         }, access_group_));
         Value* count = b_.CreateSub(to, from);
         for (const Leaf& leaf : leaves) {
@@ -393,22 +398,7 @@ Status KernelBuilder::EmitCpuStreamedLoop(const Shape& shape, int64_t work_per_e
         RETURN_IF_ERROR(e->EmitLoop(first, b_.CreateAdd(first, b_.getInt64(line_elements)), "line.element",
                                     [&](Value* i) -> Status {
           header = b_.GetInsertBlock()->getSinglePredecessor();
-          index[minor] = i;
-          std::vector<Value*> values;
-          for (const auto& [hlo, first_leaf] : group) {
-            (void)first_leaf;
-            ASSIGN_OR_RETURN(std::vector<Value*> out, e->EmitLeaves(hlo, index));
-            if (out.size() != 1) return Error(fmt::format("{}: one leaf expected", hlo->name()));
-            values.push_back(out[0]);
-          }
-          Value* at = b_.CreateSub(i, first);
-          for (size_t j = 0; j < leaves.size(); ++j) {
-            llvm::StoreInst* store = b_.CreateStore(
-                ValueToStorage(b_, leaves[j].type, values[j]),
-                b_.CreateInBoundsGEP(leaves[j].storage, line_stages[j], {at}));
-            if (access_group_ != nullptr) store->setMetadata(llvm::LLVMContext::MD_access_group, access_group_);
-          }
-          return OkStatus();
+          return emit_element_to_stages(i, b_.CreateSub(i, first), line_stages);
         }, access_group_));
         RequestOneVector(header, static_cast<unsigned>(line_elements));
         for (size_t j = 0; j < leaves.size(); ++j) {
