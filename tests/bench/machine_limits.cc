@@ -214,22 +214,30 @@ dnnl::memory Filled(const dnnl::memory::desc& md, KeptBuffers& kept) {
   return m;
 }
 
-// The best of at least `executions` executions, and of more while they take under 0.2 s in all:
-// a short call on a busy machine needs many tries to meet a quiet moment.
-double BestMs(const dnnl::primitive& primitive, const std::unordered_map<int, dnnl::memory>& args,
-              int executions) {
+// The best of at least `executions` runs of every primitive in `calls` one after the other (one
+// primitive, or the blocks of one product), and of more while they take under 0.2 s in all, up to
+// 50 times as many: a short call on a busy machine needs many tries to meet a quiet moment.
+using PrimitiveCalls = std::vector<std::pair<dnnl::primitive, std::unordered_map<int, dnnl::memory>>>;
+double BestSequenceMs(const PrimitiveCalls& calls, int executions) {
   dnnl::stream stream(Engine());
-  primitive.execute(stream, args);  // first touch, oneDNN's one-time setup
-  stream.wait();
+  auto run = [&] {
+    for (const auto& [primitive, args] : calls) primitive.execute(stream, args);
+    stream.wait();
+  };
+  run();  // first touch, oneDNN's one-time setup
   double best = 1e30;
   const int64_t began = NowNs();
   for (int i = 0; i < executions || (i < 50 * executions && NowNs() - began < 200'000'000); ++i) {
     const int64_t start = NowNs();
-    primitive.execute(stream, args);
-    stream.wait();
+    run();
     best = std::min(best, (NowNs() - start) / 1e6);
   }
   return best;
+}
+
+double BestMs(const dnnl::primitive& primitive, const std::unordered_map<int, dnnl::memory>& args,
+              int executions) {
+  return BestSequenceMs({{primitive, args}}, executions);
 }
 
 // oneDNN fixes a primitive's OpenMP team when the primitive is made; `make_and_time(threads)` is
@@ -320,26 +328,6 @@ std::optional<std::vector<xlens::runtime::ColumnRange>> ReadColumnsPerRow(const 
   return read->ColumnsPerRow();
 }
 
-// The best of at least `executions` runs of every primitive in `calls` one after the other (the
-// blocks of one product), and of more while they take under 0.2 s in all, as BestMs.
-double BestSequenceMs(const std::vector<std::pair<dnnl::primitive, std::unordered_map<int, dnnl::memory>>>& calls,
-                      int executions) {
-  dnnl::stream stream(Engine());
-  auto run = [&] {
-    for (const auto& [primitive, args] : calls) primitive.execute(stream, args);
-    stream.wait();
-  };
-  run();
-  double best = 1e30;
-  const int64_t began = NowNs();
-  for (int i = 0; i < executions || (i < 50 * executions && NowNs() - began < 200'000'000); ++i) {
-    const int64_t start = NowNs();
-    run();
-    best = std::min(best, (NowNs() - start) / 1e6);
-  }
-  return best;
-}
-
 // Rows [row, row + rows) against columns [column, column + columns) of an [m, n] product.
 struct KeptBlock {
   int64_t row = 0, rows = 0, column = 0, columns = 0;
@@ -384,7 +372,7 @@ Json TimeKeptMatmulOnce(int64_t batch, int64_t m, int64_t k, int64_t n, const st
   auto at = [](const dnnl::memory& whole, int64_t offset) {
     return static_cast<float*>(whole.get_data_handle()) + offset;
   };
-  std::vector<std::pair<dnnl::primitive, std::unordered_map<int, dnnl::memory>>> calls;
+  PrimitiveCalls calls;
   std::string impl;
   for (const KeptBlock& b : blocks) {
     const dnnl::memory::desc src({batch, b.rows, k}, dt::f32, dims{m * k, k, 1});
