@@ -498,8 +498,9 @@ def adjacent_stream(before, after):
 def kind_counts(summaries, kind, key="share"):
     """(at 90% or more, rows of the kind, median share, rows left out as unreliable, rows left out
     without a figure) over the summaries (row_shares) of one kind, by `key` ('share',
-    'median_share', 'triad' or 'adjacent'). A row whose own `key` is above UNRELIABLE_SHARE beat its floor: it counts neither way, nor in the
-    median, but stays in the rows of the kind, so that "N of M" is always out of all of them. A
+    'median_share', 'triad' or 'adjacent'). A row whose own `key` is above UNRELIABLE_SHARE beat
+    its floor: it counts neither way, nor in the median, but stays in the rows of the kind, so
+    that "N of M" is always out of all of them. A
     row's `triad` is judged by itself: a row that beat its mix-matched bound may still fall short
     of triad's rate, which the work item's criterion names. Its `median_share` is not: it is held
     to the same floor as its best run, so where the best run beat that floor (`unreliable`), the
