@@ -365,7 +365,8 @@ def main():
           f"the machine's limits measured before the workloads ({time.perf_counter() - start:.0f} s) "
           f"and again after them, the better figures kept (the bounds below use both)")
     header = (f"{'workload':<22}{'XLA ms':>9}{'xlens ms':>10}{'XLA/xlens':>10}{'range':>12}"
-              f"{'xlens achieves':>16}{'% bound':>8}{'median':>7}{'% triad':>8}{'% adj':>6}  {'bound':<28}{'XLA comp':>9}"
+              f"{'xlens achieves':>16}{'% bound':>8}{'median':>7}{'% triad':>8}{'% adj':>6}  {'bound':<28}"
+              f"{'XLA comp':>9}"
               f"{'xlens comp':>11}  agree")
     # The rows wait for the second measurement of the limits; meanwhile progress goes to stderr.
     rows, failures = [], 0
