@@ -289,58 +289,69 @@ const char* WidestVectorIsa() {
   return "scalar";
 }
 
-double StreamBandwidthGBps(StreamKernel kernel, int64_t bytes, int threads, int repetitions,
-                           int64_t bytes_per_repetition) {
-  threads = std::max(1, threads);
+struct StreamArrays::Buffers {
+  std::vector<Buffer> a, b, c;
+};
+
+StreamArrays::StreamArrays(StreamKernel kernel, int64_t bytes, int threads)
+    : kernel_(kernel), threads_(std::max(1, threads)), arrays_(std::make_unique<Buffers>()) {
   const int arrays = Arrays(kernel);
   // Floats per array per thread: whole unrolled vector steps.
-  const int64_t per_member = std::max<int64_t>(64, bytes / 4 / arrays / threads / 64 * 64);
-  const int64_t moved = per_member * 4 * arrays * threads;
-  const int64_t inner = std::max<int64_t>(1, bytes_per_repetition / moved);
-  std::vector<Buffer> a(threads), b(threads), c(threads);
-  for (int m = 0; m < threads; ++m) {
-    a[m] = Allocate(per_member);
-    b[m] = Allocate(per_member);
-    c[m] = Allocate(per_member);
+  per_member_ = std::max<int64_t>(64, bytes / 4 / arrays / threads_ / 64 * 64);
+  moved_ = per_member_ * 4 * arrays * threads_;
+  arrays_->a.resize(threads_);
+  arrays_->b.resize(threads_);
+  arrays_->c.resize(threads_);
+  // Only the arrays the kernel names (the read-only sum reads b; copy writes a from b).
+  for (int m = 0; m < threads_; ++m) {
+    if (kernel != StreamKernel::kRead) arrays_->a[m] = Allocate(per_member_);
+    arrays_->b[m] = Allocate(per_member_);
+    if (kernel == StreamKernel::kTriad) arrays_->c[m] = Allocate(per_member_);
   }
   // First touch by the thread that uses the pages.
-  RunTeam(threads, [&](int m) {
-    std::fill_n(a[m].get(), per_member, 0.0f);
-    std::fill_n(b[m].get(), per_member, 1.0f);
-    std::fill_n(c[m].get(), per_member, 2.0f);
+  RunTeam(threads_, [&](int m) {
+    for (auto [array, value] : {std::pair{&arrays_->a, 0.0f}, {&arrays_->b, 1.0f}, {&arrays_->c, 2.0f}}) {
+      if ((*array)[m]) std::fill_n((*array)[m].get(), per_member_, value);
+    }
   });
-  // Beyond the last-level cache copy and triad are also timed with non-temporal stores, and the
-  // better of the two kept (in a cache they only lose).
+  // In a cache the non-temporal stores only lose.
   const int64_t llc = LastLevelCacheBytes();
-  const bool streaming = kernel != StreamKernel::kRead && HasStreamingStores() && llc > 0 && bytes > llc;
+  streaming_ = kernel != StreamKernel::kRead && HasStreamingStores() && llc > 0 && bytes > llc;
+}
+
+StreamArrays::~StreamArrays() = default;
+
+int64_t StreamArrays::TimeNs(int64_t passes, bool streaming) {
+  streaming = streaming && streaming_;
+  const int64_t n = per_member_;
+  return RunTeam(threads_, [&](int m) {
+    float* a = arrays_->a[m].get();
+    const float* b = arrays_->b[m].get();
+    const float* c = arrays_->c[m].get();
+    float total = 0;
+    for (int64_t i = 0; i < passes; ++i) {
+      switch (kernel_) {
+        case StreamKernel::kCopy: streaming ? CopyStreaming(a, b, n) : Copy(a, b, n); break;
+        case StreamKernel::kTriad: streaming ? TriadStreaming(a, b, c, 3.0f, n) : Triad(a, b, c, 3.0f, n); break;
+        case StreamKernel::kRead: total += Sum(b, n); break;
+      }
+      asm volatile("" ::: "memory");
+    }
+    sink.store(total, std::memory_order_relaxed);
+  });
+}
+
+double StreamBandwidthGBps(StreamKernel kernel, int64_t bytes, int threads, int repetitions,
+                           int64_t bytes_per_repetition) {
+  StreamArrays arrays(kernel, bytes, threads);
+  const int64_t inner = std::max<int64_t>(1, bytes_per_repetition / arrays.moved_bytes());
+  // Beyond the last-level cache copy and triad are also timed with non-temporal stores, and the
+  // better of the two kept.
   double best = 0;
-  for (int variant = 0; variant < (streaming ? 2 : 1); ++variant) {
+  for (int variant = 0; variant < (arrays.has_streaming_variant() ? 2 : 1); ++variant) {
     for (int r = 0; r <= repetitions; ++r) {  // the first untimed: it warms the caches
-      const int64_t ns = RunTeam(threads, [&](int m) {
-        float total = 0;
-        for (int64_t i = 0; i < inner; ++i) {
-          switch (kernel) {
-            case StreamKernel::kCopy:
-              if (variant == 0) {
-                Copy(a[m].get(), b[m].get(), per_member);
-              } else {
-                CopyStreaming(a[m].get(), b[m].get(), per_member);
-              }
-              break;
-            case StreamKernel::kTriad:
-              if (variant == 0) {
-                Triad(a[m].get(), b[m].get(), c[m].get(), 3.0f, per_member);
-              } else {
-                TriadStreaming(a[m].get(), b[m].get(), c[m].get(), 3.0f, per_member);
-              }
-              break;
-            case StreamKernel::kRead: total += Sum(b[m].get(), per_member); break;
-          }
-          asm volatile("" ::: "memory");
-        }
-        sink.store(total, std::memory_order_relaxed);
-      });
-      if (r > 0) best = std::max(best, static_cast<double>(moved) * inner / std::max<int64_t>(ns, 1));
+      const int64_t ns = arrays.TimeNs(inner, variant == 1);
+      if (r > 0) best = std::max(best, static_cast<double>(arrays.moved_bytes()) * inner / std::max<int64_t>(ns, 1));
     }
   }
   return best;

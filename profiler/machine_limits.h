@@ -10,6 +10,7 @@
 #pragma once
 
 #include <cstdint>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -39,6 +40,36 @@ const char* StreamKernelName(StreamKernel kernel);  // "copy", "triad", "read"
 // non-temporal stores (no write-allocate read), the better kept.
 double StreamBandwidthGBps(StreamKernel kernel, int64_t bytes, int threads, int repetitions,
                            int64_t bytes_per_repetition);
+
+// The arrays of one stream kernel over a working set of `bytes` (all its arrays together), split
+// evenly over `threads` threads, allocated as a compiled module's arena is (huge pages from 2 MiB)
+// and first touched by the thread that uses them: StreamBandwidthGBps's, kept so that single passes
+// can be timed between other work (tests/bench/machine_limits --paired alternates them with a
+// module's runs).
+class StreamArrays {
+ public:
+  StreamArrays(StreamKernel kernel, int64_t bytes, int threads);
+  ~StreamArrays();
+  StreamArrays(const StreamArrays&) = delete;
+  StreamArrays& operator=(const StreamArrays&) = delete;
+
+  // Whether the kernel also has a variant with non-temporal stores here: copy and triad beyond
+  // the last-level cache, where a plain store first reads the line it writes.
+  bool has_streaming_variant() const { return streaming_; }
+  // The bytes one pass moves, counted as STREAM counts them.
+  int64_t moved_bytes() const { return moved_; }
+  // ns of `passes` passes over the arrays on all the threads at once (from the first thread's start
+  // to the last one's end), with non-temporal stores where `streaming` (and has_streaming_variant).
+  int64_t TimeNs(int64_t passes = 1, bool streaming = false);
+
+ private:
+  struct Buffers;
+  StreamKernel kernel_;
+  int threads_;
+  int64_t per_member_ = 0, moved_ = 0;
+  bool streaming_ = false;
+  std::unique_ptr<Buffers> arrays_;
+};
 
 // "avx512f", "avx2" or "scalar": the vector unit PeakGflops and the stream kernels use.
 const char* WidestVectorIsa();

@@ -32,15 +32,19 @@ for a short workload, a second `xlens run` for the rest; roofline.executions_to_
 noise lowers as well. A memory-bound row also gives `% triad`: the same bytes at STREAM triad's rate
 over its working set whatever its mix of reads and writes (the work item's criterion, "memory-bound
 workloads reach 90% of triad"), stricter than the mix-matched bound wherever triad measured faster
-than that; the summary counts the rows at 90% of each. Beside them `% adj` answers whether xlens
-moves bytes as fast as the stream kernels do in the same minute: the stream kernels are measured
-again right after each round's runs, and each round's best is held to the faster of the two
-measurements around it (roofline.row_shares' `adjacent`, median over the rounds, counted on a
-line of its own). The memory's speed here changes by half between minutes (STREAM copy 50-86 GB/s
-from run to run), so `% bound` and `% triad`, held to the run's best minute, partly read that
-phase; `% adj` cannot, and is never counted in their place. Floors are also measured right before
-each round: the stream kernels over the workload's working set, or its library calls and the FMA
-and transcendental rates (`machine_limits --floors`). The run's best is the better of every figure
+than that; the summary counts the rows at 90% of each. Beside them `% pair` answers whether xlens
+moves bytes as fast as the stream kernels do in the same moment: after each round's runs one
+process (`machine_limits --paired`) compiles the module as `xlens run` does and alternates, 30
+times, one run of it with one pass of each stream kernel its bound's rule reads over the same
+bytes (copy and triad, or the read-only sum); each pair's share is that rule's floor at the rates
+of the pair's passes against the pair's run, and `% pair` is the median over every pair of the
+rounds (roofline.pair_shares; quartiles and the best of each, the best pass against the best run,
+printed under the counts). The memory's speed here changes by half between minutes (STREAM copy
+50-89 GB/s from run to run), so `% bound` and `% triad`, held to the run's best minute, partly
+read that phase; `% pair` cannot, and is never counted in their place. Over 100% (xlens beating
+the kernels in their own moment) flags the row as the other columns do. Floors are also
+measured right before each round: the stream kernels over the workload's working set, or its
+library calls and the FMA and transcendental rates (`machine_limits --floors`). The run's best is the better of every figure
 measured, before and after the workloads and beside every round; each round is held to the
 stricter of its own and that best (the label says `beside` where the round's own held), each share
 is the median over the rounds of that round's share, and the bound printed is that median round's
@@ -365,7 +369,7 @@ def main():
           f"the machine's limits measured before the workloads ({time.perf_counter() - start:.0f} s) "
           f"and again after them, the better figures kept (the bounds below use both)")
     header = (f"{'workload':<22}{'XLA ms':>9}{'xlens ms':>10}{'XLA/xlens':>10}{'range':>12}"
-              f"{'xlens achieves':>16}{'% bound':>8}{'median':>7}{'% triad':>8}{'% adj':>6}  {'bound':<28}"
+              f"{'xlens achieves':>16}{'% bound':>8}{'median':>7}{'% triad':>8}{'% pair':>7}  {'bound':<28}"
               f"{'XLA comp':>9}"
               f"{'xlens comp':>11}  agree")
     # The rows wait for the second measurement of the limits; meanwhile progress goes to stderr.
@@ -381,7 +385,6 @@ def main():
         xla_compile_ms = (time.perf_counter() - start) * 1e3
         expected = compiled(*device_args)
         xla_times, our_times, our_best, our_compiles, streams = [], [], [], [], []
-        streams_after = []
         read_bytes = sum(a.nbytes for a in host_args)
         moved = read_bytes + sum(np.asarray(leaf).nbytes for leaf in leaves_of(expected))
         # A workload bound by its library calls or its arithmetic is held, round by round, to
@@ -396,6 +399,11 @@ def main():
         calls = (limits.modules.get(hlo_file) or {}).get("calls")
         floors = [] if calls or transcendentals or limits.bound(
             hlo_file, read_bytes, moved - read_bytes)[1].startswith("FMA") else None
+        # A memory-bound row's runs paired, in one process, each with the stream kernels its
+        # rule reads over the same bytes right after it (roofline.pair_shares); by the figures
+        # before the workloads, as Adam's square roots leave it memory-bound.
+        pairs = [] if not calls and limits.bound(
+            hlo_file, read_bytes, moved - read_bytes)[2] == "GB/s" else None
         try:
             for _ in range(rounds):
                 # The memory floor of this round, measured right before it: the bandwidth of a
@@ -420,13 +428,13 @@ def main():
                     ours_best_ms = min(ours_best_ms, run_xlens(
                         xlens, hlo_file, os.path.join(directory, "inputs"),
                         os.path.join(directory, "outputs"), more)[2])
-                # And again right after them, before XLA's: the round's runs then lie between
-                # two floors of the same minute (roofline.row_shares' `adjacent`).
-                if streams is not None and streams_after is not None:
+                if pairs is not None:
                     try:
-                        streams_after.append(roofline.measure_stream(limits_binary, moved))
+                        pairs.append(roofline.measure_pairs(
+                            limits_binary, hlo_file, os.path.join(directory, "inputs"), moved,
+                            roofline.paired_kernels(read_bytes, moved - read_bytes)))
                     except (OSError, RuntimeError, ValueError):
-                        streams_after = None
+                        pairs = None  # the row goes without a `% pair`
                 our_times.append(ours_ms)
                 our_best.append(ours_best_ms)
                 our_compiles.append(ours_compile_ms)
@@ -440,7 +448,7 @@ def main():
         failures += 0 if ok else 1
         rows.append((name, dict(
             xla_times=xla_times, our_times=our_times, our_best=min(our_best),
-            our_best_rounds=our_best, streams=streams, streams_after=streams_after, floors=floors,
+            our_best_rounds=our_best, streams=streams, pairs=pairs, floors=floors,
             xla_compile_ms=xla_compile_ms,
             ours_compile_ms=statistics.median(our_compiles), ok=ok, detail=detail, hlo_file=hlo_file,
             read_bytes=sum(a.nbytes for a in host_args),
@@ -475,11 +483,12 @@ def main():
         label = summary["label"] + (" (median round)" if len(row["our_best_rounds"]) > 1 else "")
         if summary["unreliable"]:
             label += "; floor beaten: unreliable"
+        if summary["pair_unreliable"]:
+            label += "; pair floor beaten: unreliable"
         triad_cell = f"{summary['triad']:>7.0f}%" if summary["triad"] is not None else f"{'-':>8}"
-        adjacent_cell = (f"{summary['adjacent']:>5.0f}%" if summary["adjacent"] is not None
-                         else f"{'-':>6}")
+        pair_cell = f"{summary['pair']:>6.0f}%" if summary["pair"] is not None else f"{'-':>7}"
         print(f"{name:<22}{xla_ms:>9.3f}{ours_ms:>10.3f}{ratio:>9.2f}x{spread:>12}"
-              f"{achieved:>16}{summary['share']:>7.0f}%{summary['median_share']:>6.0f}%{triad_cell}{adjacent_cell}  "
+              f"{achieved:>16}{summary['share']:>7.0f}%{summary['median_share']:>6.0f}%{triad_cell}{pair_cell}  "
               f"{label:<28}{row['xla_compile_ms']:>9.1f}"
               f"{row['ours_compile_ms']:>11.1f}  {'yes' if row['ok'] else 'NO'} {row['detail']}")
     if ratios:
@@ -507,13 +516,18 @@ def main():
             print(f"bandwidth-bound at triad's rate whatever the mix (the work item's criterion): "
                   f"{at_triad} of {rows} at 90% of triad or more by the best run"
                   f"{left_out(median, unreliable, missing)}")
-            # The same minute's answer beside the strict counts, never in their place.
-            at_adjacent, rows, median, unreliable, missing = roofline.kind_counts(
-                summaries.values(), kind, "adjacent")
+            # The same moment's answer beside the strict counts, never in their place.
+            at_pair, rows, median, unreliable, missing = roofline.kind_counts(
+                summaries.values(), kind, "pair")
             if rows > missing:
-                print(f"bandwidth-bound against the stream kernels measured right before and after "
-                      f"each round's runs (the same minute, `% adj`): {at_adjacent} of {rows} at 90% "
-                      f"or more by the best run{left_out(median, unreliable, missing)}")
+                print(f"bandwidth-bound against the stream kernels run right after each of its "
+                      f"runs (`% pair`, the median pair): {at_pair} of {rows} at 90% or more"
+                      f"{left_out(median, unreliable, missing)}")
+                for name, paired in summaries.items():
+                    if paired["pair"] is not None:
+                        q1, q3 = paired["pair_quartiles"]
+                        print(f"  {name}: pairs {paired['pair']:.0f}% (quartiles {q1:.0f}-{q3:.0f}%), "
+                              f"best of each {paired['pair_best_of_each']:.0f}%")
     if "chain8" in results and "triad" in results:
         # Both move 3 x 64 MiB (two reads, one write) per run.
         share = results["triad"][1] / results["chain8"][1]

@@ -39,6 +39,12 @@
 //        machine_limits --calls [--hlo=FILE]...
 // prints the modules' library calls as they would be timed (shapes, the share of a product a
 // mask keeps), timing nothing.
+//
+//        machine_limits --paired=FILE [--inputs=DIR] [--kernels=copy,triad,read] [--bytes=B]
+//                       [--pairs=N] [--threads=N]
+// alternates one run of the module (compiled as `xlens run` compiles it, on its --inputs) with
+// one pass of each kernel over the module's bytes (or B), N times (30), in this one process, and
+// prints the per-pair ratios (paired_run.h).
 #include <algorithm>
 #include <chrono>
 #include <cmath>
@@ -68,6 +74,7 @@
 #include "compiler/codegen/fast_math.h"
 #include "compiler/support/large_allocation.h"
 #include "profiler/machine_limits.h"
+#include "tests/bench/paired_run.h"
 
 #ifdef XLENS_HAVE_ONEDNN
 #include <oneapi/dnnl/dnnl.hpp>
@@ -770,6 +777,7 @@ int main(int argc, char** argv) {
   bool quick = false, floors = false, calls = false;
   int64_t stream_bytes = 0;
   std::vector<std::string> matmuls, convs, hlos;
+  xlens::bench::PairedOptions paired;
   for (int i = 1; i < argc; ++i) {
     const std::string arg = argv[i];
     auto value = [&](const char* flag) -> const char* {
@@ -793,6 +801,28 @@ int main(int argc, char** argv) {
         std::fprintf(stderr, "xlens machine_limits: --stream=%s: expected a working set in bytes, 1024 to 2^40\n", v);
         return 1;
       }
+    } else if (const char* v = value("--paired=")) {
+      paired.hlo_file = v;
+    } else if (const char* v = value("--inputs=")) {
+      paired.inputs_dir = v;
+    } else if (const char* v = value("--pairs=")) {
+      paired.pairs = std::max(1, std::atoi(v));
+    } else if (const char* v = value("--bytes=")) {
+      paired.bytes = std::max<int64_t>(0, std::atoll(v));
+    } else if (const char* v = value("--kernels=")) {
+      std::stringstream names(v);
+      for (std::string name; std::getline(names, name, ',');) {
+        using xlens::profiler::StreamKernel;
+        const std::optional<StreamKernel> kernel = name == "copy"    ? std::optional(StreamKernel::kCopy)
+                                                   : name == "triad" ? std::optional(StreamKernel::kTriad)
+                                                   : name == "read"  ? std::optional(StreamKernel::kRead)
+                                                                     : std::nullopt;
+        if (!kernel) {
+          std::fprintf(stderr, "xlens machine_limits: --kernels=%s: expected copy, triad or read, comma-separated\n", v);
+          return 1;
+        }
+        paired.kernels.push_back(*kernel);
+      }
     } else if (const char* v = value("--matmul=")) {
       matmuls.push_back(v);
     } else if (const char* v = value("--conv=")) {
@@ -802,7 +832,8 @@ int main(int argc, char** argv) {
     } else {
       std::fprintf(stderr,
                    "xlens machine_limits: unknown argument '%s' (expected --threads=N, --repetitions=R, "
-                   "--quick, --stream=BYTES, --floors, --calls, --matmul=[B,]M,K,N, "
+                   "--quick, --stream=BYTES, --floors, --calls, --paired=FILE, --inputs=DIR, --kernels=K,..., "
+                   "--bytes=B, --pairs=N, --matmul=[B,]M,K,N, "
                    "--conv=N,H,W,C,KH,KW,O[,stride[,pad[,groups]]], --hlo=FILE)\n",
                    arg.c_str());
       return 1;
@@ -865,6 +896,18 @@ int main(int argc, char** argv) {
   }
   using xlens::profiler::StreamKernel;
   namespace profiler = xlens::profiler;
+  if (!paired.hlo_file.empty()) {
+    if (paired.kernels.empty()) paired.kernels = {StreamKernel::kCopy, StreamKernel::kTriad, StreamKernel::kRead};
+    paired.threads = threads;
+    auto result = xlens::bench::RunPaired(paired);
+    if (!result.ok()) {
+      std::fprintf(stderr, "xlens machine_limits: --paired=%s: %s\n", paired.hlo_file.c_str(),
+                   result.status().message().c_str());
+      return 1;
+    }
+    std::printf("%s\n", result->dump().c_str());
+    return 0;
+  }
   if (stream_bytes > 0) {
     // As the sweep measures a point: each repetition moves at least 32 MiB, the best of 3R; then,
     // as BestMs samples a library call and codegen_vs_xla a round of xlens's runs, more while

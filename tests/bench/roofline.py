@@ -185,6 +185,54 @@ def measure_floors(binary, hlo_file):
     return json.loads(proc.stdout)
 
 
+# Pairs per `machine_limits --paired` call: a second or two for a memory-bound row (chain8's
+# 4.5 ms runs and two kernels' passes of 192 MiB, some 0.5 s, after about 1.5 s of compiling,
+# allocating and first touch).
+PAIRS = 30
+
+
+def paired_kernels(read_bytes, write_bytes):
+    """The stream kernels Limits.memory_floor reads for a workload of this mix: the read-only sum
+    for a reduction, copy and triad (the mix between them, or copy where it is faster) otherwise."""
+    return ["read"] if write_bytes * 8 <= read_bytes + write_bytes else ["copy", "triad"]
+
+
+def measure_pairs(binary, hlo_file, inputs_dir, working_set, kernels, pairs=PAIRS):
+    """`machine_limits --paired`: in one process, PAIRS times one run of the module (compiled as
+    `xlens run` compiles it, on the .npy arguments of `inputs_dir`) and right after it one pass of
+    each of `kernels` over `working_set` bytes; per pair the module's ms and each kernel's GB/s
+    (tests/bench/paired_run.h)."""
+    proc = subprocess.run([binary, f"--paired={hlo_file}", f"--inputs={inputs_dir}",
+                           f"--bytes={int(working_set)}", f"--kernels={','.join(kernels)}",
+                           f"--pairs={pairs}"], capture_output=True, text=True)
+    if proc.returncode != 0:
+        raise RuntimeError(proc.stderr.strip() or f"{binary} exited with {proc.returncode}")
+    return json.loads(proc.stdout)
+
+
+def pair_shares(limits, read_bytes, write_bytes, measurements):
+    """The per-pair shares of measure_pairs results (one per round, pooled): for each pair, the
+    memory floor (Limits.memory_floor, the row's own rule) at the rates its kernels ran right
+    after the module's run, as a percentage of that run. A dict of `median`, `q1`, `q3` (of the
+    pairs) and `best_of_each` (the floor at each kernel's best pass against the best run); None
+    without pairs. The memory's phase is the same within a pair, so the median cannot read it."""
+    shares, best_ms, best_stream = [], float("inf"), {}
+    for m in measurements:
+        for i, module_ms in enumerate(m["module_ms"]):
+            stream = {f"{k}_gbps": v["gbps"][i] for k, v in m["kernels"].items()}
+            floor_ms = limits.memory_floor(read_bytes, write_bytes, stream)[0]
+            shares.append(100.0 * floor_ms / module_ms)
+            best_ms = min(best_ms, module_ms)
+            for key, gbps in stream.items():
+                best_stream[key] = max(best_stream.get(key, 0.0), gbps)
+    if not shares:
+        return None
+    q1, median, q3 = (statistics.quantiles(shares, n=4, method="inclusive") if len(shares) > 1
+                      else shares * 3)
+    return dict(median=median, q1=q1, q3=q3, best_of_each=100.0 * limits.memory_floor(
+        read_bytes, write_bytes, best_stream)[0] / best_ms)
+
+
 def beside(data, floors):
     """The limits `data` with the figures of `floors` (measure_floors) in place of theirs, slower
     or faster: unlike better(), which keeps the best of two measurements, a floor measured beside
@@ -328,11 +376,11 @@ class Limits:
         gbps = stream["triad_gbps"] if stream else self.bandwidth(moved, "triad")
         return moved / (gbps * 1e9) * 1e3
 
-    def bound(self, hlo_file, read_bytes, write_bytes, stream=None):
-        """(bound ms, label, achieved unit, work) for one workload: `work` is bytes for a memory
-        bound and flops for a library bound, so achieved = work / time. `stream`: the stream
-        kernels measured over this very working set beside the workload (measure_stream), which
-        then give the memory floor in place of the sweep."""
+    def memory_floor(self, read_bytes, write_bytes, stream=None):
+        """(ms, pattern, GB/s) of the memory floor of `bound`: the bytes moved at the rate of the
+        stream kernel their mix of reads and writes matches (the read-only sum's where the
+        workload writes an eighth or less of them, else write_mix_bandwidth's), from `stream`
+        where given (it needs only the kernels paired_kernels names), else from the sweep."""
         moved = read_bytes + write_bytes
 
         def bandwidth(pattern):
@@ -343,7 +391,15 @@ class Limits:
             gbps = bandwidth(pattern)
         else:
             pattern, gbps = self.write_mix_bandwidth(write_bytes / moved, bandwidth)
-        memory_ms = moved / (gbps * 1e9) * 1e3
+        return moved / (gbps * 1e9) * 1e3, pattern, gbps
+
+    def bound(self, hlo_file, read_bytes, write_bytes, stream=None):
+        """(bound ms, label, achieved unit, work) for one workload: `work` is bytes for a memory
+        bound and flops for a library bound, so achieved = work / time. `stream`: the stream
+        kernels measured over this very working set beside the workload (measure_stream), which
+        then give the memory floor in place of the sweep."""
+        moved = read_bytes + write_bytes
+        memory_ms, pattern, gbps = self.memory_floor(read_bytes, write_bytes, stream)
         module = self.modules.get(hlo_file)
         # `flops`: each call's whole work, the figure an achieved rate is over whichever of a
         # masked product's timings won; `done`: what oneDNN computed in its time (a masked
@@ -434,13 +490,14 @@ def row_shares(limits, row):
     2 ms beside the others. Every share is the median over the rounds of that round's share (the
     lower middle one where the rounds are even), and the bound printed is that very round's.
 
-    `adjacent` (memory-bound rows whose rounds have `streams_after` too, else None) answers
-    another question: does xlens move bytes as fast as the stream kernels in the same minute? Each
-    round's best run against the stream kernels measured right before and right after it, the
-    faster figure of each kernel (adjacent_stream): never looser than the floor beside the round
-    alone, but not held to the run's best minute either. A shared machine's memory has slow and
-    fast phases (STREAM copy 50-86 GB/s from one run to the next), so `share` partly reads the
-    phase; `adjacent` cannot, and is reported beside it, never in its place."""
+    `pair` (memory-bound rows whose rounds all have `pairs`, measure_pairs results, else None)
+    answers another question: does xlens move bytes as fast as the stream kernels in the same
+    moment? The median over every pair of the rounds of the pair's share (pair_shares: one run of
+    the module, then one pass of each kernel over its bytes, in one process), with `pair_quartiles`
+    and `pair_best_of_each` beside it. A shared machine's memory has slow and fast phases (STREAM
+    copy 50-89 GB/s from one minute to the next), so `share` partly reads the phase; `pair`
+    cannot, and is reported beside it, never in its place. A `pair` over UNRELIABLE_SHARE is the
+    module beating the kernels in their own moment: `pair_unreliable`."""
     hlo, read, write = row["hlo_file"], row["read_bytes"], row["write_bytes"]
     moved = read + write
     rounds = len(row["our_best_rounds"])
@@ -478,34 +535,29 @@ def row_shares(limits, row):
             100.0 * min(limits.triad_ms(read, write, stream) if stream else float("inf"),
                         run_triad) / best_ms
             for stream, best_ms in zip(streams, row["our_best_rounds"]))
-    adjacent = None
-    after = row.get("streams_after") or []
-    if kind == "memory" and len(after) == rounds and all(streams) and all(after):
-        adjacent = statistics.median_low(
-            100.0 * limits.bound(hlo, read, write, adjacent_stream(before, later))[0] / best_ms
-            for before, later, best_ms in zip(streams, after, row["our_best_rounds"]))
+    pairs = row.get("pairs") or []
+    paired = (pair_shares(limits, read, write, pairs)
+              if kind == "memory" and len(pairs) == rounds and all(pairs) else None)
     return dict(share=share, median_share=median_share, bound_ms=bound_ms, label=label,
-                unit=unit, work=work, kind=kind, triad=triad, adjacent=adjacent,
+                unit=unit, work=work, kind=kind, triad=triad,
+                pair=paired["median"] if paired else None,
+                pair_quartiles=(paired["q1"], paired["q3"]) if paired else None,
+                pair_best_of_each=paired["best_of_each"] if paired else None,
+                pair_unreliable=bool(paired) and paired["median"] > UNRELIABLE_SHARE,
                 unreliable=share > UNRELIABLE_SHARE)
-
-
-def adjacent_stream(before, after):
-    """The floor of runs timed between two measure_stream results: each kernel's faster figure,
-    so that a phase change during the runs holds them to the faster side, never the slower."""
-    return {key: max(before[key], after[key]) for key in ("copy_gbps", "triad_gbps", "read_gbps")}
 
 
 def kind_counts(summaries, kind, key="share"):
     """(at 90% or more, rows of the kind, median share, rows left out as unreliable, rows left out
     without a figure) over the summaries (row_shares) of one kind, by `key` ('share',
-    'median_share', 'triad' or 'adjacent'). A row whose own `key` is above UNRELIABLE_SHARE beat
+    'median_share', 'triad' or 'pair'). A row whose own `key` is above UNRELIABLE_SHARE beat
     its floor: it counts neither way, nor in the median, but stays in the rows of the kind, so
     that "N of M" is always out of all of them. A
     row's `triad` is judged by itself: a row that beat its mix-matched bound may still fall short
     of triad's rate, which the work item's criterion names. Its `median_share` is not: it is held
     to the same floor as its best run, so where the best run beat that floor (`unreliable`), the
-    floor is wrong for the median too. A row without a figure for `key` (None: no stream was
-    measured after its rounds, say) stays in the rows of the kind as well and counts as left out
+    floor is wrong for the median too. A row without a figure for `key` (None: no pairs were
+    measured beside its rounds, say) stays in the rows of the kind as well and counts as left out
     without a figure."""
     rows = [s for s in summaries if s["kind"] == kind]
     measured = [s for s in rows if s[key] is not None]

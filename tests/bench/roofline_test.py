@@ -505,11 +505,11 @@ class RowSharesTest(unittest.TestCase):
         self.assertEqual(roofline.kind_counts(rows, "memory", "triad"), (2, 3, 95, 0, 0))
 
     def test_a_row_without_a_figure_counts_in_the_rows_of_its_kind(self):
-        # Two bandwidth-bound rows, one without an adjacent figure (no stream after its rounds):
+        # Two bandwidth-bound rows, one without a pair figure (no pairs beside its rounds):
         # "1 of 2", with the one left out without a figure, never "1 of 1".
-        rows = [dict(kind="memory", adjacent=95.0, unreliable=False),
-                dict(kind="memory", adjacent=None, unreliable=False)]
-        self.assertEqual(roofline.kind_counts(rows, "memory", "adjacent"), (1, 2, 95.0, 0, 1))
+        rows = [dict(kind="memory", pair=95.0, unreliable=False),
+                dict(kind="memory", pair=None, unreliable=False)]
+        self.assertEqual(roofline.kind_counts(rows, "memory", "pair"), (1, 2, 95.0, 0, 1))
 
     def test_memory_rows_per_round_against_the_stricter_stream(self):
         # 10 GB/s in the run; beside the rounds 5, 20 and 5 GB/s: the run measured 20 GB/s over
@@ -532,36 +532,96 @@ class RowSharesTest(unittest.TestCase):
         self.assertAlmostEqual(summary["share"], 70.0, delta=0.1)
         self.assertEqual(roofline.kind_counts([summary], "memory", "triad")[:2], (0, 1))
 
-    def test_adjacent_holds_each_round_to_the_faster_stream_on_either_side(self):
-        # Streams before the rounds 5, 20 and 8 GB/s, after them 10, 10 and 8; best runs at 9.2,
-        # 18.4 and 9.5 GB/s. Each round against the faster of its two: 92%, 92% and 119%, median
-        # 92% (the stream before alone, or after alone, gives 119%; their mean 123%). The strict
-        # share holds every round to the run's 20 GB/s: 46%, 92% and 47.5%.
-        moved = 4 * ELEMENTS + 4 * 64
-        stream = lambda gbps: {"triad_gbps": gbps, "copy_gbps": gbps, "read_gbps": gbps}
-        ms = lambda gbps: moved / (gbps * 1e9) * 1e3
-        row = dict(hlo_file=self.file, read_bytes=4 * ELEMENTS, write_bytes=4 * 64, floors=None,
-                   streams=[stream(5.0), stream(20.0), stream(8.0)],
-                   streams_after=[stream(10.0), stream(10.0), stream(8.0)],
-                   our_best_rounds=[ms(9.2), ms(18.4), ms(9.5)], our_times=[ms(4.0)] * 3)
-        summary = roofline.row_shares(limits(), row)
-        self.assertAlmostEqual(summary["adjacent"], 92.0, delta=0.1)
-        self.assertAlmostEqual(summary["share"], 47.5, delta=0.1)  # never loosened by it
-        at_90, rows, median, left_out, _ = roofline.kind_counts([summary], "memory", "adjacent")
-        self.assertEqual((at_90, rows, left_out), (1, 1, 0))
-        self.assertAlmostEqual(median, 92.0, delta=0.1)
-        # A round over its adjacent floor counts as beaten, by itself.
-        row.update(our_best_rounds=[ms(12.0)] * 3)
-        summary = roofline.row_shares(limits(), row)
-        self.assertAlmostEqual(summary["adjacent"], 120.0, delta=0.1)
-        self.assertEqual(roofline.kind_counts([summary], "memory", "adjacent")[:2], (0, 1))
-        # Without a stream after each round, or for a library-bound row, there is none.
-        row.update(streams_after=[stream(10.0)] * 2)
-        self.assertIsNone(roofline.row_shares(limits(), row)["adjacent"])
-        library = self.library_row([1.0], [1.0])
-        library.update(streams_after=[stream(10.0)])
-        self.assertIsNone(roofline.row_shares(limits(self.file, library_ms=1.0), library)["adjacent"])
+    def pairs(self, module_ms, kernels):
+        """A measure_pairs result: per pair the module's ms and each kernel's GB/s."""
+        return {"module_ms": module_ms,
+                "kernels": {k: {"gbps": gbps} for k, gbps in kernels.items()}}
 
+    def test_pair_holds_each_run_to_the_kernels_right_after_it(self):
+        # A row that reads 2 bytes for each it writes: triad's rate (copy slower). The memory in
+        # two phases, 5 GB/s and 10 GB/s, from pair to pair: the module at 92% of the kernels of
+        # its own pair, one pair at 50% (a neighbour took the bus during the module's run).
+        # Every pair but that one reads 92% (held to the round's best pass, the slow pairs would
+        # read 46%); held to the run's 10 GB/s, the slow round's best reads 46%.
+        read, write = 2 * 4 * ELEMENTS, 4 * ELEMENTS
+        moved = read + write
+        ms = lambda gbps: moved / (gbps * 1e9) * 1e3
+        slow = self.pairs([ms(4.6), ms(9.2), ms(2.5)],
+                          {"copy": [4.0, 8.0, 4.0], "triad": [5.0, 10.0, 5.0]})
+        fast = self.pairs([ms(9.2)] * 3, {"copy": [8.0] * 3, "triad": [10.0] * 3})
+        stream = lambda gbps: {"triad_gbps": gbps, "copy_gbps": gbps / 1.25, "read_gbps": gbps}
+        row = dict(hlo_file=self.file, read_bytes=read, write_bytes=write, floors=None,
+                   streams=[stream(5.0), stream(10.0)], pairs=[slow, fast],
+                   our_best_rounds=[ms(4.6), ms(9.2)], our_times=[ms(4.6), ms(9.2)])
+        summary = roofline.row_shares(limits(), row)
+        self.assertEqual(summary["kind"], "memory")
+        self.assertAlmostEqual(summary["pair"], 92.0, delta=0.1)
+        self.assertAlmostEqual(summary["pair_quartiles"][0], 92.0, delta=0.1)
+        # The best of each: the best run (9.2 GB/s) against triad's best pass (10 GB/s).
+        self.assertAlmostEqual(summary["pair_best_of_each"], 92.0, delta=0.1)
+        self.assertAlmostEqual(summary["share"], 46.0, delta=0.1)  # never loosened by it
+        self.assertFalse(summary["pair_unreliable"])
+        self.assertEqual(roofline.kind_counts([summary], "memory", "pair")[:2], (1, 1))
+        # Each pair under the row's own rule: where copy ran faster than triad, copy's rate (the
+        # second round's pairs 46%; with the first round's 92%, 92% and 50%, a median of 48%).
+        fast["kernels"]["copy"]["gbps"] = [20.0] * 3
+        summary = roofline.row_shares(limits(), row)
+        self.assertAlmostEqual(summary["pair"], 48.0, delta=0.1)
+        self.assertAlmostEqual(summary["pair_best_of_each"], 46.0, delta=0.1)
+        # A module over the kernels of its own pairs beat them: left out of the count.
+        row.update(pairs=[self.pairs([ms(6.0)] * 3, {"copy": [4.0] * 3, "triad": [5.0] * 3})] * 2)
+        summary = roofline.row_shares(limits(), row)
+        self.assertAlmostEqual(summary["pair"], 120.0, delta=0.1)
+        self.assertTrue(summary["pair_unreliable"])
+        self.assertEqual(roofline.kind_counts([summary], "memory", "pair")[:4], (0, 1, None, 1))
+        # Without pairs beside every round, or for a library-bound row, there is none.
+        row.update(pairs=[slow])
+        self.assertIsNone(roofline.row_shares(limits(), row)["pair"])
+        library = self.library_row([1.0], [1.0])
+        library.update(pairs=[slow])
+        self.assertIsNone(roofline.row_shares(limits(self.file, library_ms=1.0), library)["pair"])
+
+    def test_pair_of_a_reduction_reads_the_read_only_sum(self):
+        self.assertEqual(roofline.paired_kernels(4 * ELEMENTS, 4 * 64), ["read"])
+        self.assertEqual(roofline.paired_kernels(8, 4), ["copy", "triad"])
+        moved = 4 * ELEMENTS + 4 * 64
+        ms = moved / 8e9 * 1e3  # 8 GB/s
+        row = dict(hlo_file=self.file, read_bytes=4 * ELEMENTS, write_bytes=4 * 64, floors=None,
+                   streams=None, pairs=[self.pairs([ms], {"read": [10.0]})],
+                   our_best_rounds=[ms], our_times=[ms])
+        self.assertAlmostEqual(roofline.row_shares(limits(), row)["pair"], 80.0, delta=0.1)
+
+
+@unittest.skipUnless(os.environ.get("XLENS_MACHINE_LIMITS"),
+                     "machine_limits not given (XLENS_MACHINE_LIMITS)")
+class PairedRunTest(unittest.TestCase):
+    """machine_limits --paired on a small reduction: the module compiled and run, each pair
+    timed."""
+
+    def test_pairs_of_the_module_and_the_kernels(self):
+        with tempfile.TemporaryDirectory() as directory:
+            path = os.path.join(directory, "m.hlo")
+            with open(path, "w") as f:
+                f.write(JAX_MODULE)
+            proc = subprocess.run([os.environ["XLENS_MACHINE_LIMITS"], f"--paired={path}",
+                                   "--kernels=read,copy", "--pairs=3"],
+                                  capture_output=True, text=True, check=True)
+        result = json.loads(proc.stdout)
+        # Counted from the module: f32[64,32] read, f32[64] written.
+        self.assertEqual(result["bytes"], 4 * ELEMENTS + 4 * 64)
+        self.assertEqual(len(result["module_ms"]), 3)
+        self.assertEqual(sorted(result["kernels"]), ["copy", "read"])
+        for kernel in result["kernels"].values():
+            self.assertEqual(len(kernel["gbps"]), 3)
+            self.assertGreater(min(kernel["gbps"]), 0)
+            ratio = kernel["ratio"]
+            self.assertLessEqual(ratio["q1"], ratio["median"])
+            self.assertLessEqual(ratio["median"], ratio["q3"])
+        # A module that is no file fails, naming it.
+        proc = subprocess.run([os.environ["XLENS_MACHINE_LIMITS"], "--paired=/nonexistent.hlo"],
+                              capture_output=True, text=True)
+        self.assertNotEqual(proc.returncode, 0)
+        self.assertIn("/nonexistent.hlo", proc.stderr)
 
 
 class FloorSamplingTest(unittest.TestCase):

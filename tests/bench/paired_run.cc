@@ -1,0 +1,128 @@
+#include "tests/bench/paired_run.h"
+
+#include <algorithm>
+#include <chrono>
+#include <cstdint>
+#include <memory>
+#include <random>
+
+#include <fmt/format.h>
+
+#include "compiler/hlo/npy.h"
+#include "compiler/hlo/parser.h"
+#include "compiler/hlo/random_literal.h"
+#include "compiler/runtime/cpu_compiler.h"
+#include "compiler/runtime/executable.h"
+#include "compiler/support/file_io.h"
+
+namespace xlens::bench {
+namespace {
+
+using Json = nlohmann::json;
+
+int64_t LiteralBytes(const Literal& literal) {
+  if (!literal.shape().IsTuple()) return static_cast<int64_t>(literal.size_bytes());
+  int64_t bytes = 0;
+  for (const Literal& element : literal.tuple_elements()) bytes += LiteralBytes(element);
+  return bytes;
+}
+
+// The value at `q` (0 to 1) of sorted `v`, interpolated between its neighbours.
+double Quantile(const std::vector<double>& sorted, double q) {
+  const double at = q * static_cast<double>(sorted.size() - 1);
+  const size_t below = static_cast<size_t>(at);
+  if (below + 1 >= sorted.size()) return sorted.back();
+  return sorted[below] + (at - static_cast<double>(below)) * (sorted[below + 1] - sorted[below]);
+}
+
+// The arguments as `xlens run` makes them: DIR/argI.npy, or random with its default seed (42).
+StatusOr<std::vector<Literal>> Arguments(const HloComputation& entry, const std::string& dir) {
+  std::vector<Literal> arguments;
+  std::mt19937_64 rng(42);
+  for (int64_t i = 0; i < entry.num_parameters(); ++i) {
+    const Shape& shape = entry.parameter_instruction(i)->shape();
+    if (dir.empty()) {
+      ASSIGN_OR_RETURN(Literal literal, MakeRandomLiteral(shape, rng));
+      arguments.push_back(std::move(literal));
+    } else {
+      ASSIGN_OR_RETURN(Literal literal, ReadNpy(fmt::format("{}/arg{}.npy", dir, i)));
+      arguments.push_back(std::move(literal));
+    }
+  }
+  return arguments;
+}
+
+}  // namespace
+
+StatusOr<Json> RunPaired(const PairedOptions& options) {
+  ASSIGN_OR_RETURN(std::string text, ReadFile(options.hlo_file));
+  ASSIGN_OR_RETURN(std::unique_ptr<HloModule> module,
+                   ParseHloModule(text, ParseOptions{.verify = true, .filename = options.hlo_file}));
+  ASSIGN_OR_RETURN(std::vector<Literal> arguments, Arguments(*module->entry_computation(), options.inputs_dir));
+  ASSIGN_OR_RETURN(std::unique_ptr<runtime::Executable> executable,
+                   runtime::CompileForCpu(std::move(module), runtime::CompileOptions()));
+  RETURN_IF_ERROR(executable->SetArguments(arguments));
+  RETURN_IF_ERROR(executable->Run());  // first touch of the arena, as xlens run's untimed run
+  int64_t bytes = options.bytes;
+  if (bytes <= 0) {
+    ASSIGN_OR_RETURN(Literal results, executable->Results());
+    bytes = LiteralBytes(results);
+    for (const Literal& argument : arguments) bytes += LiteralBytes(argument);
+  }
+  auto ms_since = [](std::chrono::steady_clock::time_point start) {
+    return std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count();
+  };
+  // Each kernel's arrays, first touched, and the faster store variant by the best of three
+  // untimed-for-the-result passes of each (beyond the last-level cache non-temporal stores win).
+  std::vector<std::unique_ptr<profiler::StreamArrays>> arrays;
+  std::vector<bool> streaming;
+  for (profiler::StreamKernel kernel : options.kernels) {
+    arrays.push_back(std::make_unique<profiler::StreamArrays>(kernel, bytes, options.threads));
+    int64_t best[2] = {INT64_MAX, INT64_MAX};
+    for (int variant = 0; variant < (arrays.back()->has_streaming_variant() ? 2 : 1); ++variant) {
+      for (int i = 0; i < 4; ++i) best[variant] = std::min(best[variant], arrays.back()->TimeNs(1, variant == 1));
+    }
+    streaming.push_back(best[1] < best[0]);
+  }
+  // A working set the last-level cache holds is timed there, as `xlens run`'s repeated runs and
+  // the sweep's repeated passes find it: each timed run or pass follows an untimed one of its own,
+  // or the module and the kernel evict each other's bytes and both are timed from memory (column
+  // reduce's 16 MiB: 0.37-0.6 ms paired cold, 0.12 ms in xlens run; the sum at 30-48 GB/s, not 170).
+  const bool in_cache = bytes <= profiler::LastLevelCacheBytes();
+  std::vector<double> module_ms;
+  std::vector<std::vector<double>> kernel_ms(options.kernels.size());
+  for (int pair = 0; pair < options.pairs; ++pair) {
+    if (in_cache) RETURN_IF_ERROR(executable->Run());
+    const auto start = std::chrono::steady_clock::now();
+    RETURN_IF_ERROR(executable->Run());
+    module_ms.push_back(ms_since(start));
+    for (size_t k = 0; k < arrays.size(); ++k) {
+      if (in_cache) arrays[k]->TimeNs(1, streaming[k]);
+      kernel_ms[k].push_back(arrays[k]->TimeNs(1, streaming[k]) / 1e6);
+    }
+  }
+  Json kernels = Json::object();
+  for (size_t k = 0; k < arrays.size(); ++k) {
+    // The kernel's time over the module's bytes (its arrays round the working set down to whole
+    // vector steps per thread), against the module's run of the same pair.
+    const double scale = static_cast<double>(bytes) / static_cast<double>(arrays[k]->moved_bytes());
+    std::vector<double> gbps, ratios;
+    for (int pair = 0; pair < options.pairs; ++pair) {
+      gbps.push_back(static_cast<double>(arrays[k]->moved_bytes()) / (kernel_ms[k][pair] * 1e6));
+      ratios.push_back(kernel_ms[k][pair] * scale / module_ms[pair]);
+    }
+    std::sort(ratios.begin(), ratios.end());
+    const double best_kernel = *std::min_element(kernel_ms[k].begin(), kernel_ms[k].end()) * scale;
+    const double best_module = *std::min_element(module_ms.begin(), module_ms.end());
+    kernels[profiler::StreamKernelName(options.kernels[k])] = {
+        {"gbps", gbps},
+        {"streaming_stores", static_cast<bool>(streaming[k])},
+        {"ratio",
+         {{"median", Quantile(ratios, 0.5)}, {"q1", Quantile(ratios, 0.25)}, {"q3", Quantile(ratios, 0.75)},
+          {"best_of_each", best_kernel / best_module}}}};
+  }
+  return Json{{"file", options.hlo_file}, {"bytes", bytes}, {"in_cache", in_cache}, {"pairs", options.pairs},
+              {"threads", options.threads}, {"module_ms", module_ms}, {"kernels", kernels}};
+}
+
+}  // namespace xlens::bench

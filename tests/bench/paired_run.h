@@ -1,0 +1,44 @@
+// machine_limits --paired: a compiled module's runs alternated, pair by pair, with single passes of
+// the stream kernels over the same bytes, in one process. A shared machine's memory runs in slow
+// and fast phases (STREAM copy 50-89 GB/s from one minute to the next); a floor measured in
+// another process, even seconds away, can meet another phase than the runs it judges (chain8 and
+// triad moved the same bytes in the same time, 51.6 GB/s each, yet read 58% and 95% of the floors
+// measured right around their rounds). A run and the pass right after it meet the same phase, so
+// the distribution of per-pair ratios answers whether the module moves bytes as fast as the
+// kernel does, whatever the weather.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "compiler/support/status.h"
+#include "profiler/machine_limits.h"
+
+namespace xlens::bench {
+
+struct PairedOptions {
+  std::string hlo_file;
+  // arg0.npy, arg1.npy, ... as `xlens run --inputs DIR` reads them; empty: random values with
+  // xlens run's default seed, as `xlens run` makes them without --inputs.
+  std::string inputs_dir;
+  // The kernels the row's rule needs (roofline.py: read for a reduction, copy and triad for the
+  // rest), each one pass per pair, in this order after the module's run.
+  std::vector<profiler::StreamKernel> kernels;
+  // The working set the kernels walk: the module's bytes (arguments and results); 0 counts them.
+  int64_t bytes = 0;
+  int pairs = 30;
+  int threads = 1;
+};
+
+// Compiles the module as `xlens run` does (runtime::CompileForCpu, the default options), runs it
+// once untimed, then `pairs` times: one timed run of the module, then one timed pass of each
+// kernel. JSON: "bytes", "pairs", "module_ms" (per pair), and per kernel "gbps" (per pair, as
+// STREAM counts its bytes), "streaming_stores" (the store variant used, the faster of both in
+// untimed passes before the pairs) and "ratio" (the module's time against the kernel's over the
+// same bytes, per pair: "median", "q1", "q3", and "best_of_each", the best pass against the best run).
+StatusOr<nlohmann::json> RunPaired(const PairedOptions& options);
+
+}  // namespace xlens::bench
