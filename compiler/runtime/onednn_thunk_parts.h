@@ -44,13 +44,19 @@ inline const dnnl::engine& CpuEngine() {
 // Each thread of the runtime's pool runs its part of a call on its own stream, and oneDNN stays
 // on that thread: Debian builds oneDNN with OpenMP, whose own team would compete with the pool
 // for the same cores (its spinning waits cost a scheduler tick per call on a busy machine).
+// Every call is made through this stream, and the thread is held to one OpenMP thread at each
+// call, not only where its stream is made: some of oneDNN's calls open a team of the calling
+// thread's count at the call, not of the one their primitive was made with, and a
+// SingleThreadedCreation on a thread whose stream was made within it (a convolution's weights
+// compared with oneDNN's layout at build, SameLayout) put back the count it had found. The
+// compiling thread then made its calls with a second OpenMP thread, which spun on after them
+// for 2-9 ms of CPU each time (a product and a convolution run three times, 30 ms idle after
+// each: 7.5-17 ms of CPU in the 90 ms, against 0.1).
 inline dnnl::stream& ThreadStream() {
-  thread_local dnnl::stream stream = [] {
 #if DNNL_CPU_RUNTIME == DNNL_RUNTIME_OMP
-    omp_set_num_threads(1);
+  if (omp_get_max_threads() != 1) omp_set_num_threads(1);
 #endif
-    return dnnl::stream(CpuEngine());
-  }();
+  thread_local dnnl::stream stream(CpuEngine());
   return stream;
 }
 

@@ -6,9 +6,13 @@
 // without it and still agree.
 #include "compiler/runtime/onednn_thunks.h"
 
+#include <sys/resource.h>
+
 #include <algorithm>
+#include <chrono>
 #include <fstream>
 #include <sstream>
+#include <thread>
 
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
@@ -615,6 +619,50 @@ TEST_F(OneDnnThunkTest, LongContractionsSplitInKAddTheirPartialProducts) {
   // Sums of 2049 products, in another order than the evaluator's (in columns too).
   testing::ExpectMatchesEvaluator(plain, {}, {1e-4, 1e-4});
   testing::ExpectMatchesEvaluator(scaled, {}, {1e-4, 1e-4});
+}
+
+// The process's CPU time, user and system, in milliseconds.
+double ProcessCpuMs() {
+  rusage usage;
+  getrusage(RUSAGE_SELF, &usage);
+  return (usage.ru_utime.tv_sec + usage.ru_stime.tv_sec) * 1e3 +
+         (usage.ru_utime.tv_usec + usage.ru_stime.tv_usec) * 1e-3;
+}
+
+TEST_F(OneDnnThunkTest, AnIdleProcessSpendsNoCpuAfterItsProducts) {
+  // oneDNN runs on OpenMP here, whose idle threads spin for milliseconds after each parallel
+  // region (libgomp's default; with OMP_WAIT_POLICY=active until the process ends). Every call
+  // keeps to its own thread (ThreadStream), the pool's workers sleep within 200 us of their last
+  // loop, and a process that waits between calls spends nothing. The convolution's weights are
+  // compared with oneDNN's layout at build on this thread, which made its stream there with the
+  // thread's OpenMP count put back to two after the build: the calls then opened a team of two
+  // OpenMP threads on it, the second of which spun on for 2-9 ms of CPU after each run.
+  const std::string module = R"(HloModule m
+ENTRY e {
+  a = f32[64,256] parameter(0)
+  b = f32[256,1024] parameter(1)
+  x = f32[2,8,8,16] parameter(2)
+  k = f32[3,3,16,16] parameter(3)
+  d = f32[64,1024] dot(a, b), lhs_contracting_dims={1}, rhs_contracting_dims={0}
+  c = f32[2,8,8,16] convolution(x, k), window={size=3x3 pad=1_1x1_1}, dim_labels=b01f_01io->b01f
+  ROOT t = (f32[64,1024], f32[2,8,8,16]) tuple(d, c)
+})";
+  auto parsed = ParseHloModule(module);
+  ASSERT_TRUE(parsed.ok()) << parsed.status().message();
+  auto exe = CompileForCpu(std::move(*parsed), {});
+  ASSERT_TRUE(exe.ok()) << exe.status().message();
+  EXPECT_THAT((*exe)->ThunkSequenceText(), HasSubstr("oneDNN matmul"));
+  EXPECT_THAT((*exe)->ThunkSequenceText(), HasSubstr("oneDNN convolution"));
+  const std::vector<Literal> arguments = testing::RandomArguments(module, 1);
+  // Three runs, each followed by 30 ms idle, of which the pool's workers spin at most 0.2 ms each.
+  double idle_ms = 0;
+  for (int i = 0; i < 3; ++i) {
+    ASSERT_TRUE((*exe)->Execute(arguments).ok());
+    const double before = ProcessCpuMs();
+    std::this_thread::sleep_for(std::chrono::milliseconds(30));
+    idle_ms += ProcessCpuMs() - before;
+  }
+  EXPECT_LT(idle_ms, 1.5);
 }
 
 TEST_F(OneDnnThunkTest, TransposedOperandsRunOnThePlainProductsKernel) {
