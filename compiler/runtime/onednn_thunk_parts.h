@@ -9,6 +9,7 @@
 #include <functional>
 #include <map>
 #include <mutex>
+#include <optional>
 #include <string>
 #include <unordered_map>
 #include <vector>
@@ -24,6 +25,7 @@
 #include "compiler/runtime/onednn_thunks.h"
 #include "compiler/runtime/small_product.h"
 #include "compiler/support/thread_pool.h"
+#include "profiler/host_tracer.h"
 
 namespace xlens::runtime {
 namespace onednn_detail {
@@ -109,6 +111,10 @@ inline void BindArgument(std::unordered_map<int, dnnl::memory>& args, int arg, c
   args[arg] = dnnl::memory(md, CpuEngine(), data);
 }
 
+// The trace category of a part's span (ExecutePartsOnPool): not a kernel of its own
+// (profiler::IsKernelCategory), as its call's span counts the time.
+inline constexpr const char* kPartCategory = "library_part";
+
 // Runs the parts [0, tasks) of one call over the pool (inline without one, or for one part). For
 // each part, `bind(t, args, stream)` fills the part's arguments and returns the part (its
 // primitive and scratchpad size); the part then runs on its thread's stream with that thread's
@@ -123,6 +129,14 @@ Status ExecutePartsOnPool(ThreadPool* pool, int64_t tasks, const std::string& na
   std::mutex failure_mu;
   auto run = [&](int64_t begin, int64_t end) {
     for (int64_t t = first + begin; t < first + end; ++t) {
+      // Traced, each part is a span on the thread that ran it (its number in "part"): a call's
+      // timeline then shows where its time went, as a worker's part that started late or the
+      // caller running a late worker's parts after its own.
+      std::optional<profiler::TraceSpan> span;
+      if (profiler::TracingEnabled()) {
+        span.emplace(fmt::format("{} part {}", name, t), kPartCategory);
+        span->AddArg("part", t);
+      }
       try {
         std::unordered_map<int, dnnl::memory>& args = KeptArguments(&name, t);
         dnnl::stream& stream = ThreadStream();

@@ -11,6 +11,7 @@
 #include <algorithm>
 #include <chrono>
 #include <fstream>
+#include <map>
 #include <sstream>
 #include <thread>
 
@@ -22,6 +23,7 @@
 #include "compiler/runtime/cpu_compiler.h"
 #include "compiler/runtime/narrow_product.h"
 #include "compiler/support/thread_pool.h"
+#include "profiler/host_tracer.h"
 #include "test_util.h"
 
 namespace xlens::runtime {
@@ -595,6 +597,39 @@ ENTRY e {
       EXPECT_THAT(KernelOf(product(512)), HasSubstr("brg"));
     }
   }
+}
+
+TEST_F(OneDnnThunkTest, TracedCallsShowEachPartOnTheThreadThatRanIt) {
+  // A product in parts, traced: one span per part and call ("<call> part <i>", its number in
+  // "part"), beside the call's own span and not a kernel of its own.
+  const std::string text = R"(HloModule m
+ENTRY e {
+  a = f32[40,512] parameter(0)
+  b = f32[512,72] parameter(1)
+  ROOT d = f32[40,72] dot(a, b), lhs_contracting_dims={1}, rhs_contracting_dims={0}
+})";
+  auto module = ParseHloModule(text);
+  ASSERT_TRUE(module.ok());
+  auto exe = CompileForCpu(std::move(*module), {});
+  ASSERT_TRUE(exe.ok()) << exe.status().message();
+  const OneDnnThunk* call = LastOneDnnCall(**exe);
+  ASSERT_NE(call, nullptr);
+  const std::vector<Literal> arguments = testing::RandomArguments(text, 1);
+  ASSERT_TRUE(profiler::TracerSession::Start());
+  for (int run = 0; run < 2; ++run) ASSERT_TRUE((*exe)->Execute(arguments).ok());
+  const profiler::Trace trace = profiler::TracerSession::Stop();
+  std::map<int64_t, int> runs_of_part;
+  for (const profiler::TraceEvent& event : trace.events) {
+    if (event.category != "library_part") continue;
+    EXPECT_FALSE(profiler::IsKernelCategory(event.category));
+    const profiler::TraceArg* part = profiler::FindArg(event, "part");
+    ASSERT_NE(part, nullptr);
+    const int64_t t = std::get<int64_t>(part->value);
+    EXPECT_EQ(event.name, call->hlo_name() + " part " + std::to_string(t));
+    ++runs_of_part[t];
+  }
+  ASSERT_EQ(static_cast<int64_t>(runs_of_part.size()), call->Parts());
+  for (const auto& [t, runs] : runs_of_part) EXPECT_EQ(runs, 2) << "part " << t;
 }
 
 TEST_F(OneDnnThunkTest, LongContractionsSplitInKAddTheirPartialProducts) {
