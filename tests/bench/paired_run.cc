@@ -74,8 +74,13 @@ StatusOr<Json> RunPaired(const PairedOptions& options) {
   };
   // Each kernel's arrays, first touched, and the faster store variant by the best of three
   // untimed-for-the-result passes of each (beyond the last-level cache non-temporal stores win).
+  // A pair times as many passes of a kernel as take about 1 ms at its best, each pass the mean:
+  // the team of threads a timing starts and meets at a barrier costs tens of microseconds on a
+  // busy VM, which one pass of row_reduce's 16 MiB in the cache (0.1 ms) would carry (the sum's
+  // median single pass 28 GB/s beside other work, its best 122).
   std::vector<std::unique_ptr<profiler::StreamArrays>> arrays;
   std::vector<bool> streaming;
+  std::vector<int64_t> passes;
   for (profiler::StreamKernel kernel : options.kernels) {
     arrays.push_back(std::make_unique<profiler::StreamArrays>(kernel, bytes, options.threads));
     int64_t best[2] = {INT64_MAX, INT64_MAX};
@@ -83,22 +88,26 @@ StatusOr<Json> RunPaired(const PairedOptions& options) {
       for (int i = 0; i < 4; ++i) best[variant] = std::min(best[variant], arrays.back()->TimeNs(1, variant == 1));
     }
     streaming.push_back(best[1] < best[0]);
+    passes.push_back(std::max<int64_t>(1, 1'000'000 / std::max<int64_t>(1, std::min(best[0], best[1]))));
   }
-  // A working set the last-level cache holds is timed there, as `xlens run`'s repeated runs and
-  // the sweep's repeated passes find it: each timed run or pass follows an untimed one of its own,
-  // or the module and the kernel evict each other's bytes and both are timed from memory (column
-  // reduce's 16 MiB: 0.37-0.6 ms paired cold, 0.12 ms in xlens run; the sum at 30-48 GB/s, not 170).
+  // A working set the last-level cache holds is timed there, as `xlens run`'s back-to-back runs
+  // and the sweep's repeated passes find it: each timed pass follows an untimed one of its own,
+  // each timed run three, or the module and the kernel evict each other's bytes and both are timed
+  // from memory (column reduce's 16 MiB: 0.37-0.6 ms paired cold, 0.12 ms in xlens run), and the
+  // pool's workers, asleep after the kernel's passes, have not yet found the pace of runs that
+  // follow each other (one untimed run against three, alternating, 60 pairs each: column reduce's
+  // medians 0.29-0.62 against 0.17-0.39 ms, bests 0.185-0.248 against 0.137-0.152).
   const bool in_cache = bytes <= profiler::LastLevelCacheBytes();
   std::vector<double> module_ms;
   std::vector<std::vector<double>> kernel_ms(options.kernels.size());
   for (int pair = 0; pair < options.pairs; ++pair) {
-    if (in_cache) RETURN_IF_ERROR(executable->Run());
+    for (int warm = 0; in_cache && warm < 3; ++warm) RETURN_IF_ERROR(executable->Run());
     const auto start = std::chrono::steady_clock::now();
     RETURN_IF_ERROR(executable->Run());
     module_ms.push_back(ms_since(start));
     for (size_t k = 0; k < arrays.size(); ++k) {
       if (in_cache) arrays[k]->TimeNs(1, streaming[k]);
-      kernel_ms[k].push_back(arrays[k]->TimeNs(1, streaming[k]) / 1e6);
+      kernel_ms[k].push_back(arrays[k]->TimeNs(passes[k], streaming[k]) / 1e6 / static_cast<double>(passes[k]));
     }
   }
   Json kernels = Json::object();
@@ -117,6 +126,7 @@ StatusOr<Json> RunPaired(const PairedOptions& options) {
     kernels[profiler::StreamKernelName(options.kernels[k])] = {
         {"gbps", gbps},
         {"streaming_stores", static_cast<bool>(streaming[k])},
+        {"passes_per_pair", passes[k]},
         {"ratio",
          {{"median", Quantile(ratios, 0.5)}, {"q1", Quantile(ratios, 0.25)}, {"q3", Quantile(ratios, 0.75)},
           {"best_of_each", best_kernel / best_module}}}};

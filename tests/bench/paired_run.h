@@ -34,10 +34,11 @@ struct PairedOptions {
 };
 
 // Compiles the module as `xlens run` does (runtime::CompileForCpu, the default options), runs it
-// once untimed, then `pairs` times: one timed run of the module, then one timed pass of each
-// kernel. JSON: "bytes", "pairs", "module_ms" (per pair), and per kernel "gbps" (per pair, as
-// STREAM counts its bytes), "streaming_stores" (the store variant used, the faster of both in
-// untimed passes before the pairs) and "ratio" (the module's time against the kernel's over the
+// once untimed, then `pairs` times: one timed run of the module, then each kernel timed over
+// about 1 ms of passes ("passes_per_pair", 1 for a pass that long). JSON: "bytes", "in_cache",
+// "pairs", "module_ms" (per pair), and per kernel "gbps" (per pair, as STREAM counts its bytes),
+// "streaming_stores" (the store variant used, the faster of both in untimed passes before the
+// pairs), "passes_per_pair" and "ratio" (the module's time against the kernel's over the
 // same bytes, per pair: "median", "q1", "q3", and "best_of_each", the best pass against the best run).
 StatusOr<nlohmann::json> RunPaired(const PairedOptions& options);
 
