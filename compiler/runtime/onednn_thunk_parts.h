@@ -54,6 +54,18 @@ inline const dnnl::engine& CpuEngine() {
 // compiling thread then made its calls with a second OpenMP thread, which spun on after them
 // for 2-9 ms of CPU each time (a product and a convolution run three times, 30 ms idle after
 // each: 7.5-17 ms of CPU in the 90 ms, against 0.1).
+// Nor does a large call run whole on OpenMP's team where its threads sleep when idle
+// (OMP_WAIT_POLICY=passive: 0.02-0.03 ms of CPU in the 100 ms after a call, against 7 ms under
+// libgomp's default): OpenMP splits a call evenly and statically, so a team thread woken late on
+// a busy core holds back the whole call, where the pool's caller runs a late worker's parts
+// itself. Measured beside other work (load 4-7 on the two cores), the whole call on a team of two
+// against the parts on the pool, alternating call by call, 200-500 pairs a run: the GELU MLP's
+// 256x512x2048 best 2.68-2.76 against 2.74-2.80 ms, but its 10th percentile 7.9-9.3 against
+// 5.3-6.2 and the pool's call the faster in 58-61% of pairs; its 256x2048x512 in k 2.65-3.32
+// against 2.63-2.65 (pool faster in 58-59%); a 3x3 convolution of 8x32x32x64 2.67-2.77 against
+// 2.66-2.72 (pool faster in 50-70%). In the modules (xlens run, alternating processes): the GELU
+// MLP's best 6.7-11.3 against 5.1-13.2 ms (lower on the pool in 10 of 11 pairs), the MLP step's
+// 0.58-0.99 against 0.51-0.54 (4 of 4); their medians and CPU times the same within the noise.
 inline dnnl::stream& ThreadStream() {
 #if DNNL_CPU_RUNTIME == DNNL_RUNTIME_OMP
   if (omp_get_max_threads() != 1) omp_set_num_threads(1);
