@@ -112,6 +112,8 @@ def main():
     if len(names) != len(floor_best):
         print(f"note: {len(names)} library calls against {len(floor_best)} floors; matched in order")
     kernels = sum(kernel_best.values())
+    if floor_sum == 0:
+        sys.exit("no call has a floor (oneDNN refused every one, or the module has none)")
     print(f"calls' bests {sum(call_best.values()):.1f} us against floors {floor_sum:.1f} us; kernels' bests "
           f"{kernels:.1f} us ({len(kernel_best)} kernels, {kernels / floor_sum * 100:.0f}% of the floors)")
     run_us, thunks = best_run
