@@ -2,7 +2,10 @@
 // one task per row, and that what it computes matches the reference evaluator for row fusions of
 // every form it accepts (several reductions in sequence, per-row and per-element outputs, several
 // kept and several reduced dimensions, non-default layouts, variadic reducers, a whole-array
-// reduction).
+// reduction); and that a kInput fusion whose output lies over an operand dying at it (the CPU's
+// in-place row fusions) reduces that operand before it overwrites it, on every kernel it can get.
+#include <fmt/format.h>
+
 #include <gtest/gtest.h>
 
 #include "codegen_test_util.h"
@@ -134,6 +137,112 @@ TEST(CpuRowEmitterTest, AReductionOverTheMajorDimensionKeepsThePhasedForm) {
   KernelSpec spec = SpecOfRoot(text);
   EXPECT_EQ(spec.phases.size(), 2u);
   testing::ExpectMatchesEvaluator(text, {}, {1e-5, 1e-5});
+}
+
+// A module whose kInput fusion `body` reads `q`, a product of integer-valued arrays (exact in
+// f32, and a call no fusion absorbs) that dies at it: q is f32[m,n], or f32[b,m,n] for b > 0.
+// `body` may use z (0) and lo (-inf).
+std::string OverAProduct(int64_t b, int64_t m, int64_t k, int64_t n, const std::string& body) {
+  const std::string batch = b > 0 ? fmt::format("{},", b) : "";
+  const std::string lhs = fmt::format("f32[{}{},{}]", batch, m, k);
+  const std::string rhs = fmt::format("f32[{}{},{}]", batch, k, n);
+  const std::string dims = b > 0 ? "lhs_batch_dims={0}, rhs_batch_dims={0}, lhs_contracting_dims={2}, "
+                                   "rhs_contracting_dims={1}"
+                                 : "lhs_contracting_dims={1}, rhs_contracting_dims={0}";
+  const std::string out = fmt::format("f32[{}{},{}]", batch, m, n);
+  return fmt::format(R"(HloModule m
+{}fused {{
+  q = {} parameter(0)
+  z = f32[] constant(0)
+  lo = f32[] constant(-inf)
+{}}}
+ENTRY e {{
+  a = {} parameter(0)
+  w = {} parameter(1)
+  four = f32[] constant(4)
+  fa = {} broadcast(four), dimensions={{}}
+  fw = {} broadcast(four), dimensions={{}}
+  a4 = {} multiply(a, fa)
+  w4 = {} multiply(w, fw)
+  ai = {} round-nearest-even(a4)
+  wi = {} round-nearest-even(w4)
+  q = {} dot(ai, wi), {}
+  ROOT f = {} fusion(q), kind=kInput, calls=fused
+}}
+)",
+                     kReducers, out, body, lhs, rhs, lhs, rhs, lhs, rhs, lhs, rhs, out, dims, out);
+}
+
+// Compiles `text` for the CPU; its result must equal the evaluator's exactly, and its kInput
+// fusion must write over its operand (else the case checks nothing).
+void ExpectExactInPlace(const std::string& text) {
+  SCOPED_TRACE(text);
+  auto module = ParseHloModule(text);
+  ASSERT_TRUE(module.ok()) << module.status().message();
+  const std::vector<Literal> arguments = testing::RandomArguments(text);
+  auto expected = EvaluateModule(**module, arguments);
+  ASSERT_TRUE(expected.ok()) << expected.status().message();
+  auto executable = runtime::CompileForCpu(std::move(*module), {});
+  ASSERT_TRUE(executable.ok()) << executable.status().message();
+  const BufferAssignment& buffers = (*executable)->buffer_assignment();
+  int in_place = 0;
+  for (const HloInstruction* instr : (*executable)->module().entry_computation()->instructions()) {
+    if (instr->opcode() != HloOpcode::kFusion || instr->fusion_kind != FusionKind::kInput) continue;
+    auto out = buffers.GetSlice(*instr);
+    for (const HloInstruction* operand : instr->operands()) {
+      auto in = buffers.GetSlice(*operand);
+      in_place += out.ok() && in.ok() && out->allocation == in->allocation && out->offset == in->offset;
+    }
+  }
+  EXPECT_EQ(in_place, 1) << (*executable)->module().ToString();
+  auto actual = (*executable)->Execute(arguments);
+  ASSERT_TRUE(actual.ok()) << actual.status().message();
+  Status match = ExpectLiteralNear(*expected, *actual, {0, 0});
+  EXPECT_TRUE(match.ok()) << match.message();
+}
+
+TEST(CpuRowEmitterTest, AFusionOverItsOperandReducesItBeforeWritingIt) {
+  // Every kernel a kInput fusion gets on the CPU, over a product that dies at it: the row kernel
+  // (rows, softmax's shape), which reduces a row before it writes it, and the column sweep and
+  // the phased form (columns, middle and several dimensions), which materialize the reductions
+  // before the output phase. The outputs are exact, so a kernel that wrote an element before a
+  // reduction over it read it would show (a row kernel that writes a row's first element before
+  // reducing the row fails the four row cases; a phased form that recomputes the reductions per
+  // output instead of materializing them fails the other five).
+  // x - sum(x) and (x - sum(x)) * sum(x - sum(x)) over the rows (dimension 1) or the columns (0).
+  auto centred = [](const std::string& shape, const std::string& reduced, const std::string& dims,
+                    const std::string& kept, bool chained) {
+    std::string text = fmt::format(R"(  s = {1} reduce(q, z), dimensions={{{2}}}, to_apply=add
+  sb = {0} broadcast(s), dimensions={{{3}}}
+  c = {0} subtract(q, sb)
+)",
+                                   shape, reduced, dims, kept);
+    if (!chained) return text + fmt::format("  ROOT o = {} negate(c)\n", shape);
+    return text + fmt::format(R"(  s2 = {1} reduce(c, z), dimensions={{{2}}}, to_apply=add
+  sb2 = {0} broadcast(s2), dimensions={{{3}}}
+  ROOT o = {0} multiply(c, sb2)
+)",
+                              shape, reduced, dims, kept);
+  };
+  // Rows: odd sizes, chained; rows shorter than a vector; one long row per task.
+  ExpectExactInPlace(OverAProduct(0, 37, 24, 129, centred("f32[37,129]", "f32[37]", "1", "0", true)));
+  ExpectExactInPlace(OverAProduct(0, 100, 8, 3, centred("f32[100,3]", "f32[100]", "1", "0", true)));
+  ExpectExactInPlace(OverAProduct(0, 3, 8, 40000, centred("f32[3,40000]", "f32[3]", "1", "0", false)));
+  // Columns (the column sweep, or the phased form): chained, and odd sizes.
+  ExpectExactInPlace(OverAProduct(0, 512, 64, 96, centred("f32[512,96]", "f32[96]", "0", "1", true)));
+  ExpectExactInPlace(OverAProduct(0, 301, 8, 77, centred("f32[301,77]", "f32[77]", "0", "1", false)));
+  // The middle dimension, and several dimensions (the outer two, the outer and the inner).
+  ExpectExactInPlace(OverAProduct(6, 50, 8, 33, centred("f32[6,50,33]", "f32[6,33]", "1", "0,2", true)));
+  ExpectExactInPlace(OverAProduct(6, 50, 8, 33, centred("f32[6,50,33]", "f32[33]", "0,1", "2", false)));
+  ExpectExactInPlace(OverAProduct(6, 50, 8, 33, centred("f32[6,50,33]", "f32[50]", "0,2", "1", true)));
+  // Softmax's shape (a max, then a sum of what it shifts), without the exponential's rounding.
+  ExpectExactInPlace(OverAProduct(0, 64, 16, 200, R"(  m = f32[64] reduce(q, lo), dimensions={1}, to_apply=max
+  mb = f32[64,200] broadcast(m), dimensions={0}
+  d = f32[64,200] subtract(q, mb)
+  s = f32[64] reduce(d, z), dimensions={1}, to_apply=add
+  sb = f32[64,200] broadcast(s), dimensions={0}
+  ROOT o = f32[64,200] multiply(d, sb)
+)"));
 }
 
 }  // namespace
