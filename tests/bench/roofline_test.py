@@ -581,6 +581,26 @@ class RowSharesTest(unittest.TestCase):
         library.update(pairs=[slow])
         self.assertIsNone(roofline.row_shares(limits(self.file, library_ms=1.0), library)["pair"])
 
+    def test_a_quarter_of_pairs_over_the_floor_marks_the_row(self):
+        # Triad's rate, 10 GB/s in every pair; the module at 80% in six pairs of eight and at
+        # 120% in two: the median 80% but a quarter of the pairs beat the floor.
+        read, write = 2 * 4 * ELEMENTS, 4 * ELEMENTS
+        ms = lambda gbps: (read + write) / (gbps * 1e9) * 1e3
+        pairs = self.pairs([ms(8.0)] * 6 + [ms(12.0)] * 2, {"copy": [8.0] * 8, "triad": [10.0] * 8})
+        row = dict(hlo_file=self.file, read_bytes=read, write_bytes=write, floors=None, streams=None,
+                   pairs=[pairs], our_best_rounds=[ms(12.0)], our_times=[ms(12.0)])
+        summary = roofline.row_shares(limits(), row)
+        self.assertAlmostEqual(summary["pair"], 80.0, delta=0.1)
+        self.assertTrue(summary["pair_unreliable"])
+        self.assertEqual(roofline.kind_counts([summary], "memory", "pair")[:4], (0, 1, None, 1))
+        # One pair of eight over it: counted.
+        pairs["module_ms"][-1] = ms(8.0)
+        summary = roofline.row_shares(limits(), row)
+        self.assertFalse(summary["pair_unreliable"])
+        counts = roofline.kind_counts([summary], "memory", "pair")
+        self.assertEqual((counts[:2], counts[3]), ((0, 1), 0))
+        self.assertAlmostEqual(counts[2], 80.0, delta=0.1)
+
     def test_pair_of_a_reduction_reads_the_read_only_sum(self):
         self.assertEqual(roofline.paired_kernels(4 * ELEMENTS, 4 * 64), ["read"])
         self.assertEqual(roofline.paired_kernels(8, 4), ["copy", "triad"])
