@@ -16,8 +16,8 @@ For each model, OUT/<model>/ holds:
                    (convert_variables_to_constants_v2, as TensorFlow's own freeze does)
   function.pb      the TF2 concrete function's graph: variables are captured resource
                    Placeholders, bound by meta["captures"] to captures/*.npy
-  saved_model/     tf.saved_model.save (Keras's model.export for inference models): saved_model.pb
-                   with its signatures and the TensorBundle variables/
+  saved_model/     tf.saved_model.save: saved_model.pb with its signatures (an inference model's
+                   serving_default takes any batch size) and the TensorBundle variables/
   expected/        TensorFlow's results op by op (its executor, grappler on): out<i>.npy for
                    inference models, per-step losses and the final variables for training steps
   expected_jit/    the same under tf.function(jit_compile=True)
@@ -269,8 +269,15 @@ def build_inference(tf, keras, np, name, make, specs, out):
     jit = tf.function(forward, jit_compile=True, autograph=False)
     _save_outputs(np, os.path.join(out, "expected_jit"), [jit(*values).numpy()])
 
+    # The SavedModel serves the model over any batch size, as Keras's model.export does (its
+    # graph computes the shapes the batch leaves open), from the variables alone: model.export
+    # also traced and tracked the model for its own endpoint, and took twice the CPU.
     saved = os.path.join(out, "saved_model")
-    model.export(saved, format="tf_saved_model", verbose=False)
+    module = tf.Module()
+    module.model_variables = _tf_variables(model)
+    any_batch = [tf.TensorSpec((None, *s.shape[1:]), s.dtype, name=s.name) for s in tensor_specs]
+    serve = tf.function(forward, autograph=False).get_concrete_function(*any_batch)
+    tf.saved_model.save(module, saved, signatures={"serving_default": serve})
     sig_inputs, sig_outputs = _signature_io(saved, "serving_default")
     return {
         "kind": "inference",
@@ -279,7 +286,7 @@ def build_inference(tf, keras, np, name, make, specs, out):
         "function": {"feeds": [t.name.split(":")[0] for t in concrete.inputs[:len(args)]],
                      "fetches": [t.name for t in concrete.outputs]},
         "captures": captures,
-        # Keras names the exported input after its input layer: the one input feeds it.
+        # The signature's inputs are the function's, named by their TensorSpecs.
         "signature": {"name": "serving_default", "inputs": sig_inputs, "outputs": sig_outputs,
                       "feeds": dict(zip(sig_inputs, [n for n, _ in args]))},
         "ops": {"frozen": _graph_ops(frozen_def), "function": _graph_ops(function_def)},
