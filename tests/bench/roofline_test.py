@@ -644,6 +644,71 @@ class PairedRunTest(unittest.TestCase):
         self.assertIn("/nonexistent.hlo", proc.stderr)
 
 
+class CallsVsFloorsTest(unittest.TestCase):
+    """calls_vs_floors.py matches each library call to the floor of the instruction it runs, not
+    by order: a module may run its calls in another order than the HLO lists its products."""
+
+    # Two products, the small one run first (fusion.1), and a third that a pass made anew.
+    OPTIMIZED = """HloModule two
+%fused_computation (param_0: f32[256,256], param_1: f32[256,256]) -> f32[256,256] {
+  %param_0 = f32[256,256]{1,0} parameter(0)
+  %param_1 = f32[256,256]{1,0} parameter(1)
+  ROOT %big = f32[256,256]{1,0} dot(f32[256,256]{1,0} %param_0, f32[256,256]{1,0} %param_1), lhs_contracting_dims={1}, rhs_contracting_dims={0}
+}
+%fused_computation.1 (param_0: f32[32,64], param_1: f32[64,128]) -> f32[32,128] {
+  ROOT %small = f32[32,128]{1,0} dot(f32[32,64]{1,0} %param_0, f32[64,128]{1,0} %param_1), lhs_contracting_dims={1}, rhs_contracting_dims={0}
+}
+%fused_computation.2 (param_0: f32[64,32], param_1: f32[64,128]) -> f32[32,128] {
+  %transpose = f32[32,64]{1,0} transpose(f32[64,32]{1,0} %param_0), dimensions={1,0}
+  ROOT %dot.1 = f32[32,128]{1,0} dot(f32[32,64]{1,0} %transpose, f32[64,128]{1,0} %param_1), lhs_contracting_dims={1}, rhs_contracting_dims={0}
+}
+ENTRY %e (a: f32[256,256], b: f32[256,256], c: f32[32,64], d: f32[64,128], e: f32[64,32]) -> (f32[32,128], f32[256,256], f32[32,128]) {
+  %fusion.1 = f32[32,128]{1,0} fusion(f32[32,64]{1,0} %c, f32[64,128]{1,0} %d), kind=kCustom, calls=%fused_computation.1
+  %fusion = f32[256,256]{1,0} fusion(f32[256,256]{1,0} %a, f32[256,256]{1,0} %b), kind=kCustom, calls=%fused_computation
+  %fusion.2 = f32[32,128]{1,0} fusion(f32[64,32]{1,0} %e, f32[64,128]{1,0} %d), kind=kCustom, calls=%fused_computation.2
+  ROOT %t = (f32[32,128]{1,0}, f32[256,256]{1,0}, f32[32,128]{1,0}) tuple(%fusion.1, %fusion, %fusion.2)
+}
+"""
+    SOURCE = """HloModule two
+ENTRY e {
+  big = f32[256,256] dot(a, b), lhs_contracting_dims={1}, rhs_contracting_dims={0}
+  small = f32[32,128] dot(c, d), lhs_contracting_dims={1}, rhs_contracting_dims={0}
+  moved = f32[32,128] dot(et, d), lhs_contracting_dims={1}, rhs_contracting_dims={0}
+  conv = f32[8,8] convolution(x, k), window={size=3x3}, dim_labels=b01f_01io->b01f
+}
+"""
+
+    def setUp(self):
+        import calls_vs_floors
+        self.cvf = calls_vs_floors
+        self.floors = [dict(instruction="big", kind="matmul", flops=2.0 * 256 ** 3, ms=0.15),
+                       dict(instruction="conv", kind="convolution_forward", flops=1.0, ms=0.01),
+                       dict(instruction="small", kind="matmul", flops=2.0 * 32 * 64 * 128, ms=0.005),
+                       dict(instruction="moved", kind="matmul", flops=2.0 * 32 * 64 * 128, ms=0.006)]
+
+    def test_each_call_takes_the_floor_of_the_instruction_it_runs(self):
+        ops = self.cvf.library_ops(self.OPTIMIZED)
+        self.assertEqual(ops["fusion.1"], [("small", "dot", 32 * 128)])
+        self.assertEqual(ops["fusion.2"], [("dot.1", "dot", 32 * 128)])
+        matched, unclaimed = self.cvf.match_calls(
+            ["fusion.1", "fusion", "fusion.2"], {}, ops, self.floors, self.cvf.instructions(self.SOURCE))
+        self.assertEqual(matched["fusion.1"], (2, ""))
+        self.assertEqual(matched["fusion"], (0, ""))
+        # dot.1, made by a pass, by its opcode and output elements: the floor left of that shape,
+        # not the convolution's before it.
+        self.assertEqual(matched["fusion.2"], (3, "matched by shape"))
+        self.assertEqual(unclaimed, [1])  # the convolution no call ran is said
+
+    def test_a_call_without_a_floor_and_a_kind_mismatch_are_said(self):
+        ops = self.cvf.library_ops(self.OPTIMIZED)
+        floors = [dict(self.floors[0], kind="convolution_forward")]
+        matched, unclaimed = self.cvf.match_calls(
+            ["fusion.1", "fusion"], {}, ops, floors, self.cvf.instructions(self.SOURCE))
+        self.assertEqual(matched["fusion.1"], (None, "no floor"))
+        self.assertEqual(matched["fusion"], (0, "dot against a convolution_forward floor"))
+        self.assertEqual(unclaimed, [])
+
+
 class FloorSamplingTest(unittest.TestCase):
     def test_rounds_are_topped_up_to_the_floors_sampling(self):
         # 20 runs of 1 ms are 20 ms: 180 more reach 0.2 s, as BestMs times a floor.
