@@ -675,7 +675,10 @@ StatusOr<KernelSpec> KernelBuilder::Build() {
       row_outputs.push_back({out, [this, first = first](int64_t k) { return OutputArray(first + k); }});
     }
     ASSIGN_OR_RETURN(bool done, TryEmitCpuRowKernel(row_outputs));
-    if (done) return spec_;
+    if (done) {
+      spec_.reduces_before_writing = true;
+      return spec_;
+    }
   }
   if (GpuTuned() && !special_root) {
     // The whole kernel as one row kernel when it is a row fusion (a reduction, softmax, layer
@@ -887,6 +890,15 @@ StatusOr<KernelSpec> KernelBuilder::Build() {
       bindings_.insert(bindings_.end(), materialized.begin(), materialized.end());
     }
     spec_.scratch_bytes = scratch;
+    // The output phase reads the materialized reductions; one left unmaterialized (read only by
+    // the root) is computed again for each output element it covers.
+    spec_.reduces_before_writing = target_ == KernelTarget::kCpu;
+    for (const HloInstruction* x : fused->instructions()) {
+      if (x->opcode() != HloOpcode::kReduce || x == root_) continue;
+      if (std::none_of(bindings_.begin(), bindings_.end(), [&](const Binding& b) { return b.hlo == x; })) {
+        spec_.reduces_before_writing = false;
+      }
+    }
   }
 
   if (root_->opcode() == HloOpcode::kScatter) {

@@ -50,6 +50,12 @@ struct KernelSpec {
   int64_t operand_leaves = 0;
   int64_t output_leaves = 0;
   int64_t scratch_bytes = 0;
+  // Whether every reduction the outputs read is complete before the kernel writes an output
+  // element it covers: the CPU row kernel reduces a row before it writes the row, the CPU's
+  // phased form materializes each reduction in a phase before the outputs'. Only such a kernel
+  // may write over an operand it reduces (BufferAssignmentOptions::in_place_row_fusions); one
+  // that computed a reduction per output element would read elements it had overwritten.
+  bool reduces_before_writing = false;
 };
 
 struct KernelOptions {

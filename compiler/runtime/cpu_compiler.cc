@@ -98,6 +98,27 @@ std::optional<std::string> KernelReuseKey(const HloInstruction& hlo,
   return fmt::format("streaming_store_bytes={}\n{}", options.cpu_streaming_store_bytes, *text);
 }
 
+// A row fusion placed over an operand (BufferAssignmentOptions::in_place_row_fusions) reads that
+// operand through reductions: its kernel must complete them before it writes over the operand.
+Status CheckInPlaceReductions(const HloInstruction& hlo, const codegen::KernelSpec& spec,
+                              const BufferAssignment* assignment) {
+  if (assignment == nullptr || spec.reduces_before_writing || hlo.opcode() != HloOpcode::kFusion ||
+      hlo.fusion_kind != FusionKind::kInput) {
+    return OkStatus();
+  }
+  auto out = assignment->GetSlice(hlo);
+  if (!out.ok()) return OkStatus();
+  for (const HloInstruction* operand : hlo.operands()) {
+    auto in = assignment->GetSlice(*operand);
+    if (in.ok() && in->allocation == out->allocation && in->offset == out->offset) {
+      return Error(fmt::format("{}: written over its operand {}, whose reductions its kernel does not "
+                               "complete before writing",
+                               hlo.name(), operand->name()));
+    }
+  }
+  return OkStatus();
+}
+
 // Whether the planted fault (planted_kernel_fault.h) may name `hlo`'s kernel, by the
 // instruction's name or a function named after it: that kernel is its own, neither reused nor
 // lent, so that the fault stays in the one instruction the flag names.
@@ -200,6 +221,7 @@ Status ExecutableBuilder::EmitComputation(const HloComputation& computation,
     if (key) {
       auto same = kernel_classes_.find(*key);
       if (same != kernel_classes_.end()) {
+        RETURN_IF_ERROR(CheckInPlaceReductions(*hlo, kernels_.at(same->second), exe_->assignment_.get()));
         kernels_[hlo] = kernels_.at(same->second);
         ++shared_kernels_;
         continue;
@@ -208,6 +230,7 @@ Status ExecutableBuilder::EmitComputation(const HloComputation& computation,
     auto spec = codegen::EmitKernel(*hlo, codegen::UniqueKernelName(hlo->name(), symbols_), *llvm_module_,
                                     codegen::KernelTarget::kCpu, kernel_options);
     if (!spec.ok()) return spec.status().WithContext(hlo->name());
+    RETURN_IF_ERROR(CheckInPlaceReductions(*hlo, *spec, exe_->assignment_.get()));
     if (codegen::IsPlantedKernel(planted, *hlo, *spec)) {
       codegen::PlantKernelFault(*hlo, *spec, *llvm_module_);
     }

@@ -43,6 +43,7 @@ TEST(CpuRowEmitterTest, LogSoftmaxIsOnePhaseOfOneTaskPerRow) {
   // Two reduction passes and the output pass over 129 elements.
   EXPECT_EQ(spec.phases[0].work_per_task, 3 * 129);
   EXPECT_EQ(spec.scratch_bytes, 0);
+  EXPECT_TRUE(spec.reduces_before_writing);
   testing::ExpectMatchesEvaluator(text, {}, {1e-5, 1e-5});
 }
 
@@ -136,7 +137,18 @@ TEST(CpuRowEmitterTest, AReductionOverTheMajorDimensionKeepsThePhasedForm) {
 )");
   KernelSpec spec = SpecOfRoot(text);
   EXPECT_EQ(spec.phases.size(), 2u);
+  // The sum is materialized before the output phase: the output may lie over x.
+  EXPECT_TRUE(spec.reduces_before_writing);
   testing::ExpectMatchesEvaluator(text, {}, {1e-5, 1e-5});
+  // A root that reads its reduction directly computes it again for each output element (the
+  // buffer assignment never places such a fusion over x, and the CPU compiler rejects one).
+  const std::string spread = InInputFusion(kReducers, R"(
+  x = f32[6,50,33] parameter(0)
+  z = f32[] constant(0)
+  s = f32[50] reduce(x, z), dimensions={0,2}, to_apply=add
+  ROOT sb = f32[6,50,33] broadcast(s), dimensions={1}
+)");
+  EXPECT_FALSE(SpecOfRoot(spread).reduces_before_writing);
 }
 
 // A module whose kInput fusion `body` reads `q`, a product of integer-valued arrays (exact in
