@@ -62,6 +62,7 @@ bool SameLayout(const dnnl::memory::desc& user, const dnnl::memory::desc& chosen
   std::vector<float> offsets(elements), reordered(elements, -1.0f);
   for (size_t i = 0; i < elements; ++i) offsets[i] = static_cast<float>(i);
   dnnl::memory from(user, CpuEngine(), offsets.data()), to(chosen, CpuEngine(), reordered.data());
+  SingleOpenMpThread single_openmp_thread;
   dnnl::reorder(from, to).execute(ThreadStream(), from, to);
   ThreadStream().wait();
   return offsets == reordered;
@@ -96,7 +97,7 @@ Status OneDnnThunk::Impl::BuildConvolution(
       return OkStatus();
     }
   }
-  // Made under Create's SingleThreadedCreation: backward weights, too, fixes its OpenMP team
+  // Made under Create's SingleOpenMpThread: backward weights, too, fixes its OpenMP team
   // when the primitive is made.
   // The activations are channels-last arrays of `count` images; a part starts at an image.
   auto activation = [](int64_t count, int64_t channels, const std::vector<int64_t>& spatial) {
@@ -360,6 +361,7 @@ Status OneDnnThunk::Impl::ExecuteConvolution(char** frame, ExecuteContext& conte
       if (constant_weights) lock.lock();
       if (!constant_weights || !weights_ready) {
         dnnl::memory user(user_weights_md, CpuEngine(), rhs);
+        SingleOpenMpThread single_openmp_thread;
         weights_reorder.execute(ThreadStream(), user, weights_buffer);
         ThreadStream().wait();
         weights_ready = constant_weights;
@@ -427,6 +429,7 @@ Status OneDnnThunk::Impl::ExecuteConvolution(char** frame, ExecuteContext& conte
   try {
     if (reorder_weights) {
       dnnl::memory user(user_weights_md, CpuEngine(), output);
+      SingleOpenMpThread single_openmp_thread;
       weights_reorder.execute(ThreadStream(), partial_weights[0], user);
       ThreadStream().wait();
     } else {

@@ -16,14 +16,12 @@
 
 #include <fmt/format.h>
 #include <oneapi/dnnl/dnnl.hpp>
-#if DNNL_CPU_RUNTIME == DNNL_RUNTIME_OMP
-#include <omp.h>
-#endif
 
 #include "compiler/passes/onednn_rewriter.h"
 #include "compiler/runtime/few_position_convolution.h"
 #include "compiler/runtime/onednn_thunks.h"
 #include "compiler/runtime/small_product.h"
+#include "compiler/support/single_openmp_thread.h"
 #include "compiler/support/thread_pool.h"
 #include "profiler/host_tracer.h"
 
@@ -46,14 +44,13 @@ inline const dnnl::engine& CpuEngine() {
 // Each thread of the runtime's pool runs its part of a call on its own stream, and oneDNN stays
 // on that thread: Debian builds oneDNN with OpenMP, whose own team would compete with the pool
 // for the same cores (its spinning waits cost a scheduler tick per call on a busy machine).
-// Every call is made through this stream, and the thread is held to one OpenMP thread at each
-// call, not only where its stream is made: some of oneDNN's calls open a team of the calling
-// thread's count at the call, not of the one their primitive was made with, and a
-// SingleThreadedCreation on a thread whose stream was made within it (a convolution's weights
-// compared with oneDNN's layout at build, SameLayout) put back the count it had found. The
-// compiling thread then made its calls with a second OpenMP thread, which spun on after them
-// for 2-9 ms of CPU each time (a product and a convolution run three times, 30 ms idle after
-// each: 7.5-17 ms of CPU in the 90 ms, against 0.1).
+// Every call is made through this stream inside a SingleOpenMpThread, which holds the thread to
+// one OpenMP thread for the call and puts the caller's count back after it: some of oneDNN's
+// calls open a team of the calling thread's count at the call, not of the one their primitive
+// was made with, so a thread left at two (the compiling thread, after a build that compared a
+// convolution's weights with oneDNN's layout, SameLayout) made its calls with a second OpenMP
+// thread, which spun on after them for 2-9 ms of CPU each time (a product and a convolution run
+// three times, 30 ms idle after each: 7.5-17 ms of CPU in the 90 ms, against 0.1).
 // Nor does a large call run whole on OpenMP's team where its threads sleep when idle
 // (OMP_WAIT_POLICY=passive: 0.02-0.03 ms of CPU in the 100 ms after a call, against 7 ms under
 // libgomp's default): OpenMP splits a call evenly and statically, so a team thread woken late on
@@ -67,29 +64,9 @@ inline const dnnl::engine& CpuEngine() {
 // MLP's best 6.7-11.3 against 5.1-13.2 ms (lower on the pool in 10 of 11 pairs), the MLP step's
 // 0.58-0.99 against 0.51-0.54 (4 of 4); their medians and CPU times the same within the noise.
 inline dnnl::stream& ThreadStream() {
-#if DNNL_CPU_RUNTIME == DNNL_RUNTIME_OMP
-  if (omp_get_max_threads() != 1) omp_set_num_threads(1);
-#endif
   thread_local dnnl::stream stream(CpuEngine());
   return stream;
 }
-
-// oneDNN sizes a primitive's parallel loops for the threads OpenMP offers when the primitive is
-// created, and opens an OpenMP team of that size on every execution even where the executing
-// thread allows one: a primitive made on a thread that allows two then runs each part with a
-// second, spinning OpenMP thread that competes with the pool for the cores (measured: a matmul
-// part 2x slower, and the kernels after it slower while the team spins down). Primitives are
-// therefore made with OpenMP held to one thread, as they run.
-class SingleThreadedCreation {
- public:
-#if DNNL_CPU_RUNTIME == DNNL_RUNTIME_OMP
-  SingleThreadedCreation() : saved_(omp_get_max_threads()) { omp_set_num_threads(1); }
-  ~SingleThreadedCreation() { omp_set_num_threads(saved_); }
-
- private:
-  int saved_;
-#endif
-};
 
 // A part's arguments are kept from one call to the next, per thread, as oneDNN memory objects
 // whose data handles are pointed at the call's buffers: making them anew for every part (an
@@ -140,6 +117,7 @@ Status ExecutePartsOnPool(ThreadPool* pool, int64_t tasks, const std::string& na
   std::string failure;
   std::mutex failure_mu;
   auto run = [&](int64_t begin, int64_t end) {
+    SingleOpenMpThread single_openmp_thread;
     for (int64_t t = first + begin; t < first + end; ++t) {
       // Traced, each part is a span on the thread that ran it (its number in "part"): a call's
       // timeline then shows where its time went, as a worker's part that started late or the

@@ -214,7 +214,7 @@ StatusOr<std::unique_ptr<OneDnnThunk>> OneDnnThunk::Create(std::string hlo_name,
     return attr;
   };
   try {
-    SingleThreadedCreation single_threaded;
+    SingleOpenMpThread single_openmp_thread;  // primitives sized for one thread, as they run
     if (!impl.is_convolution) {
       PointwiseProduct product;
       if (pointwise) {

@@ -25,6 +25,9 @@
 #include "compiler/support/thread_pool.h"
 #include "profiler/host_tracer.h"
 #include "test_util.h"
+#if __has_include(<omp.h>)
+#include <omp.h>
+#endif
 
 namespace xlens::runtime {
 namespace {
@@ -699,6 +702,35 @@ ENTRY e {
     idle_ms += ProcessCpuMs() - before;
   }
   EXPECT_LT(idle_ms, 1.0 + 3 * 0.2 * (ThreadPool::Default().parallelism() - 1));
+}
+
+TEST_F(OneDnnThunkTest, ACallerKeepsItsOpenMpThreadCount) {
+  // Each oneDNN call holds its thread to one OpenMP thread (SingleOpenMpThread) and puts back
+  // the count it found: a host program that set its own count finds it after a run, compiled
+  // and executed on its thread.
+#if __has_include(<omp.h>)
+  const int saved = omp_get_max_threads();
+  omp_set_num_threads(3);
+  const std::string module = R"(HloModule m
+ENTRY e {
+  a = f32[64,256] parameter(0)
+  b = f32[256,128] parameter(1)
+  x = f32[2,8,8,16] parameter(2)
+  k = f32[3,3,16,16] parameter(3)
+  d = f32[64,128] dot(a, b), lhs_contracting_dims={1}, rhs_contracting_dims={0}
+  c = f32[2,8,8,16] convolution(x, k), window={size=3x3 pad=1_1x1_1}, dim_labels=b01f_01io->b01f
+  ROOT t = (f32[64,128], f32[2,8,8,16]) tuple(d, c)
+})";
+  auto parsed = ParseHloModule(module);
+  ASSERT_TRUE(parsed.ok()) << parsed.status().message();
+  auto exe = CompileForCpu(std::move(*parsed), {});
+  ASSERT_TRUE(exe.ok()) << exe.status().message();
+  EXPECT_THAT((*exe)->ThunkSequenceText(), HasSubstr("oneDNN convolution"));
+  EXPECT_EQ(omp_get_max_threads(), 3);
+  ASSERT_TRUE((*exe)->Execute(testing::RandomArguments(module, 1)).ok());
+  EXPECT_EQ(omp_get_max_threads(), 3);
+  omp_set_num_threads(saved);
+#endif
 }
 
 TEST_F(OneDnnThunkTest, TransposedOperandsRunOnThePlainProductsKernel) {

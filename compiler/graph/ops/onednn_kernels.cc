@@ -9,10 +9,8 @@
 #include <unordered_map>
 
 #include <oneapi/dnnl/dnnl.hpp>
-#if DNNL_CPU_RUNTIME == DNNL_RUNTIME_OMP
-#include <omp.h>
-#endif
 
+#include "compiler/support/single_openmp_thread.h"
 #include "compiler/support/thread_pool.h"
 #endif
 
@@ -59,23 +57,6 @@ dnnl::stream& Stream() {
   thread_local dnnl::stream stream(Engine());
   return stream;
 }
-
-// Every oneDNN call here is made and run with OpenMP held to one thread: the parts of a call are
-// the parallelism (see the header).
-class SingleThreaded {
- public:
-#if DNNL_CPU_RUNTIME == DNNL_RUNTIME_OMP
-  SingleThreaded() : saved_(omp_get_max_threads()) {
-    if (saved_ != 1) omp_set_num_threads(1);
-  }
-  ~SingleThreaded() {
-    if (saved_ != 1) omp_set_num_threads(saved_);
-  }
-
- private:
-  int saved_;
-#endif
-};
 
 void* Scratch(size_t bytes, int slot) {
   thread_local std::vector<char> buffers[2];
@@ -149,7 +130,7 @@ Status RunParts(ThreadPool* pool, int64_t parts, const char* what, Fn fn) {
   std::mutex mu;
   std::string failure;
   auto run = [&](int64_t begin, int64_t end) {
-    SingleThreaded single;
+    SingleOpenMpThread single;  // the parts of a call are the parallelism (see the header)
     for (int64_t t = begin; t < end; ++t) {
       try {
         fn(t);
@@ -254,7 +235,7 @@ dnnl::convolution_forward::primitive_desc ForwardPd(const ConvGeometry& g, bool 
 std::shared_ptr<const Primitive> ConvPrimitive(Kind kind, const ConvGeometry& g, bool bias,
                                                const PostOps& post) {
   return Cached<Primitive>(ConvKey(kind, g, PostKey(post) * 2 + bias), [&] {
-    SingleThreaded single;
+    SingleOpenMpThread single;
     const dims strides{g.stride_rows, g.stride_cols}, dilates{g.dil_rows - 1, g.dil_cols - 1};
     const dims pad_l{g.pad_top, g.pad_left}, pad_r{g.pad_bottom, g.pad_right};
     const auto algo = dnnl::algorithm::convolution_direct;
@@ -304,7 +285,7 @@ void AddPart(Plan& plan, Part part, bool to_user, const dnnl::memory::desc* user
     layout->user_offset = user_offset;
     layout->is_user = chosen == from;
     if (!layout->is_user) {
-      SingleThreaded single;
+      SingleOpenMpThread single;
       layout->reorder =
           to_user ? dnnl::reorder(dnnl::reorder::primitive_desc(Engine(), chosen, Engine(), from))
                   : dnnl::reorder(dnnl::reorder::primitive_desc(Engine(), from, Engine(), chosen));
@@ -430,7 +411,7 @@ std::vector<const void*> FilterLayouts(const Plan& plan, const float* w, PackedF
       scratch[i].resize(layout->desc.get_size());
       data = scratch[i].data();
     }
-    SingleThreaded single;
+    SingleOpenMpThread single;
     dnnl::memory from(layout->user, Engine(), const_cast<float*>(w) + layout->user_offset);
     dnnl::memory to(layout->desc, Engine(), data);
     layout->reorder.execute(Stream(), from, to);
@@ -609,7 +590,7 @@ Status MatMul(const float* a, bool ta, const float* b, bool tb, int64_t m, int64
           part.weights_offset = tb ? k0 : k0 * n;
           part.partial = k0 > 0;
           part.primitive = Cached<Primitive>({kMatMul, 1, m, pk, n, ta, tb, with_bias, k}, [&] {
-            SingleThreaded single;
+            SingleOpenMpThread single;
             auto desc = with_bias ? dnnl::matmul::desc(part.src, part.weights, part.bias, part.dst)
                                   : dnnl::matmul::desc(part.src, part.weights, part.dst);
             dnnl::matmul::primitive_desc pd(desc, Attr(PostOps{}), Engine());
@@ -639,7 +620,7 @@ Status MatMul(const float* a, bool ta, const float* b, bool tb, int64_t m, int64
         part.dst_offset = rows ? first * n : first;
         part.bias_offset = rows ? 0 : first;
         part.primitive = Cached<Primitive>({kMatMul, 0, pm, k, pn, ta, tb, bias != nullptr, m, n}, [&] {
-          SingleThreaded single;
+          SingleOpenMpThread single;
           auto desc = bias ? dnnl::matmul::desc(part.src, part.weights, part.bias, part.dst)
                            : dnnl::matmul::desc(part.src, part.weights, part.dst);
           dnnl::matmul::primitive_desc pd(desc, Attr(PostOps{}), Engine());
