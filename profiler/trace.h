@@ -39,6 +39,9 @@ inline constexpr const char* kExecute = "execute";        // one run of an execu
 inline constexpr const char* kThunk = "thunk";            // copies, control flow
 inline constexpr const char* kCpuKernel = "cpu_kernel";   // a generated kernel on the CPU
 inline constexpr const char* kLibrary = "library_call";   // Eigen dot/conv, sort
+// One part of a library call split over the thread pool, on the thread that ran it. Not a kernel
+// of its own (IsKernelCategory): its call's span counts the time.
+inline constexpr const char* kLibraryPart = "library_part";
 inline constexpr const char* kCopy = "memcpy";            // host <-> device copies (host side)
 // A collective of several devices (all-reduce, ...): args bytes, group, wait_ns, waited_for.
 inline constexpr const char* kCollective = "collective";

@@ -34,8 +34,8 @@ inline std::vector<std::string> CheckTraceSchema(const nlohmann::json& doc) {
   }
   static const std::set<std::string> kCategories = {
       "compile", "pipeline", "pass", "codegen", "clustering", "execute", "thunk", "cpu_kernel",
-      "library_call", "memcpy", "kernel", "gpu_memcpy", "gpu_memset", "cuda_runtime",
-      "cuda_driver", "cuda_sync", "overhead", "collective"};
+      "library_call", "library_part", "memcpy", "kernel", "gpu_memcpy", "gpu_memset",
+      "cuda_runtime", "cuda_driver", "cuda_sync", "overhead", "collective"};
   std::set<int64_t> named_pids;
   std::set<std::pair<int64_t, int64_t>> named_tracks;
   std::map<std::pair<int64_t, int64_t>, std::vector<std::pair<double, double>>> spans;
