@@ -1,6 +1,7 @@
 #include "compiler/passes/onednn_activation_matcher.h"
 
 #include <algorithm>
+#include <cmath>
 #include <map>
 #include <memory>
 #include <unordered_set>
@@ -404,10 +405,34 @@ bool Closed(const HloInstruction* v, const std::unordered_set<HloInstruction*>& 
                      [&](const HloInstruction* m) { return m == root || inside(m); });
 }
 
-// Scaling and shifting by scalar constants, and negation, one after another: alpha x + beta.
+bool IsPowerOfTwo(float c) {
+  int exponent = 0;
+  return std::isnormal(c) && std::frexp(std::fabs(c), &exponent) == 0.5;
+}
+
+// Whether x / c is x * (1 / c) for every f32 x: c a power of two whose reciprocal is a float.
+bool ExactReciprocal(float c) { return IsPowerOfTwo(c) && std::isnormal(1.0f / c); }
+
+// Whether adding c after a scaling by a power of two rounds once either way, fused (fma) or not:
+// the scaled value is exact but where it leaves the normal range, and there adding c gives the
+// same f32 as adding it to the flushed zero (|c| at least 2^-100, far above any subnormal) or to
+// the infinity (|c| at most 2^103, half the last step below 2^128, so the sum still rounds up).
+bool ShiftAfterExactScaling(float c) {
+  return c == 0 || (std::fabs(c) >= std::ldexp(1.0f, -100) && std::fabs(c) <= std::ldexp(1.0f, 103));
+}
+
+// Scaling and shifting by scalar constants, and negation, one after another, taken as one
+// eltwise_linear alpha x + beta only where oneDNN's f32 alpha x + beta (fused or not) is the
+// chain's own f32 result for every input: one scaling or shift, or a scaling by a power of two
+// and then a shift (ShiftAfterExactScaling), with negations anywhere. (x + 1e8) - 1e8 is not x,
+// nor is x * 1e37 * 1e-37 (it overflows where x does not): such a chain ends at its first step's
+// result, and the rest is a kernel after the call (oneDNN 2.6 would apply one call's first linear
+// parameters to a second linear post-op; see FindChain).
 std::optional<ActivationMatch> MatchLinear(HloInstruction* v) {
   ActivationMatch match;
   double alpha = 1, beta = 0;
+  int steps = 0;                 // scalings and shifts taken
+  bool exact_scaling = false;  // the first was by a power of two
   HloInstruction* value = v;
   while (!value->IsRoot() && value->users().size() == 1 && UseCount(*value) == 1) {
     HloInstruction* u = value->users()[0];
@@ -423,7 +448,12 @@ std::optional<ActivationMatch> MatchLinear(HloInstruction* v) {
     } else if (u->operand_count() == 2 && u->operand(0) != u->operand(1)) {
       const int64_t at = u->operand(0) == value ? 0 : 1;
       constant = u->operand(1 - at);
-      if (!ScalarF32Constant(constant, &c)) break;
+      if (steps == 2 || !ScalarF32Constant(constant, &c)) break;
+      const bool shift = u->opcode() == HloOpcode::kAdd || u->opcode() == HloOpcode::kSubtract;
+      if (steps == 1 && !(exact_scaling && shift && ShiftAfterExactScaling(c))) break;
+      exact_scaling = steps == 0 && ((u->opcode() == HloOpcode::kMultiply && IsPowerOfTwo(c)) ||
+                                     (u->opcode() == HloOpcode::kDivide && at == 0 && ExactReciprocal(c)));
+      ++steps;
       switch (u->opcode()) {
         case HloOpcode::kMultiply: alpha *= c; beta *= c; break;
         case HloOpcode::kAdd: beta += c; break;
@@ -436,7 +466,10 @@ std::optional<ActivationMatch> MatchLinear(HloInstruction* v) {
           }
           break;
         case HloOpcode::kDivide:
-          if (at != 0 || c == 0) return match.members.empty() ? std::nullopt : std::optional(match);
+          if (at != 0 || !ExactReciprocal(c)) {
+            constant = nullptr;
+            break;
+          }
           alpha /= c;
           beta /= c;
           break;

@@ -615,11 +615,18 @@ TEST(OneDnnRewriterTest, TensorFlowAndJaxFormsInAnyCommutedOrder) {
        "  den = f32[8,32]{1,0} add(ob, ex)\n  ROOT r = f32[8,32]{1,0} divide(ob, den)\n",
        "matmul(lhs, rhs) + logistic"},
       {"  ROOT r = f32[8,32]{1,0} maximum(zb, d)\n", "matmul(lhs, rhs) + relu"},
-      // (1 - d) / 2 * -1 = 0.5 d - 0.5.
+      // (1 - d) / 2 * -1: 1 - d alone, as 0.5 d - 0.5 would not round as the chain does where
+      // 1 - d is subnormal or past the largest float (see ALinearMapRoundsAsItsChain).
       {"  s = f32[8,32]{1,0} subtract(ob, d)\n  two = f32[] constant(2)\n"
        "  twob = f32[8,32]{1,0} broadcast(two), dimensions={}\n"
        "  q = f32[8,32]{1,0} divide(s, twob)\n  ROOT r = f32[8,32]{1,0} negate(q)\n",
-       "matmul(lhs, rhs) + linear(0.5x-0.5)"},
+       "matmul(lhs, rhs) + linear(-1x+1)"},
+      // -(d / 2 - 1) = -0.5 d + 1: a power of two's scaling is exact, and the shift after it
+      // rounds once either way.
+      {"  two = f32[] constant(2)\n  twob = f32[8,32]{1,0} broadcast(two), dimensions={}\n"
+       "  q = f32[8,32]{1,0} divide(d, twob)\n  s = f32[8,32]{1,0} subtract(q, ob)\n"
+       "  ROOT r = f32[8,32]{1,0} negate(s)\n",
+       "matmul(lhs, rhs) + linear(-0.5x+1)"},
   };
   for (const Case& c : cases) {
     SCOPED_TRACE(c.epilogue);
@@ -646,6 +653,43 @@ TEST(OneDnnRewriterTest, NearMissesAreNotAbsorbed) {
        "  ROOT r = f32[8,32]{1,0} maximum(d, hb2)\n",
        ""},
       {kPiecewiseRelu, ""},
+  };
+  for (const auto& [epilogue, post_ops] : cases) {
+    SCOPED_TRACE(epilogue);
+    OneDnnRewriter pass;
+    auto module = Rewrite(pass, OnTopOfAProduct(epilogue));
+    ASSERT_NE(module, nullptr);
+    EXPECT_EQ(Calls(*module), "matmul(lhs, rhs)" + post_ops + "\n");
+  }
+}
+
+TEST(OneDnnRewriterTest, ALinearMapRoundsAsItsChain) {
+  // One eltwise_linear alpha x + beta is taken for a chain of scalar scalings and shifts only
+  // where it gives the chain's f32 result for every x: (d + 1e8) - 1e8 is not d (4 off for d
+  // near 0), d * 1e37 * 1e-37 is infinite where d * 1 is not, d / 3 is not d * (1 / 3). The
+  // chain ends after its first step, whose result the rest reads as a kernel of its own.
+  auto constant = [](const std::string& name, const std::string& value) {
+    return "  " + name + " = f32[] constant(" + value + ")\n  " + name + "b = f32[8,32]{1,0} broadcast(" +
+           name + "), dimensions={}\n";
+  };
+  const std::vector<std::pair<std::string, std::string>> cases = {
+      {constant("c", "1e8") + "  s = f32[8,32]{1,0} add(d, cb)\n  ROOT r = f32[8,32]{1,0} subtract(s, cb)\n",
+       " + linear(1x+1e+08)"},
+      {constant("c", "1e37") + constant("k", "1e-37") +
+           "  s = f32[8,32]{1,0} multiply(d, cb)\n  ROOT r = f32[8,32]{1,0} multiply(s, kb)\n",
+       " + linear(1e+37x+0)"},
+      {constant("c", "3") + "  ROOT r = f32[8,32]{1,0} divide(d, cb)\n", ""},
+      // A shift too small to hide a flushed product, or too large to keep an infinite one.
+      {constant("c", "0.25") + constant("k", "1e-35") +
+           "  s = f32[8,32]{1,0} multiply(d, cb)\n  ROOT r = f32[8,32]{1,0} add(s, kb)\n",
+       " + linear(0.25x+0)"},
+      {constant("c", "4") + constant("k", "-1e35") +
+           "  s = f32[8,32]{1,0} multiply(d, cb)\n  ROOT r = f32[8,32]{1,0} add(s, kb)\n",
+       " + linear(4x+0)"},
+      // Exact: a power of two's scaling and then a shift, negations anywhere.
+      {constant("c", "0.25") + "  n = f32[8,32]{1,0} negate(d)\n  s = f32[8,32]{1,0} multiply(n, cb)\n"
+           "  ROOT r = f32[8,32]{1,0} add(s, ob)\n",
+       " + linear(-0.25x+1)"},
   };
   for (const auto& [epilogue, post_ops] : cases) {
     SCOPED_TRACE(epilogue);

@@ -153,6 +153,10 @@ void ExpectEveryPostOpMatchesEvaluator(const std::string& listed) {
       {"", "  c = f32[] constant(0.125)\n  cb = f32[6,8] broadcast(c), dimensions={}\n"
            "  m = f32[6,8] multiply(d, cb)\n  ROOT r = f32[6,8] subtract(m, ob)\n" + one,
        "matmul(lhs, rhs) + linear(0.125x-1)"},
+      // Not composed into linear(1x+0): d + 1e8 rounds to a multiple of 8.
+      {"", "  c = f32[] constant(1e8)\n  cb = f32[6,8] broadcast(c), dimensions={}\n"
+           "  s = f32[6,8] add(d, cb)\n  ROOT r = f32[6,8] subtract(s, cb)\n",
+       "matmul(lhs, rhs) + linear(1x+1e+08)"},
       // tanh GELU as JAX writes it.
       {"", half + one +
                "  k = f32[] constant(0.044715)\n  kb = f32[6,8] broadcast(k), dimensions={}\n"
