@@ -25,11 +25,13 @@ struct PairedOptions {
   // xlens run's default seed, as `xlens run` makes them without --inputs.
   std::string inputs_dir;
   // The kernels the row's rule needs (roofline.py: read for a reduction, copy and triad for the
-  // rest), each one pass per pair, in this order after the module's run.
+  // rest), each timed over about 1 ms of passes per pair, in this order after the module's run.
   std::vector<profiler::StreamKernel> kernels;
   // The working set the kernels walk: the module's bytes (arguments and results); 0 counts them.
   int64_t bytes = 0;
   int pairs = 30;
+  // The slices the kernels' arrays are cut into (each first touched by a thread of its own); the
+  // passes run on the module's pool, ThreadPool::Default(), whatever this is.
   int threads = 1;
 };
 
@@ -37,8 +39,9 @@ struct PairedOptions {
 // once untimed, then `pairs` times: one timed run of the module, then each kernel timed over
 // about 1 ms of passes ("passes_per_pair", 1 for a pass that long). JSON: "bytes", "in_cache",
 // "pairs", "module_ms" (per pair), and per kernel "gbps" (per pair, as STREAM counts its bytes),
-// "streaming_stores" (the store variant used, the faster of both in untimed passes before the
-// pairs), "passes_per_pair" and "ratio" (the module's time against the kernel's over the
+// "streaming_pairs" (of the pairs, those where non-temporal stores beat plain ones: a pair
+// times both variants where the kernel has two, on the pool's threads, and keeps the faster),
+// "passes_per_pair" and "ratio" (the module's time against the kernel's over the
 // same bytes, per pair: "median", "q1", "q3", and "best_of_each", the best pass against the best run).
 StatusOr<nlohmann::json> RunPaired(const PairedOptions& options);
 

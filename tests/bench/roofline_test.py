@@ -362,7 +362,8 @@ CAUSAL = dict(TRIL="broadcast_in_dim.9", SELECT="broadcast_in_dim.5, Arg_1.1, br
               SCORES="jit__where_.1")
 
 
-@unittest.skipUnless(os.environ.get("XLENS_MACHINE_LIMITS"), "machine_limits not given (XLENS_MACHINE_LIMITS)")
+@unittest.skipUnless(os.environ.get("XLENS_MACHINE_LIMITS") and os.environ.get("XLENS_MACHINE_LIMITS_HAS_ONEDNN"),
+                     "machine_limits with oneDNN not given (XLENS_MACHINE_LIMITS, XLENS_MACHINE_LIMITS_HAS_ONEDNN)")
 class MaskedProductTest(unittest.TestCase):
     """machine_limits --calls: the share of causal attention's scores its mask keeps, from the
     HLO alone (the floor then times those blocks), and the full product wherever a score may be
@@ -637,6 +638,8 @@ class PairedRunTest(unittest.TestCase):
             ratio = kernel["ratio"]
             self.assertLessEqual(ratio["q1"], ratio["median"])
             self.assertLessEqual(ratio["median"], ratio["q3"])
+            # Each pair keeps the faster store variant it timed; in the cache only plain stores.
+            self.assertEqual(kernel["streaming_pairs"], 0)
         # A module that is no file fails, naming it.
         proc = subprocess.run([os.environ["XLENS_MACHINE_LIMITS"], "--paired=/nonexistent.hlo"],
                               capture_output=True, text=True)
