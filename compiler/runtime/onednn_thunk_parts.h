@@ -100,10 +100,6 @@ inline void BindArgument(std::unordered_map<int, dnnl::memory>& args, int arg, c
   args[arg] = dnnl::memory(md, CpuEngine(), data);
 }
 
-// The trace category of a part's span (ExecutePartsOnPool): not a kernel of its own
-// (profiler::IsKernelCategory), as its call's span counts the time.
-inline constexpr const char* kPartCategory = "library_part";
-
 // Runs the parts [0, tasks) of one call over the pool (inline without one, or for one part). For
 // each part, `bind(t, args, stream)` fills the part's arguments and returns the part (its
 // primitive and scratchpad size); the part then runs on its thread's stream with that thread's
@@ -124,7 +120,7 @@ Status ExecutePartsOnPool(ThreadPool* pool, int64_t tasks, const std::string& na
       // caller running a late worker's parts after its own.
       std::optional<profiler::TraceSpan> span;
       if (profiler::TracingEnabled()) {
-        span.emplace(fmt::format("{} part {}", name, t), kPartCategory);
+        span.emplace(fmt::format("{} part {}", name, t), profiler::category::kLibraryPart);
         span->AddArg("part", t);
       }
       try {

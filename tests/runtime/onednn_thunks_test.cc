@@ -627,7 +627,7 @@ ENTRY e {
   const profiler::Trace trace = profiler::TracerSession::Stop();
   std::map<int64_t, int> runs_of_part;
   for (const profiler::TraceEvent& event : trace.events) {
-    if (event.category != "library_part") continue;
+    if (event.category != profiler::category::kLibraryPart) continue;
     EXPECT_FALSE(profiler::IsKernelCategory(event.category));
     const profiler::TraceArg* part = profiler::FindArg(event, "part");
     ASSERT_NE(part, nullptr);
