@@ -15,6 +15,7 @@
 #include <sstream>
 #include <thread>
 
+#include <fmt/format.h>
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
@@ -497,7 +498,9 @@ ENTRY e {
   ASSERT_NE(call, nullptr);
   const std::vector<Literal> arguments = testing::RandomArguments(long_k, 1);
   ThreadPool::Default().ParallelFor(2, 1, [&](int64_t begin, int64_t) {
-    if (begin == 0) EXPECT_TRUE((*exe)->Execute(arguments).ok());
+    if (begin == 0) {
+      EXPECT_TRUE((*exe)->Execute(arguments).ok());
+    }
   });
   EXPECT_EQ(call->WholeRuns(), NarrowProductAvailable() && call->Parts() > 1 ? 1 : 0);
 }
@@ -671,36 +674,48 @@ double ProcessCpuMs() {
          (usage.ru_utime.tv_usec + usage.ru_stime.tv_usec) * 1e-3;
 }
 
-TEST_F(OneDnnThunkTest, AnIdleProcessSpendsNoCpuAfterItsProducts) {
-  // oneDNN runs on OpenMP here, whose idle threads spin for milliseconds after each parallel
-  // region (libgomp's default; with OMP_WAIT_POLICY=active until the process ends). Every call
-  // keeps to its own thread (ThreadStream), the pool's workers sleep within 200 us of their last
-  // loop, and a process that waits between calls spends nothing. The convolution's weights are
-  // compared with oneDNN's layout at build on this thread, which made its stream there with the
-  // thread's OpenMP count put back to two after the build: the calls then opened a team of two
-  // OpenMP threads on it, the second of which spun on for 2-9 ms of CPU after each run.
-  const std::string module = R"(HloModule m
-ENTRY e {
+// A product [64,256] x [256,n] beside a 3x3 convolution of 16 channels, compiled for the CPU:
+// both run as oneDNN calls, and the convolution's weights are compared with oneDNN's layout at
+// build, on the compiling thread.
+std::unique_ptr<Executable> ProductBesideConvolution(int64_t n, std::string* text) {
+  *text = fmt::format(R"(HloModule m
+ENTRY e {{
   a = f32[64,256] parameter(0)
-  b = f32[256,1024] parameter(1)
+  b = f32[256,{0}] parameter(1)
   x = f32[2,8,8,16] parameter(2)
   k = f32[3,3,16,16] parameter(3)
-  d = f32[64,1024] dot(a, b), lhs_contracting_dims={1}, rhs_contracting_dims={0}
-  c = f32[2,8,8,16] convolution(x, k), window={size=3x3 pad=1_1x1_1}, dim_labels=b01f_01io->b01f
-  ROOT t = (f32[64,1024], f32[2,8,8,16]) tuple(d, c)
-})";
-  auto parsed = ParseHloModule(module);
-  ASSERT_TRUE(parsed.ok()) << parsed.status().message();
+  d = f32[64,{0}] dot(a, b), lhs_contracting_dims={{1}}, rhs_contracting_dims={{0}}
+  c = f32[2,8,8,16] convolution(x, k), window={{size=3x3 pad=1_1x1_1}}, dim_labels=b01f_01io->b01f
+  ROOT t = (f32[64,{0}], f32[2,8,8,16]) tuple(d, c)
+}})",
+                      n);
+  auto parsed = ParseHloModule(*text);
+  EXPECT_TRUE(parsed.ok()) << parsed.status().message();
+  if (!parsed.ok()) return nullptr;
   auto exe = CompileForCpu(std::move(*parsed), {});
-  ASSERT_TRUE(exe.ok()) << exe.status().message();
+  EXPECT_TRUE(exe.ok()) << exe.status().message();
+  if (!exe.ok()) return nullptr;
   EXPECT_THAT((*exe)->ThunkSequenceText(), HasSubstr("oneDNN matmul"));
   EXPECT_THAT((*exe)->ThunkSequenceText(), HasSubstr("oneDNN convolution"));
-  const std::vector<Literal> arguments = testing::RandomArguments(module, 1);
+  return std::move(*exe);
+}
+
+TEST_F(OneDnnThunkTest, AnIdleProcessSpendsNoCpuAfterItsProducts) {
+  // oneDNN runs on OpenMP here, whose idle threads spin for milliseconds after each parallel
+  // region (libgomp's default; with OMP_WAIT_POLICY=active until the process ends). Every call,
+  // on whichever thread, runs with that thread's OpenMP count at one (SingleOpenMpThread), so
+  // OpenMP never opens a team of its own; the pool's workers sleep within 200 us of their last
+  // loop, and a process that waits between calls spends nothing. Were a call to run at the
+  // thread's count of two, its second OpenMP thread would spin for 2-9 ms of CPU after each run.
+  std::string text;
+  std::unique_ptr<Executable> exe = ProductBesideConvolution(1024, &text);
+  ASSERT_NE(exe, nullptr);
+  const std::vector<Literal> arguments = testing::RandomArguments(text, 1);
   // Three runs, each followed by 30 ms idle, of which each of the pool's workers spins at most
   // 0.2 ms; 1 ms more for the rest of the process.
   double idle_ms = 0;
   for (int i = 0; i < 3; ++i) {
-    ASSERT_TRUE((*exe)->Execute(arguments).ok());
+    ASSERT_TRUE(exe->Execute(arguments).ok());
     const double before = ProcessCpuMs();
     std::this_thread::sleep_for(std::chrono::milliseconds(30));
     idle_ms += ProcessCpuMs() - before;
@@ -715,23 +730,11 @@ TEST_F(OneDnnThunkTest, ACallerKeepsItsOpenMpThreadCount) {
 #if __has_include(<omp.h>)
   const int saved = omp_get_max_threads();
   omp_set_num_threads(3);
-  const std::string module = R"(HloModule m
-ENTRY e {
-  a = f32[64,256] parameter(0)
-  b = f32[256,128] parameter(1)
-  x = f32[2,8,8,16] parameter(2)
-  k = f32[3,3,16,16] parameter(3)
-  d = f32[64,128] dot(a, b), lhs_contracting_dims={1}, rhs_contracting_dims={0}
-  c = f32[2,8,8,16] convolution(x, k), window={size=3x3 pad=1_1x1_1}, dim_labels=b01f_01io->b01f
-  ROOT t = (f32[64,128], f32[2,8,8,16]) tuple(d, c)
-})";
-  auto parsed = ParseHloModule(module);
-  ASSERT_TRUE(parsed.ok()) << parsed.status().message();
-  auto exe = CompileForCpu(std::move(*parsed), {});
-  ASSERT_TRUE(exe.ok()) << exe.status().message();
-  EXPECT_THAT((*exe)->ThunkSequenceText(), HasSubstr("oneDNN convolution"));
+  std::string text;
+  std::unique_ptr<Executable> exe = ProductBesideConvolution(128, &text);
+  ASSERT_NE(exe, nullptr);
   EXPECT_EQ(omp_get_max_threads(), 3);
-  ASSERT_TRUE((*exe)->Execute(testing::RandomArguments(module, 1)).ok());
+  ASSERT_TRUE(exe->Execute(testing::RandomArguments(text, 1)).ok());
   EXPECT_EQ(omp_get_max_threads(), 3);
   omp_set_num_threads(saved);
 #endif
