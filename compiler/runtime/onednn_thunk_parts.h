@@ -47,22 +47,8 @@ inline const dnnl::engine& CpuEngine() {
 // Every call is made through this stream inside a SingleOpenMpThread, which holds the thread to
 // one OpenMP thread for the call and puts the caller's count back after it: some of oneDNN's
 // calls open a team of the calling thread's count at the call, not of the one their primitive
-// was made with, so a thread left at two (the compiling thread, after a build that compared a
-// convolution's weights with oneDNN's layout, SameLayout) made its calls with a second OpenMP
-// thread, which spun on after them for 2-9 ms of CPU each time (a product and a convolution run
-// three times, 30 ms idle after each: 7.5-17 ms of CPU in the 90 ms, against 0.1).
-// Nor does a large call run whole on OpenMP's team where its threads sleep when idle
-// (OMP_WAIT_POLICY=passive: 0.02-0.03 ms of CPU in the 100 ms after a call, against 7 ms under
-// libgomp's default): OpenMP splits a call evenly and statically, so a team thread woken late on
-// a busy core holds back the whole call, where the pool's caller runs a late worker's parts
-// itself. Measured beside other work (load 4-7 on the two cores), the whole call on a team of two
-// against the parts on the pool, alternating call by call, 200-500 pairs a run: the GELU MLP's
-// 256x512x2048 best 2.68-2.76 against 2.74-2.80 ms, but its 10th percentile 7.9-9.3 against
-// 5.3-6.2 and the pool's call the faster in 58-61% of pairs; its 256x2048x512 in k 2.65-3.32
-// against 2.63-2.65 (pool faster in 58-59%); a 3x3 convolution of 8x32x32x64 2.67-2.77 against
-// 2.66-2.72 (pool faster in 50-70%). In the modules (xlens run, alternating processes): the GELU
-// MLP's best 6.7-11.3 against 5.1-13.2 ms (lower on the pool in 10 of 11 pairs), the MLP step's
-// 0.58-0.99 against 0.51-0.54 (4 of 4); their medians and CPU times the same within the noise.
+// was made with, and a team's second thread spins on after each call (2-9 ms of CPU each time
+// under libgomp's default wait policy).
 inline dnnl::stream& ThreadStream() {
   thread_local dnnl::stream stream(CpuEngine());
   return stream;
@@ -106,6 +92,19 @@ inline void BindArgument(std::unordered_map<int, dnnl::memory>& args, int arg, c
 // scratchpad. The first oneDNN error, if any, is the call's.
 // `after(t)`, where given, runs on the part's thread once the part has run. The parts are
 // numbered from `first`, which also keys their kept arguments.
+// A large call does not run whole on OpenMP's team instead, even where its threads sleep when
+// idle (OMP_WAIT_POLICY=passive: 0.02-0.03 ms of CPU in the 100 ms after a call, against 7 ms under
+// libgomp's default): OpenMP splits a call evenly and statically, so a team thread woken late on
+// a busy core holds back the whole call, where the pool's caller runs a late worker's parts
+// itself. Measured beside other work (load 4-7 on the two cores), the whole call on a team of two
+// against the parts on the pool, alternating call by call, 200-500 pairs a run: the GELU MLP's
+// 256x512x2048 best 2.68-2.76 against 2.74-2.80 ms, but the time a tenth of its calls beat
+// 7.9-9.3 against 5.3-6.2, and the pool's call the faster in 58-61% of pairs; its 256x2048x512
+// in k 2.65-3.32 against 2.63-2.65 (pool faster in 58-59%); a 3x3 convolution of 8x32x32x64
+// 2.67-2.77 against 2.66-2.72 (pool faster in 50-70%). In the modules (xlens run, alternating
+// processes): the GELU MLP's best 6.7-11.3 against 5.1-13.2 ms (lower on the pool in 10 of 11
+// pairs), the MLP step's 0.58-0.99 against 0.51-0.54 (4 of 4); their medians and CPU times the
+// same within the noise.
 template <typename BindPart, typename AfterPart>
 Status ExecutePartsOnPool(ThreadPool* pool, int64_t tasks, const std::string& name, BindPart bind, AfterPart after,
                           int64_t first = 0) {

@@ -215,7 +215,8 @@ def pair_shares(limits, read_bytes, write_bytes, measurements):
     memory floor (Limits.memory_floor, the row's own rule) at the rates its kernels ran right
     after the module's run, as a percentage of that run. A dict of `median`, `q1`, `q3` (of the
     pairs), `best_of_each` (the floor at each kernel's best pass against the best run) and
-    `beaten` (the fraction of pairs whose module run beat the floor); None without pairs. The memory's phase is the same within a pair, so the median cannot read it."""
+    `beaten` (the fraction of pairs whose module run beat the floor); None without pairs. The
+    memory's phase is the same within a pair, so the median cannot read it."""
     shares, best_ms, best_stream = [], float("inf"), {}
     for m in measurements:
         for i, module_ms in enumerate(m["module_ms"]):
@@ -477,8 +478,8 @@ UNRELIABLE_SHARE = 100.0
 # A row whose pairs beat their floor this often (the fraction of pairs over UNRELIABLE_SHARE) is
 # unreliable by `pair` though its median is not: a floor beaten in a quarter of its own moments is
 # the kernels' side losing to the load, not the module moving bytes faster than the machine can
-# (before the floor's kernels ran on a team of their own, triad's pairs read 50-112% and adam's
-# 53-239% between the quartiles, each median under 100%).
+# (at load 5-7.5 on the two cores, with the kernels on threads started for each timing, triad's
+# pairs read 50-112% and Adam's 53-239% between the quartiles, each median under 100%).
 PAIR_BEATEN_AT_MOST = 0.25
 
 
