@@ -21,7 +21,8 @@ cache bandwidth by working set, peak f32 FLOP/s, oneDNN's standalone time for ev
 convolution of the suite), and each row gives what xlens achieves (GB/s of its arguments and
 results, or GFLOP/s of its products and convolutions) and its time as a percentage of the bound
 that applies: bytes over the bandwidth of a working set that size (memory's copy, triad, or the
-rate of the workload's own mix of reads and writes between them, or the cache that holds it),
+rate of the workload's own mix of reads and writes between them, or the cache that holds it;
+for a module of two phases that cannot overlap, batch norm in training, the sum of theirs),
 oneDNN's standalone time for its products and convolutions, or the module's own
 floating-point operations (counted as XLA's HloCostAnalysis counts them) over the FMA units' peak,
 whichever is longest. The `bound` column says which. Each floor is the best of many runs, so
@@ -41,8 +42,11 @@ of the pair's passes against the pair's run, and `% pair` is the median over eve
 rounds (roofline.pair_shares; quartiles and the best of each, the best pass against the best run,
 printed under the counts). The memory's speed here changes by half between minutes (STREAM copy
 50-89 GB/s from run to run), so `% bound` and `% triad`, held to the run's best minute, partly
-read that phase; `% pair` cannot, and is never counted in their place. Over 100% (xlens beating
-the kernels in their own moment) flags the row as the other columns do. Floors are also
+read that phase; `% pair` cannot, and is never counted in their place. A row at its floor has
+about half its pairs over 100%, so a row is flagged only where its median pair is over 100% by
+more than a control measured the same way spreads above its own median (roofline.CONTROL,
+triad's b + 3c against its own triad floor: its upper quartile less its median), printed under
+the counts. Floors are also
 measured right before each round: the stream kernels over the workload's working set, or its
 library calls and the FMA and transcendental rates (`machine_limits --floors`). The run's best is the better of every figure
 measured, before and after the workloads and beside every round; each round is held to the
@@ -305,6 +309,38 @@ def left_out(median, unreliable, missing=0):
     return f" ({'; '.join(parts)})" if parts else ""
 
 
+def control_pairs(jax, jnp, np, roofline, limits_binary, work, rows, rounds):
+    """(read bytes, write bytes, pairs) of `% pair`'s control (roofline.CONTROL, a module that is
+    exactly a stream kernel), or None where no row was paired: the control row's own pairs where
+    it ran, else the module paired as a row is, once per round, after the rows."""
+    paired = [row for _, row in rows if isinstance(row, dict) and row.get("pairs")]
+    if not paired:
+        return None
+    for name, row in rows:
+        if name == roofline.CONTROL and isinstance(row, dict) and row.get("pairs"):
+            return row["read_bytes"], row["write_bytes"], row["pairs"]
+    fn, specs = workloads(jax, jnp)[roofline.CONTROL]
+    directory = os.path.join(work, roofline.CONTROL)
+    os.makedirs(os.path.join(directory, "inputs"), exist_ok=True)
+    hlo_file = os.path.join(directory, roofline.CONTROL + ".hlo")
+    with open(hlo_file, "w") as f:
+        f.write(jax.jit(fn).lower(*[jax.ShapeDtypeStruct(shape, jnp.float32)
+                                    for shape, _ in specs]).as_text(dialect="hlo"))
+    host_args = make_arguments(np, specs, 0)
+    for i, a in enumerate(host_args):
+        np.save(os.path.join(directory, "inputs", f"arg{i}.npy"), a)
+    read_bytes = sum(a.nbytes for a in host_args)
+    write_bytes = host_args[0].nbytes
+    try:
+        pairs = [roofline.measure_pairs(limits_binary, hlo_file, os.path.join(directory, "inputs"),
+                                        read_bytes + write_bytes,
+                                        roofline.paired_kernels(read_bytes, write_bytes))
+                 for _ in range(rounds)]
+    except (OSError, RuntimeError, ValueError):
+        return None
+    return read_bytes, write_bytes, pairs
+
+
 def main():
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--xlens", required=True)
@@ -404,6 +440,8 @@ def main():
         # before the workloads, as Adam's square roots leave it memory-bound.
         pairs = [] if not calls and limits.bound(
             hlo_file, read_bytes, moved - read_bytes)[2] == "GB/s" else None
+        with open(hlo_file) as f:
+            first_phase = roofline.first_phase_bytes(f.read())
         try:
             for _ in range(rounds):
                 # The memory floor of this round, measured right before it: the bandwidth of a
@@ -432,7 +470,7 @@ def main():
                     try:
                         pairs.append(roofline.measure_pairs(
                             limits_binary, hlo_file, os.path.join(directory, "inputs"), moved,
-                            roofline.paired_kernels(read_bytes, moved - read_bytes)))
+                            roofline.paired_kernels(read_bytes, moved - read_bytes, first_phase)))
                     except (OSError, RuntimeError, ValueError):
                         pairs = None  # the row goes without a `% pair`
                 our_times.append(ours_ms)
@@ -453,6 +491,7 @@ def main():
             ours_compile_ms=statistics.median(our_compiles), ok=ok, detail=detail, hlo_file=hlo_file,
             read_bytes=sum(a.nbytes for a in host_args),
             write_bytes=sum(np.asarray(leaf).nbytes for leaf in leaves_of(expected)))))
+    control = control_pairs(jax, jnp, np, roofline, limits_binary, work, rows, rounds)
     try:
         limits = roofline.Limits(roofline.better(before, roofline.measure(limits_binary, hlo_files)))
     except (OSError, RuntimeError) as e:
@@ -477,7 +516,8 @@ def main():
         # (roofline.row_shares). The floors are each the best of many runs (STREAM's loops, the
         # FMA chains, oneDNN's call standalone), so xlens is held to them by its best run too; a
         # median against a best charges xlens with the machine's noise, which `median` shows.
-        summary = roofline.row_shares(limits, row)
+        summary = roofline.row_shares(limits, row,
+                                      control and roofline.pair_shares(limits, *control))
         summaries[name] = summary
         achieved = f"{summary['work'] / (row['our_best'] * 1e-3) / 1e9:.1f} {summary['unit']}"
         label = summary["label"] + (" (median round)" if len(row["our_best_rounds"]) > 1 else "")
@@ -523,6 +563,14 @@ def main():
                 print(f"bandwidth-bound against the stream kernels run right after each of its "
                       f"runs (`% pair`, the median pair): {at_pair} of {rows} at 90% or more"
                       f"{left_out(median, unreliable, missing)}")
+                if control:
+                    # What a row at its floor reads, and so the median pair over which a row is
+                    # flagged (roofline.pair_unreliable).
+                    shares = roofline.pair_shares(limits, *control)
+                    print(f"  control, {roofline.CONTROL}'s b + 3c against its own triad floor: "
+                          f"pairs {shares['median']:.0f}% (quartiles {shares['q1']:.0f}-"
+                          f"{shares['q3']:.0f}%); a row's median pair over "
+                          f"{roofline.pair_beaten_over(shares):.0f}% is flagged")
                 for name, paired in summaries.items():
                     if paired["pair"] is not None:
                         q1, q3 = paired["pair_quartiles"]

@@ -125,6 +125,93 @@ class HloFlopsTest(unittest.TestCase):
         self.assertEqual(transcendentals, {"exponential": ELEMENTS, "log": 64, "tanh": 64, "sine": 64})
 
 
+# Batch norm's shape of module: x's sum over the batch (the outer dimension) read by an output that
+# reads x again; dy's sum is an output of its own. LAYER_NORM_FORM: the same over each row.
+TWO_PHASE_MODULE = """HloModule jit_two_phase
+
+region_0.1 {
+  a = f32[] parameter(0)
+  b = f32[] parameter(1)
+  ROOT s = f32[] add(a, b)
+}
+
+ENTRY main {
+  x = f32[64,32]{1,0} parameter(0)
+  dy = f32[64,32]{1,0} parameter(1)
+  zero = f32[] constant(0)
+  sum = f32[32]{0} reduce(x, zero), dimensions={0}, to_apply=region_0.1
+  bsum = f32[64,32]{1,0} broadcast(sum), dimensions={1}
+  c = f32[64,32]{1,0} subtract(x, bsum)
+  y = f32[64,32]{1,0} multiply(c, dy)
+  dsum = f32[32]{0} reduce(dy, zero), dimensions={0}, to_apply=region_0.1
+  ROOT out = (f32[64,32]{1,0}, f32[32]{0}) tuple(y, dsum)
+}
+"""
+LAYER_NORM_FORM = (TWO_PHASE_MODULE.replace("sum = f32[32]{0} reduce(x, zero), dimensions={0}",
+                                            "sum = f32[64]{0} reduce(x, zero), dimensions={1}")
+                   .replace("broadcast(sum), dimensions={1}", "broadcast(sum), dimensions={0}"))
+
+
+class FirstPhaseTest(unittest.TestCase):
+    def test_a_sum_over_the_batch_read_again_is_a_first_phase(self):
+        # x's sum must be read whole before y's first element; dy is read once, by y and by its
+        # own sum (an output).
+        self.assertEqual(roofline.first_phase_bytes(TWO_PHASE_MODULE), 4 * ELEMENTS)
+        # Each row's sum, over the inner dimension: one pass.
+        self.assertEqual(roofline.first_phase_bytes(LAYER_NORM_FORM), 0)
+        # The same reduction over dimension 1 where the layout makes it the outer one.
+        self.assertEqual(roofline.first_phase_bytes(
+            LAYER_NORM_FORM.replace("[64,32]{1,0}", "[64,32]{0,1}")), 4 * ELEMENTS)
+        # In XLA's dump form, operands written with their shapes.
+        xla_form = TWO_PHASE_MODULE.replace("reduce(x, zero)", "reduce(f32[64,32]{1,0} %x, f32[] %zero)")
+        self.assertEqual(roofline.first_phase_bytes(xla_form), 4 * ELEMENTS)
+
+    def test_a_reduction_read_once_is_one_phase(self):
+        # A column sum that is the output reads x once; so does the JAX module's row sum.
+        self.assertEqual(roofline.first_phase_bytes(
+            JAX_MODULE.replace("dimensions={1}", "dimensions={0}")
+            .replace("f32[64]{0} reduce", "f32[32]{0} reduce")), 0)
+        self.assertEqual(roofline.first_phase_bytes(JAX_MODULE), 0)
+        # An output that reads again only a vector beside the batch's sum (a bias update, b -
+        # 0.1 * sum(x * b)) has no first phase over x.
+        bias = TWO_PHASE_MODULE[:TWO_PHASE_MODULE.index("ENTRY")] + """ENTRY main {
+  x = f32[64,32]{1,0} parameter(0)
+  b = f32[32]{0} parameter(1)
+  zero = f32[] constant(0)
+  bb = f32[64,32]{1,0} broadcast(b), dimensions={1}
+  xb = f32[64,32]{1,0} multiply(x, bb)
+  sum = f32[32]{0} reduce(xb, zero), dimensions={0}, to_apply=region_0.1
+  ROOT out = f32[32]{0} subtract(b, sum)
+}
+"""
+        self.assertEqual(roofline.first_phase_bytes(bias), 0)
+
+    def test_two_phases_held_to_the_sum_of_their_floors(self):
+        with tempfile.TemporaryDirectory() as directory:
+            path = os.path.join(directory, "m.hlo")
+            with open(path, "w") as f:
+                f.write(TWO_PHASE_MODULE)
+            stream = {"copy_gbps": 5.0, "triad_gbps": 8.0, "read_gbps": 20.0}
+            # As much written as read (batch norm's y and dx for its x and dy): copy's rate for
+            # the pass over all of it, after x read at the read-only sum's.
+            read, write = 8 * ELEMENTS, 8 * ELEMENTS
+            ms, label, unit, _ = limits().bound(path, read, write, stream=stream)
+            self.assertAlmostEqual(ms, ((read + write) / 5e9 + 4 * ELEMENTS / 20e9) * 1e3)
+            self.assertEqual(label, f"L1 2 phases: read {4 * ELEMENTS / 1e6:.3g} MB + copy "
+                                    f"{(read + write) / 1e6:.3g} MB")
+            self.assertEqual(unit, "GB/s")
+            self.assertEqual(roofline.paired_kernels(read, write, 4 * ELEMENTS),
+                             ["read", "copy", "triad"])
+            # `% triad` stays the bytes at triad's rate, one pass.
+            self.assertAlmostEqual(limits().triad_ms(read, write, stream), (read + write) / 8e9 * 1e3)
+            # Each pair's floor: both phases at that pair's kernels.
+            pairs = {"module_ms": [ms * 2],
+                     "kernels": {k[:-5]: {"gbps": [v]} for k, v in stream.items()}}
+            row = dict(hlo_file=path, read_bytes=read, write_bytes=write, floors=None, streams=None,
+                       pairs=[pairs], our_best_rounds=[ms * 2], our_times=[ms * 2])
+            self.assertAlmostEqual(roofline.row_shares(limits(), row)["pair"], 50.0, delta=0.01)
+
+
 class BoundTest(unittest.TestCase):
     def setUp(self):
         self.directory = tempfile.TemporaryDirectory()
@@ -582,25 +669,44 @@ class RowSharesTest(unittest.TestCase):
         library.update(pairs=[slow])
         self.assertIsNone(roofline.row_shares(limits(self.file, library_ms=1.0), library)["pair"])
 
-    def test_a_quarter_of_pairs_over_the_floor_marks_the_row(self):
-        # Triad's rate, 10 GB/s in every pair; the module at 80% in six pairs of eight and at
-        # 120% in two: the median 80% but a quarter of the pairs beat the floor.
+    def test_a_row_is_flagged_beyond_the_controls_spread(self):
+        # Triad's rate, 10 GB/s in every pair. The control, a module at its floor, reads 96% at
+        # the median and 100% at its upper quartile: 4 points above. A row at its floor, half its
+        # pairs over 100% (97% in four pairs of eight, 105% in four): its median 101% is within
+        # 100% and that spread, so it counts, at 90% and in the median. A row whose median is
+        # 105% beat its floor: flagged.
         read, write = 2 * 4 * ELEMENTS, 4 * ELEMENTS
         ms = lambda gbps: (read + write) / (gbps * 1e9) * 1e3
-        pairs = self.pairs([ms(8.0)] * 6 + [ms(12.0)] * 2, {"copy": [8.0] * 8, "triad": [10.0] * 8})
-        row = dict(hlo_file=self.file, read_bytes=read, write_bytes=write, floors=None, streams=None,
-                   pairs=[pairs], our_best_rounds=[ms(12.0)], our_times=[ms(12.0)])
-        summary = roofline.row_shares(limits(), row)
-        self.assertAlmostEqual(summary["pair"], 80.0, delta=0.1)
-        self.assertTrue(summary["pair_unreliable"])
-        self.assertEqual(roofline.kind_counts([summary], "memory", "pair")[:4], (0, 1, None, 1))
-        # One pair of eight over it: counted.
-        pairs["module_ms"][-1] = ms(8.0)
-        summary = roofline.row_shares(limits(), row)
-        self.assertFalse(summary["pair_unreliable"])
-        counts = roofline.kind_counts([summary], "memory", "pair")
-        self.assertEqual((counts[:2], counts[3]), ((0, 1), 0))
-        self.assertAlmostEqual(counts[2], 80.0, delta=0.1)
+        kernels = {"copy": [8.0] * 8, "triad": [10.0] * 8}
+        control = roofline.pair_shares(limits(), read, write, [self.pairs(
+            [ms(10 * s / 100) for s in (88, 92, 94, 96, 96, 100, 100, 104)], kernels)])
+        self.assertAlmostEqual(control["median"], 96.0, delta=0.01)
+        self.assertAlmostEqual(control["q3"], 100.0, delta=0.01)
+
+        def row(shares):
+            pairs = self.pairs([ms(10 * s / 100) for s in shares], kernels)
+            return dict(hlo_file=self.file, read_bytes=read, write_bytes=write, floors=None,
+                        streams=None, pairs=[pairs], our_best_rounds=[ms(8.0)], our_times=[ms(8.0)])
+
+        at_floor = roofline.row_shares(limits(), row([97] * 4 + [105] * 4), control)
+        self.assertAlmostEqual(at_floor["pair"], 101.0, delta=0.01)
+        self.assertFalse(at_floor["pair_unreliable"])
+        counts = roofline.kind_counts([at_floor], "memory", "pair")
+        self.assertEqual((counts[:2], counts[3]), ((1, 1), 0))
+        self.assertAlmostEqual(counts[2], 101.0, delta=0.01)
+        beating = roofline.row_shares(limits(), row([103] * 4 + [107] * 4), control)
+        self.assertAlmostEqual(beating["pair"], 105.0, delta=0.01)
+        self.assertTrue(beating["pair_unreliable"])
+        self.assertEqual(roofline.kind_counts([beating], "memory", "pair")[:4], (0, 1, None, 1))
+        # Without a control, a median over 100% is flagged; under it never, however many of its
+        # pairs are (a quarter of them at 120% leaves a median of 80% counted).
+        self.assertTrue(roofline.row_shares(limits(), row([97] * 4 + [105] * 4))["pair_unreliable"])
+        self.assertFalse(
+            roofline.row_shares(limits(), row([80] * 6 + [120] * 2), control)["pair_unreliable"])
+        # A control whose pairs do not spread above their median allows nothing over 100%.
+        tight = dict(control, q3=control["median"])
+        self.assertTrue(
+            roofline.row_shares(limits(), row([97] * 4 + [105] * 4), tight)["pair_unreliable"])
 
     def test_pair_of_a_reduction_reads_the_read_only_sum(self):
         self.assertEqual(roofline.paired_kernels(4 * ELEMENTS, 4 * 64), ["read"])
