@@ -449,6 +449,9 @@ def main():
                 if streams is not None:
                     try:
                         streams.append(roofline.measure_stream(limits_binary, moved))
+                        if first_phase:  # its read-only sum over its own bytes (memory_floor)
+                            streams[-1]["first_phase_read_gbps"] = roofline.measure_stream(
+                                limits_binary, first_phase)["read_gbps"]
                     except (OSError, RuntimeError, ValueError):
                         streams = None  # the sweep's floor holds instead; the rounds go on
                 if floors is not None:

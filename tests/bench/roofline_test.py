@@ -197,6 +197,16 @@ class FirstPhaseTest(unittest.TestCase):
             read, write = 8 * ELEMENTS, 8 * ELEMENTS
             ms, label, unit, _ = limits().bound(path, read, write, stream=stream)
             self.assertAlmostEqual(ms, ((read + write) / 5e9 + 4 * ELEMENTS / 20e9) * 1e3)
+            # The read-only sum measured over the first phase's own bytes holds it where given.
+            beside = dict(stream, first_phase_read_gbps=40.0)
+            self.assertAlmostEqual(limits().bound(path, read, write, stream=beside)[0],
+                                   ((read + write) / 5e9 + 4 * ELEMENTS / 40e9) * 1e3)
+            # A round is held to the faster rate of each kernel the run measured: copy the sweep's
+            # 10 GB/s, the first phase's read-only sum the 40 beside the round.
+            row = dict(hlo_file=path, read_bytes=read, write_bytes=write, floors=None,
+                       streams=[beside], our_best_rounds=[ms], our_times=[ms])
+            self.assertAlmostEqual(roofline.row_shares(limits(), row)["bound_ms"],
+                                   ((read + write) / 10e9 + 4 * ELEMENTS / 40e9) * 1e3)
             self.assertEqual(label, f"L1 2 phases: read {4 * ELEMENTS / 1e6:.3g} MB + copy "
                                     f"{(read + write) / 1e6:.3g} MB")
             self.assertEqual(unit, "GB/s")
