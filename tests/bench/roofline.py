@@ -39,6 +39,7 @@ workload, whichever of these takes longest (the tightest floor under its run tim
     although the FMA peak counts two.
 """
 import json
+import math
 import os
 import re
 import statistics
@@ -331,7 +332,8 @@ def pair_shares(limits, read_bytes, write_bytes, measurements, first_phase=0):
     """The per-pair shares of measure_pairs results (one per round, pooled): for each pair, the
     memory floor (Limits.memory_floor, the row's own rule) at the rates its kernels ran right
     after the module's run, as a percentage of that run. A dict of `median`, `q1`, `q3` (of the
-    pairs) and `best_of_each` (the floor at each kernel's best pass against the best run); None
+    pairs), `pairs` (their count) and `best_of_each` (the floor at each kernel's best pass
+    against the best run); None
     without pairs. The memory's phase is the same within a pair, so the median cannot read it.
     `first_phase`: the bytes of a first phase (first_phase_bytes), timed at each pair's read-only
     sum."""
@@ -348,7 +350,7 @@ def pair_shares(limits, read_bytes, write_bytes, measurements, first_phase=0):
         return None
     q1, median, q3 = (statistics.quantiles(shares, n=4, method="inclusive") if len(shares) > 1
                       else shares * 3)
-    return dict(median=median, q1=q1, q3=q3, best_of_each=100.0 * limits.memory_floor(
+    return dict(median=median, q1=q1, q3=q3, pairs=len(shares), best_of_each=100.0 * limits.memory_floor(
         read_bytes, write_bytes, best_stream, first_phase)[0] / best_ms)
 
 
@@ -612,22 +614,31 @@ UNRELIABLE_SHARE = 100.0
 
 # The control of `% pair`: the suite's module that is exactly a stream kernel, triad's b + 3c over
 # 2 x 64 MiB read and 64 MiB written, paired as every memory-bound row is and held to its own
-# triad floor. Its pairs show how far the pairs of a row at its floor spread about their median
-# (in a quiet run its quartiles were 90-97% about a median of 94%; beside other work at load 8,
-# 28-98% about 61%). A row at its floor reads 100% give or take that spread, so about
-# half its pairs are over 100%: where a quarter of its pairs over 100% flagged a row, chain8,
-# triad, the transpose and Adam, at 94-101% by the median pair in every quiet run, were left out
-# as beating their floor. A row is flagged where its median pair is over 100% by more than the
-# control's upper quartile is over the control's median (pair_unreliable): the row sum, whose
-# read-only sum floor in the cache is slower than xlens's row reduction, read 111-117%.
+# triad floor. Its pairs show how widely the pairs of a row at its floor spread (in a quiet run
+# 90-97% between the quartiles; beside other work at load 8-12, 28-98% and 39-97%). A row at its
+# floor reads 100% give or take that spread, so about half its pairs are over 100%: where a
+# quarter of its pairs over 100% flagged a row, chain8, triad, the transpose and Adam, at 94-101%
+# by the median pair in every quiet run, were left out as beating their floor. What a row's
+# median pair can tell is its distance from 100% against the error of a median of pairs that
+# spread so: a row is flagged where its median pair is over 100% by more than twice the
+# standard error of the difference of two such medians (pair_beaten_over: about 102% in the
+# quiet run, 116-119% in the busy ones). Still flagged: the row sum, at 111-117% in quiet runs,
+# 122-177% in the busy ones, whose read-only sum floor in the cache is slower than xlens's row
+# reduction. Flagged by the control's upper quartile instead (its spread of single pairs, not of
+# a median) the row sum read 122% under a limit of 122% in one busy run.
 CONTROL = "triad"
 
 
 def pair_beaten_over(control):
-    """The median pair over which a row beat its floor: UNRELIABLE_SHARE plus how far the pairs
-    of `control` (pair_shares of CONTROL) spread above their own median (its upper quartile less
-    its median); UNRELIABLE_SHARE alone without a control."""
-    return UNRELIABLE_SHARE + (max(0.0, control["q3"] - control["median"]) if control else 0.0)
+    """The median pair over which a row beat its floor: UNRELIABLE_SHARE plus twice the standard
+    error of the difference of two medians of as many pairs as `control` (pair_shares of
+    CONTROL) has, spread as its pairs are; UNRELIABLE_SHARE alone without a control. A median of
+    n samples of a normal spread has the standard error 1.2533 sigma / sqrt(n), and sigma is
+    (q3 - q1) / 1.349."""
+    if not control:
+        return UNRELIABLE_SHARE
+    sigma = (control["q3"] - control["q1"]) / 1.349
+    return UNRELIABLE_SHARE + 2 * math.sqrt(2) * 1.2533 * sigma / math.sqrt(control["pairs"])
 
 
 def pair_unreliable(paired, control):
@@ -659,8 +670,9 @@ def row_shares(limits, row, control=None):
     and `pair_best_of_each` beside it. A shared machine's memory has slow and fast phases (STREAM
     copy 50-89 GB/s from one minute to the next), so `share` partly reads the phase; `pair`
     cannot, and is reported beside it, never in its place. A `pair` over UNRELIABLE_SHARE by more
-    than the pairs of `control` (the pair_shares of CONTROL, a module at its floor) spread above
-    their median is the module beating the kernels in their own moment: `pair_unreliable`."""
+    than the error of a median of pairs spread as those of `control` (the pair_shares of CONTROL,
+    a module at its floor; pair_beaten_over) is the module beating the kernels in their own
+    moment: `pair_unreliable`."""
     hlo, read, write = row["hlo_file"], row["read_bytes"], row["write_bytes"]
     moved = read + write
     rounds = len(row["our_best_rounds"])

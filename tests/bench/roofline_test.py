@@ -680,21 +680,23 @@ class RowSharesTest(unittest.TestCase):
         self.assertIsNone(roofline.row_shares(limits(self.file, library_ms=1.0), library)["pair"])
 
     def test_a_row_is_flagged_beyond_the_controls_spread(self):
-        # Triad's rate, 10 GB/s in every pair. The control, a module at its floor, reads 96% at
-        # the median and 100% at its upper quartile: 4 points above. A row at its floor, half its
-        # pairs over 100% (97% in four pairs of eight, 105% in four): its median 101% is within
-        # 100% and that spread, so it counts, at 90% and in the median. A row whose median is
-        # 105% beat its floor: flagged.
+        # Triad's rate, 10 GB/s in every pair. The control, a module at its floor, reads 90% to
+        # 100% between its quartiles over 9 pairs: twice the standard error of the difference of
+        # two medians of 9 pairs spread so is 2 * sqrt(2) * 1.2533 * (10 / 1.349) / 3 = 8.76
+        # points. A row at its floor, half its pairs over 100% (97% in four pairs of eight, 105%
+        # in four): its median 101% is within them, so it counts, at 90% and in the median. A
+        # row whose median is 110% beat its floor: flagged.
         read, write = 2 * 4 * ELEMENTS, 4 * ELEMENTS
         ms = lambda gbps: (read + write) / (gbps * 1e9) * 1e3
-        kernels = {"copy": [8.0] * 8, "triad": [10.0] * 8}
+        kernels = {"copy": [8.0] * 9, "triad": [10.0] * 9}
         control = roofline.pair_shares(limits(), read, write, [self.pairs(
-            [ms(10 * s / 100) for s in (88, 92, 94, 96, 96, 100, 100, 104)], kernels)])
-        self.assertAlmostEqual(control["median"], 96.0, delta=0.01)
-        self.assertAlmostEqual(control["q3"], 100.0, delta=0.01)
+            [ms(10 * s / 100) for s in (86, 88, 90, 92, 95, 98, 100, 102, 104)], kernels)])
+        self.assertEqual((control["q1"], control["q3"], control["pairs"]), (90.0, 100.0, 9))
+        self.assertAlmostEqual(roofline.pair_beaten_over(control), 108.76, delta=0.01)
 
         def row(shares):
-            pairs = self.pairs([ms(10 * s / 100) for s in shares], kernels)
+            pairs = self.pairs([ms(10 * s / 100) for s in shares],
+                               {k: v[:len(shares)] for k, v in kernels.items()})
             return dict(hlo_file=self.file, read_bytes=read, write_bytes=write, floors=None,
                         streams=None, pairs=[pairs], our_best_rounds=[ms(8.0)], our_times=[ms(8.0)])
 
@@ -704,8 +706,8 @@ class RowSharesTest(unittest.TestCase):
         counts = roofline.kind_counts([at_floor], "memory", "pair")
         self.assertEqual((counts[:2], counts[3]), ((1, 1), 0))
         self.assertAlmostEqual(counts[2], 101.0, delta=0.01)
-        beating = roofline.row_shares(limits(), row([103] * 4 + [107] * 4), control)
-        self.assertAlmostEqual(beating["pair"], 105.0, delta=0.01)
+        beating = roofline.row_shares(limits(), row([108] * 4 + [112] * 4), control)
+        self.assertAlmostEqual(beating["pair"], 110.0, delta=0.01)
         self.assertTrue(beating["pair_unreliable"])
         self.assertEqual(roofline.kind_counts([beating], "memory", "pair")[:4], (0, 1, None, 1))
         # Without a control, a median over 100% is flagged; under it never, however many of its
@@ -713,8 +715,13 @@ class RowSharesTest(unittest.TestCase):
         self.assertTrue(roofline.row_shares(limits(), row([97] * 4 + [105] * 4))["pair_unreliable"])
         self.assertFalse(
             roofline.row_shares(limits(), row([80] * 6 + [120] * 2), control)["pair_unreliable"])
-        # A control whose pairs do not spread above their median allows nothing over 100%.
-        tight = dict(control, q3=control["median"])
+        # A control spread twice as widely allows twice as much; one whose pairs do not spread,
+        # nothing over 100%.
+        wide = dict(control, q1=80.0)
+        self.assertAlmostEqual(roofline.pair_beaten_over(wide), 117.52, delta=0.01)
+        self.assertFalse(
+            roofline.row_shares(limits(), row([108] * 4 + [112] * 4), wide)["pair_unreliable"])
+        tight = dict(control, q1=control["q3"])
         self.assertTrue(
             roofline.row_shares(limits(), row([97] * 4 + [105] * 4), tight)["pair_unreliable"])
 
