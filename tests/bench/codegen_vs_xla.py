@@ -311,9 +311,11 @@ def left_out(median, unreliable, missing=0):
 
 def control_pairs(jax, jnp, np, roofline, limits_binary, work, rows, rounds):
     """(read bytes, write bytes, pairs) of `% pair`'s control (roofline.CONTROL, a module that is
-    exactly a stream kernel), or None where no row was paired: the control row's own pairs where
-    it ran, else the module paired as a row is, once per round, after the rows."""
-    paired = [row for _, row in rows if isinstance(row, dict) and row.get("pairs")]
+    exactly a stream kernel), or None where no row was paired with the stream kernels: the control
+    row's own pairs where it ran, else the module paired as a row is, once per round, after the
+    rows. (A library-bound row's pairs hold no kernels: its control is 100%, below.)"""
+    paired = [row for _, row in rows if isinstance(row, dict) and row.get("pairs")
+              and row["pairs"][0].get("kernels")]
     if not paired:
         return None
     for name, row in rows:
@@ -438,8 +440,11 @@ def main():
         # A memory-bound row's runs paired, in one process, each with the stream kernels its
         # rule reads over the same bytes right after it (roofline.pair_shares); by the figures
         # before the workloads, as Adam's square roots leave it memory-bound.
-        pairs = [] if not calls and limits.bound(
-            hlo_file, read_bytes, moved - read_bytes)[2] == "GB/s" else None
+        # A library-bound row's runs paired the same way with its library calls run standalone
+        # (roofline.library_pair_shares).
+        bound_before = limits.bound(hlo_file, read_bytes, moved - read_bytes)
+        library_pairs = bool(calls) and bound_before[1].startswith("oneDNN")
+        pairs = [] if library_pairs or (not calls and bound_before[2] == "GB/s") else None
         with open(hlo_file) as f:
             first_phase = roofline.first_phase_bytes(f.read())
         try:
@@ -473,7 +478,8 @@ def main():
                     try:
                         pairs.append(roofline.measure_pairs(
                             limits_binary, hlo_file, os.path.join(directory, "inputs"), moved,
-                            roofline.paired_kernels(read_bytes, moved - read_bytes, first_phase)))
+                            roofline.paired_kernels(read_bytes, moved - read_bytes, first_phase),
+                            library=library_pairs))
                     except (OSError, RuntimeError, ValueError):
                         pairs = None  # the row goes without a `% pair`
                 our_times.append(ours_ms)
@@ -574,17 +580,30 @@ def main():
                           f"pairs {shares['median']:.0f}% (quartiles {shares['q1']:.0f}-"
                           f"{shares['q3']:.0f}%); a row's median pair over "
                           f"{roofline.pair_beaten_over(shares):.0f}% is flagged")
-                for name, paired in summaries.items():
-                    if paired["pair"] is not None:
-                        q1, q3 = paired["pair_quartiles"]
-                        print(f"  {name}: pairs {paired['pair']:.0f}% (quartiles {q1:.0f}-{q3:.0f}%), "
-                              f"best of each {paired['pair_best_of_each']:.0f}%")
+                print_pairs(summaries, kind)
+        if kind == "library":
+            at_pair, rows, median, unreliable, missing = roofline.kind_counts(
+                summaries.values(), kind, "pair")
+            if rows > missing:
+                print(f"library-bound against its calls run standalone right after each of its "
+                      f"runs (`% pair`, the median pair): {at_pair} of {rows} at 90% or more"
+                      f"{left_out(median, unreliable, missing)}")
+                print_pairs(summaries, kind)
     if "chain8" in results and "triad" in results:
         # Both move 3 x 64 MiB (two reads, one write) per run.
         share = results["triad"][1] / results["chain8"][1]
         gbs = 3 * 16777216 * 4 / (results["chain8"][1] * 1e-3) / 1e9
         print(f"chain8: {gbs:.1f} GB/s, {share * 100:.0f}% of the triad's bandwidth (xlens)")
     return 1 if failures else 0
+
+
+def print_pairs(summaries, kind):
+    """Each paired row of `kind`: its median pair, quartiles and best of each."""
+    for name, paired in summaries.items():
+        if paired["kind"] == kind and paired["pair"] is not None:
+            q1, q3 = paired["pair_quartiles"]
+            print(f"  {name}: pairs {paired['pair']:.0f}% (quartiles {q1:.0f}-{q3:.0f}%), "
+                  f"best of each {paired['pair_best_of_each']:.0f}%")
 
 
 if __name__ == "__main__":

@@ -41,10 +41,11 @@
 // mask keeps), timing nothing.
 //
 //        machine_limits --paired=FILE [--inputs=DIR] [--kernels=copy,triad,read] [--bytes=B]
-//                       [--pairs=N] [--threads=N]
+//                       [--pairs=N] [--threads=N] [--library]
 // alternates one run of the module (compiled as `xlens run` compiles it, on its --inputs) with
 // one pass of each kernel over the module's bytes (or B), N times (30), in this one process, and
-// prints the per-pair ratios (paired_run.h).
+// prints the per-pair ratios (paired_run.h). With --library, and no --kernels, the module's
+// library calls run standalone take the kernels' place (LibraryPairedFloor).
 #include <algorithm>
 #include <chrono>
 #include <cmath>
@@ -221,6 +222,11 @@ dnnl::memory Filled(const dnnl::memory::desc& md, KeptBuffers& kept) {
   return m;
 }
 
+// How long BestSequenceMs goes on sampling past its `executions`: 0.2 s for a floor, none for
+// the floor `--paired --library` times right after each of the module's runs (its moment is the
+// point, and the pair's run is a single run).
+int64_t sampling_ns = 200'000'000;
+
 // The best of at least `executions` runs of every primitive in `calls` one after the other (one
 // primitive, or the blocks of one product), and of more while they take under 0.2 s in all, up to
 // 50 times as many: a short call on a busy machine needs many tries to meet a quiet moment.
@@ -234,7 +240,7 @@ double BestSequenceMs(const PrimitiveCalls& calls, int executions) {
   run();  // first touch, oneDNN's one-time setup
   double best = 1e30;
   const int64_t began = NowNs();
-  for (int i = 0; i < executions || (i < 50 * executions && NowNs() - began < 200'000'000); ++i) {
+  for (int i = 0; i < executions || (i < 50 * executions && NowNs() - began < sampling_ns); ++i) {
     const int64_t start = NowNs();
     run();
     best = std::min(best, (NowNs() - start) / 1e6);
@@ -738,6 +744,28 @@ std::optional<Json> ModuleCalls(const std::string& file, int executions, bool ti
 }
 #endif
 
+#ifdef XLENS_HAVE_ONEDNN
+// The floor `--paired --library` holds each of the module's runs to: its library calls standalone,
+// timed right after the run as ModuleCalls times them (each on one and on all OpenMP threads, the
+// blockings of a masked product too, the fastest holding) but each the best of three executions
+// after an untimed one, with no sampling past them. Then a pause of 20 ms, untimed, for oneDNN's
+// OpenMP threads to stop spinning before the module runs again (a call's team spun 7 ms of CPU in
+// the 100 ms after it), and the module's runs that follow are untimed warm-ups (paired_run.cc).
+xlens::bench::PairedFloor LibraryPairedFloor(const std::string& file) {
+  return {"library", [file]() -> xlens::StatusOr<double> {
+            sampling_ns = 0;
+            std::optional<Json> calls = ModuleCalls(file, 3);
+            std::this_thread::sleep_for(std::chrono::milliseconds(20));
+            if (!calls) return xlens::Error(file + ": its library calls could not be timed");
+            if (!(*calls)["complete"].get<bool>()) {
+              return xlens::Error(file + ": oneDNN refuses one of its calls, so it has no library floor to pair");
+            }
+            if ((*calls)["calls"].empty()) return xlens::Error(file + ": no library calls");
+            return (*calls)["total_ms"].get<double>();
+          }};
+}
+#endif
+
 std::vector<int64_t> Numbers(const std::string& text) {
   std::vector<int64_t> out;
   std::stringstream in(text);
@@ -774,7 +802,7 @@ Json TranscendentalFloors(int threads, int executions, int64_t elements_per_thre
 int main(int argc, char** argv) {
   const int cpus = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
   int threads = cpus, repetitions = 5;
-  bool quick = false, floors = false, calls = false;
+  bool quick = false, floors = false, calls = false, library = false;
   int64_t stream_bytes = 0;
   std::vector<std::string> matmuls, convs, hlos;
   xlens::bench::PairedOptions paired;
@@ -794,6 +822,8 @@ int main(int argc, char** argv) {
       floors = true;
     } else if (arg == "--calls") {
       calls = true;
+    } else if (arg == "--library") {
+      library = true;
     } else if (const char* v = value("--stream=")) {
       char* end = nullptr;
       stream_bytes = std::strtoll(v, &end, 10);
@@ -832,7 +862,7 @@ int main(int argc, char** argv) {
     } else {
       std::fprintf(stderr,
                    "xlens machine_limits: unknown argument '%s' (expected --threads=N, --repetitions=R, "
-                   "--quick, --stream=BYTES, --floors, --calls, --paired=FILE, --inputs=DIR, --kernels=K,..., "
+                   "--quick, --stream=BYTES, --floors, --calls, --paired=FILE, --library, --inputs=DIR, --kernels=K,..., "
                    "--bytes=B, --pairs=N, --matmul=[B,]M,K,N, "
                    "--conv=N,H,W,C,KH,KW,O[,stride[,pad[,groups]]], --hlo=FILE)\n",
                    arg.c_str());
@@ -897,7 +927,16 @@ int main(int argc, char** argv) {
   using xlens::profiler::StreamKernel;
   namespace profiler = xlens::profiler;
   if (!paired.hlo_file.empty()) {
-    if (paired.kernels.empty()) paired.kernels = {StreamKernel::kCopy, StreamKernel::kTriad, StreamKernel::kRead};
+    if (library) {
+#ifdef XLENS_HAVE_ONEDNN
+      paired.floors.push_back(LibraryPairedFloor(paired.hlo_file));
+#else
+      std::fprintf(stderr, "xlens machine_limits: --library: this build has no oneDNN\n");
+      return 1;
+#endif
+    } else if (paired.kernels.empty()) {
+      paired.kernels = {StreamKernel::kCopy, StreamKernel::kTriad, StreamKernel::kRead};
+    }
     paired.threads = threads;
     auto result = xlens::bench::RunPaired(paired);
     if (!result.ok()) {

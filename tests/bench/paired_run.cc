@@ -98,14 +98,18 @@ StatusOr<Json> RunPaired(const PairedOptions& options) {
   // follow each other (one untimed run against three, alternating, 60 pairs each: column reduce's
   // medians 0.29-0.62 against 0.17-0.39 ms, bests 0.185-0.248 against 0.137-0.152).
   const bool in_cache = bytes <= profiler::LastLevelCacheBytes();
+  // A floor such as the library calls' leaves the pool's workers asleep behind it (it pauses for
+  // OpenMP's threads to stop spinning), so the module's timed run follows warm-ups there too.
+  const bool warm_up = in_cache || !options.floors.empty();
   std::vector<double> module_ms;
   std::vector<std::vector<double>> kernel_ms(options.kernels.size());
   // Each pair times both store variants where the kernel has two and keeps the faster: chosen
   // once from a few untimed passes the variant flipped from run to run beside other work (one
   // run's triad took plain stores, ratio median 1.38; the next streaming ones, 0.88).
   std::vector<int> streaming_pairs(options.kernels.size(), 0);
+  std::vector<std::vector<double>> floor_ms(options.floors.size());
   for (int pair = 0; pair < options.pairs; ++pair) {
-    for (int warm = 0; in_cache && warm < 3; ++warm) RETURN_IF_ERROR(executable->Run());
+    for (int warm = 0; warm_up && warm < 3; ++warm) RETURN_IF_ERROR(executable->Run());
     const auto start = std::chrono::steady_clock::now();
     RETURN_IF_ERROR(executable->Run());
     module_ms.push_back(ms_since(start));
@@ -121,30 +125,42 @@ StatusOr<Json> RunPaired(const PairedOptions& options) {
       }
       kernel_ms[k].push_back(best_ms);
     }
+    for (size_t f = 0; f < options.floors.size(); ++f) {
+      ASSIGN_OR_RETURN(double ms, options.floors[f].time_ms());
+      floor_ms[f].push_back(ms);
+    }
   }
+  const double best_module = *std::min_element(module_ms.begin(), module_ms.end());
+  // A floor's time against the module's run of the same pair, over the pairs.
+  auto ratios_of = [&](const std::vector<double>& floor, double scale) {
+    std::vector<double> ratios;
+    for (int pair = 0; pair < options.pairs; ++pair) ratios.push_back(floor[pair] * scale / module_ms[pair]);
+    std::sort(ratios.begin(), ratios.end());
+    const double best_floor = *std::min_element(floor.begin(), floor.end()) * scale;
+    return Json{{"median", Quantile(ratios, 0.5)}, {"q1", Quantile(ratios, 0.25)}, {"q3", Quantile(ratios, 0.75)},
+                {"best_of_each", best_floor / best_module}};
+  };
   Json kernels = Json::object();
   for (size_t k = 0; k < arrays.size(); ++k) {
     // The kernel's time over the module's bytes (its arrays round the working set down to whole
     // vector steps per thread), against the module's run of the same pair.
     const double scale = static_cast<double>(bytes) / static_cast<double>(arrays[k]->moved_bytes());
-    std::vector<double> gbps, ratios;
+    std::vector<double> gbps;
     for (int pair = 0; pair < options.pairs; ++pair) {
       gbps.push_back(static_cast<double>(arrays[k]->moved_bytes()) / (kernel_ms[k][pair] * 1e6));
-      ratios.push_back(kernel_ms[k][pair] * scale / module_ms[pair]);
     }
-    std::sort(ratios.begin(), ratios.end());
-    const double best_kernel = *std::min_element(kernel_ms[k].begin(), kernel_ms[k].end()) * scale;
-    const double best_module = *std::min_element(module_ms.begin(), module_ms.end());
-    kernels[profiler::StreamKernelName(options.kernels[k])] = {
-        {"gbps", gbps},
-        {"streaming_pairs", streaming_pairs[k]},
-        {"passes_per_pair", passes[k]},
-        {"ratio",
-         {{"median", Quantile(ratios, 0.5)}, {"q1", Quantile(ratios, 0.25)}, {"q3", Quantile(ratios, 0.75)},
-          {"best_of_each", best_kernel / best_module}}}};
+    kernels[profiler::StreamKernelName(options.kernels[k])] = {{"gbps", gbps},
+                                                              {"streaming_pairs", streaming_pairs[k]},
+                                                              {"passes_per_pair", passes[k]},
+                                                              {"ratio", ratios_of(kernel_ms[k], scale)}};
   }
-  return Json{{"file", options.hlo_file}, {"bytes", bytes}, {"in_cache", in_cache}, {"pairs", options.pairs},
-              {"threads", options.threads}, {"module_ms", module_ms}, {"kernels", kernels}};
+  Json floors = Json::object();
+  for (size_t f = 0; f < options.floors.size(); ++f) {
+    floors[options.floors[f].name] = {{"ms", floor_ms[f]}, {"ratio", ratios_of(floor_ms[f], 1.0)}};
+  }
+  return Json{{"file", options.hlo_file}, {"bytes", bytes},         {"in_cache", in_cache},
+              {"pairs", options.pairs},   {"threads", options.threads}, {"module_ms", module_ms},
+              {"kernels", kernels},       {"floors", floors}};
 }
 
 }  // namespace xlens::bench

@@ -9,6 +9,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <string>
 #include <vector>
 
@@ -18,6 +19,14 @@
 #include "profiler/machine_limits.h"
 
 namespace xlens::bench {
+
+// A floor other than a stream kernel, timed right after each of the module's runs (after the
+// kernels): `time_ms` measures it now and returns its time for the module's work, e.g. the
+// module's library calls run standalone.
+struct PairedFloor {
+  std::string name;
+  std::function<StatusOr<double>()> time_ms;
+};
 
 struct PairedOptions {
   std::string hlo_file;
@@ -29,6 +38,7 @@ struct PairedOptions {
   std::vector<profiler::StreamKernel> kernels;
   // The working set the kernels walk: the module's bytes (arguments and results); 0 counts them.
   int64_t bytes = 0;
+  std::vector<PairedFloor> floors;
   int pairs = 30;
   // The slices the kernels' arrays are cut into (each first touched by a thread of its own); the
   // passes run on the module's pool, ThreadPool::Default(), whatever this is.
@@ -42,7 +52,8 @@ struct PairedOptions {
 // "streaming_pairs" (of the pairs, those where non-temporal stores beat plain ones: a pair
 // times both variants where the kernel has two, on the pool's threads, and keeps the faster),
 // "passes_per_pair" and "ratio" (the module's time against the kernel's over the
-// same bytes, per pair: "median", "q1", "q3", and "best_of_each", the best pass against the best run).
+// same bytes, per pair: "median", "q1", "q3", and "best_of_each", the best pass against the best run);
+// and per floor under "floors", its "ms" per pair and the same "ratio".
 StatusOr<nlohmann::json> RunPaired(const PairedOptions& options);
 
 }  // namespace xlens::bench

@@ -315,13 +315,15 @@ def paired_kernels(read_bytes, write_bytes, first_phase=0):
     return (["read"] if first_phase else []) + ["copy", "triad"]
 
 
-def measure_pairs(binary, hlo_file, inputs_dir, working_set, kernels, pairs=PAIRS):
+def measure_pairs(binary, hlo_file, inputs_dir, working_set, kernels, pairs=PAIRS, library=False):
     """`machine_limits --paired`: in one process, PAIRS times one run of the module (compiled as
     `xlens run` compiles it, on the .npy arguments of `inputs_dir`) and right after it one pass of
     each of `kernels` over `working_set` bytes; per pair the module's ms and each kernel's GB/s
-    (tests/bench/paired_run.h)."""
-    proc = subprocess.run([binary, f"--paired={hlo_file}", f"--inputs={inputs_dir}",
-                           f"--bytes={int(working_set)}", f"--kernels={','.join(kernels)}",
+    (tests/bench/paired_run.h). With `library`, the module's library calls run standalone instead
+    of the kernels (its "floors"' "library" ms per pair)."""
+    what = (["--library"] if library else
+            [f"--bytes={int(working_set)}", f"--kernels={','.join(kernels)}"])
+    proc = subprocess.run([binary, f"--paired={hlo_file}", f"--inputs={inputs_dir}", *what,
                            f"--pairs={pairs}"], capture_output=True, text=True)
     if proc.returncode != 0:
         raise RuntimeError(proc.stderr.strip() or f"{binary} exited with {proc.returncode}")
@@ -352,6 +354,29 @@ def pair_shares(limits, read_bytes, write_bytes, measurements, first_phase=0):
                       else shares * 3)
     return dict(median=median, q1=q1, q3=q3, pairs=len(shares), best_of_each=100.0 * limits.memory_floor(
         read_bytes, write_bytes, best_stream, first_phase)[0] / best_ms)
+
+
+def library_pair_shares(measurements, arithmetic_ms):
+    """The per-pair shares of measure_pairs(library=True) results (one per round, pooled): for
+    each pair, the module's library calls run standalone right after its run, plus
+    `arithmetic_ms` (the arithmetic around them, which Limits.bound adds to a library floor), as a
+    percentage of that run; the same dict as pair_shares, None without pairs. A library call
+    that moves many bytes meets the memory's phase as the module's call does (oneDNN's standalone
+    depthwise convolution took 0.52-0.74 ms at the best of three quiet runs, its share of the
+    floor judged by the run's best 79-89%), and a pair meets the same phase on both sides."""
+    shares, best_ms, best_floor = [], float("inf"), float("inf")
+    for m in measurements:
+        calls_ms = m["floors"]["library"]["ms"]
+        for module_ms, floor_ms in zip(m["module_ms"], calls_ms):
+            shares.append(100.0 * (floor_ms + arithmetic_ms) / module_ms)
+            best_ms = min(best_ms, module_ms)
+            best_floor = min(best_floor, floor_ms)
+    if not shares:
+        return None
+    q1, median, q3 = (statistics.quantiles(shares, n=4, method="inclusive") if len(shares) > 1
+                      else shares * 3)
+    return dict(median=median, q1=q1, q3=q3,
+                best_of_each=100.0 * (best_floor + arithmetic_ms) / best_ms)
 
 
 def beside(data, floors):
@@ -721,6 +746,12 @@ def row_shares(limits, row, control=None):
     paired = None
     if kind == "memory" and len(pairs) == rounds and all(pairs):
         paired = pair_shares(limits, read, write, pairs, _first_phase_of(hlo))
+    elif kind == "library" and len(pairs) == rounds and all(
+            p and (p.get("floors") or {}).get("library") for p in pairs):
+        # The arithmetic around the calls at the run's best rates, the strictest the run measured.
+        paired = library_pair_shares(pairs, best.arithmetic(*hlo_costs(_text_of(hlo)))[0])
+        # No control is paired for library calls: a median pair over 100% is flagged.
+        control = None
     return dict(share=share, median_share=median_share, bound_ms=bound_ms, label=label,
                 unit=unit, work=work, kind=kind, triad=triad,
                 pair=paired["median"] if paired else None,

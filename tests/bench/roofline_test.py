@@ -725,6 +725,35 @@ class RowSharesTest(unittest.TestCase):
         self.assertTrue(
             roofline.row_shares(limits(), row([97] * 4 + [105] * 4), tight)["pair_unreliable"])
 
+    def test_a_library_row_pairs_each_run_with_its_calls_right_after_it(self):
+        # The calls standalone took 0.9 ms in a quiet pair and 1.8 in a busy one (the memory's
+        # slow phase for a call that moves many bytes); the module's runs 1.0 and 2.0 ms. Each
+        # pair reads 90% plus the arithmetic around the calls, where the run's best call (0.9 ms
+        # beside the first round) holds the slow round to 45%.
+        arithmetic_ms = (4 * ELEMENTS + 1) / 100e9 * 1e3  # limits(): the module's flops at 100 GFLOP/s
+        row = self.library_row([0.9, 1.8], [1.0, 2.0])
+        paired = lambda module_ms, calls_ms: {"module_ms": module_ms, "kernels": {},
+                                             "floors": {"library": {"ms": calls_ms}}}
+        row.update(pairs=[paired([1.0, 1.0, 1.0], [0.9, 0.9, 0.9]), paired([2.0] * 3, [1.8] * 3)])
+        summary = roofline.row_shares(limits(self.file, library_ms=1.0), row)
+        self.assertEqual(summary["kind"], "library")
+        self.assertAlmostEqual(summary["share"], 100.0 * (0.9 + arithmetic_ms) / 2.0, delta=0.01)
+        self.assertAlmostEqual(summary["pair"], 100.0 * (0.9 + arithmetic_ms) / 1.0, delta=0.01)
+        self.assertAlmostEqual(summary["pair_best_of_each"], summary["pair"], delta=0.01)
+        self.assertFalse(summary["pair_unreliable"])
+        self.assertEqual(roofline.kind_counts([summary], "library", "pair")[:2], (1, 1))
+        # Calls standalone slower than the module's own: a floor beaten, flagged whatever a
+        # memory control allows (no control is paired for library calls).
+        row.update(pairs=[paired([1.0] * 3, [1.02] * 3)] * 2)
+        spread = dict(median=90.0, q1=80.0, q3=110.0, pairs=3)
+        summary = roofline.row_shares(limits(self.file, library_ms=1.0), row, spread)
+        self.assertGreater(summary["pair"], 100.0)
+        self.assertTrue(summary["pair_unreliable"])
+        self.assertEqual(roofline.kind_counts([summary], "library", "pair")[:4], (0, 1, None, 1))
+        # A round without its calls' pairs: none.
+        row.update(pairs=[paired([1.0] * 3, [0.9] * 3), None])
+        self.assertIsNone(roofline.row_shares(limits(self.file, library_ms=1.0), row)["pair"])
+
     def test_pair_of_a_reduction_reads_the_read_only_sum(self):
         self.assertEqual(roofline.paired_kernels(4 * ELEMENTS, 4 * 64), ["read"])
         self.assertEqual(roofline.paired_kernels(8, 4), ["copy", "triad"])
@@ -763,11 +792,45 @@ class PairedRunTest(unittest.TestCase):
             self.assertLessEqual(ratio["median"], ratio["q3"])
             # Each pair keeps the faster store variant it timed; in the cache only plain stores.
             self.assertEqual(kernel["streaming_pairs"], 0)
+        # --library needs a product or a convolution to time; this module has none.
+        if os.environ.get("XLENS_MACHINE_LIMITS_HAS_ONEDNN"):
+            with tempfile.TemporaryDirectory() as directory:
+                path = os.path.join(directory, "m.hlo")
+                with open(path, "w") as f:
+                    f.write(JAX_MODULE)
+                proc = subprocess.run([os.environ["XLENS_MACHINE_LIMITS"], f"--paired={path}",
+                                       "--library", "--pairs=2"], capture_output=True, text=True)
+            self.assertNotEqual(proc.returncode, 0)
+            self.assertIn("no library calls", proc.stderr)
         # A module that is no file fails, naming it.
         proc = subprocess.run([os.environ["XLENS_MACHINE_LIMITS"], "--paired=/nonexistent.hlo"],
                               capture_output=True, text=True)
         self.assertNotEqual(proc.returncode, 0)
         self.assertIn("/nonexistent.hlo", proc.stderr)
+
+
+@unittest.skipUnless(os.environ.get("XLENS_MACHINE_LIMITS") and os.environ.get("XLENS_MACHINE_LIMITS_HAS_ONEDNN"),
+                     "machine_limits with oneDNN not given (XLENS_MACHINE_LIMITS, XLENS_MACHINE_LIMITS_HAS_ONEDNN)")
+class PairedLibraryTest(unittest.TestCase):
+    """machine_limits --paired --library: each run of a module with a product paired with the
+    product run standalone."""
+
+    def test_pairs_of_the_module_and_its_calls(self):
+        with tempfile.TemporaryDirectory() as directory:
+            path = os.path.join(directory, "m.hlo")
+            with open(path, "w") as f:
+                f.write("HloModule m\nENTRY e {\n  a = f32[64,128] parameter(0)\n"
+                        "  b = f32[128,96] parameter(1)\n  ROOT d = f32[64,96] dot(a, b), "
+                        "lhs_contracting_dims={1}, rhs_contracting_dims={0}\n}\n")
+            proc = subprocess.run([os.environ["XLENS_MACHINE_LIMITS"], f"--paired={path}",
+                                   "--library", "--pairs=3"], capture_output=True, text=True, check=True)
+        result = json.loads(proc.stdout)
+        self.assertEqual(len(result["module_ms"]), 3)
+        self.assertEqual(result["kernels"], {})  # no stream kernel unless asked for
+        calls = result["floors"]["library"]
+        self.assertEqual(len(calls["ms"]), 3)
+        self.assertGreater(min(calls["ms"]), 0)
+        self.assertLessEqual(calls["ratio"]["q1"], calls["ratio"]["q3"])
 
 
 class CallsVsFloorsTest(unittest.TestCase):
