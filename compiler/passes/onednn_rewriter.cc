@@ -147,10 +147,19 @@ std::vector<ChainStep> FindChain(HloInstruction* core, HloInstruction** end) {
   for (size_t i = 0; i < order.size(); ++i) positions[order[i]] = static_cast<int64_t>(i);
   std::vector<ChainStep> chain;
   HloInstruction* v = core;
+  bool after_relu = false;
   while (true) {
     std::optional<ChainStep> step = FindAdd(v);
     if (!step) step = FindActivation(v, positions);
     if (!step || LeftToOwnLoop(*core, *step)) break;
+    // The thunk applies the post-ops from the first ReLU on itself, after oneDNN has written the
+    // product (onednn_thunks.cc: own_post_ops), when an addend of the output's shape may already
+    // be overwritten (a residual sharing the output's buffer): such an add ends the chain there.
+    if (after_relu && std::any_of(step->ops.begin(), step->ops.end(), [](const OneDnnPostOp& op) {
+          return op.kind == OneDnnPostOp::Kind::kAdd && op.addend == OneDnnPostOp::Addend::kFull;
+        })) {
+      break;
+    }
     OneDnnPostOp* last = chain.empty() ? nullptr : &chain.back().ops.back();
     const bool fold = step->ops.size() > 1 && IsNegation(step->ops.front()) && last != nullptr &&
                       last->kind == OneDnnPostOp::Kind::kLinear;
@@ -171,6 +180,7 @@ std::vector<ChainStep> FindChain(HloInstruction* core, HloInstruction** end) {
       last->beta = -last->beta;
       step->ops.erase(step->ops.begin());
     }
+    for (const OneDnnPostOp& op : step->ops) after_relu |= op.kind == OneDnnPostOp::Kind::kRelu;
     v = step->result;
     chain.push_back(std::move(*step));
   }

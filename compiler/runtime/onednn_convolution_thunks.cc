@@ -381,7 +381,7 @@ Status OneDnnThunk::Impl::ExecuteConvolution(char** frame, ExecuteContext& conte
       bind(DNNL_ARG_SRC, band.part.src, lhs + band.src_offset);
       bind(DNNL_ARG_WEIGHTS, band.part.weights, weights);
       bind(DNNL_ARG_DST, band.part.dst, output + band.dst_offset);
-      for (size_t a = 0; a < addend_slots.size(); ++a) {
+      for (size_t a = 0; a < own_addends_from; ++a) {
         float* addend = reinterpret_cast<float*>(frame[addend_slots[a]]);
         if (addend_kinds[a] == OneDnnPostOp::Addend::kFull) addend += band.dst_offset;
         bind(DNNL_ARG_ATTR_MULTIPLE_POST_OP(addend_post_ops[a]) | DNNL_ARG_SRC_1, band.part.addends[a], addend);
@@ -396,7 +396,7 @@ Status OneDnnThunk::Impl::ExecuteConvolution(char** frame, ExecuteContext& conte
         bind(DNNL_ARG_SRC, part.src, src);
         bind(DNNL_ARG_WEIGHTS, part.weights, weights);
         bind(DNNL_ARG_DST, part.dst, output + first * dst_step);
-        for (size_t a = 0; a < addend_slots.size(); ++a) {
+        for (size_t a = 0; a < own_addends_from; ++a) {
           float* addend = reinterpret_cast<float*>(frame[addend_slots[a]]);
           if (addend_kinds[a] == OneDnnPostOp::Addend::kFull) addend += first * dst_step;
           bind(DNNL_ARG_ATTR_MULTIPLE_POST_OP(addend_post_ops[a]) | DNNL_ARG_SRC_1, part.addends[a], addend);
@@ -416,8 +416,18 @@ Status OneDnnThunk::Impl::ExecuteConvolution(char** frame, ExecuteContext& conte
     }
     return part;
   };
+  // A forward call's ReLU and what follows it, on the images or rows the part wrote (channels
+  // last: rows of the output's channels), still in its core's cache.
+  auto own = [&](int64_t t) {
+    if (own_post_ops.empty()) return;
+    const dims d = bands.empty() ? parts.at(std::min(block, total - t * block)).dst.dims() : bands[t].part.dst.dims();
+    const int64_t offset = bands.empty() ? t * block * dst_step : bands[t].dst_offset;
+    int64_t elements = 1;
+    for (int64_t e : d) elements *= e;
+    ApplyOwnPostOps(frame, output + offset, elements / d[1], d[1], d[1], offset, 0);
+  };
   const int64_t tasks = bands.empty() ? blocks : static_cast<int64_t>(bands.size());
-  RETURN_IF_ERROR(ExecutePartsOnPool(context.pool, tasks, name, bind_part));
+  RETURN_IF_ERROR(ExecutePartsOnPool(context.pool, tasks, name, bind_part, own));
   if (partial_weights.empty()) return OkStatus();
   // Backward weights in parts: each part summed its images; the kernel's gradient is the sum.
   float* sum = static_cast<float*>(partial_weights[0].get_data_handle());

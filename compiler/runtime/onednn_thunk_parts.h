@@ -207,6 +207,13 @@ struct OneDnnThunk::Impl {
   std::vector<int> addend_post_ops;      // the post-op index of each addend
   std::vector<int64_t> addend_slots;
   std::vector<OneDnnPostOp::Addend> addend_kinds;
+  // The post-ops from the call's first ReLU on, which oneDNN's parts leave to the thunk
+  // (ApplyOwnPostOps, on each part's output as soon as it is written), and the first of the
+  // addends they read; the addends before it are oneDNN's binary post-ops. oneDNN 2.6 computes
+  // eltwise_relu with alpha 0 as vmaxps(x, 0), which gives 0 for a NaN (its clip and binary max
+  // too), where XLA's maximum and the evaluator keep the NaN.
+  std::vector<OneDnnPostOp> own_post_ops;
+  size_t own_addends_from = 0;
   // Matmul: batch x blocks of `block` rows out of m (or columns out of n); element offsets per
   // batch element, row and column.
   // Convolution: blocks of `block` images out of `total`.
@@ -269,6 +276,11 @@ struct OneDnnThunk::Impl {
   // runs its parts on the caller as one counts in `whole_runs`.
   bool ExecuteNarrow(char** frame, ExecuteContext& context, std::atomic<int64_t>& whole_runs) const;
   void SumAddendsInto(char** frame, const Part& part, float* output, int64_t dst_offset, int64_t bias_offset) const;
+  // own_post_ops over `rows` x `cols` of the output from `out`, its rows `stride` apart; `offset`
+  // is out's element offset in the output (where a full addend is read) and `column` its first
+  // column (where a last-dimension addend is).
+  void ApplyOwnPostOps(char** frame, float* out, int64_t rows, int64_t cols, int64_t stride, int64_t offset,
+                       int64_t column) const;
   void BuildBands(const OneDnnConvolution& c, int64_t count, const dnnl::memory::desc& weights_md,
                   const std::function<dnnl::primitive_attr(const std::vector<dnnl::memory::desc>&)>& attributes);
 };

@@ -99,6 +99,10 @@ __attribute__((target("avx2,fma"))) void RowAvx2(const SmallProductShape& s, con
 
 #endif  // __x86_64__
 
+// XLA's maximum(x, 0): a NaN kept (std::max(x, 0.f) keeps it too, but gives -0 for -0, which
+// XLA's maximum and the evaluator order below +0).
+inline float Relu(float x) { return !(x <= 0.f) ? x : 0.f; }
+
 #if defined(__x86_64__)
 // ApplySmallProductPostOps where every post-op is an add, a linear map or a ReLU: all of them in
 // one pass over the output, 8 elements at a time, computed as the scalar loops compute them (a
@@ -158,9 +162,10 @@ __attribute__((target("avx2,fma"))) bool ApplyPostOpsAvx2(const std::vector<OneD
             }
             break;
           }
-          default:  // kRelu: max(x, 0) keeping a NaN, as std::max(x, 0.f) does
+          default:  // kRelu: as Relu below, x where x > 0 or x is a NaN, else +0
             for (int64_t c = c0; c < c1; c += 8) {
-              _mm256_storeu_ps(o + c, _mm256_max_ps(_mm256_setzero_ps(), _mm256_loadu_ps(o + c)));
+              const __m256 x = _mm256_loadu_ps(o + c);
+              _mm256_storeu_ps(o + c, _mm256_and_ps(_mm256_cmp_ps(x, _mm256_setzero_ps(), _CMP_NLE_UQ), x));
             }
             break;
         }
@@ -183,7 +188,7 @@ __attribute__((target("avx2,fma"))) bool ApplyPostOpsAvx2(const std::vector<OneD
             x = std::fma(static_cast<float>(op.alpha), x, static_cast<float>(op.beta));
             break;
           default:
-            x = std::max(x, 0.f);
+            x = Relu(x);
             break;
         }
       }
@@ -219,7 +224,7 @@ void ApplySmallProductPostOps(const std::vector<OneDnnPostOp>& ops, const std::v
         break;
       }
       case OneDnnPostOp::Kind::kRelu:
-        for (int64_t e = 0; e < size; ++e) out[e] = std::max(out[e], 0.f);
+        for (int64_t e = 0; e < size; ++e) out[e] = Relu(out[e]);
         break;
       case OneDnnPostOp::Kind::kGeluTanh:
         for (int64_t e = 0; e < size; ++e) {

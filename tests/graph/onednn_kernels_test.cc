@@ -179,6 +179,32 @@ TEST_F(OneDnnKernelsTest, ConvolutionForwardWithSumAndActivations) {
   }
 }
 
+// A NaN in the input is 0 after a fused Relu and stays NaN after a fused LeakyRelu, as
+// TensorFlow's _FusedConv2D gives on its default oneDNN path (2.21).
+TEST_F(OneDnnKernelsTest, ANanThroughAFusedReluIsZeroAsInTensorFlow) {
+  const ConvGeometry g = Geometry(5, 12, 10, 8, 16, 3, 1, 1, 1, 1, 1, 1);
+  Conv c{g};
+  std::vector<float> x = Random(c.x_size(), 1), w = Random(c.w_size(), 2), b = Random(g.out_depth, 3);
+  x[c.X(0, 5, 5, 3)] = std::nanf("");
+  for (Eltwise eltwise : {Eltwise::kRelu, Eltwise::kLeakyRelu}) {
+    SCOPED_TRACE(testing::Message() << "activation " << static_cast<int>(eltwise));
+    PostOps post;
+    post.eltwise = eltwise;
+    post.alpha = 0.2f;
+    std::vector<float> y(c.y_size(), -7.f);
+    ASSERT_TRUE(Conv2DForward(g, x.data(), w.data(), b.data(), post, y.data(), &pool_, nullptr).ok());
+    for (int64_t o = 0; o < g.out_depth; ++o) {
+      const float v = y[c.Y(0, 5, 5, o)];
+      if (eltwise == Eltwise::kRelu) {
+        EXPECT_EQ(v, 0.f) << o;
+      } else {
+        EXPECT_TRUE(std::isnan(v)) << o;
+      }
+      EXPECT_FALSE(std::isnan(y[c.Y(1, 5, 5, o)])) << o;
+    }
+  }
+}
+
 TEST_F(OneDnnKernelsTest, ConvolutionBackwardDataAndWeights) {
   for (const ConvGeometry& g : Geometries()) {
     SCOPED_TRACE(testing::Message() << "batch " << g.batch << " rows " << g.in_rows << " stride "

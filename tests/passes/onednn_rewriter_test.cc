@@ -147,6 +147,26 @@ ENTRY e {
   EXPECT_EQ(module->entry_computation()->instruction_count(), 4);  // 3 parameters, the call
 }
 
+TEST(OneDnnRewriterTest, AFullAddendAfterAReluEndsTheChain) {
+  // The thunk applies the ReLU and what follows it after oneDNN has written the product, which
+  // may be where a residual of the output's shape lay: the residual's add is left out.
+  OneDnnRewriter pass;
+  auto module = Rewrite(pass, R"(HloModule m
+ENTRY e {
+  x = f32[8,16]{1,0} parameter(0)
+  w = f32[16,32]{1,0} parameter(1)
+  res = f32[8,32]{1,0} parameter(2)
+  d = f32[8,32]{1,0} dot(x, w), lhs_contracting_dims={1}, rhs_contracting_dims={0}
+  z = f32[] constant(0)
+  zb = f32[8,32]{1,0} broadcast(z), dimensions={}
+  r = f32[8,32]{1,0} maximum(d, zb)
+  ROOT a = f32[8,32]{1,0} add(r, res)
+})");
+  ASSERT_NE(module, nullptr);
+  EXPECT_EQ(Calls(*module), "matmul(lhs, rhs) + relu\n");
+  EXPECT_EQ(CountOpcode(*module, HloOpcode::kAdd), 1);
+}
+
 TEST(OneDnnRewriterTest, MinorTransposesAreReadInPlace) {
   OneDnnRewriter pass;
   auto module = Rewrite(pass, R"(HloModule m

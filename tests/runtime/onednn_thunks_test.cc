@@ -10,7 +10,9 @@
 
 #include <algorithm>
 #include <chrono>
+#include <cmath>
 #include <fstream>
+#include <limits>
 #include <map>
 #include <sstream>
 #include <thread>
@@ -202,6 +204,64 @@ ENTRY e {
   // The call is all there is: no transposing loop after it.
   EXPECT_THAT((*exe)->ThunkSequenceText(), ::testing::Not(HasSubstr("\nkernel ")));
   EXPECT_THAT((*exe)->ThunkSequenceText(), ::testing::Not(HasSubstr("transpose")));
+}
+
+// maximum(x, 0) keeps a NaN, as XLA's maximum and the evaluator do, where oneDNN's eltwise_relu
+// gives 0: the ReLU and what follows it are applied after the call, on every way a call is split
+// (blocks of rows with and without a bias, blocks of columns with the bias summed in first, parts
+// of images and bands of rows of a convolution). A NaN, an infinity of each sign and -0 in the lhs
+// make rows of NaN, of +-inf and of 0 in the product.
+TEST_F(OneDnnThunkTest, ReluKeepsANaNAsXlaMaximumDoes) {
+  const std::string relu = "  z = f32[] constant(0)\n";
+  auto with_specials = [](const std::string& text) {
+    std::vector<Literal> arguments = testing::RandomArguments(text, 5);
+    auto lhs = arguments[0].data<float>();
+    const float specials[] = {std::nanf(""), std::numeric_limits<float>::infinity(),
+                              -std::numeric_limits<float>::infinity(), -0.f};
+    for (size_t i = 0; i < 4; ++i) lhs[(i * 7919 + 13) % lhs.size()] = specials[i];
+    std::vector<std::vector<Literal>> sets;
+    sets.push_back(std::move(arguments));
+    return sets;
+  };
+  const std::string rows = DotModule("f32[64,256]", "f32[256,128]", "f32[64,128]", "",
+                                     "lhs_contracting_dims={1}, rhs_contracting_dims={0}",
+                                     relu + "  zb = f32[64,128] broadcast(z), dimensions={}\n"
+                                            "  ROOT r = f32[64,128] maximum(d, zb)\n");
+  ExpectRepeatedCallsMatchEvaluator(rows, "matmul(lhs, rhs) + relu;", with_specials(rows));
+  // A bias, the ReLU, then a scaling: the two after the ReLU are the thunk's too.
+  const std::string bias = DotModule(
+      "f32[64,256]", "f32[256,128]", "f32[64,128]", "", "lhs_contracting_dims={1}, rhs_contracting_dims={0}",
+      relu + "  bb = f32[64,128] broadcast(c), dimensions={1}\n  s = f32[64,128] add(d, bb)\n"
+             "  zb = f32[64,128] broadcast(z), dimensions={}\n  r = f32[64,128] maximum(s, zb)\n"
+             "  two = f32[] constant(2)\n  tb = f32[64,128] broadcast(two), dimensions={}\n"
+             "  ROOT t = f32[64,128] multiply(tb, r)\n",
+      "  c = f32[128] parameter(2)\n");
+  ExpectRepeatedCallsMatchEvaluator(bias, "matmul(lhs, rhs) + binary_add[bias] + relu + linear(2x+0)",
+                                    with_specials(bias));
+  // Wide (n = 16m): blocks of columns, the output's rows longer than a block's.
+  const std::string columns = DotModule(
+      "f32[32,256]", "f32[256,512]", "f32[32,512]", "", "lhs_contracting_dims={1}, rhs_contracting_dims={0}",
+      relu + "  bb = f32[32,512] broadcast(c), dimensions={1}\n  s = f32[32,512] add(d, bb)\n"
+             "  zb = f32[32,512] broadcast(z), dimensions={}\n  ROOT r = f32[32,512] maximum(s, zb)\n",
+      "  c = f32[512] parameter(2)\n");
+  ExpectRepeatedCallsMatchEvaluator(columns, "matmul(lhs, rhs) + binary_add[bias] + relu", with_specials(columns));
+  for (const char* images : {"4", "1"}) {
+    const std::string convolution = fmt::format(R"(HloModule c
+ENTRY e {{
+  x = f32[{0},16,16,32] parameter(0)
+  k = f32[3,3,32,32] parameter(1)
+  bias = f32[32] parameter(2)
+  c = f32[{0},16,16,32] convolution(x, k), window={{size=3x3 pad=1_1x1_1}}, dim_labels=b01f_01io->b01f
+  bb = f32[{0},16,16,32] broadcast(bias), dimensions={{3}}
+  a = f32[{0},16,16,32] add(c, bb)
+  z = f32[] constant(0)
+  zb = f32[{0},16,16,32] broadcast(z), dimensions={{}}
+  ROOT r = f32[{0},16,16,32] maximum(a, zb)
+}})",
+                                                images);
+    ExpectRepeatedCallsMatchEvaluator(convolution, "convolution + binary_add[bias] + relu",
+                                      with_specials(convolution));
+  }
 }
 
 TEST_F(OneDnnThunkTest, StructurallyMatchedFormsAndTheirNearMissesMatchTheEvaluator) {

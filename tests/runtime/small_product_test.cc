@@ -11,6 +11,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <limits>
 #include <random>
 #include <vector>
 
@@ -251,6 +252,37 @@ TEST(NarrowProductTest, PostOpsInOnePassMatchTheirScalarForm) {
       }
     }
   }
+}
+
+TEST(NarrowProductTest, ReluKeepsANaNAndGivesPlusZeroForMinusZero) {
+  // XLA's maximum(x, 0): a NaN and +inf kept, -inf and -0 to +0; in the vector loop (the first 8
+  // of each row of 10) and its tail, and in the scalar loops (a GELU first sends them there).
+  const float nan = std::nanf(""), inf = std::numeric_limits<float>::infinity();
+  const std::vector<float> in = {nan, -0.f, inf, -inf, -1.f, 2.f, 0.f, 3.f, nan, -0.f};
+  std::vector<float> out(2 * in.size());
+  std::copy(in.begin(), in.end(), out.begin());
+  std::copy(in.begin(), in.end(), out.begin() + in.size());
+  OneDnnPostOp relu, gelu;
+  relu.kind = OneDnnPostOp::Kind::kRelu;
+  gelu.kind = OneDnnPostOp::Kind::kGeluErf;
+  ApplySmallProductPostOps({relu}, {}, 2, in.size(), out.data());
+  for (size_t e = 0; e < out.size(); ++e) {
+    const float x = in[e % in.size()];
+    if (std::isnan(x)) {
+      EXPECT_TRUE(std::isnan(out[e])) << e;
+    } else {
+      EXPECT_EQ(out[e], x > 0 ? x : 0.f) << e;
+      EXPECT_FALSE(std::signbit(out[e])) << e;
+    }
+  }
+  // The GELU gives -0 for -0 (0.5 * -0 * 1) and keeps the NaN.
+  std::vector<float> scalar = {nan, -0.f, -1.f};
+  ApplySmallProductPostOps({gelu, relu}, {}, 1, 3, scalar.data());
+  EXPECT_TRUE(std::isnan(scalar[0]));
+  EXPECT_EQ(scalar[1], 0.f);
+  EXPECT_FALSE(std::signbit(scalar[1]));
+  EXPECT_EQ(scalar[2], 0.f);
+  EXPECT_FALSE(std::signbit(scalar[2]));
 }
 
 TEST(NarrowProductTest, ScalarPostOpsTakeTheLinearMapAsOneFusedMultiplyAdd) {

@@ -197,6 +197,11 @@ int64_t PostKey(const PostOps& post) {
   return (static_cast<int64_t>(alpha_bits) << 8) | (static_cast<int64_t>(post.eltwise) << 1) | post.sum;
 }
 
+// oneDNN's eltwise_relu gives 0 for a NaN (vmaxps(x, 0)), where XLA's maximum keeps it (the
+// compiler's oneDNN thunks apply their ReLU themselves); these kernels keep oneDNN's, as it is what
+// TensorFlow's own _FusedConv2D and _FusedMatMul give on its default oneDNN path (TF 2.21: a NaN
+// through Conv2D + BiasAdd + Relu is 0, through LeakyRelu NaN; with TF_ENABLE_ONEDNN_OPTS=0 its
+// Eigen epilogue keeps the NaN in both).
 dnnl::primitive_attr Attr(const PostOps& post) {
   dnnl::primitive_attr attr;
   dnnl::post_ops po;
