@@ -1,7 +1,8 @@
 // The convolution half of OneDnnThunk (onednn_thunks.h): oneDNN's forward, backward-data and
 // backward-weights primitives over channels-last images, split over the pool in blocks of images
 // or, for one image, in bands of output rows; a forward convolution of few output positions with
-// variable weights as a product in the thunk's own loops instead (few_position_convolution.h).
+// variable weights as a product in the thunk's own loops instead (few_position_convolution.h), and
+// a large forward depthwise one as a stencil over its channels (depthwise_convolution.h).
 #ifdef XLENS_HAVE_ONEDNN
 #include <algorithm>
 #include <cstring>
@@ -94,6 +95,20 @@ Status OneDnnThunk::Impl::BuildConvolution(
       block = (total + parts - 1) / parts;
       blocks = (total + block - 1) / block;
       implementation = std::string("few-positions:") + (FewPositionProductHasAvx512() ? "avx512" : "scalar");
+      return OkStatus();
+    }
+  }
+  if (call.post_ops.empty()) {
+    if (std::optional<DepthwiseConvolution> d = DepthwiseConvolutionOf(c)) {
+      // Bands of rows enough for kPartsPerThread parts a thread: the 8 images of a 56x56x128
+      // layer are 8 parts, one image 8 bands.
+      depthwise = d;
+      depthwise_bands = std::clamp<int64_t>((parallelism * kPartsPerThread + d->images - 1) / d->images, 1,
+                                            d->out_height);
+      total = d->images * depthwise_bands;
+      block = 1;
+      blocks = parallelism > 1 ? total : 1;
+      implementation = std::string("depthwise:avx512") + (blocks > 1 ? "" : ", whole");
       return OkStatus();
     }
   }
@@ -347,10 +362,43 @@ Status OneDnnThunk::Impl::ExecuteFewPositions(char** frame, ExecuteContext& cont
   return OkStatus();
 }
 
+Status OneDnnThunk::Impl::ExecuteDepthwise(char** frame, ExecuteContext& context) const {
+  const DepthwiseConvolution& d = *depthwise;
+  const float* input = reinterpret_cast<const float*>(frame[lhs_slot]);
+  const float* weights = reinterpret_cast<const float*>(frame[rhs_slot]);
+  float* output = reinterpret_cast<float*>(frame[output_slot]);
+  // The loops write rows that later rows' windows still read: an input or weights in the
+  // output's buffer are read from a copy.
+  thread_local std::vector<float> copy;
+  const int64_t input_elements = d.images * d.height * d.width * d.channels;
+  if (input == output) {
+    copy.assign(input, input + input_elements);
+    input = copy.data();
+  } else if (weights == output) {
+    const int64_t extent = (d.kernel_height - 1) * d.weights_row_stride + 2 * d.weights_tap_stride + d.channels;
+    copy.assign(weights, weights + extent);
+    weights = copy.data();
+  }
+  auto run = [&](int64_t begin, int64_t end) {
+    for (int64_t t = begin; t < end; ++t) {
+      const int64_t image = t / depthwise_bands, band = t % depthwise_bands;
+      DepthwiseConvolutionRows(d, input, weights, output, image, band * d.out_height / depthwise_bands,
+                               (band + 1) * d.out_height / depthwise_bands);
+    }
+  };
+  if (context.pool != nullptr && blocks > 1) {
+    context.pool->ParallelFor(total, block, run);
+  } else {
+    run(0, total);
+  }
+  return OkStatus();
+}
+
 Status OneDnnThunk::Impl::ExecuteConvolution(char** frame, ExecuteContext& context,
                                              const std::string& name) const {
   using Kind = OneDnnConvolution::Kind;
   if (few_positions) return ExecuteFewPositions(frame, context);
+  if (depthwise) return ExecuteDepthwise(frame, context);
   float* lhs = reinterpret_cast<float*>(frame[lhs_slot]);
   float* rhs = reinterpret_cast<float*>(frame[rhs_slot]);
   float* output = reinterpret_cast<float*>(frame[output_slot]);

@@ -18,6 +18,7 @@
 #include <oneapi/dnnl/dnnl.hpp>
 
 #include "compiler/passes/onednn_rewriter.h"
+#include "compiler/runtime/depthwise_convolution.h"
 #include "compiler/runtime/few_position_convolution.h"
 #include "compiler/runtime/onednn_thunks.h"
 #include "compiler/runtime/small_product.h"
@@ -264,12 +265,17 @@ struct OneDnnThunk::Impl {
   bool few_positions = false;
   FewPositionConvolution few;
   int64_t few_row_parts = 1;  // shares of the rows per column block
+  // A large forward depthwise convolution in xlens's own loops (depthwise_convolution.h), in
+  // `blocks` parts of `depthwise_bands` bands of output rows per image on the pool; no oneDNN call.
+  std::optional<DepthwiseConvolution> depthwise;
+  int64_t depthwise_bands = 1;
   std::string implementation;
 
   Status BuildConvolution(const OneDnnCall& call, const std::string& name, int64_t parallelism,
                           const std::function<dnnl::primitive_attr(const std::vector<dnnl::memory::desc>&)>& attributes);
   Status ExecuteConvolution(char** frame, ExecuteContext& context, const std::string& name) const;
   Status ExecuteFewPositions(char** frame, ExecuteContext& context) const;
+  Status ExecuteDepthwise(char** frame, ExecuteContext& context) const;
   Status ExecuteMasked(char** frame, ExecuteContext& context, const std::string& name) const;
   Status ExecuteSplitK(char** frame, ThreadPool* pool, const std::string& name) const;
   // False, having done nothing, where the output shares a buffer with an operand. A call that

@@ -4,7 +4,10 @@
 // read through transposes, NCHW modules, one image in bands of rows, and the two gradients JAX
 // writes for a grouped convolution (the input's with feature groups, the kernel's with batch
 // groups). Each case checks the thunk listing names the grouped
-// oneDNN call, so one that fell back to Eigen fails.
+// oneDNN call, so one that fell back to Eigen fails. Large depthwise convolutions run in
+// xlens's own loops instead (depthwise_convolution.h): those against the formula on every
+// remainder of their tiles, and compiled modules against the evaluator.
+#include <cstdint>
 #include <string>
 #include <vector>
 
@@ -13,7 +16,9 @@
 
 #include "../codegen/codegen_test_util.h"
 #include "compiler/runtime/cpu_compiler.h"
+#include "compiler/runtime/depthwise_convolution.h"
 #include "compiler/runtime/onednn_thunks.h"
+#include "compiler/support/cpu_features.h"
 #include "compiler/support/thread_pool.h"
 #include "test_util.h"
 
@@ -253,6 +258,116 @@ ENTRY main.1 {
     EXPECT_THAT(listing, HasSubstr("oneDNN convolution_backward_weights" + c.groups));
     EXPECT_THAT(listing, Not(HasSubstr("kernel ref")));
     testing::ExpectMatchesEvaluator(c.text, {}, {2e-5, 2e-5});
+  }
+}
+
+// out[b, oh, ow, c] of a depthwise convolution, directly from the formula, in double precision.
+std::vector<double> DirectDepthwise(const DepthwiseConvolution& d, const std::vector<float>& input,
+                                    const std::vector<float>& weights) {
+  std::vector<double> out(d.OutputElements(), 0.0);
+  for (int64_t b = 0; b < d.images; ++b) {
+    for (int64_t oh = 0; oh < d.out_height; ++oh) {
+      for (int64_t ow = 0; ow < d.out_width; ++ow) {
+        for (int64_t kh = 0; kh < d.kernel_height; ++kh) {
+          for (int64_t kw = 0; kw < 3; ++kw) {
+            const int64_t ih = oh - d.pad_top + kh, iw = ow - d.pad_left + kw;
+            if (ih < 0 || ih >= d.height || iw < 0 || iw >= d.width) continue;
+            for (int64_t c = 0; c < d.channels; ++c) {
+              out[((b * d.out_height + oh) * d.out_width + ow) * d.channels + c] +=
+                  static_cast<double>(input[((b * d.height + ih) * d.width + iw) * d.channels + c]) *
+                  weights[kh * d.weights_row_stride + kw * d.weights_tap_stride + c];
+            }
+          }
+        }
+      }
+    }
+  }
+  return out;
+}
+
+TEST(DepthwiseConvolutionTest, LoopsMatchTheFormula) {
+  if (!CpuHasAvx512F()) GTEST_SKIP() << "the loops run on AVX-512 only";
+  struct Case {
+    int64_t height, width, channels, kernel_height, pad_top, pad_bottom, pad_left, pad_right;
+  };
+  // Widths leaving every remainder of the 7-position tiles (1-6 and none); padding none, SAME,
+  // wider than the window's reach and cropping (negative); kernels 1, 3 and 5 rows high.
+  for (const Case& k : {Case{5, 7, 64, 3, 1, 1, 1, 1}, Case{4, 9, 128, 3, 0, 0, 0, 0}, Case{6, 10, 64, 5, 2, 2, 1, 1},
+                        Case{3, 11, 192, 1, 0, 0, 1, 1}, Case{5, 12, 64, 3, 2, 1, 2, 0},
+                        Case{4, 13, 64, 3, -1, 1, 1, -1}, Case{3, 6, 128, 3, 1, 1, 1, 1}}) {
+    DepthwiseConvolution d;
+    d.images = 2;
+    d.height = k.height;
+    d.width = k.width;
+    d.channels = k.channels;
+    d.kernel_height = k.kernel_height;
+    d.pad_top = k.pad_top;
+    d.pad_left = k.pad_left;
+    d.out_height = k.height + k.pad_top + k.pad_bottom - k.kernel_height + 1;
+    d.out_width = k.width + k.pad_left + k.pad_right - 2;
+    // Taps 3 rows apart as HWIO lies, and (the last case) the rows padded apart.
+    d.weights_tap_stride = k.channels;
+    d.weights_row_stride = k.height == 3 && k.width == 6 ? 5 * k.channels : 3 * k.channels;
+    SCOPED_TRACE(::testing::Message() << k.height << "x" << k.width << "x" << k.channels << " kernel "
+                                    << k.kernel_height << "x3 pad " << k.pad_top << "_" << k.pad_bottom << "x"
+                                    << k.pad_left << "_" << k.pad_right);
+    std::vector<float> input(d.images * d.height * d.width * d.channels), weights(k.kernel_height * d.weights_row_stride);
+    for (size_t i = 0; i < input.size(); ++i) input[i] = static_cast<float>((i * 7919) % 23) * 0.25f - 2.75f;
+    for (size_t i = 0; i < weights.size(); ++i) weights[i] = static_cast<float>((i * 104729) % 17) * 0.125f - 1.0f;
+    const std::vector<double> expected = DirectDepthwise(d, input, weights);
+    // Streamed (a 64-byte aligned output) and stored (one float past it); the rows in two bands.
+    std::vector<float> buffer(d.OutputElements() + 32);
+    float* aligned = buffer.data() + (16 - reinterpret_cast<uintptr_t>(buffer.data()) % 64 / sizeof(float)) % 16;
+    for (float* output : {aligned, aligned + 1}) {
+      std::fill(buffer.begin(), buffer.end(), -1e30f);
+      for (int64_t b = 0; b < d.images; ++b) {
+        DepthwiseConvolutionRows(d, input.data(), weights.data(), output, b, 0, d.out_height / 2);
+        DepthwiseConvolutionRows(d, input.data(), weights.data(), output, b, d.out_height / 2, d.out_height);
+      }
+      for (int64_t i = 0; i < d.OutputElements(); ++i) {
+        ASSERT_NEAR(output[i], expected[i], 1e-4) << "element " << i;
+      }
+    }
+  }
+}
+
+// Lowers the output size from which depthwise convolutions take xlens's loops for one test.
+class DepthwiseLoopsTest : public OneDnnGroupedConvolutionTest {
+ protected:
+  void SetUp() override {
+    OneDnnGroupedConvolutionTest::SetUp();
+    if (!CpuHasAvx512F()) GTEST_SKIP() << "the loops run on AVX-512 only";
+    SetDepthwiseMinOutputElements(0);
+  }
+  void TearDown() override { SetDepthwiseMinOutputElements(kDepthwiseMinOutputElements); }
+};
+
+TEST_F(DepthwiseLoopsTest, DepthwiseConvolutionsInOwnLoops) {
+  const std::string depthwise = "dim_labels=b01f_01io->b01f, feature_group_count=";
+  // SAME, 64 channels, a width of two tiles and a remainder.
+  ExpectGroupedOnOneDnn(Module("f32[3,9,17,64]", "f32[3,3,1,64]", "f32[3,9,17,64]",
+                               "window={size=3x3 pad=1_1x1_1}, " + depthwise + "64"),
+                        "convolution[64 groups]", "kernel depthwise:avx512");
+  // One image in bands of rows; a 5x3 kernel, VALID; the kernel stored [3, 5, 1, channels] (its
+  // taps 5 rows apart, its rows one tap apart).
+  ExpectGroupedOnOneDnn(Module("f32[1,12,10,128]", "f32[3,5,1,128]", "f32[1,8,8,128]",
+                               "window={size=5x3}, " + depthwise + "128",
+                               "  rb = f32[5,3,1,128] transpose(b), dimensions={1,0,2,3}\n"),
+                        "convolution[128 groups]", "kernel depthwise:avx512");
+  // Not theirs: 48 channels (not whole tiles of 64), stride 2, a bias fused into the call.
+  const std::string on_onednn = "kernel depthwise";
+  for (const std::string& text :
+       {Module("f32[2,8,8,48]", "f32[3,3,1,48]", "f32[2,8,8,48]", "window={size=3x3 pad=1_1x1_1}, " + depthwise + "48"),
+        Module("f32[2,9,9,64]", "f32[3,3,1,64]", "f32[2,5,5,64]",
+               "window={size=3x3 stride=2x2 pad=1_1x1_1}, " + depthwise + "64"),
+        Module("f32[2,8,8,64]", "f32[3,3,1,64]", "f32[2,8,8,64]", "window={size=3x3 pad=1_1x1_1}, " + depthwise + "64",
+               "", "  bias = f32[64] parameter(2)\n  bb = f32[2,8,8,64] broadcast(bias), dimensions={3}\n"
+               "  ROOT r = f32[2,8,8,64] add(c, bb)\n")}) {
+    auto module = ParseHloModule(text);
+    ASSERT_TRUE(module.ok()) << module.status().message();
+    auto exe = CompileForCpu(std::move(*module), {});
+    ASSERT_TRUE(exe.ok()) << exe.status().message();
+    EXPECT_THAT((*exe)->ThunkSequenceText(), Not(HasSubstr(on_onednn))) << text;
   }
 }
 
