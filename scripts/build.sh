@@ -4,8 +4,10 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 if [ ! -f build/build.ninja ]; then
   # XLENS_UNITY_BUILD=ON (scripts/test.sh's fresh build): the libraries compile in batches.
+  # XLENS_BENCHMARKS_IN_ALL=OFF (scripts/test.sh's too): the benchmarks build only when named.
   cmake -S . -B build -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo \
-    -DXLENS_UNITY_BUILD="${XLENS_UNITY_BUILD:-OFF}" >/dev/null
+    -DXLENS_UNITY_BUILD="${XLENS_UNITY_BUILD:-OFF}" \
+    -DXLENS_BENCHMARKS_IN_ALL="${XLENS_BENCHMARKS_IN_ALL:-ON}" >/dev/null
 fi
 status=0
 unity=false
