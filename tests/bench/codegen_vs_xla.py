@@ -447,6 +447,8 @@ def main():
         pairs = [] if library_pairs or (not calls and bound_before[2] == "GB/s") else None
         with open(hlo_file) as f:
             first_phase = roofline.first_phase_bytes(f.read())
+        if first_phase:
+            pairs = None  # a module of two phases has no `pair` (roofline.row_shares)
         try:
             for _ in range(rounds):
                 # The memory floor of this round, measured right before it: the bandwidth of a
