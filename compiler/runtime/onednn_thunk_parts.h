@@ -106,6 +106,11 @@ inline void BindArgument(std::unordered_map<int, dnnl::memory>& args, int arg, c
 // processes): the GELU MLP's best 6.7-11.3 against 5.1-13.2 ms (lower on the pool in 10 of 11
 // pairs), the MLP step's 0.58-0.99 against 0.51-0.54 (4 of 4); their medians and CPU times the
 // same within the noise.
+// oneDNN's BA16a64b for the weights of a product: tiles of kPackedKeysN columns by kPackedKeysK
+// rows of k, each tile row-major in its 64 columns, the tiles k-major within a band of columns.
+// A block of columns that starts at a multiple of kPackedKeysN is the same layout at an offset.
+constexpr int64_t kPackedKeysN = 64, kPackedKeysK = 16;
+
 template <typename BindPart, typename AfterPart>
 Status ExecutePartsOnPool(ThreadPool* pool, int64_t tasks, const std::string& name, BindPart bind, AfterPart after,
                           int64_t first = 0) {
@@ -187,6 +192,10 @@ struct OneDnnThunk::Impl {
   std::map<std::pair<int64_t, int64_t>, Part> masked_parts;  // by (rows, columns)
   int64_t masked_n = 0, masked_k = 0;
   double masked_share = 1;  // of the output computed
+  // The rhs (the keys, a transposed rhs) packed per batch element into brgemm's blocked weights
+  // (kPackedKeysN, kPackedKeysK above), which every block of rows reads at its first column's
+  // offset. Each part of the call packs one batch element and runs all of its blocks.
+  bool masked_packed_keys = false;
   // A product under SmallProductLimit: computed by SmallProduct, then its post-ops, no oneDNN.
   bool small = false;
   // A product of narrow output rows (narrow_product.h), its shape in small_shape: computed by
@@ -277,6 +286,7 @@ struct OneDnnThunk::Impl {
   Status ExecuteFewPositions(char** frame, ExecuteContext& context) const;
   Status ExecuteDepthwise(char** frame, ExecuteContext& context) const;
   Status ExecuteMasked(char** frame, ExecuteContext& context, const std::string& name) const;
+  Status ExecuteMaskedPackedKeys(char** frame, ExecuteContext& context, const std::string& name) const;
   Status ExecuteSplitK(char** frame, ThreadPool* pool, const std::string& name) const;
   // False, having done nothing, where the output shares a buffer with an operand. A call that
   // runs its parts on the caller as one counts in `whole_runs`.

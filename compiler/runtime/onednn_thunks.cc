@@ -394,10 +394,11 @@ StatusOr<std::unique_ptr<OneDnnThunk>> OneDnnThunk::Create(std::string hlo_name,
         impl.split_k = true;
         return true;
       };
-      // Only the columns the consumer reads (product_mask.h), in blocks of 128 rows: a causal
-      // mask's 512x512 scores in 4 blocks compute 62.5% of the product. A block's columns are
-      // rounded out to 16 (a vector) and read as rows of a transposed rhs, which stay dense;
-      // a plain rhs's block of columns would be strided (gemm:jit), so it is left whole.
+      // Only the columns the consumer reads (product_mask.h), in blocks of 64 rows against keys
+      // packed once per batch element (below), or else of 128 rows: a causal mask's 512x512
+      // scores in 4 blocks compute 62.5% of the product. A block's columns are rounded out to 16
+      // (a vector) and read as rows of a transposed rhs, which stay dense; a plain rhs's block
+      // of columns would be strided (gemm:jit), so it is left whole.
       // Other blockings of causal attention's 8x512x64x512 scores, measured against these (best
       // of each process's 100 runs, 8 alternating processes a blocking, load 5-7 on 2 cores): the
       // call's best 0.97-1.00 ms here; 64 rows a block (56% computed) 0.96-0.98, as each block
@@ -421,31 +422,33 @@ StatusOr<std::unique_ptr<OneDnnThunk>> OneDnnThunk::Create(std::string hlo_name,
         }
         std::optional<std::vector<ColumnRange>> ranges = ReadColumnsPerRow(fusion);
         if (!ranges || static_cast<int64_t>(ranges->size()) != m) return false;
-        const int64_t rows_per_block = std::min<int64_t>(m, 128);
-        std::vector<Impl::MaskedBlock> blocks;
+        // Blocks of `rows_per_block` rows, each against its rows' columns rounded out to
+        // `align`; `computed` counts their outputs.
         int64_t computed = 0;
-        for (int64_t r0 = 0; r0 < m; r0 += rows_per_block) {
-          const int64_t rows = std::min(rows_per_block, m - r0);
-          int64_t begin = n, end = 0;
-          for (int64_t r = r0; r < r0 + rows; ++r) {
-            const ColumnRange& c = (*ranges)[r];
-            if (c.begin >= c.end) continue;
-            begin = std::min(begin, c.begin);
-            end = std::max(end, c.end);
+        auto blocks_of = [&](int64_t rows_per_block, int64_t align) {
+          std::vector<Impl::MaskedBlock> blocks;
+          computed = 0;
+          for (int64_t r0 = 0; r0 < m; r0 += rows_per_block) {
+            const int64_t rows = std::min(rows_per_block, m - r0);
+            int64_t begin = n, end = 0;
+            for (int64_t r = r0; r < r0 + rows; ++r) {
+              const ColumnRange& c = (*ranges)[r];
+              if (c.begin >= c.end) continue;
+              begin = std::min(begin, c.begin);
+              end = std::max(end, c.end);
+            }
+            if (begin >= end) continue;  // no column of these rows is read
+            begin = begin / align * align;
+            end = std::min(n, (end + align - 1) / align * align);
+            blocks.push_back({r0, rows, begin, end - begin});
+            computed += rows * (end - begin);
           }
-          if (begin >= end) continue;  // no column of these rows is read
-          begin = begin / 16 * 16;
-          end = std::min(n, (end + 15) / 16 * 16);
-          blocks.push_back({r0, rows, begin, end - begin});
-          computed += rows * (end - begin);
-        }
-        if (4 * computed > 3 * m * n) return false;  // not worth the copies and the calls
-        for (const Impl::MaskedBlock& b : blocks) {
-          const std::pair<int64_t, int64_t> key{b.rows, b.columns};
-          if (impl.masked_parts.count(key)) continue;
+          return blocks;
+        };
+        auto part_for = [&](const Impl::MaskedBlock& b, const dnnl::memory::desc& weights) {
           Impl::Part part;
           part.src = dnnl::memory::desc({b.rows, k}, dt::f32, dims{k, 1});
-          part.weights = dnnl::memory::desc({k, b.columns}, dt::f32, dims{1, k});
+          part.weights = weights;
           part.dst = dnnl::memory::desc({b.rows, b.columns}, dt::f32, dims{b.columns, 1});
           for (OneDnnPostOp::Addend a : impl.addend_kinds) {
             part.addends.push_back(a == OneDnnPostOp::Addend::kLastDimension
@@ -456,8 +459,49 @@ StatusOr<std::unique_ptr<OneDnnThunk>> OneDnnThunk::Create(std::string hlo_name,
                                           attributes(part.addends), CpuEngine());
           part.primitive = dnnl::matmul(pd);
           part.scratchpad = pd.scratchpad_desc();
-          impl.implementation = pd.impl_info_str();
-          impl.masked_parts.emplace(key, std::move(part));
+          return std::make_pair(std::move(part), std::string(pd.impl_info_str()));
+        };
+        // The keys packed once per batch element into brgemm's own blocked layout for the
+        // weights (BA16a64b: 64 keys by 16 of k a tile), where every block of rows reads the
+        // columns it needs as they lie, so that no block packs its keys again: then the blocks
+        // are 64 rows (a causal mask's 512x512 scores: 56% computed, where 128-row blocks
+        // compute 62.5%; 2304 key columns packed a head in 64-row blocks, 512 now). Causal
+        // attention's 8x512x64x512 q.k, best of each process's 400 runs, 6 alternating pairs
+        // against 128-row blocks packing their own keys (load 11-12 on 2 cores): 0.99-1.05 ms
+        // (median 1.01) -> 0.86-0.97 (0.95), faster in every pair; on one core 1.84-2.14 ->
+        // 1.78-1.98. Packed, 128-row blocks took 1.03-1.13 and 32-row 0.93-1.04 in the same
+        // rounds as 0.92-1.05 for 64. What is left against oneDNN standalone (1.41-1.45 ms on one
+        // core) is mostly the copies of the blocks narrower than the output into place (memcpy
+        // 4-6% of a one-core run's samples, the packing 2%).
+        std::vector<Impl::MaskedBlock> blocks;
+        if (k % kPackedKeysK == 0) {
+          blocks = blocks_of(64, kPackedKeysN);
+          bool brgemm = 4 * computed <= 3 * m * n;
+          for (const Impl::MaskedBlock& b : blocks) {
+            const std::pair<int64_t, int64_t> key{b.rows, b.columns};
+            if (!brgemm || impl.masked_parts.count(key)) continue;
+            auto [part, kernel] = part_for(b, dnnl::memory::desc({k, b.columns}, dt::f32,
+                                                                 dnnl::memory::format_tag::BA16a64b));
+            brgemm = kernel.rfind("brg", 0) == 0;
+            impl.implementation = kernel + ", keys packed";
+            impl.masked_parts.emplace(key, std::move(part));
+          }
+          if (brgemm) {
+            impl.masked_packed_keys = true;
+          } else {
+            impl.masked_parts.clear();
+          }
+        }
+        if (!impl.masked_packed_keys) {
+          blocks = blocks_of(std::min<int64_t>(m, 128), 16);
+          if (4 * computed > 3 * m * n) return false;  // not worth the copies and the calls
+          for (const Impl::MaskedBlock& b : blocks) {
+            const std::pair<int64_t, int64_t> key{b.rows, b.columns};
+            if (impl.masked_parts.count(key)) continue;
+            auto [part, kernel] = part_for(b, dnnl::memory::desc({k, b.columns}, dt::f32, dims{1, k}));
+            impl.implementation = kernel;
+            impl.masked_parts.emplace(key, std::move(part));
+          }
         }
         impl.masked_blocks = std::move(blocks);
         impl.blocks = static_cast<int64_t>(impl.masked_blocks.size());
@@ -723,6 +767,100 @@ Status OneDnnThunk::Impl::ExecuteMasked(char** frame, ExecuteContext& context, c
   return ExecutePartsOnPool(context.pool, batch * per_batch, name, bind_part, place);
 }
 
+namespace {
+
+// keys [n, k] (row-major, k a multiple of 16) into oneDNN's BA16a64b for the [k, n] weights:
+// per band of 64 keys, k/16 tiles of 16 x 64, each the transpose of 64 keys' 16 elements. A last
+// band of fewer keys leaves its tiles' other columns as they were (oneDNN reads them into
+// outputs it does not write).
+void PackKeysBlocked(const float* keys, int64_t n, int64_t k, float* packed) {
+  constexpr int64_t kN = kPackedKeysN, kK = kPackedKeysK;
+  for (int64_t band = 0; band * kN < n; ++band) {
+    const int64_t keys_in_band = std::min(kN, n - band * kN);
+    float* tiles = packed + band * kN * k;
+    for (int64_t tile = 0; tile * kK < k; ++tile) {
+      TransposedCopy(keys + band * kN * k + tile * kK, keys_in_band, kK, k, tiles + tile * kK * kN, kN);
+    }
+  }
+}
+
+}  // namespace
+
+// Each part is one batch element: its keys packed once (PackKeysBlocked), then each block of rows
+// against the columns it reads there.
+Status OneDnnThunk::Impl::ExecuteMaskedPackedKeys(char** frame, ExecuteContext& context,
+                                                  const std::string& name) const {
+  const float* lhs = Lhs(frame);
+  const float* rhs = Rhs(frame);
+  float* output = reinterpret_cast<float*>(frame[output_slot]);
+  const int64_t bands = (masked_n + kPackedKeysN - 1) / kPackedKeysN;
+  std::atomic<bool> failed{false};
+  std::string failure;
+  std::mutex failure_mu;
+  auto run = [&](int64_t begin, int64_t end) {
+    SingleOpenMpThread single_openmp_thread;
+    thread_local std::vector<float> keys, block_output;
+    if (static_cast<int64_t>(keys.size()) < bands * kPackedKeysN * masked_k) {
+      keys.resize(bands * kPackedKeysN * masked_k);
+    }
+    for (int64_t b = begin; b < end; ++b) {
+      std::optional<profiler::TraceSpan> span;
+      if (profiler::TracingEnabled()) {
+        span.emplace(fmt::format("{} part {}", name, b), profiler::category::kLibraryPart);
+        span->AddArg("part", b);
+      }
+      PackKeysBlocked(rhs + b * weights_step, masked_n, masked_k, keys.data());
+      try {
+        dnnl::stream& stream = ThreadStream();
+        for (size_t i = 0; i < masked_blocks.size(); ++i) {
+          const MaskedBlock& block = masked_blocks[i];
+          const Part& part = masked_parts.at({block.rows, block.columns});
+          std::unordered_map<int, dnnl::memory>& args = KeptArguments(&name, static_cast<int64_t>(i));
+          BindArgument(args, DNNL_ARG_SRC, part.src, const_cast<float*>(lhs + b * src_step + block.row * masked_k));
+          BindArgument(args, DNNL_ARG_WEIGHTS, part.weights, keys.data() + block.column * masked_k);
+          float* dst = output + b * dst_step + block.row * masked_n;
+          if (block.columns < masked_n) {
+            if (static_cast<int64_t>(block_output.size()) < block.rows * block.columns) {
+              block_output.resize(block.rows * block.columns);
+            }
+            dst = block_output.data();
+          }
+          BindArgument(args, DNNL_ARG_DST, part.dst, dst);
+          for (size_t a = 0; a < addend_slots.size(); ++a) {
+            float* addend = reinterpret_cast<float*>(frame[addend_slots[a]]);
+            if (addend_kinds[a] == OneDnnPostOp::Addend::kLastDimension) addend += block.column;
+            BindArgument(args, DNNL_ARG_ATTR_MULTIPLE_POST_OP(addend_post_ops[a]) | DNNL_ARG_SRC_1,
+                         part.addends[a], addend);
+          }
+          thread_local std::vector<char> scratchpad;
+          if (scratchpad.size() < part.scratchpad.get_size()) scratchpad.resize(part.scratchpad.get_size());
+          BindArgument(args, DNNL_ARG_SCRATCHPAD, part.scratchpad, scratchpad.data());
+          part.primitive.execute(stream, args);
+          stream.wait();
+          if (block.columns < masked_n) {
+            float* placed = output + b * dst_step + block.row * masked_n + block.column;
+            for (int64_t r = 0; r < block.rows; ++r) {
+              std::memcpy(placed + r * masked_n, block_output.data() + r * block.columns,
+                          block.columns * sizeof(float));
+            }
+          }
+        }
+      } catch (const dnnl::error& e) {
+        std::lock_guard<std::mutex> lock(failure_mu);
+        failed = true;
+        failure = e.what();
+      }
+    }
+  };
+  if (context.pool == nullptr || batch == 1) {
+    run(0, batch);
+  } else {
+    context.pool->ParallelFor(batch, 1, run);
+  }
+  if (failed) return Error(fmt::format("{}: oneDNN: {}", name, failure));
+  return OkStatus();
+}
+
 bool OneDnnThunk::Impl::ExecuteNarrow(char** frame, ExecuteContext& context,
                                       std::atomic<int64_t>& whole_runs) const {
   const SmallProductShape& s = small_shape;
@@ -779,6 +917,7 @@ bool OneDnnThunk::Impl::ExecuteNarrow(char** frame, ExecuteContext& context,
 Status OneDnnThunk::Execute(char** frame, ExecuteContext& context) const {
   const Impl& impl = *impl_;
   if (impl.is_convolution) return impl.ExecuteConvolution(frame, context, hlo_name());
+  if (impl.masked_packed_keys) return impl.ExecuteMaskedPackedKeys(frame, context, hlo_name());
   if (!impl.masked_blocks.empty()) return impl.ExecuteMasked(frame, context, hlo_name());
   if (impl.small) {
     const SmallProductShape& s = impl.small_shape;
@@ -873,6 +1012,7 @@ Status OneDnnThunk::Execute(char** frame, ExecuteContext& context) const {
 int64_t OneDnnThunk::Parts() const {
   if (impl_->small) return 1;
   if (impl_->narrow) return impl_->narrow_parts;
+  if (impl_->masked_packed_keys) return impl_->batch;
   if (!impl_->bands.empty()) return static_cast<int64_t>(impl_->bands.size());
   return impl_->is_convolution ? impl_->blocks : impl_->batch * impl_->blocks;
 }

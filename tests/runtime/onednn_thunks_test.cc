@@ -1165,11 +1165,12 @@ ENTRY e {
   EXPECT_THAT((*exe)->ThunkSequenceText(), ::testing::Not(HasSubstr(small)));
 }
 
-// Attention over [batch..., 384, 32] whose scores go through select(mask, scores, -1e9), `mask`
+// Attention over [batch..., 384, head] whose scores go through select(mask, scores, -1e9), `mask`
 // a pred[384,384] made of iotas by `mask_lines` (i0: the row, i1: the column), then softmax and
 // the second product. Only the scores the mask keeps need computing (product_mask.h).
-std::string MaskedAttention(const std::string& batch, const std::string& batch_dims, const std::string& mask_lines) {
-  const std::string x = "f32[" + batch + "384,32]", s = "f32[" + batch + "384,384]", r = "f32[" + batch + "384]";
+std::string MaskedAttention(const std::string& batch, const std::string& batch_dims, const std::string& mask_lines,
+                            int head = 32) {
+  const std::string x = "f32[" + batch + "384," + std::to_string(head) + "]", s = "f32[" + batch + "384,384]", r = "f32[" + batch + "384]";
   const int rank = batch_dims.empty() ? 2 : static_cast<int>(std::count(batch_dims.begin(), batch_dims.end(), ',')) + 3;
   const std::string last = std::to_string(rank - 1), rows = std::to_string(rank - 2);
   std::string kept;
@@ -1199,23 +1200,33 @@ std::string MaskedAttention(const std::string& batch, const std::string& batch_d
 TEST_F(OneDnnThunkTest, MaskedScoresComputeOnlyTheColumnsTheMaskKeeps) {
   const std::string call = "matmul(lhs, rhs^T) + linear(0.125x+0)";
   const std::string causal = "  mask = pred[384,384] compare(i0, i1), direction=GE\n";
-  // Causal, in 3 blocks of 128 rows: columns [0,128), [0,256), [0,384) of 384 (67%); the last
-  // block is written in place, the others through their buffers.
-  ExpectOneDnnMatchesEvaluator(MaskedAttention("3,", "0", causal), call + " on the 67% of its outputs read");
-  ExpectOneDnnMatchesEvaluator(MaskedAttention("2,2,", "0,1", causal), call + " on the 67% of its outputs read");
-  ExpectOneDnnMatchesEvaluator(MaskedAttention("", "", causal), call + " on the 67% of its outputs read");
-  // A band of the last 100 positions: blocks start past column 0 (rows 128-255 read columns
-  // 29-255, rounded out to 16-255), so the rhs is read from an offset.
+  // Causal, in 6 blocks of 64 rows: columns [0,64), [0,128), ... [0,384) of 384 (58%), each
+  // read from the keys packed once per batch element (k = 32, a multiple of 16); the last block
+  // is written in place, the others through their buffers.
+  const std::string packed = "kernel brg:avx512_core, keys packed; ";
+  ExpectOneDnnMatchesEvaluator(MaskedAttention("3,", "0", causal), call + " on the 58% of its outputs read",
+                               packed + "3 parts");
+  ExpectOneDnnMatchesEvaluator(MaskedAttention("2,2,", "0,1", causal), call + " on the 58% of its outputs read",
+                               packed + "4 parts");
+  ExpectOneDnnMatchesEvaluator(MaskedAttention("", "", causal), call + " on the 58% of its outputs read",
+                               packed + "1 part ");
+  // A band of the last 100 positions: blocks start past column 0 (rows 128-191 read columns
+  // 29-191, rounded out to the packed keys' 64: 0-191; rows 192-255 64-255), so the packed keys
+  // are read from an offset.
   const std::string band =
       "  ge = pred[384,384] compare(i0, i1), direction=GE\n  dist = s32[384,384] subtract(i0, i1)\n"
       "  w = s32[] constant(100)\n  wb = s32[384,384] broadcast(w), dimensions={}\n"
       "  near = pred[384,384] compare(dist, wb), direction=LT\n  mask = pred[384,384] and(ge, near)\n";
-  ExpectOneDnnMatchesEvaluator(MaskedAttention("3,", "0", band), call + " on the 53% of its outputs read");
+  ExpectOneDnnMatchesEvaluator(MaskedAttention("3,", "0", band), call + " on the 42% of its outputs read", packed);
   // Keeping the upper triangle instead: rows read from their diagonal to the end.
   ExpectOneDnnMatchesEvaluator(
       MaskedAttention("3,", "0", "  mask = pred[384,384] compare(i0, i1), direction=LE\n"),
-      call + " on the 67% of its outputs read");
-  // The profile rates the masked product by the multiply-adds it does: 2/3 of the product's.
+      call + " on the 58% of its outputs read", packed);
+  // A head of 24 (not a multiple of 16) keeps the keys as they are, in blocks of 128 rows: columns
+  // [0,128), [0,256), [0,384) (67%), each block packing its own.
+  ExpectOneDnnMatchesEvaluator(MaskedAttention("3,", "0", causal, 24), call + " on the 67% of its outputs read",
+                               "9 parts");
+  // The profile rates the masked product by the multiply-adds it does: 7/12 of the product's.
   {
     auto module = ParseHloModule(MaskedAttention("3,", "0", causal));
     ASSERT_TRUE(module.ok());
@@ -1226,8 +1237,8 @@ TEST_F(OneDnnThunkTest, MaskedScoresComputeOnlyTheColumnsTheMaskKeeps) {
       const auto* call = dynamic_cast<const OneDnnThunk*>(thunk.get());
       if (call == nullptr || call->ComputedShare() == 1) continue;
       ++masked;
-      EXPECT_DOUBLE_EQ(call->ComputedShare(), 2.0 / 3);
-      EXPECT_NEAR(thunk->trace_info().flops, 2.0 / 3 * 3 * 384 * 384 * (2 * 32 + 1), 3 * 384 * 384);
+      EXPECT_DOUBLE_EQ(call->ComputedShare(), 7.0 / 12);
+      EXPECT_NEAR(thunk->trace_info().flops, 7.0 / 12 * 3 * 384 * 384 * (2 * 32 + 1), 3 * 384 * 384);
     }
     EXPECT_EQ(masked, 1);
   }
