@@ -480,7 +480,7 @@ def main():
                     try:
                         pairs.append(roofline.measure_pairs(
                             limits_binary, hlo_file, os.path.join(directory, "inputs"), moved,
-                            roofline.paired_kernels(read_bytes, moved - read_bytes, first_phase),
+                            roofline.paired_kernels(read_bytes, moved - read_bytes),
                             library=library_pairs))
                     except (OSError, RuntimeError, ValueError):
                         pairs = None  # the row goes without a `% pair`

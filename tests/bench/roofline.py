@@ -306,13 +306,10 @@ def _first_phase_of(hlo_file):
     return first_phase_bytes(_text_of(hlo_file))
 
 
-def paired_kernels(read_bytes, write_bytes, first_phase=0):
+def paired_kernels(read_bytes, write_bytes):
     """The stream kernels Limits.memory_floor reads for a workload of this mix: the read-only sum
-    for a reduction, copy and triad (the mix between them, or copy where it is faster) otherwise,
-    and the read-only sum before them for a module with a first phase (first_phase_bytes)."""
-    if write_bytes * 8 <= read_bytes + write_bytes:
-        return ["read"]
-    return (["read"] if first_phase else []) + ["copy", "triad"]
+    for a reduction, copy and triad (the mix between them, or copy where it is faster) otherwise."""
+    return ["read"] if write_bytes * 8 <= read_bytes + write_bytes else ["copy", "triad"]
 
 
 def measure_pairs(binary, hlo_file, inputs_dir, working_set, kernels, pairs=PAIRS, library=False):

@@ -210,8 +210,6 @@ class FirstPhaseTest(unittest.TestCase):
             self.assertEqual(label, f"L1 2 phases: read {4 * ELEMENTS / 1e6:.3g} MB + copy "
                                     f"{(read + write) / 1e6:.3g} MB")
             self.assertEqual(unit, "GB/s")
-            self.assertEqual(roofline.paired_kernels(read, write, 4 * ELEMENTS),
-                             ["read", "copy", "triad"])
             # `% triad` stays the bytes at triad's rate, one pass.
             self.assertAlmostEqual(limits().triad_ms(read, write, stream), (read + write) / 8e9 * 1e3)
             # No `pair`: a pair's kernels walk the module's bytes, not the first phase's.
