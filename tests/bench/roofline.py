@@ -629,7 +629,8 @@ def executions_to_match_floor(median_ms, done):
 
 # A share of a floor above this is xlens beating a floor it cannot beat (oneDNN's own kernel,
 # the FMA units' peak, STREAM's loops): the floor was measured in a busy moment, so the row is
-# flagged and left out of the counts at 90%.
+# flagged and left out of the counts at 90%. Not so a library-bound row whose calls all run in
+# xlens's own loops (`own_kernels`): oneDNN's time for them is a floor those loops can beat.
 UNRELIABLE_SHARE = 100.0
 
 # The control of `% pair`: the suite's module that is exactly a stream kernel, triad's b + 3c over
@@ -750,13 +751,14 @@ def row_shares(limits, row, control=None):
         paired = library_pair_shares(pairs, best.arithmetic(*hlo_costs(_text_of(hlo)))[0])
         # No control is paired for library calls: a median pair over 100% is flagged.
         control = None
+    beatable = kind == "library" and bool(row.get("own_kernels"))
     return dict(share=share, median_share=median_share, bound_ms=bound_ms, label=label,
                 unit=unit, work=work, kind=kind, triad=triad,
                 pair=paired["median"] if paired else None,
                 pair_quartiles=(paired["q1"], paired["q3"]) if paired else None,
                 pair_best_of_each=paired["best_of_each"] if paired else None,
-                pair_unreliable=pair_unreliable(paired, control),
-                unreliable=share > UNRELIABLE_SHARE)
+                pair_unreliable=pair_unreliable(paired, control) and not beatable,
+                unreliable=share > UNRELIABLE_SHARE and not beatable, beatable=beatable)
 
 
 def kind_counts(summaries, kind, key="share"):
@@ -776,7 +778,8 @@ def kind_counts(summaries, kind, key="share"):
     rows = [s for s in summaries if s["kind"] == kind]
     measured = [s for s in rows if s[key] is not None]
     kept = [s[key] for s in measured
-            if (not s.get("pair_unreliable") if key == "pair" else s[key] <= UNRELIABLE_SHARE)
+            if (not s.get("pair_unreliable") if key == "pair" else
+                s[key] <= UNRELIABLE_SHARE or s.get("beatable"))
             and not (key == "median_share" and s["unreliable"])]
     return (sum(v >= 90 for v in kept), len(rows),
             statistics.median(kept) if kept else None, len(measured) - len(kept),

@@ -588,6 +588,19 @@ class RowSharesTest(unittest.TestCase):
         self.assertAlmostEqual(median, (100 / 1.05 + 50) / 2, delta=0.1)  # the kept rows only
         self.assertEqual(roofline.kind_counts([fast, good, slow], "memory"), (0, 0, None, 0, 0))
 
+    def test_a_floor_beaten_by_xlenss_own_loops_counts(self):
+        # Every call of the row in xlens's own loops (a depthwise convolution): beating oneDNN's
+        # standalone time is no sign of a floor measured in a busy moment.
+        run = limits(self.file, library_ms=1.0)
+        own = roofline.row_shares(run, dict(self.library_row([1.0], [0.8]), own_kernels=True))
+        slow = roofline.row_shares(run, dict(self.library_row([1.0], [2.0]), own_kernels=True))
+        self.assertFalse(own["unreliable"])
+        self.assertAlmostEqual(own["share"], 125.0, delta=0.1)
+        at_90, rows, median, left_out, _ = roofline.kind_counts([own, slow], "library")
+        self.assertEqual((at_90, rows, left_out), (1, 2, 0))
+        self.assertAlmostEqual(median, (125 + 50) / 2, delta=0.1)
+        self.assertEqual(roofline.kind_counts([own, slow], "library", "median_share")[:2], (1, 2))
+
     def test_each_share_is_judged_unreliable_by_itself(self):
         # Mix-matched shares 150%, 104% and 80%; at triad's rate 95%, 96% and 70%. The first two
         # beat their mix-matched floor but not triad's: they count at triad, and every count is
