@@ -93,6 +93,43 @@ def table(xlens, corpus):
     return "\n".join([summary, "", *lines]), gaps
 
 
+def check(xlens, corpus, readme_path):
+    """Whether README's table is the corpus's and every op is covered: (failed, the lines to
+    print, the last of them the summary). model_corpus_test.py calls this in its own process,
+    where TensorFlow is already imported (a process of its own imported it again: 5.2 s of CPU
+    against 0.1 s for the table)."""
+    text, gaps = table(xlens, corpus)
+    with open(readme_path) as f:
+        readme = f.read()
+    if BEGIN not in readme or END not in readme:
+        return True, [f"{readme_path}: no {BEGIN} ... {END} section"]
+    lines = []
+    failed = False
+    if updated_readme(readme, text) != readme:
+        lines.append(f"{readme_path}: the op table is out of date; rewrite it with "
+                     f"tests/models/op_coverage.py --write {readme_path}")
+        failed = True
+    unknown_gaps = [op for op in gaps if op not in KNOWN_GAPS]
+    closed_gaps = [op for op in KNOWN_GAPS if op not in gaps]
+    for op in gaps:
+        if op in KNOWN_GAPS:
+            lines.append(f"known gap: {op}: {KNOWN_GAPS[op]}")
+    if unknown_gaps:
+        lines.append(f"ops not covered: {', '.join(unknown_gaps)}")
+        failed = True
+    if closed_gaps:
+        lines.append(f"covered now, take out of KNOWN_GAPS: {', '.join(closed_gaps)}")
+        failed = True
+    lines.append(text.splitlines()[0])
+    return failed, lines
+
+
+def updated_readme(readme, text):
+    head, rest = readme.split(BEGIN, 1)
+    _, tail = rest.split(END, 1)
+    return f"{head}{BEGIN}\n{text}\n{END}{tail}"
+
+
 def main():
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--xlens", required=True)
@@ -107,40 +144,20 @@ def main():
     except Exception as e:  # noqa: BLE001
         print(f"skipped: tensorflow is not importable ({type(e).__name__}: {e})")
         return SKIP
-    text, gaps = table(args.xlens, args.corpus)
-    readme_path = args.write or args.check
-    with open(readme_path) as f:
+    if args.check:
+        failed, lines = check(args.xlens, args.corpus, args.check)
+        print("\n".join(lines))
+        return 1 if failed else 0
+    text, _ = table(args.xlens, args.corpus)
+    with open(args.write) as f:
         readme = f.read()
     if BEGIN not in readme or END not in readme:
-        print(f"{readme_path}: no {BEGIN} ... {END} section")
+        print(f"{args.write}: no {BEGIN} ... {END} section")
         return 1
-    head, rest = readme.split(BEGIN, 1)
-    _, tail = rest.split(END, 1)
-    updated = f"{head}{BEGIN}\n{text}\n{END}{tail}"
-    if args.write:
-        with open(readme_path, "w") as f:
-            f.write(updated)
-        print(text.splitlines()[0])
-        return 0
-    failed = False
-    if updated != readme:
-        print(f"{readme_path}: the op table is out of date; rewrite it with "
-              f"tests/models/op_coverage.py --write {readme_path}")
-        failed = True
-    unknown_gaps = [op for op in gaps if op not in KNOWN_GAPS]
-    closed_gaps = [op for op in KNOWN_GAPS if op not in gaps]
-    for op in gaps:
-        if op in KNOWN_GAPS:
-            print(f"known gap: {op}: {KNOWN_GAPS[op]}")
-    if unknown_gaps:
-        print(f"ops not covered: {', '.join(unknown_gaps)}")
-        failed = True
-    if closed_gaps:
-        print(f"covered now, take out of KNOWN_GAPS: {', '.join(closed_gaps)}")
-        failed = True
+    with open(args.write, "w") as f:
+        f.write(updated_readme(readme, text))
     print(text.splitlines()[0])
-    return 1 if failed else 0
-
+    return 0
 
 if __name__ == "__main__":
     sys.exit(main())
