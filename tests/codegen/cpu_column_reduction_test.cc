@@ -371,6 +371,34 @@ TEST(CpuColumnReductionTest, RowsPerVisitFollowsTheReducerTheRowStrideAndTheCach
   EXPECT_EQ(cpu::ColumnRowsPerVisit({(*max)->entry_computation()->root_instruction()}, 64, false), 1);
 }
 
+TEST(CpuColumnReductionTest, AVisitOfPageLongRowsFoldsTheNextRowOfEachRun) {
+  EXPECT_TRUE(cpu::ColumnVisitsWalkRuns(4096));
+  EXPECT_TRUE(cpu::ColumnVisitsWalkRuns(65536));
+  EXPECT_FALSE(cpu::ColumnVisitsWalkRuns(4095));
+  EXPECT_FALSE(cpu::ColumnVisitsWalkRuns(128));
+  // f32[65,1024], rows of 4 KiB: one task (66560 elements), four rows a visit, rows 0-63 in four
+  // runs of 16 (a visit folds rows v, 16 + v, 32 + v, 48 + v) and row 64 after them. The order
+  // shows in the rounding: with 1 in row 1, 1e8 in row 16 and -1e8 in row 32, consecutive rows
+  // fold 1 into 1e8 (a float's spacing there is 8) and leave 0; the runs cancel 1e8 first and
+  // leave 1.
+  const std::string text = Reduce("f32[65,1024]", "f32[1024]", "0", "add", "0");
+  EXPECT_EQ(SpecOfRoot(text).phases.size(), 1u);
+  Literal x = testing::RandomArguments(text)[0];
+  std::span<float> values = x.data<float>();
+  std::fill(values.begin(), values.end(), 0.0f);
+  for (int64_t c = 0; c < 1024; ++c) {
+    values[1 * 1024 + c] = 1.0f;
+    values[16 * 1024 + c] = 1e8f;
+    values[32 * 1024 + c] = -1e8f;
+  }
+  std::vector<Literal> arguments;
+  arguments.push_back(std::move(x));
+  auto sum = testing::CompileAndRun(text, arguments);
+  ASSERT_TRUE(sum.ok()) << sum.status().message();
+  EXPECT_EQ(sum->data<float>()[0], 1.0f);
+  EXPECT_EQ(sum->data<float>()[1023], 1.0f);
+}
+
 // The float adds in the sweep phase of the kernel emitted for the entry's root: the rows a visit
 // folds (ColumnRowsPerVisit), plus one for the rest loop when a visit folds several.
 int SweepAdds(const std::string& text) {

@@ -92,6 +92,8 @@ int64_t ColumnRowsPerVisit(const std::vector<const HloInstruction*>& reduces, in
   return 4;
 }
 
+bool ColumnVisitsWalkRuns(int64_t row_bytes) { return row_bytes >= kColumnRunRowBytes; }
+
 }  // namespace cpu
 
 using llvm::Value;
@@ -409,10 +411,19 @@ Status KernelBuilder::EmitCpuColumnReductions(const std::vector<ColumnOutput>& o
       return store_tile();
     }
     Value* visits = b_.CreateUDiv(b_.CreateSub(row_end, sweep_begin), b_.getInt64(unroll));
+    const bool runs = cpu::ColumnVisitsWalkRuns(row_bytes);
     RETURN_IF_ERROR(e->EmitLoop(b_.getInt64(0), visits, "rows", [&](Value* visit) {
-      Value* row = b_.CreateAdd(sweep_begin, b_.CreateMul(visit, b_.getInt64(unroll)));
       std::vector<Value*> rows;
-      for (int64_t u = 0; u < unroll; ++u) rows.push_back(b_.CreateAdd(row, b_.getInt64(u)));
+      if (runs) {
+        // Row `visit` of each of `unroll` runs of `visits` consecutive rows.
+        for (int64_t u = 0; u < unroll; ++u) {
+          rows.push_back(b_.CreateAdd(b_.CreateAdd(sweep_begin, visit),
+                                      b_.CreateMul(visits, b_.getInt64(u))));
+        }
+      } else {
+        Value* row = b_.CreateAdd(sweep_begin, b_.CreateMul(visit, b_.getInt64(unroll)));
+        for (int64_t u = 0; u < unroll; ++u) rows.push_back(b_.CreateAdd(row, b_.getInt64(u)));
+      }
       return sweep_rows(rows, /*start=*/false);
     }));
     Value* rest = b_.CreateAdd(sweep_begin, b_.CreateMul(visits, b_.getInt64(unroll)));
