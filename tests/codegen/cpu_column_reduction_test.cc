@@ -397,6 +397,12 @@ TEST(CpuColumnReductionTest, AVisitOfPageLongRowsFoldsTheNextRowOfEachRun) {
   ASSERT_TRUE(sum.ok()) << sum.status().message();
   EXPECT_EQ(sum->data<float>()[0], 1.0f);
   EXPECT_EQ(sum->data<float>()[1023], 1.0f);
+  // Sliced, with rows left over after the runs: f32[303,1030] in 4 slices of 76 rows (the last
+  // of 75), each 18 visits of four runs after its first row, then 3 (2) rows one at a time.
+  const std::string sliced = Reduce("f32[303,1030]", "f32[1030]", "0", "add", "0");
+  EXPECT_EQ(SpecOfRoot(sliced).phases.size(), 2u);
+  EXPECT_EQ(SpecOfRoot(sliced).phases[0].tasks, 4);
+  testing::ExpectMatchesEvaluator(sliced, {}, kFloat);
 }
 
 // The float adds in the sweep phase of the kernel emitted for the entry's root: the rows a visit
