@@ -549,6 +549,9 @@ def main():
             label += "; floor beaten: unreliable"
         elif summary["share"] > roofline.UNRELIABLE_SHARE:
             label += "; beaten by xlens's own loops"
+        if summary.get("bytes_share") is not None:
+            # Those loops against the next floor, the bytes they move (roofline.row_shares).
+            label += f"; its bytes at their mix's rate {summary['bytes_share']:.0f}%"
         if summary["pair_unreliable"]:
             label += "; pair floor beaten: unreliable"
         triad_cell = f"{summary['triad']:>7.0f}%" if summary["triad"] is not None else f"{'-':>8}"

@@ -752,8 +752,14 @@ def row_shares(limits, row, control=None):
         # No control is paired for library calls: a median pair over 100% is flagged.
         control = None
     beatable = kind == "library" and bool(row.get("own_kernels"))
+    # What the hardware allows such a row beside oneDNN's time, which its own loops can beat:
+    # its bytes at the rate of its mix (memory_floor), by the same round's best run.
+    bytes_share = None
+    if beatable:
+        bytes_share = 100.0 * best.memory_floor(read, write, run_stream)[0] / \
+            row["our_best_rounds"][chosen]
     return dict(share=share, median_share=median_share, bound_ms=bound_ms, label=label,
-                unit=unit, work=work, kind=kind, triad=triad,
+                unit=unit, work=work, kind=kind, triad=triad, bytes_share=bytes_share,
                 pair=paired["median"] if paired else None,
                 pair_quartiles=(paired["q1"], paired["q3"]) if paired else None,
                 pair_best_of_each=paired["best_of_each"] if paired else None,

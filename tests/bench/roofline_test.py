@@ -600,6 +600,11 @@ class RowSharesTest(unittest.TestCase):
         self.assertEqual((at_90, rows, left_out), (1, 2, 0))
         self.assertAlmostEqual(median, (125 + 50) / 2, delta=0.1)
         self.assertEqual(roofline.kind_counts([own, slow], "library", "median_share")[:2], (1, 2))
+        # Beside oneDNN's time, the floor those loops cannot beat: the row's 8 bytes at the
+        # sweep's copy rate over that working set, against the best run (0.8 ms).
+        copy_ms = 8 / (run.bandwidth(8, "copy") * 1e9) * 1e3
+        self.assertAlmostEqual(own["bytes_share"], 100.0 * copy_ms / 0.8, delta=1e-6)
+        self.assertIsNone(roofline.row_shares(run, self.library_row([1.0], [0.8]))["bytes_share"])
 
     def test_each_share_is_judged_unreliable_by_itself(self):
         # Mix-matched shares 150%, 104% and 80%; at triad's rate 95%, 96% and 70%. The first two
