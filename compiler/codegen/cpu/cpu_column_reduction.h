@@ -114,7 +114,10 @@ inline constexpr int64_t kColumnRunRowBytes = 4096;
 // 1000 runs 0.269-0.360 -> 0.231-0.269 ms, lower in 8 of 8 pairs, the best 0.103-0.127 ->
 // 0.101-0.126; machine_limits --paired (200 pairs) the module's median 0.31-0.76 -> 0.25-0.38
 // ms in 4 of 4. A C model of the sweep (64 slices of 64 rows, best of 2000 passes, 6 rounds):
-// consecutive rows 109-116 us, runs 106-112, a read-only sum of the same bytes 91-96.
+// consecutive rows 109-116 us, runs 106-112, a read-only sum of the same bytes 91-96. Four runs
+// (ColumnRowsPerVisit's four rows) rather than two or eight: xlens run's median of 1000 runs
+// 0.222-0.276 ms against 0.251-0.322 for two and 0.295-0.345 for eight, lowest in 6 of 6 rounds
+// (load 7), the best 0.101-0.127 against 0.099-0.126 and 0.117-0.141.
 bool ColumnVisitsWalkRuns(int64_t row_bytes);
 
 // Whether `reduce` is a strided row reduction the sweep takes: one operand, a reducer that is one
