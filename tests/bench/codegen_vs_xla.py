@@ -21,8 +21,7 @@ cache bandwidth by working set, peak f32 FLOP/s, oneDNN's standalone time for ev
 convolution of the suite), and each row gives what xlens achieves (GB/s of its arguments and
 results, or GFLOP/s of its products and convolutions) and its time as a percentage of the bound
 that applies: bytes over the bandwidth of a working set that size (memory's copy, triad, or the
-rate of the workload's own mix of reads and writes between them, or the cache that holds it;
-for a module of two phases that cannot overlap, batch norm in training, the sum of theirs),
+rate of the workload's own mix of reads and writes between them, or the cache that holds it),
 oneDNN's standalone time for its products and convolutions, or the module's own
 floating-point operations (counted as XLA's HloCostAnalysis counts them) over the FMA units' peak,
 whichever is longest. The `bound` column says which. Each floor is the best of many runs, so
@@ -44,9 +43,9 @@ printed under the counts). The memory's speed here changes by half between minut
 50-89 GB/s from run to run), so `% bound` and `% triad`, held to the run's best minute, partly
 read that phase; `% pair` cannot, and is never counted in their place. A row at its floor has
 about half its pairs over 100%, so a row is flagged only where its median pair is over 100% by
-more than a control measured the same way spreads above its own median (roofline.CONTROL,
-triad's b + 3c against its own triad floor: its upper quartile less its median), printed under
-the counts. Floors are also
+more than the error of a median of pairs spread as a control's measured the same way
+(roofline.CONTROL, triad's b + 3c against its own triad floor; roofline.pair_beaten_over), the
+limit printed under the counts. Floors are also
 measured right before each round: the stream kernels over the workload's working set, or its
 library calls and the FMA and transcendental rates (`machine_limits --floors`). The run's best is the better of every figure
 measured, before and after the workloads and beside every round; each round is held to the
@@ -276,8 +275,11 @@ def run_xlens(xlens, hlo_file, inputs_dir, outputs_dir, iterations):
     if match is None:
         raise RuntimeError("no timing line in: " + proc.stdout[-500:])
     median = float(match.group(2))
-    kernels = re.findall(r"^.*library-call fusion \(.*?; kernel ([^;)]*)", proc.stdout, re.MULTILINE)
-    own = bool(kernels) and all(k.startswith(OWN_LIBRARY_KERNELS) for k in kernels)
+    # Every library call, whatever its thunk is named; a listing cut short ("... N more") may hide
+    # one on oneDNN's kernels, so then none counts as all xlens's own.
+    kernels = re.findall(r"^.*library-call \S+ \(.*?; kernel ([^;)]*)", proc.stdout, re.MULTILINE)
+    cut = re.search(r"^\s+\.\.\. [0-9]+ more$", proc.stdout, re.MULTILINE)
+    own = bool(kernels) and not cut and all(k.startswith(OWN_LIBRARY_KERNELS) for k in kernels)
     return float(match.group(1)), median, float(match.group(3) or median), own
 
 
@@ -457,10 +459,6 @@ def main():
         bound_before = limits.bound(hlo_file, read_bytes, moved - read_bytes)
         library_pairs = bool(calls) and bound_before[1].startswith("oneDNN")
         pairs = [] if library_pairs or (not calls and bound_before[2] == "GB/s") else None
-        with open(hlo_file) as f:
-            first_phase = roofline.first_phase_bytes(f.read())
-        if first_phase:
-            pairs = None  # a module of two phases has no `pair` (roofline.row_shares)
         try:
             for _ in range(rounds):
                 # The memory floor of this round, measured right before it: the bandwidth of a
@@ -468,9 +466,6 @@ def main():
                 if streams is not None:
                     try:
                         streams.append(roofline.measure_stream(limits_binary, moved))
-                        if first_phase:  # its read-only sum over its own bytes (memory_floor)
-                            streams[-1]["first_phase_read_gbps"] = roofline.measure_stream(
-                                limits_binary, first_phase)["read_gbps"]
                     except (OSError, RuntimeError, ValueError):
                         streams = None  # the sweep's floor holds instead; the rounds go on
                 if floors is not None:

@@ -12,9 +12,7 @@ workload, whichever of these takes longest (the tightest floor under its run tim
     writes as much as it reads, the triad's (or the copy's where that measured faster) for one
     that reads two bytes for each it writes, the rate of its own mix between them otherwise
     (`Limits.write_mix_bandwidth`), or the read-only sum's when the workload writes less than an
-    eighth of what it moves (a reduction); a module that must read some of its bytes whole before
-    it writes an output that reads them again (batch norm in training) is held to the sum of its
-    two phases' floors (first_phase_bytes, Limits.memory_floor). The sweep point used is the
+    eighth of what it moves (a reduction). The sweep point used is the
     largest working set not above the workload's, so a working set that fits in a cache is held
     to that cache (its percentage
     cannot pass 100 by hitting in cache). Beside it `Limits.triad_ms` keeps the stricter figure the
@@ -109,105 +107,6 @@ def hlo_costs(text):
     return flops, transcendentals
 
 
-# Bytes per element of the element types a module's parameters take.
-_ELEMENT_BYTES = {"pred": 1, "s8": 1, "u8": 1, "s16": 2, "u16": 2, "f16": 2, "bf16": 2, "s32": 4,
-                  "u32": 4, "f32": 4, "s64": 8, "u64": 8, "f64": 8, "c64": 8, "c128": 16}
-# `name = type[dims]{layout} opcode(`, the rest of the line after the open parenthesis.
-_ENTRY_INSTRUCTION = re.compile(r"^\s*(?:ROOT\s+)?%?([\w.-]+)\s*=\s*(?:\(.*?\)|(\w+)\[([\d,]*)\]"
-                                r"(?:\{([\d,]*)[^}]*\})?)\s+([\w-]+)\((.*)$")
-
-
-def _split_operands(rest):
-    """The operand names of an instruction from the text after its opening parenthesis (shapes,
-    where written, dropped), and the attributes after the closing one."""
-    depth, current, names = 0, "", []
-    for i, ch in enumerate(rest):
-        if ch in "([{":
-            depth += 1
-        elif ch in ")]}":
-            if depth == 0:
-                if current.strip():
-                    names.append(current.split()[-1].lstrip("%"))
-                return names, rest[i + 1:]
-            depth -= 1
-        elif ch == "," and depth == 0:
-            names.append(current.split()[-1].lstrip("%"))
-            current = ""
-            continue
-        current += ch
-    return names, ""
-
-
-def first_phase_bytes(text):
-    """The bytes a module must read before it can write any element of an output that reads
-    them again: 0 where it has no such first phase (the module is one pass over its bytes).
-
-    A reduce over its operand's outermost dimension (of more than one element; the layout's
-    major-most) gathers each result from across the whole operand, so nothing that consumes
-    the result can be written until the whole operand has been read: batch norm's sums over N,
-    H and W for each channel. Where an output both depends on such a reduction and reads again a
-    parameter the reduction read (not only through reductions), the module runs in two phases
-    that cannot overlap: a read of the reductions' parameters, then the pass over everything that
-    writes the outputs. Layer norm's and the RMS norm's means reduce each row, the innermost
-    dimension: a row's outputs follow its own reduction while the row is in cache, one pass. A
-    reduction that is itself the output (a column sum) reads its operand once. The reductions
-    are counted as one pass over their parameters, whatever chain of them the module spells
-    (batch norm's variance reads x after its mean, which a one-pass sum of squares does not)."""
-    entry, params, shapes, root = False, {}, {}, None
-    # Per instruction: the parameters it reads other than through a full reduction, and the full
-    # reductions it depends on; per full reduction, the parameters its operand reads.
-    reads, after, reductions = {}, {}, {}
-    for line in text.splitlines():
-        if line.startswith("ENTRY"):
-            entry = True
-            continue
-        if not entry:
-            continue
-        if line.startswith("}"):
-            break
-        m = _ENTRY_INSTRUCTION.match(line)
-        if not m:
-            continue
-        name, element_type, dims, layout, opcode, rest = m.groups()
-        operands, attributes = _split_operands(rest)
-        operands = [o for o in operands if o in reads]
-        if line.lstrip().startswith("ROOT"):
-            root = name
-        shapes[name] = (dims or "", layout or "")
-        if opcode == "parameter":
-            params[name] = ((_elements(dims), _elements(dims) * _ELEMENT_BYTES.get(element_type, 4))
-                            if dims is not None else (0, 0))
-            reads[name], after[name] = frozenset([name]), frozenset()
-            continue
-        reads[name] = frozenset().union(*(reads[o] for o in operands))
-        after[name] = frozenset().union(*(after[o] for o in operands))
-        reduced = re.search(r"dimensions=\{([\d,]*)\}", attributes)
-        if opcode == "reduce" and operands and reduced and dims is not None:
-            operand_dims, operand_layout = shapes[operands[0]]
-            sizes = [int(d) for d in filter(None, operand_dims.split(","))]
-            order = ([int(d) for d in reversed(operand_layout.split(","))]
-                     if operand_layout else list(range(len(sizes))))
-            outer = next((d for d in order if sizes[d] > 1), None)
-            if outer is not None and str(outer) in reduced.group(1).split(","):
-                reductions[name] = (reads[operands[0]], _elements(operand_dims))
-                reads[name], after[name] = frozenset(), after[name] | {name}
-    if root is None:
-        return 0
-    # The outputs: the root's operands where it is a tuple, else the root.
-    m = next(m for m in map(_ENTRY_INSTRUCTION.match, text.splitlines()[::-1])
-             if m and m.group(1) == root)
-    outputs = _split_operands(m.group(6))[0] if m.group(5) == "tuple" else [root]
-    first = set()
-    for output in outputs:
-        for reduction in after.get(output, ()):
-            read, elements = reductions[reduction]
-            # Read again: a parameter as large as the reduction's operand (batch norm's x and dy),
-            # not a bias beside a batch's sum (a training step's b - 0.1 * sum(db)).
-            if any(params[p][0] == elements for p in reads[output] & read):
-                first |= read
-    return sum(params[p][1] for p in first)
-
-
 def hlo_flops(text):
     """The flops of hlo_costs, without its transcendentals."""
     return hlo_costs(text)[0]
@@ -300,10 +199,6 @@ def _text_of(hlo_file):
             return f.read()
     except OSError:
         return ""
-
-
-def _first_phase_of(hlo_file):
-    return first_phase_bytes(_text_of(hlo_file))
 
 
 def paired_kernels(read_bytes, write_bytes):
@@ -517,24 +412,18 @@ class Limits:
         gbps = stream["triad_gbps"] if stream else self.bandwidth(moved, "triad")
         return moved / (gbps * 1e9) * 1e3
 
-    def memory_floor(self, read_bytes, write_bytes, stream=None, first_phase=0):
+    def memory_floor(self, read_bytes, write_bytes, stream=None):
         """(ms, pattern, GB/s) of the memory floor of `bound`: the bytes moved at the rate of the
         stream kernel their mix of reads and writes matches (the read-only sum's where the
         workload writes an eighth or less of them, else write_mix_bandwidth's), from `stream`
         where given (it needs only the kernels paired_kernels names), else from the sweep.
 
-        A module with a first phase (`first_phase` bytes it must read before it writes an output
-        that reads them again, first_phase_bytes: batch norm in training) is held to the sum of
-        the two phases' floors, which cannot overlap: those bytes at the read-only sum's rate
-        over a working set of their own size (`stream`'s "first_phase_read_gbps", measured over
-        it beside the round; else the sweep's), then the pass over everything at its mix's rate
-        over the module's working set (one pass at copy's rate, as before, is a floor no schedule
-        of it can reach). Batch norm's x and dy, 25.7 MB, fit the last-level cache, which copy's
-        rate over the module's 51.4 MB already credits (its 25.7 MB read stay there between
-        passes): timed over the module's working set, the read-only sum was 39-42 GB/s beside
-        the rounds of a busy run, where copy ran 56-77, and the floor so made read 101-104% of
-        xlens's best run. A stream without that figure times the first phase at its read-only
-        sum over the module's bytes. The pattern names both phases."""
+        One pass over the bytes, whatever the module's dependences: a module whose every output
+        needs a reduction over all of an input first (batch norm in training: each channel's sums
+        over N, H and W) need not read that input twice from memory, as a schedule that takes a
+        block of channels at a time keeps each block in cache between its sums and its outputs.
+        Held to the sum of two passes' floors (the sums' read, then the pass that writes), batch
+        norm beat that floor in a busy run (its best 0.714 ms against 0.786)."""
         moved = read_bytes + write_bytes
 
         def bandwidth(pattern):
@@ -545,13 +434,7 @@ class Limits:
             gbps = bandwidth(pattern)
         else:
             pattern, gbps = self.write_mix_bandwidth(write_bytes / moved, bandwidth)
-        ms = moved / (gbps * 1e9) * 1e3
-        if first_phase:
-            first_gbps = ((stream.get("first_phase_read_gbps") or stream["read_gbps"]) if stream
-                          else self.bandwidth(first_phase, "read"))
-            ms += first_phase / (first_gbps * 1e9) * 1e3
-            pattern = f"2 phases: read {first_phase / 1e6:.3g} MB + {pattern} {moved / 1e6:.3g} MB"
-        return ms, pattern, gbps
+        return moved / (gbps * 1e9) * 1e3, pattern, gbps
 
     def bound(self, hlo_file, read_bytes, write_bytes, stream=None):
         """(bound ms, label, achieved unit, work) for one workload: `work` is bytes for a memory
@@ -560,8 +443,7 @@ class Limits:
         then give the memory floor in place of the sweep."""
         moved = read_bytes + write_bytes
         text = _text_of(hlo_file)
-        first_phase = first_phase_bytes(text)
-        memory_ms, pattern, gbps = self.memory_floor(read_bytes, write_bytes, stream, first_phase)
+        memory_ms, pattern, gbps = self.memory_floor(read_bytes, write_bytes, stream)
         module = self.modules.get(hlo_file)
         # `flops`: each call's whole work, the figure an achieved rate is over whichever of a
         # masked product's timings won; `done`: what oneDNN computed in its time (a masked
@@ -602,8 +484,7 @@ class Limits:
                      + "".join(f", mask keeps {100 * share:.0f}%" for share in kept)
                      + f", {of_peak:.0f}% pk")
             return library_ms + arithmetic_ms, label, "GFLOP/s", flops
-        # Two phases are named by their bytes: no one rate holds them.
-        label = f"{self.level(moved)} {pattern}" + ("" if first_phase else f" {gbps:.0f} GB/s")
+        label = f"{self.level(moved)} {pattern} {gbps:.0f} GB/s"
         return memory_ms, label, "GB/s", moved
 
 
@@ -709,13 +590,6 @@ def row_shares(limits, row, control=None):
     measured = [s for s in streams if s]
     run_stream = {f"{p}_gbps": max([best.bandwidth(moved, p)] + [s[f"{p}_gbps"] for s in measured])
                   for p in ("copy", "triad", "read")} if measured else None
-    if run_stream:
-        # A first phase's read-only sum, over its own bytes (Limits.memory_floor).
-        first_phase = _first_phase_of(hlo)
-        if first_phase:
-            run_stream["first_phase_read_gbps"] = max(
-                [best.bandwidth(first_phase, "read")] +
-                [s["first_phase_read_gbps"] for s in measured if "first_phase_read_gbps" in s])
     run_bound = best.bound(hlo, read, write, run_stream)
     per_round = []
     for stream, floor in zip(streams, floors):
@@ -740,10 +614,7 @@ def row_shares(limits, row, control=None):
             for stream, best_ms in zip(streams, row["our_best_rounds"]))
     pairs = row.get("pairs") or []
     paired = None
-    # A module of two phases has no `pair`: one --paired call walks one working set, so its
-    # read-only sum ran over the module's bytes, not the first phase's own, which the cache holds
-    # (Limits.memory_floor); so timed, batch norm's pairs read 120% at load about 6.
-    if kind == "memory" and len(pairs) == rounds and all(pairs) and not _first_phase_of(hlo):
+    if kind == "memory" and len(pairs) == rounds and all(pairs):
         paired = pair_shares(limits, read, write, pairs)
     elif kind == "library" and len(pairs) == rounds and all(
             p and (p.get("floors") or {}).get("library") for p in pairs):

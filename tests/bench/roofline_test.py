@@ -126,8 +126,8 @@ class HloFlopsTest(unittest.TestCase):
 
 
 # Batch norm's shape of module: x's sum over the batch (the outer dimension) read by an output that
-# reads x again; dy's sum is an output of its own. LAYER_NORM_FORM: the same over each row.
-TWO_PHASE_MODULE = """HloModule jit_two_phase
+# reads x again; dy's sum is an output of its own.
+BATCH_SUM_READ_AGAIN = """HloModule jit_batch_sum
 
 region_0.1 {
   a = f32[] parameter(0)
@@ -147,79 +147,20 @@ ENTRY main {
   ROOT out = (f32[64,32]{1,0}, f32[32]{0}) tuple(y, dsum)
 }
 """
-LAYER_NORM_FORM = (TWO_PHASE_MODULE.replace("sum = f32[32]{0} reduce(x, zero), dimensions={0}",
-                                            "sum = f32[64]{0} reduce(x, zero), dimensions={1}")
-                   .replace("broadcast(sum), dimensions={1}", "broadcast(sum), dimensions={0}"))
-
-
-class FirstPhaseTest(unittest.TestCase):
-    def test_a_sum_over_the_batch_read_again_is_a_first_phase(self):
-        # x's sum must be read whole before y's first element; dy is read once, by y and by its
-        # own sum (an output).
-        self.assertEqual(roofline.first_phase_bytes(TWO_PHASE_MODULE), 4 * ELEMENTS)
-        # Each row's sum, over the inner dimension: one pass.
-        self.assertEqual(roofline.first_phase_bytes(LAYER_NORM_FORM), 0)
-        # The same reduction over dimension 1 where the layout makes it the outer one.
-        self.assertEqual(roofline.first_phase_bytes(
-            LAYER_NORM_FORM.replace("[64,32]{1,0}", "[64,32]{0,1}")), 4 * ELEMENTS)
-        # In XLA's dump form, operands written with their shapes.
-        xla_form = TWO_PHASE_MODULE.replace("reduce(x, zero)", "reduce(f32[64,32]{1,0} %x, f32[] %zero)")
-        self.assertEqual(roofline.first_phase_bytes(xla_form), 4 * ELEMENTS)
-
-    def test_a_reduction_read_once_is_one_phase(self):
-        # A column sum that is the output reads x once; so does the JAX module's row sum.
-        self.assertEqual(roofline.first_phase_bytes(
-            JAX_MODULE.replace("dimensions={1}", "dimensions={0}")
-            .replace("f32[64]{0} reduce", "f32[32]{0} reduce")), 0)
-        self.assertEqual(roofline.first_phase_bytes(JAX_MODULE), 0)
-        # An output that reads again only a vector beside the batch's sum (a bias update, b -
-        # 0.1 * sum(x * b)) has no first phase over x.
-        bias = TWO_PHASE_MODULE[:TWO_PHASE_MODULE.index("ENTRY")] + """ENTRY main {
-  x = f32[64,32]{1,0} parameter(0)
-  b = f32[32]{0} parameter(1)
-  zero = f32[] constant(0)
-  bb = f32[64,32]{1,0} broadcast(b), dimensions={1}
-  xb = f32[64,32]{1,0} multiply(x, bb)
-  sum = f32[32]{0} reduce(xb, zero), dimensions={0}, to_apply=region_0.1
-  ROOT out = f32[32]{0} subtract(b, sum)
-}
-"""
-        self.assertEqual(roofline.first_phase_bytes(bias), 0)
-
-    def test_two_phases_held_to_the_sum_of_their_floors(self):
+class OnePassTest(unittest.TestCase):
+    def test_a_sum_over_the_batch_read_again_is_held_to_one_pass(self):
+        # Every output needs the batch's sum first, but a schedule that takes a block of columns
+        # at a time keeps each block in cache between its sum and its outputs: the bytes once, at
+        # the mix's rate (copy's, as much written as read), never a read before them.
         with tempfile.TemporaryDirectory() as directory:
             path = os.path.join(directory, "m.hlo")
             with open(path, "w") as f:
-                f.write(TWO_PHASE_MODULE)
+                f.write(BATCH_SUM_READ_AGAIN)
             stream = {"copy_gbps": 5.0, "triad_gbps": 8.0, "read_gbps": 20.0}
-            # As much written as read (batch norm's y and dx for its x and dy): copy's rate for
-            # the pass over all of it, after x read at the read-only sum's.
             read, write = 8 * ELEMENTS, 8 * ELEMENTS
             ms, label, unit, _ = limits().bound(path, read, write, stream=stream)
-            self.assertAlmostEqual(ms, ((read + write) / 5e9 + 4 * ELEMENTS / 20e9) * 1e3)
-            # The read-only sum measured over the first phase's own bytes holds it where given.
-            beside = dict(stream, first_phase_read_gbps=40.0)
-            self.assertAlmostEqual(limits().bound(path, read, write, stream=beside)[0],
-                                   ((read + write) / 5e9 + 4 * ELEMENTS / 40e9) * 1e3)
-            # A round is held to the faster rate of each kernel the run measured: copy the sweep's
-            # 10 GB/s, the first phase's read-only sum the 40 beside the round.
-            row = dict(hlo_file=path, read_bytes=read, write_bytes=write, floors=None,
-                       streams=[beside], our_best_rounds=[ms], our_times=[ms])
-            self.assertAlmostEqual(roofline.row_shares(limits(), row)["bound_ms"],
-                                   ((read + write) / 10e9 + 4 * ELEMENTS / 40e9) * 1e3)
-            self.assertEqual(label, f"L1 2 phases: read {4 * ELEMENTS / 1e6:.3g} MB + copy "
-                                    f"{(read + write) / 1e6:.3g} MB")
-            self.assertEqual(unit, "GB/s")
-            # `% triad` stays the bytes at triad's rate, one pass.
-            self.assertAlmostEqual(limits().triad_ms(read, write, stream), (read + write) / 8e9 * 1e3)
-            # No `pair`: a pair's kernels walk the module's bytes, not the first phase's.
-            pairs = {"module_ms": [ms * 2],
-                     "kernels": {k[:-5]: {"gbps": [v]} for k, v in stream.items()}}
-            row = dict(hlo_file=path, read_bytes=read, write_bytes=write, floors=None, streams=None,
-                       pairs=[pairs], our_best_rounds=[ms * 2], our_times=[ms * 2])
-            summary = roofline.row_shares(limits(), row)
-            self.assertIsNone(summary["pair"])
-            self.assertEqual(roofline.kind_counts([summary], "memory", "pair"), (0, 1, None, 0, 1))
+            self.assertAlmostEqual(ms, (read + write) / 5e9 * 1e3)
+            self.assertEqual(label, "L1 copy 5 GB/s")
 
 
 class BoundTest(unittest.TestCase):
