@@ -476,8 +476,12 @@ StatusOr<std::unique_ptr<OneDnnThunk>> OneDnnThunk::Create(std::string hlo_name,
         // rounds as 0.92-1.05 for 64. What is left against oneDNN standalone (1.41-1.45 ms on one
         // core) is mostly the copies of the blocks narrower than the output into place (memcpy
         // 4-6% of a one-core run's samples, the packing 2%).
+        // Each batch element is one part on the pool (its keys packed once by the thread that
+        // runs its blocks), so packed keys need as many elements as the pool has threads: a
+        // single head's causal 2048x64x2048, packed, ran whole on one thread (best 3.98-6.65 ms,
+        // load about 8) where its 128-row blocks spread over the pool took 2.08-2.71.
         std::vector<Impl::MaskedBlock> blocks;
-        if (k % kPackedKeysK == 0) {
+        if (k % kPackedKeysK == 0 && impl.batch >= parallelism) {
           blocks = blocks_of(64, kPackedKeysN);
           bool brgemm = 4 * computed <= 3 * m * n;
           for (const Impl::MaskedBlock& b : blocks) {
