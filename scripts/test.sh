@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# Every test on a fresh machine: install what is missing, build everything, run ctest.
+# Every test on a fresh machine: install what is missing, build what the tests run (the benchmarks
+# only where named: scripts/bench.sh), run ctest.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 # What the build needs first (Debian's packages, nanobind).

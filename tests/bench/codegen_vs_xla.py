@@ -52,8 +52,10 @@ measured, before and after the workloads and beside every round; each round is h
 stricter of its own and that best (the label says `beside` where the round's own held), each share
 is the median over the rounds of that round's share, and the bound printed is that median round's
 (roofline.row_shares). A share over 100% (xlens beating oneDNN's own kernel, or STREAM's loops)
-is flagged `floor beaten: unreliable` (not where every library call of the row runs in xlens's own
-loops, which can beat oneDNN's time: `beaten by xlens's own loops`, and counted); the summary's counts are out of all the rows of a kind and
+is flagged `floor beaten: unreliable`; a row whose library calls all run in xlens's own loops
+and beat oneDNN's time (`its calls in xlens's own loops, faster than oneDNN's`) is held to its
+bytes and its arithmetic instead (the calls' multiply-adds at the FMA peak); the summary's counts
+are out of all the rows of a kind and
 leave such a share out of the count at 90% and the median, saying how many (each share judged by
 itself: a row over 100% of its mix-matched bound may be under triad's). The chain's bandwidth is also
 printed as a share of the triad's (a[i] = b[i] + 3 c[i], compiled by xlens).
@@ -253,8 +255,8 @@ def make_arguments(np, specs, seed):
 
 
 # The library calls xlens runs in loops of its own rather than oneDNN's kernels, as `xlens run`
-# lists each call's kernel: oneDNN's standalone time for such a call is still the row's bound,
-# but no longer a floor xlens cannot beat.
+# lists each call's kernel: oneDNN's standalone time is no floor for those, so a module whose
+# calls all run there is held to its bytes and arithmetic instead (roofline.row_shares).
 OWN_LIBRARY_KERNELS = ("depthwise:", "few-positions:", "small-product:", "narrow-product:",
                        "short-k-product:")
 
@@ -275,12 +277,17 @@ def run_xlens(xlens, hlo_file, inputs_dir, outputs_dir, iterations):
     if match is None:
         raise RuntimeError("no timing line in: " + proc.stdout[-500:])
     median = float(match.group(2))
-    # Every library call, whatever its thunk is named; a listing cut short ("... N more") may hide
-    # one on oneDNN's kernels, so then none counts as all xlens's own.
-    kernels = re.findall(r"^.*library-call \S+ \(.*?; kernel ([^;)]*)", proc.stdout, re.MULTILINE)
-    cut = re.search(r"^\s+\.\.\. [0-9]+ more$", proc.stdout, re.MULTILINE)
-    own = bool(kernels) and not cut and all(k.startswith(OWN_LIBRARY_KERNELS) for k in kernels)
-    return float(match.group(1)), median, float(match.group(3) or median), own
+    return (float(match.group(1)), median, float(match.group(3) or median),
+            all_own_library_kernels(proc.stdout))
+
+
+def all_own_library_kernels(listing):
+    """Whether `xlens run`'s thunk listing has library calls and every one runs in xlens's own
+    loops (OWN_LIBRARY_KERNELS). Every call counts, whatever its thunk is named; a listing cut
+    short ("... N more") may hide one on oneDNN's kernels, so then the answer is no."""
+    kernels = re.findall(r"^.*library-call \S+ \(.*?; kernel ([^;)]*)", listing, re.MULTILINE)
+    cut = re.search(r"^\s+\.\.\. [0-9]+ more$", listing, re.MULTILINE)
+    return bool(kernels) and not cut and all(k.startswith(OWN_LIBRARY_KERNELS) for k in kernels)
 
 
 def time_xla(jax, jitted, args, iterations):
@@ -542,11 +549,8 @@ def main():
         label = summary["label"] + (" (median round)" if len(row["our_best_rounds"]) > 1 else "")
         if summary["unreliable"]:
             label += "; floor beaten: unreliable"
-        elif summary["share"] > roofline.UNRELIABLE_SHARE:
-            label += "; beaten by xlens's own loops"
-        if summary.get("bytes_share") is not None:
-            # Those loops against the next floor, the bytes they move (roofline.row_shares).
-            label += f"; its bytes at their mix's rate {summary['bytes_share']:.0f}%"
+        if summary["own_loops_beat_library"]:
+            label += "; its calls in xlens's own loops, faster than oneDNN's"
         if summary["pair_unreliable"]:
             label += "; pair floor beaten: unreliable"
         triad_cell = f"{summary['triad']:>7.0f}%" if summary["triad"] is not None else f"{'-':>8}"

@@ -688,9 +688,12 @@ ENTRY e {
   ASSERT_TRUE(profiler::TracerSession::Start());
   // A run the pool's history keeps on the caller (late workers on a busy machine) is the product
   // whole, one call numbered after the parts: runs go on until two were split, each part has a
-  // span in every split run, and the whole call one in each of the others.
+  // span in every split run, and the whole call one in each of the others. The pool keeps a loop
+  // inline for up to 100 ms at a time (kProbeAtMost), so the runs go on for up to a second, not
+  // for a count that a few milliseconds of runs would reach inside one such window.
   int64_t runs = 0;
-  while (runs - call->WholeRuns() < 2 && runs < 50) {
+  const auto give_up = std::chrono::steady_clock::now() + std::chrono::seconds(1);
+  while (runs - call->WholeRuns() < 2 && std::chrono::steady_clock::now() < give_up) {
     ASSERT_TRUE((*exe)->Execute(arguments).ok());
     ++runs;
   }
