@@ -256,7 +256,8 @@ def make_arguments(np, specs, seed):
 
 # The library calls xlens runs in loops of its own rather than oneDNN's kernels, as `xlens run`
 # lists each call's kernel: oneDNN's standalone time is no floor for those, so a module whose
-# calls all run there is held to its bytes and arithmetic instead (roofline.row_shares).
+# calls all run there, faster than oneDNN's, is held to its bytes and arithmetic instead
+# (roofline.row_shares).
 OWN_LIBRARY_KERNELS = ("depthwise:", "few-positions:", "small-product:", "narrow-product:",
                        "short-k-product:")
 
@@ -334,7 +335,7 @@ def control_pairs(jax, jnp, np, roofline, limits_binary, work, rows, rounds):
     """(read bytes, write bytes, pairs) of `% pair`'s control (roofline.CONTROL, a module that is
     exactly a stream kernel), or None where no row was paired with the stream kernels: the control
     row's own pairs where it ran, else the module paired as a row is, once per round, after the
-    rows. (A library-bound row's pairs hold no kernels: its control is 100%, below.)"""
+    rows. (A library-bound row's pairs hold no stream kernels; those rows take no control.)"""
     paired = [row for _, row in rows if isinstance(row, dict) and row.get("pairs")
               and row["pairs"][0].get("kernels")]
     if not paired:

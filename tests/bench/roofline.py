@@ -12,10 +12,9 @@ workload, whichever of these takes longest (the tightest floor under its run tim
     writes as much as it reads, the triad's (or the copy's where that measured faster) for one
     that reads two bytes for each it writes, the rate of its own mix between them otherwise
     (`Limits.write_mix_bandwidth`), or the read-only sum's when the workload writes less than an
-    eighth of what it moves (a reduction). The sweep point used is the
-    largest working set not above the workload's, so a working set that fits in a cache is held
-    to that cache (its percentage
-    cannot pass 100 by hitting in cache). Beside it `Limits.triad_ms` keeps the stricter figure the
+    eighth of what it moves (a reduction). The sweep point used is the largest working set not
+    above the workload's, so a working set that fits in a cache is held to that cache (its
+    percentage cannot pass 100 by hitting in cache). Beside it `Limits.triad_ms` keeps the stricter figure the
     work item's criterion names ("memory-bound workloads reach 90% of triad"): the same bytes at
     triad's rate whatever the mix, which codegen_vs_xla.py reports as `% triad`;
   - library: the sum of oneDNN's standalone times of its products and convolutions (a chain of
@@ -227,8 +226,8 @@ def pair_shares(limits, read_bytes, write_bytes, measurements):
     memory floor (Limits.memory_floor, the row's own rule) at the rates its kernels ran right
     after the module's run, as a percentage of that run. A dict of `median`, `q1`, `q3` (of the
     pairs), `pairs` (their count) and `best_of_each` (the floor at each kernel's best pass
-    against the best run); None
-    without pairs. The memory's phase is the same within a pair, so the median cannot read it."""
+    against the best run); None without pairs. The memory's phase is the same within a pair, so
+    the median cannot read it."""
     shares, best_ms, best_stream = [], float("inf"), {}
     for m in measurements:
         for i, module_ms in enumerate(m["module_ms"]):
@@ -490,8 +489,7 @@ class Limits:
                      + "".join(f", mask keeps {100 * share:.0f}%" for share in kept)
                      + f", {of_peak:.0f}% pk")
             return library_ms + arithmetic_ms, label, "GFLOP/s", flops
-        label = f"{self.level(moved)} {pattern} {gbps:.0f} GB/s"
-        return memory_ms, label, "GB/s", moved
+        return memory_ms, f"{self.level(moved)} {pattern} {gbps:.0f} GB/s", "GB/s", moved
 
 
 # machine_limits times each library and arithmetic floor as the best of at least its executions
@@ -516,8 +514,8 @@ def executions_to_match_floor(median_ms, done):
 
 # A share of a floor above this is xlens beating a floor it cannot beat (oneDNN's own kernel,
 # the FMA units' peak, STREAM's loops): the floor was measured in a busy moment, so the row is
-# flagged and left out of the counts at 90%. A row whose calls all run in xlens's own loops
-# (`own_kernels`) is not held to oneDNN's time at all, which those loops can beat (row_shares).
+# flagged and left out of the counts at 90%. A row whose calls all run in xlens's own loops and
+# beat oneDNN's time is held to its bytes and arithmetic instead (row_shares).
 UNRELIABLE_SHARE = 100.0
 
 # The control of `% pair`: the suite's module that is exactly a stream kernel, triad's b + 3c over
@@ -529,10 +527,9 @@ UNRELIABLE_SHARE = 100.0
 # by the median pair in every quiet run, were left out as beating their floor. What a row's
 # median pair can tell is its distance from 100% against the error of a median of pairs that
 # spread so: a row is flagged where its median pair is over 100% by more than twice the
-# standard error of such a median (pair_beaten_over: about 101% in the quiet run, 110-114% in
-# the busy ones). Still flagged: the row sum, at 111-117% in quiet runs,
-# 122-177% in the busy ones, whose read-only sum floor in the cache is slower than xlens's row
-# reduction. Flagged by the control's upper quartile instead (its spread of single pairs, not of
+# standard error of such a median (pair_beaten_over: about 101% in the quiet runs, 110-114%
+# in the busy ones). Still flagged: the row sum, at 111-117% in quiet runs, 122-177% in the busy
+# ones, whose read-only sum floor in the cache is slower than xlens's row reduction. Flagged by the control's upper quartile instead (its spread of single pairs, not of
 # a median) the row sum read 122% under a limit of 122% in one busy run.
 CONTROL = "triad"
 
