@@ -287,6 +287,13 @@ struct OneDnnThunk::Impl {
   Status ExecuteDepthwise(char** frame, ExecuteContext& context) const;
   Status ExecuteMasked(char** frame, ExecuteContext& context, const std::string& name) const;
   Status ExecuteMaskedPackedKeys(char** frame, ExecuteContext& context, const std::string& name) const;
+  // A masked product's block of batch element `b`, bound: its rows of the lhs, `weights` (its
+  // first column of keys, as they lie or packed), its output (in place where the block spans the
+  // row, else `block_output`, grown to fit) and its addends.
+  const Part& BindMaskedBlock(char** frame, int64_t b, const MaskedBlock& block, const float* weights,
+                              std::unordered_map<int, dnnl::memory>& args, std::vector<float>& block_output) const;
+  // A block narrower than the output, copied from `block_output` into place; nothing otherwise.
+  void PlaceMaskedBlock(char** frame, int64_t b, const MaskedBlock& block, const float* block_output) const;
   Status ExecuteSplitK(char** frame, ThreadPool* pool, const std::string& name) const;
   // False, having done nothing, where the output shares a buffer with an operand. A call that
   // runs its parts on the caller as one counts in `whole_runs`.

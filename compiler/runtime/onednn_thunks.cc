@@ -732,44 +732,51 @@ Status OneDnnThunk::Impl::ExecuteSplitK(char** frame, ThreadPool* pool, const st
   return OkStatus();
 }
 
+const OneDnnThunk::Impl::Part& OneDnnThunk::Impl::BindMaskedBlock(char** frame, int64_t b, const MaskedBlock& block,
+                                                                   const float* weights,
+                                                                   std::unordered_map<int, dnnl::memory>& args,
+                                                                   std::vector<float>& block_output) const {
+  const Part& part = masked_parts.at({block.rows, block.columns});
+  BindArgument(args, DNNL_ARG_SRC, part.src, const_cast<float*>(Lhs(frame) + b * src_step + block.row * masked_k));
+  BindArgument(args, DNNL_ARG_WEIGHTS, part.weights, const_cast<float*>(weights));
+  float* dst = reinterpret_cast<float*>(frame[output_slot]) + b * dst_step + block.row * masked_n;
+  if (block.columns < masked_n) {
+    if (static_cast<int64_t>(block_output.size()) < block.rows * block.columns) {
+      block_output.resize(block.rows * block.columns);
+    }
+    dst = block_output.data();
+  }
+  BindArgument(args, DNNL_ARG_DST, part.dst, dst);
+  for (size_t a = 0; a < addend_slots.size(); ++a) {
+    float* addend = reinterpret_cast<float*>(frame[addend_slots[a]]);
+    if (addend_kinds[a] == OneDnnPostOp::Addend::kLastDimension) addend += block.column;
+    BindArgument(args, DNNL_ARG_ATTR_MULTIPLE_POST_OP(addend_post_ops[a]) | DNNL_ARG_SRC_1, part.addends[a], addend);
+  }
+  return part;
+}
+
+void OneDnnThunk::Impl::PlaceMaskedBlock(char** frame, int64_t b, const MaskedBlock& block,
+                                         const float* block_output) const {
+  if (block.columns == masked_n) return;
+  float* dst = reinterpret_cast<float*>(frame[output_slot]) + b * dst_step + block.row * masked_n + block.column;
+  for (int64_t r = 0; r < block.rows; ++r) {
+    std::memcpy(dst + r * masked_n, block_output + r * block.columns, block.columns * sizeof(float));
+  }
+}
+
 // Each block of rows computes its columns; blocks narrower than the output go through a dense
 // buffer of their thread's.
 Status OneDnnThunk::Impl::ExecuteMasked(char** frame, ExecuteContext& context, const std::string& name) const {
   const int64_t per_batch = static_cast<int64_t>(masked_blocks.size());
-  const float* lhs = Lhs(frame);
   const float* rhs = Rhs(frame);
-  float* output = reinterpret_cast<float*>(frame[output_slot]);
   thread_local std::vector<float> block_output;
   auto bind_part = [&](int64_t t, std::unordered_map<int, dnnl::memory>& args, dnnl::stream&) -> const Part& {
     const int64_t b = t / per_batch;
     const MaskedBlock& block = masked_blocks[t % per_batch];
-    const Part& part = masked_parts.at({block.rows, block.columns});
-    BindArgument(args, DNNL_ARG_SRC, part.src, const_cast<float*>(lhs + b * src_step + block.row * masked_k));
-    BindArgument(args, DNNL_ARG_WEIGHTS, part.weights,
-                 const_cast<float*>(rhs + b * weights_step + block.column * masked_k));
-    float* dst = output + b * dst_step + block.row * masked_n;
-    if (block.columns < masked_n) {
-      if (static_cast<int64_t>(block_output.size()) < block.rows * block.columns) {
-        block_output.resize(block.rows * block.columns);
-      }
-      dst = block_output.data();
-    }
-    BindArgument(args, DNNL_ARG_DST, part.dst, dst);
-    for (size_t a = 0; a < addend_slots.size(); ++a) {
-      float* addend = reinterpret_cast<float*>(frame[addend_slots[a]]);
-      if (addend_kinds[a] == OneDnnPostOp::Addend::kLastDimension) addend += block.column;
-      BindArgument(args, DNNL_ARG_ATTR_MULTIPLE_POST_OP(addend_post_ops[a]) | DNNL_ARG_SRC_1,
-                   part.addends[a], addend);
-    }
-    return part;
+    return BindMaskedBlock(frame, b, block, rhs + b * weights_step + block.column * masked_k, args, block_output);
   };
   auto place = [&](int64_t t) {
-    const MaskedBlock& block = masked_blocks[t % per_batch];
-    if (block.columns == masked_n) return;
-    float* dst = output + (t / per_batch) * dst_step + block.row * masked_n + block.column;
-    for (int64_t r = 0; r < block.rows; ++r) {
-      std::memcpy(dst + r * masked_n, block_output.data() + r * block.columns, block.columns * sizeof(float));
-    }
+    PlaceMaskedBlock(frame, t / per_batch, masked_blocks[t % per_batch], block_output.data());
   };
   return ExecutePartsOnPool(context.pool, batch * per_batch, name, bind_part, place);
 }
@@ -797,9 +804,7 @@ void PackKeysBlocked(const float* keys, int64_t n, int64_t k, float* packed) {
 // against the columns it reads there.
 Status OneDnnThunk::Impl::ExecuteMaskedPackedKeys(char** frame, ExecuteContext& context,
                                                   const std::string& name) const {
-  const float* lhs = Lhs(frame);
   const float* rhs = Rhs(frame);
-  float* output = reinterpret_cast<float*>(frame[output_slot]);
   const int64_t bands = (masked_n + kPackedKeysN - 1) / kPackedKeysN;
   std::atomic<bool> failed{false};
   std::string failure;
@@ -821,36 +826,15 @@ Status OneDnnThunk::Impl::ExecuteMaskedPackedKeys(char** frame, ExecuteContext& 
         dnnl::stream& stream = ThreadStream();
         for (size_t i = 0; i < masked_blocks.size(); ++i) {
           const MaskedBlock& block = masked_blocks[i];
-          const Part& part = masked_parts.at({block.rows, block.columns});
           std::unordered_map<int, dnnl::memory>& args = KeptArguments(&name, static_cast<int64_t>(i));
-          BindArgument(args, DNNL_ARG_SRC, part.src, const_cast<float*>(lhs + b * src_step + block.row * masked_k));
-          BindArgument(args, DNNL_ARG_WEIGHTS, part.weights, keys.data() + block.column * masked_k);
-          float* dst = output + b * dst_step + block.row * masked_n;
-          if (block.columns < masked_n) {
-            if (static_cast<int64_t>(block_output.size()) < block.rows * block.columns) {
-              block_output.resize(block.rows * block.columns);
-            }
-            dst = block_output.data();
-          }
-          BindArgument(args, DNNL_ARG_DST, part.dst, dst);
-          for (size_t a = 0; a < addend_slots.size(); ++a) {
-            float* addend = reinterpret_cast<float*>(frame[addend_slots[a]]);
-            if (addend_kinds[a] == OneDnnPostOp::Addend::kLastDimension) addend += block.column;
-            BindArgument(args, DNNL_ARG_ATTR_MULTIPLE_POST_OP(addend_post_ops[a]) | DNNL_ARG_SRC_1,
-                         part.addends[a], addend);
-          }
+          const Part& part =
+              BindMaskedBlock(frame, b, block, keys.data() + block.column * masked_k, args, block_output);
           thread_local std::vector<char> scratchpad;
           if (scratchpad.size() < part.scratchpad.get_size()) scratchpad.resize(part.scratchpad.get_size());
           BindArgument(args, DNNL_ARG_SCRATCHPAD, part.scratchpad, scratchpad.data());
           part.primitive.execute(stream, args);
           stream.wait();
-          if (block.columns < masked_n) {
-            float* placed = output + b * dst_step + block.row * masked_n + block.column;
-            for (int64_t r = 0; r < block.rows; ++r) {
-              std::memcpy(placed + r * masked_n, block_output.data() + r * block.columns,
-                          block.columns * sizeof(float));
-            }
-          }
+          PlaceMaskedBlock(frame, b, block, block_output.data());
         }
       } catch (const dnnl::error& e) {
         std::lock_guard<std::mutex> lock(failure_mu);
