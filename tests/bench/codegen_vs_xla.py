@@ -586,12 +586,8 @@ def main():
                   f"{at_triad} of {rows} at 90% of triad or more by the best run"
                   f"{left_out(median, unreliable, missing)}")
             # The same moment's answer beside the strict counts, never in their place.
-            at_pair, rows, median, unreliable, missing = roofline.kind_counts(
-                summaries.values(), kind, "pair")
-            if rows > missing:
-                print(f"bandwidth-bound against the stream kernels run right after each of its "
-                      f"runs (`% pair`, the median pair): {at_pair} of {rows} at 90% or more"
-                      f"{left_out(median, unreliable, missing)}")
+            if print_pair_count(roofline.kind_counts(summaries.values(), kind, "pair"),
+                                "bandwidth-bound against the stream kernels run"):
                 if control:
                     # What a row at its floor reads, and so the median pair over which a row is
                     # flagged (roofline.pair_unreliable).
@@ -601,20 +597,27 @@ def main():
                           f"{shares['q3']:.0f}%); a row's median pair over "
                           f"{roofline.pair_beaten_over(shares):.0f}% is flagged")
                 print_pairs(summaries, kind)
-        if kind == "library":
-            at_pair, rows, median, unreliable, missing = roofline.kind_counts(
-                summaries.values(), kind, "pair")
-            if rows > missing:
-                print(f"library-bound against its calls run standalone right after each of its "
-                      f"runs (`% pair`, the median pair): {at_pair} of {rows} at 90% or more"
-                      f"{left_out(median, unreliable, missing)}")
-                print_pairs(summaries, kind)
+        if kind == "library" and print_pair_count(
+                roofline.kind_counts(summaries.values(), kind, "pair"),
+                "library-bound against its calls run standalone"):
+            print_pairs(summaries, kind)
     if "chain8" in results and "triad" in results:
         # Both move 3 x 64 MiB (two reads, one write) per run.
         share = results["triad"][1] / results["chain8"][1]
         gbs = 3 * 16777216 * 4 / (results["chain8"][1] * 1e-3) / 1e9
         print(f"chain8: {gbs:.1f} GB/s, {share * 100:.0f}% of the triad's bandwidth (xlens)")
     return 1 if failures else 0
+
+
+def print_pair_count(counts, against):
+    """The count of a kind's rows at 90% by `% pair` (roofline.kind_counts by "pair"), where any
+    was paired; whether it printed."""
+    at_pair, rows, median, unreliable, missing = counts
+    if rows == missing:
+        return False
+    print(f"{against} right after each of its runs (`% pair`, the median pair): {at_pair} of "
+          f"{rows} at 90% or more{left_out(median, unreliable, missing)}")
+    return True
 
 
 def print_pairs(summaries, kind):
