@@ -11,7 +11,9 @@
 //   two sweeps    the sums over slices of rows, combined, then the outputs over rows (xlens's
 //                 schedule: it reads x and dy twice, 77.1 MB);
 //   blocks of W   one task per block of W channels: its sums over every row, then its outputs.
-// Then, on one thread, the sweeps a block schedule is made of: every line of x in address order
+// Then, on one thread, a read-only pass over x and dy, a streaming-store pass over y and dx and the
+// copy of one into the other (whether a core's reads and streamed writes overlap), and the sweeps
+// a block schedule is made of: every line of x in address order
 // against all the blocks' sweeps one after another (the same lines, each once); and one block's
 // lines (one 64-byte line of each row of 512 bytes) swept again and again, against as many lines
 // 64 bytes further apart, and as many in a row: which of them the L2 keeps between passes.
@@ -20,18 +22,20 @@
 // best run are printed.
 //
 // What it shows on this machine (2 cores, 2 MiB L2 each, the LLC holding x and dy between runs),
-// three runs of 8 rounds at load 9-11: copy best 0.557-0.576 ms, two sweeps 0.930-0.988 (58-62% of
-// copy: 51.4 of the 77.1 MB they move), blocks of 16, 32 and 64 channels 2.35-2.63, 1.56-1.63 and
-// 1.14-1.25 ms (22-25%, 35-36%, 45-51%); medians of the rounds ordered the same way in every run.
+// six runs of 8 rounds at load 9-13: copy best 0.557-0.612 ms, two sweeps 0.930-1.023 (58-62% of
+// copy: 51.4 of the 77.1 MB they move), blocks of 16, 32 and 64 channels 2.35-2.63, 1.56-1.84 and
+// 1.14-1.43 ms (22-25%, 32-37%, 41-51%); the medians of the rounds in the same order in every run.
 // A block schedule moves no fewer bytes through each core's L2 and moves them slower:
 //   - lines 512 bytes apart share their address bits 6-8, so they fall in one eighth of the L2's
 //     sets: the L2 keeps at most 256 KB of a block, where its lines of x and dy are 3.2 MB, so
 //     the block's outputs read its lines from the LLC again, as the second sweep does. One block's
-//     lines swept again and again on one thread run at 14 GB/s, as many lines 576 bytes apart
-//     (every set) at 28-58, as many in a row at 85-88 (from L2); at a quarter of the batch
+//     lines swept again and again on one thread ran at 13-15 GB/s, as many lines 576 bytes apart
+//     (every set) at 28-65, as many in a row at 82-90 (from L2); at a quarter of the batch
 //     (--rows=6272, 392 KB of lines) 18, 92 and 99 GB/s;
 //   - a sweep of every eighth line gets far fewer lines in flight from the LLC than one in address
-//     order: x's lines, each once, in eight block sweeps take 2.9-3.2x one sweep in order.
+//     order: x's lines, each once, in eight block sweeps took 2.8-3.2x one sweep in order.
+// A core's reads and streamed writes overlap little: one thread read x and dy in 0.55-0.86 ms,
+// wrote y and dx in 0.98-1.06, and copied one into the other in 1.40-1.82 (87-97% of the two).
 // So blocks of channels read the batch once from the L2 only where a block's lines of x and dy
 // fit 256 KB (16 channels of at most 2048 rows), where the batch is in the L2 anyway.
 //
@@ -211,6 +215,31 @@ void Blocks(int64_t width) {
 
 volatile float sink;
 
+// One thread, over all of x and dy, y and dx: a read-only sum (kind 0), streaming stores (1), or a
+// copy of x and dy into y and dx with streaming stores (2).
+double Pass(int kind) {
+  const double t0 = Now();
+  __m512 s0 = _mm512_setzero_ps(), s1 = s0;
+  const __m512 one = _mm512_set1_ps(1.0f);
+  for (int64_t i = 0; i < R * C; i += 16) {
+    if (kind == 0) {
+      s0 = _mm512_add_ps(s0, _mm512_load_ps(x + i));
+      s1 = _mm512_add_ps(s1, _mm512_load_ps(dy + i));
+    } else if (kind == 1) {
+      _mm512_stream_ps(y + i, one);
+      _mm512_stream_ps(dx + i, one);
+    } else {
+      _mm512_stream_ps(y + i, _mm512_load_ps(x + i));
+      _mm512_stream_ps(dx + i, _mm512_load_ps(dy + i));
+    }
+  }
+  _mm_sfence();
+  alignas(64) float lanes[16];
+  _mm512_store_ps(lanes, _mm512_add_ps(s0, s1));
+  sink = lanes[0];
+  return Now() - t0;
+}
+
 // One thread: a read-only sum over `lines` lines of x, `stride` bytes apart from `first`.
 double SweepLines(int64_t first, int64_t lines, int64_t stride) {
   const double t0 = Now();
@@ -326,12 +355,20 @@ int Run(int argc, char** argv) {
     for (int64_t b = 0; b < row_bytes / 64; ++b) t += SweepLines(64 * b, R, row_bytes);
     all_blocks = std::min(all_blocks, t);
   }
+  double passes[3] = {1e9, 1e9, 1e9};
+  for (int r = 0; r < rounds * 4; ++r) {
+    for (int k = 0; k < 3; ++k) passes[k] = std::min(passes[k], Pass(k));
+  }
   std::printf("one thread, best of %d passes each:\n", rounds * 4);
   auto line = [](const std::string& what, double seconds, const std::string& rate) {
     std::printf("  %-50s %.3f ms (%s)\n", what.c_str(), seconds * 1e3, rate.c_str());
   };
   auto gbps = [](double bytes, double seconds) { return std::to_string(static_cast<int>(bytes / seconds / 1e9)) + " GB/s"; };
   const std::string n = std::to_string(R);
+  const double mb2 = 2.0 * R * C * 4;
+  line("read x and dy", passes[0], gbps(mb2, passes[0]));
+  line("write y and dx (streaming stores)", passes[1], gbps(mb2, passes[1]));
+  line("copy x and dy into y and dx (streaming stores)", passes[2], gbps(2 * mb2, passes[2]));
   line("x's " + std::to_string(lines) + " lines in order", in_order, gbps(R * row_bytes, in_order));
   line("all " + std::to_string(row_bytes / 64) + " blocks in turn (each line once)", all_blocks,
        std::to_string(all_blocks / in_order).substr(0, 4) + "x in order");
