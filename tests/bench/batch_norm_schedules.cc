@@ -32,8 +32,8 @@
 //     lines swept again and again on one thread ran at 13-15 GB/s, as many lines 576 bytes apart
 //     (every set) at 28-65, as many in a row at 82-90 (from L2); at a quarter of the batch
 //     (--rows=6272, 392 KB of lines) 18, 92 and 99 GB/s;
-//   - a sweep of every eighth line gets far fewer lines in flight from the LLC than one in address
-//     order: x's lines, each once, in eight block sweeps took 2.8-3.2x one sweep in order.
+//   - every eighth line comes from the LLC at a third of the rate of lines in address order: x's
+//     lines, each once, in eight block sweeps took 2.8-3.2x one sweep in order.
 // A core's reads and streamed writes overlap little: one thread read x and dy in 0.55-0.86 ms,
 // wrote y and dx in 0.98-1.06, and copied one into the other in 1.40-1.82 (87-97% of the two).
 // So blocks of channels read the batch once from the L2 only where a block's lines of x and dy
