@@ -189,6 +189,31 @@ TEST(CpuRowLoopsTest, ShortRowsAreOneMaskedVectorEach) {
   testing::ExpectMatchesEvaluator(Softmax(37, 10), {}, {1e-6, 1e-5});
 }
 
+TEST(CpuRowLoopsTest, ShortRowsNarrowerThanTheirVectorVisitEvenRowsFirst) {
+  // Rows of 10 in 16 lanes are visited the even rows of each block of 16 first, so that a row's
+  // masked loads never follow the masked stores of the row just before it (which overlap its
+  // first 24 bytes when the kernel writes over its operand); rows of exactly 16 lanes and long
+  // rows keep their order. Every row is still computed once: blocks of 16, a last block of odd
+  // and of even length, and single rows against the evaluator, in both the softmax's (a sum
+  // taken a row ahead) and the log-softmax's forms.
+  // The rows visited: the row, and the next one whose maximum its last loop takes.
+  auto visited = [](const std::string& ir) {
+    const std::regex defined(R"(%row\.visited[0-9]* = )");
+    return std::distance(std::sregex_iterator(ir.begin(), ir.end(), defined), std::sregex_iterator());
+  };
+  EXPECT_EQ(visited(IrOfRoot(Softmax(37, 10))), 2);
+  EXPECT_EQ(visited(IrOfRoot(LogSoftmax(37, 10))), 2);
+  EXPECT_EQ(visited(IrOfRoot(Softmax(5, 3))), 2);
+  EXPECT_EQ(visited(IrOfRoot(Softmax(37, 16))), 0);
+  EXPECT_EQ(visited(IrOfRoot(Softmax(37, 17))), 0);
+  for (int rows : {1, 2, 3, 16, 17, 37, 40}) {
+    SCOPED_TRACE(rows);
+    testing::ExpectMatchesEvaluator(Softmax(rows, 10), {}, {1e-6, 1e-5});
+    testing::ExpectMatchesEvaluator(LogSoftmax(rows, 10), {}, {1e-6, 1e-5});
+    testing::ExpectMatchesEvaluator(Softmax(rows, 3), {}, {1e-6, 1e-5});
+  }
+}
+
 // A fusion over x = <type>[rows, n] of `body` (whose root is o), reduced by `reducers`.
 std::string RowFusion(const std::string& type, int rows, int n, const std::string& reducers, const std::string& body) {
   const std::string s = type + "[" + std::to_string(rows) + "," + std::to_string(n) + "]";

@@ -387,7 +387,33 @@ StatusOr<bool> KernelBuilder::TryEmitCpuRowKernel(const std::vector<RowOutput>& 
       return OkStatus();
     }));
   }
-  RETURN_IF_ERROR(e->EmitLoop(f->getArg(1), f->getArg(2), "row", [&](Value* row) -> Status {
+  // Short rows of one masked vector narrower than the vector are visited even rows first within
+  // each block of kShortRowVisitBlock (cpu_row_loops.h), so that no row's masked loads overlap
+  // the masked stores of the row just before it when the kernel writes over its operand. Rows
+  // are independent, so the order changes no result. Not in a streamed kernel (its prefetches
+  // run ahead along the rows in order).
+  std::vector<PrimitiveType> written_types;
+  for (const RowOutput* out : element_outputs) written_types.push_back(out->hlo->shape().element_type());
+  const bool short_row_blocks = stages.empty() && reduced_physical.size() == 1 && rows_contiguous &&
+                                ShortRowVectorWidth(length) > length &&
+                                ShortRowVectorizes(analysis.reductions(), written_types);
+  // The row visited at `position` of the task's rows [begin, end).
+  auto visited_row = [&](Value* position) -> Value* {
+    if (!short_row_blocks) return position;
+    Value* begin = f->getArg(1);
+    Value* offset = b_.CreateSub(position, begin);
+    Value* block_start = b_.CreateAdd(begin, b_.CreateAnd(offset, b_.getInt64(-kShortRowVisitBlock)));
+    Value* within = b_.CreateAnd(offset, b_.getInt64(kShortRowVisitBlock - 1));
+    Value* rows = b_.CreateBinaryIntrinsic(llvm::Intrinsic::smin, b_.CreateSub(f->getArg(2), block_start),
+                                           b_.getInt64(kShortRowVisitBlock));
+    Value* evens = b_.CreateLShr(b_.CreateAdd(rows, b_.getInt64(1)), b_.getInt64(1));
+    Value* odd = b_.CreateAdd(b_.CreateShl(b_.CreateSub(within, evens), b_.getInt64(1)), b_.getInt64(1));
+    return b_.CreateAdd(block_start, b_.CreateSelect(b_.CreateICmpULT(within, evens),
+                                                     b_.CreateShl(within, b_.getInt64(1)), odd),
+                        "row.visited");
+  };
+  RETURN_IF_ERROR(e->EmitLoop(f->getArg(1), f->getArg(2), "row", [&](Value* position) -> Status {
+    Value* row = visited_row(position);
     const IrIndex kept_index = kept_index_of(row);
     // Reductions in dependency order, then the per-row values: each computed once per row and
     // reused (bound as values) wherever the element loops below read it.
@@ -401,8 +427,8 @@ StatusOr<bool> KernelBuilder::TryEmitCpuRowKernel(const std::vector<RowOutput>& 
       }
       // The next row's elements; the task's last row reads itself again (already in L1) rather
       // than a row past the task's, or past the array.
-      Value* next = b_.CreateAdd(row, b_.getInt64(1));
-      next = b_.CreateSelect(b_.CreateICmpSLT(next, f->getArg(2)), next, row);
+      Value* next = b_.CreateAdd(position, b_.getInt64(1));
+      next = b_.CreateSelect(b_.CreateICmpSLT(next, f->getArg(2)), visited_row(next), row);
       const IrIndex next_kept = kept_index_of(next);
       ahead.next_row = [&, next_kept](const IrIndex& index) {
         IrIndex moved = index;
