@@ -84,30 +84,6 @@ TEST(ThreadPoolTest, EveryTaskRunsExactlyOnceUnderContention) {
   for (std::thread& t : hogs) t.join();
 }
 
-TEST(ThreadPoolTest, ADescheduledWorkerDoesNotStallTheLoop) {
-  // The worker stalls 400 ms in the first chunk it takes, as a thread descheduled by a busy
-  // machine would. Split into one part per thread, the loop would take the stall plus the rest
-  // of the worker's half (about 530 ms); taken chunk by chunk, the caller runs the rest of the
-  // worker's half meanwhile (all its work takes about 250 ms) and the loop ends with the
-  // stalled chunk (about 410 ms).
-  ThreadPool pool(1);
-  const int64_t tasks = 64;  // 32 chunks of 2 tasks, 4 ms each
-  const std::thread::id caller = std::this_thread::get_id();
-  std::atomic<int64_t> on_worker{0};
-  std::atomic<bool> stalled{false};
-  const auto start = std::chrono::steady_clock::now();
-  pool.ParallelFor(tasks, 1, [&](int64_t begin, int64_t end) {
-    if (std::this_thread::get_id() != caller) {
-      on_worker += end - begin;
-      if (!stalled.exchange(true)) std::this_thread::sleep_for(std::chrono::milliseconds(400));
-    }
-    std::this_thread::sleep_for(std::chrono::milliseconds(4) * (end - begin));
-  });
-  const auto elapsed = std::chrono::steady_clock::now() - start;
-  EXPECT_LE(on_worker.load(), 8);  // of its 32 under a split into parts
-  EXPECT_LT(elapsed, std::chrono::milliseconds(480));
-}
-
 // The loop a pool worker last joined (ThreadPool::SetJoinHookForTesting).
 thread_local uint64_t joined_generation = 0;
 
@@ -120,6 +96,32 @@ bool WaitFor(Done done) {
     std::this_thread::yield();
   }
   return true;
+}
+
+TEST(ThreadPoolTest, ADescheduledWorkerDoesNotStallTheLoop) {
+  // The first chunk the worker takes stalls until every other chunk of the loop has run (5 s at
+  // most), as a thread descheduled by a busy machine for that long would. Split into one part per
+  // thread, the rest of the worker's half would wait behind the stalled chunk, which would wait
+  // out its 5 s; taken chunk by chunk, the caller runs the rest of the worker's half meanwhile and
+  // the loop ends with the stalled chunk. The caller's first chunk waits until the worker is in
+  // its stall, which a busy machine may otherwise wake too late to take a chunk at all.
+  ThreadPool pool(1);
+  const int64_t tasks = 64;  // 32 chunks of 2 tasks
+  const std::thread::id caller = std::this_thread::get_id();
+  std::atomic<int64_t> on_worker{0}, chunks_run{0};
+  std::atomic<bool> stalled{false}, rest_ran_meanwhile{false};
+  pool.ParallelFor(tasks, 1, [&](int64_t begin, int64_t end) {
+    if (std::this_thread::get_id() != caller) {
+      on_worker += end - begin;
+      if (!stalled.exchange(true)) rest_ran_meanwhile = WaitFor([&] { return chunks_run.load() == 31; });
+    } else if (begin == 0) {
+      ASSERT_TRUE(WaitFor([&] { return stalled.load(); })) << "no worker took a chunk in 5 s";
+    }
+    std::this_thread::sleep_for(std::chrono::microseconds(500) * (end - begin));  // some work
+    ++chunks_run;
+  });
+  EXPECT_TRUE(rest_ran_meanwhile.load());
+  EXPECT_EQ(on_worker.load(), 2);  // of its 32 under a split into parts
 }
 
 TEST(ThreadPoolTest, AWorkerDescheduledBeforeItTakesAChunkHoldsNothingBack) {
@@ -243,16 +245,36 @@ TEST(ThreadPoolTest, CallsFromManyThreadsTakeTurns) {
   EXPECT_EQ(wrong.load(), 0);
 }
 
+// How a worker comes to the loops LoopsWithWorkerChunks runs.
+enum class Worker {
+  // The caller's first chunk of a loop run in parallel waits (5 s at most) until the worker has
+  // taken a chunk. A worker is woken late on a busy machine (beside four busy loops on two CPUs:
+  // 1-3 ms after the loop was published at the median, 12 ms at worst; beside eight, up to 50),
+  // and a loop of a few milliseconds then often ends before it comes: a run of the caller
+  // alone, which the pool counts as neither stall nor gain, so that a test would check the
+  // scheduler, not the pool.
+  kJoins,
+  // No wait: for a test that holds the worker out of its loops itself.
+  kAsItComes,
+};
+
 // Runs `loops` loops of 32 one-task chunks; in each, a task takes `caller_us` on the calling
-// thread and `worker_us` on a worker. Returns in how many loops a worker ran a chunk.
-int LoopsWithWorkerChunks(ThreadPool& pool, int loops, int caller_us, int worker_us) {
+// thread and `worker_us` on a worker. Returns in how many loops a worker ran a chunk. A loop run
+// inline is one call over the whole range, on the caller.
+int LoopsWithWorkerChunks(ThreadPool& pool, int loops, int caller_us, int worker_us,
+                          Worker worker_comes = Worker::kJoins) {
   const std::thread::id caller = std::this_thread::get_id();
   int with_worker = 0;
   for (int l = 0; l < loops; ++l) {
     std::atomic<bool> on_worker{false};
+    bool waited = false;  // the caller's, in this loop
     pool.ParallelFor(32, 1, [&](int64_t begin, int64_t end) {
       const bool worker = std::this_thread::get_id() != caller;
       if (worker) on_worker = true;
+      if (!worker && !waited && end - begin < 32 && worker_comes == Worker::kJoins) {
+        waited = true;
+        EXPECT_TRUE(WaitFor([&] { return on_worker.load(); })) << "no worker took a chunk in 5 s";
+      }
       std::this_thread::sleep_for(std::chrono::microseconds(worker ? worker_us : caller_us) * (end - begin));
     });
     with_worker += on_worker;
@@ -260,17 +282,46 @@ int LoopsWithWorkerChunks(ThreadPool& pool, int loops, int caller_us, int worker
   return with_worker;
 }
 
+// Runs `loops` loops of 32 one-task chunks whose worker stalls in the first chunk it takes (its
+// core taken by other work), as LoopsWithWorkerChunks with Worker::kJoins; returns in how many a
+// worker ran a chunk. The caller's tasks take no time; the stalled chunk holds until every other
+// chunk has run (5 s at most), then for as long again as the loop has taken, and 30 ms more: the
+// loop takes more than twice what the caller alone would have, and loses more than 25 ms, the
+// loss that sends a loop inline for the longest spell (100 ms), however busy the machine. A
+// stall of a fixed 30 ms behind caller's tasks of 100 us was none beside eight busy loops on two
+// CPUs: a sleep of 100 us took 0.8-1.5 ms, and the worker came up to 50 ms late.
+int StalledLoops(ThreadPool& pool, int loops) {
+  const std::thread::id caller = std::this_thread::get_id();
+  int with_worker = 0;
+  for (int l = 0; l < loops; ++l) {
+    std::atomic<bool> on_worker{false};
+    std::atomic<int> chunks_run{0};
+    bool waited = false;  // the caller's, in this loop
+    const auto start = std::chrono::steady_clock::now();
+    pool.ParallelFor(32, 1, [&](int64_t begin, int64_t end) {
+      if (std::this_thread::get_id() != caller) {
+        if (!on_worker.exchange(true)) {
+          EXPECT_TRUE(WaitFor([&] { return chunks_run.load() == 31; }));
+          std::this_thread::sleep_for(std::chrono::steady_clock::now() - start + std::chrono::milliseconds(30));
+        }
+      } else if (!waited && end - begin < 32) {
+        waited = true;
+        EXPECT_TRUE(WaitFor([&] { return on_worker.load(); })) << "no worker took a chunk in 5 s";
+      }
+      ++chunks_run;
+    });
+    with_worker += on_worker;
+  }
+  return with_worker;
+}
+
 TEST(ThreadPoolTest, ALoopWhoseWorkersOnlyStallItRunsInline) {
-  // Every chunk a worker takes stalls 30 ms (its core taken by other work); the caller's take
-  // 100 us. The first two runs wait for the stalled chunk (30 ms where the caller alone needs
-  // about 3); the loops after them run on the caller alone, until a probe is due (after 4 x 27
-  // ms lost, capped at 100 ms).
+  // The first two runs wait for the stalled chunk; the loops after them run on the caller alone
+  // until a probe is due, 100 ms after the second: all 18, microseconds each. (With tasks of
+  // 100 us on the caller, the inline loops took 5-9 ms each beside four busy loops on two CPUs,
+  // and the probe came after 11 or 12 of them.)
   ThreadPool pool(1);
-  const auto start = std::chrono::steady_clock::now();
-  const int with_worker = LoopsWithWorkerChunks(pool, 20, 100, 30000);
-  const auto elapsed = std::chrono::steady_clock::now() - start;
-  EXPECT_LE(with_worker, 2);
-  EXPECT_LT(elapsed, std::chrono::milliseconds(300));  // 20 x 30 ms if every run waited
+  EXPECT_EQ(StalledLoops(pool, 20), 2);  // 20 if every run waited
 }
 
 TEST(ThreadPoolTest, RunsInlineSaysWhenALoopWouldRunOnTheCallerAlone) {
@@ -279,28 +330,28 @@ TEST(ThreadPoolTest, RunsInlineSaysWhenALoopWouldRunOnTheCallerAlone) {
   EXPECT_TRUE(pool.RunsInline(10, 10));  // one chunk of the grain
   EXPECT_FALSE(pool.RunsInline(32, 1));  // a loop with no history runs in parallel
   pool.ParallelFor(2, 1, [&](int64_t, int64_t) { EXPECT_TRUE(pool.RunsInline(32, 1)); });  // nested
-  // A worker stalled in its chunk (20 ms, where the caller alone takes 3) in two runs in a row
-  // turns loops of 32 tasks inline for a while; loops of another size stay parallel. (A loop
-  // the worker joined too late to take a chunk in lost nothing: more are run.)
-  for (int i = 0; i < 20 && !pool.RunsInline(32, 1); ++i) LoopsWithWorkerChunks(pool, 1, 100, 20000);
+  // A worker stalled in its chunk in two runs in a row turns loops of 32 tasks inline for a
+  // while; loops of another size stay parallel.
+  EXPECT_EQ(StalledLoops(pool, 2), 2);
   EXPECT_TRUE(pool.RunsInline(32, 1));
   EXPECT_FALSE(pool.RunsInline(33, 1));
 }
 
 TEST(ThreadPoolTest, AStallLongAgoDoesNotCountTowardTheNextOne) {
-  // One stalled run (a first run faulting its pages in), then 20 runs whose worker joins 20 ms
-  // late, so the caller takes every chunk, then one more stall: not two in a row.
+  // One stalled run (a first run faulting its pages in), then 20 runs that the worker joins too
+  // late to take a chunk in (held in its join until they are over), so the caller takes every
+  // chunk, then one more stall: not two in a row. (A worker held for a fixed 20 ms joined a run
+  // that took longer beside eight busy loops on two CPUs, and stalled it.)
   ThreadPool pool(1);
   std::atomic<bool> late{false};
   pool.SetJoinHookForTesting([&](uint64_t) {
-    if (late) std::this_thread::sleep_for(std::chrono::milliseconds(20));
+    for (int ms = 0; late && ms < 5000; ++ms) std::this_thread::sleep_for(std::chrono::milliseconds(1));
   });
-  LoopsWithWorkerChunks(pool, 1, 100, 30000);
+  EXPECT_EQ(StalledLoops(pool, 1), 1);
   late = true;
-  LoopsWithWorkerChunks(pool, 20, 100, 100);
-  std::this_thread::sleep_for(std::chrono::milliseconds(25));  // the worker out of its hook
+  EXPECT_EQ(LoopsWithWorkerChunks(pool, 20, 100, 100, Worker::kAsItComes), 0);
   late = false;
-  LoopsWithWorkerChunks(pool, 1, 100, 30000);
+  EXPECT_EQ(StalledLoops(pool, 1), 1);
   EXPECT_FALSE(pool.RunsInline(32, 1));
 }
 
@@ -310,21 +361,26 @@ TEST(ThreadPoolTest, ALoopThatGainsFromItsWorkersStaysParallel) {
 }
 
 TEST(ThreadPoolTest, OneStalledRunLeavesALoopParallel) {
-  // The first run's worker chunk stalls 30 ms (as a first run faults its outputs' pages in);
-  // in the runs after it the worker keeps pace. One stall says little of the load: the loop
-  // stays parallel, where a single stall would send it inline for 100 ms (about ten of these runs).
+  // The first run stalls (as a first run faults its outputs' pages in); in the runs after it the
+  // worker keeps pace (its tasks take no time: a worker that sleeps as long as the caller is
+  // late to wake on a busy machine often enough to stall the second run too, and that is two in
+  // a row). One stall says little of the load: the loop stays parallel, where a single stall
+  // would send it inline for 100 ms (about ten of these runs).
   ThreadPool pool(1);
-  EXPECT_EQ(LoopsWithWorkerChunks(pool, 1, 100, 30000), 1);
-  EXPECT_GE(LoopsWithWorkerChunks(pool, 10, 300, 300), 8);
+  EXPECT_EQ(StalledLoops(pool, 1), 1);
+  EXPECT_FALSE(pool.RunsInline(32, 1));
+  EXPECT_GE(LoopsWithWorkerChunks(pool, 10, 300, 0), 8);
 }
 
 TEST(ThreadPoolTest, ALoopRunInlineGoesParallelAgainOnceItsWorkersKeepUp) {
   ThreadPool pool(1);
-  EXPECT_LE(LoopsWithWorkerChunks(pool, 5, 100, 30000), 2);
+  EXPECT_EQ(StalledLoops(pool, 5), 2);
+  EXPECT_TRUE(pool.RunsInline(32, 1));
   std::this_thread::sleep_for(std::chrono::milliseconds(110));  // past the longest inline spell
-  // The probes find the worker keeping pace, and the loop's history turns parallel again.
-  LoopsWithWorkerChunks(pool, 10, 1000, 1000);
-  EXPECT_GE(LoopsWithWorkerChunks(pool, 10, 1000, 1000), 8);
+  // The probes find the worker keeping pace (its tasks take no time), and the loop's history
+  // turns parallel again.
+  LoopsWithWorkerChunks(pool, 10, 1000, 0);
+  EXPECT_GE(LoopsWithWorkerChunks(pool, 10, 1000, 0), 8);
 }
 
 double ProcessCpuSeconds() {
