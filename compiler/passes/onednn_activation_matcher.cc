@@ -201,6 +201,24 @@ ENTRY e {
   x = f32[] parameter(0)
   ROOT r = f32[] logistic(x)
 })"},
+    // jax.nn.relu6: min(max(x, 0), 6).
+    {"relu6", OneDnnPostOp::Kind::kRelu6, R"(HloModule relu6
+ENTRY e {
+  x = f32[] parameter(0)
+  zero = f32[] constant(0)
+  r = f32[] maximum(x, zero)
+  six = f32[] constant(6)
+  ROOT r6 = f32[] minimum(r, six)
+})"},
+    // tf.nn.relu6 (and Keras's ReLU(6.0)), as TensorFlow's XLA bridge lowers it: clamp(0, x, 6),
+    // which XLA defines as min(max(x, 0), 6).
+    {"relu6(clamp)", OneDnnPostOp::Kind::kRelu6, R"(HloModule relu6_clamp
+ENTRY e {
+  x = f32[] parameter(0)
+  zero = f32[] constant(0)
+  six = f32[] constant(6)
+  ROOT r6 = f32[] clamp(zero, x, six)
+})"},
     // jax.nn.relu, tf.nn.relu: max(x, 0).
     {"relu", OneDnnPostOp::Kind::kRelu, R"(HloModule relu
 ENTRY e {

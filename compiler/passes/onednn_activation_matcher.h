@@ -2,7 +2,7 @@
 // HLO, not by sampling what it computes: an elementwise region on top of a value matches when it
 // is, up to the order of the operands of commutative operations and the grouping of sums and
 // products, one of the forms JAX and
-// TensorFlow emit (ReLU; tanh GELU with x*x*x or pow(x, 3); erf GELU with an erf instruction or
+// TensorFlow emit (ReLU; ReLU6 as min(max(x, 0), 6) or clamp(0, x, 6); tanh GELU with x*x*x or pow(x, 3); erf GELU with an erf instruction or
 // with JAX's expansion of erfc; the logistic function as an instruction or as 1 / (1 + exp(-x))),
 // with bit-identical f32 constants, or a chain of affine steps with scalar constants (scaling,
 // shifting, negation). A form that agrees with an activation only at some points, or differs

@@ -180,7 +180,9 @@ std::vector<ChainStep> FindChain(HloInstruction* core, HloInstruction** end) {
       last->beta = -last->beta;
       step->ops.erase(step->ops.begin());
     }
-    for (const OneDnnPostOp& op : step->ops) after_relu |= op.kind == OneDnnPostOp::Kind::kRelu;
+    for (const OneDnnPostOp& op : step->ops) {
+      after_relu |= op.kind == OneDnnPostOp::Kind::kRelu || op.kind == OneDnnPostOp::Kind::kRelu6;
+    }
     v = step->result;
     chain.push_back(std::move(*step));
   }
@@ -412,6 +414,7 @@ std::string OneDnnPostOpName(const OneDnnPostOp& op) {
              : op.addend == OneDnnPostOp::Addend::kLastDimension ? "binary_add[bias]"
                                                                  : "binary_add[scalar]";
     case OneDnnPostOp::Kind::kRelu: return "relu";
+    case OneDnnPostOp::Kind::kRelu6: return "relu6";
     case OneDnnPostOp::Kind::kGeluTanh: return "gelu_tanh";
     case OneDnnPostOp::Kind::kGeluErf: return "gelu_erf";
     case OneDnnPostOp::Kind::kLogistic: return "logistic";

@@ -48,9 +48,11 @@ inline constexpr int64_t kNarrowOutputColumns = 12;
 // swap then only changes which operand those loops read transposed, not the result.
 inline constexpr int64_t kNarrowTransposedLhsMinK = 16;
 
-// One operation oneDNN applies to the result of the product, in order.
+// One operation oneDNN applies to the result of the product, in order. kRelu6 is min(max(x, 0), 6)
+// (tf.nn.relu6, jax.nn.relu6, Keras's ReLU(6.0)); like kRelu it keeps a NaN, which no post-op
+// of oneDNN's does, so the thunk applies both itself (onednn_thunks.cc: own_post_ops).
 struct OneDnnPostOp {
-  enum class Kind { kAdd, kRelu, kGeluTanh, kGeluErf, kLinear, kLogistic };
+  enum class Kind { kAdd, kRelu, kGeluTanh, kGeluErf, kLinear, kLogistic, kRelu6 };
   // How an added tensor is laid over the result.
   enum class Addend { kFull, kLastDimension, kScalar };
   Kind kind = Kind::kLinear;

@@ -145,6 +145,7 @@ StatusOr<std::unique_ptr<OneDnnThunk>> OneDnnThunk::Create(std::string hlo_name,
         impl.addend_kinds.push_back(op.addend);
         break;
       case OneDnnPostOp::Kind::kRelu:
+      case OneDnnPostOp::Kind::kRelu6:
       case OneDnnPostOp::Kind::kGeluTanh:
       case OneDnnPostOp::Kind::kGeluErf:
       case OneDnnPostOp::Kind::kLinear:
@@ -163,7 +164,9 @@ StatusOr<std::unique_ptr<OneDnnThunk>> OneDnnThunk::Create(std::string hlo_name,
   // took 0.41 s and a median 5% higher.
   const size_t own_from = static_cast<size_t>(
       std::find_if(call->post_ops.begin(), call->post_ops.end(),
-                   [](const OneDnnPostOp& op) { return op.kind == OneDnnPostOp::Kind::kRelu; }) -
+                   [](const OneDnnPostOp& op) {
+                     return op.kind == OneDnnPostOp::Kind::kRelu || op.kind == OneDnnPostOp::Kind::kRelu6;
+                   }) -
       call->post_ops.begin());
   impl.own_post_ops.assign(call->post_ops.begin() + own_from, call->post_ops.end());
   impl.own_addends_from = static_cast<size_t>(
@@ -180,6 +183,7 @@ StatusOr<std::unique_ptr<OneDnnThunk>> OneDnnThunk::Create(std::string hlo_name,
           po.append_binary(dnnl::algorithm::binary_add, addends[next++]);
           break;
         case OneDnnPostOp::Kind::kRelu:  // never before own_from
+        case OneDnnPostOp::Kind::kRelu6:
           break;
         case OneDnnPostOp::Kind::kGeluTanh:
           po.append_eltwise(1.f, dnnl::algorithm::eltwise_gelu_tanh, 0.f, 0.f);

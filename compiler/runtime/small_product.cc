@@ -102,6 +102,8 @@ __attribute__((target("avx2,fma"))) void RowAvx2(const SmallProductShape& s, con
 // XLA's maximum(x, 0): a NaN kept (std::max(x, 0.f) keeps it too, but gives -0 for -0, which
 // XLA's maximum and the evaluator order below +0).
 inline float Relu(float x) { return !(x <= 0.f) ? x : 0.f; }
+// XLA's minimum(maximum(x, 0), 6), as clamp(0, x, 6) is defined: a NaN kept, +0 for -0.
+inline float Relu6(float x) { return !(x <= 0.f) ? (x > 6.f ? 6.f : x) : 0.f; }
 
 #if defined(__x86_64__)
 // ApplySmallProductPostOps where every post-op is an add, a linear map or a ReLU: all of them in
@@ -116,7 +118,7 @@ __attribute__((target("avx2,fma"))) bool ApplyPostOpsAvx2(const std::vector<OneD
   bool last_dimension = false;
   for (const OneDnnPostOp& op : ops) {
     if (op.kind != OneDnnPostOp::Kind::kAdd && op.kind != OneDnnPostOp::Kind::kLinear &&
-        op.kind != OneDnnPostOp::Kind::kRelu) {
+        op.kind != OneDnnPostOp::Kind::kRelu && op.kind != OneDnnPostOp::Kind::kRelu6) {
       return false;
     }
     last_dimension |= op.kind == OneDnnPostOp::Kind::kAdd && op.addend == OneDnnPostOp::Addend::kLastDimension;
@@ -162,6 +164,13 @@ __attribute__((target("avx2,fma"))) bool ApplyPostOpsAvx2(const std::vector<OneD
             }
             break;
           }
+          case OneDnnPostOp::Kind::kRelu6:  // as Relu6 below: vminps gives its second operand's NaN
+            for (int64_t c = c0; c < c1; c += 8) {
+              const __m256 x = _mm256_loadu_ps(o + c);
+              const __m256 r = _mm256_and_ps(_mm256_cmp_ps(x, _mm256_setzero_ps(), _CMP_NLE_UQ), x);
+              _mm256_storeu_ps(o + c, _mm256_min_ps(_mm256_set1_ps(6.f), r));
+            }
+            break;
           default:  // kRelu: as Relu below, x where x > 0 or x is a NaN, else +0
             for (int64_t c = c0; c < c1; c += 8) {
               const __m256 x = _mm256_loadu_ps(o + c);
@@ -186,6 +195,9 @@ __attribute__((target("avx2,fma"))) bool ApplyPostOpsAvx2(const std::vector<OneD
           }
           case OneDnnPostOp::Kind::kLinear:
             x = std::fma(static_cast<float>(op.alpha), x, static_cast<float>(op.beta));
+            break;
+          case OneDnnPostOp::Kind::kRelu6:
+            x = Relu6(x);
             break;
           default:
             x = Relu(x);
@@ -225,6 +237,9 @@ void ApplySmallProductPostOps(const std::vector<OneDnnPostOp>& ops, const std::v
       }
       case OneDnnPostOp::Kind::kRelu:
         for (int64_t e = 0; e < size; ++e) out[e] = Relu(out[e]);
+        break;
+      case OneDnnPostOp::Kind::kRelu6:
+        for (int64_t e = 0; e < size; ++e) out[e] = Relu6(out[e]);
         break;
       case OneDnnPostOp::Kind::kGeluTanh:
         for (int64_t e = 0; e < size; ++e) {

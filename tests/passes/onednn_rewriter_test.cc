@@ -618,7 +618,8 @@ TEST(OneDnnRewriterTest, EveryFormParses) {
   EXPECT_EQ(OneDnnActivationForms(),
             (std::vector<std::string>{"gelu_erf(jax)", "gelu_tanh(jax)", "gelu_tanh(tf)",
                                       "gelu_erf(erf, multiply)", "gelu_erf(erf, divide)",
-                                      "logistic(1/(1+exp(-x)))", "logistic", "relu", "linear"}));
+                                      "logistic(1/(1+exp(-x)))", "logistic", "relu6", "relu6(clamp)", "relu",
+                                      "linear"}));
 }
 
 TEST(OneDnnRewriterTest, TensorFlowAndJaxFormsInAnyCommutedOrder) {
@@ -635,6 +636,11 @@ TEST(OneDnnRewriterTest, TensorFlowAndJaxFormsInAnyCommutedOrder) {
        "  den = f32[8,32]{1,0} add(ob, ex)\n  ROOT r = f32[8,32]{1,0} divide(ob, den)\n",
        "matmul(lhs, rhs) + logistic"},
       {"  ROOT r = f32[8,32]{1,0} maximum(zb, d)\n", "matmul(lhs, rhs) + relu"},
+      // jax.nn.relu6 (either operand order of each), and tf.nn.relu6 as TensorFlow lowers it.
+      {"  six = f32[] constant(6)\n  sixb = f32[8,32]{1,0} broadcast(six), dimensions={}\n"
+       "  m = f32[8,32]{1,0} maximum(zb, d)\n  ROOT r = f32[8,32]{1,0} minimum(sixb, m)\n",
+       "matmul(lhs, rhs) + relu6"},
+      {"  six = f32[] constant(6)\n  ROOT r = f32[8,32]{1,0} clamp(zero, d, six)\n", "matmul(lhs, rhs) + relu6"},
       // (1 - d) / 2 * -1: 1 - d alone, as 0.5 d - 0.5 would not round as the chain does where
       // 1 - d is subnormal or past the largest float (see ALinearMapRoundsAsItsChain).
       {"  s = f32[8,32]{1,0} subtract(ob, d)\n  two = f32[] constant(2)\n"
@@ -673,6 +679,13 @@ TEST(OneDnnRewriterTest, NearMissesAreNotAbsorbed) {
        "  ROOT r = f32[8,32]{1,0} maximum(d, hb2)\n",
        ""},
       {kPiecewiseRelu, ""},
+      // A clamp to 0 and 5, and one with its bounds swapped (6 everywhere): no ReLU6.
+      {"  five = f32[] constant(5)\n  ROOT r = f32[8,32]{1,0} clamp(zero, d, five)\n", ""},
+      {"  six = f32[] constant(6)\n  ROOT r = f32[8,32]{1,0} clamp(six, d, zero)\n", ""},
+      // min(max(x, 0), 7): the ReLU alone.
+      {"  seven = f32[] constant(7)\n  sb = f32[8,32]{1,0} broadcast(seven), dimensions={}\n"
+       "  m = f32[8,32]{1,0} maximum(d, zb)\n  ROOT r = f32[8,32]{1,0} minimum(m, sb)\n",
+       " + relu"},
   };
   for (const auto& [epilogue, post_ops] : cases) {
     SCOPED_TRACE(epilogue);

@@ -285,6 +285,37 @@ TEST(NarrowProductTest, ReluKeepsANaNAndGivesPlusZeroForMinusZero) {
   EXPECT_FALSE(std::signbit(scalar[2]));
 }
 
+TEST(NarrowProductTest, Relu6KeepsANaNAndClampsToPlusZeroAndSix) {
+  // XLA's minimum(maximum(x, 0), 6), as clamp(0, x, 6) is: a NaN kept, -0 and -inf to +0, +inf and
+  // 6.5 to 6; in the vector loop (the first 8 of each row of 10) and its tail, and in the scalar
+  // loops (after a GELU).
+  const float nan = std::nanf(""), inf = std::numeric_limits<float>::infinity();
+  const std::vector<float> in = {nan, -0.f, inf, -inf, -1.f, 6.5f, 0.f, 3.f, nan, 7.f};
+  auto expected = [](float x) { return x > 6 ? 6.f : x > 0 ? x : 0.f; };
+  std::vector<float> out(2 * in.size());
+  std::copy(in.begin(), in.end(), out.begin());
+  std::copy(in.begin(), in.end(), out.begin() + in.size());
+  OneDnnPostOp relu6, gelu;
+  relu6.kind = OneDnnPostOp::Kind::kRelu6;
+  gelu.kind = OneDnnPostOp::Kind::kGeluErf;
+  ApplySmallProductPostOps({relu6}, {}, 2, in.size(), out.data());
+  for (size_t e = 0; e < out.size(); ++e) {
+    const float x = in[e % in.size()];
+    if (std::isnan(x)) {
+      EXPECT_TRUE(std::isnan(out[e])) << e;
+    } else {
+      EXPECT_EQ(out[e], expected(x)) << e;
+      EXPECT_FALSE(std::signbit(out[e])) << e;
+    }
+  }
+  std::vector<float> scalar = {nan, -0.f, 100.f};
+  ApplySmallProductPostOps({gelu, relu6}, {}, 1, 3, scalar.data());
+  EXPECT_TRUE(std::isnan(scalar[0]));
+  EXPECT_EQ(scalar[1], 0.f);
+  EXPECT_FALSE(std::signbit(scalar[1]));
+  EXPECT_EQ(scalar[2], 6.f);
+}
+
 TEST(NarrowProductTest, ScalarPostOpsTakeTheLinearMapAsOneFusedMultiplyAdd) {
   // A logistic post-op sends every post-op to the scalar loops, whose linear map (after it) rounds
   // once as the one-pass loops' does (the linear map alone).
