@@ -98,19 +98,18 @@ Status OneDnnThunk::Impl::BuildConvolution(
       return OkStatus();
     }
   }
-  if (call.post_ops.empty()) {
-    if (std::optional<DepthwiseConvolution> d = DepthwiseConvolutionOf(c)) {
-      // Bands of rows enough for kPartsPerThread parts a thread: the 8 images of a 56x56x128
-      // layer are 8 parts, one image 8 bands.
-      depthwise = d;
-      depthwise_bands = std::clamp<int64_t>((parallelism * kPartsPerThread + d->images - 1) / d->images, 1,
-                                            d->out_height);
-      total = d->images * depthwise_bands;
-      block = 1;
-      blocks = parallelism > 1 ? total : 1;
-      implementation = std::string("depthwise:avx512") + (blocks > 1 ? "" : ", whole");
-      return OkStatus();
-    }
+  // A bias and a ReLU or ReLU6 after it (MobileNet's epilogue) are applied in the loops' registers.
+  if (std::optional<DepthwiseConvolution> d = DepthwiseConvolutionOf(c, call.post_ops)) {
+    // Bands of rows enough for kPartsPerThread parts a thread: the 8 images of a 56x56x128
+    // layer are 8 parts, one image 8 bands.
+    depthwise = d;
+    depthwise_bands = std::clamp<int64_t>((parallelism * kPartsPerThread + d->images - 1) / d->images, 1,
+                                          d->out_height);
+    total = d->images * depthwise_bands;
+    block = 1;
+    blocks = parallelism > 1 ? total : 1;
+    implementation = std::string("depthwise:avx512") + (blocks > 1 ? "" : ", whole");
+    return OkStatus();
   }
   // Made under Create's SingleOpenMpThread: backward weights, too, fixes its OpenMP team
   // when the primitive is made.
@@ -366,10 +365,15 @@ Status OneDnnThunk::Impl::ExecuteDepthwise(char** frame, ExecuteContext& context
   const DepthwiseConvolution& d = *depthwise;
   const float* input = reinterpret_cast<const float*>(frame[lhs_slot]);
   const float* weights = reinterpret_cast<const float*>(frame[rhs_slot]);
+  const float* bias = d.bias ? reinterpret_cast<const float*>(frame[addend_slots.at(0)]) : nullptr;
   float* output = reinterpret_cast<float*>(frame[output_slot]);
-  // The loops write rows that later rows' windows still read: an input or weights in the
+  // The loops write rows that later rows' windows still read: an input, weights or bias in the
   // output's buffer are read from a copy.
-  thread_local std::vector<float> copy;
+  thread_local std::vector<float> copy, bias_copy;
+  if (bias == output) {
+    bias_copy.assign(bias, bias + d.channels);
+    bias = bias_copy.data();
+  }
   const int64_t input_elements = d.images * d.height * d.width * d.channels;
   if (input == output) {
     copy.assign(input, input + input_elements);
@@ -382,7 +386,7 @@ Status OneDnnThunk::Impl::ExecuteDepthwise(char** frame, ExecuteContext& context
   auto run = [&](int64_t begin, int64_t end) {
     for (int64_t t = begin; t < end; ++t) {
       const int64_t image = t / depthwise_bands, band = t % depthwise_bands;
-      DepthwiseConvolutionRows(d, input, weights, output, image, band * d.out_height / depthwise_bands,
+      DepthwiseConvolutionRows(d, input, weights, bias, output, image, band * d.out_height / depthwise_bands,
                                (band + 1) * d.out_height / depthwise_bands);
     }
   };

@@ -7,7 +7,10 @@
 // oneDNN call, so one that fell back to Eigen fails. Large depthwise convolutions run in
 // xlens's own loops instead (depthwise_convolution.h): those against the formula on every
 // remainder of their tiles, and compiled modules against the evaluator.
+#include <algorithm>
+#include <cmath>
 #include <cstdint>
+#include <limits>
 #include <string>
 #include <vector>
 
@@ -261,16 +264,17 @@ ENTRY main.1 {
   }
 }
 
-// out[b, oh, ow, c] of a depthwise convolution, directly from the formula, in double precision.
+// out[b, oh, ow, c] of a depthwise convolution, directly from the formula, in double precision,
+// with d's bias (from `bias`) and activation: XLA's maximum and minimum, a NaN kept.
 std::vector<double> DirectDepthwise(const DepthwiseConvolution& d, const std::vector<float>& input,
-                                    const std::vector<float>& weights) {
+                                    const std::vector<float>& weights, const std::vector<float>& bias = {}) {
   std::vector<double> out(d.OutputElements(), 0.0);
   for (int64_t b = 0; b < d.images; ++b) {
     for (int64_t oh = 0; oh < d.out_height; ++oh) {
       for (int64_t ow = 0; ow < d.out_width; ++ow) {
         for (int64_t kh = 0; kh < d.kernel_height; ++kh) {
           for (int64_t kw = 0; kw < 3; ++kw) {
-            const int64_t ih = oh - d.pad_top + kh, iw = ow - d.pad_left + kw;
+            const int64_t ih = oh * d.stride_height - d.pad_top + kh, iw = ow * d.stride_width - d.pad_left + kw;
             if (ih < 0 || ih >= d.height || iw < 0 || iw >= d.width) continue;
             for (int64_t c = 0; c < d.channels; ++c) {
               out[((b * d.out_height + oh) * d.out_width + ow) * d.channels + c] +=
@@ -281,6 +285,12 @@ std::vector<double> DirectDepthwise(const DepthwiseConvolution& d, const std::ve
         }
       }
     }
+  }
+  for (size_t i = 0; i < out.size(); ++i) {
+    double& x = out[i];
+    if (d.bias) x += bias[i % d.channels];
+    if (d.activation != DepthwiseActivation::kNone && !std::isnan(x)) x = std::max(x, 0.0);
+    if (d.activation == DepthwiseActivation::kRelu6 && !std::isnan(x)) x = std::min(x, 6.0);
   }
   return out;
 }
@@ -321,13 +331,120 @@ TEST(DepthwiseConvolutionTest, LoopsMatchTheFormula) {
     for (float* output : {aligned, aligned + 1}) {
       std::fill(buffer.begin(), buffer.end(), -1e30f);
       for (int64_t b = 0; b < d.images; ++b) {
-        DepthwiseConvolutionRows(d, input.data(), weights.data(), output, b, 0, d.out_height / 2);
-        DepthwiseConvolutionRows(d, input.data(), weights.data(), output, b, d.out_height / 2, d.out_height);
+        DepthwiseConvolutionRows(d, input.data(), weights.data(), nullptr, output, b, 0, d.out_height / 2);
+        DepthwiseConvolutionRows(d, input.data(), weights.data(), nullptr, output, b, d.out_height / 2,
+                                 d.out_height);
       }
       for (int64_t i = 0; i < d.OutputElements(); ++i) {
         ASSERT_NEAR(output[i], expected[i], 1e-4) << "element " << i;
       }
     }
+  }
+}
+
+// Stride 2 across (and 1 or 2 down), channel counts that end their rows in a block of 16, 32 or
+// 48 channels, a bias and a ReLU or ReLU6 applied in registers: against the formula, with a NaN,
+// infinities and zeros in the input, so that outputs are NaN, +-inf, -0 before the activation
+// and both sides of 6. The activations give +0 for -0, as XLA's maximum does.
+TEST(DepthwiseConvolutionTest, StridesNarrowChannelBlocksAndEpilogues) {
+  if (!CpuHasAvx512F()) GTEST_SKIP() << "the loops run on AVX-512 only";
+  struct Case {
+    int64_t height, width, channels, stride_height, stride_width, pad_top, pad_bottom, pad_left, pad_right;
+    bool bias;
+    DepthwiseActivation activation;
+  };
+  using A = DepthwiseActivation;
+  // Widths whose outputs leave remainders of the 7-position tiles at stride 2; padding VALID,
+  // SAME for stride 2 (0_1 on even sizes, 1_1 on odd ones) and wider; 16 to 144 channels.
+  for (const Case& k : {Case{7, 16, 16, 2, 2, 0, 1, 0, 1, true, A::kRelu6}, Case{6, 15, 48, 1, 2, 1, 1, 1, 1, false, A::kRelu},
+                        Case{5, 29, 96, 2, 2, 1, 1, 1, 1, true, A::kNone}, Case{4, 9, 144, 1, 1, 1, 1, 1, 1, true, A::kRelu6},
+                        Case{5, 11, 32, 2, 2, 2, 0, 2, 2, false, A::kRelu6}, Case{3, 20, 80, 1, 2, 0, 0, 0, 0, true, A::kRelu}}) {
+    DepthwiseConvolution d;
+    d.images = 2;
+    d.height = k.height;
+    d.width = k.width;
+    d.channels = k.channels;
+    d.kernel_height = 3;
+    d.stride_height = k.stride_height;
+    d.stride_width = k.stride_width;
+    d.pad_top = k.pad_top;
+    d.pad_left = k.pad_left;
+    d.out_height = (k.height + k.pad_top + k.pad_bottom - 3) / k.stride_height + 1;
+    d.out_width = (k.width + k.pad_left + k.pad_right - 3) / k.stride_width + 1;
+    d.weights_tap_stride = k.channels;
+    d.weights_row_stride = 3 * k.channels;
+    d.bias = k.bias;
+    d.activation = k.activation;
+    SCOPED_TRACE(::testing::Message() << k.height << "x" << k.width << "x" << k.channels << " stride "
+                                    << k.stride_height << "x" << k.stride_width << " pad " << k.pad_top << "_"
+                                    << k.pad_bottom << "x" << k.pad_left << "_" << k.pad_right << " bias " << k.bias
+                                    << " activation " << static_cast<int>(k.activation));
+    std::vector<float> input(d.images * d.height * d.width * d.channels), weights(3 * d.weights_row_stride);
+    std::vector<float> bias(d.channels);
+    for (size_t i = 0; i < input.size(); ++i) input[i] = static_cast<float>((i * 7919) % 23) * 0.25f - 2.75f;
+    for (size_t i = 0; i < weights.size(); ++i) weights[i] = static_cast<float>((i * 104729) % 17) * 0.125f - 1.0f;
+    for (size_t i = 0; i < bias.size(); ++i) bias[i] = static_cast<float>(i % 7) - 3.0f;
+    bias[1] = -0.0f;
+    // Specials in the input, and a zero patch of an image where the window reads only zeros.
+    const float inf = std::numeric_limits<float>::infinity();
+    input[(d.width + 1) * d.channels + 3] = std::nanf("");
+    input[(2 * d.width + 4) * d.channels + 5] = inf;
+    input[(d.width + 6) * d.channels + 6] = -inf;
+    for (int64_t p = 0; p < std::min<int64_t>(4, d.height) * d.width; ++p) {
+      for (int64_t c = 0; c < d.channels; ++c) input[(d.height * d.width + p) * d.channels + c] = c % 2 ? -0.0f : 0.0f;
+    }
+    const std::vector<double> expected = DirectDepthwise(d, input, weights, bias);
+    std::vector<float> buffer(d.OutputElements() + 32);
+    float* aligned = buffer.data() + (16 - reinterpret_cast<uintptr_t>(buffer.data()) % 64 / sizeof(float)) % 16;
+    for (float* output : {aligned, aligned + 1}) {
+      std::fill(buffer.begin(), buffer.end(), -1e30f);
+      for (int64_t b = 0; b < d.images; ++b) {
+        DepthwiseConvolutionRows(d, input.data(), weights.data(), bias.data(), output, b, 0, d.out_height / 2);
+        DepthwiseConvolutionRows(d, input.data(), weights.data(), bias.data(), output, b, d.out_height / 2,
+                                 d.out_height);
+      }
+      int64_t nans = 0;
+      for (int64_t i = 0; i < d.OutputElements(); ++i) {
+        if (std::isnan(expected[i])) {
+          ++nans;
+          ASSERT_TRUE(std::isnan(output[i])) << "element " << i << ": " << output[i];
+        } else if (std::isinf(expected[i])) {
+          ASSERT_EQ(output[i], expected[i]) << "element " << i;
+        } else {
+          ASSERT_NEAR(output[i], expected[i], 1e-4) << "element " << i;
+        }
+        if (k.activation != A::kNone && output[i] == 0) ASSERT_FALSE(std::signbit(output[i])) << "element " << i;
+      }
+      EXPECT_GT(nans, 0);  // the NaN reached the output through the activation
+    }
+  }
+}
+
+// Below the size from which depthwise convolutions take xlens's loops whatever their post-ops,
+// one that ends in a ReLU6 or ReLU takes them (with plain stores), and one with a bias only or
+// none stays on oneDNN's kernel.
+TEST_F(OneDnnGroupedConvolutionTest, BelowTheStreamingSizeOnlyAnActivationTakesTheLoops) {
+  if (!CpuHasAvx512F()) GTEST_SKIP() << "the loops run on AVX-512 only";
+  const std::string conv = "window={size=3x3 pad=1_1x1_1}, dim_labels=b01f_01io->b01f, feature_group_count=32";
+  const std::string bias = "  bias = f32[32] parameter(2)\n  bb = f32[2,7,9,32] broadcast(bias), dimensions={3}\n"
+                           "  s = f32[2,7,9,32] add(c, bb)\n";
+  const std::string relu6 = bias + "  z = f32[] constant(0)\n  six = f32[] constant(6)\n"
+                                   "  ROOT r = f32[2,7,9,32] clamp(z, s, six)\n";
+  const std::string relu = "  z = f32[] constant(0)\n  zb = f32[2,7,9,32] broadcast(z), dimensions={}\n"
+                           "  ROOT r = f32[2,7,9,32] maximum(c, zb)\n";
+  ExpectGroupedOnOneDnn(Module("f32[2,7,9,32]", "f32[3,3,1,32]", "f32[2,7,9,32]", conv, "", relu6),
+                        "convolution[32 groups] + binary_add[bias] + relu6", "kernel depthwise:avx512");
+  ExpectGroupedOnOneDnn(Module("f32[2,7,9,32]", "f32[3,3,1,32]", "f32[2,7,9,32]", conv, "", relu),
+                        "convolution[32 groups] + relu", "kernel depthwise:avx512");
+  for (const std::string& text : {Module("f32[2,7,9,32]", "f32[3,3,1,32]", "f32[2,7,9,32]", conv),
+                                  Module("f32[2,7,9,32]", "f32[3,3,1,32]", "f32[2,7,9,32]", conv, "",
+                                         bias.substr(0, bias.rfind("  s =")) +
+                                             "  ROOT s = f32[2,7,9,32] add(c, bb)\n")}) {
+    auto module = ParseHloModule(text);
+    ASSERT_TRUE(module.ok()) << module.status().message();
+    auto exe = CompileForCpu(std::move(*module), {});
+    ASSERT_TRUE(exe.ok()) << exe.status().message();
+    EXPECT_THAT((*exe)->ThunkSequenceText(), Not(HasSubstr("kernel depthwise"))) << text;
   }
 }
 
@@ -354,20 +471,78 @@ TEST_F(DepthwiseLoopsTest, DepthwiseConvolutionsInOwnLoops) {
                                "window={size=5x3}, " + depthwise + "128",
                                "  rb = f32[5,3,1,128] transpose(b), dimensions={1,0,2,3}\n"),
                         "convolution[128 groups]", "kernel depthwise:avx512");
-  // Not theirs: 48 channels (not whole tiles of 64), stride 2, a bias fused into the call.
+  // Not theirs: 40 channels (not whole vectors of 16), stride 3 across, a dilated kernel, a
+  // residual added, and a scaling after the ReLU6.
   const std::string on_onednn = "kernel depthwise";
   for (const std::string& text :
-       {Module("f32[2,8,8,48]", "f32[3,3,1,48]", "f32[2,8,8,48]", "window={size=3x3 pad=1_1x1_1}, " + depthwise + "48"),
-        Module("f32[2,9,9,64]", "f32[3,3,1,64]", "f32[2,5,5,64]",
-               "window={size=3x3 stride=2x2 pad=1_1x1_1}, " + depthwise + "64"),
+       {Module("f32[2,8,8,40]", "f32[3,3,1,40]", "f32[2,8,8,40]", "window={size=3x3 pad=1_1x1_1}, " + depthwise + "40"),
+        Module("f32[2,9,9,64]", "f32[3,3,1,64]", "f32[2,9,3,64]",
+               "window={size=3x3 stride=1x3 pad=1_1x0_0}, " + depthwise + "64"),
+        Module("f32[2,9,9,64]", "f32[3,3,1,64]", "f32[2,9,9,64]",
+               "window={size=3x3 pad=2_2x2_2 rhs_dilate=2x2}, " + depthwise + "64"),
         Module("f32[2,8,8,64]", "f32[3,3,1,64]", "f32[2,8,8,64]", "window={size=3x3 pad=1_1x1_1}, " + depthwise + "64",
-               "", "  bias = f32[64] parameter(2)\n  bb = f32[2,8,8,64] broadcast(bias), dimensions={3}\n"
-               "  ROOT r = f32[2,8,8,64] add(c, bb)\n")}) {
+               "", "  res = f32[2,8,8,64] parameter(2)\n  ROOT r = f32[2,8,8,64] add(c, res)\n"),
+        Module("f32[2,8,8,64]", "f32[3,3,1,64]", "f32[2,8,8,64]", "window={size=3x3 pad=1_1x1_1}, " + depthwise + "64",
+               "", "  z = f32[] constant(0)\n  six = f32[] constant(6)\n  r6 = f32[2,8,8,64] clamp(z, c, six)\n"
+               "  two = f32[] constant(2)\n  tb = f32[2,8,8,64] broadcast(two), dimensions={}\n"
+               "  ROOT r = f32[2,8,8,64] multiply(r6, tb)\n")}) {
     auto module = ParseHloModule(text);
     ASSERT_TRUE(module.ok()) << module.status().message();
     auto exe = CompileForCpu(std::move(*module), {});
     ASSERT_TRUE(exe.ok()) << exe.status().message();
     EXPECT_THAT((*exe)->ThunkSequenceText(), Not(HasSubstr(on_onednn))) << text;
+  }
+}
+
+// MobileNet's depthwise layers: 3x3, stride 1 or 2 with TensorFlow's SAME padding (0_1 on even
+// sizes at stride 2), 48, 96 and 144 channels (blocks of 64 and a narrower one), a bias and
+// ReLU6 as JAX writes it (min(max(x, 0), 6)) and as TensorFlow lowers it (clamp(0, x, 6)), or a
+// ReLU: in the loops' registers, against the evaluator, with a NaN, infinities and -0 in the
+// input and a bias that puts outputs on both sides of 0 and 6.
+TEST_F(DepthwiseLoopsTest, MobileNetEpiloguesStridesAndChannelCounts) {
+  const std::string depthwise = "dim_labels=b01f_01io->b01f, feature_group_count=";
+  auto epilogue = [](const std::string& shape, int64_t channels, const std::string& activation) {
+    std::string text = "  bias = f32[" + std::to_string(channels) + "] parameter(2)\n  bb = " + shape +
+                       " broadcast(bias), dimensions={3}\n  s = " + shape + " add(c, bb)\n"
+                       "  z = f32[] constant(0)\n  six = f32[] constant(6)\n";
+    if (activation == "clamp") return text + "  ROOT r = " + shape + " clamp(z, s, six)\n";
+    text += "  zb = " + shape + " broadcast(z), dimensions={}\n";
+    if (activation == "relu") return text + "  ROOT r = " + shape + " maximum(s, zb)\n";
+    text += "  m = " + shape + " maximum(s, zb)\n";
+    return text + "  sb = " + shape + " broadcast(six), dimensions={}\n  ROOT r = " + shape + " minimum(sb, m)\n";
+  };
+  struct Case {
+    std::string input, kernel, output, window;
+    int64_t channels;
+    std::string activation, call;
+  };
+  const std::vector<Case> cases = {
+      {"f32[2,12,12,96]", "f32[3,3,1,96]", "f32[2,6,6,96]", "size=3x3 stride=2x2 pad=0_1x0_1", 96, "clamp",
+       "convolution[96 groups] + binary_add[bias] + relu6"},
+      {"f32[3,9,17,48]", "f32[3,3,1,48]", "f32[3,9,17,48]", "size=3x3 pad=1_1x1_1", 48, "minmax",
+       "convolution[48 groups] + binary_add[bias] + relu6"},
+      {"f32[1,13,15,144]", "f32[3,3,1,144]", "f32[1,7,8,144]", "size=3x3 stride=2x2 pad=1_1x1_1", 144, "relu",
+       "convolution[144 groups] + binary_add[bias] + relu"},
+  };
+  for (const Case& c : cases) {
+    const std::string text = Module(c.input, c.kernel, c.output, "window={" + c.window + "}, " + depthwise +
+                                    std::to_string(c.channels), "", epilogue(c.output, c.channels, c.activation));
+    SCOPED_TRACE(text);
+    auto module = ParseHloModule(text);
+    ASSERT_TRUE(module.ok()) << module.status().message();
+    auto exe = CompileForCpu(std::move(*module), {});
+    ASSERT_TRUE(exe.ok()) << exe.status().message();
+    const std::string listing = (*exe)->ThunkSequenceText();
+    EXPECT_THAT(listing, HasSubstr("oneDNN " + c.call));
+    EXPECT_THAT(listing, HasSubstr("kernel depthwise:avx512"));
+    std::vector<Literal> arguments = testing::RandomArguments(text, 3);
+    auto input = arguments[0].data<float>();
+    const float inf = std::numeric_limits<float>::infinity();
+    const float specials[] = {std::nanf(""), inf, -inf, -0.0f};
+    for (size_t i = 0; i < 4; ++i) input[(i * 7919 + 13) % input.size()] = specials[i];
+    auto bias = arguments[2].data<float>();
+    for (size_t i = 0; i < bias.size(); ++i) bias[i] = static_cast<float>(i % 9) - 2.0f;  // -2 .. 6
+    testing::ExpectMatchesEvaluator(text, std::move(arguments), {2e-5, 2e-5});
   }
 }
 
