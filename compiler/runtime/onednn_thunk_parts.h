@@ -231,8 +231,8 @@ struct OneDnnThunk::Impl {
   bool split_rows = true;  // matmul: parts are blocks of rows (else of columns)
   // Matmul: parts are blocks of the contraction dimension instead (onednn_thunks.cc: a long k
   // into short rows). The first part writes the output, each other part a partial product of
-  // the whole output's size into a buffer of the caller's, and the caller adds those into the
-  // output once the parts are done (ExecuteSplitK). No post-ops (they apply to the sum).
+  // the whole output's size into a buffer of the caller's, and a second loop over the pool adds
+  // those into the output. No post-ops (they apply to the sum).
   bool split_k = false;
   // Matmul: the product is also kept whole, as one more part (of `total` rows or columns), which
   // runs instead of the parts one after the other where the pool would run them on the caller

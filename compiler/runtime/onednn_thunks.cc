@@ -722,15 +722,23 @@ Status OneDnnThunk::Impl::ExecuteSplitK(char** frame, ThreadPool* pool, const st
     return part;
   };
   RETURN_IF_ERROR(ExecutePartsOnPool(pool, blocks, name, bind_part));
-  // The partial products are added on the calling thread, not in a second loop over the pool: a
-  // loop of tens of microseconds is one more place where a worker descheduled while holding a
-  // chunk holds the call for a time slice, and it was no faster at its best. The GELU MLP's
-  // 256x2048x512 (two parts, xlens run --trace, 4 alternating rounds of 200 runs at load 12-13),
-  // from the last part's end to the call's: best 0.024-0.032 ms in the loop, 0.025-0.031 here;
-  // median 0.063-0.071 against 0.044-0.054. The sum reads (blocks - 1) m n floats more than the
-  // output, against a product of m n k multiply-adds with k >= 4n.
-  for (int64_t r = 0; r < m; ++r) {
-    for (int64_t p = 0; p + 1 < blocks; ++p) AddTo(output + r * n, partial + p * m * n + r * n, n);
+  // The partial products are added in a loop over the pool, not by the caller alone once the
+  // parts are done (tried: ee9cd02). On the caller the sum was quicker from the last part's end
+  // to the call's end (the GELU MLP's 256x2048x512, xlens run --trace, 6 alternating rounds of
+  // 200 runs at load 8: median 0.035-0.038 against 0.051-0.073 ms), but the worker, idle
+  // through it, slept more often before the next run's first product: that call's worker part
+  // started 45-450 us after the call at the 25th percentile against 5-8 us, more than the sum
+  // saved.
+  auto add = [&](int64_t begin, int64_t end) {
+    for (int64_t r = begin; r < end; ++r) {
+      for (int64_t p = 0; p + 1 < blocks; ++p) AddTo(output + r * n, partial + p * m * n + r * n, n);
+    }
+  };
+  if (pool == nullptr) {
+    add(0, m);
+  } else {
+    // Chunks of 16 KiB of rows or more.
+    pool->ParallelFor(m, std::max<int64_t>(1, 4096 / n), add);
   }
   return OkStatus();
 }
