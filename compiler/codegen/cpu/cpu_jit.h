@@ -80,7 +80,8 @@ StatusOr<std::string> CompileIrToHostObject(const std::string& ir_text);
 void RunStandardPipeline(llvm::Module& module, llvm::TargetMachine* tm, int opt_level,
                          const llvm::TargetLibraryInfoImpl& library_info);
 
-// Optimizes `module` in place for the host CPU at `opt_level`.
+// Optimizes `module` in place for the host CPU at `opt_level`, its functions given the target
+// attributes the JIT gives them (the same vector width on every machine of the same features).
 Status OptimizeModuleForHost(llvm::Module& module, int opt_level);
 
 }  // namespace xlens::codegen
