@@ -1,6 +1,8 @@
 #include "compiler/passes/onednn_activation_matcher.h"
 
 #include <algorithm>
+#include <bit>
+#include <cstdint>
 #include <cmath>
 #include <map>
 #include <memory>
@@ -375,7 +377,11 @@ class FormMatcher {
     if (c == v_) return result;
     if (t->opcode() == HloOpcode::kConstant) {
       float value;
-      result.ok = ScalarF32Constant(c, &value) && value == static_cast<float>(t->literal().GetAsDouble(0));
+      // Bit for bit, not ==: max(x, -0) is not a ReLU (it keeps -0 for every negative x, where
+      // ReLU's fused forms give +0), and NaN never equals itself.
+      result.ok = ScalarF32Constant(c, &value) &&
+                  std::bit_cast<uint32_t>(value) ==
+                      std::bit_cast<uint32_t>(static_cast<float>(t->literal().GetAsDouble(0)));
       return result;
     }
     if (c->opcode() != t->opcode() || c->operand_count() != t->operand_count() || !Fits(c, t)) {

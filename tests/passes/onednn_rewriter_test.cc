@@ -679,6 +679,17 @@ TEST(OneDnnRewriterTest, NearMissesAreNotAbsorbed) {
        "  ROOT r = f32[8,32]{1,0} maximum(d, hb2)\n",
        ""},
       {kPiecewiseRelu, ""},
+      // max(x, -0) keeps -0 for every negative x: not a ReLU, nor is min(max(x, -0), 6) a ReLU6.
+      {"  nz = f32[] constant(-0)\n  nzb = f32[8,32]{1,0} broadcast(nz), dimensions={}\n"
+       "  ROOT r = f32[8,32]{1,0} maximum(d, nzb)\n",
+       ""},
+      {"  nz = f32[] constant(-0)\n  nzb = f32[8,32]{1,0} broadcast(nz), dimensions={}\n"
+       "  six = f32[] constant(6)\n  sb = f32[8,32]{1,0} broadcast(six), dimensions={}\n"
+       "  m = f32[8,32]{1,0} maximum(d, nzb)\n  ROOT r = f32[8,32]{1,0} minimum(m, sb)\n",
+       ""},
+      {"  nz = f32[] constant(-0)\n  six = f32[] constant(6)\n"
+       "  ROOT r = f32[8,32]{1,0} clamp(nz, d, six)\n",
+       ""},
       // A clamp to 0 and 5, and one with its bounds swapped (6 everywhere): no ReLU6.
       {"  five = f32[] constant(5)\n  ROOT r = f32[8,32]{1,0} clamp(zero, d, five)\n", ""},
       {"  six = f32[] constant(6)\n  ROOT r = f32[8,32]{1,0} clamp(six, d, zero)\n", ""},
