@@ -243,6 +243,10 @@ int OnlineCpus() { return static_cast<int>(std::max(1u, std::thread::hardware_co
 
 }  // namespace
 
+int64_t CacheShareBytes(int64_t bytes, int sharing_cpus) {
+  return std::min(bytes, kMaxCacheBytesPerCpu * std::max(1, sharing_cpus));
+}
+
 std::vector<CacheLevel> DataCaches() {
   std::vector<CacheLevel> caches;
   const int cpus = OnlineCpus();
@@ -262,6 +266,8 @@ std::vector<CacheLevel> DataCaches() {
       sharing = std::atoi(shared.c_str() + dash + 1) - std::atoi(shared.c_str()) + 1;
     }
     c.instances = std::max(1, cpus / std::max(1, sharing));
+    c.reported_bytes = c.bytes;
+    c.bytes = CacheShareBytes(c.bytes, sharing);
     if (c.bytes > 0) caches.push_back(c);
   }
   std::sort(caches.begin(), caches.end(), [](const CacheLevel& a, const CacheLevel& b) { return a.level < b.level; });

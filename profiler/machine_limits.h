@@ -21,15 +21,30 @@ namespace xlens::profiler {
 // A data or unified cache level, from sysfs.
 struct CacheLevel {
   int level = 0;
-  int64_t bytes = 0;   // one instance
-  int instances = 1;   // instances among the online CPUs
+  int64_t bytes = 0;           // one instance, what its CPUs can count on (CacheShareBytes)
+  int instances = 1;           // instances among the online CPUs
+  int64_t reported_bytes = 0;  // one instance, as sysfs says
   int64_t total_bytes() const { return bytes * instances; }
 };
 
+// The most cache a CPU counts on: above the largest share per core of any part (AMD's
+// stacked-cache parts, 96 MiB over a chiplet's 8 cores; Intel's Granite Rapids, 504 MB over 128).
+// A virtual machine sees its host's whole cache as shared by its own few CPUs (480 MiB over 2 on a
+// 2-CPU Xeon VM, cpuid's leaf 4 included) while the host's other CPUs, other machines, use it too.
+// Counted whole there, no loop under 240 MiB got streaming stores (cpu_streaming_store.h), the
+// stream kernels had no streaming variant under 480 MiB, and STREAM's rule (arrays four times the
+// cache) sized memory's arrays at 1.9 GB each. The 20 is fitted on that VM (see
+// cpu_streaming_store.h: 32 MiB working sets lose streamed there, 49 MiB win), a line the cache
+// counted as 40 MiB puts between them; on every real part it counts the cache whole.
+constexpr int64_t kMaxCacheBytesPerCpu = int64_t{20} << 20;
+
+// The cache `sharing_cpus` CPUs that share an instance of `bytes` can count on between them.
+int64_t CacheShareBytes(int64_t bytes, int sharing_cpus);
+
 // The data caches of this machine, innermost first; empty where sysfs does not say.
 std::vector<CacheLevel> DataCaches();
-// The bytes of one instance of the outermost data cache (what one CPU sees), 0 where sysfs does
-// not say; read once per process.
+// The bytes of one instance of the outermost data cache (what one CPU sees, at most its share:
+// CacheShareBytes), 0 where sysfs does not say; read once per process.
 int64_t LastLevelCacheBytes();
 
 enum class StreamKernel { kCopy, kTriad, kRead };

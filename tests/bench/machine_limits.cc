@@ -1007,8 +1007,10 @@ int main(int argc, char** argv) {
   out["vector_isa"] = profiler::WidestVectorIsa();
   Json cache_json = Json::array();
   for (const profiler::CacheLevel& c : limits.caches) {
-    cache_json.push_back({{"level", c.level}, {"bytes", c.bytes}, {"instances", c.instances},
-                          {"total_bytes", c.total_bytes()}});
+    // bytes: what the CPUs sharing an instance count on (profiler::CacheShareBytes); sysfs's
+    // figure beside it.
+    cache_json.push_back({{"level", c.level}, {"bytes", c.bytes}, {"reported_bytes", c.reported_bytes},
+                          {"instances", c.instances}, {"total_bytes", c.total_bytes()}});
   }
   out["caches"] = cache_json;
   // Memory: STREAM's rule, each array at least four times the last-level cache; one thread too.

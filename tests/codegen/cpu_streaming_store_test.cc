@@ -8,7 +8,6 @@
 
 #include <regex>
 #include <string>
-#include <thread>
 #include <utility>
 #include <vector>
 
@@ -110,22 +109,6 @@ TEST(CpuStreamingStoreTest, DefaultThresholdIsHalfTheLastLevelCache) {
   EXPECT_GE(cpu::DefaultStreamingStoreBytes(), int64_t{1} << 20);
   // A small loop never streams by default.
   EXPECT_EQ(Count(IrOfRoot(Triad("f32[1000]"), -1), "!nontemporal"), 0);
-}
-
-TEST(CpuStreamingStoreTest, CacheCountedAtMostItsShareOfTheCpusThatShareIt) {
-  constexpr int64_t MiB = int64_t{1} << 20;
-  // A 2-CPU virtual machine shown its host's 480 MiB: 20 MiB a CPU.
-  EXPECT_EQ(cpu::CacheShareBytes(480 * MiB, 2), 40 * MiB);
-  // Caches within a part's share per core count whole.
-  EXPECT_EQ(cpu::CacheShareBytes(32 * MiB, 2), 32 * MiB);
-  EXPECT_EQ(cpu::CacheShareBytes(96 * MiB, 8), 96 * MiB);
-  EXPECT_EQ(cpu::CacheShareBytes(2 * MiB, 1), 2 * MiB);
-  EXPECT_EQ(cpu::CacheShareBytes(64 * MiB, 0), 20 * MiB);
-  if (cpu::HasStreamingStores()) {
-    EXPECT_LE(cpu::DefaultStreamingStoreBytes(),
-              std::max<int64_t>(MiB, cpu::kMaxCacheBytesPerCpu *
-                                         static_cast<int64_t>(std::thread::hardware_concurrency()) / 2));
-  }
 }
 
 TEST(CpuStreamingStoreTest, ThresholdByWhereTheOutputGoes) {

@@ -1,5 +1,8 @@
 #include "profiler/machine_limits.h"
 
+#include <algorithm>
+#include <thread>
+
 #include <gtest/gtest.h>
 
 namespace xlens::profiler {
@@ -67,6 +70,25 @@ TEST(MachineLimits, CachesComeInnermostFirst) {
   const std::vector<CacheLevel> caches = DataCaches();
   for (size_t i = 1; i < caches.size(); ++i) EXPECT_LT(caches[i - 1].level, caches[i].level);
   for (const CacheLevel& c : caches) EXPECT_GT(c.total_bytes(), 0);
+}
+
+TEST(MachineLimits, ACacheCountsAtMostItsShareOfTheCpusThatShareIt) {
+  constexpr int64_t MiB = int64_t{1} << 20;
+  // A 2-CPU virtual machine shown its host's 480 MiB: 20 MiB a CPU.
+  EXPECT_EQ(CacheShareBytes(480 * MiB, 2), 40 * MiB);
+  // Caches within a part's share per core count whole.
+  EXPECT_EQ(CacheShareBytes(32 * MiB, 2), 32 * MiB);
+  EXPECT_EQ(CacheShareBytes(96 * MiB, 8), 96 * MiB);
+  EXPECT_EQ(CacheShareBytes(2 * MiB, 1), 2 * MiB);
+  EXPECT_EQ(CacheShareBytes(64 * MiB, 0), 20 * MiB);
+  // What every reader of the caches sees (the streaming-store threshold, the stream kernels,
+  // memory's array size) is the share, never more than sysfs says.
+  for (const CacheLevel& c : DataCaches()) {
+    EXPECT_LE(c.bytes, c.reported_bytes);
+    EXPECT_LE(c.bytes, kMaxCacheBytesPerCpu * static_cast<int64_t>(
+                                                  std::max(1u, std::thread::hardware_concurrency())))
+        << "L" << c.level;
+  }
 }
 
 }  // namespace

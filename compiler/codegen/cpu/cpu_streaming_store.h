@@ -34,26 +34,19 @@ namespace xlens::codegen::cpu {
 constexpr int64_t kStreamingStretchBytes = 512;
 constexpr int64_t kStridedStreamingStretchBytes = 4096;
 
-// The most last-level cache a CPU counts on: above the largest share per core of any part (AMD's
-// stacked-cache parts, 96 MiB over a chiplet's 8 cores; Intel's Granite Rapids, 504 MB over 128).
-// A virtual machine sees its host's whole cache as shared by its own few CPUs (480 MiB over 2 on
-// a 2-CPU Xeon VM, cpuid's leaf 4 included) while the host's other CPUs, other machines, use it
-// too: counted whole, no loop under 240 MiB streamed there. On that machine (xlens run of
-// tests/bench/codegen_vs_xla.py's modules, alternating pairs of 300 runs against plain stores),
-// working sets of 32 MiB keep their bytes in the cache and lose streamed (layer norm over
-// f32[4096,1024], 4 pairs at load 7: best 0.556-0.572 ms plain, 0.596-0.652 streamed; the
-// sigmoid chain and the bias-GELU likewise), and from 49 MiB they win: batch norm in training
-// over f32[32,28,28,128] (y and dx 25.7 MB, returned) median 12.1-15.9 -> 8.1-10.1 ms and best
-// 2.15-2.94 -> 1.44-1.64 (6 pairs at load 9-10), Adam over 4M elements best 3.8-4.2 -> 2.3-2.6,
-// chain8 and triad likewise. 20 MiB a CPU puts that VM's line (the cache counted: 40 MiB) between.
-constexpr int64_t kMaxCacheBytesPerCpu = int64_t{20} << 20;
-
-// The cache `sharing_cpus` CPUs that share an instance of `bytes` can count on between them.
-int64_t CacheShareBytes(int64_t bytes, int sharing_cpus);
-
+// The cache counted is at most profiler::kMaxCacheBytesPerCpu for each CPU sharing it
+// (profiler/machine_limits.h). Where that binds, on a 2-CPU Xeon VM shown its host's 480 MiB L3,
+// it sets this threshold, and it was fitted there (xlens run of tests/bench/codegen_vs_xla.py's
+// modules, alternating pairs of 300 runs against plain stores): working sets of 32 MiB keep their
+// bytes in the cache and lose streamed (layer norm over f32[4096,1024], 4 pairs at load 7: best
+// 0.556-0.572 ms plain, 0.596-0.652 streamed; the sigmoid chain and the bias-GELU likewise), and
+// from 49 MiB they win: batch norm in training over f32[32,28,28,128] (y and dx 25.7 MB,
+// returned) median 12.1-15.9 -> 8.1-10.1 ms and best 2.15-2.94 -> 1.44-1.64 (6 pairs at load
+// 9-10), Adam over 4M elements best 3.8-4.2 -> 2.3-2.6, chain8 and triad likewise. 20 MiB a CPU
+// puts that VM's line (the cache counted: 40 MiB, the threshold 20) between.
 // Outputs of a loop at least this large (bytes, all output leaves of the loop together) are
 // written with streaming stores: half of this machine's last-level cache (the largest data or
-// unified cache cpu0 reports, at most kMaxCacheBytesPerCpu for each CPU sharing it), at least
+// unified cache cpu0 reports, counted as profiler::LastLevelCacheBytes counts it), at least
 // 1 MiB; 0 (never) where the target has no such store.
 int64_t DefaultStreamingStoreBytes();
 
