@@ -40,9 +40,11 @@
 // fit 256 KB (16 channels of at most 2048 rows), where the batch is in the L2 anyway.
 //
 // Usage: batch_norm_schedules [--rows=25088] [--channels=128] [--rounds=8] [--runs=40]
-// xbuild --target batch_norm_schedules (compiled with -march=native: it needs AVX-512, and exits
-// with 77 where the compiler had none).
+// Built by scripts/build.sh --target batch_norm_schedules (compiled with -march=native where the
+// compiler targets x86-64: it needs AVX-512, and exits with 77 where the compiler had none).
+#if defined(__x86_64__)
 #include <immintrin.h>
+#endif
 
 #include <algorithm>
 #include <chrono>
