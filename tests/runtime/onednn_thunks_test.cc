@@ -140,6 +140,15 @@ void ExpectEveryPostOpMatchesEvaluator(const std::string& listed) {
       {"", "  z = f32[] constant(0)\n  zb = f32[6,8] broadcast(z), dimensions={}\n"
            "  ROOT r = f32[6,8] maximum(d, zb)\n",
        "matmul(lhs, rhs) + relu"},
+      // ReLU6 as jax.nn.relu6 writes it and as TensorFlow's clamp(0, x, 6), after a bias.
+      {"", "  z = f32[] constant(0)\n  zb = f32[6,8] broadcast(z), dimensions={}\n"
+           "  six = f32[] constant(6)\n  sb = f32[6,8] broadcast(six), dimensions={}\n"
+           "  m = f32[6,8] maximum(d, zb)\n  ROOT r = f32[6,8] minimum(m, sb)\n",
+       "matmul(lhs, rhs) + relu6"},
+      {"  bias = f32[8] parameter(2)\n",
+       "  bb = f32[6,8] broadcast(bias), dimensions={1}\n  ab = f32[6,8] add(d, bb)\n"
+       "  z = f32[] constant(0)\n  six = f32[] constant(6)\n  ROOT r = f32[6,8] clamp(z, ab, six)\n",
+       "matmul(lhs, rhs) + binary_add[bias] + relu6"},
       // Two linear maps around an add: oneDNN would apply the first's parameters to both, so the
       // second stays outside the call.
       {"  res = f32[6,8] parameter(2)\n",
@@ -228,6 +237,12 @@ TEST_F(OneDnnThunkTest, ReluKeepsANaNAsXlaMaximumDoes) {
                                      relu + "  zb = f32[64,128] broadcast(z), dimensions={}\n"
                                             "  ROOT r = f32[64,128] maximum(d, zb)\n");
   ExpectRepeatedCallsMatchEvaluator(rows, "matmul(lhs, rhs) + relu;", with_specials(rows));
+  // ReLU6 (clamp(0, x, 6)) likewise: a NaN kept, +inf to 6, -inf to 0.
+  const std::string relu6 = DotModule("f32[64,256]", "f32[256,128]", "f32[64,128]", "",
+                                      "lhs_contracting_dims={1}, rhs_contracting_dims={0}",
+                                      relu + "  six = f32[] constant(6)\n"
+                                             "  ROOT r = f32[64,128] clamp(z, d, six)\n");
+  ExpectRepeatedCallsMatchEvaluator(relu6, "matmul(lhs, rhs) + relu6", with_specials(relu6));
   // A bias, the ReLU, then a scaling: the two after the ReLU are the thunk's too.
   const std::string bias = DotModule(
       "f32[64,256]", "f32[256,128]", "f32[64,128]", "", "lhs_contracting_dims={1}, rhs_contracting_dims={0}",
