@@ -116,18 +116,19 @@ std::optional<ChainStep> FindActivation(HloInstruction* v, const Positions& posi
 }
 
 // A tanh GELU over a product's result of at least this many elements is left to the compiler's
-// own loop after the call. oneDNN 2.6 computes it at some 1.3-1.6 G elements/s a core (in the
-// pass after gemm:jit's column parts, or in brgemm's registers; one core, [256,512] x [512,2048]:
-// 5.2 ms for the product alone, 5.6 with the GELU) against about 4 for the inline tanh of
-// fast_math.h, which more than pays for a pass over a result still in cache: the GELU MLP's first
-// call 2.89 ms with it, 2.56 + 0.11 ms for the call and the loop after it (quartiles of 60 runs
-// beside other work). A smaller result keeps it in the call, where a kernel of its own would cost
-// more to start than the GELU does.
+// own loop after the call where the thunk cannot apply it itself (a CPU without AVX-512:
+// OneDnnPostOpAppliedByThunk). oneDNN 2.6 computes it at some 1.3-1.6 G elements/s a core (in
+// the pass after gemm:jit's column parts, or in brgemm's registers; one core, [256,512] x
+// [512,2048]: 5.2 ms for the product alone, 5.6 with the GELU) against about 4 for the inline
+// tanh of fast_math.h, which more than pays for a pass over a result still in cache: the GELU
+// MLP's first call 2.89 ms with it, 2.56 + 0.11 ms for the call and the loop after it (quartiles
+// of 60 runs beside other work). A smaller result keeps it in the call, where a kernel of its
+// own would cost more to start than the GELU does.
 constexpr int64_t kOwnLoopGeluElements = int64_t{1} << 17;
 
 bool LeftToOwnLoop(const HloInstruction& core, const ChainStep& step) {
   return core.opcode() == HloOpcode::kDot && step.ops.size() == 1 &&
-         step.ops.front().kind == OneDnnPostOp::Kind::kGeluTanh &&
+         step.ops.front().kind == OneDnnPostOp::Kind::kGeluTanh && !OneDnnPostOpAppliedByThunk(step.ops.front()) &&
          core.shape().num_elements() >= kOwnLoopGeluElements;
 }
 
@@ -181,7 +182,7 @@ std::vector<ChainStep> FindChain(HloInstruction* core, HloInstruction** end) {
       step->ops.erase(step->ops.begin());
     }
     for (const OneDnnPostOp& op : step->ops) {
-      after_relu |= op.kind == OneDnnPostOp::Kind::kRelu || op.kind == OneDnnPostOp::Kind::kRelu6;
+      after_relu |= OneDnnPostOpAppliedByThunk(op);
     }
     v = step->result;
     chain.push_back(std::move(*step));
@@ -421,6 +422,11 @@ std::string OneDnnPostOpName(const OneDnnPostOp& op) {
     case OneDnnPostOp::Kind::kLinear: return fmt::format("linear({:g}x{:+g})", op.alpha, op.beta);
   }
   return "";
+}
+
+bool OneDnnPostOpAppliedByThunk(const OneDnnPostOp& op) {
+  return op.kind == OneDnnPostOp::Kind::kRelu || op.kind == OneDnnPostOp::Kind::kRelu6 ||
+         (op.kind == OneDnnPostOp::Kind::kGeluTanh && CpuHasAvx512F());
 }
 
 std::string OneDnnCall::ToString() const {

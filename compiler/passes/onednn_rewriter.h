@@ -85,6 +85,13 @@ struct OneDnnCall {
 // The post-op's name as oneDNN calls its algorithm ("gelu_tanh", "binary_add", "linear", ...).
 std::string OneDnnPostOpName(const OneDnnPostOp& op);
 
+// Whether the CPU runtime's thunk applies `op` itself, with the post-ops after it, to each part
+// of the product once oneDNN has written it (onednn_thunks.cc: own_post_ops) rather than in
+// oneDNN's call: ReLU and ReLU6 (to keep a NaN), and on a CPU with AVX-512 the tanh GELU (its
+// own 16-wide loop is some 2.5x oneDNN 2.6's). The rewriter ends a chain before a full-shape
+// addend after such a post-op, which may share the output's buffer.
+bool OneDnnPostOpAppliedByThunk(const OneDnnPostOp& op);
+
 // What `fusion` computes when it is a kCustom fusion this pass makes (and oneDNN can run);
 // nullopt otherwise.
 std::optional<OneDnnCall> MatchOneDnnCall(const HloInstruction& fusion);

@@ -601,6 +601,42 @@ std::string KernelOf(const std::string& text) {
   return listing.substr(at + 9, listing.find(';', at + 9) - at - 9);
 }
 
+TEST_F(OneDnnThunkTest, ATanhGeluOnColumnPartsIsAppliedToEachPartsBlock) {
+  // jax.nn.gelu(x @ w + b, approximate=True) on a product split in columns (a block of 515
+  // columns a part: 32 vectors and a masked tail in each row); the bias summed into the columns
+  // first. On a CPU with AVX-512 the thunk applies the GELU to each part's block itself.
+  const std::string text = R"(HloModule m
+ENTRY e {
+  a = f32[32,256] parameter(0)
+  b = f32[256,1030] parameter(1)
+  bias = f32[1030] parameter(2)
+  d = f32[32,1030] dot(a, b), lhs_contracting_dims={1}, rhs_contracting_dims={0}
+  bb = f32[32,1030] broadcast(bias), dimensions={1}
+  x = f32[32,1030] add(d, bb)
+  half = f32[] constant(0.5)
+  hb = f32[32,1030] broadcast(half), dimensions={}
+  one = f32[] constant(1)
+  ob = f32[32,1030] broadcast(one), dimensions={}
+  k = f32[] constant(0.044715)
+  kb = f32[32,1030] broadcast(k), dimensions={}
+  s = f32[] constant(0.797884583)
+  sb = f32[32,1030] broadcast(s), dimensions={}
+  x2 = f32[32,1030] multiply(x, x)
+  x3 = f32[32,1030] multiply(x2, x)
+  a3 = f32[32,1030] multiply(x3, kb)
+  in = f32[32,1030] add(x, a3)
+  sc = f32[32,1030] multiply(in, sb)
+  t = f32[32,1030] tanh(sc)
+  t1 = f32[32,1030] add(t, ob)
+  th = f32[32,1030] multiply(t1, hb)
+  ROOT r = f32[32,1030] multiply(x, th)
+})";
+  const bool parallel = ThreadPool::Default().parallelism() >= 2;
+  if (parallel) EXPECT_THAT(KernelOf(text), HasSubstr("gemm"));
+  ExpectOneDnnMatchesEvaluator(text, "matmul(lhs, rhs) + binary_add[bias] + gelu_tanh",
+                               parallel ? "; 2 parts on the pool" : "");
+}
+
 TEST_F(OneDnnThunkTest, WideProductsSplitInColumnsShareTheirWeights) {
   // An LSTM-like product, its weights sixteen times its lhs: split in columns over the pool, each
   // part reads its share of the weights (on gemm:jit: brgemm refuses a block of columns) and

@@ -285,6 +285,44 @@ TEST(NarrowProductTest, ReluKeepsANaNAndGivesPlusZeroForMinusZero) {
   EXPECT_FALSE(std::signbit(scalar[2]));
 }
 
+TEST(NarrowProductTest, TanhGeluMatchesItsFormulaInDoublePrecision) {
+  // 0.5 x (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3))) in double against the post-op (on a CPU with
+  // AVX-512 x / (1 + exp(-2u)), 16 at a time with a masked tail; else the float formula), over
+  // [-12, 12] and every tail length; then the values where the two forms could part: -0 stays
+  // -0, a large negative x gives -0 (the formula's 1 + tanh(u) is 0 there), a NaN stays NaN,
+  // +inf stays +inf and -inf gives the formula's NaN (-inf * 0).
+  OneDnnPostOp gelu;
+  gelu.kind = OneDnnPostOp::Kind::kGeluTanh;
+  auto formula = [](double x) { return 0.5 * x * (1 + std::tanh(0.7978845608028654 * (x + 0.044715 * x * x * x))); };
+  std::mt19937 rng(5);
+  std::uniform_real_distribution<float> uniform(-12.f, 12.f);
+  for (int64_t n : {1, 7, 15, 16, 17, 31, 33, 1000}) {
+    SCOPED_TRACE(n);
+    std::vector<float> in(n + 1), out;
+    for (float& x : in) x = uniform(rng);
+    out = in;
+    ApplySmallProductPostOps({gelu}, {}, 1, n, out.data());
+    for (int64_t e = 0; e < n; ++e) {
+      const double want = formula(in[e]);
+      EXPECT_NEAR(out[e], want, 4e-7 * std::abs(want) + 3e-7) << "x = " << in[e];
+    }
+    EXPECT_EQ(out[n], in[n]);  // past the end: untouched
+  }
+  const float nan = std::nanf(""), inf = std::numeric_limits<float>::infinity();
+  std::vector<float> special = {-0.f, -9.5f, -20.f, -1e30f, nan, inf, -inf, 1e30f, 0.f};
+  ApplySmallProductPostOps({gelu}, {}, 1, special.size(), special.data());
+  for (int e : {0, 1, 2, 3}) {
+    EXPECT_EQ(special[e], 0.f) << e;
+    EXPECT_TRUE(std::signbit(special[e])) << e;
+  }
+  EXPECT_TRUE(std::isnan(special[4]));
+  EXPECT_EQ(special[5], inf);
+  EXPECT_TRUE(std::isnan(special[6]));
+  EXPECT_EQ(special[7], 1e30f);
+  EXPECT_EQ(special[8], 0.f);
+  EXPECT_FALSE(std::signbit(special[8]));
+}
+
 TEST(NarrowProductTest, Relu6KeepsANaNAndClampsToPlusZeroAndSix) {
   // XLA's minimum(maximum(x, 0), 6), as clamp(0, x, 6) is: a NaN kept, -0 and -inf to +0, +inf and
   // 6.5 to 6; in the vector loop (the first 8 of each row of 10) and its tail, and in the scalar
