@@ -228,6 +228,11 @@ std::vector<FlagSpec> MakeSpecs() {
                  "Keep compiled CPU kernels in this directory and reuse them in later runs "
                  "(as JAX's persistent compilation cache); a corrupt entry is recompiled.",
                  "DIR"),
+      BoolFlag("xla_cpu_xlens_measure_kernel_choice", &D::xla_cpu_xlens_measure_kernel_choice,
+               "Where a CPU call has two kernels for its shape and no rule ranks them on every "
+               "machine (a depthwise convolution: xlens's loops or oneDNN's), time both at compile "
+               "time and keep the faster, cached per shape in the process, as XLA's GPU autotuner "
+               "does; false: the fixed rule."),
       BoolFlag("xla_gpu_dump_llvmir", &D::xla_gpu_dump_llvmir,
                "Dump the LLVM IR of GPU kernels (ir-no-opt.ll, ir-with-opt.ll)."),
       Hidden(StringFlag("xla_test_miscompile_after_pass", &D::xla_test_miscompile_after_pass,

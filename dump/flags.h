@@ -61,6 +61,9 @@ struct DebugOptions {
   bool xla_gpu_xlens_split_launches = true;
   // Where compiled CPU kernels are kept across processes (empty: in memory only).
   std::string xla_xlens_persistent_cache_dir;
+  // Choose between a CPU call's kernels by timing them at compile time, per shape (off: the
+  // fixed rule, deterministic).
+  bool xla_cpu_xlens_measure_kernel_choice = true;
 
   // --tf_xla_auto_jit: -1 off, 0 as the session config says, 1 and 2 on. "single-gpu(N)"
   // applies level N to single-GPU graphs only; "fusible" is level 1 restricted to fusible ops.

@@ -5,10 +5,13 @@
 // a large forward depthwise one as a stencil over its channels (depthwise_convolution.h).
 #ifdef XLENS_HAVE_ONEDNN
 #include <algorithm>
+#include <cstdlib>
 #include <cstring>
+#include <memory>
 #include <optional>
 #include <vector>
 
+#include "compiler/runtime/measured_choice.h"
 #include "compiler/runtime/onednn_thunk_parts.h"
 
 namespace xlens::runtime {
@@ -74,7 +77,6 @@ bool SameLayout(const dnnl::memory::desc& user, const dnnl::memory::desc& chosen
 Status OneDnnThunk::Impl::BuildConvolution(
     const OneDnnCall& call, const std::string& name, int64_t parallelism,
     const std::function<dnnl::primitive_attr(const std::vector<dnnl::memory::desc>&)>& attributes) {
-  using Kind = OneDnnConvolution::Kind;
   const OneDnnConvolution& c = call.convolution;
   convolution_kind = c.kind;
   if (!constant_weights) {
@@ -99,18 +101,130 @@ Status OneDnnThunk::Impl::BuildConvolution(
     }
   }
   // A bias and a ReLU or ReLU6 after it (MobileNet's epilogue) are applied in the loops' registers.
+  // Which of the loops and oneDNN's kernel is faster depends on the machine as much as on the
+  // shape: on a 2-core EPYC (Zen 4) the loops took 0.76 of brdgmm_dw's time on 8x56x56x128
+  // (depthwise_convolution.h), on a 2-CPU Sapphire Rapids VM 1.6 times it (0.73-0.75 ms against
+  // 0.455-0.459 in the benchmark's quiet runs; its 25.7 MB stay in that LLC, which the loops'
+  // streaming stores bypass), while with a bias and ReLU6 the loops still win there (8x28x28x192
+  // 0.78 -> 0.46 ms). Both are timed for the shape, then (measured_choice.h), unless the fixed
+  // rule is asked for (tests, --xla_cpu_xlens_measure_kernel_choice=false): the loops wherever
+  // DepthwiseConvolutionOf takes the convolution.
   if (std::optional<DepthwiseConvolution> d = DepthwiseConvolutionOf(c, call.post_ops)) {
-    // Bands of rows enough for kPartsPerThread parts a thread: the 8 images of a 56x56x128
-    // layer are 8 parts, one image 8 bands.
-    depthwise = d;
-    depthwise_bands = std::clamp<int64_t>((parallelism * kPartsPerThread + d->images - 1) / d->images, 1,
-                                          d->out_height);
-    total = d->images * depthwise_bands;
-    block = 1;
-    blocks = parallelism > 1 ? total : 1;
-    implementation = std::string("depthwise:avx512") + (blocks > 1 ? "" : ", whole");
+    if (GetKernelChoiceMode() == KernelChoiceMode::kRule) {
+      UseDepthwise(*d, parallelism);
+      return OkStatus();
+    }
+    Status built = OkStatus();
+    try {
+      built = BuildOneDnnConvolution(call, name, parallelism, attributes);
+    } catch (const dnnl::error& e) {
+      built = Error(e.what());
+    }
+    if (built.ok()) {
+      ChooseDepthwiseOrOneDnn(*d, parallelism, name);
+    } else {
+      UseDepthwise(*d, parallelism);
+    }
     return OkStatus();
   }
+  return BuildOneDnnConvolution(call, name, parallelism, attributes);
+}
+
+void OneDnnThunk::Impl::UseDepthwise(const DepthwiseConvolution& d, int64_t parallelism) {
+  // Bands of rows enough for kPartsPerThread parts a thread: the 8 images of a 56x56x128
+  // layer are 8 parts, one image 8 bands.
+  depthwise = d;
+  depthwise_bands = std::clamp<int64_t>((parallelism * kPartsPerThread + d.images - 1) / d.images, 1, d.out_height);
+  total = d.images * depthwise_bands;
+  block = 1;
+  blocks = parallelism > 1 ? total : 1;
+  implementation = std::string("depthwise:avx512") + (blocks > 1 ? "" : ", whole");
+}
+
+void OneDnnThunk::Impl::ChooseDepthwiseOrOneDnn(const DepthwiseConvolution& d, int64_t parallelism,
+                                                const std::string& name) {
+  // The key names everything the two times depend on, oneDNN's kernel included.
+  const std::string key = fmt::format(
+      "depthwise {}x{}x{}x{} -> {}x{} kernel {}x3 strides {}x{} pads {},{} weights {},{} bias {} activation {} "
+      "stream {} parallelism {} onednn {} constant weights {} reordered {}",
+      d.images, d.height, d.width, d.channels, d.out_height, d.out_width, d.kernel_height, d.stride_height,
+      d.stride_width, d.pad_top, d.pad_left, d.weights_row_stride, d.weights_tap_stride, d.bias,
+      static_cast<int>(d.activation), d.stream, parallelism, implementation, constant_weights, reorder_weights);
+  // Scratch buffers of the call's sizes, 64-byte aligned as the executable's buffers are (the
+  // loops stream only to an aligned output). The operands are written (pages of zeros never
+  // written would all be one page, in L1); the outputs are first written by the warm-up runs.
+  using Buffer = std::unique_ptr<float, void (*)(void*)>;
+  auto scratch = [](int64_t elements, bool fill) {
+    const size_t bytes = (static_cast<size_t>(elements) * sizeof(float) + 63) / 64 * 64;
+    Buffer buffer(static_cast<float*>(std::aligned_alloc(64, bytes)), std::free);
+    if (fill && buffer) std::fill(buffer.get(), buffer.get() + elements, 0.5f);
+    return buffer;
+  };
+  Buffer input = scratch(d.images * d.height * d.width * d.channels, true);
+  Buffer weights = scratch(static_cast<int64_t>(user_weights_md.get_size() / sizeof(float)), true);
+  Buffer bias = scratch(d.channels, true);
+  // An output each: streaming stores leave the lines they write out of the cache, where the
+  // other kernel's plain stores would first read them back from memory (one output shared timed
+  // oneDNN's kernel at twice its time in a loop of its own, and chose the loops).
+  Buffer loops_output = scratch(d.OutputElements(), false), onednn_output = scratch(d.OutputElements(), false);
+  if (!input || !weights || !bias || !loops_output || !onednn_output) {  // no memory for a trial: the rule
+    UseDepthwise(d, parallelism);
+    return;
+  }
+  int64_t slots = std::max({lhs_slot, rhs_slot, output_slot}) + 1;
+  for (int64_t slot : addend_slots) slots = std::max(slots, slot + 1);
+  std::vector<char*> frame(slots, nullptr);
+  frame[lhs_slot] = reinterpret_cast<char*>(input.get());
+  frame[rhs_slot] = reinterpret_cast<char*>(weights.get());
+  for (int64_t slot : addend_slots) frame[slot] = reinterpret_cast<char*>(bias.get());
+  // Each on the calling thread, all its parts in turn (ChooseByMeasuring times that thread's
+  // CPU time). One thread ranks them as the pool's threads do: on 8x56x56x128, one thread each
+  // (xlens run under taskset, best of 50, 5 alternating rounds at load 4.7) the loops took
+  // 1.34 ms, oneDNN's kernel 0.94; on two (8 rounds at load 6.3) 0.65 and 0.51.
+  ExecuteContext context;
+  const int64_t onednn_total = total, onednn_block = block, onednn_blocks = blocks;
+  const std::string onednn_implementation = implementation;
+  auto use_onednn = [&] {
+    depthwise.reset();
+    total = onednn_total;
+    block = onednn_block;
+    blocks = onednn_blocks;
+    implementation = onednn_implementation;
+  };
+  bool onednn_failed = false;
+  const MeasuredChoice choice = ChooseByMeasuring(
+      key, {[&] {
+              UseDepthwise(d, parallelism);
+              frame[output_slot] = reinterpret_cast<char*>(loops_output.get());
+              (void)ExecuteDepthwise(frame.data(), context);
+            },
+            [&] {
+              use_onednn();
+              frame[output_slot] = reinterpret_cast<char*>(onednn_output.get());
+              onednn_failed |= !ExecuteConvolution(frame.data(), context, name).ok();
+            }});
+  const bool loops = choice.winner == 0 || onednn_failed;
+  weights_ready = false;  // constant weights are reordered from the module's constant, not the scratch
+  // What the listing says of the choice: the winner's time, then the other's.
+  const std::string why = fmt::format(", timed {:.3f} ms against {} {:.3f} ms{}", choice.best_ms[loops ? 0 : 1],
+                                      loops ? onednn_implementation : std::string("depthwise:avx512"),
+                                      choice.best_ms[loops ? 1 : 0], choice.cached ? " before" : "");
+  if (loops) {
+    UseDepthwise(d, parallelism);
+    parts.clear();
+    bands.clear();
+    reorder_weights = false;
+  } else {
+    use_onednn();
+  }
+  implementation += why;
+}
+
+Status OneDnnThunk::Impl::BuildOneDnnConvolution(
+    const OneDnnCall& call, const std::string& name, int64_t parallelism,
+    const std::function<dnnl::primitive_attr(const std::vector<dnnl::memory::desc>&)>& attributes) {
+  using Kind = OneDnnConvolution::Kind;
+  const OneDnnConvolution& c = call.convolution;
   // Made under Create's SingleOpenMpThread: backward weights, too, fixes its OpenMP team
   // when the primitive is made.
   // The activations are channels-last arrays of `count` images; a part starts at an image.

@@ -282,6 +282,14 @@ struct OneDnnThunk::Impl {
 
   Status BuildConvolution(const OneDnnCall& call, const std::string& name, int64_t parallelism,
                           const std::function<dnnl::primitive_attr(const std::vector<dnnl::memory::desc>&)>& attributes);
+  // The convolution on oneDNN's primitives (BuildConvolution's, where no loops of xlens's take it).
+  Status BuildOneDnnConvolution(const OneDnnCall& call, const std::string& name, int64_t parallelism,
+                                const std::function<dnnl::primitive_attr(const std::vector<dnnl::memory::desc>&)>& attributes);
+  // Runs the convolution in the depthwise loops `d` from now on, in parts over `parallelism` threads.
+  void UseDepthwise(const DepthwiseConvolution& d, int64_t parallelism);
+  // With oneDNN's call built: times it and the loops `d` on scratch buffers (measured_choice.h)
+  // and keeps the faster; the implementation then says which was chosen and both times.
+  void ChooseDepthwiseOrOneDnn(const DepthwiseConvolution& d, int64_t parallelism, const std::string& name);
   Status ExecuteConvolution(char** frame, ExecuteContext& context, const std::string& name) const;
   Status ExecuteFewPositions(char** frame, ExecuteContext& context) const;
   Status ExecuteDepthwise(char** frame, ExecuteContext& context) const;

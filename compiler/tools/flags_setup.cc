@@ -3,6 +3,7 @@
 #include <fmt/format.h>
 
 #include "compiler/passes/hlo_pipelines.h"
+#include "compiler/runtime/measured_choice.h"
 #include "compiler/support/terminal_text.h"
 
 namespace xlens::tools {
@@ -39,6 +40,9 @@ Status SetUpFromFlags(const std::vector<std::string>& extra_flags, std::string_v
   setup.opt_level = static_cast<int>(debug.xla_backend_optimization_level);
   setup.optimize.gpu_naive_emitters = debug.xla_gpu_xlens_naive_emitters;
   setup.optimize.gpu_split_launches = debug.xla_gpu_xlens_split_launches;
+  // Process-wide, as the thunks that choose are built far from these options.
+  runtime::SetKernelChoiceMode(debug.xla_cpu_xlens_measure_kernel_choice ? runtime::KernelChoiceMode::kMeasured
+                                                                         : runtime::KernelChoiceMode::kRule);
   if (!debug.xla_dump_to.empty() || debug.xla_dump_hlo_as_text || debug.xla_dump_hlo_as_dot ||
       debug.xla_dump_hlo_as_html) {
     setup.dump.emplace(debug);

@@ -11,6 +11,7 @@
 #include <cmath>
 #include <cstdint>
 #include <limits>
+#include <regex>
 #include <string>
 #include <vector>
 
@@ -20,6 +21,7 @@
 #include "../codegen/codegen_test_util.h"
 #include "compiler/runtime/cpu_compiler.h"
 #include "compiler/runtime/depthwise_convolution.h"
+#include "compiler/runtime/measured_choice.h"
 #include "compiler/runtime/onednn_thunks.h"
 #include "compiler/support/cpu_features.h"
 #include "compiler/support/thread_pool.h"
@@ -57,11 +59,16 @@ void ExpectGroupedOnOneDnn(const std::string& text, const std::string& expected_
   testing::ExpectMatchesEvaluator(text, {}, {2e-5, 2e-5});
 }
 
+// The tests that name the kernel a call runs on take the fixed rule between the depthwise loops
+// and oneDNN's kernel, not a choice timed on the machine (measured_choice.h); MeasuredChoice
+// below checks the timed one.
 class OneDnnGroupedConvolutionTest : public ::testing::Test {
  protected:
   void SetUp() override {
     if (!OneDnnAvailable()) GTEST_SKIP() << "built without oneDNN (libdnnl-dev)";
+    SetKernelChoiceMode(KernelChoiceMode::kRule);
   }
+  void TearDown() override { SetKernelChoiceMode(KernelChoiceMode::kMeasured); }
 };
 
 TEST_F(OneDnnGroupedConvolutionTest, GroupedForwardWithEpilogues) {
@@ -456,7 +463,10 @@ class DepthwiseLoopsTest : public OneDnnGroupedConvolutionTest {
     if (!CpuHasAvx512F()) GTEST_SKIP() << "the loops run on AVX-512 only";
     SetDepthwiseMinOutputElements(0);
   }
-  void TearDown() override { SetDepthwiseMinOutputElements(kDepthwiseMinOutputElements); }
+  void TearDown() override {
+    SetDepthwiseMinOutputElements(kDepthwiseMinOutputElements);
+    OneDnnGroupedConvolutionTest::TearDown();
+  }
 };
 
 TEST_F(DepthwiseLoopsTest, DepthwiseConvolutionsInOwnLoops) {
@@ -544,6 +554,55 @@ TEST_F(DepthwiseLoopsTest, MobileNetEpiloguesStridesAndChannelCounts) {
     for (size_t i = 0; i < bias.size(); ++i) bias[i] = static_cast<float>(i % 9) - 2.0f;  // -2 .. 6
     testing::ExpectMatchesEvaluator(text, std::move(arguments), {2e-5, 2e-5});
   }
+}
+
+// Timed against oneDNN's kernel at compile time, the depthwise loops or oneDNN's call runs, the
+// listing says which with both times (the winner's first, never above the other's), a second
+// compilation of the shape takes the cached choice, and either way the module matches the
+// evaluator: the plain convolution (streaming stores from the lowered size up), MobileNet's
+// bias and ReLU6, and constant weights.
+TEST_F(DepthwiseLoopsTest, MeasuredChoice) {
+  SetKernelChoiceMode(KernelChoiceMode::kMeasured);
+  ClearMeasuredChoices();
+  const std::string conv = "window={size=3x3 pad=1_1x1_1}, dim_labels=b01f_01io->b01f, feature_group_count=80";
+  const std::string relu6 = "  bias = f32[80] parameter(2)\n  bb = f32[2,9,11,80] broadcast(bias), dimensions={3}\n"
+                            "  s = f32[2,9,11,80] add(c, bb)\n  z = f32[] constant(0)\n  six = f32[] constant(6)\n"
+                            "  ROOT r = f32[2,9,11,80] clamp(z, s, six)\n";
+  // Constant weights: the trials run on scratch weights, the executable on the module's.
+  std::string constant = "  rb = f32[3,3,1,80] constant({";
+  for (int kh = 0; kh < 3; ++kh) {
+    constant += kh ? ", {" : "{";
+    for (int kw = 0; kw < 3; ++kw) {
+      constant += kw ? ", {{" : "{{";
+      for (int c = 0; c < 80; ++c) constant += (c ? ", " : "") + std::to_string((kh * 7 + kw * 3 + c) % 11 - 5);
+      constant += "}}";
+    }
+    constant += "}";
+  }
+  constant += "})\n";
+  for (const std::string& text : {Module("f32[2,9,11,80]", "f32[3,3,1,80]", "f32[2,9,11,80]", conv),
+                                  Module("f32[2,9,11,80]", "f32[3,3,1,80]", "f32[2,9,11,80]", conv, "", relu6),
+                                  Module("f32[2,9,11,80]", "f32[3,3,1,80]", "f32[2,9,11,80]", conv, constant)}) {
+    SCOPED_TRACE(text);
+    // The executable whose compilation timed the two against the evaluator; then the choice as
+    // the listing of a second compilation states it.
+    ClearMeasuredChoices();
+    testing::ExpectMatchesEvaluator(text, {}, {2e-5, 2e-5});
+    auto module = ParseHloModule(text);
+    ASSERT_TRUE(module.ok()) << module.status().message();
+    auto exe = CompileForCpu(std::move(*module), {});
+    ASSERT_TRUE(exe.ok()) << exe.status().message();
+    const std::string listing = (*exe)->ThunkSequenceText();
+    const std::regex timed(R"(kernel (\S+).*, timed ([0-9.]+) ms against (\S+) ([0-9.]+) ms before;)");
+    std::smatch m;
+    ASSERT_TRUE(std::regex_search(listing, m, timed)) << listing;
+    const std::string winner = m[1].str(), loser = m[3].str();
+    EXPECT_TRUE((winner == "depthwise:avx512" && loser.rfind("brdgmm", 0) == 0) ||
+                (winner.rfind("brdgmm", 0) == 0 && loser == "depthwise:avx512"))
+        << listing;
+    EXPECT_LE(std::stod(m[2].str()), std::stod(m[4].str())) << listing;
+  }
+  ClearMeasuredChoices();
 }
 
 }  // namespace
