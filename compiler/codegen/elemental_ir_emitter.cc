@@ -5,6 +5,8 @@
 #include <fmt/format.h>
 #include <llvm/IR/Module.h>
 
+#include "compiler/codegen/erfc_expansion.h"
+#include "compiler/codegen/fast_math.h"
 #include "compiler/codegen/llvm_ir_util.h"
 #include "compiler/codegen/scalar_ops.h"
 
@@ -181,6 +183,13 @@ StatusOr<ElementalIrEmitter::Leaves> ElementalIrEmitter::EmitUncached(const HloI
     case HloOpcode::kIota:
       return one(EmitIota(hlo, index));
     case HloOpcode::kSelect: {
+      // JAX's erfc, spelled out in some forty instructions (erfc_expansion.h), in one form.
+      if (UseInlineTranscendentals(b_)) {
+        if (const HloInstruction* z = MatchErfcExpansionF32(*hlo); z != nullptr) {
+          ASSIGN_OR_RETURN(Value * x, EmitElement(z, index));
+          return Leaves{EmitFastErfcF32(b_, x)};
+        }
+      }
       ASSIGN_OR_RETURN(Value * p, EmitOperand(hlo, 0, hlo->operand(0)->shape().rank() == 0 ? IrIndex{} : index));
       ASSIGN_OR_RETURN(Value * t, EmitOperand(hlo, 1, index));
       ASSIGN_OR_RETURN(Value * f, EmitOperand(hlo, 2, index));

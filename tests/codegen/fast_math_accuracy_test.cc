@@ -103,6 +103,7 @@ double Log(double x) { return std::log(x); }
 double Exp(double x) { return std::exp(x); }
 double Tanh(double x) { return std::tanh(x); }
 double Erf(double x) { return std::erf(x); }
+double Erfc(double x) { return std::erfc(x); }
 // e^(-x x), the square rounded to f32 first as the compiled code rounds it.
 double Gaussian(double x) {
   const float f = static_cast<float>(x);
@@ -171,6 +172,7 @@ INSTANTIATE_TEST_SUITE_P(
                       Case{"tanh", EmitFastTanhF32, Tanh, -10.0f, 10.0f, 4},
                       Case{"logistic", EmitFastLogisticF32, Logistic, -104.0f, 30.0f, 2},
                       Case{"erf", EmitFastErfF32, Erf, -5.0f, 5.0f, 2},
+                      Case{"erfc", EmitFastErfcF32, Erfc, -11.0f, 11.0f, 5},
                       Case{"gaussian", EmitGaussian, Gaussian, -11.0f, 11.0f, 1}),
     [](const auto& info) { return std::string(info.param.name); });
 
