@@ -228,6 +228,57 @@ TEST(CpuStreamingStoreTest, TriadMatchesTheEvaluatorAtEveryAlignment) {
   }
 }
 
+// A loop fusion over f32[64,1024] of x, y (f32[64,1024]) and b (f32[1024]): `body` its lines after
+// the parameters, its root last.
+std::string LoopOverXYB(const std::string& body) {
+  return fmt::format(R"(HloModule m
+fused {{
+  x = f32[64,1024] parameter(0)
+  y = f32[64,1024] parameter(1)
+  b = f32[1024] parameter(2)
+{0}
+}}
+ENTRY e {{
+  x = f32[64,1024] parameter(0)
+  y = f32[64,1024] parameter(1)
+  b = f32[1024] parameter(2)
+  ROOT f = f32[64,1024] fusion(x, y, b), kind=kLoop, calls=fused
+}})", body);
+}
+
+TEST(CpuStreamingStoreTest, StreamedLoopPrefetchesWhatItReadsInPlace) {
+  // Each operand read at the element written, every line of a 512-byte stretch 8 KiB ahead (the
+  // address is the stretch's first byte plus the distance plus the line's offset).
+  const std::string chain = LoopOverXYB(R"(
+  a = f32[64,1024] multiply(x, y)
+  s = f32[64,1024] add(a, x)
+  d = f32[64,1024] maximum(s, x)
+  m = f32[64,1024] minimum(d, y)
+  ROOT n = f32[64,1024] negate(m))");
+  const std::string streamed = IrOfRoot(chain, 1);
+  EXPECT_EQ(Count(streamed, "call void @llvm.prefetch"), 2 * 8);
+  static const std::regex distance(R"(add i64 %[\w.]+, 8192\n)");
+  EXPECT_EQ(std::distance(std::sregex_iterator(streamed.begin(), streamed.end(), distance), std::sregex_iterator()), 2);
+  // Loops whose outputs stay in the cache prefetch nothing.
+  EXPECT_EQ(Count(IrOfRoot(chain, 0), "call void @llvm.prefetch"), 0);
+  // x only where b is broadcast along the rows (one row's worth read by every row) and where y is
+  // read reversed; neither where both are read through a concatenation and a slice of it, at
+  // other elements than the one written.
+  EXPECT_EQ(Count(IrOfRoot(LoopOverXYB(R"(
+  bb = f32[64,1024] broadcast(b), dimensions={1}
+  ROOT r = f32[64,1024] add(x, bb))"), 1), "call void @llvm.prefetch"), 8);
+  EXPECT_EQ(Count(IrOfRoot(LoopOverXYB(R"(
+  v = f32[64,1024] reverse(y), dimensions={1}
+  ROOT r = f32[64,1024] add(x, v))"), 1), "call void @llvm.prefetch"), 8);
+  EXPECT_EQ(Count(IrOfRoot(LoopOverXYB(R"(
+  n = f32[64,1024] negate(y)
+  c = f32[128,1024] concatenate(n, x), dimensions={0}
+  l = f32[64,1024] slice(c), slice={[64:128], [0:1024]}
+  ROOT r = f32[64,1024] add(x, l))"), 1), "call void @llvm.prefetch"), 0);
+  // The last stretches prefetch past the arrays' ends, which must not fault.
+  testing::ExpectMatchesEvaluator(chain, {}, {0, 0}, Streaming());
+}
+
 // Batch norm's shape of kernel: sums over the rows of x, then two outputs of x's shape that read
 // x and y again with them.
 std::string CenteredPair(const std::string& shape) {

@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <bit>
+#include <set>
 #include <string>
 
 #include <fmt/format.h>
@@ -219,6 +220,33 @@ bool RereadsWhatItReduced(const HloInstruction& hlo, const Shape& shape) {
   return false;
 }
 
+// Whether the loop writing `root`'s elements reads fused parameter (or unfused operand)
+// `operand` at the element it writes, in memory order where their layouts agree: every path from
+// it to the root goes through elementwise operations of its dimensions only (no broadcast, slice,
+// transpose or reduction re-indexes it), and one at least reaches it.
+bool ReadInPlace(const HloInstruction& operand, const HloInstruction& root) {
+  if (root.opcode() != HloOpcode::kFusion) return root.IsElementwise();
+  const HloInstruction* fused_root = root.fused_computation()->root_instruction();
+  std::set<const HloInstruction*> seen;
+  std::vector<const HloInstruction*> pending = {&operand};
+  while (!pending.empty()) {
+    const HloInstruction* x = pending.back();
+    pending.pop_back();
+    if (!seen.insert(x).second) continue;
+    // A value no output uses (a parameter the fusion does not read) is not read at all.
+    if (x->users().empty() && x != fused_root) return false;
+    for (const HloInstruction* user : x->users()) {
+      if (user->opcode() == HloOpcode::kTuple && user == fused_root) continue;
+      if (!user->IsElementwise() || !user->shape().IsArray() ||
+          user->shape().dimensions() != operand.shape().dimensions()) {
+        return false;
+      }
+      pending.push_back(user);
+    }
+  }
+  return true;
+}
+
 // Elements per output leaf computed before they are written out.
 int64_t StageElements(int64_t element_bytes, bool strided) {
   return (strided ? cpu::kStridedStreamingStretchBytes : cpu::kStreamingStretchBytes) / element_bytes;
@@ -304,6 +332,22 @@ Status KernelBuilder::EmitCpuStreamedLoop(const Shape& shape, int64_t work_per_e
   }
   std::vector<llvm::AllocaInst*> stretch_stages;
   for (const Leaf& leaf : leaves) stretch_stages.push_back(leaf.stage);
+  // The operands read in place, in the outputs' layout, from memory (not re-read after the
+  // kernel's own reduction swept them), which the stretches prefetch ahead (cpu::kStreamPrefetchBytes).
+  struct Prefetched {
+    IrArray array;
+    int64_t width;
+  };
+  std::vector<Prefetched> prefetched;
+  if (!RereadsWhatItReduced(hlo_, shape)) {
+    for (const Binding& binding : bindings_) {
+      if (binding.scratch_offset < 0 && binding.shape_index.empty() && binding.shape.IsArray() &&
+          binding.shape.dimensions() == shape.dimensions() && MajorToMinor(binding.shape) == order &&
+          ReadInPlace(*binding.hlo, hlo_)) {
+        prefetched.push_back({ArrayOf(binding), ByteWidth(binding.shape.element_type())});
+      }
+    }
+  }
   // Tasks in address order, also where the loop re-reads what a column sweep of the same kernel
   // just read (batch norm's outputs read x and dy again after their statistics). Walking back from
   // the last rows swept, the likeliest to be cached, is no faster on a 2-core Zen 4 (batch norm's
@@ -360,6 +404,18 @@ Status KernelBuilder::EmitCpuStreamedLoop(const Shape& shape, int64_t work_per_e
         Value* from = b_.CreateSelect(b_.CreateICmpSLT(start, begin), begin, start);
         Value* stop = b_.CreateAdd(start, b_.getInt64(stage));
         Value* to = b_.CreateSelect(b_.CreateICmpSLT(stop, end), stop, end);
+        // The lines of this stretch kStreamPrefetchBytes ahead in each operand read in place
+        // (prefetches never fault: past the array's end they are dropped).
+        for (const Prefetched& p : prefetched) {
+          Value* first_byte = b_.CreateAdd(b_.CreateMul(b_.CreateAdd(row_start, from), b_.getInt64(p.width)),
+                                           b_.getInt64(cpu::kStreamPrefetchBytes));
+          for (int64_t line = 0; line < (stage * p.width + cpu::kLine - 1) / cpu::kLine; ++line) {
+            b_.CreateIntrinsic(llvm::Intrinsic::prefetch, {b_.getPtrTy()},
+                               {b_.CreateGEP(b_.getInt8Ty(), p.array.base(),
+                                             {b_.CreateAdd(first_byte, b_.getInt64(line * cpu::kLine))}),
+                                /*write=*/b_.getInt32(0), /*locality=*/b_.getInt32(1), /*data=*/b_.getInt32(1)});
+          }
+        }
         // Every output's element is computed before any is stored (as EmitOutputs does); the
         // stores go to the stack, the outputs are written after the stretch.
         RETURN_IF_ERROR(e->EmitLoop(from, to, "element", [&](Value* i) -> Status {

@@ -34,6 +34,19 @@ namespace xlens::codegen::cpu {
 constexpr int64_t kStreamingStretchBytes = 512;
 constexpr int64_t kStridedStreamingStretchBytes = 4096;
 
+// How far ahead of the stretch being computed a streamed loop prefetches the operands it reads in
+// place, into L2 (prefetcht2), a line at a time: bytes of each operand. Without it the loads of
+// a loop are in flight only as far as the out-of-order window reaches, which a long body (more
+// instructions per line read) shortens, and the hardware's L2 streamer stops at every 4 KiB page.
+// On a 2-CPU Sapphire Rapids VM the eight-op chain over two f32[16777216] (chain8 of
+// tests/bench/codegen_vs_xla.py: the same bytes as b + 3c) ran at 77% of b + 3c's rate without;
+// xlens run, 10 alternating rounds of 10 runs at load 4: best 5.23 -> 4.06 ms, lowest median
+// 5.66 -> 4.52, and b + 3c itself 3.77 -> 3.63 and 3.98 -> 3.86. The kernels' own IR compiled
+// into a two-thread C driver (12-20 alternating rounds, bests): 4 KiB and 8 KiB ahead alike
+// (16 KiB no better), into L2 (prefetcht1/t2) 3.78-3.85 ms against 4.12-4.43 into L1
+// (prefetcht0), whose lines push out what the body is reading, and 8.7-10.5 non-temporal.
+constexpr int64_t kStreamPrefetchBytes = 8192;
+
 // The cache counted is at most profiler::kMaxCacheBytesPerCpu for each CPU sharing it
 // (profiler/machine_limits.h). Where that binds, on a 2-CPU Xeon VM shown its host's 480 MiB L3,
 // it sets this threshold, and it was fitted there (xlens run of tests/bench/codegen_vs_xla.py's
