@@ -165,6 +165,14 @@ StatusOr<ElementalIrEmitter::Leaves> ElementalIrEmitter::EmitUncached(const HloI
     if (!v.ok()) return v.status();
     return Leaves{*v};
   };
+  if ((op == HloOpcode::kAdd || op == HloOpcode::kSubtract) && UseInlineTranscendentals(b_)) {
+    // 1 +- erf(u) as erfc(-+u) (erfc_expansion.h).
+    bool negated = false;
+    if (const HloInstruction* u = MatchOnePlusOrMinusErfF32(*hlo, &negated); u != nullptr) {
+      ASSIGN_OR_RETURN(Value * x, EmitElement(u, index));
+      return Leaves{EmitFastErfcF32(b_, negated ? b_.CreateFNeg(x) : x)};
+    }
+  }
   if (hlo->IsElementwise() && op != HloOpcode::kMap && op != HloOpcode::kSelect &&
       op != HloOpcode::kClamp) {
     if (hlo->operand_count() == 1) {

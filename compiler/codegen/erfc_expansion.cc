@@ -161,4 +161,23 @@ const HloInstruction* MatchErfcExpansionF32(const HloInstruction& root) {
   return z;
 }
 
+const HloInstruction* MatchOnePlusOrMinusErfF32(const HloInstruction& h, bool* negated) {
+  if (!Op(&h, h.opcode(), 2) || h.shape().element_type() != PrimitiveType::F32) return nullptr;
+  const auto erf = [&](const HloInstruction* e) -> const HloInstruction* {
+    return Op(e, HloOpcode::kErf, 1) && e->shape().element_type() == PrimitiveType::F32 &&
+                   e->operand(0)->shape().dimensions() == h.shape().dimensions()
+               ? e->operand(0)
+               : nullptr;
+  };
+  if (h.opcode() == HloOpcode::kAdd) {
+    *negated = true;
+    if (Constant(h.operand(0), 1.0f)) return erf(h.operand(1));
+    if (Constant(h.operand(1), 1.0f)) return erf(h.operand(0));
+  } else if (h.opcode() == HloOpcode::kSubtract && Constant(h.operand(0), 1.0f)) {
+    *negated = false;
+    return erf(h.operand(1));
+  }
+  return nullptr;
+}
+
 }  // namespace xlens::codegen

@@ -20,4 +20,10 @@ namespace xlens::codegen {
 // a sum's operands), else nullptr.
 const HloInstruction* MatchErfcExpansionF32(const HloInstruction& root);
 
+// The erf operand u when `h` is 1 + erf(u) or erf(u) + 1 (TensorFlow's exact GELU,
+// 0.5 x (1 + erf(x / sqrt 2))), which is erfc(-u) (`*negated` set), or 1 - erf(u), which is
+// erfc(u); f32, the 1 a constant or a broadcast of one. erfc is also the more accurate: 1 + erf(u)
+// for u below -3 keeps only the few bits of erf(u) that differ from -1.
+const HloInstruction* MatchOnePlusOrMinusErfF32(const HloInstruction& h, bool* negated);
+
 }  // namespace xlens::codegen

@@ -163,7 +163,9 @@ double InlineRate(UnaryKernel kernel, bool positive, int threads, int executions
   return sum;
 }
 
-// Keyed as roofline.py keys them; gelu_erf is x / 2 (1 + erf(x / sqrt 2)), as oneDNN's.
+// Keyed as roofline.py keys them; gelu_erf is x / 2 (1 + erf(x / sqrt 2)), as oneDNN's, which
+// xlens computes as x / 2 erfc(-x / sqrt 2) whether it meets it in that form (TensorFlow's) or
+// as JAX spells it out (codegen/erfc_expansion.h).
 Json InlineTranscendentalRates(int threads, int executions, int64_t elements_per_thread) {
   namespace cg = xlens::codegen;
   const std::pair<const char*, UnaryEmitter> functions[] = {
@@ -174,8 +176,8 @@ Json InlineTranscendentalRates(int threads, int executions, int64_t elements_per
       {"gelu_erf",
        +[](llvm::IRBuilder<>& b, llvm::Value* x) {
          llvm::Value* half = b.CreateFMul(x, llvm::ConstantFP::get(b.getFloatTy(), 0.5));
-         llvm::Value* e = cg::EmitFastErfF32(b, b.CreateFMul(x, llvm::ConstantFP::get(b.getFloatTy(), M_SQRT1_2)));
-         return b.CreateFMul(half, b.CreateFAdd(e, llvm::ConstantFP::get(b.getFloatTy(), 1.0)));
+         llvm::Value* e = cg::EmitFastErfcF32(b, b.CreateFMul(x, llvm::ConstantFP::get(b.getFloatTy(), -M_SQRT1_2)));
+         return b.CreateFMul(half, e);
        }},
       {"sqrt", +[](llvm::IRBuilder<>& b, llvm::Value* x) -> llvm::Value* {
          return b.CreateIntrinsic(llvm::Intrinsic::sqrt, {b.getFloatTy()}, {x});
