@@ -7,6 +7,8 @@
 
 #include <fmt/format.h>
 
+#include "compiler/passes/early_result_schedule.h"
+
 namespace xlens {
 
 namespace {
@@ -115,7 +117,9 @@ class ComputationBuffers {
       : comp_(comp), options_(options), scratch_cache_(scratch_cache) {}
 
   Status Build(bool is_entry) {
-    for (HloInstruction* instr : comp_.MakeInstructionPostOrder()) {
+    // The entry runs in EarlyResultSchedule's order (its thunks in the schedule's); a nested
+    // computation's thunks run in its post-order.
+    for (HloInstruction* instr : is_entry ? EarlyResultSchedule(comp_) : comp_.MakeInstructionPostOrder()) {
       pos_[instr] = static_cast<int64_t>(order_.size());
       order_.push_back(instr);
     }

@@ -1,6 +1,7 @@
 // Buffer assignment: decides where every array the entry computation produces lives at run time,
-// over a sequential schedule (the entry's post-order). An analysis, not a pass: it reads the
-// module and leaves it alone. Run copy-insertion first so that the sharing it does is safe.
+// over a sequential schedule (the entry's EarlyResultSchedule, its post-order with each result
+// run as soon as it is ready). An analysis, not a pass: it reads the module and leaves it alone.
+// Run copy-insertion first so that the sharing it does is safe.
 //
 // The model:
 //  - one logical buffer per array value an instruction defines (per array leaf of a tuple;
