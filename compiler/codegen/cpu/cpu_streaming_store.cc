@@ -124,8 +124,13 @@ int64_t StreamingStoreBytesFor(const HloInstruction& hlo, const BufferAssignment
   return returned ? threshold : 2 * threshold;
 }
 
+void EmitL2Prefetch(llvm::IRBuilder<>& b, Value* address) {
+  b.CreateIntrinsic(llvm::Intrinsic::prefetch, {b.getPtrTy()},
+                    {address, /*write=*/b.getInt32(0), /*locality=*/b.getInt32(1), /*data=*/b.getInt32(1)});
+}
+
 void EmitStreamingCopy(llvm::IRBuilder<>& b, Value* destination, Value* source, Value* elements,
-                       int64_t element_bytes) {
+                       int64_t element_bytes, int64_t prefetch_bytes) {
   llvm::Type* element = b.getIntNTy(static_cast<unsigned>(element_bytes * 8));
   const llvm::Align element_align(static_cast<uint64_t>(element_bytes));
   auto copy_elements = [&](Value* begin, Value* end, std::string_view name) {
@@ -148,6 +153,9 @@ void EmitStreamingCopy(llvm::IRBuilder<>& b, Value* destination, Value* source, 
   auto* line_type = llvm::FixedVectorType::get(b.getInt32Ty(), kLine / 4);
   (void)EmitForLoop(b, b.getInt64(0), lines, "stream.line", [&](Value* line) -> Status {
     Value* offset = b.CreateAdd(head_bytes, b.CreateShl(line, b.getInt64(6)));
+    if (prefetch_bytes > 0) {
+      EmitL2Prefetch(b, b.CreateGEP(b.getInt8Ty(), source, {b.CreateAdd(offset, b.getInt64(prefetch_bytes))}));
+    }
     Value* v = b.CreateAlignedLoad(line_type, b.CreateInBoundsGEP(b.getInt8Ty(), source, {offset}),
                                    element_align);
     llvm::StoreInst* store = b.CreateAlignedStore(
@@ -410,10 +418,8 @@ Status KernelBuilder::EmitCpuStreamedLoop(const Shape& shape, int64_t work_per_e
           Value* first_byte = b_.CreateAdd(b_.CreateMul(b_.CreateAdd(row_start, from), b_.getInt64(p.width)),
                                            b_.getInt64(cpu::kStreamPrefetchBytes));
           for (int64_t line = 0; line < (stage * p.width + cpu::kLine - 1) / cpu::kLine; ++line) {
-            b_.CreateIntrinsic(llvm::Intrinsic::prefetch, {b_.getPtrTy()},
-                               {b_.CreateGEP(b_.getInt8Ty(), p.array.base(),
-                                             {b_.CreateAdd(first_byte, b_.getInt64(line * cpu::kLine))}),
-                                /*write=*/b_.getInt32(0), /*locality=*/b_.getInt32(1), /*data=*/b_.getInt32(1)});
+            cpu::EmitL2Prefetch(b_, b_.CreateGEP(b_.getInt8Ty(), p.array.base(),
+                                                 {b_.CreateAdd(first_byte, b_.getInt64(line * cpu::kLine))}));
           }
         }
         // Every output's element is computed before any is stored (as EmitOutputs does); the

@@ -78,9 +78,16 @@ int64_t StreamingStoreBytesFor(const HloInstruction& hlo, const BufferAssignment
 
 // Copies `elements` elements of `element_bytes` bytes (1, 2, 4, 8 or 16) from `source` (any
 // alignment that of the elements) to `destination` (aligned to its element size), the 64-byte
-// aligned whole lines of the destination with non-temporal vector stores.
+// aligned whole lines of the destination with non-temporal vector stores. Where `prefetch_bytes`
+// is positive (a source read from memory, not a stack buffer), each line's source that many
+// bytes ahead is prefetched as it is copied (EmitL2Prefetch).
 void EmitStreamingCopy(llvm::IRBuilder<>& b, llvm::Value* destination, llvm::Value* source,
-                       llvm::Value* elements, int64_t element_bytes);
+                       llvm::Value* elements, int64_t element_bytes, int64_t prefetch_bytes = 0);
+
+// Prefetches the line holding `address` into L2 (prefetcht2), as a stream read from memory does
+// kStreamPrefetchBytes ahead of its loads. A prefetch never faults: past an array's end it is
+// dropped.
+void EmitL2Prefetch(llvm::IRBuilder<>& b, llvm::Value* address);
 
 // Makes `store` (an aligned vector store of whole lines) non-temporal: it writes the lines without
 // reading them first.

@@ -5,7 +5,11 @@
 // copy to the same physical order), the kernel is a flat copy: each task a stretch of bytes,
 // written with streaming stores straight from the operand where the output streams, memcpy
 // otherwise, instead of the element loop walking the result through the transpose's index
-// arithmetic into a stack buffer.
+// arithmetic into a stack buffer. Streamed, the operand comes from memory, and each line copied
+// prefetches the line cpu::kStreamPrefetchBytes ahead (f32[2048,4096] on this 2-CPU Xeon VM,
+// xlens run, 20 alternating rounds of 20 runs at load 7-8: median of the medians 2.83 -> 2.40
+// ms, best 1.158 -> 1.139; the kernel's IR in a two-thread C driver, 25 rounds: best 1.31 ->
+// 1.18, first quartile 3.21 -> 2.93).
 //
 // Otherwise the elements move: the operand's minor dimension m becomes an outer one of the
 // result, and the result's minor dimension p an outer one of the operand. Walked element by
@@ -100,7 +104,7 @@ StatusOr<bool> KernelBuilder::TryEmitCpuTranspose() {
       Value* destination = b_.CreateInBoundsGEP(storage, to, {start});
       Value* origin = b_.CreateInBoundsGEP(storage, from, {start});
       if (streamed && (width == 1 || width == 2 || width == 4 || width == 8 || width == 16)) {
-        cpu::EmitStreamingCopy(b_, destination, origin, count, width);
+        cpu::EmitStreamingCopy(b_, destination, origin, count, width, cpu::kStreamPrefetchBytes);
       } else {
         b_.CreateMemCpy(destination, llvm::MaybeAlign(width), origin, llvm::MaybeAlign(width),
                         b_.CreateMul(count, b_.getInt64(width)));
