@@ -10,9 +10,9 @@ namespace {
 
 using Is = std::function<bool(const HloInstruction*)>;
 
-// The expansion's constants (stablehlo/transforms/ChloLegalizeToStablehlo.cpp,
-// materializeErfcApproximationF32 and materializeErfApproximationF32ForMagnituteLeOne), highest
-// power first, as JAX's HLO prints them: each is exactly the f32 the legalization rounded to.
+// The expansion's constants (StableHLO's CHLO legalization: materializeErfcApproximationF32 and
+// the two approximations it selects between, for |x| below and above 1), highest power first,
+// as JAX's HLO prints them: each is exactly the f32 the legalization rounded to.
 constexpr float kErfSmall[] = {7.85386146e-05f, -0.000801019371f, 0.00518832775f,
                                -0.0268538129f,  0.112835854f,     -0.37612626f,
                                1.12837911f};
