@@ -30,6 +30,7 @@
 #include "compiler/codegen/cpu/object_cache.h"
 #include "compiler/codegen/cpu/perf_map.h"
 #include "compiler/codegen/cpu/runtime_symbols.h"
+#include "compiler/codegen/cpu/x86_range_min_max.h"
 #include "compiler/support/thread_pool.h"
 
 namespace xlens::codegen {
@@ -123,6 +124,9 @@ Status RunPipeline(llvm::Module& module, llvm::TargetMachine* tm, int opt_level)
     }
   }
   RunStandardPipeline(module, tm, opt_level, library_info);
+  // After the vectorizers: the vectors of maximum and minimum they made, as x86's range
+  // instruction (x86_range_min_max.h).
+  if (opt_level > 0) cpu::LowerVectorMinMaxToRange(module);
   return OkStatus();
 }
 
