@@ -639,6 +639,31 @@ StatusOr<std::unique_ptr<Executable>> ExecutableBuilder::Build() {
                      BuildThunks(*module.entry_computation(), *exe_->entry_plan_,
                                  assignment.schedule(), exe_->frame_));
   }
+  // Weights that oneDNN's gemm:jit reads in blocks of columns, their rows a multiple of 4 KiB
+  // apart, in a product of few rows (OneDnnThunk::ColumnBlockWeightsSlot), stay on 4 KiB pages
+  // (asked before their first touch: nothing writes the arena before a call). On the arena's
+  // 2 MiB pages the LSTM step's 64x512x2048 product ran at one of two speeds for a process's
+  // whole life (the same in windows of 500 runs over 10-50 s): its column parts' best 0.37-0.43
+  // ms in some processes, 0.49-0.66 in others. xlens run --trace, 20 processes of 400 runs
+  // alternating with the binary before (load 3-5): parts' best 0.37-0.66 ms (9 of 20 above
+  // 0.49) -> 0.36-0.45, its 64x256x2048's 0.20-0.37 (9 above 0.26) -> 0.19-0.23, the module's
+  // best 0.64-1.20 -> 0.61-0.86 ms and its medians' upper third 1.75-2.20 -> 1.49-1.58 (the
+  // middle of them 1.42 -> 1.44). Where the 2 MiB pages happened to be fast, 4 KiB cost a
+  // little: 10 other pairs with 1 slow process before, parts' best 0.38-0.49 -> 0.38-0.44 ms,
+  // the middle of them 0.40 -> 0.42.
+  // The same product in a program of oneDNN's alone (one thread, both column parts, best of
+  // 400): weights on 4 KiB pages 0.77-0.90 ms, on a 2 MiB page 0.77-1.38 (6 processes), on a
+  // 2 MiB page with 16 floats of padding after each row 0.71-0.80: the rows' stride on
+  // contiguous memory is what costs (set conflicts, by all signs). brgemm on weights reordered
+  // into its own layout took 0.63-0.72 on either page size.
+  for (const std::unique_ptr<Thunk>& thunk : exe_->thunks_) {
+    if (arena_end_ < static_cast<int64_t>(kHugePageBytes)) break;  // no huge pages to leave
+    const auto* onednn = dynamic_cast<const OneDnnThunk*>(thunk.get());
+    const int64_t slot = onednn != nullptr ? onednn->ColumnBlockWeightsSlot() : -1;
+    if (slot < 0 || slot >= exe_->entry_plan_->slot_count()) continue;
+    const int64_t offset = exe_->entry_plan_->slot_offsets()[slot];
+    if (offset >= 0) KeepOnSmallPages(exe_->arena_ + offset, exe_->entry_plan_->slot_sizes()[slot]);
+  }
   exe_->execute_span_name_ = fmt::format("execute {}", module.name());
   exe_->compile_ns_ = std::chrono::duration_cast<std::chrono::nanoseconds>(
                           std::chrono::steady_clock::now() - start).count();

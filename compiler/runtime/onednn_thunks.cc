@@ -38,6 +38,7 @@ std::string OneDnnThunk::ToString(int) const { return ""; }
 int64_t OneDnnThunk::Parts() const { return 0; }
 double OneDnnThunk::ComputedShare() const { return 1; }
 bool OneDnnThunk::ReordersWeights() const { return false; }
+int64_t OneDnnThunk::ColumnBlockWeightsSlot() const { return -1; }
 
 #else
 
@@ -1025,6 +1026,24 @@ int64_t OneDnnThunk::Parts() const {
 double OneDnnThunk::ComputedShare() const { return impl_->masked_blocks.empty() ? 1 : impl_->masked_share; }
 
 bool OneDnnThunk::ReordersWeights() const { return impl_->reorder_weights; }
+
+int64_t OneDnnThunk::ColumnBlockWeightsSlot() const {
+  const Impl& impl = *impl_;
+  if (impl.is_convolution || impl.small || impl.narrow || impl.split_rows || impl.split_k || impl.parts.empty() ||
+      !impl.masked_blocks.empty()) {
+    return -1;
+  }
+  // Few rows (64 at most: the LSTM step's batch) make reading the weights most of a part's work;
+  // the GELU MLP's 256x512x2048, 256 rows, lost on 4 KiB pages (its column parts' best 1.65-1.73
+  // ms against 1.49-1.58 on 2 MiB pages, 8 processes alternating, load 4-5).
+  if (impl.parts.at(impl.block).src.dims()[0] > 64) return -1;
+  const dnnl::memory::desc& weights = impl.parts.at(impl.block).weights;
+  const dims d = weights.dims();
+  if (d.size() != 2 || weights.data.format_kind != dnnl_blocked) return -1;
+  const dnnl_dim_t* strides = weights.data.format_desc.blocking.strides;
+  if (strides[1] != 1 || d[1] >= strides[0]) return -1;  // dense, or a transposed rhs
+  return (strides[0] * static_cast<int64_t>(sizeof(float))) % 4096 == 0 ? impl.rhs_slot : -1;
+}
 
 bool OneDnnThunk::ComputeRunsInline() const {
   const Impl& impl = *impl_;

@@ -51,6 +51,10 @@ class OneDnnThunk : public Thunk {
   // Whether a convolution's weights are reordered into another layout for oneDNN (on every call,
   // or once where they are constants) rather than read where they lie.
   bool ReordersWeights() const;
+  // The operand slot of weights that the parts read in blocks of columns (gemm:jit, a plain rhs)
+  // with their rows a multiple of 4 KiB apart, for a product of at most 64 rows, or -1. The executable keeps that buffer on 4 KiB
+  // pages (KeepOnSmallPages): on a 2 MiB page such a block's rows share a few cache sets.
+  int64_t ColumnBlockWeightsSlot() const;
   // How many calls ran the product whole, as one call on the calling thread, instead of its
   // parts (a split product kept whole, where the pool would have run the parts inline).
   int64_t WholeRuns() const { return whole_runs_.load(std::memory_order_relaxed); }

@@ -1,6 +1,7 @@
 #include "compiler/support/large_allocation.h"
 
 #include <algorithm>
+#include <cstdint>
 #include <cstdlib>
 #include <cstring>
 
@@ -30,6 +31,18 @@ void* AllocateLarge(size_t bytes) {
   }
 #endif
   return p;
+}
+
+void KeepOnSmallPages(void* p, size_t bytes) {
+#if defined(MADV_NOHUGEPAGE)
+  constexpr uintptr_t kPage = 4096;
+  const uintptr_t begin = reinterpret_cast<uintptr_t>(p) / kPage * kPage;
+  const uintptr_t end = (reinterpret_cast<uintptr_t>(p) + bytes + kPage - 1) / kPage * kPage;
+  if (bytes > 0) (void)madvise(reinterpret_cast<void*>(begin), end - begin, MADV_NOHUGEPAGE);
+#else
+  (void)p;
+  (void)bytes;
+#endif
 }
 
 bool ProcessTunesItsAllocator() {

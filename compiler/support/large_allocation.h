@@ -22,6 +22,13 @@ inline constexpr size_t kHugePageBytes = size_t{2} << 20;
 // with huge pages asked for; nullptr when the allocation fails. Release it with std::free.
 void* AllocateLarge(size_t bytes);
 
+// Asks that [p, p + bytes), inside a block from AllocateLarge and before its first touch, keep
+// 4 KiB pages (the range widened to whole 4 KiB pages). For a matrix read in narrow column blocks
+// whose rows lie a multiple of 4 KiB apart: in one physically contiguous 2 MiB page its rows
+// fall into the same few sets of a physically indexed cache, where 4 KiB pages placed at random
+// spread them (the callers say what they measured).
+void KeepOnSmallPages(void* p, size_t bytes);
+
 // Blocks up to this size come from the heap and go back to it when freed (glibc's largest mmap
 // threshold); larger ones are mapped and unmapped each time.
 inline constexpr size_t kRetainedBlockBytes = size_t{32} << 20;

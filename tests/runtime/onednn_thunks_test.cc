@@ -14,6 +14,7 @@
 #include <fstream>
 #include <limits>
 #include <map>
+#include <optional>
 #include <sstream>
 #include <thread>
 
@@ -718,6 +719,38 @@ ENTRY e {
       EXPECT_THAT(KernelOf(product(512)), HasSubstr("brg"));
     }
   }
+}
+
+// The weights that gemm:jit reads in blocks of columns, rows a multiple of 4 KiB apart, in a
+// product of at most 64 rows, are named for the executable to keep on 4 KiB pages
+// (cpu_compiler.cc); weights read whole, with rows at another stride or by more rows are not.
+TEST_F(OneDnnThunkTest, ColumnBlocksOfWeightsWithRowsAPageApartAreNamed) {
+  auto weights_slot = [](int64_t m, int64_t k, int64_t n) -> std::optional<int64_t> {
+    const std::string ms = std::to_string(m);
+    const std::string text = "HloModule m\nENTRY e {\n  a = f32[" + ms + "," + std::to_string(k) +
+                             "] parameter(0)\n  b = f32[" + std::to_string(k) + "," + std::to_string(n) +
+                             "] parameter(1)\n  ROOT d = f32[" + ms + "," + std::to_string(n) +
+                             "] dot(a, b), lhs_contracting_dims={1}, rhs_contracting_dims={0}\n}\n";
+    auto module = ParseHloModule(text);
+    if (!module.ok()) return std::nullopt;
+    auto exe = CompileForCpu(std::move(*module), {});
+    if (!exe.ok()) return std::nullopt;
+    for (const auto& thunk : (*exe)->thunks()) {
+      if (const auto* call = dynamic_cast<const OneDnnThunk*>(thunk.get())) return call->ColumnBlockWeightsSlot();
+    }
+    return std::nullopt;
+  };
+  if (ThreadPool::Default().parallelism() < 2) GTEST_SKIP() << "one thread: no parts";
+  // The LSTM step's h x wh: 4 MiB of weights, rows of 8 KiB, split in columns.
+  std::optional<int64_t> lstm = weights_slot(64, 512, 2048);
+  ASSERT_TRUE(lstm.has_value());
+  EXPECT_GE(*lstm, 0);
+  // Rows of 8000 bytes: split in columns all the same, but their rows spread over the sets.
+  EXPECT_EQ(weights_slot(64, 512, 2000), std::optional<int64_t>(-1));
+  // Rows of 4 KiB in a product split in rows (1 MiB of weights, n < 4m): read whole.
+  EXPECT_EQ(weights_slot(512, 256, 1024), std::optional<int64_t>(-1));
+  // The GELU MLP's first product: in columns, rows of 8 KiB, but 256 rows share each block.
+  EXPECT_EQ(weights_slot(256, 512, 2048), std::optional<int64_t>(-1));
 }
 
 TEST_F(OneDnnThunkTest, TracedCallsShowEachPartOnTheThreadThatRanIt) {

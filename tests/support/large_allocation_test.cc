@@ -76,6 +76,30 @@ TEST(LargeAllocationTest, LargeBuffersAreAlignedToAHugePageAndAskForThem) {
   EXPECT_EQ(eligible, "1");
 }
 
+// A range kept on small pages is no longer eligible for huge pages, and the rest of the block,
+// whole huge pages on either side of it, still is.
+TEST(LargeAllocationTest, ARangeKeptOnSmallPagesLeavesTheRestOnHugePages) {
+  const size_t bytes = 6 * kHugePageBytes;
+  char* p = static_cast<char*>(AllocateLarge(bytes));
+  ASSERT_NE(p, nullptr);
+  // Not on page boundaries, as an operand's buffer lies in the arena: widened to 4 KiB pages.
+  char* kept = p + 2 * kHugePageBytes + 100;
+  KeepOnSmallPages(kept, kHugePageBytes);
+  std::memset(p, 1, bytes);
+  const std::string mode = TransparentHugePageMode();
+  const std::string before = HugePageEligible(p), inside = HugePageEligible(kept),
+                    inside_last = HugePageEligible(kept + kHugePageBytes - 1),
+                    after = HugePageEligible(p + 5 * kHugePageBytes);
+  std::free(p);
+  if ((mode != "madvise" && mode != "always") || before.empty()) {
+    GTEST_SKIP() << "transparent huge pages are off here, or smaps does not say (mode '" << mode << "')";
+  }
+  EXPECT_EQ(before, "1");
+  EXPECT_EQ(inside, "0");
+  EXPECT_EQ(inside_last, "0");
+  EXPECT_EQ(after, "1");
+}
+
 long MinorFaults() {
   rusage usage{};
   getrusage(RUSAGE_SELF, &usage);
