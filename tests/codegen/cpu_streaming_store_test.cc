@@ -275,6 +275,24 @@ TEST(CpuStreamingStoreTest, StreamedLoopPrefetchesWhatItReadsInPlace) {
   c = f32[128,1024] concatenate(n, x), dimensions={0}
   l = f32[64,1024] slice(c), slice={[64:128], [0:1024]}
   ROOT r = f32[64,1024] add(x, l))"), 1), "call void @llvm.prefetch"), 0);
+  // A loop reading more than kMaxPrefetchedStreams operands in place prefetches none.
+  EXPECT_EQ(Count(IrOfRoot(R"(HloModule m
+fused {
+  a = f32[64,1024] parameter(0)
+  b = f32[64,1024] parameter(1)
+  c = f32[64,1024] parameter(2)
+  d = f32[64,1024] parameter(3)
+  ab = f32[64,1024] add(a, b)
+  cd = f32[64,1024] multiply(c, d)
+  ROOT r = f32[64,1024] add(ab, cd)
+}
+ENTRY e {
+  a = f32[64,1024] parameter(0)
+  b = f32[64,1024] parameter(1)
+  c = f32[64,1024] parameter(2)
+  d = f32[64,1024] parameter(3)
+  ROOT f = f32[64,1024] fusion(a, b, c, d), kind=kLoop, calls=fused
+})", 1), "call void @llvm.prefetch"), 0);
   // The last stretches prefetch past the arrays' ends, which must not fault.
   testing::ExpectMatchesEvaluator(chain, {}, {0, 0}, Streaming());
 }

@@ -356,6 +356,7 @@ Status KernelBuilder::EmitCpuStreamedLoop(const Shape& shape, int64_t work_per_e
       }
     }
   }
+  if (static_cast<int64_t>(prefetched.size()) > cpu::kMaxPrefetchedStreams) prefetched.clear();
   // Tasks in address order, also where the loop re-reads what a column sweep of the same kernel
   // just read (batch norm's outputs read x and dy again after their statistics). Walking back from
   // the last rows swept, the likeliest to be cached, is no faster on a 2-core Zen 4 (batch norm's

@@ -47,6 +47,16 @@ constexpr int64_t kStridedStreamingStretchBytes = 4096;
 // (prefetcht0), whose lines push out what the body is reading, and 8.7-10.5 non-temporal.
 constexpr int64_t kStreamPrefetchBytes = 8192;
 
+// The most operands a streamed loop prefetches: one that reads more in place prefetches none.
+// With more streams the hardware's own prefetchers keep enough lines in flight, and the
+// prefetches (one a line, each holding a fill buffer beside the streaming stores' write-combining
+// ones) only cost. xlens run, 10-20 alternating rounds of 10 runs at load 1-3, best and lowest
+// median without -> with: a * b + c over f32[16777216] 5.85 -> 5.58 and 6.04 -> 5.94 ms; a + b
+// and a - b, two outputs, 4.76 -> 4.65 and 4.99 -> 4.87; Adam over four f32[4194304] (three
+// outputs, already at b + 3c's rate without) 2.14 -> 2.28 and 2.25 -> 2.39, and the same with
+// its divisions and square root made multiplications 2.05 -> 2.11 and 2.11 -> 2.22.
+constexpr int64_t kMaxPrefetchedStreams = 3;
+
 // The cache counted is at most profiler::kMaxCacheBytesPerCpu for each CPU sharing it
 // (profiler/machine_limits.h). Where that binds, on a 2-CPU Xeon VM shown its host's 480 MiB L3,
 // it sets this threshold, and it was fitted there (xlens run of tests/bench/codegen_vs_xla.py's
