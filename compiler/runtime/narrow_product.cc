@@ -14,7 +14,7 @@
 namespace xlens::runtime {
 namespace {
 
-// NarrowProduct's loops take any n, in blocks of 4 columns; NarrowProductTransposedLhs and
+// NarrowProduct's loops take any n, in groups of at most 6 columns; NarrowProductTransposedLhs and
 // ShortKProduct keep a column (or an element of k) per vector lane, in masks of 16 bits, and
 // would read and write past a wider one. All keep the limit the thunks choose them under
 // (kNarrowOutputColumns), and so does PackNarrowRhs (TransposedCopy takes any n), so that a
@@ -165,7 +165,7 @@ constexpr int64_t kNarrowGroupColumns = 6;
 // widths that differ by one at most (10: 5 and 5, 16: 6, 5 and 5), each row block's lhs rows
 // read once per group. Groups of at most 4 (10 as 4, 4 and 2) read the MNIST step's lhs three
 // times, and a group of 2 does 8 multiply-adds for 6 loads: on one core, best of 3000 calls,
-// 100x784x10 13.2 -> 9.5 us, 64x256x10 3.10 -> 2.65, 16x3136x10 9.4 -> 7.0 (figures in the commit).
+// 100x784x10 13.1 -> 10.8 us, 64x256x10 3.18 -> 2.77, 16x3136x10 10.6 -> 8.4 (more in the commit).
 template <int R>
 XLENS_AVX512 void NarrowRows(const float* a, int64_t k, const float* bt, int64_t n, float* c) {
   const int64_t groups = (n + kNarrowGroupColumns - 1) / kNarrowGroupColumns;

@@ -106,8 +106,9 @@ void ExpectNarrowProductMatches(int64_t m, int64_t k, int64_t n, bool rhs_transp
 TEST(NarrowProductTest, EveryRemainderMatchesADoublePrecisionSum) {
   // Without AVX-512 this checks the scalar loops NarrowProduct and PackNarrowRhs fall back to.
   uint32_t seed = 1;
-  // Rows and columns in blocks of 4 and every remainder of both; k in vectors of 16 and every
-  // remainder, and rows of the rhs in blocks of 16 for the packing.
+  // Rows in blocks of 4 and every remainder, columns in every grouping (groups of at most 6, as
+  // even as can be); k in vectors of 16 and every remainder, and rows of the rhs in blocks of 16
+  // for the packing.
   for (int64_t n = 1; n <= kNarrowProductMaxColumns; ++n) {
     for (int64_t m : {1, 2, 3, 4, 7}) {
       for (int64_t k : {1, 15, 16, 17, 40}) ExpectNarrowProductMatches(m, k, n, false, seed++);
