@@ -7,7 +7,7 @@
 //
 // The CPU emitter recognizes that expansion by its structure and its constants and computes
 // erfc in one form instead (EmitFastErfcF32: one divide, one exp, one polynomial), which is
-// also the more accurate: within 5 ulp of erfc over the line where the expansion is 65 ulp off
+// also the more accurate: within 6 ulp of erfc over the line where the expansion is 65 ulp off
 // near 8 (the rounding of x^2 in its e^(-x^2)).
 #pragma once
 

@@ -229,7 +229,7 @@ Value* EmitFastErfcF32(llvm::IRBuilder<>& b, Value* x) {
   // makes e^(-a^2) wrong by 4e-6 (JAX's erfc is 65 ulp off there), so the product's rounding
   // error (exact from a fused multiply-add) corrects the result to first order. e^(-a^2) is
   // taken before its last scaling by 2^-34 (EmitFastExpF32Scaled), which the polynomial's
-  // coefficients carry instead: exact, powers of two. Within 5 ulp of double precision over
+  // coefficients carry instead: exact, powers of two. Within 6 ulp of double precision over
   // the line (fast_math_accuracy_test), 1 for x < -1.
   //
   // Past 10.5 the exp's clamp makes the result 0 (erfc(10) is 2e-45); the compare lets NaN

@@ -45,7 +45,7 @@ llvm::Value* EmitFastLogisticF32(llvm::IRBuilder<>& b, llvm::Value* x);
 // The error function of a float `x`.
 llvm::Value* EmitFastErfF32(llvm::IRBuilder<>& b, llvm::Value* x);
 // The complementary error function 1 - erf(x) of a float `x`, accurate relative to its own
-// value where it is small (x large), which 1 - erf(x) is not: within 5 ulp of double precision.
+// value where it is small (x large), which 1 - erf(x) is not: within 6 ulp of double precision.
 llvm::Value* EmitFastErfcF32(llvm::IRBuilder<>& b, llvm::Value* x);
 
 // Adds to `module` `void name(const float* in, float* out, i64 n)`, which writes emit(in[i]) to

@@ -641,7 +641,8 @@ StatusOr<std::unique_ptr<Executable>> ExecutableBuilder::Build() {
   }
   // Weights that oneDNN's gemm:jit reads in blocks of columns, their rows a multiple of 4 KiB
   // apart, in a product of few rows (OneDnnThunk::ColumnBlockWeightsSlot), stay on 4 KiB pages
-  // (asked before their first touch: nothing writes the arena before a call). On the arena's
+  // (asked before their first touch; constants, which BuildThunks has written by now, keep the
+  // huge page they were written on: a constant's weights are not covered yet). On the arena's
   // 2 MiB pages the LSTM step's 64x512x2048 product ran at one of two speeds for a process's
   // whole life (the same in windows of 500 runs over 10-50 s): its column parts' best 0.37-0.43
   // ms in some processes, 0.49-0.66 in others. xlens run --trace, 20 processes of 400 runs
