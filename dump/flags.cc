@@ -231,8 +231,18 @@ std::vector<FlagSpec> MakeSpecs() {
       BoolFlag("xla_cpu_xlens_measure_kernel_choice", &D::xla_cpu_xlens_measure_kernel_choice,
                "Where a CPU call has two kernels for its shape and no rule ranks them on every "
                "machine (a depthwise convolution: xlens's loops or oneDNN's), time both at compile "
-               "time and keep the faster, cached per shape in the process, as XLA's GPU autotuner "
-               "does; false: the fixed rule."),
+               "time and keep the faster (by 10% over the rule's pick), cached per shape in the "
+               "process and in --xla_xlens_persistent_cache_dir, as XLA's GPU autotuner does; "
+               "false: the fixed rule."),
+      StringFlag("xla_cpu_xlens_dump_kernel_choices_to", &D::xla_cpu_xlens_dump_kernel_choices_to,
+                 "Write every kernel choice made by timing (and its times) to this JSON file after "
+                 "each compilation that makes one, as --xla_gpu_dump_autotune_results_to.",
+                 "FILE"),
+      StringFlag("xla_cpu_xlens_load_kernel_choices_from", &D::xla_cpu_xlens_load_kernel_choices_from,
+                 "Take the kernel choices of this JSON file (a dump's kernel_choices.json or a file "
+                 "of --xla_cpu_xlens_dump_kernel_choices_to) instead of timing, as "
+                 "--xla_gpu_load_autotune_results_from; a malformed file is an error.",
+                 "FILE"),
       BoolFlag("xla_gpu_dump_llvmir", &D::xla_gpu_dump_llvmir,
                "Dump the LLVM IR of GPU kernels (ir-no-opt.ll, ir-with-opt.ll)."),
       Hidden(StringFlag("xla_test_miscompile_after_pass", &D::xla_test_miscompile_after_pass,

@@ -64,6 +64,11 @@ struct DebugOptions {
   // Choose between a CPU call's kernels by timing them at compile time, per shape (off: the
   // fixed rule, deterministic).
   bool xla_cpu_xlens_measure_kernel_choice = true;
+  // Every kernel choice of the process written to this file after each compilation that makes
+  // one; the choices of this file forced (replay); as XLA's --xla_gpu_dump_autotune_results_to
+  // and --xla_gpu_load_autotune_results_from.
+  std::string xla_cpu_xlens_dump_kernel_choices_to;
+  std::string xla_cpu_xlens_load_kernel_choices_from;
 
   // --tf_xla_auto_jit: -1 off, 0 as the session config says, 1 and 2 on. "single-gpu(N)"
   // applies level N to single-GPU graphs only; "fusible" is level 1 restricted to fusible ops.

@@ -29,6 +29,7 @@
 #include "compiler/runtime/gpu_compiler.h"
 #include "compiler/runtime/gpu_executable.h"
 #include "compiler/runtime/gpu_sim_device.h"
+#include "compiler/runtime/measured_choice.h"
 #include "compiler/support/activity.h"
 #include "compiler/support/file_io.h"
 #include "compiler/support/terminal_text.h"
@@ -56,7 +57,8 @@ std::string Magnitude(double value) {
 }
 
 // The recorded flags that say how to compile: dump and profile flags are left out, so a replay
-// never writes where the recording wrote.
+// never writes where the recording wrote, and so are the kernel choice files (the bundle's own
+// kernel_choices.json is loaded instead).
 StatusOr<std::vector<std::string>> CompileFlags(const ManifestInvocation& invocation) {
   std::vector<std::string> out;
   for (const std::string* text : {&invocation.tf_xla_flags, &invocation.xla_flags}) {
@@ -64,7 +66,9 @@ StatusOr<std::vector<std::string>> CompileFlags(const ManifestInvocation& invoca
     if (!tokens.ok()) return tokens.status().WithContext("the recorded flags");
     for (std::string& token : *tokens) {
       if (token.starts_with("--xla_dump") || token.starts_with("--tf_dump_graph_prefix") ||
-          token.starts_with("--xla_hlo_profile") || token.starts_with("--tf_xla_clustering_debug")) {
+          token.starts_with("--xla_hlo_profile") || token.starts_with("--tf_xla_clustering_debug") ||
+          token.starts_with("--xla_cpu_xlens_dump_kernel_choices_to") ||
+          token.starts_with("--xla_cpu_xlens_load_kernel_choices_from")) {
         continue;
       }
       out.push_back(std::move(token));
@@ -282,6 +286,14 @@ int RunReplay(const ReplayArgs& args) {
   FlagsSetup setup;
   if (Status s = SetUpFromFlags(*flags, "replay", setup); !s.ok()) {
     return Fail(s.WithContext(shown + ": the recorded flags"));
+  }
+  // The kernels the recording chose by timing (a depthwise convolution's), forced, so that the
+  // replay computes with the same kernels whatever this machine's timings would say.
+  for (const std::string& file : chosen->files) {
+    if (!file.ends_with(".kernel_choices.json") || !CheckBundleMemberName(file).empty()) continue;
+    if (Status s = runtime::LoadKernelChoices(dir + "/" + file); !s.ok()) {
+      return Fail(Error(fmt::format("{}: {}: {}", shown, DisplayPath(file), Shown(s))));
+    }
   }
   auto module = LoadModule(dir + "/" + before, /*verify=*/true);
   if (!module.ok()) return Fail(module.status().WithContext(shown));

@@ -31,6 +31,7 @@
 #include "compiler/runtime/fft_thunk.h"
 #include "compiler/runtime/lapack_thunk.h"
 #include "compiler/runtime/library_thunks.h"
+#include "compiler/runtime/measured_choice.h"
 #include "compiler/runtime/onednn_thunks.h"
 #include "compiler/runtime/triangular_solve_thunk.h"
 #include "compiler/support/large_allocation.h"
@@ -163,6 +164,8 @@ class ExecutableBuilder {
   int64_t shared_kernels_ = 0;
   std::map<const HloInstruction*, std::string> comparators_;
   std::map<const HloComputation*, std::unique_ptr<FramePlan>> nested_plans_;
+  // The constants and their buffers, written once the thunks say which buffers keep small pages.
+  std::vector<std::pair<const HloInstruction*, char*>> constants_;
   std::set<std::string> symbols_;
   int64_t arena_end_ = 0;
   int64_t scratch_bytes_ = 0;
@@ -282,13 +285,14 @@ StatusOr<ThunkSequence> ExecutableBuilder::BuildThunks(
     const std::string& name = hlo->name();
     switch (hlo->opcode()) {
       case HloOpcode::kConstant: {
-        // Constants are written into their buffers once, here.
+        // Constants are written into their buffers once, after every thunk is built (Build): a
+        // buffer's first write fixes its page size, and the thunks say which keep small pages.
         const int64_t slot = plan.Slot(hlo);
         if (slot >= 0 && frame[slot] != nullptr) {
           if (hlo->literal().is_elided() || hlo->literal().is_text_only()) {
             return Error(fmt::format("constant {} has no value in the text (elided)", name));
           }
-          CopyToLayout(hlo->literal().untyped_data(), hlo->shape(), frame[slot]);
+          constants_.emplace_back(hlo, frame[slot]);
         }
         continue;
       }
@@ -630,19 +634,30 @@ StatusOr<std::unique_ptr<Executable>> ExecutableBuilder::Build() {
   }
 
   exe_->frame_ = MakeFrame(*exe_->entry_plan_);
+  std::vector<KernelChoiceRecord> kernel_choices;
   {
     // The kernels are machine code already (the span above optimizes and compiles them, in
     // parallel partitions); ORC links their objects when a function is first looked up, which
     // building the thunks does.
     profiler::TraceSpan span("machine code and thunks", profiler::category::kCodegen);
+    // Kernels chosen by timing (measured_choice.h) are taken from, and kept in, the persistent
+    // cache directory beside the compiled code, and recorded in the dump for replay.
+    KernelChoiceScope choices(options_.persistent_cache_dir);
     ASSIGN_OR_RETURN(exe_->thunks_,
                      BuildThunks(*module.entry_computation(), *exe_->entry_plan_,
                                  assignment.schedule(), exe_->frame_));
+    kernel_choices = choices.choices();
+    std::vector<std::string> warnings = choices.warnings();
+    if (!kernel_choices.empty()) {
+      if (std::string failed = WriteKernelChoicesDump(); !failed.empty()) warnings.push_back(failed);
+    }
+    for (const std::string& warning : warnings) std::fprintf(stderr, "xlens: %s\n", warning.c_str());
   }
   // Weights that oneDNN's gemm:jit reads in blocks of columns, their rows a multiple of 4 KiB
   // apart, in a product of few rows (OneDnnThunk::ColumnBlockWeightsSlot), stay on 4 KiB pages
-  // (asked before their first touch; constants, which BuildThunks has written by now, keep the
-  // huge page they were written on: a constant's weights are not covered yet). On the arena's
+  // (asked before their first touch: parameters and computed weights are written by calls, and
+  // constants just below, after the advice, since a range keeps the huge page it was first
+  // written on). On the arena's
   // 2 MiB pages the LSTM step's 64x512x2048 product ran at one of two speeds for a process's
   // whole life (the same in windows of 500 runs over 10-50 s): its column parts' best 0.37-0.43
   // ms in some processes, 0.49-0.66 in others. xlens run --trace, 20 processes of 400 runs
@@ -665,6 +680,9 @@ StatusOr<std::unique_ptr<Executable>> ExecutableBuilder::Build() {
     const int64_t offset = exe_->entry_plan_->slot_offsets()[slot];
     if (offset >= 0) KeepOnSmallPages(exe_->arena_ + offset, exe_->entry_plan_->slot_sizes()[slot]);
   }
+  for (const auto& [constant, buffer] : constants_) {
+    CopyToLayout(constant->literal().untyped_data(), constant->shape(), buffer);
+  }
   exe_->execute_span_name_ = fmt::format("execute {}", module.name());
   exe_->compile_ns_ = std::chrono::duration_cast<std::chrono::nanoseconds>(
                           std::chrono::steady_clock::now() - start).count();
@@ -679,6 +697,12 @@ StatusOr<std::unique_ptr<Executable>> ExecutableBuilder::Build() {
     }
     std::string thunks_file = dump->DumpText(module, "thunk_sequence.txt", exe_->ThunkSequenceText());
     if (!thunks_file.empty()) files.push_back(thunks_file);
+    // The kernels chosen by timing, in the form --xla_cpu_xlens_load_kernel_choices_from reads
+    // (as XLA dumps its autotuner's results), so that a replay runs the same kernels.
+    if (!kernel_choices.empty()) {
+      std::string choices_file = dump->DumpText(module, "kernel_choices.json", SerializeKernelChoices(kernel_choices));
+      if (!choices_file.empty()) files.push_back(choices_file);
+    }
     for (const KernelInfo& k : exe_->kernels_) {
       // Merged with what the pipeline recorded for the same instruction (op_names, the pass
       // that made the fusion).

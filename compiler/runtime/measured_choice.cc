@@ -6,20 +6,32 @@
 #include <limits>
 #include <map>
 #include <mutex>
+#include <optional>
+
+#include <fmt/format.h>
+
+#include "compiler/support/file_io.h"
+#include "compiler/support/terminal_text.h"
 
 namespace xlens::runtime {
 namespace {
 
 std::atomic<KernelChoiceMode> kernel_choice_mode{KernelChoiceMode::kMeasured};
 
-std::mutex& CacheMutex() {
-  static std::mutex mutex;
-  return mutex;
-}
+thread_local KernelChoiceScope* current_scope = nullptr;
 
-std::map<std::string, MeasuredChoice>& Cache() {
-  static auto* cache = new std::map<std::string, MeasuredChoice>;
-  return *cache;
+// Everything below under one mutex: choices are few (one per shape) and taken at compile time.
+struct Choices {
+  std::mutex mutex;
+  std::map<std::string, MeasuredChoice> made;    // timed or cached, by key
+  std::map<std::string, KernelChoiceRecord> loaded;  // forced, by key
+  std::string loaded_from;
+  std::string dump_path;
+};
+
+Choices& State() {
+  static auto* state = new Choices;
+  return *state;
 }
 
 double ThreadCpuMs() {
@@ -36,48 +48,201 @@ double TimeMs(const std::function<void()>& run) {
   return ThreadCpuMs() - start;
 }
 
-}  // namespace
+std::vector<std::string> Names(const std::vector<KernelCandidate>& candidates) {
+  std::vector<std::string> names;
+  for (const KernelCandidate& c : candidates) names.push_back(c.name);
+  return names;
+}
 
-KernelChoiceMode GetKernelChoiceMode() { return kernel_choice_mode.load(); }
-void SetKernelChoiceMode(KernelChoiceMode mode) { kernel_choice_mode.store(mode); }
+KernelChoiceRecord RecordOf(const std::string& key, const MeasuredChoice& choice) {
+  return {MachineForKernelChoices(), key, choice.names, choice.best_ms, choice.winner};
+}
 
-MeasuredChoice ChooseByMeasuring(const std::string& key, const std::vector<std::function<void()>>& candidates) {
-  {
-    std::lock_guard<std::mutex> lock(CacheMutex());
-    auto it = Cache().find(key);
-    if (it != Cache().end()) {
-      MeasuredChoice choice = it->second;
-      choice.cached = true;
-      return choice;
-    }
-  }
-  // Timed outside the lock: two threads compiling the same shape at once both time it, and the
-  // first to finish is kept; neither waits on the other's runs.
+MeasuredChoice ChoiceOf(const KernelChoiceRecord& record, ChoiceOrigin origin) {
   MeasuredChoice choice;
-  choice.best_ms.assign(candidates.size(), std::numeric_limits<double>::infinity());
+  choice.winner = record.winner;
+  choice.names = record.candidates;
+  choice.best_ms = record.best_ms;
+  choice.origin = origin;
+  return choice;
+}
+
+// The trial: candidates[0] (the rule's pick) unless another beats it by kMargin in every pass.
+MeasuredChoice Time(const std::vector<KernelCandidate>& candidates) {
+  const size_t n = candidates.size();
+  MeasuredChoice choice;
+  choice.names = Names(candidates);
+  choice.best_ms.assign(n, std::numeric_limits<double>::infinity());
+  std::vector<std::vector<double>> pass_best(kPasses, std::vector<double>(n, std::numeric_limits<double>::infinity()));
   for (int pass = 0; pass < kPasses; ++pass) {
     // The second pass in the other order: a stretch of load on the machine falls on both.
-    for (size_t i = 0; i < candidates.size(); ++i) {
-      const size_t c = pass % 2 == 0 ? i : candidates.size() - 1 - i;
+    for (size_t i = 0; i < n; ++i) {
+      const size_t c = pass % 2 == 0 ? i : n - 1 - i;
       // Untimed: the runs after another candidate's find the caches as that one left them. A
       // depthwise convolution's output, evicted by the other's streaming stores, took oneDNN's
       // kernel 2.1-2.3 ms, then 1.1-1.4, then 1.0-1.1 as in runs of its own; run by run, the
       // candidates alternating, it ranked the two wrongly.
       double settle_ms = 0;
-      for (int r = 0; r < kSettleRuns; ++r) settle_ms = TimeMs(candidates[c]);
+      for (int r = 0; r < kSettleRuns; ++r) settle_ms = TimeMs(candidates[c].run);
       const int runs = settle_ms > kLongRunMs ? 1 : kRunsPerBlock;
-      for (int r = 0; r < runs; ++r) choice.best_ms[c] = std::min(choice.best_ms[c], TimeMs(candidates[c]));
+      for (int r = 0; r < runs; ++r) pass_best[pass][c] = std::min(pass_best[pass][c], TimeMs(candidates[c].run));
+      choice.best_ms[c] = std::min(choice.best_ms[c], pass_best[pass][c]);
     }
   }
-  choice.winner = static_cast<int>(std::min_element(choice.best_ms.begin(), choice.best_ms.end()) -
-                                   choice.best_ms.begin());
-  std::lock_guard<std::mutex> lock(CacheMutex());
-  return Cache().emplace(key, choice).first->second;
+  choice.winner = 0;
+  for (size_t c = 1; c < n; ++c) {
+    bool clear = true;
+    for (int pass = 0; pass < kPasses; ++pass) clear &= pass_best[pass][c] <= (1 - kMargin) * pass_best[pass][0];
+    if (clear && choice.best_ms[c] < choice.best_ms[choice.winner]) choice.winner = static_cast<int>(c);
+  }
+  return choice;
+}
+
+}  // namespace
+
+KernelChoiceMode GetKernelChoiceMode() { return kernel_choice_mode.load(); }
+void SetKernelChoiceMode(KernelChoiceMode mode) { kernel_choice_mode.store(mode); }
+
+std::string MeasuredChoice::Summary() const {
+  const auto w = static_cast<size_t>(winner);
+  std::string text = origin == ChoiceOrigin::kCached   ? "cached: "
+                     : origin == ChoiceOrigin::kLoaded ? "loaded: "
+                                                       : "";
+  text += fmt::format("timed {:.3f} ms", best_ms[w]);
+  bool faster_kept_out = false;
+  for (size_t c = 0; c < names.size(); ++c) {
+    if (c == w) continue;
+    text += fmt::format(" against {} {:.3f} ms", names[c], best_ms[c]);
+    faster_kept_out |= best_ms[c] < best_ms[w];
+  }
+  if (faster_kept_out && origin != ChoiceOrigin::kLoaded) {
+    text += fmt::format(", within the {:.0f}% margin", kMargin * 100);
+  }
+  return text;
+}
+
+KernelChoiceScope::KernelChoiceScope(std::string persistent_cache_dir)
+    : dir_(std::move(persistent_cache_dir)), outer_(current_scope) {
+  current_scope = this;
+}
+
+KernelChoiceScope::~KernelChoiceScope() { current_scope = outer_; }
+
+std::optional<MeasuredChoice> FindKernelChoice(const std::string& key, const std::vector<std::string>& names) {
+  KernelChoiceScope* scope = current_scope;
+  auto taken = [&](const MeasuredChoice& choice) {
+    if (scope != nullptr) scope->choices_.push_back(RecordOf(key, choice));
+    return choice;
+  };
+  Choices& state = State();
+  {
+    std::lock_guard<std::mutex> lock(state.mutex);
+    if (auto it = state.loaded.find(key); it != state.loaded.end()) {
+      if (it->second.candidates == names) return taken(ChoiceOf(it->second, ChoiceOrigin::kLoaded));
+      if (scope != nullptr) {
+        scope->warnings_.push_back(fmt::format(
+            "{}: the choice for this key names other candidates than this build's ({}); timing them",
+            DisplayPath(state.loaded_from), EscapeForTerminal(fmt::format("{}", fmt::join(names, ", ")))));
+      }
+    }
+    if (auto it = state.made.find(key); it != state.made.end() && it->second.names == names) {
+      MeasuredChoice choice = it->second;
+      choice.origin = ChoiceOrigin::kCached;
+      return taken(choice);
+    }
+  }
+  const std::string dir = scope != nullptr ? scope->dir_ : "";
+  if (dir.empty()) return std::nullopt;
+  std::string warning;
+  std::optional<KernelChoiceRecord> stored = LookupKernelChoice(dir, MachineForKernelChoices(), key, &warning);
+  if (!warning.empty()) scope->warnings_.push_back(std::move(warning));
+  if (!stored || stored->candidates != names) return std::nullopt;
+  MeasuredChoice choice = ChoiceOf(*stored, ChoiceOrigin::kCached);
+  std::lock_guard<std::mutex> lock(state.mutex);
+  state.made.emplace(key, choice);
+  return taken(choice);
+}
+
+MeasuredChoice ChooseByMeasuring(const std::string& key, const std::vector<KernelCandidate>& candidates) {
+  if (std::optional<MeasuredChoice> known = FindKernelChoice(key, Names(candidates))) return *known;
+  KernelChoiceScope* scope = current_scope;
+  auto taken = [&](const MeasuredChoice& choice) {
+    if (scope != nullptr) scope->choices_.push_back(RecordOf(key, choice));
+    return choice;
+  };
+  Choices& state = State();
+  const std::string dir = scope != nullptr ? scope->dir_ : "";
+  // Timed outside the lock: two threads compiling the same shape at once both time it, and the
+  // first to finish is kept; neither waits on the other's runs.
+  MeasuredChoice choice = Time(candidates);
+  {
+    std::lock_guard<std::mutex> lock(state.mutex);
+    auto [it, inserted] = state.made.emplace(key, choice);
+    if (!inserted) {
+      choice = it->second;
+      choice.origin = ChoiceOrigin::kCached;
+      return taken(choice);
+    }
+  }
+  if (!dir.empty()) {
+    std::string warning;
+    StoreKernelChoice(dir, RecordOf(key, choice), &warning);
+    if (!warning.empty()) scope->warnings_.push_back(std::move(warning));
+  }
+  return taken(choice);
+}
+
+Status LoadKernelChoices(const std::string& path) {
+  std::map<std::string, KernelChoiceRecord> loaded;
+  if (!path.empty()) {
+    ASSIGN_OR_RETURN(std::string text, ReadFile(path, kMaxChoicesFileBytes));
+    ASSIGN_OR_RETURN(std::vector<KernelChoiceRecord> records, ParseKernelChoices(text, DisplayPath(path)));
+    for (KernelChoiceRecord& record : records) {
+      auto [it, inserted] = loaded.emplace(record.key, record);
+      if (!inserted && (it->second.candidates != record.candidates || it->second.winner != record.winner)) {
+        return Error(fmt::format("{}: two different choices for the key {}", DisplayPath(path),
+                                 EscapeForTerminal(record.key)));
+      }
+    }
+  }
+  Choices& state = State();
+  std::lock_guard<std::mutex> lock(state.mutex);
+  state.loaded = std::move(loaded);
+  state.loaded_from = path;
+  return OkStatus();
+}
+
+void SetKernelChoicesDumpPath(const std::string& path) {
+  Choices& state = State();
+  std::lock_guard<std::mutex> lock(state.mutex);
+  state.dump_path = path;
+}
+
+std::string WriteKernelChoicesDump() {
+  Choices& state = State();
+  std::string path;
+  std::vector<KernelChoiceRecord> records;
+  {
+    std::lock_guard<std::mutex> lock(state.mutex);
+    if (state.dump_path.empty()) return "";
+    path = state.dump_path;
+    // The loaded choices first (a replay's dump says what it was forced to), then the others.
+    for (const auto& [key, record] : state.loaded) records.push_back(record);
+    for (const auto& [key, choice] : state.made) {
+      if (!state.loaded.count(key)) records.push_back(RecordOf(key, choice));
+    }
+  }
+  Status written = WriteFile(path, SerializeKernelChoices(records));
+  return written.ok() ? "" : fmt::format("cannot write the kernel choices to {}: {}", DisplayPath(path),
+                                         written.message());
 }
 
 void ClearMeasuredChoices() {
-  std::lock_guard<std::mutex> lock(CacheMutex());
-  Cache().clear();
+  Choices& state = State();
+  std::lock_guard<std::mutex> lock(state.mutex);
+  state.made.clear();
+  state.loaded.clear();
+  state.loaded_from.clear();
 }
 
 }  // namespace xlens::runtime

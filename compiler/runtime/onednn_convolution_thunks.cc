@@ -150,6 +150,37 @@ void OneDnnThunk::Impl::ChooseDepthwiseOrOneDnn(const DepthwiseConvolution& d, i
       d.images, d.height, d.width, d.channels, d.out_height, d.out_width, d.kernel_height, d.stride_height,
       d.stride_width, d.pad_top, d.pad_left, d.weights_row_stride, d.weights_tap_stride, d.bias,
       static_cast<int>(d.activation), d.stream, parallelism, implementation, constant_weights, reorder_weights);
+  const std::string onednn_implementation = implementation;
+  const int64_t onednn_total = total, onednn_block = block, onednn_blocks = blocks;
+  auto use_onednn = [&] {
+    depthwise.reset();
+    total = onednn_total;
+    block = onednn_block;
+    blocks = onednn_blocks;
+    implementation = onednn_implementation;
+  };
+  // The loops first: they are the fixed rule's pick, which oneDNN's kernel must beat by the margin.
+  const std::vector<std::string> names = {"depthwise:avx512", onednn_implementation};
+  // What the listing says of the choice: the winner's time, then the other's, and whether it was
+  // timed now or taken from the cache or a loaded file.
+  auto apply = [&](const MeasuredChoice& choice, bool onednn_failed) {
+    const bool loops = choice.winner == 0 || onednn_failed;
+    weights_ready = false;  // constant weights are reordered from the module's constant, not the scratch
+    if (loops) {
+      UseDepthwise(d, parallelism);
+      parts.clear();
+      bands.clear();
+      reorder_weights = false;
+    } else {
+      use_onednn();
+    }
+    implementation += ", " + choice.Summary();
+  };
+  // Chosen before (this process, the persistent cache, a loaded file): no scratch, no trial.
+  if (std::optional<MeasuredChoice> known = FindKernelChoice(key, names)) {
+    apply(*known, false);
+    return;
+  }
   // Scratch buffers of the call's sizes, 64-byte aligned as the executable's buffers are (the
   // loops stream only to an aligned output). The operands are written (pages of zeros never
   // written would all be one page, in L1); the outputs are first written by the warm-up runs.
@@ -182,42 +213,20 @@ void OneDnnThunk::Impl::ChooseDepthwiseOrOneDnn(const DepthwiseConvolution& d, i
   // (xlens run under taskset, best of 50, 5 alternating rounds at load 4.7) the loops took
   // 1.34 ms, oneDNN's kernel 0.94; on two (8 rounds at load 6.3) 0.65 and 0.51.
   ExecuteContext context;
-  const int64_t onednn_total = total, onednn_block = block, onednn_blocks = blocks;
-  const std::string onednn_implementation = implementation;
-  auto use_onednn = [&] {
-    depthwise.reset();
-    total = onednn_total;
-    block = onednn_block;
-    blocks = onednn_blocks;
-    implementation = onednn_implementation;
-  };
   bool onednn_failed = false;
   const MeasuredChoice choice = ChooseByMeasuring(
-      key, {[&] {
-              UseDepthwise(d, parallelism);
-              frame[output_slot] = reinterpret_cast<char*>(loops_output.get());
-              (void)ExecuteDepthwise(frame.data(), context);
-            },
-            [&] {
-              use_onednn();
-              frame[output_slot] = reinterpret_cast<char*>(onednn_output.get());
-              onednn_failed |= !ExecuteConvolution(frame.data(), context, name).ok();
-            }});
-  const bool loops = choice.winner == 0 || onednn_failed;
-  weights_ready = false;  // constant weights are reordered from the module's constant, not the scratch
-  // What the listing says of the choice: the winner's time, then the other's.
-  const std::string why = fmt::format(", timed {:.3f} ms against {} {:.3f} ms{}", choice.best_ms[loops ? 0 : 1],
-                                      loops ? onednn_implementation : std::string("depthwise:avx512"),
-                                      choice.best_ms[loops ? 1 : 0], choice.cached ? " before" : "");
-  if (loops) {
-    UseDepthwise(d, parallelism);
-    parts.clear();
-    bands.clear();
-    reorder_weights = false;
-  } else {
-    use_onednn();
-  }
-  implementation += why;
+      key, {{names[0],
+             [&] {
+               UseDepthwise(d, parallelism);
+               frame[output_slot] = reinterpret_cast<char*>(loops_output.get());
+               (void)ExecuteDepthwise(frame.data(), context);
+             }},
+            {names[1], [&] {
+               use_onednn();
+               frame[output_slot] = reinterpret_cast<char*>(onednn_output.get());
+               onednn_failed |= !ExecuteConvolution(frame.data(), context, name).ok();
+             }}});
+  apply(choice, onednn_failed);
 }
 
 Status OneDnnThunk::Impl::BuildOneDnnConvolution(
