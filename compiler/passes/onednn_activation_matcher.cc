@@ -474,6 +474,9 @@ std::optional<ActivationMatch> MatchLinear(HloInstruction* v) {
       constant = u->operand(1 - at);
       if (steps == 2 || !ScalarF32Constant(constant, &c)) break;
       const bool shift = u->opcode() == HloOpcode::kAdd || u->opcode() == HloOpcode::kSubtract;
+      // A zero beta adds nothing (LinearPostOpBeta: x + (-0)), where x + 0 and 0 - x turn -0
+      // into +0: a shift by zero is left to a kernel after the call.
+      if (shift && c == 0) break;
       if (steps == 1 && !(exact_scaling && shift && ShiftAfterExactScaling(c))) break;
       exact_scaling = steps == 0 && ((u->opcode() == HloOpcode::kMultiply && IsPowerOfTwo(c)) ||
                                      (u->opcode() == HloOpcode::kDivide && at == 0 && ExactReciprocal(c)));

@@ -56,10 +56,20 @@ struct OneDnnPostOp {
   // How an added tensor is laid over the result.
   enum class Addend { kFull, kLastDimension, kScalar };
   Kind kind = Kind::kLinear;
-  double alpha = 1, beta = 0;    // kLinear: alpha * x + beta
+  // kLinear: alpha * x + beta. A zero beta adds nothing: it is computed as x + (-0)
+  // (LinearPostOpBeta), the one addend that leaves every x as it is, where x + (+0) would turn
+  // a -0 (a GELU's result far left of zero, then scaled) into +0 and differ from the evaluator.
+  // So the matcher takes no shift by a zero constant (x + 0 does turn -0 into +0).
+  double alpha = 1, beta = 0;
   int64_t parameter = -1;        // kAdd: the fusion operand added
   Addend addend = Addend::kFull;  // kAdd
 };
+
+// The f32 beta a linear post-op is computed with (oneDNN's eltwise_linear and the thunk's own
+// loops alike): -0 for a zero beta, which adds nothing (see OneDnnPostOp::beta).
+inline float LinearPostOpBeta(const OneDnnPostOp& op) {
+  return op.beta == 0 ? -0.0f : static_cast<float>(op.beta);
+}
 
 // What a oneDNN fusion computes, read from its fused computation.
 struct OneDnnCall {

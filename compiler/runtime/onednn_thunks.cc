@@ -197,7 +197,7 @@ StatusOr<std::unique_ptr<OneDnnThunk>> OneDnnThunk::Create(std::string hlo_name,
           break;
         case OneDnnPostOp::Kind::kLinear:
           po.append_eltwise(1.f, dnnl::algorithm::eltwise_linear, static_cast<float>(op.alpha),
-                            static_cast<float>(op.beta));
+                            LinearPostOpBeta(op));
           break;
         case OneDnnPostOp::Kind::kLogistic:
           po.append_eltwise(1.f, dnnl::algorithm::eltwise_logistic, 0.f, 0.f);

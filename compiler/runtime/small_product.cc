@@ -158,7 +158,7 @@ __attribute__((target("avx2,fma"))) bool ApplyPostOpsAvx2(const std::vector<OneD
           }
           case OneDnnPostOp::Kind::kLinear: {
             const __m256 alpha = _mm256_set1_ps(static_cast<float>(op.alpha));
-            const __m256 beta = _mm256_set1_ps(static_cast<float>(op.beta));
+            const __m256 beta = _mm256_set1_ps(LinearPostOpBeta(op));
             for (int64_t c = c0; c < c1; c += 8) {
               _mm256_storeu_ps(o + c, _mm256_fmadd_ps(alpha, _mm256_loadu_ps(o + c), beta));
             }
@@ -194,7 +194,7 @@ __attribute__((target("avx2,fma"))) bool ApplyPostOpsAvx2(const std::vector<OneD
             break;
           }
           case OneDnnPostOp::Kind::kLinear:
-            x = std::fma(static_cast<float>(op.alpha), x, static_cast<float>(op.beta));
+            x = std::fma(static_cast<float>(op.alpha), x, LinearPostOpBeta(op));
             break;
           case OneDnnPostOp::Kind::kRelu6:
             x = Relu6(x);
@@ -305,7 +305,7 @@ void ApplySmallProductPostOps(const std::vector<OneDnnPostOp>& ops, const std::v
         for (int64_t e = 0; e < size; ++e) out[e] = 0.5f * out[e] * (1.f + std::erf(out[e] * 0.70710678f));
         break;
       case OneDnnPostOp::Kind::kLinear: {
-        const float alpha = static_cast<float>(op.alpha), beta = static_cast<float>(op.beta);
+        const float alpha = static_cast<float>(op.alpha), beta = LinearPostOpBeta(op);
         // One rounding, as the one-pass loops above and oneDNN's own linear post-op compute it.
         for (int64_t e = 0; e < size; ++e) out[e] = std::fma(alpha, out[e], beta);
         break;

@@ -15,6 +15,7 @@
 #include <random>
 #include <vector>
 
+#include <fmt/format.h>
 #include <gtest/gtest.h>
 
 namespace xlens::runtime {
@@ -381,6 +382,36 @@ TEST(NarrowProductTest, ScalarPostOpsTakeTheLinearMapAsOneFusedMultiplyAdd) {
       EXPECT_EQ(got[e], fused) << e;
     }
     EXPECT_GT(rounded_twice_differs, 0);  // the case tells the two roundings apart
+  }
+}
+
+TEST(NarrowProductTest, AScalingKeepsTheSignOfZero) {
+  // A linear map of zero beta is a scaling: 3 * -0 is -0 and -3 * +0 is -0, as the evaluator's
+  // multiply gives (fma(3, -0, +0) would give +0). In the one-pass loops (the first 8 of each row
+  // of 10) and their tail, and in the scalar loops, which a GELU before it sends them to.
+  const float nan = std::nanf(""), inf = std::numeric_limits<float>::infinity();
+  const std::vector<float> in = {-0.f, 0.f, -1.f, 2.f, -0.f, inf, nan, 0.f, -0.f, 0.f};
+  OneDnnPostOp gelu;
+  gelu.kind = OneDnnPostOp::Kind::kGeluErf;  // 0.5 * x * (1 + erf(x / sqrt 2)): keeps each zero
+  for (const double alpha : {3.0, -3.0}) {
+    OneDnnPostOp scale;
+    scale.alpha = alpha;
+    for (bool scalar : {false, true}) {
+      SCOPED_TRACE(fmt::format("alpha {}, {}", alpha, scalar ? "scalar loops" : "one pass"));
+      std::vector<float> out(2 * in.size());
+      std::copy(in.begin(), in.end(), out.begin());
+      std::copy(in.begin(), in.end(), out.begin() + in.size());
+      const std::vector<OneDnnPostOp> ops =
+          scalar ? std::vector<OneDnnPostOp>{gelu, scale} : std::vector<OneDnnPostOp>{scale};
+      ApplySmallProductPostOps(ops, {}, 2, in.size(), out.data());
+      for (size_t e = 0; e < out.size(); ++e) {
+        const float x = in[e % in.size()];
+        if (x != 0) continue;
+        const float expected = static_cast<float>(alpha) * x;
+        EXPECT_EQ(out[e], 0.f) << e;
+        EXPECT_EQ(std::signbit(out[e]), std::signbit(expected)) << e << ": " << x << " scaled by " << alpha;
+      }
+    }
   }
 }
 
