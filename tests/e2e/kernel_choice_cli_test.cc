@@ -1,0 +1,130 @@
+// Kernel choices made by timing at compile time (a depthwise convolution's loops against oneDNN's
+// kernel), as a user meets them across processes: kept in the persistent cache directory so a
+// second `xlens run` takes the pick without timing, a damaged cache entry rejected with a message,
+// the module's choices dumped as kernel_choices.json, and a choices file loaded by flag forcing
+// the kernel it names, whichever the timings favour.
+#include <filesystem>
+#include <fstream>
+#include <regex>
+#include <sstream>
+
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+#include <nlohmann/json.hpp>
+
+#include "cli_test_util.h"
+
+namespace xlens {
+namespace {
+
+using ::testing::HasSubstr;
+using ::testing::Not;
+
+// MobileNet's depthwise layer with bias and ReLU6, which both the loops and oneDNN run (without
+// the epilogue the loops take only outputs of 6 MiB and more); small enough to time in a few
+// milliseconds.
+constexpr const char* kDepthwise = R"(HloModule dw
+ENTRY main {
+  x = f32[2,9,11,80] parameter(0)
+  w = f32[3,3,1,80] parameter(1)
+  bias = f32[80] parameter(2)
+  c = f32[2,9,11,80] convolution(x, w), window={size=3x3 pad=1_1x1_1}, dim_labels=b01f_01io->b01f, feature_group_count=80
+  bb = f32[2,9,11,80] broadcast(bias), dimensions={3}
+  s = f32[2,9,11,80] add(c, bb)
+  z = f32[] constant(0)
+  six = f32[] constant(6)
+  ROOT r = f32[2,9,11,80] clamp(z, s, six)
+}
+)";
+
+std::string ReadText(const std::filesystem::path& path) {
+  std::ifstream in(path);
+  std::stringstream text;
+  text << in.rdbuf();
+  return text.str();
+}
+
+// The one file of the dump directory whose name ends with `suffix`.
+std::filesystem::path DumpFile(const std::filesystem::path& dir, const std::string& suffix) {
+  for (const auto& entry : std::filesystem::directory_iterator(dir)) {
+    if (entry.path().filename().string().ends_with(suffix)) return entry.path();
+  }
+  ADD_FAILURE() << "no " << suffix << " in " << dir;
+  return {};
+}
+
+class KernelChoiceCliTest : public CliTest {
+ protected:
+  // `xlens run` of the module with `flags`, dumped into `dump`; its thunk listing.
+  std::string Run(const std::string& dump, const std::string& flags, RunResult* result = nullptr) {
+    const std::string module = Write("dw.hlo", kDepthwise);
+    RunResult r = RunXlens("run " + module + " --xla_dump_to=" + (dir_ / dump).string() + " " + flags);
+    EXPECT_EQ(r.exit_code, 0) << r.output;
+    if (result != nullptr) *result = r;
+    return ReadText(DumpFile(dir_ / dump, "thunk_sequence.txt"));
+  }
+  std::string CacheFlag() const { return "--xla_xlens_persistent_cache_dir=" + (dir_ / "cache").string(); }
+};
+
+TEST_F(KernelChoiceCliTest, SecondProcessTakesTheCachedChoiceWithoutTiming) {
+  const std::string first = Run("d1", CacheFlag());
+  EXPECT_THAT(first, HasSubstr(", timed "));
+  EXPECT_THAT(first, Not(HasSubstr("cached")));
+  // The dump records the choice as the loader reads it.
+  const nlohmann::json choices = nlohmann::json::parse(ReadText(DumpFile(dir_ / "d1", "kernel_choices.json")));
+  EXPECT_EQ(choices["format"], "xlens kernel choices");
+  ASSERT_EQ(choices["choices"].size(), 1u);
+  EXPECT_EQ(choices["choices"][0]["candidates"][0], "depthwise:avx512");
+  EXPECT_THAT(ReadText(dir_ / "d1" / "manifest.json"), HasSubstr("kernel_choices.json"));
+
+  const std::string second = Run("d2", CacheFlag());
+  EXPECT_THAT(second, HasSubstr(", cached: timed "));
+  // The same kernel, with the first process's times.
+  const std::regex kernel(R"(kernel ([^,;]+))");
+  std::smatch a, b;
+  ASSERT_TRUE(std::regex_search(first, a, kernel)) << first;
+  ASSERT_TRUE(std::regex_search(second, b, kernel)) << second;
+  EXPECT_EQ(a[1].str(), b[1].str());
+}
+
+TEST_F(KernelChoiceCliTest, DamagedCacheEntryIsRejectedWithAMessage) {
+  (void)Run("d1", CacheFlag());
+  int entries = 0;
+  for (const auto& entry : std::filesystem::directory_iterator(dir_ / "cache")) {
+    if (entry.path().extension() != ".xlenschoice") continue;
+    std::ofstream(entry.path(), std::ios::trunc) << "{\"format\": \"xlens kernel choices\", \"version\": 1, \"cho";
+    ++entries;
+  }
+  ASSERT_EQ(entries, 1);
+  RunResult r;
+  const std::string again = Run("d2", CacheFlag(), &r);
+  EXPECT_THAT(r.output, HasSubstr("kernel choice cache entry"));
+  EXPECT_THAT(r.output, HasSubstr("is rejected (it: not JSON); timing again"));
+  EXPECT_THAT(again, HasSubstr(", timed "));
+  // Rewritten: the next process takes it.
+  EXPECT_THAT(Run("d3", CacheFlag()), HasSubstr(", cached: timed "));
+}
+
+TEST_F(KernelChoiceCliTest, LoadedChoicesForceTheKernel) {
+  (void)Run("d1", "");
+  nlohmann::json choices = nlohmann::json::parse(ReadText(DumpFile(dir_ / "d1", "kernel_choices.json")));
+  // Each candidate in turn, whichever was faster here, and the module still matches the evaluator.
+  for (int forced = 0; forced < 2; ++forced) {
+    const std::string name = choices["choices"][0]["candidates"][forced];
+    SCOPED_TRACE(name);
+    choices["choices"][0]["winner"] = name;
+    const std::string file = Write("forced.json", choices.dump());
+    const std::string listing = Run("forced" + std::to_string(forced), "--reference --xla_cpu_xlens_load_kernel_choices_from=" + file);
+    EXPECT_THAT(listing, HasSubstr("kernel " + name));
+    EXPECT_THAT(listing, HasSubstr(", loaded: timed "));
+  }
+  // A malformed file is the user's error, named.
+  const std::string bad = Write("bad.json", "{\"format\": \"xlens kernel choices\", \"version\": 2, \"choices\": []}");
+  RunResult r = RunXlens("run " + Write("dw.hlo", kDepthwise) + " --xla_cpu_xlens_load_kernel_choices_from=" + bad);
+  EXPECT_EQ(r.exit_code, 1) << r.output;
+  EXPECT_THAT(r.output, HasSubstr("--xla_cpu_xlens_load_kernel_choices_from"));
+  EXPECT_THAT(r.output, HasSubstr("format version 2, expected 1"));
+}
+
+}  // namespace
+}  // namespace xlens
