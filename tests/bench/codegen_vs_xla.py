@@ -22,7 +22,9 @@ convolution of the suite), and each row gives what xlens achieves (GB/s of its a
 results, or GFLOP/s of its products and convolutions) and its time as a percentage of the bound
 that applies: bytes over the bandwidth of a working set that size (memory's copy, triad, or the
 rate of the workload's own mix of reads and writes between them, or the cache that holds it),
-oneDNN's standalone time for its products and convolutions, or the module's own
+oneDNN's standalone time for its products and convolutions and, beside them, its softmaxes,
+reductions and weight updates each at the faster of oneDNN's primitive and its own bytes and
+arithmetic, with the arithmetic of the rest (the module as a oneDNN program), or the module's own
 floating-point operations (counted as XLA's HloCostAnalysis counts them) over the FMA units' peak,
 whichever is longest. The `bound` column says which. Each floor is the best of many runs, so
 `% bound` holds xlens's best run of each round to it (what `xlens run` prints as its best), taken
@@ -573,6 +575,12 @@ def main():
         at_median, _, _, median_unreliable, median_missing = roofline.kind_counts(
             summaries.values(), kind, "median_share")
         label = {"memory": "bandwidth-bound"}.get(kind, kind + "-bound")
+        if kind == "library":
+            # What "oneDNN standalone" counts (roofline.Limits.bound, part_floor).
+            print("library bound: the module as a oneDNN program: its products' and convolutions' "
+                  "oneDNN time standalone (the bound's first figure), + each softmax, reduction and "
+                  "weight update at the faster of oneDNN's primitive standalone and its own bytes and "
+                  "arithmetic (oneDNN's time in brackets where slower), + the arithmetic of the rest")
         # Every count is out of all the rows of the kind; a row that beat its floor (over 100%,
         # judged share by share) counts neither way nor in the median, and the line says so.
         print(f"{label}: {at_best} of {rows} at 90% {what} or more by the best run"
@@ -599,7 +607,8 @@ def main():
                 print_pairs(summaries, kind)
         if kind == "library" and print_pair_count(
                 roofline.kind_counts(summaries.values(), kind, "pair"),
-                "library-bound against its calls run standalone"):
+                "library-bound against its calls run standalone (its parts and the rest at "
+                "their floors beside them)"):
             print_pairs(summaries, kind)
     if "chain8" in results and "triad" in results:
         # Both move 3 x 64 MiB (two reads, one write) per run.

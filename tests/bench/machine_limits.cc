@@ -16,6 +16,9 @@
 //     reordered once, before timing), created once, best of N executions on oneDNN's own threads;
 //     a product whose output a constant mask partly discards (causal attention's scores) also as
 //     the blocks of it the mask keeps, and the faster holds;
+//   - the rest of a module with products or convolutions as oneDNN's primitives (ModuleParts):
+//     each softmax or log-softmax over rows, each other reduction, each weight update p - c g,
+//     with the operations each covers and the bytes it moves;
 //   - transcendentals: oneDNN's eltwise exp, log, tanh, logistic, exact GELU (for erf) and sqrt
 //     over a block that fits each core's L2, on all threads, in elements per second; and the
 //     same functions as xlens emits them inline, each in a loop alone; the better of the two is
@@ -38,7 +41,8 @@
 //
 //        machine_limits --calls [--hlo=FILE]...
 // prints the modules' library calls as they would be timed (shapes, the share of a product a
-// mask keeps), timing nothing.
+// mask keeps), timing nothing, and the parts beside them (ModuleParts), each part's primitive
+// run once, untimed, its result checked against the operations it stands for.
 //
 //        machine_limits --paired=FILE [--inputs=DIR] [--kernels=copy,triad,read] [--bytes=B]
 //                       [--pairs=N] [--threads=N] [--library]
@@ -612,11 +616,340 @@ std::optional<ConvShape> PoseConvolution(const xlens::HloInstruction& conv, std:
   return s;
 }
 
+// ---------------------------------------------------------------------------------------------
+// The rest of a module with products or convolutions, as a oneDNN program would run it: each
+// softmax over a row (max, exp, sum and divide, or log-softmax's log and subtract) as oneDNN's
+// softmax primitive, each other reduction as its reduction primitive, each weight update
+// p - c g as its sum primitive with scales (1, -c). Its products' post-ops and the elementwise
+// work no primitive here covers are left to roofline.py's arithmetic floor. Each part says
+// which of the module's operations it covers, counted as roofline.hlo_costs counts them, and
+// the bytes it must move, so that roofline.py holds it to the faster of oneDNN's primitive and
+// its own bytes and arithmetic (oneDNN 2.6's softmax took 0.24 ms over attention_8x256x64's
+// [2048, 256] scores, whose exps take 0.05 ms at the exp rate), and counts beside the parts
+// only the arithmetic they leave.
+
+bool Floating(const xlens::Shape& shape) {
+  return shape.IsArray() && xlens::IsFloatingPointType(shape.element_type());
+}
+
+// Adds `i`'s cost to `costs` ({"flops": n, "transcendentals": {opcode: elements}}) as
+// roofline.hlo_costs counts it: one flop per element of an elementwise arithmetic op (two for a
+// clamp), each transcendental's elements apart, one flop per element a reduce reads.
+void CountCost(const xlens::HloInstruction& i, Json& costs) {
+  static const std::set<std::string_view> kFlop = {
+      "add", "subtract", "multiply", "divide", "remainder", "maximum", "minimum", "negate", "abs", "sign",
+      "compare", "select", "clamp", "floor", "ceil", "round-nearest-afz", "round-nearest-even"};
+  static const std::set<std::string_view> kTranscendental = {
+      "exponential", "exponential-minus-one", "log", "log-plus-one", "tanh", "logistic", "erf", "sqrt",
+      "rsqrt", "power", "cbrt", "sine", "cosine", "tan", "atan2"};
+  if (!i.shape().IsArray()) return;
+  const std::string opcode(xlens::HloOpcodeString(i.opcode()));
+  const double elements = static_cast<double>(i.shape().num_elements());
+  if (kTranscendental.count(opcode) && Floating(i.shape())) {
+    costs["transcendentals"][opcode] = costs["transcendentals"].value(opcode, 0.0) + elements;
+  } else if (kFlop.count(opcode) && (Floating(i.shape()) || opcode == "compare")) {
+    costs["flops"] = costs["flops"].get<double>() + elements * (opcode == "clamp" ? 2 : 1);
+  } else if (i.opcode() == xlens::HloOpcode::kReduce && Floating(i.shape())) {
+    costs["flops"] = costs["flops"].get<double>() + static_cast<double>(i.operand(0)->shape().num_elements());
+  }
+}
+
+Json Costs(const std::vector<const xlens::HloInstruction*>& covered) {
+  Json costs = {{"flops", 0.0}, {"transcendentals", Json::object()}};
+  for (const xlens::HloInstruction* i : covered) CountCost(*i, costs);
+  return costs;
+}
+
+// `i` without the reshapes, broadcasts and copies that carry a row's value to its elements.
+const xlens::HloInstruction* Carried(const xlens::HloInstruction* i) {
+  using xlens::HloOpcode;
+  while (i->opcode() == HloOpcode::kReshape || i->opcode() == HloOpcode::kBroadcast ||
+         i->opcode() == HloOpcode::kBitcast || i->opcode() == HloOpcode::kCopy) {
+    i = i->operand(0);
+  }
+  return i;
+}
+
+// The reduction `reduce` applies with (add, maximum, ...), or nullopt where it is no single
+// binary op of its two parameters.
+std::optional<xlens::HloOpcode> Reducer(const xlens::HloInstruction& reduce) {
+  if (reduce.opcode() != xlens::HloOpcode::kReduce || reduce.operand_count() != 2 || !reduce.to_apply()) {
+    return std::nullopt;
+  }
+  const xlens::HloInstruction* root = reduce.to_apply()->root_instruction();
+  if (root->operand_count() != 2 || root->operand(0)->opcode() != xlens::HloOpcode::kParameter ||
+      root->operand(1)->opcode() != xlens::HloOpcode::kParameter) {
+    return std::nullopt;
+  }
+  return root->opcode();
+}
+
+// Whether `reduce` reduces `operand` over its last dimension alone with `op`.
+bool ReducesRows(const xlens::HloInstruction* reduce, xlens::HloOpcode op, const xlens::HloInstruction* operand) {
+  return Reducer(*reduce) == op && reduce->operand(0) == operand && operand->shape().rank() >= 1 &&
+         reduce->dimensions() == std::vector<int64_t>{operand->shape().rank() - 1};
+}
+
+struct Part {
+  std::string kind;  // softmax, logsoftmax, reduction, sum
+  std::string instruction;
+  dnnl::memory::dims src, dst;  // a reduction's source and destination; the others' one shape
+  dnnl::algorithm algorithm = dnnl::algorithm::undef;
+  float scale = 0;  // a sum's second scale
+  std::vector<const xlens::HloInstruction*> covered;
+};
+
+// exp(x - max(x)) over rows, its rows' sum, and where present the divide by it (softmax) or the
+// log of it taken from x - max (log-softmax). A training step's jvp keeps exp and the sum for its
+// backward without either: still a softmax's forward work.
+std::optional<Part> MatchSoftmax(const xlens::HloInstruction& exp) {
+  using xlens::HloOpcode;
+  if (exp.opcode() != HloOpcode::kExp || !Floating(exp.shape())) return std::nullopt;
+  const xlens::HloInstruction* shifted = exp.operand(0);
+  if (shifted->opcode() != HloOpcode::kSubtract) return std::nullopt;
+  const xlens::HloInstruction* x = shifted->operand(0);
+  Part part;
+  const xlens::HloInstruction* max = Carried(shifted->operand(1));
+  // jax.nn.softmax's max(max(x), -inf), which keeps a row of -inf finite.
+  if (max->opcode() == HloOpcode::kMaximum && Carried(max->operand(1))->opcode() == HloOpcode::kConstant) {
+    part.covered.push_back(max);
+    max = Carried(max->operand(0));
+  }
+  if (!ReducesRows(max, HloOpcode::kMaximum, x)) return std::nullopt;
+  const xlens::HloInstruction* sum = nullptr;
+  for (const xlens::HloInstruction* user : exp.users()) {
+    if (ReducesRows(user, HloOpcode::kAdd, &exp)) sum = user;
+  }
+  if (sum == nullptr) return std::nullopt;
+  part.kind = "softmax";
+  part.algorithm = dnnl::algorithm::softmax_accurate;
+  part.covered.insert(part.covered.end(), {max, shifted, &exp, sum});
+  for (const xlens::HloInstruction* user : exp.users()) {
+    if (user->opcode() == HloOpcode::kDivide && user->operand(0) == &exp && Carried(user->operand(1)) == sum) {
+      part.covered.push_back(user);
+    }
+  }
+  for (const xlens::HloInstruction* i : exp.parent()->instructions()) {
+    if (i->opcode() != HloOpcode::kLog || Carried(i->operand(0)) != sum) continue;
+    for (const xlens::HloInstruction* user : shifted->users()) {
+      if (user->opcode() == HloOpcode::kSubtract && user->operand(0) == shifted && Carried(user->operand(1)) == i) {
+        part.kind = "logsoftmax";
+        part.algorithm = dnnl::algorithm::softmax_log;
+        part.covered.insert(part.covered.end(), {i, user});
+      }
+    }
+  }
+  const int64_t columns = x->shape().dimensions(x->shape().rank() - 1);
+  part.src = part.dst = {x->shape().num_elements() / columns, columns};
+  part.instruction = exp.name();
+  return part;
+}
+
+// p - c g (or p + c g) for a constant c: a weight update, oneDNN's sum with scales (1, -c).
+std::optional<Part> MatchUpdate(const xlens::HloInstruction& update) {
+  using xlens::HloOpcode;
+  if ((update.opcode() != HloOpcode::kSubtract && update.opcode() != HloOpcode::kAdd) ||
+      update.shape().element_type() != xlens::PrimitiveType::F32) {
+    return std::nullopt;
+  }
+  const xlens::HloInstruction* scaled = update.operand(1);
+  if (scaled->opcode() != HloOpcode::kMultiply) return std::nullopt;
+  for (int c = 0; c < 2; ++c) {
+    const xlens::HloInstruction* constant = Carried(scaled->operand(c));
+    if (constant->opcode() != HloOpcode::kConstant || !constant->has_literal() ||
+        constant->shape().num_elements() != 1) {
+      continue;
+    }
+    const double value = constant->literal().GetAsDouble(0);
+    Part part;
+    part.kind = "sum";
+    part.scale = static_cast<float>(update.opcode() == HloOpcode::kSubtract ? -value : value);
+    part.src = part.dst = dnnl::memory::dims(update.shape().dimensions().begin(), update.shape().dimensions().end());
+    part.covered = {&update, scaled};
+    part.instruction = update.name();
+    return part;
+  }
+  return std::nullopt;
+}
+
+// A reduction of floats over some dimensions with add, maximum, minimum or multiply, each
+// output reading more than one element: oneDNN's reduction primitive.
+std::optional<Part> MatchReduction(const xlens::HloInstruction& reduce) {
+  using xlens::HloOpcode;
+  const std::optional<HloOpcode> op = Reducer(reduce);
+  if (!op || reduce.shape().element_type() != xlens::PrimitiveType::F32) return std::nullopt;
+  const std::map<HloOpcode, dnnl::algorithm> algorithms = {
+      {HloOpcode::kAdd, dnnl::algorithm::reduction_sum}, {HloOpcode::kMaximum, dnnl::algorithm::reduction_max},
+      {HloOpcode::kMinimum, dnnl::algorithm::reduction_min}, {HloOpcode::kMultiply, dnnl::algorithm::reduction_mul}};
+  const auto algorithm = algorithms.find(*op);
+  const xlens::Shape& in = reduce.operand(0)->shape();
+  if (algorithm == algorithms.end() || in.rank() == 0 || in.num_elements() == reduce.shape().num_elements()) {
+    return std::nullopt;
+  }
+  Part part;
+  part.kind = "reduction";
+  part.algorithm = algorithm->second;
+  part.src = dnnl::memory::dims(in.dimensions().begin(), in.dimensions().end());
+  part.dst = part.src;
+  for (int64_t d : reduce.dimensions()) part.dst[d] = 1;
+  part.covered = {&reduce};
+  part.instruction = reduce.name();
+  return part;
+}
+
+// Every part of the module beside its products and convolutions, each operation in one part
+// at most.
+std::vector<Part> ModuleParts(const xlens::HloModule& module) {
+  std::vector<Part> parts;
+  std::set<const xlens::HloInstruction*> taken;
+  auto add = [&](std::optional<Part> part) {
+    if (!part) return;
+    for (const xlens::HloInstruction* i : part->covered) {
+      if (taken.count(i)) return;
+    }
+    taken.insert(part->covered.begin(), part->covered.end());
+    parts.push_back(std::move(*part));
+  };
+  for (const xlens::HloComputation* computation : module.computations()) {
+    for (const xlens::HloInstruction* i : computation->instructions()) add(MatchSoftmax(*i));
+  }
+  for (const xlens::HloComputation* computation : module.computations()) {
+    for (const xlens::HloInstruction* i : computation->instructions()) {
+      add(MatchUpdate(*i));
+      add(MatchReduction(*i));
+    }
+  }
+  return parts;
+}
+
+std::string Dims(const dnnl::memory::dims& dims) {
+  std::string out;
+  for (int64_t d : dims) out += (out.empty() ? "" : "x") + std::to_string(d);
+  return out;
+}
+
+dnnl::memory::desc Plain(const dnnl::memory::dims& dims) {
+  dnnl::memory::dims strides(dims.size(), 1);
+  for (int d = static_cast<int>(dims.size()) - 2; d >= 0; --d) strides[d] = strides[d + 1] * dims[d + 1];
+  return dnnl::memory::desc(dims, dnnl::memory::data_type::f32, strides);
+}
+
+// The part's primitive on operands filled as every floor's are; its output against a double
+// precision computation of what the module's operations compute on the same inputs (the
+// largest difference, relative to the largest output), so a primitive that computed another
+// thing than the part would be seen.
+Json TimePartOnce(const Part& part, int executions, bool check) {
+  KeptBuffers kept;
+  std::unordered_map<int, dnnl::memory> args;
+  dnnl::primitive primitive;
+  std::string impl;
+  const dnnl::memory::desc src = Plain(part.src), dst = Plain(part.dst);
+  if (part.kind == "softmax" || part.kind == "logsoftmax") {
+    const dnnl::softmax_v2_forward::primitive_desc pd(
+        dnnl::softmax_v2_forward::desc(dnnl::prop_kind::forward_inference, part.algorithm, src, dst, 1), Engine());
+    primitive = dnnl::softmax_v2_forward(pd);
+    impl = pd.impl_info_str();
+    args = {{DNNL_ARG_SRC, Filled(src, kept)}, {DNNL_ARG_DST, Filled(dst, kept)}};
+  } else if (part.kind == "reduction") {
+    const dnnl::reduction::primitive_desc pd(dnnl::reduction::desc(part.algorithm, src, dst, 0.f, 0.f), Engine());
+    primitive = dnnl::reduction(pd);
+    impl = pd.impl_info_str();
+    args = {{DNNL_ARG_SRC, Filled(src, kept)}, {DNNL_ARG_DST, Filled(dst, kept)}};
+  } else {
+    const dnnl::sum::primitive_desc pd(dst, {1.f, part.scale}, {src, src}, Engine());
+    primitive = dnnl::sum(pd);
+    impl = pd.impl_info_str();
+    args = {{DNNL_ARG_MULTIPLE_SRC, Filled(src, kept)}, {DNNL_ARG_MULTIPLE_SRC + 1, Filled(src, kept)},
+            {DNNL_ARG_DST, Filled(dst, kept)}};
+  }
+  const double ms = BestMs(primitive, args, executions);
+  Json out = {{"kind", part.kind}, {"shape", Dims(part.src) + (part.dst != part.src ? "->" + Dims(part.dst) : "")},
+              {"ms", ms}, {"impl", impl}};
+  if (!check) return out;
+  // The check, on the inputs as the last execution left them (none is written in place).
+  const float* in = static_cast<const float*>(args.at(part.kind == "sum" ? DNNL_ARG_MULTIPLE_SRC : DNNL_ARG_SRC)
+                                                  .get_data_handle());
+  const float* result = static_cast<const float*>(args.at(DNNL_ARG_DST).get_data_handle());
+  std::vector<double> expected(static_cast<size_t>(dst.get_size() / sizeof(float)));
+  if (part.kind == "softmax" || part.kind == "logsoftmax") {
+    const int64_t rows = part.src[0], columns = part.src[1];
+    for (int64_t r = 0; r < rows; ++r) {
+      const float* x = in + r * columns;
+      double max = -INFINITY, sum = 0;
+      for (int64_t c = 0; c < columns; ++c) max = std::max(max, static_cast<double>(x[c]));
+      for (int64_t c = 0; c < columns; ++c) sum += std::exp(x[c] - max);
+      for (int64_t c = 0; c < columns; ++c) {
+        expected[r * columns + c] = part.kind == "softmax" ? std::exp(x[c] - max) / sum : x[c] - max - std::log(sum);
+      }
+    }
+  } else if (part.kind == "reduction") {
+    const bool add = part.algorithm == dnnl::algorithm::reduction_sum, mul = part.algorithm == dnnl::algorithm::reduction_mul;
+    const bool max = part.algorithm == dnnl::algorithm::reduction_max;
+    std::vector<bool> started(expected.size(), false);
+    const int64_t elements = static_cast<int64_t>(src.get_size() / sizeof(float));
+    for (int64_t e = 0; e < elements; ++e) {
+      int64_t rest = e, index = 0, stride = 1;
+      for (int d = static_cast<int>(part.src.size()) - 1; d >= 0; --d) {
+        const int64_t at = rest % part.src[d];
+        rest /= part.src[d];
+        if (part.dst[d] != 1) index += at * stride;
+        stride *= part.dst[d];
+      }
+      const double v = in[e];
+      double& acc = expected[index];
+      acc = !started[index] ? v : add ? acc + v : mul ? acc * v : max ? std::max(acc, v) : std::min(acc, v);
+      started[index] = true;
+    }
+  } else {
+    const float* g = static_cast<const float*>(args.at(DNNL_ARG_MULTIPLE_SRC + 1).get_data_handle());
+    for (size_t e = 0; e < expected.size(); ++e) expected[e] = in[e] + static_cast<double>(part.scale) * g[e];
+  }
+  double largest = 0, error = 0;
+  for (size_t e = 0; e < expected.size(); ++e) {
+    largest = std::max(largest, std::abs(expected[e]));
+    error = std::max(error, std::abs(expected[e] - result[e]));
+  }
+  out["relative_error"] = largest > 0 ? error / largest : error;
+  return out;
+}
+
+Json PartJson(const Part& part, int executions, bool timed) {
+  Json out;
+  try {
+    if (timed) {
+      out = BestOverThreads([&] { return TimePartOnce(part, executions, false); });
+    } else {
+      // Run once, untimed, and checked against the operations it stands for.
+      const int64_t sampling = sampling_ns;
+      sampling_ns = 0;
+      out = TimePartOnce(part, 1, true);
+      sampling_ns = sampling;
+      out.erase("ms");
+    }
+  } catch (const dnnl::error& e) {
+    out = {{"kind", part.kind}, {"refused", std::string("oneDNN: ") + e.what()}};
+  }
+  if (!out.contains("shape")) {
+    out["shape"] = Dims(part.src) + (part.dst != part.src ? "->" + Dims(part.dst) : "");
+  }
+  Json names = Json::array();
+  for (const xlens::HloInstruction* i : part.covered) names.push_back(i->name());
+  // What the part must move at least: its operands read once, its result written once.
+  const double src_bytes = static_cast<double>(Plain(part.src).get_size());
+  const double dst_bytes = static_cast<double>(Plain(part.dst).get_size());
+  out["read_bytes"] = src_bytes * (part.kind == "sum" ? 2 : 1);
+  out["write_bytes"] = dst_bytes;
+  out["instruction"] = part.instruction;
+  out["covers"] = names;
+  out["costs"] = Costs(part.covered);
+  return out;
+}
+
 // Every dot and convolution of the module, timed standalone; the module's library time is
 // their sum (a chain of calls can at best lose nothing between them). A product whose output a
 // mask partly discards is timed also for the share it keeps (ReadColumnsPerRow), and the faster
 // holds. With `timed` false, the calls as they would be timed (shapes, kept shares), untimed.
-std::optional<Json> ModuleCalls(const std::string& file, int executions, bool timed = true) {
+std::optional<Json> ModuleCalls(const std::string& file, int executions, bool timed = true, bool parts_too = true) {
   auto text = xlens::ReadFile(file);
   if (!text.ok()) {
     std::fprintf(stderr, "xlens machine_limits: --hlo=%s: %s\n", file.c_str(), text.status().message().c_str());
@@ -741,8 +1074,18 @@ std::optional<Json> ModuleCalls(const std::string& file, int executions, bool ti
       calls.push_back(call);
     }
   }
+  // The rest of a module with library calls, as oneDNN's primitives (ModuleParts).
+  Json parts = Json::array();
+  double parts_ms = 0;
+  if (!calls.empty() && parts_too) {
+    for (const Part& part : ModuleParts(**module)) {
+      parts.push_back(PartJson(part, executions, timed));
+      parts_ms += parts.back().value("ms", 0.0);
+    }
+  }
   return Json{{"file", file}, {"calls", calls}, {"total_ms", total_ms}, {"total_flops", total_flops},
-              {"complete", complete}};
+              {"complete", complete}, {"parts", parts}, {"parts_ms", parts_ms},
+              {"program_ms", total_ms + parts_ms}};
 }
 #endif
 
@@ -756,7 +1099,9 @@ std::optional<Json> ModuleCalls(const std::string& file, int executions, bool ti
 xlens::bench::PairedFloor LibraryPairedFloor(const std::string& file) {
   return {"library", [file]() -> xlens::StatusOr<double> {
             sampling_ns = 0;
-            std::optional<Json> calls = ModuleCalls(file, 3);
+            // The parts beside the calls are held to floors roofline.py works out (bytes and
+            // arithmetic) wherever oneDNN's primitive is not faster; they are not run here.
+            std::optional<Json> calls = ModuleCalls(file, 3, true, /*parts_too=*/false);
             std::this_thread::sleep_for(std::chrono::milliseconds(20));
             if (!calls) return xlens::Error(file + ": its library calls could not be timed");
             if (!(*calls)["complete"].get<bool>()) {

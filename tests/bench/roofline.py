@@ -17,9 +17,16 @@ workload, whichever of these takes longest (the tightest floor under its run tim
     percentage cannot pass 100 by hitting in cache). Beside it `Limits.triad_ms` keeps the stricter figure the
     work item's criterion names ("memory-bound workloads reach 90% of triad"): the same bytes at
     triad's rate whatever the mix, which codegen_vs_xla.py reports as `% triad`;
-  - library: the sum of oneDNN's standalone times of its products and convolutions (a chain of
-    library calls can at best lose nothing between them); a convolution oneDNN cannot be posed
-    is counted at the peak FLOP/s instead;
+  - library: the module as a oneDNN program: the sum of oneDNN's standalone times of its
+    products and convolutions (a chain of library calls can at best lose nothing between them;
+    a convolution oneDNN cannot be posed is counted at the peak FLOP/s instead), plus the rest of
+    its work that oneDNN has primitives for (machine_limits' "parts": each softmax or
+    log-softmax, each other reduction, each weight update p - c g), each part at the faster of
+    oneDNN's primitive standalone and its own bytes and arithmetic (Limits.part_floor: oneDNN
+    2.6's softmax over short rows and its reference reductions are slower than the exps or the
+    bytes they hold), plus the arithmetic (below) of what no part covers. The label gives the
+    products' oneDNN time first, then each kind of part's floor and, where it was slower,
+    oneDNN's own time for them;
   - arithmetic: the floating-point operations of its elementwise ops and reductions, counted
     from the module as XLA's HloCostAnalysis counts them (one per element of each add, multiply,
     compare, select, ...; one per element reduced), over the vector units' peak FLOP/s, plus,
@@ -106,6 +113,29 @@ def hlo_costs(text):
     return flops, transcendentals
 
 
+def parts_costs(parts):
+    """(flops, transcendentals) that a module's parts (machine_limits' "parts": a softmax, a
+    reduction, a weight update posed as oneDNN's primitives) cover, in hlo_costs' terms."""
+    flops, transcendentals = 0.0, {}
+    for part in parts or []:
+        costs = part.get("costs") or {}
+        flops += costs.get("flops", 0)
+        for opcode, count in (costs.get("transcendentals") or {}).items():
+            transcendentals[opcode] = transcendentals.get(opcode, 0) + count
+    return flops, transcendentals
+
+
+def rest_costs(text, parts):
+    """hlo_costs of `text` less what `parts` cover (parts_costs): the arithmetic a module's
+    oneDNN program leaves outside its primitives (the products' post-ops, elementwise work no
+    primitive was posed for)."""
+    flops, transcendentals = hlo_costs(text)
+    covered_flops, covered = parts_costs(parts)
+    rest = {opcode: count - covered.get(opcode, 0) for opcode, count in transcendentals.items()
+            if count - covered.get(opcode, 0) > 0}
+    return max(0, flops - covered_flops), rest
+
+
 def hlo_flops(text):
     """The flops of hlo_costs, without its transcendentals."""
     return hlo_costs(text)[0]
@@ -148,10 +178,16 @@ def better(first, second):
         twin = modules.pop(module["file"], None)
         if not twin or len(twin["calls"]) != len(module["calls"]):
             continue
-        for i, call in enumerate(module["calls"]):
-            if "ms" in call and "ms" in twin["calls"][i] and twin["calls"][i]["ms"] < call["ms"]:
-                module["calls"][i] = twin["calls"][i]
+        for key in ("calls", "parts"):
+            if len(twin.get(key) or []) != len(module.get(key) or []):
+                continue
+            for i, call in enumerate(module.get(key) or []):
+                if "ms" in call and "ms" in twin[key][i] and twin[key][i]["ms"] < call["ms"]:
+                    module[key][i] = twin[key][i]
         module["total_ms"] = sum(c.get("ms", 0) for c in module["calls"])
+        if "parts" in module:
+            module["parts_ms"] = sum(p.get("ms", 0) for p in module["parts"])
+            module["program_ms"] = module["total_ms"] + module["parts_ms"]
     if modules:
         merged["hlo_modules"] = (merged.get("hlo_modules") or []) + json.loads(
             json.dumps(list(modules.values())))
@@ -435,6 +471,20 @@ class Limits:
             pattern, gbps = self.write_mix_bandwidth(write_bytes / moved, bandwidth)
         return moved / (gbps * 1e9) * 1e3, pattern, gbps
 
+    def part_floor(self, part):
+        """(floor ms, oneDNN ms) of one part of a module beside its library calls (machine_limits'
+        "parts"): oneDNN's primitive for it standalone, or where that is slower (a reference
+        implementation, a softmax's primitive over short rows) or refused (inf), the part's own
+        floor: the bytes it must move over the bandwidth of its working set (memory_floor),
+        or its arithmetic (its operations at the FMA peak and its transcendentals at their
+        rates) where that takes longer. A part so is held neither to more than oneDNN takes
+        for it nor to more than the machine allows for its bytes and operations."""
+        onednn_ms = part.get("ms", math.inf)
+        costs = part.get("costs") or {}
+        own_ms = max(self.memory_floor(part.get("read_bytes", 0), part.get("write_bytes", 0))[0],
+                     self.arithmetic(costs.get("flops", 0), costs.get("transcendentals") or {})[0])
+        return min(onednn_ms, own_ms), onednn_ms
+
     def bound(self, hlo_file, read_bytes, write_bytes, stream=None, library=True):
         """(bound ms, label, achieved unit, work) for one workload: `work` is bytes for a memory
         bound and flops for a library bound, so achieved = work / time. `stream`: the stream
@@ -464,7 +514,12 @@ class Limits:
                     library_ms += call.get("flops", 0) / (self.peak_gflops * 1e9) * 1e3
                     flops += call.get("flops", 0)
                     done += call.get("flops", 0)
-        arithmetic_flops, transcendentals = hlo_costs(text)
+        # The rest of the module as oneDNN's primitives (machine_limits' parts: softmax,
+        # reductions, weight updates), beside its library calls; the arithmetic floor then counts
+        # only the operations no part covers.
+        parts = ((module or {}).get("parts") or []) if library_ms > 0 else []
+        parts_ms = sum(self.part_floor(p)[0] for p in parts)
+        arithmetic_flops, transcendentals = rest_costs(text, parts)
         arithmetic_ms, timed, arithmetic_flops = self.arithmetic(arithmetic_flops + own_flops,
                                                                  transcendentals)
         if library_ms == 0 and arithmetic_ms > memory_ms:
@@ -477,7 +532,7 @@ class Limits:
             label = "FMA + " + " + ".join(f"{f} {count / elements:.3g}/elt"
                                           for f, count in sorted(timed.items()))
             return arithmetic_ms, label, "Gop/s", arithmetic_flops + sum(timed.values())
-        if library_ms > 0 and library_ms + arithmetic_ms > memory_ms:
+        if library_ms > 0 and library_ms + parts_ms + arithmetic_ms > memory_ms:
             # How close oneDNN itself comes to the FMA units' peak, for scale. The arithmetic
             # around the calls (a bias, an activation, a softmax between them) runs beside them
             # on the same units, so it adds to the floor.
@@ -485,10 +540,23 @@ class Limits:
             # A product whose scores a mask discards is timed for the blocks the mask keeps
             # where that was faster (machine_limits: causal attention's q.k), and says so.
             kept = [c["kept_share"] for c in module["calls"] if "ms" in c and "kept_share" in c]
+            # The products alone first (the figure before the parts were counted), then each
+            # kind of part's oneDNN time.
+            # kind of part's floor, with oneDNN's own time for them where that was slower (the
+            # part then held to its bytes or arithmetic) or refused.
+            by_kind = {}
+            for part in parts:
+                floor_ms, onednn_ms = self.part_floor(part)
+                held, library = by_kind.get(part["kind"], (0.0, 0.0))
+                by_kind[part["kind"]] = (held + floor_ms, library + onednn_ms)
             label = (f"oneDNN {library_ms:.3f} ms" + (f" ({refused} at peak)" if refused else "")
                      + "".join(f", mask keeps {100 * share:.0f}%" for share in kept)
-                     + f", {of_peak:.0f}% pk")
-            return library_ms + arithmetic_ms, label, "GFLOP/s", flops
+                     + f", {of_peak:.0f}% pk"
+                     + "".join(f" + {kind} {held:.3f}" + (
+                         "" if held >= library else " (oneDNN's refused)" if math.isinf(library)
+                         else f" (oneDNN's {library:.3f})")
+                         for kind, (held, library) in sorted(by_kind.items())))
+            return library_ms + parts_ms + arithmetic_ms, label, "GFLOP/s", flops
         return memory_ms, f"{self.level(moved)} {pattern} {gbps:.0f} GB/s", "GB/s", moved
 
 
@@ -635,7 +703,10 @@ def row_shares(limits, row, control=None):
     elif kind == "library" and len(pairs) == rounds and all(
             p and (p.get("floors") or {}).get("library") for p in pairs):
         # The arithmetic around the calls at the run's best rates, the strictest the run measured.
-        paired = library_pair_shares(pairs, best.arithmetic(*hlo_costs(_text_of(hlo)))[0])
+        # Beside the calls each pair times: the parts' floors and the arithmetic they leave.
+        parts = (best.modules.get(hlo) or {}).get("parts") or []
+        paired = library_pair_shares(pairs, best.arithmetic(*rest_costs(_text_of(hlo), parts))[0]
+                                     + sum(best.part_floor(p)[0] for p in parts))
         # No control is paired for library calls: a median pair over 100% is flagged.
         control = None
     return dict(share=share, median_share=median_share, bound_ms=bound_ms, label=label,

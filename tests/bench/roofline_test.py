@@ -345,6 +345,169 @@ class BoundTest(unittest.TestCase):
         self.assertEqual(data.bound(self.file, 4, 4)[3], 2e7)
 
 
+# SOFTMAX_MODULE's operations outside its softmax: the log, tanh and sine of the 64 sums, and
+# the two reducers' scalar operations.
+REST_OPERATIONS = 3 * 64 + 2
+
+
+class PartsTest(unittest.TestCase):
+    """A library-bound module as a oneDNN program: its calls, then each part beside them
+    (machine_limits' "parts") at the faster of oneDNN's primitive and its own bytes and
+    arithmetic, then the arithmetic no part covers."""
+
+    # SOFTMAX_MODULE's softmax as machine_limits reports it: max, subtract, exp, sum and divide.
+    SOFTMAX_PART = {"kind": "softmax", "shape": "64x32", "read_bytes": 4 * ELEMENTS,
+                    "write_bytes": 4 * ELEMENTS,
+                    "costs": {"flops": 4 * ELEMENTS, "transcendentals": {"exponential": ELEMENTS}}}
+
+    def setUp(self):
+        self.directory = tempfile.TemporaryDirectory()
+        self.file = os.path.join(self.directory.name, "m.hlo")
+        with open(self.file, "w") as f:
+            f.write(SOFTMAX_MODULE)
+
+    def tearDown(self):
+        self.directory.cleanup()
+
+    def bound(self, part, rates={"exp": 1e9}):
+        data = limits(self.file, library_ms=1.0, rates=rates)
+        data.modules[self.file]["parts"] = [part]
+        return data.bound(self.file, 4, 4)
+
+    def test_a_part_slower_in_onednn_is_held_to_its_own_floor(self):
+        # oneDNN's softmax took 0.5 ms; its exps take ELEMENTS / 1e9 s and its four operations
+        # per element at 100 GFLOP/s, longer than its 16 KiB at 10 GB/s: that holds.
+        own_ms = ELEMENTS / 1e9 * 1e3 + 4 * ELEMENTS / 100e9 * 1e3
+        self.assertGreater(own_ms, 8 * ELEMENTS / 10e9 * 1e3)
+        # Beside it the rest: the log, tanh and sine of the sums (no rate given for log and
+        # tanh: one operation each) and the reducers' own scalar operations, 194 operations.
+        ms, label, unit, work = self.bound(dict(self.SOFTMAX_PART, ms=0.5))
+        self.assertAlmostEqual(ms, 1.0 + own_ms + REST_OPERATIONS / 100e9 * 1e3)
+        # The products alone first, then the part's floor and oneDNN's own time for it.
+        self.assertTrue(label.startswith("oneDNN 1.000 ms,"), label)
+        self.assertTrue(label.endswith(" + softmax 0.002 (oneDNN's 0.500)"), label)
+        self.assertEqual(work, 1e6)  # the achieved rate is still over the products' flops
+
+    def test_a_part_faster_in_onednn_takes_onednns_time(self):
+        ms, label, _, _ = self.bound(dict(self.SOFTMAX_PART, ms=0.001))
+        self.assertAlmostEqual(ms, 1.0 + 0.001 + REST_OPERATIONS / 100e9 * 1e3)
+        self.assertTrue(label.endswith(" + softmax 0.001"), label)
+
+    def test_a_refused_part_is_held_to_its_bytes(self):
+        # Exps at 1e12 a second: the part's 16 KiB at 10 GB/s take longer than its arithmetic.
+        ms, label, _, _ = self.bound(dict(self.SOFTMAX_PART, refused="oneDNN: no"), {"exp": 1e12})
+        bytes_ms = 8 * ELEMENTS / 10e9 * 1e3
+        self.assertAlmostEqual(ms, 1.0 + bytes_ms + REST_OPERATIONS / 100e9 * 1e3)
+        self.assertTrue(label.endswith(" + softmax 0.002 (oneDNN's refused)"), label)
+
+    def test_the_rest_is_what_no_part_covers(self):
+        flops, transcendentals = roofline.hlo_costs(SOFTMAX_MODULE)
+        # The two reducers' scalar operations count one each (hlo_costs), outside every part.
+        self.assertEqual((flops, transcendentals["exponential"]), (4 * ELEMENTS + 2, ELEMENTS))
+        self.assertEqual(roofline.rest_costs(SOFTMAX_MODULE, [self.SOFTMAX_PART]),
+                         (2, {"log": 64, "tanh": 64, "sine": 64}))
+        self.assertEqual(roofline.rest_costs(SOFTMAX_MODULE, []), (flops, transcendentals))
+
+    def test_better_keeps_each_parts_faster_time(self):
+        data = limits(self.file, library_ms=1.0).data
+        data["hlo_modules"][0]["parts"] = [dict(self.SOFTMAX_PART, ms=0.5)]
+        twin = json.loads(json.dumps(data))
+        twin["hlo_modules"][0]["parts"][0]["ms"] = 0.3
+        twin["hlo_modules"][0]["calls"][0]["ms"] = 2.0
+        merged = roofline.better(data, twin)["hlo_modules"][0]
+        self.assertEqual(merged["calls"][0]["ms"], 1.0)
+        self.assertEqual(merged["parts"][0]["ms"], 0.3)
+        self.assertEqual(merged["program_ms"], 1.3)
+
+
+# A step's shapes in small: a product, JAX's softmax of it (max(max(x), -inf) and the divide),
+# the bias gradient over the rows, a weight update w - 0.1 g, and an add of two parameters that
+# no part covers.
+STEP_MODULE = """HloModule jit_step
+
+region_max {
+  a = f32[] parameter(0)
+  b = f32[] parameter(1)
+  ROOT m = f32[] maximum(a, b)
+}
+
+region_add {
+  a = f32[] parameter(0)
+  b = f32[] parameter(1)
+  ROOT s = f32[] add(a, b)
+}
+
+ENTRY main {
+  x = f32[24,40]{1,0} parameter(0)
+  w = f32[40,36]{1,0} parameter(1)
+  y = f32[24,36]{1,0} dot(x, w), lhs_contracting_dims={1}, rhs_contracting_dims={0}
+  lowest = f32[] constant(-inf)
+  max = f32[24]{0} reduce(y, lowest), dimensions={1}, to_apply=region_max
+  blowest = f32[24]{0} broadcast(lowest), dimensions={}
+  max.1 = f32[24]{0} maximum(max, blowest)
+  bmax = f32[24,36]{1,0} broadcast(max.1), dimensions={0}
+  shifted = f32[24,36]{1,0} subtract(y, bmax)
+  e = f32[24,36]{1,0} exponential(shifted)
+  zero = f32[] constant(0)
+  sum = f32[24]{0} reduce(e, zero), dimensions={1}, to_apply=region_add
+  bsum = f32[24,36]{1,0} broadcast(sum), dimensions={0}
+  p = f32[24,36]{1,0} divide(e, bsum)
+  g = f32[40,36]{1,0} dot(x, p), lhs_contracting_dims={0}, rhs_contracting_dims={0}
+  bias_grad = f32[36]{0} reduce(p, zero), dimensions={0}, to_apply=region_add
+  rate = f32[] constant(0.1)
+  brate = f32[40,36]{1,0} broadcast(rate), dimensions={}
+  scaled = f32[40,36]{1,0} multiply(g, brate)
+  w.1 = f32[40,36]{1,0} subtract(w, scaled)
+  other = f32[40,36]{1,0} add(w, w)
+  ROOT t = (f32[40,36]{1,0}, f32[36]{0}, f32[40,36]{1,0}) tuple(w.1, bias_grad, other)
+}
+"""
+
+
+@unittest.skipUnless(os.environ.get("XLENS_MACHINE_LIMITS") and os.environ.get("XLENS_MACHINE_LIMITS_HAS_ONEDNN"),
+                     "machine_limits with oneDNN not given (XLENS_MACHINE_LIMITS, XLENS_MACHINE_LIMITS_HAS_ONEDNN)")
+class ModulePartsTest(unittest.TestCase):
+    """machine_limits --calls: the parts of a module beside its products, what each covers, and
+    each part's primitive run once on the operands it is timed on, against the operations it
+    stands for computed in double precision."""
+
+    def parts(self, text):
+        with tempfile.TemporaryDirectory() as directory:
+            path = os.path.join(directory, "m.hlo")
+            with open(path, "w") as f:
+                f.write(text)
+            proc = subprocess.run([os.environ["XLENS_MACHINE_LIMITS"], "--calls", f"--hlo={path}"],
+                                  capture_output=True, text=True, check=True)
+        return json.loads(proc.stdout)["hlo_modules"][0]["parts"]
+
+    def test_a_steps_parts(self):
+        parts = {p["kind"]: p for p in self.parts(STEP_MODULE)}
+        self.assertEqual(sorted(parts), ["reduction", "softmax", "sum"])
+        self.assertEqual(parts["softmax"]["shape"], "24x36")
+        self.assertEqual(sorted(parts["softmax"]["covers"]), ["e", "max", "max.1", "p", "shifted", "sum"])
+        self.assertEqual(parts["reduction"]["shape"], "24x36->1x36")
+        self.assertEqual(parts["sum"]["covers"], ["w.1", "scaled"])
+        self.assertEqual((parts["sum"]["read_bytes"], parts["sum"]["write_bytes"]), (2 * 4 * 40 * 36, 4 * 40 * 36))
+        # Each primitive computes what the operations it covers compute.
+        for part in parts.values():
+            self.assertLess(part["relative_error"], 1e-5, part)
+        # What the parts leave: the add no part covers, and the two reducers' scalar operations.
+        self.assertEqual(roofline.rest_costs(STEP_MODULE, list(parts.values())), (40 * 36 + 2, {}))
+
+    def test_log_softmax(self):
+        text = STEP_MODULE.replace(
+            "  p = f32[24,36]{1,0} divide(e, bsum)\n",
+            "  l = f32[24]{0} log(sum)\n  bl = f32[24,36]{1,0} broadcast(l), dimensions={0}\n"
+            "  p = f32[24,36]{1,0} subtract(shifted, bl)\n")
+        softmax = [p for p in self.parts(text) if p["kind"] == "logsoftmax"]
+        self.assertEqual(len(softmax), 1)
+        self.assertIn("l", softmax[0]["covers"])
+        self.assertLess(softmax[0]["relative_error"], 1e-5)
+
+    def test_no_parts_without_a_product(self):
+        self.assertEqual(self.parts(SOFTMAX_MODULE), [])
+
+
 # Causal attention as JAX writes it (jnp.where(jnp.tril(...), s, -1e9), the mask and the select
 # in calls), with TRIL, SELECT and SCALE standing for the mask, the select's operands and the
 # scores' users.
