@@ -6,7 +6,10 @@
 // without it and still agree.
 #include "compiler/runtime/onednn_thunks.h"
 
+#include <sched.h>
 #include <sys/resource.h>
+#include <sys/wait.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <chrono>
@@ -1146,6 +1149,96 @@ void ExpectRepeatedCallsMatchEvaluator(const std::string& text, const std::strin
     Status match = ExpectLiteralNear(*expected, *actual, {2e-5, 2e-5});
     EXPECT_TRUE(match.ok()) << match.message();
   }
+}
+
+// Runs the current test again in a child process pinned to one CPU, where the pool (sized from
+// the CPUs the process may run on) has one thread: true once the child passed or where there is
+// one CPU already, false in the child itself, which goes on with the test.
+bool RunAgainOnOneCpu() {
+  if (std::getenv("XLENS_TEST_ON_ONE_CPU") != nullptr) return false;
+  cpu_set_t cpus;
+  CPU_ZERO(&cpus);
+  if (sched_getaffinity(0, sizeof(cpus), &cpus) != 0 || CPU_COUNT(&cpus) < 2) return true;
+  int first = 0;
+  while (!CPU_ISSET(first, &cpus)) ++first;
+  const ::testing::TestInfo* test = ::testing::UnitTest::GetInstance()->current_test_info();
+  const std::string filter = fmt::format("--gtest_filter={}.{}", test->test_suite_name(), test->name());
+  const pid_t child = fork();
+  if (child == 0) {
+    cpu_set_t one;
+    CPU_ZERO(&one);
+    CPU_SET(first, &one);
+    setenv("XLENS_TEST_ON_ONE_CPU", "1", 1);
+    if (sched_setaffinity(0, sizeof(one), &one) == 0) {
+      execl("/proc/self/exe", "onednn_thunks_test", filter.c_str(), static_cast<char*>(nullptr));
+    }
+    _exit(127);
+  }
+  int status = 0;
+  EXPECT_EQ(waitpid(child, &status, 0), child);
+  EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0) << "on one CPU: status " << status;
+  return true;
+}
+
+// A convolution, a bias and JAX's tanh GELU: the GELU is the thunk's own post-op where the CPU
+// has AVX-512 (x / (1 + exp(-2u)), on each part's block), oneDNN's gelu_tanh elsewhere. Against
+// the evaluator with a NaN, both infinities and -0 among the pixels and biases of +-1e30 (u
+// overflows: x itself, or x * 0 = -0), +-40 and 0, in parts on two threads and whole on one;
+// where the GELU is the thunk's, every zero's sign too.
+TEST_F(OneDnnThunkTest, AConvolutionsTanhGeluMatchesTheEvaluatorOnOneAndTwoThreads) {
+  const std::string text = R"(HloModule c
+ENTRY e {
+  x = f32[4,16,16,32] parameter(0)
+  k = f32[3,3,32,32] parameter(1)
+  bias = f32[32] parameter(2)
+  c = f32[4,16,16,32] convolution(x, k), window={size=3x3 pad=1_1x1_1}, dim_labels=b01f_01io->b01f
+  bb = f32[4,16,16,32] broadcast(bias), dimensions={3}
+  v = f32[4,16,16,32] add(c, bb)
+  half = f32[] constant(0.5)
+  hb = f32[4,16,16,32] broadcast(half), dimensions={}
+  one = f32[] constant(1)
+  ob = f32[4,16,16,32] broadcast(one), dimensions={}
+  g = f32[] constant(0.044715)
+  gb = f32[4,16,16,32] broadcast(g), dimensions={}
+  s = f32[] constant(0.797884583)
+  sb = f32[4,16,16,32] broadcast(s), dimensions={}
+  v2 = f32[4,16,16,32] multiply(v, v)
+  v3 = f32[4,16,16,32] multiply(v2, v)
+  a3 = f32[4,16,16,32] multiply(v3, gb)
+  in = f32[4,16,16,32] add(v, a3)
+  sc = f32[4,16,16,32] multiply(in, sb)
+  t = f32[4,16,16,32] tanh(sc)
+  t1 = f32[4,16,16,32] add(t, ob)
+  th = f32[4,16,16,32] multiply(t1, hb)
+  ROOT r = f32[4,16,16,32] multiply(v, th)
+})";
+  std::vector<Literal> arguments = testing::RandomArguments(text, 9);
+  auto pixels = arguments[0].data<float>();
+  const float inf = std::numeric_limits<float>::infinity();
+  const float specials[] = {std::nanf(""), inf, -inf, -0.f};
+  for (size_t i = 0; i < 4; ++i) pixels[(i * 7919 + 13) % pixels.size()] = specials[i];
+  auto bias = arguments[2].data<float>();
+  const float biases[] = {1e30f, -1e30f, 40.f, -40.f, 0.f};
+  for (size_t j = 0; j < 5; ++j) bias[j * 3] = biases[j];
+  OneDnnPostOp gelu;
+  gelu.kind = OneDnnPostOp::Kind::kGeluTanh;
+  const std::string call = "convolution + binary_add[bias] + gelu_tanh";
+  if (OneDnnPostOpAppliedByThunk(gelu)) {
+    ExpectZerosSignedAsTheEvaluator(text, call, "", arguments);
+  }
+  std::vector<std::vector<Literal>> sets;
+  sets.push_back(std::move(arguments));
+  ExpectRepeatedCallsMatchEvaluator(text, call, sets);
+  if (std::getenv("XLENS_TEST_ON_ONE_CPU") == nullptr) {
+    auto module = ParseHloModule(text);
+    ASSERT_TRUE(module.ok());
+    auto exe = CompileForCpu(std::move(*module), {});
+    ASSERT_TRUE(exe.ok()) << exe.status().message();
+    if (ThreadPool::Default().parallelism() >= 2) EXPECT_GE(LastOneDnnCall(**exe)->Parts(), 2);
+  } else {
+    EXPECT_EQ(ThreadPool::Default().parallelism(), 1);
+  }
+  RunAgainOnOneCpu();
 }
 
 // Batch-1 convolutions whose weights outweigh their images run on the weights as they lie (new
