@@ -119,8 +119,17 @@ std::string SerializeKernelChoices(const std::vector<KernelChoiceRecord>& record
 }
 
 StatusOr<std::vector<KernelChoiceRecord>> ParseKernelChoices(std::string_view text, std::string_view source) {
-  const json document = json::parse(text.begin(), text.end(), nullptr, /*allow_exceptions=*/false);
-  if (document.is_discarded()) return Error(fmt::format("{}: not JSON", source));
+  json document;
+  try {
+    document = json::parse(text.begin(), text.end());
+  } catch (const json::exception& e) {
+    // nlohmann's message says where (byte offset) and what it read, control characters escaped.
+    std::string what = e.what();
+    if (const size_t at = what.find("] "); what.starts_with("[json.exception") && at != std::string::npos) {
+      what = what.substr(at + 2);
+    }
+    return Error(fmt::format("{}: not JSON ({})", source, EscapeForTerminal(TruncateUtf8(what, 200))));
+  }
   auto format = document.is_object() ? document.find("format") : document.end();
   if (!document.is_object() || format == document.end() || !format->is_string() ||
       format->get_ref<const std::string&>() != kFormat) {

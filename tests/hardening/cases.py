@@ -1111,7 +1111,8 @@ def _round_two_modules():
     import gpu_collective_cases
     import sharding_cases
     import mpi_cases
-    return [cache_cases, executor_cases, bundle_replay_cases, viewer_cases, output_cases, hlo_frames_cases,
+    import kernel_choice_cases
+    return [cache_cases, kernel_choice_cases, executor_cases, bundle_replay_cases, viewer_cases, output_cases, hlo_frames_cases,
             xla_dump_cases, profile_cases, hlo_ops_cases, saved_model_cases, aot_cases, collective_cases,
             gpu_collective_cases, sharding_cases, mpi_cases]
 
