@@ -66,10 +66,12 @@ struct MeasuredChoice {
 // with the same `key` returns the same choice without running anything, and so does a first call
 // whose choice is loaded or in the persistent cache (with the same candidates' names, in order).
 //
-// Why 10%: the trial's purpose is a kernel 22-30% faster than the rule's on one machine
-// (depthwise 8x56x56x128 on the Xeon VM: oneDNN 0.94 against the loops' 1.34 ms on one thread,
-// 0.51 against 0.65 on two); under load the two passes' bests of the same kernel differ by up to
-// several percent, which with no margin flipped the pick between processes (9 of 12 at load 6).
+// Why 10%: the trial exists for gaps like depthwise 8x56x56x128's on the Xeon VM, oneDNN's
+// kernel 26-34% faster than the loops (12 processes at load 5-7: 0.885-0.990 ms against
+// 1.258-1.372 on one thread, 12 of 12 picking oneDNN's); the same kernel's best moved by up to 12%
+// between those processes, so a gap under 10% is one the load can make or unmake. Below it the
+// rule's pick stays: 32x112x112x64 timed 16.6 ms (oneDNN's) against 17.3 (the loops), and keeps
+// the loops in every process instead of whichever the load favoured.
 inline constexpr int kPasses = 2, kSettleRuns = 2, kRunsPerBlock = 3;
 inline constexpr double kLongRunMs = 5;
 inline constexpr double kMargin = 0.10;
