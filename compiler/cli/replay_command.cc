@@ -289,11 +289,12 @@ int RunReplay(const ReplayArgs& args) {
   }
   // The kernels the recording chose by timing (a depthwise convolution's), forced, so that the
   // replay computes with the same kernels whatever this machine's timings would say.
+  size_t kernel_choices = 0;
   for (const std::string& file : chosen->files) {
     if (!file.ends_with(".kernel_choices.json") || !CheckBundleMemberName(file).empty()) continue;
-    if (Status s = runtime::LoadKernelChoices(dir + "/" + file); !s.ok()) {
-      return Fail(Error(fmt::format("{}: {}: {}", shown, DisplayPath(file), Shown(s))));
-    }
+    StatusOr<size_t> loaded = runtime::LoadKernelChoices(dir + "/" + file);
+    if (!loaded.ok()) return Fail(Error(fmt::format("{}: {}: {}", shown, DisplayPath(file), Shown(loaded.status()))));
+    kernel_choices = *loaded;
   }
   auto module = LoadModule(dir + "/" + before, /*verify=*/true);
   if (!module.ok()) return Fail(module.status().WithContext(shown));
@@ -338,11 +339,14 @@ int RunReplay(const ReplayArgs& args) {
     return Fail(s.WithContext(shown));
   }
   // Recorded text (the module's name, the flags) reaches the terminal escaped.
-  std::fprintf(stderr, "xlens replay: module %s on %s%s, %s\n",
+  std::fprintf(stderr, "xlens replay: module %s on %s%s%s, %s\n",
                EscapeForTerminal((*module)->name()).c_str(), backend.c_str(),
                flags->empty()
                    ? ""
                    : EscapeForTerminal(TruncateUtf8(fmt::format(" with {}", fmt::join(*flags, " ")), 2000)).c_str(),
+               kernel_choices == 0 ? ""
+                                   : fmt::format(", the recording's {} kernel choice{}", kernel_choices,
+                                                 kernel_choices == 1 ? "" : "s").c_str(),
                execution ? fmt::format("the arguments of recorded execution {}",
                                        execution->execution).c_str()
                          : "no recorded execution: random arguments (seed 42)");

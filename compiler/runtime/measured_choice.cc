@@ -197,7 +197,7 @@ MeasuredChoice ChooseByMeasuring(const std::string& key, const std::vector<Kerne
   return taken(choice);
 }
 
-Status LoadKernelChoices(const std::string& path) {
+StatusOr<size_t> LoadKernelChoices(const std::string& path) {
   std::map<std::string, KernelChoiceRecord> loaded;
   if (!path.empty()) {
     {
@@ -222,7 +222,7 @@ Status LoadKernelChoices(const std::string& path) {
   std::lock_guard<std::mutex> lock(state.mutex);
   state.loaded = std::move(loaded);
   state.loaded_from = path;
-  return OkStatus();
+  return state.loaded.size();
 }
 
 void SetKernelChoicesDumpPath(const std::string& path) {

@@ -104,9 +104,9 @@ class KernelChoiceScope {
 };
 
 // --xla_cpu_xlens_load_kernel_choices_from: the choices of `path` are forced from now on (they
-// replace any loaded before; an empty path forgets them). An unreadable or malformed file is an
-// error naming it and what is wrong, and forces nothing.
-Status LoadKernelChoices(const std::string& path);
+// replace any loaded before; an empty path forgets them); how many. An unreadable or malformed
+// file is an error naming it and what is wrong, and forces nothing.
+StatusOr<size_t> LoadKernelChoices(const std::string& path);
 // --xla_cpu_xlens_dump_kernel_choices_to: every choice the process has made or taken is written
 // to `path` (empty: nowhere) after each compilation that made one, by WriteKernelChoicesDump.
 void SetKernelChoicesDumpPath(const std::string& path);

@@ -43,8 +43,8 @@ Status SetUpFromFlags(const std::vector<std::string>& extra_flags, std::string_v
   // Process-wide, as the thunks that choose are built far from these options.
   runtime::SetKernelChoiceMode(debug.xla_cpu_xlens_measure_kernel_choice ? runtime::KernelChoiceMode::kMeasured
                                                                          : runtime::KernelChoiceMode::kRule);
-  if (Status loaded = runtime::LoadKernelChoices(debug.xla_cpu_xlens_load_kernel_choices_from); !loaded.ok()) {
-    return loaded.WithContext("--xla_cpu_xlens_load_kernel_choices_from");
+  if (auto loaded = runtime::LoadKernelChoices(debug.xla_cpu_xlens_load_kernel_choices_from); !loaded.ok()) {
+    return loaded.status().WithContext("--xla_cpu_xlens_load_kernel_choices_from");
   }
   runtime::SetKernelChoicesDumpPath(debug.xla_cpu_xlens_dump_kernel_choices_to);
   if (!debug.xla_dump_to.empty() || debug.xla_dump_hlo_as_text || debug.xla_dump_hlo_as_dot ||

@@ -129,5 +129,26 @@ TEST_F(KernelChoiceCliTest, LoadedChoicesForceTheKernel) {
   EXPECT_THAT(r.output, HasSubstr("format version 2, expected 1"));
 }
 
+// A bug bundle carries the module's kernel_choices.json and `xlens replay` forces it; a broken
+// one fails the replay with a message naming it.
+TEST_F(KernelChoiceCliTest, ReplayForcesTheRecordedChoices) {
+  (void)Run("d", "--xla_dump_hlo_snapshots");
+  const std::string bundle = (dir_ / "b.tar.gz").string();
+  RunResult made = RunXlens("bundle " + (dir_ / "d").string() + " -o " + bundle);
+  ASSERT_EQ(made.exit_code, 0) << made.output;
+  EXPECT_THAT(made.output, HasSubstr("kernel_choices.json"));
+  RunResult replay = RunXlens("replay " + bundle);
+  EXPECT_EQ(replay.exit_code, 2) << replay.output;  // not reproduced: the outputs match
+  EXPECT_THAT(replay.output, HasSubstr(", the recording's 1 kernel choice, "));
+
+  std::ofstream(DumpFile(dir_ / "d", "kernel_choices.json"), std::ios::trunc) << "{\"format\": 3}";
+  const std::string broken = (dir_ / "broken.tar.gz").string();
+  ASSERT_EQ(RunXlens("bundle " + (dir_ / "d").string() + " -o " + broken).exit_code, 0);
+  replay = RunXlens("replay " + broken);
+  EXPECT_EQ(replay.exit_code, 1) << replay.output;
+  EXPECT_THAT(replay.output, HasSubstr("module_0001.dw.kernel_choices.json"));
+  EXPECT_THAT(replay.output, HasSubstr("not a kernel choices file"));
+}
+
 }  // namespace
 }  // namespace xlens

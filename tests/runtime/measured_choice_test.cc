@@ -218,7 +218,9 @@ TEST_F(MeasuredChoiceTest, LoadedChoicesAreForcedAndDumpsReadBack) {
   KernelChoiceRecord record{"another machine", "shape", {"rule", "other"}, {0.9, 1.5}, 1};
   const std::string file = dir + "/choices.json";
   { std::ofstream(file) << SerializeKernelChoices({record}); }
-  ASSERT_TRUE(LoadKernelChoices(file).ok());
+  StatusOr<size_t> loaded = LoadKernelChoices(file);
+  ASSERT_TRUE(loaded.ok()) << loaded.status().message();
+  EXPECT_EQ(*loaded, 1u);
   int rule_runs = 0, other_runs = 0;
   const MeasuredChoice forced = ChooseByMeasuring(
       "shape", {Spending("rule", [](int) { return 0.1; }, &rule_runs), Spending("other", [](int) { return 0.3; }, &other_runs)});
@@ -237,7 +239,7 @@ TEST_F(MeasuredChoiceTest, LoadedChoicesAreForcedAndDumpsReadBack) {
   EXPECT_EQ((*dumped)[0].best_ms, record.best_ms);
 
   { std::ofstream(file, std::ios::trunc) << "{\"format\": \"xlens kernel choices\", \"version\": 1, \"choices\": 3}"; }
-  const Status bad = LoadKernelChoices(file);
+  const Status bad = LoadKernelChoices(file).status();
   ASSERT_FALSE(bad.ok());
   EXPECT_NE(bad.message().find("choices.json"), std::string::npos) << bad.message();
   EXPECT_NE(bad.message().find("\"choices\" is missing or not an array"), std::string::npos) << bad.message();
