@@ -5,7 +5,7 @@
 #include <fmt/format.h>
 #include <llvm/IR/Module.h>
 
-#include "compiler/codegen/erfc_expansion.h"
+#include "compiler/passes/erfc_expansion.h"
 #include "compiler/codegen/fast_math.h"
 #include "compiler/codegen/llvm_ir_util.h"
 #include "compiler/codegen/scalar_ops.h"
@@ -166,7 +166,7 @@ StatusOr<ElementalIrEmitter::Leaves> ElementalIrEmitter::EmitUncached(const HloI
     return Leaves{*v};
   };
   if ((op == HloOpcode::kAdd || op == HloOpcode::kSubtract) && UseInlineTranscendentals(b_)) {
-    // 1 +- erf(u) as erfc(-+u) (erfc_expansion.h).
+    // 1 +- erf(u) as erfc(-+u) (passes/erfc_expansion.h).
     bool negated = false;
     if (const HloInstruction* u = MatchOnePlusOrMinusErfF32(*hlo, &negated); u != nullptr) {
       ASSIGN_OR_RETURN(Value * x, EmitElement(u, index));
@@ -191,7 +191,7 @@ StatusOr<ElementalIrEmitter::Leaves> ElementalIrEmitter::EmitUncached(const HloI
     case HloOpcode::kIota:
       return one(EmitIota(hlo, index));
     case HloOpcode::kSelect: {
-      // JAX's erfc, spelled out in some forty instructions (erfc_expansion.h), in one form.
+      // JAX's erfc, spelled out in some forty instructions (passes/erfc_expansion.h), in one form.
       if (UseInlineTranscendentals(b_)) {
         if (const HloInstruction* z = MatchErfcExpansionF32(*hlo); z != nullptr) {
           ASSIGN_OR_RETURN(Value * x, EmitElement(z, index));

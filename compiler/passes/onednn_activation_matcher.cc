@@ -8,7 +8,8 @@
 #include <memory>
 #include <unordered_set>
 
-#include "compiler/hlo/parser.h"
+#include "compiler/passes/erfc_expansion.h"
+#include "compiler/passes/expression_form.h"
 
 namespace xlens {
 namespace {
@@ -22,110 +23,23 @@ struct FormText {
   const char* text;
 };
 
-const FormText kForms[] = {
-    // jax.nn.gelu(x, approximate=False): 0.5 x erfc(-x / sqrt 2), erfc expanded into rational
-    // approximations, as JAX lowers it for f32 (largest first: it contains smaller forms).
-    {"gelu_erf(jax)", OneDnnPostOp::Kind::kGeluErf, R"(HloModule gelu_erf_jax
+// jax.nn.gelu(x, approximate=False): 0.5 x erfc(-x / sqrt 2), erfc expanded into rational
+// approximations (erfc_expansion.h), as JAX lowers it for f32. Tried first: it contains smaller
+// forms.
+std::string JaxGeluErfText() {
+  return R"(HloModule gelu_erf_jax
 ENTRY main.1 {
   x.1 = f32[] parameter(0)
   constant.59 = f32[] constant(0.5)
   mul_jit__lambda__.1 = f32[] multiply(x.1, constant.59)
   neg.1 = f32[] negate(x.1)
   constant.58 = f32[] constant(0.707106769)
-  mul.2 = f32[] multiply(neg.1, constant.58)
-  erfc.123 = f32[] abs(mul.2)
-  constant.57 = f32[] constant(1)
-  erfc.124 = pred[] compare(erfc.123, constant.57), direction=LT
-  erfc.108 = f32[] multiply(mul.2, mul.2)
-  constant.36 = f32[] constant(7.85386146e-05)
-  erfc.109 = f32[] multiply(erfc.108, constant.36)
-  constant.35 = f32[] constant(-0.000801019371)
-  erfc.110 = f32[] add(erfc.109, constant.35)
-  erfc.111 = f32[] multiply(erfc.110, erfc.108)
-  constant.34 = f32[] constant(0.00518832775)
-  erfc.112 = f32[] add(erfc.111, constant.34)
-  erfc.113 = f32[] multiply(erfc.112, erfc.108)
-  constant.33 = f32[] constant(-0.0268538129)
-  erfc.114 = f32[] add(erfc.113, constant.33)
-  erfc.115 = f32[] multiply(erfc.114, erfc.108)
-  constant.32 = f32[] constant(0.112835854)
-  erfc.116 = f32[] add(erfc.115, constant.32)
-  erfc.117 = f32[] multiply(erfc.116, erfc.108)
-  constant.31 = f32[] constant(-0.37612626)
-  erfc.118 = f32[] add(erfc.117, constant.31)
-  erfc.119 = f32[] multiply(erfc.118, erfc.108)
-  constant.30 = f32[] constant(1.12837911)
-  erfc.120 = f32[] add(erfc.119, constant.30)
-  erfc.121 = f32[] multiply(mul.2, erfc.120)
-  erfc.122 = f32[] subtract(constant.57, erfc.121)
-  constant.37 = f32[] constant(0)
-  erfc.105 = pred[] compare(mul.2, constant.37), direction=LT
-  constant.56 = f32[] constant(2)
-  erfc.63 = f32[] multiply(mul.2, mul.2)
-  erfc.64 = f32[] negate(erfc.63)
-  constant.38 = f32[] constant(-88.7228394)
-  erfc.103 = pred[] compare(erfc.64, constant.38), direction=LT
-  erfc.67 = f32[] exponential(erfc.64)
-  erfc.65 = f32[] abs(mul.2)
-  erfc.68 = f32[] divide(constant.57, erfc.65)
-  erfc.69 = f32[] multiply(erfc.67, erfc.68)
-  erfc.70 = pred[] compare(erfc.65, constant.56), direction=LT
-  erfc.66 = f32[] divide(constant.57, erfc.63)
-  constant.55 = f32[] constant(0.0232682)
-  erfc.71 = f32[] multiply(erfc.66, constant.55)
-  constant.54 = f32[] constant(-0.138703942)
-  erfc.72 = f32[] add(erfc.71, constant.54)
-  erfc.73 = f32[] multiply(erfc.72, erfc.66)
-  constant.53 = f32[] constant(0.368742466)
-  erfc.74 = f32[] add(erfc.73, constant.53)
-  erfc.75 = f32[] multiply(erfc.74, erfc.66)
-  constant.52 = f32[] constant(-0.582473278)
-  erfc.76 = f32[] add(erfc.75, constant.52)
-  erfc.77 = f32[] multiply(erfc.76, erfc.66)
-  constant.51 = f32[] constant(0.621000469)
-  erfc.78 = f32[] add(erfc.77, constant.51)
-  erfc.79 = f32[] multiply(erfc.78, erfc.66)
-  constant.50 = f32[] constant(-0.494451523)
-  erfc.80 = f32[] add(erfc.79, constant.50)
-  erfc.81 = f32[] multiply(erfc.80, erfc.66)
-  constant.49 = f32[] constant(0.340488)
-  erfc.82 = f32[] add(erfc.81, constant.49)
-  erfc.83 = f32[] multiply(erfc.82, erfc.66)
-  constant.48 = f32[] constant(-0.274112701)
-  erfc.84 = f32[] add(erfc.83, constant.48)
-  erfc.85 = f32[] multiply(erfc.84, erfc.66)
-  constant.47 = f32[] constant(0.563825965)
-  erfc.86 = f32[] add(erfc.85, constant.47)
-  constant.46 = f32[] constant(-10.477664)
-  erfc.87 = f32[] multiply(erfc.66, constant.46)
-  constant.45 = f32[] constant(12.9772)
-  erfc.88 = f32[] add(erfc.87, constant.45)
-  erfc.89 = f32[] multiply(erfc.88, erfc.66)
-  constant.44 = f32[] constant(-7.49551868)
-  erfc.90 = f32[] add(erfc.89, constant.44)
-  erfc.91 = f32[] multiply(erfc.90, erfc.66)
-  constant.43 = f32[] constant(2.92101908)
-  erfc.92 = f32[] add(erfc.91, constant.43)
-  erfc.93 = f32[] multiply(erfc.92, erfc.66)
-  constant.42 = f32[] constant(-1.01526523)
-  erfc.94 = f32[] add(erfc.93, constant.42)
-  erfc.95 = f32[] multiply(erfc.94, erfc.66)
-  constant.41 = f32[] constant(0.42184633)
-  erfc.96 = f32[] add(erfc.95, constant.41)
-  erfc.97 = f32[] multiply(erfc.96, erfc.66)
-  constant.40 = f32[] constant(-0.282076746)
-  erfc.98 = f32[] add(erfc.97, constant.40)
-  erfc.99 = f32[] multiply(erfc.98, erfc.66)
-  constant.39 = f32[] constant(0.564189494)
-  erfc.100 = f32[] add(erfc.99, constant.39)
-  erfc.101 = f32[] select(erfc.70, erfc.86, erfc.100)
-  erfc.102 = f32[] multiply(erfc.69, erfc.101)
-  erfc.104 = f32[] select(erfc.103, constant.37, erfc.102)
-  erfc.106 = f32[] subtract(constant.56, erfc.104)
-  erfc.107 = f32[] select(erfc.105, erfc.106, erfc.104)
-  erfc.125 = f32[] select(erfc.124, erfc.122, erfc.107)
-  ROOT mul.3 = f32[] multiply(mul_jit__lambda__.1, erfc.125)
-})"},
+  mul.2 = f32[] multiply(neg.1, constant.58))" +
+         ErfcExpansionF32Instructions("mul.2", "erfc.125") + R"(  ROOT mul.3 = f32[] multiply(mul_jit__lambda__.1, erfc.125)
+})";
+}
+
+const FormText kForms[] = {
     // jax.nn.gelu(x, approximate=True).
     {"gelu_tanh(jax)", OneDnnPostOp::Kind::kGeluTanh, R"(HloModule gelu_tanh_jax
 ENTRY e {
@@ -231,189 +145,26 @@ ENTRY e {
 };
 
 struct Form {
-  std::string name;
   OneDnnPostOp::Kind kind;
-  std::unique_ptr<HloModule> module;
-  const HloInstruction* root;
+  ExpressionForm form;
 };
 
 const std::vector<Form>& Forms() {
   static const std::vector<Form>* forms = [] {
     auto* forms = new std::vector<Form>();
-    for (const FormText& f : kForms) {
-      ParseOptions options;
-      options.filename = f.name;
-      StatusOr<std::unique_ptr<HloModule>> module = ParseHloModule(f.text, options);
-      if (!module.ok()) continue;  // a test checks that every form parses
-      const HloInstruction* root = (*module)->entry_computation()->root_instruction();
-      forms->push_back({f.name, f.kind, std::move(*module), root});
-    }
+    auto add = [&](const char* name, OneDnnPostOp::Kind kind, const std::string& text) {
+      std::optional<ExpressionForm> form = ParseExpressionForm(name, text);
+      if (form) forms->push_back({kind, std::move(*form)});  // a test checks that every form parses
+    };
+    add("gelu_erf(jax)", OneDnnPostOp::Kind::kGeluErf, JaxGeluErfText());
+    for (const FormText& f : kForms) add(f.name, f.kind, f.text);
     return forms;
   }();
   return *forms;
 }
 
-bool IsRowMajor(const Shape& s) {
-  return s.IsArray() && s.is_static() &&
-         (!s.has_layout() || s.layout().minor_to_major == shape_util::DefaultMinorToMajor(s.rank()));
-}
-
-// A rank-0 f32 constant, or a broadcast of one; its value.
-bool ScalarF32Constant(const HloInstruction* i, float* value) {
-  if (i->opcode() == HloOpcode::kBroadcast && i->operand_count() == 1) i = i->operand(0);
-  if (i->opcode() != HloOpcode::kConstant || !i->has_literal() || !i->shape().IsArray() ||
-      i->shape().rank() != 0 || i->shape().element_type() != PrimitiveType::F32 ||
-      i->literal().is_elided() || i->literal().is_text_only()) {
-    return false;
-  }
-  *value = static_cast<float>(i->literal().GetAsDouble(0));
-  return true;
-}
-
-bool IsCommutative(const HloInstruction& i) {
-  switch (i.opcode()) {
-    case HloOpcode::kMaximum: case HloOpcode::kMinimum:
-      return true;
-    case HloOpcode::kCompare:
-      return i.comparison_direction == ComparisonDirection::kEq ||
-             i.comparison_direction == ComparisonDirection::kNe;
-    default:
-      return false;
-  }
-}
-
-// Sums and products are compared as flat lists of terms or factors: (0.5 x) (1 + t) and
-// x ((t + 1) 0.5) are the same GELU, and (k x) x x the same cube as x x x k.
-bool IsAssociative(HloOpcode op) { return op == HloOpcode::kAdd || op == HloOpcode::kMultiply; }
-
-// Whether the expression at a candidate instruction is the expression at a form's instruction,
-// up to commutation and the grouping of sums and products, with the form's parameter standing
-// for `v`. Memoised on pairs, and sums and products are limited to kMaxTerms terms, so the work
-// is bounded whatever the candidate is.
-class FormMatcher {
- public:
-  explicit FormMatcher(const HloInstruction* v) : v_(v) {}
-
-  bool Match(const HloInstruction* t, const HloInstruction* c) {
-    auto key = std::make_pair(t, c);
-    if (auto it = memo_.find(key); it != memo_.end()) return it->second.ok;
-    memo_[key] = Result{};  // a DAG has no cycles; this only keeps a failed budget failed
-    if (++steps_ > kMaxSteps) return false;
-    Result result = Compare(t, c);
-    const bool ok = result.ok;
-    memo_[key] = std::move(result);
-    return ok;
-  }
-
-  // The candidate instructions of a successful Match(t, c), with the constants they read.
-  void Collect(const HloInstruction* t, HloInstruction* c, std::unordered_set<HloInstruction*>* region,
-               std::vector<HloInstruction*>* constants) {
-    if (t->opcode() == HloOpcode::kParameter) return;
-    if (t->opcode() == HloOpcode::kConstant) {
-      constants->push_back(c);
-      if (c->opcode() == HloOpcode::kBroadcast) constants->push_back(c->operand(0));
-      return;
-    }
-    if (!region->insert(c).second) return;
-    const Result& result = memo_.at({t, c});
-    for (HloInstruction* i : result.inner) region->insert(i);
-    for (const auto& [tc, cc] : result.children) Collect(tc, cc, region, constants);
-  }
-
- private:
-  static constexpr int64_t kMaxSteps = 1 << 16;
-  static constexpr size_t kMaxTerms = 6;
-
-  struct Result {
-    bool ok = false;
-    std::vector<std::pair<const HloInstruction*, HloInstruction*>> children;
-    std::vector<HloInstruction*> inner;  // the candidate's nested sums or products
-  };
-
-  // Elementwise over the value's shape, of the element type the form has there.
-  bool Fits(const HloInstruction* c, const HloInstruction* t) const {
-    const Shape& s = c->shape();
-    return IsRowMajor(s) && s.dimensions() == v_->shape().dimensions() &&
-           s.element_type() == t->shape().element_type();
-  }
-
-  // The terms of a sum (factors of a product) rooted at `i`, through nested ones; `inner`
-  // receives the nested instructions. Candidate nesting stops at `v`.
-  template <typename I>
-  void Flatten(I* i, HloOpcode op, bool candidate, std::vector<I*>* terms, std::vector<I*>* inner) {
-    for (int64_t k = 0; k < i->operand_count(); ++k) {
-      I* o = i->operands()[k];
-      const bool nested = o->opcode() == op && (!candidate || (o != v_ && Fits(o, i)));
-      if (nested && terms->size() + inner->size() < 4 * kMaxTerms) {
-        inner->push_back(o);
-        Flatten(o, op, candidate, terms, inner);
-      } else {
-        terms->push_back(o);
-      }
-    }
-  }
-
-  // Pairs every form term with a distinct candidate term.
-  bool Assign(const std::vector<const HloInstruction*>& ts, const std::vector<HloInstruction*>& cs,
-              size_t next, std::vector<bool>& used, Result& result) {
-    if (next == ts.size()) return true;
-    for (size_t j = 0; j < cs.size(); ++j) {
-      if (used[j] || !Match(ts[next], cs[j])) continue;
-      used[j] = true;
-      result.children.push_back({ts[next], cs[j]});
-      if (Assign(ts, cs, next + 1, used, result)) return true;
-      result.children.pop_back();
-      used[j] = false;
-    }
-    return false;
-  }
-
-  Result Compare(const HloInstruction* t, const HloInstruction* c) {
-    Result result;
-    if (t->opcode() == HloOpcode::kParameter) {
-      result.ok = c == v_;
-      return result;
-    }
-    if (c == v_) return result;
-    if (t->opcode() == HloOpcode::kConstant) {
-      float value;
-      // Bit for bit, not ==: max(x, -0) is not a ReLU (it keeps -0 for every negative x, where
-      // ReLU's fused forms give +0), and NaN never equals itself.
-      result.ok = ScalarF32Constant(c, &value) &&
-                  std::bit_cast<uint32_t>(value) ==
-                      std::bit_cast<uint32_t>(static_cast<float>(t->literal().GetAsDouble(0)));
-      return result;
-    }
-    if (c->opcode() != t->opcode() || c->operand_count() != t->operand_count() || !Fits(c, t)) {
-      return result;
-    }
-    if (t->opcode() == HloOpcode::kCompare && c->comparison_direction != t->comparison_direction) {
-      return result;
-    }
-    HloInstruction* mc = const_cast<HloInstruction*>(c);
-    if (IsAssociative(t->opcode())) {
-      std::vector<const HloInstruction*> ts, t_inner;
-      std::vector<HloInstruction*> cs;
-      Flatten(t, t->opcode(), false, &ts, &t_inner);
-      Flatten(mc, t->opcode(), true, &cs, &result.inner);
-      std::vector<bool> used(cs.size(), false);
-      result.ok = ts.size() == cs.size() && ts.size() <= kMaxTerms && Assign(ts, cs, 0, used, result);
-      return result;
-    }
-    for (int64_t k = 0; k < t->operand_count(); ++k) result.children.push_back({t->operand(k), mc->operands()[k]});
-    result.ok = std::all_of(result.children.begin(), result.children.end(),
-                            [&](const auto& p) { return Match(p.first, p.second); });
-    if (!result.ok && t->operand_count() == 2 && IsCommutative(*t)) {
-      result.children = {{t->operand(0), mc->operands()[1]}, {t->operand(1), mc->operands()[0]}};
-      result.ok = Match(t->operand(0), c->operand(1)) && Match(t->operand(1), c->operand(0));
-    }
-    return result;
-  }
-
-  const HloInstruction* v_;
-  std::map<std::pair<const HloInstruction*, const HloInstruction*>, Result> memo_;
-  int64_t steps_ = 0;
-};
+using expression_form::IsRowMajor;
+using expression_form::ScalarF32Constant;
 
 // Whether the region (instructions computing the activation) is read outside only through its
 // root, and holds every reader of `v`.
@@ -528,7 +279,7 @@ std::optional<ActivationMatch> MatchLinear(HloInstruction* v) {
 
 std::vector<std::string> OneDnnActivationForms() {
   std::vector<std::string> names;
-  for (const Form& f : Forms()) names.push_back(f.name);
+  for (const Form& f : Forms()) names.push_back(f.form.name);
   names.push_back("linear");
   return names;
 }
@@ -556,17 +307,18 @@ std::optional<ActivationMatch> MatchOneDnnActivation(HloInstruction* v) {
   // comparison against 0, ...); for one form, the root latest in the computation.
   std::optional<ActivationMatch> best;
   size_t best_size = 0;
-  for (const Form& form : Forms()) {
+  for (const Form& f : Forms()) {
+    const ExpressionForm& form = f.form;
     for (HloInstruction* candidate : reachable) {
       if (candidate->opcode() != form.root->opcode()) continue;
-      FormMatcher matcher(v);
+      ExpressionFormMatcher matcher(v);
       if (!matcher.Match(form.root, candidate)) continue;
       std::unordered_set<HloInstruction*> region;
       std::vector<HloInstruction*> constants;
       matcher.Collect(form.root, candidate, &region, &constants);
       if (!Closed(v, region, candidate) || region.size() <= best_size) continue;
       ActivationMatch match;
-      match.op.kind = form.kind;
+      match.op.kind = f.kind;
       match.form = form.name;
       match.root = candidate;
       match.members.assign(region.begin(), region.end());

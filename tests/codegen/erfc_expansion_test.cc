@@ -3,7 +3,7 @@
 // legalization): the matcher finds its erfc and nothing like it, and the compiled module is
 // within a few ulp of GELU computed in double precision from the same f32 argument of erfc,
 // over the line, the tails and the special values. TensorFlow's 0.5 x (1 + erf(x c)) too.
-#include "compiler/codegen/erfc_expansion.h"
+#include "compiler/passes/erfc_expansion.h"
 
 #include <bit>
 #include <cmath>
@@ -41,12 +41,12 @@ TEST(ErfcExpansionTest, FindsJaxErfcAndItsArgument) {
   // ROOT mul.9 = multiply(mul.7, erfc.179): erfc.179 is erfc's last select, of mul.8 = -x c.
   const HloInstruction* erfc = Find(**module, "erfc.179");
   ASSERT_NE(erfc, nullptr);
-  EXPECT_EQ(codegen::MatchErfcExpansionF32(*erfc), Find(**module, "mul.8"));
+  EXPECT_EQ(MatchErfcExpansionF32(*erfc), Find(**module, "mul.8"));
   // Nothing else in it is an erfc: not the root, not the inner selects.
   for (const char* other : {"mul.9", "erfc.161", "erfc.158", "erfc.155"}) {
     const HloInstruction* i = Find(**module, other);
     ASSERT_NE(i, nullptr) << other;
-    EXPECT_EQ(codegen::MatchErfcExpansionF32(*i), nullptr) << other;
+    EXPECT_EQ(MatchErfcExpansionF32(*i), nullptr) << other;
   }
 }
 
@@ -61,7 +61,7 @@ TEST(ErfcExpansionTest, OneConstantOffByAnUlpIsNotErfc) {
     text.replace(at, from.size(), to);
     auto module = ParseHloModule(text);
     ASSERT_TRUE(module.ok()) << module.status().message();
-    EXPECT_EQ(codegen::MatchErfcExpansionF32(*Find(**module, "erfc.179")), nullptr) << to;
+    EXPECT_EQ(MatchErfcExpansionF32(*Find(**module, "erfc.179")), nullptr) << to;
   }
 }
 
@@ -136,9 +136,9 @@ ENTRY e {
   auto module = ParseHloModule(text);
   ASSERT_TRUE(module.ok()) << module.status().message();
   bool negated = false;
-  EXPECT_EQ(codegen::MatchOnePlusOrMinusErfF32(*Find(**module, "p"), &negated), Find(**module, "u"));
+  EXPECT_EQ(MatchOnePlusOrMinusErfF32(*Find(**module, "p"), &negated), Find(**module, "u"));
   EXPECT_TRUE(negated);
-  EXPECT_EQ(codegen::MatchOnePlusOrMinusErfF32(*Find(**module, "r"), &negated), nullptr);
+  EXPECT_EQ(MatchOnePlusOrMinusErfF32(*Find(**module, "r"), &negated), nullptr);
 }
 
 }  // namespace
