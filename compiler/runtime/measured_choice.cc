@@ -12,6 +12,8 @@
 
 #include "compiler/support/file_io.h"
 #include "compiler/support/terminal_text.h"
+#include "profiler/host_tracer.h"
+#include "profiler/trace.h"
 
 namespace xlens::runtime {
 namespace {
@@ -178,8 +180,15 @@ MeasuredChoice ChooseByMeasuring(const std::string& key, const std::vector<Kerne
   Choices& state = State();
   const std::string dir = scope != nullptr ? scope->dir_ : "";
   // Timed outside the lock: two threads compiling the same shape at once both time it, and the
-  // first to finish is kept; neither waits on the other's runs.
-  MeasuredChoice choice = Time(candidates);
+  // first to finish is kept; neither waits on the other's runs. A span in the compilation's
+  // trace shows what the trial cost, which a cached choice does not pay.
+  MeasuredChoice choice;
+  {
+    profiler::TraceSpan span("time kernel candidates", profiler::category::kCodegen);
+    span.AddArg("key", key);
+    choice = Time(candidates);
+    span.AddArg("winner", choice.names[static_cast<size_t>(choice.winner)]);
+  }
   {
     std::lock_guard<std::mutex> lock(state.mutex);
     auto [it, inserted] = state.made.emplace(key, choice);
