@@ -5,6 +5,8 @@
 #include <algorithm>
 #include <cerrno>
 #include <cmath>
+#include <mutex>
+#include <set>
 #include <thread>
 
 #include <fmt/format.h>
@@ -87,6 +89,22 @@ std::vector<double> Rounded(std::vector<double> ms) {
   return ms;
 }
 
+// Whether `dir` may hold choices (created when `create`); a refusal is said once per directory
+// in the process, as the object cache says it, not at every shape of every compilation.
+bool UsableDirectory(const std::string& dir, bool create, std::string* warning) {
+  bool missing = false;
+  const std::string problem = PrivateDirectoryProblem(dir, create, &missing);
+  if (problem.empty()) return !missing;
+  static std::mutex mutex;
+  static auto* reported = new std::set<std::string>;
+  std::lock_guard<std::mutex> lock(mutex);
+  if (reported->insert(dir).second) {
+    *warning = fmt::format("persistent cache directory {} {}; kernel choices are timed in every process",
+                           DisplayPath(dir), problem);
+  }
+  return false;
+}
+
 }  // namespace
 
 const std::string& MachineForKernelChoices() {
@@ -158,12 +176,7 @@ std::string KernelChoiceCachePath(const std::string& dir, const std::string& mac
 
 std::optional<KernelChoiceRecord> LookupKernelChoice(const std::string& dir, const std::string& machine,
                                                      const std::string& key, std::string* warning) {
-  bool missing = false;
-  if (std::string problem = PrivateDirectoryProblem(dir, /*create=*/false, &missing); !problem.empty()) {
-    *warning = fmt::format("persistent cache directory {} {}; timing kernel choices again", DisplayPath(dir), problem);
-    return std::nullopt;
-  }
-  if (missing) return std::nullopt;
+  if (!UsableDirectory(dir, /*create=*/false, warning)) return std::nullopt;  // refused, or not made yet
   const std::string path = KernelChoiceCachePath(dir, machine, key);
   struct stat st;
   if (::lstat(path.c_str(), &st) != 0 && errno == ENOENT) return std::nullopt;  // not timed yet
@@ -192,12 +205,7 @@ std::optional<KernelChoiceRecord> LookupKernelChoice(const std::string& dir, con
 }
 
 void StoreKernelChoice(const std::string& dir, const KernelChoiceRecord& record, std::string* warning) {
-  bool missing = false;
-  if (std::string problem = PrivateDirectoryProblem(dir, /*create=*/true, &missing); !problem.empty()) {
-    *warning = fmt::format("persistent cache directory {} {}; the kernel choice is kept for this process only",
-                           DisplayPath(dir), problem);
-    return;
-  }
+  if (!UsableDirectory(dir, /*create=*/true, warning)) return;
   const std::string path = KernelChoiceCachePath(dir, record.machine, record.key);
   StatusOr<OutputFile> file = OutputFile::CreateNoFollow(path);
   Status written = file.ok() ? file->Write(SerializeKernelChoices({record})) : file.status();

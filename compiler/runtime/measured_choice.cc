@@ -192,11 +192,12 @@ MeasuredChoice ChooseByMeasuring(const std::string& key, const std::vector<Kerne
   {
     std::lock_guard<std::mutex> lock(state.mutex);
     auto [it, inserted] = state.made.emplace(key, choice);
-    if (!inserted) {
+    if (!inserted && it->second.names == choice.names) {  // another thread timed it first
       choice = it->second;
       choice.origin = ChoiceOrigin::kCached;
       return taken(choice);
     }
+    if (!inserted) it->second = choice;  // the key's other candidates (never two builds' in one process)
   }
   if (!dir.empty()) {
     std::string warning;

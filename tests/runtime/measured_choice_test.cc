@@ -166,6 +166,33 @@ TEST_F(MeasuredChoiceTest, PersistentCacheServesTheNextProcessWithoutTiming) {
   }
 }
 
+// A directory others can write to is not trusted: refused once in the process, with a message,
+// and nothing is written there.
+TEST_F(MeasuredChoiceTest, SharedDirectoryIsRefusedOnce) {
+  const std::filesystem::path dir = testing::FreshScratchDir("shared");
+  std::filesystem::permissions(dir, std::filesystem::perms::owner_all | std::filesystem::perms::group_all |
+                                        std::filesystem::perms::others_read | std::filesystem::perms::others_exec);
+  int a = 0, b = 0;
+  auto candidates = [&] {
+    return std::vector<KernelCandidate>{Spending("rule", [](int) { return 0.02; }, &a),
+                                        Spending("other", [](int) { return 0.01; }, &b)};
+  };
+  {
+    KernelChoiceScope scope(dir.string());
+    (void)ChooseByMeasuring("shape a", candidates());
+    (void)ChooseByMeasuring("shape b", candidates());
+    ASSERT_EQ(scope.warnings().size(), 1u);
+    EXPECT_NE(scope.warnings()[0].find("persistent cache directory"), std::string::npos) << scope.warnings()[0];
+    EXPECT_NE(scope.warnings()[0].find("group"), std::string::npos) << scope.warnings()[0];
+  }
+  {
+    KernelChoiceScope scope(dir.string());
+    (void)ChooseByMeasuring("shape c", candidates());
+    EXPECT_TRUE(scope.warnings().empty());
+  }
+  EXPECT_TRUE(std::filesystem::is_empty(dir));
+}
+
 // A damaged entry, or another key's copied under this one's name, is rejected with a message
 // naming it, timed again and rewritten.
 TEST_F(MeasuredChoiceTest, DamagedOrForeignCacheEntryIsRejectedWithAMessage) {
