@@ -3,13 +3,15 @@
 
 Makes, at test time, real dumps (XLA_FLAGS=--xla_dump_to) of small programs with jax (a training
 step, a convolution, attention, a scan and a while loop, FFTs, top-k and sorts, random numbers,
-prefix scans, layer norm with exact GELU, a bf16 product, segment sums, resizing, a program
+prefix scans, layer norm with exact GELU, the exact GELU alone and after a product, a bf16 product, segment sums, resizing, a program
 sharded over 4 host devices)
 and, when TensorFlow is installed, of tf.function(jit_compile=True) functions (a dense layer,
 top_k, rfft, cholesky, a fused batch norm, a while loop and a cond). Then checks:
 
 - every HLO text file of the dumps parses with `xlens print`;
 - what xlens prints parses with XLA's own parser (from jaxlib) into the same module as the file;
+- the exact GELU, alone and after a product, is compiled as one erfc (jax's expansion of it is
+  recognized: one divide in its loop, oneDNN's gelu_erf after the product);
 - every unsharded before_optimizations module runs (`xlens run --reference`), to the outputs jax
   computed from the same .npy inputs where the script saved them; TensorFlow's modules with
   elided constants ({...}) are refused naming the constant, and run once filled.
@@ -96,6 +98,12 @@ def layer_norm_gelu(x, g, b):
     y = (x - mean) / jnp.sqrt(x.var(-1, keepdims=True) + 1e-5) * g + b
     return jax.nn.gelu(y, approximate=False)
 
+def exact_gelu(x):
+    return jax.nn.gelu(x, approximate=False)
+
+def dense_exact_gelu(x, w, b):
+    return jax.nn.gelu(x @ w + b, approximate=False)
+
 def bf16_matmul(a, b):
     return (a.astype(jnp.bfloat16) @ b.astype(jnp.bfloat16)).astype(jnp.float32)
 
@@ -112,6 +120,8 @@ programs = {
     "dropout_noise": (dropout_noise, [arr(8, 8)]),
     "prefix_sums": (prefix_sums, [arr(6, 5)]),
     "layer_norm_gelu": (layer_norm_gelu, [arr(4, 32), arr(32), arr(32)]),
+    "exact_gelu": (exact_gelu, [arr(256)]),
+    "dense_exact_gelu": (dense_exact_gelu, [arr(8, 32), arr(32, 16), arr(16)]),
     # Both sum in f32 and round to bf16 once, in different orders: a sum can land one bf16 step
     # (2^-8 relative) either side.
     "bf16_matmul": (bf16_matmul, [arr(8, 16), arr(16, 4)], 8e-3),
@@ -294,6 +304,45 @@ def check_run(xlens, path, io_dir, work, stats, failures):
     stats["ran"] += 1
 
 
+def check_exact_gelu_recognized(xlens, jax_dir, work, stats, failures):
+    """The exact GELU as today's jax lowers it is still compiled as one erfc.
+
+    jax.nn.gelu(x, approximate=False) reaches HLO with erfc spelled out in some ninety
+    instructions (compiler/passes/erfc_expansion.h); xlens finds that expansion by its structure
+    and constants. A jax that spells it otherwise keeps the numbers right (check_run) and loses
+    only the speed, so this checks the match itself, on both of its users: the GELU alone is
+    one loop with one divide (the expansion as written has two: 1/|z| and 1/z^2), and after a
+    product it is the oneDNN call's gelu_erf post-op.
+    """
+    for module, expect in (("jit_exact_gelu", "one divide"), ("jit_dense_exact_gelu", "gelu_erf")):
+        paths = glob.glob(os.path.join(jax_dir, f"*.{module}.before_optimizations.txt"))
+        if len(paths) != 1:
+            failures.append(f"{module}: jax wrote {len(paths)} before_optimizations modules")
+            continue
+        out = os.path.join(work, "gelu_dumps", module)
+        run = subprocess.run([xlens, "run", paths[0], f"--xla_dump_to={out}"], capture_output=True, text=True)
+        if run.returncode != 0:
+            failures.append(f"{paths[0]}: xlens run failed: {run.stderr.strip()[:400]}")
+            continue
+        if expect == "one divide":
+            ir = glob.glob(os.path.join(out, "*.ir-no-opt.ll"))
+            divides = sum(open(p, encoding="utf-8").read().count(" fdiv ") for p in ir)
+            if not ir or divides > 1:
+                failures.append(f"{paths[0]}: the exact GELU was not compiled as one erfc "
+                                f"({divides} divides in its LLVM IR, {len(ir)} files): jax's erfc "
+                                f"expansion is no longer recognized (passes/erfc_expansion.cc)")
+                continue
+        else:
+            listing = "".join(open(p, encoding="utf-8").read()
+                              for p in glob.glob(os.path.join(out, "*.thunk_sequence.txt")))
+            if "+ gelu_erf" not in listing:
+                failures.append(f"{paths[0]}: the exact GELU after a product is not oneDNN's gelu_erf "
+                                f"post-op (listing: {listing.strip()[:300]!r}): jax's erfc expansion is "
+                                f"no longer recognized (passes/erfc_expansion.cc)")
+                continue
+        stats["gelu_recognized"] += 1
+
+
 def main():
     parser = argparse.ArgumentParser()
     parser.add_argument("--xlens", required=True)
@@ -318,7 +367,8 @@ def main():
                 io = json.load(f)
         stats = dict.fromkeys(["files", "with_stack_frames", "parsed", "printed_identically",
                                "xla_same_module", "xla_cannot_parse_original", "before_optimizations",
-                               "ran", "ran_to_jax_outputs", "elided_refused", "sharded"], 0)
+                               "ran", "ran_to_jax_outputs", "elided_refused", "sharded",
+                               "gelu_recognized"], 0)
         failures = []
         for kind, d in sorted(dumps.items()):
             for path in sorted(glob.glob(os.path.join(d, "*.txt"))):
@@ -341,6 +391,7 @@ def main():
                 module = os.path.basename(path).split(".")[1]
                 check_run(args.xlens, path, io.get(module) if kind == "jax" else None, work,
                           stats, failures)
+        check_exact_gelu_recognized(args.xlens, dumps["jax"], work, stats, failures)
     for failure in failures:
         print("FAIL " + failure)
     print(f"{stats['files']} HLO files ({stats['with_stack_frames']} with stack-frame tables): "
@@ -350,6 +401,7 @@ def main():
     print(f"{stats['before_optimizations']} before_optimizations modules ({stats['sharded']} "
           f"sharded): {stats['ran']} run with --reference, {stats['ran_to_jax_outputs']} to jax's "
           f"own outputs; {stats['elided_refused']} with elided constants refused until filled")
+    print(f"{stats['gelu_recognized']} of 2 exact GELUs as jax lowers them today compiled as one erfc")
     print(f"dumps made in {made:.1f} s, checked in {time.time() - start - made:.1f} s")
     return 1 if failures else 0
 
