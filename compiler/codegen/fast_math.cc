@@ -56,6 +56,21 @@ bool UseInlineTranscendentals(llvm::IRBuilder<>& b) {
 
 namespace {
 
+// e^r - 1 for the reduced argument r in [-ln2/2, ln2/2] (or a little past it).
+Value* ExpMinusOneReduced(llvm::IRBuilder<>& b, Value* r) {
+  // e^r - 1 = r + r^2 P(r), P of degree 4 minimax for relative error on [-ln2/2, ln2/2]
+  // (3.1e-9 with its f32 coefficients; 1 ulp in all), evaluated as a tree of fused
+  // multiply-adds in r and r^2 (Estrin's scheme) rather than one Horner chain: one operation
+  // more, but the chain from r to the result is a square and three fused multiply-adds instead
+  // of six, and a loop of these waits on that latency as much as on the multiply ports.
+  Value* r2 = b.CreateFMul(r, r);
+  Value* lo = Call(b, llvm::Intrinsic::fmuladd, {F(b, 1.66665211e-1), r, F(b, 4.99999940e-1)});
+  Value* hi = Call(b, llvm::Intrinsic::fmuladd, {F(b, 8.36874545e-3), r, F(b, 4.16683890e-2)});
+  hi = Call(b, llvm::Intrinsic::fmuladd, {F(b, 1.38145394e-3), r2, hi});
+  Value* h = Call(b, llvm::Intrinsic::fmuladd, {hi, r2, lo});
+  return Call(b, llvm::Intrinsic::fmuladd, {h, r2, r});
+}
+
 // e^x, or with `scaled` (x <= 0 or NaN) e^x 2^34 before its last multiply.
 Value* EmitFastExp(llvm::IRBuilder<>& b, Value* x, bool not_positive, bool scaled) {
   llvm::IRBuilder<>::FastMathFlagGuard guard(b);
@@ -82,17 +97,7 @@ Value* EmitFastExp(llvm::IRBuilder<>& b, Value* x, bool not_positive, bool scale
   Value* n = b.CreateFSub(t, F(b, kRoundMagic));
   Value* r = Call(b, llvm::Intrinsic::fmuladd, {n, F(b, -0.693359375), xc});
   r = Call(b, llvm::Intrinsic::fmuladd, {n, F(b, 2.12194440e-4), r});
-  // e^r - 1 = r + r^2 P(r), P of degree 4 minimax for relative error on [-ln2/2, ln2/2]
-  // (3.1e-9 with its f32 coefficients; 1 ulp in all), evaluated as a tree of fused
-  // multiply-adds in r and r^2 (Estrin's scheme) rather than one Horner chain: one operation
-  // more, but the chain from r to the result is a square and three fused multiply-adds instead
-  // of six, and a loop of these waits on that latency as much as on the multiply ports.
-  Value* r2 = b.CreateFMul(r, r);
-  Value* lo = Call(b, llvm::Intrinsic::fmuladd, {F(b, 1.66665211e-1), r, F(b, 4.99999940e-1)});
-  Value* hi = Call(b, llvm::Intrinsic::fmuladd, {F(b, 8.36874545e-3), r, F(b, 4.16683890e-2)});
-  hi = Call(b, llvm::Intrinsic::fmuladd, {F(b, 1.38145394e-3), r2, hi});
-  Value* h = Call(b, llvm::Intrinsic::fmuladd, {hi, r2, lo});
-  Value* q = Call(b, llvm::Intrinsic::fmuladd, {h, r2, r});
+  Value* q = ExpMinusOneReduced(b, r);
   // e^x = (1 + q) 2^n, n in [-159, 128]: more than one float's exponent range, so 2^n is
   // 2^(n + k) 2^-k, the first factor a normal number whose bits are (n + k + 127) << 23 and
   // whose product with 1 + q is exact (normal), the second rounding once where the result is
@@ -114,6 +119,30 @@ Value* EmitFastExp(llvm::IRBuilder<>& b, Value* x, bool not_positive, bool scale
   Value* p = b.CreateBitCast(b.CreateShl(b.CreateAdd(bits, k), I(b, 23)), b.getFloatTy());
   if (scaled) return Call(b, llvm::Intrinsic::fmuladd, {q, p, p});
   return b.CreateFMul(Call(b, llvm::Intrinsic::fmuladd, {q, p, p}), scale);
+}
+
+// e^(-a^2) 2^34 of a float `a` in [0, kExpMinusSquareMaxArgument] or NaN, with a^2 exact: what
+// EmitFastExpF32Scaled(-(a a)) computes, but where that rounds a a first (near a = 8 half an ulp
+// of 64, so e^(-a^2) 4e-6 off), here the product enters the reduction unrounded: r = -a a -
+// n ln2_hi is one fused multiply-add, exact but for its one rounding, since n ln2_hi is exact (9
+// and 8 significant bits). n is rounded from -a (a log2(e)), whose error moves r a hair past
+// ln2/2 at worst, which the polynomial covers. The bound keeps -a^2 at -110 or above, so there
+// is no clamp.
+constexpr double kExpMinusSquareMaxArgument = 10.48;  // 10.48^2 = 109.83
+Value* EmitFastExpOfMinusSquareScaled(llvm::IRBuilder<>& b, Value* a) {
+  constexpr double kRoundMagic = 12582912.0;  // as in EmitFastExp
+  Value* minus_a_log2e = b.CreateFMul(a, F(b, -1.44269504088896341));
+  Value* t = Call(b, llvm::Intrinsic::fmuladd, {minus_a_log2e, a, F(b, kRoundMagic)});
+  Value* n = b.CreateFSub(t, F(b, kRoundMagic));
+  Value* r = Call(b, llvm::Intrinsic::fmuladd,
+                  {b.CreateFNeg(a), a, b.CreateFMul(n, F(b, -0.693359375))});
+  r = Call(b, llvm::Intrinsic::fmuladd, {n, F(b, 2.12194440e-4), r});
+  Value* q = ExpMinusOneReduced(b, r);
+  // 2^(n + 34) as EmitFastExp's scaled form makes it (n in [-159, 0]).
+  Value* bits = b.CreateBitCast(t, b.getInt32Ty());
+  Value* p = b.CreateBitCast(b.CreateShl(b.CreateAdd(bits, I(b, 127 + 34)), I(b, 23)),
+                             b.getFloatTy());
+  return Call(b, llvm::Intrinsic::fmuladd, {q, p, p});
 }
 
 }  // namespace
@@ -218,36 +247,33 @@ Value* EmitFastErfcF32(llvm::IRBuilder<>& b, Value* x) {
   // reweighted least squares; 1.1e-8 in double precision); erfc(x) = 2 - erfc(-x) for x < 0.
   // The form of Numerical Recipes' erfcc (the same t), with e^(-a^2) apart from the polynomial
   // rather than e^(-a^2 + c(t)), so that the divide and the polynomial run beside the exp
-  // instead of before it: a vectorized loop of it is held to its instructions (about forty)
-  // rather than to one long chain of latencies. Cephes' form (JAX's expansion of erfc) takes
-  // two divides, an exp and three polynomials whose results a select throws away but one: a
-  // loop of JAX's exact GELU took 0.55-0.64 ns an element with it and 0.44 with this, on one
-  // core in cache (best of 3000 runs of 8192 elements, 5 rounds, load 5-9); e^(-a^2 + c(t))
-  // with c's polynomial before the exp, 0.56.
+  // instead of before it: a vectorized loop of it is held to its instructions rather than to
+  // one long chain of latencies. Cephes' form (JAX's expansion of erfc) takes two divides, an
+  // exp and three polynomials whose results a select throws away but one: a loop of JAX's exact
+  // GELU took 0.55-0.64 ns an element with it and 0.44 with this, on one core in cache (best of
+  // 3000 runs of 8192 elements, 5 rounds, load 5-9); e^(-a^2 + c(t)) with c's polynomial before
+  // the exp, 0.56.
   //
-  // The exp's argument is -(a a) rounded: near a = 8 that is off by half an ulp of 64, which
-  // makes e^(-a^2) wrong by 4e-6 (JAX's erfc is 65 ulp off there), so the product's rounding
-  // error (exact from a fused multiply-add) corrects the result to first order. e^(-a^2) is
-  // taken before its last scaling by 2^-34 (EmitFastExpF32Scaled), which the polynomial's
-  // coefficients carry instead: exact, powers of two. Within 6 ulp of double precision over
-  // the line (fast_math_accuracy_test), 1 for x < -1.
+  // Such a loop is bound by the vector ports (AVX-512 runs on two): every operation counts. On
+  // AVX-512 the exact GELU's vector body is 36 arithmetic instructions (one divide). e^(-a^2)
+  // takes a a unrounded into its reduction (EmitFastExpOfMinusSquareScaled), where rounding a a
+  // first and correcting the result by the product's error to first order took two more, and
+  // its clamp is this function's: a is held at 10.48, where erfc is 1e-49, 0 in f32 (erfc(10)
+  // is 2e-45), so that -a^2 needs none of exp's. Within 6 ulp of double precision over the line
+  // (fast_math_accuracy_test), 1 for x < -1. e^(-a^2) is taken before its last scaling by 2^-34,
+  // which the polynomial's coefficients carry instead: exact, powers of two.
   //
-  // Past 10.5 the exp's clamp makes the result 0 (erfc(10) is 2e-45); the compare lets NaN
-  // through, and NaN flows to the result.
+  // The compare lets NaN through, and NaN flows to the result.
   Value* ax = Call(b, llvm::Intrinsic::fabs, {x});
-  Value* a = b.CreateSelect(b.CreateFCmpOGT(ax, F(b, 10.5)), F(b, 10.5), ax);
+  Value* a = b.CreateSelect(b.CreateFCmpOGT(ax, F(b, kExpMinusSquareMaxArgument)),
+                            F(b, kExpMinusSquareMaxArgument), ax);
   Value* t = b.CreateFDiv(F(b, 1.0), Call(b, llvm::Intrinsic::fmuladd, {a, F(b, 0.5), F(b, 1.0)}));
   constexpr double k = kFastExpScaledFactor;
   Value* g = Polynomial(b, t, {4.235239327e-02 * k, -2.308566719e-01 * k, 4.861768484e-01 * k,
                                -4.469751418e-01 * k, 1.270878464e-01 * k, -5.723176897e-02 * k,
                                9.300038964e-02 * k, 1.753768623e-01 * k, 2.468805760e-01 * k,
                                2.820938528e-01 * k, 2.820948064e-01 * k});
-  Value* square = b.CreateFMul(a, a);
-  // a a - square exactly where the target fuses (0 where it does not, which only drops the
-  // correction).
-  Value* square_error = Call(b, llvm::Intrinsic::fmuladd, {a, a, b.CreateFNeg(square)});
-  Value* r = b.CreateFMul(b.CreateFMul(t, g), EmitFastExpF32Scaled(b, b.CreateFNeg(square)));
-  Value* y = Call(b, llvm::Intrinsic::fmuladd, {r, b.CreateFNeg(square_error), r});
+  Value* y = b.CreateFMul(b.CreateFMul(t, g), EmitFastExpOfMinusSquareScaled(b, a));
   return b.CreateSelect(b.CreateFCmpOLT(x, F(b, 0.0)), b.CreateFSub(F(b, 2.0), y), y);
 }
 

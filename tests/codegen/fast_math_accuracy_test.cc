@@ -236,5 +236,25 @@ TEST(FastMathExpCostTest, ANonPositiveArgumentIsClampedBelowOnly) {
   }
 }
 
+// erfc is the exact GELU's whole cost, and a loop of it is bound by the vector ports, so every
+// operation shows in its speed: per vector one divide, one polynomial of degree 10 in t, an
+// exp of -a^2 whose reduction takes a a unrounded (no separate correction for the square's
+// rounding: two fused multiply-adds fewer), and no clamp of exp's (erfc clamps a itself, so two
+// compares: that clamp and the sign of x).
+TEST(FastMathErfcCostTest, TheVectorLoopTakesTheSquareIntoExpsReduction) {
+  Compiled compiled = Compile(EmitFastErfcF32);
+  const std::string& ir = compiled.optimized_ir;
+  const size_t body = ir.find("vector.body:");
+  ASSERT_NE(body, std::string::npos) << ir;
+  const std::string vector_body = ir.substr(body, ir.find("\n\n", body) - body);
+  EXPECT_EQ(Count(vector_body, " = fdiv "), 1u) << vector_body;
+  EXPECT_EQ(Count(vector_body, "fcmp"), 2u) << vector_body;
+  // t's denominator, 10 for the polynomial, 3 for exp's rounding of n and its reduction, 5 for
+  // e^r - 1 and 1 for its scaling.
+  EXPECT_EQ(Count(vector_body, "@llvm.fmuladd."), 20u) << vector_body;
+  // a log2(e), n ln2_hi, r^2, t G(t) and the product with the exp.
+  EXPECT_EQ(Count(vector_body, " = fmul "), 5u) << vector_body;
+}
+
 }  // namespace
 }  // namespace xlens::codegen
