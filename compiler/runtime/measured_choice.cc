@@ -102,6 +102,11 @@ MeasuredChoice Time(const std::vector<KernelCandidate>& candidates) {
 
 }  // namespace
 
+std::string PersistentKernelChoiceKey(const std::string& key) {
+  return fmt::format("{} | trial: {} passes of {}+{} runs, margin {}", key, kPasses, kSettleRuns, kRunsPerBlock,
+                     kMargin);
+}
+
 KernelChoiceMode GetKernelChoiceMode() { return kernel_choice_mode.load(); }
 void SetKernelChoiceMode(KernelChoiceMode mode) { kernel_choice_mode.store(mode); }
 
@@ -161,7 +166,8 @@ std::optional<MeasuredChoice> FindKernelChoice(const std::string& key, const std
   const std::string dir = scope != nullptr ? scope->dir_ : "";
   if (dir.empty()) return std::nullopt;
   std::string warning;
-  std::optional<KernelChoiceRecord> stored = LookupKernelChoice(dir, MachineForKernelChoices(), key, &warning);
+  std::optional<KernelChoiceRecord> stored =
+      LookupKernelChoice(dir, MachineForKernelChoices(), PersistentKernelChoiceKey(key), &warning);
   if (!warning.empty()) warn(std::move(warning));
   if (!stored || stored->candidates != names) return std::nullopt;
   MeasuredChoice choice = ChoiceOf(*stored, ChoiceOrigin::kCached);
@@ -201,7 +207,7 @@ MeasuredChoice ChooseByMeasuring(const std::string& key, const std::vector<Kerne
   }
   if (!dir.empty()) {
     std::string warning;
-    StoreKernelChoice(dir, RecordOf(key, choice), &warning);
+    StoreKernelChoice(dir, RecordOf(PersistentKernelChoiceKey(key), choice), &warning);
     if (!warning.empty()) scope->warnings_.push_back(std::move(warning));
   }
   return taken(choice);

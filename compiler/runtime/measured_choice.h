@@ -81,6 +81,11 @@ MeasuredChoice ChooseByMeasuring(const std::string& key, const std::vector<Kerne
 // buffers asks first.
 std::optional<MeasuredChoice> FindKernelChoice(const std::string& key, const std::vector<std::string>& names);
 
+// The key of `key`'s entry in the persistent cache: the caller's key and how the trial decides
+// (its passes, runs and margin), so that a change to the trial makes its picks anew instead of
+// reusing the old trial's, as the object cache's format string does for compiled code.
+std::string PersistentKernelChoiceKey(const std::string& key);
+
 // The choices made, in order, while one is alive on this thread, and where they are kept: a
 // compilation opens one around building its thunks with its persistent cache directory (empty:
 // none), then dumps choices() and reports warnings() (an unusable cache entry or directory).

@@ -140,7 +140,7 @@ TEST_F(MeasuredChoiceTest, PersistentCacheServesTheNextProcessWithoutTiming) {
     ASSERT_EQ(scope.choices().size(), 1u);
     EXPECT_EQ(scope.choices()[0].key, "shape");
   }
-  const std::string entry = KernelChoiceCachePath(dir, MachineForKernelChoices(), "shape");
+  const std::string entry = KernelChoiceCachePath(dir, MachineForKernelChoices(), PersistentKernelChoiceKey("shape"));
   ASSERT_TRUE(std::filesystem::exists(entry));
   EXPECT_EQ(std::filesystem::status(dir).permissions() & std::filesystem::perms::all, std::filesystem::perms::owner_all);
 
@@ -207,9 +207,9 @@ TEST_F(MeasuredChoiceTest, DamagedOrForeignCacheEntryIsRejectedWithAMessage) {
     (void)ChooseByMeasuring("shape", candidates());
     (void)ChooseByMeasuring("other shape", candidates());
   }
-  const std::string entry = KernelChoiceCachePath(dir, MachineForKernelChoices(), "shape");
+  const std::string entry = KernelChoiceCachePath(dir, MachineForKernelChoices(), PersistentKernelChoiceKey("shape"));
   const std::string valid = ReadText(entry);
-  const std::string foreign = ReadText(KernelChoiceCachePath(dir, MachineForKernelChoices(), "other shape"));
+  const std::string foreign = ReadText(KernelChoiceCachePath(dir, MachineForKernelChoices(), PersistentKernelChoiceKey("other shape")));
   for (const auto& [what, text, message] : std::vector<std::tuple<std::string, std::string, std::string>>{
            {"truncated", valid.substr(0, valid.size() / 2), "not JSON"},
            {"garbage", std::string(100, '\x01'), "not JSON"},
@@ -233,7 +233,7 @@ TEST_F(MeasuredChoiceTest, DamagedOrForeignCacheEntryIsRejectedWithAMessage) {
     auto rewritten = ParseKernelChoices(ReadText(entry), "entry");
     ASSERT_TRUE(rewritten.ok()) << rewritten.status().message();
     ASSERT_EQ(rewritten->size(), 1u);
-    EXPECT_EQ((*rewritten)[0].key, "shape");
+    EXPECT_EQ((*rewritten)[0].key, PersistentKernelChoiceKey("shape"));
     EXPECT_EQ((*rewritten)[0].winner, 1);
   }
 }
