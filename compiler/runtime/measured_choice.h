@@ -9,8 +9,9 @@
 //   - in the dump (module_NNNN.NAME.kernel_choices.json, the module's choices) and, with
 //     --xla_cpu_xlens_dump_kernel_choices_to=FILE, in FILE (every choice of the process);
 //     --xla_cpu_xlens_load_kernel_choices_from=FILE forces the choices FILE holds, whatever the
-//     timings would say and on any machine (a replay computes the recorded bits), and `xlens
-//     replay` loads a bundle's own.
+//     timings would say, on any machine whose call has the same key and candidates (a replay
+//     computes the recorded bits; where oneDNN picks another kernel of its own, the key differs
+//     and the call is timed), and `xlens replay` loads a bundle's own.
 //
 // Each candidate runs on the calling thread and is timed by that thread's CPU time, which a
 // machine busy with other work disturbs far less than the wall clock (a run descheduled halfway
