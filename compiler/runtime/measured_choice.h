@@ -17,8 +17,8 @@
 // machine busy with other work disturbs far less than the wall clock (a run descheduled halfway
 // is not charged the wait); what remains (caches and memory shared with that work) is met by
 // taking each candidate's best run, in blocks of runs of its own, the blocks alternating, and by
-// a margin: the first candidate is the fixed rule's pick, and another overturns it only when it
-// is kMargin faster in every pass.
+// a margin: the first candidate is the fixed rule's pick, and another overturns it only when its
+// best run is kMargin faster than the rule's.
 #pragma once
 
 #include <functional>
@@ -62,8 +62,8 @@ struct MeasuredChoice {
 // Runs `candidates` in kPasses passes, the second in the opposite order; in each pass each
 // candidate runs kSettleRuns times untimed (to find the caches as its own runs leave them) and
 // then kRunsPerBlock times timed (once where its runs take kLongRunMs or more). candidates[0] is
-// the fixed rule's pick; another wins only when its best in every pass is at most (1 - kMargin)
-// times the rule's best in that pass (of those that are, the lowest best overall). A later call
+// the fixed rule's pick; another wins only when its best run is at most (1 - kMargin) times the
+// rule's best (of those that are, the lowest best). A later call
 // with the same `key` returns the same choice without running anything, and so does a first call
 // whose choice is loaded or in the persistent cache (with the same candidates' names, in order).
 //
@@ -72,7 +72,9 @@ struct MeasuredChoice {
 // 1.258-1.372 on one thread, 12 of 12 picking oneDNN's); the same kernel's best moved by up to 12%
 // between those processes, so a gap under 10% is one the load can make or unmake. Below it the
 // rule's pick stays: 32x112x112x64 timed 16.6 ms (oneDNN's) against 17.3 (the loops), and keeps
-// the loops in every process instead of whichever the load favoured.
+// the loops in every process instead of whichever the load favoured. Under heavy load a trial
+// can still go either way (a whole block of runs slowed); the persistent cache is what makes one
+// pick hold for every process.
 inline constexpr int kPasses = 2, kSettleRuns = 2, kRunsPerBlock = 3;
 inline constexpr double kLongRunMs = 5;
 inline constexpr double kMargin = 0.10;
