@@ -196,6 +196,22 @@ struct OneDnnThunk::Impl {
   // (kPackedKeysN, kPackedKeysK above), which every block of rows reads at its first column's
   // offset. Each part of the call packs one batch element and runs all of its blocks.
   bool masked_packed_keys = false;
+  // A product whose lhs holds one value a row past some column of each row, the same for every
+  // batch element (product_mask.h: RowUniformOutsideColumns; the probabilities of a causally
+  // masked softmax, exactly 0 there in practice): per batch element, blocks of rows, each
+  // contracted over its first k_end columns only and written in place (its rows span the
+  // output's). The columns skipped add 0 * v = +-0 to each sum where the lhs's value there is 0 and
+  // the rhs's rows skipped are finite, which every call checks: one element a row of the lhs
+  // (column k - 1), and per batch element the rhs's last row that is not finite. A block that
+  // fails either runs over the whole contraction, so the result is the full product's.
+  struct ContractionBlock {
+    int64_t row = 0, rows = 0, k_end = 0;
+  };
+  std::vector<ContractionBlock> contraction_blocks;
+  std::map<std::pair<int64_t, int64_t>, Part> contraction_parts;  // by (rows, k_end)
+  int64_t contraction_k = 0, contraction_n = 0;
+  int64_t contraction_checked_from = 0;  // the rhs's rows from here on are checked finite
+  double contraction_share = 1;  // of the multiply-adds computed
   // A product under SmallProductLimit: computed by SmallProduct, then its post-ops, no oneDNN.
   bool small = false;
   // A product of narrow output rows (narrow_product.h), its shape in small_shape: computed by
@@ -295,6 +311,11 @@ struct OneDnnThunk::Impl {
   Status ExecuteDepthwise(char** frame, ExecuteContext& context) const;
   Status ExecuteMasked(char** frame, ExecuteContext& context, const std::string& name) const;
   Status ExecuteMaskedPackedKeys(char** frame, ExecuteContext& context, const std::string& name) const;
+  // Builds contraction_blocks where the product's lhs is such a fusion (onednn_masked_contraction.cc).
+  bool BuildMaskedContraction(const HloInstruction& fusion, const OneDnnCall& call, int64_t m, int64_t k, int64_t n,
+                              bool rhs_transposed,
+                              const std::function<dnnl::primitive_attr(const std::vector<dnnl::memory::desc>&)>& attributes);
+  Status ExecuteMaskedContraction(char** frame, ExecuteContext& context, const std::string& name) const;
   // A masked product's block of batch element `b`, bound: its rows of the lhs, `weights` (its
   // first column of keys, as they lie or packed), its output (in place where the block spans the
   // row, else `block_output`, grown to fit) and its addends.

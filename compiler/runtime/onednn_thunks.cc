@@ -525,9 +525,13 @@ StatusOr<std::unique_ptr<OneDnnThunk>> OneDnnThunk::Create(std::string hlo_name,
         impl.masked_share = static_cast<double>(computed) / static_cast<double>(m * n);
         return true;
       };
+      // The probabilities @ values of masked attention, over the columns of its contraction
+      // where the probabilities can be nonzero (onednn_masked_contraction.cc).
       if (impl.small) {
         impl.blocks = 1;
-      } else if (!(impl.own_post_ops.empty() && build_masked()) && !(k_reads_less && build_k()) &&
+      } else if (!(impl.own_post_ops.empty() && build_masked()) &&
+                 !(!pointwise && impl.BuildMaskedContraction(fusion, *call, m, k, n, rhs_transposed, attributes)) &&
+                 !(k_reads_less && build_k()) &&
                  !build(!columns_read_less && (rows_suffice || small))) {
         build(true);
       }
@@ -594,6 +598,10 @@ StatusOr<std::unique_ptr<OneDnnThunk>> OneDnnThunk::Create(std::string hlo_name,
   thunk->description_ = call->ToString() + (pointwise ? " as matmul" : "");
   if (!impl.masked_blocks.empty()) {
     thunk->description_ += fmt::format(" on the {:.0f}% of its outputs read", 100 * impl.masked_share);
+  }
+  if (!impl.contraction_blocks.empty()) {
+    thunk->description_ +=
+        fmt::format(" over the {:.0f}% of its contraction where the lhs can be nonzero", 100 * impl.contraction_share);
   }
   thunk->implementation_ = impl.implementation;
   thunk->runs_inline_ = thunk->ComputeRunsInline();
@@ -925,6 +933,7 @@ Status OneDnnThunk::Execute(char** frame, ExecuteContext& context) const {
   if (impl.is_convolution) return impl.ExecuteConvolution(frame, context, hlo_name());
   if (impl.masked_packed_keys) return impl.ExecuteMaskedPackedKeys(frame, context, hlo_name());
   if (!impl.masked_blocks.empty()) return impl.ExecuteMasked(frame, context, hlo_name());
+  if (!impl.contraction_blocks.empty()) return impl.ExecuteMaskedContraction(frame, context, hlo_name());
   if (impl.small) {
     const SmallProductShape& s = impl.small_shape;
     float* output = reinterpret_cast<float*>(frame[impl.output_slot]);
@@ -1018,12 +1027,15 @@ Status OneDnnThunk::Execute(char** frame, ExecuteContext& context) const {
 int64_t OneDnnThunk::Parts() const {
   if (impl_->small) return 1;
   if (impl_->narrow) return impl_->narrow_parts;
-  if (impl_->masked_packed_keys) return impl_->batch;
+  if (impl_->masked_packed_keys || !impl_->contraction_blocks.empty()) return impl_->batch;
   if (!impl_->bands.empty()) return static_cast<int64_t>(impl_->bands.size());
   return impl_->is_convolution ? impl_->blocks : impl_->batch * impl_->blocks;
 }
 
-double OneDnnThunk::ComputedShare() const { return impl_->masked_blocks.empty() ? 1 : impl_->masked_share; }
+double OneDnnThunk::ComputedShare() const {
+  if (!impl_->contraction_blocks.empty()) return impl_->contraction_share;
+  return impl_->masked_blocks.empty() ? 1 : impl_->masked_share;
+}
 
 bool OneDnnThunk::ReordersWeights() const { return impl_->reorder_weights; }
 

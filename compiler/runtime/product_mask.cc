@@ -1,6 +1,7 @@
 #include "compiler/runtime/product_mask.h"
 
 #include <algorithm>
+#include <functional>
 #include <map>
 #include <span>
 
@@ -127,6 +128,44 @@ std::optional<std::vector<ColumnRange>> ReadColumnsPerRow(const HloInstruction& 
   }
   if (read->empty()) return std::nullopt;
   return read->ColumnsPerRow();
+}
+
+std::optional<std::vector<ColumnRange>> RowUniformOutsideColumns(const HloInstruction& producer) {
+  if (producer.opcode() != HloOpcode::kFusion || producer.fused_computation() == nullptr) return std::nullopt;
+  const Shape& shape = producer.shape();
+  std::optional<SelectedPositions> kept = SelectedPositions::For(shape);
+  if (!kept) return std::nullopt;
+  const int64_t columns = shape.rank() - 1;
+  // The one select whose other arm is kept where its condition says, and the instructions
+  // already known to be (or not be) uniform along a row's masked columns.
+  const HloInstruction* masking = nullptr;
+  std::map<const HloInstruction*, bool> known;
+  std::function<bool(const HloInstruction&, int)> uniform = [&](const HloInstruction& x, int depth) -> bool {
+    if (auto it = known.find(&x); it != known.end()) return it->second;
+    bool result = false;
+    if (depth > kMaxConditionDepth || x.shape().dimensions() != shape.dimensions() || !RowMajor(x.shape())) {
+      result = false;
+    } else if (x.opcode() == HloOpcode::kBroadcast) {
+      const std::vector<int64_t>& d = x.dimensions();
+      result = std::find(d.begin(), d.end(), columns) == d.end();
+    } else if (x.opcode() == HloOpcode::kSelect) {
+      const bool on_true = uniform(*x.operand(1), depth + 1), on_false = uniform(*x.operand(2), depth + 1);
+      if (on_true && on_false) {
+        result = true;
+      } else if (masking == nullptr && (on_true || on_false)) {
+        // Outside the positions where it takes its varying arm, the select is its uniform one.
+        result = kept->AddSelect(x, *x.operand(on_true ? 2 : 1));
+        if (result) masking = &x;
+      }
+    } else if (x.IsElementwise() && x.opcode() != HloOpcode::kMap) {
+      result = true;
+      for (const HloInstruction* operand : x.operands()) result = result && uniform(*operand, depth + 1);
+    }
+    known[&x] = result;
+    return result;
+  };
+  if (!uniform(*producer.fused_computation()->root_instruction(), 0) || masking == nullptr) return std::nullopt;
+  return kept->ColumnsPerRow();
 }
 
 }  // namespace xlens::runtime

@@ -63,4 +63,16 @@ class SelectedPositions {
 // parameter or on the batch, or one too large to work out at compile time).
 std::optional<std::vector<ColumnRange>> ReadColumnsPerRow(const HloInstruction& product);
 
+// For `producer`, a fusion whose array output is [batch..., m, n] in row-major order: per row of
+// the [m, n] matrices, the smallest column range outside which every element of that row holds
+// one and the same value, whatever the inputs (a value per row and batch element, not known at
+// compile time). So it is where the output is computed elementwise from a single select whose
+// condition is worked out as above (parameter-free, the same for every batch element) and from
+// values that vary with the row alone: broadcasts that leave the columns out, as a reduction's
+// result spread back over its row. Softmax over causally masked scores: each masked column of
+// row r is exp(-1e9 - max_r) / sum_r. A product with this lhs may then skip those columns of its
+// contraction where that value is 0 (onednn_thunks.cc checks it at run time, one element a row).
+// nullopt where not so, or where no select is found.
+std::optional<std::vector<ColumnRange>> RowUniformOutsideColumns(const HloInstruction& producer);
+
 }  // namespace xlens::runtime

@@ -18,6 +18,7 @@
 #include <limits>
 #include <map>
 #include <optional>
+#include <span>
 #include <sstream>
 #include <thread>
 
@@ -1504,8 +1505,9 @@ ENTRY e {
 // Attention over [batch..., 384, head] whose scores go through select(mask, scores, -1e9), `mask`
 // a pred[384,384] made of iotas by `mask_lines` (i0: the row, i1: the column), then softmax and
 // the second product. Only the scores the mask keeps need computing (product_mask.h).
+// `length` other than 384 puts that sequence length everywhere 384 stands, the mask's lines included.
 std::string MaskedAttention(const std::string& batch, const std::string& batch_dims, const std::string& mask_lines,
-                            int head = 32) {
+                            int head = 32, int length = 384) {
   const std::string x = "f32[" + batch + "384," + std::to_string(head) + "]", s = "f32[" + batch + "384,384]", r = "f32[" + batch + "384]";
   const int rank = batch_dims.empty() ? 2 : static_cast<int>(std::count(batch_dims.begin(), batch_dims.end(), ',')) + 3;
   const std::string last = std::to_string(rank - 1), rows = std::to_string(rank - 2);
@@ -1513,7 +1515,7 @@ std::string MaskedAttention(const std::string& batch, const std::string& batch_d
   for (int d = 0; d < rank - 1; ++d) kept += (d ? "," : "") + std::to_string(d);
   const std::string b = batch_dims.empty() ? "" : "lhs_batch_dims={" + batch_dims + "}, ";
   const std::string rb = batch_dims.empty() ? "" : "rhs_batch_dims={" + batch_dims + "}, ";
-  return "HloModule attention\nmax {\n  a = f32[] parameter(0)\n  b = f32[] parameter(1)\n"
+  std::string text = "HloModule attention\nmax {\n  a = f32[] parameter(0)\n  b = f32[] parameter(1)\n"
          "  ROOT m = f32[] maximum(a, b)\n}\nsum {\n  a = f32[] parameter(0)\n  b = f32[] parameter(1)\n"
          "  ROOT s = f32[] add(a, b)\n}\nENTRY e {\n  q = " + x + " parameter(0)\n  k = " + x +
          " parameter(1)\n  v = " + x + " parameter(2)\n  d = " + s + " dot(q, k), " + b +
@@ -1531,6 +1533,10 @@ std::string MaskedAttention(const std::string& batch, const std::string& batch_d
          "  smb = " + s + " broadcast(sm), dimensions={" + kept + "}\n  p = " + s + " divide(ex, smb)\n"
          "  ROOT o = " + x + " dot(p, v), " + b + "lhs_contracting_dims={" + last + "}, " + rb +
          "rhs_contracting_dims={" + rows + "}\n}\n";
+  for (size_t at = text.find("384"); length != 384 && at != std::string::npos; at = text.find("384", at)) {
+    text.replace(at, 3, std::to_string(length));
+  }
+  return text;
 }
 
 TEST_F(OneDnnThunkTest, MaskedScoresComputeOnlyTheColumnsTheMaskKeeps) {
@@ -1572,15 +1578,23 @@ TEST_F(OneDnnThunkTest, MaskedScoresComputeOnlyTheColumnsTheMaskKeeps) {
     ASSERT_TRUE(module.ok());
     auto exe = CompileForCpu(std::move(*module), {});
     ASSERT_TRUE(exe.ok());
-    int masked = 0;
+    // And the second product (MaskedProbabilitiesAreContractedOnlyWhereTheyCanBeNonzero) by
+    // its share of the contraction, 7/12 too.
+    int masked = 0, contracted = 0;
     for (const auto& thunk : (*exe)->thunks()) {
       const auto* call = dynamic_cast<const OneDnnThunk*>(thunk.get());
       if (call == nullptr || call->ComputedShare() == 1) continue;
-      ++masked;
       EXPECT_DOUBLE_EQ(call->ComputedShare(), 7.0 / 12);
-      EXPECT_NEAR(thunk->trace_info().flops, 7.0 / 12 * 3 * 384 * 384 * (2 * 32 + 1), 3 * 384 * 384);
+      if (thunk->ToString(0).find("outputs read") != std::string::npos) {
+        ++masked;
+        EXPECT_NEAR(thunk->trace_info().flops, 7.0 / 12 * 3 * 384 * 384 * (2 * 32 + 1), 3 * 384 * 384);
+      } else {
+        ++contracted;
+        EXPECT_NEAR(thunk->trace_info().flops, 7.0 / 12 * 3 * 384 * 32 * 2 * 384, 3 * 384 * 32);
+      }
     }
     EXPECT_EQ(masked, 1);
+    EXPECT_EQ(contracted, 1);
   }
   // A mask that keeps more than three quarters is computed whole.
   auto module = ParseHloModule(MaskedAttention("3,", "0", "  mask = pred[384,384] compare(i0, i1), direction=NE\n"));
@@ -1588,6 +1602,49 @@ TEST_F(OneDnnThunkTest, MaskedScoresComputeOnlyTheColumnsTheMaskKeeps) {
   auto exe = CompileForCpu(std::move(*module), {});
   ASSERT_TRUE(exe.ok());
   EXPECT_THAT((*exe)->ThunkSequenceText(), HasSubstr("oneDNN " + call + ";"));
+}
+
+// The second product, probabilities @ values: past each row's diagonal the probabilities are
+// exp(-1e9 - max) / sum, 0 unless the row's every score is near -1e9, so each block of 64 rows is
+// contracted over the columns up to its last row's diagonal only, when a call finds those
+// probabilities 0 and the values it skips finite (onednn_masked_contraction.cc).
+TEST_F(OneDnnThunkTest, MaskedProbabilitiesAreContractedOnlyWhereTheyCanBeNonzero) {
+  const std::string causal = "  mask = pred[384,384] compare(i0, i1), direction=GE\n";
+  const std::string cut = "matmul(lhs, rhs) over the ";
+  const std::string share = "% of its contraction where the lhs can be nonzero";
+  // 6 blocks of 64 rows over 64, 128, ... 384 columns: 58% of the multiply-adds.
+  ExpectOneDnnMatchesEvaluator(MaskedAttention("3,", "0", causal), cut + "58" + share);
+  ExpectOneDnnMatchesEvaluator(MaskedAttention("2,2,", "0,1", causal), cut + "58" + share);
+  // A single head would be one part on one thread: where the pool has more, it keeps its rows'
+  // parts over the whole contraction.
+  if (ThreadPool::Default().parallelism() >= 2) {
+    ExpectOneDnnMatchesEvaluator(MaskedAttention("", "", causal), "matmul(lhs, rhs);");
+  }
+  // An odd length: 201 rows in blocks of 64, 64, 64 and 9 over 64, 128, 192 and 201 columns (65%).
+  ExpectOneDnnMatchesEvaluator(MaskedAttention("3,", "0", causal, 24, 201), cut + "65" + share);
+  // The upper triangle kept (LE) leaves nothing past the rows' ends, and a mask that keeps all
+  // but the diagonal (NE) nothing worth skipping: contracted whole.
+  for (const char* direction : {"LE", "NE"}) {
+    const std::string text = MaskedAttention(
+        "3,", "0", std::string("  mask = pred[384,384] compare(i0, i1), direction=") + direction + "\n");
+    ExpectOneDnnMatchesEvaluator(text, "matmul(lhs, rhs);");
+  }
+  // The checks at run time. Row 0 of batch element 1 with a score of -4e9 for its one column, below
+  // the mask's -1e9: its masked probabilities are 1/383 each, not 0. And an infinity among batch
+  // element 2's values past the first blocks' columns: 0 * inf is NaN in the whole product, for
+  // every row before it. Skipping either would give other numbers.
+  const std::string text = MaskedAttention("3,", "0", causal);
+  std::vector<Literal> arguments = testing::RandomArguments(text);
+  std::span<float> q = arguments[0].data<float>(), k = arguments[1].data<float>(), v = arguments[2].data<float>();
+  for (int64_t i = 0; i < 32; ++i) {
+    q[384 * 32 + i] = 1e9f;
+    k[384 * 32 + i] = -1.0f;
+  }
+  v[2 * 384 * 32 + 300 * 32 + 5] = std::numeric_limits<float>::infinity();
+  Literal result = testing::ExpectMatchesEvaluator(text, std::move(arguments), {2e-5, 2e-5});
+  ASSERT_EQ(result.element_count(), 3 * 384 * 32);
+  EXPECT_TRUE(std::isnan(result.data<float>()[2 * 384 * 32 + 299 * 32 + 5]));
+  EXPECT_NEAR(result.data<float>()[384 * 32], 0, 0.2);  // the mean of 383 values in [-1, 1]
 }
 
 // The gradients of the forward convolutions above (and of a NCHW one and a stride-3 VALID one)

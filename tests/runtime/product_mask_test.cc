@@ -118,6 +118,42 @@ TEST(ProductMaskTest, EveryOtherReadOrConditionReadsEverything) {
   EXPECT_FALSE(ReadColumnsPerRow(Product(*module)).has_value());
 }
 
+// Row values spread over the columns: y's first column, a value per row.
+const std::string kRowValues =
+    "  ys = f32[2,6,1] slice(y), slice={[0:2], [0:6], [0:1]}\n  yr = f32[2,6] reshape(ys)\n"
+    "  yb = f32[2,6,6] broadcast(yr), dimensions={0,1}\n";
+
+// The consumer's columns outside which it is one value per row, as the product that reads it
+// sees them.
+std::optional<std::vector<ColumnRange>> UniformOutside(const std::string& body) {
+  auto module = Module(kCausal + kRowValues + body);
+  if (module == nullptr) return std::nullopt;
+  return RowUniformOutsideColumns(*module->entry_computation()->root_instruction());
+}
+
+TEST(ProductMaskTest, SoftmaxOfMaskedScoresIsOneValueARowPastTheMask) {
+  // exp(select(mask, x, -1e9) - row) / row, as a softmax of masked scores.
+  const std::string softmax = "  s = f32[2,6,6] select(mask, x, nb)\n  d = f32[2,6,6] subtract(s, yb)\n"
+                              "  e = f32[2,6,6] exponential(d)\n";
+  EXPECT_EQ(UniformOutside(softmax + "  ROOT q = f32[2,6,6] divide(e, yb)\n"), Causal());
+  // The select the other way round: uniform where the mask is true, up to each diagonal.
+  std::vector<ColumnRange> upper;
+  for (int64_t row = 0; row < 6; ++row) upper.push_back(row < 5 ? ColumnRange{row + 1, 6} : ColumnRange{0, 0});
+  EXPECT_EQ(UniformOutside("  ROOT s = f32[2,6,6] select(mask, nb, x)\n"), upper);
+  // A value that varies along the row past the mask: y itself, a broadcast along the columns, an
+  // iota, a second select of y, no select at all.
+  EXPECT_EQ(UniformOutside(softmax + "  ROOT q = f32[2,6,6] divide(e, y)\n"), std::nullopt);
+  EXPECT_EQ(UniformOutside(softmax + "  yc = f32[2,6,6] broadcast(yr), dimensions={0,2}\n"
+                                     "  ROOT q = f32[2,6,6] divide(e, yc)\n"),
+            std::nullopt);
+  EXPECT_EQ(UniformOutside(softmax + "  io = f32[2,6,6] iota(), iota_dimension=2\n"
+                                     "  ROOT q = f32[2,6,6] multiply(e, io)\n"),
+            std::nullopt);
+  EXPECT_EQ(UniformOutside(softmax + "  t = f32[2,6,6] select(mask, y, nb)\n  ROOT q = f32[2,6,6] add(e, t)\n"),
+            std::nullopt);
+  EXPECT_EQ(UniformOutside("  ROOT q = f32[2,6,6] exponential(x)\n"), std::nullopt);
+}
+
 const HloInstruction& Named(const HloComputation& computation, const std::string& name) {
   for (const HloInstruction* i : computation.instructions()) {
     if (i->name() == name) return *i;

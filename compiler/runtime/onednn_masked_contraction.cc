@@ -1,0 +1,197 @@
+// The second product of causally masked attention, probabilities @ values, over the part of its
+// contraction where the probabilities can be nonzero (Impl::contraction_blocks in
+// onednn_thunk_parts.h). Softmax over scores select(mask, s, -1e9) gives each masked column of
+// row r the value exp(-1e9 - max_r) / sum_r, the same for every masked column of the row, and 0
+// unless every score of the row is itself near -1e9. The compiler knows which columns those are
+// (product_mask.h: RowUniformOutsideColumns) but not the value, so every call checks it: one
+// element a row. Then row r of the product adds 0 * v[j] = +-0 for each masked column j, which
+// changes no sum (but a sum of -0, to +0) where v[j] is finite, checked too: the last non-finite
+// row of each batch element's values. Skipping those columns is then exact up to the sign of a
+// zero sum, and only the order in which oneDNN adds the rest of the terms can differ from the
+// full product's (brgemm adds along the contraction in order, its blocks of it one after the
+// other, so a shorter contraction adds the same terms the same way; the tests compare with the
+// evaluator to the products' usual tolerance).
+#ifdef XLENS_HAVE_ONEDNN
+#include <algorithm>
+#include <atomic>
+#include <cstdint>
+#include <cstring>
+#include <limits>
+#include <mutex>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "compiler/runtime/onednn_thunk_parts.h"
+#include "compiler/runtime/product_mask.h"
+
+namespace xlens::runtime {
+
+using namespace onednn_detail;
+
+namespace {
+
+// Whether the float with these bits is an infinity or a NaN.
+inline bool NotFinite(uint32_t bits) { return (bits & 0x7f800000u) == 0x7f800000u; }
+
+// The last of rows [from, k) of a [k, n] matrix (row-major, or stored transposed: [n, k]) that
+// holds an infinity or a NaN, or from - 1 where none does.
+int64_t LastNonFiniteRow(const float* matrix, int64_t k, int64_t n, bool transposed, int64_t from) {
+  if (!transposed) {
+    for (int64_t r = k - 1; r >= from; --r) {
+      bool any = false;
+      for (int64_t c = 0; c < n; ++c) {
+        uint32_t bits;
+        std::memcpy(&bits, matrix + r * n + c, sizeof(bits));
+        any |= NotFinite(bits);
+      }
+      if (any) return r;
+    }
+    return from - 1;
+  }
+  int64_t last = from - 1;
+  for (int64_t c = 0; c < n; ++c) {
+    for (int64_t r = k - 1; r > last; --r) {
+      uint32_t bits;
+      std::memcpy(&bits, matrix + c * k + r, sizeof(bits));
+      if (NotFinite(bits)) {
+        last = r;
+        break;
+      }
+    }
+  }
+  return last;
+}
+
+// Blocks of this many rows, each contracted up to its last row's end rounded up to a vector: a
+// causal 512x512 in 8 blocks computes 36/64 = 56% of the multiply-adds.
+constexpr int64_t kContractionBlockRows = 64, kContractionAlign = 16;
+
+}  // namespace
+
+bool OneDnnThunk::Impl::BuildMaskedContraction(
+    const HloInstruction& fusion, const OneDnnCall& call, int64_t m, int64_t k, int64_t n, bool rhs_transposed,
+    const std::function<dnnl::primitive_attr(const std::vector<dnnl::memory::desc>&)>& attributes) {
+  const HloInstruction& core = *call.core;
+  // A part per batch element, so as many as the pool has threads (as the masked scores' packed
+  // keys, onednn_thunks.cc).
+  if (batch < ThreadPool::Default().parallelism() || call.lhs_transposed || !call.post_ops.empty() || call.lhs_offset != 0 || fusion.fused_computation() == nullptr ||
+      core.operand(0) != fusion.fused_computation()->parameter_instruction(call.lhs_parameter)) {
+    return false;
+  }
+  const HloInstruction& producer = *fusion.operand(call.lhs_parameter);
+  if (producer.shape().dimensions() != core.operand(0)->shape().dimensions() ||
+      producer.shape().num_elements() != batch * m * k) {
+    return false;
+  }
+  std::optional<std::vector<ColumnRange>> ranges = RowUniformOutsideColumns(producer);
+  if (!ranges || static_cast<int64_t>(ranges->size()) != m) return false;
+  std::vector<ContractionBlock> blocks;
+  int64_t computed = 0, checked_from = k;
+  for (int64_t r0 = 0; r0 < m; r0 += kContractionBlockRows) {
+    const int64_t rows = std::min(kContractionBlockRows, m - r0);
+    int64_t end = 0;
+    for (int64_t r = r0; r < r0 + rows; ++r) end = std::max(end, (*ranges)[r].end);
+    end = std::min(k, std::max(kContractionAlign, (end + kContractionAlign - 1) / kContractionAlign * kContractionAlign));
+    blocks.push_back({r0, rows, end});
+    computed += rows * end;
+    checked_from = std::min(checked_from, end);
+  }
+  if (4 * computed > 3 * m * k) return false;  // not worth the checks and the calls
+  std::map<std::pair<int64_t, int64_t>, Part> built;
+  std::string kernel;
+  for (const ContractionBlock& b : blocks) {
+    for (int64_t extent : {b.k_end, k}) {  // and the whole contraction, for a check that fails
+      if (built.count({b.rows, extent})) continue;
+      Part part;
+      part.src = dnnl::memory::desc({b.rows, extent}, dt::f32, dims{k, 1});
+      part.weights = dnnl::memory::desc({extent, n}, dt::f32, rhs_transposed ? dims{1, k} : dims{n, 1});
+      part.dst = dnnl::memory::desc({b.rows, n}, dt::f32, dims{n, 1});
+      dnnl::matmul::primitive_desc pd(dnnl::matmul::desc(part.src, part.weights, part.dst), attributes({}),
+                                      CpuEngine());
+      const std::string name = pd.impl_info_str();
+      if (name.rfind("ref", 0) == 0) return false;
+      if (extent == b.k_end && kernel.empty()) kernel = name;
+      part.primitive = dnnl::matmul(pd);
+      part.scratchpad = pd.scratchpad_desc();
+      built.emplace(std::make_pair(b.rows, extent), std::move(part));
+    }
+  }
+  contraction_parts = std::move(built);
+  contraction_blocks = std::move(blocks);
+  this->blocks = static_cast<int64_t>(contraction_blocks.size());
+  contraction_k = k;
+  contraction_n = n;
+  contraction_checked_from = checked_from;
+  contraction_share = static_cast<double>(computed) / static_cast<double>(m * k);
+  implementation = kernel;
+  return true;
+}
+
+// Each batch element is a part, which runs its blocks of rows one after the other, each
+// contracted over its k_end columns where the checks pass, else over all of them.
+Status OneDnnThunk::Impl::ExecuteMaskedContraction(char** frame, ExecuteContext& context,
+                                                   const std::string& name) const {
+  const int64_t k = contraction_k, n = contraction_n;
+  const float* lhs = Lhs(frame);
+  const float* rhs = Rhs(frame);
+  float* output = reinterpret_cast<float*>(frame[output_slot]);
+  std::atomic<bool> failed{false};
+  std::string failure;
+  std::mutex failure_mu;
+  auto run = [&](int64_t begin, int64_t end) {
+    SingleOpenMpThread single_openmp_thread;
+    for (int64_t b = begin; b < end; ++b) {
+      std::optional<profiler::TraceSpan> span;
+      if (profiler::TracingEnabled()) {
+        span.emplace(fmt::format("{} part {}", name, b), profiler::category::kLibraryPart);
+        span->AddArg("part", b);
+      }
+      const float* values = rhs + b * weights_step;
+      // The values' last non-finite row from contraction_checked_from on, looked for once.
+      std::optional<int64_t> last_non_finite;
+      try {
+        dnnl::stream& stream = ThreadStream();
+        for (size_t i = 0; i < contraction_blocks.size(); ++i) {
+          const ContractionBlock& block = contraction_blocks[i];
+          const float* block_lhs = lhs + b * src_step + block.row * k;
+          int64_t extent = block.k_end;
+          for (int64_t r = 0; r < block.rows && extent < k; ++r) {
+            if (block_lhs[r * k + k - 1] != 0.0f) extent = k;  // the row's value past its columns
+          }
+          if (extent < k) {
+            if (!last_non_finite) {
+              last_non_finite = LastNonFiniteRow(values, k, n, weights_column_step != 1, contraction_checked_from);
+            }
+            if (*last_non_finite >= extent) extent = k;
+          }
+          const Part& part = contraction_parts.at({block.rows, extent});
+          std::unordered_map<int, dnnl::memory>& args = KeptArguments(&name, static_cast<int64_t>(i));
+          BindArgument(args, DNNL_ARG_SRC, part.src, const_cast<float*>(block_lhs));
+          BindArgument(args, DNNL_ARG_WEIGHTS, part.weights, const_cast<float*>(values));
+          BindArgument(args, DNNL_ARG_DST, part.dst, output + b * dst_step + block.row * n);
+          thread_local std::vector<char> scratchpad;
+          if (scratchpad.size() < part.scratchpad.get_size()) scratchpad.resize(part.scratchpad.get_size());
+          BindArgument(args, DNNL_ARG_SCRATCHPAD, part.scratchpad, scratchpad.data());
+          part.primitive.execute(stream, args);
+          stream.wait();
+        }
+      } catch (const dnnl::error& e) {
+        std::lock_guard<std::mutex> lock(failure_mu);
+        failed = true;
+        failure = e.what();
+      }
+    }
+  };
+  if (context.pool == nullptr || batch == 1) {
+    run(0, batch);
+  } else {
+    context.pool->ParallelFor(batch, 1, run);
+  }
+  if (failed) return Error(fmt::format("{}: oneDNN: {}", name, failure));
+  return OkStatus();
+}
+
+}  // namespace xlens::runtime
+
+#endif  // XLENS_HAVE_ONEDNN
