@@ -203,7 +203,8 @@ struct OneDnnThunk::Impl {
   // output's). The columns skipped add 0 * v = +-0 to each sum where the lhs's value there is 0 and
   // the rhs's rows skipped are finite, which every call checks: one element a row of the lhs
   // (column k - 1), and per batch element the rhs's last row that is not finite. A block that
-  // fails either runs over the whole contraction, so the result is the full product's.
+  // fails either runs over the whole contraction, so the result is the full product's up to the
+  // rounding of its sums (onednn_masked_contraction.cc).
   struct ContractionBlock {
     int64_t row = 0, rows = 0, k_end = 0;
   };
