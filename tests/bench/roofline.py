@@ -541,7 +541,6 @@ class Limits:
             # where that was faster (machine_limits: causal attention's q.k), and says so.
             kept = [c["kept_share"] for c in module["calls"] if "ms" in c and "kept_share" in c]
             # The products alone first (the figure before the parts were counted), then each
-            # kind of part's oneDNN time.
             # kind of part's floor, with oneDNN's own time for them where that was slower (the
             # part then held to its bytes or arithmetic) or refused.
             by_kind = {}
