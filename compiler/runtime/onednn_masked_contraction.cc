@@ -35,18 +35,35 @@ namespace {
 // Whether the float with these bits is an infinity or a NaN.
 inline bool NotFinite(uint32_t bits) { return (bits & 0x7f800000u) == 0x7f800000u; }
 
+// Whether one of x[0, count) is an infinity or a NaN: its exponent's bits all ones, plus one in
+// the exponent, carry into the sign bit. In 16 lanes, which the compiler keeps in vectors at -O2;
+// a compare per float stayed scalar, and the benchmark's call (8x512x64) took best 502-542 us
+// with it against 473-479 (3 alternating rounds of 300 runs, load 3-3.5).
+bool AnyNotFinite(const float* x, int64_t count) {
+  uint32_t lanes[16] = {};
+  int64_t i = 0;
+  for (; i + 16 <= count; i += 16) {
+    uint32_t bits[16];
+    std::memcpy(bits, x + i, sizeof(bits));
+    for (int l = 0; l < 16; ++l) lanes[l] |= (bits[l] & 0x7f800000u) + 0x00800000u;
+  }
+  uint32_t all = 0;
+  for (; i < count; ++i) {
+    uint32_t bits;
+    std::memcpy(&bits, x + i, sizeof(bits));
+    all |= (bits & 0x7f800000u) + 0x00800000u;
+  }
+  for (int l = 0; l < 16; ++l) all |= lanes[l];
+  return (all & 0x80000000u) != 0;
+}
+
 // The last of rows [from, k) of a [k, n] matrix (row-major, or stored transposed: [n, k]) that
 // holds an infinity or a NaN, or from - 1 where none does.
 int64_t LastNonFiniteRow(const float* matrix, int64_t k, int64_t n, bool transposed, int64_t from) {
   if (!transposed) {
+    if (!AnyNotFinite(matrix + from * n, (k - from) * n)) return from - 1;
     for (int64_t r = k - 1; r >= from; --r) {
-      bool any = false;
-      for (int64_t c = 0; c < n; ++c) {
-        uint32_t bits;
-        std::memcpy(&bits, matrix + r * n + c, sizeof(bits));
-        any |= NotFinite(bits);
-      }
-      if (any) return r;
+      if (AnyNotFinite(matrix + r * n, n)) return r;
     }
     return from - 1;
   }
