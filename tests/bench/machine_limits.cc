@@ -15,7 +15,9 @@
 //     in the HLO modules given, as one oneDNN primitive on its preferred layouts (weights
 //     reordered once, before timing), created once, best of N executions on oneDNN's own threads;
 //     a product whose output a constant mask partly discards (causal attention's scores) also as
-//     the blocks of it the mask keeps, and the faster holds;
+//     the blocks of it the mask keeps, and one whose lhs such a mask makes zero along part of its
+//     contraction (the softmax of those scores, times the values) also as the blocks of rows
+//     contracted only where it can be nonzero; the faster holds;
 //   - the rest of a module with products or convolutions as oneDNN's primitives (ModuleParts):
 //     each softmax or log-softmax over rows, each other reduction, each weight update p - c g,
 //     with the operations each covers and the bytes it moves;
@@ -40,8 +42,8 @@
 // calls and the transcendentals' rates (peak_f32, hlo_modules, transcendentals), nothing else.
 //
 //        machine_limits --calls [--hlo=FILE]...
-// prints the modules' library calls as they would be timed (shapes, the share of a product a
-// mask keeps), timing nothing, and the parts beside them (ModuleParts), each part's primitive
+// prints the modules' library calls as they would be timed (shapes, the share of a product or
+// of its contraction a mask keeps), timing nothing, and the parts beside them (ModuleParts), each part's primitive
 // run once, untimed, its result checked against the operations it stands for.
 //
 //        machine_limits --paired=FILE [--inputs=DIR] [--kernels=copy,triad,read] [--bytes=B]
@@ -57,6 +59,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <fstream>
+#include <functional>
 #include <map>
 #include <memory>
 #include <optional>
@@ -417,6 +420,140 @@ Json TimeKeptMatmulOnce(int64_t batch, int64_t m, int64_t k, int64_t n, const st
           {"kept_flops", kept_flops},
           {"ms", ms},
           {"gflops", kept_flops / (ms * 1e6)},
+          {"impl", impl}};
+}
+
+// ---------------------------------------------------------------------------------------------
+// A contraction a mask makes partly zero. Softmax over the masked scores gives each masked column
+// of row r one value, exp(-1e9 - max_r) / sum_r, which is 0 unless the row's every score is near
+// -1e9; xlens then contracts probabilities @ values, per block of 64 rows, only up to the block's
+// last column where the probabilities can be nonzero (runtime/onednn_masked_contraction.cc,
+// after checking those terms are zero at run time). oneDNN's floor for that work is the same
+// blocks alone: each block of rows against the first rows of the values it contracts over.
+
+bool RowMajor(const xlens::Shape& shape) {
+  return !shape.has_layout() || shape.layout().minor_to_major == xlens::shape_util::DefaultMinorToMajor(shape.rank());
+}
+
+// For `lhs`, an array [batch..., m, k] (row-major) of the unoptimized module: per row of its
+// [m, k] matrices, the smallest column range outside which every element of the row holds one and
+// the same value whatever the inputs. The runtime's rule (runtime::RowUniformOutsideColumns) on
+// the instructions themselves rather than on a fusion: the value is computed elementwise from one
+// select whose condition the runtime works out (runtime::SelectedPositions) and from values that
+// vary with the row alone (broadcasts that leave the columns out, as a reduction's result spread
+// back over its row). nullopt where not so, or where no select is found. Calls are inlined
+// beforehand.
+std::optional<std::vector<xlens::runtime::ColumnRange>> RowUniformOutsideColumns(const xlens::HloInstruction& lhs) {
+  const xlens::Shape& shape = lhs.shape();
+  std::optional<xlens::runtime::SelectedPositions> kept = xlens::runtime::SelectedPositions::For(shape);
+  if (!kept) return std::nullopt;
+  const int64_t columns = shape.rank() - 1;
+  constexpr int kMaxDepth = 64;  // softmax is a dozen instructions deep; a hostile chain stops here
+  const xlens::HloInstruction* masking = nullptr;
+  std::map<const xlens::HloInstruction*, bool> known;
+  std::function<bool(const xlens::HloInstruction&, int)> uniform = [&](const xlens::HloInstruction& x,
+                                                                       int depth) -> bool {
+    if (auto it = known.find(&x); it != known.end()) return it->second;
+    bool result = false;
+    if (depth > kMaxDepth || !x.shape().IsArray() || x.shape().dimensions() != shape.dimensions() ||
+        !RowMajor(x.shape())) {
+      result = false;
+    } else if (x.opcode() == xlens::HloOpcode::kBroadcast) {
+      const std::vector<int64_t>& d = x.dimensions();
+      result = std::find(d.begin(), d.end(), columns) == d.end();
+    } else if (x.opcode() == xlens::HloOpcode::kSelect) {
+      const bool on_true = uniform(*x.operand(1), depth + 1), on_false = uniform(*x.operand(2), depth + 1);
+      if (on_true && on_false) {
+        result = true;
+      } else if (masking == nullptr && (on_true || on_false)) {
+        // Outside the positions where it takes its varying arm, the select is its uniform one.
+        result = kept->AddSelect(x, *x.operand(on_true ? 2 : 1));
+        if (result) masking = &x;
+      }
+    } else if (x.IsElementwise() && x.opcode() != xlens::HloOpcode::kMap) {
+      result = true;
+      for (const xlens::HloInstruction* operand : x.operands()) result = result && uniform(*operand, depth + 1);
+    }
+    known[&x] = result;
+    return result;
+  };
+  if (!uniform(lhs, 0) || masking == nullptr) return std::nullopt;
+  return kept->ColumnsPerRow();
+}
+
+// Rows [row, row + rows) of an [m, k] x [k, n] product contracted over [0, k_end) alone.
+struct ContractionBlock {
+  int64_t row = 0, rows = 0, k_end = 0;
+};
+
+// Blocks of `rows_per_block` rows, each contracted up to the last column where its rows' lhs can
+// be nonzero, rounded up to 16 as the thunk rounds it (kContractionAlign). Empty where the thunk
+// would contract the whole product: over 3/4 of it kept.
+std::vector<ContractionBlock> ContractionBlocks(int64_t m, int64_t k,
+                                                const std::vector<xlens::runtime::ColumnRange>& columns,
+                                                int64_t rows_per_block) {
+  constexpr int64_t kAlign = 16;
+  std::vector<ContractionBlock> blocks;
+  int64_t computed = 0;
+  for (int64_t r0 = 0; r0 < m; r0 += rows_per_block) {
+    const int64_t rows = std::min(rows_per_block, m - r0);
+    int64_t end = 0;
+    for (int64_t r = r0; r < r0 + rows; ++r) end = std::max(end, columns[r].end);
+    end = std::min(k, std::max(kAlign, (end + kAlign - 1) / kAlign * kAlign));
+    blocks.push_back({r0, rows, end});
+    computed += rows * end;
+  }
+  if (4 * computed > 3 * m * k) return {};
+  return blocks;
+}
+
+// The share of an [m, k] x [k, n] product's multiply-adds that `blocks` compute.
+double ContractedShare(int64_t m, int64_t k, const std::vector<ContractionBlock>& blocks) {
+  double kept = 0;
+  for (const ContractionBlock& b : blocks) kept += static_cast<double>(b.rows) * b.k_end;
+  return kept / (static_cast<double>(m) * k);
+}
+
+// The product [batch, m, k] x [batch, k, n] computed in `blocks` alone: each block's rows of the
+// lhs read in place ([m, k] row-major, as in the module), the values' first k_end rows in the
+// layout oneDNN prefers (reordered before timing, as every weight here), each block's output rows
+// written in place.
+Json TimeContractedMatmulOnce(int64_t batch, int64_t m, int64_t k, int64_t n,
+                              const std::vector<ContractionBlock>& blocks, int executions) {
+  using dt = dnnl::memory::data_type;
+  using dims = dnnl::memory::dims;
+  KeptBuffers kept;
+  const dnnl::memory lhs = Filled(dnnl::memory::desc({batch, m, k}, dt::f32, dims{m * k, k, 1}), kept);
+  const dnnl::memory out = Filled(dnnl::memory::desc({batch, m, n}, dt::f32, dims{m * n, n, 1}), kept);
+  auto at = [](const dnnl::memory& whole, int64_t offset) {
+    return static_cast<float*>(whole.get_data_handle()) + offset;
+  };
+  PrimitiveCalls calls;
+  std::string impl;
+  for (const ContractionBlock& b : blocks) {
+    const dnnl::memory::desc src({batch, b.rows, b.k_end}, dt::f32, dims{m * k, k, 1});
+    const dnnl::memory::desc weights({batch, b.k_end, n}, dt::f32, dnnl::memory::format_tag::any);
+    const dnnl::memory::desc dst({batch, b.rows, n}, dt::f32, dims{m * n, n, 1});
+    const dnnl::matmul::primitive_desc pd(dnnl::matmul::desc(src, weights, dst), Engine());
+    impl = pd.impl_info_str();
+    calls.push_back({dnnl::matmul(pd),
+                     {{DNNL_ARG_SRC, dnnl::memory(src, Engine(), at(lhs, b.row * k))},
+                      {DNNL_ARG_WEIGHTS, Filled(pd.weights_desc(), kept)},
+                      {DNNL_ARG_DST, dnnl::memory(dst, Engine(), at(out, b.row * n))}}});
+  }
+  const double ms = BestSequenceMs(calls, executions);
+  // As TimeKeptMatmulOnce: `flops` the whole product's, `kept_flops` what oneDNN did here.
+  const double flops = 2.0 * batch * m * k * n;
+  const double share = ContractedShare(m, k, blocks);
+  return {{"kind", "matmul"},
+          {"shape", std::to_string(batch) + "x" + std::to_string(m) + "x" + std::to_string(k) + "x" +
+                        std::to_string(n)},
+          {"kept_share", share},
+          {"kept_of", "contraction"},
+          {"flops", flops},
+          {"kept_flops", flops * share},
+          {"ms", ms},
+          {"gflops", flops * share / (ms * 1e6)},
           {"impl", impl}};
 }
 
@@ -947,8 +1084,9 @@ Json PartJson(const Part& part, int executions, bool timed) {
 
 // Every dot and convolution of the module, timed standalone; the module's library time is
 // their sum (a chain of calls can at best lose nothing between them). A product whose output a
-// mask partly discards is timed also for the share it keeps (ReadColumnsPerRow), and the faster
-// holds. With `timed` false, the calls as they would be timed (shapes, kept shares), untimed.
+// mask partly discards is timed also for the share it keeps (ReadColumnsPerRow), one whose lhs a
+// mask makes zero along part of its contraction for the share of the contraction it needs
+// (RowUniformOutsideColumns), and the faster holds. With `timed` false, the calls as they would be timed (shapes, kept shares), untimed.
 std::optional<Json> ModuleCalls(const std::string& file, int executions, bool timed = true, bool parts_too = true) {
   auto text = xlens::ReadFile(file);
   if (!text.ok()) {
@@ -1005,6 +1143,23 @@ std::optional<Json> ModuleCalls(const std::string& file, int executions, bool ti
           std::vector<KeptBlock> blocks = KeptBlocks(m, n, *read, rows_per_block);
           if (!blocks.empty()) blockings.emplace_back(rows_per_block, std::move(blocks));
         }
+        // A product whose lhs is the softmax of masked scores ([batch..., m, k], contracted over
+        // its last dimension): blocks of 64 rows as xlens contracts them, and 32 and 128 as for
+        // the scores above.
+        std::vector<std::pair<int64_t, std::vector<ContractionBlock>>> contractions;  // rows per block, blocks
+        const xlens::HloInstruction& lhs_instruction = *i->operand(0);
+        bool contracts_columns = rows_and_columns && !read && dn.lhs_contracting_dimensions.size() == 1 &&
+                                 dn.lhs_contracting_dimensions[0] == lhs.rank() - 1 && RowMajor(lhs);
+        for (size_t d = 0; d < dn.lhs_batch_dimensions.size(); ++d) {  // the leading dimensions
+          contracts_columns = contracts_columns && dn.lhs_batch_dimensions[d] == static_cast<int64_t>(d);
+        }
+        std::optional<std::vector<xlens::runtime::ColumnRange>> nonzero;
+        if (contracts_columns) nonzero = RowUniformOutsideColumns(lhs_instruction);
+        for (int64_t rows_per_block : {32, 64, 128}) {
+          if (!nonzero || static_cast<int64_t>(nonzero->size()) != m || rows_per_block >= m) continue;
+          std::vector<ContractionBlock> blocks = ContractionBlocks(m, k, *nonzero, rows_per_block);
+          if (!blocks.empty()) contractions.emplace_back(rows_per_block, std::move(blocks));
+        }
         if (!timed) {
           call = {{"kind", "matmul"},
                   {"shape", std::to_string(batch) + "x" + std::to_string(m) + "x" + std::to_string(k) + "x" +
@@ -1016,6 +1171,14 @@ std::optional<Json> ModuleCalls(const std::string& file, int executions, bool ti
               kept.push_back({{"rows_per_block", rows_per_block}, {"kept_share", KeptShare(m, n, blocks)}});
             }
             call["kept"] = kept;
+          }
+          if (!contractions.empty()) {
+            Json kept = Json::array();
+            for (const auto& [rows_per_block, blocks] : contractions) {
+              kept.push_back({{"rows_per_block", rows_per_block}, {"kept_share", ContractedShare(m, k, blocks)}});
+            }
+            call["kept"] = kept;
+            call["kept_of"] = "contraction";
           }
         } else {
           try {
@@ -1029,7 +1192,14 @@ std::optional<Json> ModuleCalls(const std::string& file, int executions, bool ti
               tried.push_back({{"rows_per_block", rows_per_block}, {"ms", kept["ms"]}, {"threads", kept["threads"]}});
               if (kept["ms"].get<double>() < call["ms"].get<double>()) call = kept;
             }
-            if (!blockings.empty()) {
+            for (const auto& [rows_per_block, blocks] : contractions) {
+              Json kept =
+                  BestOverThreads([&] { return TimeContractedMatmulOnce(batch, m, k, n, blocks, executions); });
+              kept["rows_per_block"] = rows_per_block;
+              tried.push_back({{"rows_per_block", rows_per_block}, {"ms", kept["ms"]}, {"threads", kept["threads"]}});
+              if (kept["ms"].get<double>() < call["ms"].get<double>()) call = kept;
+            }
+            if (!blockings.empty() || !contractions.empty()) {
               call["full_ms"] = full_ms;
               call["blockings"] = tried;
             }

@@ -538,8 +538,9 @@ class Limits:
             # on the same units, so it adds to the floor.
             of_peak = 100.0 * done / (self.peak_gflops * 1e9) / (library_ms * 1e-3)
             # A product whose scores a mask discards is timed for the blocks the mask keeps
-            # where that was faster (machine_limits: causal attention's q.k), and says so.
-            kept = [c["kept_share"] for c in module["calls"] if "ms" in c and "kept_share" in c]
+            # where that was faster (machine_limits: causal attention's q.k), and one whose lhs
+            # the mask makes zero for the part of its contraction xlens skips (p@v), and says so.
+            kept = [(c["kept_share"], c.get("kept_of")) for c in module["calls"] if "ms" in c and "kept_share" in c]
             # The products alone first (the figure before the parts were counted), then each
             # kind of part's floor, with oneDNN's own time for them where that was slower (the
             # part then held to its bytes or arithmetic) or refused.
@@ -549,7 +550,8 @@ class Limits:
                 held, library = by_kind.get(part["kind"], (0.0, 0.0))
                 by_kind[part["kind"]] = (held + floor_ms, library + onednn_ms)
             label = (f"oneDNN {library_ms:.3f} ms" + (f" ({refused} at peak)" if refused else "")
-                     + "".join(f", mask keeps {100 * share:.0f}%" for share in kept)
+                     + "".join(f", mask keeps {100 * share:.0f}%" + (" of a contraction" if of == "contraction" else "")
+                               for share, of in kept)
                      + f", {of_peak:.0f}% pk"
                      + "".join(f" + {kind} {held:.3f}" + (
                          "" if held >= library else " (oneDNN's refused)" if math.isinf(library)

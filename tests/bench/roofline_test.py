@@ -344,6 +344,18 @@ class BoundTest(unittest.TestCase):
         data.modules[self.file]["calls"][0] = {"ms": 0.5, "flops": 1e7}
         self.assertEqual(data.bound(self.file, 4, 4)[3], 2e7)
 
+    def test_a_masked_contractions_kept_share_is_named_apart(self):
+        # Causal attention's p@v, timed over the part of its contraction xlens computes, says so
+        # after q.k's share of scores kept.
+        data = limits(self.file, library_ms=1.0)
+        data.modules[self.file]["calls"] = [
+            {"ms": 0.5, "flops": 1e7, "kept_flops": 0.5625e7, "kept_share": 0.5625, "full_ms": 0.9},
+            {"ms": 0.5, "flops": 1e7, "kept_flops": 0.625e7, "kept_share": 0.625, "kept_of": "contraction",
+             "full_ms": 0.7}]
+        ms, label, unit, work = data.bound(self.file, 4, 4)
+        self.assertTrue(label.startswith("oneDNN 1.000 ms, mask keeps 56%, mask keeps 62% of a contraction,"), label)
+        self.assertEqual(work, 2e7)
+
 
 # SOFTMAX_MODULE's operations outside its softmax: the log, tanh and sine of the 64 sums, and
 # the two reducers' scalar operations.
@@ -589,8 +601,41 @@ class MaskedProductTest(unittest.TestCase):
         # Rows 0-31 keep keys 0-31, rows 32-63 keys 0-63, ...: (1 + 2 + 3 + 4) / 16 in blocks of
         # 32 rows, (1 + 2) / 4 in blocks of 64; 128 rows is the whole product.
         self.assertEqual(self.kept(calls["dot_general.2"]), {32: 0.625, 64: 0.75})
-        # The second product reads every probability: held to the full product.
-        self.assertEqual(self.kept(calls["dot_general.3"]), {})
+        self.assertNotIn("kept_of", calls["dot_general.2"])
+
+    def test_causal_probabilities_contracted_in_blocks_of_rows(self):
+        # exp of the masked scores is 0 in every masked column: the second product contracts
+        # each block of rows only up to its last unmasked column, rounded up to 16, as xlens's
+        # thunk does (onednn_masked_contraction.cc). Rows 0-31 over columns 0-31, rows 32-63 over
+        # 0-63, ...: as the scores kept; 128 rows would be the whole contraction.
+        call = self.calls()["dot_general.3"]
+        self.assertEqual(call["kept_of"], "contraction")
+        self.assertEqual(self.kept(call), {32: 0.625, 64: 0.75})
+
+    def test_a_contraction_xlens_would_not_split_is_the_full_product(self):
+        # Row r keeps columns 0 to r + 40: blocks of 64 rows over columns 0-111 (rounded up to
+        # 16) and 0-127 keep 0.94 of the contraction, blocks of 32 rows 0.875, and the thunk
+        # takes 3/4 at most: none is timed.
+        ge = "direction=GE"
+        text = MASKED_ATTENTION.replace("ge.1 = pred[128,128]{1,0} compare(iota.5, iota.7), " + ge,
+                                        "c.9 = s32[] constant(-40)\n"
+                                        "  cb.9 = s32[128,128]{1,0} broadcast(c.9), dimensions={}\n"
+                                        "  k.9 = s32[128,128]{1,0} add(iota.7, cb.9)\n"
+                                        "  ge.1 = pred[128,128]{1,0} compare(iota.5, k.9), " + ge)
+        self.assertNotIn("kept", self.calls(text)["dot_general.3"])
+
+    def test_probabilities_without_a_mask_are_the_full_product(self):
+        # The exponential of the scaled scores themselves: every column can be nonzero.
+        self.assertNotIn("kept", self.calls(SCORES="div.7")["dot_general.3"])
+        # A mask from a parameter: not worked out at compile time.
+        self.assertNotIn("kept", self.calls(TRIL="mask.1")["dot_general.3"])
+        # A value that varies along the row where the mask takes its constant: exp(s) + s / 4
+        # reads the scores outside the select.
+        varied = MASKED_ATTENTION.replace(
+            "exp.1 = f32[2,128,128]{2,1,0} exponential(SCORES)",
+            "e.1 = f32[2,128,128]{2,1,0} exponential(SCORES)\n"
+            "  exp.1 = f32[2,128,128]{2,1,0} add(e.1, div.7)")
+        self.assertNotIn("kept", self.calls(varied)["dot_general.3"])
 
     def test_the_select_either_way_round(self):
         # jnp.where(~tril, -1e9, s): the scores are the branch taken where the condition is false.
