@@ -47,11 +47,13 @@
 // run once, untimed, its result checked against the operations it stands for.
 //
 //        machine_limits --paired=FILE [--inputs=DIR] [--kernels=copy,triad,read] [--bytes=B]
-//                       [--pairs=N] [--threads=N] [--library]
+//                       [--pairs=N] [--threads=N] [--library] [--xla_xlens_persistent_cache_dir=DIR]
 // alternates one run of the module (compiled as `xlens run` compiles it, on its --inputs) with
 // one pass of each kernel over the module's bytes (or B), N times (30), in this one process, and
 // prints the per-pair ratios (paired_run.h). With --library, and no --kernels, the module's
-// library calls run standalone take the kernels' place (LibraryPairedFloor).
+// library calls run standalone take the kernels' place (LibraryPairedFloor). The cache directory
+// is xlens run's flag: the kernels chosen by timing at compile time are the ones the benchmark's
+// `xlens run` processes sharing it chose.
 #include <algorithm>
 #include <chrono>
 #include <cmath>
@@ -1352,6 +1354,8 @@ int main(int argc, char** argv) {
       paired.hlo_file = v;
     } else if (const char* v = value("--inputs=")) {
       paired.inputs_dir = v;
+    } else if (const char* v = value("--xla_xlens_persistent_cache_dir=")) {
+      paired.persistent_cache_dir = v;
     } else if (const char* v = value("--pairs=")) {
       paired.pairs = std::max(1, std::atoi(v));
     } else if (const char* v = value("--bytes=")) {
@@ -1380,7 +1384,7 @@ int main(int argc, char** argv) {
       std::fprintf(stderr,
                    "xlens machine_limits: unknown argument '%s' (expected --threads=N, --repetitions=R, "
                    "--quick, --stream=BYTES, --floors, --calls, --paired=FILE, --library, --inputs=DIR, --kernels=K,..., "
-                   "--bytes=B, --pairs=N, --matmul=[B,]M,K,N, "
+                   "--bytes=B, --pairs=N, --xla_xlens_persistent_cache_dir=DIR, --matmul=[B,]M,K,N, "
                    "--conv=N,H,W,C,KH,KW,O[,stride[,pad[,groups]]], --hlo=FILE)\n",
                    arg.c_str());
       return 1;

@@ -53,8 +53,10 @@ StatusOr<Json> RunPaired(const PairedOptions& options) {
   ASSIGN_OR_RETURN(std::unique_ptr<HloModule> module,
                    ParseHloModule(text, ParseOptions{.verify = true, .filename = options.hlo_file}));
   ASSIGN_OR_RETURN(std::vector<Literal> arguments, Arguments(*module, options.inputs_dir));
+  runtime::CompileOptions compile_options;
+  compile_options.persistent_cache_dir = options.persistent_cache_dir;
   ASSIGN_OR_RETURN(std::unique_ptr<runtime::Executable> executable,
-                   runtime::CompileForCpu(std::move(module), runtime::CompileOptions()));
+                   runtime::CompileForCpu(std::move(module), compile_options));
   RETURN_IF_ERROR(executable->SetArguments(arguments));
   RETURN_IF_ERROR(executable->Run());  // first touch of the arena, as xlens run's untimed run
   int64_t bytes = options.bytes;

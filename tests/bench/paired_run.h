@@ -43,9 +43,14 @@ struct PairedOptions {
   // The slices the kernels' arrays are cut into (each first touched by a thread of its own); the
   // passes run on the module's pool, ThreadPool::Default(), whatever this is.
   int threads = 1;
+  // --xla_xlens_persistent_cache_dir, as `xlens run` takes it: kernel choices timed at compile
+  // time (and compiled kernels) are taken from and kept here, so that the module runs the same
+  // kernels as the benchmark's `xlens run` processes that share the directory.
+  std::string persistent_cache_dir;
 };
 
-// Compiles the module as `xlens run` does (runtime::CompileForCpu, the default options), runs it
+// Compiles the module as `xlens run` does (runtime::CompileForCpu, the default options with
+// `persistent_cache_dir`), runs it
 // once untimed, then `pairs` times: one timed run of the module, then each kernel timed over
 // about 1 ms of passes ("passes_per_pair", 1 for a pass that long). JSON: "bytes", "in_cache",
 // "pairs", "module_ms" (per pair), and per kernel "gbps" (per pair, as STREAM counts its bytes),

@@ -242,16 +242,19 @@ def paired_kernels(read_bytes, write_bytes):
     return ["read"] if write_bytes * 8 <= read_bytes + write_bytes else ["copy", "triad"]
 
 
-def measure_pairs(binary, hlo_file, inputs_dir, working_set, kernels, pairs=PAIRS, library=False):
+def measure_pairs(binary, hlo_file, inputs_dir, working_set, kernels, pairs=PAIRS, library=False,
+                  cache_dir=None):
     """`machine_limits --paired`: in one process, PAIRS times one run of the module (compiled as
     `xlens run` compiles it, on the .npy arguments of `inputs_dir`) and right after it one pass of
     each of `kernels` over `working_set` bytes; per pair the module's ms and each kernel's GB/s
     (tests/bench/paired_run.h). With `library`, the module's library calls run standalone instead
-    of the kernels (its "floors"' "library" ms per pair)."""
+    of the kernels (its "floors"' "library" ms per pair). `cache_dir`: xlens's persistent cache,
+    so that the module compiles to the kernels `xlens run` picked with the same directory."""
     what = (["--library"] if library else
             [f"--bytes={int(working_set)}", f"--kernels={','.join(kernels)}"])
+    cache = [f"--xla_xlens_persistent_cache_dir={cache_dir}"] if cache_dir else []
     proc = subprocess.run([binary, f"--paired={hlo_file}", f"--inputs={inputs_dir}", *what,
-                           f"--pairs={pairs}"], capture_output=True, text=True)
+                           f"--pairs={pairs}", *cache], capture_output=True, text=True)
     if proc.returncode != 0:
         raise RuntimeError(proc.stderr.strip() or f"{binary} exited with {proc.returncode}")
     return json.loads(proc.stdout)

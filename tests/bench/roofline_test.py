@@ -1017,6 +1017,32 @@ class PairedLibraryTest(unittest.TestCase):
         self.assertGreater(min(calls["ms"]), 0)
         self.assertLessEqual(calls["ratio"]["q1"], calls["ratio"]["q3"])
 
+    def test_the_kernel_choice_is_kept_in_the_runs_cache(self):
+        # A depthwise convolution's kernel is chosen by timing at compile time (with bias and
+        # ReLU6 both xlens's loops and oneDNN run it, at any size); measure_pairs with the
+        # benchmark run's cache compiles as `xlens run` with it does: the choice is kept there
+        # (and taken from there by the next process), one per key.
+        with tempfile.TemporaryDirectory() as directory:
+            path = os.path.join(directory, "dw.hlo")
+            with open(path, "w") as f:
+                f.write("HloModule dw\nENTRY e {\n  x = f32[2,9,11,80] parameter(0)\n"
+                        "  w = f32[3,3,1,80] parameter(1)\n  bias = f32[80] parameter(2)\n"
+                        "  c = f32[2,9,11,80] convolution(x, w), window={size=3x3 pad=1_1x1_1}, "
+                        "dim_labels=b01f_01io->b01f, feature_group_count=80\n"
+                        "  bb = f32[2,9,11,80] broadcast(bias), dimensions={3}\n"
+                        "  s = f32[2,9,11,80] add(c, bb)\n  z = f32[] constant(0)\n  six = f32[] constant(6)\n"
+                        "  ROOT r = f32[2,9,11,80] clamp(z, s, six)\n}\n")
+            cache = os.path.join(directory, "cache")
+            os.mkdir(cache, 0o700)
+            choices = lambda: sorted(n for n in os.listdir(cache) if n.endswith(".xlenschoice"))
+            roofline.measure_pairs(os.environ["XLENS_MACHINE_LIMITS"], path, "", 0, ["copy"], pairs=1,
+                                   cache_dir=cache)
+            first = choices()
+            self.assertEqual(len(first), 1)
+            roofline.measure_pairs(os.environ["XLENS_MACHINE_LIMITS"], path, "", 0, ["copy"], pairs=1,
+                                   cache_dir=cache)
+            self.assertEqual(choices(), first)
+
 
 class CallsVsFloorsTest(unittest.TestCase):
     """calls_vs_floors.py matches each library call to the floor of the instruction it runs, not
