@@ -144,9 +144,15 @@ def optimized_module(directory):
 
 def traced_runs(xlens, hlo, inputs, iterations, directory, dump_to=None):
     """Per run of `xlens run --trace`: (run us, [(thunk, us, is_library_call, flops)]) in execution
-    order; with `dump_to`, the optimized module dumped there as well."""
+    order; with `dump_to`, the optimized module dumped there as well. Every round's process shares
+    xlens's persistent cache in `directory` (0700, as tempfile makes it), so that a kernel xlens
+    chooses by timing at compile time (a depthwise convolution's) is the first round's pick in
+    every round, as in codegen_vs_xla.py."""
     trace = os.path.join(directory, "trace.json")
-    command = [xlens, "run", hlo, "--iterations", str(iterations), "--trace", trace]
+    cache = os.path.join(directory, "cache")
+    os.makedirs(cache, mode=0o700, exist_ok=True)
+    command = [xlens, "run", hlo, "--iterations", str(iterations), "--trace", trace,
+               f"--xla_xlens_persistent_cache_dir={cache}"]
     if inputs:
         command += ["--inputs", inputs]
     if dump_to:
