@@ -17,7 +17,8 @@
 //     a product whose output a constant mask partly discards (causal attention's scores) also as
 //     the blocks of it the mask keeps, and one whose lhs such a mask makes zero along part of its
 //     contraction (the softmax of those scores, times the values) also as the blocks of rows
-//     contracted only where it can be nonzero; the faster holds;
+//     contracted only where it can be nonzero (batched, and as a part per batch element on each
+//     thread, as xlens runs them); the fastest holds;
 //   - the rest of a module with products or convolutions as oneDNN's primitives (ModuleParts):
 //     each softmax or log-softmax over rows, each other reduction, each weight update p - c g,
 //     with the operations each covers and the bytes it moves;
@@ -55,6 +56,8 @@
 // is xlens run's flag: the kernels chosen by timing at compile time are the ones the benchmark's
 // `xlens run` processes sharing it chose.
 #include <algorithm>
+#include <atomic>
+#include <barrier>
 #include <chrono>
 #include <cmath>
 #include <cstdio>
@@ -557,6 +560,106 @@ Json TimeContractedMatmulOnce(int64_t batch, int64_t m, int64_t k, int64_t n,
           {"ms", ms},
           {"gflops", flops * share / (ms * 1e6)},
           {"impl", impl}};
+}
+
+// The same blocks as a part per batch element, as xlens runs them: each of the machine's threads
+// takes every T-th batch element and runs its blocks one after the other, each a 2-d primitive made
+// for one OpenMP thread, the values read in place ([k, n] row-major). oneDNN's batched primitive
+// above splits every block's call across the threads and waits at its end.
+Json TimeContractedMatmulPerBatchOnce(int64_t batch, int64_t m, int64_t k, int64_t n,
+                                      const std::vector<ContractionBlock>& blocks, int executions) {
+  using dt = dnnl::memory::data_type;
+  using dims = dnnl::memory::dims;
+#if DNNL_CPU_RUNTIME == DNNL_RUNTIME_OMP
+  const int threads = omp_get_max_threads();
+  omp_set_num_threads(1);
+#else
+  const int threads = 1;
+#endif
+  KeptBuffers kept;
+  const dnnl::memory lhs = Filled(dnnl::memory::desc({batch, m, k}, dt::f32, dims{m * k, k, 1}), kept);
+  const dnnl::memory values = Filled(dnnl::memory::desc({batch, k, n}, dt::f32, dims{k * n, n, 1}), kept);
+  const dnnl::memory out = Filled(dnnl::memory::desc({batch, m, n}, dt::f32, dims{m * n, n, 1}), kept);
+  auto at = [](const dnnl::memory& whole, int64_t offset) {
+    return static_cast<float*>(whole.get_data_handle()) + offset;
+  };
+  std::map<std::pair<int64_t, int64_t>, dnnl::matmul> made;  // by rows and k_end
+  std::vector<PrimitiveCalls> per_batch(batch);
+  std::string impl;
+  for (const ContractionBlock& b : blocks) {
+    const dnnl::memory::desc src({b.rows, b.k_end}, dt::f32, dims{k, 1});
+    const dnnl::memory::desc weights({b.k_end, n}, dt::f32, dims{n, 1});
+    const dnnl::memory::desc dst({b.rows, n}, dt::f32, dims{n, 1});
+    auto it = made.find({b.rows, b.k_end});
+    if (it == made.end()) {
+      const dnnl::matmul::primitive_desc pd(dnnl::matmul::desc(src, weights, dst), Engine());
+      impl = pd.impl_info_str();
+      it = made.emplace(std::make_pair(b.rows, b.k_end), dnnl::matmul(pd)).first;
+    }
+    for (int64_t e = 0; e < batch; ++e) {
+      per_batch[e].push_back({it->second,
+                              {{DNNL_ARG_SRC, dnnl::memory(src, Engine(), at(lhs, e * m * k + b.row * k))},
+                               {DNNL_ARG_WEIGHTS, dnnl::memory(weights, Engine(), at(values, e * k * n))},
+                               {DNNL_ARG_DST, dnnl::memory(dst, Engine(), at(out, e * m * n + b.row * n))}}});
+    }
+  }
+  // Workers held between runs at a barrier: a run is the span from one barrier to the next.
+  std::barrier start(threads), done(threads);
+  std::atomic<bool> stop{false};
+  auto work = [&](int t) {
+    dnnl::stream stream(Engine());
+    for (int64_t e = t; e < batch; e += threads) {
+      for (const auto& [primitive, args] : per_batch[e]) primitive.execute(stream, args);
+    }
+    stream.wait();
+  };
+  std::vector<std::thread> workers;
+  for (int t = 1; t < threads; ++t) {
+    workers.emplace_back([&, t] {
+#if DNNL_CPU_RUNTIME == DNNL_RUNTIME_OMP
+      omp_set_num_threads(1);
+#endif
+      for (;;) {
+        start.arrive_and_wait();
+        if (stop) return;
+        work(t);
+        done.arrive_and_wait();
+      }
+    });
+  }
+  auto run = [&] {
+    start.arrive_and_wait();
+    work(0);
+    done.arrive_and_wait();
+  };
+  run();  // first touch, oneDNN's one-time setup
+  double best = 1e30;
+  const int64_t began = NowNs();
+  for (int i = 0; i < executions || (i < 50 * executions && NowNs() - began < sampling_ns); ++i) {
+    const int64_t t0 = NowNs();
+    run();
+    best = std::min(best, (NowNs() - t0) / 1e6);
+  }
+  stop = true;
+  start.arrive_and_wait();
+  for (std::thread& w : workers) w.join();
+#if DNNL_CPU_RUNTIME == DNNL_RUNTIME_OMP
+  omp_set_num_threads(threads);
+#endif
+  const double flops = 2.0 * batch * m * k * n;
+  const double share = ContractedShare(m, k, blocks);
+  return {{"kind", "matmul"},
+          {"shape", std::to_string(batch) + "x" + std::to_string(m) + "x" + std::to_string(k) + "x" +
+                        std::to_string(n)},
+          {"kept_share", share},
+          {"kept_of", "contraction"},
+          {"parts", "batch"},
+          {"flops", flops},
+          {"kept_flops", flops * share},
+          {"ms", best},
+          {"gflops", flops * share / (best * 1e6)},
+          {"impl", impl},
+          {"threads", threads}};
 }
 
 struct ConvShape {
@@ -1200,6 +1303,11 @@ std::optional<Json> ModuleCalls(const std::string& file, int executions, bool ti
               kept["rows_per_block"] = rows_per_block;
               tried.push_back({{"rows_per_block", rows_per_block}, {"ms", kept["ms"]}, {"threads", kept["threads"]}});
               if (kept["ms"].get<double>() < call["ms"].get<double>()) call = kept;
+              Json parts = TimeContractedMatmulPerBatchOnce(batch, m, k, n, blocks, executions);
+              parts["rows_per_block"] = rows_per_block;
+              tried.push_back({{"rows_per_block", rows_per_block}, {"parts", "batch"}, {"ms", parts["ms"]},
+                               {"threads", parts["threads"]}});
+              if (parts["ms"].get<double>() < call["ms"].get<double>()) call = parts;
             }
             if (!blockings.empty() || !contractions.empty()) {
               call["full_ms"] = full_ms;
