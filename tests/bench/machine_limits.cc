@@ -486,6 +486,12 @@ std::optional<std::vector<xlens::runtime::ColumnRange>> RowUniformOutsideColumns
   return kept->ColumnsPerRow();
 }
 
+// `impl` with `name` added ("gemm:jit+brg:avx512_core"): a short block of the contraction takes
+// another kernel than a block over all of it.
+void AddImpl(std::string& impl, const std::string& name) {
+  if (("+" + impl + "+").find("+" + name + "+") == std::string::npos) impl += (impl.empty() ? "" : "+") + name;
+}
+
 // Rows [row, row + rows) of an [m, k] x [k, n] product contracted over [0, k_end) alone.
 struct ContractionBlock {
   int64_t row = 0, rows = 0, k_end = 0;
@@ -540,7 +546,7 @@ Json TimeContractedMatmulOnce(int64_t batch, int64_t m, int64_t k, int64_t n,
     const dnnl::memory::desc weights({batch, b.k_end, n}, dt::f32, dnnl::memory::format_tag::any);
     const dnnl::memory::desc dst({batch, b.rows, n}, dt::f32, dims{m * n, n, 1});
     const dnnl::matmul::primitive_desc pd(dnnl::matmul::desc(src, weights, dst), Engine());
-    impl = pd.impl_info_str();
+    AddImpl(impl, pd.impl_info_str());
     calls.push_back({dnnl::matmul(pd),
                      {{DNNL_ARG_SRC, dnnl::memory(src, Engine(), at(lhs, b.row * k))},
                       {DNNL_ARG_WEIGHTS, Filled(pd.weights_desc(), kept)},
@@ -593,7 +599,7 @@ Json TimeContractedMatmulPerBatchOnce(int64_t batch, int64_t m, int64_t k, int64
     auto it = made.find({b.rows, b.k_end});
     if (it == made.end()) {
       const dnnl::matmul::primitive_desc pd(dnnl::matmul::desc(src, weights, dst), Engine());
-      impl = pd.impl_info_str();
+      AddImpl(impl, pd.impl_info_str());
       it = made.emplace(std::make_pair(b.rows, b.k_end), dnnl::matmul(pd)).first;
     }
     for (int64_t e = 0; e < batch; ++e) {
