@@ -63,9 +63,14 @@ StatusOr<KernelChoiceRecord> RecordFrom(const json& object, std::string_view whe
   return record;
 }
 
-// Times to 0.1 us: what a timing on a shared machine can say.
+// Times to 0.1 us: what a timing on a shared machine can say. A time the reader took but whose
+// scaling overflows (past 1.7e304 ms) is written as it is, not as infinity, which JSON writes as
+// null and the reader refuses.
 std::vector<double> Rounded(std::vector<double> ms) {
-  for (double& t : ms) t = std::round(t * 1e4) / 1e4;
+  for (double& t : ms) {
+    const double rounded = std::round(t * 1e4) / 1e4;
+    if (std::isfinite(rounded)) t = rounded;
+  }
   return ms;
 }
 

@@ -3,7 +3,7 @@
 #   scripts/fuzz.sh [SECONDS]                  fuzz the HLO parser for SECONDS (default 300)
 #   scripts/fuzz.sh --target T [SECONDS]       fuzz another reader instead (hlo, trace, npy,
 #                                              manifest, flags, graphdef, outline, bundle,
-#                                              xladump, xspace, checkpoint, sharding)
+#                                              xladump, xspace, checkpoint, sharding, choices)
 #   scripts/fuzz.sh --smoke                    a short run of every target for the test suite:
 #                                              built in one build, run XLENS_FUZZ_JOBS at a time
 #                                              (default: the number of cores), each for its time
@@ -21,7 +21,8 @@
 # (two bytes of the index's length, the index, then the shard: see tests/fuzz/tensor_bundle_fuzz.cc).
 # The sharding seeds are the attribute values of jax's sharded modules, in
 # tests/fuzz/testdata/sharding_seeds (the first byte picks the reader: see
-# tests/fuzz/sharding_readers_fuzz.cc).
+# tests/fuzz/sharding_readers_fuzz.cc). The kernel choices seeds are the good and broken documents
+# of tests/fuzz/testdata/kernel_choices_seeds.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 seconds=300
@@ -29,7 +30,7 @@ targets=hlo
 while [ $# -gt 0 ]; do
   case "$1" in
     # The 20-second targets first, so the 10-second ones fill in beside them.
-    --smoke) seconds=smoke; targets="hlo trace graphdef npy manifest flags outline bundle xladump xspace checkpoint sharding" ;;
+    --smoke) seconds=smoke; targets="hlo trace graphdef npy manifest flags outline bundle xladump xspace checkpoint sharding choices" ;;
     --target) targets=$2; shift ;;
     *) seconds=$1 ;;
   esac
@@ -76,7 +77,8 @@ settings() {
     xspace) binary=xspace_reader_fuzz; smoke=10; max_len=16384 ;;
     checkpoint) binary=tensor_bundle_fuzz; smoke=10; max_len=8192 ;;
     sharding) binary=sharding_readers_fuzz; smoke=5; max_len=1024 ;;
-    *) echo "fuzz: unknown target '$target' (expected hlo, trace, npy, manifest, flags, graphdef, outline, bundle, xladump, xspace, checkpoint or sharding)" >&2; exit 1 ;;
+    choices) binary=kernel_choices_fuzz; smoke=5; max_len=4096 ;;
+    *) echo "fuzz: unknown target '$target' (expected hlo, trace, npy, manifest, flags, graphdef, outline, bundle, xladump, xspace, checkpoint, sharding or choices)" >&2; exit 1 ;;
   esac
 }
 
@@ -128,6 +130,8 @@ open(sys.argv[1] + "/good_dot_slash.tar.gz", "wb").write(pack(members, "./"))
 PY
   elif [ "$target" = sharding ]; then
     cp tests/fuzz/testdata/sharding_seeds/* $seeds/
+  elif [ "$target" = choices ]; then
+    cp tests/fuzz/testdata/kernel_choices_seeds/* $seeds/
   elif [ "$target" = checkpoint ]; then
     for d in tests/graph/testdata/saved_model/*/variables; do
       python3 - "$d" "$seeds/$(basename "$(dirname "$d")")" <<'PY'
