@@ -132,7 +132,12 @@ std::optional<std::vector<ColumnRange>> ReadColumnsPerRow(const HloInstruction& 
 
 std::optional<std::vector<ColumnRange>> RowUniformOutsideColumns(const HloInstruction& producer) {
   if (producer.opcode() != HloOpcode::kFusion || producer.fused_computation() == nullptr) return std::nullopt;
-  const Shape& shape = producer.shape();
+  return RowUniformOutsideColumnsOfValue(*producer.fused_computation()->root_instruction());
+}
+
+std::optional<std::vector<ColumnRange>> RowUniformOutsideColumnsOfValue(const HloInstruction& value) {
+  const Shape& shape = value.shape();
+  if (!shape.IsArray()) return std::nullopt;
   std::optional<SelectedPositions> kept = SelectedPositions::For(shape);
   if (!kept) return std::nullopt;
   const int64_t columns = shape.rank() - 1;
@@ -143,7 +148,8 @@ std::optional<std::vector<ColumnRange>> RowUniformOutsideColumns(const HloInstru
   std::function<bool(const HloInstruction&, int)> uniform = [&](const HloInstruction& x, int depth) -> bool {
     if (auto it = known.find(&x); it != known.end()) return it->second;
     bool result = false;
-    if (depth > kMaxConditionDepth || x.shape().dimensions() != shape.dimensions() || !RowMajor(x.shape())) {
+    if (depth > kMaxConditionDepth || !x.shape().IsArray() || x.shape().dimensions() != shape.dimensions() ||
+        !RowMajor(x.shape())) {
       result = false;
     } else if (x.opcode() == HloOpcode::kBroadcast) {
       const std::vector<int64_t>& d = x.dimensions();
@@ -164,7 +170,7 @@ std::optional<std::vector<ColumnRange>> RowUniformOutsideColumns(const HloInstru
     known[&x] = result;
     return result;
   };
-  if (!uniform(*producer.fused_computation()->root_instruction(), 0) || masking == nullptr) return std::nullopt;
+  if (!uniform(value, 0) || masking == nullptr) return std::nullopt;
   return kept->ColumnsPerRow();
 }
 

@@ -74,5 +74,9 @@ std::optional<std::vector<ColumnRange>> ReadColumnsPerRow(const HloInstruction& 
 // contraction where that value is 0 (onednn_thunks.cc checks it at run time, one element a row).
 // nullopt where not so, or where no select is found.
 std::optional<std::vector<ColumnRange>> RowUniformOutsideColumns(const HloInstruction& producer);
+// The same for any array instruction `value`, read from the instructions that compute it (a
+// fusion's root, or an instruction of a module not yet fused: the benchmark's floors take the
+// rule the runtime takes, from the module as written).
+std::optional<std::vector<ColumnRange>> RowUniformOutsideColumnsOfValue(const HloInstruction& value);
 
 }  // namespace xlens::runtime

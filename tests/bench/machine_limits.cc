@@ -440,52 +440,6 @@ bool RowMajor(const xlens::Shape& shape) {
   return !shape.has_layout() || shape.layout().minor_to_major == xlens::shape_util::DefaultMinorToMajor(shape.rank());
 }
 
-// For `lhs`, an array [batch..., m, k] (row-major) of the unoptimized module: per row of its
-// [m, k] matrices, the smallest column range outside which every element of the row holds one and
-// the same value whatever the inputs. The runtime's rule (runtime::RowUniformOutsideColumns) on
-// the instructions themselves rather than on a fusion: the value is computed elementwise from one
-// select whose condition the runtime works out (runtime::SelectedPositions) and from values that
-// vary with the row alone (broadcasts that leave the columns out, as a reduction's result spread
-// back over its row). nullopt where not so, or where no select is found. Calls are inlined
-// beforehand.
-std::optional<std::vector<xlens::runtime::ColumnRange>> RowUniformOutsideColumns(const xlens::HloInstruction& lhs) {
-  const xlens::Shape& shape = lhs.shape();
-  std::optional<xlens::runtime::SelectedPositions> kept = xlens::runtime::SelectedPositions::For(shape);
-  if (!kept) return std::nullopt;
-  const int64_t columns = shape.rank() - 1;
-  constexpr int kMaxDepth = 64;  // softmax is a dozen instructions deep; a hostile chain stops here
-  const xlens::HloInstruction* masking = nullptr;
-  std::map<const xlens::HloInstruction*, bool> known;
-  std::function<bool(const xlens::HloInstruction&, int)> uniform = [&](const xlens::HloInstruction& x,
-                                                                       int depth) -> bool {
-    if (auto it = known.find(&x); it != known.end()) return it->second;
-    bool result = false;
-    if (depth > kMaxDepth || !x.shape().IsArray() || x.shape().dimensions() != shape.dimensions() ||
-        !RowMajor(x.shape())) {
-      result = false;
-    } else if (x.opcode() == xlens::HloOpcode::kBroadcast) {
-      const std::vector<int64_t>& d = x.dimensions();
-      result = std::find(d.begin(), d.end(), columns) == d.end();
-    } else if (x.opcode() == xlens::HloOpcode::kSelect) {
-      const bool on_true = uniform(*x.operand(1), depth + 1), on_false = uniform(*x.operand(2), depth + 1);
-      if (on_true && on_false) {
-        result = true;
-      } else if (masking == nullptr && (on_true || on_false)) {
-        // Outside the positions where it takes its varying arm, the select is its uniform one.
-        result = kept->AddSelect(x, *x.operand(on_true ? 2 : 1));
-        if (result) masking = &x;
-      }
-    } else if (x.IsElementwise() && x.opcode() != xlens::HloOpcode::kMap) {
-      result = true;
-      for (const xlens::HloInstruction* operand : x.operands()) result = result && uniform(*operand, depth + 1);
-    }
-    known[&x] = result;
-    return result;
-  };
-  if (!uniform(lhs, 0) || masking == nullptr) return std::nullopt;
-  return kept->ColumnsPerRow();
-}
-
 // `impl` with `name` added ("gemm:jit+brg:avx512_core"): a short block of the contraction takes
 // another kernel than a block over all of it.
 void AddImpl(std::string& impl, const std::string& name) {
@@ -1197,7 +1151,7 @@ Json PartJson(const Part& part, int executions, bool timed) {
 // their sum (a chain of calls can at best lose nothing between them). A product whose output a
 // mask partly discards is timed also for the share it keeps (ReadColumnsPerRow), one whose lhs a
 // mask makes zero along part of its contraction for the share of the contraction it needs
-// (RowUniformOutsideColumns), and the faster holds. With `timed` false, the calls as they would be timed (shapes, kept shares), untimed.
+// (runtime::RowUniformOutsideColumnsOfValue), and the faster holds. With `timed` false, the calls as they would be timed (shapes, kept shares), untimed.
 std::optional<Json> ModuleCalls(const std::string& file, int executions, bool timed = true, bool parts_too = true) {
   auto text = xlens::ReadFile(file);
   if (!text.ok()) {
@@ -1265,7 +1219,7 @@ std::optional<Json> ModuleCalls(const std::string& file, int executions, bool ti
           contracts_columns = contracts_columns && dn.lhs_batch_dimensions[d] == static_cast<int64_t>(d);
         }
         std::optional<std::vector<xlens::runtime::ColumnRange>> nonzero;
-        if (contracts_columns) nonzero = RowUniformOutsideColumns(lhs_instruction);
+        if (contracts_columns) nonzero = xlens::runtime::RowUniformOutsideColumnsOfValue(lhs_instruction);
         for (int64_t rows_per_block : {32, 64, 128}) {
           if (!nonzero || static_cast<int64_t>(nonzero->size()) != m || rows_per_block >= m) continue;
           std::vector<ContractionBlock> blocks = ContractionBlocks(m, k, *nonzero, rows_per_block);
