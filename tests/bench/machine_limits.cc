@@ -899,6 +899,12 @@ struct Part {
   dnnl::algorithm algorithm = dnnl::algorithm::undef;
   float scale = 0;  // a sum's second scale
   std::vector<const xlens::HloInstruction*> covered;
+  // A softmax over scores a compile-time mask sets to one value outside some columns of each row
+  // (causal attention): the share of its elements that can differ from that value. xlens's
+  // product computes only those scores, its row loop takes the exponential of the masked ones
+  // once a row, and the product after it contracts only those columns, so the part's own floor
+  // (its bytes and arithmetic) is that share of the whole; oneDNN's primitive runs over all.
+  double kept_share = 1;
 };
 
 // exp(x - max(x)) over rows, its rows' sum, and where present the divide by it (softmax) or the
@@ -944,6 +950,11 @@ std::optional<Part> MatchSoftmax(const xlens::HloInstruction& exp) {
   const int64_t columns = x->shape().dimensions(x->shape().rank() - 1);
   part.src = part.dst = {x->shape().num_elements() / columns, columns};
   part.instruction = exp.name();
+  if (const auto varying = xlens::runtime::RowUniformOutsideColumnsOfValue(*x); varying && !varying->empty()) {
+    int64_t kept = 0;
+    for (const xlens::runtime::ColumnRange& range : *varying) kept += range.end - range.begin;
+    part.kept_share = static_cast<double>(kept) / static_cast<double>(varying->size() * columns);
+  }
   return part;
 }
 
@@ -1136,7 +1147,9 @@ Json PartJson(const Part& part, int executions, bool timed) {
   }
   Json names = Json::array();
   for (const xlens::HloInstruction* i : part.covered) names.push_back(i->name());
-  // What the part must move at least: its operands read once, its result written once.
+  // What the part must move at least: its operands read once, its result written once; of a
+  // masked softmax only `kept_share` of these (roofline.part_floor), while `costs` stays what the
+  // part covers of the module's operations.
   const double src_bytes = static_cast<double>(Plain(part.src).get_size());
   const double dst_bytes = static_cast<double>(Plain(part.dst).get_size());
   out["read_bytes"] = src_bytes * (part.kind == "sum" ? 2 : 1);
@@ -1144,6 +1157,7 @@ Json PartJson(const Part& part, int executions, bool timed) {
   out["instruction"] = part.instruction;
   out["covers"] = names;
   out["costs"] = Costs(part.covered);
+  if (part.kept_share < 1) out["kept_share"] = part.kept_share;
   return out;
 }
 

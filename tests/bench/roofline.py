@@ -484,8 +484,12 @@ class Limits:
         for it nor to more than the machine allows for its bytes and operations."""
         onednn_ms = part.get("ms", math.inf)
         costs = part.get("costs") or {}
-        own_ms = max(self.memory_floor(part.get("read_bytes", 0), part.get("write_bytes", 0))[0],
-                     self.arithmetic(costs.get("flops", 0), costs.get("transcendentals") or {})[0])
+        # A softmax over masked scores: only the share its mask keeps need be read, computed and
+        # written (machine_limits' kept_share), as xlens's products compute only those scores.
+        share = part.get("kept_share", 1)
+        own_ms = max(self.memory_floor(share * part.get("read_bytes", 0), share * part.get("write_bytes", 0))[0],
+                     self.arithmetic(share * costs.get("flops", 0),
+                                     {f: share * n for f, n in (costs.get("transcendentals") or {}).items()})[0])
         return min(onednn_ms, own_ms), onednn_ms
 
     def bound(self, hlo_file, read_bytes, write_bytes, stream=None, library=True):

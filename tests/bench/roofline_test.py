@@ -412,6 +412,16 @@ class PartsTest(unittest.TestCase):
         self.assertAlmostEqual(ms, 1.0 + bytes_ms + REST_OPERATIONS / 100e9 * 1e3)
         self.assertTrue(label.endswith(" + softmax 0.002 (oneDNN's refused)"), label)
 
+    def test_a_masked_softmax_is_held_to_the_share_its_mask_keeps(self):
+        # Over scores a causal mask sets to one value outside half of each row, its own floor is
+        # half the whole part's (its exps, operations and bytes), while the operations it covers,
+        # which the rest leaves out, are all of the softmax's.
+        ms, _, _, _ = self.bound(dict(self.SOFTMAX_PART, ms=0.5, kept_share=0.5))
+        own_ms = ELEMENTS / 1e9 * 1e3 + 4 * ELEMENTS / 100e9 * 1e3
+        self.assertAlmostEqual(ms, 1.0 + own_ms / 2 + REST_OPERATIONS / 100e9 * 1e3)
+        self.assertEqual(roofline.rest_costs(SOFTMAX_MODULE, [dict(self.SOFTMAX_PART, kept_share=0.5)]),
+                         (2, {"log": 64, "tanh": 64, "sine": 64}))
+
     def test_the_rest_is_what_no_part_covers(self):
         flops, transcendentals = roofline.hlo_costs(SOFTMAX_MODULE)
         # The two reducers' scalar operations count one each (hlo_costs), outside every part.
@@ -595,6 +605,46 @@ class MaskedProductTest(unittest.TestCase):
 
     def kept(self, call):
         return {k["rows_per_block"]: k["kept_share"] for k in call.get("kept", [])}
+
+    def softmax_part(self, text):
+        with tempfile.TemporaryDirectory() as directory:
+            path = os.path.join(directory, "m.hlo")
+            with open(path, "w") as f:
+                f.write(text)
+            proc = subprocess.run([os.environ["XLENS_MACHINE_LIMITS"], "--calls", f"--hlo={path}"],
+                                  capture_output=True, text=True, check=True)
+        parts = [p for p in json.loads(proc.stdout)["hlo_modules"][0]["parts"] if p["kind"] == "softmax"]
+        self.assertEqual(len(parts), 1)
+        return parts[0]
+
+    def test_the_softmax_of_masked_scores_keeps_the_masks_share(self):
+        # jax.nn.softmax over the scores: exp(x - max x) over its rows' sum.
+        softmax = MASKED_ATTENTION.replace(
+            "ENTRY main.5 {",
+            "region_max {\n  a.1 = f32[] parameter(0)\n  b.1 = f32[] parameter(1)\n"
+            "  ROOT m.1 = f32[] maximum(a.1, b.1)\n}\n\nENTRY main.5 {").replace(
+            "  exp.1 = f32[2,128,128]{2,1,0} exponential(SCORES)\n",
+            "  ninf.1 = f32[] constant(-inf)\n"
+            "  max.1 = f32[2,128]{1,0} reduce(SCORES, ninf.1), dimensions={2}, to_apply=region_max\n"
+            "  bmax.1 = f32[2,128,128]{2,1,0} broadcast(max.1), dimensions={0,1}\n"
+            "  shifted.1 = f32[2,128,128]{2,1,0} subtract(SCORES, bmax.1)\n"
+            "  e.1 = f32[2,128,128]{2,1,0} exponential(shifted.1)\n"
+            "  zero.1 = f32[] constant(0)\n"
+            "  sum.1 = f32[2,128]{1,0} reduce(e.1, zero.1), dimensions={2}, to_apply=region_1.4\n"
+            "  bsum.1 = f32[2,128,128]{2,1,0} broadcast(sum.1), dimensions={0,1}\n"
+            "  exp.1 = f32[2,128,128]{2,1,0} divide(e.1, bsum.1)\n")
+        self.assertNotEqual(softmax, MASKED_ATTENTION)
+
+        def module(**parts):
+            text = softmax
+            for key, value in dict(CAUSAL, **parts).items():
+                text = text.replace(key, value)
+            return text
+        # Row r of 128 keeps columns 0 to r: 128 * 129 / 2 of 128 * 128 elements.
+        self.assertAlmostEqual(self.softmax_part(module())["kept_share"], 129 / 256)
+        # Unmasked scores, or a mask from a parameter: every element counts.
+        self.assertNotIn("kept_share", self.softmax_part(module(SCORES="div.7")))
+        self.assertNotIn("kept_share", self.softmax_part(module(TRIL="mask.1")))
 
     def test_causal_scores_in_blocks_of_query_rows(self):
         calls = self.calls()
