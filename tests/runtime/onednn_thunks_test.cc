@@ -722,7 +722,9 @@ ENTRY e {
   ROOT r = f32[32,1030] multiply(x, th)
 })";
   const bool parallel = ThreadPool::Default().parallelism() >= 2;
-  if (parallel) EXPECT_THAT(KernelOf(text), HasSubstr("gemm"));
+  if (parallel) {
+    EXPECT_THAT(KernelOf(text), HasSubstr("gemm"));
+  }
   ExpectOneDnnMatchesEvaluator(text, "matmul(lhs, rhs) + binary_add[bias] + gelu_tanh",
                                parallel ? "; 2 parts on the pool" : "");
 }
@@ -1164,15 +1166,21 @@ bool RunAgainOnOneCpu() {
   while (!CPU_ISSET(first, &cpus)) ++first;
   const ::testing::TestInfo* test = ::testing::UnitTest::GetInstance()->current_test_info();
   const std::string filter = fmt::format("--gtest_filter={}.{}", test->test_suite_name(), test->name());
+  // The child's environment is made before the fork: between fork and exec a child of a process
+  // with threads may call only async-signal-safe functions, which setenv is not.
+  std::vector<char*> environment;
+  for (char** variable = environ; *variable != nullptr; ++variable) environment.push_back(*variable);
+  char one_cpu[] = "XLENS_TEST_ON_ONE_CPU=1";
+  environment.push_back(one_cpu);
+  environment.push_back(nullptr);
+  char name[] = "onednn_thunks_test";
+  char* const argv[] = {name, const_cast<char*>(filter.c_str()), nullptr};
   const pid_t child = fork();
   if (child == 0) {
     cpu_set_t one;
     CPU_ZERO(&one);
     CPU_SET(first, &one);
-    setenv("XLENS_TEST_ON_ONE_CPU", "1", 1);
-    if (sched_setaffinity(0, sizeof(one), &one) == 0) {
-      execl("/proc/self/exe", "onednn_thunks_test", filter.c_str(), static_cast<char*>(nullptr));
-    }
+    if (sched_setaffinity(0, sizeof(one), &one) == 0) execve("/proc/self/exe", argv, environment.data());
     _exit(127);
   }
   int status = 0;
@@ -1235,7 +1243,9 @@ ENTRY e {
     ASSERT_TRUE(module.ok());
     auto exe = CompileForCpu(std::move(*module), {});
     ASSERT_TRUE(exe.ok()) << exe.status().message();
-    if (ThreadPool::Default().parallelism() >= 2) EXPECT_GE(LastOneDnnCall(**exe)->Parts(), 2);
+    if (ThreadPool::Default().parallelism() >= 2) {
+      EXPECT_GE(LastOneDnnCall(**exe)->Parts(), 2);
+    }
   } else {
     EXPECT_EQ(ThreadPool::Default().parallelism(), 1);
   }
