@@ -157,7 +157,17 @@ std::optional<std::vector<ColumnRange>> RowUniformOutsideColumnsOfValue(const Hl
     } else if (x.opcode() == HloOpcode::kSelect) {
       const bool on_true = uniform(*x.operand(1), depth + 1), on_false = uniform(*x.operand(2), depth + 1);
       if (on_true && on_false) {
-        result = true;
+        // One value a row on either side, but which side may vary along the row: uniform where
+        // its condition is (or both sides are one instruction), else only outside the positions
+        // where it takes its true side, which are then kept (softmax(where=mask)'s
+        // select(mask, p, 0) keeps the mask's own positions; select(column < 100, c, 0) keeps
+        // the first 100 columns of every row).
+        if (x.operand(1) == x.operand(2) || uniform(*x.operand(0), depth + 1)) {
+          result = true;
+        } else {
+          result = kept->AddSelect(x, *x.operand(1));
+          if (result && masking == nullptr) masking = &x;
+        }
       } else if (masking == nullptr && (on_true || on_false)) {
         // Outside the positions where it takes its varying arm, the select is its uniform one.
         result = kept->AddSelect(x, *x.operand(on_true ? 2 : 1));

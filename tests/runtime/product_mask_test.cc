@@ -154,6 +154,38 @@ TEST(ProductMaskTest, SoftmaxOfMaskedScoresIsOneValueARowPastTheMask) {
   EXPECT_EQ(UniformOutside("  ROOT q = f32[2,6,6] exponential(x)\n"), std::nullopt);
 }
 
+TEST(ProductMaskTest, ASelectBetweenRowValuesKeepsThePositionsItsConditionVariesOver) {
+  const std::string softmax = "  s = f32[2,6,6] select(mask, x, nb)\n  d = f32[2,6,6] subtract(s, yb)\n"
+                              "  e = f32[2,6,6] exponential(d)\n  q = f32[2,6,6] divide(e, yb)\n"
+                              "  zero = f32[] constant(0)\n  zb = f32[2,6,6] broadcast(zero), dimensions={}\n"
+                              "  half = f32[] constant(0.5)\n  hb = f32[2,6,6] broadcast(half), dimensions={}\n";
+  // Columns 0-2 of every row, from iotas: both sides one value a row, the side taken not.
+  const std::string left = "  c2 = s32[6,6] iota(), iota_dimension=1\n  three = s32[] constant(3)\n"
+                           "  t2 = s32[6,6] broadcast(three), dimensions={}\n"
+                           "  l2 = pred[6,6] compare(c2, t2), direction=LT\n"
+                           "  left = pred[2,6,6] broadcast(l2), dimensions={1,2}\n";
+  // softmax + select(column < 3, 0.5, 0): row r varies over columns 0 to max(r, 2).
+  std::vector<ColumnRange> expected;
+  for (int64_t row = 0; row < 6; ++row) expected.push_back({0, std::max<int64_t>(row + 1, 3)});
+  EXPECT_EQ(UniformOutside(softmax + left + "  c = f32[2,6,6] select(left, hb, zb)\n"
+                                            "  ROOT o = f32[2,6,6] add(q, c)\n"),
+            expected);
+  // softmax(where=mask): select(mask, p, 0) over the mask's own positions keeps them alone.
+  EXPECT_EQ(UniformOutside(softmax + "  ROOT o = f32[2,6,6] select(mask, q, zb)\n"), Causal());
+  // A condition worked out from nothing at compile time (y > 0) keeps nothing out.
+  EXPECT_EQ(UniformOutside(softmax + "  pos = pred[2,6,6] compare(y, zb), direction=GT\n"
+                                     "  c = f32[2,6,6] select(pos, hb, zb)\n  ROOT o = f32[2,6,6] add(q, c)\n"),
+            std::nullopt);
+  // A condition that is one value a row (row < 3, spread over the columns) leaves the
+  // softmax's own columns.
+  EXPECT_EQ(UniformOutside(softmax + "  r1 = s32[6] iota(), iota_dimension=0\n"
+                                     "  three = s32[] constant(3)\n  t1 = s32[6] broadcast(three), dimensions={}\n"
+                                     "  top1 = pred[6] compare(r1, t1), direction=LT\n"
+                                     "  top = pred[2,6,6] broadcast(top1), dimensions={1}\n"
+                                     "  c = f32[2,6,6] select(top, hb, zb)\n  ROOT o = f32[2,6,6] add(q, c)\n"),
+            Causal());
+}
+
 const HloInstruction& Named(const HloComputation& computation, const std::string& name) {
   for (const HloInstruction* i : computation.instructions()) {
     if (i->name() == name) return *i;
