@@ -368,6 +368,18 @@ int RunReplay(const ReplayArgs& args) {
     return kReproduced;
   };
   if (!compiled.ok()) return failed(compiled.status());
+  if (kernel_choices > 0) {
+    // A recorded choice whose key matches no call here (other CPUs, another oneDNN kernel) forces
+    // nothing: the call was timed again, and may run another kernel than the recording's.
+    const std::vector<std::string> missed = runtime::LoadedKernelChoicesNotTaken();
+    if (!missed.empty()) {
+      std::fprintf(stderr,
+                   "xlens replay: %zu of the recording's %zu kernel choice%s matched no call here and forced "
+                   "nothing (its key holds the call's shape, the pool's threads and oneDNN's kernel): %s\n",
+                   missed.size(), kernel_choices, kernel_choices == 1 ? "" : "s",
+                   EscapeForTerminal(TruncateUtf8(fmt::format("{}", fmt::join(missed, "; ")), 2000)).c_str());
+    }
+  }
 
   // The evaluator runs once, after the first run (a compilation that fails needs none).
   std::optional<StatusOr<Literal>> evaluated;

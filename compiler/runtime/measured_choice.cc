@@ -7,6 +7,7 @@
 #include <map>
 #include <mutex>
 #include <optional>
+#include <set>
 
 #include <fmt/format.h>
 
@@ -27,6 +28,7 @@ struct Choices {
   std::mutex mutex;
   std::map<std::string, MeasuredChoice> made;    // timed or cached, by key
   std::map<std::string, KernelChoiceRecord> loaded;  // forced, by key
+  std::set<std::string> loaded_taken;                 // the loaded keys a call has taken
   std::string loaded_from;
   std::string dump_path;
 };
@@ -151,7 +153,10 @@ std::optional<MeasuredChoice> FindKernelChoice(const std::string& key, const std
   {
     std::lock_guard<std::mutex> lock(state.mutex);
     if (auto it = state.loaded.find(key); it != state.loaded.end()) {
-      if (it->second.candidates == names) return taken(ChoiceOf(it->second, ChoiceOrigin::kLoaded));
+      if (it->second.candidates == names) {
+        state.loaded_taken.insert(key);
+        return taken(ChoiceOf(it->second, ChoiceOrigin::kLoaded));
+      }
       if (scope != nullptr) {
         warn(fmt::format(
             "{}: the choice for this key names other candidates than this build's ({}); timing them",
@@ -238,8 +243,19 @@ StatusOr<size_t> LoadKernelChoices(const std::string& path) {
   Choices& state = State();
   std::lock_guard<std::mutex> lock(state.mutex);
   state.loaded = std::move(loaded);
+  state.loaded_taken.clear();
   state.loaded_from = path;
   return state.loaded.size();
+}
+
+std::vector<std::string> LoadedKernelChoicesNotTaken() {
+  Choices& state = State();
+  std::lock_guard<std::mutex> lock(state.mutex);
+  std::vector<std::string> keys;
+  for (const auto& [key, record] : state.loaded) {
+    if (!state.loaded_taken.count(key)) keys.push_back(key);
+  }
+  return keys;
 }
 
 void SetKernelChoicesDumpPath(const std::string& path) {

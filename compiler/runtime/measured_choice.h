@@ -115,6 +115,10 @@ class KernelChoiceScope {
 // replace any loaded before; an empty path forgets them); how many. An unreadable or malformed
 // file is an error naming it and what is wrong, and forces nothing.
 StatusOr<size_t> LoadKernelChoices(const std::string& path);
+// The keys of the loaded choices no call has taken since they were loaded. A key holds the call's
+// shape, its parallelism and oneDNN's kernel, so a recording's choice is not taken where any of
+// them differs (a replay on fewer CPUs): that call is timed again instead.
+std::vector<std::string> LoadedKernelChoicesNotTaken();
 // --xla_cpu_xlens_dump_kernel_choices_to: every choice the process has made or taken is written
 // to `path` (empty: nowhere) after each compilation that made one, by WriteKernelChoicesDump.
 void SetKernelChoicesDumpPath(const std::string& path);

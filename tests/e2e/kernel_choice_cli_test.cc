@@ -147,8 +147,20 @@ TEST_F(KernelChoiceCliTest, ReplayForcesTheRecordedChoices) {
   RunResult replay = RunXlens("replay " + bundle);
   EXPECT_EQ(replay.exit_code, 2) << replay.output;  // not reproduced: the outputs match
   EXPECT_THAT(replay.output, HasSubstr(", the recording's 1 kernel choice, "));
+  EXPECT_THAT(replay.output, Not(HasSubstr("matched no call")));
 
-  std::ofstream(DumpFile(dir_ / "d", "kernel_choices.json"), std::ios::trunc) << "{\"format\": 3}";
+  // A choice whose key matches no call (another shape, other CPUs) forces nothing, and says so.
+  const std::filesystem::path choices = DumpFile(dir_ / "d", "kernel_choices.json");
+  nlohmann::json document = nlohmann::json::parse(ReadText(choices));
+  document["choices"][0]["key"] = document["choices"][0]["key"].get<std::string>() + " elsewhere";
+  std::ofstream(choices, std::ios::trunc) << document.dump();
+  const std::string elsewhere = (dir_ / "elsewhere.tar.gz").string();
+  ASSERT_EQ(RunXlens("bundle " + (dir_ / "d").string() + " -o " + elsewhere).exit_code, 0);
+  replay = RunXlens("replay " + elsewhere);
+  EXPECT_THAT(replay.output, HasSubstr("1 of the recording's 1 kernel choice matched no call here and forced nothing"));
+  EXPECT_THAT(replay.output, HasSubstr(" elsewhere"));
+
+  std::ofstream(choices, std::ios::trunc) << "{\"format\": 3}";
   const std::string broken = (dir_ / "broken.tar.gz").string();
   ASSERT_EQ(RunXlens("bundle " + (dir_ / "d").string() + " -o " + broken).exit_code, 0);
   replay = RunXlens("replay " + broken);
