@@ -420,7 +420,9 @@ TEST(DepthwiseConvolutionTest, StridesNarrowChannelBlocksAndEpilogues) {
         } else {
           ASSERT_NEAR(output[i], expected[i], 1e-4) << "element " << i;
         }
-        if (k.activation != A::kNone && output[i] == 0) ASSERT_FALSE(std::signbit(output[i])) << "element " << i;
+        if (k.activation != A::kNone && output[i] == 0) {
+          ASSERT_FALSE(std::signbit(output[i])) << "element " << i;
+        }
       }
       EXPECT_GT(nans, 0);  // the NaN reached the output through the activation
     }
