@@ -4,8 +4,6 @@
 
 #include <algorithm>
 #include <cerrno>
-#include <mutex>
-#include <set>
 #include <thread>
 #include <vector>
 
@@ -30,22 +28,6 @@ std::string Sha256Hex(std::string_view text) {
   return llvm::toHex(sha.final(), /*LowerCase=*/true);
 }
 
-// Whether `dir` may hold choices (created when `create`); a refusal is said once per directory
-// in the process, as the object cache says it, not at every shape of every compilation.
-bool UsableDirectory(const std::string& dir, bool create, std::string* warning) {
-  bool missing = false;
-  const std::string problem = PrivateDirectoryProblem(dir, create, &missing);
-  if (problem.empty()) return !missing;
-  static std::mutex mutex;
-  static auto* reported = new std::set<std::string>;
-  std::lock_guard<std::mutex> lock(mutex);
-  if (reported->insert(dir).second) {
-    *warning = fmt::format("persistent cache directory {} {}; kernel choices are timed in every process",
-                           DisplayPath(dir), problem);
-  }
-  return false;
-}
-
 }  // namespace
 
 const std::string& MachineForKernelChoices() {
@@ -68,7 +50,7 @@ std::string KernelChoiceCachePath(const std::string& dir, const std::string& mac
 
 std::optional<KernelChoiceRecord> LookupKernelChoice(const std::string& dir, const std::string& machine,
                                                      const std::string& key, std::string* warning) {
-  if (!UsableDirectory(dir, /*create=*/false, warning)) return std::nullopt;  // refused, or not made yet
+  if (!UsableCacheDirectory(dir, /*create=*/false, warning)) return std::nullopt;  // refused, or not made yet
   const std::string path = KernelChoiceCachePath(dir, machine, key);
   struct stat st;
   if (::lstat(path.c_str(), &st) != 0 && errno == ENOENT) return std::nullopt;  // not timed yet
@@ -76,18 +58,9 @@ std::optional<KernelChoiceRecord> LookupKernelChoice(const std::string& dir, con
     *warning = fmt::format("kernel choice cache entry {} is rejected ({}); timing again", DisplayPath(path), why);
     return std::nullopt;
   };
-  StatusOr<InputFile> file = InputFile::OpenNoFollow(path, kMaxCacheEntryBytes);
-  if (!file.ok()) return reject(file.status().message());
-  std::string text(static_cast<size_t>(file->size()), '\0');
-  size_t filled = 0;
-  while (filled < text.size()) {
-    StatusOr<size_t> n = file->Read(text.data() + filled, text.size() - filled);
-    if (!n.ok()) return reject(n.status().message());
-    if (*n == 0) break;
-    filled += *n;
-  }
-  text.resize(filled);
-  StatusOr<std::vector<KernelChoiceRecord>> records = ParseKernelChoices(text, "it");
+  StatusOr<std::string> text = ReadFileNoFollow(path, kMaxCacheEntryBytes);
+  if (!text.ok()) return reject(text.status().message());
+  StatusOr<std::vector<KernelChoiceRecord>> records = ParseKernelChoices(*text, "it");
   if (!records.ok()) return reject(records.status().message());
   if (records->size() != 1) return reject(fmt::format("{} choices where an entry holds one", records->size()));
   if ((*records)[0].machine != machine || (*records)[0].key != key) {
@@ -97,7 +70,7 @@ std::optional<KernelChoiceRecord> LookupKernelChoice(const std::string& dir, con
 }
 
 void StoreKernelChoice(const std::string& dir, const KernelChoiceRecord& record, std::string* warning) {
-  if (!UsableDirectory(dir, /*create=*/true, warning)) return;
+  if (!UsableCacheDirectory(dir, /*create=*/true, warning)) return;
   const std::string path = KernelChoiceCachePath(dir, record.machine, record.key);
   StatusOr<OutputFile> file = OutputFile::CreateNoFollow(path);
   Status written = file.ok() ? file->Write(SerializeKernelChoices({record})) : file.status();

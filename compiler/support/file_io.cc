@@ -259,8 +259,10 @@ Status InputFile::ReadAt(char* data, size_t size, int64_t offset) {
   return OkStatus();
 }
 
-StatusOr<std::string> ReadFile(const std::string& path, int64_t max_bytes) {
-  ASSIGN_OR_RETURN(InputFile file, InputFile::Open(path, max_bytes));
+namespace {
+
+// The whole of `file`, opened with the limit `max_bytes`.
+StatusOr<std::string> ReadWhole(InputFile& file, const std::string& path, int64_t max_bytes) {
   int64_t limit = Limit(max_bytes);
   std::string contents;
   contents.resize(static_cast<size_t>(file.size()));
@@ -282,6 +284,18 @@ StatusOr<std::string> ReadFile(const std::string& path, int64_t max_bytes) {
   }
   contents.resize(filled);
   return contents;
+}
+
+}  // namespace
+
+StatusOr<std::string> ReadFile(const std::string& path, int64_t max_bytes) {
+  ASSIGN_OR_RETURN(InputFile file, InputFile::Open(path, max_bytes));
+  return ReadWhole(file, path, max_bytes);
+}
+
+StatusOr<std::string> ReadFileNoFollow(const std::string& path, int64_t max_bytes) {
+  ASSIGN_OR_RETURN(InputFile file, InputFile::OpenNoFollow(path, max_bytes));
+  return ReadWhole(file, path, max_bytes);
 }
 
 StatusOr<OutputFile> OutputFile::Create(const std::string& path) {

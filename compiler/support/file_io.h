@@ -33,6 +33,9 @@ std::string FormatBytes(int64_t bytes);
 
 // Reads the whole of a regular file of at most `max_bytes` (-1: MaxInputBytes()).
 StatusOr<std::string> ReadFile(const std::string& path, int64_t max_bytes = -1);
+// As ReadFile, for a name in a directory the caller has checked (a cache's entry): a symbolic
+// link at `path` is refused, never followed (InputFile::OpenNoFollow).
+StatusOr<std::string> ReadFileNoFollow(const std::string& path, int64_t max_bytes = -1);
 
 // A regular file opened for reading in pieces (streaming readers), with the same checks as
 // ReadFile. Move-only; closes on destruction.

@@ -5,10 +5,13 @@
 
 #include <cerrno>
 #include <cstring>
+#include <mutex>
+#include <set>
 
 #include <fmt/format.h>
 
 #include "compiler/support/file_io.h"
+#include "compiler/support/terminal_text.h"
 
 namespace xlens {
 
@@ -48,6 +51,34 @@ std::string PrivateDirectoryProblem(const std::string& directory, bool create, b
                        st.st_mode & 07777);
   }
   return "";
+}
+
+namespace {
+
+std::mutex reported_mutex;
+std::set<std::string>& Reported() {
+  static auto* reported = new std::set<std::string>;
+  return *reported;
+}
+
+}  // namespace
+
+bool UsableCacheDirectory(const std::string& directory, bool create, std::string* warning) {
+  bool missing = false;
+  const std::string problem = PrivateDirectoryProblem(directory, create, &missing);
+  if (problem.empty()) return !missing;
+  std::lock_guard<std::mutex> lock(reported_mutex);
+  if (Reported().insert(directory).second) {
+    *warning = fmt::format(
+        "persistent cache directory {} {}; compiling without the cache (and timing kernel choices in every process)",
+        DisplayPath(directory), problem);
+  }
+  return false;
+}
+
+void ForgetReportedCacheDirectories() {
+  std::lock_guard<std::mutex> lock(reported_mutex);
+  Reported().clear();
 }
 
 }  // namespace xlens

@@ -14,6 +14,14 @@ namespace xlens {
 // at is what is checked.
 std::string PrivateDirectoryProblem(const std::string& directory, bool create, bool* missing);
 
+// Whether `directory` may hold the persistent cache (PrivateDirectoryProblem; a missing one made
+// where `create`, else not usable yet). Where it may not, `*warning` says why, the first time this
+// process asks about that directory only: the compiled code's entries and the kernel choices' are
+// then both kept out of it, and one message says so for both.
+bool UsableCacheDirectory(const std::string& directory, bool create, std::string* warning);
+// Forgets which directories UsableCacheDirectory has reported (a test that asks again).
+void ForgetReportedCacheDirectories();
+
 // The parent of `path` ("." for a bare name, "/" for a child of the root).
 std::string ParentDirectory(const std::string& path);
 

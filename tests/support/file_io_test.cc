@@ -1,4 +1,5 @@
 #include "compiler/support/file_io.h"
+#include "compiler/support/private_directory.h"
 
 #include <fcntl.h>
 #include <sys/stat.h>
@@ -192,6 +193,47 @@ TEST_F(FileIoTest, NoFollowReadsRefuseASymlinkAtTheName) {
   auto regular = InputFile::OpenNoFollow(target);
   ASSERT_TRUE(regular.ok());
   EXPECT_EQ(regular->size(), 6);
+}
+
+TEST_F(FileIoTest, NoFollowWholeReadsRefuseALinkAndKeepTheLimit) {
+  const std::string target = dir_ + "/target";
+  ASSERT_TRUE(WriteFile(target, "inside").ok());
+  const std::string link = dir_ + "/entry";
+  ASSERT_EQ(::symlink(target.c_str(), link.c_str()), 0);
+  auto refused = ReadFileNoFollow(link);
+  ASSERT_FALSE(refused.ok());
+  EXPECT_THAT(refused.status().message(), HasSubstr(link + ": is a symbolic link"));
+  auto whole = ReadFileNoFollow(target);
+  ASSERT_TRUE(whole.ok()) << whole.status().message();
+  EXPECT_EQ(*whole, "inside");
+  auto over = ReadFileNoFollow(target, 5);
+  ASSERT_FALSE(over.ok());
+  EXPECT_THAT(over.status().message(), HasSubstr(target));
+}
+
+// A cache directory others can write to is said once in the process, whichever cache asks
+// (compiled code, kernel choices), and again only once forgotten.
+TEST_F(FileIoTest, AnUnusableCacheDirectoryIsSaidOnce) {
+  const std::string shared = dir_ + "/shared";
+  ASSERT_EQ(::mkdir(shared.c_str(), 0775), 0);
+  ASSERT_EQ(::chmod(shared.c_str(), 0775), 0);
+  std::string first, second, again;
+  EXPECT_FALSE(UsableCacheDirectory(shared, /*create=*/false, &first));
+  EXPECT_FALSE(UsableCacheDirectory(shared, /*create=*/true, &second));
+  EXPECT_THAT(first, HasSubstr("persistent cache directory " + shared));
+  EXPECT_THAT(first, HasSubstr("group"));
+  EXPECT_THAT(first, HasSubstr("compiling without the cache (and timing kernel choices in every process)"));
+  EXPECT_EQ(second, "");
+  ForgetReportedCacheDirectories();
+  EXPECT_FALSE(UsableCacheDirectory(shared, /*create=*/false, &again));
+  EXPECT_EQ(again, first);
+  // A private one is usable once made; a missing one is not, unless made.
+  std::string none;
+  const std::string own = dir_ + "/own";
+  EXPECT_FALSE(UsableCacheDirectory(own, /*create=*/false, &none));
+  EXPECT_TRUE(UsableCacheDirectory(own, /*create=*/true, &none));
+  EXPECT_TRUE(UsableCacheDirectory(own, /*create=*/false, &none));
+  EXPECT_EQ(none, "");
 }
 
 TEST_F(FileIoTest, NoFollowWritesReplaceAPlantedLinkAndNeverWriteThroughIt) {

@@ -193,25 +193,13 @@ void ObjectCache::SetMaxEntryBytes(int64_t bytes) {
   g_max_entry_bytes.store(bytes, std::memory_order_relaxed);
 }
 
-bool ObjectCache::UsableDirectory(const std::string& dir, bool create, std::string* warning) {
-  bool missing = false;
-  const std::string problem = PrivateDirectoryProblem(dir, create, &missing);
-  if (problem.empty()) return !missing;
-  std::lock_guard<std::mutex> lock(mu_);
-  if (refused_reported_.insert(dir).second) {
-    *warning = fmt::format("persistent cache directory {} {}; compiling without the cache",
-                           DisplayPath(dir), problem);
-  }
-  return false;
-}
-
 std::optional<std::string> ObjectCache::Lookup(const std::string& key, const std::string& dir,
                                                std::string* warning) {
   {
     std::lock_guard<std::mutex> lock(mu_);
     if (auto it = memory_.find(key); it != memory_.end()) return it->second;
   }
-  if (dir.empty() || !UsableDirectory(dir, /*create=*/false, warning)) return std::nullopt;
+  if (dir.empty() || !UsableCacheDirectory(dir, /*create=*/false, warning)) return std::nullopt;
   const std::string path = EntryPath(dir, key);
   std::string object, why;
   ActivityScope activity("loading compile cache entry " + path);
@@ -243,7 +231,7 @@ void ObjectCache::Insert(const std::string& key, const std::string& object, cons
     }
     if (memory_.emplace(key, object).second) memory_bytes_ += static_cast<int64_t>(object.size());
   }
-  if (dir.empty() || !UsableDirectory(dir, /*create=*/true, warning)) return;
+  if (dir.empty() || !UsableCacheDirectory(dir, /*create=*/true, warning)) return;
   const std::string entry = EncodeEntry(key, object);
   // An entry that would be refused when read is not worth writing.
   if (static_cast<int64_t>(entry.size()) > MaxEntryBytes()) return;
@@ -261,7 +249,7 @@ void ObjectCache::Clear() {
   std::lock_guard<std::mutex> lock(mu_);
   memory_.clear();
   memory_bytes_ = 0;
-  refused_reported_.clear();
+  ForgetReportedCacheDirectories();
 }
 
 }  // namespace xlens::codegen

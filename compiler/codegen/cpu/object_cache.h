@@ -21,7 +21,6 @@
 #include <map>
 #include <mutex>
 #include <optional>
-#include <set>
 #include <string>
 #include <string_view>
 
@@ -57,14 +56,10 @@ class ObjectCache {
   void Clear();
 
  private:
-  // Whether `dir` may be used (creating it when `create`); a refusal goes into `warning` the
-  // first time it is seen.
-  bool UsableDirectory(const std::string& dir, bool create, std::string* warning);
 
   std::mutex mu_;
   std::map<std::string, std::string> memory_;
   int64_t memory_bytes_ = 0;
-  std::set<std::string> refused_reported_;
 };
 
 }  // namespace xlens::codegen
