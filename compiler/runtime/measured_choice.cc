@@ -138,12 +138,13 @@ KernelChoiceScope::KernelChoiceScope(std::string persistent_cache_dir)
 
 KernelChoiceScope::~KernelChoiceScope() { current_scope = outer_; }
 
+MeasuredChoice KernelChoiceScope::Taken(const std::string& key, const MeasuredChoice& choice) {
+  if (current_scope != nullptr) current_scope->choices_.push_back(RecordOf(key, choice));
+  return choice;
+}
+
 std::optional<MeasuredChoice> FindKernelChoice(const std::string& key, const std::vector<std::string>& names) {
   KernelChoiceScope* scope = current_scope;
-  auto taken = [&](const MeasuredChoice& choice) {
-    if (scope != nullptr) scope->choices_.push_back(RecordOf(key, choice));
-    return choice;
-  };
   // Said once, though a caller that asks here first then calls ChooseByMeasuring asks twice.
   auto warn = [&](std::string warning) {
     std::vector<std::string>& warnings = scope->warnings_;
@@ -155,7 +156,7 @@ std::optional<MeasuredChoice> FindKernelChoice(const std::string& key, const std
     if (auto it = state.loaded.find(key); it != state.loaded.end()) {
       if (it->second.candidates == names) {
         state.loaded_taken.insert(key);
-        return taken(ChoiceOf(it->second, ChoiceOrigin::kLoaded));
+        return KernelChoiceScope::Taken(key, ChoiceOf(it->second, ChoiceOrigin::kLoaded));
       }
       if (scope != nullptr) {
         warn(fmt::format(
@@ -166,7 +167,7 @@ std::optional<MeasuredChoice> FindKernelChoice(const std::string& key, const std
     if (auto it = state.made.find(key); it != state.made.end() && it->second.names == names) {
       MeasuredChoice choice = it->second;
       choice.origin = ChoiceOrigin::kCached;
-      return taken(choice);
+      return KernelChoiceScope::Taken(key, choice);
     }
   }
   const std::string dir = scope != nullptr ? scope->dir_ : "";
@@ -179,16 +180,12 @@ std::optional<MeasuredChoice> FindKernelChoice(const std::string& key, const std
   MeasuredChoice choice = ChoiceOf(*stored, ChoiceOrigin::kCached);
   std::lock_guard<std::mutex> lock(state.mutex);
   state.made.emplace(key, choice);
-  return taken(choice);
+  return KernelChoiceScope::Taken(key, choice);
 }
 
 MeasuredChoice ChooseByMeasuring(const std::string& key, const std::vector<KernelCandidate>& candidates) {
   if (std::optional<MeasuredChoice> known = FindKernelChoice(key, Names(candidates))) return *known;
   KernelChoiceScope* scope = current_scope;
-  auto taken = [&](const MeasuredChoice& choice) {
-    if (scope != nullptr) scope->choices_.push_back(RecordOf(key, choice));
-    return choice;
-  };
   Choices& state = State();
   const std::string dir = scope != nullptr ? scope->dir_ : "";
   // Timed outside the lock: two threads compiling the same shape at once both time it, and the
@@ -207,7 +204,7 @@ MeasuredChoice ChooseByMeasuring(const std::string& key, const std::vector<Kerne
     if (!inserted && it->second.names == choice.names) {  // another thread timed it first
       choice = it->second;
       choice.origin = ChoiceOrigin::kCached;
-      return taken(choice);
+      return KernelChoiceScope::Taken(key, choice);
     }
     if (!inserted) it->second = choice;  // the key's other candidates (never two builds' in one process)
   }
@@ -216,7 +213,7 @@ MeasuredChoice ChooseByMeasuring(const std::string& key, const std::vector<Kerne
     StoreKernelChoice(dir, RecordOf(PersistentKernelChoiceKey(key), choice), &warning);
     if (!warning.empty()) scope->warnings_.push_back(std::move(warning));
   }
-  return taken(choice);
+  return KernelChoiceScope::Taken(key, choice);
 }
 
 StatusOr<size_t> LoadKernelChoices(const std::string& path) {
@@ -288,6 +285,7 @@ void ClearMeasuredChoices() {
   std::lock_guard<std::mutex> lock(state.mutex);
   state.made.clear();
   state.loaded.clear();
+  state.loaded_taken.clear();
   state.loaded_from.clear();
 }
 

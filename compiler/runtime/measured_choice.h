@@ -105,6 +105,8 @@ class KernelChoiceScope {
  private:
   friend MeasuredChoice ChooseByMeasuring(const std::string&, const std::vector<KernelCandidate>&);
   friend std::optional<MeasuredChoice> FindKernelChoice(const std::string&, const std::vector<std::string>&);
+  // `choice`, recorded as taken for `key` by the compilation whose scope is open on this thread.
+  static MeasuredChoice Taken(const std::string& key, const MeasuredChoice& choice);
   std::string dir_;
   std::vector<KernelChoiceRecord> choices_;
   std::vector<std::string> warnings_;
