@@ -14,11 +14,9 @@
 // at the products' usual tolerance, as for any other blocking.
 #ifdef XLENS_HAVE_ONEDNN
 #include <algorithm>
-#include <atomic>
 #include <cstdint>
 #include <cstring>
 #include <limits>
-#include <mutex>
 #include <optional>
 #include <string>
 #include <vector>
@@ -154,60 +152,35 @@ Status OneDnnThunk::Impl::ExecuteMaskedContraction(char** frame, ExecuteContext&
   const float* lhs = Lhs(frame);
   const float* rhs = Rhs(frame);
   float* output = reinterpret_cast<float*>(frame[output_slot]);
-  std::atomic<bool> failed{false};
-  std::string failure;
-  std::mutex failure_mu;
-  auto run = [&](int64_t begin, int64_t end) {
-    SingleOpenMpThread single_openmp_thread;
-    for (int64_t b = begin; b < end; ++b) {
-      std::optional<profiler::TraceSpan> span;
-      if (profiler::TracingEnabled()) {
-        span.emplace(fmt::format("{} part {}", name, b), profiler::category::kLibraryPart);
-        span->AddArg("part", b);
+  return RunPerBatchElement(context, name, [&](int64_t b, dnnl::stream& stream) {
+    const float* values = rhs + b * weights_step;
+    // The values' last non-finite row from contraction_checked_from on, looked for once.
+    std::optional<int64_t> last_non_finite;
+    for (size_t i = 0; i < contraction_blocks.size(); ++i) {
+      const ContractionBlock& block = contraction_blocks[i];
+      const float* block_lhs = lhs + b * src_step + block.row * k;
+      int64_t extent = block.k_end;
+      for (int64_t r = 0; r < block.rows && extent < k; ++r) {
+        if (block_lhs[r * k + k - 1] != 0.0f) extent = k;  // the row's value past its columns
       }
-      const float* values = rhs + b * weights_step;
-      // The values' last non-finite row from contraction_checked_from on, looked for once.
-      std::optional<int64_t> last_non_finite;
-      try {
-        dnnl::stream& stream = ThreadStream();
-        for (size_t i = 0; i < contraction_blocks.size(); ++i) {
-          const ContractionBlock& block = contraction_blocks[i];
-          const float* block_lhs = lhs + b * src_step + block.row * k;
-          int64_t extent = block.k_end;
-          for (int64_t r = 0; r < block.rows && extent < k; ++r) {
-            if (block_lhs[r * k + k - 1] != 0.0f) extent = k;  // the row's value past its columns
-          }
-          if (extent < k) {
-            if (!last_non_finite) {
-              last_non_finite = LastNonFiniteRow(values, k, n, weights_column_step != 1, contraction_checked_from);
-            }
-            if (*last_non_finite >= extent) extent = k;
-          }
-          const Part& part = contraction_parts.at({block.rows, extent});
-          std::unordered_map<int, dnnl::memory>& args = KeptArguments(&name, static_cast<int64_t>(i));
-          BindArgument(args, DNNL_ARG_SRC, part.src, const_cast<float*>(block_lhs));
-          BindArgument(args, DNNL_ARG_WEIGHTS, part.weights, const_cast<float*>(values));
-          BindArgument(args, DNNL_ARG_DST, part.dst, output + b * dst_step + block.row * n);
-          thread_local std::vector<char> scratchpad;
-          if (scratchpad.size() < part.scratchpad.get_size()) scratchpad.resize(part.scratchpad.get_size());
-          BindArgument(args, DNNL_ARG_SCRATCHPAD, part.scratchpad, scratchpad.data());
-          part.primitive.execute(stream, args);
-          stream.wait();
+      if (extent < k) {
+        if (!last_non_finite) {
+          last_non_finite = LastNonFiniteRow(values, k, n, weights_column_step != 1, contraction_checked_from);
         }
-      } catch (const dnnl::error& e) {
-        std::lock_guard<std::mutex> lock(failure_mu);
-        failed = true;
-        failure = e.what();
+        if (*last_non_finite >= extent) extent = k;
       }
+      const Part& part = contraction_parts.at({block.rows, extent});
+      std::unordered_map<int, dnnl::memory>& args = KeptArguments(&name, static_cast<int64_t>(i));
+      BindArgument(args, DNNL_ARG_SRC, part.src, const_cast<float*>(block_lhs));
+      BindArgument(args, DNNL_ARG_WEIGHTS, part.weights, const_cast<float*>(values));
+      BindArgument(args, DNNL_ARG_DST, part.dst, output + b * dst_step + block.row * n);
+      thread_local std::vector<char> scratchpad;
+      if (scratchpad.size() < part.scratchpad.get_size()) scratchpad.resize(part.scratchpad.get_size());
+      BindArgument(args, DNNL_ARG_SCRATCHPAD, part.scratchpad, scratchpad.data());
+      part.primitive.execute(stream, args);
+      stream.wait();
     }
-  };
-  if (context.pool == nullptr || batch == 1) {
-    run(0, batch);
-  } else {
-    context.pool->ParallelFor(batch, 1, run);
-  }
-  if (failed) return Error(fmt::format("{}: oneDNN: {}", name, failure));
-  return OkStatus();
+  });
 }
 
 }  // namespace xlens::runtime

@@ -312,6 +312,11 @@ struct OneDnnThunk::Impl {
   Status ExecuteDepthwise(char** frame, ExecuteContext& context) const;
   Status ExecuteMasked(char** frame, ExecuteContext& context, const std::string& name) const;
   Status ExecuteMaskedPackedKeys(char** frame, ExecuteContext& context, const std::string& name) const;
+  // `element(b, stream)` for each batch element b, one part each on the pool (on the calling
+  // thread where there is no pool or one element), each part a span of the trace and its oneDNN
+  // on one OpenMP thread; a oneDNN error in any part is the call's error.
+  Status RunPerBatchElement(ExecuteContext& context, const std::string& name,
+                            const std::function<void(int64_t b, dnnl::stream& stream)>& element) const;
   // Builds contraction_blocks where the product's lhs is such a fusion (onednn_masked_contraction.cc).
   bool BuildMaskedContraction(const HloInstruction& fusion, const OneDnnCall& call, int64_t m, int64_t k, int64_t n,
                               bool rhs_transposed,

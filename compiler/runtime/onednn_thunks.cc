@@ -829,36 +829,42 @@ Status OneDnnThunk::Impl::ExecuteMaskedPackedKeys(char** frame, ExecuteContext& 
                                                   const std::string& name) const {
   const float* rhs = Rhs(frame);
   const int64_t bands = (masked_n + kPackedKeysN - 1) / kPackedKeysN;
+  return RunPerBatchElement(context, name, [&](int64_t b, dnnl::stream& stream) {
+    thread_local std::vector<float> keys, block_output;
+    if (static_cast<int64_t>(keys.size()) < bands * kPackedKeysN * masked_k) {
+      keys.resize(bands * kPackedKeysN * masked_k);
+    }
+    PackKeysBlocked(rhs + b * weights_step, masked_n, masked_k, keys.data());
+    for (size_t i = 0; i < masked_blocks.size(); ++i) {
+      const MaskedBlock& block = masked_blocks[i];
+      std::unordered_map<int, dnnl::memory>& args = KeptArguments(&name, static_cast<int64_t>(i));
+      const Part& part = BindMaskedBlock(frame, b, block, keys.data() + block.column * masked_k, args, block_output);
+      thread_local std::vector<char> scratchpad;
+      if (scratchpad.size() < part.scratchpad.get_size()) scratchpad.resize(part.scratchpad.get_size());
+      BindArgument(args, DNNL_ARG_SCRATCHPAD, part.scratchpad, scratchpad.data());
+      part.primitive.execute(stream, args);
+      stream.wait();
+      PlaceMaskedBlock(frame, b, block, block_output.data());
+    }
+  });
+}
+
+Status OneDnnThunk::Impl::RunPerBatchElement(
+    ExecuteContext& context, const std::string& name,
+    const std::function<void(int64_t b, dnnl::stream& stream)>& element) const {
   std::atomic<bool> failed{false};
   std::string failure;
   std::mutex failure_mu;
   auto run = [&](int64_t begin, int64_t end) {
     SingleOpenMpThread single_openmp_thread;
-    thread_local std::vector<float> keys, block_output;
-    if (static_cast<int64_t>(keys.size()) < bands * kPackedKeysN * masked_k) {
-      keys.resize(bands * kPackedKeysN * masked_k);
-    }
     for (int64_t b = begin; b < end; ++b) {
       std::optional<profiler::TraceSpan> span;
       if (profiler::TracingEnabled()) {
         span.emplace(fmt::format("{} part {}", name, b), profiler::category::kLibraryPart);
         span->AddArg("part", b);
       }
-      PackKeysBlocked(rhs + b * weights_step, masked_n, masked_k, keys.data());
       try {
-        dnnl::stream& stream = ThreadStream();
-        for (size_t i = 0; i < masked_blocks.size(); ++i) {
-          const MaskedBlock& block = masked_blocks[i];
-          std::unordered_map<int, dnnl::memory>& args = KeptArguments(&name, static_cast<int64_t>(i));
-          const Part& part =
-              BindMaskedBlock(frame, b, block, keys.data() + block.column * masked_k, args, block_output);
-          thread_local std::vector<char> scratchpad;
-          if (scratchpad.size() < part.scratchpad.get_size()) scratchpad.resize(part.scratchpad.get_size());
-          BindArgument(args, DNNL_ARG_SCRATCHPAD, part.scratchpad, scratchpad.data());
-          part.primitive.execute(stream, args);
-          stream.wait();
-          PlaceMaskedBlock(frame, b, block, block_output.data());
-        }
+        element(b, ThreadStream());
       } catch (const dnnl::error& e) {
         std::lock_guard<std::mutex> lock(failure_mu);
         failed = true;
