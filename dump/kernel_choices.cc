@@ -27,33 +27,52 @@ StatusOr<std::string> TextField(const json& object, const char* field, std::stri
   return text;
 }
 
-StatusOr<KernelChoiceRecord> RecordFrom(const json& object, std::string_view where) {
+StatusOr<KernelChoiceRecord> RecordFrom(const json& object, int64_t version, std::string_view where) {
   if (!object.is_object()) return Error(fmt::format("{}: not an object", where));
   KernelChoiceRecord record;
   ASSIGN_OR_RETURN(record.machine, TextField(object, "machine", where));
   ASSIGN_OR_RETURN(record.key, TextField(object, "key", where));
   ASSIGN_OR_RETURN(std::string winner, TextField(object, "winner", where));
   auto candidates = object.find("candidates");
-  auto times = object.find("best_ms");
   if (candidates == object.end() || !candidates->is_array() || candidates->size() < 2 ||
       candidates->size() > 64) {
     return Error(fmt::format("{}: \"candidates\" is not an array of 2 to 64 names", where));
   }
-  if (times == object.end() || !times->is_array() || times->size() != candidates->size()) {
-    return Error(fmt::format("{}: \"best_ms\" is not an array of one time per candidate", where));
-  }
   for (size_t i = 0; i < candidates->size(); ++i) {
     const json& name = (*candidates)[i];
-    const json& ms = (*times)[i];
     if (!name.is_string() || name.get_ref<const std::string&>().empty() ||
         name.get_ref<const std::string&>().size() > kMaxKernelChoiceTextBytes) {
       return Error(fmt::format("{}: candidate {} is not a name", where, i));
     }
-    if (!ms.is_number() || !std::isfinite(ms.get<double>()) || ms.get<double>() < 0) {
-      return Error(fmt::format("{}: best_ms[{}] is not a finite time of 0 or more", where, i));
-    }
     record.candidates.push_back(name.get<std::string>());
-    record.best_ms.push_back(ms.get<double>());
+  }
+  auto finite_time = [](const json& ms) {
+    return ms.is_number() && std::isfinite(ms.get<double>()) && ms.get<double>() >= 0;
+  };
+  // Timed (a best run per candidate) or not (the estimate that kept the trial from running),
+  // never both: a reader could not tell which the winner came from.
+  auto times = object.find("best_ms");
+  auto estimate = object.find("estimated_run_ms");
+  if ((times == object.end()) == (estimate == object.end())) {
+    return Error(fmt::format("{}: has {} \"best_ms\" (timed) {} \"estimated_run_ms\" (not timed)", where,
+                             times == object.end() ? "neither" : "both", times == object.end() ? "nor" : "and"));
+  }
+  if (estimate != object.end()) {
+    if (version < 2) return Error(fmt::format("{}: \"estimated_run_ms\" in a version 1 document", where));
+    if (!finite_time(*estimate)) {
+      return Error(fmt::format("{}: \"estimated_run_ms\" is not a finite time of 0 or more", where));
+    }
+    record.estimated_run_ms = estimate->get<double>();
+  } else {
+    if (!times->is_array() || times->size() != candidates->size()) {
+      return Error(fmt::format("{}: \"best_ms\" is not an array of one time per candidate", where));
+    }
+    for (size_t i = 0; i < times->size(); ++i) {
+      if (!finite_time((*times)[i])) {
+        return Error(fmt::format("{}: best_ms[{}] is not a finite time of 0 or more", where, i));
+      }
+      record.best_ms.push_back((*times)[i].get<double>());
+    }
   }
   auto found = std::find(record.candidates.begin(), record.candidates.end(), winner);
   if (found == record.candidates.end()) {
@@ -66,12 +85,9 @@ StatusOr<KernelChoiceRecord> RecordFrom(const json& object, std::string_view whe
 // Times to 0.1 us: what a timing on a shared machine can say. A time the reader took but whose
 // scaling overflows (past 1.7e304 ms) is written as it is, not as infinity, which JSON writes as
 // null and the reader refuses.
-std::vector<double> Rounded(std::vector<double> ms) {
-  for (double& t : ms) {
-    const double rounded = std::round(t * 1e4) / 1e4;
-    if (std::isfinite(rounded)) t = rounded;
-  }
-  return ms;
+double Rounded(double ms) {
+  const double rounded = std::round(ms * 1e4) / 1e4;
+  return std::isfinite(rounded) ? rounded : ms;
 }
 
 }  // namespace
@@ -79,11 +95,18 @@ std::vector<double> Rounded(std::vector<double> ms) {
 std::string SerializeKernelChoices(const std::vector<KernelChoiceRecord>& records) {
   json choices = json::array();
   for (const KernelChoiceRecord& r : records) {
-    choices.push_back({{"machine", r.machine},
-                       {"key", r.key},
-                       {"candidates", r.candidates},
-                       {"best_ms", Rounded(r.best_ms)},
-                       {"winner", r.candidates.at(static_cast<size_t>(r.winner))}});
+    json choice = {{"machine", r.machine},
+                   {"key", r.key},
+                   {"candidates", r.candidates},
+                   {"winner", r.candidates.at(static_cast<size_t>(r.winner))}};
+    if (r.timed()) {
+      std::vector<double> best_ms;
+      for (double ms : r.best_ms) best_ms.push_back(Rounded(ms));
+      choice["best_ms"] = best_ms;
+    } else {
+      choice["estimated_run_ms"] = Rounded(r.estimated_run_ms);
+    }
+    choices.push_back(std::move(choice));
   }
   // Invalid UTF-8 in a name (it came from a library) is replaced, never thrown on.
   return json{{"format", kKernelChoiceFormat}, {"version", kKernelChoiceFormatVersion}, {"choices", choices}}.dump(
@@ -110,8 +133,9 @@ StatusOr<std::vector<KernelChoiceRecord>> ParseKernelChoices(std::string_view te
         fmt::format("{}: not a kernel choices file (no \"format\": \"{}\")", source, kKernelChoiceFormat));
   }
   const json version = document.contains("version") ? document["version"] : json();
-  if (!version.is_number_integer() || version.get<int64_t>() != kKernelChoiceFormatVersion) {
-    return Error(fmt::format("{}: format version {}, expected {}", source, EscapeForTerminal(version.dump()),
+  if (!version.is_number_integer() || version.get<int64_t>() < 1 ||
+      version.get<int64_t>() > kKernelChoiceFormatVersion) {
+    return Error(fmt::format("{}: format version {}, expected 1 to {}", source, EscapeForTerminal(version.dump()),
                              kKernelChoiceFormatVersion));
   }
   auto choices = document.find("choices");
@@ -120,7 +144,8 @@ StatusOr<std::vector<KernelChoiceRecord>> ParseKernelChoices(std::string_view te
   }
   std::vector<KernelChoiceRecord> records;
   for (size_t i = 0; i < choices->size(); ++i) {
-    ASSIGN_OR_RETURN(KernelChoiceRecord record, RecordFrom((*choices)[i], fmt::format("{}: choice {}", source, i)));
+    ASSIGN_OR_RETURN(KernelChoiceRecord record, RecordFrom((*choices)[i], version.get<int64_t>(),
+                                                                   fmt::format("{}: choice {}", source, i)));
     records.push_back(std::move(record));
   }
   return records;

@@ -15,8 +15,8 @@
 //
 // Whatever the file holds, reading it never crashes: a document that is not this format, a
 // wrong type, a winner that is not among the candidates, a time that is not a finite
-// non-negative number, a key or name of more than kMaxKernelChoiceTextBytes, are each one error
-// naming what is wrong.
+// non-negative number, both or neither of "best_ms" and "estimated_run_ms" in a choice, a key
+// or name of more than kMaxKernelChoiceTextBytes, are each one error naming what is wrong.
 #pragma once
 
 #include <cstddef>
@@ -33,13 +33,16 @@ struct KernelChoiceRecord {
   std::string machine;                  // the machine it was timed on (MachineForKernelChoices())
   std::string key;                      // what the times depend on (the caller's key)
   std::vector<std::string> candidates;  // their names, in the caller's order
-  std::vector<double> best_ms;          // each candidate's best run
+  std::vector<double> best_ms;          // each candidate's best run; empty: not timed
   int winner = 0;                       // index into candidates
+  double estimated_run_ms = 0;          // where not timed: the estimate of one run that kept it so
+
+  bool timed() const { return !best_ms.empty(); }
 };
 
-// The document's "format" and "version".
+// The document's "format" and "version" (the version written; 1 is read too).
 inline constexpr std::string_view kKernelChoiceFormat = "xlens kernel choices";
-inline constexpr int kKernelChoiceFormatVersion = 1;
+inline constexpr int kKernelChoiceFormatVersion = 2;
 // The longest key or candidate name read (keys are a line of shape text).
 inline constexpr size_t kMaxKernelChoiceTextBytes = 4096;
 // The largest file of choices loaded by flag.

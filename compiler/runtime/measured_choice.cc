@@ -20,6 +20,7 @@ namespace xlens::runtime {
 namespace {
 
 std::atomic<KernelChoiceMode> kernel_choice_mode{KernelChoiceMode::kMeasured};
+std::atomic<double> max_trial_run_ms{kDefaultMaxTrialRunMs};
 
 thread_local KernelChoiceScope* current_scope = nullptr;
 
@@ -59,7 +60,7 @@ std::vector<std::string> Names(const std::vector<KernelCandidate>& candidates) {
 }
 
 KernelChoiceRecord RecordOf(const std::string& key, const MeasuredChoice& choice) {
-  return {MachineForKernelChoices(), key, choice.names, choice.best_ms, choice.winner};
+  return {MachineForKernelChoices(), key, choice.names, choice.best_ms, choice.winner, choice.estimated_run_ms};
 }
 
 MeasuredChoice ChoiceOf(const KernelChoiceRecord& record, ChoiceOrigin origin) {
@@ -67,6 +68,7 @@ MeasuredChoice ChoiceOf(const KernelChoiceRecord& record, ChoiceOrigin origin) {
   choice.winner = record.winner;
   choice.names = record.candidates;
   choice.best_ms = record.best_ms;
+  choice.estimated_run_ms = record.estimated_run_ms;
   choice.origin = origin;
   return choice;
 }
@@ -113,11 +115,24 @@ std::string PersistentKernelChoiceKey(const std::string& key) {
 KernelChoiceMode GetKernelChoiceMode() { return kernel_choice_mode.load(); }
 void SetKernelChoiceMode(KernelChoiceMode mode) { kernel_choice_mode.store(mode); }
 
+double GetMaxTrialRunMs() { return max_trial_run_ms.load(); }
+void SetMaxTrialRunMs(double ms) { max_trial_run_ms.store(ms); }
+
+double EstimatedStreamingRunMs(double bytes) { return bytes / kTrialStreamBytesPerMs; }
+
 std::string MeasuredChoice::Summary() const {
   const auto w = static_cast<size_t>(winner);
   std::string text = origin == ChoiceOrigin::kCached   ? "cached: "
                      : origin == ChoiceOrigin::kLoaded ? "loaded: "
                                                        : "";
+  if (!timed()) {
+    // The bound only where it was this process's that kept the trial from running.
+    text += fmt::format("not timed: one run estimated at {:.1f} ms", estimated_run_ms);
+    if (origin == ChoiceOrigin::kTimed) {
+      text += fmt::format(", over the {:g} ms a trial's run may take", GetMaxTrialRunMs());
+    }
+    return text;
+  }
   text += fmt::format("timed {:.3f} ms", best_ms[w]);
   bool faster_kept_out = false;
   for (size_t c = 0; c < names.size(); ++c) {
@@ -143,8 +158,12 @@ MeasuredChoice KernelChoiceScope::Taken(const std::string& key, const MeasuredCh
   return choice;
 }
 
-std::optional<MeasuredChoice> FindKernelChoice(const std::string& key, const std::vector<std::string>& names) {
+std::optional<MeasuredChoice> FindKernelChoice(const std::string& key, const std::vector<std::string>& names,
+                                               double estimated_run_ms) {
   KernelChoiceScope* scope = current_scope;
+  // A choice made without a trial stands only while the bound still keeps the trial from running.
+  const bool over_bound = estimated_run_ms > GetMaxTrialRunMs();
+  auto usable = [&](const MeasuredChoice& choice) { return choice.names == names && (choice.timed() || over_bound); };
   // Said once, though a caller that asks here first then calls ChooseByMeasuring asks twice.
   auto warn = [&](std::string warning) {
     std::vector<std::string>& warnings = scope->warnings_;
@@ -164,27 +183,43 @@ std::optional<MeasuredChoice> FindKernelChoice(const std::string& key, const std
             DisplayPath(state.loaded_from), EscapeForTerminal(fmt::format("{}", fmt::join(names, ", ")))));
       }
     }
-    if (auto it = state.made.find(key); it != state.made.end() && it->second.names == names) {
+    if (auto it = state.made.find(key); it != state.made.end() && usable(it->second)) {
       MeasuredChoice choice = it->second;
       choice.origin = ChoiceOrigin::kCached;
       return KernelChoiceScope::Taken(key, choice);
     }
   }
   const std::string dir = scope != nullptr ? scope->dir_ : "";
-  if (dir.empty()) return std::nullopt;
-  std::string warning;
-  std::optional<KernelChoiceRecord> stored =
-      LookupKernelChoice(dir, MachineForKernelChoices(), PersistentKernelChoiceKey(key), &warning);
-  if (!warning.empty()) warn(std::move(warning));
-  if (!stored || stored->candidates != names) return std::nullopt;
-  MeasuredChoice choice = ChoiceOf(*stored, ChoiceOrigin::kCached);
-  std::lock_guard<std::mutex> lock(state.mutex);
-  state.made.emplace(key, choice);
+  if (!dir.empty()) {
+    std::string warning;
+    std::optional<KernelChoiceRecord> stored =
+        LookupKernelChoice(dir, MachineForKernelChoices(), PersistentKernelChoiceKey(key), &warning);
+    if (!warning.empty()) warn(std::move(warning));
+    if (stored && usable(ChoiceOf(*stored, ChoiceOrigin::kCached))) {
+      MeasuredChoice choice = ChoiceOf(*stored, ChoiceOrigin::kCached);
+      std::lock_guard<std::mutex> lock(state.mutex);
+      state.made.insert_or_assign(key, choice);
+      return KernelChoiceScope::Taken(key, choice);
+    }
+  }
+  if (!over_bound) return std::nullopt;
+  // The trial would cost more than the choice could save at compile time: the rule's pick,
+  // untimed, kept for the process (and its dumps) but not in the persistent cache.
+  MeasuredChoice choice;
+  choice.names = names;
+  choice.estimated_run_ms = estimated_run_ms;
+  {
+    std::lock_guard<std::mutex> lock(state.mutex);
+    state.made.insert_or_assign(key, choice);
+  }
   return KernelChoiceScope::Taken(key, choice);
 }
 
-MeasuredChoice ChooseByMeasuring(const std::string& key, const std::vector<KernelCandidate>& candidates) {
-  if (std::optional<MeasuredChoice> known = FindKernelChoice(key, Names(candidates))) return *known;
+MeasuredChoice ChooseByMeasuring(const std::string& key, const std::vector<KernelCandidate>& candidates,
+                                 double estimated_run_ms) {
+  if (std::optional<MeasuredChoice> known = FindKernelChoice(key, Names(candidates), estimated_run_ms)) {
+    return *known;
+  }
   KernelChoiceScope* scope = current_scope;
   Choices& state = State();
   const std::string dir = scope != nullptr ? scope->dir_ : "";
@@ -201,12 +236,14 @@ MeasuredChoice ChooseByMeasuring(const std::string& key, const std::vector<Kerne
   {
     std::lock_guard<std::mutex> lock(state.mutex);
     auto [it, inserted] = state.made.emplace(key, choice);
-    if (!inserted && it->second.names == choice.names) {  // another thread timed it first
+    if (!inserted && it->second.names == choice.names && it->second.timed()) {  // another thread timed it first
       choice = it->second;
       choice.origin = ChoiceOrigin::kCached;
       return KernelChoiceScope::Taken(key, choice);
     }
-    if (!inserted) it->second = choice;  // the key's other candidates (never two builds' in one process)
+    // The key's other candidates (never two builds' in one process), or a choice made untimed
+    // under a lower bound.
+    if (!inserted) it->second = choice;
   }
   if (!dir.empty()) {
     std::string warning;

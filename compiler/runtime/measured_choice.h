@@ -43,21 +43,43 @@ struct KernelCandidate {
   std::function<void()> run;
 };
 
-// Where a choice came from: a trial now, an earlier trial (this process's or the persistent
-// cache's), or a file loaded by flag.
+// Where a choice came from: made now (by a trial, or without one where a run would take too
+// long), an earlier trial (this process's or the persistent cache's), or a file loaded by flag.
 enum class ChoiceOrigin { kTimed, kCached, kLoaded };
 
 struct MeasuredChoice {
   int winner = 0;                   // index of the chosen candidate
   std::vector<std::string> names;   // the candidates' names
-  std::vector<double> best_ms;      // each candidate's best run, milliseconds
+  std::vector<double> best_ms;      // each candidate's best run, milliseconds; empty: not timed
+  double estimated_run_ms = 0;      // where not timed: the estimate of one run that kept it so
   ChoiceOrigin origin = ChoiceOrigin::kTimed;
 
+  bool timed() const { return !best_ms.empty(); }
   // For the listing: "timed 0.941 ms against depthwise:avx512 1.340 ms", "cached: timed ...",
   // "loaded: timed ...", and ", within the 10% margin" where the rule's pick was kept though
-  // another ran faster.
+  // another ran faster; "not timed: one run estimated at 41.1 ms, over the 10 ms a trial's run
+  // may take" where the trial's bound kept the rule's pick.
   std::string Summary() const;
 };
+
+// The trial's bound. A trial runs each candidate 12 to 20 times on operands of the call's size
+// that it allocates and writes, so its cost grows with the call's and has no bound of its own:
+// a depthwise f32[16,112,112,256] compiled in 2070 ms timed against 4.1 ms by the rule (load
+// 11), f32[32,112,112,64] in 636-2319 ms (its trial kept the rule's pick, 16.6 against 17.3 ms).
+// Where one run of the rule's pick is estimated above this (the caller's estimate), the rule's
+// pick is kept without a trial and recorded as not timed; a choice already made, cached or loaded
+// for the key is still taken. Not timed choices are not kept in the persistent cache: they cost
+// nothing to make again, and a process with a higher bound times them.
+// --xla_cpu_xlens_kernel_choice_max_run_ms sets it (0: no trial runs).
+inline constexpr double kDefaultMaxTrialRunMs = 10;
+double GetMaxTrialRunMs();
+void SetMaxTrialRunMs(double ms);
+// One run's time estimated from the bytes it reads and writes, streamed by one thread (the
+// trial runs a call's parts in turn on the calling thread) at 10 GB/s: the depthwise loops'
+// runs of f32[32,112,112,64] and f32[16,112,112,256] took 9.5 and 8.8 GB/s here (one thread,
+// load 3-4), smaller calls that stay in the caches more.
+inline constexpr double kTrialStreamBytesPerMs = 10e6;
+double EstimatedStreamingRunMs(double bytes);
 
 // Runs `candidates` in kPasses passes, the second in the opposite order; in each pass each
 // candidate runs kSettleRuns times untimed (to find the caches as its own runs leave them) and
@@ -78,11 +100,15 @@ struct MeasuredChoice {
 inline constexpr int kPasses = 2, kSettleRuns = 2, kRunsPerBlock = 3;
 inline constexpr double kLongRunMs = 5;
 inline constexpr double kMargin = 0.10;
-MeasuredChoice ChooseByMeasuring(const std::string& key, const std::vector<KernelCandidate>& candidates);
+// `estimated_run_ms`: one run of candidates[0], as the caller estimates it (0: not estimated);
+// above GetMaxTrialRunMs() nothing runs (see there).
+MeasuredChoice ChooseByMeasuring(const std::string& key, const std::vector<KernelCandidate>& candidates,
+                                 double estimated_run_ms = 0);
 // The choice ChooseByMeasuring would return without running anything (loaded, made before in
-// the process, or in the persistent cache), if there is one: a caller whose trial needs scratch
-// buffers asks first.
-std::optional<MeasuredChoice> FindKernelChoice(const std::string& key, const std::vector<std::string>& names);
+// the process, in the persistent cache, or not timed as over the trial's bound), if there is
+// one: a caller whose trial needs scratch buffers asks first.
+std::optional<MeasuredChoice> FindKernelChoice(const std::string& key, const std::vector<std::string>& names,
+                                               double estimated_run_ms = 0);
 
 // The key of `key`'s entry in the persistent cache: the caller's key and how the trial decides
 // (its passes, runs and margin), so that a change to the trial makes its picks anew instead of
@@ -103,8 +129,8 @@ class KernelChoiceScope {
   const std::vector<std::string>& warnings() const { return warnings_; }
 
  private:
-  friend MeasuredChoice ChooseByMeasuring(const std::string&, const std::vector<KernelCandidate>&);
-  friend std::optional<MeasuredChoice> FindKernelChoice(const std::string&, const std::vector<std::string>&);
+  friend MeasuredChoice ChooseByMeasuring(const std::string&, const std::vector<KernelCandidate>&, double);
+  friend std::optional<MeasuredChoice> FindKernelChoice(const std::string&, const std::vector<std::string>&, double);
   // `choice`, recorded as taken for `key` by the compilation whose scope is open on this thread.
   static MeasuredChoice Taken(const std::string& key, const MeasuredChoice& choice);
   std::string dir_;

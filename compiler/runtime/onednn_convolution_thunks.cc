@@ -176,8 +176,15 @@ void OneDnnThunk::Impl::ChooseDepthwiseOrOneDnn(const DepthwiseConvolution& d, i
     }
     implementation += ", " + choice.Summary();
   };
-  // Chosen before (this process, the persistent cache, a loaded file): no scratch, no trial.
-  if (std::optional<MeasuredChoice> known = FindKernelChoice(key, names)) {
+  // One run reads the input and the weights and writes the output; the trial's bound
+  // (measured_choice.h) keeps the loops untimed where that is too long to run a dozen times.
+  const double estimated_run_ms = EstimatedStreamingRunMs(
+      static_cast<double>(sizeof(float)) *
+      static_cast<double>(d.images * d.height * d.width * d.channels + d.OutputElements() +
+                          static_cast<int64_t>(user_weights_md.get_size() / sizeof(float)) + d.channels));
+  // Chosen before (this process, the persistent cache, a loaded file) or over the bound: no
+  // scratch, no trial.
+  if (std::optional<MeasuredChoice> known = FindKernelChoice(key, names, estimated_run_ms)) {
     apply(*known, false);
     return;
   }
@@ -225,7 +232,8 @@ void OneDnnThunk::Impl::ChooseDepthwiseOrOneDnn(const DepthwiseConvolution& d, i
                use_onednn();
                frame[output_slot] = reinterpret_cast<char*>(onednn_output.get());
                onednn_failed |= !ExecuteConvolution(frame.data(), context, name).ok();
-             }}});
+             }}},
+      estimated_run_ms);
   apply(choice, onednn_failed);
 }
 

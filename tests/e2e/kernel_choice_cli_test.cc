@@ -129,11 +129,43 @@ TEST_F(KernelChoiceCliTest, LoadedChoicesForceTheKernel) {
     EXPECT_THAT(listing, HasSubstr(", loaded: timed "));
   }
   // A malformed file is the user's error, named.
-  const std::string bad = Write("bad.json", "{\"format\": \"xlens kernel choices\", \"version\": 2, \"choices\": []}");
+  const std::string bad = Write("bad.json", "{\"format\": \"xlens kernel choices\", \"version\": 3, \"choices\": []}");
   RunResult r = RunXlens("run " + Write("dw.hlo", kDepthwise) + " --xla_cpu_xlens_load_kernel_choices_from=" + bad);
   EXPECT_EQ(r.exit_code, 1) << r.output;
   EXPECT_THAT(r.output, HasSubstr("--xla_cpu_xlens_load_kernel_choices_from"));
-  EXPECT_THAT(r.output, HasSubstr("format version 2, expected 1"));
+  EXPECT_THAT(r.output, HasSubstr("format version 3, expected 1 to 2"));
+}
+
+// Over the trial's bound (here 0 ms, so the small module stands for a large one) the loops are
+// kept without timing: the listing and the dump say so, the persistent cache keeps nothing (a
+// process with the default bound times it), and a bundle's replay forces the untimed choice.
+TEST_F(KernelChoiceCliTest, OverTheTrialsBoundTheRuleIsKeptUntimed) {
+  const std::string bound = " --xla_cpu_xlens_kernel_choice_max_run_ms=0";
+  const std::string listing = Run("d", "--xla_dump_hlo_snapshots " + CacheFlag() + bound);
+  EXPECT_THAT(listing, HasSubstr("kernel depthwise:avx512"));
+  EXPECT_THAT(listing, HasSubstr(", not timed: one run estimated at "));
+  EXPECT_THAT(listing, HasSubstr(" ms, over the 0 ms a trial's run may take"));
+  EXPECT_THAT(listing, Not(HasSubstr(", timed ")));
+  const nlohmann::json choices = nlohmann::json::parse(ReadText(DumpFile(dir_ / "d", "kernel_choices.json")));
+  ASSERT_EQ(choices["choices"].size(), 1u);
+  EXPECT_EQ(choices["version"], 2);
+  EXPECT_EQ(choices["choices"][0]["winner"], "depthwise:avx512");
+  EXPECT_FALSE(choices["choices"][0].contains("best_ms"));
+  // f32[2,9,11,80] in and out, 3x3x80 weights and 80 biases at 10 GB/s.
+  EXPECT_NEAR(choices["choices"][0]["estimated_run_ms"].get<double>(), 4.0 * (2 * 2 * 9 * 11 * 80 + 10 * 80) / 1e7,
+              1e-4);
+  for (const auto& entry : std::filesystem::directory_iterator(dir_ / "cache")) {
+    EXPECT_NE(entry.path().extension(), ".xlenschoice") << entry.path();
+  }
+  // The bundle's replay forces the recorded (untimed) choice, whatever its own bound.
+  const std::string bundle = (dir_ / "b.tar.gz").string();
+  ASSERT_EQ(RunXlens("bundle " + (dir_ / "d").string() + " -o " + bundle).exit_code, 0);
+  RunResult replay = RunXlens("replay " + bundle);
+  EXPECT_EQ(replay.exit_code, 2) << replay.output;  // not reproduced: the outputs match
+  EXPECT_THAT(replay.output, HasSubstr(", the recording's 1 kernel choice, "));
+  EXPECT_THAT(replay.output, Not(HasSubstr("matched no call")));
+  // The default bound times this call, and caches that.
+  EXPECT_THAT(Run("d2", CacheFlag()), HasSubstr(", timed "));
 }
 
 // A bug bundle carries the module's kernel_choices.json and `xlens replay` forces it; a broken

@@ -2,8 +2,8 @@
 // --xla_cpu_xlens_load_kernel_choices_from names and each persistent cache entry are read from
 // bytes someone else may have written, so any bytes must give records or one clean error line: no
 // crash, no exception, no sanitizer report, no hang. Records that read must write a document that
-// reads back to the same records (times to the 0.1 us the writer keeps), and writing those again
-// gives the same document.
+// reads back to the same records (timed or not, times and estimates to the 0.1 us the writer
+// keeps), and writing those again gives the same document.
 #include <cmath>
 #include <cstdint>
 #include <cstdio>
@@ -40,11 +40,14 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     const xlens::KernelChoiceRecord& b = (*again)[i];
     Require(a.machine == b.machine && a.key == b.key && a.candidates == b.candidates && a.winner == b.winner,
             "a choice reads back changed", written);
+    auto close = [](double x, double y) { return std::fabs(x - y) <= 0.5e-4 + 1e-15 * std::fabs(x); };
+    Require(a.timed() == b.timed(), "a choice reads back timed where it was not, or the reverse", written);
     Require(a.best_ms.size() == b.best_ms.size(), "times read back changed", written);
     for (size_t j = 0; j < a.best_ms.size(); ++j) {
-      Require(std::fabs(a.best_ms[j] - b.best_ms[j]) <= 0.5e-4 + 1e-15 * std::fabs(a.best_ms[j]),
-              "a time reads back more than 0.05 us off", written);
+      Require(close(a.best_ms[j], b.best_ms[j]), "a time reads back more than 0.05 us off", written);
     }
+    Require(a.timed() || close(a.estimated_run_ms, b.estimated_run_ms),
+            "an untimed choice's estimate reads back more than 0.05 us off", written);
   }
   Require(xlens::SerializeKernelChoices(*again) == written, "written choices write back differently", written);
   return 0;

@@ -12,6 +12,7 @@
 #include <filesystem>
 #include <fstream>
 #include <functional>
+#include <optional>
 #include <sstream>
 #include <string>
 #include <vector>
@@ -51,6 +52,7 @@ class MeasuredChoiceTest : public ::testing::Test {
   void TearDown() override {
     ClearMeasuredChoices();
     SetKernelChoicesDumpPath("");
+    SetMaxTrialRunMs(kDefaultMaxTrialRunMs);
   }
 };
 
@@ -239,6 +241,85 @@ TEST_F(MeasuredChoiceTest, DamagedOrForeignCacheEntryIsRejectedWithAMessage) {
     EXPECT_EQ((*rewritten)[0].key, PersistentKernelChoiceKey("shape"));
     EXPECT_EQ((*rewritten)[0].winner, 1);
   }
+}
+
+// Where one run is estimated above the trial's bound, nothing runs: the rule's pick (the first),
+// recorded and dumped as not timed, and not kept in the persistent cache, so a process with a
+// higher bound times it; a timed choice already cached is still taken over the bound.
+TEST_F(MeasuredChoiceTest, OverTheBoundTheRulesPickIsKeptUntimed) {
+  const std::string dir = testing::FreshScratchDir("bound").string() + "/cache";
+  int rule_runs = 0, other_runs = 0;
+  auto candidates = [&] {
+    return std::vector<KernelCandidate>{Spending("rule", [](int) { return 0.3; }, &rule_runs),
+                                        Spending("other", [](int) { return 0.1; }, &other_runs)};
+  };
+  const double over = kDefaultMaxTrialRunMs + 5, within = kDefaultMaxTrialRunMs / 2;
+  ASSERT_EQ(GetMaxTrialRunMs(), kDefaultMaxTrialRunMs);
+  {
+    KernelChoiceScope scope(dir);
+    const MeasuredChoice untimed = ChooseByMeasuring("shape", candidates(), over);
+    EXPECT_EQ(rule_runs + other_runs, 0);
+    EXPECT_EQ(untimed.winner, 0);
+    EXPECT_FALSE(untimed.timed());
+    EXPECT_EQ(untimed.estimated_run_ms, over);
+    EXPECT_EQ(untimed.Summary(), "not timed: one run estimated at 15.0 ms, over the 10 ms a trial's run may take");
+    // As FindKernelChoice, which a caller with scratch to allocate asks first.
+    const std::optional<MeasuredChoice> found = FindKernelChoice("shape b", {"rule", "other"}, over);
+    ASSERT_TRUE(found.has_value());
+    EXPECT_FALSE(found->timed());
+    EXPECT_FALSE(FindKernelChoice("shape c", {"rule", "other"}, within).has_value());
+    ASSERT_EQ(scope.choices().size(), 2u);
+    EXPECT_FALSE(scope.choices()[0].timed());
+    EXPECT_EQ(scope.choices()[0].estimated_run_ms, over);
+  }
+  EXPECT_FALSE(std::filesystem::exists(
+      KernelChoiceCachePath(dir, MachineForKernelChoices(), PersistentKernelChoiceKey("shape"))));
+  // The process's dump says it was not timed, and reads back so.
+  const std::string dump = testing::FreshScratchDir("bound_dump").string() + "/dumped.json";
+  SetKernelChoicesDumpPath(dump);
+  ASSERT_EQ(WriteKernelChoicesDump(), "");
+  auto dumped = ParseKernelChoices(ReadText(dump), "dumped.json");
+  ASSERT_TRUE(dumped.ok()) << dumped.status().message();
+  ASSERT_EQ(dumped->size(), 2u);
+  EXPECT_FALSE((*dumped)[0].timed());
+  EXPECT_EQ((*dumped)[0].estimated_run_ms, over);
+
+  // A higher bound (the flag) times the same key, in the same process, and caches that.
+  SetMaxTrialRunMs(over * 2);
+  {
+    KernelChoiceScope scope(dir);
+    const MeasuredChoice timed = ChooseByMeasuring("shape", candidates(), over);
+    EXPECT_TRUE(timed.timed());
+    EXPECT_EQ(timed.origin, ChoiceOrigin::kTimed);
+    EXPECT_EQ(timed.winner, 1);
+    EXPECT_GT(rule_runs, 0);
+  }
+  SetMaxTrialRunMs(kDefaultMaxTrialRunMs);
+  // The next process takes the cached timed choice though its run is over the bound.
+  ClearMeasuredChoices();
+  rule_runs = other_runs = 0;
+  KernelChoiceScope scope(dir);
+  const MeasuredChoice cached = ChooseByMeasuring("shape", candidates(), over);
+  EXPECT_EQ(rule_runs + other_runs, 0);
+  EXPECT_EQ(cached.origin, ChoiceOrigin::kCached);
+  EXPECT_TRUE(cached.timed());
+  EXPECT_EQ(cached.winner, 1);
+}
+
+// A loaded choice that was not timed is forced as any other (a replay runs the recording's
+// kernel), and says so.
+TEST_F(MeasuredChoiceTest, LoadedUntimedChoiceIsForced) {
+  const std::string file = testing::FreshScratchDir("loaded_untimed").string() + "/choices.json";
+  KernelChoiceRecord record{"another machine", "shape", {"rule", "other"}, {}, 1, 41.1};
+  { std::ofstream(file) << SerializeKernelChoices({record}); }
+  ASSERT_TRUE(LoadKernelChoices(file).ok());
+  int rule_runs = 0, other_runs = 0;
+  const MeasuredChoice forced = ChooseByMeasuring(
+      "shape", {Spending("rule", [](int) { return 0.1; }, &rule_runs), Spending("other", [](int) { return 0.3; }, &other_runs)});
+  EXPECT_EQ(rule_runs + other_runs, 0);
+  EXPECT_EQ(forced.origin, ChoiceOrigin::kLoaded);
+  EXPECT_EQ(forced.winner, 1);
+  EXPECT_EQ(forced.Summary(), "loaded: not timed: one run estimated at 41.1 ms");
 }
 
 // A loaded file forces its choice, the slower candidate included, without running anything; the
