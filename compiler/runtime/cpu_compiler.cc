@@ -274,6 +274,12 @@ StatusOr<ThunkSequence> ExecutableBuilder::BuildThunks(
     const HloComputation& computation, const FramePlan& plan,
     const std::vector<const HloInstruction*>& order, std::vector<char*>& frame) {
   ThunkSequence thunks;
+  // The last library call made, which the loop kernel after it may run in (TakeEpilogue).
+  struct {
+    OneDnnThunk* thunk = nullptr;
+    const HloInstruction* hlo = nullptr;
+    std::vector<int64_t> operand_slots;
+  } last_call;
   auto sizes_of = [](const HloInstruction* hlo) {
     std::vector<int64_t> sizes;
     hlo->shape().ForEachLeaf([&](const Shape& s, const std::vector<int64_t>&) {
@@ -391,7 +397,8 @@ StatusOr<ThunkSequence> ExecutableBuilder::BuildThunks(
       std::vector<int64_t> operand_slots;
       for (const HloInstruction* operand : hlo->operands()) operand_slots.push_back(plan.Slot(operand));
       ASSIGN_OR_RETURN(std::unique_ptr<OneDnnThunk> thunk,
-                       OneDnnThunk::Create(name, *hlo, std::move(operand_slots), plan.Slot(hlo)));
+                       OneDnnThunk::Create(name, *hlo, operand_slots, plan.Slot(hlo)));
+      last_call = {thunk.get(), hlo, std::move(operand_slots)};
       thunks.push_back(std::move(thunk));
       continue;
     }
@@ -445,8 +452,16 @@ StatusOr<ThunkSequence> ExecutableBuilder::BuildThunks(
     info.launch = fmt::format("{} phase{}: {}", launch.size(), launch.size() == 1 ? "" : "s",
                               fmt::join(launch, ", "));
     exe_->kernels_.push_back(info);
-    thunks.push_back(std::make_unique<KernelThunk>(name, kernel->second, std::move(phases),
-                                                   operand_slots, plan.LeafSlots(hlo)));
+    auto kernel_thunk = std::make_unique<KernelThunk>(name, kernel->second, std::move(phases), operand_slots,
+                                                      plan.LeafSlots(hlo));
+    // A loop kernel right after the library call whose result it reads runs on each of the
+    // call's parts where it can (part_epilogue.h): the thunk is then the call's.
+    if (!thunks.empty() && last_call.thunk != nullptr && thunks.back().get() == last_call.thunk &&
+        last_call.thunk->TakeEpilogue(*last_call.hlo, last_call.operand_slots, plan.Slot(last_call.hlo), *hlo,
+                                      kernel_thunk)) {
+      continue;
+    }
+    thunks.push_back(std::move(kernel_thunk));
   }
   (void)computation;
   AnnotateThunks(order, thunks);
@@ -504,10 +519,20 @@ void ExecutableBuilder::AnnotateThunks(const std::vector<const HloInstruction*>&
       info.kind = "lapack " + lapack->routine();
     }
     HloCost cost = costs_.InstructionCost(hlo);
+    double flops = cost.flops;
+    if (const auto* onednn = dynamic_cast<const OneDnnThunk*>(thunk.get())) {
+      // A masked product computes only the outputs read (onednn_thunks.h): rated by those.
+      flops *= onednn->ComputedShare();
+      // The loop kernel it runs on each part is part of its time (part_epilogue.h).
+      if (const KernelThunk* epilogue = onednn->EpilogueKernel();
+          epilogue != nullptr && by_name.count(epilogue->hlo_name()) != 0) {
+        const HloCost kernel_cost = costs_.InstructionCost(*by_name.at(epilogue->hlo_name()));
+        cost += kernel_cost;
+        flops += kernel_cost.flops;
+      }
+    }
     info.bytes_accessed = static_cast<double>(cost.bytes_accessed);
-    info.flops = cost.flops;
-    // A masked product computes only the outputs read (onednn_thunks.h): rated by those.
-    if (const auto* onednn = dynamic_cast<const OneDnnThunk*>(thunk.get())) info.flops *= onednn->ComputedShare();
+    info.flops = flops;
     info.transcendentals = cost.transcendentals;
     std::vector<profiler::TraceArg>& args = span->args;
     // Every span has the same keys, empty where there is nothing to say (no fusion, no

@@ -599,18 +599,24 @@ Status OneDnnThunk::Impl::ExecuteConvolution(char** frame, ExecuteContext& conte
     }
     return part;
   };
+  // The epilogue per part where the frame's buffers allow it, else whole after the parts.
+  const bool epilogue_per_part = epilogue != nullptr && epilogue->Applies(frame);
   // A forward call's ReLU and what follows it, on the images or rows the part wrote (channels
-  // last: rows of the output's channels), still in its core's cache.
+  // last: rows of the output's channels), still in its core's cache; then the epilogue.
   auto own = [&](int64_t t) {
-    if (own_post_ops.empty()) return;
-    const dims d = bands.empty() ? parts.at(std::min(block, total - t * block)).dst.dims() : bands[t].part.dst.dims();
-    const int64_t offset = bands.empty() ? t * block * dst_step : bands[t].dst_offset;
-    int64_t elements = 1;
-    for (int64_t e : d) elements *= e;
-    ApplyOwnPostOps(frame, output + offset, elements / d[1], d[1], d[1], offset, 0);
+    if (!own_post_ops.empty()) {
+      const dims d =
+          bands.empty() ? parts.at(std::min(block, total - t * block)).dst.dims() : bands[t].part.dst.dims();
+      const int64_t offset = bands.empty() ? t * block * dst_step : bands[t].dst_offset;
+      int64_t elements = 1;
+      for (int64_t e : d) elements *= e;
+      ApplyOwnPostOps(frame, output + offset, elements / d[1], d[1], d[1], offset, 0);
+    }
+    if (epilogue_per_part) epilogue->RunImages(frame, context.scratch, t * block, std::min(block, total - t * block));
   };
   const int64_t tasks = bands.empty() ? blocks : static_cast<int64_t>(bands.size());
   RETURN_IF_ERROR(ExecutePartsOnPool(context.pool, tasks, name, bind_part, own));
+  if (epilogue != nullptr && !epilogue_per_part) RETURN_IF_ERROR(epilogue->RunWhole(frame, context));
   if (partial_weights.empty()) return OkStatus();
   // Backward weights in parts: each part summed its images; the kernel's gradient is the sum.
   float* sum = static_cast<float*>(partial_weights[0].get_data_handle());
@@ -633,6 +639,42 @@ Status OneDnnThunk::Impl::ExecuteConvolution(char** frame, ExecuteContext& conte
   }
   return OkStatus();
 }
+
+bool OneDnnThunk::TakeEpilogue(const HloInstruction& call, const std::vector<int64_t>& operand_slots,
+                               int64_t output_slot, const HloInstruction& kernel_hlo,
+                               std::unique_ptr<KernelThunk>& kernel) {
+  using Kind = OneDnnConvolution::Kind;
+  Impl& impl = *impl_;
+  if (!impl.is_convolution || impl.convolution_kind == Kind::kBackwardWeights || !impl.bands.empty() ||
+      impl.few_positions || impl.depthwise || impl.epilogue != nullptr || impl.blocks < 2 ||
+      output_slot != impl.output_slot) {
+    return false;
+  }
+  const int64_t image_elements = impl.convolution_kind == Kind::kForward ? impl.dst_step : impl.src_step;
+  impl.epilogue = PartEpilogue::Make(call, operand_slots, output_slot, impl.total, image_elements, kernel_hlo, kernel);
+  if (impl.epilogue == nullptr) return false;
+  implementation_ += ", " + impl.epilogue->Description();
+  return true;
+}
+
+const KernelThunk* OneDnnThunk::EpilogueKernel() const {
+  return impl_->epilogue != nullptr ? &impl_->epilogue->kernel() : nullptr;
+}
+
+}  // namespace xlens::runtime
+
+#else  // XLENS_HAVE_ONEDNN
+
+#include "compiler/runtime/onednn_thunks.h"
+
+namespace xlens::runtime {
+
+bool OneDnnThunk::TakeEpilogue(const HloInstruction&, const std::vector<int64_t>&, int64_t, const HloInstruction&,
+                               std::unique_ptr<KernelThunk>&) {
+  return false;
+}
+
+const KernelThunk* OneDnnThunk::EpilogueKernel() const { return nullptr; }
 
 }  // namespace xlens::runtime
 

@@ -21,6 +21,7 @@
 #include "compiler/runtime/depthwise_convolution.h"
 #include "compiler/runtime/few_position_convolution.h"
 #include "compiler/runtime/onednn_thunks.h"
+#include "compiler/runtime/part_epilogue.h"
 #include "compiler/runtime/small_product.h"
 #include "compiler/support/single_openmp_thread.h"
 #include "compiler/support/thread_pool.h"
@@ -296,6 +297,8 @@ struct OneDnnThunk::Impl {
   std::optional<DepthwiseConvolution> depthwise;
   int64_t depthwise_bands = 1;
   std::string implementation;
+  // A loop kernel run on each part's images once the part has run (part_epilogue.h).
+  std::shared_ptr<const PartEpilogue> epilogue;
 
   Status BuildConvolution(const OneDnnCall& call, const std::string& name, int64_t parallelism,
                           const std::function<dnnl::primitive_attr(const std::vector<dnnl::memory::desc>&)>& attributes);

@@ -58,6 +58,15 @@ class OneDnnThunk : public Thunk {
   // How many calls ran the product whole, as one call on the calling thread, instead of its
   // parts (a split product kept whole, where the pool would have run the parts inline).
   int64_t WholeRuns() const { return whole_runs_.load(std::memory_order_relaxed); }
+  // Takes `kernel`, the loop kernel of `kernel_hlo` run right after this call (of `call`, its
+  // operands in `operand_slots`, its result in `output_slot`) and reading its result, to run on
+  // each part's images as the part's epilogue (part_epilogue.h): where the call is a convolution
+  // or its input gradient in parts of images and the kernel reads in place. False, `kernel` left
+  // as it was, otherwise.
+  bool TakeEpilogue(const HloInstruction& call, const std::vector<int64_t>& operand_slots, int64_t output_slot,
+                    const HloInstruction& kernel_hlo, std::unique_ptr<KernelThunk>& kernel);
+  // The kernel taken by TakeEpilogue, or nullptr.
+  const KernelThunk* EpilogueKernel() const;
 
  private:
   // Whether the call's parts are too small to be worth waking a thread for (a batched product

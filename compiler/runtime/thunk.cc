@@ -61,6 +61,14 @@ Status KernelThunk::Execute(char** frame, ExecuteContext& context) const {
   return OkStatus();
 }
 
+void KernelThunk::RunTasks(char** frame, char* scratch, int64_t begin, int64_t end) const {
+  // A table of its own: parts on other threads run the same kernel at the same time.
+  std::vector<void*> table(slots_.size() + 1);
+  for (size_t i = 0; i < slots_.size(); ++i) table[i] = frame[slots_[i]];
+  table[slots_.size()] = scratch;
+  phases_.front()(table.data(), begin, end);
+}
+
 std::string KernelThunk::ToString(int indent) const {
   std::string phases;
   for (const auto& p : spec_.phases) {

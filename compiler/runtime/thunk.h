@@ -79,6 +79,11 @@ class KernelThunk : public Thunk {
   Status Execute(char** frame, ExecuteContext& context) const override;
   std::string ToString(int indent) const override;
   const codegen::KernelSpec& spec() const { return spec_; }
+  // The frame slots of its operands' leaves, then of its outputs'.
+  const std::vector<int64_t>& slots() const { return slots_; }
+  // Tasks [begin, end) of its only phase, on the calling thread: the kernel run as a library
+  // call's epilogue, on the elements each of the call's parts wrote (part_epilogue.h).
+  void RunTasks(char** frame, char* scratch, int64_t begin, int64_t end) const;
 
  private:
   codegen::KernelSpec spec_;

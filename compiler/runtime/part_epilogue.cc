@@ -1,0 +1,130 @@
+#include "compiler/runtime/part_epilogue.h"
+
+#include <algorithm>
+#include <utility>
+
+#include <fmt/format.h>
+
+#include "compiler/hlo/computation.h"
+
+namespace xlens::runtime {
+namespace {
+
+bool RowMajor(const Shape& shape) {
+  return !shape.has_layout() || shape.layout().minor_to_major == shape_util::DefaultMinorToMajor(shape.rank());
+}
+
+// Whether each element of `fusion`'s result reads its operands at its own position only: every
+// fused instruction elementwise (or a reshape, a bitcast, a constant, a parameter) over arrays of
+// `elements` elements in row-major layout, or a scalar (and broadcasts of scalars).
+bool ReadsInPlace(const HloInstruction& fusion, int64_t elements) {
+  if (fusion.opcode() != HloOpcode::kFusion || fusion.fusion_kind != FusionKind::kLoop) return false;
+  for (const HloInstruction* i : fusion.fused_computation()->instructions()) {
+    const HloOpcode op = i->opcode();
+    if (op == HloOpcode::kTuple) {
+      if (i != fusion.fused_computation()->root_instruction()) return false;
+      continue;
+    }
+    if (!i->shape().IsArray()) return false;
+    if (i->shape().rank() == 0) {
+      if (!i->IsElementwise() && op != HloOpcode::kParameter && op != HloOpcode::kConstant) return false;
+      continue;
+    }
+    const bool in_place = i->IsElementwise() || op == HloOpcode::kParameter || op == HloOpcode::kConstant ||
+                          op == HloOpcode::kReshape || op == HloOpcode::kBitcast ||
+                          (op == HloOpcode::kBroadcast && i->operand(0)->shape().rank() == 0);
+    if (!in_place || i->shape().num_elements() != elements || !RowMajor(i->shape())) return false;
+  }
+  return true;
+}
+
+bool Overlap(const char* a, int64_t a_bytes, const char* b, int64_t b_bytes) {
+  return a < b + b_bytes && b < a + a_bytes;
+}
+
+}  // namespace
+
+std::shared_ptr<const PartEpilogue> PartEpilogue::Make(const HloInstruction& call,
+                                                       const std::vector<int64_t>& call_operand_slots,
+                                                       int64_t call_output_slot, int64_t images,
+                                                       int64_t image_elements, const HloInstruction& kernel_hlo,
+                                                       std::unique_ptr<KernelThunk>& kernel) {
+  const Shape& result = call.shape();
+  if (kernel == nullptr || images < 2 || !result.IsArray() || result.rank() < 2 || !RowMajor(result) ||
+      result.dimensions(0) != images || result.num_elements() != images * image_elements) {
+    return nullptr;
+  }
+  const codegen::KernelSpec& spec = kernel->spec();
+  if (spec.phases.size() != 1 || spec.phases[0].sequential || spec.scratch_bytes != 0 ||
+      spec.phases[0].tasks % images != 0 || !ReadsInPlace(kernel_hlo, result.num_elements())) {
+    return nullptr;
+  }
+  // The loop's tasks are its rows' blocks in order (kernel_emitter.cc: EmitParallelLoop), or
+  // runs of whole rows: they fall on image boundaries where an image is whole rows of the loop.
+  std::vector<const Shape*> outputs;
+  kernel_hlo.shape().ForEachLeaf([&](const Shape& s, const std::vector<int64_t>&) { outputs.push_back(&s); });
+  for (const Shape* s : outputs) {
+    if (s->rank() == 0 || s->dimensions() != outputs.front()->dimensions() ||
+        image_elements % s->dimensions(s->rank() - 1) != 0) {
+      return nullptr;
+    }
+  }
+  auto epilogue = std::make_shared<PartEpilogue>();
+  const std::vector<int64_t>& slots = kernel->slots();
+  if (static_cast<int64_t>(slots.size()) != kernel_hlo.operand_count() + static_cast<int64_t>(outputs.size())) {
+    return nullptr;
+  }
+  bool reads_call = false;
+  for (int64_t i = 0; i < kernel_hlo.operand_count(); ++i) {
+    const HloInstruction* operand = kernel_hlo.operand(i);
+    if (operand == &call) {
+      reads_call = true;
+      if (slots[i] != call_output_slot) return nullptr;
+      continue;
+    }
+    epilogue->kernel_reads_.push_back({slots[i], shape_util::ByteSizeOf(operand->shape())});
+  }
+  if (!reads_call) return nullptr;
+  for (size_t o = 0; o < outputs.size(); ++o) {
+    epilogue->kernel_writes_.push_back({slots[kernel_hlo.operand_count() + o], shape_util::ByteSizeOf(*outputs[o])});
+  }
+  for (size_t i = 0; i < call_operand_slots.size(); ++i) {
+    epilogue->call_reads_.push_back({call_operand_slots[i], shape_util::ByteSizeOf(call.operand(i)->shape())});
+  }
+  epilogue->call_result_ = {call_output_slot, shape_util::ByteSizeOf(result)};
+  epilogue->tasks_per_image_ = spec.phases[0].tasks / images;
+  epilogue->kernel_ = std::move(kernel);
+  return epilogue;
+}
+
+bool PartEpilogue::Applies(char** frame) const {
+  const char* result = frame[call_result_.slot];
+  for (const Extent& w : kernel_writes_) {
+    const char* out = frame[w.slot];
+    // In place of the call's result, element for element, or apart from it.
+    if (!(out == result && w.bytes == call_result_.bytes) && Overlap(out, w.bytes, result, call_result_.bytes)) {
+      return false;
+    }
+    for (const Extent& r : call_reads_) {
+      if (Overlap(out, w.bytes, frame[r.slot], r.bytes)) return false;
+    }
+    for (const Extent& r : kernel_reads_) {
+      if (!(frame[r.slot] == out && r.bytes == w.bytes) && Overlap(out, w.bytes, frame[r.slot], r.bytes)) return false;
+    }
+  }
+  // What the kernel reads besides the call's result is not written by any part.
+  for (const Extent& r : kernel_reads_) {
+    if (Overlap(frame[r.slot], r.bytes, result, call_result_.bytes)) return false;
+  }
+  return true;
+}
+
+void PartEpilogue::RunImages(char** frame, char* scratch, int64_t first, int64_t count) const {
+  kernel_->RunTasks(frame, scratch, first * tasks_per_image_, (first + count) * tasks_per_image_);
+}
+
+std::string PartEpilogue::Description() const {
+  return fmt::format("then {} on each part's images", kernel_->hlo_name());
+}
+
+}  // namespace xlens::runtime

@@ -1,0 +1,69 @@
+// A loop kernel run as the epilogue of the library call before it: on each of the call's parts,
+// on the thread that ran the part, over the images the part just wrote, while they are still in
+// that core's cache.
+//
+// A training step's convolution feeds its ReLU, and JAX's ReLU gradient reads the pre-activation
+// (compare(x, max(x, 0)) to tell x = 0 from x < 0: 0.5 at 0, 0 below), so the forward keeps both
+// the pre-activation and its ReLU: the call writes one, a loop kernel the other. Likewise the
+// backward's input gradient dx is multiplied by that mask in a loop kernel right after the
+// backward-data call. oneDNN has no post-op with two outputs, and the mask (two selects and a
+// divide over x) is no binary post-op of dx alone; run as a separate kernel, each reads the
+// call's whole result back from the last-level cache (73-90 GB/s on one core here). Run per
+// part instead, the kernel's elements are the ones the part wrote, in its core's L2. The
+// kernel is the very code that would have run after the call, so the results are the same
+// bit for bit; only when it runs changes.
+//
+// The kernel may run on a part's images before the other parts are done only where it reads
+// and writes nothing but those images' elements: a loop fusion of elementwise operations (and
+// reshapes, scalar broadcasts, constants) over arrays of the call's result's size, all in
+// row-major layout, so that each task reads its operands at the elements it writes, and whose
+// tasks fall on image boundaries. Which buffers alias is known only in the frame: each
+// execution checks that the kernel writes no buffer the call reads and shares no buffer with
+// the call but element for element (else the kernel runs whole after the call).
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "compiler/hlo/instruction.h"
+#include "compiler/runtime/thunk.h"
+
+namespace xlens::runtime {
+
+class PartEpilogue {
+ public:
+  // The epilogue for `kernel_hlo` (whose thunk is `kernel`) after the library call `call`, whose
+  // result is `images` images, each `image_elements` elements, one after the other, and whose
+  // operands are in `call_operand_slots`, its result in `call_output_slot`; nullptr where the
+  // kernel cannot run per part (above). `kernel` is taken only when an epilogue is made.
+  static std::shared_ptr<const PartEpilogue> Make(const HloInstruction& call,
+                                                  const std::vector<int64_t>& call_operand_slots,
+                                                  int64_t call_output_slot, int64_t images,
+                                                  int64_t image_elements, const HloInstruction& kernel_hlo,
+                                                  std::unique_ptr<KernelThunk>& kernel);
+
+  // Whether the buffers of `frame` let the kernel run per part (the aliasing above).
+  bool Applies(char** frame) const;
+  // The kernel's tasks over images [first, first + count) of the call's result.
+  void RunImages(char** frame, char* scratch, int64_t first, int64_t count) const;
+  // The kernel whole, where it does not apply per part.
+  Status RunWhole(char** frame, ExecuteContext& context) const { return kernel_->Execute(frame, context); }
+  const KernelThunk& kernel() const { return *kernel_; }
+  // "then fusion.14 on each part's images", for the call's thunk listing.
+  std::string Description() const;
+
+ private:
+  struct Extent {
+    int64_t slot = -1, bytes = 0;
+  };
+  std::unique_ptr<KernelThunk> kernel_;
+  int64_t tasks_per_image_ = 0;
+  std::vector<Extent> call_reads_;    // the call's operands
+  Extent call_result_;
+  std::vector<Extent> kernel_reads_;  // the kernel's operands but the call's result
+  std::vector<Extent> kernel_writes_;
+};
+
+}  // namespace xlens::runtime

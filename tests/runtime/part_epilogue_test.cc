@@ -1,0 +1,104 @@
+// The loop kernel after a convolution run on each of its parts' images (part_epilogue.h): a
+// training step's ReLU kept beside its pre-activation, and the ReLU gradient JAX writes (a mask
+// from the pre-activation: 1 above 0, 0.5 at +-0, 0 below and for NaN) times the input gradient,
+// against the reference evaluator, with zeros of both signs, infinities and NaNs in the inputs.
+#include <cmath>
+#include <limits>
+#include <string>
+#include <vector>
+
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
+#include "../codegen/codegen_test_util.h"
+#include "compiler/runtime/cpu_compiler.h"
+#include "compiler/runtime/onednn_thunks.h"
+#include "compiler/support/thread_pool.h"
+
+namespace xlens::runtime {
+namespace {
+
+using ::testing::ContainsRegex;
+
+// Random arguments with every 5th element of argument `index` +0, -0, NaN, +inf or -inf in turn.
+std::vector<Literal> ArgumentsWithSpecials(const std::string& text, int index) {
+  std::vector<Literal> arguments = testing::RandomArguments(text);
+  const float specials[] = {0.0f, -0.0f, std::numeric_limits<float>::quiet_NaN(),
+                            std::numeric_limits<float>::infinity(), -std::numeric_limits<float>::infinity()};
+  std::span<float> data = arguments[index].data<float>();
+  for (size_t i = 0; i < data.size(); i += 5) data[i] = specials[(i / 5) % 5];
+  return arguments;
+}
+
+// Compiles `text`, expects its call `call` to run the kernel after it on each part (where it
+// runs in parts) and no kernel of its own in the listing, and compares with the evaluator.
+void ExpectEpilogueMatchesEvaluator(const std::string& text, const std::string& call,
+                                    const std::vector<Literal>& arguments) {
+  SCOPED_TRACE(text);
+  auto module = ParseHloModule(text);
+  ASSERT_TRUE(module.ok()) << module.status().message();
+  auto exe = CompileForCpu(std::move(*module), {});
+  ASSERT_TRUE(exe.ok()) << exe.status().message();
+  const std::string listing = (*exe)->ThunkSequenceText();
+  if (ThreadPool::Default().parallelism() >= 2) {
+    EXPECT_THAT(listing, ContainsRegex("oneDNN " + call + "; kernel [^;]*, then fusion[.0-9]* on each part's images"));
+    EXPECT_EQ(("\n" + listing).find("\nkernel "), std::string::npos) << listing;
+  }
+  testing::ExpectMatchesEvaluator(text, arguments, {2e-5, 2e-5});
+}
+
+class PartEpilogueTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    if (!OneDnnAvailable()) GTEST_SKIP() << "built without oneDNN (libdnnl-dev)";
+  }
+};
+
+// The forward: the convolution's result is an output and feeds its ReLU, the other output.
+TEST_F(PartEpilogueTest, ReluBesideItsPreActivation) {
+  const std::string text = R"(HloModule relu_two_outputs
+ENTRY e {
+  x = f32[8,16,16,32] parameter(0)
+  k = f32[3,3,32,32] parameter(1)
+  c = f32[8,16,16,32] convolution(x, k), window={size=3x3 pad=1_1x1_1}, dim_labels=b01f_01io->b01f
+  zero = f32[] constant(0)
+  zeros = f32[8,16,16,32] broadcast(zero), dimensions={}
+  r = f32[8,16,16,32] maximum(c, zeros)
+  ROOT t = (f32[8,16,16,32], f32[8,16,16,32]) tuple(c, r)
+}
+)";
+  ExpectEpilogueMatchesEvaluator(text, "convolution", ArgumentsWithSpecials(text, 0));
+}
+
+// The backward: JAX's ReLU gradient (select(x == max(x, 0), 1, 0) / select(0 == max(x, 0), 2, 1))
+// times the input gradient of a stride-2 convolution, in blocks of 3, 3 and 2 images on two
+// threads. The pre-activation x is a parameter, so that its zeros, infinities and NaNs reach the
+// mask as they are.
+TEST_F(PartEpilogueTest, ReluGradientOnTheInputGradient) {
+  const std::string text = R"(HloModule relu_gradient
+ENTRY e {
+  x = f32[8,28,28,32] parameter(0)
+  dy = f32[8,14,14,32] parameter(1)
+  k = f32[3,3,32,32] parameter(2)
+  rk = f32[3,3,32,32] reverse(k), dimensions={0,1}
+  dx = f32[8,28,28,32] convolution(dy, rk), window={size=3x3 pad=2_1x2_1 lhs_dilate=2x2}, dim_labels=b01f_01oi->b01f
+  zero = f32[] constant(0)
+  zeros = f32[8,28,28,32] broadcast(zero), dimensions={}
+  one = f32[] constant(1)
+  ones = f32[8,28,28,32] broadcast(one), dimensions={}
+  two = f32[] constant(2)
+  twos = f32[8,28,28,32] broadcast(two), dimensions={}
+  r = f32[8,28,28,32] maximum(x, zeros)
+  positive = pred[8,28,28,32] compare(x, r), direction=EQ
+  numerator = f32[8,28,28,32] select(positive, ones, zeros)
+  at_zero = pred[8,28,28,32] compare(zeros, r), direction=EQ
+  denominator = f32[8,28,28,32] select(at_zero, twos, ones)
+  mask = f32[8,28,28,32] divide(numerator, denominator)
+  ROOT g = f32[8,28,28,32] multiply(dx, mask)
+}
+)";
+  ExpectEpilogueMatchesEvaluator(text, "convolution_backward_data", ArgumentsWithSpecials(text, 0));
+}
+
+}  // namespace
+}  // namespace xlens::runtime
