@@ -23,6 +23,7 @@
 //   - the rest of a module with products or convolutions as oneDNN's primitives (ModuleParts):
 //     each softmax or log-softmax over rows, each other reduction, each weight update p - c g,
 //     with the operations each covers and the bytes it moves;
+//   - in each module, JAX's erfc spelled out (ErfcExpansions), which xlens computes as one erfc;
 //   - transcendentals: oneDNN's eltwise exp, log, tanh, logistic, exact GELU (for erf) and sqrt
 //     over a block that fits each core's L2, on all threads, in elements per second; and the
 //     same functions as xlens emits them inline, each in a loop alone; the better of the two is
@@ -100,6 +101,7 @@
 #include "compiler/hlo/parser.h"
 #include "compiler/passes/call_inliner.h"
 #include "compiler/passes/dce.h"
+#include "compiler/passes/erfc_expansion.h"
 #include "compiler/passes/onednn_convolution.h"
 #include "compiler/runtime/product_mask.h"
 #include "compiler/support/file_io.h"
@@ -1059,6 +1061,38 @@ std::vector<Part> ModuleParts(const xlens::HloModule& module) {
   return parts;
 }
 
+// JAX's erfc spelled out as about forty elementwise instructions (passes/erfc_expansion.h),
+// found by the matcher xlens's emitter uses: xlens computes each as one erfc (one divide, one
+// exp, one polynomial), so an arithmetic floor that counted its forty operations was one xlens
+// beat (the exact GELU read 101-104% of it). For each: its elements and the operations it is
+// made of (Costs), which roofline.rest_costs counts as one erf at the exact GELU's rate instead,
+// as it counts an erf instruction.
+Json ErfcExpansions(const xlens::HloModule& module) {
+  Json found = Json::array();
+  for (const xlens::HloComputation* computation : module.computations()) {
+    for (const xlens::HloInstruction* root : computation->instructions()) {
+      const xlens::HloInstruction* z = xlens::MatchErfcExpansionF32(*root);
+      if (z == nullptr) continue;
+      // Everything between the final select and its argument (constants cost nothing).
+      std::vector<const xlens::HloInstruction*> covered;
+      std::set<const xlens::HloInstruction*> seen = {z, root};
+      std::vector<const xlens::HloInstruction*> stack = {root};
+      while (!stack.empty()) {
+        const xlens::HloInstruction* i = stack.back();
+        stack.pop_back();
+        covered.push_back(i);
+        for (const xlens::HloInstruction* operand : i->operands()) {
+          if (seen.insert(operand).second) stack.push_back(operand);
+        }
+      }
+      found.push_back({{"instruction", root->name()},
+                       {"elements", static_cast<double>(root->shape().num_elements())},
+                       {"costs", Costs(covered)}});
+    }
+  }
+  return found;
+}
+
 std::string Dims(const dnnl::memory::dims& dims) {
   std::string out;
   for (int64_t d : dims) out += (out.empty() ? "" : "x") + std::to_string(d);
@@ -1363,7 +1397,7 @@ std::optional<Json> ModuleCalls(const std::string& file, int executions, bool ti
   }
   return Json{{"file", file}, {"calls", calls}, {"total_ms", total_ms}, {"total_flops", total_flops},
               {"complete", complete}, {"parts", parts}, {"parts_ms", parts_ms},
-              {"program_ms", total_ms + parts_ms}};
+              {"program_ms", total_ms + parts_ms}, {"erfc_expansions", ErfcExpansions(**module)}};
 }
 #endif
 

@@ -36,11 +36,14 @@ workload, whichever of these takes longest (the tightest floor under its run tim
     on all threads (exp, log, tanh, logistic, sqrt; erf at the rate of the exact GELU, which is
     erf and three operations more; expm1 and log1p at exp's and log's; rsqrt at sqrt's; power
     at exp's and log's together). A function with no such rate (sine, cosine, ...) counts one
-    operation. With the library floor added where it
+    operation. JAX has no erfc instruction: it spells erfc out as some forty elementwise
+    instructions (two divides and an exp among them), which xlens's emitter recognizes
+    (passes/erfc_expansion) and computes as one erfc; machine_limits finds each such expansion
+    with the same matcher ("erfc_expansions"), and its operations count as one erf per element
+    instead (rest_costs). With the library floor added where it
     has products too. A softmax then is held to its exps where they take longer than its bytes,
-    and JAX's exact GELU (its erf spelled out as three polynomials, a division and an exp per
-    element) to its arithmetic, not to its 32 MiB. A lone add still counts one operation
-    although the FMA peak counts two.
+    and JAX's exact GELU to its erfs at the exact GELU's rate, not to its 32 MiB. A lone add
+    still counts one operation although the FMA peak counts two.
 """
 import json
 import math
@@ -125,14 +128,20 @@ def parts_costs(parts):
     return flops, transcendentals
 
 
-def rest_costs(text, parts):
+def rest_costs(text, parts, expansions=()):
     """hlo_costs of `text` less what `parts` cover (parts_costs): the arithmetic a module's
     oneDNN program leaves outside its primitives (the products' post-ops, elementwise work no
-    primitive was posed for)."""
+    primitive was posed for). Each of `expansions` (machine_limits' "erfc_expansions": JAX's
+    erfc spelled out, its elements and the operations it is made of) counts as one erf per
+    element in place of its operations, as xlens computes it: an erf instruction's rate is the
+    exact GELU's, the faster of oneDNN's gelu_erf and xlens's own loop of it."""
     flops, transcendentals = hlo_costs(text)
-    covered_flops, covered = parts_costs(parts)
+    covered_flops, covered = parts_costs(list(parts or []) + list(expansions or []))
     rest = {opcode: count - covered.get(opcode, 0) for opcode, count in transcendentals.items()
             if count - covered.get(opcode, 0) > 0}
+    erfs = sum(e.get("elements", 0) for e in expansions or [])
+    if erfs:
+        rest["erf"] = rest.get("erf", 0) + erfs
     return max(0, flops - covered_flops), rest
 
 
@@ -526,7 +535,8 @@ class Limits:
         # only the operations no part covers.
         parts = ((module or {}).get("parts") or []) if library_ms > 0 else []
         parts_ms = sum(self.part_floor(p)[0] for p in parts)
-        arithmetic_flops, transcendentals = rest_costs(text, parts)
+        expansions = (module or {}).get("erfc_expansions") or []
+        arithmetic_flops, transcendentals = rest_costs(text, parts, expansions)
         arithmetic_ms, timed, arithmetic_flops = self.arithmetic(arithmetic_flops + own_flops,
                                                                  transcendentals)
         if library_ms == 0 and arithmetic_ms > memory_ms:
@@ -537,7 +547,8 @@ class Limits:
             # Achieved: operations per second, a transcendental element one operation, as
             # HloCostAnalysis's flops and transcendentals together.
             label = "FMA + " + " + ".join(f"{f} {count / elements:.3g}/elt"
-                                          for f, count in sorted(timed.items()))
+                                          for f, count in sorted(timed.items())) + (
+                ", JAX's erfc as one erf" if expansions else "")
             return arithmetic_ms, label, "Gop/s", arithmetic_flops + sum(timed.values())
         if library_ms > 0 and library_ms + parts_ms + arithmetic_ms > memory_ms:
             # How close oneDNN itself comes to the FMA units' peak, for scale. The arithmetic
@@ -713,7 +724,8 @@ def row_shares(limits, row, control=None):
         # The arithmetic around the calls at the run's best rates, the strictest the run measured.
         # Beside the calls each pair times: the parts' floors and the arithmetic they leave.
         parts = (best.modules.get(hlo) or {}).get("parts") or []
-        paired = library_pair_shares(pairs, best.arithmetic(*rest_costs(_text_of(hlo), parts))[0]
+        expansions = (best.modules.get(hlo) or {}).get("erfc_expansions") or []
+        paired = library_pair_shares(pairs, best.arithmetic(*rest_costs(_text_of(hlo), parts, expansions))[0]
                                      + sum(best.part_floor(p)[0] for p in parts))
         # No control is paired for library calls: a median pair over 100% is flagged.
         control = None

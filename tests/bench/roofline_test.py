@@ -530,6 +530,55 @@ class ModulePartsTest(unittest.TestCase):
         self.assertEqual(self.parts(SOFTMAX_MODULE), [])
 
 
+@unittest.skipUnless(os.environ.get("XLENS_MACHINE_LIMITS") and os.environ.get("XLENS_MACHINE_LIMITS_HAS_ONEDNN"),
+                     "machine_limits with oneDNN not given (XLENS_MACHINE_LIMITS, XLENS_MACHINE_LIMITS_HAS_ONEDNN)")
+class ModuleFormsTest(unittest.TestCase):
+    """machine_limits --calls: what it finds in a module without products (JAX's erfc
+    expansion), worked out from the HLO."""
+
+    def module(self, text):
+        with tempfile.TemporaryDirectory() as directory:
+            path = os.path.join(directory, "m.hlo")
+            with open(path, "w") as f:
+                f.write(text)
+            proc = subprocess.run([os.environ["XLENS_MACHINE_LIMITS"], "--calls", f"--hlo={path}"],
+                                  capture_output=True, text=True, check=True)
+        return json.loads(proc.stdout)["hlo_modules"][0]
+
+    def test_jaxs_erfc_is_counted_as_one_erf(self):
+        # jax 0.10.2's lowering of jax.nn.gelu(x, approximate=False) over f32[8,16]: erfc spelled
+        # out (62 operations and an exp per element) as xlens's emitter recognizes it.
+        with open(os.path.join(os.path.dirname(os.path.abspath(__file__)), "modules", "exact_gelu.hlo")) as f:
+            text = f.read()
+        expansions = self.module(text)["erfc_expansions"]
+        self.assertEqual([(e["elements"], e["costs"]["transcendentals"]) for e in expansions],
+                         [(128, {"exponential": 128})])
+        flops, transcendentals = roofline.rest_costs(text, [], expansions)
+        # What is left around the erfc: x / sqrt 2, its sign, x / 2 times the erfc.
+        self.assertEqual(transcendentals, {"erf": 128})
+        self.assertLessEqual(flops, 4 * 128)
+        self.assertGreater(roofline.hlo_costs(text)[0], 50 * 128)
+        # One coefficient of the polynomial off by an ulp: not the expansion, counted as written.
+        changed = text.replace("constant(0.112835854)", "constant(0.112835862)")
+        self.assertNotEqual(changed, text)
+        self.assertEqual(self.module(changed)["erfc_expansions"], [])
+
+    def test_an_erfc_expansion_is_held_to_the_exact_gelus_rate(self):
+        text = "HloModule m\n\nENTRY e {\n  ROOT x = f32[128]{0} parameter(0)\n}\n"
+        with tempfile.TemporaryDirectory() as directory:
+            path = os.path.join(directory, "m.hlo")
+            with open(path, "w") as f:
+                f.write(text)
+            data = limits(rates={"exp": 1e9}).data
+            data["transcendentals"]["gelu_erf"] = {"function": "gelu_erf", "elements_per_second": 1e8}
+            expansion = {"instruction": "erfc.1", "elements": 128,
+                         "costs": {"flops": 0, "transcendentals": {}}}
+            data["hlo_modules"] = [{"file": path, "calls": [], "erfc_expansions": [expansion]}]
+            ms, label, unit, work = roofline.Limits(data).bound(path, 512, 512)
+        self.assertAlmostEqual(ms, 128 / 1e8 * 1e3)
+        self.assertEqual(label, "FMA + gelu_erf 1/elt, JAX's erfc as one erf")
+
+
 # Causal attention as JAX writes it (jnp.where(jnp.tril(...), s, -1e9), the mask and the select
 # in calls), with TRIL, SELECT and SCALE standing for the mask, the select's operands and the
 # scores' users.
