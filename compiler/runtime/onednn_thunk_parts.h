@@ -334,8 +334,10 @@ struct OneDnnThunk::Impl {
   void PlaceMaskedBlock(char** frame, int64_t b, const MaskedBlock& block, const float* block_output) const;
   Status ExecuteSplitK(char** frame, ThreadPool* pool, const std::string& name) const;
   // False, having done nothing, where the output shares a buffer with an operand. A call that
-  // runs its parts on the caller as one counts in `whole_runs`.
-  bool ExecuteNarrow(char** frame, ExecuteContext& context, std::atomic<int64_t>& whole_runs) const;
+  // runs its parts on the caller as one counts in `whole_runs`. Each part, traced, is a span
+  // "<name> part <i>", as oneDNN's parts are.
+  bool ExecuteNarrow(char** frame, ExecuteContext& context, std::atomic<int64_t>& whole_runs,
+                     const std::string& name) const;
   void SumAddendsInto(char** frame, const Part& part, float* output, int64_t dst_offset, int64_t bias_offset) const;
   // own_post_ops over `rows` x `cols` of the output from `out`, its rows `stride` apart; `offset`
   // is out's element offset in the output (where a full addend is read) and `column` its first

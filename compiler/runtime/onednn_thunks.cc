@@ -881,8 +881,8 @@ Status OneDnnThunk::Impl::RunPerBatchElement(
   return OkStatus();
 }
 
-bool OneDnnThunk::Impl::ExecuteNarrow(char** frame, ExecuteContext& context,
-                                      std::atomic<int64_t>& whole_runs) const {
+bool OneDnnThunk::Impl::ExecuteNarrow(char** frame, ExecuteContext& context, std::atomic<int64_t>& whole_runs,
+                                      const std::string& name) const {
   const SmallProductShape& s = small_shape;
   const float* lhs = Lhs(frame);
   const float* rhs = Rhs(frame);
@@ -893,7 +893,14 @@ bool OneDnnThunk::Impl::ExecuteNarrow(char** frame, ExecuteContext& context,
   for (int64_t slot : addend_slots) {
     if (frame[slot] == frame[output_slot]) return false;
   }
-  auto rows = [&](int64_t first, int64_t count) {
+  // `part`: its number in the trace, as oneDNN's parts are numbered (the whole call, run on the
+  // caller, after them), so that a trace shows which thread ran each part and when it started.
+  auto rows = [&](int64_t first, int64_t count, int64_t part) {
+    std::optional<profiler::TraceSpan> span;
+    if (profiler::TracingEnabled()) {
+      span.emplace(fmt::format("{} part {}", name, part), profiler::category::kLibraryPart);
+      span->AddArg("part", part);
+    }
     if (short_k) {  // columns [first, first + count)
       ShortKProduct(s.m, s.k, count, lhs, rhs + first * s.k, output + first, s.n);
       return;
@@ -924,11 +931,11 @@ bool OneDnnThunk::Impl::ExecuteNarrow(char** frame, ExecuteContext& context,
   const int64_t parts = narrow_parts;
   if (parts == 1 || context.pool == nullptr || context.pool->RunsInline(parts, 1)) {
     if (parts > 1) whole_runs.fetch_add(1, std::memory_order_relaxed);
-    rows(0, short_k ? s.n : s.m);
+    rows(0, short_k ? s.n : s.m, parts > 1 ? parts : 0);
   } else {
     context.pool->ParallelFor(parts, 1, [&](int64_t begin, int64_t end) {
       const int64_t extent = short_k ? s.n : s.m;
-      for (int64_t t = begin; t < end; ++t) rows(t * narrow_block, std::min(narrow_block, extent - t * narrow_block));
+      for (int64_t t = begin; t < end; ++t) rows(t * narrow_block, std::min(narrow_block, extent - t * narrow_block), t);
     });
   }
   return true;
@@ -962,7 +969,7 @@ Status OneDnnThunk::Execute(char** frame, ExecuteContext& context) const {
     return OkStatus();
   }
   const int64_t tasks = impl.batch * impl.blocks;
-  if (impl.narrow && impl.ExecuteNarrow(frame, context, whole_runs_)) return OkStatus();
+  if (impl.narrow && impl.ExecuteNarrow(frame, context, whole_runs_, hlo_name())) return OkStatus();
   if (impl.split_k) return impl.ExecuteSplitK(frame, runs_inline_ ? nullptr : context.pool, hlo_name());
   float* lhs = impl.Lhs(frame);
   float* rhs = impl.Rhs(frame);

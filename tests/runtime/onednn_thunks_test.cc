@@ -904,15 +904,8 @@ ENTRY e {
   EXPECT_GE(weights_mappings, 1) << "no mapping of the weights' size asks for small pages";
 }
 
-TEST_F(OneDnnThunkTest, TracedCallsShowEachPartOnTheThreadThatRanIt) {
-  // A product in parts, traced: one span per part and call ("<call> part <i>", its number in
-  // "part"), beside the call's own span and not a kernel of its own.
-  const std::string text = R"(HloModule m
-ENTRY e {
-  a = f32[40,512] parameter(0)
-  b = f32[512,72] parameter(1)
-  ROOT d = f32[40,72] dot(a, b), lhs_contracting_dims={1}, rhs_contracting_dims={0}
-})";
+void ExpectEachPartTraced(const std::string& text) {
+  SCOPED_TRACE(text);
   auto module = ParseHloModule(text);
   ASSERT_TRUE(module.ok());
   auto exe = CompileForCpu(std::move(*module), {});
@@ -949,6 +942,32 @@ ENTRY e {
   runs_of_part.erase(call->Parts());
   ASSERT_EQ(static_cast<int64_t>(runs_of_part.size()), call->Parts());
   for (const auto& [t, spans] : runs_of_part) EXPECT_EQ(spans, split_runs) << "part " << t;
+}
+
+TEST_F(OneDnnThunkTest, TracedCallsShowEachPartOnTheThreadThatRanIt) {
+  // A product in parts, traced: one span per part and call ("<call> part <i>", its number in
+  // "part"), beside the call's own span and not a kernel of its own.
+  ExpectEachPartTraced(R"(HloModule m
+ENTRY e {
+  a = f32[40,512] parameter(0)
+  b = f32[512,72] parameter(1)
+  ROOT d = f32[40,72] dot(a, b), lhs_contracting_dims={1}, rhs_contracting_dims={0}
+})");
+  // The same for the narrow and short-k loops' parts (the MNIST step's logits and the gradient
+  // back through a classifier), where the CPU has them: a part's start on a worker against the
+  // call's shows what the pool's handoff costs a small product.
+  ExpectEachPartTraced(R"(HloModule m
+ENTRY e {
+  x = f32[100,784] parameter(0)
+  w = f32[784,10] parameter(1)
+  ROOT d = f32[100,10] dot(x, w), lhs_contracting_dims={1}, rhs_contracting_dims={0}
+})");
+  ExpectEachPartTraced(R"(HloModule m
+ENTRY e {
+  g = f32[32,10] parameter(0)
+  w = f32[3136,10] parameter(1)
+  ROOT d = f32[32,3136] dot(g, w), lhs_contracting_dims={1}, rhs_contracting_dims={1}
+})");
 }
 
 TEST_F(OneDnnThunkTest, LongContractionsSplitInKAddTheirPartialProducts) {
