@@ -498,9 +498,10 @@ TEST(CpuStreamingStoreTest, StreamedRowKernelPrefetchesWhatItReadsAlongTheRows) 
   EXPECT_EQ(Count(IrOfRoot(text, 1), "call void @llvm.prefetch"), 4);
   EXPECT_EQ(Count(IrOfRoot(RmsNormResidual(64, 1001), 1), "call void @llvm.prefetch"), 2);
   EXPECT_EQ(Count(IrOfRoot(text, 0), "call void @llvm.prefetch"), 0);
-  // The operands share the distance ahead: x and r 4 KiB each (one row of 1024 floats), a lone
-  // operand 8 KiB (two rows).
-  EXPECT_EQ(PrefetchDistances(IrOfRoot(text, 1)), std::vector<int64_t>(4, 4096));
+  // The operands share the distance ahead of the next row, which the output loop reads for its
+  // sum: x and r 4 KiB each past it (8 KiB, two rows of 1024 floats, past this row), a lone
+  // operand 8 KiB (12 KiB).
+  EXPECT_EQ(PrefetchDistances(IrOfRoot(text, 1)), std::vector<int64_t>(4, 8192));
   const std::string centred = testing::InInputFusion(kAdd, R"(
   x = f32[64,1024] parameter(0)
   z = f32[] constant(0)
@@ -511,10 +512,57 @@ TEST(CpuStreamingStoreTest, StreamedRowKernelPrefetchesWhatItReadsAlongTheRows) 
   mb = f32[64,1024] broadcast(m), dimensions={0}
   ROOT y = f32[64,1024] subtract(x, mb)
 )");
-  EXPECT_EQ(PrefetchDistances(IrOfRoot(centred, 1)), std::vector<int64_t>(2, 8192));
+  EXPECT_EQ(PrefetchDistances(IrOfRoot(centred, 1)), std::vector<int64_t>(2, 12288));
   // The last rows prefetch past the arrays' ends, which must not fault.
   testing::ExpectMatchesEvaluator(RmsNormResidual(3, 1001), {}, {1e-5, 1e-5}, Streaming());
   testing::ExpectMatchesEvaluator(centred, {}, {1e-5, 1e-5}, Streaming());
+}
+
+// The text of the basic block `label` of `ir`, up to the blank line after it.
+std::string Block(const std::string& ir, const std::string& label) {
+  const size_t at = ir.find("\n" + label + ":");
+  if (at == std::string::npos) return "";
+  return ir.substr(at + 1, ir.find("\n\n", at + 1) - at - 1);
+}
+
+TEST(CpuStreamingStoreTest, StreamedRowKernelTakesTheNextRowsSumInItsOutputLoop) {
+  if (!cpu::HasStreamingStores()) GTEST_SKIP() << "no streaming stores on this target";
+  // The RMS norm's sum of squares: no pass over the row before its outputs (the row's block goes
+  // straight to the output loops), the next row's sum taken in the line loop as a line of
+  // partial sums, and in the stretches as one; the task's first row alone has a pass of its own.
+  const std::string ir = IrOfRoot(RmsNormResidual(64, 1024), 1);
+  const std::string row = Block(ir, "row.body");
+  ASSERT_FALSE(row.empty()) << ir;
+  EXPECT_EQ(row.find("label %row.element.header"), std::string::npos) << row;
+  EXPECT_NE(row.find("label %row.lines.then"), std::string::npos) << row;
+  EXPECT_NE(Block(ir, "row.line.element.body").find("%row.next_lanes"), std::string::npos) << ir;
+  EXPECT_NE(Block(ir, "row.first.then").find("label %row.element.header"), std::string::npos) << ir;
+  // Not where the outputs are written with plain stores: the sum is a pass of its own.
+  EXPECT_EQ(IrOfRoot(RmsNormResidual(64, 1024), 0).find("row.next"), std::string::npos);
+  // Rows of whole lines and not (stretches), a task's last row (whose next row is its own), one
+  // row, and a row's sum returned beside the outputs, from a nonzero initial value (added once
+  // though the line loop's partial sums start from zero); integers exactly.
+  for (auto [rows, n] : std::vector<std::pair<int64_t, int64_t>>{{1, 1024}, {2, 1024}, {129, 1024}, {33, 1001}, {5, 16}, {7, 5}}) {
+    SCOPED_TRACE(fmt::format("{}x{}", rows, n));
+    testing::ExpectMatchesEvaluator(RmsNormResidual(rows, n), {}, {1e-5, 1e-5}, Streaming());
+    for (const char* type : {"f32", "s32"}) {
+      const std::string with_sum = testing::InInputFusion(fmt::format(R"(
+add {{
+  a = {0}[] parameter(0)
+  b = {0}[] parameter(1)
+  ROOT s = {0}[] add(a, b)
+}})", type), fmt::format(R"(
+  x = {0}[{1},{2}] parameter(0)
+  c = {0}[] constant(3)
+  s = {0}[{1}] reduce(x, c), dimensions={{1}}, to_apply=add
+  sb = {0}[{1},{2}] broadcast(s), dimensions={{0}}
+  y = {0}[{1},{2}] subtract(x, sb)
+  ROOT t = ({0}[{1},{2}], {0}[{1}]) tuple(y, s)
+)", type, rows, n));
+      EXPECT_NE(IrOfRoot(with_sum, 1).find("row.next_sum"), std::string::npos) << type;
+      testing::ExpectMatchesEvaluator(with_sum, {}, {1e-4, 1e-5}, Streaming());
+    }
+  }
 }
 
 TEST(CpuStreamingStoreTest, RowKernelOverTwoReducedDimensionsStreamsWholeRows) {
