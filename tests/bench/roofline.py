@@ -18,9 +18,10 @@ workload, whichever of these takes longest (the tightest floor under its run tim
     reduction's result, broadcast back, is combined with again is counted twice (its second read
     at the read-only sum's rate) where the smallest range of it, in its order, that holds whole
     reductions is larger than the working sets the sweep ran faster than memory
-    (`Limits.read_again`: batch norm in training's x and dy, not a row norm's rows). Beside it `Limits.triad_ms` keeps the stricter figure the
-    work item's criterion names ("memory-bound workloads reach 90% of triad"): the same bytes at
-    triad's rate whatever the mix, which codegen_vs_xla.py reports as `% triad`;
+    (`Limits.read_again`: batch norm in training's x and dy, not a row norm's rows). Beside it
+    `Limits.triad_ms` keeps the stricter figure the work item's criterion names ("memory-bound
+    workloads reach 90% of triad"): the same bytes at triad's rate whatever the mix, which
+    codegen_vs_xla.py reports as `% triad`;
   - library: the module as a oneDNN program: the sum of oneDNN's standalone times of its
     products and convolutions (a chain of library calls can at best lose nothing between them;
     a convolution oneDNN cannot be posed is counted at the peak FLOP/s instead), plus the rest of
@@ -792,7 +793,8 @@ def row_shares(limits, row, control=None):
         # Beside the calls each pair times: the parts' floors and the arithmetic they leave.
         parts = (best.modules.get(hlo) or {}).get("parts") or []
         expansions = (best.modules.get(hlo) or {}).get("erfc_expansions") or []
-        paired = library_pair_shares(pairs, best.arithmetic(*rest_costs(_text_of(hlo), parts, expansions))[0]
+        paired = library_pair_shares(pairs, best.arithmetic(*rest_costs(_text_of(hlo), parts,
+                                                                        expansions))[0]
                                      + sum(best.part_floor(p)[0] for p in parts))
         # No control is paired for library calls: a median pair over 100% is flagged.
         control = None
