@@ -496,14 +496,16 @@ std::string MaskedSoftmax(int heads, int n, const std::string& lhs, const std::s
 
 TEST(CpuRowLoopsTest, APrefixMaskSplitsTheReductionsLoopWhereItTurnsFalse) {
   // A causal mask keeps a prefix of each row: the loop of the maximum and the exponentials runs
-  // to the first multiple of 32 past it computing the mask, and on with the mask false (its
-  // exponential of -1e9 - max computed once a row), so there is one more loop than where the
-  // mask keeps no prefix (NE), for the task's first row's maximum and for each row's level, and
-  // for the loops that take a row with a NaN again.
+  // with the mask true up to the last multiple of 32 inside the prefix (of this row and of the
+  // next one, whose maximum it takes along), computing the mask from there to the first multiple
+  // of 32 past it, and on with the mask false (its exponential of -1e9 - max computed once a
+  // row), so there are two more loops than where the mask keeps no prefix (NE), for the task's
+  // first row's maximum and for each row's level, and for the loops that take a row with a NaN
+  // again.
   const int n = 100;
   const int plain = Loops(IrOfRoot(MaskedSoftmax(3, n, "row", "NE", "col", true)));
-  EXPECT_EQ(Loops(IrOfRoot(MaskedSoftmax(3, n, "row", "GE", "col", true))), plain + 4);
-  EXPECT_EQ(Loops(IrOfRoot(MaskedSoftmax(3, n, "col", "LT", "row", false))), plain + 4);
+  EXPECT_EQ(Loops(IrOfRoot(MaskedSoftmax(3, n, "row", "GE", "col", true))), plain + 8);
+  EXPECT_EQ(Loops(IrOfRoot(MaskedSoftmax(3, n, "col", "LT", "row", false))), plain + 8);
   // A suffix is not a prefix: kept where the column is at least the row.
   EXPECT_EQ(Loops(IrOfRoot(MaskedSoftmax(3, n, "col", "GE", "row", true))), plain);
   // Each form matches the evaluator, and a masked element's weight is exactly 0 (rows of 100:
@@ -528,6 +530,42 @@ TEST(CpuRowLoopsTest, APrefixMaskSplitsTheReductionsLoopWhereItTurnsFalse) {
         }
       }
     }
+  }
+}
+
+TEST(CpuRowLoopsTest, APrefixMaskTakesItsKeptHeadAsKeptWithNaNsAndInfinities) {
+  // The columns that both a row and the next one keep, up to a multiple of 32, run without the
+  // mask: a NaN or an infinity there, in the stretch where the mask is computed, or past it
+  // (discarded by the select) gives what the evaluator gives. A head's last row takes along the
+  // maximum of the next head's first row, which keeps one column (or none, GT), so its kept
+  // head is the shorter one, 0.
+  const int heads = 3, n = 100;
+  const float nan = std::numeric_limits<float>::quiet_NaN();
+  const float inf = std::numeric_limits<float>::infinity();
+  for (const char* direction : {"GE", "GT"}) {
+    SCOPED_TRACE(direction);
+    Literal x(Shape(PrimitiveType::F32, {heads, n, n}));
+    std::mt19937_64 rng(7);
+    std::uniform_real_distribution<float> uniform(-8.0f, 8.0f);
+    for (float& v : x.data<float>()) v = uniform(rng);
+    auto at = [&](int h, int r, int j) -> float& { return x.data<float>()[(h * n + r) * n + j]; };
+    at(0, 40, 5) = nan;    // in row 40's head (columns 0-31 kept by rows 40 and 41)
+    at(0, 50, 33) = inf;   // in its computed stretch
+    at(0, 10, 90) = nan;   // masked: discarded
+    at(0, 63, 31) = -inf;  // the last column of a head
+    at(1, 99, 0) = nan;    // a head's last row, whose next row keeps at most column 0
+    at(1, 70, 64) = -inf;  // the first column after a head
+    at(2, 64, 10) = inf;   // the row's maximum is inf: inf - inf in its exponentials
+    for (int j = 0; j < n; ++j) at(2, 96, j) = -inf;  // a row of -inf only: the mask's -1e9 is its maximum
+    std::vector<Literal> args;
+    args.push_back(x);
+    Literal got = testing::ExpectMatchesEvaluator(MaskedSoftmax(heads, n, "row", direction, "col", true),
+                                                  std::move(args), {1e-6, 1e-5});
+    if (got.element_count() != heads * n * n) continue;
+    EXPECT_TRUE(std::isnan(got.data<float>()[(0 * n + 40) * n + 0]));
+    EXPECT_TRUE(std::isnan(got.data<float>()[(1 * n + 99) * n + 99]));
+    EXPECT_EQ(got.data<float>()[(0 * n + 10) * n + 90], 0.0f);
+    EXPECT_EQ(got.data<float>()[(1 * n + 70) * n + 64], 0.0f);
   }
 }
 

@@ -154,9 +154,9 @@ Status EmitWithRowReciprocals(ElementalIrEmitter& e, const std::vector<llvm::Val
 // A mask of a row's elements that keeps a prefix of its innermost dimension, the prefix's end
 // moving with a kept dimension's index: a causal attention's, select(compare(iota over the rows,
 // iota over the columns) GE, scores, -1e9) (jnp.tril). Such a mask is uniform on most of a row:
-// the reductions' loop runs in two, up to the first multiple of kColumnPrefixSplitAlignment past
-// the kept prefix with the mask computed per element, and after it with the predicate bound to
-// false, so that whatever depends only on the other arm is computed once per row and hoisted
+// the reductions' loop runs in three: with the predicate bound to true up to the last multiple of
+// kColumnPrefixSplitAlignment inside the kept prefix, then up to the first multiple past it with
+// the mask computed per element, and after it with the predicate bound to false, so that whatever depends only on the other arm is computed once per row and hoisted
 // (softmax's exp(-1e9 - max) over the masked half of the row, 0 in f32 there, was half of its
 // exponentials). Causal attention's softmax over f32[8,512,512] on both cores beside other work
 // (xlens run --trace, the kernel's best of 600-800 runs, 13 pairs alternating with the unsplit
@@ -170,8 +170,9 @@ struct ColumnPrefixMask {
   int64_t offset = 0;
 };
 
-// The loop's split point is rounded up to this many elements: the vector loop's step (two
-// vectors of 16 f32 lanes where it computes exponentials), so that neither half has a remainder.
+// The loop's split points are rounded to this many elements (the head's down, the split's up): the
+// vector loop's step (two vectors of 16 f32 lanes where it computes exponentials), so that no part
+// of the loop has a remainder.
 inline constexpr int64_t kColumnPrefixSplitAlignment = 32;
 
 // The prefix mask among `computation`'s selects over elements of `row_shape` (whose kept
