@@ -22,7 +22,9 @@ Each library call is matched to its floor by the dot or convolution it runs: the
 call by its kCustom fusion, the optimized module (dumped by the first round's run) names the
 instruction inside that fusion, and machine_limits names each floor by the same instruction.
 Execution order need not be the HLO's, so order matches nothing. A call whose instruction no floor
-names (a pass renamed it) takes an unclaimed floor of the same flops; a call still without a
+names (a pass renamed it) takes an unclaimed floor of the same flops; k calls alike that each
+write 1/k of an unclaimed floor's output elements (a chain split per batch element,
+batched-chain-split: long attention's products) share it, 1/k each; a call still without a
 floor, a floor no call took, and a call whose opcode differs from its floor's kind are said.
 
 Usage: tests/bench/calls_vs_floors.py --xlens build/compiler/cli/xlens MODULE.hlo [--inputs DIR]
@@ -125,6 +127,24 @@ def match_calls(names, call_flops, ops, floor_list, source):
         if index is not None:
             claimed.add(index)
         matched[name] = (index, "matched by shape" if index is not None else "no floor")
+    # batched-chain-split runs a chain of batched products (attention's q k^T, then p v) as one
+    # chain per batch element: the HLO's one product is then k calls of 1/k of its output and its
+    # flops each, which share its floor (1/k of it each, as main() counts it).
+    alike_calls = {}
+    for name in names:
+        inside = ops.get(name, [])
+        if matched[name][0] is None and inside:
+            alike_calls.setdefault(tuple(inside[0][1:]), []).append(name)
+    for (opcode, elements), group in alike_calls.items():
+        # By output elements, not flops: a call's flops count its fused epilogue (the scores'
+        # scaling) as well.
+        k = len(group)
+        index = next((i for i, f in enumerate(floor_list) if i not in claimed and k > 1 and elements and
+                      source.get(f["instruction"]) == (opcode, elements * k)), None)
+        if index is not None:
+            claimed.add(index)
+            for name in group:
+                matched[name] = (index, f"1/{k} of it: its chain split per batch element")
     for name, (index, note) in matched.items():
         inside = ops.get(name, [])
         if index is not None and inside and (inside[0][1] == "dot") != (floor_list[index]["kind"] == "matmul"):
@@ -221,10 +241,13 @@ def main():
     matched, unclaimed = match_calls(names, call_flops, ops, floor_best, source)
     print(f"{'call':<14}{'floor of':<24}{'floor kind':<30}{'floor us':>10}{'xlens us':>10}{'floor/xlens':>13}")
     floor_sum = 0.0
+    sharing = {}  # floor index: how many calls share it (several where a chain was split)
+    for index, _ in matched.values():
+        sharing[index] = sharing.get(index, 0) + 1
     for name in names:
         index, note = matched[name]
         floor = floor_best[index] if index is not None else dict(instruction="-", kind="-", ms=None)
-        floor_us = floor["ms"] * 1e3 if floor["ms"] else None
+        floor_us = floor["ms"] * 1e3 / sharing[index] if floor["ms"] else None
         floor_sum += floor_us or 0
         share = f"{floor_us / call_best[name] * 100:>12.0f}%" if floor_us else f"{'-':>13}"
         print(f"{name:<14}{floor['instruction']:<24}{floor['kind']:<30}{floor_us or float('nan'):>10.1f}"

@@ -1284,6 +1284,45 @@ ENTRY e {
         self.assertEqual(matched["fusion"], (0, "dot against a convolution_forward floor"))
         self.assertEqual(unclaimed, [])
 
+    def test_a_product_split_per_batch_element_shares_its_floor(self):
+        # batched-chain-split's form of attention over 2 batch elements: each chain's q k^T and
+        # p v, named anew, each 1/2 of the HLO's batched product.
+        chain = """%fused_computation{i} (param_0: f32[1,64,16], param_1: f32[1,64,16]) -> f32[1,64,64] {{
+  ROOT %scores.{i} = f32[1,64,64]{{2,1,0}} dot(f32[1,64,16]{{2,1,0}} %param_0, f32[1,64,16]{{2,1,0}} %param_1), lhs_batch_dims={{0}}, lhs_contracting_dims={{2}}, rhs_batch_dims={{0}}, rhs_contracting_dims={{2}}
+}}
+%fused_computation.p{i} (param_0: f32[1,64,64], param_1: f32[1,64,16]) -> f32[1,64,16] {{
+  ROOT %out.{i} = f32[1,64,16]{{2,1,0}} dot(f32[1,64,64]{{2,1,0}} %param_0, f32[1,64,16]{{2,1,0}} %param_1), lhs_batch_dims={{0}}, lhs_contracting_dims={{2}}, rhs_batch_dims={{0}}, rhs_contracting_dims={{1}}
+}}
+"""
+        optimized = ("HloModule split\n" + chain.format(i=0) + chain.format(i=1) +
+                     "ENTRY %e (q: f32[2,64,16]) -> f32[2,64,16] {\n"
+                     "  %s0 = f32[1,64,64]{2,1,0} fusion(%q0, %k0), kind=kCustom, calls=%fused_computation0\n"
+                     "  %o0 = f32[1,64,16]{2,1,0} fusion(%s0, %v0), kind=kCustom, calls=%fused_computation.p0\n"
+                     "  %s1 = f32[1,64,64]{2,1,0} fusion(%q1, %k1), kind=kCustom, calls=%fused_computation1\n"
+                     "  %o1 = f32[1,64,16]{2,1,0} fusion(%s1, %v1), kind=kCustom, calls=%fused_computation.p1\n"
+                     "}\n")
+        source = """HloModule attention
+ENTRY e {
+  qk = f32[2,64,64] dot(q, k), lhs_batch_dims={0}, lhs_contracting_dims={2}, rhs_batch_dims={0}, rhs_contracting_dims={2}
+  pv = f32[2,64,16] dot(p, v), lhs_batch_dims={0}, lhs_contracting_dims={2}, rhs_batch_dims={0}, rhs_contracting_dims={1}
+}
+"""
+        flops = 2.0 * 2 * 64 * 16 * 64  # each product's, both batch elements
+        floors = [dict(instruction="qk", kind="matmul", flops=flops, ms=0.02),
+                  dict(instruction="pv", kind="matmul", flops=flops, ms=0.03)]
+        ops = self.cvf.library_ops(optimized)
+        calls = ["s0", "o0", "s1", "o1"]
+        # Both products have the same flops: the output's elements tell q k^T's calls from p v's.
+        matched, unclaimed = self.cvf.match_calls(calls, {c: flops / 2 for c in calls}, ops, floors,
+                                                  self.cvf.instructions(source))
+        note = "1/2 of it: its chain split per batch element"
+        self.assertEqual(matched, {"s0": (0, note), "s1": (0, note), "o0": (1, note), "o1": (1, note)})
+        self.assertEqual(unclaimed, [])
+        # One chain's calls alone are not the whole product: no floor.
+        matched, unclaimed = self.cvf.match_calls(["s0", "o0"], {}, ops, floors, self.cvf.instructions(source))
+        self.assertEqual(matched, {"s0": (None, "no floor"), "o0": (None, "no floor")})
+        self.assertEqual(unclaimed, [0, 1])
+
 
 class FloorSamplingTest(unittest.TestCase):
     def test_rounds_are_topped_up_to_the_floors_sampling(self):
