@@ -563,6 +563,22 @@ add {{
       testing::ExpectMatchesEvaluator(with_sum, {}, {1e-4, 1e-5}, Streaming());
     }
   }
+  // Not over bf16, which is stored as 16-bit integers and summed widened: a line of partial sums
+  // in the storage type was a sum of the integers.
+  const std::string bf16 = testing::InInputFusion(R"(
+add {
+  a = bf16[] parameter(0)
+  b = bf16[] parameter(1)
+  ROOT s = bf16[] add(a, b)
+})", R"(
+  x = bf16[33,1024] parameter(0)
+  c = bf16[] constant(0)
+  s = bf16[33] reduce(x, c), dimensions={1}, to_apply=add
+  sb = bf16[33,1024] broadcast(s), dimensions={0}
+  ROOT y = bf16[33,1024] subtract(x, sb)
+)");
+  EXPECT_EQ(IrOfRoot(bf16, 1).find("row.next"), std::string::npos);
+  testing::ExpectMatchesEvaluator(bf16, {}, {0, 0}, Streaming());
 }
 
 TEST(CpuStreamingStoreTest, RowKernelOverTwoReducedDimensionsStreamsWholeRows) {
