@@ -29,9 +29,7 @@ cache bandwidth by working set, peak f32 FLOP/s, oneDNN's standalone time for ev
 convolution of the suite), and each row gives what xlens achieves (GB/s of its arguments and
 results, or GFLOP/s of its products and convolutions) and its time as a percentage of the bound
 that applies: bytes over the bandwidth of a working set that size (memory's copy, triad, or the
-rate of the workload's own mix of reads and writes between them, or the cache that holds it;
-an input that must be read twice, as batch norm in training's x and dy, whose outputs need sums
-over a range of them larger than any cache that runs faster than memory, counted twice),
+rate of the workload's own mix of reads and writes between them, or the cache that holds it),
 oneDNN's standalone time for its products and convolutions and, beside them, its softmaxes,
 reductions and weight updates each at the faster of oneDNN's primitive and its own bytes and
 arithmetic, with the arithmetic of the rest (the module as a oneDNN program), or the module's own
@@ -520,8 +518,7 @@ def main():
                     try:
                         pairs.append(roofline.measure_pairs(
                             limits_binary, hlo_file, os.path.join(directory, "inputs"), moved,
-                            roofline.paired_kernels(read_bytes, moved - read_bytes)
-                            + (["read"] if limits.read_again_bytes(hlo_file) else []),
+                            roofline.paired_kernels(read_bytes, moved - read_bytes),
                             library=library_pairs, cache_dir=cache_dir))
                     except (OSError, RuntimeError, ValueError):
                         pairs = None  # the row goes without a `% pair`
@@ -600,14 +597,6 @@ def main():
         at_median, _, _, median_unreliable, median_missing = roofline.kind_counts(
             summaries.values(), kind, "median_share")
         label = {"memory": "bandwidth-bound"}.get(kind, kind + "-bound")
-        if kind == "memory" and any("read again" in s["label"] for s in summaries.values()):
-            # What a bound that reads an input twice counts (roofline.Limits.read_again).
-            print("memory bound: one pass over the arguments and results, + each input that a "
-                  "reduction reads and that its result, broadcast back, is combined with again, "
-                  "where the smallest range of it in its own order that holds whole reductions is "
-                  "larger than the working set the cache curve runs faster than memory "
-                  f"({limits.fast_working_set() / 2**20:.3g} MiB here): read again at the read-only "
-                  "sum's rate")
         if kind == "library":
             # What "oneDNN standalone" counts (roofline.Limits.bound, part_floor).
             print("library bound: the module as a oneDNN program: its products' and convolutions' "

@@ -24,7 +24,6 @@
 //     each softmax or log-softmax over rows, each other reduction, each weight update p - c g,
 //     with the operations each covers and the bytes it moves;
 //   - in each module, JAX's erfc spelled out (ErfcExpansions), which xlens computes as one erfc;
-//   - in each module, the parameters read again after a reduction over them (ReadAgain);
 //   - transcendentals: oneDNN's eltwise exp, log, tanh, logistic, exact GELU (for erf) and sqrt
 //     over a block that fits each core's L2, on all threads, in elements per second; and the
 //     same functions as xlens emits them inline, each in a loop alone; the better of the two is
@@ -1094,88 +1093,6 @@ Json ErfcExpansions(const xlens::HloModule& module) {
   return found;
 }
 
-// The module's parameters that a reduction reads and that the reduction's result, broadcast
-// back, is combined with again (batch norm in training: x - mean(x) over N, H and W; layer norm:
-// x - mean(x) along each row): an output element needs the reduction over its whole unit first,
-// so each unit of the parameter is read, reduced, and read again. A unit is the smallest
-// contiguous range of the parameter that holds whole reductions, in its layout: the dimensions
-// from the minor one up to the most major reduced one (layer norm's row of 4 KiB; batch norm's
-// reduction over N, H and W, whose kept channels are minor, the whole parameter). Whether the
-// second read comes from a cache or from memory is the roofline's to judge, from the measured
-// cache curve (roofline.Limits.read_again_bytes). For each such parameter: its bytes, its
-// unit's bytes (the largest over its reductions) and one reduction that needs it.
-Json ReadAgain(const xlens::HloModule& module) {
-  using xlens::HloInstruction;
-  Json found = Json::array();
-  const xlens::HloComputation* entry = module.entry_computation();
-  if (entry == nullptr) return found;
-  // Everything downstream of `from` (itself included); with `same_dims`, only through
-  // instructions of its dimensions (its elementwise region).
-  const auto downstream = [](const HloInstruction* from, bool same_dims) {
-    std::set<const HloInstruction*> seen = {from};
-    std::vector<const HloInstruction*> stack = {from};
-    while (!stack.empty()) {
-      const HloInstruction* i = stack.back();
-      stack.pop_back();
-      for (const HloInstruction* user : i->users()) {
-        if (same_dims && !(user->shape().IsArray() && xlens::shape_util::SameDimensions(user->shape(), from->shape()))) {
-          continue;
-        }
-        if (seen.insert(user).second) stack.push_back(user);
-      }
-    }
-    return seen;
-  };
-  std::vector<const HloInstruction*> reduces;
-  for (const HloInstruction* i : entry->instructions()) {
-    if (i->opcode() == xlens::HloOpcode::kReduce && i->operand_count() == 2 && i->operand(0)->shape().IsArray()) {
-      reduces.push_back(i);
-    }
-  }
-  for (const HloInstruction* p : entry->parameter_instructions()) {
-    if (!p->shape().IsArray() || p->shape().rank() == 0) continue;
-    const std::set<const HloInstruction*> region = downstream(p, /*same_dims=*/true);
-    const std::vector<int64_t> minor_to_major =
-        p->shape().has_layout() && !p->shape().layout().minor_to_major.empty()
-            ? p->shape().layout().minor_to_major
-            : xlens::shape_util::DefaultMinorToMajor(p->shape().rank());
-    int64_t unit_elements = 0;
-    const HloInstruction* needing = nullptr;
-    for (const HloInstruction* reduce : reduces) {
-      if (!region.count(reduce->operand(0))) continue;
-      const std::set<const HloInstruction*> after = downstream(reduce, /*same_dims=*/false);
-      // The reduction's result combined, at the parameter's dimensions, with the parameter read
-      // again: an operand that depends on the parameter and not on the reduction.
-      bool again = false;
-      for (const HloInstruction* e : after) {
-        if (!region.count(e)) continue;
-        for (const HloInstruction* operand : e->operands()) {
-          again = again || (region.count(operand) && !after.count(operand));
-        }
-      }
-      if (!again) continue;
-      const std::vector<int64_t>& reduced = reduce->dimensions();
-      int64_t elements = 1;
-      size_t left = reduced.size();
-      for (int64_t d : minor_to_major) {
-        if (left == 0) break;
-        elements *= p->shape().dimensions(d);
-        if (std::find(reduced.begin(), reduced.end(), d) != reduced.end()) --left;
-      }
-      if (elements > unit_elements) {
-        unit_elements = elements;
-        needing = reduce;
-      }
-    }
-    if (needing == nullptr) continue;
-    const int64_t bytes = xlens::shape_util::ByteSizeOf(p->shape());
-    found.push_back({{"parameter", p->name()}, {"bytes", bytes},
-                     {"unit_bytes", bytes / p->shape().num_elements() * unit_elements},
-                     {"reduce", needing->name()}});
-  }
-  return found;
-}
-
 std::string Dims(const dnnl::memory::dims& dims) {
   std::string out;
   for (int64_t d : dims) out += (out.empty() ? "" : "x") + std::to_string(d);
@@ -1480,8 +1397,7 @@ std::optional<Json> ModuleCalls(const std::string& file, int executions, bool ti
   }
   return Json{{"file", file}, {"calls", calls}, {"total_ms", total_ms}, {"total_flops", total_flops},
               {"complete", complete}, {"parts", parts}, {"parts_ms", parts_ms},
-              {"program_ms", total_ms + parts_ms}, {"erfc_expansions", ErfcExpansions(**module)},
-              {"read_again", ReadAgain(**module)}};
+              {"program_ms", total_ms + parts_ms}, {"erfc_expansions", ErfcExpansions(**module)}};
 }
 #endif
 

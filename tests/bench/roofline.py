@@ -14,14 +14,9 @@ workload, whichever of these takes longest (the tightest floor under its run tim
     (`Limits.write_mix_bandwidth`), or the read-only sum's when the workload writes less than an
     eighth of what it moves (a reduction). The sweep point used is the largest working set not
     above the workload's, so a working set that fits in a cache is held to that cache (its
-    percentage cannot pass 100 by hitting in cache). An input that a reduction reads and that the
-    reduction's result, broadcast back, is combined with again is counted twice (its second read
-    at the read-only sum's rate) where the smallest range of it, in its order, that holds whole
-    reductions is larger than the working sets the sweep ran faster than memory
-    (`Limits.read_again`: batch norm in training's x and dy, not a row norm's rows). Beside it
-    `Limits.triad_ms` keeps the stricter figure the work item's criterion names ("memory-bound
-    workloads reach 90% of triad"): the same bytes at triad's rate whatever the mix, which
-    codegen_vs_xla.py reports as `% triad`;
+    percentage cannot pass 100 by hitting in cache). Beside it `Limits.triad_ms` keeps the stricter
+    figure the work item's criterion names ("memory-bound workloads reach 90% of triad"): the same
+    bytes at triad's rate whatever the mix, which codegen_vs_xla.py reports as `% triad`;
   - library: the module as a oneDNN program: the sum of oneDNN's standalone times of its
     products and convolutions (a chain of library calls can at best lose nothing between them;
     a convolution oneDNN cannot be posed is counted at the peak FLOP/s instead), plus the rest of
@@ -236,11 +231,6 @@ def measure_floors(binary, hlo_file):
     return json.loads(proc.stdout)
 
 
-# A point of the working-set sweep runs faster than memory where its best kernel reaches this
-# many times memory's rate (Limits.fast_working_set): here 4 MiB ran at 2.0-2.5 times memory's
-# 59-62 GB/s and 5.66 MiB at 1.15 (the noise between points past the LLC is some 10%).
-FASTER_THAN_MEMORY = 1.25
-
 # Pairs per `machine_limits --paired` call: a second or two for a memory-bound row (chain8's
 # 4.5 ms runs and two kernels' passes of 192 MiB, some 0.5 s, after about 1.5 s of compiling,
 # allocating and first touch).
@@ -279,7 +269,7 @@ def measure_pairs(binary, hlo_file, inputs_dir, working_set, kernels, pairs=PAIR
     return json.loads(proc.stdout)
 
 
-def pair_shares(limits, read_bytes, write_bytes, measurements, again=0):
+def pair_shares(limits, read_bytes, write_bytes, measurements):
     """The per-pair shares of measure_pairs results (one per round, pooled): for each pair, the
     memory floor (Limits.memory_floor, the row's own rule) at the rates its kernels ran right
     after the module's run, as a percentage of that run. A dict of `median`, `q1`, `q3` (of the
@@ -290,7 +280,7 @@ def pair_shares(limits, read_bytes, write_bytes, measurements, again=0):
     for m in measurements:
         for i, module_ms in enumerate(m["module_ms"]):
             stream = {f"{k}_gbps": v["gbps"][i] for k, v in m["kernels"].items()}
-            floor_ms = limits.memory_floor(read_bytes, write_bytes, stream, again)[0]
+            floor_ms = limits.memory_floor(read_bytes, write_bytes, stream)[0]
             shares.append(100.0 * floor_ms / module_ms)
             best_ms = min(best_ms, module_ms)
             for key, gbps in stream.items():
@@ -300,7 +290,7 @@ def pair_shares(limits, read_bytes, write_bytes, measurements, again=0):
     q1, median, q3 = (statistics.quantiles(shares, n=4, method="inclusive") if len(shares) > 1
                       else shares * 3)
     return dict(median=median, q1=q1, q3=q3, pairs=len(shares), best_of_each=100.0 * limits.memory_floor(
-        read_bytes, write_bytes, best_stream, again)[0] / best_ms)
+        read_bytes, write_bytes, best_stream)[0] / best_ms)
 
 
 def library_pair_shares(measurements, arithmetic_ms):
@@ -460,24 +450,27 @@ class Limits:
         name = "copy" if toward_copy > 0.99 else "triad" if toward_copy < 0.01 else "copy-triad"
         return name, 1 / seconds
 
-    def triad_ms(self, read_bytes, write_bytes, stream=None, again=0):
+    def triad_ms(self, read_bytes, write_bytes, stream=None):
         """The bytes moved at triad's rate over their working set (`stream`'s, measured beside the
         workload, where given), whatever the workload's mix of reads and writes: the floor the work
         item's criterion ("memory-bound workloads reach 90% of triad") names, kept beside the
-        mix-matched one of `bound` so that the stricter figure is never hidden. `again`: the bytes
-        that must be read a second time (read_again_bytes), moved too."""
+        mix-matched one of `bound` so that the stricter figure is never hidden."""
         moved = read_bytes + write_bytes
         gbps = stream["triad_gbps"] if stream else self.bandwidth(moved, "triad")
-        return (moved + again) / (gbps * 1e9) * 1e3
+        return moved / (gbps * 1e9) * 1e3
 
-    def memory_floor(self, read_bytes, write_bytes, stream=None, again=0):
+    def memory_floor(self, read_bytes, write_bytes, stream=None):
         """(ms, pattern, GB/s) of the memory floor of `bound`: the bytes moved at the rate of the
         stream kernel their mix of reads and writes matches (the read-only sum's where the
         workload writes an eighth or less of them, else write_mix_bandwidth's), from `stream`
-        where given (it needs only the kernels paired_kernels names), else from the sweep; plus
-        `again` bytes (read_again_bytes: inputs that must be read a second time) at the read-only
-        sum's rate over their own working set, or the `stream`'s read where that measured
-        faster (the faster holds, so the second read costs the least the run measured)."""
+        where given (it needs only the kernels paired_kernels names), else from the sweep.
+
+        One pass over the bytes, whatever the module's dependences: a module whose every output
+        needs a reduction over all of an input first (batch norm in training: each channel's sums
+        over N, H and W) need not read that input twice from memory, as a schedule that takes a
+        block of channels at a time keeps each block in cache between its sums and its outputs.
+        Held to the sum of two passes' floors (the sums' read, then the pass that writes), batch
+        norm beat that floor in a busy run (its best 0.714 ms against 0.786)."""
         moved = read_bytes + write_bytes
 
         def bandwidth(pattern):
@@ -488,58 +481,7 @@ class Limits:
             gbps = bandwidth(pattern)
         else:
             pattern, gbps = self.write_mix_bandwidth(write_bytes / moved, bandwidth)
-        ms = moved / (gbps * 1e9) * 1e3
-        if again > 0:
-            ms += again / (self.read_again_gbps(again, stream) * 1e9) * 1e3
-        return ms, pattern, gbps
-
-    def read_again_gbps(self, again, stream=None):
-        """The rate of a second read of `again` bytes: the read-only sum's over that working set
-        (the sweep), or `stream`'s read where given and faster."""
-        return max(self.bandwidth(again, "read"), (stream or {}).get("read_gbps", 0))
-
-    def fast_working_set(self):
-        """The largest working set of the sweep that ran faster than memory: its best kernel
-        (copy, triad or the read-only sum) at FASTER_THAN_MEMORY times memory's rate or more,
-        memory's rate the median of that best over the points past the last-level cache and
-        STREAM's own arrays. Here the LLC runs at memory's speed (8M to 128M at 59-62 GB/s in the
-        quiet runs, 4M at 124-148), so this is the L2s' 4 MiB, not the LLC's 40; 0 where no point
-        is faster. On a busy machine the points past the LLC slow down (a sweep at load 6 read
-        17-46 GB/s there, 58-62 up to 32M) and this grows: a unit is then less often counted
-        twice, never more."""
-        def best(p):
-            return max(p["copy_gbps"], p["triad_gbps"], p["read_gbps"])
-        llc = self.levels[-1][1] if self.levels else 0
-        beyond = [best(p) for p in self.points if p["working_set_bytes"] > llc] + [best(self.memory_point)]
-        memory = statistics.median(beyond)
-        # The largest such point, not the first slower one: a point slowed by a neighbour then
-        # makes no working set count as slower than it is.
-        return max((p["working_set_bytes"] for p in self.points
-                    if best(p) >= FASTER_THAN_MEMORY * memory), default=0)
-
-    def read_again(self, hlo_file):
-        """machine_limits' "read_again" entries of the module (each parameter a reduction reads
-        and whose result, broadcast back, is combined with it again, with its unit: the smallest
-        contiguous range of it that holds whole reductions) whose unit is larger than the
-        fast_working_set: no schedule that reads the parameter in its order can keep a unit in a
-        cache faster than memory between its reduction and its outputs, so the parameter is read
-        twice at memory's (or the cache's that holds it) rate. Layer norm's, softmax's and the
-        RMS norm's units are a row (4 KiB), and none is; batch norm in training's x and dy, whose
-        channels are minor and whose sums run over N, H and W, are a unit each (12.8 MB).
-
-        A schedule that takes a block of channels at a time (strided, one 64-byte line of every
-        512-byte row) needs only the block in cache, 3.2 MB of x and dy for 16 channels; measured
-        here (batch_norm_schedules.cc), the L2 keeps at most 256 KB of such a block (its lines
-        share their set bits) and the block's lines come from the LLC at a third of the rate of
-        lines in order, so every block schedule ran slower than the two sweeps (41-51% of a copy
-        of the bytes against 58-62%); a unit is so counted in the parameter's own order."""
-        module = self.modules.get(hlo_file) or {}
-        fast = self.fast_working_set()
-        return [entry for entry in module.get("read_again") or [] if entry["unit_bytes"] > fast]
-
-    def read_again_bytes(self, hlo_file):
-        """The bytes read_again's parameters add to one pass over the module's bytes."""
-        return sum(entry["bytes"] for entry in self.read_again(hlo_file))
+        return moved / (gbps * 1e9) * 1e3, pattern, gbps
 
     def part_floor(self, part):
         """(floor ms, oneDNN ms) of one part of a module beside its library calls (machine_limits'
@@ -568,9 +510,7 @@ class Limits:
         run in xlens's own loops: oneDNN's time is no floor for those)."""
         moved = read_bytes + write_bytes
         text = _text_of(hlo_file)
-        again = self.read_again(hlo_file)
-        memory_ms, pattern, gbps = self.memory_floor(read_bytes, write_bytes, stream,
-                                                     sum(e["bytes"] for e in again))
+        memory_ms, pattern, gbps = self.memory_floor(read_bytes, write_bytes, stream)
         module = self.modules.get(hlo_file)
         # `flops`: each call's whole work, the figure an achieved rate is over whichever of a
         # masked product's timings won; `done`: what oneDNN computed in its time (a masked
@@ -636,14 +576,7 @@ class Limits:
                          else f" (oneDNN's {library:.3f})")
                          for kind, (held, library) in sorted(by_kind.items())))
             return library_ms + parts_ms + arithmetic_ms, label, "GFLOP/s", flops
-        label = f"{self.level(moved)} {pattern} {gbps:.0f} GB/s"
-        if again:
-            again_bytes = sum(e["bytes"] for e in again)
-            label += (f" + {' and '.join(e['parameter'] for e in again)} read again "
-                      f"{again_bytes / 1e6:.1f} MB at read {self.read_again_gbps(again_bytes, stream):.0f} GB/s")
-            # Achieved: the bytes a run must move, the second reads with them.
-            return memory_ms, label, "GB/s", moved + again_bytes
-        return memory_ms, label, "GB/s", moved
+        return memory_ms, f"{self.level(moved)} {pattern} {gbps:.0f} GB/s", "GB/s", moved
 
 
 # machine_limits times each library and arithmetic floor as the best of at least its executions
@@ -777,16 +710,15 @@ def row_shares(limits, row, control=None):
         100.0 * b[0] / t for b, t in zip(per_round, row["our_times"]))
     triad = None
     if kind == "memory":
-        again = best.read_again_bytes(hlo)
-        run_triad = best.triad_ms(read, write, run_stream, again)
+        run_triad = best.triad_ms(read, write, run_stream)
         triad = statistics.median_low(
-            100.0 * min(limits.triad_ms(read, write, stream, again) if stream else float("inf"),
+            100.0 * min(limits.triad_ms(read, write, stream) if stream else float("inf"),
                         run_triad) / best_ms
             for stream, best_ms in zip(streams, row["our_best_rounds"]))
     pairs = row.get("pairs") or []
     paired = None
     if kind == "memory" and len(pairs) == rounds and all(p and p.get("kernels") for p in pairs):
-        paired = pair_shares(limits, read, write, pairs, best.read_again_bytes(hlo))
+        paired = pair_shares(limits, read, write, pairs)
     elif kind == "library" and len(pairs) == rounds and all(
             p and (p.get("floors") or {}).get("library") for p in pairs):
         # The arithmetic around the calls at the run's best rates, the strictest the run measured.

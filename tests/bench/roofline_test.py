@@ -147,72 +147,11 @@ ENTRY main {
   ROOT out = (f32[64,32]{1,0}, f32[32]{0}) tuple(y, dsum)
 }
 """
-# Batch norm's x and dy in training (f32[32,28,28,128]): 12.8 MB each.
-BATCH = 32 * 28 * 28 * 128 * 4
-
-
-def curve_limits(read_again=None, beyond_gbps=10.0):
-    """Limits with a cache curve: 100 GB/s up to 4 MiB (the L2s), 10 GB/s at 16 MiB (the LLC,
-    32 MiB, at memory's rate), `beyond_gbps` past it and 10 in STREAM's arrays (memory); and, where given, machine_limits'
-    "read_again" entries for the module "m.hlo"."""
-    def point(size, gbps):
-        return {"working_set_bytes": size, "copy_gbps": gbps, "triad_gbps": gbps, "read_gbps": gbps}
-    data = limits().data
-    data["caches"] = [{"level": 2, "total_bytes": 4 << 20}, {"level": 3, "total_bytes": 32 << 20}]
-    data["working_set_sweep"] = [point(16 << 10, 100.0), point(1 << 20, 100.0), point(4 << 20, 100.0),
-                                 point(16 << 20, 10.0), point(64 << 20, beyond_gbps),
-                                 point(256 << 20, beyond_gbps)]
-    if read_again is not None:
-        data["hlo_modules"] = [{"file": "m.hlo", "calls": [], "read_again": read_again}]
-    return roofline.Limits(data)
-
-
-class ReadAgainTest(unittest.TestCase):
-    X, DY = ({"parameter": name, "bytes": BATCH, "unit_bytes": BATCH, "reduce": "sum"} for name in ("x", "dy"))
-
-    def test_the_fast_working_set_is_the_largest_point_faster_than_memory(self):
-        self.assertEqual(curve_limits().fast_working_set(), 4 << 20)
-        # Past the LLC slowed to 6 GB/s by a neighbour, memory's rate is their median (6): the
-        # LLC's points at 10 are faster by 1.67, so the working set grows, never shrinks.
-        self.assertEqual(curve_limits(beyond_gbps=6.0).fast_working_set(), 16 << 20)
-        flat = curve_limits(beyond_gbps=100.0)
-        flat.memory_point.update(copy_gbps=100.0, triad_gbps=100.0, read_gbps=100.0)
-        self.assertEqual(flat.fast_working_set(), 0)
-
-    def test_an_input_whose_unit_outgrows_the_fast_caches_is_read_twice(self):
-        # Batch norm: y and dx need each channel's sums over N, H and W of x and dy, and a range
-        # of x in its order that holds whole sums is all of it, 12.8 MB, past the 4 MiB that run
-        # faster than memory: one pass at copy's rate, and x and dy again at the read-only sum's.
-        limits_ = curve_limits([self.X, self.DY])
-        stream = {"copy_gbps": 5.0, "triad_gbps": 8.0, "read_gbps": 20.0}
-        moved = 4 * BATCH
-        ms, label, unit, work = limits_.bound("m.hlo", 2 * BATCH, 2 * BATCH, stream=stream)
-        self.assertAlmostEqual(ms, moved / 5e9 * 1e3 + 2 * BATCH / 20e9 * 1e3)
-        self.assertEqual(label, "mem copy 5 GB/s + x and dy read again 25.7 MB at read 20 GB/s")
-        self.assertEqual((unit, work), ("GB/s", moved + 2 * BATCH))
-        # Without a stream beside it: the sweep's read over the 25.7 MB read again (10 GB/s).
-        ms, _, _, _ = limits_.bound("m.hlo", 2 * BATCH, 2 * BATCH)
-        self.assertAlmostEqual(ms, moved / 10e9 * 1e3 + 2 * BATCH / 10e9 * 1e3)
-        # triad's figure and a pair's floor count the second read too.
-        self.assertAlmostEqual(limits_.triad_ms(2 * BATCH, 2 * BATCH, stream, 2 * BATCH),
-                               6 * BATCH / 8e9 * 1e3)
-        pairs = [{"module_ms": [1.0], "kernels": {k: {"gbps": [g]} for k, g in
-                                                  (("copy", 5.0), ("triad", 8.0), ("read", 20.0))}}]
-        shares = roofline.pair_shares(limits_, 2 * BATCH, 2 * BATCH, pairs, 2 * BATCH)
-        self.assertAlmostEqual(shares["median"], 100 * (moved / 5e9 + 2 * BATCH / 20e9) * 1e3)
-
-    def test_a_unit_that_fits_the_fast_caches_is_read_once(self):
-        # Layer norm, softmax, the RMS norm: a row of 4 KiB holds whole sums; it stays in L1.
-        row = dict(self.X, unit_bytes=4096)
-        limits_ = curve_limits([row])
-        ms, label, _, work = limits_.bound("m.hlo", 2 * BATCH, 2 * BATCH)
-        self.assertAlmostEqual(ms, 4 * BATCH / 10e9 * 1e3)
-        self.assertEqual((label, work), ("mem copy 10 GB/s", 4 * BATCH))
-        self.assertEqual(limits_.read_again_bytes("m.hlo"), 0)
-
+class OnePassTest(unittest.TestCase):
     def test_a_sum_over_the_batch_read_again_is_held_to_one_pass(self):
-        # Without machine_limits' entries for the module (no oneDNN), nothing is read again: the
-        # bytes once, at the mix's rate (copy's, as much written as read).
+        # Every output needs the batch's sum first, but a schedule that takes a block of columns
+        # at a time keeps each block in cache between its sum and its outputs: the bytes once, at
+        # the mix's rate (copy's, as much written as read), never a read before them.
         with tempfile.TemporaryDirectory() as directory:
             path = os.path.join(directory, "m.hlo")
             with open(path, "w") as f:
@@ -594,8 +533,8 @@ class ModulePartsTest(unittest.TestCase):
 @unittest.skipUnless(os.environ.get("XLENS_MACHINE_LIMITS") and os.environ.get("XLENS_MACHINE_LIMITS_HAS_ONEDNN"),
                      "machine_limits with oneDNN not given (XLENS_MACHINE_LIMITS, XLENS_MACHINE_LIMITS_HAS_ONEDNN)")
 class ModuleFormsTest(unittest.TestCase):
-    """machine_limits --calls: what it finds in a module without products (the inputs read
-    again after a reduction, JAX's erfc expansion), worked out from the HLO."""
+    """machine_limits --calls: what it finds in a module without products (JAX's erfc
+    expansion), worked out from the HLO."""
 
     def module(self, text):
         with tempfile.TemporaryDirectory() as directory:
@@ -605,22 +544,6 @@ class ModuleFormsTest(unittest.TestCase):
             proc = subprocess.run([os.environ["XLENS_MACHINE_LIMITS"], "--calls", f"--hlo={path}"],
                                   capture_output=True, text=True, check=True)
         return json.loads(proc.stdout)["hlo_modules"][0]
-
-    def test_an_input_combined_with_its_own_sum_is_read_again(self):
-        # x's sum over the batch (the major dimension) broadcast back and subtracted from x: a
-        # unit is all of x; dy's sum is an output, read by nothing of dy's dimensions.
-        self.assertEqual(self.module(BATCH_SUM_READ_AGAIN)["read_again"],
-                         [{"parameter": "x", "bytes": 4 * ELEMENTS, "unit_bytes": 4 * ELEMENTS, "reduce": "sum"}])
-        # The sum along each row instead (layer norm's): a unit is a row of 32 floats.
-        rows = BATCH_SUM_READ_AGAIN.replace("sum = f32[32]{0} reduce(x, zero), dimensions={0}",
-                                            "sum = f32[64]{0} reduce(x, zero), dimensions={1}").replace(
-            "broadcast(sum), dimensions={1}", "broadcast(sum), dimensions={0}")
-        self.assertEqual(self.module(rows)["read_again"],
-                         [{"parameter": "x", "bytes": 4 * ELEMENTS, "unit_bytes": 4 * 32, "reduce": "sum"}])
-        # The sum only written out, never combined with x again: nothing.
-        alone = BATCH_SUM_READ_AGAIN.replace("c = f32[64,32]{1,0} subtract(x, bsum)",
-                                             "c = f32[64,32]{1,0} negate(x)")
-        self.assertEqual(self.module(alone)["read_again"], [])
 
     def test_jaxs_erfc_is_counted_as_one_erf(self):
         # jax 0.10.2's lowering of jax.nn.gelu(x, approximate=False) over f32[8,16]: erfc spelled
