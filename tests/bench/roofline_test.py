@@ -554,9 +554,10 @@ class ModuleFormsTest(unittest.TestCase):
         self.assertEqual([(e["elements"], e["costs"]["transcendentals"]) for e in expansions],
                          [(128, {"exponential": 128})])
         flops, transcendentals = roofline.rest_costs(text, [], expansions)
-        # What is left around the erfc: x / sqrt 2, its sign, x / 2 times the erfc.
+        # Around the erfc JAX writes x / sqrt 2, its sign, x / 2 and that times the erfc; the
+        # exact GELU's rate holds all but the sign: one operation an element is left.
         self.assertEqual(transcendentals, {"erf": 128})
-        self.assertLessEqual(flops, 4 * 128)
+        self.assertEqual(flops, 128)
         self.assertGreater(roofline.hlo_costs(text)[0], 50 * 128)
         # One coefficient of the polynomial off by an ulp: not the expansion, counted as written.
         changed = text.replace("constant(0.112835854)", "constant(0.112835862)")
