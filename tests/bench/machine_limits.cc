@@ -247,6 +247,22 @@ dnnl::memory Filled(const dnnl::memory::desc& md, KeptBuffers& kept, bool small_
 // point, and the pair's run is a single run).
 int64_t sampling_ns = 200'000'000;
 
+// The best of at least `executions` runs of `run` (ms), and of more while they take under
+// sampling_ns in all, up to 50 times as many; `run` once before, untimed (first touch, oneDNN's
+// one-time setup).
+template <typename Run>
+double BestRunMs(const Run& run, int executions) {
+  run();
+  double best = 1e30;
+  const int64_t began = NowNs();
+  for (int i = 0; i < executions || (i < 50 * executions && NowNs() - began < sampling_ns); ++i) {
+    const int64_t start = NowNs();
+    run();
+    best = std::min(best, (NowNs() - start) / 1e6);
+  }
+  return best;
+}
+
 // The best of at least `executions` runs of every primitive in `calls` one after the other (one
 // primitive, or the blocks of one product), and of more while they take under 0.2 s in all, up to
 // 50 times as many: a short call on a busy machine needs many tries to meet a quiet moment.
@@ -257,15 +273,7 @@ double BestSequenceMs(const PrimitiveCalls& calls, int executions) {
     for (const auto& [primitive, args] : calls) primitive.execute(stream, args);
     stream.wait();
   };
-  run();  // first touch, oneDNN's one-time setup
-  double best = 1e30;
-  const int64_t began = NowNs();
-  for (int i = 0; i < executions || (i < 50 * executions && NowNs() - began < sampling_ns); ++i) {
-    const int64_t start = NowNs();
-    run();
-    best = std::min(best, (NowNs() - start) / 1e6);
-  }
-  return best;
+  return BestRunMs(run, executions);
 }
 
 double BestMs(const dnnl::primitive& primitive, const std::unordered_map<int, dnnl::memory>& args,
@@ -618,14 +626,7 @@ Json TimeContractedMatmulPerBatchOnce(int64_t batch, int64_t m, int64_t k, int64
     work(0);
     done.arrive_and_wait();
   };
-  run();  // first touch, oneDNN's one-time setup
-  double best = 1e30;
-  const int64_t began = NowNs();
-  for (int i = 0; i < executions || (i < 50 * executions && NowNs() - began < sampling_ns); ++i) {
-    const int64_t t0 = NowNs();
-    run();
-    best = std::min(best, (NowNs() - t0) / 1e6);
-  }
+  const double best = BestRunMs(run, executions);
   stop = true;
   start.arrive_and_wait();
   for (std::thread& w : workers) w.join();
