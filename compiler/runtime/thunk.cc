@@ -3,6 +3,7 @@
 #include <cstring>
 
 #include <fmt/format.h>
+#include <llvm/ADT/SmallVector.h>
 
 namespace xlens::runtime {
 
@@ -62,8 +63,9 @@ Status KernelThunk::Execute(char** frame, ExecuteContext& context) const {
 }
 
 void KernelThunk::RunTasks(char** frame, char* scratch, int64_t begin, int64_t end) const {
-  // A table of its own: parts on other threads run the same kernel at the same time.
-  std::vector<void*> table(slots_.size() + 1);
+  // A table of its own (parts on other threads run the same kernel at the same time), on the
+  // stack: it is built once a part.
+  llvm::SmallVector<void*, 16> table(slots_.size() + 1);
   for (size_t i = 0; i < slots_.size(); ++i) table[i] = frame[slots_[i]];
   table[slots_.size()] = scratch;
   phases_.front()(table.data(), begin, end);
