@@ -234,11 +234,12 @@ std::vector<FlagSpec> MakeSpecs() {
                "time and keep the faster (by 10% over the rule's pick), cached per shape in the "
                "process and in --xla_xlens_persistent_cache_dir, as XLA's GPU autotuner does; "
                "false: the fixed rule."),
-      IntFlag("xla_cpu_xlens_kernel_choice_max_run_ms", &D::xla_cpu_xlens_kernel_choice_max_run_ms,
+      IntFlag("xla_cpu_xlens_kernel_choice_trial_budget_ms", &D::xla_cpu_xlens_kernel_choice_trial_budget_ms,
               "Time a CPU call's kernels at compile time (--xla_cpu_xlens_measure_kernel_choice) only "
-              "where one run is estimated at this many milliseconds or less (a trial runs each a "
-              "dozen times or more); a larger call takes the fixed rule's kernel, listed and dumped "
-              "as not timed. A choice already cached or loaded is taken either way.",
+              "where the whole trial (one run as estimated from the bytes it moves, times the runs "
+              "of each kernel, times the kernels) fits this many milliseconds, with fewer runs "
+              "where only those fit; a larger call takes the fixed rule's kernel, listed and dumped "
+              "as not timed. A choice already cached or loaded is taken either way. 0: no trials.",
               0),
       StringFlag("xla_cpu_xlens_dump_kernel_choices_to", &D::xla_cpu_xlens_dump_kernel_choices_to,
                  "Write every kernel choice made by timing (and its times) to this JSON file after "

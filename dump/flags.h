@@ -64,9 +64,10 @@ struct DebugOptions {
   // Choose between a CPU call's kernels by timing them at compile time, per shape (off: the
   // fixed rule, deterministic).
   bool xla_cpu_xlens_measure_kernel_choice = true;
-  // No trial where one run of the rule's kernel is estimated above this many ms (the rule's pick,
-  // recorded as not timed; runtime/measured_choice.h).
-  int64_t xla_cpu_xlens_kernel_choice_max_run_ms = 10;
+  // No trial where the whole trial (a run of the rule's kernel as estimated, times the runs of
+  // each kernel, times the kernels) is estimated above this many ms, even with fewer runs (the
+  // rule's pick, recorded as not timed; runtime/measured_choice.h).
+  int64_t xla_cpu_xlens_kernel_choice_trial_budget_ms = 60;
   // Every kernel choice of the process written to this file after each compilation that makes
   // one; the choices of this file forced (replay); as XLA's --xla_gpu_dump_autotune_results_to
   // and --xla_gpu_load_autotune_results_from.

@@ -20,7 +20,7 @@ namespace xlens::runtime {
 namespace {
 
 std::atomic<KernelChoiceMode> kernel_choice_mode{KernelChoiceMode::kMeasured};
-std::atomic<double> max_trial_run_ms{kDefaultMaxTrialRunMs};
+std::atomic<double> trial_budget_ms{kDefaultTrialBudgetMs};
 
 thread_local KernelChoiceScope* current_scope = nullptr;
 
@@ -78,7 +78,7 @@ MeasuredChoice ChoiceOf(const KernelChoiceRecord& record, ChoiceOrigin origin) {
 // best is the least disturbed estimate, where requiring the margin in each pass let one pass's
 // load keep the rule (load 13-14: 6 of 12 processes kept the loops, oneDNN's best 0.93-1.04 ms
 // against their 1.39-1.44 in three of them).
-MeasuredChoice Time(const std::vector<KernelCandidate>& candidates) {
+MeasuredChoice Time(const std::vector<KernelCandidate>& candidates, const TrialPlan& plan) {
   const size_t n = candidates.size();
   MeasuredChoice choice;
   choice.names = Names(candidates);
@@ -92,8 +92,8 @@ MeasuredChoice Time(const std::vector<KernelCandidate>& candidates) {
       // kernel 2.1-2.3 ms, then 1.1-1.4, then 1.0-1.1 as in runs of its own; run by run, the
       // candidates alternating, it ranked the two wrongly.
       double settle_ms = 0;
-      for (int r = 0; r < kSettleRuns; ++r) settle_ms = TimeMs(candidates[c].run);
-      const int runs = settle_ms > kLongRunMs ? 1 : kRunsPerBlock;
+      for (int r = 0; r < plan.settle_runs; ++r) settle_ms = TimeMs(candidates[c].run);
+      const int runs = settle_ms > kLongRunMs ? 1 : plan.timed_runs;
       for (int r = 0; r < runs; ++r) choice.best_ms[c] = std::min(choice.best_ms[c], TimeMs(candidates[c].run));
     }
   }
@@ -115,8 +115,21 @@ std::string PersistentKernelChoiceKey(const std::string& key) {
 KernelChoiceMode GetKernelChoiceMode() { return kernel_choice_mode.load(); }
 void SetKernelChoiceMode(KernelChoiceMode mode) { kernel_choice_mode.store(mode); }
 
-double GetMaxTrialRunMs() { return max_trial_run_ms.load(); }
-void SetMaxTrialRunMs(double ms) { max_trial_run_ms.store(ms); }
+double GetTrialBudgetMs() { return trial_budget_ms.load(); }
+void SetTrialBudgetMs(double ms) { trial_budget_ms.store(ms); }
+
+std::optional<TrialPlan> PlanTrial(double estimated_run_ms, size_t candidates) {
+  const double budget_ms = GetTrialBudgetMs();
+  if (budget_ms <= 0) return std::nullopt;
+  // The full plan, as Time runs it where runs are estimated long; then one timed run a block, the
+  // plan long runs take anyway (the settle runs stay: without them the first run after another
+  // candidate's is charged that one's cache misses).
+  const TrialPlan full{kSettleRuns, estimated_run_ms > kLongRunMs ? 1 : kRunsPerBlock};
+  for (const TrialPlan& plan : {full, TrialPlan{kSettleRuns, 1}}) {
+    if (estimated_run_ms * static_cast<double>(plan.RunsPerCandidate() * candidates) <= budget_ms) return plan;
+  }
+  return std::nullopt;
+}
 
 double EstimatedStreamingRunMs(double bytes) { return bytes / kTrialStreamBytesPerMs; }
 
@@ -126,10 +139,12 @@ std::string MeasuredChoice::Summary() const {
                      : origin == ChoiceOrigin::kLoaded ? "loaded: "
                                                        : "";
   if (!timed()) {
-    // The bound only where it was this process's that kept the trial from running.
+    // The budget only where it was this process's that kept the trial from running.
     text += fmt::format("not timed: one run estimated at {:.1f} ms", estimated_run_ms);
     if (origin == ChoiceOrigin::kTimed) {
-      text += fmt::format(", over the {:g} ms a trial's run may take", GetMaxTrialRunMs());
+      const TrialPlan shortest{kSettleRuns, 1};
+      text += fmt::format(", a trial of {} x {} runs over the {:g} ms budget", names.size(),
+                          shortest.RunsPerCandidate(), GetTrialBudgetMs());
     }
     return text;
   }
@@ -161,8 +176,8 @@ MeasuredChoice KernelChoiceScope::Taken(const std::string& key, const MeasuredCh
 std::optional<MeasuredChoice> FindKernelChoice(const std::string& key, const std::vector<std::string>& names,
                                                double estimated_run_ms) {
   KernelChoiceScope* scope = current_scope;
-  // A choice made without a trial stands only while the bound still keeps the trial from running.
-  const bool over_bound = estimated_run_ms > GetMaxTrialRunMs();
+  // A choice made without a trial stands only while the budget still keeps the trial from running.
+  const bool over_bound = !PlanTrial(estimated_run_ms, names.size()).has_value();
   auto usable = [&](const MeasuredChoice& choice) { return choice.names == names && (choice.timed() || over_bound); };
   // Said once, though a caller that asks here first then calls ChooseByMeasuring asks twice.
   auto warn = [&](std::string warning) {
@@ -220,6 +235,8 @@ MeasuredChoice ChooseByMeasuring(const std::string& key, const std::vector<Kerne
   if (std::optional<MeasuredChoice> known = FindKernelChoice(key, Names(candidates), estimated_run_ms)) {
     return *known;
   }
+  // FindKernelChoice answers wherever no plan fits.
+  const TrialPlan plan = PlanTrial(estimated_run_ms, candidates.size()).value_or(TrialPlan{});
   KernelChoiceScope* scope = current_scope;
   Choices& state = State();
   const std::string dir = scope != nullptr ? scope->dir_ : "";
@@ -230,7 +247,7 @@ MeasuredChoice ChooseByMeasuring(const std::string& key, const std::vector<Kerne
   {
     profiler::TraceSpan span("time kernel candidates", profiler::category::kCodegen);
     span.AddArg("key", key);
-    choice = Time(candidates);
+    choice = Time(candidates, plan);
     span.AddArg("winner", choice.names[static_cast<size_t>(choice.winner)]);
   }
   {
@@ -242,7 +259,7 @@ MeasuredChoice ChooseByMeasuring(const std::string& key, const std::vector<Kerne
       return KernelChoiceScope::Taken(key, choice);
     }
     // The key's other candidates (never two builds' in one process), or a choice made untimed
-    // under a lower bound.
+    // under a smaller budget.
     if (!inserted) it->second = choice;
   }
   if (!dir.empty()) {

@@ -57,23 +57,37 @@ struct MeasuredChoice {
   bool timed() const { return !best_ms.empty(); }
   // For the listing: "timed 0.941 ms against depthwise:avx512 1.340 ms", "cached: timed ...",
   // "loaded: timed ...", and ", within the 10% margin" where the rule's pick was kept though
-  // another ran faster; "not timed: one run estimated at 41.1 ms, over the 10 ms a trial's run
-  // may take" where the trial's bound kept the rule's pick.
+  // another ran faster; "not timed: one run estimated at 9.6 ms, a trial of 2 x 6 runs over the
+  // 60 ms budget" where the trial's budget kept the rule's pick.
   std::string Summary() const;
 };
 
-// The trial's bound. A trial runs each candidate 12 to 20 times on operands of the call's size
+// The trial's budget. A trial runs each candidate 6 or 10 times on operands of the call's size
 // that it allocates and writes, so its cost grows with the call's and has no bound of its own:
 // a depthwise f32[16,112,112,256] compiled in 2070 ms timed against 4.1 ms by the rule (load
-// 11), f32[32,112,112,64] in 636-2319 ms (its trial kept the rule's pick, 16.6 against 17.3 ms).
-// Where one run of the rule's pick is estimated above this (the caller's estimate), the rule's
-// pick is kept without a trial and recorded as not timed; a choice already made, cached or loaded
-// for the key is still taken. Not timed choices are not kept in the persistent cache: they cost
-// nothing to make again, and a process with a higher bound times them.
-// --xla_cpu_xlens_kernel_choice_max_run_ms sets it (0: no trial runs).
-inline constexpr double kDefaultMaxTrialRunMs = 10;
-double GetMaxTrialRunMs();
-void SetMaxTrialRunMs(double ms);
+// 11). A bound on one run's time alone left a dozen runs of two candidates under it:
+// f32[15,112,112,64], one run estimated at 9.6 ms, compiled in 465-629 ms against 5.9-27 ms
+// just over a 10 ms bound. So the whole trial is bounded: one run of the rule's pick as the
+// caller estimates it, times the runs a plan makes of each candidate, times the candidates, must
+// fit this budget. The full plan (TrialPlan below) first; where it does not fit, the plan that
+// calls of kLongRunMs or more already take (one timed run a block, the settle runs kept: they
+// are what made the trial rank right, see Time in the .cc); where neither fits, the rule's pick
+// is kept without a trial and recorded as not timed. A choice already made, cached or loaded for
+// the key is still taken. Not timed choices are not kept in the persistent cache: they cost
+// nothing to make again, and a process with a larger budget times them.
+// --xla_cpu_xlens_kernel_choice_trial_budget_ms sets it (0: no trial runs).
+//
+// Why 60 ms: the benchmark's depthwise row, 8x56x56x128, is the call the trial exists for
+// (oneDNN's kernel 0.92-0.98 ms against the loops' 1.30-1.44 on one thread, picked in 15 of 15
+// processes at load 0.8-5); one run estimated at 2.6 ms, its full trial at 52 ms, and it compiled
+// in 46-69 ms with the trial against 4.3 without (load 0.8). 60 ms keeps that trial whole and
+// keeps a call from adding much more than that to its compile time; the estimate runs slow (that
+// shape ran at 19-27 GB/s on one thread, f32[15,112,112,64] at 11-15), so a trial's CPU time
+// has stayed under its estimate. f32[15,112,112,64] (9.6 ms a run) now compiles in 4.3-11.7 ms
+// against 200-397 with its trial (6 alternating pairs, load 5).
+inline constexpr double kDefaultTrialBudgetMs = 60;
+double GetTrialBudgetMs();
+void SetTrialBudgetMs(double ms);
 // One run's time estimated from the bytes it reads and writes, streamed by one thread (the
 // trial runs a call's parts in turn on the calling thread) at 10 GB/s: the depthwise loops'
 // runs of f32[32,112,112,64] and f32[16,112,112,256] took 9.5 and 8.8 GB/s here (one thread,
@@ -83,7 +97,8 @@ double EstimatedStreamingRunMs(double bytes);
 
 // Runs `candidates` in kPasses passes, the second in the opposite order; in each pass each
 // candidate runs kSettleRuns times untimed (to find the caches as its own runs leave them) and
-// then kRunsPerBlock times timed (once where its runs take kLongRunMs or more). candidates[0] is
+// then kRunsPerBlock times timed (once where its runs take kLongRunMs or more, or where the
+// budget holds only that plan). candidates[0] is
 // the fixed rule's pick; another wins only when its best run is at most (1 - kMargin) times the
 // rule's best (of those that are, the lowest best). A later call
 // with the same `key` returns the same choice without running anything, and so does a first call
@@ -100,12 +115,21 @@ double EstimatedStreamingRunMs(double bytes);
 inline constexpr int kPasses = 2, kSettleRuns = 2, kRunsPerBlock = 3;
 inline constexpr double kLongRunMs = 5;
 inline constexpr double kMargin = 0.10;
+// The runs a trial makes of each candidate in each pass.
+struct TrialPlan {
+  int settle_runs = kSettleRuns;
+  int timed_runs = kRunsPerBlock;
+  int RunsPerCandidate() const { return kPasses * (settle_runs + timed_runs); }
+};
+// The plan a trial of `candidates` candidates takes where one run is estimated at
+// `estimated_run_ms` (0: not estimated, the full plan), within GetTrialBudgetMs(); none: no trial.
+std::optional<TrialPlan> PlanTrial(double estimated_run_ms, size_t candidates);
 // `estimated_run_ms`: one run of candidates[0], as the caller estimates it (0: not estimated);
-// above GetMaxTrialRunMs() nothing runs (see there).
+// where no plan fits the budget nothing runs (see there).
 MeasuredChoice ChooseByMeasuring(const std::string& key, const std::vector<KernelCandidate>& candidates,
                                  double estimated_run_ms = 0);
 // The choice ChooseByMeasuring would return without running anything (loaded, made before in
-// the process, in the persistent cache, or not timed as over the trial's bound), if there is
+// the process, in the persistent cache, or not timed as over the trial's budget), if there is
 // one: a caller whose trial needs scratch buffers asks first.
 std::optional<MeasuredChoice> FindKernelChoice(const std::string& key, const std::vector<std::string>& names,
                                                double estimated_run_ms = 0);

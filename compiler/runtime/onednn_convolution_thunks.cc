@@ -176,8 +176,8 @@ void OneDnnThunk::Impl::ChooseDepthwiseOrOneDnn(const DepthwiseConvolution& d, i
     }
     implementation += ", " + choice.Summary();
   };
-  // One run reads the input and the weights and writes the output; the trial's bound
-  // (measured_choice.h) keeps the loops untimed where that is too long to run a dozen times.
+  // One run reads the input and the weights and writes the output; the trial's budget
+  // (measured_choice.h) keeps the loops untimed where the trial's runs of both would outgrow it.
   const double estimated_run_ms = EstimatedStreamingRunMs(
       static_cast<double>(sizeof(float)) *
       static_cast<double>(d.images * d.height * d.width * d.channels + d.OutputElements() +

@@ -43,7 +43,7 @@ Status SetUpFromFlags(const std::vector<std::string>& extra_flags, std::string_v
   // Process-wide, as the thunks that choose are built far from these options.
   runtime::SetKernelChoiceMode(debug.xla_cpu_xlens_measure_kernel_choice ? runtime::KernelChoiceMode::kMeasured
                                                                          : runtime::KernelChoiceMode::kRule);
-  runtime::SetMaxTrialRunMs(static_cast<double>(debug.xla_cpu_xlens_kernel_choice_max_run_ms));
+  runtime::SetTrialBudgetMs(static_cast<double>(debug.xla_cpu_xlens_kernel_choice_trial_budget_ms));
   if (auto loaded = runtime::LoadKernelChoices(debug.xla_cpu_xlens_load_kernel_choices_from); !loaded.ok()) {
     return loaded.status().WithContext("--xla_cpu_xlens_load_kernel_choices_from");
   }

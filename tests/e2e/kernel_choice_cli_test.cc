@@ -136,15 +136,15 @@ TEST_F(KernelChoiceCliTest, LoadedChoicesForceTheKernel) {
   EXPECT_THAT(r.output, HasSubstr("format version 3, expected 1 to 2"));
 }
 
-// Over the trial's bound (here 0 ms, so the small module stands for a large one) the loops are
+// Over the trial's budget (here 0 ms, so the small module stands for a large one) the loops are
 // kept without timing: the listing and the dump say so, the persistent cache keeps nothing (a
-// process with the default bound times it), and a bundle's replay forces the untimed choice.
-TEST_F(KernelChoiceCliTest, OverTheTrialsBoundTheRuleIsKeptUntimed) {
-  const std::string bound = " --xla_cpu_xlens_kernel_choice_max_run_ms=0";
+// process with the default budget times it), and a bundle's replay forces the untimed choice.
+TEST_F(KernelChoiceCliTest, OverTheTrialsBudgetTheRuleIsKeptUntimed) {
+  const std::string bound = " --xla_cpu_xlens_kernel_choice_trial_budget_ms=0";
   const std::string listing = Run("d", "--xla_dump_hlo_snapshots " + CacheFlag() + bound);
   EXPECT_THAT(listing, HasSubstr("kernel depthwise:avx512"));
   EXPECT_THAT(listing, HasSubstr(", not timed: one run estimated at "));
-  EXPECT_THAT(listing, HasSubstr(" ms, over the 0 ms a trial's run may take"));
+  EXPECT_THAT(listing, HasSubstr(" ms, a trial of 2 x 6 runs over the 0 ms budget"));
   EXPECT_THAT(listing, Not(HasSubstr(", timed ")));
   const nlohmann::json choices = nlohmann::json::parse(ReadText(DumpFile(dir_ / "d", "kernel_choices.json")));
   ASSERT_EQ(choices["choices"].size(), 1u);
@@ -164,7 +164,7 @@ TEST_F(KernelChoiceCliTest, OverTheTrialsBoundTheRuleIsKeptUntimed) {
   EXPECT_EQ(replay.exit_code, 2) << replay.output;  // not reproduced: the outputs match
   EXPECT_THAT(replay.output, HasSubstr(", the recording's 1 kernel choice, "));
   EXPECT_THAT(replay.output, Not(HasSubstr("matched no call")));
-  // The default bound times this call, and caches that.
+  // The default budget times this call, and caches that.
   EXPECT_THAT(Run("d2", CacheFlag()), HasSubstr(", timed "));
 }
 

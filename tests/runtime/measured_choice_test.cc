@@ -52,7 +52,7 @@ class MeasuredChoiceTest : public ::testing::Test {
   void TearDown() override {
     ClearMeasuredChoices();
     SetKernelChoicesDumpPath("");
-    SetMaxTrialRunMs(kDefaultMaxTrialRunMs);
+    SetTrialBudgetMs(kDefaultTrialBudgetMs);
   }
 };
 
@@ -243,18 +243,73 @@ TEST_F(MeasuredChoiceTest, DamagedOrForeignCacheEntryIsRejectedWithAMessage) {
   }
 }
 
-// Where one run is estimated above the trial's bound, nothing runs: the rule's pick (the first),
-// recorded and dumped as not timed, and not kept in the persistent cache, so a process with a
-// higher bound times it; a timed choice already cached is still taken over the bound.
-TEST_F(MeasuredChoiceTest, OverTheBoundTheRulesPickIsKeptUntimed) {
+// The whole trial fits the budget: the full plan where it does, one timed run a block (the settle
+// runs kept) where only that does, and nothing beyond. A bound on one run alone timed a call of
+// 9.6 ms with 12 runs; here its estimate times the runs times the candidates is what counts.
+TEST_F(MeasuredChoiceTest, TheWholeTrialFitsTheBudget) {
+  ASSERT_EQ(GetTrialBudgetMs(), kDefaultTrialBudgetMs);
+  const size_t full = static_cast<size_t>(kPasses * (kSettleRuns + kRunsPerBlock));
+  const size_t one_timed = static_cast<size_t>(kPasses * (kSettleRuns + 1));
+  struct Case {
+    const char* what;
+    double budget_ms, estimated_run_ms;
+    size_t candidates, runs_each;  // 0: not timed
+  } cases[] = {
+      {"not estimated: the full plan", 1, 0, 2, full},
+      {"the full plan fits exactly", 2.0 * full * 1.5, 1.5, 2, full},
+      {"just over the full plan: one timed run a block", 2.0 * full * 1.5 - 0.01, 1.5, 2, one_timed},
+      {"three candidates cost more", 2.0 * full * 1.5, 1.5, 3, one_timed},
+      {"one timed run a block fits exactly", 2.0 * one_timed * 1.5, 1.5, 2, one_timed},
+      {"under any plan: not timed", 2.0 * one_timed * 1.5 - 0.01, 1.5, 2, 0},
+      // A run of 9.6 ms under the default budget, which a bound of 10 ms on one run timed.
+      {"9.6 ms a run", kDefaultTrialBudgetMs, 9.6, 2, 0},
+      // The benchmark's depthwise row, 2.6 ms a run estimated: its trial whole.
+      {"2.6 ms a run", kDefaultTrialBudgetMs, 2.6, 2, full},
+      {"long runs: one timed run a block is the full plan", 2.0 * one_timed * (kLongRunMs + 1), kLongRunMs + 1, 2,
+       one_timed},
+      {"a budget of 0: no trial", 0, 0.001, 2, 0},
+  };
+  for (const Case& c : cases) {
+    SCOPED_TRACE(c.what);
+    ClearMeasuredChoices();
+    SetTrialBudgetMs(c.budget_ms);
+    std::vector<size_t> order;
+    std::vector<KernelCandidate> candidates;
+    for (size_t i = 0; i < c.candidates; ++i) {
+      candidates.push_back({"k" + std::to_string(i), [&order, i] { order.push_back(i); }});
+    }
+    const MeasuredChoice choice = ChooseByMeasuring("shape", candidates, c.estimated_run_ms);
+    const std::optional<TrialPlan> plan = PlanTrial(c.estimated_run_ms, c.candidates);
+    EXPECT_EQ(plan.has_value(), c.runs_each != 0);
+    EXPECT_EQ(choice.timed(), c.runs_each != 0);
+    ASSERT_EQ(order.size(), c.candidates * c.runs_each);
+    if (c.runs_each == 0) {
+      EXPECT_EQ(choice.winner, 0);
+      continue;
+    }
+    EXPECT_EQ(static_cast<size_t>(plan->RunsPerCandidate()), c.runs_each);
+    // Each candidate's runs still in one block per pass, the passes in opposite orders.
+    const size_t block = c.runs_each / kPasses;
+    for (size_t run = 0; run < order.size(); ++run) {
+      const size_t pass = run / (block * c.candidates), i = run / block % c.candidates;
+      EXPECT_EQ(order[run], pass % 2 == 0 ? i : c.candidates - 1 - i) << "run " << run;
+    }
+  }
+}
+
+// Where no plan fits the budget, nothing runs: the rule's pick (the first), recorded and dumped as
+// not timed, and not kept in the persistent cache, so a process with a larger budget times it; a
+// timed choice already cached is still taken over the budget.
+TEST_F(MeasuredChoiceTest, OverTheBudgetTheRulesPickIsKeptUntimed) {
   const std::string dir = testing::FreshScratchDir("bound").string() + "/cache";
   int rule_runs = 0, other_runs = 0;
   auto candidates = [&] {
     return std::vector<KernelCandidate>{Spending("rule", [](int) { return 0.3; }, &rule_runs),
                                         Spending("other", [](int) { return 0.1; }, &other_runs)};
   };
-  const double over = kDefaultMaxTrialRunMs + 5, within = kDefaultMaxTrialRunMs / 2;
-  ASSERT_EQ(GetMaxTrialRunMs(), kDefaultMaxTrialRunMs);
+  // One run at 9.6 ms: 2 candidates x 6 runs at the least, over the default budget of 60 ms.
+  const double over = 9.6, within = 0.5;
+  ASSERT_EQ(GetTrialBudgetMs(), kDefaultTrialBudgetMs);
   {
     KernelChoiceScope scope(dir);
     const MeasuredChoice untimed = ChooseByMeasuring("shape", candidates(), over);
@@ -262,7 +317,7 @@ TEST_F(MeasuredChoiceTest, OverTheBoundTheRulesPickIsKeptUntimed) {
     EXPECT_EQ(untimed.winner, 0);
     EXPECT_FALSE(untimed.timed());
     EXPECT_EQ(untimed.estimated_run_ms, over);
-    EXPECT_EQ(untimed.Summary(), "not timed: one run estimated at 15.0 ms, over the 10 ms a trial's run may take");
+    EXPECT_EQ(untimed.Summary(), "not timed: one run estimated at 9.6 ms, a trial of 2 x 6 runs over the 60 ms budget");
     // As FindKernelChoice, which a caller with scratch to allocate asks first.
     const std::optional<MeasuredChoice> found = FindKernelChoice("shape b", {"rule", "other"}, over);
     ASSERT_TRUE(found.has_value());
@@ -284,18 +339,18 @@ TEST_F(MeasuredChoiceTest, OverTheBoundTheRulesPickIsKeptUntimed) {
   EXPECT_FALSE((*dumped)[0].timed());
   EXPECT_EQ((*dumped)[0].estimated_run_ms, over);
 
-  // A higher bound (the flag) times the same key, in the same process, and caches that.
-  SetMaxTrialRunMs(over * 2);
+  // A larger budget (the flag) times the same key, in the same process, and caches that.
+  SetTrialBudgetMs(2 * 6 * over);
   {
     KernelChoiceScope scope(dir);
     const MeasuredChoice timed = ChooseByMeasuring("shape", candidates(), over);
     EXPECT_TRUE(timed.timed());
     EXPECT_EQ(timed.origin, ChoiceOrigin::kTimed);
     EXPECT_EQ(timed.winner, 1);
-    EXPECT_GT(rule_runs, 0);
+    EXPECT_EQ(rule_runs, 6);
   }
-  SetMaxTrialRunMs(kDefaultMaxTrialRunMs);
-  // The next process takes the cached timed choice though its run is over the bound.
+  SetTrialBudgetMs(kDefaultTrialBudgetMs);
+  // The next process takes the cached timed choice though its trial is over the budget.
   ClearMeasuredChoices();
   rule_runs = other_runs = 0;
   KernelChoiceScope scope(dir);
