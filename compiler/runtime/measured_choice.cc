@@ -105,6 +105,13 @@ MeasuredChoice Time(const std::vector<KernelCandidate>& candidates, const TrialP
   return choice;
 }
 
+// A time for the listing: `decimals` places, or 4 significant digits from a million ms on, where
+// fixed point would grow with the value: a cache entry or loaded file (bytes from elsewhere) may
+// hold any finite time, and 1e300 took 301 digits.
+std::string FormatMs(double ms, int decimals) {
+  return ms < 1e6 ? fmt::format("{:.{}f}", ms, decimals) : fmt::format("{:.4g}", ms);
+}
+
 }  // namespace
 
 std::string PersistentKernelChoiceKey(const std::string& key) {
@@ -140,7 +147,7 @@ std::string MeasuredChoice::Summary() const {
                                                        : "";
   if (!timed()) {
     // The budget only where it was this process's that kept the trial from running.
-    text += fmt::format("not timed: one run estimated at {:.1f} ms", estimated_run_ms);
+    text += fmt::format("not timed: one run estimated at {} ms", FormatMs(estimated_run_ms, 1));
     if (origin == ChoiceOrigin::kTimed) {
       const TrialPlan shortest{kSettleRuns, 1};
       text += fmt::format(", a trial of {} x {} runs over the {:g} ms budget", names.size(),
@@ -148,11 +155,11 @@ std::string MeasuredChoice::Summary() const {
     }
     return text;
   }
-  text += fmt::format("timed {:.3f} ms", best_ms[w]);
+  text += fmt::format("timed {} ms", FormatMs(best_ms[w], 3));
   bool faster_kept_out = false;
   for (size_t c = 0; c < names.size(); ++c) {
     if (c == w) continue;
-    text += fmt::format(" against {} {:.3f} ms", names[c], best_ms[c]);
+    text += fmt::format(" against {} {} ms", names[c], FormatMs(best_ms[c], 3));
     faster_kept_out |= best_ms[c] < best_ms[w];
   }
   if (faster_kept_out && origin != ChoiceOrigin::kLoaded) {

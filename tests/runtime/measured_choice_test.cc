@@ -377,6 +377,29 @@ TEST_F(MeasuredChoiceTest, LoadedUntimedChoiceIsForced) {
   EXPECT_EQ(forced.Summary(), "loaded: not timed: one run estimated at 41.1 ms");
 }
 
+// A file read from elsewhere may hold any finite time: the listing gives absurd ones in 4
+// significant digits, where fixed point spelled 1e300 in 301 digits.
+TEST_F(MeasuredChoiceTest, AbsurdTimesAreListedShort) {
+  const std::string file = testing::FreshScratchDir("absurd").string() + "/choices.json";
+  const std::vector<KernelChoiceRecord> records = {{"another machine", "untimed", {"rule", "other"}, {}, 0, 1e300},
+                                                   {"another machine", "timed", {"rule", "other"}, {1e308, 0.9}, 1}};
+  { std::ofstream(file) << SerializeKernelChoices(records); }
+  ASSERT_TRUE(LoadKernelChoices(file).ok());
+  int a = 0, b = 0;
+  auto candidates = [&] {
+    return std::vector<KernelCandidate>{Spending("rule", [](int) { return 0.0; }, &a),
+                                        Spending("other", [](int) { return 0.0; }, &b)};
+  };
+  EXPECT_EQ(ChooseByMeasuring("untimed", candidates()).Summary(), "loaded: not timed: one run estimated at 1e+300 ms");
+  EXPECT_EQ(ChooseByMeasuring("timed", candidates()).Summary(), "loaded: timed 0.900 ms against rule 1e+308 ms");
+  EXPECT_EQ(a + b, 0);
+  // Below a million ms, as before.
+  MeasuredChoice made;
+  made.names = {"rule", "other"};
+  made.estimated_run_ms = 999999.94;
+  EXPECT_EQ(made.Summary(), "not timed: one run estimated at 999999.9 ms, a trial of 2 x 6 runs over the 60 ms budget");
+}
+
 // A loaded file forces its choice, the slower candidate included, without running anything; the
 // process's dump holds every choice in the same form; a malformed file is an error that says so.
 TEST_F(MeasuredChoiceTest, LoadedChoicesAreForcedAndDumpsReadBack) {
