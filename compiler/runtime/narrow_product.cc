@@ -195,30 +195,37 @@ XLENS_AVX512 void NarrowProductAvx512(int64_t m, int64_t k, int64_t n, const flo
   }
 }
 
-// 32 rows of the output of NarrowProductTransposedLhs (those under `rows`, 16 a vector), N
-// columns: per k, the lhs row's 32 elements times each of the rhs row's N, broadcast once for
-// both vectors; an accumulator a column per vector, transposed in registers into the rows at the
-// end (2N + 3 of the 32 vector registers).
-template <int N>
+// 16 V rows of the output of NarrowProductTransposedLhs (those under `rows`, 16 a vector), N
+// columns: per k, the lhs row's 16 V elements times each of the rhs row's N, broadcast once for
+// the V vectors; an accumulator a column per vector, transposed in registers into the rows at the
+// end (V N + V + 1 of the 32 vector registers). The loop over k is unrolled 4 times: on one core,
+// best of 20000 calls, the MNIST step's part of 392 rows (k 100, n 10) 5.16-5.18 -> 4.89-4.90 us.
+template <int N, int V>
 XLENS_AVX512 void NarrowTransposedBlock(int64_t k, const float* a, int64_t lda, const float* b, __mmask32 rows,
                                         float* c) {
-  const __mmask16 low = static_cast<__mmask16>(rows), high = static_cast<__mmask16>(rows >> 16);
-  __m512 acc[2][N];
+  static_assert(V == 1 || V == 2);
+  const __mmask16 mask[2] = {static_cast<__mmask16>(rows), static_cast<__mmask16>(rows >> 16)};
+  __m512 acc[V][N];
+#pragma GCC unroll 2
+  for (int v = 0; v < V; ++v) {
 #pragma GCC unroll 16
-  for (int j = 0; j < N; ++j) acc[0][j] = acc[1][j] = _mm512_setzero_ps();
+    for (int j = 0; j < N; ++j) acc[v][j] = _mm512_setzero_ps();
+  }
+#pragma GCC unroll 4
   for (int64_t p = 0; p < k; ++p) {
-    const __m512 x0 = _mm512_maskz_loadu_ps(low, a + p * lda);
-    const __m512 x1 = _mm512_maskz_loadu_ps(high, a + p * lda + 16);
+    __m512 x[V];
+#pragma GCC unroll 2
+    for (int v = 0; v < V; ++v) x[v] = _mm512_maskz_loadu_ps(mask[v], a + p * lda + 16 * v);
 #pragma GCC unroll 16
     for (int j = 0; j < N; ++j) {
       const __m512 y = _mm512_set1_ps(b[p * N + j]);
-      acc[0][j] = _mm512_fmadd_ps(x0, y, acc[0][j]);
-      acc[1][j] = _mm512_fmadd_ps(x1, y, acc[1][j]);
+#pragma GCC unroll 2
+      for (int v = 0; v < V; ++v) acc[v][j] = _mm512_fmadd_ps(x[v], y, acc[v][j]);
     }
   }
   const __mmask16 columns = static_cast<__mmask16>((1u << N) - 1);
 #pragma GCC unroll 2
-  for (int h = 0; h < 2; ++h) {
+  for (int h = 0; h < V; ++h) {
     __m512 r[16], t[16];
 #pragma GCC unroll 16
     for (int j = 0; j < 16; ++j) r[j] = j < N ? acc[h][j] : _mm512_setzero_ps();
@@ -230,12 +237,18 @@ XLENS_AVX512 void NarrowTransposedBlock(int64_t k, const float* a, int64_t lda, 
   }
 }
 
+// Blocks of 32 rows, and a last block of at most 16 rows in one vector: a part's last rows (the
+// MNIST step's 392 = 12 x 32 + 8) took a whole block's multiply-adds for a quarter of its rows.
 template <int N>
 XLENS_AVX512 void NarrowTransposedRows(int64_t m, int64_t k, const float* a, int64_t lda, const float* b, float* c) {
   for (int64_t i = 0; i < m; i += 32) {
     const int64_t count = m - i < 32 ? m - i : 32;
     const __mmask32 rows = count == 32 ? ~__mmask32{0} : static_cast<__mmask32>((1u << count) - 1);
-    NarrowTransposedBlock<N>(k, a + i, lda, b, rows, c + i * N);
+    if (count <= 16) {
+      NarrowTransposedBlock<N, 1>(k, a + i, lda, b, rows, c + i * N);
+    } else {
+      NarrowTransposedBlock<N, 2>(k, a + i, lda, b, rows, c + i * N);
+    }
   }
 }
 

@@ -159,11 +159,11 @@ void ExpectNarrowTransposedMatches(int64_t m, int64_t k, int64_t n, uint32_t see
 }
 
 TEST(NarrowProductTest, TheTransposedLhsMatchesADoublePrecisionSum) {
-  // Rows in blocks of 32 (two vectors) and every remainder; every width. Without AVX-512 this
-  // checks the scalar loop.
+  // Rows in blocks of 32 (two vectors), a last block of one vector (at most 16 rows) or two, and
+  // every width. Without AVX-512 this checks the scalar loop.
   uint32_t seed = 2000;
   for (int64_t n = 1; n <= kNarrowProductMaxColumns; ++n) {
-    for (int64_t m : {1, 15, 16, 17, 32, 33, 50}) ExpectNarrowTransposedMatches(m, 7, n, seed++);
+    for (int64_t m : {1, 15, 16, 17, 32, 33, 48, 50}) ExpectNarrowTransposedMatches(m, 7, n, seed++);
   }
   ExpectNarrowTransposedMatches(784, 100, 10, seed++);  // the MNIST step's weight gradient
   for (int64_t n : {1, 10, 16}) ExpectNarrowTransposedMatches(19, 9, n, seed++, &NarrowProductTransposedLhsScalar);
