@@ -208,6 +208,9 @@ Status KernelBuilder::EmitParallelLoop(const Shape& shape, int64_t work_per_elem
   const int64_t blocks = (n + block - 1) / block;
   const int64_t rows = elements / n;
   llvm::Function* f = NewPhase(false, rows * blocks, block * work_per_element);
+  // Task t is block t % blocks of row t / blocks: the t-th run of `block` elements where blocks
+  // divide the row.
+  if (n % block == 0) spec_.phases.back().elements_per_task = block;
   auto e = MakeEmitter();
   llvm::BasicBlock* element_header = nullptr;
   RETURN_IF_ERROR(e->EmitLoop(f->getArg(1), f->getArg(2), "task", [&](Value* task) -> Status {
@@ -230,6 +233,13 @@ Status KernelBuilder::EmitParallelLoop(const Shape& shape, int64_t work_per_elem
   return OkStatus();
 }
 
+bool ReadsOperandsAtItsIndex(const HloInstruction& instruction) {
+  const HloOpcode op = instruction.opcode();
+  return instruction.IsElementwise() || op == HloOpcode::kParameter || op == HloOpcode::kConstant ||
+         op == HloOpcode::kReshape || op == HloOpcode::kBitcast ||
+         (op == HloOpcode::kBroadcast && instruction.operand(0)->shape().rank() == 0);
+}
+
 size_t KernelBuilder::CombinedMinorDimensions(const Shape& shape, int64_t task_elements) const {
   // A short minor dimension (NHWC's 8 channels) as a loop of its own leaves the vectorizer the
   // loop over rows, whose stride-8 accesses it shuffles apart and back together: slower than
@@ -249,12 +259,7 @@ size_t KernelBuilder::CombinedMinorDimensions(const Shape& shape, int64_t task_e
                                                  ? hlo_.fused_computation()->instructions()
                                                  : std::vector<HloInstruction*>{};
   for (const HloInstruction* i : fused) {
-    const HloOpcode op = i->opcode();
-    const bool in_place = i->IsElementwise() || op == HloOpcode::kParameter ||
-                          op == HloOpcode::kConstant || op == HloOpcode::kReshape ||
-                          op == HloOpcode::kBitcast || op == HloOpcode::kTuple ||
-                          (op == HloOpcode::kBroadcast && i->operand(0)->shape().rank() == 0);
-    if (!in_place) return 1;
+    if (i->opcode() != HloOpcode::kTuple && !ReadsOperandsAtItsIndex(*i)) return 1;
   }
   if (hlo_.opcode() != HloOpcode::kFusion && !hlo_.IsElementwise()) return 1;
   size_t combined = 1;
@@ -274,6 +279,7 @@ Status KernelBuilder::EmitCombinedLoop(const Shape& shape, int64_t work_per_elem
   int64_t span = 1;
   for (size_t k = first; k < order.size(); ++k) span *= shape.dimensions(order[k]);
   llvm::Function* f = NewPhase(false, shape.num_elements() / span, span * work_per_element);
+  spec_.phases.back().elements_per_task = span;
   auto e = MakeEmitter();
   RETURN_IF_ERROR(e->EmitLoop(f->getArg(1), f->getArg(2), "task", [&](Value* task) -> Status {
     const std::vector<int64_t> outer(order.begin(), order.begin() + first);

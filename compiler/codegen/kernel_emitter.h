@@ -42,6 +42,11 @@ struct KernelPhase {
   // GPU launch dimensions (x only): blocks of threads_per_block threads.
   int64_t blocks = 1;
   int64_t threads_per_block = 1;
+  // CPU: where task t writes elements [t * elements_per_task, (t + 1) * elements_per_task) of
+  // every output, in the outputs' physical order, and nothing else (the element loops); 0: tasks
+  // cut otherwise. What a caller running a range of tasks on part of the data reads (a loop run
+  // on a library call's parts, runtime/part_epilogue.h), instead of knowing how the loops cut.
+  int64_t elements_per_task = 0;
 };
 
 struct KernelSpec {
@@ -87,6 +92,13 @@ inline constexpr int64_t kCpuLineBytes = 64;
 StatusOr<KernelSpec> EmitKernel(const HloInstruction& hlo, const std::string& name,
                                 llvm::Module& module, KernelTarget target = KernelTarget::kCpu,
                                 const KernelOptions& options = {});
+
+// Whether element i of `instruction`'s result reads only element i of each array operand, or a
+// scalar: an elementwise op, a parameter, a constant, a reshape or bitcast (in place where the
+// operand holds as many elements in the same physical order: the caller checks the shapes), a
+// broadcast of a scalar. The loops fold such a fusion's index into one offset for all its arrays
+// (KernelBuilder::CombinedMinorDimensions), and a range of its elements can be run on its own.
+bool ReadsOperandsAtItsIndex(const HloInstruction& instruction);
 
 // Whether EmitKernel handles `hlo` (as opposed to control flow, library calls and no-ops).
 bool IsKernelInstruction(const HloInstruction& hlo);

@@ -5,6 +5,7 @@
 
 #include <fmt/format.h>
 
+#include "compiler/codegen/kernel_emitter.h"
 #include "compiler/hlo/computation.h"
 
 namespace xlens::runtime {
@@ -15,25 +16,18 @@ bool RowMajor(const Shape& shape) {
 }
 
 // Whether each element of `fusion`'s result reads its operands at its own position only: every
-// fused instruction elementwise (or a reshape, a bitcast, a constant, a parameter) over arrays of
-// `elements` elements in row-major layout, or a scalar (and broadcasts of scalars).
+// fused instruction reads its operands at its own index (codegen::ReadsOperandsAtItsIndex) over
+// arrays of `elements` elements in row-major layout, or is a scalar.
 bool ReadsInPlace(const HloInstruction& fusion, int64_t elements) {
   if (fusion.opcode() != HloOpcode::kFusion || fusion.fusion_kind != FusionKind::kLoop) return false;
   for (const HloInstruction* i : fusion.fused_computation()->instructions()) {
-    const HloOpcode op = i->opcode();
-    if (op == HloOpcode::kTuple) {
+    if (i->opcode() == HloOpcode::kTuple) {
       if (i != fusion.fused_computation()->root_instruction()) return false;
       continue;
     }
-    if (!i->shape().IsArray()) return false;
-    if (i->shape().rank() == 0) {
-      if (!i->IsElementwise() && op != HloOpcode::kParameter && op != HloOpcode::kConstant) return false;
-      continue;
-    }
-    const bool in_place = i->IsElementwise() || op == HloOpcode::kParameter || op == HloOpcode::kConstant ||
-                          op == HloOpcode::kReshape || op == HloOpcode::kBitcast ||
-                          (op == HloOpcode::kBroadcast && i->operand(0)->shape().rank() == 0);
-    if (!in_place || i->shape().num_elements() != elements || !RowMajor(i->shape())) return false;
+    if (!i->shape().IsArray() || !codegen::ReadsOperandsAtItsIndex(*i)) return false;
+    if (i->shape().rank() == 0) continue;
+    if (i->shape().num_elements() != elements || !RowMajor(i->shape())) return false;
   }
   return true;
 }
@@ -55,19 +49,21 @@ std::shared_ptr<const PartEpilogue> PartEpilogue::Make(const HloInstruction& cal
     return nullptr;
   }
   const codegen::KernelSpec& spec = kernel->spec();
-  if (spec.phases.size() != 1 || spec.phases[0].sequential || spec.scratch_bytes != 0 ||
-      spec.phases[0].tasks % images != 0 || !ReadsInPlace(kernel_hlo, result.num_elements())) {
+  if (spec.phases.size() != 1 || spec.scratch_bytes != 0 || !ReadsInPlace(kernel_hlo, result.num_elements())) {
     return nullptr;
   }
-  // The loop's tasks are its rows' blocks in order (kernel_emitter.cc: EmitParallelLoop), or
-  // runs of whole rows: they fall on image boundaries where an image is whole rows of the loop.
+  // The phase's tasks fall on image boundaries: each writes its own run of elements, in order,
+  // and an image is a whole number of runs (as the loop publishes its tasks, not as it is known
+  // to cut them).
+  const codegen::KernelPhase& phase = spec.phases[0];
+  if (phase.sequential || phase.elements_per_task <= 0 || image_elements % phase.elements_per_task != 0 ||
+      phase.tasks * phase.elements_per_task != result.num_elements()) {
+    return nullptr;
+  }
   std::vector<const Shape*> outputs;
   kernel_hlo.shape().ForEachLeaf([&](const Shape& s, const std::vector<int64_t>&) { outputs.push_back(&s); });
   for (const Shape* s : outputs) {
-    if (s->rank() == 0 || s->dimensions() != outputs.front()->dimensions() ||
-        image_elements % s->dimensions(s->rank() - 1) != 0) {
-      return nullptr;
-    }
+    if (s->rank() == 0 || s->dimensions() != outputs.front()->dimensions()) return nullptr;
   }
   auto epilogue = std::make_shared<PartEpilogue>();
   const std::vector<int64_t>& slots = kernel->slots();
@@ -92,7 +88,7 @@ std::shared_ptr<const PartEpilogue> PartEpilogue::Make(const HloInstruction& cal
     epilogue->call_reads_.push_back({call_operand_slots[i], shape_util::ByteSizeOf(call.operand(i)->shape())});
   }
   epilogue->call_result_ = {call_output_slot, shape_util::ByteSizeOf(result)};
-  epilogue->tasks_per_image_ = spec.phases[0].tasks / images;
+  epilogue->tasks_per_image_ = image_elements / phase.elements_per_task;
   epilogue->kernel_ = std::move(kernel);
   return epilogue;
 }

@@ -22,7 +22,8 @@
 // and writes nothing but those images' elements: a loop fusion of elementwise operations (and
 // reshapes, scalar broadcasts, constants) over arrays of the call's result's size, all in
 // row-major layout, so that each task reads its operands at the elements it writes, and whose
-// tasks fall on image boundaries. Which buffers alias is known only in the frame: each
+// tasks fall on image boundaries (as its phase publishes them: KernelPhase::elements_per_task).
+// Which buffers alias is known only in the frame: each
 // execution checks that the kernel writes no buffer the call reads and shares no buffer with
 // the call but element for element (else the kernel runs whole after the call).
 #pragma once

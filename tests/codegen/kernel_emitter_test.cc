@@ -72,6 +72,8 @@ TEST(KernelEmitterTest, SoftmaxComputesEachRowReductionOncePerRow) {
   ASSERT_EQ(spec->phases.size(), 1u);
   EXPECT_EQ(spec->phases[0].tasks, 64);
   EXPECT_EQ(spec->scratch_bytes, 0);
+  // Its tasks are rows of the reductions as much as of the outputs: not published as runs.
+  EXPECT_EQ(spec->phases[0].elements_per_task, 0);
   testing::ExpectMatchesEvaluator(kSoftmax, {}, {1e-6, 1e-5});
 }
 
@@ -86,6 +88,19 @@ ENTRY e {
   ASSERT_EQ(spec->phases.size(), 1u);
   EXPECT_EQ(spec->phases[0].tasks, (1000000 + 8191) / 8192);
   EXPECT_FALSE(spec->phases[0].sequential);
+  // The last block is short: the tasks are not runs of one length.
+  EXPECT_EQ(spec->phases[0].elements_per_task, 0);
+  // Rows of 3 x 8192 elements: task t is the t-th run of 8192, which the phase publishes.
+  const char* even = R"(HloModule m
+ENTRY e {
+  a = f32[5,24576] parameter(0)
+  ROOT n = f32[5,24576] negate(a)
+})";
+  auto even_spec = EmitFor(even, "n");
+  ASSERT_TRUE(even_spec.ok()) << even_spec.status().message();
+  ASSERT_EQ(even_spec->phases.size(), 1u);
+  EXPECT_EQ(even_spec->phases[0].tasks, 15);
+  EXPECT_EQ(even_spec->phases[0].elements_per_task, 8192);
 }
 
 TEST(KernelEmitterTest, ScatterAppliesUpdatesInOneSequentialPhase) {
@@ -231,6 +246,7 @@ TEST(KernelEmitterTest, AShortMinorDimensionJoinsTheDimensionsAboveItInOneUnitSt
   ASSERT_EQ(spec->phases.size(), 1u);
   EXPECT_EQ(spec->phases[0].tasks, 32);
   EXPECT_EQ(spec->phases[0].work_per_task, 14 * 14 * 8);
+  EXPECT_EQ(spec->phases[0].elements_per_task, 14 * 14 * 8);
   EXPECT_THAT(ir, ::testing::HasSubstr("load <16 x float>"));
   EXPECT_THAT(ir, ::testing::Not(::testing::HasSubstr("udiv")));
   EXPECT_THAT(ir, ::testing::Not(::testing::HasSubstr("urem")));
@@ -260,6 +276,7 @@ ENTRY e {
   ASSERT_TRUE(spec.ok()) << spec.status().message();
   ASSERT_EQ(spec->phases.size(), 1u);
   EXPECT_EQ(spec->phases[0].tasks, 4 * 6 * 6);
+  EXPECT_EQ(spec->phases[0].elements_per_task, 8);
   testing::ExpectMatchesEvaluator(text);
   // A transposed layout: the loop runs the physical order (dimension 1 minor, then 3, 2, 0).
   const char* transposed = R"(HloModule m

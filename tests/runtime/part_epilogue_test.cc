@@ -13,6 +13,7 @@
 #include "../codegen/codegen_test_util.h"
 #include "compiler/runtime/cpu_compiler.h"
 #include "compiler/runtime/onednn_thunks.h"
+#include "compiler/runtime/part_epilogue.h"
 #include "compiler/support/thread_pool.h"
 
 namespace xlens::runtime {
@@ -100,6 +101,60 @@ ENTRY e {
 }
 )";
   ExpectEpilogueMatchesEvaluator(text, "convolution_backward_data", ArgumentsWithSpecials(text, 0, 5));
+}
+
+// Whether the kernel's tasks fall on image boundaries is read from its phase, not assumed of how
+// the loops cut: a phase that publishes no runs (any emitter but the element loops), or runs that
+// do not tile the result, is refused whatever its task count, which divides the images in each
+// case here; one whose runs tile each image is taken.
+TEST(PartEpilogueMakeTest, TheKernelsTasksFallOnImagesAsItsPhaseSays) {
+  auto module = ParseHloModule(R"(HloModule m
+relu {
+  c = f32[4,2,2,8] parameter(0)
+  zero = f32[] constant(0)
+  zeros = f32[4,2,2,8] broadcast(zero), dimensions={}
+  ROOT r = f32[4,2,2,8] maximum(c, zeros)
+}
+ENTRY e {
+  x = f32[4,2,2,8] parameter(0)
+  k = f32[3,3,8,8] parameter(1)
+  c = f32[4,2,2,8] convolution(x, k), window={size=3x3 pad=1_1x1_1}, dim_labels=b01f_01io->b01f
+  ROOT f = f32[4,2,2,8] fusion(c), kind=kLoop, calls=relu
+}
+)");
+  ASSERT_TRUE(module.ok()) << module.status().message();
+  const HloComputation& entry = *(*module)->entry_computation();
+  const HloInstruction* call = nullptr;
+  for (const HloInstruction* i : entry.instructions()) {
+    if (i->opcode() == HloOpcode::kConvolution) call = i;
+  }
+  ASSERT_NE(call, nullptr);
+  const HloInstruction& fusion = *entry.root_instruction();
+  constexpr int64_t kImages = 4, kImageElements = 2 * 2 * 8;
+  struct Case {
+    const char* what;
+    int64_t tasks, elements_per_task;
+    bool taken;
+  } cases[] = {
+      {"runs of 16: two a image", 8, 16, true},
+      {"runs of a whole image", 4, 32, true},
+      {"no runs published", 8, 0, false},
+      {"runs that cover half the result", 8, 8, false},
+      {"runs over two images", 2, 64, false},
+  };
+  for (const Case& c : cases) {
+    SCOPED_TRACE(c.what);
+    codegen::KernelSpec spec;
+    spec.name = "f";
+    spec.phases.push_back({"f", c.tasks, 1});
+    spec.phases[0].elements_per_task = c.elements_per_task;
+    spec.operand_leaves = spec.output_leaves = 1;
+    auto kernel = std::make_unique<KernelThunk>("f", spec, std::vector<KernelThunk::PhaseFn>{nullptr},
+                                                std::vector<int64_t>{2}, std::vector<int64_t>{3});
+    const auto epilogue = PartEpilogue::Make(*call, {0, 1}, 2, kImages, kImageElements, fusion, kernel);
+    EXPECT_EQ(epilogue != nullptr, c.taken);
+    EXPECT_EQ(kernel == nullptr, c.taken);  // taken only when an epilogue is made
+  }
 }
 
 }  // namespace

@@ -297,6 +297,7 @@ Status KernelBuilder::EmitCpuStreamedLoop(const Shape& shape, int64_t work_per_e
   const int64_t blocks = (n + block - 1) / block;
   const int64_t rows = elements / n;
   llvm::Function* f = NewPhase(false, rows * blocks, block * work_per_element);
+  if (n % block == 0) spec_.phases.back().elements_per_task = block;
   auto e = MakeEmitter();
   // The leaves the group writes: their output slot, storage type and stack buffer.
   struct Leaf {
