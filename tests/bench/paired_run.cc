@@ -93,13 +93,19 @@ StatusOr<Json> RunPaired(const PairedOptions& options) {
     passes.push_back(std::max<int64_t>(1, 1'000'000 / std::max<int64_t>(1, best)));
   }
   // A working set the last-level cache holds is timed there, as `xlens run`'s back-to-back runs
-  // and the sweep's repeated passes find it: each timed pass follows an untimed one of its own,
-  // each timed run three, or the module and the kernel evict each other's bytes and both are timed
-  // from memory (column reduce's 16 MiB: 0.37-0.6 ms paired cold, 0.12 ms in xlens run), and the
-  // pool's workers, asleep after the kernel's passes, have not yet found the pace of runs that
-  // follow each other (one untimed run against three, alternating, 60 pairs each: column reduce's
-  // medians 0.29-0.62 against 0.17-0.39 ms, bests 0.185-0.248 against 0.137-0.152).
+  // and the sweep's repeated passes find it: each timed run and each kernel's timed passes follow
+  // kWarmRuns untimed ones of their own, or the module and the kernel evict each other's bytes and
+  // both are timed from memory (column reduce's 16 MiB: 0.37-0.6 ms paired cold, 0.12 ms in xlens
+  // run), and the pool's workers, asleep after the other side's work, have not yet found the pace
+  // of runs that follow each other (one untimed run against three, alternating, 60 pairs each:
+  // column reduce's medians 0.29-0.62 against 0.17-0.39 ms, bests 0.185-0.248 against
+  // 0.137-0.152). The kernels are warmed as the module is: after one untimed pass against the
+  // module's three, a pass of the read-only sum over row reduce's 16 MiB ran at 18-19 GB/s in the
+  // median pair (best 39-41) where the same pass in a loop runs 60, and the row read 158% of it;
+  // after three, 29 (best 50-58) and 88-107%, the module's runs unchanged (medians 0.566-0.576 ms
+  // both ways; alternating processes of 20 pairs at load 7).
   const bool in_cache = bytes <= profiler::LastLevelCacheBytes();
+  constexpr int kWarmRuns = 3;
   // A floor such as the library calls' leaves the pool's workers asleep behind it (it pauses for
   // OpenMP's threads to stop spinning), so the module's timed run follows warm-ups there too.
   const bool warm_up = in_cache || !options.floors.empty();
@@ -111,14 +117,14 @@ StatusOr<Json> RunPaired(const PairedOptions& options) {
   std::vector<int> streaming_pairs(options.kernels.size(), 0);
   std::vector<std::vector<double>> floor_ms(options.floors.size());
   for (int pair = 0; pair < options.pairs; ++pair) {
-    for (int warm = 0; warm_up && warm < 3; ++warm) RETURN_IF_ERROR(executable->Run());
+    for (int warm = 0; warm_up && warm < kWarmRuns; ++warm) RETURN_IF_ERROR(executable->Run());
     const auto start = std::chrono::steady_clock::now();
     RETURN_IF_ERROR(executable->Run());
     module_ms.push_back(ms_since(start));
     for (size_t k = 0; k < arrays.size(); ++k) {
       double best_ms = 0;
       for (int variant = 0; variant < (arrays[k]->has_streaming_variant() ? 2 : 1); ++variant) {
-        if (in_cache) arrays[k]->TimeNs(1, variant == 1, pool);
+        for (int warm = 0; in_cache && warm < kWarmRuns; ++warm) arrays[k]->TimeNs(1, variant == 1, pool);
         const double ms = arrays[k]->TimeNs(passes[k], variant == 1, pool) / 1e6 / static_cast<double>(passes[k]);
         if (variant == 0 || ms < best_ms) {
           streaming_pairs[k] += variant == 1 ? 1 : 0;
@@ -161,6 +167,7 @@ StatusOr<Json> RunPaired(const PairedOptions& options) {
     floors[options.floors[f].name] = {{"ms", floor_ms[f]}, {"ratio", ratios_of(floor_ms[f], 1.0)}};
   }
   return Json{{"file", options.hlo_file}, {"bytes", bytes},         {"in_cache", in_cache},
+              {"warm_runs", warm_up ? kWarmRuns : 0}, {"warm_passes", in_cache ? kWarmRuns : 0},
               {"pairs", options.pairs},   {"threads", options.threads}, {"module_ms", module_ms},
               {"kernels", kernels},       {"floors", floors}};
 }

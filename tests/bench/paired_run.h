@@ -53,7 +53,9 @@ struct PairedOptions {
 // `persistent_cache_dir`), runs it
 // once untimed, then `pairs` times: one timed run of the module, then each kernel timed over
 // about 1 ms of passes ("passes_per_pair", 1 for a pass that long). JSON: "bytes", "in_cache",
-// "pairs", "module_ms" (per pair), and per kernel "gbps" (per pair, as STREAM counts its bytes),
+// "warm_runs" and "warm_passes" (the untimed runs before each timed run of the module, and the
+// untimed passes before each kernel's timed ones: as many on both sides where the working set is
+// in the cache), "pairs", "module_ms" (per pair), and per kernel "gbps" (per pair, as STREAM counts its bytes),
 // "streaming_pairs" (of the pairs, those where non-temporal stores beat plain ones: a pair
 // times both variants where the kernel has two, on the pool's threads, and keeps the faster),
 // "passes_per_pair" and "ratio" (the module's time against the kernel's over the

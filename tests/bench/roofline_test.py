@@ -1068,6 +1068,13 @@ class PairedRunTest(unittest.TestCase):
         # Counted from the module: f32[64,32] read, f32[64] written.
         self.assertEqual(result["bytes"], 4 * ELEMENTS + 4 * 64)
         self.assertEqual(len(result["module_ms"]), 3)
+        # A working set in the cache: the kernels' timed passes follow as many untimed passes of
+        # their own as the module's timed runs follow untimed runs, so that both sides are timed
+        # on bytes and a pool the same repetition has warmed (the benchmark's runs follow each
+        # other on the same buffers).
+        self.assertTrue(result["in_cache"])
+        self.assertGreater(result["warm_runs"], 0)
+        self.assertEqual(result["warm_passes"], result["warm_runs"])
         self.assertEqual(sorted(result["kernels"]), ["copy", "read"])
         for kernel in result["kernels"].values():
             self.assertEqual(len(kernel["gbps"]), 3)
