@@ -242,7 +242,12 @@ StatusOr<Literal> RunOnCpu(const RunArgs& args, FlagsSetup& setup, const HloModu
   std::sort(order.rbegin(), order.rend());
   int64_t total = 0;
   for (int64_t ns : thunk_ns) total += ns;
-  Appendf(report, "%zu thunks (%zu kernels), mean time per iteration:\n", exe.thunks().size(), exe.kernels().size());
+  // A kernel a library call runs on its parts is timed within the call's thunk, not as one of its own.
+  const size_t in_calls = static_cast<size_t>(std::count_if(
+      exe.kernels().begin(), exe.kernels().end(), [](const runtime::KernelInfo& k) { return !k.run_by_call.empty(); }));
+  const std::string within = in_calls == 0 ? "" : fmt::format(", {} more run by library calls", in_calls);
+  Appendf(report, "%zu thunks (%zu kernels%s), mean time per iteration:\n", exe.thunks().size(),
+          exe.kernels().size() - in_calls, within.c_str());
   for (size_t k = 0; k < order.size() && k < 10; ++k) {
     const runtime::Thunk& thunk = *exe.thunks()[order[k].second];
     std::string line = thunk.ToString(0);

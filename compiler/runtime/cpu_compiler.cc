@@ -459,6 +459,8 @@ StatusOr<ThunkSequence> ExecutableBuilder::BuildThunks(
     if (!thunks.empty() && last_call.thunk != nullptr && thunks.back().get() == last_call.thunk &&
         last_call.thunk->TakeEpilogue(*last_call.hlo, last_call.operand_slots, plan.Slot(last_call.hlo), *hlo,
                                       kernel_thunk)) {
+      exe_->kernels_.back().run_by_call = last_call.thunk->hlo_name();
+      exe_->kernels_.back().launch += fmt::format(", on each part of {}", last_call.thunk->hlo_name());
       continue;
     }
     thunks.push_back(std::move(kernel_thunk));

@@ -29,6 +29,9 @@ struct KernelInfo {
   int64_t phases = 0;
   int64_t tasks = 0;           // of the widest phase
   std::string launch;          // "1 phase: 2048 tasks x 8192 work"
+  // The library call that runs it on each of its parts' data (part_epilogue.h), whose thunk it
+  // then has no thunk of its own beside; empty: a thunk of its own.
+  std::string run_by_call;
 };
 
 class Executable {

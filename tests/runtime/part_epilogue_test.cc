@@ -45,6 +45,12 @@ void ExpectEpilogueMatchesEvaluator(const std::string& text, const std::string& 
   if (ThreadPool::Default().parallelism() >= 2) {
     EXPECT_THAT(listing, ContainsRegex("oneDNN " + call + "; kernel [^;]*, then fusion[.0-9]* on each part's images"));
     EXPECT_EQ(("\n" + listing).find("\nkernel "), std::string::npos) << listing;
+    // Its one kernel has no thunk of its own: the kernel list names the call that runs it.
+    ASSERT_EQ((*exe)->kernels().size(), 1u);
+    const KernelInfo& kernel = (*exe)->kernels()[0];
+    EXPECT_THAT(listing, ::testing::StartsWith("library-call " + kernel.run_by_call + " ("));
+    EXPECT_THAT(listing, ::testing::HasSubstr("then " + kernel.hlo_instruction + " on each part's images"));
+    EXPECT_THAT(kernel.launch, ::testing::EndsWith(", on each part of " + kernel.run_by_call));
   }
   testing::ExpectMatchesEvaluator(text, arguments, {2e-5, 2e-5});
 }
