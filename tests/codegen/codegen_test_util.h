@@ -30,12 +30,26 @@ argmax {
 }
 )";
 
+// Compiles `text` with the CPU pipeline (a parse error is the status as a compile error is).
+inline StatusOr<std::unique_ptr<runtime::Executable>> CompileText(std::string_view text,
+                                                                  const runtime::CompileOptions& options = {}) {
+  auto module = ParseHloModule(text);
+  if (!module.ok()) return module.status();
+  return runtime::CompileForCpu(std::move(*module), options);
+}
+
+// The thunk listing (XLA's thunk_sequence.txt) of `text` compiled for the CPU: which thunk runs
+// each instruction and, for library calls, which kernel and how many parts.
+inline StatusOr<std::string> ThunkListing(std::string_view text, const runtime::CompileOptions& options = {}) {
+  auto executable = CompileText(text, options);
+  if (!executable.ok()) return executable.status();
+  return (*executable)->ThunkSequenceText();
+}
+
 // Compiles `text` with the CPU pipeline and runs it.
 inline StatusOr<Literal> CompileAndRun(std::string_view text, const std::vector<Literal>& arguments,
                                        const runtime::CompileOptions& options = {}) {
-  auto module = ParseHloModule(text);
-  if (!module.ok()) return module.status();
-  auto executable = runtime::CompileForCpu(std::move(*module), options);
+  auto executable = CompileText(text, options);
   if (!executable.ok()) return executable.status();
   return (*executable)->Execute(arguments);
 }

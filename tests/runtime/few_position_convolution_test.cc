@@ -206,11 +206,9 @@ std::string Module(const std::string& lhs, const std::string& rhs, const std::st
 
 void ExpectFewPositions(const std::string& text, const std::string& expected_call) {
   SCOPED_TRACE(text);
-  auto module = ParseHloModule(text);
-  ASSERT_TRUE(module.ok()) << module.status().message();
-  auto exe = CompileForCpu(std::move(*module), {});
-  ASSERT_TRUE(exe.ok()) << exe.status().message();
-  const std::string listing = (*exe)->ThunkSequenceText();
+  const StatusOr<std::string> compiled = testing::ThunkListing(text);
+  ASSERT_TRUE(compiled.ok()) << compiled.status().message();
+  const std::string& listing = *compiled;
   EXPECT_THAT(listing, HasSubstr("oneDNN " + expected_call + ";"));
   EXPECT_THAT(listing, HasSubstr("kernel few-positions:"));
   testing::ExpectMatchesEvaluator(text, {}, {2e-5, 2e-5});
@@ -268,11 +266,9 @@ TEST_F(FewPositionThunkTest, LeavesOtherConvolutionsToOneDnn) {
         Module("f32[1,4,4,16]", "f32[3,3,1,16]", "f32[1,4,4,16]",
                "window={size=3x3 pad=1_1x1_1}, dim_labels=b01f_01io->b01f, feature_group_count=16")}) {
     SCOPED_TRACE(text);
-    auto module = ParseHloModule(text);
-    ASSERT_TRUE(module.ok()) << module.status().message();
-    auto exe = CompileForCpu(std::move(*module), {});
-    ASSERT_TRUE(exe.ok()) << exe.status().message();
-    const std::string listing = (*exe)->ThunkSequenceText();
+    const StatusOr<std::string> compiled = testing::ThunkListing(text);
+    ASSERT_TRUE(compiled.ok()) << compiled.status().message();
+    const std::string& listing = *compiled;
     EXPECT_THAT(listing, HasSubstr("oneDNN convolution"));
     EXPECT_THAT(listing, Not(HasSubstr("few-positions")));
     testing::ExpectMatchesEvaluator(text, {}, {2e-5, 2e-5});

@@ -31,11 +31,9 @@ std::string ConvolutionModule(const std::string& lhs, const std::string& rhs, co
 void ExpectSplitMatchesEvaluator(const std::string& text, const std::string& call, int parts,
                                  double tolerance = 2e-5) {
   SCOPED_TRACE(text);
-  auto module = ParseHloModule(text);
-  ASSERT_TRUE(module.ok()) << module.status().message();
-  auto exe = CompileForCpu(std::move(*module), {});
-  ASSERT_TRUE(exe.ok()) << exe.status().message();
-  const std::string listing = (*exe)->ThunkSequenceText();
+  const StatusOr<std::string> compiled = testing::ThunkListing(text);
+  ASSERT_TRUE(compiled.ok()) << compiled.status().message();
+  const std::string& listing = *compiled;
   EXPECT_THAT(listing, HasSubstr("oneDNN " + call + ";"));
   // The counts below are for this project's machine (two threads); elsewhere only the results.
   if (ThreadPool::Default().parallelism() == 2) {

@@ -48,11 +48,9 @@ std::string Module(const std::string& lhs, const std::string& rhs, const std::st
 void ExpectGroupedOnOneDnn(const std::string& text, const std::string& expected_call,
                            const std::string& also = "") {
   SCOPED_TRACE(text);
-  auto module = ParseHloModule(text);
-  ASSERT_TRUE(module.ok()) << module.status().message();
-  auto exe = CompileForCpu(std::move(*module), {});
-  ASSERT_TRUE(exe.ok()) << exe.status().message();
-  const std::string listing = (*exe)->ThunkSequenceText();
+  const StatusOr<std::string> compiled = testing::ThunkListing(text);
+  ASSERT_TRUE(compiled.ok()) << compiled.status().message();
+  const std::string& listing = *compiled;
   EXPECT_THAT(listing, HasSubstr("oneDNN " + expected_call));
   EXPECT_THAT(listing, HasSubstr(also));
   EXPECT_THAT(listing, Not(HasSubstr("kernel ref")));
@@ -258,11 +256,9 @@ ENTRY main.1 {
   };
   for (const Case& c : cases) {
     SCOPED_TRACE(c.text);
-    auto module = ParseHloModule(c.text);
-    ASSERT_TRUE(module.ok()) << module.status().message();
-    auto exe = CompileForCpu(std::move(*module), {});
-    ASSERT_TRUE(exe.ok()) << exe.status().message();
-    const std::string listing = (*exe)->ThunkSequenceText();
+    const StatusOr<std::string> compiled = testing::ThunkListing(c.text);
+    ASSERT_TRUE(compiled.ok()) << compiled.status().message();
+    const std::string& listing = *compiled;
     EXPECT_THAT(listing, HasSubstr("oneDNN convolution" + c.groups));
     EXPECT_THAT(listing, HasSubstr("oneDNN convolution_backward_data" + c.groups));
     EXPECT_THAT(listing, HasSubstr("oneDNN convolution_backward_weights" + c.groups));
@@ -449,11 +445,9 @@ TEST_F(OneDnnGroupedConvolutionTest, BelowTheStreamingSizeOnlyAnActivationTakesT
                                   Module("f32[2,7,9,32]", "f32[3,3,1,32]", "f32[2,7,9,32]", conv, "",
                                          bias.substr(0, bias.rfind("  s =")) +
                                              "  ROOT s = f32[2,7,9,32] add(c, bb)\n")}) {
-    auto module = ParseHloModule(text);
-    ASSERT_TRUE(module.ok()) << module.status().message();
-    auto exe = CompileForCpu(std::move(*module), {});
-    ASSERT_TRUE(exe.ok()) << exe.status().message();
-    EXPECT_THAT((*exe)->ThunkSequenceText(), Not(HasSubstr("kernel depthwise"))) << text;
+    const StatusOr<std::string> listing = testing::ThunkListing(text);
+    ASSERT_TRUE(listing.ok()) << listing.status().message();
+    EXPECT_THAT(*listing, Not(HasSubstr("kernel depthwise"))) << text;
   }
 }
 
@@ -498,11 +492,9 @@ TEST_F(DepthwiseLoopsTest, DepthwiseConvolutionsInOwnLoops) {
                "", "  z = f32[] constant(0)\n  six = f32[] constant(6)\n  r6 = f32[2,8,8,64] clamp(z, c, six)\n"
                "  two = f32[] constant(2)\n  tb = f32[2,8,8,64] broadcast(two), dimensions={}\n"
                "  ROOT r = f32[2,8,8,64] multiply(r6, tb)\n")}) {
-    auto module = ParseHloModule(text);
-    ASSERT_TRUE(module.ok()) << module.status().message();
-    auto exe = CompileForCpu(std::move(*module), {});
-    ASSERT_TRUE(exe.ok()) << exe.status().message();
-    EXPECT_THAT((*exe)->ThunkSequenceText(), Not(HasSubstr(on_onednn))) << text;
+    const StatusOr<std::string> listing = testing::ThunkListing(text);
+    ASSERT_TRUE(listing.ok()) << listing.status().message();
+    EXPECT_THAT(*listing, Not(HasSubstr(on_onednn))) << text;
   }
 }
 
@@ -540,11 +532,9 @@ TEST_F(DepthwiseLoopsTest, MobileNetEpiloguesStridesAndChannelCounts) {
     const std::string text = Module(c.input, c.kernel, c.output, "window={" + c.window + "}, " + depthwise +
                                     std::to_string(c.channels), "", epilogue(c.output, c.channels, c.activation));
     SCOPED_TRACE(text);
-    auto module = ParseHloModule(text);
-    ASSERT_TRUE(module.ok()) << module.status().message();
-    auto exe = CompileForCpu(std::move(*module), {});
-    ASSERT_TRUE(exe.ok()) << exe.status().message();
-    const std::string listing = (*exe)->ThunkSequenceText();
+    const StatusOr<std::string> compiled = testing::ThunkListing(text);
+    ASSERT_TRUE(compiled.ok()) << compiled.status().message();
+    const std::string& listing = *compiled;
     EXPECT_THAT(listing, HasSubstr("oneDNN " + c.call));
     EXPECT_THAT(listing, HasSubstr("kernel depthwise:avx512"));
     std::vector<Literal> arguments = testing::RandomArguments(text, 3);
@@ -590,11 +580,9 @@ TEST_F(DepthwiseLoopsTest, MeasuredChoice) {
     // the listing of a second compilation states it.
     ClearMeasuredChoices();
     testing::ExpectMatchesEvaluator(text, {}, {2e-5, 2e-5});
-    auto module = ParseHloModule(text);
-    ASSERT_TRUE(module.ok()) << module.status().message();
-    auto exe = CompileForCpu(std::move(*module), {});
-    ASSERT_TRUE(exe.ok()) << exe.status().message();
-    const std::string listing = (*exe)->ThunkSequenceText();
+    const StatusOr<std::string> compiled = testing::ThunkListing(text);
+    ASSERT_TRUE(compiled.ok()) << compiled.status().message();
+    const std::string& listing = *compiled;
     // The winner's name ends at the first comma: on a pool of one thread the loops' is
     // "depthwise:avx512, whole".
     const std::regex timed(

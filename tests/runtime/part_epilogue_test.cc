@@ -37,9 +37,7 @@ std::vector<Literal> ArgumentsWithSpecials(const std::string& text, int index, s
 void ExpectEpilogueMatchesEvaluator(const std::string& text, const std::string& call,
                                     const std::vector<Literal>& arguments) {
   SCOPED_TRACE(text);
-  auto module = ParseHloModule(text);
-  ASSERT_TRUE(module.ok()) << module.status().message();
-  auto exe = CompileForCpu(std::move(*module), {});
+  auto exe = testing::CompileText(text);
   ASSERT_TRUE(exe.ok()) << exe.status().message();
   const std::string listing = (*exe)->ThunkSequenceText();
   if (ThreadPool::Default().parallelism() >= 2) {
