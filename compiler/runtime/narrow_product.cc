@@ -4,6 +4,7 @@
 #include "compiler/runtime/transposed_copy.h"
 #include "compiler/support/cpu_features.h"
 
+#include <cmath>
 #include <cstdio>
 #include <cstdlib>
 
@@ -49,12 +50,14 @@ void NarrowProductScalar(int64_t m, int64_t k, int64_t n, const float* lhs, cons
 }
 
 void NarrowProductTransposedLhsScalar(int64_t m, int64_t k, int64_t n, const float* lhs, int64_t lda,
-                                      const float* rhs, float* out) {
+                                      const float* rhs, float* out, const NarrowOutputUpdate& update) {
   CheckNarrowColumns(n, "NarrowProductTransposedLhs");
   for (int64_t i = 0; i < m; ++i) {
     for (int64_t j = 0; j < n; ++j) {
       float sum = 0;
       for (int64_t p = 0; p < k; ++p) sum += lhs[p * lda + i] * rhs[p * n + j];
+      if (update.linear) sum = std::fma(update.alpha, sum, update.beta);
+      if (update.addend != nullptr) sum += update.addend[i * n + j];
       out[i * n + j] = sum;
     }
   }
@@ -198,11 +201,12 @@ XLENS_AVX512 void NarrowProductAvx512(int64_t m, int64_t k, int64_t n, const flo
 // 16 V rows of the output of NarrowProductTransposedLhs (those under `rows`, 16 a vector), N
 // columns: per k, the lhs row's 16 V elements times each of the rhs row's N, broadcast once for
 // the V vectors; an accumulator a column per vector, transposed in registers into the rows at the
-// end (V N + V + 1 of the 32 vector registers). The loop over k is unrolled 4 times: on one core,
-// best of 20000 calls, the MNIST step's part of 392 rows (k 100, n 10) 5.16-5.18 -> 4.89-4.90 us.
+// end (V N + V + 1 of the 32 vector registers), and each row updated there as it is stored. The
+// loop over k is unrolled 4 times: on one core, best of 20000 calls, the MNIST step's part of 392
+// rows (k 100, n 10) 5.16-5.18 -> 4.89-4.90 us.
 template <int N, int V>
 XLENS_AVX512 void NarrowTransposedBlock(int64_t k, const float* a, int64_t lda, const float* b, __mmask32 rows,
-                                        float* c) {
+                                        float* c, const NarrowOutputUpdate& update) {
   static_assert(V == 1 || V == 2);
   const __mmask16 mask[2] = {static_cast<__mmask16>(rows), static_cast<__mmask16>(rows >> 16)};
   __m512 acc[V][N];
@@ -224,15 +228,23 @@ XLENS_AVX512 void NarrowTransposedBlock(int64_t k, const float* a, int64_t lda, 
     }
   }
   const __mmask16 columns = static_cast<__mmask16>((1u << N) - 1);
+  const __m512 alpha = _mm512_set1_ps(update.alpha), beta = _mm512_set1_ps(update.beta);
 #pragma GCC unroll 2
   for (int h = 0; h < V; ++h) {
     __m512 r[16], t[16];
 #pragma GCC unroll 16
     for (int j = 0; j < 16; ++j) r[j] = j < N ? acc[h][j] : _mm512_setzero_ps();
     Transpose16x16(r, t);
+    if (update.linear) {
+#pragma GCC unroll 16
+      for (int l = 0; l < 16; ++l) r[l] = _mm512_fmadd_ps(alpha, r[l], beta);
+    }
 #pragma GCC unroll 16
     for (int l = 0; l < 16; ++l) {
-      if ((rows >> (16 * h + l)) & 1) _mm512_mask_storeu_ps(c + (16 * h + l) * N, columns, r[l]);
+      if (!((rows >> (16 * h + l)) & 1)) continue;
+      const int64_t row = 16 * h + l;
+      if (update.addend != nullptr) r[l] = _mm512_add_ps(r[l], _mm512_maskz_loadu_ps(columns, update.addend + row * N));
+      _mm512_mask_storeu_ps(c + row * N, columns, r[l]);
     }
   }
 }
@@ -240,14 +252,17 @@ XLENS_AVX512 void NarrowTransposedBlock(int64_t k, const float* a, int64_t lda, 
 // Blocks of 32 rows, and a last block of at most 16 rows in one vector: a part's last rows (the
 // MNIST step's 392 = 12 x 32 + 8) took a whole block's multiply-adds for a quarter of its rows.
 template <int N>
-XLENS_AVX512 void NarrowTransposedRows(int64_t m, int64_t k, const float* a, int64_t lda, const float* b, float* c) {
+XLENS_AVX512 void NarrowTransposedRows(int64_t m, int64_t k, const float* a, int64_t lda, const float* b, float* c,
+                                       const NarrowOutputUpdate& update) {
   for (int64_t i = 0; i < m; i += 32) {
     const int64_t count = m - i < 32 ? m - i : 32;
     const __mmask32 rows = count == 32 ? ~__mmask32{0} : static_cast<__mmask32>((1u << count) - 1);
+    NarrowOutputUpdate block = update;
+    if (block.addend != nullptr) block.addend += i * N;
     if (count <= 16) {
-      NarrowTransposedBlock<N, 1>(k, a + i, lda, b, rows, c + i * N);
+      NarrowTransposedBlock<N, 1>(k, a + i, lda, b, rows, c + i * N, block);
     } else {
-      NarrowTransposedBlock<N, 2>(k, a + i, lda, b, rows, c + i * N);
+      NarrowTransposedBlock<N, 2>(k, a + i, lda, b, rows, c + i * N, block);
     }
   }
 }
@@ -302,10 +317,10 @@ XLENS_AVX512 void ShortKProductAvx512(int64_t m, int64_t k, int64_t n, const flo
 }
 
 XLENS_AVX512 void NarrowProductTransposedLhsAvx512(int64_t m, int64_t k, int64_t n, const float* a, int64_t lda,
-                                                   const float* b, float* c) {
+                                                   const float* b, float* c, const NarrowOutputUpdate& update) {
   switch (n) {
 #define XLENS_NARROW_COLUMNS(N) \
-  case N: NarrowTransposedRows<N>(m, k, a, lda, b, c); break;
+  case N: NarrowTransposedRows<N>(m, k, a, lda, b, c, update); break;
     XLENS_NARROW_COLUMNS(1) XLENS_NARROW_COLUMNS(2) XLENS_NARROW_COLUMNS(3) XLENS_NARROW_COLUMNS(4)
     XLENS_NARROW_COLUMNS(5) XLENS_NARROW_COLUMNS(6) XLENS_NARROW_COLUMNS(7) XLENS_NARROW_COLUMNS(8)
     XLENS_NARROW_COLUMNS(9) XLENS_NARROW_COLUMNS(10) XLENS_NARROW_COLUMNS(11) XLENS_NARROW_COLUMNS(12)
@@ -334,13 +349,13 @@ void NarrowProduct(int64_t m, int64_t k, int64_t n, const float* lhs, const floa
 }
 
 void NarrowProductTransposedLhs(int64_t m, int64_t k, int64_t n, const float* lhs, int64_t lda, const float* rhs,
-                                float* out) {
+                                float* out, const NarrowOutputUpdate& update) {
   CheckNarrowColumns(n, "NarrowProductTransposedLhs");
   if (!NarrowProductAvailable()) {
-    NarrowProductTransposedLhsScalar(m, k, n, lhs, lda, rhs, out);
+    NarrowProductTransposedLhsScalar(m, k, n, lhs, lda, rhs, out, update);
     return;
   }
-  NarrowProductTransposedLhsAvx512(m, k, n, lhs, lda, rhs, out);
+  NarrowProductTransposedLhsAvx512(m, k, n, lhs, lda, rhs, out, update);
 }
 
 void ShortKProduct(int64_t m, int64_t k, int64_t n, const float* lhs, const float* rhs, float* out, int64_t ldc) {
@@ -361,8 +376,8 @@ void ShortKProduct(int64_t m, int64_t k, int64_t n, const float* lhs, const floa
 }
 
 void NarrowProductTransposedLhs(int64_t m, int64_t k, int64_t n, const float* lhs, int64_t lda, const float* rhs,
-                                float* out) {
-  NarrowProductTransposedLhsScalar(m, k, n, lhs, lda, rhs, out);
+                                float* out, const NarrowOutputUpdate& update) {
+  NarrowProductTransposedLhsScalar(m, k, n, lhs, lda, rhs, out, update);
 }
 
 // The thunks never choose the loops here (NarrowProductAvailable); a direct caller gets the

@@ -31,19 +31,29 @@ void NarrowProduct(int64_t m, int64_t k, int64_t n, const float* lhs, const floa
 void NarrowProductScalar(int64_t m, int64_t k, int64_t n, const float* lhs, const float* rhs_transposed,
                          float* out);
 
+// What NarrowProductTransposedLhs does to each output in registers before storing it, in this
+// order: alpha x + beta in one rounding (a linear post-op, as ApplySmallProductPostOps computes
+// it), then + addend[i, j] (its rows n apart, as the output's). A training step's weight update w
+// - lr x^T g, which a second pass over the output and w took after the product otherwise.
+struct NarrowOutputUpdate {
+  bool linear = false;
+  float alpha = 1, beta = -0.0f;
+  const float* addend = nullptr;
+};
+
 // out[m, n] (rows n apart) = lhs^T x rhs, the lhs stored [k, m] (its rows `lda` apart: m of its
 // columns) and the rhs [k, n]: a layer's weight gradient x^T g, where x [k, m] is its input and g
 // [k, n] the gradient of its n outputs. Here the vector runs along the output's column instead
 // of its row: per k, 16 elements of an lhs row times each rhs element of the row (n multiply-adds
 // for 16 rows x n columns, every lane used), the 16 rows' accumulators transposed into rows at
 // the end. Aborts unless 1 <= n <= kNarrowProductMaxColumns; without NarrowProductAvailable()
-// NarrowProductTransposedLhsScalar computes it.
+// NarrowProductTransposedLhsScalar computes it. `update` applies to each output as it is stored.
 void NarrowProductTransposedLhs(int64_t m, int64_t k, int64_t n, const float* lhs, int64_t lda, const float* rhs,
-                                float* out);
+                                float* out, const NarrowOutputUpdate& update = {});
 
 // The same one dot product at a time, in order along k.
 void NarrowProductTransposedLhsScalar(int64_t m, int64_t k, int64_t n, const float* lhs, int64_t lda,
-                                      const float* rhs, float* out);
+                                      const float* rhs, float* out, const NarrowOutputUpdate& update = {});
 
 // out[m, n] (rows `ldc` apart) = lhs [m, k] x rhs^T, the rhs stored [n, k], for a short k (at
 // most kNarrowProductMaxColumns): the gradient g w^T that flows back through a classifier's

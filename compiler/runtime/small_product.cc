@@ -261,6 +261,27 @@ __attribute__((target("avx512f"))) void GeluTanhAvx512(float* out, int64_t size)
 
 }  // namespace
 
+bool NarrowOutputUpdateOf(const std::vector<OneDnnPostOp>& ops, const std::vector<const float*>& addends,
+                          NarrowOutputUpdate* update) {
+  NarrowOutputUpdate out;
+  size_t next = 0;
+  for (size_t i = 0; i < ops.size(); ++i) {
+    const OneDnnPostOp& op = ops[i];
+    if (op.kind == OneDnnPostOp::Kind::kLinear && i == 0) {
+      out.linear = true;
+      out.alpha = static_cast<float>(op.alpha);
+      out.beta = LinearPostOpBeta(op);
+    } else if (op.kind == OneDnnPostOp::Kind::kAdd && op.addend == OneDnnPostOp::Addend::kFull && i + 1 == ops.size() &&
+               next < addends.size()) {
+      out.addend = addends[next++];
+    } else {
+      return false;
+    }
+  }
+  *update = out;
+  return true;
+}
+
 void ApplySmallProductPostOps(const std::vector<OneDnnPostOp>& ops, const std::vector<const float*>& addends,
                               int64_t rows, int64_t n, float* out) {
 #if defined(__x86_64__)

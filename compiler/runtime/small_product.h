@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "compiler/passes/onednn_rewriter.h"
+#include "compiler/runtime/narrow_product.h"
 
 namespace xlens::runtime {
 
@@ -26,6 +27,13 @@ void SmallProduct(const SmallProductShape& shape, const float* lhs, const float*
 // SmallProduct computed; `addends` holds the tensors the kAdd ones add, in order.
 void ApplySmallProductPostOps(const std::vector<OneDnnPostOp>& ops, const std::vector<const float*>& addends,
                               int64_t rows, int64_t n, float* out);
+
+// The post-ops `ops` as NarrowProductTransposedLhs applies them in its store, where they are a
+// linear map, an addend of the output's shape, or the one then the other (a weight update): false
+// (and *update untouched) for any other list. `addends` as for ApplySmallProductPostOps, the
+// output's first row's element first.
+bool NarrowOutputUpdateOf(const std::vector<OneDnnPostOp>& ops, const std::vector<const float*>& addends,
+                          NarrowOutputUpdate* update);
 
 // "avx2" or "scalar": the loops SmallProduct runs on this CPU.
 const char* SmallProductIsa();

@@ -10,6 +10,7 @@
 #include "compiler/runtime/transposed_copy.h"
 
 #include <algorithm>
+#include <bit>
 #include <cmath>
 #include <limits>
 #include <random>
@@ -144,7 +145,7 @@ void ExpectNarrowTransposedMatches(int64_t m, int64_t k, int64_t n, uint32_t see
   for (float& x : rhs) x = uniform(rng);
   const float canary = 12345.f;
   std::vector<float> out(m * n + 16, canary);
-  product(m, k, n, lhs.data() + first, lda, rhs.data(), out.data() + 8);
+  product(m, k, n, lhs.data() + first, lda, rhs.data(), out.data() + 8, {});
   for (int64_t i = 0; i < m; ++i) {
     for (int64_t j = 0; j < n; ++j) {
       double sum = 0;
@@ -167,6 +168,76 @@ TEST(NarrowProductTest, TheTransposedLhsMatchesADoublePrecisionSum) {
   }
   ExpectNarrowTransposedMatches(784, 100, 10, seed++);  // the MNIST step's weight gradient
   for (int64_t n : {1, 10, 16}) ExpectNarrowTransposedMatches(19, 9, n, seed++, &NarrowProductTransposedLhsScalar);
+}
+
+// A weight update w - 0.05 x^T g applied in NarrowProductTransposedLhs's store is the post-ops'
+// pass after it, bit for bit (-0, NaN and the infinities among w's elements, and in x), for every
+// width and the row blocks' remainders; the output's neighbours are left alone.
+TEST(NarrowProductTest, TheTransposedLhsUpdatedInItsStoreIsThePostOpsPass) {
+  std::vector<OneDnnPostOp> ops(2);
+  ops[0].kind = OneDnnPostOp::Kind::kLinear;
+  ops[0].alpha = -0.05;
+  ops[1].kind = OneDnnPostOp::Kind::kAdd;
+  ops[1].addend = OneDnnPostOp::Addend::kFull;
+  const float specials[] = {-0.f, std::nanf(""), std::numeric_limits<float>::infinity(),
+                            -std::numeric_limits<float>::infinity()};
+  uint32_t seed = 3000;
+  for (int64_t n : {1, 10, 16}) {
+    for (int64_t m : {1, 16, 17, 33, 392}) {
+      for (int64_t k : {7, 32}) {
+        SCOPED_TRACE(testing::Message() << "m " << m << " k " << k << " n " << n);
+        std::mt19937 rng(seed++);
+        std::uniform_real_distribution<float> uniform(-1.f, 1.f);
+        std::vector<float> x(k * m), g(k * n), w(m * n);
+        for (float& v : x) v = uniform(rng);
+        for (float& v : g) v = uniform(rng);
+        for (float& v : w) v = uniform(rng);
+        for (size_t e = 0; e < w.size(); e += 7) w[e] = specials[e / 7 % 4];
+        x[k * m / 2] = std::nanf("");  // a NaN in one output row
+        const float canary = 12345.f;
+        std::vector<float> passes(m * n + 32, canary), stored(m * n + 32, canary);
+        NarrowProductTransposedLhs(m, k, n, x.data(), m, g.data(), passes.data() + 16);
+        ApplySmallProductPostOps(ops, {w.data()}, m, n, passes.data() + 16);
+        NarrowOutputUpdate update;
+        ASSERT_TRUE(NarrowOutputUpdateOf(ops, {w.data()}, &update));
+        NarrowProductTransposedLhs(m, k, n, x.data(), m, g.data(), stored.data() + 16, update);
+        int64_t nans = 0;
+        for (size_t e = 0; e < stored.size(); ++e) {
+          nans += std::isnan(stored[e]);
+          ASSERT_EQ(std::bit_cast<uint32_t>(stored[e]), std::bit_cast<uint32_t>(passes[e])) << "at element " << e;
+        }
+        EXPECT_GT(nans, 0);
+      }
+    }
+  }
+}
+
+// What the store takes: a linear map, a full addend, or the one then the other; nothing else.
+TEST(NarrowProductTest, TheUpdateInTheStoreTakesALinearMapThenAFullAddend) {
+  OneDnnPostOp linear, add, row_add, relu;
+  linear.kind = OneDnnPostOp::Kind::kLinear;
+  linear.alpha = 2;
+  linear.beta = 0;
+  add.kind = row_add.kind = OneDnnPostOp::Kind::kAdd;
+  row_add.addend = OneDnnPostOp::Addend::kLastDimension;
+  relu.kind = OneDnnPostOp::Kind::kRelu;
+  const float addend = 1;
+  NarrowOutputUpdate update;
+  ASSERT_TRUE(NarrowOutputUpdateOf({linear, add}, {&addend}, &update));
+  EXPECT_TRUE(update.linear);
+  EXPECT_EQ(update.alpha, 2.f);
+  EXPECT_TRUE(std::signbit(update.beta)) << "a zero beta adds -0";
+  EXPECT_EQ(update.addend, &addend);
+  ASSERT_TRUE(NarrowOutputUpdateOf({add}, {&addend}, &update));
+  EXPECT_FALSE(update.linear);
+  EXPECT_EQ(update.addend, &addend);
+  for (const std::vector<OneDnnPostOp>& ops : std::vector<std::vector<OneDnnPostOp>>{
+           {add, linear}, {linear, linear}, {relu}, {linear, relu}, {row_add}, {linear, add, add}}) {
+    NarrowOutputUpdate untouched;
+    untouched.alpha = 7;
+    EXPECT_FALSE(NarrowOutputUpdateOf(ops, {&addend, &addend}, &untouched)) << ops.size() << " post-ops";
+    EXPECT_EQ(untouched.alpha, 7.f);
+  }
 }
 
 // out = lhs [m, k] x rhs^T, the rhs stored [n, k], by ShortKProduct (or `product`) into rows ldc
