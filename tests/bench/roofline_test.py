@@ -11,6 +11,17 @@ import unittest
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import roofline  # noqa: E402
 
+
+def written_hlo(test, text, name="m.hlo"):
+    """`text` written to `name` in a temporary directory removed when `test` ends: the path that
+    machine_limits and roofline's readers take."""
+    directory = tempfile.TemporaryDirectory()
+    test.addCleanup(directory.cleanup)
+    path = os.path.join(directory.name, name)
+    with open(path, "w") as f:
+        f.write(text)
+    return path
+
 JAX_MODULE = """HloModule jit_f, entry_computation_layout={(f32[64,32]{1,0})->f32[64]{0}}
 
 region_0.1 {
@@ -152,26 +163,17 @@ class OnePassTest(unittest.TestCase):
         # Every output needs the batch's sum first, but a schedule that takes a block of columns
         # at a time keeps each block in cache between its sum and its outputs: the bytes once, at
         # the mix's rate (copy's, as much written as read), never a read before them.
-        with tempfile.TemporaryDirectory() as directory:
-            path = os.path.join(directory, "m.hlo")
-            with open(path, "w") as f:
-                f.write(BATCH_SUM_READ_AGAIN)
-            stream = {"copy_gbps": 5.0, "triad_gbps": 8.0, "read_gbps": 20.0}
-            read, write = 8 * ELEMENTS, 8 * ELEMENTS
-            ms, label, unit, _ = limits().bound(path, read, write, stream=stream)
-            self.assertAlmostEqual(ms, (read + write) / 5e9 * 1e3)
-            self.assertEqual(label, "L1 copy 5 GB/s")
+        path = written_hlo(self, BATCH_SUM_READ_AGAIN)
+        stream = {"copy_gbps": 5.0, "triad_gbps": 8.0, "read_gbps": 20.0}
+        read, write = 8 * ELEMENTS, 8 * ELEMENTS
+        ms, label, unit, _ = limits().bound(path, read, write, stream=stream)
+        self.assertAlmostEqual(ms, (read + write) / 5e9 * 1e3)
+        self.assertEqual(label, "L1 copy 5 GB/s")
 
 
 class BoundTest(unittest.TestCase):
     def setUp(self):
-        self.directory = tempfile.TemporaryDirectory()
-        self.file = os.path.join(self.directory.name, "m.hlo")
-        with open(self.file, "w") as f:
-            f.write(JAX_MODULE)
-
-    def tearDown(self):
-        self.directory.cleanup()
+        self.file = written_hlo(self, JAX_MODULE)
 
     def test_memory_bound_when_bytes_take_longer(self):
         ms, label, unit, work = limits().bound(self.file, 4 * ELEMENTS, 4 * 64)
@@ -373,13 +375,7 @@ class PartsTest(unittest.TestCase):
                     "costs": {"flops": 4 * ELEMENTS, "transcendentals": {"exponential": ELEMENTS}}}
 
     def setUp(self):
-        self.directory = tempfile.TemporaryDirectory()
-        self.file = os.path.join(self.directory.name, "m.hlo")
-        with open(self.file, "w") as f:
-            f.write(SOFTMAX_MODULE)
-
-    def tearDown(self):
-        self.directory.cleanup()
+        self.file = written_hlo(self, SOFTMAX_MODULE)
 
     def bound(self, part, rates={"exp": 1e9}):
         data = limits(self.file, library_ms=1.0, rates=rates)
@@ -494,12 +490,9 @@ class ModulePartsTest(unittest.TestCase):
     stands for computed in double precision."""
 
     def parts(self, text):
-        with tempfile.TemporaryDirectory() as directory:
-            path = os.path.join(directory, "m.hlo")
-            with open(path, "w") as f:
-                f.write(text)
-            proc = subprocess.run([os.environ["XLENS_MACHINE_LIMITS"], "--calls", f"--hlo={path}"],
-                                  capture_output=True, text=True, check=True)
+        path = written_hlo(self, text)
+        proc = subprocess.run([os.environ["XLENS_MACHINE_LIMITS"], "--calls", f"--hlo={path}"],
+                              capture_output=True, text=True, check=True)
         return json.loads(proc.stdout)["hlo_modules"][0]["parts"]
 
     def test_a_steps_parts(self):
@@ -537,12 +530,9 @@ class ModuleFormsTest(unittest.TestCase):
     expansion), worked out from the HLO."""
 
     def module(self, text):
-        with tempfile.TemporaryDirectory() as directory:
-            path = os.path.join(directory, "m.hlo")
-            with open(path, "w") as f:
-                f.write(text)
-            proc = subprocess.run([os.environ["XLENS_MACHINE_LIMITS"], "--calls", f"--hlo={path}"],
-                                  capture_output=True, text=True, check=True)
+        path = written_hlo(self, text)
+        proc = subprocess.run([os.environ["XLENS_MACHINE_LIMITS"], "--calls", f"--hlo={path}"],
+                              capture_output=True, text=True, check=True)
         return json.loads(proc.stdout)["hlo_modules"][0]
 
     def test_jaxs_erfc_is_counted_as_one_erf(self):
@@ -566,16 +556,13 @@ class ModuleFormsTest(unittest.TestCase):
 
     def test_an_erfc_expansion_is_held_to_the_exact_gelus_rate(self):
         text = "HloModule m\n\nENTRY e {\n  ROOT x = f32[128]{0} parameter(0)\n}\n"
-        with tempfile.TemporaryDirectory() as directory:
-            path = os.path.join(directory, "m.hlo")
-            with open(path, "w") as f:
-                f.write(text)
-            data = limits(rates={"exp": 1e9}).data
-            data["transcendentals"]["gelu_erf"] = {"function": "gelu_erf", "elements_per_second": 1e8}
-            expansion = {"instruction": "erfc.1", "elements": 128,
-                         "costs": {"flops": 0, "transcendentals": {}}}
-            data["hlo_modules"] = [{"file": path, "calls": [], "erfc_expansions": [expansion]}]
-            ms, label, unit, work = roofline.Limits(data).bound(path, 512, 512)
+        path = written_hlo(self, text)
+        data = limits(rates={"exp": 1e9}).data
+        data["transcendentals"]["gelu_erf"] = {"function": "gelu_erf", "elements_per_second": 1e8}
+        expansion = {"instruction": "erfc.1", "elements": 128,
+                     "costs": {"flops": 0, "transcendentals": {}}}
+        data["hlo_modules"] = [{"file": path, "calls": [], "erfc_expansions": [expansion]}]
+        ms, label, unit, work = roofline.Limits(data).bound(path, 512, 512)
         self.assertAlmostEqual(ms, 128 / 1e8 * 1e3)
         self.assertEqual(label, "FMA + gelu_erf 1/elt, JAX's erfc as one erf")
 
@@ -645,24 +632,18 @@ class MaskedProductTest(unittest.TestCase):
     def calls(self, text=MASKED_ATTENTION, **parts):
         for key, value in dict(CAUSAL, **parts).items():
             text = text.replace(key, value)
-        with tempfile.TemporaryDirectory() as directory:
-            path = os.path.join(directory, "m.hlo")
-            with open(path, "w") as f:
-                f.write(text)
-            proc = subprocess.run([os.environ["XLENS_MACHINE_LIMITS"], "--calls", f"--hlo={path}"],
-                                  capture_output=True, text=True, check=True)
+        path = written_hlo(self, text)
+        proc = subprocess.run([os.environ["XLENS_MACHINE_LIMITS"], "--calls", f"--hlo={path}"],
+                              capture_output=True, text=True, check=True)
         return {c["instruction"]: c for c in json.loads(proc.stdout)["hlo_modules"][0]["calls"]}
 
     def kept(self, call):
         return {k["rows_per_block"]: k["kept_share"] for k in call.get("kept", [])}
 
     def softmax_part(self, text):
-        with tempfile.TemporaryDirectory() as directory:
-            path = os.path.join(directory, "m.hlo")
-            with open(path, "w") as f:
-                f.write(text)
-            proc = subprocess.run([os.environ["XLENS_MACHINE_LIMITS"], "--calls", f"--hlo={path}"],
-                                  capture_output=True, text=True, check=True)
+        path = written_hlo(self, text)
+        proc = subprocess.run([os.environ["XLENS_MACHINE_LIMITS"], "--calls", f"--hlo={path}"],
+                              capture_output=True, text=True, check=True)
         parts = [p for p in json.loads(proc.stdout)["hlo_modules"][0]["parts"] if p["kind"] == "softmax"]
         self.assertEqual(len(parts), 1)
         return parts[0]
@@ -773,13 +754,7 @@ class RowSharesTest(unittest.TestCase):
     """The per-round share, % triad and the counts at 90% that codegen_vs_xla.py prints."""
 
     def setUp(self):
-        self.directory = tempfile.TemporaryDirectory()
-        self.file = os.path.join(self.directory.name, "m.hlo")
-        with open(self.file, "w") as f:
-            f.write(JAX_MODULE)
-
-    def tearDown(self):
-        self.directory.cleanup()
+        self.file = written_hlo(self, JAX_MODULE)
 
     def library_row(self, beside_ms, best_rounds):
         """A row bound by a 1 ms oneDNN call (the run's best), its floors beside each round
@@ -1057,13 +1032,10 @@ class PairedRunTest(unittest.TestCase):
     timed."""
 
     def test_pairs_of_the_module_and_the_kernels(self):
-        with tempfile.TemporaryDirectory() as directory:
-            path = os.path.join(directory, "m.hlo")
-            with open(path, "w") as f:
-                f.write(JAX_MODULE)
-            proc = subprocess.run([os.environ["XLENS_MACHINE_LIMITS"], f"--paired={path}",
-                                   "--kernels=read,copy", "--pairs=3"],
-                                  capture_output=True, text=True, check=True)
+        path = written_hlo(self, JAX_MODULE)
+        proc = subprocess.run([os.environ["XLENS_MACHINE_LIMITS"], f"--paired={path}",
+                               "--kernels=read,copy", "--pairs=3"],
+                              capture_output=True, text=True, check=True)
         result = json.loads(proc.stdout)
         # Counted from the module: f32[64,32] read, f32[64] written.
         self.assertEqual(result["bytes"], 4 * ELEMENTS + 4 * 64)
@@ -1086,12 +1058,9 @@ class PairedRunTest(unittest.TestCase):
             self.assertEqual(kernel["streaming_pairs"], 0)
         # --library needs a product or a convolution to time; this module has none.
         if os.environ.get("XLENS_MACHINE_LIMITS_HAS_ONEDNN"):
-            with tempfile.TemporaryDirectory() as directory:
-                path = os.path.join(directory, "m.hlo")
-                with open(path, "w") as f:
-                    f.write(JAX_MODULE)
-                proc = subprocess.run([os.environ["XLENS_MACHINE_LIMITS"], f"--paired={path}",
-                                       "--library", "--pairs=2"], capture_output=True, text=True)
+            path = written_hlo(self, JAX_MODULE)
+            proc = subprocess.run([os.environ["XLENS_MACHINE_LIMITS"], f"--paired={path}",
+                                   "--library", "--pairs=2"], capture_output=True, text=True)
             self.assertNotEqual(proc.returncode, 0)
             self.assertIn("no library calls", proc.stderr)
         # A module that is no file fails, naming it.
@@ -1108,14 +1077,11 @@ class PairedLibraryTest(unittest.TestCase):
     product run standalone."""
 
     def test_pairs_of_the_module_and_its_calls(self):
-        with tempfile.TemporaryDirectory() as directory:
-            path = os.path.join(directory, "m.hlo")
-            with open(path, "w") as f:
-                f.write("HloModule m\nENTRY e {\n  a = f32[64,128] parameter(0)\n"
-                        "  b = f32[128,96] parameter(1)\n  ROOT d = f32[64,96] dot(a, b), "
-                        "lhs_contracting_dims={1}, rhs_contracting_dims={0}\n}\n")
-            proc = subprocess.run([os.environ["XLENS_MACHINE_LIMITS"], f"--paired={path}",
-                                   "--library", "--pairs=3"], capture_output=True, text=True, check=True)
+        path = written_hlo(self, "HloModule m\nENTRY e {\n  a = f32[64,128] parameter(0)\n"
+                                "  b = f32[128,96] parameter(1)\n  ROOT d = f32[64,96] dot(a, b), "
+                                "lhs_contracting_dims={1}, rhs_contracting_dims={0}\n}\n")
+        proc = subprocess.run([os.environ["XLENS_MACHINE_LIMITS"], f"--paired={path}",
+                               "--library", "--pairs=3"], capture_output=True, text=True, check=True)
         result = json.loads(proc.stdout)
         self.assertEqual(len(result["module_ms"]), 3)
         self.assertEqual(result["kernels"], {})  # no stream kernel unless asked for
