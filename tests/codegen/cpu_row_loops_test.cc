@@ -470,13 +470,13 @@ ENTRY e {
 // row and column iotas (`lhs` and `rhs` each "row" or "col"), through select(keep, true, false)
 // as JAX's jnp.tril leaves it where `tril`.
 std::string MaskedSoftmax(int heads, int n, const std::string& lhs, const std::string& direction,
-                          const std::string& rhs, bool tril) {
+                          const std::string& rhs, bool tril, const std::string& fill = "-1e+09") {
   const std::string s = "f32[" + std::to_string(heads) + "," + std::to_string(n) + "," + std::to_string(n) + "]";
   const std::string r = "f32[" + std::to_string(heads) + "," + std::to_string(n) + "]";
   const std::string p = "pred[" + std::to_string(n) + "," + std::to_string(n) + "]";
   const std::string i = "s32[" + std::to_string(n) + "," + std::to_string(n) + "]";
   std::string text = std::string("HloModule m\n") + kReducers + "fused {\n  x = " + s +
-                     " parameter(0)\n  big = f32[] constant(-1e+09)\n  bigb = " + s +
+                     " parameter(0)\n  big = f32[] constant(" + fill + ")\n  bigb = " + s +
                      " broadcast(big), dimensions={}\n  i = s32[" + std::to_string(n) +
                      "] iota(), iota_dimension=0\n  col = " + i + " broadcast(i), dimensions={1}\n  row = " + i +
                      " broadcast(i), dimensions={0}\n  " + (tril ? "keep0" : "keep") + " = " + p + " compare(" + lhs +
@@ -566,6 +566,84 @@ TEST(CpuRowLoopsTest, APrefixMaskTakesItsKeptHeadAsKeptWithNaNsAndInfinities) {
     EXPECT_TRUE(std::isnan(got.data<float>()[(1 * n + 99) * n + 99]));
     EXPECT_EQ(got.data<float>()[(0 * n + 10) * n + 90], 0.0f);
     EXPECT_EQ(got.data<float>()[(1 * n + 70) * n + 64], 0.0f);
+  }
+}
+
+// A row statistic under a causal mask over f32[heads, n, n] that fills the dropped columns with
+// `fill` (HLO text of an f32 scalar, or "row" for a parameter per row): `kind` "sum" outputs the
+// masked scores times their row's sum (the sum counts every dropped column), "max" the masked
+// scores less their row's maximum.
+std::string MaskedStatistic(int heads, int n, const std::string& fill, const std::string& kind) {
+  const std::string h = std::to_string(heads), w = std::to_string(n);
+  const std::string s = "f32[" + h + "," + w + "," + w + "]", r = "f32[" + h + "," + w + "]";
+  const std::string i = "s32[" + w + "," + w + "]";
+  std::string text = std::string("HloModule m\n") + kReducers + "fused {\n  x = " + s + " parameter(0)\n";
+  if (fill == "row") {
+    text += "  v = " + r + " parameter(1)\n  fb = " + s + " broadcast(v), dimensions={0,1}\n";
+  } else {
+    text += "  v = f32[] constant(" + fill + ")\n  fb = " + s + " broadcast(v), dimensions={}\n";
+  }
+  text += "  i = s32[" + w + "] iota(), iota_dimension=0\n  col = " + i + " broadcast(i), dimensions={1}\n  row = " + i +
+          " broadcast(i), dimensions={0}\n  keep = pred[" + w + "," + w + "] compare(row, col), direction=GE\n  keepb = pred[" +
+          h + "," + w + "," + w + "] broadcast(keep), dimensions={1,2}\n  sc = " + s + " select(keepb, x, fb)\n";
+  if (kind == "sum") {
+    text += "  z = f32[] constant(0)\n  t = " + r + " reduce(sc, z), dimensions={2}, to_apply=add\n  tb = " + s +
+            " broadcast(t), dimensions={0,1}\n  ROOT o = " + s + " multiply(sc, tb)\n";
+  } else {
+    text += "  lo = f32[] constant(-inf)\n  t = " + r + " reduce(sc, lo), dimensions={2}, to_apply=max\n  tb = " + s +
+            " broadcast(t), dimensions={0,1}\n  ROOT o = " + s + " subtract(sc, tb)\n";
+  }
+  const std::string params = fill == "row" ? "x = " + s + " parameter(0)\n  v = " + r + " parameter(1)\n  " : "x = " + s + " parameter(0)\n  ";
+  return text + "}\nENTRY e {\n  " + params + "ROOT f = " + s + " fusion(" + (fill == "row" ? "x, v" : "x") +
+         "), kind=kInput, calls=fused\n}\n";
+}
+
+TEST(CpuRowLoopsTest, APrefixMaskTakesTheColumnsPastItInClosedForm) {
+  // Past a causal mask every value of softmax's loops is one value a row (exp(-1e9 - max) and
+  // its quotient by the sum): the reductions take those columns in closed form (a sum their
+  // number times it, a maximum it once) and the output stores its one value there, so only the
+  // kept columns are looped over. Not where the mask keeps no prefix (NE).
+  EXPECT_GT(Count(IrOfRoot(MaskedSoftmax(3, 100, "row", "GE", "col", true)), "row.uniform"), 0);
+  EXPECT_EQ(Count(IrOfRoot(MaskedSoftmax(3, 100, "row", "NE", "col", true)), "row.uniform"), 0);
+  const float nan = std::numeric_limits<float>::quiet_NaN();
+  // Fills that make the closed forms' edge cases: exp(-inf - max) = 0; a row that keeps nothing
+  // (GT's first) has -inf as its maximum and NaN weights; NaN and +inf fills make every row that
+  // drops a column NaN; a fill above every score is the maximum of every row that drops one.
+  // A fill among the scores (-3.5) makes the sum mostly dropped columns: the evaluator adds them
+  // one at a time in f32 (up to about n 2^-24 off), the closed form multiplies once, so the
+  // tolerance is 5e-5 there (a count one off would be 1/n, 3e-3, off).
+  for (const char* fill : {"-1e+09", "-inf", "nan", "inf", "20", "-3.5"}) {
+    for (const char* direction : {"GE", "GT"}) {
+      for (int n : {77, 300}) {
+        SCOPED_TRACE(std::string(fill) + " " + direction + " " + std::to_string(n));
+        const int heads = 2;
+        Literal x = Rows(heads * n, n, n);
+        x.data<float>()[(0 * n + n - 1) * n + 3] = nan;  // a kept NaN in a head's last row
+        std::vector<Literal> args;
+        args.push_back(Literal(Shape(PrimitiveType::F32, {heads, n, n})));
+        std::copy(x.data<float>().begin(), x.data<float>().end(), args.back().data<float>().begin());
+        testing::ExpectMatchesEvaluator(MaskedSoftmax(heads, n, "row", direction, "col", true, fill), std::move(args),
+                                        {1e-6, 5e-5});
+      }
+    }
+  }
+  // The sum counts every dropped column (a fill of 1.5, and one per row from a parameter, with
+  // its NaN and infinite rows), the maximum takes the fill once; short rows (10) and rows of
+  // one vector step (32) too.
+  for (const char* kind : {"sum", "max"}) {
+    for (const char* fill : {"1.5", "row", "-inf"}) {
+      for (int n : {10, 32, 77, 300}) {
+        SCOPED_TRACE(std::string(kind) + " " + fill + " " + std::to_string(n));
+        const std::string text = MaskedStatistic(2, n, fill, kind);
+        std::vector<Literal> args = testing::RandomArguments(text, n);
+        if (args.size() == 2) {
+          args[1].data<float>()[1] = nan;
+          args[1].data<float>()[2] = std::numeric_limits<float>::infinity();
+          args[1].data<float>()[n + 5] = -std::numeric_limits<float>::infinity();
+        }
+        testing::ExpectMatchesEvaluator(text, std::move(args), {1e-5, 1e-5});
+      }
+    }
   }
 }
 

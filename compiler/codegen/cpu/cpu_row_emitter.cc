@@ -11,6 +11,7 @@
 #include <map>
 #include <optional>
 #include <set>
+#include <tuple>
 
 #include <llvm/IR/Intrinsics.h>
 
@@ -126,14 +127,15 @@ StatusOr<bool> KernelBuilder::TryEmitCpuRowKernel(const std::vector<RowOutput>& 
   // order, the innermost parallel so that it vectorizes).
   // `split` (or null): where the innermost loop stops computing mask->predicate and runs on with
   // it false (ColumnPrefixMask); `head` (or null, at most `split`): up to where it runs with the
-  // predicate true, before computing it.
+  // predicate true, before computing it. `tail` (or null): called once for the columns from
+  // `split` on in place of their loop, where every value computed there is the same along them.
   std::optional<ColumnPrefixMask> mask;
   if (hlo_.opcode() == HloOpcode::kFusion && reduced_physical.size() == 1) {
     mask = FindColumnPrefixMask(*hlo_.fused_computation(), row_shape, reduced_physical[0], kept);
   }
   auto for_each_element = [&](ElementalIrEmitter& e, const IrIndex& kept_index,
                               const std::function<Status(const IrIndex&)>& body, Value* split = nullptr,
-                              Value* head = nullptr) -> Status {
+                              Value* head = nullptr, const RowUniformTail* tail = nullptr) -> Status {
     IrIndex index(row_shape.rank(), nullptr);
     for (size_t k = 0; k < kept.size(); ++k) index[kept[k]] = kept_index[k];
     std::function<Status(size_t)> nest = [&](size_t level) -> Status {
@@ -155,7 +157,15 @@ StatusOr<bool> KernelBuilder::TryEmitCpuRowKernel(const std::vector<RowOutput>& 
       }
       RETURN_IF_ERROR(loop(head != nullptr ? head : b_.getInt64(0), split));
       e.BindValues(mask->predicate, {b_.getFalse()});
-      Status status = loop(split, size);
+      Status status;
+      if (tail != nullptr) {
+        // The last column: any of them would do, and this one is within the row.
+        IrIndex at = index;
+        at[d] = b_.CreateBinaryIntrinsic(llvm::Intrinsic::smin, split, b_.getInt64(row_shape.dimensions(d) - 1));
+        status = (*tail)(at, b_.CreateSub(size, split));
+      } else {
+        status = loop(split, size);
+      }
       e.UnbindValues(mask->predicate);
       return status;
     };
@@ -316,6 +326,30 @@ StatusOr<bool> KernelBuilder::TryEmitCpuRowKernel(const std::vector<RowOutput>& 
       }
     }
   }
+  // Past a prefix mask, where every value the row's loops compute is the same on every column
+  // the mask drops (UniformPastPrefix: softmax's exp(-1e9 - max) and its quotient by the sum),
+  // the reductions take those columns in closed form (ReducesInClosedForm) and the outputs store
+  // their one value there, so that only the kept columns are looped over; the row caches are not
+  // written past the mask, so the outputs must be the only readers of a cache beyond the level
+  // that fills it (its loop runs at least as far into the row as theirs: it also takes the next
+  // row along). Causal attention's softmax over f32[8,512,512] looped over all 512 columns of
+  // every row in each pass, as slow as an unmasked one, where its rows keep 256 on average.
+  // Not for streamed outputs (their stretches and lines), nor short rows of one vector.
+  bool uniform_tail = mask.has_value() && stages.empty() && ShortRowVectorWidth(length) == 0;
+  if (uniform_tail) {
+    const int64_t column = reduced_physical[0];
+    for (const HloInstruction* r : analysis.reductions()) {
+      uniform_tail &= ReducesInClosedForm(r) && UniformPastPrefix(r->operand(0), *mask, column);
+    }
+    for (const HloInstruction* x : cached) {
+      const PrimitiveType type = x->shape().element_type();
+      uniform_tail &= (type == PrimitiveType::F32 || type == PrimitiveType::F64) &&
+                      analysis.Level(x) + 1 == by_level.rbegin()->first && UniformPastPrefix(x, *mask, column);
+    }
+    for (const RowOutput* out : element_outputs) uniform_tail &= UniformPastPrefix(out->hlo, *mask, column);
+  }
+  // Per row cache, its value on the columns past the mask (set by the level that fills it).
+  std::vector<llvm::AllocaInst*> uniform_tails(cached.size(), nullptr);
   // The row's position in the kept dimensions (the reductions' results are indexed by them, in
   // increasing dimension order).
   auto kept_index_of = [&](Value* row) {
@@ -332,12 +366,9 @@ StatusOr<bool> KernelBuilder::TryEmitCpuRowKernel(const std::vector<RowOutput>& 
     }
     return kept_index;
   };
-  auto emit_level = [&](int level, const std::vector<const HloInstruction*>& reductions,
-                        const IrIndex& kept_index, const RowReductionsAhead* ahead) -> Status {
-    std::vector<size_t> filled;
-    for (size_t c = 0; c < cached.size(); ++c) {
-      if (analysis.Level(cached[c]) == level - 1) filled.push_back(c);
-    }
+  // The split and head of the row at `kept_index` (null without a prefix mask), taking along the
+  // next row where `ahead`.
+  auto prefix_bounds = [&](const IrIndex& kept_index, const RowReductionsAhead* ahead) {
     // The split of a prefix mask: past the kept prefix of this row and of the next one where
     // that row's reductions are taken along, rounded up to whole vector steps, within the row.
     // And the head, where the mask keeps every column of both rows: the last multiple of
@@ -375,12 +406,23 @@ StatusOr<bool> KernelBuilder::TryEmitCpuRowKernel(const std::vector<RowOutput>& 
       split = within_row(b_.CreateAnd(b_.CreateAdd(end, b_.getInt64(a - 1)), b_.getInt64(-a)));
       head = within_row(b_.CreateAnd(shorter, b_.getInt64(-a)));
     }
+    return std::make_pair(split, head);
+  };
+  auto emit_level = [&](int level, const std::vector<const HloInstruction*>& reductions,
+                        const IrIndex& kept_index, const RowReductionsAhead* ahead) -> Status {
+    std::vector<size_t> filled;
+    for (size_t c = 0; c < cached.size(); ++c) {
+      if (analysis.Level(cached[c]) == level - 1) filled.push_back(c);
+    }
+    const std::pair<Value*, Value*> bounds = prefix_bounds(kept_index, ahead);
+    Value* split = bounds.first;
+    Value* head = bounds.second;
     return EmitRowReductions(*e, reductions, cached, caches, filled,
                              row_shape.dimensions(reduced_physical.back()),
-                             [&](const std::function<Status(const IrIndex&)>& body) {
-                               return for_each_element(*e, kept_index, body, split, head);
+                             [&](const std::function<Status(const IrIndex&)>& body, const RowUniformTail* tail) {
+                               return for_each_element(*e, kept_index, body, split, head, tail);
                              },
-                             ahead);
+                             ahead, uniform_tail ? &uniform_tails : nullptr);
   };
   // With more than one level, the first level's reductions (which read no per-row value) run a
   // row ahead, in the last level's loop (cpu_row_loops.h), and a task's first row takes them
@@ -722,10 +764,44 @@ StatusOr<bool> KernelBuilder::TryEmitCpuRowKernel(const std::vector<RowOutput>& 
           // A short row's outputs are one masked vector, as its reductions are, where the loop
           // vectorizer can make one (ShortRowVectorizes, cpu_row_loops.h).
           llvm::BasicBlock* header = nullptr;
+          // Past a prefix mask (uniform_tail), each output's one value there, stored on.
+          Value* split = nullptr;
+          Value* head = nullptr;
+          if (uniform_tail) std::tie(split, head) = prefix_bounds(kept_index, nullptr);
+          RowUniformTail store_tail = [&](const IrIndex& at, Value* count) -> Status {
+            for (size_t c = 0; c < cached.size(); ++c) {
+              if (uniform_tails[c] == nullptr) return Error("a row cache has no value past the mask");
+              e->BindValues(cached[c], {b_.CreateLoad(uniform_tails[c]->getAllocatedType(), uniform_tails[c])});
+            }
+            std::vector<std::vector<Value*>> values;
+            Status status = OkStatus();
+            for (const RowOutput* out : element_outputs) {
+              StatusOr<std::vector<Value*>> leaves = e->EmitLeaves(out->hlo, at);
+              if (!leaves.ok()) {
+                status = leaves.status();
+                break;
+              }
+              values.push_back(*std::move(leaves));
+            }
+            for (const HloInstruction* x : cached) e->UnbindValues(x);
+            RETURN_IF_ERROR(status);
+            const int64_t column = reduced_physical[0];
+            Value* columns = b_.getInt64(row_shape.dimensions(column));
+            IrIndex index = at;
+            return e->EmitLoop(b_.CreateSub(columns, count), columns, "row.uniform", [&](Value* iv) -> Status {
+              index[column] = iv;
+              for (size_t o = 0; o < element_outputs.size(); ++o) {
+                for (size_t k = 0; k < values[o].size(); ++k) {
+                  RETURN_IF_ERROR(element_outputs[o]->destination(k).EmitWrite(b_, index, values[o][k]));
+                }
+              }
+              return OkStatus();
+            }, access_group_);
+          };
           RETURN_IF_ERROR(for_each_element(*e, kept_index, [&](const IrIndex& index) {
             header = b_.GetInsertBlock()->getSinglePredecessor();
             return write_element(index, index);
-          }));
+          }, split, head, uniform_tail ? &store_tail : nullptr));
           std::vector<PrimitiveType> written;
           for (const RowOutput* out : element_outputs) written.push_back(out->hlo->shape().element_type());
           const unsigned width = ShortRowVectorWidth(row_shape.dimensions(reduced_physical.back()));

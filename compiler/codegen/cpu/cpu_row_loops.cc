@@ -15,6 +15,7 @@
 #include "compiler/codegen/fast_math.h"
 #include "compiler/codegen/llvm_ir_util.h"
 #include "compiler/codegen/scalar_ops.h"
+#include "compiler/passes/sum_pattern.h"
 
 namespace xlens::codegen {
 
@@ -216,7 +217,7 @@ Status EmitRowReductions(ElementalIrEmitter& e, const std::vector<const HloInstr
                          const std::vector<const HloInstruction*>& cached,
                          const std::vector<IrArray>& caches, const std::vector<size_t>& filled,
                          int64_t innermost_length, const RowElementLoop& for_each_element,
-                         const RowReductionsAhead* ahead) {
+                         const RowReductionsAhead* ahead, std::vector<llvm::AllocaInst*>* uniform_tails) {
   llvm::IRBuilder<>& b = e.builder();
   // This row's reductions, then the next row's: `all` and `next` side by side.
   std::vector<const HloInstruction*> all = reductions;
@@ -279,7 +280,9 @@ Status EmitRowReductions(ElementalIrEmitter& e, const std::vector<const HloInstr
   }
   // Emits the accumulation of reduction k for the element at `index`; `exact`: with the
   // reducer's own semantics even where a maximum has a NaN-free form.
-  auto accumulate = [&](size_t k, const IrIndex& row_index, bool exact) -> Status {
+  // With `count`, the element stands for that many equal ones (ReducesInClosedForm): a sum adds
+  // it times `count`, any other reducer takes it once.
+  auto accumulate = [&](size_t k, const IrIndex& row_index, bool exact, Value* count = nullptr) -> Status {
     const HloInstruction* r = all[k];
     const IrIndex index = at(k, row_index);
     const int64_t n = r->operand_count() / 2;
@@ -305,6 +308,13 @@ Status EmitRowReductions(ElementalIrEmitter& e, const std::vector<const HloInstr
       }
       ASSIGN_OR_RETURN(Value * x, e.EmitElement(r->operand(i), index));
       args.push_back(x);
+    }
+    if (count != nullptr && IsAddReducer(r->to_apply())) {
+      for (int64_t i = 0; i < n; ++i) {
+        Value*& x = args[n + i];
+        x = x->getType()->isFloatingPointTy() ? b.CreateFMul(b.CreateUIToFP(count, x->getType()), x)
+                                              : b.CreateMul(b.CreateZExtOrTrunc(count, x->getType()), x);
+      }
     }
     // Float reductions may be reassociated (as in ElementalIrEmitter::EmitReduce): the order
     // of a sum is not part of reduce's semantics. Nor is the sign of a zero result: without
@@ -348,6 +358,46 @@ Status EmitRowReductions(ElementalIrEmitter& e, const std::vector<const HloInstr
     for (int64_t i = 0; i < n; ++i) b.CreateStore(results[i], accumulators[k][i]);
     return OkStatus();
   };
+  // Runs `fn` with the caches of earlier levels that have a uniform tail value bound to it: the
+  // uniform columns' elements of those caches were never written.
+  auto with_tail_caches = [&](const std::function<Status()>& fn) -> Status {
+    std::vector<const HloInstruction*> rebound;
+    for (size_t c = 0; c < cached.size(); ++c) {
+      llvm::AllocaInst* value = (*uniform_tails)[c];
+      if (value == nullptr || std::find(filled.begin(), filled.end(), c) != filled.end()) continue;
+      e.BindValues(cached[c], {b.CreateLoad(value->getAllocatedType(), value)});
+      rebound.push_back(cached[c]);
+    }
+    Status status = fn();
+    for (const HloInstruction* x : rebound) e.UnbindValues(x);
+    return status;
+  };
+  // The uniform columns past a prefix mask: each filled cache's value there into its variable,
+  // every reduction over them in closed form.
+  RowUniformTail tail = [&](const IrIndex& index, Value* count) -> Status {
+    return with_tail_caches([&]() -> Status {
+      for (size_t c : filled) {
+        Value* v = nullptr;
+        if (unscaled_value.count(c)) {
+          ASSIGN_OR_RETURN(Value * shift, e.EmitElement(cached[c]->operand(0), index));
+          v = unscaled_value[c] = EmitFastExpF32Scaled(b, shift);
+        } else {
+          ASSIGN_OR_RETURN(v, e.EmitElement(cached[c], index));
+        }
+        llvm::AllocaInst*& variable = (*uniform_tails)[c];
+        if (variable == nullptr) variable = EmitEntryAlloca(b, v->getType(), "row.uniform_tail");
+        b.CreateStore(v, variable);
+      }
+      Status status = e.EmitIf(b.CreateICmpSGT(count, llvm::ConstantInt::get(count->getType(), 0)),
+                               "row.uniform", [&]() -> Status {
+        for (size_t k = 0; k < all.size(); ++k) RETURN_IF_ERROR(accumulate(k, index, false, count));
+        return OkStatus();
+      });
+      for (auto& [c, v] : unscaled_value) v = nullptr;
+      return status;
+    });
+  };
+  const RowUniformTail* closed_tail = uniform_tails != nullptr ? &tail : nullptr;
   // One innermost loop, or two where the row is split (ColumnPrefixMask).
   std::vector<llvm::BasicBlock*> headers;
   RETURN_IF_ERROR(for_each_element([&](const IrIndex& index) -> Status {
@@ -366,7 +416,7 @@ Status EmitRowReductions(ElementalIrEmitter& e, const std::vector<const HloInstr
     for (size_t k = 0; k < all.size(); ++k) RETURN_IF_ERROR(accumulate(k, index, false));
     for (auto& [c, v] : unscaled_value) v = nullptr;
     return OkStatus();
-  }));
+  }, closed_tail));
   if (!all.empty()) {
     // Whether the loop computes a transcendental function (of the reductions' operands or the
     // filled caches).
@@ -398,7 +448,14 @@ Status EmitRowReductions(ElementalIrEmitter& e, const std::vector<const HloInstr
     Value* nan = b.CreateOr(seen, b.CreateFCmpUNO(inits[init], inits[init]));
     RETURN_IF_ERROR(e.EmitIf(nan, "row.nan", [&]() -> Status {
       b.CreateStore(inits[init], accumulators[k][0]);
-      return for_each_element([&](const IrIndex& index) { return accumulate(k, index, true); });
+      RowUniformTail once = [&](const IrIndex& index, Value* count) -> Status {
+        return with_tail_caches([&]() {
+          return e.EmitIf(b.CreateICmpSGT(count, llvm::ConstantInt::get(count->getType(), 0)), "row.uniform",
+                          [&]() { return accumulate(k, index, true); });
+        });
+      };
+      return for_each_element([&](const IrIndex& index) { return accumulate(k, index, true); },
+                              closed_tail != nullptr ? &once : nullptr);
     }));
   }
   for (size_t k = 0; k < all.size(); ++k) {
@@ -568,6 +625,58 @@ std::optional<ColumnPrefixMask> FindColumnPrefixMask(const HloComputation& compu
     return mask;
   }
   return std::nullopt;
+}
+
+bool UniformPastPrefix(const HloInstruction* x, const ColumnPrefixMask& mask, int64_t column_dimension) {
+  if (x == mask.predicate) return true;
+  if (!x->shape().IsArray() || column_dimension < 0 || column_dimension >= x->shape().rank()) return false;
+  switch (x->opcode()) {
+    case HloOpcode::kIota:
+      return x->iota_dimension_attr.has_value() && *x->iota_dimension_attr != column_dimension;
+    case HloOpcode::kBroadcast: {
+      const std::vector<int64_t>& dims = x->dimensions();
+      for (size_t i = 0; i < dims.size(); ++i) {
+        if (dims[i] == column_dimension) return UniformPastPrefix(x->operand(0), mask, static_cast<int64_t>(i));
+      }
+      return true;
+    }
+    case HloOpcode::kSelect:
+      if (x->operand(0) == mask.predicate) return UniformPastPrefix(x->operand(2), mask, column_dimension);
+      break;
+    default:
+      break;
+  }
+  if (!x->IsElementwise() || x->operand_count() == 0) return false;
+  for (const HloInstruction* operand : x->operands()) {
+    if (operand->shape().rank() != x->shape().rank() ||
+        !UniformPastPrefix(operand, mask, column_dimension)) {
+      return false;
+    }
+  }
+  return true;
+}
+
+bool ReducesInClosedForm(const HloInstruction* r) {
+  if (r->opcode() != HloOpcode::kReduce || r->operand_count() != 2 || !r->shape().IsArray()) return false;
+  const PrimitiveType type = r->shape().element_type();
+  if (type != PrimitiveType::F32 && type != PrimitiveType::F64 && type != PrimitiveType::S32 &&
+      type != PrimitiveType::S64 && type != PrimitiveType::U32 && type != PrimitiveType::U64 &&
+      type != PrimitiveType::PRED) {
+    return false;
+  }
+  if (r->operand(0)->shape().element_type() != type) return false;
+  if (IsAddReducer(r->to_apply())) return type != PrimitiveType::PRED;
+  const HloInstruction* root = r->to_apply()->root_instruction();
+  switch (root->opcode()) {
+    case HloOpcode::kMaximum:
+    case HloOpcode::kMinimum:
+    case HloOpcode::kAnd:
+    case HloOpcode::kOr:
+      return root->operand(0)->opcode() == HloOpcode::kParameter &&
+             root->operand(1)->opcode() == HloOpcode::kParameter && root->operand(0) != root->operand(1);
+    default:
+      return false;
+  }
 }
 
 }  // namespace xlens::codegen

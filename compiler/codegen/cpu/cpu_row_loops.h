@@ -44,8 +44,15 @@ inline constexpr unsigned kTranscendentalRowReductionInterleave = 2;
 // less time; rows of 512 (attention) gain nothing and keep the unrolled form.
 inline constexpr int64_t kRowUnrollLimit = 512;
 
-// Runs `body` for every element of the current row (a loop nest over the reduced dimensions).
-using RowElementLoop = std::function<Status(const std::function<Status(const IrIndex&)>&)>;
+// Where a row's loop reaches the columns past a prefix mask on which every value it computes is
+// the same (UniformPastPrefix), the loop nest calls this once instead of looping over them, with
+// the index of one such column (any: the values do not depend on it) and their number (0 or more).
+using RowUniformTail = std::function<Status(const IrIndex&, llvm::Value* count)>;
+
+// Runs `body` for every element of the current row (a loop nest over the reduced dimensions), or
+// with `uniform_tail` (or null) for every element before the uniform columns and that once for them.
+using RowElementLoop =
+    std::function<Status(const std::function<Status(const IrIndex&)>&, const RowUniformTail* uniform_tail)>;
 
 // Reductions of the next row that a loop over this row takes along (software pipelining across
 // rows): a row kernel's first level, which reads no per-row value, is taken in the last level's
@@ -74,11 +81,18 @@ struct RowReductionsAhead {
 // those quotients, in which it cancels, may read either. `innermost_length`: the
 // trip count of the innermost loop of `for_each_element`. With `ahead`, the same loop also
 // computes its reductions over the next row, into ahead->results.
+//
+// With `uniform_tails` (one variable per cache, null until a tail sets it), the reductions are
+// taken over the uniform columns past a prefix mask in closed form (ReducesInClosedForm): a sum
+// adds its one value times their number, a maximum, minimum, and or or takes it once; and the
+// filled caches are not written there: each one's value on those columns goes into its variable,
+// which the later levels' closed forms and the caller's outputs read in place of the cache.
 Status EmitRowReductions(ElementalIrEmitter& e, const std::vector<const HloInstruction*>& reductions,
                          const std::vector<const HloInstruction*>& cached,
                          const std::vector<IrArray>& caches, const std::vector<size_t>& filled,
                          int64_t innermost_length, const RowElementLoop& for_each_element,
-                         const RowReductionsAhead* ahead = nullptr);
+                         const RowReductionsAhead* ahead = nullptr,
+                         std::vector<llvm::AllocaInst*>* uniform_tails = nullptr);
 
 // Asks the loop vectorizer to make the loop whose header is `header`, of `width` iterations, one
 // vector of `width` lanes, neither interleaved nor unrolled (nor unrolled whole before it).
@@ -181,5 +195,21 @@ inline constexpr int64_t kColumnPrefixSplitAlignment = 32;
 // the kept one on the left, LE or LT with it on the right, and select(p, true, false) of such.
 std::optional<ColumnPrefixMask> FindColumnPrefixMask(const HloComputation& computation, const Shape& row_shape,
                                                      int64_t column_dimension, const std::vector<int64_t>& kept);
+
+// Whether `x`'s elements (of the row's shape, or reached from such through broadcasts) are the
+// same all along `column_dimension` wherever `mask`'s predicate is false: past a causal mask,
+// softmax's select(p, s, -1e9) is -1e9, exp(-1e9 - max) one value a row, and its quotient by the
+// row's sum another. Recognized: the predicate itself, constants and iotas along other
+// dimensions, broadcasts that do not spread along it or whose operand is the same along the
+// dimension it spreads, elementwise operations of such, and select(predicate, anything, such).
+bool UniformPastPrefix(const HloInstruction* x, const ColumnPrefixMask& mask, int64_t column_dimension);
+
+// Whether a row reduction can be taken over n equal elements x in closed form, as exactly as the
+// loop would (its order free): a sum of f32, f64 or 32- and 64-bit integers as n x (an integer
+// sum wraps alike; a float one is within the reassociation the loop already takes, and exact
+// where x is 0, infinite or NaN, or n and x are small integers, as in a fully masked row of
+// softmax), a maximum, minimum, and or or of one operand as x once. Not a product, a variadic
+// reduction (argmax), nor one of f16 or bf16 elements (summed widened, in the loop's own order).
+bool ReducesInClosedForm(const HloInstruction* r);
 
 }  // namespace xlens::codegen
