@@ -580,6 +580,21 @@ ENTRY e {
   ExpectOneDnnMatchesEvaluator(gradient, "matmul(lhs^T, rhs)");
   ExpectPartsOnThePool(gradient);
   expect_narrow_kernel(gradient);
+  // With the weight update w - 0.05 x^T g, which the loops apply as they store each row.
+  const std::string update = R"(HloModule m
+ENTRY e {
+  x = f32[100,600] parameter(0)
+  g = f32[100,10] parameter(1)
+  w = f32[600,10] parameter(2)
+  d = f32[600,10] dot(x, g), lhs_contracting_dims={0}, rhs_contracting_dims={0}
+  c = f32[] constant(0.05)
+  cb = f32[600,10] broadcast(c), dimensions={}
+  m = f32[600,10] multiply(d, cb)
+  ROOT u = f32[600,10] subtract(w, m)
+})";
+  ExpectOneDnnMatchesEvaluator(update, "matmul(lhs^T, rhs) + linear(-0.05x-0) + binary_add");
+  ExpectPartsOnThePool(update);
+  expect_narrow_kernel(update);
   // The same from a k of kNarrowTransposedLhsMinK (16), the loops' shortest; at 15, oneDNN's.
   for (int64_t k : {kNarrowTransposedLhsMinK - 1, kNarrowTransposedLhsMinK}) {
     const std::string b = std::to_string(k);
