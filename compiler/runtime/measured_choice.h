@@ -84,7 +84,10 @@ struct MeasuredChoice {
 // keeps a call from adding much more than that to its compile time; the estimate runs slow (that
 // shape ran at 19-27 GB/s on one thread, f32[15,112,112,64] at 11-15), so a trial's CPU time
 // has stayed under its estimate. f32[15,112,112,64] (9.6 ms a run) now compiles in 4.3-11.7 ms
-// against 200-397 with its trial (6 alternating pairs, load 5).
+// against 200-397 with its trial (6 alternating pairs, load 5). The one-timed-run plan, against
+// the full one in alternating processes at load 5-5.5: 10x56x56x128 (3.2 ms a run estimated)
+// picked oneDNN's kernel in 5 of 8 against 6 of 8, compiling in 86-222 ms against 120-427;
+// 12x56x56x128, whose two kernels are within the margin there, 1 of 8 against 3 of 8.
 inline constexpr double kDefaultTrialBudgetMs = 60;
 double GetTrialBudgetMs();
 void SetTrialBudgetMs(double ms);
