@@ -250,7 +250,8 @@ struct OneDnnThunk::Impl {
   // Matmul: parts are blocks of the contraction dimension instead (onednn_thunks.cc: a long k
   // into short rows). The first part writes the output, each other part a partial product of
   // the whole output's size into a buffer of the caller's, and a second loop over the pool adds
-  // those into the output. No post-ops (they apply to the sum).
+  // those into the output, then applies `post_ops` (ApplySmallProductPostOps) to the rows it
+  // summed; the parts themselves run without post-ops.
   bool split_k = false;
   // Matmul: the product is also kept whole, as one more part (of `total` rows or columns), which
   // runs instead of the parts one after the other where the pool would run them on the caller

@@ -371,8 +371,28 @@ StatusOr<std::unique_ptr<OneDnnThunk>> OneDnnThunk::Create(std::string hlo_name,
       // process beside other work): the GELU MLP's second product 256x2048x512 2.57-2.61 ms in k
       // (gemm:jit, the sum included) against 2.74-2.87 in columns and 2.79-2.94 in rows (oneDNN
       // on its own two threads 2.44-2.48); its first, 256x512x2048 (k = n/4), lost in k (3.35
-      // against 2.84 in columns). Without post-ops: they apply to the sum.
-      const bool k_reads_less = columns_read_less && call->post_ops.empty() && !rhs_transposed && k >= 4 * n;
+      // against 2.84 in columns). Measured without post-ops, and kept to products without them.
+      // A product that rows would take, over a contraction at least four times its rows (k >= 4m),
+      // is split in k too, post-ops and all (applied to the sum, by the loop that adds it): in
+      // rows every part reads all of the weights (k x n), in k only its share, and what it adds
+      // (its partial product, written and read back by the sum, 2 x m x n for two parts) is less
+      // than the half of the weights it no longer reads. Not with an addend of the output's shape,
+      // which may share the output's buffer (a residual added in place) that the first part
+      // overwrites before the sum reads it. The MLP training step's forward product
+      // x.w1 (128x784x256, 0.8 MB of weights, a bias added) then has each part read half of w1
+      // and the columns of x it multiplies, which is what the weight gradient x^T g with the
+      // update of w1 reads next on the same thread (its row parts: columns of x, rows of w1), so
+      // the gradient's transposed-lhs pack and the update find them in that core's L2 instead of
+      // the other core's. Measured (tests/bench/calls_vs_floors.py, 2 rounds of 300 runs a
+      // binary, the rule on and off alternating twice, load 5.5-6.5): the forward call's best
+      // 122-125 against 138-142 us, the gradient's 137-139 against 158-165, the step's best run
+      // 313-318 against 349-362.
+      bool no_full_addend = true;
+      for (OneDnnPostOp::Addend a : impl.addend_kinds) no_full_addend &= a != OneDnnPostOp::Addend::kFull;
+      const bool rows_read_more = impl.batch == 1 && !pointwise && !small && !columns_read_less && !lhs_transposed &&
+                                  !rhs_transposed && no_full_addend && n >= 64 && k >= 4 * m;
+      const bool k_reads_less =
+          rows_read_more || (columns_read_less && call->post_ops.empty() && !rhs_transposed && k >= 4 * n);
       auto build_k = [&]() -> bool {
         impl.parts.clear();
         const int64_t worth = std::max<int64_t>(1, m * n * k / (int64_t{1} << 18));
@@ -390,8 +410,10 @@ StatusOr<std::unique_ptr<OneDnnThunk>> OneDnnThunk::Create(std::string hlo_name,
           part.src = dnnl::memory::desc({m, extent}, dt::f32, dims{k, 1});
           part.weights = dnnl::memory::desc({extent, n}, dt::f32, dims{n, 1});
           part.dst = dnnl::memory::desc({m, n}, dt::f32, dims{n, 1});
-          dnnl::matmul::primitive_desc pd(dnnl::matmul::desc(part.src, part.weights, part.dst), attributes({}),
-                                          CpuEngine());
+          // No post-ops in the parts: they apply to the sum (ExecuteSplitK).
+          dnnl::primitive_attr plain;
+          plain.set_scratchpad_mode(dnnl::scratchpad_mode::user);
+          dnnl::matmul::primitive_desc pd(dnnl::matmul::desc(part.src, part.weights, part.dst), plain, CpuEngine());
           const std::string kernel = pd.impl_info_str();
           if (kernel.rfind("ref", 0) == 0) {
             impl.parts.clear();
@@ -403,6 +425,7 @@ StatusOr<std::unique_ptr<OneDnnThunk>> OneDnnThunk::Create(std::string hlo_name,
           impl.parts.emplace(extent, std::move(part));
         }
         impl.split_k = true;
+        impl.post_ops = call->post_ops;
         return true;
       };
       // Only the columns the consumer reads (product_mask.h), in blocks of 64 rows against keys
@@ -745,6 +768,15 @@ Status OneDnnThunk::Impl::ExecuteSplitK(char** frame, ThreadPool* pool, const st
     for (int64_t r = begin; r < end; ++r) {
       for (int64_t p = 0; p + 1 < blocks; ++p) AddTo(output + r * n, partial + p * m * n + r * n, n);
     }
+    if (post_ops.empty() || begin >= end) return;
+    thread_local std::vector<const float*> addends;
+    addends.clear();
+    for (size_t a = 0; a < addend_slots.size(); ++a) {
+      const float* addend = reinterpret_cast<const float*>(frame[addend_slots[a]]);
+      if (addend_kinds[a] == OneDnnPostOp::Addend::kFull) addend += begin * n;
+      addends.push_back(addend);
+    }
+    ApplySmallProductPostOps(post_ops, addends, end - begin, n, output + begin * n);
   };
   if (pool == nullptr) {
     add(0, m);

@@ -1009,6 +1009,34 @@ TEST_F(OneDnnThunkTest, LongContractionsSplitInKAddTheirPartialProducts) {
   testing::ExpectMatchesEvaluator(scaled, {}, {1e-4, 1e-4});
 }
 
+TEST_F(OneDnnThunkTest, ContractionsLongerThanFourRowsSplitInKWithTheirPostOpsOnTheSum) {
+  // A product rows would take (n < 4m, weights under 2 MiB) whose contraction is at least four
+  // times its rows: split in k, each part reading half the weights; the bias and the ReLU the
+  // rewriter fused into the call apply to the sum, by the loop that adds the partial products.
+  // A ReLU applied to a part's partial product instead of the sum would be far from the
+  // evaluator's too.
+  auto product = [](const std::string& addend) {
+    return "HloModule m\nENTRY e {\n  a = f32[32,2048] parameter(0)\n  b = f32[2048,64] parameter(1)\n" + addend +
+           "  d = f32[32,64] dot(a, b), lhs_contracting_dims={1}, rhs_contracting_dims={0}\n"
+           "  s = f32[32,64] add(d, cb)\n"
+           "  z = f32[] constant(0)\n  zb = f32[32,64] broadcast(z), dimensions={}\n"
+           "  ROOT r = f32[32,64] maximum(s, zb)\n}\n";
+  };
+  const std::string bias = product("  c = f32[64] parameter(2)\n  cb = f32[32,64] broadcast(c), dimensions={1}\n");
+  // An addend of the output's shape may share its buffer: left in rows.
+  const std::string full = product("  cb = f32[32,64] parameter(2)\n");
+  if (ThreadPool::Default().parallelism() >= 2) {
+    EXPECT_THAT(KernelOf(bias), HasSubstr("split in k"));
+    EXPECT_THAT(KernelOf(full), Not(HasSubstr("split in k")));
+  }
+  // The bias about the product's spread (sums of 2048 products of two values in [-1, 1]: a
+  // standard deviation of about 15), so that leaving it out or adding it twice shows.
+  std::vector<Literal> args = testing::RandomArguments(bias);
+  for (float& v : args[2].data<float>()) v *= 40;
+  testing::ExpectMatchesEvaluator(bias, std::move(args), {1e-4, 1e-4});
+  testing::ExpectMatchesEvaluator(full, {}, {1e-4, 1e-4});
+}
+
 // The process's CPU time, user and system, in milliseconds.
 double ProcessCpuMs() {
   rusage usage;
