@@ -46,7 +46,9 @@ than that; the summary counts the rows at 90% of each. Beside them `% pair` answ
 moves bytes as fast as the stream kernels do in the same moment: after each round's runs one
 process (`machine_limits --paired`) compiles the module as `xlens run` does and alternates, 30
 times, one run of it with one pass of each stream kernel its bound's rule reads over the same
-bytes (copy and triad, or the read-only sum); each pair's share is that rule's floor at the rates
+bytes (copy and triad, or the read-only sum; where the last-level cache holds those bytes, each
+timed run and each timed pass right after three untimed ones of its own, so that both sides find
+the cache and the pool as back-to-back runs do); each pair's share is that rule's floor at the rates
 of the pair's passes against the pair's run, and `% pair` is the median over every pair of the
 rounds (roofline.pair_shares; quartiles and the best of each, the best pass against the best run,
 printed under the counts). The memory's speed here changes by half between minutes (STREAM copy
