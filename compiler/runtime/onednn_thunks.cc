@@ -383,10 +383,11 @@ StatusOr<std::unique_ptr<OneDnnThunk>> OneDnnThunk::Create(std::string hlo_name,
       // and the columns of x it multiplies, which is what the weight gradient x^T g with the
       // update of w1 reads next on the same thread (its row parts: columns of x, rows of w1), so
       // the gradient's transposed-lhs pack and the update find them in that core's L2 instead of
-      // the other core's. Measured (tests/bench/calls_vs_floors.py, 2 rounds of 300 runs a
-      // binary, the rule on and off alternating twice, load 5.5-6.5): the forward call's best
-      // 122-125 against 138-142 us, the gradient's 137-139 against 158-165, the step's best run
-      // 313-318 against 349-362.
+      // the other core's. Measured (one binary, the rule on and off alternating, load 3.6-6.5):
+      // in traced runs (tests/bench/calls_vs_floors.py, 2 rounds of 300 runs, twice) the forward
+      // call's best 122-125 against 138-142 us and the gradient's 137-139 against 158-165; but
+      // untraced, the step gains less: `xlens run` 1000 runs a process, best lower in 15 of 16
+      // pairs, median of the bests 0.3055 against 0.311 ms (2%), medians within noise.
       bool no_full_addend = true;
       for (OneDnnPostOp::Addend a : impl.addend_kinds) no_full_addend &= a != OneDnnPostOp::Addend::kFull;
       const bool rows_read_more = impl.batch == 1 && !pointwise && !small && !columns_read_less && !lhs_transposed &&
