@@ -372,26 +372,33 @@ StatusOr<std::unique_ptr<OneDnnThunk>> OneDnnThunk::Create(std::string hlo_name,
       // (gemm:jit, the sum included) against 2.74-2.87 in columns and 2.79-2.94 in rows (oneDNN
       // on its own two threads 2.44-2.48); its first, 256x512x2048 (k = n/4), lost in k (3.35
       // against 2.84 in columns). Measured without post-ops, and kept to products without them.
-      // A product that rows would take, over a contraction at least four times its rows (k >= 4m),
-      // is split in k too, post-ops and all (applied to the sum, by the loop that adds it): in
-      // rows every part reads all of the weights (k x n), in k only its share, and what it adds
-      // (its partial product, written and read back by the sum, 2 x m x n for two parts) is less
-      // than the half of the weights it no longer reads. Not with an addend of the output's shape,
-      // which may share the output's buffer (a residual added in place) that the first part
-      // overwrites before the sum reads it. The MLP training step's forward product
-      // x.w1 (128x784x256, 0.8 MB of weights, a bias added) then has each part read half of w1
-      // and the columns of x it multiplies, which is what the weight gradient x^T g with the
-      // update of w1 reads next on the same thread (its row parts: columns of x, rows of w1), so
-      // the gradient's transposed-lhs pack and the update find them in that core's L2 instead of
-      // the other core's. Measured (one binary, the rule on and off alternating, load 3.6-6.5):
-      // in traced runs (tests/bench/calls_vs_floors.py, 2 rounds of 300 runs, twice) the forward
-      // call's best 122-125 against 138-142 us and the gradient's 137-139 against 158-165; but
-      // untraced, the step gains less: `xlens run` 1000 runs a process, best lower in 15 of 16
-      // pairs, median of the bests 0.3055 against 0.311 ms (2%), medians within noise.
+      // A product that rows would take, whose lhs another library call reads transposed (the
+      // forward x.w of a training step, whose weight gradient x^T g follows), is split in k as
+      // well, post-ops and all (applied to the sum, by the loop that adds the partial products):
+      // each part then reads the columns of x and the rows of w that the gradient's part on the
+      // same thread reads next (its row parts are x's columns, and an update of w reads w's
+      // rows), so the gradient's transposed-lhs pack and its update find them in that core's L2
+      // instead of the other core's. Not with an addend of the output's shape, which may share
+      // the output's buffer (a residual added in place) that the first part overwrites before
+      // the sum reads it. Measured on the MLP training step (forward 128x784x256 with a bias;
+      // one binary, the rule on and off alternating, load 3.6-6.5): in traced runs
+      // (tests/bench/calls_vs_floors.py, 2 rounds of 300 runs, twice) the forward call's best
+      // 122-125 against 138-142 us and the gradient's 137-139 against 158-165; untraced, the
+      // step gains less: `xlens run` 1000 runs a process, best lower in 15 of 16 pairs, median
+      // of the bests 0.3055 against 0.311 ms (2%), medians within noise. Alone, a product gains
+      // nothing from it (128x784x256, 128x2048x384, 64x1024x256, 32x2048x128 with a bias, 6
+      // process pairs each: bests within 4% either way), hence the condition on the lhs's reader.
       bool no_full_addend = true;
       for (OneDnnPostOp::Addend a : impl.addend_kinds) no_full_addend &= a != OneDnnPostOp::Addend::kFull;
+      bool lhs_read_transposed = false;
+      const HloInstruction* lhs_operand = fusion.operand(call->lhs_parameter);
+      for (const HloInstruction* user : lhs_operand->users()) {
+        if (user == &fusion || user->opcode() != HloOpcode::kFusion) continue;
+        std::optional<OneDnnCall> other = MatchOneDnnCall(*user);
+        lhs_read_transposed |= other && other->lhs_transposed && user->operand(other->lhs_parameter) == lhs_operand;
+      }
       const bool rows_read_more = impl.batch == 1 && !pointwise && !small && !columns_read_less && !lhs_transposed &&
-                                  !rhs_transposed && no_full_addend && n >= 64 && k >= 4 * m;
+                                  !rhs_transposed && no_full_addend && n >= 64 && lhs_read_transposed;
       const bool k_reads_less =
           rows_read_more || (columns_read_less && call->post_ops.empty() && !rhs_transposed && k >= 4 * n);
       auto build_k = [&]() -> bool {

@@ -1009,30 +1009,40 @@ TEST_F(OneDnnThunkTest, LongContractionsSplitInKAddTheirPartialProducts) {
   testing::ExpectMatchesEvaluator(scaled, {}, {1e-4, 1e-4});
 }
 
-TEST_F(OneDnnThunkTest, ContractionsLongerThanFourRowsSplitInKWithTheirPostOpsOnTheSum) {
-  // A product rows would take (n < 4m, weights under 2 MiB) whose contraction is at least four
-  // times its rows: split in k, each part reading half the weights; the bias and the ReLU the
-  // rewriter fused into the call apply to the sum, by the loop that adds the partial products.
-  // A ReLU applied to a part's partial product instead of the sum would be far from the
-  // evaluator's too.
-  auto product = [](const std::string& addend) {
-    return "HloModule m\nENTRY e {\n  a = f32[32,2048] parameter(0)\n  b = f32[2048,64] parameter(1)\n" + addend +
+TEST_F(OneDnnThunkTest, AForwardProductWhoseLhsAGradientReadsTransposedSplitsInKWithItsPostOpsOnTheSum) {
+  // A training step's forward x.w + b with its ReLU, and the weight gradient x^T g that reads x
+  // transposed: the forward is split in k (each part reading the columns of x the gradient's
+  // part on its thread reads next), the bias and the ReLU applied to the sum by the loop that
+  // adds the partial products. The same product without the gradient stays in rows.
+  auto step = [](const std::string& addend, bool gradient) {
+    return "HloModule m\nENTRY e {\n  a = f32[32,2048] parameter(0)\n  b = f32[2048,64] parameter(1)\n"
+           "  g = f32[32,64] parameter(2)\n" + addend +
            "  d = f32[32,64] dot(a, b), lhs_contracting_dims={1}, rhs_contracting_dims={0}\n"
            "  s = f32[32,64] add(d, cb)\n"
            "  z = f32[] constant(0)\n  zb = f32[32,64] broadcast(z), dimensions={}\n"
-           "  ROOT r = f32[32,64] maximum(s, zb)\n}\n";
+           "  r = f32[32,64] maximum(s, zb)\n" +
+           (gradient ? "  gw = f32[2048,64] dot(a, g), lhs_contracting_dims={0}, rhs_contracting_dims={0}\n"
+                       "  ROOT t = (f32[32,64], f32[2048,64]) tuple(r, gw)\n}\n"
+                     : "  ROOT t = (f32[32,64], f32[32,64]) tuple(r, g)\n}\n");
   };
-  const std::string bias = product("  c = f32[64] parameter(2)\n  cb = f32[32,64] broadcast(c), dimensions={1}\n");
+  const std::string bias = step("  c = f32[64] parameter(3)\n  cb = f32[32,64] broadcast(c), dimensions={1}\n", true);
   // An addend of the output's shape may share its buffer: left in rows.
-  const std::string full = product("  cb = f32[32,64] parameter(2)\n");
+  const std::string full = step("  cb = f32[32,64] parameter(3)\n", true);
+  const std::string alone = step("  c = f32[64] parameter(3)\n  cb = f32[32,64] broadcast(c), dimensions={1}\n", false);
   if (ThreadPool::Default().parallelism() >= 2) {
-    EXPECT_THAT(KernelOf(bias), HasSubstr("split in k"));
-    EXPECT_THAT(KernelOf(full), Not(HasSubstr("split in k")));
+    auto listing = [](const std::string& text) {
+      auto listed = testing::ThunkListing(text);
+      return listed.ok() ? *listed : listed.status().message();
+    };
+    EXPECT_THAT(listing(bias), HasSubstr("split in k"));
+    EXPECT_THAT(listing(full), Not(HasSubstr("split in k")));
+    EXPECT_THAT(listing(alone), Not(HasSubstr("split in k")));
   }
   // The bias about the product's spread (sums of 2048 products of two values in [-1, 1]: a
-  // standard deviation of about 15), so that leaving it out or adding it twice shows.
+  // standard deviation of about 15), so that leaving it out or adding it twice shows; a ReLU
+  // applied to a part's partial product instead of the sum would be far off too.
   std::vector<Literal> args = testing::RandomArguments(bias);
-  for (float& v : args[2].data<float>()) v *= 40;
+  for (float& v : args[3].data<float>()) v *= 40;
   testing::ExpectMatchesEvaluator(bias, std::move(args), {1e-4, 1e-4});
   testing::ExpectMatchesEvaluator(full, {}, {1e-4, 1e-4});
 }
