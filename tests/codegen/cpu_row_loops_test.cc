@@ -9,6 +9,7 @@
 #include <regex>
 #include <string>
 #include <utility>
+#include <vector>
 
 #include <gtest/gtest.h>
 #include <llvm/IR/LLVMContext.h>
@@ -614,7 +615,10 @@ TEST(CpuRowLoopsTest, APrefixMaskTakesTheColumnsPastItInClosedForm) {
   // tolerance is 5e-5 there (a count one off would be 1/n, 3e-3, off).
   for (const char* fill : {"-1e+09", "-inf", "nan", "inf", "20", "-3.5"}) {
     for (const char* direction : {"GE", "GT"}) {
-      for (int n : {77, 300}) {
+      // Rows of 300 (splits past 256) for the fill that zeroes the dropped columns and the one
+      // among the scores.
+      const bool long_rows = (std::string(fill) == "-1e+09" || std::string(fill) == "-3.5") && direction[1] == 'E';
+      for (int n : long_rows ? std::vector<int>{77, 300} : std::vector<int>{77}) {
         SCOPED_TRACE(std::string(fill) + " " + direction + " " + std::to_string(n));
         const int heads = 2;
         Literal x = Rows(heads * n, n, n);
@@ -632,7 +636,7 @@ TEST(CpuRowLoopsTest, APrefixMaskTakesTheColumnsPastItInClosedForm) {
   // one vector step (32) too.
   for (const char* kind : {"sum", "max"}) {
     for (const char* fill : {"1.5", "row", "-inf"}) {
-      for (int n : {10, 32, 77, 300}) {
+      for (int n : {10, 32, 77}) {
         SCOPED_TRACE(std::string(kind) + " " + fill + " " + std::to_string(n));
         const std::string text = MaskedStatistic(2, n, fill, kind);
         std::vector<Literal> args = testing::RandomArguments(text, n);
