@@ -39,6 +39,20 @@
 // So blocks of channels read the batch once from the L2 only where a block's lines of x and dy
 // fit 256 KB (16 channels of at most 2048 rows), where the batch is in the L2 anyway.
 //
+// xlens's own kernel for the row (codegen_vs_xla.py's batch_norm_train) runs as fast as the two
+// sweeps here when both run in one process. Its phases (the LLVM IR of `xlens run
+// --xla_dump_to`, compiled with llc into a driver that runs each phase on this pool as
+// KernelThunk does, with the two sweeps and the copy above alternating in the same process,
+// 3 runs of 8 rounds of 40 at load 3-4): sums over rows 363-387 us best (the two sweeps' sums
+// 383-392), the output sweep 728-793 (the two sweeps' outputs 753-813, the copy 743-789), the
+// shift kernel that comes first 9-11 us, the combine 3 us, seven phases of per-channel factors
+// under 1 us. The whole module took 1.12-1.22 ms best, the two sweeps 1.16-1.21. Figures from
+// different processes mislead: this program's copy took 0.58-0.64 ms best in some processes and
+// 0.78-0.89 in others (and in the driver) started minutes apart, with the same arrays on huge
+// pages. With a core's copy about its read plus its streamed write (above), two sweeps cost two
+// reads and a write, about 0.35 + 0.35 + 0.5 ms on two cores (the one-thread passes halved):
+// two thirds of copy's rate, what the row reads.
+//
 // Usage: batch_norm_schedules [--rows=25088] [--channels=128] [--rounds=8] [--runs=40]
 // Built by scripts/build.sh --target batch_norm_schedules (compiled with -march=native where the
 // compiler targets x86-64: it needs AVX-512, and exits with 77 where the compiler had none).
