@@ -645,6 +645,16 @@ bool OneDnnThunk::TakeEpilogue(const HloInstruction& call, const std::vector<int
                                std::unique_ptr<KernelThunk>& kernel) {
   using Kind = OneDnnConvolution::Kind;
   Impl& impl = *impl_;
+  // A product split in k: the loop that sums its partial products runs the kernel on the rows it
+  // summed (ExecuteSplitK), rows being the epilogue's images.
+  if (impl.split_k && !impl.is_convolution && !impl.small && !impl.narrow && impl.batch == 1 &&
+      impl.epilogue == nullptr && output_slot == impl.output_slot) {
+    const dnnl::memory::dims d = impl.parts.at(impl.block).dst.dims();
+    impl.epilogue = PartEpilogue::Make(call, operand_slots, output_slot, d[0], d[1], kernel_hlo, kernel);
+    if (impl.epilogue == nullptr) return false;
+    implementation_ += ", " + impl.epilogue->Description();
+    return true;
+  }
   if (!impl.is_convolution || impl.convolution_kind == Kind::kBackwardWeights || !impl.bands.empty() ||
       impl.few_positions || impl.depthwise || impl.epilogue != nullptr || impl.blocks < 2 ||
       output_slot != impl.output_slot) {

@@ -333,7 +333,7 @@ struct OneDnnThunk::Impl {
                               std::unordered_map<int, dnnl::memory>& args, std::vector<float>& block_output) const;
   // A block narrower than the output, copied from `block_output` into place; nothing otherwise.
   void PlaceMaskedBlock(char** frame, int64_t b, const MaskedBlock& block, const float* block_output) const;
-  Status ExecuteSplitK(char** frame, ThreadPool* pool, const std::string& name) const;
+  Status ExecuteSplitK(char** frame, ThreadPool* pool, ExecuteContext& context, const std::string& name) const;
   // False, having done nothing, where the output shares a buffer with an operand. A call that
   // runs its parts on the caller as one counts in `whole_runs`. Each part, traced, is a span
   // "<name> part <i>", as oneDNN's parts are.

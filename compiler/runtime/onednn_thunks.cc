@@ -744,7 +744,8 @@ void OneDnnThunk::Impl::ApplyOwnPostOps(char** frame, float* out, int64_t rows, 
   }
 }
 
-Status OneDnnThunk::Impl::ExecuteSplitK(char** frame, ThreadPool* pool, const std::string& name) const {
+Status OneDnnThunk::Impl::ExecuteSplitK(char** frame, ThreadPool* pool, ExecuteContext& context,
+                                        const std::string& name) const {
   float* lhs = Lhs(frame);
   float* rhs = Rhs(frame);
   float* output = reinterpret_cast<float*>(frame[output_slot]);
@@ -786,12 +787,22 @@ Status OneDnnThunk::Impl::ExecuteSplitK(char** frame, ThreadPool* pool, const st
     }
     ApplySmallProductPostOps(post_ops, addends, end - begin, n, output + begin * n);
   };
+  // The epilogue (part_epilogue.h: the ReLU a training step's forward keeps beside its
+  // pre-activation) on the rows each task of the sum just wrote, while they are in its core's
+  // L2, instead of a kernel of its own after the call over rows half of which the other core
+  // wrote.
+  const bool epilogue_per_rows = epilogue != nullptr && epilogue->Applies(frame);
+  auto add_then_epilogue = [&](int64_t begin, int64_t end) {
+    add(begin, end);
+    if (epilogue_per_rows && begin < end) epilogue->RunImages(frame, context.scratch, begin, end - begin);
+  };
   if (pool == nullptr) {
-    add(0, m);
+    add_then_epilogue(0, m);
   } else {
     // Chunks of 16 KiB of rows or more.
-    pool->ParallelFor(m, std::max<int64_t>(1, 4096 / n), add);
+    pool->ParallelFor(m, std::max<int64_t>(1, 4096 / n), add_then_epilogue);
   }
+  if (epilogue != nullptr && !epilogue_per_rows) return epilogue->RunWhole(frame, context);
   return OkStatus();
 }
 
@@ -1018,7 +1029,7 @@ Status OneDnnThunk::Execute(char** frame, ExecuteContext& context) const {
   }
   const int64_t tasks = impl.batch * impl.blocks;
   if (impl.narrow && impl.ExecuteNarrow(frame, context, whole_runs_, hlo_name())) return OkStatus();
-  if (impl.split_k) return impl.ExecuteSplitK(frame, runs_inline_ ? nullptr : context.pool, hlo_name());
+  if (impl.split_k) return impl.ExecuteSplitK(frame, runs_inline_ ? nullptr : context.pool, context, hlo_name());
   float* lhs = impl.Lhs(frame);
   float* rhs = impl.Rhs(frame);
   float* output = reinterpret_cast<float*>(frame[impl.output_slot]);

@@ -107,6 +107,41 @@ ENTRY e {
   ExpectEpilogueMatchesEvaluator(text, "convolution_backward_data", ArgumentsWithSpecials(text, 0, 5));
 }
 
+// A training step's forward x.w + b, split in k because the weight gradient x^T g reads x
+// transposed, keeps its pre-activation beside its ReLU: the ReLU runs in the loop that adds the
+// partial products, on the rows each of its tasks summed (48 rows in tasks of 32 and 16), after
+// the sum and the bias. On a partial product, or before the bias, its zeros would fall elsewhere;
+// the bias is scaled to the product's spread so that they do.
+TEST_F(PartEpilogueTest, ReluBesideThePreActivationOfAProductSplitInK) {
+  const std::string text = R"(HloModule forward_split_in_k
+ENTRY e {
+  x = f32[48,2048] parameter(0)
+  w = f32[2048,128] parameter(1)
+  b = f32[128] parameter(2)
+  g = f32[48,128] parameter(3)
+  d = f32[48,128] dot(x, w), lhs_contracting_dims={1}, rhs_contracting_dims={0}
+  bb = f32[48,128] broadcast(b), dimensions={1}
+  s = f32[48,128] add(d, bb)
+  zero = f32[] constant(0)
+  zeros = f32[48,128] broadcast(zero), dimensions={}
+  r = f32[48,128] maximum(s, zeros)
+  gw = f32[2048,128] dot(x, g), lhs_contracting_dims={0}, rhs_contracting_dims={0}
+  ROOT t = (f32[48,128], f32[48,128], f32[2048,128]) tuple(s, r, gw)
+}
+)";
+  std::vector<Literal> arguments = ArgumentsWithSpecials(text, 0, 9973);
+  for (float& v : arguments[2].data<float>()) v *= 40;
+  SCOPED_TRACE(text);
+  auto exe = testing::CompileText(text);
+  ASSERT_TRUE(exe.ok()) << exe.status().message();
+  const std::string listing = (*exe)->ThunkSequenceText();
+  if (ThreadPool::Default().parallelism() >= 2) {
+    EXPECT_THAT(listing, ContainsRegex("split in k, then fusion[.0-9]* on each part's images"));
+    EXPECT_EQ(("\n" + listing).find("\nkernel "), std::string::npos) << listing;
+  }
+  testing::ExpectMatchesEvaluator(text, std::move(arguments), {1e-4, 1e-4});
+}
+
 // Whether the kernel's tasks fall on image boundaries is read from its phase, not assumed of how
 // the loops cut: a phase that publishes no runs (any emitter but the element loops), or runs that
 // do not tile the result, is refused whatever its task count, which divides the images in each
