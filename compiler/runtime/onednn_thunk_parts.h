@@ -184,8 +184,9 @@ struct OneDnnThunk::Impl {
   bool is_convolution = false;
   // A product whose consumer reads only some columns of each row (product_mask.h: a causal
   // mask): per batch element, blocks of rows with the columns they need, the rest never written.
-  // A block narrower than the output is computed into a dense buffer and copied into place, as
-  // oneDNN's brgemm takes no output with a longer row than its own (gemm:jit would).
+  // A block narrower than the output is computed dense into its own rows of the output and moved
+  // into place there, as oneDNN's brgemm takes no output with a longer row than its own (gemm:jit
+  // would).
   struct MaskedBlock {
     int64_t row = 0, rows = 0, column = 0, columns = 0;
   };
@@ -327,12 +328,15 @@ struct OneDnnThunk::Impl {
                               const std::function<dnnl::primitive_attr(const std::vector<dnnl::memory::desc>&)>& attributes);
   Status ExecuteMaskedContraction(char** frame, ExecuteContext& context, const std::string& name) const;
   // A masked product's block of batch element `b`, bound: its rows of the lhs, `weights` (its
-  // first column of keys, as they lie or packed), its output (in place where the block spans the
-  // row, else `block_output`, grown to fit) and its addends.
+  // first column of keys, as they lie or packed), its output (MaskedBlockOutput, dense) and its
+  // addends.
   const Part& BindMaskedBlock(char** frame, int64_t b, const MaskedBlock& block, const float* weights,
-                              std::unordered_map<int, dnnl::memory>& args, std::vector<float>& block_output) const;
-  // A block narrower than the output, copied from `block_output` into place; nothing otherwise.
-  void PlaceMaskedBlock(char** frame, int64_t b, const MaskedBlock& block, const float* block_output) const;
+                              std::unordered_map<int, dnnl::memory>& args) const;
+  // Where the block's first output belongs; the block is written there dense, rows `columns`
+  // apart, as oneDNN's brgemm takes no output with a longer row than its own.
+  float* MaskedBlockOutput(char** frame, int64_t b, const MaskedBlock& block) const;
+  // A block narrower than the output, moved from its dense rows into place; nothing otherwise.
+  void PlaceMaskedBlock(char** frame, int64_t b, const MaskedBlock& block) const;
   Status ExecuteSplitK(char** frame, ThreadPool* pool, ExecuteContext& context, const std::string& name) const;
   // False, having done nothing, where the output shares a buffer with an operand. A call that
   // runs its parts on the caller as one counts in `whole_runs`. Each part, traced, is a span

@@ -808,19 +808,11 @@ Status OneDnnThunk::Impl::ExecuteSplitK(char** frame, ThreadPool* pool, ExecuteC
 
 const OneDnnThunk::Impl::Part& OneDnnThunk::Impl::BindMaskedBlock(char** frame, int64_t b, const MaskedBlock& block,
                                                                    const float* weights,
-                                                                   std::unordered_map<int, dnnl::memory>& args,
-                                                                   std::vector<float>& block_output) const {
+                                                                   std::unordered_map<int, dnnl::memory>& args) const {
   const Part& part = masked_parts.at({block.rows, block.columns});
   BindArgument(args, DNNL_ARG_SRC, part.src, const_cast<float*>(Lhs(frame) + b * src_step + block.row * masked_k));
   BindArgument(args, DNNL_ARG_WEIGHTS, part.weights, const_cast<float*>(weights));
-  float* dst = reinterpret_cast<float*>(frame[output_slot]) + b * dst_step + block.row * masked_n;
-  if (block.columns < masked_n) {
-    if (static_cast<int64_t>(block_output.size()) < block.rows * block.columns) {
-      block_output.resize(block.rows * block.columns);
-    }
-    dst = block_output.data();
-  }
-  BindArgument(args, DNNL_ARG_DST, part.dst, dst);
+  BindArgument(args, DNNL_ARG_DST, part.dst, MaskedBlockOutput(frame, b, block));
   for (size_t a = 0; a < addend_slots.size(); ++a) {
     float* addend = reinterpret_cast<float*>(frame[addend_slots[a]]);
     if (addend_kinds[a] == OneDnnPostOp::Addend::kLastDimension) addend += block.column;
@@ -829,29 +821,35 @@ const OneDnnThunk::Impl::Part& OneDnnThunk::Impl::BindMaskedBlock(char** frame, 
   return part;
 }
 
-void OneDnnThunk::Impl::PlaceMaskedBlock(char** frame, int64_t b, const MaskedBlock& block,
-                                         const float* block_output) const {
+float* OneDnnThunk::Impl::MaskedBlockOutput(char** frame, int64_t b, const MaskedBlock& block) const {
+  return reinterpret_cast<float*>(frame[output_slot]) + b * dst_step + block.row * masked_n + block.column;
+}
+
+// Row r of the dense block lies at r * columns from the block's first output, and belongs at
+// r * masked_n: the rows are moved last first, so that each lands past every row not yet moved
+// (r * masked_n >= r * columns), and past its own start (memmove, for the rows that overlap
+// their place). Every position the move writes is in the block's own rows of the output, and
+// those outside the block's columns are never read (product_mask.h), so they may be left
+// holding anything.
+void OneDnnThunk::Impl::PlaceMaskedBlock(char** frame, int64_t b, const MaskedBlock& block) const {
   if (block.columns == masked_n) return;
-  float* dst = reinterpret_cast<float*>(frame[output_slot]) + b * dst_step + block.row * masked_n + block.column;
-  for (int64_t r = 0; r < block.rows; ++r) {
-    std::memcpy(dst + r * masked_n, block_output + r * block.columns, block.columns * sizeof(float));
+  float* dst = MaskedBlockOutput(frame, b, block);
+  for (int64_t r = block.rows - 1; r > 0; --r) {
+    std::memmove(dst + r * masked_n, dst + r * block.columns, block.columns * sizeof(float));
   }
 }
 
-// Each block of rows computes its columns; blocks narrower than the output go through a dense
-// buffer of their thread's.
+// Each block of rows computes its columns; blocks narrower than the output are written dense
+// into their rows of it and then moved into place (PlaceMaskedBlock).
 Status OneDnnThunk::Impl::ExecuteMasked(char** frame, ExecuteContext& context, const std::string& name) const {
   const int64_t per_batch = static_cast<int64_t>(masked_blocks.size());
   const float* rhs = Rhs(frame);
-  thread_local std::vector<float> block_output;
   auto bind_part = [&](int64_t t, std::unordered_map<int, dnnl::memory>& args, dnnl::stream&) -> const Part& {
     const int64_t b = t / per_batch;
     const MaskedBlock& block = masked_blocks[t % per_batch];
-    return BindMaskedBlock(frame, b, block, rhs + b * weights_step + block.column * masked_k, args, block_output);
+    return BindMaskedBlock(frame, b, block, rhs + b * weights_step + block.column * masked_k, args);
   };
-  auto place = [&](int64_t t) {
-    PlaceMaskedBlock(frame, t / per_batch, masked_blocks[t % per_batch], block_output.data());
-  };
+  auto place = [&](int64_t t) { PlaceMaskedBlock(frame, t / per_batch, masked_blocks[t % per_batch]); };
   return ExecutePartsOnPool(context.pool, batch * per_batch, name, bind_part, place);
 }
 
@@ -881,7 +879,7 @@ Status OneDnnThunk::Impl::ExecuteMaskedPackedKeys(char** frame, ExecuteContext& 
   const float* rhs = Rhs(frame);
   const int64_t bands = (masked_n + kPackedKeysN - 1) / kPackedKeysN;
   return RunPerBatchElement(context, name, [&](int64_t b, dnnl::stream& stream) {
-    thread_local std::vector<float> keys, block_output;
+    thread_local std::vector<float> keys;
     if (static_cast<int64_t>(keys.size()) < bands * kPackedKeysN * masked_k) {
       keys.resize(bands * kPackedKeysN * masked_k);
     }
@@ -889,13 +887,13 @@ Status OneDnnThunk::Impl::ExecuteMaskedPackedKeys(char** frame, ExecuteContext& 
     for (size_t i = 0; i < masked_blocks.size(); ++i) {
       const MaskedBlock& block = masked_blocks[i];
       std::unordered_map<int, dnnl::memory>& args = KeptArguments(&name, static_cast<int64_t>(i));
-      const Part& part = BindMaskedBlock(frame, b, block, keys.data() + block.column * masked_k, args, block_output);
+      const Part& part = BindMaskedBlock(frame, b, block, keys.data() + block.column * masked_k, args);
       thread_local std::vector<char> scratchpad;
       if (scratchpad.size() < part.scratchpad.get_size()) scratchpad.resize(part.scratchpad.get_size());
       BindArgument(args, DNNL_ARG_SCRATCHPAD, part.scratchpad, scratchpad.data());
       part.primitive.execute(stream, args);
       stream.wait();
-      PlaceMaskedBlock(frame, b, block, block_output.data());
+      PlaceMaskedBlock(frame, b, block);
     }
   });
 }

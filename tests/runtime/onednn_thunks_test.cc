@@ -1626,7 +1626,7 @@ TEST_F(OneDnnThunkTest, MaskedScoresComputeOnlyTheColumnsTheMaskKeeps) {
   const std::string causal = "  mask = pred[384,384] compare(i0, i1), direction=GE\n";
   // Causal, in 6 blocks of 64 rows: columns [0,64), [0,128), ... [0,384) of 384 (58%), each
   // read from the keys packed once per batch element (k = 32, a multiple of 16); the last block
-  // is written in place, the others through their buffers.
+  // is written in place, the others dense in their rows and then moved into place.
   const std::string packed = "kernel brg:avx512_core, keys packed; ";
   ExpectOneDnnMatchesEvaluator(MaskedAttention("3,", "0", causal), call + " on the 58% of its outputs read",
                                packed + "3 parts");
@@ -1650,6 +1650,14 @@ TEST_F(OneDnnThunkTest, MaskedScoresComputeOnlyTheColumnsTheMaskKeeps) {
   ExpectOneDnnMatchesEvaluator(
       MaskedAttention("3,", "0", "  mask = pred[384,384] compare(i0, i1), direction=LE\n"),
       call + " on the 58% of its outputs read", packed);
+  // An odd length, 201: the blocks narrower than the output (64, 128 and 192 columns) are
+  // written dense into their rows and moved into place 201 apart; causal, the last 9 rows span
+  // the row; in the band they read columns 93-200, so their block is columns 64-200, moved to
+  // an offset.
+  ExpectOneDnnMatchesEvaluator(MaskedAttention("3,", "0", causal, 32, 201), call + " on the 65% of its outputs read",
+                               packed + "3 parts");
+  ExpectOneDnnMatchesEvaluator(MaskedAttention("3,", "0", band, 32, 201), call + " on the 64% of its outputs read",
+                               packed);
   // A head of 24 (not a multiple of 16) keeps the keys as they are, in blocks of 128 rows: columns
   // [0,128), [0,256), [0,384) (67%), each block packing its own.
   ExpectOneDnnMatchesEvaluator(MaskedAttention("3,", "0", causal, 24), call + " on the 67% of its outputs read",
