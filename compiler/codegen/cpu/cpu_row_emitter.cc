@@ -582,6 +582,8 @@ StatusOr<bool> KernelBuilder::TryEmitCpuRowKernel(const std::vector<RowOutput>& 
       // where rows are whole lines a line of partial sums each, started from zero, that the line
       // loop adds a line of the row to as one vector (a variable there would be a horizontal
       // add a line, on the chain from one line to the next), folded into the variable after it.
+      // A float line starts from -0, the zero that adding leaves as it is (+0 would turn a sum
+      // of -0s from -0 into +0), and its adds keep the sign of zero.
       std::vector<llvm::AllocaInst*> next_sums, next_results;
       std::vector<IrArray> next_lanes;
       std::vector<llvm::Constant*> lane_zeros;
@@ -597,8 +599,10 @@ StatusOr<bool> KernelBuilder::TryEmitCpuRowKernel(const std::vector<RowOutput>& 
           llvm::AllocaInst* buffer = EmitEntryAlloca(b_, llvm::ArrayType::get(init->getType(), line_elements),
                                                      "row.next_lanes");
           buffer->setAlignment(llvm::Align(64));
-          lane_zeros.push_back(llvm::Constant::getNullValue(lanes));
-          b_.CreateMemSet(buffer, b_.getInt8(0), line_elements * ByteWidth(r->shape().element_type()), llvm::Align(64));
+          llvm::Constant* zero = init->getType()->isFloatingPointTy() ? llvm::ConstantFP::getNegativeZero(lanes)
+                                                                       : llvm::Constant::getNullValue(lanes);
+          lane_zeros.push_back(zero);
+          b_.CreateAlignedStore(zero, buffer, llvm::Align(64));
           Shape window(r->shape().element_type(), std::vector<int64_t>(row_shape.rank(), 1));
           window.set_dimensions(reduced_physical[0], line_elements);
           next_lanes.emplace_back(buffer, window);
@@ -613,7 +617,6 @@ StatusOr<bool> KernelBuilder::TryEmitCpuRowKernel(const std::vector<RowOutput>& 
         llvm::IRBuilder<>::FastMathFlagGuard guard(b_);
         llvm::FastMathFlags flags;
         flags.setAllowReassoc();
-        flags.setNoSignedZeros();
         b_.setFastMathFlags(flags);
         for (size_t k = 0; k < next_sums.size(); ++k) {
           const HloInstruction* r = ahead.reductions[k];
@@ -833,7 +836,6 @@ StatusOr<bool> KernelBuilder::TryEmitCpuRowKernel(const std::vector<RowOutput>& 
           llvm::IRBuilder<>::FastMathFlagGuard guard(b_);
           llvm::FastMathFlags flags;
           flags.setAllowReassoc();
-          flags.setNoSignedZeros();
           b_.setFastMathFlags(flags);
           Value* lanes = b_.CreateAlignedLoad(lane_zeros[k]->getType(), next_lanes[k].base(), llvm::Align(64));
           sum = sum->getType()->isFloatingPointTy() ? b_.CreateFAdd(sum, b_.CreateFAddReduce(

@@ -47,6 +47,13 @@ bool IsFloatMaximum(const HloInstruction* r) {
          root->operand(0) != root->operand(1);
 }
 
+// Whether the sign of a zero `reducer` returns is unspecified: a maximum's or a minimum's
+// (of -0 and +0, either), not a sum's (-0 + -0 is -0).
+bool SignOfZeroIsFree(const HloComputation* reducer) {
+  const HloOpcode op = reducer->root_instruction()->opcode();
+  return op == HloOpcode::kMaximum || op == HloOpcode::kMinimum;
+}
+
 // Whether `v` is -inf at every element: a constant or a broadcast of one.
 bool IsNegativeInfinity(const HloInstruction* v) {
   if (v->opcode() == HloOpcode::kBroadcast) v = v->operand(0);
@@ -317,15 +324,18 @@ Status EmitRowReductions(ElementalIrEmitter& e, const std::vector<const HloInstr
       }
     }
     // Float reductions may be reassociated (as in ElementalIrEmitter::EmitReduce): the order
-    // of a sum is not part of reduce's semantics. Nor is the sign of a zero result: without
-    // it, a NaN-propagating maximum is three vector instructions instead of six. f16 and bf16
-    // sums too, though their roundings then differ from an in-order sum's: in order, a sum of
-    // f16[4096,1024] rows took 17 ms against 0.30, of f16[5000,64] 0.34 against 0.047 and of
-    // f16[5000,10] 0.041 against 0.023 (best of 300-500, 2-4 alternating pairs).
+    // of a sum is not part of reduce's semantics. f16 and bf16 sums too, though their roundings
+    // then differ from an in-order sum's: in order, a sum of f16[4096,1024] rows took 17 ms
+    // against 0.30, of f16[5000,64] 0.34 against 0.047 and of f16[5000,10] 0.041 against 0.023
+    // (best of 300-500, 2-4 alternating pairs). The sign of a zero maximum or minimum is left
+    // free (which of -0 and +0 they return is unspecified): without it, a NaN-propagating
+    // maximum is three vector instructions instead of six. A sum's is not: with nsz on its adds
+    // LLVM's vectorizer starts the other lanes at +0, and a sum of -0s from -0 came out +0; its
+    // lanes start at -0 without it, the loop vectorized the same way.
     llvm::IRBuilder<>::FastMathFlagGuard guard(b);
     llvm::FastMathFlags flags;
     flags.setAllowReassoc();
-    flags.setNoSignedZeros();
+    if (SignOfZeroIsFree(r->to_apply())) flags.setNoSignedZeros();
     b.setFastMathFlags(flags);
     if (nan_seen[k] != nullptr && !exact) {
       // A float maximum as x86's one max instruction (maxnum without NaNs), which on its own
