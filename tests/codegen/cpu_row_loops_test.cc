@@ -273,6 +273,12 @@ TEST(CpuRowLoopsTest, ShortRowsTheVectorizerCannotTakeStayUnrolledWhole) {
   EXPECT_GT(Count(ir, "fadd reassoc float"), 0) << ir;
   EXPECT_EQ(Count(ir, "llvm.loop.vectorize.enable"), 0) << ir;
   testing::ExpectMatchesEvaluator(f16, {}, {1e-2, 1e-2});
+  // Rows of 64: past the short rows, the sum is kept rolled for the loop vectorizer, which the
+  // SLP vectorizer (a sum's adds keeping the sign of zero) would leave as a chain of scalar adds.
+  std::string f16_64 = f16;
+  f16_64.replace(f16_64.find("f16[4096,10]"), 12, "f16[4096,64]");
+  EXPECT_GT(Count(IrOfRoot(f16_64), "llvm.loop.unroll.disable"), 0);
+  testing::ExpectMatchesEvaluator(f16_64, {}, {5e-2, 1e-2});
 }
 
 TEST(CpuRowLoopsTest, AVocabularySizedRowKeepsItsExpInTheRowCache) {

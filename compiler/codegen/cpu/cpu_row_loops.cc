@@ -438,12 +438,23 @@ Status EmitRowReductions(ElementalIrEmitter& e, const std::vector<const HloInstr
     const bool transcendental =
         ReachesTranscendental(computed, [&](const HloInstruction* x) { return e.IsBound(x); });
     const unsigned width = ShortRowVectorWidth(innermost_length);
+    // A sum of f16 or bf16 unrolled whole stays a chain of scalar adds: the SLP vectorizer
+    // reassociates only adds that leave the sign of zero free, which a sum's may not (above).
+    // Kept rolled, the loop vectorizer takes it as it takes long rows: f16[5000,64] row sums
+    // 0.087 ms unrolled, 0.008 rolled (as with nsz unrolled). Rows up to kShortRowMaxLength stay
+    // unrolled (ShortRowsTheVectorizerCannotTakeStayUnrolledWhole): f16[4096,10] 6 us against 4
+    // with nsz (5 rolled).
+    const bool half_sum = innermost_length > kShortRowMaxLength &&
+                          std::any_of(all.begin(), all.end(), [](const HloInstruction* r) {
+      const PrimitiveType type = r->shape().IsArray() ? r->shape().element_type() : PrimitiveType::TUPLE;
+      return (type == PrimitiveType::F16 || type == PrimitiveType::BF16) && IsAddReducer(r->to_apply());
+    });
     for (llvm::BasicBlock* header : headers) {
       if (width != 0 && ShortRowVectorizes(all, {})) {
         RequestOneMaskedVector(header, width);
       } else {
         RequestInterleave(header, transcendental ? kTranscendentalRowReductionInterleave : kRowReductionInterleave,
-                          innermost_length > kRowUnrollLimit);
+                          innermost_length > kRowUnrollLimit || half_sum);
       }
     }
   }
