@@ -261,10 +261,11 @@ TEST(CpuRowLoopsTest, ShortRowsTheVectorizerCannotTakeStayUnrolledWhole) {
     SCOPED_TRACE(text);
     EXPECT_GT(Count(IrOfRoot(text), "llvm.loop.vectorize.predicate.enable"), 0);
   }
-  // f16 rows of 10 over 4096 rows, where the SLP vectorizer takes the whole unroll: reassociated
-  // as f32's are (an in-order sum took 1.8x as long, 7x over rows of 64), the sums stay within
-  // a few of f16's roundings (2^-11) of the evaluator's in-order ones, and the row is still not
-  // asked for a masked vector. (Reassociated, not sign-of-zero free: reduction_signed_zero_test.)
+  // f16 rows of 10 over 4096 rows, unrolled whole: reassociated as f32's are, the sums stay
+  // within a few of f16's roundings (2^-11) of the evaluator's in-order ones, and the row is
+  // still not asked for a masked vector. (Reassociated, not sign-of-zero free, so the SLP
+  // vectorizer, which took the whole unroll while the adds had nsz too, leaves them in order:
+  // reduction_signed_zero_test.)
   const std::string f16 =
       "HloModule m\nsum { a = f16[] parameter(0)  b = f16[] parameter(1)  ROOT r = f16[] add(a, b) }\n"
       "ENTRY e {\n  x = f16[4096,10] parameter(0)\n  z = f16[] constant(0)\n"
