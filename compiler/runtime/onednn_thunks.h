@@ -61,8 +61,9 @@ class OneDnnThunk : public Thunk {
   // Takes `kernel`, the loop kernel of `kernel_hlo` run right after this call (of `call`, its
   // operands in `operand_slots`, its result in `output_slot`) and reading its result, to run on
   // each part's images as the part's epilogue (part_epilogue.h): where the call is a convolution
-  // or its input gradient in parts of images and the kernel reads in place. False, `kernel` left
-  // as it was, otherwise.
+  // or its input gradient in parts of images, or a product split in k (its rows as images, run
+  // by the loop that sums the partial products), and the kernel reads in place. False, `kernel`
+  // left as it was, otherwise.
   bool TakeEpilogue(const HloInstruction& call, const std::vector<int64_t>& operand_slots, int64_t output_slot,
                     const HloInstruction& kernel_hlo, std::unique_ptr<KernelThunk>& kernel);
   // The kernel taken by TakeEpilogue, or nullptr.

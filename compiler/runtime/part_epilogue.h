@@ -1,5 +1,7 @@
 // A loop kernel run as the epilogue of the library call before it: on each of the call's parts,
-// on the thread that ran the part, over the images the part just wrote.
+// on the thread that ran the part, over the images the part just wrote. A product split in k
+// (onednn_thunks.cc) has no part that writes a row whole: there the images are the output's
+// rows, and the loop that adds the partial products runs the kernel on the rows it summed.
 //
 // A training step's convolution feeds its ReLU, and JAX's ReLU gradient reads the pre-activation
 // (compare(x, max(x, 0)) to tell x = 0 from x < 0: 0.5 at 0, 0 below), so the forward keeps both
