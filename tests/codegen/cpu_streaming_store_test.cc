@@ -29,30 +29,8 @@
 namespace xlens::codegen {
 namespace {
 
-// The IR of the root's kernel with outputs of `threshold` bytes or more streamed.
-std::string IrOfRoot(const std::string& text, int64_t threshold) {
-  auto module = ParseHloModule(text);
-  EXPECT_TRUE(module.ok()) << module.status().message();
-  if (!module.ok()) return "";
-  llvm::LLVMContext context;
-  llvm::Module llvm_module("test", context);
-  KernelOptions options;
-  options.cpu_streaming_store_bytes = threshold;
-  auto spec = EmitKernel(*(*module)->entry_computation()->root_instruction(), "k", llvm_module,
-                         KernelTarget::kCpu, options);
-  EXPECT_TRUE(spec.ok()) << spec.status().message();
-  std::string ir;
-  llvm::raw_string_ostream os(ir);
-  EXPECT_FALSE(llvm::verifyModule(llvm_module, &os)) << ir;
-  llvm_module.print(os, nullptr);
-  return ir;
-}
-
-int Count(const std::string& text, const std::string& what) {
-  int n = 0;
-  for (size_t at = text.find(what); at != std::string::npos; at = text.find(what, at + 1)) ++n;
-  return n;
-}
+using testing::IrOfRoot;
+using testing::Count;
 
 // b + 3 c over `shape` (an array shape in HLO text).
 std::string Triad(const std::string& shape) {
@@ -479,12 +457,16 @@ TEST(CpuStreamingStoreTest, RowsOfWholeLinesStreamEachLineFromRegisters) {
   // floats (and rows whose outputs start off a line) take the stretches through the row's buffer.
   const std::string lines = IrOfRoot(RmsNormResidual(64, 1024), 1);
   EXPECT_NE(lines.find("row.line.stage"), std::string::npos);
-  EXPECT_EQ(Count(lines, "store <16 x float>"), 2);
+  // Every vector store but the one starting the next row's partial sums at -0 writes a line.
+  int line_stores = 0;
   for (size_t at = lines.find("store <16 x float>"); at != std::string::npos;
        at = lines.find("store <16 x float>", at + 1)) {
     const std::string store = lines.substr(at, lines.find('\n', at) - at);
+    if (store.find("%row.next_lanes") != std::string::npos) continue;
+    ++line_stores;
     EXPECT_NE(store.find("align 64, !nontemporal"), std::string::npos) << store;
   }
+  EXPECT_EQ(line_stores, 2);
   const std::string stretches = IrOfRoot(RmsNormResidual(37, 1001), 1);
   EXPECT_EQ(stretches.find("row.line.stage"), std::string::npos);
   EXPECT_EQ(Count(stretches, "store <16 x float>"), 0);
