@@ -17,41 +17,15 @@
 #include <llvm/Support/raw_ostream.h>
 
 #include "codegen_test_util.h"
+#include "fused_kernel_test_util.h"
 #include "compiler/codegen/kernel_emitter.h"
 #include "compiler/hlo/parser.h"
 
 namespace xlens::codegen {
 namespace {
 
-// The unoptimized IR of the kernel of the entry's root (with outputs of `streamed` bytes or more
-// written with streaming stores, none where 0).
-// With `triple`, for that target (a CPU's: the transcendental functions inline, fast_math.h).
-std::string IrOfRoot(const std::string& text, int64_t streamed = 0, const std::string& triple = "") {
-  auto module = ParseHloModule(text);
-  EXPECT_TRUE(module.ok()) << module.status().message();
-  if (!module.ok()) return "";
-  llvm::LLVMContext context;
-  llvm::Module llvm_module("test", context);
-  if (!triple.empty()) llvm_module.setTargetTriple(triple);
-  KernelOptions options;
-  options.cpu_streaming_store_bytes = streamed;
-  auto spec = EmitKernel(*(*module)->entry_computation()->root_instruction(), "k", llvm_module,
-                         KernelTarget::kCpu, options);
-  EXPECT_TRUE(spec.ok()) << spec.status().message();
-  std::string errors;
-  llvm::raw_string_ostream es(errors);
-  EXPECT_FALSE(llvm::verifyModule(llvm_module, &es)) << errors;
-  std::string ir;
-  llvm::raw_string_ostream os(ir);
-  llvm_module.print(os, nullptr);
-  return ir;
-}
-
-int Count(const std::string& text, const std::string& what) {
-  int n = 0;
-  for (size_t at = text.find(what); at != std::string::npos; at = text.find(what, at + 1)) ++n;
-  return n;
-}
+using testing::IrOfRoot;
+using testing::Count;
 
 // The loops of the IR: blocks named <loop>.header, numbered or not where names repeat.
 int Loops(const std::string& ir) {

@@ -1,5 +1,5 @@
-// What the CPU row and column reduction tests share: a fused computation written alone and called
-// from an entry as a kInput fusion, and the kernel spec the emitter plans for a module's root.
+// What the CPU kernel tests share: a fused computation written alone and called from an entry as
+// a kInput fusion, and the kernel spec and the IR the emitter writes for a module's root.
 #pragma once
 
 #include <string>
@@ -55,6 +55,37 @@ inline codegen::KernelSpec SpecOfRoot(const std::string& text) {
   llvm::raw_string_ostream os(errors);
   EXPECT_FALSE(llvm::verifyModule(llvm_module, &os)) << errors;
   return spec.ok() ? *spec : codegen::KernelSpec{};
+}
+
+// The unoptimized IR of the kernel of the entry's root, verified (with outputs of `streamed` bytes
+// or more written with streaming stores, none where 0). With `triple`, for that target (a CPU's:
+// the transcendental functions inline, fast_math.h).
+inline std::string IrOfRoot(const std::string& text, int64_t streamed = 0, const std::string& triple = "") {
+  auto module = ParseHloModule(text);
+  EXPECT_TRUE(module.ok()) << module.status().message();
+  if (!module.ok()) return "";
+  llvm::LLVMContext context;
+  llvm::Module llvm_module("test", context);
+  if (!triple.empty()) llvm_module.setTargetTriple(triple);
+  codegen::KernelOptions options;
+  options.cpu_streaming_store_bytes = streamed;
+  auto spec = codegen::EmitKernel(*(*module)->entry_computation()->root_instruction(), "k", llvm_module,
+                                  codegen::KernelTarget::kCpu, options);
+  EXPECT_TRUE(spec.ok()) << spec.status().message();
+  std::string errors;
+  llvm::raw_string_ostream es(errors);
+  EXPECT_FALSE(llvm::verifyModule(llvm_module, &es)) << errors;
+  std::string ir;
+  llvm::raw_string_ostream os(ir);
+  llvm_module.print(os, nullptr);
+  return ir;
+}
+
+// How many times `what` occurs in `text`.
+inline int Count(const std::string& text, const std::string& what) {
+  int n = 0;
+  for (size_t at = text.find(what); at != std::string::npos; at = text.find(what, at + 1)) ++n;
+  return n;
 }
 
 }  // namespace xlens::testing

@@ -23,6 +23,7 @@ namespace xlens::codegen {
 namespace {
 
 using testing::InInputFusion;
+using testing::IrOfRoot;
 
 std::string Reducers(const std::string& type) {
   return "add { a = " + type + "[] parameter(0)  b = " + type + "[] parameter(1)  ROOT r = " + type +
@@ -70,24 +71,6 @@ void ExpectSameBitsAsEvaluator(const std::string& text, const runtime::CompileOp
     if (first < 0) first = static_cast<int64_t>(i);
   }
   EXPECT_EQ(differ, 0) << "bytes differ from the evaluator's, the first at byte " << first;
-}
-
-// The unoptimized IR of the kernel of the entry's root, its outputs streamed from `streamed` bytes.
-std::string IrOfRoot(const std::string& text, int64_t streamed) {
-  auto module = ParseHloModule(text);
-  EXPECT_TRUE(module.ok()) << module.status().message();
-  if (!module.ok()) return "";
-  llvm::LLVMContext context;
-  llvm::Module llvm_module("test", context);
-  KernelOptions options;
-  options.cpu_streaming_store_bytes = streamed;
-  auto spec = EmitKernel(*(*module)->entry_computation()->root_instruction(), "k", llvm_module,
-                         KernelTarget::kCpu, options);
-  EXPECT_TRUE(spec.ok()) << spec.status().message();
-  std::string ir;
-  llvm::raw_string_ostream os(ir);
-  llvm_module.print(os, nullptr);
-  return ir;
 }
 
 // x of `type`[rows,n] reduced over `dims` from `init` (a kInput fusion, as the compiler fuses it).

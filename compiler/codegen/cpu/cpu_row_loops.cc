@@ -382,18 +382,19 @@ Status EmitRowReductions(ElementalIrEmitter& e, const std::vector<const HloInstr
     for (const HloInstruction* x : rebound) e.UnbindValues(x);
     return status;
   };
+  // The value filled cache c holds at `index`: an exponential before its last multiply where a
+  // sum reads it so (kept for that sum in unscaled_value), else the cached instruction's element.
+  auto filled_value = [&](size_t c, const IrIndex& index) -> StatusOr<Value*> {
+    if (!unscaled_value.count(c)) return e.EmitElement(cached[c], index);
+    ASSIGN_OR_RETURN(Value * shift, e.EmitElement(cached[c]->operand(0), index));
+    return unscaled_value[c] = EmitFastExpF32Scaled(b, shift);
+  };
   // The uniform columns past a prefix mask: each filled cache's value there into its variable,
   // every reduction over them in closed form.
   RowUniformTail tail = [&](const IrIndex& index, Value* count) -> Status {
     return with_tail_caches([&]() -> Status {
       for (size_t c : filled) {
-        Value* v = nullptr;
-        if (unscaled_value.count(c)) {
-          ASSIGN_OR_RETURN(Value * shift, e.EmitElement(cached[c]->operand(0), index));
-          v = unscaled_value[c] = EmitFastExpF32Scaled(b, shift);
-        } else {
-          ASSIGN_OR_RETURN(v, e.EmitElement(cached[c], index));
-        }
+        ASSIGN_OR_RETURN(Value * v, filled_value(c, index));
         llvm::AllocaInst*& variable = (*uniform_tails)[c];
         if (variable == nullptr) variable = EmitEntryAlloca(b, v->getType(), "row.uniform_tail");
         b.CreateStore(v, variable);
@@ -414,13 +415,7 @@ Status EmitRowReductions(ElementalIrEmitter& e, const std::vector<const HloInstr
     // The innermost loop's body: its only predecessor is the loop's header.
     headers.push_back(b.GetInsertBlock()->getSinglePredecessor());
     for (size_t c : filled) {
-      Value* v = nullptr;
-      if (unscaled_value.count(c)) {
-        ASSIGN_OR_RETURN(Value * shift, e.EmitElement(cached[c]->operand(0), index));
-        v = unscaled_value[c] = EmitFastExpF32Scaled(b, shift);
-      } else {
-        ASSIGN_OR_RETURN(v, e.EmitElement(cached[c], index));
-      }
+      ASSIGN_OR_RETURN(Value * v, filled_value(c, index));
       RETURN_IF_ERROR(caches[c].EmitWrite(b, index, v));
     }
     for (size_t k = 0; k < all.size(); ++k) RETURN_IF_ERROR(accumulate(k, index, false));
