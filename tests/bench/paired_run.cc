@@ -100,10 +100,9 @@ StatusOr<Json> RunPaired(const PairedOptions& options) {
   // of runs that follow each other (one untimed run against three, alternating, 60 pairs each:
   // column reduce's medians 0.29-0.62 against 0.17-0.39 ms, bests 0.185-0.248 against
   // 0.137-0.152). The kernels are warmed as the module is: after one untimed pass against the
-  // module's three, a pass of the read-only sum over row reduce's 16 MiB ran at 18-19 GB/s in the
-  // median pair (best 39-41) where the same pass in a loop runs 60, and the row read 158% of it;
-  // after three, 29 (best 50-58) and 88-107%, the module's runs unchanged (medians 0.566-0.576 ms
-  // both ways; alternating processes of 20 pairs at load 7).
+  // module's three, softmax's copy ran 16-23 GB/s in the median pair, and the
+  // row read 73-137% of the pair floor; after three, 24-28 and 61-94% (4 alternating processes of
+  // 20 pairs at load 5; row reduce's read-only sum moved less than the load moves it).
   const bool in_cache = bytes <= profiler::LastLevelCacheBytes();
   constexpr int kWarmRuns = 3;
   // A floor such as the library calls' leaves the pool's workers asleep behind it (it pauses for
