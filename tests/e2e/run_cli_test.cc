@@ -14,6 +14,7 @@ namespace {
 
 using ::testing::HasSubstr;
 using ::testing::MatchesRegex;
+using ::testing::Not;
 
 constexpr const char* kChain = R"(HloModule chain
 ENTRY main {
@@ -118,6 +119,32 @@ TEST_F(RunCliTest, WritesOutputsReadsInputsAndDumpsCodegenFiles) {
   const std::string ir = testing::ReadTestFile(dump + "/module_0001.chain.ir-with-opt.ll");
   EXPECT_THAT(ir, HasSubstr("define void @fusion"));
   EXPECT_THAT(manifest, HasSubstr("\"launch\": \"1 phase: 1 tasks"));
+}
+
+// A kernel a library call runs on each of its parts (the convolution's ReLU beside its
+// pre-activation) is timed within the call: the report counts it apart from the kernels with
+// thunks of their own. Where the call does not run in parts (one thread, or no oneDNN) the
+// kernel is one of the module's own.
+TEST_F(RunCliTest, KernelsRunByALibraryCallAreCountedApart) {
+  const std::string file = Write("conv_relu.hlo", R"(HloModule conv_relu
+ENTRY e {
+  x = f32[8,16,16,32] parameter(0)
+  k = f32[3,3,32,32] parameter(1)
+  c = f32[8,16,16,32] convolution(x, k), window={size=3x3 pad=1_1x1_1}, dim_labels=b01f_01io->b01f
+  zero = f32[] constant(0)
+  zeros = f32[8,16,16,32] broadcast(zero), dimensions={}
+  r = f32[8,16,16,32] maximum(c, zeros)
+  ROOT t = (f32[8,16,16,32], f32[8,16,16,32]) tuple(c, r)
+}
+)");
+  RunResult r = RunXlens("run " + file + " --inputs random --iterations 2");
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  if (r.output.find("on each part's images") != std::string::npos) {
+    EXPECT_THAT(r.output, HasSubstr("1 thunks (0 kernels, 1 more run by library calls)"));
+  } else {
+    EXPECT_THAT(r.output, HasSubstr("(1 kernels)"));
+    EXPECT_THAT(r.output, Not(HasSubstr("run by library calls")));
+  }
 }
 
 TEST_F(RunCliTest, CompileEmitsLlvmIr) {
