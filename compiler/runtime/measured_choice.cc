@@ -114,9 +114,9 @@ std::string FormatMs(double ms, int decimals) {
 
 }  // namespace
 
-std::string PersistentKernelChoiceKey(const std::string& key) {
-  return fmt::format("{} | trial: {} passes of {}+{} runs, margin {} on the best run", key, kPasses, kSettleRuns,
-                     kRunsPerBlock, kMargin);
+std::string PersistentKernelChoiceKey(const std::string& key, const TrialPlan& plan) {
+  return fmt::format("{} | trial: {} passes of {}+{} runs, margin {} on the best run", key, kPasses, plan.settle_runs,
+                     plan.timed_runs, kMargin);
 }
 
 KernelChoiceMode GetKernelChoiceMode() { return kernel_choice_mode.load(); }
@@ -125,14 +125,17 @@ void SetKernelChoiceMode(KernelChoiceMode mode) { kernel_choice_mode.store(mode)
 double GetTrialBudgetMs() { return trial_budget_ms.load(); }
 void SetTrialBudgetMs(double ms) { trial_budget_ms.store(ms); }
 
+TrialPlan FullTrialPlan(double estimated_run_ms) {
+  return TrialPlan{kSettleRuns, estimated_run_ms > kLongRunMs ? 1 : kRunsPerBlock};
+}
+
 std::optional<TrialPlan> PlanTrial(double estimated_run_ms, size_t candidates) {
   const double budget_ms = GetTrialBudgetMs();
   if (budget_ms <= 0) return std::nullopt;
   // The full plan, as Time runs it where runs are estimated long; then one timed run a block, the
   // plan long runs take anyway (the settle runs stay: without them the first run after another
   // candidate's is charged that one's cache misses).
-  const TrialPlan full{kSettleRuns, estimated_run_ms > kLongRunMs ? 1 : kRunsPerBlock};
-  for (const TrialPlan& plan : {full, TrialPlan{kSettleRuns, 1}}) {
+  for (const TrialPlan& plan : {FullTrialPlan(estimated_run_ms), TrialPlan{kSettleRuns, 1}}) {
     if (estimated_run_ms * static_cast<double>(plan.RunsPerCandidate() * candidates) <= budget_ms) return plan;
   }
   return std::nullopt;
@@ -184,7 +187,8 @@ std::optional<MeasuredChoice> FindKernelChoice(const std::string& key, const std
                                                double estimated_run_ms) {
   KernelChoiceScope* scope = current_scope;
   // A choice made without a trial stands only while the budget still keeps the trial from running.
-  const bool over_bound = !PlanTrial(estimated_run_ms, names.size()).has_value();
+  const std::optional<TrialPlan> plan = PlanTrial(estimated_run_ms, names.size());
+  const bool over_bound = !plan.has_value();
   auto usable = [&](const MeasuredChoice& choice) { return choice.names == names && (choice.timed() || over_bound); };
   // Said once, though a caller that asks here first then calls ChooseByMeasuring asks twice.
   auto warn = [&](std::string warning) {
@@ -213,12 +217,23 @@ std::optional<MeasuredChoice> FindKernelChoice(const std::string& key, const std
   }
   const std::string dir = scope != nullptr ? scope->dir_ : "";
   if (!dir.empty()) {
-    std::string warning;
-    std::optional<KernelChoiceRecord> stored =
-        LookupKernelChoice(dir, MachineForKernelChoices(), PersistentKernelChoiceKey(key), &warning);
-    if (!warning.empty()) warn(std::move(warning));
-    if (stored && usable(ChoiceOf(*stored, ChoiceOrigin::kCached))) {
+    // A choice timed with as many runs as this process's plan or more: the full plan's entry, then
+    // (where this process's budget allows no more) the shorter plan's. A choice the short plan made
+    // is timed again where the full plan fits: its key names the plan it was made with.
+    std::vector<TrialPlan> plans = {FullTrialPlan(estimated_run_ms)};
+    const TrialPlan shortest{kSettleRuns, 1};
+    if ((!plan || plan->timed_runs == shortest.timed_runs) && plans[0].timed_runs != shortest.timed_runs) {
+      plans.push_back(shortest);
+    }
+    for (const TrialPlan& made_with : plans) {
+      std::string warning;
+      std::optional<KernelChoiceRecord> stored =
+          LookupKernelChoice(dir, MachineForKernelChoices(), PersistentKernelChoiceKey(key, made_with), &warning);
+      if (!warning.empty()) warn(std::move(warning));
+      if (!stored) continue;
+      // Only timed choices are written there: an entry saying otherwise was not written by a trial.
       MeasuredChoice choice = ChoiceOf(*stored, ChoiceOrigin::kCached);
+      if (!choice.timed() || !usable(choice)) continue;
       std::lock_guard<std::mutex> lock(state.mutex);
       state.made.insert_or_assign(key, choice);
       return KernelChoiceScope::Taken(key, choice);
@@ -271,7 +286,7 @@ MeasuredChoice ChooseByMeasuring(const std::string& key, const std::vector<Kerne
   }
   if (!dir.empty()) {
     std::string warning;
-    StoreKernelChoice(dir, RecordOf(PersistentKernelChoiceKey(key), choice), &warning);
+    StoreKernelChoice(dir, RecordOf(PersistentKernelChoiceKey(key, plan), choice), &warning);
     if (!warning.empty()) scope->warnings_.push_back(std::move(warning));
   }
   return KernelChoiceScope::Taken(key, choice);

@@ -124,6 +124,9 @@ struct TrialPlan {
   int timed_runs = kRunsPerBlock;
   int RunsPerCandidate() const { return kPasses * (settle_runs + timed_runs); }
 };
+// The plan with the most runs for one run estimated at `estimated_run_ms` (one timed run a block
+// where runs are long, as Time takes them anyway).
+TrialPlan FullTrialPlan(double estimated_run_ms);
 // The plan a trial of `candidates` candidates takes where one run is estimated at
 // `estimated_run_ms` (0: not estimated, the full plan), within GetTrialBudgetMs(); none: no trial.
 std::optional<TrialPlan> PlanTrial(double estimated_run_ms, size_t candidates);
@@ -137,10 +140,12 @@ MeasuredChoice ChooseByMeasuring(const std::string& key, const std::vector<Kerne
 std::optional<MeasuredChoice> FindKernelChoice(const std::string& key, const std::vector<std::string>& names,
                                                double estimated_run_ms = 0);
 
-// The key of `key`'s entry in the persistent cache: the caller's key and how the trial decides
-// (its passes, runs and margin), so that a change to the trial makes its picks anew instead of
-// reusing the old trial's, as the object cache's format string does for compiled code.
-std::string PersistentKernelChoiceKey(const std::string& key);
+// The key of `key`'s entry in the persistent cache: the caller's key and how the trial decided
+// (its passes, the runs of the plan it was made with, and its margin), so that a change to the
+// trial makes its picks anew instead of reusing the old trial's, as the object cache's format
+// string does for compiled code, and a pick the shorter plan made is made again where the full
+// plan fits.
+std::string PersistentKernelChoiceKey(const std::string& key, const TrialPlan& plan = TrialPlan{});
 
 // The choices made, in order, while one is alive on this thread, and where they are kept: a
 // compilation opens one around building its thunks with its persistent cache directory (empty:

@@ -19,6 +19,7 @@
 
 #include <gtest/gtest.h>
 
+#include "compiler/runtime/kernel_choice_file.h"
 #include "tests/scratch_directory.h"
 
 namespace xlens::runtime {
@@ -268,6 +269,7 @@ TEST_F(MeasuredChoiceTest, TheWholeTrialFitsTheBudget) {
       {"long runs: one timed run a block is the full plan", 2.0 * one_timed * (kLongRunMs + 1), kLongRunMs + 1, 2,
        one_timed},
       {"a budget of 0: no trial", 0, 0.001, 2, 0},
+      {"long runs under a large budget: still one timed run a block", 1000, kLongRunMs + 1, 2, one_timed},
   };
   for (const Case& c : cases) {
     SCOPED_TRACE(c.what);
@@ -295,6 +297,57 @@ TEST_F(MeasuredChoiceTest, TheWholeTrialFitsTheBudget) {
       EXPECT_EQ(order[run], pass % 2 == 0 ? i : c.candidates - 1 - i) << "run " << run;
     }
   }
+}
+
+// A choice the shorter plan made is cached under that plan: a process whose budget fits the full
+// plan times it again (and caches its own); one whose budget fits only the shorter plan takes either.
+TEST_F(MeasuredChoiceTest, APickTheShorterPlanMadeIsTimedAgainWhereTheFullPlanFits) {
+  const std::string dir = testing::FreshScratchDir("plans").string() + "/cache";
+  int rule_runs = 0, other_runs = 0;
+  auto candidates = [&] {
+    return std::vector<KernelCandidate>{Spending("rule", [](int) { return 0.6; }, &rule_runs),
+                                        Spending("other", [](int) { return 0.2; }, &other_runs)};
+  };
+  const double estimate = 1.5;
+  const double full = 2.0 * kPasses * (kSettleRuns + kRunsPerBlock) * estimate;
+  auto run = [&](double budget_ms) {
+    ClearMeasuredChoices();
+    rule_runs = other_runs = 0;
+    SetTrialBudgetMs(budget_ms);
+    KernelChoiceScope scope(dir);
+    return ChooseByMeasuring("shape", candidates(), estimate);
+  };
+  const TrialPlan shortest{kSettleRuns, 1};
+  EXPECT_EQ(run(full - 0.01).origin, ChoiceOrigin::kTimed);
+  EXPECT_EQ(rule_runs, shortest.RunsPerCandidate());
+  EXPECT_TRUE(std::filesystem::exists(
+      KernelChoiceCachePath(dir, MachineForKernelChoices(), PersistentKernelChoiceKey("shape", shortest))));
+  EXPECT_EQ(run(full - 0.01).origin, ChoiceOrigin::kCached);
+  EXPECT_EQ(rule_runs + other_runs, 0);
+  EXPECT_EQ(run(full).origin, ChoiceOrigin::kTimed);
+  EXPECT_EQ(rule_runs, TrialPlan{}.RunsPerCandidate());
+  EXPECT_EQ(run(full).origin, ChoiceOrigin::kCached);
+  EXPECT_EQ(rule_runs + other_runs, 0);
+}
+
+// Only trials write the persistent cache: an entry there saying "not timed" (made by hand) is
+// not taken, even where the budget keeps this process from timing; the rule's pick stands.
+TEST_F(MeasuredChoiceTest, AnUntimedEntryInThePersistentCacheIsNotTaken) {
+  const std::string dir = testing::FreshScratchDir("untimed_entry").string() + "/cache";
+  const double over = 9.6;
+  KernelChoiceRecord forged{MachineForKernelChoices(), "", {"rule", "other"}, {}, 1, 1e300};
+  for (const TrialPlan& plan : {FullTrialPlan(over), TrialPlan{kSettleRuns, 1}, TrialPlan{}}) {
+    forged.key = PersistentKernelChoiceKey("shape", plan);
+    std::string warning;
+    StoreKernelChoice(dir, forged, &warning);
+    ASSERT_EQ(warning, "");
+  }
+  KernelChoiceScope scope(dir);
+  const std::optional<MeasuredChoice> found = FindKernelChoice("shape", {"rule", "other"}, over);
+  ASSERT_TRUE(found.has_value());
+  EXPECT_EQ(found->winner, 0);
+  EXPECT_EQ(found->origin, ChoiceOrigin::kTimed);
+  EXPECT_EQ(found->estimated_run_ms, over);
 }
 
 // Where no plan fits the budget, nothing runs: the rule's pick (the first), recorded and dumped as
