@@ -632,6 +632,98 @@ TEST(CpuRowLoopsTest, APrefixMaskTakesTheColumnsPastItInClosedForm) {
   }
 }
 
+// Softmax over f32[heads, n, n] whose dropped scores are `fill`, kept where `keep` holds:
+// HLO lines defining keep (pred[n, n]) from row and col (s32[n, n] iotas) and k (a scalar s32
+// constant `k`, kb its broadcast).
+std::string SoftmaxUnderMask(int heads, int n, int64_t k, const std::string& keep, const std::string& fill) {
+  const std::string w = std::to_string(n), h = std::to_string(heads);
+  const std::string s = "f32[" + h + "," + w + "," + w + "]", r = "f32[" + h + "," + w + "]";
+  const std::string i = "s32[" + w + "," + w + "]";
+  return std::string("HloModule m\n") + kReducers + "fused {\n  x = " + s + " parameter(0)\n  big = f32[] constant(" +
+         fill + ")\n  bigb = " + s + " broadcast(big), dimensions={}\n  i = s32[" + w +
+         "] iota(), iota_dimension=0\n  col = " + i + " broadcast(i), dimensions={1}\n  row = " + i +
+         " broadcast(i), dimensions={0}\n  k = s32[] constant(" + std::to_string(k) + ")\n  kb = " + i +
+         " broadcast(k), dimensions={}\n" + keep + "  keepb = pred[" + h + "," + w + "," + w +
+         "] broadcast(keep), dimensions={1,2}\n  s = " + s + " select(keepb, x, bigb)\n  lo = f32[] constant(-inf)\n  m = " +
+         r + " reduce(s, lo), dimensions={2}, to_apply=max\n  mb = " + s + " broadcast(m), dimensions={0,1}\n  d = " + s +
+         " subtract(s, mb)\n  e = " + s + " exponential(d)\n  z = f32[] constant(0)\n  sum = " + r +
+         " reduce(e, z), dimensions={2}, to_apply=add\n  sb = " + s + " broadcast(sum), dimensions={0,1}\n  ROOT o = " + s +
+         " divide(e, sb)\n}\nENTRY e {\n  x = " + s + " parameter(0)\n  ROOT f = " + s +
+         " fusion(x), kind=kInput, calls=fused\n}\n";
+}
+
+TEST(CpuRowLoopsTest, AShiftedCausalMaskIsAPrefixMask) {
+  // jnp.tril(x, k) writes its mask as compare(row + k, col), GE; a KV cache's offset, or the
+  // indices' difference against a constant, are the same prefix spelled otherwise: each keeps the
+  // columns j <= r + c, and takes the columns past it in closed form (row.uniform) as row >= col
+  // does. Offsets before the row (every row keeps nothing up to -offset), past its end (every
+  // column kept), and the four directions; fills that zero the dropped columns, make a fully
+  // masked row's weights NaN (-inf), or every row that drops one NaN.
+  const int heads = 2, n = 77;
+  const std::string p = "pred[" + std::to_string(n) + "," + std::to_string(n) + "]";
+  const std::string i = "s32[" + std::to_string(n) + "," + std::to_string(n) + "]";
+  struct Form {
+    std::string keep;  // HLO lines defining keep
+    int sign;          // kept: j <= r + sign * k + shift
+    int shift;
+  };
+  const std::vector<Form> forms = {
+      {"  rk = " + i + " add(row, kb)\n  keep = " + p + " compare(rk, col), direction=GE\n", 1, 0},   // jnp.tril(x, k)
+      {"  rk = " + i + " add(kb, row)\n  keep = " + p + " compare(rk, col), direction=GT\n", 1, -1},
+      {"  rk = " + i + " add(row, kb)\n  keep = " + p + " compare(col, rk), direction=LE\n", 1, 0},   // a KV cache
+      {"  ck = " + i + " subtract(col, kb)\n  keep = " + p + " compare(ck, row), direction=LT\n", 1, -1},
+      {"  dif = " + i + " subtract(row, col)\n  keep = " + p + " compare(dif, kb), direction=GE\n", -1, 0},
+      {"  nr = " + i + " negate(row)\n  dif = " + i + " add(col, nr)\n  keep = " + p +
+           " compare(dif, kb), direction=LE\n", 1, 0},
+  };
+  const float nan = std::numeric_limits<float>::quiet_NaN();
+  for (size_t f = 0; f < forms.size(); ++f) {
+    // JAX's form at every offset, the others at one before the row, one inside it and one
+    // near its end, with the fill that zeroes the dropped columns; the other fills at two.
+    for (int64_t k : f == 0 ? std::vector<int64_t>{-80, -77, -5, 0, 3, 76, 200} : std::vector<int64_t>{-5, 3, 70}) {
+      for (const char* fill : {"-1e+09", "-inf", "nan"}) {
+        const bool zeroes = std::string(fill) == "-1e+09";
+        if (!zeroes && (f > 1 || (k != -5 && k != 3))) continue;
+        SCOPED_TRACE("form " + std::to_string(f) + " k " + std::to_string(k) + " fill " + fill);
+        const std::string text = SoftmaxUnderMask(heads, n, k, forms[f].keep, fill);
+        if (zeroes) EXPECT_GT(Count(IrOfRoot(text), "row.uniform"), 0);
+        Literal x = Rows(heads * n, n, n);
+        x.data<float>()[(0 * n + n - 1) * n + 3] = nan;  // a kept NaN in a head's last row
+        x.data<float>()[(1 * n + 10) * n + 70] = nan;    // a NaN that most offsets drop
+        std::vector<Literal> args;
+        args.push_back(Literal(Shape(PrimitiveType::F32, {heads, n, n})));
+        std::copy(x.data<float>().begin(), x.data<float>().end(), args.back().data<float>().begin());
+        Literal got = testing::ExpectMatchesEvaluator(text, std::move(args), {1e-6, 5e-5});
+        if (got.element_count() != heads * n * n || !zeroes) continue;
+        const int64_t offset = forms[f].sign * k + forms[f].shift;
+        for (int h = 0; h < heads; ++h) {
+          for (int r = 0; r < n; ++r) {
+            if (r + offset < 0) continue;  // a row that keeps nothing weighs all alike
+            if ((h == 0 && r == n - 1) || (h == 1 && r == 10)) continue;  // the NaN rows
+            for (int64_t j = std::max<int64_t>(r + offset + 1, 0); j < n; ++j) {
+              ASSERT_EQ(got.data<float>()[(h * n + r) * n + j], 0.0f) << h << " " << r << " " << j;
+            }
+          }
+        }
+      }
+    }
+  }
+  // Not a prefix: a suffix (col - k >= row), twice the row, an index that wraps in s32 (row + k
+  // past 2^31 - 1 turns negative for the last rows, which then keep nothing), an unsigned compare.
+  const std::vector<std::pair<int64_t, std::string>> others = {
+      {3, "  ck = " + i + " subtract(col, kb)\n  keep = " + p + " compare(ck, row), direction=GE\n"},
+      {3, "  rr = " + i + " add(row, row)\n  keep = " + p + " compare(rr, col), direction=GE\n"},
+      {2147483600, "  rk = " + i + " add(row, kb)\n  keep = " + p + " compare(rk, col), direction=GE\n"},
+      {-3, "  rk = " + i + " add(row, kb)\n  keep = " + p + " compare(rk, col), direction=GE, type=UNSIGNED\n"},
+  };
+  for (const auto& [k, keep] : others) {
+    SCOPED_TRACE(keep);
+    const std::string text = SoftmaxUnderMask(heads, n, k, keep, "-1e+09");
+    EXPECT_EQ(Count(IrOfRoot(text), "row.uniform"), 0);
+    testing::ExpectMatchesEvaluator(text, {}, {1e-6, 5e-5});
+  }
+}
+
 TEST(CpuRowLoopsTest, HalfPrecisionSoftmaxAccumulatesInF32) {
   // JAX's bf16 softmax: the row in bf16, exp and the sum in f32, the division in bf16 (no
   // reciprocal: only f32 and f64 divisions become multiplications).

@@ -561,20 +561,77 @@ Status EmitWithRowReciprocals(ElementalIrEmitter& e, const std::vector<Value*>& 
 
 namespace {
 
-// The row dimension along which `x`, an s32 or s64 array whose dimension i is the row's
-// dimension map[i], counts its index (an iota, through broadcasts); -1 where it does not.
-int64_t IotaRowDimension(const HloInstruction* x, const std::vector<int64_t>& map) {
+// An s32 or s64 array of the row's shape (reached through broadcasts) as an integer linear form
+// of the row's indices: element i is the sum of coefficient[d] * i[d] and `constant`. jnp.tril(x, k)
+// writes its mask as compare(row + k, column); a KV-cache offset, or the difference of the two
+// indices against a constant, are other spellings of the same prefix.
+struct IndexForm {
+  std::map<int64_t, int64_t> coefficient;  // row dimension -> its coefficient (never 0)
+  int64_t constant = 0;
+  // Every value the form takes over the array (an interval that holds them): where it lies in the
+  // element type, no element's arithmetic wraps, so the form is exact.
+  int64_t lo = 0, hi = 0;
+};
+
+// a + sign * b, or nullopt where a coefficient, the constant or the range leaves int64.
+std::optional<IndexForm> Combine(const IndexForm& a, const IndexForm& b, int64_t sign) {
+  IndexForm sum = a;
+  for (const auto& [d, c] : b.coefficient) {
+    int64_t& to = sum.coefficient[d];
+    if (__builtin_add_overflow(to, sign * c, &to)) return std::nullopt;
+    if (to == 0) sum.coefficient.erase(d);
+  }
+  const int64_t b_lo = sign > 0 ? b.lo : -b.hi, b_hi = sign > 0 ? b.hi : -b.lo;
+  if ((sign < 0 && (b.lo == std::numeric_limits<int64_t>::min() || b.hi == std::numeric_limits<int64_t>::min())) ||
+      __builtin_add_overflow(a.constant, sign * b.constant, &sum.constant) ||
+      __builtin_add_overflow(a.lo, b_lo, &sum.lo) || __builtin_add_overflow(a.hi, b_hi, &sum.hi)) {
+    return std::nullopt;
+  }
+  return sum;
+}
+
+// `x`'s IndexForm, where x (dimension i of which is the row's dimension map[i]) is made of iotas,
+// scalar constants, broadcasts, adds, subtracts and negations, and no element's value leaves its
+// type on the way.
+std::optional<IndexForm> IndexFormOf(const HloInstruction* x, const std::vector<int64_t>& map) {
   const PrimitiveType type = x->shape().element_type();
-  if (type != PrimitiveType::S32 && type != PrimitiveType::S64) return -1;
-  if (x->opcode() == HloOpcode::kIota && x->iota_dimension_attr.has_value()) {
-    return map[*x->iota_dimension_attr];
+  if ((type != PrimitiveType::S32 && type != PrimitiveType::S64) || !x->shape().IsArray()) return std::nullopt;
+  std::optional<IndexForm> form;
+  switch (x->opcode()) {
+    case HloOpcode::kIota:
+      if (!x->iota_dimension_attr.has_value()) return std::nullopt;
+      form = IndexForm{{{map[*x->iota_dimension_attr], 1}}, 0, 0, x->shape().dimensions(*x->iota_dimension_attr) - 1};
+      break;
+    case HloOpcode::kConstant:
+      if (x->shape().rank() != 0 || !x->has_literal() || x->literal().is_elided()) return std::nullopt;
+      form = IndexForm{{}, x->literal().GetAsInt64(0), x->literal().GetAsInt64(0), x->literal().GetAsInt64(0)};
+      break;
+    case HloOpcode::kBroadcast: {
+      std::vector<int64_t> inner;
+      for (int64_t d : x->dimensions()) inner.push_back(map[d]);
+      return IndexFormOf(x->operand(0), inner);
+    }
+    case HloOpcode::kAdd:
+    case HloOpcode::kSubtract: {
+      std::optional<IndexForm> a = IndexFormOf(x->operand(0), map);
+      std::optional<IndexForm> b = IndexFormOf(x->operand(1), map);
+      if (!a.has_value() || !b.has_value()) return std::nullopt;
+      form = Combine(*a, *b, x->opcode() == HloOpcode::kAdd ? 1 : -1);
+      break;
+    }
+    case HloOpcode::kNegate: {
+      std::optional<IndexForm> a = IndexFormOf(x->operand(0), map);
+      if (!a.has_value()) return std::nullopt;
+      form = Combine(IndexForm{}, *a, -1);
+      break;
+    }
+    default:
+      return std::nullopt;
   }
-  if (x->opcode() == HloOpcode::kBroadcast) {
-    std::vector<int64_t> inner;
-    for (int64_t d : x->dimensions()) inner.push_back(map[d]);
-    return IotaRowDimension(x->operand(0), inner);
-  }
-  return -1;
+  const int64_t min = type == PrimitiveType::S32 ? std::numeric_limits<int32_t>::min() : std::numeric_limits<int64_t>::min();
+  const int64_t max = type == PrimitiveType::S32 ? std::numeric_limits<int32_t>::max() : std::numeric_limits<int64_t>::max();
+  if (!form.has_value() || form->lo < min || form->hi > max) return std::nullopt;
+  return form;
 }
 
 // Whether `x` is the pred constant `value`, or a broadcast of it.
@@ -596,27 +653,46 @@ std::optional<ColumnPrefixMask> PrefixOf(const HloInstruction* x, const std::vec
       IsPredConstant(x->operand(2), false)) {
     return PrefixOf(x->operand(0), map, column_dimension, kept);
   }
-  if (x->opcode() != HloOpcode::kCompare || !x->comparison_direction.has_value()) return std::nullopt;
-  const int64_t lhs = IotaRowDimension(x->operand(0), map);
-  const int64_t rhs = IotaRowDimension(x->operand(1), map);
-  auto is_kept = [&](int64_t d) { return std::find(kept.begin(), kept.end(), d) != kept.end(); };
-  ColumnPrefixMask mask;
+  if (x->opcode() != HloOpcode::kCompare || !x->comparison_direction.has_value() ||
+      (x->comparison_type.has_value() && *x->comparison_type != ComparisonType::kSigned)) {
+    return std::nullopt;
+  }
+  std::optional<IndexForm> lhs = IndexFormOf(x->operand(0), map);
+  std::optional<IndexForm> rhs = IndexFormOf(x->operand(1), map);
+  if (!lhs.has_value() || !rhs.has_value()) return std::nullopt;
+  // The compare as form >= 0, form = lhs - rhs (GE), lhs - rhs - 1 (GT), rhs - lhs (LE) or
+  // rhs - lhs - 1 (LT): a prefix where it is r - j + c with r a kept index and j the column's,
+  // which keeps the columns j <= r + c.
+  std::optional<IndexForm> form;
+  int64_t less = 0;
   switch (*x->comparison_direction) {
-    case ComparisonDirection::kGe:  // r >= j
-    case ComparisonDirection::kGt:  // r > j
-      if (rhs != column_dimension || !is_kept(lhs)) return std::nullopt;
-      mask.kept_dimension = lhs;
-      mask.offset = *x->comparison_direction == ComparisonDirection::kGe ? 0 : -1;
-      return mask;
-    case ComparisonDirection::kLe:  // j <= r
-    case ComparisonDirection::kLt:  // j < r
-      if (lhs != column_dimension || !is_kept(rhs)) return std::nullopt;
-      mask.kept_dimension = rhs;
-      mask.offset = *x->comparison_direction == ComparisonDirection::kLe ? 0 : -1;
-      return mask;
+    case ComparisonDirection::kGt:
+      less = 1;
+      [[fallthrough]];
+    case ComparisonDirection::kGe:
+      form = Combine(*lhs, *rhs, -1);
+      break;
+    case ComparisonDirection::kLt:
+      less = 1;
+      [[fallthrough]];
+    case ComparisonDirection::kLe:
+      form = Combine(*rhs, *lhs, -1);
+      break;
     default:
       return std::nullopt;
   }
+  if (!form.has_value() || form->coefficient.size() != 2 || !form->coefficient.count(column_dimension) ||
+      form->coefficient.at(column_dimension) != -1) {
+    return std::nullopt;
+  }
+  const auto kept_term = std::find_if(form->coefficient.begin(), form->coefficient.end(),
+                                      [&](const auto& term) { return term.first != column_dimension; });
+  auto is_kept = [&](int64_t d) { return std::find(kept.begin(), kept.end(), d) != kept.end(); };
+  if (kept_term->second != 1 || !is_kept(kept_term->first)) return std::nullopt;
+  ColumnPrefixMask mask;
+  mask.kept_dimension = kept_term->first;
+  if (__builtin_sub_overflow(form->constant, less, &mask.offset)) return std::nullopt;
+  return mask;
 }
 
 }  // namespace
@@ -638,6 +714,11 @@ std::optional<ColumnPrefixMask> FindColumnPrefixMask(const HloComputation& compu
     std::optional<ColumnPrefixMask> mask = PrefixOf(predicate, identity, column_dimension, kept);
     if (!mask.has_value()) continue;
     mask->predicate = predicate;
+    // An offset of the row's length or more keeps every column of every row, one of minus the
+    // kept dimension's size or less none: bounded there, r + offset + 1 cannot wrap in the loops'
+    // 64-bit arithmetic.
+    mask->offset = std::clamp<int64_t>(mask->offset, -row_shape.dimensions(mask->kept_dimension) - 1,
+                                       row_shape.dimensions(column_dimension));
     return mask;
   }
   return std::nullopt;

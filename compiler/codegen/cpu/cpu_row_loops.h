@@ -190,9 +190,11 @@ struct ColumnPrefixMask {
 inline constexpr int64_t kColumnPrefixSplitAlignment = 32;
 
 // The prefix mask among `computation`'s selects over elements of `row_shape` (whose kept
-// dimensions are `kept`) along its `column_dimension`, if any. Recognized: compare of an iota
-// along the column dimension with an iota along a kept one (through broadcasts), GE or GT with
-// the kept one on the left, LE or LT with it on the right, and select(p, true, false) of such.
+// dimensions are `kept`) along its `column_dimension`, if any. Recognized: a signed compare of
+// s32 or s64 sides made of iotas, scalar constants, broadcasts, adds, subtracts and negations that
+// comes to r - j + c >= 0 with r a kept index and j the column's (kept: j <= r + c), none of whose
+// elements wraps on the way: row >= col (jnp.tril), row + k >= col (jnp.tril(x, k), a KV cache's
+// offset), col < row, row - col >= c..., and select(p, true, false) of such.
 std::optional<ColumnPrefixMask> FindColumnPrefixMask(const HloComputation& computation, const Shape& row_shape,
                                                      int64_t column_dimension, const std::vector<int64_t>& kept);
 
