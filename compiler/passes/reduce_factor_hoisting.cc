@@ -1,6 +1,7 @@
 #include "compiler/passes/reduce_factor_hoisting.h"
 
 #include <algorithm>
+#include <cmath>
 #include <unordered_set>
 #include <vector>
 
@@ -32,6 +33,10 @@ class Hoister {
       return std::binary_search(reduced.begin(), reduced.end(), d);
     };
     HloInstruction* operand = reduce->operand(0);
+    // A float sum from -0 is -0 exactly where every addend is -0, which a factor taken out cannot
+    // tell: c * sum(a) from [+0, -0] and c = -1 is -0 where sum(-a) is +0. Left as it is.
+    const bool is_float = IsFloatingPointType(operand->shape().element_type());
+    if (is_float && std::signbit(reduce->operand(1)->literal().GetAsDouble(0))) return false;
     const SignedProduct product = CollectProduct(operand, operand->shape());
     if (!product.complete()) return false;
     // The factors that vary along the reduced dimensions (in the order they are multiplied), and
@@ -76,6 +81,22 @@ class Hoister {
       result = AddLike(*computation_,
                        HloInstruction::CreateUnary(HloOpcode::kNegate, reduce->shape(), result),
                        *reduce);
+    }
+    if (is_float) {
+      // A float sum from +0 is never -0 (x + y is -0 only where both are), but a product or a
+      // negation of one is: -sum(a) of +0s, or c * sum(a) with c < 0. Adding +0 turns -0 into +0
+      // and leaves every other value as it is, so the rewritten sum is -0 nowhere, as the original
+      // was; a negation alone then gives the original's bits (sum(-a) = -sum(a) but where all of a
+      // is -0, whose sum from +0 is +0 and negated -0).
+      Literal zero(ScalarLike(operand->shape().element_type(), reduce->shape()));
+      zero.SetFromDouble(0, 0.0);
+      HloInstruction* constant =
+          AddLike(*computation_, HloInstruction::CreateConstant(std::move(zero)), *reduce);
+      HloInstruction* zeros = AddLike(*computation_, CreateBroadcast(reduce->shape(), constant, {}),
+                                      *reduce);
+      result = AddLike(
+          *computation_,
+          HloInstruction::CreateBinary(HloOpcode::kAdd, reduce->shape(), result, zeros), *reduce);
     }
     RETURN_IF_ERROR(computation_->ReplaceInstruction(reduce, result));
     removed_.insert(reduce);

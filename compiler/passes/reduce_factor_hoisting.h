@@ -19,11 +19,14 @@
 // here is reused by the others that need it.
 //
 // Integers give the same bits (multiplication distributes modulo 2^n); floats round differently:
-// c * sum(a) rounds once where sum(c * a) rounds each product, the same order of error as the
-// sum's own, and the order of a reduction's additions is left open anyway. Infinities can differ
-// where the products' overflow or inf - inf made NaN. A sum with nothing left once the factors
-// are out (a broadcast summed alone) is left as it is. Leaves alone fusion computations and
-// instructions with control dependencies. Reports a change when it rewrote a reduce.
+// c * sum(a) rounds once where sum(c * a) rounds each product, the same order of error as the sum's
+// own, and the order of a reduction's additions is left open anyway. Infinities can differ where
+// the products' overflow or inf - inf made NaN. Zero keeps its sign: a float sum from +0 is never
+// -0, and the rewritten one gets + 0 last (-sum(a) of +0s and c * sum(a) with c < 0 were -0); a
+// float sum from -0 (-0 exactly where every addend is) is left as it is. A sum with nothing left
+// once the factors are out (a broadcast summed alone) is left as it is. Leaves alone fusion
+// computations and instructions with control dependencies. Reports a change when it rewrote a
+// reduce.
 #pragma once
 
 #include "compiler/passes/hlo_pass.h"

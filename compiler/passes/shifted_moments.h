@@ -16,14 +16,14 @@
 // sorted one included, and for shuffled data d^2 / var is about 1 / (f * n). Its sum reads f of x
 // (1/32 at a batch of 32) ahead of the sweep.
 //
-// What it rewrites: a sum (add reducer, zero init) of an F32 or F64 array x over dimensions D
-// that keep x's minor-most dimension (a column reduction: rows in cache gain nothing from one
-// sweep less), divided by the number of elements it adds (the mean); and every other such sum
-// over D whose operand is, through multiplies and negates of x's shape, a product of one or two
-// factors x - broadcast(mean) and factors that do not depend on the mean. The mean's other users
-// take K + d. Sums of g are found where they exist (JAX's sums each have their own reducer, which
-// CSE does not merge). F16 and BF16 sums are left alone: the variance's error after the
-// cancellation, up to about 32 ulps, would be 1.6% and 12% there.
+// What it rewrites: a sum (add reducer, +0 init: see IsShiftableSum for zero's sign) of an F32 or
+// F64 array x over dimensions D that keep x's minor-most dimension (a column reduction: rows in
+// cache gain nothing from one sweep less), divided by the number of elements it adds (the mean);
+// and every other such sum over D whose operand is, through multiplies and negates of x's shape, a
+// product of one or two factors x - broadcast(mean) and factors that do not depend on the mean. The
+// mean's other users take K + d. Sums of g are found where they exist (JAX's sums each have their
+// own reducer, which CSE does not merge). F16 and BF16 sums are left alone: the variance's error
+// after the cancellation, up to about 32 ulps, would be 1.6% and 12% there.
 //
 // Infinities and NaNs come out as the unrewritten sums give them, chosen per channel after the
 // sweep: a sample holding one shifts by zero (the mean is then sum(x) / n); where d is not finite

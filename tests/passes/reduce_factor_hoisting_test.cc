@@ -1,5 +1,8 @@
 #include "compiler/passes/reduce_factor_hoisting.h"
 
+#include <cmath>
+#include <string>
+
 #include <gtest/gtest.h>
 
 #include "pass_test_util.h"
@@ -65,7 +68,7 @@ ENTRY e {
 TEST(ReduceFactorHoistingTest, BatchNormSumsReadOnlyWhatVariesAlongTheBatch) {
   auto module = Hoist(kBatchNormSums);
   ASSERT_NE(module, nullptr);
-  // sum(-(dy * g * r)) -> -(sum(dy) * gamma * rstd), on the sum of dy that was there;
+  // sum(-(dy * g * r)) -> -(sum(dy) * gamma * rstd) + 0, on the sum of dy that was there;
   // sum((x - m) * dy * g) and sum((x - m) * r * dy) -> one sum((x - m) * dy), times gamma or rstd.
   std::vector<const HloInstruction*> reduces = LiveReduces(*module);
   ASSERT_EQ(reduces.size(), 2u) << PrintModule(*module);
@@ -76,7 +79,9 @@ TEST(ReduceFactorHoistingTest, BatchNormSumsReadOnlyWhatVariesAlongTheBatch) {
   EXPECT_EQ(other->operand(0)->operand(0)->name(), "centred");
   EXPECT_EQ(other->operand(0)->operand(1)->name(), "dy");
   const HloInstruction* root = module->entry_computation()->root_instruction();
-  const HloInstruction* neg = root->operand(0);
+  // (+ 0: a sum from +0 is never -0, the negation of one is.)
+  ASSERT_EQ(root->operand(0)->opcode(), HloOpcode::kAdd);
+  const HloInstruction* neg = root->operand(0)->operand(0);
   ASSERT_EQ(neg->opcode(), HloOpcode::kNegate);
   ASSERT_EQ(neg->operand(0)->opcode(), HloOpcode::kMultiply);
   EXPECT_EQ(neg->operand(0)->operand(1)->name(), "rstd");
@@ -104,12 +109,14 @@ ENTRY e {
   twos = f32[4,5,6] broadcast(two), dimensions={}
   p = f32[4,5,6] multiply(cb, x)
   q = f32[4,5,6] multiply(twos, p)
-  zero = f32[] constant(-0)
+  zero = f32[] constant(0)
   ROOT r = f32[4,6] reduce(q, zero), dimensions={1}, to_apply=add
 })");
   ASSERT_NE(module, nullptr);
-  // (sum(x) * broadcast(2)) * broadcast(c), the factors in the order the product met them.
-  const HloInstruction* root = module->entry_computation()->root_instruction();
+  // (sum(x) * broadcast(2)) * broadcast(c) + 0, the factors in the order the product met them.
+  const HloInstruction* sum = module->entry_computation()->root_instruction();
+  ASSERT_EQ(sum->opcode(), HloOpcode::kAdd);
+  const HloInstruction* root = sum->operand(0);
   ASSERT_EQ(root->opcode(), HloOpcode::kMultiply);
   ASSERT_EQ(root->operand(1)->opcode(), HloOpcode::kBroadcast);
   EXPECT_EQ(root->operand(1)->operand(0)->name(), "c");
@@ -140,8 +147,91 @@ ENTRY e {
   ROOT r = s32[3] reduce(n, zero), dimensions={0}, to_apply=add
 })");
   ASSERT_NE(module, nullptr);
+  // Integers have no signed zero: the negation is the root.
   EXPECT_EQ(module->entry_computation()->root_instruction()->opcode(), HloOpcode::kNegate);
   EXPECT_EQ(CountOpcode(*module, HloOpcode::kReduce), 1);
+}
+
+// f32[8,6] x times broadcast(c) (c: f32[6]) or negated, summed over dimension 0 from `init`.
+std::string SignedSums(std::string_view init) {
+  return std::string(R"(HloModule m
+add {
+  a = f32[] parameter(0)
+  b = f32[] parameter(1)
+  ROOT s = f32[] add(a, b)
+}
+ENTRY e {
+  x = f32[8,6] parameter(0)
+  c = f32[6] parameter(1)
+  cb = f32[8,6] broadcast(c), dimensions={1}
+  p = f32[8,6] multiply(x, cb)
+  n = f32[8,6] negate(x)
+  zero = f32[] constant()") + std::string(init) + R"()
+  by_c = f32[6] reduce(p, zero), dimensions={0}, to_apply=add
+  negated = f32[6] reduce(n, zero), dimensions={0}, to_apply=add
+  ROOT t = (f32[6], f32[6]) tuple(by_c, negated)
+})";
+}
+
+// The columns of x: +0s, -0s, +0s and -0s, finite values, an infinity, a NaN; c: 1, -1 or 0.
+std::vector<Literal> SignedZeroInputs() {
+  Literal x(Shape(PrimitiveType::F32, {8, 6})), c(Shape(PrimitiveType::F32, {6}));
+  for (int64_t i = 0; i < 8; ++i) {
+    x.SetFromDouble(i * 6 + 0, 0.0);
+    x.SetFromDouble(i * 6 + 1, -0.0);
+    x.SetFromDouble(i * 6 + 2, i % 2 ? -0.0 : 0.0);
+    x.SetFromDouble(i * 6 + 3, i % 3 ? 1.5 : -3.0);
+    x.SetFromDouble(i * 6 + 4, i == 5 ? INFINITY : 2.0);
+    x.SetFromDouble(i * 6 + 5, i == 2 ? NAN : 0.0);
+  }
+  for (int64_t j = 0; j < 6; ++j) c.SetFromDouble(j, j % 3 == 0 ? 1.0 : j % 3 == 1 ? -1.0 : 0.0);
+  std::vector<Literal> inputs;
+  inputs.push_back(std::move(x));
+  inputs.push_back(std::move(c));
+  return inputs;
+}
+
+// Every element of the evaluated results the same: NaN in both, or the same value and sign.
+::testing::AssertionResult SameBits(const HloModule& before, const HloModule& after,
+                                    const std::vector<Literal>& inputs) {
+  auto expected = EvaluateModule(before, inputs);
+  auto actual = EvaluateModule(after, inputs);
+  if (!expected.ok() || !actual.ok()) return ::testing::AssertionFailure() << "not evaluated";
+  for (int64_t t = 0; t < expected->tuple_size(); ++t) {
+    const Literal& e = expected->tuple_element(t);
+    const Literal& a = actual->tuple_element(t);
+    for (int64_t i = 0; i < e.element_count(); ++i) {
+      const double want = e.GetAsDouble(i), got = a.GetAsDouble(i);
+      const bool same = std::isnan(want) ? std::isnan(got)
+                                         : got == want && std::signbit(got) == std::signbit(want);
+      if (!same) {
+        return ::testing::AssertionFailure() << "result " << t << " element " << i << ": " << got
+                                             << " where the original gives " << want;
+      }
+    }
+  }
+  return ::testing::AssertionSuccess();
+}
+
+TEST(ReduceFactorHoistingTest, ZerosKeepTheirSign) {
+  // A sum from +0 is never -0, but -sum(x) of +0s and c * sum(x) with c = -1 were. The rewritten
+  // sums add +0 last; the negation then gives the original's bits everywhere, and the product
+  // here too (its factors are 1, -1 and 0, which round nothing).
+  const std::string text = SignedSums("0");
+  auto before = xlens::testing::ParseModuleOrDie(text);
+  auto module = Hoist(text);
+  ASSERT_NE(module, nullptr);
+  ASSERT_EQ(CountOpcode(*module, HloOpcode::kReduce), 1) << PrintModule(*module);
+  EXPECT_TRUE(SameBits(*before, *module, SignedZeroInputs())) << PrintModule(*module);
+}
+
+TEST(ReduceFactorHoistingTest, LeavesAloneFloatSumsFromNegativeZero) {
+  // From -0 a sum is -0 only where every addend is: c * sum(x) with c = -1 and x = [+0, -0, ...]
+  // would be -0 where sum(x * c) is +0. Integer sums from zero are rewritten (above).
+  const std::string text = SignedSums("-0");
+  auto module = Hoist(text, /*expect_change=*/false);
+  ASSERT_NE(module, nullptr);
+  EXPECT_TRUE(SameBits(*xlens::testing::ParseModuleOrDie(text), *module, SignedZeroInputs()));
 }
 
 TEST(ReduceFactorHoistingTest, LeavesAloneWhatIsNotAnInvariantFactorOfASum) {

@@ -275,6 +275,46 @@ TEST(ShiftedMomentsTest, InfinitiesInXGiveTheUnrewrittenMeanAndNaNs) {
   }));
 }
 
+TEST(ShiftedMomentsTest, ZerosKeepTheirSign) {
+  // x of +0s (channels 0 and 1), -0s (2) and a constant 3 (3), dy of both signs: every centred
+  // term is a zero, and the sums from +0 are +0. sum(-(x - mean) * dy) was rewritten to the
+  // negation of sum(v * dy) - d * sum(dy), a +0: -0.
+  auto before = xlens::testing::ParseModuleOrDie(kCentredSums);
+  auto after = Shift(kCentredSums);
+  ASSERT_NE(after, nullptr);
+  std::vector<Literal> args;
+  for (int k = 0; k < 2; ++k) {
+    Literal literal(Shape(PrimitiveType::F32, {32, 2, 3, 4}));
+    for (int64_t i = 0; i < literal.element_count(); ++i) {
+      const int64_t c = i % 4;
+      literal.SetFromDouble(i, k == 1 ? (i % 3 ? 0.5 : -2.0) : c < 2 ? 0.0 : c == 2 ? -0.0 : 3.0);
+    }
+    args.push_back(std::move(literal));
+  }
+  auto expected = EvaluateModule(*before, args);
+  auto actual = EvaluateModule(*after, args);
+  ASSERT_TRUE(expected.ok() && actual.ok());
+  for (int64_t t = 0; t < expected->tuple_size(); ++t) {
+    const Literal& e = expected->tuple_element(t);
+    const Literal& a = actual->tuple_element(t);
+    for (int64_t i = 0; i < e.element_count(); ++i) {
+      const double want = e.GetAsDouble(i), got = a.GetAsDouble(i);
+      EXPECT_TRUE(got == want && std::signbit(got) == std::signbit(want))
+          << "result " << t << " element " << i << ": " << got << " where the unrewritten module gives "
+          << want;
+    }
+  }
+}
+
+TEST(ShiftedMomentsTest, LeavesAloneSumsFromNegativeZero) {
+  // From -0 a sum is -0 only where every addend is: x of -0s has the mean -0, but K + d is
+  // -0 + +0 (K = -0, each v = -0 - -0 = +0).
+  std::string text = kCentredSums;
+  const std::string from = "zero = f32[] constant(0)";
+  text.replace(text.find(from), from.size(), "zero = f32[] constant(-0)");
+  Shift(text, /*expect_change=*/false);
+}
+
 TEST(ShiftedMomentsTest, LeavesAloneHalfPrecisionSums) {
   // In F16 and BF16 the variance's error after the cancellation, up to about 32 ulps, would be
   // 1.6% and 12%.
