@@ -122,8 +122,21 @@ class KernelBuilder {
   // Sibling column reductions (one operand shape, the same reduced dimensions) as one sweep of
   // the reduced rows over tiles of outputs, split as cpu/cpu_column_reduction.h plans: with
   // `may_split`, sliced rows put partial tiles in scratch (past what the kernel has reserved so
-  // far) and a second phase combines them.
-  Status EmitCpuColumnReductions(const std::vector<ColumnOutput>& outputs, bool may_split);
+  // far) and a second phase combines them. The sweep also writes `elementwise` (outputs of the
+  // operand's dimensions, ColumnSweepElementwiseOutputs) at each element it reads.
+  Status EmitCpuColumnReductions(const std::vector<ColumnOutput>& outputs, bool may_split,
+                                 const OutputGroup& elementwise = {});
+  // The root's outputs not yet written that the column sweep of `reductions` (one operand shape)
+  // can write as it reads each element of their operand, so that no later loop reads the
+  // operand's inputs again (a bias gradient's masked gradient beside its column sum): arrays of
+  // the operand's dimensions computed elementwise (through broadcasts) from parameters, constants
+  // and values already materialised, none of them a reduction or a value still to be
+  // materialised. `later` are the values computed after the sweep (still pending, or outputs
+  // left to the output loops): an output is left to the loops where one of them reads a parameter
+  // it reads, since an output written in place over a parameter must not clobber what a later
+  // phase still reads.
+  OutputGroup ColumnSweepElementwiseOutputs(const std::vector<const HloInstruction*>& reductions,
+                                            const std::vector<const HloInstruction*>& later) const;
   // The combine phase of strided row reductions: each output the init value folded with its
   // lanes of every slice in `partials` ([slices, output dims, lanes] per output).
   Status EmitCpuLaneCombine(const std::vector<ColumnOutput>& outputs,

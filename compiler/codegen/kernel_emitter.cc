@@ -384,8 +384,30 @@ Status KernelBuilder::EmitOutputs() {
         const int64_t first = other.second;
         siblings.push_back({other.first, [this, first](int64_t k) { return OutputArray(first + k); }});
       }
-      RETURN_IF_ERROR(EmitCpuColumnReductions(siblings, /*may_split=*/true));
+      // With the outputs of the operand's dimensions that read nothing it computes (sum(x * m)
+      // beside x * m: one pass over x and m).
+      std::vector<const HloInstruction*> later;
+      for (const auto& other : outputs_) {
+        if (!written_[other.first] &&
+            std::none_of(siblings.begin(), siblings.end(),
+                         [&](const ColumnOutput& s) { return s.reduce == other.first; })) {
+          later.push_back(other.first);
+        }
+      }
+      std::vector<const HloInstruction*> reductions;
+      for (const ColumnOutput& sibling : siblings) reductions.push_back(sibling.reduce);
+      const OutputGroup elementwise = ColumnSweepElementwiseOutputs(reductions, later);
+      RETURN_IF_ERROR(EmitCpuColumnReductions(siblings, /*may_split=*/true, elementwise));
       for (const ColumnOutput& sibling : siblings) written_[sibling.reduce] = true;
+      for (const auto& [swept, leaf] : elementwise) {
+        written_[swept] = true;
+        for (auto& g : groups) {
+          g.erase(std::remove_if(g.begin(), g.end(), [&](const auto& o) { return o.first == swept; }),
+                  g.end());
+        }
+      }
+      groups.erase(std::remove_if(groups.begin(), groups.end(), [](const auto& g) { return g.empty(); }),
+                   groups.end());
       continue;
     }
     const Shape& s = output_shapes_[out.second];
@@ -887,8 +909,21 @@ StatusOr<KernelSpec> KernelBuilder::Build() {
         for (size_t i = 0; i < siblings.size(); ++i) {
           sweep.push_back({siblings[i], [&, i](int64_t k) { return ArrayOf(sibling_bindings[i][k]); }});
         }
+        // Outputs of the operand's dimensions that read nothing the sweep computes are written by
+        // it (the MLP's bias gradient and the masked gradient the next product reads: one pass
+        // over the gradient and the pre-activation, not a second loop of its own).
+        std::vector<const HloInstruction*> later = pending;
+        for (const auto& [out, leaf] : outputs_) {
+          if (!written_[out] && out != x && std::find(siblings.begin(), siblings.end(), out) == siblings.end()) {
+            later.push_back(out);
+          }
+        }
+        std::vector<const HloInstruction*> reductions = siblings;
+        reductions.push_back(x);
+        const OutputGroup elementwise = ColumnSweepElementwiseOutputs(reductions, later);
         spec_.scratch_bytes = scratch;
-        RETURN_IF_ERROR(EmitCpuColumnReductions(sweep, /*may_split=*/true));
+        RETURN_IF_ERROR(EmitCpuColumnReductions(sweep, /*may_split=*/true, elementwise));
+        for (const auto& [out, leaf] : elementwise) written_[out] = true;
         scratch = spec_.scratch_bytes;
         for (auto& leaves : sibling_bindings) {
           bindings_.insert(bindings_.end(), leaves.begin(), leaves.end());

@@ -7,6 +7,8 @@
 // compute what the evaluator computes.
 #include "compiler/codegen/cpu/cpu_column_reduction.h"
 
+#include <cmath>
+#include <cstring>
 #include <string>
 #include <unordered_map>
 #include <vector>
@@ -619,6 +621,132 @@ TEST(CpuStridedRowReductionTest, FusedProducerAndSiblingsShareTheSweep) {
   KernelSpec spec = SpecOfRoot(text);
   ASSERT_EQ(spec.phases.size(), 2u);
   testing::ExpectMatchesEvaluator(text, {}, kFloat);
+}
+
+// --- Elementwise outputs written by the sweep ---
+
+// The MLP's bias gradient as JAX's step fuses it, over T[rows, cols]: the ReLU's mask of the
+// pre-activation `a` times the gradient `g` is an output (the next product's operand) and the
+// operand of the column sum; the sum feeds the bias update (materialised: `nb` reads it) or, with
+// `sum_out`, is itself an output.
+std::string BiasGradient(const std::string& type, int64_t rows, int64_t cols, bool sum_out = false) {
+  const std::string rc = type + "[" + std::to_string(rows) + "," + std::to_string(cols) + "]";
+  const std::string c = type + "[" + std::to_string(cols) + "]";
+  const std::string reducer = "add_" + type + " { a = " + type + "[] parameter(0)  b = " + type +
+                              "[] parameter(1)  ROOT r = " + type + "[] add(a, b) }\n";
+  std::string body = "  a = " + rc + " parameter(0)\n  g = " + rc + " parameter(1)\n  b = " + c +
+                     " parameter(2)\n  z = " + type + "[] constant(0)\n  zb = " + rc +
+                     " broadcast(z), dimensions={}\n  p = pred[" + rc.substr(rc.find('[') + 1) +
+                     " compare(a, zb), direction=GT\n  m = " + rc + " select(p, g, zb)\n  s = " + c +
+                     " reduce(m, z), dimensions={0}, to_apply=add_" + type + "\n";
+  if (sum_out) return InInputFusion(reducer, body + "  ROOT t = (" + rc + ", " + c + ") tuple(m, s)\n");
+  body += "  k = " + type + "[] constant(0.1)\n  kb = " + c + " broadcast(k), dimensions={}\n  u = " + c +
+          " multiply(s, kb)\n  nb = " + c + " subtract(b, u)\n  ROOT t = (" + rc + ", " + c +
+          ") tuple(m, nb)\n";
+  return InInputFusion(reducer, body);
+}
+
+// Arguments for BiasGradient: random, with NaN, infinities and zeros of both signs in `a` and `g`
+// (the mask of a NaN or -0 pre-activation is 0: JAX's ReLU gradient).
+std::vector<Literal> SpecialArguments(const std::string& text) {
+  std::vector<Literal> args = testing::RandomArguments(text);
+  const double special[] = {std::nan(""), INFINITY, -INFINITY, -0.0, 0.0, 1e-30};
+  for (int k = 0; k < 2; ++k) {
+    for (int64_t i = 0; i < args[k].element_count(); i += 7 + k) args[k].SetFromDouble(i, special[(i / 7 + k) % 6]);
+  }
+  return args;
+}
+
+// The kernel's outputs equal the evaluator's: the elementwise ones bit for bit (signs of zero and
+// NaNs included), the sums within `sums` (a sliced sweep adds in another order).
+void ExpectSweptOutputsMatch(const std::string& text, ErrorSpec sums) {
+  SCOPED_TRACE(text.substr(text.find("fused {")));
+  auto module = ParseHloModule(text);
+  ASSERT_TRUE(module.ok()) << module.status().message();
+  const std::vector<Literal> args = SpecialArguments(text);
+  auto expected = EvaluateModule(**module, args);
+  ASSERT_TRUE(expected.ok()) << expected.status().message();
+  auto actual = testing::CompileAndRun(text, args);
+  ASSERT_TRUE(actual.ok()) << actual.status().message();
+  const Literal& want = expected->tuple_elements()[0];
+  const Literal& got = actual->tuple_elements()[0];
+  ASSERT_EQ(want.size_bytes(), got.size_bytes());
+  EXPECT_EQ(std::memcmp(want.untyped_data(), got.untyped_data(), want.size_bytes()), 0)
+      << "the masked gradient differs from the evaluator's";
+  Status match = ExpectLiteralNear(*expected, *actual, sums);
+  EXPECT_TRUE(match.ok()) << match.message();
+}
+
+TEST(CpuColumnSweepOutputsTest, TheMaskedGradientIsWrittenByTheSweep) {
+  // The MLP step's shape: the sweep (one task: 32K elements) writes m as it sums it, then the
+  // bias update's loop. Before, a loop of its own read a and g again for m.
+  KernelSpec spec = SpecOfRoot(BiasGradient("f32", 128, 256));
+  ASSERT_EQ(spec.phases.size(), 2u);
+  EXPECT_EQ(spec.phases[0].tasks, 1);
+  EXPECT_EQ(spec.phases[1].tasks, 1);
+  // The sum an output itself: the sweep alone, and sliced, the sweep and the combine.
+  EXPECT_EQ(SpecOfRoot(BiasGradient("f32", 128, 256, /*sum_out=*/true)).phases.size(), 1u);
+  spec = SpecOfRoot(BiasGradient("f32", 3001, 100, /*sum_out=*/true));
+  ASSERT_EQ(spec.phases.size(), 2u);
+  EXPECT_GT(spec.phases[0].tasks, 1);
+}
+
+TEST(CpuColumnSweepOutputsTest, MatchTheEvaluatorOverWidthsAndRows) {
+  // Widths from one column to 100 (partial vectors, several tiles), rows that are no multiple of
+  // the sweep's four-row visits, sliced sweeps (3001 x 100) and one-task ones; f32 and bf16.
+  for (const int64_t cols : {1, 3, 16, 17, 100}) {
+    for (const int64_t rows : {1, 37, 3001}) {
+      ExpectSweptOutputsMatch(BiasGradient("f32", rows, cols), kFloat);
+      ExpectSweptOutputsMatch(BiasGradient("f32", rows, cols, /*sum_out=*/true), kFloat);
+    }
+  }
+  for (const int64_t cols : {5, 64}) {
+    ExpectSweptOutputsMatch(BiasGradient("bf16", 37, cols), {0.1, 0.05, true});
+    ExpectSweptOutputsMatch(BiasGradient("bf16", 37, cols, /*sum_out=*/true), {0.1, 0.05, true});
+  }
+}
+
+TEST(CpuColumnSweepOutputsTest, OutputsWithOtherUsersAndOutputsLeftToTheLoops) {
+  // m read by the sum and by a second output, q = m * a: both written by the sweep.
+  const std::string both = InInputFusion(kReducers, R"(
+  a = f32[300,40] parameter(0)
+  g = f32[300,40] parameter(1)
+  z = f32[] constant(0)
+  zb = f32[300,40] broadcast(z), dimensions={}
+  p = pred[300,40] compare(a, zb), direction=GT
+  m = f32[300,40] select(p, g, zb)
+  q = f32[300,40] multiply(m, a)
+  s = f32[40] reduce(m, z), dimensions={0}, to_apply=add
+  ROOT t = (f32[300,40], f32[40], f32[300,40]) tuple(m, s, q)
+)");
+  EXPECT_EQ(SpecOfRoot(both).phases.size(), 1u);
+  testing::ExpectMatchesEvaluator(both, SpecialArguments(both), kFloat);
+  // y reads the sum, so it is a later loop; it reads a, which m reads too, so m stays in that
+  // loop beside it (an output in place over a would clobber what y reads there).
+  const std::string later = InInputFusion(kReducers, R"(
+  a = f32[300,40] parameter(0)
+  g = f32[300,40] parameter(1)
+  z = f32[] constant(0)
+  zb = f32[300,40] broadcast(z), dimensions={}
+  p = pred[300,40] compare(a, zb), direction=GT
+  m = f32[300,40] select(p, g, zb)
+  s = f32[40] reduce(m, z), dimensions={0}, to_apply=add
+  sb = f32[300,40] broadcast(s), dimensions={1}
+  y = f32[300,40] add(a, sb)
+  ROOT t = (f32[300,40], f32[300,40]) tuple(m, y)
+)");
+  EXPECT_EQ(SpecOfRoot(later).phases.size(), 2u);
+  testing::ExpectMatchesEvaluator(later, SpecialArguments(later), kFloat);
+  // A strided row reduction's sweep (lanes) writes its elementwise output too.
+  const std::string lanes = InInputFusion(kReducers, R"(
+  x = f32[32,20,12] parameter(0)
+  e = f32[32,20,12] multiply(x, x)
+  z = f32[] constant(0)
+  s = f32[20] reduce(e, z), dimensions={0,2}, to_apply=add
+  ROOT t = (f32[20], f32[32,20,12]) tuple(s, e)
+)");
+  EXPECT_EQ(SpecOfRoot(lanes).phases.size(), 2u);
+  testing::ExpectMatchesEvaluator(lanes, {}, kFloat);
 }
 
 }  // namespace

@@ -141,7 +141,7 @@ bool SweepReadsFromMemory(const HloInstruction& reduce) {
 }  // namespace
 
 Status KernelBuilder::EmitCpuColumnReductions(const std::vector<ColumnOutput>& outputs,
-                                              bool may_split) {
+                                              bool may_split, const OutputGroup& elementwise) {
   const HloInstruction* first = outputs[0].reduce;
   const Shape& in = first->operand(0)->shape();
   const Shape& out = first->shape().IsTuple() ? first->shape().tuple_shapes(0) : first->shape();
@@ -269,6 +269,10 @@ Status KernelBuilder::EmitCpuColumnReductions(const std::vector<ColumnOutput>& o
       acc[i].push_back(partial ? ArrayOf(partials[i][k]) : outputs[i].destination(k));
     }
   }
+  // The elementwise outputs the sweep writes: every operand element is read by exactly one task,
+  // once, so each output element is written once, at the visit that reads its inputs.
+  std::vector<IrArray> swept;
+  for (const auto& [value, leaf] : elementwise) swept.push_back(OutputArray(leaf));
   const int64_t tiles = plan.groups * plan.blocks;
   // A task whose tile is one whole output row of at most kRegisterTileBytes of accumulators (all
   // outputs together) accumulates in registers: the tile is a stack buffer the column loops
@@ -369,9 +373,24 @@ Status KernelBuilder::EmitCpuColumnReductions(const std::vector<ColumnOutput>& o
             ASSIGN_OR_RETURN(value, e->EmitScalarComputation(*reduce->to_apply(), args));
           }
         }
+        // The elementwise outputs at the rows just read, computed before anything is stored (an
+        // output written in place over an operand must not clobber what is still to be read);
+        // their values are the reductions' operands' or share their loads.
+        std::vector<std::vector<Value*>> values(rows.size());
+        for (size_t u = 0; u < rows.size(); ++u) {
+          for (const auto& [value, leaf] : elementwise) {
+            ASSIGN_OR_RETURN(Value * v, e->EmitElement(value, operand_index[u]));
+            values[u].push_back(v);
+          }
+        }
         for (size_t i = 0; i < outputs.size(); ++i) {
           for (size_t k = 0; k < results[i].size(); ++k) {
             RETURN_IF_ERROR(write_acc(i, k, index, acc_index, results[i][k]));
+          }
+        }
+        for (size_t u = 0; u < rows.size(); ++u) {
+          for (size_t j = 0; j < swept.size(); ++j) {
+            RETURN_IF_ERROR(swept[j].EmitWrite(b_, operand_index[u], values[u][j]));
           }
         }
         return OkStatus();
@@ -485,6 +504,88 @@ Status KernelBuilder::EmitCpuColumnReductions(const std::vector<ColumnOutput>& o
   }));
   b_.CreateRetVoid();
   return OkStatus();
+}
+
+KernelBuilder::OutputGroup KernelBuilder::ColumnSweepElementwiseOutputs(
+    const std::vector<const HloInstruction*>& reductions,
+    const std::vector<const HloInstruction*>& later) const {
+  OutputGroup candidates;
+  if (target_ != KernelTarget::kCpu || root_ == nullptr || root_->opcode() != HloOpcode::kTuple ||
+      hlo_.opcode() != HloOpcode::kFusion || reductions.empty()) {
+    return candidates;
+  }
+  const Shape& in = reductions[0]->operand(0)->shape();
+  auto materialised = [&](const HloInstruction* x) {
+    return std::any_of(bindings_.begin(), bindings_.end(),
+                       [&](const Binding& b) { return b.hlo == x && b.scratch_offset >= 0; });
+  };
+  auto swept = [&](const HloInstruction* x) {
+    return std::find(reductions.begin(), reductions.end(), x) != reductions.end();
+  };
+  // The parameters `x` reads, stopping at materialised values; false where it reads anything the
+  // sweep cannot compute at an element (a reduction, a value computed later, a gather, ...).
+  auto reads = [&](const HloInstruction* x, std::set<const HloInstruction*>& parameters,
+                   bool elementwise_only) {
+    std::vector<const HloInstruction*> stack = {x};
+    std::set<const HloInstruction*> seen;
+    while (!stack.empty()) {
+      const HloInstruction* y = stack.back();
+      stack.pop_back();
+      if (!seen.insert(y).second || materialised(y)) continue;
+      // What runs after the sweep reads its reductions from scratch; the sweep cannot.
+      if (swept(y)) {
+        if (elementwise_only) return false;
+        continue;
+      }
+      if (y->opcode() == HloOpcode::kParameter) {
+        parameters.insert(y);
+        continue;
+      }
+      if (elementwise_only) {
+        const bool computable = y->IsElementwise() || y->opcode() == HloOpcode::kBroadcast ||
+                                y->opcode() == HloOpcode::kConstant || y->opcode() == HloOpcode::kIota;
+        const bool output = std::any_of(outputs_.begin(), outputs_.end(),
+                                        [&](const auto& out) { return out.first == y; });
+        const bool pending = !output && std::find(later.begin(), later.end(), y) != later.end();
+        if (!computable || pending) return false;
+      }
+      stack.insert(stack.end(), y->operands().begin(), y->operands().end());
+    }
+    return true;
+  };
+  std::vector<std::set<const HloInstruction*>> parameters;
+  for (const auto& [value, leaf] : outputs_) {
+    std::set<const HloInstruction*> read;
+    if (written_.count(value) && written_.at(value)) continue;
+    if (!value->shape().IsArray() || !shape_util::SameDimensions(value->shape(), in) || materialised(value) ||
+        value->opcode() == HloOpcode::kReduce || !reads(value, read, /*elementwise_only=*/true)) {
+      continue;
+    }
+    candidates.push_back({value, leaf});
+    parameters.push_back(std::move(read));
+  }
+  // Drop the candidates that share a parameter with what is computed after the sweep, until none
+  // does (a dropped candidate is computed after it too).
+  for (bool dropped = true; dropped;) {
+    dropped = false;
+    std::set<const HloInstruction*> read_later;
+    for (const HloInstruction* x : later) {
+      const bool candidate = std::any_of(candidates.begin(), candidates.end(),
+                                         [&](const auto& c) { return c.first == x; });
+      if (!candidate) reads(x, read_later, /*elementwise_only=*/false);
+    }
+    for (size_t i = 0; i < candidates.size(); ++i) {
+      const bool shared = std::any_of(parameters[i].begin(), parameters[i].end(),
+                                      [&](const HloInstruction* p) { return read_later.count(p) > 0; });
+      if (shared) {
+        candidates.erase(candidates.begin() + i);
+        parameters.erase(parameters.begin() + i);
+        dropped = true;
+        break;
+      }
+    }
+  }
+  return candidates;
 }
 
 Status KernelBuilder::EmitCpuLaneCombine(const std::vector<ColumnOutput>& outputs,
