@@ -15,6 +15,8 @@
 #include "compiler/runtime/onednn_thunks.h"
 #include "compiler/runtime/part_epilogue.h"
 #include "compiler/support/thread_pool.h"
+#include "profiler/host_tracer.h"
+#include "profiler/trace.h"
 
 namespace xlens::runtime {
 namespace {
@@ -75,6 +77,63 @@ ENTRY e {
 )";
   // Sparse in the input, so that most windows stay finite and some outputs are NaN or infinite.
   ExpectEpilogueMatchesEvaluator(text, "convolution", ArgumentsWithSpecials(text, 0, 997));
+}
+
+// Traced, the kernel has a span of its own inside each part's span, on the thread that ran the
+// part, over the part's images: the part's time less the kernel's is the library's. Every image
+// falls in one kernel span a run.
+TEST_F(PartEpilogueTest, TracedEpilogueIsASpanInsideItsPart) {
+  if (ThreadPool::Default().parallelism() < 2) GTEST_SKIP() << "one thread: the call runs whole";
+  const std::string text = R"(HloModule relu_two_outputs
+ENTRY e {
+  x = f32[8,16,16,32] parameter(0)
+  k = f32[3,3,32,32] parameter(1)
+  c = f32[8,16,16,32] convolution(x, k), window={size=3x3 pad=1_1x1_1}, dim_labels=b01f_01io->b01f
+  zero = f32[] constant(0)
+  zeros = f32[8,16,16,32] broadcast(zero), dimensions={}
+  r = f32[8,16,16,32] maximum(c, zeros)
+  ROOT t = (f32[8,16,16,32], f32[8,16,16,32]) tuple(c, r)
+}
+)";
+  auto exe = testing::CompileText(text);
+  ASSERT_TRUE(exe.ok()) << exe.status().message();
+  ASSERT_EQ((*exe)->kernels().size(), 1u);
+  const KernelInfo& kernel = (*exe)->kernels()[0];
+  ASSERT_FALSE(kernel.run_by_call.empty()) << (*exe)->ThunkSequenceText();
+  const std::vector<Literal> arguments = testing::RandomArguments(text);
+  constexpr int kRuns = 3;
+  ASSERT_TRUE(profiler::TracerSession::Start());
+  for (int run = 0; run < kRuns; ++run) ASSERT_TRUE((*exe)->Execute(arguments).ok());
+  const profiler::Trace trace = profiler::TracerSession::Stop();
+  std::vector<const profiler::TraceEvent*> parts, epilogues;
+  for (const profiler::TraceEvent& event : trace.events) {
+    if (event.category != profiler::category::kLibraryPart) continue;
+    (event.name.rfind(kernel.hlo_instruction + " on images ", 0) == 0 ? epilogues : parts).push_back(&event);
+  }
+  ASSERT_FALSE(parts.empty());
+  ASSERT_EQ(epilogues.size(), parts.size()) << "one kernel span a part";
+  std::vector<int> covered(8, 0);
+  for (const profiler::TraceEvent* e : epilogues) {
+    EXPECT_FALSE(profiler::IsKernelCategory(e->category));
+    const profiler::TraceArg* first = profiler::FindArg(*e, "first_image");
+    const profiler::TraceArg* images = profiler::FindArg(*e, "images");
+    ASSERT_NE(first, nullptr);
+    ASSERT_NE(images, nullptr);
+    const int64_t from = std::get<int64_t>(first->value), count = std::get<int64_t>(images->value);
+    ASSERT_GE(from, 0);
+    ASSERT_GE(count, 1);
+    ASSERT_LE(from + count, 8);
+    EXPECT_EQ(e->name, kernel.hlo_instruction + " on images " + std::to_string(from) + ".." +
+                           std::to_string(from + count - 1));
+    for (int64_t i = from; i < from + count; ++i) ++covered[i];
+    int inside = 0;
+    for (const profiler::TraceEvent* p : parts) {
+      inside += p->tid == e->tid && p->start_ns <= e->start_ns &&
+                e->start_ns + e->duration_ns <= p->start_ns + p->duration_ns;
+    }
+    EXPECT_EQ(inside, 1) << e->name << " lies in " << inside << " part spans of its thread";
+  }
+  for (int i = 0; i < 8; ++i) EXPECT_EQ(covered[i], kRuns) << "image " << i;
 }
 
 // The backward: JAX's ReLU gradient (select(x == max(x, 0), 1, 0) / select(0 == max(x, 0), 2, 1))
