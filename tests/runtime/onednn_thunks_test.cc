@@ -1653,6 +1653,17 @@ TEST_F(OneDnnThunkTest, MaskedScoresComputeOnlyTheColumnsTheMaskKeeps) {
       "  w = s32[] constant(100)\n  wb = s32[384,384] broadcast(w), dimensions={}\n"
       "  near = pred[384,384] compare(dist, wb), direction=LT\n  mask = pred[384,384] and(ge, near)\n";
   ExpectOneDnnMatchesEvaluator(MaskedAttention("3,", "0", band), call + " on the 42% of its outputs read", packed);
+  // Causal shifted by 3 (jnp.tril(x, 3): row + 3 >= column): rows 64b to 64b + 63 read columns
+  // [0, 64b + 67), their block's end rounded to 16, not to the packed keys' 64: [0, 64b + 80)
+  // (62%; 72% at 64). Shifted by -70: the first 70 rows read nothing, their block none.
+  const auto shifted = [](int k) {
+    return "  shift = s32[] constant(" + std::to_string(k) + ")\n  kb = s32[384,384] broadcast(shift), dimensions={}\n"
+           "  rk = s32[384,384] add(i0, kb)\n  mask = pred[384,384] compare(rk, i1), direction=GE\n";
+  };
+  ExpectOneDnnMatchesEvaluator(MaskedAttention("3,", "0", shifted(3)), call + " on the 62% of its outputs read",
+                               packed + "3 parts");
+  ExpectOneDnnMatchesEvaluator(MaskedAttention("3,", "0", shifted(-70)), call + " on the 42% of its outputs read",
+                               packed + "3 parts");
   // Keeping the upper triangle instead: rows read from their diagonal to the end.
   ExpectOneDnnMatchesEvaluator(
       MaskedAttention("3,", "0", "  mask = pred[384,384] compare(i0, i1), direction=LE\n"),
