@@ -143,11 +143,11 @@ TEST(CpuRowLoopsTest, ReductionLoopsOverLongRowsAreNotUnrolled) {
 }
 
 TEST(CpuRowLoopsTest, ShortRowsAreOneMaskedVectorEach) {
-  // A classifier's rows of 10 logits: each loop over a row (the first row's maximum, the sum's
-  // loop with the next row's maximum, the output loop in its multiplying and dividing versions)
-  // asks for one vector of 16 lanes under a mask, with no interleaved accumulators; unrolled
-  // whole, it was scalar code.
-  const std::string ir = IrOfRoot(Softmax(37, 10));
+  // A classifier's rows of 10 logits, fewer rows than a step across rows (kAcrossRowsWidth):
+  // each loop over a row (the first row's maximum, the sum's loop with the next row's maximum,
+  // the output loop in its multiplying and dividing versions) asks for one vector of 16 lanes
+  // under a mask, with no interleaved accumulators; unrolled whole, it was scalar code.
+  const std::string ir = IrOfRoot(Softmax(15, 10));
   const std::string predicated = "!\"llvm.loop.vectorize.predicate.enable\", i1 true}";
   ASSERT_EQ(Count(ir, predicated), 1) << ir;
   std::smatch hint;
@@ -161,23 +161,24 @@ TEST(CpuRowLoopsTest, ShortRowsAreOneMaskedVectorEach) {
   // Rows of 3 take a vector of 4 lanes; rows of 17 are long rows.
   EXPECT_EQ(Count(IrOfRoot(Softmax(5, 3)), "!\"llvm.loop.vectorize.width\", i32 4}"), 1);
   EXPECT_EQ(Count(IrOfRoot(Softmax(5, 17)), "llvm.loop.vectorize.predicate.enable"), 0);
-  testing::ExpectMatchesEvaluator(Softmax(37, 10), {}, {1e-6, 1e-5});
+  testing::ExpectMatchesEvaluator(Softmax(15, 10), {}, {1e-6, 1e-5});
 }
 
 TEST(CpuRowLoopsTest, ShortRowsNarrowerThanTheirVectorVisitEvenRowsFirst) {
   // Rows of 10 in 16 lanes are visited the even rows of each block of 16 first, so that a row's
   // masked loads never follow the masked stores of the row just before it (which overlap its
   // first 24 bytes when the kernel writes over its operand); rows of exactly 16 lanes and long
-  // rows keep their order. Every row is still computed once: blocks of 16, a last block of odd
-  // and of even length, and single rows against the evaluator, in both the softmax's (a sum
-  // taken a row ahead) and the log-softmax's forms.
+  // rows keep their order. (From 16 rows on, such rows are computed across rows instead.) Every
+  // row is still computed once: blocks of 16, a last block of odd and of even length, and
+  // single rows against the evaluator, in both the softmax's (a sum taken a row ahead) and the
+  // log-softmax's forms.
   // The rows visited: the row, and the next one whose maximum its last loop takes.
   auto visited = [](const std::string& ir) {
     const std::regex defined(R"(%row\.visited[0-9]* = )");
     return std::distance(std::sregex_iterator(ir.begin(), ir.end(), defined), std::sregex_iterator());
   };
-  EXPECT_EQ(visited(IrOfRoot(Softmax(37, 10))), 2);
-  EXPECT_EQ(visited(IrOfRoot(LogSoftmax(37, 10))), 2);
+  EXPECT_EQ(visited(IrOfRoot(Softmax(15, 10))), 2);
+  EXPECT_EQ(visited(IrOfRoot(LogSoftmax(15, 10))), 2);
   EXPECT_EQ(visited(IrOfRoot(Softmax(5, 3))), 2);
   EXPECT_EQ(visited(IrOfRoot(Softmax(37, 16))), 0);
   EXPECT_EQ(visited(IrOfRoot(Softmax(37, 17))), 0);
@@ -209,9 +210,10 @@ std::string SumShifted(const std::string& type, int rows, int n) {
 
 TEST(CpuRowLoopsTest, ShortRowsTheVectorizerCannotTakeStayUnrolledWhole) {
   // A variadic argmax over rows of 10 (x minus the row's value at its argmax), sums of bf16 and
-  // f8 over rows of 10 and an f32 sum over many rows of 2: asked for one masked vector, the loop
-  // vectorizer refused each ("loop not vectorized" on every compile) and left the loop rolled.
-  // None is asked; each loop keeps the interleave hint alone, under which it is unrolled whole.
+  // f8 over rows of 10 and an f32 sum over a few rows of 2: asked for one masked vector, the
+  // loop vectorizer refused each ("loop not vectorized" on every compile) and left the loop
+  // rolled. None is asked; each loop keeps the interleave hint alone, under which it is
+  // unrolled whole. (Many rows of 2 are computed across rows.)
   const std::string argmax = RowFusion(
       "f32", 37, 10, testing::kArgmax,
       "  i = s32[37,10] iota(), iota_dimension=1\n  lo = f32[] constant(-inf)\n  z = s32[] constant(0)\n"
@@ -219,7 +221,7 @@ TEST(CpuRowLoopsTest, ShortRowsTheVectorizerCannotTakeStayUnrolledWhole) {
       "  v = f32[37] get-tuple-element(r), index=0\n  vb = f32[37,10] broadcast(v), dimensions={0}\n"
       "  ROOT o = f32[37,10] subtract(x, vb)\n");
   for (const std::string& text : {argmax, SumShifted("bf16", 37, 10), SumShifted("f8e4m3fn", 37, 10),
-                                  SumShifted("f32", 5000, 2)}) {
+                                  SumShifted("f32", 15, 2)}) {
     SCOPED_TRACE(text);
     const std::string ir = IrOfRoot(text);
     EXPECT_EQ(Count(ir, "llvm.loop.vectorize.enable"), 0) << ir;
@@ -230,8 +232,9 @@ TEST(CpuRowLoopsTest, ShortRowsTheVectorizerCannotTakeStayUnrolledWhole) {
     const std::string diagnostics = ::testing::internal::GetCapturedStderr();
     EXPECT_EQ(Count(diagnostics, "not vectorized"), 0) << diagnostics;
   }
-  // f32, s32 and f64 rows of 10, 3 and 16 are still one masked vector each.
-  for (const std::string& text : {SumShifted("f32", 37, 10), SumShifted("s32", 37, 3), SumShifted("f64", 37, 16)}) {
+  // f32, s32 and f64 rows of 10, 3 and 16 are still one masked vector each (the s32 rows fewer
+  // than a step across rows).
+  for (const std::string& text : {SumShifted("f32", 37, 10), SumShifted("s32", 15, 3), SumShifted("f64", 37, 16)}) {
     SCOPED_TRACE(text);
     EXPECT_GT(Count(IrOfRoot(text), "llvm.loop.vectorize.predicate.enable"), 0);
   }
@@ -254,6 +257,81 @@ TEST(CpuRowLoopsTest, ShortRowsTheVectorizerCannotTakeStayUnrolledWhole) {
   f16_64.replace(f16_64.find("f16[4096,10]"), 12, "f16[4096,64]");
   EXPECT_GT(Count(IrOfRoot(f16_64), "llvm.loop.unroll.disable"), 0);
   testing::ExpectMatchesEvaluator(f16_64, {}, {5e-2, 1e-2});
+}
+
+std::string ShiftByRowMax(int rows, int n, const std::string& init);
+
+// The MNIST step's log-softmax gradient over logits x and labels y of f32[rows, n] (as its
+// fusion computes it): y * c + exp(x - max) * (-(sum of y) * c / sum of exp(x - max)), c = -0.01.
+std::string LogSoftmaxGradient(int rows, int n) {
+  const std::string s = "f32[" + std::to_string(rows) + "," + std::to_string(n) + "]";
+  const std::string r = "f32[" + std::to_string(rows) + "]";
+  return std::string("HloModule m\n") + kReducers + MaxShiftedExpSum(s, r) + "  y = " + s +
+         " parameter(1)\n  ys = " + r + " reduce(y, z), dimensions={1}, to_apply=add\n  c = f32[] constant(-0.01)\n"
+         "  cr = " + r + " broadcast(c), dimensions={}\n  t = " + r + " multiply(ys, cr)\n  nt = " + r +
+         " negate(t)\n  q = " + r + " divide(nt, sum)\n  qb = " + s + " broadcast(q), dimensions={0}\n  p = " + s +
+         " multiply(qb, e)\n  cs = " + s + " broadcast(c), dimensions={}\n  yc = " + s + " multiply(y, cs)\n  ROOT o = " +
+         s + " add(yc, p)\n}\nENTRY e {\n  x = " + s + " parameter(0)\n  y = " + s + " parameter(1)\n  ROOT f = " + s +
+         " fusion(x, y), kind=kInput, calls=fused\n}\n";
+}
+
+TEST(CpuRowLoopsTest, RowsNarrowerThanAVectorAreComputedAcrossRows) {
+  // From a step of 16 rows on, rows narrower than a vector of 32-bit elements are computed 16 at
+  // a time: the row loop is the one loop left (each row's loops unrolled as they are emitted),
+  // asked for vectors of 16 rows without a mask; rows whose loops compute an exponential at
+  // every length below 16, light rows (a sum) up to 7.
+  auto across = [](const std::string& ir) {
+    return Loops(ir) == 1 && Count(ir, "!\"llvm.loop.vectorize.width\", i32 16}") == 1 &&
+           Count(ir, "llvm.loop.vectorize.predicate.enable") == 0;
+  };
+  for (const std::string& text : {Softmax(37, 10), Softmax(16, 1), LogSoftmax(100, 15), LogSoftmaxGradient(100, 10),
+                                  SumShifted("f32", 37, 7), SumShifted("s32", 37, 2)}) {
+    SCOPED_TRACE(text);
+    const std::string ir = IrOfRoot(text);
+    EXPECT_TRUE(across(ir)) << ir;
+  }
+  // Fewer rows than a step, a whole vector along the row, a light row of 8, 64-bit and bf16 elements.
+  for (const std::string& text : {Softmax(15, 10), Softmax(37, 16), SumShifted("f32", 37, 8), SumShifted("f64", 37, 10),
+                                  SumShifted("bf16", 37, 10)}) {
+    SCOPED_TRACE(text);
+    const std::string ir = IrOfRoot(text);
+    EXPECT_FALSE(across(ir)) << ir;
+  }
+  // Against the evaluator: row lengths 1-33 around the rules' limits, row counts that are not a
+  // multiple of the step (the scalar rows after the last step), and rows of -inf (NaN out), an
+  // infinity, a NaN, -0 and the top of f32.
+  const float inf = std::numeric_limits<float>::infinity();
+  const float nan = std::numeric_limits<float>::quiet_NaN();
+  for (int n : {1, 2, 3, 7, 8, 10, 15, 16, 17, 33}) {
+    for (int rows : {16, 37, 100}) {
+      SCOPED_TRACE("f32[" + std::to_string(rows) + "," + std::to_string(n) + "]");
+      Literal x = Rows(rows, n, 7 * n + rows);
+      auto row = [&](int r) { return x.data<float>().subspan(r * n, n); };
+      for (float& v : row(0)) v = -inf;
+      row(3)[n / 2] = inf;
+      row(5)[n - 1] = nan;
+      for (float& v : row(8)) v = -0.0f;
+      for (float& v : row(11)) v = 3.0e38f;
+      row(rows - 1)[0] = nan;
+      for (const std::string& text : {Softmax(rows, n), LogSoftmax(rows, n), ShiftByRowMax(rows, n, "-inf")}) {
+        std::vector<Literal> args;
+        args.push_back(x);
+        testing::ExpectMatchesEvaluator(text, std::move(args), {1e-6, 1e-5});
+      }
+      // x minus its row's sum: the sum's order is free, and a result near 0 keeps the sum's
+      // rounding (33 terms of up to 8: within 2e-5).
+      std::vector<Literal> shifted;
+      shifted.push_back(x);
+      testing::ExpectMatchesEvaluator(SumShifted("f32", rows, n), std::move(shifted), {3e-5, 1e-5});
+      std::vector<Literal> args;
+      args.push_back(x);
+      args.push_back(Rows(rows, n, n + 1));
+      testing::ExpectMatchesEvaluator(LogSoftmaxGradient(rows, n), std::move(args), {1e-6, 1e-5});
+    }
+  }
+  // s32 sums wrap alike, and bf16 rows keep the rows' own loops.
+  testing::ExpectMatchesEvaluator(SumShifted("s32", 37, 5), {}, {0, 0});
+  testing::ExpectMatchesEvaluator(SumShifted("bf16", 37, 10), {}, {1e-2, 1e-2});
 }
 
 TEST(CpuRowLoopsTest, AVocabularySizedRowKeepsItsExpInTheRowCache) {

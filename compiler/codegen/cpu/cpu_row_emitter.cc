@@ -133,6 +133,8 @@ StatusOr<bool> KernelBuilder::TryEmitCpuRowKernel(const std::vector<RowOutput>& 
   if (hlo_.opcode() == HloOpcode::kFusion && reduced_physical.size() == 1) {
     mask = FindColumnPrefixMask(*hlo_.fused_computation(), row_shape, reduced_physical[0], kept);
   }
+  // Whether the rows are computed across (decided below, before any loop is emitted).
+  bool across_rows = false;
   auto for_each_element = [&](ElementalIrEmitter& e, const IrIndex& kept_index,
                               const std::function<Status(const IrIndex&)>& body, Value* split = nullptr,
                               Value* head = nullptr, const RowUniformTail* tail = nullptr) -> Status {
@@ -141,7 +143,18 @@ StatusOr<bool> KernelBuilder::TryEmitCpuRowKernel(const std::vector<RowOutput>& 
     std::function<Status(size_t)> nest = [&](size_t level) -> Status {
       const int64_t d = reduced_physical[level];
       const bool innermost = level + 1 == reduced_physical.size();
-      auto loop = [&](Value* begin, Value* end) {
+      auto loop = [&](Value* begin, Value* end) -> Status {
+        if (across_rows) {
+          // Unrolled as it is emitted: the loop vectorizer takes the row loop around it, and
+          // EarlyCSE, early in the pipeline, then finds the levels' loads of the same element
+          // (the maximum's, the exponentials' and the outputs' reads of x) one; unrolled later,
+          // they stayed apart, one interleaved group each, the rest as gathers.
+          for (int64_t j = 0; j < row_shape.dimensions(d); ++j) {
+            index[d] = b_.getInt64(j);
+            RETURN_IF_ERROR(innermost ? body(index) : nest(level + 1));
+          }
+          return OkStatus();
+        }
         return e.EmitLoop(begin, end, "row.element", [&](Value* iv) -> Status {
           index[d] = iv;
           return innermost ? body(index) : nest(level + 1);
@@ -326,6 +339,36 @@ StatusOr<bool> KernelBuilder::TryEmitCpuRowKernel(const std::vector<RowOutput>& 
       }
     }
   }
+  // Rows narrower than a vector (a classifier's 10 logits) are computed kAcrossRowsWidth at a time
+  // (cpu_row_loops.h): the loop over the rows is the vector loop, each row's loops unrolled whole
+  // as they are emitted. Where the reductions and outputs vectorize (ShortRowVectorizes) in
+  // elements of 32 bits or fewer, along one contiguous dimension, at least one step of rows, with
+  // no prefix mask and no streamed outputs. Each step's rows are one iteration of the vector
+  // loop: a row cache, one row's buffer that the next row reuses, is no parallel access across
+  // rows and is not marked one (unrolled whole, it becomes registers; were it left in memory,
+  // the loop would stay scalar, not wrong). Divisions by a per-row value stay divisions (one
+  // vector division for 16 rows), and a maximum keeps its NaN semantics in its one pass.
+  std::vector<PrimitiveType> written_types;
+  for (const RowOutput* out : element_outputs) written_types.push_back(out->hlo->shape().element_type());
+  for (const RowOutput* out : row_outputs) {
+    out->hlo->shape().ForEachLeaf([&](const Shape& leaf, const std::vector<int64_t>&) {
+      written_types.push_back(leaf.element_type());
+    });
+  }
+  bool narrow_types = true;
+  for (PrimitiveType type : written_types) narrow_types &= ByteWidth(type) <= 4;
+  for (const HloInstruction* r : analysis.reductions()) {
+    r->shape().ForEachLeaf([&](const Shape& leaf, const std::vector<int64_t>&) {
+      narrow_types &= ByteWidth(leaf.element_type()) <= 4;
+    });
+  }
+  across_rows = stages.empty() && !mask.has_value() && reduced_physical.size() == 1 && rows_contiguous &&
+                length <= (bound_by_compute ? kAcrossRowsMaxLength : kAcrossRowsLightMaxLength) &&
+                rows >= kAcrossRowsWidth && narrow_types && ShortRowVectorizes(analysis.reductions(), written_types);
+  if (across_rows) {
+    for (IrArray& cache : caches) cache.set_access_group(nullptr);
+    row_divisors.clear();
+  }
   // Past a prefix mask, where every value the row's loops compute is the same on every column
   // the mask drops (UniformPastPrefix: softmax's exp(-1e9 - max) and its quotient by the sum),
   // the reductions take those columns in closed form (ReducesInClosedForm) and the outputs store
@@ -422,7 +465,7 @@ StatusOr<bool> KernelBuilder::TryEmitCpuRowKernel(const std::vector<RowOutput>& 
                              [&](const std::function<Status(const IrIndex&)>& body, const RowUniformTail* tail) {
                                return for_each_element(*e, kept_index, body, split, head, tail);
                              },
-                             ahead, uniform_tail ? &uniform_tails : nullptr);
+                             ahead, uniform_tail ? &uniform_tails : nullptr, across_rows);
   };
   // With more than one level, the first level's reductions (which read no per-row value) run a
   // row ahead, in the last level's loop (cpu_row_loops.h), and a task's first row takes them
@@ -432,7 +475,7 @@ StatusOr<bool> KernelBuilder::TryEmitCpuRowKernel(const std::vector<RowOutput>& 
   // outran them (layer norm over f32[4096,1024] on one core 0.64-0.87 -> 0.77-1.08 ms a run,
   // where rows in cache gained 0.009 -> 0.008).
   const bool first_level_ahead =
-      by_level.size() >= 2 && stages.empty() &&
+      by_level.size() >= 2 && stages.empty() && !across_rows &&
       std::none_of(cached.begin(), cached.end(), [&](const HloInstruction* x) {
         return analysis.Level(x) == by_level.begin()->first - 1;
       });
@@ -483,9 +526,7 @@ StatusOr<bool> KernelBuilder::TryEmitCpuRowKernel(const std::vector<RowOutput>& 
   // the masked stores of the row just before it when the kernel writes over its operand. Rows
   // are independent, so the order changes no result. Not in a streamed kernel (its prefetches
   // run ahead along the rows in order).
-  std::vector<PrimitiveType> written_types;
-  for (const RowOutput* out : element_outputs) written_types.push_back(out->hlo->shape().element_type());
-  const bool short_row_blocks = stages.empty() && reduced_physical.size() == 1 && rows_contiguous &&
+  const bool short_row_blocks = !across_rows && stages.empty() && reduced_physical.size() == 1 && rows_contiguous &&
                                 ShortRowVectorWidth(length) > length &&
                                 ShortRowVectorizes(analysis.reductions(), written_types);
   // The row visited at `position` of the task's rows [begin, end).
@@ -503,7 +544,9 @@ StatusOr<bool> KernelBuilder::TryEmitCpuRowKernel(const std::vector<RowOutput>& 
                                                      b_.CreateShl(within, b_.getInt64(1)), odd),
                         "row.visited");
   };
+  llvm::BasicBlock* row_header = nullptr;
   RETURN_IF_ERROR(e->EmitLoop(f->getArg(1), f->getArg(2), "row", [&](Value* position) -> Status {
+    row_header = b_.GetInsertBlock()->getSinglePredecessor();
     Value* row = visited_row(position);
     const IrIndex kept_index = kept_index_of(row);
     // Reductions in dependency order, then the per-row values: each computed once per row and
@@ -808,7 +851,7 @@ StatusOr<bool> KernelBuilder::TryEmitCpuRowKernel(const std::vector<RowOutput>& 
           std::vector<PrimitiveType> written;
           for (const RowOutput* out : element_outputs) written.push_back(out->hlo->shape().element_type());
           const unsigned width = ShortRowVectorWidth(row_shape.dimensions(reduced_physical.back()));
-          if (width != 0 && ShortRowVectorizes(analysis.reductions(), written)) {
+          if (!across_rows && width != 0 && ShortRowVectorizes(analysis.reductions(), written)) {
             RequestOneMaskedVector(header, width);
           }
           if (!stages.empty()) stream_out(b_.getInt64(0), b_.getInt64(length));
@@ -851,7 +894,10 @@ StatusOr<bool> KernelBuilder::TryEmitCpuRowKernel(const std::vector<RowOutput>& 
       }
     }
     return OkStatus();
-  }));
+  }, across_rows ? access_group_ : nullptr));
+  // Rows are independent (each reads and writes its own elements and per-row values; the row
+  // caches, shared by the rows, are gone), so the loop's accesses are parallel across rows.
+  if (across_rows) RequestOneVector(row_header, kAcrossRowsWidth);
   if (!stages.empty()) cpu::EmitStreamingFence(b_);
   b_.CreateRetVoid();
   return true;

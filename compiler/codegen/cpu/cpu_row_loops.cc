@@ -224,7 +224,8 @@ Status EmitRowReductions(ElementalIrEmitter& e, const std::vector<const HloInstr
                          const std::vector<const HloInstruction*>& cached,
                          const std::vector<IrArray>& caches, const std::vector<size_t>& filled,
                          int64_t innermost_length, const RowElementLoop& for_each_element,
-                         const RowReductionsAhead* ahead, std::vector<llvm::AllocaInst*>* uniform_tails) {
+                         const RowReductionsAhead* ahead, std::vector<llvm::AllocaInst*>* uniform_tails,
+                         bool across_rows) {
   llvm::IRBuilder<>& b = e.builder();
   // This row's reductions, then the next row's: `all` and `next` side by side.
   std::vector<const HloInstruction*> all = reductions;
@@ -274,7 +275,7 @@ Status EmitRowReductions(ElementalIrEmitter& e, const std::vector<const HloInstr
     }
     llvm::AllocaInst* seen = nullptr;
     llvm::Type* type = accumulators.back()[0]->getAllocatedType();
-    if (IsFloatMaximum(r) && (type->isFloatTy() || type->isDoubleTy())) {
+    if (!across_rows && IsFloatMaximum(r) && (type->isFloatTy() || type->isDoubleTy())) {
       if (next[k]) {
         seen = EmitEntryAlloca(b, type, "row.nan_sum");
         b.CreateStore(llvm::ConstantFP::get(type, 0.0), seen);
@@ -444,7 +445,7 @@ Status EmitRowReductions(ElementalIrEmitter& e, const std::vector<const HloInstr
       const PrimitiveType type = r->shape().IsArray() ? r->shape().element_type() : PrimitiveType::TUPLE;
       return (type == PrimitiveType::F16 || type == PrimitiveType::BF16) && IsAddReducer(r->to_apply());
     });
-    for (llvm::BasicBlock* header : headers) {
+    for (llvm::BasicBlock* header : across_rows ? std::vector<llvm::BasicBlock*>{} : headers) {
       if (width != 0 && ShortRowVectorizes(all, {})) {
         RequestOneMaskedVector(header, width);
       } else {

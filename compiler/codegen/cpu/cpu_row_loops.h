@@ -87,12 +87,17 @@ struct RowReductionsAhead {
 // adds its one value times their number, a maximum, minimum, and or or takes it once; and the
 // filled caches are not written there: each one's value on those columns goes into its variable,
 // which the later levels' closed forms and the caller's outputs read in place of the cache.
+//
+// With `across_rows`, the caller vectorizes its loop over the rows instead (kAcrossRowsWidth) and
+// `for_each_element` is no loop (the row unrolled as it is emitted): no loop is asked for
+// anything, and a maximum takes its own NaN semantics in its one pass (a vector of rows has no
+// row to take again).
 Status EmitRowReductions(ElementalIrEmitter& e, const std::vector<const HloInstruction*>& reductions,
                          const std::vector<const HloInstruction*>& cached,
                          const std::vector<IrArray>& caches, const std::vector<size_t>& filled,
                          int64_t innermost_length, const RowElementLoop& for_each_element,
                          const RowReductionsAhead* ahead = nullptr,
-                         std::vector<llvm::AllocaInst*>* uniform_tails = nullptr);
+                         std::vector<llvm::AllocaInst*>* uniform_tails = nullptr, bool across_rows = false);
 
 // Asks the loop vectorizer to make the loop whose header is `header`, of `width` iterations, one
 // vector of `width` lanes, neither interleaved nor unrolled (nor unrolled whole before it).
@@ -128,6 +133,25 @@ inline constexpr int64_t kShortRowMinLength = 3;
 // a parameter into its own output (xlens run, best of 100, 3 alternating pairs against the order
 // before, load 7-10) 7.3-9.1 -> 2.6-3.1 ms, medians 16.2-17.4 -> 8.0-11.7.
 inline constexpr int64_t kShortRowVisitBlock = 16;
+
+// Rows narrower than a vector of 32-bit elements (a classifier's 10 logits in 16 lanes) are
+// computed across rows where the kernel allows (cpu_row_emitter.cc): its loop over the rows is
+// the vector loop, this many rows a step, each row's loops unrolled whole, so that a reduction
+// is one vertical operation a column for all the step's rows instead of a horizontal reduction
+// a row (shuffles and operations in one dependent chain, the next level waiting for it), and no
+// lane is left empty. The step's rows are read and written column by column: 16 rows of n
+// elements are n whole vectors, loaded and shuffled (the vectorizer's interleaved groups,
+// cpu_jit.cc). The shuffles cost about as much as a light row's own work (a sum and a
+// subtract), so such rows go across only up to kAcrossRowsLightMaxLength; rows whose loops
+// compute a transcendental function per element go across at every length below a vector.
+// Both cores, rows in L2, best of 5000 runs (xlens run), along -> across: softmax over
+// f32[4096,n] for n = 2, 3, 4, 5, 8, 10, 12, 15: 20 -> 2, 37 -> 4, 19 -> 6, 38 -> 8, 12 -> 9,
+// 23 -> 13, 31 -> 22, 32 -> 26 us, n = 16 (a full vector along the row) 17 -> 25; x minus its
+// row's sum over f32[4096,n] for n = 3, 4, 5, 6, 7: 7 -> 1, 4 -> 2, 8 -> 2, 8 -> 3, 9 -> 5 us,
+// n = 8, 10, 12, 15: 5 -> 6, 6 -> 6, 6 -> 9, 7 -> 12; f64[4096,10] 6 -> 9 (two registers a vector).
+inline constexpr unsigned kAcrossRowsWidth = 16;
+inline constexpr int64_t kAcrossRowsMaxLength = 15;
+inline constexpr int64_t kAcrossRowsLightMaxLength = 7;
 
 // The lanes of the one vector that a row's innermost loop of `length` iterations becomes: the
 // power of two at or above `length`, for kShortRowMinLength <= length <= kShortRowMaxLength; 0 for
