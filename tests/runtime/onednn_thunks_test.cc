@@ -1753,6 +1753,15 @@ TEST_F(OneDnnThunkTest, MaskedProbabilitiesAreContractedOnlyWhereTheyCanBeNonzer
   ASSERT_EQ(result.element_count(), 3 * 384 * 32);
   EXPECT_TRUE(std::isnan(result.data<float>()[2 * 384 * 32 + 299 * 32 + 5]));
   EXPECT_NEAR(result.data<float>()[384 * 32], 0, 0.2);  // the mean of 383 values in [-1, 1]
+  // A NaN in the last value of a length that leaves the check a tail of fewer than 64 floats
+  // ((201 - 64) x 24 = 3288 = 51 x 64 + 24) in batch element 1: every row's column 23 is NaN.
+  const std::string odd = MaskedAttention("3,", "0", causal, 24, 201);
+  std::vector<Literal> odd_arguments = testing::RandomArguments(odd);
+  odd_arguments[2].data<float>()[201 * 24 + 200 * 24 + 23] = std::numeric_limits<float>::quiet_NaN();
+  Literal odd_result = testing::ExpectMatchesEvaluator(odd, std::move(odd_arguments), {2e-5, 2e-5});
+  ASSERT_EQ(odd_result.element_count(), 3 * 201 * 24);
+  EXPECT_TRUE(std::isnan(odd_result.data<float>()[201 * 24 + 23]));
+  EXPECT_FALSE(std::isnan(odd_result.data<float>()[23]));
 }
 
 // The gradients of the forward convolutions above (and of a NCHW one and a stride-3 VALID one)
