@@ -238,19 +238,24 @@ TEST(CpuRowLoopsTest, ShortRowsTheVectorizerCannotTakeStayUnrolledWhole) {
     SCOPED_TRACE(text);
     EXPECT_GT(Count(IrOfRoot(text), "llvm.loop.vectorize.predicate.enable"), 0);
   }
-  // f16 rows of 10 over 4096 rows, unrolled whole: reassociated as f32's are, the sums stay
-  // within a few of f16's roundings (2^-11) of the evaluator's in-order ones, and the row is
-  // still not asked for a masked vector. (Reassociated, not sign-of-zero free, so the SLP
-  // vectorizer, which took the whole unroll while the adds had nsz too, leaves them in order:
-  // reduction_signed_zero_test.)
+  // f16 rows of 10 over 4096 rows, unrolled whole, each element added into a lane of 8 (the
+  // power of two at or below 10) and the lanes summed as one tree from -0 (kShortHalfSumMinLength):
+  // reassociated as f32's are, the sums stay within a few of f16's roundings (2^-11) of the
+  // evaluator's in-order ones, and the row is still not asked for a masked vector. (A sum's adds
+  // keep the sign of zero, so the SLP vectorizer would leave the unrolled adds in order:
+  // reduction_signed_zero_test.) Rows of 16 are one vector of 16 lanes.
   const std::string f16 =
       "HloModule m\nsum { a = f16[] parameter(0)  b = f16[] parameter(1)  ROOT r = f16[] add(a, b) }\n"
       "ENTRY e {\n  x = f16[4096,10] parameter(0)\n  z = f16[] constant(0)\n"
       "  ROOT r = f16[4096] reduce(x, z), dimensions={1}, to_apply=sum\n}\n";
   const std::string ir = IrOfRoot(f16);
-  EXPECT_GT(Count(ir, "fadd reassoc float"), 0) << ir;
+  EXPECT_EQ(Count(ir, "@llvm.vector.reduce.fadd.v8f16(half 0xH8000"), 1) << ir;
   EXPECT_EQ(Count(ir, "llvm.loop.vectorize.enable"), 0) << ir;
   testing::ExpectMatchesEvaluator(f16, {}, {1e-2, 1e-2});
+  std::string f16_16 = f16;
+  f16_16.replace(f16_16.find("f16[4096,10]"), 12, "f16[4096,16]");
+  EXPECT_EQ(Count(IrOfRoot(f16_16), "@llvm.vector.reduce.fadd.v16f16(half 0xH8000"), 1);
+  testing::ExpectMatchesEvaluator(f16_16, {}, {1e-2, 1e-2});
   // Rows of 64: past the short rows, the sum is kept rolled for the loop vectorizer, which the
   // SLP vectorizer (a sum's adds keeping the sign of zero) would leave as a chain of scalar adds.
   std::string f16_64 = f16;

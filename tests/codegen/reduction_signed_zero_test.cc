@@ -5,6 +5,7 @@
 // kernel that reduces (the row loops, long and short rows; the streamed row kernel's next-row
 // sums, by lines and by stretches; column reductions, sliced and not; multi-output reductions;
 // f16, bf16, f32, f64) is compared with the evaluator bit for bit.
+#include <cmath>
 #include <cstring>
 #include <string>
 #include <vector>
@@ -108,6 +109,57 @@ TEST(ReductionSignedZeroTest, SumsOfNegativeZerosFromPositiveZeroArePositiveZero
       ExpectSameBitsAsEvaluator(SumOf(type, 64, n, "1", std::string(type) + "[64]", "0"));
     }
     ExpectSameBitsAsEvaluator(SumOf(type, 4096, 16, "0", std::string(type) + "[16]", "0"));
+  }
+}
+
+// Rows of `n` (64 of them) in eight kinds, each summing exactly in any order, so that every
+// reassociated sum must give the evaluator's bits: -0s; +0s; +0 and -0 in turn; 1.5 and -0.25
+// among -0s; a NaN among -0s; +inf among +0s; +inf and -inf (NaN); 2 and -2 among -0s (+0).
+Literal SpecialRows(PrimitiveType type, int64_t n) {
+  Literal x(Shape(type, {64, n}));
+  for (int64_t row = 0; row < 64; ++row) {
+    for (int64_t i = 0; i < n; ++i) {
+      const bool first = i == 0, last = i == n - 1;
+      double v = -0.0;
+      switch (row % 8) {
+        case 1: v = 0.0; break;
+        case 2: v = i % 2 ? -0.0 : 0.0; break;
+        case 3: v = first ? 1.5 : last ? -0.25 : -0.0; break;
+        case 4: v = i == n / 2 ? NAN : -0.0; break;
+        case 5: v = last ? INFINITY : 0.0; break;
+        case 6: v = first ? INFINITY : last ? -INFINITY : 0.0; break;
+        case 7: v = last ? -2.0 : first ? 2.0 : -0.0; break;
+      }
+      x.SetFromDouble(row * n + i, v);
+    }
+  }
+  return x;
+}
+
+TEST(ReductionSignedZeroTest, RowSumsOfEveryLengthMatchTheEvaluatorBitForBit) {
+  // Rows of 1 to 33 and 1024: unrolled whole, one masked vector, an f16 row's lanes summed as a
+  // tree (10 to 16), the loop vectorizer's; from -0 and from +0.
+  std::vector<int64_t> lengths = {1024};
+  for (int64_t n = 1; n <= 33; ++n) lengths.push_back(n);
+  for (const char* type : {"f16", "bf16", "f32"}) {
+    for (int64_t n : lengths) {
+      for (const char* init : {"-0", "0"}) {
+        SCOPED_TRACE(std::string(type) + " rows of " + std::to_string(n) + " from " + init);
+        const std::string text = SumOf(type, 64, static_cast<int>(n), "1", std::string(type) + "[64]", init);
+        std::vector<Literal> arguments;
+        arguments.push_back(SpecialRows(*ParsePrimitiveType(type), n));
+        auto expected = EvaluateModule(**ParseHloModule(text), arguments);
+        ASSERT_TRUE(expected.ok()) << expected.status().message();
+        auto actual = testing::CompileAndRun(text, arguments);
+        ASSERT_TRUE(actual.ok()) << actual.status().message();
+        for (int64_t row = 0; row < 64; ++row) {
+          const double want = expected->GetAsDouble(row), got = actual->GetAsDouble(row);
+          const bool same = std::isnan(want) ? std::isnan(got)
+                                             : got == want && std::signbit(got) == std::signbit(want);
+          EXPECT_TRUE(same) << "row " << row << ": " << got << " where the evaluator gives " << want;
+        }
+      }
+    }
   }
 }
 
