@@ -21,7 +21,9 @@ in a process without a cache; XLA's is its one `Lowered.compile()`.
 A shared 2-core machine is noisy: a neighbour can slow down either side for a second or two. So
 each workload is timed in R rounds (`--rounds`, default 3) that alternate xlens and XLA; the
 printed times are the medians over the rounds, and the `range` column gives the lowest and
-highest per-round ratio, so a reader sees how far one run could have swung.
+highest per-round ratio, so a reader sees how far one run could have swung. The rounds of the
+workloads are interleaved (round 1 of every workload, then round 2 of every workload, ...), so
+that a slow spell of the machine meets one round of a workload rather than all of them.
 
 Each workload is also held to what this machine can do (roofline.py): before the workloads, the
 same run measures the machine's limits with tests/bench/machine_limits (STREAM copy and triad,
@@ -274,6 +276,13 @@ OWN_LIBRARY_KERNELS = ("depthwise:", "few-positions:", "small-product:", "narrow
                        "short-k-product:")
 
 
+def interleaved_rounds(workloads, rounds):
+    """The order the rounds run in, as (round, workload) index pairs: round 0 of every workload in
+    turn, then round 1 of every workload, and so on. Back to back, a workload's rounds fell within
+    seconds of each other, and a slow spell of the machine lasting that long met most of them."""
+    return [(r, w) for r in range(rounds) for w in range(workloads)]
+
+
 def run_xlens(xlens, hlo_file, inputs_dir, outputs_dir, iterations, cache_dir=None):
     """(compile ms, median ms, best ms, own): `own` where the module has library calls and every
     one of them runs in xlens's own loops (OWN_LIBRARY_KERNELS). `cache_dir`: the run's
@@ -456,7 +465,18 @@ def main():
               f"{'XLA comp':>9}"
               f"{'xlens comp':>11}  agree")
     # The rows wait for the second measurement of the limits; meanwhile progress goes to stderr.
-    rows, failures = [], 0
+    # Every workload is set up first (its arguments, XLA's compile and reference outputs, its
+    # floors' plan); then the rounds run interleaved (interleaved_rounds): round 1 of every
+    # workload, then round 2 of every workload, and so on, so that the rounds of one workload lie
+    # the whole suite apart instead of seconds. In a quiet run softmax's best run was 0.55 ms in
+    # one round and 0.66 or more in the other two (81% of copy by the median round, 95% in the
+    # runs before), while its pairs in those rounds kept pace with the stream kernels (94%) and
+    # log_softmax's rounds a few seconds later ran at their floor: a slow spell of the machine
+    # met two of softmax's three rounds. Interleaved, a spell that short meets one round of a
+    # workload, which the median over its rounds leaves out. No floor and no statistic changes.
+    # Every workload's arguments and XLA's outputs are held until its last round (about 1 GB for
+    # the whole suite).
+    states, failures = [], 0
     for seed, name, specs, directory, lowered, hlo_file in selected:
         print(f"  {name} ...", file=sys.stderr, flush=True)
         host_args = make_arguments(np, specs, seed)
@@ -467,7 +487,6 @@ def main():
         compiled = lowered.compile()
         xla_compile_ms = (time.perf_counter() - start) * 1e3
         expected = compiled(*device_args)
-        xla_times, our_times, our_best, our_compiles, streams = [], [], [], [], []
         cache_dir = os.path.join(caches, name)
         os.mkdir(cache_dir, 0o700)
         read_bytes = sum(a.nbytes for a in host_args)
@@ -491,59 +510,88 @@ def main():
         # (roofline.library_pair_shares).
         bound_before = limits.bound(hlo_file, read_bytes, moved - read_bytes)
         library_pairs = bool(calls) and bound_before[1].startswith("oneDNN")
-        pairs = [] if library_pairs or (not calls and bound_before[2] == "GB/s") else None
+        states.append(dict(
+            name=name, directory=directory, hlo_file=hlo_file, compiled=compiled,
+            device_args=device_args, expected=expected, xla_compile_ms=xla_compile_ms,
+            cache_dir=cache_dir, read_bytes=read_bytes, moved=moved, floors=floors,
+            streams=[], library_pairs=library_pairs,
+            pairs=[] if library_pairs or (not calls and bound_before[2] == "GB/s") else None,
+            xla_times=[], our_times=[], our_best=[], our_compiles=[], own_kernels=False,
+            failed=None))
+    for round_index, index in interleaved_rounds(len(states), rounds):
+        state = states[index]
+        if state["failed"] is not None:
+            continue
+        if len(states) > 1 and rounds > 1:
+            print(f"  {state['name']}, round {round_index + 1} of {rounds} ...", file=sys.stderr,
+                  flush=True)
+        hlo_file, moved = state["hlo_file"], state["moved"]
+        inputs = os.path.join(state["directory"], "inputs")
+        outputs = os.path.join(state["directory"], "outputs")
         try:
-            for _ in range(rounds):
-                # The memory floor of this round, measured right before it: the bandwidth of a
-                # shared machine's memory drifts by half from one minute to the next.
-                if streams is not None:
-                    try:
-                        streams.append(roofline.measure_stream(limits_binary, moved))
-                    except (OSError, RuntimeError, ValueError):
-                        streams = None  # the sweep's floor holds instead; the rounds go on
-                if floors is not None:
-                    try:
-                        floors.append(roofline.measure_floors(limits_binary, hlo_file))
-                    except (OSError, RuntimeError, ValueError):
-                        floors = None  # the run's better figures hold instead
-                ours_compile_ms, ours_ms, ours_best_ms, own_kernels = run_xlens(
-                    xlens, hlo_file, os.path.join(directory, "inputs"),
-                    os.path.join(directory, "outputs"), args.iterations, cache_dir)
-                # The round's best is sampled as each floor is (up to 0.2 s of runs); its median,
-                # the one set beside XLA's, stays that of the round's own runs.
-                more = roofline.executions_to_match_floor(ours_ms, args.iterations)
-                if more:
-                    ours_best_ms = min(ours_best_ms, run_xlens(
-                        xlens, hlo_file, os.path.join(directory, "inputs"),
-                        os.path.join(directory, "outputs"), more, cache_dir)[2])
-                if pairs is not None:
-                    try:
-                        pairs.append(roofline.measure_pairs(
-                            limits_binary, hlo_file, os.path.join(directory, "inputs"), moved,
-                            roofline.paired_kernels(read_bytes, moved - read_bytes),
-                            library=library_pairs, cache_dir=cache_dir))
-                    except (OSError, RuntimeError, ValueError):
-                        pairs = None  # the row goes without a `% pair`
-                our_times.append(ours_ms)
-                our_best.append(ours_best_ms)
-                our_compiles.append(ours_compile_ms)
-                xla_times.append(time_xla(jax, compiled, device_args, args.iterations))
+            # The memory floor of this round, measured right before it: the bandwidth of a
+            # shared machine's memory drifts by half from one minute to the next.
+            if state["streams"] is not None:
+                try:
+                    state["streams"].append(roofline.measure_stream(limits_binary, moved))
+                except (OSError, RuntimeError, ValueError):
+                    state["streams"] = None  # the sweep's floor holds instead; the rounds go on
+            if state["floors"] is not None:
+                try:
+                    state["floors"].append(roofline.measure_floors(limits_binary, hlo_file))
+                except (OSError, RuntimeError, ValueError):
+                    state["floors"] = None  # the run's better figures hold instead
+            ours_compile_ms, ours_ms, ours_best_ms, state["own_kernels"] = run_xlens(
+                xlens, hlo_file, inputs, outputs, args.iterations, state["cache_dir"])
+            # The round's best is sampled as each floor is (up to 0.2 s of runs); its median,
+            # the one set beside XLA's, stays that of the round's own runs.
+            more = roofline.executions_to_match_floor(ours_ms, args.iterations)
+            if more:
+                ours_best_ms = min(ours_best_ms, run_xlens(
+                    xlens, hlo_file, inputs, outputs, more, state["cache_dir"])[2])
+            if state["pairs"] is not None:
+                try:
+                    state["pairs"].append(roofline.measure_pairs(
+                        limits_binary, hlo_file, inputs, moved,
+                        roofline.paired_kernels(state["read_bytes"], moved - state["read_bytes"]),
+                        library=state["library_pairs"], cache_dir=state["cache_dir"]))
+                except (OSError, RuntimeError, ValueError):
+                    state["pairs"] = None  # the row goes without a `% pair`
+            state["our_times"].append(ours_ms)
+            state["our_best"].append(ours_best_ms)
+            state["our_compiles"].append(ours_compile_ms)
+            state["xla_times"].append(time_xla(jax, state["compiled"], state["device_args"],
+                                               args.iterations))
         except RuntimeError as e:
+            state["failed"] = str(e).splitlines()[0][:200] if str(e) else ""
+        if state["failed"] is not None or round_index == rounds - 1:
+            # The workload is done: its arguments and XLA's outputs go, not to hold every
+            # workload's at once until the end.
+            state["device_args"] = None
+            if state["failed"] is None:
+                state["agreement"] = outputs_agree(np, state["expected"], outputs)
+            state["expected"] = None
+    rows = []
+    for state in states:
+        name = state["name"]
+        if state["failed"] is not None:
+            xla_times = state["xla_times"]
             xla_note = f"{statistics.median(xla_times):>9.3f}" if xla_times else f"{'-':>9}"
-            rows.append((name, f"{name:<22}{xla_note}  xlens failed: {str(e).splitlines()[0][:200]}"))
+            rows.append((name, f"{name:<22}{xla_note}  xlens failed: {state['failed']}"))
             failures += 1
             continue
-        ok, detail = outputs_agree(np, expected, os.path.join(directory, "outputs"))
+        ok, detail = state["agreement"]
         failures += 0 if ok else 1
         rows.append((name, dict(
-            xla_times=xla_times, our_times=our_times, our_best=min(our_best),
-            our_best_rounds=our_best, streams=streams, pairs=pairs, floors=floors,
-            own_kernels=own_kernels,
-            xla_compile_ms=xla_compile_ms,
+            xla_times=state["xla_times"], our_times=state["our_times"],
+            our_best=min(state["our_best"]), our_best_rounds=state["our_best"],
+            streams=state["streams"], pairs=state["pairs"], floors=state["floors"],
+            own_kernels=state["own_kernels"],
+            xla_compile_ms=state["xla_compile_ms"],
             # The first round's: the one compile that was not served from the run's cache.
-            ours_compile_ms=our_compiles[0], ok=ok, detail=detail, hlo_file=hlo_file,
-            read_bytes=sum(a.nbytes for a in host_args),
-            write_bytes=sum(np.asarray(leaf).nbytes for leaf in leaves_of(expected)))))
+            ours_compile_ms=state["our_compiles"][0], ok=ok, detail=detail,
+            hlo_file=state["hlo_file"], read_bytes=state["read_bytes"],
+            write_bytes=state["moved"] - state["read_bytes"])))
     control = control_pairs(jax, jnp, np, roofline, limits_binary, work, rows, rounds)
     try:
         limits = roofline.Limits(roofline.better(before, roofline.measure(limits_binary, hlo_files)))

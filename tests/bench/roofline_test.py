@@ -1235,5 +1235,27 @@ class FloorSamplingTest(unittest.TestCase):
         self.assertEqual(roofline.executions_to_match_floor(0.0, 20), 0)
         self.assertEqual(roofline.executions_to_match_floor(1.0, 0), 0)
 
+
+class RoundOrderTest(unittest.TestCase):
+    def test_a_workloads_rounds_lie_the_whole_suite_apart(self):
+        import codegen_vs_xla
+        order = codegen_vs_xla.interleaved_rounds(4, 3)
+        # Every workload's every round, once, each workload's rounds in their order.
+        self.assertEqual(sorted(order), sorted((r, w) for w in range(4) for r in range(3)))
+        for w in range(4):
+            self.assertEqual([r for r, v in order if v == w], [0, 1, 2])
+        # Between two rounds of one workload every other workload runs one round: never two of
+        # the same workload within less than the whole suite.
+        for i, (r, w) in enumerate(order):
+            later = [j for j in range(i + 1, len(order)) if order[j][1] == w]
+            if later:
+                self.assertEqual(later[0] - i, 4)
+                self.assertEqual(sorted(v for _, v in order[i + 1:later[0]]),
+                                 sorted(set(range(4)) - {w}))
+        # One workload (--only NAME): its rounds back to back, as before.
+        self.assertEqual(codegen_vs_xla.interleaved_rounds(1, 3), [(0, 0), (1, 0), (2, 0)])
+        self.assertEqual(codegen_vs_xla.interleaved_rounds(3, 0), [])
+
+
 if __name__ == "__main__":
     unittest.main()
