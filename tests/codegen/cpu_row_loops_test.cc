@@ -143,11 +143,11 @@ TEST(CpuRowLoopsTest, ReductionLoopsOverLongRowsAreNotUnrolled) {
 }
 
 TEST(CpuRowLoopsTest, ShortRowsAreOneMaskedVectorEach) {
-  // A classifier's rows of 10 logits, fewer rows than a step across rows (kAcrossRowsWidth):
-  // each loop over a row (the first row's maximum, the sum's loop with the next row's maximum,
-  // the output loop in its multiplying and dividing versions) asks for one vector of 16 lanes
-  // under a mask, with no interleaved accumulators; unrolled whole, it was scalar code.
-  const std::string ir = IrOfRoot(Softmax(15, 10));
+  // A classifier's rows of 10 logits, fewer than computed across rows (kAcrossRowsMinRows): each
+  // loop over a row (the first row's maximum, the sum's loop with the next row's maximum, the
+  // output loop in its multiplying and dividing versions) asks for one vector of 16 lanes under
+  // a mask, with no interleaved accumulators; unrolled whole, it was scalar code.
+  const std::string ir = IrOfRoot(Softmax(37, 10));
   const std::string predicated = "!\"llvm.loop.vectorize.predicate.enable\", i1 true}";
   ASSERT_EQ(Count(ir, predicated), 1) << ir;
   std::smatch hint;
@@ -161,14 +161,14 @@ TEST(CpuRowLoopsTest, ShortRowsAreOneMaskedVectorEach) {
   // Rows of 3 take a vector of 4 lanes; rows of 17 are long rows.
   EXPECT_EQ(Count(IrOfRoot(Softmax(5, 3)), "!\"llvm.loop.vectorize.width\", i32 4}"), 1);
   EXPECT_EQ(Count(IrOfRoot(Softmax(5, 17)), "llvm.loop.vectorize.predicate.enable"), 0);
-  testing::ExpectMatchesEvaluator(Softmax(15, 10), {}, {1e-6, 1e-5});
+  testing::ExpectMatchesEvaluator(Softmax(37, 10), {}, {1e-6, 1e-5});
 }
 
 TEST(CpuRowLoopsTest, ShortRowsNarrowerThanTheirVectorVisitEvenRowsFirst) {
   // Rows of 10 in 16 lanes are visited the even rows of each block of 16 first, so that a row's
   // masked loads never follow the masked stores of the row just before it (which overlap its
   // first 24 bytes when the kernel writes over its operand); rows of exactly 16 lanes and long
-  // rows keep their order. (From 16 rows on, such rows are computed across rows instead.) Every
+  // rows keep their order. (From 64 rows on, such rows are computed across rows instead.) Every
   // row is still computed once: blocks of 16, a last block of odd and of even length, and
   // single rows against the evaluator, in both the softmax's (a sum taken a row ahead) and the
   // log-softmax's forms.
@@ -177,8 +177,8 @@ TEST(CpuRowLoopsTest, ShortRowsNarrowerThanTheirVectorVisitEvenRowsFirst) {
     const std::regex defined(R"(%row\.visited[0-9]* = )");
     return std::distance(std::sregex_iterator(ir.begin(), ir.end(), defined), std::sregex_iterator());
   };
-  EXPECT_EQ(visited(IrOfRoot(Softmax(15, 10))), 2);
-  EXPECT_EQ(visited(IrOfRoot(LogSoftmax(15, 10))), 2);
+  EXPECT_EQ(visited(IrOfRoot(Softmax(37, 10))), 2);
+  EXPECT_EQ(visited(IrOfRoot(LogSoftmax(37, 10))), 2);
   EXPECT_EQ(visited(IrOfRoot(Softmax(5, 3))), 2);
   EXPECT_EQ(visited(IrOfRoot(Softmax(37, 16))), 0);
   EXPECT_EQ(visited(IrOfRoot(Softmax(37, 17))), 0);
@@ -213,7 +213,7 @@ TEST(CpuRowLoopsTest, ShortRowsTheVectorizerCannotTakeStayUnrolledWhole) {
   // f8 over rows of 10 and an f32 sum over a few rows of 2: asked for one masked vector, the
   // loop vectorizer refused each ("loop not vectorized" on every compile) and left the loop
   // rolled. None is asked; each loop keeps the interleave hint alone, under which it is
-  // unrolled whole. (Many rows of 2 are computed across rows.)
+  // unrolled whole. (64 rows of 2 or more are computed across rows.)
   const std::string argmax = RowFusion(
       "f32", 37, 10, testing::kArgmax,
       "  i = s32[37,10] iota(), iota_dimension=1\n  lo = f32[] constant(-inf)\n  z = s32[] constant(0)\n"
@@ -221,7 +221,7 @@ TEST(CpuRowLoopsTest, ShortRowsTheVectorizerCannotTakeStayUnrolledWhole) {
       "  v = f32[37] get-tuple-element(r), index=0\n  vb = f32[37,10] broadcast(v), dimensions={0}\n"
       "  ROOT o = f32[37,10] subtract(x, vb)\n");
   for (const std::string& text : {argmax, SumShifted("bf16", 37, 10), SumShifted("f8e4m3fn", 37, 10),
-                                  SumShifted("f32", 15, 2)}) {
+                                  SumShifted("f32", 63, 2)}) {
     SCOPED_TRACE(text);
     const std::string ir = IrOfRoot(text);
     EXPECT_EQ(Count(ir, "llvm.loop.vectorize.enable"), 0) << ir;
@@ -232,9 +232,8 @@ TEST(CpuRowLoopsTest, ShortRowsTheVectorizerCannotTakeStayUnrolledWhole) {
     const std::string diagnostics = ::testing::internal::GetCapturedStderr();
     EXPECT_EQ(Count(diagnostics, "not vectorized"), 0) << diagnostics;
   }
-  // f32, s32 and f64 rows of 10, 3 and 16 are still one masked vector each (the s32 rows fewer
-  // than a step across rows).
-  for (const std::string& text : {SumShifted("f32", 37, 10), SumShifted("s32", 15, 3), SumShifted("f64", 37, 16)}) {
+  // f32, s32 and f64 rows of 10, 3 and 16 are still one masked vector each.
+  for (const std::string& text : {SumShifted("f32", 37, 10), SumShifted("s32", 37, 3), SumShifted("f64", 37, 16)}) {
     SCOPED_TRACE(text);
     EXPECT_GT(Count(IrOfRoot(text), "llvm.loop.vectorize.predicate.enable"), 0);
   }
@@ -281,34 +280,34 @@ std::string LogSoftmaxGradient(int rows, int n) {
 }
 
 TEST(CpuRowLoopsTest, RowsNarrowerThanAVectorAreComputedAcrossRows) {
-  // From a step of 16 rows on, rows narrower than a vector of 32-bit elements are computed 16 at
-  // a time: the row loop is the one loop left (each row's loops unrolled as they are emitted),
-  // asked for vectors of 16 rows without a mask; rows whose loops compute an exponential at
-  // every length below 16, light rows (a sum) up to 7.
+  // From 64 rows on, rows narrower than a vector of 32-bit elements are computed 16 at a time:
+  // the row loop is the one loop left (each row's loops unrolled as they are emitted), asked for
+  // vectors of 16 rows without a mask; rows whose loops compute an exponential at every length
+  // below 16, light rows (a sum) up to 7.
   auto across = [](const std::string& ir) {
     return Loops(ir) == 1 && Count(ir, "!\"llvm.loop.vectorize.width\", i32 16}") == 1 &&
            Count(ir, "llvm.loop.vectorize.predicate.enable") == 0;
   };
-  for (const std::string& text : {Softmax(37, 10), Softmax(16, 1), LogSoftmax(100, 15), LogSoftmaxGradient(100, 10),
-                                  SumShifted("f32", 37, 7), SumShifted("s32", 37, 2)}) {
+  for (const std::string& text : {Softmax(64, 10), Softmax(64, 1), LogSoftmax(100, 15), LogSoftmaxGradient(100, 10),
+                                  SumShifted("f32", 79, 7), SumShifted("s32", 64, 2)}) {
     SCOPED_TRACE(text);
     const std::string ir = IrOfRoot(text);
     EXPECT_TRUE(across(ir)) << ir;
   }
-  // Fewer rows than a step, a whole vector along the row, a light row of 8, 64-bit and bf16 elements.
-  for (const std::string& text : {Softmax(15, 10), Softmax(37, 16), SumShifted("f32", 37, 8), SumShifted("f64", 37, 10),
-                                  SumShifted("bf16", 37, 10)}) {
+  // Fewer rows, a whole vector along the row, a light row of 8, 64-bit and bf16 elements.
+  for (const std::string& text : {Softmax(63, 10), Softmax(64, 16), SumShifted("f32", 64, 8), SumShifted("f64", 64, 10),
+                                  SumShifted("bf16", 64, 10)}) {
     SCOPED_TRACE(text);
     const std::string ir = IrOfRoot(text);
     EXPECT_FALSE(across(ir)) << ir;
   }
-  // Against the evaluator: row lengths 1-33 around the rules' limits, row counts that are not a
-  // multiple of the step (the scalar rows after the last step), and rows of -inf (NaN out), an
-  // infinity, a NaN, -0 and the top of f32.
+  // Against the evaluator: row lengths 1-33 around the rules' limits, whole steps and row counts
+  // that are not a multiple of the step (15 and 4 scalar rows after the last step), and rows of
+  // -inf (NaN out), an infinity, a NaN, -0 and the top of f32.
   const float inf = std::numeric_limits<float>::infinity();
   const float nan = std::numeric_limits<float>::quiet_NaN();
   for (int n : {1, 2, 3, 7, 8, 10, 15, 16, 17, 33}) {
-    for (int rows : {16, 37, 100}) {
+    for (int rows : {64, 79, 100}) {
       SCOPED_TRACE("f32[" + std::to_string(rows) + "," + std::to_string(n) + "]");
       Literal x = Rows(rows, n, 7 * n + rows);
       auto row = [&](int r) { return x.data<float>().subspan(r * n, n); };
@@ -335,8 +334,8 @@ TEST(CpuRowLoopsTest, RowsNarrowerThanAVectorAreComputedAcrossRows) {
     }
   }
   // s32 sums wrap alike, and bf16 rows keep the rows' own loops.
-  testing::ExpectMatchesEvaluator(SumShifted("s32", 37, 5), {}, {0, 0});
-  testing::ExpectMatchesEvaluator(SumShifted("bf16", 37, 10), {}, {1e-2, 1e-2});
+  testing::ExpectMatchesEvaluator(SumShifted("s32", 100, 5), {}, {0, 0});
+  testing::ExpectMatchesEvaluator(SumShifted("bf16", 100, 10), {}, {1e-2, 1e-2});
 }
 
 TEST(CpuRowLoopsTest, AVocabularySizedRowKeepsItsExpInTheRowCache) {

@@ -342,7 +342,7 @@ StatusOr<bool> KernelBuilder::TryEmitCpuRowKernel(const std::vector<RowOutput>& 
   // Rows narrower than a vector (a classifier's 10 logits) are computed kAcrossRowsWidth at a time
   // (cpu_row_loops.h): the loop over the rows is the vector loop, each row's loops unrolled whole
   // as they are emitted. Where the reductions and outputs vectorize (ShortRowVectorizes) in
-  // elements of 32 bits or fewer, along one contiguous dimension, at least one step of rows, with
+  // elements of 32 bits or fewer, along one contiguous dimension, kAcrossRowsMinRows or more, with
   // no prefix mask and no streamed outputs. Each step's rows are one iteration of the vector
   // loop: a row cache, one row's buffer that the next row reuses, is no parallel access across
   // rows and is not marked one (unrolled whole, it becomes registers; were it left in memory,
@@ -364,7 +364,7 @@ StatusOr<bool> KernelBuilder::TryEmitCpuRowKernel(const std::vector<RowOutput>& 
   }
   across_rows = stages.empty() && !mask.has_value() && reduced_physical.size() == 1 && rows_contiguous &&
                 length <= (bound_by_compute ? kAcrossRowsMaxLength : kAcrossRowsLightMaxLength) &&
-                rows >= kAcrossRowsWidth && narrow_types && ShortRowVectorizes(analysis.reductions(), written_types);
+                rows >= kAcrossRowsMinRows && narrow_types && ShortRowVectorizes(analysis.reductions(), written_types);
   if (across_rows) {
     for (IrArray& cache : caches) cache.set_access_group(nullptr);
     row_divisors.clear();

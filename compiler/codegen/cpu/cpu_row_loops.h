@@ -149,7 +149,15 @@ inline constexpr int64_t kShortRowVisitBlock = 16;
 // 23 -> 13, 31 -> 22, 32 -> 26 us, n = 16 (a full vector along the row) 17 -> 25; x minus its
 // row's sum over f32[4096,n] for n = 3, 4, 5, 6, 7: 7 -> 1, 4 -> 2, 8 -> 2, 8 -> 3, 9 -> 5 us,
 // n = 8, 10, 12, 15: 5 -> 6, 6 -> 6, 6 -> 9, 7 -> 12; f64[4096,10] 6 -> 9 (two registers a vector).
+//
+// And only from this many rows on: a kernel of two steps (the convolution step's gradient over
+// 32 rows of 10 logits) gained on its own (0.41 -> 0.29 us a run, best of 5000) but lost in the
+// step (traced, 3 alternating process pairs of 1500 runs, load 8: 0.52-0.57 -> 0.68-0.71 us),
+// where the MNIST step's over 100 rows (1.29-1.33 -> 0.96-1.09 us) and the MLP step's over 128
+// (1.71-1.85 -> 1.27-1.64) gained. Likely the code (not measured apart): the vector loop and the
+// unrolled scalar rows after it are several times the rows' own masked loops, run cold in a step.
 inline constexpr unsigned kAcrossRowsWidth = 16;
+inline constexpr int64_t kAcrossRowsMinRows = 64;
 inline constexpr int64_t kAcrossRowsMaxLength = 15;
 inline constexpr int64_t kAcrossRowsLightMaxLength = 7;
 
