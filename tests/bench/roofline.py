@@ -468,10 +468,23 @@ class Limits:
         workload writes an eighth or less of them, else write_mix_bandwidth's), from `stream`
         where given (it needs only the kernels paired_kernels names), else from the sweep.
 
-        One pass over the bytes, whatever the module's dependences: a module whose every output
-        needs a reduction over all of an input first (batch norm in training: each channel's sums
-        over N, H and W) need not read that input twice from memory, as a schedule that takes a
-        block of channels at a time keeps each block in cache between its sums and its outputs.
+        One pass over the bytes, whatever the module's dependences. An input whose reductions
+        feed its own elementwise outputs (batch norm in training, layer norm, softmax) must be
+        read twice only where a reduction group outgrows the fast cache: the outputs of one group
+        (the elements one reduced value is taken over) can be written only once every line
+        holding the group has been read, so where those lines (of every operand the outputs read
+        again) take F bytes and the caches that read faster than memory S, at least F - S of them
+        come from memory twice. For a reduction over the whole input that is 2N - S in all; but batch norm in
+        training sums each channel over N, H and W, and 16 channels share each 64-byte line: a
+        group of lines is 25088 rows x 64 bytes of x and of dy, 3.06 MiB, under the 4 MiB of
+        the two L2s, where the sweep still reads at twice memory's rate (126-137 GB/s at 4 MiB,
+        about 61 from 8 MiB on, in the quiet runs). Layer norm's, softmax's and the RMS norm's
+        groups are single rows of 4 KB. What keeps batch norm from one pass on this machine is
+        how it reads such a group, one line in every 512 bytes: at a third of the rate of lines
+        in address order, its lines in an eighth of the L2's sets (batch_norm_schedules). That
+        is a rate of an access pattern, which machine_limits does not measure; a floor that
+        counted the second read would have to measure it (the faster of two sweeps and one pass
+        at that rate), not assume it.
         Held to the sum of two passes' floors (the sums' read, then the pass that writes), batch
         norm beat that floor in a busy run (its best 0.714 ms against 0.786)."""
         moved = read_bytes + write_bytes
