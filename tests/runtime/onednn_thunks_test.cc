@@ -1722,6 +1722,12 @@ TEST_F(OneDnnThunkTest, MaskedProbabilitiesAreContractedOnlyWhereTheyCanBeNonzer
   const std::string share = "% of its contraction where the lhs can be nonzero";
   // 6 blocks of 64 rows over 64, 128, ... 384 columns: 58% of the multiply-adds.
   ExpectOneDnnMatchesEvaluator(MaskedAttention("3,", "0", causal), cut + "58" + share);
+  // Shifted by 3 (jnp.tril(x, 3)): rows 64b to 64b + 63 over [0, 64b + 67), rounded to 16: 62%.
+  ExpectOneDnnMatchesEvaluator(
+      MaskedAttention("3,", "0",
+                      "  shift = s32[] constant(3)\n  kb = s32[384,384] broadcast(shift), dimensions={}\n"
+                      "  rk = s32[384,384] add(i0, kb)\n  mask = pred[384,384] compare(rk, i1), direction=GE\n"),
+      cut + "62" + share);
   ExpectOneDnnMatchesEvaluator(MaskedAttention("2,2,", "0,1", causal), cut + "58" + share);
   // A single head would be one part on one thread: where the pool has more, it keeps its rows'
   // parts over the whole contraction.
