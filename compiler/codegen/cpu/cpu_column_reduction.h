@@ -16,6 +16,15 @@
 // depends only on the shapes, never on the number of threads, so a result is the same on every run
 // and every machine; small reductions stay one task (and so one thread).
 //
+// The sweep also writes the fusion's elementwise outputs of the operand's dimensions that read
+// nothing it computes (KernelBuilder::ColumnSweepElementwiseOutputs): each operand element is read
+// by one task once, so each such output element is stored once, beside the load of its inputs,
+// instead of in an output loop that reads them again. JAX's bias gradient (the ReLU mask times the
+// gradient, an output the next product reads, and its sum over the batch): f32[128,256] in the
+// MLP step, per-kernel trace of 1000 runs a process, 6 alternating process pairs in one binary at
+// load 7.5: median 8.2-8.7 -> 6.0-6.5 us, best 7.4-7.8 -> 4.9-5.4 us; alone at load 6.4-8,
+// f32[1024,1024] best 0.25-0.30 -> 0.17-0.21 ms, f32[256,256] 10 -> 7 us (3 pairs).
+//
 // A strided row reduction (the operand's minor dimension reduced, and a reduced dimension major to
 // a kept one: sum over {0, 2} of [256, 256, 64], the batch statistics of NCHW over {0, 2, 3}) is
 // the same sweep with the minor dimension kept as lanes: tiles of [outputs, lanes] accumulate
