@@ -24,7 +24,7 @@ namespace {
 
 // Bump when the optimization pipeline (cpu_jit.cc's RunPipeline) changes: old entries then
 // simply miss. The layout of an entry has its own version (kVersion) in the entry.
-constexpr std::string_view kFormat = "xlens object cache 2";
+constexpr std::string_view kFormat = "xlens object cache 3";  // 3: interleaved groups of up to 16
 constexpr std::string_view kMagic = "XLENSOBJ";
 // 1: magic, length, SHA-256. 2: the entry's key after the checksum. An entry of another
 // version is a miss, rewritten in place.
