@@ -333,6 +333,14 @@ TEST(CpuRowLoopsTest, RowsNarrowerThanAVectorAreComputedAcrossRows) {
       testing::ExpectMatchesEvaluator(LogSoftmaxGradient(rows, n), std::move(args), {1e-6, 1e-5});
     }
   }
+  // Written over its logits, as the MNIST step's is (the product's output buffer, which the
+  // buffer assignment gives the gradient): a step's stores land on rows its loads have read.
+  std::string in_place = LogSoftmaxGradient(100, 10);
+  in_place.replace(in_place.find("  x = f32[100,10] parameter(0)\n  y = f32[100,10] parameter(1)\n  ROOT f"),
+                   std::string("  x = f32[100,10] parameter(0)\n  y = f32[100,10] parameter(1)\n  ROOT f").size(),
+                   "  a = f32[100,64] parameter(0)\n  w = f32[64,10] parameter(2)\n  x = f32[100,10] dot(a, w), "
+                   "lhs_contracting_dims={1}, rhs_contracting_dims={0}\n  y = f32[100,10] parameter(1)\n  ROOT f");
+  testing::ExpectMatchesEvaluator(in_place, {}, {1e-6, 1e-5});
   // s32 sums wrap alike, and bf16 rows keep the rows' own loops.
   testing::ExpectMatchesEvaluator(SumShifted("s32", 100, 5), {}, {0, 0});
   testing::ExpectMatchesEvaluator(SumShifted("bf16", 100, 10), {}, {1e-2, 1e-2});
