@@ -11,6 +11,8 @@
 #include <optional>
 #include <vector>
 
+#include <fmt/ranges.h>
+
 #include "compiler/runtime/measured_choice.h"
 #include "compiler/runtime/onednn_thunk_parts.h"
 
@@ -19,6 +21,15 @@ namespace xlens::runtime {
 using namespace onednn_detail;
 
 namespace {
+
+// The post-ops as a choice's key names them: kind, alpha and beta each.
+std::string PostOpsKey(const std::vector<OneDnnPostOp>& post_ops) {
+  std::string key;
+  for (const OneDnnPostOp& op : post_ops) {
+    key += fmt::format("{}:{}:{};", static_cast<int>(op.kind), op.alpha, op.beta);
+  }
+  return key.empty() ? "none" : key;
+}
 
 // How many blocks of images a call runs in. One per thread leaves the call to its slowest
 // thread: a worker woken late or descheduled on a busy machine holds back half the call, which
@@ -127,7 +138,8 @@ Status OneDnnThunk::Impl::BuildConvolution(
     }
     return OkStatus();
   }
-  return BuildOneDnnConvolution(call, name, parallelism, attributes);
+  return BuildOneDnnConvolution(call, name, parallelism, attributes,
+                                GetKernelChoiceMode() == KernelChoiceMode::kMeasured);
 }
 
 void OneDnnThunk::Impl::UseDepthwise(const DepthwiseConvolution& d, int64_t parallelism) {
@@ -239,7 +251,8 @@ void OneDnnThunk::Impl::ChooseDepthwiseOrOneDnn(const DepthwiseConvolution& d, i
 
 Status OneDnnThunk::Impl::BuildOneDnnConvolution(
     const OneDnnCall& call, const std::string& name, int64_t parallelism,
-    const std::function<dnnl::primitive_attr(const std::vector<dnnl::memory::desc>&)>& attributes) {
+    const std::function<dnnl::primitive_attr(const std::vector<dnnl::memory::desc>&)>& attributes,
+    bool choose_kernel) {
   using Kind = OneDnnConvolution::Kind;
   const OneDnnConvolution& c = call.convolution;
   // Made under Create's SingleOpenMpThread: backward weights, too, fixes its OpenMP team
@@ -270,6 +283,25 @@ Status OneDnnThunk::Impl::BuildOneDnnConvolution(
   block = (total + image_blocks - 1) / image_blocks;
   blocks = (total + block - 1) / block;
   const dnnl::memory::desc any_weights(weights, dt::f32, dnnl::memory::format_tag::any);
+  // The implementation a part's descriptor takes: oneDNN's first, or `preferred` (a name
+  // impl_info_str() gives, ChooseOneDnnKernel's pick) where the descriptor has it.
+  std::string preferred;
+  std::vector<std::string> available;  // the part's implementations, in oneDNN's order
+  auto pick = [&](auto make) {
+    auto pd = make();
+    if (available.empty()) {
+      auto all = make();
+      do {
+        available.push_back(all.impl_info_str());
+      } while (all.next_impl());
+    }
+    if (!preferred.empty()) {
+      while (preferred != pd.impl_info_str() && pd.next_impl()) {
+      }
+      if (preferred != pd.impl_info_str()) pd = make();
+    }
+    return pd;
+  };
   // The parts' primitives for weights in `weights_md` (oneDNN's choice when it is `any`).
   auto build = [&](const dnnl::memory::desc& weights_md) {
     parts.clear();
@@ -290,7 +322,9 @@ Status OneDnnThunk::Impl::BuildOneDnnConvolution(
                                                weights_md, part.dst, strides, dilates, padding_l, padding_r);
       };
       if (c.kind == Kind::kForward) {
-        dnnl::convolution_forward::primitive_desc pd(forward(dnnl::prop_kind::forward_inference), attr, CpuEngine());
+        // Named: oneDNN's iterator over implementations reads the descriptor on each next_impl().
+        const dnnl::convolution_forward::desc desc = forward(dnnl::prop_kind::forward_inference);
+        auto pd = pick([&] { return dnnl::convolution_forward::primitive_desc(desc, attr, CpuEngine()); });
         part.primitive = dnnl::convolution_forward(pd);
         part.scratchpad = pd.scratchpad_desc();
         part.weights = pd.weights_desc();
@@ -301,7 +335,7 @@ Status OneDnnThunk::Impl::BuildOneDnnConvolution(
         if (c.kind == Kind::kBackwardData) {
           dnnl::convolution_backward_data::desc desc(dnnl::algorithm::convolution_direct, part.src, weights_md,
                                                      part.dst, strides, dilates, padding_l, padding_r);
-          dnnl::convolution_backward_data::primitive_desc pd(desc, attr, CpuEngine(), hint);
+          auto pd = pick([&] { return dnnl::convolution_backward_data::primitive_desc(desc, attr, CpuEngine(), hint); });
           part.primitive = dnnl::convolution_backward_data(pd);
           part.scratchpad = pd.scratchpad_desc();
           part.weights = pd.weights_desc();
@@ -320,6 +354,14 @@ Status OneDnnThunk::Impl::BuildOneDnnConvolution(
     }
   };
   build(any_weights);
+  // "<kernel>, timed ... against ...": said where the parts keep that kernel after the rules below.
+  std::string choice;
+  if (choose_kernel) {
+    choice = ChooseOneDnnKernel(call, parallelism, available, [&](const std::string& implementation_name) {
+      preferred = implementation_name;
+      build(any_weights);
+    });
+  }
   // A forward convolution whose weights outweigh its activations (the late layers of a network
   // at batch 1: 9 MB of 3x3x512x512 weights against 2x2 images) is bound by reading them. When
   // they change between calls (variables), reordering them into oneDNN's blocked layout every
@@ -352,6 +394,7 @@ Status OneDnnThunk::Impl::BuildOneDnnConvolution(
     if (part.weights != chosen) return Error(name + ": oneDNN parts disagree on the weights' layout");
   }
   reorder_weights = chosen != user_weights_md && !SameLayout(user_weights_md, chosen);
+  if (!choice.empty() && choice.rfind(implementation + ", ", 0) == 0) implementation = choice;
   // One image is one part on one thread: where it has rows enough and 2^20 multiply-adds per
   // band (a band's call then outlasts waking a thread), it runs in bands over the pool instead,
   // on the same weights (one reorder serves them all). Each band reads all the weights: not for
@@ -389,6 +432,123 @@ Status OneDnnThunk::Impl::BuildOneDnnConvolution(
     }
   }
   return OkStatus();
+}
+
+// oneDNN's first implementation for a convolution's descriptors is not always its fastest on
+// this machine: for the convolution step's parts of 16 channels-last 28x28 images (one thread,
+// best of 300 runs, load 4), brgconv:avx512_core takes 50.7 us where jit:avx512_core takes 22.3
+// for 1 input channel to 8 outputs, 90.9 against 61.2 for 3 to 16, 50.5 against 39.2 for the
+// stride-2 8 to 16; at 16 input channels and more brgconv is as fast or faster (16 to 32: 604
+// against 633). So a forward or backward-data call with more than one implementation times the
+// first few on its part's shape (measured_choice.h: the first is the rule's pick, another must
+// beat it by the margin) and keeps the fastest for every part. Each candidate runs its parts in
+// turn on the calling thread, as the pool's threads run them, on scratch operands, the weights
+// reordered into its layout on each run as a call does where they are not constant. Calls with
+// addends (a bias, a residual) and single images (bands) keep oneDNN's first.
+std::string OneDnnThunk::Impl::ChooseOneDnnKernel(const OneDnnCall& call, int64_t parallelism,
+                                                  const std::vector<std::string>& available,
+                                                  const std::function<void(const std::string&)>& build) {
+  using Kind = OneDnnConvolution::Kind;
+  const OneDnnConvolution& c = call.convolution;
+  constexpr size_t kMaxCandidates = 3;
+  if (c.kind == Kind::kBackwardWeights || !addend_kinds.empty() || total < 2 || blocks < 1) return "";
+  // The candidates: oneDNN's first (the rule's pick), then the next ones in its order but its
+  // reference kernels.
+  std::vector<std::string> names = {implementation};
+  for (const std::string& n : available) {
+    if (names.size() >= kMaxCandidates) break;
+    if (n.rfind("ref", 0) == 0 || std::find(names.begin(), names.end(), n) != names.end()) continue;
+    names.push_back(n);
+  }
+  if (names.size() < 2) return "";
+  // Each candidate's part of `block` images, built as the call would build it.
+  struct Candidate {
+    Part part;
+    dnnl::memory weights, src, dst;
+    std::optional<dnnl::reorder> reorder;
+    dnnl::memory user_weights;
+    std::vector<char> scratchpad;
+    std::vector<std::unordered_map<int, dnnl::memory>> args;  // each part's, made once
+  };
+  std::vector<Candidate> candidates;
+  std::vector<std::string> timed_names;
+  const int64_t images = blocks * block;
+  for (const std::string& n : names) {
+    try {
+      build(n);
+      if (implementation != n || parts.count(block) == 0) continue;  // not made for its part: no candidate
+      Candidate k;
+      k.part = parts.at(block);
+      // A part's images, `blocks` times over: the part runs on its slice of them.
+      const bool forward = c.kind == Kind::kForward;
+      const dnnl::memory::desc& in = forward ? k.part.src : k.part.dst;
+      const dnnl::memory::desc& out = forward ? k.part.dst : k.part.src;
+      k.src = dnnl::memory(dnnl::memory::desc({static_cast<int64_t>(in.get_size() / sizeof(float)) * blocks}, dt::f32,
+                                              dnnl::memory::format_tag::a),
+                           CpuEngine());
+      k.dst = dnnl::memory(dnnl::memory::desc({static_cast<int64_t>(out.get_size() / sizeof(float)) * blocks}, dt::f32,
+                                              dnnl::memory::format_tag::a),
+                           CpuEngine());
+      float* src = static_cast<float*>(k.src.get_data_handle());
+      std::fill(src, src + in.get_size() / sizeof(float) * blocks, 0.5f);
+      k.weights = dnnl::memory(k.part.weights, CpuEngine());
+      k.user_weights = dnnl::memory(user_weights_md, CpuEngine());
+      float* user = static_cast<float*>(k.user_weights.get_data_handle());
+      std::fill(user, user + user_weights_md.get_size() / sizeof(float), 0.5f);
+      if (k.part.weights != user_weights_md && !SameLayout(user_weights_md, k.part.weights)) {
+        k.reorder = dnnl::reorder(dnnl::reorder::primitive_desc(CpuEngine(), user_weights_md, CpuEngine(), k.part.weights));
+        // Written once whatever the weights: constant weights are reordered once, not every run.
+        SingleOpenMpThread single_openmp_thread;
+        k.reorder->execute(ThreadStream(), k.user_weights, k.weights);
+        ThreadStream().wait();
+        if (constant_weights) k.reorder.reset();
+      } else {
+        k.weights = k.user_weights;
+      }
+      k.scratchpad.resize(k.part.scratchpad.get_size() + 64);
+      for (int64_t t = 0; t < blocks; ++t) {
+        char* part_in = static_cast<char*>(k.src.get_data_handle()) + t * in.get_size();
+        char* part_out = static_cast<char*>(k.dst.get_data_handle()) + t * out.get_size();
+        std::unordered_map<int, dnnl::memory>& args = k.args.emplace_back();
+        args[forward ? DNNL_ARG_SRC : DNNL_ARG_DIFF_DST] = dnnl::memory(in, CpuEngine(), part_in);
+        args[forward ? DNNL_ARG_DST : DNNL_ARG_DIFF_SRC] = dnnl::memory(out, CpuEngine(), part_out);
+        args[DNNL_ARG_WEIGHTS] = k.weights;
+        args[DNNL_ARG_SCRATCHPAD] = dnnl::memory(k.part.scratchpad, CpuEngine(), k.scratchpad.data());
+      }
+      candidates.push_back(std::move(k));
+      timed_names.push_back(n);
+    } catch (const dnnl::error&) {
+    }
+  }
+  if (timed_names.size() >= 2 && timed_names[0] == names[0]) {
+    const std::string key = fmt::format(
+        "convolution kind {} images {} channels {} x {} -> {} x {} groups {} kernel {} strides {} pads {},{} "
+        "dilations {} post-ops {} parallelism {} parts {}x{} constant weights {}",
+        static_cast<int>(c.kind), total, c.input_channels, fmt::join(c.src_spatial, "x"), c.output_channels,
+        fmt::join(c.dst_spatial, "x"), c.groups, fmt::join(c.kernel_spatial, "x"), fmt::join(c.strides, "x"),
+        fmt::join(c.padding_low, "x"), fmt::join(c.padding_high, "x"), fmt::join(c.dilations, "x"),
+        PostOpsKey(call.post_ops), parallelism, blocks, block, constant_weights);
+    // One run reads the images and writes the result (the weights are small beside them here).
+    const double estimated_run_ms = EstimatedStreamingRunMs(
+        static_cast<double>(images) * static_cast<double>((src_step + dst_step) * sizeof(float)));
+    std::vector<KernelCandidate> runs;
+    for (size_t i = 0; i < candidates.size(); ++i) {
+      runs.push_back({timed_names[i], [&, i] {
+                        Candidate& k = candidates[i];
+                        SingleOpenMpThread single_openmp_thread;
+                        dnnl::stream& stream = ThreadStream();
+                        if (k.reorder) k.reorder->execute(stream, k.user_weights, k.weights);
+                        for (const auto& args : k.args) k.part.primitive.execute(stream, args);
+                        stream.wait();
+                      }});
+    }
+    const MeasuredChoice choice = ChooseByMeasuring(key, runs, estimated_run_ms);
+    const std::string& chosen = timed_names[choice.winner];
+    build(chosen == names[0] ? std::string() : chosen);
+    return chosen + ", " + choice.Summary();
+  }
+  build(std::string());
+  return "";
 }
 
 void OneDnnThunk::Impl::BuildBands(

@@ -305,8 +305,18 @@ struct OneDnnThunk::Impl {
   Status BuildConvolution(const OneDnnCall& call, const std::string& name, int64_t parallelism,
                           const std::function<dnnl::primitive_attr(const std::vector<dnnl::memory::desc>&)>& attributes);
   // The convolution on oneDNN's primitives (BuildConvolution's, where no loops of xlens's take it).
+  // With `choose_kernel`, oneDNN's implementations for the parts are timed (ChooseOneDnnKernel).
   Status BuildOneDnnConvolution(const OneDnnCall& call, const std::string& name, int64_t parallelism,
-                                const std::function<dnnl::primitive_attr(const std::vector<dnnl::memory::desc>&)>& attributes);
+                                const std::function<dnnl::primitive_attr(const std::vector<dnnl::memory::desc>&)>& attributes,
+                                bool choose_kernel = false);
+  // With the parts built on oneDNN's first implementation: times it against the next ones in
+  // `available` (oneDNN's order) on scratch operands and builds the parts again, by `build`
+  // (an implementation's name, empty for oneDNN's first), on the fastest.
+  // Returns the chosen kernel and the trial's summary ("jit:avx512_core, timed 0.048 ms against
+  // ..."), empty where nothing was timed.
+  std::string ChooseOneDnnKernel(const OneDnnCall& call, int64_t parallelism,
+                                 const std::vector<std::string>& available,
+                                 const std::function<void(const std::string&)>& build);
   // Runs the convolution in the depthwise loops `d` from now on, in parts over `parallelism` threads.
   void UseDepthwise(const DepthwiseConvolution& d, int64_t parallelism);
   // With oneDNN's call built: times it and the loops `d` on scratch buffers (measured_choice.h)
