@@ -1073,5 +1073,84 @@ ENTRY e {
   testing::ExpectMatchesEvaluator(text, {}, {1e-5, 1e-4});
 }
 
+// The row sums of x * x in bf16 (a row output) and x minus them (an element output) over
+// bf16[rows, n]: the sums' operand is computed in the kernel, and both kinds of output read them.
+std::string Bf16SquareSums(int rows, int n) {
+  const std::string s = "bf16[" + std::to_string(rows) + "," + std::to_string(n) + "]";
+  const std::string r = "bf16[" + std::to_string(rows) + "]";
+  return "HloModule m\nsum { a = bf16[] parameter(0)  b = bf16[] parameter(1)  ROOT r = bf16[] add(a, b) }\n"
+         "fused {\n  x = " + s + " parameter(0)\n  y = " + s + " multiply(x, x)\n  z = bf16[] constant(-0)\n  r = " + r +
+         " reduce(y, z), dimensions={1}, to_apply=sum\n  rb = " + s + " broadcast(r), dimensions={0}\n  o = " + s +
+         " subtract(x, rb)\n  ROOT t = (" + s + ", " + r + ") tuple(o, r)\n}\nENTRY e {\n  x = " + s +
+         " parameter(0)\n  ROOT f = (" + s + ", " + r + ") fusion(x), kind=kInput, calls=fused\n}\n";
+}
+
+TEST(CpuRowLoopsTest, Bf16RowSumsRunAcrossRowsInOrder) {
+  // A bf16 sum is folded in order and rounded to bf16 at every add, as the evaluator folds it.
+  // From 64 rows of more than 16 elements on, the rows are summed 16 a vector: a block's
+  // operands transposed a chunk of columns at a time, then each column added in order to all
+  // the block's rows. f32 and f16 sums (reassociated), fewer rows and rows of 16 keep the rows'
+  // own loops.
+  auto in_order_across = [](const std::string& ir) {
+    return Count(ir, "\nrow.block.transpose.header:") == 1 && Count(ir, "\nrow.block.lane.header:") == 1;
+  };
+  for (const std::string& text : {SumShifted("bf16", 64, 17), SumShifted("bf16", 100, 1024), Bf16SquareSums(79, 33)}) {
+    SCOPED_TRACE(text);
+    EXPECT_TRUE(in_order_across(IrOfRoot(text)));
+  }
+  for (const std::string& text : {SumShifted("f32", 64, 1024), SumShifted("f16", 64, 1024), SumShifted("bf16", 63, 1024),
+                                  SumShifted("bf16", 64, 16)}) {
+    SCOPED_TRACE(text);
+    EXPECT_FALSE(in_order_across(IrOfRoot(text)));
+  }
+  // Against the evaluator, bit for bit: values whose exponents span 2^-8 to 2^8 (every add
+  // rounds), and rows of NaN, inf, inf and -inf, -0 and 3e38 (a sum that overflows); lengths
+  // around the chunk of 64 columns; row counts that are whole blocks of 32, one vector past
+  // them, and 15 rows after the last block; 1000 rows, split between the threads.
+  for (const auto& [rows, n] : std::vector<std::pair<int, int>>{
+           {64, 17}, {79, 33}, {100, 64}, {64, 65}, {79, 1024}, {1000, 77}}) {
+    SCOPED_TRACE("bf16[" + std::to_string(rows) + "," + std::to_string(n) + "]");
+    Literal x(Shape(PrimitiveType::BF16, {rows, n}));
+    std::mt19937_64 rng(rows * 1000 + n);
+    std::uniform_real_distribution<double> mantissa(1.0, 2.0);
+    std::uniform_int_distribution<int> exponent(-8, 8), sign(0, 1);
+    for (int64_t i = 0; i < x.element_count(); ++i) {
+      x.SetFromDouble(i, (sign(rng) ? -1 : 1) * std::ldexp(mantissa(rng), exponent(rng)));
+    }
+    const double nan = std::numeric_limits<double>::quiet_NaN(), inf = std::numeric_limits<double>::infinity();
+    x.SetFromDouble(3 * n + n / 2, nan);
+    x.SetFromDouble(5 * n, inf);
+    x.SetFromDouble(6 * n, inf);
+    x.SetFromDouble(6 * n + n - 1, -inf);
+    for (int64_t i = 0; i < n; ++i) x.SetFromDouble(9 * n + i, -0.0);
+    for (int64_t i = 0; i < n; ++i) x.SetFromDouble(11 * n + i, 3e38);
+    x.SetFromDouble(int64_t{rows - 1} * n, nan);
+    for (const std::string& text : {SumShifted("bf16", rows, n), Bf16SquareSums(rows, n)}) {
+      std::vector<Literal> arguments;
+      arguments.push_back(x);
+      auto expected = EvaluateModule(**ParseHloModule(text), arguments);
+      ASSERT_TRUE(expected.ok()) << expected.status().message();
+      auto actual = testing::CompileAndRun(text, arguments);
+      ASSERT_TRUE(actual.ok()) << actual.status().message();
+      std::vector<const Literal*> want = {&*expected}, got = {&*actual};
+      if (expected->shape().IsTuple()) {
+        want = {&expected->tuple_elements()[0], &expected->tuple_elements()[1]};
+        got = {&actual->tuple_elements()[0], &actual->tuple_elements()[1]};
+      }
+      for (size_t o = 0; o < want.size(); ++o) {
+        const std::span<const uint16_t> a = want[o]->data<uint16_t>(), b = got[o]->data<uint16_t>();
+        ASSERT_EQ(a.size(), b.size());
+        int64_t differ = 0, first = -1;
+        for (size_t i = 0; i < a.size(); ++i) {
+          if (a[i] == b[i]) continue;
+          if (first < 0) first = static_cast<int64_t>(i);
+          ++differ;
+        }
+        EXPECT_EQ(differ, 0) << "output " << o << ": the first differing element " << first;
+      }
+    }
+  }
+}
+
 }  // namespace
 }  // namespace xlens::codegen

@@ -190,6 +190,14 @@ void RequestOneVector(llvm::BasicBlock* header, unsigned width) {
   AddLoopHints(header, OneVectorHints(header->getContext(), width));
 }
 
+bool RowsInOrderAcross(const std::vector<const HloInstruction*>& reductions, int64_t length) {
+  if (reductions.empty() || length <= kShortRowMaxLength) return false;
+  return std::all_of(reductions.begin(), reductions.end(), [](const HloInstruction* r) {
+    return r->operand_count() == 2 && r->shape().IsArray() && r->shape().element_type() == PrimitiveType::BF16 &&
+           IsAddReducer(r->to_apply());
+  });
+}
+
 unsigned ShortRowVectorWidth(int64_t length) {
   if (length < kShortRowMinLength || length > kShortRowMaxLength) return 0;
   return static_cast<unsigned>(llvm::PowerOf2Ceil(static_cast<uint64_t>(length)));
