@@ -461,6 +461,33 @@ std::string OneDnnThunk::Impl::ChooseOneDnnKernel(const OneDnnCall& call, int64_
     names.push_back(n);
   }
   if (names.size() < 2) return "";
+  const int64_t images = blocks * block;
+  const std::string key = fmt::format(
+      "convolution kind {} images {} channels {} x {} -> {} x {} groups {} kernel {} strides {} pads {},{} "
+      "dilations {} post-ops {} parallelism {} parts {}x{} constant weights {}",
+      static_cast<int>(c.kind), total, c.input_channels, fmt::join(c.src_spatial, "x"), c.output_channels,
+      fmt::join(c.dst_spatial, "x"), c.groups, fmt::join(c.kernel_spatial, "x"), fmt::join(c.strides, "x"),
+      fmt::join(c.padding_low, "x"), fmt::join(c.padding_high, "x"), fmt::join(c.dilations, "x"),
+      PostOpsKey(call.post_ops), parallelism, blocks, block, constant_weights);
+  // One run reads the images and writes the result, and makes their multiply-adds on one
+  // thread: at 100 GFLOP/s, about half what brgconv reached on 8x32x32x64 through 3x3x64x64
+  // (3.3 ms a run of all parts, 183 GFLOP/s), so that such calls, whose trial took some 100 ms
+  // of compilation and kept brgconv, stay within the trial's budget or keep the rule's pick.
+  double flops = 2.0 * static_cast<double>(images) * static_cast<double>(c.output_channels) *
+                 static_cast<double>(c.input_channels / c.groups);
+  for (int64_t d : c.dst_spatial) flops *= static_cast<double>(d);
+  for (int64_t d : c.kernel_spatial) flops *= static_cast<double>(d);
+  constexpr double kOneThreadFlopsPerMs = 1e8;
+  const double estimated_run_ms = std::max(
+      EstimatedStreamingRunMs(static_cast<double>(images) * static_cast<double>((src_step + dst_step) * sizeof(float))),
+      flops / kOneThreadFlopsPerMs);
+  // Chosen before (this process, the persistent cache, a loaded file) or over the budget: no
+  // candidates built, no trial.
+  if (std::optional<MeasuredChoice> known = FindKernelChoice(key, names, estimated_run_ms)) {
+    const std::string& chosen = names[known->winner];
+    build(known->winner == 0 ? std::string() : chosen);
+    return implementation == chosen ? chosen + ", " + known->Summary() : "";
+  }
   // Each candidate's part of `block` images, built as the call would build it.
   struct Candidate {
     Part part;
@@ -472,7 +499,6 @@ std::string OneDnnThunk::Impl::ChooseOneDnnKernel(const OneDnnCall& call, int64_
   };
   std::vector<Candidate> candidates;
   std::vector<std::string> timed_names;
-  const int64_t images = blocks * block;
   for (const std::string& n : names) {
     try {
       build(n);
@@ -521,16 +547,6 @@ std::string OneDnnThunk::Impl::ChooseOneDnnKernel(const OneDnnCall& call, int64_
     }
   }
   if (timed_names.size() >= 2 && timed_names[0] == names[0]) {
-    const std::string key = fmt::format(
-        "convolution kind {} images {} channels {} x {} -> {} x {} groups {} kernel {} strides {} pads {},{} "
-        "dilations {} post-ops {} parallelism {} parts {}x{} constant weights {}",
-        static_cast<int>(c.kind), total, c.input_channels, fmt::join(c.src_spatial, "x"), c.output_channels,
-        fmt::join(c.dst_spatial, "x"), c.groups, fmt::join(c.kernel_spatial, "x"), fmt::join(c.strides, "x"),
-        fmt::join(c.padding_low, "x"), fmt::join(c.padding_high, "x"), fmt::join(c.dilations, "x"),
-        PostOpsKey(call.post_ops), parallelism, blocks, block, constant_weights);
-    // One run reads the images and writes the result (the weights are small beside them here).
-    const double estimated_run_ms = EstimatedStreamingRunMs(
-        static_cast<double>(images) * static_cast<double>((src_step + dst_step) * sizeof(float)));
     std::vector<KernelCandidate> runs;
     for (size_t i = 0; i < candidates.size(); ++i) {
       runs.push_back({timed_names[i], [&, i] {
