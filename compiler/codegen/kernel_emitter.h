@@ -47,6 +47,9 @@ struct KernelPhase {
   // cut otherwise. What a caller running a range of tasks on part of the data reads (a loop run
   // on a library call's parts, runtime/part_epilogue.h), instead of knowing how the loops cut.
   int64_t elements_per_task = 0;
+  // CPU: the least work (in work_per_task's units) the runtime hands a thread at once; 0: its
+  // default (64K elements' worth, runtime/thunk.cc), under which a phase runs on one thread.
+  int64_t chunk_work = 0;
 };
 
 struct KernelSpec {

@@ -53,8 +53,10 @@ Status KernelThunk::Execute(char** frame, ExecuteContext& context) const {
       fn(table, 0, phase.tasks);
       continue;
     }
-    // Chunks of at least ~64K elements' worth of work, so small kernels run inline.
-    const int64_t grain = std::max<int64_t>(1, (int64_t{1} << 16) / std::max<int64_t>(1, phase.work_per_task));
+    // Chunks of at least ~64K elements' worth of work (or the phase's own least), so small
+    // kernels run inline.
+    const int64_t chunk = phase.chunk_work > 0 ? phase.chunk_work : int64_t{1} << 16;
+    const int64_t grain = std::max<int64_t>(1, chunk / std::max<int64_t>(1, phase.work_per_task));
     context.pool->ParallelFor(phase.tasks, grain, [&](int64_t begin, int64_t end) {
       fn(table, begin, end);
     });

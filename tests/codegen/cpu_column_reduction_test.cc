@@ -105,6 +105,16 @@ TEST(CpuColumnReductionPlanTest, WithoutSlicingBlocksNarrowForThreads) {
   EXPECT_EQ(p.blocks, 16);
 }
 
+TEST(CpuColumnReductionPlanTest, ALibraryCallsOutputIsSlicedAtTheSmallerLeast) {
+  // The MLP's bias gradient, f32[128,256] over its rows: one task at the default least, two
+  // slices of 64 rows where two split products wrote the rows.
+  EXPECT_EQ(PlanColumnReduction(1, 256, 128, true).tasks(), 1);
+  ColumnReductionPlan p = PlanColumnReduction(1, 256, 128, true, cpu::kColumnSpreadMinTaskElements);
+  EXPECT_EQ(p.slices, 2);
+  EXPECT_EQ(p.slice_length, 64);
+  EXPECT_EQ(PlanColumnReduction(1, 256, 128, false, cpu::kColumnSpreadMinTaskElements).slices, 1);
+}
+
 TEST(CpuColumnReductionPlanTest, NoOutputsNoTasks) {
   EXPECT_EQ(PlanColumnReduction(1, 0, 100, true).tasks(), 0);
   EXPECT_EQ(PlanColumnReduction(0, 5, 100, true).tasks(), 0);
@@ -747,6 +757,38 @@ TEST(CpuColumnSweepOutputsTest, OutputsWithOtherUsersAndOutputsLeftToTheLoops) {
 )");
   EXPECT_EQ(SpecOfRoot(lanes).phases.size(), 2u);
   testing::ExpectMatchesEvaluator(lanes, {}, kFloat);
+}
+
+// The bias gradient's kernel over `a`, written by a library call (a kCustom fusion of a product)
+// or, with `a_from_library` false, an entry parameter.
+std::string BiasGradientAfterProduct(bool a_from_library) {
+  const std::string a = a_from_library ? "  a = f32[128,256] fusion(x, w), kind=kCustom, calls=product\n"
+                                       : "  a = f32[128,256] parameter(3)\n";
+  return std::string("HloModule m\n") + kReducers +
+         "product {\n  x = f32[128,64] parameter(0)\n  w = f32[64,256] parameter(1)\n"
+         "  ROOT d = f32[128,256] dot(x, w), lhs_contracting_dims={1}, rhs_contracting_dims={0}\n}\n"
+         "fused {\n  a = f32[128,256] parameter(0)\n  g = f32[128,256] parameter(1)\n"
+         "  z = f32[] constant(0)\n  zb = f32[128,256] broadcast(z), dimensions={}\n"
+         "  p = pred[128,256] compare(a, zb), direction=GT\n  m = f32[128,256] select(p, g, zb)\n"
+         "  ROOT s = f32[256] reduce(m, z), dimensions={0}, to_apply=add\n}\n"
+         "ENTRY e {\n  x = f32[128,64] parameter(0)\n  w = f32[64,256] parameter(1)\n"
+         "  g = f32[128,256] parameter(2)\n" + a +
+         "  ROOT f = f32[256] fusion(a, g), kind=kInput, calls=fused\n}\n";
+}
+
+TEST(CpuColumnSweepOutputsTest, ASweepOverALibraryCallsOutputIsSplitAcrossTheCores) {
+  // Two slices, each a chunk of its own for the runtime: each core sums the rows it wrote.
+  KernelSpec spec = SpecOfRoot(BiasGradientAfterProduct(true));
+  ASSERT_EQ(spec.phases.size(), 2u);
+  EXPECT_EQ(spec.phases[0].tasks, 2);
+  EXPECT_EQ(spec.phases[0].chunk_work, cpu::kColumnSpreadMinTaskElements);
+  EXPECT_EQ(spec.phases[0].work_per_task, 64 * 256);
+  testing::ExpectMatchesEvaluator(BiasGradientAfterProduct(true), {}, kFloat);
+  // Over an entry parameter: one task at the runtime's default grain.
+  spec = SpecOfRoot(BiasGradientAfterProduct(false));
+  ASSERT_EQ(spec.phases.size(), 1u);
+  EXPECT_EQ(spec.phases[0].tasks, 1);
+  EXPECT_EQ(spec.phases[0].chunk_work, 0);
 }
 
 }  // namespace

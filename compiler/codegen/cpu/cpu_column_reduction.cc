@@ -26,7 +26,7 @@ int64_t RoundUp(int64_t a, int64_t b) { return CeilDiv(a, b) * b; }
 }  // namespace
 
 ColumnReductionPlan PlanColumnReduction(int64_t out_rows, int64_t n, int64_t reduce_length,
-                                        bool may_split) {
+                                        bool may_split, int64_t min_task_elements) {
   ColumnReductionPlan p;
   p.slice_length = reduce_length;
   if (n <= 0 || out_rows <= 0) {  // no outputs: no tasks
@@ -36,7 +36,7 @@ ColumnReductionPlan PlanColumnReduction(int64_t out_rows, int64_t n, int64_t red
   }
   const int64_t work = out_rows * n * std::max<int64_t>(reduce_length, 1);
   // Tasks the work affords at the runtime's grain.
-  const int64_t affordable = std::max<int64_t>(1, work / kColumnMinTaskElements);
+  const int64_t affordable = std::max<int64_t>(1, work / min_task_elements);
   if (n <= kColumnTileElements) {
     // Whole output rows; several of them per task when they are short, as long as that leaves
     // as many tasks as the work affords (up to the target).
@@ -138,6 +138,33 @@ bool SweepReadsFromMemory(const HloInstruction& reduce) {
   return bytes >= threshold;
 }
 
+// Whether `reduce`'s operand reads an array a library call wrote (a kCustom fusion, a dot, a
+// convolution, a custom call): `kernel` is the kernel's instruction (the fusion, or the reduce).
+bool SweepReadsLibraryOutput(const HloInstruction& kernel, const HloInstruction& reduce) {
+  auto library = [](const HloInstruction* x) {
+    while (x->opcode() == HloOpcode::kGetTupleElement || x->opcode() == HloOpcode::kBitcast) x = x->operand(0);
+    return (x->opcode() == HloOpcode::kFusion && x->fusion_kind == FusionKind::kCustom) ||
+           x->opcode() == HloOpcode::kDot || x->opcode() == HloOpcode::kConvolution ||
+           x->opcode() == HloOpcode::kCustomCall;
+  };
+  if (&kernel == &reduce) return library(reduce.operand(0));
+  std::vector<const HloInstruction*> stack = {reduce.operand(0)};
+  std::set<const HloInstruction*> seen;
+  while (!stack.empty()) {
+    const HloInstruction* x = stack.back();
+    stack.pop_back();
+    if (!seen.insert(x).second) continue;
+    if (x->opcode() == HloOpcode::kParameter) {
+      if (x->parameter_number() < kernel.operand_count() && library(kernel.operand(x->parameter_number()))) {
+        return true;
+      }
+      continue;
+    }
+    stack.insert(stack.end(), x->operands().begin(), x->operands().end());
+  }
+  return false;
+}
+
 }  // namespace
 
 Status KernelBuilder::EmitCpuColumnReductions(const std::vector<ColumnOutput>& outputs,
@@ -189,7 +216,12 @@ Status KernelBuilder::EmitCpuColumnReductions(const std::vector<ColumnOutput>& o
     row_bytes *= in.dimensions(*it);
   }
   const int64_t out_rows = out.num_elements() / (lanes ? 1 : std::max<int64_t>(n, 1));
-  const cpu::ColumnReductionPlan plan = cpu::PlanColumnReduction(out_rows, n, reduce_length, may_split);
+  // Sliced finer where a library call wrote what the sweep reads: its parts left the rows in both
+  // cores' caches (cpu::kColumnSpreadMinTaskElements).
+  const bool spread = may_split && !lanes && target_ == KernelTarget::kCpu && SweepReadsLibraryOutput(hlo_, *first);
+  const cpu::ColumnReductionPlan plan = cpu::PlanColumnReduction(
+      out_rows, n, reduce_length, may_split,
+      spread ? cpu::kColumnSpreadMinTaskElements : cpu::kColumnMinTaskElements);
   const bool sliced = plan.slices > 1;
   // Partial tiles in scratch (rather than accumulating in the destination) when there is
   // something left to fold into it: slices, or lanes.
@@ -260,6 +292,7 @@ Status KernelBuilder::EmitCpuColumnReductions(const std::vector<ColumnOutput>& o
   };
 
   llvm::Function* f = NewPhase(false, plan.tasks(), plan.block * plan.group * plan.slice_length);
+  if (spread) spec_.phases.back().chunk_work = cpu::kColumnSpreadMinTaskElements;
   auto e = MakeEmitter();
   // Where each output's leaves accumulate (the destination, or this slice's partial tile).
   std::vector<std::vector<IrArray>> acc(outputs.size());

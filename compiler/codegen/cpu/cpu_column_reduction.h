@@ -56,6 +56,17 @@ inline constexpr int64_t kColumnTargetTasks = 64;
 // (5 pairs). The second thread saves about a microsecond when it is idle and costs more when the
 // machine's other work has descheduled it.
 inline constexpr int64_t kColumnMinTaskElements = int64_t{1} << 16;
+// A task's least where the sweep reads arrays a library call wrote (a product or convolution,
+// which the runtime runs in parts across the pool, each part's output in its own core's cache):
+// a smaller reduction is then sliced so that each core sums the rows it holds. The MLP step's bias
+// gradient (f32[128,256] over its 128 rows, written by two split products): in one binary with
+// the rule switched, 18 alternating process pairs of 1000 runs at load 5-7.6, the step's best
+// lower in 16 of 18 (median of the bests 343.5 -> 332.5 us). The kernel's own median (traced)
+// is lower only where the step ran on both cores (9.9-12.1 -> 7.4-8.5 us, 3 pairs) and up to
+// 2 us higher where the earlier calls ran on the caller (5.8-7.2 -> 6.5-9.0 us): lower in 4 of
+// 18. A column sum over arrays the caller's cache holds loses (f32[256,256] 1.65 -> 2.5 us
+// with a 16K grain for every kernel), so the rule is for library calls' outputs only.
+inline constexpr int64_t kColumnSpreadMinTaskElements = int64_t{1} << 14;
 // Blocks narrower than this (four 16-lane vectors) are not cut to make more tasks.
 inline constexpr int64_t kColumnMinBlock = 64;
 
@@ -79,8 +90,10 @@ struct ColumnReductionPlan {
 // The plan for `out_rows` output rows of `n` outputs each (n: the kept minor dimension), each the
 // reduction of `reduce_length` operand rows. Without `may_split` the rows are never sliced (the
 // caller cannot give it scratch); blocks are made narrower instead when that gives more tasks.
+// `min_task_elements`: a task's least (kColumnMinTaskElements, or kColumnSpreadMinTaskElements).
 ColumnReductionPlan PlanColumnReduction(int64_t out_rows, int64_t n, int64_t reduce_length,
-                                        bool may_split);
+                                        bool may_split,
+                                        int64_t min_task_elements = kColumnMinTaskElements);
 
 // Reduced rows folded per visit of an accumulator (the sweep's tile loaded, `reduces` applied
 // to each row, stored) when consecutive rows are `row_bytes` apart: four when every reducer is
