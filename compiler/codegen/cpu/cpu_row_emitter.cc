@@ -554,8 +554,9 @@ StatusOr<bool> KernelBuilder::TryEmitCpuRowKernel(const std::vector<RowOutput>& 
   // added in order; the rows of the block then take their per-row values and outputs as before,
   // the sums bound to the block's. Where every reduction is such a sum (one level, nothing
   // cached), along one contiguous dimension, kAcrossRowsMinRows rows or more, no prefix mask.
-  // bf16[4096,1024] row sums, both cores (xlens run, 6 alternating process pairs, load 7.6-8.8):
-  // best 10.4-18.5 -> 0.83-0.86 ms a run, medians 21.6-30.7 -> 1.80-1.83 (f32's: best 0.23-0.25).
+  // bf16[4096,1024] row sums, both cores (xlens run, 6 alternating process pairs, load 6.2-7.5):
+  // best 10.8-19.7 -> 0.56-0.62 ms a run, medians 18.5-28.2 -> 1.20-1.29 (f32's, minutes before:
+  // best 0.23-0.25, medians 0.50-0.53).
   const bool in_order_blocks =
       !across_rows && !level_ahead && by_level.size() == 1 && cached.empty() && !mask.has_value() &&
       reduced_physical.size() == 1 && rows_contiguous && rows >= kAcrossRowsMinRows &&
@@ -926,8 +927,11 @@ StatusOr<bool> KernelBuilder::TryEmitCpuRowKernel(const std::vector<RowOutput>& 
   };
   if (in_order_blocks) {
     // A block is kRowsInOrderVectors vectors of kAcrossRowsWidth rows: each column's adds of the
-    // vectors are independent chains, which the next column's wait on (an add and a rounding,
-    // about 11 cycles a column).
+    // vectors are independent chains, where the next column's wait on the last (an add and a
+    // rounding, about 11 cycles a column). bf16[4096,1024] row sums, 5 alternating process pairs
+    // each, load 6.6-8.3: one vector best 0.71-0.82 ms, median 1.51-2.16; two 0.56-0.75, 1.23-1.75;
+    // four 0.50, 1.05-1.07, but its kernel took 270-570 ms to compile against 75-325 (the
+    // transpose's shuffles, unrolled over 64 rows).
     constexpr int64_t width = kAcrossRowsWidth, vectors = kRowsInOrderVectors, block_size = width * vectors;
     const std::vector<const HloInstruction*>& sums = analysis.reductions();
     std::vector<Value*> inits;
@@ -966,8 +970,8 @@ StatusOr<bool> KernelBuilder::TryEmitCpuRowKernel(const std::vector<RowOutput>& 
       // then each column in order, all the block's rows at once, a vector of 16 rows each.
       // Reading the rows' elements of one column directly, a lane a row, was a gather of 16-bit
       // elements, which x86 has not: 16 scalar loads and inserts a column (bf16[4096,1024] best
-      // 1.15 ms a run on both cores). Rows past the task's last (a block of fewer) read the last
-      // row again; their sums are not used.
+      // 1.04-1.05 ms a run on both cores, 3 runs at load 9.6). Rows past the task's last (a block
+      // of fewer) read the last row again; their sums are not used.
       const int64_t column = reduced_physical[0];
       Value* last_row = b_.CreateSub(end, b_.getInt64(1));
       const int64_t chunks = (length + kRowsInOrderChunk - 1) / kRowsInOrderChunk;
@@ -994,7 +998,7 @@ StatusOr<bool> KernelBuilder::TryEmitCpuRowKernel(const std::vector<RowOutput>& 
             }
           }
           return OkStatus();
-        }));
+        }, access_group_));
         RequestOneVector(transpose_header, kAcrossRowsWidth);
         return e->EmitLoop(b_.getInt64(0), columns, "row.block.column", [&](Value* c) -> Status {
           llvm::BasicBlock* lanes_header = nullptr;
@@ -1015,7 +1019,7 @@ StatusOr<bool> KernelBuilder::TryEmitCpuRowKernel(const std::vector<RowOutput>& 
               }
             }
             return OkStatus();
-          }));
+          }, access_group_));
           RequestOneVector(lanes_header, kAcrossRowsWidth);
           return OkStatus();
         });
