@@ -15,6 +15,7 @@
 #include "compiler/runtime/measured_choice.h"
 #include "compiler/runtime/onednn_thunks.h"
 #include "compiler/support/thread_pool.h"
+#include "scratch_directory.h"
 #include "test_util.h"
 
 namespace xlens::runtime {
@@ -104,8 +105,8 @@ TEST_F(OneDnnConvolutionPartsTest, LittleWorkKeepsABlockPerThread) {
 // trial picked on this machine: the listing names it and the results match the evaluator.
 TEST_F(OneDnnConvolutionPartsTest, OneDnnKernelsAreTimedAndEachComputesTheConvolution) {
   SetKernelChoiceMode(KernelChoiceMode::kMeasured);
-  const std::string dump = ::testing::TempDir() + "/convolution_kernel_choices.json";
-  const std::string forced = ::testing::TempDir() + "/convolution_kernel_forced.json";
+  const std::string dump = testing::ScratchDirectory() + "/convolution_kernel_choices.json";
+  const std::string forced = testing::ScratchDirectory() + "/convolution_kernel_forced.json";
   const std::vector<std::string> modules = {
       // The convolution step's first layer (one input channel), 4 images.
       ConvolutionModule("f32[4,28,28,1]", "f32[3,3,1,8]", "f32[4,28,28,8]",
