@@ -561,11 +561,13 @@ StatusOr<bool> KernelBuilder::TryEmitCpuRowKernel(const std::vector<RowOutput>& 
       !across_rows && !level_ahead && by_level.size() == 1 && cached.empty() && !mask.has_value() &&
       reduced_physical.size() == 1 && rows_contiguous && rows >= kAcrossRowsMinRows &&
       RowsInOrderAcross(analysis.reductions(), length);
-  // Per reduction, the running sums of the block's rows ([kAcrossRowsWidth x its type]), and the
-  // block's first row.
+  // Per reduction, the running sums of a block's rows (in_order_blocks; an array of its type, a
+  // lane a row), and the block's first row.
   std::vector<llvm::AllocaInst*> block_sums;
   Value* block_first = nullptr;
   llvm::BasicBlock* row_header = nullptr;
+  // The loop over the rows [rows_begin, rows_end): each row's reductions (or, in a block of
+  // in_order_blocks, its lane of the block's sums), per-row values and outputs.
   auto emit_rows = [&](Value* rows_begin, Value* rows_end) -> Status {
   return e->EmitLoop(rows_begin, rows_end, "row", [&](Value* position) -> Status {
     row_header = b_.GetInsertBlock()->getSinglePredecessor();

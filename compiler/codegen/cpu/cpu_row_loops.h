@@ -161,20 +161,21 @@ inline constexpr int64_t kAcrossRowsMinRows = 64;
 inline constexpr int64_t kAcrossRowsMaxLength = 15;
 inline constexpr int64_t kAcrossRowsLightMaxLength = 7;
 
-// Whether rows of `length` elements whose `reductions` are these are summed kAcrossRowsWidth rows
-// at a time, in order (cpu_row_emitter.cc): every reduction a sum of bf16 (one operand, an add
-// reducer), rows longer than kShortRowMaxLength. A bf16 add is an f32 add and a rounding done on
-// the integer bits, so a row's running sum is an integer that the loop vectorizer finds no
-// reduction in, and the sum is folded in order and rounded at every add (the evaluator's bits):
-// along the row it ran scalar, a dependent add and rounding an element, about 10 cycles each.
-// Across rows each lane of a vector is one row's running sum, each row still folded in order.
-// Shorter rows keep their rows' own loops unrolled whole (ShortRowVectorizes).
-// The columns of such a block transposed at a time (the block's operands, 16 rows of them: 2 KiB
-// of bf16, in L1).
-inline constexpr int64_t kRowsInOrderChunk = 64;
-// Vectors of kAcrossRowsWidth rows summed side by side: independent chains.
-inline constexpr int64_t kRowsInOrderVectors = 2;
+// Whether rows of `length` elements whose `reductions` are these are summed in blocks of rows, in
+// order (cpu_row_emitter.cc): every reduction a sum of bf16 (one operand, an add reducer), rows
+// longer than kShortRowMaxLength. A bf16 add is an f32 add and a rounding done on the integer
+// bits, so a row's running sum is an integer that the loop vectorizer finds no reduction in, and
+// the sum is folded in order and rounded at every add (the evaluator's bits): along the row it ran
+// scalar, a dependent add and rounding an element, about 10 cycles each. Across rows each lane of
+// a vector is one row's running sum, each row still folded in order. Shorter rows keep their rows'
+// own loops unrolled whole (ShortRowVectorizes).
 bool RowsInOrderAcross(const std::vector<const HloInstruction*>& reductions, int64_t length);
+// Such a block is this many vectors of kAcrossRowsWidth rows, summed side by side (independent
+// chains of adds and roundings).
+inline constexpr int64_t kRowsInOrderVectors = 2;
+// The block's operands are computed and transposed this many columns at a time (32 rows of them:
+// 4 KiB of bf16, in L1).
+inline constexpr int64_t kRowsInOrderChunk = 64;
 
 // The lanes of the one vector that a row's innermost loop of `length` iterations becomes: the
 // power of two at or above `length`, for kShortRowMinLength <= length <= kShortRowMaxLength; 0 for
