@@ -3,6 +3,7 @@
 #include "compiler/support/float_environment.h"
 
 #include <sched.h>
+#include <sys/syscall.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -138,6 +139,8 @@ ThreadPool::ThreadPool(int threads) {
   CPU_ZERO(&cpus_);
   keep_off_caller_ = sched_getaffinity(0, sizeof(cpus_), &cpus_) == 0 && threads < CPU_COUNT(&cpus_);
   runs_ = std::make_unique<Run[]>(threads + 1);
+  worker_tids_ = std::make_unique<std::atomic<pid_t>[]>(threads);
+  for (int i = 0; i < threads; ++i) worker_tids_[i].store(0, std::memory_order_relaxed);
   for (int i = 0; i < threads; ++i) workers_.emplace_back([this, i] { WorkerLoop(i + 1); });
 }
 
@@ -206,13 +209,15 @@ void ThreadPool::ParallelFor(int64_t tasks, int64_t grain,
   finished_.store(0, std::memory_order_relaxed);
   float_control_ = GetFloatControl();
   failed_.store(false, std::memory_order_relaxed);
+  const int caller_cpu = sched_getcpu();
+  if (keep_off_caller_ && caller_cpu >= 0 && caller_cpu != workers_off_cpu_) MoveWorkersOff(caller_cpu);
   bool wake;
   {
     std::lock_guard<std::mutex> lock(mu_);
     error_ = nullptr;
     open_ = true;
     published_ns_.store(std::chrono::steady_clock::now().time_since_epoch().count(), std::memory_order_relaxed);
-    caller_cpu_.store(sched_getcpu(), std::memory_order_relaxed);
+    caller_cpu_.store(caller_cpu, std::memory_order_relaxed);
     generation_.fetch_add(1, std::memory_order_release);
     wake = sleepers_ > 0;
   }
@@ -319,26 +324,44 @@ void ThreadPool::FinishChunk() {
   }
 }
 
+bool ThreadPool::CpusOffCaller(int cpu, cpu_set_t* set) const {
+  // The pool's CPUs less the caller's (all of them when the caller runs outside them), within
+  // the process's CPUs as they are now: its main thread's affinity, which `taskset -a -p` and
+  // the like change for every thread after the pool was made, so a worker never widens what
+  // the user narrowed. When that leaves no CPU, the worker stays where it is allowed.
+  *set = cpus_;
+  cpu_set_t process;
+  CPU_ZERO(&process);
+  if (sched_getaffinity(getpid(), sizeof(process), &process) == 0) CPU_AND(set, set, &process);
+  if (cpu < CPU_SETSIZE) CPU_CLR(cpu, set);
+  return CPU_COUNT(set) > 0;
+}
+
 void ThreadPool::KeepOffCallersCpu(int* off) {
   const int cpu = caller_cpu_.load(std::memory_order_relaxed);
   if (!keep_off_caller_ || cpu < 0 || cpu == *off) return;
   *off = cpu;
-  // The pool's CPUs less the caller's (all of them when the caller runs outside them), within
-  // the process's CPUs as they are now: its main thread's affinity, which `taskset -a -p` and
-  // the like change for every thread after the pool was made, so a worker never widens what
-  // the user narrowed. When that leaves no CPU, the worker stays where it is allowed. Setting
-  // its own affinity moves a thread at once; a CPU taken offline since leaves the call failing
-  // and the worker where it was.
-  cpu_set_t set = cpus_;
-  cpu_set_t process;
-  CPU_ZERO(&process);
-  if (sched_getaffinity(getpid(), sizeof(process), &process) == 0) CPU_AND(&set, &set, &process);
-  if (cpu < CPU_SETSIZE) CPU_CLR(cpu, &set);
-  if (CPU_COUNT(&set) > 0) (void)sched_setaffinity(0, sizeof(set), &set);
+  // Setting its own affinity moves a thread at once; a CPU taken offline since leaves the call
+  // failing and the worker where it was.
+  cpu_set_t set;
+  if (CpusOffCaller(cpu, &set)) (void)sched_setaffinity(0, sizeof(set), &set);
+}
+
+void ThreadPool::MoveWorkersOff(int cpu) {
+  // A worker asleep, or waiting for a CPU, moves at once; one that has not started yet keeps
+  // off the caller's CPU itself when it joins its first loop (KeepOffCallersCpu).
+  workers_off_cpu_ = cpu;
+  cpu_set_t set;
+  if (!CpusOffCaller(cpu, &set)) return;
+  for (size_t i = 0; i < workers_.size(); ++i) {
+    const pid_t tid = worker_tids_[i].load(std::memory_order_acquire);
+    if (tid != 0) (void)sched_setaffinity(tid, sizeof(set), &set);
+  }
 }
 
 void ThreadPool::WorkerLoop(int slot) {
   inside_pool = this;
+  worker_tids_[slot - 1].store(static_cast<pid_t>(syscall(SYS_gettid)), std::memory_order_release);
   uint64_t seen = 0;
   // The gaps from the end of this worker's last loop to the publishing of the next set how long
   // it spins for the next one.

@@ -558,6 +558,41 @@ TEST(ThreadPoolTest, WorkersKeepOffTheCallersCpu) {
   caller.join();
 }
 
+TEST(ThreadPoolTest, ACallerThatMovesToItsWorkersCpuMovesThemOffItBeforeWakingThem) {
+  // The caller runs on a, so the worker keeps to b; then the caller moves to b. A worker left
+  // kept to b would be woken there, behind the caller, and could run no chunk until the caller
+  // left b. It must already be off b when it joins the next loop.
+  cpu_set_t saved;
+  ASSERT_EQ(sched_getaffinity(0, sizeof(saved), &saved), 0);
+  const std::vector<int> cpus = FirstTwoCpus(saved);
+  if (cpus.size() < 2) GTEST_SKIP() << "one CPU";
+  const int a = cpus[0], b = cpus[1];
+  ThreadPool pool(1);
+  std::thread caller([&] {
+    ASSERT_TRUE(SetOwnCpus({a}));
+    int worker_chunks = 0, on_a = 0;
+    RunUntilTheWorkerJoins(pool, a, &worker_chunks, &on_a);
+    ASSERT_GT(worker_chunks, 0);
+    ASSERT_EQ(on_a, 0);  // the worker keeps to b now
+    std::atomic<int> joins{0}, joined_where_it_may_run_on_b{0};
+    pool.SetJoinHookForTesting([&](uint64_t) {
+      cpu_set_t mine;
+      ASSERT_EQ(sched_getaffinity(0, sizeof(mine), &mine), 0);
+      ++joins;
+      joined_where_it_may_run_on_b += CPU_ISSET(b, &mine) ? 1 : 0;
+    });
+    ASSERT_TRUE(SetOwnCpus({b}));
+    // Chunks that sleep leave b free, so the worker joins even where it is still kept to b.
+    for (int l = 0; l < 1000 && joins == 0; ++l) {
+      pool.ParallelFor(8, 1, [](int64_t, int64_t) { std::this_thread::sleep_for(std::chrono::microseconds(100)); });
+    }
+    pool.SetJoinHookForTesting(nullptr);
+    ASSERT_GT(joins.load(), 0);
+    EXPECT_EQ(joined_where_it_may_run_on_b.load(), 0) << "the worker was woken still kept to the caller's new CPU";
+  });
+  caller.join();
+}
+
 TEST(ThreadPoolTest, WorkersStayWithinTheCpusTheProcessWasNarrowedTo) {
   // As `taskset -a -p` does to a running process: every thread, the worker and the process's
   // main thread included, narrowed to the CPU the worker had kept to. A worker must not then
