@@ -13,7 +13,9 @@
 //     independent accumulators to cover the FMA latency, on one core and on all;
 //   - oneDNN standalone: each matrix product and convolution given on the command line, or found
 //     in the HLO modules given, as one oneDNN primitive on its preferred layouts (weights
-//     reordered once, before timing), created once, best of N executions on oneDNN's own threads;
+//     reordered once, before timing), created once, best of N executions on oneDNN's own threads
+//     (a convolution: each implementation oneDNN offers for it, the fastest holding, as xlens
+//     times oneDNN's first few when it compiles one);
 //     a product's weights of 2 MiB or more on huge pages and again on 4 KiB pages (TimeMatmul);
 //     a product whose output a constant mask partly discards (causal attention's scores) also as
 //     the blocks of it the mask keeps, and one whose lhs such a mask makes zero along part of its
@@ -649,6 +651,36 @@ Json TimeContractedMatmulPerBatchOnce(int64_t batch, int64_t m, int64_t k, int64
           {"threads", threads}};
 }
 
+// oneDNN's fastest implementation of a primitive: each one it offers for the descriptor of `pd`
+// (its reference kernels aside, unless it offers nothing else) made and timed, the best kept
+// (`*ms`, `*impl`), beside its first pick's (`*first_ms`, `*first_impl`), which is what a
+// primitive made the plain way runs. Its first pick is not always its fastest: small-channel
+// convolutions on this machine took brgconv 50.7 us where jit:avx512_core took 22.3. xlens
+// times oneDNN's first few implementations for a convolution when it compiles one
+// (onednn_convolution_thunks.cc) and keeps the fastest, so a floor of the first pick alone would
+// be a bound that xlens beats. `args_for(pd, kept)` gives the arguments of the implementation
+// `pd` is on (its weights in that implementation's layout).
+template <typename Primitive, typename PrimitiveDesc, typename ArgsFor>
+void TimeEachImplementation(PrimitiveDesc pd, const ArgsFor& args_for, int executions, double* ms,
+                            std::string* impl, double* first_ms, std::string* first_impl) {
+  *ms = 0;
+  impl->clear();
+  do {
+    const std::string name = pd.impl_info_str();
+    if (!impl->empty() && name.rfind("ref", 0) == 0) continue;
+    KeptBuffers kept;
+    const double t = BestMs(Primitive(pd), args_for(pd, kept), executions);
+    if (first_impl->empty()) {
+      *first_impl = name;
+      *first_ms = t;
+    }
+    if (impl->empty() || t < *ms) {
+      *ms = t;
+      *impl = name;
+    }
+  } while (pd.next_impl());
+}
+
 struct ConvShape {
   std::string kind;  // forward, backward_data, backward_weights
   int64_t images = 0, input_channels = 0, output_channels = 0, groups = 1;
@@ -680,36 +712,44 @@ Json TimeConvolutionOnce(const ConvShape& s, int executions) {
   for (int64_t d : s.dst_spatial) flops *= d;
   for (int64_t d : s.kernel_spatial) flops *= d;
   double ms = 0;
-  std::string impl;
-  KeptBuffers kept;
+  std::string impl, first_impl;
+  double first_ms = 0;
+  // Each descriptor is named: oneDNN's iterator over implementations reads it on each next_impl().
   if (s.kind == "forward") {
-    const dnnl::convolution_forward::primitive_desc pd(forward(dnnl::prop_kind::forward_inference), Engine());
-    ms = BestMs(dnnl::convolution_forward(pd),
-                {{DNNL_ARG_SRC, Filled(src, kept)}, {DNNL_ARG_WEIGHTS, Filled(pd.weights_desc(), kept)}, {DNNL_ARG_DST, Filled(dst, kept)}},
-                executions);
-    impl = pd.impl_info_str();
+    const dnnl::convolution_forward::desc desc = forward(dnnl::prop_kind::forward_inference);
+    TimeEachImplementation<dnnl::convolution_forward>(
+        dnnl::convolution_forward::primitive_desc(desc, Engine()),
+        [&](const dnnl::convolution_forward::primitive_desc& pd, KeptBuffers& kept) {
+          return std::unordered_map<int, dnnl::memory>{{DNNL_ARG_SRC, Filled(src, kept)},
+                                                       {DNNL_ARG_WEIGHTS, Filled(pd.weights_desc(), kept)},
+                                                       {DNNL_ARG_DST, Filled(dst, kept)}};
+        },
+        executions, &ms, &impl, &first_ms, &first_impl);
   } else {
-    const dnnl::convolution_forward::primitive_desc hint(forward(dnnl::prop_kind::forward_training), Engine());
+    const dnnl::convolution_forward::desc hint_desc = forward(dnnl::prop_kind::forward_training);
+    const dnnl::convolution_forward::primitive_desc hint(hint_desc, Engine());
     if (s.kind == "backward_data") {
-      const dnnl::convolution_backward_data::primitive_desc pd(
-          dnnl::convolution_backward_data::desc(dnnl::algorithm::convolution_direct, src, any_weights, dst, strides,
-                                                dilates, pl, ph),
-          Engine(), hint);
-      ms = BestMs(dnnl::convolution_backward_data(pd),
-                  {{DNNL_ARG_DIFF_SRC, Filled(src, kept)}, {DNNL_ARG_WEIGHTS, Filled(pd.weights_desc(), kept)},
-                   {DNNL_ARG_DIFF_DST, Filled(dst, kept)}},
-                  executions);
-      impl = pd.impl_info_str();
+      const dnnl::convolution_backward_data::desc desc(dnnl::algorithm::convolution_direct, src, any_weights, dst,
+                                                       strides, dilates, pl, ph);
+      TimeEachImplementation<dnnl::convolution_backward_data>(
+          dnnl::convolution_backward_data::primitive_desc(desc, Engine(), hint),
+          [&](const dnnl::convolution_backward_data::primitive_desc& pd, KeptBuffers& kept) {
+            return std::unordered_map<int, dnnl::memory>{{DNNL_ARG_DIFF_SRC, Filled(src, kept)},
+                                                         {DNNL_ARG_WEIGHTS, Filled(pd.weights_desc(), kept)},
+                                                         {DNNL_ARG_DIFF_DST, Filled(dst, kept)}};
+          },
+          executions, &ms, &impl, &first_ms, &first_impl);
     } else {
-      const dnnl::convolution_backward_weights::primitive_desc pd(
-          dnnl::convolution_backward_weights::desc(dnnl::algorithm::convolution_direct, src, any_weights, dst,
-                                                   strides, dilates, pl, ph),
-          Engine(), hint);
-      ms = BestMs(dnnl::convolution_backward_weights(pd),
-                  {{DNNL_ARG_SRC, Filled(src, kept)}, {DNNL_ARG_DIFF_WEIGHTS, Filled(pd.diff_weights_desc(), kept)},
-                   {DNNL_ARG_DIFF_DST, Filled(dst, kept)}},
-                  executions);
-      impl = pd.impl_info_str();
+      const dnnl::convolution_backward_weights::desc desc(dnnl::algorithm::convolution_direct, src, any_weights,
+                                                          dst, strides, dilates, pl, ph);
+      TimeEachImplementation<dnnl::convolution_backward_weights>(
+          dnnl::convolution_backward_weights::primitive_desc(desc, Engine(), hint),
+          [&](const dnnl::convolution_backward_weights::primitive_desc& pd, KeptBuffers& kept) {
+            return std::unordered_map<int, dnnl::memory>{{DNNL_ARG_SRC, Filled(src, kept)},
+                                                         {DNNL_ARG_DIFF_WEIGHTS, Filled(pd.diff_weights_desc(), kept)},
+                                                         {DNNL_ARG_DIFF_DST, Filled(dst, kept)}};
+          },
+          executions, &ms, &impl, &first_ms, &first_impl);
     }
   }
   auto join = [](const std::vector<int64_t>& v) {
@@ -721,7 +761,8 @@ Json TimeConvolutionOnce(const ConvShape& s, int executions) {
           {"shape", "N" + std::to_string(s.images) + " C" + std::to_string(s.input_channels) + " " +
                         join(s.src_spatial) + " k" + join(s.kernel_spatial) + " O" + std::to_string(s.output_channels) +
                         " s" + join(s.strides) + (s.groups > 1 ? " g" + std::to_string(s.groups) : "")},
-          {"flops", flops}, {"ms", ms}, {"gflops", flops / (ms * 1e6)}, {"impl", impl}};
+          {"flops", flops}, {"ms", ms}, {"gflops", flops / (ms * 1e6)}, {"impl", impl},
+          {"first_impl", first_impl}, {"first_impl_ms", first_ms}};
 }
 
 Json TimeConvolution(const ConvShape& s, int executions) {
