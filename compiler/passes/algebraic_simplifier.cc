@@ -60,6 +60,54 @@ bool IsFloatValue(const HloInstruction* instruction, double value, bool negative
   });
 }
 
+// The one value every element of `instruction` holds, where it is a float constant (or a
+// broadcast of one) whose elements are all that value, bit for bit; not a NaN.
+std::optional<double> UniformFloatConstant(const HloInstruction* instruction) {
+  if (!IsFloatArray(instruction->shape())) return std::nullopt;
+  const Literal* literal = ConstantValue(instruction);
+  if (literal == nullptr || literal->element_count() == 0) return std::nullopt;
+  const double value = literal->GetAsDouble(0);
+  if (std::isnan(value)) return std::nullopt;
+  for (int64_t i = 1; i < literal->element_count(); ++i) {
+    const double v = literal->GetAsDouble(i);
+    if (v != value || std::signbit(v) != std::signbit(value)) return std::nullopt;
+  }
+  return value;
+}
+
+// A value that is one of two constants by a predicate (a select between uniform constants), or
+// one constant throughout (`predicate` null, both values the same).
+struct ConstantChoice {
+  HloInstruction* predicate = nullptr;
+  double on_true = 0, on_false = 0;
+};
+
+std::optional<ConstantChoice> AsConstantChoice(const HloInstruction* instruction) {
+  if (std::optional<double> value = UniformFloatConstant(instruction)) {
+    return ConstantChoice{nullptr, *value, *value};
+  }
+  if (instruction->opcode() != HloOpcode::kSelect || instruction->operand_count() != 3) {
+    return std::nullopt;
+  }
+  std::optional<double> on_true = UniformFloatConstant(instruction->operand(1));
+  std::optional<double> on_false = UniformFloatConstant(instruction->operand(2));
+  if (!on_true || !on_false) return std::nullopt;
+  return ConstantChoice{instruction->operand(0), *on_true, *on_false};
+}
+
+// a / b as a divide of `type` computes it, or nullopt for a NaN (whose sign and payload the
+// hardware and the evaluator may not agree on). F32 divides in float; F64 in double; F16 and
+// BF16 in double, rounded to the type where the constant is made (SetFromDouble): a double holds
+// more than 2p + 2 bits of a quotient of p-bit values, so that rounding gives the correctly
+// rounded quotient, as the divide does.
+std::optional<double> FloatQuotient(PrimitiveType type, double a, double b) {
+  const double q = type == PrimitiveType::F32
+                       ? static_cast<double>(static_cast<float>(a) / static_cast<float>(b))
+                       : a / b;
+  if (std::isnan(q)) return std::nullopt;
+  return q;
+}
+
 // Zero that leaves every addend unchanged: integer 0, or float -0.0 (+0.0 + -0.0 is +0.0).
 bool IsAdditiveIdentity(const HloInstruction* instruction) {
   return IsIntegerArray(instruction->shape()) ? IsIntValue(instruction, 0)
@@ -302,7 +350,62 @@ class Simplifier {
   }
 
   bool HandleDivide(HloInstruction* div) {
-    return IsOne(div->operand(1)) && Replace(div, div->operand(0));
+    if (IsOne(div->operand(1))) return Replace(div, div->operand(0));
+    return FoldDivideOfConstantChoices(div);
+  }
+
+  // a / b where a and b are each a select between two constants or a constant, one of them at
+  // least a select: the quotients fold and the divide becomes selects between them, nested where
+  // both are selects on different predicates. JAX's gradient of maximum (and minimum) splits it
+  // between tied operands as select(x == max, 1, 0) / select(y == max, 2, 1): a training step's
+  // ReLU gradients divide every element so, a vector divide each 16 elements that two blends
+  // replace. Bit for bit what the divide gives; left alone where a quotient is a NaN.
+  bool FoldDivideOfConstantChoices(HloInstruction* div) {
+    std::optional<ConstantChoice> a = AsConstantChoice(div->operand(0));
+    std::optional<ConstantChoice> b = AsConstantChoice(div->operand(1));
+    if (!a || !b || (a->predicate == nullptr && b->predicate == nullptr)) return false;
+    const Shape& shape = div->shape();
+    const PrimitiveType type = shape.element_type();
+    // quotients[i][j]: a's value i (0 where its predicate holds) over b's value j.
+    double quotients[2][2];
+    const double as[2] = {a->on_true, a->on_false}, bs[2] = {b->on_true, b->on_false};
+    for (int i = 0; i < 2; ++i) {
+      for (int j = 0; j < 2; ++j) {
+        std::optional<double> q = FloatQuotient(type, as[i], bs[j]);
+        if (!q) return false;
+        quotients[i][j] = *q;
+      }
+    }
+    // The value over b's value j: a's quotients chosen by a's predicate.
+    auto over = [&](int j) {
+      if (a->predicate == nullptr) return UniformConstant(quotients[0][j], shape, div);
+      return SelectBetween(a->predicate, UniformConstant(quotients[0][j], shape, div),
+                           UniformConstant(quotients[1][j], shape, div), div);
+    };
+    if (b->predicate == nullptr) return Replace(div, over(0));
+    if (a->predicate == b->predicate) {
+      return Replace(div, SelectBetween(a->predicate, UniformConstant(quotients[0][0], shape, div),
+                                        UniformConstant(quotients[1][1], shape, div), div));
+    }
+    return Replace(div, SelectBetween(b->predicate, over(0), over(1), div));
+  }
+
+  // `value` in every element of `shape` (of a float type): a scalar constant, broadcast.
+  HloInstruction* UniformConstant(double value, const Shape& shape, const HloInstruction* origin) {
+    Literal literal(ScalarLike(shape.element_type(), shape));
+    literal.SetFromDouble(0, value);
+    HloInstruction* scalar = Add(HloInstruction::CreateConstant(std::move(literal)), origin);
+    if (shape.rank() == 0) return scalar;
+    return AddUnary(HloOpcode::kBroadcast, shape, scalar, origin, std::vector<int64_t>{});
+  }
+
+  HloInstruction* SelectBetween(HloInstruction* predicate, HloInstruction* on_true,
+                                HloInstruction* on_false, const HloInstruction* origin) {
+    auto select = std::make_unique<HloInstruction>(HloOpcode::kSelect, on_true->shape());
+    select->AppendOperand(predicate);
+    select->AppendOperand(on_true);
+    select->AppendOperand(on_false);
+    return Add(std::move(select), origin);
   }
 
   bool HandleNegate(HloInstruction* negate) {

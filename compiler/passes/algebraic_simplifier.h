@@ -10,7 +10,10 @@
 //   - reduce over no elements -> broadcast(init); reduce whose reduced dimensions all have size 1
 //     -> reshape (when init is the reducer's identity) or reducer(broadcast(init), reshape(x));
 //   - dot whose contracting dimensions all have size 1 -> multiply of broadcasts;
-//   - compare(x, x) of integers -> a constant; select with a constant predicate; select(p, x, x).
+//   - compare(x, x) of integers -> a constant; select with a constant predicate; select(p, x, x);
+//   - a float divide of selects between constants (or of one such select and a constant) ->
+//     selects between the quotients, unless one is a NaN: JAX's gradients of maximum and
+//     minimum, select(x == max, 1, 0) / select(y == max, 2, 1), divide no more.
 // It leaves alone fusion computations, anything whose replacement would change a layout, dots with
 // an `algorithm=` (which rounds its inputs), and variadic reduces. New instructions take the
 // metadata of the instruction they replace. Each computation is rewritten to a fixed point;

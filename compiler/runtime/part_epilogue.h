@@ -7,8 +7,8 @@
 // (compare(x, max(x, 0)) to tell x = 0 from x < 0: 0.5 at 0, 0 below), so the forward keeps both
 // the pre-activation and its ReLU: the call writes one, a loop kernel the other. Likewise the
 // backward's input gradient dx is multiplied by that mask in a loop kernel right after the
-// backward-data call. oneDNN has no post-op with two outputs, and the mask (two selects and a
-// divide over x) is no binary post-op of dx alone. Run per part, such a kernel needs no launch
+// backward-data call. oneDNN has no post-op with two outputs, and the mask (selects over x, its
+// divide folded: algebraic_simplifier.h) is no binary post-op of dx alone. Run per part, such a kernel needs no launch
 // of its own nor a wait for the pool's workers between it and the call, and reads the images the
 // part wrote while they are in its core's L2. The kernel is the very code that would have run
 // after the call, so the results are the same bit for bit; only when it runs changes.

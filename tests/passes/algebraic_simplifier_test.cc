@@ -1,5 +1,10 @@
 #include "compiler/passes/algebraic_simplifier.h"
 
+#include <limits>
+#include <string>
+#include <vector>
+
+#include <fmt/format.h>
 #include <gtest/gtest.h>
 
 #include "corpus_pass_check.h"
@@ -303,6 +308,143 @@ ENTRY e {
   EXPECT_EQ(module->GetComputationWithName("body")->root_instruction()->opcode(),
             HloOpcode::kParameter);
   EXPECT_EQ(module->GetComputationWithName("fused")->root_instruction()->opcode(), HloOpcode::kAdd);
+}
+
+// Evaluates `before` and `after` on `args`: the same bits in every output.
+::testing::AssertionResult SameBits(const HloModule& before, const HloModule& after,
+                                    const std::vector<Literal>& args) {
+  auto expected = EvaluateModule(before, args);
+  if (!expected.ok()) return ::testing::AssertionFailure() << "before: " << expected.status().message();
+  auto actual = EvaluateModule(after, args);
+  if (!actual.ok()) return ::testing::AssertionFailure() << "after: " << actual.status().message();
+  if (!(*expected == *actual)) {
+    return ::testing::AssertionFailure() << "before " << expected->ToStringWithoutShape() << ", after "
+                                         << actual->ToStringWithoutShape();
+  }
+  return ::testing::AssertionSuccess();
+}
+
+// The gradient of jnp.maximum(x, 0) times g, as JAX writes it (ties split: x == 0 gets half).
+constexpr char kReluGradient[] = R"(HloModule m
+ENTRY e {
+  x = f32[8] parameter(0)
+  g = f32[8] parameter(1)
+  zero = f32[] constant(0)
+  zeros = f32[8] broadcast(zero), dimensions={}
+  m = f32[8] maximum(x, zeros)
+  one = f32[] constant(1)
+  two = f32[] constant(2)
+  ones = f32[8] broadcast(one), dimensions={}
+  twos = f32[8] broadcast(two), dimensions={}
+  x_is_max = pred[8] compare(x, m), direction=EQ
+  zero_is_max = pred[8] compare(zeros, m), direction=EQ
+  share = f32[8] select(x_is_max, ones, zeros)
+  ties = f32[8] select(zero_is_max, twos, ones)
+  d = f32[8] divide(share, ties)
+  ROOT r = f32[8] multiply(g, d)
+})";
+
+TEST(AlgebraicSimplifierTest, DivideOfSelectsBetweenConstantsIsSelectsBetweenTheQuotients) {
+  auto module = Simplify(kReluGradient);
+  ASSERT_NE(module, nullptr);
+  EXPECT_EQ(CountOpcode(*module, HloOpcode::kDivide), 0);
+  EXPECT_EQ(CountOpcode(*module, HloOpcode::kSelect), 3) << "one on each predicate's quotients";
+  // Bit for bit, at the tie and around it: +-0, NaN, infinities, denormals.
+  const float nan = std::numeric_limits<float>::quiet_NaN();
+  const float inf = std::numeric_limits<float>::infinity();
+  std::vector<Literal> args;
+  args.push_back(Literal::CreateR1<float>(PrimitiveType::F32,
+                                          {0.0f, -0.0f, 1.5f, -2.0f, nan, inf, -inf, 1e-45f}));
+  args.push_back(Literal::CreateR1<float>(PrimitiveType::F32,
+                                          {3.0f, -3.0f, -0.0f, 5.0f, 1.0f, nan, 2.0f, 7.0f}));
+  EXPECT_TRUE(SameBits(*ParseModuleOrDie(kReluGradient), *module, args));
+}
+
+TEST(AlgebraicSimplifierTest, DivideOfOneSelectByAConstantOrTheSamePredicateIsOneSelect) {
+  auto module = Simplify(R"(HloModule m
+ENTRY e {
+  x = f32[4] parameter(0)
+  y = f32[4] parameter(1)
+  p = pred[4] compare(x, y), direction=LT
+  c1 = f32[] constant(1)
+  c3 = f32[] constant(3)
+  c7 = f32[] constant(-7)
+  b1 = f32[4] broadcast(c1), dimensions={}
+  b3 = f32[4] broadcast(c3), dimensions={}
+  b7 = f32[4] constant({-7, -7, -7, -7})
+  s = f32[4] select(p, b1, b7)
+  t = f32[4] select(p, b3, b1)
+  over_constant = f32[4] divide(s, b3)
+  constant_over = f32[4] divide(b7, t)
+  same_predicate = f32[4] divide(s, t)
+  ROOT r = (f32[4], f32[4], f32[4]) tuple(over_constant, constant_over, same_predicate)
+})");
+  ASSERT_NE(module, nullptr);
+  const HloInstruction* root = Root(*module);
+  for (int i = 0; i < 3; ++i) {
+    const HloInstruction* select = root->operand(i);
+    ASSERT_EQ(select->opcode(), HloOpcode::kSelect) << i;
+    EXPECT_EQ(select->operand(0)->name(), "p") << i;
+    EXPECT_EQ(select->operand(1)->opcode(), HloOpcode::kBroadcast) << i;
+    EXPECT_EQ(select->operand(2)->opcode(), HloOpcode::kBroadcast) << i;
+  }
+  // 1/3 rounded as f32 divides it; -7/3 and 1/-7 too.
+  EXPECT_EQ(root->operand(0)->operand(1)->operand(0)->literal().GetAsDouble(0),
+            static_cast<double>(1.0f / 3.0f));
+  EXPECT_EQ(root->operand(2)->operand(2)->operand(0)->literal().GetAsDouble(0),
+            static_cast<double>(-7.0f / 1.0f));
+}
+
+TEST(AlgebraicSimplifierTest, HalfPrecisionQuotientsRoundAsTheDivideDoes) {
+  for (const char* type : {"bf16", "f16", "f64"}) {
+    const std::string text = fmt::format(R"(HloModule m
+ENTRY e {{
+  x = {0}[6] parameter(0)
+  zero = {0}[] constant(0)
+  zeros = {0}[6] broadcast(zero), dimensions={{}}
+  p = pred[6] compare(x, zeros), direction=GT
+  q = pred[6] compare(x, zeros), direction=NE
+  a = {0}[] constant(1)
+  b = {0}[] constant(-5)
+  c = {0}[] constant(3)
+  d = {0}[] constant(0.7)
+  as = {0}[6] broadcast(a), dimensions={{}}
+  bs = {0}[6] broadcast(b), dimensions={{}}
+  cs = {0}[6] broadcast(c), dimensions={{}}
+  ds = {0}[6] broadcast(d), dimensions={{}}
+  n = {0}[6] select(p, as, bs)
+  m = {0}[6] select(q, cs, ds)
+  ROOT r = {0}[6] divide(n, m)
+}})", type);
+    SCOPED_TRACE(type);
+    auto module = Simplify(text);
+    ASSERT_NE(module, nullptr);
+    EXPECT_EQ(CountOpcode(*module, HloOpcode::kDivide), 0);
+    auto before = ParseModuleOrDie(text);
+    std::vector<Literal> args;
+    args.push_back(Literal(before->entry_computation()->parameter_instruction(0)->shape()));
+    const double xs[] = {2, -1, 0, -0.0, 0.5, -3};
+    for (int i = 0; i < 6; ++i) args.back().SetFromDouble(i, xs[i]);
+    EXPECT_TRUE(SameBits(*before, *module, args));
+  }
+}
+
+TEST(AlgebraicSimplifierTest, DivideIsKeptWhereAQuotientIsNaNOrAConstantVaries) {
+  Simplify(R"(HloModule m
+ENTRY e {
+  x = f32[2] parameter(0)
+  zero = f32[] constant(0)
+  zeros = f32[2] broadcast(zero), dimensions={}
+  one = f32[] constant(1)
+  ones = f32[2] broadcast(one), dimensions={}
+  p = pred[2] compare(x, zeros), direction=GT
+  s = f32[2] select(p, zeros, ones)
+  nan_quotient = f32[2] divide(s, s)
+  mixed = f32[2] constant({1, 2})
+  t = f32[2] select(p, mixed, ones)
+  varying = f32[2] divide(t, s)
+  ROOT r = (f32[2], f32[2]) tuple(nan_quotient, varying)
+})", /*expect_change=*/false);
 }
 
 TEST(AlgebraicSimplifierTest, CorpusModulesComputeTheSame) {
