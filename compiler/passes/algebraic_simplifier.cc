@@ -366,11 +366,15 @@ class Simplifier {
     if (!a || !b || (a->predicate == nullptr && b->predicate == nullptr)) return false;
     const Shape& shape = div->shape();
     const PrimitiveType type = shape.element_type();
-    // quotients[i][j]: a's value i (0 where its predicate holds) over b's value j.
-    double quotients[2][2];
+    // quotients[i][j]: a's value i (0 where its predicate holds) over b's value j, each that the
+    // result can take: a constant's second value is its first, and on one predicate a's value i
+    // meets only b's value i.
+    const bool same_predicate = a->predicate == b->predicate;
+    double quotients[2][2] = {};
     const double as[2] = {a->on_true, a->on_false}, bs[2] = {b->on_true, b->on_false};
-    for (int i = 0; i < 2; ++i) {
-      for (int j = 0; j < 2; ++j) {
+    for (int i = 0; i < (a->predicate ? 2 : 1); ++i) {
+      for (int j = 0; j < (b->predicate ? 2 : 1); ++j) {
+        if (same_predicate && i != j) continue;
         std::optional<double> q = FloatQuotient(type, as[i], bs[j]);
         if (!q) return false;
         quotients[i][j] = *q;
@@ -379,15 +383,19 @@ class Simplifier {
     // The value over b's value j: a's quotients chosen by a's predicate.
     auto over = [&](int j) {
       if (a->predicate == nullptr) return UniformConstant(quotients[0][j], shape, div);
-      return SelectBetween(a->predicate, UniformConstant(quotients[0][j], shape, div),
-                           UniformConstant(quotients[1][j], shape, div), div);
+      HloInstruction* on_true = UniformConstant(quotients[0][j], shape, div);
+      HloInstruction* on_false = UniformConstant(quotients[1][j], shape, div);
+      return SelectBetween(a->predicate, on_true, on_false, div);
     };
     if (b->predicate == nullptr) return Replace(div, over(0));
-    if (a->predicate == b->predicate) {
-      return Replace(div, SelectBetween(a->predicate, UniformConstant(quotients[0][0], shape, div),
-                                        UniformConstant(quotients[1][1], shape, div), div));
+    if (same_predicate) {
+      HloInstruction* on_true = UniformConstant(quotients[0][0], shape, div);
+      HloInstruction* on_false = UniformConstant(quotients[1][1], shape, div);
+      return Replace(div, SelectBetween(a->predicate, on_true, on_false, div));
     }
-    return Replace(div, SelectBetween(b->predicate, over(0), over(1), div));
+    HloInstruction* over_true = over(0);
+    HloInstruction* over_false = over(1);
+    return Replace(div, SelectBetween(b->predicate, over_true, over_false, div));
   }
 
   // `value` in every element of `shape` (of a float type): a scalar constant, broadcast.
@@ -401,11 +409,7 @@ class Simplifier {
 
   HloInstruction* SelectBetween(HloInstruction* predicate, HloInstruction* on_true,
                                 HloInstruction* on_false, const HloInstruction* origin) {
-    auto select = std::make_unique<HloInstruction>(HloOpcode::kSelect, on_true->shape());
-    select->AppendOperand(predicate);
-    select->AppendOperand(on_true);
-    select->AppendOperand(on_false);
-    return Add(std::move(select), origin);
+    return Add(CreateSelect(predicate, on_true, on_false), origin);
   }
 
   bool HandleNegate(HloInstruction* negate) {

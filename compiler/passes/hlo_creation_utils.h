@@ -40,4 +40,14 @@ inline std::unique_ptr<HloInstruction> CreateBroadcast(Shape shape, HloInstructi
   return broadcast;
 }
 
+// select(predicate, on_true, on_false), of on_true's shape.
+inline std::unique_ptr<HloInstruction> CreateSelect(HloInstruction* predicate, HloInstruction* on_true,
+                                                    HloInstruction* on_false) {
+  auto select = std::make_unique<HloInstruction>(HloOpcode::kSelect, on_true->shape());
+  select->AppendOperand(predicate);
+  select->AppendOperand(on_true);
+  select->AppendOperand(on_false);
+  return select;
+}
+
 }  // namespace xlens

@@ -140,11 +140,8 @@ class Expansion {
         HloOpcode::kCompare, MakeShape(PrimitiveType::PRED, sum->shape().dimensions()), sum, low);
     compare->comparison_direction = ComparisonDirection::kLt;
     HloInstruction* carry = Add(std::move(compare));
-    auto select = std::make_unique<HloInstruction>(HloOpcode::kSelect, high->shape());
-    select->AppendOperand(carry);
-    select->AppendOperand(AddOp(high, ConstantLike(high, 1)));
-    select->AppendOperand(high);
-    return {sum, Add(std::move(select))};
+    HloInstruction* high_plus_one = AddOp(high, ConstantLike(high, 1));
+    return {sum, Add(CreateSelect(carry, high_plus_one, high))};
   }
 
   // u32 words (flat, of `length`) into the values' type and shape.

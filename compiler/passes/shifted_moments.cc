@@ -269,11 +269,7 @@ class Shifter {
 
   HloInstruction* Select(HloInstruction* predicate, HloInstruction* on_true,
                          HloInstruction* on_false, const HloInstruction& origin) {
-    auto select = std::make_unique<HloInstruction>(HloOpcode::kSelect, on_true->shape());
-    select->AppendOperand(predicate);
-    select->AppendOperand(on_true);
-    select->AppendOperand(on_false);
-    return AddLike(*computation_, std::move(select), origin);
+    return AddLike(*computation_, CreateSelect(predicate, on_true, on_false), origin);
   }
 
   HloInstruction* Binary(HloOpcode opcode, const Shape& shape, HloInstruction* lhs,

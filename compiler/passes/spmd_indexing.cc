@@ -96,11 +96,9 @@ HloInstruction* SpmdBuilder::ZeroOutside(HloInstruction* x, HloInstruction* loca
   Shape mask_shape = x->shape();
   mask_shape.set_element_type(PrimitiveType::PRED);
   auto mask = CreateBroadcast(mask_shape, ok, batch_dims);
-  auto sel = std::make_unique<HloInstruction>(HloOpcode::kSelect, x->shape());
-  sel->AppendOperand(Add(std::move(mask)));
-  sel->AppendOperand(x);
-  sel->AppendOperand(Broadcast(Zero(x->shape().element_type()), x->shape()));
-  return Add(std::move(sel));
+  HloInstruction* in_range = Add(std::move(mask));
+  HloInstruction* zeros = Broadcast(Zero(x->shape().element_type()), x->shape());
+  return Add(CreateSelect(in_range, x, zeros));
 }
 
 }  // namespace xlens

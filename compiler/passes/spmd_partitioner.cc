@@ -10,6 +10,7 @@
 #include "compiler/hlo/collective_attributes.h"
 #include "compiler/passes/call_inliner.h"
 #include "compiler/passes/dce.h"
+#include "compiler/passes/hlo_creation_utils.h"
 #include "compiler/passes/sharding_propagation.h"
 #include "compiler/passes/spmd_reshard.h"
 #include "compiler/passes/spmd_tiling.h"
@@ -520,11 +521,7 @@ class Partitioner {
         auto ge = HloInstruction::CreateBinary(HloOpcode::kCompare, ps, row,
                                                b_->Broadcast(b_->ScalarS32(offsets[k]), is));
         ge->comparison_direction = ComparisonDirection::kGe;
-        auto sel = std::make_unique<HloInstruction>(HloOpcode::kSelect, windows[k]->shape());
-        sel->AppendOperand(Add(std::move(ge)));
-        sel->AppendOperand(windows[k]);
-        sel->AppendOperand(result);
-        result = Add(std::move(sel));
+        result = Add(CreateSelect(Add(std::move(ge)), windows[k], result));
       }
       decisions_.push_back(fmt::format("%{}: concatenate of windows of its operands' rows along dim {} ({})",
                                        instr.name(), d, want.ToString()));

@@ -227,11 +227,7 @@ HloInstruction* SpmdBuilder::Mask(HloInstruction* x, const Tiling& t, const std:
     pred = pred == nullptr ? p : Add(HloInstruction::CreateBinary(HloOpcode::kAnd, ps, pred, p));
   }
   if (pred == nullptr) return x;
-  auto sel = std::make_unique<HloInstruction>(HloOpcode::kSelect, x->shape());
-  sel->AppendOperand(pred);
-  sel->AppendOperand(x);
-  sel->AppendOperand(Broadcast(fill, x->shape()));
-  return Add(std::move(sel));
+  return Add(CreateSelect(pred, x, Broadcast(fill, x->shape())));
 }
 
 // --- resharding ---
@@ -512,11 +508,7 @@ HloInstruction* SpmdBuilder::Window(HloInstruction* x, const Tiling& t, const st
   auto lt = HloInstruction::CreateBinary(HloOpcode::kCompare, ps, row, Broadcast(ScalarS32(global[dim]), is));
   lt->comparison_direction = ComparisonDirection::kLt;
   HloInstruction* inside = Add(HloInstruction::CreateBinary(HloOpcode::kAnd, ps, Add(std::move(ge)), Add(std::move(lt))));
-  auto sel = std::make_unique<HloInstruction>(HloOpcode::kSelect, ext->shape());
-  sel->AppendOperand(inside);
-  sel->AppendOperand(ext);
-  sel->AppendOperand(Broadcast(fill, ext->shape()));
-  ext = Add(std::move(sel));
+  ext = Add(CreateSelect(inside, ext, Broadcast(fill, ext->shape())));
   // Each device's window.
   std::vector<int64_t> at(n_);
   for (int64_t dev = 0; dev < n_; ++dev) at[dev] = rel[dev] + ext_left;

@@ -429,6 +429,28 @@ ENTRY e {{
   }
 }
 
+TEST(AlgebraicSimplifierTest, OnOnePredicateOnlyTheQuotientsTakenCount) {
+  // select(p, 0, 1) / select(p, 1, 0) is 0/1 or 1/0: the 0/0 it never takes keeps nothing.
+  constexpr char kText[] = R"(HloModule m
+ENTRY e {
+  x = f32[4] parameter(0)
+  zero = f32[] constant(0)
+  zeros = f32[4] broadcast(zero), dimensions={}
+  one = f32[] constant(1)
+  ones = f32[4] broadcast(one), dimensions={}
+  p = pred[4] compare(x, zeros), direction=GT
+  s = f32[4] select(p, zeros, ones)
+  t = f32[4] select(p, ones, zeros)
+  ROOT d = f32[4] divide(s, t)
+})";
+  auto module = Simplify(kText);
+  ASSERT_NE(module, nullptr);
+  EXPECT_EQ(CountOpcode(*module, HloOpcode::kDivide), 0);
+  std::vector<Literal> args;
+  args.push_back(Literal::CreateR1<float>(PrimitiveType::F32, {1.0f, -1.0f, 0.0f, -0.0f}));
+  EXPECT_TRUE(SameBits(*ParseModuleOrDie(kText), *module, args));
+}
+
 TEST(AlgebraicSimplifierTest, DivideIsKeptWhereAQuotientIsNaNOrAConstantVaries) {
   Simplify(R"(HloModule m
 ENTRY e {
