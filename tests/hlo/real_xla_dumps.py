@@ -12,6 +12,8 @@ top_k, rfft, cholesky, a fused batch norm, a while loop and a cond). Then checks
 - what xlens prints parses with XLA's own parser (from jaxlib) into the same module as the file;
 - the exact GELU, alone and after a product, is compiled as one erfc (jax's expansion of it is
   recognized: one divide in its loop, oneDNN's gelu_erf after the product);
+- the ReLU gradient (jnp.maximum's, ties split by a divide of selects) is compiled without a
+  divide (passes/algebraic_simplifier.h), its ties at 0 and -0 still jax's;
 - every unsharded before_optimizations module runs (`xlens run --reference`), to the outputs jax
   computed from the same .npy inputs where the script saved them; TensorFlow's modules with
   elided constants ({...}) are refused naming the constant, and run once filled.
@@ -113,6 +115,11 @@ def segments_and_one_hot(x, ids):
 def upsample(x):
     return jax.image.resize(x, (2, 12, 12, 3), "bilinear")
 
+def relu_grad(x, g):
+    # jnp.maximum's gradient splits it between tied operands (x == 0 gets half) as a divide of
+    # two selects between constants.
+    return jax.grad(lambda x: jnp.sum(jnp.maximum(x, 0.0) * g))(x)
+
 programs = {
     "spectrum": (spectrum, [arr(4, 16)]),
     "top_scores": (top_scores, [arr(6, 10)]),
@@ -127,6 +134,7 @@ programs = {
     "bf16_matmul": (bf16_matmul, [arr(8, 16), arr(16, 4)], 8e-3),
     "segments_and_one_hot": (segments_and_one_hot, [arr(10, 3), (np.arange(10) % 4).astype(np.int32)]),
     "upsample": (upsample, [arr(2, 6, 6, 3)]),
+    "relu_grad": (relu_grad, [np.concatenate([arr(28), np.array([0, -0.0, 0, 2], np.float32)]), arr(32)]),
     "train_step": (train_step, [arr(8, 16), arr(16), arr(16, 4), arr(4), arr(32, 8), arr(32, 4)]),
     "conv": (conv, [arr(2, 10, 10, 3), arr(3, 3, 3, 4)]),
     "attention": (attention, [arr(2, 4, 8, 16), arr(2, 4, 8, 16), arr(2, 4, 8, 16)]),
@@ -304,6 +312,42 @@ def check_run(xlens, path, io_dir, work, stats, failures):
     stats["ran"] += 1
 
 
+def optimized_dump(xlens, jax_dir, module, out, failures):
+    """xlens's dump (--xla_dump_to=`out`) of jax's before_optimizations module `module`; None
+    (with a failure) where jax wrote no such module or xlens cannot run it."""
+    paths = glob.glob(os.path.join(jax_dir, f"*.{module}.before_optimizations.txt"))
+    if len(paths) != 1:
+        failures.append(f"{module}: jax wrote {len(paths)} before_optimizations modules")
+        return None
+    run = subprocess.run([xlens, "run", paths[0], f"--xla_dump_to={out}"], capture_output=True, text=True)
+    if run.returncode != 0:
+        failures.append(f"{paths[0]}: xlens run failed: {run.stderr.strip()[:400]}")
+        return None
+    return paths[0]
+
+
+def ir_divides(out):
+    """(divides, files) in the unoptimized LLVM IR of a dump."""
+    ir = glob.glob(os.path.join(out, "*.ir-no-opt.ll"))
+    return sum(open(p, encoding="utf-8").read().count(" fdiv ") for p in ir), len(ir)
+
+
+def check_relu_gradient_folded(xlens, jax_dir, work, stats, failures):
+    """jnp.maximum's gradient as today's jax writes it, select(x == max, 1, 0) / select(0 == max,
+    2, 1), runs with no divide: the algebraic simplifier folds the quotients (its numbers, ties
+    included, check_run compares with jax's)."""
+    out = os.path.join(work, "relu_dumps")
+    path = optimized_dump(xlens, jax_dir, "jit_relu_grad", out, failures)
+    if path is None:
+        return
+    divides, files = ir_divides(out)
+    if not files or divides:
+        failures.append(f"{path}: the ReLU gradient's divide was not folded ({divides} divides in its "
+                        f"LLVM IR, {files} files): passes/algebraic_simplifier.cc")
+        return
+    stats["relu_folded"] += 1
+
+
 def check_exact_gelu_recognized(xlens, jax_dir, work, stats, failures):
     """The exact GELU as today's jax lowers it is still compiled as one erfc.
 
@@ -315,28 +359,22 @@ def check_exact_gelu_recognized(xlens, jax_dir, work, stats, failures):
     product it is the oneDNN call's gelu_erf post-op.
     """
     for module, expect in (("jit_exact_gelu", "one divide"), ("jit_dense_exact_gelu", "gelu_erf")):
-        paths = glob.glob(os.path.join(jax_dir, f"*.{module}.before_optimizations.txt"))
-        if len(paths) != 1:
-            failures.append(f"{module}: jax wrote {len(paths)} before_optimizations modules")
-            continue
         out = os.path.join(work, "gelu_dumps", module)
-        run = subprocess.run([xlens, "run", paths[0], f"--xla_dump_to={out}"], capture_output=True, text=True)
-        if run.returncode != 0:
-            failures.append(f"{paths[0]}: xlens run failed: {run.stderr.strip()[:400]}")
+        path = optimized_dump(xlens, jax_dir, module, out, failures)
+        if path is None:
             continue
         if expect == "one divide":
-            ir = glob.glob(os.path.join(out, "*.ir-no-opt.ll"))
-            divides = sum(open(p, encoding="utf-8").read().count(" fdiv ") for p in ir)
-            if not ir or divides > 1:
-                failures.append(f"{paths[0]}: the exact GELU was not compiled as one erfc "
-                                f"({divides} divides in its LLVM IR, {len(ir)} files): jax's erfc "
+            divides, files = ir_divides(out)
+            if not files or divides > 1:
+                failures.append(f"{path}: the exact GELU was not compiled as one erfc "
+                                f"({divides} divides in its LLVM IR, {files} files): jax's erfc "
                                 f"expansion is no longer recognized (passes/erfc_expansion.cc)")
                 continue
         else:
             listing = "".join(open(p, encoding="utf-8").read()
                               for p in glob.glob(os.path.join(out, "*.thunk_sequence.txt")))
             if "+ gelu_erf" not in listing:
-                failures.append(f"{paths[0]}: the exact GELU after a product is not oneDNN's gelu_erf "
+                failures.append(f"{path}: the exact GELU after a product is not oneDNN's gelu_erf "
                                 f"post-op (listing: {listing.strip()[:300]!r}): jax's erfc expansion is "
                                 f"no longer recognized (passes/erfc_expansion.cc)")
                 continue
@@ -368,7 +406,7 @@ def main():
         stats = dict.fromkeys(["files", "with_stack_frames", "parsed", "printed_identically",
                                "xla_same_module", "xla_cannot_parse_original", "before_optimizations",
                                "ran", "ran_to_jax_outputs", "elided_refused", "sharded",
-                               "gelu_recognized"], 0)
+                               "gelu_recognized", "relu_folded"], 0)
         failures = []
         for kind, d in sorted(dumps.items()):
             for path in sorted(glob.glob(os.path.join(d, "*.txt"))):
@@ -392,6 +430,7 @@ def main():
                 check_run(args.xlens, path, io.get(module) if kind == "jax" else None, work,
                           stats, failures)
         check_exact_gelu_recognized(args.xlens, dumps["jax"], work, stats, failures)
+        check_relu_gradient_folded(args.xlens, dumps["jax"], work, stats, failures)
     for failure in failures:
         print("FAIL " + failure)
     print(f"{stats['files']} HLO files ({stats['with_stack_frames']} with stack-frame tables): "
@@ -401,7 +440,8 @@ def main():
     print(f"{stats['before_optimizations']} before_optimizations modules ({stats['sharded']} "
           f"sharded): {stats['ran']} run with --reference, {stats['ran_to_jax_outputs']} to jax's "
           f"own outputs; {stats['elided_refused']} with elided constants refused until filled")
-    print(f"{stats['gelu_recognized']} of 2 exact GELUs as jax lowers them today compiled as one erfc")
+    print(f"{stats['gelu_recognized']} of 2 exact GELUs as jax lowers them today compiled as one erfc; "
+          f"{stats['relu_folded']} of 1 ReLU gradients without a divide")
     print(f"dumps made in {made:.1f} s, checked in {time.time() - start - made:.1f} s")
     return 1 if failures else 0
 
