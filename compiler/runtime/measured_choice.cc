@@ -78,7 +78,8 @@ MeasuredChoice ChoiceOf(const KernelChoiceRecord& record, ChoiceOrigin origin) {
 // best is the least disturbed estimate, where requiring the margin in each pass let one pass's
 // load keep the rule (load 13-14: 6 of 12 processes kept the loops, oneDNN's best 0.93-1.04 ms
 // against their 1.39-1.44 in three of them).
-MeasuredChoice Time(const std::vector<KernelCandidate>& candidates, const TrialPlan& plan) {
+// `settling_ms`: the CPU time the runs past the plan's (kStillSettling) may take in all.
+MeasuredChoice Time(const std::vector<KernelCandidate>& candidates, const TrialPlan& plan, double settling_ms) {
   const size_t n = candidates.size();
   MeasuredChoice choice;
   choice.names = Names(candidates);
@@ -94,7 +95,19 @@ MeasuredChoice Time(const std::vector<KernelCandidate>& candidates, const TrialP
       double settle_ms = 0;
       for (int r = 0; r < plan.settle_runs; ++r) settle_ms = TimeMs(candidates[c].run);
       const int runs = settle_ms > kLongRunMs ? 1 : plan.timed_runs;
-      for (int r = 0; r < runs; ++r) choice.best_ms[c] = std::min(choice.best_ms[c], TimeMs(candidates[c].run));
+      // The block's best before its last run, and that run.
+      double before_ms = std::numeric_limits<double>::infinity(), last_ms = before_ms;
+      for (int r = 0;; ++r) {
+        if (r >= runs) {
+          const bool settling = runs == kRunsPerBlock && last_ms < (1 - kStillSettling) * before_ms &&
+                                before_ms - last_ms >= kStillSettlingMinMs;
+          if (!settling || r >= kMaxTimedRunsPerBlock || last_ms > settling_ms) break;
+        }
+        before_ms = std::min(before_ms, last_ms);
+        last_ms = TimeMs(candidates[c].run);
+        if (r >= runs) settling_ms -= last_ms;
+        choice.best_ms[c] = std::min(choice.best_ms[c], last_ms);
+      }
     }
   }
   choice.winner = 0;
@@ -115,8 +128,8 @@ std::string FormatMs(double ms, int decimals) {
 }  // namespace
 
 std::string PersistentKernelChoiceKey(const std::string& key, const TrialPlan& plan) {
-  return fmt::format("{} | trial: {} passes of {}+{} runs, margin {} on the best run", key, kPasses, plan.settle_runs,
-                     plan.timed_runs, kMargin);
+  return fmt::format("{} | trial: {} passes of {}+{} runs, up to {} while {} faster, margin {} on the best run", key,
+                     kPasses, plan.settle_runs, plan.timed_runs, kMaxTimedRunsPerBlock, kStillSettling, kMargin);
 }
 
 KernelChoiceMode GetKernelChoiceMode() { return kernel_choice_mode.load(); }
@@ -269,7 +282,11 @@ MeasuredChoice ChooseByMeasuring(const std::string& key, const std::vector<Kerne
   {
     profiler::TraceSpan span("time kernel candidates", profiler::category::kCodegen);
     span.AddArg("key", key);
-    choice = Time(candidates, plan);
+    // The runs past the plan's take what the plan leaves of the budget as estimated, not as
+    // spent: a machine whose load slowed the plan's runs (and the trial's budget with them) is
+    // where a block is most often still settling.
+    const double planned_ms = estimated_run_ms * plan.RunsPerCandidate() * static_cast<double>(candidates.size());
+    choice = Time(candidates, plan, std::max(0.0, GetTrialBudgetMs() - planned_ms));
     span.AddArg("winner", choice.names[static_cast<size_t>(choice.winner)]);
   }
   {

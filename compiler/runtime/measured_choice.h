@@ -101,9 +101,9 @@ double EstimatedStreamingRunMs(double bytes);
 // Runs `candidates` in kPasses passes, the second in the opposite order; in each pass each
 // candidate runs kSettleRuns times untimed (to find the caches as its own runs leave them) and
 // then kRunsPerBlock times timed (once where its runs take kLongRunMs or more, or where the
-// budget holds only that plan). candidates[0] is
-// the fixed rule's pick; another wins only when its best run is at most (1 - kMargin) times the
-// rule's best (of those that are, the lowest best). A later call
+// budget holds only that plan), and on while its runs are still settling (kStillSettling).
+// candidates[0] is the fixed rule's pick; another wins only when its best run is at most
+// (1 - kMargin) times the rule's best (of those that are, the lowest best). A later call
 // with the same `key` returns the same choice without running anything, and so does a first call
 // whose choice is loaded or in the persistent cache (with the same candidates' names, in order).
 //
@@ -118,6 +118,20 @@ double EstimatedStreamingRunMs(double bytes);
 inline constexpr int kPasses = 2, kSettleRuns = 2, kRunsPerBlock = 3;
 inline constexpr double kLongRunMs = 5;
 inline constexpr double kMargin = 0.10;
+// A block of the full plan whose last timed run was still kStillSettling faster than the
+// block's best before it (and by kStillSettlingMinMs at least, which a clock of microseconds
+// resolves) is not yet settled: it runs on, one run at a time, until a run no longer is, up to
+// kMaxTimedRunsPerBlock timed runs, while such runs' CPU time stays within what the plan leaves
+// of the trial's budget (by its estimate: under load the plan itself runs over). After another
+// candidate's block, oneDNN's kernels took several runs to come back to their own speed:
+// depthwise 2x56x56x128's jit_dw, 0.15 ms a run settled, ran 0.78, 0.66, 0.36 ms in its three
+// timed runs after the generic kernel's 4 ms runs (its two settle runs before them), and 0.22,
+// 0.20, 0.20 in the other pass, so the trial kept brdgmm_dw (0.21 ms) by the margin, a kernel
+// that then ran its parts 45% slower (105 us an image against 72). With a copy loop over 64 MiB
+// on the other core, 40 processes of each alternating: brdgmm_dw in 10 of 40 with the plan's
+// runs alone, in 2 of 40 with the blocks run until settled (2 to 11 more runs a trial).
+inline constexpr double kStillSettling = 0.05, kStillSettlingMinMs = 0.005;
+inline constexpr int kMaxTimedRunsPerBlock = 10;
 // The runs a trial makes of each candidate in each pass.
 struct TrialPlan {
   int settle_runs = kSettleRuns;
