@@ -97,12 +97,12 @@ MeasuredChoice Time(const std::vector<KernelCandidate>& candidates, const TrialP
       const int runs = settle_ms > kLongRunMs ? 1 : plan.timed_runs;
       // The block's best before its last run, and that run.
       double before_ms = std::numeric_limits<double>::infinity(), last_ms = before_ms;
-      for (int r = 0;; ++r) {
-        if (r >= runs) {
-          const bool settling = runs == kRunsPerBlock && last_ms < (1 - kStillSettling) * before_ms &&
-                                before_ms - last_ms >= kStillSettlingMinMs;
-          if (!settling || r >= kMaxTimedRunsPerBlock || last_ms > settling_ms) break;
-        }
+      // Past the plan's runs (of the full plan), another while the last was still settling.
+      auto run_on = [&](int r) {
+        return runs == kRunsPerBlock && r < kMaxTimedRunsPerBlock && last_ms <= settling_ms &&
+               last_ms < (1 - kStillSettling) * before_ms && before_ms - last_ms >= kStillSettlingMinMs;
+      };
+      for (int r = 0; r < runs || run_on(r); ++r) {
         before_ms = std::min(before_ms, last_ms);
         last_ms = TimeMs(candidates[c].run);
         if (r >= runs) settling_ms -= last_ms;
