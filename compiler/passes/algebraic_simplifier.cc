@@ -400,9 +400,7 @@ class Simplifier {
 
   // `value` in every element of `shape` (of a float type): a scalar constant, broadcast.
   HloInstruction* UniformConstant(double value, const Shape& shape, const HloInstruction* origin) {
-    Literal literal(ScalarLike(shape.element_type(), shape));
-    literal.SetFromDouble(0, value);
-    HloInstruction* scalar = Add(HloInstruction::CreateConstant(std::move(literal)), origin);
+    HloInstruction* scalar = Add(CreateScalarConstant(ScalarLike(shape.element_type(), shape), value), origin);
     if (shape.rank() == 0) return scalar;
     return AddUnary(HloOpcode::kBroadcast, shape, scalar, origin, std::vector<int64_t>{});
   }

@@ -148,9 +148,7 @@ class Expander {
   }
 
   HloInstruction* Scalar(double value) {
-    Literal literal{ScalarLike(type_, operand_shape_)};
-    literal.SetFromDouble(0, value);
-    return Add(HloInstruction::CreateConstant(std::move(literal)));
+    return Add(CreateScalarConstant(ScalarLike(type_, operand_shape_), value));
   }
 
   HloInstruction* Broadcast(HloInstruction* operand, const Shape& shape,

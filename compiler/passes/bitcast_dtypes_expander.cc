@@ -96,9 +96,7 @@ class Expansion {
     return Unary(HloOpcode::kBitcastConvert, MakeShape(type, v->shape().dimensions()), v);
   }
   HloInstruction* Splat(PrimitiveType type, const std::vector<int64_t>& dims, int64_t value) {
-    Literal literal(MakeShape(type, {}));
-    literal.SetFromDouble(0, static_cast<double>(value));
-    HloInstruction* scalar = Add(HloInstruction::CreateConstant(std::move(literal)));
+    HloInstruction* scalar = Add(CreateScalarConstant(MakeShape(type, {}), static_cast<double>(value)));
     return Add(CreateBroadcast(MakeShape(type, dims), scalar, {}));
   }
   HloInstruction* Slice(HloInstruction* v, std::vector<int64_t> starts, std::vector<int64_t> limits) {

@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "compiler/hlo/instruction.h"
+#include "compiler/hlo/literal.h"
 #include "compiler/hlo/shape.h"
 
 namespace xlens {
@@ -29,6 +30,14 @@ inline Shape ShapeLike(PrimitiveType type, std::vector<int64_t> dims, const Shap
   Shape shape(type, std::move(dims));
   if (like.has_layout()) shape.SetDefaultLayout();
   return shape;
+}
+
+// A constant of the scalar shape `scalar` holding `value` (rounded to its type as
+// Literal::SetFromDouble rounds).
+inline std::unique_ptr<HloInstruction> CreateScalarConstant(Shape scalar, double value) {
+  Literal literal(std::move(scalar));
+  literal.SetFromDouble(0, value);
+  return HloInstruction::CreateConstant(std::move(literal));
 }
 
 // A broadcast of `operand` to `shape`: operand dimension i becomes dimension `dimensions[i]` of

@@ -253,9 +253,8 @@ class Shifter {
 
   // `value` in every element of `shape`.
   HloInstruction* Constant(const Shape& shape, int64_t value) {
-    Literal literal(Shape::Scalar(shape.element_type()));
-    literal.SetFromDouble(0, static_cast<double>(value));
-    HloInstruction* scalar = computation_->AddInstruction(HloInstruction::CreateConstant(std::move(literal)));
+    HloInstruction* scalar = computation_->AddInstruction(
+        CreateScalarConstant(Shape::Scalar(shape.element_type()), static_cast<double>(value)));
     return computation_->AddInstruction(CreateBroadcast(shape, scalar, {}));
   }
 
