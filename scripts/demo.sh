@@ -84,7 +84,11 @@ if [ -n "$viewer" ]; then
     $viewer "$@" 2>&1
   }
   run_viewer out/demo/step --stage fusion --diff --screenshot out/demo/viewer_fusion_diff.png
-  run_viewer out/demo/step --select fusion.5 --screenshot out/demo/viewer_kernel.png
+  # The softmax's kernel (its max, exp and sum), by what it computes: fusions are numbered as the
+  # passes leave them, and a pass that folds an instruction renumbers them.
+  softmax=$(sed -n 's/^ *%\(fusion[.0-9]*\) = .*kind=kInput.*op_name="softmax_cross_entropy\/Max.*/\1/p' \
+    out/demo/step/*.cpu_after_optimizations.txt | head -n 1)
+  run_viewer out/demo/step --select "$softmax" --screenshot out/demo/viewer_kernel.png
   run_viewer out/demo/tf --stage fusion --diff --screenshot out/demo/viewer_tf_fusion.png
   echo
   echo "Look through them yourself (d: diff, ]/[: next/previous changed pass, ./,: fusion decisions,"

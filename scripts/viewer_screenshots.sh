@@ -18,5 +18,8 @@ shot() {
 }
 shot viewer_stages_graph.png
 shot viewer_diff_fusion.png --stage fusion --diff
-shot viewer_kernel_selected.png --select fusion.5
+# The softmax's kernel (its max, exp and sum), found by what it computes, not by its number.
+softmax=$(sed -n 's/^ *%\(fusion[.0-9]*\) = .*kind=kInput.*op_name="softmax_cross_entropy\/Max.*/\1/p' \
+  "$dump"/*.cpu_after_optimizations.txt | head -n 1)
+shot viewer_kernel_selected.png --select "$softmax"
 shot viewer_clustering.png --stage mark_for_compilation --select weights/Initializer/random_uniform/mul
