@@ -140,6 +140,22 @@ ENTRY e {
   EXPECT_FALSE(InstructionSource(*Find(*module, "p")).has_value());
 }
 
+TEST(StackFramesTest, TensorFlowsPlaceholderSourceIsNoSource) {
+  // TensorFlow's auto-clustered modules say source_file="dummy_file_name" source_line=10 on every
+  // instruction: no place in the user's program, so no source column, trace arg or comment.
+  auto module = Parse(R"(HloModule m
+ENTRY e {
+  p = f32[2] parameter(0), metadata={op_name="p" source_file="dummy_file_name" source_line=10}
+  ROOT n = f32[2] negate(p), metadata={op_type="Neg" op_name="n" source_file="dummy_file_name" source_line=10}
+})");
+  ASSERT_NE(module, nullptr);
+  EXPECT_FALSE(InstructionSource(*Find(*module, "n")).has_value());
+  EXPECT_TRUE(InstructionStack(*Find(*module, "n")).empty());
+  EXPECT_TRUE(KernelStack(*Find(*module, "n")).empty());
+  // The metadata itself is kept as written.
+  EXPECT_THAT(module->ToString(), ::testing::HasSubstr(R"(source_file="dummy_file_name" source_line=10)"));
+}
+
 // A fusion without metadata of its own is credited with its first fused instruction that has a
 // source; the trace, the per-HLO profile and the manifest all use this rule.
 TEST(StackFramesTest, KernelStackOfAFusionIsItsFirstFusedSource) {
