@@ -43,7 +43,10 @@ struct HloProfile {
   std::string module;
   int64_t runs = 1;
   std::vector<HloProfileEntry> entries;
-  // The bandwidth a copy loop reaches on this machine (GB/s); 0 leaves the %peak column out.
+  // A copy's bandwidth (GB/s) for the %peakBW column; 0 leaves it out. Set for predicted times
+  // (the target's device copy); measured runs on this machine have `limits` instead, whose
+  // %bound holds each row to the bandwidth of its working set's cache or memory (a copy loop
+  // over memory, beside it, read over 100% for every kernel in cache).
   double peak_bandwidth_gbps = 0;
   // This machine's measured limits (not owned; ThisMachineLimits() lives for the process). When
   // set, a %bound column holds each row to the floor they put under its time: its bytes over the

@@ -138,8 +138,13 @@ struct MachineLimitsOptions {
   int threads = 0;          // 0: every online CPU
   int repetitions = 3;      // per point
   int64_t memory_bytes = 0;  // per STREAM array; 0: four times the last-level cache
-  bool fine = true;  // the sweep at every half-octave to 8x the last level, or at half of each level
+  bool fine = true;  // the sweep at every half-octave to 8x the last level, or at each level's half and whole
 };
+
+// The working sets the sweep measures, ascending, for `caches` (innermost first) and memory's
+// arrays of `memory_bytes` each: MachineLimitsOptions::fine's half-octaves, or each level's half
+// and whole capacity and twice the last level's.
+std::vector<int64_t> SweepWorkingSets(const std::vector<CacheLevel>& caches, bool fine, int64_t memory_bytes);
 
 MachineLimits MeasureMachineLimits(const MachineLimitsOptions& options);
 

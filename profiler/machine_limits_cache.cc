@@ -20,7 +20,9 @@ namespace xlens::profiler {
 
 namespace {
 
-constexpr std::string_view kFormat = "xlens machine limits 1";
+// 2: the sweep has each cache level's capacity beside its half (SweepWorkingSets); limits kept
+// before it are measured again.
+constexpr std::string_view kFormat = "xlens machine limits 2";
 // The file is a few kilobytes; anything much larger is not ours.
 constexpr int64_t kMaxCacheBytes = 1 << 20;
 

@@ -52,7 +52,6 @@ Status DeviceRunProfile::Finish(const runtime::MultiDeviceExecutable& executable
       profiler::HloProfile profile;
       profile.module = fmt::format("{} on {}", exe.module().name(), runtime::DeviceProcessName(topology_, d));
       profile.runs = std::max(timed_runs_, 1);
-      profile.peak_bandwidth_gbps = profiler::PeakMemoryBandwidthGBps();
       profile.limits = &profiler::ThisMachineLimits();
       const std::vector<int64_t>& times = thunk_ns_[static_cast<size_t>(d)];
       for (size_t i = 0; i < exe.thunks().size() && i < times.size(); ++i) {

@@ -175,14 +175,18 @@ std::string HloProfileText(const runtime::Executable& exe, const std::vector<int
   profiler::HloProfile profile;
   profile.module = exe.module().name();
   profile.runs = iterations;
-  profile.peak_bandwidth_gbps = profiler::PeakMemoryBandwidthGBps();
   profile.limits = &profiler::ThisMachineLimits();
   for (size_t i = 0; i < exe.thunks().size() && i < thunk_ns.size(); ++i) {
     const runtime::Thunk& thunk = *exe.thunks()[i];
     const runtime::ThunkTraceInfo& info = thunk.trace_info();
-    profile.entries.push_back({thunk.hlo_name(), info.kind, thunk_ns[i], info.bytes_accessed,
-                               info.flops, info.transcendentals});
-    profile.entries.back().source = info.source;
+    profiler::HloProfileEntry& entry = profile.entries.emplace_back();
+    entry.name = thunk.hlo_name();
+    entry.kind = info.kind;
+    entry.total_ns = thunk_ns[i];
+    entry.bytes_accessed = info.bytes_accessed;
+    entry.flops = info.flops;
+    entry.transcendentals = info.transcendentals;
+    entry.source = info.source;
   }
   return profiler::FormatHloProfile(profile);
 }

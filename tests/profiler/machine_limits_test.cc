@@ -37,6 +37,30 @@ TEST(MachineLimits, AJaggedCurveNeverLowersTheBound) {
   EXPECT_DOUBLE_EQ(limits.BandwidthGBps(20 << 20), 33) << "a larger working set measured faster";
 }
 
+TEST(MachineLimits, TheQuickSweepHasEachLevelsHalfAndWholeCapacity) {
+  constexpr int64_t KiB = 1 << 10, MiB = 1 << 20;
+  const std::vector<CacheLevel> caches = {{1, 32 * KiB, 2}, {2, MiB, 2}, {3, 32 * MiB, 1}};
+  EXPECT_EQ(SweepWorkingSets(caches, /*fine=*/false, 64 * MiB),
+            (std::vector<int64_t>{32 * KiB, 64 * KiB, MiB, 2 * MiB, 16 * MiB, 32 * MiB, 64 * MiB}));
+  // A working set just past the LLC is held to the point at its capacity, which no longer
+  // holds it, not to the rate well inside it (33.6 MB of layer norm held to 152 GB/s where it
+  // ran at 54 and memory gave 70).
+  MachineLimits limits = TwoCoreLimits();
+  limits.sweep = {{32 * KiB, 400, 450, 500}, {64 * KiB, 380, 400, 450}, {MiB, 200, 210, 220},
+                  {2 * MiB, 150, 160, 170},  {16 * MiB, 140, 150, 152}, {32 * MiB, 46, 50, 60},
+                  {64 * MiB, 30, 31, 33}};
+  limits.memory = {192 * MiB, 64, 40, 30};
+  EXPECT_DOUBLE_EQ(limits.BandwidthGBps(33.56e6), 64) << "memory's copy, the fastest point beyond it";
+  EXPECT_EQ(limits.LevelOf(33.56e6), "mem");
+  EXPECT_DOUBLE_EQ(limits.BandwidthGBps(20 * MiB), 152) << "inside the LLC: the LLC's";
+  // The fine sweep steps by half-octaves from 16 KiB.
+  const std::vector<int64_t> fine = SweepWorkingSets(caches, /*fine=*/true, 128 * MiB);
+  ASSERT_GE(fine.size(), 2u);
+  EXPECT_EQ(fine[0], 16 * KiB);
+  EXPECT_EQ(fine[1], static_cast<int64_t>(16 * KiB * 1.4142) / 4096 * 4096);
+  EXPECT_EQ(fine.back(), 256 * MiB);
+}
+
 TEST(MachineLimits, LevelOfNamesTheInnermostCacheThatHoldsTheWorkingSet) {
   const MachineLimits limits = TwoCoreLimits();
   EXPECT_EQ(limits.LevelOf(60 << 10), "L1");
