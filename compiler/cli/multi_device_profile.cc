@@ -5,12 +5,11 @@
 
 #include <fmt/format.h>
 
+#include "compiler/cli/thunk_profile.h"
 #include "compiler/runtime/multi_device_trace.h"
 #include "compiler/support/terminal_text.h"
 #include "profiler/chrome_trace_writer.h"
 #include "profiler/collective_timeline.h"
-#include "profiler/hlo_profile.h"
-#include "profiler/machine_limits_cache.h"
 #include "profiler/host_tracer.h"
 #include "profiler/trace_summary.h"
 
@@ -49,24 +48,9 @@ Status DeviceRunProfile::Finish(const runtime::MultiDeviceExecutable& executable
   if (setup_.debug.xla_hlo_profile) {
     for (int64_t d = 0; d < topology_.num_devices() && d < static_cast<int64_t>(thunk_ns_.size()); ++d) {
       const runtime::Executable& exe = executable.executable(d);
-      profiler::HloProfile profile;
-      profile.module = fmt::format("{} on {}", exe.module().name(), runtime::DeviceProcessName(topology_, d));
-      profile.runs = std::max(timed_runs_, 1);
-      profile.limits = &profiler::ThisMachineLimits();
-      const std::vector<int64_t>& times = thunk_ns_[static_cast<size_t>(d)];
-      for (size_t i = 0; i < exe.thunks().size() && i < times.size(); ++i) {
-        const runtime::Thunk& thunk = *exe.thunks()[i];
-        const runtime::ThunkTraceInfo& info = thunk.trace_info();
-        profiler::HloProfileEntry& entry = profile.entries.emplace_back();
-        entry.name = thunk.hlo_name();
-        entry.kind = info.kind;
-        entry.total_ns = times[i];
-        entry.bytes_accessed = info.bytes_accessed;
-        entry.flops = info.flops;
-        entry.transcendentals = info.transcendentals;
-        entry.source = info.source;
-      }
-      std::string text = profiler::FormatHloProfile(profile);
+      const std::string text = ThunkProfileText(
+          exe, fmt::format("{} on {}", exe.module().name(), runtime::DeviceProcessName(topology_, d)),
+          thunk_ns_[static_cast<size_t>(d)], std::max(timed_runs_, 1));
       report += text;
       if (setup_.dump && setup_.dump->enabled()) {
         setup_.dump->DumpText(exe.module(), fmt::format("device_{}.hlo_profile.txt", d), text);

@@ -10,6 +10,7 @@
 
 #include "compiler/cli/cli_util.h"
 #include "compiler/cli/commands.h"
+#include "compiler/cli/thunk_profile.h"
 #include "compiler/hlo/evaluator.h"
 #include "compiler/hlo/literal_comparison.h"
 #include "compiler/hlo/parser.h"
@@ -32,7 +33,6 @@
 #include "profiler/chrome_trace_writer.h"
 #include "profiler/cupti_collector.h"
 #include "profiler/hlo_profile.h"
-#include "profiler/machine_limits_cache.h"
 #include "profiler/host_tracer.h"
 #include "profiler/predicted_kernels.h"
 
@@ -169,28 +169,6 @@ StatusOr<Literal> RunOnGpu(const RunArgs& args, FlagsSetup& setup, std::unique_p
   return result;
 }
 
-// The per-HLO profile of `iterations` runs whose thunk times were summed into `thunk_ns`.
-std::string HloProfileText(const runtime::Executable& exe, const std::vector<int64_t>& thunk_ns,
-                           int iterations) {
-  profiler::HloProfile profile;
-  profile.module = exe.module().name();
-  profile.runs = iterations;
-  profile.limits = &profiler::ThisMachineLimits();
-  for (size_t i = 0; i < exe.thunks().size() && i < thunk_ns.size(); ++i) {
-    const runtime::Thunk& thunk = *exe.thunks()[i];
-    const runtime::ThunkTraceInfo& info = thunk.trace_info();
-    profiler::HloProfileEntry& entry = profile.entries.emplace_back();
-    entry.name = thunk.hlo_name();
-    entry.kind = info.kind;
-    entry.total_ns = thunk_ns[i];
-    entry.bytes_accessed = info.bytes_accessed;
-    entry.flops = info.flops;
-    entry.transcendentals = info.transcendentals;
-    entry.source = info.source;
-  }
-  return profiler::FormatHloProfile(profile);
-}
-
 // Compiles for the CPU (through the compilation cache) and runs; the timing of every thunk goes
 // to `report`, and with --xla_hlo_profile the per-HLO profile too (also dumped when dumping).
 StatusOr<Literal> RunOnCpu(const RunArgs& args, FlagsSetup& setup, const HloModule& module,
@@ -235,7 +213,7 @@ StatusOr<Literal> RunOnCpu(const RunArgs& args, FlagsSetup& setup, const HloModu
   if (args.iterations > 1) Appendf(report, " (best %.3f ms)", *std::min_element(run_ms.begin(), run_ms.end()));
   report += "\n";
   if (setup.debug.xla_hlo_profile) {
-    std::string profile = HloProfileText(exe, thunk_ns, args.iterations);
+    std::string profile = ThunkProfileText(exe, exe.module().name(), thunk_ns, args.iterations);
     report += profile;
     if (setup.dump && setup.dump->enabled()) setup.dump->DumpText(exe.module(), "hlo_profile.txt", profile);
     return result;
