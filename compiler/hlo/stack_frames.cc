@@ -293,10 +293,11 @@ std::optional<SourceFrame> InstructionSource(const HloInstruction& instruction) 
       if (auto frame = table->Frame(*metadata.stack_frame_id)) return frame;
     }
   }
-  // TensorFlow's tf2xla writes source_file="dummy_file_name" source_line=10 on every instruction
-  // of an auto-clustered module (all 1237 in TensorFlow 2.21's dumps of the corpus): a
-  // placeholder, which as a source would put "dummy_file_name:10" on every profile row and span.
-  if (metadata.source_file.empty() || metadata.source_file == "dummy_file_name") return std::nullopt;
+  // TensorFlow's placeholder is on all 1237 instructions of TensorFlow 2.21's dumps in the corpus;
+  // as a source it would put "dummy_file_name:10" on every profile row and span.
+  if (metadata.source_file.empty() || metadata.source_file == kTfPlaceholderSourceFile) {
+    return std::nullopt;
+  }
   SourceFrame frame;
   frame.file = metadata.source_file;
   frame.line = metadata.source_line.value_or(0);

@@ -29,6 +29,7 @@
 #include <cstdint>
 #include <optional>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "compiler/support/status.h"
@@ -109,8 +110,14 @@ class StackFrameTable {
 // `FILE:LINE:COL: message` at the entry or field at fault.
 StatusOr<StackFrameTable> ReadStackFrameTable(TextCursor& cursor);
 
+// The source_file TensorFlow's tf2xla writes on every instruction of an auto-clustered module
+// (with source_line=10): a placeholder, not a file. xlens's tf2xla writes it as TensorFlow does,
+// and InstructionSource reads it as no source.
+inline constexpr std::string_view kTfPlaceholderSourceFile = "dummy_file_name";
+
 // Where `instruction` came from: through its module's stack-frame table when its metadata has a
-// stack_frame_id the table holds, else from source_file/source_line; nullopt when neither says.
+// stack_frame_id the table holds, else from source_file/source_line; nullopt when neither says
+// (or when source_file is kTfPlaceholderSourceFile).
 std::optional<SourceFrame> InstructionSource(const HloInstruction& instruction);
 // The instruction's call stack, innermost first: the frames above InstructionSource too when the
 // table has them; one frame for source_file metadata; empty when nothing is known.

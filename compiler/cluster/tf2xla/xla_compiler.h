@@ -16,6 +16,7 @@
 #include "compiler/graph/graph.h"
 #include "compiler/graph/tensor.h"
 #include "compiler/hlo/module.h"
+#include "compiler/hlo/stack_frames.h"
 #include "compiler/support/status.h"
 
 namespace xlens::cluster {
@@ -46,8 +47,8 @@ struct XlaCompilationResult {
 
 struct XlaCompileOptions {
   std::string module_name = "cluster";  // e.g. cluster_0__XlaCompiledKernel_true__..._.3
-  // Metadata source location: auto-clustered modules say "dummy_file_name" / 10 as TF does.
-  std::string source_file = "dummy_file_name";
+  // Metadata source location: auto-clustered modules say TensorFlow's placeholder / 10 as TF does.
+  std::string source_file{kTfPlaceholderSourceFile};
   int source_line = 10;
 };
 
