@@ -26,10 +26,12 @@ if [ -z "$build" ]; then
   # The viewer is built where Qt 6 and Graphviz are (XLENS_WITH_VIEWER=auto).
   if grep -q '^build viewer/xlens-viewer:' build/build.ninja 2>/dev/null; then
     scripts/build.sh --target xlens-viewer | tail -n 1
+    viewer=./build/viewer/xlens-viewer
   fi
   scripts/build.sh --target mnist_softmax | tail -n 1
+elif [ -x "$build/viewer/xlens-viewer" ]; then
+  viewer=$build/viewer/xlens-viewer
 fi
-if [ -x "$build/viewer/xlens-viewer" ]; then viewer=$build/viewer/xlens-viewer; fi
 xlens=$build/compiler/cli/xlens
 "$xlens" demo --out "$out"
 
