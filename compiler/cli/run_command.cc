@@ -5,6 +5,7 @@
 #include <chrono>
 #include <cstdarg>
 #include <cstdio>
+#include <optional>
 
 #include <fmt/format.h>
 
@@ -35,6 +36,7 @@
 #include "profiler/hlo_profile.h"
 #include "profiler/host_tracer.h"
 #include "profiler/predicted_kernels.h"
+#include "profiler/steal_time.h"
 
 namespace xlens::cli {
 namespace {
@@ -197,6 +199,7 @@ StatusOr<Literal> RunOnCpu(const RunArgs& args, FlagsSetup& setup, const HloModu
     RETURN_IF_ERROR(exe.Run());
     RETURN_IF_ERROR(snapshot());
   }
+  const std::optional<profiler::CpuTicks> ticks_before = profiler::ReadProcessCpuTicks();
   for (int i = 0; i < args.iterations; ++i) {
     watchdog.SetActivity(fmt::format("running module {} (iteration {} of {})", module.name(), i + 1,
                                      args.iterations));
@@ -212,6 +215,16 @@ StatusOr<Literal> RunOnCpu(const RunArgs& args, FlagsSetup& setup, const HloModu
           Median(run_ms), args.iterations, args.iterations == 1 ? "" : "s");
   if (args.iterations > 1) Appendf(report, " (best %.3f ms)", *std::min_element(run_ms.begin(), run_ms.end()));
   report += "\n";
+  // On a virtual machine whose host took the CPUs from it meanwhile, the median is the host's as
+  // much as the module's (profiler/steal_time.h); said where it took 1% or more.
+  const std::optional<profiler::CpuTicks> ticks_after = profiler::ReadProcessCpuTicks();
+  if (ticks_before && ticks_after) {
+    const std::optional<double> steal = profiler::StealShare(*ticks_before, *ticks_after);
+    if (steal && *steal >= 0.01) {
+      Appendf(report, "steal %.1f%%: the host ran other work on this process's CPUs for that share of their time "
+              "during the runs (/proc/stat), so the median moves with it more than the best run does\n", *steal * 100);
+    }
+  }
   if (setup.debug.xla_hlo_profile) {
     std::string profile = ThunkProfileText(exe, exe.module().name(), thunk_ns, args.iterations);
     report += profile;

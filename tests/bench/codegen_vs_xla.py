@@ -23,7 +23,11 @@ each workload is timed in R rounds (`--rounds`, default 3) that alternate xlens 
 printed times are the medians over the rounds, and the `range` column gives the lowest and
 highest per-round ratio, so a reader sees how far one run could have swung. The rounds of the
 workloads are interleaved (round 1 of every workload, then round 2 of every workload, ...), so
-that a slow spell of the machine meets one round of a workload rather than all of them.
+that a slow spell of the machine meets one round of a workload rather than all of them. On a
+virtual machine the host itself takes the CPUs for a share of the time (steal, which Linux counts
+in /proc/stat); the `steal` column is that share over the row's rounds (its floors, xlens's runs
+and XLA's), and a line under the table gives it over them all, so that a row whose median swung
+reads beside what the host took meanwhile (roofline.steal_share).
 
 Each workload is also held to what this machine can do (roofline.py): before the workloads, the
 same run measures the machine's limits with tests/bench/machine_limits (STREAM copy and triad,
@@ -355,6 +359,12 @@ def left_out(median, unreliable, missing=0):
     return f" ({'; '.join(parts)})" if parts else ""
 
 
+def steal_cell(share):
+    """The `steal` column: the share of the CPUs' time the host took over a row's rounds
+    (roofline.steal_share), "-" where /proc/stat says nothing."""
+    return f"{'-':>6}" if share is None else f"{share * 100:>5.0f}%"
+
+
 def control_pairs(jax, jnp, np, roofline, limits_binary, work, rows, rounds):
     """(read bytes, write bytes, pairs) of `% pair`'s control (roofline.CONTROL, a module that is
     exactly a stream kernel), or None where no row was paired with the stream kernels: the control
@@ -463,7 +473,7 @@ def main():
     header = (f"{'workload':<22}{'XLA ms':>9}{'xlens ms':>10}{'XLA/xlens':>10}{'range':>12}"
               f"{'xlens achieves':>16}{'% bound':>8}{'median':>7}{'% triad':>8}{'% pair':>7}  {'bound':<28}"
               f"{'XLA comp':>9}"
-              f"{'xlens comp':>11}  agree")
+              f"{'xlens comp':>11}{'steal':>6}  agree")
     # The rows wait for the second measurement of the limits; meanwhile progress goes to stderr.
     # Every workload is set up first (its arguments, XLA's compile and reference outputs, its
     # floors' plan); then the rounds run interleaved (interleaved_rounds): round 1 of every
@@ -517,7 +527,7 @@ def main():
             streams=[], library_pairs=library_pairs,
             pairs=[] if library_pairs or (not calls and bound_before[2] == "GB/s") else None,
             xla_times=[], our_times=[], our_best=[], our_compiles=[], own_kernels=False,
-            failed=None))
+            steal_spans=[], failed=None))
     for round_index, index in interleaved_rounds(len(states), rounds):
         state = states[index]
         if state["failed"] is not None:
@@ -528,6 +538,8 @@ def main():
         hlo_file, moved = state["hlo_file"], state["moved"]
         inputs = os.path.join(state["directory"], "inputs")
         outputs = os.path.join(state["directory"], "outputs")
+        # The host's steal over the round, floors and XLA included: the weather the row met.
+        ticks_before = roofline.cpu_ticks()
         try:
             # The memory floor of this round, measured right before it: the bandwidth of a
             # shared machine's memory drifts by half from one minute to the next.
@@ -564,6 +576,7 @@ def main():
                                                args.iterations))
         except RuntimeError as e:
             state["failed"] = str(e).splitlines()[0][:200] if str(e) else ""
+        state["steal_spans"].append((ticks_before, roofline.cpu_ticks()))
         if state["failed"] is not None or round_index == rounds - 1:
             # The workload is done: its arguments and XLA's outputs go, not to hold every
             # workload's at once until the end.
@@ -586,7 +599,7 @@ def main():
             xla_times=state["xla_times"], our_times=state["our_times"],
             our_best=min(state["our_best"]), our_best_rounds=state["our_best"],
             streams=state["streams"], pairs=state["pairs"], floors=state["floors"],
-            own_kernels=state["own_kernels"],
+            own_kernels=state["own_kernels"], steal_spans=state["steal_spans"],
             xla_compile_ms=state["xla_compile_ms"],
             # The first round's: the one compile that was not served from the run's cache.
             ours_compile_ms=state["our_compiles"][0], ok=ok, detail=detail,
@@ -633,11 +646,19 @@ def main():
         print(f"{name:<22}{xla_ms:>9.3f}{ours_ms:>10.3f}{ratio:>9.2f}x{spread:>12}"
               f"{achieved:>16}{summary['share']:>7.0f}%{summary['median_share']:>6.0f}%{triad_cell}{pair_cell}  "
               f"{label:<28}{row['xla_compile_ms']:>9.1f}"
-              f"{row['ours_compile_ms']:>11.1f}  {'yes' if row['ok'] else 'NO'} {row['detail']}")
+              f"{row['ours_compile_ms']:>11.1f}{steal_cell(roofline.steal_share(row['steal_spans']))}  "
+              f"{'yes' if row['ok'] else 'NO'} {row['detail']}")
     if ratios:
         geomean = math.exp(sum(math.log(r) for r in ratios) / len(ratios))
         print(f"geometric mean XLA/xlens over {len(ratios)} workloads: {geomean:.2f}x; "
               f"{sum(r >= 1.2 for r in ratios)} of {len(ratios)} at 1.2x or more")
+    spans = [span for _, row in rows if not isinstance(row, str) for span in row["steal_spans"]]
+    shares = [roofline.steal_share(row["steal_spans"]) for _, row in rows if not isinstance(row, str)]
+    shares = [share * 100 for share in shares if share is not None]
+    if roofline.steal_share(spans) is not None and shares:
+        print(f"steal: the host ran other work on these CPUs for {roofline.steal_share(spans) * 100:.1f}% "
+              f"of their time over the workloads' rounds ({min(shares):.0f}-{max(shares):.0f}% by row; "
+              f"/proc/stat, 0 on a machine of its own): a row's median moves with it")
     for kind, what in (("memory", "of their bound"), ("library", "of oneDNN standalone"),
                        ("arithmetic", "of the FMA peak and the transcendentals' measured rates")):
         at_best, rows, median, unreliable, missing = roofline.kind_counts(

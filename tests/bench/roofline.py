@@ -615,6 +615,47 @@ def executions_to_match_floor(median_ms, done):
     return max(0, int(wanted) - done)
 
 
+def cpu_ticks(stat_text=None, cpus=None):
+    """(total, steal) ticks of `cpus` (default: those this process may run on) from /proc/stat's
+    text (default: read now): user through steal of each "cpuN" line (guest time is inside user
+    and nice already). None where the file or a CPU's line is missing or malformed (not Linux, a
+    kernel without the steal column). The C++ reading `xlens run` prints is profiler/steal_time.h."""
+    if cpus is None:
+        cpus = os.sched_getaffinity(0) if hasattr(os, "sched_getaffinity") else set()
+    if stat_text is None:
+        try:
+            with open("/proc/stat") as f:
+                stat_text = f.read()
+        except OSError:
+            return None
+    found = {}
+    for line in stat_text.splitlines():
+        fields = line.split()
+        if not fields or not re.fullmatch(r"cpu\d+", fields[0]) or int(fields[0][3:]) not in cpus:
+            continue
+        if len(fields) < 9 or not all(f.isdigit() for f in fields[1:9]):
+            return None
+        counters = [int(f) for f in fields[1:9]]
+        found[int(fields[0][3:])] = (sum(counters), counters[7])
+    if not cpus or set(cpus) - set(found):
+        return None
+    return (sum(t for t, _ in found.values()), sum(s for _, s in found.values()))
+
+
+def steal_share(spans):
+    """The share (0 to 1) of the CPUs' time the host took (steal) over `spans`, pairs of cpu_ticks
+    readings (before, after); None where a reading is missing or fewer than 50 ticks (0.5 s of
+    one CPU) passed in all. On a virtual machine a workload's median moves with it: on the 2-vCPU
+    VM of the README's fourth machine it was 1-27% from one `xlens run` process to the next."""
+    total = steal = 0
+    for before, after in spans:
+        if before is None or after is None or after[0] < before[0] or after[1] < before[1]:
+            return None
+        total += after[0] - before[0]
+        steal += after[1] - before[1]
+    return steal / total if total >= 50 else None
+
+
 # A share of a floor above this is xlens beating a floor it cannot beat (oneDNN's own kernel,
 # the FMA units' peak, STREAM's loops): the floor was measured in a busy moment, so the row is
 # flagged and left out of the counts at 90%. A row whose calls all run in xlens's own loops and

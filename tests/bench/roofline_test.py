@@ -1257,5 +1257,43 @@ class RoundOrderTest(unittest.TestCase):
         self.assertEqual(codegen_vs_xla.interleaved_rounds(3, 0), [])
 
 
+
+class StealTest(unittest.TestCase):
+    """The host's share of the CPUs (steal) that codegen_vs_xla.py prints per row."""
+    STAT = ("cpu  1584348 827 214989 2007176 7472 0 2437 79249 0 0\n"
+            "cpu0 786427 487 105389 1014427 2156 0 191 39034 0 0\n"
+            "cpu1 797921 340 109600 992748 5316 0 2245 40214 5 1\n"
+            "intr 7904228 0 0 0\n")
+
+    def test_ticks_of_the_chosen_cpus_through_steal(self):
+        self.assertEqual(roofline.cpu_ticks(self.STAT, {1}),
+                         (797921 + 340 + 109600 + 992748 + 5316 + 0 + 2245 + 40214, 40214))
+        both = roofline.cpu_ticks(self.STAT, {0, 1})
+        self.assertEqual(both[1], 39034 + 40214)
+
+    def test_no_reading_where_proc_stat_cannot_say(self):
+        self.assertIsNone(roofline.cpu_ticks(self.STAT, {2}))  # no line for cpu2
+        self.assertIsNone(roofline.cpu_ticks("cpu0 1 2 3 4 5 6 7\n", {0}))  # no steal column
+        self.assertIsNone(roofline.cpu_ticks("cpu0 1 2 3 4 5 6 7 x\n", {0}))
+        self.assertIsNone(roofline.cpu_ticks(self.STAT, set()))
+
+    def test_this_machine(self):
+        ticks = roofline.cpu_ticks()
+        self.assertIsNotNone(ticks)
+        self.assertLessEqual(ticks[1], ticks[0])
+
+    def test_share_over_spans(self):
+        spans = [((1000, 10), (1100, 40)), ((5000, 50), (5100, 60))]
+        self.assertAlmostEqual(roofline.steal_share(spans), 40 / 200)
+        self.assertIsNone(roofline.steal_share([((1000, 10), (1040, 20))]))  # under 50 ticks
+        self.assertIsNone(roofline.steal_share(spans + [(None, (1, 1))]))
+        self.assertIsNone(roofline.steal_share([((1000, 10), (900, 20))]))
+        self.assertIsNone(roofline.steal_share([]))
+
+    def test_the_column(self):
+        import codegen_vs_xla
+        self.assertEqual(codegen_vs_xla.steal_cell(0.2649), "   26%")
+        self.assertEqual(codegen_vs_xla.steal_cell(None), "     -")
+
 if __name__ == "__main__":
     unittest.main()
