@@ -72,8 +72,9 @@
 namespace xlens {
 
 // How long an idle worker spins before it sleeps: 20 us, or, where the loops it was given have
-// recently come at most 100 us apart, twice that gap (averaged with decaying weights), so that a
-// loop that follows as closely finds it awake.
+// recently come at most 100 us apart, twice that gap (averaged with decaying weights), or the
+// longest recent gap of up to 200 us with a quarter to spare (a peak that fades slowly), so that
+// a loop that follows as closely finds it awake. 200 us at most.
 class IdleSpinPolicy {
  public:
   // A loop was published `gap` after the end of the worker's previous one.
@@ -82,6 +83,7 @@ class IdleSpinPolicy {
 
  private:
   double gap_ns_ = -1;  // none seen yet
+  double peak_ns_ = 0;  // the longest recent gap of up to 200 us, decaying per later gap
 };
 
 class ThreadPool {
