@@ -16,8 +16,9 @@
 // wake-up) and then sleep on a condition variable: a pool never keeps a core that another
 // process could use. Where loops have been following each other closely (a training step's
 // kernels, one step after the next), a worker spins for up to twice the recent gap between them,
-// 200 us at most, so that the next loop finds it awake: waking a sleeping thread takes tens of
-// microseconds on a virtual machine, more than a small loop's share of the work. A spinning
+// or through the longest recent gap where that is longer, 200 us at most (IdleSpinPolicy), so
+// that the next loop finds it awake: waking a sleeping thread takes tens of microseconds on a
+// virtual machine, more than a small loop's share of the work. A spinning
 // thread yields the CPU every microsecond or so, so that a thread it waits for (the caller,
 // preempted on the same CPU by the worker it woke) or another process runs.
 //
