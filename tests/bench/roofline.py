@@ -646,7 +646,7 @@ def steal_share(spans):
     """The share (0 to 1) of the CPUs' time the host took (steal) over `spans`, pairs of cpu_ticks
     readings (before, after); None where a reading is missing or fewer than 50 ticks (0.5 s of
     one CPU) passed in all. On a virtual machine a workload's median moves with it: on the 2-vCPU
-    VM of the README's fourth machine it was 1-27% from one `xlens run` process to the next."""
+    VM of the README's fourth machine it was 1-33% from one `xlens run` process to the next."""
     total = steal = 0
     for before, after in spans:
         if before is None or after is None or after[0] < before[0] or after[1] < before[1]:
