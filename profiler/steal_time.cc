@@ -4,11 +4,12 @@
 
 #include <algorithm>
 #include <charconv>
-#include <fstream>
 #include <set>
 #include <string>
 
 #include <fmt/format.h>
+
+#include "compiler/support/file_io.h"
 
 namespace xlens::profiler {
 namespace {
@@ -19,7 +20,7 @@ namespace {
 constexpr int kCountersThroughSteal = 8;
 
 // /proc/stat is a few kilobytes a CPU; far more is not the kernel's file.
-constexpr size_t kMaxProcStatBytes = 16 << 20;
+constexpr int64_t kMaxProcStatBytes = 16 << 20;
 
 bool IsDigit(char c) { return c >= '0' && c <= '9'; }
 
@@ -100,15 +101,10 @@ std::optional<CpuTicks> ReadProcessCpuTicks() {
   for (int cpu = 0; cpu < CPU_SETSIZE; ++cpu) {
     if (CPU_ISSET(cpu, &set)) cpus.push_back(cpu);
   }
-  std::ifstream in("/proc/stat");
-  if (!in) return std::nullopt;
-  std::string text;
-  char buffer[1 << 16];
-  while (in && text.size() < kMaxProcStatBytes) {
-    in.read(buffer, sizeof(buffer));
-    text.append(buffer, static_cast<size_t>(in.gcount()));
-  }
-  StatusOr<CpuTicks> ticks = ParseCpuTicks(text, cpus);
+  // ReadFile reads past the size of 0 that fstat gives a /proc file, up to the limit.
+  StatusOr<std::string> text = ReadFile("/proc/stat", kMaxProcStatBytes);
+  if (!text.ok()) return std::nullopt;
+  StatusOr<CpuTicks> ticks = ParseCpuTicks(*text, cpus);
   if (!ticks.ok()) return std::nullopt;
   return *ticks;
 }

@@ -652,11 +652,12 @@ def main():
         geomean = math.exp(sum(math.log(r) for r in ratios) / len(ratios))
         print(f"geometric mean XLA/xlens over {len(ratios)} workloads: {geomean:.2f}x; "
               f"{sum(r >= 1.2 for r in ratios)} of {len(ratios)} at 1.2x or more")
-    spans = [span for _, row in rows if not isinstance(row, str) for span in row["steal_spans"]]
-    shares = [roofline.steal_share(row["steal_spans"]) for _, row in rows if not isinstance(row, str)]
-    shares = [share * 100 for share in shares if share is not None]
-    if roofline.steal_share(spans) is not None and shares:
-        print(f"steal: the host ran other work on these CPUs for {roofline.steal_share(spans) * 100:.1f}% "
+    measured = [row for _, row in rows if not isinstance(row, str)]
+    overall = roofline.steal_share([span for row in measured for span in row["steal_spans"]])
+    shares = [share * 100 for share in (roofline.steal_share(row["steal_spans"]) for row in measured)
+              if share is not None]
+    if overall is not None and shares:
+        print(f"steal: the host ran other work on these CPUs for {overall * 100:.1f}% "
               f"of their time over the workloads' rounds ({min(shares):.0f}-{max(shares):.0f}% by row; "
               f"/proc/stat, 0 on a machine of its own): a row's median moves with it")
     for kind, what in (("memory", "of their bound"), ("library", "of oneDNN standalone"),
