@@ -16,10 +16,11 @@
 // wake-up) and then sleep on a condition variable: a pool never keeps a core that another
 // process could use. Where loops have been following each other closely (a training step's
 // kernels, one step after the next), a worker spins for up to twice the recent gap between them,
-// 200 us at most, so that the next loop finds it awake: waking a sleeping thread takes tens of
-// microseconds on a virtual machine, more than a small loop's share of the work. A spinning
-// thread yields the CPU every microsecond or so, so that a thread it waits for (the caller,
-// preempted on the same CPU by the worker it woke) or another process runs.
+// or through the longest recent gap, 200 us at most, so that the next loop finds it awake: waking
+// a sleeping thread takes tens of microseconds on a virtual machine, more than a small loop's
+// share of the work. A spinning thread yields the CPU every microsecond or so, so that a thread
+// it waits for (the caller, preempted on the same CPU by the worker it woke) or another process
+// runs.
 //
 // A worker keeps off the CPU its loop's caller runs on, where the pool has fewer workers than
 // CPUs (a default pool: one fewer). Linux may wake a thread on its waker's CPU (it does when it
@@ -72,8 +73,9 @@
 namespace xlens {
 
 // How long an idle worker spins before it sleeps: 20 us, or, where the loops it was given have
-// recently come at most 100 us apart, twice that gap (averaged with decaying weights), so that a
-// loop that follows as closely finds it awake.
+// recently come at most 100 us apart, twice that gap (averaged with decaying weights), or the
+// longest recent gap of up to 200 us with a quarter to spare (a peak that fades slowly), so that
+// a loop that follows as closely finds it awake. 200 us at most.
 class IdleSpinPolicy {
  public:
   // A loop was published `gap` after the end of the worker's previous one.
@@ -82,6 +84,7 @@ class IdleSpinPolicy {
 
  private:
   double gap_ns_ = -1;  // none seen yet
+  double peak_ns_ = 0;  // the longest recent gap of up to 200 us, decaying per later gap
 };
 
 class ThreadPool {

@@ -471,20 +471,44 @@ TEST(ThreadPoolTest, AnIdleWorkerSpinsThroughTheGapsItsLoopsHaveLeft) {
   // Loops 60 us apart (a training step's kernels, one step after the next): twice that.
   for (int i = 0; i < 10; ++i) spin.Observe(microseconds(60));
   EXPECT_EQ(spin.Limit(), microseconds(120));
-  // One long pause weighs a quarter: the spin falls back to 20 us until close loops return.
+  // One long pause weighs a quarter of the mean, which then leaves the spin to the peak of the
+  // close gaps: 60 us, a quarter more, faded by one gap.
   spin.Observe(microseconds(3000));
-  EXPECT_EQ(spin.Limit(), microseconds(20));
+  EXPECT_NEAR(static_cast<double>(spin.Limit().count()), 1.25 * 60000 * 0.995, 1);
   for (int i = 0; i < 30; ++i) spin.Observe(microseconds(60));
   EXPECT_LT(spin.Limit(), microseconds(130));
   EXPECT_GT(spin.Limit(), microseconds(115));
-  // Never less than the 20 us of sparse loops, never more than 200 us.
-  for (int i = 0; i < 30; ++i) spin.Observe(microseconds(2));
-  EXPECT_EQ(spin.Limit(), microseconds(20));
-  for (int i = 0; i < 30; ++i) spin.Observe(microseconds(101));
-  EXPECT_EQ(spin.Limit(), microseconds(20));
+  // Never more than 200 us.
   for (int i = 0; i < 30; ++i) spin.Observe(microseconds(99));
   EXPECT_LE(spin.Limit(), microseconds(200));
   EXPECT_GT(spin.Limit(), microseconds(190));
+  for (int i = 0; i < 30; ++i) spin.Observe(microseconds(199));
+  EXPECT_EQ(spin.Limit(), microseconds(200));
+}
+
+TEST(ThreadPoolTest, AnIdleWorkerSpinsThroughTheLongestRecentGapNotJustTheMean) {
+  using std::chrono::microseconds;
+  // A module's loops mostly 2 us apart, one gap in ten 40 us (a worker's part of a call ending
+  // before the caller's): the mean's rule alone would spin 20 us and sleep through every long gap.
+  IdleSpinPolicy spin;
+  for (int run = 0; run < 100; ++run) {
+    for (int i = 0; i < 9; ++i) spin.Observe(microseconds(2));
+    spin.Observe(microseconds(40));
+  }
+  EXPECT_GE(spin.Limit(), microseconds(45));
+  EXPECT_LE(spin.Limit(), microseconds(50));
+  // Even right before the next long gap, after nine short ones.
+  for (int i = 0; i < 9; ++i) spin.Observe(microseconds(2));
+  EXPECT_GE(spin.Limit(), microseconds(40));
+  // Once the long gaps stop, the peak fades back to the sparse loops' 20 us.
+  for (int i = 0; i < 1000; ++i) spin.Observe(microseconds(2));
+  EXPECT_EQ(spin.Limit(), microseconds(20));
+  // Gaps longer than a spin may cover (pauses between steps) never set the peak.
+  IdleSpinPolicy paused;
+  for (int i = 0; i < 30; ++i) paused.Observe(microseconds(300));
+  EXPECT_EQ(paused.Limit(), microseconds(20));
+  for (int i = 0; i < 30; ++i) paused.Observe(microseconds(101));
+  EXPECT_EQ(paused.Limit(), std::chrono::nanoseconds(126250));  // the peak's 101 us and a quarter
 }
 
 TEST(ThreadPoolTest, TheDefaultSizeFollowsTheCpusTheProcessMayUse) {
