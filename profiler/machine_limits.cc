@@ -27,6 +27,16 @@ namespace xlens::profiler {
 
 namespace {
 
+// The last-level cache assumed where sysfs names none (a container without /sys, a CPU whose
+// caches Linux does not list): the size of a server's, so that the sweep still reaches memory.
+constexpr int64_t kLlcWhenUnknown = int64_t{32} << 20;
+
+// The last level's capacity, all CPUs' together (what a sweep on every CPU fills), or
+// kLlcWhenUnknown.
+int64_t LastLevelTotalBytes(const std::vector<CacheLevel>& caches) {
+  return caches.empty() ? kLlcWhenUnknown : caches.back().total_bytes();
+}
+
 // Runs job(member) on `threads` threads at once; the elapsed ns from the first start to the last
 // end (the members meet at a barrier first, so they start together).
 int64_t RunTeam(int threads, const std::function<void(int)>& job) {
@@ -481,7 +491,7 @@ std::string MachineLimits::Summary() const {
 }
 
 std::vector<int64_t> SweepWorkingSets(const std::vector<CacheLevel>& caches, bool fine, int64_t memory_bytes) {
-  const int64_t llc = caches.empty() ? int64_t{32} << 20 : caches.back().total_bytes();
+  const int64_t llc = LastLevelTotalBytes(caches);
   std::vector<int64_t> sizes;
   if (fine) {
     // Half-octave steps: a working set just past a point is held to that point's bandwidth, so
@@ -514,8 +524,7 @@ MachineLimits MeasureMachineLimits(const MachineLimitsOptions& options) {
   MachineLimits limits;
   limits.threads = options.threads > 0 ? options.threads : OnlineCpus();
   limits.caches = DataCaches();
-  int64_t llc = int64_t{32} << 20;
-  if (!limits.caches.empty()) llc = limits.caches.back().total_bytes();
+  const int64_t llc = LastLevelTotalBytes(limits.caches);
   const int reps = std::max(1, options.repetitions);
   auto measure = [&](int64_t bytes, int64_t per_repetition) {
     BandwidthPoint p;

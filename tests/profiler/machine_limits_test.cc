@@ -53,6 +53,9 @@ TEST(MachineLimits, TheQuickSweepHasEachLevelsHalfAndWholeCapacity) {
   EXPECT_DOUBLE_EQ(limits.BandwidthGBps(33.56e6), 64) << "memory's copy, the fastest point beyond it";
   EXPECT_EQ(limits.LevelOf(33.56e6), "mem");
   EXPECT_DOUBLE_EQ(limits.BandwidthGBps(20 * MiB), 152) << "inside the LLC: the LLC's";
+  // Where sysfs names no cache, a 32 MiB last level is assumed: both sweeps still reach past it.
+  EXPECT_EQ(SweepWorkingSets({}, /*fine=*/false, 64 * MiB), (std::vector<int64_t>{64 * MiB}));
+  EXPECT_EQ(SweepWorkingSets({}, /*fine=*/true, 512 * MiB).back(), 256 * MiB);
   // The fine sweep steps by half-octaves from 16 KiB.
   const std::vector<int64_t> fine = SweepWorkingSets(caches, /*fine=*/true, 128 * MiB);
   ASSERT_GE(fine.size(), 2u);
