@@ -38,12 +38,13 @@ void PackNarrowRhs(const float* rhs, int64_t k, int64_t n, float* packed) {
   TransposedCopy(rhs, k, n, n, packed, k);
 }
 
-void NarrowProductScalar(int64_t m, int64_t k, int64_t n, const float* lhs, const float* rhs_transposed, float* out) {
+void NarrowProductScalar(int64_t m, int64_t k, int64_t n, const float* lhs, int64_t lda, const float* rhs_transposed,
+                         float* out) {
   CheckNarrowColumns(n, "NarrowProduct");
   for (int64_t i = 0; i < m; ++i) {
     for (int64_t j = 0; j < n; ++j) {
       float sum = 0;
-      for (int64_t p = 0; p < k; ++p) sum += lhs[i * k + p] * rhs_transposed[j * k + p];
+      for (int64_t p = 0; p < k; ++p) sum += lhs[i * lda + p] * rhs_transposed[j * k + p];
       out[i * n + j] = sum;
     }
   }
@@ -170,14 +171,14 @@ constexpr int64_t kNarrowGroupColumns = 6;
 // times, and a group of 2 does 8 multiply-adds for 6 loads: on one core, best of 3000 calls,
 // 100x784x10 13.1 -> 10.8 us, 64x256x10 3.18 -> 2.77, 16x3136x10 10.6 -> 8.4 (more in the commit).
 template <int R>
-XLENS_AVX512 void NarrowRows(const float* a, int64_t k, const float* bt, int64_t n, float* c) {
+XLENS_AVX512 void NarrowRows(const float* a, int64_t lda, int64_t k, const float* bt, int64_t n, float* c) {
   const int64_t groups = (n + kNarrowGroupColumns - 1) / kNarrowGroupColumns;
   int64_t j = 0;
   for (int64_t group = 0; group < groups; ++group) {
     const int64_t width = (n - j) / (groups - group) + ((n - j) % (groups - group) != 0 ? 1 : 0);
     switch (width) {
 #define XLENS_NARROW_GROUP(G) \
-  case G: NarrowBlock<R, G>(a, k, bt + j * k, k, c + j, n); break;
+  case G: NarrowBlock<R, G>(a, lda, bt + j * k, k, c + j, n); break;
       XLENS_NARROW_GROUP(1) XLENS_NARROW_GROUP(2) XLENS_NARROW_GROUP(3) XLENS_NARROW_GROUP(4) XLENS_NARROW_GROUP(5)
       XLENS_NARROW_GROUP(6)
 #undef XLENS_NARROW_GROUP
@@ -187,13 +188,14 @@ XLENS_AVX512 void NarrowRows(const float* a, int64_t k, const float* bt, int64_t
   }
 }
 
-XLENS_AVX512 void NarrowProductAvx512(int64_t m, int64_t k, int64_t n, const float* a, const float* bt, float* c) {
+XLENS_AVX512 void NarrowProductAvx512(int64_t m, int64_t k, int64_t n, const float* a, int64_t lda, const float* bt,
+                                      float* c) {
   int64_t i = 0;
-  for (; i + 4 <= m; i += 4) NarrowRows<4>(a + i * k, k, bt, n, c + i * n);
+  for (; i + 4 <= m; i += 4) NarrowRows<4>(a + i * lda, lda, k, bt, n, c + i * n);
   switch (m - i) {
-    case 3: NarrowRows<3>(a + i * k, k, bt, n, c + i * n); break;
-    case 2: NarrowRows<2>(a + i * k, k, bt, n, c + i * n); break;
-    case 1: NarrowRows<1>(a + i * k, k, bt, n, c + i * n); break;
+    case 3: NarrowRows<3>(a + i * lda, lda, k, bt, n, c + i * n); break;
+    case 2: NarrowRows<2>(a + i * lda, lda, k, bt, n, c + i * n); break;
+    case 1: NarrowRows<1>(a + i * lda, lda, k, bt, n, c + i * n); break;
     default: break;
   }
 }
@@ -337,15 +339,16 @@ XLENS_AVX512 void NarrowProductTransposedLhsAvx512(int64_t m, int64_t k, int64_t
 
 bool NarrowProductAvailable() { return CpuHasAvx512F(); }
 
-void NarrowProduct(int64_t m, int64_t k, int64_t n, const float* lhs, const float* rhs_transposed, float* out) {
+void NarrowProduct(int64_t m, int64_t k, int64_t n, const float* lhs, int64_t lda, const float* rhs_transposed,
+                   float* out) {
   CheckNarrowColumns(n, "NarrowProduct");
   // The thunks never choose the loops without AVX-512; a direct caller gets the product rather
   // than an illegal instruction.
   if (!NarrowProductAvailable()) {
-    NarrowProductScalar(m, k, n, lhs, rhs_transposed, out);
+    NarrowProductScalar(m, k, n, lhs, lda, rhs_transposed, out);
     return;
   }
-  NarrowProductAvx512(m, k, n, lhs, rhs_transposed, out);
+  NarrowProductAvx512(m, k, n, lhs, lda, rhs_transposed, out);
 }
 
 void NarrowProductTransposedLhs(int64_t m, int64_t k, int64_t n, const float* lhs, int64_t lda, const float* rhs,
@@ -382,8 +385,9 @@ void NarrowProductTransposedLhs(int64_t m, int64_t k, int64_t n, const float* lh
 
 // The thunks never choose the loops here (NarrowProductAvailable); a direct caller gets the
 // product rather than an output left unwritten.
-void NarrowProduct(int64_t m, int64_t k, int64_t n, const float* lhs, const float* rhs_transposed, float* out) {
-  NarrowProductScalar(m, k, n, lhs, rhs_transposed, out);
+void NarrowProduct(int64_t m, int64_t k, int64_t n, const float* lhs, int64_t lda, const float* rhs_transposed,
+                   float* out) {
+  NarrowProductScalar(m, k, n, lhs, lda, rhs_transposed, out);
 }
 
 #endif

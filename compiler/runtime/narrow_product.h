@@ -21,14 +21,16 @@ bool NarrowProductAvailable();
 // unless 1 <= n <= kNarrowProductMaxColumns.
 void PackNarrowRhs(const float* rhs, int64_t k, int64_t n, float* packed);
 
-// out[m, n] (rows n apart) = lhs[m, k] (rows k apart) x the rhs, given as its transpose [n, k]
-// (PackNarrowRhs, or an rhs stored [n, k]). Aborts unless 1 <= n <= kNarrowProductMaxColumns;
+// out[m, n] (rows n apart) = lhs[m, k] (rows `lda` >= k apart) x the rhs, given as its transpose
+// [n, k] (PackNarrowRhs, or an rhs stored [n, k]). An lda past k reads a stretch of k out of
+// longer rows: a part of a product split in k. Aborts unless 1 <= n <= kNarrowProductMaxColumns;
 // without NarrowProductAvailable() NarrowProductScalar computes it.
-void NarrowProduct(int64_t m, int64_t k, int64_t n, const float* lhs, const float* rhs_transposed, float* out);
+void NarrowProduct(int64_t m, int64_t k, int64_t n, const float* lhs, int64_t lda, const float* rhs_transposed,
+                   float* out);
 
 // The same product one dot product at a time, in order along k: NarrowProduct on a CPU without
 // the loops (no AVX-512, or off x86).
-void NarrowProductScalar(int64_t m, int64_t k, int64_t n, const float* lhs, const float* rhs_transposed,
+void NarrowProductScalar(int64_t m, int64_t k, int64_t n, const float* lhs, int64_t lda, const float* rhs_transposed,
                          float* out);
 
 // What NarrowProductTransposedLhs does to each output in registers before storing it, in this

@@ -222,6 +222,11 @@ struct OneDnnThunk::Impl {
   // stay built, for a call whose output shares a buffer with an operand.
   bool narrow = false;
   int64_t narrow_block = 0, narrow_parts = 1;
+  // With `narrow`: parts are blocks of narrow_block elements of k instead (few rows, a long k,
+  // an rhs to pack): each part packs only its rows of the rhs, the first writes the output and
+  // each other a partial product into a buffer of the caller's, which adds them and applies the
+  // post-ops after the parts.
+  bool narrow_split_k = false;
   // With `narrow`: a product over a short k with a transposed rhs into wide rows, computed by
   // ShortKProduct in narrow_parts blocks of narrow_block columns.
   bool short_k = false;

@@ -106,6 +106,11 @@ std::atomic<int64_t> small_product_limit{int64_t{1} << 15};
 // products in 7.9 (x w), 6.9 (x^T g) and 6.2 us (g w^T) on one thread, 5.3, 4.2 and 3.7 us in two
 // parts (best of 1500 steps, 3 alternating rounds beside other work).
 constexpr int64_t kNarrowPartMultiplyAdds = int64_t{1} << 17;
+// Narrow products with an rhs to pack are split in k rather than rows where a part of rows would
+// have at most kNarrowSplitKMaxRows rows and k is at least kNarrowSplitKMinK (where
+// impl.narrow_split_k is set below: measured to 128 rows and from 784 elements of k).
+constexpr int64_t kNarrowSplitKMaxRows = 128;
+constexpr int64_t kNarrowSplitKMinK = 512;
 
 int64_t SmallProductLimit() { return small_product_limit.load(); }
 void SetSmallProductLimit(int64_t multiply_adds) { small_product_limit.store(multiply_adds); }
@@ -599,9 +604,27 @@ StatusOr<std::unique_ptr<OneDnnThunk>> OneDnnThunk::Create(std::string hlo_name,
             impl.narrow_parts = (m + impl.narrow_block - 1) / impl.narrow_block;
           }
         }
+        // Up to 128 rows a part and a long k: each part of rows packed the whole rhs
+        // (PackNarrowRhs), the convolution step's [3136,10] 4 us of a part's 12. In as many parts
+        // of k, each packs only its own rows of the rhs and reads half as much of it, and the
+        // caller adds m x n partial sums. Two parts, 5 alternating processes of 2000 runs of 8
+        // such products (xlens run, per product): [32,3136]x[3136,10] median 21.8 -> 18.5 us
+        // (lower in 5 of 5), [100,784]x[784,10] 11.0 -> 9.7 (4 of 5), [64,1024]x[1024,10] 12.6 ->
+        // 9.4 (5 of 5), [128,784]x[784,10] 15.1 -> 11.8 (5 of 5); [256,784]x[784,10] 28.7 -> 25.2
+        // (4 alternating, 3 of 4); [8,50000]x[50000,12] one product 0.29-0.43 -> 0.17-0.20 ms.
+        // In the convolution step (6 alternating processes, mean per run) the logits 24-34 -> 22-29
+        // us, and the weight gradient x^T g after them 22-27 -> 16-20: its parts read x in the
+        // same halves of k, now in their own core's cache.
+        if (!lhs_transposed && !rhs_transposed && impl.narrow_parts > 1 && impl.narrow_block <= kNarrowSplitKMaxRows &&
+            k >= kNarrowSplitKMinK) {
+          const int64_t parts = impl.narrow_parts;
+          impl.narrow_split_k = true;
+          impl.narrow_block = (k + parts * 16 - 1) / (parts * 16) * 16;
+          impl.narrow_parts = (k + impl.narrow_block - 1) / impl.narrow_block;
+        }
         impl.small_shape = {1, m, k, n, lhs_transposed, rhs_transposed};
         impl.post_ops = call->post_ops;
-        impl.implementation = "narrow-product:avx512";
+        impl.implementation = impl.narrow_split_k ? "narrow-product:avx512, split in k" : "narrow-product:avx512";
       }
       // A short k (at most 16) with a transposed rhs, into wide rows: the gradient g w^T that
       // flows back through a classifier. ShortKProduct's loops, in parts of whole vectors of
@@ -950,12 +973,14 @@ bool OneDnnThunk::Impl::ExecuteNarrow(char** frame, ExecuteContext& context, std
   }
   // `part`: its number in the trace, as oneDNN's parts are numbered (the whole call, run on the
   // caller, after them), so that a trace shows which thread ran each part and when it started.
+  auto trace_part = [&](std::optional<profiler::TraceSpan>& span, int64_t part) {
+    if (!profiler::TracingEnabled()) return;
+    span.emplace(fmt::format("{} part {}", name, part), profiler::category::kLibraryPart);
+    span->AddArg("part", part);
+  };
   auto rows = [&](int64_t first, int64_t count, int64_t part) {
     std::optional<profiler::TraceSpan> span;
-    if (profiler::TracingEnabled()) {
-      span.emplace(fmt::format("{} part {}", name, part), profiler::category::kLibraryPart);
-      span->AddArg("part", part);
-    }
+    trace_part(span, part);
     if (short_k) {  // columns [first, first + count)
       ShortKProduct(s.m, s.k, count, lhs, rhs + first * s.k, output + first, s.n);
       return;
@@ -987,7 +1012,7 @@ bool OneDnnThunk::Impl::ExecuteNarrow(char** frame, ExecuteContext& context, std
         PackNarrowRhs(rhs, s.k, s.n, packed.data());
         rhs_transposed = packed.data();
       }
-      NarrowProduct(count, s.k, s.n, lhs + first * s.k, rhs_transposed, out);
+      NarrowProduct(count, s.k, s.n, lhs + first * s.k, s.k, rhs_transposed, out);
     }
     ApplySmallProductPostOps(post_ops, addends, count, s.n, out);
   };
@@ -995,6 +1020,32 @@ bool OneDnnThunk::Impl::ExecuteNarrow(char** frame, ExecuteContext& context, std
   if (parts == 1 || context.pool == nullptr || context.pool->RunsInline(parts, 1)) {
     if (parts > 1) whole_runs.fetch_add(1, std::memory_order_relaxed);
     rows(0, short_k ? s.n : s.m, parts > 1 ? parts : 0);
+  } else if (narrow_split_k) {
+    // The caller's: the parts write into it from other threads, and it stays mapped from one
+    // call to the next.
+    thread_local std::vector<float> partials;
+    const size_t size = static_cast<size_t>((parts - 1) * s.m * s.n);
+    if (partials.size() < size) partials.resize(size);
+    float* partial = partials.data();
+    context.pool->ParallelFor(parts, 1, [&](int64_t begin, int64_t end) {
+      for (int64_t t = begin; t < end; ++t) {
+        std::optional<profiler::TraceSpan> span;
+        trace_part(span, t);
+        const int64_t first = t * narrow_block, count = std::min(narrow_block, s.k - first);
+        thread_local std::vector<float> packed;
+        if (static_cast<int64_t>(packed.size()) < count * s.n) packed.resize(count * s.n);
+        PackNarrowRhs(rhs + first * s.n, count, s.n, packed.data());
+        NarrowProduct(s.m, count, s.n, lhs + first, s.k, packed.data(),
+                      t == 0 ? output : partial + (t - 1) * s.m * s.n);
+      }
+    });
+    // m x n sums (the convolution step's 320) on the caller: a loop over the pool would cost more
+    // than it adds.
+    for (int64_t p = 0; p + 1 < parts; ++p) AddTo(output, partial + p * s.m * s.n, s.m * s.n);
+    thread_local std::vector<const float*> addends;
+    addends.clear();
+    for (int64_t slot : addend_slots) addends.push_back(reinterpret_cast<const float*>(frame[slot]));
+    ApplySmallProductPostOps(post_ops, addends, s.m, s.n, output);
   } else {
     context.pool->ParallelFor(parts, 1, [&](int64_t begin, int64_t end) {
       const int64_t extent = short_k ? s.n : s.m;

@@ -71,14 +71,20 @@ TEST(SmallProductTest, EveryRemainderAndLayoutMatchesADoublePrecisionSum) {
 
 // out = lhs [m, k] x rhs [k, n] by NarrowProduct, the rhs packed by PackNarrowRhs (or given
 // transposed), against a double-precision sum; canaries around the output and past the lhs's
-// last row (whose masked tail must not be read: a NaN there would reach every sum).
+// last row (whose masked tail must not be read: a NaN there would reach every sum). The lhs's
+// rows lie `lda` apart (k where 0), the elements between them NaN: a part of a product split in
+// k reads its stretch of longer rows and nothing past it.
 void ExpectNarrowProductMatches(int64_t m, int64_t k, int64_t n, bool rhs_transposed, uint32_t seed,
-                                decltype(&NarrowProduct) product = &NarrowProduct) {
-  SCOPED_TRACE(testing::Message() << "m " << m << " k " << k << " n " << n << (rhs_transposed ? " rhs^T" : ""));
+                                decltype(&NarrowProduct) product = &NarrowProduct, int64_t lda = 0) {
+  if (lda == 0) lda = k;
+  SCOPED_TRACE(testing::Message() << "m " << m << " k " << k << " n " << n << " lda " << lda
+                                  << (rhs_transposed ? " rhs^T" : ""));
   std::mt19937 rng(seed);
   std::uniform_real_distribution<float> uniform(-1.f, 1.f);
-  std::vector<float> lhs(m * k + 16, std::nanf("")), rhs(k * n), packed(k * n + 16, std::nanf(""));
-  for (int64_t e = 0; e < m * k; ++e) lhs[e] = uniform(rng);
+  std::vector<float> lhs(m * lda + 16, std::nanf("")), rhs(k * n), packed(k * n + 16, std::nanf(""));
+  for (int64_t i = 0; i < m; ++i) {
+    for (int64_t p = 0; p < k; ++p) lhs[i * lda + p] = uniform(rng);
+  }
   for (float& x : rhs) x = uniform(rng);
   auto at = [&](int64_t p, int64_t j) { return rhs_transposed ? rhs[j * k + p] : rhs[p * n + j]; };
   if (rhs_transposed) {
@@ -91,11 +97,11 @@ void ExpectNarrowProductMatches(int64_t m, int64_t k, int64_t n, bool rhs_transp
   }
   const float canary = 12345.f;
   std::vector<float> out(m * n + 16, canary);
-  product(m, k, n, lhs.data(), packed.data(), out.data() + 8);
+  product(m, k, n, lhs.data(), lda, packed.data(), out.data() + 8);
   for (int64_t i = 0; i < m; ++i) {
     for (int64_t j = 0; j < n; ++j) {
       double sum = 0;
-      for (int64_t p = 0; p < k; ++p) sum += static_cast<double>(lhs[i * k + p]) * at(p, j);
+      for (int64_t p = 0; p < k; ++p) sum += static_cast<double>(lhs[i * lda + p]) * at(p, j);
       ASSERT_NEAR(out[8 + i * n + j], sum, 1e-5 * (1 + k)) << "at row " << i << " column " << j;
     }
   }
@@ -118,6 +124,13 @@ TEST(NarrowProductTest, EveryRemainderMatchesADoublePrecisionSum) {
     ExpectNarrowProductMatches(5, 33, n, true, seed++);
   }
   ExpectNarrowProductMatches(100, 784, 10, false, seed++);  // the MNIST step's logits
+  // A stretch of k out of longer rows, as a part of a product split in k reads it (the
+  // convolution step's [32,3136]x[3136,10] in two parts of 1568), and a last part's shorter one.
+  for (int64_t n : {1, 6, 10, 16}) {
+    ExpectNarrowProductMatches(7, 32, n, false, seed++, &NarrowProduct, 48);
+    ExpectNarrowProductMatches(5, 17, n, true, seed++, &NarrowProduct, 40);
+  }
+  ExpectNarrowProductMatches(32, 1568, 10, false, seed++, &NarrowProduct, 3136);
 }
 
 TEST(NarrowProductTest, TheScalarLoopMatchesADoublePrecisionSum) {
@@ -126,6 +139,7 @@ TEST(NarrowProductTest, TheScalarLoopMatchesADoublePrecisionSum) {
   for (int64_t n : {1, 3, 12, 16}) {
     ExpectNarrowProductMatches(3, 17, n, false, seed++, &NarrowProductScalar);
     ExpectNarrowProductMatches(5, 33, n, true, seed++, &NarrowProductScalar);
+    ExpectNarrowProductMatches(4, 17, n, false, seed++, &NarrowProductScalar, 21);
   }
 }
 
@@ -490,8 +504,8 @@ TEST(NarrowProductTest, MoreColumnsThanLanesAbort) {
   // Past the limit the thunks choose the loops under, a caller's bug stops at once.
   std::vector<float> rhs(4 * 17, 1.f), packed(4 * 17), lhs(4, 1.f), out(17);
   EXPECT_DEATH(PackNarrowRhs(rhs.data(), 4, 17, packed.data()), "PackNarrowRhs of 17 columns");
-  EXPECT_DEATH(NarrowProduct(1, 4, 17, lhs.data(), packed.data(), out.data()), "NarrowProduct of 17 columns");
-  EXPECT_DEATH(NarrowProductScalar(1, 4, 17, lhs.data(), packed.data(), out.data()), "NarrowProduct of 17 columns");
+  EXPECT_DEATH(NarrowProduct(1, 4, 17, lhs.data(), 4, packed.data(), out.data()), "NarrowProduct of 17 columns");
+  EXPECT_DEATH(NarrowProductScalar(1, 4, 17, lhs.data(), 4, packed.data(), out.data()), "NarrowProduct of 17 columns");
 }
 
 // Every remainder of the 16x16 tiles in both dimensions, from a block inside a wider matrix
