@@ -221,7 +221,16 @@ XLENS_AVX512 void NarrowTransposedBlock(int64_t k, const float* a, int64_t lda, 
   for (int64_t p = 0; p < k; ++p) {
     __m512 x[V];
 #pragma GCC unroll 2
-    for (int v = 0; v < V; ++v) x[v] = _mm512_maskz_loadu_ps(mask[v], a + p * lda + 16 * v);
+    for (int v = 0; v < V; ++v) {
+      // The next block's 32 columns of this row into L1 (a prefetch past the array's end reads
+      // nothing and cannot fault). A block reads its k rows lda apart, two lines from each: the
+      // convolution step's x [32,3136], 32 rows 12.5 KB apart, which the hardware's prefetchers
+      // left to miss L1 on every row. 6 alternating processes of 3000 runs of 8 such weight
+      // updates: median 22 -> 14.7 us a product (lower in 6 of 6); in the step 18.5 -> 14.5 us
+      // (6 of 6). The MNIST step's (k 100) unchanged.
+      _mm_prefetch(reinterpret_cast<const char*>(a + p * lda + 16 * v + 32), _MM_HINT_T0);
+      x[v] = _mm512_maskz_loadu_ps(mask[v], a + p * lda + 16 * v);
+    }
 #pragma GCC unroll 16
     for (int j = 0; j < N; ++j) {
       const __m512 y = _mm512_set1_ps(b[p * N + j]);
