@@ -362,6 +362,11 @@ struct OneDnnThunk::Impl {
   // own_post_ops over `rows` x `cols` of the output from `out`, its rows `stride` apart; `offset`
   // is out's element offset in the output (where a full addend is read) and `column` its first
   // column (where a last-dimension addend is).
+  // The addends of `post_ops` for the output's rows from `first_row` on (rows n apart), as
+  // ApplySmallProductPostOps reads them: a full addend from that row, the others as they lie. In
+  // a buffer of the calling thread's, reused from call to call (no allocation on the product's
+  // path), valid until that thread's next call.
+  const std::vector<const float*>& AddendsFromRow(char** frame, int64_t first_row, int64_t n) const;
   void ApplyOwnPostOps(char** frame, float* out, int64_t rows, int64_t cols, int64_t stride, int64_t offset,
                        int64_t column) const;
   void BuildBands(const OneDnnConvolution& c, int64_t count, const dnnl::memory::desc& weights_md,

@@ -751,6 +751,17 @@ void OneDnnThunk::Impl::SumAddendsInto(char** frame, const Part& part, float* ou
   }
 }
 
+const std::vector<const float*>& OneDnnThunk::Impl::AddendsFromRow(char** frame, int64_t first_row, int64_t n) const {
+  thread_local std::vector<const float*> addends;
+  addends.clear();
+  for (size_t a = 0; a < addend_slots.size(); ++a) {
+    const float* addend = reinterpret_cast<const float*>(frame[addend_slots[a]]);
+    if (addend_kinds[a] == OneDnnPostOp::Addend::kFull) addend += first_row * n;
+    addends.push_back(addend);
+  }
+  return addends;
+}
+
 void OneDnnThunk::Impl::ApplyOwnPostOps(char** frame, float* out, int64_t rows, int64_t cols, int64_t stride,
                                         int64_t offset, int64_t column) const {
   // Reused from call to call: no allocation on the part's path.
@@ -809,14 +820,7 @@ Status OneDnnThunk::Impl::ExecuteSplitK(char** frame, ThreadPool* pool, ExecuteC
       for (int64_t p = 0; p + 1 < blocks; ++p) AddTo(output + r * n, partial + p * m * n + r * n, n);
     }
     if (post_ops.empty() || begin >= end) return;
-    thread_local std::vector<const float*> addends;
-    addends.clear();
-    for (size_t a = 0; a < addend_slots.size(); ++a) {
-      const float* addend = reinterpret_cast<const float*>(frame[addend_slots[a]]);
-      if (addend_kinds[a] == OneDnnPostOp::Addend::kFull) addend += begin * n;
-      addends.push_back(addend);
-    }
-    ApplySmallProductPostOps(post_ops, addends, end - begin, n, output + begin * n);
+    ApplySmallProductPostOps(post_ops, AddendsFromRow(frame, begin, n), end - begin, n, output + begin * n);
   };
   // The epilogue (part_epilogue.h: the ReLU a training step's forward keeps beside its
   // pre-activation) on the rows each task of the sum just wrote, while they are in its core's
@@ -980,6 +984,14 @@ bool OneDnnThunk::Impl::ExecuteNarrow(char** frame, ExecuteContext& context, std
     span.emplace(fmt::format("{} part {}", name, part), profiler::category::kLibraryPart);
     span->AddArg("part", part);
   };
+  // The rhs's rows [first, first + count) packed as their transpose (PackNarrowRhs) into a buffer
+  // of the calling thread's, reused from call to call.
+  auto packed_rhs = [&](int64_t first, int64_t count) -> const float* {
+    thread_local std::vector<float> packed;
+    if (static_cast<int64_t>(packed.size()) < count * s.n) packed.resize(count * s.n);
+    PackNarrowRhs(rhs + first * s.n, count, s.n, packed.data());
+    return packed.data();
+  };
   auto rows = [&](int64_t first, int64_t count, int64_t part) {
     std::optional<profiler::TraceSpan> span;
     trace_part(span, part);
@@ -988,13 +1000,7 @@ bool OneDnnThunk::Impl::ExecuteNarrow(char** frame, ExecuteContext& context, std
       return;
     }
     float* out = output + first * s.n;
-    // Reused from call to call: no allocation on the product's path.
-    thread_local std::vector<const float*> addends;
-    addends.clear();
-    for (size_t a = 0; a < addend_slots.size(); ++a) {
-      const float* addend = reinterpret_cast<const float*>(frame[addend_slots[a]]);
-      addends.push_back(addend_kinds[a] == OneDnnPostOp::Addend::kFull ? addend + first * s.n : addend);
-    }
+    const std::vector<const float*>& addends = AddendsFromRow(frame, first, s.n);
     if (s.lhs_transposed) {
       // The lhs stored [k, m]: this part's rows are its columns from `first`. A weight update
       // (w - lr x^T g) is applied in the loops' store, where the rows are in registers: as a pass
@@ -1007,13 +1013,7 @@ bool OneDnnThunk::Impl::ExecuteNarrow(char** frame, ExecuteContext& context, std
       }
       NarrowProductTransposedLhs(count, s.k, s.n, lhs + first, s.m, rhs, out);
     } else {
-      const float* rhs_transposed = rhs;
-      if (!s.rhs_transposed) {
-        thread_local std::vector<float> packed;
-        if (static_cast<int64_t>(packed.size()) < s.k * s.n) packed.resize(s.k * s.n);
-        PackNarrowRhs(rhs, s.k, s.n, packed.data());
-        rhs_transposed = packed.data();
-      }
+      const float* rhs_transposed = s.rhs_transposed ? rhs : packed_rhs(0, s.k);
       NarrowProduct(count, s.k, s.n, lhs + first * s.k, s.k, rhs_transposed, out);
     }
     ApplySmallProductPostOps(post_ops, addends, count, s.n, out);
@@ -1034,20 +1034,14 @@ bool OneDnnThunk::Impl::ExecuteNarrow(char** frame, ExecuteContext& context, std
         std::optional<profiler::TraceSpan> span;
         trace_part(span, t);
         const int64_t first = t * narrow_block, count = std::min(narrow_block, s.k - first);
-        thread_local std::vector<float> packed;
-        if (static_cast<int64_t>(packed.size()) < count * s.n) packed.resize(count * s.n);
-        PackNarrowRhs(rhs + first * s.n, count, s.n, packed.data());
-        NarrowProduct(s.m, count, s.n, lhs + first, s.k, packed.data(),
+        NarrowProduct(s.m, count, s.n, lhs + first, s.k, packed_rhs(first, count),
                       t == 0 ? output : partial + (t - 1) * s.m * s.n);
       }
     });
     // m x n sums (the convolution step's 320) on the caller: a loop over the pool would cost more
     // than it adds.
     for (int64_t p = 0; p + 1 < parts; ++p) AddTo(output, partial + p * s.m * s.n, s.m * s.n);
-    thread_local std::vector<const float*> addends;
-    addends.clear();
-    for (int64_t slot : addend_slots) addends.push_back(reinterpret_cast<const float*>(frame[slot]));
-    ApplySmallProductPostOps(post_ops, addends, s.m, s.n, output);
+    ApplySmallProductPostOps(post_ops, AddendsFromRow(frame, 0, s.n), s.m, s.n, output);
   } else {
     context.pool->ParallelFor(parts, 1, [&](int64_t begin, int64_t end) {
       const int64_t extent = short_k ? s.n : s.m;
