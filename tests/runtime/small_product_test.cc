@@ -90,14 +90,20 @@ void ExpectNarrowProductMatches(int64_t m, int64_t k, int64_t n, bool rhs_transp
   if (rhs_transposed) {
     std::copy(rhs.begin(), rhs.end(), packed.begin());
   } else {
-    PackNarrowRhs(rhs.data(), k, n, packed.data());
-    for (int64_t p = 0; p < k; ++p) {
-      for (int64_t j = 0; j < n; ++j) ASSERT_EQ(packed[j * k + p], rhs[p * n + j]) << "packed at " << p << ", " << j;
+    PackNarrowRhs(rhs.data(), k, n, packed.data(), ldb);
+    for (int64_t j = 0; j < n; ++j) {
+      for (int64_t p = 0; p < ldb; ++p) {
+        if (p < k) {
+          ASSERT_EQ(packed[j * ldb + p], rhs[p * n + j]) << "packed at " << p << ", " << j;
+        } else {
+          ASSERT_TRUE(std::isnan(packed[j * ldb + p])) << "written between the packed rows at " << p << ", " << j;
+        }
+      }
     }
   }
   const float canary = 12345.f;
   std::vector<float> out(m * n + 16, canary);
-  product(m, k, n, lhs.data(), lda, packed.data(), out.data() + 8);
+  product(m, k, n, lhs.data(), lda, packed.data(), ldb, out.data() + 8);
   for (int64_t i = 0; i < m; ++i) {
     for (int64_t j = 0; j < n; ++j) {
       double sum = 0;
@@ -294,20 +300,16 @@ TEST(NarrowProductTest, AShortKMatchesADoublePrecisionSum) {
   ExpectShortKMatches(6, 10, 21, seed++, &ShortKProductScalar);
 }
 
-TEST(NarrowProductTest, PostOpsInOnePassMatchTheirScalarForm) {
-  // Adds of every kind, a linear map and a ReLU (a NaN kept) over rows of 10 (a vector of 8 and
-  // 2 elements past it), and over the rows as one run of elements. The linear map is one fused
-  // multiply-add in the vector loop, its tail and the scalar loops alike: alpha = 0.1 and beta =
-  // 0.3 are not exact, so a multiply rounded before the add differs in the last bit for many
-  // elements.
-  const int64_t rows = 7, n = 10;
-  std::vector<float> out(rows * n), full(rows * n), last(n);
+// ApplySmallProductPostOps over [rows, n] against the post-ops' formula element by element.
+void ExpectPostOpsMatchTheirScalarForm(int64_t rows, int64_t n) {
+  std::vector<float> out(rows * n), full(rows * n), last(n), last_after(n);
   std::mt19937 rng(7);
   std::uniform_real_distribution<float> uniform(-2.f, 2.f);
   for (float& x : out) x = uniform(rng);
   for (float& x : full) x = uniform(rng);
   for (float& x : last) x = uniform(rng);
-  out[3] = std::nanf("");
+  for (float& x : last_after) x = uniform(rng);
+  out[std::min<int64_t>(3, rows * n - 1)] = std::nanf("");
   const float scalar = 0.25f;
   OneDnnPostOp add_full, add_last, add_scalar, linear, relu;
   add_full.kind = add_last.kind = add_scalar.kind = OneDnnPostOp::Kind::kAdd;
@@ -321,17 +323,24 @@ TEST(NarrowProductTest, PostOpsInOnePassMatchTheirScalarForm) {
     std::vector<OneDnnPostOp> ops = {linear, add_full, add_scalar, relu};
     std::vector<const float*> addends = {full.data(), &scalar};
     if (by_rows) {
+      // One along the rows before the ReLU, one after it.
       ops.insert(ops.begin() + 2, add_last);
       addends.insert(addends.begin() + 1, last.data());
+      ops.push_back(add_last);
+      addends.push_back(last_after.data());
     }
+    const float canary = 12345.f;
     std::vector<float> got = out;
+    got.resize(rows * n + 16, canary);
     ApplySmallProductPostOps(ops, addends, rows, n, got.data());
+    for (int64_t e = rows * n; e < rows * n + 16; ++e) EXPECT_EQ(got[e], canary) << "past the end: " << e;
     for (int64_t e = 0; e < rows * n; ++e) {
       float x = std::fma(0.1f, out[e], 0.3f);
       x += full[e];
       if (by_rows) x += last[e % n];
       x += scalar;
       x = std::max(x, 0.f);
+      if (by_rows) x += last_after[e % n];
       if (std::isnan(x)) {
         EXPECT_TRUE(std::isnan(got[e])) << e;
       } else {
