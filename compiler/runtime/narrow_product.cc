@@ -33,18 +33,18 @@ void CheckNarrowColumns(int64_t n, const char* function) {
 // routine that packs a transposed lhs for oneDNN. The loop it replaces (the same shuffles, its
 // n stores a loop of run-time length) took 1.09-1.19 us for the MNIST step's [784,10] on one
 // core, TransposedCopy 0.64-0.72 ([128,10]: 0.162 -> 0.112 us; best of 20 rounds of 1000).
-void PackNarrowRhs(const float* rhs, int64_t k, int64_t n, float* packed) {
+void PackNarrowRhs(const float* rhs, int64_t k, int64_t n, float* packed, int64_t ldb) {
   CheckNarrowColumns(n, "PackNarrowRhs");
-  TransposedCopy(rhs, k, n, n, packed, k);
+  TransposedCopy(rhs, k, n, n, packed, ldb);
 }
 
 void NarrowProductScalar(int64_t m, int64_t k, int64_t n, const float* lhs, int64_t lda, const float* rhs_transposed,
-                         float* out) {
+                         int64_t ldb, float* out) {
   CheckNarrowColumns(n, "NarrowProduct");
   for (int64_t i = 0; i < m; ++i) {
     for (int64_t j = 0; j < n; ++j) {
       float sum = 0;
-      for (int64_t p = 0; p < k; ++p) sum += lhs[i * lda + p] * rhs_transposed[j * k + p];
+      for (int64_t p = 0; p < k; ++p) sum += lhs[i * lda + p] * rhs_transposed[j * ldb + p];
       out[i * n + j] = sum;
     }
   }
@@ -123,14 +123,14 @@ constexpr int kNarrowSumLane[4] = {0, 2, 1, 3};
 // loaded first and each rhs column after them, once for the R multiply-adds that read it, so
 // that R x G accumulators, R rows and one column fit the 32 vector registers (29 for 4 x 6).
 template <int R, int G>
-XLENS_AVX512 __attribute__((always_inline)) inline void NarrowStep(const float* a, int64_t lda, const float* bt, int64_t k,
-                                                             int64_t p, __mmask16 mask, __m512* acc) {
+XLENS_AVX512 __attribute__((always_inline)) inline void NarrowStep(const float* a, int64_t lda, const float* bt,
+                                                             int64_t ldb, int64_t p, __mmask16 mask, __m512* acc) {
   __m512 x[R];
 #pragma GCC unroll 4
   for (int r = 0; r < R; ++r) x[r] = _mm512_maskz_loadu_ps(mask, a + r * lda + p);
 #pragma GCC unroll 8
   for (int g = 0; g < G; ++g) {
-    const __m512 b = _mm512_maskz_loadu_ps(mask, bt + g * k + p);
+    const __m512 b = _mm512_maskz_loadu_ps(mask, bt + g * ldb + p);
 #pragma GCC unroll 4
     for (int r = 0; r < R; ++r) acc[r * G + g] = _mm512_fmadd_ps(x[r], b, acc[r * G + g]);
   }
@@ -140,15 +140,16 @@ XLENS_AVX512 __attribute__((always_inline)) inline void NarrowStep(const float* 
 // k held in one accumulator; the accumulators are summed across their lanes at the end, 16 at a
 // time. Per 16 elements of k: R + G loads for R x G multiply-adds.
 template <int R, int G>
-XLENS_AVX512 void NarrowBlock(const float* a, int64_t lda, const float* bt, int64_t k, float* c, int64_t ldc) {
+XLENS_AVX512 void NarrowBlock(const float* a, int64_t lda, const float* bt, int64_t ldb, int64_t k, float* c,
+                              int64_t ldc) {
   constexpr int kSums = (R * G + 15) / 16;
   __m512 acc[16 * kSums];
 #pragma GCC unroll 32
   for (int i = 0; i < 16 * kSums; ++i) acc[i] = _mm512_setzero_ps();
   int64_t p = 0;
-  for (; p + 16 <= k; p += 16) NarrowStep<R, G>(a, lda, bt, k, p, 0xffff, acc);
+  for (; p + 16 <= k; p += 16) NarrowStep<R, G>(a, lda, bt, ldb, p, 0xffff, acc);
   // The last k % 16 under a mask: nothing past a row is read (it may be another's, or unmapped).
-  if (p < k) NarrowStep<R, G>(a, lda, bt, k, p, static_cast<__mmask16>((1u << (k - p)) - 1), acc);
+  if (p < k) NarrowStep<R, G>(a, lda, bt, ldb, p, static_cast<__mmask16>((1u << (k - p)) - 1), acc);
   alignas(64) float sums[16 * kSums];
 #pragma GCC unroll 2
   for (int s = 0; s < kSums; ++s) _mm512_store_ps(sums + 16 * s, NarrowSumEachOf16(acc + 16 * s));
@@ -171,14 +172,15 @@ constexpr int64_t kNarrowGroupColumns = 6;
 // times, and a group of 2 does 8 multiply-adds for 6 loads: on one core, best of 3000 calls,
 // 100x784x10 13.1 -> 10.8 us, 64x256x10 3.18 -> 2.77, 16x3136x10 10.6 -> 8.4 (more in the commit).
 template <int R>
-XLENS_AVX512 void NarrowRows(const float* a, int64_t lda, int64_t k, const float* bt, int64_t n, float* c) {
+XLENS_AVX512 void NarrowRows(const float* a, int64_t lda, int64_t k, const float* bt, int64_t ldb, int64_t n,
+                             float* c) {
   const int64_t groups = (n + kNarrowGroupColumns - 1) / kNarrowGroupColumns;
   int64_t j = 0;
   for (int64_t group = 0; group < groups; ++group) {
     const int64_t width = (n - j) / (groups - group) + ((n - j) % (groups - group) != 0 ? 1 : 0);
     switch (width) {
 #define XLENS_NARROW_GROUP(G) \
-  case G: NarrowBlock<R, G>(a, lda, bt + j * k, k, c + j, n); break;
+  case G: NarrowBlock<R, G>(a, lda, bt + j * ldb, ldb, k, c + j, n); break;
       XLENS_NARROW_GROUP(1) XLENS_NARROW_GROUP(2) XLENS_NARROW_GROUP(3) XLENS_NARROW_GROUP(4) XLENS_NARROW_GROUP(5)
       XLENS_NARROW_GROUP(6)
 #undef XLENS_NARROW_GROUP
@@ -189,13 +191,13 @@ XLENS_AVX512 void NarrowRows(const float* a, int64_t lda, int64_t k, const float
 }
 
 XLENS_AVX512 void NarrowProductAvx512(int64_t m, int64_t k, int64_t n, const float* a, int64_t lda, const float* bt,
-                                      float* c) {
+                                      int64_t ldb, float* c) {
   int64_t i = 0;
-  for (; i + 4 <= m; i += 4) NarrowRows<4>(a + i * lda, lda, k, bt, n, c + i * n);
+  for (; i + 4 <= m; i += 4) NarrowRows<4>(a + i * lda, lda, k, bt, ldb, n, c + i * n);
   switch (m - i) {
-    case 3: NarrowRows<3>(a + i * lda, lda, k, bt, n, c + i * n); break;
-    case 2: NarrowRows<2>(a + i * lda, lda, k, bt, n, c + i * n); break;
-    case 1: NarrowRows<1>(a + i * lda, lda, k, bt, n, c + i * n); break;
+    case 3: NarrowRows<3>(a + i * lda, lda, k, bt, ldb, n, c + i * n); break;
+    case 2: NarrowRows<2>(a + i * lda, lda, k, bt, ldb, n, c + i * n); break;
+    case 1: NarrowRows<1>(a + i * lda, lda, k, bt, ldb, n, c + i * n); break;
     default: break;
   }
 }
@@ -349,15 +351,15 @@ XLENS_AVX512 void NarrowProductTransposedLhsAvx512(int64_t m, int64_t k, int64_t
 bool NarrowProductAvailable() { return CpuHasAvx512F(); }
 
 void NarrowProduct(int64_t m, int64_t k, int64_t n, const float* lhs, int64_t lda, const float* rhs_transposed,
-                   float* out) {
+                   int64_t ldb, float* out) {
   CheckNarrowColumns(n, "NarrowProduct");
   // The thunks never choose the loops without AVX-512; a direct caller gets the product rather
   // than an illegal instruction.
   if (!NarrowProductAvailable()) {
-    NarrowProductScalar(m, k, n, lhs, lda, rhs_transposed, out);
+    NarrowProductScalar(m, k, n, lhs, lda, rhs_transposed, ldb, out);
     return;
   }
-  NarrowProductAvx512(m, k, n, lhs, lda, rhs_transposed, out);
+  NarrowProductAvx512(m, k, n, lhs, lda, rhs_transposed, ldb, out);
 }
 
 void NarrowProductTransposedLhs(int64_t m, int64_t k, int64_t n, const float* lhs, int64_t lda, const float* rhs,
@@ -395,8 +397,8 @@ void NarrowProductTransposedLhs(int64_t m, int64_t k, int64_t n, const float* lh
 // The thunks never choose the loops here (NarrowProductAvailable); a direct caller gets the
 // product rather than an output left unwritten.
 void NarrowProduct(int64_t m, int64_t k, int64_t n, const float* lhs, int64_t lda, const float* rhs_transposed,
-                   float* out) {
-  NarrowProductScalar(m, k, n, lhs, lda, rhs_transposed, out);
+                   int64_t ldb, float* out) {
+  NarrowProductScalar(m, k, n, lhs, lda, rhs_transposed, ldb, out);
 }
 
 #endif

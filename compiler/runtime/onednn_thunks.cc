@@ -984,13 +984,18 @@ bool OneDnnThunk::Impl::ExecuteNarrow(char** frame, ExecuteContext& context, std
     span.emplace(fmt::format("{} part {}", name, part), profiler::category::kLibraryPart);
     span->AddArg("part", part);
   };
-  // The rhs's rows [first, first + count) packed as their transpose (PackNarrowRhs) into a buffer
-  // of the calling thread's, reused from call to call.
+  // The rhs's rows [first, first + count) packed as their transpose (PackNarrowRhs), its rows
+  // NarrowPackedStride(count) apart from a line's start, into a buffer of the calling thread's,
+  // reused from call to call.
   auto packed_rhs = [&](int64_t first, int64_t count) -> const float* {
     thread_local std::vector<float> packed;
-    if (static_cast<int64_t>(packed.size()) < count * s.n) packed.resize(count * s.n);
-    PackNarrowRhs(rhs + first * s.n, count, s.n, packed.data());
-    return packed.data();
+    const int64_t size = NarrowPackedStride(count) * s.n + kNarrowPackedAlignment / sizeof(float);
+    if (static_cast<int64_t>(packed.size()) < size) packed.resize(size);
+    void* start = packed.data();
+    size_t space = packed.size() * sizeof(float);
+    float* aligned = static_cast<float*>(std::align(kNarrowPackedAlignment, sizeof(float), start, space));
+    PackNarrowRhs(rhs + first * s.n, count, s.n, aligned, NarrowPackedStride(count));
+    return aligned;
   };
   auto rows = [&](int64_t first, int64_t count, int64_t part) {
     std::optional<profiler::TraceSpan> span;
@@ -1014,7 +1019,8 @@ bool OneDnnThunk::Impl::ExecuteNarrow(char** frame, ExecuteContext& context, std
       NarrowProductTransposedLhs(count, s.k, s.n, lhs + first, s.m, rhs, out);
     } else {
       const float* rhs_transposed = s.rhs_transposed ? rhs : packed_rhs(0, s.k);
-      NarrowProduct(count, s.k, s.n, lhs + first * s.k, s.k, rhs_transposed, out);
+      NarrowProduct(count, s.k, s.n, lhs + first * s.k, s.k, rhs_transposed,
+                    s.rhs_transposed ? s.k : NarrowPackedStride(s.k), out);
     }
     ApplySmallProductPostOps(post_ops, addends, count, s.n, out);
   };
@@ -1034,7 +1040,7 @@ bool OneDnnThunk::Impl::ExecuteNarrow(char** frame, ExecuteContext& context, std
         std::optional<profiler::TraceSpan> span;
         trace_part(span, t);
         const int64_t first = t * narrow_block, count = std::min(narrow_block, s.k - first);
-        NarrowProduct(s.m, count, s.n, lhs + first, s.k, packed_rhs(first, count),
+        NarrowProduct(s.m, count, s.n, lhs + first, s.k, packed_rhs(first, count), NarrowPackedStride(count),
                       t == 0 ? output : partial + (t - 1) * s.m * s.n);
       }
     });

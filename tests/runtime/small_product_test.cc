@@ -73,7 +73,8 @@ TEST(SmallProductTest, EveryRemainderAndLayoutMatchesADoublePrecisionSum) {
 // transposed), against a double-precision sum; canaries around the output and past the lhs's
 // last row (whose masked tail must not be read: a NaN there would reach every sum). The lhs's
 // rows lie `lda` apart (k where 0), the elements between them NaN: a part of a product split in
-// k reads its stretch of longer rows and nothing past it.
+// k reads its stretch of longer rows and nothing past it. The packed rhs's rows lie
+// NarrowPackedStride(k) apart, NaN between them too (an rhs given transposed, k apart).
 void ExpectNarrowProductMatches(int64_t m, int64_t k, int64_t n, bool rhs_transposed, uint32_t seed,
                                 decltype(&NarrowProduct) product = &NarrowProduct, int64_t lda = 0) {
   if (lda == 0) lda = k;
@@ -81,7 +82,8 @@ void ExpectNarrowProductMatches(int64_t m, int64_t k, int64_t n, bool rhs_transp
                                   << (rhs_transposed ? " rhs^T" : ""));
   std::mt19937 rng(seed);
   std::uniform_real_distribution<float> uniform(-1.f, 1.f);
-  std::vector<float> lhs(m * lda + 16, std::nanf("")), rhs(k * n), packed(k * n + 16, std::nanf(""));
+  const int64_t ldb = rhs_transposed ? k : NarrowPackedStride(k);
+  std::vector<float> lhs(m * lda + 16, std::nanf("")), rhs(k * n), packed(ldb * n + 16, std::nanf(""));
   for (int64_t i = 0; i < m; ++i) {
     for (int64_t p = 0; p < k; ++p) lhs[i * lda + p] = uniform(rng);
   }
@@ -350,6 +352,21 @@ void ExpectPostOpsMatchTheirScalarForm(int64_t rows, int64_t n) {
   }
 }
 
+TEST(NarrowProductTest, PostOpsInOnePassMatchTheirScalarForm) {
+  // Adds of every kind, a linear map and a ReLU (a NaN kept) over rows of 10 (a vector of 8 and
+  // 2 elements past it), and over the rows as one run of elements. The linear map is one fused
+  // multiply-add in the vector loop, its tail and the scalar loops alike: alpha = 0.1 and beta =
+  // 0.3 are not exact, so a multiply rounded before the add differs in the last bit for many
+  // elements. From 8 rows of fewer than 32 columns (not whole vectors), eight rows go as one
+  // with the addend along them repeated, and the last rows % 8 one by one: every count of those,
+  // rows of 3 (shorter than a vector), 10, 12 (a vector and a half) and 32; 33 stays row by row.
+  for (const auto& [rows, n] : std::vector<std::pair<int64_t, int64_t>>{
+           {7, 10}, {8, 10}, {100, 10}, {19, 3}, {13, 12}, {27, 31}, {9, 32}, {17, 33}}) {
+    SCOPED_TRACE(testing::Message() << rows << " rows of " << n);
+    ExpectPostOpsMatchTheirScalarForm(rows, n);
+  }
+}
+
 TEST(NarrowProductTest, ReluKeepsANaNAndGivesPlusZeroForMinusZero) {
   // XLA's maximum(x, 0): a NaN and +inf kept, -inf and -0 to +0; in the vector loop (the first 8
   // of each row of 10) and its tail, and in the scalar loops (a GELU first sends them there).
@@ -512,9 +529,10 @@ TEST(NarrowProductTest, AScalingKeepsTheSignOfZero) {
 TEST(NarrowProductTest, MoreColumnsThanLanesAbort) {
   // Past the limit the thunks choose the loops under, a caller's bug stops at once.
   std::vector<float> rhs(4 * 17, 1.f), packed(4 * 17), lhs(4, 1.f), out(17);
-  EXPECT_DEATH(PackNarrowRhs(rhs.data(), 4, 17, packed.data()), "PackNarrowRhs of 17 columns");
-  EXPECT_DEATH(NarrowProduct(1, 4, 17, lhs.data(), 4, packed.data(), out.data()), "NarrowProduct of 17 columns");
-  EXPECT_DEATH(NarrowProductScalar(1, 4, 17, lhs.data(), 4, packed.data(), out.data()), "NarrowProduct of 17 columns");
+  EXPECT_DEATH(PackNarrowRhs(rhs.data(), 4, 17, packed.data(), 4), "PackNarrowRhs of 17 columns");
+  EXPECT_DEATH(NarrowProduct(1, 4, 17, lhs.data(), 4, packed.data(), 4, out.data()), "NarrowProduct of 17 columns");
+  EXPECT_DEATH(NarrowProductScalar(1, 4, 17, lhs.data(), 4, packed.data(), 4, out.data()),
+               "NarrowProduct of 17 columns");
 }
 
 // Every remainder of the 16x16 tiles in both dimensions, from a block inside a wider matrix
