@@ -284,6 +284,11 @@ struct OneDnnThunk::Impl {
   mutable dnnl::memory weights_buffer;
   mutable std::vector<dnnl::memory> partial_weights;  // backward weights: one per part
   dnnl::reorder weights_reorder;  // user -> oneDNN's layout (backward weights: the reverse)
+  // Weights of a few thousand elements are reordered by a gather instead (BuildWeightsGather):
+  // element e of oneDNN's layout is user element weights_gather[e] (-1: padding, zero); for
+  // backward weights, user element i is the parts' sum of their element weights_gather[i] (-1:
+  // none, a gap of the user's strides). Empty: weights_reorder.
+  std::vector<int32_t> weights_gather;
   // A forward convolution of one image split into bands of output rows (its first spatial
   // dimension), each band its own primitive over the input rows it reads (the top and bottom
   // bands keep the padding); empty when the call runs in parts of images.
@@ -369,6 +374,13 @@ struct OneDnnThunk::Impl {
   const std::vector<const float*>& AddendsFromRow(char** frame, int64_t first_row, int64_t n) const;
   void ApplyOwnPostOps(char** frame, float* out, int64_t rows, int64_t cols, int64_t stride, int64_t offset,
                        int64_t column) const;
+  // weights_gather for weights_reorder, where the weights are few: found by running the reorder
+  // once on each element's own index (exact in f32 to 2^24); left empty where that does not
+  // give every element one place.
+  void BuildWeightsGather();
+  // The weights `user` gathered into oneDNN's layout (weights_gather), in a buffer of the calling
+  // thread's, valid until its next call.
+  float* GatherWeights(const float* user) const;
   void BuildBands(const OneDnnConvolution& c, int64_t count, const dnnl::memory::desc& weights_md,
                   const std::function<dnnl::primitive_attr(const std::vector<dnnl::memory::desc>&)>& attributes);
 };
