@@ -106,16 +106,16 @@ inline float Relu(float x) { return !(x <= 0.f) ? x : 0.f; }
 inline float Relu6(float x) { return !(x <= 0.f) ? (x > 6.f ? 6.f : x) : 0.f; }
 
 #if defined(__x86_64__)
+// The widest rows ApplyPostOpsAvx2 takes eight at a time (an addend along them repeated into 256
+// floats at most).
+constexpr int64_t kRowsOfEightMaxColumns = 32;
+
 // ApplySmallProductPostOps where every post-op is an add, a linear map or a ReLU: all of them in
 // one pass over the output, 8 elements at a time, computed as the scalar loops compute them (a
 // linear map as one fused multiply-add in both: the compiler contracted the vector form's multiply
 // and add into one, and not the scalar form's). One scalar pass per post-op took the MNIST step's weight
 // gradient w - 0.5 x^T g, f32[784,10] from NarrowProductTransposedLhs, 6.4 of its 22 us on one
 // core.
-// The widest rows ApplyPostOpsAvx2 takes eight at a time (an addend along them repeated into 256
-// floats at most).
-constexpr int64_t kRowsOfEightMaxColumns = 32;
-
 __attribute__((target("avx2,fma"))) bool ApplyPostOpsAvx2(const std::vector<OneDnnPostOp>& ops,
                                                           const std::vector<const float*>& addends, int64_t rows,
                                                           int64_t n, float* out) {
