@@ -492,11 +492,7 @@ void OneDnnThunk::Impl::BuildWeightsGather() {
 
 float* OneDnnThunk::Impl::GatherWeights(const float* user) const {
   thread_local std::vector<float> buffer;
-  const size_t size = weights_gather.size() + kGatheredWeightsAlignment / sizeof(float);
-  if (buffer.size() < size) buffer.resize(size);
-  void* start = buffer.data();
-  size_t space = buffer.size() * sizeof(float);
-  float* blocked = static_cast<float*>(std::align(kGatheredWeightsAlignment, sizeof(float), start, space));
+  float* blocked = AlignedFloats(buffer, weights_gather.size(), kGatheredWeightsAlignment);
   for (size_t e = 0; e < weights_gather.size(); ++e) blocked[e] = weights_gather[e] >= 0 ? user[weights_gather[e]] : 0.f;
   return blocked;
 }

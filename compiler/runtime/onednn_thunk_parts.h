@@ -8,6 +8,7 @@
 #include <cstdint>
 #include <functional>
 #include <map>
+#include <memory>
 #include <mutex>
 #include <optional>
 #include <string>
@@ -158,6 +159,17 @@ Status ExecutePartsOnPool(ThreadPool* pool, int64_t tasks, const std::string& na
 template <typename BindPart>
 Status ExecutePartsOnPool(ThreadPool* pool, int64_t tasks, const std::string& name, BindPart bind) {
   return ExecutePartsOnPool(pool, tasks, name, bind, [](int64_t) {});
+}
+
+// `count` floats from an `alignment`-byte boundary in `buffer`, a thread's buffer kept from call
+// to call (grown here as needed), for a packed or reordered operand whose vector loads must not
+// split cache lines.
+inline float* AlignedFloats(std::vector<float>& buffer, size_t count, size_t alignment) {
+  const size_t size = count + alignment / sizeof(float);
+  if (buffer.size() < size) buffer.resize(size);
+  void* start = buffer.data();
+  size_t space = buffer.size() * sizeof(float);
+  return static_cast<float*>(std::align(alignment, sizeof(float), start, space));
 }
 
 }  // namespace onednn_detail
@@ -364,14 +376,14 @@ struct OneDnnThunk::Impl {
   bool ExecuteNarrow(char** frame, ExecuteContext& context, std::atomic<int64_t>& whole_runs,
                      const std::string& name) const;
   void SumAddendsInto(char** frame, const Part& part, float* output, int64_t dst_offset, int64_t bias_offset) const;
-  // own_post_ops over `rows` x `cols` of the output from `out`, its rows `stride` apart; `offset`
-  // is out's element offset in the output (where a full addend is read) and `column` its first
-  // column (where a last-dimension addend is).
   // The addends of `post_ops` for the output's rows from `first_row` on (rows n apart), as
   // ApplySmallProductPostOps reads them: a full addend from that row, the others as they lie. In
   // a buffer of the calling thread's, reused from call to call (no allocation on the product's
   // path), valid until that thread's next call.
   const std::vector<const float*>& AddendsFromRow(char** frame, int64_t first_row, int64_t n) const;
+  // own_post_ops over `rows` x `cols` of the output from `out`, its rows `stride` apart; `offset`
+  // is out's element offset in the output (where a full addend is read) and `column` its first
+  // column (where a last-dimension addend is).
   void ApplyOwnPostOps(char** frame, float* out, int64_t rows, int64_t cols, int64_t stride, int64_t offset,
                        int64_t column) const;
   // weights_gather for weights_reorder, where the weights are few: found by running the reorder

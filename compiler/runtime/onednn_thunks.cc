@@ -989,11 +989,7 @@ bool OneDnnThunk::Impl::ExecuteNarrow(char** frame, ExecuteContext& context, std
   // reused from call to call.
   auto packed_rhs = [&](int64_t first, int64_t count) -> const float* {
     thread_local std::vector<float> packed;
-    const int64_t size = NarrowPackedStride(count) * s.n + kNarrowPackedAlignment / sizeof(float);
-    if (static_cast<int64_t>(packed.size()) < size) packed.resize(size);
-    void* start = packed.data();
-    size_t space = packed.size() * sizeof(float);
-    float* aligned = static_cast<float*>(std::align(kNarrowPackedAlignment, sizeof(float), start, space));
+    float* aligned = AlignedFloats(packed, NarrowPackedStride(count) * s.n, kNarrowPackedAlignment);
     PackNarrowRhs(rhs + first * s.n, count, s.n, aligned, NarrowPackedStride(count));
     return aligned;
   };
